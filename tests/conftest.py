@@ -1,0 +1,23 @@
+"""Shared test fixtures: where the real tokenizers and the bundled model live."""
+from pathlib import Path
+
+import pytest
+
+import minisglang
+
+REPO = Path(__file__).resolve().parents[1]
+# Fetched by scripts/setup.sh (pip download --no-deps anthropic==0.3.11, then unzipped).
+ANTHROPIC_TOKENIZER_JSON = REPO / ".cache" / "tokenizers" / "anthropic-0.3.11" / "tokenizer.json"
+BUNDLED_MODEL_PATH = Path(minisglang.DEFAULT_MODEL_PATH)
+
+
+@pytest.fixture(scope="session")
+def bundled_model_path() -> Path:
+    return BUNDLED_MODEL_PATH
+
+
+@pytest.fixture(scope="session")
+def anthropic_tokenizer_json() -> Path:
+    if not ANTHROPIC_TOKENIZER_JSON.exists():
+        pytest.fail(f"{ANTHROPIC_TOKENIZER_JSON} is missing: run scripts/setup.sh first")
+    return ANTHROPIC_TOKENIZER_JSON
