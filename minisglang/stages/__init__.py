@@ -1,0 +1,49 @@
+"""The five stages of constrained decoding, as a small registry.
+
+Each stage is a `Stage` subclass in its own module, registered under a tag such as
+"s1-masked-fill" (short name "s1"). `Engine(stage=...)` looks the tag up here. Stages build
+on each other: s2's class extends s1's, and so on, so the diff between two consecutive
+modules is the lesson of the chapter.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+
+from .base import _REGISTRY, Stage, register
+
+# tag -> module that defines it, in historical order. Modules are imported lazily so that
+# `minisglang checkout s1` can ship a copy without the later stages.
+STAGE_MODULES: dict[str, str] = {
+    "s0-unconstrained": "minisglang.stages.base",
+    "s1-masked-fill": "minisglang.stages.s1_masked_fill",
+}
+
+
+def resolve_tag(name: str) -> str:
+    """'s1' or 's1-masked-fill' -> 's1-masked-fill'; a clear error for anything else."""
+    for tag in STAGE_MODULES:
+        if name == tag or name == tag.split("-")[0]:
+            return tag
+    raise ValueError(f"unknown stage {name!r}; known stages: {', '.join(STAGE_MODULES)}")
+
+
+def get_stage_class(name: str) -> type[Stage]:
+    tag = resolve_tag(name)
+    if tag not in _REGISTRY:
+        importlib.import_module(STAGE_MODULES[tag])
+    return _REGISTRY[tag]
+
+
+def latest_stage() -> str:
+    """The newest stage present in this copy (a checkout of s2 has no s3)."""
+    return available_stages()[-1]
+
+
+def available_stages() -> list[str]:
+    """The stage tags whose modules exist in this copy of the package (checkouts are partial)."""
+    found = []
+    for tag, module in STAGE_MODULES.items():
+        if importlib.util.find_spec(module) is not None:
+            found.append(tag)
+    return found

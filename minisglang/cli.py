@@ -1,0 +1,135 @@
+"""The `minisglang` command line: one subcommand per job, each a small function.
+
+    minisglang generate "prompt" --regex '\\d{3}'     # one request
+    minisglang demo                                  # constrained vs unconstrained, side by side
+    minisglang stages                                # the five stages and what each adds
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def _engine(args):
+    from .engine import Engine
+
+    return Engine(model_path=args.model_path, stage=args.stage, seed=args.seed)
+
+
+def _params(args) -> dict:
+    p = {"temperature": args.temperature, "max_new_tokens": args.max_new_tokens}
+    if args.seed is not None:
+        p["seed"] = args.seed
+    for key in ("regex", "json_schema", "ebnf"):
+        value = getattr(args, key, None)
+        if value is not None:
+            p[key] = value
+    if args.stop:
+        p["stop"] = args.stop
+    return p
+
+
+def cmd_generate(args) -> int:
+    engine = _engine(args)
+    prompt = args.prompt
+    if args.chat:
+        prompt = engine.tokenizer.apply_chat_template([{"role": "user", "content": prompt}])
+    if args.stream:
+        for chunk in engine.generate(prompt, _params(args), stream=True):
+            print(chunk["text"], end="", flush=True)
+        print()
+        meta = chunk["meta_info"]
+    else:
+        out = engine.generate(prompt, _params(args))
+        print(out["text"])
+        meta = out["meta_info"]
+    print(json.dumps(meta, ensure_ascii=False, default=str), file=sys.stderr)
+    return 0 if meta["finish_reason"]["type"] != "abort" else 1
+
+
+def cmd_demo(args) -> int:
+    from .demo import run_demo
+
+    return run_demo(model_path=args.model_path, stage=args.stage)
+
+
+def cmd_stages(args) -> int:
+    from .stages import STAGE_MODULES, available_stages, get_stage_class
+
+    present = set(available_stages())
+    for tag in STAGE_MODULES:
+        if tag not in present:
+            print(f"{tag:22s} (not in this copy)")
+            continue
+        cls = get_stage_class(tag)
+        doc = (sys.modules[cls.__module__].__doc__ or "").strip().splitlines()[0]
+        print(f"{tag:22s} {doc}")
+    return 0
+
+
+def cmd_fsm_allowed(args) -> int:
+    from .constrained.regex_dfa import ByteDFA, compile_regex
+    from .constrained.token_index import allowed_tokens_table, build_index_fast
+    from .tokenizer import Tokenizer
+    from . import DEFAULT_MODEL_PATH
+
+    tok = Tokenizer.from_pretrained(args.model_path or DEFAULT_MODEL_PATH)
+    index = build_index_fast(ByteDFA.from_char_dfa(compile_regex(args.regex)), tok.token_bytes, tok.eos_token_id)
+    state = index.initial_state
+    if args.after:
+        for t in tok.encode(args.after):
+            state = index.next_state(state, t)
+            if state < 0:
+                print(f"error: the text {args.after!r} leaves the regex's language", file=sys.stderr)
+                return 1
+    print(allowed_tokens_table(index, tok, state, limit=args.limit))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="minisglang", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    def engine_args(p):
+        p.add_argument("--model-path", default=None, help="HF checkpoint dir (default: the bundled model)")
+        p.add_argument("--stage", default=None, help="s1..s5 or a full tag (default: the latest)")
+        p.add_argument("--seed", type=int, default=None)
+
+    g = sub.add_parser("generate", help="generate for one prompt")
+    engine_args(g)
+    g.add_argument("prompt")
+    g.add_argument("--regex")
+    g.add_argument("--json-schema", dest="json_schema")
+    g.add_argument("--ebnf")
+    g.add_argument("--temperature", type=float, default=0.0)
+    g.add_argument("--max-new-tokens", type=int, default=128)
+    g.add_argument("--stop", action="append", default=[])
+    g.add_argument("--chat", action="store_true", help="wrap the prompt in the chat template")
+    g.add_argument("--stream", action="store_true")
+    g.set_defaults(func=cmd_generate)
+
+    d = sub.add_parser("demo", help="extraction prompts, unconstrained vs constrained")
+    engine_args(d)
+    d.set_defaults(func=cmd_demo)
+
+    s = sub.add_parser("stages", help="list the stages")
+    s.set_defaults(func=cmd_stages)
+
+    f = sub.add_parser("fsm-allowed", help="list the tokens a regex allows at a state")
+    f.add_argument("regex")
+    f.add_argument("--after", default="", help="text already generated (walked from the start)")
+    f.add_argument("--limit", type=int, default=20)
+    f.add_argument("--model-path", default=None)
+    f.set_defaults(func=cmd_fsm_allowed)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

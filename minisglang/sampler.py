@@ -1,0 +1,35 @@
+"""Turn a batch of (already masked) logits into one token per request.
+
+Each row is sampled on its own, with its request's own `torch.Generator` when it gave a
+seed, so a request's output never depends on what else shares the batch.
+"""
+from __future__ import annotations
+
+import torch
+
+from .core import Req
+
+
+def sample(logits: torch.Tensor, reqs: list[Req], default_generator: torch.Generator) -> list[int]:
+    """logits: [B, V] float (disallowed tokens already at -inf). Returns B token ids."""
+    out = []
+    for row, req in zip(logits, reqs):
+        out.append(sample_row(row.float(), req, req.generator or default_generator))
+    return out
+
+
+def sample_row(row: torch.Tensor, req: Req, generator: torch.Generator) -> int:
+    """row: [V]. Greedy at temperature 0; otherwise temperature, top-k, top-p, multinomial."""
+    p = req.sampling_params
+    if p.temperature == 0 or p.top_k == 1:
+        return int(torch.argmax(row))
+    probs = torch.softmax(row / p.temperature, dim=-1)
+    if p.top_k > 0 and p.top_k < probs.numel():
+        kth = torch.topk(probs, p.top_k).values[-1]
+        probs = torch.where(probs >= kth, probs, torch.zeros_like(probs))
+    if p.top_p < 1.0:
+        sorted_probs, order = torch.sort(probs, descending=True)
+        # Keep the smallest set whose mass reaches top_p (the first token always stays).
+        keep = torch.cumsum(sorted_probs, 0) - sorted_probs < p.top_p
+        probs = torch.zeros_like(probs).scatter(0, order, sorted_probs * keep)
+    return int(torch.multinomial(probs, 1, generator=generator))

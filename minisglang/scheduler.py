@@ -1,0 +1,323 @@
+"""The scheduler: queues, batches, KV memory, and the loop that drives the model.
+
+One call to `step()` does what SGLang's first release did in `forward_step`:
+
+    schedule  -> a prefill batch of waiting requests if any fit, else the running batch
+    run       -> one model forward over that batch
+    sample    -> the stage masks the logits, the sampler picks one token per request
+    process   -> append tokens, advance grammars, finish requests, free their memory
+
+Memory rules (chapters/00-the-engine.md, "Who owns a KV slot"):
+- A running request holds the slots `req_to_token[req.req_pool_idx, :req.kv_len]`; the
+  first `req.prefix_len` of them belong to the radix tree (locked through `req.last_node`),
+  the rest are the request's own.
+- When it leaves, `release_memory` inserts its tokens into the tree; the tree keeps the
+  slots it did not have yet, the duplicates are freed, the lock is dropped.
+- So at any quiet moment every slot is either free or held by the tree.
+"""
+from __future__ import annotations
+
+import collections
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from .core import Req
+from .memory_pool import ReqToTokenPool, TokenToKVPool
+from .model.forward_batch import ForwardBatch, ForwardMode
+from .radix_cache import RadixCache
+from .sampler import sample
+from .stages.base import Stage
+from .tokenizer import IncrementalDetokenizer, Tokenizer
+
+
+@dataclass
+class SchedulerConfig:
+    max_total_tokens: int = 16384       # KV slots in the pool
+    max_running_requests: int = 128     # rows of the request-to-token table
+    max_prefill_tokens: int = 4096      # new tokens computed in one prefill batch
+    schedule_policy: str = "lpm"        # "lpm" (longest prefix match first) or "fcfs"
+    disable_radix_cache: bool = False
+    trace_limit: int = 100_000          # events kept for notebooks (oldest dropped)
+
+
+@dataclass
+class ScheduledBatch:
+    """What `schedule()` decided to run this step."""
+
+    mode: ForwardMode
+    reqs: list[Req]
+
+
+class Scheduler:
+    def __init__(self, model, tokenizer: Tokenizer, stage: Stage, config: SchedulerConfig,
+                 device: torch.device, seed: int = 0):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.stage = stage
+        self.config = config
+        self.device = device
+        mc = model.config
+        self.max_context_len = mc.max_position_embeddings
+        self.req_to_token_pool = ReqToTokenPool(config.max_running_requests, self.max_context_len, device)
+        self.token_to_kv_pool = TokenToKVPool(config.max_total_tokens, mc.num_layers, mc.num_kv_heads,
+                                              mc.head_dim, model.dtype, device)
+        self.tree_cache = RadixCache(self.token_to_kv_pool, disable=config.disable_radix_cache)
+        self.grammar_queue: list[Req] = []   # waiting for their grammar to compile (s3)
+        self.waiting_queue: list[Req] = []   # ready to be prefilled
+        self.running: list[Req] = []         # decoding
+        self.finished: list[Req] = []        # finished since the last step() returned
+        self.generator = torch.Generator().manual_seed(seed)
+        self.step_count = 0
+        self.forward_counts = {"prefill": 0, "decode": 0}
+        self.trace: collections.deque[dict[str, Any]] = collections.deque(maxlen=config.trace_limit)
+
+    # ------------------------------------------------------------------ requests in/out
+    def add_request(self, req: Req) -> None:
+        """Accept a request: check it fits, let the stage see it, queue it."""
+        req.detokenizer = IncrementalDetokenizer(self.tokenizer)
+        if req.sampling_params.seed is not None:
+            req.generator = torch.Generator().manual_seed(req.sampling_params.seed)
+        need = len(req.origin_input_ids) + req.sampling_params.max_new_tokens
+        if not req.origin_input_ids:
+            req.finish("abort", message="the prompt is empty (no tokens)")
+        elif need > self.max_context_len:
+            req.finish("abort", message=f"prompt ({len(req.origin_input_ids)} tokens) + max_new_tokens "
+                       f"({req.sampling_params.max_new_tokens}) exceeds the model's context of "
+                       f"{self.max_context_len} tokens")
+        elif need > self.config.max_total_tokens:
+            req.finish("abort", message=f"the request needs {need} KV slots but the pool has only "
+                       f"{self.config.max_total_tokens}")
+        else:
+            self.stage.on_arrival(req)       # hook 1 (s1 compiles the FSM right here)
+        self._event("arrive", req)
+        if req.finished:
+            self._finish(req)
+        else:
+            self.grammar_queue.append(req)
+
+    def abort(self, rid: int, message: str = "aborted by the client") -> bool:
+        """Abort a request wherever it is; it leaves at the start of the next step."""
+        for req in self.grammar_queue + self.waiting_queue + self.running:
+            if req.rid == rid:
+                req.finish("abort", message=message)
+                return True
+        return False
+
+    def has_work(self) -> bool:
+        return bool(self.grammar_queue or self.waiting_queue or self.running)
+
+    # ------------------------------------------------------------------ the loop
+    def step(self) -> list[Req]:
+        """Run one scheduler step; return the requests that finished during it."""
+        self.step_count += 1
+        self._drop_aborted()
+        self._admit_ready_grammars()
+        batch = self.schedule()
+        if batch is not None:
+            logits = self.run(batch)
+            next_token_ids = self.sample(batch, logits)
+            self.process_results(batch, next_token_ids)
+        done, self.finished = self.finished, []
+        return done
+
+    def schedule(self) -> ScheduledBatch | None:
+        """A prefill batch if any waiting request fits, else the running batch (decode)."""
+        new_reqs = self.get_new_prefill_batch()
+        if new_reqs:
+            return ScheduledBatch(ForwardMode.EXTEND, new_reqs)
+        if self.running:
+            self.stage.before_decode(self)   # hook 3 (s4 may move requests to waiting here)
+        if self.running:
+            return ScheduledBatch(ForwardMode.DECODE, list(self.running))
+        return None
+
+    def run(self, batch: ScheduledBatch) -> torch.Tensor:
+        """One model forward; returns logits [B, vocab] for the last position of each request."""
+        reqs = batch.reqs
+        if batch.mode == ForwardMode.EXTEND:
+            new_ids = [req.fill_ids[req.prefix_len:] for req in reqs]
+            out_cache_loc = self.alloc_kv(sum(len(x) for x in new_ids))
+            fb = ForwardBatch.extend([r.req_pool_idx for r in reqs], [r.prefix_len for r in reqs],
+                                     new_ids, out_cache_loc, self.req_to_token_pool, self.token_to_kv_pool)
+            for req in reqs:
+                req.kv_len = len(req.fill_ids)
+            self.forward_counts["prefill"] += 1
+            self._event("prefill", None, reqs=[r.rid for r in reqs], tokens=sum(map(len, new_ids)))
+        else:
+            out_cache_loc = self.alloc_kv(len(reqs))
+            fb = ForwardBatch.decode([r.req_pool_idx for r in reqs], [r.kv_len for r in reqs],
+                                     [r.fill_ids[-1] for r in reqs], out_cache_loc,
+                                     self.req_to_token_pool, self.token_to_kv_pool)
+            for req in reqs:
+                req.kv_len += 1
+            self.forward_counts["decode"] += 1
+            self._event("decode", None, reqs=[r.rid for r in reqs])
+        with torch.inference_mode():
+            return self.model.forward(fb)
+
+    def sample(self, batch: ScheduledBatch, logits: torch.Tensor) -> list[int]:
+        """Mask (hook 4), then sample one token per request; -1 for a request the mask aborted."""
+        logits = logits.float()
+        self.stage.mask_logits(logits, batch.reqs)
+        live = [i for i, r in enumerate(batch.reqs) if not r.finished]
+        ids = [-1] * len(batch.reqs)
+        if live:
+            picked = sample(logits[live], [batch.reqs[i] for i in live], self.generator)
+            for i, tok in zip(live, picked):
+                ids[i] = tok
+        return ids
+
+    def process_results(self, batch: ScheduledBatch, next_token_ids: list[int]) -> None:
+        """Append each sampled token, advance its grammar (hook 5), finish whoever is done."""
+        for req, tok in zip(batch.reqs, next_token_ids):
+            if req.finished:
+                continue
+            req.output_ids.append(tok)
+            req.sampled_tokens += 1
+            if req.first_token_time is None:
+                req.first_token_time = time.perf_counter()
+            self.stage.advance(req, tok)
+            self.update_output_text(req)
+            self.check_finished(req, tok)
+        if batch.mode == ForwardMode.EXTEND:
+            self.running.extend(batch.reqs)
+        still = []
+        for req in self.running:
+            if req.finished:
+                self._finish(req)
+            else:
+                still.append(req)
+        self.running = still
+
+    # ------------------------------------------------------------------ finishing
+    def update_output_text(self, req: Req) -> None:
+        """Feed new tokens to the request's incremental detokenizer (never half a character)."""
+        new_ids = req.output_ids[req.detok_offset:]
+        req.detok_offset = len(req.output_ids)
+        req.output_text += req.detokenizer.feed(new_ids)
+
+    def check_finished(self, req: Req, tok: int) -> None:
+        """EOS, stop strings, then the length limit (the constraint may have finished it already)."""
+        p = req.sampling_params
+        if req.finished:
+            return
+        if tok == self.tokenizer.eos_token_id and not p.ignore_eos:
+            req.finish("stop", matched=tok)
+            return
+        for s in p.stop:
+            pos = req.output_text.find(s)
+            if pos != -1:
+                req.output_text = req.output_text[:pos]
+                req.finish("stop", matched=s)
+                return
+        if len(req.output_ids) >= p.max_new_tokens:
+            req.finish("length", length=p.max_new_tokens)
+
+    def _finish(self, req: Req) -> None:
+        """Leave the engine: flush text, release grammar and memory, report."""
+        if req.detokenizer is not None and not isinstance(req.finished_reason.get("matched"), str):
+            req.output_text += req.detokenizer.flush()  # a stop string already trimmed the text
+        self.stage.release(req)
+        if req.req_pool_idx is not None:
+            self.release_memory(req)
+        req.released = True
+        self._event("finish", req, reason=req.finished_reason)
+        self.finished.append(req)
+
+    # ------------------------------------------------------------------ memory
+    def alloc_kv(self, n: int) -> torch.LongTensor:
+        """n free KV slots, evicting least-recently-used radix leaves when short."""
+        short = n - self.token_to_kv_pool.available_size()
+        if short > 0:
+            freed = self.tree_cache.evict(short)
+            self._event("evict", None, tokens=freed)
+        slots = self.token_to_kv_pool.alloc(n)
+        if slots is None:  # the admission budget makes this unreachable; say so loudly if not
+            raise RuntimeError(f"out of KV slots: need {n}, have {self.token_to_kv_pool.available_size()}")
+        return slots
+
+    def release_memory(self, req: Req) -> None:
+        """Give a request's tokens to the radix tree, free duplicates and its table row."""
+        slots = self.req_to_token_pool.req_to_token[req.req_pool_idx, :req.kv_len].clone()
+        if self.tree_cache.disable:
+            self.token_to_kv_pool.free(slots[req.prefix_len:])
+        else:
+            already = self.tree_cache.insert(req.fill_ids[:req.kv_len], slots)
+            # Slots [prefix_len, already) duplicate tokens another request put in the tree
+            # after we were admitted: the tree keeps its own copy, ours are freed.
+            self.token_to_kv_pool.free(slots[req.prefix_len:already])
+            self.tree_cache.dec_lock_ref(req.last_node)
+        self.req_to_token_pool.free(req.req_pool_idx)
+        req.req_pool_idx, req.last_node, req.kv_len, req.prefix_len = None, None, 0, 0
+
+    # ------------------------------------------------------------------ admission
+    def get_new_prefill_batch(self) -> list[Req]:
+        """Choose waiting requests that fit the token budget; give them slots and prefixes."""
+        if not self.waiting_queue:
+            return []
+        for req in self.waiting_queue:
+            # Match all but the last token: the model must compute at least one position.
+            prefix, node = self.tree_cache.match_prefix(req.fill_ids[:-1])
+            req._match = (prefix, node)
+        if self.config.schedule_policy == "lpm":
+            self.waiting_queue.sort(key=lambda r: -len(r._match[0]))  # stable: ties stay FCFS
+        elif self.config.schedule_policy != "fcfs":
+            raise ValueError(f"unknown schedule policy {self.config.schedule_policy!r}")
+
+        budget = (self.token_to_kv_pool.available_size() + self.tree_cache.evictable_size()
+                  - sum(self._remaining_new_tokens(r) for r in self.running))
+        chosen, prefill_tokens = [], 0
+        for req in self.waiting_queue:
+            prefix, node = req._match
+            extend = len(req.fill_ids) - len(prefix)
+            need = extend + self._remaining_new_tokens(req)
+            if (need > budget or prefill_tokens + extend > self.config.max_prefill_tokens and chosen
+                    or len(self.running) + len(chosen) >= self.config.max_running_requests):
+                break
+            budget -= need + self.tree_cache.inc_lock_ref(node)
+            prefill_tokens += extend
+            chosen.append(req)
+        for req in chosen:
+            self.waiting_queue.remove(req)
+            prefix, node = req._match
+            del req._match
+            req.req_pool_idx = self.req_to_token_pool.alloc()
+            req.last_node, req.prefix_len = node, len(prefix)
+            self.req_to_token_pool.req_to_token[req.req_pool_idx, :len(prefix)] = prefix
+            req.cached_tokens += len(prefix)
+            self._event("admit", req, prefix_len=len(prefix))
+            if len(prefix):
+                self._event("prefix_hit", req, tokens=len(prefix))
+        return chosen
+
+    @staticmethod
+    def _remaining_new_tokens(req: Req) -> int:
+        return max(req.sampling_params.max_new_tokens - len(req.output_ids), 0)
+
+    def _admit_ready_grammars(self) -> None:
+        """Hook 2: move requests whose grammar is ready from the grammar queue to waiting."""
+        if not self.grammar_queue:
+            return
+        ready = self.stage.poll_grammar_queue(self.grammar_queue)
+        for req in ready:
+            self.grammar_queue.remove(req)
+            if req.finished:
+                self._finish(req)
+            else:
+                self.waiting_queue.append(req)
+
+    def _drop_aborted(self) -> None:
+        for queue in (self.grammar_queue, self.waiting_queue):
+            for req in [r for r in queue if r.finished]:
+                queue.remove(req)
+                self._finish(req)
+        for req in [r for r in self.running if r.finished]:
+            self.running.remove(req)
+            self._finish(req)
+
+    def _event(self, kind: str, req: Req | None, **info: Any) -> None:
+        self.trace.append({"step": self.step_count, "event": kind,
+                           **({"rid": req.rid} if req is not None else {}), **info})

@@ -1,0 +1,128 @@
+"""Stage s1-masked-fill: SGLang's first release of constrained decoding (January 2024).
+
+Read with chapters/01-masked-fill.md. What this stage adds to the bare engine:
+
+1. When a request with a `regex` arrives, compile it right there, on the scheduler's
+   thread: regex -> character DFA -> byte DFA -> token index
+   `{state: {token_id: next_state}}` (minisglang/constrained/).
+2. Before sampling, each constrained request gets one bool row over the vocabulary
+   (True = allowed) and `logits[i].masked_fill_(~row, -inf)`: a Python loop over the batch,
+   exactly the first release's `Batch.sample`.
+3. After sampling, the request's FSM state moves along the chosen token. EOS is allowed
+   only in accepting states; sampling it there finishes the request, and so does reaching
+   an accepting state from which nothing can follow.
+
+What it costs: the compile blocks every other request (s3 fixes that), and the mask loop
+is one Python iteration and one full-vocabulary row per request per step (s2 fixes that).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ..constrained.regex_dfa import ByteDFA, RegexError, compile_regex
+from ..constrained.token_index import TokenIndex, VocabularyCannotSpellError, build_index_fast
+from ..core import Req
+from .base import Stage, register
+
+
+@dataclass
+class RegexFSM:
+    """A compiled regex: its token index over one tokenizer (shared by all its requests)."""
+
+    regex: str
+    index: TokenIndex
+
+
+@dataclass
+class FSMState:
+    """One request's position in its regex's FSM."""
+
+    fsm: RegexFSM
+    state: int
+
+
+class ConstraintError(ValueError):
+    """A grammar this request cannot use; its message ends the request with `abort`."""
+
+
+@register("s1-masked-fill")
+class MaskedFillStage(Stage):
+    supports = frozenset({"regex"})
+
+    # -- compile (hook 1: on arrival) ----------------------------------------------------
+    def compile_regex_fsm(self, regex: str) -> RegexFSM:
+        """regex -> token index over this engine's tokenizer. Raises ConstraintError."""
+        tok = self.ctx.tokenizer
+        try:
+            dfa = ByteDFA.from_char_dfa(compile_regex(regex))
+            index = build_index_fast(dfa, tok.token_bytes, tok.eos_token_id)
+        except (RegexError, VocabularyCannotSpellError) as e:
+            raise ConstraintError(str(e)) from e
+        return RegexFSM(regex, index)
+
+    def on_arrival(self, req: Req) -> None:
+        constraint = req.sampling_params.constraint()
+        if constraint is None:
+            return
+        kind, text = constraint
+        if kind not in self.supports:
+            req.finish("abort", message=f"stage {self.tag} supports only {sorted(self.supports)} "
+                       f"constraints, not {kind!r} (json_schema and ebnf arrive in s5-backends)")
+            return
+        try:
+            fsm = self.compile_regex_fsm(text)   # blocks the scheduler: the point of s3
+        except ConstraintError as e:
+            req.finish("abort", message=str(e))
+            return
+        req.grammar = FSMState(fsm, fsm.index.initial_state)
+
+    # -- mask (hook 4) ---------------------------------------------------------------------
+    def allowed_mask(self, grammar: FSMState) -> torch.Tensor:
+        """Bool row [vocab_size]: True where the token may come next in this state.
+
+        Columns past the tokenizer's vocabulary (padding of the logits) stay False.
+        """
+        # BEGIN SOLUTION task1_3
+        row = torch.zeros(self.ctx.vocab_size, dtype=torch.bool)
+        allowed = grammar.fsm.index.allowed_token_ids(grammar.state)
+        if allowed:
+            row[torch.tensor(allowed, dtype=torch.long)] = True
+        return row
+        # END SOLUTION
+
+    def mask_logits(self, logits: torch.Tensor, reqs: list[Req]) -> None:
+        """logits [B, vocab_size] in place: one bool row and one masked_fill_ per request."""
+        # BEGIN SOLUTION task1_4
+        for i, req in enumerate(reqs):
+            if req.grammar is None or req.finished:
+                continue
+            row = self.allowed_mask(req.grammar).to(logits.device)
+            if not bool(row.any()):
+                # Never sample from an all -inf row: end this request with a clear reason.
+                req.finish("abort", message=f"no token is allowed in FSM state {req.grammar.state} "
+                           f"of regex {req.grammar.fsm.regex!r}")
+                continue
+            logits[i].masked_fill_(~row, float("-inf"))
+        # END SOLUTION
+
+    # -- advance (hook 5) ------------------------------------------------------------------
+    def advance(self, req: Req, token_id: int) -> None:
+        """Move the FSM along the sampled token; finish at EOS or a dead-end accepting state."""
+        g = req.grammar
+        if g is None:
+            return
+        # BEGIN SOLUTION task1_5
+        index = g.fsm.index
+        if token_id == index.eos_token_id:
+            # The mask only offers EOS in accepting states, so this is a clean stop.
+            req.finish("stop", matched=token_id)
+            return
+        g.state = index.next_state(g.state, token_id)
+        if g.state < 0:
+            req.finish("abort", message=f"token {token_id} is not allowed by regex {g.fsm.regex!r}")
+        elif index.is_final(g.state) and index.allowed_token_ids(g.state) == [index.eos_token_id]:
+            # Accepting and nothing can follow: the match is complete without waiting for EOS.
+            req.finish("stop", matched=None)
+        # END SOLUTION
