@@ -1,0 +1,77 @@
+"""Graphviz DOT text for a radix cache: what is cached, what is locked, where a match ended.
+
+Each node is a box showing the tokens on the edge into it (ids, or text when a tokenizer
+is given), its lock count and how many KV slots it holds. Locked nodes are shaded, and one
+node (say, the last node of a ``match_prefix``) can be highlighted with a red border.
+Render the text with ``minisglang.drawings.render``.
+"""
+from __future__ import annotations
+
+from minisglang.radix_cache import RadixCache, TreeNode
+
+MAX_KEY_IDS = 8  # token ids shown per node before "…"
+MAX_KEY_CHARS = 24  # decoded characters shown per node before "…"
+LOCKED_FILL = "#d9d9d9"
+HIGHLIGHT_COLOR = "#d62728"
+
+
+def _visible(text: str) -> str:
+    """Spell out control characters (newline -> the two characters ``\\n``) so a label
+    stays on one line and shows what the token really contains."""
+    out = []
+    for ch in text:
+        if ch in "\n\r\t":
+            out.append(repr(ch)[1:-1])
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\x{ord(ch):02x}")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def _dot_escape(text: str) -> str:
+    """Escape text for a double-quoted DOT string (backslashes first, then quotes)."""
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def _key_label(key: list[int], tokenizer) -> str:
+    """The edge tokens as one line of plain text: quoted decoded text, or the ids."""
+    if tokenizer is None:
+        shown = " ".join(str(t) for t in key[:MAX_KEY_IDS])
+        return shown + (" …" if len(key) > MAX_KEY_IDS else "")
+    # Keep special tokens (BOS, EOS): dropping them would make an edge look empty.
+    text = tokenizer.decode(list(key), skip_special_tokens=False)
+    cut = len(text) > MAX_KEY_CHARS
+    return '"' + _visible(text[:MAX_KEY_CHARS]) + '"' + ("…" if cut else "")
+
+
+def radix_tree_dot(
+    cache: RadixCache, tokenizer=None, highlight: TreeNode | None = None
+) -> str:
+    """DOT source of ``cache``'s tree: one box per node (the root included), one arrow per
+    parent-child edge. ``tokenizer`` needs ``decode(ids, skip_special_tokens=False)``."""
+    lines = [
+        "digraph radix_tree {",
+        '  node [shape=box, fontname="monospace"];',
+    ]
+    names: dict[TreeNode, str] = {}
+    queue = [cache.root_node]
+    while queue:
+        node = queue.pop(0)
+        name = f"n{len(names)}"
+        names[node] = name
+        head = "root" if node is cache.root_node else _key_label(node.key, tokenizer)
+        label_lines = [head, f"lock={node.lock_ref} slots={len(node.value)}"]
+        # DOT's own "\n" escape separates label lines; each line is escaped first.
+        attrs = ['label="' + "\\n".join(_dot_escape(s) for s in label_lines) + '"']
+        if node.lock_ref > 0:
+            attrs.append(f'style=filled, fillcolor="{LOCKED_FILL}"')
+        if node is highlight:
+            attrs.append(f'color="{HIGHLIGHT_COLOR}", penwidth=3')
+        lines.append(f"  {name} [{', '.join(attrs)}];")
+        if node.parent is not None:
+            lines.append(f"  {names[node.parent]} -> {name};")
+        # Children in token order, so the same tree always gives the same drawing.
+        queue.extend(node.children[t] for t in sorted(node.children))
+    lines.append("}")
+    return "\n".join(lines) + "\n"
