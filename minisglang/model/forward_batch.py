@@ -1,0 +1,141 @@
+"""``ForwardBatch``: everything one model forward needs to know about a batch.
+
+The scheduler decides *which* requests run and *where* their new K/V go (it allocates
+``out_cache_loc`` from the ``TokenToKVPool``); the two constructors here record those
+slots in the ``ReqToTokenPool`` and derive the positions, so the model only reads.
+
+Two modes, as in SGLang:
+
+* EXTEND (prefill): each request brings ``n_i >= 1`` new tokens on top of ``p_i`` tokens
+  whose K/V are already cached (``p_i = 0`` for a fresh prompt, more on a radix-cache hit).
+* DECODE: each request brings exactly one token, the one sampled in the previous step.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+import torch
+
+from minisglang.memory_pool import ReqToTokenPool, TokenToKVPool
+
+
+class ForwardMode(Enum):
+    EXTEND = "extend"
+    DECODE = "decode"
+
+
+@dataclass
+class ForwardBatch:
+    """One forward step. ``T`` = new tokens in the batch, ``B`` = requests."""
+
+    mode: ForwardMode
+    input_ids: torch.LongTensor  # [T] new tokens of all requests, concatenated
+    positions: torch.LongTensor  # [T] position of each new token in its sequence
+    out_cache_loc: torch.LongTensor  # [T] KV slot where each new token's K/V is written
+    req_pool_indices: torch.LongTensor  # [B] request slot of each request
+    seq_lens: torch.LongTensor  # [B] length of each request after this step
+    extend_prefix_lens: list[int]  # [B] cached tokens before this step
+    extend_seq_lens: list[int]  # [B] new tokens in this step (decode: all 1)
+    req_to_token_pool: ReqToTokenPool
+    token_to_kv_pool: TokenToKVPool
+
+    @property
+    def batch_size(self) -> int:
+        return len(self.extend_seq_lens)
+
+    @classmethod
+    def extend(
+        cls,
+        req_pool_indices: list[int],
+        prefix_lens: list[int],
+        new_token_ids: list[list[int]],
+        out_cache_loc: torch.LongTensor,
+        req_to_token_pool: ReqToTokenPool,
+        token_to_kv_pool: TokenToKVPool,
+    ) -> "ForwardBatch":
+        """An EXTEND batch. ``out_cache_loc`` ``[sum(len(ids))]`` holds the new tokens'
+        KV slots, request after request. Writes them into
+        ``req_to_token[req, prefix:prefix+n]``; the prefix's slots must already be there."""
+        num_reqs = len(req_pool_indices)
+        if not (num_reqs == len(prefix_lens) == len(new_token_ids)) or num_reqs == 0:
+            raise ValueError(
+                f"extend needs one prefix length and one token list per request, got "
+                f"{num_reqs} requests, {len(prefix_lens)} prefix lengths, {len(new_token_ids)} token lists"
+            )
+        new_lens = [len(ids) for ids in new_token_ids]
+        if min(new_lens) == 0:
+            raise ValueError("every request in an extend batch needs at least one new token")
+        out_cache_loc = cls._check_slots(out_cache_loc, sum(new_lens), req_to_token_pool)
+
+        positions, offset = [], 0
+        for req, prefix, n in zip(req_pool_indices, prefix_lens, new_lens):
+            cls._check_fits(prefix + n, req_to_token_pool)
+            req_to_token_pool.req_to_token[req, prefix : prefix + n] = out_cache_loc[offset : offset + n]
+            positions.append(torch.arange(prefix, prefix + n))
+            offset += n
+
+        device = req_to_token_pool.device
+        return cls(
+            mode=ForwardMode.EXTEND,
+            input_ids=torch.tensor([t for ids in new_token_ids for t in ids], dtype=torch.int64, device=device),
+            positions=torch.cat(positions).to(device),
+            out_cache_loc=out_cache_loc,
+            req_pool_indices=torch.tensor(req_pool_indices, dtype=torch.int64, device=device),
+            seq_lens=torch.tensor([p + n for p, n in zip(prefix_lens, new_lens)], dtype=torch.int64, device=device),
+            extend_prefix_lens=list(prefix_lens),
+            extend_seq_lens=new_lens,
+            req_to_token_pool=req_to_token_pool,
+            token_to_kv_pool=token_to_kv_pool,
+        )
+
+    @classmethod
+    def decode(
+        cls,
+        req_pool_indices: list[int],
+        seq_lens_before: list[int],
+        last_token_ids: list[int],
+        out_cache_loc: torch.LongTensor,
+        req_to_token_pool: ReqToTokenPool,
+        token_to_kv_pool: TokenToKVPool,
+    ) -> "ForwardBatch":
+        """A DECODE batch: request ``i`` has ``seq_lens_before[i]`` cached tokens and
+        feeds ``last_token_ids[i]`` at that position, its K/V going to ``out_cache_loc[i]``."""
+        num_reqs = len(req_pool_indices)
+        if not (num_reqs == len(seq_lens_before) == len(last_token_ids)) or num_reqs == 0:
+            raise ValueError(
+                f"decode needs one length and one last token per request, got {num_reqs} requests, "
+                f"{len(seq_lens_before)} lengths, {len(last_token_ids)} tokens"
+            )
+        out_cache_loc = cls._check_slots(out_cache_loc, num_reqs, req_to_token_pool)
+        for req, before in zip(req_pool_indices, seq_lens_before):
+            cls._check_fits(before + 1, req_to_token_pool)
+        device = req_to_token_pool.device
+        reqs = torch.tensor(req_pool_indices, dtype=torch.int64, device=device)
+        before = torch.tensor(seq_lens_before, dtype=torch.int64, device=device)
+        req_to_token_pool.req_to_token[reqs, before] = out_cache_loc
+        return cls(
+            mode=ForwardMode.DECODE,
+            input_ids=torch.tensor(last_token_ids, dtype=torch.int64, device=device),
+            positions=before,
+            out_cache_loc=out_cache_loc,
+            req_pool_indices=reqs,
+            seq_lens=before + 1,
+            extend_prefix_lens=list(seq_lens_before),
+            extend_seq_lens=[1] * num_reqs,
+            req_to_token_pool=req_to_token_pool,
+            token_to_kv_pool=token_to_kv_pool,
+        )
+
+    @staticmethod
+    def _check_slots(out_cache_loc, expected: int, pool: ReqToTokenPool) -> torch.LongTensor:
+        """``out_cache_loc`` as an int64 tensor on the pool's device, one slot per new token."""
+        out_cache_loc = torch.as_tensor(out_cache_loc, dtype=torch.int64).to(pool.device).flatten()
+        if out_cache_loc.numel() != expected:
+            raise ValueError(f"out_cache_loc has {out_cache_loc.numel()} slots for {expected} new tokens")
+        return out_cache_loc
+
+    @staticmethod
+    def _check_fits(seq_len: int, pool: ReqToTokenPool) -> None:
+        if seq_len > pool.max_context_len:
+            raise ValueError(f"sequence length {seq_len} exceeds max_context_len {pool.max_context_len}")

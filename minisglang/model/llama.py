@@ -1,0 +1,237 @@
+"""A Llama-family decoder (Llama, Qwen2) in plain torch, reading and writing a token-slot KV pool.
+
+The math is the usual one: RMSNorm, rotary position embeddings (RoPE), grouped-query
+attention (GQA) and a SwiGLU MLP. What is particular to a serving engine is where K and V
+live: not in a per-request ``past_key_values`` tensor but in a shared ``TokenToKVPool``.
+Each layer writes the new tokens' K/V into their slots (``out_cache_loc``), then reads
+every earlier token's K/V back through ``req_to_token[req, :seq_len]``.
+
+Module and parameter names follow Hugging Face's (``model.layers.0.self_attn.q_proj``...),
+so a checkpoint's tensors load by name. ``T`` below is the number of new tokens in the
+batch, ``B`` the number of requests, ``H``/``Hkv`` query/KV heads, ``D`` the head size.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from minisglang.model.config import ModelConfig
+from minisglang.model.forward_batch import ForwardBatch, ForwardMode
+
+
+class RMSNorm(nn.Module):
+    """``x / rms(x) * weight``, computed in fp32 like the reference implementation."""
+
+    def __init__(self, hidden_size: int, eps: float):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden_size))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x: ``[T, hidden]`` -> ``[T, hidden]`` in x's dtype."""
+        x32 = x.float()
+        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * x32.to(x.dtype)
+
+
+def rope_inv_freq(config: ModelConfig, device: torch.device) -> torch.Tensor:
+    """The rotation speed of each pair of channels, ``[D/2]`` fp32, with rope scaling applied."""
+    d = config.head_dim
+    inv_freq = 1.0 / (config.rope_theta ** (torch.arange(0, d, 2, dtype=torch.int64, device=device).float() / d))
+    scaling = config.rope_scaling
+    if scaling is None:
+        return inv_freq
+    if scaling["rope_type"] == "linear":
+        # Position interpolation: positions are divided by the factor.
+        return inv_freq / scaling["factor"]
+    # "llama3": slow channels (long wavelengths) are slowed by `factor`, fast channels
+    # are kept, and channels in between blend smoothly between the two.
+    factor = scaling["factor"]
+    low, high = scaling["low_freq_factor"], scaling["high_freq_factor"]
+    old_len = scaling["original_max_position_embeddings"]
+    wavelen = 2 * math.pi / inv_freq
+    slowed = torch.where(wavelen > old_len / low, inv_freq / factor, inv_freq)
+    smooth = (old_len / wavelen - low) / (high - low)
+    blended = (1 - smooth) * slowed / factor + smooth * slowed
+    in_between = (wavelen >= old_len / high) & (wavelen <= old_len / low)
+    return torch.where(in_between, blended, slowed)
+
+
+def rope_cos_sin(positions: torch.Tensor, inv_freq: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """positions ``[T]`` -> (cos, sin), each ``[T, D]`` fp32 (each angle repeated for both halves)."""
+    angles = positions.float()[:, None] * inv_freq[None, :]  # [T, D/2]
+    angles = torch.cat([angles, angles], dim=-1)
+    return angles.cos(), angles.sin()
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate channel ``i`` with channel ``i + D/2`` (the Llama/"rotate_half" layout).
+    x: ``[T, heads, D]``, cos/sin: ``[T, D]`` -> ``[T, heads, D]``."""
+    half = x.shape[-1] // 2
+    rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+    cos, sin = cos[:, None, :].to(x.dtype), sin[:, None, :].to(x.dtype)
+    return x * cos + rotated * sin
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor,
+              scale: float, dtype: torch.dtype) -> torch.Tensor:
+    """Masked softmax attention with grouped-query heads, computed in ``dtype``.
+
+    q: ``[B, Tq, H, D]``; k, v: ``[B, L, Hkv, D]``; mask: ``[B, Tq, L]`` bool (True = may
+    attend) -> ``[B, Tq, H, D]`` in q's dtype.
+    """
+    group = q.shape[2] // k.shape[2]
+    # GQA: every KV head serves `group` consecutive query heads.
+    k = k.repeat_interleave(group, dim=2).to(dtype)
+    v = v.repeat_interleave(group, dim=2).to(dtype)
+    scores = torch.einsum("bqhd,bkhd->bhqk", q.to(dtype), k) * scale
+    scores = scores.masked_fill(~mask[:, None, :, :], float("-inf"))
+    probs = torch.softmax(scores, dim=-1)
+    return torch.einsum("bhqk,bkhd->bqhd", probs, v).to(q.dtype)
+
+
+class LlamaAttention(nn.Module):
+    def __init__(self, config: ModelConfig, layer_id: int, attention_dtype: torch.dtype):
+        super().__init__()
+        self.layer_id = layer_id
+        self.num_heads = config.num_heads
+        self.num_kv_heads = config.num_kv_heads
+        self.head_dim = config.head_dim
+        self.scale = config.head_dim ** -0.5
+        self.attention_dtype = attention_dtype
+        qkv_bias = config.attention_bias
+        self.q_proj = nn.Linear(config.hidden_size, config.num_heads * config.head_dim, bias=qkv_bias)
+        self.k_proj = nn.Linear(config.hidden_size, config.num_kv_heads * config.head_dim, bias=qkv_bias)
+        self.v_proj = nn.Linear(config.hidden_size, config.num_kv_heads * config.head_dim, bias=qkv_bias)
+        self.o_proj = nn.Linear(config.num_heads * config.head_dim, config.hidden_size, bias=config.o_proj_bias)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, fb: ForwardBatch) -> torch.Tensor:
+        """x: ``[T, hidden]`` -> ``[T, hidden]``; stores this layer's new K/V in the pool."""
+        num_tokens = x.shape[0]
+        q = apply_rope(self.q_proj(x).view(num_tokens, self.num_heads, self.head_dim), cos, sin)
+        k = apply_rope(self.k_proj(x).view(num_tokens, self.num_kv_heads, self.head_dim), cos, sin)
+        v = self.v_proj(x).view(num_tokens, self.num_kv_heads, self.head_dim)
+
+        k_buffer = fb.token_to_kv_pool.k_buffer[self.layer_id]
+        v_buffer = fb.token_to_kv_pool.v_buffer[self.layer_id]
+        k_buffer[fb.out_cache_loc] = k.to(k_buffer.dtype)
+        v_buffer[fb.out_cache_loc] = v.to(v_buffer.dtype)
+
+        if fb.mode == ForwardMode.EXTEND:
+            out = self._extend_attention(q, k_buffer, v_buffer, fb)
+        else:
+            out = self._decode_attention(q, k_buffer, v_buffer, fb)
+        return self.o_proj(out.reshape(num_tokens, self.num_heads * self.head_dim))
+
+    def _extend_attention(self, q, k_buffer, v_buffer, fb: ForwardBatch) -> torch.Tensor:
+        """One request at a time: its ``n`` new queries see the ``prefix + n`` cached keys,
+        causally (query ``j`` sits at position ``prefix + j``). q: ``[T, H, D]`` -> ``[T, H, D]``."""
+        out = torch.empty_like(q)
+        start = 0
+        for i, (prefix, n) in enumerate(zip(fb.extend_prefix_lens, fb.extend_seq_lens)):
+            slots = fb.req_to_token_pool.req_to_token[fb.req_pool_indices[i], : prefix + n]  # [L]
+            key_pos = torch.arange(prefix + n, device=q.device)
+            query_pos = torch.arange(prefix, prefix + n, device=q.device)
+            mask = key_pos[None, :] <= query_pos[:, None]  # [n, L]
+            out[start : start + n] = attention(
+                q[None, start : start + n], k_buffer[slots][None], v_buffer[slots][None],
+                mask[None], self.scale, self.attention_dtype,
+            )[0]
+            start += n
+        return out
+
+    def _decode_attention(self, q, k_buffer, v_buffer, fb: ForwardBatch) -> torch.Tensor:
+        """All requests at once: gather each one's keys up to the longest request, and mask
+        the padding past each one's own length. q: ``[B, H, D]`` -> ``[B, H, D]``."""
+        max_len = int(fb.seq_lens.max())
+        slots = fb.req_to_token_pool.req_to_token[fb.req_pool_indices, :max_len]  # [B, L]
+        mask = torch.arange(max_len, device=q.device)[None, :] < fb.seq_lens[:, None]  # [B, L]
+        out = attention(q[:, None], k_buffer[slots], v_buffer[slots], mask[:, None, :],
+                        self.scale, self.attention_dtype)  # [B, 1, H, D]
+        return out[:, 0]
+
+
+class LlamaMLP(nn.Module):
+    """SwiGLU: ``down(silu(gate(x)) * up(x))``."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.gate_proj = nn.Linear(config.hidden_size, config.intermediate_size, bias=False)
+        self.up_proj = nn.Linear(config.hidden_size, config.intermediate_size, bias=False)
+        self.down_proj = nn.Linear(config.intermediate_size, config.hidden_size, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class LlamaDecoderLayer(nn.Module):
+    """Pre-norm residual block: ``h = x + attn(norm(x)); out = h + mlp(norm(h))``."""
+
+    def __init__(self, config: ModelConfig, layer_id: int, attention_dtype: torch.dtype):
+        super().__init__()
+        self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.self_attn = LlamaAttention(config, layer_id, attention_dtype)
+        self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.mlp = LlamaMLP(config)
+
+    def forward(self, x, cos, sin, fb: ForwardBatch) -> torch.Tensor:
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, fb)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class LlamaModel(nn.Module):
+    def __init__(self, config: ModelConfig, attention_dtype: torch.dtype):
+        super().__init__()
+        self.config = config
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.layers = nn.ModuleList(
+            LlamaDecoderLayer(config, i, attention_dtype) for i in range(config.num_layers)
+        )
+        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+
+    def forward(self, fb: ForwardBatch) -> torch.Tensor:
+        """-> final hidden states ``[T, hidden]`` (before the final norm)."""
+        x = self.embed_tokens(fb.input_ids)
+        # RoPE angles depend only on positions, so every layer shares one cos/sin table.
+        cos, sin = rope_cos_sin(fb.positions, rope_inv_freq(self.config, x.device))
+        for layer in self.layers:
+            x = layer(x, cos, sin, fb)
+        return x
+
+
+class LlamaForCausalLM(nn.Module):
+    """Llama / Qwen2 causal LM over the KV pool. Build it with ``load_model``."""
+
+    def __init__(self, config: ModelConfig, attention_dtype: torch.dtype = torch.float32):
+        super().__init__()
+        self.config = config
+        self.model = LlamaModel(config, attention_dtype)
+        # Tied embeddings reuse embed_tokens.weight as the output matrix (see forward).
+        self.lm_head = None if config.tie_word_embeddings else nn.Linear(
+            config.hidden_size, config.vocab_size, bias=False
+        )
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """Parameter dtype; the KV pool is created with it."""
+        return self.model.embed_tokens.weight.dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self.model.embed_tokens.weight.device
+
+    @torch.inference_mode()
+    def forward(self, fb: ForwardBatch, return_all_logits: bool = False) -> torch.Tensor:
+        """Run one batch; returns fp32 logits ``[B, vocab]`` at each request's last new
+        token, or ``[T, vocab]`` at every new token when ``return_all_logits``."""
+        hidden = self.model(fb)
+        if not return_all_logits:
+            # Only the last new token of each request predicts the next one.
+            last = torch.tensor(fb.extend_seq_lens, device=hidden.device).cumsum(0) - 1
+            hidden = hidden[last]
+        hidden = self.model.norm(hidden)
+        weight = self.model.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
+        return F.linear(hidden, weight).float()
