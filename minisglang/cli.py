@@ -87,6 +87,22 @@ def cmd_fsm_allowed(args) -> int:
     return 0
 
 
+def cmd_checkout(args) -> int:
+    from .checkout import checkout
+
+    out = checkout(args.stage, args.dir, student=args.student)
+    kind = "student copy (exercise regions blanked)" if args.student else "reference copy"
+    print(f"wrote {kind} of {args.stage} to {out}")
+    print(f"grade it with: minisglang grade --stage {args.stage} --impl {args.dir}")
+    return 0
+
+
+def cmd_grade(args) -> int:
+    from .grading import grade
+
+    return grade(args.stage, args.impl)
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="minisglang", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -116,6 +132,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("stages", help="list the stages")
     s.set_defaults(func=cmd_stages)
+
+    c = sub.add_parser("checkout", help="write a standalone copy of the engine as of a stage")
+    c.add_argument("stage")
+    c.add_argument("dir")
+    c.add_argument("--student", action="store_true", help="blank the stage's exercise solutions")
+    c.set_defaults(func=cmd_checkout)
+
+    gr = sub.add_parser("grade", help="run a stage's exercise tests, per task")
+    gr.add_argument("--stage", required=True)
+    gr.add_argument("--impl", default=None, help="a student's checkout dir (default: the reference)")
+    gr.set_defaults(func=cmd_grade)
 
     f = sub.add_parser("fsm-allowed", help="list the tokens a regex allows at a state")
     f.add_argument("regex")

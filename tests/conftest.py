@@ -3,12 +3,19 @@ from pathlib import Path
 
 import pytest
 
+import os
+
 import minisglang
 
 REPO = Path(__file__).resolve().parents[1]
 # Fetched by scripts/setup.sh (pip download --no-deps anthropic==0.3.11, then unzipped).
 ANTHROPIC_TOKENIZER_JSON = REPO / ".cache" / "tokenizers" / "anthropic-0.3.11" / "tokenizer.json"
 BUNDLED_MODEL_PATH = Path(minisglang.DEFAULT_MODEL_PATH)
+
+# `minisglang grade --impl DIR` puts DIR first on sys.path; make sure that is what we test.
+_impl = os.environ.get("MINISGLANG_IMPL")
+if _impl and not Path(minisglang.__file__).resolve().is_relative_to(Path(_impl).resolve()):
+    raise RuntimeError(f"grading {_impl} but minisglang was imported from {minisglang.__file__}")
 
 
 @pytest.fixture(scope="session")
