@@ -277,7 +277,8 @@ class Scheduler:
             if (need > budget or prefill_tokens + extend > self.config.max_prefill_tokens and chosen
                     or len(self.running) + len(chosen) >= self.config.max_running_requests):
                 break
-            budget -= need + self.tree_cache.inc_lock_ref(node)
+            budget -= need
+            budget += self.tree_cache.inc_lock_ref(node)  # locked prefix is no longer evictable (<= 0)
             prefill_tokens += extend
             chosen.append(req)
         for req in chosen:

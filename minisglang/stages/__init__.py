@@ -17,6 +17,7 @@ from .base import _REGISTRY, Stage, register
 STAGE_MODULES: dict[str, str] = {
     "s0-unconstrained": "minisglang.stages.base",
     "s1-masked-fill": "minisglang.stages.s1_masked_fill",
+    "s2-batched-mask": "minisglang.stages.s2_batched_mask",
 }
 
 
