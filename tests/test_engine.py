@@ -1,0 +1,155 @@
+"""The shared engine on the bundled model: batching, radix cache, finishing, streaming, leaks."""
+import random
+
+import pytest
+
+import minisglang as sgl
+from minisglang.core import SamplingParams
+
+PROMPTS = [
+    "<|user|>\nExtract name, age and hobbies as JSON: 张三是一名软件工程师，今年28岁，平时喜欢编程、摄影和爬山。\n<|assistant|>\n",
+    "The capital of France is",
+    "Email: ",
+    "2024-",
+    "Once upon a time, there was a little",
+]
+
+
+@pytest.fixture(scope="module")
+def engine():
+    eng = sgl.Engine(stage="s0", max_total_tokens=4096)
+    yield eng
+    eng.shutdown()
+
+
+def assert_no_leak(eng):
+    """Every KV slot is free or held by the radix tree; evicting the tree frees them all."""
+    s = eng.scheduler
+    assert not s.running and not s.waiting_queue and not s.grammar_queue
+    pool = s.token_to_kv_pool
+    total = s.config.max_total_tokens
+    assert pool.available_size() + s.tree_cache.total_size() == total
+    assert s.tree_cache.protected_size() == 0          # nobody holds a lock any more
+    assert s.req_to_token_pool.available_size() == s.config.max_running_requests
+    s.tree_cache.evict(total)
+    assert pool.available_size() == total
+
+
+def test_greedy_batched_equals_one_at_a_time(engine):
+    params = {"temperature": 0, "max_new_tokens": 24}
+    alone = [engine.generate(p, params)["text"] for p in PROMPTS]
+    engine.scheduler.tree_cache.evict(10**9)
+    together = [o["text"] for o in engine.generate(PROMPTS, params)]
+    assert together == alone
+    assert_no_leak(engine)
+
+
+def test_seeded_sampling_does_not_depend_on_the_batch(engine):
+    p = {"temperature": 1.0, "max_new_tokens": 16, "seed": 7}
+    alone = engine.generate(PROMPTS[1], p)["text"]
+    mixed = engine.generate([PROMPTS[0], PROMPTS[1], PROMPTS[2]],
+                            [{"temperature": 1.0, "max_new_tokens": 16}, p, {"temperature": 0.7, "max_new_tokens": 5}])
+    assert mixed[1]["text"] == alone
+
+
+def test_shared_prefix_reports_cached_tokens(engine):
+    system = "<|system|>\nYou extract facts from text and answer in JSON only.\n"
+    prompts = [system + f"<|user|>\nText number {i}: Li Lei is {20 + i} years old.\n<|assistant|>\n" for i in range(6)]
+    first = engine.generate(prompts[0], {"temperature": 0, "max_new_tokens": 4})
+    rest = engine.generate(prompts[1:], {"temperature": 0, "max_new_tokens": 4})
+    shared = len(engine.tokenizer.encode(system))
+    assert first["meta_info"]["cached_tokens"] <= shared
+    for out in rest:
+        assert out["meta_info"]["cached_tokens"] >= shared - 1
+    events = [e["event"] for e in engine.trace]
+    assert "prefix_hit" in events
+
+
+def test_finish_reasons(engine):
+    out = engine.generate(PROMPTS[1], {"temperature": 0, "max_new_tokens": 3})
+    assert out["meta_info"]["finish_reason"] == {"type": "length", "length": 3}
+    assert out["meta_info"]["completion_tokens"] == 3
+    full = engine.generate(PROMPTS[4], {"temperature": 0, "max_new_tokens": 30})["text"]
+    stop = full.strip()[3:6]
+    assert stop
+    out = engine.generate(PROMPTS[4], {"temperature": 0, "max_new_tokens": 30, "stop": stop})
+    assert out["meta_info"]["finish_reason"] == {"type": "stop", "matched": stop}
+    assert out["text"] == full[:full.find(stop)]
+
+
+def test_abort_from_the_step_api(engine):
+    req = engine.submit(PROMPTS[0], {"max_new_tokens": 50, "temperature": 0})
+    other = engine.submit(PROMPTS[1], {"max_new_tokens": 5, "temperature": 0})
+    engine.step()
+    engine.step()
+    assert engine.abort(req.rid)
+    while not (req.released and other.released):
+        engine.step()
+    assert req.finished_reason == {"type": "abort", "message": "aborted by the client"}
+    assert other.finished_reason["type"] == "length"
+    assert_no_leak(engine)
+
+
+def test_streaming_joins_to_the_final_text(engine):
+    params = {"temperature": 0, "max_new_tokens": 40}
+    final = engine.generate(PROMPTS[0], params)["text"]
+    chunks = list(engine.generate(PROMPTS[0], params, stream=True))
+    assert "".join(c["text"] for c in chunks) == final
+    assert chunks[-1]["meta_info"]["finish_reason"] is not None
+    stop = final[5:8]
+    chunks = list(engine.generate(PROMPTS[0], dict(params, stop=[stop]), stream=True))
+    assert "".join(c["text"] for c in chunks) == final[:final.find(stop)]
+
+
+def test_bad_input_gets_clear_errors(engine):
+    with pytest.raises(ValueError, match=r"unknown sampling parameter\(s\) \['temprature'\]"):
+        engine.generate("hi", {"temprature": 0.5})
+    with pytest.raises(ValueError, match="top_p must be in"):
+        engine.generate("hi", {"top_p": 0})
+    out = engine.generate("x" * 10, {"max_new_tokens": 100000})
+    assert out["meta_info"]["finish_reason"]["type"] == "abort"
+    assert "exceeds the model's context" in out["meta_info"]["finish_reason"]["message"]
+    out = engine.generate("", {})
+    assert out["meta_info"]["finish_reason"] == {"type": "abort", "message": "the prompt is empty (no tokens)"}
+    with pytest.raises(ValueError, match="unknown stage 's9'"):
+        sgl.Engine(stage="s9")
+
+
+def test_trace_records_the_lifecycle(engine):
+    engine.generate(PROMPTS[2], {"temperature": 0, "max_new_tokens": 2})
+    kinds = {e["event"] for e in engine.trace}
+    assert {"arrive", "admit", "prefill", "decode", "finish"} <= kinds
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("policy", ["lpm", "fcfs"])
+def test_no_leaks_after_500_mixed_requests(policy):
+    """Different lengths, shared prefixes, stop strings, aborts, and a pool small enough to evict."""
+    rng = random.Random(0)
+    eng = sgl.Engine(stage="s0", max_total_tokens=1500, max_running_requests=24, schedule_policy=policy)
+    bases = ["<|user|>\nWhat is the date?\n<|assistant|>\n", "The email of Wang Fang is", "Numbers: 1, 2, 3,"]
+    reqs = []
+    for i in range(500):
+        prompt = rng.choice(bases) + " " * rng.randint(0, 3) + str(rng.randint(0, 10**rng.randint(0, 12)))
+        params = {"temperature": rng.choice([0, 0.8]), "max_new_tokens": rng.randint(1, 12), "seed": i}
+        if rng.random() < 0.2:
+            params["stop"] = [rng.choice([" ", ",", "@", "\n"])]
+        reqs.append(eng.submit(prompt, params))
+        if rng.random() < 0.3:
+            eng.step()
+        if rng.random() < 0.05:
+            eng.abort(rng.choice(reqs).rid)
+    while eng.scheduler.has_work():
+        eng.step()
+    assert all(r.released for r in reqs)
+    assert any(e["event"] == "evict" for e in eng.trace)
+    assert any(r.finished_reason["type"] == "abort" for r in reqs)
+    assert_no_leak(eng)
+
+
+def test_sampling_params_from_dict():
+    p = SamplingParams.from_dict({"stop": "x", "json_schema": {"type": "integer"}})
+    assert p.stop == ["x"] and p.json_schema == '{"type": "integer"}'
+    assert p.constraint() == ("json_schema", '{"type": "integer"}')
+    with pytest.raises(ValueError, match="at most one of regex / json_schema / ebnf"):
+        SamplingParams.from_dict({"regex": "a", "ebnf": "b"})
