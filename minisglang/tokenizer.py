@@ -1,0 +1,509 @@
+"""The tokenizer: text <-> token ids, and the exact bytes every token id contributes.
+
+Constrained decoding works on bytes, not on the tokenizer's display strings: the token
+index walks a byte-level DFA with `token_bytes[i]` for every id i. So this module's
+central product is that table, built exactly for the three vocabulary families:
+
+- "byte_level" (GPT-2, Llama 3, Qwen2, tekken, our bundled model): every byte is drawn
+  as one printable character (GPT-2's table, so a space is `Ġ`); a token's bytes are
+  its characters mapped back through that table.
+- "sentencepiece" (Llama 1/2, Mistral v1-v3): `▁` stands for a space and `<0xNN>` is
+  the single byte NN (byte fallback for characters not in the vocabulary).
+- "plain": the token string's UTF-8.
+
+Special tokens (`<s>`, `</s>`, `[INST]`, ...) contribute no text: their entry is None.
+
+Two decisions make the round-trip law `b"".join(token_bytes[i] for i in encode(t)) ==
+normalize(t).encode()` hold exactly:
+1. `encode` never adds an implicit prefix space. SentencePiece normally prepends a dummy
+   `▁` (so "Hello" becomes "▁Hello"), and some byte-level tokenizers set
+   `add_prefix_space`; we switch both off, because a prefix space is text the user never
+   wrote. To get SentencePiece's native tokenization of a prompt, write the space
+   yourself: `encode(" " + text)` equals sentencepiece's `encode(text)`.
+2. `normalize(text)` says what the tokens spell: the tokenizer's own Unicode normalizer
+   (some vocabularies apply NFKC, turning "，" into ",") and, for SentencePiece, a
+   literal `▁` read as the space it stands for. For most tokenizers and texts it is the
+   identity.
+
+Text equal to a special token's string ("</s>") is encoded as that special token, as
+Hugging Face does, so the law needs text free of special-token strings.
+
+`decode` is built on the same byte table (not on Hugging Face's decoders), so decoding a
+prefix of the ids always gives a prefix of the text; that is what lets
+`IncrementalDetokenizer` stream exactly what `decode` returns.
+"""
+from __future__ import annotations
+
+import base64
+import codecs
+import hashlib
+import json
+import re
+import struct
+from pathlib import Path
+from typing import Iterable
+
+import jinja2
+import jinja2.ext
+import jinja2.sandbox
+from tokenizers import AddedToken, Regex, decoders, models, pre_tokenizers, processors
+from tokenizers import Tokenizer as HFTokenizer
+
+BYTE_LEVEL = "byte_level"
+SENTENCEPIECE = "sentencepiece"
+PLAIN = "plain"
+
+SPACE_MARK = "\u2581"  # SentencePiece's `▁`
+_BYTE_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
+
+# Names tried, in order, when a tokenizer's files do not say which token ends a sequence.
+EOS_CANDIDATES = ("</s>", "<|endoftext|>", "<|im_end|>", "<|eot_id|>", "<|end_of_text|>",
+                  "<eos>", "<EOT>")
+
+# The special tokens that older tekken files leave implicit (mistral-common's defaults);
+# ids past these are filled with "<SPECIAL_{id}>".
+TEKKEN_DEFAULT_SPECIALS = (
+    "<unk>", "<s>", "</s>", "[INST]", "[/INST]", "[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]",
+    "[TOOL_RESULTS]", "[/TOOL_RESULTS]", "[TOOL_CALLS]", "[IMG]", "<pad>", "[IMG_BREAK]",
+    "[IMG_END]", "[PREFIX]", "[MIDDLE]", "[SUFFIX]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]",
+    "[TOOL_CONTENT]",
+)
+
+
+def gpt2_byte_to_unicode() -> dict[int, str]:
+    """GPT-2's table: each of the 256 bytes -> one printable character.
+
+    Printable Latin-1 bytes stand for themselves; the 68 others (controls, space, ...)
+    are moved to U+0100 onwards in byte order, which is why a space (0x20) shows as `Ġ`.
+    """
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1),
+                 *range(ord("®"), ord("ÿ") + 1)]
+    table, moved = {}, 0
+    for b in range(256):
+        if b in printable:
+            table[b] = chr(b)
+        else:
+            table[b] = chr(256 + moved)
+            moved += 1
+    return table
+
+
+BYTE_TO_UNICODE = gpt2_byte_to_unicode()
+UNICODE_TO_BYTE = {c: b for b, c in BYTE_TO_UNICODE.items()}
+
+
+def piece_bytes(piece: str, family: str) -> bytes:
+    """The exact bytes a (non-special) vocabulary string stands for in ``family``."""
+    if family == BYTE_LEVEL:
+        if all(c in UNICODE_TO_BYTE for c in piece):
+            return bytes(UNICODE_TO_BYTE[c] for c in piece)
+        return piece.encode()  # like HF's ByteLevel decoder: a foreign token stays as written
+    if family == SENTENCEPIECE:
+        m = _BYTE_PIECE.fullmatch(piece)
+        if m:
+            return bytes([int(m.group(1), 16)])
+        return piece.replace(SPACE_MARK, " ").encode()
+    return piece.encode()
+
+
+def _component_types(spec) -> list[dict]:
+    """Every component (dict with a "type") nested anywhere inside a tokenizer.json part."""
+    found = []
+    if isinstance(spec, dict):
+        if "type" in spec:
+            found.append(spec)
+        for value in spec.values():
+            found += _component_types(value)
+    elif isinstance(spec, list):
+        for value in spec:
+            found += _component_types(value)
+    return found
+
+
+def detect_family(spec: dict) -> str:
+    """Which vocabulary family a parsed tokenizer.json belongs to (see module docstring)."""
+    parts = _component_types([spec.get("pre_tokenizer"), spec.get("decoder")])
+    if any(p["type"] == "ByteLevel" for p in parts):
+        return BYTE_LEVEL
+    parts += _component_types(spec.get("normalizer"))
+    uses_space_mark = any(
+        p["type"] == "Metaspace"
+        or (p["type"] == "Replace" and SPACE_MARK in json.dumps(p, ensure_ascii=False))
+        for p in parts)
+    if uses_space_mark or (spec.get("model") or {}).get("byte_fallback"):
+        return SENTENCEPIECE
+    return PLAIN
+
+
+def _without_prefix_space(spec: dict) -> dict:
+    """Switch off every implicit prefix space in a parsed tokenizer.json (in place).
+
+    That is SentencePiece's dummy `▁` (a `Prepend` normalizer or `Metaspace`'s
+    prepend_scheme) and byte-level `add_prefix_space`; see decision 1 in the docstring.
+    """
+    normalizer = spec.get("normalizer")
+    if normalizer and normalizer.get("type") == "Prepend":
+        spec["normalizer"] = None
+    elif normalizer and normalizer.get("type") == "Sequence":
+        normalizer["normalizers"] = [n for n in normalizer["normalizers"] if n.get("type") != "Prepend"]
+    for part in _component_types(spec.get("pre_tokenizer")):
+        if part["type"] == "Metaspace":
+            part["prepend_scheme"] = "never"
+            part["add_prefix_space"] = False  # the key older tokenizer.json files use
+        if part["type"] == "ByteLevel":
+            part["add_prefix_space"] = False
+    return spec
+
+
+def _protobuf_fields(buf: bytes) -> Iterable[tuple[int, int | bytes]]:
+    """(field number, value) for each field of one protobuf message, in order.
+
+    Varints come back as int, everything else as its raw bytes; enough to read
+    SentencePiece's .model file without the protobuf package.
+    """
+    def varint(i: int) -> tuple[int, int]:
+        value = shift = 0
+        while True:
+            b = buf[i]
+            value |= (b & 0x7F) << shift
+            shift, i = shift + 7, i + 1
+            if b < 0x80:
+                return value, i
+
+    i = 0
+    while i < len(buf):
+        key, i = varint(i)
+        number, wire_type = key >> 3, key & 7
+        if wire_type == 0:
+            value, i = varint(i)
+        elif wire_type == 2:
+            length, i = varint(i)
+            value, i = buf[i:i + length], i + length
+        elif wire_type in (1, 5):  # fixed 64-bit / 32-bit
+            size = 8 if wire_type == 1 else 4
+            value, i = buf[i:i + size], i + size
+        else:
+            raise ValueError(f"unsupported protobuf wire type {wire_type}")
+        yield number, value
+
+
+class Tokenizer:
+    """A Hugging Face `tokenizers.Tokenizer` plus the exact byte table of its vocabulary.
+
+    Build one with `from_pretrained`, `from_tekken` or `from_sentencepiece`.
+    """
+
+    def __init__(self, hf: HFTokenizer, family: str, eos_token_id: int,
+                 chat_template: str | None = None, template_tokens: dict[str, str] | None = None,
+                 source: str = ""):
+        self.hf = hf
+        self.family = family
+        self.eos_token_id = eos_token_id
+        self.chat_template = chat_template
+        self.template_tokens = dict(template_tokens or {})  # bos_token etc. for the template
+        self.source = source
+
+        vocab = hf.get_vocab(with_added_tokens=True)
+        added = hf.get_added_tokens_decoder()  # id -> AddedToken
+        self.vocab_size: int = max(vocab.values()) + 1
+        table: list[bytes | None] = [None] * self.vocab_size
+        for piece, token_id in hf.get_vocab(with_added_tokens=False).items():
+            table[token_id] = piece_bytes(piece, family)
+        for token_id, token in added.items():
+            # Added non-special tokens are matched in raw text, so they spell their content.
+            table[token_id] = None if token.special else token.content.encode()
+        self.token_bytes: list[bytes | None] = table
+        self.special_token_ids: frozenset[int] = frozenset(i for i, t in added.items() if t.special)
+        self._special_text = {i: added[i].content.encode() for i in self.special_token_ids}
+        self.fingerprint: str = self._compute_fingerprint()
+
+    # ----------------------------------------------------------------- constructors
+    @classmethod
+    def from_pretrained(cls, path) -> "Tokenizer":
+        """Load a directory holding tokenizer.json (+ optional tokenizer_config.json and
+        chat_template.jinja), or a tokenizer.json file (its directory's config is used)."""
+        path = Path(path)
+        if not path.exists():
+            raise FileNotFoundError(f"tokenizer path does not exist: {path}")
+        json_path = path / "tokenizer.json" if path.is_dir() else path
+        folder = json_path.parent
+        if not json_path.is_file():
+            hint = ""
+            if (folder / "tokenizer.model").exists():
+                hint = " (there is a tokenizer.model: use Tokenizer.from_sentencepiece)"
+            raise FileNotFoundError(f"no tokenizer.json in {folder}: looked for {json_path}{hint}")
+        spec = _without_prefix_space(json.loads(json_path.read_text(encoding="utf-8")))
+        hf = HFTokenizer.from_str(json.dumps(spec))
+
+        config_path = folder / "tokenizer_config.json"
+        config = json.loads(config_path.read_text(encoding="utf-8")) if config_path.is_file() else {}
+        _add_config_tokens(hf, config.get("added_tokens_decoder", {}), config_path)
+        template = config.get("chat_template")
+        if isinstance(template, list):  # [{"name": "default", "template": ...}, ...]
+            template = {t["name"]: t["template"] for t in template}.get("default")
+        if template is None and (folder / "chat_template.jinja").is_file():
+            template = (folder / "chat_template.jinja").read_text(encoding="utf-8")
+        template_tokens = {k: _token_content(v) for k, v in config.items()
+                           if k.endswith("_token") and _token_content(v) is not None}
+        eos = template_tokens.get("eos_token")
+        eos_id = hf.token_to_id(eos) if eos is not None else None
+        if eos is not None and eos_id is None:
+            raise ValueError(f"{config_path}: eos_token {eos!r} is not in the vocabulary")
+        if eos_id is None:
+            eos_id = _guess_eos(hf, json_path)
+        return cls(hf, detect_family(spec), eos_id, template, template_tokens, str(json_path))
+
+    @classmethod
+    def from_sentencepiece(cls, path) -> "Tokenizer":
+        """Convert a SentencePiece BPE .model (Llama/Mistral style: `▁`, byte fallback).
+
+        Merges come from the piece scores: sentencepiece joins the adjacent pair whose
+        union has the highest score, so a merge (left, right) gets its union's score as
+        priority; ties go to the longer left part, which reproduces sentencepiece's
+        leftmost-first choice inside runs of `▁`.
+        """
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"no SentencePiece model file at {path}")
+        pieces, trainer, normalizer = [], {}, {}
+        for number, value in _protobuf_fields(path.read_bytes()):
+            if number == 1:  # ModelProto.pieces: piece=1, score=2 (float32), type=3
+                fields = dict(_protobuf_fields(value))
+                pieces.append((fields.get(1, b"").decode(),
+                               struct.unpack("<f", fields.get(2, b"\0\0\0\0"))[0], fields.get(3, 1)))
+            elif number == 2:
+                trainer = dict(_protobuf_fields(value))
+            elif number == 3:
+                normalizer = dict(_protobuf_fields(value))
+        if trainer.get(3, 1) != 2:  # TrainerSpec.model_type, 2 = BPE (1 = unigram, the default)
+            raise ValueError(f"{path}: only SentencePiece BPE models are supported "
+                             f"(model_type={trainer.get(3, 1)})")
+        norm_name = normalizer.get(1, b"identity").decode()
+        if norm_name != "identity" or normalizer.get(4, 1):
+            raise ValueError(f"{path}: SentencePiece normalizer {norm_name!r} (remove_extra_whitespaces="
+                             f"{bool(normalizer.get(4, 1))}) is not supported; only 'identity' is")
+
+        NORMAL, UNKNOWN, CONTROL, USER_DEFINED = 1, 2, 3, 4  # SentencePiece.Type
+        vocab = {piece: i for i, (piece, _, _) in enumerate(pieces)}
+        ranked = []
+        for piece, score, kind in pieces:
+            if kind != NORMAL:
+                continue
+            for cut in range(1, len(piece)):
+                left, right = piece[:cut], piece[cut:]
+                if left in vocab and right in vocab:
+                    ranked.append((-score, -len(left), vocab[left], left, right))
+        ranked.sort()
+        unk = next((p for p, _, kind in pieces if kind == UNKNOWN), None)
+        hf = HFTokenizer(models.BPE(vocab, [(left, right) for *_, left, right in ranked],
+                                    byte_fallback=bool(trainer.get(35, 0)), unk_token=unk,
+                                    fuse_unk=True))
+        hf.pre_tokenizer = pre_tokenizers.Metaspace(replacement=SPACE_MARK, prepend_scheme="never",
+                                                    split=False)
+        hf.decoder = decoders.Sequence([decoders.Replace(SPACE_MARK, " "), decoders.ByteFallback(),
+                                        decoders.Fuse()])
+        hf.add_special_tokens([AddedToken(p, special=True, normalized=False)
+                               for p, _, kind in pieces if kind in (UNKNOWN, CONTROL)])
+        hf.add_tokens([AddedToken(p, special=False, normalized=False)
+                       for p, _, kind in pieces if kind == USER_DEFINED])
+        bos_id, eos_id = trainer.get(41, 1), trainer.get(42, 2)
+        hf.post_processor = processors.TemplateProcessing(
+            single=f"{pieces[bos_id][0]} $A", special_tokens=[(pieces[bos_id][0], bos_id)])
+        return cls(hf, SENTENCEPIECE, eos_id, None, {"bos_token": pieces[bos_id][0],
+                                                     "eos_token": pieces[eos_id][0]}, str(path))
+
+    @classmethod
+    def from_tekken(cls, path) -> "Tokenizer":
+        """Convert mistral-common's tekken json (tiktoken-style byte-level BPE).
+
+        Ids 0..n_special-1 are special tokens; regular rank r has id r + n_special. A
+        tiktoken merge joins the adjacent pair whose union has the lowest rank, so each
+        split (left, right) of a token becomes a Hugging Face merge ranked by that token.
+        """
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"no tekken json at {path}")
+        data = json.loads(path.read_text(encoding="utf-8"))
+        config = data["config"]
+        n_special = config["default_num_special_tokens"]
+        n_regular = config["default_vocab_size"] - n_special
+        named = [t["token_str"] for t in sorted(data.get("special_tokens") or [], key=lambda t: t["rank"])]
+        named = named or list(TEKKEN_DEFAULT_SPECIALS)
+        specials = named + [f"<SPECIAL_{i}>" for i in range(len(named), n_special)]
+
+        vocab = {}
+        for entry in data["vocab"][:n_regular]:
+            raw = base64.b64decode(entry["token_bytes"])
+            vocab["".join(BYTE_TO_UNICODE[b] for b in raw)] = entry["rank"] + n_special
+        ranked = []
+        for piece, token_id in vocab.items():
+            for cut in range(1, len(piece)):
+                left, right = piece[:cut], piece[cut:]
+                if left in vocab and right in vocab:
+                    ranked.append((token_id, vocab[left], left, right))
+        ranked.sort()
+        clash = [s for s in specials if s in vocab]
+        if clash:
+            raise ValueError(f"{path}: special tokens {clash[:5]} are also regular tokens")
+        vocab.update({s: i for i, s in enumerate(specials)})
+
+        hf = HFTokenizer(models.BPE(vocab, [(left, right) for *_, left, right in ranked]))
+        hf.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(config["pattern"]), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+        hf.decoder = decoders.ByteLevel()
+        hf.add_special_tokens([AddedToken(s, special=True, normalized=False) for s in specials])
+        hf.post_processor = processors.TemplateProcessing(
+            single="<s> $A", special_tokens=[("<s>", specials.index("<s>"))])
+        return cls(hf, BYTE_LEVEL, specials.index("</s>"), None,
+                   {"bos_token": "<s>", "eos_token": "</s>"}, str(path))
+
+    # -------------------------------------------------------------------- text <-> ids
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        """Token ids of ``text``; with ``add_special_tokens`` the tokenizer's BOS etc. too."""
+        return self.hf.encode(text, add_special_tokens=add_special_tokens).ids
+
+    def decode(self, ids, skip_special_tokens: bool = True) -> str:
+        """Text of ``ids``: their bytes joined, invalid UTF-8 shown as U+FFFD."""
+        return self.decode_bytes(ids, skip_special_tokens).decode("utf-8", errors="replace")
+
+    def decode_bytes(self, ids, skip_special_tokens: bool = True) -> bytes:
+        """The exact bytes of ``ids``; special tokens give nothing, or their text if kept."""
+        out = []
+        for token_id in ids:
+            token_id = self._check_id(token_id)
+            data = self.token_bytes[token_id]
+            if data is None and not skip_special_tokens:
+                data = self._special_text.get(token_id)
+            if data is not None:
+                out.append(data)
+        return b"".join(out)
+
+    def normalize(self, text: str) -> str:
+        """The text that ``encode(text)``'s tokens spell (see decision 2 in the docstring)."""
+        if self.hf.normalizer is not None:
+            text = self.hf.normalizer.normalize_str(text)
+        if self.family == SENTENCEPIECE:
+            text = text.replace(SPACE_MARK, " ")
+        return text
+
+    def id_to_token(self, token_id: int) -> str:
+        """The raw vocabulary string of ``token_id`` (`Ġthe`, `▁the`, `<0x0A>`), for drawings."""
+        token = self.hf.id_to_token(self._check_id(token_id))
+        if token is None:
+            raise ValueError(f"token id {token_id} is unused in this vocabulary")
+        return token
+
+    def apply_chat_template(self, messages: list[dict], add_generation_prompt: bool = True) -> str:
+        """Render ``messages`` ([{"role": ..., "content": ...}]) with the jinja chat template.
+
+        Rendered like transformers does: sandboxed, trim_blocks and lstrip_blocks, with
+        bos_token/eos_token/... and `raise_exception` available to the template.
+        """
+        if not self.chat_template:
+            raise ValueError(
+                f"this tokenizer has no chat template ({self.source}): tokenizer_config.json has "
+                "no 'chat_template' and there is no chat_template.jinja; pass a plain prompt instead")
+        template = _jinja_env().from_string(self.chat_template)
+        return template.render(messages=messages, add_generation_prompt=add_generation_prompt,
+                               **self.template_tokens)
+
+    # ------------------------------------------------------------------------ helpers
+    def _check_id(self, token_id) -> int:
+        token_id = int(token_id)
+        if not 0 <= token_id < self.vocab_size:
+            raise ValueError(f"token id {token_id} is out of range: vocab_size is {self.vocab_size}")
+        return token_id
+
+    def _compute_fingerprint(self) -> str:
+        """sha256 over (family, token_bytes, specials): equal exactly when the byte tables are."""
+        h = hashlib.sha256()
+        h.update(self.family.encode())
+        for data in self.token_bytes:
+            if data is None:
+                h.update(b"\xff")  # distinct from every length prefix below
+            else:
+                h.update(len(data).to_bytes(4, "little") + data)
+        h.update(b"specials:" + ",".join(map(str, sorted(self.special_token_ids))).encode())
+        return h.hexdigest()
+
+    def __repr__(self) -> str:
+        return (f"Tokenizer(family={self.family!r}, vocab_size={self.vocab_size}, "
+                f"eos_token_id={self.eos_token_id}, source={self.source!r})")
+
+
+def _token_content(value) -> str | None:
+    """A tokenizer_config.json token entry: a string or {"content": ...}; else None."""
+    if isinstance(value, dict):
+        return value.get("content")
+    return value if isinstance(value, str) else None
+
+
+def _add_config_tokens(hf: HFTokenizer, added: dict, config_path: Path) -> None:
+    """Add tokenizer_config.json's added tokens that tokenizer.json lacks, at their ids."""
+    for token_id, entry in sorted(added.items(), key=lambda kv: int(kv[0])):
+        if hf.token_to_id(entry["content"]) is not None:
+            continue
+        token = AddedToken(entry["content"], special=entry.get("special", False), normalized=False)
+        (hf.add_special_tokens if token.special else hf.add_tokens)([token])
+        if hf.token_to_id(entry["content"]) != int(token_id):
+            raise ValueError(f"{config_path}: added token {entry['content']!r} should have id "
+                             f"{token_id} but the vocabulary gives it {hf.token_to_id(entry['content'])}")
+
+
+def _guess_eos(hf: HFTokenizer, json_path: Path) -> int:
+    """The first of EOS_CANDIDATES that is a special token; a clear error if none is."""
+    specials = {t.content: i for i, t in hf.get_added_tokens_decoder().items() if t.special}
+    for name in EOS_CANDIDATES:
+        if name in specials:
+            return specials[name]
+    raise ValueError(f"cannot tell the end-of-sequence token of {json_path}: tokenizer_config.json "
+                     f"has no eos_token and no special token is one of {list(EOS_CANDIDATES)}")
+
+
+def _jinja_env() -> jinja2.Environment:
+    """A sandboxed jinja environment configured as chat templates expect."""
+    env = jinja2.sandbox.ImmutableSandboxedEnvironment(
+        trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols])
+
+    def raise_exception(message):
+        raise jinja2.TemplateError(message)
+
+    # jinja's own tojson escapes <, >, & for HTML; templates want plain JSON.
+    env.filters["tojson"] = lambda value, indent=None: json.dumps(value, ensure_ascii=False, indent=indent)
+    env.globals["raise_exception"] = raise_exception
+    return env
+
+
+class IncrementalDetokenizer:
+    """Turns a stream of token ids into text, never emitting half a UTF-8 character.
+
+    A character may be split across tokens (byte fallback, byte-level BPE on Chinese or
+    emoji), so bytes of an unfinished character wait in Python's incremental UTF-8 decoder
+    until the rest arrives. Joining everything `feed` and `flush` return equals
+    `tokenizer.decode(all_ids)`.
+    """
+
+    def __init__(self, tokenizer: Tokenizer, skip_special_tokens: bool = True):
+        self.tokenizer = tokenizer
+        self.skip_special_tokens = skip_special_tokens
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._pieces: list[str] = []
+
+    def feed(self, token_ids: list[int]) -> str:
+        """Add ``token_ids``; return only the text they complete."""
+        data = self.tokenizer.decode_bytes(token_ids, self.skip_special_tokens)
+        piece = self._decoder.decode(data)
+        self._pieces.append(piece)
+        return piece
+
+    def flush(self) -> str:
+        """End of stream: whatever is left (an unfinished character becomes U+FFFD)."""
+        piece = self._decoder.decode(b"", final=True)
+        self._pieces.append(piece)
+        return piece
+
+    @property
+    def text(self) -> str:
+        """Everything emitted so far."""
+        return "".join(self._pieces)
