@@ -52,15 +52,22 @@ class MaskedFillStage(Stage):
     supports = frozenset({"regex"})
 
     # -- compile (hook 1: on arrival) ----------------------------------------------------
-    def compile_regex_fsm(self, regex: str) -> RegexFSM:
-        """regex -> token index over this engine's tokenizer. Raises ConstraintError."""
+    def compile_index(self, regex: str) -> TokenIndex:
+        """regex -> token index over this engine's tokenizer. Raises ConstraintError.
+
+        The DFA may have at most `max_fsm_states` states (engine option, default 10,000):
+        a pathological pattern fails with a clear message instead of eating the machine.
+        """
         tok = self.ctx.tokenizer
+        max_states = int(self.ctx.options.get("max_fsm_states", 10_000))
         try:
-            dfa = ByteDFA.from_char_dfa(compile_regex(regex))
-            index = build_index_fast(dfa, tok.token_bytes, tok.eos_token_id)
+            dfa = ByteDFA.from_char_dfa(compile_regex(regex, max_states=max_states))
+            return build_index_fast(dfa, tok.token_bytes, tok.eos_token_id)
         except (RegexError, VocabularyCannotSpellError) as e:
             raise ConstraintError(str(e)) from e
-        return RegexFSM(regex, index)
+
+    def compile_regex_fsm(self, regex: str) -> RegexFSM:
+        return RegexFSM(regex, self.compile_index(regex))
 
     def on_arrival(self, req: Req) -> None:
         constraint = req.sampling_params.constraint()

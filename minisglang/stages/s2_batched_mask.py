@@ -53,8 +53,11 @@ def unpack_bits(mask: torch.Tensor, vocab_size: int) -> torch.Tensor:
 @register("s2-batched-mask")
 class BatchedMaskStage(MaskedFillStage):
     def compile_regex_fsm(self, regex: str) -> RegexFSM:
-        """s1's compile, plus the packed row of every state: `fsm.bitmasks` [num_states, W]."""
-        fsm = super().compile_regex_fsm(regex)
+        """s1's compile, plus the packed row of every state (`add_bitmasks`)."""
+        return self.add_bitmasks(super().compile_regex_fsm(regex))
+
+    def add_bitmasks(self, fsm: RegexFSM) -> RegexFSM:
+        """Precompute `fsm.bitmasks` [num_states, W] int32 and `fsm.state_row` {state: row}."""
         index = fsm.index
         states = sorted(index.state_to_tokens)
         allowed = torch.zeros(len(states), self.ctx.vocab_size, dtype=torch.bool)

@@ -1,0 +1,272 @@
+"""Stage s3-fsm-cache: compile once, compile in the background, and never stall the batch.
+
+Read with chapters/03-fsm-cache.md. Compiling a regex into a token index takes from
+milliseconds to seconds. s1 and s2 did it inline, on the scheduler's thread, so every
+running request stalled meanwhile. This stage rebuilds, in order, what SGLang did about it:
+
+1. `FSMCache` (the first release): a dict `{key: CacheEntry(event, value)}`. The first
+   request for a key starts ONE background compile; every later request for the same key
+   gets the same entry and waits on the same event. The key is (regex, tokenizer
+   fingerprint), so a cache never serves an index built for another vocabulary.
+2. The blocking `get_fsm` of the first release: the scheduler calls it on arrival and
+   `event.wait()`s. The thread only de-duplicates work; the scheduler still stalls.
+3. The non-blocking grammar queue (SGLang v0.4): a request whose grammar is not ready
+   waits in `scheduler.grammar_queue`; every step polls it and releases ready requests in
+   arrival order while the others keep decoding.
+4. An on-disk cache (#63) so a restart does not recompile: one file per key, written
+   atomically, with its key and a checksum inside; a corrupt or partial file is ignored
+   and rebuilt, never trusted.
+5. Bounds: a compile that fails, takes longer than `compile_timeout`, or makes more than
+   `max_fsm_states` states ends its request with `abort` and a message; the cache keeps at
+   most `max_cache_entries` compiled FSMs (least recently used leave first).
+
+Engine options: `grammar_queue="nonblocking"` (default) or `"blocking"`,
+`grammar_cache_dir=None` (a directory turns the disk cache on), `compile_timeout=30.0`,
+`max_cache_entries=64`, `max_fsm_states=10_000`, `compile_threads=2`.
+"""
+from __future__ import annotations
+
+import collections
+import hashlib
+import json
+import os
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..constrained.token_index import TokenIndex
+from ..core import Req
+from .base import register
+from .s1_masked_fill import ConstraintError, FSMState, RegexFSM
+from .s2_batched_mask import BatchedMaskStage
+
+DISK_FORMAT = 1
+
+
+@dataclass
+class CacheEntry:
+    """One key's compile: `event` is set when `value` (or `error`) is final."""
+
+    event: threading.Event = field(default_factory=threading.Event)
+    value: RegexFSM | None = None
+    error: str | None = None
+    started: float = field(default_factory=time.monotonic)
+
+
+class FSMCache:
+    """Compiled FSMs by (regex, tokenizer fingerprint), compiled once in background threads."""
+
+    def __init__(self, compile_index, make_fsm, fingerprint: str, max_entries: int = 64,
+                 disk_dir: str | Path | None = None, threads: int = 2):
+        self.compile_index = compile_index    # regex -> TokenIndex (raises ConstraintError)
+        self.make_fsm = make_fsm              # (regex, TokenIndex) -> RegexFSM ready to mask
+        self.fingerprint = fingerprint
+        self.max_entries = max_entries
+        self.disk_dir = Path(disk_dir) if disk_dir else None
+        self.entries: collections.OrderedDict[str, CacheEntry] = collections.OrderedDict()
+        self.lock = threading.Lock()
+        self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="fsm-compile")
+        self.compile_count = 0                # compiles actually run (not disk or memory hits)
+        self.disk_hits = 0
+
+    def key(self, regex: str) -> str:
+        return hashlib.sha256(json.dumps([regex, self.fingerprint]).encode()).hexdigest()
+
+    def init_fsm_in_background(self, regex: str) -> CacheEntry:
+        """The entry for `regex`, starting its compile if nobody has yet."""
+        # BEGIN SOLUTION task3_1
+        key = self.key(regex)
+        with self.lock:   # check-and-insert must be one step, or two threads compile twice
+            entry = self.entries.get(key)
+            if entry is not None:
+                self.entries.move_to_end(key)
+                return entry
+            entry = CacheEntry()
+            self.entries[key] = entry
+            self._evict_lru()
+        self.pool.submit(self._compile, key, regex, entry)
+        return entry
+        # END SOLUTION
+
+    def get_fsm(self, regex: str, timeout: float | None = None) -> RegexFSM:
+        """The first release's blocking lookup: wait for the compile, then return it."""
+        # BEGIN SOLUTION task3_2
+        entry = self.init_fsm_in_background(regex)
+        if not entry.event.wait(timeout):
+            raise ConstraintError(f"compiling regex {regex!r} took longer than {timeout} s")
+        if entry.error is not None:
+            raise ConstraintError(entry.error)
+        return entry.value
+        # END SOLUTION
+
+    def _compile(self, key: str, regex: str, entry: CacheEntry) -> None:
+        try:
+            index = self._load_from_disk(key, regex)
+            if index is None:
+                with self.lock:
+                    self.compile_count += 1
+                index = self.compile_index(regex)
+                self._save_to_disk(key, regex, index)
+            entry.value = self.make_fsm(regex, index)
+        except ConstraintError as e:
+            entry.error = str(e)
+        except Exception as e:  # a bug in a compile must still release its waiters
+            entry.error = f"compiling regex {regex!r} failed: {type(e).__name__}: {e}"
+        finally:
+            entry.event.set()
+
+    def _evict_lru(self) -> None:
+        """Drop least recently used finished entries beyond `max_entries` (lock held)."""
+        for key in list(self.entries):
+            if len(self.entries) <= self.max_entries:
+                return
+            if self.entries[key].event.is_set():
+                del self.entries[key]
+
+    # -- the disk cache ------------------------------------------------------------------
+    def _path(self, key: str) -> Path:
+        return self.disk_dir / f"fsm-{key}.npz"
+
+    def _save_to_disk(self, key: str, regex: str, index: TokenIndex) -> None:
+        if self.disk_dir is None:
+            return
+        self.disk_dir.mkdir(parents=True, exist_ok=True)
+        arrays = index_to_arrays(index)
+        meta = {"format": DISK_FORMAT, "regex": regex, "fingerprint": self.fingerprint,
+                "checksum": _checksum(arrays)}
+        # Write to a temporary file in the same directory, then rename: readers see either
+        # no file or the whole file, never half of one.
+        fd, tmp = tempfile.mkstemp(dir=self.disk_dir, suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                np.savez(f, meta=np.array(json.dumps(meta)), **arrays)
+            os.replace(tmp, self._path(key))
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+    def _load_from_disk(self, key: str, regex: str) -> TokenIndex | None:
+        """The cached index, or None when absent, corrupt, or for another regex/tokenizer."""
+        if self.disk_dir is None or not self._path(key).exists():
+            return None
+        try:
+            with np.load(self._path(key), allow_pickle=False) as data:
+                meta = json.loads(str(data["meta"]))
+                arrays = {k: data[k] for k in data.files if k != "meta"}
+            if (meta.get("format") != DISK_FORMAT or meta.get("regex") != regex
+                    or meta.get("fingerprint") != self.fingerprint or meta.get("checksum") != _checksum(arrays)):
+                return None
+            index = index_from_arrays(arrays)
+        except Exception:  # corrupt or truncated: rebuild rather than trust it
+            return None
+        with self.lock:
+            self.disk_hits += 1
+        return index
+
+    def shutdown(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+def index_to_arrays(index: TokenIndex) -> dict[str, np.ndarray]:
+    """A TokenIndex as flat int arrays (CSR by state) for `np.savez`."""
+    states = sorted(index.state_to_tokens)
+    offsets, tokens, nexts = [0], [], []
+    for s in states:
+        items = sorted(index.state_to_tokens[s].items())
+        tokens += [t for t, _ in items]
+        nexts += [n for _, n in items]
+        offsets.append(len(tokens))
+    return {"states": np.array(states, dtype=np.int64), "offsets": np.array(offsets, dtype=np.int64),
+            "tokens": np.array(tokens, dtype=np.int64), "nexts": np.array(nexts, dtype=np.int64),
+            "header": np.array([index.initial_state, index.eos_token_id], dtype=np.int64),
+            "finals": np.array(sorted(index.final_states), dtype=np.int64)}
+
+
+def index_from_arrays(a: dict[str, np.ndarray]) -> TokenIndex:
+    offsets = a["offsets"]
+    state_to_tokens = {}
+    for i, s in enumerate(a["states"].tolist()):
+        lo, hi = int(offsets[i]), int(offsets[i + 1])
+        state_to_tokens[s] = dict(zip(a["tokens"][lo:hi].tolist(), a["nexts"][lo:hi].tolist()))
+    initial, eos = a["header"].tolist()
+    return TokenIndex(state_to_tokens=state_to_tokens, initial_state=initial,
+                      final_states=frozenset(a["finals"].tolist()), eos_token_id=eos)
+
+
+def _checksum(arrays: dict[str, np.ndarray]) -> str:
+    h = hashlib.sha256()
+    for name in sorted(arrays):
+        h.update(name.encode())
+        h.update(np.ascontiguousarray(arrays[name]).tobytes())
+    return h.hexdigest()
+
+
+@register("s3-fsm-cache")
+class FSMCacheStage(BatchedMaskStage):
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        opts = ctx.options
+        self.mode = opts.get("grammar_queue", "nonblocking")
+        if self.mode not in ("blocking", "nonblocking"):
+            raise ValueError(f"grammar_queue must be 'blocking' or 'nonblocking', got {self.mode!r}")
+        self.compile_timeout = float(opts.get("compile_timeout", 30.0))
+        self.cache = FSMCache(self.compile_index, lambda regex, index: self.add_bitmasks(RegexFSM(regex, index)),
+                              ctx.tokenizer.fingerprint,
+                              max_entries=int(opts.get("max_cache_entries", 64)),
+                              disk_dir=opts.get("grammar_cache_dir"), threads=int(opts.get("compile_threads", 2)))
+        self.pending: dict[int, CacheEntry] = {}   # rid -> entry it waits for
+
+    # -- hook 1: arrival ---------------------------------------------------------------
+    def on_arrival(self, req: Req) -> None:
+        constraint = req.sampling_params.constraint()
+        if constraint is None:
+            return
+        kind, regex = constraint
+        if kind not in self.supports:
+            super().on_arrival(req)   # s1's refusal message
+            return
+        if self.mode == "blocking":
+            try:   # the first release: the scheduler thread waits right here
+                fsm = self.cache.get_fsm(regex, timeout=self.compile_timeout)
+            except ConstraintError as e:
+                req.finish("abort", message=str(e))
+                return
+            req.grammar = FSMState(fsm, fsm.index.initial_state)
+        else:
+            self.pending[req.rid] = self.cache.init_fsm_in_background(regex)
+
+    # -- hook 2: the grammar queue -------------------------------------------------------
+    def poll_grammar_queue(self, queue: list[Req]) -> list[Req]:
+        """Release, in arrival order, the requests whose FSM is ready (or failed, or timed out)."""
+        # BEGIN SOLUTION task3_3
+        ready = []
+        for req in queue:
+            entry = self.pending.get(req.rid)
+            if entry is None:             # unconstrained, or compiled at arrival
+                ready.append(req)
+                continue
+            if not entry.event.is_set():
+                if time.monotonic() - entry.started <= self.compile_timeout:
+                    break                 # FIFO: nobody overtakes a request still waiting
+                req.finish("abort", message=f"compiling regex {req.sampling_params.regex!r} took longer "
+                           f"than {self.compile_timeout} s")
+            elif entry.error is not None:
+                req.finish("abort", message=entry.error)
+            else:
+                req.grammar = FSMState(entry.value, entry.value.index.initial_state)
+            del self.pending[req.rid]
+            ready.append(req)
+        return ready
+        # END SOLUTION
+
+    def release(self, req: Req) -> None:
+        self.pending.pop(req.rid, None)
+        super().release(req)
+
+    def shutdown(self) -> None:
+        self.cache.shutdown()
