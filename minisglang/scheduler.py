@@ -110,6 +110,7 @@ class Scheduler:
         return bool(self.grammar_queue or self.waiting_queue or self.running)
 
     # ------------------------------------------------------------------ the loop
+    @torch.inference_mode()
     def step(self) -> list[Req]:
         """Run one scheduler step; return the requests that finished during it."""
         self.step_count += 1
@@ -155,8 +156,7 @@ class Scheduler:
                 req.kv_len += 1
             self.forward_counts["decode"] += 1
             self._event("decode", None, reqs=[r.rid for r in reqs])
-        with torch.inference_mode():
-            return self.model.forward(fb)
+        return self.model.forward(fb)
 
     def sample(self, batch: ScheduledBatch, logits: torch.Tensor) -> list[int]:
         """Mask (hook 4), then sample one token per request; -1 for a request the mask aborted."""

@@ -242,19 +242,23 @@ class FSMCacheStage(BatchedMaskStage):
 
     # -- hook 2: the grammar queue -------------------------------------------------------
     def poll_grammar_queue(self, queue: list[Req]) -> list[Req]:
-        """Release, in arrival order, the requests whose FSM is ready (or failed, or timed out)."""
+        """The requests that may go on: unconstrained ones at once; grammar requests whose FSM
+        is ready (or failed, or timed out), in arrival order."""
         # BEGIN SOLUTION task3_3
-        ready = []
+        ready, blocked = [], False
         for req in queue:
             entry = self.pending.get(req.rid)
-            if entry is None:             # unconstrained, or compiled at arrival
+            if entry is None:             # unconstrained (or compiled at arrival): never waits
                 ready.append(req)
                 continue
             if not entry.event.is_set():
                 if time.monotonic() - entry.started <= self.compile_timeout:
-                    break                 # FIFO: nobody overtakes a request still waiting
+                    blocked = True        # grammar requests leave in arrival order:
+                    continue              # nobody overtakes one still compiling
                 req.finish("abort", message=f"compiling regex {req.sampling_params.regex!r} took longer "
                            f"than {self.compile_timeout} s")
+            elif blocked:
+                continue
             elif entry.error is not None:
                 req.finish("abort", message=entry.error)
             else:
