@@ -11,6 +11,7 @@ Each loader fails with a clear message naming the missing file.
 from __future__ import annotations
 
 import functools
+import importlib.util
 from pathlib import Path
 
 import minisglang
@@ -36,12 +37,12 @@ def _require(path: Path, how: str) -> Path:
 
 def mistral_data_file(name: str) -> Path:
     """Path of a file in mistral-common's package data directory."""
-    try:
-        import mistral_common
-    except ImportError as e:
+    # find_spec locates the package without importing it (importing takes seconds).
+    spec = importlib.util.find_spec("mistral_common")
+    if spec is None or not spec.submodule_search_locations:
         raise FileNotFoundError(
-            "mistral-common is not installed; install the extra: pip install -e '.[tokenizers-extra]'") from e
-    return _require(Path(mistral_common.__file__).parent / "data" / name,
+            "mistral-common is not installed; install the extra: pip install -e '.[tokenizers-extra]'")
+    return _require(Path(spec.submodule_search_locations[0]) / "data" / name,
                     "it ships with mistral-common>=1.5")
 
 

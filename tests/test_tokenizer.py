@@ -1,0 +1,460 @@
+"""Tests of minisglang.tokenizer against oracles.
+
+Oracles: the tekken json's own base64 token bytes and mistral-common's tiktoken-based
+Tekkenizer; the sentencepiece library for the .model file; Hugging Face's own (Rust)
+decoders and transformers' chat templating; plus the round-trip and streaming laws, as
+hypothesis properties, for every real tokenizer in tests/real_tokenizers.py.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import random
+import unicodedata
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from tokenizers import Tokenizer as HFTokenizer
+from tokenizers import models, pre_tokenizers
+
+import real_tokenizers
+from minisglang.tokenizer import (BYTE_LEVEL, PLAIN, SENTENCEPIECE, IncrementalDetokenizer,
+                                  Tokenizer, detect_family)
+
+# One text of each kind the law must hold for; no special-token strings in any of them.
+CORPUS = {
+    "english": "The quick brown fox jumps over the lazy dog. It's 3:45pm, isn't it?",
+    "json": '{"name": "Alice", "age": 30, "emails": ["a@b.com", "c@d.org"], "ok": true}',
+    "chinese": "你好，世界！我们今天去公园散步。天气很好：阳光明媚（二十五度）。",
+    "emoji": "emoji 🙂🎉👩‍👩‍👧 flags 🇫🇷🇯🇵 and skin 👍🏽!",
+    "whitespace": "  two\t\ttabs   three\n\n\nnewlines \r\n    indented\n        more  ",
+    "mixed": 'def f(x):\n    return {"价格": x * 1.5, "note": "naïve café ñ — ok"}  # 🙂\n',
+    "empty": "",
+}
+
+
+def long_text() -> str:
+    """A few KB of real prose and code (the stdlib json package's source) plus CJK."""
+    source = Path(json.__file__).read_text(encoding="utf-8")
+    return source + CORPUS["chinese"] * 5 + CORPUS["emoji"] + CORPUS["mixed"] * 3
+
+
+def slices(count: int, seed: int = 0) -> list[str]:
+    """Deterministic random slices of long_text(), up to 400 characters each."""
+    text, rng = long_text(), random.Random(seed)
+    out = []
+    for _ in range(count):
+        start = rng.randrange(len(text))
+        out.append(text[start:start + rng.randrange(1, 400)])
+    return out
+
+
+@pytest.fixture(scope="session", params=real_tokenizers.ALL_REAL)
+def real(request) -> Tokenizer:
+    return real_tokenizers.load(request.param)
+
+
+def joined_bytes(tok: Tokenizer, ids: list[int]) -> bytes:
+    return b"".join(tok.token_bytes[i] for i in ids)
+
+
+def special_texts(tok: Tokenizer) -> list[str]:
+    return [tok.hf.id_to_token(i) for i in tok.special_token_ids]
+
+
+# ------------------------------------------------------------------ round-trip law
+@pytest.mark.parametrize("kind", sorted(CORPUS))
+def test_round_trip_law_on_corpus(real, kind):
+    text = CORPUS[kind]
+    ids = real.encode(text)
+    assert joined_bytes(real, ids) == real.normalize(text).encode()
+    assert real.decode(ids) == real.normalize(text)
+
+
+def test_normalize_is_identity_unless_the_tokenizer_normalizes(real):
+    """The law above is the literal `== text.encode()` except where the vocabulary's own
+    normalizer rewrites text (the anthropic tokenizer applies NFKC: "，" -> ",")."""
+    normalizer = json.loads(real.hf.normalizer.__getstate__()) if real.hf.normalizer else None
+    for text in CORPUS.values():
+        if normalizer is None:
+            assert real.normalize(text) == text
+        else:
+            assert normalizer["type"] == "NFKC"
+            assert real.normalize(text) == unicodedata.normalize("NFKC", text)
+    if normalizer is not None:
+        assert real.normalize("，") == ","
+        assert joined_bytes(real, real.encode("你好，世界")) == "你好,世界".encode()
+
+
+def test_no_implicit_prefix_space(real):
+    """encode never invents a leading space (SentencePiece's dummy `▁` is switched off)."""
+    ids = real.encode("Hello")
+    assert joined_bytes(real, ids) == b"Hello"
+    assert real.decode(real.encode(" Hello")) == " Hello"
+
+
+# Random texts built from pieces that stress tokenizers: words, CJK, emoji, whitespace
+# runs, JSON glue, and arbitrary unicode.
+_PIECES = st.one_of(
+    st.text(max_size=8),
+    st.sampled_from(["hello", " world", "你好", "世界", "🙂", "👩‍👧", "{\"", "\": ", ", ",
+                     "  ", "\n\n", "\t", " ", "é", "ñ", "1234", "▁", "Ġ"]),
+)
+RANDOM_TEXT = st.lists(_PIECES, max_size=12).map("".join)
+PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@PROPERTY
+@given(text=RANDOM_TEXT)
+def test_round_trip_law_property(real, text):
+    assume(not any(s in text for s in special_texts(real)))
+    ids = real.encode(text)
+    assert joined_bytes(real, ids) == real.normalize(text).encode()
+    assert real.decode(ids) == real.normalize(text)
+
+
+# ----------------------------------------------------------------- streaming law
+def stream(tok: Tokenizer, ids: list[int], cuts: list[int], skip_special_tokens=True):
+    """Feed ``ids`` in chunks split at ``cuts``; return the pieces (flush last)."""
+    detok = IncrementalDetokenizer(tok, skip_special_tokens=skip_special_tokens)
+    bounds = [0, *sorted(c % (len(ids) + 1) for c in cuts), len(ids)]
+    pieces = [detok.feed(ids[a:b]) for a, b in zip(bounds, bounds[1:])]
+    pieces.append(detok.flush())
+    assert detok.text == "".join(pieces)
+    return pieces
+
+
+@PROPERTY
+@given(text=RANDOM_TEXT, cuts=st.lists(st.integers(min_value=0), max_size=6))
+def test_streaming_law_property(real, text, cuts):
+    ids = real.encode(text)
+    pieces = stream(real, ids, cuts)
+    full = real.decode(ids)
+    assert "".join(pieces) == full
+    if "\ufffd" not in full:
+        assert not any("\ufffd" in p for p in pieces)
+    # one id at a time, as the scheduler feeds it
+    assert "".join(stream(real, ids, list(range(len(ids))))) == full
+
+
+@PROPERTY
+@given(data=st.data())
+def test_streaming_law_on_junk_ids(real, data):
+    """Arbitrary id sequences (half characters, specials) stream to exactly decode(ids)."""
+    ids = data.draw(st.lists(st.integers(0, real.vocab_size - 1), max_size=20))
+    cuts = data.draw(st.lists(st.integers(min_value=0), max_size=5))
+    for skip in (True, False):
+        assert "".join(stream(real, ids, cuts, skip)) == real.decode(ids, skip_special_tokens=skip)
+
+
+def test_streaming_holds_back_half_characters():
+    tok = real_tokenizers.anthropic_65k()
+    ids = tok.encode("🙂")
+    assert len(ids) > 1  # a 4-byte character split over several byte-level tokens
+    detok = IncrementalDetokenizer(tok)
+    assert [detok.feed([i]) for i in ids[:-1]] == [""] * (len(ids) - 1)
+    assert detok.feed(ids[-1:]) == "🙂"
+    assert detok.flush() == "" and detok.text == "🙂"
+
+
+def test_flush_turns_an_unfinished_character_into_replacement():
+    tok = real_tokenizers.anthropic_65k()
+    ids = tok.encode("🙂")
+    detok = IncrementalDetokenizer(tok)
+    assert len(ids) > 1 and detok.feed(ids[:-1]) == ""
+    assert detok.flush() == "\ufffd"
+
+
+# --------------------------------------------------- exact byte tables vs oracles
+def test_tekken_token_bytes_match_the_file():
+    tok = real_tokenizers.mistral_tekken()
+    data = json.loads(real_tokenizers.mistral_data_file(real_tokenizers.MISTRAL_TEKKEN_FILE).read_text())
+    n_special = data["config"]["default_num_special_tokens"]
+    assert tok.vocab_size == data["config"]["default_vocab_size"] == 131072
+    assert tok.family == BYTE_LEVEL
+    assert tok.special_token_ids == frozenset(range(n_special))
+    assert all(tok.token_bytes[i] is None for i in range(n_special))
+    for entry in data["vocab"][: tok.vocab_size - n_special]:
+        assert tok.token_bytes[entry["rank"] + n_special] == base64.b64decode(entry["token_bytes"])
+
+
+@pytest.fixture(scope="module")
+def tiktoken_encoding():
+    """The tekken vocabulary loaded straight into tiktoken, the library tekken is run with."""
+    import tiktoken
+    data = json.loads(real_tokenizers.mistral_data_file(real_tokenizers.MISTRAL_TEKKEN_FILE).read_text())
+    n_regular = data["config"]["default_vocab_size"] - data["config"]["default_num_special_tokens"]
+    ranks = {base64.b64decode(e["token_bytes"]): e["rank"] for e in data["vocab"][:n_regular]}
+    return tiktoken.Encoding("tekken", pat_str=data["config"]["pattern"], mergeable_ranks=ranks,
+                             special_tokens={})
+
+
+def test_tekken_encode_matches_tiktoken(tiktoken_encoding):
+    tok = real_tokenizers.mistral_tekken()
+    n_special = 1000
+    for text in [*CORPUS.values(), *slices(150)]:
+        if not any(s in text for s in special_texts(tok)):
+            expected = [i + n_special for i in tiktoken_encoding.encode_ordinary(text)]
+            assert tok.encode(text) == expected, text
+    assert tok.encode("hi", add_special_tokens=True) == [tok.hf.token_to_id("<s>"), *tok.encode("hi")]
+    assert tok.id_to_token(tok.eos_token_id) == "</s>"
+    ids = tok.encode(CORPUS["mixed"])
+    assert tok.decode(ids) == tiktoken_encoding.decode([i - n_special for i in ids])
+
+
+@pytest.fixture(scope="module")
+def sentencepiece_processor():
+    import sentencepiece
+    path = real_tokenizers.mistral_data_file(real_tokenizers.MISTRAL_SENTENCEPIECE_FILE)
+    return sentencepiece.SentencePieceProcessor(model_file=str(path))
+
+
+def test_sentencepiece_token_bytes_match_sentencepiece(sentencepiece_processor):
+    sp, tok = sentencepiece_processor, real_tokenizers.mistral_sentencepiece()
+    assert tok.vocab_size == sp.vocab_size() and tok.family == SENTENCEPIECE
+    a = sp.piece_to_id("a")
+    for i in range(sp.vocab_size()):
+        if sp.is_control(i) or sp.is_unknown(i):
+            assert tok.token_bytes[i] is None and i in tok.special_token_ids
+        elif sp.is_byte(i):
+            assert tok.token_bytes[i] == bytes([int(sp.id_to_piece(i)[3:5], 16)])
+        else:  # sentencepiece's own decoder, after a plain "a" so no leading space is stripped
+            assert tok.token_bytes[i] == sp.decode([a, i]).encode()[1:], sp.id_to_piece(i)
+    assert tok.eos_token_id == sp.eos_id()
+
+
+def test_sentencepiece_encode_matches_sentencepiece(sentencepiece_processor):
+    """encode(" " + text) is sentencepiece's encode(text): the dummy prefix, written out."""
+    sp, tok = sentencepiece_processor, real_tokenizers.mistral_sentencepiece()
+    for text in [*CORPUS.values(), *slices(150, seed=1)]:
+        if text and not any(s in text for s in ("<s>", "</s>", "<unk>", "[INST]", "[/INST]")):
+            ids = sp.encode(text)
+            assert tok.encode(" " + text) == ids, text
+            assert tok.decode(ids) == " " + sp.decode(ids)
+    assert tok.encode("hi", add_special_tokens=True)[0] == sp.bos_id()
+
+
+def test_anthropic_token_bytes_match_hf_decoder():
+    """Every id's bytes, checked against Hugging Face's own ByteLevel decoder."""
+    tok = real_tokenizers.anthropic_65k()
+    decoded = tok.hf.decode_batch([[i] for i in range(tok.vocab_size)], skip_special_tokens=True)
+    for i, text in enumerate(decoded):
+        if i in tok.special_token_ids:
+            assert tok.token_bytes[i] is None and text == ""
+        else:
+            assert tok.token_bytes[i].decode("utf-8", errors="replace") == text
+            if "\ufffd" not in text:
+                assert tok.token_bytes[i] == text.encode()
+    assert tok.id_to_token(tok.encode(" world")[0]) == "Ġworld"
+    assert tok.eos_token_id == tok.hf.token_to_id("<EOT>")
+
+
+def test_bundled_matches_transformers():
+    """The bundled model's tokenizer and chat template, against transformers."""
+    from transformers import AutoTokenizer
+    tok = real_tokenizers.bundled()
+    ref = AutoTokenizer.from_pretrained(real_tokenizers.minisglang.DEFAULT_MODEL_PATH)
+    for text in [*CORPUS.values(), *slices(50)]:
+        assert tok.encode(text) == ref(text, add_special_tokens=False)["input_ids"]
+    assert tok.eos_token_id == ref.eos_token_id
+    messages = [{"role": "user", "content": CORPUS["json"]}]
+    for gen in (True, False):
+        assert tok.apply_chat_template(messages, add_generation_prompt=gen) == \
+            ref.apply_chat_template(messages, tokenize=False, add_generation_prompt=gen)
+
+
+def test_special_tokens_have_no_bytes_and_decode_as_text_when_kept(real):
+    for i in real.special_token_ids:
+        assert real.token_bytes[i] is None
+    eos = real.eos_token_id
+    assert eos in real.special_token_ids
+    assert real.decode([eos]) == ""
+    assert real.decode([eos], skip_special_tokens=False) == real.id_to_token(eos)
+
+
+# -------------------------------------------------------------- families, fingerprint
+def test_detect_family_of_the_real_tokenizers(real):
+    assert detect_family(json.loads(real.hf.to_str())) == real.family
+    assert real.family in (BYTE_LEVEL, SENTENCEPIECE)
+
+
+def tiny_plain_tokenizer_json(tmp_path: Path, words: list[str]) -> Path:
+    hf = HFTokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
+    hf.pre_tokenizer = pre_tokenizers.Whitespace()
+    hf.add_special_tokens(["[UNK]", "</s>"])
+    path = tmp_path / "tokenizer.json"
+    hf.save(str(path))
+    return path
+
+
+def test_plain_family(tmp_path):
+    path = tiny_plain_tokenizer_json(tmp_path, ["hello", "wörld", "!"])
+    tok = Tokenizer.from_pretrained(path)
+    assert tok.family == PLAIN
+    assert tok.token_bytes[:3] == [b"hello", "wörld".encode(), b"!"]
+    assert tok.token_bytes[3:] == [None, None]
+    assert tok.eos_token_id == 4  # guessed: "</s>" is a special token
+    assert tok.encode("hello wörld!") == [0, 1, 2]
+
+
+def test_llama_style_tokenizer_json_drops_the_dummy_prefix(tmp_path):
+    """A Llama/Mistral tokenizer.json as Hugging Face writes it (Prepend("▁") normalizer):
+    from_pretrained detects SentencePiece and removes the dummy prefix."""
+    sp_tok = real_tokenizers.mistral_sentencepiece()
+    spec = json.loads(sp_tok.hf.to_str())
+    spec["pre_tokenizer"] = None
+    spec["normalizer"] = {"type": "Sequence", "normalizers": [
+        {"type": "Prepend", "prepend": "▁"}, {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}]}
+    (tmp_path / "tokenizer.json").write_text(json.dumps(spec), encoding="utf-8")
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"eos_token": "</s>"}))
+    tok = Tokenizer.from_pretrained(tmp_path)
+    assert tok.family == SENTENCEPIECE
+    assert tok.fingerprint == sp_tok.fingerprint
+    for text in CORPUS.values():
+        assert tok.encode(text) == sp_tok.encode(text)
+        assert joined_bytes(tok, tok.encode(text)) == text.encode()
+
+
+def test_fingerprint_is_stable_and_tells_tables_apart(real, tmp_path):
+    assert len(real.fingerprint) == 64 and int(real.fingerprint, 16) >= 0
+    again = Tokenizer.from_pretrained(tiny_plain_tokenizer_json(tmp_path, ["a", "b"]))
+    same = Tokenizer.from_pretrained(tmp_path / "tokenizer.json")
+    other = Tokenizer.from_pretrained(tiny_plain_tokenizer_json(tmp_path, ["a", "c"]))
+    assert again.fingerprint == same.fingerprint != other.fingerprint
+    fingerprints = {real_tokenizers.load(n).fingerprint for n in ("anthropic_65k", "mistral_sentencepiece")}
+    assert len(fingerprints) == 2
+
+
+def test_fingerprint_covers_special_flags(tmp_path):
+    path = tiny_plain_tokenizer_json(tmp_path, ["a", "b"])
+    spec = json.loads(path.read_text())
+    base = Tokenizer.from_pretrained(path).fingerprint
+    spec["added_tokens"][0]["special"] = False  # "[UNK]" becomes ordinary text
+    path.write_text(json.dumps(spec))
+    changed = Tokenizer.from_pretrained(path)
+    assert changed.token_bytes[2] == b"[UNK]" and changed.fingerprint != base
+
+
+# ------------------------------------------------------------------- chat template
+TEMPLATE = (
+    "{% if messages[0]['role'] == 'system' %}{% set system = messages[0]['content'] %}"
+    "{% set messages = messages[1:] %}{% endif %}"
+    "{{ bos_token }}{% for m in messages %}"
+    "{% if m['role'] not in ['user', 'assistant'] %}{{ raise_exception('bad role: ' + m['role']) }}{% endif %}"
+    "{% if loop.first and system is defined %}<|system|>\n{{ system }}\n{% endif %}"
+    "<|{{ m['role'] }}|>\n{{ m['content'] }}{{ eos_token }}\n"
+    "{% endfor %}{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
+    "{{ {'k': '<é>'} | tojson }}"
+)
+
+
+@pytest.fixture()
+def chat_dir(tmp_path) -> Path:
+    """A small word-level tokenizer with <SOS>/<EOT> specials and a chat template."""
+    hf = HFTokenizer(models.WordLevel({"a": 0, "again": 1, "[UNK]": 2}, unk_token="[UNK]"))
+    hf.pre_tokenizer = pre_tokenizers.Whitespace()
+    hf.add_special_tokens(["[UNK]", "<SOS>", "<EOT>"])
+    hf.save(str(tmp_path / "tokenizer.json"))
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(
+        {"eos_token": "<EOT>", "bos_token": "<SOS>", "chat_template": TEMPLATE}))
+    return tmp_path
+
+
+MESSAGES = [{"role": "system", "content": "Answer in JSON."},
+            {"role": "user", "content": "名字: Alice <b>"},
+            {"role": "assistant", "content": '{"name": "Alice"}'},
+            {"role": "user", "content": "again"}]
+
+
+def test_chat_template_matches_transformers(chat_dir):
+    from transformers import PreTrainedTokenizerFast
+    ref = PreTrainedTokenizerFast.from_pretrained(str(chat_dir))
+    tok = Tokenizer.from_pretrained(chat_dir)
+    for gen in (True, False):
+        ours = tok.apply_chat_template(MESSAGES, add_generation_prompt=gen)
+        assert ours == ref.apply_chat_template(MESSAGES, tokenize=False, add_generation_prompt=gen)
+    assert ours.startswith("<SOS><|system|>\nAnswer in JSON.\n<|user|>\n")
+    assert tok.encode(ours)[0] == tok.hf.token_to_id("<SOS>")  # special strings become special ids
+
+
+def test_chat_template_from_jinja_file_and_list_form(chat_dir):
+    config = json.loads((chat_dir / "tokenizer_config.json").read_text())
+    expected = Tokenizer.from_pretrained(chat_dir).apply_chat_template(MESSAGES)
+    config["bos_token"] = {"content": "<SOS>", "special": True}  # the older dict form
+    config["chat_template"] = [{"name": "tool_use", "template": "x"}, {"name": "default", "template": TEMPLATE}]
+    (chat_dir / "tokenizer_config.json").write_text(json.dumps(config))
+    assert Tokenizer.from_pretrained(chat_dir).apply_chat_template(MESSAGES) == expected
+    del config["chat_template"]
+    (chat_dir / "tokenizer_config.json").write_text(json.dumps(config))
+    (chat_dir / "chat_template.jinja").write_text(TEMPLATE)
+    assert Tokenizer.from_pretrained(chat_dir).apply_chat_template(MESSAGES) == expected
+
+
+def test_chat_template_raise_exception(chat_dir):
+    import jinja2
+    tok = Tokenizer.from_pretrained(chat_dir)
+    with pytest.raises(jinja2.TemplateError, match="bad role: tool"):
+        tok.apply_chat_template([{"role": "tool", "content": "x"}])
+
+
+def test_no_chat_template_is_a_clear_error():
+    with pytest.raises(ValueError, match="has no chat template"):
+        real_tokenizers.mistral_sentencepiece().apply_chat_template([{"role": "user", "content": "hi"}])
+
+
+def test_added_tokens_from_tokenizer_config(chat_dir):
+    config = json.loads((chat_dir / "tokenizer_config.json").read_text())
+    config["added_tokens_decoder"] = {"5": {"content": "<|tool|>", "special": True}}
+    (chat_dir / "tokenizer_config.json").write_text(json.dumps(config))
+    tok = Tokenizer.from_pretrained(chat_dir)
+    assert tok.vocab_size == 6 and 5 in tok.special_token_ids
+    assert tok.token_bytes[5] is None and tok.encode("a<|tool|>") == [0, 5]
+    config["added_tokens_decoder"] = {"7": {"content": "<|tool|>", "special": True}}
+    (chat_dir / "tokenizer_config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match="should have id 7 but the vocabulary gives it 5"):
+        Tokenizer.from_pretrained(chat_dir)
+
+
+# ------------------------------------------------------------------------ bad input
+def test_missing_tokenizer_json_names_what_was_looked_for(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"no tokenizer.json in .*looked for .*tokenizer.json"):
+        Tokenizer.from_pretrained(tmp_path)
+    (tmp_path / "tokenizer.model").write_bytes(b"")
+    with pytest.raises(FileNotFoundError, match="use Tokenizer.from_sentencepiece"):
+        Tokenizer.from_pretrained(tmp_path)
+    with pytest.raises(FileNotFoundError, match="tokenizer path does not exist"):
+        Tokenizer.from_pretrained(tmp_path / "nowhere")
+    with pytest.raises(FileNotFoundError, match="no SentencePiece model file"):
+        Tokenizer.from_sentencepiece(tmp_path / "nowhere.model")
+    with pytest.raises(FileNotFoundError, match="no tekken json"):
+        Tokenizer.from_tekken(tmp_path / "nowhere.json")
+
+
+def test_unknown_eos_is_a_clear_error(tmp_path):
+    hf = HFTokenizer(models.WordLevel({"a": 0, "[UNK]": 1}, unk_token="[UNK]"))
+    hf.save(str(tmp_path / "tokenizer.json"))
+    with pytest.raises(ValueError, match="cannot tell the end-of-sequence token"):
+        Tokenizer.from_pretrained(tmp_path)
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"eos_token": "<nope>"}))
+    with pytest.raises(ValueError, match="eos_token '<nope>' is not in the vocabulary"):
+        Tokenizer.from_pretrained(tmp_path)
+
+
+def test_unigram_sentencepiece_is_refused(tmp_path):
+    model = real_tokenizers.mistral_data_file(real_tokenizers.MISTRAL_SENTENCEPIECE_FILE).read_bytes()
+    # A later TrainerSpec (field 2) saying model_type (field 3) = 1, UNIGRAM.
+    (tmp_path / "unigram.model").write_bytes(model + bytes([0x12, 0x02, 0x18, 0x01]))
+    with pytest.raises(ValueError, match="only SentencePiece BPE models are supported"):
+        Tokenizer.from_sentencepiece(tmp_path / "unigram.model")
+
+
+def test_bad_ids_are_clear_errors():
+    tok = real_tokenizers.anthropic_65k()
+    with pytest.raises(ValueError, match="token id 65000 is out of range: vocab_size is 65000"):
+        tok.decode([1, 65000])
+    with pytest.raises(ValueError, match="out of range"):
+        tok.id_to_token(-1)
+    with pytest.raises(ValueError, match="unknown real tokenizer"):
+        real_tokenizers.load("gpt5")
