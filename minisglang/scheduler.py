@@ -92,7 +92,7 @@ class Scheduler:
                        f"{self.config.max_total_tokens}")
         else:
             self.stage.on_arrival(req)       # hook 1 (s1 compiles the FSM right here)
-        self._event("arrive", req)
+        self.record_event("arrive", req)
         if req.finished:
             self._finish(req)
         else:
@@ -146,7 +146,7 @@ class Scheduler:
             for req in reqs:
                 req.kv_len = len(req.fill_ids)
             self.forward_counts["prefill"] += 1
-            self._event("prefill", None, reqs=[r.rid for r in reqs], tokens=sum(map(len, new_ids)))
+            self.record_event("prefill", None, reqs=[r.rid for r in reqs], tokens=sum(map(len, new_ids)))
         else:
             out_cache_loc = self.alloc_kv(len(reqs))
             fb = ForwardBatch.decode([r.req_pool_idx for r in reqs], [r.kv_len for r in reqs],
@@ -155,7 +155,7 @@ class Scheduler:
             for req in reqs:
                 req.kv_len += 1
             self.forward_counts["decode"] += 1
-            self._event("decode", None, reqs=[r.rid for r in reqs])
+            self.record_event("decode", None, reqs=[r.rid for r in reqs])
         return self.model.forward(fb)
 
     def sample(self, batch: ScheduledBatch, logits: torch.Tensor) -> list[int]:
@@ -224,7 +224,7 @@ class Scheduler:
         if req.req_pool_idx is not None:
             self.release_memory(req)
         req.released = True
-        self._event("finish", req, reason=req.finished_reason)
+        self.record_event("finish", req, reason=req.finished_reason)
         self.finished.append(req)
 
     # ------------------------------------------------------------------ memory
@@ -233,7 +233,7 @@ class Scheduler:
         short = n - self.token_to_kv_pool.available_size()
         if short > 0:
             freed = self.tree_cache.evict(short)
-            self._event("evict", None, tokens=freed)
+            self.record_event("evict", None, tokens=freed)
         slots = self.token_to_kv_pool.alloc(n)
         if slots is None:  # the admission budget makes this unreachable; say so loudly if not
             raise RuntimeError(f"out of KV slots: need {n}, have {self.token_to_kv_pool.available_size()}")
@@ -289,9 +289,9 @@ class Scheduler:
             req.last_node, req.prefix_len = node, len(prefix)
             self.req_to_token_pool.req_to_token[req.req_pool_idx, :len(prefix)] = prefix
             req.cached_tokens += len(prefix)
-            self._event("admit", req, prefix_len=len(prefix))
+            self.record_event("admit", req, prefix_len=len(prefix))
             if len(prefix):
-                self._event("prefix_hit", req, tokens=len(prefix))
+                self.record_event("prefix_hit", req, tokens=len(prefix))
         return chosen
 
     @staticmethod
@@ -319,6 +319,6 @@ class Scheduler:
             self.running.remove(req)
             self._finish(req)
 
-    def _event(self, kind: str, req: Req | None, **info: Any) -> None:
+    def record_event(self, kind: str, req: Req | None, **info: Any) -> None:
         self.trace.append({"step": self.step_count, "event": kind,
                            **({"rid": req.rid} if req is not None else {}), **info})

@@ -19,6 +19,7 @@ STAGE_MODULES: dict[str, str] = {
     "s1-masked-fill": "minisglang.stages.s1_masked_fill",
     "s2-batched-mask": "minisglang.stages.s2_batched_mask",
     "s3-fsm-cache": "minisglang.stages.s3_fsm_cache",
+    "s4-jump-forward": "minisglang.stages.s4_jump_forward",
 }
 
 

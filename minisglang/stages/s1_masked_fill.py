@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..constrained.regex_dfa import ByteDFA, RegexError, compile_regex
+from ..constrained.regex_dfa import ByteDFA, CharDFA, RegexError, compile_regex
 from ..constrained.token_index import TokenIndex, VocabularyCannotSpellError, build_index_fast
 from ..core import Req
 from .base import Stage, register
@@ -52,18 +52,24 @@ class MaskedFillStage(Stage):
     supports = frozenset({"regex"})
 
     # -- compile (hook 1: on arrival) ----------------------------------------------------
-    def compile_index(self, regex: str) -> TokenIndex:
-        """regex -> token index over this engine's tokenizer. Raises ConstraintError.
+    def compile_dfa(self, regex: str) -> CharDFA:
+        """regex -> character DFA. Raises ConstraintError.
 
         The DFA may have at most `max_fsm_states` states (engine option, default 10,000):
         a pathological pattern fails with a clear message instead of eating the machine.
         """
-        tok = self.ctx.tokenizer
-        max_states = int(self.ctx.options.get("max_fsm_states", 10_000))
         try:
-            dfa = ByteDFA.from_char_dfa(compile_regex(regex, max_states=max_states))
-            return build_index_fast(dfa, tok.token_bytes, tok.eos_token_id)
-        except (RegexError, VocabularyCannotSpellError) as e:
+            return compile_regex(regex, max_states=int(self.ctx.options.get("max_fsm_states", 10_000)))
+        except RegexError as e:
+            raise ConstraintError(str(e)) from e
+
+    def compile_index(self, regex: str) -> TokenIndex:
+        """regex -> token index over this engine's tokenizer. Raises ConstraintError."""
+        tok = self.ctx.tokenizer
+        try:
+            return build_index_fast(ByteDFA.from_char_dfa(self.compile_dfa(regex)), tok.token_bytes,
+                                    tok.eos_token_id)
+        except VocabularyCannotSpellError as e:
             raise ConstraintError(str(e)) from e
 
     def compile_regex_fsm(self, regex: str) -> RegexFSM:

@@ -215,11 +215,15 @@ class FSMCacheStage(BatchedMaskStage):
         if self.mode not in ("blocking", "nonblocking"):
             raise ValueError(f"grammar_queue must be 'blocking' or 'nonblocking', got {self.mode!r}")
         self.compile_timeout = float(opts.get("compile_timeout", 30.0))
-        self.cache = FSMCache(self.compile_index, lambda regex, index: self.add_bitmasks(RegexFSM(regex, index)),
+        self.cache = FSMCache(self.compile_index, self.make_fsm,
                               ctx.tokenizer.fingerprint,
                               max_entries=int(opts.get("max_cache_entries", 64)),
                               disk_dir=opts.get("grammar_cache_dir"), threads=int(opts.get("compile_threads", 2)))
         self.pending: dict[int, CacheEntry] = {}   # rid -> entry it waits for
+
+    def make_fsm(self, regex: str, index: TokenIndex) -> RegexFSM:
+        """A compiled (or disk-loaded) index, made ready to mask: s2's packed rows."""
+        return self.add_bitmasks(RegexFSM(regex, index))
 
     # -- hook 1: arrival ---------------------------------------------------------------
     def on_arrival(self, req: Req) -> None:
