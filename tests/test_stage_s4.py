@@ -1,0 +1,160 @@
+"""Stage s4: the jump-forward map, retokenization, and re-admission through the radix tree."""
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import minisglang as sgl
+from minisglang.constrained.jump_forward import JumpForwardMap
+from minisglang.constrained.regex_dfa import ByteDFA, compile_regex
+
+Q = "<|user|>\nExtract as JSON: Li Lei is 31 years old and lives in Paris.\n<|assistant|>\n"
+PERSON = r'\{"name": "[A-Za-z ]{1,12}", "age": [1-9]\d?, "city": "(Paris|Rome|Beijing)"\}'
+
+
+def jump_map(regex):
+    dfa = compile_regex(regex)
+    return dfa, ByteDFA.from_char_dfa(dfa), JumpForwardMap.build(dfa, ByteDFA.from_char_dfa(dfa))
+
+
+@pytest.mark.task4_1
+def test_a_state_jumps_iff_one_single_character_edge_and_not_accepting():
+    dfa, _, jm = jump_map(r'\{"a": (1|22)\}x?')
+    for state, edges in dfa.transitions.items():
+        single = len(edges) == 1 and len(next(iter(edges)).chars) == 1 and not next(iter(edges)).negated
+        assert (state in jm.char_edges) == (single and state not in dfa.finals)
+
+
+@pytest.mark.task4_1
+def test_final_state_with_a_loop_never_jumps_1084():
+    dfa, _, jm = jump_map(r"[-+]?[0-9]+[ ]*")
+    assert jm.char_edges == {}
+    assert all(jm.jump_forward(s) is None for s in range(dfa.num_states))
+
+
+@pytest.mark.task4_1
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(["ab", "a", "b", "(a|b)", "c?", "x", "中文", "🎉", "[0-9]", "d+"]),
+                min_size=1, max_size=6))
+def test_jump_strings_are_exactly_the_forced_text(parts):
+    """Oracle: from a jump state, the chain is the longest text every accepted word must continue with."""
+    regex = "".join(parts)
+    dfa, byte_dfa, jm = jump_map(regex)
+    for state in range(dfa.num_states):
+        jump = jm.jump_forward(state)
+        if jump is None:
+            assert state not in jm.char_edges
+            continue
+        text, end = jump[0].decode("utf-8"), jump[1]
+        assert dfa.walk(state, text) == end
+        # every prefix of the chain is forced: one edge, one character, not accepting
+        s = state
+        for ch in text:
+            assert s not in dfa.finals and len(dfa.transitions[s]) == 1
+            s = dfa.step(s, ch)
+        assert end not in jm.char_edges                      # followed to the next choice
+
+
+@pytest.mark.task4_2
+def test_byte_level_chain_finishes_a_half_generated_character():
+    dfa, byte_dfa, jm = jump_map("我喜欢(编程|摄影)。")
+    half = byte_dfa.walk_bytes(0, "我".encode()[:1])       # the model produced one byte of 我
+    assert half >= byte_dfa.num_char_states
+    data, end = jm.jump_forward(half)
+    assert ("我".encode()[:1] + data).decode() == "我喜欢"
+    assert end == dfa.walk(0, "我喜欢")
+    assert jm.jump_forward(dfa.walk(0, "我喜欢摄")) == ("影。".encode(), dfa.walk(0, "我喜欢摄影。"))
+
+
+@pytest.mark.task4_2
+def test_chain_walk_stops_at_the_next_choice():
+    dfa, _, jm = jump_map(r'\{"name": "[a-z]+", "age": \d+\}')
+    assert jm.jump_forward(0) == (b'{"name": "', dfa.walk(0, '{"name": "'))
+    after = dfa.walk(0, '{"name": "li"')
+    assert jm.jump_forward(after) == (b', "age": ', dfa.walk(0, '{"name": "li", "age": '))
+
+
+@pytest.fixture(scope="module")
+def engine():
+    eng = sgl.Engine(stage="s4")
+    yield eng
+    eng.shutdown()
+
+
+@pytest.mark.task4_3
+@pytest.mark.task4_4
+def test_json_with_fixed_keys_jumps_and_stays_valid(engine):
+    outs = engine.generate([Q] * 16, [{"regex": PERSON, "temperature": 1.0, "seed": s, "max_new_tokens": 60}
+                                      for s in range(16)])
+    for o in outs:
+        assert o["meta_info"]["finish_reason"]["type"] == "stop"
+        assert re.fullmatch(PERSON, o["text"]), o["text"]
+        m = o["meta_info"]
+        assert m["completion_tokens"] > m["completion_tokens_wo_jump_forward"]
+    assert any(e["event"] == "jump" for e in engine.trace)
+
+
+@pytest.mark.task4_4
+def test_readmission_hits_the_radix_cache_and_leaks_nothing(engine):
+    engine.scheduler.tree_cache.evict(10**9)
+    before = len(engine.trace)
+    engine.generate(Q, {"regex": PERSON, "temperature": 0, "max_new_tokens": 60})
+    events = list(engine.trace)[before:]
+    jumps = [e for e in events if e["event"] == "jump"]
+    hits = [e for e in events if e["event"] == "prefix_hit"]
+    assert jumps and len(hits) >= len(jumps)
+    prompt_len = len(engine.tokenizer.encode(Q))
+    assert all(h["tokens"] >= prompt_len for h in hits)    # at least the prompt comes from the tree
+    s = engine.scheduler
+    assert s.token_to_kv_pool.available_size() + s.tree_cache.total_size() == s.config.max_total_tokens
+    assert s.tree_cache.protected_size() == 0
+
+
+@pytest.mark.task4_4
+def test_streaming_across_jumps_equals_final_text(engine):
+    params = {"regex": PERSON, "temperature": 1.0, "seed": 3, "max_new_tokens": 60}
+    final = engine.generate(Q, params)["text"]
+    chunks = list(engine.generate(Q, params, stream=True))
+    assert "".join(c["text"] for c in chunks) == final
+
+
+@pytest.mark.task4_3
+def test_jump_is_refused_when_the_prompt_would_fuse(engine):
+    """The prompt ends inside a number; output digits would merge with its last token."""
+    prompt = "The code is 1"
+    before = engine.stage.refused
+    out = engine.generate(prompt, {"regex": r"2345-abcdef\d", "temperature": 0, "max_new_tokens": 30})
+    assert re.fullmatch(r"2345-abcdef\d", out["text"])
+    assert engine.stage.refused > before
+
+
+def test_chinese_and_emoji_inside_jumped_strings(engine):
+    for regex in [r"我喜欢(编程|摄影|爬山)。谢谢！", r"(🎉|😀) 完成了 ✅ done", r"\{\"城市\": \"(北京|上海)\"\}"]:
+        outs = engine.generate([Q] * 4, [{"regex": regex, "temperature": 1.0, "seed": s, "max_new_tokens": 40}
+                                         for s in range(4)])
+        for o in outs:
+            assert re.fullmatch(regex, o["text"]), (regex, o["text"])
+            assert o["meta_info"]["completion_tokens"] >= o["meta_info"]["completion_tokens_wo_jump_forward"]
+
+
+def test_jump_forward_switch_off_equals_s3():
+    params = [{"regex": PERSON, "temperature": 1.0, "seed": s, "max_new_tokens": 60} for s in range(4)]
+    off = sgl.Engine(stage="s4", jump_forward=False)
+    s3 = sgl.Engine(stage="s3")
+    a = [o["text"] for o in off.generate([Q] * 4, params)]
+    b = [o["text"] for o in s3.generate([Q] * 4, params)]
+    assert a == b and off.stage.jumps == 0
+    assert not any(e["event"] == "jump" for e in off.trace)
+
+
+@pytest.mark.slow
+def test_no_slot_leaks_after_many_jumping_requests():
+    eng = sgl.Engine(stage="s4", max_total_tokens=2000, max_running_requests=16)
+    outs = eng.generate([Q] * 60, [{"regex": PERSON, "temperature": 1.0, "seed": s, "max_new_tokens": 60}
+                                   for s in range(60)])
+    assert all(re.fullmatch(PERSON, o["text"]) for o in outs if o["meta_info"]["finish_reason"]["type"] == "stop")
+    s = eng.scheduler
+    assert s.token_to_kv_pool.available_size() + s.tree_cache.total_size() == 2000
+    s.tree_cache.evict(10**9)
+    assert s.token_to_kv_pool.available_size() == 2000
