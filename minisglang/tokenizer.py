@@ -212,7 +212,7 @@ class Tokenizer:
         for token_id, token in added.items():
             # Added non-special tokens are matched in raw text, so they spell their content.
             table[token_id] = None if token.special else token.content.encode()
-        self.token_bytes: list[bytes | None] = table
+        self.token_bytes: list[bytes | None] = table  # None: a special token or an unused id
         self.special_token_ids: frozenset[int] = frozenset(i for i, t in added.items() if t.special)
         self._special_text = {i: added[i].content.encode() for i in self.special_token_ids}
         self.fingerprint: str = self._compute_fingerprint()
@@ -306,11 +306,17 @@ class Tokenizer:
                                for p, _, kind in pieces if kind in (UNKNOWN, CONTROL)])
         hf.add_tokens([AddedToken(p, special=False, normalized=False)
                        for p, _, kind in pieces if kind == USER_DEFINED])
-        bos_id, eos_id = trainer.get(41, 1), trainer.get(42, 2)
-        hf.post_processor = processors.TemplateProcessing(
-            single=f"{pieces[bos_id][0]} $A", special_tokens=[(pieces[bos_id][0], bos_id)])
-        return cls(hf, SENTENCEPIECE, eos_id, None, {"bos_token": pieces[bos_id][0],
-                                                     "eos_token": pieces[eos_id][0]}, str(path))
+        # TrainerSpec bos_id/eos_id are int32; -1 ("none") arrives as a 64-bit varint.
+        bos_id, eos_id = (v - (1 << 64) if v >= 1 << 63 else v
+                          for v in (trainer.get(41, 1), trainer.get(42, 2)))
+        if eos_id < 0:
+            raise ValueError(f"{path}: this SentencePiece model has no end-of-sequence piece")
+        template_tokens = {"eos_token": pieces[eos_id][0]}
+        if bos_id >= 0:  # encode(..., add_special_tokens=True) prepends BOS, like sentencepiece
+            template_tokens["bos_token"] = pieces[bos_id][0]
+            hf.post_processor = processors.TemplateProcessing(
+                single=f"{pieces[bos_id][0]} $A", special_tokens=[(pieces[bos_id][0], bos_id)])
+        return cls(hf, SENTENCEPIECE, eos_id, None, template_tokens, str(path))
 
     @classmethod
     def from_tekken(cls, path) -> "Tokenizer":

@@ -187,13 +187,14 @@ def tiktoken_encoding():
     data = json.loads(real_tokenizers.mistral_data_file(real_tokenizers.MISTRAL_TEKKEN_FILE).read_text())
     n_regular = data["config"]["default_vocab_size"] - data["config"]["default_num_special_tokens"]
     ranks = {base64.b64decode(e["token_bytes"]): e["rank"] for e in data["vocab"][:n_regular]}
-    return tiktoken.Encoding("tekken", pat_str=data["config"]["pattern"], mergeable_ranks=ranks,
-                             special_tokens={})
+    encoding = tiktoken.Encoding("tekken", pat_str=data["config"]["pattern"], mergeable_ranks=ranks,
+                                 special_tokens={})
+    return encoding, data["config"]["default_num_special_tokens"]
 
 
 def test_tekken_encode_matches_tiktoken(tiktoken_encoding):
     tok = real_tokenizers.mistral_tekken()
-    n_special = 1000
+    tiktoken_encoding, n_special = tiktoken_encoding
     for text in [*CORPUS.values(), *slices(150)]:
         if not any(s in text for s in special_texts(tok)):
             expected = [i + n_special for i in tiktoken_encoding.encode_ordinary(text)]
