@@ -58,17 +58,15 @@ class CharClass:
         return CharClass(negative.chars - positive.chars, negated=True)
 
     def code_point_ranges(self) -> list[tuple[int, int]]:
-        """The class as sorted, disjoint, inclusive code point ranges, surrogates removed."""
+        """The class as sorted, disjoint, inclusive code point ranges."""
         named = _merge_code_points(sorted(ord(c) for c in self.chars))
-        if self.negated:
-            named = _complement(named)
-        return _remove_surrogates(named)
+        return _complement(named) if self.negated else named
 
     def label(self) -> str:
-        """A regex-like label: `a`, `[0-9]`, `[A-Z_a-z]`, `[^"\\\\]`, or `(any)` for everything."""
+        """A regex-like label: `a`, `[0-9]`, `[A-Z_a-z]`, `[^"\\\\]`, `(any)`, `(none)`."""
         ranges = _merge_code_points(sorted(ord(c) for c in self.chars))
-        if self.negated and not ranges:
-            return "(any)"
+        if not ranges:
+            return "(any)" if self.negated else "(none)"
         if not self.negated and len(self.chars) == 1:
             return _escape_char(next(iter(self.chars)), in_class=False)
         parts = []
@@ -338,15 +336,17 @@ def _renumber(fsm, pattern: str) -> CharDFA:
 # UTF-8 byte ranges
 # ---------------------------------------------------------------------------------------
 def utf8_sequences(lo: int, hi: int) -> list[tuple[tuple[int, int], ...]]:
-    """Split the code points [lo, hi] (no surrogates) into UTF-8 byte-range sequences.
+    """Split the code points [lo, hi] into UTF-8 byte-range sequences.
 
     Each sequence is a tuple of inclusive (low byte, high byte) ranges, one per byte, and
     the byte strings it matches are exactly the encodings of a sub-range of [lo, hi].
-    E.g. [0x80, 0x7FF] -> [((0xC2, 0xDF), (0x80, 0xBF))]. (The splitting idea is the one
-    RE2 and Rust's regex-syntax use: cut the range until every byte position is a range.)
+    E.g. [0x80, 0x7FF] -> [((0xC2, 0xDF), (0x80, 0xBF))]. Surrogates (no UTF-8 encoding)
+    are left out. (The splitting idea is the one RE2 and Rust's regex-syntax use: cut the
+    range until every byte position is a plain range.)
     """
     out: list[tuple[tuple[int, int], ...]] = []
-    _split_utf8(lo, hi, out)
+    for part_lo, part_hi in _remove_surrogates([(lo, hi)]):
+        _split_utf8(part_lo, part_hi, out)
     return out
 
 

@@ -1,0 +1,343 @@
+"""regex -> CharDFA -> ByteDFA, checked against Python's `re.fullmatch` (the oracle)."""
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from minisglang.constrained.regex_dfa import (
+    ByteDFA,
+    CharClass,
+    RegexError,
+    compile_regex,
+    utf8_sequences,
+)
+
+# Strings up to this length over this alphabet are enumerated exhaustively. "z" is named
+# by no generated regex, so it exercises the "every other character" class.
+ALPHABET = "ab1é中\nz"
+MAX_LEN = 4
+ALL_STRINGS = ["".join(p) for n in range(MAX_LEN + 1) for p in itertools.product(ALPHABET, repeat=n)]
+
+
+def check_against_re(pattern: str, strings=ALL_STRINGS) -> None:
+    """CharDFA and ByteDFA agree with re.fullmatch on every string; char states = byte states."""
+    dfa = compile_regex(pattern)
+    byte_dfa = ByteDFA.from_char_dfa(dfa)
+    oracle = re.compile(pattern, re.ASCII)
+    for s in strings:
+        expected = oracle.fullmatch(s) is not None
+        assert dfa.accepts(s) == expected, (pattern, s)
+        end = byte_dfa.walk_bytes(0, s.encode("utf-8"))
+        assert byte_dfa.is_final(end) == expected, (pattern, s)
+        char_end = dfa.walk(0, s)
+        # A whole number of characters lands in the char DFA's own state id (or both die).
+        assert end == (-1 if char_end is None else char_end), (pattern, s)
+
+
+# ---------------------------------------------------------------------------------------
+# Known regexes (SGLang's own test regexes among them)
+# ---------------------------------------------------------------------------------------
+KNOWN = {
+    r"^user@example\.com$": ["user@example.com", "user@example.co", "user@exampleXcom"],
+    r"^(Hello|Hi|Hey)$": ["Hello", "Hi", "Hey", "He", "Hell", "Hix", ""],
+    r"^\d{3}$": ["123", "12", "1234", "12a", "٣٣٣"],
+    r"^\(\d{3}\) \d{3}-\d{4}$": ["(555) 123-4567", "555 123-4567", "(555) 123-456"],
+    r"^2024-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])$": ["2024-01-31", "2024-13-01", "2024-02-00", "2024-12-3"],
+    r"^#[0-9A-F]{6}$": ["#00FF7A", "#00ff7a", "#00FF7", "00FF7A0"],
+    r"((25[0-5]|2[0-4]\d|1?\d?\d)\.){3}(25[0-5]|2[0-4]\d|1?\d?\d)": ["192.168.0.1", "256.1.1.1", "1.2.3", "0.0.0.0"],
+    r'\{"name": "[^"\\]{0,5}", "age": (0|[1-9][0-9]*)\}': ['{"name": "Bob", "age": 42}', '{"name": "Bob", "age": 042}',
+                                                          '{"name": "中文", "age": 0}', '{"name": "a\\"", "age": 1}'],
+    r"[\u4e00-\u9fa5]{2,3}": ["中文", "中文字", "中", "中文字典", "ab"],
+    r"(😀|🎉)+!": ["😀!", "😀🎉😀!", "!", "😀"],
+    r"[^a-zé]+": ["XYZ", "x", "é", "中文", "É\n"],
+    "": ["", "a"],
+}
+
+
+@pytest.mark.parametrize("pattern", sorted(KNOWN))
+def test_known_regexes_match_like_re_fullmatch(pattern):
+    check_against_re(pattern, KNOWN[pattern] + ALL_STRINGS[:400])
+
+
+def test_step_walk_accepts_and_initial_state():
+    dfa = compile_regex(r"ab*c")
+    assert dfa.initial == 0
+    s = dfa.step(0, "a")
+    assert s is not None and dfa.step(s, "b") == s  # b* loops
+    assert dfa.step(0, "b") is None
+    assert dfa.walk(0, "abbb") == s
+    assert dfa.walk(0, "abx") is None
+    assert dfa.accepts("abbbc") and not dfa.accepts("abbb")
+
+
+def test_anchors_are_ignored_but_an_escaped_dollar_is_literal():
+    anchored, plain = compile_regex("^ab$"), compile_regex("ab")
+    assert (anchored.transitions, anchored.finals) == (plain.transitions, plain.finals)
+    assert compile_regex(r"a\$").accepts("a$")
+    assert not compile_regex(r"a\$").accepts("a")
+    assert compile_regex(r"a\\$").accepts("a\\")  # escaped backslash, then a real anchor
+
+
+def test_unicode_escapes_are_understood():
+    assert compile_regex(r"\u4e2d\u6587").accepts("中文")
+    assert compile_regex(r"[\u0041-\u0043]+").accepts("ABCA")
+    assert compile_regex(r"\u005b").accepts("[")  # "[" escaped, not a class opener
+    assert compile_regex(r"\U0001F600").accepts("😀")
+    assert compile_regex(r"\\u0041").accepts("\\u0041")  # an escaped backslash, then "u0041"
+
+
+# ---------------------------------------------------------------------------------------
+# Property test: generated regexes over a small alphabet
+# ---------------------------------------------------------------------------------------
+ATOMS = st.sampled_from(["a", "b", "1", "é", "中", ".", r"\d", "[ab]", "[^a]", "[a1]", "[^é中]", "[a-b]", "[0-9]"])
+
+
+def _quantified(inner: st.SearchStrategy) -> st.SearchStrategy:
+    quantifier = st.sampled_from(["?", "*", "+", "{2}", "{0,2}", "{1,3}", "{2,}"])
+    return st.tuples(inner, quantifier).map(lambda t: f"({t[0]}){t[1]}")
+
+
+REGEXES = st.recursive(
+    ATOMS,
+    lambda inner: st.one_of(
+        st.lists(inner, min_size=2, max_size=3).map("".join),  # concatenation
+        st.lists(inner, min_size=2, max_size=3).map(lambda xs: "(" + "|".join(xs) + ")"),
+        _quantified(inner),
+        inner.map(lambda x: f"(?:{x})"),
+    ),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(REGEXES)
+def test_generated_regexes_agree_with_re_fullmatch_on_every_short_string(pattern):
+    check_against_re(pattern)
+
+
+@settings(max_examples=40, deadline=None)
+@given(REGEXES)
+def test_every_state_can_still_reach_an_accepting_state(pattern):
+    dfa = compile_regex(pattern)
+    live = set(dfa.finals)
+    for _ in range(dfa.num_states):
+        live |= {s for s, row in dfa.transitions.items() if set(row.values()) & live}
+    assert live == set(range(dfa.num_states))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sets(st.sampled_from("ab1é中\n\\\"]^-"), max_size=4), st.booleans(),
+       st.sets(st.sampled_from("ab1é中\n\\\"]^-"), max_size=4), st.booleans())
+def test_char_class_union_and_label(chars1, neg1, chars2, neg2):
+    c1, c2 = CharClass(frozenset(chars1), neg1), CharClass(frozenset(chars2), neg2)
+    union = c1.union(c2)
+    for ch in "ab1é中\n\\\"]^-xyz":
+        assert (ch in union) == (ch in c1 or ch in c2)
+    # The label is a regex that matches exactly the class's characters.
+    label = union.label()
+    for ch in "ab1é中\n\\\"]^-xyz":
+        if label in ("(any)", "(none)"):
+            assert (ch in union) == (label == "(any)")
+        else:
+            assert (re.fullmatch(label, ch) is not None) == (ch in union), (label, ch)
+
+
+def test_labels_merge_ranges():
+    assert CharClass(frozenset("0123456789")).label() == "[0-9]"
+    assert CharClass(frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_")).label() == "[A-Z_a-z]"
+    assert CharClass(frozenset('"\\'), negated=True).label() == '[^"\\\\]'
+    assert CharClass(frozenset("\n")).label() == "\\n"
+    assert CharClass(frozenset(), negated=True).label() == "(any)"
+
+
+# ---------------------------------------------------------------------------------------
+# Byte level: every code point, and invalid UTF-8
+# ---------------------------------------------------------------------------------------
+ALL_CODE_POINTS = np.array([c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF])
+EVERYTHING = "".join(map(chr, ALL_CODE_POINTS))
+
+
+def _byte_matrix(sequences: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    """Byte strings -> ([n, longest] zero-padded uint8 matrix, [n] lengths)."""
+    lengths = np.array([len(s) for s in sequences])
+    matrix = np.zeros((len(sequences), lengths.max()), dtype=np.uint8)
+    for k in range(lengths.max()):
+        matrix[:, k] = [s[k] if len(s) > k else 0 for s in sequences]
+    return matrix, lengths
+
+
+@pytest.fixture(scope="module")
+def every_code_point_utf8() -> tuple[np.ndarray, np.ndarray]:
+    """The UTF-8 encoding (Python's encoder is the oracle) of every code point, as a matrix."""
+    blob = np.frombuffer(EVERYTHING.encode("utf-8"), dtype=np.uint8)
+    lengths = 1 + (ALL_CODE_POINTS >= 0x80) + (ALL_CODE_POINTS >= 0x800) + (ALL_CODE_POINTS >= 0x10000)
+    starts = np.cumsum(lengths) - lengths
+    assert starts[-1] + lengths[-1] == blob.shape[0]
+    matrix = np.zeros((ALL_CODE_POINTS.shape[0], 4), dtype=np.uint8)
+    for k in range(4):
+        has = lengths > k
+        matrix[has, k] = blob[starts[has] + k]
+    return matrix, lengths
+
+
+def _walk_many(byte_dfa: ByteDFA, matrix: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """End state of each byte string (a vectorised walk_bytes; -1 for dead)."""
+    table = np.vstack([byte_dfa.table, np.full((1, 256), -1, np.int32)]).astype(np.int64)
+    dead = byte_dfa.num_states  # the extra last row: dead stays dead
+    table[table < 0] = dead
+    state = np.zeros(matrix.shape[0], dtype=np.int64)
+    for k in range(matrix.shape[1]):
+        state = np.where(lengths > k, table[state, matrix[:, k]], state)
+    state[state == dead] = -1
+    return state
+
+
+@pytest.mark.parametrize("char_class", [r'[^"\\]', ".", r"[^a-zé]", r"[\u4e00-\u9fa5]", "[😀-🙏]", r"[^\x00-\x1f\x7f-\x9f]"])
+def test_byte_dfa_accepts_exactly_the_utf8_of_every_code_point_in_the_class(char_class, every_code_point_utf8):
+    byte_dfa = ByteDFA.from_char_dfa(compile_regex(char_class))
+    in_class = np.zeros(ALL_CODE_POINTS.shape[0], dtype=bool)
+    in_class[[m.start() for m in re.finditer(char_class, EVERYTHING)]] = True
+    ends = _walk_many(byte_dfa, *every_code_point_utf8)
+    accepted = np.isin(ends, list(byte_dfa.finals))
+    wrong = np.flatnonzero(accepted != in_class)
+    assert wrong.size == 0, [hex(ALL_CODE_POINTS[i]) for i in wrong[:5]]
+
+
+@pytest.mark.parametrize("char_class", [r'[^"\\]', r"[\u4e00-\u9fa5é]"])
+def test_byte_dfa_rejects_invalid_utf8(char_class):
+    """Overlong forms, surrogates, stray continuation bytes, > U+10FFFF never match."""
+    byte_dfa = ByteDFA.from_char_dfa(compile_regex(char_class))
+    rng = np.random.default_rng(0)
+    samples = [bytes(p) for p in itertools.product(range(256), repeat=2)]
+    samples += [bytes(rng.integers(0xC0, 256, 1).tolist() + rng.integers(0x80, 0xC0, n).tolist())
+                for n in (1, 2, 3) for _ in range(4_000)]
+    samples += [b"\xc0\x80", b"\xe0\x80\x80", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xf0\x80\x80\x80"]
+    ends = _walk_many(byte_dfa, *_byte_matrix(samples))
+    for data, end in zip(samples, ends.tolist()):
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            text = None
+        expected = text is not None and re.fullmatch(char_class, text) is not None
+        assert byte_dfa.is_final(end) == expected, data
+
+
+@pytest.mark.parametrize("lo,hi", [(0, 0x7F), (0x70, 0x90), (0x7F0, 0x810), (0x800, 0xFFFF), (0xFFF0, 0x10010),
+                                   (0x1234, 0x5678), (0xD700, 0xE0FF), (0x3FFF0, 0x40100), (0x10FF00, 0x10FFFF), (0x3FF, 0x400)])
+def test_utf8_sequences_cover_exactly_the_encodings_of_the_range(lo, hi):
+    sequences = utf8_sequences(lo, hi)
+    expected = {chr(c).encode("utf-8") for c in range(lo, hi + 1) if not 0xD800 <= c <= 0xDFFF}
+    covered = 0
+    for seq in sequences:
+        size = 1
+        for a, b in seq:
+            assert 0 <= a <= b <= 0xFF
+            size *= b - a + 1
+        covered += size
+    assert covered == len(expected)  # no overlap, nothing extra ...
+    rng = np.random.default_rng(lo)
+    expected = sorted(expected)
+    for i in rng.choice(len(expected), size=min(2000, len(expected)), replace=False):
+        data = expected[i]
+        assert any(len(seq) == len(data) and all(a <= x <= b for x, (a, b) in zip(data, seq))
+                   for seq in sequences), data  # ... and everything that should be there
+
+
+def test_intermediate_states_are_shared_and_numbered_after_the_char_states():
+    dfa = compile_regex(r'"[^"]*"')
+    byte_dfa = ByteDFA.from_char_dfa(dfa)
+    assert byte_dfa.num_char_states == dfa.num_states
+    assert byte_dfa.table.shape == (byte_dfa.num_states, 256) and byte_dfa.table.dtype == np.int32
+    # Every 3-byte lead byte E1..EC of [^"] leads to the same "two more bytes" state.
+    assert len({int(byte_dfa.table[1, b]) for b in range(0xE1, 0xED)}) == 1
+    assert all(s >= dfa.num_states for s in byte_dfa.table[1, 0xC2:0xF5].tolist())
+    assert byte_dfa.walk_bytes(1, "中".encode()[:2]) >= dfa.num_states
+    assert byte_dfa.walk_bytes(1, "中".encode()) == 1
+    assert not byte_dfa.is_final(byte_dfa.walk_bytes(0, '"中'.encode()[:3]))
+
+
+# ---------------------------------------------------------------------------------------
+# Determinism (caches depend on it)
+# ---------------------------------------------------------------------------------------
+DETERMINISM_PATTERNS = [r'\{"name": "[^"]{0,3}", "tags": \[("[a-z]+"(, )?)*\]\}', r"(ab|cd|[0-9]+|中)*x"]
+
+
+SERIALISE = """
+import json, sys
+from minisglang.constrained.regex_dfa import ByteDFA, compile_regex
+out = []
+for pattern in json.loads(sys.argv[1]):
+    dfa = compile_regex(pattern)
+    rows = [[(c.label(), t) for c, t in dfa.transitions[s].items()] for s in range(dfa.num_states)]
+    table = ByteDFA.from_char_dfa(dfa).table.tolist()
+    out.append([rows, sorted(dfa.finals), [c.label() for c in dfa.classes], table])
+print(json.dumps(out))
+"""
+
+
+def test_numbering_is_identical_across_processes_with_different_hash_seeds():
+    outputs = set()
+    for seed in ("1", "12345"):
+        env = dict(os.environ, PYTHONHASHSEED=seed)
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        out = subprocess.run([sys.executable, "-c", SERIALISE, json.dumps(DETERMINISM_PATTERNS)],
+                             env=env, cwd=root, capture_output=True, text=True, check=True)
+        outputs.add(out.stdout)
+    assert len(outputs) == 1
+    assert compile_regex(DETERMINISM_PATTERNS[0]) == compile_regex(DETERMINISM_PATTERNS[0])
+
+
+def test_states_are_numbered_breadth_first_from_zero():
+    dfa = compile_regex("abc|abd|x")
+    # Minimal DFA, BFS order: 0 -a-> 1, 0 -x-> 2 (accepting), 1 -b-> 3, 3 -c or d-> 2
+    assert dfa.num_states == 4
+    assert dfa.walk(0, "a") == 1 and dfa.walk(0, "x") == 2
+    assert dfa.walk(0, "ab") == 3 and dfa.walk(0, "abc") == dfa.walk(0, "abd") == 2
+
+
+# ---------------------------------------------------------------------------------------
+# Errors
+# ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("pattern,words", [
+    ("(ab", ["invalid regex", "'(ab'", "missing )"]),
+    ("a{2,1}", ["invalid regex", "min repeat greater than max repeat"]),
+    ("[z-a]", ["invalid regex", "bad character range"]),
+    ("a(?=b)", ["unsupported regex", "lookahead"]),
+    ("(?<=a)b", ["unsupported regex", "lookbehind"]),
+    (r"(a)\1", ["unsupported regex", "interegular says", "Group references"]),
+    ("a$b", ["unsupported regex", "interegular says"]),
+    (r"a[^\s\S]b", ["matches no string", "empty language", r"'a[^\\s\\S]b'"]),
+    ("[]a", ["invalid regex"]),
+])
+def test_bad_regexes_raise_regex_error_naming_the_problem(pattern, words):
+    with pytest.raises(RegexError) as info:
+        compile_regex(pattern)
+    for word in words:
+        assert word in str(info.value)
+    assert isinstance(info.value, ValueError)
+
+
+def test_too_many_states():
+    with pytest.raises(RegexError, match=r"regex too complex: more than 10 states \(21\)"):
+        compile_regex("a{20}", max_states=10)
+    assert compile_regex("a{20}", max_states=21).num_states == 21
+
+
+@pytest.mark.parametrize("pattern", ["a{1000000}", "(ab|cd){20000,}x", "[a-z]{0,100000}"])
+def test_huge_repetitions_are_refused_before_building(pattern):
+    with pytest.raises(RegexError, match="regex too complex: more than 10000 states would be needed"):
+        compile_regex(pattern)
+
+
+def test_unicode_scale_classes_are_refused():
+    with pytest.raises(RegexError, match="regex too complex: .* names 1114112 characters"):
+        compile_regex("[\\x00-\\U0010ffff]{3}")
