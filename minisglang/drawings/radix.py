@@ -3,10 +3,11 @@
 Each node is a box showing the tokens on the edge into it (ids, or text when a tokenizer
 is given), its lock count and how many KV slots it holds. Locked nodes are shaded, and one
 node (say, the last node of a ``match_prefix``) can be highlighted with a red border.
-Render the text with ``minisglang.drawings.render``.
+Show it with ``Drawing(radix_tree_dot(cache))`` from ``minisglang.drawings.render``.
 """
 from __future__ import annotations
 
+from minisglang.drawings.render import dot_escape
 from minisglang.radix_cache import RadixCache, TreeNode
 
 MAX_KEY_IDS = 8  # token ids shown per node before "…"
@@ -15,34 +16,16 @@ LOCKED_FILL = "#d9d9d9"
 HIGHLIGHT_COLOR = "#d62728"
 
 
-def _visible(text: str) -> str:
-    """Spell out control characters (newline -> the two characters ``\\n``) so a label
-    stays on one line and shows what the token really contains."""
-    out = []
-    for ch in text:
-        if ch in "\n\r\t":
-            out.append(repr(ch)[1:-1])
-        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
-            out.append(f"\\x{ord(ch):02x}")
-        else:
-            out.append(ch)
-    return "".join(out)
-
-
-def _dot_escape(text: str) -> str:
-    """Escape text for a double-quoted DOT string (backslashes first, then quotes)."""
-    return text.replace("\\", "\\\\").replace('"', '\\"')
-
-
 def _key_label(key: list[int], tokenizer) -> str:
-    """The edge tokens as one line of plain text: quoted decoded text, or the ids."""
+    """The edge tokens as one line of plain text: the ids, or the decoded text as Python
+    prints it (quoted, newlines and backslashes escaped), like the FSM drawings do."""
     if tokenizer is None:
         shown = " ".join(str(t) for t in key[:MAX_KEY_IDS])
         return shown + (" …" if len(key) > MAX_KEY_IDS else "")
     # Keep special tokens (BOS, EOS): dropping them would make an edge look empty.
     text = tokenizer.decode(list(key), skip_special_tokens=False)
     cut = len(text) > MAX_KEY_CHARS
-    return '"' + _visible(text[:MAX_KEY_CHARS]) + '"' + ("…" if cut else "")
+    return repr(text[:MAX_KEY_CHARS]) + ("…" if cut else "")
 
 
 def radix_tree_dot(
@@ -63,7 +46,7 @@ def radix_tree_dot(
         head = "root" if node is cache.root_node else _key_label(node.key, tokenizer)
         label_lines = [head, f"lock={node.lock_ref} slots={len(node.value)}"]
         # DOT's own "\n" escape separates label lines; each line is escaped first.
-        attrs = ['label="' + "\\n".join(_dot_escape(s) for s in label_lines) + '"']
+        attrs = ['label="' + "\\n".join(dot_escape(s) for s in label_lines) + '"']
         if node.lock_ref > 0:
             attrs.append(f'style=filled, fillcolor="{LOCKED_FILL}"')
         if node is highlight:
