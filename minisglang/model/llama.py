@@ -83,14 +83,16 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Ten
     q: ``[B, Tq, H, D]``; k, v: ``[B, L, Hkv, D]``; mask: ``[B, Tq, L]`` bool (True = may
     attend) -> ``[B, Tq, H, D]`` in q's dtype.
     """
-    group = q.shape[2] // k.shape[2]
-    # GQA: every KV head serves `group` consecutive query heads.
-    k = k.repeat_interleave(group, dim=2).to(dtype)
-    v = v.repeat_interleave(group, dim=2).to(dtype)
-    scores = torch.einsum("bqhd,bkhd->bhqk", q.to(dtype), k) * scale
-    scores = scores.masked_fill(~mask[:, None, :, :], float("-inf"))
+    batch, num_queries, num_heads, head_dim = q.shape
+    num_kv_heads = k.shape[2]
+    # GQA: query heads come in `group`s of consecutive heads that share one KV head, so
+    # split H into (Hkv, group) instead of copying each KV head `group` times.
+    qg = q.to(dtype).view(batch, num_queries, num_kv_heads, num_heads // num_kv_heads, head_dim)
+    scores = torch.einsum("bqkgd,blkd->bkgql", qg, k.to(dtype)) * scale  # [B, Hkv, group, Tq, L]
+    scores = scores.masked_fill(~mask[:, None, None, :, :], float("-inf"))
     probs = torch.softmax(scores, dim=-1)
-    return torch.einsum("bhqk,bkhd->bqhd", probs, v).to(q.dtype)
+    out = torch.einsum("bkgql,blkd->bqkgd", probs, v.to(dtype))  # [B, Tq, Hkv, group, D]
+    return out.reshape(batch, num_queries, num_heads, head_dim).to(q.dtype)
 
 
 class LlamaAttention(nn.Module):
