@@ -20,6 +20,7 @@ STAGE_MODULES: dict[str, str] = {
     "s2-batched-mask": "minisglang.stages.s2_batched_mask",
     "s3-fsm-cache": "minisglang.stages.s3_fsm_cache",
     "s4-jump-forward": "minisglang.stages.s4_jump_forward",
+    "s5-backends": "minisglang.stages.s5_backends",
 }
 
 

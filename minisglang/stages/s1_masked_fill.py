@@ -47,30 +47,38 @@ class ConstraintError(ValueError):
     """A grammar this request cannot use; its message ends the request with `abort`."""
 
 
+def compile_dfa(regex: str, max_states: int) -> CharDFA:
+    """regex -> character DFA with at most `max_states` states. Raises ConstraintError.
+
+    The bound makes a pathological pattern fail with a clear message instead of eating
+    the machine (engine option `max_fsm_states`, default 10,000).
+    """
+    try:
+        return compile_regex(regex, max_states=max_states)
+    except RegexError as e:
+        raise ConstraintError(str(e)) from e
+
+
+def compile_regex_index(regex: str, tokenizer, max_states: int) -> TokenIndex:
+    """regex -> character DFA -> byte DFA -> token index over `tokenizer`'s exact bytes."""
+    try:
+        dfa = ByteDFA.from_char_dfa(compile_dfa(regex, max_states))
+        return build_index_fast(dfa, tokenizer.token_bytes, tokenizer.eos_token_id)
+    except VocabularyCannotSpellError as e:
+        raise ConstraintError(str(e)) from e
+
+
 @register("s1-masked-fill")
 class MaskedFillStage(Stage):
     supports = frozenset({"regex"})
 
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.max_fsm_states = int(ctx.options.get("max_fsm_states", 10_000))
+
     # -- compile (hook 1: on arrival) ----------------------------------------------------
-    def compile_dfa(self, regex: str) -> CharDFA:
-        """regex -> character DFA. Raises ConstraintError.
-
-        The DFA may have at most `max_fsm_states` states (engine option, default 10,000):
-        a pathological pattern fails with a clear message instead of eating the machine.
-        """
-        try:
-            return compile_regex(regex, max_states=int(self.ctx.options.get("max_fsm_states", 10_000)))
-        except RegexError as e:
-            raise ConstraintError(str(e)) from e
-
     def compile_index(self, regex: str) -> TokenIndex:
-        """regex -> token index over this engine's tokenizer. Raises ConstraintError."""
-        tok = self.ctx.tokenizer
-        try:
-            return build_index_fast(ByteDFA.from_char_dfa(self.compile_dfa(regex)), tok.token_bytes,
-                                    tok.eos_token_id)
-        except VocabularyCannotSpellError as e:
-            raise ConstraintError(str(e)) from e
+        return compile_regex_index(regex, self.ctx.tokenizer, self.max_fsm_states)
 
     def compile_regex_fsm(self, regex: str) -> RegexFSM:
         return RegexFSM(regex, self.compile_index(regex))

@@ -50,22 +50,26 @@ def unpack_bits(mask: torch.Tensor, vocab_size: int) -> torch.Tensor:
     # END SOLUTION
 
 
+def add_bitmasks(fsm: RegexFSM, vocab_size: int) -> RegexFSM:
+    """Precompute `fsm.bitmasks` [num_states, W] int32 and `fsm.state_row` {state: row}."""
+    index = fsm.index
+    states = sorted(index.state_to_tokens)
+    allowed = torch.zeros(len(states), vocab_size, dtype=torch.bool)
+    for row, state in enumerate(states):
+        allowed[row, index.allowed_token_ids(state)] = True
+    fsm.bitmasks = pack_bits(allowed)
+    fsm.state_row = {s: i for i, s in enumerate(states)}
+    return fsm
+
+
 @register("s2-batched-mask")
 class BatchedMaskStage(MaskedFillStage):
     def compile_regex_fsm(self, regex: str) -> RegexFSM:
-        """s1's compile, plus the packed row of every state (`add_bitmasks`)."""
+        """s1's compile, plus the packed row of every state."""
         return self.add_bitmasks(super().compile_regex_fsm(regex))
 
     def add_bitmasks(self, fsm: RegexFSM) -> RegexFSM:
-        """Precompute `fsm.bitmasks` [num_states, W] int32 and `fsm.state_row` {state: row}."""
-        index = fsm.index
-        states = sorted(index.state_to_tokens)
-        allowed = torch.zeros(len(states), self.ctx.vocab_size, dtype=torch.bool)
-        for row, state in enumerate(states):
-            allowed[row, index.allowed_token_ids(state)] = True
-        fsm.bitmasks = pack_bits(allowed)
-        fsm.state_row = {s: i for i, s in enumerate(states)}
-        return fsm
+        return add_bitmasks(fsm, self.ctx.vocab_size)
 
     def allocate_mask(self, batch_size: int) -> torch.Tensor:
         """[B, W] int32, all bits set (= everything allowed)."""

@@ -219,7 +219,7 @@ class FSMCacheStage(BatchedMaskStage):
                               ctx.tokenizer.fingerprint,
                               max_entries=int(opts.get("max_cache_entries", 64)),
                               disk_dir=opts.get("grammar_cache_dir"), threads=int(opts.get("compile_threads", 2)))
-        self.pending: dict[int, CacheEntry] = {}   # rid -> entry it waits for
+        self.pending: dict[int, tuple[CacheEntry, float]] = {}   # rid -> (entry, when it asked)
 
     def make_fsm(self, regex: str, index: TokenIndex) -> RegexFSM:
         """A compiled (or disk-loaded) index, made ready to mask: s2's packed rows."""
@@ -242,35 +242,43 @@ class FSMCacheStage(BatchedMaskStage):
                 return
             req.grammar = FSMState(fsm, fsm.index.initial_state)
         else:
-            self.pending[req.rid] = self.cache.init_fsm_in_background(regex)
+            self.pending[req.rid] = (self.cache.init_fsm_in_background(regex), time.monotonic())
 
     # -- hook 2: the grammar queue -------------------------------------------------------
     def poll_grammar_queue(self, queue: list[Req]) -> list[Req]:
-        """The requests that may go on: unconstrained ones at once; grammar requests whose FSM
-        is ready (or failed, or timed out), in arrival order."""
+        """The requests that may go on: unconstrained ones at once; grammar requests whose
+        compile finished (or failed, or timed out), in arrival order."""
         # BEGIN SOLUTION task3_3
         ready, blocked = [], False
         for req in queue:
-            entry = self.pending.get(req.rid)
-            if entry is None:             # unconstrained (or compiled at arrival): never waits
+            if req.rid not in self.pending:   # unconstrained (or compiled at arrival): never waits
                 ready.append(req)
                 continue
-            if not entry.event.is_set():
-                if time.monotonic() - entry.started <= self.compile_timeout:
-                    blocked = True        # grammar requests leave in arrival order:
-                    continue              # nobody overtakes one still compiling
-                req.finish("abort", message=f"compiling regex {req.sampling_params.regex!r} took longer "
-                           f"than {self.compile_timeout} s")
+            handle, since = self.pending[req.rid]
+            if not self.compile_done(handle):
+                if time.monotonic() - since <= self.compile_timeout:
+                    blocked = True            # grammar requests leave in arrival order:
+                    continue                  # nobody overtakes one still compiling
+                req.finish("abort", message=f"compiling the {req.sampling_params.constraint()[0]} "
+                           f"took longer than {self.compile_timeout} s")
             elif blocked:
                 continue
-            elif entry.error is not None:
-                req.finish("abort", message=entry.error)
             else:
-                req.grammar = FSMState(entry.value, entry.value.index.initial_state)
+                self.take_compiled(req, handle)
             del self.pending[req.rid]
             ready.append(req)
         return ready
         # END SOLUTION
+
+    def compile_done(self, entry: CacheEntry) -> bool:
+        return entry.event.is_set()
+
+    def take_compiled(self, req: Req, entry: CacheEntry) -> None:
+        """Give the request its FSM, or abort it with the compile's error."""
+        if entry.error is not None:
+            req.finish("abort", message=entry.error)
+        else:
+            req.grammar = FSMState(entry.value, entry.value.index.initial_state)
 
     def release(self, req: Req) -> None:
         self.pending.pop(req.rid, None)

@@ -30,8 +30,15 @@ from ..constrained.token_index import TokenIndex
 from ..core import Req
 from ..tokenizer import IncrementalDetokenizer
 from .base import register
-from .s1_masked_fill import RegexFSM
+from .s1_masked_fill import RegexFSM, compile_dfa
 from .s3_fsm_cache import FSMCacheStage
+
+
+def add_jump_map(fsm: RegexFSM, max_states: int) -> RegexFSM:
+    """Attach `fsm.jump_map`, built from the same deterministic DFA so state ids match."""
+    dfa = compile_dfa(fsm.regex, max_states)
+    fsm.jump_map = JumpForwardMap.build(dfa, ByteDFA.from_char_dfa(dfa))
+    return fsm
 
 
 @register("s4-jump-forward")
@@ -44,20 +51,16 @@ class JumpForwardStage(FSMCacheStage):
 
     def make_fsm(self, regex: str, index: TokenIndex) -> RegexFSM:
         """s3's FSM plus its jump-forward map (built from the same DFA, so state ids match)."""
-        fsm = super().make_fsm(regex, index)
-        dfa = self.compile_dfa(regex)
-        fsm.jump_map = JumpForwardMap.build(dfa, ByteDFA.from_char_dfa(dfa))
-        return fsm
+        return add_jump_map(super().make_fsm(regex, index), self.max_fsm_states)
 
     # -- hook 3: before a decode step ---------------------------------------------------
     def before_decode(self, scheduler) -> None:
         if not self.jump_forward:
             return
         for req in list(scheduler.running):
-            g = req.grammar
-            if g is None or req.finished:
+            if req.grammar is None or req.finished:
                 continue
-            jump = g.fsm.jump_map.jump_forward(g.state)
+            jump = self.find_jump(req)
             # One character is not worth a prefill round trip: sampling it costs one step.
             if jump is None or len(jump[0].decode("utf-8", errors="replace")) <= 1:
                 continue
@@ -65,7 +68,21 @@ class JumpForwardStage(FSMCacheStage):
             if new_output_ids is None:
                 self.refused += 1
                 continue
-            self.jump_and_readmit(scheduler, req, new_output_ids, jump[1])
+            old_output_ids = req.output_ids
+            self.jump_and_readmit(scheduler, req, new_output_ids)
+            self.move_grammar(req, old_output_ids, new_output_ids, jump[1])
+            scheduler.record_event("jump", req, version=req.version, tokens=len(new_output_ids))
+
+    def find_jump(self, req: Req) -> tuple[bytes, int] | None:
+        """The forced bytes from the request's FSM state, and the state after them."""
+        return req.grammar.fsm.jump_map.jump_forward(req.grammar.state)
+
+    def move_grammar(self, req: Req, old_output_ids: list[int], new_output_ids: list[int], next_state: int) -> None:
+        """Put the FSM at the chain's end; finish if the jump completed the match."""
+        req.grammar.state = next_state
+        index = req.grammar.fsm.index
+        if index.allowed_token_ids(next_state) == [index.eos_token_id]:
+            req.finish("stop", matched=None)  # nothing left to sample; leaves at the next step
 
     def retokenize(self, req: Req, jump_bytes: bytes) -> list[int] | None:
         """Output ids for prompt + output + jump, re-encoded; None when the jump must be refused."""
@@ -88,12 +105,11 @@ class JumpForwardStage(FSMCacheStage):
         return new_output_ids
         # END SOLUTION
 
-    def jump_and_readmit(self, scheduler, req: Req, new_output_ids: list[int], next_state: int) -> None:
+    def jump_and_readmit(self, scheduler, req: Req, new_output_ids: list[int]) -> None:
         """Hand the KV to the radix tree, rewrite the output, and queue the request again."""
         # BEGIN SOLUTION task4_4
         scheduler.release_memory(req)         # insert (input+output)[:-1] with its slots, unlock
         req.output_ids = new_output_ids
-        req.grammar.state = next_state
         req.version += 1                      # the detokenizer restarts from the new ids (#665)
         req.detokenizer = IncrementalDetokenizer(self.ctx.tokenizer)
         req.output_text = req.detokenizer.feed(new_output_ids)
@@ -101,8 +117,4 @@ class JumpForwardStage(FSMCacheStage):
         scheduler.running.remove(req)
         scheduler.waiting_queue.append(req)   # re-admitted by the next prefill, with a prefix hit
         # END SOLUTION
-        index = req.grammar.fsm.index
-        if index.allowed_token_ids(next_state) == [index.eos_token_id]:
-            req.finish("stop", matched=None)  # the jump completed the match: nothing to sample
         self.jumps += 1
-        scheduler.record_event("jump", req, version=req.version, tokens=len(new_output_ids))

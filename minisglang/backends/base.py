@@ -1,0 +1,209 @@
+"""The grammar interface SGLang kept after v0.4 (#1752, #2018, #2020), in our words.
+
+Read with chapters/05-backends.md. The scheduler of stage s5 speaks only to two objects:
+
+- a `BaseGrammarObject` per request: one live matcher that accepts tokens, fills its row
+  of the batch's packed bitmask, and may offer a jump-forward string;
+- a `BaseGrammarBackend` per engine: compiles grammars on a thread pool, caches them by
+  normalised (kind, text), shares in-flight compiles, bounds memory (LRU) and time
+  (timeout), and turns failures into an `InvalidGrammarObject` whose message aborts the
+  request.
+
+Every backend fills the same mask format (int32, one bit per token, token t is bit t % 32
+of word t // 32; xgrammar's and llguidance's format), so one `apply_vocab_mask` serves the
+whole batch whatever the backend.
+"""
+from __future__ import annotations
+
+import collections
+import json
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ..stages.s2_batched_mask import unpack_bits
+
+_BACKENDS: dict[str, type["BaseGrammarBackend"]] = {}
+
+
+def register_backend(name: str):
+    """Class decorator: `@register_backend("xgrammar")`."""
+
+    def wrap(cls):
+        cls.name = name
+        _BACKENDS[name] = cls
+        return cls
+
+    return wrap
+
+
+class GrammarError(ValueError):
+    """A grammar this backend cannot compile; the message ends the request with `abort`."""
+
+
+# ------------------------------------------------------------------------ per request
+class BaseGrammarObject:
+    """One request's matcher. Subclasses implement the methods that raise here."""
+
+    def accept_token(self, token_id: int) -> None:
+        """Advance by one sampled token; raise GrammarError if the grammar rejects it."""
+        raise NotImplementedError
+
+    def rollback(self, k: int) -> None:
+        """Undo the last k accepted tokens."""
+        raise NotImplementedError
+
+    def is_terminated(self) -> bool:
+        """True once the grammar has accepted EOS (or can accept nothing more)."""
+        raise NotImplementedError
+
+    def copy(self) -> "BaseGrammarObject":
+        """A fresh matcher over the same compiled grammar, at its start."""
+        raise NotImplementedError
+
+    # -- masks: one packed int32 row per request ----------------------------------------
+    @staticmethod
+    def allocate_vocab_mask(vocab_size: int, batch_size: int, device: str | torch.device = "cpu") -> torch.Tensor:
+        """[batch_size, ceil(vocab_size / 32)] int32, every bit set (= everything allowed)."""
+        return torch.full((batch_size, (vocab_size + 31) // 32), -1, dtype=torch.int32, device=device)
+
+    def fill_vocab_mask(self, vocab_mask: torch.Tensor, idx: int) -> None:
+        """Write this matcher's allowed tokens into row `idx` of `vocab_mask` [B, W]."""
+        raise NotImplementedError
+
+    @classmethod
+    def fill_vocab_mask_batched(cls, entries: list[tuple["BaseGrammarObject", int]], vocab_mask: torch.Tensor) -> None:
+        """Fill many rows; backends with a batched kernel override this."""
+        for grammar, idx in entries:
+            grammar.fill_vocab_mask(vocab_mask, idx)
+
+    @staticmethod
+    def move_vocab_mask(vocab_mask: torch.Tensor, device: str | torch.device) -> torch.Tensor:
+        return vocab_mask.to(device, non_blocking=True)
+
+    @staticmethod
+    def apply_vocab_mask(logits: torch.Tensor, vocab_mask: torch.Tensor) -> None:
+        """logits [B, V] in place: -inf wherever the bit is 0 (one call for the batch)."""
+        logits.masked_fill_(~unpack_bits(vocab_mask, logits.shape[-1]), float("-inf"))
+
+    # -- jump forward (a backend may return None: it does not jump) ----------------------
+    def try_jump_forward(self, tokenizer) -> Any | None:
+        """Something `jump_forward_str_state` understands, or None when nothing is forced."""
+        return None
+
+    def jump_forward_str_state(self, helper: Any) -> tuple[bytes, Any]:
+        """(forced bytes, the state after them)."""
+        raise NotImplementedError
+
+    def jump_and_retokenize(self, old_output_ids: list[int], new_output_ids: list[int], next_state: Any) -> None:
+        """Bring the matcher to `next_state` after the output was re-encoded."""
+        raise NotImplementedError
+
+
+@dataclass
+class InvalidGrammarObject(BaseGrammarObject):
+    """The cached result of a failed compile: the request is aborted with `message`."""
+
+    message: str
+
+    def copy(self) -> "InvalidGrammarObject":
+        return self
+
+
+# ------------------------------------------------------------------------ per engine
+@dataclass
+class _Entry:
+    future: Future
+    started: float = field(default_factory=time.monotonic)
+
+
+class BaseGrammarBackend:
+    """Compile-and-cache for one engine. Subclasses implement `compile(kind, text)`."""
+
+    name = "base"
+    kinds: frozenset[str] = frozenset()    # which of "regex", "json_schema", "ebnf"
+
+    def __init__(self, tokenizer, vocab_size: int, *, max_entries: int = 128, compile_timeout: float = 30.0,
+                 threads: int = 2, **options: Any):
+        self.tokenizer = tokenizer
+        self.vocab_size = vocab_size       # width of the logits (may exceed the tokenizer's)
+        self.options = options
+        self.max_entries = max_entries
+        self.compile_timeout = compile_timeout
+        self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix=f"{self.name}-compile")
+        self.cache: collections.OrderedDict[tuple[str, str], _Entry] = collections.OrderedDict()
+        self.lock = threading.Lock()
+        self.compile_count = 0
+
+    def compile(self, kind: str, text: str) -> BaseGrammarObject:
+        """Compile one grammar into a matcher at its start (runs on a pool thread)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def normalise(kind: str, text: str) -> tuple[str, str]:
+        """Equal grammars share an entry: JSON schemas are parsed and dumped compactly."""
+        if kind == "json_schema":
+            try:
+                return kind, json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"))
+            except ValueError:
+                return kind, text   # invalid JSON: compile() reports it with its own message
+        return kind, text
+
+    def get_cached_or_future_value(self, kind: str, text: str) -> tuple[Any, bool]:
+        """(a fresh matcher, True) if compiled, else (the shared Future, False)."""
+        key = self.normalise(kind, text)
+        with self.lock:
+            entry = self.cache.get(key)
+            if entry is None:
+                entry = _Entry(self.pool.submit(self._compile_safely, *key))
+                self.cache[key] = entry
+                self._evict_lru()
+            else:
+                self.cache.move_to_end(key)
+        if entry.future.done():
+            return entry.future.result().copy(), True
+        return entry.future, False
+
+    def _compile_safely(self, kind: str, text: str) -> BaseGrammarObject:
+        with self.lock:
+            self.compile_count += 1
+        if kind not in self.kinds:
+            return InvalidGrammarObject(f"the {self.name!r} grammar backend does not support {kind!r} "
+                                        f"(it supports {sorted(self.kinds)})")
+        try:
+            return self.compile(kind, text)
+        except Exception as e:   # every failure becomes a message for that one request
+            return InvalidGrammarObject(f"{kind} rejected by the {self.name!r} backend: {e}")
+
+    def result(self, future: Future) -> BaseGrammarObject | None:
+        """A fresh matcher if the compile finished, else None."""
+        return future.result().copy() if future.done() else None
+
+    def _evict_lru(self) -> None:
+        for key in list(self.cache):
+            if len(self.cache) <= self.max_entries:
+                return
+            if self.cache[key].future.done():
+                del self.cache[key]
+
+    def shutdown(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+def get_backend_class(name: str) -> type[BaseGrammarBackend]:
+    import importlib
+
+    modules = {"fsm": "fsm_backend", "xgrammar": "xgrammar_backend", "outlines": "outlines_backend",
+               "llguidance": "llguidance_backend"}
+    if name not in modules:
+        raise ValueError(f"unknown grammar backend {name!r}; known: {sorted(modules)}")
+    try:
+        importlib.import_module(f"minisglang.backends.{modules[name]}")
+    except ImportError as e:
+        raise ImportError(f"grammar backend {name!r} needs its library: {e} "
+                          f"(pip install 'minisglang[backends]')") from e
+    return _BACKENDS[name]

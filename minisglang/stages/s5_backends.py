@@ -1,0 +1,158 @@
+"""Stage s5-backends: the scheduler keeps only an interface; grammar libraries do the rest.
+
+Read with chapters/05-backends.md (SGLang v0.4.0 `base_grammar_backend.py` and after).
+From s4 this stage keeps the scheduler-side mechanics (the grammar queue, retokenize and
+re-admit), and replaces everything that knew about *our* FSM with calls to the
+interface of minisglang/backends/base.py:
+
+- arrival:  `backend.get_cached_or_future_value(kind, text)` -> a matcher, or a Future
+            that the grammar queue polls (in arrival order, with a timeout);
+- mask:     allocate one packed mask for the batch, `fill_vocab_mask_batched`, one
+            `apply_vocab_mask`;
+- advance:  `accept_token`, and `is_terminated` finishes the request;
+- jump:     `try_jump_forward` / `jump_forward_str_state` / `jump_and_retokenize`.
+
+So the same scheduler runs our automaton ("fsm"), xgrammar, outlines-core or llguidance
+(`Engine(grammar_backend=...)`). A failed compile arrives as an `InvalidGrammarObject`
+and aborts only its request. The reasoning gate (`think_end` in the sampling params)
+leaves the model free until it has written that token, then the grammar applies.
+Engine options: `grammar_backend="fsm"`, `jump_forward=True`, `compile_timeout=30.0`,
+`max_cache_entries=128`, `max_fsm_states=10_000`, `json_whitespace=None`.
+"""
+from __future__ import annotations
+
+import time
+from concurrent.futures import Future
+
+import torch
+
+from ..backends.base import BaseGrammarObject, GrammarError, InvalidGrammarObject, get_backend_class
+from ..core import Req
+from .base import Stage, register
+from .s4_jump_forward import JumpForwardStage
+
+
+class ReasonerGrammar(BaseGrammarObject):
+    """Lets everything through until the think-end token, then defers to `inner`."""
+
+    def __init__(self, inner: BaseGrammarObject, think_end_id: int):
+        self.inner, self.think_end_id, self.thinking = inner, think_end_id, True
+
+    def accept_token(self, token_id: int) -> None:
+        if self.thinking:
+            self.thinking = token_id != self.think_end_id
+        else:
+            self.inner.accept_token(token_id)
+
+    def is_terminated(self) -> bool:
+        return not self.thinking and self.inner.is_terminated()
+
+    def fill_vocab_mask(self, vocab_mask: torch.Tensor, idx: int) -> None:
+        if not self.thinking:   # while thinking the row stays all ones
+            self.inner.fill_vocab_mask(vocab_mask, idx)
+
+    def try_jump_forward(self, tokenizer):
+        return None if self.thinking else self.inner.try_jump_forward(tokenizer)
+
+    def jump_forward_str_state(self, helper):
+        return self.inner.jump_forward_str_state(helper)
+
+    def jump_and_retokenize(self, old_output_ids, new_output_ids, next_state) -> None:
+        self.inner.jump_and_retokenize(old_output_ids, new_output_ids, next_state)
+
+    def copy(self) -> "ReasonerGrammar":
+        return ReasonerGrammar(self.inner.copy(), self.think_end_id)
+
+
+@register("s5-backends")
+class BackendStage(JumpForwardStage):
+    supports = frozenset({"regex", "json_schema", "ebnf"})
+
+    def __init__(self, ctx):
+        Stage.__init__(self, ctx)            # not s3's FSMCache: the backend caches now
+        opts = ctx.options
+        self.jump_forward = bool(opts.get("jump_forward", True))
+        self.jumps = self.refused = 0
+        self.compile_timeout = float(opts.get("compile_timeout", 30.0))
+        backend_cls = get_backend_class(opts.get("grammar_backend", "fsm"))
+        extra = {k: v for k, v in opts.items() if k not in ("grammar_backend", "jump_forward", "compile_timeout")}
+        self.backend = backend_cls(ctx.tokenizer, ctx.vocab_size, compile_timeout=self.compile_timeout, **extra)
+        self.pending: dict[int, tuple[Future, float]] = {}
+
+    # -- hook 1: arrival ---------------------------------------------------------------
+    def on_arrival(self, req: Req) -> None:
+        constraint = req.sampling_params.constraint()
+        if constraint is None:
+            return
+        think_end = req.sampling_params.think_end
+        if think_end is not None:
+            ids = self.ctx.tokenizer.encode(think_end)
+            if len(ids) != 1:
+                req.finish("abort", message=f"think_end {think_end!r} must be one token of this tokenizer, "
+                           f"it encodes to {len(ids)} tokens")
+                return
+        value, ready = self.backend.get_cached_or_future_value(*constraint)
+        if ready:
+            self.attach(req, value)
+        else:
+            self.pending[req.rid] = (value, time.monotonic())
+
+    def attach(self, req: Req, grammar: BaseGrammarObject) -> None:
+        if isinstance(grammar, InvalidGrammarObject):
+            req.finish("abort", message=grammar.message)
+            return
+        think_end = req.sampling_params.think_end
+        if think_end is not None:
+            grammar = ReasonerGrammar(grammar, self.ctx.tokenizer.encode(think_end)[0])
+        req.grammar = grammar
+
+    # -- hook 2: the grammar queue is s3's; only what "done" means changed -----------------
+    def compile_done(self, future: Future) -> bool:
+        return future.done()
+
+    def take_compiled(self, req: Req, future: Future) -> None:
+        self.attach(req, self.backend.result(future))
+
+    # -- hook 4: mask --------------------------------------------------------------------
+    def mask_logits(self, logits: torch.Tensor, reqs: list[Req]) -> None:
+        """One mask for the batch, filled through the interface, applied once."""
+        live = [(r.grammar, i) for i, r in enumerate(reqs) if r.grammar is not None and not r.finished]
+        if not live:
+            return
+        mask = BaseGrammarObject.allocate_vocab_mask(self.ctx.vocab_size, len(reqs))
+        by_class: dict[type, list] = {}
+        for grammar, i in live:
+            by_class.setdefault(type(grammar), []).append((grammar, i))
+        for cls, entries in by_class.items():
+            cls.fill_vocab_mask_batched(entries, mask)
+        for grammar, i in live:
+            if not bool(mask[i].any()):
+                reqs[i].finish("abort", message="the grammar allows no token here")
+        mask = BaseGrammarObject.move_vocab_mask(mask, logits.device)
+        BaseGrammarObject.apply_vocab_mask(logits, mask)
+
+    # -- hook 5: advance -----------------------------------------------------------------
+    def advance(self, req: Req, token_id: int) -> None:
+        g = req.grammar
+        if g is None:
+            return
+        try:
+            g.accept_token(token_id)
+        except GrammarError as e:
+            req.finish("abort", message=f"the grammar rejected a sampled token: {e}")
+            return
+        if g.is_terminated():
+            req.finish("stop", matched=token_id if token_id == self.ctx.tokenizer.eos_token_id else None)
+
+    # -- hook 3 (s4's loop): jump forward through the interface ----------------------------
+    def find_jump(self, req: Req):
+        helper = req.grammar.try_jump_forward(self.ctx.tokenizer)
+        return None if helper is None else req.grammar.jump_forward_str_state(helper)
+
+    def move_grammar(self, req: Req, old_output_ids, new_output_ids, next_state) -> None:
+        req.grammar.jump_and_retokenize(old_output_ids, new_output_ids, next_state)
+        if req.grammar.is_terminated():
+            req.finish("stop", matched=None)
+
+    def shutdown(self) -> None:
+        self.backend.shutdown()
