@@ -65,8 +65,9 @@ def token_fsm_dot(index, tokenizer, max_tokens_per_edge: int = 6, max_edges: int
         for token_id, dst in index.state_to_tokens[src].items():
             if token_id != index.eos_token_id:
                 edges.setdefault((src, dst), []).append(token_id)
+    states = set(index.state_to_tokens) | {dst for _, dst in edges}  # lazy: + not yet visited
     lines = ["digraph token_fsm {", *_HEADER]
-    lines += _states(sorted(index.state_to_tokens), index.initial_state, index.final_states)
+    lines += _states(sorted(states), index.initial_state, index.final_states)
     pairs = sorted(edges)
     for src, dst in pairs[:max_edges]:
         tokens = sorted(edges[src, dst])
