@@ -3,11 +3,11 @@
 The copy holds the core engine and the stage modules up to STAGE (not the later ones).
 With `--student`, the solution regions of that stage's exercises,
 
-    # BEGIN SOLUTION task1_3
+    # BEGIN SOLUTION taskN_M
     ...reference code...
     # END SOLUTION
 
-are replaced by `raise NotImplementedError("task1_3")` at the same indentation, so
+are replaced by `raise NotImplementedError("taskN_M: write this")` at the same indentation, so
 signatures and docstrings stay. A task `taskN_M` belongs to stage sN.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ import re
 import shutil
 from pathlib import Path
 
-from .stages import STAGE_MODULES, resolve_tag
+from .stages import STAGE_FILES, STAGE_MODULES, resolve_tag
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 BEGIN = re.compile(r"^(?P<indent>[ \t]*)# BEGIN SOLUTION (?P<task>task\d+_\d+)\s*$")
@@ -71,14 +71,20 @@ def checkout(stage: str, dest: str | Path, student: bool = False) -> Path:
     """Write the package as of `stage` into dest/minisglang; returns that directory."""
     tag = resolve_tag(stage)
     tags = list(STAGE_MODULES)
-    later = {STAGE_MODULES[t].rsplit(".", 1)[1] + ".py" for t in tags[tags.index(tag) + 1:]}
+    later_tags = tags[tags.index(tag) + 1:]
+    later = [f"stages/{STAGE_MODULES[t].rsplit('.', 1)[1]}.py" for t in later_tags]
+    later += [path for t in later_tags for path in STAGE_FILES.get(t, [])]
     out = Path(dest) / "minisglang"
     if out.exists():
         raise FileExistsError(f"{out} already exists; choose an empty directory")
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     shutil.copytree(PACKAGE_DIR, out, ignore=ignore)
-    for name in later:
-        (out / "stages" / name).unlink(missing_ok=True)
+    for rel in later:
+        target = out / rel
+        if target.is_dir():
+            shutil.rmtree(target)
+        else:
+            target.unlink(missing_ok=True)
     if student:
         tasks = set(all_tasks(tag))
         for path in out.rglob("*.py"):

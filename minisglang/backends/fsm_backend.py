@@ -22,6 +22,7 @@ class FSMGrammar(BaseGrammarObject):
         self.terminated = False
 
     def accept_token(self, token_id: int) -> None:
+        # BEGIN SOLUTION task5_1
         index = self.fsm.index
         if token_id == index.eos_token_id and index.is_final(self.state):
             self.history.append(self.state)
@@ -34,6 +35,7 @@ class FSMGrammar(BaseGrammarObject):
         self.state = nxt
         # Accepting and nothing but EOS can follow: the match is complete.
         self.terminated = index.allowed_token_ids(nxt) == [index.eos_token_id]
+        # END SOLUTION
 
     def rollback(self, k: int) -> None:
         for _ in range(k):
@@ -47,7 +49,9 @@ class FSMGrammar(BaseGrammarObject):
         return FSMGrammar(self.fsm)
 
     def fill_vocab_mask(self, vocab_mask: torch.Tensor, idx: int) -> None:
+        # BEGIN SOLUTION task5_1
         vocab_mask[idx] = self.fsm.bitmasks[self.fsm.state_row[self.state]]
+        # END SOLUTION
 
     @classmethod
     def fill_vocab_mask_batched(cls, entries, vocab_mask: torch.Tensor) -> None:

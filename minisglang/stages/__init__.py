@@ -23,6 +23,13 @@ STAGE_MODULES: dict[str, str] = {
     "s5-backends": "minisglang.stages.s5_backends",
 }
 
+# Library files a stage introduces beyond its stage module (relative to the package), so a
+# checkout of an earlier stage leaves them out.
+STAGE_FILES: dict[str, list[str]] = {
+    "s4-jump-forward": ["constrained/jump_forward.py", "drawings/compressed.py"],
+    "s5-backends": ["backends", "constrained/json_schema.py"],
+}
+
 
 def resolve_tag(name: str) -> str:
     """'s1' or 's1-masked-fill' -> 's1-masked-fill'; a clear error for anything else."""
