@@ -1,14 +1,10 @@
 """`minisglang checkout STAGE DIR [--student]`: a standalone copy of the engine as of a stage.
 
 The copy holds the core engine and the stage modules up to STAGE (not the later ones).
-With `--student`, the solution regions of that stage's exercises,
-
-    # BEGIN SOLUTION taskN_M
-    ...reference code...
-    # END SOLUTION
-
-are replaced by `raise NotImplementedError("taskN_M: write this")` at the same indentation, so
-signatures and docstrings stay. A task `taskN_M` belongs to stage sN.
+With `--student`, the solution regions of that stage's exercises (the lines from a
+`# BEGIN SOLUTION taskN_M` comment to the next `# END SOLUTION` comment, each comment on
+a line of its own) are replaced by `raise NotImplementedError("taskN_M: write this")` at
+the same indentation, so signatures and docstrings stay. A task `taskN_M` belongs to stage sN.
 """
 from __future__ import annotations
 
