@@ -109,7 +109,7 @@ class Engine:
 
     @staticmethod
     def _output(req: Req) -> dict[str, Any]:
-        return {"text": req.output_text, "meta_info": req.meta_info()}
+        return {"text": req.output_text, "output_ids": list(req.output_ids), "meta_info": req.meta_info()}
 
     def shutdown(self) -> None:
         for req in list(self.scheduler.grammar_queue + self.scheduler.waiting_queue + self.scheduler.running):

@@ -1,0 +1,157 @@
+"""Stage s5: the grammar interface, the backend's cache, and our fsm backend behind it."""
+import json
+import re
+import threading
+
+import pytest
+import torch
+
+import minisglang as sgl
+from minisglang.backends.base import BaseGrammarBackend, InvalidGrammarObject, get_backend_class
+from minisglang.backends.fsm_backend import FSMBackend, FSMGrammar
+from minisglang.stages.s2_batched_mask import unpack_bits
+from minisglang.tokenizer import Tokenizer
+
+Q = "<|user|>\nExtract as JSON: Li Lei is 31 years old and lives in Paris.\n<|assistant|>\n"
+DATE = r"\d{4}-\d{2}-\d{2}"
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return Tokenizer.from_pretrained(sgl.DEFAULT_MODEL_PATH)
+
+
+@pytest.fixture(scope="module")
+def backend(tokenizer):
+    b = FSMBackend(tokenizer, tokenizer.vocab_size + 7)   # logits wider than the vocabulary
+    yield b
+    b.shutdown()
+
+
+def compiled(backend, kind, text):
+    value, ready = backend.get_cached_or_future_value(kind, text)
+    return value if ready else value.result().copy()
+
+
+@pytest.mark.task5_1
+def test_fsm_grammar_walks_like_the_token_index(backend, tokenizer):
+    g = compiled(backend, "regex", r"(19|20)\d{2}-(0[1-9]|1[0-2])")
+    index = g.fsm.index
+    ids = tokenizer.encode("2024-11")
+    state = index.initial_state
+    for t in ids:
+        g.accept_token(t)
+        state = index.next_state(state, t)
+        assert g.state == state
+    assert g.is_terminated()                    # accepting, and nothing but EOS may follow
+    g.rollback(2)
+    assert not g.is_terminated()
+    with pytest.raises(ValueError, match="not allowed"):
+        g.copy().accept_token(tokenizer.encode("x")[0])
+
+
+@pytest.mark.task5_1
+def test_fsm_grammar_mask_rows_match_the_allowed_sets(backend, tokenizer):
+    g = compiled(backend, "regex", r"\{\"a\": (1|22)\}")
+    mask = g.allocate_vocab_mask(backend.vocab_size, 2)
+    for t in tokenizer.encode('{"a": '):
+        g.accept_token(t)
+    g.fill_vocab_mask(mask, 1)
+    allowed = unpack_bits(mask, backend.vocab_size)
+    assert allowed[0].all()                                   # untouched row: all allowed
+    expect = torch.zeros(backend.vocab_size, dtype=torch.bool)
+    expect[g.fsm.index.allowed_token_ids(g.state)] = True
+    assert torch.equal(allowed[1], expect)
+    assert not allowed[1, tokenizer.vocab_size:].any()        # the padded tail stays masked
+
+
+def test_in_flight_compiles_are_shared_and_json_keys_normalised(tokenizer):
+    b = FSMBackend(tokenizer, tokenizer.vocab_size)
+    gate = threading.Event()
+    real = b.compile
+    b.compile = lambda kind, text: (gate.wait(10), real(kind, text))[1]
+    futures = [b.get_cached_or_future_value("regex", DATE)[0] for _ in range(5)]
+    assert all(f is futures[0] for f in futures)
+    a = b.normalise("json_schema", '{"type": "integer", "minimum": 1}')
+    c = b.normalise("json_schema", '{ "minimum":1,"type":"integer" }')
+    assert a == c
+    gate.set()
+    futures[0].result()
+    assert b.compile_count == 1
+    g1, ready1 = b.get_cached_or_future_value("regex", DATE)
+    g2, _ = b.get_cached_or_future_value("regex", DATE)
+    assert ready1 and g1 is not g2 and g1.fsm is g2.fsm      # fresh matcher, shared compile
+    b.shutdown()
+
+
+def test_failures_become_invalid_grammar_objects(backend):
+    g = compiled(backend, "regex", "(unclosed")
+    assert isinstance(g, InvalidGrammarObject) and "(unclosed" in g.message
+    g = compiled(backend, "ebnf", 'root ::= "a"')
+    assert isinstance(g, InvalidGrammarObject)
+    assert "does not support 'ebnf'" in g.message
+
+
+def test_cache_is_lru_bounded(tokenizer):
+    b = FSMBackend(tokenizer, tokenizer.vocab_size, max_entries=2)
+    for r in [r"\d", r"\d\d", r"[ab]", r"[cd]"]:
+        compiled(b, "regex", r)
+    assert len(b.cache) <= 2
+    b.shutdown()
+
+
+def test_unknown_backend_name_is_a_clear_error():
+    with pytest.raises(ValueError, match="unknown grammar backend 'nope'"):
+        get_backend_class("nope")
+    assert issubclass(get_backend_class("fsm"), BaseGrammarBackend)
+
+
+@pytest.fixture(scope="module")
+def engine():
+    eng = sgl.Engine(stage="s5")
+    yield eng
+    eng.shutdown()
+
+
+def test_default_stage_is_s5_with_the_fsm_backend(engine):
+    assert engine.stage.tag == "s5-backends" and engine.stage.backend.name == "fsm"
+
+
+def test_mixed_batch_regex_invalid_and_unconstrained(engine):
+    outs = engine.generate([Q] * 4, [{"regex": DATE, "temperature": 1.0, "seed": 1},
+                                     {"regex": "[z-a]"},
+                                     {"temperature": 0, "max_new_tokens": 8},
+                                     {"regex": r"(yes|no)", "temperature": 0}])
+    assert re.fullmatch(DATE, outs[0]["text"])
+    assert outs[1]["meta_info"]["finish_reason"]["type"] == "abort"
+    assert "[z-a]" in outs[1]["meta_info"]["finish_reason"]["message"]
+    assert outs[2]["meta_info"]["finish_reason"]["type"] in ("stop", "length")
+    assert outs[3]["text"] in ("yes", "no")
+
+
+def test_jump_forward_through_the_interface(engine):
+    regex = r'\{"name": "[A-Za-z ]{1,12}", "age": [1-9]\d?, "city": "(Paris|Rome|Beijing)"\}'
+    outs = engine.generate([Q] * 6, [{"regex": regex, "temperature": 1.0, "seed": s, "max_new_tokens": 60}
+                                     for s in range(6)])
+    for o in outs:
+        assert re.fullmatch(regex, o["text"])
+        assert o["meta_info"]["completion_tokens"] > o["meta_info"]["completion_tokens_wo_jump_forward"]
+
+
+def test_reasoning_gate_needs_a_single_token_marker(engine):
+    out = engine.generate(Q, {"regex": DATE, "think_end": "definitely not one token"})
+    assert out["meta_info"]["finish_reason"]["type"] == "abort"
+    assert "must be one token" in out["meta_info"]["finish_reason"]["message"]
+
+
+def test_reasoning_gate_constrains_only_after_the_marker(engine):
+    tok = engine.tokenizer
+    marker = next(t for t in ["</think>", "\n\n", "\n"] if len(tok.encode(t)) == 1)
+    marker_id = tok.encode(marker)[0]
+    outs = engine.generate([Q] * 4, [{"regex": DATE, "think_end": marker, "temperature": 1.0, "seed": s,
+                                      "max_new_tokens": 80} for s in range(4)])
+    for o in outs:
+        if o["meta_info"]["finish_reason"]["type"] == "stop":
+            ids = o["output_ids"]
+            after = ids[ids.index(marker_id) + 1:]
+            assert re.fullmatch(DATE, tok.decode(after)), o["text"]
