@@ -15,3 +15,6 @@ def __getattr__(name):
 
         return SamplingParams
     raise AttributeError(f"module 'minisglang' has no attribute {name!r}")
+
+
+from .lang import RuntimeEndpoint, assistant, function, gen, system, user  # noqa: E402  (no torch here)

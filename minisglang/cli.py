@@ -103,6 +103,17 @@ def cmd_grade(args) -> int:
     return grade(args.stage, args.impl)
 
 
+def cmd_serve(args) -> int:
+    from .engine import Engine
+    from .server import serve
+
+    engine = Engine(model_path=args.model_path, stage=args.stage, seed=args.seed or 0,
+                    **({"grammar_backend": args.grammar_backend} if args.grammar_backend else {}))
+    print(f"minisglang serving {engine.model_path} (stage {engine.stage.tag}) on http://{args.host}:{args.port}")
+    serve(engine, host=args.host, port=args.port)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="minisglang", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -143,6 +154,13 @@ def build_parser() -> argparse.ArgumentParser:
     gr.add_argument("--stage", required=True)
     gr.add_argument("--impl", default=None, help="a student's checkout dir (default: the reference)")
     gr.set_defaults(func=cmd_grade)
+
+    sv = sub.add_parser("serve", help="OpenAI-compatible HTTP server")
+    engine_args(sv)
+    sv.add_argument("--host", default="127.0.0.1", help="default: loopback only")
+    sv.add_argument("--port", type=int, default=30000)
+    sv.add_argument("--grammar-backend", default=None, help="fsm, xgrammar, outlines, llguidance (s5)")
+    sv.set_defaults(func=cmd_serve)
 
     f = sub.add_parser("fsm-allowed", help="list the tokens a regex allows at a state")
     f.add_argument("regex")

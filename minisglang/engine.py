@@ -23,6 +23,23 @@ from .stages.base import StageContext
 from .tokenizer import Tokenizer
 
 
+def stream_chunk(req: Req) -> dict[str, Any] | None:
+    """The text of `req` not yet streamed, as a chunk; None if there is nothing new.
+
+    While the request runs, enough characters are held back that a stop string still
+    being generated is never sent (it is trimmed from the final text). The chunk after
+    the request is released carries the rest and the finish reason.
+    """
+    hold = max((len(s) for s in req.sampling_params.stop), default=1) - 1
+    done = req.released
+    end = len(req.output_text) if done else max(len(req.output_text) - hold, req.sent_text_len)
+    delta = req.output_text[req.sent_text_len:end]
+    req.sent_text_len = end
+    if delta or done:
+        return {"text": delta, "meta_info": req.meta_info()}
+    return None
+
+
 class Engine:
     def __init__(self, model_path: str | None = None, stage: str | None = None, device: str = "cpu",
                  dtype: str = "float32", seed: int = 0, max_total_tokens: int = 16384,
@@ -93,18 +110,13 @@ class Engine:
             self.step()
 
     def _stream(self, req: Req) -> Iterator[dict[str, Any]]:
-        # Hold back enough characters that a stop string still being generated is never sent.
-        hold = max((len(s) for s in req.sampling_params.stop), default=1) - 1
         while True:
             if not req.released:
                 self.step()
-            done = req.released
-            end = len(req.output_text) if done else max(len(req.output_text) - hold, req.sent_text_len)
-            delta = req.output_text[req.sent_text_len:end]
-            req.sent_text_len = end
-            if delta or done:
-                yield {"text": delta, "meta_info": req.meta_info()}
-            if done:
+            chunk = stream_chunk(req)
+            if chunk is not None:
+                yield chunk
+            if req.released:
                 return
 
     @staticmethod

@@ -1,0 +1,189 @@
+"""The `function` / `gen` frontend of seed 004 §5.2, on a local Engine or a remote server.
+
+    from minisglang import function, gen, system, user, assistant
+
+    @function
+    def info_extract(paragraph: str):
+        system("You extract information and answer in JSON only.")
+        user("Extract the person:\\n" + paragraph)
+        assistant(gen("output", json_schema=SCHEMA, max_tokens=128))
+
+    state = info_extract.run(engine, paragraph="张三是一名软件工程师，今年28岁……")
+    state["output"]          # the generated text (a str; `.text()` works too)
+
+A program is a list of chat messages. `system`/`user`/`assistant` append one; an
+`assistant(gen(...))` asks the backend for that turn. The backend is either a local
+`Engine` (the chat template is applied here) or `RuntimeEndpoint(url)`: any
+OpenAI-compatible server, ours or a real SGLang/vLLM one (the server applies its own
+template; `json_schema` travels as `response_format`, `regex` as SGLang's extra field).
+SGLang's explicit style also works: `def f(s, ...)` with `s += user(...)`.
+"""
+from __future__ import annotations
+
+import contextvars
+import inspect
+import json
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+_current: contextvars.ContextVar["ProgramState | None"] = contextvars.ContextVar("minisglang_program", default=None)
+
+
+class GenText(str):
+    """A generated string; `.text()` returns it (seed 004 writes `state["output"].text()`)."""
+
+    meta_info: dict[str, Any] = {}
+
+    def text(self) -> str:
+        return str(self)
+
+
+@dataclass
+class Gen:
+    """A placeholder for generated text: `gen("name", max_tokens=..., regex=... | json_schema=...)`."""
+
+    name: str
+    params: dict[str, Any]
+
+
+@dataclass
+class Message:
+    role: str
+    content: str | Gen
+
+
+def gen(name: str, max_tokens: int = 256, temperature: float = 0.0, regex: str | None = None,
+        json_schema: dict | str | None = None, stop: list[str] | str | None = None, **extra: Any) -> Gen:
+    params = {"max_new_tokens": max_tokens, "temperature": temperature, **extra}
+    for key, value in (("regex", regex), ("json_schema", json_schema), ("stop", stop)):
+        if value is not None:
+            params[key] = value
+    return Gen(name, params)
+
+
+def _role(role: str):
+    def make(content: str | Gen) -> Message:
+        msg = Message(role, content)
+        state = _current.get()
+        if state is not None:        # implicit style: the call itself adds the message
+            state += msg
+        return msg
+
+    make.__name__ = role
+    make.__doc__ = f"Add a {role} message (a string, or gen(...) for the assistant)."
+    return make
+
+
+system, user, assistant = _role("system"), _role("user"), _role("assistant")
+
+
+@dataclass
+class ProgramState:
+    """The running program: its backend, the messages so far, and the named outputs."""
+
+    backend: Any
+    messages: list[dict[str, str]] = field(default_factory=list)
+    outputs: dict[str, GenText] = field(default_factory=dict)
+
+    def __iadd__(self, msg: Message) -> "ProgramState":
+        if isinstance(msg.content, Gen):
+            if msg.role != "assistant":
+                raise ValueError("gen(...) can only fill an assistant message")
+            text, meta = self.backend.chat(self.messages, msg.content.params)
+            out = GenText(text)
+            out.meta_info = meta
+            self.outputs[msg.content.name] = out
+            self.messages.append({"role": "assistant", "content": text})
+        else:
+            self.messages.append({"role": msg.role, "content": msg.content})
+        return self
+
+    def __getitem__(self, name: str) -> GenText:
+        return self.outputs[name]
+
+    def text(self) -> str:
+        return "\n".join(f"{m['role']}: {m['content']}" for m in self.messages)
+
+
+class LocalBackend:
+    """Runs a program's turns on an in-process Engine."""
+
+    def __init__(self, engine):
+        self.engine = engine
+
+    def chat(self, messages: list[dict[str, str]], params: dict[str, Any]) -> tuple[str, dict]:
+        prompt = self.engine.tokenizer.apply_chat_template(messages, add_generation_prompt=True)
+        out = self.engine.generate(prompt, params)
+        reason = out["meta_info"]["finish_reason"]
+        if reason["type"] == "abort":
+            raise RuntimeError(f"generation aborted: {reason.get('message')}")
+        return out["text"], out["meta_info"]
+
+
+class RuntimeEndpoint:
+    """Runs a program's turns on an OpenAI-compatible server at `base_url`."""
+
+    def __init__(self, base_url: str, model: str | None = None, api_key: str | None = None, timeout: float = 120):
+        self.base_url, self.api_key, self.timeout = base_url.rstrip("/"), api_key, timeout
+        self.model = model or self._get("/v1/models")["data"][0]["id"]
+
+    def chat(self, messages: list[dict[str, str]], params: dict[str, Any]) -> tuple[str, dict]:
+        body: dict[str, Any] = {"model": self.model, "messages": messages}
+        for key, value in params.items():
+            if key == "max_new_tokens":
+                body["max_tokens"] = value
+            elif key == "json_schema":
+                schema = json.loads(value) if isinstance(value, str) else value
+                body["response_format"] = {"type": "json_schema", "json_schema": {"name": "output", "schema": schema}}
+            else:
+                body[key] = value   # regex, ebnf: SGLang-style extra fields
+        resp = self._post("/v1/chat/completions", body)
+        return resp["choices"][0]["message"]["content"], resp.get("usage", {})
+
+    def _headers(self) -> dict[str, str]:
+        h = {"Content-Type": "application/json"}
+        if self.api_key:
+            h["Authorization"] = f"Bearer {self.api_key}"
+        return h
+
+    def _get(self, path: str) -> dict:
+        with urllib.request.urlopen(urllib.request.Request(self.base_url + path, headers=self._headers()),
+                                    timeout=self.timeout) as r:
+            return json.loads(r.read())
+
+    def _post(self, path: str, body: dict) -> dict:
+        req = urllib.request.Request(self.base_url + path, data=json.dumps(body).encode(), headers=self._headers())
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as r:
+                return json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            raise RuntimeError(f"{self.base_url}{path} answered {e.code}: {e.read().decode(errors='replace')}") from e
+
+
+class SglFunction:
+    """What `@function` makes: call `.run(backend, **arguments)`."""
+
+    def __init__(self, fn: Callable):
+        self.fn = fn
+        params = list(inspect.signature(fn).parameters)
+        self.explicit_state = bool(params) and params[0] == "s"
+
+    def run(self, backend, **kwargs: Any) -> ProgramState:
+        if not hasattr(backend, "chat"):
+            backend = LocalBackend(backend)
+        state = ProgramState(backend)
+        if self.explicit_state:
+            self.fn(state, **kwargs)
+        else:
+            token = _current.set(state)
+            try:
+                self.fn(**kwargs)
+            finally:
+                _current.reset(token)
+        return state
+
+
+def function(fn: Callable) -> SglFunction:
+    """Decorator: turn a Python function of messages and gens into a runnable program."""
+    return SglFunction(fn)
