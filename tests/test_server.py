@@ -1,0 +1,204 @@
+"""The OpenAI-compatible server on loopback, driven by the real `openai` client, and the
+`function`/`gen` frontend against both a local Engine and the server."""
+import asyncio
+import json
+import re
+import socket
+import threading
+import time
+
+import httpx
+import jsonschema
+import openai
+import pytest
+
+import minisglang as sgl
+from minisglang import assistant, function, gen, system, user
+from minisglang.server import create_app
+
+PERSON = {"type": "object",
+          "properties": {"name": {"type": "string", "maxLength": 20},
+                         "age": {"type": "integer", "minimum": 0, "maximum": 200},
+                         "hobbies": {"type": "array", "items": {"type": "string", "maxLength": 12}, "maxItems": 4}},
+          "required": ["name", "age", "hobbies"], "additionalProperties": False}
+ZH = "张三是一名软件工程师，今年28岁，平时喜欢编程、摄影和爬山。"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server():
+    import uvicorn
+
+    engine = sgl.Engine(max_total_tokens=6000, max_running_requests=64)
+    port = free_port()
+    config = uvicorn.Config(create_app(engine), host="127.0.0.1", port=port, log_level="warning")
+    srv = uvicorn.Server(config)
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    for _ in range(200):
+        if srv.started:
+            break
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}", engine
+    srv.should_exit = True
+    thread.join(10)
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    return openai.OpenAI(base_url=server[0] + "/v1", api_key="none")
+
+
+def test_models(client):
+    assert client.models.list().data[0].id == "tiny-json-llama"
+
+
+def test_chat_with_json_schema_response_format(client):
+    resp = client.chat.completions.create(
+        model="tiny-json-llama", temperature=0, max_tokens=120,
+        messages=[{"role": "user", "content": "Extract name, age and hobbies as JSON:\n" + ZH}],
+        response_format={"type": "json_schema", "json_schema": {"name": "person", "schema": PERSON}})
+    choice = resp.choices[0]
+    assert choice.finish_reason == "stop"
+    jsonschema.validate(json.loads(choice.message.content), PERSON)
+    assert resp.usage.completion_tokens > 0
+    extra = resp.usage.model_extra
+    assert extra["completion_tokens_wo_jump_forward"] <= resp.usage.completion_tokens
+
+
+def test_completions_with_regex_and_streaming(client):
+    kwargs = dict(model="tiny-json-llama", prompt="<|user|>\nWhen was she born?\n<|assistant|>\n",
+                  temperature=0.8, seed=3, max_tokens=20, extra_body={"regex": r"\d{4}-\d{2}-\d{2}"})
+    full = client.completions.create(**kwargs)
+    assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", full.choices[0].text)
+    chunks = list(client.completions.create(stream=True, **kwargs))
+    assert "".join(c.choices[0].text for c in chunks) == full.choices[0].text
+    assert chunks[-1].choices[0].finish_reason == "stop"
+
+
+def test_chat_streaming(client):
+    stream = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "Hi"}],
+                                            max_tokens=10, temperature=0, stream=True)
+    text = "".join(c.choices[0].delta.content or "" for c in stream)
+    full = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "Hi"}],
+                                          max_tokens=10, temperature=0)
+    assert text == full.choices[0].message.content
+
+
+def test_json_object_mode(client):
+    resp = client.chat.completions.create(model="m", max_tokens=100, temperature=0,
+                                          messages=[{"role": "user", "content": "Give me JSON about Li Lei."}],
+                                          response_format={"type": "json_object"})
+    if resp.choices[0].finish_reason == "stop":
+        assert isinstance(json.loads(resp.choices[0].message.content), dict)
+
+
+@pytest.mark.parametrize("body,needle", [
+    ({"model": "m", "prompt": "x", "regex": "(unclosed"}, "(unclosed"),
+    ({"model": "m", "prompt": "x", "json_schema": {"type": "object", "multipleOf": 3}}, "multipleOf"),
+    ({"model": "m", "prompt": "x", "json_schema": "{not json"}, "json"),
+    ({"model": "m", "prompt": "x", "temprature": 1}, "temprature"),
+    ({"model": "m", "prompt": 5}, "prompt must be a string"),
+    ({"model": "m", "prompt": "x", "response_format": {"type": "xml"}}, "unsupported response_format"),
+])
+def test_bad_input_is_a_400_with_a_message(server, body, needle):
+    r = httpx.post(server[0] + "/v1/completions", json=body, timeout=60)
+    assert r.status_code == 400, r.text
+    assert needle in r.json()["error"]["message"]
+
+
+def test_malformed_body_is_a_400(server):
+    r = httpx.post(server[0] + "/v1/chat/completions", content=b"{nope", timeout=30,
+                   headers={"Content-Type": "application/json"})
+    assert r.status_code == 400 and "not valid JSON" in r.json()["error"]["message"]
+    r = httpx.post(server[0] + "/v1/chat/completions", json={"messages": "hi"}, timeout=30)
+    assert r.status_code == 400 and "messages must be a list" in r.json()["error"]["message"]
+
+
+def test_native_generate(server):
+    r = httpx.post(server[0] + "/generate", timeout=60,
+                   json={"text": "2024-", "sampling_params": {"regex": r"\d{2}-\d{2}", "temperature": 0}})
+    assert r.status_code == 200
+    assert re.fullmatch(r"\d{2}-\d{2}", r.json()["text"])
+    assert r.json()["meta_info"]["finish_reason"]["type"] == "stop"
+
+
+@pytest.mark.slow
+def test_load_200_mixed_requests_with_client_aborts(server):
+    """Bounded load on loopback: zero server errors, and afterwards no slot is leaked."""
+    url, engine = server
+
+    async def one(http, i):
+        kind = i % 4
+        if kind == 0:
+            body = {"model": "m", "prompt": f"Numbers: {i},", "max_tokens": 8, "temperature": 0.7, "seed": i}
+        elif kind == 1:
+            body = {"model": "m", "prompt": "Date:", "max_tokens": 16, "regex": r"\d{4}-\d{2}-\d{2}"}
+        elif kind == 2:
+            body = {"model": "m", "prompt": "x", "regex": "[z-a]"}       # a 400, not a 500
+        else:
+            body = {"model": "m", "prompt": "Tell me a story", "max_tokens": 40, "stream": True}
+        if kind == 3 and i % 8 == 3:     # a client that leaves in the middle of a stream
+            try:
+                async with http.stream("POST", url + "/v1/completions", json=body) as r:
+                    async for _ in r.aiter_lines():
+                        break
+            except httpx.HTTPError:
+                pass
+            return None
+        r = await http.post(url + "/v1/completions", json=body)
+        return r.status_code
+
+    async def main():
+        async with httpx.AsyncClient(timeout=300) as http:
+            return await asyncio.gather(*[one(http, i) for i in range(200)])
+
+    codes = [c for c in asyncio.run(main()) if c is not None]
+    assert all(c < 500 for c in codes)
+    assert codes.count(400) == 50
+    deadline = time.time() + 60
+    s = engine.scheduler
+    while s.has_work() and time.time() < deadline:
+        time.sleep(0.1)
+    time.sleep(0.3)
+    assert not s.has_work()
+    assert s.token_to_kv_pool.available_size() + s.tree_cache.total_size() == s.config.max_total_tokens
+    assert s.tree_cache.protected_size() == 0
+
+
+@function
+def info_extract(paragraph: str):
+    system("You extract information and answer in JSON only.")
+    user("Extract name, age and hobbies as JSON:\n" + paragraph)
+    assistant(gen("output", json_schema=PERSON, max_tokens=120))
+
+
+def test_frontend_on_a_local_engine_returns_valid_json(server):
+    state = info_extract.run(server[1], paragraph=ZH)
+    jsonschema.validate(json.loads(state["output"].text()), PERSON)
+    assert state.messages[-1]["role"] == "assistant"
+
+
+def test_same_program_runs_unchanged_against_the_server(server):
+    local = info_extract.run(server[1], paragraph=ZH)
+    remote = info_extract.run(sgl.RuntimeEndpoint(server[0]), paragraph=ZH)
+    assert remote["output"] == local["output"]          # greedy: the same text either way
+
+
+def test_explicit_state_style_and_multi_turn(server):
+    @function
+    def two_turns(s, city):
+        s += user(f"Which country is {city} in? Answer with one word.")
+        s += assistant(gen("country", max_tokens=8, regex=r"[A-Z][a-z]{2,12}"))
+        s += user("And its capital?")
+        s += assistant(gen("capital", max_tokens=8, regex=r"[A-Z][a-z]{2,12}"))
+
+    state = two_turns.run(server[1], city="Paris")
+    assert re.fullmatch(r"[A-Z][a-z]{2,12}", state["country"])
+    assert re.fullmatch(r"[A-Z][a-z]{2,12}", state["capital"])
+    assert [m["role"] for m in state.messages] == ["user", "assistant", "user", "assistant"]
