@@ -214,18 +214,22 @@ class VocabTrie:
         return cls(parent_arr, byte_arr, child_start, child_stop, end_tokens, end_start, end_stop, long_tokens)
 
 
-_TRIE_CACHE: dict[tuple, VocabTrie] = {}
+_TRIE_CACHE: dict[int, tuple[Sequence[bytes | None], VocabTrie]] = {}
 
 
 def vocab_trie(vocab: Sequence[bytes | None]) -> VocabTrie:
-    """The VocabTrie of `vocab`, built once per distinct vocabulary and then reused."""
-    key = tuple(vocab)  # hashing 100k bytes objects takes ~1 ms; building the trie ~0.5 s
-    trie = _TRIE_CACHE.get(key)
-    if trie is None:
+    """The VocabTrie of `vocab`, built once per vocabulary object and then reused.
+
+    The cache is keyed by the object's identity (a tokenizer's `token_bytes` list), which
+    costs nothing to look up; it keeps the object alive so the id cannot be reused. Do not
+    mutate a vocabulary list after building an index from it.
+    """
+    entry = _TRIE_CACHE.get(id(vocab))
+    if entry is None:
         if len(_TRIE_CACHE) >= 4:
             _TRIE_CACHE.pop(next(iter(_TRIE_CACHE)))  # drop the oldest
-        trie = _TRIE_CACHE[key] = VocabTrie.from_vocab(vocab)
-    return trie
+        entry = _TRIE_CACHE[id(vocab)] = (vocab, VocabTrie.from_vocab(vocab))
+    return entry[1]
 
 
 def _expand(starts: np.ndarray, stops: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
