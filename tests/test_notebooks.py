@@ -4,6 +4,7 @@ Notebooks are executed the way a student runs them: a fresh "python3" kernel who
 directory is notebooks/, one cell after another. A failing cell fails the test with its
 index, its source and the error. New notebooks are picked up by the glob below.
 """
+import re
 from pathlib import Path
 
 import nbformat
@@ -14,6 +15,7 @@ from nbclient.exceptions import CellExecutionError
 NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
 CELL_TIMEOUT_S = 600
+ANSI_COLOUR = re.compile(r"\x1b\[[0-9;]*m")  # IPython colours its tracebacks
 
 
 def _read(path: Path) -> nbformat.NotebookNode:
@@ -52,5 +54,6 @@ def test_notebook_runs(path: Path):
         index = next((i for i, cell in enumerate(nb.cells) if cell.cell_type == "code" and any(
             out.get("output_type") == "error" for out in cell.get("outputs", []))), None)
         source = nb.cells[index].source if index is not None else "(not found)"
-        pytest.fail(f"{path.name}: cell {index} failed\n--- source ---\n{source}\n--- error ---\n{err}",
+        error = ANSI_COLOUR.sub("", str(err))
+        pytest.fail(f"{path.name}: cell {index} failed\n--- source ---\n{source}\n--- error ---\n{error}",
                     pytrace=False)
