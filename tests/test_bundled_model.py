@@ -1,0 +1,150 @@
+"""The bundled tiny model: a standard Hugging Face checkpoint with our tokenizer and chat
+template, small enough to ship, and trained well enough to start an extraction answer
+with `{`. Also checks the corpus generator that the model was trained on."""
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from transformers import AutoTokenizer, LlamaForCausalLM
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "scripts"))
+import make_corpus  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def tokenizer(bundled_model_path):
+    return AutoTokenizer.from_pretrained(bundled_model_path)
+
+
+@pytest.fixture(scope="module")
+def model(bundled_model_path):
+    torch.set_num_threads(1)
+    return LlamaForCausalLM.from_pretrained(bundled_model_path, dtype=torch.float32).eval()
+
+
+def greedy_answer(model, tokenizer, messages, max_new_tokens):
+    """transformers' own greedy generation for a chat; returns the new text."""
+    ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt", return_dict=True)
+    with torch.no_grad():
+        out = model.generate(**ids, max_new_tokens=max_new_tokens, do_sample=False,
+                             pad_token_id=tokenizer.eos_token_id)
+    return tokenizer.decode(out[0, ids["input_ids"].shape[1]:], skip_special_tokens=True)
+
+
+def test_checkpoint_is_a_small_standard_llama(bundled_model_path, model):
+    files = {p.name for p in bundled_model_path.iterdir()}
+    assert {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
+            "generation_config.json", "MODEL_CARD.md"} <= files
+    size = sum(p.stat().st_size for p in bundled_model_path.iterdir())
+    assert size < 20 * 1024 * 1024, f"bundled model directory is {size / 2**20:.1f} MiB"
+    cfg = model.config
+    assert cfg.architectures == ["LlamaForCausalLM"]
+    assert cfg.num_key_value_heads < cfg.num_attention_heads  # GQA, so the engine's GQA path is exercised
+    assert cfg.tie_word_embeddings
+    assert model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()
+
+
+def test_special_tokens_and_eos_everywhere(bundled_model_path, tokenizer, model):
+    for token in ["<|endoftext|>", "<|system|>", "<|user|>", "<|assistant|>"]:
+        ids = tokenizer(token, add_special_tokens=False)["input_ids"]
+        assert len(ids) == 1 and tokenizer.convert_ids_to_tokens(ids[0]) == token
+    eos = tokenizer.convert_tokens_to_ids("<|endoftext|>")
+    assert tokenizer.eos_token == "<|endoftext|>" and tokenizer.eos_token_id == eos
+    assert model.config.eos_token_id == eos
+    generation = json.loads((bundled_model_path / "generation_config.json").read_text())
+    assert generation["eos_token_id"] == eos
+    tok_cfg = json.loads((bundled_model_path / "tokenizer_config.json").read_text())
+    assert tok_cfg["eos_token"] == "<|endoftext|>"
+
+
+def test_chat_template_renders_the_documented_format(tokenizer):
+    messages = [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}]
+    assert tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True) == \
+        "<|system|>\nS\n<|user|>\nU\n<|assistant|>\n"
+    messages.append({"role": "assistant", "content": "A"})
+    assert tokenizer.apply_chat_template(messages, tokenize=False) == \
+        "<|system|>\nS\n<|user|>\nU\n<|assistant|>\nA<|endoftext|>"
+
+
+@pytest.mark.parametrize("glue", ['":', '", "', '": "', '{"'])
+def test_json_glue_is_one_token(tokenizer, glue):
+    ids = tokenizer(glue, add_special_tokens=False)["input_ids"]
+    assert len(ids) == 1, f"{glue!r} -> {tokenizer.convert_ids_to_tokens(ids)}"
+
+
+@pytest.mark.parametrize("char", make_corpus.RARE_HAN[:6] + ["😀"])
+def test_rare_characters_take_several_byte_tokens(tokenizer, char):
+    ids = tokenizer(char, add_special_tokens=False)["input_ids"]
+    assert len(ids) > 1
+    # no single token of a split character decodes to valid text on its own
+    assert tokenizer.decode(ids) == char
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list('ab {}":,[]0123456789张三编程ä€龘𠮷😀\n\t')), max_size=40))
+def test_tokenizer_round_trips_any_text(tokenizer, text):
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    assert tokenizer.decode(ids) == text
+
+
+@pytest.mark.parametrize("messages", [
+    # seed 004's running example (in the corpus)
+    [{"role": "system", "content": make_corpus.SEED_SYSTEM},
+     {"role": "user", "content": make_corpus.SEED_INSTRUCTION + "\n" + make_corpus.SEED_EXAMPLE_TEXT}],
+    # a new English paragraph
+    [{"role": "user", "content": "Extract the person's information from the text below as JSON.\n"
+                                 "Liam Rossi is 41 years old and lives in Vienna. He enjoys chess and yoga."}],
+])
+def test_greedy_extraction_answer_starts_with_a_brace(model, tokenizer, messages):
+    text = greedy_answer(model, tokenizer, messages, max_new_tokens=8)
+    assert text.startswith("{"), text
+
+
+def test_corpus_is_reproducible_and_seed_dependent():
+    a, b, c = make_corpus.make_corpus(300, seed=1), make_corpus.make_corpus(300, seed=1), make_corpus.make_corpus(300, seed=2)
+    assert a == b
+    assert a != c
+    assert {ex["task"] for ex in a} >= {"extract_person", "date", "dates", "emails", "ipv4", "phone", "colour", "qa", "prose"}
+    assert any("张三" in ex["user"] and ex["assistant"] == json.dumps(make_corpus.SEED_EXAMPLE_ANSWER, ensure_ascii=False)
+               for ex in a)
+
+
+def test_corpus_rejects_too_few_examples():
+    with pytest.raises(ValueError, match="n_examples must be at least 4"):
+        make_corpus.make_corpus(2)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_extraction_answers_are_grounded_and_in_key_order(seed):
+    import random
+
+    ex = make_corpus.person_example(random.Random(seed))
+    answer = json.loads(ex["assistant"])
+    keys = list(answer)
+    assert 3 <= len(keys) <= 8
+    assert keys == [k for k in make_corpus.KEY_ORDER if k in answer]  # fixed order
+    text = ex["user"].split("\n", 1)[1]
+    for key in ("name", "city", "email", "phone", "occupation"):
+        if key in answer:
+            assert answer[key] in text  # copied verbatim from the paragraph
+    if "age" in answer:
+        assert str(answer["age"]) in text
+    for hobby in answer.get("hobbies", []):
+        assert hobby in text
+    if "birthday" in answer:
+        y, m, d = (int(x) for x in answer["birthday"].split("-"))
+        assert str(y) in text and (str(d) in text)
+
+
+def test_heldout_prompts_are_not_in_the_corpus():
+    train = make_corpus.make_corpus(2000, seed=0)
+    held = make_corpus.heldout_extraction_prompts(50, train)
+    assert len(held) == 50
+    assert not {ex["user"] for ex in held} & {ex["user"] for ex in train}
+    assert len({ex["user"] for ex in held}) == 50
