@@ -1,0 +1,423 @@
+"""Exercise tests of stage s1-masked-fill (`minisglang grade --stage s1`).
+
+Each test carries the marker of the task it grades:
+
+- task1_1  ByteDFA.walk_bytes: walk a token's bytes through the byte DFA
+- task1_2  the reference token index walk: the allowed set of one state
+- task1_3  MaskedFillStage.allowed_mask: the bool row of one state
+- task1_4  MaskedFillStage.mask_logits: one masked_fill_ per request
+- task1_5  MaskedFillStage.advance: move the FSM state, finish at EOS or a dead end
+
+The oracles never use the code under test: re.fullmatch and the character DFA (itself
+tested against re.fullmatch in test_regex_dfa.py) say which byte strings can still match,
+and a tiny synthetic vocabulary with pieces of multi-byte characters is brute-forced.
+The task1_4 and task1_5 tests bring their own `allowed_mask` and token index lookups, so
+each task can be graded on its own.
+"""
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from minisglang.constrained.regex_dfa import ByteDFA, CharDFA, compile_regex
+from minisglang.constrained.token_index import build_index_reference
+from minisglang.core import Req, SamplingParams
+from minisglang.stages.base import StageContext
+from minisglang.stages.s1_masked_fill import FSMState, MaskedFillStage, RegexFSM
+
+# ---------------------------------------------------------------------------------------
+# A synthetic tokenizer: whole characters, merges, and pieces of multi-byte characters
+# ---------------------------------------------------------------------------------------
+EOS = 3
+
+
+def _synthetic_vocab() -> list[bytes | None]:
+    zh, wen, e_acute = "中".encode(), "文".encode(), "é".encode()
+    singles = [c.encode() for c in '{}":, -abcdefghijklmnopqrstuvwxyz0123456789']
+    merges = [b'{"', b'":', b'": ', b'", "', b'"}', b"name", b"age", b"yes", b"no", b"12", b"2024",
+              b'"2', b"a1", zh, wen, e_acute, zh + wen, b'"' + zh]
+    pieces = [zh[:1], zh[1:], zh[1:2], zh[2:], wen[:2], e_acute[:1], e_acute[1:]]
+    # ids 0, 1 and 3 are special (no bytes); id 3 is EOS; id 5 is an empty string
+    return [None, None, b"x", None, b"y", b""] + singles + merges + pieces
+
+
+VOCAB = _synthetic_vocab()
+# Logits are wider than the vocabulary (models pad it), and not a multiple of 32 wide.
+VOCAB_SIZE = len(VOCAB) + 7
+assert VOCAB_SIZE % 32 != 0
+
+
+@dataclass
+class SyntheticTokenizer:
+    """What the constraint layer needs from a tokenizer: exact bytes per id, and EOS."""
+
+    token_bytes: list[bytes | None]
+    eos_token_id: int
+
+    def id_to_token(self, token_id: int) -> str:
+        return f"<{token_id}>"
+
+
+TOKENIZER = SyntheticTokenizer(VOCAB, EOS)
+
+REGEXES = [
+    r'\{"name": "[a-z中文é]{1,8}", "age": [1-9][0-9]?\}',
+    r"(yes|no)",
+    r"2024-[0-9]{2}",
+    r"1[0-9]*",
+    r'"[^"]*"',
+    r"(中文|é)+a?",
+]
+
+
+def make_stage(cls=MaskedFillStage, vocab_size: int = VOCAB_SIZE, tokenizer=TOKENIZER):
+    return cls(StageContext(tokenizer, vocab_size, torch.device("cpu")))
+
+
+@functools.cache
+def compiled(regex: str) -> RegexFSM:
+    """s1's compile (regex -> DFA -> fast token index), done once per regex."""
+    return make_stage().compile_regex_fsm(regex)
+
+
+def make_req(fsm: RegexFSM | None, state: int | None = None) -> Req:
+    params = SamplingParams(regex=fsm.regex if fsm else None)
+    req = Req(prompt="p", origin_input_ids=[2], sampling_params=params)
+    if fsm is not None:
+        req.grammar = FSMState(fsm, fsm.index.initial_state if state is None else state)
+    return req
+
+
+# ---------------------------------------------------------------------------------------
+# The oracle: can a byte string still grow into a full match?
+# ---------------------------------------------------------------------------------------
+@functools.cache
+def char_dfa(regex: str) -> CharDFA:
+    return compile_regex(regex)
+
+
+@functools.cache
+def completions(tail: bytes) -> tuple[str, ...]:
+    """Every character whose UTF-8 encoding starts with the incomplete `tail`."""
+    need = {0xC: 2, 0xD: 2, 0xE: 3}.get(tail[0] >> 4, 4) - len(tail)
+    assert 0 < need <= 2, f"the oracle enumerates at most two missing bytes, not for {tail!r}"
+    found = []
+    for rest in range(64 ** need):
+        cont = bytes(0x80 | (rest >> (6 * k) & 0x3F) for k in reversed(range(need)))
+        try:
+            found.append((tail + cont).decode("utf-8"))
+        except UnicodeDecodeError:
+            pass  # overlong forms and surrogates have no character
+    return tuple(found)
+
+
+def split_utf8(data: bytes) -> tuple[str, bytes] | None:
+    """(complete characters, an unfinished character's first bytes), or None if invalid."""
+    for cut in range(4):
+        head, tail = data[: len(data) - cut], data[len(data) - cut :]
+        try:
+            text = head.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        lead_ok = not tail or (0xC2 <= tail[0] <= 0xF4 and all(0x80 <= b < 0xC0 for b in tail[1:]))
+        return (text, tail) if lead_ok else None
+    return None
+
+
+def viable(regex: str, data: bytes) -> bool:
+    """Whether some full match of `regex` starts with the bytes `data`."""
+    parts = split_utf8(data)
+    if parts is None:
+        return False
+    text, tail = parts
+    state = char_dfa(regex).walk(0, text)
+    return state is not None and (not tail or can_finish_character(regex, state, tail))
+
+
+@functools.cache
+def can_finish_character(regex: str, state: int, tail: bytes) -> bool:
+    """Whether some character starting with the bytes `tail` can be read in `state`."""
+    return any(char_dfa(regex).step(state, ch) is not None for ch in completions(tail))
+
+
+def matches(regex: str, data: bytes) -> bool:
+    try:
+        return re.fullmatch(regex, data.decode("utf-8"), flags=re.ASCII) is not None
+    except UnicodeDecodeError:
+        return False
+
+
+def oracle_allowed(regex: str, prefix: bytes) -> set[int]:
+    """Brute force: the token ids that may follow `prefix` (EOS when `prefix` matches)."""
+    allowed = {t for t, data in enumerate(VOCAB) if data and t != EOS and viable(regex, prefix + data)}
+    return allowed | ({EOS} if matches(regex, prefix) else set())
+
+
+def test_the_oracle_itself():
+    assert viable(r"(中文|é)+a?", "中".encode()[:2]) and not viable(r"(中文|é)+a?", "文".encode()[:1])
+    assert not viable(r"[^a]", b"\x80") and not viable(r"[^a]", b"\xe0\x80")  # invalid UTF-8
+    assert viable(r"[^a]", b"\xe0\xa0") and len(completions(b"\xe4")) == 64 * 64
+    assert oracle_allowed(r"(yes|no)", b"ye") == {VOCAB.index(b"s")}
+    assert oracle_allowed(r"(yes|no)", b"no") == {EOS}
+
+
+# ---------------------------------------------------------------------------------------
+# task1_1: ByteDFA.walk_bytes
+# ---------------------------------------------------------------------------------------
+BYTE_PIECES = [c.encode() for c in 'ab1"2{} é中文x-'] + ["中".encode()[:1], "中".encode()[1:],
+                                                           "é".encode()[:1], b"\x80", b"\xff"]
+
+
+@functools.cache
+def byte_dfa(regex: str) -> ByteDFA:
+    return ByteDFA.from_char_dfa(char_dfa(regex))
+
+
+@pytest.mark.task1_1
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(REGEXES + [r"[^a]{0,3}", r"(ab|é)*1", r".中?"]),
+       st.lists(st.sampled_from(BYTE_PIECES), max_size=8).map(b"".join), st.data())
+def test_walk_bytes_agrees_with_the_oracle(regex, data, draw):
+    dfa = byte_dfa(regex)
+    end = dfa.walk_bytes(0, data)
+    assert (end >= 0) == viable(regex, data), (regex, data, end)
+    if end >= 0 and split_utf8(data)[1] == b"":
+        # A whole number of characters lands in the character DFA's own state.
+        assert end == char_dfa(regex).walk(0, data.decode("utf-8"))
+        assert dfa.is_final(end) == matches(regex, data)
+    # Walking in two pieces (a token boundary anywhere, even inside a character) is the same.
+    cut = draw.draw(st.integers(0, len(data)), label="cut")
+    middle = dfa.walk_bytes(0, data[:cut])
+    assert (dfa.walk_bytes(middle, data[cut:]) if middle >= 0 else -1) == end
+
+
+@pytest.mark.task1_1
+def test_walk_bytes_edge_cases():
+    dfa = byte_dfa(r"(中文|é)+a?")
+    assert dfa.walk_bytes(0, b"") == 0  # nothing read: the state does not move
+    zh = "中".encode()
+    inside = dfa.walk_bytes(0, zh[:1])
+    assert inside >= dfa.num_char_states  # half a character: an intermediate state
+    assert dfa.walk_bytes(inside, zh[1:] + "文".encode()) == dfa.walk_bytes(0, "中文".encode())
+    assert dfa.walk_bytes(0, b"a") == -1 and dfa.walk_bytes(0, "中中".encode()) == -1
+    assert dfa.is_final(dfa.walk_bytes(0, "中文éa".encode()))
+    # -1 as soon as the walk dies: later bytes are not read
+    assert dfa.walk_bytes(0, b"\xff" + zh) == -1
+
+
+# ---------------------------------------------------------------------------------------
+# task1_2: the reference token index walk (the allowed set of one state)
+# ---------------------------------------------------------------------------------------
+@functools.cache
+def reference_index(regex: str):
+    return build_index_reference(byte_dfa(regex), VOCAB, EOS, progress=False)
+
+
+@pytest.mark.task1_2
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(REGEXES), st.data())
+def test_reference_walk_allowed_sets_equal_brute_force(regex, data):
+    """Walk a random path of allowed tokens; at every state the allowed set is the oracle's."""
+    index = reference_index(regex)
+    state, prefix = index.initial_state, b""
+    for _ in range(10):
+        allowed = index.allowed_token_ids(state)
+        assert set(allowed) == oracle_allowed(regex, prefix), (regex, prefix)
+        assert allowed == sorted(allowed)
+        choices = [t for t in allowed if t != EOS]
+        if not choices:
+            break
+        token = data.draw(st.sampled_from(choices), label="token")
+        state, prefix = index.next_state(state, token), prefix + VOCAB[token]
+        assert state >= 0
+
+
+@pytest.mark.task1_2
+def test_reference_walk_next_states_and_reachability():
+    index = reference_index(r"(yes|no)")
+    dfa = byte_dfa(r"(yes|no)")
+    y, e, s, yes = (VOCAB.index(b) for b in (b"y", b"e", b"s", b"yes"))
+    # b"y" is in the vocabulary twice (ids 4 and 37): tokens with equal bytes are both allowed
+    assert index.allowed_token_ids(0) == sorted(t for t, b in enumerate(VOCAB) if b in (b"y", b"yes", b"n", b"no"))
+    after_y = index.next_state(0, y)
+    assert after_y == dfa.walk_bytes(0, b"y")  # the end state of the token's walk
+    assert index.next_state(index.next_state(after_y, e), s) == index.next_state(0, yes)
+    assert index.allowed_token_ids(index.next_state(0, yes)) == [EOS]  # accepting: EOS only
+    # Every state reachable by tokens is in the index, and nothing else.
+    seen, todo = {0}, [0]
+    while todo:
+        for nxt in index.state_to_tokens[todo.pop()].values():
+            if nxt >= 0 and nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    assert seen == set(index.state_to_tokens)
+
+
+# ---------------------------------------------------------------------------------------
+# task1_3: MaskedFillStage.allowed_mask
+# ---------------------------------------------------------------------------------------
+@pytest.mark.task1_3
+@pytest.mark.parametrize("regex", REGEXES)
+def test_allowed_mask_is_the_allowed_set_as_a_bool_row(regex):
+    stage, fsm = make_stage(), compiled(regex)
+    for state, tokens in fsm.index.state_to_tokens.items():
+        row = stage.allowed_mask(FSMState(fsm, state))
+        assert row.dtype == torch.bool and row.shape == (VOCAB_SIZE,)
+        assert set(torch.nonzero(row).flatten().tolist()) == set(tokens), (regex, state)
+        assert not row[len(VOCAB):].any()  # padding columns are never allowed
+
+
+@pytest.mark.task1_3
+def test_allowed_mask_of_a_state_with_no_tokens_is_all_false():
+    stage, fsm = make_stage(), compiled(r"(yes|no)")
+    row = stage.allowed_mask(FSMState(fsm, 10_000))
+    assert row.shape == (VOCAB_SIZE,) and not row.any()
+    wide = make_stage(vocab_size=1000).allowed_mask(FSMState(fsm, 0))
+    assert wide.shape == (1000,) and int(wide.sum()) == len(fsm.index.allowed_token_ids(0))
+
+
+# ---------------------------------------------------------------------------------------
+# task1_4: MaskedFillStage.mask_logits
+# ---------------------------------------------------------------------------------------
+def oracle_row(grammar: FSMState, vocab_size: int = VOCAB_SIZE) -> torch.Tensor:
+    row = torch.zeros(vocab_size, dtype=torch.bool)
+    row[list(grammar.fsm.index.state_to_tokens.get(grammar.state, {}))] = True
+    return row
+
+
+def dead_end(req: Req) -> bool:
+    """A live constrained request whose state allows no token at all."""
+    return req.grammar is not None and not req.finished and not oracle_row(req.grammar).any()
+
+
+def expected_masked(logits: torch.Tensor, reqs: list[Req]) -> torch.Tensor:
+    """The first release's loop, written out: -inf outside each constrained row's allowed set
+    (a row with nothing allowed is left alone: its request is aborted instead)."""
+    out = logits.clone()
+    for i, req in enumerate(reqs):
+        if req.grammar is not None and not req.finished and not dead_end(req):
+            out[i][~oracle_row(req.grammar)] = float("-inf")
+    return out
+
+
+@st.composite
+def batches(draw, max_size: int = 8) -> list[Req]:
+    """Requests in random FSM states, some unconstrained, some already finished."""
+    reqs = []
+    for _ in range(draw(st.integers(1, max_size))):
+        kind = draw(st.sampled_from(["constrained", "constrained", "unconstrained", "finished"]))
+        if kind == "unconstrained":
+            reqs.append(make_req(None))
+            continue
+        fsm = compiled(draw(st.sampled_from(REGEXES)))
+        req = make_req(fsm, draw(st.sampled_from(sorted(fsm.index.state_to_tokens))))
+        if kind == "finished":
+            req.finish("length", length=1)
+        reqs.append(req)
+    return reqs
+
+
+@pytest.mark.task1_4
+@settings(max_examples=60, deadline=None)
+@given(batches(), st.integers(0, 2**31 - 1))
+def test_mask_logits_masks_each_constrained_row(reqs, seed):
+    stage = make_stage()
+    stage.allowed_mask = oracle_row  # grade mask_logits alone (task1_3 has its own tests)
+    logits = torch.randn(len(reqs), VOCAB_SIZE, generator=torch.Generator().manual_seed(seed))
+    expected = expected_masked(logits, reqs)
+    stuck = [dead_end(r) for r in reqs]
+    before = [r.finished_reason for r in reqs]
+    stage.mask_logits(logits, reqs)
+    assert torch.equal(logits, expected)
+    for req, was_stuck, reason in zip(reqs, stuck, before):
+        if was_stuck:  # e.g. after the first two bytes of 文, which no token can finish
+            assert req.finished_reason["type"] == "abort"
+        else:
+            assert req.finished_reason == reason
+
+
+@pytest.mark.task1_4
+def test_mask_logits_aborts_a_request_with_nothing_allowed():
+    stage = make_stage()
+    stage.allowed_mask = oracle_row
+    fsm = compiled(r"(yes|no)")
+    stuck, fine, free = make_req(fsm, 10_000), make_req(fsm), make_req(None)
+    logits = torch.randn(3, VOCAB_SIZE)
+    before = logits.clone()
+    stage.mask_logits(logits, [stuck, fine, free])
+    assert stuck.finished_reason["type"] == "abort"
+    message = stuck.finished_reason["message"]
+    assert "no token is allowed" in message and "10000" in message and "(yes|no)" in message
+    assert not torch.isinf(logits[0]).all()  # never leave a row that cannot be sampled
+    assert fine.finished_reason is None and torch.equal(logits[1:], expected_masked(before, [stuck, fine, free])[1:])
+
+
+# ---------------------------------------------------------------------------------------
+# task1_5: MaskedFillStage.advance
+# ---------------------------------------------------------------------------------------
+@pytest.mark.task1_5
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(REGEXES), st.data())
+def test_advance_follows_the_token_index_to_a_clean_stop(regex, data):
+    """Random allowed tokens until the request finishes: each state is the index's, and a
+    stopped output matches the regex."""
+    stage, fsm = make_stage(), compiled(regex)
+    req, prefix = make_req(fsm), b""
+    for _ in range(30):
+        state = req.grammar.state
+        tokens = fsm.index.state_to_tokens[state]
+        if not tokens:
+            break  # a dead end (two bytes of 文, which no token finishes): mask_logits aborts
+        token = data.draw(st.sampled_from(sorted(tokens)), label="token")
+        stage.advance(req, token)
+        if token == EOS:
+            assert req.finished_reason == {"type": "stop", "matched": EOS}
+            break
+        prefix += VOCAB[token]
+        assert req.grammar.state == tokens[token]  # the token's end state
+        if req.finished:
+            # Only an accepting state from which nothing but EOS can follow ends by itself.
+            assert req.finished_reason == {"type": "stop", "matched": None}
+            assert fsm.index.state_to_tokens[req.grammar.state] == {EOS: -1}
+            break
+        assert set(fsm.index.state_to_tokens[req.grammar.state]) != {EOS}
+    if req.finished:
+        assert matches(regex, prefix), (regex, prefix)
+
+
+@pytest.mark.task1_5
+def test_advance_finish_rules():
+    stage = make_stage()
+    yes_no, number = compiled(r"(yes|no)"), compiled(r"1[0-9]*")
+    tok = {b: VOCAB.index(b) for b in (b"yes", b"y", b"1", b"2", b"a")}
+
+    done = make_req(yes_no)
+    stage.advance(done, tok[b"yes"])  # "yes" can only be followed by EOS: finished at once
+    assert done.finished_reason == {"type": "stop", "matched": None}
+
+    partial = make_req(yes_no)
+    stage.advance(partial, tok[b"y"])
+    assert not partial.finished and partial.grammar.state == yes_no.index.state_to_tokens[0][tok[b"y"]]
+
+    may_stop = make_req(number)  # "1" is a match, but "12" is one too: may stop != must stop
+    stage.advance(may_stop, tok[b"1"])
+    assert not may_stop.finished
+    stage.advance(may_stop, tok[b"2"])
+    assert not may_stop.finished
+    stage.advance(may_stop, EOS)
+    assert may_stop.finished_reason == {"type": "stop", "matched": EOS}
+
+    wrong = make_req(number)
+    stage.advance(wrong, tok[b"a"])  # a token the mask would have forbidden
+    assert wrong.finished_reason["type"] == "abort"
+    assert "not allowed" in wrong.finished_reason["message"] and "1[0-9]*" in wrong.finished_reason["message"]
+
+    free = make_req(None)
+    stage.advance(free, tok[b"a"])  # unconstrained requests are not touched
+    assert free.grammar is None and not free.finished
