@@ -1,0 +1,200 @@
+"""Exercise tests for stage s3 (FSMCache, blocking get_fsm, the grammar queue).
+
+Small and model-free, so a student gets an answer in seconds: the stage runs over a toy
+vocabulary of digits, and compiles are gated by an event to make them as slow as a test
+needs. tests/test_stage_s3.py checks the same tasks through the whole engine.
+"""
+from __future__ import annotations
+
+import collections
+import re
+import threading
+import time
+from dataclasses import dataclass
+
+import pytest
+import torch
+
+from minisglang.constrained.regex_dfa import ByteDFA, compile_regex
+from minisglang.constrained.token_index import build_index_reference
+from minisglang.core import Req, SamplingParams
+from minisglang.stages.base import StageContext
+from minisglang.stages.s1_masked_fill import ConstraintError
+from minisglang.stages.s3_fsm_cache import FSMCache, FSMCacheStage
+
+VOCAB = [bytes([c]) for c in b"0123456789-"] + [b"20", b"2024", b"-0", b"12-", None]
+EOS = len(VOCAB) - 1
+DATE = r"\d{4}-\d{2}"
+
+
+@dataclass
+class ToyTokenizer:
+    """What the s3 stage needs from a tokenizer: exact token bytes, EOS, a fingerprint."""
+
+    token_bytes: list
+    eos_token_id: int = EOS
+    fingerprint: str = "toy-digits-v1"
+
+
+@pytest.fixture
+def stage():
+    st = FSMCacheStage(StageContext(ToyTokenizer(VOCAB), len(VOCAB), torch.device("cpu"), {}))
+    yield st
+    st.shutdown()
+
+
+def gate(cache: FSMCache, regex: str) -> threading.Event:
+    """Make the compile of `regex` wait until the returned event is set."""
+    opened = threading.Event()
+    real = cache.compile_index
+
+    def gated(r):
+        if r == regex:
+            opened.wait(30)
+        return real(r)
+
+    cache.compile_index = gated
+    return opened
+
+
+def counting_cache(max_entries: int = 64) -> tuple[FSMCache, list[str]]:
+    """An FSMCache whose 'compile' only records which regexes it was asked for."""
+    calls: list[str] = []
+
+    def compile_index(regex):
+        calls.append(regex)
+        return regex
+
+    return FSMCache(compile_index, lambda regex, index: ("fsm", index), "fp", max_entries=max_entries), calls
+
+
+# ------------------------------------------------------------------------- task3_1
+class SlowDict(collections.OrderedDict):
+    """A dict whose lookups take 50 ms: it widens the window between "is the key there?" and
+    "insert it", so an unlocked check-and-insert lets two threads both miss (exercise 1)."""
+
+    def get(self, key, default=None):
+        found = super().get(key, default)
+        time.sleep(0.05)   # after the lookup: the answer goes stale while we sleep
+        return found
+
+    def __contains__(self, key):
+        found = super().__contains__(key)
+        time.sleep(0.05)
+        return found
+
+
+@pytest.mark.task3_1
+def test_check_and_insert_is_one_step_even_when_lookups_are_slow():
+    cache, calls = counting_cache()
+    cache.entries = SlowDict()
+    start = threading.Barrier(2)
+    got = []
+
+    def ask():
+        start.wait()
+        got.append(cache.init_fsm_in_background("a+b"))
+
+    threads = [threading.Thread(target=ask) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    got[0].event.wait(5)
+    assert got[0] is got[1], "two threads got two different entries for one regex"
+    assert calls == ["a+b"] and cache.compile_count == 1
+    cache.shutdown()
+
+
+@pytest.mark.task3_1
+def test_lru_a_hit_is_recent_and_a_running_compile_is_never_evicted():
+    cache, calls = counting_cache(max_entries=3)
+    slow = gate(cache, "slow")
+    cache.init_fsm_in_background("slow")                       # still compiling
+    for regex in ["a", "b", "a", "c"]:                         # "a" again: a hit, now recent
+        cache.init_fsm_in_background(regex).event.wait(5)
+    # oracle: least recently used finished entries leave first; "slow" is unfinished, so it stays
+    assert list(cache.entries) == [cache.key("slow"), cache.key("a"), cache.key("c")]
+    assert cache.key("b") not in cache.entries
+    slow.set()
+    cache.entries[cache.key("slow")].event.wait(5)
+    assert calls.count("a") == 1 and sorted(calls) == ["a", "b", "c", "slow"]
+    cache.init_fsm_in_background("b").event.wait(5)            # evicted: compiled again
+    assert calls.count("b") == 2
+    cache.shutdown()
+
+
+# ------------------------------------------------------------------------- task3_2
+@pytest.mark.task3_2
+def test_get_fsm_returns_one_compiled_fsm_equal_to_the_brute_force_index(stage):
+    first = stage.cache.get_fsm(DATE)
+    assert stage.cache.get_fsm(DATE) is first and stage.cache.compile_count == 1
+    oracle = build_index_reference(ByteDFA.from_char_dfa(compile_regex(DATE)), VOCAB, EOS)
+    assert first.index.state_to_tokens == oracle.state_to_tokens
+
+
+@pytest.mark.task3_2
+def test_get_fsm_timeout_raises_and_the_compile_goes_on(stage):
+    opened = gate(stage.cache, DATE)
+    with pytest.raises(ConstraintError, match=re.escape(f"compiling regex {DATE!r} took longer than 0.05 s")):
+        stage.cache.get_fsm(DATE, timeout=0.05)
+    opened.set()
+    assert stage.cache.get_fsm(DATE, timeout=5).regex == DATE   # the same compile finished
+    assert stage.cache.compile_count == 1
+
+
+@pytest.mark.task3_2
+def test_get_fsm_raises_the_compile_error_and_caches_it(stage):
+    for _ in range(2):
+        with pytest.raises(ConstraintError, match=re.escape("[z-a]")):
+            stage.cache.get_fsm("[z-a]", timeout=5)
+    assert stage.cache.compile_count == 1                     # the failure is cached too
+
+
+# ------------------------------------------------------------------------- task3_3
+def arrive(stage, regex: str | None) -> Req:
+    req = Req(prompt="p", origin_input_ids=[0], sampling_params=SamplingParams(regex=regex))
+    stage.on_arrival(req)
+    return req
+
+
+@pytest.mark.task3_3
+def test_poll_releases_in_arrival_order_and_lets_unconstrained_requests_pass(stage):
+    opened = gate(stage.cache, DATE)
+    slow, fast, free = arrive(stage, DATE), arrive(stage, r"\d\d"), arrive(stage, None)
+    stage.cache.get_fsm(r"\d\d", timeout=5)                    # the fast compile is done ...
+    queue = [slow, fast, free]
+    assert stage.poll_grammar_queue(queue) == [free]           # ... but may not overtake slow
+    opened.set()
+    stage.cache.get_fsm(DATE, timeout=5)
+    assert stage.poll_grammar_queue([slow, fast]) == [slow, fast]
+    for req, regex in [(slow, DATE), (fast, r"\d\d")]:
+        assert req.grammar.fsm.regex == regex and req.grammar.state == req.grammar.fsm.index.initial_state
+        assert not req.finished
+    assert stage.pending == {}
+
+
+@pytest.mark.task3_3
+def test_poll_aborts_a_failed_compile_with_its_message(stage):
+    bad, good = arrive(stage, "(a|"), arrive(stage, DATE)
+    stage.cache.get_fsm(DATE, timeout=5)
+    with pytest.raises(ConstraintError):
+        stage.cache.get_fsm("(a|", timeout=5)
+    assert stage.poll_grammar_queue([bad, good]) == [bad, good]
+    assert bad.finished_reason["type"] == "abort" and "(a|" in bad.finished_reason["message"]
+    assert bad.grammar is None and good.grammar is not None and not good.finished
+
+
+@pytest.mark.task3_3
+def test_poll_aborts_requests_whose_compile_outlives_the_timeout():
+    st = FSMCacheStage(StageContext(ToyTokenizer(VOCAB), len(VOCAB), torch.device("cpu"),
+                                    {"compile_timeout": 0.01}))
+    opened = gate(st.cache, DATE)
+    first, second = arrive(st, DATE), arrive(st, DATE)
+    time.sleep(0.05)
+    assert st.poll_grammar_queue([first, second]) == [first, second]
+    for req in (first, second):
+        assert req.finished_reason == {"type": "abort", "message": "compiling the regex took longer than 0.01 s"}
+    assert st.pending == {}
+    opened.set()
+    st.shutdown()
