@@ -163,6 +163,19 @@ def test_long_tokens_beyond_the_trie_depth_and_many_states():
     assert index.num_states == 301  # more than one batch of 256 states
 
 
+def test_more_than_one_batch_of_states_in_one_step():
+    """From state 0, the tokens a, aa, ..., a*260 reach 260 states at once (> 256)."""
+    vocab = [b"a" * k for k in range(1, 261)] + [None]
+    eos = 260
+    index = build_index_fast(byte_dfa("a{260}"), vocab, eos, progress=False)
+    assert index.num_states == 261
+    for state in range(261):  # the state after n a's is n (BFS numbering)
+        expected = {k - 1: state + k for k in range(1, 261 - state)}
+        if state == 260:
+            expected[eos] = -1
+        assert index.state_to_tokens[state] == expected
+
+
 def test_vocabulary_that_cannot_spell_the_regex():
     vocab = [b"a", b"b", b"ab", None]
     for build in (build_index_reference, build_index_fast):

@@ -258,6 +258,7 @@ class _TrieWalker:
 
         Also returns the distinct next states reached, so a worklist needs no extra pass.
         """
+        assert len(states) <= 256, "rows are numbered in uint8"
         trie, flat = self.trie, self.flat
         rows = np.arange(len(states), dtype=np.uint8)  # uint8: grouping rows is a radix sort
         nodes = np.zeros(len(states), dtype=np.int64)
