@@ -1,0 +1,148 @@
+"""llguidance behind the s5 interface: backend "llguidance" (regex, json_schema, ebnf).
+
+llguidance (Microsoft's guidance engine, in Rust) splits a grammar into a lexer (regexes,
+run as lazily built DFAs over a token trie) and an Earley parser over the lexemes, and
+computes each mask on the fly instead of precomputing per-state tables: compiling is
+nearly free, and each step costs a trie walk. It writes our packed int32 mask format.
+
+What this adapter adds:
+- the `LLTokenizer` is built from OUR exact token bytes, so byte-level, SentencePiece and
+  plain tokenizers all work; special tokens are spelled b"\\xff" + name (llguidance's
+  convention, so they can never match grammar text), and padded logit columns are empty
+  tokens, which are never allowed;
+- `ebnf` accepts the GBNF dialect (llama.cpp and xgrammar: `root ::= "yes" | "no"`) or
+  llguidance's Lark dialect (`start: "yes" | "no"`); llguidance's `any_to_lark` tells
+  them apart and converts GBNF to Lark, so the same EBNF text works here and on xgrammar;
+- `json_schema` output is laid out like `json.dumps`: `", "` and `": "`, no other
+  whitespace (llguidance's default free whitespace lets a small model loop on spaces);
+- `is_terminated` is llguidance's `is_stopped()`: EOS accepted, or nothing but EOS can
+  follow, the same rule as our fsm backend;
+- jump forward uses llguidance's forced bytes (`compute_ff_bytes`).
+"""
+from __future__ import annotations
+
+import json
+import threading
+
+import llguidance as llg
+import llguidance.torch as llg_torch
+import torch
+from llguidance.gbnf_to_lark import any_to_lark
+
+from .base import BaseGrammarBackend, BaseGrammarObject, GrammarError, register_backend
+
+# json.dumps' layout; llguidance's default would allow any run of whitespace.
+JSON_LAYOUT = {"item_separator": ", ", "key_separator": ": ", "whitespace_flexible": False}
+
+
+class _TokenizerSource:
+    """What `llg.TokenizerWrapper` reads to build an `LLTokenizer` from our tokenizer."""
+
+    def __init__(self, tokenizer, vocab_size: int):
+        self.tokenizer = tokenizer
+        self.eos_token_id = tokenizer.eos_token_id
+        self.bos_token_id = None   # llguidance only uses it to strip a BOS from prompts
+        self.special_token_ids = sorted(tokenizer.special_token_ids)
+        tokens = []
+        for token_id, data in enumerate(tokenizer.token_bytes):
+            if token_id in tokenizer.special_token_ids:
+                data = b"\xff" + tokenizer.id_to_token(token_id).encode()
+            tokens.append(data or b"")
+        self.tokens = tokens + [b""] * (vocab_size - len(tokens))   # padded logit columns
+
+    def __call__(self, text: str) -> list[int]:
+        if not isinstance(text, str):   # tells TokenizerWrapper to pass str, not bytes
+            raise TypeError("our tokenizer encodes str")
+        return self.tokenizer.encode(text)
+
+
+class LLGuidanceGrammar(BaseGrammarObject):
+    """One request's `llg.LLMatcher`, a deep copy of the compiled matcher at its start."""
+
+    _executor: llg.LLExecutor | None = None   # one thread pool for all batches
+    _executor_lock = threading.Lock()
+
+    def __init__(self, start: llg.LLMatcher):
+        self.start = start                     # never advanced: the template for copies
+        self.matcher = start.deep_copy()
+
+    def accept_token(self, token_id: int) -> None:
+        if not self.matcher.consume_token(token_id):
+            raise GrammarError(f"token {token_id} is not allowed by the grammar here "
+                               f"({self.matcher.get_error()})")
+
+    def rollback(self, k: int) -> None:
+        if not self.matcher.rollback(k):
+            raise GrammarError(f"cannot roll back {k} tokens: {self.matcher.get_error()}")
+
+    def is_terminated(self) -> bool:
+        return self.matcher.is_stopped() and not self.matcher.is_error()
+
+    def copy(self) -> "LLGuidanceGrammar":
+        return LLGuidanceGrammar(self.start)
+
+    def fill_vocab_mask(self, vocab_mask: torch.Tensor, idx: int) -> None:
+        llg_torch.fill_next_token_bitmask(self.matcher, vocab_mask, idx)
+
+    @classmethod
+    def fill_vocab_mask_batched(cls, entries, vocab_mask: torch.Tensor) -> None:
+        """All rows in one call to llguidance's multithreaded executor."""
+        with cls._executor_lock:
+            if cls._executor is None:
+                cls._executor = llg.LLExecutor()
+        llg_torch.fill_next_token_bitmask_par(cls._executor, [(g.matcher, idx) for g, idx in entries],
+                                              vocab_mask)
+
+    # -- jump forward: the bytes the grammar forces from here ---------------------------
+    def try_jump_forward(self, tokenizer) -> bytes | None:
+        return self.matcher.compute_ff_bytes() or None
+
+    def jump_forward_str_state(self, helper: bytes) -> tuple[bytes, None]:
+        # The matcher is not moved here: jump_and_retokenize feeds it the new tokens.
+        return helper, None
+
+    def jump_and_retokenize(self, old_output_ids, new_output_ids, next_state) -> None:
+        """Undo the tokens the re-encoding changed, then accept the new ones (jump included)."""
+        same = 0
+        while same < min(len(old_output_ids), len(new_output_ids)) and \
+                old_output_ids[same] == new_output_ids[same]:
+            same += 1
+        if len(old_output_ids) > same:
+            self.rollback(len(old_output_ids) - same)
+        for token_id in new_output_ids[same:]:
+            self.accept_token(token_id)
+
+
+@register_backend("llguidance")
+class LLGuidanceBackend(BaseGrammarBackend):
+    kinds = frozenset({"regex", "json_schema", "ebnf"})
+
+    def __init__(self, tokenizer, vocab_size: int, **kwargs):
+        super().__init__(tokenizer, vocab_size, **kwargs)
+        if tokenizer.vocab_size > vocab_size:
+            raise ValueError(f"the logits width {vocab_size} is smaller than the tokenizer's "
+                             f"vocabulary ({tokenizer.vocab_size} ids)")
+        # Built once per engine: it walks the whole vocabulary into a token trie.
+        self.lltokenizer = llg.LLTokenizer(llg.TokenizerWrapper(_TokenizerSource(tokenizer, vocab_size)))
+        # Short errors: the verbose ones dump the parser state and the whole grammar.
+        self.limits = llg.LLParserLimits(verbose_errors=False)
+
+    def compile(self, kind: str, text: str) -> LLGuidanceGrammar:
+        if kind == "regex":
+            grammar = llg.LLMatcher.grammar_from_regex(text)
+        elif kind == "json_schema":
+            try:   # llguidance would report the column inside its own wrapper document
+                schema = json.loads(text)
+            except ValueError as e:
+                raise GrammarError(f"the schema is not valid JSON: {e}") from e
+            grammar = llg.LLMatcher.grammar_from_json_schema(schema, overrides=JSON_LAYOUT)
+        else:
+            try:
+                grammar = llg.LLMatcher.grammar_from_lark(any_to_lark(text))
+            except Exception as e:    # the GBNF -> Lark converter raises plain exceptions
+                raise GrammarError(f"cannot read the grammar: {e}") from e
+        # The constructor never raises: a bad grammar leaves the matcher in an error state.
+        start = llg.LLMatcher(self.lltokenizer, grammar, log_level=0, limits=self.limits)
+        if start.is_error():
+            raise GrammarError(start.get_error())
+        return LLGuidanceGrammar(start)

@@ -1,0 +1,119 @@
+"""outlines-core behind the s5 interface: backend "outlines" (regex, json_schema).
+
+outlines-core is the Rust rewrite of the library whose regex -> DFA -> token index idea
+stage s1 rebuilt: an `Index` maps every (DFA state, token) to the next state, and a
+`Guide` walks it for one request and writes our packed int32 mask format. JSON schemas
+become a regex first (its `build_regex_from_schema`), exactly like our fsm backend does.
+It has no grammar (EBNF) support and no jump forward, so those stay off: base.py turns an
+`ebnf` request into a clear abort, and `try_jump_forward` returns None.
+
+What this adapter adds:
+- the `Vocabulary` is built from OUR exact token bytes ({bytes: [ids]}), so byte-level,
+  SentencePiece and plain tokenizers all work; special tokens and unused ids are left
+  out, so they are never allowed (EOS is the library's own end transition);
+- a request ends when EOS has been accepted or when nothing but EOS can follow (an
+  accepting state with no other move), like our fsm backend;
+- outlines-core's invalid-regex message is the same for every mistake ("Failed to build
+  DFA"), so Python's `re` is asked for a message that names the problem.
+"""
+from __future__ import annotations
+
+import re
+
+import torch
+from outlines_core import Guide, Index, Vocabulary
+from outlines_core.json_schema import build_regex_from_schema
+
+from .base import BaseGrammarBackend, BaseGrammarObject, GrammarError, register_backend
+
+MAX_ROLLBACK = 1024   # states a Guide remembers for `rollback`
+
+
+class OutlinesIndex:
+    """One compiled regex: the shared `Index`, and which states leave only EOS (memoised)."""
+
+    def __init__(self, index: Index, eos_token_id: int):
+        self.index = index
+        self.eos_token_id = eos_token_id
+        self.eos_only: dict[int, bool] = {}
+
+    def only_eos_after(self, state: int) -> bool:
+        if state not in self.eos_only:
+            self.eos_only[state] = (self.index.is_final_state(state)
+                                    and self.index.get_allowed_tokens(state) == [self.eos_token_id])
+        return self.eos_only[state]
+
+
+class OutlinesGrammar(BaseGrammarObject):
+    """One request's `Guide` over a shared `OutlinesIndex`."""
+
+    def __init__(self, compiled: OutlinesIndex):
+        self.compiled = compiled
+        self.guide = Guide(compiled.index, max_rollback=MAX_ROLLBACK)
+        self.eos_accepted = False
+
+    def accept_token(self, token_id: int) -> None:
+        if token_id == self.compiled.eos_token_id and self.guide.is_finished():
+            self.eos_accepted = True   # the Guide would loop on EOS; we just remember it
+            return
+        try:
+            self.guide.advance(token_id, return_tokens=False)
+        except ValueError as e:   # "No next state found for the current state: ..."
+            raise GrammarError(f"token {token_id} is not allowed by the grammar here ({e})") from e
+
+    def rollback(self, k: int) -> None:
+        if k and self.eos_accepted:   # EOS did not move the Guide
+            self.eos_accepted, k = False, k - 1
+        if k:
+            self.guide.rollback_state(k)
+
+    def is_terminated(self) -> bool:
+        return self.eos_accepted or self.compiled.only_eos_after(self.guide.get_state())
+
+    def copy(self) -> "OutlinesGrammar":
+        return OutlinesGrammar(self.compiled)
+
+    def fill_vocab_mask(self, vocab_mask: torch.Tensor, idx: int) -> None:
+        row = vocab_mask[idx]     # a row of a contiguous [B, W] tensor is contiguous
+        self.guide.write_mask_into(row.data_ptr(), row.numel(), row.element_size())
+
+
+def _regex_problem(regex: str, library_message: str) -> str:
+    """A message that names what is wrong with `regex` (Python's `re` is more specific)."""
+    try:
+        re.compile(regex)
+    except re.error as e:
+        return f"invalid regex {regex!r}: {e}"
+    return f"outlines-core cannot compile the regex {regex!r}: {library_message}"
+
+
+@register_backend("outlines")
+class OutlinesBackend(BaseGrammarBackend):
+    kinds = frozenset({"regex", "json_schema"})
+
+    def __init__(self, tokenizer, vocab_size: int, **kwargs):
+        super().__init__(tokenizer, vocab_size, **kwargs)
+        if tokenizer.vocab_size > vocab_size:
+            raise ValueError(f"the logits width {vocab_size} is smaller than the tokenizer's "
+                             f"vocabulary ({tokenizer.vocab_size} ids)")
+        eos = tokenizer.eos_token_id
+        ids_by_bytes: dict[bytes, list[int]] = {}
+        for token_id, data in enumerate(tokenizer.token_bytes):
+            if data and token_id != eos:   # None: special or unused; b"": spells nothing
+                ids_by_bytes.setdefault(data, []).append(token_id)
+        # Built once per engine and shared by every Index this backend compiles.
+        self.vocabulary = Vocabulary(eos, ids_by_bytes)
+
+    def compile(self, kind: str, text: str) -> OutlinesGrammar:
+        if kind == "json_schema":
+            try:
+                regex = build_regex_from_schema(text, self.options.get("json_whitespace"))
+            except (ValueError, TypeError) as e:   # TypeError: "Expected a valid JSON string."
+                raise GrammarError(f"cannot turn the JSON schema into a regex: {e}") from e
+        else:
+            regex = text
+        try:
+            index = Index(regex, self.vocabulary)
+        except ValueError as e:
+            raise GrammarError(_regex_problem(regex, str(e))) from e
+        return OutlinesGrammar(OutlinesIndex(index, self.tokenizer.eos_token_id))

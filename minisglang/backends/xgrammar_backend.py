@@ -1,0 +1,135 @@
+"""xgrammar behind the s5 interface: backend "xgrammar" (regex, json_schema, ebnf).
+
+xgrammar (what SGLang uses by default since v0.4) compiles every grammar, regexes and JSON
+schemas included, into a pushdown automaton, and precomputes for each automaton position
+which tokens are always, never or sometimes allowed ("adaptive token mask cache"), so a
+mask costs little even for context-free grammars. It writes our packed int32 mask format
+natively.
+
+What this adapter adds:
+- the vocabulary comes from OUR exact token bytes (`Tokenizer.token_bytes`) as a RAW
+  vocabulary, so byte-level, SentencePiece and plain tokenizers all work the same way;
+  special tokens get empty strings, which xgrammar treats as never allowed;
+- `ebnf` is xgrammar's EBNF (the GBNF dialect of llama.cpp: `root ::= "yes" | "no"`);
+- `json_schema` output is laid out like `json.dumps`: `", "` and `": "`, no other
+  whitespace (free whitespace lets a small model loop on spaces);
+- a request ends as soon as nothing but EOS can follow, like our fsm backend: xgrammar
+  itself only calls a matcher terminated after it has accepted the stop token.
+"""
+from __future__ import annotations
+
+import re
+import threading
+
+import torch
+import xgrammar as xgr
+
+from ..stages.s2_batched_mask import pack_bits
+from .base import BaseGrammarBackend, BaseGrammarObject, GrammarError, register_backend
+
+# xgrammar's C++ errors start with "[15:34:26] /project/cpp/regex_converter.cc:94: " and
+# sometimes "Check failed: (error.empty()) is false: ": noise for the person who sent it.
+_CPP_NOISE = re.compile(r"^\s*\[[\d:.]+\] \S+:\d+: |Check failed: \(.*?\) is false: ")
+
+
+def _clean_error(e: Exception) -> str:
+    """The library's message without the C++ source location."""
+    return _CPP_NOISE.sub("", str(e)).strip()
+
+
+class XGrammarGrammar(BaseGrammarObject):
+    """One request's `xgr.GrammarMatcher` over a shared `xgr.CompiledGrammar`."""
+
+    _batch_filler: xgr.BatchGrammarMatcher | None = None   # one thread pool for all batches
+    _batch_lock = threading.Lock()
+
+    def __init__(self, compiled: xgr.CompiledGrammar, stop_only_row: torch.Tensor):
+        self.compiled = compiled
+        self.matcher = xgr.GrammarMatcher(compiled)
+        self.stop_only_row = stop_only_row     # [W] int32: the row that allows only EOS
+        self.only_stop_left = False
+
+    def accept_token(self, token_id: int) -> None:
+        if not self.matcher.accept_token(token_id):
+            raise GrammarError(f"token {token_id} is not allowed by the grammar here")
+        self.only_stop_left = self._nothing_but_stop_can_follow()
+
+    def _nothing_but_stop_can_follow(self) -> bool:
+        # Only a complete match can be followed by EOS alone; only then pay for a mask.
+        if self.matcher.is_terminated() or not self.matcher.is_completed():
+            return False
+        row = torch.empty((1, self.stop_only_row.numel()), dtype=torch.int32)
+        self.matcher.fill_next_token_bitmask(row, 0)
+        return torch.equal(row[0], self.stop_only_row)
+
+    def rollback(self, k: int) -> None:
+        self.matcher.rollback(k)
+        self.only_stop_left = False
+
+    def is_terminated(self) -> bool:
+        return self.matcher.is_terminated() or self.only_stop_left
+
+    def copy(self) -> "XGrammarGrammar":
+        return XGrammarGrammar(self.compiled, self.stop_only_row)
+
+    def fill_vocab_mask(self, vocab_mask: torch.Tensor, idx: int) -> None:
+        self.matcher.fill_next_token_bitmask(vocab_mask, idx)
+
+    @classmethod
+    def fill_vocab_mask_batched(cls, entries, vocab_mask: torch.Tensor) -> None:
+        """All rows in one call to xgrammar's multithreaded batch filler."""
+        with cls._batch_lock:
+            if cls._batch_filler is None:
+                cls._batch_filler = xgr.BatchGrammarMatcher()
+        cls._batch_filler.batch_fill_next_token_bitmask(
+            [g.matcher for g, _ in entries], vocab_mask, [idx for _, idx in entries])
+
+    # -- jump forward: xgrammar finds the forced string itself --------------------------
+    def try_jump_forward(self, tokenizer) -> str | None:
+        return self.matcher.find_jump_forward_string() or None
+
+    def jump_forward_str_state(self, helper: str) -> tuple[bytes, None]:
+        # The matcher is not moved here: jump_and_retokenize feeds it the new tokens.
+        return helper.encode("utf-8"), None
+
+    def jump_and_retokenize(self, old_output_ids, new_output_ids, next_state) -> None:
+        """Undo the tokens the re-encoding changed, then accept the new ones (jump included)."""
+        same = 0
+        while same < min(len(old_output_ids), len(new_output_ids)) and \
+                old_output_ids[same] == new_output_ids[same]:
+            same += 1
+        self.rollback(len(old_output_ids) - same)
+        for token_id in new_output_ids[same:]:
+            self.accept_token(token_id)
+
+
+@register_backend("xgrammar")
+class XGrammarBackend(BaseGrammarBackend):
+    kinds = frozenset({"regex", "json_schema", "ebnf"})
+
+    def __init__(self, tokenizer, vocab_size: int, **kwargs):
+        super().__init__(tokenizer, vocab_size, **kwargs)
+        if tokenizer.vocab_size > vocab_size:
+            raise ValueError(f"the logits width {vocab_size} is smaller than the tokenizer's "
+                             f"vocabulary ({tokenizer.vocab_size} ids)")
+        # Built once per engine: for a 65k vocabulary this takes a noticeable moment.
+        vocab = [b"" if data is None else data for data in tokenizer.token_bytes]
+        info = xgr.TokenizerInfo(vocab, xgr.VocabType.RAW, vocab_size=vocab_size,
+                                 stop_token_ids=[tokenizer.eos_token_id])
+        # Our base class caches compiled grammars (LRU), so xgrammar's own cache is off.
+        self.compiler = xgr.GrammarCompiler(info, max_threads=2, cache_enabled=False)
+        only_eos = torch.zeros(vocab_size, dtype=torch.bool)
+        only_eos[tokenizer.eos_token_id] = True
+        self.stop_only_row = pack_bits(only_eos)
+
+    def compile(self, kind: str, text: str) -> XGrammarGrammar:
+        try:
+            if kind == "regex":
+                compiled = self.compiler.compile_regex(text)
+            elif kind == "json_schema":
+                compiled = self.compiler.compile_json_schema(text, any_whitespace=False)
+            else:
+                compiled = self.compiler.compile_grammar(text)
+        except Exception as e:   # xgrammar raises RuntimeError/ValueError with a parser message
+            raise GrammarError(_clean_error(e)) from e
+        return XGrammarGrammar(compiled, self.stop_only_row)
