@@ -1,0 +1,187 @@
+"""Exercise tests for stage s4 (jump-forward): brute-force oracles for the map and the walk,
+the tokenizer itself for retokenize, the radix tree for jump-and-readmit.
+
+tests/test_stage_s4.py checks the same tasks through whole generations.
+"""
+from __future__ import annotations
+
+import itertools
+import re
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import minisglang
+import minisglang as sgl
+from minisglang.constrained.jump_forward import JumpForwardMap
+from minisglang.constrained.regex_dfa import ByteDFA, compile_regex
+from minisglang.core import Req, SamplingParams
+from minisglang.stages.base import StageContext
+from minisglang.stages.s4_jump_forward import JumpForwardStage
+from minisglang.tokenizer import Tokenizer
+
+# ----------------------------------------------------------------- task4_1 + task4_2
+# Regex pieces with finite languages, so every accepted string can be listed.
+FINITE = {"ab": ["ab"], "(a|b)": ["a", "b"], "c?": ["", "c"], "中文": ["中文"], "(编程|摄影)": ["编程", "摄影"],
+          "(中|丰)": ["中", "丰"], "🎉": ["🎉"], "(x|y)z": ["xz", "yz"], ", ": [", "], '"k": ': ['"k": ']}
+
+
+def common_prefix(items: list[bytes]) -> bytes:
+    first, last = min(items), max(items)
+    n = 0
+    while n < len(first) and first[n] == last[n]:
+        n += 1
+    return first[:n]
+
+
+def whole_characters(data: bytes) -> bytes:
+    """The longest prefix of `data` (which starts at a character boundary) that is whole characters."""
+    for k in range(len(data), -1, -1):
+        try:
+            data[:k].decode("utf-8")
+            return data[:k]
+        except UnicodeDecodeError:
+            continue
+    return b""
+
+
+def expected_jump(words: set[bytes], done: bytes) -> bytes:
+    """Brute force: what every accepted string continues `done` with, cut where the map
+    must cut it: first the forced bytes that finish a half-written character, then whole
+    characters only."""
+    forced = common_prefix([w[len(done):] for w in words if w.startswith(done)])
+    head = 0
+    while head < len(forced) and 0x80 <= forced[head] <= 0xBF:   # continuation bytes
+        head += 1
+    if head == len(forced):
+        return forced
+    return forced[:head] + whole_characters(forced[head:])
+
+
+@pytest.mark.task4_1
+@pytest.mark.task4_2
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(sorted(FINITE)), min_size=1, max_size=5))
+def test_jump_is_the_longest_common_continuation_of_every_accepted_string(parts):
+    regex = "".join(parts)
+    words = {"".join(c).encode() for c in itertools.product(*(FINITE[p] for p in parts))}
+    dfa = compile_regex(regex)
+    byte_dfa = ByteDFA.from_char_dfa(dfa)
+    jm = JumpForwardMap.build(dfa, byte_dfa)
+    for word in words:
+        for i in range(len(word) + 1):   # every byte position, also inside a character
+            done = word[:i]
+            state = byte_dfa.walk_bytes(0, done)
+            want = expected_jump(words, done)
+            got = jm.jump_forward(state)
+            if not want:
+                assert got is None, (regex, done, got)
+            else:
+                assert got == (want, byte_dfa.walk_bytes(0, done + want)), (regex, done)
+
+
+# ----------------------------------------------------------------------------- task4_3
+@pytest.fixture(scope="module")
+def tok():
+    return Tokenizer.from_pretrained(minisglang.DEFAULT_MODEL_PATH)
+
+
+@pytest.fixture(scope="module")
+def stage(tok):
+    st_ = JumpForwardStage(StageContext(tok, tok.vocab_size, torch.device("cpu"), {}))
+    yield st_
+    st_.shutdown()
+
+
+def request(tok, prompt: str, pieces: list[str], max_new_tokens: int = 64) -> Req:
+    """A request whose output so far is `pieces`, each encoded on its own: a tokenization
+    the tokenizer would not choose for the joined text (as sampled tokens often are)."""
+    req = Req(prompt=prompt, origin_input_ids=tok.encode(prompt),
+              sampling_params=SamplingParams(max_new_tokens=max_new_tokens))
+    req.output_ids = [t for p in pieces for t in tok.encode(p)]
+    return req
+
+
+PROMPTS = ["<|user|>\nExtract as JSON.\n<|assistant|>\n", "The code is 1", "Name:"]
+PIECES = ['{"', "name", '"', ": ", '"Li', " Lei", '", "', "age", "2", "31", "中", "文", " "]
+JUMPS = ['", "age": ', '": "', "2345-", "中文", ", ", "}"]
+
+
+@pytest.mark.task4_3
+@settings(max_examples=80, deadline=None)
+@given(st.sampled_from(PROMPTS), st.lists(st.sampled_from(PIECES), max_size=6), st.sampled_from(JUMPS),
+       st.integers(1, 30))
+def test_retokenize_is_the_tokenizers_own_encoding_or_a_refusal(tok, stage, prompt, pieces, jump, max_new):
+    req = request(tok, prompt, pieces, max_new)
+    got = stage.retokenize(req, jump.encode())
+    # oracle: encode the whole text; refuse when the prompt's tokens change or the length limit is hit
+    all_ids = tok.encode(prompt + "".join(pieces) + jump)
+    prompt_len = len(req.origin_input_ids)
+    if all_ids[:prompt_len] != req.origin_input_ids or len(all_ids) - prompt_len >= max_new:
+        assert got is None
+    else:
+        assert got == all_ids[prompt_len:]
+        assert tok.decode_bytes(got) == ("".join(pieces) + jump).encode()
+
+
+@pytest.mark.task4_3
+def test_retokenize_finishes_a_half_written_character(tok, stage):
+    prompt = PROMPTS[0]
+    req = request(tok, prompt, [])
+    first_byte = "我".encode()[:1]
+    req.output_ids = [tok.token_bytes.index(first_byte)]            # the model wrote one byte of 我
+    got = stage.retokenize(req, "我喜欢".encode()[1:])
+    assert got == tok.encode(prompt + "我喜欢")[len(req.origin_input_ids):]
+
+
+@pytest.mark.task4_3
+def test_retokenize_refuses_bytes_that_are_not_utf8(tok, stage):
+    req = request(tok, PROMPTS[0], [])
+    req.output_ids = [tok.token_bytes.index("我".encode()[:1])]
+    assert stage.retokenize(req, b", ") is None                      # half a character, then ASCII
+
+
+@pytest.mark.task4_3
+def test_retokenize_refuses_when_the_prompt_fuses_with_the_output(tok, stage):
+    req = request(tok, "The code is 1", [])
+    assert tok.encode("The code is 12345")[:len(req.origin_input_ids)] != req.origin_input_ids
+    assert stage.retokenize(req, b"2345-") is None
+
+
+# ----------------------------------------------------------------------------- task4_4
+Q = "<|user|>\nExtract as JSON: Li Lei is 31 years old and lives in Paris.\n<|assistant|>\n"
+PERSON = r'\{"name": "[A-Za-z ]{1,12}", "age": [1-9]\d?, "city": "(Paris|Rome|Beijing)"\}'
+
+
+@pytest.mark.task4_4
+def test_a_jump_hands_the_kv_to_the_tree_and_readmits_with_the_longest_shared_prefix():
+    engine = sgl.Engine(stage="s4", max_total_tokens=1024)
+    s = engine.scheduler
+    req = engine.submit(Q, {"regex": PERSON, "temperature": 0, "max_new_tokens": 60})
+    jumps = 0
+    while not req.released:
+        before_ids, before_kv, version = list(req.fill_ids), req.kv_len, req.version
+        engine.step()
+        if req.version == version:
+            continue
+        jumps += 1
+        # pulled out of the batch: no slots, no table row, waiting to be prefilled again
+        assert req in s.waiting_queue and req not in s.running and req.req_pool_idx is None
+        assert req.output_text == engine.tokenizer.decode(req.output_ids)
+        # the tree holds everything that had KV before the jump
+        prefix, _ = s.tree_cache.match_prefix(before_ids[:before_kv])
+        assert len(prefix) == before_kv
+        if req.finished:                 # the jump completed the match: it leaves, no re-admission
+            continue
+        # re-admission: the radix match ends at the first token the retokenization changed
+        new_ids = list(req.fill_ids)
+        shared = next((i for i, (a, b) in enumerate(zip(before_ids[:before_kv], new_ids)) if a != b),
+                      min(before_kv, len(new_ids)))
+        engine.step()
+        assert req.prefix_len == min(shared, len(new_ids) - 1)
+    assert jumps >= 2 and re.fullmatch(PERSON, req.output_text)
+    assert s.token_to_kv_pool.available_size() + s.tree_cache.total_size() == 1024
+    assert s.tree_cache.protected_size() == 0
+    engine.shutdown()
