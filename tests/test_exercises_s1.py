@@ -307,15 +307,16 @@ def expected_masked(logits: torch.Tensor, reqs: list[Req]) -> torch.Tensor:
 
 
 @st.composite
-def batches(draw, max_size: int = 8) -> list[Req]:
-    """Requests in random FSM states, some unconstrained, some already finished."""
+def batches(draw, fsm_of=compiled, max_size: int = 8) -> list[Req]:
+    """Requests in random FSM states (FSMs from `fsm_of(regex)`), some unconstrained, some
+    already finished."""
     reqs = []
     for _ in range(draw(st.integers(1, max_size))):
         kind = draw(st.sampled_from(["constrained", "constrained", "unconstrained", "finished"]))
         if kind == "unconstrained":
             reqs.append(make_req(None))
             continue
-        fsm = compiled(draw(st.sampled_from(REGEXES)))
+        fsm = fsm_of(draw(st.sampled_from(REGEXES)))
         req = make_req(fsm, draw(st.sampled_from(sorted(fsm.index.state_to_tokens))))
         if kind == "finished":
             req.finish("length", length=1)

@@ -1,0 +1,278 @@
+"""Exercise tests of stage s2-batched-mask (`minisglang grade --stage s2`).
+
+- task2_1  pack_bits: bool [..., V] -> int32 [..., ceil(V/32)], token t = bit t % 32 of word t // 32
+- task2_2  unpack_bits: the inverse
+- task2_3  BatchedMaskStage.fill_mask: each constrained request's packed row, one gather per FSM
+- task2_4  BatchedMaskStage.apply_mask: -inf wherever the bit is 0, for the whole batch
+
+The oracle for the bit layout is numpy's `packbits(bitorder="little")` read as
+little-endian int32 words (xgrammar's token bitmask layout); the oracle for a whole mask
+step is stage s1, which s2 must equal bit for bit. Vocabulary widths are deliberately not
+multiples of 32, so the last word is only partly used.
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import minisglang as sgl
+from minisglang.stages.s1_masked_fill import FSMState, MaskedFillStage, RegexFSM
+from minisglang.stages.s2_batched_mask import BatchedMaskStage, pack_bits, unpack_bits
+from real_tokenizers import bundled
+from test_exercises_s1 import REGEXES, VOCAB, VOCAB_SIZE, batches, make_req, make_stage, oracle_row
+
+
+# ---------------------------------------------------------------------------------------
+# The layout oracle
+# ---------------------------------------------------------------------------------------
+def oracle_pack(allowed: torch.Tensor) -> torch.Tensor:
+    """Bool [..., V] -> int32 [..., ceil(V/32)] with numpy (little-endian bit order)."""
+    v = allowed.shape[-1]
+    words = (v + 31) // 32
+    bits = np.zeros((*allowed.shape[:-1], words * 32), dtype=bool)
+    bits[..., :v] = allowed.numpy()
+    packed = np.packbits(bits, axis=-1, bitorder="little")  # 8 tokens per byte
+    return torch.from_numpy(np.ascontiguousarray(packed).view("<i4").copy())
+
+
+def oracle_unpack(mask: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    data = np.ascontiguousarray(mask.numpy().astype("<i4")).view(np.uint8)
+    return torch.from_numpy(np.unpackbits(data, axis=-1, bitorder="little")[..., :vocab_size].astype(bool))
+
+
+def test_the_layout_oracle():
+    row = torch.zeros(40, dtype=torch.bool)
+    row[[0, 31, 33]] = True
+    assert oracle_pack(row).tolist() == [1 - 2**31, 2]  # bit 31 is int32's sign bit
+    assert torch.equal(oracle_unpack(oracle_pack(row), 40), row)
+
+
+shapes = st.tuples(st.lists(st.integers(1, 3), max_size=2), st.integers(1, 200))
+
+
+# ---------------------------------------------------------------------------------------
+# task2_1 and task2_2: pack_bits / unpack_bits
+# ---------------------------------------------------------------------------------------
+@pytest.mark.task2_1
+@settings(max_examples=80, deadline=None)
+@given(shapes, st.integers(0, 2**32 - 1))
+def test_pack_bits_matches_the_layout_oracle(shape, seed):
+    lead, v = shape
+    allowed = torch.rand(*lead, v, generator=torch.Generator().manual_seed(seed)) < 0.5
+    packed = pack_bits(allowed)
+    assert packed.dtype == torch.int32 and packed.shape == (*lead, (v + 31) // 32)
+    assert torch.equal(packed, oracle_pack(allowed))
+
+
+@pytest.mark.task2_1
+def test_pack_bits_corner_rows():
+    v = 70  # three words, the last one using 6 bits
+    assert pack_bits(torch.ones(v, dtype=torch.bool)).tolist() == [-1, -1, 2**6 - 1]
+    assert pack_bits(torch.zeros(v, dtype=torch.bool)).tolist() == [0, 0, 0]
+    only = torch.zeros(v, dtype=torch.bool)
+    only[63] = True  # bit 31 of word 1
+    assert pack_bits(only).tolist() == [0, -(2**31), 0]
+
+
+@pytest.mark.task2_2
+@settings(max_examples=80, deadline=None)
+@given(shapes, st.integers(0, 2**32 - 1))
+def test_unpack_bits_matches_the_layout_oracle(shape, seed):
+    lead, v = shape
+    words = (v + 31) // 32
+    mask = torch.randint(-(2**31), 2**31, (*lead, words), dtype=torch.int64,
+                         generator=torch.Generator().manual_seed(seed)).to(torch.int32)
+    allowed = unpack_bits(mask, v)
+    assert allowed.dtype == torch.bool and allowed.shape == (*lead, v)
+    assert torch.equal(allowed, oracle_unpack(mask, v))
+
+
+@pytest.mark.task2_1
+@pytest.mark.task2_2
+@settings(max_examples=50, deadline=None)
+@given(shapes, st.integers(0, 2**32 - 1))
+def test_pack_unpack_round_trip(shape, seed):
+    lead, v = shape
+    allowed = torch.rand(*lead, v, generator=torch.Generator().manual_seed(seed)) < 0.3
+    assert torch.equal(unpack_bits(pack_bits(allowed), v), allowed)
+
+
+# ---------------------------------------------------------------------------------------
+# FSMs with packed rows (task2_3 and task2_4 use the oracle packer, so they grade alone)
+# ---------------------------------------------------------------------------------------
+@functools.cache
+def compiled_with_oracle_rows(regex: str, vocab_size: int = VOCAB_SIZE) -> RegexFSM:
+    """s1's compile plus `bitmasks` / `state_row` packed by the oracle (not by pack_bits)."""
+    fsm = make_stage(MaskedFillStage, vocab_size).compile_regex_fsm(regex)
+    states = sorted(fsm.index.state_to_tokens)
+    fsm.bitmasks = oracle_pack(torch.stack([oracle_row(FSMState(fsm, s), vocab_size) for s in states]))
+    fsm.state_row = {s: i for i, s in enumerate(states)}
+    return fsm
+
+
+@functools.cache
+def compiled_s2(regex: str, vocab_size: int) -> RegexFSM:
+    """Stage s2's own compile (s1's, then add_bitmasks with pack_bits)."""
+    return make_stage(BatchedMaskStage, vocab_size).compile_regex_fsm(regex)
+
+
+def expected_fill(reqs, vocab_size: int = VOCAB_SIZE) -> torch.Tensor:
+    """Bool [B, vocab_size]: the allowed tokens of each row (all, for unconstrained rows).
+
+    Compared with the first `vocab_size` bits of the filled mask: the bits past the
+    vocabulary in the last word are never read, so their value is free.
+    """
+    rows = []
+    for req in reqs:
+        live = req.grammar is not None and not req.finished
+        rows.append(oracle_row(req.grammar, vocab_size) if live else torch.ones(vocab_size, dtype=torch.bool))
+    return torch.stack(rows)
+
+
+# ---------------------------------------------------------------------------------------
+# task2_3: fill_mask
+# ---------------------------------------------------------------------------------------
+@pytest.mark.task2_3
+@settings(max_examples=60, deadline=None)
+@given(batches(fsm_of=compiled_with_oracle_rows, max_size=12))
+def test_fill_mask_writes_each_requests_state_row(reqs):
+    stage = make_stage(BatchedMaskStage)
+    mask = stage.allocate_mask(len(reqs))
+    stage.fill_mask(mask, reqs)
+    assert mask.dtype == torch.int32 and mask.shape == (len(reqs), (VOCAB_SIZE + 31) // 32)
+    assert torch.equal(oracle_unpack(mask, VOCAB_SIZE), expected_fill(reqs))
+
+
+@pytest.mark.task2_3
+def test_fill_mask_keeps_each_request_on_its_own_fsm():
+    """Two FSMs with the same state numbers: rows must come from each request's own FSM."""
+    stage = make_stage(BatchedMaskStage)
+    yes_no, number = compiled_with_oracle_rows(r"(yes|no)"), compiled_with_oracle_rows(r"1[0-9]*")
+    reqs = [make_req(yes_no, 0), make_req(number, 0), make_req(None), make_req(yes_no, 0), make_req(number, 0)]
+    reqs[3].finish("abort", message="client left")
+    mask = stage.allocate_mask(len(reqs))
+    stage.fill_mask(mask, reqs)
+    assert torch.equal(oracle_unpack(mask, VOCAB_SIZE), expected_fill(reqs))
+    assert (mask[2] == -1).all() and (mask[3] == -1).all()  # unconstrained / finished: all allowed
+    assert not torch.equal(mask[0], mask[1])
+
+
+# ---------------------------------------------------------------------------------------
+# task2_4: apply_mask
+# ---------------------------------------------------------------------------------------
+@pytest.mark.task2_4
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 9), st.integers(1, 200), st.integers(0, 2**32 - 1))
+def test_apply_mask_sets_minus_inf_where_the_bit_is_zero(batch, v, seed):
+    gen = torch.Generator().manual_seed(seed)
+    logits = torch.randn(batch, v, generator=gen)
+    # Random words: the bits past the vocabulary in the last word are set too, and ignored.
+    mask = torch.randint(-(2**31), 2**31, (batch, (v + 31) // 32), dtype=torch.int64, generator=gen).to(torch.int32)
+    expected = logits.masked_fill(~oracle_unpack(mask, v), float("-inf"))
+    BatchedMaskStage.apply_mask(logits, mask)  # a static method: no stage needed
+    assert torch.equal(logits, expected)
+
+
+@pytest.mark.task2_4
+def test_apply_mask_all_ones_changes_nothing():
+    logits = torch.randn(3, 77)
+    before = logits.clone()
+    BatchedMaskStage.apply_mask(logits, torch.full((3, 3), -1, dtype=torch.int32))
+    assert torch.equal(logits, before)
+    one = torch.zeros(1, 3, dtype=torch.int32)
+    one[0, 2] = 1 << (76 - 64)  # only the last real token
+    BatchedMaskStage.apply_mask(logits[:1], one)
+    assert torch.isinf(logits[0, :76]).all() and logits[0, 76] == before[0, 76]
+
+
+# ---------------------------------------------------------------------------------------
+# s2 == s1, bit for bit (the whole mask step: compile, fill, apply)
+# ---------------------------------------------------------------------------------------
+def copy_reqs(reqs):
+    """The same requests again (same FSM objects and states), unfinished ones unfinished."""
+    out = []
+    for req in reqs:
+        twin = make_req(req.grammar.fsm if req.grammar else None, req.grammar.state if req.grammar else None)
+        twin.finished_reason = req.finished_reason
+        out.append(twin)
+    return out
+
+
+@st.composite
+def padded_batches(draw):
+    vocab_size = draw(st.sampled_from([len(VOCAB), VOCAB_SIZE, 96 + 5, 200 - 3]))
+    reqs = draw(batches(fsm_of=functools.partial(compiled_s2, vocab_size=vocab_size), max_size=10))
+    return vocab_size, reqs
+
+
+@pytest.mark.task2_3
+@pytest.mark.task2_4
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(padded_batches(), st.integers(0, 2**32 - 1))
+def test_s2_masks_equal_s1_masks_bit_for_bit(batch, seed):
+    vocab_size, reqs = batch
+    twins = copy_reqs(reqs)
+    logits = torch.randn(len(reqs), vocab_size, generator=torch.Generator().manual_seed(seed))
+    s1_logits = logits.clone()
+    make_stage(MaskedFillStage, vocab_size).mask_logits(s1_logits, twins)
+    make_stage(BatchedMaskStage, vocab_size).mask_logits(logits, reqs)
+    assert [r.finished_reason for r in reqs] == [r.finished_reason for r in twins]  # same aborts
+    # Rows of requests aborted by the mask (a dead-end state) are never sampled
+    # (Scheduler.sample skips finished requests): s1 leaves such a row alone, s2 blanks it.
+    sampled = [i for i, r in enumerate(reqs) if not r.finished]
+    assert torch.equal(logits[sampled], s1_logits[sampled])
+
+
+@pytest.mark.task2_3
+@pytest.mark.task2_4
+def test_s2_equals_s1_on_the_bundled_vocabulary_with_padded_logits():
+    """Every state of a JSON regex over the real 4096-token vocabulary, logits 4109 wide."""
+    tok = bundled()
+    vocab_size = tok.vocab_size + 13
+    regex = r'\{"name": "[^"\\]{1,16}", "age": (0|[1-9][0-9]{0,2}), "city": "[^"\\]{1,12}"\}'
+    s1 = make_stage(MaskedFillStage, vocab_size, tokenizer=tok)
+    s2 = make_stage(BatchedMaskStage, vocab_size, tokenizer=tok)
+    fsm = s2.compile_regex_fsm(regex)
+    states = sorted(fsm.index.state_to_tokens)
+    reqs = [make_req(fsm, s) for s in states] + [make_req(None)]
+    twins = copy_reqs(reqs)
+    logits = torch.randn(len(reqs), vocab_size)
+    s1_logits = logits.clone()
+    s1.mask_logits(s1_logits, twins)
+    s2.mask_logits(logits, reqs)
+    assert torch.equal(logits, s1_logits)
+    assert torch.isinf(logits[:-1, tok.vocab_size:]).all()  # padding columns are masked
+    assert not any(r.finished for r in reqs + twins)  # every state of this regex allows a token
+
+
+@pytest.mark.slow
+@pytest.mark.task2_3
+@pytest.mark.task2_4
+def test_same_seeds_give_the_same_outputs_in_s1_and_s2():
+    """The engine on the bundled model: s2 changes how masks are made, not what is sampled."""
+    user = "<|user|>\n{}\n<|assistant|>\n"
+    prompts = [user.format("Extract as JSON: Li Lei is 31 years old."), user.format("When was she born?"),
+               user.format("What is the server's IP address?"), user.format("Is the sky blue?")]
+    params = [{"regex": r'\{"name": "[A-Za-z ]{1,20}", "age": \d{1,3}\}', "max_new_tokens": 40},
+              {"regex": r"\d{4}-\d{2}-\d{2}"},
+              {"max_new_tokens": 10},  # unconstrained, in the same batch
+              {"regex": r"(yes|no)"}]
+    engine = sgl.Engine(stage="s1")
+    outputs = {}
+    for stage_cls in (MaskedFillStage, BatchedMaskStage):
+        # One model and scheduler, two constraint layers (loading the model twice is slow).
+        engine.stage = engine.scheduler.stage = stage_cls(engine.stage.ctx)
+        outputs[stage_cls.tag] = [engine.generate(prompts, [dict(p, temperature=1.0, seed=seed) for p in params])
+                                  for seed in (0, 1)]
+    engine.shutdown()
+    outputs = {"s1": outputs["s1-masked-fill"], "s2": outputs["s2-batched-mask"]}
+    texts = {stage: [[o["text"] for o in outs] for outs in runs] for stage, runs in outputs.items()}
+    assert texts["s1"] == texts["s2"]
+    reasons = {stage: [[o["meta_info"]["finish_reason"] for o in outs] for outs in runs]
+               for stage, runs in outputs.items()}
+    assert reasons["s1"] == reasons["s2"]
