@@ -405,12 +405,14 @@ class ByteDFA:
 
     def walk_bytes(self, state: int, data: bytes) -> int:
         """The state after reading `data` from `state`; -1 if the walk dies."""
+        # BEGIN SOLUTION task1_1
         rows = self._rows
         for b in data:
             state = rows[state][b]
             if state < 0:
                 return -1
         return state
+        # END SOLUTION
 
     @classmethod
     def from_char_dfa(cls, dfa: CharDFA) -> ByteDFA:

@@ -107,9 +107,10 @@ def build_index_reference(
     state_to_tokens: dict[int, dict[int, int]] = {}
     worklist = deque([dfa.initial])
     seen = {dfa.initial}
-    bar = tqdm(total=1, desc="token index (reference)", unit="state", disable=not progress)
+    bar = tqdm(total=1, desc="token index (reference)", unit="state", disable=not progress, delay=1.0)
     while worklist:
         state = worklist.popleft()
+        # BEGIN SOLUTION task1_2
         tokens: dict[int, int] = {}
         for data, token_ids in same_bytes.items():
             end = dfa.walk_bytes(state, data)
@@ -122,6 +123,7 @@ def build_index_reference(
                 worklist.append(end)
                 bar.total += 1
         state_to_tokens[state] = dict(sorted(tokens.items()))
+        # END SOLUTION
         bar.update(1)
     bar.close()
     _add_eos(state_to_tokens, dfa, eos_token_id)
@@ -306,7 +308,7 @@ def build_index_fast(
     state_to_tokens: dict[int, dict[int, int]] = {}
     frontier = [dfa.initial]
     seen = {dfa.initial}
-    bar = tqdm(total=1, desc="token index (fast)", unit="state", disable=not progress)
+    bar = tqdm(total=1, desc="token index (fast)", unit="state", disable=not progress, delay=1.0)
     while frontier:
         states, frontier = frontier[:256], frontier[256:]  # walk up to 256 states together
         maps, reached = walker.token_maps(states)
