@@ -87,6 +87,37 @@ def cmd_fsm_allowed(args) -> int:
     return 0
 
 
+def cmd_viz(args) -> int:
+    """Draw a regex's automaton: character DFA, token-level FSM, or compressed (jump) FSM."""
+    from .constrained.regex_dfa import ByteDFA, compile_regex
+    from .drawings.render import Drawing
+
+    dfa = compile_regex(args.regex)
+    if args.kind == "char":
+        from .drawings.fsm import char_dfa_dot
+
+        dot = char_dfa_dot(dfa)
+    elif args.kind == "token":
+        from . import DEFAULT_MODEL_PATH
+        from .constrained.token_index import build_index_fast
+        from .drawings.fsm import token_fsm_dot
+        from .tokenizer import Tokenizer
+
+        tok = Tokenizer.from_pretrained(args.model_path or DEFAULT_MODEL_PATH)
+        dot = token_fsm_dot(build_index_fast(ByteDFA.from_char_dfa(dfa), tok.token_bytes, tok.eos_token_id), tok)
+    else:
+        from .constrained.jump_forward import JumpForwardMap
+        from .drawings.compressed import compressed_fsm_dot
+
+        dot = compressed_fsm_dot(dfa, JumpForwardMap.build(dfa, ByteDFA.from_char_dfa(dfa)))
+    if args.output:
+        Drawing(dot).save(args.output)
+        print(f"wrote {args.output}")
+    else:
+        print(dot)
+    return 0
+
+
 def cmd_checkout(args) -> int:
     from .checkout import checkout
 
@@ -143,6 +174,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("stages", help="list the stages")
     s.set_defaults(func=cmd_stages)
+
+    v = sub.add_parser("viz", help="draw a regex's automaton (DOT text, or a file with -o)")
+    v.add_argument("regex")
+    v.add_argument("--kind", choices=["char", "token", "compressed"], default="char")
+    v.add_argument("-o", "--output", help="FILE.svg / .png / .pdf (default: print DOT)")
+    v.add_argument("--model-path", default=None, help="tokenizer for --kind token (default: bundled)")
+    v.set_defaults(func=cmd_viz)
 
     c = sub.add_parser("checkout", help="write a standalone copy of the engine as of a stage")
     c.add_argument("stage")

@@ -1,0 +1,47 @@
+"""The command line: each subcommand on small inputs, and its error messages."""
+import subprocess
+import sys
+
+import pytest
+
+from minisglang.cli import main
+
+
+def run(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "minisglang.cli", *args], capture_output=True, text=True, timeout=600)
+
+
+def test_stages_lists_every_stage(capsys):
+    assert main(["stages"]) == 0
+    out = capsys.readouterr().out
+    for tag in ["s0-unconstrained", "s1-masked-fill", "s2-batched-mask", "s3-fsm-cache", "s4-jump-forward",
+                "s5-backends"]:
+        assert tag in out
+
+
+@pytest.mark.parametrize("kind", ["char", "token", "compressed"])
+def test_viz_writes_svg(tmp_path, kind, capsys):
+    out = tmp_path / f"{kind}.svg"
+    assert main(["viz", r"(yes|no)-\d", "--kind", kind, "-o", str(out)]) == 0
+    assert out.read_text().lstrip().startswith(("<?xml", "<svg"))
+
+
+def test_viz_prints_dot_without_output(capsys):
+    assert main(["viz", "ab|c"]) == 0
+    assert capsys.readouterr().out.startswith("digraph")
+
+
+def test_fsm_allowed_lists_tokens(capsys):
+    assert main(["fsm-allowed", r"\d{4}-\d{2}", "--after", "20"]) == 0
+    out = capsys.readouterr().out
+    assert "state" in out.lower()
+
+
+def test_generate_constrained_and_bad_regex():
+    ok = run("generate", "<|user|>\nWhen?\n<|assistant|>\n", "--regex", r"\d{4}-\d{2}-\d{2}", "--max-new-tokens", "20")
+    assert ok.returncode == 0, ok.stderr
+    import re
+    assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", ok.stdout.strip())
+    bad = run("generate", "x", "--regex", "(unclosed")
+    assert bad.returncode == 1
+    assert "(unclosed" in bad.stderr
