@@ -79,7 +79,7 @@ def test_finish_reasons(engine):
 
 def test_abort_from_the_step_api(engine):
     req = engine.submit(PROMPTS[0], {"max_new_tokens": 50, "temperature": 0})
-    other = engine.submit(PROMPTS[1], {"max_new_tokens": 5, "temperature": 0})
+    other = engine.submit(PROMPTS[1], {"max_new_tokens": 5, "temperature": 0, "ignore_eos": True})
     engine.step()
     engine.step()
     assert engine.abort(req.rid)
