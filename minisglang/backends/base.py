@@ -25,20 +25,11 @@ from typing import Any
 
 import torch
 
+from ..registry import Registry
 from ..stages.s2_batched_mask import unpack_bits
 
-_BACKENDS: dict[str, type["BaseGrammarBackend"]] = {}
-
-
-def register_backend(name: str):
-    """Class decorator: `@register_backend("xgrammar")`."""
-
-    def wrap(cls):
-        cls.name = name
-        _BACKENDS[name] = cls
-        return cls
-
-    return wrap
+BACKENDS = Registry("grammar backend")
+register_backend = BACKENDS.register   # `@register_backend("xgrammar")`
 
 
 class GrammarError(ValueError):
@@ -206,4 +197,4 @@ def get_backend_class(name: str) -> type[BaseGrammarBackend]:
     except ImportError as e:
         raise ImportError(f"grammar backend {name!r} needs its library: {e} "
                           f"(pip install 'minisglang[backends]')") from e
-    return _BACKENDS[name]
+    return BACKENDS.get(name)

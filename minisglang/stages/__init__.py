@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 
-from .base import _REGISTRY, Stage, register
+from .base import STAGES, Stage, register
 
 # tag -> module that defines it, in historical order. Modules are imported lazily so that
 # `minisglang checkout s1` can ship a copy without the later stages.
@@ -41,9 +41,9 @@ def resolve_tag(name: str) -> str:
 
 def get_stage_class(name: str) -> type[Stage]:
     tag = resolve_tag(name)
-    if tag not in _REGISTRY:
+    if tag not in STAGES:
         importlib.import_module(STAGE_MODULES[tag])
-    return _REGISTRY[tag]
+    return STAGES.get(tag)
 
 
 def latest_stage() -> str:

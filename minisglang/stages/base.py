@@ -20,23 +20,15 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from ..registry import Registry
+
 if TYPE_CHECKING:  # pragma: no cover
     from ..core import Req
     from ..scheduler import Scheduler
     from ..tokenizer import Tokenizer
 
-_REGISTRY: dict[str, type["Stage"]] = {}
-
-
-def register(tag: str):
-    """Class decorator: `@register("s1-masked-fill")` makes a stage reachable by its tag."""
-
-    def wrap(cls):
-        cls.tag = tag
-        _REGISTRY[tag] = cls
-        return cls
-
-    return wrap
+STAGES = Registry("stage", attr="tag")
+register = STAGES.register      # `@register("s1-masked-fill")` makes a stage reachable by its tag
 
 
 @dataclass
