@@ -1,0 +1,162 @@
+"""The official JSON-Schema-Test-Suite (draft 2020-12) against JSON Schema backends.
+
+Each test case is a schema, a JSON value and whether the value is valid. A backend turns
+the schema into an `accepts(text) -> bool` (or raises: a compile error, e.g. an
+unsupported keyword); the value is serialised with `json.dumps` (default: `", "`, `": "`,
+non-ASCII as `\\uXXXX`) and compactly (`","`, `":"`, raw non-ASCII), and each
+serialisation's verdict is compared with `valid`:
+
+- pass: accepted and valid, or rejected and invalid;
+- false positive: accepted but invalid (a constrained generator could emit it: a bug);
+- false negative: rejected but valid (a generator never writes that text: allowed).
+
+Another backend plugs in through `run_suite(accepts_factory)`. Run as a script to
+measure our compiler and write benchmarks/results/json_schema_conformance.md:
+
+    python benchmarks/json_schema_conformance.py
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import re
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tqdm.auto import tqdm
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "benchmarks" / "results" / "json_schema_conformance.md"
+# The suite is not vendored into the repo; MINISGLANG_JSON_SCHEMA_SUITE points elsewhere.
+SUITE_DIR = Path(os.environ.get("MINISGLANG_JSON_SCHEMA_SUITE",
+                                REPO.parent / "shared" / "conformance" / "json-schema-test-suite"))
+SERIALISATIONS: dict[str, Callable[[object], str]] = {
+    "json.dumps": json.dumps,
+    "compact": lambda data: json.dumps(data, separators=(",", ":"), ensure_ascii=False),
+}
+
+
+@dataclass
+class SuiteCounts:
+    """What one backend did on the suite; `outcomes[serialisation]` counts the compiled cases."""
+
+    cases: int = 0
+    compile_errors: int = 0  # test cases whose schema did not compile
+    outcomes: dict[str, Counter] = field(default_factory=lambda: {s: Counter() for s in SERIALISATIONS})
+    per_file: dict[str, Counter] = field(default_factory=dict)  # file -> cases/compiled/pass/fp/fn (json.dumps)
+    false_positives: list[str] = field(default_factory=list)  # "file: schema / test (serialisation)"
+    error_reasons: Counter = field(default_factory=Counter)  # short reason -> test cases
+
+
+def load_suite(suite_dir: Path = SUITE_DIR) -> list[tuple[str, dict]]:
+    """(file name, test group) for every group in tests/draft2020-12/*.json (not optional/)."""
+    folder = suite_dir / "draft2020-12"
+    files = sorted(folder.glob("*.json"))
+    if not files:
+        raise FileNotFoundError(f"no JSON-Schema-Test-Suite files in {folder}; set MINISGLANG_JSON_SCHEMA_SUITE")
+    return [(f.name, group) for f in files for group in json.loads(f.read_text(encoding="utf-8"))]
+
+
+def error_reason(error: Exception) -> str:
+    """A short label for a compile error: the first quoted keyword in its message, or its type."""
+    quoted = re.search(r"'([^']+)'", str(error))
+    return f"{type(error).__name__}: {quoted.group(1) if quoted else str(error)[:40]}"
+
+
+def run_suite(accepts_factory: Callable[[object], Callable[[str], bool]],
+              suite_dir: Path = SUITE_DIR, progress: bool = True) -> SuiteCounts:
+    """Run every test case; `accepts_factory(schema)` compiles once per schema (or raises)."""
+    counts = SuiteCounts()
+    for file_name, group in tqdm(load_suite(suite_dir), desc="schemas", disable=not progress):
+        per_file = counts.per_file.setdefault(file_name, Counter())
+        tests = group["tests"]
+        counts.cases += len(tests)
+        per_file["cases"] += len(tests)
+        try:
+            accepts = accepts_factory(group["schema"])
+        except Exception as e:  # any failure to compile is a compile error, counted per case
+            counts.compile_errors += len(tests)
+            counts.error_reasons[error_reason(e)] += len(tests)
+            continue
+        per_file["compiled"] += len(tests)
+        for test in tests:
+            for name, serialise in SERIALISATIONS.items():
+                accepted = accepts(serialise(test["data"]))
+                outcome = "pass" if accepted == test["valid"] else "false_positive" if accepted else "false_negative"
+                counts.outcomes[name][outcome] += 1
+                if name == "json.dumps":
+                    per_file[outcome] += 1
+                if outcome == "false_positive":
+                    counts.false_positives.append(
+                        f"{file_name}: {group['description']} / {test['description']} ({name})")
+    return counts
+
+
+def minisglang_accepts(schema) -> Callable[[str], bool]:
+    """Our backend: JSON Schema -> regex -> character DFA."""
+    from minisglang.constrained.json_schema import build_regex_from_schema
+    from minisglang.constrained.regex_dfa import compile_regex
+
+    return compile_regex(build_regex_from_schema(schema)).accepts
+
+
+BACKENDS: dict[str, Callable[[object], Callable[[str], bool]]] = {"minisglang (regex -> DFA)": minisglang_accepts}
+
+
+def results_table(results: dict[str, tuple[SuiteCounts, float]]) -> str:
+    """The markdown results: one row per backend, then our per-file breakdown."""
+    lines = [
+        "# JSON-Schema-Test-Suite (draft 2020-12) conformance",
+        "",
+        "Each test case's value is serialised with `json.dumps` (default separators, ASCII escapes) "
+        "and compactly (`separators=(\",\", \":\")`, raw non-ASCII). A false positive (accepted but "
+        "invalid) would let a generator emit invalid output; a false negative (rejected but valid) "
+        "only narrows what it may write. Compile errors are unsupported keywords or schemas.",
+        "",
+        "| backend | cases | compile error | pass | false positive | false negative "
+        "| pass (compact) | FP (compact) | FN (compact) | seconds |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, (c, seconds) in results.items():
+        d, k = c.outcomes["json.dumps"], c.outcomes["compact"]
+        lines.append(f"| {name} | {c.cases} | {c.compile_errors} | {d['pass']} | {d['false_positive']} "
+                     f"| {d['false_negative']} | {k['pass']} | {k['false_positive']} | {k['false_negative']} "
+                     f"| {seconds:.1f} |")
+    for name, (c, _) in results.items():
+        lines += ["", f"## {name}: per file (json.dumps)", "",
+                  "| file | cases | compiled | pass | false positive | false negative |", "|---|---|---|---|---|---|"]
+        for file_name, f in sorted(c.per_file.items()):
+            lines.append(f"| {file_name} | {f['cases']} | {f['compiled']} | {f['pass']} "
+                         f"| {f['false_positive']} | {f['false_negative']} |")
+        lines += ["", f"## {name}: compile errors by reason", "", "| reason | cases |", "|---|---|"]
+        lines += [f"| {reason} | {n} |" for reason, n in c.error_reasons.most_common()]
+    lines += ["", f"Machine: {platform.platform()}, Python {platform.python_version()}, "
+                  f"{os.cpu_count()} CPUs; {datetime.date.today().isoformat()}."]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    results = {}
+    for name, factory in BACKENDS.items():
+        start = time.perf_counter()
+        counts = run_suite(factory)
+        results[name] = (counts, time.perf_counter() - start)
+        d = counts.outcomes["json.dumps"]
+        compiled = counts.cases - counts.compile_errors
+        print(f"{name}: {compiled}/{counts.cases} cases compiled ({compiled / counts.cases:.0%}); "
+              f"pass {d['pass']}, false positives {d['false_positive']}, false negatives {d['false_negative']} "
+              f"({d['pass'] / max(compiled, 1):.0%} of compiled pass)")
+        for fp in counts.false_positives:
+            print("  FALSE POSITIVE:", fp)
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(results_table(results), encoding="utf-8")
+    print(f"wrote {RESULTS}")
+
+
+if __name__ == "__main__":
+    main()

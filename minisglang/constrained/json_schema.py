@@ -1,0 +1,1095 @@
+"""JSON Schema -> regex: the JSON texts of a schema's valid values, as one regular expression.
+
+`build_regex_from_schema(schema)` returns a regex in the dialect of `regex_dfa.compile_regex`
+that means the same in Python's `re` (so `re.fullmatch` is a second oracle). The regex is
+SOUND: every string it matches parses with `json.loads` to a value the schema accepts. It
+is not complete: a generator only needs one way to write each value, so some valid JSON
+texts (other key orders, other whitespace, `1.0` for an integer) are not matched.
+
+What the matched JSON text looks like:
+- Whitespace is allowed only after `{`, `[`, `,`, `:` and before `}`, `]`, and each place
+  takes one `whitespace` regex, by default `[ ]?` (at most one space): both
+  `json.dumps(x)` and `json.dumps(x, separators=(",", ":"))` match. Free whitespace
+  (`[ \\t\\n]*`) lets a model loop on spaces until max_new_tokens (outlines #839,
+  vllm #44619), so it is bounded by default and configurable.
+- Object members come in the order of the schema's `properties`.
+- Strings: raw characters except `"`, `\\` and control characters; JSON escapes; every
+  non-ASCII character either raw or as `\\uXXXX` (how `json.dumps` writes it by default).
+
+Policies where the schema allows more than we generate (each one keeps soundness):
+- `additionalProperties` absent: an object with `properties` gets no other keys (most
+  generation tools do this: extra keys are rarely wanted); an object without
+  `properties` is a free map. `additionalProperties` with a schema or `true` next to
+  `properties` also adds no other keys; without `properties` it is a map of that schema.
+- `prefixItems` without `items`: no items after the prefix (a tuple).
+- No `type`: the type comes from the type-specific keywords present (`properties` ->
+  object, `minLength` -> string, ...); with none of them, any JSON value.
+- Any JSON value (`{}`, `true`, a free map or list) nests at most ANY_VALUE_NESTING levels.
+- A `$ref` is expanded at most `max_ref_depth` times along one path; deeper, the
+  recursive choice is removed (a tree's children list must then be empty).
+- Integers are written without fraction or exponent; numbers with bounds without exponent.
+- `pattern` follows JSON Schema (a search, not a full match: `^...$` pins both ends);
+  `\\d`, `\\w`, `\\s`, `.` and negated classes are narrowed to what both ECMA-262 and
+  Python's `re` (which `jsonschema` uses) agree on: ASCII for the shorthand classes.
+
+Every keyword that constrains values and is not implemented (multipleOf, not, if/then/else,
+uniqueItems, patternProperties, ...) raises UnsupportedSchemaError naming the keyword and
+where it is: never a silently weaker grammar. Annotations (title, description, default,
+...) are ignored, and so are unknown keywords, as JSON Schema itself does.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import Counter
+from contextlib import contextmanager
+from decimal import Decimal
+from urllib.parse import unquote
+
+from minisglang.constrained.regex_dfa import (
+    MAX_CODE_POINT,
+    SURROGATES,
+    RegexError,
+    _complement,
+    _escape_char,
+    _remove_surrogates,
+    compile_regex,
+)
+
+try:  # Python's own regex parser, used to read (and check) `pattern` keywords
+    import re._parser as sre_parse  # Python >= 3.11
+except ImportError:  # pragma: no cover - Python 3.10
+    import sre_parse  # type: ignore[no-redef]
+
+# One optional space: json.dumps' ", " and ": " and the compact "," and ":" both match,
+# and a model cannot loop on whitespace (outlines #839, vllm #44619).
+DEFAULT_WHITESPACE = r"[ ]?"
+# How deep a free JSON value ({}, true, a list without `items`) may nest: 1 allows a
+# list or object of scalars. Each level makes the regex 4x longer (a container writes its
+# element pattern twice) and the automaton about 2.5x larger and slower to build.
+ANY_VALUE_NESTING = 1
+
+JSON_TYPES = ("object", "array", "string", "number", "integer", "boolean", "null")
+# Keywords that only describe (or only hold subschemas for $ref): nothing to constrain.
+ANNOTATION_KEYWORDS = frozenset({
+    "$schema", "$id", "$anchor", "$dynamicAnchor", "$comment", "$vocabulary", "$defs",
+    "definitions", "title", "description", "default", "examples", "deprecated", "readOnly",
+    "writeOnly", "contentMediaType", "contentEncoding", "contentSchema",
+})
+# Keywords that constrain values and that we do not implement: always an error.
+UNSUPPORTED_KEYWORDS = frozenset({
+    "multipleOf", "not", "if", "then", "else", "uniqueItems", "contains", "minContains",
+    "maxContains", "unevaluatedItems", "unevaluatedProperties", "patternProperties",
+    "propertyNames", "dependentRequired", "dependentSchemas", "dependencies",
+    "minProperties", "maxProperties", "$dynamicRef", "$recursiveRef", "$recursiveAnchor",
+})
+# ... except with these values, which constrain nothing.
+TRIVIAL_VALUES = {"uniqueItems": False, "minProperties": 0}
+# The keywords of each type; a schema without "type" gets the types whose keywords it uses.
+TYPE_KEYWORDS = {
+    "object": ("properties", "required", "additionalProperties"),
+    "array": ("items", "prefixItems", "minItems", "maxItems"),
+    "string": ("minLength", "maxLength", "pattern", "format"),
+    "number": ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"),
+}
+
+
+class UnsupportedSchemaError(ValueError):
+    """The schema is valid but uses a keyword or construct this compiler does not support."""
+
+
+class InvalidSchemaError(ValueError):
+    """The input is not a valid JSON Schema (bad JSON, wrong keyword value types, bad $ref)."""
+
+
+def build_regex_from_schema(schema: dict | str | bool, whitespace: str | None = None,
+                            max_ref_depth: int = 5) -> str:
+    """The regex of the JSON texts of the values `schema` accepts (see the module doc).
+
+    `schema` is a dict or its JSON text; `whitespace` is the regex allowed at each place
+    JSON allows whitespace (default DEFAULT_WHITESPACE; it must match the empty string and
+    only JSON whitespace); `max_ref_depth` bounds how often one `$ref` is expanded along a
+    path. Raises InvalidSchemaError, UnsupportedSchemaError, or ValueError for `whitespace`.
+    """
+    if isinstance(schema, str):
+        try:
+            schema = json.loads(schema)
+        except json.JSONDecodeError as e:
+            raise InvalidSchemaError(f"the schema is not valid JSON: {e}") from None
+    if not isinstance(schema, (dict, bool)):
+        raise InvalidSchemaError(
+            f"a schema must be a JSON object or a boolean, got {type(schema).__name__}")
+    ws = _checked_whitespace(DEFAULT_WHITESPACE if whitespace is None else whitespace)
+    regex = _SchemaCompiler(schema, ws, max_ref_depth).value(schema, "#")
+    if regex is None:
+        raise UnsupportedSchemaError("the schema accepts no JSON value: there is nothing to generate")
+    return regex
+
+
+def _checked_whitespace(ws: str) -> str:
+    """Check that `ws` matches "" and nothing but JSON whitespace; return it as one unit."""
+    try:
+        dfa = compile_regex(ws) if ws else None
+    except RegexError as e:
+        raise ValueError(f"whitespace regex {ws!r} is invalid: {e}") from None
+    if dfa is None:
+        return ""
+    if not dfa.accepts(""):
+        raise ValueError(f"whitespace regex {ws!r} must match the empty string: JSON whitespace is optional")
+    for row in dfa.transitions.values():
+        for cls in row:
+            if cls.negated or not cls.chars <= set(" \t\n\r"):
+                raise ValueError(f"whitespace regex {ws!r} matches {cls.label()}, which is not JSON "
+                                 "whitespace (only space, \\t, \\n and \\r are)")
+    return ws if re.fullmatch(r"\[[^\]]*\][?*+]?|\\?.[?*+]?", ws) else f"(?:{ws})"
+
+
+# ---------------------------------------------------------------------------------------
+# Regex building blocks. Every helper returns a regex that is safe to concatenate (an
+# alternation is always wrapped in a group), or None for "matches nothing".
+# ---------------------------------------------------------------------------------------
+def _alt(options: list[str | None]) -> str | None:
+    """Alternation of the options that match something; None if none does."""
+    unique = list(dict.fromkeys(o for o in options if o is not None))
+    if not unique:
+        return None
+    if "" in unique:  # the empty option makes the rest optional
+        rest = _alt([o for o in unique if o != ""])
+        return "" if rest is None else _repeat(rest, 0, 1)
+    return unique[0] if len(unique) == 1 else "(?:" + "|".join(unique) + ")"
+
+
+def _is_atom(regex: str) -> bool:
+    """Whether a quantifier may follow `regex` directly: one (escaped) char or one class."""
+    return bool(re.fullmatch(r"\\?.|\\x[0-9a-f]{2}|\\u[0-9a-f]{4}|\[(\\.|[^\]\\])*\]", regex, re.S))
+
+
+def _repeat(regex: str | None, lo: int, hi: int | None) -> str | None:
+    """`regex` repeated lo..hi times (hi None: unbounded)."""
+    if regex is None or regex == "":
+        return "" if lo == 0 or regex == "" else None
+    if hi == 0:
+        return ""
+    if lo == hi == 1:
+        return regex
+    atom = regex if _is_atom(regex) else f"(?:{regex})"
+    if hi is None:
+        return atom + ("*" if lo == 0 else "+" if lo == 1 else f"{{{lo},}}")
+    if lo == hi:
+        return f"{atom}{{{lo}}}"
+    return atom + ("?" if (lo, hi) == (0, 1) else f"{{{lo},{hi}}}")
+
+
+def _digit_class(lo: int, hi: int) -> str:
+    """A class for the decimal digits lo..hi: 5, [89], [2-5]."""
+    return str(lo) if lo == hi else f"[{lo}{hi}]" if hi == lo + 1 else f"[{lo}-{hi}]"
+
+
+def _concat(*parts: str | None) -> str | None:
+    """Concatenation; None if any part matches nothing."""
+    return None if any(p is None for p in parts) else "".join(parts)
+
+
+# ---------------------------------------------------------------------------------------
+# Characters inside JSON strings
+# ---------------------------------------------------------------------------------------
+Ranges = list[tuple[int, int]]  # sorted, disjoint, inclusive code point ranges
+
+ALL_CHARACTERS: Ranges = _remove_surrogates([(0, MAX_CODE_POINT)])
+NUM_CHARACTERS = sum(hi - lo + 1 for lo, hi in ALL_CHARACTERS)
+# Characters a JSON string may hold raw: not `"`, not `\`, no control characters.
+RAW_STRING_CHARACTERS: Ranges = _remove_surrogates([(0x20, 0x21), (0x23, 0x5B), (0x5D, MAX_CODE_POINT)])
+# Characters json.dumps writes as \uXXXX (control characters, non-ASCII of the BMP).
+BMP_ESCAPED_CHARACTERS: Ranges = [(0x00, 0x1F), (0x80, SURROGATES[0] - 1), (SURROGATES[1] + 1, 0xFFFF)]
+SHORT_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "\b": "b", "\f": "f", "\n": "n", "\r": "r", "\t": "t"}
+
+
+def _normalize(ranges: Ranges) -> Ranges:
+    """Sort and merge overlapping or adjacent ranges."""
+    out: Ranges = []
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(hi, out[-1][1]))
+        else:
+            out.append((lo, hi))
+    return out
+
+
+def _intersect(a: Ranges, b: Ranges) -> Ranges:
+    """The code points in both range lists."""
+    return [(max(lo1, lo2), min(hi1, hi2)) for lo1, hi1 in a for lo2, hi2 in b
+            if max(lo1, lo2) <= min(hi1, hi2)]
+
+
+def _class_regex(ranges: Ranges) -> str:
+    """A character class for `ranges`, negated when that names fewer characters."""
+    size = sum(hi - lo + 1 for lo, hi in ranges)
+    if size == 1:
+        return _escape_char(chr(ranges[0][0]), in_class=False)
+    negated = size > NUM_CHARACTERS // 2
+    listed = _remove_surrogates(_complement(ranges)) if negated else ranges
+    body = "".join(_escape_char(chr(lo), True) if lo == hi else
+                   f"{_escape_char(chr(lo), True)}-{_escape_char(chr(hi), True)}" for lo, hi in listed)
+    return f"[^{body}]" if negated else f"[{body}]"
+
+
+def _hex_digits(lo: int, hi: int) -> str:
+    """A class for the hex digits with values lo..hi, in either case: (8, 11) -> [89a-bA-B]."""
+    if lo == hi and lo < 10:
+        return str(lo)
+    parts = []
+    if lo <= 9:
+        parts.append(_digit_class(lo, min(hi, 9)).strip("[]"))
+    if hi >= 10:
+        a, b = "abcdef"[max(lo, 10) - 10], "abcdef"[hi - 10]
+        parts.append(f"{a}{a.upper()}" if a == b else f"{a}-{b}{a.upper()}-{b.upper()}")
+    return "[" + "".join(parts) + "]"
+
+
+def _hex_range(lo: int, hi: int, width: int = 4) -> str:
+    """A regex for the `width`-digit hex numerals (any case) with values lo..hi."""
+    if width == 0:
+        return ""
+    shift = 4 * (width - 1)
+    low_mask = (1 << shift) - 1
+    first_lo, first_hi = lo >> shift, hi >> shift
+    if first_lo == first_hi:
+        return _hex_digits(first_lo, first_lo) + _hex_range(lo & low_mask, hi & low_mask, width - 1)
+    parts = []
+    if lo & low_mask:  # the lowest first digit is followed by the tail of lo only
+        parts.append(_hex_digits(first_lo, first_lo) + _hex_range(lo & low_mask, low_mask, width - 1))
+        first_lo += 1
+    last = None
+    if hi & low_mask != low_mask:  # the highest first digit is followed by the head of hi only
+        last = _hex_digits(first_hi, first_hi) + _hex_range(0, hi & low_mask, width - 1)
+        first_hi -= 1
+    if first_lo <= first_hi:
+        parts.append(_hex_digits(first_lo, first_hi) + (_repeat("[0-9a-fA-F]", width - 1, width - 1)))
+    return _alt(parts + [last])
+
+
+def _surrogate_pairs(lo: int, hi: int) -> list[str]:
+    """Regexes for the `\\uD8xx\\uDCxx` escapes of the code points lo..hi (all above 0xFFFF)."""
+    first_high, first_low = divmod(lo - 0x10000, 0x400)
+    last_high, last_low = divmod(hi - 0x10000, 0x400)
+
+    def pairs(high_lo: int, high_hi: int, low_lo: int, low_hi: int) -> str:
+        return (r"\\u" + _hex_range(0xD800 + high_lo, 0xD800 + high_hi)
+                + r"\\u" + _hex_range(0xDC00 + low_lo, 0xDC00 + low_hi))
+
+    if first_high == last_high:
+        return [pairs(first_high, first_high, first_low, last_low)]
+    out = []
+    if first_low > 0:  # the first high surrogate with only the top of the low ones
+        out.append(pairs(first_high, first_high, first_low, 0x3FF))
+        first_high += 1
+    tail = None
+    if last_low < 0x3FF:  # the last high surrogate with only the bottom of the low ones
+        tail = pairs(last_high, last_high, 0, last_low)
+        last_high -= 1
+    if first_high <= last_high:
+        out.append(pairs(first_high, last_high, 0, 0x3FF))
+    return out + ([tail] if tail else [])
+
+
+def _json_string_chars(ranges: Ranges) -> str | None:
+    """One character of a JSON string's content, for the characters in `ranges`.
+
+    Every form json.dumps may write a character in is matched: raw, a short escape
+    (`\\"`, `\\n`, also `\\/`), or `\\uXXXX` for control and non-ASCII characters (a
+    surrogate pair for characters above U+FFFF). None if `ranges` is empty.
+    """
+    ranges = _normalize(ranges)
+    options = []
+    raw = _intersect(ranges, RAW_STRING_CHARACTERS)
+    if raw:
+        options.append(_class_regex(raw))
+    letters = [letter for ch, letter in SHORT_ESCAPES.items() if _intersect(ranges, [(ord(ch), ord(ch))])]
+    if letters:
+        options.append(r"\\" + _class_regex(_normalize([(ord(c), ord(c)) for c in letters])))
+    hex_codes = _alt([_hex_range(lo, hi) for lo, hi in _intersect(ranges, BMP_ESCAPED_CHARACTERS)])
+    if hex_codes is not None:
+        options.append(r"\\u" + hex_codes)
+    for lo, hi in _intersect(ranges, [(0x10000, MAX_CODE_POINT)]):
+        options.extend(_surrogate_pairs(lo, hi))
+    return _alt(options)
+
+
+# Any one character of a string: raw, a short escape, a \uXXXX escape that is not a
+# surrogate, or a surrogate pair (one character above U+FFFF, as Python's len counts it).
+# Written out by hand: `_json_string_chars(ALL_CHARACTERS)` means nearly the same (it
+# leaves out escapes json.dumps never writes, such as \u0041) but gives a larger automaton.
+STRING_CHAR = (r'(?:[^\x00-\x1f"\\]|\\["/\\bfnrt]|\\u(?:[0-9a-cA-Ce-fE-F][0-9a-fA-F]{3}|[dD][0-7][0-9a-fA-F]{2})'
+               r'|\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2})')
+STRING = f'"{STRING_CHAR}*"'
+
+
+def _string_literal(text: str) -> str:
+    """The JSON string `text`, each character in any form json.dumps may write it."""
+    return '"' + "".join(_json_string_chars([(ord(c), ord(c))]) for c in text) + '"'
+
+
+# ---------------------------------------------------------------------------------------
+# Numbers: exact ranges over decimal numerals
+# ---------------------------------------------------------------------------------------
+INTEGER = r"(?:0|-?[1-9][0-9]*)"
+NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
+
+
+def _decimal_digits(x: Decimal) -> tuple[tuple[int, ...], int]:
+    """A non-negative Decimal -> (its digits, fraction zeros dropped; number of integer digits)."""
+    whole, _, fraction = format(x, "f").partition(".")  # plain notation: 1E+2 -> "100"
+    return tuple(int(c) for c in whole + fraction.rstrip("0")), len(whole)
+
+
+def _magnitude_range(low: Decimal, low_strict: bool, high: Decimal | None, high_strict: bool,
+                     fraction: bool) -> str | None:
+    """Unsigned numerals `(0|[1-9][0-9]*)(\\.[0-9]+)?` with low <(=) value <(=) high.
+
+    Numerals are split by their count n of integer digits; for each n the digits are
+    read left to right, comparing with the bounds' digits (bounds padded with zeros), as
+    long as the numeral so far equals a bound's prefix ("tight"). The fraction is
+    optional (`fraction=False`: integers only, no fraction at all).
+    """
+    lo_digits, lo_len = _decimal_digits(low)
+    hi_digits, hi_len = _decimal_digits(high) if high is not None else ((), None)
+    frac_any = r"(?:\.[0-9]+)?" if fraction else ""
+
+    def digit(ds: tuple[int, ...], i: int) -> int:
+        return ds[i] if i < len(ds) else 0
+
+    def free(n: int, i: int) -> str:
+        """The rest of a numeral that is strictly inside the bounds already."""
+        if i > n:
+            return "[0-9]*"
+        if i == 0 and n > 1:  # no leading zeros
+            return "[1-9]" + _repeat("[0-9]", n - 1, n - 1) + frac_any
+        return _repeat("[0-9]", n - i, n - i) + frac_any
+
+    def rest(n: int, i: int, tight_lo: bool, tight_hi: bool) -> str | None:
+        """The rest of a numeral with n integer digits, from digit position i on."""
+        lo_rest_zero = not any(lo_digits[i:])
+        if tight_lo and lo_rest_zero and not low_strict:
+            tight_lo = False  # equal to `low` so far, and `low` ends here: any rest is >= low
+        if not tight_lo and not tight_hi:
+            return free(n, i)
+        if tight_hi and not any(hi_digits[i:]):  # equal to `high`, which ends here: only zeros
+            if tight_lo or high_strict:
+                return None
+            zeros = r"(?:\.0+)?" if fraction else ""
+            return "0*" if i > n else "0" * (n - i) + zeros
+        if tight_lo and not tight_hi and lo_rest_zero and i >= n:  # equal to `low`: need more
+            if not fraction:
+                return None
+            return r"\.[0-9]*[1-9][0-9]*" if i == n else "[0-9]*[1-9][0-9]*"
+        options: list[str | None] = []
+        if i >= n and not tight_lo:  # may end here: the value is below `high`, above `low`
+            options.append("")
+        if i < n or fraction:
+            first = 1 if i == 0 and n > 1 else 0  # no leading zeros
+            a = digit(lo_digits, i) if tight_lo else 0
+            b = digit(hi_digits, i) if tight_hi else 9
+            steps: list[list] = []  # [first digit, last digit, rest of the numeral]
+            for d in range(max(a, first), b + 1):
+                after = rest(n, i + 1, tight_lo and d == a, tight_hi and d == b)
+                if steps and steps[-1][2] == after:  # neighbouring digits with the same rest
+                    steps[-1][1] = d
+                else:
+                    steps.append([d, d, after])
+            step = _alt([_concat(_digit_class(lo, hi), after) for lo, hi, after in steps])
+            options.append(None if step is None else (r"\." if i == n else "") + step)
+        return _alt(options)
+
+    options = [rest(n, 0, n == lo_len, n == hi_len)
+               for n in range(lo_len, (hi_len if high is not None else lo_len) + 1)]
+    if high is None:  # numerals with more integer digits than `low`
+        options.append(f"[1-9][0-9]{{{lo_len},}}{frac_any}")
+    return _alt(options)
+
+
+def _number_range(lo: Decimal | None, lo_strict: bool, hi: Decimal | None, hi_strict: bool,
+                  fraction: bool) -> str | None:
+    """Decimal numerals (no exponent; no fraction if `fraction` is False) in the bounds."""
+    if lo is None and hi is None:
+        return NUMBER if fraction else INTEGER
+    if lo is not None and hi is not None and (lo > hi or (lo == hi and (lo_strict or hi_strict))):
+        return None
+    options = []
+    if hi is None or hi > 0 or (hi == 0 and not hi_strict):  # numerals without a sign
+        low, low_strict = (lo, lo_strict) if lo is not None and lo >= 0 else (Decimal(0), False)
+        options.append(_magnitude_range(low, low_strict, hi, hi_strict, fraction))
+    if lo is None or lo < 0:  # numerals with a minus sign: value < 0 (we never write -0)
+        low, low_strict = (-hi, hi_strict) if hi is not None and hi < 0 else (Decimal(0), True)
+        high, high_strict = (None, False) if lo is None else (-lo, lo_strict)
+        options.append(_concat("-", _magnitude_range(low, low_strict, high, high_strict, fraction)))
+    return _alt(options)
+
+
+# ---------------------------------------------------------------------------------------
+# String formats (strict enough that jsonschema's FormatChecker accepts every match)
+# ---------------------------------------------------------------------------------------
+_YEAR = r"(?:[0-9]{3}[1-9]|[0-9]{2}[1-9]0|[0-9][1-9]00|[1-9]000)"  # 0001..9999
+_LEAP_YEAR = r"(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:0[48]|[2468][048]|[13579][26])00)"
+_DATE = (rf"(?:{_YEAR}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])"
+         r"|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)|02-(?:0[1-9]|1[0-9]|2[0-8]))"
+         rf"|{_LEAP_YEAR}-02-29)")
+_TIME = r"(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]+)?(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
+_ATOM = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"  # RFC 5322 atom characters
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"  # a DNS label
+_PCT = r"%[0-9A-Fa-f]{2}"
+_PCHAR = rf"(?:[A-Za-z0-9._~!$&'()*+,;=:@-]|{_PCT})"  # RFC 3986 path character
+_AUTHORITY = (rf"(?:(?:[A-Za-z0-9._~!$&'()*+,;=:-]|{_PCT})*@)?"  # userinfo@
+              rf"(?:[A-Za-z0-9._~!$&'()*+,;=-]|{_PCT})*(?::[0-9]*)?")  # host:port
+FORMATS = {
+    "date": _DATE,
+    "time": _TIME,
+    "date-time": f"{_DATE}T{_TIME}",
+    "email": rf"{_ATOM}(?:\.{_ATOM})*@{_LABEL}(?:\.{_LABEL})+",
+    "uuid": r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}",
+    "ipv4": r"(?:(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])\.){3}(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])",
+    "uri": (rf"[A-Za-z][A-Za-z0-9+.-]*:(?://{_AUTHORITY}(?:/{_PCHAR}*)*|/?(?:{_PCHAR}+(?:/{_PCHAR}*)*)?)"
+            rf"(?:\?(?:{_PCHAR}|[/?])*)?(?:#(?:{_PCHAR}|[/?])*)?"),
+}
+
+
+# ---------------------------------------------------------------------------------------
+# `pattern`: Python's regex parser reads it; we write the same language over JSON text
+# ---------------------------------------------------------------------------------------
+_P = sre_parse
+_ASCII_CATEGORIES: dict = {  # \d \w \s, ASCII only: what ECMA-262 and Python both accept
+    _P.CATEGORY_DIGIT: [(0x30, 0x39)],
+    _P.CATEGORY_WORD: [(0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)],
+    _P.CATEGORY_SPACE: [(0x09, 0x0D), (0x20, 0x20)],
+}
+for _cat, _neg in ((_P.CATEGORY_DIGIT, _P.CATEGORY_NOT_DIGIT), (_P.CATEGORY_WORD, _P.CATEGORY_NOT_WORD),
+                   (_P.CATEGORY_SPACE, _P.CATEGORY_NOT_SPACE)):
+    _ASCII_CATEGORIES[_neg] = _intersect(_complement(_ASCII_CATEGORIES[_cat]), [(0, 0x7F)])
+# `.`: every character but the line terminators of ECMA-262 (Python's `.` excludes only \n)
+_DOT: Ranges = _complement([(0x0A, 0x0A), (0x0D, 0x0D), (0x2028, 0x2029)])
+_UNSUPPORTED_REGEX_OPS = {
+    _P.GROUPREF: "backreferences", _P.ASSERT: "lookaround assertions",
+    _P.ASSERT_NOT: "lookaround assertions", _P.GROUPREF_EXISTS: "conditional groups",
+    _P.AT: "anchors (^, $, \\b) other than a leading ^ and a trailing $",
+}
+for _name, _what in (("ATOMIC_GROUP", "atomic groups"), ("POSSESSIVE_REPEAT", "possessive repeats")):
+    if hasattr(_P, _name):
+        _UNSUPPORTED_REGEX_OPS[getattr(_P, _name)] = _what
+
+
+def _pattern_regex(pattern: str, path: str) -> str | None:
+    """The string contents (JSON text, no quotes) in which `pattern` finds a match."""
+    try:
+        tree = sre_parse.parse(pattern)
+    except re.error as e:
+        raise UnsupportedSchemaError(f"'pattern' {pattern!r} at {path} is not a regex we can read: {e}") from None
+    flags = getattr(tree, "state", getattr(tree, "pattern", None)).flags
+    if flags & (re.IGNORECASE | re.MULTILINE | re.DOTALL | re.VERBOSE):
+        raise UnsupportedSchemaError(f"'pattern' {pattern!r} at {path}: inline flags such as (?i) are not supported")
+    items = list(tree)
+    branches = items[0][1][1] if len(items) == 1 and items[0][0] is _P.BRANCH else [items]
+    any_text = _repeat(STRING_CHAR, 0, None)
+    options = []
+    for branch in branches:  # a search: unanchored ends may have any text around the match
+        branch = list(branch)
+        starts = bool(branch) and branch[0] in ((_P.AT, _P.AT_BEGINNING), (_P.AT, _P.AT_BEGINNING_STRING))
+        ends = bool(branch) and branch[-1] in ((_P.AT, _P.AT_END), (_P.AT, _P.AT_END_STRING))
+        body = _translate_regex(branch[int(starts):len(branch) - int(ends)], pattern, path)
+        options.append(_concat("" if starts else any_text, body, "" if ends else any_text))
+    return _alt(options)
+
+
+def _translate_regex(items: list, pattern: str, path: str) -> str | None:
+    """Python's parse of a regex -> our regex for the same characters written as JSON text."""
+    out = []
+    for op, arg in items:
+        if op is _P.LITERAL:
+            part = _json_string_chars([(arg, arg)])
+        elif op is _P.NOT_LITERAL:
+            part = _json_string_chars(_complement([(arg, arg)]))
+        elif op is _P.ANY:
+            part = _json_string_chars(_DOT)
+        elif op is _P.IN:
+            part = _json_string_chars(_class_ranges(arg))
+        elif op in (_P.MAX_REPEAT, _P.MIN_REPEAT):  # laziness does not change the language
+            lo, hi, sub = arg
+            part = _repeat(_translate_regex(list(sub), pattern, path), lo, None if hi == _P.MAXREPEAT else hi)
+        elif op is _P.SUBPATTERN:
+            _, add_flags, del_flags, sub = arg
+            if add_flags or del_flags:
+                raise UnsupportedSchemaError(
+                    f"'pattern' {pattern!r} at {path}: inline flags such as (?i:...) are not supported")
+            part = _translate_regex(list(sub), pattern, path)
+            part = part if part is None or _is_atom(part) else f"(?:{part})"
+        elif op is _P.BRANCH:
+            part = _alt([_translate_regex(list(b), pattern, path) for b in arg[1]])
+        else:
+            what = _UNSUPPORTED_REGEX_OPS.get(op, str(op))
+            raise UnsupportedSchemaError(f"'pattern' {pattern!r} at {path}: {what} are not supported")
+        if part is None:
+            return None
+        out.append(part)
+    return "".join(out)
+
+
+def _class_ranges(items: list) -> Ranges:
+    """A parsed character class `[...]` -> its code point ranges."""
+    negate, has_category, ranges = False, False, []
+    for op, arg in items:
+        if op is _P.NEGATE:
+            negate = True
+        elif op is _P.LITERAL:
+            ranges.append((arg, arg))
+        elif op is _P.RANGE:
+            ranges.append(arg)
+        elif op is _P.CATEGORY:
+            ranges.extend(_ASCII_CATEGORIES[arg])
+            has_category = True
+    ranges = _normalize(ranges)
+    if negate:
+        ranges = _complement(ranges)
+        if has_category:  # Python's \d, \w, \s are Unicode-wide: only the ASCII part is sure
+            ranges = _intersect(ranges, [(0, 0x7F)])
+    return ranges
+
+
+# ---------------------------------------------------------------------------------------
+# Schema values
+# ---------------------------------------------------------------------------------------
+def _json_type_of(value) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int) or (isinstance(value, float) and value.is_integer()):
+        return "integer"
+    return {float: "number", str: "string", list: "array", dict: "object"}[type(value)]
+
+
+def _type_allows(types: set[str], value_type: str) -> bool:
+    return value_type in types or (value_type == "integer" and "number" in types)
+
+
+def _json_equal(a, b) -> bool:
+    """JSON equality: 1 == 1.0, but true != 1, and lists/objects compare element-wise."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
+    if isinstance(a, (list, dict, str)) or isinstance(b, (list, dict, str)):
+        return type(a) is type(b) and a == b
+    return a == b
+
+
+def _decimal(value, keyword: str, path: str) -> Decimal:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise InvalidSchemaError(f"'{keyword}' at {path} must be a number, got {value!r}")
+    return Decimal(value) if isinstance(value, int) else Decimal(repr(value))
+
+
+def _count(schema: dict, keyword: str, path: str) -> int | None:
+    """A non-negative integer keyword (minLength, ...), None when absent."""
+    value = schema.get(keyword)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or value != int(value):
+        raise InvalidSchemaError(f"'{keyword}' at {path} must be a non-negative integer, got {value!r}")
+    return int(value)
+
+
+def _literal(value, ws: str) -> str:
+    """The JSON text of one value; numbers equal to an integer also as `n` and `n.0`."""
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    if isinstance(value, (int, float)):
+        texts = [json.dumps(value)]
+        if value == int(value) and abs(value) < 2**53:
+            texts += [str(int(value)), f"{int(value)}.0"]
+        return _alt(["".join(_escape_char(c, in_class=False) for c in t) for t in texts])
+    if isinstance(value, str):
+        return _string_literal(value)
+    if isinstance(value, list):
+        items = f",{ws}".join(_literal(v, ws) for v in value)
+        return rf"\[{ws}{items}{ws}\]"
+    members = f",{ws}".join(f"{_string_literal(k)}:{ws}{_literal(v, ws)}" for k, v in value.items())
+    return rf"\{{{ws}{members}{ws}\}}"
+
+
+class _SchemaCompiler:
+    """Compiles the subschemas of one root schema; remembers which $refs are being expanded."""
+
+    def __init__(self, root: dict | bool, ws: str, max_ref_depth: int):
+        self.root = root
+        self.ws = ws
+        self.max_ref_depth = max_ref_depth
+        self.active_refs: Counter[str] = Counter()  # $ref -> expansions on the current path
+        self.any_values: dict[int, str] = {}
+
+    # -- entry point ------------------------------------------------------------------
+    def value(self, schema, path: str) -> str | None:
+        """The regex of the JSON texts of the values `schema` accepts; None if there are none."""
+        flat, refs = self.flatten(schema, path)
+        with self.expanding(refs):
+            return self._flat_value(flat, path)
+
+    @contextmanager
+    def expanding(self, refs: list[str]):
+        self.active_refs.update(refs)
+        try:
+            yield
+        finally:
+            self.active_refs.subtract(refs)
+
+    # -- $ref and allOf ---------------------------------------------------------------
+    def flatten(self, schema, path: str, cut_deep_refs: bool = True) -> tuple[dict | bool, list[str]]:
+        """Resolve top-level $ref and allOf by merging; return (schema or False, refs expanded).
+
+        With `cut_deep_refs`, a $ref expanded max_ref_depth times already gives False (the
+        recursion stops there); without, the result is the schema's exact meaning.
+        """
+        refs: list[str] = []
+        return self._flatten(schema, path, refs, frozenset(), cut_deep_refs), refs
+
+    def _flatten(self, schema, path: str, refs: list[str], chain: frozenset, cut: bool) -> dict | bool:
+        if schema is True or schema is False:
+            return {} if schema else False
+        if not isinstance(schema, dict):
+            raise InvalidSchemaError(f"the schema at {path} must be an object or a boolean, got {schema!r}")
+        if "$id" in schema and schema is not self.root:
+            raise UnsupportedSchemaError(f"'$id' at {path}: embedded schema resources are not supported "
+                                         "(only $id on the root schema)")
+        parts = [{k: v for k, v in schema.items() if k not in ANNOTATION_KEYWORDS and k not in ("$ref", "allOf")}]
+        if "$ref" in schema:
+            ref = schema["$ref"]
+            if ref in chain:
+                raise InvalidSchemaError(f"'$ref' {ref!r} at {path} refers to itself without any keyword in between")
+            if cut and self.active_refs[ref] + refs.count(ref) >= self.max_ref_depth:
+                return False  # recursion unrolled max_ref_depth times: stop here
+            target, target_path = self.resolve(ref, path)
+            refs.append(ref)
+            parts.append(self._flatten(target, target_path, refs, chain | {ref}, cut))
+        if "allOf" in schema:
+            subschemas = schema["allOf"]
+            if not isinstance(subschemas, list) or not subschemas:
+                raise InvalidSchemaError(f"'allOf' at {path} must be a non-empty array of schemas")
+            parts.extend(self._flatten(s, f"{path}/allOf/{i}", refs, chain, cut) for i, s in enumerate(subschemas))
+        merged: dict | bool = parts[0]
+        for part in parts[1:]:
+            merged = _merge(merged, part, path)
+        return merged
+
+    def resolve(self, ref, path: str) -> tuple[object, str]:
+        """A local $ref ("#", "#/$defs/x", "#/definitions/x", any JSON pointer) -> (target, its path)."""
+        if not isinstance(ref, str):
+            raise InvalidSchemaError(f"'$ref' at {path} must be a string, got {ref!r}")
+        root_id = self.root.get("$id") if isinstance(self.root, dict) else None
+        pointer = ref
+        if isinstance(root_id, str) and root_id and ref.startswith(root_id):
+            pointer = ref[len(root_id):] or "#"
+        if not pointer.startswith("#") or (len(pointer) > 1 and not pointer.startswith("#/")):
+            raise UnsupportedSchemaError(f"'$ref' {ref!r} at {path}: only local JSON pointers "
+                                         "('#', '#/$defs/name', '#/definitions/name') are supported")
+        target = self.root
+        for token in pointer[2:].split("/") if len(pointer) > 1 else []:
+            token = unquote(token).replace("~1", "/").replace("~0", "~")  # a URI fragment
+            if isinstance(target, dict) and token in target:
+                target = target[token]
+            elif isinstance(target, list) and token.isdigit() and int(token) < len(target):
+                target = target[int(token)]
+            else:
+                raise InvalidSchemaError(f"'$ref' {ref!r} at {path} points to nothing in this schema")
+        return target, pointer
+
+    # -- one flattened schema -----------------------------------------------------------
+    def _flat_value(self, schema: dict | bool, path: str) -> str | None:
+        if schema is False:
+            return None
+        if not schema:  # {} or true: any value
+            return self._any_value(ANY_VALUE_NESTING)
+        _check_keywords(schema, path)
+        if "anyOf" in schema or "oneOf" in schema:
+            return self._combination(schema, path)
+        types = _types(schema, path)
+        if "const" in schema or "enum" in schema:
+            return self._enum(schema, path)
+        if "number" in types:  # the number regex writes integers too
+            types = [t for t in types if t != "integer"]
+        builders = {"object": self._object, "array": self._array, "string": self._string,
+                    "number": self._number, "integer": self._number,
+                    "boolean": lambda s, p: "(?:true|false)", "null": lambda s, p: "null"}
+        return _alt([builders[t](schema, path) for t in types])
+
+    def _combination(self, schema: dict, path: str) -> str | None:
+        """anyOf: any branch (each merged with the sibling keywords); oneOf: disjoint branches."""
+        keyword = "anyOf" if "anyOf" in schema else "oneOf"
+        branches = schema[keyword]
+        if not isinstance(branches, list) or not branches:
+            raise InvalidSchemaError(f"'{keyword}' at {path} must be a non-empty array of schemas")
+        rest = {k: v for k, v in schema.items() if k != keyword}
+        merged = [self.flatten({"allOf": [rest, b]}, f"{path}/{keyword}/{i}") for i, b in enumerate(branches)]
+        if keyword == "oneOf":  # "exactly one" = "at least one" only when no value fits two branches
+            exact = [self.flatten({"allOf": [rest, b]}, f"{path}/oneOf/{i}", cut_deep_refs=False)[0]
+                     for i, b in enumerate(branches)]
+            for i in range(len(exact)):
+                for j in range(i + 1, len(exact)):
+                    if not self._disjoint(exact[i], exact[j], path):
+                        raise UnsupportedSchemaError(
+                            f"'oneOf' at {path}: branches {i} and {j} may both accept a value, and we can "
+                            "only prove disjointness by type, const/enum, or a required property with "
+                            "disjoint schemas (use anyOf if overlaps are fine)")
+        options = []
+        for i, (flat, refs) in enumerate(merged):
+            with self.expanding(refs):
+                options.append(self._flat_value(flat, f"{path}/{keyword}/{i}"))
+        return _alt(options)
+
+    def _disjoint(self, a: dict | bool, b: dict | bool, path: str, depth: int = 0) -> bool:
+        """Whether no value can be valid for both exact (uncut) flattened schemas: a proof, or False."""
+        if a is False or b is False:
+            return True
+        if depth > 10:  # deep recursive schemas: give up proving
+            return False
+        types_a, types_b = _declared_types(a, path), _declared_types(b, path)
+        if types_a is not None and types_b is not None and not _types_overlap(types_a, types_b):
+            return True
+        values_a, values_b = _finite_values(a), _finite_values(b)
+        for values, types in ((values_a, types_b), (values_b, types_a)):
+            if values is not None and types is not None and not any(_type_allows(types, _json_type_of(v)) for v in values):
+                return True
+        if values_a is not None and values_b is not None:
+            if not any(_json_equal(x, y) for x in values_a for y in values_b):
+                return True
+        if types_a == {"object"} and types_b == {"object"}:
+            required = set(a.get("required", [])) & set(b.get("required", []))
+            props_a, props_b = a.get("properties", {}), b.get("properties", {})
+            for name in sorted(required & props_a.keys() & props_b.keys()):
+                sub_a = self.flatten(props_a[name], f"{path}/properties/{name}", cut_deep_refs=False)[0]
+                sub_b = self.flatten(props_b[name], f"{path}/properties/{name}", cut_deep_refs=False)[0]
+                if self._disjoint(sub_a, sub_b, path, depth + 1):
+                    return True
+        return False
+
+    def _enum(self, schema: dict, path: str) -> str | None:
+        """const / enum: the listed values that the other keywords accept too."""
+        values = None
+        if "enum" in schema:
+            if not isinstance(schema["enum"], list):
+                raise InvalidSchemaError(f"'enum' at {path} must be an array, got {schema['enum']!r}")
+            values = schema["enum"]
+        if "const" in schema:
+            values = [v for v in (values if values is not None else [schema["const"]])
+                      if _json_equal(v, schema["const"])]
+        rest = {k: v for k, v in schema.items() if k not in ("enum", "const")}
+        if rest:  # keep the values the rest of the schema accepts (its regex is sound)
+            rest_regex = self._flat_value(rest, path)
+            values = [v for v in values if rest_regex is not None and
+                      re.fullmatch(rest_regex, json.dumps(v, separators=(",", ":"), ensure_ascii=False))]
+        return _alt([_literal(v, self.ws) for v in values])
+
+    # -- types --------------------------------------------------------------------------
+    def _number(self, schema: dict, path: str) -> str | None:
+        integer = "number" not in _types(schema, path)
+        lo, lo_strict, hi, hi_strict = None, False, None, False
+        for keyword, strict in (("minimum", False), ("exclusiveMinimum", True)):
+            if keyword in schema:
+                bound = _decimal(schema[keyword], keyword, path)
+                if lo is None or bound > lo or (bound == lo and strict):
+                    lo, lo_strict = bound, strict
+        for keyword, strict in (("maximum", False), ("exclusiveMaximum", True)):
+            if keyword in schema:
+                bound = _decimal(schema[keyword], keyword, path)
+                if hi is None or bound < hi or (bound == hi and strict):
+                    hi, hi_strict = bound, strict
+        if integer:  # integer bounds: round inwards, then they are inclusive
+            if lo is not None:
+                lo = (lo.to_integral_value(rounding="ROUND_FLOOR") + 1) if lo_strict else lo.to_integral_value(rounding="ROUND_CEILING")
+            if hi is not None:
+                hi = (hi.to_integral_value(rounding="ROUND_CEILING") - 1) if hi_strict else hi.to_integral_value(rounding="ROUND_FLOOR")
+            lo_strict = hi_strict = False
+        return _number_range(lo, lo_strict, hi, hi_strict, fraction=not integer)
+
+    def _string(self, schema: dict, path: str) -> str | None:
+        min_length, max_length = _count(schema, "minLength", path), _count(schema, "maxLength", path)
+        has_length = bool(min_length) or max_length is not None
+        for keyword in ("format", "pattern"):
+            if keyword in schema and not isinstance(schema[keyword], str):
+                raise InvalidSchemaError(f"'{keyword}' at {path} must be a string, got {schema[keyword]!r}")
+        if "format" in schema:
+            fmt = schema["format"]
+            if fmt not in FORMATS:
+                raise UnsupportedSchemaError(f"'format': {fmt!r} at {path} is not supported "
+                                             f"(supported: {', '.join(sorted(FORMATS))})")
+            if has_length or "pattern" in schema:
+                raise UnsupportedSchemaError(f"'format' together with 'pattern' or "
+                                             f"'minLength'/'maxLength' at {path} is not supported")
+            return f'"{FORMATS[fmt]}"'
+        if "pattern" in schema:
+            if has_length:
+                raise UnsupportedSchemaError(f"'pattern' together with 'minLength'/'maxLength' at {path} "
+                                             "is not supported (a regex cannot intersect two regexes)")
+            return _concat('"', _pattern_regex(schema["pattern"], f"{path}/pattern"), '"')
+        if max_length is not None and max_length < (min_length or 0):
+            return None
+        return f'"{_repeat(STRING_CHAR, min_length or 0, max_length)}"'
+
+    def _array(self, schema: dict, path: str) -> str | None:
+        items, prefix = schema.get("items"), schema.get("prefixItems")
+        if isinstance(items, list) and prefix is None:  # draft 7 tuples: items [...], additionalItems
+            prefix, items = items, schema.get("additionalItems")
+            path_items = f"{path}/additionalItems"
+        else:
+            path_items = f"{path}/items"
+        if prefix is not None and not isinstance(prefix, list):
+            raise InvalidSchemaError(f"'prefixItems' at {path} must be an array of schemas")
+        min_items, max_items = _count(schema, "minItems", path) or 0, _count(schema, "maxItems", path)
+        prefix_regexes = []
+        for i, sub in enumerate(prefix or []):
+            regex = self.value(sub, f"{path}/prefixItems/{i}")
+            if regex is None:  # no value fits position i: arrays end before it
+                max_items = i if max_items is None else min(max_items, i)
+                break
+            prefix_regexes.append(regex)
+        if items is not None:
+            item_regex = self.value(items, path_items)
+        elif prefix is not None:
+            item_regex = None  # a tuple: nothing after the prefix
+        else:
+            item_regex = self._any_value(ANY_VALUE_NESTING - 1)
+        return self._array_regex(prefix_regexes, item_regex, min_items, max_items)
+
+    def _array_regex(self, prefix: list[str], items: str | None, min_items: int, max_items: int | None) -> str | None:
+        """`[` elements `]`: element i matches prefix[i], later ones `items` (None: no more)."""
+        ws, sep = self.ws, f",{self.ws}"
+        if items is None:
+            max_items = len(prefix) if max_items is None else min(max_items, len(prefix))
+        if max_items is not None and min_items > max_items:
+            return None
+
+        def after(i: int) -> str:
+            """The elements after the first i (i >= 1), each behind a comma."""
+            if max_items is not None and i >= max_items:
+                return ""
+            if i >= len(prefix):
+                hi = None if max_items is None else max_items - i
+                return _repeat(sep + items, max(min_items - i, 0), hi)
+            more = sep + prefix[i] + after(i + 1)
+            return more if i < min_items else _repeat(more, 0, 1)
+
+        if max_items == 0:
+            elements = ""
+        else:
+            elements = (prefix[0] if prefix else items) + after(1)
+            if min_items == 0:
+                elements = _repeat(elements, 0, 1)
+        return rf"\[{ws}{elements}{ws}\]"
+
+    def _object(self, schema: dict, path: str) -> str | None:
+        properties = schema.get("properties", {})
+        required = schema.get("required", [])
+        if not isinstance(properties, dict):
+            raise InvalidSchemaError(f"'properties' at {path} must be an object")
+        if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
+            raise InvalidSchemaError(f"'required' at {path} must be an array of strings")
+        additional = schema.get("additionalProperties")
+        members = []  # (regex of `"key": value`, required)
+        for name, sub in properties.items():
+            value = self.value(sub, f"{path}/properties/{name}")
+            if value is None:  # no value fits: the property must be absent
+                if name in required:
+                    return None
+                continue
+            members.append((f"{_string_literal(name)}:{self.ws}{value}", name in required))
+        for name in dict.fromkeys(required):
+            if name not in properties:  # required but not listed: its value follows additionalProperties
+                value = self.value(True if additional is None else additional, f"{path}/additionalProperties")
+                if value is None:
+                    return None
+                members.append((f"{_string_literal(name)}:{self.ws}{value}", True))
+        if "properties" in schema or additional is False:
+            return self._members_regex(members)
+        if additional is None:  # a free map
+            extra_value = self._any_value(ANY_VALUE_NESTING - 1)
+        else:
+            extra_value = self.value(additional, f"{path}/additionalProperties")
+        if extra_value is None:
+            return self._members_regex(members)
+        return self._map_regex(members, f"{STRING}:{self.ws}{extra_value}")
+
+    def _members_regex(self, members: list[tuple[str, bool]]) -> str:
+        """`{` the members in order, optional ones may be left out `}`; O(n^2) regex size.
+
+        The first member written is one of the optional ones before the first required
+        one, or that required one; each alternative then lists the rest, each behind a
+        comma and optional unless required.
+        """
+        ws, sep = self.ws, f",{self.ws}"
+
+        def rest(k: int) -> str:
+            return "".join(sep + m if req else _repeat(sep + m, 0, 1) for m, req in members[k:])
+
+        firsts = []
+        for k, (member, req) in enumerate(members):
+            firsts.append(member + rest(k + 1))
+            if req:
+                break
+        else:
+            firsts.append("")  # all optional: the object may be empty
+        return rf"\{{{ws}{_alt(firsts)}{ws}\}}"
+
+    def _map_regex(self, members: list[tuple[str, bool]], entry: str) -> str:
+        """`{` the required members, then any number of `entry` `}`."""
+        ws, sep = self.ws, f",{self.ws}"
+        if members:
+            body = sep.join(m for m, _ in members) + _repeat(sep + entry, 0, None)
+        else:
+            body = _repeat(entry + _repeat(sep + entry, 0, None), 0, 1)
+        return rf"\{{{ws}{body}{ws}\}}"
+
+    def _any_value(self, nesting: int) -> str:
+        """Any JSON value with containers nested at most `nesting` levels deep."""
+        if nesting not in self.any_values:
+            options = [STRING, NUMBER, "true", "false", "null"]
+            if nesting > 0:
+                inner = self._any_value(nesting - 1)
+                options.append(self._array_regex([], inner, 0, None))
+                options.append(self._map_regex([], f"{STRING}:{self.ws}{inner}"))
+            self.any_values[nesting] = _alt(options)
+        return self.any_values[nesting]
+
+
+def _check_keywords(schema: dict, path: str) -> None:
+    for keyword, value in schema.items():
+        if keyword in UNSUPPORTED_KEYWORDS and TRIVIAL_VALUES.get(keyword, object()) != value:
+            raise UnsupportedSchemaError(f"keyword '{keyword}' at {path} is not supported")
+
+
+def _declared_types(schema: dict, path: str) -> set[str] | None:
+    """The types a value of `schema` can have, as far as "type", const or enum say; None: any."""
+    types = None
+    if "type" in schema:
+        types = set(_types(schema, path))
+    values = _finite_values(schema)
+    if values is not None:
+        value_types = {_json_type_of(v) for v in values}
+        types = value_types if types is None else {t for t in value_types if _type_allows(types, t)}
+    return types
+
+
+def _types_overlap(a: set[str], b: set[str]) -> bool:
+    return bool(a & b) or ("integer" in a and "number" in b) or ("number" in a and "integer" in b)
+
+
+def _finite_values(schema: dict) -> list | None:
+    if "const" in schema:
+        return [schema["const"]]
+    if isinstance(schema.get("enum"), list):
+        return schema["enum"]
+    return None
+
+
+def _types(schema: dict, path: str) -> list[str]:
+    """The types to generate, in a fixed order: "type", or inferred from the keywords used."""
+    if "type" in schema:
+        declared = schema["type"]
+        names = [declared] if isinstance(declared, str) else declared
+        if not isinstance(names, list) or not all(isinstance(n, str) and n in JSON_TYPES for n in names):
+            raise InvalidSchemaError(f"'type' at {path} must be one of {', '.join(JSON_TYPES)} "
+                                     f"or an array of them, got {declared!r}")
+        return [t for t in JSON_TYPES if t in names]
+    used = [t for t, keywords in TYPE_KEYWORDS.items() if any(k in schema for k in keywords)]
+    if not used:
+        return [t for t in JSON_TYPES if t != "integer"]
+    return used
+
+
+# ---------------------------------------------------------------------------------------
+# allOf: merging two schemas into one with the meaning of both
+# ---------------------------------------------------------------------------------------
+_TAKE_MAX = ("minLength", "minItems", "minimum", "exclusiveMinimum")
+_TAKE_MIN = ("maxLength", "maxItems", "maximum", "exclusiveMaximum")
+
+
+def _merge(a: dict | bool, b: dict | bool, path: str) -> dict | bool:
+    """One schema that accepts exactly the values both accept (False: none), or an error."""
+    if a is False or b is False:
+        return False
+    merged = dict(a)
+    for keyword, value in b.items():
+        if keyword not in merged or _json_equal(merged[keyword], value):
+            merged[keyword] = value
+        elif keyword == "type":
+            names_a = [merged["type"]] if isinstance(merged["type"], str) else merged["type"]
+            names_b = [value] if isinstance(value, str) else value
+            both = [t for t in names_a if t in names_b]
+            if "integer" not in both and _types_overlap({"integer"}, set(names_a)) and _types_overlap({"integer"}, set(names_b)):
+                both.append("integer")  # integer and number: integer
+            if not both:
+                return False
+            merged["type"] = both
+        elif keyword == "required":
+            merged["required"] = list(dict.fromkeys(merged["required"] + value))
+        elif keyword in _TAKE_MAX or keyword in _TAKE_MIN:
+            if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (merged[keyword], value)):
+                raise InvalidSchemaError(f"'{keyword}' at {path} must be a number, got {value!r}")
+            merged[keyword] = (max if keyword in _TAKE_MAX else min)(merged[keyword], value)
+        elif keyword == "enum":
+            merged["enum"] = [x for x in merged["enum"] if any(_json_equal(x, y) for y in value)]
+        elif keyword == "const":
+            return False  # two different constants
+        elif keyword == "anyOf":  # (a1 or a2) and (b1 or b2) = any of the pairs
+            merged["anyOf"] = [{"allOf": [x, y]} for x in merged["anyOf"] for y in value]
+        elif keyword not in ("properties", "additionalProperties", "prefixItems", "items"):
+            raise UnsupportedSchemaError(f"'allOf' at {path}: two subschemas give '{keyword}' different values "
+                                         f"({merged[keyword]!r} and {value!r}), which we cannot merge")
+    for keywords, merge in ((("properties", "additionalProperties"), _merge_properties),
+                            (("prefixItems", "items"), _merge_items)):
+        if any(k in a for k in keywords) and any(k in b for k in keywords):  # they interact
+            for k in keywords:
+                merged.pop(k, None)
+            merged.update(merge(a, b, path))
+    return merged
+
+
+def _both(x, y):
+    """The schema {allOf: [x, y]}, simplified when one of them is `true`."""
+    if x is True or x == {}:
+        return y
+    if y is True or y == {}:
+        return x
+    return {"allOf": [x, y]}
+
+
+def _merge_properties(a: dict, b: dict, path: str) -> dict:
+    """properties/additionalProperties of both: a key's value must satisfy both schemas.
+
+    A key that one schema does not list falls under that schema's additionalProperties
+    (absent: anything).
+    """
+    props_a, props_b = a.get("properties", {}), b.get("properties", {})
+    extra_a, extra_b = a.get("additionalProperties", True), b.get("additionalProperties", True)
+    properties = {name: _both(props_a.get(name, extra_a), props_b.get(name, extra_b))
+                  for name in list(props_a) + [n for n in props_b if n not in props_a]}
+    out = {"properties": properties} if properties else {}
+    extra = _both(extra_a, extra_b)
+    if extra is not True and extra != {}:
+        out["additionalProperties"] = extra
+    return out
+
+
+def _merge_items(a: dict, b: dict, path: str) -> dict:
+    """prefixItems/items of both: element i must satisfy both schemas' rule for position i."""
+    for s in (a, b):
+        if isinstance(s.get("items"), list):
+            raise UnsupportedSchemaError(f"'allOf' at {path}: merging draft-7 tuple 'items' arrays is not supported")
+    prefix_a, prefix_b = a.get("prefixItems", []), b.get("prefixItems", [])
+    items_a, items_b = a.get("items", True), b.get("items", True)
+    n = max(len(prefix_a), len(prefix_b))
+    prefix = [_both(prefix_a[i] if i < len(prefix_a) else items_a, prefix_b[i] if i < len(prefix_b) else items_b)
+              for i in range(n)]
+    out = {"prefixItems": prefix} if prefix else {}
+    items = _both(items_a, items_b)
+    if items is not True and items != {}:
+        out["items"] = items
+    return out
