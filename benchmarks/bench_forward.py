@@ -1,15 +1,16 @@
 """Tokens per second of our forward over the KV pool against transformers' ``generate``.
 
-Both run the same checkpoint, in the same process, one after the other per row, on the
-same random prompts, greedy:
+Both run the same checkpoint, in the same process, on the same random prompts, greedy:
 
 * prefill: ``--prefill-batch`` prompts of ``--prompt-len`` tokens in one EXTEND batch,
-  against ``generate(max_new_tokens=1)`` (which is one prefill forward plus one argmax).
+  against ``generate(max_new_tokens=1)`` (one prefill forward plus one argmax).
 * decode at batch B: ``--decode-steps`` DECODE steps after an untimed prefill, against
   ``generate(max_new_tokens=1 + steps)`` minus ``generate(max_new_tokens=1)``.
 
-Each measurement is the median of ``--repeats`` runs after one warm-up run. Prints the
-table with ratios and writes it to benchmarks/results/forward.md.
+The two contenders take turns (ours, theirs, ours, ...) so that load from other
+processes on a shared machine hits both alike; each number is the median of
+``--repeats`` turns after one warm-up turn. Prints the table with ratios and writes it
+to benchmarks/results/forward.md.
 
     python benchmarks/bench_forward.py [--model-path DIR] [--batch-sizes 1,16,64]
 """
@@ -33,15 +34,22 @@ from minisglang.model import ForwardBatch, load_model
 RESULTS = Path(__file__).parent / "results" / "forward.md"
 
 
-def median_seconds(fn, repeats: int) -> float:
-    """Median wall time of ``fn()`` over ``repeats`` runs, after one warm-up run."""
+def timed(fn) -> float:
+    """Wall seconds of ``fn()``."""
+    start = time.perf_counter()
     fn()
-    times = []
+    return time.perf_counter() - start
+
+
+def take_turns(measure_ours, measure_theirs, repeats: int) -> tuple[float, float]:
+    """Median seconds of each measurement (a function returning seconds), alternating
+    the two, after one warm-up turn each."""
+    measure_ours(), measure_theirs()
+    ours, theirs = [], []
     for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        ours.append(measure_ours())
+        theirs.append(measure_theirs())
+    return statistics.median(ours), statistics.median(theirs)
 
 
 def our_prefill(model, prompts, extra_len: int = 0):
@@ -57,26 +65,16 @@ def our_prefill(model, prompts, extra_len: int = 0):
     return req_pool, kv_pool, reqs, model(fb).argmax(-1).tolist()
 
 
-def our_decode(model, prompts, state, steps: int) -> None:
-    """``steps`` greedy DECODE steps of the whole batch, after ``our_prefill``."""
-    req_pool, kv_pool, reqs, next_ids = state
+def our_decode_seconds(model, prompts, steps: int) -> float:
+    """Seconds of ``steps`` greedy DECODE steps of the whole batch, after an untimed prefill."""
+    req_pool, kv_pool, reqs, next_ids = our_prefill(model, prompts, extra_len=steps)
     lens = [len(p) for p in prompts]
+    start = time.perf_counter()
     for _ in range(steps):
         fb = ForwardBatch.decode(reqs, lens, next_ids, kv_pool.alloc(len(reqs)), req_pool, kv_pool)
         next_ids = model(fb).argmax(-1).tolist()
         lens = [n + 1 for n in lens]
-
-
-def our_decode_seconds(model, prompts, steps: int, repeats: int) -> float:
-    """Median time of the decode steps alone (each run gets a fresh, untimed prefill)."""
-    times = []
-    for i in range(repeats + 1):
-        state = our_prefill(model, prompts, extra_len=steps)
-        start = time.perf_counter()
-        our_decode(model, prompts, state, steps)
-        if i > 0:  # the first run warms up
-            times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return time.perf_counter() - start
 
 
 def hf_generate(hf, prompts, new_tokens: int) -> None:
@@ -95,10 +93,14 @@ def main() -> None:
     parser.add_argument("--decode-prompt-len", type=int, default=32)
     parser.add_argument("--decode-steps", type=int, default=32)
     parser.add_argument("--batch-sizes", default="1,16,64")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
+    # One thread keeps both sides stable on a shared machine, where extra OpenMP
+    # threads spin against other processes.
+    parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--output", type=Path, default=RESULTS)
     args = parser.parse_args()
 
+    torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     model = load_model(args.model_path)
     hf = AutoModelForCausalLM.from_pretrained(args.model_path, dtype=torch.float32).eval()
@@ -107,24 +109,26 @@ def main() -> None:
     def prompts(batch, length):
         return torch.randint(0, vocab, (batch, length)).tolist()
 
-    rows = []  # (what, batch, tokens, ours tok/s, transformers tok/s)
+    rows = []  # (phase, batch, tokens, ours tok/s, transformers tok/s)
     batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
     with tqdm(total=1 + len(batch_sizes), desc="bench_forward") as bar:
         p = prompts(args.prefill_batch, args.prompt_len)
+        t_ours, t_hf = take_turns(lambda: timed(lambda: our_prefill(model, p)),
+                                  lambda: timed(lambda: hf_generate(hf, p, 1)), args.repeats)
         tokens = args.prefill_batch * args.prompt_len
-        t_ours = median_seconds(lambda: our_prefill(model, p), args.repeats)
-        t_hf = median_seconds(lambda: hf_generate(hf, p, 1), args.repeats)
         rows.append((f"prefill ({args.prompt_len} tokens/request)", args.prefill_batch, tokens,
                      tokens / t_ours, tokens / t_hf))
         bar.update()
         for batch in batch_sizes:
             p = prompts(batch, args.decode_prompt_len)
-            tokens = batch * args.decode_steps
-            t_ours = our_decode_seconds(model, p, args.decode_steps, args.repeats)
-            t_hf_all = median_seconds(lambda: hf_generate(hf, p, 1 + args.decode_steps), args.repeats)
-            t_hf_prefill = median_seconds(lambda: hf_generate(hf, p, 1), args.repeats)
-            rows.append((f"decode ({args.decode_steps} steps)", batch, tokens,
-                         tokens / t_ours, tokens / max(t_hf_all - t_hf_prefill, 1e-9)))
+            steps = args.decode_steps
+            t_ours, t_hf = take_turns(
+                lambda: our_decode_seconds(model, p, steps),
+                lambda: timed(lambda: hf_generate(hf, p, 1 + steps)) - timed(lambda: hf_generate(hf, p, 1)),
+                args.repeats,
+            )
+            tokens = batch * steps
+            rows.append((f"decode ({steps} steps)", batch, tokens, tokens / t_ours, tokens / max(t_hf, 1e-9)))
             bar.update()
 
     cfg = model.config
@@ -133,19 +137,19 @@ def main() -> None:
         "# Forward throughput: minisglang vs transformers `generate`",
         "",
         f"Model: `{Path(args.model_path).name}` ({cfg.architecture}, {params / 1e6:.2f}M parameters, "
-        f"{cfg.num_layers} layers, hidden {cfg.hidden_size}), fp32, greedy. "
-        f"Median of {args.repeats} runs after a warm-up.",
+        f"{cfg.num_layers} layers, hidden {cfg.hidden_size}), fp32, greedy, random prompts. "
+        f"Median of {args.repeats} alternating turns after a warm-up.",
         "",
         "| phase | batch | tokens | minisglang tok/s | transformers tok/s | minisglang / transformers |",
         "|---|---:|---:|---:|---:|---:|",
     ]
-    for what, batch, tokens, ours_tps, hf_tps in rows:
-        lines.append(f"| {what} | {batch} | {tokens} | {ours_tps:,.0f} | {hf_tps:,.0f} | {ours_tps / hf_tps:.2f}x |")
+    for phase, batch, tokens, ours_tps, hf_tps in rows:
+        lines.append(f"| {phase} | {batch} | {tokens} | {ours_tps:,.0f} | {hf_tps:,.0f} | {ours_tps / hf_tps:.2f}x |")
     lines += [
         "",
-        f"Machine: {platform.platform()}, {platform.processor() or platform.machine()}, "
-        f"torch {torch.__version__} with {torch.get_num_threads()} threads, "
-        f"Python {platform.python_version()}; measured {datetime.date.today().isoformat()}.",
+        f"Machine: {platform.platform()}, {platform.machine()}, {torch.get_num_threads()} torch thread(s), "
+        f"torch {torch.__version__}, Python {platform.python_version()}, shared with other jobs; "
+        f"measured {datetime.date.today().isoformat()}.",
         "",
     ]
     table = "\n".join(lines)
