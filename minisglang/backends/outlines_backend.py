@@ -13,11 +13,15 @@ What this adapter adds:
   out, so they are never allowed (EOS is the library's own end transition);
 - a request ends when EOS has been accepted or when nothing but EOS can follow (an
   accepting state with no other move), like our fsm backend;
+- outlines-core's `build_regex_from_schema` silently ignores some keywords (numeric bounds,
+  `uniqueItems`, `minProperties`, ...): a schema using one is refused, naming it, rather
+  than turned into a weaker grammar whose outputs the schema would reject;
 - outlines-core's invalid-regex message is the same for every mistake ("Failed to build
   DFA"), so Python's `re` is asked for a message that names the problem.
 """
 from __future__ import annotations
 
+import json
 import re
 
 import torch
@@ -27,6 +31,39 @@ from outlines_core.json_schema import build_regex_from_schema
 from .base import BaseGrammarBackend, BaseGrammarObject, GrammarError, register_backend
 
 MAX_ROLLBACK = 1024   # states a Guide remembers for `rollback`
+
+# Keywords outlines-core 0.2 accepts but does not enforce (checked one by one).
+IGNORED_KEYWORDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
+                    "uniqueItems", "contains", "minContains", "maxContains", "minProperties",
+                    "maxProperties", "patternProperties", "propertyNames", "dependentRequired",
+                    "dependentSchemas", "unevaluatedProperties", "unevaluatedItems")
+# Where subschemas live: a map of them, one of them, or a list of them.
+_SCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties", "dependentSchemas")
+_SCHEMA_ONE = ("items", "additionalProperties", "additionalItems", "not", "if", "then", "else",
+               "contains", "propertyNames", "unevaluatedItems", "unevaluatedProperties")
+_SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems", "items")
+
+
+def find_ignored_keyword(schema, path: str = "#") -> tuple[str, str] | None:
+    """(keyword, where) of the first keyword outlines-core would ignore, or None."""
+    if not isinstance(schema, dict):
+        return None
+    for keyword in IGNORED_KEYWORDS:
+        if keyword in schema:
+            return keyword, path
+    children = []
+    for key, value in schema.items():
+        if key in _SCHEMA_MAPS and isinstance(value, dict):
+            children += [(sub, f"{path}/{key}/{name}") for name, sub in value.items()]
+        elif key in _SCHEMA_ONE and isinstance(value, dict):
+            children.append((value, f"{path}/{key}"))
+        elif key in _SCHEMA_LISTS and isinstance(value, list):
+            children += [(sub, f"{path}/{key}/{i}") for i, sub in enumerate(value)]
+    for sub, where in children:
+        found = find_ignored_keyword(sub, where)
+        if found:
+            return found
+    return None
 
 
 class OutlinesIndex:
@@ -106,9 +143,17 @@ class OutlinesBackend(BaseGrammarBackend):
 
     def compile(self, kind: str, text: str) -> OutlinesGrammar:
         if kind == "json_schema":
+            try:   # outlines-core would only say "Expected a valid JSON string."
+                schema = json.loads(text)
+            except ValueError as e:
+                raise GrammarError(f"the schema is not valid JSON: {e}") from e
+            ignored = find_ignored_keyword(schema)
+            if ignored:
+                raise GrammarError(f"outlines-core does not enforce {ignored[0]!r} (at {ignored[1]}); "
+                                   f"use the fsm, xgrammar or llguidance backend for this schema")
             try:
                 regex = build_regex_from_schema(text, self.options.get("json_whitespace"))
-            except (ValueError, TypeError) as e:   # TypeError: "Expected a valid JSON string."
+            except ValueError as e:
                 raise GrammarError(f"cannot turn the JSON schema into a regex: {e}") from e
         else:
             regex = text

@@ -1,0 +1,405 @@
+"""The four grammar backends behind the s5 interface: fsm (ours), xgrammar, outlines, llguidance.
+
+Oracles: `re.fullmatch` for regex outputs, `jsonschema` for JSON outputs, and our fsm
+backend's masks (themselves tested against brute force in test_token_index.py) for the
+libraries' masks. Where a library allows less than the fsm backend by design, the test
+says which tokens and why:
+- llguidance forces bytes the grammar leaves no choice about: where forced bytes exist it
+  allows only their canonical tokenization, a subset of the fsm's tokens;
+- outlines-core 0.2.x builds no transition from an accepting state into a non-accepting
+  one (after "1" in `1(x1)*` no "x"), so on regexes with such moves it allows a subset.
+"""
+import json
+import re
+
+import jsonschema
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import minisglang as sgl
+from minisglang.backends.base import GrammarError, InvalidGrammarObject, get_backend_class
+from minisglang.stages.s2_batched_mask import unpack_bits
+from minisglang.stages.s5_backends import ReasonerGrammar
+from minisglang.tokenizer import Tokenizer
+from test_constrained_generation import CASES, USER
+
+BACKENDS = ["fsm", "xgrammar", "outlines", "llguidance"]
+LIBRARIES = BACKENDS[1:]
+PAD = 40   # logit columns past the tokenizer's vocabulary, to check they stay masked
+
+# The brief's subset of the shared regex cases: IPv4, dates, Chinese, emoji, JSON objects.
+SUBSET_QUESTIONS = {"What is the server's IP address?", "When was she born?", "用中文说一个爱好。",
+                    "Send an emoji.", "Extract as JSON: Li Lei is 31 years old."}
+REGEX_CASES = [(rx, q) for rx, q in CASES if q in SUBSET_QUESTIONS or q.startswith("Extract name, age")]
+SEEDS = range(3)
+
+PERSON = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 20},
+                                           "age": {"type": "integer", "minimum": 0, "maximum": 150}},
+          "required": ["name", "age"], "additionalProperties": False}
+PLACE = {"type": "object", "properties": {"city": {"enum": ["Paris", "Rome", "Beijing"]},
+                                          "tags": {"type": "array", "items": {"type": "string", "maxLength": 8},
+                                                   "maxItems": 3}},
+         "required": ["city", "tags"]}
+JSON_QUESTION = "Extract as JSON: Li Lei is 31 years old and lives in Paris."
+
+# One EBNF text in the GBNF dialect (xgrammar's; llguidance converts it to Lark).
+EBNF = 'root ::= ("yes" | "no") "!"'
+EBNF_SUPPORTED = {"xgrammar", "llguidance"}
+
+# What each library's compile error says about `(unclosed`, on top of base.py's prefix.
+BAD_REGEX = "(unclosed"
+BAD_REGEX_PHRASE = {"fsm": "missing )", "xgrammar": "parenthesis is not closed",
+                    "outlines": "missing )", "llguidance": "unclosed group"}
+BAD_SCHEMA = '{"type": "foo"}'
+NOT_JSON = '{"type": "object", '
+NOT_JSON_PHRASE = {"fsm": "not valid JSON", "xgrammar": "Failed to parse JSON",
+                   "outlines": "not valid JSON", "llguidance": "not valid JSON"}
+
+
+# ---------------------------------------------------------------------------- fixtures
+@pytest.fixture(scope="module")
+def tokenizer():
+    return Tokenizer.from_pretrained(sgl.DEFAULT_MODEL_PATH)
+
+
+@pytest.fixture(scope="module")
+def backends(tokenizer):
+    """One backend object per name, with logits PAD columns wider than the vocabulary."""
+    made = {name: get_backend_class(name)(tokenizer, tokenizer.vocab_size + PAD) for name in BACKENDS}
+    yield made
+    for b in made.values():
+        b.shutdown()
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def engine(request):
+    eng = sgl.Engine(stage="s5", grammar_backend=request.param)
+    yield eng
+    eng.shutdown()
+
+
+def compiled(backend, kind, text):
+    """A fresh matcher (or InvalidGrammarObject), waiting for the compile if needed."""
+    value, ready = backend.get_cached_or_future_value(kind, text)
+    return value if ready else value.result().copy()
+
+
+def mask_row(grammar, width: int) -> torch.Tensor:
+    """The allowed tokens of `grammar` now, as bool [width]."""
+    mask = grammar.allocate_vocab_mask(width, 1)
+    grammar.fill_vocab_mask(mask, 0)
+    return unpack_bits(mask, width)[0]
+
+
+def reason(out) -> dict:
+    return out["meta_info"]["finish_reason"]
+
+
+# ------------------------------------------------------------------- engine behaviour
+def test_the_regex_subset_is_the_one_asked_for():
+    assert len(REGEX_CASES) == 6
+
+
+def test_stopped_regex_outputs_fully_match(engine):
+    prompts, params = [], []
+    for regex, question in REGEX_CASES:
+        for seed in SEEDS:
+            prompts.append(USER.format(question))
+            params.append({"regex": regex, "temperature": 1.0, "seed": seed, "max_new_tokens": 64})
+    outs = engine.generate(prompts, params)
+    stopped = 0
+    for out, p in zip(outs, params):
+        assert reason(out)["type"] in ("stop", "length"), reason(out)
+        if reason(out)["type"] == "stop":
+            stopped += 1
+            assert re.fullmatch(p["regex"], out["text"]), (p["regex"], out["text"])
+    assert stopped >= 0.8 * len(outs)
+
+
+def test_json_schema_outputs_validate(engine):
+    name = engine.stage.backend.name
+    params = [{"json_schema": json.dumps(s), "temperature": 1.0, "seed": seed, "max_new_tokens": 80}
+              for s in [PERSON, PLACE] for seed in SEEDS]
+    outs = engine.generate([USER.format(JSON_QUESTION)] * len(params), params)
+    stopped = 0
+    for out, p in zip(outs, params):
+        schema = json.loads(p["json_schema"])
+        if name == "outlines" and schema == PERSON:   # outlines-core would ignore the age bounds
+            assert reason(out)["type"] == "abort"
+            assert "does not enforce 'minimum' (at #/properties/age)" in reason(out)["message"]
+            continue
+        assert reason(out)["type"] in ("stop", "length"), reason(out)
+        if reason(out)["type"] == "stop":
+            stopped += 1
+            jsonschema.validate(json.loads(out["text"]), schema)
+    assert stopped >= 2
+
+
+def test_invalid_grammars_abort_only_their_request(engine):
+    name = engine.stage.backend.name
+    outs = engine.generate([USER.format("When was she born?")] * 4,
+                           [{"regex": BAD_REGEX}, {"json_schema": BAD_SCHEMA}, {"json_schema": NOT_JSON},
+                            {"regex": r"[0-9]{4}-[0-9]{2}", "temperature": 1.0, "seed": 0}])
+    for out in outs[:3]:
+        assert reason(out)["type"] == "abort"
+        assert f"rejected by the '{name}' backend" in reason(out)["message"]
+    assert BAD_REGEX_PHRASE[name] in reason(outs[0])["message"]
+    assert "foo" in reason(outs[1])["message"]
+    assert NOT_JSON_PHRASE[name] in reason(outs[2])["message"]
+    assert reason(outs[3])["type"] == "stop"
+    assert re.fullmatch(r"[0-9]{4}-[0-9]{2}", outs[3]["text"])
+
+
+def test_ebnf_works_where_supported_and_aborts_clearly_elsewhere(engine):
+    name = engine.stage.backend.name
+    lark = 'start: ("yes" | "no") "."'
+    outs = engine.generate([USER.format("Is the sky blue?")] * 4,
+                           [{"ebnf": EBNF, "temperature": 1.0, "seed": s} for s in range(3)]
+                           + [{"ebnf": lark, "temperature": 0}])
+    for out in outs[:3]:
+        if name in EBNF_SUPPORTED:
+            assert reason(out)["type"] == "stop" and out["text"] in ("yes!", "no!")
+        else:
+            assert reason(out)["type"] == "abort"
+            assert f"the '{name}' grammar backend does not support 'ebnf'" in reason(out)["message"]
+    if name == "llguidance":     # it reads Lark too
+        assert reason(outs[3])["type"] == "stop" and outs[3]["text"] in ("yes.", "no.")
+    else:
+        assert reason(outs[3])["type"] == "abort"
+    if name == "xgrammar":
+        assert "EBNF lexer error at line 1, column 6" in reason(outs[3])["message"]
+
+
+def test_mixed_batch_of_every_kind(engine):
+    name = engine.stage.backend.name
+    regex = r"((25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
+    params = [{"regex": regex, "temperature": 1.0, "seed": 1},
+              {"json_schema": json.dumps(PLACE), "temperature": 1.0, "seed": 2, "max_new_tokens": 80},
+              {"ebnf": EBNF, "temperature": 1.0, "seed": 3},
+              {"temperature": 1.0, "seed": 4, "max_new_tokens": 16}]
+    outs = engine.generate([USER.format(q) for q in ["What is the server's IP address?", JSON_QUESTION,
+                                                     "Is the sky blue?", "Say something."]], params)
+    assert reason(outs[0])["type"] == "stop" and re.fullmatch(regex, outs[0]["text"])
+    if reason(outs[1])["type"] == "stop":
+        jsonschema.validate(json.loads(outs[1]["text"]), PLACE)
+    else:
+        assert reason(outs[1])["type"] == "length"
+    if name in EBNF_SUPPORTED:
+        assert outs[2]["text"] in ("yes!", "no!")
+    else:
+        assert reason(outs[2])["type"] == "abort" and "does not support 'ebnf'" in reason(outs[2])["message"]
+    assert reason(outs[3])["type"] in ("stop", "length")
+
+
+def test_jump_forward_where_the_library_offers_it(engine):
+    name = engine.stage.backend.name
+    regex = r'\{"name": "[A-Za-z ]{1,12}", "age": [1-9][0-9]?, "city": "(Paris|Rome|Beijing)"\}'
+    outs = engine.generate([USER.format(JSON_QUESTION)] * 3,
+                           [{"regex": regex, "temperature": 1.0, "seed": s, "max_new_tokens": 60} for s in range(3)])
+    jumped = [o["meta_info"]["completion_tokens"] - o["meta_info"]["completion_tokens_wo_jump_forward"]
+              for o in outs]
+    for o in outs:
+        assert reason(o)["type"] == "stop" and re.fullmatch(regex, o["text"]), o["text"]
+    if name == "outlines":   # outlines-core offers no jump forward
+        assert jumped == [0, 0, 0] and engine.stage.jumps == 0
+    else:
+        assert all(j > 0 for j in jumped)
+
+
+def test_reasoning_gate_constrains_only_after_the_marker(engine):
+    """Until the marker the row is all ones, so a seeded request samples exactly what it
+    samples unconstrained; so take the marker from an unconstrained run's own tokens."""
+    tok = engine.tokenizer
+    assert len(tok.encode("</think>")) > 1   # no such token in the bundled vocabulary
+    prompt = USER.format("Extract as JSON: Li Lei was born on 1990-03-02.")
+    date = r" ?[0-9]{4}-[0-9]{2}-[0-9]{2}"
+    free = engine.generate([prompt] * 3, [{"temperature": 1.0, "seed": s, "max_new_tokens": 12} for s in range(3)])
+    prefixes, params = [], []
+    for seed, out in enumerate(free):
+        ids = out["output_ids"]
+        # the first token past the second that is new, and spelled by a one-token text
+        k = next(i for i in range(2, len(ids)) if ids[i] not in ids[:i] and tok.encode(tok.decode([ids[i]])) == [ids[i]])
+        prefixes.append(ids[:k + 1])
+        params.append({"regex": date, "think_end": tok.decode([ids[k]]), "temperature": 1.0, "seed": seed,
+                       "max_new_tokens": 40})
+    outs = engine.generate([prompt] * 3, params)
+    for out, prefix in zip(outs, prefixes):
+        ids = out["output_ids"]
+        assert ids[:len(prefix)] == prefix                 # free text went through untouched
+        assert not re.fullmatch(date, tok.decode(prefix))  # ... and it was not a date
+        assert reason(out)["type"] == "stop"
+        assert re.fullmatch(date, tok.decode(ids[len(prefix):])), out["text"]
+
+
+# -------------------------------------------------------------- masks against fsm's
+# (regex, a string it matches, whether outlines-core's index equals ours on it)
+MASK_CASES = [
+    (r"[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])", "2024-02-29", True),
+    (r'\{"name": "[A-Za-z ]{1,20}", "age": [0-9]{1,3}\}', '{"name": "Li Lei", "age": 31}', True),
+    (r"(张三|李四|王五)说(你好|再见)", "李四说再见", True),
+    (r"(😀|🎉|🚀)+", "🎉🚀😀", False),
+    (r"[a-z ]*x", "ab cx", False),
+]
+
+
+def check_against_fsm(name: str, grammar, row: torch.Tensor, fsm_row: torch.Tensor, outlines_exact: bool,
+                      vocab_size: int) -> None:
+    """The relation between a library's mask row and the fsm backend's (see module docstring)."""
+    assert not row[vocab_size:].any(), "a padded logit column is allowed"
+    forced = name == "llguidance" and grammar.matcher.compute_ff_bytes()
+    if name == "xgrammar" or (name == "outlines" and outlines_exact) or (name == "llguidance" and not forced):
+        assert torch.equal(row, fsm_row), [i for i in (row ^ fsm_row).nonzero().flatten().tolist()][:10]
+    else:
+        assert row.any() and not (row & ~fsm_row).any()
+
+
+@pytest.mark.parametrize("name", LIBRARIES)
+@pytest.mark.parametrize("regex, text, outlines_exact", MASK_CASES)
+def test_masks_match_the_fsm_backend_along_a_match(backends, tokenizer, name, regex, text, outlines_exact):
+    width = tokenizer.vocab_size + PAD
+    lib, fsm = compiled(backends[name], "regex", regex), compiled(backends["fsm"], "regex", regex)
+    ids = tokenizer.encode(text)
+    for step in range(len(ids) + 1):
+        check_against_fsm(name, lib, mask_row(lib, width), mask_row(fsm, width), outlines_exact,
+                          tokenizer.vocab_size)
+        if step < len(ids):
+            lib.accept_token(ids[step])
+            fsm.accept_token(ids[step])
+    assert lib.is_terminated() == fsm.is_terminated()
+
+
+def test_outlines_core_drops_moves_out_of_an_accepting_state(backends, tokenizer):
+    """Why MASK_CASES marks some regexes inexact for outlines (outlines-core 0.2.x)."""
+    width = tokenizer.vocab_size + PAD
+    regex = r"[a-z ]*x"
+    lib, fsm = compiled(backends["outlines"], "regex", regex), compiled(backends["fsm"], "regex", regex)
+    for t in tokenizer.encode("x"):
+        lib.accept_token(t)
+        fsm.accept_token(t)
+    missing = mask_row(fsm, width) & ~mask_row(lib, width)
+    letter_a = tokenizer.encode("a")[0]
+    assert missing[letter_a]      # "xa..." is a valid prefix, but "x" was accepting and "xa" is not
+
+
+@pytest.mark.parametrize("name", LIBRARIES)
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_random_walks_keep_masks_related_to_the_fsm_backend(backends, tokenizer, name, data):
+    regex = r'\{"city": "(Paris|Rome|Beijing|北京)", "age": [1-9][0-9]?, "tag": "[a-z]{1,6}"\}'
+    width = tokenizer.vocab_size + PAD
+    lib, fsm = compiled(backends[name], "regex", regex), compiled(backends["fsm"], "regex", regex)
+    for _ in range(data.draw(st.integers(0, 25), label="steps")):
+        row, fsm_row = mask_row(lib, width), mask_row(fsm, width)
+        check_against_fsm(name, lib, row, fsm_row, True, tokenizer.vocab_size)
+        row[tokenizer.eos_token_id] = False
+        choices = row.nonzero().flatten().tolist()
+        if not choices:
+            break
+        t = data.draw(st.sampled_from(choices), label="token")
+        lib.accept_token(t)
+        fsm.accept_token(t)
+        assert lib.is_terminated() == fsm.is_terminated()
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_batched_fill_equals_row_by_row(backends, tokenizer, name):
+    width = tokenizer.vocab_size + PAD
+    grammars = []
+    for regex, text in [(r"[0-9]{4}-[0-9]{2}", "20"), (r"(yes|no|maybe)!", "ma"), (r"[0-9]{4}-[0-9]{2}", "2024-")]:
+        g = compiled(backends[name], "regex", regex)
+        for t in tokenizer.encode(text):
+            g.accept_token(t)
+        grammars.append(g)
+    batched = grammars[0].allocate_vocab_mask(width, 5)
+    type(grammars[0]).fill_vocab_mask_batched([(g, i) for g, i in zip(grammars, [0, 2, 4])], batched)
+    for g, i in zip(grammars, [0, 2, 4]):
+        assert torch.equal(unpack_bits(batched[i], width), mask_row(g, width))
+    assert (batched[[1, 3]] == -1).all()      # rows without a grammar stay all-allowed
+
+
+# ------------------------------------------------------------ the matcher contract
+@pytest.mark.parametrize("name", BACKENDS)
+def test_accept_rollback_copy_and_termination(backends, tokenizer, name):
+    width = tokenizer.vocab_size + PAD
+    g = compiled(backends[name], "regex", r"[0-9]{4}-[0-9]{2}")
+    start = mask_row(g, width)
+    ids = tokenizer.encode("2024-12")
+    for t in ids[:-1]:
+        g.accept_token(t)
+    before_last = mask_row(g, width)
+    assert not g.is_terminated()
+    g.accept_token(ids[-1])
+    assert g.is_terminated()                     # complete, and nothing but EOS may follow
+    g.rollback(1)
+    assert not g.is_terminated() and torch.equal(mask_row(g, width), before_last)
+    with pytest.raises(GrammarError, match="not allowed"):
+        g.accept_token(tokenizer.encode("x")[0])
+    assert torch.equal(mask_row(g.copy(), width), start)
+
+    more = compiled(backends[name], "regex", r"[0-9]+")
+    for t in tokenizer.encode("12"):
+        more.accept_token(t)
+    assert not more.is_terminated()              # more digits may follow
+    assert mask_row(more, width)[tokenizer.eos_token_id]
+    more.accept_token(tokenizer.eos_token_id)
+    assert more.is_terminated()
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_reasoner_gate_passes_free_text_then_constrains(backends, tokenizer, name):
+    width = tokenizer.vocab_size + PAD
+    regex = r"(yes|no)"
+    marker_id, = tokenizer.encode("\n")
+    gate = ReasonerGrammar(compiled(backends[name], "regex", regex), marker_id)
+    for t in tokenizer.encode("I think so"):      # text the regex would reject
+        assert mask_row(gate, width).all()
+        gate.accept_token(t)
+    assert not gate.is_terminated()
+    gate.accept_token(marker_id)
+    assert torch.equal(mask_row(gate, width), mask_row(compiled(backends[name], "regex", regex), width))
+    with pytest.raises(GrammarError):
+        gate.accept_token(tokenizer.encode("I")[0])
+
+
+@pytest.mark.parametrize("name", LIBRARIES)
+def test_compile_errors_name_the_problem(backends, name):
+    cases = [("regex", BAD_REGEX, BAD_REGEX_PHRASE[name]), ("json_schema", BAD_SCHEMA, "foo"),
+             ("json_schema", NOT_JSON, NOT_JSON_PHRASE[name]),
+             ("json_schema", '{"type": "string", "minLength": 5, "maxLength": 2}', "maxLength")]
+    if name == "outlines":
+        cases.append(("json_schema", json.dumps(PERSON), "does not enforce 'minimum' (at #/properties/age)"))
+    for kind, text, phrase in cases:
+        g = compiled(backends[name], kind, text)
+        assert isinstance(g, InvalidGrammarObject), (kind, text)
+        assert f"{kind} rejected by the '{name}' backend" in g.message and phrase in g.message, g.message
+
+
+def test_logits_narrower_than_the_vocabulary_are_refused(tokenizer):
+    for name in LIBRARIES:
+        with pytest.raises(ValueError, match="smaller than the tokenizer's vocabulary"):
+            get_backend_class(name)(tokenizer, tokenizer.vocab_size - 1)
+
+
+@pytest.mark.slow
+def test_sentencepiece_vocabulary_masks_match_the_fsm_backend():
+    """`▁` spaces and <0xNN> byte pieces reach the libraries as the bytes they spell."""
+    from real_tokenizers import mistral_sentencepiece
+
+    tok = mistral_sentencepiece()
+    width = tok.vocab_size + PAD
+    made = {name: get_backend_class(name)(tok, width) for name in BACKENDS}
+    regex, text = r'\{"name": "[A-Za-z ]{1,20}", "city": "(北京|上海)"\}', '{"name": "Li Lei", "city": "北京"}'
+    grammars = {name: compiled(b, "regex", regex) for name, b in made.items()}
+    ids = tok.encode(text)
+    for step in range(len(ids) + 1):
+        fsm_row = mask_row(grammars["fsm"], width)
+        for name in LIBRARIES:
+            check_against_fsm(name, grammars[name], mask_row(grammars[name], width), fsm_row, True, tok.vocab_size)
+        if step < len(ids):
+            for g in grammars.values():
+                g.accept_token(ids[step])
+    assert all(g.is_terminated() for g in grammars.values())
+    for b in made.values():
+        b.shutdown()
