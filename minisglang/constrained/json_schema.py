@@ -200,8 +200,8 @@ ALL_CHARACTERS: Ranges = _remove_surrogates([(0, MAX_CODE_POINT)])
 NUM_CHARACTERS = sum(hi - lo + 1 for lo, hi in ALL_CHARACTERS)
 # Characters a JSON string may hold raw: not `"`, not `\`, no control characters.
 RAW_STRING_CHARACTERS: Ranges = _remove_surrogates([(0x20, 0x21), (0x23, 0x5B), (0x5D, MAX_CODE_POINT)])
-# Characters json.dumps writes as \uXXXX (control characters, non-ASCII of the BMP).
-BMP_ESCAPED_CHARACTERS: Ranges = [(0x00, 0x1F), (0x80, SURROGATES[0] - 1), (SURROGATES[1] + 1, 0xFFFF)]
+# Characters json.dumps writes as \uXXXX (control characters and DEL, non-ASCII of the BMP).
+BMP_ESCAPED_CHARACTERS: Ranges = [(0x00, 0x1F), (0x7F, SURROGATES[0] - 1), (SURROGATES[1] + 1, 0xFFFF)]
 SHORT_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "\b": "b", "\f": "f", "\n": "n", "\r": "r", "\t": "t"}
 
 

@@ -1,0 +1,751 @@
+"""The JSON Schema -> regex compiler (minisglang/constrained/json_schema.py).
+
+Oracles: `jsonschema` (draft 2020-12, with its FormatChecker) judges every string that a
+random walk on the regex's DFA produces (soundness); `json.dumps` writes valid instances
+that the regex must match (completeness where the module promises it); Python's `re` is a
+second regex engine; `Decimal` comparison judges number ranges; `re.search` on the
+decoded string judges `pattern`; `datetime.date.fromisoformat` judges dates.
+"""
+from __future__ import annotations
+
+import datetime
+import functools
+import itertools
+import json
+import math
+import random
+import re
+from decimal import Decimal
+
+import jsonschema
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from minisglang.constrained.json_schema import (
+    ALL_CHARACTERS,
+    ANY_VALUE_NESTING,
+    DEFAULT_WHITESPACE,
+    FORMATS,
+    STRING_CHAR,
+    UNSUPPORTED_KEYWORDS,
+    InvalidSchemaError,
+    UnsupportedSchemaError,
+    _hex_range,
+    _json_string_chars,
+    build_regex_from_schema,
+)
+from minisglang.constrained.regex_dfa import CharDFA, compile_regex
+
+VALIDATOR = jsonschema.Draft202012Validator
+FORMAT_CHECKER = VALIDATOR.FORMAT_CHECKER
+
+
+def is_valid(value, schema) -> bool:
+    return VALIDATOR(schema, format_checker=FORMAT_CHECKER).is_valid(value)
+
+
+def serialisations(value) -> list[str]:
+    """json.dumps' default style (ASCII escapes), compact, and with raw non-ASCII."""
+    return [json.dumps(value), json.dumps(value, separators=(",", ":")), json.dumps(value, ensure_ascii=False)]
+
+
+def matches(schema, text: str, **options) -> bool:
+    return re.fullmatch(build_regex_from_schema(schema, **options), text) is not None
+
+
+@functools.lru_cache(maxsize=64)
+def dfa_of(regex: str) -> CharDFA:
+    return compile_regex(regex, max_states=20_000)
+
+
+# ---------------------------------------------------------------------------------------
+# Random walks on the DFA: the soundness oracle's input
+# ---------------------------------------------------------------------------------------
+CHAR_POOL = [chr(c) for c in range(0x20, 0x7F)] + ["\t", "\n", "\x00", "\x1f", "\x7f", "é", "ß", "中", "😀", "\u2028"]
+
+
+def random_char(cls, rng: random.Random) -> str:
+    if not cls.negated:
+        return rng.choice(sorted(cls.chars))
+    candidates = [c for c in CHAR_POOL if c in cls]
+    return rng.choice(candidates) if candidates else next(chr(c) for c in range(0x4E00, 0x10000) if chr(c) in cls)
+
+
+def random_walks(dfa: CharDFA, n: int, seed: int = 0, max_len: int = 120) -> list[str]:
+    """n strings the DFA accepts: random edges, stopping at accepting states now and then;
+    past max_len, only edges that get closer to an accepting state."""
+    rng = random.Random(seed)
+    distance = {s: 0 for s in dfa.finals}
+    changed = True
+    while changed:
+        changed = False
+        for s, row in dfa.transitions.items():
+            for t in row.values():
+                if t in distance and distance.get(s, math.inf) > distance[t] + 1:
+                    distance[s] = distance[t] + 1
+                    changed = True
+    out = []
+    for _ in range(n):
+        state, text = dfa.initial, []
+        while not (state in dfa.finals and (not dfa.transitions[state] or rng.random() < 0.15 or len(text) >= max_len)):
+            edges = list(dfa.transitions[state].items())
+            if len(text) >= max_len:
+                edges = [(c, t) for c, t in edges if distance[t] < distance[state]]
+            cls, state = rng.choice(edges)
+            text.append(random_char(cls, rng))
+        out.append("".join(text))
+    return out
+
+
+def assert_sound(schema, n: int = 150, seed: int = 0, **options) -> None:
+    """Every sampled string the DFA accepts is JSON that the schema accepts, and `re` agrees."""
+    regex = build_regex_from_schema(schema, **options)
+    dfa = dfa_of(regex)
+    for text in random_walks(dfa, n, seed):
+        value = json.loads(text)
+        assert is_valid(value, schema), f"{text!r} is accepted but invalid for {schema}"
+        assert re.fullmatch(regex, text), f"re and the DFA disagree on {text!r}"
+
+
+# ---------------------------------------------------------------------------------------
+# Whitespace
+# ---------------------------------------------------------------------------------------
+NESTED = {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer"}},
+                                           "b": {"type": "object", "properties": {"c": {"type": "null"}}}}}
+
+
+def test_default_whitespace_matches_json_dumps_and_compact_but_not_indent():
+    value = {"a": [1, 2], "b": {"c": None}}
+    for text in serialisations(value):
+        assert matches(NESTED, text)
+    assert matches(NESTED, '{ "a": [ 1, 2 ], "b": { "c": null } }')
+    assert not matches(NESTED, json.dumps(value, indent=2)), "newlines are not in the default"
+    assert not matches(NESTED, '{"a" : [1]}'), "no whitespace before a colon"
+    assert not matches(NESTED, '{"a":  [1]}'), "at most one space by default"
+    assert DEFAULT_WHITESPACE == r"[ ]?"
+
+
+def test_custom_whitespace_free_and_none():
+    value = {"a": [1, 2], "b": {"c": None}}
+    assert matches(NESTED, json.dumps(value, indent=2), whitespace=r"[ \t\n\r]*")
+    assert matches(NESTED, json.dumps(value, separators=(",", ":")), whitespace="")
+    assert not matches(NESTED, json.dumps(value), whitespace="")
+
+
+@pytest.mark.parametrize("whitespace, message", [
+    ("x?", "not JSON whitespace"),
+    ("[ ]", "must match the empty string"),
+    ("(", "is invalid"),
+])
+def test_bad_whitespace_regexes_are_refused(whitespace, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        build_regex_from_schema({"type": "integer"}, whitespace=whitespace)
+
+
+# ---------------------------------------------------------------------------------------
+# Strings
+# ---------------------------------------------------------------------------------------
+@given(st.text(max_size=8))
+def test_every_string_matches_in_every_serialisation(s):
+    for text in serialisations(s):
+        assert matches({"type": "string"}, text)
+
+
+@pytest.mark.parametrize("text, ok", [
+    ('"\x01"', False), ('"\\u0001"', True), ('"a\nb"', False), ('"a\\nb"', True), ('"\\x"', False),
+    ('"\\ud800"', False), ('"\\ud83d\\ude00"', True), ('"\\"\\\\\\/"', True), ('"\\U0041"', False),
+])
+def test_string_escapes(text, ok):
+    assert matches({"type": "string"}, text) == ok
+    if ok:
+        assert isinstance(json.loads(text), str)
+
+
+def test_hand_written_string_char_agrees_with_the_generated_one_on_json_dumps_output():
+    generated = re.compile(_json_string_chars(ALL_CHARACTERS))
+    for ch in CHAR_POOL + ["\b", "\f", "\r", '"', "\\", "/", "\uffff", "\U0010ffff", "\u00e9"]:
+        for text in {json.dumps(ch)[1:-1], json.dumps(ch, ensure_ascii=False)[1:-1]}:
+            assert re.fullmatch(STRING_CHAR, text) and generated.fullmatch(text), repr(text)
+
+
+@given(st.text(max_size=6), st.integers(0, 4), st.integers(0, 4))
+def test_min_and_max_length_count_characters_not_escapes(s, lo, hi):
+    schema = {"type": "string", "minLength": lo, "maxLength": hi}
+    if lo > hi:
+        with pytest.raises(UnsupportedSchemaError, match="accepts no JSON value"):
+            build_regex_from_schema(schema)
+        return
+    for text in serialisations(s):
+        assert matches(schema, text) == is_valid(s, schema) == (lo <= len(s) <= hi)
+
+
+def test_length_bounded_string_is_sound():
+    assert_sound({"type": "string", "minLength": 2, "maxLength": 3})
+
+
+# ---------------------------------------------------------------------------------------
+# const and enum
+# ---------------------------------------------------------------------------------------
+json_scalars = st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.text(max_size=4) | \
+    st.floats(allow_nan=False, allow_infinity=False, width=32)
+json_values = st.recursive(json_scalars, lambda inner: st.lists(inner, max_size=3) |
+                           st.dictionaries(st.text(max_size=3), inner, max_size=3), max_leaves=6)
+
+
+@given(json_values, json_values)
+def test_const_matches_its_value_in_every_serialisation_and_nothing_else(value, other):
+    regex = build_regex_from_schema({"const": value})
+    for text in serialisations(value):
+        assert re.fullmatch(regex, text)
+    for text in serialisations(other):
+        if re.fullmatch(regex, text):
+            assert is_valid(other, {"const": value})
+
+
+def test_const_numbers_match_json_equal_forms():
+    assert matches({"const": 1}, "1.0") and matches({"const": 1.0}, "1")
+    assert not matches({"const": 1}, "true") and not matches({"const": True}, "1")
+
+
+def test_enum_keeps_only_values_the_other_keywords_accept():
+    schema = {"type": "string", "maxLength": 2, "enum": ["ab", "abc", 3, None]}
+    assert matches(schema, '"ab"')
+    assert not any(matches(schema, t) for t in ('"abc"', "3", "null"))
+    with pytest.raises(UnsupportedSchemaError, match="accepts no JSON value"):
+        build_regex_from_schema({"type": "integer", "enum": ["a"]})
+
+
+# ---------------------------------------------------------------------------------------
+# Integers and numbers: exact ranges
+# ---------------------------------------------------------------------------------------
+def test_documented_integer_range_example():
+    assert build_regex_from_schema({"type": "integer", "minimum": 18, "maximum": 65}) == "(?:1[89]|[2-5][0-9]|6[0-5])"
+
+
+bounds = st.none() | st.integers(-150, 150) | st.integers(-300, 300).map(lambda k: k / 2)
+
+
+@given(bounds, bounds, st.booleans(), st.booleans())
+def test_integer_bounds_are_exact(lo, hi, lo_exclusive, hi_exclusive):
+    schema = {"type": "integer"}
+    if lo is not None:
+        schema["exclusiveMinimum" if lo_exclusive else "minimum"] = lo
+    if hi is not None:
+        schema["exclusiveMaximum" if hi_exclusive else "maximum"] = hi
+    try:
+        regex = re.compile(build_regex_from_schema(schema))
+    except UnsupportedSchemaError:  # an empty range
+        assert not any(is_valid(n, schema) for n in range(-400, 401))
+        return
+    for n in range(-400, 401):
+        assert bool(regex.fullmatch(str(n))) == is_valid(n, schema), n
+    assert not any(regex.fullmatch(t) for t in ("-0", "00", "01", "+1", "1.0", "1e2"))
+
+
+numerals = st.from_regex(r"-?(0|[1-9][0-9]{0,3})(\.[0-9]{1,3})?", fullmatch=True)
+decimal_bounds = st.none() | st.decimals(-1000, 1000, places=2, allow_nan=False, allow_infinity=False)
+
+
+@given(decimal_bounds, decimal_bounds, st.booleans(), st.booleans(), st.lists(numerals, max_size=40))
+def test_number_bounds_are_exact_over_decimal_numerals(lo, hi, lo_exclusive, hi_exclusive, texts):
+    schema = {"type": "number"}
+    if lo is not None:
+        schema["exclusiveMinimum" if lo_exclusive else "minimum"] = float(lo)
+    if hi is not None:
+        schema["exclusiveMaximum" if hi_exclusive else "maximum"] = float(hi)
+    try:
+        regex = re.compile(build_regex_from_schema(schema))
+    except UnsupportedSchemaError:  # an empty range
+        assert lo is not None and hi is not None and (lo > hi or (lo == hi and (lo_exclusive or hi_exclusive)))
+        return
+    edges = [str(b + d) for b in (lo, hi) if b is not None for d in (Decimal("-0.01"), 0, Decimal("0.01"))]
+    for text in texts + edges:
+        value = Decimal(text)
+        inside = ((lo is None or value > lo or (value == lo and not lo_exclusive))
+                  and (hi is None or value < hi or (value == hi and not hi_exclusive)))
+        bounded = lo is not None or hi is not None  # bounded numbers: 0, never -0
+        never_written = bounded and text.startswith("-") and value == 0
+        assert bool(regex.fullmatch(text)) == (inside and not never_written), text
+
+
+@given(st.floats(allow_nan=False, allow_infinity=False) | st.integers())
+def test_unbounded_numbers_match_json_dumps_including_exponents(x):
+    assert matches({"type": "number"}, json.dumps(x))
+
+
+def test_number_types_are_sound():
+    assert_sound({"type": "number", "exclusiveMinimum": -2.5, "maximum": 10})
+    assert_sound({"type": ["integer", "null"], "minimum": -20, "exclusiveMaximum": 1000})
+
+
+# ---------------------------------------------------------------------------------------
+# Formats
+# ---------------------------------------------------------------------------------------
+def test_the_format_oracle_checks_every_format_we_support():
+    assert set(FORMATS) <= set(FORMAT_CHECKER.checkers), "install jsonschema[format] (rfc3339/rfc3986 validators)"
+
+
+@pytest.mark.parametrize("fmt", sorted(FORMATS))
+def test_format_strings_pass_jsonschemas_format_checker(fmt):
+    assert_sound({"type": "string", "format": fmt}, n=200)
+
+
+def test_date_is_exact_including_leap_years():
+    regex = re.compile(FORMATS["date"])
+    for year in (0, 1, 4, 100, 400, 1900, 2000, 2023, 2024, 9999):
+        for month in range(0, 14):
+            for day in range(0, 33):
+                text = f"{year:04d}-{month:02d}-{day:02d}"
+                try:
+                    real = datetime.date.fromisoformat(text) is not None
+                except ValueError:
+                    real = False
+                assert bool(regex.fullmatch(text)) == real, text
+
+
+@given(st.dates(), st.uuids(), st.ip_addresses(v=4),
+       st.datetimes(timezones=st.just(datetime.timezone.utc)))
+def test_formats_match_what_python_writes(date, uuid, ip, moment):
+    assert matches({"format": "date"}, json.dumps(date.isoformat()))
+    assert matches({"format": "uuid"}, json.dumps(str(uuid)))
+    assert matches({"format": "ipv4"}, json.dumps(str(ip)))
+    assert matches({"format": "date-time"}, json.dumps(moment.isoformat()))
+    assert matches({"format": "time"}, json.dumps(moment.timetz().isoformat()))
+
+
+@pytest.mark.parametrize("text", ["user@example.com", "a.b+c@d-e.example.org", "https://example.com/a/b?c=d#e",
+                                  "urn:isbn:0451450523", "mailto:x@y.z"])
+def test_common_emails_and_uris_match(text):
+    fmt = "email" if "@" in text and ":" not in text else "uri"
+    assert matches({"format": fmt}, json.dumps(text)) and is_valid(text, {"format": fmt})
+
+
+# ---------------------------------------------------------------------------------------
+# pattern: a search over the decoded string, written over its JSON text
+# ---------------------------------------------------------------------------------------
+PATTERN_ALPHABET = ["a", "b", "1", "_", '"', "\\", "\n", "é", "😀"]
+# (pattern, complete): complete = matches json.dumps of every alphabet string re.search accepts;
+# \w, \s, `.`, [^\d] are narrowed to ASCII (sound, not complete)
+PATTERNS = [
+    ("^[ab]+$", True), ("b", True), ("^a|b$", True), ("^(ab|1)*$", True), ("[^a]", True),
+    ("^[0-9]{2,3}$", True), ("a?b", True), ('^["\\\\]$', True), ("é", True), ("^😀+", True),
+    ("^\\d\\d$", True), ("^[^b]*$", True), ("^(?:a|é){1,2}$", True), ("", True),
+    ("^\\w+$", False), ("^.$", False), ("^[^\\d]$", False), ("^\\S+$", False),
+]
+
+
+@pytest.mark.parametrize("pattern, complete", PATTERNS)
+def test_pattern_is_a_search_over_the_decoded_string(pattern, complete):
+    schema = {"type": "string", "pattern": pattern}
+    regex = re.compile(build_regex_from_schema(schema))
+    dfa = dfa_of(regex.pattern)
+    for k in range(4):
+        for chars in itertools.product(PATTERN_ALPHABET, repeat=k):
+            s = "".join(chars)
+            expected = re.search(pattern, s) is not None
+            for text in serialisations(s):
+                got = regex.fullmatch(text) is not None
+                assert got == dfa.accepts(text), text
+                if got:
+                    assert expected, f"{text!r} accepted but {pattern!r} finds nothing in it"
+                elif expected and complete and not ("$" in pattern and s.endswith("\n")):
+                    pytest.fail(f"{text!r} rejected but {pattern!r} finds a match in it")
+
+
+@pytest.mark.parametrize("pattern, message", [
+    ("a(?=b)", "lookaround assertions"), ("(a)\\1", "backreferences"), ("a\\bc", "anchors"),
+    ("a^b", "anchors"), ("(?i)a", "inline flags"), ("\\p{L}", "not a regex we can read"),
+])
+def test_unsupported_patterns_are_refused_by_name(pattern, message):
+    with pytest.raises(UnsupportedSchemaError, match=re.escape(message)) as info:
+        build_regex_from_schema({"type": "object", "properties": {"x": {"type": "string", "pattern": pattern}}})
+    assert "#/properties/x/pattern" in str(info.value)
+
+
+def test_pattern_with_length_or_format_is_refused():
+    with pytest.raises(UnsupportedSchemaError, match="'pattern' together with 'minLength'/'maxLength'"):
+        build_regex_from_schema({"type": "string", "pattern": "^a+$", "maxLength": 3})
+    with pytest.raises(UnsupportedSchemaError, match="'format' together with"):
+        build_regex_from_schema({"type": "string", "format": "date", "pattern": "^2"})
+
+
+def test_hex_ranges_are_exact():
+    rng = random.Random(0)
+    for _ in range(40):
+        lo = rng.randrange(0x100)
+        hi = rng.randrange(lo, 0x100)
+        regex = re.compile(_hex_range(lo, hi, width=2))
+        for v in range(0x100):
+            for text in {f"{v:02x}", f"{v:02X}", f"{v:02x}".capitalize()}:
+                assert bool(regex.fullmatch(text)) == (lo <= v <= hi), (lo, hi, text)
+
+
+# ---------------------------------------------------------------------------------------
+# Objects
+# ---------------------------------------------------------------------------------------
+def test_optional_properties_any_subset_in_schema_order():
+    names = ["a", "b", "c", "d"]
+    for required_mask in range(16):
+        required = [n for i, n in enumerate(names) if required_mask >> i & 1]
+        schema = {"type": "object", "properties": {n: {"type": "integer"} for n in names},
+                  "required": required, "additionalProperties": False}
+        regex = re.compile(build_regex_from_schema(schema))
+        for subset_mask in range(16):
+            value = {n: i for i, n in enumerate(names) if subset_mask >> i & 1}
+            for text in serialisations(value):
+                assert bool(regex.fullmatch(text)) == is_valid(value, schema), (required, text)
+            if len(value) >= 2:
+                assert not regex.fullmatch(json.dumps(dict(reversed(value.items())))), "schema order only"
+
+
+def test_optional_properties_grow_the_regex_polynomially():
+    def size(n):
+        return len(build_regex_from_schema({"type": "object", "properties": {f"p{i}": {"type": "null"} for i in range(n)}}))
+    assert size(40) < 5 * size(20)
+
+
+def test_additional_properties_policies():
+    props = {"a": {"type": "integer"}}
+    for schema in ({"type": "object", "properties": props},
+                   {"type": "object", "properties": props, "additionalProperties": True},
+                   {"type": "object", "properties": props, "additionalProperties": False}):
+        assert matches(schema, '{"a": 1}') and not matches(schema, '{"a": 1, "z": 2}')
+    assert matches({"properties": props, "required": ["a", "z"]}, '{"a": 1, "z": [null, "x"]}')
+    with pytest.raises(UnsupportedSchemaError, match="accepts no JSON value"):
+        build_regex_from_schema({"properties": props, "required": ["z"], "additionalProperties": False})
+
+
+@given(st.dictionaries(st.text(max_size=3), st.integers(), max_size=4))
+def test_additional_properties_schema_without_properties_is_a_map(value):
+    schema = {"type": "object", "additionalProperties": {"type": "integer"}}
+    for text in serialisations(value):
+        assert matches(schema, text)
+    assert not matches(schema, json.dumps({**value, "x": "not an integer"}))
+
+
+@given(st.dictionaries(st.text(max_size=3), json_scalars, max_size=4))
+def test_free_object_is_a_map_of_values(value):
+    for text in serialisations(value):
+        assert matches({"type": "object"}, text)
+
+
+def test_objects_are_sound():
+    assert_sound({"type": "object", "properties": {"name": {"type": "string", "maxLength": 4},
+                                                   "tags": {"type": "array", "items": {"enum": ["x", "y"]}},
+                                                   "q\"é": {"type": "boolean"}},
+                  "required": ["tags"]})
+    assert_sound({"type": "object", "additionalProperties": {"type": "integer"}, "required": ["k"]})
+
+
+# ---------------------------------------------------------------------------------------
+# Arrays
+# ---------------------------------------------------------------------------------------
+def test_min_and_max_items_are_exact():
+    for lo, hi in itertools.product(range(4), [None, 0, 1, 3, 4]):
+        schema = {"type": "array", "items": {"type": "integer"}, "minItems": lo}
+        if hi is not None:
+            schema["maxItems"] = hi
+        try:
+            regex = re.compile(build_regex_from_schema(schema))
+        except UnsupportedSchemaError:
+            assert hi is not None and hi < lo
+            continue
+        for n in range(7):
+            for text in serialisations(list(range(n))):
+                assert bool(regex.fullmatch(text)) == is_valid(list(range(n)), schema), text
+
+
+def test_prefix_items_then_items_and_tuples():
+    for items in ({"type": "boolean"}, False, None):
+        schema = {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}], "minItems": 1}
+        if items is not None:
+            schema["items"] = items
+        regex = re.compile(build_regex_from_schema(schema))
+        for value in ([], [1], [1, "a"], [1, "a", True], [1, "a", True, False], ["a"], [1, 2], [1, "a", 3]):
+            expected = is_valid(value, schema) and (items is not None or len(value) <= 2)
+            assert bool(regex.fullmatch(json.dumps(value))) == expected, (items, value)
+
+
+def test_draft7_items_array_is_a_tuple():
+    schema = {"type": "array", "items": [{"type": "integer"}], "additionalItems": {"type": "null"}}
+    assert matches(schema, "[1, null, null]") and not matches(schema, '[1, "x"]')
+
+
+def test_arrays_are_sound():
+    assert_sound({"type": "array", "prefixItems": [{"const": "x"}], "items": {"type": "integer", "minimum": 0},
+                  "minItems": 1, "maxItems": 4})
+
+
+# ---------------------------------------------------------------------------------------
+# anyOf, oneOf, allOf
+# ---------------------------------------------------------------------------------------
+def test_any_of_with_sibling_keywords_means_both():
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+              "anyOf": [{"required": ["a"]}, {"required": ["b"]}]}
+    for value in ({}, {"a": 1}, {"b": 2}, {"a": 1, "b": 2}):
+        assert matches(schema, json.dumps(value)) == is_valid(value, schema)
+
+
+PETS = {"oneOf": [
+    {"type": "object", "properties": {"kind": {"const": "cat"}, "lives": {"type": "integer", "maximum": 9}},
+     "required": ["kind", "lives"]},
+    {"type": "object", "properties": {"kind": {"const": "dog"}, "good": {"type": "boolean"}},
+     "required": ["kind"]},
+    {"type": "null"},
+]}
+
+
+def test_one_of_with_disjoint_branches_is_sound():
+    assert matches(PETS, '{"kind": "cat", "lives": 9}') and matches(PETS, "null")
+    assert_sound(PETS)
+
+
+@pytest.mark.parametrize("branches", [
+    [{"type": "integer"}, {"type": "number"}],
+    [{"type": "object", "properties": {"a": {"const": 1}}}, {"type": "object", "properties": {"a": {"const": 2}}}],
+    [{"minimum": 0}, {"type": "string"}],
+])
+def test_one_of_that_may_overlap_is_refused(branches):
+    with pytest.raises(UnsupportedSchemaError, match="'oneOf' at #: branches 0 and 1 may both accept a value"):
+        build_regex_from_schema({"oneOf": branches})
+
+
+def test_all_of_merges_exactly():
+    schema = {"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+                        {"properties": {"a": {"minimum": 5}, "b": {"type": "string"}}}]}
+    for value in ({"a": 5}, {"a": 4}, {"a": 5, "b": "x"}, {"b": "x"}):
+        assert matches(schema, json.dumps(value)) == is_valid(value, schema), value
+    closed = {"allOf": [{"properties": {"a": {"type": "integer"}}}, {"additionalProperties": False}]}
+    assert matches(closed, "{}") and not matches(closed, '{"a": 1}'), "the second part forbids a"
+    with pytest.raises(UnsupportedSchemaError, match="accepts no JSON value"):
+        build_regex_from_schema({"allOf": [{"type": "string"}, {"type": "integer"}]})
+
+
+def test_all_of_conflicts_are_refused_by_name():
+    with pytest.raises(UnsupportedSchemaError, match="'allOf' at #: two subschemas give 'pattern' different values"):
+        build_regex_from_schema({"allOf": [{"pattern": "a"}, {"pattern": "b"}]})
+
+
+# ---------------------------------------------------------------------------------------
+# $ref and $defs
+# ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("ref, defs_key", [("#/$defs/x~1y", "$defs"), ("#/definitions/x~1y", "definitions"),
+                                           ("#/$defs/x%2Fy", "$defs")])
+def test_local_refs(ref, defs_key):
+    schema = {defs_key: {"x/y": {"type": "integer"}}, "type": "array", "items": {"$ref": ref}}
+    assert matches(schema, "[1, 2]") and not matches(schema, '["a"]')
+
+
+TREE = {"type": "object", "properties": {"v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#"}}},
+        "required": ["v"]}
+
+
+def tree(depth: int) -> dict:
+    return {"v": depth, "kids": [tree(depth - 1)] if depth else []}
+
+
+@pytest.mark.parametrize("max_ref_depth", [0, 1, 3])
+def test_recursion_is_unrolled_to_the_depth_bound(max_ref_depth):
+    regex = re.compile(build_regex_from_schema(TREE, max_ref_depth=max_ref_depth))
+    for depth in range(5):
+        assert bool(regex.fullmatch(json.dumps(tree(depth)))) == (depth <= max_ref_depth)
+
+
+def test_recursive_schema_is_sound():
+    assert_sound(TREE, max_ref_depth=2)
+
+
+@pytest.mark.parametrize("schema, error, message", [
+    ({"$defs": {"a": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"}, InvalidSchemaError, "refers to itself"),
+    ({"$ref": "#/$defs/missing"}, InvalidSchemaError, "points to nothing"),
+    ({"$ref": "https://example.com/s.json"}, UnsupportedSchemaError, "only local JSON pointers"),
+    ({"$ref": "#anchor"}, UnsupportedSchemaError, "only local JSON pointers"),
+    ({"$defs": {"a": {"$id": "a.json"}}, "$ref": "#/$defs/a"}, UnsupportedSchemaError, "'$id' at #/$defs/a"),
+])
+def test_bad_refs(schema, error, message):
+    with pytest.raises(error, match=re.escape(message)):
+        build_regex_from_schema(schema)
+
+
+# ---------------------------------------------------------------------------------------
+# Types, inference, any value
+# ---------------------------------------------------------------------------------------
+@given(json_scalars | st.lists(json_scalars, max_size=3) | st.dictionaries(st.text(max_size=2), json_scalars, max_size=2))
+def test_empty_schema_accepts_values_up_to_the_nesting_bound(value):
+    assert ANY_VALUE_NESTING >= 1
+    for schema in ({}, True, {"description": "annotations only", "title": "t"}):
+        assert matches(schema, json.dumps(value))
+
+
+def test_missing_type_is_inferred_from_keywords():
+    assert matches({"minLength": 1}, '"a"') and not matches({"minLength": 1}, "1")
+    assert matches({"maximum": 3}, "2.5") and not matches({"maximum": 3}, '"a"')
+    assert matches({"type": ["string", "null"]}, "null")
+
+
+def test_sound_for_any_value():
+    assert_sound({}, n=200)
+
+
+# ---------------------------------------------------------------------------------------
+# Errors name the keyword and the place
+# ---------------------------------------------------------------------------------------
+UNSUPPORTED_EXAMPLES = {
+    "multipleOf": 2, "not": {"type": "null"}, "if": {}, "then": {}, "else": {}, "uniqueItems": True,
+    "contains": {}, "minContains": 1, "maxContains": 1, "unevaluatedItems": False,
+    "unevaluatedProperties": False, "patternProperties": {"a": {}}, "propertyNames": {"maxLength": 2},
+    "dependentRequired": {"a": ["b"]}, "dependentSchemas": {"a": {}}, "dependencies": {"a": ["b"]},
+    "minProperties": 1, "maxProperties": 2, "$dynamicRef": "#x", "$recursiveRef": "#",
+    "$recursiveAnchor": True,
+}
+
+
+def test_every_unsupported_keyword_has_an_example():
+    assert set(UNSUPPORTED_EXAMPLES) == UNSUPPORTED_KEYWORDS
+
+
+@pytest.mark.parametrize("keyword", sorted(UNSUPPORTED_EXAMPLES))
+def test_unsupported_keywords_are_errors_naming_keyword_and_path(keyword):
+    schema = {"type": "object", "properties": {"x": {keyword: UNSUPPORTED_EXAMPLES[keyword]}}}
+    with pytest.raises(UnsupportedSchemaError, match=re.escape(f"keyword '{keyword}' at #/properties/x is not supported")):
+        build_regex_from_schema(schema)
+
+
+def test_trivial_values_of_unsupported_keywords_are_fine():
+    assert matches({"type": "array", "uniqueItems": False}, "[1, 1]")
+    assert matches({"type": "object", "minProperties": 0}, "{}")
+
+
+def test_unknown_formats_are_refused():
+    with pytest.raises(UnsupportedSchemaError, match="'format': 'hostname' at # is not supported"):
+        build_regex_from_schema({"type": "string", "format": "hostname"})
+
+
+@pytest.mark.parametrize("schema, message", [
+    ("{not json", "the schema is not valid JSON"),
+    ("3", "a schema must be a JSON object or a boolean, got int"),
+    ({"type": "strin"}, "'type' at # must be one of"),
+    ({"type": "object", "required": "a"}, "'required' at # must be an array of strings"),
+    ({"type": "string", "minLength": -1}, "'minLength' at # must be a non-negative integer"),
+    ({"type": "object", "properties": []}, "'properties' at # must be an object"),
+    ({"enum": 3}, "'enum' at # must be an array"),
+    ({"anyOf": []}, "'anyOf' at # must be a non-empty array of schemas"),
+    ({"type": "integer", "minimum": "3"}, "'minimum' at # must be a number"),
+    ({"properties": {"a": 5}}, "the schema at #/properties/a must be an object or a boolean"),
+    ({"$ref": 5}, "'$ref' at # must be a string"),
+])
+def test_invalid_schemas_say_why(schema, message):
+    with pytest.raises(InvalidSchemaError, match=re.escape(message)):
+        build_regex_from_schema(schema)
+
+
+def test_false_schema_has_nothing_to_generate():
+    with pytest.raises(UnsupportedSchemaError, match="accepts no JSON value"):
+        build_regex_from_schema(False)
+
+
+# ---------------------------------------------------------------------------------------
+# Property tests over a family of schemas
+# ---------------------------------------------------------------------------------------
+PROPERTY_NAMES = ["a", "b", "é", 'q"k']
+FAMILY_PATTERNS = ["^[a-z]{1,3}$", "^(ab|c)+$", "^[A-Z][0-9]?$"]
+
+
+@st.composite
+def leaf_schemas(draw):
+    kind = draw(st.sampled_from(["string", "integer", "number", "boolean", "null", "enum", "format", "pattern"]))
+    if kind == "string":
+        lo = draw(st.integers(0, 2))
+        schema = {"type": "string", "minLength": lo}
+        hi = draw(st.none() | st.integers(lo, 3))
+        return schema if hi is None else {**schema, "maxLength": hi}
+    if kind in ("integer", "number"):
+        schema = {"type": kind}
+        lo = draw(st.none() | st.integers(-50, 50))
+        hi = draw(st.none() | st.integers(-50 if lo is None else lo + 1, 60))
+        if lo is not None:
+            schema[draw(st.sampled_from(["minimum", "exclusiveMinimum"]))] = lo
+        if hi is not None:
+            schema[draw(st.sampled_from(["maximum", "exclusiveMaximum"]))] = hi
+        return schema
+    if kind == "enum":
+        return {"enum": draw(st.lists(json_scalars, min_size=1, max_size=3, unique_by=json.dumps))}
+    if kind == "format":
+        return {"type": "string", "format": draw(st.sampled_from(["date", "uuid", "ipv4"]))}
+    if kind == "pattern":
+        return {"type": "string", "pattern": draw(st.sampled_from(FAMILY_PATTERNS))}
+    return {"type": kind}
+
+
+@st.composite
+def object_schemas(draw, inner):
+    properties = draw(st.dictionaries(st.sampled_from(PROPERTY_NAMES), inner, max_size=3))
+    required = [n for n in properties if draw(st.booleans())]
+    schema = {"type": "object", "properties": properties, "required": required}
+    return {**schema, "additionalProperties": False} if draw(st.booleans()) else schema
+
+
+@st.composite
+def array_schemas(draw, inner):
+    lo = draw(st.integers(0, 2))
+    return {"type": "array", "items": draw(inner), "minItems": lo, "maxItems": draw(st.integers(lo, 3))}
+
+
+family = st.recursive(leaf_schemas(), lambda inner: object_schemas(inner) | array_schemas(inner) |
+                      st.builds(lambda a, b: {"anyOf": [a, b]}, inner, inner), max_leaves=3)
+
+
+def instances(schema) -> st.SearchStrategy:
+    """Valid instances of a family schema, with keys in schema order."""
+    if "anyOf" in schema:
+        return st.one_of([instances(b) for b in schema["anyOf"]])
+    if "enum" in schema:
+        return st.sampled_from(schema["enum"])
+    kind = schema["type"]
+    if kind == "string":
+        if "format" in schema:
+            return {"date": st.dates().map(datetime.date.isoformat), "uuid": st.uuids().map(str),
+                    "ipv4": st.ip_addresses(v=4).map(str)}[schema["format"]]
+        if "pattern" in schema:
+            return st.from_regex(schema["pattern"], fullmatch=True)
+        return st.text(min_size=schema.get("minLength", 0), max_size=schema.get("maxLength", 6))
+    if kind in ("integer", "number"):
+        lo = schema.get("minimum", schema.get("exclusiveMinimum"))
+        hi = schema.get("maximum", schema.get("exclusiveMaximum"))
+        if kind == "integer":
+            values = st.integers(lo, hi)
+        else:  # decimals written without exponent; never -0.0
+            values = st.decimals(lo, hi, places=1, allow_nan=False, allow_infinity=False).map(lambda d: float(d) + 0.0)
+        return values.filter(lambda x: x != schema.get("exclusiveMinimum") and x != schema.get("exclusiveMaximum"))
+    if kind == "array":
+        return st.lists(instances(schema["items"]), min_size=schema["minItems"], max_size=schema["maxItems"])
+    if kind == "object":
+        members = [st.tuples(st.just(n), instances(s)).map(lambda x: [x]) if n in schema["required"]
+                   else st.one_of(st.just([]), st.tuples(st.just(n), instances(s)).map(lambda x: [x]))
+                   for n, s in schema["properties"].items()]
+        return st.tuples(*members).map(lambda parts: dict(item for part in parts for item in part))
+    return st.just({"boolean": True, "null": None}[kind])
+
+
+FAMILY_SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                                   HealthCheck.filter_too_much])
+
+
+@FAMILY_SETTINGS
+@given(st.data())
+def test_family_valid_instances_serialised_with_json_dumps_match(data):
+    schema = data.draw(family)
+    regex = re.compile(build_regex_from_schema(schema))
+    for _ in range(5):
+        value = data.draw(instances(schema))
+        assert is_valid(value, schema), (value, schema)
+        for text in serialisations(value):
+            assert regex.fullmatch(text), (text, schema)
+
+
+@pytest.mark.slow
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(family, st.integers(0, 1000))
+def test_family_every_sampled_dfa_string_is_valid_json_for_the_schema(schema, seed):
+    assert_sound(schema, n=40, seed=seed)

@@ -1,0 +1,77 @@
+"""Our JSON Schema compiler on the official JSON-Schema-Test-Suite (draft 2020-12).
+
+The harness lives in benchmarks/json_schema_conformance.py (so that other backends can be
+measured with it); here we check the harness counts honestly and that our backend has no
+false positive: every suite value that our DFA accepts is valid. False negatives (valid
+values written in a way we do not generate) and compile errors (unsupported keywords) are
+allowed; they are counted in benchmarks/results/json_schema_conformance.md.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "json_schema_conformance.py"
+_spec = importlib.util.spec_from_file_location("json_schema_conformance", SCRIPT)
+conformance = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = conformance  # dataclasses look their module up there
+_spec.loader.exec_module(conformance)
+
+
+@pytest.fixture(scope="module")
+def suite() -> list[tuple[str, dict]]:
+    if not (conformance.SUITE_DIR / "draft2020-12").is_dir():
+        pytest.fail(f"JSON-Schema-Test-Suite not found at {conformance.SUITE_DIR}; "
+                    "set MINISGLANG_JSON_SCHEMA_SUITE to its folder")
+    return conformance.load_suite()
+
+
+def test_the_suite_is_draft_2020_12_without_optional_tests(suite):
+    files = {name for name, _ in suite}
+    assert "type.json" in files and "ref.json" in files
+    assert all(not name.startswith("optional") for name in files)
+    assert all({"schema", "tests", "description"} <= group.keys() for _, group in suite)
+
+
+def test_harness_counts_a_backend_that_accepts_everything(suite):
+    counts = conformance.run_suite(lambda schema: (lambda text: True), progress=False)
+    invalid = sum(not t["valid"] for _, g in suite for t in g["tests"])
+    assert counts.cases == sum(len(g["tests"]) for _, g in suite)
+    assert counts.compile_errors == 0
+    for outcome in counts.outcomes.values():
+        assert outcome["false_positive"] == invalid
+        assert outcome["pass"] == counts.cases - invalid and outcome["false_negative"] == 0
+    assert len(counts.false_positives) == invalid * len(conformance.SERIALISATIONS)
+
+
+def test_harness_counts_a_backend_that_compiles_nothing(suite):
+    def refuse(schema):
+        raise ValueError("'everything' is unsupported")
+
+    counts = conformance.run_suite(refuse, progress=False)
+    assert counts.compile_errors == counts.cases
+    assert counts.error_reasons == {"ValueError: everything": counts.cases}
+    assert all(sum(outcome.values()) == 0 for outcome in counts.outcomes.values())
+
+
+def test_harness_serialises_both_ways():
+    data = {"é": [1, "x"]}
+    assert conformance.SERIALISATIONS["json.dumps"](data) == json.dumps(data)
+    assert conformance.SERIALISATIONS["compact"](data) == '{"é":[1,"x"]}'
+
+
+@pytest.mark.slow
+def test_our_backend_has_no_false_positive_on_the_suite(suite):
+    counts = conformance.run_suite(conformance.minisglang_accepts, progress=False)
+    assert counts.false_positives == [], "accepted but invalid:\n" + "\n".join(counts.false_positives)
+    compiled = counts.cases - counts.compile_errors
+    assert compiled > 0
+    for outcome in counts.outcomes.values():
+        assert outcome["false_positive"] == 0
+        assert outcome["pass"] + outcome["false_negative"] == compiled
+    table = conformance.results_table({"ours": (counts, 0.0)})
+    assert f"| ours | {counts.cases} | {counts.compile_errors} |" in table
