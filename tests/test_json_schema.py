@@ -62,7 +62,8 @@ def dfa_of(regex: str) -> CharDFA:
 # ---------------------------------------------------------------------------------------
 # Random walks on the DFA: the soundness oracle's input
 # ---------------------------------------------------------------------------------------
-CHAR_POOL = [chr(c) for c in range(0x20, 0x7F)] + ["\t", "\n", "\x00", "\x1f", "\x7f", "é", "ß", "中", "😀", "\u2028"]
+CHAR_POOL = [chr(c) for c in range(0x20, 0x7F)] + ["\t", "\n", "\x00", "\x1f", "\x7f", "é", "ß", "中", "😀",
+                                                   "\u2028"]
 
 
 def random_char(cls, rng: random.Random) -> str:
@@ -401,7 +402,8 @@ def test_optional_properties_any_subset_in_schema_order():
 
 def test_optional_properties_grow_the_regex_polynomially():
     def size(n):
-        return len(build_regex_from_schema({"type": "object", "properties": {f"p{i}": {"type": "null"} for i in range(n)}}))
+        properties = {f"p{i}": {"type": "null"} for i in range(n)}
+        return len(build_regex_from_schema({"type": "object", "properties": properties}))
     assert size(40) < 5 * size(20)
 
 
@@ -571,7 +573,8 @@ def test_bad_refs(schema, error, message):
 # ---------------------------------------------------------------------------------------
 # Types, inference, any value
 # ---------------------------------------------------------------------------------------
-@given(json_scalars | st.lists(json_scalars, max_size=3) | st.dictionaries(st.text(max_size=2), json_scalars, max_size=2))
+@given(json_scalars | st.lists(json_scalars, max_size=3) |
+       st.dictionaries(st.text(max_size=2), json_scalars, max_size=2))
 def test_empty_schema_accepts_values_up_to_the_nesting_bound(value):
     assert ANY_VALUE_NESTING >= 1
     for schema in ({}, True, {"description": "annotations only", "title": "t"}):
@@ -608,7 +611,8 @@ def test_every_unsupported_keyword_has_an_example():
 @pytest.mark.parametrize("keyword", sorted(UNSUPPORTED_EXAMPLES))
 def test_unsupported_keywords_are_errors_naming_keyword_and_path(keyword):
     schema = {"type": "object", "properties": {"x": {keyword: UNSUPPORTED_EXAMPLES[keyword]}}}
-    with pytest.raises(UnsupportedSchemaError, match=re.escape(f"keyword '{keyword}' at #/properties/x is not supported")):
+    message = f"keyword '{keyword}' at #/properties/x is not supported"
+    with pytest.raises(UnsupportedSchemaError, match=re.escape(message)):
         build_regex_from_schema(schema)
 
 

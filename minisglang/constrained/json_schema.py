@@ -44,7 +44,7 @@ import math
 import re
 from collections import Counter
 from contextlib import contextmanager
-from decimal import Decimal
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from urllib.parse import unquote
 
 from minisglang.constrained.regex_dfa import (
@@ -756,7 +756,8 @@ class _SchemaCompiler:
             return True
         values_a, values_b = _finite_values(a), _finite_values(b)
         for values, types in ((values_a, types_b), (values_b, types_a)):
-            if values is not None and types is not None and not any(_type_allows(types, _json_type_of(v)) for v in values):
+            if values is not None and types is not None and \
+                    not any(_type_allows(types, _json_type_of(v)) for v in values):
                 return True
         if values_a is not None and values_b is not None:
             if not any(_json_equal(x, y) for x in values_a for y in values_b):
@@ -790,6 +791,7 @@ class _SchemaCompiler:
 
     # -- types --------------------------------------------------------------------------
     def _number(self, schema: dict, path: str) -> str | None:
+        """integer or number with minimum/maximum/exclusive bounds, as an exact numeral range."""
         integer = "number" not in _types(schema, path)
         lo, lo_strict, hi, hi_strict = None, False, None, False
         for keyword, strict in (("minimum", False), ("exclusiveMinimum", True)):
@@ -804,13 +806,14 @@ class _SchemaCompiler:
                     hi, hi_strict = bound, strict
         if integer:  # integer bounds: round inwards, then they are inclusive
             if lo is not None:
-                lo = (lo.to_integral_value(rounding="ROUND_FLOOR") + 1) if lo_strict else lo.to_integral_value(rounding="ROUND_CEILING")
+                lo = lo.to_integral_value(ROUND_FLOOR) + 1 if lo_strict else lo.to_integral_value(ROUND_CEILING)
             if hi is not None:
-                hi = (hi.to_integral_value(rounding="ROUND_CEILING") - 1) if hi_strict else hi.to_integral_value(rounding="ROUND_FLOOR")
+                hi = hi.to_integral_value(ROUND_CEILING) - 1 if hi_strict else hi.to_integral_value(ROUND_FLOOR)
             lo_strict = hi_strict = False
         return _number_range(lo, lo_strict, hi, hi_strict, fraction=not integer)
 
     def _string(self, schema: dict, path: str) -> str | None:
+        """A JSON string: `format`, or `pattern`, or minLength/maxLength characters."""
         min_length, max_length = _count(schema, "minLength", path), _count(schema, "maxLength", path)
         has_length = bool(min_length) or max_length is not None
         for keyword in ("format", "pattern"):
@@ -835,6 +838,8 @@ class _SchemaCompiler:
         return f'"{_repeat(STRING_CHAR, min_length or 0, max_length)}"'
 
     def _array(self, schema: dict, path: str) -> str | None:
+        """A JSON array: prefixItems, then items (absent: a tuple after prefixItems, else any
+        values), minItems/maxItems."""
         items, prefix = schema.get("items"), schema.get("prefixItems")
         if isinstance(items, list) and prefix is None:  # draft 7 tuples: items [...], additionalItems
             prefix, items = items, schema.get("additionalItems")
@@ -886,6 +891,8 @@ class _SchemaCompiler:
         return rf"\[{ws}{elements}{ws}\]"
 
     def _object(self, schema: dict, path: str) -> str | None:
+        """A JSON object: `properties` in order (required ones always), or a map (see the
+        additionalProperties policy in the module doc)."""
         properties = schema.get("properties", {})
         required = schema.get("required", [])
         if not isinstance(properties, dict):
@@ -960,6 +967,7 @@ class _SchemaCompiler:
 
 
 def _check_keywords(schema: dict, path: str) -> None:
+    """Refuse every keyword we do not implement (unless its value constrains nothing)."""
     for keyword, value in schema.items():
         if keyword in UNSUPPORTED_KEYWORDS and TRIVIAL_VALUES.get(keyword, object()) != value:
             raise UnsupportedSchemaError(f"keyword '{keyword}' at {path} is not supported")
@@ -1023,7 +1031,7 @@ def _merge(a: dict | bool, b: dict | bool, path: str) -> dict | bool:
             names_a = [merged["type"]] if isinstance(merged["type"], str) else merged["type"]
             names_b = [value] if isinstance(value, str) else value
             both = [t for t in names_a if t in names_b]
-            if "integer" not in both and _types_overlap({"integer"}, set(names_a)) and _types_overlap({"integer"}, set(names_b)):
+            if "integer" not in both and all(_types_overlap({"integer"}, set(n)) for n in (names_a, names_b)):
                 both.append("integer")  # integer and number: integer
             if not both:
                 return False
