@@ -153,5 +153,7 @@ def test_reasoning_gate_constrains_only_after_the_marker(engine):
     for o in outs:
         if o["meta_info"]["finish_reason"]["type"] == "stop":
             ids = o["output_ids"]
+            assert marker_id in ids                    # EOS is not allowed while thinking
             after = ids[ids.index(marker_id) + 1:]
             assert re.fullmatch(DATE, tok.decode(after)), o["text"]
+    assert any(o["meta_info"]["finish_reason"]["type"] == "stop" for o in outs)

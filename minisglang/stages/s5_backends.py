@@ -33,10 +33,14 @@ from .s4_jump_forward import JumpForwardStage
 
 
 class ReasonerGrammar(BaseGrammarObject):
-    """Lets everything through until the think-end token, then defers to `inner`."""
+    """Lets everything but EOS through until the think-end token, then defers to `inner`.
 
-    def __init__(self, inner: BaseGrammarObject, think_end_id: int):
-        self.inner, self.think_end_id, self.thinking = inner, think_end_id, True
+    EOS stays forbidden while thinking: the answer after the marker must still satisfy
+    the grammar, so the request may not end before it.
+    """
+
+    def __init__(self, inner: BaseGrammarObject, think_end_id: int, eos_token_id: int):
+        self.inner, self.think_end_id, self.eos_token_id, self.thinking = inner, think_end_id, eos_token_id, True
 
     def accept_token(self, token_id: int) -> None:
         if self.thinking:
@@ -48,8 +52,11 @@ class ReasonerGrammar(BaseGrammarObject):
         return not self.thinking and self.inner.is_terminated()
 
     def fill_vocab_mask(self, vocab_mask: torch.Tensor, idx: int) -> None:
-        if not self.thinking:   # while thinking the row stays all ones
+        if not self.thinking:
             self.inner.fill_vocab_mask(vocab_mask, idx)
+            return
+        word, bit = divmod(self.eos_token_id, 32)   # the row stays all ones, but for EOS
+        vocab_mask[idx, word] &= ~(torch.tensor(1, dtype=torch.int32) << bit)
 
     def try_jump_forward(self, tokenizer):
         return None if self.thinking else self.inner.try_jump_forward(tokenizer)
@@ -61,7 +68,7 @@ class ReasonerGrammar(BaseGrammarObject):
         self.inner.jump_and_retokenize(old_output_ids, new_output_ids, next_state)
 
     def copy(self) -> "ReasonerGrammar":
-        return ReasonerGrammar(self.inner.copy(), self.think_end_id)
+        return ReasonerGrammar(self.inner.copy(), self.think_end_id, self.eos_token_id)
 
 
 @register("s5-backends")
@@ -103,7 +110,7 @@ class BackendStage(JumpForwardStage):
             return
         think_end = req.sampling_params.think_end
         if think_end is not None:
-            grammar = ReasonerGrammar(grammar, self.ctx.tokenizer.encode(think_end)[0])
+            grammar = ReasonerGrammar(grammar, self.ctx.tokenizer.encode(think_end)[0], self.ctx.tokenizer.eos_token_id)
         req.grammar = grammar
 
     # -- hook 2: the grammar queue is s3's; only what "done" means changed -----------------
