@@ -37,13 +37,13 @@ def compressed_fsm_dot(dfa: CharDFA, jump_map: JumpForwardMap) -> str:
         else:
             c = class_of_label[label]
             merged[src, dst] = merged[src, dst].union(c) if (src, dst) in merged else c
-    kept = {dfa.initial} | {s for s, _, _ in chains} | {d for _, _, d in chains} | {s for pair in merged for s in pair}
+    edges = [(src, dst, f'label="{dot_escape(repr(text))}", style=bold, penwidth=2') for src, text, dst in chains]
+    edges += [(src, dst, f'label="{dot_escape(c.label())}"') for (src, dst), c in merged.items()]
+    kept = {dfa.initial} | {state for src, dst, _ in edges for state in (src, dst)}
 
     title = f"regex: {dfa.pattern}  (compressed: {len(kept)} of {dfa.num_states} states)"
     lines = ["digraph compressed_fsm {", *_HEADER, f'  label="{dot_escape(title)}";', "  labelloc=t;"]
     lines += _states(sorted(kept), dfa.initial, dfa.finals)
-    edges = [(src, dst, f'label="{dot_escape(repr(text))}", style=bold, penwidth=2') for src, text, dst in chains]
-    edges += [(src, dst, f'label="{dot_escape(c.label())}"') for (src, dst), c in merged.items()]
     for src, dst, attrs in sorted(edges):
         lines.append(f"  {src} -> {dst} [{attrs}];")
     lines.append("}")
