@@ -1,0 +1,313 @@
+"""Exercise tests of stage s5-backends (`minisglang grade --stage s5`).
+
+Each graded test carries the marker of the task it grades:
+
+- task5_1  FSMGrammar.accept_token and FSMGrammar.fill_vocab_mask
+           (minisglang/backends/fsm_backend.py): the matcher of our own backend adapter
+- task5_2  _SchemaCompiler._array_regex (minisglang/constrained/json_schema.py): the JSON
+           Schema rule for arrays (prefixItems, items, minItems, maxItems)
+
+The oracles never use the code under test. task5_1: the brute-force "which tokens can
+still grow into a match" oracle of tests/test_exercises_s1.py, over its tiny synthetic
+vocabulary with pieces of multi-byte characters. task5_2: `jsonschema` on every list of
+up to four elements over a small alphabet, serialised three ways and fed to the compiled
+character DFA (`compile_regex(...).accepts`), plus random walks on that DFA
+(tests/test_json_schema.py::assert_sound). tests/test_stage_s5.py checks task5_1 against
+the token index on the bundled tokenizer too.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import re
+
+import jsonschema
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import minisglang as sgl
+from minisglang.backends.base import GrammarError
+from minisglang.backends.fsm_backend import FSMBackend, FSMGrammar
+from minisglang.constrained.json_schema import InvalidSchemaError, UnsupportedSchemaError, build_regex_from_schema
+from minisglang.constrained.regex_dfa import compile_regex
+from minisglang.stages.s2_batched_mask import unpack_bits
+from minisglang.stages.s5_backends import ReasonerGrammar
+from test_exercises_s1 import EOS, REGEXES, TOKENIZER, VOCAB, VOCAB_SIZE, oracle_allowed
+from test_json_schema import assert_sound
+
+USER = "<|user|>\n{}\n<|assistant|>\n"
+
+
+# ---------------------------------------------------------------------------------------
+# task5_1: the fsm backend's matcher
+# ---------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def synthetic_backend():
+    """Our fsm backend over the synthetic vocabulary, logits 7 columns wider than it."""
+    backend = FSMBackend(TOKENIZER, VOCAB_SIZE)
+    yield backend
+    backend.shutdown()
+
+
+def start(backend, regex: str) -> FSMGrammar:
+    """A fresh matcher at the start of `regex` (waits for the compile)."""
+    value, ready = backend.get_cached_or_future_value("regex", regex)
+    return value if ready else value.result().copy()
+
+
+def allowed_row(grammar, batch: int = 1, row: int = 0) -> torch.Tensor:
+    """Fill row `row` of a fresh [batch, W] mask; return all rows unpacked, bool [batch, V]."""
+    mask = grammar.allocate_vocab_mask(VOCAB_SIZE, batch)
+    grammar.fill_vocab_mask(mask, row)
+    return unpack_bits(mask, VOCAB_SIZE)
+
+
+def as_row(token_ids: set[int]) -> torch.Tensor:
+    row = torch.zeros(VOCAB_SIZE, dtype=torch.bool)
+    row[sorted(token_ids)] = True
+    return row
+
+
+@pytest.mark.task5_1
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(REGEXES), st.lists(st.integers(0, 10_000), min_size=1, max_size=14), st.integers(0, 2))
+def test_walk_masks_and_termination_equal_brute_force(synthetic_backend, regex, choices, row):
+    g = start(synthetic_backend, regex)
+    prefix = b""
+    for choice in choices:
+        expected = oracle_allowed(regex, prefix)
+        rows = allowed_row(g, batch=3, row=row)
+        assert torch.equal(rows[row], as_row(expected)), (regex, prefix)   # padded tail included
+        assert all(rows[r].all() for r in range(3) if r != row)            # other rows untouched
+        # Finished exactly when nothing but EOS may follow ("may stop" is not "must stop").
+        assert g.is_terminated() == (expected == {EOS}), (regex, prefix)
+        if not expected:   # the vocabulary cannot go on from here: an all-zero row (s5 aborts)
+            return
+        token = sorted(expected)[choice % len(expected)]
+        g.accept_token(token)
+        if token == EOS:
+            assert g.is_terminated()
+            return
+        prefix += VOCAB[token]
+
+
+@pytest.mark.task5_1
+@pytest.mark.parametrize("regex, pieces", [
+    (r"(yes|no)", [b"y"]),
+    (r'\{"name": "[a-z中文é]{1,8}", "age": [1-9][0-9]?\}', [b'{"', b"name", b'": ', '"中'.encode()]),
+    (r"1[0-9]*", [b"1"]),
+])
+def test_a_refused_token_raises_and_leaves_the_state_alone(synthetic_backend, regex, pieces):
+    g = start(synthetic_backend, regex)
+    for piece in pieces:
+        g.accept_token(VOCAB.index(piece))
+    before = allowed_row(g)[0]
+    assert torch.equal(before, as_row(oracle_allowed(regex, b"".join(pieces))))
+    # Specials, the empty token, EOS where the text is unfinished, and every other misfit.
+    for token in [t for t in range(len(VOCAB)) if not before[t]]:
+        with pytest.raises(GrammarError, match=f"token {token} is not allowed"):
+            g.accept_token(token)
+        assert torch.equal(allowed_row(g)[0], before), f"refusing token {token} moved the matcher"
+
+
+@pytest.mark.task5_1
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(REGEXES), st.lists(st.integers(0, 10_000), min_size=1, max_size=10), st.data())
+def test_rollback_returns_to_the_mask_of_k_tokens_ago(synthetic_backend, regex, choices, data):
+    """rollback() is given; it only works if accept_token remembers where it came from."""
+    g = start(synthetic_backend, regex)
+    rows = [allowed_row(g)[0]]
+    for choice in choices:
+        allowed = sorted(t for t in range(len(VOCAB)) if rows[-1][t] and t != EOS)
+        if not allowed:
+            break
+        g.accept_token(allowed[choice % len(allowed)])
+        rows.append(allowed_row(g)[0])
+    k = data.draw(st.integers(0, len(rows) - 1), label="k")
+    g.rollback(k)
+    assert torch.equal(allowed_row(g)[0], rows[len(rows) - 1 - k])
+    if k:   # we went back to before a token that was not EOS: not finished
+        assert not g.is_terminated()
+
+
+@pytest.mark.task5_1
+def test_copies_are_independent_matchers_on_one_compile(synthetic_backend):
+    regex = r"(yes|no)"
+    a, b = start(synthetic_backend, regex), start(synthetic_backend, regex)
+    a.accept_token(VOCAB.index(b"yes"))
+    assert a.fsm is b.fsm and a.is_terminated() and not b.is_terminated()
+    assert torch.equal(allowed_row(b)[0], as_row(oracle_allowed(regex, b"")))
+    assert torch.equal(allowed_row(a)[0], as_row({EOS}))
+
+
+@pytest.mark.task5_1
+def test_the_reasoning_gate_masks_through_fill_vocab_mask(synthetic_backend):
+    """s5's ReasonerGrammar allows all but EOS until the marker, then asks the matcher."""
+    regex, marker = r"(yes|no)", VOCAB.index(b"-")
+    g = ReasonerGrammar(start(synthetic_backend, regex), marker, EOS)
+    for token in [VOCAB.index(b"x"), VOCAB.index(b"a"), marker]:
+        assert torch.equal(allowed_row(g)[0], torch.arange(VOCAB_SIZE) != EOS)
+        g.accept_token(token)
+    assert torch.equal(allowed_row(g)[0], as_row(oracle_allowed(regex, b"")))
+    g.accept_token(VOCAB.index(b"no"))
+    assert g.is_terminated()
+
+
+# ---------------------------------------------------------------------------------------
+# The engine with our backend: every sampled token goes through accept_token (no jumps)
+# ---------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def engine():
+    eng = sgl.Engine(stage="s5", grammar_backend="fsm", jump_forward=False)
+    yield eng
+    eng.shutdown()
+
+
+@pytest.mark.task5_1
+def test_engine_outputs_match_the_regex(engine):
+    regex = r'\{"name": "[A-Za-z ]{1,12}", "age": [1-9][0-9]?\}'
+    outs = engine.generate([USER.format("Extract as JSON: Li Lei is 31 years old.")] * 3,
+                           [{"regex": regex, "temperature": 1.0, "seed": s, "max_new_tokens": 48} for s in range(3)])
+    for out in outs:
+        assert out["meta_info"]["finish_reason"]["type"] == "stop", out
+        assert re.fullmatch(regex, out["text"]), out["text"]
+
+
+# ---------------------------------------------------------------------------------------
+# task5_2: arrays in JSON Schema
+# ---------------------------------------------------------------------------------------
+VALIDATOR = jsonschema.Draft202012Validator
+ALPHABET = [0, "a", None]
+# Every list of up to four elements over the alphabet: 121 instances.
+INSTANCES = [list(t) for n in range(5) for t in itertools.product(ALPHABET, repeat=n)]
+ABSENT = "absent"
+PREFIXES = [ABSENT, [{"type": "integer"}], [{"type": "integer"}, {"const": "a"}]]
+ITEMS = [ABSENT, {"type": "integer"}, False, {"enum": ["a", None]}]
+MIN_ITEMS = [ABSENT, 0, 1, 3]
+MAX_ITEMS = [ABSENT, 0, 2, 3]
+
+
+def array_schema(prefix, items, min_items, max_items) -> dict:
+    schema = {"type": "array"}
+    for key, value in (("prefixItems", prefix), ("items", items), ("minItems", min_items), ("maxItems", max_items)):
+        if value != ABSENT:
+            schema[key] = value
+    return schema
+
+
+def generated(value: list, schema: dict) -> bool:
+    """What the compiler must accept: valid values, except the documented tuple policy
+    (prefixItems without items: nothing after the prefix)."""
+    tuple_only = "prefixItems" in schema and "items" not in schema
+    return VALIDATOR(schema).is_valid(value) and not (tuple_only and len(value) > len(schema["prefixItems"]))
+
+
+def texts(value: list) -> list[str]:
+    """json.dumps, compact, and one space inside the brackets: all within the default whitespace."""
+    out = [json.dumps(value), json.dumps(value, separators=(",", ":"))]
+    if value:
+        out.append("[ " + ", ".join(json.dumps(v) for v in value) + " ]")
+    return out
+
+
+ARRAY_GRID = [array_schema(*combo) for combo in itertools.product(PREFIXES, ITEMS, MIN_ITEMS, MAX_ITEMS)
+              if not (combo[0] == ABSENT and combo[1] == ABSENT and combo[2:] != (ABSENT, ABSENT))]
+
+
+@pytest.mark.task5_2
+@pytest.mark.parametrize("schema", ARRAY_GRID, ids=lambda s: json.dumps(s, separators=(",", ":")))
+def test_arrays_accept_exactly_the_valid_lists(schema):
+    expected = [v for v in INSTANCES if generated(v, schema)]
+    if not expected:   # every satisfiable grid schema has a witness of length <= 3 here
+        with pytest.raises(UnsupportedSchemaError, match="accepts no JSON value"):
+            build_regex_from_schema(schema)
+        return
+    dfa = compile_regex(build_regex_from_schema(schema))
+    for value in INSTANCES:
+        for text in texts(value):
+            assert dfa.accepts(text) == (value in expected), (text, schema)
+
+
+@pytest.mark.task5_2
+def test_a_free_list_takes_any_scalar():
+    dfa = compile_regex(build_regex_from_schema({"type": "array"}))
+    for value in [[], [1.5, "x", True, None], ["中", -3, False], [0] * 6]:
+        for text in texts(value):
+            assert dfa.accepts(text), text
+    for text in ["[1,]", "[,1]", "[1 2]", "[", "[[1], 2]"]:   # broken JSON, or nested deeper than allowed
+        assert not dfa.accepts(text), text
+
+
+@pytest.mark.task5_2
+def test_whitespace_comes_from_the_option():
+    schema = {"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 3}
+    compact = compile_regex(build_regex_from_schema(schema, whitespace=""))
+    assert compact.accepts("[1,2]") and not compact.accepts("[1, 2]") and not compact.accepts("[ 1]")
+    free = compile_regex(build_regex_from_schema(schema, whitespace=r"[ \n]*"))
+    assert free.accepts("[\n  1,\n  2\n]") and not free.accepts("[\t1]")
+
+
+@pytest.mark.task5_2
+def test_impossible_arrays_drop_an_optional_property_and_void_a_required_one():
+    never = {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 1}
+    optional = {"type": "object", "properties": {"a": never, "b": {"type": "null"}}}
+    dfa = compile_regex(build_regex_from_schema(optional))
+    assert dfa.accepts('{"b": null}') and dfa.accepts("{}")
+    assert not dfa.accepts('{"a": [], "b": null}') and not dfa.accepts('{"a": [1]}')
+    with pytest.raises(UnsupportedSchemaError, match="accepts no JSON value"):
+        build_regex_from_schema({**optional, "required": ["a"]})
+
+
+@st.composite
+def array_family(draw, depth: int = 1):
+    """Arrays of integers, enums or (once) arrays, with optional prefixItems and bounds."""
+    leaves = st.sampled_from([{"type": "integer", "minimum": 0, "maximum": 20}, {"enum": ["a", None, True]},
+                              {"type": "string", "maxLength": 2}, False])
+    items = leaves if depth == 0 else leaves | array_family(depth - 1)
+    schema = {"type": "array"}
+    if draw(st.booleans()):
+        schema["prefixItems"] = draw(st.lists(items.filter(lambda s: s is not False), min_size=1, max_size=2))
+    if draw(st.booleans()):
+        schema["items"] = draw(items)
+    lo = draw(st.integers(0, 2))
+    if draw(st.booleans()):
+        schema["minItems"] = lo
+    if draw(st.booleans()):
+        schema["maxItems"] = draw(st.integers(lo, 4))
+    return schema
+
+
+@pytest.mark.task5_2
+@settings(max_examples=25, deadline=None)
+@given(array_family())
+def test_every_string_the_automaton_accepts_is_a_valid_array(schema):
+    try:
+        build_regex_from_schema(schema)
+    except UnsupportedSchemaError as e:   # only when nothing fits
+        assert "accepts no JSON value" in str(e)
+        return
+    assert_sound(schema, n=40)
+
+
+# Checked before the array rule runs (so not graded): bad values are errors naming them.
+@pytest.mark.parametrize("schema, message", [
+    ({"type": "array", "minItems": -1}, "'minItems' at # must be a non-negative integer, got -1"),
+    ({"type": "array", "maxItems": "3"}, "'maxItems' at # must be a non-negative integer, got '3'"),
+    ({"type": "array", "prefixItems": {"type": "integer"}}, "'prefixItems' at # must be an array of schemas"),
+])
+def test_bad_array_keywords_are_refused_by_name(schema, message):
+    with pytest.raises(InvalidSchemaError, match=re.escape(message)):
+        build_regex_from_schema(schema)
+
+
+@pytest.mark.task5_2
+def test_engine_output_is_a_valid_array(engine):
+    schema = {"type": "array", "items": {"type": "string", "maxLength": 8}, "minItems": 2, "maxItems": 3}
+    outs = engine.generate([USER.format("List two hobbies as JSON.")] * 3,
+                           [{"json_schema": json.dumps(schema), "temperature": 1.0, "seed": s, "max_new_tokens": 60}
+                            for s in range(3)])
+    for out in outs:
+        assert out["meta_info"]["finish_reason"]["type"] == "stop", out
+        assert VALIDATOR(schema).is_valid(json.loads(out["text"])), out["text"]
