@@ -1,0 +1,188 @@
+"""What jump-forward buys on JSON extraction with fixed keys: s3 against s4, and s4 against
+unconstrained generation of outputs of the same lengths.
+
+The workload: `--requests` (64) extraction prompts in the bundled model's training format
+(seeded), all submitted at once, greedy, constrained by one regex with six fixed keys and
+fixed separators (`KEYS_REGEX`), so the text between two values, such as `", "age": `, is
+forced and jump-forward can skip it. Three systems, each its own engine on the bundled
+model, interleaved run by run:
+
+* s3: the same regex, no jump-forward (every forced character is sampled, one decode step
+  per token);
+* s4: jump-forward on (forced strings are appended, retokenized, and the request is
+  re-admitted through the radix cache);
+* unconstrained (stage s0): no regex, `ignore_eos`, and each request's `max_new_tokens` set
+  to the number of tokens s4 produced for it, so it produces as many tokens as s4 did.
+
+Counted from the scheduler (`forward_counts`) and the trace: decode forwards (batched decode
+steps), prefill forwards, tokens computed in prefills; requests/s is requests over the wall
+time of `generate`, split into the seconds spent in prefill and in decode forwards (a timing
+wrapper around `Scheduler.run`) and the rest. The regex is compiled before timing (one warm-up request, untimed), and
+the radix tree is emptied before every run. Medians of `--repeats` runs.
+
+    python benchmarks/bench_jump_forward.py [--model-path DIR] [--requests 64] [--repeats 3]
+
+Prints the table and the ratios; writes benchmarks/results/jump_forward.md.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import random
+import re
+import statistics
+import time
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+
+import minisglang
+from minisglang.engine import Engine
+
+RESULTS = Path(__file__).parent / "results" / "jump_forward.md"
+KEYS_REGEX = (r'\{"name": "[A-Za-z ]{1,24}", "age": [1-9][0-9]?, "city": "[A-Za-z ]{1,20}", '
+              r'"email": "[a-z0-9._]{1,24}@[a-z]{2,12}\.(com|org|net)", "phone": "[0-9+() -]{7,16}", '
+              r'"occupation": "[a-z ]{1,24}"\}')
+FIRST = ["Li", "Anna", "Ken", "Maria", "Omar", "Sara", "Tom", "Yuki", "Lena", "Ivan", "Chen", "Nora"]
+LAST = ["Lei", "Smith", "Sato", "Garcia", "Khan", "Berg", "Jones", "Tanaka", "Novak", "Petrov", "Wang", "Ali"]
+CITIES = ["Paris", "London", "Berlin", "Tokyo", "Boston", "Madrid", "Toronto", "Sydney", "Rome", "Oslo"]
+JOBS = ["teacher", "nurse", "software engineer", "pilot", "chef", "lawyer", "designer", "farmer"]
+DOMAINS = ["example.com", "mail.org", "inbox.net"]
+
+
+def prompts(engine: Engine, n: int, seed: int = 0) -> list[str]:
+    """`n` extraction chats with all six facts in the text (seeded)."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        first, last = rng.choice(FIRST), rng.choice(LAST)
+        job = rng.choice(JOBS)
+        text = (f"{first} {last} is {rng.randint(18, 80)} years old and lives in {rng.choice(CITIES)}. "
+                f"{first} can be reached at {first.lower()}.{last.lower()}@{rng.choice(DOMAINS)}, has the phone "
+                f"number {rng.randint(200, 999)}-{rng.randint(200, 999)}-{rng.randint(0, 9999):04d} and works as "
+                f"{'an' if job[0] in 'aeiou' else 'a'} {job}.")
+        user = "Return a JSON object with the keys name, age, city, email, phone, occupation for this text:\n" + text
+        out.append(engine.tokenizer.apply_chat_template([{"role": "user", "content": user}]))
+    return out
+
+
+def time_forwards(engine: Engine) -> dict[str, float]:
+    """Wrap the scheduler's `run` so that it adds up the seconds spent in prefill and decode forwards."""
+    spent = {"EXTEND": 0.0, "DECODE": 0.0}
+    real = engine.scheduler.run
+
+    def timed(batch):
+        start = time.perf_counter()
+        logits = real(batch)
+        spent[batch.mode.name] += time.perf_counter() - start
+        return logits
+
+    engine.scheduler.run = timed
+    return spent
+
+
+def run(engine: Engine, spent: dict[str, float], chats: list[str], params: list[dict]) -> dict:
+    """One timed `generate` of all requests on an emptied radix tree."""
+    s = engine.scheduler
+    s.tree_cache.evict(10**9)
+    counts, first_event, before = dict(s.forward_counts), len(s.trace), dict(spent)
+    start = time.perf_counter()
+    outs = engine.generate(chats, params)
+    seconds = time.perf_counter() - start
+    events = list(s.trace)[first_event:]
+    return {"seconds": seconds, "texts": [o["text"] for o in outs],
+            "prefill_s": spent["EXTEND"] - before["EXTEND"], "decode_s": spent["DECODE"] - before["DECODE"],
+            "lengths": [o["meta_info"]["completion_tokens"] for o in outs],
+            "sampled": sum(o["meta_info"]["completion_tokens_wo_jump_forward"] for o in outs),
+            "tokens": sum(o["meta_info"]["completion_tokens"] for o in outs),
+            "decode": s.forward_counts["decode"] - counts["decode"],
+            "prefill": s.forward_counts["prefill"] - counts["prefill"],
+            "prefill_tokens": sum(e["tokens"] for e in events if e["event"] == "prefill"),
+            "jumps": sum(e["event"] == "jump" for e in events),
+            "valid": sum(bool(re.fullmatch(KEYS_REGEX, o["text"])) for o in outs)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model-path", default=None, help="checkpoint directory (default: the bundled model)")
+    ap.add_argument("--requests", type=int, default=64)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--max-new-tokens", type=int, default=160)
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+
+    engines = {name: Engine(model_path=args.model_path, stage=stage)
+               for name, stage in [("s3", "s3"), ("s4", "s4"), ("unconstrained", "s0")]}
+    spent = {name: time_forwards(engine) for name, engine in engines.items()}
+    chats = prompts(engines["s4"], args.requests)
+    constrained = {"regex": KEYS_REGEX, "temperature": 0, "max_new_tokens": args.max_new_tokens}
+    for name in ("s3", "s4"):   # compile the regex now: compile time is chapter 3's subject, not this one's
+        engines[name].generate(chats[0], constrained)
+    runs: dict[str, list[dict]] = {name: [] for name in engines}
+    with tqdm(total=3 * args.repeats, desc="runs") as bar:
+        for _ in range(args.repeats):
+            for name in ("s3", "s4"):
+                runs[name].append(run(engines[name], spent[name], chats, [constrained] * len(chats)))
+                bar.update()
+            lengths = runs["s4"][-1]["lengths"]   # as many tokens as s4 just produced, request by request
+            free = [{"temperature": 0, "ignore_eos": True, "max_new_tokens": n} for n in lengths]
+            runs["unconstrained"].append(run(engines["unconstrained"], spent["unconstrained"], chats, free))
+            bar.update()
+    for name in engines:
+        engines[name].shutdown()
+    timed = ("seconds", "prefill_s", "decode_s")
+    med = {name: {**rs[0], **{k: statistics.median(r[k] for r in rs) for k in timed}} for name, rs in runs.items()}
+    for name in ("s3", "s4"):
+        assert len({tuple(r["texts"]) for r in runs[name]}) == 1, f"{name}: greedy runs gave different texts"
+
+    n = args.requests
+    rows, times = [], []
+    for name in ("s3", "s4", "unconstrained"):
+        m = med[name]
+        rows.append(f"| {name} | {m['valid'] if name != 'unconstrained' else '-'} / {n} | {m['tokens']} | {m['sampled']} | "
+                    f"{m['jumps']} | {m['decode']} | {m['prefill']} | {m['prefill_tokens']} | {m['seconds']:.2f} | "
+                    f"{n / m['seconds']:.1f} |")
+        rest = m["seconds"] - m["prefill_s"] - m["decode_s"]
+        times.append(f"| {name} | {m['prefill_s']:.2f} | {m['decode_s']:.2f} | {rest:.2f} | {m['seconds']:.2f} |")
+    s3, s4, free = med["s3"], med["s4"], med["unconstrained"]
+    fewer = s3["decode"] / s4["decode"]
+    speed = s3["seconds"] / s4["seconds"]
+    vs_free = free["seconds"] / s4["seconds"]
+
+    def verdict(ok: bool) -> str:
+        return "met" if ok else "**missed**"
+
+    tok_name = Path(args.model_path or minisglang.DEFAULT_MODEL_PATH).name
+    lines = ["# Jump-forward: JSON extraction with six fixed keys", "",
+             f"{n} extraction prompts submitted at once, greedy, on {tok_name}; constrained by:", "",
+             f"    {KEYS_REGEX}", "",
+             f"Median wall time of {args.repeats} interleaved runs; counts from the first run (greedy runs repeat exactly). "
+             "'tokens' = completion tokens of all requests, 'sampled' = those the sampler chose "
+             "(`completion_tokens_wo_jump_forward`); the unconstrained row generates, per request, as many tokens "
+             "as s4 did (`ignore_eos`).", "",
+             "| system | valid JSON (re.fullmatch) | tokens | sampled | jumps | decode forwards | prefill forwards | "
+             "prefill tokens computed | wall (s) | requests/s |",
+             "|---|---|---|---|---|---|---|---|---|---|", *rows, "",
+             "| ratio | measured | target | |", "|---|---|---|---|",
+             f"| decode forwards, s3 / s4 | **{fewer:.2f}x** | >= 2x | {verdict(fewer >= 2)} |",
+             f"| requests/s, s4 / s3 | **{speed:.2f}x** | >= 1.5x | {verdict(speed >= 1.5)} |",
+             f"| requests/s, s4 / unconstrained (same token counts) | **{vs_free:.2f}x** | >= 1.0x | "
+             f"{verdict(vs_free >= 1.0)} |", "",
+             "Where the wall time goes (medians; 'rest' is scheduling, masks, sampling, jumps and retokenization):", "",
+             "| system | prefill forwards (s) | decode forwards (s) | rest (s) | wall (s) |", "|---|---|---|---|---|",
+             *times, "",
+             f"Machine: {platform.machine()}, 1 torch thread, {len(os.sched_getaffinity(0))} CPUs (shared with other "
+             f"jobs while measured), Python {platform.python_version()}, torch {torch.__version__}; "
+             f"{datetime.date.today()}.", ""]
+    text = "\n".join(lines)
+    print(text)
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(text)
+    print(f"wrote {RESULTS}")
+
+
+if __name__ == "__main__":
+    main()
