@@ -8,8 +8,16 @@ from __future__ import annotations
 
 import json
 
-# The JSON of seed 004's example, {name, age, hobbies}, written as a regex by hand (the
-# JSON Schema -> regex compiler arrives in stage s5).
+# Seed 004's schema for its example (§5.2). Stages before s5 have no JSON Schema compiler,
+# so for them the same shape is written as a regex by hand.
+PERSON_SCHEMA = {
+    "type": "object",
+    "properties": {"name": {"type": "string", "maxLength": 20},
+                   "age": {"type": "integer", "minimum": 0, "maximum": 200},
+                   "hobbies": {"type": "array", "items": {"type": "string", "maxLength": 20}, "maxItems": 5}},
+    "required": ["name", "age", "hobbies"],
+    "additionalProperties": False,
+}
 PERSON_REGEX = (r'\{"name": "[^"\\\x00-\x1f]{1,20}", "age": (0|[1-9][0-9]{0,2}), '
                 r'"hobbies": \[("[^"\\\x00-\x1f]{1,20}"(, "[^"\\\x00-\x1f]{1,20}"){0,4})?\]\}')
 
@@ -27,8 +35,9 @@ def is_valid_person(text: str) -> bool:
         obj = json.loads(text)
     except ValueError:
         return False
-    return (isinstance(obj, dict) and isinstance(obj.get("name"), str) and isinstance(obj.get("age"), int)
-            and isinstance(obj.get("hobbies"), list))
+    return (isinstance(obj, dict) and set(obj) == {"name", "age", "hobbies"} and isinstance(obj["name"], str)
+            and isinstance(obj["age"], int) and 0 <= obj["age"] <= 200 and isinstance(obj["hobbies"], list)
+            and all(isinstance(h, str) for h in obj["hobbies"]))
 
 
 def run_demo(model_path: str | None = None, stage: str | None = None, samples: int = 16) -> int:
@@ -39,14 +48,20 @@ def run_demo(model_path: str | None = None, stage: str | None = None, samples: i
     prompts = [engine.tokenizer.apply_chat_template([{"role": "user", "content": f"{INSTRUCTION}\n{t}"}])
                for t in TEXTS]
     free = {"temperature": 0, "max_new_tokens": 96}
-    constrained = dict(free, regex=PERSON_REGEX)
+    if "json_schema" in engine.stage.supports:
+        constraint = {"json_schema": PERSON_SCHEMA}
+        print("constraint: json_schema", json.dumps(PERSON_SCHEMA, ensure_ascii=False), "\n")
+    else:
+        constraint = {"regex": PERSON_REGEX}
+        print("constraint: regex", PERSON_REGEX, "\n")
+    constrained = dict(free, **constraint)
     for text, a, b in zip(TEXTS, engine.generate(prompts, free), engine.generate(prompts, constrained)):
         print(f"text:          {text}")
         print(f"unconstrained: {a['text']!r}  valid={is_valid_person(a['text'])}")
         print(f"constrained:   {b['text']!r}  valid={is_valid_person(b['text'])}\n")
 
     print(f"sampling at temperature 1.0, {samples} seeds per prompt:")
-    for name, extra in (("unconstrained", {}), ("constrained", {"regex": PERSON_REGEX})):
+    for name, extra in (("unconstrained", {}), ("constrained", constraint)):
         params = [dict(temperature=1.0, max_new_tokens=96, seed=s, **extra)
                   for _ in prompts for s in range(samples)]
         outs = engine.generate([p for p in prompts for _ in range(samples)], params)

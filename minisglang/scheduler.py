@@ -121,6 +121,8 @@ class Scheduler:
             logits = self.run(batch)
             next_token_ids = self.sample(batch, logits)
             self.process_results(batch, next_token_ids)
+        elif self.grammar_queue:
+            time.sleep(0.005)   # only compiles are pending: leave the CPU to the compile threads
         done, self.finished = self.finished, []
         return done
 

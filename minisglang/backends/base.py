@@ -136,10 +136,14 @@ class BaseGrammarBackend:
 
     @staticmethod
     def normalise(kind: str, text: str) -> tuple[str, str]:
-        """Equal grammars share an entry: JSON schemas are parsed and dumped compactly."""
+        """Equal grammars share an entry: JSON schemas are parsed and dumped compactly.
+
+        Keys are NOT sorted: the order of `properties` is the order of the generated keys,
+        so two schemas that differ only in it are different grammars.
+        """
         if kind == "json_schema":
             try:
-                return kind, json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"))
+                return kind, json.dumps(json.loads(text), separators=(",", ":"), ensure_ascii=False)
             except ValueError:
                 return kind, text   # invalid JSON: compile() reports it with its own message
         return kind, text
