@@ -58,13 +58,7 @@ from minisglang.engine import Engine
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).parent / "results" / "production.md"
-sys.path[:0] = [str(REPO / "tests"), str(REPO / "scripts")]
-# The names, hobbies and instructions the bundled model was trained on (scripts/make_corpus.py),
-# so that the prompts are in its distribution; the sentences themselves are new.
-from make_corpus import (  # noqa: E402
-    EN_EXTRACT, EN_FIRST, EN_HOBBIES, EN_LAST, EN_SYSTEMS, NICKNAMES, SEED_SYSTEM, ZH_EXTRACT, ZH_GIVEN,
-    ZH_HOBBIES, ZH_SURNAMES, _join,
-)
+sys.path.insert(0, str(REPO / "tests"))
 from real_tokenizers import load  # noqa: E402
 
 # Seed 004 §5.2's schema.
@@ -102,12 +96,35 @@ VOCABULARIES = {
 FREE_WHITESPACE = r"[ \n\t]*"
 ESCAPED_QUOTE = '\\"'  # the two characters backslash, quote
 TEMPERATURE = 0.7
-FIELDS = "name, age, hobbies"
+
+# The evaluation prompts: people described in one or two sentences, in English or Chinese.
+# The instructions and system prompts are ones the bundled model saw in training
+# (scripts/make_corpus.py); the people and sentences are drawn here.
+EN_SYSTEM = "You are an information extraction assistant. Output valid JSON only."
+ZH_SYSTEM = "你是一个信息抽取助手，只输出合法 JSON，不要输出任何解释。"  # seed 004 §5.2
+EN_INSTRUCTION = "Extract name, age, hobbies from the following text. Reply with JSON only."
+ZH_INSTRUCTION = "从以下文本中提取name, age, hobbies，只输出 JSON。"
+EN_FIRST = [("Alice", "f"), ("Bob", "m"), ("Carol", "f"), ("David", "m"), ("Emma", "f"), ("Frank", "m"),
+            ("Grace", "f"), ("Henry", "m"), ("Maria", "f"), ("Noah", "m"), ("Olivia", "f"), ("Peter", "m")]
+EN_LAST = ["Smith", "Brown", "Taylor", "Wilson", "Clark", "Lewis", "King", "Green", "Chen", "Patel"]
+NICKNAMES = ["Ace", "Doc", "Red", "Sunny", "Kit"]
+EN_HOBBIES = ["hiking", "reading", "photography", "swimming", "chess", "cooking", "painting", "cycling",
+              "running", "gardening", "singing", "yoga"]
+ZH_SURNAMES = list("张王李赵刘陈杨黄周吴徐孙马朱胡郭林高")
+ZH_GIVEN = list("伟芳娜敏静丽强磊军洋杰娟涛明超华玉红鹏飞宇浩")
+ZH_HOBBIES = ["编程", "摄影", "爬山", "跑步", "游泳", "阅读", "画画", "唱歌", "钓鱼", "下棋", "旅行", "烹饪"]
 
 
 # ---------------------------------------------------------------------------------------
 # Prompts
 # ---------------------------------------------------------------------------------------
+def join_list(items: list[str], zh: bool) -> str:
+    """"A、B和C" or "A, B and C"."""
+    if len(items) == 1:
+        return items[0]
+    return ("、".join(items[:-1]) + "和" if zh else ", ".join(items[:-1]) + " and ") + items[-1]
+
+
 def person(rng: random.Random, zh: bool, nickname: bool = False) -> tuple[str, dict]:
     """A short paragraph about a person, and the facts it states (the expected answer)."""
     hobbies_pool = ZH_HOBBIES if zh else EN_HOBBIES
@@ -116,20 +133,19 @@ def person(rng: random.Random, zh: bool, nickname: bool = False) -> tuple[str, d
     if zh:
         name = rng.choice(ZH_SURNAMES) + "".join(rng.choice(ZH_GIVEN) for _ in range(rng.choice([1, 2])))
         text = (f"{name}{rng.choice([f'今年{age}岁', f'{age}岁'])}，"
-                f"{rng.choice(['平时喜欢', '爱好是', '业余时间喜欢'])}{_join(hobbies, True)}。")
+                f"{rng.choice(['平时喜欢', '爱好是', '业余时间喜欢'])}{join_list(hobbies, True)}。")
     else:
         first, gender = rng.choice(EN_FIRST)
         last = rng.choice(EN_LAST)
         name = f'{first} "{rng.choice(NICKNAMES)}" {last}' if nickname else f"{first} {last}"
         text = (f"{name} is {age} years old. {'He' if gender == 'm' else 'She'} "
-                f"{rng.choice(['enjoys', 'likes', 'loves'])} {_join(hobbies, False)}.")
+                f"{rng.choice(['enjoys', 'likes', 'loves'])} {join_list(hobbies, False)}.")
     return text, {"name": name, "age": age, "hobbies": hobbies}
 
 
 def extraction_messages(text: str, zh: bool) -> list[dict]:
     """System + user turn in the style the model was trained on; the user turn names the fields."""
-    system = SEED_SYSTEM if zh else EN_SYSTEMS[0]
-    instruction = (ZH_EXTRACT[2] if zh else EN_EXTRACT[1]).format(fields=FIELDS)
+    system, instruction = (ZH_SYSTEM, ZH_INSTRUCTION) if zh else (EN_SYSTEM, EN_INSTRUCTION)
     return [{"role": "system", "content": system}, {"role": "user", "content": instruction + "\n" + text}]
 
 
@@ -257,7 +273,7 @@ def radix_prompt(engine: Engine, text: str, layout: str, rng: random.Random) -> 
                    + json.dumps(schema, ensure_ascii=False) + "\n示例输出："
                    + json.dumps({k: example[k] for k in keys}, ensure_ascii=False))
     user = (text + "\n" + instruction) if layout == "document first" else (instruction + "\n文本：" + text)
-    return engine.tokenizer.apply_chat_template([{"role": "system", "content": SEED_SYSTEM},
+    return engine.tokenizer.apply_chat_template([{"role": "system", "content": ZH_SYSTEM},
                                                  {"role": "user", "content": user}])
 
 
