@@ -14,7 +14,9 @@ What the matched JSON text looks like:
   vllm #44619), so it is bounded by default and configurable.
 - Object members come in the order of the schema's `properties`.
 - Strings: raw characters except `"`, `\\` and control characters; JSON escapes; every
-  non-ASCII character either raw or as `\\uXXXX` (how `json.dumps` writes it by default).
+  non-ASCII character either raw or as `\\uXXXX` (how `json.dumps` writes it by default),
+  except in strings with minLength/maxLength: raw characters and short escapes only, so
+  that counting stays cheap (see COUNTED_STRING_CHAR).
 
 Policies where the schema allows more than we generate (each one keeps soundness):
 - `additionalProperties` absent: an object with `properties` gets no other keys (most
@@ -323,6 +325,11 @@ def _json_string_chars(ranges: Ranges) -> str | None:
 STRING_CHAR = (r'(?:[^\x00-\x1f"\\]|\\["/\\bfnrt]|\\u(?:[0-9a-cA-Ce-fE-F][0-9a-fA-F]{3}|[dD][0-7][0-9a-fA-F]{2})'
                r'|\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2})')
 STRING = f'"{STRING_CHAR}*"'
+# One character of a string with minLength/maxLength: raw or a short escape only. Counting
+# repeats the character automaton once per position; with \uXXXX escapes it has 13 states
+# instead of 2, and interegular's build time grows quadratically with the states
+# (maxLength 200 took minutes). Non-ASCII is written raw, as a model writes it anyway.
+COUNTED_STRING_CHAR = r'(?:[^\x00-\x1f"\\]|\\["/\\bfnrt])'
 
 
 def _string_literal(text: str) -> str:
@@ -783,7 +790,10 @@ class _SchemaCompiler:
             values = [v for v in (values if values is not None else [schema["const"]])
                       if _json_equal(v, schema["const"])]
         rest = {k: v for k, v in schema.items() if k not in ("enum", "const")}
-        if rest:  # keep the values the rest of the schema accepts (its regex is sound)
+        if set(rest) == {"type"}:  # the common case, exactly
+            types = set(_types(rest, path))
+            values = [v for v in values if _type_allows(types, _json_type_of(v))]
+        elif rest:  # keep the values the rest of the schema accepts (its regex is sound)
             rest_regex = self._flat_value(rest, path)
             values = [v for v in values if rest_regex is not None and
                       re.fullmatch(rest_regex, json.dumps(v, separators=(",", ":"), ensure_ascii=False))]
@@ -835,7 +845,9 @@ class _SchemaCompiler:
             return _concat('"', _pattern_regex(schema["pattern"], f"{path}/pattern"), '"')
         if max_length is not None and max_length < (min_length or 0):
             return None
-        return f'"{_repeat(STRING_CHAR, min_length or 0, max_length)}"'
+        if not has_length:
+            return STRING
+        return f'"{_repeat(COUNTED_STRING_CHAR, min_length or 0, max_length)}"'
 
     def _array(self, schema: dict, path: str) -> str | None:
         """A JSON array: prefixItems, then items (absent: a tuple after prefixItems, else any
