@@ -76,7 +76,7 @@ class JumpForwardMap:
 
         The states kept are the initial state, every state that branches, and every state
         a branching state leads to; a kept state that jumps gets one edge labelled with its
-        whole chain. Used by drawings/fsm.py.
+        whole chain. Used by drawings/compressed.py.
         """
         branching = [s for s in range(dfa.num_states) if s not in self.char_edges]
         kept = {dfa.initial, *branching}
