@@ -352,9 +352,11 @@ def test_reasoner_gate_passes_free_text_then_constrains(backends, tokenizer, nam
     width = tokenizer.vocab_size + PAD
     regex = r"(yes|no)"
     marker_id, = tokenizer.encode("\n")
-    gate = ReasonerGrammar(compiled(backends[name], "regex", regex), marker_id)
+    gate = ReasonerGrammar(compiled(backends[name], "regex", regex), marker_id, tokenizer.eos_token_id)
+    all_but_eos = torch.ones(width, dtype=torch.bool)
+    all_but_eos[tokenizer.eos_token_id] = False
     for t in tokenizer.encode("I think so"):      # text the regex would reject
-        assert mask_row(gate, width).all()
+        assert torch.equal(mask_row(gate, width), all_but_eos)
         gate.accept_token(t)
     assert not gate.is_terminated()
     gate.accept_token(marker_id)
@@ -403,3 +405,9 @@ def test_sentencepiece_vocabulary_masks_match_the_fsm_backend():
     assert all(g.is_terminated() for g in grammars.values())
     for b in made.values():
         b.shutdown()
+
+
+def test_llguidance_refuses_a_mask_it_cannot_write_into(backends, tokenizer):
+    g = compiled(backends["llguidance"], "regex", r"[0-9]+")
+    with pytest.raises(ValueError, match="must be a contiguous int32 CPU tensor"):
+        g.fill_vocab_mask(torch.zeros((1, (tokenizer.vocab_size + PAD + 31) // 32), dtype=torch.int64), 0)

@@ -25,7 +25,6 @@ import json
 import threading
 
 import llguidance as llg
-import llguidance.torch as llg_torch
 import torch
 from llguidance.gbnf_to_lark import any_to_lark
 
@@ -56,6 +55,13 @@ class _TokenizerSource:
         return self.tokenizer.encode(text)
 
 
+def _check_mask(vocab_mask: torch.Tensor) -> None:
+    """llguidance writes raw memory: the mask must be a contiguous int32 CPU tensor [B, W]."""
+    if vocab_mask.dtype != torch.int32 or vocab_mask.device.type != "cpu" or not vocab_mask.is_contiguous():
+        raise ValueError(f"the vocab mask must be a contiguous int32 CPU tensor, got {vocab_mask.dtype} "
+                         f"on {vocab_mask.device} (contiguous: {vocab_mask.is_contiguous()})")
+
+
 class LLGuidanceGrammar(BaseGrammarObject):
     """One request's `llg.LLMatcher`, a deep copy of the compiled matcher at its start."""
 
@@ -81,17 +87,23 @@ class LLGuidanceGrammar(BaseGrammarObject):
     def copy(self) -> "LLGuidanceGrammar":
         return LLGuidanceGrammar(self.start)
 
+    # llguidance writes straight into the tensor's memory. (Its llguidance.torch helpers
+    # do the same, but importing them pulls in torch.compile: seconds of start-up.)
     def fill_vocab_mask(self, vocab_mask: torch.Tensor, idx: int) -> None:
-        llg_torch.fill_next_token_bitmask(self.matcher, vocab_mask, idx)
+        _check_mask(vocab_mask)
+        row = vocab_mask[idx]
+        self.matcher.unsafe_compute_mask_ptr(row.data_ptr(), row.numel() * row.element_size())
 
     @classmethod
     def fill_vocab_mask_batched(cls, entries, vocab_mask: torch.Tensor) -> None:
         """All rows in one call to llguidance's multithreaded executor."""
+        _check_mask(vocab_mask)
         with cls._executor_lock:
             if cls._executor is None:
                 cls._executor = llg.LLExecutor()
-        llg_torch.fill_next_token_bitmask_par(cls._executor, [(g.matcher, idx) for g, idx in entries],
-                                              vocab_mask)
+        batch, words = vocab_mask.shape
+        cls._executor.unsafe_compute_mask_ptr([(g.matcher, idx) for g, idx in entries], vocab_mask.data_ptr(),
+                                              words * vocab_mask.element_size(), batch)
 
     # -- jump forward: the bytes the grammar forces from here ---------------------------
     def try_jump_forward(self, tokenizer) -> bytes | None:
