@@ -34,6 +34,13 @@ Policies where the schema allows more than we generate (each one keeps soundness
   `\\d`, `\\w`, `\\s`, `.` and negated classes are narrowed to what both ECMA-262 and
   Python's `re` (which `jsonschema` uses) agree on: ASCII for the shorthand classes.
 
+Combinations: allOf is merged into one schema with the meaning of both (properties and
+items exactly, min/max bounds, enum intersection); two different values of a keyword we
+cannot intersect (pattern, format, ...) are an error. anyOf merges each branch with the
+sibling keywords. oneOf is accepted only when the branches are provably disjoint (by
+type, by const/enum, or by a property both require with disjoint schemas): only then is
+"exactly one" the same as "at least one".
+
 Every keyword that constrains values and is not implemented (multipleOf, not, if/then/else,
 uniqueItems, patternProperties, ...) raises UnsupportedSchemaError naming the keyword and
 where it is: never a silently weaker grammar. Annotations (title, description, default,
