@@ -885,6 +885,7 @@ class _SchemaCompiler:
 
     def _array_regex(self, prefix: list[str], items: str | None, min_items: int, max_items: int | None) -> str | None:
         """`[` elements `]`: element i matches prefix[i], later ones `items` (None: no more)."""
+        # BEGIN SOLUTION task5_2
         ws, sep = self.ws, f",{self.ws}"
         if items is None:
             max_items = len(prefix) if max_items is None else min(max_items, len(prefix))
@@ -908,6 +909,7 @@ class _SchemaCompiler:
             if min_items == 0:
                 elements = _repeat(elements, 0, 1)
         return rf"\[{ws}{elements}{ws}\]"
+        # END SOLUTION
 
     def _object(self, schema: dict, path: str) -> str | None:
         """A JSON object: `properties` in order (required ones always), or a map (see the
