@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import os
 import platform
 import random
 import statistics
@@ -146,6 +147,7 @@ def main() -> None:
     prompt_tokens = sum(len(tok.encode(p)) for p in prompts)
     params = {"temperature": 0, "max_new_tokens": args.max_new_tokens}
 
+    load_before = os.getloadavg()[0]  # a busy machine slows every system; the ratios still hold
     runs: dict[tuple[str, str], list[dict]] = {}
     with tqdm(total=args.repeats * 5, desc="bench_radix_cache") as bar:
         for _ in range(args.repeats):
@@ -199,8 +201,9 @@ def main() -> None:
     lines += [
         "",
         f"Machine: {platform.platform()}, {platform.processor() or platform.machine()}, "
-        f"{torch.get_num_threads()} torch threads, torch {torch.__version__}, Python {platform.python_version()}; "
-        f"measured {datetime.date.today().isoformat()}.",
+        f"{os.cpu_count()} CPUs, {torch.get_num_threads()} torch threads, torch {torch.__version__}, "
+        f"Python {platform.python_version()}; load average {load_before:.1f} before and "
+        f"{os.getloadavg()[0]:.1f} after the runs; measured {datetime.date.today().isoformat()}.",
         "",
     ]
     table = "\n".join(lines)
