@@ -107,7 +107,9 @@ class LLGuidanceGrammar(BaseGrammarObject):
 
     # -- jump forward: the bytes the grammar forces from here ---------------------------
     def try_jump_forward(self, tokenizer) -> bytes | None:
-        return self.matcher.compute_ff_bytes() or None
+        # Trailing spaces stay with the model: byte-level vocabularies glue a space to the
+        # next word (" 31"), and a model handed "age": " must write "31" the unusual way.
+        return self.matcher.compute_ff_bytes().rstrip(b" ") or None
 
     def jump_forward_str_state(self, helper: bytes) -> tuple[bytes, None]:
         # The matcher is not moved here: jump_and_retokenize feeds it the new tokens.

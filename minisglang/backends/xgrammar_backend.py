@@ -86,7 +86,9 @@ class XGrammarGrammar(BaseGrammarObject):
 
     # -- jump forward: xgrammar finds the forced string itself --------------------------
     def try_jump_forward(self, tokenizer) -> str | None:
-        return self.matcher.find_jump_forward_string() or None
+        # Trailing spaces stay with the model: byte-level vocabularies glue a space to the
+        # next word (" 31"), and a model handed "age": " must write "31" the unusual way.
+        return self.matcher.find_jump_forward_string().rstrip(" ") or None
 
     def jump_forward_str_state(self, helper: str) -> tuple[bytes, None]:
         # The matcher is not moved here: jump_and_retokenize feeds it the new tokens.
