@@ -129,21 +129,28 @@ class LlamaAttention(nn.Module):
         return self.o_proj(out.reshape(num_tokens, self.num_heads * self.head_dim))
 
     def _extend_attention(self, q, k_buffer, v_buffer, fb: ForwardBatch) -> torch.Tensor:
-        """One request at a time: its ``n`` new queries see the ``prefix + n`` cached keys,
-        causally (query ``j`` sits at position ``prefix + j``). q: ``[T, H, D]`` -> ``[T, H, D]``."""
-        out = torch.empty_like(q)
-        start = 0
-        for i, (prefix, n) in enumerate(zip(fb.extend_prefix_lens, fb.extend_seq_lens)):
-            slots = fb.req_to_token_pool.req_to_token[fb.req_pool_indices[i], : prefix + n]  # [L]
-            key_pos = torch.arange(prefix + n, device=q.device)
-            query_pos = torch.arange(prefix, prefix + n, device=q.device)
-            mask = key_pos[None, :] <= query_pos[:, None]  # [n, L]
-            out[start : start + n] = attention(
-                q[None, start : start + n], k_buffer[slots][None], v_buffer[slots][None],
-                mask[None], self.scale, self.attention_dtype,
-            )[0]
-            start += n
-        return out
+        """All requests at once, padded to the longest: request i's ``n_i`` new queries sit
+        at positions ``prefix_i .. prefix_i + n_i - 1`` and see the keys up to their own
+        position (causal over the cached prefix too). q: ``[T, H, D]`` -> ``[T, H, D]``.
+
+        One attention call for the batch instead of a Python loop over requests: the
+        re-admission prefills of jump-forward (chapter 04) batch many short suffixes.
+        Padded query rows attend to key 0 only and are dropped.
+        """
+        device = q.device
+        prefix = torch.tensor(fb.extend_prefix_lens, device=device)       # [B]
+        new = torch.tensor(fb.extend_seq_lens, device=device)             # [B]
+        max_new, max_len = int(new.max()), int((prefix + new).max())
+        # Row and column of each of the T new tokens in the padded [B, max_new] grid.
+        row = torch.repeat_interleave(torch.arange(len(new), device=device), new)
+        col = torch.arange(q.shape[0], device=device) - torch.repeat_interleave(torch.cumsum(new, 0) - new, new)
+        q_pad = q.new_zeros(len(new), max_new, *q.shape[1:])
+        q_pad[row, col] = q
+        slots = fb.req_to_token_pool.req_to_token[fb.req_pool_indices, :max_len]          # [B, L]
+        query_pos = prefix[:, None] + torch.arange(max_new, device=device)[None, :]       # [B, max_new]
+        mask = torch.arange(max_len, device=device)[None, None, :] <= query_pos[:, :, None]  # [B, max_new, L]
+        out = attention(q_pad, k_buffer[slots], v_buffer[slots], mask, self.scale, self.attention_dtype)
+        return out[row, col]
 
     def _decode_attention(self, q, k_buffer, v_buffer, fb: ForwardBatch) -> torch.Tensor:
         """All requests at once: gather each one's keys up to the longest request, and mask
