@@ -10,4 +10,4 @@ demo: setup
 
 # Every test: unit, per-stage behaviour, autograder honesty, notebooks.
 test: setup
-	.venv/bin/python -m pytest
+	.venv/bin/python -m pytest -n 2 --dist loadfile
