@@ -12,6 +12,13 @@ REPO = Path(__file__).resolve().parents[1]
 ANTHROPIC_TOKENIZER_JSON = REPO / ".cache" / "tokenizers" / "anthropic-0.3.11" / "tokenizer.json"
 BUNDLED_MODEL_PATH = Path(minisglang.DEFAULT_MODEL_PATH)
 
+# Under pytest-xdist each worker gets one core: two workers with two torch threads each
+# would only fight over the machine's two cores.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    import torch
+
+    torch.set_num_threads(1)
+
 # `minisglang grade --impl DIR` puts DIR first on sys.path; make sure that is what we test.
 _impl = os.environ.get("MINISGLANG_IMPL")
 if _impl and not Path(minisglang.__file__).resolve().is_relative_to(Path(_impl).resolve()):
