@@ -15,7 +15,7 @@ import re
 import jsonschema
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import minisglang as sgl
@@ -284,7 +284,7 @@ def test_outlines_core_drops_moves_out_of_an_accepting_state(backends, tokenizer
 
 
 @pytest.mark.parametrize("name", LIBRARIES)
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=15, deadline=None)
 @given(data=st.data())
 def test_random_walks_keep_masks_related_to_the_fsm_backend(backends, tokenizer, name, data):
     regex = r'\{"city": "(Paris|Rome|Beijing|北京)", "age": [1-9][0-9]?, "tag": "[a-z]{1,6}"\}'

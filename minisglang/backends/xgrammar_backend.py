@@ -18,6 +18,7 @@ What this adapter adds:
 """
 from __future__ import annotations
 
+import os
 import re
 import threading
 
@@ -96,11 +97,9 @@ class XGrammarGrammar(BaseGrammarObject):
 
     def jump_and_retokenize(self, old_output_ids, new_output_ids, next_state) -> None:
         """Undo the tokens the re-encoding changed, then accept the new ones (jump included)."""
-        same = 0
-        while same < min(len(old_output_ids), len(new_output_ids)) and \
-                old_output_ids[same] == new_output_ids[same]:
-            same += 1
-        self.rollback(len(old_output_ids) - same)
+        same = len(os.path.commonprefix([old_output_ids, new_output_ids]))   # works on lists too
+        if len(old_output_ids) > same:
+            self.rollback(len(old_output_ids) - same)
         for token_id in new_output_ids[same:]:
             self.accept_token(token_id)
 
