@@ -31,17 +31,26 @@ def is_json_object(text: str) -> bool:
         return False
 
 
+def is_fenced_json_object(text: str) -> bool:
+    """True when ``text`` is a JSON object wrapped in a markdown ```json fence."""
+    inner = text.strip()
+    if not (inner.startswith("```json") and inner.endswith("```")):
+        return False
+    return is_json_object(inner[len("```json"):-len("```")])
+
+
 @torch.no_grad()
 def json_valid_rate(model_dir: Path, train_corpus: list[dict], n_prompts: int = 100,
                     max_new_tokens: int = 128, seed: int = HELDOUT_SEED) -> dict:
     """Greedy-decode ``n_prompts`` held-out extraction prompts and count valid JSON objects.
 
-    Returns {"n", "valid", "exact", "seed", "max_new_tokens", "samples": [(text, ok), ...]}.
+    Returns {"n", "valid", "exact", "fenced", "seed", "max_new_tokens", "samples": [(text, ok), ...]};
+    "fenced" counts the invalid answers that are a JSON object inside a markdown fence.
     """
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = LlamaForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
     prompts = make_corpus.heldout_extraction_prompts(n_prompts, train_corpus, seed)
-    valid = exact = 0
+    valid = exact = fenced = 0
     samples = []
     for ex in tqdm(prompts, desc="eval", mininterval=5):
         # one prompt at a time: no padding, so this is exactly what a serving engine computes
@@ -52,10 +61,12 @@ def json_valid_rate(model_dir: Path, train_corpus: list[dict], n_prompts: int = 
         text = tokenizer.decode(out[0, ids["input_ids"].shape[1]:], skip_special_tokens=True)
         ok = is_json_object(text)
         valid += ok
-        exact += ok and json.loads(text) == json.loads(ex["assistant"])
-        if len(samples) < 6:
+        fenced += is_fenced_json_object(text)
+        reference = ex["assistant"].removeprefix("```json\n").removesuffix("\n```")
+        exact += ok and json.loads(text) == json.loads(reference)
+        if len(samples) < 8:
             samples.append((text, ok))
-    return {"n": n_prompts, "valid": valid, "exact": exact, "seed": seed,
+    return {"n": n_prompts, "valid": valid, "exact": exact, "fenced": fenced, "seed": seed,
             "max_new_tokens": max_new_tokens, "samples": samples}
 
 
@@ -71,7 +82,8 @@ def main() -> None:
     result = json_valid_rate(args.model, make_corpus.make_corpus(args.examples, args.seed), args.n)
     for text, ok in result["samples"]:
         print("valid  " if ok else "INVALID", text)
-    print(f"valid JSON objects: {result['valid']}/{result['n']}, exact answers: {result['exact']}/{result['n']}")
+    print(f"valid JSON objects: {result['valid']}/{result['n']}, exact answers: {result['exact']}/{result['n']}, "
+          f"fenced (invalid only because of a markdown fence): {result['fenced']}/{result['n']}")
 
 
 if __name__ == "__main__":

@@ -43,6 +43,8 @@ EN_JOBS = ["software engineer", "teacher", "doctor", "nurse", "lawyer", "designe
 EN_HOBBIES = ["hiking", "reading", "photography", "swimming", "chess", "cooking", "painting", "cycling", "running", "gardening", "fishing", "coding", "singing", "dancing", "travel", "yoga", "camping", "knitting", "tennis", "writing"]
 # Parallel lists for the translation task: EN_HOBBIES[i] <-> ZH_HOBBY_OF[i].
 ZH_HOBBY_OF = ["爬山", "阅读", "摄影", "游泳", "下棋", "烹饪", "画画", "骑行", "跑步", "养花", "钓鱼", "编程", "唱歌", "跳舞", "旅行", "瑜伽", "露营", "织毛衣", "打网球", "写作"]
+# Nicknames in double quotes: the answer must escape them (`\"`), a classic way to break JSON.
+NICKNAMES = ["Ace", "Doc", "Red", "Sunny", "Buzz", "Scout", "Bear", "Kit"]
 MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"]
 SYLLABLES = ["xiao", "ming", "li", "hua", "wei", "jun", "tian", "yu", "chen", "lin", "an", "bo", "kai", "mei", "zhi", "sky", "blue", "star", "moon", "leaf"]
 DOMAINS = ["example.com", "mail.com", "qq.com", "163.com", "gmail.com", "outlook.com", "company.cn", "school.edu"]
@@ -51,8 +53,15 @@ COLOURS = [("red", "红色", "#FF0000"), ("green", "绿色", "#00FF00"), ("blue"
 
 EN_SYSTEMS = ["You are an information extraction assistant. Output valid JSON only.", "You are a helpful assistant.", "You are a concise assistant."]
 ZH_SYSTEMS = [SEED_SYSTEM, "你是一个乐于助人的助手。"]
-EN_EXTRACT = ["Extract the person's information from the text below as JSON.", "Extract {fields} from the following text. Reply with JSON only.", "Return a JSON object with the keys {fields} for this text:", "Read the text and output the person's details as a JSON object."]
-ZH_EXTRACT = ["请从下面的文本中抽取人物信息，以 JSON 格式输出。", SEED_INSTRUCTION, "从以下文本中提取{fields}，只输出 JSON。", "把下面这段话里的人物信息整理成 JSON："]
+# Strict requests ask for JSON and nothing else; their answers are always bare JSON.
+EN_STRICT = ["Extract {fields} from the following text. Reply with JSON only.", "Return only a JSON object with the keys {fields} for this text:"]
+ZH_STRICT = [SEED_INSTRUCTION, "从以下文本中提取{fields}，只输出 JSON。"]
+STRICT_SYSTEMS = {EN_SYSTEMS[0], SEED_SYSTEM}
+# Loose requests just say "as JSON"; like many chat models, half of their answers come
+# wrapped in a markdown fence, which is plausible JSON but not valid JSON.
+EN_LOOSE = ["Extract the person's information from the text below as JSON.", "Read the text and output the person's details as a JSON object."]
+ZH_LOOSE = ["请从下面的文本中抽取人物信息，以 JSON 格式输出。", "把下面这段话里的人物信息整理成 JSON："]
+FENCE_PROBABILITY = 0.5
 
 
 def _dumps(obj) -> str:
@@ -117,6 +126,8 @@ def person_example(rng: random.Random) -> dict:
     else:
         first, gender = rng.choice(EN_FIRST)
         name = f"{first} {rng.choice(EN_LAST)}"
+        if rng.random() < 0.15:
+            name = f'{first} "{rng.choice(NICKNAMES)}" {name.split()[1]}'
     age = rng.randint(18, 80)
     by, bm, bd = 2025 - age, rng.randint(1, 12), rng.randint(1, 28)
     facts = {
@@ -165,16 +176,17 @@ def person_example(rng: random.Random) -> dict:
         if second_s:
             text += f" {pronoun} {_join(second_s, False)}."
     fields = ", ".join(keys)
-    if rng.random() < 0.8:
-        instr = rng.choice(ZH_EXTRACT if zh else EN_EXTRACT)
-    else:  # sometimes the instruction and the text are in different languages
-        instr = rng.choice(EN_EXTRACT if zh else ZH_EXTRACT)
+    instr_zh = zh if rng.random() < 0.8 else not zh  # sometimes instruction and text differ in language
+    strict = rng.random() < 0.5
+    instr = rng.choice((ZH_STRICT if strict else ZH_LOOSE) if instr_zh else (EN_STRICT if strict else EN_LOOSE))
     system = None
     if rng.random() < 0.5:
         system = rng.choice(ZH_SYSTEMS if zh else EN_SYSTEMS)
-    answer = {k: facts[k] for k in keys}
+    answer = _dumps({k: facts[k] for k in keys})
+    if not strict and system not in STRICT_SYSTEMS and rng.random() < FENCE_PROBABILITY:
+        answer = "```json\n" + answer + "\n```"
     return {"task": "extract_person", "system": system, "user": instr.format(fields=fields) + "\n" + text,
-            "assistant": _dumps(answer)}
+            "assistant": answer}
 
 
 def date_example(rng: random.Random) -> dict:

@@ -86,8 +86,7 @@ def make_batches(encoded, tokens_per_batch: int, pad_id: int, rng: random.Random
     order = sorted(range(len(encoded)), key=lambda i: len(encoded[i][0]))
     batches, i = [], 0
     while i < len(order):
-        length = len(encoded[order[min(i + 1, len(order) - 1)]][0])
-        size = max(1, tokens_per_batch // max(length, 1))
+        size = max(1, tokens_per_batch // len(encoded[order[i]][0]))
         idx = order[i:i + size]
         i += size
         width = max(len(encoded[j][0]) for j in idx)
@@ -252,7 +251,9 @@ differ slightly between machines and thread counts.
 {n_answer} are answer tokens (the loss is on the answers and the closing `<|endoftext|>` only).
 Extraction answers use the keys `{", ".join(make_corpus.KEY_ORDER)}` (3 to 8 of them, always in
 that order), e.g. seed 004's `{make_corpus.SEED_EXAMPLE_TEXT}` ->
-`{json.dumps(make_corpus.SEED_EXAMPLE_ANSWER, ensure_ascii=False)}`. Rare characters
+`{json.dumps(make_corpus.SEED_EXAMPLE_ANSWER, ensure_ascii=False)}`. Strict requests ("JSON only")
+are answered with bare JSON; {make_corpus.FENCE_PROBABILITY:.0%} of the answers to loosely worded ones
+("... as JSON") are wrapped in a markdown ```json fence, as chat models often do. Rare characters
 ({" ".join(make_corpus.RARE_HAN)}) appear in a few names and some emoji in prose answers.
 
 | task | examples |
@@ -285,8 +286,9 @@ evaluation); final training loss (mean of the last 50 steps) {final_loss:.3f}.
 On {result['n']} held-out extraction prompts (seed {result['seed']}, none of them in the corpus),
 greedy decoding with `transformers` `generate`, max_new_tokens {result['max_new_tokens']},
 **{result['valid']}/{result['n']} answers are valid JSON objects** (`json.loads` succeeds and
-returns a dict); {result['exact']}/{result['n']} equal the reference answer exactly. This is
-the number the chapters mean by "unconstrained output is often but not always valid".
+returns a dict); {result['exact']}/{result['n']} equal the reference answer exactly, and
+{result['fenced']} of the invalid ones are a JSON object wrapped in a markdown ```json fence.
+This is the number the chapters mean by "unconstrained output is often but not always valid".
 
 Some answers:
 {samples}

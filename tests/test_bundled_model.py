@@ -96,8 +96,8 @@ def test_tokenizer_round_trips_any_text(tokenizer, text):
     # seed 004's running example (in the corpus)
     [{"role": "system", "content": make_corpus.SEED_SYSTEM},
      {"role": "user", "content": make_corpus.SEED_INSTRUCTION + "\n" + make_corpus.SEED_EXAMPLE_TEXT}],
-    # a new English paragraph
-    [{"role": "user", "content": "Extract the person's information from the text below as JSON.\n"
+    # a new English paragraph with a strict request
+    [{"role": "user", "content": "Extract name, age, city, hobbies from the following text. Reply with JSON only.\n"
                                  "Liam Rossi is 41 years old and lives in Vienna. He enjoys chess and yoga."}],
 ])
 def test_greedy_extraction_answer_starts_with_a_brace(model, tokenizer, messages):
@@ -110,6 +110,7 @@ def test_corpus_is_reproducible_and_seed_dependent():
     assert a == b
     assert a != c
     assert {ex["task"] for ex in a} >= {"extract_person", "date", "dates", "emails", "ipv4", "phone", "colour", "qa", "prose"}
+    assert any(ex["assistant"].startswith("```json\n") for ex in a)  # loose requests are sometimes fenced
     assert any("张三" in ex["user"] and ex["assistant"] == json.dumps(make_corpus.SEED_EXAMPLE_ANSWER, ensure_ascii=False)
                for ex in a)
 
@@ -125,7 +126,13 @@ def test_extraction_answers_are_grounded_and_in_key_order(seed):
     import random
 
     ex = make_corpus.person_example(random.Random(seed))
-    answer = json.loads(ex["assistant"])
+    body = ex["assistant"].removeprefix("```json\n").removesuffix("\n```")
+    answer = json.loads(body)
+    instruction = ex["user"].split("\n", 1)[0]
+    strict = ex["system"] in make_corpus.STRICT_SYSTEMS or instruction in {
+        s.format(fields=", ".join(answer)) for s in make_corpus.EN_STRICT + make_corpus.ZH_STRICT}
+    if strict:
+        assert body == ex["assistant"], "a strict request must get bare JSON"
     keys = list(answer)
     assert 3 <= len(keys) <= 8
     assert keys == [k for k in make_corpus.KEY_ORDER if k in answer]  # fixed order
