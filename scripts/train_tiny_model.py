@@ -290,6 +290,13 @@ returns a dict); {result['exact']}/{result['n']} equal the reference answer exac
 {result['fenced']} of the invalid ones are a JSON object wrapped in a markdown ```json fence.
 This is the number the chapters mean by "unconstrained output is often but not always valid".
 
+## Limitations
+The model has learned the shape of the answers far better than their content: with
+{result['exact']}/{result['n']} exact answers it often invents names, emails and hobbies instead of copying
+them from the paragraph, and it repeats list items. Copying needs more training than the
+budget of this recipe (about 20 minutes on one shared CPU core). It is a teaching prop for
+constrained decoding, not an extraction model.
+
 Some answers:
 {samples}
 """
