@@ -18,6 +18,10 @@ What this adapter adds:
   than turned into a weaker grammar whose outputs the schema would reject;
 - outlines-core's invalid-regex message is the same for every mistake ("Failed to build
   DFA"), so Python's `re` is asked for a message that names the problem.
+
+Know also: outlines-core 0.2 builds no move from an accepting state into a non-accepting
+one (after "1" in `1(x1)*` no "x"; after "12" in `[0-9]+(\.[0-9]+)?` no lone "."). Its
+masks are then a subset of ours: outputs stay valid, some valid strings are unreachable.
 """
 from __future__ import annotations
 
