@@ -14,7 +14,7 @@ import sys
 def _engine(args):
     from .engine import Engine
 
-    return Engine(model_path=args.model_path, stage=args.stage, seed=args.seed)
+    return Engine(model_path=args.model_path, stage=args.stage, seed=args.seed or 0)
 
 
 def _params(args) -> dict:

@@ -11,6 +11,7 @@ queues a request, `step()` runs one scheduler step, `trace` lists what happened.
 """
 from __future__ import annotations
 
+import threading
 from typing import Any, Iterator
 
 import torch
@@ -59,6 +60,8 @@ class Engine:
                                  max_prefill_tokens=max_prefill_tokens, schedule_policy=schedule_policy,
                                  disable_radix_cache=disable_radix_cache)
         self.scheduler = Scheduler(self.model, self.tokenizer, self.stage, config, self.device, seed=seed)
+        # The scheduler is single-threaded; the lock lets a server thread and direct calls share it.
+        self._lock = threading.RLock()
 
     # ------------------------------------------------------------------ step API
     def submit(self, prompt: str, sampling_params: dict | SamplingParams | None = None) -> Req:
@@ -68,19 +71,22 @@ class Engine:
         if not isinstance(prompt, str):
             raise TypeError(f"prompt must be a str, got {type(prompt).__name__}")
         req = Req(prompt=prompt, origin_input_ids=self.tokenizer.encode(prompt), sampling_params=params)
-        self.scheduler.add_request(req)
+        with self._lock:
+            self.scheduler.add_request(req)
         return req
 
     def step(self) -> list[Req]:
         """One scheduler step (schedule, run, sample, process); the requests that finished."""
-        return self.scheduler.step()
+        with self._lock:
+            return self.scheduler.step()
 
     @property
     def trace(self) -> list[dict[str, Any]]:
         return list(self.scheduler.trace)
 
     def abort(self, rid: int) -> bool:
-        return self.scheduler.abort(rid)
+        with self._lock:
+            return self.scheduler.abort(rid)
 
     # ------------------------------------------------------------------ generate
     def generate(self, prompt: str | list[str], sampling_params: dict | list[dict] | None = None,

@@ -23,6 +23,9 @@ import time
 import uuid
 from typing import Any, AsyncIterator
 
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+
 from .core import Req, SamplingParams
 from .engine import Engine, stream_chunk
 
@@ -154,9 +157,6 @@ def usage(meta: dict[str, Any]) -> dict[str, int]:
 
 def create_app(engine: Engine):
     """The FastAPI app around one engine."""
-    from fastapi import FastAPI, Request
-    from fastapi.responses import JSONResponse, StreamingResponse
-
     app = FastAPI(title="minisglang")
     loop_holder: dict[str, EngineLoop] = {}
     model_id = engine.model_path.rstrip("/").rsplit("/", 1)[-1]

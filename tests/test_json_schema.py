@@ -770,7 +770,8 @@ def instances(schema) -> st.SearchStrategy:
         if kind == "integer":
             values = st.integers(lo, hi)
         else:  # decimals written without exponent; never -0.0
-            values = st.decimals(lo, hi, places=1, allow_nan=False, allow_infinity=False).map(lambda d: float(d) + 0.0)
+            values = st.decimals(lo, hi, places=1, allow_nan=False, allow_infinity=False).map(
+                lambda d: float(d) + 0.0).filter(lambda x: "e" not in repr(x))   # json.dumps(1e16) == "1e+16"
         return values.filter(lambda x: x != schema.get("exclusiveMinimum") and x != schema.get("exclusiveMaximum"))
     if kind == "array":
         return st.lists(instances(schema["items"]), min_size=schema["minItems"], max_size=schema["maxItems"])

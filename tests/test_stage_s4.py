@@ -115,9 +115,12 @@ def test_readmission_hits_the_radix_cache_and_leaks_nothing(engine):
 @pytest.mark.task4_4
 def test_streaming_across_jumps_equals_final_text(engine):
     params = {"regex": PERSON, "temperature": 1.0, "seed": 3, "max_new_tokens": 60}
-    final = engine.generate(Q, params)["text"]
+    out = engine.generate(Q, params)
+    final, meta = out["text"], out["meta_info"]
+    assert re.fullmatch(PERSON, final) and meta["completion_tokens"] > meta["completion_tokens_wo_jump_forward"]
     chunks = list(engine.generate(Q, params, stream=True))
     assert "".join(c["text"] for c in chunks) == final
+    assert chunks[-1]["meta_info"]["completion_tokens"] == meta["completion_tokens"]
 
 
 @pytest.mark.task4_3

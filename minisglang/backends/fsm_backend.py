@@ -10,7 +10,7 @@ import torch
 
 from ..stages.s1_masked_fill import RegexFSM, compile_regex_index
 from ..stages.s2_batched_mask import add_bitmasks
-from ..stages.s4_jump_forward import add_jump_map
+from ..stages.s4_jump_forward import add_jump_map, walk_tokens
 from .base import BaseGrammarBackend, BaseGrammarObject, GrammarError, register_backend
 
 
@@ -72,9 +72,9 @@ class FSMGrammar(BaseGrammarObject):
         return helper
 
     def jump_and_retokenize(self, old_output_ids, new_output_ids, next_state: int) -> None:
-        # The retokenized output ends exactly where the jump chain ends, so the state is
-        # the chain's end; the old history no longer lines up with the new tokens.
-        self.state = next_state
+        # The new ids may end before the chain's end (s4's seam rule), so walk them; the
+        # old history no longer lines up with the new tokens.
+        self.state = walk_tokens(self.fsm.index, new_output_ids)
         self.history = []
         index = self.fsm.index
         self.terminated = index.allowed_token_ids(next_state) == [index.eos_token_id]

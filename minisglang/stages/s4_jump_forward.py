@@ -41,6 +41,16 @@ def add_jump_map(fsm: RegexFSM, max_states: int) -> RegexFSM:
     return fsm
 
 
+def walk_tokens(index: TokenIndex, token_ids: list[int]) -> int:
+    """The FSM state after `token_ids` from the start (-1 if the index rejects them)."""
+    state = index.initial_state
+    for t in token_ids:
+        state = index.next_state(state, t)
+        if state < 0:
+            return -1
+    return state
+
+
 @register("s4-jump-forward")
 class JumpForwardStage(FSMCacheStage):
     def __init__(self, ctx):
@@ -68,20 +78,51 @@ class JumpForwardStage(FSMCacheStage):
             if new_output_ids is None:
                 self.refused += 1
                 continue
+            new_output_ids = self.leave_the_seam_to_the_model(req, new_output_ids)
+            if new_output_ids is None:
+                continue
             old_output_ids = req.output_ids
             self.jump_and_readmit(scheduler, req, new_output_ids)
             self.move_grammar(req, old_output_ids, new_output_ids, jump[1])
             scheduler.record_event("jump", req, version=req.version, tokens=len(new_output_ids))
+
+    def leave_the_seam_to_the_model(self, req: Req, new_output_ids: list[int]) -> list[int] | None:
+        """Drop the jump's last token when a longer token could start with it.
+
+        A jump ends where the grammar offers a choice, often in the middle of what the model
+        would write as one token: after `{"name":` the model was trained on `": "` as one
+        token, and a forced `":` leaves it at a seam it never saw (the derailing the
+        benchmarks of chapter 05 measured). Giving that last piece back lets the model
+        choose the merged token itself. Returns None when too little jump would be left.
+        """
+        tok = self.ctx.tokenizer
+        if new_output_ids[-1] not in self.extendable_tokens():
+            return new_output_ids
+        kept = new_output_ids[:-1]
+        gained = len(tok.decode_bytes(kept)) - len(tok.decode_bytes(req.output_ids))
+        return kept if gained >= 2 else None
+
+    def extendable_tokens(self) -> frozenset[int]:
+        """Ids of the tokens whose bytes are a proper prefix of another token's (computed once)."""
+        if getattr(self, "_extendable", None) is None:
+            vocab = self.ctx.tokenizer.token_bytes
+            prefixes = {b[:i] for b in vocab if b for i in range(1, len(b))}
+            self._extendable = frozenset(i for i, b in enumerate(vocab) if b and b in prefixes)
+        return self._extendable
 
     def find_jump(self, req: Req) -> tuple[bytes, int] | None:
         """The forced bytes from the request's FSM state, and the state after them."""
         return req.grammar.fsm.jump_map.jump_forward(req.grammar.state)
 
     def move_grammar(self, req: Req, old_output_ids: list[int], new_output_ids: list[int], next_state: int) -> None:
-        """Put the FSM at the chain's end; finish if the jump completed the match."""
-        req.grammar.state = next_state
+        """Walk the FSM over the new output; finish if the jump completed the match.
+
+        (The seam rule may have given the chain's last token back, so the state is walked
+        rather than taken from the chain's end.)
+        """
         index = req.grammar.fsm.index
-        if index.allowed_token_ids(next_state) == [index.eos_token_id]:
+        req.grammar.state = walk_tokens(index, new_output_ids)
+        if index.allowed_token_ids(req.grammar.state) == [index.eos_token_id]:
             req.finish("stop", matched=None)  # nothing left to sample; leaves at the next step
 
     def retokenize(self, req: Req, jump_bytes: bytes) -> list[int] | None:

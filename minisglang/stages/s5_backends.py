@@ -17,7 +17,7 @@ So the same scheduler runs our automaton ("fsm"), xgrammar, outlines-core or llg
 and aborts only its request. The reasoning gate (`think_end` in the sampling params)
 leaves the model free until it has written that token, then the grammar applies.
 Engine options: `grammar_backend="fsm"`, `jump_forward=True`, `compile_timeout=30.0`,
-`max_cache_entries=128`, `max_fsm_states=10_000`, `json_whitespace=None`.
+`max_entries=128`, `max_fsm_states=10_000`, `json_whitespace=None`.
 """
 from __future__ import annotations
 
