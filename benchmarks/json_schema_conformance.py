@@ -18,6 +18,7 @@ measure our compiler and write benchmarks/results/json_schema_conformance.md:
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 import os
 import platform
@@ -105,7 +106,87 @@ def minisglang_accepts(schema) -> Callable[[str], bool]:
     return compile_regex(build_regex_from_schema(schema)).accepts
 
 
-BACKENDS: dict[str, Callable[[object], Callable[[str], bool]]] = {"minisglang (regex -> DFA)": minisglang_accepts}
+@functools.lru_cache(maxsize=1)
+def bundled_tokenizer():
+    """The bundled model's tokenizer: xgrammar and llguidance compile against a vocabulary."""
+    import minisglang
+    from minisglang.tokenizer import Tokenizer
+
+    return Tokenizer.from_pretrained(minisglang.DEFAULT_MODEL_PATH)
+
+
+@functools.lru_cache(maxsize=1)
+def xgrammar_compiler():
+    """One xgrammar GrammarCompiler over the bundled vocabulary (built as our xgrammar backend does)."""
+    import xgrammar as xgr
+
+    tokenizer = bundled_tokenizer()
+    vocab = [b"" if data is None else data for data in tokenizer.token_bytes]
+    info = xgr.TokenizerInfo(vocab, xgr.VocabType.RAW, vocab_size=tokenizer.vocab_size,
+                             stop_token_ids=[tokenizer.eos_token_id])
+    return xgr.GrammarCompiler(info, max_threads=2, cache_enabled=False)
+
+
+def xgrammar_accepts(schema) -> Callable[[str], bool]:
+    """xgrammar with its defaults (any whitespace, strict mode: no unlisted properties/items)."""
+    import xgrammar as xgr
+
+    compiled = xgrammar_compiler().compile_json_schema(json.dumps(schema))
+    eos = bundled_tokenizer().eos_token_id
+
+    def accepts(text: str) -> bool:
+        # xgrammar calls a match complete only once the stop token is accepted after it.
+        matcher = xgr.GrammarMatcher(compiled)
+        return matcher.accept_string(text) and matcher.accept_token(eos) and matcher.is_terminated()
+    return accepts
+
+
+def outlines_core_accepts(schema) -> Callable[[str], bool]:
+    """outlines-core's schema -> regex (default whitespace `[ ]?`), matched by Python's `re`."""
+    from outlines_core.json_schema import build_regex_from_schema
+
+    # A regex in Rust syntax that Python's `re` cannot read raises re.error: a compile error.
+    pattern = re.compile(build_regex_from_schema(json.dumps(schema)))
+    return lambda text: pattern.fullmatch(text) is not None
+
+
+@functools.lru_cache(maxsize=1)
+def llguidance_tokenizer():
+    """llguidance's token trie over the bundled vocabulary (built as our llguidance backend does)."""
+    import llguidance as llg
+
+    from minisglang.backends.llguidance_backend import _TokenizerSource
+
+    tokenizer = bundled_tokenizer()
+    return llg.LLTokenizer(llg.TokenizerWrapper(_TokenizerSource(tokenizer, tokenizer.vocab_size)))
+
+
+def llguidance_accepts(schema) -> Callable[[str], bool]:
+    """llguidance with its defaults (flexible whitespace); the text is fed as the bundled tokens."""
+    import llguidance as llg
+
+    grammar = llg.LLMatcher.grammar_from_json_schema(json.dumps(schema))
+    start = llg.LLMatcher(llguidance_tokenizer(), grammar, log_level=0,
+                          limits=llg.LLParserLimits(verbose_errors=False))
+    if start.is_error():   # an unsupported or invalid schema leaves the matcher in an error state
+        raise ValueError(start.get_error())
+    tokenizer = bundled_tokenizer()
+
+    def accepts(text: str) -> bool:
+        ids = tokenizer.encode(text)
+        if tokenizer.decode_bytes(ids, skip_special_tokens=False) != text.encode("utf-8"):
+            raise ValueError(f"the bundled tokenizer does not spell {text!r} exactly")
+        matcher = start.deep_copy()
+        return matcher.consume_tokens(ids) and matcher.is_accepting()
+    return accepts
+
+
+BACKENDS: dict[str, Callable[[object], Callable[[str], bool]]] = {
+    "minisglang (regex -> DFA)": minisglang_accepts,
+    "xgrammar 0.2.9": xgrammar_accepts,
+    "outlines-core 0.2.14 (regex -> re)": outlines_core_accepts,
+    "llguidance 1.9.1": llguidance_accepts,
+}
 
 
 def results_table(results: dict[str, tuple[SuiteCounts, float]]) -> str:
@@ -116,7 +197,12 @@ def results_table(results: dict[str, tuple[SuiteCounts, float]]) -> str:
         "Each test case's value is serialised with `json.dumps` (default separators, ASCII escapes) "
         "and compactly (`separators=(\",\", \":\")`, raw non-ASCII). A false positive (accepted but "
         "invalid) would let a generator emit invalid output; a false negative (rejected but valid) "
-        "only narrows what it may write. Compile errors are unsupported keywords or schemas.",
+        "only narrows what it may write. Compile errors are unsupported keywords or schemas. "
+        "Libraries run with their defaults: xgrammar any whitespace and strict mode (unlisted "
+        "properties/items refused), llguidance flexible whitespace, outlines-core `[ ]?`; "
+        "xgrammar and llguidance compile against the bundled tokenizer's vocabulary and judge "
+        "the whole text (xgrammar: `accept_string` + stop token; llguidance: the text's tokens "
+        "+ `is_accepting`).",
         "",
         "| backend | cases | compile error | pass | false positive | false negative "
         "| pass (compact) | FP (compact) | FN (compact) | seconds |",
