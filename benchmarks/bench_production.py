@@ -29,9 +29,9 @@ Four experiments from seed 004 (§3-§6), measured side by side in one run:
 Parts 2 and 3 use `Engine(jump_forward=False)`: part 2 because a jump re-admits the request
 and adds its re-admission hits to cached_tokens; part 3 to look at one thing at a time.
 
-    python benchmarks/bench_production.py [--samples 200] [--radix-requests 24] [--repeats 3]
+    python benchmarks/bench_production.py [--samples 200] [--radix-requests 24] [--repeats 3] [--out FILE]
 
-Prints every table; writes benchmarks/results/production.md.
+Prints every table; writes benchmarks/results/production.md (or --out).
 """
 from __future__ import annotations
 
@@ -398,20 +398,31 @@ def part_whitespace(n: int, seed: int) -> list[str]:
 # ---------------------------------------------------------------------------------------
 # 4. Validation
 # ---------------------------------------------------------------------------------------
+# What a person's name looks like in the prompts: "First Last", "First \"Nick\" Last", or 2-4 Han characters.
+PLAUSIBLE_NAME = re.compile(r'[A-Z][a-z]+(?: "[A-Z][a-z]+")? [A-Z][a-z]+|[\u4e00-\u9fff]{2,4}')
+
+
+def first_part(name: str, zh: bool) -> str:
+    """The surname of a Chinese name (its first character), the first name of an English one."""
+    return name[:1] if zh else name.split(" ")[0]
+
+
 def score(outs: list[dict], data) -> dict:
+    """Validity, failure kinds, and how close the valid answers are to the facts."""
     verdicts = [verdict(o["text"], SCHEMA) for o in outs]
-    ok = [json.loads(o["text"]) for o, v in zip(outs, verdicts) if v == "ok"]
-    truths = [t for (_, t, _), v in zip(data, verdicts) if v == "ok"]
+    valid = [(json.loads(o["text"]), truth, zh) for o, v, (_, truth, zh) in zip(outs, verdicts, data) if v == "ok"]
     failures: dict[str, int] = {}
     for v in verdicts:
         if v != "ok":
             failures[v] = failures.get(v, 0) + 1
     return {
-        "valid": sum(v == "ok" for v in verdicts),
-        "valid_en": sum(v == "ok" for v, (_, _, zh) in zip(verdicts, data) if not zh),
-        "valid_zh": sum(v == "ok" for v, (_, _, zh) in zip(verdicts, data) if zh),
-        "name": sum(v["name"] == t["name"] for v, t in zip(ok, truths)),
-        "age": sum(v["age"] == t["age"] for v, t in zip(ok, truths)),
+        "valid": len(valid),
+        "valid_en": sum(not zh for _, _, zh in valid),
+        "valid_zh": sum(zh for _, _, zh in valid),
+        "plausible": sum(bool(PLAUSIBLE_NAME.fullmatch(v["name"])) for v, _, _ in valid),
+        "first": sum(first_part(v["name"], zh) == first_part(t["name"], zh) for v, t, zh in valid),
+        "name": sum(v["name"] == t["name"] for v, t, _ in valid),
+        "age": sum(v["age"] == t["age"] for v, t, _ in valid),
         "failures": ", ".join(f"{k} {v}" for k, v in sorted(failures.items(), key=lambda kv: -kv[1])) or "-",
         "tokens": sum(o["meta_info"]["completion_tokens"] for o in outs),
         "length": sum(o["meta_info"]["finish_reason"]["type"] == "length" for o in outs),
@@ -422,7 +433,7 @@ def score(outs: list[dict], data) -> dict:
 def part_validation(n: int, seed: int, retries: int) -> list[str]:
     data = validation_set(n, seed)
     n_en = sum(not zh for _, _, zh in data)
-    results = []
+    results, examples = [], []
     for label, jump, constrained in tqdm([("json_schema, jump-forward on (default engine)", True, True),
                                           ("json_schema, jump-forward off", False, True),
                                           ("unconstrained (the prompt asks for JSON)", False, False)],
@@ -438,6 +449,11 @@ def part_validation(n: int, seed: int, retries: int) -> list[str]:
         params = [{**extra, "temperature": TEMPERATURE, "seed": i, "max_new_tokens": 128} for i in range(n)]
         outs, wall = generate_timed(engine, prompts, params)
         results.append((label, score(outs, data), wall, compile_s))
+        bad = [i for i, o in enumerate(outs) if verdict(o["text"], SCHEMA) != "ok"]
+        example = f"- {label}: prompt 0 -> `{shorten(outs[0]['text'])}`" + (" (invalid)" if 0 in bad else "")
+        if bad and bad[0] != 0:
+            example += f"; first invalid (prompt {bad[0]}) -> `{shorten(outs[bad[0]]['text'])}`"
+        examples.append(example)
         if not constrained:  # post-hoc repair: retry the failures with new seeds
             outs = list(outs)
             spent = sum(o["meta_info"]["completion_tokens"] for o in outs)
@@ -463,21 +479,26 @@ def part_validation(n: int, seed: int, retries: int) -> list[str]:
     for label, s, wall, compile_s in results:
         lat = sorted(s["latency"])
         rows.append([label, f"**{percent(s['valid'], n)}**", f"{s['valid_en']}/{n_en}", f"{s['valid_zh']}/{n - n_en}",
-                     s["failures"], f"{s['name']}/{s['valid']}", f"{s['age']}/{s['valid']}", s["length"],
+                     s["failures"], f"{s['plausible']}/{s['valid']}", f"{s['first']}/{s['valid']}",
+                     f"{s['name']}/{s['valid']}", f"{s['age']}/{s['valid']}", s["length"],
                      f"{s['tokens'] / n:.1f}", f"{wall:.1f}", f"{statistics.median(lat):.2f}",
                      f"{compile_s:.2f}" if compile_s else "-"])
     lines = ["## 4. Validation: constrained against unconstrained (seed 004 §3.4)", "",
              f"{n} extraction prompts (names, ages, 1-3 hobbies; {n_en} English, {n - n_en} Chinese; the user turn "
              f"names the fields), seed 004's schema, temperature {TEMPERATURE}, seed = prompt number, "
              "max_new_tokens 128, each set in ONE batched `Engine.generate` call. *schema-valid*: json.loads "
-             "then jsonschema; *failures* name the first failing keyword. Name/age correct count the valid "
-             "outputs whose value equals the fact in the prompt. Retries resend only the failing prompts "
+             "then jsonschema; *failures* name the first failing keyword. The name and age columns count "
+             "valid outputs: a name shaped like the prompts' names (`First Last`, optionally with a quoted "
+             "nickname, or 2-4 Han characters), the right first name (English) or surname (Chinese), the "
+             "exact name, the exact age. Retries resend only the failing prompts "
              "with new seeds; their tokens and wall time add up. Latency: median end-to-end per request "
              "inside the batch. Compile: the first constrained request (schema -> regex -> DFA -> token "
              "index), outside the timed batch.", ""]
-    lines += md_table(["run", "schema-valid", "English", "Chinese", "failures", "name correct", "age correct",
+    lines += md_table(["run", "schema-valid", "English", "Chinese", "failures", "name looks like a name",
+                       "first name / surname right", "name correct", "age correct",
                        'finish "length"', "output tokens / prompt", "wall (s)", "median latency (s)",
                        "compile (s)"], rows)
+    lines += ["", f"Prompt 0 is: {json.dumps(data[0][0][1]['content'], ensure_ascii=False)}", ""] + examples
     return lines
 
 
@@ -490,6 +511,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3, help="token index builds per cell (part 1)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads")
     ap.add_argument("--seed", type=int, default=2024)
+    ap.add_argument("--out", type=Path, default=RESULTS, help="where to write the tables")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     started = time.perf_counter()
@@ -507,14 +529,16 @@ def main() -> None:
     lines += part_whitespace(args.pitfall_samples, args.seed + 3) + [""]
     lines += part_validation(args.samples, args.seed + 4, args.retries) + [""]
     minutes = (time.perf_counter() - started) / 60
+    load = os.getloadavg()[0]
     lines += [f"Machine: {platform.machine()}, {len(os.sched_getaffinity(0))} CPUs shared with other jobs while "
-              f"measured, {torch.get_num_threads()} torch thread(s), torch {torch.__version__}, Python "
-              f"{platform.python_version()}; whole run {minutes:.1f} min; {datetime.date.today()}."]
+              f"measured (load average {load:.1f} at the end), {torch.get_num_threads()} torch thread(s), torch "
+              f"{torch.__version__}, Python {platform.python_version()}; whole run {minutes:.1f} min; "
+              f"{datetime.date.today()}."]
     text = "\n".join(lines) + "\n"
     print(text)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(text)
-    print(f"wrote {RESULTS}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text)
+    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":
