@@ -77,7 +77,7 @@ class FSMGrammar(BaseGrammarObject):
         self.state = walk_tokens(self.fsm.index, new_output_ids)
         self.history = []
         index = self.fsm.index
-        self.terminated = index.allowed_token_ids(next_state) == [index.eos_token_id]
+        self.terminated = index.allowed_token_ids(self.state) == [index.eos_token_id]
 
 
 @register_backend("fsm")
