@@ -87,20 +87,28 @@ class JumpForwardStage(FSMCacheStage):
             scheduler.record_event("jump", req, version=req.version, tokens=len(new_output_ids))
 
     def leave_the_seam_to_the_model(self, req: Req, new_output_ids: list[int]) -> list[int] | None:
-        """Drop the jump's last token when a longer token could start with it.
+        """Drop the jump's last token when the model could have merged it with what follows.
 
         A jump ends where the grammar offers a choice, often in the middle of what the model
         would write as one token: after `{"name":` the model was trained on `": "` as one
-        token, and a forced `":` leaves it at a seam it never saw (the derailing the
-        benchmarks of chapter 05 measured). Giving that last piece back lets the model
-        choose the merged token itself. Returns None when too little jump would be left.
+        token, and a forced `":` leaves it at a seam it never saw (the derailing measured in
+        chapter 05). Giving that last piece back lets the model choose the merged token
+        itself. Returns None when too little jump would be left.
         """
-        tok = self.ctx.tokenizer
-        if new_output_ids[-1] not in self.extendable_tokens():
-            return new_output_ids
         kept = new_output_ids[:-1]
+        if not self.could_merge_further(req, kept, new_output_ids[-1]):
+            return new_output_ids
+        tok = self.ctx.tokenizer
         gained = len(tok.decode_bytes(kept)) - len(tok.decode_bytes(req.output_ids))
         return kept if gained >= 2 else None
+
+    def could_merge_further(self, req: Req, kept: list[int], last: int) -> bool:
+        """After `kept`, does the grammar allow a longer token that starts with `last`'s bytes?"""
+        index = req.grammar.fsm.index
+        vocab = self.ctx.tokenizer.token_bytes
+        head = vocab[last]
+        return any(vocab[t] is not None and len(vocab[t]) > len(head) and vocab[t].startswith(head)
+                   for t in index.allowed_token_ids(walk_tokens(index, kept)))
 
     def extendable_tokens(self) -> frozenset[int]:
         """Ids of the tokens whose bytes are a proper prefix of another token's (computed once)."""

@@ -156,6 +156,11 @@ class BackendStage(JumpForwardStage):
         helper = req.grammar.try_jump_forward(self.ctx.tokenizer)
         return None if helper is None else req.grammar.jump_forward_str_state(helper)
 
+    def could_merge_further(self, req: Req, kept: list[int], last: int) -> bool:
+        """The interface cannot list a state's tokens cheaply, so judge by the vocabulary
+        alone: could any longer token start with `last`'s bytes?"""
+        return last in self.extendable_tokens()
+
     def move_grammar(self, req: Req, old_output_ids, new_output_ids, next_state) -> None:
         req.grammar.jump_and_retokenize(old_output_ids, new_output_ids, next_state)
         if req.grammar.is_terminated():
