@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import collections
 import json
+import os
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -91,8 +92,14 @@ class BaseGrammarObject:
         raise NotImplementedError
 
     def jump_and_retokenize(self, old_output_ids: list[int], new_output_ids: list[int], next_state: Any) -> None:
-        """Bring the matcher to `next_state` after the output was re-encoded."""
-        raise NotImplementedError
+        """Bring the matcher in line with the re-encoded output: roll back to the longest
+        common prefix of the old and new ids, then accept the new tokens (the jump
+        included). Matchers that can jump to `next_state` directly may override this."""
+        same = len(os.path.commonprefix([old_output_ids, new_output_ids]))   # works on lists too
+        if len(old_output_ids) > same:
+            self.rollback(len(old_output_ids) - same)
+        for token_id in new_output_ids[same:]:
+            self.accept_token(token_id)
 
 
 @dataclass
@@ -120,6 +127,9 @@ class BaseGrammarBackend:
 
     def __init__(self, tokenizer, vocab_size: int, *, max_entries: int = 128, compile_timeout: float = 30.0,
                  threads: int = 2, **options: Any):
+        if tokenizer.vocab_size > vocab_size:
+            raise ValueError(f"the logits width {vocab_size} is smaller than the tokenizer's "
+                             f"vocabulary ({tokenizer.vocab_size} ids)")
         self.tokenizer = tokenizer
         self.vocab_size = vocab_size       # width of the logits (may exceed the tokenizer's)
         self.options = options

@@ -22,7 +22,6 @@ What this adapter adds:
 from __future__ import annotations
 
 import json
-import os
 import threading
 
 import llguidance as llg
@@ -116,14 +115,6 @@ class LLGuidanceGrammar(BaseGrammarObject):
         # The matcher is not moved here: jump_and_retokenize feeds it the new tokens.
         return helper, None
 
-    def jump_and_retokenize(self, old_output_ids, new_output_ids, next_state) -> None:
-        """Undo the tokens the re-encoding changed, then accept the new ones (jump included)."""
-        same = len(os.path.commonprefix([old_output_ids, new_output_ids]))   # works on lists too
-        if len(old_output_ids) > same:
-            self.rollback(len(old_output_ids) - same)
-        for token_id in new_output_ids[same:]:
-            self.accept_token(token_id)
-
 
 @register_backend("llguidance")
 class LLGuidanceBackend(BaseGrammarBackend):
@@ -131,9 +122,6 @@ class LLGuidanceBackend(BaseGrammarBackend):
 
     def __init__(self, tokenizer, vocab_size: int, **kwargs):
         super().__init__(tokenizer, vocab_size, **kwargs)
-        if tokenizer.vocab_size > vocab_size:
-            raise ValueError(f"the logits width {vocab_size} is smaller than the tokenizer's "
-                             f"vocabulary ({tokenizer.vocab_size} ids)")
         # Built once per engine: it walks the whole vocabulary into a token trie.
         self.lltokenizer = llg.LLTokenizer(llg.TokenizerWrapper(_TokenizerSource(tokenizer, vocab_size)))
         # Short errors: the verbose ones dump the parser state and the whole grammar.

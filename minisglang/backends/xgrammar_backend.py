@@ -18,7 +18,6 @@ What this adapter adds:
 """
 from __future__ import annotations
 
-import os
 import re
 import threading
 
@@ -95,14 +94,6 @@ class XGrammarGrammar(BaseGrammarObject):
         # The matcher is not moved here: jump_and_retokenize feeds it the new tokens.
         return helper.encode("utf-8"), None
 
-    def jump_and_retokenize(self, old_output_ids, new_output_ids, next_state) -> None:
-        """Undo the tokens the re-encoding changed, then accept the new ones (jump included)."""
-        same = len(os.path.commonprefix([old_output_ids, new_output_ids]))   # works on lists too
-        if len(old_output_ids) > same:
-            self.rollback(len(old_output_ids) - same)
-        for token_id in new_output_ids[same:]:
-            self.accept_token(token_id)
-
 
 @register_backend("xgrammar")
 class XGrammarBackend(BaseGrammarBackend):
@@ -110,9 +101,6 @@ class XGrammarBackend(BaseGrammarBackend):
 
     def __init__(self, tokenizer, vocab_size: int, **kwargs):
         super().__init__(tokenizer, vocab_size, **kwargs)
-        if tokenizer.vocab_size > vocab_size:
-            raise ValueError(f"the logits width {vocab_size} is smaller than the tokenizer's "
-                             f"vocabulary ({tokenizer.vocab_size} ids)")
         # Built once per engine: for a 65k vocabulary this takes a noticeable moment.
         vocab = [b"" if data is None else data for data in tokenizer.token_bytes]
         info = xgr.TokenizerInfo(vocab, xgr.VocabType.RAW, vocab_size=vocab_size,
