@@ -714,7 +714,8 @@ def leaf_schemas(draw):
     if kind in ("integer", "number"):
         schema = {"type": kind}
         lo = draw(st.none() | st.integers(-50, 50))
-        hi = draw(st.none() | st.integers(-50 if lo is None else lo + 1, 60))
+        # hi >= lo + 2: with both ends exclusive, an integer range must still hold a value
+        hi = draw(st.none() | st.integers(-50 if lo is None else lo + 2, 60))
         if lo is not None:
             schema[draw(st.sampled_from(["minimum", "exclusiveMinimum"]))] = lo
         if hi is not None:

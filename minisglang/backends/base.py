@@ -127,9 +127,9 @@ class BaseGrammarBackend:
 
     def __init__(self, tokenizer, vocab_size: int, *, max_entries: int = 128, compile_timeout: float = 30.0,
                  threads: int = 2, **options: Any):
-        if tokenizer.vocab_size > vocab_size:
+        if len(tokenizer.token_bytes) > vocab_size:
             raise ValueError(f"the logits width {vocab_size} is smaller than the tokenizer's "
-                             f"vocabulary ({tokenizer.vocab_size} ids)")
+                             f"vocabulary ({len(tokenizer.token_bytes)} ids)")
         self.tokenizer = tokenizer
         self.vocab_size = vocab_size       # width of the logits (may exceed the tokenizer's)
         self.options = options
