@@ -45,6 +45,7 @@ from minisglang.tokenizer import Tokenizer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from real_tokenizers import anthropic_65k  # noqa: E402
+from _results import write_results  # benchmarks/_results.py (scripts run from benchmarks/)
 
 RESULTS = Path(__file__).parent / "results" / "backends.md"
 BACKENDS = ["fsm", "xgrammar", "outlines", "llguidance"]
@@ -306,10 +307,7 @@ def main() -> None:
     lines += [f"Example output ({label}): `{e2e[label]['example'][:120]}`  " for label, _ in SYSTEMS]
     lines += ["", machine_line(), ""]
     table = "\n".join(lines)
-    print(table)
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(table)
-    print(f"wrote {args.output}")
+    write_results(table, args.output)
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ from transformers import AutoModelForCausalLM
 import minisglang
 from minisglang.memory_pool import ReqToTokenPool, TokenToKVPool
 from minisglang.model import ForwardBatch, load_model
+from _results import write_results  # benchmarks/_results.py (scripts run from benchmarks/)
 
 RESULTS = Path(__file__).parent / "results" / "forward.md"
 
@@ -153,10 +154,7 @@ def main() -> None:
         "",
     ]
     table = "\n".join(lines)
-    print(table)
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(table)
-    print(f"wrote {args.output}")
+    write_results(table, args.output)
 
 
 if __name__ == "__main__":

@@ -45,6 +45,7 @@ from minisglang.stages.base import StageContext
 from minisglang.stages.s1_masked_fill import compile_regex_index
 from minisglang.stages.s3_fsm_cache import FSMCacheStage
 from minisglang.tokenizer import Tokenizer
+from _results import write_results  # benchmarks/_results.py (scripts run from benchmarks/)
 
 RESULTS = Path(__file__).parent / "results" / "fsm_cache.md"
 ANTHROPIC = Path(__file__).resolve().parents[1] / ".cache" / "tokenizers" / "anthropic-0.3.11" / "tokenizer.json"
@@ -214,10 +215,7 @@ def main() -> None:
               f"{len(os.sched_getaffinity(0))} CPUs (shared with other jobs while measured), "
               f"Python {platform.python_version()}, torch {torch.__version__}; {datetime.date.today()}.", ""]
     text = "\n".join(lines)
-    print(text)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(text)
-    print(f"wrote {RESULTS}")
+    write_results(text, RESULTS)
 
 
 if __name__ == "__main__":

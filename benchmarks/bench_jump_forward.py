@@ -41,6 +41,7 @@ from tqdm.auto import tqdm
 
 import minisglang
 from minisglang.engine import Engine
+from _results import write_results  # benchmarks/_results.py (scripts run from benchmarks/)
 
 RESULTS = Path(__file__).parent / "results" / "jump_forward.md"
 KEYS_REGEX = (r'\{"name": "[A-Za-z ]{1,24}", "age": [1-9][0-9]?, "city": "[A-Za-z ]{1,20}", '
@@ -178,10 +179,7 @@ def main() -> None:
              f"jobs while measured), Python {platform.python_version()}, torch {torch.__version__}; "
              f"{datetime.date.today()}.", ""]
     text = "\n".join(lines)
-    print(text)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(text)
-    print(f"wrote {RESULTS}")
+    write_results(text, RESULTS)
 
 
 if __name__ == "__main__":

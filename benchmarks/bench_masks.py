@@ -55,6 +55,7 @@ from minisglang.stages.s2_batched_mask import BatchedMaskStage, unpack_bits
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 from real_tokenizers import anthropic_65k, mistral_tekken  # noqa: E402  (the tests' loaders)
+from _results import write_results  # benchmarks/_results.py (scripts run from benchmarks/)
 
 RESULTS = Path(__file__).parent / "results" / "masks.md"
 # {"name": string of at most 20 characters, "age": integer, "hobbies": array of strings},
@@ -300,10 +301,7 @@ def main() -> None:
         "",
     ]
     table = "\n".join(lines)
-    print(table)
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(table)
-    print(f"wrote {args.output}")
+    write_results(table, args.output)
 
 
 if __name__ == "__main__":

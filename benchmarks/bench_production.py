@@ -60,6 +60,7 @@ REPO = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).parent / "results" / "production.md"
 sys.path.insert(0, str(REPO / "tests"))
 from real_tokenizers import load  # noqa: E402
+from _results import write_results  # benchmarks/_results.py (scripts run from benchmarks/)
 
 # Seed 004 §5.2's schema.
 SCHEMA = {
@@ -535,10 +536,7 @@ def main() -> None:
               f"{torch.__version__}, Python {platform.python_version()}; whole run {minutes:.1f} min; "
               f"{datetime.date.today()}."]
     text = "\n".join(lines) + "\n"
-    print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text)
-    print(f"wrote {args.out}")
+    write_results(text, args.out)
 
 
 if __name__ == "__main__":
