@@ -16,6 +16,7 @@ message; a client that disconnects aborts its request.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import queue
 import threading
@@ -157,17 +158,16 @@ def usage(meta: dict[str, Any]) -> dict[str, int]:
 
 def create_app(engine: Engine):
     """The FastAPI app around one engine."""
-    app = FastAPI(title="minisglang")
     loop_holder: dict[str, EngineLoop] = {}
     model_id = engine.model_path.rstrip("/").rsplit("/", 1)[-1]
 
-    @app.on_event("startup")
-    async def _start():
-        loop_holder["loop"] = EngineLoop(engine)
-
-    @app.on_event("shutdown")
-    async def _stop():
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        loop_holder["loop"] = EngineLoop(engine)   # the scheduler thread lives as long as the app
+        yield
         loop_holder["loop"].shutdown()
+
+    app = FastAPI(title="minisglang", lifespan=lifespan)
 
     def error(message: str, status: int = 400):
         return JSONResponse({"error": {"message": message, "type": "invalid_request_error", "code": status}},
