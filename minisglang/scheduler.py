@@ -260,12 +260,10 @@ class Scheduler:
         """Choose waiting requests that fit the token budget; give them slots and prefixes."""
         if not self.waiting_queue:
             return []
-        for req in self.waiting_queue:
-            # Match all but the last token: the model must compute at least one position.
-            prefix, node = self.tree_cache.match_prefix(req.fill_ids[:-1])
-            req._match = (prefix, node)
+        # Match all but the last token: the model must compute at least one position.
+        match = {req.rid: self.tree_cache.match_prefix(req.fill_ids[:-1]) for req in self.waiting_queue}
         if self.config.schedule_policy == "lpm":
-            self.waiting_queue.sort(key=lambda r: -len(r._match[0]))  # stable: ties stay FCFS
+            self.waiting_queue.sort(key=lambda r: -len(match[r.rid][0]))  # stable: ties stay FCFS
         elif self.config.schedule_policy != "fcfs":
             raise ValueError(f"unknown schedule policy {self.config.schedule_policy!r}")
 
@@ -273,7 +271,7 @@ class Scheduler:
                   - sum(self._remaining_new_tokens(r) for r in self.running))
         chosen, prefill_tokens = [], 0
         for req in self.waiting_queue:
-            prefix, node = req._match
+            prefix, node = match[req.rid]
             extend = len(req.fill_ids) - len(prefix)
             need = extend + self._remaining_new_tokens(req)
             if (need > budget or prefill_tokens + extend > self.config.max_prefill_tokens and chosen
@@ -285,8 +283,7 @@ class Scheduler:
             chosen.append(req)
         for req in chosen:
             self.waiting_queue.remove(req)
-            prefix, node = req._match
-            del req._match
+            prefix, node = match[req.rid]
             req.req_pool_idx = self.req_to_token_pool.alloc()
             req.last_node, req.prefix_len = node, len(prefix)
             self.req_to_token_pool.req_to_token[req.req_pool_idx, :len(prefix)] = prefix

@@ -19,9 +19,8 @@ import collections
 import json
 import os
 import threading
-import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -113,12 +112,6 @@ class InvalidGrammarObject(BaseGrammarObject):
 
 
 # ------------------------------------------------------------------------ per engine
-@dataclass
-class _Entry:
-    future: Future
-    started: float = field(default_factory=time.monotonic)
-
-
 class BaseGrammarBackend:
     """Compile-and-cache for one engine. Subclasses implement `compile(kind, text)`."""
 
@@ -136,7 +129,7 @@ class BaseGrammarBackend:
         self.max_entries = max_entries
         self.compile_timeout = compile_timeout
         self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix=f"{self.name}-compile")
-        self.cache: collections.OrderedDict[tuple[str, str], _Entry] = collections.OrderedDict()
+        self.cache: collections.OrderedDict[tuple[str, str], Future] = collections.OrderedDict()
         self.lock = threading.Lock()
         self.compile_count = 0
 
@@ -162,16 +155,16 @@ class BaseGrammarBackend:
         """(a fresh matcher, True) if compiled, else (the shared Future, False)."""
         key = self.normalise(kind, text)
         with self.lock:
-            entry = self.cache.get(key)
-            if entry is None:
-                entry = _Entry(self.pool.submit(self._compile_safely, *key))
-                self.cache[key] = entry
+            future = self.cache.get(key)
+            if future is None:
+                future = self.pool.submit(self._compile_safely, *key)
+                self.cache[key] = future
                 self._evict_lru()
             else:
                 self.cache.move_to_end(key)
-        if entry.future.done():
-            return entry.future.result().copy(), True
-        return entry.future, False
+        if future.done():
+            return future.result().copy(), True
+        return future, False
 
     def _compile_safely(self, kind: str, text: str) -> BaseGrammarObject:
         with self.lock:
@@ -192,7 +185,7 @@ class BaseGrammarBackend:
         for key in list(self.cache):
             if len(self.cache) <= self.max_entries:
                 return
-            if self.cache[key].future.done():
+            if self.cache[key].done():
                 del self.cache[key]
 
     def shutdown(self) -> None:

@@ -55,7 +55,6 @@ class CacheEntry:
     event: threading.Event = field(default_factory=threading.Event)
     value: RegexFSM | None = None
     error: str | None = None
-    started: float = field(default_factory=time.monotonic)
 
 
 class FSMCache:

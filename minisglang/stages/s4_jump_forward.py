@@ -110,14 +110,6 @@ class JumpForwardStage(FSMCacheStage):
         return any(vocab[t] is not None and len(vocab[t]) > len(head) and vocab[t].startswith(head)
                    for t in index.allowed_token_ids(walk_tokens(index, kept)))
 
-    def extendable_tokens(self) -> frozenset[int]:
-        """Ids of the tokens whose bytes are a proper prefix of another token's (computed once)."""
-        if getattr(self, "_extendable", None) is None:
-            vocab = self.ctx.tokenizer.token_bytes
-            prefixes = {b[:i] for b in vocab if b for i in range(1, len(b))}
-            self._extendable = frozenset(i for i, b in enumerate(vocab) if b and b in prefixes)
-        return self._extendable
-
     def find_jump(self, req: Req) -> tuple[bytes, int] | None:
         """The forced bytes from the request's FSM state, and the state after them."""
         return req.grammar.fsm.jump_map.jump_forward(req.grammar.state)

@@ -85,6 +85,7 @@ class BackendStage(JumpForwardStage):
         extra = {k: v for k, v in opts.items() if k not in ("grammar_backend", "jump_forward", "compile_timeout")}
         self.backend = backend_cls(ctx.tokenizer, ctx.vocab_size, compile_timeout=self.compile_timeout, **extra)
         self.pending: dict[int, tuple[Future, float]] = {}
+        self._extendable: frozenset[int] | None = None
 
     # -- hook 1: arrival ---------------------------------------------------------------
     def on_arrival(self, req: Req) -> None:
@@ -160,6 +161,14 @@ class BackendStage(JumpForwardStage):
         """The interface cannot list a state's tokens cheaply, so judge by the vocabulary
         alone: could any longer token start with `last`'s bytes?"""
         return last in self.extendable_tokens()
+
+    def extendable_tokens(self) -> frozenset[int]:
+        """Ids of the tokens whose bytes are a proper prefix of another token's (computed once)."""
+        if self._extendable is None:
+            vocab = self.ctx.tokenizer.token_bytes
+            prefixes = {b[:i] for b in vocab if b for i in range(1, len(b))}
+            self._extendable = frozenset(i for i, b in enumerate(vocab) if b and b in prefixes)
+        return self._extendable
 
     def move_grammar(self, req: Req, old_output_ids, new_output_ids, next_state) -> None:
         req.grammar.jump_and_retokenize(old_output_ids, new_output_ids, next_state)
