@@ -23,7 +23,7 @@ from minisglang.backends.base import GrammarError, InvalidGrammarObject, get_bac
 from minisglang.stages.s2_batched_mask import unpack_bits
 from minisglang.stages.s5_backends import ReasonerGrammar
 from minisglang.tokenizer import Tokenizer
-from test_constrained_generation import CASES, USER
+from test_constrained_generation import CASES, USER, assert_stopped_outputs_match
 
 BACKENDS = ["fsm", "xgrammar", "outlines", "llguidance"]
 LIBRARIES = BACKENDS[1:]
@@ -103,19 +103,7 @@ def test_the_regex_subset_is_the_one_asked_for():
 
 
 def test_stopped_regex_outputs_fully_match(engine):
-    prompts, params = [], []
-    for regex, question in REGEX_CASES:
-        for seed in SEEDS:
-            prompts.append(USER.format(question))
-            params.append({"regex": regex, "temperature": 1.0, "seed": seed, "max_new_tokens": 64})
-    outs = engine.generate(prompts, params)
-    stopped = 0
-    for out, p in zip(outs, params):
-        assert reason(out)["type"] in ("stop", "length"), reason(out)
-        if reason(out)["type"] == "stop":
-            stopped += 1
-            assert re.fullmatch(p["regex"], out["text"]), (p["regex"], out["text"])
-    assert stopped >= 0.8 * len(outs)
+    assert_stopped_outputs_match(engine, REGEX_CASES, SEEDS, min_stopped=0.8)
 
 
 def test_json_schema_outputs_validate(engine):
