@@ -162,3 +162,38 @@ def test_no_slot_leaks_after_many_jumping_requests():
     assert s.token_to_kv_pool.available_size() + s.tree_cache.total_size() == 2000
     s.tree_cache.evict(10**9)
     assert s.token_to_kv_pool.available_size() == 2000
+
+
+@pytest.mark.task4_4
+def test_requests_that_jump_together_are_readmitted_in_one_prefill_of_their_changed_suffixes(engine):
+    """A wave of jumps costs one prefill forward, and it computes only what the jumps changed:
+    for each request, its tokens after the longest prefix it shares with the tokens that had
+    KV before the jump (the radix tree supplies that prefix)."""
+    s = engine.scheduler
+    s.tree_cache.evict(10**9)
+    names = ["Li Lei", "Anna Berg", "Ken Sato", "Maria Lopez", "Omar Khan", "Sara Novak"]
+    prompts = [Q.replace("Li Lei", name) for name in names]
+    reqs = [engine.submit(p, {"regex": PERSON, "temperature": 0, "max_new_tokens": 60}) for p in prompts]
+    waves = 0
+    while not all(r.released for r in reqs):
+        before = {r.rid: (list(r.fill_ids), r.kv_len, r.version) for r in reqs}
+        engine.step()
+        jumped = [r for r in reqs if r.version != before[r.rid][2] and not r.finished]
+        if not jumped:
+            continue
+        waves += 1
+        expected = 0
+        for r in jumped:
+            old_ids, old_kv, _ = before[r.rid]
+            new_ids = list(r.fill_ids)
+            shared = next((i for i, (a, b) in enumerate(zip(old_ids[:old_kv], new_ids)) if a != b),
+                          min(old_kv, len(new_ids)))
+            expected += len(new_ids) - min(shared, len(new_ids) - 1)
+        first = len(engine.trace)
+        engine.step()
+        forwards = [e for e in list(engine.trace)[first:] if e["event"] in ("prefill", "decode")]
+        assert [e["event"] for e in forwards] == ["prefill"]
+        assert set(forwards[0]["reqs"]) == {r.rid for r in jumped}
+        assert forwards[0]["tokens"] == expected
+    assert waves >= 2 and all(re.fullmatch(PERSON, r.output_text) for r in reqs)
+    assert s.token_to_kv_pool.available_size() + s.tree_cache.total_size() == s.config.max_total_tokens
