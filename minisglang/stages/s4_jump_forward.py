@@ -122,7 +122,8 @@ class JumpForwardStage(FSMCacheStage):
         """
         index = req.grammar.fsm.index
         req.grammar.state = walk_tokens(index, new_output_ids)
-        if index.allowed_token_ids(req.grammar.state) == [index.eos_token_id]:
+        # Only an accepting state can be complete: asking that first skips listing the tokens of the others.
+        if index.is_final(req.grammar.state) and index.allowed_token_ids(req.grammar.state) == [index.eos_token_id]:
             req.finish("stop", matched=None)  # nothing left to sample; leaves at the next step
 
     def retokenize(self, req: Req, jump_bytes: bytes) -> list[int] | None:
