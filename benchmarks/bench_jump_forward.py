@@ -20,10 +20,8 @@ time of `generate`. Timing wrappers split that time into the forwards that prefi
 the forwards that re-admit jumped requests (a prefill batch of requests that already have
 output), decode forwards, the jumps themselves (the stage's `before_decode`: find the forced
 string, retokenize, hand the KV to the radix tree) and the rest (scheduling, masks,
-sampling). The process's CPU seconds are reported beside the wall time: on a shared machine
-they move less with other jobs' load. The regex is compiled before timing (one warm-up
-request, untimed), and the radix tree is emptied before every run. Medians of `--repeats`
-interleaved runs.
+sampling). The regex is compiled before timing (one warm-up request, untimed), and the
+radix tree is emptied before every run. Medians of `--repeats` interleaved runs.
 
     python benchmarks/bench_jump_forward.py [--model-path DIR] [--requests 64] [--repeats 5]
 
@@ -104,11 +102,11 @@ def run(engine: Engine, spent: dict[str, float], chats: list[str], params: list[
     s = engine.scheduler
     s.tree_cache.evict(10**9)
     counts, first_event, before = dict(s.forward_counts), len(s.trace), dict(spent)
-    start, cpu_start = time.perf_counter(), time.process_time()
+    start = time.perf_counter()
     outs = engine.generate(chats, params)
-    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+    seconds = time.perf_counter() - start
     events = list(s.trace)[first_event:]
-    return {"seconds": seconds, "cpu": cpu, "texts": [o["text"] for o in outs],
+    return {"seconds": seconds, "texts": [o["text"] for o in outs],
             **{f"{part}_s": spent[part] - before[part] for part in spent},
             "lengths": [o["meta_info"]["completion_tokens"] for o in outs],
             "sampled": sum(o["meta_info"]["completion_tokens_wo_jump_forward"] for o in outs),
@@ -148,7 +146,7 @@ def main() -> None:
             bar.update()
     for name in engines:
         engines[name].shutdown()
-    timed = ("seconds", "cpu", "prompt_s", "readmit_s", "decode_s", "jumps_s")
+    timed = ("seconds", "prompt_s", "readmit_s", "decode_s", "jumps_s")
     med = {name: {**rs[0], **{k: statistics.median(r[k] for r in rs) for k in timed}} for name, rs in runs.items()}
     for name in ("s3", "s4"):
         assert len({tuple(r["texts"]) for r in runs[name]}) == 1, f"{name}: greedy runs gave different texts"
@@ -159,7 +157,7 @@ def main() -> None:
         m = med[name]
         rows.append(f"| {name} | {m['valid'] if name != 'unconstrained' else '-'} / {n} | {m['tokens']} | {m['sampled']} | "
                     f"{m['jumps']} | {m['decode']} | {m['prefill']} | {m['prefill_tokens']} | {m['seconds']:.2f} | "
-                    f"{m['cpu']:.2f} | {n / m['seconds']:.1f} |")
+                    f"{n / m['seconds']:.1f} |")
         parts = [m[f"{part}_s"] for part in ("prompt", "readmit", "decode", "jumps")]
         times.append(f"| {name} | " + " | ".join(f"{x:.2f}" for x in parts)
                      + f" | {m['seconds'] - sum(parts):.2f} | {m['seconds']:.2f} |")
@@ -167,7 +165,6 @@ def main() -> None:
     fewer = s3["decode"] / s4["decode"]
     speed = s3["seconds"] / s4["seconds"]
     vs_free = free["seconds"] / s4["seconds"]
-    cpu_speed = s3["cpu"] / s4["cpu"]
     # What s4 would reach if its jumps (retokenize, radix insert) cost nothing: an upper
     # bound on what cheaper jump bookkeeping alone can buy.
     no_jump_cost = s3["seconds"] / (s4["seconds"] - s4["jumps_s"])
@@ -182,17 +179,15 @@ def main() -> None:
              f"Median times of {args.repeats} interleaved runs; counts from the first run (greedy runs repeat exactly). "
              "'tokens' = completion tokens of all requests, 'sampled' = those the sampler chose "
              "(`completion_tokens_wo_jump_forward`); the unconstrained row generates, per request, as many tokens "
-             "as s4 did (`ignore_eos`). 'CPU' = the process's CPU seconds (less sensitive than wall time to other "
-             "jobs on a shared machine).", "",
+             "as s4 did (`ignore_eos`).", "",
              "| system | valid JSON (re.fullmatch) | tokens | sampled | jumps | decode forwards | prefill forwards | "
-             "prefill tokens computed | wall (s) | CPU (s) | requests/s |",
-             "|---|---|---|---|---|---|---|---|---|---|---|", *rows, "",
+             "prefill tokens computed | wall (s) | requests/s |",
+             "|---|---|---|---|---|---|---|---|---|---|", *rows, "",
              "| ratio | measured | target | |", "|---|---|---|---|",
              f"| decode forwards, s3 / s4 | **{fewer:.2f}x** | >= 2x | {verdict(fewer >= 2)} |",
              f"| requests/s, s4 / s3 | **{speed:.2f}x** | >= 1.5x | {verdict(speed >= 1.5)} |",
              f"| requests/s, s4 / unconstrained (same token counts) | **{vs_free:.2f}x** | >= 1.0x | "
              f"{verdict(vs_free >= 1.0)} |",
-             f"| CPU seconds, s3 / s4 | {cpu_speed:.2f}x | (same comparison, CPU time) | |",
              f"| requests/s, s4 / s3 if s4's jumps cost nothing (wall minus 'jumps') | {no_jump_cost:.2f}x | "
              "(upper bound for cheaper jump bookkeeping) | |", "",
              "Where the wall time goes (medians, seconds): prompt prefills (the first admission of every request), "
