@@ -23,7 +23,7 @@ string, retokenize, hand the KV to the radix tree) and the rest (scheduling, mas
 sampling). The regex is compiled before timing (one warm-up request, untimed), and the
 radix tree is emptied before every run. Medians of `--repeats` interleaved runs.
 
-    python benchmarks/bench_jump_forward.py [--model-path DIR] [--requests 64] [--repeats 5]
+    python benchmarks/bench_jump_forward.py [--model-path DIR] [--requests 64] [--repeats 9]
 
 Prints the table and the ratios; writes benchmarks/results/jump_forward.md.
 """
@@ -122,7 +122,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model-path", default=None, help="checkpoint directory (default: the bundled model)")
     ap.add_argument("--requests", type=int, default=64)
-    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=9)
     ap.add_argument("--max-new-tokens", type=int, default=160)
     args = ap.parse_args()
     torch.set_num_threads(1)
