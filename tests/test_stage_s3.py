@@ -1,11 +1,17 @@
 """Stage s3: one compile per key, background compiles, the grammar queue, the disk cache."""
+import os
 import re
 import threading
 
 import pytest
+import torch
 
 import minisglang as sgl
-from minisglang.stages.s3_fsm_cache import FSMCache
+from minisglang.stages.base import StageContext
+from minisglang.stages.s1_masked_fill import ConstraintError, RegexFSM, compile_regex_index
+from minisglang.stages.s2_batched_mask import add_bitmasks
+from minisglang.stages.s3_fsm_cache import FSMCache, FSMCacheStage
+from minisglang.tokenizer import Tokenizer
 
 Q = "<|user|>\nWhen was she born?\n<|assistant|>\n"
 DATE = r"\d{4}-\d{2}-\d{2}"
@@ -97,9 +103,10 @@ def test_grammar_queue_releases_in_arrival_order():
     first = eng.submit(Q, {"regex": r"\d{3}", "temperature": 0})     # slow compile
     second = eng.submit(Q, {"regex": r"\d{2}", "temperature": 0})    # fast compile
     third = eng.submit(Q, {"temperature": 0, "max_new_tokens": 3})   # no grammar at all
+    fast_done = eng.stage.cache.entries[eng.stage.cache.key(r"\d{2}")].event
+    assert fast_done.wait(30)                    # a worker process may still be starting
     for _ in range(5):
         eng.step()
-    assert eng.stage.cache.entries[eng.stage.cache.key(r"\d{2}")].event.is_set()
     assert first in eng.scheduler.grammar_queue and second in eng.scheduler.grammar_queue
     assert third.released                        # unconstrained requests never wait
     gate.set()
@@ -171,3 +178,60 @@ def test_disk_cache_survives_a_restart_and_ignores_corrupt_files(tmp_path):
     third = make_engine(grammar_cache_dir=str(tmp_path))
     c = third.generate(Q, {"regex": DATE, "temperature": 0})
     assert third.stage.cache.compile_count == 1 and c["text"] == a["text"]
+
+
+# ------------------------------------------------- where the compile runs: thread or process
+def bare_stage(compile_in, **opts):
+    """An s3 stage over the bundled tokenizer, without a model."""
+    tok = Tokenizer.from_pretrained(sgl.DEFAULT_MODEL_PATH)
+    return FSMCacheStage(StageContext(tok, tok.vocab_size, torch.device("cpu"), {"compile_in": compile_in, **opts}))
+
+
+def test_process_compile_gives_the_same_fsm_as_the_thread_compile():
+    thread, process = bare_stage("thread"), bare_stage("process")
+    try:
+        a, b = thread.cache.get_fsm(DATE, timeout=60), process.cache.get_fsm(DATE, timeout=60)
+        assert process.cache.compile_count == 1 and process.processes.first_worker_pid.result() != os.getpid()
+        # oracle: s1's compile and s2's packing loop, run here
+        tok = thread.ctx.tokenizer
+        direct = add_bitmasks(RegexFSM(DATE, compile_regex_index(DATE, tok, 10_000)), tok.vocab_size)
+        for fsm in (a, b):
+            assert fsm.index.state_to_tokens == direct.index.state_to_tokens
+            assert (fsm.index.initial_state, fsm.index.final_states, fsm.index.eos_token_id) == \
+                (direct.index.initial_state, direct.index.final_states, direct.index.eos_token_id)
+            assert torch.equal(fsm.bitmasks, direct.bitmasks)
+            assert all(torch.equal(torch.as_tensor(fsm.state_row[s]), torch.as_tensor(direct.state_row[s]))
+                       for s in direct.index.state_to_tokens)
+    finally:
+        thread.shutdown()
+        process.shutdown()
+
+
+@pytest.mark.parametrize("regex, opts", [("[z-a]", {}), (r"[a-z]{50}", {"max_fsm_states": 20}), ("\\d{3}", {})],
+                         ids=["invalid", "state-limit", "valid"])
+def test_errors_from_the_worker_keep_their_message(regex, opts):
+    messages = {}
+    for compile_in in ("thread", "process"):
+        st = bare_stage(compile_in, **opts)
+        try:
+            st.cache.get_fsm(regex, timeout=60)
+            messages[compile_in] = None
+        except ConstraintError as e:
+            messages[compile_in] = str(e)
+        finally:
+            st.shutdown()
+    assert messages["thread"] == messages["process"]
+    assert (messages["process"] is None) == (regex == "\\d{3}")
+
+
+def test_shutdown_stops_the_worker_processes():
+    st = bare_stage("process")
+    pid = st.processes.first_worker_pid.result(60)
+    st.cache.get_fsm(DATE, timeout=60)
+    st.shutdown()
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        state = "gone"
+    assert state in ("gone", "Z", "X"), f"worker {pid} still running after shutdown (state {state})"
