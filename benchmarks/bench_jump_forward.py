@@ -136,6 +136,7 @@ def main() -> None:
     for name in ("s3", "s4"):   # compile the regex now: compile time is chapter 3's subject, not this one's
         engines[name].generate(chats[0], constrained)
     runs: dict[str, list[dict]] = {name: [] for name in engines}
+    load_before = os.getloadavg()[0]   # other jobs' load: the machine is shared
     with tqdm(total=3 * args.repeats, desc="runs") as bar:
         for _ in range(args.repeats):
             for name in ("s3", "s4"):
@@ -145,6 +146,7 @@ def main() -> None:
             free = [{"temperature": 0, "ignore_eos": True, "max_new_tokens": n} for n in lengths]
             runs["unconstrained"].append(run(engines["unconstrained"], spent["unconstrained"], chats, free))
             bar.update()
+    load_after = os.getloadavg()[0]
     for name in engines:
         engines[name].shutdown()
     # Each system's run of median wall time, whole, so that its time split adds up.
@@ -203,7 +205,7 @@ def main() -> None:
              "| system | prompt prefills | re-admission prefills | decode forwards | jumps | rest | wall |",
              "|---|---|---|---|---|---|---|", *times, "",
              f"Machine: {platform.machine()}, 1 torch thread, {len(os.sched_getaffinity(0))} CPUs (shared with other "
-             f"jobs while measured), Python {platform.python_version()}, torch {torch.__version__}; "
+             f"jobs while measured: load average {load_before:.1f} before, {load_after:.1f} after), Python {platform.python_version()}, torch {torch.__version__}; "
              f"{datetime.date.today()}.", ""]
     text = "\n".join(lines)
     write_results(text, RESULTS)
