@@ -9,19 +9,15 @@ Side by side in one run, on real JSON-object masks:
   (token index + packed rows); the requests sit in varied states, taken by walking an
   example JSON text character by character (inside a string most of the vocabulary is
   allowed, after a key only a few tokens); at batch 1, 8 and 64 we time
-  `MaskedFillStage.mask_logits` (s1) and `BatchedMaskStage.mask_logits` (s2), interleaved,
-  and s2's two halves on their own (`allocate_mask` + `fill_mask`, and `apply_mask`);
-  The "floor" is one bare `masked_fill_` over the `[B, V]` logits with a ready bool mask:
-  the least any apply must do, and a pass that s1 makes too (row by row), so s1 / floor
-  bounds the speedup any s2 could reach. Two sketches that are not in the stage show what
-  a faster s2 would buy: a fill that gathers the rows straight into the mask with one
-  `index_select` (valid here because one FSM fills the whole batch), and an apply that
-  unpacks the mask byte by byte (uint8 temporaries, a quarter of the int32 ones);
+  `MaskedFillStage.mask_logits` (s1) and `BatchedMaskStage.mask_logits` (s2, with the
+  compiled CPU apply the engine uses, and with the readable torch apply, option
+  `mask_apply="torch"`), interleaved, and s2's parts on their own (`allocate_mask` +
+  `fill_mask`; the kernel apply; the torch apply). The "floor" is one bare `masked_fill_`
+  over the `[B, V]` logits with a ready bool mask: what the torch apply cannot go below, and
+  a pass that s1 makes too (row by row);
 * on the bundled model, one engine with 64 constrained requests decoding together: the
   wall time of whole decode steps (`engine.step()`) and of the mask inside them, with s2,
-  then s1 as the constraint layer, then s2 again with all requests pointing at one shared
-  FSM object (as from s3 on, where the cache compiles a regex once): the mask's share of a
-  decode step.
+  then s1 as the constraint layer: the mask's share of a decode step.
 
 The machine is shared, so every time is the best of `--repeats` runs after one warm-up
 (`--fill-repeats` for the sub-millisecond fill): what the code costs when it gets the CPU.
@@ -50,7 +46,7 @@ from minisglang.constrained.regex_dfa import ByteDFA, compile_regex
 from minisglang.core import Req, SamplingParams
 from minisglang.stages.base import StageContext
 from minisglang.stages.s1_masked_fill import FSMState, MaskedFillStage, RegexFSM
-from minisglang.stages.s2_batched_mask import BatchedMaskStage, unpack_bits
+from minisglang.stages.s2_batched_mask import BatchedMaskStage, apply_bitmask, unpack_bits
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
@@ -66,7 +62,6 @@ JSON_REGEX = (r'\{[ ]?"name"[ ]?:[ ]?"([^"\\\x00-\x1F]|\\["\\/bfnrt]){0,20}"[ ]?
               + r')*)?[ ]?\][ ]?\}')
 EXAMPLE = '{"name": "Li Lei", "age": 31, "hobbies": ["chess", "tea"]}'
 TARGET_SPEEDUP, TARGET_SHARE, TARGET_FILL_MS = 100.0, 0.05, 0.1
-SHARED = "s2, one FSM shared by all requests (as s3's cache gives)"
 
 
 def best_seconds(fn, repeats: int) -> float:
@@ -78,22 +73,6 @@ def best_seconds(fn, repeats: int) -> float:
         fn()
         times.append(time.perf_counter() - start)
     return min(times)
-
-
-BYTE_BITS = torch.tensor([1, 2, 4, 8, 16, 32, 64, 128], dtype=torch.uint8)
-
-
-def fill_one_copy(fsm: RegexFSM, reqs: list[Req], mask: torch.Tensor) -> None:
-    """Sketch: fill_mask when one FSM serves every row: one gather written into `mask`."""
-    rows = torch.tensor([fsm.state_row[r.grammar.state] for r in reqs])
-    torch.index_select(fsm.bitmasks, 0, rows, out=mask)
-
-
-def apply_bytewise(logits: torch.Tensor, mask: torch.Tensor) -> None:
-    """Sketch: apply_mask unpacking 8 bits per byte (int32 words are little-endian in memory)."""
-    b, v = logits.shape
-    blocked = (mask.view(torch.uint8).unsqueeze(-1) & BYTE_BITS) == 0  # [B, 4W, 8]
-    logits.masked_fill_(blocked.view(b, -1)[:, :v], float("-inf"))
 
 
 def example_states(fsm: RegexFSM) -> list[int]:
@@ -117,6 +96,7 @@ def bench_vocabulary(name: str, tokenizer, batch_sizes: list[int], repeats: int,
     width = (len(tokenizer.token_bytes) // 64 + 1) * 64  # padded like a model's embedding
     ctx = StageContext(tokenizer, width, torch.device("cpu"))
     s1, s2 = MaskedFillStage(ctx), BatchedMaskStage(ctx)
+    s2_torch = BatchedMaskStage(StageContext(tokenizer, width, torch.device("cpu"), {"mask_apply": "torch"}))
     start = time.perf_counter()
     fsm = s2.compile_regex_fsm(JSON_REGEX)
     compile_s = time.perf_counter() - start
@@ -129,25 +109,23 @@ def bench_vocabulary(name: str, tokenizer, batch_sizes: list[int], repeats: int,
         many = max(repeats, 20)  # the s2 parts are cheap: more runs
         t1 = best_seconds(lambda: s1.mask_logits(logits, reqs), repeats)
         t2 = best_seconds(lambda: s2.mask_logits(logits, reqs), many)
-        mask, sketch_mask = s2.allocate_mask(batch), s2.allocate_mask(batch)
+        t2_torch = best_seconds(lambda: s2_torch.mask_logits(logits, reqs), many)
+        mask = s2.allocate_mask(batch)
         s2.fill_mask(mask, reqs)
-        fill_one_copy(fsm, reqs, sketch_mask)
-        expected, sketch = logits.clone(), logits.clone()
+        expected, fast = logits.clone(), logits.clone()
         s2.apply_mask(expected, mask)
-        apply_bytewise(sketch, mask)
-        assert torch.equal(sketch_mask, mask) and torch.equal(sketch, expected)  # the sketches are right
+        apply_bitmask(fast, mask)
+        assert torch.equal(fast, expected)  # the kernel and the readable apply agree
         blocked = ~unpack_bits(mask, width)
         t_fill = best_seconds(lambda: s2.fill_mask(mask, reqs), fill_repeats)
-        t_fill_sketch = best_seconds(lambda: fill_one_copy(fsm, reqs, sketch_mask), fill_repeats)
-        t_apply = best_seconds(lambda: s2.apply_mask(logits, mask), many)
-        t_apply_sketch = best_seconds(lambda: apply_bytewise(logits, mask), many)
+        t_apply = best_seconds(lambda: apply_bitmask(logits, mask), many)
+        t_apply_torch = best_seconds(lambda: s2.apply_mask(logits, mask), many)
         t_floor = best_seconds(lambda: logits.masked_fill_(blocked, float("-inf")), many)
         assert not any(r.finished for r in reqs)
         rows.append({"vocab": name, "ids": len(tokenizer.token_bytes), "width": width, "batch": batch,
                      "states": fsm.index.num_states, "compile_s": compile_s,
-                     "mean_allowed": statistics.mean(allowed), "s1": t1, "s2": t2,
-                     "fill": t_fill, "fill_sketch": t_fill_sketch, "apply": t_apply,
-                     "apply_sketch": t_apply_sketch, "floor": t_floor})
+                     "mean_allowed": statistics.mean(allowed), "s1": t1, "s2": t2, "s2_torch": t2_torch,
+                     "fill": t_fill, "apply": t_apply, "apply_torch": t_apply_torch, "floor": t_floor})
         bar.update()
     return rows
 
@@ -167,12 +145,8 @@ def bench_decode_share(batch: int, steps: int, bar) -> dict:
     while len(engine.scheduler.running) < batch:  # prefill everyone first (untimed)
         engine.step()
     result = {"batch": batch, "vocab": engine.model.config.vocab_size}
-    phases = [("s2-batched-mask", BatchedMaskStage), ("s1-masked-fill", MaskedFillStage), (SHARED, BatchedMaskStage)]
-    for name, stage_cls in phases:
+    for name, stage_cls in [("s2-batched-mask", BatchedMaskStage), ("s1-masked-fill", MaskedFillStage)]:
         # Same model, scheduler and requests; only the constraint layer changes.
-        if name == SHARED:  # one FSM object for all (same regex, same numbering), as s3's cache gives
-            for r in reqs:
-                r.grammar.fsm = reqs[0].grammar.fsm
         stage = stage_cls(engine.stage.ctx)
         engine.stage = engine.scheduler.stage = stage
         mask_times = []
@@ -232,46 +206,47 @@ def main() -> None:
         "",
         f"Requests sit in states taken along `{EXAMPLE}`, character by character (cycled). "
         f"Best of {args.repeats} runs for s1 and of {max(args.repeats, 20)} for s2 "
-        f"(fill: {args.fill_repeats} runs), after a warm-up. 'mask' is the stage's whole `mask_logits`.",
+        f"(fill: {args.fill_repeats} runs), after a warm-up. 'mask' is the stage's whole `mask_logits`; "
+        "s2 applies with the compiled CPU kernel (the engine's default), 's2, torch apply' with the "
+        "readable `apply_mask` (`mask_apply=\"torch\"`).",
         "",
-        "| vocabulary | logits width | batch | mean allowed tokens/row | s1 mask (ms) | s2 mask (ms) | s1 / s2 |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| vocabulary | logits width | batch | mean allowed tokens/row | s1 mask (ms) | s2 mask (ms) "
+        "| s1 / s2 | s2, torch apply (ms) | s1 / s2, torch apply |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         lines.append(f"| {r['vocab']} | {r['width']} | {r['batch']} | {r['mean_allowed']:,.0f} "
-                     f"| {r['s1'] * 1e3:.2f} | {r['s2'] * 1e3:.3f} | **{r['s1'] / r['s2']:.0f}x** |")
+                     f"| {r['s1'] * 1e3:.2f} | {r['s2'] * 1e3:.3f} | **{r['s1'] / r['s2']:.0f}x** "
+                     f"| {r['s2_torch'] * 1e3:.3f} | {r['s1'] / r['s2_torch']:.0f}x |")
     lines += [
         "",
-        "s2's two halves alone: `fill_mask` into an allocated mask, and `apply_mask`. 'floor' is one "
-        "bare `masked_fill_` over the `[B, V]` logits with a ready bool mask: the least any apply must "
-        "do, and a pass s1 makes too (row by row), so s1 / floor bounds the speedup of any s2. The two "
-        "sketches are not in the stage (see the docstring): a one-`index_select` fill and a byte-wise "
-        "apply, checked equal to the stage's.",
+        "s2's parts alone: `fill_mask` into an allocated mask; the kernel apply (`apply_bitmask`); the "
+        "readable apply (`apply_mask`: unpack, then one `masked_fill_`). 'floor' is one bare "
+        "`masked_fill_` over the `[B, V]` logits with a ready bool mask: the least the readable apply "
+        "must do, and a pass s1 makes too (row by row). The kernel goes below it by skipping the "
+        "all-ones words, so it never touches most logits of a permissive row.",
         "",
-        "| vocabulary | batch | s2 fill (ms) | sketch: one-copy fill (ms) | s2 apply (ms) "
-        "| sketch: byte-wise apply (ms) | floor (ms) | s1 / floor |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| vocabulary | batch | s2 fill (ms) | kernel apply (ms) | torch apply (ms) | floor (ms) "
+        "| torch apply / kernel apply |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
-        lines.append(f"| {r['vocab']} | {r['batch']} | {r['fill'] * 1e3:.3f} | {r['fill_sketch'] * 1e3:.3f} "
-                     f"| {r['apply'] * 1e3:.3f} | {r['apply_sketch'] * 1e3:.3f} | {r['floor'] * 1e3:.3f} "
-                     f"| {r['s1'] / r['floor']:.0f}x |")
+        lines.append(f"| {r['vocab']} | {r['batch']} | {r['fill'] * 1e3:.3f} | {r['apply'] * 1e3:.3f} "
+                     f"| {r['apply_torch'] * 1e3:.3f} | {r['floor'] * 1e3:.3f} "
+                     f"| {r['apply_torch'] / r['apply']:.1f}x |")
     step2, mask2 = decode["s2-batched-mask"]
     step1, mask1 = decode["s1-masked-fill"]
-    step3, mask3 = decode[SHARED]
     lines += [
         "",
         f"One decode step of the bundled model (vocabulary {decode['vocab']}) with {decode['batch']} constrained "
         f"requests in one batch (`engine.step()`: forward, mask, sample, advance), best of "
-        f"{args.decode_steps} steps per stage. Stage s2 compiles every request's regex on its own, so "
-        "64 requests with one regex hold 64 FSM objects and the fill does 64 gathers; the last row "
-        "points them all at one FSM, as from s3 on:",
+        f"{args.decode_steps} steps per stage (stage s2 compiles every request's regex on its own, so "
+        "the batch holds 64 FSM objects; the fill stacks their rows in one copy all the same):",
         "",
         "| stage | decode step (ms) | mask inside it (ms) | mask share of the step |",
         "|---|---:|---:|---:|",
         f"| s1-masked-fill | {step1 * 1e3:.1f} | {mask1 * 1e3:.2f} | {mask1 / step1:.1%} |",
         f"| s2-batched-mask | {step2 * 1e3:.1f} | {mask2 * 1e3:.2f} | {mask2 / step2:.1%} |",
-        f"| {SHARED} | {step3 * 1e3:.1f} | {mask3 * 1e3:.2f} | {mask3 / step3:.1%} |",
         "",
         "Targets:",
         "",
@@ -289,7 +264,7 @@ def main() -> None:
                          f"| {verdict(r['fill'] * 1e3 <= TARGET_FILL_MS)} |")
     lines += [
         f"| s2 mask <= {TARGET_SHARE:.0%} of a decode step at batch {decode['batch']} (bundled model) "
-        f"| {mask2 / step2:.1%} (one shared FSM: {mask3 / step3:.1%}) | {verdict(mask2 / step2 <= TARGET_SHARE)} |",
+        f"| {mask2 / step2:.1%} | {verdict(mask2 / step2 <= TARGET_SHARE)} |",
         "",
         "Compile of the regex by stage s2 (token index + packed rows), once per vocabulary: "
         + "; ".join(f"{r['vocab']} {r['compile_s']:.1f} s ({r['states']} states)" for r in rows

@@ -76,8 +76,8 @@ REGEXES = [
 ]
 
 
-def make_stage(cls=MaskedFillStage, vocab_size: int = VOCAB_SIZE, tokenizer=TOKENIZER):
-    return cls(StageContext(tokenizer, vocab_size, torch.device("cpu")))
+def make_stage(cls=MaskedFillStage, vocab_size: int = VOCAB_SIZE, tokenizer=TOKENIZER, **options):
+    return cls(StageContext(tokenizer, vocab_size, torch.device("cpu"), options))
 
 
 @functools.cache

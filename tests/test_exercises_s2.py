@@ -2,7 +2,7 @@
 
 - task2_1  pack_bits: bool [..., V] -> int32 [..., ceil(V/32)], token t = bit t % 32 of word t // 32
 - task2_2  unpack_bits: the inverse
-- task2_3  BatchedMaskStage.fill_mask: each constrained request's packed row, one gather per FSM
+- task2_3  BatchedMaskStage.fill_mask: each request's precomputed packed row, stacked into the mask
 - task2_4  BatchedMaskStage.apply_mask: -inf wherever the bit is 0, for the whole batch
 
 The oracle for the bit layout is numpy's `packbits(bitorder="little")` read as
@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 import minisglang as sgl
 from minisglang.stages.s1_masked_fill import FSMState, MaskedFillStage, RegexFSM
-from minisglang.stages.s2_batched_mask import BatchedMaskStage, pack_bits, unpack_bits
+from minisglang.stages.s2_batched_mask import BatchedMaskStage, apply_bitmask, pack_bits, unpack_bits
 from real_tokenizers import bundled
 from test_exercises_s1 import REGEXES, VOCAB, VOCAB_SIZE, batches, make_req, make_stage, oracle_row
 
@@ -111,7 +111,7 @@ def compiled_with_oracle_rows(regex: str, vocab_size: int = VOCAB_SIZE) -> Regex
     fsm = make_stage(MaskedFillStage, vocab_size).compile_regex_fsm(regex)
     states = sorted(fsm.index.state_to_tokens)
     fsm.bitmasks = oracle_pack(torch.stack([oracle_row(FSMState(fsm, s), vocab_size) for s in states]))
-    fsm.state_row = {s: i for i, s in enumerate(states)}
+    fsm.state_row = dict(zip(states, fsm.bitmasks.unbind(0)))
     return fsm
 
 
@@ -191,6 +191,37 @@ def test_apply_mask_all_ones_changes_nothing():
 
 
 # ---------------------------------------------------------------------------------------
+# The compiled CPU kernel == the readable apply (not an exercise: the engine's fast path)
+# ---------------------------------------------------------------------------------------
+@settings(max_examples=80, deadline=None)
+@given(st.integers(1, 9), st.integers(1, 300), st.integers(0, 2**32 - 1), st.sampled_from([0, -1, None]))
+def test_the_cpu_kernel_equals_the_readable_apply(batch, v, seed, fill_word):
+    """Random words, plus whole rows of all-zero or all-one words (the kernel's shortcuts)."""
+    gen = torch.Generator().manual_seed(seed)
+    logits = torch.randn(batch, v, generator=gen)
+    mask = torch.randint(-(2**31), 2**31, (batch, (v + 31) // 32), dtype=torch.int64, generator=gen).to(torch.int32)
+    if fill_word is not None:
+        mask[0] = fill_word
+    expected = logits.masked_fill(~oracle_unpack(mask, v), float("-inf"))
+    apply_bitmask(logits, mask)
+    assert torch.equal(logits, expected)
+
+
+def test_apply_bitmask_takes_the_readable_path_off_the_kernels_dtype():
+    """float64 logits are not the kernel's: same result through the torch version."""
+    logits = torch.randn(2, 70, dtype=torch.float64)
+    mask = torch.tensor([[0, -1, 1], [-1, 0, -1]], dtype=torch.int32)
+    expected = logits.masked_fill(~oracle_unpack(mask, 70), float("-inf"))
+    apply_bitmask(logits, mask)
+    assert torch.equal(logits, expected)
+
+
+def test_mask_apply_option_is_checked():
+    with pytest.raises(ValueError, match="mask_apply must be 'kernel' or 'torch', not 'cuda'"):
+        make_stage(BatchedMaskStage, mask_apply="cuda")
+
+
+# ---------------------------------------------------------------------------------------
 # s2 == s1, bit for bit (the whole mask step: compile, fill, apply)
 # ---------------------------------------------------------------------------------------
 def copy_reqs(reqs):
@@ -212,15 +243,16 @@ def padded_batches(draw):
 
 @pytest.mark.task2_3
 @pytest.mark.task2_4
+@pytest.mark.parametrize("mask_apply", ["torch", "kernel"])
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(padded_batches(), st.integers(0, 2**32 - 1))
-def test_s2_masks_equal_s1_masks_bit_for_bit(batch, seed):
+@given(batch=padded_batches(), seed=st.integers(0, 2**32 - 1))
+def test_s2_masks_equal_s1_masks_bit_for_bit(mask_apply, batch, seed):
     vocab_size, reqs = batch
     twins = copy_reqs(reqs)
     logits = torch.randn(len(reqs), vocab_size, generator=torch.Generator().manual_seed(seed))
     s1_logits = logits.clone()
     make_stage(MaskedFillStage, vocab_size).mask_logits(s1_logits, twins)
-    make_stage(BatchedMaskStage, vocab_size).mask_logits(logits, reqs)
+    make_stage(BatchedMaskStage, vocab_size, mask_apply=mask_apply).mask_logits(logits, reqs)
     assert [r.finished_reason for r in reqs] == [r.finished_reason for r in twins]  # same aborts
     # Rows of requests aborted by the mask (a dead-end state) are never sampled
     # (Scheduler.sample skips finished requests): s1 leaves such a row alone, s2 blanks it.
@@ -230,13 +262,14 @@ def test_s2_masks_equal_s1_masks_bit_for_bit(batch, seed):
 
 @pytest.mark.task2_3
 @pytest.mark.task2_4
-def test_s2_equals_s1_on_the_bundled_vocabulary_with_padded_logits():
+@pytest.mark.parametrize("mask_apply", ["torch", "kernel"])
+def test_s2_equals_s1_on_the_bundled_vocabulary_with_padded_logits(mask_apply):
     """Every state of a JSON regex over the real 4096-token vocabulary, logits 4109 wide."""
     tok = bundled()
     vocab_size = tok.vocab_size + 13
     regex = r'\{"name": "[^"\\]{1,16}", "age": (0|[1-9][0-9]{0,2}), "city": "[^"\\]{1,12}"\}'
     s1 = make_stage(MaskedFillStage, vocab_size, tokenizer=tok)
-    s2 = make_stage(BatchedMaskStage, vocab_size, tokenizer=tok)
+    s2 = make_stage(BatchedMaskStage, vocab_size, tokenizer=tok, mask_apply=mask_apply)
     fsm = s2.compile_regex_fsm(regex)
     states = sorted(fsm.index.state_to_tokens)
     reqs = [make_req(fsm, s) for s in states] + [make_req(None)]

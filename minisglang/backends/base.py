@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from ..registry import Registry
-from ..stages.s2_batched_mask import unpack_bits
+from ..stages.s2_batched_mask import apply_bitmask
 
 BACKENDS = Registry("grammar backend")
 register_backend = BACKENDS.register   # `@register_backend("xgrammar")`
@@ -79,7 +79,7 @@ class BaseGrammarObject:
     @staticmethod
     def apply_vocab_mask(logits: torch.Tensor, vocab_mask: torch.Tensor) -> None:
         """logits [B, V] in place: -inf wherever the bit is 0 (one call for the batch)."""
-        logits.masked_fill_(~unpack_bits(vocab_mask, logits.shape[-1]), float("-inf"))
+        apply_bitmask(logits, vocab_mask)
 
     # -- jump forward (a backend may return None: it does not jump) ----------------------
     def try_jump_forward(self, tokenizer) -> Any | None:

@@ -26,6 +26,7 @@ STAGE_MODULES: dict[str, str] = {
 # Library files a stage introduces beyond its stage module (relative to the package), so a
 # checkout of an earlier stage leaves them out.
 STAGE_FILES: dict[str, list[str]] = {
+    "s2-batched-mask": ["stages/s2_apply_kernel.py"],
     "s4-jump-forward": ["constrained/jump_forward.py", "drawings/compressed.py"],
     "s5-backends": ["backends", "constrained/json_schema.py"],
 }
