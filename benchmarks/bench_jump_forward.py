@@ -151,7 +151,7 @@ def main() -> None:
         engines[name].shutdown()
     # Other jobs on the machine only ever add time, so each system's fastest run is the closest
     # to its undisturbed speed; it is reported whole, so that its time split adds up.
-    med = {name: min(rs, key=lambda r: r["seconds"]) for name, rs in runs.items()}
+    best = {name: min(rs, key=lambda r: r["seconds"]) for name, rs in runs.items()}
     # s3 and s4 ran side by side in every repeat: the spread of their ratio shows the machine's noise.
     pair_ratios = sorted(a["seconds"] / b["seconds"] for a, b in zip(runs["s3"], runs["s4"]))
     for name in ("s3", "s4"):
@@ -160,14 +160,14 @@ def main() -> None:
     n = args.requests
     rows, times = [], []
     for name in ("s3", "s4", "unconstrained"):
-        m = med[name]
+        m = best[name]
         rows.append(f"| {name} | {m['valid'] if name != 'unconstrained' else '-'} / {n} | {m['tokens']} | {m['sampled']} | "
                     f"{m['jumps']} | {m['decode']} | {m['prefill']} | {m['prefill_tokens']} | {m['seconds']:.2f} | "
                     f"{n / m['seconds']:.1f} |")
         parts = [m[f"{part}_s"] for part in ("prompt", "readmit", "decode", "jumps")]
         times.append(f"| {name} | " + " | ".join(f"{x:.2f}" for x in parts)
                      + f" | {m['seconds'] - sum(parts):.2f} | {m['seconds']:.2f} |")
-    s3, s4, free = med["s3"], med["s4"], med["unconstrained"]
+    s3, s4, free = best["s3"], best["s4"], best["unconstrained"]
     fewer = s3["decode"] / s4["decode"]
     speed = s3["seconds"] / s4["seconds"]
     vs_free = free["seconds"] / s4["seconds"]
