@@ -12,16 +12,26 @@ from .core import Req
 
 def sample(logits: torch.Tensor, reqs: list[Req], default_generator: torch.Generator) -> list[int]:
     """logits: [B, V] float (disallowed tokens already at -inf). Returns B token ids."""
-    out = []
-    for row, req in zip(logits, reqs):
-        out.append(sample_row(row.float(), req, req.generator or default_generator))
+    out = [0] * len(reqs)
+    # Greedy rows need no generator: one argmax serves them all (same ids as row by row).
+    greedy = [i for i, req in enumerate(reqs) if is_greedy(req)]
+    if greedy:
+        for i, token in zip(greedy, logits[greedy].argmax(dim=-1).tolist()):
+            out[i] = token
+    for i, req in enumerate(reqs):
+        if not is_greedy(req):
+            out[i] = sample_row(logits[i].float(), req, req.generator or default_generator)
     return out
+
+
+def is_greedy(req: Req) -> bool:
+    return req.sampling_params.temperature == 0 or req.sampling_params.top_k == 1
 
 
 def sample_row(row: torch.Tensor, req: Req, generator: torch.Generator) -> int:
     """row: [V]. Greedy at temperature 0; otherwise temperature, top-k, top-p, multinomial."""
     p = req.sampling_params
-    if p.temperature == 0 or p.top_k == 1:
+    if is_greedy(req):
         return int(torch.argmax(row))
     probs = torch.softmax(row / p.temperature, dim=-1)
     if p.top_k > 0 and p.top_k < probs.numel():

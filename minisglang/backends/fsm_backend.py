@@ -33,8 +33,9 @@ class FSMGrammar(BaseGrammarObject):
             raise GrammarError(f"token {token_id} is not allowed in state {self.state}")
         self.history.append(self.state)
         self.state = nxt
-        # Accepting and nothing but EOS can follow: the match is complete.
-        self.terminated = index.allowed_token_ids(nxt) == [index.eos_token_id]
+        # Accepting and nothing but EOS can follow: the match is complete (the cheap test
+        # first: listing a state's tokens costs as much as the state allows).
+        self.terminated = index.is_final(nxt) and index.allowed_token_ids(nxt) == [index.eos_token_id]
         # END SOLUTION
 
     def rollback(self, k: int) -> None:
@@ -72,7 +73,7 @@ class FSMGrammar(BaseGrammarObject):
         self.state = walk_tokens(self.fsm.index, new_output_ids)
         self.history = []
         index = self.fsm.index
-        self.terminated = index.allowed_token_ids(self.state) == [index.eos_token_id]
+        self.terminated = index.is_final(self.state) and index.allowed_token_ids(self.state) == [index.eos_token_id]
 
 
 @register_backend("fsm")
