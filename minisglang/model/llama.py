@@ -76,23 +76,31 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return x * cos + rotated * sin
 
 
+def gather_slots(buffer: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
+    """buffer ``[num_slots, Hkv, D]``, slots ``[B, L]`` -> ``[B, L, Hkv, D]``.
+
+    The same as ``buffer[slots]``; `index_select` on the flattened slots is several times
+    faster on a CPU than advanced indexing.
+    """
+    return buffer.index_select(0, slots.reshape(-1)).view(*slots.shape, *buffer.shape[1:])
+
+
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor,
               scale: float, dtype: torch.dtype) -> torch.Tensor:
     """Masked softmax attention with grouped-query heads, computed in ``dtype``.
 
     q: ``[B, Tq, H, D]``; k, v: ``[B, L, Hkv, D]``; mask: ``[B, Tq, L]`` bool (True = may
-    attend) -> ``[B, Tq, H, D]`` in q's dtype.
+    attend) -> ``[B, Tq, H, D]`` in q's dtype. It is softmax(q k^T * scale, masked) v per
+    head, written as torch's fused `scaled_dot_product_attention` (what SGLang's
+    torch-native attention backend calls too): about twice as fast on a CPU as spelling
+    it out with einsum, because the scores never become a separate tensor. GQA: query
+    heads come in groups of H / Hkv consecutive heads that share one KV head
+    (`enable_gqa`), so the KV heads are never copied.
     """
-    batch, num_queries, num_heads, head_dim = q.shape
-    num_kv_heads = k.shape[2]
-    # GQA: query heads come in `group`s of consecutive heads that share one KV head, so
-    # split H into (Hkv, group) instead of copying each KV head `group` times.
-    qg = q.to(dtype).view(batch, num_queries, num_kv_heads, num_heads // num_kv_heads, head_dim)
-    scores = torch.einsum("bqkgd,blkd->bkgql", qg, k.to(dtype)) * scale  # [B, Hkv, group, Tq, L]
-    scores = scores.masked_fill(~mask[:, None, None, :, :], float("-inf"))
-    probs = torch.softmax(scores, dim=-1)
-    out = torch.einsum("bkgql,blkd->bqkgd", probs, v.to(dtype))  # [B, Tq, Hkv, group, D]
-    return out.reshape(batch, num_queries, num_heads, head_dim).to(q.dtype)
+    out = F.scaled_dot_product_attention(
+        q.to(dtype).transpose(1, 2), k.to(dtype).transpose(1, 2), v.to(dtype).transpose(1, 2),
+        attn_mask=mask[:, None], scale=scale, enable_gqa=True)  # [B, H, Tq, D]
+    return out.transpose(1, 2).to(q.dtype)
 
 
 class LlamaAttention(nn.Module):
@@ -119,8 +127,8 @@ class LlamaAttention(nn.Module):
 
         k_buffer = fb.token_to_kv_pool.k_buffer[self.layer_id]
         v_buffer = fb.token_to_kv_pool.v_buffer[self.layer_id]
-        k_buffer[fb.out_cache_loc] = k.to(k_buffer.dtype)
-        v_buffer[fb.out_cache_loc] = v.to(v_buffer.dtype)
+        k_buffer.index_copy_(0, fb.out_cache_loc, k.to(k_buffer.dtype))
+        v_buffer.index_copy_(0, fb.out_cache_loc, v.to(v_buffer.dtype))
 
         if fb.mode == ForwardMode.EXTEND:
             out = self._extend_attention(q, k_buffer, v_buffer, fb)
@@ -149,7 +157,8 @@ class LlamaAttention(nn.Module):
         slots = fb.req_to_token_pool.req_to_token[fb.req_pool_indices, :max_len]          # [B, L]
         query_pos = prefix[:, None] + torch.arange(max_new, device=device)[None, :]       # [B, max_new]
         mask = torch.arange(max_len, device=device)[None, None, :] <= query_pos[:, :, None]  # [B, max_new, L]
-        out = attention(q_pad, k_buffer[slots], v_buffer[slots], mask, self.scale, self.attention_dtype)
+        out = attention(q_pad, gather_slots(k_buffer, slots), gather_slots(v_buffer, slots), mask,
+                        self.scale, self.attention_dtype)
         return out[row, col]
 
     def _decode_attention(self, q, k_buffer, v_buffer, fb: ForwardBatch) -> torch.Tensor:
@@ -158,7 +167,7 @@ class LlamaAttention(nn.Module):
         max_len = int(fb.seq_lens.max())
         slots = fb.req_to_token_pool.req_to_token[fb.req_pool_indices, :max_len]  # [B, L]
         mask = torch.arange(max_len, device=q.device)[None, :] < fb.seq_lens[:, None]  # [B, L]
-        out = attention(q[:, None], k_buffer[slots], v_buffer[slots], mask[:, None, :],
+        out = attention(q[:, None], gather_slots(k_buffer, slots), gather_slots(v_buffer, slots), mask[:, None, :],
                         self.scale, self.attention_dtype)  # [B, 1, H, D]
         return out[:, 0]
 
