@@ -1,13 +1,18 @@
 """Stage s3: one compile per key, background compiles, the grammar queue, the disk cache."""
+import json
 import os
 import re
 import threading
 
+import numpy as np
 import pytest
 import torch
 
 import minisglang as sgl
 from minisglang.stages.base import StageContext
+from minisglang.constrained.token_index import TokenIndex
+from minisglang.stages import s2_batched_mask as s2
+from minisglang.stages import s3_fsm_cache as s3
 from minisglang.stages.s1_masked_fill import ConstraintError, RegexFSM, compile_regex_index
 from minisglang.stages.s2_batched_mask import add_bitmasks
 from minisglang.stages.s3_fsm_cache import FSMCache, FSMCacheStage
@@ -235,3 +240,115 @@ def test_shutdown_stops_the_worker_processes():
     except FileNotFoundError:
         state = "gone"
     assert state in ("gone", "Z", "X"), f"worker {pid} still running after shutdown (state {state})"
+
+
+# ------------------------------------------- the packed rows come ready (worker, thread, disk)
+REGEXES = [DATE, r'"([^"\\]){0,20}"', r"(yes|no|maybe)", r"[a-z]+@[a-z]+\.(com|org)"]
+
+
+@pytest.mark.parametrize("extra", [7, 45], ids=["width+7", "width+45"])
+def test_pack_rows_equals_s2_packing_bit_for_bit(extra):
+    """numpy's packing (where the compile runs) against s2's `add_bitmasks`/`pack_bits`,
+    for logits widths that are not a multiple of 32, including bit 31 (the sign bit)."""
+    tok = Tokenizer.from_pretrained(sgl.DEFAULT_MODEL_PATH)
+    width = tok.vocab_size + extra
+    assert width % 32
+    for regex in REGEXES:
+        index = compile_regex_index(regex, tok, 10_000)
+        packed = s3.pack_rows(s3.index_to_arrays(index), width)
+        assert torch.equal(torch.from_numpy(packed), add_bitmasks(RegexFSM(regex, index), width).bitmasks)
+    # a table that sets the edge bits of words: 0, 31 (sign), 32, 63 and the last id
+    table = {0: {0: 1, 31: 2, 32: 0}, 1: {63: 2, width - 1: 0}, 2: {}}
+    index = TokenIndex(table, 0, frozenset({2}), 5)
+    packed = s3.pack_rows(s3.index_to_arrays(index), width)
+    assert torch.equal(torch.from_numpy(packed), add_bitmasks(RegexFSM("x", index), width).bitmasks)
+    assert packed[0, 0] < 0   # bit 31 set: a negative int32, as s2's pack_bits makes it
+    with pytest.raises(ValueError, match="outside the logits' width"):
+        s3.pack_rows(s3.index_to_arrays(index), width - 1)
+
+
+def assert_same_fsm(fsm, oracle):
+    assert fsm.index.state_to_tokens == oracle.index.state_to_tokens
+    assert (fsm.index.initial_state, fsm.index.final_states, fsm.index.eos_token_id) == \
+        (oracle.index.initial_state, oracle.index.final_states, oracle.index.eos_token_id)
+    assert fsm.bitmasks.dtype == torch.int32 and torch.equal(fsm.bitmasks, oracle.bitmasks)
+    assert len(fsm.state_row) == len(oracle.state_row) and set(fsm.state_row) == set(oracle.state_row)
+    for s in oracle.index.state_to_tokens:
+        assert torch.equal(fsm.state_row[s], oracle.state_row[s])
+
+
+@pytest.mark.parametrize("compile_in, extra", [("process", 7), ("thread", 45)])
+def test_rows_packed_where_the_compile_runs_equal_s2_packing_here(compile_in, extra, monkeypatch):
+    """The worker (or the cache thread) packs; the scheduler's process packs nothing and
+    gets the bits s2 would have made here."""
+    tok = Tokenizer.from_pretrained(sgl.DEFAULT_MODEL_PATH)
+    width = tok.vocab_size + extra
+    oracles = {r: add_bitmasks(RegexFSM(r, compile_regex_index(r, tok, 10_000)), width) for r in REGEXES}
+    st = FSMCacheStage(StageContext(tok, width, torch.device("cpu"), {"compile_in": compile_in}))
+    if compile_in == "process":   # this process must not pack: only the worker (another process) may
+        monkeypatch.setattr(s3, "pack_rows", lambda *a: pytest.fail("packed on the scheduler's process"))
+        monkeypatch.setattr(s2, "pack_bits", lambda *a: pytest.fail("packed on the scheduler's process"))
+    try:
+        for regex in REGEXES:
+            fsm = st.cache.get_fsm(regex, timeout=60)
+            assert_same_fsm(fsm, oracles[regex])
+    finally:
+        st.shutdown()
+
+
+def test_a_warm_disk_fsm_equals_the_cold_one_and_packs_nothing(tmp_path, monkeypatch):
+    cold_stage = bare_stage("process", grammar_cache_dir=str(tmp_path))
+    try:
+        cold = {r: cold_stage.cache.get_fsm(r, timeout=60) for r in REGEXES}
+    finally:
+        cold_stage.shutdown()
+    assert cold_stage.cache.compile_count == len(REGEXES)
+    for f in tmp_path.glob("fsm-*.npz"):   # the file holds the packed rows
+        with np.load(f) as data:
+            assert "bitmasks" in data.files and json.loads(str(data["meta"]))["format"] == s3.DISK_FORMAT
+    monkeypatch.setattr(s3, "pack_rows", lambda *a: pytest.fail("a warm-disk load packed the rows again"))
+    warm_stage = bare_stage("thread", grammar_cache_dir=str(tmp_path))   # any compile would pack here
+    try:
+        for regex in REGEXES:
+            assert_same_fsm(warm_stage.cache.get_fsm(regex, timeout=60), cold[regex])
+        assert warm_stage.cache.compile_count == 0 and warm_stage.cache.disk_hits == len(REGEXES)
+    finally:
+        warm_stage.shutdown()
+
+
+def test_disk_rows_of_another_width_are_ignored_and_rebuilt(tmp_path):
+    tok = Tokenizer.from_pretrained(sgl.DEFAULT_MODEL_PATH)
+    stages = [FSMCacheStage(StageContext(tok, tok.vocab_size + extra, torch.device("cpu"),
+                                         {"compile_in": "thread", "grammar_cache_dir": str(tmp_path)}))
+              for extra in (0, 32)]
+    try:
+        narrow = stages[0].cache.get_fsm(DATE, timeout=60)
+        wide = stages[1].cache.get_fsm(DATE, timeout=60)
+        assert stages[1].cache.compile_count == 1 and stages[1].cache.disk_hits == 0
+        assert wide.bitmasks.shape == (narrow.bitmasks.shape[0], narrow.bitmasks.shape[1] + 1)
+    finally:
+        for st in stages:
+            st.shutdown()
+
+
+def test_state_rows_are_made_on_first_use_and_answer_like_a_dict():
+    bitmasks = torch.arange(12, dtype=torch.int32).view(3, 4)
+    rows = s3.StateRows(bitmasks, {5: 0, 7: 1, 9: 2})
+    assert dict.__len__(rows) == 0                            # nothing built yet
+    assert len(rows) == 3 and list(rows) == [5, 7, 9] and 7 in rows and 8 not in rows
+    assert rows[7].data_ptr() == bitmasks[1].data_ptr()       # a view, not a copy
+    assert rows[7] is rows[7] and dict.__len__(rows) == 1     # built once
+    assert rows.get(8) is None and torch.equal(rows.get(9), bitmasks[2])
+    with pytest.raises(KeyError):
+        rows[8]
+
+
+def test_compile_nice_sets_the_workers_niceness():
+    st = bare_stage("process", compile_nice=3)
+    try:
+        pid = st.processes.first_worker_pid.result(60)
+        with open(f"/proc/{pid}/stat") as f:
+            nice = int(f.read().rsplit(")", 1)[1].split()[16])
+        assert nice == os.nice(0) + 3
+    finally:
+        st.shutdown()

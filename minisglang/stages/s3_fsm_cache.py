@@ -23,13 +23,14 @@ running request stalled meanwhile. This stage rebuilds, in order, what SGLang di
 6. Where the compile runs (`compile_in`): in a worker process by default. The compiler is
    Python and numpy, so on a thread it holds the GIL most of the time and the scheduler
    thread decodes only in between; a process has its own interpreter. The worker sends
-   back flat numpy arrays (the disk format), and the cache thread builds the FSM from
-   them. `compile_in="thread"` keeps the first release's thread, to compare.
+   back flat numpy arrays (the disk format): the token index and s2's packed mask rows,
+   so the scheduler's process only wraps them (no packing, no loop over states or
+   tokens). `compile_in="thread"` keeps the first release's thread, to compare.
 
 Engine options: `grammar_queue="nonblocking"` (default) or `"blocking"`,
 `grammar_cache_dir=None` (a directory turns the disk cache on), `compile_timeout=30.0`,
 `max_cache_entries=64`, `max_fsm_states=10_000`, `compile_in="process"` (or `"thread"`),
-`compile_workers=2` (compiles at once).
+`compile_workers=2` (compiles at once), `compile_nice=5` (the workers' niceness).
 """
 from __future__ import annotations
 
@@ -46,8 +47,6 @@ import time
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
-
 import numpy as np
 import torch
 
@@ -55,9 +54,9 @@ from ..constrained.token_index import TokenIndex, vocab_trie
 from ..core import Req
 from .base import register
 from .s1_masked_fill import ConstraintError, FSMState, RegexFSM, compile_regex_index
-from .s2_batched_mask import BatchedMaskStage, add_bitmasks
+from .s2_batched_mask import BatchedMaskStage
 
-DISK_FORMAT = 2   # 2: int32 arrays
+DISK_FORMAT = 3   # 2: int32 arrays; 3: plus the packed mask rows and their width
 
 
 @dataclass
@@ -73,12 +72,13 @@ class FSMCache:
     """Compiled FSMs by (regex, tokenizer fingerprint), compiled once in background threads."""
 
     def __init__(self, compile_index, make_fsm, fingerprint: str, max_entries: int = 64,
-                 disk_dir: str | Path | None = None, threads: int = 2):
+                 disk_dir: str | Path | None = None, threads: int = 2, disk_meta: dict | None = None):
         self.compile_index = compile_index    # regex -> TokenIndex (raises ConstraintError)
         self.make_fsm = make_fsm              # (regex, TokenIndex) -> RegexFSM ready to mask
         self.fingerprint = fingerprint
         self.max_entries = max_entries
         self.disk_dir = Path(disk_dir) if disk_dir else None
+        self.disk_meta = disk_meta or {}      # more facts a file must match (the stage: the rows' width)
         self.entries: collections.OrderedDict[str, CacheEntry] = collections.OrderedDict()
         self.lock = threading.Lock()
         self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="fsm-compile")
@@ -149,7 +149,7 @@ class FSMCache:
         self.disk_dir.mkdir(parents=True, exist_ok=True)
         arrays = index_to_arrays(index)
         meta = {"format": DISK_FORMAT, "regex": regex, "fingerprint": self.fingerprint,
-                "checksum": _checksum(arrays)}
+                "checksum": _checksum(arrays), **self.disk_meta}
         # Write to a temporary file in the same directory, then rename: readers see either
         # no file or the whole file, never half of one.
         fd, tmp = tempfile.mkstemp(dir=self.disk_dir, suffix=".tmp")
@@ -170,7 +170,8 @@ class FSMCache:
                 meta = json.loads(str(data["meta"]))
                 arrays = {k: data[k] for k in data.files if k != "meta"}
             if (meta.get("format") != DISK_FORMAT or meta.get("regex") != regex
-                    or meta.get("fingerprint") != self.fingerprint or meta.get("checksum") != _checksum(arrays)):
+                    or meta.get("fingerprint") != self.fingerprint or meta.get("checksum") != _checksum(arrays)
+                    or any(meta.get(k) != v for k, v in self.disk_meta.items())):
                 return None
             index = index_from_arrays(arrays)
         except Exception:  # corrupt or truncated: rebuild rather than trust it
@@ -202,6 +203,39 @@ def index_to_arrays(index: TokenIndex) -> dict[str, np.ndarray]:
             "finals": np.array(sorted(index.final_states), dtype=np.int32)}
 
 
+def pack_rows(arrays: dict[str, np.ndarray], vocab_size: int) -> np.ndarray:
+    """s2's packed mask rows, from the flat arrays: int32 [S, ceil(vocab_size / 32)], row i
+    for state `arrays["states"][i]` (sorted, as s2's `add_bitmasks` orders them).
+
+    The same bits as s2's `pack_bits` (token t is bit t % 32 of word t // 32; tested equal),
+    done in numpy where the compile runs: `np.packbits` with `bitorder="little"` puts 8
+    tokens in a byte, first token lowest, and four bytes read little-endian are one word.
+    Rows go in chunks so the bool scratch stays under 64 MB whatever the state count.
+    """
+    states, offsets, tokens = arrays["states"], arrays["offsets"], arrays["tokens"]
+    if len(tokens) and int(tokens.max()) >= vocab_size:
+        raise ValueError(f"token id {int(tokens.max())} is outside the logits' width {vocab_size}")
+    words = (vocab_size + 31) // 32
+    packed = np.empty((len(states), words), dtype=np.int32)
+    chunk = max(1, (64 << 20) // (words * 32))
+    for lo in range(0, len(states), chunk):
+        hi = min(lo + chunk, len(states))
+        bits = np.zeros((hi - lo, words * 32), dtype=bool)
+        first, last = offsets[lo], offsets[hi]
+        bits[np.repeat(np.arange(hi - lo), np.diff(offsets[lo:hi + 1])), tokens[first:last]] = True
+        packed[lo:hi] = np.packbits(bits, axis=-1, bitorder="little").view("<i4")
+    return packed
+
+
+def compile_to_arrays(regex: str, tokenizer, max_states: int, vocab_size: int) -> dict[str, np.ndarray]:
+    """regex -> everything an FSM needs, as flat int32 arrays: s1's token index (CSR by
+    state) and s2's packed rows ("bitmasks"). Runs where the compile runs (a worker process,
+    or the cache's thread), so the scheduler's process only wraps the result."""
+    arrays = index_to_arrays(compile_regex_index(regex, tokenizer, max_states))
+    arrays["bitmasks"] = pack_rows(arrays, vocab_size)
+    return arrays
+
+
 class StateTable(collections.abc.Mapping):
     """{state: {token_id: next_state}} read from flat arrays; a state's dict is built the
     first time someone asks for it.
@@ -231,15 +265,53 @@ class StateTable(collections.abc.Mapping):
     def __len__(self) -> int:
         return len(self.row)
 
-    def allowed_tensor(self, state: int) -> torch.Tensor:
-        """The allowed token ids of `state` as a tensor (a view of the arrays, no list)."""
-        i = self.row[state]
-        lo, hi = self.arrays["offsets"][i:i + 2].tolist()
-        return torch.from_numpy(self.arrays["tokens"][lo:hi])
+
+class StateRows(dict):
+    """s2's `fsm.state_row` ({state: a view of its packed row}), each view made the first
+    time a state is asked for.
+
+    s2 builds all S views at once; at about 3 us a view that is 6 ms of the GIL for 1,900
+    states (30 ms for 10,000), taken from the scheduler right when a compile lands. A hit
+    is a plain dict lookup (the fill's hot path); only a miss runs `__missing__`. Length,
+    membership and iteration answer for every state, built or not.
+    """
+
+    def __init__(self, bitmasks: torch.Tensor, row: dict[int, int]):
+        super().__init__()
+        self.bitmasks, self.row = bitmasks, row
+
+    def __missing__(self, state: int) -> torch.Tensor:
+        view = self.bitmasks[self.row[state]]   # KeyError for an unknown state
+        dict.__setitem__(self, state, view)
+        return view
+
+    def get(self, state, default=None):
+        return self[state] if state in self.row else default
+
+    def __contains__(self, state) -> bool:
+        return state in self.row
+
+    def __len__(self) -> int:
+        return len(self.row)
+
+    def __iter__(self):
+        return iter(self.row)
+
+    def keys(self):
+        return self.row.keys()
+
+    def items(self):
+        return ((s, self[s]) for s in self.row)
+
+    def values(self):
+        return (self[s] for s in self.row)
 
 
 def index_from_arrays(a: dict[str, np.ndarray]) -> TokenIndex:
     initial, eos = a["header"].tolist()
+    rows = a.get("bitmasks")
+    if rows is not None and (rows.dtype != np.int32 or rows.ndim != 2 or rows.shape[0] != len(a["states"])):
+        raise ValueError(f"packed rows {rows.dtype} {rows.shape} do not fit {len(a['states'])} states")
     return TokenIndex(state_to_tokens=StateTable(a), initial_state=initial,
                       final_states=frozenset(a["finals"].tolist()), eos_token_id=eos)
 
@@ -261,29 +333,33 @@ class VocabularyBytes:
     eos_token_id: int
 
 
-_worker: dict = {}   # inside a worker process: the vocabulary and state limit it compiles for
+_worker: dict = {}   # inside a worker process: what it compiles for (vocabulary, limits, width)
 
 
-def _init_worker(vocab: VocabularyBytes, max_states: int) -> None:
-    # Background work yields the CPU: when cores are short, decoding goes first and the
-    # compile takes longer (nice 10; Unix only).
-    if hasattr(os, "nice"):
-        os.nice(10)
-    _worker.update(vocab=vocab, max_states=max_states)
+def _init_worker(vocab: VocabularyBytes, max_states: int, vocab_size: int, nice: int) -> None:
+    # Background work yields the CPU when cores are short (Unix only). Only a little: the
+    # scheduler's process stays at 0, and a worker at nice 5 gets about a quarter of a core
+    # it has to share with it (nice 10: about a tenth). With nice 10 and a busy 2-CPU
+    # machine a 2 s compile took 18.8 s, most of the way to `compile_timeout`; on a machine
+    # with a free core the niceness changes nothing. Option `compile_nice`.
+    if nice and hasattr(os, "nice"):
+        os.nice(nice)
+    _worker.update(vocab=vocab, max_states=max_states, vocab_size=vocab_size)
     vocab_trie(vocab.token_bytes)   # the one-time trie of this vocabulary, built before any request
 
 
 def _compile_to_arrays(regex: str) -> dict[str, np.ndarray]:
-    """(In a worker process) regex -> token index as flat arrays, which pickle cheaply.
+    """(In a worker process) regex -> token index and packed rows as flat arrays, which
+    pickle cheaply.
 
     A ConstraintError raised here reaches the caller with its message (exceptions pickle)."""
-    return index_to_arrays(compile_regex_index(regex, _worker["vocab"], _worker["max_states"]))
+    return compile_to_arrays(regex, _worker["vocab"], _worker["max_states"], _worker["vocab_size"])
 
 
 class CompileProcesses:
     """Worker processes that compile regexes for one vocabulary, started once per stage."""
 
-    def __init__(self, tokenizer, max_states: int, processes: int):
+    def __init__(self, tokenizer, max_states: int, processes: int, vocab_size: int, nice: int = 5):
         # forkserver: one clean server process (no threads, the compiler already imported)
         # forks each worker in milliseconds. Plain fork would copy torch's threads; spawn
         # (Windows has nothing else) would import torch again in every worker.
@@ -293,12 +369,13 @@ class CompileProcesses:
             context.set_forkserver_preload([__name__])
         vocab = VocabularyBytes(list(tokenizer.token_bytes), tokenizer.eos_token_id)
         self.pool = ProcessPoolExecutor(processes, mp_context=context, initializer=_init_worker,
-                                        initargs=(vocab, max_states))
+                                        initargs=(vocab, max_states, vocab_size, nice))
         # Start one worker now (it builds its trie), so the first request does not wait for it.
         self.first_worker_pid = self.pool.submit(os.getpid)
 
     def compile_index(self, regex: str) -> TokenIndex:
-        """regex -> TokenIndex, compiled in a worker; raises the worker's ConstraintError."""
+        """regex -> TokenIndex (with its packed rows), compiled in a worker; raises the
+        worker's ConstraintError."""
         return index_from_arrays(self.pool.submit(_compile_to_arrays, regex).result())
 
     def shutdown(self) -> None:
@@ -319,29 +396,35 @@ class FSMCacheStage(BatchedMaskStage):
         if compile_in not in ("process", "thread"):
             raise ValueError(f"compile_in must be 'process' or 'thread', got {compile_in!r}")
         workers = int(opts.get("compile_workers", 2))
-        self.processes = CompileProcesses(ctx.tokenizer, self.max_fsm_states, workers) \
+        self.processes = CompileProcesses(ctx.tokenizer, self.max_fsm_states, workers, ctx.vocab_size,
+                                          nice=int(opts.get("compile_nice", 5))) \
             if compile_in == "process" else None
         # The cache's threads do the bookkeeping either way; in process mode they only wait
-        # on the worker (waiting releases the GIL) and turn its arrays into an FSM.
-        self.cache = FSMCache(self.processes.compile_index if self.processes else self.compile_index,
+        # on the worker (waiting releases the GIL) and wrap its arrays into an FSM.
+        self.cache = FSMCache(self.processes.compile_index if self.processes else self.compile_packed_index,
                               self.make_fsm, ctx.tokenizer.fingerprint,
                               max_entries=int(opts.get("max_cache_entries", 64)),
-                              disk_dir=opts.get("grammar_cache_dir"), threads=workers)
+                              disk_dir=opts.get("grammar_cache_dir"), threads=workers,
+                              disk_meta={"vocab_size": ctx.vocab_size})   # the packed rows' width
         self.pending: dict[int, tuple[CacheEntry, float]] = {}   # rid -> (entry, when it asked)
 
-    def make_fsm(self, regex: str, index: TokenIndex) -> RegexFSM:
-        """A compiled (or disk-loaded) index, made ready to mask: its index read from flat
-        arrays (the form a worker or the disk hands over) and s2's packed rows."""
-        return self.add_bitmasks(RegexFSM(regex, index_from_arrays(index_to_arrays(index))))
+    def compile_packed_index(self, regex: str) -> TokenIndex:
+        """`compile_in="thread"`: the worker's job (index and packed rows) on the cache's thread."""
+        return index_from_arrays(compile_to_arrays(regex, self.ctx.tokenizer, self.max_fsm_states,
+                                                   self.ctx.vocab_size))
 
-    def add_bitmasks(self, fsm: RegexFSM) -> RegexFSM:
-        """s2's `add_bitmasks`, fed each state's allowed ids as a tensor view of the flat
-        arrays instead of a Python list: its loop then holds the GIL for about 45 ms instead
-        of 150 ms (1,900 states); the packing itself is a few large torch ops."""
-        table = fsm.index.state_to_tokens
-        rows = SimpleNamespace(state_to_tokens=table, allowed_token_ids=table.allowed_tensor)
-        packed = add_bitmasks(RegexFSM(fsm.regex, rows), self.ctx.vocab_size)
-        fsm.bitmasks, fsm.state_row = packed.bitmasks, packed.state_row
+    def make_fsm(self, regex: str, index: TokenIndex) -> RegexFSM:
+        """A compiled (or disk-loaded) index, made ready to mask, cheaply: it arrives as flat
+        arrays with s2's rows already packed, so this wraps them (`torch.from_numpy`, no
+        copy) and makes a state's row view when a request first reaches it. An index that
+        comes without rows (a plain TokenIndex) is flattened and packed here."""
+        table = index.state_to_tokens
+        if not (isinstance(table, StateTable) and "bitmasks" in table.arrays):
+            arrays = index_to_arrays(index)
+            index = index_from_arrays({**arrays, "bitmasks": pack_rows(arrays, self.ctx.vocab_size)})
+        fsm = RegexFSM(regex, index)
+        fsm.bitmasks = torch.from_numpy(index.state_to_tokens.arrays["bitmasks"])
+        fsm.state_row = StateRows(fsm.bitmasks, index.state_to_tokens.row)
         return fsm
 
     # -- hook 1: arrival ---------------------------------------------------------------
