@@ -167,8 +167,10 @@ def count_valid(texts: list[str]) -> int:
 
 
 # (label, Engine options) for minisglang; None is transformers + outlines-core.
-SYSTEMS = [("minisglang s5 (fsm, jump forward on)", {"jump_forward": True}),
-           ("minisglang s5 (fsm, jump forward off)", {"jump_forward": False}),
+SYSTEMS = [("minisglang s5 (fsm, jump forward on)", {"grammar_backend": "fsm", "jump_forward": True}),
+           ("minisglang s5 (fsm, jump forward off)", {"grammar_backend": "fsm", "jump_forward": False}),
+           ("minisglang s5 (xgrammar, jump forward off)", {"grammar_backend": "xgrammar", "jump_forward": False}),
+           ("minisglang s5 (llguidance, jump forward off)", {"grammar_backend": "llguidance", "jump_forward": False}),
            ("transformers + outlines-core", None)]
 
 
@@ -204,7 +206,7 @@ def end_to_end(model_path: str, batch: int, max_new_tokens: int, repeats: int) -
             texts = hf_generate(hf, tokenizer, index, prompts, max_new_tokens)
             seconds = time.perf_counter() - start
             return seconds, texts, sum(len(tokenizer.encode(t)) for t in texts)
-        engine = minisglang.Engine(model_path=model_path, stage="s5", grammar_backend="fsm", **options)
+        engine = minisglang.Engine(model_path=model_path, stage="s5", **options)
         if warm:
             engine.generate("<|user|>\nHi\n<|assistant|>\n", params[0])   # compiles the grammar
         start = time.perf_counter()
@@ -290,7 +292,7 @@ def main() -> None:
     n = args.batch
     theirs = e2e[SYSTEMS[-1][0]]
     lines += ["", f"## End to end: {n} JSON-schema requests, bundled model, greedy, max_new_tokens={args.max_new_tokens}",
-              "", "minisglang: stage s5 with the fsm backend. transformers: `generate` with an outlines-core "
+              "", "minisglang: stage s5 with the backend named in the row. transformers: `generate` with an outlines-core "
               "logits processor (one Guide per row, the mask from `get_tokens()`). cold: fresh engine / fresh "
               "Index, compile timed; warm: grammar compiled beforehand. 'output tokens' re-encodes the texts; "
               "'sampled' counts the tokens the model chose (jump forward inserts the others). Median of "
