@@ -352,3 +352,20 @@ def test_compile_nice_sets_the_workers_niceness():
         assert nice == os.nice(0) + 3
     finally:
         st.shutdown()
+
+
+def test_worker_replies_through_a_mapped_file_that_leaves_nothing_behind(tmp_path):
+    arrays = {"a": np.arange(7, dtype=np.int32), "b": np.arange(12, dtype=np.int32).reshape(3, 4) - 6,
+              "c": np.zeros(0, dtype=np.int32)}
+    back = s3.arrays_from_file(*s3.arrays_to_file(arrays, str(tmp_path)))
+    assert not list(tmp_path.iterdir())                        # the name is gone, the mapping lives on
+    assert all(np.array_equal(back[k], v) and back[k].dtype == v.dtype for k, v in arrays.items())
+    assert torch.equal(torch.from_numpy(back["b"]), torch.from_numpy(arrays["b"]))   # writable: no warning
+    st = bare_stage("process")
+    reply_dir = st.processes.reply_dir
+    try:
+        st.cache.get_fsm(DATE, timeout=60)
+        assert reply_dir is None or not os.listdir(reply_dir)
+    finally:
+        st.shutdown()
+    assert reply_dir is None or not os.path.exists(reply_dir)

@@ -41,9 +41,11 @@ import itertools
 import json
 import multiprocessing
 import os
+import shutil
 import tempfile
 import threading
 import time
+import weakref
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -336,7 +338,37 @@ class VocabularyBytes:
 _worker: dict = {}   # inside a worker process: what it compiles for (vocabulary, limits, width)
 
 
-def _init_worker(vocab: VocabularyBytes, max_states: int, vocab_size: int, nice: int) -> None:
+def arrays_to_file(arrays: dict[str, np.ndarray], directory: str) -> tuple[str, list]:
+    """(In a worker) write the arrays back to back into a new file in `directory`; return
+    its path and layout (name, dtype, shape, offset of each array): the whole reply.
+
+    Through the pool's pipe, the benchmark regex's 8.4 MB of arrays cost the scheduler's
+    process 6-9 ms of GIL (reading the pipe 64 KB at a time, then copying while unpickling),
+    the worst gap of the window. A file in memory (tmpfs) that the scheduler maps costs it
+    about 1 ms."""
+    fd, path = tempfile.mkstemp(dir=directory, suffix=".arrays")
+    layout, offset = [], 0
+    with os.fdopen(fd, "wb") as f:
+        for name, a in arrays.items():
+            a = np.ascontiguousarray(a)
+            f.write(memoryview(a).cast("B"))
+            layout.append((name, a.dtype.str, a.shape, offset))
+            offset += a.nbytes
+    return path, layout
+
+
+def arrays_from_file(path: str, layout: list) -> dict[str, np.ndarray]:
+    """The worker's arrays, mapped from its file (no copy), and the file's name removed (the
+    mapping lives on). Copy-on-write: the arrays are writable, as `torch.from_numpy`
+    wants, and nothing is ever written back."""
+    mapped = np.memmap(path, dtype=np.uint8, mode="c")
+    os.unlink(path)
+    return {name: np.ndarray(shape, np.dtype(dtype), buffer=mapped, offset=offset)
+            for name, dtype, shape, offset in layout}
+
+
+def _init_worker(vocab: VocabularyBytes, max_states: int, vocab_size: int, nice: int,
+                 reply_dir: str | None) -> None:
     # Background work yields the CPU when cores are short (Unix only). Only a little: the
     # scheduler's process stays at 0, and a worker at nice 5 gets about a quarter of a core
     # it has to share with it (nice 10: about a tenth). With nice 10 and a busy 2-CPU
@@ -344,16 +376,18 @@ def _init_worker(vocab: VocabularyBytes, max_states: int, vocab_size: int, nice:
     # with a free core the niceness changes nothing. Option `compile_nice`.
     if nice and hasattr(os, "nice"):
         os.nice(nice)
-    _worker.update(vocab=vocab, max_states=max_states, vocab_size=vocab_size)
+    _worker.update(vocab=vocab, max_states=max_states, vocab_size=vocab_size, reply_dir=reply_dir)
     vocab_trie(vocab.token_bytes)   # the one-time trie of this vocabulary, built before any request
 
 
-def _compile_to_arrays(regex: str) -> dict[str, np.ndarray]:
-    """(In a worker process) regex -> token index and packed rows as flat arrays, which
-    pickle cheaply.
+def _compile_to_arrays(regex: str) -> dict[str, np.ndarray] | tuple[str, list]:
+    """(In a worker process) regex -> token index and packed rows as flat arrays: in a
+    file of the reply directory when there is one (see `arrays_to_file`), else the arrays
+    themselves (they pickle as a few buffers).
 
     A ConstraintError raised here reaches the caller with its message (exceptions pickle)."""
-    return compile_to_arrays(regex, _worker["vocab"], _worker["max_states"], _worker["vocab_size"])
+    arrays = compile_to_arrays(regex, _worker["vocab"], _worker["max_states"], _worker["vocab_size"])
+    return arrays_to_file(arrays, _worker["reply_dir"]) if _worker["reply_dir"] else arrays
 
 
 class CompileProcesses:
@@ -368,19 +402,28 @@ class CompileProcesses:
         if method == "forkserver":
             context.set_forkserver_preload([__name__])
         vocab = VocabularyBytes(list(tokenizer.token_bytes), tokenizer.eos_token_id)
+        # Replies go through files in memory (/dev/shm, Linux) when there is such a place; a
+        # directory of our own, so that shutdown removes what nobody picked up.
+        self.reply_dir = tempfile.mkdtemp(prefix="minisglang-fsm-", dir="/dev/shm") \
+            if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
         self.pool = ProcessPoolExecutor(processes, mp_context=context, initializer=_init_worker,
-                                        initargs=(vocab, max_states, vocab_size, nice))
+                                        initargs=(vocab, max_states, vocab_size, nice, self.reply_dir))
+        # Removed at shutdown, or when this object is collected, or at exit, whichever is first.
+        self.remove_reply_dir = weakref.finalize(self, shutil.rmtree, self.reply_dir, True) \
+            if self.reply_dir else (lambda: None)
         # Start one worker now (it builds its trie), so the first request does not wait for it.
         self.first_worker_pid = self.pool.submit(os.getpid)
 
     def compile_index(self, regex: str) -> TokenIndex:
         """regex -> TokenIndex (with its packed rows), compiled in a worker; raises the
         worker's ConstraintError."""
-        return index_from_arrays(self.pool.submit(_compile_to_arrays, regex).result())
+        reply = self.pool.submit(_compile_to_arrays, regex).result()
+        return index_from_arrays(arrays_from_file(*reply) if isinstance(reply, tuple) else reply)
 
     def shutdown(self) -> None:
         """Stop the workers; a compile still running finishes first (its result is dropped)."""
         self.pool.shutdown(wait=True, cancel_futures=True)
+        self.remove_reply_dir()
 
 
 @register("s3-fsm-cache")
