@@ -81,6 +81,12 @@ def apply_bitmask(logits: torch.Tensor, mask: torch.Tensor) -> None:
         BatchedMaskStage.apply_mask(logits, mask)
 
 
+def warm_up_apply_kernel() -> None:
+    """Compile the CPU kernel (or load it from numba's disk cache, ~0.3 s) at startup, so
+    that the first constrained request's decode step does not pay for it."""
+    apply_bitmask(torch.zeros(1, 32), torch.full((1, 1), -1, dtype=torch.int32))
+
+
 @register("s2-batched-mask")
 class BatchedMaskStage(MaskedFillStage):
     def __init__(self, ctx):
@@ -91,6 +97,8 @@ class BatchedMaskStage(MaskedFillStage):
         if apply not in ("kernel", "torch"):
             raise ValueError(f"mask_apply must be 'kernel' or 'torch', not {apply!r}")
         self.apply = apply_bitmask if apply == "kernel" else self.apply_mask
+        if apply == "kernel":
+            warm_up_apply_kernel()
 
     def compile_regex_fsm(self, regex: str) -> RegexFSM:
         """s1's compile, plus the packed row of every state."""

@@ -29,6 +29,7 @@ import torch
 from ..backends.base import BaseGrammarObject, GrammarError, InvalidGrammarObject, get_backend_class
 from ..core import Req
 from .base import Stage, register
+from .s2_batched_mask import warm_up_apply_kernel
 from .s4_jump_forward import JumpForwardStage
 
 
@@ -77,6 +78,8 @@ class BackendStage(JumpForwardStage):
 
     def __init__(self, ctx):
         Stage.__init__(self, ctx)            # not s3's FSMCache: the backend caches now
+        if ctx.device.type == "cpu":
+            warm_up_apply_kernel()           # every backend's apply_vocab_mask uses s2's kernel
         opts = ctx.options
         self.jump_forward = bool(opts.get("jump_forward", True))
         self.jumps = self.refused = 0
