@@ -427,6 +427,9 @@ def _number_range(lo: Decimal | None, lo_strict: bool, hi: Decimal | None, hi_st
     """Decimal numerals (no exponent; no fraction if `fraction` is False) in the bounds."""
     if lo is None and hi is None:
         return NUMBER if fraction else INTEGER
+    # -0 (a bound of -0.0, or -0.5 rounded up for an integer) is 0: drop the sign.
+    lo = lo.copy_abs() if lo is not None and lo == 0 else lo
+    hi = hi.copy_abs() if hi is not None and hi == 0 else hi
     if lo is not None and hi is not None and (lo > hi or (lo == hi and (lo_strict or hi_strict))):
         return None
     options = []
