@@ -34,13 +34,13 @@ def test_req_pool_double_free_and_bad_id_raise():
     assert pool.available_size() == 2
 
 
-def test_kv_pool_buffers_have_one_row_per_slot():
+def test_kv_pool_buffers_have_one_row_per_slot_and_head():
     pool = make_kv_pool(8)
     assert len(pool.k_buffer) == len(pool.v_buffer) == 3
     for buf in pool.k_buffer + pool.v_buffer:
-        assert buf.shape == (8, 2, 4) and buf.dtype == torch.float32
+        assert buf.shape == (2, 8, 4) and buf.dtype == torch.float32  # [kv_heads, slots, head_dim]
     # Layers own separate storage, so writing one layer leaves the others untouched.
-    pool.k_buffer[0][3] = 1.0
+    pool.k_buffer[0][:, 3] = 1.0
     assert pool.k_buffer[1].abs().sum() == 0
 
 

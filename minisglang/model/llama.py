@@ -77,19 +77,21 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
 
 
 def gather_slots(buffer: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
-    """buffer ``[num_slots, Hkv, D]``, slots ``[B, L]`` -> ``[B, L, Hkv, D]``.
+    """buffer ``[Hkv, num_slots, D]`` (one layer of the KV pool), slots ``[B, L]`` ->
+    ``[B, Hkv, L, D]``: the K (or V) of every listed slot, per head.
 
-    The same as ``buffer[slots]``; `index_select` on the flattened slots is several times
-    faster on a CPU than advanced indexing.
+    The same as ``buffer[:, slots].transpose(0, 1)``; `index_select` on the flattened
+    slots is several times faster on a CPU than advanced indexing.
     """
-    return buffer.index_select(0, slots.reshape(-1)).view(*slots.shape, *buffer.shape[1:])
+    heads, _, head_dim = buffer.shape
+    return buffer.index_select(1, slots.reshape(-1)).view(heads, *slots.shape, head_dim).transpose(0, 1)
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor,
               scale: float, dtype: torch.dtype) -> torch.Tensor:
     """Masked softmax attention with grouped-query heads, computed in ``dtype``.
 
-    q: ``[B, Tq, H, D]``; k, v: ``[B, L, Hkv, D]``; mask: ``[B, Tq, L]`` bool (True = may
+    q: ``[B, Tq, H, D]``; k, v: ``[B, Hkv, L, D]``; mask: ``[B, Tq, L]`` bool (True = may
     attend) -> ``[B, Tq, H, D]`` in q's dtype. It is softmax(q k^T * scale, masked) v per
     head, written as torch's fused `scaled_dot_product_attention` (what SGLang's
     torch-native attention backend calls too): about twice as fast on a CPU as spelling
@@ -98,7 +100,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Ten
     (`enable_gqa`), so the KV heads are never copied.
     """
     out = F.scaled_dot_product_attention(
-        q.to(dtype).transpose(1, 2), k.to(dtype).transpose(1, 2), v.to(dtype).transpose(1, 2),
+        q.to(dtype).transpose(1, 2), k.to(dtype), v.to(dtype),
         attn_mask=mask[:, None], scale=scale, enable_gqa=True)  # [B, H, Tq, D]
     return out.transpose(1, 2).to(q.dtype)
 
@@ -127,8 +129,9 @@ class LlamaAttention(nn.Module):
 
         k_buffer = fb.token_to_kv_pool.k_buffer[self.layer_id]
         v_buffer = fb.token_to_kv_pool.v_buffer[self.layer_id]
-        k_buffer.index_copy_(0, fb.out_cache_loc, k.to(k_buffer.dtype))
-        v_buffer.index_copy_(0, fb.out_cache_loc, v.to(v_buffer.dtype))
+        # The pool is head-major [Hkv, slots, D]: token t's K goes to column out_cache_loc[t].
+        k_buffer.index_copy_(1, fb.out_cache_loc, k.transpose(0, 1).to(k_buffer.dtype))
+        v_buffer.index_copy_(1, fb.out_cache_loc, v.transpose(0, 1).to(v_buffer.dtype))
 
         if fb.mode == ForwardMode.EXTEND:
             out = self._extend_attention(q, k_buffer, v_buffer, fb)
