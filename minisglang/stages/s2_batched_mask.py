@@ -14,7 +14,7 @@ stage does the same:
 3. Apply: the readable version unpacks the bits into a [B, V] bool tensor and calls one
    `masked_fill_` for the batch, on the logits' device. On CPU the engine uses a compiled
    kernel instead (s2_apply_kernel.py) that skips all-ones words: same result, measured
-   4-6x faster (benchmarks/results/masks.md). Option `mask_apply="torch"` picks the
+   6-20x faster (benchmarks/results/masks.md). Option `mask_apply="torch"` picks the
    readable one everywhere.
 
 Everything else (compiling at arrival, advancing the state) is s1's.
