@@ -1,4 +1,4 @@
-"""outlines-core behind the s5 interface: backend "outlines" (regex, json_schema).
+r"""outlines-core behind the s5 interface: backend "outlines" (regex, json_schema).
 
 outlines-core is the Rust rewrite of the library whose regex -> DFA -> token index idea
 stage s1 rebuilt: an `Index` maps every (DFA state, token) to the next state, and a
