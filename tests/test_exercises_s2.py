@@ -216,6 +216,12 @@ def test_apply_bitmask_takes_the_readable_path_off_the_kernels_dtype():
     assert torch.equal(logits, expected)
 
 
+def test_apply_bitmask_refuses_a_mask_narrower_than_the_logits():
+    """Columns a mask does not cover must not stay allowed by accident."""
+    with pytest.raises(ValueError, match="a mask of 2 words covers 64 tokens, fewer than the logits' 70 columns"):
+        apply_bitmask(torch.zeros(1, 70), torch.full((1, 2), -1, dtype=torch.int32))
+
+
 def test_mask_apply_option_is_checked():
     with pytest.raises(ValueError, match="mask_apply must be 'kernel' or 'torch', not 'cuda'"):
         make_stage(BatchedMaskStage, mask_apply="cuda")

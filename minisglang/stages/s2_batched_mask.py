@@ -73,6 +73,10 @@ def apply_bitmask(logits: torch.Tensor, mask: torch.Tensor) -> None:
     float32 logits on CPU go through the compiled kernel; anything else (another device,
     another dtype) through the readable `BatchedMaskStage.apply_mask`.
     """
+    if mask.shape[-1] * 32 < logits.shape[-1]:
+        # The kernel would leave the uncovered columns allowed: never weaken a mask silently.
+        raise ValueError(f"a mask of {mask.shape[-1]} words covers {mask.shape[-1] * 32} tokens, "
+                         f"fewer than the logits' {logits.shape[-1]} columns")
     if logits.device.type == "cpu" and logits.dtype == torch.float32 and logits.is_contiguous():
         from .s2_apply_kernel import apply_bitmask_cpu  # numba: compiled on first use
 
