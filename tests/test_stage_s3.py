@@ -2,6 +2,8 @@
 import json
 import os
 import re
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -369,3 +371,24 @@ def test_worker_replies_through_a_mapped_file_that_leaves_nothing_behind(tmp_pat
     finally:
         st.shutdown()
     assert reply_dir is None or not os.path.exists(reply_dir)
+
+
+@pytest.mark.slow
+def test_a_script_without_a_main_guard_still_gets_its_regex(tmp_path):
+    """Workers re-run an unguarded main script while they start and die: the stage says why
+    and compiles on a thread instead of aborting the request."""
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        "import minisglang as sgl\n"
+        "e = sgl.Engine(stage='s3')\n"
+        "out = e.generate('<|user|>\\nWhen was she born?\\n<|assistant|>\\n',\n"
+        "                 {'regex': r'\\d{4}-\\d{2}-\\d{2}', 'max_new_tokens': 16})\n"
+        "print('RESULT', out['text'], out['meta_info']['finish_reason']['type'])\n"
+        "e.shutdown()\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    assert result, done.stdout[-2000:]
+    _, text, reason = result[0].split(" ")
+    assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", text) and reason == "stop"
+    assert 'must do so under `if __name__ == "__main__":`' in done.stderr

@@ -45,8 +45,10 @@ import shutil
 import tempfile
 import threading
 import time
+import warnings
 import weakref
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 import numpy as np
@@ -402,6 +404,8 @@ class CompileProcesses:
         if method == "forkserver":
             context.set_forkserver_preload([__name__])
         vocab = VocabularyBytes(list(tokenizer.token_bytes), tokenizer.eos_token_id)
+        self.vocab, self.max_states, self.vocab_size = vocab, max_states, vocab_size
+        self.broken = False   # the workers died: compile on the calling thread from then on
         # Replies go through files in memory (/dev/shm, Linux) when there is such a place; a
         # directory of our own, so that shutdown removes what nobody picked up.
         self.reply_dir = tempfile.mkdtemp(prefix="minisglang-fsm-", dir="/dev/shm") \
@@ -417,8 +421,20 @@ class CompileProcesses:
     def compile_index(self, regex: str) -> TokenIndex:
         """regex -> TokenIndex (with its packed rows), compiled in a worker; raises the
         worker's ConstraintError."""
-        reply = self.pool.submit(_compile_to_arrays, regex).result()
-        return index_from_arrays(arrays_from_file(*reply) if isinstance(reply, tuple) else reply)
+        if not self.broken:
+            try:
+                reply = self.pool.submit(_compile_to_arrays, regex).result()
+                return index_from_arrays(arrays_from_file(*reply) if isinstance(reply, tuple) else reply)
+            except BrokenProcessPool:
+                # The usual cause: a script that starts an Engine at its top level. Each worker
+                # re-runs the main script while it starts (forkserver and spawn do), and dies.
+                self.broken = True
+                warnings.warn("minisglang: the regex compile workers died while starting, so regexes "
+                              "compile on a thread from now on (slower for the running batch). A script "
+                              "that creates an Engine at its top level must do so under "
+                              "`if __name__ == \"__main__\":` (see 'Safe importing of main module' in "
+                              "the multiprocessing docs), or pass compile_in=\"thread\".", RuntimeWarning)
+        return index_from_arrays(compile_to_arrays(regex, self.vocab, self.max_states, self.vocab_size))
 
     def shutdown(self) -> None:
         """Stop the workers; a compile still running finishes first (its result is dropped)."""
