@@ -22,10 +22,7 @@ writes benchmarks/results/backends.md.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import os
-import platform
 import statistics
 import sys
 import time
@@ -45,7 +42,7 @@ from minisglang.tokenizer import Tokenizer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from real_tokenizers import anthropic_65k  # noqa: E402
-from _results import write_results  # benchmarks/_results.py (scripts run from benchmarks/)
+from _results import machine_line, write_results  # benchmarks/_results.py (scripts run from benchmarks/)
 
 RESULTS = Path(__file__).parent / "results" / "backends.md"
 BACKENDS = ["fsm", "xgrammar", "outlines", "llguidance"]
@@ -234,14 +231,6 @@ def end_to_end(model_path: str, batch: int, max_new_tokens: int, repeats: int) -
 
 
 # ------------------------------------------------------------------------------ main
-def machine_line() -> str:
-    load = ", load average %.1f" % os.getloadavg()[0] if hasattr(os, "getloadavg") else ""
-    libs = ", ".join(f"{p} {version(p)}" for p in ("xgrammar", "outlines_core", "llguidance", "transformers"))
-    return (f"Machine: {platform.platform()}, {os.cpu_count()} CPUs (shared with other jobs{load}), "
-            f"{torch.get_num_threads()} torch thread(s), torch {torch.__version__}, Python "
-            f"{platform.python_version()}, {libs}; measured {datetime.date.today().isoformat()}.")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model-path", default=minisglang.DEFAULT_MODEL_PATH)
@@ -307,7 +296,7 @@ def main() -> None:
                      f"{theirs['warm'] / r['warm']:.2f}x |")
     lines += ["", "Target: minisglang >= 3x transformers' requests/s.", ""]
     lines += [f"Example output ({label}): `{e2e[label]['example'][:120]}`  " for label, _ in SYSTEMS]
-    lines += ["", machine_line(), ""]
+    lines += ["", machine_line(*(f"{p} {version(p)}" for p in ("xgrammar", "outlines_core", "llguidance", "transformers"))), ""]
     table = "\n".join(lines)
     write_results(table, args.output)
 

@@ -17,8 +17,6 @@ to benchmarks/results/forward.md.
 from __future__ import annotations
 
 import argparse
-import datetime
-import platform
 import statistics
 import time
 from pathlib import Path
@@ -30,7 +28,7 @@ from transformers import AutoModelForCausalLM
 import minisglang
 from minisglang.memory_pool import ReqToTokenPool, TokenToKVPool
 from minisglang.model import ForwardBatch, load_model
-from _results import write_results  # benchmarks/_results.py (scripts run from benchmarks/)
+from _results import machine_line, write_results  # benchmarks/_results.py (scripts run from benchmarks/)
 
 RESULTS = Path(__file__).parent / "results" / "forward.md"
 
@@ -148,9 +146,7 @@ def main() -> None:
         lines.append(f"| {phase} | {batch} | {tokens} | {ours_tps:,.0f} | {hf_tps:,.0f} | {ours_tps / hf_tps:.2f}x |")
     lines += [
         "",
-        f"Machine: {platform.platform()}, {platform.machine()}, {torch.get_num_threads()} torch thread(s), "
-        f"torch {torch.__version__}, Python {platform.python_version()}, shared with other jobs; "
-        f"measured {datetime.date.today().isoformat()}.",
+        machine_line(),
         "",
     ]
     table = "\n".join(lines)

@@ -38,9 +38,7 @@ Prints both tables with ratios; writes benchmarks/results/fsm_cache.md.
 from __future__ import annotations
 
 import argparse
-import datetime
 import os
-import platform
 import statistics
 import tempfile
 import time
@@ -55,7 +53,7 @@ from minisglang.stages.base import StageContext
 from minisglang.stages.s1_masked_fill import compile_regex_index
 from minisglang.stages.s3_fsm_cache import FSMCacheStage, index_to_arrays, pack_rows
 from minisglang.tokenizer import Tokenizer
-from _results import write_results  # benchmarks/_results.py (scripts run from benchmarks/)
+from _results import machine_line, write_results  # benchmarks/_results.py (scripts run from benchmarks/)
 
 RESULTS = Path(__file__).parent / "results" / "fsm_cache.md"
 ANTHROPIC = Path(__file__).resolve().parents[1] / ".cache" / "tokenizers" / "anthropic-0.3.11" / "tokenizer.json"
@@ -289,9 +287,7 @@ def main() -> None:
               f"**{ct['cold'] / ct['warm_disk']:.1f}x** | {ct['bytes'] / 1e6:.1f} |", "",
               f"Load average after part 2 (1 / 5 / 15 min): {loads(load_end)}.", "",
               f"One-time vocabulary trie for the 65k tokenizer (not in the rows): {trie_s:.2f} s.", "",
-              f"Machine: {platform.machine()}, {torch.get_num_threads()} torch thread, "
-              f"{len(os.sched_getaffinity(0))} CPUs (shared with other jobs while measured), "
-              f"Python {platform.python_version()}, torch {torch.__version__}; {datetime.date.today()}.", ""]
+              machine_line(), ""]
     text = "\n".join(lines)
     write_results(text, RESULTS)
 

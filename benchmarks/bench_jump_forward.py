@@ -31,9 +31,7 @@ Prints the table and the ratios; writes benchmarks/results/jump_forward.md.
 from __future__ import annotations
 
 import argparse
-import datetime
 import os
-import platform
 import random
 import re
 import statistics
@@ -45,7 +43,7 @@ from tqdm.auto import tqdm
 
 import minisglang
 from minisglang.engine import Engine
-from _results import write_results  # benchmarks/_results.py (scripts run from benchmarks/)
+from _results import machine_line, write_results  # benchmarks/_results.py (scripts run from benchmarks/)
 
 RESULTS = Path(__file__).parent / "results" / "jump_forward.md"
 KEYS_REGEX = (r'\{"name": "[A-Za-z ]{1,24}", "age": [1-9][0-9]?, "city": "[A-Za-z ]{1,20}", '
@@ -146,7 +144,6 @@ def main() -> None:
             free = [{"temperature": 0, "ignore_eos": True, "max_new_tokens": n} for n in lengths]
             runs["unconstrained"].append(run(engines["unconstrained"], spent["unconstrained"], chats, free))
             bar.update()
-    load_after = os.getloadavg()[0]
     for name in engines:
         engines[name].shutdown()
     # Other jobs on the machine only ever add time, so each system's fastest run is the closest
@@ -205,9 +202,7 @@ def main() -> None:
              "sampling):", "",
              "| system | prompt prefills | re-admission prefills | decode forwards | jumps | rest | wall |",
              "|---|---|---|---|---|---|---|", *times, "",
-             f"Machine: {platform.machine()}, 1 torch thread, {len(os.sched_getaffinity(0))} CPUs (shared with other "
-             f"jobs while measured: load average {load_before:.1f} before, {load_after:.1f} after), Python {platform.python_version()}, torch {torch.__version__}; "
-             f"{datetime.date.today()}.", ""]
+             machine_line(f"load average {load_before:.1f} before the runs"), ""]
     text = "\n".join(lines)
     write_results(text, RESULTS)
 

@@ -30,9 +30,6 @@ Prints the tables and writes benchmarks/results/masks.md.
 from __future__ import annotations
 
 import argparse
-import datetime
-import os
-import platform
 import statistics
 import sys
 import time
@@ -51,7 +48,7 @@ from minisglang.stages.s2_batched_mask import BatchedMaskStage, apply_bitmask, u
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 from real_tokenizers import anthropic_65k, mistral_tekken  # noqa: E402  (the tests' loaders)
-from _results import write_results  # benchmarks/_results.py (scripts run from benchmarks/)
+from _results import machine_line, write_results  # benchmarks/_results.py (scripts run from benchmarks/)
 
 RESULTS = Path(__file__).parent / "results" / "masks.md"
 # {"name": string of at most 20 characters, "age": integer, "hobbies": array of strings},
@@ -270,9 +267,7 @@ def main() -> None:
         + "; ".join(f"{r['vocab']} {r['compile_s']:.1f} s ({r['states']} states)" for r in rows
                     if r["batch"] == big) + ".",
         "",
-        f"Machine: {platform.machine()}, {os.cpu_count()} CPUs (shared with other jobs while measured), "
-        f"torch {torch.__version__} with {torch.get_num_threads()} thread(s), Python {platform.python_version()}; "
-        f"measured {datetime.date.today().isoformat()}.",
+        machine_line(),
         "",
     ]
     table = "\n".join(lines)

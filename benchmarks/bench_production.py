@@ -36,10 +36,7 @@ Prints every table; writes benchmarks/results/production.md (or --out).
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import os
-import platform
 import random
 import re
 import statistics
@@ -60,7 +57,7 @@ REPO = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).parent / "results" / "production.md"
 sys.path.insert(0, str(REPO / "tests"))
 from real_tokenizers import load  # noqa: E402
-from _results import write_results  # benchmarks/_results.py (scripts run from benchmarks/)
+from _results import machine_line, write_results  # benchmarks/_results.py (scripts run from benchmarks/)
 
 # Seed 004 §5.2's schema.
 SCHEMA = {
@@ -530,11 +527,7 @@ def main() -> None:
     lines += part_whitespace(args.pitfall_samples, args.seed + 3) + [""]
     lines += part_validation(args.samples, args.seed + 4, args.retries) + [""]
     minutes = (time.perf_counter() - started) / 60
-    load = os.getloadavg()[0]
-    lines += [f"Machine: {platform.machine()}, {len(os.sched_getaffinity(0))} CPUs shared with other jobs while "
-              f"measured (load average {load:.1f} at the end), {torch.get_num_threads()} torch thread(s), torch "
-              f"{torch.__version__}, Python {platform.python_version()}; whole run {minutes:.1f} min; "
-              f"{datetime.date.today()}."]
+    lines += [machine_line(f"whole run {minutes:.1f} min")]
     text = "\n".join(lines) + "\n"
     write_results(text, args.out)
 

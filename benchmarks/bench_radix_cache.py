@@ -29,9 +29,7 @@ Prints the table and the ratios; writes benchmarks/results/radix_cache.md.
 from __future__ import annotations
 
 import argparse
-import datetime
 import os
-import platform
 import random
 import statistics
 import time
@@ -43,6 +41,8 @@ from transformers import AutoModelForCausalLM
 
 import minisglang
 from minisglang.engine import Engine
+
+from _results import machine_line, write_results  # benchmarks/_results.py (scripts run from benchmarks/)
 
 RESULTS = Path(__file__).parent / "results" / "radix_cache.md"
 NAMES = ["Li Lei", "Wang Fang", "Zhang Wei", "Liu Yang", "Chen Jing", "Alice Smith", "Bob Jones",
@@ -200,21 +200,15 @@ def main() -> None:
                      f"| {r['rps_vs_hf']:.2f}x | {r['same_text']}/{args.requests} |")
     lines += [
         "",
-        f"Machine: {platform.platform()}, {platform.processor() or platform.machine()}, "
-        f"{os.cpu_count()} CPUs, {torch.get_num_threads()} torch threads, torch {torch.__version__}, "
-        f"Python {platform.python_version()}; load average {load_before:.1f} before and "
-        f"{os.getloadavg()[0]:.1f} after the runs; measured {datetime.date.today().isoformat()}.",
+        machine_line(f"load average {load_before:.1f} before the runs"),
         "",
     ]
     table = "\n".join(lines)
-    print(table)
+    write_results(table, args.output)
     warm_on, warm_off = results[("warm", "radix on")], results[("warm", "radix off")]
     print(f"warm cache: radix on computes {warm_off['prefill_tokens'] / warm_on['prefill_tokens']:.1f}x fewer "
           f"prefill tokens and serves {warm_off['seconds'] / warm_on['seconds']:.2f}x the requests/s of radix off, "
           f"{hf_result['seconds'] / warm_on['seconds']:.2f}x those of transformers generate")
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(table)
-    print(f"wrote {args.output}")
 
 
 if __name__ == "__main__":

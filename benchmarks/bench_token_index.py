@@ -21,10 +21,7 @@ Fast and outlines-core are the median of `--repeats` runs after a warm-up, inter
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import os
-import platform
 import statistics
 import time
 from pathlib import Path
@@ -37,6 +34,8 @@ from tqdm.auto import tqdm
 from minisglang.constrained.regex_dfa import ByteDFA, compile_regex
 from minisglang.constrained.token_index import LazyTokenIndex, build_index_fast, build_index_reference, vocab_trie
 from minisglang.tokenizer import Tokenizer
+
+from _results import machine_line, write_results  # benchmarks/_results.py (scripts run from benchmarks/)
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).parent / "results" / "token_index.md"
@@ -165,13 +164,9 @@ def main() -> None:
         "Targets: fast / outlines-core <= 1.0; lazy first mask <= 20 ms. 'lazy first mask' "
         "starts from the compiled DFA (add the compile time above for a brand-new regex).",
         "",
-        f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs (shared with other jobs "
-        f"while measured), Python {platform.python_version()}, numpy {np.__version__}, "
-        f"outlines-core {outlines_version()}; {datetime.date.today().isoformat()}.",
+        machine_line(f"numpy {np.__version__}", f"outlines-core {outlines_version()}"),
     ]
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_results("\n".join(lines) + "\n", RESULTS)
 
 
 def outlines_version() -> str:
