@@ -85,10 +85,12 @@ def apply_bitmask(logits: torch.Tensor, mask: torch.Tensor) -> None:
         BatchedMaskStage.apply_mask(logits, mask)
 
 
-def warm_up_apply_kernel() -> None:
+def warm_up_apply_kernel(device: torch.device) -> None:
     """Compile the CPU kernel (or load it from numba's disk cache, ~0.3 s) at startup, so
-    that the first constrained request's decode step does not pay for it."""
-    apply_bitmask(torch.zeros(1, 32), torch.full((1, 1), -1, dtype=torch.int32))
+    that the first constrained request's decode step does not pay for it. Off the CPU the
+    kernel is never used: nothing to do."""
+    if device.type == "cpu":
+        apply_bitmask(torch.zeros(1, 32), torch.full((1, 1), -1, dtype=torch.int32))
 
 
 @register("s2-batched-mask")
@@ -102,7 +104,7 @@ class BatchedMaskStage(MaskedFillStage):
             raise ValueError(f"mask_apply must be 'kernel' or 'torch', not {apply!r}")
         self.apply = apply_bitmask if apply == "kernel" else self.apply_mask
         if apply == "kernel":
-            warm_up_apply_kernel()
+            warm_up_apply_kernel(ctx.device)
 
     def compile_regex_fsm(self, regex: str) -> RegexFSM:
         """s1's compile, plus the packed row of every state."""

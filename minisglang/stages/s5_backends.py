@@ -78,8 +78,7 @@ class BackendStage(JumpForwardStage):
 
     def __init__(self, ctx):
         Stage.__init__(self, ctx)            # not s3's FSMCache: the backend caches now
-        if ctx.device.type == "cpu":
-            warm_up_apply_kernel()           # every backend's apply_vocab_mask uses s2's kernel
+        warm_up_apply_kernel(ctx.device)     # every backend's apply_vocab_mask uses s2's kernel
         opts = ctx.options
         self.jump_forward = bool(opts.get("jump_forward", True))
         self.jumps = self.refused = 0
