@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import re
 import sys
 from pathlib import Path
 
@@ -22,12 +24,25 @@ sys.modules[_spec.name] = conformance  # dataclasses look their module up there
 _spec.loader.exec_module(conformance)
 
 
+VENDORED = Path(__file__).resolve().parent / "data" / "json-schema-test-suite"
+
+
 @pytest.fixture(scope="module")
 def suite() -> list[tuple[str, dict]]:
     if not (conformance.SUITE_DIR / "draft2020-12").is_dir():
         pytest.fail(f"JSON-Schema-Test-Suite not found at {conformance.SUITE_DIR}; "
-                    "set MINISGLANG_JSON_SCHEMA_SUITE to its folder")
+                    f"it is vendored at {VENDORED}")
     return conformance.load_suite()
+
+
+def test_the_suite_is_vendored_with_its_licence_and_source():
+    # The tests must not depend on anything outside the repository (issue 13).
+    assert conformance.SUITE_DIR == VENDORED or "MINISGLANG_JSON_SCHEMA_SUITE" in os.environ
+    assert "Permission is hereby granted" in (VENDORED / "LICENSE").read_text()  # the MIT licence
+    source = (VENDORED / "SOURCE.md").read_text()
+    assert "github.com/json-schema-org/JSON-Schema-Test-Suite" in source
+    assert re.search(r"Commit: [0-9a-f]{40}", source)
+    assert len(conformance.load_suite(VENDORED)) > 0
 
 
 def test_the_suite_is_draft_2020_12_without_optional_tests(suite):
