@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
+import numbers
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import torch
@@ -17,10 +19,61 @@ import torch
 # The keys a user may put in a sampling-params dict; anything else is a typo we report.
 _CONSTRAINT_KEYS = ("json_schema", "regex", "ebnf")
 
+# Below this temperature sampling is greedy: dividing logits by 1e-40 overflows to inf and
+# softmax turns that into nan, so a tiny temperature means "argmax", as in SGLang's sampler.
+GREEDY_TEMPERATURE = 1e-5
+# Seeds go to `torch.Generator.manual_seed`, which takes exactly this range.
+_SEED_RANGE = (-2**63, 2**64 - 1)
+
+
+def _is_int(value: Any) -> bool:
+    """A true integer: `True` is an int to Python but never a count or a seed to a user."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _finite_float(name: str, value: Any) -> float:
+    """`value` as a float, or ValueError if it is not a finite real number."""
+    if _is_number(value):
+        try:
+            as_float = float(value)
+        except OverflowError:       # an integer too large for a float
+            as_float = math.inf
+        if math.isfinite(as_float):
+            return as_float
+    raise ValueError(f"{name} must be a finite number, got {_type_name(value)}")
+
+
+def _type_name(value: Any) -> str:
+    """How a user's value reads in an error: JSON's words where the value came from JSON."""
+    names = {bool: "a boolean", str: "a string", list: "a list", dict: "an object", type(None): "null"}
+    if _is_int(value):
+        return f"the integer {value}" if abs(value) < 10**30 else "a huge integer"
+    if _is_number(value):
+        return f"the number {value!r}"
+    return names.get(type(value), f"a {type(value).__name__}")
+
+
+def _check_text(name: str, value: Any) -> None:
+    """`value` is a str that can be encoded (a lone surrogate from a JSON escape cannot)."""
+    if not isinstance(value, str):
+        raise ValueError(f"{name} must be a string, got {_type_name(value)}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError(f"{name} is not valid Unicode text (a lone surrogate at character {e.start})") from None
+
 
 @dataclass
 class SamplingParams:
-    """What one request asks for. `temperature == 0` means greedy."""
+    """What one request asks for. `temperature` 0 (or below `GREEDY_TEMPERATURE`) means greedy.
+
+    Construction checks every field's type and range and raises ValueError naming the field
+    and what it allows; `stop` may be given as one string, `json_schema` as a dict.
+    """
 
     temperature: float = 1.0
     top_p: float = 1.0
@@ -35,31 +88,71 @@ class SamplingParams:
     # s5's reasoning gate: the grammar applies only after this marker was generated.
     think_end: str | None = None
 
+    def __post_init__(self) -> None:
+        if isinstance(self.stop, str):
+            self.stop = [self.stop]
+        elif self.stop is None:
+            self.stop = []
+        if isinstance(self.json_schema, dict):
+            try:
+                self.json_schema = json.dumps(self.json_schema, allow_nan=False)
+            except (TypeError, ValueError, RecursionError) as e:
+                raise ValueError(f"json_schema must be a JSON object or a JSON string; this dict is "
+                                 f"not JSON ({e})") from None
+        self.validate()
+
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None) -> "SamplingParams":
         """Validate a user dict; unknown keys and bad values raise ValueError naming them."""
-        d = dict(d or {})
+        if d is None:
+            d = {}
+        if not isinstance(d, dict):
+            raise ValueError(f"sampling params must be an object (a dict), got {_type_name(d)}")
         known = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - known)
+        unknown = sorted((k for k in d if k not in known), key=repr)
         if unknown:
             raise ValueError(f"unknown sampling parameter(s) {unknown}; known: {sorted(known)}")
-        if isinstance(d.get("stop"), str):
-            d["stop"] = [d["stop"]]
-        if isinstance(d.get("json_schema"), dict):
-            d["json_schema"] = json.dumps(d["json_schema"])
-        p = cls(**d)
-        p.validate()
-        return p
+        return cls(**d)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as a plain dict; `from_dict(p.to_dict()) == p`."""
+        return asdict(self)
 
     def validate(self) -> None:
+        """Check every field's type and range; ValueError names the field and what is allowed."""
+        for name in ("temperature", "top_p"):
+            setattr(self, name, _finite_float(name, getattr(self, name)))
         if self.temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+            raise ValueError(f"temperature must be >= 0 (0 means greedy), got {self.temperature}")
         if not 0 < self.top_p <= 1:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        for name in ("top_k", "max_new_tokens"):
+            value = getattr(self, name)
+            if not _is_int(value):
+                raise ValueError(f"{name} must be an integer, got {_type_name(value)}")
+            setattr(self, name, int(value))
         if self.top_k == 0 or self.top_k < -1:
-            raise ValueError(f"top_k must be -1 (off) or >= 1, got {self.top_k}")
+            raise ValueError(f"top_k must be -1 (off) or an integer >= 1, got {self.top_k}")
         if self.max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+            raise ValueError(f"max_new_tokens must be an integer >= 1, got {self.max_new_tokens}")
+        if not isinstance(self.stop, list):
+            raise ValueError(f"stop must be a string or a list of strings, got {_type_name(self.stop)}")
+        for i, s in enumerate(self.stop):
+            _check_text(f"stop[{i}]", s)
+            if not s:
+                raise ValueError(f"stop[{i}] is empty; a stop string needs at least one character")
+        if self.seed is not None:
+            if not _is_int(self.seed) or not _SEED_RANGE[0] <= self.seed <= _SEED_RANGE[1]:
+                raise ValueError(f"seed must be null or an integer in [-2**63, 2**64 - 1], got "
+                                 f"{_type_name(self.seed)}")
+            self.seed = int(self.seed)
+        if not isinstance(self.ignore_eos, bool):
+            raise ValueError(f"ignore_eos must be true or false, got {_type_name(self.ignore_eos)}")
+        for name in (*_CONSTRAINT_KEYS, "think_end"):
+            if getattr(self, name) is not None:
+                _check_text(name, getattr(self, name))
+        if self.think_end == "":
+            raise ValueError("think_end is empty; give the marker text (one token) or null")
         given = [k for k in _CONSTRAINT_KEYS if getattr(self, k) is not None]
         if len(given) > 1:
             raise ValueError(f"give at most one of regex / json_schema / ebnf, got {given}")

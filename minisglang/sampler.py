@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from .core import Req
+from .core import GREEDY_TEMPERATURE, Req
 
 
 def sample(logits: torch.Tensor, reqs: list[Req], default_generator: torch.Generator) -> list[int]:
@@ -25,11 +25,14 @@ def sample(logits: torch.Tensor, reqs: list[Req], default_generator: torch.Gener
 
 
 def is_greedy(req: Req) -> bool:
-    return req.sampling_params.temperature == 0 or req.sampling_params.top_k == 1
+    """Argmax at temperature 0, at top_k 1, and at temperatures so small that dividing by
+    them would overflow the logits (1e-40 gives inf, and softmax of inf gives nan)."""
+    p = req.sampling_params
+    return p.temperature < GREEDY_TEMPERATURE or p.top_k == 1
 
 
 def sample_row(row: torch.Tensor, req: Req, generator: torch.Generator) -> int:
-    """row: [V]. Greedy at temperature 0; otherwise temperature, top-k, top-p, multinomial."""
+    """row: [V]. Greedy (see `is_greedy`); otherwise temperature, top-k, top-p, multinomial."""
     p = req.sampling_params
     if is_greedy(req):
         return int(torch.argmax(row))
