@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 
@@ -136,13 +137,17 @@ def cmd_grade(args) -> int:
 
 def cmd_serve(args) -> int:
     from .engine import Engine
-    from .server import serve
+    from .server import ServerOptions, serve
 
+    given = {"api_key": args.api_key or os.environ.get("MINISGLANG_API_KEY"), "max_body_bytes": args.max_body_bytes,
+             "max_compiling_per_client": args.max_compiling_per_client, "drain_timeout": args.drain_timeout}
+    options = ServerOptions(**{k: v for k, v in given.items() if v is not None})   # the rest: its defaults
     engine = Engine(model_path=args.model_path, stage=args.stage, seed=args.seed or 0,
-                    **({"grammar_backend": args.grammar_backend} if args.grammar_backend else {}))
-    print(f"minisglang serving {engine.model_path} (stage {engine.stage.tag}) on http://{args.host}:{args.port}")
-    serve(engine, host=args.host, port=args.port)
-    return 0
+                    **({"grammar_backend": args.grammar_backend} if args.grammar_backend else {}),
+                    **({"compile_timeout": args.compile_timeout} if args.compile_timeout is not None else {}))
+    print(f"minisglang serving {engine.model_path} (stage {engine.stage.tag}) on http://{args.host}:{args.port}",
+          flush=True)
+    return serve(engine, host=args.host, port=args.port, options=options)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -198,6 +203,14 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--host", default="127.0.0.1", help="default: loopback only")
     sv.add_argument("--port", type=int, default=30000)
     sv.add_argument("--grammar-backend", default=None, help="fsm, xgrammar, outlines, llguidance (s5)")
+    sv.add_argument("--compile-timeout", type=float, default=None, help="seconds a grammar may compile (s3+)")
+    sv.add_argument("--api-key", default=None,
+                    help="require 'Authorization: Bearer KEY' (default: $MINISGLANG_API_KEY, else none)")
+    sv.add_argument("--max-body-bytes", type=int, default=None, help="larger bodies get 413 (default 4 MiB)")
+    sv.add_argument("--max-compiling-per-client", type=int, default=None,
+                    help="a client's requests waiting for a grammar at once; 429 above (default 8)")
+    sv.add_argument("--drain-timeout", type=float, default=None,
+                    help="on SIGTERM, seconds in-flight requests get before they are aborted (default 2)")
     sv.set_defaults(func=cmd_serve)
 
     f = sub.add_parser("fsm-allowed", help="list the tokens a regex allows at a state")

@@ -3,81 +3,140 @@
     minisglang serve --port 30000            # loopback only unless --host says otherwise
 
 One thread owns the scheduler and runs `step()` in a loop (`EngineLoop`); HTTP handlers
-only put requests into its inbox and read chunks from their own queue. So the scheduler
-stays single-threaded, exactly as in the offline `Engine`, and a slow or failed grammar
-compile never blocks the web server.
+validate the body (`protocol.py`), tokenize it in the web server's thread pool, put the
+ready `Req` into the loop's inbox and read chunks from their own queue. So the scheduler
+stays single-threaded, exactly as in the offline `Engine`, and neither a slow compile nor
+a 5 MB prompt stalls anybody else's decoding.
 
-Endpoints: GET /v1/models; POST /v1/completions, /v1/chat/completions (stream=true gives
-server-sent events), with `response_format` {"type": "json_schema" | "json_object"} and
-the extra fields `regex`, `ebnf`, `json_schema`; POST /generate (native). Bad input
-(malformed JSON, unknown parameters, an invalid regex or schema) is HTTP 400 with a
-message; a client that disconnects aborts its request.
+Endpoints: GET /health, /metrics (Prometheus), /get_server_info, /v1/models;
+POST /v1/completions, /v1/chat/completions (stream=true gives server-sent events), with
+`response_format` {"type": "json_schema" | "json_object"} and the extra fields `regex`,
+`ebnf`, `json_schema`; POST /generate (native).
+
+Every error is OpenAI's body `{"error": {"message", "type", "param", "code"}}`: a bad field
+is a 400 naming it, an unknown model a 404, a body over `max_body_bytes` a 413, a body that
+is not JSON a 415. If the scheduler loop itself dies, every request in flight gets an error
+(a stream ends with an error event and `[DONE]`), /health turns 503 and `serve` exits
+non-zero. On SIGTERM the requests in flight get `drain_timeout` seconds, then are aborted.
 """
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import json
+import os
 import queue
+import secrets
 import threading
 import time
 import uuid
-from typing import Any, AsyncIterator
+from dataclasses import asdict, dataclass
+from typing import Any, AsyncIterator, Callable
 
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .core import Req, SamplingParams
 from .engine import Engine, stream_chunk
+from .metrics import CONTENT_TYPE, ServerMetrics
+from .protocol import ChatCompletionRequest, CompletionRequest, GenerateRequest, RequestError, parse
 
 
-class BadRequest(ValueError):
-    """Input the server refuses with HTTP 400."""
+@dataclass
+class ServerOptions:
+    """The server's limits (`minisglang serve --help` lists them)."""
+
+    api_key: str | None = None          # when set, every endpoint but /health needs "Bearer <key>"
+    max_body_bytes: int = 4 * 1024 * 1024
+    max_compiling_per_client: int = 8   # a client's requests waiting for a grammar at once (429 above)
+    drain_timeout: float = 2.0          # on SIGTERM: seconds in-flight requests get before their abort
+
+    def __post_init__(self):
+        if self.max_body_bytes < 1 or self.max_compiling_per_client < 1 or self.drain_timeout < 0:
+            raise ValueError(f"invalid server options {self}")
+
+
+class EngineUnavailable(RuntimeError):
+    """The engine cannot serve: its loop died, or the server is shutting down (HTTP 503)."""
 
 
 class EngineLoop:
-    """Runs an Engine's scheduler on its own thread; thread-safe submit/abort."""
+    """Runs an Engine's scheduler on its own thread; thread-safe submit/abort.
 
-    def __init__(self, engine: Engine):
-        self.engine = engine
+    `dead` holds the exception that ended the loop, if any; `on_fatal` is called once then
+    (serve() uses it to stop the process).
+    """
+
+    def __init__(self, engine: Engine, options: ServerOptions, metrics: ServerMetrics,
+                 on_fatal: Callable[[], None] | None = None):
+        self.engine, self.options, self.metrics, self.on_fatal = engine, options, metrics, on_fatal
         self.inbox: queue.Queue = queue.Queue()
-        self.active: dict[int, tuple[Req, asyncio.Queue, asyncio.AbstractEventLoop]] = {}
+        # rid -> (req, its chunk queue, the event loop that reads it, the client's address)
+        self.active: dict[int, tuple[Req, asyncio.Queue, asyncio.AbstractEventLoop, str]] = {}
+        self.dead: BaseException | None = None
+        self.drain_deadline: float | None = None
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=self._run, name="minisglang-scheduler", daemon=True)
         self.thread.start()
 
-    async def generate(self, prompt: str, params: SamplingParams) -> AsyncIterator[dict[str, Any]]:
+    @property
+    def healthy(self) -> bool:
+        return self.dead is None and self.drain_deadline is None and self.thread.is_alive()
+
+    async def generate(self, req: Req, client: str) -> AsyncIterator[dict[str, Any]]:
         """Chunks of one request (see engine.stream_chunk); aborts it if the consumer leaves."""
+        if not self.healthy:
+            raise EngineUnavailable("the server is shutting down" if self.dead is None
+                                    else f"the engine loop has stopped: {self.dead!r}")
         out: asyncio.Queue = asyncio.Queue()
-        rid_box: list[int] = []
-        self.inbox.put(("submit", prompt, params, out, asyncio.get_running_loop(), rid_box))
+        self.inbox.put(("submit", req, out, asyncio.get_running_loop(), client))
         finished = False
         try:
             while True:
                 chunk = await out.get()
                 if isinstance(chunk, Exception):
+                    finished = True
                     raise chunk
                 yield chunk
-                if chunk["meta_info"]["finish_reason"] is not None and chunk.get("final"):
+                if chunk["final"]:
                     finished = True
                     return
         finally:
             if not finished:
-                self.inbox.put(("abort", rid_box))
+                self.inbox.put(("abort", req.rid))
 
+    def start_draining(self) -> None:
+        """Refuse new requests; abort those still running after `drain_timeout` seconds."""
+        if self.drain_deadline is None:
+            self.drain_deadline = time.monotonic() + self.options.drain_timeout
+
+    # ------------------------------------------------------------------ the scheduler thread
     def _run(self) -> None:
         sched = self.engine.scheduler
-        while not self.stopped.is_set():
-            self._drain_inbox(block=not sched.has_work())
-            if sched.has_work():
-                try:
-                    self.engine.step()
-                except Exception as e:  # a bug must not kill the server silently: fail everyone loudly
-                    for req, q, loop in self.active.values():
-                        loop.call_soon_threadsafe(q.put_nowait, RuntimeError(f"engine step failed: {e!r}"))
-                    self.active.clear()
-                    raise
-            self._publish()
+        try:
+            while not self.stopped.is_set():
+                self._drain_inbox(block=not sched.has_work())
+                if self.drain_deadline is not None and time.monotonic() > self.drain_deadline:
+                    self._fail_all(EngineUnavailable("the server is shutting down"), abort=True)
+                if sched.has_work():
+                    self.engine.step()   # the scheduler survives a request's error; anything else is fatal
+                self._publish()
+        except BaseException as e:   # noqa: BLE001 - whatever ended the loop, nobody may hang on it
+            self.dead = e
+            self._fail_all(EngineUnavailable(f"the engine loop has stopped: {e!r}"), abort=False)
+            if self.on_fatal is not None:
+                self.on_fatal()
+            raise
+
+    def _fail_all(self, error: Exception, abort: bool) -> None:
+        for rid, (req, q, loop, _) in list(self.active.items()):
+            if abort:
+                self.engine.scheduler.abort(rid, str(error))
+            loop.call_soon_threadsafe(q.put_nowait, error)
+        self.active.clear()
 
     def _drain_inbox(self, block: bool) -> None:
         try:
@@ -86,22 +145,32 @@ class EngineLoop:
             return
         while True:
             if item[0] == "submit":
-                _, prompt, params, q, loop, rid_box = item
-                try:
-                    req = self.engine.submit(prompt, params)
-                    rid_box.append(req.rid)
-                    self.active[req.rid] = (req, q, loop)
-                except Exception as e:
-                    loop.call_soon_threadsafe(q.put_nowait, BadRequest(str(e)))
-            elif item[0] == "abort" and item[1]:
-                self.engine.abort(item[1][0])
+                self._submit(*item[1:])
+            elif item[0] == "abort" and item[1] in self.active:
+                self.engine.abort(item[1])
             try:
                 item = self.inbox.get_nowait()
             except queue.Empty:
                 return
 
+    def _submit(self, req: Req, q: asyncio.Queue, loop: asyncio.AbstractEventLoop, client: str) -> None:
+        if self.drain_deadline is not None:
+            loop.call_soon_threadsafe(q.put_nowait, EngineUnavailable("the server is shutting down"))
+            return
+        if req.sampling_params.constraint() is not None:
+            compiling = set(map(id, self.engine.scheduler.grammar_queue))
+            mine = sum(1 for r, _, _, c in self.active.values() if c == client and id(r) in compiling)
+            if mine >= self.options.max_compiling_per_client:
+                loop.call_soon_threadsafe(q.put_nowait, RequestError(
+                    f"too many grammars compiling for this client ({mine}; the limit is "
+                    f"{self.options.max_compiling_per_client}): wait for one to finish", status=429,
+                    code="rate_limit_exceeded"))
+                return
+        self.engine.scheduler.add_request(req)
+        self.active[req.rid] = (req, q, loop, client)
+
     def _publish(self) -> None:
-        for rid, (req, q, loop) in list(self.active.items()):
+        for rid, (req, q, loop, _) in list(self.active.items()):
             chunk = stream_chunk(req)
             if chunk is None:
                 continue
@@ -109,122 +178,235 @@ class EngineLoop:
             loop.call_soon_threadsafe(q.put_nowait, chunk)
             if req.released:
                 del self.active[rid]
+                self.metrics.finished(chunk["meta_info"])
 
     def shutdown(self) -> None:
+        """Stop the thread; abort what is left and stop the stage's workers."""
         self.stopped.set()
         self.thread.join(timeout=5)
-        self.engine.shutdown()
+        self._fail_all(EngineUnavailable("the server is shutting down"), abort=False)
+        if self.dead is None and not self.thread.is_alive():
+            self.engine.shutdown()
+        else:   # the scheduler is broken or stuck: do not step it again, only stop the compile workers
+            self.engine.stage.shutdown()
 
 
-# ---------------------------------------------------------------------- request parsing
-_OPENAI_TO_OURS = {"max_tokens": "max_new_tokens", "max_completion_tokens": "max_new_tokens"}
-_IGNORED = {"model", "n", "user", "logprobs", "echo", "presence_penalty", "frequency_penalty",
-            "stream_options", "logit_bias", "best_of", "suffix"}
+# ---------------------------------------------------------------------- OpenAI shapes
+_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "invalid_request_error",
+                405: "invalid_request_error", 413: "invalid_request_error", 415: "invalid_request_error",
+                422: "invalid_request_error", 429: "rate_limit_error", 500: "server_error", 503: "server_error"}
 
 
-def parse_openai_params(body: dict[str, Any]) -> SamplingParams:
-    """OpenAI request fields -> SamplingParams; unknown fields are an error naming them."""
-    if body.get("n", 1) != 1:
-        raise BadRequest("only n=1 is supported")
-    params: dict[str, Any] = {}
-    for key, value in body.items():
-        if key in _IGNORED or key in ("prompt", "messages", "stream", "response_format"):
-            continue
-        params[_OPENAI_TO_OURS.get(key, key)] = value
-    fmt = body.get("response_format")
-    if fmt is not None:
-        kind = fmt.get("type") if isinstance(fmt, dict) else None
-        if kind == "json_schema":
-            spec = fmt.get("json_schema") or {}
-            if "schema" not in spec:
-                raise BadRequest("response_format json_schema needs json_schema.schema")
-            params["json_schema"] = spec["schema"]
-        elif kind == "json_object":
-            params["json_schema"] = {"type": "object"}
-        elif kind != "text":
-            raise BadRequest(f"unsupported response_format type {kind!r} (json_schema, json_object, text)")
-    try:
-        return SamplingParams.from_dict(params)
-    except (TypeError, ValueError) as e:
-        raise BadRequest(str(e)) from e
+def error_body(message: str, status: int, param: str | None = None, code: str | None = None) -> dict[str, Any]:
+    """OpenAI's error object."""
+    return {"error": {"message": message, "type": _ERROR_TYPES.get(status, "server_error"),
+                      "param": param, "code": code}}
 
 
-def usage(meta: dict[str, Any]) -> dict[str, int]:
-    return {"prompt_tokens": meta["prompt_tokens"], "completion_tokens": meta["completion_tokens"],
-            "total_tokens": meta["prompt_tokens"] + meta["completion_tokens"],
-            "completion_tokens_wo_jump_forward": meta["completion_tokens_wo_jump_forward"],
-            "cached_tokens": meta["cached_tokens"]}
+def usage(meta: dict[str, Any]) -> dict[str, Any]:
+    """OpenAI's usage object; cached tokens are prompt tokens, so never more than prompt_tokens."""
+    prompt = meta["prompt_tokens"]
+    return {"prompt_tokens": prompt, "completion_tokens": meta["completion_tokens"],
+            "total_tokens": prompt + meta["completion_tokens"],
+            "prompt_tokens_details": {"cached_tokens": min(meta["cached_tokens"], prompt)},
+            "completion_tokens_wo_jump_forward": meta["completion_tokens_wo_jump_forward"]}
 
 
-def create_app(engine: Engine):
-    """The FastAPI app around one engine."""
-    loop_holder: dict[str, EngineLoop] = {}
+def openai_finish_reason(meta: dict[str, Any]) -> str | None:
+    reason = meta["finish_reason"]
+    return None if reason is None else reason["type"]   # "stop", "length" or "abort"
+
+
+def _max_bytes_per_token(tokenizer) -> int:
+    """The most prompt bytes one token can stand for (special tokens' text included)."""
+    lengths = [len(b) for b in tokenizer.token_bytes if b]
+    for i in tokenizer.special_token_ids:
+        text = tokenizer.hf.id_to_token(i)
+        if text:
+            lengths.append(len(text.encode()))
+    return max(lengths, default=1)
+
+
+# ---------------------------------------------------------------------- the app
+def create_app(engine: Engine, options: ServerOptions | None = None,
+               on_fatal: Callable[[], None] | None = None) -> FastAPI:
+    """The FastAPI app around one engine. `on_fatal` is called if the scheduler loop dies."""
+    options = options or ServerOptions()
+    metrics = ServerMetrics(engine)
+    holder: dict[str, EngineLoop] = {}
     model_id = engine.model_path.rstrip("/").rsplit("/", 1)[-1]
+    # A prompt of more bytes than this has more tokens than the context holds, whatever they are;
+    # x2 leaves room for a normalizer that shortens text before tokenizing.
+    max_context = engine.scheduler.max_context_len
+    max_prompt_bytes = 2 * max_context * _max_bytes_per_token(engine.tokenizer)
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
-        loop_holder["loop"] = EngineLoop(engine)   # the scheduler thread lives as long as the app
+        holder["loop"] = EngineLoop(engine, options, metrics, on_fatal)   # lives as long as the app
+        app.state.engine_loop = holder["loop"]
         yield
-        loop_holder["loop"].shutdown()
+        holder["loop"].shutdown()
 
-    app = FastAPI(title="minisglang", lifespan=lifespan)
+    def check_api_key(request: Request) -> None:
+        if options.api_key is None or request.url.path == "/health":
+            return
+        auth = request.headers.get("authorization", "")
+        scheme, _, key = auth.partition(" ")
+        if scheme.lower() != "bearer" or not secrets.compare_digest(key.strip().encode(), options.api_key.encode()):
+            raise RequestError("invalid or missing API key: send the header 'Authorization: Bearer <key>'",
+                               status=401, code="invalid_api_key")
 
-    def error(message: str, status: int = 400):
-        return JSONResponse({"error": {"message": message, "type": "invalid_request_error", "code": status}},
-                            status_code=status)
+    app = FastAPI(title="minisglang", lifespan=lifespan, dependencies=[Depends(check_api_key)])
 
-    async def body_of(request: Request) -> dict[str, Any]:
-        try:
-            body = await request.json()
-        except ValueError as e:
-            raise BadRequest(f"the request body is not valid JSON: {e}") from e
-        if not isinstance(body, dict):
-            raise BadRequest("the request body must be a JSON object")
-        return body
+    def error(message: str, status: int, param: str | None = None, code: str | None = None) -> JSONResponse:
+        metrics.refused.labels(status=str(status)).inc()
+        return JSONResponse(error_body(message, status, param, code), status_code=status)
+
+    @app.exception_handler(RequestError)
+    async def _request_error(request, exc: RequestError):
+        return error(str(exc), exc.status, exc.param, exc.code)
+
+    @app.exception_handler(EngineUnavailable)
+    async def _unavailable(request, exc: EngineUnavailable):
+        return error(str(exc), 503)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request, exc: StarletteHTTPException):
+        messages = {404: f"no such endpoint: {request.method} {request.url.path}",
+                    405: f"method {request.method} is not allowed on {request.url.path}"}
+        return error(messages.get(exc.status_code, str(exc.detail)), exc.status_code)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(request, exc: RequestValidationError):
+        return error("the request is malformed", 400)
+
+    @app.exception_handler(Exception)
+    async def _internal(request, exc: Exception):
+        return error(f"internal server error ({type(exc).__name__})", 500)
+
+    # ------------------------------------------------------------------ request plumbing
+    async def read_body(request: Request) -> bytes:
+        """The raw body, refused (415/413) before any of it is parsed."""
+        ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if ctype != "application/json":
+            raise RequestError(f"Content-Type must be application/json, got {ctype or 'none'!r}", status=415)
+        limit = options.max_body_bytes
+        declared = request.headers.get("content-length", "")
+        too_big = RequestError(f"the request body is larger than the limit of {limit} bytes", status=413)
+        if declared.isdigit() and int(declared) > limit:
+            raise too_big
+        parts, size = [], 0
+        async for part in request.stream():   # also counts a chunked body that declares no length
+            size += len(part)
+            if size > limit:
+                raise too_big
+            parts.append(part)
+        return b"".join(parts)
+
+    def check_model(name: str | None) -> None:
+        if name is not None and name != model_id:
+            raise RequestError(f"the model {name!r} does not exist; this server serves {model_id!r}",
+                               status=404, param="model", code="model_not_found")
+
+    def make_req(prompt: str, params: SamplingParams) -> Req:
+        """Tokenize (in the thread pool, never on the scheduler or event-loop thread)."""
+        if len(prompt.encode("utf-8", "surrogatepass")) > max_prompt_bytes:
+            raise RequestError(f"the prompt is longer than the model's context of {max_context} tokens",
+                               param="prompt")
+        return Req(prompt=prompt, origin_input_ids=engine.tokenizer.encode(prompt), sampling_params=params)
 
     async def first_chunk(gen: AsyncIterator[dict[str, Any]]) -> dict[str, Any]:
-        """The first chunk; an abort before any output (a bad grammar) becomes a 400."""
+        """The first chunk; an abort before any output (a bad grammar, too long) becomes a 400."""
         chunk = await gen.__anext__()
         reason = chunk["meta_info"]["finish_reason"]
         if reason and reason["type"] == "abort" and chunk["meta_info"]["completion_tokens"] == 0:
-            raise BadRequest(reason.get("message", "request aborted"))
+            raise RequestError(reason.get("message", "request aborted"))
         return chunk
 
-    async def run(prompt: str, params: SamplingParams, shape, stream: bool):
-        gen = loop_holder["loop"].generate(prompt, params)
+    async def until_disconnected(request: Request) -> None:
+        while not await request.is_disconnected():
+            await asyncio.sleep(0.25)
+
+    async def run(request: Request, req: Req, shape, stream: bool, include_usage: bool):
+        """Queue `req`; answer with one JSON body, or with server-sent events when streaming."""
+        client = request.client.host if request.client else "unknown"
+        gen = holder["loop"].generate(req, client)
+        if not stream:
+            async def collect() -> tuple[str, dict[str, Any]]:
+                chunk = await first_chunk(gen)
+                text, meta = chunk["text"], chunk["meta_info"]
+                async for chunk in gen:
+                    text, meta = text + chunk["text"], chunk["meta_info"]
+                return text, meta
+
+            # A client that leaves is noticed while we wait, and its request aborted.
+            work = asyncio.ensure_future(collect())
+            watch = asyncio.ensure_future(until_disconnected(request))
+            try:
+                await asyncio.wait({work, watch}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                watch.cancel()
+                if not work.done():
+                    work.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await work
+                    await gen.aclose()
+            if work.cancelled():
+                return error("the client disconnected", 400)
+            text, meta = work.result()
+            return JSONResponse(shape(text, meta, False))
+
         try:
             first = await first_chunk(gen)
-        except BadRequest:
+        except Exception:
             await gen.aclose()
             raise
-        if not stream:
-            text, meta = first["text"], first["meta_info"]
-            async for chunk in gen:
-                text += chunk["text"]
-                meta = chunk["meta_info"]
-            return JSONResponse(shape(text, meta, False))
+
+        def sse(obj: Any) -> str:
+            return f"data: {json.dumps(obj, ensure_ascii=False)}\n\n"
 
         async def events():
             try:
                 chunk = first
                 while True:
-                    yield f"data: {json.dumps(shape(chunk['text'], chunk['meta_info'], True), ensure_ascii=False)}\n\n"
-                    if chunk.get("final"):
+                    yield sse(shape(chunk["text"], chunk["meta_info"], True))
+                    if chunk["final"]:
                         break
                     chunk = await gen.__anext__()
-                yield "data: [DONE]\n\n"
+                if include_usage:
+                    yield sse({**shape("", chunk["meta_info"], True), "choices": [], "usage": usage(chunk["meta_info"])})
+            except (RequestError, EngineUnavailable) as e:   # the stream ends with a reason, not a cut
+                status = e.status if isinstance(e, RequestError) else 503
+                yield sse(error_body(str(e), status))
             finally:
                 await gen.aclose()   # a client that left aborts its request
+            yield "data: [DONE]\n\n"
 
         return StreamingResponse(events(), media_type="text/event-stream")
 
-    def openai_reason(meta):
-        r = meta["finish_reason"]
-        return None if r is None else ("stop" if r["type"] == "stop" else "length" if r["type"] == "length" else "abort")
+    # ------------------------------------------------------------------ endpoints
+    @app.get("/health")
+    async def health():
+        loop = holder.get("loop")
+        if loop is None or not loop.healthy:
+            reason = "starting" if loop is None else "shutting down" if loop.dead is None else repr(loop.dead)
+            return error(f"unhealthy: {reason}", 503)
+        return {"status": "ok"}
 
-    @app.exception_handler(BadRequest)
-    async def _bad(request, exc: BadRequest):
-        return error(str(exc))
+    @app.get("/metrics")
+    async def prometheus_metrics():
+        return Response(metrics.render(), media_type=CONTENT_TYPE)
+
+    @app.get("/get_server_info")
+    async def server_info():
+        s = engine.scheduler
+        return {"model": model_id, "model_path": engine.model_path, "stage": engine.stage.tag,
+                "stage_options": {k: v for k, v in engine.stage.ctx.options.items()
+                                  if isinstance(v, (str, int, float, bool, type(None)))},
+                "max_context_len": s.max_context_len, "max_total_tokens": s.config.max_total_tokens,
+                "max_running_requests": s.config.max_running_requests,
+                "limits": {k: v for k, v in asdict(options).items() if k != "api_key"},
+                "api_key_required": options.api_key is not None}
 
     @app.get("/v1/models")
     async def models():
@@ -232,60 +414,87 @@ def create_app(engine: Engine):
 
     @app.post("/v1/completions")
     async def completions(request: Request):
-        body = await body_of(request)
-        prompt = body.get("prompt")
-        if not isinstance(prompt, str):
-            raise BadRequest("prompt must be a string")
+        body = parse(CompletionRequest, await read_body(request))
+        check_model(body.model)
+        req = await run_in_threadpool(make_req, body.prompt, body.to_sampling_params())
         rid, created = f"cmpl-{uuid.uuid4().hex[:12]}", int(time.time())
 
         def shape(text, meta, streaming):
-            return {"id": rid, "object": "text_completion", "created": created, "model": model_id,
-                    "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": openai_reason(meta)}],
-                    **({} if streaming and meta["finish_reason"] is None else {"usage": usage(meta)})}
+            out = {"id": rid, "object": "text_completion", "created": created, "model": model_id,
+                   "choices": [{"index": 0, "text": text, "logprobs": None,
+                                "finish_reason": openai_finish_reason(meta)}]}
+            return out if streaming else {**out, "usage": usage(meta)}
 
-        return await run(prompt, parse_openai_params(body), shape, bool(body.get("stream")))
+        include_usage = bool(body.stream_options and body.stream_options.include_usage)
+        return await run(request, req, shape, body.stream, include_usage)
 
     @app.post("/v1/chat/completions")
     async def chat(request: Request):
-        body = await body_of(request)
-        messages = body.get("messages")
-        if not isinstance(messages, list) or not all(isinstance(m, dict) and "role" in m for m in messages):
-            raise BadRequest("messages must be a list of {role, content} objects")
-        try:
-            prompt = engine.tokenizer.apply_chat_template(messages)
-        except Exception as e:
-            raise BadRequest(f"cannot apply the chat template: {e}") from e
+        body = parse(ChatCompletionRequest, await read_body(request))
+        check_model(body.model)
+        params = body.to_sampling_params()
+
+        def render_and_tokenize() -> Req:
+            try:
+                prompt = engine.tokenizer.apply_chat_template(body.message_dicts())
+            except Exception as e:   # the template's own raise_exception (e.g. roles out of order)
+                raise RequestError(f"messages: the chat template refused them: {e}", param="messages") from e
+            return make_req(prompt, params)
+
+        req = await run_in_threadpool(render_and_tokenize)
         rid, created = f"chatcmpl-{uuid.uuid4().hex[:12]}", int(time.time())
+        sent_role = [False]
 
         def shape(text, meta, streaming):
+            head = {"id": rid, "created": created, "model": model_id}
             if streaming:
-                choice = {"index": 0, "delta": {"role": "assistant", "content": text},
-                          "finish_reason": openai_reason(meta)}
-                out = {"id": rid, "object": "chat.completion.chunk", "created": created, "model": model_id,
-                       "choices": [choice]}
-                return out if meta["finish_reason"] is None else {**out, "usage": usage(meta)}
-            return {"id": rid, "object": "chat.completion", "created": created, "model": model_id,
+                delta: dict[str, Any] = {"content": text} if text else {}
+                if not sent_role[0]:   # OpenAI sends the role in the first delta only
+                    delta, sent_role[0] = {"role": "assistant", "content": text}, True
+                return {**head, "object": "chat.completion.chunk",
+                        "choices": [{"index": 0, "delta": delta, "finish_reason": openai_finish_reason(meta)}]}
+            return {**head, "object": "chat.completion",
                     "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                                 "finish_reason": openai_reason(meta)}], "usage": usage(meta)}
+                                 "finish_reason": openai_finish_reason(meta)}], "usage": usage(meta)}
 
-        return await run(prompt, parse_openai_params(body), shape, bool(body.get("stream")))
+        include_usage = bool(body.stream_options and body.stream_options.include_usage)
+        return await run(request, req, shape, body.stream, include_usage)
 
     @app.post("/generate")
     async def native(request: Request):
-        body = await body_of(request)
-        if not isinstance(body.get("text"), str):
-            raise BadRequest("text must be a string")
-        try:
-            params = SamplingParams.from_dict(body.get("sampling_params"))
-        except (TypeError, ValueError) as e:
-            raise BadRequest(str(e)) from e
-        return await run(body["text"], params, lambda text, meta, streaming: {"text": text, "meta_info": meta},
-                         bool(body.get("stream")))
+        body = parse(GenerateRequest, await read_body(request))
+        req = await run_in_threadpool(make_req, body.text, body.to_sampling_params())
+        return await run(request, req, lambda text, meta, streaming: {"text": text, "meta_info": meta},
+                         body.stream, False)
 
     return app
 
 
-def serve(engine: Engine, host: str = "127.0.0.1", port: int = 30000) -> None:
+def serve(engine: Engine, host: str = "127.0.0.1", port: int = 30000,
+          options: ServerOptions | None = None) -> int:
+    """Serve until SIGTERM/SIGINT (returns 0) or until the engine loop dies (returns 1)."""
     import uvicorn
 
-    uvicorn.run(create_app(engine), host=host, port=port, log_level="warning")
+    options = options or ServerOptions()
+    state: dict[str, Any] = {}
+
+    def on_fatal() -> None:
+        state["server"].should_exit = True
+        # A stuck shutdown must not keep a dead server up: exit hard if we are still here in 10 s.
+        threading.Timer(10, os._exit, args=(1,)).start()
+
+    app = create_app(engine, options, on_fatal)
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig, frame) -> None:   # SIGTERM / SIGINT: drain, then abort
+            loop = getattr(app.state, "engine_loop", None)
+            if loop is not None:
+                loop.start_draining()
+            super().handle_exit(sig, frame)
+
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning",
+                            timeout_graceful_shutdown=int(options.drain_timeout) + 1)
+    server = state["server"] = Server(config)
+    server.run()
+    loop = getattr(app.state, "engine_loop", None)
+    return 1 if loop is not None and loop.dead is not None else 0

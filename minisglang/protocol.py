@@ -1,0 +1,332 @@
+"""The server's request models: what a client may send, checked before anything is queued.
+
+Like vLLM's and SGLang's `protocol.py`, each endpoint's body is a pydantic model, strict
+about types (`max_tokens: 5.5` and `stream: "false"` are refused, not coerced) and about
+ranges, and closed: an unknown field is an error naming it. OpenAI fields we do not
+implement (`logprobs`, `logit_bias`, `presence_penalty`, ...) are declared too, so that
+sending one is a clear "not supported" instead of being silently ignored; their neutral
+value (e.g. `presence_penalty: 0`) is accepted because it asks for nothing.
+
+`parse(model_cls, body_bytes)` validates one body and turns pydantic's errors into
+`RequestError`: one plain sentence per field, no pydantic internals.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, Literal, TypeVar
+
+from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator,
+                      model_validator)
+
+from .core import SamplingParams
+
+
+class RequestError(ValueError):
+    """A request the server refuses; `status` is the HTTP code, `param` the field at fault."""
+
+    def __init__(self, message: str, status: int = 400, param: str | None = None, code: str | None = None):
+        super().__init__(message)
+        self.status, self.param, self.code = status, param, code
+
+
+class _Strict(BaseModel):
+    # strict: no coercion ("5" is not 5, 5.5 is not an int); forbid: unknown keys are errors.
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+# OpenAI fields we do not implement -> the values that ask for nothing (accepted).
+_UNSUPPORTED_COMMON: dict[str, tuple[Any, ...]] = {
+    "frequency_penalty": (None, 0, 0.0),
+    "presence_penalty": (None, 0, 0.0),
+    "logit_bias": (None, {}),
+    "top_logprobs": (None, 0),
+    "service_tier": (None, "auto", "default"),
+    "store": (None, False),
+    "metadata": (None, {}),
+}
+_UNSUPPORTED_COMPLETION = {**_UNSUPPORTED_COMMON, "logprobs": (None,), "echo": (None, False),
+                           "best_of": (None, 1), "suffix": (None, "")}
+_UNSUPPORTED_CHAT = {**_UNSUPPORTED_COMMON, "logprobs": (None, False), "tools": (None, []),
+                     "tool_choice": (None, "none"), "parallel_tool_calls": (None, True, False),
+                     "functions": (None, []), "function_call": (None, "none"),
+                     "modalities": (None, ["text"]), "audio": (None,), "prediction": (None,),
+                     "reasoning_effort": (None,), "web_search_options": (None,), "verbosity": (None,)}
+
+
+def _neutral_only(table: dict[str, tuple[Any, ...]]):
+    """A field validator refusing an unsupported field unless it has a neutral value."""
+
+    def check(cls, value: Any, info: ValidationInfo) -> Any:
+        neutral = table[info.field_name]
+        # Comparing types too keeps `true` from passing for 1 and `0` for false.
+        if not any(type(value) is type(v) and value == v for v in neutral):
+            allowed = " or ".join(json.dumps(v) for v in neutral)
+            raise ValueError(f"not supported by minisglang (leave it out or send {allowed})")
+        return value
+
+    return field_validator(*table, mode="after")(classmethod(check))
+
+
+class StreamOptions(_Strict):
+    include_usage: bool = False
+
+
+class JsonSchemaFormat(_Strict):
+    name: str = Field("output", max_length=64)
+    schema_: dict[str, Any] = Field(alias="schema")
+    description: str | None = None
+    strict: bool | None = None
+
+
+class ResponseFormat(_Strict):
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: JsonSchemaFormat | None = None
+
+    @model_validator(mode="after")
+    def _schema_iff_json_schema(self) -> "ResponseFormat":
+        if (self.type == "json_schema") != (self.json_schema is not None):
+            raise ValueError("json_schema (with a schema) is required exactly when type is 'json_schema'")
+        return self
+
+
+class _SamplingFields(_Strict):
+    """Fields shared by /v1/completions and /v1/chat/completions (OpenAI's, plus SGLang's extras)."""
+
+    model: str | None = None          # None: the served model (vLLM does the same)
+    max_tokens: int | None = Field(None, ge=1)
+    temperature: float | None = Field(None, ge=0, le=2, allow_inf_nan=False)
+    top_p: float | None = Field(None, gt=0, le=1, allow_inf_nan=False)
+    n: int = 1
+    stop: str | list[str] | None = None
+    seed: int | None = Field(None, ge=0, lt=2**63)
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    user: str | None = None           # an end-user id: recorded nowhere, changes nothing
+    response_format: ResponseFormat | None = None
+    # SGLang's extra sampling fields.
+    top_k: int | None = None
+    ignore_eos: bool | None = None
+    regex: str | None = None
+    ebnf: str | None = None
+    json_schema: dict[str, Any] | str | None = None
+
+    @field_validator("n")
+    @classmethod
+    def _one_choice(cls, n: int) -> int:
+        if n != 1:
+            raise ValueError("only n=1 is supported")
+        return n
+
+    @field_validator("stop", mode="before")
+    @classmethod
+    def _stop_strings(cls, stop: Any) -> Any:
+        if stop is None or isinstance(stop, str):
+            return stop
+        if not isinstance(stop, list) or not all(isinstance(s, str) for s in stop) or len(stop) > 4:
+            raise ValueError("must be a string or a list of at most 4 strings")
+        return stop
+
+    @field_validator("top_k")
+    @classmethod
+    def _top_k(cls, k: int | None) -> int | None:
+        if k is not None and (k == 0 or k < -1):
+            raise ValueError("must be -1 (off) or >= 1")
+        return k
+
+    @model_validator(mode="after")
+    def _stream_options_need_stream(self):
+        if self.stream_options is not None and not self.stream:
+            raise ValueError("stream_options is only allowed when stream is true")
+        return self
+
+    def sampling_params(self, max_tokens: int | None) -> SamplingParams:
+        """These fields as the engine's SamplingParams (its own checks raise RequestError)."""
+        d: dict[str, Any] = {k: getattr(self, k) for k in
+                             ("temperature", "top_p", "top_k", "seed", "ignore_eos", "regex", "ebnf", "json_schema")
+                             if getattr(self, k) is not None}
+        if max_tokens is not None:
+            d["max_new_tokens"] = max_tokens
+        if self.stop is not None:
+            d["stop"] = [self.stop] if isinstance(self.stop, str) else list(self.stop)
+        fmt = self.response_format
+        if fmt is not None and fmt.type != "text":
+            if any(k in d for k in ("regex", "ebnf", "json_schema")):
+                raise RequestError("response_format: give either response_format or regex/ebnf/json_schema, "
+                                   "not both", param="response_format")
+            d["json_schema"] = fmt.json_schema.schema_ if fmt.type == "json_schema" else {"type": "object"}
+        try:
+            return SamplingParams.from_dict(d)
+        except (TypeError, ValueError) as e:
+            raise RequestError(str(e)) from e
+
+
+class CompletionRequest(_SamplingFields):
+    """POST /v1/completions."""
+
+    prompt: str
+    # Unsupported OpenAI fields (see _UNSUPPORTED_COMPLETION): typed loosely, refused unless neutral.
+    logprobs: Any = None
+    echo: Any = None
+    best_of: Any = None
+    suffix: Any = None
+    frequency_penalty: Any = None
+    presence_penalty: Any = None
+    logit_bias: Any = None
+    top_logprobs: Any = None
+    service_tier: Any = None
+    store: Any = None
+    metadata: Any = None
+
+    _unsupported = _neutral_only(_UNSUPPORTED_COMPLETION)
+
+    def to_sampling_params(self) -> SamplingParams:
+        return self.sampling_params(self.max_tokens)
+
+
+class ChatMessage(_Strict):
+    role: Literal["system", "user", "assistant"]
+    # A string, or OpenAI's list of text parts [{"type": "text", "text": ...}] (joined here).
+    content: Any
+    name: str | None = None
+
+    @field_validator("content")
+    @classmethod
+    def _text_content(cls, content: Any) -> str:
+        if isinstance(content, str):
+            return content
+        if isinstance(content, list) and all(isinstance(p, dict) and p.get("type") == "text" and set(p) == {"type", "text"}
+                                             and isinstance(p["text"], str) for p in content):
+            return "".join(p["text"] for p in content)
+        raise ValueError("must be a string or a list of {\"type\": \"text\", \"text\": string} parts "
+                         "(images, audio and files are not supported)")
+
+
+class ChatCompletionRequest(_SamplingFields):
+    """POST /v1/chat/completions."""
+
+    messages: list[ChatMessage] = Field(min_length=1)
+    max_completion_tokens: int | None = Field(None, ge=1)
+    logprobs: Any = None
+    top_logprobs: Any = None
+    tools: Any = None
+    tool_choice: Any = None
+    parallel_tool_calls: Any = None
+    functions: Any = None
+    function_call: Any = None
+    modalities: Any = None
+    audio: Any = None
+    prediction: Any = None
+    reasoning_effort: Any = None
+    web_search_options: Any = None
+    verbosity: Any = None
+    frequency_penalty: Any = None
+    presence_penalty: Any = None
+    logit_bias: Any = None
+    service_tier: Any = None
+    store: Any = None
+    metadata: Any = None
+
+    _unsupported = _neutral_only(_UNSUPPORTED_CHAT)
+
+    @model_validator(mode="after")
+    def _one_length_limit(self):
+        if self.max_tokens is not None and self.max_completion_tokens is not None:
+            raise ValueError("give max_tokens or max_completion_tokens, not both")
+        return self
+
+    def to_sampling_params(self) -> SamplingParams:
+        return self.sampling_params(self.max_completion_tokens or self.max_tokens)
+
+    def message_dicts(self) -> list[dict[str, str]]:
+        """The messages as the chat template takes them ([{"role", "content"}])."""
+        return [{"role": m.role, "content": m.content} for m in self.messages]
+
+
+class GenerateRequest(_Strict):
+    """POST /generate (SGLang's native API): the Engine's own sampling-params dict."""
+
+    text: str
+    sampling_params: dict[str, Any] | None = None
+    stream: bool = False
+
+    def to_sampling_params(self) -> SamplingParams:
+        try:
+            return SamplingParams.from_dict(self.sampling_params)
+        except (TypeError, ValueError) as e:
+            raise RequestError(f"sampling_params: {e}", param="sampling_params") from e
+
+
+# ---------------------------------------------------------------------- errors -> sentences
+_M = TypeVar("_M", bound=BaseModel)
+
+_TYPE_WORDS = {"int_type": "an integer", "int_from_float": "an integer", "int_parsing": "an integer",
+               "bool_type": "true or false", "string_type": "a string", "float_type": "a number",
+               "list_type": "a list", "dict_type": "a JSON object", "model_type": "a JSON object",
+               "model_attributes_type": "a JSON object"}
+
+
+def _field_path(loc: tuple) -> str:
+    """('messages', 0, 'role') -> 'messages[0].role'; union-member tags ('str', ...) are dropped."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif "[" in part or part in ("str", "int", "float", "bool", "list", "dict") or "-" in part:
+            continue     # pydantic names the union member it tried ('list[ContentPart]', 'function-after[...]')
+        else:
+            out += f".{part}" if out else part
+    return out
+
+
+def _short(value: Any) -> str:
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _sentence(err: dict[str, Any]) -> str:
+    kind, ctx = err["type"], err.get("ctx") or {}
+    if kind in _TYPE_WORDS:
+        return f"must be {_TYPE_WORDS[kind]}, got {_short(err.get('input'))}"
+    if kind == "missing":
+        return "is required"
+    if kind == "extra_forbidden":
+        return "is not a known field"
+    if kind == "finite_number":
+        return "must be a finite number"
+    if kind == "literal_error":
+        return f"must be one of {ctx.get('expected')}, got {_short(err.get('input'))}"
+    bounds = {"greater_than_equal": ">=", "greater_than": ">", "less_than_equal": "<=", "less_than": "<"}
+    if kind in bounds:
+        bound = next(iter(ctx.values()))
+        return f"must be {bounds[kind]} {bound}, got {_short(err.get('input'))}"
+    if kind == "too_short":
+        return f"must have at least {ctx.get('min_length')} item(s)"
+    if kind in ("too_long", "string_too_long"):
+        return f"must have at most {ctx.get('max_length')} item(s)/characters"
+    msg = str(err.get("msg", kind))
+    return msg.removeprefix("Value error, ")
+
+
+def parse(model_cls: type[_M], body: bytes) -> _M:
+    """Validate one JSON body; RequestError with one sentence per field on any problem."""
+    try:
+        return model_cls.model_validate_json(body)
+    except ValidationError as e:
+        errors = e.errors(include_url=False)
+        if errors and errors[0]["type"] == "json_invalid":
+            raise RequestError(f"the request body is not valid JSON: {errors[0].get('ctx', {}).get('error')}") \
+                from None
+        if errors and errors[0]["loc"] == () and errors[0]["type"] in ("model_type", "model_attributes_type"):
+            raise RequestError("the request body must be a JSON object") from None
+        by_field: dict[str, str] = {}
+        for err in errors:
+            path = _field_path(err["loc"])
+            by_field.setdefault(path, _sentence(err))   # the first (most specific) reason per field
+        first = next(iter(by_field))
+        raise RequestError("; ".join(f"{p}: {s}" if p else s for p, s in by_field.items()),
+                           param=first or None) from None
+    except RequestError:
+        raise
