@@ -283,9 +283,89 @@ def test_number_bounds_are_exact_over_decimal_numerals(lo, hi, lo_exclusive, hi_
 
 
 @settings(deadline=None)
-@given(st.floats(allow_nan=False, allow_infinity=False) | st.integers())
+@given(st.floats(allow_nan=False, allow_infinity=False) | st.integers(-(10**18) + 1, 10**18 - 1))
 def test_unbounded_numbers_match_json_dumps_including_exponents(x):
+    """The default digit limits hold every double as json.dumps writes it, and every
+    integer of up to 18 digits (all fit an int64)."""
     assert matches({"type": "number"}, json.dumps(x))
+    if isinstance(x, int):
+        assert matches({"type": "integer"}, json.dumps(x))
+
+
+def longest_match(regex: str) -> int | None:
+    """The length of the longest string the regex's DFA accepts; None if unbounded (a cycle)."""
+    dfa = dfa_of(regex)
+    longest: dict[int, int] = {}
+
+    def visit(state: int, on_path: frozenset) -> int | None:
+        if state in on_path:
+            return None
+        if state not in longest:
+            best = 0 if state in dfa.finals else -1
+            for target in dfa.transitions[state].values():
+                sub = visit(target, on_path | {state})
+                if sub is None:
+                    return None
+                best = max(best, sub + 1)
+            longest[state] = best
+        return longest[state]
+    return visit(dfa.initial, frozenset())
+
+
+@pytest.mark.parametrize("schema, longest", [
+    ({"type": "integer"}, 19),                                 # -, 18 digits
+    ({"type": "number"}, 1 + 18 + 1 + 20 + 2 + 3),             # -, digits, .fraction, e+, exponent
+    ({"type": "number", "minimum": 0}, 18 + 1 + 20),           # one bound: no exponent
+    ({"type": "integer", "maximum": -5}, 19),
+    ({"type": "number", "minimum": 0, "maximum": 1}, 1 + 1 + 20),  # both bounds: the fraction is limited
+    ({"type": "integer", "minimum": 10**20}, 21),              # a bound beyond the limit moves it
+])
+def test_numbers_are_finite_length_by_default(schema, longest):
+    """A model cannot write digits until max_new_tokens: the language is finite."""
+    assert longest_match(build_regex_from_schema(schema)) == longest
+
+
+def test_number_digit_limits_are_options():
+    options = {"max_integer_digits": 2, "max_fraction_digits": 1, "max_exponent_digits": 1}
+    for text, ok in [("99", True), ("100", False), ("-99.5", True), ("1.25", False), ("1e9", True), ("1e10", False)]:
+        assert matches({"type": "number"}, text, **options) == ok, text
+    for text, ok in [("-99", True), ("-100", False), ("0", True)]:
+        assert matches({"type": "integer"}, text, **options) == ok, text
+    assert longest_match(build_regex_from_schema({"type": "number", "minimum": 0}, **options)) == 4
+
+
+@settings(deadline=None)
+@given(st.integers(1, 3), st.integers(1, 3), st.sampled_from([None, -7, 0, 5]), st.sampled_from([None, 8, 150]))
+def test_digit_limited_numbers_agree_with_jsonschema_on_all_short_numerals(digits, frac, lo, hi):
+    """Exhaustive on short numerals: the regex matches exactly the valid values whose
+    numeral fits the limits. The integer-digit limit applies to an unbounded side only:
+    one bound b makes the other side +-10**k, the first power of ten with 10**k > |b|
+    and k >= max_integer_digits."""
+    schema = {"type": "number", **({} if lo is None else {"minimum": lo}), **({} if hi is None else {"maximum": hi})}
+    regex = re.compile(build_regex_from_schema(schema, max_integer_digits=digits, max_fraction_digits=frac))
+    limit = 10**digits
+    while (lo is None) != (hi is None) and abs(lo if hi is None else hi) >= limit:
+        limit *= 10
+    for sign, whole, fraction in itertools.product(["", "-"], ["0", "5", "12", "150", "999", "1000"],
+                                                   ["", ".5", ".05", ".125", ".1250"]):
+        text = sign + whole + fraction
+        value = Decimal(text)
+        bounded = lo is not None or hi is not None  # bounded numbers: 0, never -0
+        in_limit = (lo is not None and hi is not None) or (-limit < value < limit if bounded else len(whole) <= digits)
+        fits = in_limit and len(fraction) - 1 <= frac and not (bounded and sign and value == 0)
+        expected = fits and is_valid(json.loads(text), schema)
+        assert bool(regex.fullmatch(text)) == expected, text
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"max_integer_digits": 0}, "option max_integer_digits must be a positive integer"),
+    ({"max_fraction_digits": True}, "option max_fraction_digits must be a positive integer"),
+    ({"unknown_formats": "ignore"}, "option unknown_formats must be 'error' or 'annotation'"),
+    ({"any_oder": True}, "unknown JSON Schema option(s) any_oder; known:"),
+])
+def test_bad_options_are_refused_by_name(options, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        build_regex_from_schema({"type": "number"}, **options)
 
 
 def test_number_types_are_sound():
@@ -433,7 +513,7 @@ def test_additional_properties_policies():
 
 
 @settings(deadline=None)
-@given(st.dictionaries(st.text(max_size=3), st.integers(), max_size=4))
+@given(st.dictionaries(st.text(max_size=3), st.integers(-(10**18) + 1, 10**18 - 1), max_size=4))
 def test_additional_properties_schema_without_properties_is_a_map(value):
     schema = {"type": "object", "additionalProperties": {"type": "integer"}}
     for text in serialisations(value):

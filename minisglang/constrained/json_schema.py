@@ -53,6 +53,7 @@ import math
 import re
 from collections import Counter
 from contextlib import contextmanager
+from dataclasses import dataclass, fields
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from urllib.parse import unquote
 
@@ -78,6 +79,16 @@ DEFAULT_WHITESPACE = r"[ ]?"
 # list or object of scalars. Each level makes the regex 4x longer (a container writes its
 # element pattern twice) and the automaton about 2.5x larger and slower to build.
 ANY_VALUE_NESTING = 1
+# Numbers without bounds in the schema get these digit limits, so that generation ends
+# (a model can write digits until max_new_tokens: "384597965934907183.44247..."). 18
+# integer digits always fit an int64; 20 fraction and 3 exponent digits hold every
+# double as json.dumps writes it (17 significant digits, up to 3 zeros after the point
+# before Python switches to exponent notation, exponents up to 308).
+DEFAULT_MAX_INTEGER_DIGITS = 18
+DEFAULT_MAX_FRACTION_DIGITS = 20
+DEFAULT_MAX_EXPONENT_DIGITS = 3
+# any_order writes every permutation of the present members: n! grows fast.
+DEFAULT_MAX_ANY_ORDER_PROPERTIES = 4
 
 JSON_TYPES = ("object", "array", "string", "number", "integer", "boolean", "null")
 # Keywords that only describe (or only hold subschemas for $ref): nothing to constrain.
@@ -104,6 +115,45 @@ TYPE_KEYWORDS = {
 }
 
 
+@dataclass(frozen=True)
+class SchemaOptions:
+    """How build_regex_from_schema writes the JSON texts of a schema (each field documented).
+
+    - whitespace: the regex allowed at each place JSON allows whitespace (None: `[ ]?`).
+    - max_ref_depth: how often one `$ref` is expanded along a path.
+    - max_integer_digits, max_fraction_digits, max_exponent_digits: the longest numerals
+      written, for numbers the schema does not bound (a minimum and a maximum bound the
+      integer digits; the fraction is always limited).
+    - any_order: object members in any order, not only the schema's (objects with at most
+      max_any_order_properties members; more is an error, as the alternatives grow as n!).
+    - extra_properties: an object with `properties` and no `additionalProperties` also
+      takes unlisted keys with any value (JSON Schema's own meaning; off: no extra keys,
+      as xgrammar's strict mode).
+    - unknown_formats: "error" (a format we cannot check is refused, naming it) or
+      "annotation" (JSON Schema's default meaning: an unknown format does not constrain,
+      the string is any string).
+    """
+
+    whitespace: str | None = None
+    max_ref_depth: int = 5
+    max_integer_digits: int = DEFAULT_MAX_INTEGER_DIGITS
+    max_fraction_digits: int = DEFAULT_MAX_FRACTION_DIGITS
+    max_exponent_digits: int = DEFAULT_MAX_EXPONENT_DIGITS
+    any_order: bool = False
+    max_any_order_properties: int = DEFAULT_MAX_ANY_ORDER_PROPERTIES
+    extra_properties: bool = False
+    unknown_formats: str = "error"
+
+    def __post_init__(self) -> None:
+        for name in ("max_ref_depth", "max_integer_digits", "max_fraction_digits", "max_exponent_digits",
+                     "max_any_order_properties"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < (0 if name == "max_ref_depth" else 1):
+                raise ValueError(f"option {name} must be a positive integer, got {value!r}")
+        if self.unknown_formats not in ("error", "annotation"):
+            raise ValueError(f"option unknown_formats must be 'error' or 'annotation', got {self.unknown_formats!r}")
+
+
 class UnsupportedSchemaError(ValueError):
     """The schema is valid but uses a keyword or construct this compiler does not support."""
 
@@ -113,14 +163,21 @@ class InvalidSchemaError(ValueError):
 
 
 def build_regex_from_schema(schema: dict | str | bool, whitespace: str | None = None,
-                            max_ref_depth: int = 5) -> str:
+                            max_ref_depth: int = 5, **options) -> str:
     """The regex of the JSON texts of the values `schema` accepts (see the module doc).
 
     `schema` is a dict or its JSON text; `whitespace` is the regex allowed at each place
     JSON allows whitespace (default DEFAULT_WHITESPACE; it must match the empty string and
     only JSON whitespace); `max_ref_depth` bounds how often one `$ref` is expanded along a
-    path. Raises InvalidSchemaError, UnsupportedSchemaError, or ValueError for `whitespace`.
+    path; `options` are the other fields of SchemaOptions (an unknown name is a
+    ValueError). Raises InvalidSchemaError, UnsupportedSchemaError, or ValueError for a
+    bad option.
     """
+    known = {f.name for f in fields(SchemaOptions)} - {"whitespace", "max_ref_depth"}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise ValueError(f"unknown JSON Schema option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    opts = SchemaOptions(whitespace=whitespace, max_ref_depth=max_ref_depth, **options)
     if isinstance(schema, str):
         try:
             schema = json.loads(schema)
@@ -130,7 +187,7 @@ def build_regex_from_schema(schema: dict | str | bool, whitespace: str | None = 
         raise InvalidSchemaError(
             f"a schema must be a JSON object or a boolean, got {type(schema).__name__}")
     ws = _checked_whitespace(DEFAULT_WHITESPACE if whitespace is None else whitespace)
-    regex = _SchemaCompiler(schema, ws, max_ref_depth).value(schema, "#")
+    regex = _SchemaCompiler(schema, ws, opts).value(schema, "#")
     if regex is None:
         raise UnsupportedSchemaError("the schema accepts no JSON value: there is nothing to generate")
     return regex
@@ -347,8 +404,20 @@ def _string_literal(text: str) -> str:
 # ---------------------------------------------------------------------------------------
 # Numbers: exact ranges over decimal numerals
 # ---------------------------------------------------------------------------------------
-INTEGER = r"(?:0|-?[1-9][0-9]*)"
-NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
+def _unbounded_number(options: SchemaOptions, integer: bool) -> str:
+    """Any integer (or number, with fraction and exponent) within the options' digit limits."""
+    nonzero = "[1-9]" + _repeat("[0-9]", 0, options.max_integer_digits - 1)
+    if integer:
+        return f"(?:0|-?{nonzero})"
+    whole = f"(?:0|{nonzero})"
+    fraction = _repeat("[0-9]", 1, options.max_fraction_digits)
+    exponent = _repeat("[0-9]", 1, options.max_exponent_digits)
+    return rf"-?{whole}(?:\.{fraction})?(?:[eE][+-]?{exponent})?"
+
+
+def _at_most_digits_with_a_nonzero(k: int) -> str | None:
+    """1..k digits, not all zeros: `0{j}[1-9][0-9]{0,k-1-j}` for each count j of leading zeros."""
+    return _alt(["0" * j + "[1-9]" + _repeat("[0-9]", 0, k - 1 - j) for j in range(k)])
 
 
 def _decimal_digits(x: Decimal) -> tuple[tuple[int, ...], int]:
@@ -358,25 +427,30 @@ def _decimal_digits(x: Decimal) -> tuple[tuple[int, ...], int]:
 
 
 def _magnitude_range(low: Decimal, low_strict: bool, high: Decimal | None, high_strict: bool,
-                     fraction: bool) -> str | None:
-    """Unsigned numerals `(0|[1-9][0-9]*)(\\.[0-9]+)?` with low <(=) value <(=) high.
+                     fraction: bool, max_fraction: int) -> str | None:
+    """Unsigned numerals `(0|[1-9][0-9]*)(\\.[0-9]{1,max_fraction})?` with low <(=) value <(=) high.
 
     Numerals are split by their count n of integer digits; for each n the digits are
     read left to right, comparing with the bounds' digits (bounds padded with zeros), as
     long as the numeral so far equals a bound's prefix ("tight"). The fraction is
-    optional (`fraction=False`: integers only, no fraction at all).
+    optional (`fraction=False`: integers only, no fraction at all). Digit i (from 0) is
+    a fraction digit when i >= n; at most n + max_fraction digits in all.
     """
     lo_digits, lo_len = _decimal_digits(low)
     hi_digits, hi_len = _decimal_digits(high) if high is not None else ((), None)
-    frac_any = r"(?:\.[0-9]+)?" if fraction else ""
+    frac_any = rf"(?:\.{_repeat('[0-9]', 1, max_fraction)})?" if fraction else ""
 
     def digit(ds: tuple[int, ...], i: int) -> int:
         return ds[i] if i < len(ds) else 0
 
+    def left(n: int, i: int) -> int:
+        """How many fraction digits may still follow, from digit position i > n - 1 on."""
+        return n + max_fraction - i
+
     def free(n: int, i: int) -> str:
         """The rest of a numeral that is strictly inside the bounds already."""
         if i > n:
-            return "[0-9]*"
+            return _repeat("[0-9]", 0, left(n, i))
         if i == 0 and n > 1:  # no leading zeros
             return "[1-9]" + _repeat("[0-9]", n - 1, n - 1) + frac_any
         return _repeat("[0-9]", n - i, n - i) + frac_any
@@ -391,16 +465,16 @@ def _magnitude_range(low: Decimal, low_strict: bool, high: Decimal | None, high_
         if tight_hi and not any(hi_digits[i:]):  # equal to `high`, which ends here: only zeros
             if tight_lo or high_strict:
                 return None
-            zeros = r"(?:\.0+)?" if fraction else ""
-            return "0*" if i > n else "0" * (n - i) + zeros
+            zeros = rf"(?:\.{_repeat('0', 1, max_fraction)})?" if fraction else ""
+            return _repeat("0", 0, left(n, i)) if i > n else "0" * (n - i) + zeros
         if tight_lo and not tight_hi and lo_rest_zero and i >= n:  # equal to `low`: need more
             if not fraction:
                 return None
-            return r"\.[0-9]*[1-9][0-9]*" if i == n else "[0-9]*[1-9][0-9]*"
+            return _concat(r"\." if i == n else "", _at_most_digits_with_a_nonzero(left(n, i)))
         options: list[str | None] = []
         if i >= n and not tight_lo:  # may end here: the value is below `high`, above `low`
             options.append("")
-        if i < n or fraction:
+        if i < n or (fraction and left(n, i) > 0):
             first = 1 if i == 0 and n > 1 else 0  # no leading zeros
             a = digit(lo_digits, i) if tight_lo else 0
             b = digit(hi_digits, i) if tight_hi else 9
@@ -423,10 +497,9 @@ def _magnitude_range(low: Decimal, low_strict: bool, high: Decimal | None, high_
 
 
 def _number_range(lo: Decimal | None, lo_strict: bool, hi: Decimal | None, hi_strict: bool,
-                  fraction: bool) -> str | None:
-    """Decimal numerals (no exponent; no fraction if `fraction` is False) in the bounds."""
-    if lo is None and hi is None:
-        return NUMBER if fraction else INTEGER
+                  fraction: bool, max_fraction: int) -> str | None:
+    """Decimal numerals (no exponent; no fraction if `fraction` is False; at most
+    `max_fraction` fraction digits) in the bounds."""
     # -0 (a bound of -0.0, or -0.5 rounded up for an integer) is 0: drop the sign.
     lo = lo.copy_abs() if lo is not None and lo == 0 else lo
     hi = hi.copy_abs() if hi is not None and hi == 0 else hi
@@ -435,11 +508,11 @@ def _number_range(lo: Decimal | None, lo_strict: bool, hi: Decimal | None, hi_st
     options = []
     if hi is None or hi > 0 or (hi == 0 and not hi_strict):  # numerals without a sign
         low, low_strict = (lo, lo_strict) if lo is not None and lo >= 0 else (Decimal(0), False)
-        options.append(_magnitude_range(low, low_strict, hi, hi_strict, fraction))
+        options.append(_magnitude_range(low, low_strict, hi, hi_strict, fraction, max_fraction))
     if lo is None or lo < 0:  # numerals with a minus sign: value < 0 (we never write -0)
         low, low_strict = (-hi, hi_strict) if hi is not None and hi < 0 else (Decimal(0), True)
         high, high_strict = (None, False) if lo is None else (-lo, lo_strict)
-        options.append(_concat("-", _magnitude_range(low, low_strict, high, high_strict, fraction)))
+        options.append(_concat("-", _magnitude_range(low, low_strict, high, high_strict, fraction, max_fraction)))
     return _alt(options)
 
 
@@ -637,10 +710,11 @@ def _literal(value, ws: str) -> str:
 class _SchemaCompiler:
     """Compiles the subschemas of one root schema; remembers which $refs are being expanded."""
 
-    def __init__(self, root: dict | bool, ws: str, max_ref_depth: int):
+    def __init__(self, root: dict | bool, ws: str, options: SchemaOptions):
         self.root = root
         self.ws = ws
-        self.max_ref_depth = max_ref_depth
+        self.options = options
+        self.max_ref_depth = options.max_ref_depth
         self.active_refs: Counter[str] = Counter()  # $ref -> expansions on the current path
         self.any_values: dict[int, str] = {}
 
@@ -824,13 +898,24 @@ class _SchemaCompiler:
                 bound = _decimal(schema[keyword], keyword, path)
                 if hi is None or bound < hi or (bound == hi and strict):
                     hi, hi_strict = bound, strict
+        if lo is None and hi is None:
+            return _unbounded_number(self.options, integer)
         if integer:  # integer bounds: round inwards, then they are inclusive
             if lo is not None:
                 lo = lo.to_integral_value(ROUND_FLOOR) + 1 if lo_strict else lo.to_integral_value(ROUND_CEILING)
             if hi is not None:
                 hi = hi.to_integral_value(ROUND_CEILING) - 1 if hi_strict else hi.to_integral_value(ROUND_FLOOR)
             lo_strict = hi_strict = False
-        return _number_range(lo, lo_strict, hi, hi_strict, fraction=not integer)
+        # One bound only: the other is the digit limit, a power of ten (exclusive) beyond the
+        # given bound, so that numerals have at most max_integer_digits integer digits.
+        limit = Decimal(10) ** self.options.max_integer_digits
+        while abs(lo if hi is None else hi) >= limit:
+            limit *= 10
+        if lo is None:
+            lo, lo_strict = -limit, True
+        if hi is None:
+            hi, hi_strict = limit, True
+        return _number_range(lo, lo_strict, hi, hi_strict, not integer, self.options.max_fraction_digits)
 
     def _string(self, schema: dict, path: str) -> str | None:
         """A JSON string: `format`, or `pattern`, or minLength/maxLength characters."""
@@ -981,7 +1066,7 @@ class _SchemaCompiler:
     def _any_value(self, nesting: int) -> str:
         """Any JSON value with containers nested at most `nesting` levels deep."""
         if nesting not in self.any_values:
-            options = [STRING, NUMBER, "true", "false", "null"]
+            options = [STRING, _unbounded_number(self.options, False), "true", "false", "null"]
             if nesting > 0:
                 inner = self._any_value(nesting - 1)
                 options.append(self._array_regex([], inner, 0, None))
