@@ -8,10 +8,15 @@
 It owns a tokenizer, a model and a `Scheduler`, and runs the scheduler's `step()` until
 the requests it was given are finished. For notebooks there is a step API: `submit()`
 queues a request, `step()` runs one scheduler step, `trace` lists what happened.
+
+Bad input raises ValueError before anything is queued (a list is checked whole first);
+whatever way a call ends (done, error, Ctrl-C, a stream dropped early) its requests leave
+the engine and give back their memory. `stats()` tells whether the engine is quiet.
 """
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from typing import Any, Iterator
 
 import torch
@@ -41,6 +46,43 @@ def stream_chunk(req: Req) -> dict[str, Any] | None:
     return None
 
 
+@dataclass
+class EngineStats:
+    """A snapshot of the engine's memory, queues and totals (for /health and /metrics)."""
+
+    free_request_slots: int
+    total_request_slots: int
+    free_kv_slots: int
+    total_kv_slots: int
+    radix_cached_tokens: int      # KV slots the radix tree holds
+    radix_evictable_tokens: int   # of those, not locked by a running request
+    grammar_queue: int            # requests waiting for their grammar
+    waiting_queue: int            # requests ready for prefill
+    running: int                  # requests decoding
+    finished_by_reason: dict[str, int]
+    prompt_tokens: int            # of finished requests
+    cached_prompt_tokens: int     # of those, supplied by the radix tree
+    generated_tokens: int
+    errors: int                   # exceptions a step caught (each aborted only its requests)
+
+    @property
+    def radix_hit_rate(self) -> float:
+        """Share of finished requests' prompt tokens the radix tree supplied."""
+        return self.cached_prompt_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+
+    @property
+    def idle(self) -> bool:
+        """No request is queued or running."""
+        return not (self.grammar_queue or self.waiting_queue or self.running)
+
+    @property
+    def pools_full(self) -> bool:
+        """Nothing leaked: every request slot free, every KV slot free or evictable in the tree."""
+        return (self.free_request_slots == self.total_request_slots
+                and self.radix_evictable_tokens == self.radix_cached_tokens
+                and self.free_kv_slots + self.radix_cached_tokens == self.total_kv_slots)
+
+
 class Engine:
     def __init__(self, model_path: str | None = None, stage: str | None = None, device: str = "cpu",
                  dtype: str = "float32", seed: int = 0, max_total_tokens: int = 16384,
@@ -65,15 +107,29 @@ class Engine:
 
     # ------------------------------------------------------------------ step API
     def submit(self, prompt: str, sampling_params: dict | SamplingParams | None = None) -> Req:
-        """Queue one request without running anything; returns its `Req`."""
-        params = sampling_params if isinstance(sampling_params, SamplingParams) \
-            else SamplingParams.from_dict(sampling_params)
-        if not isinstance(prompt, str):
-            raise TypeError(f"prompt must be a str, got {type(prompt).__name__}")
-        req = Req(prompt=prompt, origin_input_ids=self.tokenizer.encode(prompt), sampling_params=params)
+        """Queue one request without running anything; returns its `Req`.
+
+        Raises ValueError (nothing queued) for a prompt that is not text or bad params.
+        """
+        req = self.make_request(prompt, sampling_params)
         with self._lock:
             self.scheduler.add_request(req)
         return req
+
+    def make_request(self, prompt: str, sampling_params: dict | SamplingParams | None = None) -> Req:
+        """Check and tokenize one request without queuing it; ValueError names what is wrong."""
+        if isinstance(sampling_params, SamplingParams):
+            params = sampling_params
+            params.validate()      # its fields may have been changed since it was built
+        else:
+            params = SamplingParams.from_dict(sampling_params)
+        if not isinstance(prompt, str):
+            raise ValueError(f"prompt must be a string, got {type(prompt).__name__}")
+        try:
+            prompt.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise ValueError(f"prompt is not valid Unicode text (a lone surrogate at character {e.start})") from None
+        return Req(prompt=prompt, origin_input_ids=self.tokenizer.encode(prompt), sampling_params=params)
 
     def step(self) -> list[Req]:
         """One scheduler step (schedule, run, sample, process); the requests that finished."""
@@ -88,13 +144,35 @@ class Engine:
         with self._lock:
             return self.scheduler.abort(rid)
 
+    def stats(self) -> EngineStats:
+        """Free slots, queue lengths and totals, read under the engine's lock."""
+        with self._lock:
+            s = self.scheduler
+            t = s.totals
+            return EngineStats(
+                free_request_slots=s.req_to_token_pool.available_size(),
+                total_request_slots=s.config.max_running_requests,
+                free_kv_slots=s.token_to_kv_pool.available_size(),
+                total_kv_slots=s.config.max_total_tokens,
+                radix_cached_tokens=s.tree_cache.total_size(),
+                radix_evictable_tokens=s.tree_cache.evictable_size(),
+                grammar_queue=len(s.grammar_queue), waiting_queue=len(s.waiting_queue), running=len(s.running),
+                finished_by_reason=dict(t.finished_by_reason), prompt_tokens=t.prompt_tokens,
+                cached_prompt_tokens=t.cached_prompt_tokens, generated_tokens=t.completion_tokens,
+                errors=t.errors)
+
     # ------------------------------------------------------------------ generate
     def generate(self, prompt: str | list[str], sampling_params: dict | list[dict] | None = None,
                  stream: bool = False):
         """Generate for one prompt (returns a dict) or a list (returns a list of dicts).
 
         With `stream=True` (one prompt) returns an iterator of chunks whose "text" fields,
-        joined, equal the final text; the last chunk carries the finish reason.
+        joined, equal the final text; the last chunk carries the finish reason. The request
+        is checked at once, queued when iteration starts, and aborted if the iterator is
+        closed (or dropped) before the end.
+
+        Bad input raises ValueError before anything is queued; for a list, every item is
+        checked first and the message names the item ("item 2: top_k must be ...").
         """
         if isinstance(prompt, list):
             if stream:
@@ -102,38 +180,65 @@ class Engine:
             params = sampling_params if isinstance(sampling_params, list) else [sampling_params] * len(prompt)
             if len(params) != len(prompt):
                 raise ValueError(f"{len(prompt)} prompts but {len(params)} sampling_params")
-            reqs = [self.submit(p, sp) for p, sp in zip(prompt, params)]
+            reqs = []
+            for i, (p, sp) in enumerate(zip(prompt, params)):
+                try:
+                    reqs.append(self.make_request(p, sp))
+                except ValueError as e:
+                    raise ValueError(f"item {i}: {e}") from None
             self._run_until_done(reqs)
             return [self._output(r) for r in reqs]
-        req = self.submit(prompt, sampling_params)
+        req = self.make_request(prompt, sampling_params)
         if stream:
             return self._stream(req)
         self._run_until_done([req])
         return self._output(req)
 
     def _run_until_done(self, reqs: list[Req]) -> None:
-        while not all(r.released for r in reqs):
-            self.step()
+        """Queue `reqs` and step until all have left; on any exit, none stays behind."""
+        try:
+            with self._lock:
+                for req in reqs:
+                    self.scheduler.add_request(req)
+            while not all(r.released for r in reqs):
+                self.step()
+        finally:
+            self._abandon(reqs)
 
     def _stream(self, req: Req) -> Iterator[dict[str, Any]]:
-        while True:
-            if not req.released:
-                self.step()
-            chunk = stream_chunk(req)
-            if chunk is not None:
-                yield chunk
-            if req.released:
-                return
+        try:
+            with self._lock:
+                self.scheduler.add_request(req)
+            while True:
+                if not req.released:
+                    self.step()
+                chunk = stream_chunk(req)
+                if chunk is not None:
+                    yield chunk
+                if req.released:
+                    return
+        finally:   # also on close(): a caller that stops iterating aborts the request
+            self._abandon([req])
+
+    def _abandon(self, reqs: list[Req], message: str = "the caller stopped waiting") -> None:
+        """Abort the requests of `reqs` that have not left yet and release them now."""
+        if all(r.released for r in reqs):
+            return
+        with self._lock:
+            for req in reqs:
+                if not req.released:
+                    self.scheduler.abort(req.rid, message)
+            self.scheduler.release_aborted()
 
     @staticmethod
     def _output(req: Req) -> dict[str, Any]:
         return {"text": req.output_text, "output_ids": list(req.output_ids), "meta_info": req.meta_info()}
 
     def shutdown(self) -> None:
-        for req in list(self.scheduler.grammar_queue + self.scheduler.waiting_queue + self.scheduler.running):
-            self.scheduler.abort(req.rid, "engine shut down")
-        while self.scheduler.has_work():
-            self.scheduler.step()
+        with self._lock:
+            for req in list(self.scheduler.grammar_queue + self.scheduler.waiting_queue + self.scheduler.running):
+                self.scheduler.abort(req.rid, "engine shut down")
+            self.scheduler.release_aborted()
         self.stage.shutdown()
 
     def __enter__(self) -> "Engine":

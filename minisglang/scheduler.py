@@ -14,12 +14,20 @@ Memory rules (chapters/00-the-engine.md, "Who owns a KV slot"):
 - When it leaves, `release_memory` inserts its tokens into the tree; the tree keeps the
   slots it did not have yet, the duplicates are freed, the lock is dropped.
 - So at any quiet moment every slot is either free or held by the tree.
+
+Faults (chapters/00-the-engine.md, "When something raises"): an exception in a stage hook,
+the forward, the sampler or the detokenizer aborts only the requests it concerns, with the
+error as their abort message, and gives back what was allocated for them; the next step
+goes on. A per-request hook (arrival, advance, detokenize, stop check) concerns one
+request; a batch-level one (hook 3, mask, forward, sample) the whole batch.
 """
 from __future__ import annotations
 
 import collections
+import contextlib
+import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -32,6 +40,8 @@ from .sampler import sample
 from .stages.base import Stage
 from .tokenizer import IncrementalDetokenizer, Tokenizer
 
+logger = logging.getLogger(__name__)
+
 
 @dataclass
 class SchedulerConfig:
@@ -41,6 +51,17 @@ class SchedulerConfig:
     schedule_policy: str = "lpm"        # "lpm" (longest prefix match first) or "fcfs"
     disable_radix_cache: bool = False
     trace_limit: int = 100_000          # events kept for notebooks (oldest dropped)
+
+
+@dataclass
+class SchedulerTotals:
+    """Running counts since the scheduler started (for `Engine.stats()` and /metrics)."""
+
+    finished_by_reason: dict[str, int] = field(default_factory=dict)  # "stop" / "length" / "abort"
+    prompt_tokens: int = 0          # of finished requests
+    cached_prompt_tokens: int = 0   # of those, supplied by the radix tree
+    completion_tokens: int = 0      # every output token, sampled or jumped
+    errors: int = 0                 # exceptions caught by a step (each aborted its requests)
 
 
 @dataclass
@@ -72,6 +93,7 @@ class Scheduler:
         self.generator = torch.Generator().manual_seed(seed)
         self.step_count = 0
         self.forward_counts = {"prefill": 0, "decode": 0}
+        self.totals = SchedulerTotals()
         self.trace: collections.deque[dict[str, Any]] = collections.deque(maxlen=config.trace_limit)
 
     # ------------------------------------------------------------------ requests in/out
@@ -91,7 +113,10 @@ class Scheduler:
             req.finish("abort", message=f"the request needs {need} KV slots but the pool has only "
                        f"{self.config.max_total_tokens}")
         else:
-            self.stage.on_arrival(req)       # hook 1 (s1 compiles the FSM right here)
+            try:
+                self.stage.on_arrival(req)   # hook 1 (s1 compiles the FSM right here)
+            except Exception as e:
+                self.abort_for_error([req], "accepting the request (hook 1)", e)
         self.record_event("arrive", req)
         if req.finished:
             self._finish(req)
@@ -106,6 +131,16 @@ class Scheduler:
                 return True
         return False
 
+    def release_aborted(self) -> None:
+        """Let every finished request still in a queue leave now (the start of a step does this)."""
+        for queue in (self.grammar_queue, self.waiting_queue):
+            for req in [r for r in queue if r.finished]:
+                queue.remove(req)
+                self._finish(req)
+        for req in [r for r in self.running if r.finished]:
+            self.running.remove(req)
+            self._finish(req)
+
     def has_work(self) -> bool:
         return bool(self.grammar_queue or self.waiting_queue or self.running)
 
@@ -114,13 +149,19 @@ class Scheduler:
     def step(self) -> list[Req]:
         """Run one scheduler step; return the requests that finished during it."""
         self.step_count += 1
-        self._drop_aborted()
+        self.release_aborted()
         self._admit_ready_grammars()
         batch = self.schedule()
         if batch is not None:
-            logits = self.run(batch)
-            next_token_ids = self.sample(batch, logits)
-            self.process_results(batch, next_token_ids)
+            try:
+                logits = self.run(batch)
+                next_token_ids = self.sample(batch, logits)
+            except BaseException as e:   # one bad batch must not stop the loop: abort it, go on
+                self.abort_batch(batch, e)
+                if not isinstance(e, Exception):
+                    raise   # Ctrl-C: the batch is given back, the caller still sees the interrupt
+            else:
+                self.process_results(batch, next_token_ids)
         elif self.grammar_queue:
             time.sleep(0.005)   # only compiles are pending: leave the CPU to the compile threads
         done, self.finished = self.finished, []
@@ -132,7 +173,12 @@ class Scheduler:
         if new_reqs:
             return ScheduledBatch(ForwardMode.EXTEND, new_reqs)
         if self.running:
-            self.stage.before_decode(self)   # hook 3 (s4 may move requests to waiting here)
+            try:
+                for r in self.stage.before_decode(list(self.running)):   # hook 3 (s4's jumps)
+                    self.readmit(r.req, r.new_output_ids)
+            except Exception as e:
+                self.abort_for_error(self.running, "preparing the decode batch (hook 3)", e)
+                self.release_aborted()
         if self.running:
             return ScheduledBatch(ForwardMode.DECODE, list(self.running))
         return None
@@ -143,17 +189,19 @@ class Scheduler:
         if batch.mode == ForwardMode.EXTEND:
             new_ids = [req.fill_ids[req.prefix_len:] for req in reqs]
             out_cache_loc = self.alloc_kv(sum(len(x) for x in new_ids))
-            fb = ForwardBatch.extend([r.req_pool_idx for r in reqs], [r.prefix_len for r in reqs],
-                                     new_ids, out_cache_loc, self.req_to_token_pool, self.token_to_kv_pool)
+            with self._free_on_error(out_cache_loc):
+                fb = ForwardBatch.extend([r.req_pool_idx for r in reqs], [r.prefix_len for r in reqs],
+                                         new_ids, out_cache_loc, self.req_to_token_pool, self.token_to_kv_pool)
             for req in reqs:
                 req.kv_len = len(req.fill_ids)
             self.forward_counts["prefill"] += 1
             self.record_event("prefill", None, reqs=[r.rid for r in reqs], tokens=sum(map(len, new_ids)))
         else:
             out_cache_loc = self.alloc_kv(len(reqs))
-            fb = ForwardBatch.decode([r.req_pool_idx for r in reqs], [r.kv_len for r in reqs],
-                                     [r.fill_ids[-1] for r in reqs], out_cache_loc,
-                                     self.req_to_token_pool, self.token_to_kv_pool)
+            with self._free_on_error(out_cache_loc):
+                fb = ForwardBatch.decode([r.req_pool_idx for r in reqs], [r.kv_len for r in reqs],
+                                         [r.fill_ids[-1] for r in reqs], out_cache_loc,
+                                         self.req_to_token_pool, self.token_to_kv_pool)
             for req in reqs:
                 req.kv_len += 1
             self.forward_counts["decode"] += 1
@@ -174,6 +222,8 @@ class Scheduler:
 
     def process_results(self, batch: ScheduledBatch, next_token_ids: list[int]) -> None:
         """Append each sampled token, advance its grammar (hook 5), finish whoever is done."""
+        if batch.mode == ForwardMode.EXTEND:
+            self.running.extend(batch.reqs)
         for req, tok in zip(batch.reqs, next_token_ids):
             if req.finished:
                 continue
@@ -181,11 +231,12 @@ class Scheduler:
             req.sampled_tokens += 1
             if req.first_token_time is None:
                 req.first_token_time = time.perf_counter()
-            self.stage.advance(req, tok)
-            self.update_output_text(req)
-            self.check_finished(req, tok)
-        if batch.mode == ForwardMode.EXTEND:
-            self.running.extend(batch.reqs)
+            try:   # these concern this request alone: an error aborts only it
+                self.stage.advance(req, tok)
+                self.update_output_text(req)
+                self.check_finished(req, tok)
+            except Exception as e:
+                self.abort_for_error([req], "processing its new token (advance, detokenize, stop check)", e)
         still = []
         for req in self.running:
             if req.finished:
@@ -219,15 +270,73 @@ class Scheduler:
             req.finish("length", length=p.max_new_tokens)
 
     def _finish(self, req: Req) -> None:
-        """Leave the engine: flush text, release grammar and memory, report."""
-        if req.detokenizer is not None and not isinstance(req.finished_reason.get("matched"), str):
-            req.output_text += req.detokenizer.flush()  # a stop string already trimmed the text
-        self.stage.release(req)
+        """Leave the engine: flush text, release grammar and memory, report.
+
+        Memory is released whatever the flush or the stage's release raise: a request that
+        leaves never keeps its slots.
+        """
+        try:
+            if req.detokenizer is not None and not isinstance(req.finished_reason.get("matched"), str):
+                req.output_text += req.detokenizer.flush()  # a stop string already trimmed the text
+        except Exception as e:
+            self.abort_for_error([req], "flushing its detokenizer", e)
+        try:
+            self.stage.release(req)
+        except Exception as e:
+            self.abort_for_error([req], "releasing its grammar", e)
         if req.req_pool_idx is not None:
             self.release_memory(req)
         req.released = True
+        self.count_finished(req)
         self.record_event("finish", req, reason=req.finished_reason)
         self.finished.append(req)
+
+    def count_finished(self, req: Req) -> None:
+        t = self.totals
+        reason = req.finished_reason["type"]
+        t.finished_by_reason[reason] = t.finished_by_reason.get(reason, 0) + 1
+        prompt = len(req.origin_input_ids)
+        t.prompt_tokens += prompt
+        t.cached_prompt_tokens += min(req.cached_tokens, prompt)  # re-admissions (s4) hit output too
+        t.completion_tokens += len(req.output_ids)
+
+    # ------------------------------------------------------------------ faults
+    def abort_for_error(self, reqs: list[Req], where: str, error: BaseException) -> None:
+        """Abort `reqs` with `error` as their message (a request already finished keeps its
+        reason); log the traceback once, for the operator."""
+        self.totals.errors += 1
+        logger.error("step %d: error while %s (aborting %d request(s))", self.step_count, where,
+                     len(reqs), exc_info=error)
+        message = f"internal error while {where}: {type(error).__name__}: {error}"
+        for req in reqs:
+            req.finish("abort", message=message)
+            self.record_event("error", req, where=where, error=repr(error))
+
+    def abort_batch(self, batch: ScheduledBatch, error: BaseException) -> None:
+        """The forward, mask or sampler failed: abort the batch and give back its memory.
+
+        Their KV may be half-written, so none of it goes into the radix tree: each request's
+        own slots are freed, its locked prefix (computed earlier, intact) is only unlocked.
+        """
+        self.abort_for_error(batch.reqs, f"running its {batch.mode.value} batch (forward, mask or sample)", error)
+        for req in batch.reqs:
+            if req.req_pool_idx is not None and req.kv_len > req.prefix_len:
+                own = self.req_to_token_pool.req_to_token[req.req_pool_idx, req.prefix_len:req.kv_len]
+                self.token_to_kv_pool.free(own)
+                req.kv_len = req.prefix_len
+            if req in self.running:
+                self.running.remove(req)
+            if not req.released:
+                self._finish(req)
+
+    @contextlib.contextmanager
+    def _free_on_error(self, slots: torch.Tensor):
+        """Give `slots` back if the block raises: no request owns them yet."""
+        try:
+            yield
+        except BaseException:
+            self.token_to_kv_pool.free(slots)
+            raise
 
     # ------------------------------------------------------------------ memory
     def alloc_kv(self, n: int) -> torch.LongTensor:
@@ -254,6 +363,21 @@ class Scheduler:
             self.tree_cache.dec_lock_ref(req.last_node)
         self.req_to_token_pool.free(req.req_pool_idx)
         req.req_pool_idx, req.last_node, req.kv_len, req.prefix_len = None, None, 0, 0
+
+    def readmit(self, req: Req, new_output_ids: list[int]) -> None:
+        """Hook 3's answer (s4's jump forward): take a running request out of the batch, give
+        its KV to the radix tree, rewrite its output, and queue it for prefill again."""
+        # BEGIN SOLUTION task4_4
+        self.release_memory(req)              # insert (input+output)[:-1] with its slots, unlock
+        req.output_ids = list(new_output_ids)
+        req.version += 1                      # the detokenizer restarts from the new ids (#665)
+        req.detokenizer = IncrementalDetokenizer(self.tokenizer)
+        req.output_text = req.detokenizer.feed(req.output_ids)
+        req.detok_offset = len(req.output_ids)
+        self.running.remove(req)
+        self.waiting_queue.append(req)        # re-admitted by the next prefill, with a prefix hit
+        # END SOLUTION
+        self.record_event("jump", req, version=req.version, tokens=len(req.output_ids))
 
     # ------------------------------------------------------------------ admission
     def get_new_prefill_batch(self) -> list[Req]:
@@ -287,7 +411,11 @@ class Scheduler:
             req.req_pool_idx = self.req_to_token_pool.alloc()
             req.last_node, req.prefix_len = node, len(prefix)
             self.req_to_token_pool.req_to_token[req.req_pool_idx, :len(prefix)] = prefix
-            req.cached_tokens += len(prefix)
+            if not req.output_ids:
+                # Cached PROMPT tokens, counted at the first admission only: an s4 re-admission
+                # hits the prompt and output this request computed itself (a 19-token prompt
+                # reported 43 and 63 cached tokens when every admission was added).
+                req.cached_tokens = len(prefix)
             self.record_event("admit", req, prefix_len=len(prefix))
             if len(prefix):
                 self.record_event("prefix_hit", req, tokens=len(prefix))
@@ -301,22 +429,17 @@ class Scheduler:
         """Hook 2: move requests whose grammar is ready from the grammar queue to waiting."""
         if not self.grammar_queue:
             return
-        ready = self.stage.poll_grammar_queue(self.grammar_queue)
+        try:
+            ready = self.stage.poll_grammar_queue(self.grammar_queue)
+        except Exception as e:   # we cannot tell whose grammar failed: the queue is aborted
+            self.abort_for_error(self.grammar_queue, "polling the grammar queue (hook 2)", e)
+            ready = list(self.grammar_queue)
         for req in ready:
             self.grammar_queue.remove(req)
             if req.finished:
                 self._finish(req)
             else:
                 self.waiting_queue.append(req)
-
-    def _drop_aborted(self) -> None:
-        for queue in (self.grammar_queue, self.waiting_queue):
-            for req in [r for r in queue if r.finished]:
-                queue.remove(req)
-                self._finish(req)
-        for req in [r for r in self.running if r.finished]:
-            self.running.remove(req)
-            self._finish(req)
 
     def record_event(self, kind: str, req: Req | None, **info: Any) -> None:
         self.trace.append({"step": self.step_count, "event": kind,
