@@ -48,6 +48,7 @@ where it is: never a silently weaker grammar. Annotations (title, description, d
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -394,6 +395,22 @@ STRING = f'"{STRING_CHAR}*"'
 # instead of 2, and interegular's build time grows quadratically with the states
 # (maxLength 200 took minutes). Non-ASCII is written raw, as a model writes it anyway.
 COUNTED_STRING_CHAR = r'(?:[^\x00-\x1f"\\]|\\["/\\bfnrt])'
+
+
+def _string_except(words: list[str]) -> str:
+    """A JSON string whose decoded text is none of `words` (a trie: at each node the
+    string ends, or takes a character no word continues with, or follows a word)."""
+    def rest(suffixes: frozenset[str]) -> str:
+        if not suffixes:
+            return f"{STRING_CHAR}*"
+        options = [] if "" in suffixes else [""]
+        nexts = sorted({w[0] for w in suffixes if w})
+        others = _remove_surrogates(_complement([(ord(c), ord(c)) for c in nexts]))
+        options.append(_concat(_json_string_chars(others), f"{STRING_CHAR}*"))
+        for c in nexts:
+            options.append(_json_string_chars([(ord(c), ord(c))]) + rest(frozenset(w[1:] for w in suffixes if w[:1] == c)))
+        return _alt(options)
+    return f'"{rest(frozenset(words))}"'
 
 
 def _string_literal(text: str) -> str:
@@ -1023,24 +1040,35 @@ class _SchemaCompiler:
                 if value is None:
                     return None
                 members.append((f"{_string_literal(name)}:{self.ws}{value}", True))
-        if "properties" in schema or additional is False:
-            return self._members_regex(members)
-        if additional is None:  # a free map
+        if additional is False or ("properties" in schema and not self.options.extra_properties):
+            return self._members_regex(members, path)
+        if additional is None or additional is True:  # a free map, or extra keys of any value
             extra_value = self._any_value(ANY_VALUE_NESTING - 1)
         else:
             extra_value = self.value(additional, f"{path}/additionalProperties")
         if extra_value is None:
-            return self._members_regex(members)
+            return self._members_regex(members, path)
+        if "properties" in schema:  # extra_properties: unlisted keys after the listed ones
+            listed = list(properties) + [r for r in required if r not in properties]
+            return self._members_regex(members, path, f"{_string_except(listed)}:{self.ws}{extra_value}")
         return self._map_regex(members, f"{STRING}:{self.ws}{extra_value}")
 
-    def _members_regex(self, members: list[tuple[str, bool]]) -> str:
-        """`{` the members in order, optional ones may be left out `}`; O(n^2) regex size.
-
-        The first member written is one of the optional ones before the first required
-        one, or that required one; each alternative then lists the rest, each behind a
-        comma and optional unless required.
+    def _members_regex(self, members: list[tuple[str, bool]], path: str, extra: str | None = None) -> str:
+        """`{` the members, optional ones may be left out, then any number of `extra`
+        entries (None: none) `}`. Members come in schema order (O(n^2) regex size), or in
+        any order with the any_order option (O(n! n): at most max_any_order_properties).
         """
         ws, sep = self.ws, f",{self.ws}"
+        firsts = self._any_order_firsts(members, path) if self.options.any_order else self._ordered_firsts(members)
+        if extra is not None:  # after the members (or alone), each behind a comma
+            more = _repeat(sep + extra, 0, None)
+            firsts = [option for first in firsts for option in ([extra + more, ""] if first == "" else [first + more])]
+        return rf"\{{{ws}{_alt(firsts)}{ws}\}}"
+
+    def _ordered_firsts(self, members: list[tuple[str, bool]]) -> list[str]:
+        """The object's contents in schema order, split by which member is written first
+        (one of the optional ones before the first required one, or that one; "": none)."""
+        sep = f",{self.ws}"
 
         def rest(k: int) -> str:
             return "".join(sep + m if req else _repeat(sep + m, 0, 1) for m, req in members[k:])
@@ -1052,7 +1080,27 @@ class _SchemaCompiler:
                 break
         else:
             firsts.append("")  # all optional: the object may be empty
-        return rf"\{{{ws}{_alt(firsts)}{ws}\}}"
+        return firsts
+
+    def _any_order_firsts(self, members: list[tuple[str, bool]], path: str) -> list[str]:
+        """The object's contents with the members in any order, split by the first one."""
+        limit = self.options.max_any_order_properties
+        if len(members) > limit:
+            raise UnsupportedSchemaError(
+                f"option any_order at {path}: the object has {len(members)} properties, more than "
+                f"max_any_order_properties={limit} (every order is written out: n! alternatives)")
+        sep = f",{self.ws}"
+
+        @functools.cache
+        def rest(left: frozenset[int]) -> str | None:
+            """The members in `left` that follow, in any order, each behind a comma."""
+            options = [""] if not any(members[i][1] for i in left) else []
+            options += [_concat(sep + members[i][0], rest(left - {i})) for i in sorted(left)]
+            return _alt(options)
+
+        everyone = frozenset(range(len(members)))
+        firsts = [members[i][0] + rest(everyone - {i}) for i in sorted(everyone)]
+        return firsts + ([""] if not any(req for _, req in members) else [])
 
     def _map_regex(self, members: list[tuple[str, bool]], entry: str) -> str:
         """`{` the required members, then any number of `entry` `}`."""
