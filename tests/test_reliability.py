@@ -1,0 +1,258 @@
+"""Reliability (issue 13): bad input is refused at the boundary, a fault aborts only the
+requests it concerns, and no way out of the engine leaks a request slot, a KV slot or a
+radix lock.
+
+Faults are injected by wrapping one of the engine's own methods (a stage hook, the model's
+forward, the sampler, a request's detokenizer) so that it raises for chosen requests; the
+oracle for everyone else is the same request run alone without faults (greedy decoding
+does not depend on the batch: tests/test_engine.py checks that).
+"""
+import math
+import random
+import re
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+import minisglang as sgl
+import minisglang.scheduler as scheduler_module
+from minisglang.core import Req, SamplingParams
+
+PROMPTS = ["The capital of France is", "Email: ", "2024-", "Once upon a time, there was a little",
+           "<|user|>\nWhat is the date?\n<|assistant|>\n"]
+GREEDY = {"temperature": 0, "max_new_tokens": 8, "ignore_eos": True}
+NUMBER = r"[0-9]{1,4}"
+RUNAWAY = r"(a|b)*a(a|b){12}"     # its DFA has 2**13 states: over the fixture's limit
+
+
+@pytest.fixture(scope="module")
+def engine():
+    eng = sgl.Engine(stage="s1", max_total_tokens=1024, max_running_requests=12, max_fsm_states=2000)
+    yield eng
+    eng.shutdown()
+
+
+@pytest.fixture(scope="module")
+def alone(engine):
+    """Each prompt's greedy output, run by itself with no fault anywhere."""
+    return {p: engine.generate(p, GREEDY)["text"] for p in PROMPTS}
+
+
+def assert_quiet_and_full(eng):
+    """Nothing queued, every slot free or evictable in the tree, no lock; evicting empties it."""
+    stats = eng.stats()
+    assert stats.idle, stats
+    assert stats.pools_full, stats
+    s = eng.scheduler
+    assert s.tree_cache.protected_size() == 0
+    s.tree_cache.evict(s.config.max_total_tokens)
+    assert s.token_to_kv_pool.available_size() == s.config.max_total_tokens
+
+
+def run_all(eng, reqs):
+    while not all(r.released for r in reqs):
+        eng.step()
+
+
+def raising_for(is_victim, original, error=None):
+    """`original`, except that it raises when an argument is (or lists) a request `is_victim` picks."""
+    error = error or RuntimeError("injected fault")
+
+    def concerned(arg):
+        items = arg if isinstance(arg, list) else [arg]
+        return any(isinstance(r, Req) and is_victim(r) for r in items)
+
+    def hook(*args, **kwargs):
+        if any(concerned(a) for a in args):
+            raise error
+        return original(*args, **kwargs)
+    return hook
+
+
+def by_prompt(prompt):
+    return lambda req: req.prompt == prompt
+
+
+# ---------------------------------------------------------------------- validation
+BAD_PARAMS = [
+    ({"max_new_tokens": True}, "max_new_tokens must be an integer, got a boolean"),
+    ({"max_new_tokens": 5.5}, "max_new_tokens must be an integer, got the number 5.5"),
+    ({"max_new_tokens": "4"}, "max_new_tokens must be an integer, got a string"),
+    ({"max_new_tokens": 0}, "max_new_tokens must be an integer >= 1"),
+    ({"top_k": 2.5}, "top_k must be an integer, got the number 2.5"),
+    ({"top_k": 0}, "top_k must be -1 (off) or an integer >= 1"),
+    ({"temperature": math.nan}, "temperature must be a finite number, got the number nan"),
+    ({"temperature": math.inf}, "temperature must be a finite number"),
+    ({"temperature": -0.5}, "temperature must be >= 0"),
+    ({"temperature": None}, "temperature must be a finite number, got null"),
+    ({"top_p": 0}, "top_p must be in (0, 1]"),
+    ({"top_p": 10**400}, "top_p must be a finite number, got a huge integer"),
+    ({"stop": 123}, "stop must be a string or a list of strings, got the integer 123"),
+    ({"stop": ["a", None]}, "stop[1] must be a string, got null"),
+    ({"stop": [""]}, "stop[0] is empty"),
+    ({"seed": 2**64}, "seed must be null or an integer in [-2**63, 2**64 - 1]"),
+    ({"seed": 1.0}, "seed must be null or an integer"),
+    ({"ignore_eos": "yes"}, "ignore_eos must be true or false, got a string"),
+    ({"regex": 5}, "regex must be a string, got the integer 5"),
+    ({"regex": "\ud800"}, "regex is not valid Unicode text"),
+    ({"json_schema": ["type"]}, "json_schema must be a string, got a list"),
+    ({"json_schema": {"x": math.nan}}, "json_schema must be a JSON object or a JSON string"),
+    ({"regex": "a", "json_schema": "{}"}, "give at most one of regex / json_schema / ebnf"),
+    ({"temprature": 0}, "unknown sampling parameter(s) ['temprature']"),
+    ({1: 2, "b": 3}, "unknown sampling parameter(s) ['b', 1]"),
+]
+
+
+@pytest.mark.parametrize("params,message", BAD_PARAMS, ids=[str(p) for p, _ in BAD_PARAMS])
+def test_bad_sampling_params_name_the_field(params, message):
+    with pytest.raises(ValueError) as info:
+        SamplingParams.from_dict(params)
+    assert message in str(info.value)
+    assert "not supported between" not in str(info.value)
+
+
+def test_sampling_params_must_be_a_dict():
+    for bad in ([1], "temperature=0", 3):
+        with pytest.raises(ValueError, match="sampling params must be an object"):
+            SamplingParams.from_dict(bad)
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.integers(min_value=-2**70, max_value=2**70)
+    | st.floats() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=6)
+FIELDS = [f for f in SamplingParams.__dataclass_fields__]
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.dictionaries(st.sampled_from(FIELDS) | st.text(max_size=6), JSON_VALUES, max_size=6))
+@example({"temperature": 1e-40, "top_k": 1, "stop": "x", "seed": -2**63})
+@example({"json_schema": {"type": "object", "properties": {"a": {"type": "integer"}}}})
+def test_any_dict_validates_or_raises_value_error(d):
+    """Never another exception; a dict that validates round-trips through to_dict()."""
+    try:
+        p = SamplingParams.from_dict(d)
+    except ValueError:
+        return
+    assert SamplingParams.from_dict(p.to_dict()) == p
+    assert p.to_dict() == SamplingParams.from_dict(p.to_dict()).to_dict()
+
+
+def test_tiny_temperature_is_greedy_not_nan(engine, alone):
+    """temperature 1e-40 would divide logits into inf and softmax into nan; it samples argmax."""
+    out = engine.generate(PROMPTS[0], dict(GREEDY, temperature=1e-40))
+    assert out["text"] == alone[PROMPTS[0]]
+    out = engine.generate(PROMPTS[0], dict(GREEDY, temperature=2e-5, seed=1))
+    assert out["meta_info"]["finish_reason"]["type"] == "length"
+    assert_quiet_and_full(engine)
+
+
+def test_a_list_is_checked_whole_before_anything_is_queued(engine):
+    before = engine.stats()
+    with pytest.raises(ValueError, match=r"^item 2: top_k must be an integer, got the number 2.5$"):
+        engine.generate(PROMPTS[:3], [GREEDY, GREEDY, dict(GREEDY, top_k=2.5)])
+    with pytest.raises(ValueError, match=r"^item 1: prompt must be a string, got int$"):
+        engine.generate(["a", 5], GREEDY)
+    with pytest.raises(ValueError, match="item 0: prompt is not valid Unicode text"):
+        engine.generate(["a\ud800", "b"], GREEDY)
+    with pytest.raises(ValueError, match="sampling params must be an object"):
+        engine.generate("hi", [GREEDY])
+    with pytest.raises(ValueError, match="prompt must be a string, got tuple"):
+        engine.submit(("a",), GREEDY)
+    after = engine.stats()
+    assert after.finished_by_reason == before.finished_by_reason   # nothing was even queued
+    assert_quiet_and_full(engine)
+
+
+def test_a_changed_sampling_params_object_is_checked_again(engine):
+    p = SamplingParams(max_new_tokens=4)
+    p.stop = 123
+    with pytest.raises(ValueError, match="stop must be a string or a list of strings"):
+        engine.submit("hi", p)
+
+
+# ---------------------------------------------------------------------- faults
+PER_REQUEST_HOOKS = ["advance", "on_arrival", "release"]
+
+
+@pytest.mark.parametrize("hook", PER_REQUEST_HOOKS)
+def test_a_per_request_hook_failure_aborts_only_that_request(engine, alone, monkeypatch, hook):
+    victim_prompt = PROMPTS[1]
+    monkeypatch.setattr(engine.stage, hook, raising_for(by_prompt(victim_prompt), getattr(engine.stage, hook)))
+    reqs = [engine.submit(p, GREEDY) for p in PROMPTS[:3]]
+    run_all(engine, reqs)
+    monkeypatch.undo()
+    for req in reqs:
+        if req.prompt == victim_prompt and hook != "release":
+            assert req.finished_reason["type"] == "abort"
+            assert req.finished_reason["message"].startswith("internal error while ")
+            assert req.finished_reason["message"].endswith("RuntimeError: injected fault")
+        else:   # a failing release is logged; the request keeps its reason and its text
+            assert req.finished_reason == {"type": "length", "length": 8}
+            assert req.output_text == alone[req.prompt]
+    assert [e["rid"] for e in engine.trace if e["event"] == "error"][-1] == reqs[1].rid
+    assert_quiet_and_full(engine)
+
+
+def test_a_detokenizer_or_stop_check_failure_aborts_only_that_request(engine, alone, monkeypatch):
+    reqs = [engine.submit(p, dict(GREEDY, stop=["@@"])) for p in PROMPTS[:3]]
+    reqs[0].detokenizer.feed = lambda ids: 1 / 0
+    monkeypatch.setattr(engine.scheduler, "check_finished",
+                        raising_for(by_prompt(PROMPTS[2]), engine.scheduler.check_finished))
+    run_all(engine, reqs)
+    monkeypatch.undo()
+    assert "ZeroDivisionError" in reqs[0].finished_reason["message"]
+    assert "RuntimeError: injected fault" in reqs[2].finished_reason["message"]
+    assert reqs[1].output_text == alone[PROMPTS[1]]
+    assert_quiet_and_full(engine)
+
+
+@pytest.mark.parametrize("where,phase", [
+    ("forward", "prefill"), ("forward", "decode"), ("mask_logits", "prefill"), ("mask_logits", "decode"),
+    ("sample", "prefill"), ("sample", "decode"), ("before_decode", "decode")])   # hook 3: decode only
+def test_a_batch_failure_aborts_that_batch_and_the_next_step_goes_on(engine, alone, monkeypatch, where, phase):
+    """The batch holding the victim is aborted and its memory given back; requests that
+    arrive afterwards are served exactly as if nothing had happened."""
+    victim_prompt = PROMPTS[0]
+    fired = []
+
+    def is_victim(req):
+        hit = req.prompt == victim_prompt and (phase == "prefill" or req.output_ids)
+        fired.extend([req] if hit else [])
+        return hit
+
+    first = [engine.submit(p, GREEDY) for p in PROMPTS[:2]]
+    if where == "forward":
+        forward = engine.model.forward
+        current = {}
+        monkeypatch.setattr(engine.scheduler, "run", _remember_batch(engine.scheduler.run, current))
+        monkeypatch.setattr(engine.model, "forward",
+                            lambda fb: _raise() if any(is_victim(r) for r in current["batch"].reqs) else forward(fb))
+    elif where == "sample":
+        monkeypatch.setattr(scheduler_module, "sample", raising_for(is_victim, scheduler_module.sample))
+    else:
+        monkeypatch.setattr(engine.stage, where, raising_for(is_victim, getattr(engine.stage, where)))
+    run_all(engine, first)
+    assert fired
+    for req in first:   # both were in the failing batch (prefilled together, decoded together)
+        assert req.finished_reason["type"] == "abort"
+        assert req.finished_reason["message"].endswith("RuntimeError: injected fault")
+    assert_quiet_and_full(engine)
+    later = [engine.submit(p, GREEDY) for p in PROMPTS[1:4]]
+    run_all(engine, later)
+    monkeypatch.undo()
+    assert [r.output_text for r in later] == [alone[p] for p in PROMPTS[1:4]]
+    assert_quiet_and_full(engine)
+
+
+def _remember_batch(run, current):
+    def remembering(batch):
+        current["batch"] = batch
+        return run(batch)
+    return remembering
+
+
+def _raise():
+    raise RuntimeError("injected fault")
