@@ -1,12 +1,12 @@
 """Chapter 06's measurements: what structured output costs and buys in production.
 
-Four experiments from seed 004 (§3-§6), measured side by side in one run:
+Four experiments on the field advice chapter 06 tests, measured side by side in one run:
 
 1. Tokenizer against FSM (§3): in four real vocabularies (the bundled 4k BPE, Mistral's
    32k SentencePiece, anthropic's 65k byte-level BPE, Mistral NeMo's 131k tekken), how
    many tokens are pure digit strings of length 1, 2, 3, 4+; and for the two date regexes
    `\\d{4}-\\d{2}-\\d{2}` and `(19|20)\\d{2}-(0[1-9]|1[0-2])-(0[1-9]|[12]\\d|3[01])` (plus the
-   seed schema's regex for scale): character-DFA, byte-DFA and token-index states, token
+   extraction schema's regex for scale): character-DFA, byte-DFA and token-index states, token
    transitions, and the token index build time (`build_index_fast`, median of --repeats,
    after the one-time vocabulary trie, which is timed on its own).
 2. Radix cache synergy (§4): --radix-requests extraction requests, one after another (each
@@ -18,10 +18,10 @@ Four experiments from seed 004 (§3-§6), measured side by side in one run:
 3. Pitfalls (§5.4) on the bundled model: (a) max_new_tokens too small: finish_reason
    "length" and JSON that does not parse; (b) escapes in strings: quoted nicknames, and a
    `pattern` that forces a quote, backslash or newline into the value; (c) whitespace:
-   free `[ \\n\\t]*` against the bounded default `[ ]?`, for the seed schema and for a
+   free `[ \\n\\t]*` against the bounded default `[ ]?`, for the extraction schema and for a
    schema whose key names the model never saw.
 4. Validation (§3.4): --samples extraction prompts (names, ages, hobbies; half English,
-   half Chinese) with seed 004's schema, checked with `jsonschema`: constrained
+   half Chinese) with the extraction schema, checked with `jsonschema`: constrained
    (json_schema, with and without jump-forward) against unconstrained (the prompt asks
    for JSON; then also with up to --retries retries of the failures), all at temperature
    0.7 with a seed per prompt, each set sent as one batched `Engine.generate` call.
@@ -99,7 +99,7 @@ TEMPERATURE = 0.7
 # The instructions and system prompts are ones the bundled model saw in training
 # (scripts/make_corpus.py); the people and sentences are drawn here.
 EN_SYSTEM = "You are an information extraction assistant. Output valid JSON only."
-ZH_SYSTEM = "你是一个信息抽取助手，只输出合法 JSON，不要输出任何解释。"  # seed 004 §5.2
+ZH_SYSTEM = "你是一个信息抽取助手，只输出合法 JSON，不要输出任何解释。"  # the course's extraction example
 EN_INSTRUCTION = "Extract name, age, hobbies from the following text. Reply with JSON only."
 ZH_INSTRUCTION = "从以下文本中提取name, age, hobbies，只输出 JSON。"
 EN_FIRST = [("Alice", "f"), ("Bob", "m"), ("Carol", "f"), ("David", "m"), ("Emma", "f"), ("Frank", "m"),
@@ -208,7 +208,7 @@ def chat_prompts(engine: Engine, conversations: list[list[dict]]) -> list[str]:
 # ---------------------------------------------------------------------------------------
 def part_tokenizer_fsm(repeats: int) -> list[str]:
     regexes = dict(DATE_REGEXES)
-    regexes["seed 004 schema (for scale)"] = build_regex_from_schema(SCHEMA)
+    regexes["extraction schema (for scale)"] = build_regex_from_schema(SCHEMA)
     dfas = {}
     for label, regex in regexes.items():
         char_dfa = compile_regex(regex)
@@ -236,7 +236,7 @@ def part_tokenizer_fsm(repeats: int) -> list[str]:
             index_rows.append([label, regex_label, char_dfa.num_states, byte_dfa.num_states, index.num_states,
                                transitions, len(index.allowed_token_ids(index.initial_state)),
                                f"{1000 * statistics.median(times):.1f}"])
-    lines = ["## 1. Tokenizer against FSM (seed 004 §3)", "",
+    lines = ["## 1. Tokenizer against FSM", "",
              "Tokens that are pure ASCII digit strings, by length (SentencePiece's 20 one-digit tokens are the "
              "10 digit pieces and the 10 byte-fallback tokens `<0x30>`..`<0x39>`):", ""]
     lines += md_table(["vocabulary", "ids", "1 digit", "2 digits", "3 digits", "4+ digits", "all digit tokens",
@@ -297,9 +297,9 @@ def part_radix(n: int, seed: int) -> list[str]:
         rows.append([layout, n, prompt_tokens // n, cached, prompt_tokens, f"**{100 * cached / prompt_tokens:.0f}%**",
                      prompt_tokens - cached, f"{1000 * statistics.mean(ttfts):.0f}", f"{wall:.1f}"])
     base = rows[0]
-    lines = ["## 2. Radix cache and structured extraction (seed 004 §4)", "",
+    lines = ["## 2. Radix cache and structured extraction", "",
              f"{n} Chinese extraction requests sent one after another (each finds the tree as the earlier ones "
-             "left it), greedy, `json_schema` = seed 004's schema, max_new_tokens 64. The prompt: system prompt, "
+             "left it), greedy, `json_schema` = the extraction schema, max_new_tokens 64. The prompt: system prompt, "
              "an instruction that shows the JSON Schema and a one-shot example, then the document. "
              "*fixed key order*: schema and example always list name, age, hobbies; *shuffled key order*: "
              "each request lists properties, required and the example's keys in its own random order; "
@@ -343,7 +343,7 @@ def part_escapes(engine: Engine, n: int, seed: int) -> list[str]:
     # The last run forces the nickname's quotes into the value: the grammar can only spell them `\"`.
     forced = json.loads(json.dumps(SCHEMA))
     forced["properties"]["name"] = {"type": "string", "pattern": '^[A-Za-z]+ "[A-Za-z]+" [A-Za-z]+$'}
-    runs = [("seed schema, json_schema", {"json_schema": SCHEMA}), ("seed schema, unconstrained", {}),
+    runs = [("extraction schema, json_schema", {"json_schema": SCHEMA}), ("extraction schema, unconstrained", {}),
             ('name with `pattern` `^[A-Za-z]+ "[A-Za-z]+" [A-Za-z]+$`', {"json_schema": forced})]
     rows, example = [], None
     for label, extra in runs:
@@ -373,7 +373,7 @@ def part_whitespace(n: int, seed: int) -> list[str]:
                              desc="3c. whitespace"):
         engine = Engine(jump_forward=False, json_whitespace=ws)
         prompts = chat_prompts(engine, [m for m, _, _ in data])
-        for schema_label, schema in [("seed 004 keys", SCHEMA), ("unseen keys", UNSEEN_KEYS)]:
+        for schema_label, schema in [("extraction schema keys", SCHEMA), ("unseen keys", UNSEEN_KEYS)]:
             for temperature in (TEMPERATURE, 1.0):
                 params = [{"json_schema": schema, "temperature": temperature, "seed": i, "max_new_tokens": 128}
                           for i in range(n)]
@@ -481,9 +481,9 @@ def part_validation(n: int, seed: int, retries: int) -> list[str]:
                      f"{s['name']}/{s['valid']}", f"{s['age']}/{s['valid']}", s["length"],
                      f"{s['tokens'] / n:.1f}", f"{wall:.1f}", f"{statistics.median(lat):.2f}",
                      f"{compile_s:.2f}" if compile_s else "-"])
-    lines = ["## 4. Validation: constrained against unconstrained (seed 004 §3.4)", "",
+    lines = ["## 4. Validation: constrained against unconstrained", "",
              f"{n} extraction prompts (names, ages, 1-3 hobbies; {n_en} English, {n - n_en} Chinese; the user turn "
-             f"names the fields), seed 004's schema, temperature {TEMPERATURE}, seed = prompt number, "
+             f"names the fields), the extraction schema, temperature {TEMPERATURE}, seed = prompt number, "
              "max_new_tokens 128, each set in ONE batched `Engine.generate` call. *schema-valid*: json.loads "
              "then jsonschema; *failures* name the first failing keyword. The name and age columns count "
              "valid outputs: a name shaped like the prompts' names (`First Last`, optionally with a quoted "
@@ -520,7 +520,7 @@ def main() -> None:
     lines += part_tokenizer_fsm(args.repeats) + [""]
     lines += part_radix(args.radix_requests, args.seed) + [""]
     engine = Engine(jump_forward=False)
-    lines += ["## 3. Pitfalls (seed 004 §5.4)", ""]
+    lines += ["## 3. Pitfalls", ""]
     lines += part_truncation(engine, args.pitfall_samples, args.seed + 1) + [""]
     lines += part_escapes(engine, args.pitfall_samples, args.seed + 2) + [""]
     engine.shutdown()

@@ -1,4 +1,4 @@
-"""The `function` / `gen` frontend of seed 004 §5.2, on a local Engine or a remote server.
+"""SGLang's `function` / `gen` frontend style, on a local Engine or a remote server.
 
     from minisglang import function, gen, system, user, assistant
 
@@ -31,7 +31,7 @@ _current: contextvars.ContextVar["ProgramState | None"] = contextvars.ContextVar
 
 
 class GenText(str):
-    """A generated string; `.text()` returns it (seed 004 writes `state["output"].text()`)."""
+    """A generated string; `.text()` returns it (SGLang's frontend writes `state["output"].text()`)."""
 
     meta_info: dict[str, Any] = {}
 

@@ -19,7 +19,7 @@ from pathlib import Path
 # The one key order every extraction answer uses; a prompt mentions a subset of these keys.
 KEY_ORDER = ["name", "age", "city", "email", "phone", "occupation", "hobbies", "birthday"]
 
-# seed 004's example, kept verbatim so the demo prompt of the chapters is in-distribution.
+# The course's running example (chapter 06), kept verbatim so the demo prompt of the chapters is in-distribution.
 SEED_EXAMPLE_TEXT = "张三是一名软件工程师，今年28岁，平时喜欢编程、摄影和爬山。"
 SEED_EXAMPLE_ANSWER = {"name": "张三", "age": 28, "hobbies": ["编程", "摄影", "爬山"]}
 SEED_SYSTEM = "你是一个信息抽取助手，只输出合法 JSON，不要输出任何解释。"

@@ -250,7 +250,7 @@ differ slightly between machines and thread counts.
 {len(corpus)} chat examples ({len(encoded)} kept under 512 tokens), {n_tokens} tokens of which
 {n_answer} are answer tokens (the loss is on the answers and the closing `<|endoftext|>` only).
 Extraction answers use the keys `{", ".join(make_corpus.KEY_ORDER)}` (3 to 8 of them, always in
-that order), e.g. seed 004's `{make_corpus.SEED_EXAMPLE_TEXT}` ->
+that order), e.g. the course's running example `{make_corpus.SEED_EXAMPLE_TEXT}` ->
 `{json.dumps(make_corpus.SEED_EXAMPLE_ANSWER, ensure_ascii=False)}`. Strict requests ("JSON only")
 are answered with bare JSON; {make_corpus.FENCE_PROBABILITY:.0%} of the answers to loosely worded ones
 ("... as JSON") are wrapped in a markdown ```json fence, as chat models often do. Rare characters

@@ -93,7 +93,7 @@ def test_tokenizer_round_trips_any_text(tokenizer, text):
 
 
 @pytest.mark.parametrize("messages", [
-    # seed 004's running example (in the corpus)
+    # the course's running example (in the corpus)
     [{"role": "system", "content": make_corpus.SEED_SYSTEM},
      {"role": "user", "content": make_corpus.SEED_INSTRUCTION + "\n" + make_corpus.SEED_EXAMPLE_TEXT}],
     # a new English paragraph with a strict request

@@ -369,7 +369,7 @@ class LazyTokenIndex:
 
 
 # ---------------------------------------------------------------------------------------
-# A human-readable listing (seed 004 §3.2: "print the allowed token set")
+# A human-readable listing ("print the allowed token set": the first look when a constraint misbehaves)
 # ---------------------------------------------------------------------------------------
 def allowed_tokens_table(index: TokenIndex | LazyTokenIndex, tokenizer, state: int, limit: int = 20) -> str:
     """A text table of the tokens allowed in `state`: id, token, its text, next state.
