@@ -1,15 +1,20 @@
-"""`minisglang checkout STAGE DIR [--student]`: a standalone copy of the engine as of a stage.
+"""`minisglang checkout STAGE DIR [--student [--from PREVIOUS_DIR]]`: a standalone copy of
+the engine as of a stage; `minisglang solutions STAGE` prints the reference solutions.
 
 The copy holds the core engine and the stage modules up to STAGE (not the later ones).
-With `--student`, the solution regions of that stage's exercises (the lines from a
-`# BEGIN SOLUTION taskN_M` comment to the next `# END SOLUTION` comment, each comment on
-a line of its own) are replaced by `raise NotImplementedError("taskN_M: write this")` at
-the same indentation, so signatures and docstrings stay. A task `taskN_M` belongs to stage sN.
+With `--student`, the body of every exercise region of that stage and of the earlier
+stages (the lines between a `# BEGIN SOLUTION taskN_M` comment and the next
+`# END SOLUTION` comment, each comment on a line of its own) is replaced by
+`raise NotImplementedError("taskN_M: write this")` at the same indentation; signatures,
+docstrings and the two comments stay. A task `taskN_M` belongs to stage sN. With
+`--from`, the student's own bodies of the earlier stages' regions are copied in from their
+previous checkout, found by task and enclosing function (not by file: code moves).
 """
 from __future__ import annotations
 
 import re
 import shutil
+import textwrap
 from pathlib import Path
 
 from .stages import STAGE_FILES, STAGE_MODULES, resolve_tag
@@ -43,14 +48,52 @@ def find_solution_regions(text: str) -> list[tuple[str, int, int]]:
     return regions
 
 
+STUB = 'raise NotImplementedError("{task}: write this")'
+
+
 def blank_solutions(text: str, tasks: set[str]) -> str:
-    """Replace the regions of `tasks` by `raise NotImplementedError(task)`."""
+    """Replace the bodies of the regions of `tasks` by `raise NotImplementedError(...)`.
+
+    The BEGIN/END comments stay, so the student writes between them and `--from` can
+    find their code again at the next stage.
+    """
     lines = text.splitlines(keepends=True)
     for task, begin, end in reversed(find_solution_regions(text)):
         if task in tasks:
             indent = BEGIN.match(lines[begin].rstrip("\n"))["indent"]
-            lines[begin:end + 1] = [f'{indent}raise NotImplementedError("{task}: write this")\n']
+            lines[begin + 1:end] = [indent + STUB.format(task=task) + "\n"]
     return "".join(lines)
+
+
+def is_stub(body: list[str], task: str) -> bool:
+    """Whether a region's body is still the checkout's `raise NotImplementedError` line."""
+    return [line.strip() for line in body if line.strip()] == [STUB.format(task=task)]
+
+
+_DEF = re.compile(r"^(?P<indent>[ \t]*)(?:async\s+)?def\s+(?P<name>\w+)")
+
+
+def region_keys(text: str) -> list[tuple[tuple[str, str, int], int, int]]:
+    """((task, enclosing function, occurrence), begin, end) for every region of `text`.
+
+    The key names a region by what it is, not where it is, so a student's region is found
+    again when a later stage moved the function to another file.
+    """
+    lines = text.splitlines()
+    keys, counts = [], {}
+    for task, begin, end in find_solution_regions(text):
+        indent = len(BEGIN.match(lines[begin])["indent"])
+        func = next((m["name"] for i in range(begin - 1, -1, -1)
+                     if (m := _DEF.match(lines[i])) and len(m["indent"]) < indent), "<module>")
+        n = counts[(task, func)] = counts.get((task, func), -1) + 1
+        keys.append(((task, func, n), begin, end))
+    return keys
+
+
+def task_key(task: str) -> tuple[int, int]:
+    """'task2_10' -> (2, 10), for sorting tasks in their natural order."""
+    n, m = task[4:].split("_")
+    return int(n), int(m)
 
 
 def all_tasks(stage: str | None = None) -> dict[str, list[Path]]:
@@ -63,8 +106,17 @@ def all_tasks(stage: str | None = None) -> dict[str, list[Path]]:
     return found
 
 
-def checkout(stage: str, dest: str | Path, student: bool = False) -> Path:
-    """Write the package as of `stage` into dest/minisglang; returns that directory."""
+def checkout(stage: str, dest: str | Path, student: bool = False, from_dir: str | Path | None = None,
+             notes: list[str] | None = None) -> Path:
+    """Write the package as of `stage` into dest/minisglang; returns that directory.
+
+    `student`: blank every exercise region of this stage and the earlier ones (a student
+    copy holds no reference solution of a task they were given). `from_dir`: a student's
+    own earlier checkout; the bodies of their regions of the earlier stages are copied in.
+    What happened to the earlier tasks is appended to `notes` (for the command line).
+    """
+    if from_dir is not None and not student:
+        raise ValueError("--from only makes sense with --student")
     tag = resolve_tag(stage)
     tags = list(STAGE_MODULES)
     later_tags = tags[tags.index(tag) + 1:]
@@ -82,10 +134,82 @@ def checkout(stage: str, dest: str | Path, student: bool = False) -> Path:
         else:
             target.unlink(missing_ok=True)
     if student:
-        tasks = set(all_tasks(tag))
+        number = stage_number(tag)
+        tasks = {t for t in all_tasks() if task_key(t)[0] <= number}
         for path in out.rglob("*.py"):
             text = path.read_text(encoding="utf-8")
             blanked = blank_solutions(text, tasks)
             if blanked != text:
                 path.write_text(blanked, encoding="utf-8")
+        earlier = sorted((t for t in tasks if task_key(t)[0] < number), key=task_key)
+        kept = carry_forward(out, Path(from_dir), set(earlier)) if from_dir is not None else set()
+        if notes is not None:
+            if kept:
+                notes.append(f"kept your own {', '.join(sorted(kept, key=task_key))} from {from_dir}")
+            for n in sorted({task_key(t)[0] for t in earlier if t not in kept}):
+                blank = [t[4:] for t in earlier if task_key(t)[0] == n and t not in kept]
+                notes.append(f"tasks {', '.join(blank)} are blank: pass --from YOUR_S{n}_DIR to keep yours"
+                             if from_dir is None else f"tasks {', '.join(blank)} are blank in {from_dir} too")
     return out
+
+
+def carry_forward(out: Path, from_dir: Path, tasks: set[str]) -> set[str]:
+    """Copy the bodies of the student's regions of `tasks` from their package in `from_dir`
+    into the package `out`; returns the tasks whose code was carried (not still a stub)."""
+    src_pkg = from_dir / "minisglang" if (from_dir / "minisglang").is_dir() else from_dir
+    if not (src_pkg / "__init__.py").exists():
+        raise FileNotFoundError(f"{from_dir} holds no minisglang package (the directory you "
+                                "passed to `minisglang checkout ... --student` earlier)")
+    theirs: dict[tuple[str, str, int], list[str]] = {}
+    for path in sorted(src_pkg.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        try:
+            keys = region_keys(text)
+        except ValueError as e:
+            raise ValueError(f"{path}: {e}") from None
+        lines = text.splitlines(keepends=True)
+        for key, begin, end in keys:
+            if key[0] in tasks:
+                indent = BEGIN.match(lines[begin].rstrip("\n"))["indent"]
+                theirs[key] = [ln[len(indent):] if ln.startswith(indent) else ln for ln in lines[begin + 1:end]]
+    kept = set()
+    for path in sorted(out.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        lines = text.splitlines(keepends=True)
+        changed = False
+        for key, begin, end in reversed(region_keys(text)):
+            if key[0] not in tasks:
+                continue
+            if key not in theirs:
+                raise ValueError(f"{from_dir} has no region {key[0]} in function {key[1]}() (were its "
+                                 "# BEGIN SOLUTION / # END SOLUTION comments removed?)")
+            if is_stub(theirs[key], key[0]):
+                continue
+            indent = BEGIN.match(lines[begin].rstrip("\n"))["indent"]
+            lines[begin + 1:end] = [indent + ln if ln.strip() else ln for ln in theirs[key]]
+            kept.add(key[0])
+            changed = True
+        if changed:
+            path.write_text("".join(lines), encoding="utf-8")
+    return kept
+
+
+def format_solutions(stage: str, task: str | None = None) -> str:
+    """The reference solution regions of a stage (or one task), with file and line: for instructors."""
+    number = stage_number(stage)
+    if task is not None:
+        task = task if task.startswith("task") else f"task{task}"
+        if task not in all_tasks():
+            raise ValueError(f"no task {task!r}; the tasks of {stage}: {', '.join(sorted(all_tasks(stage), key=task_key))}")
+        if task_key(task)[0] != number:
+            raise ValueError(f"{task} belongs to stage s{task_key(task)[0]}, not {stage}")
+    parts = []
+    for path in sorted(PACKAGE_DIR.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        lines = text.splitlines()
+        for (t, func, _), begin, end in region_keys(text):
+            if task_key(t)[0] == number and (task is None or t == task):
+                rel = path.relative_to(PACKAGE_DIR.parent)
+                parts.append((task_key(t), f"# {t}: {func}() in {rel}:{begin + 2}-{end}\n"
+                              + textwrap.dedent("\n".join(lines[begin + 1:end]))))
+    return "\n\n".join(text for _, text in sorted(parts, key=lambda p: p[0]))

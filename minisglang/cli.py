@@ -122,9 +122,12 @@ def cmd_viz(args) -> int:
 def cmd_checkout(args) -> int:
     from .checkout import checkout
 
-    out = checkout(args.stage, args.dir, student=args.student)
+    notes: list[str] = []
+    out = checkout(args.stage, args.dir, student=args.student, from_dir=args.from_dir, notes=notes)
     kind = "student copy (exercise regions blanked)" if args.student else "reference copy"
     print(f"wrote {kind} of {args.stage} to {out}")
+    for note in notes:
+        print(note)
     print(f"grade it with: minisglang grade --stage {args.stage} --impl {args.dir}")
     return 0
 
@@ -132,7 +135,14 @@ def cmd_checkout(args) -> int:
 def cmd_grade(args) -> int:
     from .grading import grade
 
-    return grade(args.stage, args.impl)
+    return grade(args.stage, args.impl, test_timeout=args.timeout, verbose=args.verbose, json_path=args.json)
+
+
+def cmd_solutions(args) -> int:
+    from .checkout import format_solutions
+
+    print(format_solutions(args.stage, args.task))
+    return 0
 
 
 def cmd_serve(args) -> int:
@@ -190,13 +200,25 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("checkout", help="write a standalone copy of the engine as of a stage")
     c.add_argument("stage")
     c.add_argument("dir")
-    c.add_argument("--student", action="store_true", help="blank the stage's exercise solutions")
+    c.add_argument("--student", action="store_true",
+                   help="blank the exercise solutions of this stage and the earlier ones")
+    c.add_argument("--from", dest="from_dir", default=None, metavar="PREVIOUS_DIR",
+                   help="with --student: keep your own earlier tasks from your previous checkout")
     c.set_defaults(func=cmd_checkout)
 
     gr = sub.add_parser("grade", help="run a stage's exercise tests, per task")
     gr.add_argument("--stage", required=True)
-    gr.add_argument("--impl", default=None, help="a student's checkout dir (default: the reference)")
+    gr.add_argument("--impl", nargs="+", default=None, metavar="DIR",
+                    help="a student's checkout dir, or several (a class: one table) (default: the reference)")
+    gr.add_argument("--timeout", type=float, default=60.0, help="seconds per test before it fails as timed out")
+    gr.add_argument("--verbose", action="store_true", help="also print pytest's full output")
+    gr.add_argument("--json", default=None, metavar="FILE", help="write a machine-readable report")
     gr.set_defaults(func=cmd_grade)
+
+    so = sub.add_parser("solutions", help="print a stage's reference solutions (for instructors)")
+    so.add_argument("stage")
+    so.add_argument("--task", default=None, help="one task, e.g. task1_2 or 1_2 (default: all of the stage)")
+    so.set_defaults(func=cmd_solutions)
 
     sv = sub.add_parser("serve", help="OpenAI-compatible HTTP server")
     engine_args(sv)

@@ -1,112 +1,351 @@
-"""`minisglang grade --stage STAGE [--impl DIR]`: the exercise autograder.
+"""`minisglang grade --stage STAGE [--impl DIR ...]`: the exercise autograder, which explains.
 
 Every exercise test carries one pytest marker per task (`@pytest.mark.task1_3`). Grading
 runs those tests in a fresh Python whose `minisglang` is imported from DIR (a student's
-`minisglang checkout --student` copy) or from this package (the reference), collects each
-test's outcome, and prints a table per task and a total line `N passed, M failed`.
+`minisglang checkout --student` copy) or from this package (the reference), and reports,
+per task, the tests that passed and, for each one that failed, why: the assertion message
+or the first line of the error, where it was raised, and hypothesis's failing example.
 
-This module is also the pytest plugin that collects the outcomes (`-p minisglang.grading`).
+What can go wrong in a student's copy, and what the grader says:
+- a syntax error: the file and line (checked before any test runs; the tests that import
+  the file cannot even be collected);
+- an import error: the file and line of the failing import, for every task whose tests
+  live in the test file that could not be imported;
+- an infinite loop: pytest-timeout stops the test after `timeout` seconds ("timed out");
+  a loop that pytest-timeout cannot interrupt (inside hypothesis's replay, or in C code)
+  is stopped by a watchdog here, which kills the run and starts it again without the
+  tests already done. The test is named either way.
+
+The graded pytest reports each test's outcome through grade_plugin.py (one JSON line per
+event), so that a run killed half-way still says how far it got.
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
-from dataclasses import dataclass, field
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .checkout import PACKAGE_DIR, all_tasks, stage_number
+from . import grade_plugin
+from .checkout import PACKAGE_DIR, all_tasks, stage_number, task_key
 
 REPO_TESTS = PACKAGE_DIR.parent / "tests"
-_RESULTS_ENV = "MINISGLANG_GRADE_RESULTS"
-IMPL_ENV = "MINISGLANG_IMPL"   # tests/conftest.py checks that minisglang came from there
+PLUGIN_NAME = "minisglang_grade_plugin"   # grade_plugin.py, copied under this name for the run
+IMPL_ENV = "MINISGLANG_IMPL"           # tests/conftest.py checks that minisglang came from there
+DEFAULT_TEST_TIMEOUT = 60.0
+
+
+@dataclass
+class Failure:
+    """One failing test and why."""
+
+    test: str                      # pytest node id, e.g. tests/test_exercises_s1.py::test_x
+    reason: str                    # first line of the error, e.g. "AssertionError: ..."
+    where: str | None = None       # "minisglang/x.py:12" when it was raised in the graded package
+    example: str | None = None     # hypothesis's failing example, when there is one
+    timed_out: bool = False
+
+
+@dataclass
+class FileError:
+    """A student's file that does not compile or import: the tests never ran."""
+
+    path: str
+    line: int | None
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.message}" if self.line else f"{self.path}: {self.message}"
 
 
 @dataclass
 class TaskResult:
     task: str
     passed: list[str] = field(default_factory=list)
-    failed: list[str] = field(default_factory=list)
+    failed: list[Failure] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.passed) and not self.failed
 
 
+@dataclass
+class GradeReport:
+    """Everything one grading run found; `to_json()` is the `--json` file."""
+
+    stage: str
+    impl: str | None               # None: the reference
+    tasks: dict[str, TaskResult]
+    file_errors: list[FileError] = field(default_factory=list)
+    output: str = ""               # pytest's own output, every run of it (for --verbose)
+
+    @property
+    def ok(self) -> bool:
+        return all(r.ok for r in self.tasks.values())
+
+    def to_json(self) -> dict:
+        return {"stage": self.stage, "impl": self.impl, "ok": self.ok,
+                "passed": sum(len(r.passed) for r in self.tasks.values()),
+                "failed": sum(len(r.failed) for r in self.tasks.values()),
+                "file_errors": [asdict(e) for e in self.file_errors],
+                "tasks": {t: {"ok": r.ok, "passed": r.passed, "failed": [asdict(f) for f in r.failed]}
+                          for t, r in self.tasks.items()}}
+
+
+# ---------------------------------------------------------------------- running the tests
 def run_task_tests(stage: str, impl: str | Path | None = None, tests_dir: Path = REPO_TESTS,
-                   timeout: float = 1800) -> dict[str, TaskResult]:
-    """Run the stage's task tests against `impl` (None = reference); results per task."""
-    tasks = sorted(all_tasks(stage), key=_task_key)
+                   test_timeout: float = DEFAULT_TEST_TIMEOUT, total_timeout: float = 1800) -> GradeReport:
+    """Run the stage's task tests against `impl` (None = reference) and explain the failures."""
+    tasks = sorted(all_tasks(stage), key=task_key)
     if not tasks:
         raise ValueError(f"stage {stage} has no exercise tasks")
-    results_file = Path(os.environ.get("TMPDIR", "/tmp")) / f"minisglang-grade-{os.getpid()}-{stage}.json"
-    env = dict(os.environ, **{_RESULTS_ENV: str(results_file)})
+    package = PACKAGE_DIR
+    env = dict(os.environ)
     if impl is not None:
         impl = Path(impl).resolve()
-        if not (impl / "minisglang" / "__init__.py").exists():
+        package = impl / "minisglang"
+        if not (package / "__init__.py").exists():
             raise FileNotFoundError(f"{impl} holds no minisglang package (make it with "
                                     f"`minisglang checkout {stage} {impl} --student`)")
         env["PYTHONPATH"] = str(impl) + os.pathsep + env.get("PYTHONPATH", "")
         env[IMPL_ENV] = str(impl)
+    report = GradeReport(stage, None if impl is None else str(impl), {t: TaskResult(t) for t in tasks},
+                         file_errors=syntax_errors(package))
     # Only the files that test this stage's tasks: a checkout of s3 has no s4 modules for the
     # other test files to import.
-    files = sorted(str(f) for f in tests_dir.glob("test_*.py")
-                   if any(f"pytest.mark.{t}" in f.read_text(encoding="utf-8") for t in tasks))
-    cmd = [sys.executable, "-m", "pytest", *files, "-q", "-p", "minisglang.grading",
-           "-p", "no:cacheprovider", "-m", " or ".join(tasks)]
+    files = {f: [t for t in tasks if re.search(rf"pytest\.mark\.{t}\b", f.read_text(encoding="utf-8"))]
+             for f in sorted(tests_dir.glob("test_*.py"))}
+    files = {f: ts for f, ts in files.items() if ts}
+    cmd = [sys.executable, "-m", "pytest", *map(str, files), "-q", "-p", PLUGIN_NAME,
+           "-p", "no:cacheprovider", "-m", " or ".join(tasks),
+           "--continue-on-collection-errors", "-o", "addopts=--strict-markers"]
+    if importlib.util.find_spec("pytest_timeout") is not None:   # a plugin pytest loads itself
+        cmd += [f"--timeout={test_timeout:g}"]
     # `python -m` puts the working directory first on sys.path: run from the copy being
     # graded, so that its `minisglang` is the one imported.
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout,
-                          cwd=impl if impl is not None else tests_dir.parent)
-    if not results_file.exists():
-        raise RuntimeError(f"the graded test run produced no results:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    outcomes = json.loads(results_file.read_text())
-    results_file.unlink()
-    table = {t: TaskResult(t) for t in tasks}
-    for nodeid, (markers, ok) in outcomes.items():
+    cwd = impl if impl is not None else tests_dir.parent
+    deadline = time.monotonic() + total_timeout
+    done: dict[str, tuple[list[str], Failure | None]] = {}
+    outputs = []
+    with tempfile.TemporaryDirectory(prefix="minisglang-grade-") as tmp:
+        events_path, skip_path = Path(tmp) / "events.jsonl", Path(tmp) / "skip.json"
+        shutil.copy(grade_plugin.__file__, Path(tmp) / f"{PLUGIN_NAME}.py")
+        env["PYTHONPATH"] = env.get("PYTHONPATH", "") + os.pathsep + tmp
+        env.update({grade_plugin.EVENTS_ENV: str(events_path), grade_plugin.SKIP_ENV: str(skip_path)})
+        while True:
+            skip_path.write_text(json.dumps(sorted(done)))
+            events_path.write_text("")
+            stuck, output, returncode = _run_until_stuck(cmd, env, cwd, events_path, test_timeout, deadline)
+            outputs.append(output)
+            events = [json.loads(line) for line in events_path.read_text().splitlines() if line.strip()]
+            if stuck is None and returncode not in (0, 1) and not events:
+                # pytest itself failed (a bad option, a broken plugin): nothing to explain
+                raise RuntimeError(f"the graded test run failed (exit status {returncode}):\n{output[-3000:]}")
+            _collect(events, done, report, files, package, tests_dir.parent)
+            if stuck is None:
+                break
+            nodeid, markers, why = stuck
+            done[nodeid] = (markers, Failure(nodeid, why, timed_out=True))
+            if time.monotonic() >= deadline:
+                break
+    for nodeid, (markers, failure) in done.items():
         for t in markers:
-            if t in table:
-                (table[t].passed if ok else table[t].failed).append(nodeid)
-    return table
+            if t in report.tasks:
+                (report.tasks[t].passed.append(nodeid) if failure is None
+                 else report.tasks[t].failed.append(failure))
+    report.output = "\n".join(outputs)
+    return report
 
 
-def format_table(table: dict[str, TaskResult]) -> str:
-    lines = [f"{'task':10s} {'passed':>6s} {'failed':>6s}  status", "-" * 34]
-    for t, r in table.items():
+def _run_until_stuck(cmd, env, cwd, events_path: Path, test_timeout: float, deadline: float):
+    """Run pytest; kill it if one test runs far past its timeout (or the whole run past the
+    deadline). Returns ((test, markers, reason) or None, pytest's output, its exit status)."""
+    grace = 1.5 * test_timeout + 10   # pytest-timeout fires first when it can
+    with tempfile.TemporaryFile("w+") as out:
+        proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, text=True)
+        stuck = None
+        while proc.poll() is None:
+            time.sleep(0.2)
+            running = _running_test(events_path)
+            now = time.monotonic()
+            if running is not None and time.time() - running[2] > grace:
+                stuck = (running[0], running[1], f"timed out: ran past the {test_timeout:g} s limit "
+                         f"(an infinite loop?); the grader stopped it after {grace:.0f} s")
+            elif now > deadline:
+                stuck = (running[0], running[1], "timed out: the whole grading run ran out of time") \
+                    if running else ("<collection>", [], "timed out before any test started")
+            if stuck is not None:
+                proc.kill()
+                proc.wait()
+                break
+        out.seek(0)
+        return stuck, out.read(), proc.returncode
+
+
+def _running_test(events_path: Path) -> tuple[str, list[str], float] | None:
+    """The test that started last and has not finished, with its markers and start time."""
+    try:
+        lines = events_path.read_text().splitlines()
+    except FileNotFoundError:
+        return None
+    for line in reversed(lines):
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            continue   # a line being written
+        if event["event"] == "start":
+            return event["test"], event["markers"], event["time"]
+        if event["event"] == "finish":
+            return None
+    return None
+
+
+def _collect(events, done, report: GradeReport, files, package: Path, root: Path) -> None:
+    """Fold one run's events into `done` (test -> failure or None) and the report's errors."""
+    for e in events:
+        if e["event"] == "finish":
+            failure = None
+            if not e["passed"]:
+                failure = Failure(e["test"], e["reason"], _where(e.get("path"), e.get("line"), package),
+                                  e.get("example"), e.get("timed_out", False))
+            done[e["test"]] = (e["markers"], failure)
+        elif e["event"] == "collect_error":
+            # A test file that cannot be imported: every task it tests fails with the reason.
+            err = _import_error(e["text"], package)
+            if err.path and err not in report.file_errors and not any(
+                    f.path == err.path and f.line == err.line for f in report.file_errors):
+                report.file_errors.append(err)
+            path = (root / e["path"]).resolve() if not Path(e["path"]).is_absolute() else Path(e["path"])
+            for f, tasks in files.items():
+                if f.resolve() == path:
+                    for t in tasks:
+                        done[f"{e['path']}::<import>[{t}]"] = ([t], Failure(
+                            e["path"], f"the tests could not be imported: {err}"))
+
+
+def _where(path: str | None, line: int | None, package: Path) -> str | None:
+    if not path:
+        return None
+    try:
+        rel = Path(path).resolve().relative_to(package.parent)
+    except ValueError:
+        return None   # raised in the tests or a library, not in the graded code
+    return f"{rel}:{line}"
+
+
+_FRAME = re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+)|^(?P<path2>\S+\.py):(?P<line2>\d+)', re.M)
+
+
+def _import_error(text: str, package: Path) -> FileError:
+    """The deepest frame of a collection traceback that is in the graded package, and the error."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    message = next((ln.removeprefix("E").strip() for ln in reversed(lines)
+                    if re.match(r"E?\s*\w*(Error|Exception|Exit)\b", ln)), lines[-1] if lines else "?")
+    path, line = "", None
+    for m in _FRAME.finditer(text):
+        p, n = (m["path"], m["line"]) if m["path"] else (m["path2"], m["line2"])
+        where = _where(p, int(n), package)
+        if where is not None:
+            path, line = where.rsplit(":", 1)[0], int(n)
+    return FileError(path or "(the tests)", line, message)
+
+
+def syntax_errors(package: Path) -> list[FileError]:
+    """Every .py file of the package that does not compile: file, line, message."""
+    errors = []
+    for path in sorted(package.rglob("*.py")):
+        try:
+            compile(path.read_text(encoding="utf-8"), str(path), "exec")
+        except SyntaxError as e:
+            errors.append(FileError(str(path.relative_to(package.parent)), e.lineno,
+                                    f"{type(e).__name__}: {e.msg}"))
+        except (UnicodeDecodeError, ValueError) as e:
+            errors.append(FileError(str(path.relative_to(package.parent)), None, f"{type(e).__name__}: {e}"))
+    return errors
+
+
+# ---------------------------------------------------------------------- printing
+def format_report(report: GradeReport) -> str:
+    """The per-task table, then each failing test with its reason."""
+    lines = [f"grading stage {report.stage} against {report.impl or 'the reference'}"]
+    for e in report.file_errors:
+        lines.append(f"ERROR in your code: {e}")
+    lines += [f"{'task':10s} {'passed':>6s} {'failed':>6s}  status", "-" * 34]
+    for t, r in report.tasks.items():
         total = len(r.passed) + len(r.failed)
-        status = "no tests!" if total == 0 else ("ok" if not r.failed else "FAIL")
+        status = "no tests!" if total == 0 else ("ok" if r.ok else "FAIL")
         lines.append(f"{t:10s} {len(r.passed):6d} {len(r.failed):6d}  {status}")
-    npass = sum(len(r.passed) for r in table.values())
-    nfail = sum(len(r.failed) for r in table.values())
+    npass = sum(len(r.passed) for r in report.tasks.values())
+    nfail = sum(len(r.failed) for r in report.tasks.values())
     lines.append(f"{npass} passed, {nfail} failed")
+    for t, r in report.tasks.items():
+        for f in r.failed:
+            lines.append("")
+            lines.append(f"FAIL {t} {f.test}")
+            lines.append(f"  {_indent(f.reason)}" + (f"\n  raised at {f.where}" if f.where else ""))
+            stub = _STUB.match(f.reason)
+            if stub and int(stub["stage"]) < stage_number(report.stage):
+                lines.append(f"  (task{stub['task']} is from stage s{stub['stage']}: write it again, or check "
+                             f"this stage out with --from YOUR_S{stub['stage']}_DIR to keep yours)")
+            elif f.example and not stub:   # an example adds nothing to "write this"
+                lines.append(f"  {_indent(f.example)}")
     return "\n".join(lines)
 
 
-def _task_key(task: str) -> tuple[int, int]:
-    n, m = task[4:].split("_")
-    return int(n), int(m)
+_STUB = re.compile(r"NotImplementedError: task(?P<task>(?P<stage>\d+)_\d+): write this")
 
 
-# ---------------------------------------------------------------------- pytest plugin
-_outcomes: dict[str, tuple[list[str], bool]] = {}
+def _indent(text: str, limit: int = 12) -> str:
+    lines = text.strip().splitlines()
+    if len(lines) > limit:
+        lines = lines[:limit] + ["..."]
+    return "\n  ".join(lines)
 
 
-def pytest_runtest_logreport(report):  # pragma: no cover - runs inside the graded pytest
-    markers = [m for m in report.keywords if m.startswith("task") and m[4:5].isdigit()]
-    ok_so_far = _outcomes.get(report.nodeid, (markers, True))[1]
-    if report.when == "call" or report.failed:
-        _outcomes[report.nodeid] = (markers, ok_so_far and report.passed)
+def format_class_table(reports: list[GradeReport]) -> str:
+    """One row per student (their directory's name), one column per task: passed/total."""
+    tasks = list(reports[0].tasks)
+    names = [Path(r.impl).name if r.impl else "reference" for r in reports]
+    width = max([7, *map(len, names)])
+    head = f"{'student':{width}s} " + " ".join(f"{t:>8s}" for t in tasks) + "    total"
+    lines = [head, "-" * len(head)]
+    for name, r in zip(names, reports):
+        cells = []
+        for t in tasks:
+            res = r.tasks[t]
+            total = len(res.passed) + len(res.failed)
+            cells.append(f"{'ok' if res.ok else f'{len(res.passed)}/{total}':>8s}")
+        done = sum(res.ok for res in r.tasks.values())
+        note = "  (code error)" if r.file_errors else ""
+        lines.append(f"{name:{width}s} " + " ".join(cells) + f"  {done:3d}/{len(tasks)}{note}")
+    return "\n".join(lines)
 
 
-def pytest_sessionfinish(session):  # pragma: no cover
-    path = os.environ.get(_RESULTS_ENV)
-    if path:
-        Path(path).write_text(json.dumps(_outcomes))
+# ---------------------------------------------------------------------- the CLI entry
+def grade(stage: str, impls: list[str] | None = None, *, test_timeout: float = DEFAULT_TEST_TIMEOUT,
+          verbose: bool = False, json_path: str | None = None) -> int:
+    """Grade the reference, one student copy, or a class; exit status 0 only when all passed."""
+    reports = [run_task_tests(stage, impl, test_timeout=test_timeout) for impl in (impls or [None])]
+    for r in reports:
+        if verbose:
+            print(r.output)
+        print(format_report(r))
+        print()
+    if len(reports) > 1:
+        print(format_class_table(reports))
+    if json_path:
+        data = [r.to_json() for r in reports]
+        Path(json_path).write_text(json.dumps(data if len(reports) > 1 else data[0], indent=2, ensure_ascii=False))
+        print(f"wrote {json_path}")
+    return 0 if all(r.ok for r in reports) else 1
 
 
-def grade(stage: str, impl: str | None = None) -> int:
-    """The CLI entry: print the table; exit status 0 only when every task test passed."""
-    table = run_task_tests(stage, impl)
-    print(f"grading stage {stage} against {'the reference' if impl is None else impl}")
-    print(format_table(table))
-    return 0 if all(r.passed and not r.failed for r in table.values()) else 1
-
-
-__all__ = ["run_task_tests", "format_table", "grade", "stage_number"]
+__all__ = ["run_task_tests", "format_report", "format_class_table", "grade", "stage_number",
+           "GradeReport", "TaskResult", "Failure", "FileError"]
