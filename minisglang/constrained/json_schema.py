@@ -90,6 +90,10 @@ DEFAULT_MAX_FRACTION_DIGITS = 20
 DEFAULT_MAX_EXPONENT_DIGITS = 3
 # any_order writes every permutation of the present members: n! grows fast.
 DEFAULT_MAX_ANY_ORDER_PROPERTIES = 4
+# The longest regex a schema may compile to. Nested $refs, allOf and anyOf multiply a
+# regex (JSON Schema Store's 2.3 KB jsonld.json made 3.3 billion characters and 13.5 GB);
+# sizes are checked as the parts are composed, so such a schema fails in milliseconds.
+DEFAULT_MAX_REGEX_CHARS = 1_000_000
 
 JSON_TYPES = ("object", "array", "string", "number", "integer", "boolean", "null")
 # Keywords that only describe (or only hold subschemas for $ref): nothing to constrain.
@@ -133,6 +137,8 @@ class SchemaOptions:
     - unknown_formats: "error" (a format we cannot check is refused, naming it) or
       "annotation" (JSON Schema's default meaning: an unknown format does not constrain,
       the string is any string).
+    - max_regex_chars: the longest regex allowed; a longer one is refused
+      (SchemaTooLargeError naming the schema part) before it is built.
     """
 
     whitespace: str | None = None
@@ -144,10 +150,11 @@ class SchemaOptions:
     max_any_order_properties: int = DEFAULT_MAX_ANY_ORDER_PROPERTIES
     extra_properties: bool = False
     unknown_formats: str = "error"
+    max_regex_chars: int = DEFAULT_MAX_REGEX_CHARS
 
     def __post_init__(self) -> None:
         for name in ("max_ref_depth", "max_integer_digits", "max_fraction_digits", "max_exponent_digits",
-                     "max_any_order_properties"):
+                     "max_any_order_properties", "max_regex_chars"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < (0 if name == "max_ref_depth" else 1):
                 raise ValueError(f"option {name} must be a positive integer, got {value!r}")
@@ -157,6 +164,10 @@ class SchemaOptions:
 
 class UnsupportedSchemaError(ValueError):
     """The schema is valid but uses a keyword or construct this compiler does not support."""
+
+
+class SchemaTooLargeError(UnsupportedSchemaError):
+    """The schema's regex would be longer than the option max_regex_chars."""
 
 
 class InvalidSchemaError(ValueError):
@@ -740,7 +751,23 @@ class _SchemaCompiler:
         """The regex of the JSON texts of the values `schema` accepts; None if there are none."""
         flat, refs = self.flatten(schema, path)
         with self.expanding(refs):
-            return self._flat_value(flat, path)
+            regex = self._flat_value(flat, path)
+        self.check_size(0 if regex is None else len(regex), path)
+        return regex
+
+    def check_size(self, chars: int, path: str) -> None:
+        """Refuse a regex (or the parts of one collected so far) longer than max_regex_chars.
+
+        Called on every subschema's regex and on the running total where several are put
+        together, so that a blow-up stops at the first part over the limit: its size is
+        then at most a few times the limit, never the product of every level.
+        """
+        limit = self.options.max_regex_chars
+        if chars > limit:
+            raise SchemaTooLargeError(
+                f"the schema at {path} needs a regex of more than max_regex_chars={limit:,} characters "
+                f"({chars:,} so far): its parts are repeated (nested $ref, allOf, anyOf, many optional "
+                "properties); simplify the schema, lower max_ref_depth, or raise max_regex_chars")
 
     @contextmanager
     def expanding(self, refs: list[str]):
@@ -847,10 +874,12 @@ class _SchemaCompiler:
                             f"'oneOf' at {path}: branches {i} and {j} may both accept a value, and we can "
                             "only prove disjointness by type, const/enum, or a required property with "
                             "disjoint schemas (use anyOf if overlaps are fine)")
-        options = []
+        options, chars = [], 0
         for i, (flat, refs) in enumerate(merged):
             with self.expanding(refs):
                 options.append(self._flat_value(flat, f"{path}/{keyword}/{i}"))
+            chars += len(options[-1] or "")
+            self.check_size(chars, f"{path}/{keyword}/{i}")
         return _alt(options)
 
     def _disjoint(self, a: dict | bool, b: dict | bool, path: str, depth: int = 0) -> bool:
@@ -980,6 +1009,7 @@ class _SchemaCompiler:
                 max_items = i if max_items is None else min(max_items, i)
                 break
             prefix_regexes.append(regex)
+            self.check_size(sum(map(len, prefix_regexes)), f"{path}/prefixItems/{i}")
         if items is not None:
             item_regex = self.value(items, path_items)
         elif prefix is not None:
@@ -1034,6 +1064,7 @@ class _SchemaCompiler:
                     return None
                 continue
             members.append((f"{_string_literal(name)}:{self.ws}{value}", name in required))
+            self.check_size(sum(len(m) for m, _ in members), f"{path}/properties/{name}")
         for name in dict.fromkeys(required):
             if name not in properties:  # required but not listed: its value follows additionalProperties
                 value = self.value(True if additional is None else additional, f"{path}/additionalProperties")
@@ -1059,13 +1090,13 @@ class _SchemaCompiler:
         any order with the any_order option (O(n! n): at most max_any_order_properties).
         """
         ws, sep = self.ws, f",{self.ws}"
-        firsts = self._any_order_firsts(members, path) if self.options.any_order else self._ordered_firsts(members)
+        firsts = self._any_order_firsts(members, path) if self.options.any_order else self._ordered_firsts(members, path)
         if extra is not None:  # after the members (or alone), each behind a comma
             more = _repeat(sep + extra, 0, None)
             firsts = [option for first in firsts for option in ([extra + more, ""] if first == "" else [first + more])]
         return rf"\{{{ws}{_alt(firsts)}{ws}\}}"
 
-    def _ordered_firsts(self, members: list[tuple[str, bool]]) -> list[str]:
+    def _ordered_firsts(self, members: list[tuple[str, bool]], path: str) -> list[str]:
         """The object's contents in schema order, split by which member is written first
         (one of the optional ones before the first required one, or that one; "": none)."""
         sep = f",{self.ws}"
@@ -1073,9 +1104,11 @@ class _SchemaCompiler:
         def rest(k: int) -> str:
             return "".join(sep + m if req else _repeat(sep + m, 0, 1) for m, req in members[k:])
 
-        firsts = []
+        firsts, chars = [], 0
         for k, (member, req) in enumerate(members):
             firsts.append(member + rest(k + 1))
+            chars += len(firsts[-1])
+            self.check_size(chars, path)  # each member is repeated in later alternatives: O(n^2)
             if req:
                 break
         else:

@@ -1,0 +1,136 @@
+"""The JSON Schema compiler refuses a regex longer than max_regex_chars, early (issue 13).
+
+A 2.3 KB schema (JSON Schema Store's jsonld.json: an allOf of three $refs to recursive
+definitions) used to build a 3.3-billion-character regex with 13.5 GB peak memory: each
+level of $ref nesting writes the level below several times. The size is now checked as
+parts are composed, so such a schema fails with SchemaTooLargeError after a few MB, and a
+schema under the limit compiles to exactly the regex it compiled to without the check.
+Memory is measured with tracemalloc (no timing assertions).
+"""
+from __future__ import annotations
+
+import json
+import tracemalloc
+from pathlib import Path
+
+import pytest
+
+from minisglang.constrained.json_schema import (
+    DEFAULT_MAX_REGEX_CHARS,
+    SchemaTooLargeError,
+    UnsupportedSchemaError,
+    build_regex_from_schema,
+)
+
+SUITE = Path(__file__).resolve().parent / "data" / "json-schema-test-suite" / "draft2020-12"
+UNLIMITED = 10**15
+PEAK_LIMIT = 100 * 2**20  # bytes: the blow-up used 13.5 GB
+
+
+def linked_data_schema(properties: int = 10) -> dict:
+    """The shape of jsonld.json (written anew, smaller): the root is an allOf of three $refs;
+    `node` is an object whose `back` property and whose extra keys both refer to `node`
+    again, and `head` and `list` bring more properties whose values fall under `node`'s
+    additionalProperties. Every level of $ref expansion writes the level below many times."""
+    node = {"properties": {f"p{i}": {"type": ["string", "null"]} for i in range(properties - 2)},
+            "additionalProperties": {"anyOf": [{"$ref": "#/$defs/node"}]}}
+    node["properties"]["back"] = {"type": ["string", "object", "null"],
+                                  "additionalProperties": {"anyOf": [{"$ref": "#/$defs/node"}]}}
+    node["properties"]["last"] = {"type": ["string", "null", "array"]}
+    return {
+        "type": ["object", "array"], "additionalProperties": True,
+        "allOf": [{"$ref": "#/$defs/head"}, {"$ref": "#/$defs/list"}, {"$ref": "#/$defs/node"}],
+        "$defs": {
+            "node": node,
+            "head": {"additionalProperties": True,
+                     "properties": {"context": {"type": ["object", "string", "array", "null"]}}},
+            "list": {"additionalProperties": True,
+                     "properties": {"graph": {"type": ["array", "object"],
+                                              "additionalItems": {"anyOf": [{"$ref": "#/$defs/node"}]}}}},
+        },
+    }
+
+
+def peak_bytes_of(call) -> tuple[object, int]:
+    """(what `call()` returned or raised, the peak bytes Python allocated meanwhile)."""
+    tracemalloc.start()
+    try:
+        outcome = call()
+    except Exception as error:  # the outcome under test may be an exception
+        outcome = error
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return outcome, peak
+
+
+def test_the_linked_data_schema_is_small_but_its_regex_multiplies():
+    schema = linked_data_schema()
+    assert len(json.dumps(schema)) < 1500
+    # Each level of $ref expansion multiplies the regex about 20 times: 2 levels are fine.
+    sizes = [len(build_regex_from_schema(schema, max_ref_depth=d)) for d in (1, 2)]
+    assert sizes[1] > 20 * sizes[0]
+
+
+@pytest.mark.parametrize("max_ref_depth", [3, 5, 12])
+def test_the_linked_data_schema_fails_early_with_a_clear_error(max_ref_depth):
+    error, peak = peak_bytes_of(lambda: build_regex_from_schema(linked_data_schema(), max_ref_depth=max_ref_depth))
+    assert isinstance(error, SchemaTooLargeError) and isinstance(error, UnsupportedSchemaError)
+    message = str(error)
+    assert f"max_regex_chars={DEFAULT_MAX_REGEX_CHARS:,}" in message
+    assert message.startswith("the schema at #/")  # names the part that crossed the limit
+    assert peak < PEAK_LIMIT, f"peak {peak / 2**20:.0f} MiB before refusing"
+
+
+def test_a_wide_object_fails_early_too():
+    # No nesting: 1500 optional properties. Properties in order write each member once per
+    # earlier optional one (O(n^2)): 45 million characters if built.
+    schema = {"type": "object", "properties": {f"key{i}": {"type": "string"} for i in range(1500)}}
+    error, peak = peak_bytes_of(lambda: build_regex_from_schema(schema))
+    assert isinstance(error, SchemaTooLargeError)
+    assert "the schema at # needs a regex of more than" in str(error)
+    assert peak < PEAK_LIMIT
+
+
+def test_many_large_anyof_branches_fail_early():
+    big = {"type": "object", "properties": {f"k{i}": {"type": "string"} for i in range(60)}}  # ~120k chars
+    schema = {"anyOf": [dict(big, title=f"branch {j}", required=[f"k{j}"]) for j in range(40)]}
+    error, peak = peak_bytes_of(lambda: build_regex_from_schema(schema))
+    assert isinstance(error, SchemaTooLargeError)
+    assert "#/anyOf/" in str(error)
+    assert peak < PEAK_LIMIT
+
+
+def test_the_limit_is_an_option():
+    schema = linked_data_schema()
+    regex = build_regex_from_schema(schema, max_ref_depth=2)
+    assert build_regex_from_schema(schema, max_ref_depth=2, max_regex_chars=len(regex)) == regex
+    with pytest.raises(SchemaTooLargeError, match=f"max_regex_chars={len(regex) - 1:,}"):
+        build_regex_from_schema(schema, max_ref_depth=2, max_regex_chars=len(regex) - 1)
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, True, "1000000", None])
+def test_a_bad_limit_is_refused_by_name(bad):
+    with pytest.raises(ValueError, match="max_regex_chars"):
+        build_regex_from_schema({"type": "string"}, max_regex_chars=bad)
+
+
+def test_schemas_under_the_limit_compile_to_the_same_regex_as_without_it():
+    # The check only refuses; it never changes a regex. Every suite schema that compiles,
+    # plus the linked-data shape at a depth under the limit.
+    schemas = [group["schema"] for f in sorted(SUITE.glob("*.json")) for group in json.loads(f.read_text("utf-8"))]
+    schemas.append(linked_data_schema())
+    compiled = 0
+    for schema in schemas:
+        depth = {"max_ref_depth": 2} if schema is schemas[-1] else {}
+        try:
+            unlimited = build_regex_from_schema(schema, max_regex_chars=UNLIMITED, **depth)
+        except UnsupportedSchemaError:
+            with pytest.raises(UnsupportedSchemaError) as error:  # an unsupported keyword stays that
+                build_regex_from_schema(schema, **depth)
+            assert not isinstance(error.value, SchemaTooLargeError)
+            continue
+        except ValueError:  # an invalid schema: not this test's subject
+            continue
+        assert build_regex_from_schema(schema, **depth) == unlimited
+        compiled += 1
+    assert compiled > 100
