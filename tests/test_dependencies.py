@@ -74,7 +74,8 @@ def test_every_third_party_import_is_declared():
                 where = f"the '{extra}' extra" if extra else "dependencies"
                 missing.append(f"minisglang/{relative} imports {name} (from {sorted(provided_by) or '?'}), "
                                f"not declared in {where}")
-    assert not missing, "\n".join(missing)
+    assert not missing, "\n".join(missing) + ("\n(declare it in pyproject.toml; a file that only runs "
+                                             "with an extra installed goes in EXTRA_OF_FILE)")
 
 
 def test_every_runtime_dependency_is_imported():
