@@ -3,18 +3,22 @@ from pathlib import Path
 
 DEFAULT_MODEL_PATH = str(Path(__file__).parent / "assets" / "tiny-json-llama")
 
+# Public names, imported on first use: `import minisglang` stays cheap (torch loads only when
+# an Engine is made), and importing the core engine never drags in the front end (lang.py).
+_LAZY = {
+    "Engine": "engine", "SamplingParams": "core",
+    "RuntimeEndpoint": "lang", "assistant": "lang", "function": "lang", "gen": "lang",
+    "system": "lang", "user": "lang",
+}
+
 
 def __getattr__(name):
-    # Lazy so that `import minisglang` stays cheap (torch loads only when an Engine is made).
-    if name == "Engine":
-        from .engine import Engine
+    if name in _LAZY:
+        import importlib
 
-        return Engine
-    if name == "SamplingParams":
-        from .core import SamplingParams
-
-        return SamplingParams
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
     raise AttributeError(f"module 'minisglang' has no attribute {name!r}")
 
 
-from .lang import RuntimeEndpoint, assistant, function, gen, system, user  # noqa: E402  (no torch here)
+def __dir__():
+    return sorted([*globals(), *_LAZY])
