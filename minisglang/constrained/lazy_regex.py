@@ -1,0 +1,612 @@
+"""A regex as a shared syntax tree over bytes, and the DFA its derivatives build on demand.
+
+Why not the eager DFA of regex_dfa.py here: interegular builds every state of the whole
+DFA before the first token, and some schemas have far too many. A string with
+`maxLength: 1000` is a chain of 1,000 states (10 s); a 599-value enum a trie of every
+value (25 s); `$ref`s inlined into the regex text grow it about 16x per level, and
+each copy becomes states of its own. Generation only ever visits a few hundred of those
+states. So this module builds a state when generation reaches it (what llguidance's
+lexer does, with regex derivatives), and its cost follows the regex, not its DFA.
+
+The pieces:
+- `RegexNode`: a node of the syntax tree over BYTES (characters are UTF-8 encoded while
+  parsing). Nodes are hash-consed by `RegexPool`: two structurally equal sub-expressions
+  are one object, so a group repeated in the text (an inlined `$ref`) is one node, and
+  equal regexes are identical objects (the state table is a dict keyed by node).
+- `RegexPool.derivative(r, byte)`: Brzozowski's derivative, the regex matching what may
+  follow `byte` (Brzozowski 1964; "Regular-expression derivatives re-examined", Owens,
+  Reppy and Turon 2009, for the byte classes and the simplifications). With alternation
+  kept as a SET (associative, commutative, idempotent) and concatenation kept
+  right-nested, a regex has finitely many distinct derivatives: they are the DFA's states.
+- `parse_regex`: our own small parser for Python's regex syntax (the subset the JSON
+  Schema compiler and the tests write: classes, escapes, `{m,n}`, groups, alternation,
+  `\\uXXXX`); it keeps class ranges as ranges (interegular lists every character of a
+  class, which is slow at Unicode scale) and memoises groups by their text.
+- `LazyByteDFA`: state = a regex node; a state's row of 256 next states is computed on
+  its first visit, one derivative per byte class (bytes no sub-expression tells apart).
+
+Semantics are the eager DFA's: the regex must match the whole output (a leading `^` and
+trailing `$` are ignored), `\\d \\w \\s` are ASCII, `.` is anything but a newline.
+"""
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+
+import numpy as np
+
+from .regex_dfa import MAX_CODE_POINT, RegexError, _strip_anchors, utf8_sequences
+
+# Node kinds.
+EMPTY, EPSILON, BYTES, CONCAT, ALT, REPEAT = range(6)
+
+
+class AutomatonLimitError(RegexError):
+    """Building this regex's automaton would exceed one of the declared limits."""
+
+
+class RegexNode:
+    """One hash-consed node. Never build one directly: ask a `RegexPool`.
+
+    kind EMPTY: matches nothing; EPSILON: the empty string; BYTES: one byte out of
+    `byte_set` (a 256-bit int, bit b = byte b); CONCAT: `parts = (head, tail)`, tail is
+    never a CONCAT's head (right-nested); ALT: `parts` = the alternatives, a sorted tuple
+    without duplicates; REPEAT: `parts = (body,)` from `low` to `high` times (None: no bound).
+    """
+
+    __slots__ = ("uid", "kind", "parts", "byte_set", "low", "high", "nullable", "first", "_cuts", "_derivatives")
+
+    def __init__(self, uid: int, kind: int, parts: tuple = (), byte_set: int = 0,
+                 low: int = 0, high: int | None = 0, nullable: bool = False, first: int = 0):
+        self.uid, self.kind, self.parts, self.byte_set = uid, kind, parts, byte_set
+        self.low, self.high = low, high
+        self.nullable = nullable   # matches the empty string: an accepting state
+        self.first = first         # 256-bit int: the bytes some match can start with
+        self._cuts: int | None = None
+        self._derivatives: dict[int, RegexNode] = {}
+
+    def __repr__(self) -> str:
+        return f"RegexNode#{self.uid}({describe(self)})"
+
+
+class RegexPool:
+    """The interning table: every node is made here, equal nodes once.
+
+    `max_nodes` bounds how many nodes may exist (parsing and derivatives together), so a
+    regex that would blow up fails with AutomatonLimitError instead of eating memory.
+    """
+
+    def __init__(self, max_nodes: int = 2_000_000):
+        self.max_nodes = max_nodes
+        self._table: dict[tuple, RegexNode] = {}
+        self.empty = self._make((EMPTY,), EMPTY)
+        self.epsilon = self._make((EPSILON,), EPSILON, nullable=True)
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+    def _make(self, key: tuple, kind: int, **fields) -> RegexNode:
+        node = self._table.get(key)
+        if node is None:
+            if len(self._table) >= self.max_nodes:
+                raise AutomatonLimitError(f"regex too complex: its syntax tree and derivatives need more than "
+                                          f"{self.max_nodes:,} nodes (limit max_nodes)")
+            node = self._table[key] = RegexNode(len(self._table), kind, **fields)
+        return node
+
+    # -- constructors, with the simplifications that keep the derivatives finite --------
+    def byte_set(self, mask: int) -> RegexNode:
+        """One byte out of `mask` (bit b = byte b)."""
+        if mask == 0:
+            return self.empty
+        return self._make((BYTES, mask), BYTES, byte_set=mask, first=mask)
+
+    def concat(self, head: RegexNode, tail: RegexNode) -> RegexNode:
+        """head then tail; kept right-nested, so (ab)c and a(bc) are one node."""
+        if head.kind == EMPTY or tail.kind == EMPTY:
+            return self.empty
+        if head.kind == EPSILON:
+            return tail
+        if tail.kind == EPSILON:
+            return head
+        if head.kind == CONCAT:   # re-associate to the right; heads are never CONCATs
+            return self.concat(head.parts[0], self.concat(head.parts[1], tail))
+        first = head.first | tail.first if head.nullable else head.first
+        return self._make((CONCAT, head.uid, tail.uid), CONCAT, parts=(head, tail),
+                          nullable=head.nullable and tail.nullable, first=first)
+
+    def concat_all(self, nodes: list[RegexNode]) -> RegexNode:
+        out = self.epsilon
+        for node in reversed(nodes):
+            out = self.concat(node, out)
+        return out
+
+    def alt(self, nodes) -> RegexNode:
+        """Any of `nodes`, as a set: nested alternatives flattened, EMPTY dropped, duplicates
+        merged, single-byte alternatives merged into one byte set, order canonical."""
+        members: dict[int, RegexNode] = {}
+        bytes_mask = 0
+        for node in nodes:
+            for m in (node.parts if node.kind == ALT else (node,)):
+                if m.kind == BYTES:
+                    bytes_mask |= m.byte_set
+                elif m.kind != EMPTY:
+                    members[m.uid] = m
+        if bytes_mask:
+            merged = self.byte_set(bytes_mask)
+            members[merged.uid] = merged
+        if not members:
+            return self.empty
+        if len(members) == 1:
+            return next(iter(members.values()))
+        parts = tuple(members[uid] for uid in sorted(members))
+        first = 0
+        for m in parts:
+            first |= m.first
+        return self._make((ALT, *sorted(members)), ALT, parts=parts,
+                          nullable=any(m.nullable for m in parts), first=first)
+
+    def repeat(self, body: RegexNode, low: int, high: int | None) -> RegexNode:
+        """body from `low` to `high` times (`high` None: unbounded)."""
+        if high == 0 or body.kind == EPSILON:
+            return self.epsilon
+        if body.kind == EMPTY:
+            return self.epsilon if low == 0 else self.empty
+        if low == 1 and high == 1:
+            return body
+        if body.kind == REPEAT and body.low == 0 and body.high is None and high is None:
+            return body   # (r*)* = (r*)+ = r*
+        return self._make((REPEAT, body.uid, low, high), REPEAT, parts=(body,), low=low, high=high,
+                          nullable=low == 0 or body.nullable, first=body.first)
+
+    # -- derivatives ------------------------------------------------------------------------
+    def derivative(self, node: RegexNode, byte: int) -> RegexNode:
+        """The regex of what may follow `byte` in a match of `node` (EMPTY: nothing)."""
+        if not node.first >> byte & 1:
+            return self.empty   # no match starts with this byte (and no node hides an empty language)
+        done = node._derivatives.get(byte)
+        if done is not None:
+            return done
+        kind = node.kind
+        if kind == BYTES:
+            out = self.epsilon
+        elif kind == ALT:
+            out = self.alt([self.derivative(m, byte) for m in node.parts if m.first >> byte & 1])
+        elif kind == REPEAT:
+            (body,) = node.parts
+            rest = self.repeat(body, max(node.low - 1, 0), None if node.high is None else node.high - 1)
+            out = self.concat(self.derivative(body, byte), rest)
+        else:   # CONCAT: walk the right spine while the heads may be skipped (no recursion)
+            options, x = [], node
+            while True:
+                if x.kind != CONCAT:
+                    options.append(self.derivative(x, byte))
+                    break
+                head, tail = x.parts
+                options.append(self.concat(self.derivative(head, byte), tail))
+                if not head.nullable:
+                    break
+                x = tail
+            out = self.alt(options)
+        node._derivatives[byte] = out
+        return out
+
+    def cuts(self, node: RegexNode) -> int:
+        """The byte classes of `node` as a 257-bit int: bit p set = a class starts at byte p.
+
+        Bytes within one class (between two cuts) give the same derivative, so a state's
+        row needs one derivative per class, not per byte.
+        """
+        if node._cuts is not None:
+            return node._cuts
+        kind = node.kind
+        if kind == BYTES:
+            out = (node.byte_set ^ (node.byte_set << 1)) | 1   # where membership changes
+        elif kind == ALT:
+            out = 1
+            for m in node.parts:
+                out |= self.cuts(m)
+        elif kind == REPEAT:
+            out = self.cuts(node.parts[0])
+        elif kind == CONCAT:
+            out, x = 1, node
+            while x.kind == CONCAT:
+                head, x = x.parts
+                out |= self.cuts(head)
+                if not head.nullable:
+                    break
+            else:
+                out |= self.cuts(x)
+        else:
+            out = 1
+        node._cuts = out
+        return out
+
+
+def describe(node: RegexNode, limit: int = 60) -> str:
+    """A short regex-like text of a node (for errors and debugging)."""
+    def text(n: RegexNode) -> str:
+        if n.kind == EMPTY:
+            return "∅"
+        if n.kind == EPSILON:
+            return "ε"
+        if n.kind == BYTES:
+            bits = [b for b in range(256) if n.byte_set >> b & 1]
+            if len(bits) == 1:
+                return bytes(bits).decode("latin-1") if 0x20 < bits[0] < 0x7F else f"\\x{bits[0]:02x}"
+            return f"[{len(bits)} bytes]"
+        if n.kind == CONCAT:
+            return text(n.parts[0]) + text(n.parts[1])
+        if n.kind == ALT:
+            return "(" + "|".join(text(m) for m in n.parts) + ")"
+        high = "" if n.high is None else n.high
+        return f"({text(n.parts[0])}){{{n.low},{high}}}"
+    out = text(node)
+    return out if len(out) <= limit else out[: limit - 1] + "…"
+
+
+# ---------------------------------------------------------------------------------------
+# Parsing: Python regex syntax -> byte-level nodes
+# ---------------------------------------------------------------------------------------
+def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Inclusive code point ranges -> sorted, disjoint, non-adjacent ranges."""
+    out: list[tuple[int, int]] = []
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
+
+
+def _negate(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out, start = [], 0
+    for lo, hi in ranges:
+        if lo > start:
+            out.append((start, lo - 1))
+        start = hi + 1
+    if start <= MAX_CODE_POINT:
+        out.append((start, MAX_CODE_POINT))
+    return out
+
+
+def _ascii_ranges(chars: str) -> list[tuple[int, int]]:
+    return _merge([(ord(c), ord(c)) for c in chars])
+
+
+DIGIT = _ascii_ranges("0123456789")
+WORD = _ascii_ranges("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz")
+SPACE = _ascii_ranges(" \t\n\r\f\v")
+SHORTHANDS = {"d": (DIGIT, False), "D": (DIGIT, True), "w": (WORD, False), "W": (WORD, True),
+              "s": (SPACE, False), "S": (SPACE, True)}
+SINGLE_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "f": "\f", "v": "\v", "a": "\a"}
+ANCHOR_ESCAPES = "AZbB"   # \b is a backspace inside a class, a word boundary outside
+
+
+# Group boundaries found by one C-speed scan: escapes and classes are skipped whole, so
+# the parentheses left are the real ones.
+_PAREN_SCAN = re.compile(r"\\.|\[\^?\]?(?:\\.|[^\]\\])*\]|[()]", re.S)
+
+
+class _Parser:
+    """Recursive descent over a pattern that `re.compile` has already accepted."""
+
+    def __init__(self, pattern: str, source: str, pool: RegexPool):
+        self.p, self.source, self.pool, self.i = pattern, source, pool, 0
+        self.class_nodes: dict[tuple, RegexNode] = {}
+        self.group_nodes: dict[str, RegexNode] = {}   # group text -> node: a repeated group is parsed once
+        self.group_end: dict[int, int] = {}
+        stack = []
+        for m in _PAREN_SCAN.finditer(pattern):
+            if m.group() == "(":
+                stack.append(m.start())
+            elif m.group() == ")" and stack:
+                self.group_end[stack.pop()] = m.start()
+
+    def fail(self, what: str) -> RegexError:
+        return RegexError(f"unsupported regex {self.source!r}: {what}")
+
+    def parse(self) -> RegexNode:
+        node = self.alternation()
+        if self.i != len(self.p):
+            raise self.fail(f"unexpected {self.p[self.i]!r} at position {self.i}")
+        return node
+
+    def alternation(self) -> RegexNode:
+        branches = [self.sequence()]
+        while self.i < len(self.p) and self.p[self.i] == "|":
+            self.i += 1
+            branches.append(self.sequence())
+        return self.pool.alt(branches)
+
+    def sequence(self) -> RegexNode:
+        items = []
+        p = self.p
+        while self.i < len(p) and p[self.i] not in "|)":
+            items.append(self.quantified(self.atom()))
+        return self.pool.concat_all(items)
+
+    def quantified(self, node: RegexNode) -> RegexNode:
+        bounds = self.quantifier()
+        if bounds is None:
+            return node
+        if self.p.startswith("+", self.i):
+            raise self.fail(f"possessive quantifier at position {self.i}")
+        if self.p.startswith("?", self.i):
+            self.i += 1   # lazy: matches the same strings as greedy under fullmatch
+        return self.pool.repeat(node, *bounds)
+
+    def quantifier(self) -> tuple[int, int | None] | None:
+        p, i = self.p, self.i
+        if i >= len(p):
+            return None
+        simple = {"*": (0, None), "+": (1, None), "?": (0, 1)}.get(p[i])
+        if simple is not None:
+            self.i += 1
+            return simple
+        if p[i] == "{":
+            m = re.compile(r"\{(\d*)(,(\d*))?\}").match(p, i)
+            if m and (m.group(1) or m.group(2)):   # `{}`, `{,}` and an unclosed `{` are literal
+                low = int(m.group(1) or 0)
+                high = low if m.group(2) is None else (int(m.group(3)) if m.group(3) else None)
+                self.i = m.end()
+                return low, high
+        return None
+
+    def atom(self) -> RegexNode:
+        p, c = self.p, self.p[self.i]
+        if c == "(":
+            return self.group()
+        if c == "[":
+            return self.char_class()
+        if c == "\\":
+            return self.escape()
+        if c == ".":
+            self.i += 1
+            return self.ranges_node(_negate([(10, 10)]))
+        if c in "^$":
+            raise self.fail(f"anchor {c!r} at position {self.i} (only at the very start or end)")
+        self.i += 1
+        return self.literal(c)
+
+    def literal(self, ch: str) -> RegexNode:
+        pool = self.pool
+        return pool.concat_all([pool.byte_set(1 << b) for b in ch.encode("utf-8")])
+
+    def group(self) -> RegexNode:
+        start, p = self.i, self.p
+        end = self.group_end.get(start)
+        text = p[start : end + 1] if end is not None else None
+        if text is not None and text in self.group_nodes:
+            self.i = end + 1
+            return self.group_nodes[text]
+        self.i += 1
+        if p.startswith("?", self.i):
+            ext = p[self.i + 1 : self.i + 3]
+            if ext.startswith(":"):
+                self.i += 2
+            elif ext.startswith("P<"):
+                self.i = p.index(">", self.i) + 1   # a named group matches like a plain one
+            elif ext.startswith("#"):
+                self.i = p.index(")", self.i) + 1   # a comment
+                return self.pool.epsilon
+            else:
+                kinds = {"=": "lookahead", "!": "lookahead", "<=": "lookbehind", "<!": "lookbehind",
+                         "P=": "group reference", ">": "atomic group", "(": "conditional group"}
+                name = next((v for k, v in kinds.items() if ext.startswith(k)), "inline flags")
+                raise self.fail(f"{name} at position {start} is not supported")
+        node = self.alternation()
+        self.i += 1   # the closing parenthesis (re.compile checked it is there)
+        if text is not None:
+            self.group_nodes[text] = node
+        return node
+
+    def escape(self, in_class: bool = False) -> RegexNode | list[tuple[int, int]] | str:
+        """Outside a class: a node. Inside: a one-character string or a list of ranges."""
+        p = self.p
+        c = p[self.i + 1]
+        self.i += 2
+        if c in SHORTHANDS:
+            ranges, negated = SHORTHANDS[c]
+            ranges = _negate(ranges) if negated else ranges
+            return ranges if in_class else self.ranges_node(ranges)
+        if c == "b" and in_class:
+            ch = "\b"
+        elif c in ANCHOR_ESCAPES:
+            raise self.fail(f"the anchor \\{c} is not supported")
+        elif c in SINGLE_ESCAPES:
+            ch = SINGLE_ESCAPES[c]
+        elif c in "xuU":
+            digits = {"x": 2, "u": 4, "U": 8}[c]
+            ch = chr(int(p[self.i : self.i + digits], 16))
+            self.i += digits
+        elif c == "N":
+            close = p.index("}", self.i)
+            ch = unicodedata.lookup(p[self.i + 1 : close])
+            self.i = close + 1
+        elif c == "0" or (c in "1234567" and in_class):
+            m = re.compile(r"[0-7]{0,2}").match(p, self.i)
+            ch = chr(int(c + m.group(), 8))
+            self.i = m.end()
+        elif c.isdigit():
+            m = re.compile(r"[0-7]{2}").match(p, self.i)
+            if c in "1234567" and m:   # three octal digits: a character
+                ch = chr(int(c + m.group(), 8))
+                self.i = m.end()
+            else:
+                raise self.fail(f"group reference \\{c} is not supported")
+        else:
+            ch = c   # an escaped punctuation character is itself
+        return ch if in_class else self.literal(ch)
+
+    def char_class(self) -> RegexNode:
+        p = self.p
+        self.i += 1
+        negated = p.startswith("^", self.i)
+        self.i += negated
+        ranges: list[tuple[int, int]] = []
+        first = True
+        while first or p[self.i] != "]":
+            first = False
+            if p[self.i] == "\\":
+                item = self.escape(in_class=True)
+                if isinstance(item, list):
+                    ranges.extend(item)
+                    continue
+                lo = ord(item)
+            else:
+                lo = ord(p[self.i])
+                self.i += 1
+            if p[self.i] == "-" and p[self.i + 1] != "]":
+                self.i += 1
+                if p[self.i] == "\\":
+                    hi = ord(self.escape(in_class=True))
+                else:
+                    hi = ord(p[self.i])
+                    self.i += 1
+                ranges.append((lo, hi))
+            else:
+                ranges.append((lo, lo))
+        self.i += 1
+        ranges = _merge(ranges)
+        return self.ranges_node(_negate(ranges) if negated else ranges)
+
+    def ranges_node(self, ranges: list[tuple[int, int]]) -> RegexNode:
+        """Code point ranges -> the alternation of their UTF-8 byte sequences."""
+        key = tuple(ranges)
+        node = self.class_nodes.get(key)
+        if node is None:
+            pool = self.pool
+            options = []
+            for lo, hi in ranges:
+                for seq in utf8_sequences(lo, hi):
+                    options.append(pool.concat_all([pool.byte_set((1 << (b_hi + 1)) - (1 << b_lo))
+                                                     for b_lo, b_hi in seq]))
+            node = self.class_nodes[key] = pool.alt(options)
+        return node
+
+
+def parse_regex(pattern: str, pool: RegexPool) -> RegexNode:
+    """Parse `pattern` (Python syntax, whole-output match) into a node of `pool`.
+
+    Raises RegexError for an invalid pattern (Python's message), an unsupported construct
+    (lookarounds, backreferences, inner anchors, possessive quantifiers, inline flags),
+    or a regex that matches no string at all.
+    """
+    body = _strip_anchors(pattern)
+    try:
+        re.compile(body)
+    except re.error as e:
+        raise RegexError(f"invalid regex {pattern!r}: {e}") from None
+    node = _Parser(body, pattern, pool).parse()
+    if node.kind == EMPTY:
+        raise RegexError(f"regex {pattern!r} matches no string at all (empty language)")
+    return node
+
+
+# ---------------------------------------------------------------------------------------
+# The DFA, one state at a time
+# ---------------------------------------------------------------------------------------
+UNEXPLORED = -2   # a row not computed yet (a -1 in a computed row means "dead")
+
+
+@dataclass
+class LazyDFAStats:
+    """What has been built so far (for limits, nbytes and the benchmark)."""
+
+    states: int = 0
+    expanded: int = 0
+
+
+class LazyByteDFA:
+    """A byte DFA whose states are regex nodes, made when first reached.
+
+    `table[state, byte]` is the next state (-1: dead, UNEXPLORED: row not computed yet),
+    int32 [capacity, 256], grown by doubling; call `expand` (or `expand_all`) before
+    reading a state's row. State 0 is the regex itself. Every state can still reach an
+    accepting one (derivatives never hide an empty language), so -1 is the only dead end.
+    """
+
+    def __init__(self, root: RegexNode, pool: RegexPool, max_states: int = 100_000):
+        self.pool, self.max_states = pool, max_states
+        self.nodes: list[RegexNode] = []
+        self.state_of: dict[int, int] = {}   # node uid -> state id
+        self.table = np.full((64, 256), UNEXPLORED, dtype=np.int32)
+        self.accepting = np.zeros(64, dtype=bool)
+        self.expanded = np.zeros(64, dtype=bool)
+        self.initial = self._state(root)
+
+    @property
+    def num_states(self) -> int:
+        return len(self.nodes)
+
+    def is_final(self, state: int) -> bool:
+        return bool(self.accepting[state])
+
+    def _state(self, node: RegexNode) -> int:
+        state = self.state_of.get(node.uid)
+        if state is None:
+            state = len(self.nodes)
+            if state >= self.max_states:
+                raise AutomatonLimitError(
+                    f"regex too complex: generation reached more than {self.max_states:,} automaton "
+                    f"states (limit max_lazy_states)")
+            if state == self.table.shape[0]:   # grow by doubling
+                grow = self.table.shape[0]
+                self.table = np.concatenate([self.table, np.full((grow, 256), UNEXPLORED, dtype=np.int32)])
+                self.accepting = np.concatenate([self.accepting, np.zeros(grow, dtype=bool)])
+                self.expanded = np.concatenate([self.expanded, np.zeros(grow, dtype=bool)])
+            self.nodes.append(node)
+            self.state_of[node.uid] = state
+            self.accepting[state] = node.nullable
+        return state
+
+    def expand(self, state: int) -> None:
+        """Compute the row of `state`: one derivative per byte class."""
+        if self.expanded[state]:
+            return
+        pool, node = self.pool, self.nodes[state]
+        row = np.full(256, -1, dtype=np.int32)
+        cuts = pool.cuts(node) | (1 << 256)
+        starts = [b for b in range(257) if cuts >> b & 1]
+        for lo, hi in zip(starts, starts[1:]):
+            if node.first >> lo & 1:
+                row[lo:hi] = self._state(pool.derivative(node, lo))
+        self.table[state] = row
+        self.expanded[state] = True
+
+    def expand_all(self, states: np.ndarray, budget: int, origin: int) -> int:
+        """Expand every state in `states` (an int array) not expanded yet; return how many.
+
+        More than `budget` raises AutomatonLimitError: one token row (the walk from
+        state `origin`) would build too much of the automaton.
+        """
+        todo = np.unique(states[~self.expanded[states]]).tolist()
+        if len(todo) > budget:
+            raise AutomatonLimitError(
+                f"regex too complex: the token row of automaton state {origin} ({describe(self.nodes[origin])}) "
+                f"would build more than {budget:,} further states (limit max_row_expansions)")
+        for state in todo:
+            self.expand(state)
+        return len(todo)
+
+    def step(self, state: int, byte: int) -> int:
+        self.expand(state)
+        return int(self.table[state, byte])
+
+    def walk_bytes(self, state: int, data: bytes) -> int:
+        """The state after `data` from `state`; -1 if the walk dies."""
+        for b in data:
+            state = self.step(state, b)
+            if state < 0:
+                return -1
+        return state
+
+    def allowed_bytes(self, state: int) -> np.ndarray:
+        """The bytes that can follow in `state` (sorted int array)."""
+        self.expand(state)
+        return np.flatnonzero(self.table[state] >= 0)
+
+    def nbytes(self) -> int:
+        return self.table.nbytes + self.accepting.nbytes + self.expanded.nbytes
