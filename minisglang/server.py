@@ -51,7 +51,7 @@ class ServerOptions:
 
     api_key: str | None = None          # when set, every endpoint but /health needs "Bearer <key>"
     max_body_bytes: int = 4 * 1024 * 1024
-    max_compiling_per_client: int = 8   # a client's requests waiting for a grammar at once (429 above)
+    max_compiling_per_client: int = 8   # distinct grammars a client may wait for at once (429 above)
     drain_timeout: float = 2.0          # on SIGTERM: seconds in-flight requests get before their abort
 
     def __post_init__(self):
@@ -93,6 +93,8 @@ class EngineLoop:
                                     else f"the engine loop has stopped: {self.dead!r}")
         out: asyncio.Queue = asyncio.Queue()
         self.inbox.put(("submit", req, out, asyncio.get_running_loop(), client))
+        if self.dead is not None:   # the loop died after the check above: nobody else will answer
+            self._fail_inbox()
         finished = False
         try:
             while True:
@@ -127,6 +129,7 @@ class EngineLoop:
         except BaseException as e:   # noqa: BLE001 - whatever ended the loop, nobody may hang on it
             self.dead = e
             self._fail_all(EngineUnavailable(f"the engine loop has stopped: {e!r}"), abort=False)
+            self._fail_inbox()
             if self.on_fatal is not None:
                 self.on_fatal()
             raise
@@ -137,6 +140,17 @@ class EngineLoop:
                 self.engine.scheduler.abort(rid, str(error))
             loop.call_soon_threadsafe(q.put_nowait, error)
         self.active.clear()
+
+    def _fail_inbox(self) -> None:
+        """Answer every submission still in the inbox with the loop's death (any thread may call it)."""
+        while True:
+            try:
+                item = self.inbox.get_nowait()
+            except queue.Empty:
+                return
+            if item[0] == "submit":
+                _, _, q, loop, _ = item
+                loop.call_soon_threadsafe(q.put_nowait, EngineUnavailable(f"the engine loop has stopped: {self.dead!r}"))
 
     def _drain_inbox(self, block: bool) -> None:
         try:
@@ -157,17 +171,20 @@ class EngineLoop:
         if self.drain_deadline is not None:
             loop.call_soon_threadsafe(q.put_nowait, EngineUnavailable("the server is shutting down"))
             return
-        if req.sampling_params.constraint() is not None:
-            compiling = set(map(id, self.engine.scheduler.grammar_queue))
-            mine = sum(1 for r, _, _, c in self.active.values() if c == client and id(r) in compiling)
-            if mine >= self.options.max_compiling_per_client:
+        grammar = req.sampling_params.constraint()
+        if grammar is not None:
+            # Distinct grammars this client is waiting for; one more request for any of them shares its compile.
+            waiting = set(map(id, self.engine.scheduler.grammar_queue))
+            mine = {r.sampling_params.constraint() for r, _, _, c in self.active.values()
+                    if c == client and id(r) in waiting}
+            if grammar not in mine and len(mine) >= self.options.max_compiling_per_client:
                 loop.call_soon_threadsafe(q.put_nowait, RequestError(
-                    f"too many grammars compiling for this client ({mine}; the limit is "
+                    f"too many grammars compiling for this client ({len(mine)}; the limit is "
                     f"{self.options.max_compiling_per_client}): wait for one to finish", status=429,
                     code="rate_limit_exceeded"))
                 return
+        self.active[req.rid] = (req, q, loop, client)   # first, so that a failure below reaches it
         self.engine.scheduler.add_request(req)
-        self.active[req.rid] = (req, q, loop, client)
 
     def _publish(self) -> None:
         for rid, (req, q, loop, _) in list(self.active.items()):
@@ -230,7 +247,10 @@ def _max_bytes_per_token(tokenizer) -> int:
 # ---------------------------------------------------------------------- the app
 def create_app(engine: Engine, options: ServerOptions | None = None,
                on_fatal: Callable[[], None] | None = None) -> FastAPI:
-    """The FastAPI app around one engine. `on_fatal` is called if the scheduler loop dies."""
+    """The FastAPI app around one engine. `on_fatal` is called if the scheduler loop dies.
+
+    The app owns the engine while it runs: one app per engine, and the app's shutdown
+    shuts the engine down (its compile workers included)."""
     options = options or ServerOptions()
     metrics = ServerMetrics(engine)
     holder: dict[str, EngineLoop] = {}
@@ -315,12 +335,20 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
                                param="prompt")
         return Req(prompt=prompt, origin_input_ids=engine.tokenizer.encode(prompt), sampling_params=params)
 
+    def refuse_abort(meta: dict[str, Any]) -> None:
+        """An aborted request is an error for its client: 500 if the engine failed on it, else 400
+        (a bad grammar, a prompt too long, a compile that timed out)."""
+        reason = meta["finish_reason"]
+        if reason and reason["type"] == "abort":
+            message = reason.get("message", "request aborted")
+            # The scheduler words a caught exception "internal error while ..." (scheduler.abort_for_error).
+            raise RequestError(message, status=500 if message.startswith("internal error") else 400)
+
     async def first_chunk(gen: AsyncIterator[dict[str, Any]]) -> dict[str, Any]:
-        """The first chunk; an abort before any output (a bad grammar, too long) becomes a 400."""
+        """The first chunk; an abort before any output becomes an error response, not a stream."""
         chunk = await gen.__anext__()
-        reason = chunk["meta_info"]["finish_reason"]
-        if reason and reason["type"] == "abort" and chunk["meta_info"]["completion_tokens"] == 0:
-            raise RequestError(reason.get("message", "request aborted"))
+        if chunk["meta_info"]["completion_tokens"] == 0:
+            refuse_abort(chunk["meta_info"])
         return chunk
 
     async def until_disconnected(request: Request) -> None:
@@ -337,6 +365,7 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
                 text, meta = chunk["text"], chunk["meta_info"]
                 async for chunk in gen:
                     text, meta = text + chunk["text"], chunk["meta_info"]
+                refuse_abort(meta)
                 return text, meta
 
             # A client that leaves is noticed while we wait, and its request aborted.
@@ -369,6 +398,8 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
             try:
                 chunk = first
                 while True:
+                    if chunk["final"]:
+                        refuse_abort(chunk["meta_info"])
                     yield sse(shape(chunk["text"], chunk["meta_info"], True))
                     if chunk["final"]:
                         break

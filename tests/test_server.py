@@ -21,6 +21,7 @@ PERSON = {"type": "object",
                          "age": {"type": "integer", "minimum": 0, "maximum": 200},
                          "hobbies": {"type": "array", "items": {"type": "string", "maxLength": 12}, "maxItems": 4}},
           "required": ["name", "age", "hobbies"], "additionalProperties": False}
+MODEL = "tiny-json-llama"
 ZH = "张三是一名软件工程师，今年28岁，平时喜欢编程、摄影和爬山。"
 
 
@@ -55,7 +56,13 @@ def client(server):
 
 
 def test_models(client):
-    assert client.models.list().data[0].id == "tiny-json-llama"
+    assert client.models.list().data[0].id == MODEL
+
+
+def test_an_unknown_model_is_a_404(client):
+    with pytest.raises(openai.NotFoundError) as info:
+        client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "Hi"}], max_tokens=2)
+    assert "gpt-4o" in info.value.body["message"]
 
 
 def test_chat_with_json_schema_response_format(client):
@@ -82,16 +89,43 @@ def test_completions_with_regex_and_streaming(client):
 
 
 def test_chat_streaming(client):
-    stream = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "Hi"}],
-                                            max_tokens=10, temperature=0, stream=True)
+    stream = list(client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}],
+                                                 max_tokens=10, temperature=0, stream=True))
     text = "".join(c.choices[0].delta.content or "" for c in stream)
-    full = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "Hi"}],
+    full = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}],
                                           max_tokens=10, temperature=0)
     assert text == full.choices[0].message.content
+    # OpenAI's shape: the role in the first delta only, no usage unless asked for.
+    assert [c.choices[0].delta.role for c in stream] == ["assistant"] + [None] * (len(stream) - 1)
+    assert all(c.usage is None and c.choices for c in stream)
+
+
+def test_streaming_usage_comes_last_with_no_choices_when_asked(client):
+    for create, kwargs in ((client.chat.completions.create, {"messages": [{"role": "user", "content": "Hi"}]}),
+                           (client.completions.create, {"prompt": "Date:"})):
+        chunks = list(create(model=MODEL, max_tokens=6, temperature=0, stream=True,
+                             stream_options={"include_usage": True}, **kwargs))
+        last = chunks[-1]
+        assert last.choices == [] and last.usage.completion_tokens >= 1
+        assert all(c.usage is None and len(c.choices) == 1 for c in chunks[:-1])
+        assert chunks[-2].choices[0].finish_reason in ("stop", "length")
+        assert last.usage.total_tokens == last.usage.prompt_tokens + last.usage.completion_tokens
+
+
+def test_cached_tokens_are_prompt_tokens_only(client):
+    """A repeated prompt is served from the radix cache; with s4/s5 jump-forward re-admissions
+    the cached count must still be at most the prompt (it was 43 and 63 for 19 tokens)."""
+    kwargs = dict(model=MODEL, temperature=0, max_tokens=120,
+                  messages=[{"role": "user", "content": "Extract name, age and hobbies as JSON:\n" + ZH}],
+                  response_format={"type": "json_schema", "json_schema": {"name": "person", "schema": PERSON}})
+    client.chat.completions.create(**kwargs)
+    usage = client.chat.completions.create(**kwargs).usage
+    cached = usage.prompt_tokens_details.cached_tokens
+    assert 0 < cached <= usage.prompt_tokens - 1      # the last prompt token is always computed
 
 
 def test_json_object_mode(client):
-    resp = client.chat.completions.create(model="m", max_tokens=100, temperature=0,
+    resp = client.chat.completions.create(model=MODEL, max_tokens=100, temperature=0,
                                           messages=[{"role": "user", "content": "Give me JSON about Li Lei."}],
                                           response_format={"type": "json_object"})
     if resp.choices[0].finish_reason == "stop":
@@ -99,12 +133,12 @@ def test_json_object_mode(client):
 
 
 @pytest.mark.parametrize("body,needle", [
-    ({"model": "m", "prompt": "x", "regex": "(unclosed"}, "(unclosed"),
-    ({"model": "m", "prompt": "x", "json_schema": {"type": "object", "multipleOf": 3}}, "multipleOf"),
-    ({"model": "m", "prompt": "x", "json_schema": "{not json"}, "json"),
-    ({"model": "m", "prompt": "x", "temprature": 1}, "temprature"),
-    ({"model": "m", "prompt": 5}, "prompt must be a string"),
-    ({"model": "m", "prompt": "x", "response_format": {"type": "xml"}}, "unsupported response_format"),
+    ({"prompt": "x", "regex": "(unclosed"}, "(unclosed"),
+    ({"prompt": "x", "json_schema": {"type": "object", "multipleOf": 3}}, "multipleOf"),
+    ({"prompt": "x", "json_schema": "{not json"}, "json"),
+    ({"prompt": "x", "temprature": 1}, "temprature"),
+    ({"prompt": 5}, "prompt: must be a string"),
+    ({"prompt": "x", "response_format": {"type": "xml"}}, "response_format.type: must be one of"),
 ])
 def test_bad_input_is_a_400_with_a_message(server, body, needle):
     r = httpx.post(server[0] + "/v1/completions", json=body, timeout=60)
@@ -117,7 +151,7 @@ def test_malformed_body_is_a_400(server):
                    headers={"Content-Type": "application/json"})
     assert r.status_code == 400 and "not valid JSON" in r.json()["error"]["message"]
     r = httpx.post(server[0] + "/v1/chat/completions", json={"messages": "hi"}, timeout=30)
-    assert r.status_code == 400 and "messages must be a list" in r.json()["error"]["message"]
+    assert r.status_code == 400 and "messages: must be a list" in r.json()["error"]["message"]
 
 
 def test_native_generate(server):
@@ -136,13 +170,13 @@ def test_load_200_mixed_requests_with_client_aborts(server):
     async def one(http, i):
         kind = i % 4
         if kind == 0:
-            body = {"model": "m", "prompt": f"Numbers: {i},", "max_tokens": 8, "temperature": 0.7, "seed": i}
+            body = {"prompt": f"Numbers: {i},", "max_tokens": 8, "temperature": 0.7, "seed": i}
         elif kind == 1:
-            body = {"model": "m", "prompt": "Date:", "max_tokens": 16, "regex": r"\d{4}-\d{2}-\d{2}"}
+            body = {"prompt": "Date:", "max_tokens": 16, "regex": r"\d{4}-\d{2}-\d{2}"}
         elif kind == 2:
-            body = {"model": "m", "prompt": "x", "regex": "[z-a]"}       # a 400, not a 500
+            body = {"prompt": "x", "regex": "[z-a]"}       # a 400, not a 500
         else:
-            body = {"model": "m", "prompt": "Tell me a story", "max_tokens": 40, "stream": True}
+            body = {"prompt": "Tell me a story", "max_tokens": 40, "stream": True}
         if kind == 3 and i % 8 == 3:     # a client that leaves in the middle of a stream
             try:
                 async with http.stream("POST", url + "/v1/completions", json=body) as r:

@@ -1,0 +1,265 @@
+"""The server's boundary: request models (protocol.py), OpenAI error bodies for every status,
+limits, auth, /health, /metrics, /get_server_info, and a property test that posts malformed
+bodies to every endpoint of a live app (never a 5xx, never a hang, a good request after each)."""
+import json
+import math
+
+import pytest
+from fastapi.testclient import TestClient
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import minisglang as sgl
+from minisglang.protocol import ChatCompletionRequest, CompletionRequest, GenerateRequest, RequestError, parse
+from minisglang.server import ServerOptions, create_app
+
+MODEL = "tiny-json-llama"
+KEY = "sk-test-123"
+HI = [{"role": "user", "content": "Hi"}]
+
+
+def refusal(model_cls, body) -> RequestError:
+    raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+    with pytest.raises(RequestError) as info:
+        parse(model_cls, raw).to_sampling_params()
+    return info.value
+
+
+# ---------------------------------------------------------------------- the models alone
+@pytest.mark.parametrize("body,param,needle", [
+    ({"prompt": "x", "max_tokens": 5.5}, "max_tokens", "must be an integer, got 5.5"),
+    ({"prompt": "x", "max_tokens": 0}, "max_tokens", "must be >= 1"),
+    ({"prompt": "x", "stream": "false"}, "stream", "must be true or false"),
+    ({"prompt": "x", "stop": 123}, "stop", "list of at most 4 strings"),
+    ({"prompt": "x", "stop": ["a", "b", "c", "d", "e"]}, "stop", "at most 4"),
+    ({"prompt": "x", "top_k": 2.5}, "top_k", "must be an integer"),
+    ({"prompt": "x", "top_k": 0}, "top_k", "-1 (off) or >= 1"),
+    ({"prompt": "x", "temperature": 3}, "temperature", "<= 2"),
+    ({"prompt": "x", "temperature": "hot"}, "temperature", "must be a number"),
+    ({"prompt": "x", "top_p": 0}, "top_p", "> 0"),
+    ({"prompt": "x", "seed": -1}, "seed", ">= 0"),
+    ({"prompt": "x", "seed": 2**64}, "seed", "<"),
+    ({"prompt": "x", "n": 2}, "n", "only n=1"),
+    ({"prompt": "x", "temprature": 1}, "temprature", "not a known field"),
+    ({"prompt": ["a", "b"]}, "prompt", "must be a string"),
+    ({"max_tokens": 3}, "prompt", "is required"),
+    ({"prompt": "x", "logprobs": 3}, "logprobs", "not supported"),
+    ({"prompt": "x", "echo": True}, "echo", "not supported"),
+    ({"prompt": "x", "best_of": 2}, "best_of", "not supported"),
+    ({"prompt": "x", "best_of": True}, "best_of", "not supported"),   # true is not 1
+    ({"prompt": "x", "suffix": "!"}, "suffix", "not supported"),
+    ({"prompt": "x", "presence_penalty": 0.5}, "presence_penalty", "not supported"),
+    ({"prompt": "x", "frequency_penalty": -1}, "frequency_penalty", "not supported"),
+    ({"prompt": "x", "logit_bias": {"5": 10}}, "logit_bias", "not supported"),
+    ({"prompt": "x", "response_format": {"type": "xml"}}, "response_format.type", "must be one of"),
+    ({"prompt": "x", "response_format": {"type": "json_schema"}}, "response_format", "json_schema"),
+    ({"prompt": "x", "stream_options": {"include_usage": True}}, None, "only allowed when stream is true"),
+])
+def test_completion_fields_are_refused_with_a_sentence_naming_them(body, param, needle):
+    err = refusal(CompletionRequest, body)
+    assert err.status == 400 and needle in str(err) and err.param == param
+    if param:
+        assert str(err).startswith(param + ":")
+    for noise in ("pydantic", "Input should", "errors.pydantic.dev", "Traceback", "<class"):
+        assert noise not in str(err)
+
+
+@pytest.mark.parametrize("body,param,needle", [
+    ({"messages": []}, "messages", "at least 1"),
+    ({"messages": "hi"}, "messages", "must be a list"),
+    ({"messages": [{"role": "tool", "content": "x"}]}, "messages[0].role", "must be one of"),
+    ({"messages": [{"role": "user"}]}, "messages[0].content", "is required"),
+    ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]},
+     "messages[0].content", "images"),
+    ({"messages": HI, "tools": [{"type": "function"}]}, "tools", "not supported"),
+    ({"messages": HI, "logprobs": True}, "logprobs", "not supported"),
+    ({"messages": HI, "top_logprobs": 3}, "top_logprobs", "not supported"),
+    ({"messages": HI, "max_tokens": 3, "max_completion_tokens": 4}, None, "not both"),
+    ({"messages": HI, "regex": "a", "response_format": {"type": "json_object"}}, None, "not both"),
+])
+def test_chat_fields_are_refused(body, param, needle):
+    err = refusal(ChatCompletionRequest, body)
+    assert err.status == 400 and needle in str(err)
+    assert err.param == param or (param is None and err.param in (None, "response_format"))
+
+
+def test_neutral_values_of_unsupported_fields_are_accepted():
+    parse(CompletionRequest, json.dumps({"prompt": "x", "logprobs": None, "echo": False, "best_of": 1,
+                                         "presence_penalty": 0, "frequency_penalty": 0.0, "logit_bias": {},
+                                         "suffix": None, "user": "u1"}).encode())
+    chat = parse(ChatCompletionRequest, json.dumps({
+        "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": [{"type": "text", "text": "a"},
+                                                                                      {"type": "text", "text": "b"}]}],
+        "logprobs": False, "tools": [], "tool_choice": "none", "presence_penalty": 0.0,
+        "max_completion_tokens": 7}).encode())
+    assert chat.message_dicts()[1] == {"role": "user", "content": "ab"}
+    assert chat.to_sampling_params().max_new_tokens == 7
+
+
+def test_non_finite_numbers_and_broken_json_are_refused():
+    assert "finite" in str(refusal(CompletionRequest, b'{"prompt": "x", "temperature": NaN}'))
+    assert "finite" in str(refusal(CompletionRequest, b'{"prompt": "x", "top_p": Infinity}'))
+    assert "not valid JSON" in str(refusal(CompletionRequest, b'{"prompt": '))
+    assert "JSON object" in str(refusal(CompletionRequest, b'[1, 2]'))
+
+
+def test_openai_fields_map_onto_sampling_params():
+    p = parse(CompletionRequest, json.dumps({"prompt": "x", "max_tokens": 9, "stop": "\n", "temperature": 0,
+                                             "response_format": {"type": "json_schema", "json_schema": {
+                                                 "name": "p", "schema": {"type": "integer"}}}}).encode())
+    sp = p.to_sampling_params()
+    assert (sp.max_new_tokens, sp.stop, sp.temperature, json.loads(sp.json_schema)) == (9, ["\n"], 0, {"type": "integer"})
+
+
+def test_native_generate_takes_the_engines_sampling_params():
+    err = refusal(GenerateRequest, {"text": "x", "sampling_params": {"max_new_tokens": 0}})
+    assert err.param == "sampling_params" and "max_new_tokens" in str(err)
+    assert "stream" in str(refusal(GenerateRequest, {"text": "x", "stream": 1}))
+
+
+JSON_LEAF = st.one_of(st.none(), st.booleans(), st.integers(min_value=-2**70, max_value=2**70),
+                      st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=12))
+JSON_ANY = st.recursive(JSON_LEAF, lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                                           st.dictionaries(st.text(max_size=8), inner, max_size=3)),
+                        max_leaves=8)
+FIELDS = sorted(set(CompletionRequest.model_fields) | set(ChatCompletionRequest.model_fields)
+                | set(GenerateRequest.model_fields) | {"sampling_params"})
+
+
+@st.composite
+def junk_bodies(draw) -> bytes:
+    """A JSON object of real field names (and some unknown ones) with junk values."""
+    body = draw(st.dictionaries(st.sampled_from(FIELDS) | st.text(max_size=6), JSON_ANY, max_size=5))
+    return json.dumps(body).encode()   # NaN and Infinity written as Python's json does
+
+
+@settings(max_examples=300, deadline=None)
+@given(body=junk_bodies(), model=st.sampled_from([CompletionRequest, ChatCompletionRequest, GenerateRequest]))
+def test_junk_is_a_request_error_or_a_valid_request(body, model):
+    try:
+        sp = parse(model, body).to_sampling_params()
+    except RequestError as e:
+        assert e.status == 400 and str(e) and "Traceback" not in str(e)
+    else:
+        assert sp.max_new_tokens >= 1 and 0 <= sp.temperature and math.isfinite(sp.temperature)
+
+
+# ---------------------------------------------------------------------- a live app
+@pytest.fixture(scope="module")
+def engine():
+    eng = sgl.Engine(max_total_tokens=4000, max_running_requests=16)
+    yield eng
+
+
+@pytest.fixture(scope="module")
+def client(engine):
+    app = create_app(engine, ServerOptions(max_body_bytes=200_000, max_compiling_per_client=2))
+    with TestClient(app, raise_server_exceptions=False) as c:
+        yield c
+
+
+def openai_error(r, status):
+    assert r.status_code == status, r.text
+    err = r.json()["error"]
+    assert set(err) == {"message", "type", "param", "code"} and err["message"]
+    return err
+
+
+def test_every_error_status_has_the_openai_body(client):
+    assert openai_error(client.post("/v1/completions", json={"prompt": "x", "max_tokens": 5.5}), 400)["param"] \
+        == "max_tokens"
+    err = openai_error(client.post("/v1/completions", json={"model": "gpt-4", "prompt": "x"}), 404)
+    assert err["code"] == "model_not_found" and "gpt-4" in err["message"]
+    assert "/nowhere" in openai_error(client.get("/nowhere"), 404)["message"]
+    assert "GET" in openai_error(client.get("/v1/completions"), 405)["message"]
+    assert "application/json" in openai_error(
+        client.post("/v1/completions", content=b'{"prompt": "x"}', headers={"content-type": "text/plain"}), 415)["message"]
+    assert openai_error(client.post("/v1/completions", content=b'{"prompt": "x"}', headers={}), 415)
+    big = json.dumps({"prompt": "x" * 300_000}).encode()
+    assert "200000" in openai_error(client.post("/v1/completions", content=big,
+                                               headers={"content-type": "application/json"}), 413)["message"]
+
+
+def test_a_chunked_body_without_length_is_cut_at_the_limit(client):
+    sent = []
+
+    def chunks():
+        for _ in range(100):         # 1 MB offered, 200 KB allowed
+            sent.append(1)
+            yield b" " * 10_000
+    r = client.post("/v1/completions", content=chunks(), headers={"content-type": "application/json"})
+    openai_error(r, 413)
+
+
+def test_a_prompt_longer_than_the_context_is_refused_before_tokenizing(client, engine, monkeypatch):
+    calls = []
+    monkeypatch.setattr(engine.tokenizer, "encode", lambda *a, **k: calls.append(1) or [1])
+    r = client.post("/generate", json={"text": "é" * 95_000})   # 190 KB: under the body limit
+    assert "context" in openai_error(r, 400)["message"] and not calls
+
+
+def test_the_model_field_may_be_left_out_or_name_the_served_model(client):
+    for body in ({"prompt": "Date:", "max_tokens": 2}, {"model": MODEL, "prompt": "Date:", "max_tokens": 2}):
+        r = client.post("/v1/completions", json=body)
+        assert r.status_code == 200 and r.json()["model"] == MODEL
+
+
+def test_health_metrics_and_server_info(client):
+    assert client.get("/health").json() == {"status": "ok"}
+    client.post("/v1/completions", json={"prompt": "Date:", "max_tokens": 3, "temperature": 0})
+    text = client.get("/metrics").text
+    for name in ("minisglang_requests_total", "minisglang_prompt_tokens_total", "minisglang_generation_tokens_total",
+                 "minisglang_request_latency_seconds_bucket", "minisglang_waiting_queue_length",
+                 "minisglang_free_kv_slots", "minisglang_free_request_slots", "minisglang_radix_hit_rate"):
+        assert name in text, name
+    info = client.get("/get_server_info").json()
+    assert info["model"] == MODEL and info["stage"].startswith("s5")
+    assert info["limits"]["max_body_bytes"] == 200_000 and "api_key" not in info["limits"]
+
+
+def test_api_key():
+    engine = sgl.Engine(max_total_tokens=2000, max_running_requests=4)   # an app owns its engine
+    with TestClient(create_app(engine, ServerOptions(api_key=KEY)), raise_server_exceptions=False) as c:
+        assert c.get("/health").status_code == 200           # probes need no key
+        assert openai_error(c.get("/v1/models"), 401)["code"] == "invalid_api_key"
+        openai_error(c.get("/v1/models", headers={"Authorization": "Bearer wrong"}), 401)
+        openai_error(c.post("/v1/completions", json={"prompt": "x"}), 401)
+        assert c.get("/v1/models", headers={"Authorization": f"Bearer {KEY}"}).status_code == 200
+
+
+def good_request_works(client):
+    r = client.post("/v1/completions", json={"prompt": "Date:", "max_tokens": 10, "regex": r"\d{4}-\d{2}-\d{2}"})
+    assert r.status_code == 200, r.text
+    import re
+    assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", r.json()["choices"][0]["text"])
+
+
+ENDPOINTS = ["/v1/completions", "/v1/chat/completions", "/generate"]
+
+
+@st.composite
+def malformed_posts(draw):
+    path = draw(st.sampled_from(ENDPOINTS + ["/health", "/metrics", "/get_server_info", "/v1/models"]))
+    kind = draw(st.sampled_from(["junk", "junk", "bytes", "nested"]))
+    if kind == "junk":
+        body = draw(junk_bodies())
+    elif kind == "bytes":
+        body = draw(st.binary(max_size=40))
+    else:   # a valid-looking request with one field replaced by junk
+        base = {"/v1/chat/completions": {"messages": HI, "max_tokens": 2},
+                "/generate": {"text": "x", "sampling_params": {"max_new_tokens": 2}}}.get(
+            path, {"prompt": "x", "max_tokens": 2})
+        base[draw(st.sampled_from(FIELDS))] = draw(JSON_ANY)
+        body = json.dumps(base).encode()
+    return path, body
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(post=malformed_posts())
+def test_malformed_posts_never_get_a_5xx_and_the_server_keeps_serving(client, post):
+    path, body = post
+    r = client.post(path, content=body, headers={"content-type": "application/json"})
+    assert r.status_code < 500, (path, body, r.text)
+    if r.status_code >= 400:
+        openai_error(r, r.status_code)
+    good_request_works(client)
