@@ -12,6 +12,7 @@ import random
 import re
 
 import pytest
+import torch
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -23,12 +24,22 @@ PROMPTS = ["The capital of France is", "Email: ", "2024-", "Once upon a time, th
            "<|user|>\nWhat is the date?\n<|assistant|>\n"]
 GREEDY = {"temperature": 0, "max_new_tokens": 8, "ignore_eos": True}
 NUMBER = r"[0-9]{1,4}"
-RUNAWAY = r"(a|b)*a(a|b){12}"     # its DFA has 2**13 states: over the fixture's limit
+RUNAWAY = r"(a|b)*a(a|b){6}"      # its DFA has 2**7 states: over the limit of 50 the engines here set
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    """These tests count slots, not speed; one intra-op thread keeps them from fighting the
+    other processes of a busy 2-core machine (two threads there made them 10x slower)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")
 def engine():
-    eng = sgl.Engine(stage="s1", max_total_tokens=1024, max_running_requests=12, max_fsm_states=2000)
+    eng = sgl.Engine(stage="s1", max_total_tokens=1024, max_running_requests=12, max_fsm_states=50)
     yield eng
     eng.shutdown()
 
@@ -55,9 +66,8 @@ def run_all(eng, reqs):
         eng.step()
 
 
-def raising_for(is_victim, original, error=None):
+def raising_for(is_victim, original):
     """`original`, except that it raises when an argument is (or lists) a request `is_victim` picks."""
-    error = error or RuntimeError("injected fault")
 
     def concerned(arg):
         items = arg if isinstance(arg, list) else [arg]
@@ -65,7 +75,7 @@ def raising_for(is_victim, original, error=None):
 
     def hook(*args, **kwargs):
         if any(concerned(a) for a in args):
-            raise error
+            _raise()
         return original(*args, **kwargs)
     return hook
 
@@ -256,3 +266,185 @@ def _remember_batch(run, current):
 
 def _raise():
     raise RuntimeError("injected fault")
+
+
+# ---------------------------------------------------------------------- every way out
+def test_a_stream_closed_early_aborts_and_releases_its_request(engine, alone):
+    stream = engine.generate(PROMPTS[3], dict(GREEDY, max_new_tokens=40), stream=True)
+    first = next(stream)
+    assert first["meta_info"]["finish_reason"] is None
+    stream.close()
+    assert_quiet_and_full(engine)
+    reason = engine.stats().finished_by_reason
+    stream = engine.generate(PROMPTS[3], dict(GREEDY, max_new_tokens=40), stream=True)
+    next(stream)
+    del stream                      # dropped without close(): the generator's finaliser aborts
+    assert_quiet_and_full(engine)
+    assert engine.stats().finished_by_reason["abort"] == reason.get("abort", 0) + 1
+    never_started = engine.generate(PROMPTS[3], GREEDY, stream=True)
+    assert engine.stats().idle     # queued only when iteration starts
+    assert "".join(c["text"] for c in never_started) == alone[PROMPTS[3]]
+    assert_quiet_and_full(engine)
+
+
+def test_an_interrupt_inside_a_step_releases_the_batch_and_propagates(engine, alone, monkeypatch):
+    forward = engine.model.forward
+    calls = []
+
+    def interrupted(fb):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return forward(fb)
+    monkeypatch.setattr(engine.model, "forward", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        engine.generate(PROMPTS[:3], GREEDY)
+    monkeypatch.undo()
+    assert_quiet_and_full(engine)
+    assert [o["text"] for o in engine.generate(PROMPTS[:3], GREEDY)] == [alone[p] for p in PROMPTS[:3]]
+
+
+def test_an_error_in_generate_leaves_nothing_queued(engine, monkeypatch):
+    """Whatever escapes a step (here: the step itself) aborts the call's requests."""
+    monkeypatch.setattr(engine.scheduler, "schedule", lambda: _raise())
+    with pytest.raises(RuntimeError, match="injected fault"):
+        engine.generate(PROMPTS[:2], GREEDY)
+    monkeypatch.undo()
+    assert_quiet_and_full(engine)
+
+
+def test_compile_failures_abort_only_their_request(engine):
+    outs = engine.generate([PROMPTS[2], PROMPTS[2], PROMPTS[2], PROMPTS[1]],
+                           [dict(GREEDY, regex="("), dict(GREEDY, regex=RUNAWAY), dict(GREEDY, regex=NUMBER), GREEDY])
+    assert outs[0]["meta_info"]["finish_reason"]["type"] == "abort"
+    assert outs[1]["meta_info"]["finish_reason"]["type"] == "abort"
+    assert "more than 50 states" in outs[1]["meta_info"]["finish_reason"]["message"]
+    assert outs[2]["meta_info"]["finish_reason"]["type"] == "stop" and re.fullmatch(NUMBER, outs[2]["text"])
+    assert outs[3]["meta_info"]["finish_reason"]["type"] == "length"
+    assert_quiet_and_full(engine)
+
+
+def test_stats_count_what_happened():
+    eng = sgl.Engine(stage="s0", max_total_tokens=512, max_running_requests=4)
+    try:
+        stats = eng.stats()
+        assert stats.idle and stats.pools_full
+        assert (stats.free_request_slots, stats.free_kv_slots) == (4, 512)
+        system = "<|system|>\nAnswer in JSON only, please.\n<|user|>\n"
+        outs = eng.generate([system + "a", system + "b"], [dict(GREEDY, max_new_tokens=3)] * 2)
+        outs.append(eng.generate(system + "c", dict(GREEDY, max_new_tokens=3)))
+        req = eng.submit(system + "d", GREEDY)
+        eng.step()
+        stats = eng.stats()
+        assert (stats.running, stats.free_request_slots) == (1, 3)
+        assert not stats.idle and not stats.pools_full        # the running request holds memory
+        eng.abort(req.rid)
+        eng.step()
+        stats = eng.stats()
+        assert stats.finished_by_reason == {"length": 3, "abort": 1}
+        prompts = [len(eng.tokenizer.encode(system + x)) for x in "abcd"]
+        assert stats.prompt_tokens == sum(prompts)
+        assert stats.generated_tokens == 3 * 3 + len(req.output_ids)
+        cached = sum(o["meta_info"]["cached_tokens"] for o in outs) + req.cached_tokens
+        assert stats.cached_prompt_tokens == cached > 0       # c and d found the system prompt
+        assert stats.radix_hit_rate == cached / sum(prompts)
+        assert stats.idle and stats.pools_full and stats.errors == 0
+    finally:
+        eng.shutdown()
+
+
+# ---------------------------------------------------------------------- 1,000 mixed requests
+BAD_ITEMS = [{"top_k": 2.5}, {"stop": 123}, {"max_new_tokens": True}, {"temperature": math.nan}, {"tempreature": 1}]
+
+
+def random_params(rng):
+    params = {"temperature": rng.choice([0, 0.8, 1e-40]), "max_new_tokens": rng.randint(1, 6),
+              "seed": rng.randrange(2**32)}
+    if rng.random() < 0.15:
+        params["stop"] = rng.choice([" ", ",", "\n", ["@", "."]])
+    kind = rng.random()
+    if kind < 0.03:
+        params["regex"] = NUMBER
+    elif kind < 0.04:
+        params["regex"] = "("                # invalid: the compile fails at once
+    elif kind < 0.05:
+        params["regex"] = RUNAWAY            # over the state limit
+    return params
+
+
+def test_no_leak_after_1000_mixed_requests(monkeypatch):
+    """Step API, lists with bad items, streams dropped early, client aborts, failing
+    compiles, and faults in a per-request hook (#A) and in the forward (#F); afterwards the
+    pools are full, no radix node is locked and no queue holds anything."""
+    rng = random.Random(13)
+    eng = sgl.Engine(stage="s1", max_total_tokens=600, max_running_requests=10, max_fsm_states=50)
+    monkeypatch.setattr(eng.stage, "advance", raising_for(lambda r: "#A" in r.prompt, eng.stage.advance))
+    current, forward = {}, eng.model.forward
+    monkeypatch.setattr(eng.scheduler, "run", _remember_batch(eng.scheduler.run, current))
+    monkeypatch.setattr(eng.model, "forward", lambda fb: _raise() if any("#F" in r.prompt for r in current["batch"].reqs)
+                        else forward(fb))
+    bases = ["<|user|>\nWhat is the date?\n<|assistant|>\n", "The email of Wang Fang is", "Numbers: 1, 2, 3,"]
+
+    def new_prompt():
+        fault = rng.choices(["", " #A", " #F"], [0.94, 0.03, 0.03])[0]
+        return rng.choice(bases) + " " * rng.randint(0, 2) + str(rng.randint(0, 10**rng.randint(0, 9))) + fault
+
+    seen, refused, created = [], 0, 0
+    while created < 1000:
+        action = rng.random()
+        if action < 0.5:                                   # the step API
+            created += 1
+            if rng.random() < 0.05:
+                with pytest.raises(ValueError):
+                    eng.submit(new_prompt(), rng.choice(BAD_ITEMS))
+                refused += 1
+            else:
+                seen.append(eng.submit(new_prompt(), random_params(rng)))
+            for _ in range(rng.randint(0, 2)):
+                eng.step()
+        elif action < 0.65:                                # a list, sometimes with a bad item
+            n = rng.randint(1, 3)
+            created += n
+            params = [random_params(rng) for _ in range(n)]
+            if rng.random() < 0.3:
+                params[rng.randrange(n)] = rng.choice(BAD_ITEMS)
+                queued = eng.stats()
+                with pytest.raises(ValueError, match=r"^item \d: "):
+                    eng.generate([new_prompt() for _ in range(n)], params)
+                after = eng.stats()
+                assert (after.grammar_queue, after.waiting_queue, after.running) == \
+                    (queued.grammar_queue, queued.waiting_queue, queued.running)
+                refused += n
+            else:
+                for out in eng.generate([new_prompt() for _ in range(n)], params):
+                    assert out["meta_info"]["finish_reason"] is not None
+        elif action < 0.8:                                 # a stream, often dropped early
+            created += 1
+            stream = eng.generate(new_prompt(), random_params(rng), stream=True)
+            for i, chunk in enumerate(stream):
+                if i == rng.randint(0, 3):
+                    break
+            stream.close()
+        elif action < 0.9 and seen:                        # the client aborts
+            eng.abort(rng.choice(seen).rid)
+        else:
+            for _ in range(rng.randint(1, 4)):
+                eng.step()
+    while eng.scheduler.has_work():
+        eng.step()
+
+    assert all(r.released for r in seen)
+    assert_quiet_and_full(eng)
+    stats = eng.stats()
+    assert sum(stats.finished_by_reason.values()) == created - refused
+    assert stats.errors > 0 and stats.finished_by_reason["abort"] > 0
+    for req in seen:
+        reason = req.finished_reason
+        if "#A" in req.prompt and req.output_ids and reason["type"] == "abort":
+            assert reason["message"] in ("aborted by the client", "internal error while processing its new token "
+                                         "(advance, detokenize, stop check): RuntimeError: injected fault")
+        if req.sampling_params.regex == NUMBER and reason["type"] == "stop":
+            assert re.fullmatch(NUMBER, req.output_text)
+    events = {e["event"] for e in eng.trace}
+    assert {"evict", "error", "prefix_hit"} <= events
+    eng.shutdown()
