@@ -1,11 +1,11 @@
 """`GET /metrics`: the server's Prometheus metrics (text format, through `prometheus-client`).
 
 Two kinds of numbers:
-- counted by the server as requests finish: requests by finish reason, prompt / cached /
-  generated tokens, request latency (a histogram);
-- read from the engine when Prometheus scrapes: queue lengths, free KV and request slots,
-  the radix cache's hit rate, and the grammar cache's size and hits when the stage reports
-  them (`ServerMetrics.collect`).
+- counted by the server: request latency (a histogram) and requests it refused before
+  queuing them (by HTTP status);
+- read from `Engine.stats()` when Prometheus scrapes: requests finished by reason, prompt /
+  cached / generated tokens, step errors, queue lengths, free KV and request slots, the
+  radix cache's hit rate, and the constraint layer's numbers when the stage has a `stats()`.
 
 Each app has its own registry, so several servers (tests) in one process never share counts.
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 if TYPE_CHECKING:  # pragma: no cover
     from .engine import Engine
@@ -24,36 +24,18 @@ _LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
 
 class ServerMetrics:
-    """The counters the request handlers update, plus a collector that reads the engine."""
+    """The numbers the request handlers update, plus a collector that reads the engine."""
 
     def __init__(self, engine: "Engine"):
-        self.engine = engine
         self.registry = CollectorRegistry(auto_describe=True)
-        r = self.registry
-        self.requests = Counter("minisglang_requests", "Finished requests by finish reason",
-                                ["finish_reason"], registry=r)
         self.refused = Counter("minisglang_refused_requests", "Requests refused before queuing, by HTTP status",
-                               ["status"], registry=r)
-        self.prompt_tokens = Counter("minisglang_prompt_tokens", "Prompt tokens of finished requests", registry=r)
-        self.cached_tokens = Counter("minisglang_cached_prompt_tokens",
-                                     "Prompt tokens the radix cache supplied", registry=r)
-        self.generation_tokens = Counter("minisglang_generation_tokens", "Output tokens of finished requests",
-                                         registry=r)
+                               ["status"], registry=self.registry)
         self.latency = Histogram("minisglang_request_latency_seconds", "Arrival to finish of a request",
-                                 buckets=_LATENCY_BUCKETS, registry=r)
-        self._prompt_sum = self._cached_sum = 0   # for the hit-rate gauge
-        r.register(_EngineCollector(self))
+                                 buckets=_LATENCY_BUCKETS, registry=self.registry)
+        self.registry.register(_EngineCollector(engine))
 
     def finished(self, meta: dict[str, Any]) -> None:
-        """Count one finished request from its meta_info."""
-        reason = meta["finish_reason"]["type"] if meta.get("finish_reason") else "unknown"
-        self.requests.labels(finish_reason=reason).inc()
-        cached = min(meta["cached_tokens"], meta["prompt_tokens"])
-        self.prompt_tokens.inc(meta["prompt_tokens"])
-        self.cached_tokens.inc(cached)
-        self._prompt_sum += meta["prompt_tokens"]
-        self._cached_sum += cached
-        self.generation_tokens.inc(meta["completion_tokens"])
+        """Record one finished request from its meta_info."""
         self.latency.observe(meta["e2e_latency"])
 
     def render(self) -> bytes:
@@ -61,40 +43,41 @@ class ServerMetrics:
 
 
 class _EngineCollector:
-    """Gauges read from the engine at scrape time (a read of a few lengths; no lock needed)."""
+    """Metrics read from `Engine.stats()` at scrape time."""
 
-    def __init__(self, metrics: ServerMetrics):
-        self.metrics = metrics
+    def __init__(self, engine: "Engine"):
+        self.engine = engine
 
     def describe(self) -> list[Metric]:
-        return []   # no fixed set: the grammar gauges exist only when the stage reports them
+        return []   # no fixed set: the constraint layer's gauges exist only when the stage reports them
 
     def collect(self) -> Iterator[Metric]:
-        m = self.metrics
-        hit_rate = m._cached_sum / m._prompt_sum if m._prompt_sum else 0.0
-        yield GaugeMetricFamily("minisglang_radix_hit_rate", "Cached prompt tokens / prompt tokens so far",
-                                value=hit_rate)
-        for name, help_text, value in engine_gauges(m.engine):
+        st = self.engine.stats()
+        by_reason = CounterMetricFamily("minisglang_requests", "Finished requests by finish reason",
+                                        labels=["finish_reason"])
+        for reason, n in sorted(st.finished_by_reason.items()):
+            by_reason.add_metric([reason], n)
+        yield by_reason
+        for name, help_text, value in [
+                ("prompt_tokens", "Prompt tokens of finished requests", st.prompt_tokens),
+                ("cached_prompt_tokens", "Of those, supplied by the radix cache", st.cached_prompt_tokens),
+                ("generation_tokens", "Output tokens of finished requests", st.generated_tokens),
+                ("step_errors", "Exceptions a step caught (each aborted only its requests)", st.errors)]:
+            yield CounterMetricFamily(f"minisglang_{name}", help_text, value=value)
+        for name, help_text, value in [
+                ("radix_hit_rate", "Cached prompt tokens / prompt tokens of finished requests", st.radix_hit_rate),
+                ("grammar_queue_length", "Requests waiting for their grammar", st.grammar_queue),
+                ("waiting_queue_length", "Requests waiting to be prefilled", st.waiting_queue),
+                ("running_requests", "Requests in the running (decode) batch", st.running),
+                ("free_kv_slots", "KV slots neither in use nor held by the radix tree", st.free_kv_slots),
+                ("radix_cached_tokens", "KV slots the radix tree holds", st.radix_cached_tokens),
+                ("radix_evictable_tokens", "Of those, not locked by a running request", st.radix_evictable_tokens),
+                ("total_kv_slots", "KV slots in the pool", st.total_kv_slots),
+                ("free_request_slots", "Free rows of the request-to-token table", st.free_request_slots),
+                ("total_request_slots", "Rows of the request-to-token table", st.total_request_slots)]:
             yield GaugeMetricFamily(f"minisglang_{name}", help_text, value=float(value))
-
-
-def engine_gauges(engine: "Engine") -> list[tuple[str, str, float]]:
-    """(name, help, value) of every engine number /metrics shows."""
-    s = engine.scheduler
-    tree = s.tree_cache
-    gauges = [
-        ("grammar_queue_length", "Requests waiting for their grammar", len(s.grammar_queue)),
-        ("waiting_queue_length", "Requests waiting to be prefilled", len(s.waiting_queue)),
-        ("running_requests", "Requests in the running (decode) batch", len(s.running)),
-        ("free_kv_slots", "KV slots neither in use nor held by the radix tree",
-         s.token_to_kv_pool.available_size()),
-        ("evictable_kv_slots", "KV slots the radix tree holds and could evict", tree.evictable_size()),
-        ("total_kv_slots", "KV slots in the pool", s.config.max_total_tokens),
-        ("free_request_slots", "Free rows of the request-to-token table", s.req_to_token_pool.available_size()),
-    ]
-    stats = getattr(engine.stage, "stats", None)
-    if callable(stats):   # the grammar cache's numbers, where the stage reports them
-        for key, value in sorted(stats().items()):
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                gauges.append((f"grammar_{key}", f"Constraint layer: {key}", value))
-    return gauges
+        stage_stats = getattr(self.engine.stage, "stats", None)
+        if callable(stage_stats):   # e.g. the grammar cache's size and hits, where the stage reports them
+            for key, value in sorted(stage_stats().items()):
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    yield GaugeMetricFamily(f"minisglang_grammar_{key}", f"Constraint layer: {key}", value=value)

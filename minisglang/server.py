@@ -333,7 +333,10 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
         if len(prompt.encode("utf-8", "surrogatepass")) > max_prompt_bytes:
             raise RequestError(f"the prompt is longer than the model's context of {max_context} tokens",
                                param="prompt")
-        return Req(prompt=prompt, origin_input_ids=engine.tokenizer.encode(prompt), sampling_params=params)
+        try:
+            return engine.make_request(prompt, params)
+        except ValueError as e:   # e.g. a lone surrogate in the prompt
+            raise RequestError(str(e), param="prompt") from e
 
     def refuse_abort(meta: dict[str, Any]) -> None:
         """An aborted request is an error for its client: 500 if the engine failed on it, else 400
@@ -425,7 +428,7 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
         return {"status": "ok"}
 
     @app.get("/metrics")
-    async def prometheus_metrics():
+    def prometheus_metrics():   # sync: it waits for the engine's lock in the thread pool, not on the event loop
         return Response(metrics.render(), media_type=CONTENT_TYPE)
 
     @app.get("/get_server_info")
