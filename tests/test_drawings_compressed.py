@@ -1,7 +1,6 @@
 """The compressed FSM drawing: DOT checked as text, against the DFA and re.fullmatch."""
 from __future__ import annotations
 
-import ast
 import itertools
 import re
 
@@ -13,6 +12,8 @@ from minisglang.constrained.jump_forward import JumpForwardMap
 from minisglang.constrained.regex_dfa import ByteDFA, compile_regex
 from minisglang.drawings import Drawing, char_dfa_dot
 from minisglang.drawings.compressed import compressed_fsm_dot
+
+from drawing_labels import label_matches, read_literal
 
 EDGE = re.compile(r'^  (\d+) -> (\d+) \[label="((?:[^"\\]|\\.)*)"(, style=bold, penwidth=2)?\];$', re.M)
 NODE = re.compile(r'^  (\d+) \[shape=(circle|doublecircle), label="\d+"\];$', re.M)
@@ -38,10 +39,10 @@ def accepts(nodes, edges, initial, text):
         for src, dst, label, bold in edges:
             if src != state:
                 continue
-            if bold and text.startswith(ast.literal_eval(label), i):
-                state, i = dst, i + len(ast.literal_eval(label))
+            if bold and text.startswith(read_literal(label), i):
+                state, i = dst, i + len(read_literal(label))
                 break
-            if not bold and re.fullmatch(label, text[i]):
+            if not bold and label_matches(label, text[i]):
                 state, i = dst, i + 1
                 break
         else:
@@ -56,7 +57,7 @@ def test_json_object_with_fixed_keys_draws_its_chains_bold():
     nodes, edges = parse(dot)
     assert dot.startswith("digraph compressed_fsm {") and dot.rstrip().endswith("}")
     assert "__start -> 0;" in dot
-    bold = {(a, ast.literal_eval(label), b) for a, b, label, is_bold in edges if is_bold}
+    bold = {(a, read_literal(label), b) for a, b, label, is_bold in edges if is_bold}
     after_name = dfa.walk(0, '{"name": "li"')
     assert bold == {(0, '{"name": "', dfa.walk(0, '{"name": "')),
                     (after_name, ', "age": ', dfa.walk(after_name, ', "age": '))}
@@ -80,14 +81,14 @@ def test_a_fixed_string_is_one_bold_edge():
     dfa, jm = build("hello world")
     nodes, edges = parse(compressed_fsm_dot(dfa, jm))
     assert nodes == {0: "circle", dfa.walk(0, "hello world"): "doublecircle"}
-    assert edges == [(0, dfa.walk(0, "hello world"), "'hello world'", True)]
+    assert edges == [(0, dfa.walk(0, "hello world"), "'hello\u2423world'", True)]   # the space shown as ␣
 
 
 def test_quotes_backslashes_and_chinese_survive_escaping():
     regex = r'"a\\b" (x|y)我喜欢(编程|摄影)。'
     dfa, jm = build(regex)
     nodes, edges = parse(compressed_fsm_dot(dfa, jm))
-    chains = sorted(ast.literal_eval(label) for *_, label, bold in edges if bold)
+    chains = sorted(read_literal(label) for *_, label, bold in edges if bold)
     assert chains == ["\"a\\b\" ", "影。", "我喜欢", "程。"]   # 程 and 影 both lead to one state: 。
     for text in ['"a\\b" x我喜欢编程。', '"a\\b" y我喜欢摄影。']:
         assert accepts(nodes, edges, 0, text)
@@ -107,7 +108,7 @@ def test_the_drawn_machine_accepts_exactly_what_the_regex_matches(parts, data):
     nodes, edges = parse(compressed_fsm_dot(dfa, jm))
     for a, b, label, bold in edges:   # chains are exactly the forced strings of jump_forward
         if bold:
-            assert jm.jump_forward(a) == (ast.literal_eval(label).encode(), b)
+            assert jm.jump_forward(a) == (read_literal(label).encode(), b)
     alphabet = sorted(set("abcx中0\"z"))
     for n in range(5):
         for chars in itertools.product(alphabet, repeat=n):

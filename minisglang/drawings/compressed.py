@@ -11,16 +11,17 @@ from __future__ import annotations
 
 from minisglang.constrained.jump_forward import JumpForwardMap
 from minisglang.constrained.regex_dfa import CharClass, CharDFA
-from minisglang.drawings.fsm import _HEADER, _states
-from minisglang.drawings.render import dot_escape
+from minisglang.drawings.fsm import _states, class_label, header
+from minisglang.drawings.render import Layout, dot_escape, show_text
 
 
-def compressed_fsm_dot(dfa: CharDFA, jump_map: JumpForwardMap) -> str:
+def compressed_fsm_dot(dfa: CharDFA, jump_map: JumpForwardMap, layout: Layout = Layout(),
+                       title: str | None = None) -> str:
     """DOT text for the compressed FSM of `dfa` (`jump_map` must be built from it).
 
     Kept states are drawn as in `char_dfa_dot` (double circles accept). A jump chain is one
-    bold edge whose label is the forced string as Python prints it (quotes show leading and
-    trailing spaces); the other edges are grouped per (source, destination) pair with their
+    bold edge whose label is the forced string as literal text (`show_text`: in quotes,
+    spaces as ␣); the other edges are grouped per (source, destination) pair with their
     character classes merged, exactly as `char_dfa_dot` labels them.
     """
     for state, (ch, nxt) in jump_map.char_edges.items():
@@ -37,14 +38,15 @@ def compressed_fsm_dot(dfa: CharDFA, jump_map: JumpForwardMap) -> str:
         else:
             c = class_of_label[label]
             merged[src, dst] = merged[src, dst].union(c) if (src, dst) in merged else c
-    edges = [(src, dst, f'label="{dot_escape(repr(text))}", style=bold, penwidth=2') for src, text, dst in chains]
-    edges += [(src, dst, f'label="{dot_escape(c.label())}"') for (src, dst), c in merged.items()]
+    edges = [(src, dst, f'label="{dot_escape(show_text(text))}", style=bold, penwidth=2') for src, text, dst in chains]
+    edges += [(src, dst, f'label="{dot_escape(class_label(c))}"') for (src, dst), c in merged.items()]
     kept = {dfa.initial} | {state for src, dst, _ in edges for state in (src, dst)}
 
-    title = f"regex: {dfa.pattern}  (compressed: {len(kept)} of {dfa.num_states} states)"
-    lines = ["digraph compressed_fsm {", *_HEADER, f'  label="{dot_escape(title)}";', "  labelloc=t;"]
+    title = title or f"regex: {dfa.pattern}  (compressed: {len(kept)} of {dfa.num_states} states)"
+    placement = layout.place(dfa.initial, [(src, dst) for src, dst, _ in edges], sorted(kept))
+    lines = header("compressed_fsm", title, placement)
     lines += _states(sorted(kept), dfa.initial, dfa.finals)
     for src, dst, attrs in sorted(edges):
-        lines.append(f"  {src} -> {dst} [{attrs}];")
+        lines.append(f"  {src} -> {dst} [{attrs}{placement.edge_attrs(src, dst)}];")
     lines.append("}")
     return "\n".join(lines) + "\n"

@@ -29,12 +29,19 @@ def _key_label(key: list[int], tokenizer) -> str:
 
 
 def radix_tree_dot(
-    cache: RadixCache, tokenizer=None, highlight: TreeNode | None = None
+    cache: RadixCache, tokenizer=None, highlight: TreeNode | None = None, title: str | None = None
 ) -> str:
-    """DOT source of ``cache``'s tree: one box per node (the root included), one arrow per
-    parent-child edge. ``tokenizer`` needs ``decode(ids, skip_special_tokens=False)``."""
+    """DOT source of ``cache``'s tree: a title (default: the node and slot counts), one box
+    per node (the root included), one arrow per parent-child edge. ``tokenizer`` needs
+    ``decode(ids, skip_special_tokens=False)``."""
+    nodes, stack = 0, [cache.root_node]
+    while stack:
+        node = stack.pop()
+        nodes += 1
+        stack.extend(node.children.values())
+    title = title or f"radix tree: {nodes} nodes, {cache.total_size()} cached tokens"
     lines = [
-        "digraph radix_tree {",
+        f'digraph radix_tree {{ label="{dot_escape(title)}"; labelloc=t;',   # the title on top
         '  node [shape=box, fontname="monospace"];',
     ]
     names: dict[TreeNode, str] = {}
