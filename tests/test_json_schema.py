@@ -458,9 +458,8 @@ def test_unsupported_patterns_are_refused_by_name(pattern, message):
     assert "#/properties/x/pattern" in str(info.value)
 
 
-def test_pattern_with_length_or_format_is_refused():
-    with pytest.raises(UnsupportedSchemaError, match="'pattern' together with 'minLength'/'maxLength'"):
-        build_regex_from_schema({"type": "string", "pattern": "^a+$", "maxLength": 3})
+def test_pattern_with_format_is_refused():
+    """(pattern with minLength/maxLength is an exact intersection: test_json_schema_keywords.py)"""
     with pytest.raises(UnsupportedSchemaError, match="'format' together with"):
         build_regex_from_schema({"type": "string", "format": "date", "pattern": "^2"})
 
@@ -750,8 +749,20 @@ def test_trivial_values_of_unsupported_keywords_are_fine():
 
 
 def test_unknown_formats_are_refused():
-    with pytest.raises(UnsupportedSchemaError, match="'format': 'hostname' at # is not supported"):
+    with pytest.raises(UnsupportedSchemaError, match="'format': 'hostname' at # is not supported.*"
+                                                     "unknown_formats='annotation'"):
         build_regex_from_schema({"type": "string", "format": "hostname"})
+
+
+def test_unknown_formats_as_annotations_are_any_string():
+    """The option gives `format` JSON Schema's default meaning (an annotation); known
+    formats are still enforced."""
+    schema = {"type": "string", "format": "full-date", "maxLength": 3}
+    regex = re.compile(build_regex_from_schema(schema, unknown_formats="annotation"))
+    for text in ["", "abc", "2024-01-01", "xyzw"]:
+        assert bool(regex.fullmatch(json.dumps(text))) == (len(text) <= 3), text
+    assert not re.fullmatch(build_regex_from_schema({"type": "string", "format": "date"}, unknown_formats="annotation"),
+                            '"abc"')
 
 
 @pytest.mark.parametrize("schema, message", [
@@ -851,8 +862,8 @@ def instances(schema) -> st.SearchStrategy:
     if kind in ("integer", "number"):
         lo = schema.get("minimum", schema.get("exclusiveMinimum"))
         hi = schema.get("maximum", schema.get("exclusiveMaximum"))
-        if kind == "integer":
-            values = st.integers(lo, hi)
+        if kind == "integer":  # a side without a bound: at most 18 digits (the default limit)
+            values = st.integers(-(10**18) + 1 if lo is None else lo, 10**18 - 1 if hi is None else hi)
         else:  # decimals written without exponent; never -0.0
             values = st.decimals(lo, hi, places=1, allow_nan=False, allow_infinity=False).map(
                 lambda d: float(d) + 0.0).filter(lambda x: "e" not in repr(x))   # json.dumps(1e16) == "1e+16"

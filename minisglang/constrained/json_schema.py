@@ -371,14 +371,22 @@ def _surrogate_pairs(lo: int, hi: int) -> list[str]:
     return out + ([tail] if tail else [])
 
 
-def _json_string_chars(ranges: Ranges) -> str | None:
+def _json_string_chars(ranges: Ranges, counted: bool = False) -> str | None:
     """One character of a JSON string's content, for the characters in `ranges`.
 
     Every form json.dumps may write a character in is matched: raw, a short escape
     (`\\"`, `\\n`, also `\\/`), or `\\uXXXX` for control and non-ASCII characters (a
-    surrogate pair for characters above U+FFFF). None if `ranges` is empty.
+    surrogate pair for characters above U+FFFF). `counted`: non-ASCII raw only, as in
+    COUNTED_STRING_CHAR (a smaller automaton to repeat). None if `ranges` is empty.
     """
     ranges = _normalize(ranges)
+    if counted:
+        ranges_escaped = _intersect(ranges, [(0x00, 0x1F)])
+        raw = _intersect(ranges, RAW_STRING_CHARACTERS)
+        letters = [letter for ch, letter in SHORT_ESCAPES.items() if _intersect(ranges, [(ord(ch), ord(ch))])]
+        return _alt([_class_regex(raw) if raw else None,
+                     r"\\" + _class_regex(_normalize([(ord(c), ord(c)) for c in letters])) if letters else None,
+                     r"\\u" + _alt([_hex_range(lo, hi) for lo, hi in ranges_escaped]) if ranges_escaped else None])
     options = []
     raw = _intersect(ranges, RAW_STRING_CHARACTERS)
     if raw:
@@ -595,8 +603,8 @@ for _name, _what in (("ATOMIC_GROUP", "atomic groups"), ("POSSESSIVE_REPEAT", "p
         _UNSUPPORTED_REGEX_OPS[getattr(_P, _name)] = _what
 
 
-def _pattern_regex(pattern: str, path: str) -> str | None:
-    """The string contents (JSON text, no quotes) in which `pattern` finds a match."""
+def _parsed_pattern(pattern: str, path: str):
+    """Python's parse of `pattern`, or UnsupportedSchemaError if it is unreadable or sets flags."""
     try:
         tree = sre_parse.parse(pattern)
     except re.error as e:
@@ -604,7 +612,12 @@ def _pattern_regex(pattern: str, path: str) -> str | None:
     flags = getattr(tree, "state", getattr(tree, "pattern", None)).flags
     if flags & (re.IGNORECASE | re.MULTILINE | re.DOTALL | re.VERBOSE):
         raise UnsupportedSchemaError(f"'pattern' {pattern!r} at {path}: inline flags such as (?i) are not supported")
-    items = list(tree)
+    return tree
+
+
+def _pattern_regex(pattern: str, path: str) -> str | None:
+    """The string contents (JSON text, no quotes) in which `pattern` finds a match."""
+    items = list(_parsed_pattern(pattern, path))
     branches = items[0][1][1] if len(items) == 1 and items[0][0] is _P.BRANCH else [items]
     any_text = _repeat(STRING_CHAR, 0, None)
     options = []
@@ -669,6 +682,192 @@ def _class_ranges(items: list) -> Ranges:
         if has_category:  # Python's \d, \w, \s are Unicode-wide: only the ASCII part is sure
             ranges = _intersect(ranges, [(0, 0x7F)])
     return ranges
+
+
+# ---------------------------------------------------------------------------------------
+# `pattern` with minLength/maxLength: the pattern's matches of a length in the window
+# ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Piece:
+    """`unit` (a regex of characters, each match `width` characters long) repeated lo..hi
+    times (hi None: unbounded)."""
+
+    unit: str
+    width: int
+    lo: int
+    hi: int | None
+
+
+MAX_LENGTH_WINDOW_REGEX = 100_000  # characters; a pattern whose windowed regex grows beyond is refused
+
+
+def _pattern_with_length(pattern: str, path: str, min_length: int, max_length: int | None) -> str | None:
+    """The string contents that `pattern` finds a match in AND whose length (in characters)
+    is min_length..max_length, exactly; UnsupportedSchemaError when the pattern is not a
+    sequence of fixed-width parts and repeats of fixed-width parts (e.g. `(ab|c)+`).
+
+    Each branch is a list of pieces; `window` walks them left to right, choosing how
+    often the first piece repeats, and asks the rest for the remaining length window.
+    """
+    tree = _parsed_pattern(pattern, path)
+    items = list(tree)
+    branches = items[0][1][1] if len(items) == 1 and items[0][0] is _P.BRANCH else [items]
+    anything = _Piece(COUNTED_STRING_CHAR, 1, 0, None)
+    options = []
+    for branch in branches:
+        branch = list(branch)
+        starts = bool(branch) and branch[0] in ((_P.AT, _P.AT_BEGINNING), (_P.AT, _P.AT_BEGINNING_STRING))
+        ends = bool(branch) and branch[-1] in ((_P.AT, _P.AT_END), (_P.AT, _P.AT_END_STRING))
+        middle = branch[int(starts):len(branch) - int(ends)]
+        body = _pieces(middle, pattern, path)
+        if body is None:
+            continue  # this branch matches nothing
+        pieces = body + ([] if ends else [anything])
+        if not starts:
+            pieces = _search_prefix(middle, ends) + pieces
+            counted = max_length is not None or min_length > sum(p.width * p.lo for p in pieces)
+            if counted and (pieces[0] == anything or max_length is not None):
+                # Counting the text before the match makes one alternative per start, and
+                # interegular's automaton tracks every start that may still match (2^n
+                # states for `any{n} P`; n^2 even for "no C, then C").
+                raise UnsupportedSchemaError(
+                    f"'pattern' {pattern!r} with 'minLength'/'maxLength' at {path}: a pattern without a "
+                    "leading ^ can be intersected with a length only when it is one character class "
+                    "and there is no maxLength")
+        options.append(_window(tuple(pieces), min_length, max_length, {}))
+    regex = _alt(options)
+    if regex is not None and len(regex) > MAX_LENGTH_WINDOW_REGEX:
+        raise UnsupportedSchemaError(f"'pattern' {pattern!r} with 'minLength'/'maxLength' at {path}: the "
+                                     f"exact intersection needs a regex of {len(regex)} characters (limit "
+                                     f"{MAX_LENGTH_WINDOW_REGEX})")
+    return regex
+
+
+def _search_prefix(items: list, ends: bool) -> list[_Piece]:
+    """The text before an unanchored match of the parsed regex `items`. "Contains a
+    character of class C" is written as "no C, then the first C" (one way to match: the
+    automaton stays small); otherwise any text."""
+    if not ends and len(items) == 1 and items[0][0] in (_P.LITERAL, _P.NOT_LITERAL, _P.ANY, _P.IN):
+        others = _json_string_chars(_remove_surrogates(_complement(_item_ranges(*items[0]))), counted=True)
+        return [] if others is None else [_Piece(others, 1, 0, None)]
+    return [_Piece(COUNTED_STRING_CHAR, 1, 0, None)]
+
+
+def _item_ranges(op, arg) -> Ranges:
+    """The characters of one parsed single-character item (literal, negated literal, ., class)."""
+    if op is _P.LITERAL:
+        return [(arg, arg)]
+    if op is _P.NOT_LITERAL:
+        return _complement([(arg, arg)])
+    return _DOT if op is _P.ANY else _class_ranges(arg)
+
+
+def _pieces(items: list, pattern: str, path: str) -> list[_Piece] | None:
+    """A parsed regex as pieces (None: it matches nothing), or UnsupportedSchemaError."""
+    out = []
+    for op, arg in items:
+        if op in (_P.MAX_REPEAT, _P.MIN_REPEAT):
+            lo, hi, sub = arg
+            unit = _fixed_width(list(sub), pattern, path)
+            if unit is None:
+                raise UnsupportedSchemaError(
+                    f"'pattern' {pattern!r} with 'minLength'/'maxLength' at {path}: only repeats of "
+                    "fixed-width parts can be intersected with a length exactly")
+            if unit[0] is None:  # the repeated part matches nothing: only zero times
+                if lo > 0:
+                    return None
+                continue
+            out.append(_Piece(unit[0], unit[1], lo, None if hi == _P.MAXREPEAT else hi))
+        elif op is _P.SUBPATTERN and not (arg[1] or arg[2]):
+            sub = _pieces(list(arg[3]), pattern, path)
+            if sub is None:
+                return None
+            out.extend(sub)
+        else:
+            unit = _fixed_width([(op, arg)], pattern, path)
+            if unit is None:
+                raise UnsupportedSchemaError(
+                    f"'pattern' {pattern!r} with 'minLength'/'maxLength' at {path}: alternatives of "
+                    "different widths cannot be intersected with a length exactly")
+            if unit[0] is None:
+                return None
+            out.append(_Piece(unit[0], unit[1], 1, 1))
+    return out
+
+
+def _fixed_width(items: list, pattern: str, path: str) -> tuple[str | None, int] | None:
+    """(regex, width) when every match of the parsed regex has the same number of
+    characters (regex None: no match at all); None when widths vary."""
+    parts, width = [], 0
+    for op, arg in items:
+        if op in (_P.LITERAL, _P.NOT_LITERAL, _P.ANY, _P.IN):
+            part, w = _json_string_chars(_item_ranges(op, arg), counted=True), 1
+        elif op in (_P.MAX_REPEAT, _P.MIN_REPEAT) and arg[0] == arg[1]:
+            sub = _fixed_width(list(arg[2]), pattern, path)
+            if sub is None:
+                return None
+            part, w = _repeat(sub[0], arg[0], arg[0]), sub[1] * arg[0]
+        elif op is _P.SUBPATTERN:
+            if arg[1] or arg[2]:
+                raise UnsupportedSchemaError(
+                    f"'pattern' {pattern!r} at {path}: inline flags such as (?i:...) are not supported")
+            sub = _fixed_width(list(arg[3]), pattern, path)
+            if sub is None:
+                return None
+            part, w = sub
+        elif op is _P.BRANCH:
+            subs = [_fixed_width(list(b), pattern, path) for b in arg[1]]
+            live = [sub for sub in subs if sub is not None and sub[0] is not None]
+            if None in subs or len({w for _, w in live}) > 1:
+                return None
+            part, w = _alt([r for r, _ in live]), (live[0][1] if live else 0)
+        elif op in (_P.MAX_REPEAT, _P.MIN_REPEAT):
+            return None  # a repeat with a count range: widths vary
+        else:
+            what = _UNSUPPORTED_REGEX_OPS.get(op, str(op))
+            raise UnsupportedSchemaError(f"'pattern' {pattern!r} at {path}: {what} are not supported")
+        if part is None:
+            return None, 0
+        parts.append(part)
+        width += w
+    return "".join(parts), width
+
+
+def _window(pieces: tuple[_Piece, ...], lo: int, hi: int | None, memo: dict) -> str | None:
+    """The concatenation of `pieces` restricted to total widths lo..hi (hi None: no limit)."""
+    key = (len(pieces), lo, hi)
+    if key in memo:
+        return memo[key]
+    least = sum(p.width * p.lo for p in pieces)
+    most = None if any(p.hi is None and p.width for p in pieces) else sum(p.width * (p.hi or 0) for p in pieces)
+    if (hi is not None and least > hi) or (most is not None and most < lo):
+        result = None
+    elif least >= lo and (hi is None or (most is not None and most <= hi)):  # every width fits
+        result = "".join(_repeat(p.unit, p.lo, p.hi) for p in pieces)
+    elif pieces[0].width == 0:  # repeating it changes no width
+        first, rest = pieces[0], pieces[1:]
+        result = _concat(_repeat(first.unit, first.lo, first.hi), _window(rest, lo, hi, memo))
+    else:
+        first, rest = pieces[0], pieces[1:]
+        rest_least = least - first.width * first.lo
+        steps: list[list] = []  # [fewest, most repeats, regex of the rest]
+        count = first.lo
+        while first.hi is None or count <= first.hi:
+            used = count * first.width
+            if hi is not None and used + rest_least > hi:
+                break
+            after = _window(rest, lo - used, None if hi is None else hi - used, memo)
+            if steps and steps[-1][2] == after:
+                steps[-1][1] = count
+            else:
+                steps.append([count, count, after])
+            if hi is None and lo - used <= rest_least:  # longer prefixes leave the rest free
+                steps[-1][1] = first.hi
+                break
+            count += 1
+        result = _alt([_concat(_repeat(first.unit, a, b), after) for a, b, after in steps])
+    memo[key] = result
+    return result
 
 
 # ---------------------------------------------------------------------------------------
@@ -970,19 +1169,22 @@ class _SchemaCompiler:
         for keyword in ("format", "pattern"):
             if keyword in schema and not isinstance(schema[keyword], str):
                 raise InvalidSchemaError(f"'{keyword}' at {path} must be a string, got {schema[keyword]!r}")
+        if "format" in schema and schema["format"] not in FORMATS:
+            if self.options.unknown_formats == "error":
+                raise UnsupportedSchemaError(
+                    f"'format': {schema['format']!r} at {path} is not supported (supported: "
+                    f"{', '.join(sorted(FORMATS))}; the option unknown_formats='annotation' ignores it)")
+            schema = {k: v for k, v in schema.items() if k != "format"}  # an annotation: any string
         if "format" in schema:
             fmt = schema["format"]
-            if fmt not in FORMATS:
-                raise UnsupportedSchemaError(f"'format': {fmt!r} at {path} is not supported "
-                                             f"(supported: {', '.join(sorted(FORMATS))})")
             if has_length or "pattern" in schema:
                 raise UnsupportedSchemaError(f"'format' together with 'pattern' or "
                                              f"'minLength'/'maxLength' at {path} is not supported")
             return f'"{FORMATS[fmt]}"'
         if "pattern" in schema:
             if has_length:
-                raise UnsupportedSchemaError(f"'pattern' together with 'minLength'/'maxLength' at {path} "
-                                             "is not supported (a regex cannot intersect two regexes)")
+                return _concat('"', _pattern_with_length(schema["pattern"], f"{path}/pattern",
+                                                         min_length or 0, max_length), '"')
             return _concat('"', _pattern_regex(schema["pattern"], f"{path}/pattern"), '"')
         if max_length is not None and max_length < (min_length or 0):
             return None
