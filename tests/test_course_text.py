@@ -387,14 +387,18 @@ def test_sources_page_lists_what_the_course_cites():
 
 
 TEST_REFERENCE = re.compile(r"tests/(test_\w+)\.py::\s*(\w+)")
+ALL_TESTS = {m for path in (ROOT / "tests").glob("test_*.py")
+             for m in re.findall(r"^(?:async )?def (test_\w+)", path.read_text(encoding="utf-8"), re.M)}
 
 
 @pytest.mark.parametrize("path", COURSE_FILES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_test_the_text_names_exists(path: Path):
     """`tests/test_x.py::test_name` in the text is a claim that such a test checks it."""
-    missing = []
-    for m in TEST_REFERENCE.finditer(course_text(path)):
+    text, missing = course_text(path), []
+    for m in TEST_REFERENCE.finditer(text):
         file = ROOT / "tests" / f"{m[1]}.py"
         if not file.exists() or not re.search(rf"^(async )?def {m[2]}\b", file.read_text(encoding="utf-8"), re.M):
             missing.append(m[0])
+    # A test named on its own (`test_name`, as the exercise pages list them) must exist somewhere.
+    missing += [name for name in sorted(set(re.findall(r"`(test_\w+)`", text))) if name not in ALL_TESTS]
     assert not missing, f"{path.relative_to(ROOT)} names tests that do not exist: {missing}"
