@@ -8,10 +8,18 @@ import itertools
 import json
 import re
 
+import jsonschema
 import pytest
 
 from minisglang.constrained.json_schema import UnsupportedSchemaError, build_regex_from_schema
 from test_json_schema import assert_sound, is_valid
+
+
+def oracle_for(schema):
+    """jsonschema's verdict: draft 2020-12, or draft 7 for `dependencies` (2020-12 ignores it)."""
+    if "dependencies" in schema:
+        return lambda value: jsonschema.Draft7Validator(schema).is_valid(value)
+    return lambda value: is_valid(value, schema)
 
 
 def strings(alphabet: str, longest: int):
@@ -64,3 +72,83 @@ def test_pattern_with_length_is_sound_on_real_shapes():
                    {"type": "string", "pattern": "^[a-z]", "minLength": 3, "maxLength": 40},
                    {"type": "string", "pattern": "^\\d{3}-\\d{4}$", "maxLength": 8}]:
         assert_sound(schema)
+
+
+# ---------------------------------------------------------------------------------------
+# Object keywords over a finite set of properties
+# ---------------------------------------------------------------------------------------
+PROPS = {"a": {"type": "integer"}, "b": {"type": ["boolean", "string"]}, "c": {"type": "null"}}
+MEMBER_VALUES = {"a": [1], "b": [True, "x"], "c": [None], "d": [2]}
+
+
+def small_objects(keys="abc"):
+    """Every object over `keys` with keys in sorted (schema) order and values from MEMBER_VALUES."""
+    for n in range(len(keys) + 1):
+        for chosen in itertools.combinations(keys, n):
+            for values in itertools.product(*(MEMBER_VALUES[k] for k in chosen)):
+                yield dict(zip(chosen, values))
+
+
+@pytest.mark.parametrize("extra", [
+    {"dependentRequired": {"a": ["b"]}},
+    {"dependentRequired": {"a": ["b", "c"], "c": ["b"]}},
+    {"dependentRequired": {"a": []}},
+    {"dependentSchemas": {"a": {"properties": {"b": {"type": "string"}}, "required": ["b"]}}},
+    {"dependentSchemas": {"b": {"required": ["c"]}, "c": False}},
+    {"dependencies": {"a": ["c"], "b": {"properties": {"a": {"maximum": 0}}}}},
+    {"dependentRequired": {"z": ["a"]}},  # a dependency on a key that never appears
+    {"required": ["a"], "dependentRequired": {"a": ["b"]}},
+    {"minProperties": 2},
+    {"maxProperties": 1},
+    {"minProperties": 1, "maxProperties": 2, "required": ["c"]},
+    {"maxProperties": 0},
+    {"minProperties": 4},
+    {"minProperties": 2, "dependentRequired": {"c": ["a"]}},
+])
+@pytest.mark.parametrize("any_order", [False, True])
+def test_object_keywords_are_exact_on_every_small_object(extra, any_order):
+    schema = {"type": "object", "properties": PROPS, **extra}
+    domain = list(small_objects())
+    valid = oracle_for(schema)
+    try:
+        regex = re.compile(build_regex_from_schema(schema, any_order=any_order))
+    except UnsupportedSchemaError as e:
+        assert "accepts no JSON value" in str(e) and not any(valid(v) for v in domain)
+        return
+    for value in domain:
+        assert bool(regex.fullmatch(json.dumps(value))) == valid(value), value
+        if any_order:  # every order of the same members
+            for keys in itertools.permutations(value):
+                text = json.dumps({k: value[k] for k in keys})
+                assert bool(regex.fullmatch(text)) == valid(value), text
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "additionalProperties": {"type": "integer"}, "maxProperties": 2},
+    {"type": "object", "additionalProperties": {"type": "integer"}, "maxProperties": 0},
+    {"type": "object", "required": ["a"], "additionalProperties": {"type": "integer"}, "maxProperties": 2},
+    {"type": "object", "required": ["a"], "minProperties": 1},
+])
+def test_max_properties_on_maps_counts_entries(schema):
+    domain = [dict(zip(keys, itertools.repeat(1))) for n in range(4) for keys in itertools.combinations("abcd", n)]
+    assert_exact_on(schema, domain)
+    assert_sound(schema)
+
+
+@pytest.mark.parametrize("schema, message", [
+    ({"type": "object", "properties": {"x": {"type": "object", "minProperties": 1}}},
+     "keyword 'minProperties' at #/properties/x is not supported on an object with unlisted keys"),
+    ({"dependentRequired": {"a": "b"}}, "'dependentRequired' at #/dependentRequired/a must be an array"),
+    ({"dependentSchemas": {"a": ["b"]}}, "'dependentSchemas' at #/dependentSchemas/a must be a schema"),
+])
+def test_object_keyword_errors_name_keyword_and_place(schema, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        build_regex_from_schema(schema)
+
+
+def test_object_keywords_are_sound_nested():
+    schema = {"type": "array", "maxItems": 2, "items": {
+        "type": "object", "properties": {"id": {"type": "integer", "minimum": 0}, "name": {"type": "string"},
+                                         "tags": {"type": "array", "items": {"enum": ["x", "y"]}}},
+        "dependentRequired": {"tags": ["name"]}, "minProperties": 1, "maxProperties": 2}}
+    assert_sound(schema)

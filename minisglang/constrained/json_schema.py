@@ -106,14 +106,13 @@ ANNOTATION_KEYWORDS = frozenset({
 UNSUPPORTED_KEYWORDS = frozenset({
     "multipleOf", "not", "if", "then", "else", "uniqueItems", "contains", "minContains",
     "maxContains", "unevaluatedItems", "unevaluatedProperties", "patternProperties",
-    "propertyNames", "dependentRequired", "dependentSchemas", "dependencies",
-    "minProperties", "maxProperties", "$dynamicRef", "$recursiveRef", "$recursiveAnchor",
+    "propertyNames", "$dynamicRef", "$recursiveRef", "$recursiveAnchor",
 })
 # ... except with these values, which constrain nothing.
-TRIVIAL_VALUES = {"uniqueItems": False, "minProperties": 0}
+TRIVIAL_VALUES = {"uniqueItems": False}
 # The keywords of each type; a schema without "type" gets the types whose keywords it uses.
 TYPE_KEYWORDS = {
-    "object": ("properties", "required", "additionalProperties"),
+    "object": ("properties", "required", "additionalProperties", "minProperties", "maxProperties"),
     "array": ("items", "prefixItems", "minItems", "maxItems"),
     "string": ("minLength", "maxLength", "pattern", "format"),
     "number": ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"),
@@ -994,7 +993,9 @@ class _SchemaCompiler:
         if "$id" in schema and schema is not self.root:
             raise UnsupportedSchemaError(f"'$id' at {path}: embedded schema resources are not supported "
                                          "(only $id on the root schema)")
-        parts = [{k: v for k, v in schema.items() if k not in ANNOTATION_KEYWORDS and k not in ("$ref", "allOf")}]
+        parts = [{k: v for k, v in schema.items() if k not in ANNOTATION_KEYWORDS and k not in ("$ref", "allOf")
+                  and k not in DEPENDENCY_KEYWORDS}]
+        parts.extend(self._flatten(s, path, refs, chain, cut) for s in _dependency_cases(schema, path))
         if "$ref" in schema:
             ref = schema["$ref"]
             if ref in chain:
@@ -1273,26 +1274,44 @@ class _SchemaCompiler:
                 if value is None:
                     return None
                 members.append((f"{_string_literal(name)}:{self.ws}{value}", True))
+        counts = (_count(schema, "minProperties", path) or 0, _count(schema, "maxProperties", path))
         if additional is False or ("properties" in schema and not self.options.extra_properties):
-            return self._members_regex(members, path)
+            return self._members_regex(members, path, counts=counts)
         if additional is None or additional is True:  # a free map, or extra keys of any value
             extra_value = self._any_value(ANY_VALUE_NESTING - 1)
         else:
             extra_value = self.value(additional, f"{path}/additionalProperties")
         if extra_value is None:
-            return self._members_regex(members, path)
+            return self._members_regex(members, path, counts=counts)
+        if counts[0] > len(members):  # a repeated key counts once: entries do not prove the count
+            raise UnsupportedSchemaError(
+                f"keyword 'minProperties' at {path} is not supported on an object with unlisted keys "
+                "(a regex cannot keep keys distinct)")
         if "properties" in schema:  # extra_properties: unlisted keys after the listed ones
+            if counts[1] is not None:
+                raise UnsupportedSchemaError(f"keyword 'maxProperties' at {path} is not supported together with "
+                                             "the option extra_properties")
             listed = list(properties) + [r for r in required if r not in properties]
             return self._members_regex(members, path, f"{_string_except(listed)}:{self.ws}{extra_value}")
-        return self._map_regex(members, f"{STRING}:{self.ws}{extra_value}")
+        return self._map_regex(members, f"{STRING}:{self.ws}{extra_value}", counts[1])
 
-    def _members_regex(self, members: list[tuple[str, bool]], path: str, extra: str | None = None) -> str:
+    def _members_regex(self, members: list[tuple[str, bool]], path: str, extra: str | None = None,
+                       counts: tuple[int, int | None] = (0, None)) -> str | None:
         """`{` the members, optional ones may be left out, then any number of `extra`
         entries (None: none) `}`. Members come in schema order (O(n^2) regex size), or in
         any order with the any_order option (O(n! n): at most max_any_order_properties).
+        `counts`: minProperties/maxProperties, how many members are written (no extras).
         """
         ws, sep = self.ws, f",{self.ws}"
-        firsts = self._any_order_firsts(members, path) if self.options.any_order else self._ordered_firsts(members, path)
+        if self.options.any_order:
+            firsts = self._any_order_firsts(members, path, counts)
+        elif counts != (0, None):
+            inner = self._counted_members(members, counts, path)
+            return None if inner is None else rf"\{{{ws}{inner}{ws}\}}"
+        else:
+            firsts = self._ordered_firsts(members, path)
+        if not firsts:
+            return None
         if extra is not None:  # after the members (or alone), each behind a comma
             more = _repeat(sep + extra, 0, None)
             firsts = [option for first in firsts for option in ([extra + more, ""] if first == "" else [first + more])]
@@ -1317,8 +1336,37 @@ class _SchemaCompiler:
             firsts.append("")  # all optional: the object may be empty
         return firsts
 
-    def _any_order_firsts(self, members: list[tuple[str, bool]], path: str) -> list[str]:
-        """The object's contents with the members in any order, split by the first one."""
+    def _counted_members(self, members: list[tuple[str, bool]], counts: tuple[int, int | None],
+                         path: str) -> str | None:
+        """The object's contents in schema order with lo..hi members written (counts).
+
+        `rest(k, n, started)`: members[k:] after n written (n stops counting at lo when
+        there is no hi); a member that may be present or absent with the same rest after
+        it is written `(,member)?`, so without active counts the size stays O(n^2).
+        """
+        lo, hi = counts
+        sep = f",{self.ws}"
+
+        @functools.cache
+        def rest(k: int, n: int, started: bool) -> str | None:
+            if k == len(members):
+                return "" if n >= lo else None
+            member, req = members[k]
+            lead = sep if started else ""
+            after = None if hi is not None and n >= hi else rest(k + 1, n + 1 if hi is not None or n < lo else n, True)
+            skip = None if req else rest(k + 1, n, started)
+            if after is not None and skip is not None and started and after == skip:
+                return _repeat(lead + member, 0, 1) + skip
+            regex = _alt([_concat(lead + member, after), skip])
+            self.check_size(len(regex or ""), path)
+            return regex
+
+        return rest(0, 0, False)
+
+    def _any_order_firsts(self, members: list[tuple[str, bool]], path: str,
+                          counts: tuple[int, int | None] = (0, None)) -> list[str]:
+        """The object's contents with the members in any order, split by the first one
+        (with lo..hi members written: counts)."""
         limit = self.options.max_any_order_properties
         if len(members) > limit:
             raise UnsupportedSchemaError(
@@ -1326,24 +1374,36 @@ class _SchemaCompiler:
                 f"max_any_order_properties={limit} (every order is written out: n! alternatives)")
         sep = f",{self.ws}"
 
+        lo, hi = counts
+
         @functools.cache
         def rest(left: frozenset[int]) -> str | None:
             """The members in `left` that follow, in any order, each behind a comma."""
-            options = [""] if not any(members[i][1] for i in left) else []
-            options += [_concat(sep + members[i][0], rest(left - {i})) for i in sorted(left)]
+            written = len(members) - len(left)
+            done = not any(members[i][1] for i in left) and written >= lo
+            options = [""] if done else []
+            if hi is None or written < hi:
+                options += [_concat(sep + members[i][0], rest(left - {i})) for i in sorted(left)]
             return _alt(options)
 
         everyone = frozenset(range(len(members)))
-        firsts = [members[i][0] + rest(everyone - {i}) for i in sorted(everyone)]
-        return firsts + ([""] if not any(req for _, req in members) else [])
+        firsts = [_concat(members[i][0], rest(everyone - {i})) for i in sorted(everyone)] if hi != 0 else []
+        firsts = [f for f in firsts if f is not None]
+        return firsts + ([""] if not any(req for _, req in members) and lo == 0 else [])
 
-    def _map_regex(self, members: list[tuple[str, bool]], entry: str) -> str:
-        """`{` the required members, then any number of `entry` `}`."""
+    def _map_regex(self, members: list[tuple[str, bool]], entry: str, most: int | None = None) -> str | None:
+        """`{` the required members, then any number of `entry` (at most `most` entries in
+        all: maxProperties; a repeated key only lowers the count) `}`."""
         ws, sep = self.ws, f",{self.ws}"
+        if most is not None and most < len(members):
+            return None
+        more = None if most is None else most - len(members)
         if members:
-            body = sep.join(m for m, _ in members) + _repeat(sep + entry, 0, None)
+            body = sep.join(m for m, _ in members) + _repeat(sep + entry, 0, more)
+        elif more == 0:
+            body = ""
         else:
-            body = _repeat(entry + _repeat(sep + entry, 0, None), 0, 1)
+            body = _repeat(entry + _repeat(sep + entry, 0, None if more is None else more - 1), 0, 1)
         return rf"\{{{ws}{body}{ws}\}}"
 
     def _any_value(self, nesting: int) -> str:
@@ -1356,6 +1416,37 @@ class _SchemaCompiler:
                 options.append(self._map_regex([], f"{STRING}:{self.ws}{inner}"))
             self.any_values[nesting] = _alt(options)
         return self.any_values[nesting]
+
+
+DEPENDENCY_KEYWORDS = ("dependentRequired", "dependentSchemas", "dependencies")
+
+
+def _dependency_cases(schema: dict, path: str) -> list[dict]:
+    """dependentRequired/dependentSchemas/dependencies as anyOf schemas to AND with the rest.
+
+    "if `a` is present, then S" is exactly anyOf [`a` absent, `a` present and S]; the two
+    cases are disjoint, and each is made of keywords we compile exactly.
+    """
+    cases = []
+    for keyword in DEPENDENCY_KEYWORDS:
+        value = schema.get(keyword)
+        if value is None:
+            continue
+        if not isinstance(value, dict):
+            raise InvalidSchemaError(f"'{keyword}' at {path} must be an object")
+        for name, then in value.items():
+            where = f"{path}/{keyword}/{name}"
+            if isinstance(then, list):  # dependentRequired, or dependencies with a list
+                if keyword == "dependentSchemas" or not all(isinstance(r, str) for r in then):
+                    raise InvalidSchemaError(f"'{keyword}' at {where} must be a schema")
+                present = {"required": [name, *then]}
+            elif isinstance(then, (dict, bool)) and keyword != "dependentRequired":
+                present = {"required": [name], "allOf": [then]}
+            else:
+                raise InvalidSchemaError(f"'{keyword}' at {where} must be an array of property names"
+                                         + ("" if keyword == "dependentRequired" else " or a schema"))
+            cases.append({"anyOf": [{"properties": {name: False}}, present]})
+    return cases
 
 
 def _check_keywords(schema: dict, path: str) -> None:
@@ -1407,8 +1498,8 @@ def _types(schema: dict, path: str) -> list[str]:
 # ---------------------------------------------------------------------------------------
 # allOf: merging two schemas into one with the meaning of both
 # ---------------------------------------------------------------------------------------
-_TAKE_MAX = ("minLength", "minItems", "minimum", "exclusiveMinimum")
-_TAKE_MIN = ("maxLength", "maxItems", "maximum", "exclusiveMaximum")
+_TAKE_MAX = ("minLength", "minItems", "minimum", "exclusiveMinimum", "minProperties")
+_TAKE_MIN = ("maxLength", "maxItems", "maximum", "exclusiveMaximum", "maxProperties")
 
 
 def _merge(a: dict | bool, b: dict | bool, path: str) -> dict | bool:
