@@ -31,7 +31,7 @@ import threading
 import time
 import uuid
 from dataclasses import asdict, dataclass
-from typing import Any, AsyncIterator, Callable
+from typing import Any, AsyncIterator, Callable, Iterator
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -532,3 +532,27 @@ def serve(engine: Engine, host: str = "127.0.0.1", port: int = 30000,
     server.run()
     loop = getattr(app.state, "engine_loop", None)
     return 1 if loop is not None and loop.dead is not None else 0
+
+
+@contextlib.contextmanager
+def serving_in_thread(app: FastAPI, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
+    """Run `app` on a background thread (tests, benchmarks, notebooks); yields its base URL.
+
+    Port 0 picks a free port. Leaving the block stops the server and, with it, the engine.
+    """
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, name="minisglang-http", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError(f"the server did not start on {host}:{port}")
+        time.sleep(0.02)
+    bound_port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://{host}:{bound_port}"
+    finally:
+        server.should_exit = True
+        thread.join(30)

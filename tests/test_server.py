@@ -3,8 +3,6 @@
 import asyncio
 import json
 import re
-import socket
-import threading
 import time
 
 import httpx
@@ -14,7 +12,7 @@ import pytest
 
 import minisglang as sgl
 from minisglang import assistant, function, gen, system, user
-from minisglang.server import create_app
+from minisglang.server import create_app, serving_in_thread
 
 PERSON = {"type": "object",
           "properties": {"name": {"type": "string", "maxLength": 20},
@@ -25,29 +23,11 @@ MODEL = "tiny-json-llama"
 ZH = "张三是一名软件工程师，今年28岁，平时喜欢编程、摄影和爬山。"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server():
-    import uvicorn
-
     engine = sgl.Engine(max_total_tokens=6000, max_running_requests=64)
-    port = free_port()
-    config = uvicorn.Config(create_app(engine), host="127.0.0.1", port=port, log_level="warning")
-    srv = uvicorn.Server(config)
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    for _ in range(200):
-        if srv.started:
-            break
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}", engine
-    srv.should_exit = True
-    thread.join(10)
+    with serving_in_thread(create_app(engine)) as url:
+        yield url, engine
 
 
 @pytest.fixture(scope="module")

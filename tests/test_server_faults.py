@@ -1,0 +1,311 @@
+"""Faults on loopback: clients that leave (streaming or not), a runaway regex compile, a step
+that raises for some requests, the scheduler loop itself dying, and SIGTERM on a real
+`minisglang serve` process. Every good request still gets valid output, /health stays 200
+(or turns 503 and the process exits when the loop dies), and nothing leaks."""
+import asyncio
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import httpx
+import jsonschema
+import pytest
+from fastapi.testclient import TestClient
+
+import minisglang as sgl
+from minisglang.server import ServerOptions, create_app, serving_in_thread
+
+DATE = r"\d{4}-\d{2}-\d{2}"
+RUNAWAY = r"(a|b)*a(a|b){20}"     # its DFA has 2^21 states: the compile cannot finish in time
+SMALL = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12},
+                                          "age": {"type": "integer", "minimum": 0, "maximum": 120}},
+         "required": ["name", "age"], "additionalProperties": False}
+
+
+def rss_mb() -> float:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
+
+
+def wait_idle(engine, seconds: float = 60):
+    deadline = time.monotonic() + seconds
+    while not engine.stats().idle and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.2)   # the loop publishes the last finish after its step
+    return engine.stats()
+
+
+@pytest.fixture(scope="module")
+def faulty():
+    """A server whose stage raises while advancing any request whose prompt says BOOM."""
+    engine = sgl.Engine(max_total_tokens=8000, max_running_requests=32, compile_timeout=2)
+    advance = engine.stage.advance
+
+    def advance_or_fail(req, token_id):
+        if "BOOM" in req.prompt:
+            raise RuntimeError("injected fault in advance")
+        return advance(req, token_id)
+
+    engine.stage.advance = advance_or_fail
+    with serving_in_thread(create_app(engine)) as url:
+        yield url, engine
+
+
+async def sse_lines(http, url, body, leave_after: int | None = None) -> list[str]:
+    """The `data:` payloads of a stream; with leave_after, disconnect after that many."""
+    lines = []
+    async with http.stream("POST", url, json=body) as r:
+        assert r.status_code == 200, await r.aread()
+        async for line in r.aiter_lines():
+            if line.startswith("data: "):
+                lines.append(line[6:])
+                if leave_after is not None and len(lines) >= leave_after:
+                    return lines
+    return lines
+
+
+async def mixed_request(http, url: str, i: int) -> str:
+    """One request of the mix; returns its kind after checking what it got."""
+    kind = ["date", "json", "plain", "stream", "leave_stream", "leave_wait", "boom", "date"][i % 8]
+    if i in (6, 30):   # two runaway compiles among the faults
+        r = await http.post(url + "/v1/completions", json={"prompt": "ab", "regex": RUNAWAY, "max_tokens": 30})
+        assert r.status_code == 400 and "longer than" in r.json()["error"]["message"], r.text
+        return "runaway"
+    if kind == "date":
+        r = await http.post(url + "/v1/completions", json={"prompt": "Date:", "max_tokens": 16, "regex": DATE})
+        assert r.status_code == 200, r.text
+        assert re.fullmatch(DATE, r.json()["choices"][0]["text"])
+    elif kind == "json":
+        r = await http.post(url + "/v1/chat/completions", json={
+            "messages": [{"role": "user", "content": f"Li Lei is {20 + i} years old. JSON:"}], "max_tokens": 60,
+            "response_format": {"type": "json_schema", "json_schema": {"name": "p", "schema": SMALL}}})
+        assert r.status_code == 200, r.text
+        jsonschema.validate(json.loads(r.json()["choices"][0]["message"]["content"]), SMALL)
+    elif kind == "plain":
+        r = await http.post(url + "/v1/completions", json={"prompt": f"Numbers: {i},", "max_tokens": 12,
+                                                           "temperature": 0.7, "seed": i})
+        assert r.status_code == 200 and r.json()["choices"][0]["finish_reason"] in ("stop", "length")
+    elif kind == "stream":
+        lines = await sse_lines(http, url + "/v1/completions", {"prompt": "Date:", "max_tokens": 16,
+                                                               "regex": DATE, "stream": True})
+        assert lines[-1] == "[DONE]"
+        assert re.fullmatch(DATE, "".join(json.loads(x)["choices"][0]["text"] for x in lines[:-1]))
+    elif kind == "leave_stream":
+        await sse_lines(http, url + "/v1/completions", {"prompt": "Tell me", "max_tokens": 400, "ignore_eos": True,
+                                                       "stream": True}, leave_after=2)
+    elif kind == "leave_wait":
+        with pytest.raises(httpx.TimeoutException):
+            await http.post(url + "/v1/completions", timeout=0.4,
+                            json={"prompt": "Tell me", "max_tokens": 400, "ignore_eos": True})
+    elif kind == "boom":
+        r = await http.post(url + "/v1/completions", json={"prompt": f"BOOM {i}", "max_tokens": 8})
+        assert r.status_code == 500 and "injected fault" in r.json()["error"]["message"], r.text
+    return kind
+
+
+def test_mixed_load_with_faults_keeps_serving_and_leaks_nothing(faulty):
+    url, engine = faulty
+
+    async def round_(n: int) -> tuple[list[str], list[int]]:
+        health: list[int] = []
+        done = asyncio.Event()
+
+        async def probe(http):
+            while not done.is_set():
+                health.append((await http.get(url + "/health")).status_code)
+                await asyncio.sleep(0.1)
+
+        async with httpx.AsyncClient(timeout=120) as http:
+            prober = asyncio.ensure_future(probe(http))
+            kinds = await asyncio.gather(*[mixed_request(http, url, i) for i in range(n)])
+            done.set()
+            await prober
+        return kinds, health
+
+    asyncio.run(round_(8))                 # warm up: compiles, caches, allocator
+    wait_idle(engine)
+    baseline = rss_mb()
+    before = engine.stats().finished_by_reason.get("abort", 0)
+    kinds, health = asyncio.run(round_(48))
+    stats = wait_idle(engine)
+    assert kinds.count("runaway") == 2 and kinds.count("boom") == 4
+    assert health and set(health) == {200}
+    assert httpx.get(url + "/health").status_code == 200
+    assert stats.idle and stats.pools_full, stats
+    assert engine.scheduler.tree_cache.protected_size() == 0
+    faults = sum(kinds.count(k) for k in ("leave_stream", "leave_wait", "boom", "runaway"))
+    assert stats.finished_by_reason.get("abort", 0) - before == faults     # the leavers were aborted
+    assert rss_mb() - baseline < 200, (baseline, rss_mb())
+
+
+def test_a_non_streaming_client_that_leaves_is_aborted(faulty):
+    url, engine = faulty
+    with pytest.raises(httpx.TimeoutException):
+        httpx.post(url + "/v1/completions", timeout=0.5, json={"prompt": "LEAVER", "max_tokens": 600,
+                                                               "ignore_eos": True})
+    wait_idle(engine)
+    finish = [e for e in engine.trace if e["event"] == "finish" and e["reason"]["type"] == "abort"
+              and "client" in e["reason"].get("message", "")]
+    assert finish, "the request was not aborted"
+    assert engine.stats().pools_full
+
+
+def test_a_chunked_upload_over_the_limit_is_413_on_loopback():
+    engine = sgl.Engine(max_total_tokens=2000, max_running_requests=4)
+    with serving_in_thread(create_app(engine, ServerOptions(max_body_bytes=50_000))) as url:
+        def body():
+            for _ in range(50):
+                yield b" " * 10_000
+        r = httpx.post(url + "/v1/completions", content=body(), headers={"content-type": "application/json"})
+        assert r.status_code == 413 and "50000" in r.json()["error"]["message"]
+        assert httpx.get(url + "/health").status_code == 200
+
+
+def test_when_the_loop_dies_health_is_503_and_everyone_gets_an_error():
+    engine = sgl.Engine(max_total_tokens=2000, max_running_requests=4)
+    fatal = threading.Event()
+    real_step = engine.step
+
+    def step():
+        if any("DIE" in r.prompt for r in engine.scheduler.running):
+            raise SystemError("injected: the loop itself fails")
+        return real_step()
+
+    engine.step = step
+    with TestClient(create_app(engine, on_fatal=fatal.set), raise_server_exceptions=False) as c:
+        assert c.get("/health").status_code == 200
+        results = {}
+
+        def long_stream():
+            with c.stream("POST", "/v1/completions", json={"prompt": "Tell me", "max_tokens": 900,
+                                                            "ignore_eos": True, "stream": True}) as r:
+                results["lines"] = [x for x in r.iter_lines() if x.startswith("data: ")]
+
+        t = threading.Thread(target=long_stream)
+        t.start()
+        time.sleep(0.5)
+        r = c.post("/v1/completions", json={"prompt": "DIE", "max_tokens": 5, "ignore_eos": True})
+        t.join(30)
+        assert not t.is_alive()
+        assert r.status_code == 503 and "stopped" in r.json()["error"]["message"]
+        lines = results["lines"]
+        assert lines[-1] == "data: [DONE]" and "error" in json.loads(lines[-2][6:])   # not a cut
+        assert fatal.is_set()
+        assert c.get("/health").status_code == 503
+        assert c.post("/v1/completions", json={"prompt": "x", "max_tokens": 2}).status_code == 503
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_healthy(url: str, proc: subprocess.Popen, seconds: float = 90) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.stdout.read()
+        try:
+            if httpx.get(url + "/health", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError("the server did not become healthy")
+
+
+def stream_in_thread(url: str, body: dict) -> tuple[threading.Thread, list[str], threading.Event]:
+    lines: list[str] = []
+    started = threading.Event()
+
+    def run():
+        try:
+            with httpx.stream("POST", url + "/v1/completions", json=body, timeout=60) as r:
+                for line in r.iter_lines():
+                    if line.startswith("data: "):
+                        lines.append(line[6:])
+                        started.set()
+        except httpx.HTTPError as e:
+            lines.append(f"cut: {e!r}")
+        started.set()
+
+    t = threading.Thread(target=run)
+    t.start()
+    return t, lines, started
+
+
+@pytest.mark.slow
+def test_sigterm_aborts_in_flight_requests_and_exits_within_5s():
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen([sys.executable, "-m", "minisglang.cli", "serve", "--port", str(port),
+                             "--drain-timeout", "1"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_healthy(url, proc)
+        t, lines, started = stream_in_thread(url, {"prompt": "Tell me", "max_tokens": 900, "ignore_eos": True,
+                                                   "stream": True})
+        assert started.wait(30)
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(timeout=10)
+        elapsed = time.monotonic() - t0
+        t.join(10)
+        # uvicorn re-raises the signal once its graceful shutdown is done: "ended by SIGTERM".
+        assert rc in (0, -signal.SIGTERM) and elapsed < 5, (rc, elapsed, proc.stdout.read())
+        assert lines[-1] == "[DONE]", lines[-3:]
+        assert "shutting down" in json.loads(lines[-2])["error"]["message"]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+LOOP_DIES = textwrap.dedent("""
+    import sys
+    import minisglang as sgl
+    from minisglang.server import serve
+
+    if __name__ == "__main__":
+        engine = sgl.Engine()
+        real_step = engine.step
+
+        def step():
+            if any("DIE" in r.prompt for r in engine.scheduler.running):
+                raise SystemError("injected: the loop itself fails")
+            return real_step()
+
+        engine.step = step
+        sys.exit(serve(engine, port=int(sys.argv[1])))
+""")
+
+
+@pytest.mark.slow
+def test_a_server_whose_loop_dies_exits_non_zero(tmp_path):
+    script = tmp_path / "dies.py"
+    script.write_text(LOOP_DIES)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen([sys.executable, str(script), str(port)], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        wait_healthy(url, proc)
+        t, lines, started = stream_in_thread(url, {"prompt": "Tell me", "max_tokens": 900, "ignore_eos": True,
+                                                   "stream": True})
+        assert started.wait(30)
+        r = httpx.post(url + "/v1/completions", json={"prompt": "DIE", "max_tokens": 5, "ignore_eos": True}, timeout=30)
+        assert r.status_code == 503
+        rc = proc.wait(timeout=15)
+        t.join(10)
+        assert rc == 1
+        assert lines[-1] == "[DONE]" and "error" in json.loads(lines[-2])
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
