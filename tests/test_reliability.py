@@ -7,6 +7,7 @@ forward, the sampler, a request's detokenizer) so that it raises for chosen requ
 oracle for everyone else is the same request run alone without faults (greedy decoding
 does not depend on the batch: tests/test_engine.py checks that).
 """
+import json
 import math
 import random
 import re
@@ -357,7 +358,10 @@ def test_stats_count_what_happened():
 BAD_ITEMS = [{"top_k": 2.5}, {"stop": 123}, {"max_new_tokens": True}, {"temperature": math.nan}, {"tempreature": 1}]
 
 
-def random_params(rng):
+SCHEMA = {"type": "object", "properties": {"age": {"type": "integer"}}, "required": ["age"]}
+
+
+def random_params(rng, supports=frozenset({"regex"})):
     params = {"temperature": rng.choice([0, 0.8, 1e-40]), "max_new_tokens": rng.randint(1, 6),
               "seed": rng.randrange(2**32)}
     if rng.random() < 0.15:
@@ -369,15 +373,19 @@ def random_params(rng):
         params["regex"] = "("                # invalid: the compile fails at once
     elif kind < 0.05:
         params["regex"] = RUNAWAY            # over the state limit
+    elif kind < 0.08 and "json_schema" in supports:
+        params["json_schema"] = rng.choice([SCHEMA, '{"type": "object", "properties": 5}'])   # good, bad
     return params
 
 
-def test_no_leak_after_1000_mixed_requests(monkeypatch):
+@pytest.mark.parametrize("stage,count", [("s1", 1000), ("s5", 500)])   # s5: compiles in workers, jumps
+def test_no_leak_after_1000_mixed_requests(monkeypatch, stage, count):
     """Step API, lists with bad items, streams dropped early, client aborts, failing
     compiles, and faults in a per-request hook (#A) and in the forward (#F); afterwards the
     pools are full, no radix node is locked and no queue holds anything."""
     rng = random.Random(13)
-    eng = sgl.Engine(stage="s1", max_total_tokens=600, max_running_requests=10, max_fsm_states=50)
+    eng = sgl.Engine(stage=stage, max_total_tokens=600, max_running_requests=10, max_fsm_states=50)
+    supports = eng.stage.supports
     monkeypatch.setattr(eng.stage, "advance", raising_for(lambda r: "#A" in r.prompt, eng.stage.advance))
     current, forward = {}, eng.model.forward
     monkeypatch.setattr(eng.scheduler, "run", _remember_batch(eng.scheduler.run, current))
@@ -390,7 +398,7 @@ def test_no_leak_after_1000_mixed_requests(monkeypatch):
         return rng.choice(bases) + " " * rng.randint(0, 2) + str(rng.randint(0, 10**rng.randint(0, 9))) + fault
 
     seen, refused, created = [], 0, 0
-    while created < 1000:
+    while created < count:
         action = rng.random()
         if action < 0.5:                                   # the step API
             created += 1
@@ -399,13 +407,13 @@ def test_no_leak_after_1000_mixed_requests(monkeypatch):
                     eng.submit(new_prompt(), rng.choice(BAD_ITEMS))
                 refused += 1
             else:
-                seen.append(eng.submit(new_prompt(), random_params(rng)))
+                seen.append(eng.submit(new_prompt(), random_params(rng, supports)))
             for _ in range(rng.randint(0, 2)):
                 eng.step()
         elif action < 0.65:                                # a list, sometimes with a bad item
             n = rng.randint(1, 3)
             created += n
-            params = [random_params(rng) for _ in range(n)]
+            params = [random_params(rng, supports) for _ in range(n)]
             if rng.random() < 0.3:
                 params[rng.randrange(n)] = rng.choice(BAD_ITEMS)
                 queued = eng.stats()
@@ -420,7 +428,7 @@ def test_no_leak_after_1000_mixed_requests(monkeypatch):
                     assert out["meta_info"]["finish_reason"] is not None
         elif action < 0.8:                                 # a stream, often dropped early
             created += 1
-            stream = eng.generate(new_prompt(), random_params(rng), stream=True)
+            stream = eng.generate(new_prompt(), random_params(rng, supports), stream=True)
             for i, chunk in enumerate(stream):
                 if i == rng.randint(0, 3):
                     break
@@ -445,6 +453,8 @@ def test_no_leak_after_1000_mixed_requests(monkeypatch):
                                          "(advance, detokenize, stop check): RuntimeError: injected fault")
         if req.sampling_params.regex == NUMBER and reason["type"] == "stop":
             assert re.fullmatch(NUMBER, req.output_text)
+        if req.sampling_params.json_schema == json.dumps(SCHEMA) and reason["type"] == "stop":
+            assert isinstance(json.loads(req.output_text)["age"], int)
     events = {e["event"] for e in eng.trace}
     assert {"evict", "error", "prefix_hit"} <= events
     eng.shutdown()
