@@ -200,8 +200,8 @@ class Engine:
             with self._lock:
                 for req in reqs:
                     self.scheduler.add_request(req)
-            while not all(r.released for r in reqs):
-                self.step()
+            while self._step_unless_released(reqs):
+                pass
         finally:
             self._abandon(reqs)
 
@@ -210,8 +210,7 @@ class Engine:
             with self._lock:
                 self.scheduler.add_request(req)
             while True:
-                if not req.released:
-                    self.step()
+                self._step_unless_released([req])
                 chunk = stream_chunk(req)
                 if chunk is not None:
                     yield chunk
@@ -220,6 +219,16 @@ class Engine:
         finally:   # also on close(): a caller that stops iterating aborts the request
             self._abandon([req])
 
+    def _step_unless_released(self, reqs: list[Req]) -> bool:
+        """One scheduler step, unless every request of `reqs` has left (then False)."""
+        with self._lock:
+            if all(r.released for r in reqs):
+                return False
+            if not self.scheduler.has_work():   # never spin on a request that no queue holds
+                raise RuntimeError("a request left every queue without finishing (an engine bug)")
+            self.scheduler.step()
+            return True
+
     def _abandon(self, reqs: list[Req], message: str = "the caller stopped waiting") -> None:
         """Abort the requests of `reqs` that have not left yet and release them now."""
         if all(r.released for r in reqs):
@@ -227,8 +236,8 @@ class Engine:
         with self._lock:
             for req in reqs:
                 if not req.released:
-                    self.scheduler.abort(req.rid, message)
-            self.scheduler.release_aborted()
+                    req.finish("abort", message=message)
+                    self.scheduler.release_request(req)
 
     @staticmethod
     def _output(req: Req) -> dict[str, Any]:

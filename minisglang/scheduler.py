@@ -133,13 +133,18 @@ class Scheduler:
 
     def release_aborted(self) -> None:
         """Let every finished request still in a queue leave now (the start of a step does this)."""
-        for queue in (self.grammar_queue, self.waiting_queue):
-            for req in [r for r in queue if r.finished]:
+        for req in [r for r in self.grammar_queue + self.waiting_queue + self.running if r.finished]:
+            self.release_request(req)
+
+    def release_request(self, req: Req) -> None:
+        """Let finished `req` leave now, from whichever queue holds it (from none, when an
+        error cut a move between queues short)."""
+        if req.released:
+            return
+        for queue in (self.grammar_queue, self.waiting_queue, self.running):
+            if req in queue:
                 queue.remove(req)
-                self._finish(req)
-        for req in [r for r in self.running if r.finished]:
-            self.running.remove(req)
-            self._finish(req)
+        self._finish(req)
 
     def has_work(self) -> bool:
         return bool(self.grammar_queue or self.waiting_queue or self.running)
@@ -173,12 +178,14 @@ class Scheduler:
         if new_reqs:
             return ScheduledBatch(ForwardMode.EXTEND, new_reqs)
         if self.running:
+            decoding = list(self.running)
             try:
-                for r in self.stage.before_decode(list(self.running)):   # hook 3 (s4's jumps)
+                for r in self.stage.before_decode(decoding):   # hook 3 (s4's jumps)
                     self.readmit(r.req, r.new_output_ids)
-            except Exception as e:
-                self.abort_for_error(self.running, "preparing the decode batch (hook 3)", e)
-                self.release_aborted()
+            except Exception as e:   # a re-admission cut short may have left a request in no queue
+                self.abort_for_error(decoding, "preparing the decode batch (hook 3)", e)
+                for req in decoding:
+                    self.release_request(req)
         if self.running:
             return ScheduledBatch(ForwardMode.DECODE, list(self.running))
         return None
@@ -324,10 +331,7 @@ class Scheduler:
                 own = self.req_to_token_pool.req_to_token[req.req_pool_idx, req.prefix_len:req.kv_len]
                 self.token_to_kv_pool.free(own)
                 req.kv_len = req.prefix_len
-            if req in self.running:
-                self.running.remove(req)
-            if not req.released:
-                self._finish(req)
+            self.release_request(req)
 
     @contextlib.contextmanager
     def _free_on_error(self, slots: torch.Tensor):

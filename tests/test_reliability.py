@@ -11,6 +11,7 @@ import json
 import math
 import random
 import re
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -255,6 +256,29 @@ def test_a_batch_failure_aborts_that_batch_and_the_next_step_goes_on(engine, alo
     run_all(engine, later)
     monkeypatch.undo()
     assert [r.output_text for r in later] == [alone[p] for p in PROMPTS[1:4]]
+    assert_quiet_and_full(engine)
+
+
+def test_a_readmission_cut_short_leaves_no_request_behind(engine, monkeypatch):
+    """Hook 3 asks to re-admit a request and the move fails half-way (its memory already
+    given to the tree, out of `running`, not yet waiting): it still leaves, and so does the
+    rest of the decode batch the hook was called for."""
+    reqs = [engine.submit(p, GREEDY) for p in PROMPTS[:2]]
+    victim = reqs[0]
+    monkeypatch.setattr(engine.stage, "before_decode", lambda running: [
+        SimpleNamespace(req=victim, new_output_ids=list(victim.output_ids))] if victim in running else [])
+
+    def half_a_move(req, new_output_ids):
+        engine.scheduler.release_memory(req)
+        engine.scheduler.running.remove(req)
+        _raise()
+    monkeypatch.setattr(engine.scheduler, "readmit", half_a_move)
+    engine.generate(PROMPTS[2], GREEDY)          # steps until its own request is done
+    monkeypatch.undo()
+    for req in reqs:
+        assert req.released
+        assert req.finished_reason["message"] == ("internal error while preparing the decode batch (hook 3): "
+                                                  "RuntimeError: injected fault")
     assert_quiet_and_full(engine)
 
 
