@@ -102,7 +102,8 @@ def all_tasks(stage: str | None = None) -> dict[str, list[Path]]:
     for path in sorted(PACKAGE_DIR.rglob("*.py")):
         for task, _, _ in find_solution_regions(path.read_text(encoding="utf-8")):
             if stage is None or int(task[4:].split("_")[0]) == stage_number(stage):
-                found.setdefault(task, []).append(path)
+                if path not in found.setdefault(task, []):   # a file with two regions of a task: once
+                    found[task].append(path)
     return found
 
 

@@ -286,9 +286,17 @@ def format_report(report: GradeReport) -> str:
     nfail = sum(len(r.failed) for r in report.tasks.values())
     lines.append(f"{npass} passed, {nfail} failed")
     for t, r in report.tasks.items():
+        # Failures with the same reason at the same place (a stub's "write this", one bug
+        # hit by several tests) are printed once, with every test they failed.
+        groups: dict[tuple, list[Failure]] = {}
         for f in r.failed:
+            stub = _STUB.match(f.reason)
+            key = (f.reason, f.where) if stub or not f.example else (f.test,)
+            groups.setdefault(key, []).append(f)
+        for same in groups.values():
+            f = same[0]
             lines.append("")
-            lines.append(f"FAIL {t} {f.test}")
+            lines.append(f"FAIL {t} {f.test}" if len(same) == 1 else f"FAIL {t} {_test_names(same)}")
             lines.append(f"  {_indent(f.reason)}" + (f"\n  raised at {f.where}" if f.where else ""))
             stub = _STUB.match(f.reason)
             if stub and int(stub["stage"]) < stage_number(report.stage):
@@ -297,6 +305,16 @@ def format_report(report: GradeReport) -> str:
             elif f.example and not stub:   # an example adds nothing to "write this"
                 lines.append(f"  {_indent(f.example)}")
     return "\n".join(lines)
+
+
+def _test_names(failures: list[Failure]) -> str:
+    """'(3 tests: test_a, test_b [2 cases])': short names, parametrized cases counted."""
+    counts: dict[str, int] = {}
+    for f in failures:
+        name = f.test.rsplit("::", 1)[-1].split("[", 1)[0]
+        counts[name] = counts.get(name, 0) + 1
+    names = [name if n == 1 else f"{name} [{n} cases]" for name, n in counts.items()]
+    return f"({len(failures)} tests: {', '.join(names)})"
 
 
 _STUB = re.compile(r"NotImplementedError: task(?P<task>(?P<stage>\d+)_\d+): write this")

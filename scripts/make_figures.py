@@ -1,0 +1,203 @@
+"""Make the chapters' figures: every drawing in chapters/figures/*.svg comes from here.
+
+    python scripts/make_figures.py              # (re)write every figure
+    python scripts/make_figures.py --check      # exit 1 if a figure is out of date
+    python scripts/make_figures.py --out DIR    # write them somewhere else
+
+Each figure is a function returning DOT text (the drawings of minisglang.drawings, or a
+hand-written .dot file beside the figures), rendered with graphviz. The SVG carries the
+SHA-256 of its DOT text in a comment, so `--check` (and tests/test_figures.py) can tell
+whether a figure still matches the code without comparing pictures, which differ between
+graphviz versions. Figures drawn from the model's own output (the radix trees) depend on
+floating point and are only checked when asked (`--check --with-model`).
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+REPO = Path(__file__).resolve().parents[1]
+FIGURES = REPO / "chapters" / "figures"
+STAMP = re.compile(r"<!-- minisglang figure: dot sha256 ([0-9a-f]{64}) -->")
+SLIDE_ROW = 8   # states per row for the long chains: readable at slide width
+
+
+@dataclass(frozen=True)
+class Figure:
+    name: str                      # file name without .svg
+    make: Callable[[], str]        # -> DOT text
+    needs_model: bool = False      # drawn from a generation of the bundled model
+
+
+def _tokenizer():
+    import minisglang
+    from minisglang.tokenizer import Tokenizer
+
+    return Tokenizer.from_pretrained(minisglang.DEFAULT_MODEL_PATH)
+
+
+def _token_fsm(regex: str, **kwargs) -> str:
+    from minisglang.constrained.regex_dfa import ByteDFA, compile_regex
+    from minisglang.constrained.token_index import build_index_fast
+    from minisglang.drawings import token_fsm_dot
+
+    tok = _tokenizer()
+    index = build_index_fast(ByteDFA.from_char_dfa(compile_regex(regex)), tok.token_bytes, tok.eos_token_id,
+                             progress=False)
+    return token_fsm_dot(index, tok, title=f"token FSM of {regex} on the bundled vocabulary", **kwargs)
+
+
+def date_char_dfa() -> str:
+    from minisglang.constrained.regex_dfa import compile_regex
+    from minisglang.drawings import char_dfa_dot
+
+    return char_dfa_dot(compile_regex(r"\d{4}-\d{2}-\d{2}"))
+
+
+def date_token_fsm() -> str:
+    return _token_fsm(r"\d{4}-\d{2}-\d{2}", max_tokens_per_edge=4)
+
+
+def yes_no_token_fsm() -> str:
+    return _token_fsm(r"(yes|no)")
+
+
+JSON_SMALL = r'\{"name": "[a-z]+", "age": \d+\}'
+
+
+def json_char_dfa() -> str:
+    from minisglang.constrained.regex_dfa import compile_regex
+    from minisglang.drawings import char_dfa_dot
+    from minisglang.drawings.render import Layout
+
+    return char_dfa_dot(compile_regex(JSON_SMALL), Layout(states_per_row=SLIDE_ROW))
+
+
+def json_compressed_fsm() -> str:
+    from minisglang.constrained.jump_forward import JumpForwardMap
+    from minisglang.constrained.regex_dfa import ByteDFA, compile_regex
+    from minisglang.drawings.compressed import compressed_fsm_dot
+
+    dfa = compile_regex(JSON_SMALL)
+    return compressed_fsm_dot(dfa, JumpForwardMap.build(dfa, ByteDFA.from_char_dfa(dfa)))
+
+
+def schema_dfa() -> str:
+    from minisglang.constrained.json_schema import build_regex_from_schema
+    from minisglang.constrained.regex_dfa import compile_regex
+    from minisglang.drawings import char_dfa_dot
+    from minisglang.drawings.render import Layout
+
+    small = {"type": "object", "properties": {"ok": {"type": "boolean"},
+                                              "n": {"type": "array", "items": {"enum": [1, 2]}, "maxItems": 2}},
+             "required": ["ok"], "additionalProperties": False}
+    regex = build_regex_from_schema(small, whitespace="")
+    return char_dfa_dot(compile_regex(regex), Layout(states_per_row=SLIDE_ROW),
+                        title="the DFA of a small JSON Schema (whitespace off)")
+
+
+def request_lifecycle() -> str:
+    return (FIGURES / "00-request-lifecycle.dot").read_text(encoding="utf-8")
+
+
+def radix_after_three_requests() -> str:
+    """Notebook 00, section 4: three chats with one system prompt, greedy, 12 tokens each."""
+    import minisglang as sgl
+    from minisglang.drawings.radix import radix_tree_dot
+
+    engine = sgl.Engine(stage="s0", max_total_tokens=512)
+    tok = engine.tokenizer
+    system = "You are an information extraction assistant. Output valid JSON only."
+
+    def chat(text):
+        return tok.apply_chat_template([{"role": "system", "content": system}, {"role": "user", "content": text}])
+
+    greedy = {"temperature": 0, "max_new_tokens": 12}
+    engine.generate(chat("Li Lei is 28 years old and lives in Beijing."), greedy)
+    engine.generate([chat("Wang Fang, 35, is a teacher in Shanghai."),
+                     chat("Email me at li.lei@example.com before Friday.")], [greedy, greedy])
+    dot = radix_tree_dot(engine.scheduler.tree_cache, tok)
+    engine.shutdown()
+    return dot
+
+
+def radix_after_jumps() -> str:
+    """Notebook 04: one constrained request with jump-forward, greedy, then the tree."""
+    import minisglang as sgl
+    from minisglang.drawings.radix import radix_tree_dot
+
+    engine = sgl.Engine(stage="s4")
+    prompt = "<|user|>\nExtract as JSON: Li Lei is 31 years old and lives in Paris.\n<|assistant|>\n"
+    person = r'\{"name": "[A-Za-z ]{1,12}", "age": [1-9]\d?, "city": "(Paris|Rome|Beijing)"\}'
+    engine.generate(prompt, {"regex": person, "temperature": 0, "max_new_tokens": 60})
+    dot = radix_tree_dot(engine.scheduler.tree_cache, engine.tokenizer)
+    engine.shutdown()
+    return dot
+
+
+ALL = [
+    Figure("00-request-lifecycle", request_lifecycle),
+    Figure("00-radix-tree", radix_after_three_requests, needs_model=True),
+    Figure("01-date-char-dfa", date_char_dfa),
+    Figure("01-date-token-fsm", date_token_fsm),
+    Figure("01-yes-no-token-fsm", yes_no_token_fsm),
+    Figure("04-char-dfa", json_char_dfa),
+    Figure("04-compressed-fsm", json_compressed_fsm),
+    Figure("04-radix-after-jumps", radix_after_jumps, needs_model=True),
+    Figure("05-schema-dfa", schema_dfa),
+]
+
+
+def dot_hash(dot: str) -> str:
+    return hashlib.sha256(dot.encode("utf-8")).hexdigest()
+
+
+def stamped_svg(dot: str) -> str:
+    """The rendered SVG with the DOT text's hash in a comment after the XML declaration."""
+    from minisglang.drawings.render import render_dot
+
+    svg = render_dot(dot, "svg").decode("utf-8")
+    stamp = f"<!-- minisglang figure: dot sha256 {dot_hash(dot)} -->\n"
+    head, sep, rest = svg.partition("?>\n")
+    return head + sep + stamp + rest if sep else stamp + svg
+
+
+def stale(figure: Figure, folder: Path = FIGURES) -> str | None:
+    """Why `figure` in `folder` is out of date, or None when it matches the code."""
+    path = folder / f"{figure.name}.svg"
+    if not path.exists():
+        return f"{path} is missing"
+    m = STAMP.search(path.read_text(encoding="utf-8"))
+    if m is None:
+        return f"{path} was not made by this script"
+    if m.group(1) != dot_hash(figure.make()):
+        return f"{path} no longer matches the code that draws it"
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--check", action="store_true", help="only check; exit 1 if a figure is out of date")
+    ap.add_argument("--with-model", action="store_true", help="--check the model-drawn figures too")
+    ap.add_argument("--out", type=Path, default=FIGURES, help="folder to write (default: chapters/figures)")
+    args = ap.parse_args(argv)
+    if args.check:
+        problems = [p for f in ALL if args.with_model or not f.needs_model if (p := stale(f, args.out))]
+        for p in problems:
+            print(p)
+        print("figures up to date" if not problems else "run: python scripts/make_figures.py")
+        return 1 if problems else 0
+    args.out.mkdir(parents=True, exist_ok=True)
+    for figure in ALL:
+        (args.out / f"{figure.name}.svg").write_text(stamped_svg(figure.make()), encoding="utf-8")
+        print(f"wrote {args.out / figure.name}.svg")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
