@@ -104,7 +104,7 @@ ANNOTATION_KEYWORDS = frozenset({
 })
 # Keywords that constrain values and that we do not implement: always an error.
 UNSUPPORTED_KEYWORDS = frozenset({
-    "multipleOf", "not", "if", "then", "else", "uniqueItems", "contains", "minContains",
+    "multipleOf", "if", "then", "else", "uniqueItems", "contains", "minContains",
     "maxContains", "unevaluatedItems", "unevaluatedProperties", "patternProperties",
     "propertyNames", "$dynamicRef", "$recursiveRef", "$recursiveAnchor",
 })
@@ -993,8 +993,11 @@ class _SchemaCompiler:
         if "$id" in schema and schema is not self.root:
             raise UnsupportedSchemaError(f"'$id' at {path}: embedded schema resources are not supported "
                                          "(only $id on the root schema)")
-        parts = [{k: v for k, v in schema.items() if k not in ANNOTATION_KEYWORDS and k not in ("$ref", "allOf")
+        parts = [{k: v for k, v in schema.items() if k not in ANNOTATION_KEYWORDS and k not in ("$ref", "allOf", "not")
                   and k not in DEPENDENCY_KEYWORDS}]
+        if "not" in schema:
+            negated = self._flatten(schema["not"], f"{path}/not", [], chain, False)
+            parts.append(self._flatten(self.negation(negated, f"{path}/not"), path, refs, chain, cut))
         parts.extend(self._flatten(s, path, refs, chain, cut) for s in _dependency_cases(schema, path))
         if "$ref" in schema:
             ref = schema["$ref"]
@@ -1014,6 +1017,44 @@ class _SchemaCompiler:
         for part in parts[1:]:
             merged = _merge(merged, part, path)
         return merged
+
+    def negation(self, flat: dict | bool, path: str) -> dict | bool:
+        """A schema for "not `flat`" (an exact, flattened schema), or UnsupportedSchemaError.
+
+        not (k1 and k2 ...) = (not k1) or (not k2) ...: each keyword's negation is written
+        with positive keywords: other types; values outside const/enum; a required
+        property absent; the opposite bound; not (A or B) = (not A) and (not B).
+        """
+        if flat is False:
+            return {}
+        cases: list = []
+        for keyword, value in flat.items():
+            if keyword == "type":
+                cases.append(_not_types(_types({"type": value}, path), path))
+            elif keyword == FRACTIONAL:  # (other types satisfy it: their negation fails)
+                cases.append({"type": "integer"})
+            elif keyword == EXCLUDED_STRINGS:
+                cases.append({"enum": list(value)})
+            elif keyword == NOT_AT:
+                continue
+            elif keyword in ("const", "enum"):
+                cases.append(_excluding(_finite_values({keyword: value}), path))
+            elif keyword == "required":  # (other types satisfy `required`: their negation fails)
+                cases.extend({"type": "object", "properties": {name: False}} for name in value)
+            elif keyword in _OPPOSITE_BOUNDS:  # a value of the bound's type on the other side
+                kind, opposite = _OPPOSITE_BOUNDS[keyword]
+                bound = opposite(value)
+                if bound is not None:
+                    cases.append({"type": kind, **bound})
+            elif keyword == "anyOf" and isinstance(value, list):
+                cases.append({"allOf": [self.negation(self._flatten(b, f"{path}/anyOf/{i}", [], frozenset(), False),
+                                                      f"{path}/anyOf/{i}") for i, b in enumerate(value)]})
+            else:
+                raise UnsupportedSchemaError(f"keyword 'not' at {path}: the negation of '{keyword}' cannot be "
+                                             "written exactly (supported: type, const, enum, required, bounds, anyOf)")
+        if not cases:
+            return False  # not {} (or of a keyword that every value satisfies): nothing
+        return cases[0] if len(cases) == 1 else {"anyOf": cases}
 
     def resolve(self, ref, path: str) -> tuple[object, str]:
         """A local $ref ("#", "#/$defs/x", "#/definitions/x", any JSON pointer) -> (target, its path)."""
@@ -1133,6 +1174,14 @@ class _SchemaCompiler:
     def _number(self, schema: dict, path: str) -> str | None:
         """integer or number with minimum/maximum/exclusive bounds, as an exact numeral range."""
         integer = "number" not in _types(schema, path)
+        if FRACTIONAL in schema:  # `not integer`: a nonzero last fraction digit, no exponent
+            if integer:
+                return None
+            if any(k in schema for k in _NUMBER_BOUNDS):
+                raise UnsupportedSchemaError(f"keyword 'not' at {schema[NOT_AT]}: 'not integer' together with "
+                                             "minimum/maximum bounds is not supported")
+            whole = "[1-9]" + _repeat("[0-9]", 0, self.options.max_integer_digits - 1)
+            return rf"-?(?:0|{whole})\.{_repeat('[0-9]', 0, self.options.max_fraction_digits - 1)}[1-9]"
         lo, lo_strict, hi, hi_strict = None, False, None, False
         for keyword, strict in (("minimum", False), ("exclusiveMinimum", True)):
             if keyword in schema:
@@ -1170,6 +1219,11 @@ class _SchemaCompiler:
         for keyword in ("format", "pattern"):
             if keyword in schema and not isinstance(schema[keyword], str):
                 raise InvalidSchemaError(f"'{keyword}' at {path} must be a string, got {schema[keyword]!r}")
+        if EXCLUDED_STRINGS in schema:  # `not` of string values: only for otherwise free strings
+            if any(k in schema for k in ("format", "pattern")) or has_length:
+                raise UnsupportedSchemaError(f"keyword 'not' at {schema[NOT_AT]}: excluding string values from a string "
+                                             "with pattern, format or length bounds cannot be written exactly")
+            return _string_except(schema[EXCLUDED_STRINGS])
         if "format" in schema and schema["format"] not in FORMATS:
             if self.options.unknown_formats == "error":
                 raise UnsupportedSchemaError(
@@ -1419,6 +1473,65 @@ class _SchemaCompiler:
 
 
 DEPENDENCY_KEYWORDS = ("dependentRequired", "dependentSchemas", "dependencies")
+# Strings excluded by a `not` of const/enum: an internal keyword, never in a user's schema.
+EXCLUDED_STRINGS = "$minisglang:excludedStrings"
+
+
+# Numbers with a fraction (not integers), for "not integer": an internal keyword too.
+FRACTIONAL = "$minisglang:fractional"
+# Where the `not` behind the two keywords above is, for error messages.
+NOT_AT = "$minisglang:notAt"
+
+
+def _other_types(types: list[str]) -> list[str]:
+    """The JSON types not in `types`, where `types` holds number whenever it holds integer."""
+    assert "integer" not in types or "number" in types
+    return [t for t in JSON_TYPES if t not in types and t != "integer" or (t == "integer" and "number" not in types)]
+
+
+def _not_types(types: list[str], path: str) -> dict:
+    """A schema for the values whose type is none of `types`."""
+    if "integer" in types and "number" not in types:  # the numbers with a fraction remain
+        return {"anyOf": [{"type": _other_types([*types, "number"])}, {"type": "number", FRACTIONAL: True, NOT_AT: path}]}
+    return {"type": _other_types(types)}
+
+
+_NUMBER_BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+# keyword -> (the type it constrains, its opposite bound as keywords; None: no value)
+_OPPOSITE_BOUNDS = {
+    "minLength": ("string", lambda n: None if n <= 0 else {"maxLength": n - 1}),
+    "maxLength": ("string", lambda n: {"minLength": n + 1}),
+    "minItems": ("array", lambda n: None if n <= 0 else {"maxItems": n - 1}),
+    "maxItems": ("array", lambda n: {"minItems": n + 1}),
+    "minProperties": ("object", lambda n: None if n <= 0 else {"maxProperties": n - 1}),
+    "maxProperties": ("object", lambda n: {"minProperties": n + 1}),
+    "minimum": ("number", lambda v: {"exclusiveMaximum": v}),
+    "maximum": ("number", lambda v: {"exclusiveMinimum": v}),
+    "exclusiveMinimum": ("number", lambda v: {"maximum": v}),
+    "exclusiveMaximum": ("number", lambda v: {"minimum": v}),
+}
+
+
+def _excluding(values: list, path: str) -> dict:
+    """A schema for every JSON value except `values` (scalars): per type, what is left."""
+    if any(isinstance(v, (list, dict)) for v in values):
+        raise UnsupportedSchemaError(f"keyword 'not' at {path}: excluding array or object values "
+                                     "cannot be written exactly")
+    numbers = sorted({v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)})
+    strings = sorted({v for v in values if isinstance(v, str)})
+    booleans = [b for b in (True, False) if not any(v is b for v in values)]
+    branches: list[dict] = [{"type": "object"}, {"type": "array"}]
+    if not any(v is None for v in values):
+        branches.append({"type": "null"})
+    if booleans:
+        branches.append({"enum": booleans})
+    branches.append({"type": "string", EXCLUDED_STRINGS: strings, NOT_AT: path} if strings else {"type": "string"})
+    # numbers: the open ranges between the excluded ones
+    edges = [None, *numbers, None]
+    for low, high in zip(edges, edges[1:]):
+        branches.append({"type": "number", **({} if low is None else {"exclusiveMinimum": low}),
+                         **({} if high is None else {"exclusiveMaximum": high})})
+    return {"anyOf": branches}
 
 
 def _dependency_cases(schema: dict, path: str) -> list[dict]:
@@ -1529,6 +1642,10 @@ def _merge(a: dict | bool, b: dict | bool, path: str) -> dict | bool:
             merged["enum"] = [x for x in merged["enum"] if any(_json_equal(x, y) for y in value)]
         elif keyword == "const":
             return False  # two different constants
+        elif keyword == EXCLUDED_STRINGS:
+            merged[keyword] = sorted(set(merged[keyword]) | set(value))
+        elif keyword == NOT_AT:
+            pass  # the first `not` names the place
         elif keyword == "anyOf":  # (a1 or a2) and (b1 or b2) = any of the pairs
             merged["anyOf"] = [{"allOf": [x, y]} for x in merged["anyOf"] for y in value]
         elif keyword not in ("properties", "additionalProperties", "prefixItems", "items"):
