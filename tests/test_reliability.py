@@ -152,6 +152,19 @@ def test_any_dict_validates_or_raises_value_error(d):
     assert p.to_dict() == SamplingParams.from_dict(p.to_dict()).to_dict()
 
 
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(JSON_VALUES, JSON_VALUES)
+@example("a\ud800", {})
+@example(["a"], {})
+def test_any_request_is_queued_or_refused_with_value_error(engine, prompt, params):
+    """What a server hands the engine after JSON parsing: a request or a ValueError, never another exception."""
+    try:
+        req = engine.make_request(prompt, params)
+    except ValueError:
+        return
+    assert req.origin_input_ids == engine.tokenizer.encode(prompt)
+
+
 def test_tiny_temperature_is_greedy_not_nan(engine, alone):
     """temperature 1e-40 would divide logits into inf and softmax into nan; it samples argmax."""
     out = engine.generate(PROMPTS[0], dict(GREEDY, temperature=1e-40))
@@ -223,7 +236,8 @@ def test_a_detokenizer_or_stop_check_failure_aborts_only_that_request(engine, al
 
 @pytest.mark.parametrize("where,phase", [
     ("forward", "prefill"), ("forward", "decode"), ("mask_logits", "prefill"), ("mask_logits", "decode"),
-    ("sample", "prefill"), ("sample", "decode"), ("before_decode", "decode")])   # hook 3: decode only
+    ("sample", "prefill"), ("sample", "decode"), ("before_decode", "decode"),   # hook 3: decode only
+    ("poll_grammar_queue", "prefill")])                                          # hook 2: on arrival
 def test_a_batch_failure_aborts_that_batch_and_the_next_step_goes_on(engine, alone, monkeypatch, where, phase):
     """The batch holding the victim is aborted and its memory given back; requests that
     arrive afterwards are served exactly as if nothing had happened."""
