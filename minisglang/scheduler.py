@@ -15,7 +15,7 @@ Memory rules (chapters/00-the-engine.md, "Who owns a KV slot"):
   slots it did not have yet, the duplicates are freed, the lock is dropped.
 - So at any quiet moment every slot is either free or held by the tree.
 
-Faults (chapters/00-the-engine.md, "When something raises"): an exception in a stage hook,
+Faults (tested in tests/test_reliability.py): an exception in a stage hook,
 the forward, the sampler or the detokenizer aborts only the requests it concerns, with the
 error as their abort message, and gives back what was allocated for them; the next step
 goes on. A per-request hook (arrival, advance, detokenize, stop check) concerns one
