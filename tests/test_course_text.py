@@ -402,3 +402,57 @@ def test_every_test_the_text_names_exists(path: Path):
     # A test named on its own (`test_name`, as the exercise pages list them) must exist somewhere.
     missing += [name for name in sorted(set(re.findall(r"`(test_\w+)`", text))) if name not in ALL_TESTS]
     assert not missing, f"{path.relative_to(ROOT)} names tests that do not exist: {missing}"
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. Numbers quoted from a benchmark's results file
+
+RESULTS_LINK = re.compile(r"benchmarks/results/([\w-]+\.md)")
+
+
+def table_cells(row: str) -> list[str]:
+    return [" ".join(c.replace("–", "-").split()) for c in row.strip().strip("|").split("|")]
+
+
+def quoted_tables(path: Path) -> list[tuple[int, str, list[str]]]:
+    """(line, results file, data rows) for every table that starts within 12 lines after a
+    link to benchmarks/results/FILE.md: the chapter says it quotes that file."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    found, link, link_at, i = [], None, -100, 0
+    while i < len(lines):
+        m = RESULTS_LINK.search(lines[i])
+        if m:
+            link, link_at = m[1], i
+        if lines[i].startswith("|"):
+            j = i
+            while j < len(lines) and lines[j].startswith("|"):
+                j += 1
+            if link and i - link_at <= 12:
+                found.append((i + 1, link, lines[i + 2:j]))   # skip the header and the |---| line
+            i = j
+        else:
+            i += 1
+    return found
+
+
+QUOTED = [(path, *t) for path in CHAPTERS for t in quoted_tables(path)]
+
+
+def test_chapters_quote_benchmark_results():
+    assert len(QUOTED) >= 5
+
+
+@pytest.mark.parametrize("path,line,results,rows", QUOTED, ids=lambda v: v.name if isinstance(v, Path) else str(v))
+def test_a_quoted_results_table_equals_the_results_file(path: Path, line: int, results: str, rows: list[str]):
+    """Every row is a row of the results file, or some of its columns in order: a rerun of
+    the benchmark that changes a number makes the chapter's copy fail here."""
+    source = [table_cells(r) for r in (ROOT / "benchmarks" / "results" / results).read_text(
+        encoding="utf-8").splitlines() if r.startswith("|")]
+
+    def is_columns_of(cells, row):
+        it = iter(row)
+        return all(any(c == r for r in it) for c in cells)
+
+    stale = [r for r in rows if not any(is_columns_of(table_cells(r), s) for s in source)]
+    assert not stale, (f"{path.relative_to(ROOT)}:{line} quotes benchmarks/results/{results}, but these rows "
+                       f"are not in it (rerun numbers?):\n" + "\n".join(stale))
