@@ -57,7 +57,7 @@ def _type_name(value: Any) -> str:
     return names.get(type(value), f"a {type(value).__name__}")
 
 
-def _check_text(name: str, value: Any) -> None:
+def check_text(name: str, value: Any) -> None:
     """`value` is a str that can be encoded (a lone surrogate from a JSON escape cannot)."""
     if not isinstance(value, str):
         raise ValueError(f"{name} must be a string, got {_type_name(value)}")
@@ -138,7 +138,7 @@ class SamplingParams:
         if not isinstance(self.stop, list):
             raise ValueError(f"stop must be a string or a list of strings, got {_type_name(self.stop)}")
         for i, s in enumerate(self.stop):
-            _check_text(f"stop[{i}]", s)
+            check_text(f"stop[{i}]", s)
             if not s:
                 raise ValueError(f"stop[{i}] is empty; a stop string needs at least one character")
         if self.seed is not None:
@@ -150,7 +150,7 @@ class SamplingParams:
             raise ValueError(f"ignore_eos must be true or false, got {_type_name(self.ignore_eos)}")
         for name in (*_CONSTRAINT_KEYS, "think_end"):
             if getattr(self, name) is not None:
-                _check_text(name, getattr(self, name))
+                check_text(name, getattr(self, name))
         if self.think_end == "":
             raise ValueError("think_end is empty; give the marker text (one token) or null")
         given = [k for k in _CONSTRAINT_KEYS if getattr(self, k) is not None]

@@ -21,7 +21,7 @@ from typing import Any, Iterator
 
 import torch
 
-from .core import Req, SamplingParams
+from .core import Req, SamplingParams, check_text
 from .model.loader import load_model
 from .scheduler import Scheduler, SchedulerConfig
 from .stages import get_stage_class, latest_stage
@@ -118,17 +118,12 @@ class Engine:
 
     def make_request(self, prompt: str, sampling_params: dict | SamplingParams | None = None) -> Req:
         """Check and tokenize one request without queuing it; ValueError names what is wrong."""
+        check_text("prompt", prompt)
         if isinstance(sampling_params, SamplingParams):
             params = sampling_params
             params.validate()      # its fields may have been changed since it was built
         else:
             params = SamplingParams.from_dict(sampling_params)
-        if not isinstance(prompt, str):
-            raise ValueError(f"prompt must be a string, got {type(prompt).__name__}")
-        try:
-            prompt.encode("utf-8")
-        except UnicodeEncodeError as e:
-            raise ValueError(f"prompt is not valid Unicode text (a lone surrogate at character {e.start})") from None
         return Req(prompt=prompt, origin_input_ids=self.tokenizer.encode(prompt), sampling_params=params)
 
     def step(self) -> list[Req]:

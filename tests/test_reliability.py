@@ -178,13 +178,13 @@ def test_a_list_is_checked_whole_before_anything_is_queued(engine):
     before = engine.stats()
     with pytest.raises(ValueError, match=r"^item 2: top_k must be an integer, got the number 2.5$"):
         engine.generate(PROMPTS[:3], [GREEDY, GREEDY, dict(GREEDY, top_k=2.5)])
-    with pytest.raises(ValueError, match=r"^item 1: prompt must be a string, got int$"):
+    with pytest.raises(ValueError, match=r"^item 1: prompt must be a string, got the integer 5$"):
         engine.generate(["a", 5], GREEDY)
     with pytest.raises(ValueError, match="item 0: prompt is not valid Unicode text"):
         engine.generate(["a\ud800", "b"], GREEDY)
     with pytest.raises(ValueError, match="sampling params must be an object"):
         engine.generate("hi", [GREEDY])
-    with pytest.raises(ValueError, match="prompt must be a string, got tuple"):
+    with pytest.raises(ValueError, match="prompt must be a string, got a tuple"):
         engine.submit(("a",), GREEDY)
     after = engine.stats()
     assert after.finished_by_reason == before.finished_by_reason   # nothing was even queued
