@@ -656,13 +656,40 @@ def test_recursive_schema_is_sound():
 @pytest.mark.parametrize("schema, error, message", [
     ({"$defs": {"a": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"}, InvalidSchemaError, "refers to itself"),
     ({"$ref": "#/$defs/missing"}, InvalidSchemaError, "points to nothing"),
-    ({"$ref": "https://example.com/s.json"}, UnsupportedSchemaError, "only local JSON pointers"),
-    ({"$ref": "#anchor"}, UnsupportedSchemaError, "only local JSON pointers"),
-    ({"$defs": {"a": {"$id": "a.json"}}, "$ref": "#/$defs/a"}, UnsupportedSchemaError, "'$id' at #/$defs/a"),
+    ({"$ref": "https://example.com/s.json"}, UnsupportedSchemaError,
+     "'$ref' 'https://example.com/s.json' at #: 'https://example.com/s.json' is not a schema resource of this "
+     "document"),
+    ({"$ref": "#anchor"}, InvalidSchemaError, "'$ref' '#anchor' at #: no $anchor 'anchor'"),
+    ({"$defs": {"a": {"$id": "a.json"}}, "properties": {"x": {"$ref": "b.json"}}}, UnsupportedSchemaError,
+     "'$ref' 'b.json' at #/properties/x"),
 ])
 def test_bad_refs(schema, error, message):
     with pytest.raises(error, match=re.escape(message)):
         build_regex_from_schema(schema)
+
+
+def test_refs_to_ids_and_anchors_in_the_document():
+    """$ref resolves against the base URI where it stands (the innermost $id), as in
+    JSON Schema 2020-12; `enum` values that look like schemas are not resources."""
+    small = {"type": "integer", "minimum": 0, "maximum": 3}
+    cases = [
+        ({"$defs": {"a": {"$anchor": "small", **small}}, "$ref": "#small"}, [0, 3], [4, "x"]),
+        ({"$id": "http://example.com/root.json", "$defs": {"a": {"$id": "int.json", **small}},
+          "properties": {"x": {"$ref": "int.json"}}, "required": ["x"]}, [{"x": 2}], [{"x": 5}]),
+        ({"$id": "http://example.com/root.json", "$defs": {"a": {"$id": "nested/", "$defs": {
+            "b": {"$id": "b.json", **small}}}, "c": {"$ref": "nested/b.json"}}, "$ref": "#/$defs/c"}, [1], [9]),
+        ({"$defs": {"a": {"$id": "http://example.com/a.json", "$defs": {"s": small}}},
+          "$ref": "http://example.com/a.json#/$defs/s"}, [1], [-1]),
+        ({"$defs": {"a": {"$id": "http://example.com/a.json", "$anchor": "here", **small}},
+          "$ref": "http://example.com/a.json#here"}, [1], [7]),
+    ]
+    for schema, good, bad in cases:
+        regex = re.compile(build_regex_from_schema(schema))
+        for value in good + bad:
+            assert bool(regex.fullmatch(json.dumps(value))) == is_valid(value, schema) == (value in good), value
+    with pytest.raises(UnsupportedSchemaError, match="is not a schema resource"):
+        build_regex_from_schema({"enum": [{"$id": "http://example.com/e.json"}],
+                                 "$ref": "http://example.com/e.json"})
 
 
 # ---------------------------------------------------------------------------------------

@@ -56,7 +56,7 @@ from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
-from urllib.parse import unquote
+from urllib.parse import unquote, urldefrag, urljoin
 
 from minisglang.constrained.regex_dfa import (
     MAX_CODE_POINT,
@@ -941,8 +941,13 @@ class _SchemaCompiler:
         self.ws = ws
         self.options = options
         self.max_ref_depth = options.max_ref_depth
-        self.active_refs: Counter[str] = Counter()  # $ref -> expansions on the current path
+        self.active_refs: Counter[str] = Counter()  # $ref target -> expansions on the current path
         self.any_values: dict[int, str] = {}
+        # Schema resources: absolute URI ($id) -> its pointer; (URI, $anchor) -> pointer.
+        self.resources: dict[str, str] = {}
+        self.anchors: dict[tuple[str, str], str] = {}
+        self.resources[ROOT_URI] = "#"
+        self._index(root, ROOT_URI, "#")
 
     # -- entry point ------------------------------------------------------------------
     def value(self, schema, path: str) -> str | None:
@@ -990,9 +995,6 @@ class _SchemaCompiler:
             return {} if schema else False
         if not isinstance(schema, dict):
             raise InvalidSchemaError(f"the schema at {path} must be an object or a boolean, got {schema!r}")
-        if "$id" in schema and schema is not self.root:
-            raise UnsupportedSchemaError(f"'$id' at {path}: embedded schema resources are not supported "
-                                         "(only $id on the root schema)")
         parts = [{k: v for k, v in schema.items() if k not in ANNOTATION_KEYWORDS and k not in ("$ref", "allOf", "not")
                   and k not in DEPENDENCY_KEYWORDS}]
         if "not" in schema:
@@ -1001,13 +1003,13 @@ class _SchemaCompiler:
         parts.extend(self._flatten(s, path, refs, chain, cut) for s in _dependency_cases(schema, path))
         if "$ref" in schema:
             ref = schema["$ref"]
-            if ref in chain:
-                raise InvalidSchemaError(f"'$ref' {ref!r} at {path} refers to itself without any keyword in between")
-            if cut and self.active_refs[ref] + refs.count(ref) >= self.max_ref_depth:
-                return False  # recursion unrolled max_ref_depth times: stop here
             target, target_path = self.resolve(ref, path)
-            refs.append(ref)
-            parts.append(self._flatten(target, target_path, refs, chain | {ref}, cut))
+            if target_path in chain:
+                raise InvalidSchemaError(f"'$ref' {ref!r} at {path} refers to itself without any keyword in between")
+            if cut and self.active_refs[target_path] + refs.count(target_path) >= self.max_ref_depth:
+                return False  # recursion unrolled max_ref_depth times: stop here
+            refs.append(target_path)
+            parts.append(self._flatten(target, target_path, refs, chain | {target_path}, cut))
         if "allOf" in schema:
             subschemas = schema["allOf"]
             if not isinstance(subschemas, list) or not subschemas:
@@ -1056,25 +1058,58 @@ class _SchemaCompiler:
             return False  # not {} (or of a keyword that every value satisfies): nothing
         return cases[0] if len(cases) == 1 else {"anyOf": cases}
 
+    def _index(self, node, base: str, pointer: str) -> None:
+        """Record every schema resource ($id, resolved against its parent's) and $anchor
+        under `node`; values of const/enum/default/examples are data, not schemas."""
+        if isinstance(node, list):
+            for i, item in enumerate(node):
+                self._index(item, base, f"{pointer}/{i}")
+            return
+        if not isinstance(node, dict):
+            return
+        if isinstance(node.get("$id"), str):
+            base = urldefrag(urljoin(base, node["$id"]))[0]
+            self.resources.setdefault(base, pointer)
+        if isinstance(node.get("$anchor"), str):
+            self.anchors.setdefault((base, node["$anchor"]), pointer)
+        for key, value in node.items():
+            if key not in ("const", "enum", "default", "examples") and isinstance(value, (dict, list)):
+                self._index(value, base, f"{pointer}/{_pointer_token(key)}")
+
+    def base_uri(self, path: str) -> str:
+        """The base URI at a JSON pointer: the innermost $id on the way from the root."""
+        node, base = self.root, ROOT_URI
+        if isinstance(node, dict) and isinstance(node.get("$id"), str):
+            base = urldefrag(urljoin(base, node["$id"]))[0]
+        for token in path[2:].split("/") if len(path) > 1 else []:
+            node = _step(node, unquote(token).replace("~1", "/").replace("~0", "~"))
+            if node is None:
+                break
+            if isinstance(node, dict) and isinstance(node.get("$id"), str):
+                base = urldefrag(urljoin(base, node["$id"]))[0]
+        return base
+
     def resolve(self, ref, path: str) -> tuple[object, str]:
-        """A local $ref ("#", "#/$defs/x", "#/definitions/x", any JSON pointer) -> (target, its path)."""
+        """A $ref -> (target, its JSON pointer from the root). The ref is resolved against
+        the base URI at `path`; it may name a resource of this document ($id), an anchor
+        in it ($anchor) and a JSON pointer inside it. Other documents are not fetched."""
         if not isinstance(ref, str):
             raise InvalidSchemaError(f"'$ref' at {path} must be a string, got {ref!r}")
-        root_id = self.root.get("$id") if isinstance(self.root, dict) else None
-        pointer = ref
-        if isinstance(root_id, str) and root_id and ref.startswith(root_id):
-            pointer = ref[len(root_id):] or "#"
-        if not pointer.startswith("#") or (len(pointer) > 1 and not pointer.startswith("#/")):
-            raise UnsupportedSchemaError(f"'$ref' {ref!r} at {path}: only local JSON pointers "
-                                         "('#', '#/$defs/name', '#/definitions/name') are supported")
+        uri, fragment = urldefrag(urljoin(self.base_uri(path), ref))
+        if uri not in self.resources:
+            raise UnsupportedSchemaError(f"'$ref' {ref!r} at {path}: {uri!r} is not a schema resource of this "
+                                         "document (only local refs, $id and $anchor in it are supported)")
+        pointer = self.resources[uri]
+        if fragment and not fragment.startswith("/"):
+            if (uri, unquote(fragment)) not in self.anchors:
+                raise InvalidSchemaError(f"'$ref' {ref!r} at {path}: no $anchor {unquote(fragment)!r} in {uri!r}")
+            pointer = self.anchors[(uri, unquote(fragment))]
+        elif fragment:
+            pointer = pointer + fragment if pointer != "#" else "#" + fragment
         target = self.root
         for token in pointer[2:].split("/") if len(pointer) > 1 else []:
-            token = unquote(token).replace("~1", "/").replace("~0", "~")  # a URI fragment
-            if isinstance(target, dict) and token in target:
-                target = target[token]
-            elif isinstance(target, list) and token.isdigit() and int(token) < len(target):
-                target = target[int(token)]
-            else:
+            target = _step(target, unquote(token).replace("~1", "/").replace("~0", "~"))
+            if target is None:
                 raise InvalidSchemaError(f"'$ref' {ref!r} at {path} points to nothing in this schema")
         return target, pointer
 
@@ -1473,6 +1508,22 @@ class _SchemaCompiler:
 
 
 DEPENDENCY_KEYWORDS = ("dependentRequired", "dependentSchemas", "dependencies")
+# The base URI of a root schema without $id (relative refs resolve against it).
+ROOT_URI = "https://minisglang.invalid/root.json"  # hierarchical: urljoin resolves paths against it
+
+
+def _pointer_token(key: str) -> str:
+    """A key as a JSON pointer token (~ and / escaped)."""
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def _step(node, token: str):
+    """node[token] for a JSON pointer token (an object key or a list index); None if absent."""
+    if isinstance(node, dict):
+        return node.get(token)
+    if isinstance(node, list) and token.isdigit() and int(token) < len(node):
+        return node[int(token)]
+    return None
 # Strings excluded by a `not` of const/enum: an internal keyword, never in a user's schema.
 EXCLUDED_STRINGS = "$minisglang:excludedStrings"
 
