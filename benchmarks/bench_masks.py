@@ -42,8 +42,10 @@ import minisglang as sgl
 from minisglang.constrained.regex_dfa import ByteDFA, compile_regex
 from minisglang.core import Req, SamplingParams
 from minisglang.stages.base import StageContext
-from minisglang.stages.s1_masked_fill import FSMState, MaskedFillStage, RegexFSM
-from minisglang.stages.s2_batched_mask import BatchedMaskStage, apply_bitmask, unpack_bits
+from minisglang.constrained.token_fsm import TokenFSM
+from minisglang.stages.s1_masked_fill import FSMState, MaskedFillStage
+from minisglang.constrained.bitmask import apply_bitmask, apply_bitmask_torch, unpack_bits
+from minisglang.stages.s2_batched_mask import BatchedMaskStage
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
@@ -72,14 +74,14 @@ def best_seconds(fn, repeats: int) -> float:
     return min(times)
 
 
-def example_states(fsm: RegexFSM) -> list[int]:
+def example_states(fsm: TokenFSM) -> list[int]:
     """The FSM states after each character of EXAMPLE (a mix of permissive and strict states)."""
     dfa = ByteDFA.from_char_dfa(compile_regex(JSON_REGEX))  # same numbering as the compiled FSM
     states = [dfa.walk_bytes(0, EXAMPLE[:k].encode()) for k in range(len(EXAMPLE))]
     return [s for s in states if s in fsm.index.state_to_tokens]
 
 
-def constrained_reqs(fsm: RegexFSM, states: list[int], batch: int) -> list[Req]:
+def constrained_reqs(fsm: TokenFSM, states: list[int], batch: int) -> list[Req]:
     """`batch` requests in states spread evenly along `states` (cycling past its end)."""
     reqs = []
     for i in range(batch):
@@ -95,7 +97,7 @@ def bench_vocabulary(name: str, tokenizer, batch_sizes: list[int], repeats: int,
     s1, s2 = MaskedFillStage(ctx), BatchedMaskStage(ctx)
     s2_torch = BatchedMaskStage(StageContext(tokenizer, width, torch.device("cpu"), {"mask_apply": "torch"}))
     start = time.perf_counter()
-    fsm = s2.compile_regex_fsm(JSON_REGEX)
+    fsm = s2.compile_fsm(JSON_REGEX)
     compile_s = time.perf_counter() - start
     states = example_states(fsm)
     rows = []
@@ -110,13 +112,13 @@ def bench_vocabulary(name: str, tokenizer, batch_sizes: list[int], repeats: int,
         mask = s2.allocate_mask(batch)
         s2.fill_mask(mask, reqs)
         expected, fast = logits.clone(), logits.clone()
-        s2.apply_mask(expected, mask)
+        apply_bitmask_torch(expected, mask)
         apply_bitmask(fast, mask)
         assert torch.equal(fast, expected)  # the kernel and the readable apply agree
         blocked = ~unpack_bits(mask, width)
         t_fill = best_seconds(lambda: s2.fill_mask(mask, reqs), fill_repeats)
         t_apply = best_seconds(lambda: apply_bitmask(logits, mask), many)
-        t_apply_torch = best_seconds(lambda: s2.apply_mask(logits, mask), many)
+        t_apply_torch = best_seconds(lambda: apply_bitmask_torch(logits, mask), many)
         t_floor = best_seconds(lambda: logits.masked_fill_(blocked, float("-inf")), many)
         assert not any(r.finished for r in reqs)
         rows.append({"vocab": name, "ids": len(tokenizer.token_bytes), "width": width, "batch": batch,
@@ -205,7 +207,7 @@ def main() -> None:
         f"Best of {args.repeats} runs for s1 and of {max(args.repeats, 20)} for s2 "
         f"(fill: {args.fill_repeats} runs), after a warm-up. 'mask' is the stage's whole `mask_logits`; "
         "s2 applies with the compiled CPU kernel (the engine's default), 's2, torch apply' with the "
-        "readable `apply_mask` (`mask_apply=\"torch\"`).",
+        "readable `apply_bitmask_torch` (`mask_apply=\"torch\"`).",
         "",
         "| vocabulary | logits width | batch | mean allowed tokens/row | s1 mask (ms) | s2 mask (ms) "
         "| s1 / s2 | s2, torch apply (ms) | s1 / s2, torch apply |",
@@ -218,7 +220,7 @@ def main() -> None:
     lines += [
         "",
         "s2's parts alone: `fill_mask` into an allocated mask; the kernel apply (`apply_bitmask`); the "
-        "readable apply (`apply_mask`: unpack, then one `masked_fill_`). 'floor' is one bare "
+        "readable apply (`apply_bitmask_torch`: unpack, then one `masked_fill_`). 'floor' is one bare "
         "`masked_fill_` over the `[B, V]` logits with a ready bool mask: the least the readable apply "
         "must do, and a pass s1 makes too (row by row). The kernel goes below it by skipping the "
         "all-ones words, so it never touches most logits of a permissive row.",

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 import minisglang as sgl
 from minisglang.backends.base import GrammarError, InvalidGrammarObject, get_backend_class
-from minisglang.stages.s2_batched_mask import unpack_bits
+from minisglang.constrained.bitmask import unpack_bits
 from minisglang.stages.s5_backends import ReasonerGrammar
 from minisglang.tokenizer import Tokenizer
 from test_constrained_generation import CASES, USER, assert_stopped_outputs_match

@@ -29,7 +29,8 @@ from minisglang.constrained.regex_dfa import ByteDFA, CharDFA, compile_regex
 from minisglang.constrained.token_index import build_index_reference
 from minisglang.core import Req, SamplingParams
 from minisglang.stages.base import StageContext
-from minisglang.stages.s1_masked_fill import FSMState, MaskedFillStage, RegexFSM
+from minisglang.constrained.token_fsm import TokenFSM
+from minisglang.stages.s1_masked_fill import FSMState, MaskedFillStage
 
 # ---------------------------------------------------------------------------------------
 # A synthetic tokenizer: whole characters, merges, and pieces of multi-byte characters
@@ -81,12 +82,12 @@ def make_stage(cls=MaskedFillStage, vocab_size: int = VOCAB_SIZE, tokenizer=TOKE
 
 
 @functools.cache
-def compiled(regex: str) -> RegexFSM:
+def compiled(regex: str) -> TokenFSM:
     """s1's compile (regex -> DFA -> fast token index), done once per regex."""
-    return make_stage().compile_regex_fsm(regex)
+    return make_stage().compile_fsm(regex)
 
 
-def make_req(fsm: RegexFSM | None, state: int | None = None) -> Req:
+def make_req(fsm: TokenFSM | None, state: int | None = None) -> Req:
     params = SamplingParams(regex=fsm.regex if fsm else None)
     req = Req(prompt="p", origin_input_ids=[2], sampling_params=params)
     if fsm is not None:

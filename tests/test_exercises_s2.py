@@ -3,7 +3,7 @@
 - task2_1  pack_bits: bool [..., V] -> int32 [..., ceil(V/32)], token t = bit t % 32 of word t // 32
 - task2_2  unpack_bits: the inverse
 - task2_3  BatchedMaskStage.fill_mask: each request's precomputed packed row, stacked into the mask
-- task2_4  BatchedMaskStage.apply_mask: -inf wherever the bit is 0, for the whole batch
+- task2_4  apply_bitmask_torch: -inf wherever the bit is 0, for the whole batch
 
 The oracle for the bit layout is numpy's `packbits(bitorder="little")` read as
 little-endian int32 words (xgrammar's token bitmask layout); the oracle for a whole mask
@@ -21,8 +21,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import minisglang as sgl
-from minisglang.stages.s1_masked_fill import FSMState, MaskedFillStage, RegexFSM
-from minisglang.stages.s2_batched_mask import BatchedMaskStage, apply_bitmask, pack_bits, unpack_bits
+from minisglang.constrained.bitmask import apply_bitmask, apply_bitmask_torch, pack_bits, unpack_bits
+from minisglang.constrained.token_fsm import TokenFSM
+from minisglang.stages.s1_masked_fill import FSMState, MaskedFillStage
+from minisglang.stages.s2_batched_mask import BatchedMaskStage
 from real_tokenizers import bundled
 from test_exercises_s1 import REGEXES, VOCAB, VOCAB_SIZE, batches, make_req, make_stage, oracle_row
 
@@ -106,19 +108,18 @@ def test_pack_unpack_round_trip(shape, seed):
 # FSMs with packed rows (task2_3 and task2_4 use the oracle packer, so they grade alone)
 # ---------------------------------------------------------------------------------------
 @functools.cache
-def compiled_with_oracle_rows(regex: str, vocab_size: int = VOCAB_SIZE) -> RegexFSM:
+def compiled_with_oracle_rows(regex: str, vocab_size: int = VOCAB_SIZE) -> TokenFSM:
     """s1's compile plus `bitmasks` / `state_row` packed by the oracle (not by pack_bits)."""
-    fsm = make_stage(MaskedFillStage, vocab_size).compile_regex_fsm(regex)
+    fsm = make_stage(MaskedFillStage, vocab_size).compile_fsm(regex)
     states = sorted(fsm.index.state_to_tokens)
-    fsm.bitmasks = oracle_pack(torch.stack([oracle_row(FSMState(fsm, s), vocab_size) for s in states]))
-    fsm.state_row = dict(zip(states, fsm.bitmasks.unbind(0)))
-    return fsm
+    bitmasks = oracle_pack(torch.stack([oracle_row(FSMState(fsm, s), vocab_size) for s in states]))
+    return fsm.replace(bitmasks=bitmasks, state_row=dict(zip(states, bitmasks.unbind(0))))
 
 
 @functools.cache
-def compiled_s2(regex: str, vocab_size: int) -> RegexFSM:
-    """Stage s2's own compile (s1's, then add_bitmasks with pack_bits)."""
-    return make_stage(BatchedMaskStage, vocab_size).compile_regex_fsm(regex)
+def compiled_s2(regex: str, vocab_size: int) -> TokenFSM:
+    """Stage s2's own compile (s1's, then with_rows with pack_bits)."""
+    return make_stage(BatchedMaskStage, vocab_size).compile_fsm(regex)
 
 
 def expected_fill(reqs, vocab_size: int = VOCAB_SIZE) -> torch.Tensor:
@@ -174,7 +175,7 @@ def test_apply_mask_sets_minus_inf_where_the_bit_is_zero(batch, v, seed):
     # Random words: the bits past the vocabulary in the last word are set too, and ignored.
     mask = torch.randint(-(2**31), 2**31, (batch, (v + 31) // 32), dtype=torch.int64, generator=gen).to(torch.int32)
     expected = logits.masked_fill(~oracle_unpack(mask, v), float("-inf"))
-    BatchedMaskStage.apply_mask(logits, mask)  # a static method: no stage needed
+    apply_bitmask_torch(logits, mask)
     assert torch.equal(logits, expected)
 
 
@@ -182,11 +183,11 @@ def test_apply_mask_sets_minus_inf_where_the_bit_is_zero(batch, v, seed):
 def test_apply_mask_all_ones_changes_nothing():
     logits = torch.randn(3, 77)
     before = logits.clone()
-    BatchedMaskStage.apply_mask(logits, torch.full((3, 3), -1, dtype=torch.int32))
+    apply_bitmask_torch(logits, torch.full((3, 3), -1, dtype=torch.int32))
     assert torch.equal(logits, before)
     one = torch.zeros(1, 3, dtype=torch.int32)
     one[0, 2] = 1 << (76 - 64)  # only the last real token
-    BatchedMaskStage.apply_mask(logits[:1], one)
+    apply_bitmask_torch(logits[:1], one)
     assert torch.isinf(logits[0, :76]).all() and logits[0, 76] == before[0, 76]
 
 
@@ -276,7 +277,7 @@ def test_s2_equals_s1_on_the_bundled_vocabulary_with_padded_logits(mask_apply):
     regex = r'\{"name": "[^"\\]{1,16}", "age": (0|[1-9][0-9]{0,2}), "city": "[^"\\]{1,12}"\}'
     s1 = make_stage(MaskedFillStage, vocab_size, tokenizer=tok)
     s2 = make_stage(BatchedMaskStage, vocab_size, tokenizer=tok, mask_apply=mask_apply)
-    fsm = s2.compile_regex_fsm(regex)
+    fsm = s2.compile_fsm(regex)
     states = sorted(fsm.index.state_to_tokens)
     reqs = [make_req(fsm, s) for s in states] + [make_req(None)]
     twins = copy_reqs(reqs)

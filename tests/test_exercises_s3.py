@@ -19,7 +19,7 @@ from minisglang.constrained.regex_dfa import ByteDFA, compile_regex
 from minisglang.constrained.token_index import build_index_reference
 from minisglang.core import Req, SamplingParams
 from minisglang.stages.base import StageContext
-from minisglang.stages.s1_masked_fill import ConstraintError
+from minisglang.constrained.token_fsm import ConstraintError
 from minisglang.stages.s3_fsm_cache import FSMCache, FSMCacheStage
 
 VOCAB = [bytes([c]) for c in b"0123456789-"] + [b"20", b"2024", b"-0", b"12-", None]
@@ -159,15 +159,16 @@ def arrive(stage, regex: str | None) -> Req:
 
 
 @pytest.mark.task3_3
-def test_poll_releases_in_arrival_order_and_lets_unconstrained_requests_pass(stage):
+def test_poll_releases_ready_requests_in_arrival_order_without_waiting_for_a_slow_one(stage):
     opened = gate(stage.cache, DATE)
     slow, fast, free = arrive(stage, DATE), arrive(stage, r"\d\d"), arrive(stage, None)
     stage.cache.get_fsm(r"\d\d", timeout=5)                    # the fast compile is done ...
     queue = [slow, fast, free]
-    assert stage.poll_grammar_queue(queue) == [free]           # ... but may not overtake slow
+    assert stage.poll_grammar_queue(queue) == [fast, free]     # ... so it overtakes slow (no head-of-line blocking)
+    assert stage.poll_grammar_queue([slow]) == []              # slow still compiling: it stays
     opened.set()
     stage.cache.get_fsm(DATE, timeout=5)
-    assert stage.poll_grammar_queue([slow, fast]) == [slow, fast]
+    assert stage.poll_grammar_queue([slow]) == [slow]
     for req, regex in [(slow, DATE), (fast, r"\d\d")]:
         assert req.grammar.fsm.regex == regex and req.grammar.state == req.grammar.fsm.index.initial_state
         assert not req.finished

@@ -115,7 +115,7 @@ JUMPS = ['", "age": ', '": "', "2345-", "中文", ", ", "}"]
        st.integers(1, 30))
 def test_retokenize_is_the_tokenizers_own_encoding_or_a_refusal(tok, stage, prompt, pieces, jump, max_new):
     req = request(tok, prompt, pieces, max_new)
-    got = stage.retokenize(req, jump.encode())
+    got = stage.jump.retokenize(req, jump.encode())
     # oracle: encode the whole text; refuse when the prompt's tokens change or the length limit is hit
     all_ids = tok.encode(prompt + "".join(pieces) + jump)
     prompt_len = len(req.origin_input_ids)
@@ -132,7 +132,7 @@ def test_retokenize_finishes_a_half_written_character(tok, stage):
     req = request(tok, prompt, [])
     first_byte = "我".encode()[:1]
     req.output_ids = [tok.token_bytes.index(first_byte)]            # the model wrote one byte of 我
-    got = stage.retokenize(req, "我喜欢".encode()[1:])
+    got = stage.jump.retokenize(req, "我喜欢".encode()[1:])
     assert got == tok.encode(prompt + "我喜欢")[len(req.origin_input_ids):]
 
 
@@ -140,14 +140,14 @@ def test_retokenize_finishes_a_half_written_character(tok, stage):
 def test_retokenize_refuses_bytes_that_are_not_utf8(tok, stage):
     req = request(tok, PROMPTS[0], [])
     req.output_ids = [tok.token_bytes.index("我".encode()[:1])]
-    assert stage.retokenize(req, b", ") is None                      # half a character, then ASCII
+    assert stage.jump.retokenize(req, b", ") is None                      # half a character, then ASCII
 
 
 @pytest.mark.task4_3
 def test_retokenize_refuses_when_the_prompt_fuses_with_the_output(tok, stage):
     req = request(tok, "The code is 1", [])
     assert tok.encode("The code is 12345")[:len(req.origin_input_ids)] != req.origin_input_ids
-    assert stage.retokenize(req, b"2345-") is None
+    assert stage.jump.retokenize(req, b"2345-") is None
 
 
 # ----------------------------------------------------------------------------- task4_4

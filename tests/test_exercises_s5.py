@@ -33,7 +33,7 @@ from minisglang.backends.base import GrammarError
 from minisglang.backends.fsm_backend import FSMBackend, FSMGrammar
 from minisglang.constrained.json_schema import InvalidSchemaError, UnsupportedSchemaError, build_regex_from_schema
 from minisglang.constrained.regex_dfa import compile_regex
-from minisglang.stages.s2_batched_mask import unpack_bits
+from minisglang.constrained.bitmask import unpack_bits
 from minisglang.stages.s5_backends import ReasonerGrammar
 from test_exercises_s1 import EOS, REGEXES, TOKENIZER, VOCAB, VOCAB_SIZE, oracle_allowed
 from test_json_schema import assert_sound
@@ -324,7 +324,7 @@ def test_a_slow_compile_times_out_alone_and_its_result_is_kept(engine):
     gate = threading.Event()
     real_compile = backend.compile
     backend.compile = lambda kind, text: (gate.wait(30), real_compile(kind, text))[1]
-    stage.compile_timeout = 0.2
+    stage.queue.timeout = 0.2
     regex = r"(red|green|blue) light"
     try:
         slow = engine.submit(USER.format("A colour?"), {"regex": regex, "temperature": 0})
@@ -337,6 +337,6 @@ def test_a_slow_compile_times_out_alone_and_its_result_is_kept(engine):
     finally:
         gate.set()
         backend.compile = real_compile
-        stage.compile_timeout = 30.0
+        stage.queue.timeout = 30.0
     again = engine.generate(USER.format("A colour?"), {"regex": regex, "temperature": 0})
     assert re.fullmatch(regex, again["text"]), again

@@ -9,7 +9,7 @@ import torch
 import minisglang as sgl
 from minisglang.backends.base import BaseGrammarBackend, InvalidGrammarObject, get_backend_class
 from minisglang.backends.fsm_backend import FSMBackend, FSMGrammar
-from minisglang.stages.s2_batched_mask import unpack_bits
+from minisglang.constrained.bitmask import unpack_bits
 from minisglang.tokenizer import Tokenizer
 
 Q = "<|user|>\nExtract as JSON: Li Lei is 31 years old and lives in Paris.\n<|assistant|>\n"

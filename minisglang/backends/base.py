@@ -25,8 +25,9 @@ from typing import Any
 
 import torch
 
+from ..constrained.bitmask import all_allowed_mask, apply_bitmask
+from ..constrained.compile_service import CompileTimeout
 from ..registry import Registry
-from ..stages.s2_batched_mask import apply_bitmask
 
 BACKENDS = Registry("grammar backend")
 register_backend = BACKENDS.register   # `@register_backend("xgrammar")`
@@ -56,11 +57,16 @@ class BaseGrammarObject:
         """A fresh matcher over the same compiled grammar, at its start."""
         raise NotImplementedError
 
+    def nbytes(self) -> int:
+        """Bytes of the compiled grammar behind this matcher, as far as we can tell (what the
+        backend's byte-bounded cache counts); 0 when a library does not say."""
+        return 0
+
     # -- masks: one packed int32 row per request ----------------------------------------
     @staticmethod
     def allocate_vocab_mask(vocab_size: int, batch_size: int, device: str | torch.device = "cpu") -> torch.Tensor:
         """[batch_size, ceil(vocab_size / 32)] int32, every bit set (= everything allowed)."""
-        return torch.full((batch_size, (vocab_size + 31) // 32), -1, dtype=torch.int32, device=device)
+        return all_allowed_mask(batch_size, vocab_size, device)
 
     def fill_vocab_mask(self, vocab_mask: torch.Tensor, idx: int) -> None:
         """Write this matcher's allowed tokens into row `idx` of `vocab_mask` [B, W]."""
@@ -118,16 +124,17 @@ class BaseGrammarBackend:
     name = "base"
     kinds: frozenset[str] = frozenset()    # which of "regex", "json_schema", "ebnf"
 
-    def __init__(self, tokenizer, vocab_size: int, *, max_entries: int = 128, compile_timeout: float = 30.0,
-                 threads: int = 2, **options: Any):
+    def __init__(self, tokenizer, vocab_size: int, *, max_entries: int = 128, max_bytes: int | None = None,
+                 compile_timeout: float = 30.0, threads: int = 2, **options: Any):
         if len(tokenizer.token_bytes) > vocab_size:
             raise ValueError(f"the logits width {vocab_size} is smaller than the tokenizer's "
                              f"vocabulary ({len(tokenizer.token_bytes)} ids)")
         self.tokenizer = tokenizer
         self.vocab_size = vocab_size       # width of the logits (may exceed the tokenizer's)
         self.options = options
-        self.max_entries = max_entries
+        self.max_entries, self.max_bytes = max_entries, max_bytes
         self.compile_timeout = compile_timeout
+        self.threads = threads
         self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix=f"{self.name}-compile")
         self.cache: collections.OrderedDict[tuple[str, str], Future] = collections.OrderedDict()
         self.lock = threading.Lock()
@@ -151,17 +158,25 @@ class BaseGrammarBackend:
                 return kind, text   # invalid JSON: compile() reports it with its own message
         return kind, text
 
+    def is_cached(self, kind: str, text: str) -> bool:
+        """True if this grammar is compiled or compiling (asking for it starts nothing new)."""
+        with self.lock:
+            return self.normalise(kind, text) in self.cache
+
     def get_cached_or_future_value(self, kind: str, text: str) -> tuple[Any, bool]:
         """(a fresh matcher, True) if compiled, else (the shared Future, False)."""
         key = self.normalise(kind, text)
         with self.lock:
             future = self.cache.get(key)
-            if future is None:
+            started = future is None
+            if started:
                 future = self.pool.submit(self._compile_safely, *key)
                 self.cache[key] = future
                 self._evict_lru()
             else:
                 self.cache.move_to_end(key)
+        if started:   # outside the lock: a future already done runs its callback right here
+            future.add_done_callback(self._evict_when_done)
         if future.done():
             return future.result().copy(), True
         return future, False
@@ -174,6 +189,10 @@ class BaseGrammarBackend:
                                         f"(it supports {sorted(self.kinds)})")
         try:
             return self.compile(kind, text)
+        except CompileTimeout as e:
+            with self.lock:   # a timeout may be the machine's load, not the grammar: never cached
+                self.cache.pop((kind, text), None)
+            return InvalidGrammarObject(f"{kind} rejected by the {self.name!r} backend: {e}")
         except Exception as e:   # every failure becomes a message for that one request
             return InvalidGrammarObject(f"{kind} rejected by the {self.name!r} backend: {e}")
 
@@ -181,12 +200,22 @@ class BaseGrammarBackend:
         """A fresh matcher if the compile finished, else None."""
         return future.result().copy() if future.done() else None
 
+    def _evict_when_done(self, future: Future) -> None:
+        with self.lock:   # the new grammar's size is known now
+            self._evict_lru()
+
     def _evict_lru(self) -> None:
+        """Drop least recently used finished grammars beyond `max_entries` or `max_bytes`
+        (lock held); a compile in progress stays, requests wait on it."""
+        size = {key: f.result().nbytes() for key, f in self.cache.items() if f.done()}
+        total = sum(size.values())
         for key in list(self.cache):
-            if len(self.cache) <= self.max_entries:
+            over_bytes = self.max_bytes is not None and total > self.max_bytes
+            if len(self.cache) <= self.max_entries and not over_bytes:
                 return
-            if self.cache[key].done():
+            if key in size:
                 del self.cache[key]
+                total -= size[key]
 
     def shutdown(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)

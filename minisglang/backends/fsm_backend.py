@@ -1,21 +1,23 @@
 """Our own automaton (stages s1-s4) behind the s5 interface: backend "fsm".
 
-Compiling is s1's regex -> DFA -> token index, s2's packed rows and s4's jump map; JSON
-Schema goes through our compiler (constrained/json_schema.py) to a regex first. The
-matcher keeps one FSM state and a history of states for `rollback`.
+Compiling is stage s3's `CompileService` (constrained/compile_service.py): s1's regex ->
+DFA -> token index, s2's packed rows and s4's jump map, from one DFA, in worker processes
+(off the scheduler's GIL), bounded in time and memory, with the disk cache when
+`grammar_cache_dir` is set. JSON Schema goes through our compiler
+(constrained/json_schema.py) to a regex first. The matcher keeps one FSM state and a
+history of states for `rollback`.
 """
 from __future__ import annotations
 
 import torch
 
-from ..stages.s1_masked_fill import RegexFSM, compile_regex_index
-from ..stages.s2_batched_mask import add_bitmasks
-from ..stages.s4_jump_forward import add_jump_map, walk_tokens
+from ..constrained.compile_service import CompileService, CompileSettings
+from ..constrained.token_fsm import TokenFSM
 from .base import BaseGrammarBackend, BaseGrammarObject, GrammarError, register_backend
 
 
 class FSMGrammar(BaseGrammarObject):
-    def __init__(self, fsm: RegexFSM):
+    def __init__(self, fsm: TokenFSM):
         self.fsm = fsm
         self.state = fsm.index.initial_state
         self.history: list[int] = []       # states before each accepted token, for rollback
@@ -33,9 +35,7 @@ class FSMGrammar(BaseGrammarObject):
             raise GrammarError(f"token {token_id} is not allowed in state {self.state}")
         self.history.append(self.state)
         self.state = nxt
-        # Accepting and nothing but EOS can follow: the match is complete (the cheap test
-        # first: listing a state's tokens costs as much as the state allows).
-        self.terminated = index.is_final(nxt) and index.allowed_token_ids(nxt) == [index.eos_token_id]
+        self.terminated = self.fsm.is_complete(nxt)   # accepting, and only EOS can follow
         # END SOLUTION
 
     def rollback(self, k: int) -> None:
@@ -48,6 +48,9 @@ class FSMGrammar(BaseGrammarObject):
 
     def copy(self) -> "FSMGrammar":
         return FSMGrammar(self.fsm)
+
+    def nbytes(self) -> int:
+        return self.fsm.nbytes()
 
     def fill_vocab_mask(self, vocab_mask: torch.Tensor, idx: int) -> None:
         # BEGIN SOLUTION task5_1
@@ -70,15 +73,26 @@ class FSMGrammar(BaseGrammarObject):
     def jump_and_retokenize(self, old_output_ids, new_output_ids, next_state: int) -> None:
         # The new ids may end before the chain's end (s4's seam rule), so walk them; the
         # old history no longer lines up with the new tokens.
-        self.state = walk_tokens(self.fsm.index, new_output_ids)
+        self.state = self.fsm.walk(new_output_ids)
         self.history = []
-        index = self.fsm.index
-        self.terminated = index.is_final(self.state) and index.allowed_token_ids(self.state) == [index.eos_token_id]
+        self.terminated = self.fsm.is_complete(self.state)
 
 
 @register_backend("fsm")
 class FSMBackend(BaseGrammarBackend):
     kinds = frozenset({"regex", "json_schema"})
+
+    def __init__(self, tokenizer, vocab_size: int, **kwargs):
+        super().__init__(tokenizer, vocab_size, **kwargs)
+        o = self.options
+        settings = CompileSettings(vocab_size, max_states=int(o.get("max_fsm_states", 10_000)),
+                                   max_regex_chars=o.get("max_regex_chars", 100_000), jump_map=True,
+                                   memory_bytes=o.get("compile_memory_bytes", 4 << 30),
+                                   nice=int(o.get("compile_nice", 5)))
+        # The pool's threads each wait (without the GIL) on a worker: as many workers as threads.
+        self.service = CompileService(tokenizer, settings, workers=self.threads,
+                                      timeout=self.compile_timeout, compile_in=o.get("compile_in", "process"),
+                                      disk_dir=o.get("grammar_cache_dir"))
 
     def compile(self, kind: str, text: str) -> FSMGrammar:
         if kind == "json_schema":
@@ -87,6 +101,8 @@ class FSMBackend(BaseGrammarBackend):
             regex = build_regex_from_schema(text, whitespace=self.options.get("json_whitespace"))
         else:
             regex = text
-        max_states = int(self.options.get("max_fsm_states", 10_000))
-        fsm = RegexFSM(regex, compile_regex_index(regex, self.tokenizer, max_states))
-        return FSMGrammar(add_jump_map(add_bitmasks(fsm, self.vocab_size), max_states))
+        return FSMGrammar(self.service.compile_fsm(regex))
+
+    def shutdown(self) -> None:
+        super().shutdown()
+        self.service.shutdown()

@@ -24,7 +24,7 @@ import threading
 import torch
 import xgrammar as xgr
 
-from ..stages.s2_batched_mask import pack_bits
+from ..constrained.bitmask import pack_bits
 from .base import BaseGrammarBackend, BaseGrammarObject, GrammarError, register_backend
 
 # xgrammar's C++ errors start with "[15:34:26] /project/cpp/regex_converter.cc:94: " and

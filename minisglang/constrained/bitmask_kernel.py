@@ -1,7 +1,7 @@
-"""The fast `apply` of stage s2 on CPU: one compiled loop over the packed words.
+"""The fast `apply_bitmask` on CPU (stage s2): one compiled loop over the packed words.
 
 Read with chapters/02-batched-masks.md, "A faster apply". The readable apply
-(`BatchedMaskStage.apply_mask`) unpacks every bit into a [B, V] bool tensor and calls
+(`apply_bitmask_torch` in bitmask.py) unpacks every bit into a [B, V] bool tensor and calls
 `masked_fill_`, so it reads and writes the whole [B, V] logits however few tokens are
 blocked. This kernel (compiled by numba on first use, then cached on disk) looks at one
 32-bit word at a time: an all-ones word (32 allowed tokens, the common case inside a JSON

@@ -1,9 +1,11 @@
 """The five stages of constrained decoding, as a small registry.
 
 Each stage is a `Stage` subclass in its own module, registered under a tag such as
-"s1-masked-fill" (short name "s1"). `Engine(stage=...)` looks the tag up here. Stages build
-on each other: s2's class extends s1's, and so on, so the diff between two consecutive
-modules is the lesson of the chapter.
+"s1-masked-fill" (short name "s1"). `Engine(stage=...)` looks the tag up here. Stages s1-s4
+build on each other (s2's class extends s1's, and so on), so the diff between two
+consecutive modules is the lesson of the chapter; s5 replaces our FSM with a grammar
+interface and composes s3's `GrammarQueue` and s4's `JumpForward`. Reusable automata
+(compiling, packing, the jump map, the compile service) live in constrained/.
 """
 from __future__ import annotations
 
@@ -26,7 +28,8 @@ STAGE_MODULES: dict[str, str] = {
 # Library files a stage introduces beyond its stage module (relative to the package), so a
 # checkout of an earlier stage leaves them out.
 STAGE_FILES: dict[str, list[str]] = {
-    "s2-batched-mask": ["stages/s2_apply_kernel.py"],
+    "s2-batched-mask": ["constrained/bitmask.py", "constrained/bitmask_kernel.py"],
+    "s3-fsm-cache": ["constrained/compile_service.py", "constrained/fsm_arrays.py", "constrained/fsm_disk.py"],
     "s4-jump-forward": ["constrained/jump_forward.py", "drawings/compressed.py"],
     "s5-backends": ["backends", "constrained/json_schema.py"],
 }

@@ -5,17 +5,19 @@ constraint layer plugs in"):
 
 1. `on_arrival(req)`          a request arrives (s1 compiles its FSM right here)
 2. `poll_grammar_queue(q)`    which requests waiting for a grammar may go on (s3)
-3. `before_decode(sched)`     just before a decode step (s4 jumps forward here)
+3. `before_decode(running)`   just before a decode step: which requests to re-admit
+                              (s4 jumps forward; the scheduler's `readmit` does the move)
 4. `mask_logits(logits, reqs)` forbid the tokens the grammar does not allow (s1, s2)
 5. `advance(req, token_id)`   after sampling: move the grammar state, maybe finish (s1)
 
 plus `release(req)` when a request leaves the engine. This module's `Stage` does nothing
 at any of them: it is the engine before constrained decoding existed, and it refuses
-constrained requests with a clear message rather than ignoring the constraint.
+constrained requests with a clear message rather than ignoring the constraint. Each stage
+declares the engine options it reads as a `StageOptions` dataclass (`Stage.Options`).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -24,11 +26,18 @@ from ..registry import Registry
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..core import Req
-    from ..scheduler import Scheduler
     from ..tokenizer import Tokenizer
 
 STAGES = Registry("stage", attr="tag")
 register = STAGES.register      # `@register("s1-masked-fill")` makes a stage reachable by its tag
+
+
+@dataclass(frozen=True)
+class Readmit:
+    """Hook 3's answer: re-admit `req` with its output rewritten to `new_output_ids`."""
+
+    req: "Req"
+    new_output_ids: list[int]
 
 
 @dataclass
@@ -41,23 +50,62 @@ class StageContext:
     options: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class StageOptions:
+    """The engine options a stage reads (`Engine(stage=..., **options)`), as declared fields.
+
+    Each stage subclasses this with its own; `parse` refuses a key no field declares, so a
+    typo is an error rather than a silently ignored setting.
+    """
+
+    @classmethod
+    def parse(cls, given: dict[str, Any], stage: str) -> "StageOptions":
+        valid = [f.name for f in fields(cls)]
+        unknown = sorted(set(given) - set(valid))
+        if unknown:
+            raise ValueError(f"unknown option(s) {', '.join(map(repr, unknown))} for stage {stage}; "
+                             f"its options are: {', '.join(valid) or '(none)'}")
+        return cls(**given)
+
+    @staticmethod
+    def check_choice(name: str, value: Any, choices: tuple) -> None:
+        if value not in choices:
+            *first, last = map(repr, choices)
+            raise ValueError(f"{name} must be {', '.join(first) + ' or ' if first else ''}{last}, not {value!r}")
+
+
 @register("s0-unconstrained")
 class Stage:
     """No constrained decoding: every hook is a no-op."""
 
     tag = "s0-unconstrained"
-    # Declared capabilities, read by the behaviour test suite and `minisglang stages`.
+    Options = StageOptions
+    # Declared capabilities, read by the behaviour test suite and `minisglang stages`:
+    # constraint kinds, plus "think_end" for the reasoning gate.
     supports: frozenset[str] = frozenset()
 
     def __init__(self, ctx: StageContext):
         self.ctx = ctx
+        self.options = self.Options.parse(ctx.options, self.tag)
+
+    def refuse_unsupported(self, req: "Req") -> bool:
+        """Abort `req` if it asks for a constraint kind or feature this stage lacks; True if so."""
+        p = req.sampling_params
+        constraint = p.constraint()
+        if constraint is not None and constraint[0] not in self.supports:
+            kinds = sorted(self.supports - {"think_end"})
+            req.finish("abort", message=f"stage {self.tag} does not support {constraint[0]!r} constraints"
+                       + (f" (it supports {kinds}; json_schema and ebnf arrive in s5-backends)" if kinds else ""))
+            return True
+        if p.think_end is not None and "think_end" not in self.supports:
+            req.finish("abort", message=f"stage {self.tag} cannot honour think_end (the reasoning gate "
+                       f"arrives in s5-backends); it would constrain the thinking too")
+            return True
+        return False
 
     # 1. request arrival ------------------------------------------------------------
     def on_arrival(self, req: "Req") -> None:
-        constraint = req.sampling_params.constraint()
-        if constraint is not None:
-            kind = constraint[0]
-            req.finish("abort", message=f"stage {self.tag} does not support {kind!r} constraints")
+        self.refuse_unsupported(req)
 
     # 2. grammar queue ---------------------------------------------------------------
     def poll_grammar_queue(self, queue: list["Req"]) -> list["Req"]:
@@ -65,8 +113,10 @@ class Stage:
         return list(queue)
 
     # 3. before a decode step ---------------------------------------------------------
-    def before_decode(self, scheduler: "Scheduler") -> None:
-        return None
+    def before_decode(self, running: list["Req"]) -> list["Readmit"]:
+        """The running requests to take out of the batch and prefill again (s4's jumps);
+        the scheduler performs each through `Scheduler.readmit`."""
+        return []
 
     # 4. mask the logits --------------------------------------------------------------
     def mask_logits(self, logits: torch.Tensor, reqs: list["Req"]) -> None:

@@ -21,79 +21,43 @@ from dataclasses import dataclass
 
 import torch
 
-from ..constrained.regex_dfa import ByteDFA, CharDFA, RegexError, compile_regex
-from ..constrained.token_index import TokenIndex, VocabularyCannotSpellError, build_index_fast
+from ..constrained.token_fsm import ConstraintError, TokenFSM, compile_token_fsm
 from ..core import Req
-from .base import Stage, register
+from .base import Stage, StageOptions, register
 
 
-@dataclass
-class RegexFSM:
-    """A compiled regex: its token index over one tokenizer (shared by all its requests)."""
-
-    regex: str
-    index: TokenIndex
+@dataclass(frozen=True)
+class MaskedFillOptions(StageOptions):
+    max_fsm_states: int = 10_000           # a regex whose DFA has more states is refused
+    max_regex_chars: int | None = 100_000  # a longer regex is refused before anything is built
 
 
 @dataclass
 class FSMState:
     """One request's position in its regex's FSM."""
 
-    fsm: RegexFSM
+    fsm: TokenFSM
     state: int
-
-
-class ConstraintError(ValueError):
-    """A grammar this request cannot use; its message ends the request with `abort`."""
-
-
-def compile_dfa(regex: str, max_states: int) -> CharDFA:
-    """regex -> character DFA with at most `max_states` states. Raises ConstraintError.
-
-    The bound makes a pathological pattern fail with a clear message instead of eating
-    the machine (engine option `max_fsm_states`, default 10,000).
-    """
-    try:
-        return compile_regex(regex, max_states=max_states)
-    except RegexError as e:
-        raise ConstraintError(str(e)) from e
-
-
-def compile_regex_index(regex: str, tokenizer, max_states: int) -> TokenIndex:
-    """regex -> character DFA -> byte DFA -> token index over `tokenizer`'s exact bytes."""
-    try:
-        dfa = ByteDFA.from_char_dfa(compile_dfa(regex, max_states))
-        return build_index_fast(dfa, tokenizer.token_bytes, tokenizer.eos_token_id)
-    except VocabularyCannotSpellError as e:
-        raise ConstraintError(str(e)) from e
 
 
 @register("s1-masked-fill")
 class MaskedFillStage(Stage):
+    Options = MaskedFillOptions
     supports = frozenset({"regex"})
 
-    def __init__(self, ctx):
-        super().__init__(ctx)
-        self.max_fsm_states = int(ctx.options.get("max_fsm_states", 10_000))
-
     # -- compile (hook 1: on arrival) ----------------------------------------------------
-    def compile_index(self, regex: str) -> TokenIndex:
-        return compile_regex_index(regex, self.ctx.tokenizer, self.max_fsm_states)
-
-    def compile_regex_fsm(self, regex: str) -> RegexFSM:
-        return RegexFSM(regex, self.compile_index(regex))
+    def compile_fsm(self, regex: str) -> TokenFSM:
+        """regex -> TokenFSM (constrained/token_fsm.py); raises ConstraintError."""
+        return compile_token_fsm(regex, self.ctx.tokenizer, self.options.max_fsm_states,
+                                 max_regex_chars=self.options.max_regex_chars)
 
     def on_arrival(self, req: Req) -> None:
         constraint = req.sampling_params.constraint()
-        if constraint is None:
+        if constraint is None or self.refuse_unsupported(req):
             return
         kind, text = constraint
-        if kind not in self.supports:
-            req.finish("abort", message=f"stage {self.tag} supports only {sorted(self.supports)} "
-                       f"constraints, not {kind!r} (json_schema and ebnf arrive in s5-backends)")
-            return
         try:
-            fsm = self.compile_regex_fsm(text)   # blocks the scheduler: the point of s3
+            fsm = self.compile_fsm(text)   # blocks the scheduler: the point of s3
         except ConstraintError as e:
             req.finish("abort", message=str(e))
             return
@@ -143,7 +107,7 @@ class MaskedFillStage(Stage):
         g.state = index.next_state(g.state, token_id)
         if g.state < 0:
             req.finish("abort", message=f"token {token_id} is not allowed by regex {g.fsm.regex!r}")
-        elif index.is_final(g.state) and index.allowed_token_ids(g.state) == [index.eos_token_id]:
+        elif g.fsm.is_complete(g.state):
             # Accepting and nothing can follow: the match is complete without waiting for EOS.
             req.finish("stop", matched=None)
         # END SOLUTION

@@ -1,9 +1,9 @@
 """Stage s5-backends: the scheduler keeps only an interface; grammar libraries do the rest.
 
 Read with chapters/05-backends.md (SGLang v0.4.0 `base_grammar_backend.py` and after).
-From s4 this stage keeps the scheduler-side mechanics (the grammar queue, retokenize and
-re-admit), and replaces everything that knew about *our* FSM with calls to the
-interface of minisglang/backends/base.py:
+From s3 and s4 this stage keeps the scheduler-side parts (s3's `GrammarQueue`, s4's
+`JumpForward`, and the scheduler's re-admission), and replaces everything that knew about
+*our* FSM with calls to the interface of minisglang/backends/base.py:
 
 - arrival:  `backend.get_cached_or_future_value(kind, text)` -> a matcher, or a Future
             that the grammar queue polls (in arrival order, with a timeout);
@@ -16,21 +16,23 @@ So the same scheduler runs our automaton ("fsm"), xgrammar, outlines-core or llg
 (`Engine(grammar_backend=...)`). A failed compile arrives as an `InvalidGrammarObject`
 and aborts only its request. The reasoning gate (`think_end` in the sampling params)
 leaves the model free until it has written that token, then the grammar applies.
-Engine options: `grammar_backend="fsm"`, `jump_forward=True`, `compile_timeout=30.0`,
-`max_entries=128`, `max_fsm_states=10_000`, `json_whitespace=None`.
+Engine options: `BackendOptions` below. Our own backend ("fsm") compiles in s3's worker
+processes (constrained/compile_service.py) with its bounds and disk cache; the others
+compile on threads, bounded by the timeout from the caller's side only.
 """
 from __future__ import annotations
 
-import time
 from concurrent.futures import Future
+from dataclasses import dataclass
 
 import torch
 
 from ..backends.base import BaseGrammarObject, GrammarError, InvalidGrammarObject, get_backend_class
+from ..constrained.bitmask import warm_up_apply_kernel
 from ..core import Req
-from .base import Stage, register
-from .s2_batched_mask import warm_up_apply_kernel
-from .s4_jump_forward import JumpForwardStage
+from .base import Readmit, Stage, StageOptions, register
+from .s3_fsm_cache import GrammarQueue
+from .s4_jump_forward import JumpForward
 
 
 class ReasonerGrammar(BaseGrammarObject):
@@ -72,27 +74,52 @@ class ReasonerGrammar(BaseGrammarObject):
         return ReasonerGrammar(self.inner.copy(), self.think_end_id, self.eos_token_id)
 
 
+@dataclass(frozen=True)
+class BackendOptions(StageOptions):
+    grammar_backend: str = "fsm"            # "fsm", "xgrammar", "outlines" or "llguidance"
+    jump_forward: bool = True
+    compile_timeout: float = 30.0           # seconds; the fsm backend's worker is killed after it
+    max_pending_compiles: int = 64          # distinct compiles waited on at once
+    max_entries: int = 128                  # compiled grammars kept in memory ...
+    grammar_cache_bytes: int | None = 1 << 30   # ... and at most this many bytes of them
+    compile_workers: int = 2                # compiles at once
+    json_whitespace: str | None = None      # whitespace allowed between JSON tokens (regex)
+    # our own backend ("fsm") only: s1's and s3's bounds, workers and disk cache
+    max_fsm_states: int = 10_000
+    max_regex_chars: int | None = 100_000
+    compile_in: str = "process"
+    compile_nice: int = 5
+    compile_memory_bytes: int | None = 4 << 30
+    grammar_cache_dir: str | None = None
+
+    def backend_options(self) -> dict:
+        """The fields a backend's constructor takes as keywords."""
+        return {"max_entries": self.max_entries, "max_bytes": self.grammar_cache_bytes,
+                "compile_timeout": self.compile_timeout, "threads": self.compile_workers,
+                "json_whitespace": self.json_whitespace, "max_fsm_states": self.max_fsm_states,
+                "max_regex_chars": self.max_regex_chars, "compile_in": self.compile_in,
+                "compile_nice": self.compile_nice, "compile_memory_bytes": self.compile_memory_bytes,
+                "grammar_cache_dir": self.grammar_cache_dir}
+
+
 @register("s5-backends")
-class BackendStage(JumpForwardStage):
-    supports = frozenset({"regex", "json_schema", "ebnf"})
+class BackendStage(Stage):
+    Options = BackendOptions
+    supports = frozenset({"regex", "json_schema", "ebnf", "think_end"})
 
     def __init__(self, ctx):
-        Stage.__init__(self, ctx)            # not s3's FSMCache: the backend caches now
+        super().__init__(ctx)
         warm_up_apply_kernel(ctx.device)     # every backend's apply_vocab_mask uses s2's kernel
-        opts = ctx.options
-        self.jump_forward = bool(opts.get("jump_forward", True))
-        self.jumps = self.refused = 0
-        self.compile_timeout = float(opts.get("compile_timeout", 30.0))
-        backend_cls = get_backend_class(opts.get("grammar_backend", "fsm"))
-        extra = {k: v for k, v in opts.items() if k not in ("grammar_backend", "jump_forward", "compile_timeout")}
-        self.backend = backend_cls(ctx.tokenizer, ctx.vocab_size, compile_timeout=self.compile_timeout, **extra)
-        self.pending: dict[int, tuple[Future, float]] = {}
+        o = self.options
+        self.backend = get_backend_class(o.grammar_backend)(ctx.tokenizer, ctx.vocab_size, **o.backend_options())
+        self.queue = GrammarQueue(o.compile_timeout, Future.done, self.take_compiled, o.max_pending_compiles)
+        self.jump = JumpForward(ctx.tokenizer, self.find_jump, self.could_merge_further, self.move_grammar)
         self._extendable: frozenset[int] | None = None
 
     # -- hook 1: arrival ---------------------------------------------------------------
     def on_arrival(self, req: Req) -> None:
         constraint = req.sampling_params.constraint()
-        if constraint is None:
+        if constraint is None or self.refuse_unsupported(req):
             return
         think_end = req.sampling_params.think_end
         if think_end is not None:
@@ -101,11 +128,14 @@ class BackendStage(JumpForwardStage):
                 req.finish("abort", message=f"think_end {think_end!r} must be one token of this tokenizer, "
                            f"it encodes to {len(ids)} tokens")
                 return
+        if not self.backend.is_cached(*constraint) and self.queue.full():
+            self.queue.refuse(req)
+            return
         value, ready = self.backend.get_cached_or_future_value(*constraint)
         if ready:
             self.attach(req, value)
         else:
-            self.pending[req.rid] = (value, time.monotonic())
+            self.queue.wait_for(req, value)
 
     def attach(self, req: Req, grammar: BaseGrammarObject) -> None:
         if isinstance(grammar, InvalidGrammarObject):
@@ -116,12 +146,46 @@ class BackendStage(JumpForwardStage):
             grammar = ReasonerGrammar(grammar, self.ctx.tokenizer.encode(think_end)[0], self.ctx.tokenizer.eos_token_id)
         req.grammar = grammar
 
-    # -- hook 2: the grammar queue is s3's; only what "done" means changed -----------------
-    def compile_done(self, future: Future) -> bool:
-        return future.done()
+    # -- hook 2: s3's grammar queue, with futures --------------------------------------------
+    def poll_grammar_queue(self, queue: list[Req]) -> list[Req]:
+        return self.queue.poll_grammar_queue(queue)
 
     def take_compiled(self, req: Req, future: Future) -> None:
         self.attach(req, self.backend.result(future))
+
+    # -- hook 3: s4's jump forward, through the interface -----------------------------------
+    def before_decode(self, running: list[Req]) -> list[Readmit]:
+        return self.jump.before_decode(running) if self.options.jump_forward else []
+
+    def find_jump(self, req: Req):
+        helper = req.grammar.try_jump_forward(self.ctx.tokenizer)
+        return None if helper is None else req.grammar.jump_forward_str_state(helper)
+
+    def could_merge_further(self, req: Req, kept: list[int], last: int) -> bool:
+        """The interface cannot list a state's tokens cheaply, so judge by the vocabulary
+        alone: could any longer token start with `last`'s bytes?"""
+        return last in self.extendable_tokens()
+
+    def extendable_tokens(self) -> frozenset[int]:
+        """Ids of the tokens whose bytes are a proper prefix of another token's (computed once)."""
+        if self._extendable is None:
+            vocab = self.ctx.tokenizer.token_bytes
+            prefixes = {b[:i] for b in vocab if b for i in range(1, len(b))}
+            self._extendable = frozenset(i for i, b in enumerate(vocab) if b and b in prefixes)
+        return self._extendable
+
+    def move_grammar(self, req: Req, old_output_ids, new_output_ids, next_state) -> None:
+        req.grammar.jump_and_retokenize(old_output_ids, new_output_ids, next_state)
+        if req.grammar.is_terminated():
+            req.finish("stop", matched=None)
+
+    @property
+    def jumps(self) -> int:
+        return self.jump.jumps
+
+    @property
+    def refused(self) -> int:
+        return self.jump.refused
 
     # -- hook 4: mask --------------------------------------------------------------------
     def mask_logits(self, logits: torch.Tensor, reqs: list[Req]) -> None:
@@ -154,28 +218,9 @@ class BackendStage(JumpForwardStage):
         if g.is_terminated():
             req.finish("stop", matched=token_id if token_id == self.ctx.tokenizer.eos_token_id else None)
 
-    # -- hook 3 (s4's loop): jump forward through the interface ----------------------------
-    def find_jump(self, req: Req):
-        helper = req.grammar.try_jump_forward(self.ctx.tokenizer)
-        return None if helper is None else req.grammar.jump_forward_str_state(helper)
-
-    def could_merge_further(self, req: Req, kept: list[int], last: int) -> bool:
-        """The interface cannot list a state's tokens cheaply, so judge by the vocabulary
-        alone: could any longer token start with `last`'s bytes?"""
-        return last in self.extendable_tokens()
-
-    def extendable_tokens(self) -> frozenset[int]:
-        """Ids of the tokens whose bytes are a proper prefix of another token's (computed once)."""
-        if self._extendable is None:
-            vocab = self.ctx.tokenizer.token_bytes
-            prefixes = {b[:i] for b in vocab if b for i in range(1, len(b))}
-            self._extendable = frozenset(i for i, b in enumerate(vocab) if b and b in prefixes)
-        return self._extendable
-
-    def move_grammar(self, req: Req, old_output_ids, new_output_ids, next_state) -> None:
-        req.grammar.jump_and_retokenize(old_output_ids, new_output_ids, next_state)
-        if req.grammar.is_terminated():
-            req.finish("stop", matched=None)
+    def release(self, req: Req) -> None:
+        self.queue.forget(req)
+        super().release(req)
 
     def shutdown(self) -> None:
         self.backend.shutdown()

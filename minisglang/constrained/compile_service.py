@@ -1,0 +1,296 @@
+"""Compiling regexes off the scheduler's GIL, bounded in time, memory and size (stage s3).
+
+The compiler is Python and numpy, so on a thread of the scheduler's process it holds the
+GIL most of the time and the batch decodes only in between (chapters/03-fsm-cache.md). A
+`CompileService` runs each compile in a worker process instead, with its own interpreter:
+
+- a compile that outlives `timeout` is really stopped: its worker is killed (its memory
+  returns to the system) and replaced, and the caller gets `CompileTimeout`. A thread
+  could not be stopped, which is why the grammar libraries of stage s5 (xgrammar,
+  outlines, llguidance), which compile on threads, are bounded only from the caller's side;
+- each worker may use at most `memory_bytes` of address space (RLIMIT_AS, Unix): a
+  blow-up ends as a clear error for that regex instead of taking the machine down;
+- a regex longer than `max_regex_chars`, or whose DFA has more than `max_states` states,
+  fails before anything big is built;
+- replies come back as flat arrays (constrained/fsm_arrays.py) in a file in memory
+  (/dev/shm) that the scheduler maps, and an on-disk cache (constrained/fsm_disk.py)
+  answers regexes compiled before a restart.
+
+`compile_in="thread"` compiles on the calling thread instead (the first release's way,
+kept to compare); so does a service whose workers die while starting (a script without
+an `if __name__ == "__main__":` guard), with a warning that says how to fix it.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import queue
+import shutil
+import signal
+import tempfile
+import threading
+import warnings
+import weakref
+from dataclasses import dataclass
+
+import numpy as np
+
+from .fsm_arrays import Arrays, compile_arrays, fsm_from_arrays
+from .fsm_disk import FSMDiskCache
+from .token_fsm import ConstraintError, TokenFSM
+from .token_index import vocab_trie
+
+try:
+    import resource   # Unix only
+except ImportError:  # pragma: no cover
+    resource = None
+
+
+class CompileTimeout(ConstraintError):
+    """The compile took longer than its timeout and was stopped; never cached."""
+
+
+@dataclass(frozen=True)
+class VocabularyBytes:
+    """What a compile needs from a tokenizer, small enough to send to a worker process."""
+
+    token_bytes: tuple
+    eos_token_id: int
+
+
+@dataclass(frozen=True)
+class CompileSettings:
+    """What every compile of one service is built for, and its bounds."""
+
+    vocab_size: int                      # the logits' width: the packed rows cover it
+    max_states: int = 10_000             # DFA states (option max_fsm_states)
+    max_regex_chars: int | None = 100_000  # checked before building anything
+    jump_map: bool = False               # also build stage s4's jump map (from the same DFA)
+    memory_bytes: int | None = 4 << 30   # per worker address space (RLIMIT_AS); None: unbounded
+    nice: int = 5                        # the workers' niceness (Unix)
+
+
+def short(regex: str, limit: int = 120) -> str:
+    """`regex` for an error message: its repr, cut after `limit` characters."""
+    return repr(regex) if len(regex) <= limit else f"{regex[:limit]!r}... ({len(regex):,} characters)"
+
+
+# -- replies through files in memory ----------------------------------------------------
+def arrays_to_file(arrays: Arrays, directory: str) -> tuple[str, list]:
+    """(In a worker) write the arrays back to back into a new file in `directory`; return
+    its path and layout (name, dtype, shape, offset of each array): the whole reply.
+
+    Through a pipe, the benchmark regex's 8.4 MB of arrays cost the scheduler's process
+    6-9 ms of GIL (reading 64 KB at a time, then copying while unpickling), the worst gap
+    of the window. A file in memory (tmpfs) that the scheduler maps costs it about 1 ms."""
+    fd, path = tempfile.mkstemp(dir=directory, suffix=".arrays")
+    layout, offset = [], 0
+    with os.fdopen(fd, "wb") as f:
+        for name, a in arrays.items():
+            a = np.ascontiguousarray(a)
+            if a.nbytes:   # an empty array (a jump map with no byte edges) writes nothing
+                f.write(memoryview(a).cast("B"))
+            layout.append((name, a.dtype.str, a.shape, offset))
+            offset += a.nbytes
+    return path, layout
+
+
+def arrays_from_file(path: str, layout: list) -> Arrays:
+    """The worker's arrays, mapped from its file (no copy), and the file's name removed (the
+    mapping lives on). Copy-on-write: the arrays are writable, as `torch.from_numpy`
+    wants, and nothing is ever written back."""
+    mapped = np.memmap(path, dtype=np.uint8, mode="c")
+    os.unlink(path)
+    return {name: np.ndarray(shape, np.dtype(dtype), buffer=mapped, offset=offset) if 0 not in shape
+            else np.empty(shape, np.dtype(dtype)) for name, dtype, shape, offset in layout}
+
+
+# -- the worker process ------------------------------------------------------------------
+def compile_for(regex: str, vocab, settings: CompileSettings) -> Arrays:
+    return compile_arrays(regex, vocab, settings.max_states, settings.vocab_size,
+                          jump_map=settings.jump_map, max_regex_chars=settings.max_regex_chars)
+
+
+def _serve(conn, vocab: VocabularyBytes, settings: CompileSettings, reply_dir: str | None) -> None:
+    """A worker's life: set its bounds, build the vocabulary's trie once, then answer
+    one regex after another with ("ok", reply) or ("error", message)."""
+    # Background work yields the CPU when cores are short (Unix only). Only a little: a
+    # worker at nice 5 gets about a quarter of a core it shares with the scheduler (nice
+    # 10: a tenth, and a 2 s compile took 18.8 s on a busy 2-CPU machine).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is for the scheduler, which stops us
+    if settings.nice and hasattr(os, "nice"):
+        os.nice(settings.nice)
+    if settings.memory_bytes and resource is not None:
+        resource.setrlimit(resource.RLIMIT_AS, (settings.memory_bytes, settings.memory_bytes))
+    vocab_trie(vocab.token_bytes)
+    try:
+        _answer(conn, vocab, settings, reply_dir)
+    except (EOFError, OSError):   # the service is gone (closed its end, or exited): so are we
+        return
+
+
+def _answer(conn, vocab: VocabularyBytes, settings: CompileSettings, reply_dir: str | None) -> None:
+    conn.send(("ready", os.getpid()))
+    while True:
+        regex = conn.recv()
+        if regex is None:
+            return
+        arrays = None
+        try:
+            arrays = compile_for(regex, vocab, settings)
+            reply = ("ok", arrays_to_file(arrays, reply_dir) if reply_dir else arrays)
+        except ConstraintError as e:
+            reply = ("error", str(e))
+        except MemoryError:
+            reply = ("error", f"compiling regex {short(regex)} needs more memory than a compile worker may "
+                              f"use ({settings.memory_bytes / 2**30:.1f} GiB, option compile_memory_bytes)")
+        except Exception as e:  # a bug in a compile must still answer its caller
+            reply = ("error", f"compiling regex {short(regex)} failed: {type(e).__name__}: {e}")
+        del arrays   # give a big result back before waiting for the next regex
+        conn.send(reply)
+
+
+class _Worker:
+    """One worker process and our end of its pipe."""
+
+    def __init__(self, context, vocab: VocabularyBytes, settings: CompileSettings, reply_dir: str | None):
+        self.conn, child = context.Pipe()
+        self.process = context.Process(target=_serve, args=(child, vocab, settings, reply_dir),
+                                       name="minisglang-compile", daemon=True)
+        self.process.start()
+        child.close()
+        self.ready = False
+
+    def stop(self) -> None:
+        """Kill the process now (whatever it is doing) and reap it."""
+        self.process.kill()
+        self.process.join(10)
+        self.conn.close()
+
+
+class CompileService:
+    """Compiles regexes for one vocabulary into `TokenFSM`s, in worker processes.
+
+    `compile_fsm(regex)` blocks its caller (a cache thread, which waits without the GIL)
+    until the FSM is ready; it raises ConstraintError for a regex it cannot compile and
+    CompileTimeout (after killing the worker) for one that takes too long.
+    """
+
+    def __init__(self, tokenizer, settings: CompileSettings, *, workers: int = 2, timeout: float = 30.0,
+                 compile_in: str = "process", disk_dir: str | os.PathLike | None = None,
+                 startup_timeout: float = 120.0):
+        if compile_in not in ("process", "thread"):
+            raise ValueError(f"compile_in must be 'process' or 'thread', got {compile_in!r}")
+        self.vocab = VocabularyBytes(tuple(tokenizer.token_bytes), tokenizer.eos_token_id)
+        self.settings, self.timeout, self.startup_timeout = settings, timeout, startup_timeout
+        self.disk = FSMDiskCache(disk_dir, tokenizer.fingerprint,
+                                 {"vocab_size": settings.vocab_size, "jump_map": settings.jump_map}) \
+            if disk_dir else None
+        self.compile_count = 0              # compiles actually run (not disk hits)
+        self.lock = threading.Lock()
+        self.broken = False                 # the workers died while starting: compile on threads
+        self.workers: list[_Worker] = []
+        self.idle: queue.Queue[_Worker] = queue.Queue()
+        if compile_in == "thread":
+            return
+        # forkserver: one clean server process (no threads, the compiler already imported)
+        # forks each worker in milliseconds. Plain fork would copy torch's threads; spawn
+        # (Windows has nothing else) would import the compiler again in every worker.
+        method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+        self.context = multiprocessing.get_context(method)
+        if method == "forkserver":
+            self.context.set_forkserver_preload([__name__])
+        # Replies go through files in memory (/dev/shm, Linux) when there is such a place; a
+        # directory of our own, so that shutdown removes what nobody picked up.
+        self.reply_dir = tempfile.mkdtemp(prefix="minisglang-fsm-", dir="/dev/shm") \
+            if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+        self.remove_reply_dir = weakref.finalize(self, shutil.rmtree, self.reply_dir, True) \
+            if self.reply_dir else (lambda: None)
+        for _ in range(workers):   # started now: each builds its trie before the first request
+            self._add_worker()
+
+    # -- the public calls -------------------------------------------------------------------
+    def compile_fsm(self, regex: str) -> TokenFSM:
+        return fsm_from_arrays(regex, self.compile_arrays(regex))
+
+    def compile_arrays(self, regex: str) -> Arrays:
+        """The FSM arrays of `regex`: from the disk cache, else compiled (and then saved)."""
+        arrays = self.disk.load(regex) if self.disk is not None else None
+        if arrays is None:
+            with self.lock:
+                self.compile_count += 1
+            arrays = self._compile(regex)
+            if self.disk is not None:
+                self.disk.save(regex, arrays)
+        return arrays
+
+    def worker_pids(self) -> list[int]:
+        return [w.process.pid for w in self.workers]
+
+    def shutdown(self) -> None:
+        """Stop every worker now (a compile in progress is abandoned; its caller gets an error)."""
+        for worker in list(self.workers):
+            worker.stop()
+        self.workers.clear()
+        if hasattr(self, "remove_reply_dir"):
+            self.remove_reply_dir()
+
+    # -- inside --------------------------------------------------------------------------
+    def _add_worker(self) -> _Worker:
+        worker = _Worker(self.context, self.vocab, self.settings, self.reply_dir)
+        self.workers.append(worker)
+        self.idle.put(worker)
+        return worker
+
+    def _replace(self, worker: _Worker) -> None:
+        worker.stop()
+        with self.lock:
+            if worker in self.workers:
+                self.workers.remove(worker)
+                self._add_worker()
+
+    def _compile(self, regex: str) -> Arrays:
+        if self.broken or not self.workers:
+            return compile_for(regex, self.vocab, self.settings)
+        worker = self.idle.get()
+        try:
+            if not worker.ready and not self._wait_ready(worker):
+                return compile_for(regex, self.vocab, self.settings)
+            worker.conn.send(regex)
+            if not worker.conn.poll(self.timeout):
+                self._replace(worker)   # the only way to stop a compile: kill its process
+                raise CompileTimeout(f"compiling regex {short(regex)} took longer than {self.timeout} s "
+                                     f"(option compile_timeout); it was stopped")
+            status, reply = worker.conn.recv()
+        except (EOFError, OSError) as e:
+            code = worker.process.exitcode
+            self._replace(worker)
+            raise ConstraintError(f"the compile worker died compiling regex {short(regex)} "
+                                  f"(exit code {code}: {type(e).__name__})") from None
+        finally:
+            if worker in self.workers:
+                self.idle.put(worker)
+        if status == "error":
+            raise ConstraintError(reply)
+        return arrays_from_file(*reply) if isinstance(reply, tuple) else reply
+
+    def _wait_ready(self, worker: _Worker) -> bool:
+        """Wait for a new worker's "ready"; False (and compile on threads from now on) if it
+        died while starting."""
+        try:
+            if worker.conn.poll(self.startup_timeout):
+                worker.conn.recv()
+                worker.ready = True
+                return True
+        except (EOFError, OSError):
+            pass
+        # The usual cause: a script that starts an Engine at its top level. Each worker
+        # re-runs the main script while it starts (forkserver and spawn do), and dies.
+        self.broken = True
+        warnings.warn("minisglang: the regex compile workers died while starting, so regexes "
+                      "compile on a thread from now on (slower for the running batch). A script "
+                      "that creates an Engine at its top level must do so under "
+                      "`if __name__ == \"__main__\":` (see 'Safe importing of main module' in "
+                      "the multiprocessing docs), or pass compile_in=\"thread\".", RuntimeWarning)
+        self.shutdown()
+        return False

@@ -1,0 +1,70 @@
+"""The on-disk FSM cache (stage s3, SGLang #63): a restart does not recompile.
+
+One `.npz` file per (regex, tokenizer fingerprint, facts such as the rows' width), holding
+the flat arrays of constrained/fsm_arrays.py and a JSON header with the key's parts and a
+checksum. Files are written atomically (a temporary file, then a rename); a corrupt,
+partial or foreign file is ignored and rebuilt, never trusted.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from .fsm_arrays import Arrays, checksum
+
+DISK_FORMAT = 4   # 2: int32 arrays; 3: plus the packed rows and their width; 4: plus the jump map
+
+
+class FSMDiskCache:
+    """Compiled FSM arrays in `directory`, by regex, for one vocabulary (`fingerprint`)."""
+
+    def __init__(self, directory: str | Path, fingerprint: str, meta: dict | None = None):
+        self.directory = Path(directory)
+        self.fingerprint = fingerprint
+        self.meta = meta or {}      # more facts a file must match (the rows' width, the jump map)
+        self.hits = 0
+        self.lock = threading.Lock()
+
+    def path(self, regex: str) -> Path:
+        key = hashlib.sha256(json.dumps([regex, self.fingerprint, self.meta], sort_keys=True).encode())
+        return self.directory / f"fsm-{key.hexdigest()}.npz"
+
+    def save(self, regex: str, arrays: Arrays) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        meta = {"format": DISK_FORMAT, "regex": regex, "fingerprint": self.fingerprint,
+                "checksum": checksum(arrays), **self.meta}
+        # Write to a temporary file in the same directory, then rename: readers see either
+        # no file or the whole file, never half of one.
+        fd, tmp = tempfile.mkstemp(dir=self.directory, suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                np.savez(f, meta=np.array(json.dumps(meta)), **arrays)
+            os.replace(tmp, self.path(regex))
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+    def load(self, regex: str) -> Arrays | None:
+        """The cached arrays, or None when absent, corrupt, or for another regex/tokenizer."""
+        path = self.path(regex)
+        if not path.exists():
+            return None
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                meta = json.loads(str(data["meta"]))
+                arrays = {k: data[k] for k in data.files if k != "meta"}
+        except Exception:  # corrupt or truncated: rebuild rather than trust it
+            return None
+        if (meta.get("format") != DISK_FORMAT or meta.get("regex") != regex
+                or meta.get("fingerprint") != self.fingerprint or meta.get("checksum") != checksum(arrays)
+                or any(meta.get(k) != v for k, v in self.meta.items())):
+            return None
+        with self.lock:
+            self.hits += 1
+        return arrays
