@@ -220,3 +220,74 @@ def test_excluded_strings_are_sound_in_every_spelling():
 def test_not_that_cannot_be_written_exactly_names_keyword_and_place(schema, message):
     with pytest.raises(UnsupportedSchemaError, match=re.escape(message)):
         build_regex_from_schema(schema)
+
+
+# ---------------------------------------------------------------------------------------
+# patternProperties and propertyNames
+# ---------------------------------------------------------------------------------------
+KEY_VALUES = {k: [1, "s"] for k in ["a", "x-1", "x-", "b", "y2", "ab"]}
+
+
+def objects_over(keys: list[str]):
+    """Every object over `keys` (each subset in the listed order, values 1 or "s")."""
+    for n in range(len(keys) + 1):
+        for chosen in itertools.combinations(keys, n):
+            for values in itertools.product(*(KEY_VALUES[k] for k in chosen)):
+                yield dict(zip(chosen, values))
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "patternProperties": {"^x-": {"type": "integer"}}},
+    {"type": "object", "patternProperties": {"^x-": {"type": "integer"}, "^y[0-9]$": {"type": "string"}}},
+    {"type": "object", "properties": {"a": {"type": "string"}}, "patternProperties": {"^x-.": {"type": "integer"}},
+     "additionalProperties": False},
+    {"type": "object", "properties": {"ab": {"type": ["string", "integer"]}}, "patternProperties": {"b": False}},
+    {"type": "object", "properties": {"ab": {"type": "string"}, "a": {}}, "patternProperties": {"b": False, "^x[-0-9]*$": {}}},
+    {"type": "object", "required": ["a"], "patternProperties": {"^x": {"type": "integer"}}},
+    {"type": "object", "patternProperties": {"^x-": False, "^y": {"type": "string"}}},
+    {"type": "object", "patternProperties": {"^x-": {"type": "integer"}}, "maxProperties": 1},
+    {"type": "object", "propertyNames": {"maxLength": 1}, "additionalProperties": {"type": "integer"}},
+    {"type": "object", "propertyNames": {"pattern": "^[a-b]+$"}},
+    {"type": "object", "propertyNames": {"enum": ["a", "x-"]}, "additionalProperties": True},
+    {"type": "object", "properties": {"a": {}, "x-1": {}, "b": {}}, "propertyNames": {"pattern": "^[a-z]$"}},
+    {"type": "object", "propertyNames": False},
+    {"type": "object", "propertyNames": {"const": "b"}, "required": ["a"]},
+])
+def test_pattern_properties_and_property_names_are_exact_on_small_objects(schema):
+    """The listed keys in schema order, then the pattern keys (or map keys) in any order."""
+    domain = list(objects_over(["a", "ab", "x-1", "x-", "b", "y2"]))
+    try:
+        regex = re.compile(build_regex_from_schema(schema))
+    except UnsupportedSchemaError as e:
+        assert "accepts no JSON value" in str(e) and not any(is_valid(v, schema) for v in domain)
+        return
+    listed = list(schema.get("properties", {})) + [r for r in schema.get("required", [])
+                                                    if r not in schema.get("properties", {})]
+    patterns = schema.get("patternProperties", {})
+
+    def written(key):  # the policy: with properties or patternProperties, no other keys
+        return not (listed or patterns) or key in listed or any(re.search(p, key) for p in patterns)
+
+    for value in domain:
+        in_order = [k for k in value if k in listed] == [k for k in listed if k in value]
+        listed_first = all(k in listed for k in list(value)[:sum(k in listed for k in value)])
+        expected = is_valid(value, schema) and in_order and listed_first and all(map(written, value))
+        assert bool(regex.fullmatch(json.dumps(value))) == expected, value
+    assert_sound(schema)
+
+
+@pytest.mark.parametrize("schema, message", [
+    ({"patternProperties": {"^a": {}, "b$": {}}}, "keyword 'patternProperties' at #/patternProperties/b$: some key "
+     "matches both 'b$' and '^a'"),
+    ({"properties": {"ab": {}}, "patternProperties": {"^a": {}}, "additionalProperties": False},
+     "keyword 'patternProperties' at #/patternProperties/^a: the pattern also matches the listed property 'ab'"),
+    ({"patternProperties": {"^a": {}}, "additionalProperties": {"type": "integer"}},
+     "keyword 'patternProperties' at # together with additionalProperties is not supported"),
+    ({"patternProperties": {"^a": {}}, "propertyNames": {"maxLength": 3}},
+     "keyword 'patternProperties' at # together with propertyNames is not supported"),
+    ({"type": "object", "properties": {"x": {"patternProperties": {"^(?=a)": {}}}}},
+     "#/properties/x/patternProperties/^(?=a)"),
+])
+def test_pattern_properties_that_cannot_be_exact_name_keyword_and_place(schema, message):
+    with pytest.raises(UnsupportedSchemaError, match=re.escape(message)):
+        build_regex_from_schema(schema)

@@ -105,14 +105,14 @@ ANNOTATION_KEYWORDS = frozenset({
 # Keywords that constrain values and that we do not implement: always an error.
 UNSUPPORTED_KEYWORDS = frozenset({
     "multipleOf", "if", "then", "else", "uniqueItems", "contains", "minContains",
-    "maxContains", "unevaluatedItems", "unevaluatedProperties", "patternProperties",
-    "propertyNames", "$dynamicRef", "$recursiveRef", "$recursiveAnchor",
+    "maxContains", "unevaluatedItems", "unevaluatedProperties", "$dynamicRef", "$recursiveRef", "$recursiveAnchor",
 })
 # ... except with these values, which constrain nothing.
 TRIVIAL_VALUES = {"uniqueItems": False}
 # The keywords of each type; a schema without "type" gets the types whose keywords it uses.
 TYPE_KEYWORDS = {
-    "object": ("properties", "required", "additionalProperties", "minProperties", "maxProperties"),
+    "object": ("properties", "required", "additionalProperties", "minProperties", "maxProperties",
+               "patternProperties", "propertyNames"),
     "array": ("items", "prefixItems", "minItems", "maxItems"),
     "string": ("minLength", "maxLength", "pattern", "format"),
     "number": ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"),
@@ -1339,50 +1339,117 @@ class _SchemaCompiler:
         # END SOLUTION
 
     def _object(self, schema: dict, path: str) -> str | None:
-        """A JSON object: `properties` in order (required ones always), or a map (see the
-        additionalProperties policy in the module doc)."""
+        """A JSON object: `properties` in order (required ones always), keys of
+        `patternProperties` after them, or a map (see the additionalProperties policy in the
+        module doc); `propertyNames` limits every key."""
         properties = schema.get("properties", {})
         required = schema.get("required", [])
+        patterns = schema.get("patternProperties", {})
         if not isinstance(properties, dict):
             raise InvalidSchemaError(f"'properties' at {path} must be an object")
+        if not isinstance(patterns, dict):
+            raise InvalidSchemaError(f"'patternProperties' at {path} must be an object")
         if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
             raise InvalidSchemaError(f"'required' at {path} must be an array of strings")
         additional = schema.get("additionalProperties")
+        names = schema.get("propertyNames", True)
+        names_free = names is True or names == {}
+        # The keys propertyNames allows (a string regex; None: no key at all).
+        key_regex = None if names_free else self.value(_both({"type": "string"}, names), f"{path}/propertyNames")
+
+        def name_allowed(name: str) -> bool:  # our regex is sound: a match is a valid name
+            return names_free or (key_regex is not None and any(
+                re.fullmatch(key_regex, json.dumps(name, ensure_ascii=a)) for a in (True, False)))
+
+        def member(name: str, subschemas: list, where: str) -> str | None:
+            """`"name": value` with a value valid for every subschema; None: no value fits."""
+            value = self.value(subschemas[0] if len(subschemas) == 1 else {"allOf": subschemas}, where) \
+                if name_allowed(name) else None
+            return None if value is None else f"{_string_literal(name)}:{self.ws}{value}"
+
         members = []  # (regex of `"key": value`, required)
         for name, sub in properties.items():
-            value = self.value(sub, f"{path}/properties/{name}")
-            if value is None:  # no value fits: the property must be absent
+            matching = [s for p, s in patterns.items() if _searches(p, name, f"{path}/patternProperties")]
+            regex = member(name, [sub, *matching], f"{path}/properties/{name}")
+            if regex is None:  # no value fits: the property must be absent
                 if name in required:
                     return None
                 continue
-            members.append((f"{_string_literal(name)}:{self.ws}{value}", name in required))
+            members.append((regex, name in required))
             self.check_size(sum(len(m) for m, _ in members), f"{path}/properties/{name}")
         for name in dict.fromkeys(required):
-            if name not in properties:  # required but not listed: its value follows additionalProperties
-                value = self.value(True if additional is None else additional, f"{path}/additionalProperties")
-                if value is None:
+            if name not in properties:  # required, not listed: patternProperties or additionalProperties
+                matching = [s for p, s in patterns.items() if _searches(p, name, f"{path}/patternProperties")]
+                regex = member(name, matching or [True if additional is None else additional],
+                               f"{path}/additionalProperties")
+                if regex is None:
                     return None
-                members.append((f"{_string_literal(name)}:{self.ws}{value}", True))
+                members.append((regex, True))
+        listed = list(properties) + [r for r in required if r not in properties]
         counts = (_count(schema, "minProperties", path) or 0, _count(schema, "maxProperties", path))
-        if additional is False or ("properties" in schema and not self.options.extra_properties):
-            return self._members_regex(members, path, counts=counts)
-        if additional is None or additional is True:  # a free map, or extra keys of any value
-            extra_value = self._any_value(ANY_VALUE_NESTING - 1)
+        if patterns:
+            entries = self._pattern_entries(patterns, listed, additional, names_free, path)
+        elif additional is False or ("properties" in schema and not self.options.extra_properties):
+            entries = []
         else:
-            extra_value = self.value(additional, f"{path}/additionalProperties")
-        if extra_value is None:
+            extra_value = self._any_value(ANY_VALUE_NESTING - 1) if additional is None or additional is True \
+                else self.value(additional, f"{path}/additionalProperties")
+            if "properties" in schema:  # extra_properties: unlisted keys after the listed ones
+                if not names_free:
+                    raise UnsupportedSchemaError(f"keyword 'propertyNames' at {path} is not supported together "
+                                                 "with the option extra_properties")
+                key = _string_except(listed)
+            else:  # a map
+                key = STRING if names_free else key_regex
+            entries = [] if extra_value is None or key is None else [f"{key}:{self.ws}{extra_value}"]
+        if not entries:
             return self._members_regex(members, path, counts=counts)
         if counts[0] > len(members):  # a repeated key counts once: entries do not prove the count
             raise UnsupportedSchemaError(
                 f"keyword 'minProperties' at {path} is not supported on an object with unlisted keys "
                 "(a regex cannot keep keys distinct)")
-        if "properties" in schema:  # extra_properties: unlisted keys after the listed ones
-            if counts[1] is not None:
-                raise UnsupportedSchemaError(f"keyword 'maxProperties' at {path} is not supported together with "
-                                             "the option extra_properties")
-            listed = list(properties) + [r for r in required if r not in properties]
-            return self._members_regex(members, path, f"{_string_except(listed)}:{self.ws}{extra_value}")
-        return self._map_regex(members, f"{STRING}:{self.ws}{extra_value}", counts[1])
+        if "properties" not in schema:  # every member is required: a map
+            return self._map_regex(members, _alt(entries), counts[1])
+        if counts[1] is not None:
+            raise UnsupportedSchemaError(f"keyword 'maxProperties' at {path} is not supported on an object with "
+                                         "both optional listed properties and unlisted keys")
+        return self._members_regex(members, path, _alt(entries))
+
+    def _pattern_entries(self, patterns: dict, listed: list[str], additional, names_free: bool,
+                         path: str) -> list[str]:
+        """The `"key": value` regexes of patternProperties, one per pattern.
+
+        Exact only when no key has two rules: each pattern's keys must miss the listed
+        names and every other pattern's keys (checked on the automata); the keys of no
+        pattern get no entry, so additionalProperties must not allow any (false or absent).
+        """
+        if additional not in (None, False) or (additional is None and self.options.extra_properties):
+            raise UnsupportedSchemaError(f"keyword 'patternProperties' at {path} together with "
+                                         "additionalProperties is not supported (the keys no pattern matches)")
+        if not names_free:
+            raise UnsupportedSchemaError(f"keyword 'patternProperties' at {path} together with propertyNames "
+                                         "is not supported")
+        keys, entries = [], []  # keys: (pattern, key regex, whether it has an entry)
+        for pattern, sub in patterns.items():
+            where = f"{path}/patternProperties/{_pointer_token(pattern)}"
+            key = _concat('"', _pattern_regex(pattern, where), '"')
+            if key is None:
+                continue
+            value = self.value(sub, where)  # None: keys matching the pattern must be absent
+            for name in listed if value is not None else []:
+                if any(re.fullmatch(key, json.dumps(name, ensure_ascii=a)) for a in (True, False)):
+                    raise UnsupportedSchemaError(
+                        f"keyword 'patternProperties' at {where}: the pattern also matches the listed property "
+                        f"{name!r}, and a regex cannot keep that key from being written twice")
+            for other_pattern, other, other_written in keys:
+                if (value is not None or other_written) and _languages_overlap(key, other):
+                    raise UnsupportedSchemaError(
+                        f"keyword 'patternProperties' at {where}: some key matches both {pattern!r} and "
+                        f"{other_pattern!r}, and its value would have to fit both")
+            keys.append((pattern, key, value is not None))
+            if value is not None:
+                entries.append(f"{key}:{self.ws}{value}")
+        return entries
 
     def _members_regex(self, members: list[tuple[str, bool]], path: str, extra: str | None = None,
                        counts: tuple[int, int | None] = (0, None)) -> str | None:
@@ -1611,6 +1678,38 @@ def _dependency_cases(schema: dict, path: str) -> list[dict]:
                                          + ("" if keyword == "dependentRequired" else " or a schema"))
             cases.append({"anyOf": [{"properties": {name: False}}, present]})
     return cases
+
+
+def _searches(pattern: str, name: str, path: str) -> bool:
+    """Whether `pattern` finds a match in `name`, as the jsonschema validator decides (re.search)."""
+    try:
+        return re.search(pattern, name) is not None
+    except re.error as e:
+        raise UnsupportedSchemaError(f"'patternProperties' at {path}: {pattern!r} is not a regex we can read: {e}") \
+            from None
+
+
+def _languages_overlap(a: str, b: str) -> bool:
+    """Whether some text matches both regexes: a search of the pair automaton."""
+    try:
+        dfa_a, dfa_b = compile_regex(a), compile_regex(b)
+    except RegexError as e:
+        raise UnsupportedSchemaError(f"patterns too complex to compare: {e}") from None
+    start = (dfa_a.initial, dfa_b.initial)
+    seen, todo = {start}, [start]
+    while todo:
+        s, t = todo.pop()
+        if s in dfa_a.finals and t in dfa_b.finals:
+            return True
+        for class_a, next_a in dfa_a.transitions[s].items():
+            for class_b, next_b in dfa_b.transitions[t].items():
+                meet = (class_a.negated and class_b.negated) or \
+                    (bool(class_b.chars - class_a.chars) if class_a.negated else
+                     bool(class_a.chars - class_b.chars) if class_b.negated else bool(class_a.chars & class_b.chars))
+                if meet and (next_a, next_b) not in seen:
+                    seen.add((next_a, next_b))
+                    todo.append((next_a, next_b))
+    return False
 
 
 def _check_keywords(schema: dict, path: str) -> None:
