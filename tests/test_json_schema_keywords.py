@@ -291,3 +291,26 @@ def test_pattern_properties_and_property_names_are_exact_on_small_objects(schema
 def test_pattern_properties_that_cannot_be_exact_name_keyword_and_place(schema, message):
     with pytest.raises(UnsupportedSchemaError, match=re.escape(message)):
         build_regex_from_schema(schema)
+
+
+# ---------------------------------------------------------------------------------------
+# unevaluatedProperties / unevaluatedItems where they equal additionalProperties / items
+# ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "properties": {"a": {"type": "integer"}}, "unevaluatedProperties": False},
+    {"type": "object", "unevaluatedProperties": {"type": "integer"}},
+    {"type": "object", "additionalProperties": {"type": "integer"}, "unevaluatedProperties": False},
+    {"type": "array", "prefixItems": [{"type": "integer"}], "unevaluatedItems": False},
+    {"type": "array", "prefixItems": [{"type": "integer"}], "unevaluatedItems": {"type": "string"}},
+    {"type": "array", "items": {"type": "integer"}, "unevaluatedItems": False},
+])
+def test_unevaluated_without_applicators_is_exact(schema):
+    values = [{}, {"a": 1}, {"a": "x"}, {"b": 1}, {"a": 1, "b": 2}, {"b": "x"},
+              [], [1], ["x"], [1, 2], [1, "x"], [1, "x", "y"]]
+    assert_exact_on(schema, values)
+
+
+def test_unevaluated_with_applicators_stays_an_error():
+    schema = {"allOf": [{"properties": {"a": {}}}], "unevaluatedProperties": False}
+    with pytest.raises(UnsupportedSchemaError, match="keyword 'unevaluatedProperties' at #"):
+        build_regex_from_schema(schema)

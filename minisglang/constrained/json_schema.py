@@ -995,6 +995,7 @@ class _SchemaCompiler:
             return {} if schema else False
         if not isinstance(schema, dict):
             raise InvalidSchemaError(f"the schema at {path} must be an object or a boolean, got {schema!r}")
+        schema = _unevaluated_as_additional(schema)
         parts = [{k: v for k, v in schema.items() if k not in ANNOTATION_KEYWORDS and k not in ("$ref", "allOf", "not")
                   and k not in DEPENDENCY_KEYWORDS}]
         if "not" in schema:
@@ -1678,6 +1679,31 @@ def _dependency_cases(schema: dict, path: str) -> list[dict]:
                                          + ("" if keyword == "dependentRequired" else " or a schema"))
             cases.append({"anyOf": [{"properties": {name: False}}, present]})
     return cases
+
+
+# Keywords that apply subschemas to the same value: they may evaluate properties or items.
+IN_PLACE_APPLICATORS = ("allOf", "anyOf", "oneOf", "not", "if", "then", "else", "$ref", "$dynamicRef",
+                        "dependentSchemas", "dependencies")
+
+
+def _unevaluated_as_additional(schema: dict) -> dict:
+    """unevaluatedProperties/unevaluatedItems where they mean additionalProperties/items.
+
+    Without in-place applicators, the properties (items) a schema evaluates are exactly
+    those of its own properties/patternProperties/additionalProperties (prefixItems/items):
+    unevaluated* then applies to what additionalProperties (items) would, or to nothing
+    if that keyword is present. With applicators (or contains) it stays unsupported.
+    """
+    if any(k in schema for k in IN_PLACE_APPLICATORS):
+        return schema
+    out = dict(schema)
+    if "unevaluatedProperties" in out:
+        value = out.pop("unevaluatedProperties")
+        out.setdefault("additionalProperties", value)
+    if "unevaluatedItems" in out and "contains" not in out and not isinstance(out.get("items"), list):
+        value = out.pop("unevaluatedItems")
+        out.setdefault("items", value)
+    return out
 
 
 def _searches(pattern: str, name: str, path: str) -> bool:
