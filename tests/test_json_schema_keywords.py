@@ -314,3 +314,32 @@ def test_unevaluated_with_applicators_stays_an_error():
     schema = {"allOf": [{"properties": {"a": {}}}], "unevaluatedProperties": False}
     with pytest.raises(UnsupportedSchemaError, match="keyword 'unevaluatedProperties' at #"):
         build_regex_from_schema(schema)
+
+
+# ---------------------------------------------------------------------------------------
+# if / then / else: (if and then) or (not if and else)
+# ---------------------------------------------------------------------------------------
+KINDS = [{"kind": k, "size": s} for k in ["a", "b", 1, None] for s in [0, 5, "x"]] + \
+    [{"size": 0}, {"kind": "a"}, {}, "a", 3, None]
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "properties": {"kind": {"enum": ["a", "b", 1, None]}, "size": {}},
+     "if": {"properties": {"kind": {"const": "a"}}, "required": ["kind"]},
+     "then": {"properties": {"size": {"type": "integer", "maximum": 3}}},
+     "else": {"properties": {"size": {"type": "string"}}}},
+    {"type": "object", "properties": {"kind": {}, "size": {}},
+     "if": {"properties": {"kind": {"enum": ["a", "b"]}}}, "then": {"required": ["size"]}},
+    {"if": {"type": "string"}, "then": {"const": "a"}, "else": {"type": "object", "properties": {"kind": {}, "size": {}}}},
+    {"type": "object", "properties": {"kind": {}, "size": {}}, "if": {"required": ["kind"]},
+     "else": {"properties": {"size": {"minimum": 1}}}},
+    {"type": "object", "properties": {"kind": {}, "size": {}}, "then": {"required": ["kind"]}},  # no if: ignored
+])
+def test_if_then_else_is_exact_on_small_values(schema):
+    assert_exact_on(schema, KINDS)
+
+
+def test_if_that_cannot_be_negated_names_the_place():
+    schema = {"type": "string", "if": {"pattern": "^a"}, "then": {"maxLength": 3}}
+    with pytest.raises(UnsupportedSchemaError, match=re.escape("keyword 'not' at #/if: the negation of 'pattern'")):
+        build_regex_from_schema(schema)

@@ -104,7 +104,7 @@ ANNOTATION_KEYWORDS = frozenset({
 })
 # Keywords that constrain values and that we do not implement: always an error.
 UNSUPPORTED_KEYWORDS = frozenset({
-    "multipleOf", "if", "then", "else", "uniqueItems", "contains", "minContains",
+    "multipleOf", "uniqueItems", "contains", "minContains",
     "maxContains", "unevaluatedItems", "unevaluatedProperties", "$dynamicRef", "$recursiveRef", "$recursiveAnchor",
 })
 # ... except with these values, which constrain nothing.
@@ -996,8 +996,14 @@ class _SchemaCompiler:
         if not isinstance(schema, dict):
             raise InvalidSchemaError(f"the schema at {path} must be an object or a boolean, got {schema!r}")
         schema = _unevaluated_as_additional(schema)
-        parts = [{k: v for k, v in schema.items() if k not in ANNOTATION_KEYWORDS and k not in ("$ref", "allOf", "not")
-                  and k not in DEPENDENCY_KEYWORDS}]
+        parts = [{k: v for k, v in schema.items() if k not in ANNOTATION_KEYWORDS
+                  and k not in ("$ref", "allOf", "not", "if", "then", "else") and k not in DEPENDENCY_KEYWORDS}]
+        if "if" in schema:  # (if and then) or (not if and else): two disjoint cases
+            condition = self._flatten(schema["if"], f"{path}/if", [], chain, False)
+            otherwise = self.negation(condition, f"{path}/if")
+            cases = {"anyOf": [_both(schema["if"], schema.get("then", True)),
+                               _both(otherwise, schema.get("else", True))]}
+            parts.append(self._flatten(cases, path, refs, chain, cut))
         if "not" in schema:
             negated = self._flatten(schema["not"], f"{path}/not", [], chain, False)
             parts.append(self._flatten(self.negation(negated, f"{path}/not"), path, refs, chain, cut))
@@ -1049,6 +1055,12 @@ class _SchemaCompiler:
                 bound = opposite(value)
                 if bound is not None:
                     cases.append({"type": kind, **bound})
+            elif keyword == "properties" and isinstance(value, dict):  # an object with one of them failing
+                for name, sub in value.items():
+                    where = f"{path}/properties/{_pointer_token(name)}"
+                    failing = self.negation(self._flatten(sub, where, [], frozenset(), False), where)
+                    if failing is not False:
+                        cases.append({"type": "object", "required": [name], "properties": {name: failing}})
             elif keyword == "anyOf" and isinstance(value, list):
                 cases.append({"allOf": [self.negation(self._flatten(b, f"{path}/anyOf/{i}", [], frozenset(), False),
                                                       f"{path}/anyOf/{i}") for i, b in enumerate(value)]})
