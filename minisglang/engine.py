@@ -15,6 +15,7 @@ the engine and give back their memory. `stats()` tells whether the engine is qui
 """
 from __future__ import annotations
 
+import os
 import threading
 from dataclasses import dataclass
 from typing import Any, Iterator
@@ -44,6 +45,19 @@ def stream_chunk(req: Req) -> dict[str, Any] | None:
     if delta or done:
         return {"text": delta, "meta_info": req.meta_info()}
     return None
+
+
+def default_torch_threads() -> int:
+    """The engine's intra-op thread count when none is given: every core this process may
+    run on, less one when there are at least two.
+
+    The spare core is for the grammar compile workers (s3 and later compile in other
+    processes while the batch decodes) and for whatever else shares the machine: torch's
+    threads wait for each other at the end of every matmul, so one thread that loses its
+    core to another process stalls all of them (benchmarks/bench_threads.py measures it).
+    """
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(cores - 1, 1)
 
 
 @dataclass
@@ -88,8 +102,16 @@ class Engine:
                  dtype: str = "float32", seed: int = 0, max_total_tokens: int = 16384,
                  max_running_requests: int = 128, max_prefill_tokens: int = 4096,
                  schedule_policy: str = "lpm", disable_radix_cache: bool = False,
+                 in_batch_prefix_threshold: int = 32, torch_threads: int | None = None,
                  **stage_options: Any):
         from . import DEFAULT_MODEL_PATH
+
+        # torch's thread count is one per process: the last Engine built sets it.
+        if torch_threads is None:
+            torch_threads = default_torch_threads()
+        if isinstance(torch_threads, bool) or not isinstance(torch_threads, int) or torch_threads < 1:
+            raise ValueError(f"torch_threads must be a positive int or None, got {torch_threads!r}")
+        torch.set_num_threads(torch_threads)
 
         self.model_path = model_path or DEFAULT_MODEL_PATH
         self.device = torch.device(device)
@@ -100,7 +122,8 @@ class Engine:
         self.stage = stage_cls(ctx)
         config = SchedulerConfig(max_total_tokens=max_total_tokens, max_running_requests=max_running_requests,
                                  max_prefill_tokens=max_prefill_tokens, schedule_policy=schedule_policy,
-                                 disable_radix_cache=disable_radix_cache)
+                                 disable_radix_cache=disable_radix_cache,
+                                 in_batch_prefix_threshold=in_batch_prefix_threshold)
         self.scheduler = Scheduler(self.model, self.tokenizer, self.stage, config, self.device, seed=seed)
         # The scheduler is single-threaded; the lock lets a server thread and direct calls share it.
         self._lock = threading.RLock()

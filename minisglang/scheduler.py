@@ -11,6 +11,9 @@ Memory rules (chapters/00-the-engine.md, "Who owns a KV slot"):
 - A running request holds the slots `req_to_token[req.req_pool_idx, :req.kv_len]`; the
   first `req.prefix_len` of them belong to the radix tree (locked through `req.last_node`),
   the rest are the request's own.
+- Right after its prefill, `cache_prefilled` gives the tokens it computed to the tree (as
+  SGLang's `cache_unfinished_req`): the request then locks the longer prefix and owns only
+  the slots of its decode steps, so the next prefill batch already hits its prompt.
 - When it leaves, `release_memory` inserts its tokens into the tree; the tree keeps the
   slots it did not have yet, the duplicates are freed, the lock is dropped.
 - So at any quiet moment every slot is either free or held by the tree.
@@ -50,6 +53,10 @@ class SchedulerConfig:
     max_prefill_tokens: int = 4096      # new tokens computed in one prefill batch
     schedule_policy: str = "lpm"        # "lpm" (longest prefix match first) or "fcfs"
     disable_radix_cache: bool = False
+    # A waiting request that shares at least this many not-yet-cached tokens with a request
+    # already chosen for this prefill batch waits one step, then hits the tree instead of
+    # computing them again (SGLang's in-batch prefix caching; 0 turns it off).
+    in_batch_prefix_threshold: int = 32
     trace_limit: int = 100_000          # events kept for notebooks (oldest dropped)
 
 
@@ -231,6 +238,8 @@ class Scheduler:
         """Append each sampled token, advance its grammar (hook 5), finish whoever is done."""
         if batch.mode == ForwardMode.EXTEND:
             self.running.extend(batch.reqs)
+            for req in batch.reqs:
+                self.cache_prefilled(req)
         for req, tok in zip(batch.reqs, next_token_ids):
             if req.finished:
                 continue
@@ -368,6 +377,30 @@ class Scheduler:
         self.req_to_token_pool.free(req.req_pool_idx)
         req.req_pool_idx, req.last_node, req.kv_len, req.prefix_len = None, None, 0, 0
 
+    def cache_prefilled(self, req: Req) -> None:
+        """Give the tokens `req` just prefilled to the radix tree and lock them (SGLang's
+        `cache_filled_batch`, #418, later `cache_unfinished_req`, #977).
+
+        Afterwards `prefix_len == kv_len`: the tree owns every slot the request has, the
+        request borrows them through the lock on `last_node`, as it borrowed its cached
+        prefix at admission. A request of the same batch that computed the same tokens
+        first keeps them in the tree; our duplicate slots are freed and our row is pointed
+        at the tree's copies, which the lock keeps from eviction.
+        """
+        if self.tree_cache.disable or req.req_pool_idx is None:
+            return
+        row = self.req_to_token_pool.req_to_token[req.req_pool_idx]
+        key = req.fill_ids[:req.kv_len]
+        slots = row[:req.kv_len].clone()
+        already = self.tree_cache.insert(key, slots)
+        self.token_to_kv_pool.free(slots[req.prefix_len:already])
+        tree_slots, node = self.tree_cache.match_prefix(key)
+        row[:req.kv_len] = tree_slots          # the same ids, except where ours were duplicates
+        self.tree_cache.inc_lock_ref(node)     # lock the new node first: shared ancestors stay locked
+        self.tree_cache.dec_lock_ref(req.last_node)
+        req.last_node, req.prefix_len = node, req.kv_len
+        self.record_event("cache_prefill", req, tokens=req.kv_len - already)
+
     def readmit(self, req: Req, new_output_ids: list[int]) -> None:
         """Hook 3's answer (s4's jump forward): take a running request out of the batch, give
         its KV to the radix tree, rewrite its output, and queue it for prefill again."""
@@ -398,8 +431,15 @@ class Scheduler:
         budget = (self.token_to_kv_pool.available_size() + self.tree_cache.evictable_size()
                   - sum(self._remaining_new_tokens(r) for r in self.running))
         chosen, prefill_tokens = [], 0
+        in_batch = self._in_batch_tree()
         for req in self.waiting_queue:
             prefix, node = match[req.rid]
+            if in_batch is not None:
+                # Tokens a request chosen above will put in the tree after this prefill.
+                shared = len(in_batch.match_prefix(req.fill_ids[:-1])[0])
+                if shared - len(prefix) >= self.config.in_batch_prefix_threshold:
+                    self.record_event("defer", req, shared=shared)
+                    continue   # wait one step and hit them, rather than compute them twice
             extend = len(req.fill_ids) - len(prefix)
             need = extend + self._remaining_new_tokens(req)
             if (need > budget or prefill_tokens + extend > self.config.max_prefill_tokens and chosen
@@ -409,6 +449,8 @@ class Scheduler:
             budget += self.tree_cache.inc_lock_ref(node)  # locked prefix is no longer evictable (<= 0)
             prefill_tokens += extend
             chosen.append(req)
+            if in_batch is not None:
+                in_batch.insert(req.fill_ids, torch.zeros(len(req.fill_ids), dtype=torch.int64))
         for req in chosen:
             self.waiting_queue.remove(req)
             prefix, node = match[req.rid]
@@ -424,6 +466,13 @@ class Scheduler:
             if len(prefix):
                 self.record_event("prefix_hit", req, tokens=len(prefix))
         return chosen
+
+    def _in_batch_tree(self) -> RadixCache | None:
+        """An empty token tree for the prompts chosen into one prefill batch (its slot ids
+        are placeholders and it frees nothing); None when in-batch sharing is off."""
+        if self.tree_cache.disable or self.config.in_batch_prefix_threshold <= 0:
+            return None
+        return RadixCache(token_to_kv_pool=None)
 
     @staticmethod
     def _remaining_new_tokens(req: Req) -> int:
