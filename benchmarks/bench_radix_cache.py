@@ -1,19 +1,27 @@
-"""What the radix cache saves: 64 requests sharing a ~300-token system prompt.
+"""What the radix cache saves: 96 extraction requests sharing a ~300-token system prompt.
 
-Three systems answer the same 64 chat prompts (one system prompt, 64 different user
-turns), greedy, with the same short ``max_new_tokens``:
+The systems answer the same 96 chat prompts (one system prompt, 96 different extraction
+requests as user turns), greedy, with the same short ``max_new_tokens``:
 
-* minisglang with the radix cache (``Engine()``),
-* minisglang without it (``Engine(disable_radix_cache=True)``),
-* transformers' ``generate`` on the same checkpoint, all 64 prompts in one left-padded batch.
+* minisglang with the radix cache (``Engine()``): the tree learns each prompt right after
+  its prefill, and a request sharing a long uncached prefix with one already in the
+  prefill batch waits one step for the hit (in-batch prefix sharing);
+* the same without in-batch sharing (``in_batch_prefix_threshold=0``): requests of one
+  batch still compute their shared prefix once each;
+* the same learning only from finished requests, as SGLang's first release did (the
+  scheduler's ``cache_prefilled`` replaced by a no-op for this engine; "before" in
+  chapter 00);
+* minisglang without the cache (``Engine(disable_radix_cache=True)``),
+* transformers' ``generate`` on the same checkpoint, all prompts in one left-padded batch.
 
 and in two scenarios for minisglang:
 
-* cold: the 64 requests arrive at once into an empty cache. minisglang, like SGLang's
-  first release, inserts a request's tokens into the tree only when it *finishes*, so
-  requests admitted together cannot share anything yet;
+* cold: the requests arrive at once into an empty cache (a burst);
 * warm: one earlier request with the same system prompt has finished (untimed), as in a
-  chat service whose system prompt never changes; then the 64 arrive.
+  chat service whose system prompt never changes; then the burst arrives.
+
+"Reused" is the share of prompt tokens the tree supplied (``cached_tokens`` over prompt
+tokens, from each request's ``meta_info``).
 
 "Prefill tokens" are the tokens the model computed in prefill batches, summed from the
 engine's trace (``prefill`` events' ``tokens``); for transformers it is the padded batch.
@@ -22,7 +30,7 @@ Requests/s is 64 over the wall time of ``generate``. Each number is the median o
 them alike. The system prompt is made of the model's own text: a few of its sampled
 answers, cut to ``--system-tokens`` tokens.
 
-    python benchmarks/bench_radix_cache.py [--model-path DIR] [--requests 64] [--repeats 3]
+    python benchmarks/bench_radix_cache.py [--model-path DIR] [--requests 96] [--repeats 3]
 
 Prints the table and the ratios; writes benchmarks/results/radix_cache.md.
 """
@@ -124,7 +132,7 @@ def median_run(runs: list[dict]) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model-path", default=minisglang.DEFAULT_MODEL_PATH)
-    parser.add_argument("--requests", type=int, default=64)
+    parser.add_argument("--requests", type=int, default=96)
     parser.add_argument("--system-tokens", type=int, default=300)
     parser.add_argument("--max-new-tokens", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=3)
@@ -134,7 +142,13 @@ def main() -> None:
     # Room for every request at once, so neither engine ever waits for memory.
     pool = 2 * args.requests * (args.system_tokens + 64 + args.max_new_tokens)
     engines = {"radix on": Engine(args.model_path, stage="s0", max_total_tokens=pool),
+               "radix on, no in-batch sharing": Engine(args.model_path, stage="s0", max_total_tokens=pool,
+                                                       in_batch_prefix_threshold=0),
+               "radix on, learns at finish only": Engine(args.model_path, stage="s0", max_total_tokens=pool,
+                                                         in_batch_prefix_threshold=0),
                "radix off": Engine(args.model_path, stage="s0", max_total_tokens=pool, disable_radix_cache=True)}
+    # SGLang's first release: the tree learns a request's tokens only when it finishes.
+    engines["radix on, learns at finish only"].scheduler.cache_prefilled = lambda req: None
     hf = AutoModelForCausalLM.from_pretrained(args.model_path, dtype=torch.float32).eval()
     any_engine = engines["radix on"]
     tok = any_engine.tokenizer
@@ -149,10 +163,13 @@ def main() -> None:
 
     load_before = os.getloadavg()[0]  # a busy machine slows every system; the ratios still hold
     runs: dict[tuple[str, str], list[dict]] = {}
-    with tqdm(total=args.repeats * 5, desc="bench_radix_cache") as bar:
+    warm_systems = ("radix on", "radix off")   # the variants differ only when requests arrive together
+    with tqdm(total=args.repeats * (len(engines) + len(warm_systems) + 1), desc="bench_radix_cache") as bar:
         for _ in range(args.repeats):
             for scenario, warm in (("cold", None), ("warm", warm_prompt)):
                 for name, engine in engines.items():
+                    if scenario == "warm" and name not in warm_systems:
+                        continue
                     runs.setdefault((scenario, name), []).append(run_engine(engine, prompts, warm, params))
                     bar.update()
             runs.setdefault(("-", "transformers"), []).append(run_transformers(hf, any_engine, prompts,
@@ -169,7 +186,8 @@ def main() -> None:
         off = results.get((scenario, "radix off"), results[("cold", "radix off")])
         rows.append({
             "scenario": scenario, "system": name, "prefill": r["prefill_tokens"], "batches": r["prefill_batches"],
-            "cached": r["cached_tokens"], "rps": args.requests / r["seconds"],
+            "cached": r["cached_tokens"], "reused": r["cached_tokens"] / prompt_tokens,
+            "rps": args.requests / r["seconds"],
             "tokens_vs_off": r["prefill_tokens"] / off["prefill_tokens"],
             "rps_vs_off": off["seconds"] / r["seconds"], "rps_vs_hf": hf_result["seconds"] / r["seconds"],
             "same_text": sum(a == b for a, b in zip(r["texts"], reference)),
@@ -185,17 +203,21 @@ def main() -> None:
         f"max_new_tokens={args.max_new_tokens}. Model: `{Path(args.model_path).name}` ({cfg.architecture}, "
         f"{params_count / 1e6:.2f}M parameters), fp32, stage s0. Median of {args.repeats} runs, interleaved.",
         "",
-        "*cold*: all requests arrive at once into an empty cache (the tree learns only from finished "
-        "requests, so nothing is shared yet). *warm*: one earlier request with the same system prompt "
-        "finished first (untimed). transformers runs all prompts as one left-padded batch, with no cache "
-        "between calls; its prefill tokens count the padding.",
+        "*cold*: all requests arrive at once into an empty cache. *warm*: one earlier request with the "
+        "same system prompt finished first (untimed). *radix on* learns each prompt right after its "
+        "prefill and defers a request that shares a long uncached prefix with one already in the "
+        "prefill batch; *no in-batch sharing* turns the deferral off; *learns at finish only* is SGLang's "
+        "first release (and minisglang's before). *reused*: share of the prompt tokens the tree "
+        "supplied. transformers runs all prompts as one left-padded batch, with no cache between "
+        "calls; its prefill tokens count the padding.",
         "",
-        "| scenario | system | prefill tokens | prefill batches | cached tokens | requests/s "
+        "| scenario | system | prefill tokens | prefill batches | cached tokens | reused | requests/s "
         "| prefill tokens vs radix off | speed vs radix off | speed vs transformers | same text as radix off |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         lines.append(f"| {r['scenario']} | {r['system']} | {r['prefill']:,} | {r['batches']} | {r['cached']:,} "
+                     f"| {r['reused']:.0%} "
                      f"| {r['rps']:.1f} | {r['tokens_vs_off']:.2f}x | {r['rps_vs_off']:.2f}x "
                      f"| {r['rps_vs_hf']:.2f}x | {r['same_text']}/{args.requests} |")
     lines += [
@@ -205,6 +227,10 @@ def main() -> None:
     ]
     table = "\n".join(lines)
     write_results(table, args.output)
+    cold_on, cold_first = results[("cold", "radix on")], results[("cold", "radix on, learns at finish only")]
+    print(f"cold burst: the tree supplied {cold_on['cached_tokens'] / prompt_tokens:.0%} of the prompt tokens "
+          f"(learning at finish only: {cold_first['cached_tokens'] / prompt_tokens:.0%}); "
+          f"{cold_first['seconds'] / cold_on['seconds']:.2f}x the requests/s")
     warm_on, warm_off = results[("warm", "radix on")], results[("warm", "radix off")]
     print(f"warm cache: radix on computes {warm_off['prefill_tokens'] / warm_on['prefill_tokens']:.1f}x fewer "
           f"prefill tokens and serves {warm_off['seconds'] / warm_on['seconds']:.2f}x the requests/s of radix off, "

@@ -2,9 +2,11 @@
 
 When many requests start with the same tokens (a system prompt, a JSON template, the
 text before a jump-forward), their K/V for those tokens is identical. The radix cache
-keeps the KV slots of finished requests in a radix tree keyed by token ids, so a new
-request only has to prefill the part after its longest cached prefix. This follows the
-behaviour of SGLang's first release (Jan 2024); the code is our own.
+keeps the KV slots of prefilled and finished requests in a radix tree keyed by token ids,
+so a new request only has to prefill the part after its longest cached prefix. The tree
+follows SGLang's first release (Jan 2024); learning at prefill, not only from finished
+requests, follows its "Cache optimizations" (#418) and ``cache_unfinished_req`` (#977).
+The code is our own.
 
 The tree
 --------
@@ -34,7 +36,14 @@ running request. The tree never allocates; it frees only when it evicts.
    ``prefix_len = len(prefix_slots)``; ``cache.inc_lock_ref(last_node)``. The request
    *borrows* those ``prefix_len`` slots from the tree (the lock keeps them there) and
    allocates its other slots from the pool; those it owns.
-2. Finishing. ``key = (input_ids + output_ids)[:-1]`` -- the last sampled token was never
+2. After the prefill (``Scheduler.cache_prefilled``). The same insert as in 3 below,
+   with ``key`` = the tokens just computed; the duplicates are freed and the request's
+   row is pointed at the tree's slots (``match_prefix(key)``, which returns ``slots``
+   with the tree's copies in place of the duplicates). The lock moves:
+   ``inc_lock_ref(new_node)``, then ``dec_lock_ref(last_node)``; ``prefix_len`` becomes
+   the number of tokens computed. From now on the request owns only the slots of its
+   decode steps, and any request admitted later hits its prompt.
+3. Finishing. ``key = (input_ids + output_ids)[:-1]`` -- the last sampled token was never
    run through the model, so it has no KV slot -- and ``slots`` = the request's
    ``len(key)`` slots, so ``slots[:prefix_len]`` are the borrowed ones.
    ``n = cache.insert(key, slots)`` returns how many leading tokens the tree already had
@@ -45,10 +54,10 @@ running request. The tree never allocates; it frees only when it evicts.
      inserted the same tokens with its own slots, and the tree keeps the older copy.
      The caller frees them: ``pool.free(slots[prefix_len:n])``.
    * ``slots[n:]`` now belong to the tree (insert stored a copy of their ids).
-3. ``cache.dec_lock_ref(last_node)``, and give back the request's row of the
+4. ``cache.dec_lock_ref(last_node)``, and give back the request's row of the
    request-to-token table.
 
-Jump-forward (stage 4) pulls a request out of the batch with the same three steps.
+Jump-forward (stage 4) pulls a request out of the batch with steps 3 and 4.
 With ``disable=True`` the cache keeps nothing: ``match_prefix`` returns no slots
 (``prefix_len = 0``) and ``insert`` returns 0 without storing anything, so the rule above
 would free nothing -- the caller must then free *all* of the request's slots itself.
