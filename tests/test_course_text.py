@@ -456,3 +456,46 @@ def test_a_quoted_results_table_equals_the_results_file(path: Path, line: int, r
     stale = [r for r in rows if not any(is_columns_of(table_cells(r), s) for s in source)]
     assert not stale, (f"{path.relative_to(ROOT)}:{line} quotes benchmarks/results/{results}, but these rows "
                        f"are not in it (rerun numbers?):\n" + "\n".join(stale))
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. Each task's page names the function that holds its region
+
+def enclosing_qualnames(path: Path) -> dict[str, set[str]]:
+    """task -> qualified names (`Class.method`) of the functions that hold its regions."""
+    text = path.read_text(encoding="utf-8")
+    spans = []
+
+    def walk(body, prefix):
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                name = prefix + node.name
+                if not isinstance(node, ast.ClassDef):
+                    spans.append((node.lineno, node.end_lineno, name))
+                walk(node.body, name + ".")
+
+    walk(ast.parse(text).body, "")
+    found: dict[str, set[str]] = {}
+    for task, begin, _ in find_solution_regions(text):
+        inner = [s for s in spans if s[0] <= begin + 1 <= s[1]]
+        if inner:
+            found.setdefault(task, set()).add(max(inner, key=lambda s: s[0])[2])
+    return found
+
+
+TASK_FUNCTIONS: dict[str, set[str]] = {}
+for _path in package_files():
+    for _task, _names in enclosing_qualnames(_path).items():
+        TASK_FUNCTIONS.setdefault(_task, set()).update(_names)
+TASK_HEADING = re.compile(r"^## Task (\d+)_(\d+): `([\w.]+)\(", re.M)
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "exercises").glob("s[0-9].md")), ids=lambda p: p.name)
+def test_a_task_heading_names_the_function_that_holds_the_task(path: Path):
+    """`## Task 4_4: `Scheduler.readmit(...)`` must stay true when code moves between files."""
+    wrong = []
+    for major, minor, name in TASK_HEADING.findall(path.read_text(encoding="utf-8")):
+        holders = TASK_FUNCTIONS.get(f"task{major}_{minor}", set())
+        if not any(h == name or h.endswith("." + name) for h in holders):
+            wrong.append(f"task {major}_{minor}: the page says {name}, the region is in {sorted(holders)}")
+    assert not wrong, f"{path.name}: " + "; ".join(wrong)
