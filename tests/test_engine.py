@@ -147,6 +147,26 @@ def test_no_leaks_after_500_mixed_requests(policy):
     assert_no_leak(eng)
 
 
+def test_torch_threads_is_checked_and_set():
+    """The option sets torch's intra-op threads; the default leaves a core when there are two."""
+    import os
+
+    import torch
+
+    from minisglang.engine import default_torch_threads
+
+    cores = len(os.sched_getaffinity(0))
+    assert default_torch_threads() == (cores - 1 if cores >= 2 else 1)
+    assert default_torch_threads() >= 1
+    with pytest.raises(ValueError, match="torch_threads must be a positive int"):
+        sgl.Engine(stage="s0", torch_threads=0)
+    before = torch.get_num_threads()
+    try:
+        sgl.Engine(stage="s0", torch_threads=1).shutdown()
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+
 def test_sampling_params_from_dict():
     p = SamplingParams.from_dict({"stop": "x", "json_schema": {"type": "integer"}})
     assert p.stop == ["x"] and p.json_schema == '{"type": "integer"}'

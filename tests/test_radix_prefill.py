@@ -173,18 +173,3 @@ def test_jump_forward_readmission_after_prefill_caching_matches_the_oracle():
     eng.shutdown()
     off.shutdown()
 
-
-def test_torch_threads_is_checked_and_set():
-    import torch
-
-    from minisglang.engine import default_torch_threads
-
-    assert default_torch_threads() >= 1
-    with pytest.raises(ValueError, match="torch_threads must be a positive int"):
-        sgl.Engine(stage="s0", torch_threads=0)
-    before = torch.get_num_threads()
-    try:
-        sgl.Engine(stage="s0", torch_threads=1).shutdown()
-        assert torch.get_num_threads() == 1
-    finally:
-        torch.set_num_threads(before)
