@@ -148,7 +148,7 @@ def run_task_tests(stage: str, impl: str | Path | None = None, tests_dir: Path =
             if stuck is None and returncode not in (0, 1) and not events:
                 # pytest itself failed (a bad option, a broken plugin): nothing to explain
                 raise RuntimeError(f"the graded test run failed (exit status {returncode}):\n{output[-3000:]}")
-            _collect(events, done, report, files, package, tests_dir.parent)
+            _collect(events, done, report, files, package, Path(cwd), tests_dir.parent)
             if stuck is None:
                 break
             nodeid, markers, why = stuck
@@ -207,22 +207,23 @@ def _running_test(events_path: Path) -> tuple[str, list[str], float] | None:
     return None
 
 
-def _collect(events, done, report: GradeReport, files, package: Path, root: Path) -> None:
-    """Fold one run's events into `done` (test -> failure or None) and the report's errors."""
+def _collect(events, done, report: GradeReport, files, package: Path, cwd: Path, rootdir: Path) -> None:
+    """Fold one run's events into `done` (test -> failure or None) and the report's errors.
+    Test ids are relative to pytest's `rootdir`; traceback paths to `cwd`, where it ran."""
     for e in events:
         if e["event"] == "finish":
             failure = None
             if not e["passed"]:
-                failure = Failure(e["test"], e["reason"], _where(e.get("path"), e.get("line"), package),
+                failure = Failure(e["test"], e["reason"], _where(e.get("path"), e.get("line"), package, cwd),
                                   e.get("example"), e.get("timed_out", False))
             done[e["test"]] = (e["markers"], failure)
         elif e["event"] == "collect_error":
             # A test file that cannot be imported: every task it tests fails with the reason.
-            err = _import_error(e["text"], package)
+            err = _import_error(e["text"], package, cwd)
             if err.path and err not in report.file_errors and not any(
                     f.path == err.path and f.line == err.line for f in report.file_errors):
                 report.file_errors.append(err)
-            path = (root / e["path"]).resolve() if not Path(e["path"]).is_absolute() else Path(e["path"])
+            path = (rootdir / e["path"]).resolve()
             for f, tasks in files.items():
                 if f.resolve() == path:
                     for t in tasks:
@@ -230,11 +231,11 @@ def _collect(events, done, report: GradeReport, files, package: Path, root: Path
                             e["path"], f"the tests could not be imported: {err}"))
 
 
-def _where(path: str | None, line: int | None, package: Path) -> str | None:
+def _where(path: str | None, line: int | None, package: Path, cwd: Path | None = None) -> str | None:
     if not path:
         return None
     try:
-        rel = Path(path).resolve().relative_to(package.parent)
+        rel = ((cwd or Path.cwd()) / path).resolve().relative_to(package.parent)
     except ValueError:
         return None   # raised in the tests or a library, not in the graded code
     return f"{rel}:{line}"
@@ -243,7 +244,7 @@ def _where(path: str | None, line: int | None, package: Path) -> str | None:
 _FRAME = re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+)|^(?P<path2>\S+\.py):(?P<line2>\d+)', re.M)
 
 
-def _import_error(text: str, package: Path) -> FileError:
+def _import_error(text: str, package: Path, cwd: Path) -> FileError:
     """The deepest frame of a collection traceback that is in the graded package, and the error."""
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     message = next((ln.removeprefix("E").strip() for ln in reversed(lines)
@@ -251,7 +252,7 @@ def _import_error(text: str, package: Path) -> FileError:
     path, line = "", None
     for m in _FRAME.finditer(text):
         p, n = (m["path"], m["line"]) if m["path"] else (m["path2"], m["line2"])
-        where = _where(p, int(n), package)
+        where = _where(p, int(n), package, cwd)
         if where is not None:
             path, line = where.rsplit(":", 1)[0], int(n)
     return FileError(path or "(the tests)", line, message)

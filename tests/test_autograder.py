@@ -20,6 +20,8 @@ from minisglang.cli import main
 from minisglang.grading import REPO_TESTS, format_report, run_task_tests
 from minisglang.stages import STAGE_MODULES
 
+import mutants
+
 STAGES_WITH_TASKS = [tag for tag in STAGE_MODULES if all_tasks(tag)]
 
 
@@ -196,17 +198,19 @@ def _region_file(task: str) -> str:
 
 @pytest.fixture(scope="module")
 def graded_class(tmp_path_factory):
-    """Three s1 copies graded as a class: one with a syntax error, one with an infinite loop
-    (task1_2 without its `seen` check) and a wrong mask (task1_3), one untouched."""
+    """Four s1 copies graded as a class: one with a syntax error, one importing a module that
+    does not exist, one with an infinite loop (task1_2 without its `seen` check) and a wrong
+    mask (task1_3), one untouched."""
     root = tmp_path_factory.mktemp("class")
-    for name in ("syntax", "bugs", "good"):
+    for name in ("syntax", "imports", "bugs", "good"):
         checkout("s1", root / name)
     _plant(root / "syntax", _region_file("task1_1"), "        rows = self._rows\n", "        rows = (self._rows\n")
+    _plant(root / "imports", _region_file("task1_1"), "\nimport ", "\nimport no_such_module\nimport ")
     _plant(root / "bugs", _region_file("task1_2"), "if end not in seen:", "if True:")
     _plant(root / "bugs", _region_file("task1_3"), "        return row\n", "        row[0] = True\n        return row\n")
     report = root / "report.json"
     cmd = [sys.executable, "-m", "minisglang.cli", "grade", "--stage", "s1", "--timeout", "3", "--json", str(report),
-           "--impl", *(str(root / n) for n in ("syntax", "bugs", "good"))]
+           "--impl", *(str(root / n) for n in ("syntax", "imports", "bugs", "good"))]
     # The time limit: a grader that hung on the loop would be stopped here and fail the test.
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=REPO_TESTS.parent)
     return proc, json.loads(report.read_text())
@@ -225,9 +229,18 @@ def test_a_syntax_error_is_reported_with_file_and_line(graded_class):
         assert failures and all("SyntaxError" in f["reason"] for f in failures)
 
 
+def test_an_import_error_is_reported_with_file_and_line(graded_class):
+    proc, reports = graded_class
+    where = _region_file("task1_1")
+    assert re.search(rf"ERROR in your code: minisglang/{re.escape(where)}:\d+: ModuleNotFoundError: "
+                     r"No module named 'no_such_module'", proc.stdout), proc.stdout
+    for task in all_tasks("s1"):
+        assert all("no_such_module" in f["reason"] for f in reports[1]["tasks"][task]["failed"])
+
+
 def test_an_infinite_loop_fails_as_timed_out_and_names_the_test(graded_class):
     proc, reports = graded_class
-    bugs = reports[1]
+    bugs = reports[2]
     loops = [f for f in bugs["tasks"]["task1_2"]["failed"] if f["timed_out"]]
     assert loops and all("timed out" in f["reason"] for f in loops)
     assert all(f["test"].startswith("tests/test_exercises_s1.py::test_") for f in loops)
@@ -238,11 +251,13 @@ def test_an_infinite_loop_fails_as_timed_out_and_names_the_test(graded_class):
 
 def test_a_failed_assertion_is_reported_with_the_test_and_its_message(graded_class):
     proc, reports = graded_class
-    failures = reports[1]["tasks"]["task1_3"]["failed"]
+    failures = reports[2]["tasks"]["task1_3"]["failed"]
     assert failures
     for f in failures:
         assert f["reason"].startswith(("AssertionError", "assert ")) and not f["timed_out"]
-        assert f"FAIL task1_3 {f['test']}\n  {f['reason']}" in proc.stdout
+        # printed under its task, with its name (alone, or in a group with the same reason)
+        block = next(b for b in proc.stdout.split("\n\n") if f"\n  {f['reason']}" in b)
+        assert block.startswith("FAIL task1_3 ") and f["test"].rsplit("::", 1)[-1].split("[")[0] in block
 
 
 def test_the_class_table_has_one_row_per_student_and_one_column_per_task(graded_class):
@@ -250,12 +265,12 @@ def test_the_class_table_has_one_row_per_student_and_one_column_per_task(graded_
     table = proc.stdout[proc.stdout.index("student "):]
     header, rule, *rows = table.strip().splitlines()[:-1]   # the last line: "wrote FILE"
     assert header.split() == ["student", *sorted(all_tasks("s1"), key=task_key), "total"]
-    assert [r.split()[0] for r in rows] == ["syntax", "bugs", "good"]
-    assert rows[0].endswith("0/5  (code error)")
-    assert rows[1].split()[1] == "ok" and rows[1].split()[2] != "ok" and rows[1].endswith("3/5")
-    assert rows[2].split()[1:] == ["ok"] * 5 + ["5/5"]
-    assert [r["ok"] for r in reports] == [False, False, True]
-    assert reports[2]["failed"] == 0 and reports[2]["passed"] > 0
+    assert [r.split()[0] for r in rows] == ["syntax", "imports", "bugs", "good"]
+    assert rows[0].endswith("0/5  (code error)") and rows[1].endswith("0/5  (code error)")
+    assert rows[2].split()[1] == "ok" and rows[2].split()[2] != "ok" and rows[2].endswith("3/5")
+    assert rows[3].split()[1:] == ["ok"] * 5 + ["5/5"]
+    assert [r["ok"] for r in reports] == [False, False, False, True]
+    assert reports[3]["failed"] == 0 and reports[3]["passed"] > 0
 
 
 @pytest.mark.slow
@@ -267,3 +282,129 @@ def test_every_task_fails_on_blank_stubs(stage, tmp_path):
     for task, result in student.tasks.items():
         assert not result.passed, f"{task}: these tests pass on a blank stub: {result.passed}"
         assert result.failed
+
+
+# ------------------------------------------------------------------- plausible mistakes
+# (task, the mistake, text of the reference region as `minisglang solutions` prints it,
+# what the student wrote instead). Each one must fail the task's tests.
+MUTATIONS = [
+    ("task1_1", "a dead byte does not end the walk (rows[-1] is the last row)",
+     "    if state < 0:\n        return -1\n", ""),
+    ("task1_1", "state 0 taken for the dead state", "if state < 0:", "if state <= 0:"),
+    ("task1_1", "an empty token taken for a dead walk", "rows = self._rows\n", "rows = self._rows\nif not data:\n    return -1\n"),
+    ("task1_1", "only the first byte walked", "for b in data:", "for b in data[:1]:"),
+    ("task1_2", "no `seen` check: the worklist never empties", "if end not in seen:", "if True:"),
+    ("task1_2", "only the first of several tokens with the same bytes",
+     "for token_id in token_ids:\n        tokens[token_id] = end\n", "tokens[token_ids[0]] = end\n"),
+    ("task1_2", "dead walks kept", "    if end < 0:\n        continue\n", ""),
+    ("task1_2", "new states never queued", "        worklist.append(end)\n", ""),
+    ("task1_3", "the mask inverted (True = forbidden)", "return row", "return ~row"),
+    ("task1_3", "as wide as the tokenizer, not the (padded) logits",
+     "torch.zeros(self.ctx.vocab_size,", "torch.zeros(len(self.ctx.tokenizer.token_bytes),"),
+    ("task1_3", "EOS left out of the allowed set", "allowed = grammar.fsm.index.allowed_token_ids(grammar.state)",
+     "allowed = [t for t in grammar.fsm.index.allowed_token_ids(grammar.state)\n"
+     "           if t != grammar.fsm.index.eos_token_id]"),
+    ("task1_3", "an integer row, not a bool one", "dtype=torch.bool", "dtype=torch.long"),
+    ("task1_4", "the allowed tokens masked instead of the others", "masked_fill_(~row,", "masked_fill_(row,"),
+    ("task1_4", "an all-False row sampled from instead of aborted", "if not bool(row.any()):", "if False:"),
+    ("task1_4", "forbidden logits set to 0, not -inf", 'float("-inf")', "0.0"),
+    ("task1_4", "every row masked with the first request's state", "self.allowed_mask(req.grammar)",
+     "self.allowed_mask(reqs[0].grammar)"),
+    ("task1_5", "EOS moves the state to -1 (the state must stay)",
+     '    req.finish("stop", matched=token_id)\n', '    g.state = -1\n    req.finish("stop", matched=token_id)\n'),
+    ("task1_5", "a complete match does not finish by itself", "elif g.fsm.is_complete(g.state):", "elif False:"),
+    ("task1_5", "finishes in any accepting state (may stop is not must stop)",
+     "elif g.fsm.is_complete(g.state):", "elif index.is_final(g.state):"),
+    ("task1_5", "EOS finish does not say it matched EOS", "matched=token_id", "matched=None"),
+    ("task1_5", "a forbidden token does not abort", 'req.finish("abort", message=f"token', 'req.finish("stop", message=f"token'),
+    ("task2_1", "bits packed most significant first", "<< torch.arange(32, dtype=torch.int64)",
+     "<< torch.arange(31, -1, -1, dtype=torch.int64)"),
+    ("task2_1", "the word count rounded down", "words = (v + 31) // 32", "words = v // 32"),
+    ("task2_1", "the bits right-aligned in the last word", "padded[..., :v]", "padded[..., words * 32 - v:]"),
+    ("task2_2", "bits read most significant first", "_BIT.to(mask.device)", "(31 - _BIT).to(mask.device)"),
+    ("task2_2", "the padding bits kept", "[..., :vocab_size]", ""),
+    ("task2_2", "no `& 1`: the arithmetic shift drags the sign bit along", ") & 1", ")"),
+    ("task2_2", "the batch dimension flattened too", "bits.flatten(-2)", "bits.flatten()"),
+    ("task2_3", "unconstrained rows left all-forbidden", "rows = [self.all_allowed if",
+     "rows = [torch.zeros_like(self.all_allowed) if"),
+    ("task2_3", "finished requests masked by their state", "if req.grammar is None or req.finished", "if req.grammar is None"),
+    ("task2_3", "every request on the first request's FSM", "else req.grammar.fsm.state_row",
+     "else reqs[0].grammar.fsm.state_row"),
+    ("task2_3", "a new tensor instead of writing into `mask`", "torch.stack(rows, out=mask)", "mask = torch.stack(rows)"),
+    ("task2_4", "the allowed tokens masked instead of the others", "masked_fill_(~allowed,", "masked_fill_(allowed,"),
+    ("task2_4", "not in place", "logits.masked_fill_(", "logits = logits.masked_fill("),
+    ("task2_4", "the mask unpacked to its full width", "logits.shape[-1])", "mask.shape[-1] * 32)"),
+    ("task2_4", "a large negative number instead of -inf", 'float("-inf")', "-1e4"),
+    ("task3_1", "an existing entry is replaced (compiled again)", "        return entry\n", "        pass\n"),
+    ("task3_1", "a hit does not refresh the entry's LRU place", "    self.entries.move_to_end(key)\n", ""),
+    ("task3_1", "nothing is ever evicted", "    self._evict_lru()\n", ""),
+    ("task3_1", "the compile never started", "self.pool.submit(self._compile, key, regex, entry)\n", ""),
+    ("task3_2", "the timeout ignored", "entry.event.wait(timeout)", "entry.event.wait()"),
+    ("task3_2", "no wait: a compile still running is an error", "if not entry.event.wait(timeout):",
+     "if not entry.event.is_set():"),
+    ("task3_2", "a compile error returned as None", "    raise ConstraintError(entry.error)\n", "    return None\n"),
+    ("task3_3", "a slow compile never times out", "elif time.monotonic() - waiting.since > self.timeout:", "elif False:"),
+    ("task3_3", "released requests stay pending", "del self.pending[req.rid]\n", ""),
+    ("task3_3", "a request taken before its compile finished", "if self.is_done(waiting.handle):", "if True:"),
+    ("task3_3", "unconstrained requests wait behind a compiling one",
+     "    continue                    # still compiling: the ones behind it go on", "    break"),
+    ("task4_1", "jumps from accepting states (stopping is a choice too)",
+     "if len(edges) != 1 or state in dfa.finals:", "if len(edges) != 1:"),
+    ("task4_1", "a negated one-character class taken for that character",
+     "if not char_class.negated and len(char_class.chars) == 1:", "if len(char_class.chars) == 1:"),
+    ("task4_1", "any one of several characters is forced", "len(char_class.chars) == 1", "len(char_class.chars) >= 1"),
+    ("task4_1", "no forced continuation bytes", "    if len(options) == 1:", "    if False:"),
+    ("task4_2", "nothing forced returns empty bytes, not None", "return (bytes(out), state) if out else None",
+     "return (bytes(out), state)"),
+    ("task4_2", "the end of a half-written character not forced",
+     "while state >= self.num_char_states and state in self.byte_edges:", "while False:"),
+    ("task4_2", "only one character of the chain",
+     "while state in self.char_edges and state not in seen:", "if state in self.char_edges:"),
+    ("task4_3", "no prompt-fusion check", "if all_ids[:prompt_len] != req.origin_input_ids:\n    return None",
+     "if False:\n    return None"),
+    ("task4_3", "no byte-exact check", "if b\"\".join(tok.token_bytes[t] or b\"\" for t in new_output_ids) != out_bytes + jump_bytes:",
+     "if False:"),
+    ("task4_3", "a jump that reaches max_new_tokens accepted",
+     "if len(new_output_ids) >= req.sampling_params.max_new_tokens:", "if False:"),
+    ("task4_3", "the output encoded alone, after the prompt's ids",
+     "all_ids = tok.encode(req.prompt + new_text)", "all_ids = req.origin_input_ids + tok.encode(new_text)"),
+    ("task4_3", "bytes that are not UTF-8 raise", "except UnicodeDecodeError:\n    return None",
+     "except UnicodeDecodeError:\n    raise"),
+    ("task4_4", "the version not bumped", "req.version += 1", "req.version += 0"),
+    ("task4_4", "the detokenizer not restarted", "req.detokenizer = IncrementalDetokenizer(self.tokenizer)\n", ""),
+    ("task4_4", "left in the running batch too", "self.running.remove(req)\n", ""),
+    ("task4_4", "the KV not handed to the tree", "self.release_memory(req)", "pass"),
+    ("task5_1", "the state pushed onto `history` before a refused token raises",
+     "nxt = index.next_state(self.state, token_id)\nif nxt < 0:",
+     "self.history.append(self.state)\nnxt = index.next_state(self.state, token_id)\nif nxt < 0:"),
+    ("task5_1", "EOS not recorded in `history` (rollback over it breaks)",
+     "    self.history.append(self.state)\n    self.terminated = True\n", "    self.terminated = True\n"),
+    ("task5_1", "terminated in any accepting state", "self.terminated = self.fsm.is_complete(nxt)",
+     "self.terminated = index.is_final(nxt)"),
+    ("task5_1", "EOS accepted where the match is not complete",
+     "if token_id == index.eos_token_id and index.is_final(self.state):", "if token_id == index.eos_token_id:"),
+    ("task5_1", "the mask row inverted (True = blocked, as some libraries use)",
+     "vocab_mask[idx] = self.fsm.state_row[self.state]", "vocab_mask[idx] = ~self.fsm.state_row[self.state]"),
+    ("task5_2", "minItems ignored", "if min_items == 0:\n        elements = _repeat(elements, 0, 1)",
+     "elements = _repeat(elements, 0, 1)"),
+    ("task5_2", "maxItems off by one", "if max_items is not None and i >= max_items:",
+     "if max_items is not None and i > max_items:"),
+    ("task5_2", "no whitespace around the elements", 'return rf"\\[{ws}{elements}{ws}\\]"', 'return rf"\\[{elements}\\]"'),
+    ("task5_2", "an impossible array allows the empty list", "    return None\n", '    return r"\\[\\]"\n'),
+]
+
+
+def test_every_task_has_at_least_three_plausible_mistakes():
+    counts = {t: sum(m[0] == t for m in MUTATIONS) for t in all_tasks()}
+    assert all(n >= 3 for n in counts.values()), counts
+
+
+@pytest.mark.parametrize("stage", [tag.split("-")[0] for tag in STAGES_WITH_TASKS])
+def test_every_plausible_mistake_fails_its_tasks_tests(stage):
+    """Each mutation applied to the reference (tests/mutants.py, one process per stage)."""
+    mine = [{"id": f"{task}: {what}", "task": task, "old": old, "new": new}
+            for task, what, old, new in MUTATIONS if task_key(task)[0] == int(stage[1:])]
+    results, references = mutants.run_all(mine)
+    assert references and all(references), "the reference fails after the mutants ran"
+    survivors = {m: r["detail"] for m, r in results.items() if not r["caught"]}
+    assert not survivors, f"these mistakes pass the task's tests: {json.dumps(survivors, indent=1)}"

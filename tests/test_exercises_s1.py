@@ -212,6 +212,18 @@ def test_walk_bytes_edge_cases():
     assert dfa.walk_bytes(0, b"\xff" + zh) == -1
 
 
+@pytest.mark.task1_1
+def test_walk_bytes_passes_through_the_initial_state_again():
+    """State 0 is the initial state, a live one: a walk may come back to it and go on."""
+    regex = r"(ab|中)*1"
+    dfa = byte_dfa(regex)
+    for text in ["ab", "中ab", "ab中1", "abab1"]:
+        want = char_dfa(regex).walk(0, text)
+        assert dfa.walk_bytes(0, text.encode()) == want, (regex, text)
+    assert char_dfa(regex).walk(0, "ab") == 0   # the case this test is about
+    assert dfa.is_final(dfa.walk_bytes(0, "ab中ab1".encode()))
+
+
 # ---------------------------------------------------------------------------------------
 # task1_2: the reference token index walk (the allowed set of one state)
 # ---------------------------------------------------------------------------------------
@@ -423,3 +435,21 @@ def test_advance_finish_rules():
     free = make_req(None)
     stage.advance(free, tok[b"a"])  # unconstrained requests are not touched
     assert free.grammar is None and not free.finished
+
+
+@pytest.mark.task1_5
+@pytest.mark.parametrize("regex, text", [(r"1[0-9]*", b"12"), (r"(yes|no)", b"n"), (r'"[^"]*"', b'"')])
+def test_eos_leaves_the_state_where_it_is(regex, text):
+    """The spec: EOS finishes the request and leaves the FSM state unchanged (the state
+    that accepted; a later look at the request, e.g. for a trace, still sees where it ended)."""
+    stage, fsm = make_stage(), compiled(regex)
+    req = make_req(fsm)
+    for piece in (text[i:i + 1] for i in range(len(text))):
+        stage.advance(req, VOCAB.index(piece))
+    before = req.grammar.state
+    if fsm.index.is_final(before):
+        stage.advance(req, EOS)
+        assert req.finished_reason == {"type": "stop", "matched": EOS}
+    else:   # EOS where the match is incomplete: the mask never offers it; still no move to -1
+        stage.advance(req, EOS)
+    assert req.grammar.state == before, f"EOS moved the state {before} -> {req.grammar.state}"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import unicodedata
 
 import pytest
 import torch
@@ -19,8 +20,9 @@ from minisglang.constrained.jump_forward import JumpForwardMap
 from minisglang.constrained.regex_dfa import ByteDFA, compile_regex
 from minisglang.core import Req, SamplingParams
 from minisglang.stages.base import StageContext
-from minisglang.stages.s4_jump_forward import JumpForwardStage
-from minisglang.tokenizer import Tokenizer
+from minisglang.stages.s4_jump_forward import JumpForward, JumpForwardStage
+from minisglang.scheduler import Scheduler
+from minisglang.tokenizer import IncrementalDetokenizer, Tokenizer
 
 # ----------------------------------------------------------------- task4_1 + task4_2
 # Regex pieces with finite languages, so every accepted string can be listed.
@@ -80,6 +82,19 @@ def test_jump_is_the_longest_common_continuation_of_every_accepted_string(parts)
                 assert got is None, (regex, done, got)
             else:
                 assert got == (want, byte_dfa.walk_bytes(0, done + want)), (regex, done)
+
+
+@pytest.mark.task4_1
+@pytest.mark.parametrize("regex, done", [("x[^x]", "x"), ("[^b]b", ""), ('"[^"]"', '"')])
+def test_one_edge_of_many_characters_is_a_choice_not_a_jump(regex, done):
+    """A state with a single edge still branches when the edge takes several characters:
+    [^x] is stored as the one character x, negated, and takes every other one."""
+    dfa = compile_regex(regex)
+    byte_dfa = ByteDFA.from_char_dfa(dfa)
+    jm = JumpForwardMap.build(dfa, byte_dfa)
+    state = dfa.walk(0, done)
+    assert len(dfa.transitions[state]) == 1   # one edge, as the test means
+    assert state not in jm.char_edges and jm.jump_forward(state) is None
 
 
 # ----------------------------------------------------------------------------- task4_3
@@ -143,6 +158,54 @@ def test_retokenize_refuses_bytes_that_are_not_utf8(tok, stage):
     assert stage.jump.retokenize(req, b", ") is None                      # half a character, then ASCII
 
 
+class GreedyTokenizer:
+    """A toy tokenizer: longest match first over `vocab`, after an optional normalisation.
+
+    On the bundled tokenizer a changed prompt also changes the output's bytes, so each of
+    retokenize's two checks hides the other's absence. These toys separate them."""
+
+    def __init__(self, vocab: list[str], normalise=lambda text: text):
+        self.token_bytes = [v.encode() for v in vocab]
+        self.vocab, self.normalise = vocab, normalise
+
+    def encode(self, text: str) -> list[int]:
+        text, ids = self.normalise(text), []
+        while text:
+            best = max((i for i, v in enumerate(self.vocab) if text.startswith(v)), key=lambda i: len(self.vocab[i]))
+            ids.append(best)
+            text = text[len(self.vocab[best]):]
+        return ids
+
+
+def toy_request(prompt: str, prompt_ids: list[int], output_ids: list[int]) -> Req:
+    req = Req(prompt=prompt, origin_input_ids=prompt_ids, sampling_params=SamplingParams(max_new_tokens=64))
+    req.output_ids = list(output_ids)
+    return req
+
+
+@pytest.mark.task4_3
+def test_retokenize_refuses_a_changed_prompt_even_when_the_output_bytes_are_exact():
+    """The prompt "abc" came as the ids [a, bc] (e.g. from a chat template); re-encoded with
+    the output it is [ab, c]: as many tokens, the output's bytes exact, but the prompt's ids
+    (and so its KV) differ. Only the prompt check catches this."""
+    toy = GreedyTokenizer(["a", "bc", "ab", "c", "d"])
+    req = toy_request("abc", [0, 1], [])
+    assert toy.encode("abcd") == [2, 3, 4]   # the output part [d] alone is byte-exact
+    assert JumpForward(toy, None, None, None).retokenize(req, b"d") is None
+
+
+@pytest.mark.task4_3
+def test_retokenize_refuses_a_normalised_output_even_when_the_prompt_is_kept():
+    """A tokenizer that normalises (NFC) turns "e" + a combining accent into one "é": the
+    prompt's ids stay, the output's bytes do not. Only the byte-exact check catches this."""
+    toy = GreedyTokenizer(["x", ":", "e", "é", "\u0301"], normalise=lambda text: unicodedata.normalize("NFC", text))
+    req = toy_request("x:", [0, 1], [2])                                  # the output so far: "e"
+    assert toy.encode("x:" + "e\u0301")[:2] == [0, 1]
+    assert JumpForward(toy, None, None, None).retokenize(req, "\u0301".encode()) is None
+    # the same tokenizer, nothing to normalise: the jump is taken
+    assert JumpForward(toy, None, None, None).retokenize(req, b":") == [2, 1]
+
+
 @pytest.mark.task4_3
 def test_retokenize_refuses_when_the_prompt_fuses_with_the_output(tok, stage):
     req = request(tok, "The code is 1", [])
@@ -153,6 +216,38 @@ def test_retokenize_refuses_when_the_prompt_fuses_with_the_output(tok, stage):
 # ----------------------------------------------------------------------------- task4_4
 Q = "<|user|>\nExtract as JSON: Li Lei is 31 years old and lives in Paris.\n<|assistant|>\n"
 PERSON = r'\{"name": "[A-Za-z ]{1,12}", "age": [1-9]\d?, "city": "(Paris|Rome|Beijing)"\}'
+
+
+class SchedulerParts:
+    """What `Scheduler.readmit` touches, recorded: the queues, the memory hand-back, events."""
+
+    def __init__(self, tokenizer, req):
+        self.tokenizer, self.running, self.waiting_queue, self.released = tokenizer, [req], [], []
+
+    def release_memory(self, req):
+        self.released.append(req)
+
+    def record_event(self, *args, **kwargs):
+        pass
+
+
+@pytest.mark.task4_4
+def test_readmit_restarts_the_detokenizer_even_in_the_middle_of_a_character(tok):
+    """The model wrote the first byte of 我; the jump finishes the character. The old
+    detokenizer still holds that byte: fed the new ids it would print it twice (#665)."""
+    req = Req(prompt=Q, origin_input_ids=tok.encode(Q), sampling_params=SamplingParams(max_new_tokens=64))
+    req.output_ids = [tok.token_bytes.index("我".encode()[:1])]
+    req.detokenizer = IncrementalDetokenizer(tok)
+    req.output_text = req.detokenizer.feed(req.output_ids)      # "" so far: half a character
+    new_ids = tok.encode(Q + "我喜欢")[len(req.origin_input_ids):]
+    parts = SchedulerParts(tok, req)
+    Scheduler.readmit(parts, req, new_ids)
+    assert req.output_text == "我喜欢" and req.detok_offset == len(new_ids) and req.version == 1
+    assert req.output_ids == new_ids and parts.released == [req]
+    assert parts.waiting_queue == [req] and parts.running == []
+    # decoding goes on from the new ids: the next token's text only
+    more = tok.encode(Q + "我喜欢编程")[len(req.origin_input_ids) + len(new_ids):]
+    assert req.detokenizer.feed(more) == tok.decode(new_ids + more)[len("我喜欢"):]
 
 
 @pytest.mark.task4_4

@@ -114,6 +114,31 @@ def test_a_refused_token_raises_and_leaves_the_state_alone(synthetic_backend, re
 
 
 @pytest.mark.task5_1
+@pytest.mark.parametrize("regex, pieces", [(r"(yes|no)", [b"y", b"e"]), (r"1[0-9]*", [b"1", b"2"])])
+def test_a_refused_token_leaves_no_trace_in_the_history(synthetic_backend, regex, pieces):
+    """Rollback after a refusal: a refused token was never accepted, so rolling back k
+    tokens goes back exactly k accepted ones. EOS is accepted like any token (one step)."""
+    g = start(synthetic_backend, regex)
+    rows = [allowed_row(g)[0]]
+    for piece in pieces:
+        g.accept_token(VOCAB.index(piece))
+        rows.append(allowed_row(g)[0])
+    refused = next(t for t in range(len(VOCAB)) if not rows[-1][t])
+    with pytest.raises(GrammarError):
+        g.accept_token(refused)
+    g.rollback(1)
+    assert torch.equal(allowed_row(g)[0], rows[-2]), "the refused token left an entry in the history"
+    g.accept_token(VOCAB.index(pieces[-1]))
+    if rows[-1][EOS]:   # the match may end here: EOS is one more step to roll back
+        g.accept_token(EOS)
+        assert g.is_terminated()
+        g.rollback(1)
+        assert not g.is_terminated() and torch.equal(allowed_row(g)[0], rows[-1])
+    g.rollback(len(pieces))
+    assert torch.equal(allowed_row(g)[0], rows[0])
+
+
+@pytest.mark.task5_1
 @settings(max_examples=40, deadline=None)
 @given(st.sampled_from(REGEXES), st.lists(st.integers(0, 10_000), min_size=1, max_size=10), st.data())
 def test_rollback_returns_to_the_mask_of_k_tokens_ago(synthetic_backend, regex, choices, data):

@@ -1,0 +1,235 @@
+"""Run a stage's task tests against plausible wrong solutions ("mutants"), in one process.
+
+    python -c "import sys; sys.path.insert(0, 'tests'); import mutants; mutants.main()" < job.json
+
+Input: {"tasks": [the tasks whose tests the reference run covers], "mutations": [{"id",
+"task", "old", "new"}, ...]}; a mutation replaces the text `old` by `new` in the
+task's solution region (the region's body dedented, as `minisglang solutions` prints it;
+`old` must occur exactly once among the task's regions). Output: {"results": {id:
+{"caught": bool, "detail": str}}, "reference_passes": bool or null}; caught means the
+task's tests failed (or timed out) on the mutant. A mutant that timed out may leave threads
+or worker processes behind, so the run stops after it: the mutants not in "results" must be
+run again in a fresh process (`run_all` does that).
+
+A mutant is made by recompiling the one function around the region with the changed text
+and swapping its `__code__`, so every reference to the function (methods, imported
+names, bound methods) runs the mutant, and the module is never reloaded. The task's tests
+then run in this process with `pytest.main` (once per mutant: pytest, torch and the test
+modules are imported once). Between runs the `functools` caches of the tests and the
+package are cleared, so nothing computed by one mutant is reused by the next; at the end
+the reference runs once more and must pass, which shows no mutant leaked into the others.
+"""
+from __future__ import annotations
+
+import ast
+import functools
+import importlib
+import inspect
+import json
+import re
+import signal
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from hypothesis import settings
+
+from minisglang.checkout import PACKAGE_DIR, BEGIN, all_tasks, find_solution_regions
+
+REPO = PACKAGE_DIR.parent
+TESTS = REPO / "tests"
+SECONDS_PER_TEST = 60    # a mutant that loops forever fails as timed out (a loaded machine is slow)
+
+
+class MutantTimedOut(BaseException):
+    """Raised by the alarm inside a looping test; a BaseException so hypothesis does not
+    catch it and replay the loop."""
+
+
+class _Alarm:
+    """A pytest plugin: every test runs under a SIGALRM that ends it after SECONDS_PER_TEST."""
+
+    fired = False
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_call(self, item):
+        def fire(signum, frame):
+            self.fired = True
+            raise MutantTimedOut(f"{item.nodeid} ran past {SECONDS_PER_TEST} s")
+
+        previous = signal.signal(signal.SIGALRM, fire)
+        signal.alarm(SECONDS_PER_TEST)
+        try:
+            yield
+        finally:
+            signal.alarm(0)
+            signal.signal(signal.SIGALRM, previous)
+
+
+def _module_name(path: Path) -> str:
+    return ".".join(path.relative_to(REPO).with_suffix("").parts)
+
+
+def _enclosing_function(tree: ast.Module, line: int) -> tuple[list[str], ast.FunctionDef]:
+    """(enclosing class names, the outermost function) around 1-based `line`."""
+    classes, body = [], tree.body
+    while True:
+        for node in body:
+            if node.lineno <= line <= node.end_lineno:
+                if isinstance(node, ast.ClassDef):
+                    classes.append(node.name)
+                    body = node.body
+                    break
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    return classes, node
+        else:
+            raise ValueError(f"line {line} is in no function")
+
+
+def _live_function(module, classes: list[str], name: str):
+    owner = module
+    for c in classes:
+        owner = getattr(owner, c)
+    attr = inspect.getattr_static(owner, name)
+    if isinstance(attr, (classmethod, staticmethod)):
+        attr = attr.__func__
+    return inspect.unwrap(attr)
+
+
+def _find_code(code, name: str):
+    for const in code.co_consts:
+        if inspect.iscode(const):
+            if const.co_name == name:
+                return const
+            found = _find_code(const, name)
+            if found is not None:
+                return found
+    return None
+
+
+def make_mutant(task: str, old: str, new: str):
+    """(the live function, its mutant code object) for a mutation of `task`'s region."""
+    hits = []
+    for path in all_tasks()[task]:
+        text = path.read_text(encoding="utf-8")
+        lines = text.splitlines(keepends=True)
+        for t, begin, end in find_solution_regions(text):
+            if t != task:
+                continue
+            indent = BEGIN.match(lines[begin].rstrip("\n"))["indent"]
+            body = textwrap.dedent("".join(lines[begin + 1:end]))
+            if body.count(old) == 1:
+                hits.append((path, lines, begin, end, indent, body))
+            elif body.count(old) > 1:
+                raise ValueError(f"{old!r} occurs more than once in {task}'s region")
+    if len(hits) != 1:
+        raise ValueError(f"{old!r} occurs in {len(hits)} regions of {task}, not exactly one")
+    path, lines, begin, end, indent, body = hits[0]
+    mutated = textwrap.indent(body.replace(old, new), indent, lambda ln: ln.strip() != "")
+    new_lines = lines[:begin + 1] + mutated.splitlines(keepends=True) + lines[end:]
+    tree = ast.parse("".join(lines))
+    classes, node = _enclosing_function(tree, begin + 1)
+    # The function's own lines, mutated: from its `def` to its end, shifted by the change.
+    shift = len(mutated.splitlines()) - (end - begin - 1)
+    source = textwrap.dedent("".join(new_lines[node.lineno - 1:node.end_lineno + shift]))
+    if classes:   # compiled inside a class, so that `super()` gets its `__class__` cell
+        source = "class _Mutant:\n" + textwrap.indent(source, "    ")
+    module_tree = ast.parse(source)
+    ast.increment_lineno(module_tree, node.lineno - 1 - (1 if classes else 0))
+    code = _find_code(compile(module_tree, str(path), "exec"), node.name)
+    func = _live_function(importlib.import_module(_module_name(path)), classes, node.name)
+    if code.co_freevars != func.__code__.co_freevars:
+        raise ValueError(f"the mutant of {node.name} needs other closure variables: {code.co_freevars}")
+    return func, code
+
+
+def _clear_caches() -> None:
+    for name, module in list(sys.modules.items()):
+        file = getattr(module, "__file__", None) or ""
+        if name.startswith("minisglang") or file.startswith(str(TESTS)):
+            for value in list(vars(module).values()):
+                if callable(getattr(value, "cache_clear", None)) and isinstance(
+                        value, (functools._lru_cache_wrapper,)):
+                    value.cache_clear()
+
+
+def _test_files(tasks: set[str]) -> list[str]:
+    return [str(f) for f in sorted(TESTS.glob("test_*.py"))
+            if any(re.search(rf"pytest\.mark\.{t}\b", f.read_text(encoding="utf-8")) for t in tasks)]
+
+
+def run_tests(tasks: set[str], stop_at_first: bool = True) -> tuple[int, bool]:
+    """pytest's exit status on the tasks' tests, and whether a test timed out."""
+    args = [*_test_files(tasks), "-q", "--no-header", "-p", "no:cacheprovider", "-m", " or ".join(sorted(tasks)),
+            "--hypothesis-profile=mutants", "-p", "no:randomly", "-o", "addopts=--strict-markers"]
+    if stop_at_first:
+        args.append("-x")
+    alarm = _Alarm()
+    code = pytest.main(args, plugins=[alarm])
+    _clear_caches()
+    return int(code), alarm.fired
+
+
+def main() -> int:
+    job = json.load(sys.stdin)
+    mutations = job["mutations"]
+    # No example database: a failure one mutant found must not be replayed against the next.
+    settings.register_profile("mutants", database=None, derandomize=True, deadline=None)
+    results, reference = {}, None
+    real_stdout = sys.stdout
+    sys.stdout = sys.stderr   # pytest's report goes to stderr; stdout carries the JSON
+    try:
+        timed_out = False
+        for m in mutations:
+            try:
+                func, code = make_mutant(m["task"], m["old"], m["new"])
+            except (ValueError, KeyError) as e:
+                results[m["id"]] = {"caught": False, "detail": f"does not apply: {e}"}
+                continue
+            original = func.__code__
+            func.__code__ = code
+            try:
+                status, timed_out = run_tests({m["task"]})
+            finally:
+                func.__code__ = original
+            results[m["id"]] = {"caught": status == 1, "detail": f"pytest exit status {status}"
+                                + (" (timed out)" if timed_out else "")}
+            if timed_out:
+                break
+        if not timed_out:
+            status, timed_out = run_tests(set(job["tasks"]), stop_at_first=False)
+            reference = status == 0 and not timed_out
+    finally:
+        sys.stdout = real_stdout
+    print(json.dumps({"results": results, "reference_passes": reference}))
+    return 0
+
+
+def run_all(mutations: list[dict], timeout: float = 900) -> tuple[dict, list[bool]]:
+    """Run every mutant, in as many fresh processes as timeouts need; (results, whether the
+    reference passed at the end of each process that got there)."""
+    import subprocess
+
+    results, references, todo = {}, [], list(mutations)
+    tasks = sorted({m["task"] for m in mutations})
+    while True:
+        # Started with -c, not as a script: s3's compile workers (forkserver) re-import the
+        # main script, and this one, imported there, broke them.
+        code = f"import sys; sys.path.insert(0, {str(TESTS)!r}); import mutants; sys.exit(mutants.main())"
+        proc = subprocess.run([sys.executable, "-c", code], input=json.dumps({"tasks": tasks, "mutations": todo}),
+                              capture_output=True, text=True, timeout=timeout, cwd=REPO)
+        if proc.returncode != 0:
+            raise RuntimeError(f"the mutant runner failed:\n{proc.stderr[-3000:]}")
+        out = json.loads(proc.stdout)
+        results.update(out["results"])
+        if out["reference_passes"] is not None:
+            references.append(out["reference_passes"])
+        todo = [m for m in todo if m["id"] not in out["results"]]
+        if not todo and out["reference_passes"] is not None:
+            return results, references
+        # else: go on; with nothing left to mutate, the next process only runs the reference
+
+
+if __name__ == "__main__":
+    sys.exit(main())
