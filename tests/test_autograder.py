@@ -337,7 +337,10 @@ MUTATIONS = [
     ("task2_4", "a large negative number instead of -inf", 'float("-inf")', "-1e4"),
     ("task3_1", "an existing entry is replaced (compiled again)", "        return entry\n", "        pass\n"),
     ("task3_1", "a hit does not refresh the entry's LRU place", "    self.entries.move_to_end(key)\n", ""),
-    ("task3_1", "nothing is ever evicted", "    self._evict_lru()\n", ""),
+    ("task3_1", "the lookup outside the lock (two threads both miss, both compile)",
+     "with self.lock:   # check-and-insert must be one step, or two threads compile twice\n"
+     "    entry = self.entries.get(key)\n",
+     "entry = self.entries.get(key)\nwith self.lock:\n"),
     ("task3_1", "the compile never started", "self.pool.submit(self._compile, key, regex, entry)\n", ""),
     ("task3_2", "the timeout ignored", "entry.event.wait(timeout)", "entry.event.wait()"),
     ("task3_2", "no wait: a compile still running is an error", "if not entry.event.wait(timeout):",
