@@ -750,7 +750,7 @@ def test_enum_with_only_a_type_keeps_nested_values():
 # ---------------------------------------------------------------------------------------
 UNSUPPORTED_EXAMPLES = {
     "multipleOf": 2, "uniqueItems": True,
-    "contains": {}, "minContains": 1, "maxContains": 1, "unevaluatedItems": False,
+    "unevaluatedItems": False,
     "unevaluatedProperties": False, "$dynamicRef": "#x", "$recursiveRef": "#",
     "$recursiveAnchor": True,
 }

@@ -343,3 +343,39 @@ def test_if_that_cannot_be_negated_names_the_place():
     schema = {"type": "string", "if": {"pattern": "^a"}, "then": {"maxLength": 3}}
     with pytest.raises(UnsupportedSchemaError, match=re.escape("keyword 'not' at #/if: the negation of 'pattern'")):
         build_regex_from_schema(schema)
+
+
+# ---------------------------------------------------------------------------------------
+# contains / minContains / maxContains: N* (Y N*){lo,hi}
+# ---------------------------------------------------------------------------------------
+def small_arrays(values, longest=4):
+    for n in range(longest + 1):
+        yield from (list(items) for items in itertools.product(values, repeat=n))
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "array", "contains": {"const": 1}},
+    {"type": "array", "items": {"type": "integer"}, "contains": {"minimum": 2}},
+    {"type": "array", "contains": {"type": "string"}, "minContains": 2},
+    {"type": "array", "contains": {"type": "string"}, "maxContains": 1},
+    {"type": "array", "contains": {"enum": [1, "a"]}, "minContains": 2, "maxContains": 3},
+    {"type": "array", "contains": {"const": 1}, "minContains": 0, "maxContains": 1},
+    {"type": "array", "contains": {"const": 1}, "minContains": 0},
+    {"type": "array", "items": {"const": 1}, "contains": {"const": 1}, "maxContains": 2},
+    {"type": "array", "contains": {"type": "string"}, "minContains": 3, "maxContains": 2},
+])
+def test_contains_is_exact_on_small_arrays(schema):
+    domain = list(small_arrays([1, 2, "a", None]))
+    try:
+        build_regex_from_schema(schema)
+    except UnsupportedSchemaError as e:
+        assert "accepts no JSON value" in str(e) and not any(is_valid(v, schema) for v in domain)
+        return
+    assert_exact_on(schema, domain)
+
+
+def test_contains_that_cannot_be_exact_names_keyword_and_place():
+    with pytest.raises(UnsupportedSchemaError, match=re.escape("keyword 'contains' at #/items together with maxItems")):
+        build_regex_from_schema({"type": "array", "items": {"type": "array", "contains": {}, "maxItems": 3}})
+    with pytest.raises(UnsupportedSchemaError, match=re.escape("keyword 'not' at #/contains: the negation of 'pattern'")):
+        build_regex_from_schema({"type": "array", "contains": {"pattern": "a"}})

@@ -104,8 +104,8 @@ ANNOTATION_KEYWORDS = frozenset({
 })
 # Keywords that constrain values and that we do not implement: always an error.
 UNSUPPORTED_KEYWORDS = frozenset({
-    "multipleOf", "uniqueItems", "contains", "minContains",
-    "maxContains", "unevaluatedItems", "unevaluatedProperties", "$dynamicRef", "$recursiveRef", "$recursiveAnchor",
+    "multipleOf", "uniqueItems", "unevaluatedItems", "unevaluatedProperties", "$dynamicRef", "$recursiveRef",
+    "$recursiveAnchor",
 })
 # ... except with these values, which constrain nothing.
 TRIVIAL_VALUES = {"uniqueItems": False}
@@ -113,7 +113,7 @@ TRIVIAL_VALUES = {"uniqueItems": False}
 TYPE_KEYWORDS = {
     "object": ("properties", "required", "additionalProperties", "minProperties", "maxProperties",
                "patternProperties", "propertyNames"),
-    "array": ("items", "prefixItems", "minItems", "maxItems"),
+    "array": ("items", "prefixItems", "minItems", "maxItems", "contains"),
     "string": ("minLength", "maxLength", "pattern", "format"),
     "number": ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"),
 }
@@ -1297,7 +1297,9 @@ class _SchemaCompiler:
 
     def _array(self, schema: dict, path: str) -> str | None:
         """A JSON array: prefixItems, then items (absent: a tuple after prefixItems, else any
-        values), minItems/maxItems."""
+        values), minItems/maxItems; or with `contains`, see _contains_array."""
+        if "contains" in schema and (_count(schema, "minContains", path) != 0 or "maxContains" in schema):
+            return self._contains_array(schema, path)
         items, prefix = schema.get("items"), schema.get("prefixItems")
         if isinstance(items, list) and prefix is None:  # draft 7 tuples: items [...], additionalItems
             prefix, items = items, schema.get("additionalItems")
@@ -1322,6 +1324,39 @@ class _SchemaCompiler:
         else:
             item_regex = self._any_value(ANY_VALUE_NESTING - 1)
         return self._array_regex(prefix_regexes, item_regex, min_items, max_items)
+
+    def _contains_array(self, schema: dict, path: str) -> str | None:
+        """An array with minContains..maxContains items that match `contains` (default 1..):
+
+        with Y = an item matching `contains` and N = one that does not (`not contains`,
+        which must be writable exactly), the items are N* (Y N*){lo,hi}.
+        """
+        lo, hi = _count(schema, "minContains", path), _count(schema, "maxContains", path)
+        lo = 1 if lo is None else lo
+        other = [k for k in ("prefixItems", "maxItems", "uniqueItems") if k in schema and schema[k] is not False]
+        if other or isinstance(schema.get("items"), list) or (_count(schema, "minItems", path) or 0) > lo:
+            raise UnsupportedSchemaError(f"keyword 'contains' at {path} together with "
+                                         f"{', '.join(other) or 'minItems or a tuple'} is not supported")
+        if hi is not None and hi < lo:
+            return None
+        items = schema.get("items", True)
+        where = f"{path}/contains"
+        missing = self.negation(self._flatten(schema["contains"], where, [], frozenset(), False), where)
+        yes = self.value(_both(items, schema["contains"]), where)
+        no = self.value(_both(items, missing), where) if missing is not False else None
+        ws, sep = self.ws, f",{self.ws}"
+        no_tail = "" if no is None else _repeat(sep + no, 0, None)
+        options = [""] if lo == 0 else []
+        if yes is not None:
+            more_yes = _repeat(_concat(sep, yes, no_tail), max(lo - 1, 0), None if hi is None else hi - 1)
+            if no is not None:
+                options.append(_concat(no, no_tail, _repeat(_concat(sep, yes, no_tail), lo, hi)))
+            if hi is None or hi >= 1:
+                options.append(_concat(yes, no_tail, more_yes))
+        elif lo == 0 and no is not None:
+            options.append(no + no_tail)
+        elements = _alt(options)
+        return None if elements is None else rf"\[{ws}{elements}{ws}\]"
 
     def _array_regex(self, prefix: list[str], items: str | None, min_items: int, max_items: int | None) -> str | None:
         """`[` elements `]`: element i matches prefix[i], later ones `items` (None: no more)."""
