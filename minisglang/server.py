@@ -356,7 +356,7 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
 
     async def until_disconnected(request: Request) -> None:
         while not await request.is_disconnected():
-            await asyncio.sleep(0.25)
+            await asyncio.sleep(0.1)
 
     async def run(request: Request, req: Req, shape, stream: bool, include_usage: bool):
         """Queue `req`; answer with one JSON body, or with server-sent events when streaming."""
