@@ -177,6 +177,26 @@ def test_a_runaway_compile_is_stopped_while_others_are_served():
         assert stats.idle and stats.pools_full
 
 
+def test_a_client_waits_for_a_bounded_number_of_distinct_grammars():
+    engine = sgl.Engine(stage="s3", max_total_tokens=2000, max_running_requests=8, compile_timeout=3)
+    with serving_in_thread(create_app(engine, ServerOptions(max_compiling_per_client=1))) as url:
+        async def main():
+            async with httpx.AsyncClient(timeout=60) as http:
+                def post(regex):
+                    return http.post(url + "/v1/completions", json={"prompt": "ab", "regex": regex, "max_tokens": 30})
+                first = asyncio.ensure_future(post(RUNAWAY))
+                await asyncio.sleep(0.5)
+                same = asyncio.ensure_future(post(RUNAWAY))          # shares the compile: allowed
+                other = await post(r"(a|b)*b(a|b){20}")              # a second grammar: refused
+                return await first, await same, other
+
+        first, same, other = asyncio.run(main())
+        assert other.status_code == 429
+        assert other.json()["error"]["type"] == "rate_limit_error" and "limit is 1" in other.json()["error"]["message"]
+        assert first.status_code == same.status_code == 400       # both stopped at compile_timeout
+        assert wait_idle(engine).pools_full
+
+
 def test_a_non_streaming_client_that_leaves_is_aborted(faulty):
     url, engine = faulty
     with pytest.raises(httpx.TimeoutException):

@@ -3,6 +3,7 @@ limits, auth, /health, /metrics, /get_server_info, and a property test that post
 bodies to every endpoint of a live app (never a 5xx, never a hang, a good request after each)."""
 import json
 import math
+import threading
 
 import pytest
 from fastapi.testclient import TestClient
@@ -196,6 +197,18 @@ def test_a_prompt_longer_than_the_context_is_refused_before_tokenizing(client, e
     monkeypatch.setattr(engine.tokenizer, "encode", lambda *a, **k: calls.append(1) or [1])
     r = client.post("/generate", json={"text": "é" * 95_000})   # 190 KB: under the body limit
     assert "context" in openai_error(r, 400)["message"] and not calls
+
+
+def test_tokenizing_and_the_chat_template_run_off_the_scheduler_thread(client, engine, monkeypatch):
+    threads = []
+    for name in ("encode", "apply_chat_template"):
+        real = getattr(engine.tokenizer, name)
+        monkeypatch.setattr(engine.tokenizer, name, lambda *a, _real=real, **k: threads.append(
+            threading.current_thread().name) or _real(*a, **k))
+    assert client.post("/v1/chat/completions", json={"messages": HI, "max_tokens": 2}).status_code == 200
+    assert client.post("/v1/completions", json={"prompt": "x", "max_tokens": 2}).status_code == 200
+    assert len(threads) >= 3 and "minisglang-scheduler" not in threads
+    assert threading.main_thread().name not in threads   # nor the test's (TestClient's caller) thread
 
 
 def test_the_model_field_may_be_left_out_or_name_the_served_model(client):
