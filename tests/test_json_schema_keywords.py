@@ -379,3 +379,37 @@ def test_contains_that_cannot_be_exact_names_keyword_and_place():
         build_regex_from_schema({"type": "array", "items": {"type": "array", "contains": {}, "maxItems": 3}})
     with pytest.raises(UnsupportedSchemaError, match=re.escape("keyword 'not' at #/contains: the negation of 'pattern'")):
         build_regex_from_schema({"type": "array", "contains": {"pattern": "a"}})
+
+
+# ---------------------------------------------------------------------------------------
+# uniqueItems over a few possible values: every arrangement of distinct values
+# ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("schema", [
+    {"type": "array", "items": {"enum": [1, "a", None]}, "uniqueItems": True},
+    {"type": "array", "items": {"type": "boolean"}, "uniqueItems": True, "minItems": 1},
+    {"type": "array", "items": {"enum": [1, 1.0, 2, [1]]}, "uniqueItems": True, "maxItems": 2},
+    {"type": "array", "items": {"type": ["boolean", "null"]}, "uniqueItems": True, "minItems": 3},
+    {"type": "array", "items": {"enum": [1, 2, 3]}, "uniqueItems": True, "minItems": 4},
+    {"type": "array", "items": {"type": "integer"}, "uniqueItems": True, "maxItems": 1},
+])
+def test_unique_items_is_exact_on_small_arrays(schema):
+    domain = list(small_arrays([1, 2, "a", None, True, False, [1]], longest=4))
+    try:
+        build_regex_from_schema(schema)
+    except UnsupportedSchemaError as e:
+        assert "accepts no JSON value" in str(e) and not any(is_valid(v, schema) for v in domain)
+        return
+    assert_exact_on(schema, domain)
+
+
+@pytest.mark.parametrize("schema, message", [
+    ({"type": "array", "items": {"type": "integer"}, "uniqueItems": True},
+     "keyword 'uniqueItems' at # is supported only for items with at most 4 possible values"),
+    ({"type": "array", "items": {"enum": [1, 2, 3, 4, 5]}, "uniqueItems": True},
+     "keyword 'uniqueItems' at #: 5 possible item values, more than 4"),
+    ({"type": "array", "prefixItems": [{"const": 1}], "uniqueItems": True},
+     "keyword 'uniqueItems' at # together with prefixItems"),
+])
+def test_unique_items_that_cannot_be_exact_names_keyword_and_place(schema, message):
+    with pytest.raises(UnsupportedSchemaError, match=re.escape(message)):
+        build_regex_from_schema(schema)

@@ -104,11 +104,9 @@ ANNOTATION_KEYWORDS = frozenset({
 })
 # Keywords that constrain values and that we do not implement: always an error.
 UNSUPPORTED_KEYWORDS = frozenset({
-    "multipleOf", "uniqueItems", "unevaluatedItems", "unevaluatedProperties", "$dynamicRef", "$recursiveRef",
+    "multipleOf", "unevaluatedItems", "unevaluatedProperties", "$dynamicRef", "$recursiveRef",
     "$recursiveAnchor",
 })
-# ... except with these values, which constrain nothing.
-TRIVIAL_VALUES = {"uniqueItems": False}
 # The keywords of each type; a schema without "type" gets the types whose keywords it uses.
 TYPE_KEYWORDS = {
     "object": ("properties", "required", "additionalProperties", "minProperties", "maxProperties",
@@ -1317,6 +1315,11 @@ class _SchemaCompiler:
                 break
             prefix_regexes.append(regex)
             self.check_size(sum(map(len, prefix_regexes)), f"{path}/prefixItems/{i}")
+        if schema.get("uniqueItems") is True and not (max_items is not None and max_items <= 1):
+            if prefix is not None:
+                raise UnsupportedSchemaError(f"keyword 'uniqueItems' at {path} together with prefixItems "
+                                             "is not supported")
+            return self._unique_array(True if items is None else items, min_items, max_items, path)
         if items is not None:
             item_regex = self.value(items, path_items)
         elif prefix is not None:
@@ -1324,6 +1327,42 @@ class _SchemaCompiler:
         else:
             item_regex = self._any_value(ANY_VALUE_NESTING - 1)
         return self._array_regex(prefix_regexes, item_regex, min_items, max_items)
+
+    def _unique_array(self, items, min_items: int, max_items: int | None, path: str) -> str | None:
+        """uniqueItems over an item schema with a few possible values (const, enum,
+        boolean, null): every arrangement of distinct values, as a tree of choices."""
+        flat = self._flatten(items, f"{path}/items", [], frozenset(), False)
+        values = _finite_values(flat) if isinstance(flat, dict) else None
+        if values is None and isinstance(flat, dict) and set(flat) == {"type"}:
+            types = set(_types(flat, path))
+            values = [None] * ("null" in types) + [True, False] * ("boolean" in types) \
+                if types <= {"null", "boolean"} else None
+        if flat is False:
+            values = []
+        if values is None:
+            raise UnsupportedSchemaError(f"keyword 'uniqueItems' at {path} is supported only for items with at most "
+                                         f"{MAX_UNIQUE_VALUES} possible values (const, enum, boolean, null)")
+        distinct: list = []
+        for v in values:
+            if not any(_json_equal(v, d) for d in distinct):
+                distinct.append(v)
+        regexes = [self.value(_both(items, {"const": v}), f"{path}/items") for v in distinct]
+        regexes = [r for r in regexes if r is not None]
+        if len(regexes) > MAX_UNIQUE_VALUES:
+            raise UnsupportedSchemaError(f"keyword 'uniqueItems' at {path}: {len(regexes)} possible item values, "
+                                         f"more than {MAX_UNIQUE_VALUES} (every arrangement is written out)")
+        ws, sep = self.ws, f",{self.ws}"
+
+        @functools.cache
+        def rest(used: frozenset[int], lead: str) -> str | None:
+            options = [""] if len(used) >= min_items else []
+            if max_items is None or len(used) < max_items:
+                options += [_concat(lead + regexes[i], rest(used | {i}, sep))
+                            for i in range(len(regexes)) if i not in used]
+            return _alt(options)
+
+        elements = rest(frozenset(), "")
+        return None if elements is None else rf"\[{ws}{elements}{ws}\]"
 
     def _contains_array(self, schema: dict, path: str) -> str | None:
         """An array with minContains..maxContains items that match `contains` (default 1..):
@@ -1639,6 +1678,8 @@ def _step(node, token: str):
     if isinstance(node, list) and token.isdigit() and int(token) < len(node):
         return node[int(token)]
     return None
+# uniqueItems writes every arrangement of the distinct item values: n! of them.
+MAX_UNIQUE_VALUES = 4
 # Strings excluded by a `not` of const/enum: an internal keyword, never in a user's schema.
 EXCLUDED_STRINGS = "$minisglang:excludedStrings"
 
@@ -1786,9 +1827,9 @@ def _languages_overlap(a: str, b: str) -> bool:
 
 
 def _check_keywords(schema: dict, path: str) -> None:
-    """Refuse every keyword we do not implement (unless its value constrains nothing)."""
-    for keyword, value in schema.items():
-        if keyword in UNSUPPORTED_KEYWORDS and TRIVIAL_VALUES.get(keyword, object()) != value:
+    """Refuse every keyword we do not implement."""
+    for keyword in schema:
+        if keyword in UNSUPPORTED_KEYWORDS:
             raise UnsupportedSchemaError(f"keyword '{keyword}' at {path} is not supported")
 
 
