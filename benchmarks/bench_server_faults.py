@@ -60,7 +60,8 @@ async def good_request(http: httpx.AsyncClient, url: str, i: int) -> tuple[float
     elif kind == 1:
         r = await http.post(url + "/v1/chat/completions", json={
             "messages": [{"role": "user", "content": f"Li Lei is {20 + i % 50} years old. JSON:"}],
-            "max_tokens": 60, "response_format": {"type": "json_schema", "json_schema": {"name": "p", "schema": PERSON}}})
+            "max_tokens": 60,
+            "response_format": {"type": "json_schema", "json_schema": {"name": "p", "schema": PERSON}}})
         try:
             jsonschema.validate(json.loads(r.json()["choices"][0]["message"]["content"]), PERSON)
             ok = r.status_code == 200

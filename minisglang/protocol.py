@@ -194,8 +194,8 @@ class ChatMessage(_Strict):
     def _text_content(cls, content: Any) -> str:
         if isinstance(content, str):
             return content
-        if isinstance(content, list) and all(isinstance(p, dict) and p.get("type") == "text" and set(p) == {"type", "text"}
-                                             and isinstance(p["text"], str) for p in content):
+        if isinstance(content, list) and all(isinstance(p, dict) and set(p) == {"type", "text"}
+                                             and p["type"] == "text" and isinstance(p["text"], str) for p in content):
             return "".join(p["text"] for p in content)
         raise ValueError("must be a string or a list of {\"type\": \"text\", \"text\": string} parts "
                          "(images, audio and files are not supported)")

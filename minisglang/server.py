@@ -51,7 +51,7 @@ class ServerOptions:
 
     api_key: str | None = None          # when set, every endpoint but /health needs "Bearer <key>"
     max_body_bytes: int = 4 * 1024 * 1024
-    max_compiling_per_client: int = 8   # distinct grammars a client may wait for at once (429 above)
+    max_compiling_per_client: int = 8   # distinct grammars a client (an IP address) may wait for at once; 429 above
     drain_timeout: float = 2.0          # on SIGTERM: seconds in-flight requests get before their abort
 
     def __post_init__(self):
@@ -61,6 +61,12 @@ class ServerOptions:
 
 class EngineUnavailable(RuntimeError):
     """The engine cannot serve: its loop died, or the server is shutting down (HTTP 503)."""
+
+
+def _send(loop: asyncio.AbstractEventLoop, q: asyncio.Queue, item: Any) -> None:
+    """Hand `item` to a request's queue on its event loop (from the scheduler thread)."""
+    with contextlib.suppress(RuntimeError):   # that event loop is closed: nobody is listening any more
+        loop.call_soon_threadsafe(q.put_nowait, item)
 
 
 class EngineLoop:
@@ -138,7 +144,7 @@ class EngineLoop:
         for rid, (req, q, loop, _) in list(self.active.items()):
             if abort:
                 self.engine.scheduler.abort(rid, str(error))
-            loop.call_soon_threadsafe(q.put_nowait, error)
+            _send(loop, q, error)
         self.active.clear()
 
     def _fail_inbox(self) -> None:
@@ -150,7 +156,7 @@ class EngineLoop:
                 return
             if item[0] == "submit":
                 _, _, q, loop, _ = item
-                loop.call_soon_threadsafe(q.put_nowait, EngineUnavailable(f"the engine loop has stopped: {self.dead!r}"))
+                _send(loop, q, EngineUnavailable(f"the engine loop has stopped: {self.dead!r}"))
 
     def _drain_inbox(self, block: bool) -> None:
         try:
@@ -169,7 +175,7 @@ class EngineLoop:
 
     def _submit(self, req: Req, q: asyncio.Queue, loop: asyncio.AbstractEventLoop, client: str) -> None:
         if self.drain_deadline is not None:
-            loop.call_soon_threadsafe(q.put_nowait, EngineUnavailable("the server is shutting down"))
+            _send(loop, q, EngineUnavailable("the server is shutting down"))
             return
         grammar = req.sampling_params.constraint()
         if grammar is not None:
@@ -178,7 +184,7 @@ class EngineLoop:
             mine = {r.sampling_params.constraint() for r, _, _, c in self.active.values()
                     if c == client and id(r) in waiting}
             if grammar not in mine and len(mine) >= self.options.max_compiling_per_client:
-                loop.call_soon_threadsafe(q.put_nowait, RequestError(
+                _send(loop, q, RequestError(
                     f"too many grammars compiling for this client ({len(mine)}; the limit is "
                     f"{self.options.max_compiling_per_client}): wait for one to finish", status=429,
                     code="rate_limit_exceeded"))
@@ -192,7 +198,7 @@ class EngineLoop:
             if chunk is None:
                 continue
             chunk["final"] = req.released
-            loop.call_soon_threadsafe(q.put_nowait, chunk)
+            _send(loop, q, chunk)
             if req.released:
                 del self.active[rid]
                 self.metrics.finished(chunk["meta_info"])
@@ -408,7 +414,8 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
                         break
                     chunk = await gen.__anext__()
                 if include_usage:
-                    yield sse({**shape("", chunk["meta_info"], True), "choices": [], "usage": usage(chunk["meta_info"])})
+                    meta = chunk["meta_info"]
+                    yield sse({**shape("", meta, True), "choices": [], "usage": usage(meta)})
             except (RequestError, EngineUnavailable) as e:   # the stream ends with a reason, not a cut
                 status = e.status if isinstance(e, RequestError) else 503
                 yield sse(error_body(str(e), status))
