@@ -749,7 +749,7 @@ def test_enum_with_only_a_type_keeps_nested_values():
 # Errors name the keyword and the place
 # ---------------------------------------------------------------------------------------
 UNSUPPORTED_EXAMPLES = {
-    "multipleOf": 2,
+
     "unevaluatedItems": False,
     "unevaluatedProperties": False, "$dynamicRef": "#x", "$recursiveRef": "#",
     "$recursiveAnchor": True,

@@ -413,3 +413,41 @@ def test_unique_items_is_exact_on_small_arrays(schema):
 def test_unique_items_that_cannot_be_exact_names_keyword_and_place(schema, message):
     with pytest.raises(UnsupportedSchemaError, match=re.escape(message)):
         build_regex_from_schema(schema)
+
+
+# ---------------------------------------------------------------------------------------
+# multipleOf: integer steps, decimal places
+# ---------------------------------------------------------------------------------------
+NUMERALS = [n for n in range(-1100, 1101)] + [x / 100 for x in range(-300, 301, 7)] + [2.5, -7.5, 0.125]
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "integer", "multipleOf": 5},
+    {"type": "integer", "multipleOf": 8, "minimum": 0},
+    {"type": "integer", "multipleOf": 25, "exclusiveMaximum": 0},
+    {"type": "integer", "multipleOf": 3, "minimum": -20, "maximum": 40},
+    {"type": "integer", "multipleOf": 7, "exclusiveMinimum": 14, "exclusiveMaximum": 70.5},
+    {"type": "number", "multipleOf": 2},
+    {"type": "integer", "multipleOf": 0.5},
+    {"type": "integer", "multipleOf": 1.5, "minimum": 0, "maximum": 30},
+    {"type": "number", "multipleOf": 0.01, "minimum": -1, "maximum": 1.5},
+    {"type": "number", "multipleOf": 0.1, "exclusiveMinimum": -0.5, "maximum": 3},
+    {"type": "number", "multipleOf": 2.5, "minimum": -10, "maximum": 10},
+    {"type": "integer", "multipleOf": 1000, "minimum": 0},
+])
+def test_multiple_of_is_exact_on_numbers(schema):
+    assert_exact_on(schema, NUMERALS)
+    assert_sound(schema)
+
+
+@pytest.mark.parametrize("schema, message", [
+    ({"type": "integer", "multipleOf": 3}, "keyword 'multipleOf' at #: multiples of 3 are supported within bounds"),
+    ({"type": "integer", "multipleOf": 2, "minimum": 1}, "keyword 'multipleOf' at #: multiples of 2"),
+    ({"type": "number", "multipleOf": 0.5}, "keyword 'multipleOf' at #: a fractional multipleOf (0.5) is supported "
+     "only between a minimum and a maximum"),
+    ({"type": "number", "multipleOf": 0.001, "minimum": 0, "maximum": 1}, "more than 256 multiples of 0.001"),
+    ({"type": "integer", "multipleOf": 0}, "'multipleOf' at # must be greater than 0"),
+])
+def test_multiple_of_that_cannot_be_exact_names_keyword_and_place(schema, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        build_regex_from_schema(schema)

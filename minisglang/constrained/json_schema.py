@@ -56,6 +56,7 @@ from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
+from fractions import Fraction
 from urllib.parse import unquote, urldefrag, urljoin
 
 from minisglang.constrained.regex_dfa import (
@@ -104,7 +105,7 @@ ANNOTATION_KEYWORDS = frozenset({
 })
 # Keywords that constrain values and that we do not implement: always an error.
 UNSUPPORTED_KEYWORDS = frozenset({
-    "multipleOf", "unevaluatedItems", "unevaluatedProperties", "$dynamicRef", "$recursiveRef",
+    "unevaluatedItems", "unevaluatedProperties", "$dynamicRef", "$recursiveRef",
     "$recursiveAnchor",
 })
 # The keywords of each type; a schema without "type" gets the types whose keywords it uses.
@@ -113,7 +114,7 @@ TYPE_KEYWORDS = {
                "patternProperties", "propertyNames"),
     "array": ("items", "prefixItems", "minItems", "maxItems", "contains"),
     "string": ("minLength", "maxLength", "pattern", "format"),
-    "number": ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"),
+    "number": ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"),
 }
 
 
@@ -1228,6 +1229,16 @@ class _SchemaCompiler:
                                              "minimum/maximum bounds is not supported")
             whole = "[1-9]" + _repeat("[0-9]", 0, self.options.max_integer_digits - 1)
             return rf"-?(?:0|{whole})\.{_repeat('[0-9]', 0, self.options.max_fraction_digits - 1)}[1-9]"
+        step, decimal_step = 1, None
+        if "multipleOf" in schema:  # m = p/q: integers -> multiples of p; numbers: listed multiples of m
+            m = _decimal(schema["multipleOf"], "multipleOf", path)
+            if m <= 0:
+                raise InvalidSchemaError(f"'multipleOf' at {path} must be greater than 0, got {schema['multipleOf']!r}")
+            p, q = Fraction(m).as_integer_ratio()
+            if integer or q == 1:
+                integer, step = True, p
+            else:
+                decimal_step = m
         lo, lo_strict, hi, hi_strict = None, False, None, False
         for keyword, strict in (("minimum", False), ("exclusiveMinimum", True)):
             if keyword in schema:
@@ -1239,6 +1250,10 @@ class _SchemaCompiler:
                 bound = _decimal(schema[keyword], keyword, path)
                 if hi is None or bound < hi or (bound == hi and strict):
                     hi, hi_strict = bound, strict
+        if step > 1:
+            return self._multiples(step, lo, lo_strict, hi, hi_strict, path)
+        if decimal_step is not None:
+            return _decimal_multiples(decimal_step, schema["multipleOf"], lo, lo_strict, hi, hi_strict, path)
         if lo is None and hi is None:
             return _unbounded_number(self.options, integer)
         if integer:  # integer bounds: round inwards, then they are inclusive
@@ -1257,6 +1272,32 @@ class _SchemaCompiler:
         if hi is None:
             hi, hi_strict = limit, True
         return _number_range(lo, lo_strict, hi, hi_strict, not integer, self.options.max_fraction_digits)
+
+    def _multiples(self, step: int, lo: Decimal | None, lo_strict: bool, hi: Decimal | None, hi_strict: bool,
+                   path: str) -> str | None:
+        """The integer multiples of `step` in the bounds: listed when both bounds leave at
+        most MAX_LISTED_MULTIPLES; without bounds, when step divides 10^j (j <= 3), by
+        their last j digits."""
+        if lo is not None and hi is not None:
+            first = (lo / step).to_integral_value(ROUND_FLOOR if lo_strict else ROUND_CEILING)
+            first += 1 if lo_strict and first * step <= lo else 0
+            last = (hi / step).to_integral_value(ROUND_CEILING if hi_strict else ROUND_FLOOR)
+            last -= 1 if hi_strict and last * step >= hi else 0
+            if last - first + 1 <= MAX_LISTED_MULTIPLES:
+                return _alt([str(int(n) * step) for n in range(int(first), int(last) + 1)])
+        elif (lo is None or lo == 0) and (hi is None or hi == 0) and not (lo == 0 and hi == 0):
+            j = next((j for j in range(1, 4) if 10**j % step == 0), None)
+            digits = self.options.max_integer_digits
+            if j is not None and digits > j:
+                small = [str(n) for n in range(step, 10**j, step)]  # fewer than j+1 digits
+                endings = _alt([str(n).zfill(j) for n in range(0, 10**j, step)])
+                nonzero = _alt(small + ["[1-9]" + _repeat("[0-9]", 0, digits - 1 - j) + endings])
+                sign = "-?" if lo is None and hi is None else "" if hi is None else "-"
+                zero = [] if (lo == 0 and lo_strict) or (hi == 0 and hi_strict) else ["0"]
+                return _alt(zero + [sign + nonzero])
+        raise UnsupportedSchemaError(
+            f"keyword 'multipleOf' at {path}: multiples of {step} are supported within bounds holding at most "
+            f"{MAX_LISTED_MULTIPLES} of them, or with no bound other than 0 when {step} divides 1000")
 
     def _string(self, schema: dict, path: str) -> str | None:
         """A JSON string: `format`, or `pattern`, or minLength/maxLength characters."""
@@ -1678,6 +1719,8 @@ def _step(node, token: str):
     if isinstance(node, list) and token.isdigit() and int(token) < len(node):
         return node[int(token)]
     return None
+# multipleOf within bounds lists the multiples: at most this many.
+MAX_LISTED_MULTIPLES = 256
 # uniqueItems writes every arrangement of the distinct item values: n! of them.
 MAX_UNIQUE_VALUES = 4
 # Strings excluded by a `not` of const/enum: an internal keyword, never in a user's schema.
@@ -1792,6 +1835,31 @@ def _unevaluated_as_additional(schema: dict) -> dict:
         value = out.pop("unevaluatedItems")
         out.setdefault("items", value)
     return out
+
+
+def _decimal_multiples(step: Decimal, given, lo: Decimal | None, lo_strict: bool, hi: Decimal | None,
+                       hi_strict: bool, path: str) -> str | None:
+    """The multiples of a fractional `step` between both bounds, listed (at most
+    MAX_LISTED_MULTIPLES). Only those that a validator's float division also accepts
+    (x / step an integer in binary floating point, as jsonschema computes it: 0.29 / 0.01
+    is 28.999999999999996) are written: valid both exactly and in floats."""
+    if lo is None or hi is None:
+        raise UnsupportedSchemaError(f"keyword 'multipleOf' at {path}: a fractional multipleOf ({given!r}) is "
+                                     "supported only between a minimum and a maximum")
+    first = (lo / step).to_integral_value(ROUND_CEILING)
+    first += 1 if lo_strict and first * step <= lo else 0
+    last = (hi / step).to_integral_value(ROUND_FLOOR)
+    last -= 1 if hi_strict and last * step >= hi else 0
+    if last - first + 1 > MAX_LISTED_MULTIPLES:
+        raise UnsupportedSchemaError(f"keyword 'multipleOf' at {path}: more than {MAX_LISTED_MULTIPLES} multiples "
+                                     f"of {given!r} between the bounds")
+    texts = []
+    for n in range(int(first), int(last) + 1):
+        text = format((n * step).normalize(), "f")
+        quotient = float(text) / float(given)
+        if math.isfinite(quotient) and int(quotient) == quotient:
+            texts.append(text.replace(".", r"\.") if text != "-0" else "0")
+    return _alt(texts)
 
 
 def _searches(pattern: str, name: str, path: str) -> bool:
