@@ -12,17 +12,26 @@ What the matched JSON text looks like:
   `json.dumps(x)` and `json.dumps(x, separators=(",", ":"))` match. Free whitespace
   (`[ \\t\\n]*`) lets a model loop on spaces until max_new_tokens (outlines #839,
   vllm #44619), so it is bounded by default and configurable.
-- Object members come in the order of the schema's `properties`.
+- Object members come in the order of the schema's `properties` (option any_order: any
+  order, for objects of at most max_any_order_properties members), then the keys of
+  `patternProperties` or of a map.
 - Strings: raw characters except `"`, `\\` and control characters; JSON escapes; every
   non-ASCII character either raw or as `\\uXXXX` (how `json.dumps` writes it by default),
   except in strings with minLength/maxLength: raw characters and short escapes only, so
   that counting stays cheap (see COUNTED_STRING_CHAR).
 
-Policies where the schema allows more than we generate (each one keeps soundness):
-- `additionalProperties` absent: an object with `properties` gets no other keys (most
-  generation tools do this: extra keys are rarely wanted); an object without
-  `properties` is a free map. `additionalProperties` with a schema or `true` next to
-  `properties` also adds no other keys; without `properties` it is a map of that schema.
+Policies where the schema allows more than we generate (each one keeps soundness; the
+options of SchemaOptions change some of them):
+- `additionalProperties` absent: an object with `properties` or `patternProperties` gets
+  no other keys (most generation tools do this: extra keys are rarely wanted; option
+  extra_properties: unlisted keys after the listed ones); an object without them is a
+  free map. `additionalProperties` with a schema or `true` next to `properties` also adds
+  no other keys; without `properties` it is a map of that schema.
+- Numbers the schema does not bound have at most max_integer_digits (18) integer,
+  max_fraction_digits (20) fraction and max_exponent_digits (3) exponent digits, so a
+  model cannot write digits until max_new_tokens; one bound makes the other a power of
+  ten; fractions are always limited.
+- `format`s we do not know are an error (option unknown_formats="annotation": any string).
 - `prefixItems` without `items`: no items after the prefix (a tuple).
 - No `type`: the type comes from the type-specific keywords present (`properties` ->
   object, `minLength` -> string, ...); with none of them, any JSON value.
@@ -30,6 +39,8 @@ Policies where the schema allows more than we generate (each one keeps soundness
 - A `$ref` is expanded at most `max_ref_depth` times along one path; deeper, the
   recursive choice is removed (a tree's children list must then be empty).
 - Integers are written without fraction or exponent; numbers with bounds without exponent.
+- Strings with minLength/maxLength (and `pattern` intersected with them) write
+  non-ASCII characters raw.
 - `pattern` follows JSON Schema (a search, not a full match: `^...$` pins both ends);
   `\\d`, `\\w`, `\\s`, `.` and negated classes are narrowed to what both ECMA-262 and
   Python's `re` (which `jsonschema` uses) agree on: ASCII for the shorthand classes.
@@ -39,12 +50,24 @@ items exactly, min/max bounds, enum intersection); two different values of a key
 cannot intersect (pattern, format, ...) are an error. anyOf merges each branch with the
 sibling keywords. oneOf is accepted only when the branches are provably disjoint (by
 type, by const/enum, or by a property both require with disjoint schemas): only then is
-"exactly one" the same as "at least one".
+"exactly one" the same as "at least one". The other applicators become these, exactly:
+- `not`: its negation written with positive keywords (other types, values outside
+  const/enum, a required property absent, the opposite bound, a property that fails,
+  not anyOf = allOf of nots); other forms are an error.
+- if/then/else: anyOf [(if and then), (not if and else)] (two disjoint cases).
+- dependentRequired/dependentSchemas/dependencies: per property, anyOf [absent, present
+  and the rest]. unevaluatedProperties/Items without other applicators: additionalProperties/items.
+- contains: the items N* (Y N*){minContains,maxContains} with Y = contains, N = not contains.
+Keywords exact in restricted shapes: pattern with minLength/maxLength (a pattern of
+fixed-width parts: the intersection), patternProperties (patterns whose keys cannot
+meet a listed name or each other), propertyNames, min/maxProperties, uniqueItems (at most
+MAX_UNIQUE_VALUES possible items), multipleOf (listed within bounds, or by last digits),
+$ref to any $id/$anchor of the document.
 
-Every keyword that constrains values and is not implemented (multipleOf, not, if/then/else,
-uniqueItems, patternProperties, ...) raises UnsupportedSchemaError naming the keyword and
-where it is: never a silently weaker grammar. Annotations (title, description, default,
-...) are ignored, and so are unknown keywords, as JSON Schema itself does.
+Every keyword or shape we cannot enforce exactly raises UnsupportedSchemaError naming the
+keyword and where it is: never a silently weaker grammar. Annotations (title,
+description, default, ...) are ignored, and so are unknown keywords, as JSON Schema
+itself does.
 """
 from __future__ import annotations
 
