@@ -55,8 +55,9 @@ class ServerOptions:
     drain_timeout: float = 2.0          # on SIGTERM: seconds in-flight requests get before their abort
 
     def __post_init__(self):
-        if self.max_body_bytes < 1 or self.max_compiling_per_client < 1 or self.drain_timeout < 0:
-            raise ValueError(f"invalid server options {self}")
+        for name, low in (("max_body_bytes", 1), ("max_compiling_per_client", 1), ("drain_timeout", 0)):
+            if not getattr(self, name) >= low:
+                raise ValueError(f"server option {name} must be >= {low}, got {getattr(self, name)!r}")
 
 
 class EngineUnavailable(RuntimeError):
@@ -354,9 +355,9 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
             raise RequestError(message, status=500 if message.startswith("internal error") else 400)
 
     async def first_chunk(gen: AsyncIterator[dict[str, Any]]) -> dict[str, Any]:
-        """The first chunk; an abort before any output becomes an error response, not a stream."""
+        """The first chunk; an abort before anything was sent becomes an error response, not a stream."""
         chunk = await gen.__anext__()
-        if chunk["meta_info"]["completion_tokens"] == 0:
+        if chunk["final"]:
             refuse_abort(chunk["meta_info"])
         return chunk
 

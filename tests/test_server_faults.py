@@ -44,12 +44,13 @@ def wait_idle(engine, seconds: float = 60):
 
 @pytest.fixture(scope="module")
 def faulty():
-    """A server whose stage raises while advancing any request whose prompt says BOOM."""
+    """A server whose stage raises while advancing a request whose prompt says BOOM (at its
+    first token) or FAIL3 (at its fourth)."""
     engine = sgl.Engine(max_total_tokens=8000, max_running_requests=32, compile_timeout=2)
     advance = engine.stage.advance
 
     def advance_or_fail(req, token_id):
-        if "BOOM" in req.prompt:
+        if "BOOM" in req.prompt or "FAIL3" in req.prompt and len(req.output_ids) > 3:
             raise RuntimeError("injected fault in advance")
         return advance(req, token_id)
 
@@ -195,6 +196,29 @@ def test_a_client_waits_for_a_bounded_number_of_distinct_grammars():
         assert other.json()["error"]["type"] == "rate_limit_error" and "limit is 1" in other.json()["error"]["message"]
         assert first.status_code == same.status_code == 400       # both stopped at compile_timeout
         assert wait_idle(engine).pools_full
+
+
+def test_a_stream_whose_step_raises_ends_with_an_error_event_and_done(faulty):
+    url, engine = faulty
+    body = {"messages": [{"role": "user", "content": "FAIL3"}], "max_tokens": 12, "ignore_eos": True, "stream": True}
+    with httpx.stream("POST", url + "/v1/chat/completions", timeout=60, json=body) as r:
+        assert r.status_code == 200     # tokens were out before the fault
+        events = [line[6:] for line in r.iter_lines() if line.startswith("data: ")]
+    assert events[-1] == "[DONE]"
+    error = json.loads(events[-2])["error"]
+    assert error["type"] == "server_error" and "injected fault" in error["message"]
+    assert json.loads(events[0])["choices"][0]["delta"]["role"] == "assistant"
+    # A fault before anything was streamed is a plain 500 response instead.
+    r = httpx.post(url + "/v1/chat/completions", timeout=60, json={**body, "messages": [
+        {"role": "user", "content": "BOOM"}]})
+    assert r.status_code == 500 and "injected fault" in r.json()["error"]["message"]
+
+
+def test_server_options_are_checked():
+    with pytest.raises(ValueError, match="max_body_bytes must be >= 1"):
+        ServerOptions(max_body_bytes=0, api_key="secret")
+    with pytest.raises(TypeError):
+        ServerOptions(max_bodybytes=10)       # a typo is refused, not ignored
 
 
 def test_a_non_streaming_client_that_leaves_is_aborted(faulty):
