@@ -230,7 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="require 'Authorization: Bearer KEY' (default: $MINISGLANG_API_KEY, else none)")
     sv.add_argument("--max-body-bytes", type=int, default=None, help="larger bodies get 413 (default 4 MiB)")
     sv.add_argument("--max-compiling-per-client", type=int, default=None,
-                    help="a client's requests waiting for a grammar at once; 429 above (default 8)")
+                    help="distinct grammars one client (IP address) may wait for at once; 429 above (default 8)")
     sv.add_argument("--drain-timeout", type=float, default=None,
                     help="on SIGTERM, seconds in-flight requests get before they are aborted (default 2)")
     sv.set_defaults(func=cmd_serve)
