@@ -26,6 +26,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -144,7 +145,7 @@ def run_task_tests(stage: str, impl: str | Path | None = None, tests_dir: Path =
             events_path.write_text("")
             stuck, output, returncode = _run_until_stuck(cmd, env, cwd, events_path, test_timeout, deadline)
             outputs.append(output)
-            events = [json.loads(line) for line in events_path.read_text().splitlines() if line.strip()]
+            events = _read_events(events_path)
             if stuck is None and returncode not in (0, 1) and not events:
                 # pytest itself failed (a bad option, a broken plugin): nothing to explain
                 raise RuntimeError(f"the graded test run failed (exit status {returncode}):\n{output[-3000:]}")
@@ -169,7 +170,10 @@ def _run_until_stuck(cmd, env, cwd, events_path: Path, test_timeout: float, dead
     deadline). Returns ((test, markers, reason) or None, pytest's output, its exit status)."""
     grace = 1.5 * test_timeout + 10   # pytest-timeout fires first when it can
     with tempfile.TemporaryFile("w+") as out:
-        proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, text=True)
+        # A session of its own, so that a kill also ends the processes it started (the s3
+        # compile workers of a stuck test).
+        proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, text=True,
+                                start_new_session=True)
         stuck = None
         while proc.poll() is None:
             time.sleep(0.2)
@@ -182,24 +186,31 @@ def _run_until_stuck(cmd, env, cwd, events_path: Path, test_timeout: float, dead
                 stuck = (running[0], running[1], "timed out: the whole grading run ran out of time") \
                     if running else ("<collection>", [], "timed out before any test started")
             if stuck is not None:
-                proc.kill()
+                os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
                 break
         out.seek(0)
         return stuck, out.read(), proc.returncode
 
 
+def _read_events(events_path: Path) -> list[dict]:
+    """The plugin's events so far (a line cut short by a kill, or being written, is skipped)."""
+    try:
+        lines = events_path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return []
+    events = []
+    for line in lines:
+        try:
+            events.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return events
+
+
 def _running_test(events_path: Path) -> tuple[str, list[str], float] | None:
     """The test that started last and has not finished, with its markers and start time."""
-    try:
-        lines = events_path.read_text().splitlines()
-    except FileNotFoundError:
-        return None
-    for line in reversed(lines):
-        try:
-            event = json.loads(line)
-        except json.JSONDecodeError:
-            continue   # a line being written
+    for event in reversed(_read_events(events_path)):
         if event["event"] == "start":
             return event["test"], event["markers"], event["time"]
         if event["event"] == "finish":
@@ -331,7 +342,7 @@ def _indent(text: str, limit: int = 12) -> str:
 def format_class_table(reports: list[GradeReport]) -> str:
     """One row per student (their directory's name), one column per task: passed/total."""
     tasks = list(reports[0].tasks)
-    names = [Path(r.impl).name if r.impl else "reference" for r in reports]
+    names = short_names([r.impl or "reference" for r in reports])
     width = max([7, *map(len, names)])
     head = f"{'student':{width}s} " + " ".join(f"{t:>8s}" for t in tasks) + "    total"
     lines = [head, "-" * len(head)]
@@ -345,6 +356,17 @@ def format_class_table(reports: list[GradeReport]) -> str:
         note = "  (code error)" if r.file_errors else ""
         lines.append(f"{name:{width}s} " + " ".join(cells) + f"  {done:3d}/{len(tasks)}{note}")
     return "\n".join(lines)
+
+
+def short_names(paths: list[str]) -> list[str]:
+    """The fewest trailing path parts that tell the paths apart: ~/class/alice/s2 and
+    ~/class/bob/s2 are "alice/s2" and "bob/s2"."""
+    parts = [Path(p).parts for p in paths]
+    for k in range(1, max(map(len, parts)) + 1):
+        names = ["/".join(p[-k:]) for p in parts]
+        if len(set(names)) == len(names):
+            return names
+    return list(paths)
 
 
 # ---------------------------------------------------------------------- the CLI entry

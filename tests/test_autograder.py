@@ -17,7 +17,7 @@ import pytest
 from minisglang.checkout import (PACKAGE_DIR, all_tasks, blank_solutions, checkout, find_solution_regions,
                                  region_keys, task_key)
 from minisglang.cli import main
-from minisglang.grading import REPO_TESTS, format_report, run_task_tests
+from minisglang.grading import REPO_TESTS, format_report, run_task_tests, short_names
 from minisglang.stages import STAGE_MODULES
 
 import mutants
@@ -271,6 +271,11 @@ def test_the_class_table_has_one_row_per_student_and_one_column_per_task(graded_
     assert rows[3].split()[1:] == ["ok"] * 5 + ["5/5"]
     assert [r["ok"] for r in reports] == [False, False, False, True]
     assert reports[3]["failed"] == 0 and reports[3]["passed"] > 0
+
+
+def test_class_rows_are_named_by_the_fewest_path_parts_that_differ():
+    assert short_names(["/home/class/alice/s2", "/home/class/bob/s2"]) == ["alice/s2", "bob/s2"]
+    assert short_names(["/x/syntax", "/x/good", "reference"]) == ["syntax", "good", "reference"]
 
 
 @pytest.mark.slow
