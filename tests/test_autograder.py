@@ -273,6 +273,27 @@ def test_the_class_table_has_one_row_per_student_and_one_column_per_task(graded_
     assert reports[3]["failed"] == 0 and reports[3]["passed"] > 0
 
 
+def test_grade_verbose_prints_pytests_output_and_json_writes_the_report(tmp_path, monkeypatch, capsys):
+    """The CLI's plumbing, on a canned report (the runs themselves are tested above)."""
+    from minisglang import grading
+
+    canned = grading.GradeReport("s1", None, {"task1_1": grading.TaskResult("task1_1", passed=["t::a"], failed=[
+        grading.Failure("t::b", "AssertionError: 3 != 4", "minisglang/x.py:7", "Failing test case: b(n=3)")])},
+        output="=== pytest's own output ===")
+    monkeypatch.setattr(grading, "run_task_tests", lambda stage, impl, test_timeout: canned)
+    assert main(["grade", "--stage", "s1", "--verbose", "--json", str(tmp_path / "r.json")]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("=== pytest's own output ===")
+    assert "FAIL task1_1 t::b\n  AssertionError: 3 != 4\n  raised at minisglang/x.py:7\n  Failing test case: b(n=3)" in out
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert data["ok"] is False and data["passed"] == 1 and data["failed"] == 1
+    assert data["tasks"]["task1_1"]["failed"][0]["example"] == "Failing test case: b(n=3)"
+    monkeypatch.setattr(grading, "run_task_tests", lambda stage, impl, test_timeout: grading.GradeReport(
+        "s1", None, {"task1_1": grading.TaskResult("task1_1", passed=["t::a"])}))
+    assert main(["grade", "--stage", "s1"]) == 0
+    assert "pytest's own output" not in capsys.readouterr().out
+
+
 def test_class_rows_are_named_by_the_fewest_path_parts_that_differ():
     assert short_names(["/home/class/alice/s2", "/home/class/bob/s2"]) == ["alice/s2", "bob/s2"]
     assert short_names(["/x/syntax", "/x/good", "reference"]) == ["syntax", "good", "reference"]
