@@ -244,6 +244,7 @@ def test_a_chunked_upload_over_the_limit_is_413_on_loopback():
         assert httpx.get(url + "/health").status_code == 200
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")   # the loop re-raises, on purpose
 def test_when_the_loop_dies_health_is_503_and_everyone_gets_an_error():
     engine = sgl.Engine(max_total_tokens=2000, max_running_requests=4)
     fatal = threading.Event()
