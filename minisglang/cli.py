@@ -119,11 +119,20 @@ def cmd_viz(args) -> int:
     return 0
 
 
+def _user_error(e: Exception) -> int:
+    """A mistake in what the user asked for (a stage, a task, a directory): one line, status 2."""
+    print(f"error: {e}", file=sys.stderr)
+    return 2
+
+
 def cmd_checkout(args) -> int:
     from .checkout import checkout
 
     notes: list[str] = []
-    out = checkout(args.stage, args.dir, student=args.student, from_dir=args.from_dir, notes=notes)
+    try:
+        out = checkout(args.stage, args.dir, student=args.student, from_dir=args.from_dir, notes=notes)
+    except (ValueError, FileNotFoundError, FileExistsError) as e:
+        return _user_error(e)
     kind = "student copy (exercise regions blanked)" if args.student else "reference copy"
     print(f"wrote {kind} of {args.stage} to {out}")
     for note in notes:
@@ -135,13 +144,19 @@ def cmd_checkout(args) -> int:
 def cmd_grade(args) -> int:
     from .grading import grade
 
-    return grade(args.stage, args.impl, test_timeout=args.timeout, verbose=args.verbose, json_path=args.json)
+    try:
+        return grade(args.stage, args.impl, test_timeout=args.timeout, verbose=args.verbose, json_path=args.json)
+    except (ValueError, FileNotFoundError) as e:
+        return _user_error(e)
 
 
 def cmd_solutions(args) -> int:
     from .checkout import format_solutions
 
-    print(format_solutions(args.stage, args.task))
+    try:
+        print(format_solutions(args.stage, args.task))
+    except ValueError as e:
+        return _user_error(e)
     return 0
 
 

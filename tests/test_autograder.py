@@ -164,8 +164,10 @@ def test_solutions_prints_the_reference_regions_for_instructors(capsys):
     assert main(["solutions", "s2"]) == 0
     out = capsys.readouterr().out
     assert all(f"# {t}:" in out for t in all_tasks("s2")) and "task1_" not in out
-    with pytest.raises(ValueError, match="belongs to stage s1"):
-        main(["solutions", "s2", "--task", "task1_1"])
+    assert main(["solutions", "s2", "--task", "task1_1"]) == 2
+    assert capsys.readouterr().err == "error: task1_1 belongs to stage s1, not s2\n"
+    assert main(["grade", "--stage", "s2", "--impl", "/nonexistent/dir"]) == 2
+    assert "holds no minisglang package" in capsys.readouterr().err
 
 
 def test_grade_rejects_a_directory_without_a_package(tmp_path):
