@@ -201,8 +201,8 @@ def _region_file(task: str) -> str:
 @pytest.fixture(scope="module")
 def graded_class(tmp_path_factory):
     """Four s1 copies graded as a class: one with a syntax error, one importing a module that
-    does not exist, one with an infinite loop (task1_2 without its `seen` check) and a wrong
-    mask (task1_3), one untouched."""
+    does not exist, one with an infinite loop (task1_2 without its `seen` check), a wrong
+    mask (task1_3) and forbidden logits set to 0 (task1_4), one untouched."""
     root = tmp_path_factory.mktemp("class")
     for name in ("syntax", "imports", "bugs", "good"):
         checkout("s1", root / name)
@@ -210,6 +210,7 @@ def graded_class(tmp_path_factory):
     _plant(root / "imports", _region_file("task1_1"), "\nimport ", "\nimport no_such_module\nimport ")
     _plant(root / "bugs", _region_file("task1_2"), "if end not in seen:", "if True:")
     _plant(root / "bugs", _region_file("task1_3"), "        return row\n", "        row[0] = True\n        return row\n")
+    _plant(root / "bugs", _region_file("task1_4"), 'masked_fill_(~row, float("-inf"))', "masked_fill_(~row, 0.0)")
     report = root / "report.json"
     cmd = [sys.executable, "-m", "minisglang.cli", "grade", "--stage", "s1", "--timeout", "3", "--json", str(report),
            "--impl", *(str(root / n) for n in ("syntax", "imports", "bugs", "good"))]
@@ -262,6 +263,16 @@ def test_a_failed_assertion_is_reported_with_the_test_and_its_message(graded_cla
         assert block.startswith("FAIL task1_3 ") and f["test"].rsplit("::", 1)[-1].split("[")[0] in block
 
 
+def test_a_hypothesis_failure_shows_its_failing_example(graded_class):
+    proc, reports = graded_class
+    failures = reports[2]["tasks"]["task1_4"]["failed"]
+    examples = [f for f in failures if f["example"]]
+    assert examples, failures
+    for f in examples:
+        assert f["example"].startswith(("Failing test case:", "Falsifying example:"))
+        assert f["example"].splitlines()[0] + "\n" in proc.stdout.split(f["reason"], 1)[1]
+
+
 def test_the_class_table_has_one_row_per_student_and_one_column_per_task(graded_class):
     proc, reports = graded_class
     table = proc.stdout[proc.stdout.index("student "):]
@@ -269,7 +280,7 @@ def test_the_class_table_has_one_row_per_student_and_one_column_per_task(graded_
     assert header.split() == ["student", *sorted(all_tasks("s1"), key=task_key), "total"]
     assert [r.split()[0] for r in rows] == ["syntax", "imports", "bugs", "good"]
     assert rows[0].endswith("0/5  (code error)") and rows[1].endswith("0/5  (code error)")
-    assert rows[2].split()[1] == "ok" and rows[2].split()[2] != "ok" and rows[2].endswith("3/5")
+    assert rows[2].split()[1] == "ok" and rows[2].split()[2] != "ok" and rows[2].endswith("2/5")
     assert rows[3].split()[1:] == ["ok"] * 5 + ["5/5"]
     assert [r["ok"] for r in reports] == [False, False, False, True]
     assert reports[3]["failed"] == 0 and reports[3]["passed"] > 0
