@@ -499,3 +499,14 @@ def test_a_task_heading_names_the_function_that_holds_the_task(path: Path):
         if not any(h == name or h.endswith("." + name) for h in holders):
             wrong.append(f"task {major}_{minor}: the page says {name}, the region is in {sorted(holders)}")
     assert not wrong, f"{path.name}: " + "; ".join(wrong)
+
+
+LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+
+
+@pytest.mark.parametrize("path", [p for p in COURSE_FILES if p.suffix == ".md"], ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_relative_link_resolves(path: Path):
+    """A link to a chapter, notebook, figure or results file that was renamed fails here."""
+    broken = [target for target in LINK.findall(path.read_text(encoding="utf-8"))
+              if "://" not in target and not (path.parent / target).exists()]
+    assert not broken, f"{path.relative_to(ROOT)} links to files that do not exist: {broken}"
