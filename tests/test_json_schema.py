@@ -603,9 +603,14 @@ def test_one_of_with_disjoint_branches_is_sound():
     [{"type": "object", "properties": {"a": {"const": 1}}}, {"type": "object", "properties": {"a": {"const": 2}}}],
     [{"minimum": 0}, {"type": "string"}],
 ])
-def test_one_of_that_may_overlap_is_refused(branches):
-    with pytest.raises(UnsupportedSchemaError, match="'oneOf' at #: branches 0 and 1 may both accept a value"):
-        build_regex_from_schema({"oneOf": branches})
+def test_one_of_that_may_overlap_is_written_with_negations(branches):
+    """Branch i and not the branches it may overlap (exactness: test_json_schema_keywords.py)."""
+    schema = {"oneOf": branches}
+    assert_sound(schema)
+    regex = re.compile(build_regex_from_schema(schema))
+    for value in [1, 2.5, -1, "x", {"a": 1}, {"a": 2}, {"a": 3}, None]:
+        if regex.fullmatch(json.dumps(value)):
+            assert is_valid(value, schema), value
 
 
 def test_all_of_merges_exactly():

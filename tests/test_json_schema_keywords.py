@@ -451,3 +451,25 @@ def test_multiple_of_is_exact_on_numbers(schema):
 def test_multiple_of_that_cannot_be_exact_names_keyword_and_place(schema, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         build_regex_from_schema(schema)
+
+
+# ---------------------------------------------------------------------------------------
+# oneOf with branches that may overlap: branch i and not the branches it may meet
+# ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("schema", [
+    {"oneOf": [{"type": "string"}, {"maxLength": 2}]},
+    {"type": "string", "oneOf": [{"minLength": 2}, {"maxLength": 3}]},
+    {"oneOf": [{"enum": [1, 2, "a"]}, {"enum": [2, "a", None]}, {"type": "boolean"}]},
+    {"type": "object", "properties": {"a": {}, "b": {}},
+     "oneOf": [{"required": ["a"]}, {"required": ["b"]}]},
+])
+def test_one_of_with_overlaps_is_exact_when_branches_negate(schema):
+    values = SCALARS + ["abcd", "abc", {"a": 1, "b": 2}, {"b": 1}, 2.5, 5, -3]
+    assert_exact_on(schema, values)
+
+
+def test_one_of_that_cannot_be_negated_says_why():
+    schema = {"type": "string", "oneOf": [{"pattern": "a"}, {"pattern": "b"}]}
+    with pytest.raises(UnsupportedSchemaError, match=re.escape("'oneOf' at #: branches 0 and 1 may both accept a "
+                                                               "value") + ".*negation of 'pattern'"):
+        build_regex_from_schema(schema)

@@ -1178,13 +1178,21 @@ class _SchemaCompiler:
         if keyword == "oneOf":  # "exactly one" = "at least one" only when no value fits two branches
             exact = [self.flatten({"allOf": [rest, b]}, f"{path}/oneOf/{i}", cut_deep_refs=False)[0]
                      for i, b in enumerate(branches)]
-            for i in range(len(exact)):
-                for j in range(i + 1, len(exact)):
-                    if not self._disjoint(exact[i], exact[j], path):
-                        raise UnsupportedSchemaError(
-                            f"'oneOf' at {path}: branches {i} and {j} may both accept a value, and we can "
-                            "only prove disjointness by type, const/enum, or a required property with "
-                            "disjoint schemas (use anyOf if overlaps are fine)")
+            overlapping = [(i, j) for i in range(len(exact)) for j in range(i + 1, len(exact))
+                           if not self._disjoint(exact[i], exact[j], path)]
+            if overlapping:  # branch i and not each branch it may overlap: exact when negatable
+                try:
+                    merged = [self.flatten({"allOf": [rest, b] + [
+                        self.negation(self._flatten(branches[j], f"{path}/oneOf/{j}", [], frozenset(), False),
+                                      f"{path}/oneOf/{j}") for j in range(len(branches)) if (min(i, j), max(i, j))
+                        in overlapping]}, f"{path}/oneOf/{i}") for i, b in enumerate(branches)]
+                except UnsupportedSchemaError as e:
+                    i, j = overlapping[0]
+                    raise UnsupportedSchemaError(
+                        f"'oneOf' at {path}: branches {i} and {j} may both accept a value, and we can "
+                        "only prove disjointness by type, const/enum, or a required property with "
+                        f"disjoint schemas, or negate a branch exactly ({e}); use anyOf if overlaps are fine") \
+                        from None
         options, chars = [], 0
         for i, (flat, refs) in enumerate(merged):
             with self.expanding(refs):
