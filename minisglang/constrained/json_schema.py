@@ -655,14 +655,8 @@ def _translate_regex(items: list, pattern: str, path: str) -> str | None:
     """Python's parse of a regex -> our regex for the same characters written as JSON text."""
     out = []
     for op, arg in items:
-        if op is _P.LITERAL:
-            part = _json_string_chars([(arg, arg)])
-        elif op is _P.NOT_LITERAL:
-            part = _json_string_chars(_complement([(arg, arg)]))
-        elif op is _P.ANY:
-            part = _json_string_chars(_DOT)
-        elif op is _P.IN:
-            part = _json_string_chars(_class_ranges(arg))
+        if op in (_P.LITERAL, _P.NOT_LITERAL, _P.ANY, _P.IN):
+            part = _json_string_chars(_item_ranges(op, arg))
         elif op in (_P.MAX_REPEAT, _P.MIN_REPEAT):  # laziness does not change the language
             lo, hi, sub = arg
             part = _repeat(_translate_regex(list(sub), pattern, path), lo, None if hi == _P.MAXREPEAT else hi)
