@@ -44,5 +44,6 @@ def sample_row(row: torch.Tensor, req: Req, generator: torch.Generator) -> int:
         sorted_probs, order = torch.sort(probs, descending=True)
         # Keep the smallest set whose mass reaches top_p (the first token always stays).
         keep = torch.cumsum(sorted_probs, 0) - sorted_probs < p.top_p
+        keep[0] = True   # also when top_p is below float32's range (1e-300 rounds to 0)
         probs = torch.zeros_like(probs).scatter(0, order, sorted_probs * keep)
     return int(torch.multinomial(probs, 1, generator=generator))

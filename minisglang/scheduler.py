@@ -35,6 +35,8 @@ from typing import Any
 
 import torch
 
+from .backends.base import GrammarError
+from .constrained.regex_dfa import RegexError
 from .core import Req
 from .memory_pool import ReqToTokenPool, TokenToKVPool
 from .model.forward_batch import ForwardBatch, ForwardMode
@@ -185,13 +187,14 @@ class Scheduler:
         if new_reqs:
             return ScheduledBatch(ForwardMode.EXTEND, new_reqs)
         if self.running:
-            decoding = list(self.running)
-            try:
-                for r in self.stage.before_decode(decoding):   # hook 3 (s4's jumps)
-                    self.readmit(r.req, r.new_output_ids)
-            except Exception as e:   # a re-admission cut short may have left a request in no queue
-                self.abort_for_error(decoding, "preparing the decode batch (hook 3)", e)
-                for req in decoding:
+            # Hook 3 (s4's jumps), one request at a time: a grammar that fails here (e.g. grows
+            # past its automaton limit while looking for a jump) aborts only its own request.
+            for req in list(self.running):
+                try:
+                    for r in self.stage.before_decode([req]):
+                        self.readmit(r.req, r.new_output_ids)
+                except Exception as e:   # a re-admission cut short may have left it in no queue
+                    self.abort_for_error([req], "preparing the decode batch (hook 3)", e)
                     self.release_request(req)
         if self.running:
             return ScheduledBatch(ForwardMode.DECODE, list(self.running))
@@ -225,7 +228,18 @@ class Scheduler:
     def sample(self, batch: ScheduledBatch, logits: torch.Tensor) -> list[int]:
         """Mask (hook 4), then sample one token per request; -1 for a request the mask aborted."""
         logits = logits.float()
-        self.stage.mask_logits(logits, batch.reqs)
+        try:
+            self.stage.mask_logits(logits, batch.reqs)
+        except Exception:
+            # Find whose grammar failed: mask row by row (a mask set again is the same mask) and
+            # abort only the requests that fail alone; one grammar must not take its batch down.
+            for i, req in enumerate(batch.reqs):
+                if req.finished:
+                    continue
+                try:
+                    self.stage.mask_logits(logits[i:i + 1], [req])
+                except Exception as e:
+                    self.abort_for_error([req], "masking its logits (hook 4)", e)
         live = [i for i, r in enumerate(batch.reqs) if not r.finished]
         ids = [-1] * len(batch.reqs)
         if live:
@@ -323,7 +337,10 @@ class Scheduler:
         self.totals.errors += 1
         logger.error("step %d: error while %s (aborting %d request(s))", self.step_count, where,
                      len(reqs), exc_info=error)
-        message = f"internal error while {where}: {type(error).__name__}: {error}"
+        if isinstance(error, (RegexError, GrammarError)):   # the request's grammar, not the engine, failed
+            message = f"the grammar failed while {where}: {error}"
+        else:
+            message = f"internal error while {where}: {type(error).__name__}: {error}"
         for req in reqs:
             req.finish("abort", message=message)
             self.record_event("error", req, where=where, error=repr(error))

@@ -235,8 +235,7 @@ def test_a_detokenizer_or_stop_check_failure_aborts_only_that_request(engine, al
 
 
 @pytest.mark.parametrize("where,phase", [
-    ("forward", "prefill"), ("forward", "decode"), ("mask_logits", "prefill"), ("mask_logits", "decode"),
-    ("sample", "prefill"), ("sample", "decode"), ("before_decode", "decode"),   # hook 3: decode only
+    ("forward", "prefill"), ("forward", "decode"), ("sample", "prefill"), ("sample", "decode"),
     ("poll_grammar_queue", "prefill")])                                          # hook 2: on arrival
 def test_a_batch_failure_aborts_that_batch_and_the_next_step_goes_on(engine, alone, monkeypatch, where, phase):
     """The batch holding the victim is aborted and its memory given back; requests that
@@ -273,10 +272,31 @@ def test_a_batch_failure_aborts_that_batch_and_the_next_step_goes_on(engine, alo
     assert_quiet_and_full(engine)
 
 
-def test_a_readmission_cut_short_leaves_no_request_behind(engine, monkeypatch):
+@pytest.mark.parametrize("where,phase", [("mask_logits", "prefill"), ("mask_logits", "decode"),
+                                         ("before_decode", "decode")])   # hook 3: decode only
+def test_a_mask_or_jump_failure_aborts_only_the_request_it_concerns(engine, alone, monkeypatch, where, phase):
+    """Hooks 3 and 4 are called for the whole batch, but what fails in them is one request's
+    grammar (a lazy automaton past its limit): the scheduler finds that request by calling
+    the hook for each request alone, aborts it, and the rest of the batch goes on unchanged."""
+    victim_prompt = PROMPTS[0]
+
+    def is_victim(req):
+        return req.prompt == victim_prompt and (phase == "prefill" or bool(req.output_ids))
+
+    monkeypatch.setattr(engine.stage, where, raising_for(is_victim, getattr(engine.stage, where)))
+    reqs = [engine.submit(p, GREEDY) for p in PROMPTS[:3]]
+    run_all(engine, reqs)
+    monkeypatch.undo()
+    assert reqs[0].finished_reason["type"] == "abort"
+    assert reqs[0].finished_reason["message"].endswith("RuntimeError: injected fault")
+    assert [r.output_text for r in reqs[1:]] == [alone[p] for p in PROMPTS[1:3]]
+    assert_quiet_and_full(engine)
+
+
+def test_a_readmission_cut_short_leaves_no_request_behind(engine, alone, monkeypatch):
     """Hook 3 asks to re-admit a request and the move fails half-way (its memory already
-    given to the tree, out of `running`, not yet waiting): it still leaves, and so does the
-    rest of the decode batch the hook was called for."""
+    given to the tree, out of `running`, not yet waiting): it still leaves; the rest of the
+    decode batch goes on."""
     reqs = [engine.submit(p, GREEDY) for p in PROMPTS[:2]]
     victim = reqs[0]
     monkeypatch.setattr(engine.stage, "before_decode", lambda running: [
@@ -288,11 +308,11 @@ def test_a_readmission_cut_short_leaves_no_request_behind(engine, monkeypatch):
         _raise()
     monkeypatch.setattr(engine.scheduler, "readmit", half_a_move)
     engine.generate(PROMPTS[2], GREEDY)          # steps until its own request is done
+    run_all(engine, reqs)
     monkeypatch.undo()
-    for req in reqs:
-        assert req.released
-        assert req.finished_reason["message"] == ("internal error while preparing the decode batch (hook 3): "
-                                                  "RuntimeError: injected fault")
+    assert victim.finished_reason["message"] == ("internal error while preparing the decode batch (hook 3): "
+                                                 "RuntimeError: injected fault")
+    assert reqs[1].output_text == alone[PROMPTS[1]]
     assert_quiet_and_full(engine)
 
 

@@ -1,0 +1,93 @@
+"""Regression tests for what a hostile or careless client broke (issue 13, the attack pass).
+
+Each test is one input that once gave a 5xx, a hang, or hurt another client's request; it
+now gets a clear answer for that request alone while everyone else is served and nothing
+leaks (`Engine.stats().pools_full`).
+"""
+import threading
+
+import pytest
+import torch
+from fastapi.testclient import TestClient
+
+import minisglang as sgl
+from minisglang.server import create_app
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    """These tests check answers, not speed; one thread keeps a busy 2-core machine usable."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def engine():
+    # s5 with the fsm backend builds its automaton lazily while decoding; a small state
+    # limit lets a test reach it in a few steps.
+    eng = sgl.Engine(stage="s5", max_total_tokens=2000, max_running_requests=8, max_lazy_states=300)
+    yield eng
+    eng.shutdown()
+
+
+GREEDY = {"temperature": 0, "max_new_tokens": 12, "ignore_eos": True}
+# One state per character: the automaton grows past any small limit while decoding (the
+# compile is lazy, so it is accepted up front).
+RUNAWAY = "a{1000000}"
+
+
+def run_all(eng, reqs):
+    while not all(r.released for r in reqs):
+        eng.step()
+
+
+def test_a_top_p_below_float32_range_samples_the_top_token(engine):
+    """top_p=1e-300 rounds to 0 in float32, which once kept no token at all and made
+    torch.multinomial raise (a 500): the most likely token always stays."""
+    greedy = engine.generate("Hello", GREEDY)
+    tiny = engine.generate("Hello", dict(GREEDY, temperature=1.0, top_p=1e-300, seed=7))
+    assert tiny["meta_info"]["finish_reason"] == {"type": "length", "length": 12}
+    assert tiny["output_ids"] == greedy["output_ids"]   # only the top token can be drawn
+    assert engine.stats().pools_full
+
+
+def test_a_grammar_that_grows_past_its_limit_aborts_only_its_own_request(engine):
+    """A lazy automaton that hits its state limit while looking for a jump (hook 3) or
+    masking (hook 4) once aborted the whole decode batch: a bystander with no grammar lost
+    its request. Now only the grammar's request ends, with a message naming the limit."""
+    alone = engine.generate("The weather", GREEDY)["text"]
+    bystander = engine.submit("The weather", GREEDY)
+    engine.step()   # the bystander is prefilled first, so both share the next decode batch
+    runaway = engine.submit("x", {"regex": RUNAWAY, "max_new_tokens": 40})
+    run_all(engine, [bystander, runaway])
+    assert bystander.output_text == alone
+    assert bystander.finished_reason == {"type": "length", "length": 12}
+    reason = runaway.finished_reason
+    assert reason["type"] == "abort"
+    assert reason["message"].startswith("the grammar failed while ")   # the request's fault, not the engine's
+    assert "max_lazy_states" in reason["message"]
+    assert engine.stats().pools_full
+
+
+def test_over_http_a_grammar_past_its_limit_is_a_400_and_others_are_served(engine):
+    with TestClient(create_app(engine)) as client:
+        results = {}
+
+        def bystander():
+            results["ok"] = client.post("/v1/completions", json={"prompt": "The weather", "max_tokens": 30,
+                                                                 "temperature": 0, "ignore_eos": True})
+        thread = threading.Thread(target=bystander)
+        thread.start()
+        bad = client.post("/v1/completions", json={"prompt": "x", "max_tokens": 40, "regex": RUNAWAY})
+        thread.join(120)
+        assert bad.status_code == 400
+        error = bad.json()["error"]
+        assert error["type"] == "invalid_request_error" and "max_lazy_states" in error["message"]
+        assert results["ok"].status_code == 200
+        assert results["ok"].json()["choices"][0]["finish_reason"] == "length"
+        tiny_top_p = client.post("/v1/completions", json={"prompt": "Hi", "max_tokens": 3, "top_p": 1e-300})
+        assert tiny_top_p.status_code == 200
+        assert client.get("/health").status_code == 200
+    assert engine.stats().pools_full
