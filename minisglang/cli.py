@@ -165,7 +165,8 @@ def cmd_serve(args) -> int:
     from .server import ServerOptions, serve
 
     given = {"api_key": args.api_key or os.environ.get("MINISGLANG_API_KEY"), "max_body_bytes": args.max_body_bytes,
-             "max_compiling_per_client": args.max_compiling_per_client, "drain_timeout": args.drain_timeout}
+             "max_compiling_per_client": args.max_compiling_per_client, "drain_timeout": args.drain_timeout,
+             "body_timeout": args.body_timeout}
     options = ServerOptions(**{k: v for k, v in given.items() if v is not None})   # the rest: its defaults
     engine = Engine(model_path=args.model_path, stage=args.stage, seed=args.seed or 0,
                     **({"grammar_backend": args.grammar_backend} if args.grammar_backend else {}),
@@ -248,6 +249,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="distinct grammars one client (IP address) may wait for at once; 429 above (default 8)")
     sv.add_argument("--drain-timeout", type=float, default=None,
                     help="on SIGTERM, seconds in-flight requests get before they are aborted (default 2)")
+    sv.add_argument("--body-timeout", type=float, default=None,
+                    help="seconds a client may take to send its request body; 408 after (default 30)")
     sv.set_defaults(func=cmd_serve)
 
     f = sub.add_parser("fsm-allowed", help="list the tokens a regex allows at a state")

@@ -192,6 +192,8 @@ class Engine:
         Bad input raises ValueError before anything is queued; for a list, every item is
         checked first and the message names the item ("item 2: top_k must be ...").
         """
+        if not isinstance(stream, bool):   # "no" is truthy: refuse it rather than stream by surprise
+            raise ValueError(f"stream must be True or False, got {stream!r}")
         if isinstance(prompt, list):
             if stream:
                 raise ValueError("stream=True takes a single prompt")

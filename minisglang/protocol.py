@@ -310,15 +310,42 @@ def _sentence(err: dict[str, Any]) -> str:
     return msg.removeprefix("Value error, ")
 
 
+def _refuse_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """json.loads' object hook: a key given twice is an error, not "the last one wins"."""
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            raise RequestError(f"the key {_short(key)} appears twice in one JSON object; give each key once")
+        seen.add(key)
+    return dict(pairs)
+
+
+def _json_error(body: bytes, error: str) -> str:
+    """The parser's complaint, with the likely cause where it reads obscurely."""
+    if body.startswith(b"\xef\xbb\xbf"):
+        return "the request body starts with a byte-order mark (BOM); send plain UTF-8 JSON"
+    hint = ""
+    if "hex escape" in error or "surrogate" in error:
+        hint = " (a \\uD800-\\uDFFF escape must be half of a surrogate pair: a lone one is not text)"
+    elif "recursion limit" in error:
+        hint = " (nested too deeply)"
+    return f"the request body is not valid JSON: {error}{hint}"
+
+
 def parse(model_cls: type[_M], body: bytes) -> _M:
-    """Validate one JSON body; RequestError with one sentence per field on any problem."""
+    """Validate one JSON body; RequestError with one sentence per field on any problem.
+
+    Besides the model's own checks: a key given twice in any object is refused (parsers
+    disagree on which copy counts, so a proxy and this server could read different requests).
+    """
     try:
-        return model_cls.model_validate_json(body)
+        parsed = model_cls.model_validate_json(body)
+        json.loads(body, object_pairs_hook=_refuse_duplicate_keys)   # valid JSON by now: only duplicates raise
+        return parsed
     except ValidationError as e:
         errors = e.errors(include_url=False)
         if errors and errors[0]["type"] == "json_invalid":
-            raise RequestError(f"the request body is not valid JSON: {errors[0].get('ctx', {}).get('error')}") \
-                from None
+            raise RequestError(_json_error(body, str(errors[0].get("ctx", {}).get("error")))) from None
         if errors and errors[0]["loc"] == () and errors[0]["type"] in ("model_type", "model_attributes_type"):
             raise RequestError("the request body must be a JSON object") from None
         by_field: dict[str, str] = {}

@@ -53,9 +53,11 @@ class ServerOptions:
     max_body_bytes: int = 4 * 1024 * 1024
     max_compiling_per_client: int = 8   # distinct grammars a client (an IP address) may wait for at once; 429 above
     drain_timeout: float = 2.0          # on SIGTERM: seconds in-flight requests get before their abort
+    body_timeout: float = 30.0          # seconds a client may take to send its body; 408 after (slow senders)
 
     def __post_init__(self):
-        for name, low in (("max_body_bytes", 1), ("max_compiling_per_client", 1), ("drain_timeout", 0)):
+        for name, low in (("max_body_bytes", 1), ("max_compiling_per_client", 1), ("drain_timeout", 0),
+                          ("body_timeout", 0.001)):
             if not getattr(self, name) >= low:
                 raise ValueError(f"server option {name} must be >= {low}, got {getattr(self, name)!r}")
 
@@ -217,7 +219,7 @@ class EngineLoop:
 
 # ---------------------------------------------------------------------- OpenAI shapes
 _ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "invalid_request_error",
-                405: "invalid_request_error", 413: "invalid_request_error", 415: "invalid_request_error",
+                405: "invalid_request_error", 408: "invalid_request_error", 413: "invalid_request_error", 415: "invalid_request_error",
                 422: "invalid_request_error", 429: "rate_limit_error", 500: "server_error", 503: "server_error"}
 
 
@@ -313,7 +315,7 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
 
     # ------------------------------------------------------------------ request plumbing
     async def read_body(request: Request) -> bytes:
-        """The raw body, refused (415/413) before any of it is parsed."""
+        """The raw body, refused (415/413/408) before any of it is parsed."""
         ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if ctype != "application/json":
             raise RequestError(f"Content-Type must be application/json, got {ctype or 'none'!r}", status=415)
@@ -323,12 +325,22 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
         if declared.isdigit() and int(declared) > limit:
             raise too_big
         parts, size = [], 0
-        async for part in request.stream():   # also counts a chunked body that declares no length
-            size += len(part)
-            if size > limit:
-                raise too_big
-            parts.append(part)
+        try:
+            # A client that sends a byte now and then would otherwise hold its connection for ever.
+            async with asyncio.timeout(options.body_timeout):
+                async for part in request.stream():   # also counts a chunked body that declares no length
+                    size += len(part)
+                    if size > limit:
+                        raise too_big
+                    parts.append(part)
+        except TimeoutError:
+            raise RequestError(f"the request body took longer than {options.body_timeout:g} s to arrive",
+                               status=408) from None
         return b"".join(parts)
+
+    async def parse_body(model_cls, request: Request):
+        """The body read and validated (in the thread pool: a 4 MB body takes a while to parse)."""
+        return await run_in_threadpool(parse, model_cls, await read_body(request))
 
     def check_model(name: str | None) -> None:
         if name is not None and name != model_id:
@@ -450,13 +462,20 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
                 "limits": {k: v for k, v in asdict(options).items() if k != "api_key"},
                 "api_key_required": options.api_key is not None}
 
+    model_card = {"id": model_id, "object": "model", "owned_by": "minisglang"}
+
     @app.get("/v1/models")
     async def models():
-        return {"object": "list", "data": [{"id": model_id, "object": "model", "owned_by": "minisglang"}]}
+        return {"object": "list", "data": [model_card]}
+
+    @app.get("/v1/models/{name:path}")
+    async def one_model(name: str):   # what the openai client's models.retrieve() asks
+        check_model(name)
+        return model_card
 
     @app.post("/v1/completions")
     async def completions(request: Request):
-        body = parse(CompletionRequest, await read_body(request))
+        body = await parse_body(CompletionRequest, request)
         check_model(body.model)
         req = await run_in_threadpool(make_req, body.prompt, body.to_sampling_params())
         rid, created = f"cmpl-{uuid.uuid4().hex[:12]}", int(time.time())
@@ -472,7 +491,7 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
 
     @app.post("/v1/chat/completions")
     async def chat(request: Request):
-        body = parse(ChatCompletionRequest, await read_body(request))
+        body = await parse_body(ChatCompletionRequest, request)
         check_model(body.model)
         params = body.to_sampling_params()
 
@@ -504,7 +523,7 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
 
     @app.post("/generate")
     async def native(request: Request):
-        body = parse(GenerateRequest, await read_body(request))
+        body = await parse_body(GenerateRequest, request)
         req = await run_in_threadpool(make_req, body.text, body.to_sampling_params())
         return await run(request, req, lambda text, meta, streaming: {"text": text, "meta_info": meta},
                          body.stream, False)

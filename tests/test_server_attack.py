@@ -4,14 +4,17 @@ Each test is one input that once gave a 5xx, a hang, or hurt another client's re
 now gets a clear answer for that request alone while everyone else is served and nothing
 leaks (`Engine.stats().pools_full`).
 """
+import json
+import socket
 import threading
 
+import httpx
 import pytest
 import torch
 from fastapi.testclient import TestClient
 
 import minisglang as sgl
-from minisglang.server import create_app
+from minisglang.server import ServerOptions, create_app, serving_in_thread
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -90,4 +93,69 @@ def test_over_http_a_grammar_past_its_limit_is_a_400_and_others_are_served(engin
         tiny_top_p = client.post("/v1/completions", json={"prompt": "Hi", "max_tokens": 3, "top_p": 1e-300})
         assert tiny_top_p.status_code == 200
         assert client.get("/health").status_code == 200
+    assert engine.stats().pools_full
+
+
+# ---------------------------------------------------------------------- the body and the transport
+@pytest.fixture(scope="module")
+def client():
+    """A loopback server on its own engine (s1: no compile workers to start)."""
+    eng = sgl.Engine(stage="s1", max_total_tokens=2000, max_running_requests=8)
+    with serving_in_thread(create_app(eng, ServerOptions(body_timeout=1.0))) as url:
+        with httpx.Client(base_url=url, timeout=60) as c:
+            yield c
+    assert eng.stats().pools_full
+
+
+JSON = {"content-type": "application/json"}
+
+
+@pytest.mark.parametrize("raw,needle", [
+    # Parsers disagree on which copy of a key counts (first, last, error): refuse the ambiguity.
+    (b'{"prompt": "hi", "max_tokens": "x", "max_tokens": 2}', 'the key "max_tokens" appears twice'),
+    (b'{"prompt": "hi", "max_tokens": 2, "json_schema": {"type": "string", "type": "integer"}}',
+     'the key "type" appears twice'),
+    (b'{"text": "hi", "sampling_params": {"max_new_tokens": 2, "max_new_tokens": 3}}',
+     'the key "max_new_tokens" appears twice'),
+    (b'\xef\xbb\xbf{"prompt": "hi", "max_tokens": 2}', "byte-order mark"),
+    (b'{"prompt": "\\ud800", "max_tokens": 2}', "surrogate pair"),
+    (b'{"prompt": "hi", "user": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nested too deeply"),
+])
+def test_ambiguous_or_unreadable_json_is_a_400_that_says_why(client, raw, needle):
+    path = "/generate" if raw.startswith(b'{"text"') else "/v1/completions"
+    r = client.post(path, content=raw, headers=JSON)
+    assert r.status_code == 400, r.text
+    assert needle in r.json()["error"]["message"]
+    assert client.get("/health").status_code == 200
+
+
+def test_a_body_sent_too_slowly_is_a_408(client):
+    """A slow sender (slowloris) once held its connection and handler for as long as it liked."""
+    host, port = client.base_url.host, client.base_url.port
+    body = b'{"prompt": "hi", "max_tokens": 2}'
+    with socket.create_connection((host, port), timeout=30) as s:
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\n\r\n" % len(body) + body[:10])   # and nothing more
+        reply = b""
+        while b"\r\n\r\n" not in reply or not reply.rstrip().endswith(b"}"):
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            reply += chunk
+    assert reply.startswith(b"HTTP/1.1 408")
+    assert json.loads(reply.partition(b"\r\n\r\n")[2])["error"]["message"] == \
+        "the request body took longer than 1 s to arrive"
+    assert client.post("/v1/completions", json={"prompt": "hi", "max_tokens": 2}).status_code == 200
+
+
+def test_one_model_can_be_retrieved_as_the_openai_client_does(client):
+    listed = client.get("/v1/models").json()["data"][0]
+    assert client.get(f"/v1/models/{listed['id']}").json() == listed
+    missing = client.get("/v1/models/gpt-4")
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "model_not_found"
+
+
+def test_engine_generate_refuses_a_stream_flag_that_is_not_a_bool(engine):
+    with pytest.raises(ValueError, match="stream must be True or False, got 'no'"):
+        engine.generate("hi", {"max_new_tokens": 2}, stream="no")
     assert engine.stats().pools_full
