@@ -14,6 +14,7 @@ import torch
 from fastapi.testclient import TestClient
 
 import minisglang as sgl
+from minisglang.protocol import MAX_STOP_STRINGS
 from minisglang.server import ServerOptions, create_app, serving_in_thread
 
 
@@ -159,3 +160,15 @@ def test_engine_generate_refuses_a_stream_flag_that_is_not_a_bool(engine):
     with pytest.raises(ValueError, match="stream must be True or False, got 'no'"):
         engine.generate("hi", {"max_new_tokens": 2}, stream="no")
     assert engine.stats().pools_full
+
+
+def test_native_generate_bounds_the_number_of_stop_strings(client):
+    """Each stop string is searched for at every step on the scheduler thread, so a list of
+    300,000 slowed every other request: /generate takes at most MAX_STOP_STRINGS."""
+    stops = [f"s{i}" for i in range(MAX_STOP_STRINGS + 1)]
+    many = {"text": "hi", "sampling_params": {"max_new_tokens": 2, "stop": stops}}
+    r = client.post("/generate", json=many)
+    assert r.status_code == 400 and r.json()["error"]["param"] == "sampling_params"
+    assert f"at most {MAX_STOP_STRINGS} strings, got {MAX_STOP_STRINGS + 1}" in r.json()["error"]["message"]
+    many["sampling_params"]["stop"].pop()
+    assert client.post("/generate", json=many).status_code == 200
