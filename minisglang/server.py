@@ -286,7 +286,10 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
             raise RequestError("invalid or missing API key: send the header 'Authorization: Bearer <key>'",
                                status=401, code="invalid_api_key")
 
-    app = FastAPI(title="minisglang", lifespan=lifespan, dependencies=[Depends(check_api_key)])
+    # No /docs, /redoc or /openapi.json: FastAPI serves them outside the API-key check, and the
+    # handlers read raw bodies, so the generated schema would describe nothing but paths.
+    app = FastAPI(title="minisglang", lifespan=lifespan, dependencies=[Depends(check_api_key)],
+                  docs_url=None, redoc_url=None, openapi_url=None)
 
     def error(message: str, status: int, param: str | None = None, code: str | None = None) -> JSONResponse:
         metrics.refused.labels(status=str(status)).inc()

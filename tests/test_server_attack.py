@@ -172,3 +172,16 @@ def test_native_generate_bounds_the_number_of_stop_strings(client):
     assert f"at most {MAX_STOP_STRINGS} strings, got {MAX_STOP_STRINGS + 1}" in r.json()["error"]["message"]
     many["sampling_params"]["stop"].pop()
     assert client.post("/generate", json=many).status_code == 200
+
+
+def test_nothing_but_health_answers_without_the_api_key():
+    """FastAPI's /docs, /redoc and /openapi.json once answered without the key."""
+    eng = sgl.Engine(stage="s1", max_total_tokens=2000, max_running_requests=4)
+    with TestClient(create_app(eng, ServerOptions(api_key="sekret"))) as c:
+        assert c.get("/health").status_code == 200
+        for path in ("/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json", "/metrics", "/get_server_info",
+                     "/v1/models", "/v1/models/tiny-json-llama"):
+            r = c.get(path)
+            assert r.status_code in (401, 404), path   # refused, or no such endpoint: either way nothing leaks
+            assert r.json()["error"]["message"], path
+        assert c.get("/v1/models", headers={"authorization": "Bearer sekret"}).status_code == 200
