@@ -11,10 +11,13 @@ import threading
 import httpx
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from fastapi.testclient import TestClient
 
 import minisglang as sgl
-from minisglang.protocol import MAX_STOP_STRINGS
+from minisglang.protocol import (MAX_STOP_STRINGS, ChatCompletionRequest, CompletionRequest, GenerateRequest,
+                                 RequestError, parse)
 from minisglang.server import ServerOptions, create_app, serving_in_thread
 
 
@@ -185,3 +188,40 @@ def test_nothing_but_health_answers_without_the_api_key():
             assert r.status_code in (401, 404), path   # refused, or no such endpoint: either way nothing leaks
             assert r.json()["error"]["message"], path
         assert c.get("/v1/models", headers={"authorization": "Bearer sekret"}).status_code == 200
+
+
+# ---------------------------------------------------------------------- bytes, not just values
+VALID_BODIES = [
+    b'{"prompt": "hi", "max_tokens": 2, "stop": ["\\n"], "temperature": 0.5, "seed": 3}',
+    b'{"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_object"}}',
+    b'{"text": "hi", "sampling_params": {"max_new_tokens": 2, "regex": "[0-9]+"}, "stream": false}',
+]
+PIECES = [b"\xff", b"\xef\xbb\xbf", b"\\ud800", b"\\udc00\\ud800", b"NaN", b"-Infinity", b"1e999", b"9" * 5000,
+          b'"max_tokens": 1,', b'"prompt": "x",', b"[" * 300, b"{", b"}", b"]", b",", b":", b'"', b"\\", b"\x00",
+          b"null", b"true", b'"\\u0000"', "é🎉".encode(), b" " * 10]
+
+
+@st.composite
+def mutated_bodies(draw) -> bytes:
+    """A valid body with a few pieces of trouble spliced in, or a few bytes cut out."""
+    body = draw(st.sampled_from(VALID_BODIES))
+    for _ in range(draw(st.integers(1, 3))):
+        at = draw(st.integers(0, len(body)))
+        if draw(st.booleans()):
+            body = body[:at] + draw(st.sampled_from(PIECES) | st.binary(max_size=4)) + body[at:]
+        else:
+            body = body[:at] + body[at + draw(st.integers(1, 4)):]
+    return body
+
+
+@settings(max_examples=400, deadline=None)
+@given(body=mutated_bodies(), model=st.sampled_from([CompletionRequest, ChatCompletionRequest, GenerateRequest]))
+def test_mutated_bytes_are_a_request_or_a_400_sentence(body, model):
+    """Whatever bytes arrive, parsing them gives a request or a RequestError (a 4xx) whose
+    message is a sentence, never another exception (a 500) or pydantic's own words."""
+    try:
+        parse(model, body).to_sampling_params()
+    except RequestError as e:
+        assert 400 <= e.status < 500
+        for noise in ("pydantic", "Input should", "Traceback", "<class"):
+            assert noise not in str(e)
