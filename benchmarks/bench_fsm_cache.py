@@ -50,8 +50,10 @@ from tqdm.auto import tqdm
 import minisglang
 from minisglang.engine import Engine
 from minisglang.stages.base import StageContext
-from minisglang.stages.s1_masked_fill import compile_regex_index
-from minisglang.stages.s3_fsm_cache import FSMCacheStage, index_to_arrays, pack_rows
+from minisglang.constrained.fsm_arrays import fsm_from_arrays, pack_rows
+from minisglang.constrained.token_fsm import compile_regex_index
+from minisglang.stages.s3_fsm_cache import FSMCacheStage
+from minisglang.stages.s4_jump_forward import JumpForwardStage
 from minisglang.tokenizer import Tokenizer
 from _results import machine_line, write_results  # benchmarks/_results.py (scripts run from benchmarks/)
 
@@ -73,6 +75,7 @@ PEOPLE = [("Li Lei", 31, "Paris"), ("Wang Fang", 35, "Shanghai"), ("Ken Sato", 4
 
 
 # ------------------------------------------------------------------------- part 1
+S5_DEFAULT = "s5 default engine"   # Engine(stage="s5"): our "fsm" backend through the compile service
 ARRIVAL_TICK = 30   # decode steps of the eight requests before the slow request arrives
 
 
@@ -106,32 +109,24 @@ def decode_ticks(engine: Engine, slow_params: dict | None, total_ticks: int = 0)
 def step_gap_run(model_path: str | None, mode: str, compile_in: str, kind: str, sleep_s: float) -> dict:
     """One scenario on a fresh engine, then its control window on the same engine.
 
-    `compile_in`: "thread", "process" or "process nice N" (workers at niceness N)."""
-    where, *nice = compile_in.split(" nice ")
-    engine = Engine(model_path=model_path, stage="s3", grammar_queue=mode, compile_in=where,
-                    compile_workers=1, **({"compile_nice": int(nice[0])} if nice else {}))
+    `compile_in`: "thread", "process" or "process nice N" (workers at niceness N), or
+    S5_DEFAULT: the default engine (s5, our "fsm" backend, its compile service)."""
+    if compile_in == S5_DEFAULT:
+        engine = Engine(model_path=model_path, stage="s5", compile_workers=1)
+    else:
+        where, *nice = compile_in.split(" nice ")
+        engine = Engine(model_path=model_path, stage="s3", grammar_queue=mode, compile_in=where,
+                        compile_workers=1, **({"compile_nice": int(nice[0])} if nice else {}))
     stage = engine.stage
     # One short constrained request first: it starts the compile worker (or builds the trie
     # on this process) and compiles s2's CPU mask kernel, which would otherwise land in the
     # admission step.
     engine.generate(USER.format(*PEOPLE[1]), {"regex": r"\d+", "max_new_tokens": 2})
-    real_compile, real_make = stage.cache.compile_index, stage.cache.make_fsm
     window = {}
-
-    def timed_compile(regex):
-        window["start"] = time.perf_counter()
-        if kind == "sleep":
-            time.sleep(sleep_s)
-        return real_compile(regex)
-
-    def timed_make(regex, index):
-        t0 = time.perf_counter()
-        fsm = real_make(regex, index)
-        window["ready"] = time.perf_counter()   # the entry's event is set right after this
-        window["make"] = window["ready"] - t0
-        return fsm
-
-    stage.cache.compile_index, stage.cache.make_fsm = timed_compile, timed_make
+    if compile_in == S5_DEFAULT:
+        hook_backend(stage.backend, window, kind, sleep_s)
+    else:
+        hook_cache(stage.cache, window, kind, sleep_s)
     ticks, slow = decode_ticks(engine, {"regex": SLOW_REGEX if kind == "real" else FAST_REGEX, "temperature": 0})
     if slow.finished_reason and slow.finished_reason["type"] == "abort":
         raise RuntimeError(f"the slow request aborted: {slow.finished_reason}")
@@ -159,13 +154,55 @@ def step_gap_run(model_path: str | None, mode: str, compile_in: str, kind: str, 
             "admission_ratio": gap(ticks, admission) / gap(control, admission) if mode == "nonblocking" else float("nan")}
 
 
+def hook_cache(cache, window: dict, kind: str, sleep_s: float) -> None:
+    """Time s3's compile: from its start to the FSM made (the entry's event is set right after)."""
+    real_compile, real_make = cache.compile_index, cache.make_fsm
+
+    def timed_compile(regex):
+        window["start"] = time.perf_counter()
+        if kind == "sleep":
+            time.sleep(sleep_s)
+        return real_compile(regex)
+
+    def timed_make(regex, index):
+        t0 = time.perf_counter()
+        fsm = real_make(regex, index)
+        window["ready"] = time.perf_counter()
+        window["make"] = window["ready"] - t0
+        return fsm
+
+    cache.compile_index, cache.make_fsm = timed_compile, timed_make
+
+
+def hook_backend(backend, window: dict, kind: str, sleep_s: float) -> None:
+    """Time s5's compile: from its start to the matcher made (its future is done right after)."""
+    real_compile, real_arrays = backend.compile, backend.service.compile_arrays
+
+    def timed_arrays(regex):
+        arrays = real_arrays(regex)
+        window["arrays"] = time.perf_counter()
+        return arrays
+
+    def timed_compile(kind_, text):
+        window["start"] = time.perf_counter()
+        if kind == "sleep":
+            time.sleep(sleep_s)
+        grammar = real_compile(kind_, text)
+        window["ready"] = time.perf_counter()
+        window["make"] = window["ready"] - window["arrays"]
+        return grammar
+
+    backend.compile, backend.service.compile_arrays = timed_compile, timed_arrays
+
+
 # ------------------------------------------------------------------------- part 2
-def compile_times(tokenizer: Tokenizer, regex: str, disk_dir: Path) -> dict:
-    """Cold, warm-memory and warm-disk get_fsm through the s3 stage's FSMCache."""
+def compile_times(tokenizer: Tokenizer, regex: str, disk_dir: Path, stage_cls=FSMCacheStage) -> dict:
+    """Cold, warm-memory and warm-disk get_fsm through the stage's FSMCache (s3, or s4 whose
+    compile also builds the jump map from the same DFA)."""
     def new_stage():
-        stage = FSMCacheStage(StageContext(tokenizer, tokenizer.vocab_size, torch.device("cpu"),
-                                           {"grammar_cache_dir": str(disk_dir)}))
-        stage.processes.first_worker_pid.result()   # the worker is up and has built its trie
+        stage = stage_cls(StageContext(tokenizer, tokenizer.vocab_size, torch.device("cpu"),
+                                       {"grammar_cache_dir": str(disk_dir)}))
+        stage.service.warm_up()   # the workers are up and have built their tries
         return stage
 
     first = new_stage()
@@ -176,12 +213,12 @@ def compile_times(tokenizer: Tokenizer, regex: str, disk_dir: Path) -> dict:
     t0 = time.perf_counter()
     assert first.cache.get_fsm(regex) is fsm
     warm_memory = time.perf_counter() - t0
-    arrays = index_to_arrays(fsm.index)
+    arrays = fsm.index.state_to_tokens.arrays
     t0 = time.perf_counter()
     pack_rows(arrays, tokenizer.vocab_size)   # what the worker did after the compile
     packing = time.perf_counter() - t0
     t0 = time.perf_counter()
-    first.make_fsm(regex, fsm.index)          # what the scheduler's process does with the reply
+    fsm_from_arrays(regex, arrays)            # what the scheduler's process does with the reply
     wrap = time.perf_counter() - t0
     first.shutdown()
 
@@ -189,7 +226,7 @@ def compile_times(tokenizer: Tokenizer, regex: str, disk_dir: Path) -> dict:
     t0 = time.perf_counter()
     again = second.cache.get_fsm(regex)
     warm_disk = time.perf_counter() - t0
-    assert second.cache.compile_count == 0 and second.cache.disk_hits == 1
+    assert second.service.compile_count == 0 and second.service.disk.hits == 1
     assert again.index.state_to_tokens == fsm.index.state_to_tokens
     second.shutdown()
     size = sum(p.stat().st_size for p in disk_dir.glob("fsm-*.npz"))
@@ -207,6 +244,8 @@ def main() -> None:
 
     scenarios = [(k, c, m) for k in ("real", "sleep") for c in ("thread", "process") for m in ("blocking", "nonblocking")]
     scenarios.insert(4, ("real", "process nice 10", "nonblocking"))
+    scenarios.insert(5, ("real", S5_DEFAULT, "nonblocking"))
+    scenarios.append(("sleep", S5_DEFAULT, "nonblocking"))
     runs = {sc: [] for sc in scenarios}
     load_before = os.getloadavg()
     with tqdm(total=len(scenarios) * args.repeats, desc="step gaps") as bar:
@@ -229,13 +268,18 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as d:
             parts.append(compile_times(tok65k, JSON_REGEX, Path(d)))
     ct = {k: statistics.median(p[k] for p in parts) for k in parts[0]}
+    parts4 = []
+    for _ in tqdm(range(args.repeats), desc="65k compiles, s4"):
+        with tempfile.TemporaryDirectory() as d:
+            parts4.append(compile_times(tok65k, JSON_REGEX, Path(d), JumpForwardStage))
+    ct4 = {k: statistics.median(p[k] for p in parts4) for k in parts4[0]}
     load_end = os.getloadavg()
     loads = lambda la: " / ".join(f"{x:.1f}" for x in la)  # noqa: E731
 
     model_path = args.model_path or minisglang.DEFAULT_MODEL_PATH
     vocab = Tokenizer.from_pretrained(model_path).vocab_size
     lines = ["# FSM cache: step gaps during a slow compile, and compile times cold / warm", "",
-             "## 1. Decode-step gaps of 8 running requests while one regex compiles (stage s3)", "",
+             "## 1. Decode-step gaps of 8 running requests while one regex compiles (stage s3, and the default engine)", "",
              f"Model: {Path(model_path).name} (vocabulary {vocab}); "
              f"median of {args.repeats} interleaved runs per row. 'Real' compiles this regex on that vocabulary:", "",
              f"    {SLOW_REGEX}", "",
@@ -274,6 +318,11 @@ def main() -> None:
                   f"in a process (control: {pr['normal_max'] * 1e3:.0f} ms). Each run, non-blocking in a process, "
                   "max / median ratio: " + ", ".join(f"{r['max_ratio']:.2f}x / {r['median_ratio']:.2f}x"
                                                      for r in done[kind, "process", "nonblocking"]) + "."]
+        d5 = med[kind, S5_DEFAULT, "nonblocking"]
+        if d5 is not None:
+            lines += [f"- {kind}, the default engine (s5, fsm backend): longest gap {d5['during_max'] * 1e3:.0f} ms "
+                      f"(control {d5['normal_max'] * 1e3:.0f} ms): max during / max normal **{d5['max_ratio']:.2f}x** "
+                      f"({'met' if d5['max_ratio'] <= 1.2 else 'missed'}: target <= 1.2x)."]
     lines += ["", "## 2. Compile times on the 65k anthropic vocabulary", "",
               "A JSON-schema-like regex (name, age, city enum, email, hobbies array), through `FSMCacheStage.cache.get_fsm` (compile in a worker process) "
               f"with a disk directory; median of {args.repeats} runs, each with a fresh directory:", "",
@@ -285,6 +334,9 @@ def main() -> None:
               f"| anthropic 65k ({tok65k.vocab_size} ids) | {ct['states']:.0f} | {ct['cold']:.2f} | "
               f"{ct['warm_memory'] * 1e3:.3f} | {ct['warm_disk']:.3f} | {ct['packing'] * 1e3:.1f} | {ct['wrap'] * 1e3:.2f} | "
               f"**{ct['cold'] / ct['warm_disk']:.1f}x** | {ct['bytes'] / 1e6:.1f} |", "",
+              f"Stage s4 (the same compile plus the jump map, from the same DFA): cold {ct4['cold']:.2f} s, "
+              f"warm disk {ct4['warm_disk']:.3f} s, disk file {ct4['bytes'] / 1e6:.1f} MB; cold s4 / cold s3 = "
+              f"**{ct4['cold'] / ct['cold']:.2f}x** (target: no slower, up to noise).", "",
               f"Load average after part 2 (1 / 5 / 15 min): {loads(load_end)}.", "",
               f"One-time vocabulary trie for the 65k tokenizer (not in the rows): {trie_s:.2f} s.", "",
               machine_line(), ""]

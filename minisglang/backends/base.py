@@ -168,15 +168,12 @@ class BaseGrammarBackend:
         key = self.normalise(kind, text)
         with self.lock:
             future = self.cache.get(key)
-            started = future is None
-            if started:
+            if future is None:
                 future = self.pool.submit(self._compile_safely, *key)
                 self.cache[key] = future
                 self._evict_lru()
             else:
                 self.cache.move_to_end(key)
-        if started:   # outside the lock: a future already done runs its callback right here
-            future.add_done_callback(self._evict_when_done)
         if future.done():
             return future.result().copy(), True
         return future, False
@@ -188,32 +185,34 @@ class BaseGrammarBackend:
             return InvalidGrammarObject(f"the {self.name!r} grammar backend does not support {kind!r} "
                                         f"(it supports {sorted(self.kinds)})")
         try:
-            return self.compile(kind, text)
+            grammar = self.compile(kind, text)
         except CompileTimeout as e:
             with self.lock:   # a timeout may be the machine's load, not the grammar: never cached
                 self.cache.pop((kind, text), None)
             return InvalidGrammarObject(f"{kind} rejected by the {self.name!r} backend: {e}")
         except Exception as e:   # every failure becomes a message for that one request
             return InvalidGrammarObject(f"{kind} rejected by the {self.name!r} backend: {e}")
+        with self.lock:   # its size is known now: make room before anyone is told it is done
+            self._evict_lru(new=((kind, text), grammar.nbytes()))
+        return grammar
 
     def result(self, future: Future) -> BaseGrammarObject | None:
         """A fresh matcher if the compile finished, else None."""
         return future.result().copy() if future.done() else None
 
-    def _evict_when_done(self, future: Future) -> None:
-        with self.lock:   # the new grammar's size is known now
-            self._evict_lru()
-
-    def _evict_lru(self) -> None:
+    def _evict_lru(self, new: tuple[tuple[str, str], int] | None = None) -> None:
         """Drop least recently used finished grammars beyond `max_entries` or `max_bytes`
-        (lock held); a compile in progress stays, requests wait on it."""
-        size = {key: f.result().nbytes() for key, f in self.cache.items() if f.done()}
+        (lock held); a compile in progress stays, requests wait on it. `new`: (key, bytes)
+        of a grammar just compiled, counted though its future is not done yet."""
+        size = {key: f.result().nbytes() for key, f in self.cache.items() if f.done() and not f.cancelled()}
+        if new is not None and new[0] in self.cache:
+            size[new[0]] = new[1]
         total = sum(size.values())
         for key in list(self.cache):
             over_bytes = self.max_bytes is not None and total > self.max_bytes
             if len(self.cache) <= self.max_entries and not over_bytes:
                 return
-            if key in size:
+            if key in size and self.cache[key].done():
                 del self.cache[key]
                 total -= size[key]
 

@@ -224,6 +224,17 @@ class CompileService:
                 self.disk.save(regex, arrays)
         return arrays
 
+    def warm_up(self) -> None:
+        """Block until every worker has started and built its vocabulary trie."""
+        for _ in range(len(self.workers)):
+            worker = self.idle.get()
+            try:
+                if not worker.ready:
+                    self._wait_ready(worker)
+            finally:
+                if worker in self.workers:
+                    self.idle.put(worker)
+
     def worker_pids(self) -> list[int]:
         return [w.process.pid for w in self.workers]
 

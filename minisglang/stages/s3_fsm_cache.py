@@ -116,6 +116,8 @@ class FSMCache:
                 self.compile_count += 1
             entry.value = self.make_fsm(regex, self.compile_index(regex))
             entry.nbytes = self.sizeof(entry.value)
+            with self.lock:
+                self._evict_lru()   # now that its size is known (before anyone is told it is done)
         except CompileTimeout as e:
             entry.error = str(e)
             with self.lock:   # a timeout may be the machine's load, not the regex: never cached
@@ -127,8 +129,6 @@ class FSMCache:
             entry.error = f"compiling regex {regex!r} failed: {type(e).__name__}: {e}"
         finally:
             entry.event.set()
-        with self.lock:
-            self._evict_lru()   # now that its size is known
 
     def _evict_lru(self) -> None:
         """Drop least recently used finished entries beyond `max_entries` or `max_bytes`

@@ -91,10 +91,18 @@ class BackendOptions(StageOptions):
     compile_nice: int = 5
     compile_memory_bytes: int | None = 4 << 30
     grammar_cache_dir: str | None = None
+    # our own backend's automaton: "lazy" (states made on first visit) or "eager" (s1-s4's,
+    # through the compile service), and the lazy one's bounds (None: its defaults)
+    automaton: str = "lazy"
+    max_lazy_states: int | None = None
+    max_row_expansions: int | None = None
+    max_regex_nodes: int | None = None
 
     def backend_options(self) -> dict:
         """The fields a backend's constructor takes as keywords."""
-        return {"max_entries": self.max_entries, "max_bytes": self.grammar_cache_bytes,
+        return {"automaton": self.automaton, "max_lazy_states": self.max_lazy_states,
+                "max_row_expansions": self.max_row_expansions, "max_regex_nodes": self.max_regex_nodes,
+                "max_entries": self.max_entries, "max_bytes": self.grammar_cache_bytes,
                 "compile_timeout": self.compile_timeout, "threads": self.compile_workers,
                 "json_whitespace": self.json_whitespace, "max_fsm_states": self.max_fsm_states,
                 "max_regex_chars": self.max_regex_chars, "compile_in": self.compile_in,
