@@ -16,8 +16,8 @@ The pieces:
 - `RegexPool.derivative(r, byte)`: Brzozowski's derivative, the regex matching what may
   follow `byte` (Brzozowski 1964; "Regular-expression derivatives re-examined", Owens,
   Reppy and Turon 2009, for the byte classes and the simplifications). With alternation
-  kept as a SET (associative, commutative, idempotent) and concatenation kept
-  right-nested, a regex has finitely many distinct derivatives: they are the DFA's states.
+  kept as a SET (associative, commutative, idempotent: Brzozowski's condition), a regex
+  has finitely many distinct derivatives: they are the DFA's states.
 - `parse_regex`: our own small parser for Python's regex syntax (the subset the JSON
   Schema compiler and the tests write: classes, escapes, `{m,n}`, groups, alternation,
   `\\uXXXX`); it keeps class ranges as ranges (interegular lists every character of a
@@ -32,8 +32,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from dataclasses import dataclass
-
+import warnings
 import numpy as np
 
 from .regex_dfa import MAX_CODE_POINT, RegexError, _strip_anchors, utf8_sequences
@@ -50,8 +49,8 @@ class RegexNode:
     """One hash-consed node. Never build one directly: ask a `RegexPool`.
 
     kind EMPTY: matches nothing; EPSILON: the empty string; BYTES: one byte out of
-    `byte_set` (a 256-bit int, bit b = byte b); CONCAT: `parts = (head, tail)`, tail is
-    never a CONCAT's head (right-nested); ALT: `parts` = the alternatives, a sorted tuple
+    `byte_set` (a 256-bit int, bit b = byte b); CONCAT: `parts = (head, tail)` (a sequence
+    is right-nested, a group inside it is one head); ALT: `parts` = the alternatives, a sorted tuple
     without duplicates; REPEAT: `parts = (body,)` from `low` to `high` times (None: no bound).
     """
 
@@ -91,7 +90,7 @@ class RegexPool:
         if node is None:
             if len(self._table) >= self.max_nodes:
                 raise AutomatonLimitError(f"regex too complex: its syntax tree and derivatives need more than "
-                                          f"{self.max_nodes:,} nodes (limit max_nodes)")
+                                          f"{self.max_nodes:,} nodes (limit max_regex_nodes)")
             node = self._table[key] = RegexNode(len(self._table), kind, **fields)
         return node
 
@@ -103,15 +102,14 @@ class RegexPool:
         return self._make((BYTES, mask), BYTES, byte_set=mask, first=mask)
 
     def concat(self, head: RegexNode, tail: RegexNode) -> RegexNode:
-        """head then tail; kept right-nested, so (ab)c and a(bc) are one node."""
+        """head then tail. A CONCAT head is kept as it is (not re-associated to the right):
+        a group's node is shared by every place it appears, whatever follows it."""
         if head.kind == EMPTY or tail.kind == EMPTY:
             return self.empty
         if head.kind == EPSILON:
             return tail
         if tail.kind == EPSILON:
             return head
-        if head.kind == CONCAT:   # re-associate to the right; heads are never CONCATs
-            return self.concat(head.parts[0], self.concat(head.parts[1], tail))
         first = head.first | tail.first if head.nullable else head.first
         return self._make((CONCAT, head.uid, tail.uid), CONCAT, parts=(head, tail),
                           nullable=head.nullable and tail.nullable, first=first)
@@ -496,7 +494,9 @@ def parse_regex(pattern: str, pool: RegexPool) -> RegexNode:
     """
     body = _strip_anchors(pattern)
     try:
-        re.compile(body)
+        with warnings.catch_warnings():   # "possible nested set": we read `[[` as re does today
+            warnings.simplefilter("ignore", FutureWarning)
+            re.compile(body)
     except re.error as e:
         raise RegexError(f"invalid regex {pattern!r}: {e}") from None
     node = _Parser(body, pattern, pool).parse()
@@ -509,14 +509,6 @@ def parse_regex(pattern: str, pool: RegexPool) -> RegexNode:
 # The DFA, one state at a time
 # ---------------------------------------------------------------------------------------
 UNEXPLORED = -2   # a row not computed yet (a -1 in a computed row means "dead")
-
-
-@dataclass
-class LazyDFAStats:
-    """What has been built so far (for limits, nbytes and the benchmark)."""
-
-    states: int = 0
-    expanded: int = 0
 
 
 class LazyByteDFA:
@@ -576,20 +568,21 @@ class LazyByteDFA:
         self.table[state] = row
         self.expanded[state] = True
 
-    def expand_all(self, states: np.ndarray, budget: int, origin: int) -> int:
-        """Expand every state in `states` (an int array) not expanded yet; return how many.
+    def expand_all(self, states: np.ndarray, spent: int, limit: int, origin: int) -> int:
+        """Expand every state in `states` (an int array) not expanded yet.
 
-        More than `budget` raises AutomatonLimitError: one token row (the walk from
-        state `origin`) would build too much of the automaton.
+        `spent` states were already expanded for the token row of state `origin`; more
+        than `limit` in all raises AutomatonLimitError before building any. Returns the
+        new total spent.
         """
         todo = np.unique(states[~self.expanded[states]]).tolist()
-        if len(todo) > budget:
+        if spent + len(todo) > limit:
             raise AutomatonLimitError(
                 f"regex too complex: the token row of automaton state {origin} ({describe(self.nodes[origin])}) "
-                f"would build more than {budget:,} further states (limit max_row_expansions)")
+                f"would build more than {limit:,} states (limit max_row_expansions)")
         for state in todo:
             self.expand(state)
-        return len(todo)
+        return spent + len(todo)
 
     def step(self, state: int, byte: int) -> int:
         self.expand(state)

@@ -35,17 +35,17 @@ from .token_index import VocabTrie, VocabularyCannotSpellError, _expand, vocab_t
 
 @dataclass(frozen=True)
 class LazyLimits:
-    """Bounds on what a lazy compile may build (unknown names are refused by the dataclass).
+    """Bounds on what a lazy compile may build; the names are the fsm backend's options.
 
-    - max_states: automaton states built over the grammar's life (each holds a 1 KiB row);
+    - max_lazy_states: automaton states built over the grammar's life (1 KiB each);
     - max_row_expansions: automaton states one token row's trie walk may expand (the work
       of computing one row, beyond the trie walk itself, which the vocabulary bounds);
-    - max_nodes: syntax tree and derivative nodes (parsing and derivatives together).
+    - max_regex_nodes: syntax tree and derivative nodes (parsing and derivatives together).
     """
 
-    max_states: int = 100_000
+    max_lazy_states: int = 100_000
     max_row_expansions: int = 20_000
-    max_nodes: int = 2_000_000
+    max_regex_nodes: int = 2_000_000
 
 
 @dataclass(frozen=True, eq=False)
@@ -109,7 +109,7 @@ class LazyTokenIndex:
         before each level the states it reads from are expanded (rows built) if new.
         """
         trie, dfa = self.trie, self.dfa
-        budget = self.limits.max_row_expansions
+        spent = 0   # states expanded for this row
         nodes = np.zeros(1, dtype=np.int64)
         at = np.asarray([state], dtype=np.int64)
         found_tokens, found_states = [], []
@@ -119,7 +119,7 @@ class LazyTokenIndex:
                 nodes = child
                 break
             source = at[owner]
-            budget -= dfa.expand_all(source, budget, state)
+            spent = dfa.expand_all(source, spent, self.limits.max_row_expansions, state)
             nxt = dfa.table[source, trie.byte[child]]
             live = nxt >= 0
             nodes, at = child[live], nxt[live].astype(np.int64)
@@ -240,8 +240,14 @@ class LazyTokenFSM(TokenFSM):
     jump_map: LazyJumpForward = field(default=None)
 
     def is_complete(self, state: int) -> bool:
-        """Accepting, and no token but EOS can follow (the eager definition, from the row)."""
-        return self.index.is_final(state) and self.index.row(state).tokens.shape[0] == 0
+        """Accepting, and no token but EOS can follow (the eager definition, from the row).
+
+        The row is computed even when the state does not accept: the matcher asks this
+        right after each token, so the row the next mask needs (and any limit error) comes
+        here, in the request's own advance step, not in the batch's mask fill.
+        """
+        row = self.index.row(state)
+        return self.index.is_final(state) and row.tokens.shape[0] == 0
 
     def nbytes(self) -> int:
         return self.index.nbytes()
@@ -258,8 +264,8 @@ def compile_lazy_token_fsm(regex: str, vocab: Vocabulary, vocab_size: int, limit
     limits = limits or LazyLimits()
     check_regex_length(regex, max_regex_chars)
     try:
-        pool = RegexPool(limits.max_nodes)
-        dfa = LazyByteDFA(parse_regex(regex, pool), pool, limits.max_states)
+        pool = RegexPool(limits.max_regex_nodes)
+        dfa = LazyByteDFA(parse_regex(regex, pool), pool, limits.max_lazy_states)
         index = LazyTokenIndex(dfa, vocab, vocab_size, limits)
         start = index.row(index.initial_state)
     except RegexError as e:   # AutomatonLimitError included

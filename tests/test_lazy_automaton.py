@@ -1,0 +1,358 @@
+"""The lazy automaton (constrained/lazy_regex.py, lazy_token_fsm.py) against its oracles.
+
+- language: `re.fullmatch` (re.ASCII, like the eager DFA) on every short string over a
+  small alphabet and on long strings, for the regexes of the behaviour suite, of
+  test_regex_dfa.py and a hypothesis generator;
+- token rows: the eager TokenIndex along random walks (same allowed tokens, same packed
+  rows, same `is_complete`, same jump-forward strings), and the mask oracle: each step's
+  mask bit by bit against running every token's bytes through the automaton;
+- laziness, sharing, limits and bad input.
+"""
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from real_tokenizers import bundled
+from test_constrained_generation import CASES
+from test_regex_dfa import ALL_STRINGS, KNOWN, REGEXES
+
+from minisglang.constrained.bitmask import unpack_bits
+from minisglang.constrained.lazy_regex import (
+    AutomatonLimitError,
+    LazyByteDFA,
+    RegexError,
+    RegexPool,
+    parse_regex,
+)
+from minisglang.constrained.lazy_token_fsm import LazyLimits, compile_lazy_token_fsm
+from minisglang.constrained.regex_dfa import ByteDFA, _strip_anchors, compile_regex
+from minisglang.constrained.token_fsm import ConstraintError, compile_token_fsm
+
+BEHAVIOUR_REGEXES = sorted({regex for regex, _ in CASES})
+ALL_KNOWN = sorted(set(BEHAVIOUR_REGEXES) | set(KNOWN))
+
+
+def lazy_dfa(pattern: str, **limits) -> LazyByteDFA:
+    pool = RegexPool()
+    return LazyByteDFA(parse_regex(pattern, pool), pool, **limits)
+
+
+def accepts(dfa: LazyByteDFA, text: str) -> bool:
+    end = dfa.walk_bytes(dfa.initial, text.encode("utf-8"))
+    return end >= 0 and dfa.is_final(end)
+
+
+def sample_match(dfa: LazyByteDFA, rng: random.Random, max_bytes: int) -> bytes:
+    """A random byte string the automaton accepts (a random walk that stops when it may)."""
+    state, out = dfa.initial, bytearray()
+    while True:
+        allowed = dfa.allowed_bytes(state)
+        if dfa.is_final(state) and (allowed.shape[0] == 0 or len(out) >= max_bytes or rng.random() < 0.05):
+            return bytes(out)
+        byte = int(rng.choice(allowed.tolist()))
+        out.append(byte)
+        state = dfa.step(state, byte)
+
+
+def check_language(pattern: str, strings=ALL_STRINGS, long_walks: int = 5, long_oracle: str = "eager") -> None:
+    """The lazy automaton accepts exactly what re.fullmatch accepts on `strings`, and on
+    long random strings what the eager byte DFA accepts (re itself can backtrack for ages
+    on a long non-match of a nested repetition such as `((a)*)*b`), or re for patterns
+    without nested repetitions that the eager parser does not take (`long_oracle="re"`)."""
+    dfa = lazy_dfa(pattern)
+    oracle = re.compile(pattern, re.ASCII)
+    for s in strings:
+        assert accepts(dfa, s) == (oracle.fullmatch(s) is not None), (pattern, s)
+    if long_oracle == "eager":
+        eager = ByteDFA.from_char_dfa(compile_regex(pattern))
+    else:
+        eager = ReAsByteDFA(oracle)
+    rng = random.Random(pattern)
+    for _ in range(long_walks):
+        data = sample_match(dfa, rng, max_bytes=300)
+        data.decode("utf-8")   # a match is valid UTF-8
+        assert eager.is_final(eager.walk_bytes(0, data)), (pattern, data)
+        for _ in range(3):   # one byte changed: both automata still agree
+            i = rng.randrange(len(data) + 1)
+            mutated = data[:i] + rng.choice([b"a", b"1", b" ", b'"', "\u00e9".encode(), "中".encode()[:2]]) + data[i + 1 :]
+            end = dfa.walk_bytes(dfa.initial, mutated)
+            assert (end >= 0 and dfa.is_final(end)) == eager.is_final(eager.walk_bytes(0, mutated)), (pattern, mutated)
+
+
+@dataclass
+class ReAsByteDFA:
+    """re.fullmatch behind the two ByteDFA calls check_language makes (state = the bytes)."""
+
+    oracle: re.Pattern
+
+    def walk_bytes(self, state: int, data: bytes) -> bytes:
+        return data
+
+    def is_final(self, data: bytes) -> bool:
+        try:
+            return self.oracle.fullmatch(data.decode("utf-8")) is not None
+        except UnicodeDecodeError:
+            return False
+
+
+# ---------------------------------------------------------------------------------------
+# Language
+# ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("pattern", ALL_KNOWN)
+def test_known_regexes_accept_exactly_what_re_fullmatch_accepts(pattern):
+    check_language(pattern, KNOWN.get(pattern, []) + ALL_STRINGS)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(REGEXES)
+def test_generated_regexes_accept_exactly_what_re_fullmatch_accepts(pattern):
+    check_language(pattern)
+
+
+@pytest.mark.parametrize("pattern", [
+    r"a{,3}", r"a{2,}b{,}", r"a{", r"a{}", r"x{3", r"(ab|a)*b?", r"[]a]+", r"[^]a]", r"[a-]+", r"[-a]",
+    r"(?P<name>a|b)+", r"a*?b+?c??", r"\x41\101\0\u00e9\U0001F600\N{BULLET}", r"[\x00-\x1f\\]", r"[\b\t]",
+    r"(?#a comment)ab", r"()a(|b)", r"[\s\S]{2}", r"\W\D", r"[^\w\s]", r"[\u4e00-\u9fa5]|[😀-🙏]", r".", r"\.\*\\",
+])
+def test_syntax_corners_match_re(pattern):
+    strings = ALL_STRINGS + ["a{", "a{}", "x{3", "{", "A", "A\x01\x00é😀•", "\b\t", "]", "-", "😀", "•"]
+    check_language(pattern, strings, long_walks=2, long_oracle="re")
+
+
+def test_characters_are_utf8_byte_sequences():
+    dfa = lazy_dfa("中")
+    first = dfa.step(dfa.initial, "中".encode()[0])
+    assert dfa.allowed_bytes(dfa.initial).tolist() == ["中".encode()[0]]
+    assert dfa.allowed_bytes(first).tolist() == ["中".encode()[1]]   # in the middle of the character
+    assert not dfa.is_final(first)
+    # Surrogates have no UTF-8 encoding: a class of only surrogates matches nothing.
+    with pytest.raises(RegexError, match="empty language"):
+        parse_regex("[\ud800-\udfff]", RegexPool())
+
+
+# ---------------------------------------------------------------------------------------
+# Sharing (hash-consing) and laziness
+# ---------------------------------------------------------------------------------------
+def test_equal_subexpressions_are_one_node():
+    pool = RegexPool()
+    a = parse_regex(r'(\{"k": [0-9]+\}|null)', pool)
+    b = parse_regex(r'(?:null|\{"k": [0-9]+\})', pool)   # same alternatives, other order
+    assert a is b
+    # A group used 200 times (an inlined $ref) costs its nodes once, plus the concat spine.
+    ref = r'(?:\{"name": "[^"]*", "tags": \[(?:"[a-z]+"(?:, "[a-z]+")*)?\]\})'
+    one = RegexPool()
+    parse_regex(ref, one)
+    many = RegexPool()
+    parse_regex("\\[" + ", ".join([ref] * 200) + "\\]", many)
+    assert len(many) < len(one) + 3 * 200 + 10
+
+
+def test_derivatives_of_a_star_stay_finite():
+    dfa = lazy_dfa(r"((a|b)*c|(ab)+)*")
+    rng = random.Random(0)
+    state = dfa.initial
+    for _ in range(2000):
+        allowed = dfa.allowed_bytes(state).tolist()
+        state = dfa.step(state, rng.choice(allowed))
+    assert dfa.num_states < 20   # the DFA is small; the walk keeps meeting the same states
+
+
+@pytest.mark.parametrize("pattern,text", [
+    (r'"[^"]{0,1000}"', '"' + "x" * 1000 + '"'),                 # maxLength: 1000
+    ("a{1000000}", "a" * 50),                                      # beyond the eager limits
+    ("(" + "|".join(f'"value{i:04d}"' for i in range(600)) + ")", '"value0599"'),   # a 600-value enum
+])
+def test_only_what_generation_reaches_is_built(pattern, text):
+    tokenizer = bundled()
+    fsm = compile_lazy_token_fsm(pattern, tokenizer, len(tokenizer.token_bytes))
+    after_compile = fsm.index.dfa.num_states
+    assert fsm.index.num_states == 1   # only the start state's token row
+    end = fsm.walk(tokenizer.encode(text))
+    assert end >= 0 and fsm.index.num_states <= len(text) + 1
+    assert after_compile < 2000
+    if pattern.startswith("a{"):
+        assert not fsm.index.is_final(end) and fsm.index.dfa.num_states < 1000
+
+
+# ---------------------------------------------------------------------------------------
+# Token rows: the eager index and the mask oracle
+# ---------------------------------------------------------------------------------------
+@dataclass
+class Vocab:
+    token_bytes: list
+    eos_token_id: int
+
+
+# A small vocabulary over the generated regexes' alphabet: single bytes, multi-character
+# tokens, tokens that end or start inside a character, an unusable special, EOS.
+SMALL_VOCAB = Vocab([None, b"a", b"b", b"1", b"z", b"\n", "é".encode(), "中".encode(), b"ab", b"ba", b"a1",
+                     b"11", "中".encode()[:1], "中".encode()[1:], "é".encode()[:1], "éa".encode()[1:],
+                     b"aab", "中a".encode(), b"1\n", None, b"bbbb"], eos_token_id=0)
+
+
+def brute_force_allowed(fsm, state: int, vocab: Vocab) -> set[int]:
+    """Every token whose bytes the automaton can read from `state`, EOS when accepting."""
+    dfa = fsm.index.dfa
+    allowed = {t for t, data in enumerate(vocab.token_bytes)
+               if data and t != vocab.eos_token_id and dfa.walk_bytes(state, data) >= 0}
+    return allowed | ({vocab.eos_token_id} if dfa.is_final(state) else set())
+
+
+def compare_along_walks(pattern: str, vocab: Vocab, walks: int, steps: int, oracle_every: int = 1) -> None:
+    """Walk eager and lazy side by side on random tokens: identical rows at every step."""
+    size = len(vocab.token_bytes) + 5   # logits wider than the vocabulary, as in real models
+    eager = compile_token_fsm(pattern, vocab, 10_000, vocab_size=size, jump_map=True)
+    lazy = compile_lazy_token_fsm(pattern, vocab, size)
+    rng = random.Random(pattern)
+    for _ in range(walks):
+        e, s = eager.index.initial_state, lazy.index.initial_state
+        for step in range(steps):
+            allowed = lazy.index.allowed_token_ids(s)
+            assert allowed == eager.index.allowed_token_ids(e), (pattern, step)
+            assert torch.equal(lazy.state_row[s], eager.state_row[e]), (pattern, step)
+            assert lazy.is_complete(s) == eager.is_complete(e)
+            assert lazy.index.is_final(s) == eager.index.is_final(e)
+            assert lazy.jump_map.jump_forward(s) is None or eager.jump_map.jump_forward(e) is not None
+            assert (lazy.jump_map.jump_forward(s) or (b"",))[0] == (eager.jump_map.jump_forward(e) or (b"",))[0]
+            if step % oracle_every == 0:   # the mask oracle, bit by bit
+                bits = unpack_bits(lazy.state_row[s], size)
+                assert set(torch.nonzero(bits).flatten().tolist()) == brute_force_allowed(lazy, s, vocab)
+            if not allowed:
+                break
+            token = rng.choice(allowed)
+            if token == vocab.eos_token_id:
+                assert lazy.index.next_state(s, token) == -1
+                break
+            e, s = eager.index.next_state(e, token), lazy.index.next_state(s, token)
+            assert s >= 0
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(REGEXES)
+def test_generated_regexes_rows_equal_the_eager_index_on_a_small_vocabulary(pattern):
+    try:
+        compile_token_fsm(pattern, SMALL_VOCAB, 10_000)
+    except ConstraintError:   # the eager index says the vocabulary cannot spell it
+        return
+    compare_along_walks(pattern, SMALL_VOCAB, walks=3, steps=12)
+
+
+@pytest.mark.parametrize("pattern", BEHAVIOUR_REGEXES)
+def test_behaviour_regexes_rows_equal_the_eager_index_on_the_bundled_vocabulary(pattern):
+    compare_along_walks(pattern, bundled(), walks=3, steps=30, oracle_every=7)
+
+
+def test_json_schema_regex_rows_equal_the_eager_index():
+    from minisglang.constrained.json_schema import build_regex_from_schema
+
+    schema = {"type": "object", "properties": {
+        "name": {"type": "string", "maxLength": 12}, "age": {"type": "integer", "minimum": 0, "maximum": 150},
+        "tags": {"type": "array", "items": {"enum": ["a", "bc", "中文"]}, "maxItems": 3},
+        "ok": {"type": "boolean"}}, "required": ["name", "age"]}
+    compare_along_walks(build_regex_from_schema(schema), bundled(), walks=4, steps=40, oracle_every=9)
+
+
+def test_tokens_that_end_inside_a_character_jump_like_s4():
+    # "中" split over two tokens: after the first, the forced continuation bytes come first.
+    vocab = Vocab([None, "中".encode()[:1], "中".encode()[1:], b"x", "中x".encode()], eos_token_id=0)
+    lazy = compile_lazy_token_fsm("中xx中", vocab, 8)
+    eager = compile_token_fsm("中xx中", vocab, 100, vocab_size=8, jump_map=True)
+    s, e = lazy.index.next_state(0, 1), eager.index.next_state(0, 1)
+    assert lazy.jump_map.jump_forward(s)[0] == eager.jump_map.jump_forward(e)[0] == "中xx中".encode()[1:]
+    lazy_after = lazy.jump_map.jump_forward(0)[1]
+    assert lazy.is_complete(lazy_after) and lazy.index.is_final(lazy_after)
+    # Two characters with the same lead byte: the lead byte is forced, the character is not.
+    assert compile_lazy_token_fsm("(é|è)", vocab := Vocab([None, "é".encode(), "è".encode()], 0), 3) \
+        .jump_map.jump_forward(0) is None
+    assert compile_token_fsm("(é|è)", vocab, 10, jump_map=True).jump_map.jump_forward(0) is None
+
+
+# ---------------------------------------------------------------------------------------
+# Limits and bad input
+# ---------------------------------------------------------------------------------------
+def test_state_limit_fails_with_the_option_name():
+    dfa = lazy_dfa("a{500}", max_states=50)
+    with pytest.raises(AutomatonLimitError, match="more than 50 automaton states .*max_lazy_states"):
+        dfa.walk_bytes(dfa.initial, b"a" * 100)
+    tokenizer = bundled()
+    with pytest.raises(ConstraintError, match="max_lazy_states"):
+        compile_lazy_token_fsm('"[^"]{0,500}"', tokenizer, 4096, LazyLimits(max_lazy_states=5))
+
+
+def test_row_walk_limit_fails_with_the_option_name():
+    tokenizer = bundled()
+    with pytest.raises(ConstraintError, match="would build more than 3 states .*max_row_expansions"):
+        compile_lazy_token_fsm('[^"]{0,500}', tokenizer, 4096, LazyLimits(max_row_expansions=3))
+
+
+def test_node_limit_and_regex_length_fail_before_building():
+    with pytest.raises(ConstraintError, match="more than 100 nodes .*max_regex_nodes"):
+        compile_lazy_token_fsm("(" + "|".join(f"w{i}" for i in range(500)) + ")", bundled(), 4096,
+                               LazyLimits(max_regex_nodes=100))
+    with pytest.raises(ConstraintError, match="longer than the limit of 10 .*max_regex_chars"):
+        compile_lazy_token_fsm("a" * 11, bundled(), 4096, max_regex_chars=10)
+    with pytest.raises(TypeError):
+        LazyLimits(max_states=3)   # unknown option names are refused
+
+
+@pytest.mark.parametrize("pattern,words", [
+    ("(ab", ["invalid regex", "'(ab'", "missing )"]),
+    ("a{2,1}", ["invalid regex", "min repeat greater than max repeat"]),
+    ("a(?=b)", ["unsupported regex", "lookahead"]),
+    ("(?<=a)b", ["unsupported regex", "lookbehind"]),
+    (r"(a)\1", ["unsupported regex", "group reference"]),
+    ("a$b", ["unsupported regex", "anchor '$'"]),
+    (r"a\bb", ["unsupported regex", "anchor \\b"]),
+    ("a*+", ["unsupported regex", "possessive"]),
+    ("(?i)a", ["unsupported regex", "inline flags"]),
+    (r"a[^\s\S]b", ["matches no string", "empty language"]),
+])
+def test_bad_regexes_raise_regex_error_naming_the_problem(pattern, words):
+    with pytest.raises(RegexError) as info:
+        parse_regex(pattern, RegexPool())
+    for word in words:
+        assert word in str(info.value)
+
+
+def test_a_vocabulary_that_cannot_start_the_regex_is_refused():
+    with pytest.raises(ConstraintError, match="cannot spell"):
+        compile_lazy_token_fsm("q+", SMALL_VOCAB, 32)
+
+
+@pytest.mark.filterwarnings("ignore:Possible nested set:FutureWarning")
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="ab()[]{}|*+?^$\\-.,:1dswDu", max_size=10))
+def test_any_text_is_refused_clearly_or_matches_like_re(pattern):
+    body = _strip_anchors(pattern)   # the whole output must match: outer anchors are dropped
+    try:
+        oracle = re.compile(body, re.ASCII)
+    except (re.error, OverflowError):
+        oracle = None
+    try:
+        dfa = lazy_dfa(pattern)
+    except RegexError as e:
+        message = str(e)
+        assert message.startswith(("invalid regex", "unsupported regex", "regex ")), message
+        assert message.startswith("invalid regex") == (oracle is None), message
+        return
+    assert oracle is not None
+    for s in ALL_STRINGS[:300] + ["{", "}", "[", "-", ",", "1,", "a{1}", "^", "$"]:
+        assert accepts(dfa, s) == (oracle.fullmatch(s) is not None), (pattern, s)
+
+
+def test_rows_are_cached_and_packed_like_s2():
+    tokenizer = bundled()
+    fsm = compile_lazy_token_fsm(r"\d{2,4}", tokenizer, 4100)
+    row = fsm.index.row(0)
+    assert fsm.index.row(0) is row and fsm.state_row[0] is row.packed
+    assert row.packed.dtype == torch.int32 and row.packed.shape == (129,)
+    bits = unpack_bits(row.packed, 4100)
+    assert torch.nonzero(bits).flatten().tolist() == row.tokens.tolist() == fsm.index.allowed_token_ids(0)
+    assert np.all(np.diff(row.tokens) > 0) and fsm.nbytes() > 0
