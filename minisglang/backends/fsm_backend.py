@@ -6,12 +6,18 @@ DFA -> token index, s2's packed rows and s4's jump map, from one DFA, in worker 
 `grammar_cache_dir` is set. JSON Schema goes through our compiler
 (constrained/json_schema.py) to a regex first. The matcher keeps one FSM state and a
 history of states for `rollback`.
+
+By default (option `automaton="lazy"`) the regex is compiled lazily instead
+(constrained/lazy_token_fsm.py): the same TokenFSM interface, but states, token rows and
+jump-forward strings are made when generation first reaches a state, so compile cost
+follows the regex, not the size of its DFA. `automaton="eager"` keeps the path above.
 """
 from __future__ import annotations
 
 import torch
 
 from ..constrained.compile_service import CompileService, CompileSettings
+from ..constrained.lazy_token_fsm import LazyLimits, compile_lazy_token_fsm
 from ..constrained.token_fsm import TokenFSM
 from .base import BaseGrammarBackend, BaseGrammarObject, GrammarError, register_backend
 
@@ -89,6 +95,17 @@ class FSMBackend(BaseGrammarBackend):
                                    max_regex_chars=o.get("max_regex_chars", 100_000), jump_map=True,
                                    memory_bytes=o.get("compile_memory_bytes", 4 << 30),
                                    nice=int(o.get("compile_nice", 5)))
+        # "lazy" (constrained/lazy_token_fsm.py): states and rows made as generation reaches
+        # them, compiled in this process in about a millisecond; "eager": s1-s4's whole DFA
+        # and index, compiled by the service.
+        self.automaton = o.get("automaton", "lazy")
+        if self.automaton not in ("lazy", "eager"):
+            raise ValueError(f"unknown automaton {self.automaton!r}: 'lazy' or 'eager'")
+        self.lazy_limits = LazyLimits(**{k: int(o[k]) for k in ("max_lazy_states", "max_row_expansions",
+                                                               "max_regex_nodes") if o.get(k) is not None})
+        if self.automaton == "lazy":
+            self.service = None   # nothing worth a worker process: the start row takes ~1 ms
+            return
         # The pool's threads each wait (without the GIL) on a worker: as many workers as threads.
         self.service = CompileService(tokenizer, settings, workers=self.threads,
                                       timeout=self.compile_timeout, compile_in=o.get("compile_in", "process"),
@@ -101,8 +118,12 @@ class FSMBackend(BaseGrammarBackend):
             regex = build_regex_from_schema(text, whitespace=self.options.get("json_whitespace"))
         else:
             regex = text
+        if self.automaton == "lazy":
+            return FSMGrammar(compile_lazy_token_fsm(regex, self.tokenizer, self.vocab_size, self.lazy_limits,
+                                                     max_regex_chars=self.options.get("max_regex_chars", 100_000)))
         return FSMGrammar(self.service.compile_fsm(regex))
 
     def shutdown(self) -> None:
         super().shutdown()
-        self.service.shutdown()
+        if self.service is not None:
+            self.service.shutdown()
