@@ -75,7 +75,9 @@ PEOPLE = [("Li Lei", 31, "Paris"), ("Wang Fang", 35, "Shanghai"), ("Ken Sato", 4
 
 
 # ------------------------------------------------------------------------- part 1
-S5_DEFAULT = "s5 default engine"   # Engine(stage="s5"): our "fsm" backend through the compile service
+# Engine(stage="s5", automaton="eager"): our "fsm" backend's whole-DFA compile, through the compile
+# service (the lazy automaton, when it is the default, compiles only a start row: nothing to stall).
+S5_DEFAULT = "s5 fsm backend"
 ARRIVAL_TICK = 30   # decode steps of the eight requests before the slow request arrives
 
 
@@ -112,7 +114,7 @@ def step_gap_run(model_path: str | None, mode: str, compile_in: str, kind: str, 
     `compile_in`: "thread", "process" or "process nice N" (workers at niceness N), or
     S5_DEFAULT: the default engine (s5, our "fsm" backend, its compile service)."""
     if compile_in == S5_DEFAULT:
-        engine = Engine(model_path=model_path, stage="s5", compile_workers=1)
+        engine = Engine(model_path=model_path, stage="s5", compile_workers=1, automaton="eager")
     else:
         where, *nice = compile_in.split(" nice ")
         engine = Engine(model_path=model_path, stage="s3", grammar_queue=mode, compile_in=where,
@@ -320,7 +322,7 @@ def main() -> None:
                                                      for r in done[kind, "process", "nonblocking"]) + "."]
         d5 = med[kind, S5_DEFAULT, "nonblocking"]
         if d5 is not None:
-            lines += [f"- {kind}, the default engine (s5, fsm backend): longest gap {d5['during_max'] * 1e3:.0f} ms "
+            lines += [f"- {kind}, stage s5 with the fsm backend (eager: the compile service): longest gap {d5['during_max'] * 1e3:.0f} ms "
                       f"(control {d5['normal_max'] * 1e3:.0f} ms): max during / max normal **{d5['max_ratio']:.2f}x** "
                       f"({'met' if d5['max_ratio'] <= 1.2 else 'missed'}: target <= 1.2x)."]
     lines += ["", "## 2. Compile times on the 65k anthropic vocabulary", "",
