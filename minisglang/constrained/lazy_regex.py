@@ -134,6 +134,7 @@ class RegexPool:
         if bytes_mask:
             merged = self.byte_set(bytes_mask)
             members[merged.uid] = merged
+        members = self._factor_heads(members)
         if not members:
             return self.empty
         if len(members) == 1:
@@ -144,6 +145,22 @@ class RegexPool:
             first |= m.first
         return self._make((ALT, *sorted(members)), ALT, parts=parts,
                           nullable=any(m.nullable for m in parts), first=first)
+
+    def _factor_heads(self, members: dict[int, RegexNode]) -> dict[int, RegexNode]:
+        """ab|ac -> a(b|c): alternatives with the same head node share it (hash-consing
+        makes "the same head" one uid). A big enum becomes a trie of its values, so each
+        derivative touches the values that still match, not all of them."""
+        by_head: dict[int, list[RegexNode]] = {}
+        for m in members.values():
+            if m.kind == CONCAT:
+                by_head.setdefault(m.parts[0].uid, []).append(m)
+        if all(len(group) == 1 for group in by_head.values()):
+            return members
+        out = {uid: m for uid, m in members.items() if m.kind != CONCAT}
+        for group in by_head.values():
+            node = group[0] if len(group) == 1 else self.concat(group[0].parts[0], self.alt([m.parts[1] for m in group]))
+            out[node.uid] = node
+        return out
 
     def repeat(self, body: RegexNode, low: int, high: int | None) -> RegexNode:
         """body from `low` to `high` times (`high` None: unbounded)."""
@@ -560,8 +577,11 @@ class LazyByteDFA:
             return
         pool, node = self.pool, self.nodes[state]
         row = np.full(256, -1, dtype=np.int32)
-        cuts = pool.cuts(node) | (1 << 256)
-        starts = [b for b in range(257) if cuts >> b & 1]
+        cuts, starts = pool.cuts(node) | (1 << 256), []
+        while cuts:   # the set bits, lowest first
+            low = cuts & -cuts
+            starts.append(low.bit_length() - 1)
+            cuts ^= low
         for lo, hi in zip(starts, starts[1:]):
             if node.first >> lo & 1:
                 row[lo:hi] = self._state(pool.derivative(node, lo))
