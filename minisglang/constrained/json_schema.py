@@ -1449,6 +1449,13 @@ class _SchemaCompiler:
         missing = self.negation(self._flatten(schema["contains"], where, [], frozenset(), False), where)
         yes = self.value(_both(items, schema["contains"]), where)
         no = self.value(_both(items, missing), where) if missing is not False else None
+        if len(yes or "") + len(no or "") > MAX_CONTAINS_ITEM_CHARS:
+            # Y and N are repeated and interleaved; interegular takes minutes on big ones
+            # (`contains: {const: 1}` without `items` makes N any value but 1).
+            raise UnsupportedSchemaError(
+                f"keyword 'contains' at {path}: the item regexes with and without a match take "
+                f"{len(yes or '') + len(no or '')} characters (limit {MAX_CONTAINS_ITEM_CHARS}); give 'items' a "
+                "narrower schema")
         ws, sep = self.ws, f",{self.ws}"
         no_tail = "" if no is None else _repeat(sep + no, 0, None)
         options = [""] if lo == 0 else []
@@ -1744,6 +1751,8 @@ def _step(node, token: str):
     if isinstance(node, list) and token.isdigit() and int(token) < len(node):
         return node[int(token)]
     return None
+# contains interleaves the items with and without a match: their regexes' total size.
+MAX_CONTAINS_ITEM_CHARS = 3000
 # multipleOf within bounds lists the multiples: at most this many.
 MAX_LISTED_MULTIPLES = 256
 # uniqueItems writes every arrangement of the distinct item values: n! of them.
