@@ -62,7 +62,7 @@ class TokenRow:
         return self.tokens.nbytes + self.next_states.nbytes + self.packed.nbytes
 
 
-class LazyTokenIndex:
+class LazyStateIndex:
     """The TokenIndex interface over a LazyByteDFA: rows computed on first visit, cached.
 
     (token_index.LazyTokenIndex is the same idea over an EAGER byte DFA: its rows are
@@ -170,7 +170,7 @@ class LazyTokenIndex:
 class LazyRowMap(Mapping):
     """{state: packed row} as TokenFSM.state_row, each row computed on first lookup."""
 
-    def __init__(self, index: LazyTokenIndex):
+    def __init__(self, index: LazyStateIndex):
         self.index = index
 
     def __getitem__(self, state: int) -> torch.Tensor:
@@ -235,7 +235,7 @@ class LazyJumpForward:
 class LazyTokenFSM(TokenFSM):
     """A TokenFSM whose index, rows and jump map are all computed on demand."""
 
-    index: LazyTokenIndex = field(default=None)
+    index: LazyStateIndex = field(default=None)
     state_row: LazyRowMap = field(default=None)
     jump_map: LazyJumpForward = field(default=None)
 
@@ -266,7 +266,7 @@ def compile_lazy_token_fsm(regex: str, vocab: Vocabulary, vocab_size: int, limit
     try:
         pool = RegexPool(limits.max_regex_nodes)
         dfa = LazyByteDFA(parse_regex(regex, pool), pool, limits.max_lazy_states)
-        index = LazyTokenIndex(dfa, vocab, vocab_size, limits)
+        index = LazyStateIndex(dfa, vocab, vocab_size, limits)
         start = index.row(index.initial_state)
     except RegexError as e:   # AutomatonLimitError included
         raise ConstraintError(str(e)) from e
@@ -279,5 +279,5 @@ def compile_lazy_token_fsm(regex: str, vocab: Vocabulary, vocab_size: int, limit
     return LazyTokenFSM(regex, index=index, state_row=LazyRowMap(index), jump_map=LazyJumpForward(dfa))
 
 
-__all__ = ["AutomatonLimitError", "LazyLimits", "LazyTokenFSM", "LazyTokenIndex", "TokenRow",
+__all__ = ["AutomatonLimitError", "LazyLimits", "LazyTokenFSM", "LazyStateIndex", "TokenRow",
            "compile_lazy_token_fsm"]
