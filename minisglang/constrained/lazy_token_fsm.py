@@ -6,7 +6,7 @@ regex's length, not its DFA's size. Every later row is computed when generation 
 reaches its state, and cached:
 
 - the row's tokens: the vocabulary trie (token_index.VocabTrie, the same one the eager
-  fast index walks) is walked from the state, one trie level at a time with numpy; a
+  fast index walks) is walked from the state by a compiled loop (lazy_trie_walk.py); a
   subtree is dropped as soon as the automaton dies on its prefix, and automaton states
   the walk passes through are built (derivatives) when first touched;
 - `TokenRow`: allowed token ids (sorted), the state each one leads to, and the packed
@@ -30,7 +30,8 @@ import torch
 from .lazy_regex import AutomatonLimitError, LazyByteDFA, RegexPool, parse_regex
 from .regex_dfa import RegexError
 from .token_fsm import ConstraintError, TokenFSM, Vocabulary, check_regex_length
-from .token_index import VocabTrie, VocabularyCannotSpellError, _expand, vocab_trie
+from .lazy_trie_walk import walk_from
+from .token_index import VocabularyCannotSpellError, vocab_trie
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,8 @@ class LazyStateIndex:
         self.eos_token_id = vocab.eos_token_id
         self.words = (vocab_size + 31) // 32
         self.rows: dict[int, TokenRow] = {}
+        self.has_long = np.zeros(self.trie.num_nodes, dtype=bool)   # nodes with tokens past the trie
+        self.has_long[list(self.trie.long_tokens)] = True
         self._lock = threading.Lock()   # rows are built by whichever thread asks first
 
     def row(self, state: int) -> TokenRow:
@@ -105,38 +108,31 @@ class LazyStateIndex:
     def _walk_trie(self, state: int) -> tuple[np.ndarray, np.ndarray]:
         """(token ids, their end states) of every token whose bytes `state` can read.
 
-        The walk holds live (trie node, automaton state) pairs one trie level at a time;
-        before each level the states it reads from are expanded (rows built) if new.
+        The compiled walk (lazy_trie_walk.py) stops at states whose rows do not exist yet;
+        those are expanded here (at most `max_row_expansions` for one row) and the walk
+        goes on from where it stopped.
         """
         trie, dfa = self.trie, self.dfa
-        spent = 0   # states expanded for this row
-        nodes = np.zeros(1, dtype=np.int64)
-        at = np.asarray([state], dtype=np.int64)
+        nodes, states = np.zeros(1, dtype=np.int64), np.asarray([state], dtype=np.int64)
         found_tokens, found_states = [], []
-        for _depth in range(VocabTrie.MAX_DEPTH):
-            owner, child = _expand(trie.child_start[nodes], trie.child_stop[nodes])
-            if child.shape[0] == 0:
-                nodes = child
-                break
-            source = at[owner]
-            spent = dfa.expand_all(source, spent, self.limits.max_row_expansions, state)
-            nxt = dfa.table[source, trie.byte[child]]
-            live = nxt >= 0
-            nodes, at = child[live], nxt[live].astype(np.int64)
-            if nodes.shape[0] == 0:
-                break
-            owner, position = _expand(trie.end_start[nodes], trie.end_stop[nodes])
-            found_tokens.append(trie.end_tokens[position])
-            found_states.append(at[owner])
-        # Tokens longer than the trie: walk the rest of their bytes one by one.
-        if trie.long_tokens and nodes.shape[0]:
-            extra = [(token_id, end) for node, s in zip(nodes.tolist(), at.tolist())
-                     for token_id, rest in trie.long_tokens.get(node, ())
-                     if (end := dfa.walk_bytes(s, rest)) >= 0]
-            found_tokens.append(np.asarray([t for t, _ in extra], dtype=np.int64))
-            found_states.append(np.asarray([e for _, e in extra], dtype=np.int64))
-        if not found_tokens:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        out_tokens, out_states = np.empty_like(trie.end_tokens), np.empty_like(trie.end_tokens)
+        buffers = [np.empty(trie.num_nodes, dtype=np.int64) for _ in range(4)]
+        spent = 0   # states expanded for this row
+        while nodes.shape[0]:
+            found, pending, longs = walk_from(
+                trie.child_start, trie.child_stop, trie.byte, trie.end_start, trie.end_stop, trie.end_tokens,
+                self.has_long, dfa.table, dfa.expanded, nodes, states, out_tokens, out_states, *buffers)
+            found_tokens.append(out_tokens[:found].copy())
+            found_states.append(out_states[:found].copy())
+            # Tokens longer than the trie: walk the rest of their bytes one by one.
+            for node, s in zip(buffers[2][:longs].tolist(), buffers[3][:longs].tolist()):
+                for token_id, rest in trie.long_tokens[node]:
+                    end = dfa.walk_bytes(s, rest)
+                    if end >= 0:
+                        found_tokens.append(np.asarray([token_id]))
+                        found_states.append(np.asarray([end]))
+            nodes, states = buffers[0][:pending].copy(), buffers[1][:pending].copy()
+            spent = dfa.expand_all(states, spent, self.limits.max_row_expansions, state)
         return np.concatenate(found_tokens), np.concatenate(found_states)
 
     # -- the TokenIndex interface ---------------------------------------------------------
