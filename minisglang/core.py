@@ -204,7 +204,7 @@ class Req:
     generator: torch.Generator | None = None
 
     # Accounting.
-    cached_tokens: int = 0                # prompt tokens the radix tree supplied (all admissions)
+    cached_tokens: int = 0                # prompt tokens the radix tree supplied (first admission)
     sampled_tokens: int = 0               # tokens chosen by the sampler (not jumped)
     arrival_time: float = field(default_factory=time.perf_counter)
     first_token_time: float | None = None
