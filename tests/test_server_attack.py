@@ -5,6 +5,7 @@ now gets a clear answer for that request alone while everyone else is served and
 leaks (`Engine.stats().pools_full`).
 """
 import json
+import re
 import socket
 import threading
 
@@ -225,3 +226,40 @@ def test_mutated_bytes_are_a_request_or_a_400_sentence(body, model):
         assert 400 <= e.status < 500
         for noise in ("pydantic", "Input should", "Traceback", "<class"):
             assert noise not in str(e)
+
+
+# ---------------------------------------------------------------------- grammars that are hostile
+def test_a_forced_text_too_long_for_the_request_is_not_searched_at_every_step():
+    """`a{400}` forces 400 bytes from the start: more than 8 tokens can hold (the longest
+    token has 45 bytes), so the jump is refused. It was found and re-encoded again at every step (xgrammar took
+    5 s a step for `"a"{1000000}`, stalling every request); now once per request."""
+    eng = sgl.Engine(stage="s4", max_total_tokens=2000, max_running_requests=4)
+    calls = []
+    find_jump = eng.stage.jump.find_jump
+    eng.stage.jump.find_jump = lambda req: calls.append(req.rid) or find_jump(req)
+    out = eng.generate("x", {"regex": "a{400}", "max_new_tokens": 8, "temperature": 0})
+    assert out["meta_info"]["finish_reason"] == {"type": "length", "length": 8}
+    assert re.fullmatch("a+", out["text"])   # a prefix of the only string the regex allows
+    assert len(calls) == 1
+    short = eng.generate("x", {"regex": "abcdefgh[0-9]", "max_new_tokens": 8, "temperature": 0})
+    assert re.fullmatch("abcdefgh[0-9]", short["text"]) and eng.stage.jump.jumps >= 1   # short jumps still taken
+    assert eng.stats().pools_full
+    eng.shutdown()
+
+
+@pytest.mark.parametrize("constraint", [{"regex": "[^\\s\\S]"}, {"ebnf": "root ::= root"},
+                                        {"json_schema": {"$ref": "#"}}])
+def test_llguidance_in_its_error_state_aborts_instead_of_stopping_with_text_it_never_accepted(constraint):
+    """An empty language compiles, but llguidance's matcher then falls into its error state,
+    where it still allows EOS: the request ended as a "stop" with "" (not a match of the
+    grammar). Now the mask refuses the error state and the request is aborted, alone."""
+    eng = sgl.Engine(stage="s5", grammar_backend="llguidance", max_total_tokens=2000, max_running_requests=4)
+    bystander = eng.submit("The weather", GREEDY)
+    bad = eng.submit("hi", dict(constraint, max_new_tokens=8))
+    run_all(eng, [bystander, bad])
+    assert bad.finished_reason["type"] == "abort"
+    assert bad.finished_reason["message"].startswith("the grammar failed while masking its logits")
+    assert "allows no text from here" in bad.finished_reason["message"]
+    assert bystander.finished_reason == {"type": "length", "length": 12}
+    assert eng.stats().pools_full
+    eng.shutdown()

@@ -93,6 +93,15 @@ class LLGuidanceGrammar(BaseGrammarObject):
         _check_mask(vocab_mask)
         row = vocab_mask[idx]
         self.matcher.unsafe_compute_mask_ptr(row.data_ptr(), row.numel() * row.element_size())
+        self._refuse_error_state()
+
+    def _refuse_error_state(self) -> None:
+        """A matcher in its error state (an empty language like `[^\\s\\S]` or `root ::= root`,
+        or a parser limit reached) still offers EOS; taking it would end the request as a
+        "stop" whose text the grammar never accepted. Raise instead: the request is aborted."""
+        if self.matcher.is_error():
+            reason = self.matcher.get_error().replace("<non-verbose/>", "").strip()
+            raise GrammarError(f"the grammar allows no text from here (llguidance: {reason})")
 
     @classmethod
     def fill_vocab_mask_batched(cls, entries, vocab_mask: torch.Tensor) -> None:
@@ -104,6 +113,8 @@ class LLGuidanceGrammar(BaseGrammarObject):
         batch, words = vocab_mask.shape
         cls._executor.unsafe_compute_mask_ptr([(g.matcher, idx) for g, idx in entries], vocab_mask.data_ptr(),
                                               words * vocab_mask.element_size(), batch)
+        for g, _ in entries:   # the scheduler then masks row by row to find whose grammar it was
+            g._refuse_error_state()
 
     # -- jump forward: the bytes the grammar forces from here ---------------------------
     def try_jump_forward(self, tokenizer) -> bytes | None:

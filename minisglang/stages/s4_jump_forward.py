@@ -26,6 +26,7 @@ Engine option: `jump_forward=False` turns the jumps off (then this stage is s3).
 """
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -50,15 +51,24 @@ class JumpForward:
         self.find_jump, self.could_merge_further, self.move_grammar = find_jump, could_merge_further, move_grammar
         self.jumps = 0            # jumps taken, for notebooks and benchmarks
         self.refused = 0          # jumps refused because retokenization changed the prompt
+        self.longest_token = max((len(b) for b in tokenizer.token_bytes if b), default=1)
+        # Requests whose forced text was too long for them once: finding it again costs as much
+        # (xgrammar took 1.2 s a step for `"a"{1000000}`), and jumping is only a speed-up.
+        self.no_more_jumps: weakref.WeakSet[Req] = weakref.WeakSet()
 
     def before_decode(self, running: list[Req]) -> list[Readmit]:
         readmit = []
         for req in running:
-            if req.grammar is None or req.finished:
+            if req.grammar is None or req.finished or req in self.no_more_jumps:
                 continue
             jump = self.find_jump(req)
             # One character is not worth a prefill round trip: sampling it costs one step.
             if jump is None or len(jump[0].decode("utf-8", errors="replace")) <= 1:
+                continue
+            # A jump this long needs max_new_tokens tokens or more, so retokenize would refuse it;
+            # refuse it before encoding it (`"a"{1000000}` once cost 5 s of encoding per step).
+            if len(jump[0]) >= req.sampling_params.max_new_tokens * self.longest_token:
+                self.no_more_jumps.add(req)
                 continue
             new_output_ids = self.retokenize(req, jump[0])
             if new_output_ids is None:
