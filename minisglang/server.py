@@ -351,15 +351,20 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
             raise RequestError(f"the model {name!r} does not exist; this server serves {model_id!r}",
                                status=404, param="model", code="model_not_found")
 
-    def make_req(prompt: str, params: SamplingParams) -> Req:
-        """Tokenize (in the thread pool, never on the scheduler or event-loop thread)."""
+    def make_req(prompt: str, params: SamplingParams, field: str = "prompt") -> Req:
+        """Tokenize (in the thread pool, never on the scheduler or event-loop thread); errors
+        name `field`, the request's field the prompt came from."""
         if len(prompt.encode("utf-8", "surrogatepass")) > max_prompt_bytes:
-            raise RequestError(f"the prompt is longer than the model's context of {max_context} tokens",
-                               param="prompt")
+            raise RequestError(f"{field}: the prompt is longer than the model's context of {max_context} tokens",
+                               param=field)
         try:
-            return engine.make_request(prompt, params)
+            req = engine.make_request(prompt, params)
         except ValueError as e:   # e.g. a lone surrogate in the prompt
-            raise RequestError(str(e), param="prompt") from e
+            raise RequestError(f"{field}: {e}", param=field) from e
+        if len(req.origin_input_ids) >= max_context:   # (too long with max_tokens: the scheduler's 400 says so)
+            raise RequestError(f"{field}: the prompt has {len(req.origin_input_ids)} tokens, the model's context "
+                               f"{max_context} (and at least one new token must fit)", param=field)
+        return req
 
     def refuse_abort(meta: dict[str, Any]) -> None:
         """An aborted request is an error for its client: 500 if the engine failed on it, else 400
@@ -504,7 +509,7 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
                 prompt = engine.tokenizer.apply_chat_template(body.message_dicts())
             except Exception as e:   # the template's own raise_exception (e.g. roles out of order)
                 raise RequestError(f"messages: the chat template refused them: {e}", param="messages") from e
-            return make_req(prompt, params)
+            return make_req(prompt, params, field="messages")
 
         req = await run_in_threadpool(render_and_tokenize)
         rid, created = f"chatcmpl-{uuid.uuid4().hex[:12]}", int(time.time())
@@ -528,7 +533,7 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
     @app.post("/generate")
     async def native(request: Request):
         body = await parse_body(GenerateRequest, request)
-        req = await run_in_threadpool(make_req, body.text, body.to_sampling_params())
+        req = await run_in_threadpool(make_req, body.text, body.to_sampling_params(), "text")
         return await run(request, req, lambda text, meta, streaming: {"text": text, "meta_info": meta},
                          body.stream, False)
 

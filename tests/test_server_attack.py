@@ -263,3 +263,16 @@ def test_llguidance_in_its_error_state_aborts_instead_of_stopping_with_text_it_n
     assert bystander.finished_reason == {"type": "length", "length": 12}
     assert eng.stats().pools_full
     eng.shutdown()
+
+
+@pytest.mark.parametrize("path,body,field", [
+    ("/v1/completions", {"prompt": "x " * 5000, "max_tokens": 2}, "prompt"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}] * 3000, "max_tokens": 2}, "messages"),
+    ("/generate", {"text": "x " * 5000}, "text"),
+])
+def test_a_prompt_too_long_names_the_field_it_came_from(client, path, body, field):
+    """A chat request's prompt comes from `messages`, /generate's from `text`: the 400 says so."""
+    r = client.post(path, json=body)
+    assert r.status_code == 400
+    assert r.json()["error"]["param"] == field
+    assert r.json()["error"]["message"].startswith(f"{field}: ")
