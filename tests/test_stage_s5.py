@@ -158,3 +158,19 @@ def test_reasoning_gate_constrains_only_after_the_marker(engine):
     assert ids[:k + 1] == free[:k + 1]                   # nothing was masked while thinking
     assert re.fullmatch(DATE, tok.decode(ids[k + 1:])), out["text"]
     assert out["meta_info"]["finish_reason"]["type"] == "stop"
+
+
+def test_json_schema_options_reach_the_compiler_and_typos_fail_at_start():
+    """`json_schema_options` is SchemaOptions for our backend: a typo fails when the engine
+    starts, and a setting (here at most 2 integer digits) holds in what is generated."""
+    with pytest.raises(ValueError, match="any_ordr"):
+        sgl.Engine(json_schema_options={"any_ordr": True})
+    engine = sgl.Engine(json_schema_options={"max_integer_digits": 2})
+    try:
+        for seed in range(3):
+            out = engine.generate("<|user|>\nA number\n<|assistant|>\n",
+                                  {"json_schema": {"type": "integer"}, "max_new_tokens": 12,
+                                   "temperature": 1.0, "seed": seed})
+            assert re.fullmatch(r"-?\d{1,2}", out["text"]), out
+    finally:
+        engine.shutdown()

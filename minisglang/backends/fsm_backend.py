@@ -17,6 +17,7 @@ from __future__ import annotations
 import torch
 
 from ..constrained.compile_service import CompileService, CompileSettings
+from ..constrained.json_schema import build_regex_from_schema
 from ..constrained.lazy_token_fsm import LazyLimits, compile_lazy_token_fsm
 from ..constrained.token_fsm import TokenFSM
 from .base import BaseGrammarBackend, BaseGrammarObject, GrammarError, register_backend
@@ -98,6 +99,8 @@ class FSMBackend(BaseGrammarBackend):
         # "lazy" (constrained/lazy_token_fsm.py): states and rows made as generation reaches
         # them, compiled in this process in about a millisecond; "eager": s1-s4's whole DFA
         # and index, compiled by the service.
+        self.schema_options = dict(o.get("json_schema_options") or {})
+        build_regex_from_schema(True, whitespace=o.get("json_whitespace"), **self.schema_options)  # a bad option fails now
         self.automaton = o.get("automaton", "lazy")
         if self.automaton not in ("lazy", "eager"):
             raise ValueError(f"unknown automaton {self.automaton!r}: 'lazy' or 'eager'")
@@ -113,9 +116,8 @@ class FSMBackend(BaseGrammarBackend):
 
     def compile(self, kind: str, text: str) -> FSMGrammar:
         if kind == "json_schema":
-            from ..constrained.json_schema import build_regex_from_schema
-
-            regex = build_regex_from_schema(text, whitespace=self.options.get("json_whitespace"))
+            regex = build_regex_from_schema(text, whitespace=self.options.get("json_whitespace"),
+                                            **self.schema_options)
         else:
             regex = text
         if self.automaton == "lazy":

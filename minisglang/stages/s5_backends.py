@@ -84,6 +84,9 @@ class BackendOptions(StageOptions):
     grammar_cache_bytes: int | None = 1 << 30   # ... and at most this many bytes of them
     compile_workers: int = 2                # compiles at once
     json_whitespace: str | None = None      # whitespace allowed between JSON tokens (regex)
+    # our JSON Schema compiler's other choices (constrained/json_schema.py SchemaOptions:
+    # bounded numerals, any_order, extra_properties, unknown_formats, ...); checked at start
+    json_schema_options: dict | None = None
     # our own backend ("fsm") only: s1's and s3's bounds, workers and disk cache
     max_fsm_states: int = 10_000
     max_regex_chars: int | None = 100_000
@@ -104,7 +107,8 @@ class BackendOptions(StageOptions):
                 "max_row_expansions": self.max_row_expansions, "max_regex_nodes": self.max_regex_nodes,
                 "max_entries": self.max_entries, "max_bytes": self.grammar_cache_bytes,
                 "compile_timeout": self.compile_timeout, "threads": self.compile_workers,
-                "json_whitespace": self.json_whitespace, "max_fsm_states": self.max_fsm_states,
+                "json_whitespace": self.json_whitespace, "json_schema_options": self.json_schema_options,
+                "max_fsm_states": self.max_fsm_states,
                 "max_regex_chars": self.max_regex_chars, "compile_in": self.compile_in,
                 "compile_nice": self.compile_nice, "compile_memory_bytes": self.compile_memory_bytes,
                 "grammar_cache_dir": self.grammar_cache_dir}
