@@ -471,7 +471,8 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
                 "limits": {k: v for k, v in asdict(options).items() if k != "api_key"},
                 "api_key_required": options.api_key is not None}
 
-    model_card = {"id": model_id, "object": "model", "owned_by": "minisglang"}
+    # OpenAI's model object; `created` is when this server started serving it.
+    model_card = {"id": model_id, "object": "model", "created": int(time.time()), "owned_by": "minisglang"}
 
     @app.get("/v1/models")
     async def models():

@@ -155,6 +155,7 @@ def test_a_body_sent_too_slowly_is_a_408(client):
 
 def test_one_model_can_be_retrieved_as_the_openai_client_does(client):
     listed = client.get("/v1/models").json()["data"][0]
+    assert set(listed) == {"id", "object", "created", "owned_by"} and isinstance(listed["created"], int)
     assert client.get(f"/v1/models/{listed['id']}").json() == listed
     missing = client.get("/v1/models/gpt-4")
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "model_not_found"
