@@ -10,6 +10,7 @@ import socket
 import threading
 
 import httpx
+import openai
 import pytest
 import torch
 from hypothesis import given, settings
@@ -277,3 +278,24 @@ def test_a_prompt_too_long_names_the_field_it_came_from(client, path, body, fiel
     assert r.status_code == 400
     assert r.json()["error"]["param"] == field
     assert r.json()["error"]["message"].startswith(f"{field}: ")
+
+
+def test_the_openai_client_sees_error_objects_for_hostile_input(client):
+    """What the attacks above get, as the `openai` client reports it: typed exceptions whose
+    body is OpenAI's error object, and retrieve() of the served model."""
+    oa = openai.OpenAI(base_url=str(client.base_url) + "/v1", api_key="none", max_retries=0)
+    model = oa.models.list().data[0].id
+    assert oa.models.retrieve(model).id == model
+    with pytest.raises(openai.NotFoundError) as missing:
+        oa.models.retrieve("gpt-4")
+    assert missing.value.body["code"] == "model_not_found"
+    with pytest.raises(openai.BadRequestError) as long_prompt:
+        oa.completions.create(model=model, prompt="x " * 5000, max_tokens=2)
+    assert long_prompt.value.body["param"] == "prompt"
+    with pytest.raises(openai.BadRequestError) as too_many_stops:
+        oa.completions.create(model=model, prompt="hi", max_tokens=2, stop=["a", "b", "c", "d", "e"])
+    assert too_many_stops.value.body["param"] == "stop"
+    with pytest.raises(openai.BadRequestError) as bad_regex:   # s1 compiles on arrival: before any chunk
+        list(oa.completions.create(model=model, prompt="hi", max_tokens=2, stream=True, extra_body={"regex": "(a"}))
+    assert "regex" in bad_regex.value.body["message"]
+    assert client.get("/health").status_code == 200
