@@ -54,7 +54,10 @@ def _type_name(value: Any) -> str:
         return f"the integer {value}" if abs(value) < 10**30 else "a huge integer"
     if _is_number(value):
         return f"the number {value!r}"
-    return names.get(type(value), f"a {type(value).__name__}")
+    kind = type(value)
+    # A library's type by its full name: numpy's bool_ is "a numpy.bool", not a confusing "a bool".
+    where = "" if kind.__module__ == "builtins" else f"{kind.__module__.split('.')[0]}."
+    return names.get(kind, f"a {where}{kind.__name__}")
 
 
 def check_text(name: str, value: Any) -> None:

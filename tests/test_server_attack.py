@@ -4,12 +4,14 @@ Each test is one input that once gave a 5xx, a hang, or hurt another client's re
 now gets a clear answer for that request alone while everyone else is served and nothing
 leaks (`Engine.stats().pools_full`).
 """
+import decimal
 import json
 import re
 import socket
 import threading
 
 import httpx
+import numpy as np
 import openai
 import pytest
 import torch
@@ -299,3 +301,16 @@ def test_the_openai_client_sees_error_objects_for_hostile_input(client):
         list(oa.completions.create(model=model, prompt="hi", max_tokens=2, stream=True, extra_body={"regex": "(a"}))
     assert "regex" in bad_regex.value.body["message"]
     assert client.get("/health").status_code == 200
+
+
+@pytest.mark.parametrize("params,message", [
+    ({"ignore_eos": np.bool_(True)}, "ignore_eos must be true or false, got a numpy.bool"),   # was "got a bool"
+    ({"max_new_tokens": torch.tensor(3)}, "max_new_tokens must be an integer, got a torch.Tensor"),
+    ({"temperature": decimal.Decimal("0.5")}, "temperature must be a finite number, got a decimal.Decimal"),
+    ({"stop": ("a",)}, "stop must be a string or a list of strings, got a tuple"),
+])
+def test_engine_errors_name_a_library_type_by_its_full_name(engine, params, message):
+    with pytest.raises(ValueError) as info:
+        engine.generate("hi", dict(params, max_new_tokens=params.get("max_new_tokens", 2)))
+    assert str(info.value) == message
+    assert engine.stats().pools_full
