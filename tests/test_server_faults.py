@@ -146,7 +146,12 @@ def test_mixed_load_with_faults_keeps_serving_and_leaks_nothing(faulty):
     assert stats.idle and stats.pools_full, stats
     assert engine.scheduler.tree_cache.protected_size() == 0
     faults = sum(kinds.count(k) for k in ("leave_stream", "leave_wait", "boom", "runaway"))
-    assert stats.finished_by_reason.get("abort", 0) - before == faults     # the leavers were aborted
+    # Every leaver that reached the engine was aborted: none ran to its 400 tokens. (On a loaded
+    # machine a leaver may disconnect before its prompt was even queued: then there is nothing to
+    # abort, so the count of aborts is bounded, not exact.)
+    assert not [e for e in engine.trace if e["event"] == "finish" and e["reason"].get("length") == 400]
+    aborted = stats.finished_by_reason.get("abort", 0) - before
+    assert kinds.count("boom") + kinds.count("runaway") <= aborted <= faults, (aborted, faults)
     assert rss_mb() - baseline < 200, (baseline, rss_mb())
 
 
