@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 if TYPE_CHECKING:  # pragma: no cover
     from .engine import Engine
@@ -81,3 +81,7 @@ class _EngineCollector:
             for key, value in sorted(stage_stats().items()):
                 if isinstance(value, (int, float)) and not isinstance(value, bool):
                     yield GaugeMetricFamily(f"minisglang_grammar_{key}", f"Constraint layer: {key}", value=value)
+                elif hasattr(value, "bounds"):   # a histogram (backends.base.CompileTimes)
+                    buckets = [(str(b), c) for b, c in zip(value.bounds, value.counts)] + [("+Inf", value.count)]
+                    yield HistogramMetricFamily(f"minisglang_grammar_{key}", f"Constraint layer: {key}",
+                                                buckets=buckets, sum_value=value.total)

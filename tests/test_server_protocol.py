@@ -226,6 +226,17 @@ def test_health_metrics_and_server_info(client):
                  "minisglang_request_latency_seconds_bucket", "minisglang_waiting_queue_length",
                  "minisglang_free_kv_slots", "minisglang_free_request_slots", "minisglang_radix_hit_rate"):
         assert name in text, name
+    # the grammar cache (s5's backend): a schema compiled once, then found in the cache
+    schema = {"response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": {"type": "integer"}}}}
+    for _ in range(2):
+        client.post("/v1/chat/completions", json={"messages": HI, "max_tokens": 4, **schema})
+    text = client.get("/metrics").text
+    metric = {line.split()[0]: float(line.split()[1]) for line in text.splitlines()
+              if line.startswith("minisglang_grammar_") and not line.startswith("#")}
+    assert metric["minisglang_grammar_cache_entries"] >= 1 and metric["minisglang_grammar_cache_bytes"] > 0
+    assert metric["minisglang_grammar_hits"] >= 1 and metric["minisglang_grammar_lookups"] >= 2
+    assert metric["minisglang_grammar_compile_seconds_count"] >= 1
+    assert 'minisglang_grammar_compile_seconds_bucket{le="+Inf"}' in metric
     info = client.get("/get_server_info").json()
     assert info["model"] == MODEL and info["stage"].startswith("s5")
     assert info["limits"]["max_body_bytes"] == 200_000 and "api_key" not in info["limits"]

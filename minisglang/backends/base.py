@@ -19,8 +19,9 @@ import collections
 import json
 import os
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -118,6 +119,24 @@ class InvalidGrammarObject(BaseGrammarObject):
 
 
 # ------------------------------------------------------------------------ per engine
+@dataclass
+class CompileTimes:
+    """A histogram of compile durations (seconds), cumulative as Prometheus counts them:
+    `counts[i]` compiles took at most `bounds[i]` seconds; `total` is their sum."""
+
+    bounds: tuple[float, ...] = (0.001, 0.01, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0)
+    counts: list[int] = field(default_factory=lambda: [0] * 9)
+    count: int = 0
+    total: float = 0.0
+
+    def record(self, seconds: float) -> None:
+        self.count += 1
+        self.total += seconds
+        for i, bound in enumerate(self.bounds):
+            if seconds <= bound:
+                self.counts[i] += 1
+
+
 class BaseGrammarBackend:
     """Compile-and-cache for one engine. Subclasses implement `compile(kind, text)`."""
 
@@ -139,6 +158,8 @@ class BaseGrammarBackend:
         self.cache: collections.OrderedDict[tuple[str, str], Future] = collections.OrderedDict()
         self.lock = threading.Lock()
         self.compile_count = 0
+        self.lookups = self.hits = 0       # asked for a grammar / found it compiled or compiling
+        self.compile_times = CompileTimes()
 
     def compile(self, kind: str, text: str) -> BaseGrammarObject:
         """Compile one grammar into a matcher at its start (runs on a pool thread)."""
@@ -168,6 +189,8 @@ class BaseGrammarBackend:
         key = self.normalise(kind, text)
         with self.lock:
             future = self.cache.get(key)
+            self.lookups += 1
+            self.hits += future is not None
             if future is None:
                 future = self.pool.submit(self._compile_safely, *key)
                 self.cache[key] = future
@@ -184,6 +207,7 @@ class BaseGrammarBackend:
         if kind not in self.kinds:
             return InvalidGrammarObject(f"the {self.name!r} grammar backend does not support {kind!r} "
                                         f"(it supports {sorted(self.kinds)})")
+        start = time.perf_counter()
         try:
             grammar = self.compile(kind, text)
         except CompileTimeout as e:
@@ -193,8 +217,17 @@ class BaseGrammarBackend:
         except Exception as e:   # every failure becomes a message for that one request
             return InvalidGrammarObject(f"{kind} rejected by the {self.name!r} backend: {e}")
         with self.lock:   # its size is known now: make room before anyone is told it is done
+            self.compile_times.record(time.perf_counter() - start)
             self._evict_lru(new=((kind, text), grammar.nbytes()))
         return grammar
+
+    def stats(self) -> dict[str, Any]:
+        """The grammar cache for /metrics: entries, bytes, lookups, hits, compile times."""
+        with self.lock:
+            done = [f for f in self.cache.values() if f.done() and not f.cancelled()]
+            return {"cache_entries": len(self.cache), "cache_bytes": sum(f.result().nbytes() for f in done),
+                    "compiling": len(self.cache) - len(done), "lookups": self.lookups, "hits": self.hits,
+                    "compiles": self.compile_count, "compile_seconds": self.compile_times}
 
     def result(self, future: Future) -> BaseGrammarObject | None:
         """A fresh matcher if the compile finished, else None."""

@@ -234,5 +234,9 @@ class BackendStage(Stage):
         self.queue.forget(req)
         super().release(req)
 
+    def stats(self) -> dict:
+        """The backend's grammar cache numbers (for the server's /metrics)."""
+        return self.backend.stats()
+
     def shutdown(self) -> None:
         self.backend.shutdown()
