@@ -35,7 +35,7 @@ import unicodedata
 import warnings
 import numpy as np
 
-from .regex_dfa import MAX_CODE_POINT, RegexError, _strip_anchors, utf8_sequences
+from .regex_dfa import MAX_CODE_POINT, RegexError, _complement, _strip_anchors, utf8_sequences
 
 # Node kinds.
 EMPTY, EPSILON, BYTES, CONCAT, ALT, REPEAT = range(6)
@@ -275,17 +275,6 @@ def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return out
 
 
-def _negate(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    out, start = [], 0
-    for lo, hi in ranges:
-        if lo > start:
-            out.append((start, lo - 1))
-        start = hi + 1
-    if start <= MAX_CODE_POINT:
-        out.append((start, MAX_CODE_POINT))
-    return out
-
-
 def _ascii_ranges(chars: str) -> list[tuple[int, int]]:
     return _merge([(ord(c), ord(c)) for c in chars])
 
@@ -379,7 +368,7 @@ class _Parser:
             return self.escape()
         if c == ".":
             self.i += 1
-            return self.ranges_node(_negate([(10, 10)]))
+            return self.ranges_node(_complement([(10, 10)]))
         if c in "^$":
             raise self.fail(f"anchor {c!r} at position {self.i} (only at the very start or end)")
         self.i += 1
@@ -424,7 +413,7 @@ class _Parser:
         self.i += 2
         if c in SHORTHANDS:
             ranges, negated = SHORTHANDS[c]
-            ranges = _negate(ranges) if negated else ranges
+            ranges = _complement(ranges) if negated else ranges
             return ranges if in_class else self.ranges_node(ranges)
         if c == "b" and in_class:
             ch = "\b"
@@ -485,7 +474,7 @@ class _Parser:
                 ranges.append((lo, lo))
         self.i += 1
         ranges = _merge(ranges)
-        return self.ranges_node(_negate(ranges) if negated else ranges)
+        return self.ranges_node(_complement(ranges) if negated else ranges)
 
     def ranges_node(self, ranges: list[tuple[int, int]]) -> RegexNode:
         """Code point ranges -> the alternation of their UTF-8 byte sequences."""
