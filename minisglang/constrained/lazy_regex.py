@@ -35,7 +35,7 @@ import unicodedata
 import warnings
 import numpy as np
 
-from .regex_dfa import MAX_CODE_POINT, RegexError, _complement, _strip_anchors, utf8_sequences
+from .regex_dfa import RegexError, _complement, _strip_anchors, utf8_sequences
 
 # Node kinds.
 EMPTY, EPSILON, BYTES, CONCAT, ALT, REPEAT = range(6)
