@@ -35,8 +35,6 @@ from typing import Any
 
 import torch
 
-from .backends.base import GrammarError
-from .constrained.regex_dfa import RegexError
 from .core import Req
 from .memory_pool import ReqToTokenPool, TokenToKVPool
 from .model.forward_batch import ForwardBatch, ForwardMode
@@ -337,7 +335,7 @@ class Scheduler:
         self.totals.errors += 1
         logger.error("step %d: error while %s (aborting %d request(s))", self.step_count, where,
                      len(reqs), exc_info=error)
-        if isinstance(error, (RegexError, GrammarError)):   # the request's grammar, not the engine, failed
+        if isinstance(error, self.stage.grammar_errors):   # the request's grammar, not the engine, failed
             message = f"the grammar failed while {where}: {error}"
         else:
             message = f"internal error while {where}: {type(error).__name__}: {error}"

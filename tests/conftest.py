@@ -4,8 +4,15 @@ from pathlib import Path
 import pytest
 
 import os
+import sys
 
-import minisglang
+# `minisglang grade --impl DIR` puts DIR first on sys.path. An editable install of the
+# reference also adds a finder that would quietly supply any subpackage missing from DIR
+# (a student copy without `constrained/` graded as the reference): grading sees DIR only.
+if os.environ.get("MINISGLANG_IMPL"):
+    sys.meta_path[:] = [f for f in sys.meta_path if not (getattr(f, "__module__", "") or "").startswith("__editable__")]
+
+import minisglang  # noqa: E402  (after the finder is gone)
 
 REPO = Path(__file__).resolve().parents[1]
 # Fetched by scripts/setup.sh (pip download --no-deps anthropic==0.3.11, then unzipped).

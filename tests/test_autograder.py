@@ -7,7 +7,9 @@ each reported with the test's name and the reason. Students carry their own code
 (`checkout --from`), and a student copy holds no reference solution of a task they were given.
 """
 import json
+import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -450,3 +452,41 @@ def test_every_plausible_mistake_fails_its_tasks_tests(stage):
     assert references and all(references), "the reference fails after the mutants ran"
     survivors = {m: r["detail"] for m, r in results.items() if not r["caught"]}
     assert not survivors, f"these mistakes pass the task's tests: {json.dumps(survivors, indent=1)}"
+
+
+def test_a_copy_missing_a_whole_subpackage_is_not_graded_as_the_reference(tmp_path):
+    """An editable install of the reference must not fill the holes of a student's copy: with
+    `constrained/` deleted, the copy's tests fail on the missing module instead of passing."""
+    copy = tmp_path / "student"
+    checkout("s1", copy)
+    shutil.rmtree(copy / "minisglang" / "constrained")
+    env = dict(os.environ, PYTHONPATH=str(copy), MINISGLANG_IMPL=str(copy))
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+                           str(REPO_TESTS / "test_exercises_s1.py")],
+                          capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+    assert proc.returncode != 0, proc.stdout
+    assert "No module named 'minisglang.constrained'" in proc.stdout + proc.stderr, proc.stdout[-2000:]
+
+
+@pytest.mark.parametrize("stage", ["s1", "s2", "s3", "s4"])
+def test_a_checkout_runs_the_engine_with_only_its_own_files(stage, tmp_path):
+    """A copy of an early stage holds no later stage's files (no backends/ before s5), so the
+    engine it ships must run without them: the reference install is hidden from it."""
+    checkout(stage, tmp_path)
+    script = (
+        "import sys\n"
+        "sys.meta_path[:] = [f for f in sys.meta_path if not (getattr(f, '__module__', '') or '')"
+        ".startswith('__editable__')]\n"
+        "import re, minisglang\n"
+        f"assert minisglang.__file__.startswith({str(tmp_path)!r}), minisglang.__file__\n"
+        "if __name__ == '__main__':\n"
+        f"    engine = minisglang.Engine(stage={stage!r})\n"
+        "    out = engine.generate('Date:', {'regex': r'\\d{4}-\\d{2}-\\d{2}', 'max_new_tokens': 12})\n"
+        "    engine.shutdown()\n"
+        "    assert re.fullmatch(r'\\d{4}-\\d{2}-\\d{2}', out['text']), out\n"
+        "    print('ran', out['text'])\n")
+    (tmp_path / "run_it.py").write_text(script)
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    proc = subprocess.run([sys.executable, "run_it.py"], capture_output=True, text=True, env=env,
+                          timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0 and "ran " in proc.stdout, proc.stdout[-1500:] + proc.stderr[-3000:]

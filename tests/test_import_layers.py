@@ -4,7 +4,9 @@ The contracts live in pyproject.toml (`[tool.importlinter]`) and are checked by
 import-linter's `lint-imports`, which reads every module's imports without running them:
 constrained/ imports no core, model, stage or backend; model/ and backends/ import no
 stage; the core (engine, scheduler, pools, radix cache, sampler, tokenizer) imports no
-server, CLI or front end. A forbidden import anywhere on a chain counts (a -> b -> c).
+server, CLI or front end, and no automaton, backend or later stage (the scheduler reaches
+the constraint layer only through `stages/base.py`'s hooks, so a checkout of s1 runs without
+s5's files). A forbidden import anywhere on a chain counts (a -> b -> c).
 """
 from __future__ import annotations
 
@@ -34,7 +36,8 @@ def test_the_import_contracts_hold():
 def test_every_contract_named_in_the_issue_is_declared():
     contracts = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
     assert {c["id"] for c in contracts} == {"constrained-is-a-library", "model-no-stages",
-                                            "backends-no-stages", "core-no-front-end"}
+                                            "backends-no-stages", "core-no-front-end",
+                                            "core-no-constraint-layer"}
 
 
 # One forbidden import per contract, added to a copy of the package: each must break its contract.
@@ -44,6 +47,7 @@ FORBIDDEN = [
     ("model-no-stages", "model/llama.py", "from minisglang.stages import base"),
     ("backends-no-stages", "backends/__init__.py", "import minisglang.stages.s1_masked_fill"),
     ("core-no-front-end", "radix_cache.py", "from minisglang import server"),
+    ("core-no-constraint-layer", "scheduler.py", "from minisglang.backends import base"),
 ]
 
 

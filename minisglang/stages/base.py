@@ -83,6 +83,10 @@ class Stage:
     # Declared capabilities, read by the behaviour test suite and `minisglang stages`:
     # constraint kinds, plus "think_end" for the reasoning gate.
     supports: frozenset[str] = frozenset()
+    # Exceptions that mean "this request's grammar failed" (a limit reached while masking, a
+    # rejected token): the scheduler aborts that request with a grammar message, not an
+    # internal error. Each stage names its own, so the core never imports a grammar library.
+    grammar_errors: tuple[type[BaseException], ...] = ()
 
     def __init__(self, ctx: StageContext):
         self.ctx = ctx

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..constrained.regex_dfa import RegexError
 from ..constrained.token_fsm import ConstraintError, TokenFSM, compile_token_fsm
 from ..core import Req
 from .base import Stage, StageOptions, register
@@ -44,6 +45,7 @@ class FSMState:
 class MaskedFillStage(Stage):
     Options = MaskedFillOptions
     supports = frozenset({"regex"})
+    grammar_errors = (ConstraintError, RegexError)
 
     # -- compile (hook 1: on arrival) ----------------------------------------------------
     def compile_fsm(self, regex: str) -> TokenFSM:

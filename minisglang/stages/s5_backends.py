@@ -29,6 +29,8 @@ import torch
 
 from ..backends.base import BaseGrammarObject, GrammarError, InvalidGrammarObject, get_backend_class
 from ..constrained.bitmask import warm_up_apply_kernel
+from ..constrained.regex_dfa import RegexError
+from ..constrained.token_fsm import ConstraintError
 from ..core import Req
 from .base import Readmit, Stage, StageOptions, register
 from .s3_fsm_cache import GrammarQueue
@@ -118,6 +120,7 @@ class BackendOptions(StageOptions):
 class BackendStage(Stage):
     Options = BackendOptions
     supports = frozenset({"regex", "json_schema", "ebnf", "think_end"})
+    grammar_errors = (ConstraintError, RegexError, GrammarError)
 
     def __init__(self, ctx):
         super().__init__(ctx)
