@@ -160,9 +160,15 @@ class _Worker:
         self.process.start()
         child.close()
         self.ready = False
+        self.stopping = threading.Lock()   # a timeout's replacement and shutdown may race to stop it
+        self.stopped = False
 
     def stop(self) -> None:
-        """Kill the process now (whatever it is doing) and reap it."""
+        """Kill the process now (whatever it is doing) and reap it; a second call does nothing."""
+        with self.stopping:
+            if self.stopped:
+                return
+            self.stopped = True
         self.process.kill()
         self.process.join(10)
         self.conn.close()
@@ -189,6 +195,7 @@ class CompileService:
         self.compile_count = 0              # compiles actually run (not disk hits)
         self.lock = threading.Lock()
         self.broken = False                 # the workers died while starting: compile on threads
+        self.closed = False                 # shut down: a worker that stops answering is ours
         self.workers: list[_Worker] = []
         self.idle: queue.Queue[_Worker] = queue.Queue()
         if compile_in == "thread":
@@ -240,9 +247,11 @@ class CompileService:
 
     def shutdown(self) -> None:
         """Stop every worker now (a compile in progress is abandoned; its caller gets an error)."""
-        for worker in list(self.workers):
+        self.closed = True
+        with self.lock:   # taken whole, so a timeout's `_replace` cannot add a worker after us
+            workers, self.workers = list(self.workers), []
+        for worker in workers:
             worker.stop()
-        self.workers.clear()
         if hasattr(self, "remove_reply_dir"):
             self.remove_reply_dir()
 
@@ -294,7 +303,8 @@ class CompileService:
                 worker.ready = True
                 return True
         except (EOFError, OSError):
-            pass
+            if self.closed:   # we stopped it ourselves: nothing to warn about
+                return False
         # The usual cause: a script that starts an Engine at its top level. Each worker
         # re-runs the main script while it starts (forkserver and spawn do), and dies.
         self.broken = True
