@@ -323,9 +323,8 @@ class Scheduler:
         t = self.totals
         reason = req.finished_reason["type"]
         t.finished_by_reason[reason] = t.finished_by_reason.get(reason, 0) + 1
-        prompt = len(req.origin_input_ids)
-        t.prompt_tokens += prompt
-        t.cached_prompt_tokens += min(req.cached_tokens, prompt)  # re-admissions (s4) hit output too
+        t.prompt_tokens += len(req.origin_input_ids)
+        t.cached_prompt_tokens += req.cached_tokens   # prompt tokens only (see get_new_prefill_batch)
         t.completion_tokens += len(req.output_ids)
 
     # ------------------------------------------------------------------ faults

@@ -231,11 +231,12 @@ def error_body(message: str, status: int, param: str | None = None, code: str | 
 
 
 def usage(meta: dict[str, Any]) -> dict[str, Any]:
-    """OpenAI's usage object; cached tokens are prompt tokens, so never more than prompt_tokens."""
+    """OpenAI's usage object; cached tokens are prompt tokens (the scheduler counts the first
+    admission's hit only), so never more than prompt_tokens."""
     prompt = meta["prompt_tokens"]
     return {"prompt_tokens": prompt, "completion_tokens": meta["completion_tokens"],
             "total_tokens": prompt + meta["completion_tokens"],
-            "prompt_tokens_details": {"cached_tokens": min(meta["cached_tokens"], prompt)},
+            "prompt_tokens_details": {"cached_tokens": meta["cached_tokens"]},
             "completion_tokens_wo_jump_forward": meta["completion_tokens_wo_jump_forward"]}
 
 

@@ -32,6 +32,18 @@ if _impl and not Path(minisglang.__file__).resolve().is_relative_to(Path(_impl).
     raise RuntimeError(f"grading {_impl} but minisglang was imported from {minisglang.__file__}")
 
 
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """One intra-op torch thread for a module whose tests count slots and check answers, not
+    speed: two threads on a busy 2-core machine made them about 10x slower. Restored after."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="session")
 def bundled_model_path() -> Path:
     return BUNDLED_MODEL_PATH

@@ -14,7 +14,6 @@ import re
 from types import SimpleNamespace
 
 import pytest
-import torch
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -29,14 +28,7 @@ NUMBER = r"[0-9]{1,4}"
 RUNAWAY = r"(a|b)*a(a|b){6}"      # its DFA has 2**7 states: over the limit of 50 the engines here set
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    """These tests count slots, not speed; one intra-op thread keeps them from fighting the
-    other processes of a busy 2-core machine (two threads there made them 10x slower)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")   # tests/conftest.py
 
 
 @pytest.fixture(scope="module")

@@ -25,13 +25,7 @@ from minisglang.protocol import (MAX_STOP_STRINGS, ChatCompletionRequest, Comple
 from minisglang.server import ServerOptions, create_app, serving_in_thread
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    """These tests check answers, not speed; one thread keeps a busy 2-core machine usable."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")   # tests/conftest.py
 
 
 @pytest.fixture(scope="module")
