@@ -400,11 +400,14 @@ class Tokenizer:
             raise ValueError(f"token id {token_id} is unused in this vocabulary")
         return token
 
-    def apply_chat_template(self, messages: list[dict], add_generation_prompt: bool = True) -> str:
+    def apply_chat_template(self, messages: list[dict], add_generation_prompt: bool = True,
+                            tools: list[dict] | None = None) -> str:
         """Render ``messages`` ([{"role": ..., "content": ...}]) with the jinja chat template.
 
         Rendered like transformers does: sandboxed, trim_blocks and lstrip_blocks, with
-        bos_token/eos_token/... and `raise_exception` available to the template.
+        bos_token/eos_token/... and `raise_exception` available to the template. ``tools``
+        (OpenAI tool dicts, ``{"type": "function", "function": {...}}``) is passed to the
+        template as ``tools``, which is how chat templates announce them in the system turn.
         """
         if not self.chat_template:
             raise ValueError(
@@ -412,7 +415,7 @@ class Tokenizer:
                 "no 'chat_template' and there is no chat_template.jinja; pass a plain prompt instead")
         template = _jinja_env().from_string(self.chat_template)
         return template.render(messages=messages, add_generation_prompt=add_generation_prompt,
-                               **self.template_tokens)
+                               tools=tools, **self.template_tokens)
 
     # ------------------------------------------------------------------------ helpers
     def _check_id(self, token_id) -> int:

@@ -31,12 +31,40 @@ import eval_json_rate  # noqa: E402
 import make_corpus  # noqa: E402
 
 EOS = "<|endoftext|>"
-SPECIAL_TOKENS = [EOS, "<|system|>", "<|user|>", "<|assistant|>"]
-# messages -> "<|system|>\n...\n<|user|>\n...\n<|assistant|>\n"; an assistant turn ends with EOS.
+TOOL_ROLE = "<|tool|>"
+SPECIAL_TOKENS = [EOS, "<|system|>", "<|user|>", "<|assistant|>", TOOL_ROLE]
+# The tags around a tool call are ordinary (non-special) added tokens: one token each, and
+# they still spell their text, so a grammar (a structural tag) can require them.
+TOOL_CALL_TOKENS = ["<tool_call>", "</tool_call>"]
+# How a system turn announces the tools (OpenAI tool dicts, one JSON object per line).
+TOOLS_PREAMBLE = '# Tools\nTo call a tool, answer with <tool_call>{"name": NAME, "arguments": ARGS}</tool_call>.\n<tools>\n'
+# The chat format (Qwen-like):
+#   <|system|>\n{system}[\n\n{TOOLS_PREAMBLE}{tool json per line}</tools>]\n
+#   <|user|>\n{content}\n        <|tool|>\n{tool result}\n
+#   <|assistant|>\n{content}<tool_call>{"name": "f", "arguments": {...}}</tool_call>...<|endoftext|>
+# With tools and no system message, the system turn holds only the tool block.
 CHAT_TEMPLATE = (
+    "{% macro tool_block() %}"
+    "{{ '" + TOOLS_PREAMBLE + "' }}"
+    "{% for tool in tools %}{{ tool | tojson }}{{ '\n' }}{% endfor %}"
+    "{{ '</tools>' }}"
+    "{% endmacro %}"
+    "{% if tools and messages[0]['role'] != 'system' %}{{ '<|system|>\n' + tool_block() + '\n' }}{% endif %}"
     "{% for message in messages %}"
+    "{% if message['role'] == 'assistant' %}"
+    "{{ '<|assistant|>\n' }}{% if message['content'] %}{{ message['content'] }}{% endif %}"
+    "{% for call in message['tool_calls'] or [] %}"
+    "{% set fn = call['function'] if call['function'] is defined else call %}"
+    "{{ '<tool_call>{\"name\": ' + (fn['name'] | tojson) + ', \"arguments\": ' }}"
+    "{% if fn['arguments'] is string %}{{ fn['arguments'] }}{% else %}{{ fn['arguments'] | tojson }}{% endif %}"
+    "{{ '}</tool_call>' }}"
+    "{% endfor %}"
+    "{{ '<|endoftext|>' }}"
+    "{% else %}"
     "{{ '<|' + message['role'] + '|>\n' + message['content'] }}"
-    "{% if message['role'] == 'assistant' %}{{ '<|endoftext|>' }}{% else %}{{ '\n' }}{% endif %}"
+    "{% if loop.first and message['role'] == 'system' and tools %}{{ '\n\n' + tool_block() }}{% endif %}"
+    "{{ '\n' }}"
+    "{% endif %}"
     "{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% endif %}"
 )

@@ -459,3 +459,46 @@ def test_bad_ids_are_clear_errors():
         tok.id_to_token(-1)
     with pytest.raises(ValueError, match="unknown real tokenizer"):
         real_tokenizers.load("gpt5")
+
+
+# The bundled model's chat format with tools (scripts/train_tiny_model.py CHAT_TEMPLATE).
+WEATHER_TOOL = {"type": "function", "function": {
+    "name": "get_weather", "description": "Get the weather",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+TOOLS_HEADER = ('# Tools\nTo call a tool, answer with <tool_call>{"name": NAME, "arguments": ARGS}</tool_call>.\n'
+                '<tools>\n' + json.dumps(WEATHER_TOOL, ensure_ascii=False) + '\n</tools>')
+TOOL_CONVERSATIONS = [
+    ([{"role": "user", "content": "hi"}], None,
+     "<|user|>\nhi\n"),
+    ([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}], [WEATHER_TOOL],
+     "<|system|>\nBe brief.\n\n" + TOOLS_HEADER + "\n<|user|>\nhi\n"),
+    ([{"role": "user", "content": "Weather in Paris?"},
+      {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function", "function": {
+          "name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
+      {"role": "tool", "tool_call_id": "call_1", "content": '{"temp": 20}'}], [WEATHER_TOOL],
+     "<|system|>\n" + TOOLS_HEADER + "\n<|user|>\nWeather in Paris?\n<|assistant|>\n"
+     '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call><|endoftext|>'
+     '<|tool|>\n{"temp": 20}\n'),
+    ([{"role": "user", "content": "Two cities"},
+      {"role": "assistant", "content": "Sure.", "tool_calls": [
+          {"function": {"name": "get_weather", "arguments": {"city": "Oslo"}}},
+          {"function": {"name": "get_weather", "arguments": {"city": "北京"}}}]}], [WEATHER_TOOL],
+     "<|system|>\n" + TOOLS_HEADER + "\n<|user|>\nTwo cities\n<|assistant|>\nSure."
+     '<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>'
+     '<tool_call>{"name": "get_weather", "arguments": {"city": "北京"}}</tool_call><|endoftext|>'),
+]
+
+
+@pytest.mark.parametrize("messages,tools,expected", TOOL_CONVERSATIONS)
+def test_bundled_chat_template_with_tools(bundled_model_path, messages, tools, expected):
+    """Tools in the system turn, tool calls in the assistant turn, tool results in a <|tool|> turn,
+    spelled as documented and exactly as transformers renders the same template."""
+    from transformers import AutoTokenizer
+    tok = Tokenizer.from_pretrained(bundled_model_path)
+    ref = AutoTokenizer.from_pretrained(bundled_model_path)
+    assert tok.apply_chat_template(messages, add_generation_prompt=False, tools=tools) == expected
+    for gen in (True, False):
+        assert tok.apply_chat_template(messages, add_generation_prompt=gen, tools=tools) == \
+            ref.apply_chat_template(messages, tokenize=False, add_generation_prompt=gen, tools=tools)
+    with_prompt = tok.apply_chat_template(messages, tools=tools)
+    assert with_prompt == expected + "<|assistant|>\n"
