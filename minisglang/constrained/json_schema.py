@@ -1029,9 +1029,13 @@ class _SchemaCompiler:
             target, target_path = self.resolve(ref, path)
             if target_path in chain:
                 raise InvalidSchemaError(f"'$ref' {ref!r} at {path} refers to itself without any keyword in between")
-            if cut and self.active_refs[target_path] + refs.count(target_path) >= self.max_ref_depth:
+            # Only the $refs on the way down count: one flatten never meets a target twice
+            # along a path (`chain` refuses that), so repeats in `refs` are siblings (allOf
+            # of two equal $refs), one expansion at this level, not a deeper recursion.
+            if cut and self.active_refs[target_path] >= self.max_ref_depth:
                 return False  # recursion unrolled max_ref_depth times: stop here
-            refs.append(target_path)
+            if target_path not in refs:
+                refs.append(target_path)
             parts.append(self._flatten(target, target_path, refs, chain | {target_path}, cut))
         if "allOf" in schema:
             subschemas = schema["allOf"]
@@ -2013,7 +2017,7 @@ def _merge(a: dict | bool, b: dict | bool, path: str) -> dict | bool:
         elif keyword == NOT_AT:
             pass  # the first `not` names the place
         elif keyword == "anyOf":  # (a1 or a2) and (b1 or b2) = any of the pairs
-            merged["anyOf"] = [{"allOf": [x, y]} for x in merged["anyOf"] for y in value]
+            merged["anyOf"] = _anyof_pairs(merged["anyOf"], value, path)
         elif keyword not in ("properties", "additionalProperties", "prefixItems", "items"):
             raise UnsupportedSchemaError(f"'allOf' at {path}: two subschemas give '{keyword}' different values "
                                          f"({merged[keyword]!r} and {value!r}), which we cannot merge")
@@ -2024,6 +2028,52 @@ def _merge(a: dict | bool, b: dict | bool, path: str) -> dict | bool:
                 merged.pop(k, None)
             merged.update(merge(a, b, path))
     return merged
+
+
+# allOf of n anyOfs of k branches each is an anyOf of k**n pairs: past this many (after
+# dropping the pairs that contradict), the schema is refused rather than built for minutes.
+MAX_ANYOF_COMBINATIONS = 512
+# Keywords a branch may only mean something through the compiler ($ref targets, negation,
+# ...): pairs holding one stay {"allOf": [x, y]}, merged (and checked) when compiled.
+_NEEDS_COMPILER = frozenset({"$ref", "$id", "allOf", "not", "if", "then", "else", "unevaluatedProperties",
+                             "unevaluatedItems", *DEPENDENCY_KEYWORDS})
+
+
+def _anyof_pairs(a: list, b: list, path: str) -> list:
+    """The branches of (anyOf a) and (anyOf b): every pair, less the pairs that accept nothing.
+
+    Pairs of plain branches (type, bounds, const, properties...) are merged at once, so a
+    contradiction (string and integer, two consts) drops the pair here instead of
+    multiplying the branches of the next anyOf; other pairs stay {"allOf": [x, y]}.
+    Raises UnsupportedSchemaError past MAX_ANYOF_COMBINATIONS pairs.
+    """
+    if not isinstance(a, list) or not isinstance(b, list):
+        raise InvalidSchemaError(f"'anyOf' at {path} must be a non-empty array of schemas")
+    pairs = []
+    for x in a:
+        for y in b:
+            pair = _plain_merge(x, y, path)
+            if pair is False:
+                continue
+            pairs.append(pair)
+            if len(pairs) > MAX_ANYOF_COMBINATIONS:
+                raise UnsupportedSchemaError(
+                    f"'allOf' at {path}: its 'anyOf's combine into more than {MAX_ANYOF_COMBINATIONS} "
+                    "branches (each anyOf multiplies the others); write the allowed combinations as one anyOf")
+    return pairs
+
+
+def _plain_merge(x, y, path: str):
+    """x and y merged when both are plain schemas (False if they contradict), else {"allOf": [x, y]}."""
+    plain = [{} if s is True else s if s is False else
+             {k: v for k, v in s.items() if k not in ANNOTATION_KEYWORDS}
+             if isinstance(s, dict) and not _NEEDS_COMPILER & s.keys() else None for s in (x, y)]
+    if plain[0] is None or plain[1] is None:
+        return {"allOf": [x, y]}
+    try:
+        return _merge(plain[0], plain[1], path)
+    except UnsupportedSchemaError:  # e.g. two patterns: refused when (and if) the pair is compiled
+        return {"allOf": [x, y]}
 
 
 def _both(x, y):
