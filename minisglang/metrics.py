@@ -1,8 +1,8 @@
 """`GET /metrics`: the server's Prometheus metrics (text format, through `prometheus-client`).
 
 Two kinds of numbers:
-- counted by the server: request latency (a histogram) and requests it refused before
-  queuing them (by HTTP status);
+- counted by the server: request latency (a histogram), requests it refused before
+  queuing them (by HTTP status), and tool calls made in chat answers;
 - read from `Engine.stats()` when Prometheus scrapes: requests finished by reason, prompt /
   cached / generated tokens, step errors, queue lengths, free KV and request slots, the
   radix cache's hit rate, and the constraint layer's numbers when the stage has a `stats()`.
@@ -30,6 +30,8 @@ class ServerMetrics:
         self.registry = CollectorRegistry(auto_describe=True)
         self.refused = Counter("minisglang_refused_requests", "Requests refused before queuing, by HTTP status",
                                ["status"], registry=self.registry)
+        self.tool_calls = Counter("minisglang_tool_calls", "Tool calls in chat completions' answers",
+                                  registry=self.registry)
         self.latency = Histogram("minisglang_request_latency_seconds", "Arrival to finish of a request",
                                  buckets=_LATENCY_BUCKETS, registry=self.registry)
         self.registry.register(_EngineCollector(engine))

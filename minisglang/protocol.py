@@ -13,12 +13,13 @@ value (e.g. `presence_penalty: 0`) is accepted because it asks for nothing.
 from __future__ import annotations
 
 import json
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator,
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator,
                       model_validator)
 
 from .core import SamplingParams
+from .function_call import TOOL_NAME, FunctionTool, ToolChoice, ToolConstraint, arguments_schema, tool_constraint
 
 
 class RequestError(ValueError):
@@ -46,8 +47,7 @@ _UNSUPPORTED_COMMON: dict[str, tuple[Any, ...]] = {
 }
 _UNSUPPORTED_COMPLETION = {**_UNSUPPORTED_COMMON, "logprobs": (None,), "echo": (None, False),
                            "best_of": (None, 1), "suffix": (None, "")}
-_UNSUPPORTED_CHAT = {**_UNSUPPORTED_COMMON, "logprobs": (None, False), "tools": (None, []),
-                     "tool_choice": (None, "none"), "parallel_tool_calls": (None, True, False),
+_UNSUPPORTED_CHAT = {**_UNSUPPORTED_COMMON, "logprobs": (None, False),
                      "functions": (None, []), "function_call": (None, "none"),
                      "modalities": (None, ["text"]), "audio": (None,), "prediction": (None,),
                      "reasoning_effort": (None,), "web_search_options": (None,), "verbosity": (None,)}
@@ -183,16 +183,89 @@ class CompletionRequest(_SamplingFields):
         return self.sampling_params(self.max_tokens)
 
 
+# OpenAI's limit on the tools of one request; each is a schema to compile.
+MAX_TOOLS = 128
+
+
+def _tool_name(name: str) -> str:
+    if not TOOL_NAME.fullmatch(name):
+        raise ValueError(f"must be 1 to 64 letters, digits, '_' or '-', got {_short(name)}")
+    return name
+
+
+ToolName = Annotated[str, AfterValidator(_tool_name)]
+
+
+class FunctionDef(_Strict):
+    """A tool's function: `parameters` is the JSON Schema of its arguments (an object)."""
+
+    name: ToolName
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None    # accepted either way: the arguments always follow the schema
+
+    @field_validator("parameters")
+    @classmethod
+    def _object_schema(cls, parameters: dict[str, Any] | None) -> dict[str, Any] | None:
+        if parameters is not None and parameters.get("type", "object") != "object":
+            raise ValueError(f"must be a JSON Schema of an object (the arguments are one): its \"type\" "
+                             f"is {_short(parameters['type'])}, not \"object\"")
+        return parameters
+
+
+class ToolDef(_Strict):
+    type: Literal["function"]
+    function: FunctionDef
+
+
+class CalledFunction(_Strict):
+    name: ToolName
+    arguments: str   # JSON text of an object, as OpenAI sends it
+
+    @field_validator("arguments")
+    @classmethod
+    def _json_object(cls, arguments: str) -> str:
+        try:
+            value = json.loads(arguments)
+        except (json.JSONDecodeError, RecursionError):
+            value = None
+        if not isinstance(value, dict):
+            raise ValueError(f"must be the JSON text of an object, got {_short(arguments)}")
+        return arguments
+
+
+class ToolCallMessage(_Strict):
+    """One call in an earlier assistant message (the second turn of a conversation)."""
+
+    id: str = Field(min_length=1, max_length=128)
+    type: Literal["function"]
+    function: CalledFunction
+
+
 class ChatMessage(_Strict):
-    role: Literal["system", "user", "assistant"]
-    # A string, or OpenAI's list of text parts [{"type": "text", "text": ...}] (joined here).
-    content: Any
+    role: Literal["system", "user", "assistant", "tool"]
+    # A string, or OpenAI's list of text parts [{"type": "text", "text": ...}] (joined here);
+    # null only for an assistant message that makes tool calls.
+    content: Any = None
     name: str | None = None
+    tool_calls: list[ToolCallMessage] | None = None   # role assistant
+    tool_call_id: str | None = None                   # role tool: the call this answers
+
+    @model_validator(mode="after")
+    def _fields_of_the_role(self) -> "ChatMessage":
+        if self.content is None and not (self.role == "assistant" and self.tool_calls):
+            raise ValueError("content is required (it may be null only in an assistant message with tool_calls)")
+        if self.tool_calls is not None and self.role != "assistant":
+            raise ValueError(f"tool_calls belong to assistant messages, not to role {self.role!r}")
+        if (self.tool_call_id is not None) != (self.role == "tool"):
+            raise ValueError("a tool message needs tool_call_id (the id of the call it answers), "
+                             "and only a tool message has one")
+        return self
 
     @field_validator("content")
     @classmethod
-    def _text_content(cls, content: Any) -> str:
-        if isinstance(content, str):
+    def _text_content(cls, content: Any) -> str | None:
+        if content is None or isinstance(content, str):
             return content
         if isinstance(content, list) and all(isinstance(p, dict) and set(p) == {"type", "text"}
                                              and p["type"] == "text" and isinstance(p["text"], str) for p in content):
@@ -208,9 +281,10 @@ class ChatCompletionRequest(_SamplingFields):
     max_completion_tokens: int | None = Field(None, ge=1)
     logprobs: Any = None
     top_logprobs: Any = None
-    tools: Any = None
+    tools: list[ToolDef] | None = Field(None, max_length=MAX_TOOLS)
+    # "none", "auto", "required" or {"type": "function", "function": {"name": ...}}
     tool_choice: Any = None
-    parallel_tool_calls: Any = None
+    parallel_tool_calls: bool | None = None
     functions: Any = None
     function_call: Any = None
     modalities: Any = None
@@ -234,12 +308,87 @@ class ChatCompletionRequest(_SamplingFields):
             raise ValueError("give max_tokens or max_completion_tokens, not both")
         return self
 
-    def to_sampling_params(self) -> SamplingParams:
-        return self.sampling_params(self.max_completion_tokens or self.max_tokens)
+    @field_validator("tool_choice")
+    @classmethod
+    def _tool_choice(cls, choice: Any) -> Any:
+        if choice is None or choice in ("none", "auto", "required"):
+            return choice
+        if (isinstance(choice, dict) and set(choice) == {"type", "function"} and choice["type"] == "function"
+                and isinstance(choice["function"], dict) and set(choice["function"]) == {"name"}
+                and isinstance(choice["function"]["name"], str)):
+            return choice
+        raise ValueError('must be "none", "auto", "required" or {"type": "function", "function": {"name": '
+                         f'NAME}}}}, got {_short(choice)}')
 
-    def message_dicts(self) -> list[dict[str, str]]:
-        """The messages as the chat template takes them ([{"role", "content"}])."""
-        return [{"role": m.role, "content": m.content} for m in self.messages]
+    def to_sampling_params(self) -> SamplingParams:
+        params = self.sampling_params(self.max_completion_tokens or self.max_tokens)
+        constraint = self.tool_constraint()
+        if constraint is None:
+            return params
+        if params.constraint() is not None:
+            raise RequestError("tools: a request with tools cannot also give response_format or "
+                               "regex/ebnf/json_schema (the tool calls are the constraint)", param="tools")
+        try:
+            return SamplingParams.from_dict({**params.to_dict(), constraint.kind: constraint.value})
+        except (TypeError, ValueError) as e:
+            raise RequestError(f"tools: {e}", param="tools") from e
+
+    # ------------------------------------------------------------------ tools
+    def function_tools(self) -> list[FunctionTool]:
+        return [FunctionTool(t.function.name, arguments_schema(t.function.parameters)) for t in self.tools or []]
+
+    def tool_choice_value(self) -> ToolChoice:
+        """tool_choice as function_call's ToolChoice; OpenAI's default is "auto" with tools."""
+        choice = self.tool_choice
+        if isinstance(choice, dict):
+            return ToolChoice("function", choice["function"]["name"])
+        return ToolChoice(choice or ("auto" if self.tools else "none"))
+
+    def tool_constraint(self) -> ToolConstraint | None:
+        """The constraint the tools add (None without tools or with tool_choice "none").
+
+        Checks what one field cannot: tool_choice and parallel_tool_calls need tools (as in
+        OpenAI's API), tool names are distinct, a named tool_choice is one of the tools, a
+        tool message answers a call of an earlier assistant message."""
+        if not self.tools:
+            for name in ("tool_choice", "parallel_tool_calls"):
+                if getattr(self, name) is not None:
+                    raise RequestError(f"{name}: only allowed when tools are given", param=name)
+        names = [t.function.name for t in self.tools or []]
+        for i, name in enumerate(names):
+            if name in names[:i]:
+                raise RequestError(f"tools[{i}].function.name: the name {name!r} is given twice",
+                                   param=f"tools[{i}].function.name")
+        choice = self.tool_choice_value()
+        if choice.mode == "function" and choice.name not in names:
+            raise RequestError(f"tool_choice: the function {choice.name!r} is not in tools "
+                               f"({', '.join(names)})", param="tool_choice")
+        called: set[str] = set()
+        for i, m in enumerate(self.messages):
+            called.update(c.id for c in m.tool_calls or [])
+            if m.role == "tool" and m.tool_call_id not in called:
+                raise RequestError(f"messages[{i}].tool_call_id: {m.tool_call_id!r} is the id of no tool call "
+                                   "of an earlier assistant message", param=f"messages[{i}].tool_call_id")
+        return tool_constraint(self.function_tools(), choice, self.parallel_tool_calls is not False)
+
+    def tool_dicts(self) -> list[dict[str, Any]] | None:
+        """The tools as the chat template lists them (OpenAI's shape, unset fields left out)."""
+        if not self.tools:
+            return None
+        return [t.model_dump(exclude_none=True) for t in self.tools]
+
+    def message_dicts(self) -> list[dict[str, Any]]:
+        """The messages as the chat template takes them ({"role", "content"}, plus
+        "tool_calls" in assistant messages that made calls, "tool_call_id" in tool results)."""
+        out = []
+        for m in self.messages:
+            d: dict[str, Any] = {"role": m.role, "content": m.content}
+            if m.tool_calls:
+                d["tool_calls"] = [c.model_dump() for c in m.tool_calls]
+            if m.tool_call_id is not None:
+                d["tool_call_id"] = m.tool_call_id
+            out.append(d)
+        return out
 
 
 # Every stop string is searched for in the output at every step, on the scheduler's thread:

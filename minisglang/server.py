@@ -11,7 +11,9 @@ a 5 MB prompt stalls anybody else's decoding.
 Endpoints: GET /health, /metrics (Prometheus), /get_server_info, /v1/models;
 POST /v1/completions, /v1/chat/completions (stream=true gives server-sent events), with
 `response_format` {"type": "json_schema" | "json_object"} and the extra fields `regex`,
-`ebnf`, `json_schema`; POST /generate (native).
+`ebnf`, `json_schema`; chat also takes OpenAI's `tools`, `tool_choice` and
+`parallel_tool_calls` (the calls are a structural tag, see function_call.py; stage s6 on);
+POST /generate (native).
 
 Every error is OpenAI's body `{"error": {"message", "type", "param", "code"}}`: a bad field
 is a 400 naming it, an unknown model a 404, a body over `max_body_bytes` a 413, a body that
@@ -41,8 +43,13 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .core import Req, SamplingParams
 from .engine import Engine, stream_chunk
+from .function_call import ToolCallParser, openai_deltas
 from .metrics import CONTENT_TYPE, ServerMetrics
 from .protocol import ChatCompletionRequest, CompletionRequest, GenerateRequest, RequestError, parse
+from .stages import STAGE_MODULES
+
+# Tool calls are structural tags, which the stages before this one do not know.
+TOOLS_STAGE = "s6-function-calling"
 
 
 @dataclass
@@ -240,9 +247,18 @@ def usage(meta: dict[str, Any]) -> dict[str, Any]:
             "completion_tokens_wo_jump_forward": meta["completion_tokens_wo_jump_forward"]}
 
 
-def openai_finish_reason(meta: dict[str, Any]) -> str | None:
+def openai_finish_reason(meta: dict[str, Any], made_calls: bool = False) -> str | None:
+    """"stop", "length" or "abort"; "tool_calls" for an output that stopped after making calls."""
     reason = meta["finish_reason"]
-    return None if reason is None else reason["type"]   # "stop", "length" or "abort"
+    if reason is None:
+        return None
+    return "tool_calls" if made_calls and reason["type"] == "stop" else reason["type"]
+
+
+def stage_serves_tools(tag: str) -> bool:
+    """Whether the stage `tag` is TOOLS_STAGE or later (it knows structural tags)."""
+    order = list(STAGE_MODULES)
+    return TOOLS_STAGE in order and order.index(tag) >= order.index(TOOLS_STAGE)
 
 
 def _max_bytes_per_token(tokenizer) -> int:
@@ -428,17 +444,18 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
 
         async def events():
             try:
-                chunk = first
+                chunk, sent = first, None
                 while True:
                     if chunk["final"]:
                         refuse_abort(chunk["meta_info"])
-                    yield sse(shape(chunk["text"], chunk["meta_info"], True))
+                    out = shape(chunk["text"], chunk["meta_info"], True)   # one event, or a list (tools)
+                    for sent in out if isinstance(out, list) else [out]:
+                        yield sse(sent)
                     if chunk["final"]:
                         break
                     chunk = await gen.__anext__()
                 if include_usage:
-                    meta = chunk["meta_info"]
-                    yield sse({**shape("", meta, True), "choices": [], "usage": usage(meta)})
+                    yield sse({**sent, "choices": [], "usage": usage(chunk["meta_info"])})
             except (RequestError, EngineUnavailable) as e:   # the stream ends with a reason, not a cut
                 status = e.status if isinstance(e, RequestError) else 503
                 yield sse(error_body(str(e), status))
@@ -505,16 +522,23 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
         body = await parse_body(ChatCompletionRequest, request)
         check_model(body.model)
         params = body.to_sampling_params()
+        tools, calls_possible = body.tool_dicts(), body.tool_constraint() is not None
+        if calls_possible and not stage_serves_tools(engine.stage.tag):
+            raise RequestError(f"tools: tool calls need stage {TOOLS_STAGE} or later; this server runs "
+                               f"stage {engine.stage.tag}", param="tools")
 
         def render_and_tokenize() -> Req:
             try:
-                prompt = engine.tokenizer.apply_chat_template(body.message_dicts())
+                prompt = engine.tokenizer.apply_chat_template(body.message_dicts(), tools=tools)
             except Exception as e:   # the template's own raise_exception (e.g. roles out of order)
                 raise RequestError(f"messages: the chat template refused them: {e}", param="messages") from e
             return make_req(prompt, params, field="messages")
 
         req = await run_in_threadpool(render_and_tokenize)
         rid, created = f"chatcmpl-{uuid.uuid4().hex[:12]}", int(time.time())
+        if calls_possible:   # read the output for calls
+            return await run(request, req, tool_call_shape(rid, created, body), body.stream,
+                             bool(body.stream_options and body.stream_options.include_usage))
         sent_role = [False]
 
         def shape(text, meta, streaming):
@@ -531,6 +555,43 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
 
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         return await run(request, req, shape, body.stream, include_usage)
+
+    def tool_call_shape(rid: str, created: int, body: ChatCompletionRequest):
+        """The chat `shape` of a request whose output may hold tool calls: the output is read
+        by a ToolCallParser; a stream's event becomes a list of chunks (content, then calls)."""
+        head = {"id": rid, "created": created, "model": model_id}
+        parser = ToolCallParser([t.name for t in body.function_tools()])
+        sent_role = [False]
+
+        def finished(meta) -> str | None:
+            reason = openai_finish_reason(meta, made_calls=bool(parser.calls))
+            if reason is not None:
+                metrics.tool_calls.inc(len(parser.calls))
+            return reason
+
+        def shape(text, meta, streaming):
+            final = meta["finish_reason"] is not None
+            events = parser.feed(text) + (parser.finish() if final else [])
+            if not streaming:
+                calls = [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                         for c in parser.calls]
+                message: dict[str, Any] = {"role": "assistant", "content": parser.content or (None if calls else "")}
+                if calls:
+                    message["tool_calls"] = calls
+                return {**head, "object": "chat.completion", "usage": usage(meta),
+                        "choices": [{"index": 0, "message": message, "finish_reason": finished(meta)}]}
+            deltas = openai_deltas(events)
+            if not sent_role[0]:   # OpenAI sends the role in the first delta only
+                deltas = [{"role": "assistant", **(deltas[0] if deltas else {"content": ""})}, *deltas[1:]]
+                sent_role[0] = True
+            if final and not deltas:
+                deltas = [{}]
+            return [{**head, "object": "chat.completion.chunk",
+                     "choices": [{"index": 0, "delta": d,
+                                  "finish_reason": finished(meta) if final and i == len(deltas) - 1 else None}]}
+                    for i, d in enumerate(deltas)]
+
+        return shape
 
     @app.post("/generate")
     async def native(request: Request):

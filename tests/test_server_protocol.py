@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 import minisglang as sgl
 from minisglang.protocol import ChatCompletionRequest, CompletionRequest, GenerateRequest, RequestError, parse
 from minisglang.server import ServerOptions, create_app
+from minisglang.stages import latest_stage
 
 MODEL = "tiny-json-llama"
 KEY = "sk-test-123"
@@ -68,11 +69,14 @@ def test_completion_fields_are_refused_with_a_sentence_naming_them(body, param, 
 @pytest.mark.parametrize("body,param,needle", [
     ({"messages": []}, "messages", "at least 1"),
     ({"messages": "hi"}, "messages", "must be a list"),
-    ({"messages": [{"role": "tool", "content": "x"}]}, "messages[0].role", "must be one of"),
-    ({"messages": [{"role": "user"}]}, "messages[0].content", "is required"),
+    ({"messages": [{"role": "robot", "content": "x"}]}, "messages[0].role", "must be one of"),
+    ({"messages": [{"role": "tool", "content": "x"}]}, "messages[0]", "needs tool_call_id"),
+    ({"messages": [{"role": "user"}]}, "messages[0]", "content is required"),
     ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]},
      "messages[0].content", "images"),
-    ({"messages": HI, "tools": [{"type": "function"}]}, "tools", "not supported"),
+    ({"messages": HI, "tools": [{"type": "function"}]}, "tools[0].function", "is required"),
+    ({"messages": HI, "tool_choice": "none"}, "tool_choice", "only allowed when tools are given"),
+    ({"messages": HI, "functions": [{"name": "f"}]}, "functions", "not supported"),
     ({"messages": HI, "logprobs": True}, "logprobs", "not supported"),
     ({"messages": HI, "top_logprobs": 3}, "top_logprobs", "not supported"),
     ({"messages": HI, "max_tokens": 3, "max_completion_tokens": 4}, None, "not both"),
@@ -91,7 +95,7 @@ def test_neutral_values_of_unsupported_fields_are_accepted():
     chat = parse(ChatCompletionRequest, json.dumps({
         "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": [{"type": "text", "text": "a"},
                                                                                       {"type": "text", "text": "b"}]}],
-        "logprobs": False, "tools": [], "tool_choice": "none", "presence_penalty": 0.0,
+        "logprobs": False, "tools": [], "functions": [], "presence_penalty": 0.0,
         "max_completion_tokens": 7}).encode())
     assert chat.message_dicts()[1] == {"role": "user", "content": "ab"}
     assert chat.to_sampling_params().max_new_tokens == 7
@@ -238,7 +242,7 @@ def test_health_metrics_and_server_info(client):
     assert metric["minisglang_grammar_compile_seconds_count"] >= 1
     assert 'minisglang_grammar_compile_seconds_bucket{le="+Inf"}' in metric
     info = client.get("/get_server_info").json()
-    assert info["model"] == MODEL and info["stage"].startswith("s5")
+    assert info["model"] == MODEL and info["stage"] == latest_stage()
     assert info["limits"]["max_body_bytes"] == 200_000 and "api_key" not in info["limits"]
 
 
