@@ -140,6 +140,25 @@ def test_extend_after_cached_prefix(pair):
         start += len(ref)
 
 
+def test_extend_groups_short_and_long_suffixes(pair):
+    """A prefill batch mixing long prompts with jump-forward's 2-3 token re-admissions: the
+    attention runs per size group (1 | 2 | 3-4 | 5-8 | ...), interleaved in the batch, and
+    every token's logits still equal transformers'."""
+    gen = torch.Generator().manual_seed(4)
+    full = [random_ids(gen, pair.vocab, n) for n in (12, 30, 9, 17, 6)]
+    prefix_lens = [10, 0, 7, 0, 2]           # new tokens: 2, 30, 2, 17, 4
+    first, _ = prefill(pair, [seq[:k] for seq, k in zip(full, prefix_lens) if k])
+    cached = iter(first.req_pool_indices.tolist())
+    reqs = [next(cached) if k else pair.req_pool.alloc() for k in prefix_lens]
+    _, logits = prefill(pair, full, prefix_lens, reqs)
+    start = 0
+    for seq, k in zip(full, prefix_lens):
+        ref = pair.reference(seq)[k:]
+        torch.testing.assert_close(logits[start:start + len(ref)], ref, atol=ATOL, rtol=0)
+        start += len(ref)
+    assert start == logits.shape[0]
+
+
 def test_batched_decode_steps(pair):
     """Prefill three prompts of different lengths, then decode four steps in one batch;
     each step's logits equal transformers' last-position logits on the whole sequence."""
