@@ -448,7 +448,9 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
                 while True:
                     if chunk["final"]:
                         refuse_abort(chunk["meta_info"])
-                    out = shape(chunk["text"], chunk["meta_info"], True)   # one event, or a list (tools)
+                    # The request may finish a chunk before its last: the reason goes with the last only.
+                    meta = chunk["meta_info"] if chunk["final"] else {**chunk["meta_info"], "finish_reason": None}
+                    out = shape(chunk["text"], meta, True)   # one event, or a list of them (tools)
                     for sent in out if isinstance(out, list) else [out]:
                         yield sse(sent)
                     if chunk["final"]:
