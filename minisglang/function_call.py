@@ -162,6 +162,7 @@ class _JsonScan:
 
     def step(self, ch: str) -> bool:
         """Advance over `ch`; True when the value just closed."""
+        # BEGIN SOLUTION task6_2
         if self.in_string:
             if self.escaped:
                 self.escaped = False
@@ -178,6 +179,7 @@ class _JsonScan:
             self.depth -= 1
             return self.opened and self.depth <= 0
         return False
+        # END SOLUTION
 
 
 class ToolCallParser:

@@ -435,6 +435,14 @@ MUTATIONS = [
      "if max_items is not None and i > max_items:"),
     ("task5_2", "no whitespace around the elements", 'return rf"\\[{ws}{elements}{ws}\\]"', 'return rf"\\[{elements}\\]"'),
     ("task5_2", "an impossible array allows the empty list", "    return None\n", '    return r"\\[\\]"\n'),
+    ("task6_2", "a backslash escapes nothing (the quote of \\\" ends the string)",
+     '    elif ch == "\\\\":\n        self.escaped = True\n', ""),
+    ("task6_2", "an escape never ends (everything after a backslash is escaped)",
+     "    if self.escaped:\n        self.escaped = False\n", "    if self.escaped:\n        pass\n"),
+    ("task6_2", "strings not tracked (a brace inside a string counts)", "if self.in_string:", "if False:"),
+    ("task6_2", "the value closes at the first closing bracket, nested or not",
+     "return self.opened and self.depth <= 0", "return self.opened"),
+    ("task6_2", "closes one bracket late", "self.depth <= 0", "self.depth < 0"),
 ]
 
 
