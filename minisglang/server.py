@@ -28,6 +28,7 @@ import contextlib
 import json
 import os
 import queue
+import re
 import secrets
 import threading
 import time
@@ -539,8 +540,11 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
         req = await run_in_threadpool(render_and_tokenize)
         rid, created = f"chatcmpl-{uuid.uuid4().hex[:12]}", int(time.time())
         if calls_possible:   # read the output for calls
-            return await run(request, req, tool_call_shape(rid, created, body), body.stream,
-                             bool(body.stream_options and body.stream_options.include_usage))
+            try:
+                return await run(request, req, tool_call_shape(rid, created, body), body.stream,
+                                 bool(body.stream_options and body.stream_options.include_usage))
+            except RequestError as e:
+                raise tool_refusal(e, body) from None
         sent_role = [False]
 
         def shape(text, meta, streaming):
@@ -557,6 +561,19 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
 
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         return await run(request, req, shape, body.stream, include_usage)
+
+    def tool_refusal(e: RequestError, body: ChatCompletionRequest) -> RequestError:
+        """The engine's refusal of a tool request's grammar (an unsupported schema keyword) in the
+        request's terms: param "tools", or the tool's parameters when the message names its structure."""
+        if e.status != 400 or "structural_tag" not in str(e):
+            return e
+        choice = body.tool_choice_value()
+        names = [choice.name] if choice.mode == "function" else [t.name for t in body.function_tools()]
+        param = "tools"
+        if (m := re.search(r"structures\[(\d+)\]", str(e))) and int(m.group(1)) < len(names):
+            tool_index = [t.name for t in body.function_tools()].index(names[int(m.group(1))])
+            param = f"tools[{tool_index}].function.parameters"
+        return RequestError(f"{param}: {e}", param=param)
 
     def tool_call_shape(rid: str, created: int, body: ChatCompletionRequest):
         """The chat `shape` of a request whose output may hold tool calls: the output is read
