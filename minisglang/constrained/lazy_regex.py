@@ -30,6 +30,7 @@ trailing `$` are ignored), `\\d \\w \\s` are ASCII, `.` is anything but a newlin
 """
 from __future__ import annotations
 
+import bisect
 import re
 import unicodedata
 import warnings
@@ -39,6 +40,7 @@ from .regex_dfa import RegexError, _complement, _strip_anchors, utf8_sequences
 
 # Node kinds.
 EMPTY, EPSILON, BYTES, CONCAT, ALT, REPEAT = range(6)
+NEVER = 1 << 40   # the min_len of the empty language
 
 
 class AutomatonLimitError(RegexError):
@@ -54,7 +56,8 @@ class RegexNode:
     without duplicates; REPEAT: `parts = (body,)` from `low` to `high` times (None: no bound).
     """
 
-    __slots__ = ("uid", "kind", "parts", "byte_set", "low", "high", "nullable", "first", "_cuts", "_derivatives")
+    __slots__ = ("uid", "kind", "parts", "byte_set", "low", "high", "nullable", "first", "max_bound",
+                 "min_len", "_cuts", "_derivatives")
 
     def __init__(self, uid: int, kind: int, parts: tuple = (), byte_set: int = 0,
                  low: int = 0, high: int | None = 0, nullable: bool = False, first: int = 0):
@@ -62,6 +65,21 @@ class RegexNode:
         self.low, self.high = low, high
         self.nullable = nullable   # matches the empty string: an accepting state
         self.first = first         # 256-bit int: the bytes some match can start with
+        # The largest repetition bound in the subtree (what `RegexPool.clip` may lower).
+        # The fewest bytes a match takes (NEVER for the empty language).
+        if kind == CONCAT:
+            head, tail = parts
+            self.max_bound = max(head.max_bound, tail.max_bound)
+            self.min_len = min(head.min_len + tail.min_len, NEVER)
+        elif kind == ALT:
+            self.max_bound = max(p.max_bound for p in parts)
+            self.min_len = min(p.min_len for p in parts)
+        elif kind == REPEAT:
+            self.max_bound = max(low, high or 0, parts[0].max_bound)
+            self.min_len = min(low * parts[0].min_len, NEVER)
+        else:
+            self.max_bound = 0
+            self.min_len = NEVER if kind == EMPTY else 0 if kind == EPSILON else 1
         self._cuts: int | None = None
         self._derivatives: dict[int, RegexNode] = {}
 
@@ -79,6 +97,7 @@ class RegexPool:
     def __init__(self, max_nodes: int = 2_000_000):
         self.max_nodes = max_nodes
         self._table: dict[tuple, RegexNode] = {}
+        self._clipped: dict[tuple[int, int], RegexNode] = {}
         self.empty = self._make((EMPTY,), EMPTY)
         self.epsilon = self._make((EPSILON,), EPSILON, nullable=True)
 
@@ -174,6 +193,45 @@ class RegexPool:
             return body   # (r*)* = (r*)+ = r*
         return self._make((REPEAT, body.uid, low, high), REPEAT, parts=(body,), low=low, high=high,
                           nullable=low == 0 or body.nullable, first=body.first)
+
+    # -- bounded views: states that no token can tell apart ----------------------------------
+    def clip(self, node: RegexNode, length: int) -> RegexNode:
+        """`node` with every repetition bound above `length` lowered to `length + 1`.
+
+        Read at most `length` bytes, the two cannot be told apart: a string of `length`
+        bytes completes at most `length` non-empty repetitions, so whether it can still be
+        extended to a match, and whether it matches, do not depend on a bound above that
+        (nor on whether a bound above that is a minimum). So a token of at most `length`
+        bytes is allowed in `node` exactly when it is allowed in `clip(node, length)`: the
+        positions of a `maxLength: 1000` string more than `length` characters from its end
+        all share one token row. (xgrammar and llguidance share masks between equivalent
+        states too; this is our own bounded form of it.)
+        """
+        if node.max_bound <= length:
+            return node
+        key = (node.uid, length)
+        done = self._clipped.get(key)
+        if done is not None:
+            return done
+        if node.kind == CONCAT:   # a long right spine: walk it, no recursion along it
+            # A tail that starts more than `length` bytes in is out of a token's reach: it
+            # stays as it is, so a state whose big bounds are all far ahead is its own clip.
+            heads, x, reach = [], node, 0
+            while x.kind == CONCAT and x.max_bound > length and reach <= length:
+                heads.append(x.parts[0])
+                reach += x.parts[0].min_len
+                x = x.parts[1]
+            out = x if reach > length else self.clip(x, length)
+            for head in reversed(heads):
+                out = self.concat(self.clip(head, length), out)
+        elif node.kind == ALT:
+            out = self.alt([self.clip(m, length) for m in node.parts])
+        else:   # REPEAT
+            cap = length + 1
+            out = self.repeat(self.clip(node.parts[0], length), min(node.low, cap),
+                              None if node.high is None else min(node.high, cap))
+        self._clipped[key] = out
+        return out
 
     # -- derivatives ------------------------------------------------------------------------
     def derivative(self, node: RegexNode, byte: int) -> RegexNode:
@@ -520,19 +578,23 @@ UNEXPLORED = -2   # a row not computed yet (a -1 in a computed row means "dead")
 class LazyByteDFA:
     """A byte DFA whose states are regex nodes, made when first reached.
 
-    `table[state, byte]` is the next state (-1: dead, UNEXPLORED: row not computed yet),
-    int32 [capacity, 256], grown by doubling; call `expand` (or `expand_all`) before
-    reading a state's row. State 0 is the regex itself. Every state can still reach an
-    accepting one (derivatives never hide an empty language), so -1 is the only dead end.
+    `table[state, byte]` is the next state (-1: dead, UNEXPLORED: not computed yet),
+    int32 [capacity, 256], grown by doubling. `fill(state, byte)` computes one entry (and
+    the other bytes of its byte class: one derivative); `expand(state)` the whole row.
+    State 0 is the regex itself. Every state can still reach an accepting one (derivatives
+    never hide an empty language), so -1 is the only dead end.
     """
 
     def __init__(self, root: RegexNode, pool: RegexPool, max_states: int = 100_000):
         self.pool, self.max_states = pool, max_states
         self.nodes: list[RegexNode] = []
+        self.class_starts: list[list[int] | None] = []   # per state: where its byte classes start
+        self.fills = 0   # derivatives computed by `fill` (what a row's limit counts)
         self.state_of: dict[int, int] = {}   # node uid -> state id
         self.table = np.full((64, 256), UNEXPLORED, dtype=np.int32)
         self.accepting = np.zeros(64, dtype=bool)
         self.expanded = np.zeros(64, dtype=bool)
+        self.class_first = np.zeros((64, 256), dtype=np.uint8)   # [state, byte]: the first byte of its class
         self.initial = self._state(root)
 
     @property
@@ -555,47 +617,51 @@ class LazyByteDFA:
                 self.table = np.concatenate([self.table, np.full((grow, 256), UNEXPLORED, dtype=np.int32)])
                 self.accepting = np.concatenate([self.accepting, np.zeros(grow, dtype=bool)])
                 self.expanded = np.concatenate([self.expanded, np.zeros(grow, dtype=bool)])
+                self.class_first = np.concatenate([self.class_first, np.zeros((grow, 256), dtype=np.uint8)])
             self.nodes.append(node)
+            self.class_starts.append(None)
             self.state_of[node.uid] = state
             self.accepting[state] = node.nullable
+            starts = self._class_starts(state)
+            self.class_first[state] = np.repeat(np.asarray(starts[:-1], dtype=np.uint8), np.diff(starts))
         return state
 
+    def _class_starts(self, state: int) -> list[int]:
+        """The first byte of each byte class of `state`, and 256 at the end."""
+        starts = self.class_starts[state]
+        if starts is None:
+            cuts, starts = self.pool.cuts(self.nodes[state]) | (1 << 256), []
+            while cuts:   # the set bits, lowest first
+                low = cuts & -cuts
+                starts.append(low.bit_length() - 1)
+                cuts ^= low
+            self.class_starts[state] = starts
+        return starts
+
+    def fill(self, state: int, byte: int) -> int:
+        """Compute `table[state, byte]` and the rest of its byte class (one derivative)."""
+        done = int(self.table[state, byte])
+        if done != UNEXPLORED:
+            return done
+        node, starts = self.nodes[state], self._class_starts(state)
+        i = bisect.bisect_right(starts, byte) - 1
+        lo, hi = starts[i], starts[i + 1]
+        target = self._state(self.pool.derivative(node, lo)) if node.first >> lo & 1 else -1
+        self.table[state, lo:hi] = target   # `_state` may have grown the table: index it after
+        self.fills += 1
+        return target
+
     def expand(self, state: int) -> None:
-        """Compute the row of `state`: one derivative per byte class."""
+        """Compute the whole row of `state`: one derivative per byte class."""
         if self.expanded[state]:
             return
-        pool, node = self.pool, self.nodes[state]
-        row = np.full(256, -1, dtype=np.int32)
-        cuts, starts = pool.cuts(node) | (1 << 256), []
-        while cuts:   # the set bits, lowest first
-            low = cuts & -cuts
-            starts.append(low.bit_length() - 1)
-            cuts ^= low
-        for lo, hi in zip(starts, starts[1:]):
-            if node.first >> lo & 1:
-                row[lo:hi] = self._state(pool.derivative(node, lo))
-        self.table[state] = row
+        starts = self._class_starts(state)
+        for lo in starts[:-1]:
+            self.fill(state, lo)
         self.expanded[state] = True
 
-    def expand_all(self, states: np.ndarray, spent: int, limit: int, origin: int) -> int:
-        """Expand every state in `states` (an int array) not expanded yet.
-
-        `spent` states were already expanded for the token row of state `origin`; more
-        than `limit` in all raises AutomatonLimitError before building any. Returns the
-        new total spent.
-        """
-        todo = np.unique(states[~self.expanded[states]]).tolist()
-        if spent + len(todo) > limit:
-            raise AutomatonLimitError(
-                f"regex too complex: the token row of automaton state {origin} ({describe(self.nodes[origin])}) "
-                f"would build more than {limit:,} states (limit max_row_expansions)")
-        for state in todo:
-            self.expand(state)
-        return spent + len(todo)
-
     def step(self, state: int, byte: int) -> int:
-        self.expand(state)
-        return int(self.table[state, byte])
+        return self.fill(state, byte)
 
     def walk_bytes(self, state: int, data: bytes) -> int:
         """The state after `data` from `state`; -1 if the walk dies."""
@@ -611,4 +677,4 @@ class LazyByteDFA:
         return np.flatnonzero(self.table[state] >= 0)
 
     def nbytes(self) -> int:
-        return self.table.nbytes + self.accepting.nbytes + self.expanded.nbytes
+        return self.table.nbytes + self.accepting.nbytes + self.expanded.nbytes + self.class_first.nbytes

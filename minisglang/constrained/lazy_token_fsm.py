@@ -27,10 +27,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .lazy_regex import AutomatonLimitError, LazyByteDFA, RegexPool, parse_regex
+from .lazy_regex import AutomatonLimitError, LazyByteDFA, RegexPool, describe, parse_regex
+from .lazy_trie_walk import long_tokens, walk_bytes, walk_rests, walk_trie
 from .regex_dfa import RegexError
 from .token_fsm import ConstraintError, TokenFSM, Vocabulary, check_regex_length
-from .lazy_trie_walk import walk_from
 from .token_index import VocabularyCannotSpellError, vocab_trie
 
 
@@ -51,20 +51,26 @@ class LazyLimits:
 
 @dataclass(frozen=True, eq=False)
 class TokenRow:
-    """One state's tokens: `tokens` int64 [n] sorted ids (EOS excluded), `next_states`
-    int64 [n] where each leads, `packed` int32 [W] the mask row (EOS bit set iff accepting)."""
+    """One state's tokens: `packed` int32 [W] the mask row (token t is bit t % 32 of word
+    t // 32; the EOS bit set iff the state accepts) and `count`, how many tokens other
+    than EOS it allows. Where each token leads is not stored: the advance step walks the
+    one token chosen (`LazyStateIndex.next_state`)."""
 
-    tokens: np.ndarray
-    next_states: np.ndarray
     packed: torch.Tensor
+    count: int
 
     @property
     def nbytes(self) -> int:
-        return self.tokens.nbytes + self.next_states.nbytes + self.packed.nbytes
+        return self.packed.nbytes
 
 
 class LazyStateIndex:
     """The TokenIndex interface over a LazyByteDFA: rows computed on first visit, cached.
+
+    A row is shared by every state that no token can tell apart from another: the short
+    tokens (those in the trie, at most `short_bytes` long) are walked from
+    `clip(node, short_bytes)`, the long ones from `clip(node, long_bytes)` (see
+    RegexPool.clip), so the positions of a long bounded string share one walk.
 
     (token_index.LazyTokenIndex is the same idea over an EAGER byte DFA: its rows are
     lazy but its states were all built up front; here the states are lazy too.)
@@ -73,16 +79,20 @@ class LazyStateIndex:
     def __init__(self, dfa: LazyByteDFA, vocab: Vocabulary, vocab_size: int, limits: LazyLimits):
         self.dfa, self.limits = dfa, limits
         self.trie = vocab_trie(vocab.token_bytes)
+        self.long = long_tokens(self.trie, vocab.token_bytes)
         self.initial_state = dfa.initial
         self.eos_token_id = vocab.eos_token_id
         self.words = (vocab_size + 31) // 32
-        self.rows: dict[int, TokenRow] = {}
-        self.has_long = np.zeros(self.trie.num_nodes, dtype=bool)   # nodes with tokens past the trie
-        self.has_long[list(self.trie.long_tokens)] = True
-        self._lock = threading.Lock()   # rows are built by whichever thread asks first
+        self.rows: dict[int, TokenRow] = {}            # state -> its row
+        self.rows_by_key: dict[tuple[int, int], TokenRow] = {}   # (short state, long state) -> the shared row
+        self.short_rows: dict[int, tuple[np.ndarray, int]] = {}   # clipped state -> (uint32 bits [W], count)
+        self.long_found: dict[int, np.ndarray] = {}    # clipped state -> long token ids allowed
+        self._follow_all = np.ones(self.trie.num_nodes, dtype=bool)
+        self._marks_none = np.zeros(self.trie.num_nodes, dtype=bool)
+        self._lock = threading.Lock()   # the automaton and the caches grow under it
 
     def row(self, state: int) -> TokenRow:
-        """The row of `state`, computed on the first call."""
+        """The row of `state`, computed on the first call (no lock once it exists)."""
         row = self.rows.get(state)
         if row is None:
             with self._lock:
@@ -92,64 +102,113 @@ class LazyStateIndex:
         return row
 
     def _build_row(self, state: int) -> TokenRow:
-        tokens, next_states = self._walk_trie(state)
-        keep = tokens != self.eos_token_id
-        tokens, next_states = tokens[keep], next_states[keep]
-        order = np.argsort(tokens, kind="stable")
-        tokens, next_states = tokens[order], next_states[order]
-        bits = np.zeros(self.words * 32, dtype=bool)
-        bits[tokens] = True
-        if self.dfa.is_final(state):
-            bits[self.eos_token_id] = True
-        # Little-endian bit order: bit t % 32 of word t // 32 is token t.
-        packed = np.packbits(bits, bitorder="little").view("<i4").astype(np.int32)
-        return TokenRow(tokens, next_states, torch.from_numpy(packed))
+        dfa, pool, node, long = self.dfa, self.dfa.pool, self.dfa.nodes[state], self.long
+        self._spent = dfa.fills
+        short_state = dfa._state(pool.clip(node, long.max_short_bytes))
+        long_state = dfa._state(pool.clip(node, long.max_bytes)) if long.ids.shape[0] else -1
+        row = self.rows_by_key.get((short_state, long_state))
+        if row is not None:
+            return row
+        short, found = self.short_rows.get(short_state), self.long_found.get(long_state)
+        if short is None and found is None and long_state == short_state:   # one walk does both
+            *short, found = self._walk(short_state, state, short=True, long=True)
+            self.short_rows[short_state], self.long_found[long_state] = tuple(short), found
+        if short is None:
+            *short, _ = self._walk(short_state, state, short=True, long=False)
+            self.short_rows[short_state] = tuple(short)
+        if found is None and long_state >= 0:
+            found = self.long_found[long_state] = self._walk(long_state, state, short=False, long=True)[2]
+        bits, count = short
+        bits = bits.copy()
+        if found is not None:
+            np.bitwise_or.at(bits, found >> 5, np.left_shift(1, found & 31).astype(np.uint32))
+            count += found.shape[0]
+        if dfa.is_final(state):   # the clipped states accept exactly when `state` does
+            bits[self.eos_token_id >> 5] |= np.uint32(1 << (self.eos_token_id & 31))
+        row = self.rows_by_key[short_state, long_state] = TokenRow(torch.from_numpy(bits.view(np.int32)), count)
+        return row
 
-    def _walk_trie(self, state: int) -> tuple[np.ndarray, np.ndarray]:
-        """(token ids, their end states) of every token whose bytes `state` can read.
+    def _charge(self, origin: int) -> None:
+        """Raise AutomatonLimitError once one row's walk computed too many derivatives."""
+        if self.dfa.fills - self._spent > self.limits.max_row_expansions:
+            raise AutomatonLimitError(
+                f"regex too complex: the token row of automaton state {origin} ({describe(self.dfa.nodes[origin])}) "
+                f"would build more than {self.limits.max_row_expansions:,} states (limit max_row_expansions)")
 
-        The compiled walk (lazy_trie_walk.py) stops at states whose rows do not exist yet;
-        those are expanded here (at most `max_row_expansions` for one row) and the walk
-        goes on from where it stopped.
-        """
-        trie, dfa = self.trie, self.dfa
-        nodes, states = np.zeros(1, dtype=np.int64), np.asarray([state], dtype=np.int64)
-        found_tokens, found_states = [], []
-        out_tokens, out_states = np.empty_like(trie.end_tokens), np.empty_like(trie.end_tokens)
-        buffers = [np.empty(trie.num_nodes, dtype=np.int64) for _ in range(4)]
-        spent = 0   # states expanded for this row
+    def _walk(self, state: int, origin: int, short: bool, long: bool) -> tuple[np.ndarray, int, np.ndarray]:
+        """Walk the trie from `state`: (uint32 [W] the bits of the trie's tokens it can read
+        and their count, when `short`; int64 ids of the long tokens it can read, when `long`)."""
+        trie, dfa, info = self.trie, self.dfa, self.long
+        follow = self._follow_all if short else info.leads_to
+        marks = info.has_items if long else self._marks_none
+        bits = np.zeros(self.words if short else 0, dtype=np.uint32)
+        buffers = [np.empty(trie.num_nodes, np.int64) for _ in range(4)]
+        need_states, need_bytes = np.empty(4096, np.int64), np.empty(4096, np.int64)
+        nodes, states, count = np.zeros(1, dtype=np.int64), np.asarray([state], dtype=np.int64), 0
+        reached_nodes, reached_states = [], []
         while nodes.shape[0]:
-            found, pending, longs = walk_from(
+            found, longs, pending, needs = walk_trie(
                 trie.child_start, trie.child_stop, trie.byte, trie.end_start, trie.end_stop, trie.end_tokens,
-                self.has_long, dfa.table, dfa.expanded, nodes, states, out_tokens, out_states, *buffers)
-            found_tokens.append(out_tokens[:found].copy())
-            found_states.append(out_states[:found].copy())
-            # Tokens longer than the trie: walk the rest of their bytes one by one.
-            for node, s in zip(buffers[2][:longs].tolist(), buffers[3][:longs].tolist()):
-                for token_id, rest in trie.long_tokens[node]:
-                    end = dfa.walk_bytes(s, rest)
-                    if end >= 0:
-                        found_tokens.append(np.asarray([token_id]))
-                        found_states.append(np.asarray([end]))
-            nodes, states = buffers[0][:pending].copy(), buffers[1][:pending].copy()
-            spent = dfa.expand_all(states, spent, self.limits.max_row_expansions, state)
-        return np.concatenate(found_tokens), np.concatenate(found_states)
+                follow, marks, dfa.table, dfa.class_first, nodes, states, self.eos_token_id, bits, *buffers, need_states, need_bytes)
+            count += found
+            reached_nodes += buffers[0][:longs].tolist()
+            reached_states += buffers[1][:longs].tolist()
+            nodes, states = buffers[2][:pending].copy(), buffers[3][:pending].copy()
+            # Fill the entries the pending pairs wait for (the rest of a byte class comes
+            # with each; entries past the buffer are found again on the next pass).
+            for s, b in sorted(set(zip(need_states[:needs].tolist(), need_bytes[:needs].tolist()))):
+                dfa.fill(s, b)
+            self._charge(origin)
+        return bits, count, self._walk_rests(reached_nodes, reached_states, origin)
+
+    def _walk_rests(self, nodes: list[int], states: list[int], origin: int) -> np.ndarray:
+        """int64 ids of the long tokens that go on from the reached (trie node, state) pairs
+        and whose remaining bytes the automaton reads (compiled loop, pending entries filled)."""
+        info, dfa = self.long, self.dfa
+        if not nodes:
+            return np.zeros(0, dtype=np.int64)
+        items = [info.items_of[n] for n in nodes]
+        counts = [len(i) for i in items]
+        items = np.concatenate(items)
+        offsets, states = np.zeros_like(items), np.repeat(np.asarray(states, dtype=np.int64), counts)
+        out, found = [], np.empty(items.shape[0], np.int64)
+        pend = [np.empty(items.shape[0], np.int64) for _ in range(3)]
+        while items.shape[0]:
+            survivors, pending = walk_rests(info.rest_start, info.rest_stop, info.rest_bytes, dfa.table,
+                                            items, offsets, states, found, *pend)
+            out.append(info.ids[found[:survivors]])
+            items, offsets, states = (p[:pending].copy() for p in pend)
+            for item, offset, s in zip(items.tolist(), offsets.tolist(), states.tolist()):
+                dfa.fill(s, int(info.rest_bytes[info.rest_start[item] + offset]))
+            self._charge(origin)
+        found_ids = np.concatenate(out)
+        return found_ids[found_ids != self.eos_token_id]
 
     # -- the TokenIndex interface ---------------------------------------------------------
     def allowed_token_ids(self, state: int) -> list[int]:
         """Sorted ids of the tokens allowed in `state` (EOS included when accepting)."""
-        ids = self.row(state).tokens.tolist()
-        return sorted(ids + [self.eos_token_id]) if self.is_final(state) else ids
+        bits = np.unpackbits(self.row(state).packed.numpy().view(np.uint8), bitorder="little")
+        return np.flatnonzero(bits).tolist()
 
     def next_state(self, state: int, token_id: int) -> int:
-        """The state after `token_id`; -1 for EOS and for tokens that are not allowed."""
-        if state < 0 or token_id == self.eos_token_id:
+        """The state after `token_id`; -1 for EOS and for tokens that are not allowed.
+
+        Walks the token's bytes through the automaton (a compiled loop); entries not
+        computed yet are filled under the lock, one derivative each.
+        """
+        long = self.long
+        if state < 0 or token_id == self.eos_token_id or not 0 <= token_id < long.token_start.shape[0]:
             return -1
-        row = self.row(state)
-        i = int(np.searchsorted(row.tokens, token_id))
-        if i < row.tokens.shape[0] and row.tokens[i] == token_id:
-            return int(row.next_states[i])
-        return -1
+        start, stop = long.token_start[token_id], long.token_stop[token_id]
+        if start == stop:
+            return -1   # a special token: no bytes, never allowed
+        end, at = walk_bytes(self.dfa.table, long.all_bytes, start, stop, state)
+        if at < stop and end >= 0:
+            with self._lock:
+                while at < stop and end >= 0:
+                    self.dfa.fill(end, int(long.all_bytes[at]))
+                    end, at = walk_bytes(self.dfa.table, long.all_bytes, at, stop, end)
+        return int(end)
 
     def is_final(self, state: int) -> bool:
         return state >= 0 and self.dfa.is_final(state)
@@ -160,7 +219,8 @@ class LazyStateIndex:
         return len(self.rows)
 
     def nbytes(self) -> int:
-        return self.dfa.nbytes() + sum(r.nbytes for r in list(self.rows.values()))
+        short = sum(bits.nbytes for bits, _ in list(self.short_rows.values()))
+        return self.dfa.nbytes() + short + sum(r.nbytes for r in list(self.rows.values()))
 
 
 class LazyRowMap(Mapping):
@@ -243,7 +303,7 @@ class LazyTokenFSM(TokenFSM):
         here, in the request's own advance step, not in the batch's mask fill.
         """
         row = self.index.row(state)
-        return self.index.is_final(state) and row.tokens.shape[0] == 0
+        return self.index.is_final(state) and row.count == 0
 
     def nbytes(self) -> int:
         return self.index.nbytes()
@@ -266,7 +326,7 @@ def compile_lazy_token_fsm(regex: str, vocab: Vocabulary, vocab_size: int, limit
         start = index.row(index.initial_state)
     except RegexError as e:   # AutomatonLimitError included
         raise ConstraintError(str(e)) from e
-    if start.tokens.shape[0] == 0 and not index.is_final(index.initial_state):
+    if start.count == 0 and not index.is_final(index.initial_state):
         allowed = bytes(dfa.allowed_bytes(index.initial_state).tolist()[:12])
         error = VocabularyCannotSpellError(
             f"the vocabulary cannot spell any string that matches regex {regex!r}: no token "

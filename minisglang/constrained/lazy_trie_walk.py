@@ -1,58 +1,84 @@
-"""One token row's trie walk as a compiled loop (numba), for the lazy token FSM.
+"""The compiled loops (numba) of the lazy token FSM: one row's trie walk, one token's walk.
 
 A row is the set of tokens whose bytes the automaton can read from one state. The walk
 goes depth first through the vocabulary trie (token_index.VocabTrie) holding one
 automaton state per trie node, and drops a subtree as soon as the automaton dies on its
 prefix. The numpy level-by-level walk of the eager index pays ~10 array calls per trie
-level even when two tokens survive; this loop costs a few nanoseconds per live node.
+level even when two tokens survive; these loops cost a few nanoseconds per live node.
 
-The automaton is lazy: a state's row of next states may not exist yet, and building it
-(regex derivatives) is Python. So the loop does not descend from a node whose state is
-not expanded: it returns that (node, state) pair as *pending*; the caller expands the
-pending states and calls again from those pairs, until nothing is pending.
+The automaton is lazy: an entry `table[state, byte]` may be UNEXPLORED (-2) because its
+derivative was not computed yet, and computing it is Python. So a loop never guesses: at
+a trie node whose state lacks an entry one of its children needs, it stops and returns
+that (node, state) pair as *pending* (before reading any child, so nothing is found
+twice); the caller fills the missing entries and calls again from the pending pairs.
+
+Tokens longer than the trie (VocabTrie.MAX_DEPTH bytes) are walked here too: the trie
+reports the nodes where they continue, and `walk_rests` reads their remaining bytes from
+a flat byte buffer (`LongTokens`).
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numba
 import numpy as np
 
+UNEXPLORED = -2   # must equal lazy_regex.UNEXPLORED
+
 
 @numba.njit(cache=True, nogil=True)
-def walk_from(child_start, child_stop, byte, end_start, end_stop, end_tokens, has_long,
-              table, expanded, start_nodes, start_states,
-              out_tokens, out_states, pending_nodes, pending_states, long_nodes, long_states):
-    """Walk the trie from the (start_nodes[i], start_states[i]) pairs.
+def walk_trie(child_start, child_stop, byte, end_start, end_stop, end_tokens, follow, marks, table, class_first,
+              start_nodes, start_states, eos, bits, long_nodes, long_states, pending_nodes, pending_states,
+              need_states, need_bytes):
+    """Walk the trie from the (start_nodes[i], start_states[i]) pairs, following only the
+    children with `follow[child]` set.
 
-    Writes every token found (`out_tokens`, the state it ends in `out_states`), the pairs
-    whose state is not expanded yet (`pending_*`), and the reached nodes that have tokens
-    longer than the trie (`long_*`). Returns the three counts. All arrays int64 except
-    `table` (int32 [S, 256], -1 dead), `expanded` (bool [S]) and `has_long` (bool [nodes]).
+    When `bits` (uint32 [W]) is not empty, sets bit t % 32 of `bits[t // 32]` for every
+    token t found, EOS skipped; writes the reached (node, state) pairs of the nodes with
+    `marks[node]` (where long tokens go on) and the pending pairs, with the (state, byte)
+    entries they wait for in `need_*` (repeats possible). Returns (tokens found, long
+    pairs, pending pairs, needed entries).
+    Arrays int64 except `table` (int32 [S, 256]), `class_first` (uint8 [S, 256]: the
+    first byte of each byte's class) and `follow`, `marks` (bool [nodes]).
     """
-    stack_nodes = np.empty(child_start.shape[0], dtype=np.int64)
-    stack_states = np.empty(child_start.shape[0], dtype=np.int64)
+    stack_nodes = np.empty(child_start.shape[0] + start_nodes.shape[0], dtype=np.int64)
+    stack_states = np.empty(child_start.shape[0] + start_nodes.shape[0], dtype=np.int64)
     top = 0
     for i in range(start_nodes.shape[0]):
         stack_nodes[top] = start_nodes[i]
         stack_states[top] = start_states[i]
         top += 1
-    found = pending = longs = 0
+    found = longs = pending = needs = 0
+    collect = bits.shape[0] > 0
     while top > 0:
         top -= 1
         node, state = stack_nodes[top], stack_states[top]
-        if not expanded[state]:
+        missing = False
+        for child in range(child_start[node], child_stop[node]):
+            if follow[child] and table[state, byte[child]] == UNEXPLORED:
+                missing = True
+                if needs < need_states.shape[0]:
+                    need_states[needs] = state
+                    need_bytes[needs] = class_first[state, byte[child]]   # one need per byte class
+                    needs += 1
+        if missing:
             pending_nodes[pending] = node
             pending_states[pending] = state
             pending += 1
             continue
         for child in range(child_start[node], child_stop[node]):
+            if not follow[child]:
+                continue
             nxt = table[state, byte[child]]
             if nxt < 0:
                 continue   # the automaton dies on this prefix: skip the whole subtree
-            for k in range(end_start[child], end_stop[child]):
-                out_tokens[found] = end_tokens[k]
-                out_states[found] = nxt
-                found += 1
-            if has_long[child]:
+            if collect:
+                for k in range(end_start[child], end_stop[child]):
+                    t = end_tokens[k]
+                    if t != eos:
+                        bits[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+                        found += 1
+            if marks[child]:
                 long_nodes[longs] = child
                 long_states[longs] = nxt
                 longs += 1
@@ -60,4 +86,122 @@ def walk_from(child_start, child_stop, byte, end_start, end_stop, end_tokens, ha
                 stack_nodes[top] = child
                 stack_states[top] = nxt
                 top += 1
-    return found, pending, longs
+    return found, longs, pending, needs
+
+
+@numba.njit(cache=True, nogil=True)
+def walk_rests(rest_start, rest_stop, rest_bytes, table, items, offsets, states,
+               out_items, pending_items, pending_offsets, pending_states):
+    """Read the remaining bytes of long tokens: item i is `rest_bytes[rest_start[i]:rest_stop[i]]`.
+
+    Starts each `items[j]` at byte `offsets[j]` of its rest in `states[j]`; writes the
+    items that survive to their end (`out_items`) and those that stopped at an UNEXPLORED
+    entry (item, offset, state) as pending. Returns (survivors, pending).
+    """
+    found = pending = 0
+    for j in range(items.shape[0]):
+        item, state = items[j], states[j]
+        k = rest_start[item] + offsets[j]
+        while k < rest_stop[item]:
+            nxt = table[state, rest_bytes[k]]
+            if nxt == UNEXPLORED:
+                break
+            if nxt < 0:
+                state = -1
+                break
+            state = nxt
+            k += 1
+        if state < 0:
+            continue
+        if k < rest_stop[item]:
+            pending_items[pending] = item
+            pending_offsets[pending] = k - rest_start[item]
+            pending_states[pending] = state
+            pending += 1
+        else:
+            out_items[found] = item
+            found += 1
+    return found, pending
+
+
+@numba.njit(cache=True, nogil=True)
+def walk_bytes(table, data, start, stop, state):
+    """Walk `data[start:stop]` from `state`: (end state or -1 if it dies, position reached).
+
+    Stops early at an UNEXPLORED entry: then the position is < stop and the state is the
+    one whose entry for `data[position]` is missing.
+    """
+    for k in range(start, stop):
+        nxt = table[state, data[k]]
+        if nxt == UNEXPLORED:
+            return state, k
+        if nxt < 0:
+            return -1, k
+        state = nxt
+    return state, stop
+
+
+@dataclass(frozen=True, eq=False)
+class LongTokens:
+    """The vocabulary's tokens longer than the trie, as flat arrays (built once per trie).
+
+    Item i is token `ids[i]`; its first MAX_DEPTH bytes end at trie node `node[i]`, its
+    other bytes are `rest_bytes[rest_start[i]:rest_stop[i]]`. `items_of` maps a trie node
+    to its items (`has_items[node]`); `leads_to[n]` marks node n and its ancestors when n has items (the only
+    nodes a walk for long tokens follows). `all_bytes`/`token_start`/`token_stop` hold
+    every token's bytes (the advance step walks one token), uint8/int64.
+    """
+
+    ids: np.ndarray
+    rest_start: np.ndarray
+    rest_stop: np.ndarray
+    rest_bytes: np.ndarray
+    items_of: dict[int, np.ndarray]
+    leads_to: np.ndarray
+    has_items: np.ndarray
+    max_bytes: int          # the longest token
+    max_short_bytes: int    # the longest token that ends inside the trie
+    all_bytes: np.ndarray
+    token_start: np.ndarray
+    token_stop: np.ndarray
+
+    @classmethod
+    def build(cls, trie, token_bytes) -> "LongTokens":
+        ids, starts, stops, chunks, items_of, offset = [], [], [], [], {}, 0
+        leads_to = np.zeros(trie.num_nodes, dtype=bool)
+        has_items = np.zeros(trie.num_nodes, dtype=bool)
+        for node, entries in sorted(trie.long_tokens.items()):
+            first = len(ids)
+            for token_id, rest in entries:
+                ids.append(token_id)
+                starts.append(offset)
+                offset += len(rest)
+                stops.append(offset)
+                chunks.append(rest)
+            items_of[node] = np.arange(first, len(ids), dtype=np.int64)
+            has_items[node] = True
+            while node > 0 and not leads_to[node]:
+                leads_to[node] = True
+                node = trie.parent[node]
+        lengths = np.asarray([len(b) if b else 0 for b in token_bytes], dtype=np.int64)
+        token_stop = np.cumsum(lengths)
+        long_ids = set(ids)
+        short = [n for t, n in enumerate(lengths.tolist()) if t not in long_ids]
+        return cls(np.asarray(ids, dtype=np.int64), np.asarray(starts, dtype=np.int64),
+                   np.asarray(stops, dtype=np.int64), np.frombuffer(b"".join(chunks), dtype=np.uint8).copy(),
+                   items_of, leads_to, has_items, int(lengths.max(initial=0)), max(short, default=0),
+                   np.frombuffer(b"".join(b or b"" for b in token_bytes), dtype=np.uint8).copy(),
+                   token_stop - lengths, token_stop)
+
+
+_LONG_CACHE: dict[int, tuple[object, LongTokens]] = {}
+
+
+def long_tokens(trie, token_bytes) -> LongTokens:
+    """The LongTokens of `trie` (itself cached per vocabulary by token_index.vocab_trie)."""
+    entry = _LONG_CACHE.get(id(trie))
+    if entry is None or entry[0] is not trie:
+        if len(_LONG_CACHE) >= 4:
+            _LONG_CACHE.pop(next(iter(_LONG_CACHE)))
+        entry = _LONG_CACHE[id(trie)] = (trie, LongTokens.build(trie, token_bytes))
+    return entry[1]
