@@ -219,6 +219,12 @@ class ToolCallParser:
         self._held = ""
         return events
 
+    @property
+    def cut(self) -> bool:
+        """Whether the output so far ends inside a call (its arguments or its end tag): under
+        the constraint only max_tokens or a stop string can end it there."""
+        return self._mode != "text"
+
     # ------------------------------------------------------------------ one mode each
     def _say(self, text: str, events: list[Event]) -> None:
         if text:

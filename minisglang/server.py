@@ -583,7 +583,8 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
         sent_role = [False]
 
         def finished(meta) -> str | None:
-            reason = openai_finish_reason(meta, made_calls=bool(parser.calls))
+            # "tool_calls" only for calls made whole: a stop string may cut one (EOS never does)
+            reason = openai_finish_reason(meta, made_calls=bool(parser.calls) and not parser.cut)
             if reason is not None:
                 metrics.tool_calls.inc(len(parser.calls))
             return reason

@@ -97,6 +97,18 @@ def test_odd_and_cut_outputs(text, content, arguments):
     assert (got_content, [c.arguments for c in calls]) == (content, arguments)
 
 
+@pytest.mark.parametrize("text,cut", [
+    ("free", False), ("free <tool_c", False), (format_call("get_time", "{}"), False),
+    (format_call("get_time", "{}") + " more", False), (call_begin("get_time") + '{"zone"', True),
+    (call_begin("get_time") + "{}}</tool", True),
+])
+def test_a_call_cut_short_is_known(text, cut):
+    parser = ToolCallParser(NAMES)
+    parser.feed(text)
+    parser.finish()
+    assert parser.cut == cut
+
+
 def test_deltas_in_openais_shape():
     parser = ToolCallParser(NAMES, counting_ids())
     events = []
