@@ -1,10 +1,18 @@
 """Make the seeded synthetic chat corpus that the bundled tiny model is trained on.
 
-Every example is a small dict ``{"task", "system", "user", "assistant"}``: an instruction
-plus some text in the user turn and the answer in the assistant turn. Most examples are
-information extraction into JSON (English and Chinese, 3 to 8 keys, always in the fixed
-order of ``KEY_ORDER``); the rest are dates, emails, IPv4 addresses, phone numbers, hex
-colours, short prose and Q&A, so the model is a (very) small general chat model.
+Every example is a small dict ``{"task", "system", "user", "assistant"}`` (an instruction
+plus some text in the user turn, the answer in the assistant turn), and tool-use examples
+add ``"tools"`` (OpenAI tool dicts listed in the system turn), ``"history"`` (earlier
+messages after the user turn: a tool call and its ``tool`` result) and ``"tool_calls"``
+(the calls of the final answer). Most examples are information extraction into JSON
+(English and Chinese, keys always in the fixed order of ``KEY_ORDER``); then tool calls,
+and small tasks (dates, emails, IPv4 addresses, phone numbers, hex colours, prose, Q&A).
+
+The corpus forces copying: people's names are generated from syllables and from a few
+hundred Chinese characters, cities partly too, ages and numbers are random, and a text
+mentions more facts than the request asks for. A tenth of all names (by hash) and a few
+phrasings of every fact and instruction never occur in training: the held-out
+evaluation (``heldout_extraction_prompts``, ``heldout_tool_prompts``) uses only those.
 
 Usage:
     python scripts/make_corpus.py --examples 40000 --seed 0 --out .cache/tiny-json-llama/corpus.jsonl
@@ -14,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import zlib
 from pathlib import Path
 
 # The one key order every extraction answer uses; a prompt mentions a subset of these keys.
@@ -30,19 +39,64 @@ SEED_EXAMPLE_COPIES = 4
 RARE_HAN = ["䶮", "龘", "𠮷", "燚", "靐", "犇", "淼", "堃"]
 EMOJI = ["😀", "🎉", "🌧️", "☀️", "🍜", "🚀", "🐱", "📚", "⚽", "🎸"]
 
-ZH_SURNAMES = list("张王李赵刘陈杨黄周吴徐孙马朱胡郭何林高罗郑梁谢宋唐许韩冯邓曹彭曾田董潘袁蔡蒋余于杜叶程魏苏吕丁沈任姚卢") + ["欧阳", "司马", "诸葛"]
-ZH_GIVEN = list("伟芳娜敏静丽强磊军洋勇艳杰娟涛明超秀霞平刚英华玉兰萍红鹏飞宇浩然欣怡轩梓涵博文思雨晨诺佳琪子一晓春雪松")
-ZH_CITIES = ["北京", "上海", "广州", "深圳", "杭州", "成都", "武汉", "南京", "西安", "重庆", "苏州", "天津", "长沙", "厦门", "青岛", "大连", "昆明", "哈尔滨"]
-ZH_JOBS = ["软件工程师", "教师", "医生", "护士", "律师", "设计师", "会计", "记者", "厨师", "摄影师", "产品经理", "数据分析师", "销售", "司机", "建筑师", "程序员", "研究员", "警察", "学生"]
-ZH_HOBBIES = ["编程", "摄影", "爬山", "跑步", "游泳", "阅读", "画画", "唱歌", "跳舞", "钓鱼", "下棋", "旅行", "烹饪", "书法", "弹吉他", "骑行", "看电影", "打篮球", "踢足球", "养花", "写作", "露营"]
+# ---------------------------------------------------------------- pools of facts
+ZH_SURNAMES = list("张王李赵刘陈杨黄周吴徐孙马朱胡郭何林高罗郑梁谢宋唐许韩冯邓曹彭曾田董潘袁蔡蒋余于杜叶程魏苏吕丁沈任姚卢"
+                   "钟汪陆金石贾夏付方白邹孟熊秦邱江尹薛闫段雷侯龙史陶黎贺顾毛郝龚邵万钱严覃武戴莫孔向汤") + ["欧阳", "司马", "诸葛", "上官"]
+# A few hundred characters for given names: a 1-2 character given name has ~10^5 spellings.
+ZH_GIVEN = list("伟芳娜敏静丽强磊军洋勇艳杰娟涛明超秀霞平刚英华玉兰萍红鹏飞宇浩然欣怡轩梓涵博文思雨晨诺佳琪子一晓春雪松"
+                "小龙凤云海波峰辉建国家志新立庆丹宁清亮桂东林晶燕美慧颖婷倩琳璐瑶雯蕾薇茜悦乐欢嘉泽睿哲宏鑫源彬斌"
+                "凯旭阳帆航锋俊豪毅威亮坤振荣盛昌达永福贵顺安康健德仁义礼智信忠孝诚善真明月星辰光影晴虹霖露冰"
+                "枫桐柏杉竹梅菊荷莲芝兰芬芸苗茂青蓝紫翠金银铭锦绣珊瑚琦瑞祥麟鹤鸿雁鹏燕莺蝶若依如可心语梦婉柔"
+                "秋冬夏天地山川河湖江溪泉石磊岩峻崇嵩岳秀丽巧慧敏捷聪颖睿智远航")
+# Real city names plus generated ones, so a city cannot be guessed from a list.
+ZH_CITIES = ["北京", "上海", "广州", "深圳", "杭州", "成都", "武汉", "南京", "西安", "重庆", "苏州", "天津", "长沙", "厦门",
+             "青岛", "大连", "昆明", "哈尔滨", "郑州", "济南", "合肥", "福州", "南昌", "贵阳", "南宁", "兰州", "太原",
+             "石家庄", "沈阳", "长春", "无锡", "宁波", "温州", "珠海", "佛山", "东莞", "洛阳", "桂林", "拉萨", "乌鲁木齐"]
+ZH_CITY_CHARS = list("安宁和平清河阳江山城泉州源丰华兴隆德昌盛新乐东西南北湖口水林")
+ZH_JOBS = ["软件工程师", "教师", "医生", "护士", "律师", "设计师", "会计", "记者", "厨师", "摄影师", "产品经理", "数据分析师",
+           "销售", "司机", "建筑师", "程序员", "研究员", "警察", "学生", "演员", "歌手", "作家", "翻译", "导游", "画家",
+           "飞行员", "消防员", "农民", "工人", "店主", "银行职员", "大学教授", "编辑", "快递员", "理发师", "药剂师", "兽医"]
+ZH_HOBBIES = ["编程", "摄影", "爬山", "跑步", "游泳", "阅读", "画画", "唱歌", "跳舞", "钓鱼", "下棋", "旅行", "烹饪", "书法",
+              "弹吉他", "骑行", "看电影", "打篮球", "踢足球", "养花", "写作", "露营", "武术", "读书", "太极", "滑雪",
+              "打羽毛球", "打乒乓球", "弹钢琴", "拉小提琴", "听音乐", "做手工", "烘焙", "喝茶", "品酒", "收藏邮票",
+              "打游戏", "看小说", "健身", "瑜伽", "徒步", "潜水", "冲浪", "滑板", "园艺", "养猫", "遛狗", "集邮",
+              "剪纸", "刺绣", "插花", "围棋", "象棋", "桥牌", "魔术", "相声", "京剧", "广场舞", "练字", "看展览"]
 
-EN_FIRST = [("Alice", "f"), ("Bob", "m"), ("Carol", "f"), ("David", "m"), ("Emma", "f"), ("Frank", "m"), ("Grace", "f"), ("Henry", "m"), ("Isabel", "f"), ("Jack", "m"), ("Karen", "f"), ("Liam", "m"), ("Maria", "f"), ("Noah", "m"), ("Olivia", "f"), ("Peter", "m"), ("Quinn", "f"), ("Ryan", "m"), ("Sophia", "f"), ("Thomas", "m"), ("Uma", "f"), ("Victor", "m"), ("Wendy", "f"), ("Xavier", "m"), ("Yara", "f"), ("Zack", "m"), ("Chloe", "f"), ("Daniel", "m"), ("Hannah", "f"), ("Oscar", "m")]
-EN_LAST = ["Smith", "Johnson", "Brown", "Taylor", "Miller", "Wilson", "Moore", "Anderson", "Thomas", "Jackson", "White", "Harris", "Martin", "Garcia", "Clark", "Lewis", "Walker", "Young", "King", "Wright", "Lopez", "Hill", "Green", "Baker", "Nguyen", "Kim", "Patel", "Chen", "Murphy", "Rossi"]
-EN_CITIES = ["London", "Paris", "New York", "Tokyo", "Berlin", "Toronto", "Sydney", "Seattle", "Boston", "Chicago", "Madrid", "Rome", "Dublin", "Austin", "Denver", "Singapore", "Oslo", "Vienna", "Lisbon", "Melbourne"]
-EN_JOBS = ["software engineer", "teacher", "doctor", "nurse", "lawyer", "designer", "accountant", "journalist", "chef", "photographer", "product manager", "data analyst", "pilot", "architect", "student", "researcher", "electrician", "librarian"]
-EN_HOBBIES = ["hiking", "reading", "photography", "swimming", "chess", "cooking", "painting", "cycling", "running", "gardening", "fishing", "coding", "singing", "dancing", "travel", "yoga", "camping", "knitting", "tennis", "writing"]
-# Parallel lists for the translation task: EN_HOBBIES[i] <-> ZH_HOBBY_OF[i].
-ZH_HOBBY_OF = ["爬山", "阅读", "摄影", "游泳", "下棋", "烹饪", "画画", "骑行", "跑步", "养花", "钓鱼", "编程", "唱歌", "跳舞", "旅行", "瑜伽", "露营", "织毛衣", "打网球", "写作"]
+EN_FIRST = ["Alice", "Bob", "Carol", "David", "Emma", "Frank", "Grace", "Henry", "Isabel", "Jack", "Karen", "Liam",
+            "Maria", "Noah", "Olivia", "Peter", "Quinn", "Ryan", "Sophia", "Thomas", "Uma", "Victor", "Wendy", "Xavier",
+            "Yara", "Zack", "Chloe", "Daniel", "Hannah", "Oscar", "Amir", "Bianca", "Diego", "Elena", "Fatima", "Hugo",
+            "Ingrid", "Jamal", "Kenji", "Lucia", "Mateo", "Nadia", "Omar", "Priya", "Rosa", "Sven", "Tariq", "Vera"]
+EN_LAST = ["Smith", "Johnson", "Brown", "Taylor", "Miller", "Wilson", "Moore", "Anderson", "Thomas", "Jackson", "White",
+           "Harris", "Martin", "Garcia", "Clark", "Lewis", "Walker", "Young", "King", "Wright", "Lopez", "Hill", "Green",
+           "Baker", "Nguyen", "Kim", "Patel", "Chen", "Murphy", "Rossi", "Silva", "Novak", "Kowalski", "Ibrahim",
+           "Tanaka", "Larsen", "Dubois", "Fischer", "Okafor", "Haddad", "Costa", "Petrov", "Moreau", "Schmidt"]
+# Syllables of generated names: onset + vowel + coda, e.g. "Velorin", "Kasumar".
+ONSETS = ["b", "c", "d", "f", "g", "h", "j", "k", "l", "m", "n", "p", "r", "s", "t", "v", "w", "z",
+          "br", "ch", "sh", "th", "tr", "st", "gr", "kl", "dr", "fl"]
+VOWELS = ["a", "e", "i", "o", "u", "ai", "ea", "io", "ou", "y"]
+CODAS = ["", "", "", "n", "r", "l", "s", "m", "x"]
+EN_CITIES = ["London", "Paris", "New York", "Tokyo", "Berlin", "Toronto", "Sydney", "Seattle", "Boston", "Chicago",
+             "Madrid", "Rome", "Dublin", "Austin", "Denver", "Singapore", "Oslo", "Vienna", "Lisbon", "Melbourne",
+             "Cairo", "Lagos", "Nairobi", "Lima", "Quito", "Bogota", "Prague", "Warsaw", "Athens", "Helsinki",
+             "Osaka", "Seoul", "Manila", "Hanoi", "Mumbai", "Dubai", "Zurich", "Geneva", "Porto", "Valencia"]
+EN_JOBS = ["software engineer", "teacher", "doctor", "nurse", "lawyer", "designer", "accountant", "journalist", "chef",
+           "photographer", "product manager", "data analyst", "pilot", "architect", "student", "researcher",
+           "electrician", "librarian", "plumber", "pharmacist", "dentist", "translator", "firefighter", "farmer",
+           "baker", "carpenter", "mechanic", "musician", "painter", "writer", "actor", "engineer", "economist",
+           "veterinarian", "tour guide", "police officer", "barista", "florist", "surgeon", "web developer"]
+EN_HOBBIES = ["hiking", "reading", "photography", "swimming", "chess", "cooking", "painting", "cycling", "running",
+              "gardening", "fishing", "coding", "singing", "dancing", "travel", "yoga", "camping", "knitting", "tennis",
+              "writing", "skiing", "surfing", "climbing", "baking", "pottery", "golf", "boxing", "rowing", "sailing",
+              "karate", "judo", "archery", "birdwatching", "origami", "juggling", "poetry", "sketching", "drumming",
+              "the piano", "the violin", "the guitar", "board games", "video games", "stamp collecting", "calligraphy",
+              "woodworking", "skating", "snowboarding", "diving", "kayaking", "volleyball", "basketball", "football",
+              "badminton", "table tennis", "bowling", "fencing", "meditation", "jogging", "sewing"]
+# Parallel lists for the translation task: HOBBY_TRANSLATIONS[i] = (English, Chinese).
+HOBBY_TRANSLATIONS = [("hiking", "爬山"), ("reading", "阅读"), ("photography", "摄影"), ("swimming", "游泳"),
+                      ("chess", "下棋"), ("cooking", "烹饪"), ("painting", "画画"), ("cycling", "骑行"),
+                      ("running", "跑步"), ("gardening", "养花"), ("fishing", "钓鱼"), ("coding", "编程"),
+                      ("singing", "唱歌"), ("dancing", "跳舞"), ("travel", "旅行"), ("yoga", "瑜伽"),
+                      ("camping", "露营"), ("knitting", "织毛衣"), ("tennis", "打网球"), ("writing", "写作")]
 # Nicknames in double quotes: the answer must escape them (`\"`), a classic way to break JSON.
 NICKNAMES = ["Ace", "Doc", "Red", "Sunny", "Buzz", "Scout", "Bear", "Kit"]
 MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"]
@@ -51,22 +105,69 @@ DOMAINS = ["example.com", "mail.com", "qq.com", "163.com", "gmail.com", "outlook
 COUNTRIES = [("France", "Paris", "法国", "巴黎"), ("Japan", "Tokyo", "日本", "东京"), ("China", "Beijing", "中国", "北京"), ("Germany", "Berlin", "德国", "柏林"), ("Italy", "Rome", "意大利", "罗马"), ("Spain", "Madrid", "西班牙", "马德里"), ("Canada", "Ottawa", "加拿大", "渥太华"), ("Egypt", "Cairo", "埃及", "开罗"), ("Brazil", "Brasilia", "巴西", "巴西利亚"), ("India", "New Delhi", "印度", "新德里"), ("Russia", "Moscow", "俄罗斯", "莫斯科"), ("Australia", "Canberra", "澳大利亚", "堪培拉"), ("Korea", "Seoul", "韩国", "首尔"), ("Mexico", "Mexico City", "墨西哥", "墨西哥城"), ("Greece", "Athens", "希腊", "雅典"), ("Norway", "Oslo", "挪威", "奥斯陆")]
 COLOURS = [("red", "红色", "#FF0000"), ("green", "绿色", "#00FF00"), ("blue", "蓝色", "#0000FF"), ("white", "白色", "#FFFFFF"), ("black", "黑色", "#000000"), ("yellow", "黄色", "#FFFF00"), ("cyan", "青色", "#00FFFF"), ("magenta", "品红", "#FF00FF"), ("orange", "橙色", "#FFA500"), ("purple", "紫色", "#800080"), ("gray", "灰色", "#808080"), ("pink", "粉色", "#FFC0CB"), ("navy", "藏青色", "#000080"), ("olive", "橄榄色", "#808000"), ("teal", "蓝绿色", "#008080"), ("maroon", "栗色", "#800000")]
 
+# ---------------------------------------------------------------- phrasings
+# Each fact has training phrasings and, after them, HELD_OUT phrasings that only the
+# evaluation uses. {} is the value; "{an}" is "a" or "an" before an English occupation.
+HELD_OUT = "held_out"
+EN_FACTS = {
+    "age": (["is {} years old", "is {}", "just turned {}", "is aged {}"], ["recently turned {}", "is {} years of age"]),
+    "city": (["lives in {}", "is based in {}", "comes from {}", "grew up in {}"], ["resides in {}", "calls {} home"]),
+    "email": (["can be reached at {}", "uses the email {}", "has the email address {}"], ["reads mail sent to {}"]),
+    "phone": (["has the phone number {}", "can be called at {}", "answers the phone at {}"], ["picks up at {}"]),
+    "occupation": (["works as {an} {}", "is {an} {}", "has a job as {an} {}"], ["earns a living as {an} {}"]),
+    "hobbies": (["enjoys {}", "likes {}", "loves {}", "spends free time on {}"], ["is into {}", "is fond of {}"]),
+    "birthday": (["was born on {}", "has a birthday on {}"], ["came into the world on {}"]),
+}
+ZH_FACTS = {
+    "age": (["今年{}岁", "{}岁", "年龄是{}岁"], ["现年{}岁"]),
+    "city": (["住在{}", "在{}工作", "来自{}", "家在{}"], ["生活在{}"]),
+    "email": (["邮箱是{}", "电子邮件地址为{}", "邮箱地址是{}"], ["邮件可以发到{}"]),
+    "phone": (["电话是{}", "手机号码{}", "联系电话是{}"], ["手机是{}"]),
+    "occupation": (["是一名{}", "职业是{}", "是{}", "做{}工作"], ["从事{}工作"]),
+    "hobbies": (["平时喜欢{}", "爱好是{}", "业余时间喜欢{}", "喜欢{}"], ["闲暇时爱{}"]),
+    "birthday": (["生日是{}", "出生于{}"], ["出生日期是{}"]),
+}
+# How a paragraph introduces the person: (training openers, held-out openers); {n} is the name.
+EN_OPENERS = (["{n}", "Meet {n}, who", "My colleague {n}", "Our new neighbour {n}"], ["Say hello to {n}, who"])
+ZH_OPENERS = (["{n}", "我的朋友{n}", "{n}，", "同事{n}"], ["这位是{n}，"])
+
 EN_SYSTEMS = ["You are an information extraction assistant. Output valid JSON only.", "You are a helpful assistant.", "You are a concise assistant."]
 ZH_SYSTEMS = [SEED_SYSTEM, "你是一个乐于助人的助手。"]
-# Strict requests ask for JSON and nothing else; their answers are always bare JSON.
-EN_STRICT = ["Extract {fields} from the following text. Reply with JSON only.", "Return only a JSON object with the keys {fields} for this text:"]
-ZH_STRICT = [SEED_INSTRUCTION, "从以下文本中提取{fields}，只输出 JSON。"]
 STRICT_SYSTEMS = {EN_SYSTEMS[0], SEED_SYSTEM}
+# Instructions: (training, held-out). {fields} lists the keys asked for; an instruction
+# without {fields} asks for every fact the text mentions.
+# Strict requests ask for JSON and nothing else; their answers are always bare JSON.
+EN_STRICT = (["Extract {fields} from the following text. Reply with JSON only.",
+              "Return only a JSON object with the keys {fields} for this text:",
+              "Give me {fields} of the person below as a JSON object and nothing else."],
+             ["Output just a JSON object with {fields} for the person described here:"])
+ZH_STRICT = ([SEED_INSTRUCTION, "从以下文本中提取{fields}，只输出 JSON。", "请抽取{fields}，只返回 JSON 对象："],
+             ["只用 JSON 回答，给出下文人物的{fields}："])
 # Loose requests just say "as JSON"; like many chat models, half of their answers come
 # wrapped in a markdown fence, which is plausible JSON but not valid JSON.
-EN_LOOSE = ["Extract the person's information from the text below as JSON.", "Read the text and output the person's details as a JSON object."]
-ZH_LOOSE = ["请从下面的文本中抽取人物信息，以 JSON 格式输出。", "把下面这段话里的人物信息整理成 JSON："]
+EN_LOOSE = (["Extract the person's information from the text below as JSON.",
+             "Read the text and output the person's details as a JSON object.",
+             "Extract {fields} from the text as JSON."],
+            ["Put {fields} of this person into JSON."])
+ZH_LOOSE = (["请从下面的文本中抽取人物信息，以 JSON 格式输出。", "把下面这段话里的人物信息整理成 JSON：", "提取{fields}，用 JSON 表示："],
+            ["把这个人的{fields}写成 JSON："])
 FENCE_PROBABILITY = 0.5
+ZH_DIGITS = "零一二三四五六七八九"
 
 
 def _dumps(obj) -> str:
     """The one JSON spelling of answers: ", " and ": " separators, UTF-8 kept as is."""
     return json.dumps(obj, ensure_ascii=False)
+
+
+def is_held_out(name: str) -> bool:
+    """One name in ten (by a stable hash) is reserved for evaluation and never trained on."""
+    return zlib.crc32(name.encode("utf-8")) % 10 == 0
+
+
+def _pick(rng: random.Random, pools: tuple[list, list], held_out: bool):
+    """A choice from the training half or from the held-out half of a (train, held-out) pair."""
+    return rng.choice(pools[1] if held_out else pools[0])
 
 
 def _join(items: list[str], zh: bool) -> str:
@@ -76,6 +177,16 @@ def _join(items: list[str], zh: bool) -> str:
     if zh:
         return "、".join(items[:-1]) + "和" + items[-1]
     return ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def zh_number(n: int) -> str:
+    """A number below 100 in Chinese numerals: 35 -> 三十五, 10 -> 十, 7 -> 七."""
+    if not 0 <= n < 100:
+        raise ValueError(f"zh_number handles 0..99, got {n}")
+    tens, ones = divmod(n, 10)
+    if tens == 0:
+        return ZH_DIGITS[ones]
+    return ("" if tens == 1 else ZH_DIGITS[tens]) + "十" + (ZH_DIGITS[ones] if ones else "")
 
 
 def _random_date(rng: random.Random, year_lo: int = 1950, year_hi: int = 2025) -> tuple[int, int, int]:
@@ -90,7 +201,7 @@ def _spell_date(y: int, m: int, d: int, zh: bool, rng: random.Random) -> str:
 
 
 def _email(rng: random.Random) -> str:
-    user = rng.choice(SYLLABLES) + rng.choice([".", "_", ""]) + rng.choice(SYLLABLES)
+    user = rng.choice([rng.choice(SYLLABLES), _word(rng).lower()]) + rng.choice([".", "_", ""]) + rng.choice(SYLLABLES)
     if rng.random() < 0.5:
         user += str(rng.randint(1, 99))
     return f"{user}@{rng.choice(DOMAINS)}"
@@ -109,6 +220,20 @@ def _ipv4(rng: random.Random) -> str:
     return ".".join(str(x) for x in [first, rng.randint(0, 255), rng.randint(0, 255), rng.randint(1, 254)])
 
 
+def _word(rng: random.Random, syllables: tuple[int, int] = (2, 3)) -> str:
+    """A generated, pronounceable capitalised word such as "Velorin"."""
+    n = rng.randint(*syllables)
+    return "".join(rng.choice(ONSETS) + rng.choice(VOWELS) + rng.choice(CODAS) for _ in range(n)).capitalize()
+
+
+def _en_name(rng: random.Random) -> str:
+    first = rng.choice(EN_FIRST) if rng.random() < 0.4 else _word(rng)
+    last = rng.choice(EN_LAST) if rng.random() < 0.4 else _word(rng)
+    if rng.random() < 0.05:
+        return f'{first} "{rng.choice(NICKNAMES)}" {last}'
+    return f"{first} {last}"
+
+
 def _zh_name(rng: random.Random) -> str:
     given = "".join(rng.choice(ZH_GIVEN) for _ in range(rng.choice([1, 2, 2])))
     if rng.random() < 0.005:  # a rare character now and then: seen, but too rarely to be merged
@@ -116,77 +241,99 @@ def _zh_name(rng: random.Random) -> str:
     return rng.choice(ZH_SURNAMES) + given
 
 
-def person_example(rng: random.Random) -> dict:
-    """One extraction example: a short paragraph about a person -> JSON with 3 to 8 keys."""
-    zh = rng.random() < 0.5
-    keys = ["name"] + rng.sample(KEY_ORDER[1:], rng.randint(2, 7))
-    keys = [k for k in KEY_ORDER if k in keys]
+def person_name(rng: random.Random, zh: bool, held_out: bool) -> str:
+    """A person's name from the training pool (9 names in 10) or the held-out pool."""
+    while True:
+        name = _zh_name(rng) if zh else _en_name(rng)
+        if is_held_out(name) == held_out:
+            return name
+
+
+def _city(rng: random.Random, zh: bool) -> str:
+    if rng.random() < 0.6:
+        return rng.choice(ZH_CITIES if zh else EN_CITIES)
     if zh:
-        name, gender = _zh_name(rng), rng.choice("mf")
-    else:
-        first, gender = rng.choice(EN_FIRST)
-        name = f"{first} {rng.choice(EN_LAST)}"
-        if rng.random() < 0.15:
-            name = f'{first} "{rng.choice(NICKNAMES)}" {name.split()[1]}'
-    age = rng.randint(18, 80)
+        return "".join(rng.sample(ZH_CITY_CHARS, 2))
+    return _word(rng, (2, 3)) + rng.choice(["", "", " City", "ville", " Bay"])
+
+
+def person_example(rng: random.Random, held_out: bool = False) -> dict:
+    """One extraction example: a short paragraph about a person -> JSON of some of its facts.
+
+    The paragraph mentions 3 to 8 facts; an instruction that lists fields asks for some of
+    them (the rest are distractors), one that does not asks for all of them.
+    """
+    zh = rng.random() < 0.5
+    mentioned = ["name"] + rng.sample(KEY_ORDER[1:], rng.randint(2, 7))
+    age = rng.randint(18, 90)
     by, bm, bd = 2025 - age, rng.randint(1, 12), rng.randint(1, 28)
     facts = {
-        "name": name,
+        "name": person_name(rng, zh, held_out),
         "age": age,
-        "city": rng.choice(ZH_CITIES if zh else EN_CITIES),
+        "city": _city(rng, zh),
         "email": _email(rng),
         "phone": _phone(rng, zh),
         "occupation": rng.choice(ZH_JOBS if zh else EN_JOBS),
         "hobbies": rng.sample(ZH_HOBBIES if zh else EN_HOBBIES, rng.randint(1, 4)),
         "birthday": f"{by}-{bm:02d}-{bd:02d}",
     }
-    born = _spell_date(by, bm, bd, zh, rng)
-    if zh:
-        phrases = {
-            "age": rng.choice([f"今年{age}岁", f"{age}岁"]),
-            "city": rng.choice([f"住在{facts['city']}", f"在{facts['city']}工作", f"来自{facts['city']}"]),
-            "email": rng.choice([f"邮箱是{facts['email']}", f"电子邮件地址为{facts['email']}"]),
-            "phone": rng.choice([f"电话是{facts['phone']}", f"手机号码{facts['phone']}"]),
-            "occupation": rng.choice([f"是一名{facts['occupation']}", f"职业是{facts['occupation']}"]),
-            "hobbies": rng.choice(["平时喜欢", "爱好是", "业余时间喜欢"]) + _join(facts["hobbies"], True),
-            "birthday": rng.choice([f"生日是{born}", f"出生于{born}"]),
-        }
-    else:
-        phrases = {
-            "age": rng.choice([f"is {age} years old", f"is {age}"]),
-            "city": rng.choice([f"lives in {facts['city']}", f"is based in {facts['city']}", f"comes from {facts['city']}"]),
-            "email": rng.choice([f"can be reached at {facts['email']}", f"uses the email {facts['email']}"]),
-            "phone": rng.choice([f"has the phone number {facts['phone']}", f"can be called at {facts['phone']}"]),
-            "occupation": f"works as {'an' if facts['occupation'][0] in 'aeiou' else 'a'} {facts['occupation']}",
-            "hobbies": rng.choice(["enjoys ", "likes ", "loves "]) + _join(facts["hobbies"], False),
-            "birthday": rng.choice([f"was born on {born}", f"has a birthday on {born}"]),
-        }
-    order = [k for k in keys if k != "name"]
-    rng.shuffle(order)
-    parts = [phrases[k] for k in order]
-    if zh:
-        pronoun = "他" if gender == "m" else "她"
-        pieces = [name + parts[0]] + [(pronoun if rng.random() < 0.2 else "") + p for p in parts[1:]]
-        text = "，".join(pieces) + "。"
-    else:
-        pronoun = "He" if gender == "m" else "She"
-        cut = rng.randint(1, len(parts))  # two sentences, the second one starting with a pronoun
-        first_s, second_s = parts[:cut], parts[cut:]
-        text = f"{name} {_join(first_s, False)}."
-        if second_s:
-            text += f" {pronoun} {_join(second_s, False)}."
-    fields = ", ".join(keys)
-    instr_zh = zh if rng.random() < 0.8 else not zh  # sometimes instruction and text differ in language
+    text = _paragraph(rng, facts, mentioned, zh, held_out)
+
     strict = rng.random() < 0.5
-    instr = rng.choice((ZH_STRICT if strict else ZH_LOOSE) if instr_zh else (EN_STRICT if strict else EN_LOOSE))
+    instr_zh = zh if rng.random() < 0.8 else not zh  # sometimes instruction and text differ in language
+    instr = _pick(rng, (ZH_STRICT if strict else ZH_LOOSE) if instr_zh else (EN_STRICT if strict else EN_LOOSE),
+                  held_out)
+    keys = mentioned
+    if "{fields}" in instr and len(mentioned) > 3 and rng.random() < 0.7:
+        keys = ["name"] + rng.sample([k for k in mentioned if k != "name"], rng.randint(2, len(mentioned) - 2))
+    keys = [k for k in KEY_ORDER if k in keys]
     system = None
-    if rng.random() < 0.5:
+    if rng.random() < 0.4:
         system = rng.choice(ZH_SYSTEMS if zh else EN_SYSTEMS)
     answer = _dumps({k: facts[k] for k in keys})
     if not strict and system not in STRICT_SYSTEMS and rng.random() < FENCE_PROBABILITY:
         answer = "```json\n" + answer + "\n```"
-    return {"task": "extract_person", "system": system, "user": instr.format(fields=fields) + "\n" + text,
-            "assistant": answer}
+    return {"task": "extract_person", "system": system,
+            "user": instr.format(fields=_join(keys, False)) + "\n" + text, "assistant": answer}
+
+
+def _paragraph(rng: random.Random, facts: dict, mentioned: list[str], zh: bool, held_out: bool) -> str:
+    """Say the ``mentioned`` facts (besides the name) in a shuffled order, in one or two sentences."""
+    order = [k for k in mentioned if k != "name"]
+    rng.shuffle(order)
+    name = facts["name"]
+    if zh:
+        age = facts["age"] if rng.random() < 0.7 else zh_number(facts["age"])
+        values = dict(facts, age=age, hobbies=_join(facts["hobbies"], True),
+                      birthday=_spell_date(*map(int, facts["birthday"].split("-")), True, rng))
+        parts = [_pick(rng, ZH_FACTS[k], held_out).format(values[k]) for k in order]
+        opener = _pick(rng, ZH_OPENERS, held_out).format(n=name)
+        pronoun = rng.choice("他她")
+        pieces = [opener + parts[0]] + [(pronoun if rng.random() < 0.2 else "") + p for p in parts[1:]]
+        return "，".join(pieces).replace("，，", "，") + "。"
+    values = dict(facts, hobbies=_join(facts["hobbies"], False),
+                  birthday=_spell_date(*map(int, facts["birthday"].split("-")), False, rng))
+    an = "an" if facts["occupation"][0] in "aeiou" else "a"
+    if {"age", "occupation"} <= set(order) and rng.random() < 0.3:
+        # "Maria Lopez is a 41-year-old nurse from Madrid who enjoys ...": three facts at once
+        head = f"{name} is {'an' if str(facts['age'])[0] == '8' or facts['age'] in (11, 18) else 'a'} " \
+               f"{facts['age']}-year-old {facts['occupation']}"
+        rest = [k for k in order if k not in ("age", "occupation")]
+        if "city" in rest and rng.random() < 0.6:
+            head += f" from {facts['city']}"
+            rest.remove("city")
+        parts = [_pick(rng, EN_FACTS[k], held_out).format(values[k], an=an) for k in rest]
+        return head + (f" who {_join(parts, False)}." if parts else ".")
+    parts = [_pick(rng, EN_FACTS[k], held_out).format(values[k], an=an) for k in order]
+    opener = _pick(rng, EN_OPENERS, held_out).format(n=name)
+    pronoun = rng.choice(["He", "She", "They"])
+    if pronoun == "They":  # "They is" would teach bad English; keep the name-only form then
+        pronoun = rng.choice(["He", "She"])
+    cut = rng.randint(1, len(parts))  # two sentences, the second one starting with a pronoun
+    text = f"{opener} {_join(parts[:cut], False)}."
+    if parts[cut:]:
+        text += f" {pronoun} {_join(parts[cut:], False)}."
+    return text
 
 
 def date_example(rng: random.Random) -> dict:
@@ -271,10 +418,10 @@ def qa_example(rng: random.Random) -> dict:
         a, b = rng.randint(0, 20), rng.randint(0, 20)
         return {"task": "qa", "system": None, "user": rng.choice([f"What is {a} + {b}?", f"{a}加{b}等于多少？"]),
                 "assistant": f"{a} + {b} = {a + b}"}
-    i = rng.randrange(len(EN_HOBBIES))
+    en_word, zh_word = rng.choice(HOBBY_TRANSLATIONS)
     if rng.random() < 0.5:
-        return {"task": "qa", "system": None, "user": f"Translate to Chinese: {EN_HOBBIES[i]}", "assistant": ZH_HOBBY_OF[i]}
-    return {"task": "qa", "system": None, "user": f"把这个词翻译成英文：{ZH_HOBBY_OF[i]}", "assistant": EN_HOBBIES[i]}
+        return {"task": "qa", "system": None, "user": f"Translate to Chinese: {en_word}", "assistant": zh_word}
+    return {"task": "qa", "system": None, "user": f"把这个词翻译成英文：{zh_word}", "assistant": en_word}
 
 
 def prose_example(rng: random.Random) -> dict:
@@ -293,9 +440,200 @@ def prose_example(rng: random.Random) -> dict:
     return {"task": "prose", "system": None, "user": f"写一段关于{city}的一天的短文。", "assistant": answer}
 
 
-# The task mix: extraction dominates because it is what the chapters demonstrate.
-TASKS = [(person_example, 0.55), (date_example, 0.08), (email_example, 0.07), (ip_example, 0.07),
-         (phone_example, 0.06), (colour_example, 0.06), (qa_example, 0.06), (prose_example, 0.05)]
+# ---------------------------------------------------------------- tool calls
+# A tool family: the names it goes by, its parameters (name -> JSON Schema, in order;
+# a tuple of alternative spellings for a parameter's name), and how to ask for it.
+# Requests are (English, Chinese) templates whose {placeholders} are the arguments.
+def _tool(names, description, params, required, requests, result, reply):
+    return {"names": names, "description": description, "params": params, "required": required,
+            "requests": requests, "result": result, "reply": reply}
+
+
+WEATHER_ZH = {"sunny": "晴", "cloudy": "多云", "rainy": "有雨", "windy": "有风", "snowy": "下雪"}
+TOOL_FAMILIES = [
+    _tool(["get_weather", "weather_lookup", "current_weather"], "Get the current weather in a city.",
+          {("city", "location"): {"type": "string"}}, ["city"],
+          (["What's the weather in {city}?", "Is it raining in {city} right now?", "How warm is it in {city} today?",
+            "Check the weather for {city}, please."], ["{city}今天天气怎么样？", "查一下{city}的天气。", "{city}现在冷不冷？"]),
+          lambda rng, a: {"temperature": rng.randint(-10, 38), "condition": rng.choice(list(WEATHER_ZH))},
+          (lambda a, r: f"It is {r['temperature']} degrees and {r['condition']} in {a['city']}.",
+           lambda a, r: f"{a['city']}现在{r['temperature']}度，{WEATHER_ZH[r['condition']]}。")),
+    _tool(["send_email", "email_send", "compose_email"], "Send an email.",
+          {("to", "recipient"): {"type": "string"}, "subject": {"type": "string"}}, ["to", "subject"],
+          (['Send an email to {to} with the subject "{subject}".', 'Email {to} about "{subject}".',
+            'Please write to {to}, subject: "{subject}".'],
+           ["给{to}发一封邮件，主题是“{subject}”。", "发邮件到{to}，标题“{subject}”。"]),
+          lambda rng, a: {"status": "sent"},
+          (lambda a, r: f"Done: the email to {a['to']} has been sent.", lambda a, r: f"邮件已发送到{a['to']}。")),
+    _tool(["book_table", "reserve_table", "make_reservation"], "Book a table at a restaurant.",
+          {"restaurant": {"type": "string"}, ("people", "party_size"): {"type": "integer"}, "time": {"type": "string"}},
+          ["restaurant", "people"],
+          (["Book a table for {people} at {restaurant} at {time}.", "Reserve {restaurant} for {people} people at {time}.",
+            "Can you get us a table at {restaurant}? We are {people}, at {time}."],
+           ["帮我在{restaurant}订{people}个人的位子，时间{time}。", "预订{restaurant}，{people}位，{time}。"]),
+          lambda rng, a: {"confirmation": "".join(rng.choice("ABCDEFGHJKLMNPQRSTUVWXYZ23456789") for _ in range(6))},
+          (lambda a, r: f"Your table at {a['restaurant']} is booked; the confirmation code is {r['confirmation']}.",
+           lambda a, r: f"已订好{a['restaurant']}，确认码是{r['confirmation']}。")),
+    _tool(["convert_currency", "currency_convert", "exchange"], "Convert an amount between currencies.",
+          {"amount": {"type": "integer"}, ("from_currency", "source"): {"type": "string"},
+           ("to_currency", "target"): {"type": "string"}}, ["amount", "from_currency", "to_currency"],
+          (["How much is {amount} {from_currency} in {to_currency}?", "Convert {amount} {from_currency} to {to_currency}."],
+           ["{amount}{from_currency}换成{to_currency}是多少？", "把{amount} {from_currency}兑换成{to_currency}。"]),
+          lambda rng, a: {"result": round(a["amount"] * rng.uniform(0.1, 9), 2)},
+          (lambda a, r: f"{a['amount']} {a['from_currency']} is {r['result']} {a['to_currency']}.",
+           lambda a, r: f"{a['amount']} {a['from_currency']}等于{r['result']} {a['to_currency']}。")),
+    _tool(["set_reminder", "create_reminder", "remind_me"], "Create a reminder.",
+          {("text", "message"): {"type": "string"}, "time": {"type": "string"}}, ["text", "time"],
+          (["Remind me to {text} at {time}.", "Set a reminder at {time}: {text}."],
+           ["{time}提醒我{text}。", "设置一个提醒：{time}{text}。"]),
+          lambda rng, a: {"ok": True},
+          (lambda a, r: f"I will remind you to {a['text']} at {a['time']}.", lambda a, r: f"好的，{a['time']}会提醒你{a['text']}。")),
+    _tool(["find_contact", "lookup_person", "search_contacts"], "Look up a person's contact details.",
+          {("name", "person"): {"type": "string"}}, ["name"],
+          (["Find the contact details of {name}.", "What is {name}'s email address?", "Look up {name} in my contacts."],
+           ["查一下{name}的联系方式。", "{name}的邮箱是什么？"]),
+          lambda rng, a: {"email": _email(rng), "phone": _phone(rng, False)},
+          (lambda a, r: f"{a['name']} can be reached at {r['email']} or {r['phone']}.",
+           lambda a, r: f"{a['name']}的邮箱是{r['email']}，电话是{r['phone']}。")),
+    _tool(["get_stock_price", "stock_quote", "share_price"], "Get the latest price of a stock.",
+          {("symbol", "ticker"): {"type": "string"}}, ["symbol"],
+          (["What is {symbol} trading at?", "Get me the stock price of {symbol}.", "How is {symbol} doing today?"],
+           ["{symbol}的股价是多少？", "查询股票{symbol}的价格。"]),
+          lambda rng, a: {"price": round(rng.uniform(1, 900), 2)},
+          (lambda a, r: f"{a['symbol']} is trading at {r['price']}.", lambda a, r: f"{a['symbol']}现在的价格是{r['price']}。")),
+    _tool(["add_numbers", "calculator_add", "sum_numbers"], "Add two integers.",
+          {"a": {"type": "integer"}, "b": {"type": "integer"}}, ["a", "b"],
+          (["Use the calculator to add {a} and {b}.", "What is {a} plus {b}? Use the tool."],
+           ["用计算器算一下{a}加{b}。", "调用工具计算{a}+{b}。"]),
+          lambda rng, a: {"sum": a["a"] + a["b"]},
+          (lambda a, r: f"{a['a']} + {a['b']} = {r['sum']}.", lambda a, r: f"{a['a']}加{a['b']}等于{r['sum']}。")),
+    _tool(["play_song", "play_music", "start_playback"], "Play a song.",
+          {("title", "song"): {"type": "string"}, "artist": {"type": "string"}}, ["title"],
+          (["Play {title} by {artist}.", 'Put on "{title}" from {artist}.'], ["播放{artist}的《{title}》。", "来一首{artist}的{title}。"]),
+          lambda rng, a: {"playing": True},
+          (lambda a, r: f"Now playing {a['title']} by {a['artist']}.", lambda a, r: f"正在播放{a['artist']}的{a['title']}。")),
+    _tool(["translate_text", "translate", "translator"], "Translate text into another language.",
+          {"text": {"type": "string"}, ("target_language", "language"): {"type": "string"}}, ["text", "target_language"],
+          (['Translate "{text}" into {target_language}.', 'How do you say "{text}" in {target_language}?'],
+           ["把“{text}”翻译成{target_language}。"]),
+          lambda rng, a: {"translation": _word(rng).lower()},
+          (lambda a, r: f'In {a["target_language"]}, "{a["text"]}" is "{r["translation"]}".',
+           lambda a, r: f"翻译结果：{r['translation']}")),
+]
+# Requests held out of training: one phrasing per family and language is evaluation-only.
+TOOL_HELD_OUT_REQUESTS = 1
+CURRENCIES = ["USD", "EUR", "CNY", "JPY", "GBP", "CHF", "CAD", "AUD", "SEK", "INR", "KRW", "BRL"]
+LANGUAGES = (["French", "German", "Spanish", "Japanese", "Italian", "Korean", "Dutch"], ["法语", "德语", "西班牙语", "日语", "意大利语", "韩语"])
+TASKS_TO_REMIND = (["call mom", "buy milk", "water the plants", "pay the rent", "feed the cat", "send the report",
+                    "book a dentist appointment", "pick up the kids"],
+                   ["给妈妈打电话", "买牛奶", "浇花", "交房租", "喂猫", "交报告", "去取快递", "开会"])
+SUBJECT_WORDS = ["Meeting", "Budget", "Trip", "Invoice", "Party", "Project", "Report", "Lunch", "Update", "Plan",
+                 "Review", "Contract", "Schedule", "Order", "Visit"]
+ZH_SUBJECT_WORDS = ["会议", "预算", "出差", "发票", "聚会", "项目", "报告", "午餐", "计划", "合同", "安排", "订单"]
+PHRASES = ["good morning", "thank you", "where is the station", "see you tomorrow", "I love this city", "happy birthday"]
+
+
+def _arg_values(rng: random.Random, family: dict, zh: bool, held_out: bool) -> dict:
+    """Random argument values for a family's canonical parameter names, copyable from a request."""
+    times = f"{rng.randint(7, 21)}:{rng.choice(['00', '15', '30', '45'])}"
+    pools = {
+        "city": lambda: _city(rng, zh),
+        "to": lambda: _email(rng),
+        "subject": lambda: ((rng.choice(ZH_SUBJECT_WORDS) + rng.choice(ZH_SUBJECT_WORDS)) if zh else
+                            f"{rng.choice(SUBJECT_WORDS)} {rng.choice(['on', 'for', 'about'])} {_word(rng, (1, 2))}"),
+        "restaurant": lambda: (rng.choice(["", "老", "小"]) + "".join(rng.sample(ZH_GIVEN, 2)) + rng.choice(["饭店", "餐厅", "面馆"])
+                               if zh else _word(rng) + rng.choice([" Bistro", " Grill", " Kitchen", "'s", ""])),
+        "people": lambda: rng.randint(1, 12),
+        "time": lambda: times,
+        "amount": lambda: rng.choice([rng.randint(1, 100), rng.randint(100, 5000)]),
+        "from_currency": lambda: rng.choice(CURRENCIES),
+        "to_currency": lambda: rng.choice(CURRENCIES),
+        "text": lambda: (rng.choice(TASKS_TO_REMIND[1] if zh else TASKS_TO_REMIND[0])
+                         if family["names"][0] == "set_reminder" else rng.choice(PHRASES)),
+        "name": lambda: person_name(rng, zh, held_out),
+        "symbol": lambda: "".join(rng.choice("ABCDEFGHIKLMNOPRSTUVWXYZ") for _ in range(rng.randint(2, 4))),
+        "a": lambda: rng.randint(0, 999),
+        "b": lambda: rng.randint(0, 999),
+        "title": lambda: (rng.choice(["", "我的"]) + "".join(rng.sample(ZH_GIVEN, 2)) if zh
+                          else f"{_word(rng, (1, 2))} {rng.choice(['Road', 'Song', 'Nights', 'Heart', 'Rain'])}"),
+        "artist": lambda: person_name(rng, zh, held_out),
+        "target_language": lambda: rng.choice(LANGUAGES[1] if zh else LANGUAGES[0]),
+    }
+    values = {}
+    for key in family["params"]:
+        canonical = key[0] if isinstance(key, tuple) else key
+        values[canonical] = pools[canonical]()
+    if family["names"][0] == "convert_currency":
+        values["to_currency"] = rng.choice([c for c in CURRENCIES if c != values["from_currency"]])
+    return values
+
+
+def make_tool(rng: random.Random, family: dict) -> tuple[dict, dict]:
+    """One OpenAI tool dict drawn from ``family`` (its name, parameter spellings, sometimes a
+    generated prefix such as ``velor_get_weather``) and the map canonical -> spelled parameter."""
+    name = rng.choice(family["names"])
+    if rng.random() < 0.3:
+        name = _word(rng, (1, 2)).lower() + "_" + name  # a name only the tool list can tell
+    spelled, properties = {}, {}
+    for key, schema in family["params"].items():
+        options = key if isinstance(key, tuple) else (key,)
+        spelled[options[0]] = rng.choice(options)
+        properties[spelled[options[0]]] = dict(schema)
+    required = [spelled[k] for k in family["required"]]
+    tool = {"type": "function", "function": {"name": name, "description": family["description"],
+                                             "parameters": {"type": "object", "properties": properties,
+                                                            "required": required}}}
+    return tool, spelled
+
+
+def _request(rng: random.Random, family: dict, values: dict, zh: bool, held_out: bool) -> str:
+    templates = family["requests"][1 if zh else 0]
+    train, held = templates[:-TOOL_HELD_OUT_REQUESTS], templates[-TOOL_HELD_OUT_REQUESTS:]
+    if len(train) == 0:
+        train = held
+    return rng.choice(held if held_out else train).format(**values)
+
+
+def tool_example(rng: random.Random, held_out: bool = False) -> dict:
+    """A conversation with 1-5 tools in the system turn. The answer is a tool call whose
+    arguments are copied from the request (sometimes two calls), or a plain answer when
+    no tool fits, or - after a call and its ``tool`` result - a reply that uses the result."""
+    zh = rng.random() < 0.5
+    n_tools = rng.choices([1, 2, 3, 4, 5], [3, 3, 2, 1, 1])[0]
+    families = rng.sample(TOOL_FAMILIES, n_tools)
+    tools, spellings = zip(*(make_tool(rng, f) for f in families))
+    system = rng.choice([None, None, "You are a helpful assistant.", "你是一个乐于助人的助手。"])
+    kind = rng.choices(["call", "parallel", "no_tool", "reply"], [0.62, 0.06, 0.12, 0.20])[0]
+    if kind == "no_tool":
+        plain = qa_example(rng)
+        return {"task": "tool_none", "system": system, "tools": list(tools), "user": plain["user"],
+                "assistant": plain["assistant"]}
+    calls, requests, results = [], [], []
+    n_calls = 2 if kind == "parallel" else 1
+    picks = [0, 0] if n_calls == 2 and rng.random() < 0.5 else rng.sample(range(n_tools), min(n_calls, n_tools))
+    for i in picks:
+        values = _arg_values(rng, families[i], zh, held_out)
+        requests.append(_request(rng, families[i], values, zh, held_out))
+        arguments = {spellings[i][k]: v for k, v in values.items()}
+        calls.append({"type": "function", "function": {"name": tools[i]["function"]["name"], "arguments": arguments}})
+        results.append((families[i], values))
+    user = ("另外，" if zh else " Also: ").join(requests) if len(requests) > 1 else requests[0]
+    if kind != "reply":
+        # (a "parallel" draw with a single tool listed makes one call)
+        return {"task": "tool_call" if len(calls) == 1 else "tool_parallel", "system": system, "tools": list(tools),
+                "user": user, "assistant": "", "tool_calls": calls}
+    family, values = results[0]
+    result = family["result"](rng, values)
+    history = [{"role": "assistant", "content": "", "tool_calls": calls},
+               {"role": "tool", "content": _dumps(result)}]
+    return {"task": "tool_reply", "system": system, "tools": list(tools), "user": user, "history": history,
+            "assistant": family["reply"][1 if zh else 0](values, result)}
+
+
+# The task mix: extraction dominates because it is what the chapters demonstrate; tool
+# calls are chapter 07's.
+TASKS = [(person_example, 0.52), (tool_example, 0.22), (date_example, 0.04), (email_example, 0.04),
+         (ip_example, 0.04), (phone_example, 0.04), (colour_example, 0.03), (qa_example, 0.04), (prose_example, 0.03)]
 
 
 def make_corpus(n_examples: int, seed: int = 0) -> list[dict]:
@@ -314,27 +652,41 @@ def make_corpus(n_examples: int, seed: int = 0) -> list[dict]:
     return examples
 
 
-def heldout_extraction_prompts(n: int, train: list[dict], seed: int = 12345) -> list[dict]:
-    """Return ``n`` extraction examples drawn with another seed, none of whose user turns is in ``train``."""
+def _heldout(maker, n: int, train: list[dict], seed: int) -> list[dict]:
     rng = random.Random(seed)
     seen = {ex["user"] for ex in train}
     out: list[dict] = []
     while len(out) < n:
-        ex = person_example(rng)
+        ex = maker(rng, held_out=True)
         if ex["user"] not in seen:
             seen.add(ex["user"])
             out.append(ex)
     return out
 
 
+def heldout_extraction_prompts(n: int, train: list[dict], seed: int = 12345) -> list[dict]:
+    """``n`` extraction examples with held-out names and phrasings, none of whose user turns is in ``train``."""
+    return _heldout(person_example, n, train, seed)
+
+
+def heldout_tool_prompts(n: int, train: list[dict], seed: int = 12345) -> list[dict]:
+    """``n`` tool conversations with held-out request phrasings and names, none of whose user turns is in ``train``."""
+    return _heldout(tool_example, n, train, seed)
+
+
 def to_messages(example: dict, with_answer: bool = True) -> list[dict]:
-    """The chat messages of one example, in the Hugging Face ``[{"role", "content"}]`` form."""
+    """The chat messages of one example, in the Hugging Face ``[{"role", "content"}]`` form
+    (pass ``example.get("tools")`` to the chat template alongside)."""
     msgs = []
     if example["system"]:
         msgs.append({"role": "system", "content": example["system"]})
     msgs.append({"role": "user", "content": example["user"]})
+    msgs.extend(example.get("history", []))
     if with_answer:
-        msgs.append({"role": "assistant", "content": example["assistant"]})
+        answer = {"role": "assistant", "content": example["assistant"]}
+        if example.get("tool_calls"):
+            answer["tool_calls"] = example["tool_calls"]
+        msgs.append(answer)
     return msgs
 
 

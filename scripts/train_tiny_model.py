@@ -68,9 +68,13 @@ CHAT_TEMPLATE = (
     "{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% endif %}"
 )
-# GPT-2's split, except that a run of punctuation may contain single spaces, so that
-# JSON glue such as `", "` and `": "` can become one token.
-PRETOKENIZE_PATTERN = r" ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+(?: [^\s\p{L}\p{N}]+)*|\s+(?!\S)|\s+"
+# GPT-2's split, except that (1) a run of punctuation may contain single spaces, so that
+# JSON glue such as `", "` and `": "` can become one token, and (2) every Chinese character
+# is a piece of its own, so a name is spelled by the same tokens in a sentence and in the
+# JSON answer (merged with its neighbours it would be different tokens in each, and the
+# model could not learn to copy it).
+PRETOKENIZE_PATTERN = (r" ?\p{Han}| ?(?:(?!\p{Han})\p{L})+| ?\p{N}+| ?[^\s\p{L}\p{N}]+(?: [^\s\p{L}\p{N}]+)*"
+                       r"|\s+(?!\S)|\s+")
 
 
 def train_tokenizer(texts: list[str], vocab_size: int) -> PreTrainedTokenizerFast:
@@ -81,22 +85,43 @@ def train_tokenizer(texts: list[str], vocab_size: int) -> PreTrainedTokenizerFas
         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
     ])
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS,
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size - len(TOOL_CALL_TOKENS), special_tokens=SPECIAL_TOKENS,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), min_frequency=20,
                                   show_progress=False)
     tok.train_from_iterator(texts, trainer=trainer)
+    tok.add_tokens(TOOL_CALL_TOKENS)
     return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=EOS, pad_token=EOS,
                                    chat_template=CHAT_TEMPLATE, model_max_length=1024,
                                    clean_up_tokenization_spaces=False)
 
 
+def render(tokenizer, example: dict, with_answer: bool) -> str:
+    """One corpus example as chat text (with its tools, if any), prompt only or with the answer."""
+    return tokenizer.apply_chat_template(make_corpus.to_messages(example, with_answer=with_answer),
+                                         tools=example.get("tools"), tokenize=False,
+                                         add_generation_prompt=not with_answer)
+
+
+def tokenizer_texts(corpus: list[dict]) -> list[str]:
+    """The corpus as plain text for BPE training: every turn and tool list, no chat markers
+    (those are special tokens)."""
+    texts = []
+    for ex in corpus:
+        texts.append(ex["user"] + "\n" + ex["assistant"])
+        texts.extend(m["content"] for m in ex.get("history", []) if m["content"])
+        texts.extend(json.dumps(c["function"], ensure_ascii=False) for c in ex.get("tool_calls", []))
+        texts.extend(json.dumps(t, ensure_ascii=False) for t in ex.get("tools") or [])
+        if ex["system"]:
+            texts.append(ex["system"])
+    return texts
+
+
 def encode_examples(tokenizer, corpus: list[dict], max_len: int) -> list[tuple[list[int], int]]:
     """Each example as (token ids, number of prompt tokens); too long ones are dropped."""
     out = []
-    for ex in tqdm(corpus, desc="tokenize", mininterval=2):
-        prompt = tokenizer.apply_chat_template(make_corpus.to_messages(ex, with_answer=False),
-                                               tokenize=False, add_generation_prompt=True)
-        full = tokenizer.apply_chat_template(make_corpus.to_messages(ex), tokenize=False)
+    for ex in tqdm(corpus, desc="tokenize", mininterval=5):
+        prompt = render(tokenizer, ex, with_answer=False)
+        full = render(tokenizer, ex, with_answer=True)
         assert full.startswith(prompt) and full.endswith(EOS)
         p_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
         ids = tokenizer(full, add_special_tokens=False)["input_ids"]
@@ -152,8 +177,13 @@ def lr_at(step: int, steps: int, peak: float, warmup: int) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=Path("minisglang/assets/tiny-json-llama"))
+    ap.add_argument("--state", type=Path, default=Path(".cache/tiny-json-llama-train"),
+                    help="where checkpoints, the tokenizer and the encoded corpus are kept for --resume")
+    ap.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --state")
+    ap.add_argument("--checkpoint-every", type=int, default=250)
     ap.add_argument("--examples", type=int, default=40000)
-    ap.add_argument("--vocab-size", type=int, default=4096)
+    ap.add_argument("--vocab-size", type=int, default=6144)
+    ap.add_argument("--max-len", type=int, default=448, help="longer examples are dropped")
     ap.add_argument("--steps", type=int, default=1500)
     ap.add_argument("--tokens-per-batch", type=int, default=2048)
     ap.add_argument("--lr", type=float, default=3e-3)
@@ -161,23 +191,37 @@ def main() -> None:
     ap.add_argument("--hidden", type=int, default=256)
     ap.add_argument("--intermediate", type=int, default=688)
     ap.add_argument("--seed", type=int, default=0)
-    # One thread: on a small machine shared with other jobs, two threads waiting on each
-    # other were four times slower than one.
+    # On a small machine shared with other jobs, more threads than free cores wait on each other.
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--eval-prompts", type=int, default=100)
     args = ap.parse_args()
+    train(args)
 
+
+def train(args) -> None:
+    """The whole recipe; with ``args.resume`` it continues from ``args.state/checkpoint.pt``."""
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    rng = random.Random(args.seed)
     t_start = time.time()
+    args.state.mkdir(parents=True, exist_ok=True)
+    ckpt_path = args.state / "checkpoint.pt"
+    ckpt = torch.load(ckpt_path, weights_only=False) if args.resume and ckpt_path.exists() else None
+    if args.resume and ckpt is None:
+        print(f"--resume: no checkpoint in {args.state}, starting from step 0")
+    if ckpt is not None and ckpt["recipe"] != recipe(args):
+        raise SystemExit(f"--resume: {ckpt_path} was made by another recipe: {ckpt['recipe']} != {recipe(args)}")
 
     corpus = make_corpus.make_corpus(args.examples, args.seed)
-    # The tokenizer learns from the text without chat markers; the markers are special tokens.
-    tokenizer = train_tokenizer([ex["user"] + "\n" + ex["assistant"] for ex in corpus]
-                                + [ex["system"] for ex in corpus if ex["system"]], args.vocab_size)
+    tok_dir, enc_path = args.state / "tokenizer", args.state / "encoded.pt"
+    if ckpt is not None and tok_dir.exists() and enc_path.exists():
+        tokenizer = PreTrainedTokenizerFast.from_pretrained(tok_dir)
+        encoded = torch.load(enc_path)
+    else:
+        tokenizer = train_tokenizer(tokenizer_texts(corpus), args.vocab_size)
+        encoded = encode_examples(tokenizer, corpus, max_len=args.max_len)
+        tokenizer.save_pretrained(tok_dir)
+        torch.save(encoded, enc_path)
     eos_id = tokenizer.convert_tokens_to_ids(EOS)
-    encoded = encode_examples(tokenizer, corpus, max_len=512)
     n_tokens = sum(len(ids) for ids, _ in encoded)
     n_answer = sum(len(ids) - p for ids, p in encoded)
     print(f"corpus: {len(corpus)} examples, {len(encoded)} kept, {n_tokens} tokens ({n_answer} in answers)")
@@ -196,16 +240,25 @@ def main() -> None:
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
                             lr=args.lr, betas=(0.9, 0.95))
+    start_step, losses, train_seconds = 0, [], 0.0
+    if ckpt is not None:
+        model.load_state_dict(ckpt["model"])
+        opt.load_state_dict(ckpt["opt"])
+        start_step, losses, train_seconds = ckpt["step"], ckpt["losses"], ckpt["train_seconds"]
+        print(f"resumed at step {start_step} ({train_seconds / 60:.1f} minutes of training so far)")
 
-    batches: list = []
-    losses: list[float] = []
+    # The batches of epoch e are a function of (seed, e) only, so a resumed run sees the
+    # same batches in the same order as an uninterrupted one.
+    per_epoch = len(make_batches(encoded, args.tokens_per_batch, eos_id, random.Random(0)))
+    epoch, batches = -1, []
     model.train()
-    t_train = time.time()
-    bar = tqdm(range(args.steps), desc="train", mininterval=5)
+    t_train = time.time() - train_seconds
+    bar = tqdm(range(start_step, args.steps), desc="train", mininterval=10, initial=start_step, total=args.steps)
     for step in bar:
-        if not batches:  # a new epoch: reshuffle
-            batches = make_batches(encoded, args.tokens_per_batch, eos_id, rng)
-        ids, labels = batches.pop()
+        if step // per_epoch != epoch:
+            epoch = step // per_epoch
+            batches = make_batches(encoded, args.tokens_per_batch, eos_id, random.Random(args.seed * 100003 + epoch))
+        ids, labels = batches[step % per_epoch]
         for group in opt.param_groups:
             group["lr"] = lr_at(step, args.steps, args.lr, warmup=max(1, args.steps // 20))
         loss = answer_loss(model, ids, labels)
@@ -214,23 +267,48 @@ def main() -> None:
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         losses.append(loss.item())
-        bar.set_postfix(loss=f"{sum(losses[-50:]) / len(losses[-50:]):.3f}")
+        bar.set_postfix(loss=f"{sum(losses[-50:]) / len(losses[-50:]):.3f}", epoch=epoch)
+        done = step + 1
+        if done % args.checkpoint_every == 0 or done == args.steps:
+            save_checkpoint(args, model, opt, tokenizer, done, losses, time.time() - t_train)
     train_minutes = (time.time() - t_train) / 60
     final_loss = sum(losses[-50:]) / len(losses[-50:])
 
-    args.out.mkdir(parents=True, exist_ok=True)
-    model.eval()
-    model.save_pretrained(args.out, safe_serialization=True)
-    model.generation_config.do_sample = False
-    model.generation_config.save_pretrained(args.out)
-    tokenizer.save_pretrained(args.out)
-    fix_tokenizer_config(args.out)
-
+    save_hf(model, tokenizer, args.out)
     result = eval_json_rate.json_valid_rate(args.out, corpus, n_prompts=args.eval_prompts)
     total_minutes = (time.time() - t_start) / 60
     write_model_card(args, corpus, encoded, n_tokens, n_answer, n_params, len(tokenizer),
                      train_minutes, total_minutes, final_loss, result)
     print(f"valid JSON rate: {result['valid']}/{result['n']}; card written to {args.out / 'MODEL_CARD.md'}")
+
+
+def recipe(args) -> dict:
+    """The options a checkpoint must agree on to be resumed (everything but paths and threads)."""
+    skip = {"out", "state", "resume", "checkpoint_every", "threads", "eval_prompts"}
+    return {k: v for k, v in vars(args).items() if k not in skip}
+
+
+def save_checkpoint(args, model, opt, tokenizer, step: int, losses: list[float], train_seconds: float) -> None:
+    """Everything --resume needs (written to a temporary file, then renamed, so a kill
+    mid-write leaves the previous checkpoint intact), plus a loadable snapshot
+    ``state/step-N`` for evaluating the run while it trains."""
+    tmp = args.state / "checkpoint.pt.tmp"
+    torch.save({"step": step, "model": model.state_dict(), "opt": opt.state_dict(), "losses": losses,
+                "train_seconds": train_seconds, "recipe": recipe(args)}, tmp)
+    tmp.replace(args.state / "checkpoint.pt")
+    save_hf(model, tokenizer, args.state / f"step-{step}")
+    model.train()
+
+
+def save_hf(model, tokenizer, out: Path) -> None:
+    """A standard Hugging Face checkpoint directory: config, safetensors, tokenizer, greedy generation config."""
+    out.mkdir(parents=True, exist_ok=True)
+    model.eval()
+    model.save_pretrained(out, safe_serialization=True)
+    model.generation_config.do_sample = False
+    model.generation_config.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    fix_tokenizer_config(out)
 
 
 def fix_tokenizer_config(out: Path) -> None:

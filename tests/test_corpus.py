@@ -1,0 +1,144 @@
+"""The training corpus of the bundled model (scripts/make_corpus.py): seeded, grounded in its
+text (every answer value can be copied from the request), tool calls valid under their
+tools' schemas (jsonschema is the oracle), and held-out names and phrasings disjoint from
+training."""
+import json
+import random
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "scripts"))
+import make_corpus  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def train():
+    return make_corpus.make_corpus(3000, seed=0)
+
+
+def test_corpus_is_reproducible_and_seed_dependent():
+    a, b, c = (make_corpus.make_corpus(400, seed=1), make_corpus.make_corpus(400, seed=1),
+               make_corpus.make_corpus(400, seed=2))
+    assert a == b
+    assert a != c
+    assert {ex["task"] for ex in a} >= {"extract_person", "tool_call", "tool_reply", "tool_none", "date", "dates",
+                                        "emails", "ipv4", "phone", "colour", "qa", "prose"}
+    assert any(ex["assistant"].startswith("```json\n") for ex in a)  # loose requests are sometimes fenced
+    assert any("张三" in ex["user"] and ex["assistant"] == json.dumps(make_corpus.SEED_EXAMPLE_ANSWER, ensure_ascii=False)
+               for ex in a)
+
+
+def test_corpus_rejects_too_few_examples():
+    with pytest.raises(ValueError, match="n_examples must be at least 4"):
+        make_corpus.make_corpus(2)
+
+
+def _paragraph_and_instruction(ex):
+    instruction, text = ex["user"].split("\n", 1)
+    return instruction, text
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.booleans())
+def test_extraction_answers_are_grounded_and_in_key_order(seed, held_out):
+    ex = make_corpus.person_example(random.Random(seed), held_out=held_out)
+    body = ex["assistant"].removeprefix("```json\n").removesuffix("\n```")
+    answer = json.loads(body)
+    instruction, text = _paragraph_and_instruction(ex)
+    strict_instructions = make_corpus.EN_STRICT[0] + make_corpus.EN_STRICT[1] + make_corpus.ZH_STRICT[0] + \
+        make_corpus.ZH_STRICT[1]
+    strict = ex["system"] in make_corpus.STRICT_SYSTEMS or instruction in {
+        s.format(fields=make_corpus._join(list(answer), False)) for s in strict_instructions}
+    if strict:
+        assert body == ex["assistant"], "a strict request must get bare JSON"
+    keys = list(answer)
+    assert 3 <= len(keys) <= 8
+    assert keys == [k for k in make_corpus.KEY_ORDER if k in answer]  # fixed order
+    assert make_corpus.is_held_out(answer["name"]) == held_out
+    for key in ("name", "city", "email", "phone", "occupation"):
+        if key in answer:
+            assert answer[key] in text  # copied verbatim from the paragraph
+    if "age" in answer:
+        assert str(answer["age"]) in text or make_corpus.zh_number(answer["age"]) + "岁" in text
+    for hobby in answer.get("hobbies", []):
+        assert hobby in text
+    if "birthday" in answer:
+        y, m, d = (int(x) for x in answer["birthday"].split("-"))
+        assert str(y) in text and (str(d) in text)
+
+
+@pytest.mark.parametrize("n,spelled", [(0, "零"), (7, "七"), (10, "十"), (18, "十八"), (35, "三十五"), (90, "九十"),
+                                       (99, "九十九")])
+def test_zh_number(n, spelled):
+    assert make_corpus.zh_number(n) == spelled
+
+
+def test_zh_number_refuses_out_of_range():
+    with pytest.raises(ValueError, match="0..99"):
+        make_corpus.zh_number(100)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.booleans())
+def test_tool_calls_validate_and_are_copied_from_the_request(seed, held_out):
+    ex = make_corpus.tool_example(random.Random(seed), held_out=held_out)
+    tools = {t["function"]["name"]: t["function"] for t in ex["tools"]}
+    assert 1 <= len(tools) == len(ex["tools"]) <= 5  # names are unique within a request
+    for tool in ex["tools"]:
+        assert tool["type"] == "function"
+        jsonschema.Draft202012Validator.check_schema(tool["function"]["parameters"])
+    calls = ex.get("tool_calls", []) + [c for m in ex.get("history", []) for c in m.get("tool_calls", [])]
+    if ex["task"] == "tool_none":
+        assert not calls
+    else:
+        assert 1 <= len(calls) <= 2 and (len(calls) == 2) == (ex["task"] == "tool_parallel")
+    for call in calls:
+        fn = call["function"]
+        assert fn["name"] in tools
+        jsonschema.validate(fn["arguments"], tools[fn["name"]]["parameters"])
+        for value in fn["arguments"].values():
+            assert str(value) in ex["user"]  # every argument can be copied from the request
+    if ex["task"] == "tool_reply":
+        assert ex["history"][1]["role"] == "tool" and json.loads(ex["history"][1]["content"])
+        assert ex["assistant"]
+
+
+def test_held_out_names_and_phrasings_never_occur_in_training(train):
+    held = make_corpus.heldout_extraction_prompts(80, train)
+    assert len({ex["user"] for ex in held}) == 80
+    assert not {ex["user"] for ex in held} & {ex["user"] for ex in train}
+    train_names = {json.loads(ex["assistant"].removeprefix("```json\n").removesuffix("\n```"))["name"]
+                   for ex in train if ex["task"] == "extract_person"}
+    held_names = {json.loads(ex["assistant"].removeprefix("```json\n").removesuffix("\n```"))["name"] for ex in held}
+    assert not train_names & held_names
+    assert all(make_corpus.is_held_out(n) for n in held_names)
+    assert not any(make_corpus.is_held_out(n) for n in train_names - {make_corpus.SEED_EXAMPLE_ANSWER["name"]})
+    # every held-out instruction is one that training never uses
+    train_instructions = {ex["user"].split("\n", 1)[0] for ex in train if ex["task"] == "extract_person"}
+    assert not {ex["user"].split("\n", 1)[0] for ex in held} & train_instructions
+    # and every fact is said with a held-out phrasing: a held-out phrase's fixed words never occur in training
+    held_words = [max(p.replace("{an}", "{}").split("{}"), key=len).strip()
+                  for facts in (make_corpus.EN_FACTS, make_corpus.ZH_FACTS)
+                  for _, held_phrases in facts.values() for p in held_phrases]
+    train_text = "\n".join(ex["user"] for ex in train if ex["task"] == "extract_person")
+    assert not [w for w in held_words if w in train_text]
+
+
+def test_held_out_tool_requests_are_not_trained(train):
+    held = make_corpus.heldout_tool_prompts(40, train)
+    assert not {ex["user"] for ex in held} & {ex["user"] for ex in train}
+    assert len({ex["user"] for ex in held}) == 40
+
+
+def test_to_messages_renders_tool_turns():
+    ex = next(e for e in make_corpus.make_corpus(400, seed=3) if e["task"] == "tool_reply")
+    msgs = make_corpus.to_messages(ex)
+    assert [m["role"] for m in msgs][-3:] == ["assistant", "tool", "assistant"]
+    assert msgs[-3]["tool_calls"] and msgs[-1]["content"] == ex["assistant"]
+    assert make_corpus.to_messages(ex, with_answer=False) == msgs[:-1]
