@@ -57,7 +57,8 @@ def closed_loop(engine: Engine, chats: list[str], params: dict, concurrency: int
     s = engine.scheduler
     s.tree_cache.evict(10**9)
     forwards = dict(s.forward_counts)
-    latency, texts, jumps = [0.0] * len(chats), [""] * len(chats), 0
+    jumps_before = getattr(engine.stage, "jumps", 0)
+    latency, texts = [0.0] * len(chats), [""] * len(chats)
     in_flight: dict[int, tuple[int, object, float]] = {}   # rid -> (index, req, submit time)
     next_chat = 0
     while next_chat < len(chats) or in_flight:
@@ -71,7 +72,7 @@ def closed_loop(engine: Engine, chats: list[str], params: dict, concurrency: int
             if req.released:
                 del in_flight[rid]
                 latency[i], texts[i] = now - submitted, req.output_text
-                jumps += req.version   # one version per re-admission
+    jumps = getattr(engine.stage, "jumps", 0) - jumps_before
     return {"latency": latency, "texts": texts, "jumps": jumps,
             "decode": s.forward_counts["decode"] - forwards["decode"],
             "prefill": s.forward_counts["prefill"] - forwards["prefill"]}

@@ -12,7 +12,8 @@ import math
 import numbers
 import time
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from collections.abc import Collection
+from typing import Any, Protocol
 
 import torch
 
@@ -169,6 +170,34 @@ class SamplingParams:
         return None
 
 
+class Grammar(Protocol):
+    """What every stage's per-request grammar (`Req.grammar`) answers.
+
+    Stages s1-s4 keep an `FSMState` (constrained/grammar.py: a compiled FSM and the state it
+    is in), s5 a backend's matcher (backends/base.py `BaseGrammarObject`). The parts that
+    stages share (s4's `JumpForward`) speak to either through these methods only. Masking
+    and advancing are not here on purpose: how a stage does them is its chapter's lesson (s1
+    a bool row per request, s2 one packed row per state, s5 the interface's
+    `fill_vocab_mask` and `accept_token`).
+    """
+
+    # Times the request's output was rewritten (s4's jumps); a stream restarts its text (#665).
+    version: int
+
+    def is_terminated(self) -> bool:
+        """True when the grammar accepts nothing more: the request may stop."""
+
+    def jump_forward(self, tokenizer: Any) -> tuple[bytes, Any] | None:
+        """(the bytes the grammar forces from here, the state after them), or None."""
+
+    def allowed_after(self, output_ids: list[int]) -> Collection[int] | None:
+        """The tokens allowed after `output_ids` (the whole output), or None when this grammar
+        cannot list them cheaply (then the vocabulary alone decides s4's seam rule)."""
+
+    def jump_and_retokenize(self, old_output_ids: list[int], new_output_ids: list[int], next_state: Any) -> None:
+        """Bring the grammar in line with the request's rewritten output."""
+
+
 _rid_counter = itertools.count()
 
 
@@ -192,10 +221,8 @@ class Req:
     prefix_len: int = 0                   # of those, how many the radix tree supplied
     last_node: Any = None                 # radix tree node locked while we use its prefix
 
-    # Constraint layer: whatever the stage keeps per request (FSM + state, a matcher...).
-    grammar: Any = None
-    # s4: bumped whenever output_ids are rewritten, so the detokenizer restarts (#665).
-    version: int = 0
+    # Constraint layer: the request's grammar state (an FSM state in s1-s4, a matcher in s5).
+    grammar: Grammar | None = None
 
     # Output.
     finished_reason: dict | None = None

@@ -417,18 +417,19 @@ class Scheduler:
 
     def readmit(self, req: Req, new_output_ids: list[int]) -> None:
         """Hook 3's answer (s4's jump forward): take a running request out of the batch, give
-        its KV to the radix tree, rewrite its output, and queue it for prefill again."""
+        its KV to the radix tree, rewrite its output, and queue it for prefill again. (The
+        jump has already moved the request's grammar, and bumped its `version`.)"""
         # BEGIN SOLUTION task4_4
         self.release_memory(req)              # insert (input+output)[:-1] with its slots, unlock
         req.output_ids = list(new_output_ids)
-        req.version += 1                      # the detokenizer restarts from the new ids (#665)
+        # The old detokenizer may hold half a character the new ids spell again (#665).
         req.detokenizer = IncrementalDetokenizer(self.tokenizer)
         req.output_text = req.detokenizer.feed(req.output_ids)
         req.detok_offset = len(req.output_ids)
         self.running.remove(req)
         self.waiting_queue.append(req)        # re-admitted by the next prefill, with a prefix hit
         # END SOLUTION
-        self.record_event("jump", req, version=req.version, tokens=len(req.output_ids))
+        self.record_event("jump", req, tokens=len(req.output_ids))
 
     # ------------------------------------------------------------------ admission
     def get_new_prefill_batch(self) -> list[Req]:

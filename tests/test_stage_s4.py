@@ -176,9 +176,9 @@ def test_requests_that_jump_together_are_readmitted_in_one_prefill_of_their_chan
     reqs = [engine.submit(p, {"regex": PERSON, "temperature": 0, "max_new_tokens": 60}) for p in prompts]
     waves = 0
     while not all(r.released for r in reqs):
-        before = {r.rid: (list(r.fill_ids), r.kv_len, r.version) for r in reqs}
+        before = {r.rid: (list(r.fill_ids), r.kv_len, getattr(r.grammar, "version", 0)) for r in reqs}
         engine.step()
-        jumped = [r for r in reqs if r.version != before[r.rid][2] and not r.finished]
+        jumped = [r for r in reqs if getattr(r.grammar, "version", 0) != before[r.rid][2] and not r.finished]
         if not jumped:
             continue
         waves += 1

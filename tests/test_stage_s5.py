@@ -160,6 +160,27 @@ def test_reasoning_gate_constrains_only_after_the_marker(engine):
     assert out["meta_info"]["finish_reason"]["type"] == "stop"
 
 
+PERSON = r'\{"name": "[A-Za-z ]{1,12}", "age": [1-9]\d?, "city": "(Paris|Rome|Beijing)"\}'
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_jump_after_the_reasoning_gate_moves_only_the_answer(engine, seed):
+    """The matcher saw only the answer, so a jump hands it the ids after the thinking (the
+    fsm backend once walked the whole output from its start state and aborted at the first
+    sampled token after a jump)."""
+    tok = engine.tokenizer
+    free = engine.generate(Q, {"temperature": 0, "max_new_tokens": 8})["output_ids"]
+    k = next(i for i in range(2, 8) if free[i] not in free[:i] and len(tok.encode(tok.decode([free[i]]))) == 1)
+    marker = tok.decode([free[k]])
+    out = engine.generate(Q, {"regex": PERSON, "think_end": marker, "temperature": 0.7, "seed": seed,
+                              "max_new_tokens": 60})
+    meta = out["meta_info"]
+    assert meta["finish_reason"]["type"] == "stop", meta["finish_reason"]
+    assert meta["completion_tokens"] > meta["completion_tokens_wo_jump_forward"]   # it jumped
+    thinking, _, answer = out["text"].partition(marker)
+    assert re.fullmatch(PERSON, answer), out["text"]
+
+
 def test_json_schema_options_reach_the_compiler_and_typos_fail_at_start():
     """`json_schema_options` is SchemaOptions for our backend: a typo fails when the engine
     starts, and a setting (here at most 2 integer digits) holds in what is generated."""

@@ -40,7 +40,13 @@ class GrammarError(ValueError):
 
 # ------------------------------------------------------------------------ per request
 class BaseGrammarObject:
-    """One request's matcher. Subclasses implement the methods that raise here."""
+    """One request's matcher. Subclasses implement the methods that raise here.
+
+    It is also a `Grammar` (core.py), the protocol s4's `JumpForward` speaks:
+    `jump_forward` is SGLang's `try_jump_forward` + `jump_forward_str_state` in one call.
+    """
+
+    version = 0   # times the request's output was rewritten (an instance attribute once bumped)
 
     def accept_token(self, token_id: int) -> None:
         """Advance by one sampled token; raise GrammarError if the grammar rejects it."""
@@ -96,6 +102,16 @@ class BaseGrammarObject:
     def jump_forward_str_state(self, helper: Any) -> tuple[bytes, Any]:
         """(forced bytes, the state after them)."""
         raise NotImplementedError
+
+    def jump_forward(self, tokenizer) -> tuple[bytes, Any] | None:
+        """(forced bytes, the state after them), or None when nothing is forced."""
+        helper = self.try_jump_forward(tokenizer)
+        return None if helper is None else self.jump_forward_str_state(helper)
+
+    def allowed_after(self, output_ids: list[int]) -> None:
+        """A library matcher cannot list a state's tokens cheaply: s4's seam rule then goes by
+        the vocabulary alone."""
+        return None
 
     def jump_and_retokenize(self, old_output_ids: list[int], new_output_ids: list[int], next_state: Any) -> None:
         """Bring the matcher in line with the re-encoded output: roll back to the longest

@@ -77,13 +77,6 @@ class FSMGrammar(BaseGrammarObject):
     def jump_forward_str_state(self, helper) -> tuple[bytes, int]:
         return helper
 
-    def jump_and_retokenize(self, old_output_ids, new_output_ids, next_state: int) -> None:
-        # The new ids may end before the chain's end (s4's seam rule), so walk them; the
-        # old history no longer lines up with the new tokens.
-        self.state = self.fsm.walk(new_output_ids)
-        self.history = []
-        self.terminated = self.fsm.is_complete(self.state)
-
 
 @register_backend("fsm")
 class FSMBackend(BaseGrammarBackend):

@@ -8,7 +8,8 @@ Read with chapters/01-masked-fill.md. What this stage adds to the bare engine:
 2. Before sampling, each constrained request gets one bool row over the vocabulary
    (True = allowed) and `logits[i].masked_fill_(~row, -inf)`: a Python loop over the batch,
    exactly the first release's `Batch.sample`.
-3. After sampling, the request's FSM state moves along the chosen token. EOS is allowed
+3. After sampling, the request's FSM state (an `FSMState`, constrained/grammar.py: its
+   FSM and the state it is in) moves along the chosen token. EOS is allowed
    only in accepting states; sampling it there finishes the request, and so does reaching
    an accepting state from which nothing can follow.
 
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..constrained.grammar import FSMState
 from ..constrained.regex_dfa import RegexError
 from ..constrained.token_fsm import ConstraintError, TokenFSM, compile_token_fsm
 from ..core import Req
@@ -31,14 +33,6 @@ from .base import Stage, StageOptions, register
 class MaskedFillOptions(StageOptions):
     max_fsm_states: int = 10_000           # a regex whose DFA has more states is refused
     max_regex_chars: int | None = 100_000  # a longer regex is refused before anything is built
-
-
-@dataclass
-class FSMState:
-    """One request's position in its regex's FSM."""
-
-    fsm: TokenFSM
-    state: int
 
 
 @register("s1-masked-fill")

@@ -37,10 +37,10 @@ from typing import Any, Callable
 
 from ..constrained.compile_service import CompileService, CompileSettings, CompileTimeout
 from ..constrained.fsm_arrays import fsm_from_arrays
+from ..constrained.grammar import FSMState
 from ..constrained.token_fsm import ConstraintError, TokenFSM
 from ..core import Req
 from .base import register
-from .s1_masked_fill import FSMState
 from .s2_batched_mask import BatchedMaskOptions, BatchedMaskStage
 
 

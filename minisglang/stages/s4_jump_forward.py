@@ -9,16 +9,18 @@ starts a jump chain (constrained/jump_forward.py) longer than one character:
    to retokenize at all, so the model sees text tokenized the way it was trained.
    Refuse the jump if the prompt's own tokens would change (its last token fusing with
    the output), or if the jump would reach `max_new_tokens`.
-2. Move the FSM to the chain's end, and answer hook 3 with the request and its new
-   output. The scheduler performs the re-admission (`Scheduler.readmit`, task 4_4): it
-   gives the tokens so far, with their KV slots, to the radix tree (`release_memory`),
-   rewrites the output, bumps the request's `version` so its incremental detokenizer
-   restarts (#665), and puts it back in the waiting queue. The next prefill re-admits it;
-   `match_prefix` finds the KV of everything up to the first changed token, so only the
-   new suffix is computed.
+2. Move the FSM to the end of the new output (bumping its `version`: the output was
+   rewritten), and answer hook 3 with the request and its new output. The scheduler
+   performs the re-admission (`Scheduler.readmit`, task 4_4): it gives the tokens so far,
+   with their KV slots, to the radix tree (`release_memory`), rewrites the output,
+   restarts the request's incremental detokenizer (#665), and puts it back in the waiting
+   queue. The next prefill re-admits it; `match_prefix` finds the KV of everything up to
+   the first changed token, so only the new suffix is computed.
 
-The jump itself is a part, `JumpForward`, that stage s5 composes too; the compile service
-builds the jump map from the same DFA as the token index (constrained/token_fsm.py).
+The jump itself is a part, `JumpForward`, that stage s5 composes too: it speaks to the
+request's grammar through the `Grammar` protocol (constrained/grammar.py), which s4's
+`FSMState` and s5's matchers both implement. The compile service builds the jump map
+from the same DFA as the token index (constrained/token_fsm.py).
 
 Counting (#174/#189): `completion_tokens` is every token after the prompt, jumped or not;
 `completion_tokens_wo_jump_forward` counts only the sampled ones.
@@ -26,9 +28,10 @@ Engine option: `jump_forward=False` turns the jumps off (then this stage is s3).
 """
 from __future__ import annotations
 
+import functools
 import weakref
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from ..core import Req
 from .base import Readmit, register
@@ -38,17 +41,13 @@ from .s3_fsm_cache import FSMCacheOptions, FSMCacheStage
 class JumpForward:
     """Hook 3 as a part: which running requests jump, and to which output.
 
-    What differs between grammars comes in as three functions of the request:
-    `find_jump(req)` -> (forced bytes, state after them) or None; `could_merge_further(req,
-    kept, last)` (see `leave_the_seam_to_the_model`); `move_grammar(req, old_output_ids,
-    new_output_ids, next_state)`, which also finishes a request whose match is complete.
+    It asks each request's grammar (the `Grammar` protocol, constrained/grammar.py) for the
+    forced bytes, the tokens it allows after a prefix (the seam rule), and to follow the
+    rewritten output, so s4's FSM states and s5's backend matchers jump the same way.
     """
 
-    def __init__(self, tokenizer, find_jump: Callable[[Req], Any],
-                 could_merge_further: Callable[[Req, list[int], int], bool],
-                 move_grammar: Callable[[Req, list[int], list[int], Any], None]):
+    def __init__(self, tokenizer):
         self.tokenizer = tokenizer
-        self.find_jump, self.could_merge_further, self.move_grammar = find_jump, could_merge_further, move_grammar
         self.jumps = 0            # jumps taken, for notebooks and benchmarks
         self.refused = 0          # jumps refused because retokenization changed the prompt
         self.longest_token = max((len(b) for b in tokenizer.token_bytes if b), default=1)
@@ -77,10 +76,22 @@ class JumpForward:
             new_output_ids = self.leave_the_seam_to_the_model(req, new_output_ids)
             if new_output_ids is None:
                 continue
-            self.move_grammar(req, req.output_ids, new_output_ids, jump[1])
+            self.move_grammar(req, new_output_ids, jump[1])
             readmit.append(Readmit(req, new_output_ids))
             self.jumps += 1
         return readmit
+
+    def find_jump(self, req: Req) -> tuple[bytes, Any] | None:
+        """The bytes the request's grammar forces from where it is, and the state after them."""
+        return req.grammar.jump_forward(self.tokenizer)
+
+    def move_grammar(self, req: Req, new_output_ids: list[int], next_state: Any) -> None:
+        """Bring the grammar to the end of the new output; finish if the jump completed the match."""
+        g = req.grammar
+        g.jump_and_retokenize(req.output_ids, new_output_ids, next_state)
+        g.version += 1            # the output is rewritten: a stream restarts its text (#665)
+        if g.is_terminated():   # nothing left to sample: it leaves at the next step
+            req.finish("stop", matched=None)
 
     def leave_the_seam_to_the_model(self, req: Req, new_output_ids: list[int]) -> list[int] | None:
         """Drop the jump's last token when the model could have merged it with what follows.
@@ -97,6 +108,29 @@ class JumpForward:
         tok = self.tokenizer
         gained = len(tok.decode_bytes(kept)) - len(tok.decode_bytes(req.output_ids))
         return kept if gained >= 2 else None
+
+    def could_merge_further(self, req: Req, kept: list[int], last: int) -> bool:
+        """After `kept`, might the model write a longer token that starts with `last`'s bytes?
+
+        Only if the vocabulary has one; and then, if the grammar can list what it allows
+        after `kept` (our FSM can, library matchers cannot cheaply), only if it allows one.
+        """
+        if last not in self.extendable_tokens:
+            return False
+        allowed = req.grammar.allowed_after(kept)
+        if allowed is None:
+            return True
+        vocab = self.tokenizer.token_bytes
+        head = vocab[last]
+        return any(vocab[t] is not None and len(vocab[t]) > len(head) and vocab[t].startswith(head)
+                   for t in allowed)
+
+    @functools.cached_property
+    def extendable_tokens(self) -> frozenset[int]:
+        """Ids of the tokens whose bytes are a proper prefix of another token's (computed once)."""
+        vocab = self.tokenizer.token_bytes
+        prefixes = {b[:i] for b in vocab if b for i in range(1, len(b))}
+        return frozenset(i for i, b in enumerate(vocab) if b and b in prefixes)
 
     def retokenize(self, req: Req, jump_bytes: bytes) -> list[int] | None:
         """Output ids for prompt + output + jump, re-encoded; None when the jump must be refused."""
@@ -132,34 +166,11 @@ class JumpForwardStage(FSMCacheStage):
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        self.jump = JumpForward(ctx.tokenizer, self.find_jump, self.could_merge_further, self.move_grammar)
+        self.jump = JumpForward(ctx.tokenizer)
 
     # -- hook 3: before a decode step ---------------------------------------------------
     def before_decode(self, running: list[Req]) -> list[Readmit]:
         return self.jump.before_decode(running) if self.options.jump_forward else []
-
-    def find_jump(self, req: Req) -> tuple[bytes, int] | None:
-        """The forced bytes from the request's FSM state, and the state after them."""
-        return req.grammar.fsm.jump_map.jump_forward(req.grammar.state)
-
-    def could_merge_further(self, req: Req, kept: list[int], last: int) -> bool:
-        """After `kept`, does the grammar allow a longer token that starts with `last`'s bytes?"""
-        fsm = req.grammar.fsm
-        vocab = self.ctx.tokenizer.token_bytes
-        head = vocab[last]
-        return any(vocab[t] is not None and len(vocab[t]) > len(head) and vocab[t].startswith(head)
-                   for t in fsm.index.allowed_token_ids(fsm.walk(kept)))
-
-    def move_grammar(self, req: Req, old_output_ids: list[int], new_output_ids: list[int], next_state: int) -> None:
-        """Walk the FSM over the new output; finish if the jump completed the match.
-
-        (The seam rule may have given the chain's last token back, so the state is walked
-        rather than taken from the chain's end.)
-        """
-        g = req.grammar
-        g.state = g.fsm.walk(new_output_ids)
-        if g.fsm.is_complete(g.state):
-            req.finish("stop", matched=None)  # nothing left to sample; leaves at the next step
 
     @property
     def jumps(self) -> int:

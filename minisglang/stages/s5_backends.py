@@ -10,7 +10,8 @@ From s3 and s4 this stage keeps the scheduler-side parts (s3's `GrammarQueue`, s
 - mask:     allocate one packed mask for the batch, `fill_vocab_mask_batched`, one
             `apply_vocab_mask`;
 - advance:  `accept_token`, and `is_terminated` finishes the request;
-- jump:     `try_jump_forward` / `jump_forward_str_state` / `jump_and_retokenize`.
+- jump:     `try_jump_forward` / `jump_forward_str_state` / `jump_and_retokenize`, which
+            `BaseGrammarObject` turns into the `Grammar` protocol s4's `JumpForward` speaks.
 
 So the same scheduler runs our automaton ("fsm"), xgrammar, outlines-core or llguidance
 (`Engine(grammar_backend=...)`). A failed compile arrives as an `InvalidGrammarObject`
@@ -46,10 +47,12 @@ class ReasonerGrammar(BaseGrammarObject):
 
     def __init__(self, inner: BaseGrammarObject, think_end_id: int, eos_token_id: int):
         self.inner, self.think_end_id, self.eos_token_id, self.thinking = inner, think_end_id, eos_token_id, True
+        self.thought = 0      # tokens accepted while thinking, the marker included
 
     def accept_token(self, token_id: int) -> None:
         if self.thinking:
             self.thinking = token_id != self.think_end_id
+            self.thought += 1
         else:
             self.inner.accept_token(token_id)
 
@@ -70,7 +73,18 @@ class ReasonerGrammar(BaseGrammarObject):
         return self.inner.jump_forward_str_state(helper)
 
     def jump_and_retokenize(self, old_output_ids, new_output_ids, next_state) -> None:
-        self.inner.jump_and_retokenize(old_output_ids, new_output_ids, next_state)
+        """The inner matcher saw only the answer: hand it the ids after the thinking. If the
+        re-encoding re-cut the thinking itself, the answer starts where its text did."""
+        n = self.thought
+        if new_output_ids[:n] == old_output_ids[:n]:
+            self.inner.jump_and_retokenize(old_output_ids[n:], new_output_ids[n:], next_state)
+            return
+        if self.think_end_id not in new_output_ids:
+            raise GrammarError("a jump re-encoded the think_end marker into another token")
+        self.thought = new_output_ids.index(self.think_end_id) + 1
+        self.inner = self.inner.copy()     # at its start: it accepts the whole answer again
+        for token_id in new_output_ids[self.thought:]:
+            self.inner.accept_token(token_id)
 
     def copy(self) -> "ReasonerGrammar":
         return ReasonerGrammar(self.inner.copy(), self.think_end_id, self.eos_token_id)
@@ -128,8 +142,7 @@ class BackendStage(Stage):
         o = self.options
         self.backend = get_backend_class(o.grammar_backend)(ctx.tokenizer, ctx.vocab_size, **o.backend_options())
         self.queue = GrammarQueue(o.compile_timeout, Future.done, self.take_compiled, o.max_pending_compiles)
-        self.jump = JumpForward(ctx.tokenizer, self.find_jump, self.could_merge_further, self.move_grammar)
-        self._extendable: frozenset[int] | None = None
+        self.jump = JumpForward(ctx.tokenizer)
 
     # -- hook 1: arrival ---------------------------------------------------------------
     def on_arrival(self, req: Req) -> None:
@@ -171,28 +184,6 @@ class BackendStage(Stage):
     # -- hook 3: s4's jump forward, through the interface -----------------------------------
     def before_decode(self, running: list[Req]) -> list[Readmit]:
         return self.jump.before_decode(running) if self.options.jump_forward else []
-
-    def find_jump(self, req: Req):
-        helper = req.grammar.try_jump_forward(self.ctx.tokenizer)
-        return None if helper is None else req.grammar.jump_forward_str_state(helper)
-
-    def could_merge_further(self, req: Req, kept: list[int], last: int) -> bool:
-        """The interface cannot list a state's tokens cheaply, so judge by the vocabulary
-        alone: could any longer token start with `last`'s bytes?"""
-        return last in self.extendable_tokens()
-
-    def extendable_tokens(self) -> frozenset[int]:
-        """Ids of the tokens whose bytes are a proper prefix of another token's (computed once)."""
-        if self._extendable is None:
-            vocab = self.ctx.tokenizer.token_bytes
-            prefixes = {b[:i] for b in vocab if b for i in range(1, len(b))}
-            self._extendable = frozenset(i for i, b in enumerate(vocab) if b and b in prefixes)
-        return self._extendable
-
-    def move_grammar(self, req: Req, old_output_ids, new_output_ids, next_state) -> None:
-        req.grammar.jump_and_retokenize(old_output_ids, new_output_ids, next_state)
-        if req.grammar.is_terminated():
-            req.finish("stop", matched=None)
 
     @property
     def jumps(self) -> int:
