@@ -69,6 +69,16 @@ def error_reason(error: Exception) -> str:
     return f"{type(error).__name__}: {quoted.group(1) if quoted else str(error)[:40]}"
 
 
+def judge(accepts: Callable[[str], bool], test: dict) -> dict[str, str]:
+    """serialisation -> "pass" / "false_positive" / "false_negative" for one test case
+    ({"data": value, "valid": bool}) written each way of SERIALISATIONS."""
+    outcomes = {}
+    for name, serialise in SERIALISATIONS.items():
+        accepted = accepts(serialise(test["data"]))
+        outcomes[name] = "pass" if accepted == test["valid"] else "false_positive" if accepted else "false_negative"
+    return outcomes
+
+
 def run_suite(accepts_factory: Callable[[object], Callable[[str], bool]],
               suite_dir: Path = SUITE_DIR, progress: bool = True) -> SuiteCounts:
     """Run every test case; `accepts_factory(schema)` compiles once per schema (or raises)."""
@@ -86,9 +96,7 @@ def run_suite(accepts_factory: Callable[[object], Callable[[str], bool]],
             continue
         per_file["compiled"] += len(tests)
         for test in tests:
-            for name, serialise in SERIALISATIONS.items():
-                accepted = accepts(serialise(test["data"]))
-                outcome = "pass" if accepted == test["valid"] else "false_positive" if accepted else "false_negative"
+            for name, outcome in judge(accepts, test).items():
                 counts.outcomes[name][outcome] += 1
                 if name == "json.dumps":
                     per_file[outcome] += 1
@@ -104,6 +112,20 @@ def minisglang_accepts(schema) -> Callable[[str], bool]:
     from minisglang.constrained.regex_dfa import compile_regex
 
     return compile_regex(build_regex_from_schema(schema)).accepts
+
+
+def minisglang_lazy_accepts(schema) -> Callable[[str], bool]:
+    """Our fsm backend's default: JSON Schema -> regex -> lazy byte DFA (states made on first visit)."""
+    from minisglang.constrained.json_schema import build_regex_from_schema
+    from minisglang.constrained.lazy_regex import LazyByteDFA, RegexPool, parse_regex
+
+    pool = RegexPool()
+    dfa = LazyByteDFA(parse_regex(build_regex_from_schema(schema), pool), pool)
+
+    def accepts(text: str) -> bool:
+        state = dfa.walk_bytes(dfa.initial, text.encode("utf-8"))
+        return state >= 0 and dfa.is_final(state)
+    return accepts
 
 
 @functools.lru_cache(maxsize=1)

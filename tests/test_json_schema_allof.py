@@ -10,7 +10,7 @@ import json
 import re
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from minisglang.constrained.json_schema import UnsupportedSchemaError, build_regex_from_schema
@@ -53,6 +53,7 @@ def assert_agrees_with_jsonschema(schema) -> None:
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(schemas())
+@example({"allOf": [{"anyOf": [{"type": "string"}]}, {"anyOf": [{"type": "integer", "minimum": 0}]}]})
 def test_allof_ref_nestings_agree_with_jsonschema(schema):
     assert_agrees_with_jsonschema(schema)
 

@@ -366,6 +366,15 @@ ITEMS = {"enum": [1, 2, "a", None]}
     {"type": "array", "items": ITEMS, "contains": {"const": 1}, "minContains": 0},
     {"type": "array", "items": {"const": 1}, "contains": {"const": 1}, "maxContains": 2},
     {"type": "array", "items": ITEMS, "contains": {"type": "string"}, "minContains": 3, "maxContains": 2},
+    # with minItems/maxItems: a walk over (items, matches) counts both
+    {"type": "array", "items": ITEMS, "contains": {"const": 1}, "maxItems": 3},
+    {"type": "array", "items": ITEMS, "contains": {"const": 1}, "minItems": 2, "maxItems": 4},
+    {"type": "array", "items": ITEMS, "contains": {"enum": [1, "a"]}, "minContains": 2, "maxContains": 3,
+     "minItems": 3, "maxItems": 4},
+    {"type": "array", "items": ITEMS, "contains": {"type": "string"}, "minContains": 0, "maxContains": 1,
+     "maxItems": 2},
+    {"type": "array", "items": {"const": 1}, "contains": {"const": 1}, "minContains": 2, "maxItems": 3},
+    {"type": "array", "items": ITEMS, "contains": {"const": 1}, "minContains": 3, "maxItems": 2},
 ])
 def test_contains_is_exact_on_small_arrays(schema):
     domain = list(small_arrays([1, 2, "a", None]))
@@ -384,8 +393,11 @@ def test_contains_over_any_items_is_refused_by_size_not_compiled_for_minutes():
 
 
 def test_contains_that_cannot_be_exact_names_keyword_and_place():
-    with pytest.raises(UnsupportedSchemaError, match=re.escape("keyword 'contains' at #/items together with maxItems")):
-        build_regex_from_schema({"type": "array", "items": {"type": "array", "contains": {}, "maxItems": 3}})
+    with pytest.raises(UnsupportedSchemaError, match=re.escape("keyword 'contains' at #/items together with "
+                                                               "minItems (without maxItems)")):
+        build_regex_from_schema({"type": "array", "items": {"type": "array", "contains": {}, "minItems": 3}})
+    with pytest.raises(UnsupportedSchemaError, match=re.escape("keyword 'contains' at # together with uniqueItems")):
+        build_regex_from_schema({"type": "array", "items": ITEMS, "contains": {"const": 1}, "uniqueItems": True})
     with pytest.raises(UnsupportedSchemaError, match=re.escape("keyword 'not' at #/contains: the negation of 'pattern'")):
         build_regex_from_schema({"type": "array", "contains": {"pattern": "a"}})
 
@@ -447,6 +459,16 @@ NUMERALS = [n for n in range(-1100, 1101)] + [x / 100 for x in range(-300, 301, 
 def test_multiple_of_is_exact_on_numbers(schema):
     assert_exact_on(schema, NUMERALS)
     assert_sound(schema)
+
+
+@pytest.mark.parametrize("schema", [{"type": "number", "multipleOf": 0.5, "minimum": 0, "maximum": 10},
+                                    {"type": "number", "multipleOf": 2, "minimum": -4, "maximum": 10},
+                                    {"type": "number", "multipleOf": 5}])
+def test_whole_multiples_of_a_number_match_as_json_dumps_writes_floats(schema):
+    """json.dumps writes the float 4.0 as "4.0": a valid multiple that the number type accepts."""
+    regex = re.compile(build_regex_from_schema(schema))
+    for value in [0.0, 4.0, 10.0, -4.0, 20.0, 3.0, 4.5, 7.0]:
+        assert bool(regex.fullmatch(json.dumps(value))) == is_valid(value, schema), value
 
 
 @pytest.mark.parametrize("schema, message", [

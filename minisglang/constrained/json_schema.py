@@ -57,7 +57,8 @@ type, by const/enum, or by a property both require with disjoint schemas): only 
 - if/then/else: anyOf [(if and then), (not if and else)] (two disjoint cases).
 - dependentRequired/dependentSchemas/dependencies: per property, anyOf [absent, present
   and the rest]. unevaluatedProperties/Items without other applicators: additionalProperties/items.
-- contains: the items N* (Y N*){minContains,maxContains} with Y = contains, N = not contains.
+- contains: the items N* (Y N*){minContains,maxContains} with Y = contains, N = not contains;
+  with maxItems, a walk over (items so far, matches so far).
 Keywords exact in restricted shapes: pattern with minLength/maxLength (a pattern of
 fixed-width parts: the intersection), patternProperties (patterns whose keys cannot
 meet a listed name or each other), propertyNames, min/maxProperties, uniqueItems (at most
@@ -1279,8 +1280,9 @@ class _SchemaCompiler:
                 bound = _decimal(schema[keyword], keyword, path)
                 if hi is None or bound < hi or (bound == hi and strict):
                     hi, hi_strict = bound, strict
-        if step > 1:
-            return self._multiples(step, lo, lo_strict, hi, hi_strict, path)
+        if step > 1:  # a number (not integer) type may also write them as json.dumps writes 4.0
+            whole = "number" in _types(schema, path)
+            return _concat(self._multiples(step, lo, lo_strict, hi, hi_strict, path), r"(?:\.0)?" if whole else "")
         if decimal_step is not None:
             return _decimal_multiples(decimal_step, schema["multipleOf"], lo, lo_strict, hi, hi_strict, path)
         if lo is None and hi is None:
@@ -1442,10 +1444,12 @@ class _SchemaCompiler:
         """
         lo, hi = _count(schema, "minContains", path), _count(schema, "maxContains", path)
         lo = 1 if lo is None else lo
-        other = [k for k in ("prefixItems", "maxItems", "uniqueItems") if k in schema and schema[k] is not False]
-        if other or isinstance(schema.get("items"), list) or (_count(schema, "minItems", path) or 0) > lo:
+        min_items, max_items = _count(schema, "minItems", path) or 0, _count(schema, "maxItems", path)
+        other = [k for k in ("prefixItems", "uniqueItems") if k in schema and schema[k] is not False]
+        if other or isinstance(schema.get("items"), list) or (min_items > lo and max_items is None):
             raise UnsupportedSchemaError(f"keyword 'contains' at {path} together with "
-                                         f"{', '.join(other) or 'minItems or a tuple'} is not supported")
+                                         f"{', '.join(other) or 'minItems (without maxItems) or a tuple'} "
+                                         "is not supported")
         if hi is not None and hi < lo:
             return None
         items = schema.get("items", True)
@@ -1461,6 +1465,9 @@ class _SchemaCompiler:
                 f"{len(yes or '') + len(no or '')} characters (limit {MAX_CONTAINS_ITEM_CHARS}); give 'items' a "
                 "narrower schema")
         ws, sep = self.ws, f",{self.ws}"
+        if max_items is not None:
+            elements = self._counted_contains(yes, no, lo, hi, min_items, max_items, path)
+            return None if elements is None else rf"\[{ws}{elements}{ws}\]"
         no_tail = "" if no is None else _repeat(sep + no, 0, None)
         options = [""] if lo == 0 else []
         if yes is not None:
@@ -1473,6 +1480,33 @@ class _SchemaCompiler:
             options.append(no + no_tail)
         elements = _alt(options)
         return None if elements is None else rf"\[{ws}{elements}{ws}\]"
+
+    def _counted_contains(self, yes: str | None, no: str | None, lo: int, hi: int | None, min_items: int,
+                          max_items: int, path: str) -> str | None:
+        """The elements of an array of min_items..max_items items, lo..hi of them Y (`yes`),
+        the others N (`no`): a walk over (items so far, Ys so far). Where Y and N lead to
+        the same count (enough Ys and no maxContains) they share one tail, so the text
+        grows with the ways to place the first lo Ys, not 2**max_items."""
+        sep = f",{self.ws}"
+
+        @functools.cache
+        def rest(i: int, j: int) -> str | None:
+            options = [""] if i >= min_items and j >= lo else []
+            if i < max_items:
+                lead = sep if i else ""
+                after_yes = None if yes is None or (hi is not None and j >= hi) else \
+                    (min(j + 1, lo) if hi is None else j + 1)
+                if after_yes == j:  # Y and N both keep the count: one tail for both
+                    options.append(_concat(lead, _alt([yes, no]), rest(i + 1, j)))
+                else:
+                    if after_yes is not None:
+                        options.append(_concat(lead, yes, rest(i + 1, after_yes)))
+                    if no is not None:
+                        options.append(_concat(lead, no, rest(i + 1, j)))
+            regex = _alt(options)
+            self.check_size(len(regex or ""), f"{path}/contains")
+            return regex
+        return rest(0, 0)
 
     def _array_regex(self, prefix: list[str], items: str | None, min_items: int, max_items: int | None) -> str | None:
         """`[` elements `]`: element i matches prefix[i], later ones `items` (None: no more)."""
@@ -1896,7 +1930,8 @@ def _decimal_multiples(step: Decimal, given, lo: Decimal | None, lo_strict: bool
         text = format((n * step).normalize(), "f")
         quotient = float(text) / float(given)
         if math.isfinite(quotient) and int(quotient) == quotient:
-            texts.append(text.replace(".", r"\.") if text != "-0" else "0")
+            # a whole multiple is also written as json.dumps writes a float: 3.0
+            texts.append(text.replace(".", r"\.") if "." in text else ("0" if text == "-0" else text) + r"(?:\.0)?")
     return _alt(texts)
 
 
@@ -2018,6 +2053,8 @@ def _merge(a: dict | bool, b: dict | bool, path: str) -> dict | bool:
             pass  # the first `not` names the place
         elif keyword == "anyOf":  # (a1 or a2) and (b1 or b2) = any of the pairs
             merged["anyOf"] = _anyof_pairs(merged["anyOf"], value, path)
+            if not merged["anyOf"]:
+                return False  # every pair contradicts
         elif keyword not in ("properties", "additionalProperties", "prefixItems", "items"):
             raise UnsupportedSchemaError(f"'allOf' at {path}: two subschemas give '{keyword}' different values "
                                          f"({merged[keyword]!r} and {value!r}), which we cannot merge")
