@@ -96,3 +96,32 @@ def test_any_order_is_bounded_with_a_clear_error():
     regex = build_regex_from_schema(schema, any_order=True, max_any_order_properties=5)
     assert re.fullmatch(regex, '{"e": null, "a": null, "c": null}')
     assert build_regex_from_schema(schema)  # schema order has no such limit
+
+
+# ---------------------------------------------------------------------------------------
+# bound_numbers: digit limits on numbers the schema does not bound (default on)
+# ---------------------------------------------------------------------------------------
+NUMBER_SCHEMAS = [{"type": "number"}, {"type": "integer"}, {"type": "integer", "minimum": 0},
+                  {"type": "number", "maximum": -2.5}, {"type": "number", "exclusiveMinimum": 1e3}]
+LONG_NUMERALS = ["1" * 19, "-" + "9" * 25, "0." + "5" * 21, "1e1234", "12345.5", "3", "-3", "0", "2.5e-3"]
+
+
+@pytest.mark.parametrize("schema", NUMBER_SCHEMAS)
+def test_bound_numbers_off_writes_any_digits_and_stays_exact(schema):
+    """Off: every numeral JSON allows, judged by jsonschema; on: long ones are refused."""
+    bounded = re.compile(build_regex_from_schema(schema))
+    free = re.compile(build_regex_from_schema(schema, bound_numbers=False))
+    for text in LONG_NUMERALS:
+        value = json.loads(text)
+        if bounded.fullmatch(text):
+            assert free.fullmatch(text) and is_valid(value, schema), text
+        if "e" in text or "." in text and schema["type"] == "integer":
+            continue  # integers are written without fraction or exponent
+        assert bool(free.fullmatch(text)) == is_valid(value, schema), (schema, text)
+    assert not any(bounded.fullmatch(t) for t in LONG_NUMERALS[:3])
+    assert_sound(schema, bound_numbers=False)
+
+
+def test_bound_numbers_must_be_a_boolean():
+    with pytest.raises(ValueError, match="option bound_numbers must be true or false"):
+        build_regex_from_schema({"type": "number"}, bound_numbers=0)

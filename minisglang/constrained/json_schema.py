@@ -151,6 +151,9 @@ class SchemaOptions:
     - max_integer_digits, max_fraction_digits, max_exponent_digits: the longest numerals
       written, for numbers the schema does not bound (a minimum and a maximum bound the
       integer digits; the fraction is always limited).
+    - bound_numbers: apply those digit limits (off: JSON's own number grammar, any number
+      of digits, as before issue 17; a model may then write digits until max_new_tokens;
+      fractions next to a bound stay limited).
     - any_order: object members in any order, not only the schema's (objects with at most
       max_any_order_properties members; more is an error, as the alternatives grow as n!).
     - extra_properties: an object with `properties` and no `additionalProperties` also
@@ -168,6 +171,7 @@ class SchemaOptions:
     max_integer_digits: int = DEFAULT_MAX_INTEGER_DIGITS
     max_fraction_digits: int = DEFAULT_MAX_FRACTION_DIGITS
     max_exponent_digits: int = DEFAULT_MAX_EXPONENT_DIGITS
+    bound_numbers: bool = True
     any_order: bool = False
     max_any_order_properties: int = DEFAULT_MAX_ANY_ORDER_PROPERTIES
     extra_properties: bool = False
@@ -180,6 +184,9 @@ class SchemaOptions:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < (0 if name == "max_ref_depth" else 1):
                 raise ValueError(f"option {name} must be a positive integer, got {value!r}")
+        for name in ("bound_numbers", "any_order", "extra_properties"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"option {name} must be true or false, got {getattr(self, name)!r}")
         if self.unknown_formats not in ("error", "annotation"):
             raise ValueError(f"option unknown_formats must be 'error' or 'annotation', got {self.unknown_formats!r}")
 
@@ -463,13 +470,16 @@ def _string_literal(text: str) -> str:
 # Numbers: exact ranges over decimal numerals
 # ---------------------------------------------------------------------------------------
 def _unbounded_number(options: SchemaOptions, integer: bool) -> str:
-    """Any integer (or number, with fraction and exponent) within the options' digit limits."""
-    nonzero = "[1-9]" + _repeat("[0-9]", 0, options.max_integer_digits - 1)
+    """Any integer (or number, with fraction and exponent) within the options' digit limits
+    (none with bound_numbers off)."""
+    def digits(lo: int, limit: int) -> str:
+        return _repeat("[0-9]", lo, limit if options.bound_numbers else None)
+    nonzero = "[1-9]" + digits(0, options.max_integer_digits - 1)
     if integer:
         return f"(?:0|-?{nonzero})"
     whole = f"(?:0|{nonzero})"
-    fraction = _repeat("[0-9]", 1, options.max_fraction_digits)
-    exponent = _repeat("[0-9]", 1, options.max_exponent_digits)
+    fraction = digits(1, options.max_fraction_digits)
+    exponent = digits(1, options.max_exponent_digits)
     return rf"-?{whole}(?:\.{fraction})?(?:[eE][+-]?{exponent})?"
 
 
@@ -1298,9 +1308,9 @@ class _SchemaCompiler:
         limit = Decimal(10) ** self.options.max_integer_digits
         while abs(lo if hi is None else hi) >= limit:
             limit *= 10
-        if lo is None:
+        if lo is None and self.options.bound_numbers:
             lo, lo_strict = -limit, True
-        if hi is None:
+        if hi is None and self.options.bound_numbers:
             hi, hi_strict = limit, True
         return _number_range(lo, lo_strict, hi, hi_strict, not integer, self.options.max_fraction_digits)
 
