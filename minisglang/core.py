@@ -18,7 +18,7 @@ from typing import Any, Protocol
 import torch
 
 # The keys a user may put in a sampling-params dict; anything else is a typo we report.
-_CONSTRAINT_KEYS = ("json_schema", "regex", "ebnf")
+_CONSTRAINT_KEYS = ("json_schema", "regex", "ebnf", "structural_tag")
 
 # Below this temperature sampling is greedy: dividing logits by 1e-40 overflows to inf and
 # softmax turns that into nan, so a tiny temperature means "argmax", as in SGLang's sampler.
@@ -89,6 +89,9 @@ class SamplingParams:
     regex: str | None = None
     json_schema: str | None = None
     ebnf: str | None = None
+    # s6: free text with triggered, schema-constrained tags (constrained/structural_tag.py);
+    # a dict or its JSON text, kept as JSON text
+    structural_tag: str | None = None
     # s5's reasoning gate: the grammar applies only after this marker was generated.
     think_end: str | None = None
 
@@ -102,6 +105,12 @@ class SamplingParams:
                 self.json_schema = json.dumps(self.json_schema, allow_nan=False)
             except (TypeError, ValueError, RecursionError) as e:
                 raise ValueError(f"json_schema must be a JSON object or a JSON string; this dict is "
+                                 f"not JSON ({e})") from None
+        if isinstance(self.structural_tag, dict):
+            try:
+                self.structural_tag = json.dumps(self.structural_tag, allow_nan=False)
+            except (TypeError, ValueError, RecursionError) as e:
+                raise ValueError(f"structural_tag must be a JSON object or a JSON string; this dict is "
                                  f"not JSON ({e})") from None
         self.validate()
 
@@ -157,9 +166,18 @@ class SamplingParams:
                 check_text(name, getattr(self, name))
         if self.think_end == "":
             raise ValueError("think_end is empty; give the marker text (one token) or null")
+        if self.structural_tag is not None:
+            # Its fields are checked when it compiles (the core knows no grammar); here: an object.
+            try:
+                spec = json.loads(self.structural_tag)
+            except (ValueError, RecursionError) as e:
+                raise ValueError(f"structural_tag must be a JSON object or a JSON string; this string is "
+                                 f"not JSON ({e})") from None
+            if not isinstance(spec, dict):
+                raise ValueError(f"structural_tag must be a JSON object, got {_type_name(spec)}")
         given = [k for k in _CONSTRAINT_KEYS if getattr(self, k) is not None]
         if len(given) > 1:
-            raise ValueError(f"give at most one of regex / json_schema / ebnf, got {given}")
+            raise ValueError(f"give at most one of regex / json_schema / ebnf / structural_tag, got {given}")
 
     def constraint(self) -> tuple[str, str] | None:
         """The (kind, text) of this request's grammar, or None when unconstrained."""

@@ -22,13 +22,16 @@ import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from ..constrained.bitmask import all_allowed_mask, apply_bitmask
 from ..constrained.compile_service import CompileTimeout
 from ..registry import Registry
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..constrained.structural_tag import StructuralTag
 
 BACKENDS = Registry("grammar backend")
 register_backend = BACKENDS.register   # `@register_backend("xgrammar")`
@@ -181,6 +184,10 @@ class BaseGrammarBackend:
         """Compile one grammar into a matcher at its start (runs on a pool thread)."""
         raise NotImplementedError
 
+    def compile_structural_tag(self, spec: "StructuralTag") -> BaseGrammarObject:
+        """Compile a structural tag (stage s6, constrained/structural_tag.py) into a matcher."""
+        raise GrammarError(f"the {self.name!r} grammar backend cannot compile structural tags")
+
     @staticmethod
     def normalise(kind: str, text: str) -> tuple[str, str]:
         """Equal grammars share an entry: JSON schemas are parsed and dumped compactly.
@@ -193,6 +200,12 @@ class BaseGrammarBackend:
                 return kind, json.dumps(json.loads(text), separators=(",", ":"), ensure_ascii=False)
             except ValueError:
                 return kind, text   # invalid JSON: compile() reports it with its own message
+        if kind == "structural_tag":   # s6's file: imported here, so an s5 checkout runs without it
+            from ..constrained.structural_tag import StructuralTagError, parse_structural_tag
+            try:
+                return kind, parse_structural_tag(text).to_json()
+            except StructuralTagError:
+                return kind, text   # compiling reports it
         return kind, text
 
     def is_cached(self, kind: str, text: str) -> bool:
@@ -225,7 +238,11 @@ class BaseGrammarBackend:
                                         f"(it supports {sorted(self.kinds)})")
         start = time.perf_counter()
         try:
-            grammar = self.compile(kind, text)
+            if kind == "structural_tag":
+                from ..constrained.structural_tag import parse_structural_tag
+                grammar = self.compile_structural_tag(parse_structural_tag(text))
+            else:
+                grammar = self.compile(kind, text)
         except CompileTimeout as e:
             with self.lock:   # a timeout may be the machine's load, not the grammar: never cached
                 self.cache.pop((kind, text), None)

@@ -14,13 +14,18 @@ follows the regex, not the size of its DFA. `automaton="eager"` keeps the path a
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 
 from ..constrained.compile_service import CompileService, CompileSettings
 from ..constrained.json_schema import build_regex_from_schema
 from ..constrained.lazy_token_fsm import LazyLimits, compile_lazy_token_fsm
-from ..constrained.token_fsm import TokenFSM
+from ..constrained.token_fsm import TokenFSM, check_regex_length
 from .base import BaseGrammarBackend, BaseGrammarObject, GrammarError, register_backend
+
+if TYPE_CHECKING:  # pragma: no cover   (s6's file: an s5 checkout has no structural_tag.py)
+    from ..constrained.structural_tag import StructuralTag
 
 
 class FSMGrammar(BaseGrammarObject):
@@ -80,7 +85,7 @@ class FSMGrammar(BaseGrammarObject):
 
 @register_backend("fsm")
 class FSMBackend(BaseGrammarBackend):
-    kinds = frozenset({"regex", "json_schema"})
+    kinds = frozenset({"regex", "json_schema", "structural_tag"})
 
     def __init__(self, tokenizer, vocab_size: int, **kwargs):
         super().__init__(tokenizer, vocab_size, **kwargs)
@@ -108,15 +113,26 @@ class FSMBackend(BaseGrammarBackend):
                                       disk_dir=o.get("grammar_cache_dir"))
 
     def compile(self, kind: str, text: str) -> FSMGrammar:
-        if kind == "json_schema":
-            regex = build_regex_from_schema(text, whitespace=self.options.get("json_whitespace"),
-                                            **self.schema_options)
-        else:
-            regex = text
+        regex = self.schema_regex(text) if kind == "json_schema" else text
+        return self.compile_regex(regex, self.options.get("max_regex_chars", 100_000))
+
+    def schema_regex(self, schema) -> str:
+        """Our JSON Schema compiler with this engine's options; a regex longer than
+        `max_regex_chars` is refused here (a structural tag joins several)."""
+        regex = build_regex_from_schema(schema, whitespace=self.options.get("json_whitespace"), **self.schema_options)
+        check_regex_length(regex, self.options.get("max_regex_chars", 100_000))
+        return regex
+
+    def compile_regex(self, regex: str, max_regex_chars: int | None) -> FSMGrammar:
         if self.automaton == "lazy":
             return FSMGrammar(compile_lazy_token_fsm(regex, self.tokenizer, self.vocab_size, self.lazy_limits,
-                                                     max_regex_chars=self.options.get("max_regex_chars", 100_000)))
+                                                     max_regex_chars=max_regex_chars))
         return FSMGrammar(self.service.compile_fsm(regex))
+
+    def compile_structural_tag(self, spec: StructuralTag) -> FSMGrammar:
+        """The spec as one regex (constrained/structural_tag.py). `max_regex_chars` bounds each
+        schema's regex, not their sum: the automaton's own limits bound the rest."""
+        return self.compile_regex(spec.to_regex(self.schema_regex), None)
 
     def shutdown(self) -> None:
         super().shutdown()

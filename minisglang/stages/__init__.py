@@ -1,10 +1,11 @@
-"""The five stages of constrained decoding, as a small registry.
+"""The six stages of constrained decoding, as a small registry.
 
 Each stage is a `Stage` subclass in its own module, registered under a tag such as
 "s1-masked-fill" (short name "s1"). `Engine(stage=...)` looks the tag up here. Stages s1-s4
 build on each other (s2's class extends s1's, and so on), so the diff between two
 consecutive modules is the lesson of the chapter; s5 replaces our FSM with a grammar
-interface and composes s3's `GrammarQueue` and s4's `JumpForward`. Reusable automata
+interface and composes s3's `GrammarQueue` and s4's `JumpForward`; s6 is s5 plus one
+request kind, structural tags (tool calls). Reusable automata
 (compiling, packing, the jump map, the compile service) live in constrained/.
 """
 from __future__ import annotations
@@ -23,6 +24,7 @@ STAGE_MODULES: dict[str, str] = {
     "s3-fsm-cache": "minisglang.stages.s3_fsm_cache",
     "s4-jump-forward": "minisglang.stages.s4_jump_forward",
     "s5-backends": "minisglang.stages.s5_backends",
+    "s6-function-calling": "minisglang.stages.s6_function_calling",
 }
 
 # Library files a stage introduces beyond its stage module (relative to the package), so a
@@ -33,6 +35,7 @@ STAGE_FILES: dict[str, list[str]] = {
     "s4-jump-forward": ["constrained/jump_forward.py", "drawings/compressed.py"],
     "s5-backends": ["backends", "constrained/json_schema.py", "constrained/lazy_regex.py",
                     "constrained/lazy_token_fsm.py", "constrained/lazy_trie_walk.py"],
+    "s6-function-calling": ["constrained/structural_tag.py"],
 }
 
 

@@ -98,8 +98,9 @@ class Stage:
         constraint = p.constraint()
         if constraint is not None and constraint[0] not in self.supports:
             kinds = sorted(self.supports - {"think_end"})
+            arrives = {"regex": "s1-masked-fill", "structural_tag": "s6-function-calling"}.get(constraint[0], "s5-backends")
             req.finish("abort", message=f"stage {self.tag} does not support {constraint[0]!r} constraints"
-                       + (f" (it supports {kinds}; json_schema and ebnf arrive in s5-backends)" if kinds else ""))
+                       + (f" (it supports {kinds})" if kinds else "") + f"; {constraint[0]} needs stage {arrives}")
             return True
         if p.think_end is not None and "think_end" not in self.supports:
             req.finish("abort", message=f"stage {self.tag} cannot honour think_end (the reasoning gate "

@@ -1,0 +1,237 @@
+"""Structural tags (stage s6): the spec's validation, the regex against a direct matcher of
+the semantics (exhaustively over short strings), token masks on real vocabularies, and
+generation through the Engine whose tool arguments validate under their schemas.
+"""
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+import re
+
+import jsonschema
+import numpy as np
+import pytest
+
+import minisglang as sgl
+from minisglang.constrained.json_schema import build_regex_from_schema
+from minisglang.constrained.lazy_regex import LazyByteDFA, RegexPool, parse_regex
+from minisglang.constrained.lazy_token_fsm import compile_lazy_token_fsm
+from minisglang.constrained.structural_tag import StructuralTag, StructuralTagError, parse_structural_tag
+from minisglang.core import SamplingParams
+
+from real_tokenizers import load
+
+INTEGER = {"type": "integer", "minimum": 0, "maximum": 99}
+
+
+def spec_of(structures, triggers, **flags) -> StructuralTag:
+    return parse_structural_tag({"structures": [{"begin": b, "schema": s, "end": e} for b, s, e in structures],
+                                 "triggers": triggers, **flags})
+
+
+@functools.lru_cache(maxsize=None)
+def _schema_regex(schema_json: str) -> str:
+    return build_regex_from_schema(schema_json)
+
+
+def schema_regex(schema) -> str:
+    return _schema_regex(json.dumps(schema))
+
+
+# ------------------------------------------------------------------ the semantics, directly
+def reference_accepts(spec: StructuralTag, text: str) -> bool:
+    """The module doc's semantics, written as a scan (no regex of the whole): free text up to
+    the first trigger; there one of its begins, a body the schema's regex matches, the end."""
+    bodies = [re.compile(schema_regex(s.schema)) for s in spec.structures]
+
+    def free_from(pos: int, tags: int) -> bool:
+        if spec.stop_after_first and tags:
+            return pos == len(text)
+        found = [(text.find(t, pos), t) for t in spec.triggers if text.find(t, pos) >= 0]
+        if not found:   # free text to the end of the output
+            return not (spec.at_least_one and tags == 0)
+        start, trigger = min(found)
+        if spec.at_least_one and tags == 0 and start != pos:
+            return False   # xgrammar's rule: the output starts with the first tag
+        return any(tag_at(start, k, tags) for k, s in enumerate(spec.structures) if s.begin.startswith(trigger))
+
+    def tag_at(start: int, k: int, tags: int) -> bool:
+        s = spec.structures[k]
+        if not text.startswith(s.begin, start):
+            return False
+        body = start + len(s.begin)
+        for stop in range(body, len(text) + 1):
+            if bodies[k].fullmatch(text[body:stop]) and text.startswith(s.end, stop):
+                if free_from(stop + len(s.end), tags + 1):
+                    return True
+        return False
+
+    return free_from(0, 0)
+
+
+FLAGS = [dict(at_least_one=a, stop_after_first=b) for a in (False, True) for b in (False, True)]
+# (structures, triggers, alphabet, longest string): triggers that overlap themselves ("aab"
+# after "aa"), two triggers sharing a prefix, two that overlap each other ("ab", "ba").
+CASES = [
+    ([("<a", INTEGER, ">")], ["<a"], "<a>1x", 7),
+    ([("aab", INTEGER, "b")], ["aab"], "ab1", 9),
+    ([("<a", INTEGER, ">"), ("<b=", INTEGER, "")], ["<a", "<b"], "<ab=1>", 6),
+    ([("ab", INTEGER, ""), ("ba", INTEGER, "a"), ("ab1", INTEGER, "b")], ["ab", "ba"], "ab1", 8),
+]
+
+
+@pytest.mark.parametrize("flags", FLAGS, ids=lambda f: "-".join(k for k, v in f.items() if v) or "plain")
+@pytest.mark.parametrize("structures, triggers, alphabet, longest", CASES, ids=lambda x: None)
+def test_regex_equals_the_semantics_on_every_short_string(structures, triggers, alphabet, longest, flags):
+    spec = spec_of(structures, triggers, **flags)
+    regex = spec.to_regex(schema_regex)
+    whole = re.compile(regex)
+    pool = RegexPool()
+    dfa = LazyByteDFA(parse_regex(regex, pool), pool)   # our automaton reads the same regex
+    accepted = 0
+    for n in range(longest + 1):
+        for chars in itertools.product(alphabet, repeat=n):
+            text = "".join(chars)
+            expected = reference_accepts(spec, text)
+            assert bool(whole.fullmatch(text)) == expected, text
+            if n <= longest - 2 or expected:
+                state = dfa.walk_bytes(dfa.initial, text.encode())
+                assert (state >= 0 and dfa.is_final(state)) == expected, text
+            accepted += expected
+    assert accepted > 0
+
+
+# ------------------------------------------------------------------ validation
+GOOD = {"structures": [{"begin": "<t>", "schema": {"type": "object"}, "end": "</t>"}], "triggers": ["<t>"]}
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"structures": []}, "structural_tag.structures must be a non-empty list"),
+    ({"triggers": "<t>"}, "structural_tag.triggers must be a non-empty list"),
+    ({"extra": 1}, "unknown key(s) ['extra']"),
+    ({"type": "json_schema"}, "structural_tag.type must be 'structural_tag'"),
+    ({"structures": [{"begin": "x<t>", "schema": {}, "end": ""}]}, "structures[0].begin 'x<t>' starts with no trigger"),
+    ({"structures": [{"begin": "<t>", "schema": 3, "end": ""}]}, "structures[0].schema must be a JSON Schema"),
+    ({"structures": [{"begin": "<t>", "schema": {}, "end": "", "name": "f"}]}, "structures[0] has unknown key(s) ['name']"),
+    ({"structures": [{"begin": "<t>", "schema": {}}]}, "structures[0] is missing ['end']"),
+    ({"triggers": ["<t>", "<t"]}, "triggers[1] '<t' is inside triggers[0] '<t>'"),
+    ({"triggers": [""]}, "structural_tag.triggers[0] is empty"),
+    ({"at_least_one": 1}, "structural_tag.at_least_one must be true or false"),
+])
+def test_a_bad_spec_names_the_field(change, message):
+    with pytest.raises(StructuralTagError) as e:
+        parse_structural_tag({**GOOD, **change})
+    assert message in str(e.value)
+
+
+def test_spec_forms_and_the_canonical_text():
+    typed = parse_structural_tag({**GOOD, "type": "structural_tag"})
+    assert parse_structural_tag(json.dumps(GOOD)) == typed == parse_structural_tag(typed.to_json())
+    with pytest.raises(StructuralTagError, match="not valid JSON"):
+        parse_structural_tag("{")
+
+
+def test_sampling_params_take_a_dict_or_json_text_and_exclude_other_constraints():
+    p = SamplingParams.from_dict({"structural_tag": GOOD})
+    assert p.constraint() == ("structural_tag", json.dumps(GOOD))
+    assert SamplingParams(structural_tag=json.dumps(GOOD)).constraint()[0] == "structural_tag"
+    with pytest.raises(ValueError, match="structural_tag must be a JSON object"):
+        SamplingParams(structural_tag="[1]")
+    with pytest.raises(ValueError, match="at most one of regex / json_schema / ebnf / structural_tag"):
+        SamplingParams(structural_tag=GOOD, regex="a")
+
+
+# ------------------------------------------------------------------ token level
+WEATHER = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12},
+                                            "days": {"type": "integer", "minimum": 1, "maximum": 7}},
+           "required": ["city", "days"]}
+TIME = {"type": "object", "properties": {"zone": {"enum": ["UTC", "CET"]}}, "required": ["zone"]}
+TOOLS = {"structures": [{"begin": '<tool_call>{"name": "get_weather", "arguments": ', "schema": WEATHER, "end": "}</tool_call>"},
+                        {"begin": '<tool_call>{"name": "get_time", "arguments": ', "schema": TIME, "end": "}</tool_call>"}],
+         "triggers": ["<tool_call>"]}
+CALL = re.compile(r'<tool_call>\{"name": "(\w+)", "arguments": (.*?)\}</tool_call>', re.S)
+
+
+def random_walk(fsm, rng, steps: int, start: list[int] = ()) -> tuple[list[int], bool]:
+    """From the state after the tokens `start`, sample tokens uniformly from each state's row
+    (EOS, when allowed, one time in four) until EOS or `steps`; (all ids, ended by EOS)."""
+    index, state, ids = fsm.index, fsm.walk(start), list(start)
+    assert state >= 0, "the start is accepted"
+    for _ in range(steps):
+        allowed = index.allowed_token_ids(state)
+        assert allowed, "a live state always allows something"
+        eos_ok = index.eos_token_id in allowed
+        token = index.eos_token_id if eos_ok and rng.random() < 0.25 else int(rng.choice(allowed))
+        if token == index.eos_token_id:
+            return ids, True
+        ids.append(token)
+        state = index.next_state(state, token)
+    return ids, False
+
+
+@pytest.mark.parametrize("tokenizer_name, flags", [("bundled", {}), ("bundled", {"at_least_one": True}),
+                                                   ("anthropic_65k", {"stop_after_first": True})])
+def test_random_walks_over_real_vocabularies_give_valid_tool_calls(tokenizer_name, flags):
+    tok = load(tokenizer_name)
+    spec = parse_structural_tag({**TOOLS, **flags})
+    fsm = compile_lazy_token_fsm(spec.to_regex(schema_regex), tok, len(tok.token_bytes))
+    rng = np.random.default_rng(0)
+    schemas = {"get_weather": WEATHER, "get_time": TIME}
+    complete = 0
+    # Free text never spells a trigger by chance: half the walks start with text and one.
+    starts = [[], tok.encode("Let me check. <tool_call>")] if not spec.at_least_one else [[]]
+    for i in range(30):
+        ids, ended = random_walk(fsm, rng, 120, starts[i % len(starts)])
+        data = b"".join(tok.token_bytes[i] for i in ids)
+        if spec.at_least_one:
+            assert data.startswith(b"<tool_call>"[:len(data)])
+        if ended:   # a walk cut short may stop inside a character; a complete one is UTF-8
+            text = data.decode("utf-8")
+            assert reference_accepts(spec, text)
+            calls = CALL.findall(text)
+            assert len(calls) == text.count("<tool_call>")
+            for name, args in calls:
+                jsonschema.validate(json.loads(args), schemas[name])
+            complete += bool(calls)
+    assert complete > 0   # some walks made a complete call
+
+
+# ------------------------------------------------------------------ through the Engine
+@pytest.fixture(scope="module")
+def engine():
+    e = sgl.Engine(stage="s6")
+    yield e
+    e.shutdown()
+
+
+def test_engine_generates_tool_calls_whose_arguments_validate(engine):
+    spec = {**TOOLS, "at_least_one": True, "stop_after_first": True}
+    outs = engine.generate(["What is the weather in Paris?", "What time is it?"],
+                           [{"structural_tag": spec, "max_new_tokens": 80, "temperature": 0.8, "seed": s} for s in (1, 2)])
+    schemas = {"get_weather": WEATHER, "get_time": TIME}
+    for out in outs:
+        assert out["meta_info"]["finish_reason"]["type"] == "stop", out
+        (name, args), = CALL.findall(out["text"])
+        assert CALL.fullmatch(out["text"])
+        jsonschema.validate(json.loads(args), schemas[name])
+
+
+def test_a_bad_spec_aborts_only_its_request(engine):
+    bad = {"structures": [{"begin": "x", "schema": {}, "end": ""}], "triggers": ["<t>"]}
+    outs = engine.generate(["a", "b"], [{"structural_tag": bad, "max_new_tokens": 4},
+                                        {"max_new_tokens": 4, "temperature": 0}])
+    assert outs[0]["meta_info"]["finish_reason"]["type"] == "abort"
+    assert "structures[0].begin 'x' starts with no trigger" in outs[0]["meta_info"]["finish_reason"]["message"]
+    assert outs[1]["meta_info"]["finish_reason"]["type"] in ("stop", "length")   # served as usual
+
+
+@pytest.mark.parametrize("stage", ["s1", "s3", "s5"])
+def test_earlier_stages_refuse_structural_tags(stage):
+    e = sgl.Engine(stage=stage)
+    try:
+        out = e.generate("a", {"structural_tag": TOOLS, "max_new_tokens": 4})
+    finally:
+        e.shutdown()
+    assert out["meta_info"]["finish_reason"]["type"] == "abort"
+    assert "structural_tag needs stage s6-function-calling" in out["meta_info"]["finish_reason"]["message"]
