@@ -539,10 +539,10 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
 
         req = await run_in_threadpool(render_and_tokenize)
         rid, created = f"chatcmpl-{uuid.uuid4().hex[:12]}", int(time.time())
+        include_usage = bool(body.stream_options and body.stream_options.include_usage)
         if calls_possible:   # read the output for calls
             try:
-                return await run(request, req, tool_call_shape(rid, created, body), body.stream,
-                                 bool(body.stream_options and body.stream_options.include_usage))
+                return await run(request, req, tool_call_shape(rid, created, body), body.stream, include_usage)
             except RequestError as e:
                 raise tool_refusal(e, body) from None
         sent_role = [False]
@@ -559,7 +559,6 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
                     "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
                                  "finish_reason": openai_finish_reason(meta)}], "usage": usage(meta)}
 
-        include_usage = bool(body.stream_options and body.stream_options.include_usage)
         return await run(request, req, shape, body.stream, include_usage)
 
     def tool_refusal(e: RequestError, body: ChatCompletionRequest) -> RequestError:
