@@ -1,0 +1,307 @@
+"""OpenAI tools through the server, driven by the real `openai` client: the calls the
+structural tag forces (every call's arguments validate against its tool's schema), each
+tool_choice, streamed tool-call deltas, a two-turn conversation, the failure modes users
+hit, and the 400s for bad tools.
+
+The bundled model may or may not choose to call a tool on its own: the assertions hold for
+whatever it chooses, except where the constraint forces the choice (required, a named tool)."""
+import json
+
+import jsonschema
+import openai
+import pytest
+from fastapi.testclient import TestClient
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import minisglang as sgl
+from minisglang.server import create_app, serving_in_thread
+
+MODEL = "tiny-json-llama"
+WEATHER = {"type": "object",
+           "properties": {"city": {"type": "string", "maxLength": 20}, "unit": {"enum": ["celsius", "fahrenheit"]}},
+           "required": ["city"], "additionalProperties": False}
+TIME = {"type": "object", "properties": {"zone": {"type": "string", "maxLength": 12}},
+        "required": ["zone"], "additionalProperties": False}
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Current weather of a city",
+                                           "parameters": WEATHER}},
+         {"type": "function", "function": {"name": "get_time", "description": "Local time", "parameters": TIME}}]
+SCHEMAS = {"get_weather": WEATHER, "get_time": TIME}
+ASK = [{"role": "user", "content": "What is the weather in Paris right now?"}]
+PROMPTS = [ASK, [{"role": "user", "content": "What time is it in Tokyo?"}],
+           [{"role": "system", "content": "You are helpful."}, {"role": "user", "content": "李雷在北京，天气怎么样？"}]]
+
+
+@pytest.fixture(scope="module")
+def server():
+    engine = sgl.Engine(max_total_tokens=6000, max_running_requests=32)
+    with serving_in_thread(create_app(engine)) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    return openai.OpenAI(base_url=server + "/v1", api_key="none")
+
+
+def chat(client, **kwargs):
+    return client.chat.completions.create(model=MODEL, **{"messages": ASK, "tools": TOOLS, "max_tokens": 120,
+                                                          "temperature": 0, **kwargs})
+
+
+def check_calls(choice) -> list:
+    """Every call has an id, a known tool and arguments valid under that tool's schema."""
+    calls = choice.message.tool_calls or []
+    for call in calls:
+        assert call.id.startswith("call_") and call.type == "function"
+        jsonschema.validate(json.loads(call.function.arguments), SCHEMAS[call.function.name])
+    assert len({c.id for c in calls}) == len(calls)
+    return calls
+
+
+@pytest.mark.parametrize("messages", PROMPTS)
+@pytest.mark.parametrize("seed", [0, 1])
+def test_required_always_calls_and_the_arguments_validate(client, messages, seed):
+    # Hot sampling: the model's own choice is as wild as it gets; the constraint still holds.
+    resp = chat(client, messages=messages, tool_choice="required", parallel_tool_calls=False,
+                temperature=1.5, seed=seed)
+    choice = resp.choices[0]
+    assert len(check_calls(choice)) == 1 and choice.finish_reason == "tool_calls"
+    assert choice.message.content is None   # at_least_one: the answer starts with the call
+
+
+def test_a_named_tool_is_the_one_called(client):
+    for seed in range(3):
+        resp = chat(client, tool_choice={"type": "function", "function": {"name": "get_time"}},
+                    temperature=1.0, seed=seed)   # the question is about the weather: the choice forces get_time
+        calls = check_calls(resp.choices[0])
+        assert [c.function.name for c in calls] == ["get_time"] and resp.choices[0].finish_reason == "tool_calls"
+
+
+def test_none_never_calls(client):
+    for messages in PROMPTS:
+        for seed in range(2):
+            resp = chat(client, messages=messages, tool_choice="none", temperature=1.0, seed=seed, max_tokens=40)
+            choice = resp.choices[0]
+            assert choice.message.tool_calls is None and choice.finish_reason in ("stop", "length")
+            assert isinstance(choice.message.content, str)
+
+
+def test_auto_calls_only_valid_tools_and_says_so(client):
+    for messages in PROMPTS:
+        for seed in range(2):
+            resp = chat(client, messages=messages, tool_choice="auto", temperature=1.0, seed=seed)
+            choice = resp.choices[0]
+            calls = check_calls(choice)
+            if calls and choice.finish_reason != "length":
+                assert choice.finish_reason == "tool_calls"
+            if not calls:
+                assert choice.finish_reason in ("stop", "length") and "<tool_call>" not in choice.message.content
+
+
+PROPERTY_SCHEMAS = [{"type": "string", "maxLength": 8}, {"type": "integer", "minimum": -5, "maximum": 500},
+                    {"enum": ["red", "green", 3, None]}, {"type": "boolean"},
+                    {"type": "array", "items": {"type": "string", "maxLength": 4}, "maxItems": 2},
+                    {"type": "number", "minimum": 0, "maximum": 1}]
+
+
+@st.composite
+def tool_lists(draw) -> list[dict]:
+    """1-3 tools with distinct names, each with up to 3 properties and some of them required."""
+    names = draw(st.lists(st.from_regex(r"[a-z][a-z0-9_]{0,7}", fullmatch=True), min_size=1, max_size=3, unique=True))
+    tools = []
+    for name in names:
+        props = draw(st.dictionaries(st.sampled_from(["city", "n", "ok", "tags", "x"]), st.sampled_from(PROPERTY_SCHEMAS),
+                                     max_size=3))
+        required = draw(st.lists(st.sampled_from(sorted(props)), unique=True)) if props else []
+        tools.append({"type": "function", "function": {"name": name, "parameters": {
+            "type": "object", "properties": props, "required": required, "additionalProperties": False}}})
+    return tools
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(tools=tool_lists(), data=st.data())
+def test_any_tools_calls_validate_under_their_schema(client, tools, data):
+    names = [t["function"]["name"] for t in tools]
+    choice = data.draw(st.sampled_from(["required", "auto", *names]))
+    tool_choice = choice if choice in ("required", "auto") else {"type": "function", "function": {"name": choice}}
+    resp = chat(client, tools=tools, tool_choice=tool_choice, temperature=1.0, seed=data.draw(st.integers(0, 99)),
+                max_tokens=200, parallel_tool_calls=data.draw(st.booleans()))
+    out = resp.choices[0]
+    calls = out.message.tool_calls or []
+    complete = calls if out.finish_reason != "length" else calls[:-1]   # max_tokens may cut the last one
+    for call in complete:
+        schema = next(t["function"]["parameters"] for t in tools if t["function"]["name"] == call.function.name)
+        jsonschema.validate(json.loads(call.function.arguments), schema)
+    if choice != "auto":
+        assert calls, "required and a named tool always call"
+    if choice not in ("required", "auto"):
+        assert [c.function.name for c in calls] == [choice]
+
+
+def reassemble(stream) -> tuple[str, list[tuple[str, str]], str]:
+    """A stream's content, (name, arguments) per call index, and finish reason, as a client builds them."""
+    content, calls, finish = "", {}, None
+    for chunk in stream:
+        assert chunk.object == "chat.completion.chunk" and len(chunk.choices) == 1
+        delta = chunk.choices[0].delta
+        content += delta.content or ""
+        for tc in delta.tool_calls or []:
+            if tc.id is not None:   # a call's first delta: id, type and name
+                assert tc.index == len(calls) and tc.type == "function" and tc.id.startswith("call_")
+                calls[tc.index] = [tc.function.name, ""]
+            else:
+                assert tc.function.name is None
+            calls[tc.index][1] += tc.function.arguments or ""
+        finish = chunk.choices[0].finish_reason or finish
+    return content, [tuple(c) for c in calls.values()], finish
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"tool_choice": "required"},
+    {"tool_choice": "required", "parallel_tool_calls": False},
+    {"tool_choice": "auto", "messages": PROMPTS[2]},
+    {"tool_choice": {"type": "function", "function": {"name": "get_weather"}}},
+    {"tool_choice": "none", "max_tokens": 30},
+])
+def test_streamed_deltas_reassemble_into_the_response(client, kwargs):
+    full = chat(client, **kwargs).choices[0]
+    chunks = list(chat(client, stream=True, **kwargs))
+    content, calls, finish = reassemble(chunks)
+    assert content == (full.message.content or "")
+    assert calls == [(c.function.name, c.function.arguments) for c in full.message.tool_calls or []]
+    assert finish == full.finish_reason
+    assert chunks[0].choices[0].delta.role == "assistant"
+    assert [c.choices[0].delta.role for c in chunks[1:]] == [None] * (len(chunks) - 1)
+    assert all(c.choices[0].finish_reason is None for c in chunks[:-1])
+
+
+def test_a_stream_with_usage_ends_with_the_usage_chunk(client):
+    chunks = list(chat(client, stream=True, stream_options={"include_usage": True}, tool_choice="required",
+                       parallel_tool_calls=False))
+    assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens > 0
+    assert reassemble(chunks[:-1])[2] == "tool_calls"
+
+
+def test_two_turn_conversation_with_a_tool_result(client):
+    first = chat(client, tool_choice={"type": "function", "function": {"name": "get_weather"}}).choices[0]
+    call = first.message.tool_calls[0]
+    messages = [*ASK, {"role": "assistant", "content": None,
+                       "tool_calls": [{"id": call.id, "type": "function",
+                                       "function": {"name": call.function.name, "arguments": call.function.arguments}}]},
+                {"role": "tool", "tool_call_id": call.id, "content": json.dumps({"temperature": 21, "sky": "sunny"})}]
+    second = chat(client, messages=messages, tool_choice="none", max_tokens=40)
+    choice = second.choices[0]
+    assert choice.finish_reason in ("stop", "length") and choice.message.tool_calls is None
+    assert isinstance(choice.message.content, str)
+    # The second prompt holds the first turn, its call and the result: longer than the question alone.
+    assert second.usage.prompt_tokens > chat(client, max_tokens=1).usage.prompt_tokens
+    # The same history through the other tool choices: still a valid call (or an answer) each time.
+    again = chat(client, messages=messages, tool_choice="required", parallel_tool_calls=False).choices[0]
+    assert len(check_calls(again)) == 1
+
+
+def test_looping_under_required_is_stopped_by_stop_after_first_or_max_tokens(client):
+    # required + parallel: after the first call the model may call again and again; only
+    # max_tokens ends that ("length"), and every call it completed is valid.
+    for seed in range(3):
+        resp = chat(client, tool_choice="required", temperature=1.2, seed=seed, max_tokens=60)
+        choice = resp.choices[0]
+        if choice.finish_reason == "length":
+            assert resp.usage.completion_tokens == 60
+            calls = choice.message.tool_calls or []
+            for call in calls[:-1]:   # the last one may be cut inside its arguments
+                jsonschema.validate(json.loads(call.function.arguments), SCHEMAS[call.function.name])
+        else:
+            assert choice.finish_reason == "tool_calls" and check_calls(choice)
+        # stop_after_first: one call, then the end of the output
+        once = chat(client, tool_choice="required", parallel_tool_calls=False, temperature=1.2, seed=seed,
+                    max_tokens=60).choices[0]
+        assert len(check_calls(once)) == 1 and once.finish_reason == "tool_calls"
+
+
+def test_a_call_cut_by_max_tokens_is_length_with_its_partial_arguments(client):
+    resp = chat(client, tool_choice={"type": "function", "function": {"name": "get_weather"}}, max_tokens=3)
+    choice = resp.choices[0]
+    assert choice.finish_reason == "length" and resp.usage.completion_tokens == 3
+    # What was generated is all there: the call's markup is not shown as content.
+    assert choice.message.content in (None, "") or "<tool_call>" not in choice.message.content
+
+
+def test_a_stop_string_that_cuts_a_call_is_stop_not_tool_calls(client):
+    resp = chat(client, tool_choice={"type": "function", "function": {"name": "get_weather"}}, stop=["city"])
+    choice = resp.choices[0]
+    assert choice.finish_reason == "stop"
+    [call] = choice.message.tool_calls   # cut inside its arguments, before the stop string
+    assert call.function.name == "get_weather" and call.function.arguments.startswith('{"')
+    assert "city" not in call.function.arguments
+
+
+def test_tool_calls_are_counted_in_metrics(client, server):
+    import httpx
+
+    def count() -> float:
+        text = httpx.get(server + "/metrics").text
+        return sum(float(line.split()[1]) for line in text.splitlines() if line.startswith("minisglang_tool_calls_total"))
+
+    before = count()
+    chat(client, tool_choice="required", parallel_tool_calls=False)
+    assert count() == before + 1
+
+
+# ---------------------------------------------------------------------- refusals
+def refused(client, **kwargs) -> openai.BadRequestError:
+    with pytest.raises(openai.BadRequestError) as info:
+        chat(client, **kwargs)
+    assert info.value.status_code == 400
+    return info.value
+
+
+@pytest.mark.parametrize("kwargs,param,needle", [
+    ({"tools": [{"type": "function", "function": {"parameters": WEATHER}}]}, "tools[0].function.name", "required"),
+    ({"tools": [{"type": "function", "function": {"name": "get weather"}}]}, "tools[0].function.name", "letters"),
+    ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "array"}}}]},
+     "tools[0].function.parameters", "object"),
+    ({"tools": [{"type": "function", "function": {"name": "f", "parameters": "{}"}}]},
+     "tools[0].function.parameters", "JSON object"),
+    ({"tools": [{"type": "retrieval"}]}, "tools[0].type", "function"),
+    ({"tool_choice": {"type": "function", "function": {"name": "get_news"}}}, "tool_choice", "get_news"),
+    ({"tool_choice": "always"}, "tool_choice", "required"),
+    ({"tools": None, "tool_choice": "auto"}, "tool_choice", "only allowed when tools"),
+    ({"tools": TOOLS + TOOLS[:1]}, "tools[2].function.name", "twice"),
+    ({"response_format": {"type": "json_object"}}, "tools", "cannot also"),
+    ({"messages": ASK + [{"role": "tool", "tool_call_id": "call_x", "content": "21"}]}, "messages[1].tool_call_id",
+     "call_x"),
+    ({"messages": [{"role": "assistant", "tool_calls": [{"id": "c", "type": "function", "function": {
+        "name": "get_time", "arguments": "not json"}}]}]}, "messages[0].tool_calls[0].function.arguments", "JSON"),
+])
+def test_bad_tools_are_a_400_naming_the_field(client, kwargs, param, needle):
+    err = refused(client, **kwargs)
+    assert err.body["param"] == param and needle in err.body["message"], err.body
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_unsupported_schema_keyword_is_a_400_naming_it(client, stream):
+    tags = {"type": "object", "properties": {"tags": {"type": "array", "items": {"type": "object"},
+                                                      "uniqueItems": True}}}
+    tools = [*TOOLS, {"type": "function", "function": {"name": "tag", "parameters": tags}}]
+    err = refused(client, tools=tools, tool_choice="auto", stream=stream)
+    assert "uniqueItems" in err.body["message"]
+    # The tool is named where the engine's message says which structure it is.
+    assert err.body["param"] in ("tools", "tools[2].function.parameters")
+    assert err.body["message"].startswith(err.body["param"] + ": ")
+    # The server keeps serving: the next request with good tools is answered.
+    assert check_calls(chat(client, tool_choice="required", parallel_tool_calls=False).choices[0])
+
+
+def test_a_stage_before_s6_refuses_tools_naming_the_stage():
+    engine = sgl.Engine(stage="s5", max_total_tokens=2000)
+    with TestClient(create_app(engine)) as http:
+        resp = http.post("/v1/chat/completions", json={"messages": ASK, "tools": TOOLS, "max_tokens": 5})
+        assert resp.status_code == 400
+        err = resp.json()["error"]
+        assert err["param"] == "tools" and "s6-function-calling" in err["message"] and "s5-backends" in err["message"]
+        # tool_choice "none" asks for no constraint: the tools are only shown to the model.
+        ok = http.post("/v1/chat/completions", json={"messages": ASK, "tools": TOOLS, "tool_choice": "none",
+                                                     "max_tokens": 5})
+        assert ok.status_code == 200 and "tool_calls" not in ok.json()["choices"][0]["message"]
