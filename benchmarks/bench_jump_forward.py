@@ -56,8 +56,11 @@ JOBS = ["teacher", "nurse", "software engineer", "pilot", "chef", "lawyer", "des
 DOMAINS = ["example.com", "mail.org", "inbox.net"]
 
 
-def prompts(engine: Engine, n: int, seed: int = 0) -> list[str]:
-    """`n` extraction chats with all six facts in the text (seeded)."""
+ASK = "Return a JSON object with the keys name, age, city, email, phone, occupation for this text:\n"
+
+
+def prompts(engine: Engine, n: int, seed: int = 0, ask: str = ASK) -> list[str]:
+    """`n` extraction chats with all six facts in the text (seeded), each `ask` + the text."""
     rng = random.Random(seed)
     out = []
     for _ in range(n):
@@ -67,8 +70,7 @@ def prompts(engine: Engine, n: int, seed: int = 0) -> list[str]:
                 f"{first} can be reached at {first.lower()}.{last.lower()}@{rng.choice(DOMAINS)}, has the phone "
                 f"number {rng.randint(200, 999)}-{rng.randint(200, 999)}-{rng.randint(0, 9999):04d} and works as "
                 f"{'an' if job[0] in 'aeiou' else 'a'} {job}.")
-        user = "Return a JSON object with the keys name, age, city, email, phone, occupation for this text:\n" + text
-        out.append(engine.tokenizer.apply_chat_template([{"role": "user", "content": user}]))
+        out.append(engine.tokenizer.apply_chat_template([{"role": "user", "content": ask + text}]))
     return out
 
 
@@ -87,10 +89,11 @@ def time_parts(engine: Engine) -> dict[str, float]:
         spent[part] += time.perf_counter() - start
         return logits
 
-    def timed_jumps(scheduler):
+    def timed_jumps(running):
         start = time.perf_counter()
-        real_jumps(scheduler)
+        readmit = real_jumps(running)   # the requests that jumped: the scheduler re-admits them
         spent["jumps"] += time.perf_counter() - start
+        return readmit
 
     engine.scheduler.run, engine.scheduler.stage.before_decode = timed_run, timed_jumps
     return spent

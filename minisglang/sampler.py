@@ -36,7 +36,9 @@ def sample_row(row: torch.Tensor, req: Req, generator: torch.Generator) -> int:
     p = req.sampling_params
     if is_greedy(req):
         return int(torch.argmax(row))
-    probs = torch.softmax(row / p.temperature, dim=-1)
+    # The generators are CPU ones (multinomial refuses a CPU generator for a CUDA tensor), and
+    # sampling on the CPU makes a seed give the same tokens on every device.
+    probs = torch.softmax(row.cpu() / p.temperature, dim=-1)
     if p.top_k > 0 and p.top_k < probs.numel():
         kth = torch.topk(probs, p.top_k).values[-1]
         probs = torch.where(probs >= kth, probs, torch.zeros_like(probs))
