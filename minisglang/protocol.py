@@ -79,14 +79,37 @@ class JsonSchemaFormat(_Strict):
 
 
 class ResponseFormat(_Strict):
-    type: Literal["text", "json_object", "json_schema"]
+    """OpenAI's response_format, plus SGLang's {"type": "structural_tag", "structures",
+    "triggers", "at_least_one", "stop_after_first"} (checked by the engine's SamplingParams)."""
+
+    type: Literal["text", "json_object", "json_schema", "structural_tag"]
     json_schema: JsonSchemaFormat | None = None
+    structures: list[Any] | None = None
+    triggers: list[Any] | None = None
+    at_least_one: bool | None = None
+    stop_after_first: bool | None = None
 
     @model_validator(mode="after")
-    def _schema_iff_json_schema(self) -> "ResponseFormat":
+    def _fields_of_the_type(self) -> "ResponseFormat":
         if (self.type == "json_schema") != (self.json_schema is not None):
             raise ValueError("json_schema (with a schema) is required exactly when type is 'json_schema'")
+        tag_fields = [k for k in _TAG_FIELDS if getattr(self, k) is not None]
+        if self.type == "structural_tag" and not {"structures", "triggers"} <= set(tag_fields):
+            raise ValueError("type 'structural_tag' needs structures and triggers")
+        if self.type != "structural_tag" and tag_fields:
+            raise ValueError(f"{', '.join(tag_fields)} belong to type 'structural_tag' only")
         return self
+
+    def constraint(self) -> tuple[str, Any] | None:
+        """The (sampling-params key, value) this format asks for; None for "text"."""
+        if self.type == "structural_tag":
+            return "structural_tag", {k: getattr(self, k) for k in _TAG_FIELDS if getattr(self, k) is not None}
+        if self.type == "json_schema":
+            return "json_schema", self.json_schema.schema_
+        return ("json_schema", {"type": "object"}) if self.type == "json_object" else None
+
+
+_TAG_FIELDS = ("structures", "triggers", "at_least_one", "stop_after_first")
 
 
 class _SamplingFields(_Strict):
@@ -148,16 +171,18 @@ class _SamplingFields(_Strict):
             d["max_new_tokens"] = max_tokens
         if self.stop is not None:
             d["stop"] = [self.stop] if isinstance(self.stop, str) else list(self.stop)
-        fmt = self.response_format
-        if fmt is not None and fmt.type != "text":
+        fmt = self.response_format.constraint() if self.response_format is not None else None
+        if fmt is not None:
             if any(k in d for k in ("regex", "ebnf", "json_schema")):
                 raise RequestError("response_format: give either response_format or regex/ebnf/json_schema, "
                                    "not both", param="response_format")
-            d["json_schema"] = fmt.json_schema.schema_ if fmt.type == "json_schema" else {"type": "object"}
+            d[fmt[0]] = fmt[1]
         try:
             return SamplingParams.from_dict(d)
         except (TypeError, ValueError) as e:
-            raise RequestError(str(e)) from e
+            # the structural tag's own checks name its fields (structural_tag.structures[0]...)
+            where = "response_format" if fmt is not None and fmt[0] == "structural_tag" else None
+            raise RequestError(f"{where}: {e}" if where else str(e), param=where) from e
 
 
 class CompletionRequest(_SamplingFields):

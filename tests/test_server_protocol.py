@@ -55,6 +55,12 @@ def refusal(model_cls, body) -> RequestError:
     ({"prompt": "x", "logit_bias": {"5": 10}}, "logit_bias", "not supported"),
     ({"prompt": "x", "response_format": {"type": "xml"}}, "response_format.type", "must be one of"),
     ({"prompt": "x", "response_format": {"type": "json_schema"}}, "response_format", "json_schema"),
+    ({"prompt": "x", "response_format": {"type": "structural_tag", "triggers": ["<a>"]}}, "response_format",
+     "needs structures and triggers"),
+    ({"prompt": "x", "response_format": {"type": "json_object", "triggers": ["<a>"]}}, "response_format",
+     "'structural_tag' only"),
+    ({"prompt": "x", "response_format": {"type": "structural_tag", "triggers": ["<a>"], "structures": [],
+                                         "at_least_one": 1}}, "response_format.at_least_one", "true or false"),
     ({"prompt": "x", "stream_options": {"include_usage": True}}, None, "only allowed when stream is true"),
 ])
 def test_completion_fields_are_refused_with_a_sentence_naming_them(body, param, needle):

@@ -6,6 +6,7 @@ hit, and the 400s for bad tools.
 The bundled model may or may not choose to call a tool on its own: the assertions hold for
 whatever it chooses, except where the constraint forces the choice (required, a named tool)."""
 import json
+import re
 
 import jsonschema
 import openai
@@ -247,6 +248,29 @@ def test_tool_calls_are_counted_in_metrics(client, server):
     before = count()
     chat(client, tool_choice="required", parallel_tool_calls=False)
     assert count() == before + 1
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_response_format_structural_tag(client, stream):
+    # SGLang's response_format {"type": "structural_tag"}: here one tag first, then only EOS.
+    fmt = {"type": "structural_tag", "triggers": ["<answer>"], "at_least_one": True, "stop_after_first": True,
+           "structures": [{"begin": "<answer>", "schema": {"type": "integer", "minimum": 0, "maximum": 99},
+                           "end": "</answer>"}]}
+    kwargs = dict(model=MODEL, messages=ASK, max_tokens=30, temperature=1.0, seed=4, response_format=fmt)
+    if stream:
+        text = "".join(c.choices[0].delta.content or "" for c in client.chat.completions.create(stream=True, **kwargs))
+    else:
+        text = client.chat.completions.create(**kwargs).choices[0].message.content
+    m = re.fullmatch(r"<answer>(.*)</answer>", text, re.S)
+    assert m and 0 <= json.loads(m.group(1)) <= 99
+
+
+def test_a_bad_structural_tag_is_a_400_naming_its_field(client):
+    fmt = {"type": "structural_tag", "triggers": ["<a>"],
+           "structures": [{"begin": "<b>", "schema": {"type": "integer"}, "end": "</b>"}]}
+    with pytest.raises(openai.BadRequestError) as info:
+        client.chat.completions.create(model=MODEL, messages=ASK, max_tokens=5, response_format=fmt)
+    assert "structures[0].begin" in info.value.body["message"]
 
 
 # ---------------------------------------------------------------------- refusals
