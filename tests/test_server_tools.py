@@ -177,6 +177,18 @@ def test_streamed_deltas_reassemble_into_the_response(client, kwargs):
     assert all(c.choices[0].finish_reason is None for c in chunks[:-1])
 
 
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(tools=tool_lists(), data=st.data())
+def test_any_tools_stream_as_they_answer(client, tools, data):
+    choice = data.draw(st.sampled_from(["required", "auto", {"type": "function", "function": {
+        "name": tools[-1]["function"]["name"]}}]))
+    kwargs = dict(tools=tools, tool_choice=choice, max_tokens=120, parallel_tool_calls=data.draw(st.booleans()))
+    full = chat(client, **kwargs).choices[0]
+    content, calls, finish = reassemble(chat(client, stream=True, **kwargs))
+    assert (content, calls, finish) == (full.message.content or "", [
+        (c.function.name, c.function.arguments) for c in full.message.tool_calls or []], full.finish_reason)
+
+
 def test_a_stream_with_usage_ends_with_the_usage_chunk(client):
     chunks = list(chat(client, stream=True, stream_options={"include_usage": True}, tool_choice="required",
                        parallel_tool_calls=False))
