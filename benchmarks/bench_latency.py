@@ -103,8 +103,8 @@ def p99(xs: list[float]) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model-path", default=None, help="checkpoint directory (default: the bundled model)")
-    ap.add_argument("--requests", type=int, default=24, help="requests per run")
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--requests", type=int, default=16, help="requests per run")
+    ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--max-new-tokens", type=int, default=200)
     ap.add_argument("--output", type=Path, default=RESULTS)
     args = ap.parse_args()
