@@ -101,6 +101,18 @@ def schema_dfa() -> str:
                         title="the DFA of a small JSON Schema (whitespace off)")
 
 
+def structural_tag() -> str:
+    """Chapter 07: the tag the server writes for two tools under tool_choice="auto"."""
+    from minisglang.constrained.structural_tag import parse_structural_tag
+    from minisglang.drawings.structural_tag import structural_tag_dot
+    from minisglang.function_call import FunctionTool, ToolChoice, tool_constraint
+
+    tools = [FunctionTool("get_weather", {"type": "object", "properties": {"city": {"type": "string"}}}),
+             FunctionTool("search", {"type": "object", "properties": {"query": {"type": "string"}}})]
+    tag = parse_structural_tag(tool_constraint(tools, ToolChoice("auto")).value)
+    return structural_tag_dot(tag, names=["get_weather's parameters", "search's parameters"])
+
+
 def request_lifecycle() -> str:
     return (FIGURES / "00-request-lifecycle.dot").read_text(encoding="utf-8")
 
@@ -150,6 +162,7 @@ ALL = [
     Figure("04-compressed-fsm", json_compressed_fsm),
     Figure("04-radix-after-jumps", radix_after_jumps, needs_model=True),
     Figure("05-schema-dfa", schema_dfa),
+    Figure("07-structural-tag", structural_tag),
 ]
 
 

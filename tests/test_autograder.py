@@ -444,6 +444,19 @@ MUTATIONS = [
     ("task6_2", "the value closes at the first closing bracket, nested or not",
      "return self.opened and self.depth <= 0", "return self.opened"),
     ("task6_2", "closes one bracket late", "self.depth <= 0", "self.depth < 0"),
+    ("task6_1", "the shortest suffix, not the longest (every mismatch restarts from nothing)",
+     "for start in range(len(text) + 1):", "for start in range(len(text), -1, -1):"),
+    ("task6_1", "the naive restart: on a mismatch only the last character is kept (misses the aab in aaab)",
+     "for start in range(len(text) + 1):", "for start in (0, len(text) - 1, len(text)):"),
+    ("task6_1", "a trigger looked for at the start of the text, not at its end",
+     "if text.endswith(t):", "if text.startswith(t):"),
+    ("task6_1", "the self-loop of an eliminated state dropped", 'loop = _star(edges.pop((q, q), ""))',
+     'edges.pop((q, q), "")\n    loop = ""'),
+    ("task6_1", "the self-loop taken exactly once, not any number of times", 'loop = _star(edges.pop((q, q), ""))',
+     'loop = edges.pop((q, q), "")'),
+    ("task6_1", "a parallel edge overwritten instead of joined as an alternative",
+     "edges[p, r] = _alt([edges[p, r], path]) if (p, r) in edges else path", "edges[p, r] = path"),
+    ("task6_1", "the rerouted path written backwards", "path = e_in + loop + e_out", "path = e_out + loop + e_in"),
 ]
 
 
@@ -477,10 +490,11 @@ def test_a_copy_missing_a_whole_subpackage_is_not_graded_as_the_reference(tmp_pa
     assert "No module named 'minisglang.constrained'" in proc.stdout + proc.stderr, proc.stdout[-2000:]
 
 
-@pytest.mark.parametrize("stage", ["s1", "s2", "s3", "s4"])
+@pytest.mark.parametrize("stage", ["s1", "s2", "s3", "s4", "s5"])
 def test_a_checkout_runs_the_engine_with_only_its_own_files(stage, tmp_path):
-    """A copy of an early stage holds no later stage's files (no backends/ before s5), so the
-    engine it ships must run without them: the reference install is hidden from it."""
+    """A copy of an early stage holds no later stage's files (no backends/ before s5, no
+    structural_tag.py before s6), so the engine it ships must run without them: the
+    reference install is hidden from it."""
     checkout(stage, tmp_path)
     script = (
         "import sys\n"

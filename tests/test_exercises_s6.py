@@ -13,15 +13,135 @@ strings holding brackets, quotes, backslashes and the end tag itself.
 """
 from __future__ import annotations
 
+import itertools
 import json
+import re
 
+import jsonschema
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from minisglang.function_call import CALL_END, TRIGGER, CallDelta, ToolCallParser, _JsonScan, format_call, parse_tool_calls
+import minisglang as sgl
+from minisglang.constrained.json_schema import build_regex_from_schema
+from minisglang.constrained.structural_tag import FreeText, parse_structural_tag
+from minisglang.function_call import (CALL_END, TRIGGER, CallDelta, FunctionTool, ToolCallParser, ToolChoice, _JsonScan,
+                                      call_begin, format_call, parse_tool_calls, tool_constraint)
 
 NAMES = ["get_weather", "search"]
+USER = "<|user|>\n{}\n<|assistant|>\n"
+
+# ---------------------------------------------------------------------------------------
+# task6_1: free text that never contains a trigger
+# ---------------------------------------------------------------------------------------
+# (triggers, alphabet, longest string): one trigger; one that overlaps itself ("aab" after
+# "aa": the fallback must keep "aa", not restart); two that share a prefix; two that
+# overlap each other ("ab" then "ba"); one that overlaps itself twice ("abab"); a short
+# trigger that ends inside a longer one's prefix ("bd" after "ab").
+TRIGGER_SETS = [
+    (("<t>",), "<t>x", 7),
+    (("aab",), "ab", 10),
+    (("<a", "<b"), "<abx", 7),
+    (("ab", "ba"), "abc", 8),
+    (("abab",), "ab", 11),
+    (("abc", "bd"), "abcd", 7),
+]
+
+
+def first_trigger_end(text: str, triggers) -> int | None:
+    """Where the first trigger in `text` ends (the earliest end), or None: the oracle, a plain scan."""
+    for end in range(1, len(text) + 1):
+        if any(text[:end].endswith(t) for t in triggers):
+            return end
+    return None
+
+
+@pytest.mark.task6_1
+@pytest.mark.parametrize("triggers, alphabet, longest", TRIGGER_SETS, ids=lambda x: None)
+def test_free_text_regexes_equal_a_scan_on_every_short_string(triggers, alphabet, longest):
+    """`until_end` matches exactly the texts with no trigger in them; `until_trigger[t]`
+    exactly the texts whose first trigger is t and ends the text. Every string over the
+    alphabet up to `longest` characters, matched with Python's `re`."""
+    free = FreeText(triggers)
+    until_end = re.compile(free.until_end)
+    until = {t: re.compile(free.until_trigger[t]) for t in triggers}
+    for n in range(longest + 1):
+        for chars in itertools.product(alphabet, repeat=n):
+            text = "".join(chars)
+            end = first_trigger_end(text, triggers)
+            assert bool(until_end.fullmatch(text)) == (end is None), (
+                f"triggers {triggers}: until_end {'accepts' if end is not None else 'refuses'} {text!r}")
+            for t, regex in until.items():
+                want = end == len(text) and text.endswith(t)
+                assert bool(regex.fullmatch(text)) == want, (
+                    f"triggers {triggers}: until_trigger[{t!r}] {'refuses' if want else 'accepts'} {text!r}")
+
+
+@pytest.mark.task6_1
+@settings(max_examples=60, deadline=None)
+@given(st.one_of(st.just([TRIGGER]),
+                 st.lists(st.text(alphabet="ab<", min_size=1, max_size=4), min_size=1, max_size=3, unique=True)),
+       st.data())
+def test_free_text_regexes_on_random_triggers(triggers, data):
+    """Random triggers (none inside another), or the chat format's own, and texts made of
+    pieces of them, against the same scan."""
+    assume(all(t == u or t not in u for t in triggers for u in triggers))
+    pieces = st.sampled_from([t[i:j] for t in triggers for i in range(len(t)) for j in range(i + 1, len(t) + 1)] + ["x"])
+    texts = data.draw(st.lists(st.lists(pieces, max_size=8).map("".join), min_size=1, max_size=20))
+    free = FreeText(tuple(triggers))
+    for text in texts:
+        end = first_trigger_end(text, triggers)
+        assert bool(re.fullmatch(free.until_end, text)) == (end is None), (triggers, text)
+        for t in triggers:
+            want = end == len(text) and text.endswith(t)
+            assert bool(re.fullmatch(free.until_trigger[t], text)) == want, (triggers, t, text)
+
+
+@pytest.mark.task6_1
+def test_the_tag_regex_keeps_the_three_promises():
+    """Through `StructuralTag.to_regex`: a trigger in free text is refused unless a valid
+    call follows; a call whose arguments break the schema is refused; a call cut before its
+    end cannot end the output."""
+    spec = parse_structural_tag({"structures": [{"begin": call_begin("f"), "end": CALL_END, "schema": {
+        "type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"],
+        "additionalProperties": False}}], "triggers": [TRIGGER]})
+    regex = re.compile(spec.to_regex(build_regex_from_schema))
+    assert regex.fullmatch("no call at all")
+    assert regex.fullmatch("a <tool_ prefix ends it <tool_c")
+    assert regex.fullmatch('x ' + format_call("f", '{"n": 3}') + " then text " + format_call("f", '{"n": 4}'))
+    assert not regex.fullmatch("talking about <tool_call> in prose")
+    assert not regex.fullmatch(format_call("f", '{"n": "three"}'))
+    assert not regex.fullmatch(format_call("f", '{"n": 3, "m": 1}'))
+    assert not regex.fullmatch(format_call("f", '{"n": 3}')[:-3])      # EOS inside the end tag
+    assert not regex.fullmatch(call_begin("f") + '{"n": 3')             # EOS inside the arguments
+
+
+CALL = re.compile(r'<tool_call>\{"name": "(\w+)", "arguments": (.*?)\}</tool_call>', re.S)
+
+
+@pytest.mark.task6_1
+def test_engine_tool_calls_validate_under_their_schemas():
+    """The bundled model under a `required`, one-call tag: the output is exactly one call
+    of a known tool, and its arguments validate (the regex of the call is this test's own)."""
+    schemas = {"get_weather": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 16}},
+                               "required": ["city"], "additionalProperties": False},
+               "get_time": {"type": "object", "properties": {"zone": {"enum": ["UTC", "CET", "JST"]}},
+                            "required": ["zone"], "additionalProperties": False}}
+    tools = [FunctionTool(n, s) for n, s in schemas.items()]
+    spec = tool_constraint(tools, ToolChoice("required"), parallel_tool_calls=False).value
+    engine = sgl.Engine(stage="s6", jump_forward=False)
+    try:
+        outs = engine.generate([USER.format("What is the weather in Paris?"), USER.format("What time is it in Tokyo?")],
+                               [{"structural_tag": spec, "max_new_tokens": 100, "temperature": 0.7, "seed": s}
+                                for s in (1, 2)])
+    finally:
+        engine.shutdown()
+    for out in outs:
+        assert out["meta_info"]["finish_reason"]["type"] == "stop", out
+        m = CALL.fullmatch(out["text"])
+        assert m, out["text"]
+        jsonschema.validate(json.loads(m[2]), schemas[m[1]])
+
 
 # ---------------------------------------------------------------------------------------
 # task6_2: reading the calls back

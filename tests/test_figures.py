@@ -39,3 +39,29 @@ def test_a_changed_drawing_is_reported_stale(tmp_path):
     changed = make_figures.Figure(figure.name, lambda: figure.make().replace("regex:", "Regex:"))
     assert "no longer matches" in make_figures.stale(changed, tmp_path)
     assert "missing" in make_figures.stale(make_figures.Figure("nope", figure.make), tmp_path)
+
+
+@pytest.mark.parametrize("at_least_one", [False, True])
+@pytest.mark.parametrize("stop_after_first", [False, True])
+def test_the_structural_tag_drawing_follows_the_flags_and_the_trigger_automaton(at_least_one, stop_after_first):
+    """Chapter 07's drawing, read as text: the free-text states are the trigger's prefixes
+    with their fallbacks (after 'aa', another 'a' stays at 'aa'); the start arrow enters a
+    tag directly under at_least_one; stop_after_first leads a tag to a state of EOS only."""
+    from minisglang.constrained.structural_tag import parse_structural_tag
+    from minisglang.drawings.structural_tag import structural_tag_dot
+
+    tag = parse_structural_tag({"structures": [{"begin": "aab{", "schema": {"type": "object"}, "end": "}."}],
+                                "triggers": ["aab"], "at_least_one": at_least_one,
+                                "stop_after_first": stop_after_first})
+    dot = structural_tag_dot(tag, names=["f's parameters"])
+    free_drawn = not (at_least_one and stop_after_first)
+    assert ('f2 [shape=doublecircle, label="\'aa\'"];' in dot) == free_drawn
+    if free_drawn:
+        assert "f2 -> f2 [label=\"'a'\"];" in dot and "f2 -> t_0 [label=\"'b'\"];" in dot
+        assert "f1 -> f2 [label=\"'a'\"];" in dot and 'f1 -> f0 [label="other", style=dashed];' in dot
+    assert ("__start -> t_0" in dot) == at_least_one and ("__start -> f0;" in dot) == (not at_least_one)
+    assert ('done [shape=doublecircle, label="only EOS"];' in dot) == stop_after_first
+    after = "done" if stop_after_first else "f0"
+    assert "t_0 -> body_0 [label=\"'{'\", style=bold" in dot
+    assert f"body_0 -> {after} [label=\"'}}.'\", style=bold" in dot
+    assert "JSON value, f's parameters" in dot

@@ -289,6 +289,7 @@ class FreeText:
 
     def _next(self, text: str) -> Any:
         """The automaton state after `text`: a full trigger's sink, or the longest prefix it ends with."""
+        # BEGIN SOLUTION task6_1
         for t in self.triggers:
             if text.endswith(t):
                 return ("trigger", t)
@@ -296,11 +297,13 @@ class FreeText:
             if text[start:] in self.states:
                 return self.states[text[start:]]
         return 0
+        # END SOLUTION
 
     @staticmethod
     def _eliminate(edges: dict[tuple[Any, Any], str], order: list[int]) -> None:
         """Remove the states in `order` one by one, rerouting every path through them:
         p -> q -> r becomes p -> r labelled (p,q)(q,q)*(q,r), joined to any old (p,r)."""
+        # BEGIN SOLUTION task6_1
         for q in order:
             loop = _star(edges.pop((q, q), ""))
             into = [(p, e) for (p, r), e in edges.items() if r == q]
@@ -311,6 +314,7 @@ class FreeText:
                 for r, e_out in out:
                     path = e_in + loop + e_out
                     edges[p, r] = _alt([edges[p, r], path]) if (p, r) in edges else path
+        # END SOLUTION
 
 
 __all__ = ["FreeText", "StructuralTag", "StructuralTagError", "TagStructure", "literal", "parse_structural_tag"]

@@ -35,7 +35,7 @@ STAGE_FILES: dict[str, list[str]] = {
     "s4-jump-forward": ["constrained/jump_forward.py", "drawings/compressed.py"],
     "s5-backends": ["backends", "constrained/json_schema.py", "constrained/lazy_regex.py",
                     "constrained/lazy_token_fsm.py", "constrained/lazy_trie_walk.py"],
-    "s6-function-calling": ["constrained/structural_tag.py"],
+    "s6-function-calling": ["constrained/structural_tag.py", "drawings/structural_tag.py"],
 }
 
 
