@@ -27,12 +27,14 @@ from minisglang.constrained.json_schema import (
     ANY_VALUE_NESTING,
     DEFAULT_WHITESPACE,
     FORMATS,
+    SHORT_FORMATS,
     STRING_CHAR,
     UNSUPPORTED_KEYWORDS,
     InvalidSchemaError,
     UnsupportedSchemaError,
     _hex_range,
     _json_string_chars,
+    _length_range,
     build_regex_from_schema,
 )
 from minisglang.constrained.regex_dfa import CharDFA, compile_regex
@@ -458,6 +460,33 @@ def test_unsupported_patterns_are_refused_by_name(pattern, message):
     assert "#/properties/x/pattern" in str(info.value)
 
 
+@pytest.mark.parametrize("fmt", sorted(SHORT_FORMATS))
+def test_short_format_strings_pass_the_checker_and_fit_their_length(fmt):
+    """The short forms used with maxLength: sound, and no longer than they claim."""
+    lo, hi = _length_range(SHORT_FORMATS[fmt])
+    schema = {"type": "string", "format": fmt, "minLength": lo, "maxLength": hi}
+    assert build_regex_from_schema(schema) == f'"{SHORT_FORMATS[fmt]}"'
+    assert_sound(schema, n=200)
+
+
+@pytest.mark.parametrize("schema", [{"type": "string", "format": "date", "maxLength": 10},
+                                    {"type": "string", "format": "uuid", "minLength": 36},
+                                    {"type": "string", "format": "uri", "maxLength": 2048},
+                                    {"type": "string", "format": "email", "maxLength": 255, "minLength": 3},
+                                    {"type": "string", "format": "date-time", "maxLength": 30}])
+def test_format_with_length_bounds_is_sound(schema):
+    assert_sound(schema, n=200)
+
+
+@pytest.mark.parametrize("schema", [{"type": "string", "format": "date", "maxLength": 9},
+                                    {"type": "string", "format": "uri", "maxLength": 20},
+                                    {"type": "string", "format": "email", "minLength": 10}])
+def test_format_with_length_that_does_not_fit_names_both(schema):
+    with pytest.raises(UnsupportedSchemaError, match=re.escape(f"'format': {schema['format']!r} together with "
+                                                               "'minLength'/'maxLength' at #")):
+        build_regex_from_schema(schema)
+
+
 def test_pattern_with_format_is_refused():
     """(pattern with minLength/maxLength is an exact intersection: test_json_schema_keywords.py)"""
     with pytest.raises(UnsupportedSchemaError, match="'format' together with"):
@@ -780,9 +809,9 @@ def test_unique_items_false_constrains_nothing():
 
 
 def test_unknown_formats_are_refused():
-    with pytest.raises(UnsupportedSchemaError, match="'format': 'hostname' at # is not supported.*"
+    with pytest.raises(UnsupportedSchemaError, match="'format': 'url' at # is not supported.*"
                                                      "unknown_formats='annotation'"):
-        build_regex_from_schema({"type": "string", "format": "hostname"})
+        build_regex_from_schema({"type": "string", "format": "url"})
 
 
 def test_unknown_formats_as_annotations_are_any_string():

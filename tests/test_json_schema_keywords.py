@@ -133,6 +133,8 @@ def test_object_keywords_are_exact_on_every_small_object(extra, any_order):
     {"type": "object", "additionalProperties": {"type": "integer"}, "maxProperties": 0},
     {"type": "object", "required": ["a"], "additionalProperties": {"type": "integer"}, "maxProperties": 2},
     {"type": "object", "required": ["a"], "minProperties": 1},
+    {"type": "object", "additionalProperties": {"type": "integer"}, "minProperties": 1},   # one entry or more
+    {"type": "object", "minProperties": 1, "maxProperties": 2},
 ])
 def test_max_properties_on_maps_counts_entries(schema):
     domain = [dict(zip(keys, itertools.repeat(1))) for n in range(4) for keys in itertools.combinations("abcd", n)]
@@ -141,7 +143,7 @@ def test_max_properties_on_maps_counts_entries(schema):
 
 
 @pytest.mark.parametrize("schema, message", [
-    ({"type": "object", "properties": {"x": {"type": "object", "minProperties": 1}}},
+    ({"type": "object", "properties": {"x": {"type": "object", "minProperties": 2}}},
      "keyword 'minProperties' at #/properties/x is not supported on an object with unlisted keys"),
     ({"dependentRequired": {"a": "b"}}, "'dependentRequired' at #/dependentRequired/a must be an array"),
     ({"dependentSchemas": {"a": ["b"]}}, "'dependentSchemas' at #/dependentSchemas/a must be a schema"),

@@ -599,6 +599,12 @@ _PCT = r"%[0-9A-Fa-f]{2}"
 _PCHAR = rf"(?:[A-Za-z0-9._~!$&'()*+,;=:@-]|{_PCT})"  # RFC 3986 path character
 _AUTHORITY = (rf"(?:(?:[A-Za-z0-9._~!$&'()*+,;=:-]|{_PCT})*@)?"  # userinfo@
               rf"(?:[A-Za-z0-9._~!$&'()*+,;=-]|{_PCT})*(?::[0-9]*)?")  # host:port
+_HOST_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,60}[A-Za-z0-9])?"  # at most 62 characters
+_SEGMENT_NC = rf"(?:[A-Za-z0-9._~!$&'()*+,;=@-]|{_PCT})"  # a path character but ':' (RFC 3986 segment-nz-nc)
+_QUERY_FRAGMENT = rf"(?:\?(?:{_PCHAR}|[/?])*)?(?:#(?:{_PCHAR}|[/?])*)?"
+_HEX4 = r"[0-9a-fA-F]{1,4}"
+_DUR_DATE = r"(?:[0-9]{1,4}Y(?:[0-9]{1,4}M)?(?:[0-9]{1,4}D)?|[0-9]{1,4}M(?:[0-9]{1,4}D)?|[0-9]{1,4}D)"
+_DUR_TIME = r"(?:[0-9]{1,4}H(?:[0-9]{1,4}M)?(?:[0-9]{1,4}S)?|[0-9]{1,4}M(?:[0-9]{1,4}S)?|[0-9]{1,4}S)"
 FORMATS = {
     "date": _DATE,
     "time": _TIME,
@@ -608,7 +614,51 @@ FORMATS = {
     "ipv4": r"(?:(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])\.){3}(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])",
     "uri": (rf"[A-Za-z][A-Za-z0-9+.-]*:(?://{_AUTHORITY}(?:/{_PCHAR}*)*|/?(?:{_PCHAR}+(?:/{_PCHAR}*)*)?)"
             rf"(?:\?(?:{_PCHAR}|[/?])*)?(?:#(?:{_PCHAR}|[/?])*)?"),
+    # at most 4 labels of at most 62 characters: within the 253 that a host name may have
+    "hostname": rf"{_HOST_LABEL}(?:\.{_HOST_LABEL}){{0,3}}",
+    # the full form, or "::" with up to 7 groups on one side
+    "ipv6": rf"(?:{_HEX4}(?::{_HEX4}){{7}}|::|{_HEX4}(?::{_HEX4}){{0,6}}::|::{_HEX4}(?::{_HEX4}){{0,6}})",
+    # ISO 8601 durations, components in order, at most 4 digits each
+    "duration": rf"P(?:{_DUR_DATE}(?:T{_DUR_TIME})?|T{_DUR_TIME}|[0-9]{{1,4}}W)",
+    "json-pointer": r"(?:/(?:[A-Za-z0-9._ -]|~[01])*)*",
 }
+# A relative reference: a network path, an absolute path, or a path whose first segment has no ':'.
+FORMATS["uri-reference"] = (rf"(?:{FORMATS['uri']}|(?://{_AUTHORITY}(?:/{_PCHAR}*)*|/(?:{_PCHAR}+(?:/{_PCHAR}*)*)?"
+                            rf"|{_SEGMENT_NC}+(?:/{_PCHAR}*)*)?{_QUERY_FRAGMENT})")
+# Shorter forms of the formats whose strings have no length limit, for a format with
+# maxLength: a sound subset (every match is valid) of at most a known length.
+_SHORT_LABEL = r"[a-z0-9](?:[a-z0-9-]{0,14}[a-z0-9])?"  # at most 16 characters
+_SHORT_PATH = r"(?:/[A-Za-z0-9._~-]{0,16}){0,4}"
+SHORT_FORMATS = {
+    "time": r"(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])",
+    "email": rf"[A-Za-z0-9._+-]{{1,32}}@{_SHORT_LABEL}(?:\.{_SHORT_LABEL}){{1,3}}",
+    "uri": rf"https?://{_SHORT_LABEL}(?:\.{_SHORT_LABEL}){{0,3}}{_SHORT_PATH}",
+    "hostname": rf"{_SHORT_LABEL}(?:\.{_SHORT_LABEL}){{0,3}}",
+}
+SHORT_FORMATS["date-time"] = f"{_DATE}T{SHORT_FORMATS['time']}"
+SHORT_FORMATS["uri-reference"] = SHORT_FORMATS["uri"]
+
+
+@functools.cache
+def _length_range(regex: str) -> tuple[int, int | None]:
+    """The shortest and longest (None: unbounded) match of a regex, as Python's parser
+    measures it (our regexes mean the same in `re`)."""
+    lo, hi = sre_parse.parse(regex).getwidth()
+    return lo, None if hi >= sre_parse.MAXREPEAT else hi
+
+
+def _format_with_length(fmt: str, min_length: int, max_length: int | None, path: str) -> str:
+    """A format's strings within minLength..maxLength: the format itself when all its
+    strings fit, else its short form (SHORT_FORMATS) when all of those fit; else an error."""
+    for regex in (FORMATS[fmt], SHORT_FORMATS.get(fmt)):
+        if regex is None:
+            continue
+        lo, hi = _length_range(regex)
+        if lo >= min_length and (max_length is None or (hi is not None and hi <= max_length)):
+            return regex
+    raise UnsupportedSchemaError(f"'format': {fmt!r} together with 'minLength'/'maxLength' at {path} is supported "
+                                 "only when every string of the format (or of its short form) has a length within "
+                                 "the bounds")
 
 
 # ---------------------------------------------------------------------------------------
@@ -1360,9 +1410,10 @@ class _SchemaCompiler:
             schema = {k: v for k, v in schema.items() if k != "format"}  # an annotation: any string
         if "format" in schema:
             fmt = schema["format"]
-            if has_length or "pattern" in schema:
-                raise UnsupportedSchemaError(f"'format' together with 'pattern' or "
-                                             f"'minLength'/'maxLength' at {path} is not supported")
+            if "pattern" in schema:
+                raise UnsupportedSchemaError(f"'format' together with 'pattern' at {path} is not supported")
+            if has_length:
+                return f'"{_format_with_length(fmt, min_length or 0, max_length, path)}"'
             return f'"{FORMATS[fmt]}"'
         if "pattern" in schema:
             if has_length:
@@ -1612,12 +1663,13 @@ class _SchemaCompiler:
             entries = [] if extra_value is None or key is None else [f"{key}:{self.ws}{extra_value}"]
         if not entries:
             return self._members_regex(members, path, counts=counts)
-        if counts[0] > len(members):  # a repeated key counts once: entries do not prove the count
+        one_entry = not members and "properties" not in schema and counts[0] == 1  # one key is distinct
+        if counts[0] > len(members) and not one_entry:  # a repeated key counts once: entries do not prove the count
             raise UnsupportedSchemaError(
                 f"keyword 'minProperties' at {path} is not supported on an object with unlisted keys "
                 "(a regex cannot keep keys distinct)")
         if "properties" not in schema:  # every member is required: a map
-            return self._map_regex(members, _alt(entries), counts[1])
+            return self._map_regex(members, _alt(entries), counts[1], at_least_one=one_entry)
         if counts[1] is not None:
             raise UnsupportedSchemaError(f"keyword 'maxProperties' at {path} is not supported on an object with "
                                          "both optional listed properties and unlisted keys")
@@ -1755,9 +1807,11 @@ class _SchemaCompiler:
         firsts = [f for f in firsts if f is not None]
         return firsts + ([""] if not any(req for _, req in members) and lo == 0 else [])
 
-    def _map_regex(self, members: list[tuple[str, bool]], entry: str, most: int | None = None) -> str | None:
+    def _map_regex(self, members: list[tuple[str, bool]], entry: str, most: int | None = None,
+                   at_least_one: bool = False) -> str | None:
         """`{` the required members, then any number of `entry` (at most `most` entries in
-        all: maxProperties; a repeated key only lowers the count) `}`."""
+        all: maxProperties; a repeated key only lowers the count; `at_least_one`: without
+        members, one entry or more: minProperties 1) `}`."""
         ws, sep = self.ws, f",{self.ws}"
         if most is not None and most < len(members):
             return None
@@ -1767,7 +1821,8 @@ class _SchemaCompiler:
         elif more == 0:
             body = ""
         else:
-            body = _repeat(entry + _repeat(sep + entry, 0, None if more is None else more - 1), 0, 1)
+            body = _repeat(entry + _repeat(sep + entry, 0, None if more is None else more - 1),
+                           1 if at_least_one else 0, 1)
         return rf"\{{{ws}{body}{ws}\}}"
 
     def _any_value(self, nesting: int) -> str:
@@ -2065,6 +2120,8 @@ def _merge(a: dict | bool, b: dict | bool, path: str) -> dict | bool:
             merged["anyOf"] = _anyof_pairs(merged["anyOf"], value, path)
             if not merged["anyOf"]:
                 return False  # every pair contradicts
+        elif keyword not in CONSTRAINING_KEYWORDS:
+            pass  # an annotation or unknown keyword: ignored, whatever its values
         elif keyword not in ("properties", "additionalProperties", "prefixItems", "items"):
             raise UnsupportedSchemaError(f"'allOf' at {path}: two subschemas give '{keyword}' different values "
                                          f"({merged[keyword]!r} and {value!r}), which we cannot merge")
@@ -2121,6 +2178,13 @@ def _plain_merge(x, y, path: str):
         return _merge(plain[0], plain[1], path)
     except UnsupportedSchemaError:  # e.g. two patterns: refused when (and if) the pair is compiled
         return {"allOf": [x, y]}
+
+
+# Every keyword that constrains a value (the rest are annotations or unknown: ignored).
+CONSTRAINING_KEYWORDS = frozenset({
+    *(k for keywords in TYPE_KEYWORDS.values() for k in keywords), *UNSUPPORTED_KEYWORDS, *DEPENDENCY_KEYWORDS,
+    "type", "enum", "const", "uniqueItems", "minContains", "maxContains", "anyOf", "oneOf", "allOf", "not", "if",
+    "then", "else", "$ref", EXCLUDED_STRINGS, FRACTIONAL, NOT_AT})
 
 
 def _both(x, y):
