@@ -599,7 +599,7 @@ def tool_example(rng: random.Random, held_out: bool = False) -> dict:
     arguments are copied from the request (sometimes two calls), or a plain answer when
     no tool fits, or - after a call and its ``tool`` result - a reply that uses the result."""
     zh = rng.random() < 0.5
-    n_tools = rng.choices([1, 2, 3, 4, 5], [3, 3, 2, 1, 1])[0]
+    n_tools = rng.choices([1, 2, 3, 4, 5], [4, 3, 2, 1, 1])[0]
     families = rng.sample(TOOL_FAMILIES, n_tools)
     tools, spellings = zip(*(make_tool(rng, f) for f in families))
     system = rng.choice([None, None, "You are a helpful assistant.", "你是一个乐于助人的助手。"])
@@ -630,10 +630,36 @@ def tool_example(rng: random.Random, held_out: bool = False) -> dict:
             "assistant": family["reply"][1 if zh else 0](values, result)}
 
 
+def copy_example(rng: random.Random, held_out: bool = False) -> dict:
+    """A short request whose whole answer is copied from it: a person's name, or a list of
+    generated names, words and numbers repeated verbatim. Dense copying teaches the model
+    the mechanism (attend to the earlier occurrence, emit the next token) that every
+    extraction answer relies on; a tiny model learns it far sooner from these than from
+    a few copied tokens per paragraph."""
+    zh = rng.random() < 0.5
+    if rng.random() < 0.5:
+        facts = {"name": person_name(rng, zh, held_out), "age": rng.randint(18, 90), "city": _city(rng, zh),
+                 "email": _email(rng), "phone": _phone(rng, zh), "occupation": rng.choice(ZH_JOBS if zh else EN_JOBS),
+                 "hobbies": rng.sample(ZH_HOBBIES if zh else EN_HOBBIES, rng.randint(1, 3)), "birthday": "2000-01-01"}
+        text = _paragraph(rng, facts, ["name"] + rng.sample(["age", "city", "occupation", "hobbies"], 2), zh, held_out)
+        question = rng.choice(["这段话里的人叫什么名字？只回答名字。", "名字是什么？"] if zh else
+                              ["What is the person's name? Answer with the name only.", "Who is this text about?"])
+        return {"task": "copy", "system": None, "user": question + "\n" + text, "assistant": facts["name"]}
+    items = []
+    for _ in range(rng.randint(1, 4)):
+        kind = rng.randrange(4)
+        items.append([lambda: person_name(rng, zh, held_out), lambda: _word(rng, (1, 3)),
+                      lambda: str(rng.randint(0, 9999)), lambda: _city(rng, zh)][kind]())
+    sep = "、" if zh else ", "
+    question = rng.choice(["照抄下面的内容：", "重复一遍："] if zh else ["Repeat exactly:", "Copy this:"])
+    return {"task": "copy", "system": None, "user": question + "\n" + sep.join(items), "assistant": sep.join(items)}
+
+
 # The task mix: extraction dominates because it is what the chapters demonstrate; tool
-# calls are chapter 07's.
-TASKS = [(person_example, 0.52), (tool_example, 0.22), (date_example, 0.04), (email_example, 0.04),
-         (ip_example, 0.04), (phone_example, 0.04), (colour_example, 0.03), (qa_example, 0.04), (prose_example, 0.03)]
+# calls are chapter 07's; copying is the skill both need.
+TASKS = [(person_example, 0.48), (tool_example, 0.17), (copy_example, 0.16), (date_example, 0.03),
+         (email_example, 0.03), (ip_example, 0.03), (phone_example, 0.03), (colour_example, 0.02),
+         (qa_example, 0.03), (prose_example, 0.02)]
 
 
 def make_corpus(n_examples: int, seed: int = 0) -> list[dict]:

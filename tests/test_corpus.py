@@ -27,7 +27,7 @@ def test_corpus_is_reproducible_and_seed_dependent():
                make_corpus.make_corpus(400, seed=2))
     assert a == b
     assert a != c
-    assert {ex["task"] for ex in a} >= {"extract_person", "tool_call", "tool_reply", "tool_none", "date", "dates",
+    assert {ex["task"] for ex in a} >= {"extract_person", "tool_call", "tool_reply", "tool_none", "copy", "date", "dates",
                                         "emails", "ipv4", "phone", "colour", "qa", "prose"}
     assert any(ex["assistant"].startswith("```json\n") for ex in a)  # loose requests are sometimes fenced
     assert any("张三" in ex["user"] and ex["assistant"] == json.dumps(make_corpus.SEED_EXAMPLE_ANSWER, ensure_ascii=False)
@@ -71,6 +71,13 @@ def test_extraction_answers_are_grounded_and_in_key_order(seed, held_out):
     if "birthday" in answer:
         y, m, d = (int(x) for x in answer["birthday"].split("-"))
         assert str(y) in text and (str(d) in text)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.booleans())
+def test_copy_answers_are_in_the_request(seed, held_out):
+    ex = make_corpus.copy_example(random.Random(seed), held_out=held_out)
+    assert ex["assistant"] and ex["assistant"] in ex["user"].split("\n", 1)[1]
 
 
 @pytest.mark.parametrize("n,spelled", [(0, "零"), (7, "七"), (10, "十"), (18, "十八"), (35, "三十五"), (90, "九十"),
