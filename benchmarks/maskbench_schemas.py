@@ -55,7 +55,8 @@ def leaf(rng: random.Random, hard: bool = False):
     """One scalar property, with the constraints real schemas put on scalars."""
     kinds = ["string", "enum", "integer", "number", "boolean", "format", "nullable", "pattern"]
     if hard:
-        kinds += ["multipleOf", "pattern_length", "int_or_string", "not_enum", "decimal_step"]
+        kinds += ["multipleOf", "pattern_length", "int_or_string", "not_enum", "decimal_step", "format_length",
+                  "other_format", "slug_length"]
     kind = rng.choice(kinds)
     desc = {"description": f"The {rng.choice(WORDS)} of the item."} if rng.random() < 0.5 else {}
     if kind == "string":
@@ -99,6 +100,17 @@ def leaf(rng: random.Random, hard: bool = False):
     if kind == "int_or_string":   # Kubernetes' IntOrString
         return ({"anyOf": [{"type": "integer"}, {"type": "string"}], "x-kubernetes-int-or-string": True},
                 lambda r: r.randint(1, 9000) if r.random() < 0.5 else f"{r.randint(1, 99)}%")
+    if kind == "format_length":   # as Snowplow and GitHub configs bound their URIs and emails
+        name, limit = rng.choice([("uri", 2048), ("email", 255), ("date-time", 64), ("uri", 40), ("hostname", 253)])
+        make = FORMATS.get(name) or (lambda r: f"{word(r)}.example.com")
+        return {"type": "string", "format": name, "maxLength": limit}, make
+    if kind == "other_format":   # formats outside JSON Schema's list (annotations for a validator)
+        name = rng.choice(["url", "path", "int32", "ipv6", "duration"])
+        make = {"ipv6": lambda r: "2001:db8::%x" % r.getrandbits(16), "duration": lambda r: f"PT{r.randint(1, 59)}M"}
+        return {"type": "string", "format": name}, make.get(name, lambda r: "/" + word(r))
+    if kind == "slug_length":   # a pattern with a repeated group, and a length
+        return ({"type": "string", "pattern": "^[a-z0-9]+(-[a-z0-9]+)*$", "maxLength": 32},
+                lambda r: "-".join(word(r, (1, 6)) for _ in range(r.randint(1, 3))))
     values = rng.choice(ENUMS)   # not_enum: any string but these
     return {"type": "string", "not": {"enum": values}}, lambda r: word(r, (1, 6), "xyz")
 
@@ -158,7 +170,7 @@ def github_easy(rng: random.Random):
 def github_medium(rng: random.Random):
     """definitions + $ref, enums, maps with patternProperties, minProperties."""
     inner, make_inner = obj(rng, 1)
-    shape = rng.choice(["ref", "map", "pattern", "minprops"])
+    shape = rng.choice(["ref", "map", "pattern", "minprops", "map_minprops", "allOf_notes"])
     outer, make_outer = obj(rng, 0, closed=False)
     if shape == "ref":
         outer["properties"]["item"] = {"$ref": "#/definitions/item"}
@@ -173,6 +185,13 @@ def github_medium(rng: random.Random):
         outer["patternProperties"] = {"^x-": {"type": "string"}}
         outer["additionalProperties"] = False
         return outer, lambda r: {**make_outer(r), **({"x-" + word(r): word(r)} if r.random() < 0.5 else {})}
+    if shape == "map_minprops":   # services: {name: config}, at least one
+        value, make_value = obj(rng, 0)
+        return ({"type": "object", "additionalProperties": value, "minProperties": 1},
+                lambda r: {word(r): make_value(r) for _ in range(r.randint(1, 3))})
+    if shape == "allOf_notes":   # allOf branches with editor annotations of their own
+        return ({"allOf": [{**outer, "x-intellij-html-description": "the settings"},
+                           {"type": "object", "x-intellij-html-description": "more settings"}]}, make_outer)
     outer["minProperties"] = 1
     return outer, lambda r: make_outer(r) or {next(iter(outer["properties"])): None}
 
@@ -283,7 +302,17 @@ def washington_post(rng: random.Random):
 
 def schema_store(rng: random.Random):
     """JSON Schema Store files: string-or-list, patternProperties maps, not, enum unions."""
-    shape = rng.choice(["string_or_list", "pattern_map", "not_type", "enum_or_pattern"])
+    shape = rng.choice(["string_or_list", "pattern_map", "not_type", "enum_or_pattern", "oneOf_overlap",
+                        "pattern_and_listed"])
+    if shape == "oneOf_overlap":   # exactly one: a listed value fits both branches, so it is invalid
+        return ({"type": "object", "properties": {"level": {"oneOf": [{"type": "string"},
+                                                                      {"enum": ["off", "on", 0, 1]}]}}},
+                lambda r: {"level": r.choice(["warn", "auto", 0, 1, word(r)])})
+    if shape == "pattern_and_listed":   # a listed key that the pattern matches too
+        return ({"type": "object", "properties": {"name": {"type": "string"}},
+                 "patternProperties": {"^[a-z]+$": {"type": "string", "maxLength": 8}},
+                 "additionalProperties": False},
+                lambda r: {"name": word(r, (1, 8)), **{word(r): word(r, (1, 8)) for _ in range(r.randint(0, 2))}})
     if shape == "string_or_list":
         return ({"type": "object", "properties": {"extends": {"oneOf": [
                     {"type": "string"}, {"type": "array", "items": {"type": "string"}}]}}},
