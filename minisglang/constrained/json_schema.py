@@ -30,8 +30,10 @@ options of SchemaOptions change some of them):
 - Numbers the schema does not bound have at most max_integer_digits (18) integer,
   max_fraction_digits (20) fraction and max_exponent_digits (3) exponent digits, so a
   model cannot write digits until max_new_tokens; one bound makes the other a power of
-  ten; fractions are always limited.
+  ten; fractions are always limited (option bound_numbers=False: no digit limits).
 - `format`s we do not know are an error (option unknown_formats="annotation": any string).
+  A format with minLength/maxLength is written when every string of it, or of its short
+  form (SHORT_FORMATS: e.g. `https://` URIs of at most 143 characters), fits the bounds.
 - `prefixItems` without `items`: no items after the prefix (a tuple).
 - No `type`: the type comes from the type-specific keywords present (`properties` ->
   object, `minLength` -> string, ...); with none of them, any JSON value.
