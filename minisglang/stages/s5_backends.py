@@ -17,9 +17,12 @@ So the same scheduler runs our automaton ("fsm"), xgrammar, outlines-core or llg
 (`Engine(grammar_backend=...)`). A failed compile arrives as an `InvalidGrammarObject`
 and aborts only its request. The reasoning gate (`think_end` in the sampling params)
 leaves the model free until it has written that token, then the grammar applies.
-Engine options: `BackendOptions` below. Our own backend ("fsm") compiles in s3's worker
-processes (constrained/compile_service.py) with its bounds and disk cache; the others
-compile on threads, bounded by the timeout from the caller's side only.
+Engine options: `BackendOptions` below. Our own backend ("fsm") is lazy by default
+(constrained/lazy_token_fsm.py: a start row in about a millisecond, the other states and
+rows made as generation reaches them); with `automaton="eager"` it compiles the whole
+automaton in s3's worker processes (constrained/compile_service.py) with its bounds and
+disk cache. The other backends compile on threads, bounded by the timeout from the
+caller's side only.
 """
 from __future__ import annotations
 
