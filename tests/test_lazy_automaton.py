@@ -357,3 +357,90 @@ def test_rows_are_cached_and_packed_like_s2():
     allowed = fsm.index.allowed_token_ids(0)
     assert torch.nonzero(bits).flatten().tolist() == allowed and len(allowed) == row.count > 0
     assert np.all(np.diff(allowed) > 0) and fsm.nbytes() > 0
+
+
+# ---------------------------------------------------------------------------------------
+# Rows shared between states: clipped bounds, a head's row, alternatives, other grammars
+# ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("pattern", [r'"[^"]{0,60}"', r"(ab|c){3,40}x", r"a{0,50}b|a{20,30}c", r"(a{2,}b){0,45}",
+                                     r"((a|bb){5,70}1)*z?"])
+def test_a_clipped_node_reads_like_the_node_up_to_its_length(pattern):
+    """RegexPool.clip(node, L): every string of at most L bytes is viable (and accepted)
+    in the clipped node exactly when it is in the node, in every state along the way."""
+    pool = RegexPool()
+    dfa = LazyByteDFA(parse_regex(pattern, pool), pool)
+    rng = random.Random(pattern)
+    length = 8
+    state = dfa.initial
+    for _ in range(60):   # states along a random walk
+        clipped = dfa._state(pool.clip(dfa.nodes[state], length))
+        for s in ALL_STRINGS[:400] + [sample_match(dfa, rng, 12).decode("latin-1")[:length] for _ in range(5)]:
+            data = s.encode("latin-1", "replace")[:length]
+            a, b = dfa.walk_bytes(state, data), dfa.walk_bytes(clipped, data)
+            assert (a >= 0) == (b >= 0) and (a < 0 or dfa.is_final(a) == dfa.is_final(b)), (pattern, state, data)
+        allowed = dfa.allowed_bytes(state).tolist()
+        if not allowed:
+            break
+        state = dfa.step(state, rng.choice(allowed))
+
+
+def test_the_positions_of_a_long_bounded_string_share_one_walk():
+    tokenizer = bundled()
+    fsm = compile_lazy_token_fsm('"[^"]{0,1000}"', tokenizer, 4096)
+    index = fsm.index
+    state = index.initial_state
+    for token in tokenizer.encode('"' + "hello world " * 30):
+        state = index.next_state(state, token)
+        index.row(state)
+    assert state >= 0
+    # 360 characters in, every token's state has a row, but the trie was walked a few times.
+    assert index.num_states > 50 and len(index.short_rows) < 8
+
+
+LONG_VOCAB = Vocab([None, b'"', b"a", b" ", b"  ", b"ab", b" " * 40, b" " * 64, b"a" * 33 + b'"', b" " * 100 + b'"',
+                    b'a"', b"-" * 48], eos_token_id=0)
+
+
+@pytest.mark.parametrize("pattern", [r'"[^"]{0,80}"', r'"[^"]{0,200}"x?', r'"[ a]*"', r'( {0,70}|a{3,90})"'])
+def test_tokens_longer_than_the_trie_in_bounded_strings_match_the_eager_index(pattern):
+    compare_along_walks(pattern, LONG_VOCAB, walks=6, steps=40)
+
+
+@pytest.fixture
+def share_everything(monkeypatch):
+    """Make every head and alternative take the shared-row paths, whatever its size."""
+    import minisglang.constrained.lazy_token_fsm as lazy
+
+    monkeypatch.setattr(lazy, "PERMISSIVE", 0)
+    lazy.SHARED_ROWS.clear()
+    yield
+    lazy.SHARED_ROWS.clear()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(REGEXES)
+def test_rows_built_from_heads_and_alternatives_equal_the_eager_index(share_everything, pattern):
+    try:
+        compile_token_fsm(pattern, SMALL_VOCAB, 10_000)
+    except ConstraintError:
+        return
+    compare_along_walks(pattern, SMALL_VOCAB, walks=3, steps=12)
+
+
+@pytest.mark.parametrize("pattern", [r"a*b", r"(ab)*1", r"[ab]*\n?1", r"(a|b1)*z", r"((a|b)*1|z)*b", r"(a{2,9}b?){1,5}1",
+                                     r"(é|a)*中", r"(b|1)?(a*|z)1"])
+def test_heads_and_alternatives_on_chosen_shapes(share_everything, pattern):
+    compare_along_walks(pattern, SMALL_VOCAB, walks=8, steps=15)
+
+
+def test_rows_shared_by_two_grammars_are_the_same_objects_and_exact(share_everything):
+    import minisglang.constrained.lazy_token_fsm as lazy
+
+    tokenizer = bundled()
+    first = compile_lazy_token_fsm(r'\{"a": "[^"]{0,40}"\}', tokenizer, 4096)
+    first.walk(tokenizer.encode('{"a": "xy'))
+    stored = len(lazy.SHARED_ROWS._rows)
+    assert stored > 0
+    compare_along_walks(r'\[1, "[^"]{0,40}"\]', tokenizer, walks=2, steps=25, oracle_every=1)
+    compare_along_walks(r'\{"a": "[^"]{0,40}"\}', tokenizer, walks=2, steps=25, oracle_every=1)

@@ -98,6 +98,7 @@ class RegexPool:
         self.max_nodes = max_nodes
         self._table: dict[tuple, RegexNode] = {}
         self._clipped: dict[tuple[int, int], RegexNode] = {}
+        self._keys: dict[int, str | None] = {}
         self.empty = self._make((EMPTY,), EMPTY)
         self.epsilon = self._make((EPSILON,), EPSILON, nullable=True)
 
@@ -231,6 +232,27 @@ class RegexPool:
             out = self.repeat(self.clip(node.parts[0], length), min(node.low, cap),
                               None if node.high is None else min(node.high, cap))
         self._clipped[key] = out
+        return out
+
+    def key(self, node: RegexNode, limit: int = 4096) -> str | None:
+        """A text that names `node`'s structure in any pool (equal texts, equal languages),
+        or None when it would be longer than `limit` characters. What a cache shared by
+        several grammars keys a sub-expression's token row on."""
+        if node.uid in self._keys:
+            return self._keys[node.uid]
+        if node.kind == BYTES:
+            out = f"b{node.byte_set:x}"
+        elif node.kind in (EMPTY, EPSILON):
+            out = "0" if node.kind == EMPTY else "e"
+        else:
+            parts = [self.key(p, limit) for p in node.parts]
+            if None in parts:
+                out = None
+            else:
+                tag = {CONCAT: "c", ALT: "a"}.get(node.kind, f"r{node.low},{node.high}")
+                out = f"{tag}({' '.join(parts)})"
+                out = out if len(out) <= limit else None
+        self._keys[node.uid] = out
         return out
 
     # -- derivatives ------------------------------------------------------------------------
@@ -589,6 +611,7 @@ class LazyByteDFA:
         self.pool, self.max_states = pool, max_states
         self.nodes: list[RegexNode] = []
         self.class_starts: list[list[int] | None] = []   # per state: where its byte classes start
+        self.missing_classes: list[int] = []   # per state: byte classes whose entry is not computed
         self.fills = 0   # derivatives computed by `fill` (what a row's limit counts)
         self.state_of: dict[int, int] = {}   # node uid -> state id
         self.table = np.full((64, 256), UNEXPLORED, dtype=np.int32)
@@ -623,7 +646,11 @@ class LazyByteDFA:
             self.state_of[node.uid] = state
             self.accepting[state] = node.nullable
             starts = self._class_starts(state)
-            self.class_first[state] = np.repeat(np.asarray(starts[:-1], dtype=np.uint8), np.diff(starts))
+            self.missing_classes.append(len(starts) - 1)
+            row = bytearray(256)
+            for lo, hi in zip(starts, starts[1:]):
+                row[lo:hi] = bytes((lo,)) * (hi - lo)
+            self.class_first[state] = np.frombuffer(row, dtype=np.uint8)
         return state
 
     def _class_starts(self, state: int) -> list[int]:
@@ -649,16 +676,17 @@ class LazyByteDFA:
         target = self._state(self.pool.derivative(node, lo)) if node.first >> lo & 1 else -1
         self.table[state, lo:hi] = target   # `_state` may have grown the table: index it after
         self.fills += 1
+        self.missing_classes[state] -= 1
+        if self.missing_classes[state] == 0:
+            self.expanded[state] = True   # every entry computed
         return target
 
     def expand(self, state: int) -> None:
         """Compute the whole row of `state`: one derivative per byte class."""
         if self.expanded[state]:
             return
-        starts = self._class_starts(state)
-        for lo in starts[:-1]:
+        for lo in self._class_starts(state)[:-1]:
             self.fill(state, lo)
-        self.expanded[state] = True
 
     def step(self, state: int, byte: int) -> int:
         return self.fill(state, byte)

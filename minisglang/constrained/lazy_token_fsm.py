@@ -21,17 +21,57 @@ bounded (`LazyLimits`); exceeding a bound raises AutomatonLimitError naming the 
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
-from .lazy_regex import AutomatonLimitError, LazyByteDFA, RegexPool, describe, parse_regex
-from .lazy_trie_walk import long_tokens, walk_bytes, walk_rests, walk_trie
+from .lazy_regex import ALT, BYTES, CONCAT, AutomatonLimitError, LazyByteDFA, RegexPool, describe, parse_regex
+from .lazy_trie_walk import vocab_arrays, walk_bytes, walk_rests, walk_trie
 from .regex_dfa import RegexError
 from .token_fsm import ConstraintError, TokenFSM, Vocabulary, check_regex_length
 from .token_index import VocabularyCannotSpellError, vocab_trie
+
+
+# A part of a state (a head, an alternative) gets a row of its own when it can start with
+# at least this many bytes: below that, walking the trie from the state itself is cheap.
+PERMISSIVE = 16
+
+
+class SharedRows:
+    """Token rows of sub-expressions (and the walks behind them), shared by every grammar
+    over one vocabulary.
+
+    The inside of a JSON string, the digits of a number: the same sub-expressions come
+    back in grammar after grammar, and their rows are the costly ones (a string allows
+    nearly every token). Keyed by (trie, words, EOS id, the node's structure text); the
+    trie in the key keeps it alive, so its id cannot be reused by another vocabulary.
+    Least recently used rows are dropped past `capacity`.
+    """
+
+    def __init__(self, capacity: int = 256):
+        self.capacity = capacity
+        self._rows: OrderedDict[tuple, object] = OrderedDict()   # a TokenRow, (bits, count) or long ids
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple) -> object | None:
+        with self._lock:
+            row = self._rows.get(key)
+            if row is not None:
+                self._rows.move_to_end(key)
+            return row
+
+    def put(self, key: tuple, row: object) -> None:
+        with self._lock:
+            self._rows[key] = row
+            while len(self._rows) > self.capacity:
+                self._rows.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._rows.clear()
 
 
 @dataclass(frozen=True)
@@ -64,13 +104,17 @@ class TokenRow:
         return self.packed.nbytes
 
 
+SHARED_ROWS = SharedRows()
+
+
 class LazyStateIndex:
     """The TokenIndex interface over a LazyByteDFA: rows computed on first visit, cached.
 
-    A row is shared by every state that no token can tell apart from another: the short
-    tokens (those in the trie, at most `short_bytes` long) are walked from
-    `clip(node, short_bytes)`, the long ones from `clip(node, long_bytes)` (see
-    RegexPool.clip), so the positions of a long bounded string share one walk.
+    Rows are shared two ways. A state `H T` whose head H is a repetition takes H's row
+    and walks only the tokens that could leave H (`_row_from_head`). Otherwise the trie
+    is walked, the short tokens (those in the trie) from `clip(node, max_short_bytes)`
+    and the long ones from `clip(node, max_bytes)` (see RegexPool.clip): states no
+    token can tell apart are one clipped state, walked once.
 
     (token_index.LazyTokenIndex is the same idea over an EAGER byte DFA: its rows are
     lazy but its states were all built up front; here the states are lazy too.)
@@ -79,54 +123,167 @@ class LazyStateIndex:
     def __init__(self, dfa: LazyByteDFA, vocab: Vocabulary, vocab_size: int, limits: LazyLimits):
         self.dfa, self.limits = dfa, limits
         self.trie = vocab_trie(vocab.token_bytes)
-        self.long = long_tokens(self.trie, vocab.token_bytes)
+        self.arrays = vocab_arrays(self.trie, vocab.token_bytes)
         self.initial_state = dfa.initial
         self.eos_token_id = vocab.eos_token_id
         self.words = (vocab_size + 31) // 32
-        self.rows: dict[int, TokenRow] = {}            # state -> its row
+        self.rows: dict[int, TokenRow] = {}            # state -> its row, for the states generation asked about
+        self._all_rows: dict[int, TokenRow] = {}       # the same and the rows of parts of states (heads, alternatives)
         self.rows_by_key: dict[tuple[int, int], TokenRow] = {}   # (short state, long state) -> the shared row
-        self.short_rows: dict[int, tuple[np.ndarray, int]] = {}   # clipped state -> (uint32 bits [W], count)
+        self.short_rows: dict[int, np.ndarray] = {}   # clipped state -> uint32 bits [W] of its short tokens
         self.long_found: dict[int, np.ndarray] = {}    # clipped state -> long token ids allowed
         self._follow_all = np.ones(self.trie.num_nodes, dtype=bool)
         self._marks_none = np.zeros(self.trie.num_nodes, dtype=bool)
-        self._lock = threading.Lock()   # the automaton and the caches grow under it
+        # Output buffers of the trie walk (4 of the trie's size, 2 for needed entries), reused under the lock.
+        self._buffers = [np.empty(self.trie.num_nodes, np.int64) for _ in range(4)] + \
+            [np.empty(4096, np.int64) for _ in range(2)]
+        self._candidates: dict[int, np.ndarray | None] = {}   # byte set -> the token ids containing one
+        # A head's row is reused when at most this many tokens must be walked one by one.
+        self.max_candidates = max(256, len(vocab.token_bytes) // 16)
+        self._lock = threading.RLock()   # the automaton and the caches grow under it (a row may ask for another)
 
     def row(self, state: int) -> TokenRow:
         """The row of `state`, computed on the first call (no lock once it exists)."""
         row = self.rows.get(state)
         if row is None:
             with self._lock:
-                row = self.rows.get(state)
-                if row is None:
-                    row = self.rows[state] = self._build_row(state)
+                row = self.rows[state] = self._row_of(state)
         return row
 
-    def _build_row(self, state: int) -> TokenRow:
-        dfa, pool, node, long = self.dfa, self.dfa.pool, self.dfa.nodes[state], self.long
-        self._spent = dfa.fills
-        short_state = dfa._state(pool.clip(node, long.max_short_bytes))
-        long_state = dfa._state(pool.clip(node, long.max_bytes)) if long.ids.shape[0] else -1
+    def _row_of(self, state: int, shared: bool = False) -> TokenRow:
+        """The row of any state, cached (the lock is held). `shared`: `state` is a part of
+        a state (a head, an alternative), whose row other grammars over the same
+        vocabulary may reuse (SHARED_ROWS, keyed by the part's structure)."""
+        row = self._all_rows.get(state)
+        if row is not None:
+            return row
+        key = self._shared_key("row", state) if shared else None
+        row = None if key is None else SHARED_ROWS.get(key)
+        if row is None:
+            self._spent = self.dfa.fills
+            row = self._row_from_alternatives(state)
+            if row is None:
+                row = self._row_from_head(state)
+            if row is None:
+                row = self._row_by_walk(state)
+            if key is not None:
+                SHARED_ROWS.put(key, row)
+        self._all_rows[state] = row
+        return row
+
+    def _row_from_alternatives(self, state: int) -> TokenRow | None:
+        """The row of a permissive alternation `A|B|...`: the union of its members' rows
+        (a token can start a match of the whole exactly when it can start one of a member;
+        the EOS bits agree too). None when the shape does not fit."""
+        node = self.dfa.nodes[state]
+        if node.kind != ALT or len(node.parts) > 8 or node.first.bit_count() < PERMISSIVE:
+            return None
+        bits = np.zeros(self.words, dtype=np.uint32)
+        for part in node.parts:
+            bits |= self._row_of(self.dfa._state(part), shared=True).packed.numpy().view(np.uint32)
+        return self._make_row(bits, np.zeros(0, dtype=np.int64), state)
+
+    def _row_from_head(self, state: int) -> TokenRow | None:
+        """The row of a state `H T` whose head H is permissive (a string's characters, a
+        group holding them), from H's own row and a few tokens walked one by one.
+
+        A token with no byte that T can start with cannot leave H, so it is allowed in
+        `H T` exactly when it is allowed in H; only the tokens containing such a byte (a
+        few hundred for a closing quote) are walked from `H T` itself. H's row is shared
+        by every place the same H appears (one row for the inside of all strings), in the
+        spirit of xgrammar's context-independent tokens. None when the shape does not fit.
+        """
+        dfa, node = self.dfa, self.dfa.nodes[state]
+        if node.kind != CONCAT:
+            return None
+        # The head is the sequence's first element: `(A B) C` is split as A, then `B C`
+        # (a group is kept as one node; the language does not care where we split).
+        head, tails = node, []
+        while head.kind == CONCAT:
+            tails.append(head.parts[1])
+            head = head.parts[0]
+        if head.kind == BYTES or head.first.bit_count() < PERMISSIVE:
+            return None   # a head that allows few bytes is cheap to walk as it is
+        rest_first = 0   # the bytes what follows the head can start with
+        for tail in reversed(tails):
+            rest_first |= tail.first
+            if not tail.nullable:
+                break
+        candidates = self._containing(rest_first)
+        if candidates is None:
+            return None
+        bits = self._row_of(dfa._state(head), shared=True).packed.numpy().view(np.uint32).copy()
+        eos = self.eos_token_id
+        bits[eos >> 5] &= ~np.uint32(1 << (eos & 31))
+        # What H allows, `H T` allows too; the candidates that leave H are added.
+        return self._make_row(bits, self._walk_tokens(candidates, state), state)
+
+    def _containing(self, byte_set: int) -> np.ndarray | None:
+        """int64 sorted ids of the tokens (EOS excluded) with a byte in `byte_set` (256-bit
+        int); None when there may be more than `max_candidates`."""
+        if byte_set in self._candidates:
+            return self._candidates[byte_set]
+        parts = [self.arrays.containing[b] for b in range(256) if byte_set >> b & 1]
+        found = None
+        if sum(p.shape[0] for p in parts) <= self.max_candidates:
+            found = np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
+            found = found[found != self.eos_token_id]
+        self._candidates[byte_set] = found
+        return found
+
+    def _make_row(self, bits: np.ndarray, extra: np.ndarray, state: int) -> TokenRow:
+        """A TokenRow from uint32 bits [W] (changed in place) plus the ids `extra`, the EOS
+        bit set iff `state` accepts."""
+        np.bitwise_or.at(bits, extra >> 5, np.left_shift(1, extra & 31).astype(np.uint32))
+        eos = self.eos_token_id
+        if self.dfa.is_final(state):
+            bits[eos >> 5] |= np.uint32(1 << (eos & 31))
+        count = int(np.bitwise_count(bits).sum()) - int(bits[eos >> 5] >> np.uint32(eos & 31) & 1)
+        return TokenRow(torch.from_numpy(bits.view(np.int32)), count)
+
+    def _row_by_walk(self, state: int) -> TokenRow:
+        """The row of `state` from trie walks, shared through its clipped states."""
+        dfa, pool, node, arrays = self.dfa, self.dfa.pool, self.dfa.nodes[state], self.arrays
+        short_state = dfa._state(pool.clip(node, arrays.max_short_bytes))
+        long_state = dfa._state(pool.clip(node, arrays.max_bytes)) if arrays.ids.shape[0] else -1
         row = self.rows_by_key.get((short_state, long_state))
         if row is not None:
             return row
-        short, found = self.short_rows.get(short_state), self.long_found.get(long_state)
+        short, found = self._shared(self.short_rows, "short", short_state), self._shared(self.long_found, "long", long_state)
         if short is None and found is None and long_state == short_state:   # one walk does both
-            *short, found = self._walk(short_state, state, short=True, long=True)
-            self.short_rows[short_state], self.long_found[long_state] = tuple(short), found
+            short, found = self._walk(short_state, state, short=True, long=True)
+            self._keep(self.short_rows, "short", short_state, short)
+            self._keep(self.long_found, "long", long_state, found)
         if short is None:
-            *short, _ = self._walk(short_state, state, short=True, long=False)
-            self.short_rows[short_state] = tuple(short)
-        if found is None and long_state >= 0:
-            found = self.long_found[long_state] = self._walk(long_state, state, short=False, long=True)[2]
-        bits, count = short
-        bits = bits.copy()
-        if found is not None:
-            np.bitwise_or.at(bits, found >> 5, np.left_shift(1, found & 31).astype(np.uint32))
-            count += found.shape[0]
-        if dfa.is_final(state):   # the clipped states accept exactly when `state` does
-            bits[self.eos_token_id >> 5] |= np.uint32(1 << (self.eos_token_id & 31))
-        row = self.rows_by_key[short_state, long_state] = TokenRow(torch.from_numpy(bits.view(np.int32)), count)
+            short, _ = self._walk(short_state, state, short=True, long=False)
+            self._keep(self.short_rows, "short", short_state, short)
+        if found is None:
+            found = np.zeros(0, dtype=np.int64)
+            if long_state >= 0:
+                found = self._walk(long_state, state, short=False, long=True)[1]
+                self._keep(self.long_found, "long", long_state, found)
+        # The clipped states accept exactly when `state` does.
+        row = self.rows_by_key[short_state, long_state] = self._make_row(short.copy(), found, state)
         return row
+
+    def _shared_key(self, kind: str, state: int) -> tuple | None:
+        text = self.dfa.pool.key(self.dfa.nodes[state])
+        return None if text is None else (self.trie, self.words, self.eos_token_id, kind, text)
+
+    def _shared(self, cache: dict, kind: str, state: int):
+        """`cache[state]`, else what another grammar stored for the same structure, else None."""
+        if state < 0 or state in cache:
+            return cache.get(state)
+        key = self._shared_key(kind, state)
+        found = None if key is None else SHARED_ROWS.get(key)
+        if found is not None:
+            cache[state] = found
+        return found
+
+    def _keep(self, cache: dict, kind: str, state: int, value) -> None:
+        cache[state] = value
+        if (key := self._shared_key(kind, state)) is not None:
+            SHARED_ROWS.put(key, value)
 
     def _charge(self, origin: int) -> None:
         """Raise AutomatonLimitError once one row's walk computed too many derivatives."""
@@ -135,22 +292,20 @@ class LazyStateIndex:
                 f"regex too complex: the token row of automaton state {origin} ({describe(self.dfa.nodes[origin])}) "
                 f"would build more than {self.limits.max_row_expansions:,} states (limit max_row_expansions)")
 
-    def _walk(self, state: int, origin: int, short: bool, long: bool) -> tuple[np.ndarray, int, np.ndarray]:
-        """Walk the trie from `state`: (uint32 [W] the bits of the trie's tokens it can read
-        and their count, when `short`; int64 ids of the long tokens it can read, when `long`)."""
-        trie, dfa, info = self.trie, self.dfa, self.long
+    def _walk(self, state: int, origin: int, short: bool, long: bool) -> tuple[np.ndarray, np.ndarray]:
+        """Walk the trie from `state`: (uint32 [W] the bits of the trie's tokens it can read,
+        when `short`; int64 ids of the long tokens it can read, when `long`)."""
+        trie, dfa, info = self.trie, self.dfa, self.arrays
         follow = self._follow_all if short else info.leads_to
         marks = info.has_items if long else self._marks_none
         bits = np.zeros(self.words if short else 0, dtype=np.uint32)
-        buffers = [np.empty(trie.num_nodes, np.int64) for _ in range(4)]
-        need_states, need_bytes = np.empty(4096, np.int64), np.empty(4096, np.int64)
-        nodes, states, count = np.zeros(1, dtype=np.int64), np.asarray([state], dtype=np.int64), 0
+        buffers, (need_states, need_bytes) = self._buffers[:4], self._buffers[4:]
+        nodes, states = np.zeros(1, dtype=np.int64), np.asarray([state], dtype=np.int64)
         reached_nodes, reached_states = [], []
         while nodes.shape[0]:
-            found, longs, pending, needs = walk_trie(
+            _, longs, pending, needs = walk_trie(
                 trie.child_start, trie.child_stop, trie.byte, trie.end_start, trie.end_stop, trie.end_tokens,
-                follow, marks, dfa.table, dfa.class_first, nodes, states, self.eos_token_id, bits, *buffers, need_states, need_bytes)
-            count += found
+                follow, marks, dfa.table, dfa.class_first, dfa.expanded, nodes, states, self.eos_token_id, bits, *buffers, need_states, need_bytes)
             reached_nodes += buffers[0][:longs].tolist()
             reached_states += buffers[1][:longs].tolist()
             nodes, states = buffers[2][:pending].copy(), buffers[3][:pending].copy()
@@ -159,30 +314,49 @@ class LazyStateIndex:
             for s, b in sorted(set(zip(need_states[:needs].tolist(), need_bytes[:needs].tolist()))):
                 dfa.fill(s, b)
             self._charge(origin)
-        return bits, count, self._walk_rests(reached_nodes, reached_states, origin)
+        return bits, self._walk_rests(reached_nodes, reached_states, origin)
 
     def _walk_rests(self, nodes: list[int], states: list[int], origin: int) -> np.ndarray:
         """int64 ids of the long tokens that go on from the reached (trie node, state) pairs
-        and whose remaining bytes the automaton reads (compiled loop, pending entries filled)."""
-        info, dfa = self.long, self.dfa
+        and whose remaining bytes the automaton reads."""
+        arrays = self.arrays
         if not nodes:
             return np.zeros(0, dtype=np.int64)
-        items = [info.items_of[n] for n in nodes]
-        counts = [len(i) for i in items]
+        items = [arrays.items_of[n] for n in nodes]
+        states = np.repeat(np.asarray(states, dtype=np.int64), [len(i) for i in items])
         items = np.concatenate(items)
-        offsets, states = np.zeros_like(items), np.repeat(np.asarray(states, dtype=np.int64), counts)
+        found = self._run_items(arrays.rest_start, arrays.rest_stop, arrays.rest_bytes, items, states, origin)
+        found_ids = arrays.ids[found]
+        return found_ids[found_ids != self.eos_token_id]
+
+    def _walk_tokens(self, token_ids: np.ndarray, state: int) -> np.ndarray:
+        """int64 the ids in `token_ids` whose whole bytes the automaton reads from `state`."""
+        arrays = self.arrays
+        states = np.full(token_ids.shape[0], state, dtype=np.int64)
+        return self._run_items(arrays.token_start, arrays.token_stop, arrays.all_bytes, token_ids, states, state)
+
+    def _run_items(self, starts, stops, data, items: np.ndarray, states: np.ndarray, origin: int) -> np.ndarray:
+        """The items i (byte strings `data[starts[i]:stops[i]]`, each from `states`) the
+        automaton reads to their end: the compiled loop, with missing entries filled."""
+        dfa = self.dfa
+        offsets = np.zeros_like(items)
         out, found = [], np.empty(items.shape[0], np.int64)
         pend = [np.empty(items.shape[0], np.int64) for _ in range(3)]
         while items.shape[0]:
-            survivors, pending = walk_rests(info.rest_start, info.rest_stop, info.rest_bytes, dfa.table,
-                                            items, offsets, states, found, *pend)
-            out.append(info.ids[found[:survivors]])
+            survivors, pending = walk_rests(starts, stops, data, dfa.table, items, offsets, states, found, *pend)
+            out.append(found[:survivors].copy())
             items, offsets, states = (p[:pending].copy() for p in pend)
+            # One item per (state, next byte) walks on to its end here, filling the entries it
+            # meets; the others mostly follow the same path (runs of one character), so the
+            # next pass moves them along without filling one byte per pass.
+            seen = set()
             for item, offset, s in zip(items.tolist(), offsets.tolist(), states.tolist()):
-                dfa.fill(s, int(info.rest_bytes[info.rest_start[item] + offset]))
-            self._charge(origin)
-        found_ids = np.concatenate(out)
-        return found_ids[found_ids != self.eos_token_id]
+                at = starts[item] + offset
+                if (s, int(data[at])) not in seen:
+                    seen.add((s, int(data[at])))
+                    dfa.walk_bytes(s, data[at:stops[item]].tobytes())
+                    self._charge(origin)
+        return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
 
     # -- the TokenIndex interface ---------------------------------------------------------
     def allowed_token_ids(self, state: int) -> list[int]:
@@ -196,18 +370,18 @@ class LazyStateIndex:
         Walks the token's bytes through the automaton (a compiled loop); entries not
         computed yet are filled under the lock, one derivative each.
         """
-        long = self.long
-        if state < 0 or token_id == self.eos_token_id or not 0 <= token_id < long.token_start.shape[0]:
+        arrays = self.arrays
+        if state < 0 or token_id == self.eos_token_id or not 0 <= token_id < arrays.token_start.shape[0]:
             return -1
-        start, stop = long.token_start[token_id], long.token_stop[token_id]
+        start, stop = arrays.token_start[token_id], arrays.token_stop[token_id]
         if start == stop:
             return -1   # a special token: no bytes, never allowed
-        end, at = walk_bytes(self.dfa.table, long.all_bytes, start, stop, state)
+        end, at = walk_bytes(self.dfa.table, arrays.all_bytes, start, stop, state)
         if at < stop and end >= 0:
             with self._lock:
                 while at < stop and end >= 0:
-                    self.dfa.fill(end, int(long.all_bytes[at]))
-                    end, at = walk_bytes(self.dfa.table, long.all_bytes, at, stop, end)
+                    self.dfa.fill(end, int(arrays.all_bytes[at]))
+                    end, at = walk_bytes(self.dfa.table, arrays.all_bytes, at, stop, end)
         return int(end)
 
     def is_final(self, state: int) -> bool:
@@ -219,7 +393,7 @@ class LazyStateIndex:
         return len(self.rows)
 
     def nbytes(self) -> int:
-        short = sum(bits.nbytes for bits, _ in list(self.short_rows.values()))
+        short = sum(bits.nbytes for bits in list(self.short_rows.values()))
         return self.dfa.nbytes() + short + sum(r.nbytes for r in list(self.rows.values()))
 
 

@@ -14,7 +14,8 @@ twice); the caller fills the missing entries and calls again from the pending pa
 
 Tokens longer than the trie (VocabTrie.MAX_DEPTH bytes) are walked here too: the trie
 reports the nodes where they continue, and `walk_rests` reads their remaining bytes from
-a flat byte buffer (`LongTokens`).
+a flat byte buffer (`VocabArrays`), and so are the few tokens the advance step or a
+row's correction walks one by one (`walk_rests` over every token's bytes).
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ UNEXPLORED = -2   # must equal lazy_regex.UNEXPLORED
 
 
 @numba.njit(cache=True, nogil=True)
-def walk_trie(child_start, child_stop, byte, end_start, end_stop, end_tokens, follow, marks, table, class_first,
+def walk_trie(child_start, child_stop, byte, end_start, end_stop, end_tokens, follow, marks, table, class_first, complete,
               start_nodes, start_states, eos, bits, long_nodes, long_states, pending_nodes, pending_states,
               need_states, need_bytes):
     """Walk the trie from the (start_nodes[i], start_states[i]) pairs, following only the
@@ -39,7 +40,8 @@ def walk_trie(child_start, child_stop, byte, end_start, end_stop, end_tokens, fo
     entries they wait for in `need_*` (repeats possible). Returns (tokens found, long
     pairs, pending pairs, needed entries).
     Arrays int64 except `table` (int32 [S, 256]), `class_first` (uint8 [S, 256]: the
-    first byte of each byte's class) and `follow`, `marks` (bool [nodes]).
+    first byte of each byte's class), `complete` (bool [S]: every entry computed) and
+    `follow`, `marks` (bool [nodes]).
     """
     stack_nodes = np.empty(child_start.shape[0] + start_nodes.shape[0], dtype=np.int64)
     stack_states = np.empty(child_start.shape[0] + start_nodes.shape[0], dtype=np.int64)
@@ -54,13 +56,17 @@ def walk_trie(child_start, child_stop, byte, end_start, end_stop, end_tokens, fo
         top -= 1
         node, state = stack_nodes[top], stack_states[top]
         missing = False
-        for child in range(child_start[node], child_stop[node]):
-            if follow[child] and table[state, byte[child]] == UNEXPLORED:
-                missing = True
-                if needs < need_states.shape[0]:
-                    need_states[needs] = state
-                    need_bytes[needs] = class_first[state, byte[child]]   # one need per byte class
-                    needs += 1
+        if not complete[state]:   # a state with every entry computed needs no check
+            for child in range(child_start[node], child_stop[node]):
+                if follow[child] and table[state, byte[child]] == UNEXPLORED:
+                    missing = True
+                    need = class_first[state, byte[child]]   # one need per byte class
+                    if needs > 0 and need_states[needs - 1] == state and need_bytes[needs - 1] == need:
+                        continue   # the same as the last one (most repeats are in a row)
+                    if needs < need_states.shape[0]:
+                        need_states[needs] = state
+                        need_bytes[needs] = need
+                        needs += 1
         if missing:
             pending_nodes[pending] = node
             pending_states[pending] = state
@@ -142,14 +148,16 @@ def walk_bytes(table, data, start, stop, state):
 
 
 @dataclass(frozen=True, eq=False)
-class LongTokens:
-    """The vocabulary's tokens longer than the trie, as flat arrays (built once per trie).
+class VocabArrays:
+    """The vocabulary as the compiled loops read it, beside the trie (built once per trie).
 
+    The tokens longer than the trie:
     Item i is token `ids[i]`; its first MAX_DEPTH bytes end at trie node `node[i]`, its
     other bytes are `rest_bytes[rest_start[i]:rest_stop[i]]`. `items_of` maps a trie node
     to its items (`has_items[node]`); `leads_to[n]` marks node n and its ancestors when n has items (the only
     nodes a walk for long tokens follows). `all_bytes`/`token_start`/`token_stop` hold
-    every token's bytes (the advance step walks one token), uint8/int64.
+    every token's bytes (the advance step walks one token), uint8/int64; `containing[b]`
+    the sorted ids of the tokens whose bytes include byte b.
     """
 
     ids: np.ndarray
@@ -164,9 +172,10 @@ class LongTokens:
     all_bytes: np.ndarray
     token_start: np.ndarray
     token_stop: np.ndarray
+    containing: list[np.ndarray]
 
     @classmethod
-    def build(cls, trie, token_bytes) -> "LongTokens":
+    def build(cls, trie, token_bytes) -> "VocabArrays":
         ids, starts, stops, chunks, items_of, offset = [], [], [], [], {}, 0
         leads_to = np.zeros(trie.num_nodes, dtype=bool)
         has_items = np.zeros(trie.num_nodes, dtype=bool)
@@ -185,23 +194,27 @@ class LongTokens:
                 node = trie.parent[node]
         lengths = np.asarray([len(b) if b else 0 for b in token_bytes], dtype=np.int64)
         token_stop = np.cumsum(lengths)
+        owner = np.repeat(np.arange(lengths.shape[0]), lengths)
+        all_bytes = np.frombuffer(b"".join(b or b"" for b in token_bytes), dtype=np.uint8).copy()
+        pairs = np.unique(all_bytes.astype(np.int64) * lengths.shape[0] + owner)   # (byte, token), sorted
+        bounds = np.searchsorted(pairs // lengths.shape[0], np.arange(257))
+        containing = [pairs[a:b] % lengths.shape[0] for a, b in zip(bounds[:-1], bounds[1:])]
         long_ids = set(ids)
         short = [n for t, n in enumerate(lengths.tolist()) if t not in long_ids]
         return cls(np.asarray(ids, dtype=np.int64), np.asarray(starts, dtype=np.int64),
                    np.asarray(stops, dtype=np.int64), np.frombuffer(b"".join(chunks), dtype=np.uint8).copy(),
                    items_of, leads_to, has_items, int(lengths.max(initial=0)), max(short, default=0),
-                   np.frombuffer(b"".join(b or b"" for b in token_bytes), dtype=np.uint8).copy(),
-                   token_stop - lengths, token_stop)
+                   all_bytes, token_stop - lengths, token_stop, containing)
 
 
-_LONG_CACHE: dict[int, tuple[object, LongTokens]] = {}
+_ARRAYS_CACHE: dict[int, tuple[object, VocabArrays]] = {}
 
 
-def long_tokens(trie, token_bytes) -> LongTokens:
-    """The LongTokens of `trie` (itself cached per vocabulary by token_index.vocab_trie)."""
-    entry = _LONG_CACHE.get(id(trie))
+def vocab_arrays(trie, token_bytes) -> VocabArrays:
+    """The VocabArrays of `trie` (itself cached per vocabulary by token_index.vocab_trie)."""
+    entry = _ARRAYS_CACHE.get(id(trie))
     if entry is None or entry[0] is not trie:
-        if len(_LONG_CACHE) >= 4:
-            _LONG_CACHE.pop(next(iter(_LONG_CACHE)))
-        entry = _LONG_CACHE[id(trie)] = (trie, LongTokens.build(trie, token_bytes))
+        if len(_ARRAYS_CACHE) >= 4:
+            _ARRAYS_CACHE.pop(next(iter(_ARRAYS_CACHE)))
+        entry = _ARRAYS_CACHE[id(trie)] = (trie, VocabArrays.build(trie, token_bytes))
     return entry[1]
