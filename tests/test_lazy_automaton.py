@@ -444,3 +444,49 @@ def test_rows_shared_by_two_grammars_are_the_same_objects_and_exact(share_everyt
     assert stored > 0
     compare_along_walks(r'\[1, "[^"]{0,40}"\]', tokenizer, walks=2, steps=25, oracle_every=1)
     compare_along_walks(r'\{"a": "[^"]{0,40}"\}', tokenizer, walks=2, steps=25, oracle_every=1)
+
+
+# ---------------------------------------------------------------------------------------
+# The mask oracle along generated documents (benchmarks/bench_mask_oracle.py's harness)
+# ---------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def mask_oracle():
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    benchmarks = Path(__file__).resolve().parents[1] / "benchmarks"
+    sys.path.insert(0, str(benchmarks))
+    spec = importlib.util.spec_from_file_location("bench_mask_oracle", benchmarks / "bench_mask_oracle.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_mask_oracle"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("automaton,schemas", [("lazy", range(8)), ("eager", [1])])
+def test_our_backends_masks_equal_brute_force_along_generated_documents(mask_oracle, automaton, schemas):
+    import json
+    from collections import Counter
+
+    from minisglang.backends.fsm_backend import FSMBackend
+
+    tokenizer = bundled()
+    size = len(tokenizer.token_bytes)
+    sample = mask_oracle.generate_schemas(16, 24)
+    lazy = FSMBackend(tokenizer, size + mask_oracle.PAD, automaton="lazy")
+    backend = FSMBackend(tokenizer, size + mask_oracle.PAD, automaton=automaton, compile_in="thread")
+    try:
+        for i in schemas:
+            schema, instance = sample[i]
+            ids = tokenizer.encode(json.dumps(instance, ensure_ascii=False))
+            oracle = mask_oracle.oracle_masks(lazy.compile("json_schema", json.dumps(schema)), ids, size,
+                                              tokenizer.eos_token_id)
+            kinds = Counter()
+            steps, differing = mask_oracle.compare(backend.compile("json_schema", json.dumps(schema)), ids, oracle,
+                                                   size, tokenizer.token_bytes, kinds)
+            assert steps == len(ids) and (differing, kinds) == (0, Counter()), (i, kinds)
+            assert oracle[-1].sum() > 0   # the last step allows something (at least the closing token)
+    finally:
+        backend.shutdown()
+        lazy.shutdown()

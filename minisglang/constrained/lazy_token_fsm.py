@@ -329,6 +329,15 @@ class LazyStateIndex:
         found_ids = arrays.ids[found]
         return found_ids[found_ids != self.eos_token_id]
 
+    def readable_tokens(self, state: int, token_ids: np.ndarray) -> np.ndarray:
+        """int64 the ids in `token_ids` (int64) whose bytes the automaton reads from `state`,
+        each token walked on its own: no trie, no shared rows. The brute-force oracle the
+        mask tests and benchmarks/bench_mask_oracle.py check the rows against."""
+        ids = token_ids[(self.arrays.token_stop[token_ids] > self.arrays.token_start[token_ids])
+                        & (token_ids != self.eos_token_id)]
+        with self._lock:
+            return self._walk_tokens(ids, state)
+
     def _walk_tokens(self, token_ids: np.ndarray, state: int) -> np.ndarray:
         """int64 the ids in `token_ids` whose whole bytes the automaton reads from `state`."""
         arrays = self.arrays
