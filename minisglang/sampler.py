@@ -20,7 +20,9 @@ def sample(logits: torch.Tensor, reqs: list[Req], default_generator: torch.Gener
             out[i] = token
     for i, req in enumerate(reqs):
         if not is_greedy(req):
-            out[i] = sample_row(logits[i].float(), req, req.generator or default_generator)
+            # On the CPU: the generators are CPU ones (multinomial refuses a CPU generator for a
+            # CUDA tensor), and then a seed gives the same tokens on every device.
+            out[i] = sample_row(logits[i].float().cpu(), req, req.generator or default_generator)
     return out
 
 
@@ -36,9 +38,7 @@ def sample_row(row: torch.Tensor, req: Req, generator: torch.Generator) -> int:
     p = req.sampling_params
     if is_greedy(req):
         return int(torch.argmax(row))
-    # The generators are CPU ones (multinomial refuses a CPU generator for a CUDA tensor), and
-    # sampling on the CPU makes a seed give the same tokens on every device.
-    probs = torch.softmax(row.cpu() / p.temperature, dim=-1)
+    probs = torch.softmax(row / p.temperature, dim=-1)
     if p.top_k > 0 and p.top_k < probs.numel():
         kth = torch.topk(probs, p.top_k).values[-1]
         probs = torch.where(probs >= kth, probs, torch.zeros_like(probs))
