@@ -181,6 +181,8 @@ def main() -> None:
     ap.add_argument("--state", type=Path, default=Path(".cache/tiny-json-llama-train"),
                     help="where checkpoints, the tokenizer and the encoded corpus are kept for --resume")
     ap.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --state")
+    ap.add_argument("--stop-after", type=int, default=None,
+                    help="checkpoint and exit after this step (train in several sittings; finish with --resume)")
     ap.add_argument("--checkpoint-every", type=int, default=250)
     ap.add_argument("--examples", type=int, default=40000)
     ap.add_argument("--vocab-size", type=int, default=6144)
@@ -195,6 +197,7 @@ def main() -> None:
     # On a small machine shared with other jobs, more threads than free cores wait on each other.
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--eval-prompts", type=int, default=100)
+    ap.add_argument("--device", default="cpu", help='"cuda" to train on a GPU (the result is saved for the CPU)')
     args = ap.parse_args()
     train(args)
 
@@ -206,7 +209,8 @@ def train(args) -> None:
     t_start = time.time()
     args.state.mkdir(parents=True, exist_ok=True)
     ckpt_path = args.state / "checkpoint.pt"
-    ckpt = torch.load(ckpt_path, weights_only=False) if args.resume and ckpt_path.exists() else None
+    ckpt = (torch.load(ckpt_path, weights_only=False, map_location="cpu")
+            if args.resume and ckpt_path.exists() else None)
     if args.resume and ckpt is None:
         print(f"--resume: no checkpoint in {args.state}, starting from step 0")
     if ckpt is not None and ckpt["recipe"] != recipe(args):
@@ -234,7 +238,9 @@ def train(args) -> None:
         rms_norm_eps=1e-5, tie_word_embeddings=True,
         bos_token_id=eos_id, eos_token_id=eos_id, pad_token_id=eos_id,
     )
-    model = LlamaForCausalLM(config)
+    # initialised on the CPU, so the same seed gives the same start anywhere; the optimizer
+    # state loaded below follows the parameters to the device
+    model = LlamaForCausalLM(config).to(args.device)
     n_params = sum(p.numel() for p in model.parameters())
     print(f"model: {n_params / 1e6:.2f}M parameters")
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
@@ -259,7 +265,7 @@ def train(args) -> None:
         if step // per_epoch != epoch:
             epoch = step // per_epoch
             batches = make_batches(encoded, args.tokens_per_batch, eos_id, random.Random(args.seed * 100003 + epoch))
-        ids, labels = batches[step % per_epoch]
+        ids, labels = (t.to(args.device) for t in batches[step % per_epoch])
         for group in opt.param_groups:
             group["lr"] = lr_at(step, args.steps, args.lr, warmup=max(1, args.steps // 20))
         loss = answer_loss(model, ids, labels)
@@ -270,8 +276,11 @@ def train(args) -> None:
         losses.append(loss.item())
         bar.set_postfix(loss=f"{sum(losses[-50:]) / len(losses[-50:]):.3f}", epoch=epoch)
         done = step + 1
-        if done % args.checkpoint_every == 0 or done == args.steps:
+        if done % args.checkpoint_every == 0 or done == args.steps or done == args.stop_after:
             save_checkpoint(args, model, opt, tokenizer, done, losses, time.time() - t_train)
+        if done == args.stop_after:
+            print(f"stopped after step {done}; continue with the same command and --resume")
+            return
     train_minutes = (time.time() - t_train) / 60
     final_loss = sum(losses[-50:]) / len(losses[-50:])
 
@@ -288,7 +297,7 @@ def train(args) -> None:
 
 def recipe(args) -> dict:
     """The options a checkpoint must agree on to be resumed (everything but paths and threads)."""
-    skip = {"out", "state", "resume", "checkpoint_every", "threads", "eval_prompts"}
+    skip = {"out", "state", "resume", "stop_after", "checkpoint_every", "threads", "eval_prompts", "device"}
     return {k: v for k, v in vars(args).items() if k not in skip}
 
 
@@ -301,13 +310,14 @@ def save_checkpoint(args, model, opt, tokenizer, step: int, losses: list[float],
                 "train_seconds": train_seconds, "recipe": recipe(args)}, tmp)
     tmp.replace(args.state / "checkpoint.pt")
     save_hf(model, tokenizer, args.state / f"step-{step}")
-    model.train()
+    model.to(args.device).train()
 
 
 def save_hf(model, tokenizer, out: Path) -> None:
     """A standard Hugging Face checkpoint directory: config, safetensors, tokenizer, greedy generation config."""
     out.mkdir(parents=True, exist_ok=True)
     model.eval()
+    model.to("cpu")
     model.save_pretrained(out, safe_serialization=True)
     model.generation_config.do_sample = False
     model.generation_config.save_pretrained(out)
