@@ -348,12 +348,13 @@ def main() -> None:
              "the last answer; TTFT = arrival to the first output token computed; latency = arrival to the answer.",
              "", f"Schema: `{json.dumps(SCHEMA, ensure_ascii=False)}`", "",
              "| system | valid (jsonschema) | requests/s | TTFT p50 (s) | TTFT p99 (s) | latency p50 (s) "
-             "| latency p99 (s) | output tokens | CPU s | load before |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| latency p99 (s) | output tokens | CPU s | CPU share | load before |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name, r in results.items():
         lines.append(f"| {name} | {sum(map(valid, r['texts']))}/{n} | {n / r['wall']:.2f} "
                      f"| {pct(r['ttft'], 50):.2f} | {pct(r['ttft'], 99):.2f} | {pct(r['latency'], 50):.2f} "
-                     f"| {pct(r['latency'], 99):.2f} | {r['output_tokens']} | {r['cpu']:.1f} | {loads[name]:.1f} |")
+                     f"| {pct(r['latency'], 99):.2f} | {r['output_tokens']} | {r['cpu']:.1f} | {r['cpu'] / r['wall']:.0%} "
+                     f"| {loads[name]:.1f} |")
     hf_names = [name for name, system in systems if not isinstance(system, Engine)]
     best = min(hf_names, key=lambda k: results[k]["wall"])
     best_tail = min(hf_names, key=lambda k: pct(results[k]["latency"], 99))
@@ -369,7 +370,11 @@ def main() -> None:
         tail = pct(results[best_tail]["latency"], 99) / pct(r["latency"], 99)
         lines.append(f"| {name} | **{speed:.2f}x** | **{tail:.2f}x** | {results[best]['cpu'] / r['cpu']:.2f}x | "
                      f"{'met' if min(speed, tail) >= TARGET else '**missed**'} |")
-    lines += ["", "Where the work goes (counts from the same runs): tokens the model computed in prefills (transformers: "
+    lines += ["", "How to read it: 'CPU share' is CPU seconds over wall seconds, the part of a core the run got (one "
+              "torch thread: 100% is a core of its own). When other jobs take the machine, each run gets what the "
+              "scheduler of the operating system leaves it, the wall-clock ratios measure those shares as much as "
+              "the systems, and the CPU-seconds ratio is the one to trust; on a quiet machine the two agree.", "",
+              "Where the work goes (counts from the same runs): tokens the model computed in prefills (transformers: "
               "the padded batches), decode forwards (transformers: `generate` steps), and for minisglang the share "
               "of prompt tokens the radix tree supplied and the time its loop spent inside `step()`.", "",
               "| system | prefill tokens computed | decode forwards | prompt tokens cached | busy in step() (s) "
