@@ -35,7 +35,10 @@ def stream_chunk(req: Req) -> dict[str, Any] | None:
 
     While the request runs, enough characters are held back that a stop string still
     being generated is never sent (it is trimmed from the final text). The chunk after
-    the request is released carries the rest and the finish reason.
+    the request is released carries the rest and the finish reason. The hold is enough
+    because the scheduler cuts a stop string out of the text the step it appears, however
+    many characters that step brought (`scheduler.cut_at_stop_string`): only the last
+    len(stop) - 1 characters can still begin one. So the chunks join to the final text.
     """
     hold = max((len(s) for s in req.sampling_params.stop), default=1) - 1
     done = req.released

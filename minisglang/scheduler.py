@@ -46,6 +46,30 @@ from .tokenizer import IncrementalDetokenizer, Tokenizer
 logger = logging.getLogger(__name__)
 
 
+def cut_at_stop_string(req: Req) -> None:
+    """End the output before the stop string that appears first in it, and finish the
+    request there.
+
+    Called wherever the output text grows (a sampled token, s4's jump, the final flush),
+    so between steps no request's text holds a stop string: a stream then needs to hold
+    back only the last len(stop) - 1 characters (engine.stream_chunk). "First" is the
+    stop string whose end comes first (the longest of those, on a tie), as if the text
+    had arrived one character at a time: the cut does not depend on how many characters
+    a step brings (a jump, a multi-byte character). A stop string in the text outranks
+    whatever else finished the request (the grammar, EOS, the length limit), an abort
+    aside; its detokenizer is then not flushed, since the cut already ended the text.
+    """
+    stops = req.sampling_params.stop
+    hits = [(pos + len(s), pos, i) for i, s in enumerate(stops) if (pos := req.output_text.find(s)) != -1]
+    if not hits:
+        return
+    _, pos, i = min(hits)
+    req.output_text = req.output_text[:pos]
+    if req.finished and req.finished_reason["type"] != "abort":
+        req.finished_reason = None   # the text ends at the stop string, so that is the reason
+    req.finish("stop", matched=stops[i])
+
+
 @dataclass
 class SchedulerConfig:
     max_total_tokens: int = 16384       # KV slots in the pool
@@ -275,25 +299,21 @@ class Scheduler:
 
     # ------------------------------------------------------------------ finishing
     def update_output_text(self, req: Req) -> None:
-        """Feed new tokens to the request's incremental detokenizer (never half a character)."""
+        """Feed new tokens to the request's incremental detokenizer (never half a character),
+        then cut the text at a stop string."""
         new_ids = req.output_ids[req.detok_offset:]
         req.detok_offset = len(req.output_ids)
         req.output_text += req.detokenizer.feed(new_ids)
+        cut_at_stop_string(req)
 
     def check_finished(self, req: Req, tok: int) -> None:
-        """EOS, stop strings, then the length limit (the constraint may have finished it already)."""
+        """EOS, then the length limit (the constraint or a stop string may have finished it already)."""
         p = req.sampling_params
         if req.finished:
             return
         if tok == self.tokenizer.eos_token_id and not p.ignore_eos:
             req.finish("stop", matched=tok)
             return
-        for s in p.stop:
-            pos = req.output_text.find(s)
-            if pos != -1:
-                req.output_text = req.output_text[:pos]
-                req.finish("stop", matched=s)
-                return
         if len(req.output_ids) >= p.max_new_tokens:
             req.finish("length", length=p.max_new_tokens)
 
@@ -306,6 +326,7 @@ class Scheduler:
         try:
             if req.detokenizer is not None and not isinstance(req.finished_reason.get("matched"), str):
                 req.output_text += req.detokenizer.flush()  # a stop string already trimmed the text
+                cut_at_stop_string(req)
         except Exception as e:
             self.abort_for_error([req], "flushing its detokenizer", e)
         try:
@@ -429,6 +450,7 @@ class Scheduler:
         self.running.remove(req)
         self.waiting_queue.append(req)        # re-admitted by the next prefill, with a prefix hit
         # END SOLUTION
+        cut_at_stop_string(req)          # the forced text may hold a stop string
         self.record_event("jump", req, tokens=len(req.output_ids))
 
     # ------------------------------------------------------------------ admission
