@@ -10,10 +10,13 @@ import json
 import re
 
 import jsonschema
+import llguidance as llg
 import numpy as np
 import pytest
 
 import minisglang as sgl
+from minisglang.backends.base import GrammarError, InvalidGrammarObject, get_backend_class
+from minisglang.backends.llguidance_backend import LLGuidanceGrammar, lexer_conflict, structural_tag_lark
 from minisglang.constrained.json_schema import build_regex_from_schema
 from minisglang.constrained.lazy_regex import LazyByteDFA, RegexPool, parse_regex
 from minisglang.constrained.lazy_token_fsm import compile_lazy_token_fsm
@@ -76,7 +79,7 @@ FLAGS = [dict(at_least_one=a, stop_after_first=b) for a in (False, True) for b i
 CASES = [
     ([("<a", INTEGER, ">")], ["<a"], "<a>1x", 7),
     ([("aab", INTEGER, "b")], ["aab"], "ab1", 9),
-    ([("<a", INTEGER, ">"), ("<b=", INTEGER, "")], ["<a", "<b"], "<ab=1>", 6),
+    ([("<a", INTEGER, ">"), ("<b=", INTEGER, "=")], ["<a", "<b"], "<ab=1>", 6),
     ([("ab", INTEGER, ""), ("ba", INTEGER, "a"), ("ab1", INTEGER, "b")], ["ab", "ba"], "ab1", 8),
 ]
 
@@ -235,3 +238,102 @@ def test_earlier_stages_refuse_structural_tags(stage):
         e.shutdown()
     assert out["meta_info"]["finish_reason"]["type"] == "abort"
     assert "structural_tag needs stage s6-function-calling" in out["meta_info"]["finish_reason"]["message"]
+
+
+# ------------------------------------------------------------------ every backend
+BACKENDS = ["fsm", "xgrammar", "llguidance"]
+
+
+@pytest.fixture(scope="module")
+def bundled_tokenizer():
+    return load("bundled")
+
+
+@functools.lru_cache(maxsize=None)
+def backend(name: str):
+    tok = load("bundled")
+    return get_backend_class(name)(tok, len(tok.token_bytes))
+
+
+def backend_accepts(grammar, tok, text: str) -> bool:
+    """Through the matcher interface: the text's tokens are accepted and then EOS is allowed."""
+    m = grammar.copy()
+    try:
+        for token in tok.encode(text):
+            m.accept_token(token)
+    except GrammarError:
+        return False
+    if m.is_terminated():
+        return True
+    mask = m.allocate_vocab_mask(len(tok.token_bytes), 1)
+    m.fill_vocab_mask(mask, 0)
+    eos = tok.eos_token_id
+    return bool(int(mask[0, eos // 32]) >> (eos % 32) & 1)
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+@pytest.mark.parametrize("flags", FLAGS, ids=lambda f: "-".join(k for k, v in f.items() if v) or "plain")
+@pytest.mark.parametrize("structures, triggers, alphabet, longest", CASES, ids=lambda x: None)
+def test_every_backend_accepts_what_the_semantics_accept(name, structures, triggers, alphabet, longest, flags,
+                                                         bundled_tokenizer):
+    spec = spec_of(structures, triggers, **flags)
+    if name == "llguidance" and lexer_conflict(spec) is not None:
+        with pytest.raises(GrammarError, match="llguidance cannot express this structural tag exactly"):
+            backend(name).compile_structural_tag(spec)
+        return
+    grammar = backend(name).compile_structural_tag(spec)
+    for n in range(min(longest, 6) + 1):
+        for chars in itertools.product(alphabet, repeat=n):
+            text = "".join(chars)
+            assert backend_accepts(grammar, bundled_tokenizer, text) == reference_accepts(spec, text), (name, text)
+
+
+CALLS = ['<tool_call>{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}</tool_call>',
+         'Sure. <tool_call>{"name": "get_time", "arguments": {"zone": "UTC"}}</tool_call> Done.',
+         'a <tool_c',
+         '<tool_call>{"name": "get_time", "arguments": {"zone": "PST"}}</tool_call>',          # not in the enum
+         '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>',     # days missing
+         '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris", "days": 9}}</tool_call>',  # days > 7
+         '<tool_call>{"name": "set_alarm", "arguments": {}}</tool_call>',                      # no such tool
+         'text <tool_call> more text']                                                         # a trigger starts a tag
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_every_backend_agrees_on_tool_calls(name, bundled_tokenizer):
+    for flags in FLAGS:
+        spec = parse_structural_tag({**TOOLS, **flags})
+        grammar = backend(name).compile_structural_tag(spec)
+        for text in CALLS:
+            assert backend_accepts(grammar, bundled_tokenizer, text) == reference_accepts(spec, text), (flags, text)
+
+
+def test_llguidance_refusal_is_needed(bundled_tokenizer):
+    """Case 3 compiled anyway: llguidance's greedy lexer rejects a string the semantics accept
+    ("ab1" + 1 + "b" + free "a": after the trigger "ab" it reads the longer begin's "1" as JSON)."""
+    spec = spec_of(*CASES[3][:2])
+    assert "is empty" in lexer_conflict(spec)
+    lark = llg.LLMatcher.grammar_from_lark(structural_tag_lark(spec))
+    grammar = LLGuidanceGrammar(llg.LLMatcher(backend("llguidance").lltokenizer, lark, log_level=0))
+    assert reference_accepts(spec, "ab11ba") and not backend_accepts(grammar, bundled_tokenizer, "ab11ba")
+
+
+def test_outlines_refuses_structural_tags_clearly():
+    compiled = backend("outlines")._compile_safely("structural_tag", json.dumps(TOOLS))
+    assert isinstance(compiled, InvalidGrammarObject)
+    assert "the 'outlines' grammar backend does not support 'structural_tag'" in compiled.message
+
+
+@pytest.mark.parametrize("name", ["xgrammar", "llguidance"])
+def test_generation_under_each_library_backend_validates(name):
+    e = sgl.Engine(stage="s6", grammar_backend=name)
+    try:
+        outs = e.generate(["What is the weather in Paris?", "Time in Berlin?"],
+                          [{"structural_tag": {**TOOLS, "at_least_one": True, "stop_after_first": True},
+                            "max_new_tokens": 80, "temperature": 0.8, "seed": s} for s in (1, 2)])
+    finally:
+        e.shutdown()
+    schemas = {"get_weather": WEATHER, "get_time": TIME}
+    for out in outs:
+        assert out["meta_info"]["finish_reason"]["type"] == "stop", out
+        (name_, args), = CALL.findall(out["text"])
+        jsonschema.validate(json.loads(args), schemas[name_])

@@ -129,7 +129,7 @@ class LLGuidanceGrammar(BaseGrammarObject):
 
 @register_backend("llguidance")
 class LLGuidanceBackend(BaseGrammarBackend):
-    kinds = frozenset({"regex", "json_schema", "ebnf"})
+    kinds = frozenset({"regex", "json_schema", "ebnf", "structural_tag"})
 
     def __init__(self, tokenizer, vocab_size: int, **kwargs):
         super().__init__(tokenizer, vocab_size, **kwargs)
@@ -152,8 +152,74 @@ class LLGuidanceBackend(BaseGrammarBackend):
                 grammar = llg.LLMatcher.grammar_from_lark(any_to_lark(text))
             except Exception as e:    # the GBNF -> Lark converter raises plain exceptions
                 raise GrammarError(f"cannot read the grammar: {e}") from e
+        return self._matcher(grammar)
+
+    def _matcher(self, grammar: str) -> LLGuidanceGrammar:
         # The constructor never raises: a bad grammar leaves the matcher in an error state.
         start = llg.LLMatcher(self.lltokenizer, grammar, log_level=0, limits=self.limits)
         if start.is_error():
             raise GrammarError(start.get_error())
         return LLGuidanceGrammar(start)
+
+    def compile_structural_tag(self, spec) -> LLGuidanceGrammar:
+        """The spec as a Lark grammar with llguidance's lazy lexemes (its docs/syntax.md, "tool
+        calling"): `trig[lazy]: TEXT "<tool_call>"` ends at the FIRST place the text reaches a
+        trigger. Free text before the end of the output is TEXT without any trigger
+        (llguidance's regex intersection and negation). JSON as for json_schema requests."""
+        problem = lexer_conflict(spec)
+        if problem is not None:
+            raise GrammarError(f"llguidance cannot express this structural tag exactly: {problem}")
+        return self._matcher(llg.LLMatcher.grammar_from_lark(structural_tag_lark(spec)))
+
+
+# A JSON number can go on with these; llguidance's lexer is greedy, so an end starting with
+# one would be read as more number (other JSON values end with their own delimiter or word).
+_NUMBER_GOES_ON = set("0123456789.eE+-")
+
+
+def lexer_conflict(spec) -> str | None:
+    """Why llguidance's greedy lexer would not read this spec as our semantics do, or None.
+
+    Its lexer takes the longest lexeme, where the semantics (a regular language) may split a
+    string several ways: after a trigger, one structure's text must not be a prefix of
+    another's ("<f" + "a" vs "<f" + "ab"), and an end must not be read as part of the
+    JSON value before it (empty, whitespace, or a character a number goes on with).
+    """
+    rests: dict[str, list[str]] = {}
+    for i, s in enumerate(spec.structures):
+        if not s.end or s.end[0].isspace() or s.end[0] in _NUMBER_GOES_ON:
+            return (f"structures[{i}].end {s.end!r} is empty or starts with whitespace or a number's "
+                    f"character, which the JSON value before it could swallow")
+        rests.setdefault(spec.trigger_of(s), []).append(s.begin[len(spec.trigger_of(s)):])
+    for trigger, texts in rests.items():
+        for a in texts:
+            for b in texts:
+                if a is not b and b.startswith(a):
+                    return (f"after trigger {trigger!r} the begin text {a!r} is a prefix of {b!r}; "
+                            f"the lexer would take the longer one")
+    return None
+
+
+def structural_tag_lark(spec) -> str:
+    """The Lark grammar of a StructuralTag (constrained/structural_tag.py semantics)."""
+    def json_body(schema) -> str:
+        schema = {"not": {}} if schema is False else {} if schema is True else schema
+        return "%json " + json.dumps({**schema, "x-guidance": JSON_LAYOUT})
+
+    def strings(*texts: str) -> str:
+        return " ".join(json.dumps(t) for t in texts if t)
+
+    triggers = list(spec.triggers)
+    lines = [f"trig_{j}[lazy]: TEXT {json.dumps(t)}" for j, t in enumerate(triggers)]
+    for k, s in enumerate(spec.structures):
+        j = triggers.index(spec.trigger_of(s))
+        rest = s.begin[len(triggers[j]):]
+        lines.append(f"tag_{k}: trig_{j} {strings(rest)} {json_body(s.schema)} {strings(s.end)}")
+        lines.append(f"first_{k}: {strings(s.begin)} {json_body(s.schema)} {strings(s.end)}")
+    tag = " | ".join(f"tag_{k}" for k in range(len(spec.structures)))
+    first = " | ".join(f"first_{k}" for k in range(len(spec.structures)))
+    start = {(False, False): "(tag)* TEXT_END", (True, False): "first (tag)* TEXT_END",
+             (False, True): "tag | TEXT_END", (True, True): "first"}[spec.at_least_one, spec.stop_after_first]
+    any_trigger = " | ".join(json.dumps(t) for t in triggers)
+    return "\n".join([f"start: {start}", f"tag: {tag}", f"first: {first}", *lines,
+                      r"TEXT: /(.|\n)*/", f"TEXT_END: TEXT & ~(TEXT ({any_trigger}) TEXT)", ""])

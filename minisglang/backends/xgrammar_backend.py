@@ -97,7 +97,7 @@ class XGrammarGrammar(BaseGrammarObject):
 
 @register_backend("xgrammar")
 class XGrammarBackend(BaseGrammarBackend):
-    kinds = frozenset({"regex", "json_schema", "ebnf"})
+    kinds = frozenset({"regex", "json_schema", "ebnf", "structural_tag"})
 
     def __init__(self, tokenizer, vocab_size: int, **kwargs):
         super().__init__(tokenizer, vocab_size, **kwargs)
@@ -120,5 +120,20 @@ class XGrammarBackend(BaseGrammarBackend):
             else:
                 compiled = self.compiler.compile_grammar(text)
         except Exception as e:   # xgrammar raises RuntimeError/ValueError with a parser message
+            raise GrammarError(_clean_error(e)) from e
+        return XGrammarGrammar(compiled, self.stop_only_row)
+
+    def compile_structural_tag(self, spec) -> XGrammarGrammar:
+        """xgrammar's "triggered_tags" format: the same semantics as ours (at_least_one: the
+        output starts with a tag). Its JSON allows any whitespace character between tokens,
+        at most one in a row (ours: an optional space), so a small model cannot loop on them."""
+        tags = [{"begin": s.begin, "end": s.end,
+                 "content": {"type": "json_schema", "json_schema": s.schema, "max_whitespace_cnt": 1}}
+                for s in spec.structures]
+        fmt = {"type": "triggered_tags", "triggers": list(spec.triggers), "tags": tags,
+               "at_least_one": spec.at_least_one, "stop_after_first": spec.stop_after_first}
+        try:
+            compiled = self.compiler.compile_structural_tag({"type": "structural_tag", "format": fmt})
+        except Exception as e:
             raise GrammarError(_clean_error(e)) from e
         return XGrammarGrammar(compiled, self.stop_only_row)
