@@ -152,6 +152,10 @@ def _clear_caches() -> None:
                 if callable(getattr(value, "cache_clear", None)) and isinstance(
                         value, (functools._lru_cache_wrapper,)):
                     value.cache_clear()
+    # Token rows shared between grammars: a mutant's wrong rows must not reach the next run.
+    from minisglang.constrained.lazy_token_fsm import SHARED_ROWS
+
+    SHARED_ROWS.clear()
 
 
 def _test_files(tasks: set[str]) -> list[str]:

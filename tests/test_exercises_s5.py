@@ -6,6 +6,8 @@ Each graded test carries the marker of the task it grades:
            (minisglang/backends/fsm_backend.py): the matcher of our own backend adapter
 - task5_2  _SchemaCompiler._array_regex (minisglang/constrained/json_schema.py): the JSON
            Schema rule for arrays (prefixItems, items, minItems, maxItems)
+- task5_3  RegexPool.derivative (minisglang/constrained/lazy_regex.py): Brzozowski's
+           derivative, the step that builds the lazy automaton's states on demand
 
 The oracles never use the code under test. task5_1: the brute-force "which tokens can
 still grow into a match" oracle of tests/test_exercises_s1.py, over its tiny synthetic
@@ -13,7 +15,9 @@ vocabulary with pieces of multi-byte characters. task5_2: `jsonschema` on every 
 up to four elements over a small alphabet, serialised three ways and fed to the compiled
 character DFA (`compile_regex(...).accepts`), plus random walks on that DFA
 (tests/test_json_schema.py::assert_sound). tests/test_stage_s5.py checks task5_1 against
-the token index on the bundled tokenizer too.
+the token index on the bundled tokenizer too. task5_3: `re.fullmatch` on every short
+string over the regex's alphabet, for the derivative itself (what may follow one byte)
+and for the automaton built from it; the lazy backend's masks against brute force.
 """
 from __future__ import annotations
 
@@ -47,7 +51,9 @@ USER = "<|user|>\n{}\n<|assistant|>\n"
 @pytest.fixture(scope="module")
 def synthetic_backend():
     """Our fsm backend over the synthetic vocabulary, logits 7 columns wider than it."""
-    backend = FSMBackend(TOKENIZER, VOCAB_SIZE)
+    # The eager automaton: task 5_1 is the matcher, whatever builds its rows (the lazy one
+    # runs on task 5_3's derivatives).
+    backend = FSMBackend(TOKENIZER, VOCAB_SIZE, automaton="eager", compile_in="thread")
     yield backend
     backend.shutdown()
 
@@ -186,7 +192,7 @@ def test_the_reasoning_gate_masks_through_fill_vocab_mask(synthetic_backend):
 # ---------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def engine():
-    eng = sgl.Engine(stage="s5", grammar_backend="fsm", jump_forward=False)
+    eng = sgl.Engine(stage="s5", grammar_backend="fsm", jump_forward=False, automaton="eager")
     yield eng
     eng.shutdown()
 
@@ -365,3 +371,91 @@ def test_a_slow_compile_times_out_alone_and_its_result_is_kept(engine):
         stage.queue.timeout = 30.0
     again = engine.generate(USER.format("A colour?"), {"regex": regex, "temperature": 0})
     assert re.fullmatch(regex, again["text"]), again
+
+
+# ---------------------------------------------------------------------------------------
+# task5_3: the derivative that builds the lazy automaton
+# ---------------------------------------------------------------------------------------
+DERIVATIVE_REGEXES = ["a", "ab|ac", "a*b", "(ab)*", "a?b?c", "(a|b)*c", "a{2,3}", "(ab|a){0,2}b", "a{2,}",
+                      "(a*b*)*c", "(a?){2}b", "[a-c]{1,2}(a|b)?", "((a|b)c?){3}", "é|e", "(中|a)+", "x{0,1}(ab){2,4}"]
+ALPHABET = ["a", "b", "c", "e", "é", "中", "x"]
+SHORT = [""] + ["".join(p) for n in (1, 2, 3, 4) for p in itertools.product(ALPHABET[:4], repeat=n)] + \
+    ["é", "中", "中中", "ab中", "xabab", "xab", "éa"]
+
+
+def _lazy(pattern: str):
+    from minisglang.constrained.lazy_regex import LazyByteDFA, RegexPool, parse_regex
+
+    pool = RegexPool()
+    return pool, parse_regex(pattern, pool), LazyByteDFA
+
+
+def _matches(pool, node, data: bytes) -> bool:
+    """Does `node` match `data`: one derivative per byte, then 'matches the empty string'."""
+    for b in data:
+        node = pool.derivative(node, b)
+    return node.nullable
+
+
+@pytest.mark.task5_3
+@pytest.mark.parametrize("pattern", DERIVATIVE_REGEXES)
+def test_derivative_is_what_may_follow_one_byte(pattern):
+    pool, root, _ = _lazy(pattern)
+    oracle = re.compile(pattern)
+    for text in SHORT:
+        data = text.encode()
+        assert _matches(pool, root, data) == bool(oracle.fullmatch(text)), (pattern, text)
+        if data:   # d_b(r) matches s exactly when r matches b + s
+            rest = pool.derivative(root, data[0])
+            assert _matches(pool, rest, data[1:]) == bool(oracle.fullmatch(text)), (pattern, text)
+
+
+@pytest.mark.task5_3
+@pytest.mark.parametrize("pattern", DERIVATIVE_REGEXES)
+def test_the_automaton_built_from_derivatives_is_finite_and_right(pattern):
+    pool, root, LazyByteDFA = _lazy(pattern)
+    dfa = LazyByteDFA(root, pool)
+    oracle = re.compile(pattern)
+    for text in SHORT:
+        end = dfa.walk_bytes(dfa.initial, text.encode())
+        assert (end >= 0 and dfa.is_final(end)) == bool(oracle.fullmatch(text)), (pattern, text)
+    for state in range(10_000):   # build every state: a regex has finitely many derivatives
+        if state >= dfa.num_states:
+            break
+        dfa.expand(state)
+    assert dfa.num_states < 60, (pattern, dfa.num_states)
+
+
+@pytest.mark.task5_3
+@settings(max_examples=60, deadline=None)
+@given(st.text(alphabet="ab", max_size=3).flatmap(lambda lead: st.sampled_from(DERIVATIVE_REGEXES).map(
+    lambda p: f"{lead}({p})")))
+def test_derivatives_of_generated_sequences(pattern):
+    pool, root, _ = _lazy(pattern)
+    oracle = re.compile(pattern)
+    for text in SHORT[:200]:
+        assert _matches(pool, root, text.encode()) == bool(oracle.fullmatch(text)), (pattern, text)
+
+
+@pytest.mark.task5_3
+def test_the_lazy_backend_masks_equal_brute_force():
+    """The default fsm backend (lazy) over the synthetic vocabulary: every step's mask is the
+    brute-force oracle of tests/test_exercises_s1.py."""
+    backend = FSMBackend(TOKENIZER, VOCAB_SIZE)
+    try:
+        for regex in REGEXES[:6]:
+            grammar = start(backend, regex)
+            text = b""
+            for _ in range(12):
+                mask = grammar.allocate_vocab_mask(VOCAB_SIZE, 1)
+                grammar.fill_vocab_mask(mask, 0)
+                allowed = set(torch.nonzero(unpack_bits(mask[0], VOCAB_SIZE)).flatten().tolist())
+                assert allowed == oracle_allowed(regex, text), (regex, text)
+                choices = sorted(allowed - {EOS})
+                if not choices:
+                    break
+                token = choices[len(text) % len(choices)]
+                grammar.accept_token(token)
+                text += VOCAB[token]
+    finally:
+        backend.shutdown()
