@@ -13,6 +13,8 @@ import jsonschema
 import llguidance as llg
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import minisglang as sgl
 from minisglang.backends.base import GrammarError, InvalidGrammarObject, get_backend_class
@@ -126,6 +128,29 @@ def test_a_bad_spec_names_the_field(change, message):
     with pytest.raises(StructuralTagError) as e:
         parse_structural_tag({**GOOD, **change})
     assert message in str(e.value)
+
+
+JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=4),
+                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+                           max_leaves=8)
+SPEC_PARTS = st.fixed_dictionaries(
+    {}, optional={"structures": st.lists(st.fixed_dictionaries({}, optional={
+        "begin": st.sampled_from(["<t>", "<t>x", "x", ""]) | JSON_VALUES, "schema": st.just({}) | JSON_VALUES,
+        "end": st.just("</t>") | JSON_VALUES}) | JSON_VALUES, max_size=3),
+        "triggers": st.lists(st.sampled_from(["<t>", "<t", "t>", ""]) | JSON_VALUES, max_size=3),
+        "at_least_one": JSON_VALUES, "type": st.just("structural_tag") | JSON_VALUES})
+
+
+@settings(max_examples=300, deadline=None)
+@given(SPEC_PARTS | JSON_VALUES)
+def test_any_input_parses_or_is_refused_naming_a_field(spec):
+    try:
+        parsed = parse_structural_tag(spec)
+    except StructuralTagError as e:
+        assert str(e).startswith("structural_tag")
+        return
+    assert parse_structural_tag(parsed.to_json()) == parsed
+    assert all(any(s.begin.startswith(t) for t in parsed.triggers) for s in parsed.structures)
 
 
 def test_spec_forms_and_the_canonical_text():

@@ -117,7 +117,7 @@ def parse_structural_tag(spec: Any) -> StructuralTag:
     if isinstance(spec, str):
         try:
             spec = json.loads(spec)
-        except ValueError as e:
+        except (ValueError, RecursionError) as e:
             raise StructuralTagError(f"structural_tag is not valid JSON: {e}") from None
     if not isinstance(spec, dict):
         raise StructuralTagError(f"structural_tag must be an object, got {_json_type(spec)}")
