@@ -362,3 +362,19 @@ def test_generation_under_each_library_backend_validates(name):
         assert out["meta_info"]["finish_reason"]["type"] == "stop", out
         (name_, args), = CALL.findall(out["text"])
         jsonschema.validate(json.loads(args), schemas[name_])
+
+
+def test_native_generate_api_takes_a_structural_tag():
+    import httpx
+
+    from minisglang.server import create_app, serving_in_thread
+
+    spec = {**TOOLS, "at_least_one": True, "stop_after_first": True}
+    with serving_in_thread(create_app(sgl.Engine(stage="s6"))) as url:
+        ok = httpx.post(url + "/generate", json={"text": "Weather in Rome?", "sampling_params": {
+            "structural_tag": spec, "max_new_tokens": 80, "temperature": 0}}, timeout=120)
+        bad = httpx.post(url + "/generate", json={"text": "x", "sampling_params": {"structural_tag": 3}}, timeout=120)
+    assert ok.status_code == 200
+    (name, args), = CALL.findall(ok.json()["text"])
+    jsonschema.validate(json.loads(args), {"get_weather": WEATHER, "get_time": TIME}[name])
+    assert bad.status_code == 400 and "structural_tag must be a string" in bad.text   # or an object
