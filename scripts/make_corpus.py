@@ -655,6 +655,32 @@ def copy_example(rng: random.Random, held_out: bool = False) -> dict:
     return {"task": "copy", "system": None, "user": question + "\n" + sep.join(items), "assistant": sep.join(items)}
 
 
+def copy_drill_example(rng: random.Random, held_out: bool = False) -> dict:
+    """A short, dense copying exercise for the first phase of training (the copy-first
+    curriculum of scripts/train_tiny_model.py): 2-6 generated names, words, numbers, cities
+    or hobbies, repeated verbatim as a list or as a JSON array. Nearly every answer token is
+    a copy, so a tiny model forms the attention that finds the earlier occurrence of the
+    current token and emits the one after it (an induction head) in a few hundred steps."""
+    zh = rng.random() < 0.5
+    makers = [lambda: person_name(rng, zh, held_out), lambda: _word(rng, (1, 3)), lambda: str(rng.randint(0, 9999)),
+              lambda: _city(rng, zh), lambda: rng.choice(ZH_HOBBIES if zh else EN_HOBBIES)]
+    items = [rng.choice(makers)() for _ in range(rng.randint(2, 6))]
+    sep = "、" if zh else ", "
+    if rng.random() < 0.5:
+        question = rng.choice(["照抄下面的内容：", "重复一遍："] if zh else ["Repeat exactly:", "Copy this:"])
+        return {"task": "copy_drill", "system": None, "user": question + "\n" + sep.join(items),
+                "assistant": sep.join(items)}
+    question = rng.choice(["把下面的内容写成 JSON 数组：", "列成 JSON 列表："] if zh else
+                          ["Write these as a JSON array:", "List them as JSON:"])
+    return {"task": "copy_drill", "system": None, "user": question + "\n" + sep.join(items), "assistant": _dumps(items)}
+
+
+def copy_drill_corpus(n_examples: int, seed: int = 0) -> list[dict]:
+    """``n_examples`` seeded copy drills (training names only)."""
+    rng = random.Random(seed * 7919 + 1)
+    return [copy_drill_example(rng) for _ in range(n_examples)]
+
+
 # The task mix: extraction dominates because it is what the chapters demonstrate; tool
 # calls are chapter 07's; copying is the skill both need.
 TASKS = [(person_example, 0.48), (tool_example, 0.17), (copy_example, 0.16), (date_example, 0.03),

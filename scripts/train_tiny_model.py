@@ -70,11 +70,12 @@ CHAT_TEMPLATE = (
     "{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% endif %}"
 )
 # GPT-2's split, except that (1) a run of punctuation may contain single spaces, so that
-# JSON glue such as `", "` and `": "` can become one token, and (2) every Chinese character
-# is a piece of its own, so a name is spelled by the same tokens in a sentence and in the
-# JSON answer (merged with its neighbours it would be different tokens in each, and the
-# model could not learn to copy it).
-PRETOKENIZE_PATTERN = (r" ?\p{Han}| ?(?:(?!\p{Han})\p{L})+| ?\p{N}+| ?[^\s\p{L}\p{N}]+(?: [^\s\p{L}\p{N}]+)*"
+# JSON glue such as `", "` and `": "` can become one token, (2) every Chinese character is a
+# piece of its own and (3) a word or number never takes the space before it (GPT-2's
+# " Kastoru" would be other tokens than the "Kastoru" after `": "` in the answer). So a
+# name, a number or a hobby is spelled by the same tokens in the sentence and in the JSON
+# answer, and the model can learn to copy it token by token.
+PRETOKENIZE_PATTERN = (r"\p{Han}|(?:(?!\p{Han})\p{L})+|\p{N}+| ?[^\s\p{L}\p{N}]+(?: [^\s\p{L}\p{N}]+)*"
                        r"|\s+(?!\S)|\s+")
 
 
@@ -193,6 +194,15 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--hidden", type=int, default=256)
     ap.add_argument("--intermediate", type=int, default=688)
+    ap.add_argument("--heads", type=int, default=8)
+    ap.add_argument("--kv-heads", type=int, default=4)
+    # The copy-first curriculum: the first --copy-steps steps train on short copy drills only
+    # (make_corpus.copy_drill_example), so copying forms before the model sees long paragraphs.
+    ap.add_argument("--copy-steps", type=int, default=0, help="steps of copy drills before the main corpus")
+    ap.add_argument("--copy-examples", type=int, default=20000)
+    ap.add_argument("--copy-tokens-per-batch", type=int, default=2048)
+    ap.add_argument("--probe-every", type=int, default=0,
+                    help="every N steps, print held-out copy and (unconstrained) extraction accuracy")
     ap.add_argument("--seed", type=int, default=0)
     # On a small machine shared with other jobs, more threads than free cores wait on each other.
     ap.add_argument("--threads", type=int, default=1)
@@ -227,13 +237,23 @@ def train(args) -> None:
         tokenizer.save_pretrained(tok_dir)
         torch.save(encoded, enc_path)
     eos_id = tokenizer.convert_tokens_to_ids(EOS)
+    drills = []
+    if args.copy_steps:
+        drill_path = args.state / "encoded-copy.pt"
+        if ckpt is not None and drill_path.exists():
+            drills = torch.load(drill_path)
+        else:
+            drills = encode_examples(tokenizer, make_corpus.copy_drill_corpus(args.copy_examples, args.seed), 128)
+            torch.save(drills, drill_path)
+        print(f"copy drills: {len(drills)} examples, {sum(len(ids) for ids, _ in drills)} tokens")
+    probes = make_probes(corpus, args.seed) if args.probe_every else None
     n_tokens = sum(len(ids) for ids, _ in encoded)
     n_answer = sum(len(ids) - p for ids, p in encoded)
     print(f"corpus: {len(corpus)} examples, {len(encoded)} kept, {n_tokens} tokens ({n_answer} in answers)")
 
     config = LlamaConfig(
         vocab_size=len(tokenizer), hidden_size=args.hidden, intermediate_size=args.intermediate,
-        num_hidden_layers=args.layers, num_attention_heads=8, num_key_value_heads=4,
+        num_hidden_layers=args.layers, num_attention_heads=args.heads, num_key_value_heads=args.kv_heads,
         max_position_embeddings=1024, rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
         rms_norm_eps=1e-5, tie_word_embeddings=True,
         bos_token_id=eos_id, eos_token_id=eos_id, pad_token_id=eos_id,
@@ -257,15 +277,25 @@ def train(args) -> None:
     # The batches of epoch e are a function of (seed, e) only, so a resumed run sees the
     # same batches in the same order as an uninterrupted one.
     per_epoch = len(make_batches(encoded, args.tokens_per_batch, eos_id, random.Random(0)))
-    epoch, batches = -1, []
+    drill_per_epoch = len(make_batches(drills, args.copy_tokens_per_batch, eos_id, random.Random(0))) if drills else 1
+    epoch, batches, drill_epoch, drill_batches = -1, [], -1, []
     model.train()
     t_train = time.time() - train_seconds
     bar = tqdm(range(start_step, args.steps), desc="train", mininterval=10, initial=start_step, total=args.steps)
     for step in bar:
-        if step // per_epoch != epoch:
-            epoch = step // per_epoch
-            batches = make_batches(encoded, args.tokens_per_batch, eos_id, random.Random(args.seed * 100003 + epoch))
-        ids, labels = (t.to(args.device) for t in batches[step % per_epoch])
+        if step < args.copy_steps:
+            if step // drill_per_epoch != drill_epoch:
+                drill_epoch = step // drill_per_epoch
+                drill_batches = make_batches(drills, args.copy_tokens_per_batch, eos_id,
+                                             random.Random(args.seed * 100019 + drill_epoch))
+            batch = drill_batches[step % drill_per_epoch]
+        else:
+            main_step = step - args.copy_steps
+            if main_step // per_epoch != epoch:
+                epoch = main_step // per_epoch
+                batches = make_batches(encoded, args.tokens_per_batch, eos_id, random.Random(args.seed * 100003 + epoch))
+            batch = batches[main_step % per_epoch]
+        ids, labels = (t.to(args.device) for t in batch)
         for group in opt.param_groups:
             group["lr"] = lr_at(step, args.steps, args.lr, warmup=max(1, args.steps // 20))
         loss = answer_loss(model, ids, labels)
@@ -276,6 +306,9 @@ def train(args) -> None:
         losses.append(loss.item())
         bar.set_postfix(loss=f"{sum(losses[-50:]) / len(losses[-50:]):.3f}", epoch=epoch)
         done = step + 1
+        if args.probe_every and done % args.probe_every == 0:
+            print(f"probe step {done} loss {sum(losses[-50:]) / len(losses[-50:]):.3f} "
+                  f"{time.time() - t_train:.0f}s: {run_probes(model, tokenizer, probes, args.device)}", flush=True)
         if done % args.checkpoint_every == 0 or done == args.steps or done == args.stop_after:
             save_checkpoint(args, model, opt, tokenizer, done, losses, time.time() - t_train)
         if done == args.stop_after:
@@ -295,9 +328,39 @@ def train(args) -> None:
     print(f"valid JSON rate: {json_rate['valid']}/{json_rate['n']}; card written to {args.out / 'MODEL_CARD.md'}")
 
 
+def make_probes(corpus: list[dict], seed: int, n: int = 24) -> dict:
+    """Held-out examples to watch during training: copy drills and extraction prompts with
+    names never trained on (copy probes use names from the held-out pool)."""
+    rng = random.Random(seed + 777)
+    return {"copy": [make_corpus.copy_drill_example(rng, held_out=True) for _ in range(n)],
+            "extract": make_corpus.heldout_extraction_prompts(n, corpus, seed=seed + 778)}
+
+
+@torch.no_grad()
+def greedy(model, tokenizer, example: dict, device: str, max_new_tokens: int = 64) -> str:
+    """The model's greedy answer to one example's prompt (unconstrained, stops at EOS)."""
+    ids = tokenizer(render(tokenizer, example, with_answer=False), add_special_tokens=False,
+                    return_tensors="pt")["input_ids"].to(device)
+    eos = tokenizer.convert_tokens_to_ids(EOS)
+    out = model.generate(ids, max_new_tokens=max_new_tokens, do_sample=False, eos_token_id=eos, pad_token_id=eos)
+    return tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
+
+
+def run_probes(model, tokenizer, probes: dict, device: str) -> str:
+    """Held-out copy exact-match rate and unconstrained extraction field accuracy, as text."""
+    model.eval()
+    copy_ok = sum(greedy(model, tokenizer, ex, device) == ex["assistant"] for ex in probes["copy"])
+    outputs = [greedy(model, tokenizer, ex, device, 96) for ex in probes["extract"]]
+    model.train()
+    acc = eval_extraction.score_extraction(probes["extract"], outputs)["accuracy"]
+    return (f"copy {copy_ok}/{len(probes['copy'])}, extraction name {acc.get('name', 0):.0%} "
+            f"age {acc.get('age', 0):.0%} hobbies {acc.get('hobbies', 0):.0%} all {acc.get('all', 0):.0%}")
+
+
 def recipe(args) -> dict:
     """The options a checkpoint must agree on to be resumed (everything but paths and threads)."""
-    skip = {"out", "state", "resume", "stop_after", "checkpoint_every", "threads", "eval_prompts", "device"}
+    skip = {"out", "state", "resume", "stop_after", "checkpoint_every", "threads", "eval_prompts", "device",
+            "probe_every"}
     return {k: v for k, v in vars(args).items() if k not in skip}
 
 

@@ -80,6 +80,24 @@ def test_copy_answers_are_in_the_request(seed, held_out):
     assert ex["assistant"] and ex["assistant"] in ex["user"].split("\n", 1)[1]
 
 
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.booleans())
+def test_copy_drills_repeat_their_items(seed, held_out):
+    ex = make_corpus.copy_drill_example(random.Random(seed), held_out=held_out)
+    question, items_text = ex["user"].split("\n", 1)
+    if ex["assistant"].startswith("["):  # a JSON array of the items, joined the way the request joins them
+        sep = "、" if "：" in question else ", "
+        assert sep.join(json.loads(ex["assistant"])) == items_text
+    else:
+        assert ex["assistant"] == items_text
+
+
+def test_copy_drill_corpus_is_seeded_and_trains_on_training_names_only():
+    a, b = make_corpus.copy_drill_corpus(300, seed=0), make_corpus.copy_drill_corpus(300, seed=0)
+    assert a == b != make_corpus.copy_drill_corpus(300, seed=1)
+    assert all(ex["task"] == "copy_drill" for ex in a)
+
+
 @pytest.mark.parametrize("n,spelled", [(0, "零"), (7, "七"), (10, "十"), (18, "十八"), (35, "三十五"), (90, "九十"),
                                        (99, "九十九")])
 def test_zh_number(n, spelled):

@@ -1,5 +1,6 @@
 """scripts/train_tiny_model.py trains in sittings: stopped after a checkpoint and resumed,
 it takes exactly the steps (same batches, same losses, same weights) of an uninterrupted run."""
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -38,3 +39,35 @@ def test_resume_refuses_another_recipe(tmp_path):
            "--state", str(tmp_path / "a" / "state"), *TINY, "--lr", "0.001", "--resume"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert proc.returncode != 0 and "was made by another recipe" in proc.stderr
+
+
+def _contains(seq: list[int], part: list[int]) -> bool:
+    return any(seq[i:i + len(part)] == part for i in range(len(seq) - len(part) + 1))
+
+
+def test_a_copied_value_is_the_same_tokens_in_the_text_and_in_the_answer():
+    """The pre-tokenizer never glues a word or number to the space before it, so the tokens of
+    a name, age or hobby in the paragraph reappear unchanged inside the JSON answer: the
+    model can copy token by token (GPT-2's split would give " Kastoru" in the text and
+    "Kastoru" after `": "`)."""
+    sys.path.insert(0, str(REPO / "scripts"))
+    import make_corpus
+    import train_tiny_model
+
+    corpus = make_corpus.make_corpus(400, seed=0)
+    tok = train_tiny_model.train_tokenizer(train_tiny_model.tokenizer_texts(corpus), 800)
+    checked = 0
+    for ex in make_corpus.heldout_extraction_prompts(60, corpus):
+        text_ids = tok(ex["user"], add_special_tokens=False)["input_ids"]
+        answer_ids = tok(ex["assistant"], add_special_tokens=False)["input_ids"]
+        answer = json.loads(ex["assistant"].removeprefix("```json\n").removesuffix("\n```"))
+        values = [answer["name"], *answer.get("hobbies", [])]
+        if str(answer.get("age")) in ex["user"]:  # Chinese texts may spell the age in numerals
+            values.append(str(answer["age"]))
+        for value in values:
+            if '"' in value:  # a quoted nickname is escaped in JSON, so it is not the same text
+                continue
+            ids = tok(value, add_special_tokens=False)["input_ids"]
+            assert _contains(text_ids, ids) and _contains(answer_ids, ids), (value, ex["user"], ex["assistant"])
+            checked += 1
+    assert checked > 100
