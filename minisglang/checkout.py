@@ -2,9 +2,10 @@
 the engine as of a stage; `minisglang solutions STAGE` prints the reference solutions.
 
 The copy holds the core engine and the stage modules up to STAGE (not the later ones).
-With `--student`, the body of every exercise region of that stage and of the earlier
-stages (the lines between a `# BEGIN SOLUTION taskN_M` comment and the next
-`# END SOLUTION` comment, each comment on a line of its own) is replaced by
+With `--student`, the body of every exercise region in the copy (of that stage, of the
+earlier stages, and of a later stage in a file the copy ships: the lines between a
+`# BEGIN SOLUTION taskN_M` comment and the next `# END SOLUTION` comment, each comment
+on a line of its own) is replaced by
 `raise NotImplementedError("taskN_M: write this")` at the same indentation; signatures,
 docstrings and the two comments stay. A task `taskN_M` belongs to stage sN. With
 `--from`, the student's own bodies of the earlier stages' regions are copied in from their
@@ -111,10 +112,11 @@ def checkout(stage: str, dest: str | Path, student: bool = False, from_dir: str 
              notes: list[str] | None = None) -> Path:
     """Write the package as of `stage` into dest/minisglang; returns that directory.
 
-    `student`: blank every exercise region of this stage and the earlier ones (a student
-    copy holds no reference solution of a task they were given). `from_dir`: a student's
-    own earlier checkout; the bodies of their regions of the earlier stages are copied in.
-    What happened to the earlier tasks is appended to `notes` (for the command line).
+    `student`: blank every exercise region in the copy, of any stage (a student copy
+    holds no reference solution, neither of a task they were given nor of one still to
+    come). `from_dir`: a student's own earlier checkout; the bodies of their regions of
+    the earlier stages are copied in. What happened to the earlier tasks is appended to
+    `notes` (for the command line).
     """
     if from_dir is not None and not student:
         raise ValueError("--from only makes sense with --student")
@@ -136,12 +138,17 @@ def checkout(stage: str, dest: str | Path, student: bool = False, from_dir: str 
             target.unlink(missing_ok=True)
     if student:
         number = stage_number(tag)
-        tasks = {t for t in all_tasks() if task_key(t)[0] <= number}
+        # Every region, not only this stage's and the earlier ones': a later stage's task can
+        # sit in a file this copy ships (task6_2 in function_call.py, which the server imports
+        # from s1 on). This stage never runs it (it refuses the later feature), and the
+        # student has not been given that task yet.
+        every_task = set(all_tasks())
         for path in out.rglob("*.py"):
             text = path.read_text(encoding="utf-8")
-            blanked = blank_solutions(text, tasks)
+            blanked = blank_solutions(text, every_task)
             if blanked != text:
                 path.write_text(blanked, encoding="utf-8")
+        tasks = {t for t in all_tasks() if task_key(t)[0] <= number}
         earlier = sorted((t for t in tasks if task_key(t)[0] < number), key=task_key)
         kept = carry_forward(out, Path(from_dir), set(earlier)) if from_dir is not None else set()
         if notes is not None:

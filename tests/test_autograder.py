@@ -4,7 +4,7 @@ Honest: every task's tests pass on the reference and fail on blank stubs and on 
 wrong solutions (MUTATIONS below, at least three per task); every solution region has a test.
 Explains: a syntax error, an infinite loop and a failed assertion in a student's copy are
 each reported with the test's name and the reason. Students carry their own code forward
-(`checkout --from`), and a student copy holds no reference solution of a task they were given.
+(`checkout --from`), and a student copy holds no reference solution of any task, given or to come.
 """
 import json
 import os
@@ -109,16 +109,47 @@ def reference_bodies(max_stage: int) -> dict[str, list[str]]:
     return bodies
 
 
+def solution_only_lines() -> dict[str, str]:
+    """Each line of a reference solution region (stripped) that the package holds nowhere
+    outside a region -> its task: the lines a student copy must not contain. ('return
+    False' or 'else:' also occur outside the regions, so they are not evidence.)"""
+    inside, outside = {}, set()
+    for path in PACKAGE_DIR.rglob("*.py"):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        in_region = {}
+        for task, begin, end in find_solution_regions("\n".join(lines)):
+            in_region.update((i, task) for i in range(begin + 1, end))
+        for i, line in enumerate(lines):
+            if i in in_region:
+                inside.setdefault(line.strip(), in_region[i])
+            else:
+                outside.add(line.strip())
+    return {line: task for line, task in inside.items() if line not in outside}
+
+
 @pytest.mark.parametrize("stage", [tag.split("-")[0] for tag in STAGES_WITH_TASKS])
-def test_a_student_copy_holds_no_reference_solution_of_its_own_or_an_earlier_stage(stage, tmp_path):
+def test_a_student_copy_holds_no_line_of_any_reference_solution(stage, tmp_path):
+    """Of its own stage, of an earlier one, nor of a later one whose region sits in a file
+    this copy ships (task6_2 in function_call.py, imported by the server from s1 on)."""
     notes = []
     out = checkout(stage, tmp_path, student=True, notes=notes)
-    text = "".join(p.read_text(encoding="utf-8") for p in out.rglob("*.py"))
-    for task, bodies in reference_bodies(int(stage[1:])).items():
-        for body in bodies:
-            assert body not in text, f"the student copy of {stage} ships the reference solution of {task}"
+    secret = solution_only_lines()
+    assert len(secret) > 100   # the oracle itself: most solution lines are their own
+    for path in out.rglob("*.py"):
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            assert line.strip() not in secret, (f"the student copy of {stage} ships a line of the reference "
+                                                f"solution of {secret[line.strip()]}: {path.name}:{n}: {line.strip()}")
     if stage != "s1":
         assert "tasks 1_1, 1_2, 1_3, 1_4, 1_5 are blank: pass --from YOUR_S1_DIR to keep yours" in notes
+
+
+def test_a_later_stages_region_in_a_file_an_early_copy_ships_is_a_stub(tmp_path):
+    """task6_2's region lives in function_call.py, which s1's server imports, and task4_4's
+    in scheduler.py: s1's student copy ships both files with the stubs."""
+    out = checkout("s1", tmp_path, student=True)
+    text = (out / "function_call.py").read_text(encoding="utf-8")
+    assert 'raise NotImplementedError("task6_2: write this")' in text
+    assert 'raise NotImplementedError("task4_4: write this")' in (out / "scheduler.py").read_text(encoding="utf-8")
 
 
 def test_from_carries_the_students_own_code_forward(tmp_path, capsys):
@@ -503,8 +534,12 @@ def test_a_copy_missing_a_whole_subpackage_is_not_graded_as_the_reference(tmp_pa
 def test_a_checkout_runs_the_engine_with_only_its_own_files(stage, tmp_path):
     """A copy of an early stage holds no later stage's files (no backends/ before s5, no
     structural_tag.py before s6), so the engine it ships must run without them: the
-    reference install is hidden from it."""
-    checkout(stage, tmp_path)
+    reference install is hidden from it. The later stages' regions in the files it ships are
+    blanked, as a student copy has them (task4_4 in scheduler.py, task6_2 in function_call.py)."""
+    out = checkout(stage, tmp_path)
+    later = {t for t in all_tasks() if task_key(t)[0] > int(stage[1:])}
+    for path in out.rglob("*.py"):
+        path.write_text(blank_solutions(path.read_text(encoding="utf-8"), later), encoding="utf-8")
     script = (
         "import sys\n"
         "sys.meta_path[:] = [f for f in sys.meta_path if not (getattr(f, '__module__', '') or '')"
