@@ -14,12 +14,27 @@ with json.dumps and compactly). Per system:
 - reasons: the compile errors, grouped by the first quoted keyword of the message.
 
     python benchmarks/json_schema_maskbench.py   # writes benchmarks/results/maskbench.md
+
+Real data: `--jsonschemabench DIR` reads JSONSchemaBench's MaskBench files (their
+`maskbench/data/*.json`: a schema and labelled instances each) from a local copy of
+github.com/guidance-ai/jsonschemabench: a checkout, or a bare git directory (read with
+`git ls-tree`/`git cat-file`, nothing is written). It draws a seeded sample (`--files`,
+`--seed`), runs the same systems plus ours with the permissive options (any_order and
+extra_properties), and replaces the real-data section of the results file with the
+numbers only: that repository has no license file, so none of its schemas or instances
+is copied into this one.
+
+    python benchmarks/json_schema_maskbench.py --jsonschemabench /path/to/jsonschemabench
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import random
+import re
 import signal
+import subprocess
 import sys
 import time
 from collections import Counter
@@ -44,6 +59,32 @@ RESULTS = REPO / "benchmarks" / "results" / "maskbench.md"
 # Compiling one schema and judging its instances may take this long; past it, the file
 # counts as not compiled (reason "timeout"), so one pathological schema cannot stall a run.
 COMPILE_TIMEOUT_S = 20.0
+
+def minisglang_with_options(schema, **options) -> Callable[[str], bool]:
+    """Ours (fsm backend, lazy automaton) with SchemaOptions `options`."""
+    from minisglang.constrained.json_schema import build_regex_from_schema
+    from minisglang.constrained.lazy_regex import LazyByteDFA, RegexPool, parse_regex
+
+    pool = RegexPool()
+    regex = build_regex_from_schema(schema, **options)
+    dfa = LazyByteDFA(parse_regex(regex, pool), pool)
+
+    def accepts(text: str) -> bool:
+        state = dfa.walk_bytes(dfa.initial, text.encode("utf-8"))
+        return state >= 0 and dfa.is_final(state)
+    return accepts
+
+
+def minisglang_extra_accepts(schema) -> Callable[[str], bool]:
+    """Ours with unlisted keys allowed (extra_properties: JSON Schema's own meaning)."""
+    return minisglang_with_options(schema, extra_properties=True)
+
+
+def minisglang_permissive_accepts(schema) -> Callable[[str], bool]:
+    """Ours with both policies widened: members in any order (any_order, at most
+    max_any_order_properties of them: more is a compile error) and unlisted keys."""
+    return minisglang_with_options(schema, any_order=True, extra_properties=True)
+
 
 SYSTEMS: dict[str, Callable[[object], Callable[[str], bool]]] = {
     "minisglang fsm (lazy)": minisglang_lazy_accepts,
@@ -166,7 +207,127 @@ def results_table(results: dict[str, tuple[MaskBenchCounts, float]], sample: lis
     return "\n".join(lines) + "\n"
 
 
+# The real-data section of the results file lies between these lines (rewritten per run).
+REAL_BEGIN = "<!-- jsonschemabench: begin -->"
+REAL_END = "<!-- jsonschemabench: end -->"
+REAL_SYSTEMS: dict[str, Callable[[object], Callable[[str], bool]]] = {
+    "minisglang fsm (lazy), defaults": minisglang_lazy_accepts,
+    "minisglang fsm (lazy), extra_properties": minisglang_extra_accepts,
+    "minisglang fsm (lazy), any_order + extra_properties": minisglang_permissive_accepts,
+    **{name: f for name, f in SYSTEMS.items() if not name.startswith("minisglang")},
+}
+
+
+def _git(git_dir: Path, *args: str, stdin: bytes | None = None) -> bytes:
+    return subprocess.run(["git", "--git-dir", str(git_dir), *args], input=stdin,
+                          capture_output=True, check=True).stdout
+
+
+def jsonschemabench_names(root: Path) -> list[str]:
+    """The MaskBench file names (`maskbench/data/<subset>_<n>.json`) in a checkout or bare git dir."""
+    data = root / "maskbench" / "data"
+    if data.is_dir():
+        return sorted(f.name for f in data.glob("*.json"))
+    listing = _git(root, "ls-tree", "--name-only", "HEAD", "maskbench/data/").decode()
+    return sorted(Path(line).name for line in listing.splitlines() if line.endswith(".json"))
+
+
+def read_jsonschemabench(root: Path, names: list[str]) -> list[tuple[str, dict]]:
+    """(`<subset>---<file>`, {"schema", "tests"}) for each of `names`, in order."""
+    data = root / "maskbench" / "data"
+    if data.is_dir():
+        texts = [(data / name).read_bytes() for name in names]
+    else:   # one `git cat-file --batch` for all: "<sha> blob <size>\n<bytes>\n" per file
+        out = _git(root, "cat-file", "--batch",
+                   stdin="".join(f"HEAD:maskbench/data/{n}\n" for n in names).encode())
+        texts, at = [], 0
+        for name in names:
+            header_end = out.index(b"\n", at)
+            size = int(out[at:header_end].split()[2])
+            texts.append(out[header_end + 1:header_end + 1 + size])
+            at = header_end + 2 + size
+    sample = []
+    for name, text in zip(names, texts):
+        content = json.loads(text)
+        # Files are named `<subset>---<name>.json` or `<subset>_<n>.json` (BFCL, JME, ...).
+        label = name if "---" in name else f"{re.sub(r'_[0-9]+[.]json$', '', name)}---{name}"
+        sample.append((label, {"schema": content["schema"], "tests": content.get("tests", [])}))
+    return sample
+
+
+def draw_jsonschemabench(root: Path, files: int, seed: int) -> tuple[list[tuple[str, dict]], int]:
+    """A seeded draw of `files` MaskBench files; returns (the drawn files that have
+    instances, sorted by name; how many were drawn)."""
+    names = random.Random(seed).sample(jsonschemabench_names(root), files)
+    drawn = read_jsonschemabench(root, sorted(names))
+    return [(n, c) for n, c in drawn if c["tests"]], len(drawn)
+
+
+def real_data_section(results: dict[str, tuple[MaskBenchCounts, float]], sample: list[tuple[str, dict]],
+                      drawn: int, seed: int, source: str, load: float) -> str:
+    """The results file's real-data section: counts only (the data is not redistributed)."""
+    table = results_table(results, sample).split("\n", 3)[3]   # drop the synthetic sample's title
+    from _results import machine_line
+
+    return "\n".join([
+        REAL_BEGIN,
+        "# Real data: JSONSchemaBench's MaskBench files",
+        "",
+        f"A seeded draw (seed {seed}) of {drawn} files from `maskbench/data` of "
+        f"github.com/guidance-ai/jsonschemabench ({source}); the {len(sample)} with instances are run. "
+        "That repository has no license file, so none of its schemas or instances is copied here: "
+        "only counts. Reproduce with a local clone:",
+        "",
+        "    git clone https://github.com/guidance-ai/jsonschemabench /tmp/jsonschemabench",
+        f"    python benchmarks/json_schema_maskbench.py --jsonschemabench /tmp/jsonschemabench --seed {seed} "
+        f"--files {drawn}",
+        "",
+        "Ours runs three times: with its defaults (schema key order, no unlisted keys), with the option "
+        "extra_properties (unlisted keys, JSON Schema's meaning), and with any_order too (members in any order; "
+        "an object of more than max_any_order_properties=4 members is then a compile error, since every order "
+        "is written out).",
+        "",
+        table.rstrip("\n"),
+        "",
+        machine_line(f"load average {load:.1f} before the runs"),
+        REAL_END,
+    ]) + "\n"
+
+
+def run_jsonschemabench(root: Path, files: int, seed: int, systems: list[str] | None) -> None:
+    sample, drawn = draw_jsonschemabench(root, files, seed)
+    head = _git(root, "rev-parse", "--short", "HEAD").decode().strip() if not (root / "maskbench").is_dir() else None
+    source = f"commit {head}" if head else "a checkout"
+    load_before = os.getloadavg()[0]
+    results = {}
+    for name, factory in REAL_SYSTEMS.items():
+        if systems and not any(s in name for s in systems):
+            continue
+        start = time.perf_counter()
+        counts = run_sample(factory, sample)
+        results[name] = (counts, time.perf_counter() - start)
+        print(f"{name}: compiled {counts.compiled}/{counts.files}, passing {counts.passing}, "
+              f"FP {counts.false_positives} in {len(counts.files_with_fp)} files, FN {counts.false_negatives}",
+              flush=True)
+    section = real_data_section(results, sample, drawn, seed, source, load_before)
+    text = RESULTS.read_text(encoding="utf-8") if RESULTS.exists() else ""
+    if REAL_BEGIN in text:
+        text = text[:text.index(REAL_BEGIN)] + section + text[text.index(REAL_END) + len(REAL_END) + 1:]
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    RESULTS.write_text(text, encoding="utf-8")
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--jsonschemabench", type=Path, help="a local copy of guidance-ai/jsonschemabench")
+    parser.add_argument("--files", type=int, default=500, help="how many files to draw (real data)")
+    parser.add_argument("--seed", type=int, default=0, help="the draw's seed (real data)")
+    parser.add_argument("--systems", nargs="*", help="run only systems whose name contains one of these")
+    args = parser.parse_args()
+    if args.jsonschemabench:
+        run_jsonschemabench(args.jsonschemabench, args.files, args.seed, args.systems)
+        return
     sample = load_sample()
     load_before = os.getloadavg()[0]
     results = {}
@@ -178,8 +339,10 @@ def main() -> None:
               f"FP {counts.false_positives} in {len(counts.files_with_fp)} files, FN {counts.false_negatives}")
     from _results import machine_line, write_results
 
+    previous = RESULTS.read_text(encoding="utf-8") if RESULTS.exists() else ""
+    real = previous[previous.index(REAL_BEGIN):] if REAL_BEGIN in previous else ""   # kept as it was
     write_results(results_table(results, sample) + "\n" + machine_line(f"load average {load_before:.1f} before the runs")
-                  + "\n", RESULTS)
+                  + "\n" + ("\n" + real if real else ""), RESULTS)
 
 
 if __name__ == "__main__":
