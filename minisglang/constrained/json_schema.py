@@ -115,9 +115,6 @@ ANY_VALUE_NESTING = 1
 DEFAULT_MAX_INTEGER_DIGITS = 18
 DEFAULT_MAX_FRACTION_DIGITS = 20
 DEFAULT_MAX_EXPONENT_DIGITS = 3
-# Integers of at most this many digits are below 2**53: a double holds them exactly, so a
-# validator reading `1.0` as a float gets the same integer (see _SchemaCompiler._number).
-SAFE_INTEGER_DIGITS = 15
 # any_order writes every permutation of the present members: n! grows fast.
 DEFAULT_MAX_ANY_ORDER_PROPERTIES = 4
 # The longest regex a schema may compile to. Nested $refs, allOf and anyOf multiply a
@@ -1314,35 +1311,7 @@ class _SchemaCompiler:
 
     # -- types --------------------------------------------------------------------------
     def _number(self, schema: dict, path: str) -> str | None:
-        """integer or number with minimum/maximum/exclusive bounds, as an exact numeral range.
-
-        An integer may also be written with a zero fraction (`1.0`, `-3.00`, at most
-        max_fraction_digits zeros): since draft 6 JSON Schema counts such a number as an
-        integer. A validator reads it as a float, so only integers a double holds exactly
-        (at most SAFE_INTEGER_DIGITS digits) get it: unbounded ones, or ones with both
-        bounds inside that range; then the value, bounds and multipleOf are the integer's.
-        Draft 3/4 (a `$schema` naming them) did not count 1.0, so there integers stay plain."""
-        regex = self._numeral(schema, path)
-        if regex is None or "number" in _types(schema, path) or FRACTIONAL in schema or self._draft4_integers():
-            return regex
-        zeros = r"\." + _repeat("0", 1, self.options.max_fraction_digits if self.options.bound_numbers else None)
-        safe = Decimal(10) ** SAFE_INTEGER_DIGITS
-        lows = [_decimal(schema[k], k, path) for k in ("minimum", "exclusiveMinimum") if k in schema]
-        highs = [_decimal(schema[k], k, path) for k in ("maximum", "exclusiveMaximum") if k in schema]
-        if not lows and not highs and "multipleOf" not in schema:   # any integer: the short ones also as 1.0
-            short = "(?:0|-?[1-9]" + _repeat("[0-9]", 0, SAFE_INTEGER_DIGITS - 1) + ")"
-            return _alt([regex, short + zeros])
-        if lows and highs and all(abs(b) < safe for b in lows + highs):
-            return _concat(regex, f"(?:{zeros})?")
-        return regex
-
-    def _draft4_integers(self) -> bool:
-        """Whether the root schema declares draft 3 or 4, where 1.0 is not an integer."""
-        declared = self.root.get("$schema") if isinstance(self.root, dict) else None
-        return isinstance(declared, str) and re.search(r"draft-0[34]\b", declared) is not None
-
-    def _numeral(self, schema: dict, path: str) -> str | None:
-        """_number without the zero fractions of integers."""
+        """integer or number with minimum/maximum/exclusive bounds, as an exact numeral range."""
         integer = "number" not in _types(schema, path)
         if FRACTIONAL in schema:  # `not integer`: a nonzero last fraction digit, no exponent
             if integer:
