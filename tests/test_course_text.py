@@ -510,3 +510,14 @@ def test_every_relative_link_resolves(path: Path):
     broken = [target for target in LINK.findall(path.read_text(encoding="utf-8"))
               if "://" not in target and not (path.parent / target).exists()]
     assert not broken, f"{path.relative_to(ROOT)} links to files that do not exist: {broken}"
+
+
+def test_every_benchmark_script_is_named_in_the_benchmarks_readme():
+    """A script added to benchmarks/ gets its row in benchmarks/README.md (what it compares,
+    its results file, its command); `_`-prefixed helpers are modules, not scripts."""
+    readme = (ROOT / "benchmarks" / "README.md").read_text(encoding="utf-8")
+    scripts = [p.name for p in sorted((ROOT / "benchmarks").iterdir())
+               if p.suffix in (".py", ".sh") and not p.name.startswith("_")]
+    assert len(scripts) > 10   # the oracle itself: the directory was found
+    missing = [name for name in scripts if f"`{name}`" not in readme]
+    assert not missing, f"benchmarks/README.md does not name {missing}"
