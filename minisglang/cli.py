@@ -2,7 +2,7 @@
 
     minisglang generate "prompt" --regex '\\d{3}'     # one request
     minisglang demo                                  # constrained vs unconstrained, side by side
-    minisglang stages                                # the five stages and what each adds
+    minisglang stages                                # the six stages and what each adds
 """
 from __future__ import annotations
 
@@ -183,7 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     def engine_args(p):
         p.add_argument("--model-path", default=None, help="HF checkpoint dir (default: the bundled model)")
-        p.add_argument("--stage", default=None, help="s1..s5 or a full tag (default: the latest)")
+        p.add_argument("--stage", default=None, help="s1..s6 or a full tag (default: the latest)")
         p.add_argument("--seed", type=int, default=None)
 
     g = sub.add_parser("generate", help="generate for one prompt")
