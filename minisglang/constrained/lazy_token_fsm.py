@@ -5,13 +5,16 @@ tree (lazy_regex.py) and computes ONE row, the start state's, so compile cost fo
 regex's length, not its DFA's size. Every later row is computed when generation first
 reaches its state, and cached:
 
-- the row's tokens: the vocabulary trie (token_index.VocabTrie, the same one the eager
-  fast index walks) is walked from the state by a compiled loop (lazy_trie_walk.py); a
-  subtree is dropped as soon as the automaton dies on its prefix, and automaton states
-  the walk passes through are built (derivatives) when first touched;
-- `TokenRow`: allowed token ids (sorted), the state each one leads to, and the packed
-  int32 mask row (token t is bit t % 32 of word t // 32; EOS allowed exactly in
-  accepting states).
+- the row's tokens: the vocabulary trie (token_index.VocabTrie) is walked from the state
+  by a compiled loop (lazy_trie_walk.py); a subtree is dropped as soon as the automaton
+  dies on its prefix, and the table entries the walk needs are computed (derivatives,
+  one per byte class) when first touched. Rows are shared: a state `H T` with a
+  permissive head reuses H's row plus the few tokens that can leave H, an alternation
+  is the union of its members' rows, states no token can tell apart (RegexPool.clip)
+  share one walk, and sub-expression rows are shared by all grammars (SHARED_ROWS);
+- `TokenRow`: the packed int32 mask row (token t is bit t % 32 of word t // 32; EOS
+  allowed exactly in accepting states) and how many tokens it allows. Where a token
+  leads is computed when it is accepted (`next_state` walks its bytes).
 
 The result is a `TokenFSM` (token_fsm.py), so the "fsm" backend's matcher drives it
 exactly like the eager one: `index.next_state`, `state_row[state]`, `jump_map.jump_forward`,
