@@ -72,10 +72,13 @@ CHAT_TEMPLATE = (
 # GPT-2's split, except that (1) a run of punctuation may contain single spaces, so that
 # JSON glue such as `", "` and `": "` can become one token, (2) every Chinese character is a
 # piece of its own and (3) a word or number never takes the space before it (GPT-2's
-# " Kastoru" would be other tokens than the "Kastoru" after `": "` in the answer). So a
-# name, a number or a hobby is spelled by the same tokens in the sentence and in the JSON
-# answer, and the model can learn to copy it token by token.
-PRETOKENIZE_PATTERN = (r"\p{Han}|(?:(?!\p{Han})\p{L})+|\p{N}+| ?[^\s\p{L}\p{N}]+(?: [^\s\p{L}\p{N}]+)*"
+# " Kastoru" would be other tokens than the "Kastoru" after `": "` in the answer); a
+# punctuation run takes one space after it instead, so a separator such as ", " stays one
+# token (two tokens "," and " " between every pair of items would leave a copying model
+# nothing to tell one separator from another). So a name, a number or a hobby is spelled
+# by the same tokens in the sentence and in the JSON answer, and the model can learn to
+# copy it token by token.
+PRETOKENIZE_PATTERN = (r"\p{Han}|(?:(?!\p{Han})\p{L})+|\p{N}+| ?[^\s\p{L}\p{N}]+(?: [^\s\p{L}\p{N}]+)* ?"
                        r"|\s+(?!\S)|\s+")
 
 
