@@ -1,6 +1,7 @@
 """The one way benchmarks publish: print the table, then write it where the chapters read it,
 ending with one line that says where and when it was measured."""
 import datetime
+import hashlib
 import os
 import platform
 from pathlib import Path
@@ -16,6 +17,15 @@ def machine_line(*details: str) -> str:
              f"torch {torch.__version__} with {torch.get_num_threads()} thread(s)",
              f"Python {platform.python_version()}", *details]
     return f"Machine: {', '.join(f for f in facts if f)}; measured {datetime.date.today().isoformat()}."
+
+
+def model_checksum(model_path: str | Path) -> str:
+    """The first 16 hex digits of the sha256 of a model's weights (its *.safetensors files,
+    in name order): which checkpoint a results file measured."""
+    digest = hashlib.sha256()
+    for f in sorted(Path(model_path).glob("*.safetensors")):
+        digest.update(f.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def write_results(text: str, path: Path) -> None:

@@ -36,7 +36,6 @@ Prints the table and the ratios; writes benchmarks/results/extraction_service.md
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import queue
@@ -57,7 +56,7 @@ from minisglang.backends.outlines_backend import OutlinesBackend
 from minisglang.engine import Engine, default_torch_threads
 from minisglang.tokenizer import Tokenizer
 
-from _results import machine_line, write_results  # benchmarks/_results.py (scripts run from benchmarks/)
+from _results import machine_line, model_checksum, write_results  # benchmarks/_results.py (scripts run from benchmarks/)
 from bench_backends import OutlinesCoreProcessor
 
 RESULTS = Path(__file__).parent / "results" / "extraction_service.md"
@@ -280,13 +279,6 @@ def pct(xs: list[float], q: int) -> float:
     return statistics.quantiles(xs, n=100, method="inclusive")[q - 1]
 
 
-def checksum(model_path: str) -> str:
-    digest = hashlib.sha256()
-    for f in sorted(Path(model_path).glob("*.safetensors")):
-        digest.update(f.read_bytes())
-    return digest.hexdigest()[:16]
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model-path", default=minisglang.DEFAULT_MODEL_PATH)
@@ -342,7 +334,7 @@ def main() -> None:
              f"({min(doc_tokens)}-{max(doc_tokens)} tokens with the question, mean {statistics.fmean(doc_tokens):.0f}), "
              f"arriving as a Poisson process at {args.rate:g} requests/s (the last at {arrivals[-1]:.1f} s), "
              f"greedy, constrained by the schema below, max_new_tokens={args.max_new_tokens}. Model "
-             f"`{Path(args.model_path).name}` (safetensors sha256 {checksum(args.model_path)}), torch threads "
+             f"`{Path(args.model_path).name}` (safetensors sha256 {model_checksum(args.model_path)}), torch threads "
              f"{args.threads} for every system. The systems serve the same trace one after another; the load "
              "average before each is in its row. Requests/s = requests over the time from the first arrival to "
              "the last answer; TTFT = arrival to the first output token computed; latency = arrival to the answer.",

@@ -101,45 +101,67 @@ def expected_calls(example: dict) -> list[tuple[str, dict]]:
     return [(c["function"]["name"], c["function"]["arguments"]) for c in example.get("tool_calls", [])]
 
 
+# The pieces of a tool eval; benchmarks/bench_tool_calls.py measures with the same ones.
+CALL_TASKS = ("tool_call", "tool_parallel")   # the examples whose reference answer is a call
+
+
+def tool_prompt(tokenizer, example: dict) -> str:
+    """The prompt of a tool example: its conversation up to the answer, its tools listed."""
+    return tokenizer.apply_chat_template(make_corpus.to_messages(example, with_answer=False), tools=example["tools"])
+
+
+def function_tools(example: dict) -> list:
+    """The example's tools as minisglang.function_call.FunctionTool (name, arguments schema)."""
+    from minisglang.function_call import FunctionTool, arguments_schema
+
+    return [FunctionTool(t["function"]["name"], arguments_schema(t["function"]["parameters"]))
+            for t in example["tools"]]
+
+
+def tool_params(example: dict, tool_choice: str | None, max_new_tokens: int = 120) -> dict:
+    """Greedy sampling params; with tool_choice ("auto", "required") the structural tag
+    that choice makes of the example's tools, with None no constraint."""
+    from minisglang.function_call import ToolChoice, tool_constraint
+
+    params = {"temperature": 0, "max_new_tokens": max_new_tokens}
+    if tool_choice is not None:
+        params["structural_tag"] = tool_constraint(function_tools(example), ToolChoice(tool_choice)).value
+    return params
+
+
+def read_calls(example: dict, text: str) -> list[tuple[str, dict | None]]:
+    """The calls an output makes, as (tool name, arguments as a JSON value, or None where
+    the arguments are not JSON), read by the server's parser."""
+    from minisglang.function_call import parse_tool_calls
+
+    calls = []
+    for call in parse_tool_calls(text, [t["function"]["name"] for t in example["tools"]])[1]:
+        try:
+            calls.append((call.name, json.loads(call.arguments)))
+        except ValueError:
+            calls.append((call.name, None))
+    return calls
+
+
 def eval_tools(engine, examples: list[dict], constrained: bool, max_new_tokens: int = 120) -> dict:
     """Right tool, right arguments and valid JSON for the calls; no call where none is wanted;
     the reply after a tool result equal to the reference."""
-    from minisglang.function_call import (FunctionTool, ToolChoice, arguments_schema, parse_tool_calls,
-                                          tool_constraint)
-
-    prompts, params = [], []
-    for ex in examples:
-        prompts.append(engine.tokenizer.apply_chat_template(make_corpus.to_messages(ex, with_answer=False),
-                                                            tools=ex["tools"]))
-        p = {"temperature": 0, "max_new_tokens": max_new_tokens}
-        if constrained:
-            tools = [FunctionTool(t["function"]["name"], arguments_schema(t["function"]["parameters"]))
-                     for t in ex["tools"]]
-            p["structural_tag"] = tool_constraint(tools, ToolChoice("auto")).value
-        params.append(p)
+    prompts = [tool_prompt(engine.tokenizer, ex) for ex in examples]
+    params = [tool_params(ex, "auto" if constrained else None, max_new_tokens) for ex in examples]
     outputs = [o["text"] for o in engine.generate(prompts, params)]
     counts = defaultdict(lambda: [0, 0])  # kind -> [right, total]
     for ex, text in zip(examples, outputs):
-        names = [t["function"]["name"] for t in ex["tools"]]
-        content, calls = parse_tool_calls(text, names)
+        got = read_calls(ex, text)
         want = expected_calls(ex)
         if ex["task"] == "tool_none":
-            counts["no call when none fits"][0] += not calls
+            counts["no call when none fits"][0] += not got
             counts["no call when none fits"][1] += 1
             continue
         if ex["task"] == "tool_reply":
             counts["reply uses the tool result"][0] += text.strip() == ex["assistant"]
             counts["reply uses the tool result"][1] += 1
             continue
-        got = []
-        valid = True
-        for call in calls:
-            try:
-                got.append((call.name, json.loads(call.arguments)))
-            except ValueError:
-                valid = False
-                got.append((call.name, None))
-        for kind, ok in (("valid JSON arguments", bool(calls) and valid),
+        for kind, ok in (("valid JSON arguments", bool(got) and all(args is not None for _, args in got)),
                          ("right tool", [n for n, _ in got] == [n for n, _ in want]),
                          ("right tool and arguments", got == want)):
             counts[kind][0] += ok
