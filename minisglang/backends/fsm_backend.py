@@ -119,7 +119,10 @@ class FSMBackend(BaseGrammarBackend):
     def schema_regex(self, schema) -> str:
         """Our JSON Schema compiler with this engine's options; a regex longer than
         `max_regex_chars` is refused here (a structural tag joins several)."""
-        regex = build_regex_from_schema(schema, whitespace=self.options.get("json_whitespace"), **self.schema_options)
+        # The compiler may use the lazy automaton's own operators (any-order members) only
+        # when that automaton reads the regex.
+        regex = build_regex_from_schema(schema, whitespace=self.options.get("json_whitespace"),
+                                        **{**self.schema_options, "automaton": self.automaton})
         check_regex_length(regex, self.options.get("max_regex_chars", 100_000))
         return regex
 

@@ -13,8 +13,12 @@ What the matched JSON text looks like:
   (`[ \\t\\n]*`) lets a model loop on spaces until max_new_tokens (outlines #839,
   vllm #44619), so it is bounded by default and configurable.
 - Object members come in the order of the schema's `properties` (option any_order: any
-  order, for objects of at most max_any_order_properties members), then the keys of
-  `patternProperties` or of a map.
+  order), then the keys of `patternProperties` or of a map. For the lazy automaton
+  (option automaton="lazy", what our fsm backend asks for by default) any order is one
+  `(?@members...)` group of lazy_regex.py (the members written so far are the state, so
+  its size is linear in the members, and unlisted keys may come anywhere); for a plain
+  regex (automaton="eager", this function's default) every order is written out, for
+  objects of at most max_any_order_properties members.
 - Strings: raw characters except `"`, `\\` and control characters; JSON escapes; every
   non-ASCII character either raw or as `\\uXXXX` (how `json.dumps` writes it by default),
   except in strings with minLength/maxLength: raw characters and short escapes only, so
@@ -85,6 +89,7 @@ from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from fractions import Fraction
 from urllib.parse import unquote, urldefrag, urljoin
 
+from minisglang.constrained.lazy_regex import MEMBERS_SYNTAX, LazyByteDFA, RegexPool, parse_regex
 from minisglang.constrained.regex_dfa import (
     MAX_CODE_POINT,
     SURROGATES,
@@ -156,8 +161,11 @@ class SchemaOptions:
     - bound_numbers: apply those digit limits (off: JSON's own number grammar, any number
       of digits, as before issue 17; a model may then write digits until max_new_tokens;
       fractions next to a bound stay limited).
-    - any_order: object members in any order, not only the schema's (objects with at most
-      max_any_order_properties members; more is an error, as the alternatives grow as n!).
+    - any_order: object members in any order, not only the schema's. With
+      automaton="eager" an object may have at most max_any_order_properties members (more
+      is an error: the alternatives grow as n!); with "lazy" any number (one
+      `(?@members...)` group), and unlisted keys (extra_properties, patternProperties) may
+      come between the listed ones.
     - extra_properties: an object with `properties` and no `additionalProperties` also
       takes unlisted keys with any value (JSON Schema's own meaning; off: no extra keys,
       as xgrammar's strict mode).
@@ -166,6 +174,10 @@ class SchemaOptions:
       the string is any string).
     - max_regex_chars: the longest regex allowed; a longer one is refused
       (SchemaTooLargeError naming the schema part) before it is built.
+    - automaton: which automaton reads the regex. "eager" (the default here): plain
+      Python syntax, for s1-s4's DFA and for `re.fullmatch`; "lazy": it may also use
+      lazy_regex.py's private `(?@members...)` groups, which only `parse_regex` reads (our
+      fsm backend passes its own automaton).
     """
 
     whitespace: str | None = None
@@ -179,6 +191,7 @@ class SchemaOptions:
     extra_properties: bool = False
     unknown_formats: str = "error"
     max_regex_chars: int = DEFAULT_MAX_REGEX_CHARS
+    automaton: str = "eager"
 
     def __post_init__(self) -> None:
         for name in ("max_ref_depth", "max_integer_digits", "max_fraction_digits", "max_exponent_digits",
@@ -191,6 +204,8 @@ class SchemaOptions:
                 raise ValueError(f"option {name} must be true or false, got {getattr(self, name)!r}")
         if self.unknown_formats not in ("error", "annotation"):
             raise ValueError(f"option unknown_formats must be 'error' or 'annotation', got {self.unknown_formats!r}")
+        if self.automaton not in ("eager", "lazy"):
+            raise ValueError(f"option automaton must be 'eager' or 'lazy', got {self.automaton!r}")
 
 
 class UnsupportedSchemaError(ValueError):
@@ -1306,7 +1321,7 @@ class _SchemaCompiler:
         elif rest:  # keep the values the rest of the schema accepts (its regex is sound)
             rest_regex = self._flat_value(rest, path)
             values = [v for v in values if rest_regex is not None and
-                      re.fullmatch(rest_regex, json.dumps(v, separators=(",", ":"), ensure_ascii=False))]
+                      _fullmatch(rest_regex, json.dumps(v, separators=(",", ":"), ensure_ascii=False))]
         return _alt([_literal(v, self.ws) for v in values])
 
     # -- types --------------------------------------------------------------------------
@@ -1717,10 +1732,16 @@ class _SchemaCompiler:
                        counts: tuple[int, int | None] = (0, None)) -> str | None:
         """`{` the members, optional ones may be left out, then any number of `extra`
         entries (None: none) `}`. Members come in schema order (O(n^2) regex size), or in
-        any order with the any_order option (O(n! n): at most max_any_order_properties).
+        any order with the any_order option: for the lazy automaton one `(?@members...)`
+        group (O(n), extras anywhere), else every order (O(n! n): at most
+        max_any_order_properties).
         `counts`: minProperties/maxProperties, how many members are written (no extras).
         """
         ws, sep = self.ws, f",{self.ws}"
+        if self.options.any_order and self.options.automaton == "lazy" and counts == (0, None):
+            groups = "".join(f"({'!' if req else '~'}{m})" for m, req in members)
+            extra_group = "" if extra is None else f"(&{extra})"
+            return rf"\{{{ws}{MEMBERS_SYNTAX}({sep}){groups}{extra_group}){ws}\}}"
         if self.options.any_order:
             firsts = self._any_order_firsts(members, path, counts)
         elif counts != (0, None):
@@ -2000,6 +2021,17 @@ def _decimal_multiples(step: Decimal, given, lo: Decimal | None, lo_strict: bool
             # a whole multiple is also written as json.dumps writes a float: 3.0
             texts.append(text.replace(".", r"\.") if "." in text else ("0" if text == "-0" else text) + r"(?:\.0)?")
     return _alt(texts)
+
+
+def _fullmatch(regex: str, text: str) -> bool:
+    """Whether `text` matches all of one of our regexes (`re`, or the lazy automaton for
+    one with our private `(?@members...)` groups)."""
+    if MEMBERS_SYNTAX not in regex:
+        return re.fullmatch(regex, text) is not None
+    pool = RegexPool()
+    dfa = LazyByteDFA(parse_regex(regex, pool), pool)
+    state = dfa.walk_bytes(dfa.initial, text.encode("utf-8"))
+    return state >= 0 and dfa.is_final(state)
 
 
 def _searches(pattern: str, name: str, path: str) -> bool:

@@ -22,6 +22,13 @@ The pieces:
   Schema compiler and the tests write: classes, escapes, `{m,n}`, groups, alternation,
   `\\uXXXX`); it keeps class ranges as ranges (interegular lists every character of a
   class, which is slow at Unicode scale) and memoises groups by their text.
+- `RegexPool.members`: an operator regex text cannot write compactly, the members of a
+  JSON object in ANY order (each at most once, the required ones present, separators
+  between them, any number of "extra" entries anywhere). As a regex it is every
+  permutation (n! alternatives); as a node it is the set of members written so far, and
+  its derivative unfolds one level: "a member not written yet, then the rest". So only
+  the sets generation reaches become states. The JSON Schema compiler writes it in a
+  private syntax only `parse_regex` reads (see MEMBERS_SYNTAX).
 - `LazyByteDFA`: state = a regex node; a state's row of 256 next states is computed on
   its first visit, one derivative per byte class (bytes no sub-expression tells apart).
 
@@ -39,7 +46,12 @@ import numpy as np
 from .regex_dfa import RegexError, _complement, _strip_anchors, utf8_sequences
 
 # Node kinds.
-EMPTY, EPSILON, BYTES, CONCAT, ALT, REPEAT = range(6)
+EMPTY, EPSILON, BYTES, CONCAT, ALT, REPEAT, MEMBERS = range(7)
+# The private syntax of a MEMBERS node (Python's `re` rejects `(?@`, so no ordinary regex
+# means something else by it): `(?@members(SEP)(!M)(~M)(&E))`, the separator group first,
+# then one group per member: `!` required, `~` optional (each at most once), `&` an extra
+# entry (any number of times, at most one such group). Nothing else may follow `(?@`.
+MEMBERS_SYNTAX = "(?@members"
 NEVER = 1 << 40   # the min_len of the empty language
 
 
@@ -54,6 +66,9 @@ class RegexNode:
     `byte_set` (a 256-bit int, bit b = byte b); CONCAT: `parts = (head, tail)` (a sequence
     is right-nested, a group inside it is one head); ALT: `parts` = the alternatives, a sorted tuple
     without duplicates; REPEAT: `parts = (body,)` from `low` to `high` times (None: no bound).
+    MEMBERS: `parts = (separator, extra, *members)` (extra EMPTY: none), `low` = bitmask of
+    the members written so far, `high` = bitmask of the required ones, `byte_set` = 1 once
+    something is written (the next member needs the separator first).
     """
 
     __slots__ = ("uid", "kind", "parts", "byte_set", "low", "high", "nullable", "first", "max_bound",
@@ -77,6 +92,13 @@ class RegexNode:
         elif kind == REPEAT:
             self.max_bound = max(low, high or 0, parts[0].max_bound)
             self.min_len = min(low * parts[0].min_len, NEVER)
+        elif kind == MEMBERS:
+            # max_bound 0: `clip` leaves it whole (a member's bounds are clipped once it is
+            # in progress, as the head of a CONCAT); min_len: the required members left.
+            sep, members, left = parts[0], parts[2:], high & ~low
+            needed = [m.min_len for i, m in enumerate(members) if left >> i & 1]
+            self.max_bound = 0
+            self.min_len = min(sum(needed) + sep.min_len * max(len(needed) - (not byte_set), 0), NEVER)
         else:
             self.max_bound = 0
             self.min_len = NEVER if kind == EMPTY else 0 if kind == EPSILON else 1
@@ -195,6 +217,48 @@ class RegexPool:
         return self._make((REPEAT, body.uid, low, high), REPEAT, parts=(body,), low=low, high=high,
                           nullable=low == 0 or body.nullable, first=body.first)
 
+    def members(self, separator: RegexNode, members: list[RegexNode], required: list[bool],
+                extra: RegexNode | None = None, written: int = 0, started: bool = False) -> RegexNode:
+        """The members in any order, each at most once, the `required` ones present, one
+        `separator` between two, and `extra` (None: none) any number of times anywhere.
+        `written` (bitmask) and `started` are the state: what is done already.
+
+        Its language is `unfold`'s: nothing (once every required member is written), or a
+        member not written yet (or an extra) behind the separator, then the rest. Members
+        must not match the empty string (a JSON member starts with its key's quote)."""
+        if any(m.nullable or m.kind == EMPTY for m in members):
+            raise RegexError("a member of a (?@members ...) group must match a non-empty string")
+        extra = self.empty if extra is None else extra
+        required_mask = sum(1 << i for i, req in enumerate(required) if req)
+        parts = (separator, extra, *members)
+        first = 0
+        for i, m in enumerate(parts[1:]):
+            if i == 0 or not written >> (i - 1) & 1:   # the extra, or a member still to write
+                first |= m.first
+        if started:
+            first = separator.first | (first if separator.nullable else 0)
+            if not any(not written >> i & 1 for i in range(len(members))) and extra.kind == EMPTY:
+                first = 0   # everything written: only the end is left
+        return self._make((MEMBERS, *(p.uid for p in parts), written, required_mask, int(started)), MEMBERS,
+                          parts=parts, low=written, high=required_mask, byte_set=int(started),
+                          nullable=required_mask & ~written == 0, first=first)
+
+    def unfold(self, node: RegexNode) -> RegexNode:
+        """A MEMBERS node as an ordinary one, one level deep: ε when every required member
+        is written, or (separator, if started) a member not written yet and the rest."""
+        separator, extra, *members = node.parts
+        lead = separator if node.byte_set else self.epsilon
+        required = [bool(node.high >> i & 1) for i in range(len(members))]
+        options = [self.epsilon] if node.nullable else []
+        for i, m in enumerate(members):
+            if not node.low >> i & 1:
+                rest = self.members(separator, members, required, extra, node.low | 1 << i, True)
+                options.append(self.concat(lead, self.concat(m, rest)))
+        if extra.kind != EMPTY:
+            options.append(self.concat(lead, self.concat(extra, self.members(separator, members, required, extra,
+                                                                               node.low, True))))
+        return self.alt(options)
+
     # -- bounded views: states that no token can tell apart ----------------------------------
     def clip(self, node: RegexNode, length: int) -> RegexNode:
         """`node` with every repetition bound above `length` lowered to `length + 1`.
@@ -249,7 +313,8 @@ class RegexPool:
             if None in parts:
                 out = None
             else:
-                tag = {CONCAT: "c", ALT: "a"}.get(node.kind, f"r{node.low},{node.high}")
+                tag = {CONCAT: "c", ALT: "a", MEMBERS: f"m{node.low},{node.high},{node.byte_set}"}.get(
+                    node.kind, f"r{node.low},{node.high}")
                 out = f"{tag}({' '.join(parts)})"
                 out = out if len(out) <= limit else None
         self._keys[node.uid] = out
@@ -264,6 +329,9 @@ class RegexPool:
         if done is not None:
             return done
         kind = node.kind
+        if kind == MEMBERS:   # not the exercise's: the derivative of its one-level unfolding
+            out = node._derivatives[byte] = self.derivative(self.unfold(node), byte)
+            return out
         # BEGIN SOLUTION task5_3
         if kind == BYTES:
             out = self.epsilon
@@ -315,6 +383,8 @@ class RegexPool:
                     break
             else:
                 out |= self.cuts(x)
+        elif kind == MEMBERS:
+            out = self.cuts(self.unfold(node))
         else:
             out = 1
         node._cuts = out
@@ -337,6 +407,8 @@ def describe(node: RegexNode, limit: int = 60) -> str:
             return text(n.parts[0]) + text(n.parts[1])
         if n.kind == ALT:
             return "(" + "|".join(text(m) for m in n.parts) + ")"
+        if n.kind == MEMBERS:
+            return "(?@members" + "".join(f"({text(p)})" for p in n.parts) + f"){{{n.low:b}}}"
         high = "" if n.high is None else n.high
         return f"({text(n.parts[0])}){{{n.low},{high}}}"
     out = text(node)
@@ -467,6 +539,11 @@ class _Parser:
         if text is not None and text in self.group_nodes:
             self.i = end + 1
             return self.group_nodes[text]
+        if p.startswith(MEMBERS_SYNTAX, start):
+            node = self.members_group()
+            if text is not None:
+                self.group_nodes[text] = node
+            return node
         self.i += 1
         if p.startswith("?", self.i):
             ext = p[self.i + 1 : self.i + 3]
@@ -487,6 +564,40 @@ class _Parser:
         if text is not None:
             self.group_nodes[text] = node
         return node
+
+    def members_group(self) -> RegexNode:
+        """`(?@members(SEP)(!M)(~M)(&E))` (see MEMBERS_SYNTAX) -> a MEMBERS node."""
+        p, start = self.p, self.i
+        self.i += len(MEMBERS_SYNTAX)
+        separator, members, required, extra = None, [], [], None
+        while p.startswith("(", self.i):
+            self.i += 1
+            flag = None if separator is None else p[self.i : self.i + 1]
+            if flag is not None:
+                if flag not in "!~&" or not flag:
+                    raise self.fail(f"a (?@members group at position {start}: a member group must start "
+                                    f"with !, ~ or &, not {flag!r}")
+                self.i += 1
+            node = self.alternation()
+            if not p.startswith(")", self.i):
+                raise self.fail(f"a (?@members group at position {start} is not closed")
+            self.i += 1
+            if flag is None:
+                separator = node
+            elif flag == "&":
+                if extra is not None:
+                    raise self.fail(f"a (?@members group at position {start} has two & groups")
+                extra = node
+            else:
+                members.append(node)
+                required.append(flag == "!")
+        if separator is None or not p.startswith(")", self.i):
+            raise self.fail(f"a (?@members group at position {start} must be (?@members(SEP)(!M)...)")
+        self.i += 1
+        try:
+            return self.pool.members(separator, members, required, extra)
+        except RegexError as e:
+            raise self.fail(f"a (?@members group at position {start}: {e}") from None
 
     def escape(self, in_class: bool = False) -> RegexNode | list[tuple[int, int]] | str:
         """Outside a class: a node. Inside: a one-character string or a list of ranges."""
@@ -576,6 +687,8 @@ class _Parser:
 def parse_regex(pattern: str, pool: RegexPool) -> RegexNode:
     """Parse `pattern` (Python syntax, whole-output match) into a node of `pool`.
 
+    Besides Python's syntax, it reads our private `(?@members...)` groups (MEMBERS_SYNTAX:
+    object members in any order, what the JSON Schema compiler writes for the lazy automaton).
     Raises RegexError for an invalid pattern (Python's message), an unsupported construct
     (lookarounds, backreferences, inner anchors, possessive quantifiers, inline flags),
     or a regex that matches no string at all.
@@ -584,7 +697,9 @@ def parse_regex(pattern: str, pool: RegexPool) -> RegexNode:
     try:
         with warnings.catch_warnings():   # "possible nested set": we read `[[` as re does today
             warnings.simplefilter("ignore", FutureWarning)
-            re.compile(body)
+            # Our private groups read as plain ones for this check (`(!M)` is a group
+            # starting with a literal "!"): the rest must be a regex Python accepts.
+            re.compile(body.replace(MEMBERS_SYNTAX, "(?:"))
     except re.error as e:
         raise RegexError(f"invalid regex {pattern!r}: {e}") from None
     node = _Parser(body, pattern, pool).parse()
