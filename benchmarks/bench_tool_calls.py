@@ -116,7 +116,10 @@ def measure(engine, backend_name: str, examples: list[dict], choice: str | None,
     if choice:
         row.compile_ms = [compile_ms(engine.stage.backend, p) for p in params]
     for ex, out in zip(examples, engine.generate(prompts, params)):
-        row.add(ex, out["text"], out["meta_info"]["finish_reason"])
+        finish = out["meta_info"]["finish_reason"]
+        if finish and finish.get("type") == "abort":   # a failure of the run, never a request without a call
+            raise RuntimeError(f"{row.backend} {row.choice}: a request was aborted: {finish.get('message')}")
+        row.add(ex, out["text"], finish)
     print(" | ".join(row.cells()), flush=True)
     return row
 
@@ -131,7 +134,9 @@ def run(model: Path, n: int, backends: list[str], corpus_examples: int, corpus_s
     examples = call_requests(n, train, heldout_seed)
     rows = []
     for i, name in enumerate(backends):
-        engine = Engine(model_path=str(model), stage="s6-function-calling", grammar_backend=name)
+        # Every request's tag is a distinct compile, all submitted at once: let them all wait.
+        engine = Engine(model_path=str(model), stage="s6-function-calling", grammar_backend=name,
+                        max_pending_compiles=max(64, len(examples)))
         try:
             for choice in CHOICES:
                 if choice is not None or i == 0:

@@ -86,5 +86,5 @@ def test_a_tiny_run_end_to_end(bench, tmp_path, capsys):
             assert _cell(valid)[0] == n_calls - in_call
             assert re.fullmatch(r"\d+ \(\d+\)", compile_ms)
         if choice == "required":
-            # at_least_one: every output calls, or was cut before it could.
-            assert _cell(with_call)[0] + (_cell(cut)[0] - in_call) >= requests
+            # at_least_one: every output calls, unless max_new_tokens cut it before it could.
+            assert _cell(with_call)[0] >= requests - _cell(cut)[0]
