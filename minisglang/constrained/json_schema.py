@@ -41,7 +41,8 @@ options of SchemaOptions change some of them):
 - `prefixItems` without `items`: no items after the prefix (a tuple).
 - No `type`: the type comes from the type-specific keywords present (`properties` ->
   object, `minLength` -> string, ...); with none of them, any JSON value.
-- Any JSON value (`{}`, `true`, a free map or list) nests at most ANY_VALUE_NESTING levels.
+- Any JSON value (`{}`, `true`, a free map or list) nests at most ANY_VALUE_NESTING levels
+  (the value of an unlisted key: LAZY_ENTRY_NESTING levels with automaton="lazy").
 - A `$ref` is expanded at most `max_ref_depth` times along one path; deeper, the
   recursive choice is removed (a tree's children list must then be empty).
 - Integers are written without fraction or exponent; numbers with bounds without exponent.
@@ -112,6 +113,10 @@ DEFAULT_WHITESPACE = r"[ ]?"
 # list or object of scalars. Each level makes the regex 4x longer (a container writes its
 # element pattern twice) and the automaton about 2.5x larger and slower to build.
 ANY_VALUE_NESTING = 1
+# For the lazy automaton, the value of an unlisted key (a map's, extra_properties') may
+# nest one level more: a group repeated in the text is parsed once there, and only the
+# states generation reaches are built (real objects often carry {"labels": {...}}).
+LAZY_ENTRY_NESTING = 1
 # Numbers without bounds in the schema get these digit limits, so that generation ends
 # (a model can write digits until max_new_tokens: "384597965934907183.44247..."). 18
 # integer digits always fit an int64; 20 fraction and 3 exponent digits hold every
@@ -1668,7 +1673,8 @@ class _SchemaCompiler:
         elif additional is False or ("properties" in schema and not self.options.extra_properties):
             entries = []
         else:
-            extra_value = self._any_value(ANY_VALUE_NESTING - 1) if additional is None or additional is True \
+            nesting = LAZY_ENTRY_NESTING if self.options.automaton == "lazy" else ANY_VALUE_NESTING - 1
+            extra_value = self._any_value(nesting) if additional is None or additional is True \
                 else self.value(additional, f"{path}/additionalProperties")
             if "properties" in schema:  # extra_properties: unlisted keys after the listed ones
                 if not names_free:
