@@ -124,7 +124,7 @@ def tokenizer_texts(corpus: list[dict]) -> list[str]:
 def encode_examples(tokenizer, corpus: list[dict], max_len: int) -> list[tuple[list[int], int]]:
     """Each example as (token ids, number of prompt tokens); too long ones are dropped."""
     out = []
-    for ex in tqdm(corpus, desc="tokenize", mininterval=5):
+    for ex in tqdm(corpus, desc="tokenize", mininterval=5, disable=len(corpus) < 1000):
         prompt = render(tokenizer, ex, with_answer=False)
         full = render(tokenizer, ex, with_answer=True)
         assert full.startswith(prompt) and full.endswith(EOS)
@@ -349,14 +349,29 @@ def greedy(model, tokenizer, example: dict, device: str, max_new_tokens: int = 6
     return tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
 
 
+@torch.no_grad()
+def answer_token_accuracy(model, tokenizer, examples: list[dict], device: str) -> float:
+    """The share of answer tokens the model predicts right given the reference answer so far
+    (teacher forcing): a copy skill that is half formed shows here long before whole answers
+    come out right."""
+    right = total = 0
+    for ids, n_prompt in encode_examples(tokenizer, examples, max_len=10**6):
+        logits = model(torch.tensor([ids], device=device)).logits[0, n_prompt - 1:-1]  # [answer, V]
+        right += (logits.argmax(-1).cpu() == torch.tensor(ids[n_prompt:])).sum().item()
+        total += len(ids) - n_prompt
+    return right / total
+
+
 def run_probes(model, tokenizer, probes: dict, device: str) -> str:
-    """Held-out copy exact-match rate and unconstrained extraction field accuracy, as text."""
+    """Held-out copy token accuracy and exact-match rate, and unconstrained extraction field
+    accuracy, as text."""
     model.eval()
+    token_acc = answer_token_accuracy(model, tokenizer, probes["copy"], device)
     copy_ok = sum(greedy(model, tokenizer, ex, device) == ex["assistant"] for ex in probes["copy"])
     outputs = [greedy(model, tokenizer, ex, device, 96) for ex in probes["extract"]]
     model.train()
     acc = eval_extraction.score_extraction(probes["extract"], outputs)["accuracy"]
-    return (f"copy {copy_ok}/{len(probes['copy'])}, extraction name {acc.get('name', 0):.0%} "
+    return (f"copy tokens {token_acc:.0%}, copy exact {copy_ok}/{len(probes['copy'])}, extraction name {acc.get('name', 0):.0%} "
             f"age {acc.get('age', 0):.0%} hobbies {acc.get('hobbies', 0):.0%} all {acc.get('all', 0):.0%}")
 
 
