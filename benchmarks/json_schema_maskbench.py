@@ -67,7 +67,7 @@ def minisglang_with_options(schema, **options) -> Callable[[str], bool]:
 
     pool = RegexPool()
     regex = build_regex_from_schema(schema, automaton="lazy", **options)
-    dfa = LazyByteDFA(parse_regex(regex, pool), pool)
+    dfa = LazyByteDFA(parse_regex(regex, pool, members=True), pool)
 
     def accepts(text: str) -> bool:
         state = dfa.walk_bytes(dfa.initial, text.encode("utf-8"))

@@ -19,7 +19,7 @@ from minisglang.constrained.lazy_regex import LazyByteDFA, RegexError, RegexPool
 
 def lazy_matcher(regex: str):
     pool = RegexPool()
-    dfa = LazyByteDFA(parse_regex(regex, pool), pool)
+    dfa = LazyByteDFA(parse_regex(regex, pool, members=True), pool)
 
     def accepts(text: str) -> bool:
         state = dfa.walk_bytes(dfa.initial, text.encode("utf-8"))
@@ -82,7 +82,27 @@ def test_members_node_states_are_the_sets_reached_not_all_orders():
 ])
 def test_bad_members_groups_are_clear_errors(regex, message):
     with pytest.raises(RegexError, match=re.escape(message)):
+        parse_regex(regex, RegexPool(), members=True)
+
+
+def test_a_users_regex_cannot_use_the_private_members_group():
+    # Only our JSON Schema compiler writes `(?@members...)`; in a request's regex it is the
+    # error Python gives (re rejects `(?@`), on the parser and through the fsm backend.
+    regex = "<(?@members(,)(!a)(~b))>"
+    with pytest.raises(RegexError, match="invalid regex"):
         parse_regex(regex, RegexPool())
+    from minisglang.backends.fsm_backend import FSMBackend
+    from minisglang.constrained.token_fsm import ConstraintError
+    from minisglang.tokenizer import Tokenizer
+    from minisglang import DEFAULT_MODEL_PATH
+    tok = Tokenizer.from_pretrained(DEFAULT_MODEL_PATH)
+    backend = FSMBackend(tok, tok.vocab_size)
+    try:
+        with pytest.raises(ConstraintError, match="invalid regex"):
+            backend.compile("regex", regex)
+        assert backend.compile("regex", re.escape("(?@members") + "x") is not None
+    finally:
+        backend.shutdown()
 
 
 VALUE_SCHEMAS = [{"type": "integer"}, {"type": "boolean"}, {"type": "string", "maxLength": 3},

@@ -113,8 +113,9 @@ class FSMBackend(BaseGrammarBackend):
                                       disk_dir=o.get("grammar_cache_dir"))
 
     def compile(self, kind: str, text: str) -> FSMGrammar:
-        regex = self.schema_regex(text) if kind == "json_schema" else text
-        return self.compile_regex(regex, self.options.get("max_regex_chars", 100_000))
+        if kind == "json_schema":
+            return self.compile_regex(self.schema_regex(text), None, ours=True)
+        return self.compile_regex(text, self.options.get("max_regex_chars", 100_000))
 
     def schema_regex(self, schema) -> str:
         """Our JSON Schema compiler with this engine's options; a regex longer than
@@ -126,16 +127,18 @@ class FSMBackend(BaseGrammarBackend):
         check_regex_length(regex, self.options.get("max_regex_chars", 100_000))
         return regex
 
-    def compile_regex(self, regex: str, max_regex_chars: int | None) -> FSMGrammar:
+    def compile_regex(self, regex: str, max_regex_chars: int | None, ours: bool = False) -> FSMGrammar:
+        """`ours`: the regex was written by our JSON Schema compiler (already length-checked),
+        so it may use the lazy automaton's private `(?@members...)` groups; a user's may not."""
         if self.automaton == "lazy":
             return FSMGrammar(compile_lazy_token_fsm(regex, self.tokenizer, self.vocab_size, self.lazy_limits,
-                                                     max_regex_chars=max_regex_chars))
+                                                     max_regex_chars=max_regex_chars, members=ours))
         return FSMGrammar(self.service.compile_fsm(regex))
 
     def compile_structural_tag(self, spec: StructuralTag) -> FSMGrammar:
         """The spec as one regex (constrained/structural_tag.py). `max_regex_chars` bounds each
         schema's regex, not their sum: the automaton's own limits bound the rest."""
-        return self.compile_regex(spec.to_regex(self.schema_regex), None)
+        return self.compile_regex(spec.to_regex(self.schema_regex), None, ours=True)
 
     def shutdown(self) -> None:
         super().shutdown()

@@ -2035,7 +2035,7 @@ def _fullmatch(regex: str, text: str) -> bool:
     if MEMBERS_SYNTAX not in regex:
         return re.fullmatch(regex, text) is not None
     pool = RegexPool()
-    dfa = LazyByteDFA(parse_regex(regex, pool), pool)
+    dfa = LazyByteDFA(parse_regex(regex, pool, members=True), pool)
     state = dfa.walk_bytes(dfa.initial, text.encode("utf-8"))
     return state >= 0 and dfa.is_final(state)
 

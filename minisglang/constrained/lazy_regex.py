@@ -684,11 +684,12 @@ class _Parser:
         return node
 
 
-def parse_regex(pattern: str, pool: RegexPool) -> RegexNode:
+def parse_regex(pattern: str, pool: RegexPool, members: bool = False) -> RegexNode:
     """Parse `pattern` (Python syntax, whole-output match) into a node of `pool`.
 
-    Besides Python's syntax, it reads our private `(?@members...)` groups (MEMBERS_SYNTAX:
-    object members in any order, what the JSON Schema compiler writes for the lazy automaton).
+    With `members`, it also reads our private `(?@members...)` groups (MEMBERS_SYNTAX:
+    object members in any order, what the JSON Schema compiler writes for the lazy
+    automaton); a user's regex is parsed without, so there `(?@` is the error Python says.
     Raises RegexError for an invalid pattern (Python's message), an unsupported construct
     (lookarounds, backreferences, inner anchors, possessive quantifiers, inline flags),
     or a regex that matches no string at all.
@@ -699,7 +700,7 @@ def parse_regex(pattern: str, pool: RegexPool) -> RegexNode:
             warnings.simplefilter("ignore", FutureWarning)
             # Our private groups read as plain ones for this check (`(!M)` is a group
             # starting with a literal "!"): the rest must be a regex Python accepts.
-            re.compile(body.replace(MEMBERS_SYNTAX, "(?:"))
+            re.compile(body.replace(MEMBERS_SYNTAX, "(?:") if members else body)
     except re.error as e:
         raise RegexError(f"invalid regex {pattern!r}: {e}") from None
     node = _Parser(body, pattern, pool).parse()

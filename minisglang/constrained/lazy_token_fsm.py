@@ -496,18 +496,19 @@ class LazyTokenFSM(TokenFSM):
 
 
 def compile_lazy_token_fsm(regex: str, vocab: Vocabulary, vocab_size: int, limits: LazyLimits | None = None,
-                           max_regex_chars: int | None = None) -> LazyTokenFSM:
+                           max_regex_chars: int | None = None, members: bool = False) -> LazyTokenFSM:
     """regex -> LazyTokenFSM with the start state's row computed. Raises ConstraintError.
 
     `vocab_size` is the logits' width (the packed rows have ceil(vocab_size / 32) words).
     Only the start state is checked for spellability: a later state whose continuation
-    the vocabulary cannot spell gets an empty row, as in the eager index.
+    the vocabulary cannot spell gets an empty row, as in the eager index. `members`: the
+    regex comes from our JSON Schema compiler and may hold `(?@members...)` groups.
     """
     limits = limits or LazyLimits()
     check_regex_length(regex, max_regex_chars)
     try:
         pool = RegexPool(limits.max_regex_nodes)
-        dfa = LazyByteDFA(parse_regex(regex, pool), pool, limits.max_lazy_states)
+        dfa = LazyByteDFA(parse_regex(regex, pool, members), pool, limits.max_lazy_states)
         index = LazyStateIndex(dfa, vocab, vocab_size, limits)
         start = index.row(index.initial_state)
     except RegexError as e:   # AutomatonLimitError included
