@@ -204,6 +204,9 @@ def main() -> None:
     ap.add_argument("--copy-steps", type=int, default=0, help="steps of copy drills before the main corpus")
     ap.add_argument("--copy-examples", type=int, default=20000)
     ap.add_argument("--copy-tokens-per-batch", type=int, default=2048)
+    ap.add_argument("--copy-mix", type=int, default=0,
+                    help="after the copy phase, every N-th step is still a copy drill (0: none); "
+                         "without them the model loses half its copying once the main corpus starts")
     ap.add_argument("--probe-every", type=int, default=0,
                     help="every N steps, print held-out copy and (unconstrained) extraction accuracy")
     ap.add_argument("--seed", type=int, default=0)
@@ -286,14 +289,15 @@ def train(args) -> None:
     t_train = time.time() - train_seconds
     bar = tqdm(range(start_step, args.steps), desc="train", mininterval=10, initial=start_step, total=args.steps)
     for step in bar:
-        if step < args.copy_steps:
-            if step // drill_per_epoch != drill_epoch:
-                drill_epoch = step // drill_per_epoch
+        source, i = batch_source(step, args.copy_steps, args.copy_mix)
+        if source == "drill":
+            if i // drill_per_epoch != drill_epoch:
+                drill_epoch = i // drill_per_epoch
                 drill_batches = make_batches(drills, args.copy_tokens_per_batch, eos_id,
                                              random.Random(args.seed * 100019 + drill_epoch))
-            batch = drill_batches[step % drill_per_epoch]
+            batch = drill_batches[i % drill_per_epoch]
         else:
-            main_step = step - args.copy_steps
+            main_step = i
             if main_step // per_epoch != epoch:
                 epoch = main_step // per_epoch
                 batches = make_batches(encoded, args.tokens_per_batch, eos_id, random.Random(args.seed * 100003 + epoch))
@@ -329,6 +333,18 @@ def train(args) -> None:
     write_model_card(args, corpus, encoded, n_tokens, n_answer, n_params, len(tokenizer),
                      train_minutes, total_minutes, final_loss, json_rate, report)
     print(f"valid JSON rate: {json_rate['valid']}/{json_rate['n']}; card written to {args.out / 'MODEL_CARD.md'}")
+
+
+def batch_source(step: int, copy_steps: int, copy_mix: int) -> tuple[str, int]:
+    """Which batch training step ``step`` takes: ("drill", i) for the i-th copy-drill batch or
+    ("main", i) for the i-th batch of the main corpus. The first ``copy_steps`` steps are
+    drills; after them every ``copy_mix``-th step is (if ``copy_mix``)."""
+    if step < copy_steps:
+        return "drill", step
+    k = step - copy_steps
+    if copy_mix and k % copy_mix == copy_mix - 1:
+        return "drill", copy_steps + k // copy_mix
+    return "main", k - (k // copy_mix if copy_mix else 0)
 
 
 def make_probes(corpus: list[dict], seed: int, n: int = 24) -> dict:

@@ -5,11 +5,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = ["--examples", "200", "--steps", "4", "--checkpoint-every", "2", "--tokens-per-batch", "256",
-        "--hidden", "32", "--intermediate", "64", "--layers", "2", "--vocab-size", "600", "--threads", "1"]
+        "--hidden", "32", "--intermediate", "64", "--layers", "2", "--vocab-size", "600", "--threads", "1",
+        "--copy-steps", "2", "--copy-mix", "2", "--copy-examples", "100"]  # steps: drill, drill, main, drill
 
 
 def train(tmp: Path, name: str, *extra: str) -> subprocess.CompletedProcess:
@@ -71,3 +73,19 @@ def test_a_copied_value_is_the_same_tokens_in_the_text_and_in_the_answer():
             assert _contains(text_ids, ids) and _contains(answer_ids, ids), (value, ex["user"], ex["assistant"])
             checked += 1
     assert checked > 100
+
+
+@pytest.mark.parametrize("copy_steps,copy_mix", [(0, 0), (5, 0), (0, 3), (4, 2), (3, 5)])
+def test_batch_source_takes_every_batch_once_in_order(copy_steps, copy_mix):
+    """The copy-first curriculum: drills first, then every copy_mix-th step a drill; each
+    source's batches are taken in order, none skipped or repeated."""
+    sys.path.insert(0, str(REPO / "scripts"))
+    import train_tiny_model
+
+    sources = [train_tiny_model.batch_source(step, copy_steps, copy_mix) for step in range(60)]
+    assert sources[:copy_steps] == [("drill", i) for i in range(copy_steps)]
+    for name in ("drill", "main"):
+        taken = [i for s, i in sources if s == name]
+        assert taken == list(range(len(taken)))
+    after = sources[copy_steps:]
+    assert [s for s, _ in after].count("drill") == (len(after) // copy_mix if copy_mix else 0)
