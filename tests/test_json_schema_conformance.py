@@ -79,9 +79,11 @@ def test_harness_serialises_both_ways():
     assert conformance.SERIALISATIONS["compact"](data) == '{"é":[1,"x"]}'
 
 
-@pytest.mark.slow
 def test_our_backend_has_no_false_positive_on_the_suite(suite):
-    counts = conformance.run_suite(conformance.minisglang_accepts, progress=False)
+    # The fsm backend's default automaton (lazy): seconds, where building every schema's
+    # whole character DFA takes 7-15 minutes; tests/test_lazy_automaton.py shows the two
+    # automata accept the same strings, and bench's results table keeps the eager row.
+    counts = conformance.run_suite(conformance.minisglang_lazy_accepts, progress=False)
     assert counts.false_positives == [], "accepted but invalid:\n" + "\n".join(counts.false_positives)
     compiled = counts.cases - counts.compile_errors
     assert compiled > 0
