@@ -100,18 +100,14 @@ class SamplingParams:
             self.stop = [self.stop]
         elif self.stop is None:
             self.stop = []
-        if isinstance(self.json_schema, dict):
-            try:
-                self.json_schema = json.dumps(self.json_schema, allow_nan=False)
-            except (TypeError, ValueError, RecursionError) as e:
-                raise ValueError(f"json_schema must be a JSON object or a JSON string; this dict is "
-                                 f"not JSON ({e})") from None
-        if isinstance(self.structural_tag, dict):
-            try:
-                self.structural_tag = json.dumps(self.structural_tag, allow_nan=False)
-            except (TypeError, ValueError, RecursionError) as e:
-                raise ValueError(f"structural_tag must be a JSON object or a JSON string; this dict is "
-                                 f"not JSON ({e})") from None
+        for name in ("json_schema", "structural_tag"):   # a dict is kept as its JSON text
+            value = getattr(self, name)
+            if isinstance(value, dict):
+                try:
+                    setattr(self, name, json.dumps(value, allow_nan=False))
+                except (TypeError, ValueError, RecursionError) as e:
+                    raise ValueError(f"{name} must be a JSON object or a JSON string; this dict is "
+                                     f"not JSON ({e})") from None
         self.validate()
 
     @classmethod
