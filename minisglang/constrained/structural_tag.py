@@ -91,8 +91,8 @@ class StructuralTag:
         free = FreeText(self.triggers)
         # Per structure: its trigger, and the regex of the tag after that trigger.
         trigger = [self.trigger_of(s) for s in self.structures]
-        body = [f"{literal(s.begin[len(t):])}(?:{schema_regex(s.schema)}){literal(s.end)}"
-                for s, t in zip(self.structures, trigger)]
+        body = [f"{literal(s.begin[len(t):])}(?:{self._schema_regex(i, schema_regex)}){literal(s.end)}"
+                for i, (s, t) in enumerate(zip(self.structures, trigger))]
         # One loop iteration: free text up to the first trigger t, then one of t's tags.
         loop = _alt([free.until_trigger[t] + _alt([b for b, u in zip(body, trigger) if u == t])
                      for t in self.triggers if t in trigger])
@@ -105,6 +105,14 @@ class StructuralTag:
         if self.stop_after_first:
             return _alt([loop, free.until_end])
         return f"{_star(loop)}{free.until_end}"
+
+    def _schema_regex(self, i: int, schema_regex: Callable[[dict | bool], str]) -> str:
+        """Structure i's schema compiled; the compiler's error says which structure it is, so
+        a server can name the tool (its errors are ValueError subclasses with one message)."""
+        try:
+            return schema_regex(self.structures[i].schema)
+        except ValueError as e:
+            raise type(e)(f"structural_tag.structures[{i}].schema: {e}") from e
 
 
 # ------------------------------------------------------------------------- parsing
