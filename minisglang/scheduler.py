@@ -355,12 +355,14 @@ class Scheduler:
         self.totals.errors += 1
         logger.error("step %d: error while %s (aborting %d request(s))", self.step_count, where,
                      len(reqs), exc_info=error)
-        if isinstance(error, self.stage.grammar_errors):   # the request's grammar, not the engine, failed
-            message = f"the grammar failed while {where}: {error}"
-        else:
+        # `internal` tells a client's 500 (the engine failed) from a 400 (its grammar failed).
+        internal = not isinstance(error, self.stage.grammar_errors)
+        if internal:
             message = f"internal error while {where}: {type(error).__name__}: {error}"
+        else:
+            message = f"the grammar failed while {where}: {error}"
         for req in reqs:
-            req.finish("abort", message=message)
+            req.finish("abort", message=message, internal=internal)
             self.record_event("error", req, where=where, error=repr(error))
 
     def abort_batch(self, batch: ScheduledBatch, error: BaseException) -> None:

@@ -390,8 +390,8 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
         reason = meta["finish_reason"]
         if reason and reason["type"] == "abort":
             message = reason.get("message", "request aborted")
-            # The scheduler words a caught exception "internal error while ..." (scheduler.abort_for_error).
-            raise RequestError(message, status=500 if message.startswith("internal error") else 400)
+            # scheduler.abort_for_error marks the engine's own failures `internal`.
+            raise RequestError(message, status=500 if reason.get("internal") else 400)
 
     async def first_chunk(gen: AsyncIterator[dict[str, Any]]) -> dict[str, Any]:
         """The first chunk; an abort before anything was sent becomes an error response, not a stream."""

@@ -205,6 +205,7 @@ def test_a_per_request_hook_failure_aborts_only_that_request(engine, alone, monk
         if req.prompt == victim_prompt and hook != "release":
             assert req.finished_reason["type"] == "abort"
             assert req.finished_reason["message"].startswith("internal error while ")
+            assert req.finished_reason["internal"] is True   # the server's 500
             assert req.finished_reason["message"].endswith("RuntimeError: injected fault")
         else:   # a failing release is logged; the request keeps its reason and its text
             assert req.finished_reason == {"type": "length", "length": 8}

@@ -72,6 +72,7 @@ def test_a_grammar_that_grows_past_its_limit_aborts_only_its_own_request(engine)
     reason = runaway.finished_reason
     assert reason["type"] == "abort"
     assert reason["message"].startswith("the grammar failed while ")   # the request's fault, not the engine's
+    assert reason["internal"] is False   # so the server answers 400, not 500
     assert "max_lazy_states" in reason["message"]
     assert engine.stats().pools_full
 
