@@ -145,7 +145,8 @@ def cmd_grade(args) -> int:
     from .grading import grade
 
     try:
-        return grade(args.stage, args.impl, test_timeout=args.timeout, verbose=args.verbose, json_path=args.json)
+        return grade(args.stage, args.impl, test_timeout=args.timeout, verbose=args.verbose, json_path=args.json,
+                     only=args.task)
     except (ValueError, FileNotFoundError) as e:
         return _user_error(e)
 
@@ -226,6 +227,8 @@ def build_parser() -> argparse.ArgumentParser:
     gr.add_argument("--stage", required=True)
     gr.add_argument("--impl", nargs="+", default=None, metavar="DIR",
                     help="a student's checkout dir, or several (a class: one table) (default: the reference)")
+    gr.add_argument("--task", nargs="+", default=None, metavar="N_M",
+                    help="grade only these tasks, e.g. --task 5_3 (default: all the stage's tasks)")
     gr.add_argument("--timeout", type=float, default=60.0, help="seconds per test before it fails as timed out")
     gr.add_argument("--verbose", action="store_true", help="also print pytest's full output")
     gr.add_argument("--json", default=None, metavar="FILE", help="write a machine-readable report")

@@ -101,12 +101,28 @@ class GradeReport:
 
 
 # ---------------------------------------------------------------------- running the tests
-def run_task_tests(stage: str, impl: str | Path | None = None, tests_dir: Path = REPO_TESTS,
-                   test_timeout: float = DEFAULT_TEST_TIMEOUT, total_timeout: float = 1800) -> GradeReport:
-    """Run the stage's task tests against `impl` (None = reference) and explain the failures."""
+def select_tasks(stage: str, only: list[str] | None = None) -> list[str]:
+    """The stage's tasks in order, or the ones `only` names ("5_3" or "task5_3"); a name
+    that is not one of the stage's tasks is an error listing the stage's tasks."""
     tasks = sorted(all_tasks(stage), key=task_key)
     if not tasks:
         raise ValueError(f"stage {stage} has no exercise tasks")
+    if not only:
+        return tasks
+    wanted = [t if t.startswith("task") else f"task{t}" for t in only]
+    unknown = [t for t in wanted if t not in tasks]
+    if unknown:
+        raise ValueError(f"stage {stage} has no task {', '.join(u[4:] for u in unknown)}; "
+                         f"its tasks are {', '.join(t[4:] for t in tasks)}")
+    return [t for t in tasks if t in wanted]
+
+
+def run_task_tests(stage: str, impl: str | Path | None = None, tests_dir: Path = REPO_TESTS,
+                   test_timeout: float = DEFAULT_TEST_TIMEOUT, total_timeout: float = 1800,
+                   only: list[str] | None = None) -> GradeReport:
+    """Run the stage's task tests (or those of the tasks `only` names) against `impl`
+    (None = reference) and explain the failures."""
+    tasks = select_tasks(stage, only)
     package = PACKAGE_DIR
     env = dict(os.environ)
     if impl is not None:
@@ -371,9 +387,11 @@ def short_names(paths: list[str]) -> list[str]:
 
 # ---------------------------------------------------------------------- the CLI entry
 def grade(stage: str, impls: list[str] | None = None, *, test_timeout: float = DEFAULT_TEST_TIMEOUT,
-          verbose: bool = False, json_path: str | None = None) -> int:
-    """Grade the reference, one student copy, or a class; exit status 0 only when all passed."""
-    reports = [run_task_tests(stage, impl, test_timeout=test_timeout) for impl in (impls or [None])]
+          verbose: bool = False, json_path: str | None = None, only: list[str] | None = None) -> int:
+    """Grade the reference, one student copy, or a class (all the stage's tasks, or those
+    `only` names); exit status 0 only when all passed."""
+    select_tasks(stage, only)   # a misspelt task fails before any test runs
+    reports = [run_task_tests(stage, impl, test_timeout=test_timeout, only=only) for impl in (impls or [None])]
     for r in reports:
         if verbose:
             print(r.output)
@@ -388,5 +406,5 @@ def grade(stage: str, impls: list[str] | None = None, *, test_timeout: float = D
     return 0 if all(r.ok for r in reports) else 1
 
 
-__all__ = ["run_task_tests", "format_report", "format_class_table", "grade", "stage_number",
+__all__ = ["run_task_tests", "select_tasks", "format_report", "format_class_table", "grade", "stage_number",
            "GradeReport", "TaskResult", "Failure", "FileError"]

@@ -19,7 +19,7 @@ import pytest
 from minisglang.checkout import (PACKAGE_DIR, all_tasks, blank_solutions, checkout, find_solution_regions,
                                  region_keys, task_key)
 from minisglang.cli import main
-from minisglang.grading import REPO_TESTS, format_report, run_task_tests, short_names
+from minisglang.grading import REPO_TESTS, format_report, run_task_tests, select_tasks, short_names
 from minisglang.stages import STAGE_MODULES
 
 import mutants
@@ -219,6 +219,16 @@ def test_grading_the_reference_passes_every_task():
         assert result.ok, f"{task} on the reference: {result.failed}"
 
 
+def test_grade_task_runs_only_the_named_tasks_and_names_a_misspelt_one(capsys):
+    """A student working on one task grades that task alone (`--task 2_2`, or `task2_2`)."""
+    report = run_task_tests("s2", only=["2_2"])
+    assert list(report.tasks) == ["task2_2"] and report.ok and report.tasks["task2_2"].passed
+    assert select_tasks("s2", ["task2_1", "2_2"]) == ["task2_1", "task2_2"]
+    assert main(["grade", "--stage", "s2", "--task", "2_9", "1_1"]) == 2
+    err = capsys.readouterr().err
+    assert "stage s2 has no task 2_9, 1_1; its tasks are 2_1, 2_2, 2_3, 2_4" in err, err
+
+
 # ------------------------------------------------------------------- the grader explains
 def _plant(root: Path, rel_suffix: str, old: str, new: str) -> None:
     (path,) = [p for p in (root / "minisglang").rglob("*.py") if str(p).endswith(rel_suffix)]
@@ -326,7 +336,7 @@ def test_grade_verbose_prints_pytests_output_and_json_writes_the_report(tmp_path
     canned = grading.GradeReport("s1", None, {"task1_1": grading.TaskResult("task1_1", passed=["t::a"], failed=[
         grading.Failure("t::b", "AssertionError: 3 != 4", "minisglang/x.py:7", "Failing test case: b(n=3)")])},
         output="=== pytest's own output ===")
-    monkeypatch.setattr(grading, "run_task_tests", lambda stage, impl, test_timeout: canned)
+    monkeypatch.setattr(grading, "run_task_tests", lambda stage, impl, test_timeout, only: canned)
     assert main(["grade", "--stage", "s1", "--verbose", "--json", str(tmp_path / "r.json")]) == 1
     out = capsys.readouterr().out
     assert out.startswith("=== pytest's own output ===")
@@ -334,7 +344,7 @@ def test_grade_verbose_prints_pytests_output_and_json_writes_the_report(tmp_path
     data = json.loads((tmp_path / "r.json").read_text())
     assert data["ok"] is False and data["passed"] == 1 and data["failed"] == 1
     assert data["tasks"]["task1_1"]["failed"][0]["example"] == "Failing test case: b(n=3)"
-    monkeypatch.setattr(grading, "run_task_tests", lambda stage, impl, test_timeout: grading.GradeReport(
+    monkeypatch.setattr(grading, "run_task_tests", lambda stage, impl, test_timeout, only: grading.GradeReport(
         "s1", None, {"task1_1": grading.TaskResult("task1_1", passed=["t::a"])}))
     assert main(["grade", "--stage", "s1"]) == 0
     assert "pytest's own output" not in capsys.readouterr().out
