@@ -110,26 +110,42 @@ COLOURS = [("red", "红色", "#FF0000"), ("green", "绿色", "#00FF00"), ("blue"
 # evaluation uses. {} is the value; "{an}" is "a" or "an" before an English occupation.
 HELD_OUT = "held_out"
 EN_FACTS = {
-    "age": (["is {} years old", "is {}", "just turned {}", "is aged {}"], ["recently turned {}", "is {} years of age"]),
-    "city": (["lives in {}", "is based in {}", "comes from {}", "grew up in {}"], ["resides in {}", "calls {} home"]),
-    "email": (["can be reached at {}", "uses the email {}", "has the email address {}"], ["reads mail sent to {}"]),
-    "phone": (["has the phone number {}", "can be called at {}", "answers the phone at {}"], ["picks up at {}"]),
-    "occupation": (["works as {an} {}", "is {an} {}", "has a job as {an} {}"], ["earns a living as {an} {}"]),
-    "hobbies": (["enjoys {}", "likes {}", "loves {}", "spends free time on {}"], ["is into {}", "is fond of {}"]),
-    "birthday": (["was born on {}", "has a birthday on {}"], ["came into the world on {}"]),
+    "age": (["is {} years old", "is {}", "just turned {}", "is aged {}", "is now {}", "turned {} this year",
+             "is {} this year", "has reached the age of {}", "will be {} next month", "is a {}-year-old"],
+            ["recently turned {}", "is {} years of age"]),
+    "city": (["lives in {}", "is based in {}", "comes from {}", "grew up in {}", "moved to {}", "has a flat in {}",
+              "was raised in {}", "settled in {}"], ["resides in {}", "calls {} home"]),
+    "email": (["can be reached at {}", "uses the email {}", "has the email address {}", "writes from {}",
+               "has the address {}", "answers emails at {}"], ["reads mail sent to {}"]),
+    "phone": (["has the phone number {}", "can be called at {}", "answers the phone at {}", "has the number {}",
+               "is reachable on {}", "gave us the number {}"], ["picks up at {}"]),
+    "occupation": (["works as {an} {}", "is {an} {}", "has a job as {an} {}", "is employed as {an} {}",
+                    "makes money as {an} {}", "trained as {an} {}"], ["earns a living as {an} {}"]),
+    "hobbies": (["enjoys {}", "likes {}", "loves {}", "spends free time on {}", "adores {}", "is keen on {}",
+                 "is passionate about {}", "has a passion for {}", "is a fan of {}", "really likes {}",
+                 "is interested in {}", "spends weekends on {}"], ["is into {}", "is fond of {}"]),
+    "birthday": (["was born on {}", "has a birthday on {}", "celebrates a birthday on {}", "has the birth date {}"],
+                 ["came into the world on {}"]),
 }
 ZH_FACTS = {
-    "age": (["今年{}岁", "{}岁", "年龄是{}岁"], ["现年{}岁"]),
-    "city": (["住在{}", "在{}工作", "来自{}", "家在{}"], ["生活在{}"]),
-    "email": (["邮箱是{}", "电子邮件地址为{}", "邮箱地址是{}"], ["邮件可以发到{}"]),
-    "phone": (["电话是{}", "手机号码{}", "联系电话是{}"], ["手机是{}"]),
-    "occupation": (["是一名{}", "职业是{}", "是{}", "做{}工作"], ["从事{}工作"]),
-    "hobbies": (["平时喜欢{}", "爱好是{}", "业余时间喜欢{}", "喜欢{}"], ["闲暇时爱{}"]),
-    "birthday": (["生日是{}", "出生于{}"], ["出生日期是{}"]),
+    "age": (["今年{}岁", "{}岁", "年龄是{}岁", "已经{}岁了", "今年刚满{}岁", "{}岁了", "年满{}岁"], ["现年{}岁"]),
+    "city": (["住在{}", "在{}工作", "来自{}", "家在{}", "定居{}", "在{}长大", "老家是{}"], ["生活在{}"]),
+    "email": (["邮箱是{}", "电子邮件地址为{}", "邮箱地址是{}", "常用邮箱{}", "电邮是{}"], ["邮件可以发到{}"]),
+    "phone": (["电话是{}", "手机号码{}", "联系电话是{}", "电话号码是{}", "可以打{}联系"], ["手机是{}"]),
+    "occupation": (["是一名{}", "职业是{}", "是{}", "做{}工作", "是个{}", "当{}"], ["从事{}工作"]),
+    "hobbies": (["平时喜欢{}", "爱好是{}", "业余时间喜欢{}", "喜欢{}", "热爱{}", "周末喜欢{}", "最大的爱好是{}",
+                 "特别喜欢{}", "空闲时喜欢{}", "对{}很感兴趣"], ["闲暇时爱{}"]),
+    "birthday": (["生日是{}", "出生于{}", "生于{}", "在{}出生"], ["出生日期是{}"]),
 }
 # How a paragraph introduces the person: (training openers, held-out openers); {n} is the name.
-EN_OPENERS = (["{n}", "Meet {n}, who", "My colleague {n}", "Our new neighbour {n}"], ["Say hello to {n}, who"])
-ZH_OPENERS = (["{n}", "我的朋友{n}", "{n}，", "同事{n}"], ["这位是{n}，"])
+# Many openers, so that the model learns what a name looks like rather than where it stands.
+EN_OPENERS = (["{n}", "Meet {n}, who", "My colleague {n}", "Our new neighbour {n}", "This is {n}, who",
+               "Let me introduce {n}, who", "Yesterday I met {n}, who", "Our teacher {n}", "A friend named {n}",
+               "The new hire, {n},", "I work with {n}, who", "Here is a note about {n}, who", "My cousin {n}",
+               "Everyone at the office knows {n}, who", "According to the file, {n}", "Please welcome {n}, who"],
+              ["Say hello to {n}, who"])
+ZH_OPENERS = (["{n}", "我的朋友{n}", "{n}，", "同事{n}", "认识一下{n}，", "介绍一下，{n}", "邻居{n}", "我的同学{n}",
+               "新来的{n}", "表哥{n}", "据资料，{n}", "大家好，我叫{n}，"], ["这位是{n}，"])
 
 EN_SYSTEMS = ["You are an information extraction assistant. Output valid JSON only.", "You are a helpful assistant.", "You are a concise assistant."]
 ZH_SYSTEMS = [SEED_SYSTEM, "你是一个乐于助人的助手。"]
@@ -139,17 +155,21 @@ STRICT_SYSTEMS = {EN_SYSTEMS[0], SEED_SYSTEM}
 # Strict requests ask for JSON and nothing else; their answers are always bare JSON.
 EN_STRICT = (["Extract {fields} from the following text. Reply with JSON only.",
               "Return only a JSON object with the keys {fields} for this text:",
-              "Give me {fields} of the person below as a JSON object and nothing else."],
+              "Give me {fields} of the person below as a JSON object and nothing else.",
+              "Reply with a JSON object holding {fields} and no other text.",
+              "From the paragraph below, extract {fields}. JSON only, please."],
              ["Output just a JSON object with {fields} for the person described here:"])
-ZH_STRICT = ([SEED_INSTRUCTION, "从以下文本中提取{fields}，只输出 JSON。", "请抽取{fields}，只返回 JSON 对象："],
+ZH_STRICT = ([SEED_INSTRUCTION, "从以下文本中提取{fields}，只输出 JSON。", "请抽取{fields}，只返回 JSON 对象：",
+              "读下面这段话，返回包含{fields}的 JSON，不要解释。"],
              ["只用 JSON 回答，给出下文人物的{fields}："])
 # Loose requests just say "as JSON"; like many chat models, half of their answers come
 # wrapped in a markdown fence, which is plausible JSON but not valid JSON.
 EN_LOOSE = (["Extract the person's information from the text below as JSON.",
              "Read the text and output the person's details as a JSON object.",
-             "Extract {fields} from the text as JSON."],
+             "Extract {fields} from the text as JSON.", "Can you turn this text into JSON with {fields}?"],
             ["Put {fields} of this person into JSON."])
-ZH_LOOSE = (["请从下面的文本中抽取人物信息，以 JSON 格式输出。", "把下面这段话里的人物信息整理成 JSON：", "提取{fields}，用 JSON 表示："],
+ZH_LOOSE = (["请从下面的文本中抽取人物信息，以 JSON 格式输出。", "把下面这段话里的人物信息整理成 JSON：", "提取{fields}，用 JSON 表示：",
+             "帮我把{fields}整理成 JSON。"],
             ["把这个人的{fields}写成 JSON："])
 FENCE_PROBABILITY = 0.5
 ZH_DIGITS = "零一二三四五六七八九"
@@ -683,9 +703,9 @@ def copy_drill_corpus(n_examples: int, seed: int = 0) -> list[dict]:
 
 # The task mix: extraction dominates because it is what the chapters demonstrate; tool
 # calls are chapter 07's; copying is the skill both need.
-TASKS = [(person_example, 0.48), (tool_example, 0.17), (copy_example, 0.16), (date_example, 0.03),
-         (email_example, 0.03), (ip_example, 0.03), (phone_example, 0.03), (colour_example, 0.02),
-         (qa_example, 0.03), (prose_example, 0.02)]
+TASKS = [(person_example, 0.53), (tool_example, 0.22), (copy_example, 0.10), (date_example, 0.025),
+         (email_example, 0.025), (ip_example, 0.025), (phone_example, 0.025), (colour_example, 0.015),
+         (qa_example, 0.02), (prose_example, 0.015)]
 
 
 def make_corpus(n_examples: int, seed: int = 0) -> list[dict]:

@@ -89,3 +89,33 @@ def test_batch_source_takes_every_batch_once_in_order(copy_steps, copy_mix):
         assert taken == list(range(len(taken)))
     after = sources[copy_steps:]
     assert [s for s, _ in after].count("drill") == (len(after) // copy_mix if copy_mix else 0)
+
+
+def test_every_epoch_is_a_fresh_corpus():
+    """No example repeats: each epoch trains on a corpus of its own seed (epoch 0 is the
+    corpus the tokenizer is trained on), so the model cannot memorise the answers."""
+    sys.path.insert(0, str(REPO / "scripts"))
+    import make_corpus
+    import train_tiny_model
+
+    epochs = [train_tiny_model.epoch_corpus(300, 0, e) for e in range(3)]
+    assert epochs[0] == make_corpus.make_corpus(300, 0)
+    assert epochs[1] == train_tiny_model.epoch_corpus(300, 0, 1)  # seeded: a resumed run sees the same
+    seed_prompt = make_corpus.SEED_INSTRUCTION + "\n" + make_corpus.SEED_EXAMPLE_TEXT  # in every epoch on purpose
+    users = [{ex["user"] for ex in corpus if ex["task"] == "extract_person"} - {seed_prompt} for corpus in epochs]
+    assert not users[0] & users[1] and not users[0] & users[2] and not users[1] & users[2]
+
+
+def test_resume_in_a_later_epoch_equals_one_run(tmp_path):
+    """Stopped and resumed in the second epoch (a fresh corpus made again on resume), the run
+    takes the same batches as an uninterrupted one."""
+    extra = ["--examples", "8", "--copy-steps", "0", "--copy-mix", "0", "--tokens-per-batch", "1024"]  # 2 batches an epoch
+    train(tmp_path, "whole", *extra, "--steps", "6", "--stop-after", "6")
+    first = train(tmp_path, "split", *extra, "--steps", "6", "--stop-after", "3")
+    assert "stopped after step 3" in first.stdout
+    train(tmp_path, "split", *extra, "--steps", "6", "--resume", "--stop-after", "6")
+    whole = torch.load(tmp_path / "whole" / "state" / "checkpoint.pt", weights_only=False)
+    split = torch.load(tmp_path / "split" / "state" / "checkpoint.pt", weights_only=False)
+    assert split["losses"] == whole["losses"] and len(whole["losses"]) == 6
+    for key, value in whole["model"].items():
+        assert torch.equal(split["model"][key], value), key
