@@ -29,6 +29,12 @@ The pieces:
   its derivative unfolds one level: "a member not written yet, then the rest". So only
   the sets generation reaches become states. The JSON Schema compiler writes it in a
   private syntax only `parse_regex` reads (see MEMBERS_SYNTAX).
+- `RegexPool.intersect` / `RegexPool.difference`: `A & B` and `A - B` (Brzozowski's
+  derivatives handle both: d(A & B) = dA & dB, d(A - B) = dA - dB). The JSON Schema
+  compiler needs them for a `pattern` with minLength/maxLength and for the keys of
+  patternProperties (a pattern's keys minus the listed names); private syntax
+  `(?@and(A)(B))`, `(?@diff(A)(B))`. A new one is searched (its derivatives, breadth
+  first) until a match is found, or it is EMPTY: so no state hides an empty language.
 - `LazyByteDFA`: state = a regex node; a state's row of 256 next states is computed on
   its first visit, one derivative per byte class (bytes no sub-expression tells apart).
 
@@ -46,12 +52,17 @@ import numpy as np
 from .regex_dfa import RegexError, _complement, _strip_anchors, utf8_sequences
 
 # Node kinds.
-EMPTY, EPSILON, BYTES, CONCAT, ALT, REPEAT, MEMBERS = range(7)
+EMPTY, EPSILON, BYTES, CONCAT, ALT, REPEAT, MEMBERS, AND, DIFF = range(9)
 # The private syntax of a MEMBERS node (Python's `re` rejects `(?@`, so no ordinary regex
 # means something else by it): `(?@members(SEP)(!M)(~M)(&E))`, the separator group first,
 # then one group per member: `!` required, `~` optional (each at most once), `&` an extra
 # entry (any number of times, at most one such group). Nothing else may follow `(?@`.
 MEMBERS_SYNTAX = "(?@members"
+# Intersection and difference of two regexes: `(?@and(A)(B))`, `(?@diff(A)(B))` (A minus B).
+AND_SYNTAX, DIFF_SYNTAX = "(?@and", "(?@diff"
+_PRIVATE_GROUP = re.compile(r"\(\?@(?:members|and|diff)")
+# How many nodes one search for a match of a new `&`/`-` node may visit.
+MAX_SET_SEARCH = 100_000
 NEVER = 1 << 40   # the min_len of the empty language
 
 
@@ -69,6 +80,9 @@ class RegexNode:
     MEMBERS: `parts = (separator, extra, *members)` (extra EMPTY: none), `low` = bitmask of
     the members written so far, `high` = bitmask of the required ones, `byte_set` = 1 once
     something is written (the next member needs the separator first).
+    AND: `parts = (a, b)`, what both match; DIFF: `parts = (a, b)`, what a matches and b
+    does not. Their `first` may hold a byte whose derivative is EMPTY (never a non-EMPTY
+    node with an empty language: the pool searches each new one).
     """
 
     __slots__ = ("uid", "kind", "parts", "byte_set", "low", "high", "nullable", "first", "max_bound",
@@ -99,6 +113,11 @@ class RegexNode:
             needed = [m.min_len for i, m in enumerate(members) if left >> i & 1]
             self.max_bound = 0
             self.min_len = min(sum(needed) + sep.min_len * max(len(needed) - (not byte_set), 0), NEVER)
+        elif kind in (AND, DIFF):
+            # max_bound 0: `clip` leaves it whole (bounds past a token's reach still decide
+            # whether the two parts can end together).
+            self.max_bound = 0
+            self.min_len = max(p.min_len for p in parts) if kind == AND else parts[0].min_len
         else:
             self.max_bound = 0
             self.min_len = NEVER if kind == EMPTY else 0 if kind == EPSILON else 1
@@ -121,6 +140,7 @@ class RegexPool:
         self._table: dict[tuple, RegexNode] = {}
         self._clipped: dict[tuple[int, int], RegexNode] = {}
         self._keys: dict[int, str | None] = {}
+        self._live: dict[int, bool] = {}   # AND/DIFF node uid -> whether its language is non-empty
         self.empty = self._make((EMPTY,), EMPTY)
         self.epsilon = self._make((EPSILON,), EPSILON, nullable=True)
 
@@ -259,6 +279,83 @@ class RegexPool:
                                                                                node.low, True))))
         return self.alt(options)
 
+    def intersect(self, a: RegexNode, b: RegexNode) -> RegexNode:
+        """The strings both `a` and `b` match (EMPTY when there is none)."""
+        return self._checked(self._set_node(AND, a, b))
+
+    def difference(self, a: RegexNode, b: RegexNode) -> RegexNode:
+        """The strings `a` matches and `b` does not (EMPTY when there is none)."""
+        return self._checked(self._set_node(DIFF, a, b))
+
+    def _set_node(self, kind: int, a: RegexNode, b: RegexNode) -> RegexNode:
+        """An AND/DIFF node, simplified where no search is needed; it may have an empty
+        language (`_checked` decides). `a` and `b` never do."""
+        if kind == AND:
+            if a.kind == EMPTY or b.kind == EMPTY:
+                return self.empty
+            if a is b:
+                return a
+            a, b = (a, b) if a.uid < b.uid else (b, a)   # commutative: one node for both orders
+            first = a.first & b.first
+            if not first:   # no common first byte: at most the empty string in common
+                return self.epsilon if a.nullable and b.nullable else self.empty
+            return self._make((AND, a.uid, b.uid), AND, parts=(a, b),
+                              nullable=a.nullable and b.nullable, first=first)
+        if a.kind == EMPTY or a is b:
+            return self.empty
+        if b.kind == EMPTY or (not a.first & b.first and not b.nullable):
+            return a
+        return self._make((DIFF, a.uid, b.uid), DIFF, parts=(a, b),
+                          nullable=a.nullable and not b.nullable, first=a.first)
+
+    def _checked(self, node: RegexNode) -> RegexNode:
+        """`node`, or EMPTY when it is an AND/DIFF node that matches nothing."""
+        if node.kind not in (AND, DIFF):
+            return node
+        live = self._live.get(node.uid)
+        if live is None:
+            live = self._search(node)
+        return node if live else self.empty
+
+    def _search(self, start: RegexNode) -> bool:
+        """Whether an AND/DIFF node matches some string: a breadth-first walk of its
+        derivatives to an accepting one. The nodes on the path found are live; when the
+        walk ends without one, every node it met is dead (it met all it can reach)."""
+        parent: dict[int, RegexNode | None] = {start.uid: None}
+        queue, found = [start], None
+        for node in queue:   # the list grows while it is walked: breadth first
+            if node.nullable:
+                found = node
+                break
+            a, b = node.parts
+            cuts = self.cuts(a) | self.cuts(b)
+            while cuts and found is None:
+                low = cuts & -cuts
+                byte, cuts = low.bit_length() - 1, cuts ^ low
+                if byte > 255 or not node.first >> byte & 1:
+                    continue
+                nxt = self._set_node(node.kind, self.derivative(a, byte), self.derivative(b, byte))
+                if nxt.kind == EMPTY or self._live.get(nxt.uid) is False:
+                    continue
+                if nxt.kind not in (AND, DIFF) or self._live.get(nxt.uid):
+                    found = node   # an ordinary node never has an empty language
+                elif nxt.uid not in parent:
+                    parent[nxt.uid] = node
+                    queue.append(nxt)
+            if found is not None:
+                break
+            if len(parent) > MAX_SET_SEARCH:
+                raise AutomatonLimitError(f"regex too complex: deciding whether an intersection or difference "
+                                          f"matches anything visited more than {MAX_SET_SEARCH:,} states")
+        if found is None:
+            for node in queue:
+                self._live[node.uid] = False
+            return False
+        while found is not None:
+            self._live[found.uid] = True
+            found = parent[found.uid]
+        return True
+
     # -- bounded views: states that no token can tell apart ----------------------------------
     def clip(self, node: RegexNode, length: int) -> RegexNode:
         """`node` with every repetition bound above `length` lowered to `length + 1`.
@@ -313,7 +410,8 @@ class RegexPool:
             if None in parts:
                 out = None
             else:
-                tag = {CONCAT: "c", ALT: "a", MEMBERS: f"m{node.low},{node.high},{node.byte_set}"}.get(
+                tag = {CONCAT: "c", ALT: "a", AND: "n", DIFF: "d",
+                       MEMBERS: f"m{node.low},{node.high},{node.byte_set}"}.get(
                     node.kind, f"r{node.low},{node.high}")
                 out = f"{tag}({' '.join(parts)})"
                 out = out if len(out) <= limit else None
@@ -331,6 +429,11 @@ class RegexPool:
         kind = node.kind
         if kind == MEMBERS:   # not the exercise's: the derivative of its one-level unfolding
             out = node._derivatives[byte] = self.derivative(self.unfold(node), byte)
+            return out
+        if kind in (AND, DIFF):   # not the exercise's either: d(A op B) = dA op dB
+            a, b = node.parts
+            out = self._checked(self._set_node(kind, self.derivative(a, byte), self.derivative(b, byte)))
+            node._derivatives[byte] = out
             return out
         # BEGIN SOLUTION task5_3
         if kind == BYTES:
@@ -385,6 +488,8 @@ class RegexPool:
                 out |= self.cuts(x)
         elif kind == MEMBERS:
             out = self.cuts(self.unfold(node))
+        elif kind in (AND, DIFF):
+            out = self.cuts(node.parts[0]) | self.cuts(node.parts[1])
         else:
             out = 1
         node._cuts = out
@@ -409,6 +514,8 @@ def describe(node: RegexNode, limit: int = 60) -> str:
             return "(" + "|".join(text(m) for m in n.parts) + ")"
         if n.kind == MEMBERS:
             return "(?@members" + "".join(f"({text(p)})" for p in n.parts) + f"){{{n.low:b}}}"
+        if n.kind in (AND, DIFF):
+            return f"({text(n.parts[0])}{'&' if n.kind == AND else '-'}{text(n.parts[1])})"
         high = "" if n.high is None else n.high
         return f"({text(n.parts[0])}){{{n.low},{high}}}"
     out = text(node)
@@ -539,8 +646,8 @@ class _Parser:
         if text is not None and text in self.group_nodes:
             self.i = end + 1
             return self.group_nodes[text]
-        if p.startswith(MEMBERS_SYNTAX, start):
-            node = self.members_group()
+        if p.startswith(MEMBERS_SYNTAX, start) or p.startswith(AND_SYNTAX, start) or p.startswith(DIFF_SYNTAX, start):
+            node = self.members_group() if p.startswith(MEMBERS_SYNTAX, start) else self.set_group()
             if text is not None:
                 self.group_nodes[text] = node
             return node
@@ -598,6 +705,23 @@ class _Parser:
             return self.pool.members(separator, members, required, extra)
         except RegexError as e:
             raise self.fail(f"a (?@members group at position {start}: {e}") from None
+
+    def set_group(self) -> RegexNode:
+        """`(?@and(A)(B))` or `(?@diff(A)(B))` -> the intersection or difference of A and B."""
+        p, start = self.p, self.i
+        intersect = p.startswith(AND_SYNTAX, start)
+        self.i += len(AND_SYNTAX if intersect else DIFF_SYNTAX)
+        operands = []
+        while p.startswith("(", self.i):
+            self.i += 1
+            operands.append(self.alternation())
+            if not p.startswith(")", self.i):
+                raise self.fail(f"a private group at position {start} is not closed")
+            self.i += 1
+        if len(operands) != 2 or not p.startswith(")", self.i):
+            raise self.fail(f"a private group at position {start} must be (?@and(A)(B)) or (?@diff(A)(B))")
+        self.i += 1
+        return (self.pool.intersect if intersect else self.pool.difference)(*operands)
 
     def escape(self, in_class: bool = False) -> RegexNode | list[tuple[int, int]] | str:
         """Outside a class: a node. Inside: a one-character string or a list of ranges."""
@@ -687,9 +811,10 @@ class _Parser:
 def parse_regex(pattern: str, pool: RegexPool, members: bool = False) -> RegexNode:
     """Parse `pattern` (Python syntax, whole-output match) into a node of `pool`.
 
-    With `members`, it also reads our private `(?@members...)` groups (MEMBERS_SYNTAX:
-    object members in any order, what the JSON Schema compiler writes for the lazy
-    automaton); a user's regex is parsed without, so there `(?@` is the error Python says.
+    With `members`, it also reads our private groups (what the JSON Schema compiler writes
+    for the lazy automaton): `(?@members...)` (MEMBERS_SYNTAX: object members in any
+    order), `(?@and(A)(B))` and `(?@diff(A)(B))` (intersection, difference); a user's
+    regex is parsed without, so there `(?@` is the error Python says.
     Raises RegexError for an invalid pattern (Python's message), an unsupported construct
     (lookarounds, backreferences, inner anchors, possessive quantifiers, inline flags),
     or a regex that matches no string at all.
@@ -700,7 +825,7 @@ def parse_regex(pattern: str, pool: RegexPool, members: bool = False) -> RegexNo
             warnings.simplefilter("ignore", FutureWarning)
             # Our private groups read as plain ones for this check (`(!M)` is a group
             # starting with a literal "!"): the rest must be a regex Python accepts.
-            re.compile(body.replace(MEMBERS_SYNTAX, "(?:") if members else body)
+            re.compile(_PRIVATE_GROUP.sub("(?:", body) if members else body)
     except re.error as e:
         raise RegexError(f"invalid regex {pattern!r}: {e}") from None
     node = _Parser(body, pattern, pool).parse()
@@ -791,7 +916,8 @@ class LazyByteDFA:
         node, starts = self.nodes[state], self._class_starts(state)
         i = bisect.bisect_right(starts, byte) - 1
         lo, hi = starts[i], starts[i + 1]
-        target = self._state(self.pool.derivative(node, lo)) if node.first >> lo & 1 else -1
+        nxt = self.pool.derivative(node, lo) if node.first >> lo & 1 else self.pool.empty
+        target = -1 if nxt.kind == EMPTY else self._state(nxt)   # (an AND's `first` may overstate)
         self.table[state, lo:hi] = target   # `_state` may have grown the table: index it after
         self.fills += 1
         self.missing_classes[state] -= 1
