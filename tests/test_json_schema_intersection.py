@@ -96,3 +96,89 @@ def test_a_users_regex_cannot_use_the_private_groups(regex):
 def test_malformed_private_groups_are_errors(regex):
     with pytest.raises(RegexError):
         parse_regex(regex, RegexPool(), members=True)
+
+
+# ---------------------------------------------------------------------------------------
+# Strings: pattern, format, length bounds and excluded values together
+# ---------------------------------------------------------------------------------------
+def schema_matcher(schema, **options):
+    from minisglang.constrained.json_schema import build_regex_from_schema
+
+    accepts, _ = lazy_matcher(build_regex_from_schema(schema, automaton="lazy", **options))
+    return accepts
+
+
+STRING_SCHEMAS = [
+    {"type": "string", "pattern": "^[a-z]+(-[a-z]+)*$", "minLength": 3, "maxLength": 7},
+    {"type": "string", "pattern": "a(b|cd)*", "maxLength": 5},       # a search, not anchored
+    {"type": "string", "pattern": "[0-9]{2,}", "minLength": 4},
+    {"type": "string", "pattern": "^(ab|c)+$", "minLength": 2, "maxLength": 6},
+    {"type": "string", "pattern": "^\\S+$", "maxLength": 4, "not": {"enum": ["ab", "b"]}},
+    {"type": "string", "format": "date", "pattern": "^2"},
+    {"type": "string", "format": "ipv4", "maxLength": 9},
+]
+ALPHABET = "abcd-02é \x1c"
+
+
+def complete_for(schema: dict, text: str) -> bool:
+    """Whether our regex must accept `text` raw when it is valid: a control character is
+    written \\u001c (never in a counted string), and `\\S` is narrowed to ASCII."""
+    return "\x1c" not in text and (text.isascii() or "\\S" not in schema.get("pattern", ""))
+
+
+@pytest.mark.parametrize("schema", STRING_SCHEMAS)
+def test_string_intersections_equal_jsonschema(schema):
+    """Raw writing (ensure_ascii=False): accepted exactly when valid; json.dumps' own
+    writing: never accepted when invalid. Every string up to 4 characters, and samples."""
+    accepts = schema_matcher(schema)
+    validator = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker())
+    texts = ["".join(c) for n in range(5) for c in itertools.product(ALPHABET[:6], repeat=n)]
+    texts += ["2020-01-01", "2020-13-01", "1999-01-01", "1.2.3.4", "10.20.30.4", "abcdefgh", "aé", "a\x1cb"]
+    for text in texts:
+        valid = validator.is_valid(text)
+        if complete_for(schema, text):
+            assert accepts(json.dumps(text, ensure_ascii=False)) == valid, (schema, text)
+        assert not accepts(json.dumps(text)) or valid, (schema, text)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(STRING_SCHEMAS), st.text(alphabet=ALPHABET, max_size=9))
+def test_string_intersections_are_sound_and_complete_on_random_strings(schema, text):
+    accepts = schema_matcher(schema)
+    valid = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker()).is_valid(text)
+    assert not accepts(json.dumps(text)) or valid
+    if complete_for(schema, text):
+        assert accepts(json.dumps(text, ensure_ascii=False)) == valid
+
+
+def test_an_empty_intersection_is_no_value():
+    from minisglang.constrained.json_schema import UnsupportedSchemaError, build_regex_from_schema
+
+    with pytest.raises(UnsupportedSchemaError, match="accepts no JSON value"):
+        build_regex_from_schema({"type": "string", "pattern": "^a{5}$", "maxLength": 3}, automaton="lazy")
+    regex = build_regex_from_schema({"anyOf": [{"type": "string", "pattern": "^a{5}$", "maxLength": 3},
+                                               {"type": "null"}]}, automaton="lazy")
+    assert regex == "null"
+
+
+def test_the_eager_automaton_refuses_what_it_cannot_intersect_naming_the_keyword():
+    from minisglang.constrained.json_schema import UnsupportedSchemaError, build_regex_from_schema
+
+    schema = {"type": "string", "pattern": "^(ab|c)+$", "maxLength": 6}
+    with pytest.raises(UnsupportedSchemaError, match="'pattern'.*minLength'/'maxLength'"):
+        build_regex_from_schema(schema)
+    with pytest.raises(UnsupportedSchemaError, match="'format' together with 'pattern'"):
+        build_regex_from_schema({"type": "string", "format": "date", "pattern": "^2"})
+    assert "(?@" not in build_regex_from_schema({"type": "string", "pattern": "^[a-z]+$", "maxLength": 6})
+
+
+@pytest.mark.parametrize("pattern", ["^\\S+$", "^[^\\s]+$", "^[^\\d\\s]+$", "^\\w+$", "^[^\\W]+$", "^\\D+$"])
+def test_negated_classes_leave_out_what_either_engine_puts_in_them(pattern):
+    """Python's \\s also holds \\x1c-\\x1f (ECMA-262's does not): `\\S` must not take them."""
+    from minisglang.constrained.json_schema import build_regex_from_schema
+
+    regex = build_regex_from_schema({"type": "string", "pattern": pattern})
+    for code in range(0x80):
+        text = json.dumps(chr(code))
+        if re.fullmatch(regex, text):
+            assert re.search(pattern, chr(code)), (pattern, hex(code))

@@ -109,6 +109,9 @@ except ImportError:  # pragma: no cover - Python 3.10
 # One optional space: json.dumps' ", " and ": " and the compact "," and ":" both match,
 # and a model cannot loop on whitespace (outlines #839, vllm #44619).
 DEFAULT_WHITESPACE = r"[ ]?"
+# How lazy_regex's private groups ((?@members...), (?@and...), (?@diff...)) begin: only
+# regexes built with automaton="lazy" hold them, and only `parse_regex` reads them.
+PRIVATE_SYNTAX = "(?@"
 # How deep a free JSON value ({}, true, a list without `items`) may nest: 1 allows a
 # list or object of scalars. Each level makes the regex 4x longer (a container writes its
 # element pattern twice) and the automaton about 2.5x larger and slower to build.
@@ -692,9 +695,13 @@ _ASCII_CATEGORIES: dict = {  # \d \w \s, ASCII only: what ECMA-262 and Python bo
     _P.CATEGORY_WORD: [(0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)],
     _P.CATEGORY_SPACE: [(0x09, 0x0D), (0x20, 0x20)],
 }
+# The ASCII characters EITHER engine puts in a class (Python's \s also has \x1c-\x1f):
+# what a negated class `[^\s]` must leave out. So `\S` is ASCII minus these.
+_EITHER_ASCII_CATEGORIES: dict = {**_ASCII_CATEGORIES, _P.CATEGORY_SPACE: [(0x09, 0x0D), (0x1C, 0x20)]}
 for _cat, _neg in ((_P.CATEGORY_DIGIT, _P.CATEGORY_NOT_DIGIT), (_P.CATEGORY_WORD, _P.CATEGORY_NOT_WORD),
                    (_P.CATEGORY_SPACE, _P.CATEGORY_NOT_SPACE)):
-    _ASCII_CATEGORIES[_neg] = _intersect(_complement(_ASCII_CATEGORIES[_cat]), [(0, 0x7F)])
+    _ASCII_CATEGORIES[_neg] = _intersect(_complement(_EITHER_ASCII_CATEGORIES[_cat]), [(0, 0x7F)])
+    _EITHER_ASCII_CATEGORIES[_neg] = _intersect(_complement(_ASCII_CATEGORIES[_cat]), [(0, 0x7F)])
 # `.`: every character but the line terminators of ECMA-262 (Python's `.` excludes only \n)
 _DOT: Ranges = _complement([(0x0A, 0x0A), (0x0D, 0x0D), (0x2028, 0x2029)])
 _UNSUPPORTED_REGEX_OPS = {
@@ -763,16 +770,18 @@ def _translate_regex(items: list, pattern: str, path: str) -> str | None:
 
 def _class_ranges(items: list) -> Ranges:
     """A parsed character class `[...]` -> its code point ranges."""
-    negate, has_category, ranges = False, False, []
+    negate = any(op is _P.NEGATE for op, _ in items)
+    # A negated class leaves out what either engine's categories hold; a plain one holds
+    # what both agree on.
+    categories = _EITHER_ASCII_CATEGORIES if negate else _ASCII_CATEGORIES
+    has_category, ranges = False, []
     for op, arg in items:
-        if op is _P.NEGATE:
-            negate = True
-        elif op is _P.LITERAL:
+        if op is _P.LITERAL:
             ranges.append((arg, arg))
         elif op is _P.RANGE:
             ranges.append(arg)
         elif op is _P.CATEGORY:
-            ranges.extend(_ASCII_CATEGORIES[arg])
+            ranges.extend(categories[arg])
             has_category = True
     ranges = _normalize(ranges)
     if negate:
@@ -1413,23 +1422,39 @@ class _SchemaCompiler:
             f"{MAX_LISTED_MULTIPLES} of them, or with no bound other than 0 when {step} divides 1000")
 
     def _string(self, schema: dict, path: str) -> str | None:
-        """A JSON string: `format`, or `pattern`, or minLength/maxLength characters."""
+        """A JSON string: `format`, `pattern`, minLength/maxLength characters, values a `not`
+        excludes. For the lazy automaton any of them together is their intersection (one
+        `(?@and...)` group); a plain regex has exact forms for some pairs only."""
         min_length, max_length = _count(schema, "minLength", path), _count(schema, "maxLength", path)
         has_length = bool(min_length) or max_length is not None
         for keyword in ("format", "pattern"):
             if keyword in schema and not isinstance(schema[keyword], str):
                 raise InvalidSchemaError(f"'{keyword}' at {path} must be a string, got {schema[keyword]!r}")
-        if EXCLUDED_STRINGS in schema:  # `not` of string values: only for otherwise free strings
-            if any(k in schema for k in ("format", "pattern")) or has_length:
-                raise UnsupportedSchemaError(f"keyword 'not' at {schema[NOT_AT]}: excluding string values from a string "
-                                             "with pattern, format or length bounds cannot be written exactly")
-            return _string_except(schema[EXCLUDED_STRINGS])
         if "format" in schema and schema["format"] not in FORMATS:
             if self.options.unknown_formats == "error":
                 raise UnsupportedSchemaError(
                     f"'format': {schema['format']!r} at {path} is not supported (supported: "
                     f"{', '.join(sorted(FORMATS))}; the option unknown_formats='annotation' ignores it)")
             schema = {k: v for k, v in schema.items() if k != "format"}  # an annotation: any string
+        if self.options.automaton == "lazy":
+            if max_length is not None and max_length < (min_length or 0):
+                return None
+            parts = []  # whole string regexes; the string must match each
+            if "format" in schema:
+                parts.append(f'"{FORMATS[schema["format"]]}"')
+            if "pattern" in schema:
+                parts.append(_concat('"', _pattern_regex(schema["pattern"], f"{path}/pattern"), '"'))
+            if has_length:
+                parts.append(f'"{_repeat(COUNTED_STRING_CHAR, min_length or 0, max_length)}"')
+            if EXCLUDED_STRINGS in schema:
+                parts.append(_string_except(schema[EXCLUDED_STRINGS]))
+            return _intersection(parts, path) if parts else STRING
+        if EXCLUDED_STRINGS in schema:  # `not` of string values: only for otherwise free strings
+            if any(k in schema for k in ("format", "pattern")) or has_length:
+                raise UnsupportedSchemaError(f"keyword 'not' at {schema[NOT_AT]}: excluding string values from a string "
+                                             "with pattern, format or length bounds cannot be written exactly "
+                                             "(with automaton='lazy' it can)")
+            return _string_except(schema[EXCLUDED_STRINGS])
         if "format" in schema:
             fmt = schema["format"]
             if "pattern" in schema:
@@ -2031,13 +2056,34 @@ def _decimal_multiples(step: Decimal, given, lo: Decimal | None, lo_strict: bool
 
 def _fullmatch(regex: str, text: str) -> bool:
     """Whether `text` matches all of one of our regexes (`re`, or the lazy automaton for
-    one with our private `(?@members...)` groups)."""
-    if MEMBERS_SYNTAX not in regex:
+    one with our private `(?@...)` groups)."""
+    if PRIVATE_SYNTAX not in regex:
         return re.fullmatch(regex, text) is not None
     pool = RegexPool()
     dfa = LazyByteDFA(parse_regex(regex, pool, members=True), pool)
     state = dfa.walk_bytes(dfa.initial, text.encode("utf-8"))
     return state >= 0 and dfa.is_final(state)
+
+
+def _intersection(parts: list[str | None], path: str) -> str | None:
+    """The texts every part matches (lazy automaton only: `(?@and(A)(B))` groups); None
+    when there is none, decided on the lazy automaton (so no branch hides an empty
+    language). Parts are whole regexes, a None part matches nothing."""
+    if any(part is None for part in parts):
+        return None
+    regex = parts[0]
+    for part in parts[1:]:
+        regex = f"(?@and({regex})({part}))"
+    return regex if len(parts) == 1 or not _lazy_language_empty(regex, path) else None
+
+
+def _lazy_language_empty(regex: str, path: str) -> bool:
+    """Whether one of our lazy regexes (with private groups) matches nothing."""
+    pool = RegexPool()
+    try:  # `(?:R)|` is the empty string alone exactly when R's node is EMPTY
+        return parse_regex(f"(?:{regex})|", pool, members=True) is pool.epsilon
+    except RegexError as e:
+        raise UnsupportedSchemaError(f"the schema at {path}: the intersection cannot be built: {e}") from None
 
 
 def _searches(pattern: str, name: str, path: str) -> bool:
