@@ -358,12 +358,16 @@ class RegexPool:
 
     # -- bounded views: states that no token can tell apart ----------------------------------
     def clip(self, node: RegexNode, length: int) -> RegexNode:
-        """`node` with every repetition bound above `length` lowered to `length + 1`.
+        """`node` with every repetition bound above `length` lifted: a maximum above it
+        dropped (no maximum), a minimum above it lowered to `length + 1`.
 
         Read at most `length` bytes, the two cannot be told apart: a string of `length`
         bytes completes at most `length` non-empty repetitions, so whether it can still be
         extended to a match, and whether it matches, do not depend on a bound above that
-        (nor on whether a bound above that is a minimum). So a token of at most `length`
+        (nor on whether a bound above that is a minimum). Dropping a big maximum rather
+        than lowering it matters: `C{0,120}`'s clip is `C*`, whose derivative is itself, so
+        the walk builds no chain of counting states and every bounded string shares the
+        unbounded string's row. So a token of at most `length`
         bytes is allowed in `node` exactly when it is allowed in `clip(node, length)`: the
         positions of a `maxLength: 1000` string more than `length` characters from its end
         all share one token row. (xgrammar and llguidance share masks between equivalent
@@ -391,7 +395,7 @@ class RegexPool:
         else:   # REPEAT
             cap = length + 1
             out = self.repeat(self.clip(node.parts[0], length), min(node.low, cap),
-                              None if node.high is None else min(node.high, cap))
+                              None if node.high is None or node.high > length else node.high)
         self._clipped[key] = out
         return out
 
@@ -838,6 +842,7 @@ def parse_regex(pattern: str, pool: RegexPool, members: bool = False) -> RegexNo
 # The DFA, one state at a time
 # ---------------------------------------------------------------------------------------
 UNEXPLORED = -2   # a row not computed yet (a -1 in a computed row means "dead")
+_LAYOUTS: dict[tuple[int, int], tuple] = {}   # (cuts, first) -> LazyByteDFA._layout's answer
 
 
 class LazyByteDFA:
@@ -853,7 +858,7 @@ class LazyByteDFA:
     def __init__(self, root: RegexNode, pool: RegexPool, max_states: int = 100_000):
         self.pool, self.max_states = pool, max_states
         self.nodes: list[RegexNode] = []
-        self.class_starts: list[list[int] | None] = []   # per state: where its byte classes start
+        self.class_starts: list[list[int]] = []   # per state: where its byte classes start
         self.missing_classes: list[int] = []   # per state: byte classes whose entry is not computed
         self.fills = 0   # derivatives computed by `fill` (what a row's limit counts)
         self.state_of: dict[int, int] = {}   # node uid -> state id
@@ -885,28 +890,42 @@ class LazyByteDFA:
                 self.expanded = np.concatenate([self.expanded, np.zeros(grow, dtype=bool)])
                 self.class_first = np.concatenate([self.class_first, np.zeros((grow, 256), dtype=np.uint8)])
             self.nodes.append(node)
-            self.class_starts.append(None)
             self.state_of[node.uid] = state
             self.accepting[state] = node.nullable
-            starts = self._class_starts(state)
-            self.missing_classes.append(len(starts) - 1)
-            row = bytearray(256)
-            for lo, hi in zip(starts, starts[1:]):
-                row[lo:hi] = bytes((lo,)) * (hi - lo)
-            self.class_first[state] = np.frombuffer(row, dtype=np.uint8)
+            starts, class_first, row, live = self._layout(node)
+            self.class_starts.append(starts)
+            self.class_first[state] = class_first
+            self.table[state] = row
+            self.missing_classes.append(live)
+            self.expanded[state] = live == 0
         return state
 
-    def _class_starts(self, state: int) -> list[int]:
-        """The first byte of each byte class of `state`, and 256 at the end."""
-        starts = self.class_starts[state]
-        if starts is None:
-            cuts, starts = self.pool.cuts(self.nodes[state]) | (1 << 256), []
+    def _layout(self, node: RegexNode) -> tuple[list[int], np.ndarray, np.ndarray, int]:
+        """A new state's byte classes: (the first byte of each and 256, uint8 [256] the first
+        byte of each byte's class, int32 [256] its table row before any derivative, how many
+        classes are live). A class no match starts with leads nowhere: its entries are -1
+        from the start, so no walk stops for it and no `fill` is spent on it. Cached by
+        (classes, first bytes), for every automaton: most states share one of a few."""
+        key = (self.pool.cuts(node), node.first)
+        layout = _LAYOUTS.get(key)
+        if layout is None:
+            cuts, starts = key[0] | (1 << 256), []
             while cuts:   # the set bits, lowest first
                 low = cuts & -cuts
                 starts.append(low.bit_length() - 1)
                 cuts ^= low
-            self.class_starts[state] = starts
-        return starts
+            class_first = np.repeat(np.asarray(starts[:-1], dtype=np.uint8), np.diff(starts))
+            live = np.unpackbits(np.frombuffer(node.first.to_bytes(32, "little"), dtype=np.uint8),
+                                 bitorder="little")[class_first] == 1
+            row = np.where(live, UNEXPLORED, -1).astype(np.int32)
+            if len(_LAYOUTS) >= 4096:
+                _LAYOUTS.clear()
+            layout = _LAYOUTS[key] = (starts, class_first, row, sum(node.first >> lo & 1 for lo in starts[:-1]))
+        return layout
+
+    def _class_starts(self, state: int) -> list[int]:
+        """The first byte of each byte class of `state`, and 256 at the end."""
+        return self.class_starts[state]
 
     def fill(self, state: int, byte: int) -> int:
         """Compute `table[state, byte]` and the rest of its byte class (one derivative)."""
