@@ -182,3 +182,74 @@ def test_negated_classes_leave_out_what_either_engine_puts_in_them(pattern):
         text = json.dumps(chr(code))
         if re.fullmatch(regex, text):
             assert re.search(pattern, chr(code)), (pattern, hex(code))
+
+
+# ---------------------------------------------------------------------------------------
+# Object keys: patternProperties overlapping the listed names, each other, and
+# additionalProperties / propertyNames
+# ---------------------------------------------------------------------------------------
+KEY_SCHEMAS = [
+    {"type": "object", "properties": {"ab": {"type": "integer"}}, "patternProperties": {"^a": {"type": "string"}},
+     "additionalProperties": False},
+    {"type": "object", "patternProperties": {"^a": {"type": "string", "maxLength": 2}, "b$": {"enum": ["x", "yy", 3]}},
+     "additionalProperties": {"type": "integer"}},
+    {"type": "object", "patternProperties": {"^a": {"type": "integer"}}, "additionalProperties": {"type": "null"},
+     "propertyNames": {"maxLength": 2}},
+    {"type": "object", "patternProperties": {"\\d": {"type": "integer"}, "^[0-9a]+$": {"type": "null"}},
+     "additionalProperties": True},
+]
+KEYS = ["a", "ab", "b", "ba", "c", "abc", "1", "a1"]   # ("١" is a digit to Python's \d: only sound, below)
+VALUES = ['"x"', '"yy"', '3', 'null', '"xyz"']
+
+
+def object_texts(schema: dict, size: int):
+    """Objects of `size` distinct keys from KEYS with values from VALUES, listed properties first."""
+    listed = list(schema.get("properties", {}))
+    for keys in itertools.permutations(KEYS, size):
+        if sorted(keys, key=lambda k: k not in listed) != list(keys):
+            continue
+        for values in itertools.product(VALUES, repeat=size):
+            members = [f"{json.dumps(k, ensure_ascii=False)}: {v}" for k, v in zip(keys, values)]
+            yield "{" + ", ".join(members) + "}"
+
+
+@pytest.mark.parametrize("schema", KEY_SCHEMAS)
+def test_key_regions_equal_jsonschema(schema):
+    """Every object of up to two keys (listed ones first): accepted exactly when valid;
+    other writings of a key (\\\\u escapes) never accepted when invalid."""
+    accepts = schema_matcher(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    for size in range(3):
+        for text in object_texts(schema, size):
+            assert accepts(text) == validator.is_valid(json.loads(text)), (schema, text)
+    for text in ['{"\\u0061b": "x"}', '{"\\u0061b": 3}', '{"\\u0061": 3}', '{"c\\u0062": "x"}', '{"\\u0661": null}',
+                 '{"١": null}', '{"١": 3}', '{"a١": "x"}', '{"a": "x", "a": 3}']:
+        assert not accepts(text) or validator.is_valid(json.loads(text)), (schema, text)
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.sampled_from(KEY_SCHEMAS),
+       st.dictionaries(st.text(alphabet="ab1١c", max_size=3), st.sampled_from([None, 3, "x", "yy", "xyz"]), max_size=3),
+       st.booleans())
+def test_key_regions_are_sound_for_any_writing(schema, instance, ascii_only):
+    accepts = schema_matcher(schema)
+    text = json.dumps(instance, ensure_ascii=ascii_only)
+    assert not accepts(text) or jsonschema.Draft202012Validator(schema).is_valid(instance)
+
+
+def test_the_eager_automaton_refuses_overlapping_keys_naming_the_keyword():
+    from minisglang.constrained.json_schema import UnsupportedSchemaError, build_regex_from_schema
+
+    for schema, what in [(KEY_SCHEMAS[0], "also matches the listed property"),
+                         (KEY_SCHEMAS[1], "additionalProperties is not supported"),
+                         ({**KEY_SCHEMAS[3], "additionalProperties": False}, "matches both")]:
+        with pytest.raises(UnsupportedSchemaError, match=f"'patternProperties'.*{what}"):
+            build_regex_from_schema(schema)
+
+
+def test_the_eager_overlap_check_reads_patterns_as_python_does():
+    """`\\d` also matches "١" in Python (jsonschema's reading): `^\\d$` and `^١$` overlap."""
+    from minisglang.constrained.json_schema import UnsupportedSchemaError, build_regex_from_schema
+
+    with pytest.raises(UnsupportedSchemaError, match="matches both"):
+        build_regex_from_schema({"patternProperties": {"^\\d$": {"type": "integer"}, "^١$": {"type": "null"}}})

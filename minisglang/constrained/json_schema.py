@@ -66,9 +66,15 @@ type, by const/enum, or by a property both require with disjoint schemas): only 
   and the rest]. unevaluatedProperties/Items without other applicators: additionalProperties/items.
 - contains: the items N* (Y N*){minContains,maxContains} with Y = contains, N = not contains;
   with maxItems, a walk over (items so far, matches so far).
-Keywords exact in restricted shapes: pattern with minLength/maxLength (a pattern of
-fixed-width parts: the intersection), patternProperties (patterns whose keys cannot
-meet a listed name or each other), propertyNames, min/maxProperties, uniqueItems (at most
+Intersection and difference (automaton="lazy"): lazy_regex's private `(?@and(A)(B))` and
+`(?@diff(A)(B))` groups make these exact in every shape: a string's format, pattern,
+minLength/maxLength and excluded values together; patternProperties keys split by the
+set of patterns they match (minus every writing of the other patterns' keys, never a
+listed name), and the keys of additionalProperties (no pattern's). A plain regex
+(automaton="eager") has them in restricted shapes only, else an error naming the keyword:
+pattern with minLength/maxLength (a pattern of fixed-width parts), patternProperties
+(patterns whose keys cannot meet a listed name or each other, no additionalProperties).
+Keywords exact in restricted shapes: propertyNames, min/maxProperties, uniqueItems (at most
 MAX_UNIQUE_VALUES possible items), multipleOf (listed within bounds, or by last digits),
 $ref to any $id/$anchor of the document.
 
@@ -80,6 +86,7 @@ itself does.
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import math
 import re
@@ -334,6 +341,8 @@ NUM_CHARACTERS = sum(hi - lo + 1 for lo, hi in ALL_CHARACTERS)
 RAW_STRING_CHARACTERS: Ranges = _remove_surrogates([(0x20, 0x21), (0x23, 0x5B), (0x5D, MAX_CODE_POINT)])
 # Characters json.dumps writes as \uXXXX (control characters and DEL, non-ASCII of the BMP).
 BMP_ESCAPED_CHARACTERS: Ranges = [(0x00, 0x1F), (0x7F, SURROGATES[0] - 1), (SURROGATES[1] + 1, 0xFFFF)]
+# Characters JSON lets any writer escape as \uXXXX (every BMP character but a surrogate).
+BMP_CHARACTERS: Ranges = [(0x00, SURROGATES[0] - 1), (SURROGATES[1] + 1, 0xFFFF)]
 SHORT_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "\b": "b", "\f": "f", "\n": "n", "\r": "r", "\t": "t"}
 
 
@@ -425,13 +434,15 @@ def _surrogate_pairs(lo: int, hi: int) -> list[str]:
     return out + ([tail] if tail else [])
 
 
-def _json_string_chars(ranges: Ranges, counted: bool = False) -> str | None:
+def _json_string_chars(ranges: Ranges, counted: bool = False, every: bool = False) -> str | None:
     """One character of a JSON string's content, for the characters in `ranges`.
 
     Every form json.dumps may write a character in is matched: raw, a short escape
     (`\\"`, `\\n`, also `\\/`), or `\\uXXXX` for control and non-ASCII characters (a
     surrogate pair for characters above U+FFFF). `counted`: non-ASCII raw only, as in
-    COUNTED_STRING_CHAR (a smaller automaton to repeat). None if `ranges` is empty.
+    COUNTED_STRING_CHAR (a smaller automaton to repeat). `every`: also `\\u0041` for `A`,
+    every form JSON allows (what a set we take away from another must hold). None if
+    `ranges` is empty.
     """
     ranges = _normalize(ranges)
     if counted:
@@ -448,7 +459,8 @@ def _json_string_chars(ranges: Ranges, counted: bool = False) -> str | None:
     letters = [letter for ch, letter in SHORT_ESCAPES.items() if _intersect(ranges, [(ord(ch), ord(ch))])]
     if letters:
         options.append(r"\\" + _class_regex(_normalize([(ord(c), ord(c)) for c in letters])))
-    hex_codes = _alt([_hex_range(lo, hi) for lo, hi in _intersect(ranges, BMP_ESCAPED_CHARACTERS)])
+    escaped = BMP_CHARACTERS if every else BMP_ESCAPED_CHARACTERS
+    hex_codes = _alt([_hex_range(lo, hi) for lo, hi in _intersect(ranges, escaped)])
     if hex_codes is not None:
         options.append(r"\\u" + hex_codes)
     for lo, hi in _intersect(ranges, [(0x10000, MAX_CODE_POINT)]):
@@ -726,39 +738,62 @@ def _parsed_pattern(pattern: str, path: str):
     return tree
 
 
-def _pattern_regex(pattern: str, path: str) -> str | None:
-    """The string contents (JSON text, no quotes) in which `pattern` finds a match."""
-    items = list(_parsed_pattern(pattern, path))
+def _top_branches(items: list) -> list[list]:
+    """The alternatives of a parsed regex, looking into a group that is a whole alternative
+    (so `^$|(^a+$)` has the anchored branches `^$` and `^a+$`)."""
     branches = items[0][1][1] if len(items) == 1 and items[0][0] is _P.BRANCH else [items]
+    out = []
+    for branch in map(list, branches):
+        if len(branch) == 1 and branch[0][0] is _P.SUBPATTERN and not (branch[0][1][1] or branch[0][1][2]):
+            out.extend(_top_branches(list(branch[0][1][3])))
+        else:
+            out.append(branch)
+    return out
+
+
+_STARTS = ((_P.AT, _P.AT_BEGINNING), (_P.AT, _P.AT_BEGINNING_STRING))
+_ENDS = ((_P.AT, _P.AT_END), (_P.AT, _P.AT_END_STRING))
+
+
+def _pattern_regex(pattern: str, path: str, wide: bool = False) -> str | None:
+    """The string contents (JSON text, no quotes) in which `pattern` finds a match.
+
+    By default a subset of those (what we may write: `\\d` is ASCII, one writing of most
+    characters); `wide`: a superset, every JSON writing of every string Python's `re.search`
+    matches in (what we may take away from another set: a key set minus a pattern's keys).
+    """
     any_text = _repeat(STRING_CHAR, 0, None)
     options = []
-    for branch in branches:  # a search: unanchored ends may have any text around the match
-        branch = list(branch)
-        starts = bool(branch) and branch[0] in ((_P.AT, _P.AT_BEGINNING), (_P.AT, _P.AT_BEGINNING_STRING))
-        ends = bool(branch) and branch[-1] in ((_P.AT, _P.AT_END), (_P.AT, _P.AT_END_STRING))
-        body = _translate_regex(branch[int(starts):len(branch) - int(ends)], pattern, path)
-        options.append(_concat("" if starts else any_text, body, "" if ends else any_text))
+    for branch in _top_branches(list(_parsed_pattern(pattern, path))):  # unanchored ends: any text around
+        starts = bool(branch) and branch[0] in _STARTS
+        ends = bool(branch) and branch[-1] in _ENDS
+        body = _translate_regex(branch[int(starts):len(branch) - int(ends)], pattern, path, wide)
+        # Python's `$` also matches before a last "\n"; a superset must hold that string too.
+        end = any_text if not ends else _repeat(_json_string_chars([(10, 10)], every=True), 0, 1) \
+            if wide and branch[-1] == (_P.AT, _P.AT_END) else ""
+        options.append(_concat("" if starts else any_text, body, end))
     return _alt(options)
 
 
-def _translate_regex(items: list, pattern: str, path: str) -> str | None:
-    """Python's parse of a regex -> our regex for the same characters written as JSON text."""
+def _translate_regex(items: list, pattern: str, path: str, wide: bool = False) -> str | None:
+    """Python's parse of a regex -> our regex for the same characters written as JSON text
+    (`wide`: see _pattern_regex)."""
     out = []
     for op, arg in items:
         if op in (_P.LITERAL, _P.NOT_LITERAL, _P.ANY, _P.IN):
-            part = _json_string_chars(_item_ranges(op, arg))
+            part = _json_string_chars(_item_ranges(op, arg, wide), every=wide)
         elif op in (_P.MAX_REPEAT, _P.MIN_REPEAT):  # laziness does not change the language
             lo, hi, sub = arg
-            part = _repeat(_translate_regex(list(sub), pattern, path), lo, None if hi == _P.MAXREPEAT else hi)
+            part = _repeat(_translate_regex(list(sub), pattern, path, wide), lo, None if hi == _P.MAXREPEAT else hi)
         elif op is _P.SUBPATTERN:
             _, add_flags, del_flags, sub = arg
             if add_flags or del_flags:
                 raise UnsupportedSchemaError(
                     f"'pattern' {pattern!r} at {path}: inline flags such as (?i:...) are not supported")
-            part = _translate_regex(list(sub), pattern, path)
+            part = _translate_regex(list(sub), pattern, path, wide)
             part = part if part is None or _is_atom(part) else f"(?:{part})"
         elif op is _P.BRANCH:
-            part = _alt([_translate_regex(list(b), pattern, path) for b in arg[1]])
+            part = _alt([_translate_regex(list(b), pattern, path, wide) for b in arg[1]])
         else:
             what = _UNSUPPORTED_REGEX_OPS.get(op, str(op))
             raise UnsupportedSchemaError(f"'pattern' {pattern!r} at {path}: {what} are not supported")
@@ -768,12 +803,13 @@ def _translate_regex(items: list, pattern: str, path: str) -> str | None:
     return "".join(out)
 
 
-def _class_ranges(items: list) -> Ranges:
-    """A parsed character class `[...]` -> its code point ranges."""
+def _class_ranges(items: list, wide: bool = False) -> Ranges:
+    """A parsed character class `[...]` -> its code point ranges (`wide`: a superset of
+    what Python's class holds, else a subset that ECMA-262's holds too)."""
     negate = any(op is _P.NEGATE for op, _ in items)
     # A negated class leaves out what either engine's categories hold; a plain one holds
-    # what both agree on.
-    categories = _EITHER_ASCII_CATEGORIES if negate else _ASCII_CATEGORIES
+    # what both agree on (wide: the other way round, and any non-ASCII character).
+    categories = _EITHER_ASCII_CATEGORIES if negate != wide else _ASCII_CATEGORIES
     has_category, ranges = False, []
     for op, arg in items:
         if op is _P.LITERAL:
@@ -783,10 +819,12 @@ def _class_ranges(items: list) -> Ranges:
         elif op is _P.CATEGORY:
             ranges.extend(categories[arg])
             has_category = True
+    if wide and has_category and not negate:  # Python's \d, \w, \s are Unicode-wide
+        ranges.append((0x80, MAX_CODE_POINT))
     ranges = _normalize(ranges)
     if negate:
         ranges = _complement(ranges)
-        if has_category:  # Python's \d, \w, \s are Unicode-wide: only the ASCII part is sure
+        if has_category and not wide:  # Python's \d, \w, \s are Unicode-wide: only the ASCII part is sure
             ranges = _intersect(ranges, [(0, 0x7F)])
     return ranges
 
@@ -816,15 +854,11 @@ def _pattern_with_length(pattern: str, path: str, min_length: int, max_length: i
     Each branch is a list of pieces; `window` walks them left to right, choosing how
     often the first piece repeats, and asks the rest for the remaining length window.
     """
-    tree = _parsed_pattern(pattern, path)
-    items = list(tree)
-    branches = items[0][1][1] if len(items) == 1 and items[0][0] is _P.BRANCH else [items]
     anything = _Piece(COUNTED_STRING_CHAR, 1, 0, None)
     options = []
-    for branch in branches:
-        branch = list(branch)
-        starts = bool(branch) and branch[0] in ((_P.AT, _P.AT_BEGINNING), (_P.AT, _P.AT_BEGINNING_STRING))
-        ends = bool(branch) and branch[-1] in ((_P.AT, _P.AT_END), (_P.AT, _P.AT_END_STRING))
+    for branch in _top_branches(list(_parsed_pattern(pattern, path))):
+        starts = bool(branch) and branch[0] in _STARTS
+        ends = bool(branch) and branch[-1] in _ENDS
         middle = branch[int(starts):len(branch) - int(ends)]
         body = _pieces(middle, pattern, path)
         if body is None:
@@ -860,13 +894,15 @@ def _search_prefix(items: list, ends: bool) -> list[_Piece]:
     return [_Piece(COUNTED_STRING_CHAR, 1, 0, None)]
 
 
-def _item_ranges(op, arg) -> Ranges:
+def _item_ranges(op, arg, wide: bool = False) -> Ranges:
     """The characters of one parsed single-character item (literal, negated literal, ., class)."""
     if op is _P.LITERAL:
         return [(arg, arg)]
     if op is _P.NOT_LITERAL:
         return _complement([(arg, arg)])
-    return _DOT if op is _P.ANY else _class_ranges(arg)
+    if op is _P.ANY:   # Python's `.`: all but "\n"
+        return _complement([(10, 10)]) if wide else _DOT
+    return _class_ranges(arg, wide)
 
 
 def _pieces(items: list, pattern: str, path: str) -> list[_Piece] | None:
@@ -1693,7 +1729,10 @@ class _SchemaCompiler:
                 members.append((regex, True))
         listed = list(properties) + [r for r in required if r not in properties]
         counts = (_count(schema, "minProperties", path) or 0, _count(schema, "maxProperties", path))
-        if patterns:
+        if patterns and self.options.automaton == "lazy":
+            entries = self._key_regions(patterns, listed, additional, None if names_free else key_regex,
+                                        "properties" in schema, path)
+        elif patterns:
             entries = self._pattern_entries(patterns, listed, additional, names_free, path)
         elif additional is False or ("properties" in schema and not self.options.extra_properties):
             entries = []
@@ -1723,9 +1762,55 @@ class _SchemaCompiler:
                                          "both optional listed properties and unlisted keys")
         return self._members_regex(members, path, _alt(entries))
 
+    def _key_regions(self, patterns: dict, listed: list[str], additional, key_regex: str | None,
+                     has_properties: bool, path: str) -> list[str]:
+        """The `"key": value` regexes of the unlisted keys, for the lazy automaton, exactly.
+
+        A key gets the value of every pattern it matches, and additionalProperties' when it
+        matches none (let in by the policy of the module doc). So the keys are split by the
+        set S of patterns they match: the keys we write for each pattern in S, intersected
+        (`(?@and...)`), minus every JSON writing of the keys of the other patterns
+        (`(?@diff...)` with their wide translation); never a listed name (written as a
+        listed member), and within propertyNames' `key_regex`. Empty regions are skipped.
+        """
+        if len(patterns) > MAX_KEY_PATTERNS:
+            raise UnsupportedSchemaError(f"keyword 'patternProperties' at {path}: more than {MAX_KEY_PATTERNS} "
+                                         "patterns (their keys are split into 2^n regions)")
+        where = [f"{path}/patternProperties/{_pointer_token(p)}" for p in patterns]
+        narrow = [_concat('"', _pattern_regex(p, w), '"') for p, w in zip(patterns, where)]
+        wide = [_concat('"', _pattern_regex(p, w, wide=True), '"') for p, w in zip(patterns, where)]
+        # Our key strings never decode to a listed name (`_string_except` writes no other form of one).
+        base = [_string_except(listed)] if listed else []
+        base += [key_regex] if key_regex is not None else []
+        regions = []  # (key regex, value schemas, where)
+        for size in range(1, len(patterns) + 1):
+            for chosen in itertools.combinations(range(len(patterns)), size):
+                others = [wide[j] for j in range(len(patterns)) if j not in chosen and wide[j] is not None]
+                regions.append(([narrow[i] for i in chosen] + base, others, [list(patterns.values())[i] for i in chosen],
+                                where[chosen[0]]))
+        if additional is not False and (self.options.extra_properties or (additional is not None and not has_properties)):
+            value = True if additional is None else additional
+            regions.append((base or [STRING], [w for w in wide if w is not None], [value], f"{path}/additionalProperties"))
+        entries = []
+        for keys, others, values, at in regions:
+            key = _intersection(keys, at)
+            if key is not None and others:
+                key = f"(?@diff({key})({_alt(others)}))"
+                key = None if _lazy_language_empty(key, at) else key
+            if key is None:
+                continue
+            if values == [True]:  # any value, nested as an unlisted key's may be
+                value = self._any_value(LAZY_ENTRY_NESTING)
+            else:
+                value = self.value(values[0] if len(values) == 1 else {"allOf": values}, at)
+            if value is not None:  # (None: no value fits, so these keys stay absent)
+                entries.append(f"{key}:{self.ws}{value}")
+        return entries
+
     def _pattern_entries(self, patterns: dict, listed: list[str], additional, names_free: bool,
                          path: str) -> list[str]:
-        """The `"key": value` regexes of patternProperties, one per pattern.
+        """The `"key": value` regexes of patternProperties, one per pattern, for a plain
+        regex (the lazy automaton: _key_regions).
 
         Exact only when no key has two rules: each pattern's keys must miss the listed
         names and every other pattern's keys (checked on the automata); the keys of no
@@ -1733,28 +1818,33 @@ class _SchemaCompiler:
         """
         if additional not in (None, False) or (additional is None and self.options.extra_properties):
             raise UnsupportedSchemaError(f"keyword 'patternProperties' at {path} together with "
-                                         "additionalProperties is not supported (the keys no pattern matches)")
+                                         "additionalProperties is not supported (the keys no pattern matches; "
+                                         "with automaton='lazy' it is)")
         if not names_free:
             raise UnsupportedSchemaError(f"keyword 'patternProperties' at {path} together with propertyNames "
-                                         "is not supported")
-        keys, entries = [], []  # keys: (pattern, key regex, whether it has an entry)
+                                         "is not supported (with automaton='lazy' it is)")
+        keys, entries = [], []  # keys: (pattern, key regex, its wide form, whether it has an entry)
         for pattern, sub in patterns.items():
             where = f"{path}/patternProperties/{_pointer_token(pattern)}"
             key = _concat('"', _pattern_regex(pattern, where), '"')
             if key is None:
                 continue
+            wide = _concat('"', _pattern_regex(pattern, where, wide=True), '"')
             value = self.value(sub, where)  # None: keys matching the pattern must be absent
             for name in listed if value is not None else []:
                 if any(re.fullmatch(key, json.dumps(name, ensure_ascii=a)) for a in (True, False)):
                     raise UnsupportedSchemaError(
                         f"keyword 'patternProperties' at {where}: the pattern also matches the listed property "
-                        f"{name!r}, and a regex cannot keep that key from being written twice")
-            for other_pattern, other, other_written in keys:
-                if (value is not None or other_written) and _languages_overlap(key, other):
+                        f"{name!r}, and a regex cannot keep that key from being written twice "
+                        "(with automaton='lazy' it can)")
+            for other_pattern, other, other_wide, other_written in keys:
+                # A key one of them writes that the other matches too (in Python's reading).
+                if (value is not None and not _lazy_language_empty(f"(?@and({key})({other_wide}))", where)) or \
+                        (other_written and not _lazy_language_empty(f"(?@and({other})({wide}))", where)):
                     raise UnsupportedSchemaError(
                         f"keyword 'patternProperties' at {where}: some key matches both {pattern!r} and "
-                        f"{other_pattern!r}, and its value would have to fit both")
-            keys.append((pattern, key, value is not None))
+                        f"{other_pattern!r}, and its value would have to fit both (with automaton='lazy' it can)")
+            keys.append((pattern, key, wide, value is not None))
             if value is not None:
                 entries.append(f"{key}:{self.ws}{value}")
         return entries
@@ -1914,6 +2004,8 @@ MAX_CONTAINS_ITEM_CHARS = 3000
 MAX_LISTED_MULTIPLES = 256
 # uniqueItems writes every arrangement of the distinct item values: n! of them.
 MAX_UNIQUE_VALUES = 4
+# patternProperties' keys are split by the set of patterns they match: 2^n - 1 regions.
+MAX_KEY_PATTERNS = 6
 # Strings excluded by a `not` of const/enum: an internal keyword, never in a user's schema.
 EXCLUDED_STRINGS = "$minisglang:excludedStrings"
 
@@ -2093,29 +2185,6 @@ def _searches(pattern: str, name: str, path: str) -> bool:
     except re.error as e:
         raise UnsupportedSchemaError(f"'patternProperties' at {path}: {pattern!r} is not a regex we can read: {e}") \
             from None
-
-
-def _languages_overlap(a: str, b: str) -> bool:
-    """Whether some text matches both regexes: a search of the pair automaton."""
-    try:
-        dfa_a, dfa_b = compile_regex(a), compile_regex(b)
-    except RegexError as e:
-        raise UnsupportedSchemaError(f"patterns too complex to compare: {e}") from None
-    start = (dfa_a.initial, dfa_b.initial)
-    seen, todo = {start}, [start]
-    while todo:
-        s, t = todo.pop()
-        if s in dfa_a.finals and t in dfa_b.finals:
-            return True
-        for class_a, next_a in dfa_a.transitions[s].items():
-            for class_b, next_b in dfa_b.transitions[t].items():
-                meet = (class_a.negated and class_b.negated) or \
-                    (bool(class_b.chars - class_a.chars) if class_a.negated else
-                     bool(class_a.chars - class_b.chars) if class_b.negated else bool(class_a.chars & class_b.chars))
-                if meet and (next_a, next_b) not in seen:
-                    seen.add((next_a, next_b))
-                    todo.append((next_a, next_b))
-    return False
 
 
 def _check_keywords(schema: dict, path: str) -> None:
