@@ -12,7 +12,9 @@ latest stage with its default grammar backend (fsm), under these conditions:
 - constrained, jump-forward off (the seam: with it on, forced text is retokenized and the
   model reads the tokenizer's spelling of it, not the tokens it would have picked);
 - constrained, free whitespace between JSON tokens (`json_whitespace="[ \\n\\t]*"`) and
-  none (`""`), against the default one optional space (`[ ]?`, how the answers were written).
+  none (`""`), against the default one optional space (`[ ]?`, how the answers were written);
+- a control: the default run with the model in float64, which shows how many answers
+  rounding alone moves (so that a condition's changed answers can be told from noise).
 
 Per condition: answers that are valid (json.loads gives an object and jsonschema accepts it
 under the condition's schema), exact field accuracy for name, age and hobbies and their
@@ -63,10 +65,11 @@ class Condition:
     key_order: str = "training"     # "training", "text" or "alphabetical"
     jump_forward: bool = True
     whitespace: str | None = None   # None: the engine's default, one optional space
+    dtype: str = "float32"          # the model's; float64 is a control for rounding
 
     def engine_options(self) -> tuple:
         """What the engine must be built with (conditions that share it share one engine)."""
-        return (self.jump_forward, self.whitespace)
+        return (self.jump_forward, self.whitespace, self.dtype)
 
     def whitespace_label(self) -> str:
         return {None: "`[ ]?` (default)", FREE_WHITESPACE: "free `[ \\n\\t]*`", NO_WHITESPACE: "none"}.get(
@@ -81,6 +84,7 @@ CONDITIONS = [
     Condition("jump-forward off", jump_forward=False),
     Condition("free whitespace", whitespace=FREE_WHITESPACE),
     Condition("no whitespace", whitespace=NO_WHITESPACE),
+    Condition("default in float64 (control)", dtype="float64"),
 ]
 REFERENCE = "constrained (default)"
 
@@ -218,16 +222,16 @@ def run(model: Path, examples: list[dict], conditions: list[Condition], max_new_
     for cond in conditions:
         groups.setdefault(cond.engine_options(), []).append(cond)
     with tqdm(total=len(conditions) * len(examples), desc="answers", mininterval=5) as bar:
-        for (jump_forward, whitespace), conds in groups.items():
+        for (jump_forward, whitespace, dtype), conds in groups.items():
             # Every distinct schema of a chunk is a compile submitted at once: let them all wait.
-            engine = Engine(model_path=str(model), jump_forward=jump_forward, json_whitespace=whitespace,
+            engine = Engine(model_path=str(model), dtype=dtype, jump_forward=jump_forward, json_whitespace=whitespace,
                             max_pending_compiles=max(64, CHUNK))
             try:
                 prompts = [engine.tokenizer.apply_chat_template(make_corpus.to_messages(ex, with_answer=False))
                            for ex in examples]
                 for cond in conds:
                     results[cond.name] = run_condition(engine, cond, examples, prompts, max_new_tokens, bar)
-                if with_demo and (jump_forward, whitespace) == (True, None):
+                if with_demo and (jump_forward, whitespace, dtype) == (True, None, "float32"):
                     demo_rows = demo_answers(engine, max_new_tokens)
             finally:
                 engine.shutdown()
@@ -310,7 +314,8 @@ def report(results: list[Result], demo_rows: list, examples: list[dict], args, m
         "three fields over the prompts that ask for them (English, Chinese: the same by paragraph language), "
         "'all fields' pools every requested field, 'whole answer right' counts answers equal to the reference. "
         "'same values as default': the answer parses to the same object as the default constrained run's "
-        "(key order aside). 'decode steps': output tokens the model produced, not jumped over. "
+        "(key order aside); the float64 control row shows how many answers rounding alone moves. 'decode steps': "
+        "output tokens the model produced, not jumped over. "
         "benchmarks/bench_extraction_accuracy.py.",
         "",
         *table(results),
