@@ -290,7 +290,7 @@ def test_state_limit_fails_with_the_option_name():
 def test_row_walk_limit_fails_with_the_option_name():
     tokenizer = bundled()
     with pytest.raises(ConstraintError, match="would build more than 3 states .*max_row_expansions"):
-        compile_lazy_token_fsm('[^"]{0,500}', tokenizer, 4096, LazyLimits(max_row_expansions=3))
+        compile_lazy_token_fsm('x[^"]{0,20}', tokenizer, 4096, LazyLimits(max_row_expansions=3))
 
 
 def test_node_limit_and_regex_length_fail_before_building():
@@ -433,6 +433,29 @@ def test_rows_built_from_heads_and_alternatives_equal_the_eager_index(share_ever
                                      r"(é|a)*中", r"(b|1)?(a*|z)1"])
 def test_heads_and_alternatives_on_chosen_shapes(share_everything, pattern):
     compare_along_walks(pattern, SMALL_VOCAB, walks=8, steps=15)
+
+
+JSON_CHAR = r'([^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})'
+
+
+@pytest.mark.parametrize("pattern", [r'"[^"]{0,5}"', JSON_CHAR + r'{0,3}"', JSON_CHAR + r'{2,7}"x', JSON_CHAR + "*",
+                                     r"(é|a){1,3}b", r"(a|ab){0,4}1", r"(ab|b){0,6}", r"[ab]{0,2}(1|z)"])
+def test_rows_of_bounded_repetitions_from_token_counts_equal_the_eager_index(share_everything, pattern):
+    """A repetition's row from its per-token counts (`_row_from_repeat`), bit for bit; a body
+    that is not prefix-free (a|ab) falls back to the walk."""
+    if '"' not in pattern:
+        compare_along_walks(pattern, SMALL_VOCAB, walks=8, steps=15)
+    compare_along_walks(pattern, bundled(), walks=3, steps=12, oracle_every=1)
+
+
+def test_repetition_counts_are_per_token_and_refuse_ambiguous_bodies():
+    tokenizer = bundled()
+    fsm = compile_lazy_token_fsm(r'[a-z]{0,3}', tokenizer, 4096)
+    index, pool = fsm.index, fsm.index.dfa.pool
+    counts = index._repetitions(index.dfa.nodes[index.initial_state].parts[0])
+    for t, data in enumerate(tokenizer.token_bytes):
+        assert counts[t] == (len(data) if data and re.fullmatch(rb"[a-z]+", data) else -1), (t, data)
+    assert index._repetitions(parse_regex("a|ab", pool)) is None   # "a" then "b": one repetition or two?
 
 
 def test_rows_shared_by_two_grammars_are_the_same_objects_and_exact(share_everything):

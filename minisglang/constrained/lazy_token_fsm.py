@@ -31,8 +31,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .lazy_regex import ALT, BYTES, CONCAT, AutomatonLimitError, LazyByteDFA, RegexPool, describe, parse_regex
-from .lazy_trie_walk import vocab_arrays, walk_bytes, walk_rests, walk_trie
+from .lazy_regex import (ALT, BYTES, CONCAT, REPEAT, AutomatonLimitError, LazyByteDFA, RegexNode, RegexPool, describe,
+                         parse_regex)
+from .lazy_trie_walk import token_repetitions, vocab_arrays, walk_bytes, walk_rests, walk_trie
 from .regex_dfa import RegexError
 from .token_fsm import ConstraintError, TokenFSM, Vocabulary, check_regex_length
 from .token_index import VocabularyCannotSpellError, vocab_trie
@@ -141,6 +142,7 @@ class LazyStateIndex:
         self._buffers = [np.empty(self.trie.num_nodes, np.int64) for _ in range(4)] + \
             [np.empty(4096, np.int64) for _ in range(2)]
         self._candidates: dict[int, np.ndarray | None] = {}   # byte set -> the token ids containing one
+        self._reps: dict[int, np.ndarray | None] = {}   # body node uid -> `_repetitions(body)`
         # A head's row is reused when at most this many tokens must be walked one by one.
         self.max_candidates = max(256, len(vocab.token_bytes) // 16)
         self._lock = threading.RLock()   # the automaton and the caches grow under it (a row may ask for another)
@@ -166,6 +168,8 @@ class LazyStateIndex:
             self._spent = self.dfa.fills
             row = self._row_from_alternatives(state)
             if row is None:
+                row = self._row_from_repeat(state)
+            if row is None:
                 row = self._row_from_head(state)
             if row is None:
                 row = self._row_by_walk(state)
@@ -185,6 +189,62 @@ class LazyStateIndex:
         for part in node.parts:
             bits |= self._row_of(self.dfa._state(part), shared=True).packed.numpy().view(np.uint32)
         return self._make_row(bits, np.zeros(0, dtype=np.int64), state)
+
+    def _row_from_repeat(self, state: int) -> TokenRow | None:
+        """The row of a permissive repetition `C{lo,hi}` (a string's characters, a run of
+        digits) without a trie walk: the tokens that spell at most `hi` repetitions of C,
+        the last maybe unfinished (a token inside C{lo,hi} need not reach `lo`). In the
+        spirit of xgrammar's context-independent tokens: C's counts per token are computed
+        once per vocabulary (`_repetitions`) and every bound of every grammar reads them,
+        so `C{0,20}` costs a comparison, not a walk through 20 counting states. None when
+        the shape does not fit."""
+        node = self.dfa.nodes[state]
+        if node.kind != REPEAT or node.first.bit_count() < PERMISSIVE:
+            return None
+        reps = self._repetitions(node.parts[0])
+        if reps is None:
+            return None
+        allowed = reps >= 0 if node.high is None else (reps >= 0) & (reps <= node.high)
+        allowed[self.eos_token_id] = False
+        packed = np.zeros(self.words * 4, dtype=np.uint8)
+        bits = np.packbits(allowed, bitorder="little")
+        packed[: bits.shape[0]] = bits
+        return self._make_row(packed.view(np.uint32), np.zeros(0, dtype=np.int64), state)
+
+    def _repetitions(self, body: RegexNode) -> np.ndarray | None:
+        """int32 [tokens]: how many repetitions of `body` each token spells, the last maybe
+        unfinished (-1: `body*` cannot read it), from `body*`'s automaton built whole
+        (lazy_trie_walk.token_repetitions). None when that automaton has more than 64
+        states, or when `body` is not prefix-free (a match that a longer one extends, as
+        in `(a|ab)`: then the count of a token is ambiguous). Shared by every grammar over
+        this vocabulary (SHARED_ROWS, keyed by the body's structure)."""
+        if body.uid in self._reps:
+            return self._reps[body.uid]
+        key = self._node_key("reps", body)
+        found = None if key is None else SHARED_ROWS.get(key)
+        if found is None:
+            pool = self.dfa.pool
+            star = LazyByteDFA(pool.repeat(body, 0, None), pool, max_states=1024)
+            todo, seen = [star.initial], {star.initial}
+            while todo and star.num_states <= 64:
+                s = todo.pop()
+                star.expand(s)
+                for nxt in np.unique(star.table[s]).tolist():
+                    if nxt >= 0 and nxt not in seen:
+                        seen.add(nxt)
+                        todo.append(nxt)
+            # Prefix-free: no state but `body*` itself accepts, so returning to it ends a repetition.
+            if star.num_states <= 64 and not star.accepting[1:star.num_states].any():
+                arrays = self.arrays
+                found = np.empty(arrays.token_start.shape[0], dtype=np.int32)
+                token_repetitions(star.table, arrays.all_bytes, arrays.token_start, arrays.token_stop,
+                                  star.initial, found)
+            else:
+                found = False   # stored as "does not fit" (None means "not computed")
+            if key is not None:
+                SHARED_ROWS.put(key, found)
+        self._reps[body.uid] = found if found is not False else None
+        return self._reps[body.uid]
 
     def _row_from_head(self, state: int) -> TokenRow | None:
         """The row of a state `H T` whose head H is permissive (a string's characters, a
@@ -270,7 +330,11 @@ class LazyStateIndex:
         return row
 
     def _shared_key(self, kind: str, state: int) -> tuple | None:
-        text = self.dfa.pool.key(self.dfa.nodes[state])
+        return self._node_key(kind, self.dfa.nodes[state])
+
+    def _node_key(self, kind: str, node: RegexNode) -> tuple | None:
+        """The SHARED_ROWS key of what `kind` says about `node` (None: its text is too long)."""
+        text = self.dfa.pool.key(node)
         return None if text is None else (self.trie, self.words, self.eos_token_id, kind, text)
 
     def _shared(self, cache: dict, kind: str, state: int):

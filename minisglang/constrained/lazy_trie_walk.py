@@ -147,6 +147,30 @@ def walk_bytes(table, data, start, stop, state):
     return state, stop
 
 
+@numba.njit(cache=True, nogil=True)
+def token_repetitions(table, data, token_start, token_stop, start, out):
+    """How many repetitions of a body C each token spells, read by the automaton of `C*`.
+
+    `table` (int32 [S, 256]) is that automaton, every entry reachable from `start` (the
+    state `C*`) computed; C is prefix-free, so the walk is back in `start` exactly when a
+    repetition ends. Writes `out[t]` (int32): the repetitions token t's bytes
+    (`data[token_start[t]:token_stop[t]]`) begin, an unfinished last one counted, or -1
+    when `C*` cannot read them (and for tokens without bytes).
+    """
+    for t in range(token_start.shape[0]):
+        state, count = start, 0
+        if token_start[t] == token_stop[t]:
+            out[t] = -1
+            continue
+        for k in range(token_start[t], token_stop[t]):
+            state = table[state, data[k]]
+            if state < 0:
+                break
+            if state == start:
+                count += 1
+        out[t] = -1 if state < 0 else count + (state != start)
+
+
 @dataclass(frozen=True, eq=False)
 class VocabArrays:
     """The vocabulary as the compiled loops read it, beside the trie (built once per trie).
