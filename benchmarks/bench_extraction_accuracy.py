@@ -20,7 +20,8 @@ Per condition: answers that are valid (json.loads gives an object and jsonschema
 under the condition's schema), exact field accuracy for name, age and hobbies and their
 pooled rate (scripts/eval_extraction.py's `score_extraction`, "name/age/hobbies"), all
 fields, whole answers exactly right, answers with the same values as the default
-constrained run, and output tokens and decode steps per answer. Also the demo's three texts
+constrained run, answers whose tokens are the tokenizer's spelling of their text, and
+output tokens and decode steps per answer. Also the demo's three texts
 (minisglang/demo.py), unconstrained and constrained.
 
 Writes benchmarks/results/extraction_accuracy.md (`--output`). Rerun it when the bundled
@@ -158,6 +159,7 @@ class Result:
     valid: int = 0
     output_tokens: int = 0
     decode_steps: int = 0          # output tokens the model produced itself (not jumped over)
+    canonical: int = 0             # answers whose tokens are the tokenizer's own spelling of their text
     cut: int = 0                   # stopped by max_new_tokens
     score: dict = field(default_factory=dict)
 
@@ -185,6 +187,10 @@ def run_condition(engine, cond: Condition, examples: list[dict], prompts: list[s
             result.finishes.append(finish.get("type"))
             result.output_tokens += meta["completion_tokens"]
             result.decode_steps += meta["completion_tokens_wo_jump_forward"]
+            ids = out["output_ids"]
+            if isinstance(finish.get("matched"), int) and ids and ids[-1] == finish["matched"]:
+                ids = ids[:-1]   # the stop token (EOS) ends the ids but is not part of the text
+            result.canonical += ids == engine.tokenizer.encode(out["text"])
         bar.update(len(outs))
     score_answers(result, examples, schemas)
     return result
@@ -242,7 +248,8 @@ def run(model: Path, examples: list[dict], conditions: list[Condition], max_new_
 
 HEADER = ["condition", "key order", "jump-forward", "whitespace", "valid (jsonschema)", "name", "age", "hobbies",
           "name/age/hobbies", "English", "Chinese", "all fields", "whole answer right",
-          "same values as default", "output tokens / answer", "decode steps / answer", "hit max_new_tokens"]
+          "same values as default", "tokens as the tokenizer spells the text", "output tokens / answer",
+          "decode steps / answer", "hit max_new_tokens"]
 
 
 def _of(k: int, n: int) -> str:
@@ -263,7 +270,7 @@ def cells(result: Result, reference: Result | None) -> list[str]:
             c.whitespace_label() if c.constrained else "-", _of(result.valid, n),
             field_cell("name"), field_cell("age"), field_cell("hobbies"), field_cell("headline"),
             field_cell("en:headline"), field_cell("zh:headline"), field_cell("all"), _of(s["exact"], n), same,
-            f"{result.output_tokens / n:.1f}", f"{result.decode_steps / n:.1f}", _of(result.cut, n)]
+            _of(result.canonical, n), f"{result.output_tokens / n:.1f}", f"{result.decode_steps / n:.1f}", _of(result.cut, n)]
 
 
 def table(results: list[Result]) -> list[str]:
@@ -314,7 +321,9 @@ def report(results: list[Result], demo_rows: list, examples: list[dict], args, m
         "three fields over the prompts that ask for them (English, Chinese: the same by paragraph language), "
         "'all fields' pools every requested field, 'whole answer right' counts answers equal to the reference. "
         "'same values as default': the answer parses to the same object as the default constrained run's "
-        "(key order aside); the float64 control row shows how many answers rounding alone moves. 'decode steps': "
+        "(key order aside); the float64 control row shows how many answers rounding alone moves. 'tokens as the tokenizer "
+        "spells the text': the answer's output tokens equal the tokenizer's encoding of its text (jump-forward "
+        "retokenizes what was written before each jump, the model's own tokens included). 'decode steps': "
         "output tokens the model produced, not jumped over. "
         "benchmarks/bench_extraction_accuracy.py.",
         "",
