@@ -514,3 +514,24 @@ def test_our_backends_masks_equal_brute_force_along_generated_documents(mask_ora
     finally:
         backend.shutdown()
         lazy.shutdown()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 40).flatmap(lambda words: st.tuples(
+    st.lists(st.integers(0, 2**32 - 1), min_size=words, max_size=words),
+    st.lists(st.integers(0, words * 32 - 1), max_size=20), st.integers(0, words * 32 - 1), st.booleans())))
+def test_finish_row_sets_the_ids_and_eos_and_counts_like_numpy(case):
+    from minisglang.constrained.lazy_trie_walk import finish_row
+
+    words, extra, eos, accepting = case
+    bits = np.asarray(words, dtype=np.uint32)
+    expected = bits.copy()
+    for t in extra:
+        expected[t >> 5] |= np.uint32(1 << (t & 31))
+    if accepting:
+        expected[eos >> 5] |= np.uint32(1 << (eos & 31))
+    else:
+        expected[eos >> 5] &= ~np.uint32(1 << (eos & 31))
+    count = finish_row(bits, np.asarray(extra, dtype=np.int64), eos, accepting)
+    assert (bits == expected).all()
+    assert count == int(np.bitwise_count(expected).sum()) - accepting

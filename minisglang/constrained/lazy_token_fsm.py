@@ -33,7 +33,7 @@ import torch
 
 from .lazy_regex import (ALT, BYTES, CONCAT, REPEAT, AutomatonLimitError, LazyByteDFA, RegexNode, RegexPool, describe,
                          parse_regex)
-from .lazy_trie_walk import token_repetitions, vocab_arrays, walk_bytes, walk_rests, walk_trie
+from .lazy_trie_walk import finish_row, token_repetitions, vocab_arrays, walk_bytes, walk_rests, walk_trie
 from .regex_dfa import RegexError
 from .token_fsm import ConstraintError, TokenFSM, Vocabulary, check_regex_length
 from .token_index import VocabularyCannotSpellError, vocab_trie
@@ -297,11 +297,7 @@ class LazyStateIndex:
     def _make_row(self, bits: np.ndarray, extra: np.ndarray, state: int) -> TokenRow:
         """A TokenRow from uint32 bits [W] (changed in place) plus the ids `extra`, the EOS
         bit set iff `state` accepts."""
-        np.bitwise_or.at(bits, extra >> 5, np.left_shift(1, extra & 31).astype(np.uint32))
-        eos = self.eos_token_id
-        if self.dfa.is_final(state):
-            bits[eos >> 5] |= np.uint32(1 << (eos & 31))
-        count = int(np.bitwise_count(bits).sum()) - int(bits[eos >> 5] >> np.uint32(eos & 31) & 1)
+        count = finish_row(bits, extra, self.eos_token_id, self.dfa.is_final(state))
         return TokenRow(torch.from_numpy(bits.view(np.int32)), count)
 
     def _row_by_walk(self, state: int) -> TokenRow:

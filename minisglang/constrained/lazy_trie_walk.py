@@ -171,6 +171,29 @@ def token_repetitions(table, data, token_start, token_stop, start, out):
         out[t] = -1 if state < 0 else count + (state != start)
 
 
+@numba.njit(cache=True, nogil=True)
+def finish_row(bits, extra, eos, accepting):
+    """Complete a token row in place: set the bits of the ids `extra` (int64) in `bits`
+    (uint32 [W]), the EOS bit iff `accepting`; return how many tokens other than EOS it
+    allows (a population count, word by word)."""
+    for i in range(extra.shape[0]):
+        t = extra[i]
+        bits[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+    eos_bit = np.uint32(1) << np.uint32(eos & 31)
+    if accepting:
+        bits[eos >> 5] |= eos_bit
+    else:
+        bits[eos >> 5] &= ~eos_bit
+    count = 0
+    for i in range(bits.shape[0]):
+        x = np.uint64(bits[i])   # the classic SWAR population count, in 64-bit arithmetic
+        x = x - ((x >> np.uint64(1)) & np.uint64(0x55555555))
+        x = (x & np.uint64(0x33333333)) + ((x >> np.uint64(2)) & np.uint64(0x33333333))
+        x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F)
+        count += int(((x * np.uint64(0x01010101)) & np.uint64(0xFFFFFFFF)) >> np.uint64(24))
+    return count - (1 if accepting else 0)
+
+
 @dataclass(frozen=True, eq=False)
 class VocabArrays:
     """The vocabulary as the compiled loops read it, beside the trie (built once per trie).
