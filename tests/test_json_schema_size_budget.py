@@ -10,6 +10,7 @@ Memory is measured with tracemalloc (no timing assertions).
 from __future__ import annotations
 
 import json
+import re
 import tracemalloc
 from pathlib import Path
 
@@ -134,3 +135,82 @@ def test_schemas_under_the_limit_compile_to_the_same_regex_as_without_it():
         assert build_regex_from_schema(schema, **depth) == unlimited
         compiled += 1
     assert compiled > 100
+
+
+# ---------------------------------------------------------------------------------------
+# automaton="lazy": a long subschema regex is written once (`(?@def:NAME(R))`) and used by
+# name (`(?@ref:NAME)`), so nesting no longer multiplies the text
+# ---------------------------------------------------------------------------------------
+def nested_lists(depth: int) -> dict:
+    """Objects holding a list of such objects, `depth` levels: a plain regex writes each
+    list's item twice (`[I(,I)*]`), so its size doubles per level."""
+    schema: dict = {"type": "object", "properties": {"name": {"type": "string"}, "n": {"type": "integer"}}}
+    for _ in range(depth):
+        schema = {"type": "object", "properties": {"name": {"type": "string"}, "children": {"type": "array",
+                                                                                             "items": schema}},
+                  "required": ["name"]}
+    return schema
+
+
+def lazy_accepts(regex: str):
+    from minisglang.constrained.lazy_regex import LazyByteDFA, RegexPool, parse_regex
+
+    pool = RegexPool()
+    dfa = LazyByteDFA(parse_regex(regex, pool, members=True), pool)
+
+    def accepts(text: str) -> bool:
+        state = dfa.walk_bytes(dfa.initial, text.encode("utf-8"))
+        return state >= 0 and dfa.is_final(state)
+    return accepts
+
+
+def test_shared_subexpressions_keep_the_lazy_regex_linear_in_the_schema():
+    sizes = {depth: len(build_regex_from_schema(nested_lists(depth), automaton="lazy")) for depth in (4, 8, 16)}
+    assert sizes[16] - sizes[8] < 2 * (sizes[8] - sizes[4]) + 200   # each level adds about the same
+    eager = [len(build_regex_from_schema(nested_lists(d))) for d in (4, 8)]
+    assert eager[1] > 10 * eager[0]   # the written-out regex doubles per level
+    with pytest.raises(SchemaTooLargeError):
+        build_regex_from_schema(nested_lists(40))
+    assert len(build_regex_from_schema(nested_lists(40), automaton="lazy")) < 20_000
+
+
+def test_a_shared_regex_means_what_the_written_out_one_means():
+    import jsonschema
+
+    schema = nested_lists(3)
+    eager = re.compile(build_regex_from_schema(schema))
+    shared = build_regex_from_schema(schema, automaton="lazy")
+    assert "(?@ref:" in shared
+    accepts = lazy_accepts(shared)
+    leaf = {"name": "x", "n": 3}
+    texts = []
+    for value in [{"name": "a"}, {"name": "a", "children": []}, {"name": "a", "children": [{"name": "b", "children": []}]},
+                  {"name": "a", "children": [{"name": "b", "children": [{"name": "c", "children": [leaf, leaf]}]}]},
+                  {"name": "a", "children": [{"children": []}]}, {"name": "a", "children": [leaf]},
+                  {"name": 1}, {"name": "a", "children": [{"name": "b", "children": [{"name": "c", "children": [
+                      {"name": "d", "n": "x"}]}]}]}]:
+        texts += [json.dumps(value), json.dumps(value, separators=(",", ":"))]
+    for text in texts:
+        assert accepts(text) == bool(eager.fullmatch(text)), text
+        assert not accepts(text) or jsonschema.Draft202012Validator(schema).is_valid(json.loads(text))
+
+
+def test_two_compiled_schemas_put_together_keep_their_meanings():
+    """Definitions are named by a hash of their text: regexes joined (a structural tag's
+    tools) never redefine a name to mean something else."""
+    a = build_regex_from_schema({"type": "array", "items": {"enum": ["a" * 70]}}, automaton="lazy")
+    b = build_regex_from_schema({"type": "array", "items": {"enum": ["b" * 70]}}, automaton="lazy")
+    accepts = lazy_accepts(f"(?:{a})\\|(?:{b})")
+    assert accepts(json.dumps(["a" * 70]) + "|" + json.dumps(["b" * 70]))
+    assert not accepts(json.dumps(["b" * 70]) + "|" + json.dumps(["b" * 70]))
+
+
+@pytest.mark.parametrize("regex", ["(?@ref:0123)", "(?@def:0123(a))(?@ref:0123)"])
+def test_a_users_regex_cannot_define_or_refer(regex):
+    from minisglang.constrained.lazy_regex import RegexError, RegexPool, parse_regex
+
+    with pytest.raises(RegexError, match="invalid regex"):
+        parse_regex(regex, RegexPool())
+    if regex.startswith("(?@ref"):
+        with pytest.raises(RegexError, match="comes before its"):
+            parse_regex(regex, RegexPool(), members=True)

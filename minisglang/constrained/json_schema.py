@@ -86,6 +86,7 @@ itself does.
 from __future__ import annotations
 
 import functools
+import hashlib
 import itertools
 import json
 import math
@@ -97,7 +98,14 @@ from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from fractions import Fraction
 from urllib.parse import unquote, urldefrag, urljoin
 
-from minisglang.constrained.lazy_regex import MEMBERS_SYNTAX, LazyByteDFA, RegexPool, parse_regex
+from minisglang.constrained.lazy_regex import (
+    DEF_SYNTAX,
+    MEMBERS_SYNTAX,
+    REF_SYNTAX,
+    LazyByteDFA,
+    RegexPool,
+    parse_regex,
+)
 from minisglang.constrained.regex_dfa import (
     MAX_CODE_POINT,
     SURROGATES,
@@ -119,6 +127,9 @@ DEFAULT_WHITESPACE = r"[ ]?"
 # How lazy_regex's private groups ((?@members...), (?@and...), (?@diff...)) begin: only
 # regexes built with automaton="lazy" hold them, and only `parse_regex` reads them.
 PRIVATE_SYNTAX = "(?@"
+# A subschema's regex at least this long is written once and referred to (automaton="lazy").
+SHARE_MIN_CHARS = 64
+_REF_NAMES = re.compile(r"\(\?@ref:([0-9a-f]+)\)")
 # How deep a free JSON value ({}, true, a list without `items`) may nest: 1 allows a
 # list or object of scalars. Each level makes the regex 4x longer (a container writes its
 # element pattern twice) and the automaton about 2.5x larger and slower to build.
@@ -191,8 +202,11 @@ class SchemaOptions:
       (SchemaTooLargeError naming the schema part) before it is built.
     - automaton: which automaton reads the regex. "eager" (the default here): plain
       Python syntax, for s1-s4's DFA and for `re.fullmatch`; "lazy": it may also use
-      lazy_regex.py's private `(?@members...)` groups, which only `parse_regex` reads (our
-      fsm backend passes its own automaton).
+      lazy_regex.py's private groups, which only `parse_regex` reads (our fsm backend
+      passes its own automaton): `(?@members...)`, `(?@and...)`/`(?@diff...)`
+      (intersection, difference), and `(?@def:NAME(R))`/`(?@ref:NAME)`: a subschema's
+      regex of SHARE_MIN_CHARS or more is written once, so the text grows with the schema,
+      not with its nesting.
     """
 
     whitespace: str | None = None
@@ -260,9 +274,12 @@ def build_regex_from_schema(schema: dict | str | bool, whitespace: str | None = 
         raise InvalidSchemaError(
             f"a schema must be a JSON object or a boolean, got {type(schema).__name__}")
     ws = _checked_whitespace(DEFAULT_WHITESPACE if whitespace is None else whitespace)
-    regex = _SchemaCompiler(schema, ws, opts).value(schema, "#")
+    compiler = _SchemaCompiler(schema, ws, opts)
+    regex = compiler.value(schema, "#")
     if regex is None:
         raise UnsupportedSchemaError("the schema accepts no JSON value: there is nothing to generate")
+    regex = compiler.with_definitions(regex)
+    compiler.check_size(len(regex), "#")
     return regex
 
 
@@ -1087,6 +1104,8 @@ class _SchemaCompiler:
         self.max_ref_depth = options.max_ref_depth
         self.active_refs: Counter[str] = Counter()  # $ref target -> expansions on the current path
         self.any_values: dict[int, str] = {}
+        # automaton="lazy": shared sub-expressions, name -> regex text (see `shared`).
+        self.definitions: dict[str, str] = {}
         # Schema resources: absolute URI ($id) -> its pointer; (URI, $anchor) -> pointer.
         self.resources: dict[str, str] = {}
         self.anchors: dict[tuple[str, str], str] = {}
@@ -1100,7 +1119,67 @@ class _SchemaCompiler:
         with self.expanding(refs):
             regex = self._flat_value(flat, path)
         self.check_size(0 if regex is None else len(regex), path)
-        return regex
+        return self.shared(regex)
+
+    def shared(self, regex: str | None) -> str | None:
+        """For the lazy automaton, a subschema's long regex is written once: `(?@ref:NAME)`
+        where it is used, and `(?@def:NAME(regex))` in front of the whole (with_definitions).
+
+        Without, an array writes its item's regex twice (`[I(,I)*]`) and an object a member
+        in several alternatives, so nested arrays and objects grow the text exponentially
+        (a 10 MB regex for a 40 KB Kubernetes schema); shared, the text grows with the
+        schema. A plain regex (automaton="eager") has no such syntax: it stays written out.
+        """
+        if regex is None or self.options.automaton != "lazy" or len(regex) < SHARE_MIN_CHARS:
+            return regex
+        name = hashlib.blake2b(regex.encode("utf-8"), digest_size=8).hexdigest()
+        self.definitions.setdefault(name, regex)
+        return f"{REF_SYNTAX}{name})"
+
+    def with_definitions(self, regex: str) -> str:
+        """`regex` preceded by the definitions its `(?@ref:...)` groups need, each after
+        the ones it uses (the order they were made in)."""
+        needed, todo = set(), [regex]
+        while todo:
+            for name in _REF_NAMES.findall(todo.pop()):
+                if name not in needed:
+                    needed.add(name)
+                    todo.append(self.definitions[name])
+        return "".join(f"{DEF_SYNTAX}{name}({text}))" for name, text in self.definitions.items()
+                       if name in needed) + regex
+
+    def key_except(self, names: list[str]) -> str:
+        """A JSON string that decodes to none of `names` (an unlisted key). For the lazy
+        automaton any string minus every JSON writing of each name (`(?@diff...)`: its size
+        is the names'), else _string_except's trie (a few hundred characters per name)."""
+        if self.options.automaton != "lazy":
+            return _string_except(names)
+        writings = _alt(['"' + "".join(_json_string_chars([(ord(c), ord(c))], every=True) for c in name) + '"'
+                         for name in names])
+        return self.shared(f"(?@diff({STRING})({writings}))")
+
+    def matches(self, regex: str, text: str) -> bool:
+        """Whether `text` matches all of one of this compiler's regexes."""
+        return _fullmatch(self.with_definitions(regex), text)
+
+    def intersection(self, parts: list[str | None], path: str) -> str | None:
+        """The texts every part matches (lazy automaton only: `(?@and(A)(B))` groups); None
+        when there is none, decided on the lazy automaton (so no branch hides an empty
+        language). Parts are whole regexes, a None part matches nothing."""
+        if any(part is None for part in parts):
+            return None
+        regex = parts[0]
+        for part in parts[1:]:
+            regex = f"(?@and({regex})({part}))"
+        return regex if len(parts) == 1 or not self.language_empty(regex, path) else None
+
+    def language_empty(self, regex: str, path: str) -> bool:
+        """Whether one of our lazy regexes (with private groups) matches nothing."""
+        pool = RegexPool()
+        try:  # `(?:R)|` is the empty string alone exactly when R's node is EMPTY
+            return parse_regex(f"(?:{self.with_definitions(regex)})|", pool, members=True) is pool.epsilon
+        except RegexError as e:
+            raise UnsupportedSchemaError(f"the schema at {path}: the intersection cannot be built: {e}") from None
 
     def check_size(self, chars: int, path: str) -> None:
         """Refuse a regex (or the parts of one collected so far) longer than max_regex_chars.
@@ -1371,7 +1450,7 @@ class _SchemaCompiler:
         elif rest:  # keep the values the rest of the schema accepts (its regex is sound)
             rest_regex = self._flat_value(rest, path)
             values = [v for v in values if rest_regex is not None and
-                      _fullmatch(rest_regex, json.dumps(v, separators=(",", ":"), ensure_ascii=False))]
+                      self.matches(rest_regex, json.dumps(v, separators=(",", ":"), ensure_ascii=False))]
         return _alt([_literal(v, self.ws) for v in values])
 
     # -- types --------------------------------------------------------------------------
@@ -1484,7 +1563,7 @@ class _SchemaCompiler:
                 parts.append(f'"{_repeat(COUNTED_STRING_CHAR, min_length or 0, max_length)}"')
             if EXCLUDED_STRINGS in schema:
                 parts.append(_string_except(schema[EXCLUDED_STRINGS]))
-            return _intersection(parts, path) if parts else STRING
+            return self.intersection(parts, path) if parts else STRING
         if EXCLUDED_STRINGS in schema:  # `not` of string values: only for otherwise free strings
             if any(k in schema for k in ("format", "pattern")) or has_length:
                 raise UnsupportedSchemaError(f"keyword 'not' at {schema[NOT_AT]}: excluding string values from a string "
@@ -1701,7 +1780,7 @@ class _SchemaCompiler:
 
         def name_allowed(name: str) -> bool:  # our regex is sound: a match is a valid name
             return names_free or (key_regex is not None and any(
-                re.fullmatch(key_regex, json.dumps(name, ensure_ascii=a)) for a in (True, False)))
+                self.matches(key_regex, json.dumps(name, ensure_ascii=a)) for a in (True, False)))
 
         def member(name: str, subschemas: list, where: str) -> str | None:
             """`"name": value` with a value valid for every subschema; None: no value fits."""
@@ -1744,7 +1823,7 @@ class _SchemaCompiler:
                 if not names_free:
                     raise UnsupportedSchemaError(f"keyword 'propertyNames' at {path} is not supported together "
                                                  "with the option extra_properties")
-                key = _string_except(listed)
+                key = self.key_except(listed)
             else:  # a map
                 key = STRING if names_free else key_regex
             entries = [] if extra_value is None or key is None else [f"{key}:{self.ws}{extra_value}"]
@@ -1780,7 +1859,7 @@ class _SchemaCompiler:
         narrow = [_concat('"', _pattern_regex(p, w), '"') for p, w in zip(patterns, where)]
         wide = [_concat('"', _pattern_regex(p, w, wide=True), '"') for p, w in zip(patterns, where)]
         # Our key strings never decode to a listed name (`_string_except` writes no other form of one).
-        base = [_string_except(listed)] if listed else []
+        base = [self.key_except(listed)] if listed else []
         base += [key_regex] if key_regex is not None else []
         regions = []  # (key regex, value schemas, where)
         for size in range(1, len(patterns) + 1):
@@ -1793,10 +1872,10 @@ class _SchemaCompiler:
             regions.append((base or [STRING], [w for w in wide if w is not None], [value], f"{path}/additionalProperties"))
         entries = []
         for keys, others, values, at in regions:
-            key = _intersection(keys, at)
+            key = self.intersection(keys, at)
             if key is not None and others:
                 key = f"(?@diff({key})({_alt(others)}))"
-                key = None if _lazy_language_empty(key, at) else key
+                key = None if self.language_empty(key, at) else key
             if key is None:
                 continue
             if values == [True]:  # any value, nested as an unlisted key's may be
@@ -1839,8 +1918,8 @@ class _SchemaCompiler:
                         "(with automaton='lazy' it can)")
             for other_pattern, other, other_wide, other_written in keys:
                 # A key one of them writes that the other matches too (in Python's reading).
-                if (value is not None and not _lazy_language_empty(f"(?@and({key})({other_wide}))", where)) or \
-                        (other_written and not _lazy_language_empty(f"(?@and({other})({wide}))", where)):
+                if (value is not None and not self.language_empty(f"(?@and({key})({other_wide}))", where)) or \
+                        (other_written and not self.language_empty(f"(?@and({other})({wide}))", where)):
                     raise UnsupportedSchemaError(
                         f"keyword 'patternProperties' at {where}: some key matches both {pattern!r} and "
                         f"{other_pattern!r}, and its value would have to fit both (with automaton='lazy' it can)")
@@ -1977,7 +2056,7 @@ class _SchemaCompiler:
                 inner = self._any_value(nesting - 1)
                 options.append(self._array_regex([], inner, 0, None))
                 options.append(self._map_regex([], f"{STRING}:{self.ws}{inner}"))
-            self.any_values[nesting] = _alt(options)
+            self.any_values[nesting] = self.shared(_alt(options))
         return self.any_values[nesting]
 
 
@@ -2155,27 +2234,6 @@ def _fullmatch(regex: str, text: str) -> bool:
     dfa = LazyByteDFA(parse_regex(regex, pool, members=True), pool)
     state = dfa.walk_bytes(dfa.initial, text.encode("utf-8"))
     return state >= 0 and dfa.is_final(state)
-
-
-def _intersection(parts: list[str | None], path: str) -> str | None:
-    """The texts every part matches (lazy automaton only: `(?@and(A)(B))` groups); None
-    when there is none, decided on the lazy automaton (so no branch hides an empty
-    language). Parts are whole regexes, a None part matches nothing."""
-    if any(part is None for part in parts):
-        return None
-    regex = parts[0]
-    for part in parts[1:]:
-        regex = f"(?@and({regex})({part}))"
-    return regex if len(parts) == 1 or not _lazy_language_empty(regex, path) else None
-
-
-def _lazy_language_empty(regex: str, path: str) -> bool:
-    """Whether one of our lazy regexes (with private groups) matches nothing."""
-    pool = RegexPool()
-    try:  # `(?:R)|` is the empty string alone exactly when R's node is EMPTY
-        return parse_regex(f"(?:{regex})|", pool, members=True) is pool.epsilon
-    except RegexError as e:
-        raise UnsupportedSchemaError(f"the schema at {path}: the intersection cannot be built: {e}") from None
 
 
 def _searches(pattern: str, name: str, path: str) -> bool:

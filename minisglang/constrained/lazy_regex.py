@@ -60,7 +60,12 @@ EMPTY, EPSILON, BYTES, CONCAT, ALT, REPEAT, MEMBERS, AND, DIFF = range(9)
 MEMBERS_SYNTAX = "(?@members"
 # Intersection and difference of two regexes: `(?@and(A)(B))`, `(?@diff(A)(B))` (A minus B).
 AND_SYNTAX, DIFF_SYNTAX = "(?@and", "(?@diff"
-_PRIVATE_GROUP = re.compile(r"\(\?@(?:members|and|diff)")
+# A sub-expression written once and used in many places: `(?@def:NAME(R))` (matches the
+# empty string, defines NAME as R) before any `(?@ref:NAME)` (matches what R matches).
+# NAME is a hash of R's text (the JSON Schema compiler's choice), so two regexes put
+# together never mean different things by one name.
+DEF_SYNTAX, REF_SYNTAX = "(?@def:", "(?@ref:"
+_PRIVATE_GROUP = re.compile(r"\(\?@(?:members|and|diff|def:|ref:)")
 # How many nodes one search for a match of a new `&`/`-` node may visit.
 MAX_SET_SEARCH = 100_000
 NEVER = 1 << 40   # the min_len of the empty language
@@ -566,6 +571,7 @@ class _Parser:
         self.class_nodes: dict[tuple, RegexNode] = {}
         self.group_nodes: dict[str, RegexNode] = {}   # group text -> node: a repeated group is parsed once
         self.group_end: dict[int, int] = {}
+        self.definitions: dict[str, RegexNode] = {}   # (?@def:NAME(...)) -> its node
         stack = []
         for m in _PAREN_SCAN.finditer(pattern):
             if m.group() == "(":
@@ -650,6 +656,21 @@ class _Parser:
         if text is not None and text in self.group_nodes:
             self.i = end + 1
             return self.group_nodes[text]
+        if p.startswith(REF_SYNTAX, start):
+            name = p[start + len(REF_SYNTAX):end]
+            if name not in self.definitions:
+                raise self.fail(f"(?@ref:{name}) at position {start} comes before its (?@def:{name}...)")
+            self.i = end + 1
+            return self.definitions[name]
+        if p.startswith(DEF_SYNTAX, start):
+            name_end = p.index("(", start + len(DEF_SYNTAX))
+            self.i = name_end + 1
+            body = self.alternation()
+            if not p.startswith("))", self.i):
+                raise self.fail(f"a (?@def: group at position {start} must be (?@def:NAME(R))")
+            self.i += 2
+            self.definitions[p[start + len(DEF_SYNTAX):name_end]] = body
+            return self.pool.epsilon
         if p.startswith(MEMBERS_SYNTAX, start) or p.startswith(AND_SYNTAX, start) or p.startswith(DIFF_SYNTAX, start):
             node = self.members_group() if p.startswith(MEMBERS_SYNTAX, start) else self.set_group()
             if text is not None:
@@ -817,8 +838,9 @@ def parse_regex(pattern: str, pool: RegexPool, members: bool = False) -> RegexNo
 
     With `members`, it also reads our private groups (what the JSON Schema compiler writes
     for the lazy automaton): `(?@members...)` (MEMBERS_SYNTAX: object members in any
-    order), `(?@and(A)(B))` and `(?@diff(A)(B))` (intersection, difference); a user's
-    regex is parsed without, so there `(?@` is the error Python says.
+    order), `(?@and(A)(B))` and `(?@diff(A)(B))` (intersection, difference),
+    `(?@def:NAME(R))` and `(?@ref:NAME)` (one sub-expression used in many places); a
+    user's regex is parsed without, so there `(?@` is the error Python says.
     Raises RegexError for an invalid pattern (Python's message), an unsupported construct
     (lookarounds, backreferences, inner anchors, possessive quantifiers, inline flags),
     or a regex that matches no string at all.
