@@ -92,14 +92,17 @@ REFERENCE = "constrained (default)"
 
 # ------------------------------------------------------------------ the order facts appear in
 
+DATE_CHAR = r"[A-Za-z0-9 ,/\-年月日]"   # what a spelled date is made of, around its year
+
+
 def _value_patterns(key: str, value) -> list[str]:
     """Regexes for how the paragraph spells ``value`` (make_corpus writes an age in digits or
-    Chinese numerals, a list joined as "A, B and C" or "A、B和C", a birthday as some date
-    spelling of its year)."""
+    Chinese numerals, a list joined as "A, B and C" or "A、B和C", a birthday as a date
+    spelled around its year)."""
     if key == "age":
         return [rf"(?<!\d)(?:{value}|{make_corpus.zh_number(value)})(?!\d)"]
-    if key == "birthday":
-        return [rf".{{0,16}}?(?<!\d){value[:4]}(?!\d)"]
+    if key == "birthday":   # "March 5, 1997", "5 March 1997", "1997-03-05", "1997年3月5日", "1997/3/5"
+        return [rf"{DATE_CHAR}{{0,16}}?(?<!\d){value[:4]}(?!\d){DATE_CHAR}{{0,10}}?"]
     if key == "hobbies":
         return [re.escape(make_corpus._join(value, zh)) for zh in (False, True)]
     return [re.escape(value)]

@@ -6,6 +6,7 @@ oracle). It never asserts accuracy: that is the model's, and the model changes."
 from __future__ import annotations
 
 import json
+import random
 import re
 import sys
 from argparse import Namespace
@@ -13,6 +14,8 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
@@ -52,20 +55,31 @@ def test_text_order_of_hand_written_paragraphs(bench):
         bench.text_order(_example("Ann Lee lives in Rome.", {"name": "Ann Lee", "city": "Oslo"}))
 
 
-def test_text_order_agrees_with_find_on_held_out_prompts(bench, examples):
+LITERAL = ("city", "email", "phone", "occupation")   # keys whose value the paragraph spells as is
+
+
+def _check_text_order(bench, ex: dict) -> int:
     """Every requested key is placed, the name first; the keys whose value is spelled once,
-    as is, in the paragraph come in the order str.find gives them."""
-    literal = ("city", "email", "phone", "occupation")
-    checked = 0
-    for ex in examples:
-        paragraph = ex["user"].split("\n", 1)[1]
-        ref = bench.eval_extraction.reference_answer(ex)
-        order = bench.text_order(ex)
-        assert sorted(order) == sorted(ref) and order[0] == "name"
-        once = [k for k in order if k in literal and paragraph.count(ref[k]) == 1]
-        assert once == sorted(once, key=lambda k: paragraph.find(ref[k]))
-        checked += len(once) >= 2
+    as is, in the paragraph come in the order str.find gives them. Returns how many such keys."""
+    paragraph = ex["user"].split("\n", 1)[1]
+    ref = bench.eval_extraction.reference_answer(ex)
+    order = bench.text_order(ex)
+    assert sorted(order) == sorted(ref) and order[0] == "name"
+    once = [k for k in order if k in LITERAL and paragraph.count(ref[k]) == 1]
+    assert once == sorted(once, key=lambda k: paragraph.find(ref[k]))
+    return len(once)
+
+
+def test_text_order_agrees_with_find_on_held_out_prompts(bench, examples):
+    checked = sum(_check_text_order(bench, ex) >= 2 for ex in examples)
     assert checked >= 20   # the oracle compared real orders, not single keys
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), held_out=st.booleans())
+def test_text_order_of_any_generated_paragraph(bench, seed, held_out):
+    """Trained and held-out phrasings alike, English and Chinese: every fact is found."""
+    _check_text_order(bench, bench.make_corpus.person_example(random.Random(seed), held_out=held_out))
 
 
 def test_schema_keys_orders(bench, examples):
