@@ -190,6 +190,10 @@ class RegexPool:
     def alt(self, nodes) -> RegexNode:
         """Any of `nodes`, as a set: nested alternatives flattened, EMPTY dropped, duplicates
         merged, single-byte alternatives merged into one byte set, order canonical."""
+        if isinstance(nodes, list):   # the common cases of a derivative, without the set work
+            nodes = [n for n in nodes if n.kind != EMPTY]
+            if len(nodes) <= 1:
+                return nodes[0] if nodes else self.empty   # a node is canonical already
         members: dict[int, RegexNode] = {}
         bytes_mask = 0
         for node in nodes:
@@ -415,8 +419,15 @@ class RegexPool:
         elif node.kind in (EMPTY, EPSILON):
             out = "0" if node.kind == EMPTY else "e"
         else:
-            parts = [self.key(p, limit) for p in node.parts]
-            if None in parts:
+            parts, size = [], 0
+            for part in node.parts:   # stop at the first part that makes it too long
+                text = self.key(part, limit)
+                size += len(text) + 1 if text is not None else limit + 1
+                if size > limit:
+                    parts = None
+                    break
+                parts.append(text)
+            if parts is None:
                 out = None
             else:
                 tag = {CONCAT: "c", ALT: "a", AND: "n", DIFF: "d",
