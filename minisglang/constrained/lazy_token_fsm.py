@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .lazy_regex import (ALT, BYTES, CONCAT, REPEAT, AutomatonLimitError, LazyByteDFA, RegexNode, RegexPool, describe,
+from .lazy_regex import (ALT, BYTES, CONCAT, REPEAT, UNEXPLORED, AutomatonLimitError, LazyByteDFA, RegexNode, RegexPool, describe,
                          parse_regex)
 from .lazy_trie_walk import finish_row, token_repetitions, vocab_arrays, walk_bytes, walk_rests, walk_trie
 from .regex_dfa import RegexError
@@ -375,9 +375,17 @@ class LazyStateIndex:
             # Fill the entries the pending pairs wait for (the rest of a byte class comes
             # with each; entries past the buffer are found again on the next pass).
             for s, b in sorted(set(zip(need_states[:needs].tolist(), need_bytes[:needs].tolist()))):
-                dfa.fill(s, b)
+                self._fill_forced(dfa.fill(s, b))
             self._charge(origin)
         return bits, self._walk_rests(reached_nodes, reached_states, origin)
+
+    def _fill_forced(self, state: int, depth: int = 16) -> None:
+        """Fill ahead along the states that have one entry left to compute (a key's letters:
+        one live byte each), so the walk reads a literal in one pass, not one per byte."""
+        dfa = self.dfa
+        while depth and state >= 0 and dfa.missing_classes[state] == 1:
+            state = dfa.fill(state, int(np.flatnonzero(dfa.table[state] == UNEXPLORED)[0]))
+            depth -= 1
 
     def _walk_rests(self, nodes: list[int], states: list[int], origin: int) -> np.ndarray:
         """int64 ids of the long tokens that go on from the reached (trie node, state) pairs
