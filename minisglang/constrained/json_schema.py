@@ -42,7 +42,7 @@ options of SchemaOptions change some of them):
 - No `type`: the type comes from the type-specific keywords present (`properties` ->
   object, `minLength` -> string, ...); with none of them, any JSON value.
 - Any JSON value (`{}`, `true`, a free map or list) nests at most ANY_VALUE_NESTING levels
-  (the value of an unlisted key: LAZY_ENTRY_NESTING levels with automaton="lazy").
+  (LAZY_ANY_VALUE_NESTING with automaton="lazy").
 - A `$ref` is expanded at most `max_ref_depth` times along one path; deeper, the
   recursive choice is removed (a tree's children list must then be empty).
 - Integers are written without fraction or exponent; numbers with bounds without exponent.
@@ -134,10 +134,10 @@ _REF_NAMES = re.compile(r"\(\?@ref:([0-9a-f]+)\)")
 # list or object of scalars. Each level makes the regex 4x longer (a container writes its
 # element pattern twice) and the automaton about 2.5x larger and slower to build.
 ANY_VALUE_NESTING = 1
-# For the lazy automaton, the value of an unlisted key (a map's, extra_properties') may
-# nest one level more: a group repeated in the text is parsed once there, and only the
-# states generation reaches are built (real objects often carry {"labels": {...}}).
-LAZY_ENTRY_NESTING = 1
+# For the lazy automaton a free value may nest deeper: each level is written once (a
+# shared sub-expression, a few hundred characters) and only the states generation reaches
+# are built (real objects carry {"labels": {...}}, lists of lists, objects in lists).
+LAZY_ANY_VALUE_NESTING = 5
 # Numbers without bounds in the schema get these digit limits, so that generation ends
 # (a model can write digits until max_new_tokens: "384597965934907183.44247..."). 18
 # integer digits always fit an int64; 20 fraction and 3 exponent digits hold every
@@ -757,8 +757,12 @@ def _parsed_pattern(pattern: str, path: str):
 
 def _top_branches(items: list) -> list[list]:
     """The alternatives of a parsed regex, looking into a group that is a whole alternative
-    (so `^$|(^a+$)` has the anchored branches `^$` and `^a+$`)."""
-    branches = items[0][1][1] if len(items) == 1 and items[0][0] is _P.BRANCH else [items]
+    (so `^$|(^a+$)` has the anchored branches `^$` and `^a+$`). Python's parser moves a
+    prefix every branch shares in front (`^$|^a$` -> `^(?:$|a$)`): it is put back."""
+    if items and items[-1][0] is _P.BRANCH:
+        branches = [items[:-1] + list(branch) for branch in items[-1][1][1]]
+    else:
+        branches = [items]
     out = []
     for branch in map(list, branches):
         if len(branch) == 1 and branch[0][0] is _P.SUBPATTERN and not (branch[0][1][1] or branch[0][1][2]):
@@ -1104,6 +1108,7 @@ class _SchemaCompiler:
         self.max_ref_depth = options.max_ref_depth
         self.active_refs: Counter[str] = Counter()  # $ref target -> expansions on the current path
         self.any_values: dict[int, str] = {}
+        self.nesting = LAZY_ANY_VALUE_NESTING if options.automaton == "lazy" else ANY_VALUE_NESTING
         # automaton="lazy": shared sub-expressions, name -> regex text (see `shared`).
         self.definitions: dict[str, str] = {}
         # Schema resources: absolute URI ($id) -> its pointer; (URI, $anchor) -> pointer.
@@ -1358,7 +1363,7 @@ class _SchemaCompiler:
         if schema is False:
             return None
         if not schema:  # {} or true: any value
-            return self._any_value(ANY_VALUE_NESTING)
+            return self._any_value(self.nesting)
         _check_keywords(schema, path)
         if "anyOf" in schema or "oneOf" in schema:
             return self._combination(schema, path)
@@ -1620,7 +1625,7 @@ class _SchemaCompiler:
         elif prefix is not None:
             item_regex = None  # a tuple: nothing after the prefix
         else:
-            item_regex = self._any_value(ANY_VALUE_NESTING - 1)
+            item_regex = self._any_value(self.nesting - 1)
         return self._array_regex(prefix_regexes, item_regex, min_items, max_items)
 
     def _unique_array(self, items, min_items: int, max_items: int | None, path: str) -> str | None:
@@ -1816,8 +1821,7 @@ class _SchemaCompiler:
         elif additional is False or ("properties" in schema and not self.options.extra_properties):
             entries = []
         else:
-            nesting = LAZY_ENTRY_NESTING if self.options.automaton == "lazy" else ANY_VALUE_NESTING - 1
-            extra_value = self._any_value(nesting) if additional is None or additional is True \
+            extra_value = self._any_value(self.nesting - 1) if additional is None or additional is True \
                 else self.value(additional, f"{path}/additionalProperties")
             if "properties" in schema:  # extra_properties: unlisted keys after the listed ones
                 if not names_free:
@@ -1879,7 +1883,7 @@ class _SchemaCompiler:
             if key is None:
                 continue
             if values == [True]:  # any value, nested as an unlisted key's may be
-                value = self._any_value(LAZY_ENTRY_NESTING)
+                value = self._any_value(self.nesting - 1)
             else:
                 value = self.value(values[0] if len(values) == 1 else {"allOf": values}, at)
             if value is not None:  # (None: no value fits, so these keys stay absent)

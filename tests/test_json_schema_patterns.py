@@ -1,0 +1,77 @@
+"""`pattern` keywords read as jsonschema reads them (Python's `re.search`): alternatives
+whose shared prefix Python's parser moved in front (`^$|^a$` is parsed `^(?:$|a$)`), and
+anchored alternatives inside a group (`^$|(^a+$)`); and how deep a free value may nest
+for each automaton."""
+from __future__ import annotations
+
+import json
+import re
+
+import jsonschema
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from minisglang.constrained.json_schema import (
+    ANY_VALUE_NESTING,
+    LAZY_ANY_VALUE_NESTING,
+    build_regex_from_schema,
+)
+from minisglang.constrained.lazy_regex import LazyByteDFA, RegexPool, parse_regex
+
+PATTERNS = [
+    "^$|^(([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5])\\.){3}([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5])$",
+    "^$|(^(?:\\S+\\s+){0,3}\\S+$)",
+    "^ab$|^ac",
+    "x(?:bc|bd)$",
+    "^(a|b)c|d$",
+]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(PATTERNS), st.text(alphabet="0123.9ab cdx", max_size=16))
+def test_patterns_with_shared_prefixes_mean_what_re_search_means(pattern, text):
+    regex = build_regex_from_schema({"type": "string", "pattern": pattern})
+    found = re.search(pattern, text) is not None
+    assert bool(re.fullmatch(regex, json.dumps(text))) == found
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_every_listed_pattern_compiles(pattern):
+    assert build_regex_from_schema({"type": "string", "pattern": pattern})
+
+
+def nested(depth: int):
+    value: object = 1
+    for i in range(depth):
+        value = [value] if i % 2 else {"k": value}
+    return value
+
+
+def lazy_accepts(regex: str, text: str) -> bool:
+    pool = RegexPool()
+    dfa = LazyByteDFA(parse_regex(regex, pool, members=True), pool)
+    state = dfa.walk_bytes(dfa.initial, text.encode("utf-8"))
+    return state >= 0 and dfa.is_final(state)
+
+
+@pytest.mark.parametrize("schema", [{}, {"type": "object", "additionalProperties": True},
+                                    {"type": "array"}, {"type": "object", "properties": {"a": {}}}])
+def test_a_free_value_nests_deeper_on_the_lazy_automaton(schema):
+    """Eager: ANY_VALUE_NESTING levels (each doubles a written-out regex); lazy: each level
+    is one shared sub-expression, so LAZY_ANY_VALUE_NESTING levels."""
+    eager = build_regex_from_schema(schema)
+    lazy = build_regex_from_schema(schema, automaton="lazy")
+    for depth in range(LAZY_ANY_VALUE_NESTING + 2):
+        value = nested(depth)
+        value = {"a": value} if "properties" in schema else value
+        if schema.get("type") == "array":
+            value = [value]
+        elif schema.get("type") == "object" and not isinstance(value, dict):
+            value = {"k": value}
+        text = json.dumps(value)
+        levels = text.count("[") + text.count("{")   # every container is nested in the previous one
+        levels -= "properties" in schema   # the object of the schema's own properties
+        assert jsonschema.Draft202012Validator(schema).is_valid(value)
+        assert lazy_accepts(lazy, text) == (levels <= LAZY_ANY_VALUE_NESTING), text
+        assert bool(re.fullmatch(eager, text)) == (levels <= ANY_VALUE_NESTING), text
