@@ -259,6 +259,12 @@ def _of(k: int, n: int) -> str:
     return f"{k}/{n} ({k / n:.0%})" if n else "-"
 
 
+def _same_answer(a: str, b: str) -> bool:
+    """The same object (key order aside), or, for text that is not a JSON object, the same text."""
+    got_a, got_b = eval_extraction.parse_object(a), eval_extraction.parse_object(b)
+    return got_a == got_b if got_a is not None and got_b is not None else a == b
+
+
 def cells(result: Result, reference: Result | None) -> list[str]:
     c, s, n = result.condition, result.score, result.score["n"]
 
@@ -267,8 +273,7 @@ def cells(result: Result, reference: Result | None) -> list[str]:
 
     same = "-"
     if reference is not None and reference is not result:
-        same = _of(sum(a is not None and a == b for a, b in zip(
-            map(eval_extraction.parse_object, result.texts), map(eval_extraction.parse_object, reference.texts))), n)
+        same = _of(sum(map(_same_answer, result.texts, reference.texts)), n)
     return [c.name, c.key_order if c.constrained else "-", ("on" if c.jump_forward else "off") if c.constrained else "-",
             c.whitespace_label() if c.constrained else "-", _of(result.valid, n),
             field_cell("name"), field_cell("age"), field_cell("hobbies"), field_cell("headline"),
@@ -324,10 +329,11 @@ def report(results: list[Result], demo_rows: list, examples: list[dict], args, m
         "three fields over the prompts that ask for them (English, Chinese: the same by paragraph language), "
         "'all fields' pools every requested field, 'whole answer right' counts answers equal to the reference. "
         "'same values as default': the answer parses to the same object as the default constrained run's "
-        "(key order aside); the float64 control row shows how many answers rounding alone moves. 'tokens as the tokenizer "
-        "spells the text': the answer's output tokens equal the tokenizer's encoding of its text (jump-forward "
-        "retokenizes what was written before each jump, the model's own tokens included). 'decode steps': "
-        "output tokens the model produced, not jumped over. "
+        "(key order aside), or is the same text where it does not parse; the float64 control row shows how "
+        "many answers rounding alone moves. 'tokens as the tokenizer spells the text': the answer's output "
+        "tokens equal the tokenizer's encoding of its text (jump-forward retokenizes what was written before "
+        "each jump, the model's own tokens included). 'decode steps': output tokens the model produced, not "
+        "jumped over. "
         "benchmarks/bench_extraction_accuracy.py.",
         "",
         *table(results),
