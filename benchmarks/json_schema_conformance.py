@@ -115,12 +115,14 @@ def minisglang_accepts(schema) -> Callable[[str], bool]:
 
 
 def minisglang_lazy_accepts(schema) -> Callable[[str], bool]:
-    """Our fsm backend's default: JSON Schema -> regex -> lazy byte DFA (states made on first visit)."""
+    """Our fsm backend's default: JSON Schema -> regex for the lazy automaton (automaton="lazy",
+    as the backend asks: private groups for intersections, shared sub-expressions, ...) ->
+    lazy byte DFA (states made on first visit)."""
     from minisglang.constrained.json_schema import build_regex_from_schema
     from minisglang.constrained.lazy_regex import LazyByteDFA, RegexPool, parse_regex
 
     pool = RegexPool()
-    dfa = LazyByteDFA(parse_regex(build_regex_from_schema(schema), pool), pool)
+    dfa = LazyByteDFA(parse_regex(build_regex_from_schema(schema, automaton="lazy"), pool, members=True), pool)
 
     def accepts(text: str) -> bool:
         state = dfa.walk_bytes(dfa.initial, text.encode("utf-8"))
