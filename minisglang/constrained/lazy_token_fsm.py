@@ -308,19 +308,23 @@ class LazyStateIndex:
         row = self.rows_by_key.get((short_state, long_state))
         if row is not None:
             return row
-        short, found = self._shared(self.short_rows, "short", short_state), self._shared(self.long_found, "long", long_state)
+        # Most states are a long remainder of the grammar, with no short structure text:
+        # they are never looked up in SHARED_ROWS (a state near the end is).
+        share = pool.key(node) is not None
+        short, found = self._shared(self.short_rows, "short", short_state, share), \
+            self._shared(self.long_found, "long", long_state, share)
         if short is None and found is None and long_state == short_state:   # one walk does both
             short, found = self._walk(short_state, state, short=True, long=True)
-            self._keep(self.short_rows, "short", short_state, short)
-            self._keep(self.long_found, "long", long_state, found)
+            self._keep(self.short_rows, "short", short_state, short, share)
+            self._keep(self.long_found, "long", long_state, found, share)
         if short is None:
             short, _ = self._walk(short_state, state, short=True, long=False)
-            self._keep(self.short_rows, "short", short_state, short)
+            self._keep(self.short_rows, "short", short_state, short, share)
         if found is None:
             found = np.zeros(0, dtype=np.int64)
             if long_state >= 0:
                 found = self._walk(long_state, state, short=False, long=True)[1]
-                self._keep(self.long_found, "long", long_state, found)
+                self._keep(self.long_found, "long", long_state, found, share)
         # The clipped states accept exactly when `state` does.
         row = self.rows_by_key[short_state, long_state] = self._make_row(short.copy(), found, state)
         return row
@@ -333,9 +337,10 @@ class LazyStateIndex:
         text = self.dfa.pool.key(node)
         return None if text is None else (self.trie, self.words, self.eos_token_id, kind, text)
 
-    def _shared(self, cache: dict, kind: str, state: int):
-        """`cache[state]`, else what another grammar stored for the same structure, else None."""
-        if state < 0 or state in cache:
+    def _shared(self, cache: dict, kind: str, state: int, share: bool = True):
+        """`cache[state]`, else (when `share`) what another grammar stored for the same
+        structure, else None."""
+        if state < 0 or state in cache or not share:
             return cache.get(state)
         key = self._shared_key(kind, state)
         found = None if key is None else SHARED_ROWS.get(key)
@@ -343,9 +348,9 @@ class LazyStateIndex:
             cache[state] = found
         return found
 
-    def _keep(self, cache: dict, kind: str, state: int, value) -> None:
+    def _keep(self, cache: dict, kind: str, state: int, value, share: bool = True) -> None:
         cache[state] = value
-        if (key := self._shared_key(kind, state)) is not None:
+        if share and (key := self._shared_key(kind, state)) is not None:
             SHARED_ROWS.put(key, value)
 
     def _charge(self, origin: int) -> None:
