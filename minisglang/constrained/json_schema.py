@@ -1839,11 +1839,11 @@ class _SchemaCompiler:
                 f"keyword 'minProperties' at {path} is not supported on an object with unlisted keys "
                 "(a regex cannot keep keys distinct)")
         if "properties" not in schema:  # every member is required: a map
-            return self._map_regex(members, _alt(entries), counts[1], at_least_one=one_entry)
+            return self._map_regex(members, self.shared(_alt(entries)), counts[1], at_least_one=one_entry)
         if counts[1] is not None:
             raise UnsupportedSchemaError(f"keyword 'maxProperties' at {path} is not supported on an object with "
                                          "both optional listed properties and unlisted keys")
-        return self._members_regex(members, path, _alt(entries))
+        return self._members_regex(members, path, self.shared(_alt(entries)))
 
     def _key_regions(self, patterns: dict, listed: list[str], additional, key_regex: str | None,
                      has_properties: bool, path: str) -> list[str]:
@@ -1965,8 +1965,12 @@ class _SchemaCompiler:
         (one of the optional ones before the first required one, or that one; "": none)."""
         sep = f",{self.ws}"
 
-        def rest(k: int) -> str:
-            return "".join(sep + m if req else _repeat(sep + m, 0, 1) for m, req in members[k:])
+        @functools.cache
+        def rest(k: int) -> str:  # members[k:], each behind a comma (shared: O(n) for the lazy automaton)
+            if k == len(members):
+                return ""
+            member, req = members[k]
+            return self.shared((sep + member if req else _repeat(sep + member, 0, 1)) + rest(k + 1))
 
         firsts, chars = [], 0
         for k, (member, req) in enumerate(members):
