@@ -147,6 +147,15 @@ EN_OPENERS = (["{n}", "Meet {n}, who", "My colleague {n}", "Our new neighbour {n
 ZH_OPENERS = (["{n}", "我的朋友{n}", "{n}，", "同事{n}", "认识一下{n}，", "介绍一下，{n}", "邻居{n}", "我的同学{n}",
                "新来的{n}", "表哥{n}", "据资料，{n}", "大家好，我叫{n}，"], ["这位是{n}，"])
 
+# A share of training paragraphs says its facts with made-up connecting words ("Brelo
+# vastin Velorin Kasumar, who tromi 35 and klaisa hiking"): the words around a value then
+# tell nothing, so the model must find a name, an age or a list by its form and place,
+# which is what carries over to phrasings it has never seen.
+MADE_UP_PHRASING = 0.3
+# Filler characters for made-up Chinese phrasings: no surname characters (a filler must not
+# look like part of a name) and none of the held-out phrasings' characters.
+ZH_FILLER = [c for c in "了有这那们来去说要就都也与对把被让给为而且又或但很还再更最已曾将会能该呢吧啊嘛着过" if c not in "".join(ZH_SURNAMES)]
+
 EN_SYSTEMS = ["You are an information extraction assistant. Output valid JSON only.", "You are a helpful assistant.", "You are a concise assistant."]
 ZH_SYSTEMS = [SEED_SYSTEM, "你是一个乐于助人的助手。"]
 STRICT_SYSTEMS = {EN_SYSTEMS[0], SEED_SYSTEM}
@@ -317,17 +326,41 @@ def person_example(rng: random.Random, held_out: bool = False) -> dict:
             "user": instr.format(fields=_join(keys, False)) + "\n" + text, "assistant": answer}
 
 
+def _filler(rng: random.Random, zh: bool) -> str:
+    """Made-up connecting words: 1-3 generated lowercase words, or 1-3 filler characters."""
+    if zh:
+        return "".join(rng.choice(ZH_FILLER) for _ in range(rng.randint(1, 3)))
+    return " ".join(_word(rng, (1, 2)).lower() for _ in range(rng.randint(1, 3)))
+
+
+def _made_up_phrasings(rng: random.Random, zh: bool) -> tuple[dict, tuple[list, list]]:
+    """Fact phrasings and an opener of made-up words (training only), shaped like _pick's pools."""
+    if zh:
+        facts = {k: ([_filler(rng, True) + ("{}岁" if k == "age" else "{}")], []) for k in ZH_FACTS}
+        opener = rng.choice([_filler(rng, True) + "{n}，", _filler(rng, True) + "，{n}"])
+    else:
+        facts = {k: ([_filler(rng, False) + (" {an} {}" if k == "occupation" else " {}")], []) for k in EN_FACTS}
+        opener = _filler(rng, False).capitalize() + rng.choice([" {n}, who", ", {n}"])
+    return facts, ([opener], [])
+
+
 def _paragraph(rng: random.Random, facts: dict, mentioned: list[str], zh: bool, held_out: bool) -> str:
-    """Say the ``mentioned`` facts (besides the name) in a shuffled order, in one or two sentences."""
+    """Say the ``mentioned`` facts (besides the name) in a shuffled order, in one or two
+    sentences; in training, sometimes with made-up words (MADE_UP_PHRASING)."""
     order = [k for k in mentioned if k != "name"]
     rng.shuffle(order)
     name = facts["name"]
+    fact_pools, openers = (ZH_FACTS, ZH_OPENERS) if zh else (EN_FACTS, EN_OPENERS)
+    if not held_out and rng.random() < MADE_UP_PHRASING:
+        made_up, made_up_opener = _made_up_phrasings(rng, zh)
+        fact_pools = {k: made_up[k] if rng.random() < 0.6 else pool for k, pool in fact_pools.items()}
+        openers = made_up_opener if rng.random() < 0.6 else openers
     if zh:
         age = facts["age"] if rng.random() < 0.7 else zh_number(facts["age"])
         values = dict(facts, age=age, hobbies=_join(facts["hobbies"], True),
                       birthday=_spell_date(*map(int, facts["birthday"].split("-")), True, rng))
-        parts = [_pick(rng, ZH_FACTS[k], held_out).format(values[k]) for k in order]
-        opener = _pick(rng, ZH_OPENERS, held_out).format(n=name)
+        parts = [_pick(rng, fact_pools[k], held_out).format(values[k]) for k in order]
+        opener = _pick(rng, openers, held_out).format(n=name)
         pronoun = rng.choice("他她")
         pieces = [opener + parts[0]] + [(pronoun if rng.random() < 0.2 else "") + p for p in parts[1:]]
         return "，".join(pieces).replace("，，", "，") + "。"
@@ -342,10 +375,10 @@ def _paragraph(rng: random.Random, facts: dict, mentioned: list[str], zh: bool, 
         if "city" in rest and rng.random() < 0.6:
             head += f" from {facts['city']}"
             rest.remove("city")
-        parts = [_pick(rng, EN_FACTS[k], held_out).format(values[k], an=an) for k in rest]
+        parts = [_pick(rng, fact_pools[k], held_out).format(values[k], an=an) for k in rest]
         return head + (f" who {_join(parts, False)}." if parts else ".")
-    parts = [_pick(rng, EN_FACTS[k], held_out).format(values[k], an=an) for k in order]
-    opener = _pick(rng, EN_OPENERS, held_out).format(n=name)
+    parts = [_pick(rng, fact_pools[k], held_out).format(values[k], an=an) for k in order]
+    opener = _pick(rng, openers, held_out).format(n=name)
     pronoun = rng.choice(["He", "She", "They"])
     if pronoun == "They":  # "They is" would teach bad English; keep the name-only form then
         pronoun = rng.choice(["He", "She"])

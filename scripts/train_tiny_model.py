@@ -209,6 +209,9 @@ def main() -> None:
                          "without them the model loses half its copying once the main corpus starts")
     ap.add_argument("--probe-every", type=int, default=0,
                     help="every N steps, print held-out copy and (unconstrained) extraction accuracy")
+    ap.add_argument("--init-from", type=Path, default=None,
+                    help="a second stage: start from this checkpoint directory's weights and tokenizer "
+                         "(fresh optimizer and schedule) instead of from nothing")
     ap.add_argument("--seed", type=int, default=0)
     # On a small machine shared with other jobs, more threads than free cores wait on each other.
     ap.add_argument("--threads", type=int, default=1)
@@ -238,13 +241,15 @@ def train(args) -> None:
         tokenizer = PreTrainedTokenizerFast.from_pretrained(tok_dir)
         encoded = torch.load(enc_path)
     else:
-        tokenizer = train_tokenizer(tokenizer_texts(corpus), args.vocab_size)
+        # a second stage keeps the tokenizer its starting weights were trained with
+        tokenizer = (PreTrainedTokenizerFast.from_pretrained(args.init_from) if args.init_from
+                     else train_tokenizer(tokenizer_texts(corpus), args.vocab_size))
         encoded = encode_examples(tokenizer, corpus, max_len=args.max_len)
         tokenizer.save_pretrained(tok_dir)
         torch.save(encoded, enc_path)
     eos_id = tokenizer.convert_tokens_to_ids(EOS)
     drills = []
-    if args.copy_steps:
+    if args.copy_steps or args.copy_mix:
         drill_path = args.state / "encoded-copy.pt"
         if ckpt is not None and drill_path.exists():
             drills = torch.load(drill_path)
@@ -266,7 +271,8 @@ def train(args) -> None:
     )
     # initialised on the CPU, so the same seed gives the same start anywhere; the optimizer
     # state loaded below follows the parameters to the device
-    model = LlamaForCausalLM(config).to(args.device)
+    model = (LlamaForCausalLM.from_pretrained(args.init_from) if args.init_from else LlamaForCausalLM(config))
+    model = model.float().to(args.device)
     n_params = sum(p.numel() for p in model.parameters())
     print(f"model: {n_params / 1e6:.2f}M parameters")
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
@@ -488,7 +494,9 @@ the text it is given, including names it has never seen.
 .venv/bin/python scripts/train_tiny_model.py --out minisglang/assets/tiny-json-llama \\
     --state .cache/tiny-json-llama-train --examples {args.examples} --steps {args.steps} \\
     --tokens-per-batch {args.tokens_per_batch} --checkpoint-every {args.checkpoint_every} --max-len {args.max_len} \\
-    --lr {args.lr} --layers {args.layers} --hidden {args.hidden} --intermediate {args.intermediate} \\
+    --copy-steps {args.copy_steps} --copy-mix {args.copy_mix} --copy-examples {args.copy_examples} \\
+    --copy-tokens-per-batch {args.copy_tokens_per_batch} --lr {args.lr} --layers {args.layers} \\
+    --hidden {args.hidden} --intermediate {args.intermediate} --heads {args.heads} --kv-heads {args.kv_heads} \\
     --vocab-size {args.vocab_size} --seed {args.seed} --threads {args.threads}
 ```
 It writes a checkpoint to `--state` every {args.checkpoint_every} steps (plus a loadable
@@ -497,8 +505,13 @@ Seeded (corpus, tokenizer, initialisation, batch order per epoch); CPU float32 k
 still differ slightly between machines and thread counts.
 
 ## Corpus (scripts/make_corpus.py, seed {args.seed})
-{len(corpus)} chat examples ({len(encoded)} kept under {args.max_len} tokens), {n_tokens} tokens of which
+Every epoch is a fresh corpus of {len(corpus)} chat examples (`epoch_corpus`: epoch 0 is seed
+{args.seed}, each later epoch its own seed), so no example is ever seen twice and answers cannot
+be memorised. Epoch 0: {len(encoded)} examples kept under {args.max_len} tokens, {n_tokens} tokens of which
 {n_answer} are answer tokens (the loss is on the final answer and its closing `<|endoftext|>` only).
+Before the main corpus, {args.copy_steps} steps of copy drills (`make_corpus.copy_drill_example`:
+2-6 generated names, words and numbers repeated verbatim, {args.copy_examples} of them), and after
+them every {args.copy_mix}th step is still a drill, so the copying mechanism forms first and stays.
 
 - Extraction: a paragraph mentions 3 to 8 facts about a person; the request asks for
   some of them (the others are distractors). Answers use the keys
@@ -536,8 +549,8 @@ an assistant turn ends with `<|endoftext|>`, a tool result is `<|tool|>\\n...\\n
 written `<tool_call>{{"name": "f", "arguments": {{...}}}}</tool_call>` after its content.
 
 ## Architecture
-LlamaForCausalLM: hidden {args.hidden}, {args.layers} layers, 8 attention heads, 4 KV heads
-(GQA), intermediate {args.intermediate}, SwiGLU, RMSNorm (eps 1e-5), RoPE theta 10000,
+LlamaForCausalLM: hidden {args.hidden}, {args.layers} layers, {args.heads} attention heads,
+{args.kv_heads} KV heads, intermediate {args.intermediate}, SwiGLU, RMSNorm (eps 1e-5), RoPE theta 10000,
 max positions 1024, tied input/output embeddings. {n_params:,} parameters, float32,
 model.safetensors {size_mb:.1f} MB.
 

@@ -119,3 +119,18 @@ def test_resume_in_a_later_epoch_equals_one_run(tmp_path):
     assert split["losses"] == whole["losses"] and len(whole["losses"]) == 6
     for key, value in whole["model"].items():
         assert torch.equal(split["model"][key], value), key
+
+
+def test_a_second_stage_starts_from_the_first_ones_weights_and_tokenizer(tmp_path):
+    """--init-from: a second training stage (new data, fresh optimizer and schedule) starts
+    from the first stage's saved checkpoint and keeps its tokenizer."""
+    train(tmp_path, "one", "--stop-after", "4")
+    snapshot = tmp_path / "one" / "state" / "step-4"
+    extra = ["--init-from", str(snapshot), "--seed", "1", "--copy-steps", "0", "--lr", "0"]
+    train(tmp_path, "two", *extra, "--steps", "2", "--stop-after", "2")
+    first = torch.load(tmp_path / "one" / "state" / "checkpoint.pt", weights_only=False)["model"]
+    second = torch.load(tmp_path / "two" / "state" / "checkpoint.pt", weights_only=False)["model"]
+    for key, value in first.items():  # learning rate 0: the weights are the first stage's
+        assert torch.equal(second[key], value), key
+    assert ((tmp_path / "two" / "state" / "tokenizer" / "tokenizer.json").read_text()
+            == (snapshot / "tokenizer.json").read_text())
