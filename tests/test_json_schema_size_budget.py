@@ -214,3 +214,17 @@ def test_a_users_regex_cannot_define_or_refer(regex):
     if regex.startswith("(?@ref"):
         with pytest.raises(RegexError, match="comes before its"):
             parse_regex(regex, RegexPool(), members=True)
+
+
+def test_a_wide_object_is_linear_on_the_lazy_automaton():
+    """1500 optional properties in schema order: each tail of the member list is one
+    shared sub-expression (the written-out regex repeats them: O(n^2), refused above)."""
+    schema = {"type": "object", "properties": {f"key{i}": {"type": "string"} for i in range(1500)}}
+    regex = build_regex_from_schema(schema, automaton="lazy")
+    assert len(regex) < 200_000
+    small = {"type": "object", "properties": {f"k{i}": {"type": "integer"} for i in range(5)}, "required": ["k2"]}
+    eager = re.compile(build_regex_from_schema(small))
+    accepts = lazy_accepts(build_regex_from_schema(small, automaton="lazy"))
+    for keys in [[2], [0, 2], [2, 4], [0, 1, 2, 3, 4], [1], [], [2, 1], [0, 2, 2]]:
+        text = json.dumps({f"k{i}": i for i in keys}) if len(set(keys)) == len(keys) else '{"k0": 0, "k2": 2, "k2": 2}'
+        assert accepts(text) == bool(eager.fullmatch(text)), text

@@ -1965,12 +1965,14 @@ class _SchemaCompiler:
         (one of the optional ones before the first required one, or that one; "": none)."""
         sep = f",{self.ws}"
 
-        @functools.cache
-        def rest(k: int) -> str:  # members[k:], each behind a comma (shared: O(n) for the lazy automaton)
-            if k == len(members):
-                return ""
-            member, req = members[k]
-            return self.shared((sep + member if req else _repeat(sep + member, 0, 1)) + rest(k + 1))
+        def rest(k: int) -> str:  # members[k:], each behind a comma
+            return "".join(sep + m if req else _repeat(sep + m, 0, 1) for m, req in members[k:])
+
+        if self.options.automaton == "lazy":  # each rest one shared sub-expression: O(n) text, not O(n^2)
+            tails = [""]
+            for member, req in reversed(members):
+                tails.append(self.shared((sep + member if req else _repeat(sep + member, 0, 1)) + tails[-1]))
+            rest = tails[::-1].__getitem__
 
         firsts, chars = [], 0
         for k, (member, req) in enumerate(members):
