@@ -142,6 +142,8 @@ class LazyStateIndex:
         self._buffers = [np.empty(self.trie.num_nodes, np.int64) for _ in range(4)] + \
             [np.empty(4096, np.int64) for _ in range(2)]
         self._candidates: dict[int, np.ndarray | None] = {}   # byte set -> the token ids containing one
+        self._candidate_split: dict[int, tuple[np.ndarray, np.ndarray]] = {}   # byte set -> (short, long) ids
+        self._candidates_found: dict[tuple[int, int], np.ndarray] = {}   # (clipped state, byte set) -> ids read
         self._reps: dict[int, np.ndarray | None] = {}   # body node uid -> `_repetitions(body)`
         # A head's row is reused when at most this many tokens must be walked one by one.
         self.max_candidates = max(256, len(vocab.token_bytes) // 16)
@@ -279,7 +281,25 @@ class LazyStateIndex:
         eos = self.eos_token_id
         bits[eos >> 5] &= ~np.uint32(1 << (eos & 31))
         # What H allows, `H T` allows too; the candidates that leave H are added.
-        return self._make_row(bits, self._walk_tokens(candidates, state), state)
+        return self._make_row(bits, self._walk_candidates(rest_first, candidates, state), state)
+
+    def _walk_candidates(self, byte_set: int, candidates: np.ndarray, state: int) -> np.ndarray:
+        """int64 the `candidates` (`_containing(byte_set)`) whose bytes the automaton reads
+        from `state`. Those in the trie are walked from `clip(state, max_short_bytes)` and
+        remembered there: the positions of a long bounded string (`C{0,119}"...`,
+        `C{0,118}"...`) are one clipped state, so their candidates are walked once."""
+        arrays, dfa = self.arrays, self.dfa
+        split = self._candidate_split.get(byte_set)
+        if split is None:
+            short = arrays.token_stop[candidates] - arrays.token_start[candidates] <= arrays.max_short_bytes
+            split = self._candidate_split[byte_set] = (candidates[short], candidates[~short])
+        clipped = dfa._state(dfa.pool.clip(dfa.nodes[state], arrays.max_short_bytes))
+        found = self._candidates_found.get((clipped, byte_set))
+        if found is None:
+            found = self._candidates_found[clipped, byte_set] = self._walk_tokens(split[0], clipped)
+        if split[1].shape[0]:
+            found = np.concatenate([found, self._walk_tokens(split[1], state)])
+        return found
 
     def _containing(self, byte_set: int) -> np.ndarray | None:
         """int64 sorted ids of the tokens (EOS excluded) with a byte in `byte_set` (256-bit
