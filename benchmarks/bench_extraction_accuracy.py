@@ -132,7 +132,8 @@ def fact_position(paragraph: str, key: str, value) -> int:
 
 def text_order(example: dict) -> list[str]:
     """The example's requested keys in the order the paragraph says them (the name opens
-    every paragraph)."""
+    every paragraph). For held-out examples: training paragraphs may use made-up words
+    (make_corpus.MADE_UP_PHRASING) that no phrasing matches, and then ValueError."""
     paragraph = example["user"].split("\n", 1)[1]
     ref = eval_extraction.reference_answer(example)
     where = {k: (-1 if k == "name" else fact_position(paragraph, k, v)) for k, v in ref.items()}

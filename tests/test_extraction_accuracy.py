@@ -76,10 +76,10 @@ def test_text_order_agrees_with_find_on_held_out_prompts(bench, examples):
 
 
 @settings(max_examples=200, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), held_out=st.booleans())
-def test_text_order_of_any_generated_paragraph(bench, seed, held_out):
-    """Trained and held-out phrasings alike, English and Chinese: every fact is found."""
-    _check_text_order(bench, bench.make_corpus.person_example(random.Random(seed), held_out=held_out))
+@given(seed=st.integers(0, 2**32 - 1))
+def test_text_order_of_any_held_out_paragraph(bench, seed):
+    """Any held-out paragraph, English or Chinese (the benchmark's only kind): every fact is found."""
+    _check_text_order(bench, bench.make_corpus.person_example(random.Random(seed), held_out=True))
 
 
 def test_schema_keys_orders(bench, examples):
