@@ -41,7 +41,9 @@ from .token_index import VocabularyCannotSpellError, vocab_trie
 
 # A part of a state (a head, an alternative) gets a row of its own when it can start with
 # at least this many bytes: below that, walking the trie from the state itself is cheap.
-PERMISSIVE = 16
+# (8 lets digit runs and formats such as date-time share their rows: measured p99 at 65k
+# ~1.6 ms with 16, ~1.25 ms with 8 or 10.)
+PERMISSIVE = 8
 
 
 class SharedRows:
