@@ -411,7 +411,8 @@ class LazyStateIndex:
         one live byte each), so the walk reads a literal in one pass, not one per byte."""
         dfa = self.dfa
         while depth and state >= 0 and dfa.missing_classes[state] == 1:
-            state = dfa.fill(state, int(np.flatnonzero(dfa.table[state] == UNEXPLORED)[0]))
+            row = dfa.table[state]
+            state = dfa.fill(state, next(lo for lo in dfa.class_starts[state] if row[lo] == UNEXPLORED))
             depth -= 1
 
     def _walk_rests(self, nodes: list[int], states: list[int], origin: int) -> np.ndarray:
