@@ -212,6 +212,8 @@ def main() -> None:
     ap.add_argument("--init-from", type=Path, default=None,
                     help="a second stage: start from this checkpoint directory's weights and tokenizer "
                          "(fresh optimizer and schedule) instead of from nothing")
+    ap.add_argument("--average-last", type=int, default=1,
+                    help="save the mean of the last N snapshots (every --checkpoint-every steps) as the model")
     ap.add_argument("--seed", type=int, default=0)
     # On a small machine shared with other jobs, more threads than free cores wait on each other.
     ap.add_argument("--threads", type=int, default=1)
@@ -335,6 +337,8 @@ def train(args) -> None:
     train_minutes = (time.time() - t_train) / 60
     final_loss = sum(losses[-50:]) / len(losses[-50:])
 
+    if args.average_last > 1:
+        model.load_state_dict(average_snapshots(args.state, args.steps, args.checkpoint_every, args.average_last))
     save_hf(model, tokenizer, args.out)
     json_rate = eval_json_rate.json_valid_rate(args.out, corpus, n_prompts=args.eval_prompts)
     report = eval_extraction.run(args.out, args.eval_prompts * 2, args.eval_prompts, args.examples, args.seed)
@@ -344,6 +348,23 @@ def train(args) -> None:
     write_model_card(args, corpus, encoded, n_tokens, n_answer, n_params, len(tokenizer),
                      train_minutes, total_minutes, final_loss, json_rate, report)
     print(f"valid JSON rate: {json_rate['valid']}/{json_rate['n']}; card written to {args.out / 'MODEL_CARD.md'}")
+
+
+def average_snapshots(state: Path, steps: int, every: int, n: int) -> dict[str, torch.Tensor]:
+    """The mean of the weights of the last ``n`` snapshots ``state/step-K`` (K = steps,
+    steps - every, ...). Batches group examples of similar length, so the last few batches
+    before any one step pull the model towards one kind of task; the mean of nearby
+    snapshots (checkpoint averaging, as in stochastic weight averaging) cancels that drift."""
+    from safetensors.torch import load_file
+
+    dirs = [state / f"step-{steps - i * every}" for i in range(n)]
+    missing = [str(d) for d in dirs if not (d / "model.safetensors").exists()]
+    if missing:
+        raise SystemExit(f"--average-last {n}: no snapshot in {', '.join(missing)}")
+    weights = [load_file(d / "model.safetensors") for d in dirs]
+    mean = {k: sum(w[k] for w in weights) / n for k in weights[0]}
+    mean["lm_head.weight"] = mean["model.embed_tokens.weight"]  # tied; safetensors stores one of them
+    return mean
 
 
 def epoch_corpus(n_examples: int, seed: int, epoch: int) -> list[dict]:
@@ -414,7 +435,7 @@ def run_probes(model, tokenizer, probes: dict, device: str) -> str:
 def recipe(args) -> dict:
     """The options a checkpoint must agree on to be resumed (everything but paths and threads)."""
     skip = {"out", "state", "resume", "stop_after", "checkpoint_every", "threads", "eval_prompts", "device",
-            "probe_every"}
+            "probe_every", "average_last"}
     return {k: v for k, v in vars(args).items() if k not in skip}
 
 

@@ -134,3 +134,17 @@ def test_a_second_stage_starts_from_the_first_ones_weights_and_tokenizer(tmp_pat
         assert torch.equal(second[key], value), key
     assert ((tmp_path / "two" / "state" / "tokenizer" / "tokenizer.json").read_text()
             == (snapshot / "tokenizer.json").read_text())
+
+
+def test_average_last_saves_the_mean_of_the_last_snapshots(tmp_path):
+    """--average-last N: the saved model is the mean of the last N snapshots' weights."""
+    from safetensors.torch import load_file
+
+    train(tmp_path, "avg", "--average-last", "2", "--eval-prompts", "2")
+    state, out = tmp_path / "avg" / "state", tmp_path / "avg" / "out"
+    two, four = (load_file(state / f"step-{k}" / "model.safetensors") for k in (2, 4))
+    saved = load_file(out / "model.safetensors")
+    assert set(saved) == set(four)
+    for key, value in saved.items():
+        assert torch.allclose(value, (two[key] + four[key]) / 2), key
+    assert not torch.equal(two["model.norm.weight"], four["model.norm.weight"])  # the two differ
