@@ -1838,7 +1838,8 @@ class _SchemaCompiler:
             raise UnsupportedSchemaError(
                 f"keyword 'minProperties' at {path} is not supported on an object with unlisted keys "
                 "(a regex cannot keep keys distinct)")
-        if "properties" not in schema:  # every member is required: a map
+        if "properties" not in schema or (counts[1] is not None and all(req for _, req in members)):
+            # every member is required: a map (the entries counted against maxProperties)
             return self._map_regex(members, self.shared(_alt(entries)), counts[1], at_least_one=one_entry)
         if counts[1] is not None:
             raise UnsupportedSchemaError(f"keyword 'maxProperties' at {path} is not supported on an object with "
