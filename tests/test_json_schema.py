@@ -654,7 +654,10 @@ def test_all_of_merges_exactly():
 
 
 def test_all_of_conflicts_are_refused_by_name():
-    with pytest.raises(UnsupportedSchemaError, match="'allOf' at #: two subschemas give 'pattern' different values"):
+    with pytest.raises(UnsupportedSchemaError, match="'allOf' at #: two subschemas give 'format' different values"):
+        build_regex_from_schema({"allOf": [{"format": "date"}, {"format": "email"}]})
+    # Two patterns: the lazy automaton intersects them (tests/test_json_schema_patterns.py).
+    with pytest.raises(UnsupportedSchemaError, match="'allOf' at #: a string must match several 'pattern's"):
         build_regex_from_schema({"allOf": [{"pattern": "a"}, {"pattern": "b"}]})
 
 

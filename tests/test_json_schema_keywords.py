@@ -212,7 +212,8 @@ def test_excluded_strings_are_sound_in_every_spelling():
 
 
 @pytest.mark.parametrize("schema, message", [
-    ({"not": {"pattern": "^a"}}, "keyword 'not' at #/not: the negation of 'pattern' cannot be written exactly"),
+    ({"not": {"pattern": "^a"}}, "keyword 'not' at #/not: the negation of 'pattern' is written only for automaton='lazy'"),
+    ({"not": {"format": "date"}}, "keyword 'not' at #/not: the negation of 'format' cannot be written exactly"),
     ({"properties": {"x": {"not": {"const": [1]}}}},
      "keyword 'not' at #/properties/x/not: excluding array or object values"),
     ({"type": "string", "maxLength": 3, "not": {"const": "a"}},
@@ -502,7 +503,18 @@ def test_one_of_with_overlaps_is_exact_when_branches_negate(schema):
 
 
 def test_one_of_that_cannot_be_negated_says_why():
-    schema = {"type": "string", "oneOf": [{"pattern": "a"}, {"pattern": "b"}]}
+    schema = {"type": "string", "oneOf": [{"pattern": "a"}, {"format": "date"}]}
     with pytest.raises(UnsupportedSchemaError, match=re.escape("'oneOf' at #: branches 0 and 1 may both accept a "
-                                                               "value") + ".*negation of 'pattern'"):
+                                                               "value") + ".*negation of 'format'"):
         build_regex_from_schema(schema)
+    # The negation of a pattern is a difference: the lazy automaton's, refused by the eager one.
+    schema = {"type": "string", "oneOf": [{"pattern": "a"}, {"pattern": "b"}]}
+    with pytest.raises(UnsupportedSchemaError, match="negation of 'pattern' is written only for automaton='lazy'"):
+        build_regex_from_schema(schema)
+    from minisglang.constrained.lazy_regex import LazyByteDFA, RegexPool, parse_regex
+
+    pool = RegexPool()
+    dfa = LazyByteDFA(parse_regex(build_regex_from_schema(schema, automaton="lazy"), pool, members=True), pool)
+    for text, valid in [("a", True), ("xb", True), ("ab", False), ("x", False)]:
+        state = dfa.walk_bytes(dfa.initial, json.dumps(text).encode())
+        assert (state >= 0 and dfa.is_final(state)) == valid, text

@@ -75,3 +75,55 @@ def test_a_free_value_nests_deeper_on_the_lazy_automaton(schema):
         assert jsonschema.Draft202012Validator(schema).is_valid(value)
         assert lazy_accepts(lazy, text) == (levels <= LAZY_ANY_VALUE_NESTING), text
         assert bool(re.fullmatch(eager, text)) == (levels <= ANY_VALUE_NESTING), text
+
+
+# ---------------------------------------------------------------------------------------
+# Several patterns: allOf of two (intersection) and `not` of one (difference), lazy only
+# ---------------------------------------------------------------------------------------
+SEVERAL_PATTERNS = [
+    {"type": "string", "not": {"pattern": "^a"}},
+    {"not": {"pattern": "b$"}},                       # Python's `$` also matches before a last "\n"
+    {"allOf": [{"pattern": "^a"}, {"pattern": "b$"}]},
+    {"type": "string", "allOf": [{"pattern": "a"}, {"not": {"pattern": "ab"}}], "maxLength": 4},
+    {"not": {"allOf": [{"pattern": "^a"}, {"pattern": "b$"}]}},
+    {"type": "string", "not": {"pattern": "^\\d+$"}},  # "١" is a digit to Python
+]
+
+
+def lazy_schema_accepts(schema):
+    pool = RegexPool()
+    dfa = LazyByteDFA(parse_regex(build_regex_from_schema(schema, automaton="lazy"), pool, members=True), pool)
+
+    def accepts(text: str) -> bool:
+        state = dfa.walk_bytes(dfa.initial, text.encode("utf-8"))
+        return state >= 0 and dfa.is_final(state)
+    return accepts
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(SEVERAL_PATTERNS), st.one_of(st.text(alphabet="ab\n1١", max_size=6), st.integers(), st.none()),
+       st.booleans())
+def test_several_patterns_are_sound(schema, value, ascii_only):
+    accepts = lazy_schema_accepts(schema)
+    if accepts(json.dumps(value, ensure_ascii=ascii_only)):
+        assert jsonschema.Draft202012Validator(schema).is_valid(value)
+
+
+@pytest.mark.parametrize("schema", SEVERAL_PATTERNS)
+def test_several_patterns_are_complete_on_short_strings(schema):
+    import itertools
+
+    accepts = lazy_schema_accepts(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    for n in range(5):
+        for chars in itertools.product("ab1", repeat=n):
+            text = "".join(chars)
+            assert accepts(json.dumps(text)) == validator.is_valid(text), (schema, text)
+
+
+@pytest.mark.parametrize("schema,keyword", [(SEVERAL_PATTERNS[0], "'not'"), (SEVERAL_PATTERNS[2], "'allOf'")])
+def test_the_eager_automaton_refuses_several_patterns_naming_the_keyword(schema, keyword):
+    from minisglang.constrained.json_schema import UnsupportedSchemaError
+
+    with pytest.raises(UnsupportedSchemaError, match=f"{keyword}.*automaton='lazy'"):
+        build_regex_from_schema(schema)

@@ -53,14 +53,16 @@ options of SchemaOptions change some of them):
   Python's `re` (which `jsonschema` uses) agree on: ASCII for the shorthand classes.
 
 Combinations: allOf is merged into one schema with the meaning of both (properties and
-items exactly, min/max bounds, enum intersection); two different values of a keyword we
-cannot intersect (pattern, format, ...) are an error. anyOf merges each branch with the
+items exactly, min/max bounds, enum intersection, several patterns: intersected by the
+lazy automaton); two different values of a keyword we cannot intersect (format, ...) are
+an error. anyOf merges each branch with the
 sibling keywords. oneOf is accepted only when the branches are provably disjoint (by
 type, by const/enum, or by a property both require with disjoint schemas): only then is
 "exactly one" the same as "at least one". The other applicators become these, exactly:
 - `not`: its negation written with positive keywords (other types, values outside
   const/enum, a required property absent, the opposite bound, a property that fails,
-  not anyOf = allOf of nots); other forms are an error.
+  not anyOf = allOf of nots, a string a pattern does not match: lazy automaton only);
+  other forms are an error.
 - if/then/else: anyOf [(if and then), (not if and else)] (two disjoint cases).
 - dependentRequired/dependentSchemas/dependencies: per property, anyOf [absent, present
   and the rest]. unevaluatedProperties/Items without other applicators: additionalProperties/items.
@@ -1278,6 +1280,11 @@ class _SchemaCompiler:
                 cases.append({"enum": list(value)})
             elif keyword == NOT_AT:
                 continue
+            elif keyword in ("pattern", MORE_PATTERNS):  # a string none of them... one of them misses
+                for pattern in [value] if keyword == "pattern" else value:
+                    cases.append({"type": "string", NOT_PATTERNS: [pattern], NOT_AT: path})
+            elif keyword == NOT_PATTERNS:
+                cases.extend({"type": "string", "pattern": pattern} for pattern in value)
             elif keyword in ("const", "enum"):
                 cases.append(_excluding(_finite_values({keyword: value}), path))
             elif keyword == "required":  # (other types satisfy `required`: their negation fails)
@@ -1298,7 +1305,7 @@ class _SchemaCompiler:
                                                       f"{path}/anyOf/{i}") for i, b in enumerate(value)]})
             else:
                 raise UnsupportedSchemaError(f"keyword 'not' at {path}: the negation of '{keyword}' cannot be "
-                                             "written exactly (supported: type, const, enum, required, bounds, anyOf)")
+                                             "written exactly (supported: type, const, enum, required, bounds, anyOf, pattern)")
         if not cases:
             return False  # not {} (or of a keyword that every value satisfies): nothing
         return cases[0] if len(cases) == 1 else {"anyOf": cases}
@@ -1568,7 +1575,19 @@ class _SchemaCompiler:
                 parts.append(f'"{_repeat(COUNTED_STRING_CHAR, min_length or 0, max_length)}"')
             if EXCLUDED_STRINGS in schema:
                 parts.append(_string_except(schema[EXCLUDED_STRINGS]))
+            for pattern in schema.get(MORE_PATTERNS, []):
+                parts.append(_concat('"', _pattern_regex(pattern, f"{path}/allOf"), '"'))
+            for pattern in schema.get(NOT_PATTERNS, []):  # minus every writing of what it matches
+                wide = _pattern_regex(pattern, schema[NOT_AT], wide=True)
+                parts.append(STRING if wide is None else f'(?@diff({STRING})("{wide}"))')
             return self.intersection(parts, path) if parts else STRING
+        if MORE_PATTERNS in schema:
+            raise UnsupportedSchemaError(f"'allOf' at {path}: a string must match several 'pattern's "
+                                         f"({[schema['pattern'], *schema[MORE_PATTERNS]]!r}); only automaton='lazy' "
+                                         "intersects them")
+        if NOT_PATTERNS in schema:
+            raise UnsupportedSchemaError(f"keyword 'not' at {schema[NOT_AT]}: the negation of 'pattern' is written "
+                                         "only for automaton='lazy'")
         if EXCLUDED_STRINGS in schema:  # `not` of string values: only for otherwise free strings
             if any(k in schema for k in ("format", "pattern")) or has_length:
                 raise UnsupportedSchemaError(f"keyword 'not' at {schema[NOT_AT]}: excluding string values from a string "
@@ -2104,6 +2123,10 @@ EXCLUDED_STRINGS = "$minisglang:excludedStrings"
 FRACTIONAL = "$minisglang:fractional"
 # Where the `not` behind the two keywords above is, for error messages.
 NOT_AT = "$minisglang:notAt"
+# Patterns a string must also match (allOf of two `pattern`s), and must not match (`not`
+# of a `pattern`): only the lazy automaton can write these (intersection, difference).
+MORE_PATTERNS = "$minisglang:morePatterns"
+NOT_PATTERNS = "$minisglang:notPatterns"
 
 
 def _other_types(types: list[str]) -> list[str]:
@@ -2336,8 +2359,10 @@ def _merge(a: dict | bool, b: dict | bool, path: str) -> dict | bool:
             merged["enum"] = [x for x in merged["enum"] if any(_json_equal(x, y) for y in value)]
         elif keyword == "const":
             return False  # two different constants
-        elif keyword == EXCLUDED_STRINGS:
+        elif keyword in (EXCLUDED_STRINGS, MORE_PATTERNS, NOT_PATTERNS):
             merged[keyword] = sorted(set(merged[keyword]) | set(value))
+        elif keyword == "pattern":  # both must match: kept for the string's intersection
+            merged[MORE_PATTERNS] = sorted(set(merged.get(MORE_PATTERNS, [])) | {value})
         elif keyword == NOT_AT:
             pass  # the first `not` names the place
         elif keyword == "anyOf":  # (a1 or a2) and (b1 or b2) = any of the pairs
@@ -2408,7 +2433,7 @@ def _plain_merge(x, y, path: str):
 CONSTRAINING_KEYWORDS = frozenset({
     *(k for keywords in TYPE_KEYWORDS.values() for k in keywords), *UNSUPPORTED_KEYWORDS, *DEPENDENCY_KEYWORDS,
     "type", "enum", "const", "uniqueItems", "minContains", "maxContains", "anyOf", "oneOf", "allOf", "not", "if",
-    "then", "else", "$ref", EXCLUDED_STRINGS, FRACTIONAL, NOT_AT})
+    "then", "else", "$ref", EXCLUDED_STRINGS, FRACTIONAL, NOT_AT, MORE_PATTERNS, NOT_PATTERNS})
 
 
 def _both(x, y):
