@@ -160,6 +160,7 @@ class Result:
     condition: Condition
     texts: list[str] = field(default_factory=list)
     finishes: list[str] = field(default_factory=list)   # per answer: "stop" or "length"
+    objects: int = 0               # answers that json.loads as an object (valid or not)
     valid: int = 0
     output_tokens: int = 0
     decode_steps: int = 0          # output tokens the model produced itself (not jumped over)
@@ -202,9 +203,10 @@ def run_condition(engine, cond: Condition, examples: list[dict], prompts: list[s
 
 def score_answers(result: Result, examples: list[dict], schemas: list[dict]) -> None:
     """Fill in ``result``'s validity (each answer under its own schema), cut answers and field scores."""
-    result.valid = result.cut = 0
+    result.objects = result.valid = result.cut = 0
     for text, schema, finish in zip(result.texts, schemas, result.finishes, strict=True):
         got = eval_extraction.parse_object(text)
+        result.objects += got is not None
         result.valid += got is not None and jsonschema.Draft202012Validator(schema).is_valid(got)
         result.cut += finish == "length"
     result.score = eval_extraction.score_extraction(examples, result.texts)
@@ -250,7 +252,7 @@ def run(model: Path, examples: list[dict], conditions: list[Condition], max_new_
 
 # ------------------------------------------------------------------ the table
 
-HEADER = ["condition", "key order", "jump-forward", "whitespace", "valid (jsonschema)", "name", "age", "hobbies",
+HEADER = ["condition", "key order", "jump-forward", "whitespace", "JSON object", "valid (jsonschema)", "name", "age", "hobbies",
           "name/age/hobbies", "English", "Chinese", "all fields", "whole answer right",
           "same values as default", "tokens as the tokenizer spells the text", "output tokens / answer",
           "decode steps / answer", "hit max_new_tokens"]
@@ -276,7 +278,7 @@ def cells(result: Result, reference: Result | None) -> list[str]:
     if reference is not None and reference is not result:
         same = _of(sum(map(_same_answer, result.texts, reference.texts)), n)
     return [c.name, c.key_order if c.constrained else "-", ("on" if c.jump_forward else "off") if c.constrained else "-",
-            c.whitespace_label() if c.constrained else "-", _of(result.valid, n),
+            c.whitespace_label() if c.constrained else "-", _of(result.objects, n), _of(result.valid, n),
             field_cell("name"), field_cell("age"), field_cell("hobbies"), field_cell("headline"),
             field_cell("en:headline"), field_cell("zh:headline"), field_cell("all"), _of(s["exact"], n), same,
             _of(result.canonical, n), f"{result.output_tokens / n:.1f}", f"{result.decode_steps / n:.1f}", _of(result.cut, n)]
@@ -324,7 +326,8 @@ def report(results: list[Result], demo_rows: list, examples: list[dict], args, m
         "its default backend (fsm). Constrained: a JSON Schema with exactly the requested keys, all required; "
         "its key order is the training order (make_corpus.KEY_ORDER, the order of every trained answer), the "
         f"order the paragraph says the facts in (equal to the training order for {same_order} of the {n} "
-        "prompts), or alphabetical. 'valid': json.loads gives an object that jsonschema accepts under the "
+        "prompts), or alphabetical. 'JSON object': json.loads gives an object (a fenced answer does not; a "
+        "field counts as right only in such an answer). 'valid': jsonschema accepts the object under the "
         "condition's schema (the training-order schema for the unconstrained row). A field is right when its "
         "value equals the reference exactly (a list: the same items in order); 'name/age/hobbies' pools those "
         "three fields over the prompts that ask for them (English, Chinese: the same by paragraph language), "
