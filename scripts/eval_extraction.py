@@ -82,6 +82,24 @@ def score_extraction(examples: list[dict], outputs: list[str]) -> dict:
             "counts": {g: [right[g], total[g]] for g in sorted(total)}}
 
 
+# Requests sent to the engine at once: below the scheduler's max_pending_compiles (64), since
+# every extraction prompt has its own schema and more distinct compiles at once are refused.
+CHUNK = 32
+
+
+def generate(engine, prompts: list[str], params: list[dict]) -> list[str]:
+    """The engine's output texts, CHUNK requests at a time (an aborted request is an error:
+    an empty answer would be scored as the model's)."""
+    texts = []
+    for i in range(0, len(prompts), CHUNK):
+        for out in engine.generate(prompts[i:i + CHUNK], params[i:i + CHUNK]):
+            reason = out["meta_info"]["finish_reason"]
+            if reason and reason.get("type") == "abort":
+                raise RuntimeError(f"request aborted by the engine: {reason.get('message')}")
+            texts.append(out["text"])
+    return texts
+
+
 def eval_extraction(engine, examples: list[dict], constrained: bool, max_new_tokens: int = 160) -> dict:
     prompts = [engine.tokenizer.apply_chat_template(make_corpus.to_messages(ex, with_answer=False))
                for ex in examples]
@@ -91,7 +109,7 @@ def eval_extraction(engine, examples: list[dict], constrained: bool, max_new_tok
         if constrained:
             p["json_schema"] = extraction_schema(list(reference_answer(ex)))
         params.append(p)
-    outputs = [o["text"] for o in engine.generate(prompts, params)]
+    outputs = generate(engine, prompts, params)
     result = score_extraction(examples, outputs)
     result["samples"] = [(ex["user"].split("\n", 1)[1], text) for ex, text in zip(examples[:6], outputs)]
     return result
@@ -148,7 +166,7 @@ def eval_tools(engine, examples: list[dict], constrained: bool, max_new_tokens: 
     the reply after a tool result equal to the reference."""
     prompts = [tool_prompt(engine.tokenizer, ex) for ex in examples]
     params = [tool_params(ex, "auto" if constrained else None, max_new_tokens) for ex in examples]
-    outputs = [o["text"] for o in engine.generate(prompts, params)]
+    outputs = generate(engine, prompts, params)
     counts = defaultdict(lambda: [0, 0])  # kind -> [right, total]
     for ex, text in zip(examples, outputs):
         got = read_calls(ex, text)
