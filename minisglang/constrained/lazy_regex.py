@@ -156,7 +156,7 @@ class RegexPool:
         # Derivative memos point back into the pool (the derivative of r* is r* itself), so
         # without this a dropped grammar's nodes wait for Python's cyclic collector, whose
         # full passes over a server's big heap stall whatever runs then (~100-200 ms).
-        for node in self._table.values():
+        for node in getattr(self, "_table", {}).values():
             node._derivatives = None
 
     def _make(self, key: tuple, kind: int, **fields) -> RegexNode:

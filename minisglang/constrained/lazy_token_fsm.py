@@ -8,10 +8,12 @@ reaches its state, and cached:
 - the row's tokens: the vocabulary trie (token_index.VocabTrie) is walked from the state
   by a compiled loop (lazy_trie_walk.py); a subtree is dropped as soon as the automaton
   dies on its prefix, and the table entries the walk needs are computed (derivatives,
-  one per byte class) when first touched. Rows are shared: a state `H T` with a
-  permissive head reuses H's row plus the few tokens that can leave H, an alternation
-  is the union of its members' rows, states no token can tell apart (RegexPool.clip)
-  share one walk, and sub-expression rows are shared by all grammars (SHARED_ROWS);
+  one per byte class) when first touched. Rows are shared: a permissive repetition
+  `C{lo,hi}` takes the tokens that spell at most `hi` repetitions of C (counted once per
+  vocabulary, no walk), a state `H T` with a permissive head reuses H's row plus the few
+  tokens that can leave H, an alternation is the union of its members' rows, states no
+  token can tell apart (RegexPool.clip) share one walk, and sub-expression rows are
+  shared by all grammars (SHARED_ROWS);
 - `TokenRow`: the packed int32 mask row (token t is bit t % 32 of word t // 32; EOS
   allowed exactly in accepting states) and how many tokens it allows. Where a token
   leads is computed when it is accepted (`next_state` walks its bytes).
