@@ -519,7 +519,15 @@ def _string_except(words: list[str]) -> str:
 
 def _string_literal(text: str) -> str:
     """The JSON string `text`, each character in any form json.dumps may write it."""
-    return '"' + "".join(_json_string_chars([(ord(c), ord(c))]) for c in text) + '"'
+    return '"' + "".join(map(_json_char, text)) + '"'
+
+
+@functools.lru_cache(maxsize=4096)
+def _json_char(ch: str) -> str:
+    """`_json_string_chars` of the one character `ch`, remembered: keys and enum values
+    repeat a few letters, and the range arithmetic per character was the slowest part
+    of compiling a 240-value enum."""
+    return _json_string_chars([(ord(ch), ord(ch))])
 
 
 # ---------------------------------------------------------------------------------------
