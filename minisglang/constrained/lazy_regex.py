@@ -44,6 +44,7 @@ trailing `$` are ignored), `\\d \\w \\s` are ASCII, `.` is anything but a newlin
 from __future__ import annotations
 
 import bisect
+import functools
 import re
 import unicodedata
 import warnings
@@ -579,6 +580,13 @@ ANCHOR_ESCAPES = "AZbB"   # \b is a backspace inside a class, a word boundary ou
 # Group boundaries found by one C-speed scan: escapes and classes are skipped whole, so
 # the parentheses left are the real ones.
 _PAREN_SCAN = re.compile(r"\\.|\[\^?\]?(?:\\.|[^\]\\])*\]|[()]", re.S)
+# A run of plain characters (a key's name, a structure's text): no special meaning.
+_LITERAL_RUN = re.compile(r"[^\\\[\](){}|.*+?^$]+")
+_QUANTIFIER_START = "*+?{"
+_SIMPLE_QUANTIFIERS = {"*": (0, None), "+": (1, None), "?": (0, 1)}
+_BOUNDS = re.compile(r"\{(\d*)(,(\d*))?\}")
+# The UTF-8 byte ranges of code point ranges: the same few classes come back in every regex.
+_utf8_sequences = functools.lru_cache(maxsize=4096)(utf8_sequences)
 
 
 class _Parser:
@@ -615,8 +623,19 @@ class _Parser:
 
     def sequence(self) -> RegexNode:
         items = []
-        p = self.p
+        p, byte_set = self.p, self.pool.byte_set
         while self.i < len(p) and p[self.i] not in "|)":
+            run = _LITERAL_RUN.match(p, self.i)
+            if run is not None:
+                # Plain characters read in one step (most of a JSON Schema's regex); the
+                # last one stays for `atom` when a quantifier follows it.
+                end = run.end()
+                if end < len(p) and p[end] in _QUANTIFIER_START:
+                    end -= 1
+                if end > self.i:
+                    items += [byte_set(1 << b) for b in p[self.i:end].encode("utf-8")]
+                    self.i = end
+                    continue
             items.append(self.quantified(self.atom()))
         return self.pool.concat_all(items)
 
@@ -634,12 +653,12 @@ class _Parser:
         p, i = self.p, self.i
         if i >= len(p):
             return None
-        simple = {"*": (0, None), "+": (1, None), "?": (0, 1)}.get(p[i])
+        simple = _SIMPLE_QUANTIFIERS.get(p[i])
         if simple is not None:
             self.i += 1
             return simple
         if p[i] == "{":
-            m = re.compile(r"\{(\d*)(,(\d*))?\}").match(p, i)
+            m = _BOUNDS.match(p, i)
             if m and (m.group(1) or m.group(2)):   # `{}`, `{,}` and an unclosed `{` are literal
                 low = int(m.group(1) or 0)
                 high = low if m.group(2) is None else (int(m.group(3)) if m.group(3) else None)
@@ -840,11 +859,13 @@ class _Parser:
         """Code point ranges -> the alternation of their UTF-8 byte sequences."""
         key = tuple(ranges)
         node = self.class_nodes.get(key)
+        if node is None and key and max(hi for _, hi in key) < 0x80:   # ASCII only: one byte set
+            node = self.class_nodes[key] = self.pool.byte_set(sum((1 << (hi + 1)) - (1 << lo) for lo, hi in ranges))
         if node is None:
             pool = self.pool
             options = []
             for lo, hi in ranges:
-                for seq in utf8_sequences(lo, hi):
+                for seq in _utf8_sequences(lo, hi):
                     options.append(pool.concat_all([pool.byte_set((1 << (b_hi + 1)) - (1 << b_lo))
                                                      for b_lo, b_hi in seq]))
             node = self.class_nodes[key] = pool.alt(options)
