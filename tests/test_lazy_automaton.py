@@ -154,6 +154,18 @@ def test_equal_subexpressions_are_one_node():
     assert len(many) < len(one) + 3 * 200 + 10
 
 
+@pytest.mark.parametrize("pattern", ALL_KNOWN + [r'"(?:[^"\\\x00-\x1f]|\\u[0-9a-f]{4})*"|[1-9][0-9]{0,17}|(北|\\u5317)'])
+def test_key_len_never_exceeds_the_key_text(pattern):
+    """RegexPool.key refuses a node whose `key_len` passes the limit without writing the
+    text, so `key_len` must be a lower bound (else rows would silently stop being shared)."""
+    pool = RegexPool()
+    root = parse_regex(pattern, pool)
+    LazyByteDFA(root, pool).walk_bytes(0, b'"ab')   # derivatives too, not only parsed nodes
+    for node in list(pool._table.values()):
+        text = pool.key(node, limit=10**9)
+        assert text is not None and node.key_len <= len(text)
+
+
 def test_derivatives_of_a_star_stay_finite():
     dfa = lazy_dfa(r"((a|b)*c|(ab)+)*")
     rng = random.Random(0)

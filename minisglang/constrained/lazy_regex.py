@@ -92,7 +92,7 @@ class RegexNode:
     """
 
     __slots__ = ("uid", "kind", "parts", "byte_set", "low", "high", "nullable", "first", "max_bound",
-                 "min_len", "_cuts", "_derivatives")
+                 "min_len", "key_len", "_cuts", "_derivatives")
 
     def __init__(self, uid: int, kind: int, parts: tuple = (), byte_set: int = 0,
                  low: int = 0, high: int | None = 0, nullable: bool = False, first: int = 0):
@@ -127,6 +127,14 @@ class RegexNode:
         else:
             self.max_bound = 0
             self.min_len = NEVER if kind == EMPTY else 0 if kind == EPSILON else 1
+        # How long RegexPool.key's text is at least (a tag letter, parentheses, spaces; the
+        # hex digits of a byte set): a large grammar's key is refused without writing it.
+        if kind == CONCAT:   # the common case first: "c(HEAD TAIL)"
+            self.key_len = parts[0].key_len + parts[1].key_len + 4
+        elif kind == BYTES:
+            self.key_len = 1 + (byte_set.bit_length() + 3) // 4
+        else:
+            self.key_len = 2 + len(parts) + sum([p.key_len for p in parts]) if parts else 1
         self._cuts: int | None = None
         self._derivatives: dict[int, RegexNode] = {}
 
@@ -422,6 +430,9 @@ class RegexPool:
         several grammars keys a sub-expression's token row on."""
         if node.uid in self._keys:
             return self._keys[node.uid]
+        if node.key_len > limit:
+            self._keys[node.uid] = None
+            return None
         if node.kind == BYTES:
             out = f"b{node.byte_set:x}"
         elif node.kind in (EMPTY, EPSILON):
