@@ -94,6 +94,7 @@ import json
 import math
 import re
 from collections import Counter
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
@@ -1121,6 +1122,7 @@ class _SchemaCompiler:
         self.nesting = LAZY_ANY_VALUE_NESTING if options.automaton == "lazy" else ANY_VALUE_NESTING
         # automaton="lazy": shared sub-expressions, name -> regex text (see `shared`).
         self.definitions: dict[str, str] = {}
+        self.matchers: dict[str, Callable[[str], bool]] = {}   # regex -> its `_matcher`
         # Schema resources: absolute URI ($id) -> its pointer; (URI, $anchor) -> pointer.
         self.resources: dict[str, str] = {}
         self.anchors: dict[tuple[str, str], str] = {}
@@ -1174,8 +1176,12 @@ class _SchemaCompiler:
         return self.shared(f"(?@diff({STRING})({writings}))")
 
     def matches(self, regex: str, text: str) -> bool:
-        """Whether `text` matches all of one of this compiler's regexes."""
-        return _fullmatch(self.with_definitions(regex), text)
+        """Whether `text` matches all of one of this compiler's regexes (its automaton is
+        built once per regex: an enum checks every value against the same one)."""
+        matcher = self.matchers.get(regex)
+        if matcher is None:
+            matcher = self.matchers[regex] = _matcher(self.with_definitions(regex))
+        return matcher(text)
 
     def intersection(self, parts: list[str | None], path: str) -> str | None:
         """The texts every part matches (lazy automaton only: `(?@and(A)(B))` groups); None
@@ -2267,15 +2273,18 @@ def _decimal_multiples(step: Decimal, given, lo: Decimal | None, lo_strict: bool
     return _alt(texts)
 
 
-def _fullmatch(regex: str, text: str) -> bool:
-    """Whether `text` matches all of one of our regexes (`re`, or the lazy automaton for
-    one with our private `(?@...)` groups)."""
+def _matcher(regex: str) -> Callable[[str], bool]:
+    """Whether a text matches all of one of our regexes: `re`, or the lazy automaton for
+    one with our private `(?@...)` groups."""
     if PRIVATE_SYNTAX not in regex:
-        return re.fullmatch(regex, text) is not None
+        return lambda text: re.fullmatch(regex, text) is not None
     pool = RegexPool()
     dfa = LazyByteDFA(parse_regex(regex, pool, members=True), pool)
-    state = dfa.walk_bytes(dfa.initial, text.encode("utf-8"))
-    return state >= 0 and dfa.is_final(state)
+
+    def accepts(text: str) -> bool:
+        state = dfa.walk_bytes(dfa.initial, text.encode("utf-8"))
+        return state >= 0 and dfa.is_final(state)
+    return accepts
 
 
 def _searches(pattern: str, name: str, path: str) -> bool:
