@@ -211,10 +211,13 @@ class ToolCallParser:
         return events
 
     def finish(self) -> list[Event]:
-        """The end of the output: held free text is content; a partial end tag is dropped
-        (it is the call's markup); a call cut inside its arguments keeps what it has."""
+        """The end of the output: held free text is content; a partial call opening or end
+        tag is dropped (it is the call's markup); a call cut inside its arguments keeps what
+        it has."""
         events: list[Event] = []
-        if self._mode == "text" and self._held:
+        # held text that begins with the trigger is a call's opening markup cut short (a
+        # tokenizer with `<tool_call>` as one token reaches it in one step): not content
+        if self._mode == "text" and self._held and not self._held.startswith(TRIGGER):
             self._say(self._held, events)
         self._held = ""
         return events

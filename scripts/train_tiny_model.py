@@ -518,7 +518,8 @@ the text it is given, including names it has never seen.
     --copy-steps {args.copy_steps} --copy-mix {args.copy_mix} --copy-examples {args.copy_examples} \\
     --copy-tokens-per-batch {args.copy_tokens_per_batch} --lr {args.lr} --layers {args.layers} \\
     --hidden {args.hidden} --intermediate {args.intermediate} --heads {args.heads} --kv-heads {args.kv_heads} \\
-    --vocab-size {args.vocab_size} --seed {args.seed} --threads {args.threads}
+    --vocab-size {args.vocab_size} --seed {args.seed} --threads {args.threads} \\
+    --average-last {args.average_last}{f" --init-from {args.init_from}" if args.init_from else ""}
 ```
 It writes a checkpoint to `--state` every {args.checkpoint_every} steps (plus a loadable
 snapshot `step-N/`); after an interruption, run the same command with `--resume`.
