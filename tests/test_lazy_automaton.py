@@ -34,6 +34,7 @@ from minisglang.constrained.lazy_regex import (
 from minisglang.constrained.lazy_token_fsm import LazyLimits, compile_lazy_token_fsm
 from minisglang.constrained.regex_dfa import ByteDFA, _strip_anchors, compile_regex
 from minisglang.constrained.token_fsm import ConstraintError, compile_token_fsm
+from minisglang.constrained.token_index import VocabTrie
 
 BEHAVIOUR_REGEXES = sorted({regex for regex, _ in CASES})
 ALL_KNOWN = sorted(set(BEHAVIOUR_REGEXES) | set(KNOWN))
@@ -289,20 +290,41 @@ def test_tokens_that_end_inside_a_character_jump_like_s4():
 # ---------------------------------------------------------------------------------------
 # Limits and bad input
 # ---------------------------------------------------------------------------------------
+def longest_short_token(tokenizer) -> int:
+    """The longest token that ends inside the vocabulary trie: RegexPool.clip keeps the
+    repetition bounds below it (the rows' walks count up to it)."""
+    return max(n for n in (len(b or b"") for b in tokenizer.token_bytes) if n <= VocabTrie.MAX_DEPTH)
+
+
 def test_state_limit_fails_with_the_option_name():
     dfa = lazy_dfa("a{500}", max_states=50)
     with pytest.raises(AutomatonLimitError, match="more than 50 automaton states .*max_lazy_states"):
         dfa.walk_bytes(dfa.initial, b"a" * 100)
     tokenizer = bundled()
+    # A bound under the longest token's length (not clipped away): the start row's walk
+    # counts characters, one state each.
+    longest = longest_short_token(tokenizer)
+    assert longest >= 8
     with pytest.raises(ConstraintError, match="max_lazy_states"):
-        # (a bound under the longest token's length: the start row's walk counts characters)
-        compile_lazy_token_fsm('"[^"]{0,20}"', tokenizer, 4096, LazyLimits(max_lazy_states=5))
+        compile_lazy_token_fsm(f'"[^"]{{0,{longest - 2}}}"', tokenizer, 4096, LazyLimits(max_lazy_states=5))
 
 
 def test_row_walk_limit_fails_with_the_option_name():
     tokenizer = bundled()
+    longest = longest_short_token(tokenizer)   # (a bound the clip keeps: see above)
     with pytest.raises(ConstraintError, match="would build more than 3 states .*max_row_expansions"):
-        compile_lazy_token_fsm('x[^"]{0,20}', tokenizer, 4096, LazyLimits(max_row_expansions=3))
+        compile_lazy_token_fsm(f'x[^"]{{0,{longest - 2}}}', tokenizer, 4096, LazyLimits(max_row_expansions=3))
+
+
+def test_the_fill_ahead_never_makes_a_row_fail_its_limit():
+    """A row's walk fills ahead along literal text (FILL_AHEAD derivatives), but only up to
+    half of max_row_expansions: a row whose own walk fits the limit is computed."""
+    tokenizer = bundled()
+    regex = "abcdefghijklmnopqrstuvwxyz" * 4
+    fsm = compile_lazy_token_fsm(regex, tokenizer, 4096, LazyLimits(max_row_expansions=8))
+    assert fsm.index.dfa.fills <= 8
+    expected = [t for t, b in enumerate(tokenizer.token_bytes) if b and regex.encode().startswith(b)]
+    assert fsm.index.allowed_token_ids(fsm.index.initial_state) == expected
 
 
 def test_node_limit_and_regex_length_fail_before_building():
