@@ -141,3 +141,12 @@ def test_a_tiny_run_end_to_end(bench, examples):
     assert all(len(r.strip().strip("|").split("|")) == len(bench.HEADER) for r in table)
     assert len(demo_rows) == 3 and "| text | unconstrained | constrained |" in text
     assert re.search(r"sha256 [0-9a-f]{16}, [\d,?]+ steps", text)
+
+
+def test_demo_table_keeps_one_row_per_text(bench):
+    """A fenced answer spans lines and has backticks; its cell must not break the table."""
+    fenced = '```json\n{"name": "张三", "age": 28, "hobbies": ["编程", "摄影", "爬山"]}\n```'
+    lines = bench.demo_table([(t, fenced, "{} | {}") for t in bench.demo.TEXTS])
+    assert len(lines) == 2 + len(bench.demo.TEXTS)
+    assert all(line.startswith("| ") and line.count("|") == 4 for line in lines[2:])
+    assert "(not valid)" in lines[2]
