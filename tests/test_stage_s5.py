@@ -163,6 +163,10 @@ def test_reasoning_gate_constrains_only_after_the_marker(engine):
 
 
 PERSON = r'\{"name": "[A-Za-z ]{1,12}", "age": [1-9]\d?, "city": "(Paris|Rome|Beijing)"\}'
+# A strict request: the model answers bare JSON, so the sampled thinking reaches the marker
+# (its third token) for every seed; to a loose one it writes a ```json fence only sometimes.
+STRICT_Q = ("<|user|>\nExtract name, age and city from the following text. Reply with JSON only.\n"
+            "Li Lei is 31 years old and lives in Paris.\n<|assistant|>\n")
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -171,10 +175,10 @@ def test_a_jump_after_the_reasoning_gate_moves_only_the_answer(engine, seed):
     fsm backend once walked the whole output from its start state and aborted at the first
     sampled token after a jump)."""
     tok = engine.tokenizer
-    free = engine.generate(Q, {"temperature": 0, "max_new_tokens": 8})["output_ids"]
+    free = engine.generate(STRICT_Q, {"temperature": 0, "max_new_tokens": 8})["output_ids"]
     k = next(i for i in range(2, 8) if free[i] not in free[:i] and len(tok.encode(tok.decode([free[i]]))) == 1)
     marker = tok.decode([free[k]])
-    out = engine.generate(Q, {"regex": PERSON, "think_end": marker, "temperature": 0.7, "seed": seed,
+    out = engine.generate(STRICT_Q, {"regex": PERSON, "think_end": marker, "temperature": 0.7, "seed": seed,
                               "max_new_tokens": 60})
     meta = out["meta_info"]
     assert meta["finish_reason"]["type"] == "stop", meta["finish_reason"]
