@@ -492,6 +492,38 @@ def test_repetition_counts_are_per_token_and_refuse_ambiguous_bodies():
     assert index._repetitions(parse_regex("a|ab", pool)) is None   # "a" then "b": one repetition or two?
 
 
+def test_counts_prepared_with_the_vocabulary_equal_the_counts_a_grammar_computes_and_outlive_rows():
+    """prepare_vocabulary (a lazy backend's start) stores the repetition counts a grammar's
+    first `C{lo,hi}` row would compute: the same numbers (digits against a fullmatch oracle,
+    a JSON string's character against a fresh grammar's own count), and rows written
+    afterwards, however many, do not push them out."""
+    import minisglang.constrained.lazy_token_fsm as lazy
+    from minisglang.backends.fsm_backend import LAZY_PREPARED_BODIES
+
+    tokenizer = bundled()
+    lazy.SHARED_ROWS.clear()
+    try:
+        fresh = {}
+        for body in LAZY_PREPARED_BODIES:   # computed lazily, each on a cleared cache
+            lazy.SHARED_ROWS.clear()
+            index = compile_lazy_token_fsm(f"(?:{body}){{0,7}}x", tokenizer, 4096).index
+            fresh[body] = index._repetitions(index.dfa.nodes[index.initial_state].parts[0].parts[0]).copy()
+        lazy.SHARED_ROWS.clear()
+        lazy.prepare_vocabulary(tokenizer, 4096, LAZY_PREPARED_BODIES)
+        for i in range(3 * lazy.SHARED_ROWS.capacity):   # rows of other grammars fill the row store
+            lazy.SHARED_ROWS.put((None, 0, 0, "row", str(i)), object())
+        prepared = {key[-1]: counts for key, counts in lazy.SHARED_ROWS._counts.items()}
+        assert len(prepared) == len(LAZY_PREPARED_BODIES)
+        for body, counts in fresh.items():
+            pool = lazy.RegexPool()
+            assert np.array_equal(prepared[pool.key(lazy.parse_regex(body, pool))], counts), body
+        digits = prepared[lazy.RegexPool().key(lazy.parse_regex("[0-9]", lazy.RegexPool()))]
+        for t, data in enumerate(tokenizer.token_bytes):
+            assert digits[t] == (len(data) if data and re.fullmatch(rb"[0-9]+", data) else -1), (t, data)
+    finally:
+        lazy.SHARED_ROWS.clear()
+
+
 def test_rows_shared_by_two_grammars_are_the_same_objects_and_exact(share_everything):
     import minisglang.constrained.lazy_token_fsm as lazy
 

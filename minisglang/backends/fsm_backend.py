@@ -19,13 +19,17 @@ from typing import TYPE_CHECKING
 import torch
 
 from ..constrained.compile_service import CompileService, CompileSettings
-from ..constrained.json_schema import build_regex_from_schema
-from ..constrained.lazy_token_fsm import LazyLimits, compile_lazy_token_fsm
+from ..constrained.json_schema import COUNTED_STRING_CHAR, STRING_CHAR, build_regex_from_schema
+from ..constrained.lazy_token_fsm import LazyLimits, compile_lazy_token_fsm, prepare_vocabulary
 from ..constrained.token_fsm import TokenFSM, check_regex_length
 from .base import BaseGrammarBackend, BaseGrammarObject, GrammarError, register_backend
 
 if TYPE_CHECKING:  # pragma: no cover   (s6's file: an s5 checkout has no structural_tag.py)
     from ..constrained.structural_tag import StructuralTag
+
+# The repeated bodies whose per-token counts a lazy backend computes when it starts (the
+# JSON compiler's string characters, digits, hex digits, an e-mail atom's characters).
+LAZY_PREPARED_BODIES = (STRING_CHAR, COUNTED_STRING_CHAR, "[0-9]", "[0-9a-fA-F]", r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]")
 
 
 class FSMGrammar(BaseGrammarObject):
@@ -106,6 +110,9 @@ class FSMBackend(BaseGrammarBackend):
                                                                "max_regex_nodes") if o.get(k) is not None})
         if self.automaton == "lazy":
             self.service = None   # nothing worth a worker process: the start row takes ~1 ms
+            # Per-vocabulary work done now, not in the first grammars' tokens: the counts of
+            # the bodies JSON grammars repeat (a string's character, a digit, a hex digit).
+            prepare_vocabulary(tokenizer, vocab_size, LAZY_PREPARED_BODIES)
             return
         # The pool's threads each wait (without the GIL) on a worker: as many workers as threads.
         self.service = CompileService(tokenizer, settings, workers=self.threads,

@@ -61,30 +61,41 @@ class SharedRows:
     back in grammar after grammar, and their rows are the costly ones (a string allows
     nearly every token). Keyed by (trie, words, EOS id, the node's structure text); the
     trie in the key keeps it alive, so its id cannot be reused by another vocabulary.
-    Least recently used rows are dropped past `capacity`.
+    Least recently used rows are dropped past `capacity`. Repetition counts (kind "reps",
+    `LazyStateIndex._repetitions`) have a store of their own (`counts_capacity`): a grammar
+    reads them once, so among the rows it writes meanwhile they were pushed out and the
+    string and digit counts were recounted per grammar (~1 ms each at 65k); their bodies are
+    few (a string's character, a digit, a hex digit).
     """
 
-    def __init__(self, capacity: int = 256):
-        self.capacity = capacity
+    def __init__(self, capacity: int = 256, counts_capacity: int = 32):
+        self.capacity, self.counts_capacity = capacity, counts_capacity
         self._rows: OrderedDict[tuple, object] = OrderedDict()   # a TokenRow, (bits, count) or long ids
+        self._counts: OrderedDict[tuple, object] = OrderedDict()   # int32 [tokens] repetition counts or False
         self._lock = threading.Lock()
 
+    def _store(self, key: tuple) -> tuple[OrderedDict, int]:
+        return (self._counts, self.counts_capacity) if key[3] == "reps" else (self._rows, self.capacity)
+
     def get(self, key: tuple) -> object | None:
+        store, _ = self._store(key)
         with self._lock:
-            row = self._rows.get(key)
+            row = store.get(key)
             if row is not None:
-                self._rows.move_to_end(key)
+                store.move_to_end(key)
             return row
 
     def put(self, key: tuple, row: object) -> None:
+        store, capacity = self._store(key)
         with self._lock:
-            self._rows[key] = row
-            while len(self._rows) > self.capacity:
-                self._rows.popitem(last=False)
+            store[key] = row
+            while len(store) > capacity:
+                store.popitem(last=False)
 
     def clear(self) -> None:
         with self._lock:
             self._rows.clear()
+            self._counts.clear()
 
 
 @dataclass(frozen=True)
@@ -634,5 +645,24 @@ def compile_lazy_token_fsm(regex: str, vocab: Vocabulary, vocab_size: int, limit
     return LazyTokenFSM(regex, index=index, state_row=LazyRowMap(index), jump_map=LazyJumpForward(dfa))
 
 
+def prepare_vocabulary(vocab: Vocabulary, vocab_size: int, bodies: tuple[str, ...] = ()) -> None:
+    """The one-time preparation of a vocabulary for lazy grammars, done when a backend starts
+    (as xgrammar's tokenizer info and llguidance's token trie are) so the first grammars'
+    tokens do not pay it: the vocabulary trie and arrays, each compiled loop's first call
+    (numba loads its machine code then, ~4 ms each), and the repetition counts of `bodies`
+    (regexes of the bodies grammars repeat most: a JSON string's character, a digit), stored
+    in SHARED_ROWS exactly as a grammar's first `C{lo,hi}` row would store them."""
+    for body in bodies:
+        # `(?:C)*`'s start state is the repetition itself: its row reads C's counts.
+        compile_lazy_token_fsm(f"(?:{body})*", vocab, vocab_size)
+    # A row by trie walk (walk_trie, finish_row), tokens walked one by one (walk_rests) and
+    # one token's advance (walk_bytes).
+    index = compile_lazy_token_fsm(r"[ -~]?[ -~]", vocab, vocab_size).index
+    index.readable_tokens(index.initial_state, np.arange(min(64, len(vocab.token_bytes)), dtype=np.int64))
+    allowed = index.allowed_token_ids(index.initial_state)
+    if allowed:
+        index.next_state(index.initial_state, allowed[0])
+
+
 __all__ = ["AutomatonLimitError", "LazyLimits", "LazyTokenFSM", "LazyStateIndex", "TokenRow",
-           "compile_lazy_token_fsm"]
+           "compile_lazy_token_fsm", "prepare_vocabulary"]
