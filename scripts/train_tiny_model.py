@@ -135,13 +135,28 @@ def encode_examples(tokenizer, corpus: list[dict], max_len: int) -> list[tuple[l
     return out
 
 
-def make_batches(encoded, tokens_per_batch: int, pad_id: int, rng: random.Random):
-    """Group examples of similar length into batches of about ``tokens_per_batch`` tokens.
+def length_order(encoded, rng: random.Random, sort_pool: int = 0) -> list[int]:
+    """Example indices sorted by length; with ``sort_pool`` N, a random shuffle sorted by
+    length within each run of N examples only. Sorting the whole epoch makes each batch one
+    task (tasks differ in length: a tool list is long, a copy drill short), so the weights
+    drift towards the task of the last batches; small pools mix tasks in a batch at the
+    price of more padding (the bucketing of torchtext's BucketIterator)."""
+    if not sort_pool:
+        return sorted(range(len(encoded)), key=lambda i: len(encoded[i][0]))
+    order = list(range(len(encoded)))
+    rng.shuffle(order)
+    return [i for start in range(0, len(order), sort_pool)
+            for i in sorted(order[start:start + sort_pool], key=lambda i: len(encoded[i][0]))]
+
+
+def make_batches(encoded, tokens_per_batch: int, pad_id: int, rng: random.Random, sort_pool: int = 0):
+    """Group examples of similar length into batches of about ``tokens_per_batch`` tokens
+    (``sort_pool``: see ``length_order``).
 
     Every row is one example starting at position 0, exactly as at inference time.
     Returns a list of (input_ids [B, L], labels [B, L]); labels are -100 outside answers.
     """
-    order = sorted(range(len(encoded)), key=lambda i: len(encoded[i][0]))
+    order = length_order(encoded, rng, sort_pool)
     batches, i = [], 0
     while i < len(order):
         size = max(1, tokens_per_batch // len(encoded[order[i]][0]))
@@ -212,6 +227,9 @@ def main() -> None:
     ap.add_argument("--init-from", type=Path, default=None,
                     help="a second stage: start from this checkpoint directory's weights and tokenizer "
                          "(fresh optimizer and schedule) instead of from nothing")
+    ap.add_argument("--sort-pool", type=int, default=0,
+                    help="sort main-corpus examples by length within random pools of N (mixes tasks in a "
+                         "batch; 0: sort the whole epoch)")
     ap.add_argument("--average-last", type=int, default=1,
                     help="save the mean of the last N snapshots (every --checkpoint-every steps) as the model")
     ap.add_argument("--seed", type=int, default=0)
@@ -234,7 +252,7 @@ def train(args) -> None:
             if args.resume and ckpt_path.exists() else None)
     if args.resume and ckpt is None:
         print(f"--resume: no checkpoint in {args.state}, starting from step 0")
-    if ckpt is not None and ckpt["recipe"] != recipe(args):
+    if ckpt is not None and {**RECIPE_DEFAULTS, **ckpt["recipe"]} != recipe(args):
         raise SystemExit(f"--resume: {ckpt_path} was made by another recipe: {ckpt['recipe']} != {recipe(args)}")
 
     corpus = epoch_corpus(args.examples, args.seed, 0)
@@ -290,7 +308,7 @@ def train(args) -> None:
 
     # The batches of epoch e are a function of (seed, e) only, so a resumed run sees the
     # same batches in the same order as an uninterrupted one.
-    per_epoch = len(make_batches(encoded, args.tokens_per_batch, eos_id, random.Random(0)))
+    per_epoch = len(make_batches(encoded, args.tokens_per_batch, eos_id, random.Random(0), args.sort_pool))
     drill_per_epoch = len(make_batches(drills, args.copy_tokens_per_batch, eos_id, random.Random(0))) if drills else 1
     epoch, batches, drill_epoch, drill_batches = -1, [], -1, []
     model.train()
@@ -311,7 +329,7 @@ def train(args) -> None:
                 examples = encoded if epoch == 0 else encode_examples(
                     tokenizer, epoch_corpus(args.examples, args.seed, epoch), args.max_len)
                 batches = make_batches(examples, args.tokens_per_batch, eos_id,
-                                       random.Random(args.seed * 100003 + epoch))
+                                       random.Random(args.seed * 100003 + epoch), args.sort_pool)
             # a fresh epoch may make a few batches more or fewer than epoch 0: the step
             # count of an epoch stays per_epoch, so a resumed run takes the same batches
             batch = batches[main_step % per_epoch % len(batches)]
@@ -430,6 +448,10 @@ def run_probes(model, tokenizer, probes: dict, device: str) -> str:
     acc = eval_extraction.score_extraction(probes["extract"], outputs)["accuracy"]
     return (f"copy tokens {token_acc:.0%}, copy exact {copy_ok}/{len(probes['copy'])}, extraction name {acc.get('name', 0):.0%} "
             f"age {acc.get('age', 0):.0%} hobbies {acc.get('hobbies', 0):.0%} all {acc.get('all', 0):.0%}")
+
+
+# Options added after checkpoints were made: such a checkpoint was made with this value.
+RECIPE_DEFAULTS = {"sort_pool": 0}
 
 
 def recipe(args) -> dict:

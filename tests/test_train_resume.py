@@ -147,3 +147,36 @@ def test_average_last_saves_the_mean_of_the_last_snapshots(tmp_path):
     for key, value in saved.items():
         assert torch.allclose(value, (two[key] + four[key]) / 2), key
     assert not torch.equal(two["model.norm.weight"], four["model.norm.weight"])  # the two differ
+
+
+def test_sort_pool_mixes_lengths_and_keeps_every_example_once():
+    """--sort-pool N sorts by length within random runs of N examples: a permutation whose
+    runs are sorted; 0 sorts the whole epoch; every answer token is trained on once."""
+    import random
+    sys.path.insert(0, str(REPO / "scripts"))
+    import train_tiny_model
+
+    rng = random.Random(0)
+    encoded = [([1] * rng.randint(3, 60), 2) for _ in range(200)]
+    lengths = [len(ids) for ids, _ in encoded]
+    assert [lengths[i] for i in train_tiny_model.length_order(encoded, random.Random(1))] == sorted(lengths)
+    order = train_tiny_model.length_order(encoded, random.Random(1), sort_pool=16)
+    assert sorted(order) == list(range(200)) and order != train_tiny_model.length_order(encoded, random.Random(1))
+    for start in range(0, 200, 16):
+        run = [lengths[i] for i in order[start:start + 16]]
+        assert run == sorted(run)
+    for pool in (0, 16):
+        batches = train_tiny_model.make_batches(encoded, 128, 0, random.Random(2), pool)
+        assert sum(int((labels != -100).sum()) for _, labels in batches) == sum(n - p for n, p in
+                                                                               ((len(i), p) for i, p in encoded))
+
+
+def test_a_checkpoint_older_than_an_option_resumes_with_its_default(tmp_path):
+    """Options added later (RECIPE_DEFAULTS) do not make older checkpoints unresumable."""
+    train(tmp_path, "old", "--stop-after", "2")
+    path = tmp_path / "old" / "state" / "checkpoint.pt"
+    ckpt = torch.load(path, weights_only=False)
+    del ckpt["recipe"]["sort_pool"]
+    torch.save(ckpt, path)
+    train(tmp_path, "old", "--resume", "--stop-after", "4")
+    assert torch.load(path, weights_only=False)["step"] == 4
