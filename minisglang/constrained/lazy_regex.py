@@ -104,8 +104,10 @@ class RegexNode:
         # The fewest bytes a match takes (NEVER for the empty language).
         if kind == CONCAT:
             head, tail = parts
-            self.max_bound = max(head.max_bound, tail.max_bound)
-            self.min_len = min(head.min_len + tail.min_len, NEVER)
+            self.max_bound = head.max_bound if head.max_bound > tail.max_bound else tail.max_bound
+            self.min_len = head.min_len + tail.min_len
+            if self.min_len > NEVER:
+                self.min_len = NEVER
         elif kind == ALT:
             self.max_bound = max(p.max_bound for p in parts)
             self.min_len = min(p.min_len for p in parts)
@@ -193,8 +195,12 @@ class RegexPool:
             return tail
         if tail.kind == EPSILON:
             return head
+        key = (CONCAT, head.uid, tail.uid)
+        node = self._table.get(key)   # most calls (a derivative's) find the node: skip the rest
+        if node is not None:
+            return node
         first = head.first | tail.first if head.nullable else head.first
-        return self._make((CONCAT, head.uid, tail.uid), CONCAT, parts=(head, tail),
+        return self._make(key, CONCAT, parts=(head, tail),
                           nullable=head.nullable and tail.nullable, first=first)
 
     def concat_all(self, nodes: list[RegexNode]) -> RegexNode:
@@ -213,11 +219,17 @@ class RegexPool:
         members: dict[int, RegexNode] = {}
         bytes_mask = 0
         for node in nodes:
-            for m in (node.parts if node.kind == ALT else (node,)):
-                if m.kind == BYTES:
-                    bytes_mask |= m.byte_set
-                elif m.kind != EMPTY:
-                    members[m.uid] = m
+            kind = node.kind
+            if kind == ALT:
+                for m in node.parts:
+                    if m.kind == BYTES:
+                        bytes_mask |= m.byte_set
+                    else:
+                        members[m.uid] = m   # (an ALT holds no EMPTY)
+            elif kind == BYTES:
+                bytes_mask |= node.byte_set
+            elif kind != EMPTY:
+                members[node.uid] = node
         if bytes_mask:
             merged = self.byte_set(bytes_mask)
             members[merged.uid] = merged
@@ -226,23 +238,29 @@ class RegexPool:
             return self.empty
         if len(members) == 1:
             return next(iter(members.values()))
-        parts = tuple(members[uid] for uid in sorted(members))
+        uids = sorted(members)
+        key = (ALT, *uids)
+        node = self._table.get(key)   # most alternations a derivative makes exist already
+        if node is not None:
+            return node
+        parts = tuple([members[uid] for uid in uids])
         first = 0
         for m in parts:
             first |= m.first
-        return self._make((ALT, *sorted(members)), ALT, parts=parts,
+        return self._make(key, ALT, parts=parts,
                           nullable=any(m.nullable for m in parts), first=first)
 
     def _factor_heads(self, members: dict[int, RegexNode]) -> dict[int, RegexNode]:
         """ab|ac -> a(b|c): alternatives with the same head node share it (hash-consing
         makes "the same head" one uid). A big enum becomes a trie of its values, so each
         derivative touches the values that still match, not all of them."""
+        heads = [m.parts[0].uid for m in members.values() if m.kind == CONCAT]
+        if len(heads) == len(set(heads)):
+            return members   # no two share a head (the common case: checked without grouping)
         by_head: dict[int, list[RegexNode]] = {}
         for m in members.values():
             if m.kind == CONCAT:
                 by_head.setdefault(m.parts[0].uid, []).append(m)
-        if all(len(group) == 1 for group in by_head.values()):
-            return members
         out = {uid: m for uid, m in members.items() if m.kind != CONCAT}
         for group in by_head.values():
             node = group[0] if len(group) == 1 else self.concat(group[0].parts[0], self.alt([m.parts[1] for m in group]))
