@@ -484,12 +484,11 @@ class LazyStateIndex:
             # One item per (state, next byte) walks on to its end here, filling the entries it
             # meets; the others mostly follow the same path (runs of one character), so the
             # next pass moves them along without filling one byte per pass.
-            seen = set()
-            for item, offset, s in zip(items.tolist(), offsets.tolist(), states.tolist()):
-                at = starts[item] + offset
-                if (s, int(data[at])) not in seen:
-                    seen.add((s, int(data[at])))
-                    dfa.walk_bytes(s, data[at:stops[item]].tobytes())
+            seen, at = set(), starts[items] + offsets
+            for item, position, s, byte in zip(items.tolist(), at.tolist(), states.tolist(), data[at].tolist()):
+                if (s, byte) not in seen:
+                    seen.add((s, byte))
+                    self._read(s, data, position, int(stops[item]))
                     self._charge(origin)
         return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
 
@@ -514,9 +513,17 @@ class LazyStateIndex:
         end, at = walk_bytes(self.dfa.table, arrays.all_bytes, start, stop, state)
         if at < stop and end >= 0:
             with self._lock:
-                while at < stop and end >= 0:
-                    self.dfa.fill(end, int(arrays.all_bytes[at]))
-                    end, at = walk_bytes(self.dfa.table, arrays.all_bytes, at, stop, end)
+                end = self._read(end, arrays.all_bytes, at, stop)
+        return int(end)
+
+    def _read(self, state: int, data: np.ndarray, at: int, stop: int) -> int:
+        """The state after the bytes `data[at:stop]` (uint8) from `state`, -1 if the
+        automaton dies: the compiled walk, each missing entry filled where it stops (the
+        lock is held)."""
+        end, at = walk_bytes(self.dfa.table, data, at, stop, state)
+        while at < stop and end >= 0:
+            self.dfa.fill(end, int(data[at]))
+            end, at = walk_bytes(self.dfa.table, data, at, stop, end)
         return int(end)
 
     def is_final(self, state: int) -> bool:
