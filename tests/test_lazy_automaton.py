@@ -473,7 +473,9 @@ JSON_CHAR = r'([^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})'
 
 
 @pytest.mark.parametrize("pattern", [r'"[^"]{0,5}"', JSON_CHAR + r'{0,3}"', JSON_CHAR + r'{2,7}"x', JSON_CHAR + "*",
-                                     r"(é|a){1,3}b", r"(a|ab){0,4}1", r"(ab|b){0,6}", r"[ab]{0,2}(1|z)"])
+                                     r"(é|a){1,3}b", r"(a|ab){0,4}1", r"(ab|b){0,6}", r"[ab]{0,2}(1|z)",
+                                     # a nullable body: `(C*)?` reads any number of C in its one repetition
+                                     r"(.*)?", r"((.)*)?", r"([^x]*){0,2}", r"([^x]?){0,2}"])
 def test_rows_of_bounded_repetitions_from_token_counts_equal_the_eager_index(share_everything, pattern):
     """A repetition's row from its per-token counts (`_row_from_repeat`), bit for bit; a body
     that is not prefix-free (a|ab) falls back to the walk."""

@@ -237,11 +237,16 @@ class LazyStateIndex:
         """int32 [tokens]: how many repetitions of `body` each token spells, the last maybe
         unfinished (-1: `body*` cannot read it), from `body*`'s automaton built whole
         (lazy_trie_walk.token_repetitions). None when that automaton has more than 64
-        states, or when `body` is not prefix-free (a match that a longer one extends, as
+        states, or when `body` is nullable or not prefix-free (a match that a longer one extends, as
         in `(a|ab)`: then the count of a token is ambiguous). Shared by every grammar over
         this vocabulary (SHARED_ROWS, keyed by the body's structure)."""
         if body.uid in self._reps:
             return self._reps[body.uid]
+        if body.nullable:
+            # A body that matches "" (`C*`) has `body*` == `body`: one repetition can read any
+            # number of characters, so a token's count says nothing about `hi`.
+            self._reps[body.uid] = None
+            return None
         key = self._node_key("reps", body)
         found = None if key is None else SHARED_ROWS.get(key)
         if found is None:
