@@ -119,15 +119,10 @@ def minisglang_lazy_accepts(schema) -> Callable[[str], bool]:
     as the backend asks: private groups for intersections, shared sub-expressions, ...) ->
     lazy byte DFA (states made on first visit)."""
     from minisglang.constrained.json_schema import build_regex_from_schema
-    from minisglang.constrained.lazy_regex import LazyByteDFA, RegexPool, parse_regex
+    from minisglang.constrained.lazy_regex import LazyByteDFA
 
-    pool = RegexPool()
-    dfa = LazyByteDFA(parse_regex(build_regex_from_schema(schema, automaton="lazy"), pool, members=True), pool)
-
-    def accepts(text: str) -> bool:
-        state = dfa.walk_bytes(dfa.initial, text.encode("utf-8"))
-        return state >= 0 and dfa.is_final(state)
-    return accepts
+    dfa = LazyByteDFA.from_regex(build_regex_from_schema(schema, automaton="lazy"), members=True)
+    return lambda text: dfa.matches(text.encode("utf-8"))
 
 
 @functools.lru_cache(maxsize=1)

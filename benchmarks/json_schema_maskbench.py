@@ -63,16 +63,10 @@ COMPILE_TIMEOUT_S = 20.0
 def minisglang_with_options(schema, **options) -> Callable[[str], bool]:
     """Ours (fsm backend, lazy automaton) with SchemaOptions `options`."""
     from minisglang.constrained.json_schema import build_regex_from_schema
-    from minisglang.constrained.lazy_regex import LazyByteDFA, RegexPool, parse_regex
+    from minisglang.constrained.lazy_regex import LazyByteDFA
 
-    pool = RegexPool()
-    regex = build_regex_from_schema(schema, automaton="lazy", **options)
-    dfa = LazyByteDFA(parse_regex(regex, pool, members=True), pool)
-
-    def accepts(text: str) -> bool:
-        state = dfa.walk_bytes(dfa.initial, text.encode("utf-8"))
-        return state >= 0 and dfa.is_final(state)
-    return accepts
+    dfa = LazyByteDFA.from_regex(build_regex_from_schema(schema, automaton="lazy", **options), members=True)
+    return lambda text: dfa.matches(text.encode("utf-8"))
 
 
 def minisglang_extra_accepts(schema) -> Callable[[str], bool]:

@@ -18,13 +18,8 @@ from minisglang.constrained.lazy_regex import EMPTY, LazyByteDFA, RegexError, Re
 
 
 def lazy_matcher(regex: str):
-    pool = RegexPool()
-    dfa = LazyByteDFA(parse_regex(regex, pool, members=True), pool)
-
-    def accepts(text: str) -> bool:
-        state = dfa.walk_bytes(dfa.initial, text.encode("utf-8"))
-        return state >= 0 and dfa.is_final(state)
-    return accepts, dfa
+    dfa = LazyByteDFA.from_regex(regex, members=True)
+    return (lambda text: dfa.matches(text.encode("utf-8"))), dfa
 
 
 # Pairs of regexes over a, b, x: overlapping, nested, disjoint, equal, with counters.

@@ -17,7 +17,7 @@ from minisglang.constrained.json_schema import (
     LAZY_ANY_VALUE_NESTING,
     build_regex_from_schema,
 )
-from minisglang.constrained.lazy_regex import LazyByteDFA, RegexPool, parse_regex
+from minisglang.constrained.lazy_regex import LazyByteDFA
 
 PATTERNS = [
     "^$|^(([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5])\\.){3}([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5])$",
@@ -49,10 +49,7 @@ def nested(depth: int):
 
 
 def lazy_accepts(regex: str, text: str) -> bool:
-    pool = RegexPool()
-    dfa = LazyByteDFA(parse_regex(regex, pool, members=True), pool)
-    state = dfa.walk_bytes(dfa.initial, text.encode("utf-8"))
-    return state >= 0 and dfa.is_final(state)
+    return LazyByteDFA.from_regex(regex, members=True).matches(text.encode("utf-8"))
 
 
 @pytest.mark.parametrize("schema", [{}, {"type": "object", "additionalProperties": True},
@@ -91,13 +88,8 @@ SEVERAL_PATTERNS = [
 
 
 def lazy_schema_accepts(schema):
-    pool = RegexPool()
-    dfa = LazyByteDFA(parse_regex(build_regex_from_schema(schema, automaton="lazy"), pool, members=True), pool)
-
-    def accepts(text: str) -> bool:
-        state = dfa.walk_bytes(dfa.initial, text.encode("utf-8"))
-        return state >= 0 and dfa.is_final(state)
-    return accepts
+    dfa = LazyByteDFA.from_regex(build_regex_from_schema(schema, automaton="lazy"), members=True)
+    return lambda text: dfa.matches(text.encode("utf-8"))
 
 
 @settings(max_examples=200, deadline=None)

@@ -153,15 +153,10 @@ def nested_lists(depth: int) -> dict:
 
 
 def lazy_accepts(regex: str):
-    from minisglang.constrained.lazy_regex import LazyByteDFA, RegexPool, parse_regex
+    from minisglang.constrained.lazy_regex import LazyByteDFA
 
-    pool = RegexPool()
-    dfa = LazyByteDFA(parse_regex(regex, pool, members=True), pool)
-
-    def accepts(text: str) -> bool:
-        state = dfa.walk_bytes(dfa.initial, text.encode("utf-8"))
-        return state >= 0 and dfa.is_final(state)
-    return accepts
+    dfa = LazyByteDFA.from_regex(regex, members=True)
+    return lambda text: dfa.matches(text.encode("utf-8"))
 
 
 def test_shared_subexpressions_keep_the_lazy_regex_linear_in_the_schema():

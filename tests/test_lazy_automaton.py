@@ -46,8 +46,7 @@ def lazy_dfa(pattern: str, **limits) -> LazyByteDFA:
 
 
 def accepts(dfa: LazyByteDFA, text: str) -> bool:
-    end = dfa.walk_bytes(dfa.initial, text.encode("utf-8"))
-    return end >= 0 and dfa.is_final(end)
+    return dfa.matches(text.encode("utf-8"))
 
 
 def sample_match(dfa: LazyByteDFA, rng: random.Random, max_bytes: int) -> bytes:

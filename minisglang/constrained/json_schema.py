@@ -2278,13 +2278,8 @@ def _matcher(regex: str) -> Callable[[str], bool]:
     one with our private `(?@...)` groups."""
     if PRIVATE_SYNTAX not in regex:
         return lambda text: re.fullmatch(regex, text) is not None
-    pool = RegexPool()
-    dfa = LazyByteDFA(parse_regex(regex, pool, members=True), pool)
-
-    def accepts(text: str) -> bool:
-        state = dfa.walk_bytes(dfa.initial, text.encode("utf-8"))
-        return state >= 0 and dfa.is_final(state)
-    return accepts
+    dfa = LazyByteDFA.from_regex(regex, members=True)
+    return lambda text: dfa.matches(text.encode("utf-8"))
 
 
 def _searches(pattern: str, name: str, path: str) -> bool:

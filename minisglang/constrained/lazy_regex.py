@@ -958,6 +958,13 @@ class LazyByteDFA:
         self.class_first = np.zeros((64, 256), dtype=np.uint8)   # [state, byte]: the first byte of its class
         self.initial = self._state(root)
 
+    @classmethod
+    def from_regex(cls, pattern: str, members: bool = False, **limits) -> LazyByteDFA:
+        """The automaton of `pattern` in a pool of its own (`members`: also read the schema
+        compiler's private groups, see `parse_regex`)."""
+        pool = RegexPool()
+        return cls(parse_regex(pattern, pool, members=members), pool, **limits)
+
     @property
     def num_states(self) -> int:
         return len(self.nodes)
@@ -1051,6 +1058,11 @@ class LazyByteDFA:
             if state < 0:
                 return -1
         return state
+
+    def matches(self, data: bytes) -> bool:
+        """Whether the whole of `data` is a string of the regex (a walk from the start)."""
+        state = self.walk_bytes(self.initial, data)
+        return state >= 0 and self.is_final(state)
 
     def allowed_bytes(self, state: int) -> np.ndarray:
         """The bytes that can follow in `state` (sorted int array)."""
