@@ -1999,14 +1999,18 @@ class _SchemaCompiler:
         (one of the optional ones before the first required one, or that one; "": none)."""
         sep = f",{self.ws}"
 
-        def rest(k: int) -> str:  # members[k:], each behind a comma
-            return "".join(sep + m if req else _repeat(sep + m, 0, 1) for m, req in members[k:])
+        def behind_comma(member: str, req: bool) -> str:
+            return sep + member if req else _repeat(sep + member, 0, 1)
 
+        # rest(k): members[k:], each behind a comma.
         if self.options.automaton == "lazy":  # each rest one shared sub-expression: O(n) text, not O(n^2)
             tails = [""]
             for member, req in reversed(members):
-                tails.append(self.shared((sep + member if req else _repeat(sep + member, 0, 1)) + tails[-1]))
+                tails.append(self.shared(behind_comma(member, req) + tails[-1]))
             rest = tails[::-1].__getitem__
+        else:  # joined on demand, so a huge object meets the size bound before all of it is written
+            def rest(k: int) -> str:
+                return "".join(behind_comma(m, req) for m, req in members[k:])
 
         firsts, chars = [], 0
         for k, (member, req) in enumerate(members):
