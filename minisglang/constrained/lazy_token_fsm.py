@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .lazy_regex import (ALT, BYTES, CONCAT, REPEAT, UNEXPLORED, AutomatonLimitError, LazyByteDFA, RegexNode, RegexPool, describe,
+from .lazy_regex import (ALT, BYTES, CONCAT, EPSILON, REPEAT, UNEXPLORED, AutomatonLimitError, LazyByteDFA, RegexNode, RegexPool, describe,
                          parse_regex)
 from .lazy_trie_walk import finish_row, token_repetitions, vocab_arrays, walk_bytes, walk_rests, walk_trie
 from .regex_dfa import RegexError
@@ -51,6 +51,9 @@ PERMISSIVE = 8
 # token p50 ~57 us with (1, 16), ~36 us with (2, 64), p99 and total CPU unchanged).
 FILL_AHEAD_CLASSES = 2
 FILL_AHEAD = 64
+# `_row_from_strings` walks an alternation's syntax tree along the trie for at most this
+# many steps (an enum of a few hundred values takes a few thousand).
+MAX_STRING_STEPS = 20_000
 
 
 class SharedRows:
@@ -165,6 +168,7 @@ class LazyStateIndex:
         self._candidate_split: dict[int, tuple[np.ndarray, np.ndarray]] = {}   # byte set -> (short, long) ids
         self._candidates_found: dict[tuple[int, int], np.ndarray] = {}   # (clipped state, byte set) -> ids read
         self._reps: dict[int, np.ndarray | None] = {}   # body node uid -> `_repetitions(body)`
+        self._not_strings: set[int] = set()   # node uids `_row_from_strings` cannot walk
         # A head's row is reused when at most this many tokens must be walked one by one.
         self.max_candidates = max(256, len(vocab.token_bytes) // 16)
         self._lock = threading.RLock()   # the automaton and the caches grow under it (a row may ask for another)
@@ -191,6 +195,8 @@ class LazyStateIndex:
             row = self._row_from_alternatives(state)
             if row is None:
                 row = self._row_from_repeat(state)
+            if row is None:
+                row = self._row_from_strings(state)
             if row is None:
                 row = self._row_from_head(state)
             if row is None:
@@ -308,6 +314,78 @@ class LazyStateIndex:
         # What H allows, `H T` allows too; the candidates that leave H are added.
         return self._make_row(bits, self._walk_candidates(rest_first, candidates, state), state)
 
+    def _row_from_strings(self, state: int) -> TokenRow | None:
+        """The row of a state `A T` (or `A`) whose first element A is an alternation of
+        literal strings (an enum's values and their closing quote: `(Rome_1"|item_(5"|9"))`),
+        walked through the vocabulary trie along A's own syntax tree: no automaton state,
+        no derivative for A's positions.
+
+        The walk holds a trie node and what is left of A (a stack of parts); a byte set
+        part follows the trie children it allows, and every token ending at a trie node
+        reached is allowed (it spells a prefix of one of A's strings). Where a string of A
+        is complete, the tokens going on into T are found by the ordinary trie walk from
+        that trie node in T's state. None when the shape does not fit: A not an
+        alternation, a part of A other than byte sets of at most 8 bytes, alternations,
+        sequences and ε, more than MAX_STRING_STEPS steps, or a token longer than the trie
+        reached inside A.
+        """
+        head, tails = self.dfa.nodes[state], []   # A is the sequence's first element, as in `_row_from_head`
+        while head.kind == CONCAT:
+            tails.append(head.parts[1])
+            head = head.parts[0]
+        if head.kind != ALT or head.uid in self._not_strings:
+            return None
+        trie, has_items = self.trie, self.arrays.has_items
+        children: dict[int, dict[int, int]] = {}   # trie node -> {byte: child}, as the walk needs them
+        reached, ends, todo, steps = [], set(), [((head,), 0)], 0
+        while todo:
+            parts, at = todo.pop()
+            steps += 1
+            if steps > MAX_STRING_STEPS:
+                self._not_strings.add(head.uid)
+                return None
+            if not parts:
+                ends.add(at)   # a string of A ends here: T goes on
+                continue
+            part, rest = parts[0], parts[1:]
+            kind = part.kind
+            if kind == CONCAT:
+                todo.append(((part.parts[0], part.parts[1], *rest), at))
+            elif kind == ALT:
+                todo.extend(((p, *rest), at) for p in part.parts)
+            elif kind == EPSILON:
+                todo.append((rest, at))
+            elif kind == BYTES and part.byte_set.bit_count() <= 8:
+                kids = children.get(at)
+                if kids is None:
+                    lo, hi = int(trie.child_start[at]), int(trie.child_stop[at])
+                    kids = children[at] = dict(zip(trie.byte[lo:hi].tolist(), range(lo, hi)))
+                bits = part.byte_set
+                while bits:   # the set bits, lowest first
+                    low = bits & -bits
+                    bits ^= low
+                    child = kids.get(low.bit_length() - 1)
+                    if child is not None:
+                        if has_items[child]:
+                            return None   # a token longer than the trie goes on here: walk instead
+                        reached.append(child)
+                        todo.append((rest, child))
+            else:
+                self._not_strings.add(head.uid)
+                return None
+        nodes = np.asarray(reached, dtype=np.int64)
+        starts, stops = trie.end_start[nodes], trie.end_stop[nodes]
+        lengths = stops - starts
+        extra = trie.end_tokens[np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
+                                + np.arange(int(lengths.sum()))]
+        bits = np.zeros(self.words, dtype=np.uint32)
+        if tails and ends:
+            tail = self.dfa._state(self.dfa.pool.concat_all(tails[::-1]))
+            more, longs = self._walk(tail, state, short=True, long=True, starts=sorted(ends))
+            bits |= more
+            extra = np.concatenate([extra, longs])
+        return self._make_row(bits, extra[extra != self.eos_token_id], state)
+
     def _walk_candidates(self, byte_set: int, candidates: np.ndarray, state: int) -> np.ndarray:
         """int64 the `candidates` (`_containing(byte_set)`) whose bytes the automaton reads
         from `state`. Those in the trie are walked from `clip(state, max_short_bytes)` and
@@ -405,15 +483,19 @@ class LazyStateIndex:
                 f"regex too complex: the token row of automaton state {origin} ({describe(self.dfa.nodes[origin])}) "
                 f"would build more than {self.limits.max_row_expansions:,} states (limit max_row_expansions)")
 
-    def _walk(self, state: int, origin: int, short: bool, long: bool) -> tuple[np.ndarray, np.ndarray]:
+    def _walk(self, state: int, origin: int, short: bool, long: bool,
+              starts: list[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Walk the trie from `state`: (uint32 [W] the bits of the trie's tokens it can read,
-        when `short`; int64 ids of the long tokens it can read, when `long`)."""
+        when `short`; int64 ids of the long tokens it can read, when `long`). `starts`: the
+        walk begins at these trie nodes (all in `state`), not at the root: it finds the
+        tokens that go on below them."""
         trie, dfa, info = self.trie, self.dfa, self.arrays
         follow = self._follow_all if short else info.leads_to
         marks = info.has_items if long else self._marks_none
         bits = np.zeros(self.words if short else 0, dtype=np.uint32)
         buffers, (need_states, need_bytes) = self._buffers[:4], self._buffers[4:]
-        nodes, states = np.zeros(1, dtype=np.int64), np.asarray([state], dtype=np.int64)
+        nodes = np.zeros(1, dtype=np.int64) if starts is None else np.asarray(starts, dtype=np.int64)
+        states = np.full(nodes.shape[0], state, dtype=np.int64)
         reached_nodes, reached_states = [], []
         while nodes.shape[0]:
             _, longs, pending, needs = walk_trie(
