@@ -204,8 +204,7 @@ class VocabArrays:
     to its items (`has_items[node]`); `leads_to[n]` marks node n and its ancestors when n has items (the only
     nodes a walk for long tokens follows). `all_bytes`/`token_start`/`token_stop` hold
     every token's bytes (the advance step walks one token), uint8/int64; `containing[b]`
-    the sorted ids of the tokens whose bytes include byte b; `ids_of[data]` the ids of the
-    tokens whose bytes are `data`.
+    the sorted ids of the tokens whose bytes include byte b.
     """
 
     ids: np.ndarray
@@ -221,7 +220,6 @@ class VocabArrays:
     token_start: np.ndarray
     token_stop: np.ndarray
     containing: list[np.ndarray]
-    ids_of: dict[bytes, list[int]]
 
     @classmethod
     def build(cls, trie, token_bytes) -> "VocabArrays":
@@ -248,16 +246,12 @@ class VocabArrays:
         pairs = np.unique(all_bytes.astype(np.int64) * lengths.shape[0] + owner)   # (byte, token), sorted
         bounds = np.searchsorted(pairs // lengths.shape[0], np.arange(257))
         containing = [pairs[a:b] % lengths.shape[0] for a, b in zip(bounds[:-1], bounds[1:])]
-        ids_of: dict[bytes, list[int]] = {}
-        for t, data in enumerate(token_bytes):
-            if data:
-                ids_of.setdefault(bytes(data), []).append(t)
         long_ids = set(ids)
         short = [n for t, n in enumerate(lengths.tolist()) if t not in long_ids]
         return cls(np.asarray(ids, dtype=np.int64), np.asarray(starts, dtype=np.int64),
                    np.asarray(stops, dtype=np.int64), np.frombuffer(b"".join(chunks), dtype=np.uint8).copy(),
                    items_of, leads_to, has_items, int(lengths.max(initial=0)), max(short, default=0),
-                   all_bytes, token_stop - lengths, token_stop, containing, ids_of)
+                   all_bytes, token_stop - lengths, token_stop, containing)
 
 
 _ARRAYS_CACHE: dict[int, tuple[object, VocabArrays]] = {}
