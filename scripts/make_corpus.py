@@ -28,12 +28,15 @@ from pathlib import Path
 # The one key order every extraction answer uses; a prompt mentions a subset of these keys.
 KEY_ORDER = ["name", "age", "city", "email", "phone", "occupation", "hobbies", "birthday"]
 
-# The course's running example (chapter 06), kept verbatim so the demo prompt of the chapters is in-distribution.
+# The course's running example (chapter 06). It is NOT in the corpus (nor are the demo's
+# other texts, see DEMO_NAMES): the demo shows the model copying from a text it has never seen.
 SEED_EXAMPLE_TEXT = "张三是一名软件工程师，今年28岁，平时喜欢编程、摄影和爬山。"
 SEED_EXAMPLE_ANSWER = {"name": "张三", "age": 28, "hobbies": ["编程", "摄影", "爬山"]}
 SEED_SYSTEM = "你是一个信息抽取助手，只输出合法 JSON，不要输出任何解释。"
 SEED_INSTRUCTION = "请从下面的文本中抽取人物信息，严格按照给定的 JSON Schema 输出："
-SEED_EXAMPLE_COPIES = 4
+# The names of minisglang/demo.py's three texts: never generated, for training or for the
+# held-out evaluation, so the demo stays a test of copying (its texts are never in the corpus).
+DEMO_NAMES = frozenset({"张三", "李小龙", "Maria Lopez"})
 
 # Rare characters (each needs several byte-level tokens) that appear in a few names only.
 RARE_HAN = ["䶮", "龘", "𠮷", "燚", "靐", "犇", "淼", "堃"]
@@ -48,6 +51,10 @@ ZH_GIVEN = list("伟芳娜敏静丽强磊军洋勇艳杰娟涛明超秀霞平刚
                 "凯旭阳帆航锋俊豪毅威亮坤振荣盛昌达永福贵顺安康健德仁义礼智信忠孝诚善真明月星辰光影晴虹霖露冰"
                 "枫桐柏杉竹梅菊荷莲芝兰芬芸苗茂青蓝紫翠金银铭锦绣珊瑚琦瑞祥麟鹤鸿雁鹏燕莺蝶若依如可心语梦婉柔"
                 "秋冬夏天地山川河湖江溪泉石磊岩峻崇嵩岳秀丽巧慧敏捷聪颖睿智远航")
+# Numeral characters that real given names use (张三, 李四, 王五, 赵六, 孙九): a numeral in a
+# Chinese text is not always an age, so some generated given names contain one.
+ZH_NUMERAL_GIVEN = list("一二三四五六七八九")
+NUMERAL_NAME_SHARE = 0.15
 # Real city names plus generated ones, so a city cannot be guessed from a list.
 ZH_CITIES = ["北京", "上海", "广州", "深圳", "杭州", "成都", "武汉", "南京", "西安", "重庆", "苏州", "天津", "长沙", "厦门",
              "青岛", "大连", "昆明", "哈尔滨", "郑州", "济南", "合肥", "福州", "南昌", "贵阳", "南宁", "兰州", "太原",
@@ -265,6 +272,8 @@ def _en_name(rng: random.Random) -> str:
 
 def _zh_name(rng: random.Random) -> str:
     given = "".join(rng.choice(ZH_GIVEN) for _ in range(rng.choice([1, 2, 2])))
+    if rng.random() < NUMERAL_NAME_SHARE:  # 张三, 李四, 王小五: a numeral as (part of) the given name
+        given = rng.choice(["", rng.choice(ZH_GIVEN)]) + rng.choice(ZH_NUMERAL_GIVEN)
     if rng.random() < 0.005:  # a rare character now and then: seen, but too rarely to be merged
         given = given[:-1] + rng.choice(RARE_HAN)
     return rng.choice(ZH_SURNAMES) + given
@@ -274,7 +283,7 @@ def person_name(rng: random.Random, zh: bool, held_out: bool) -> str:
     """A person's name from the training pool (9 names in 10) or the held-out pool."""
     while True:
         name = _zh_name(rng) if zh else _en_name(rng)
-        if is_held_out(name) == held_out:
+        if is_held_out(name) == held_out and name not in DEMO_NAMES:
             return name
 
 
@@ -639,11 +648,28 @@ def make_tool(rng: random.Random, family: dict) -> tuple[dict, dict]:
     return tool, spelled
 
 
-def _request(rng: random.Random, family: dict, values: dict, zh: bool, held_out: bool) -> str:
+# A share of training requests says what it wants in the words of the chosen tool's own
+# description or name ("Get the current weather in a city: Oslo", "Use velor_send_email
+# ..."), which no other listed tool shares: matching the request to the tool list is then
+# learnable, the skill the held-out requests (their own phrasings only) test.
+TOOL_ECHO_REQUESTS = 0.25
+
+
+def _echo_request(rng: random.Random, family: dict, tool_name: str, values: dict, zh: bool) -> str:
+    """A request made of the tool's description (or its name) and its argument values."""
+    args = ("，" if zh else ", ").join(f"{k} {v}" for k, v in values.items())
+    if rng.random() < 0.5:
+        return f"{family['description'].rstrip('.')}: {args}." if not zh else f"{family['description']}（{args}）"
+    return f"Use {tool_name} with {args}." if not zh else f"用{tool_name}：{args}。"
+
+
+def _request(rng: random.Random, family: dict, values: dict, zh: bool, held_out: bool, tool_name: str = "") -> str:
     templates = family["requests"][1 if zh else 0]
     train, held = templates[:-TOOL_HELD_OUT_REQUESTS], templates[-TOOL_HELD_OUT_REQUESTS:]
     if len(train) == 0:
         train = held
+    if not held_out and tool_name and rng.random() < TOOL_ECHO_REQUESTS:
+        return _echo_request(rng, family, tool_name, values, zh)
     return rng.choice(held if held_out else train).format(**values)
 
 
@@ -666,7 +692,7 @@ def tool_example(rng: random.Random, held_out: bool = False) -> dict:
     picks = [0, 0] if n_calls == 2 and rng.random() < 0.5 else rng.sample(range(n_tools), min(n_calls, n_tools))
     for i in picks:
         values = _arg_values(rng, families[i], zh, held_out)
-        requests.append(_request(rng, families[i], values, zh, held_out))
+        requests.append(_request(rng, families[i], values, zh, held_out, tools[i]["function"]["name"]))
         arguments = {spellings[i][k]: v for k, v in values.items()}
         calls.append({"type": "function", "function": {"name": tools[i]["function"]["name"], "arguments": arguments}})
         results.append((families[i], values))
@@ -700,9 +726,9 @@ def copy_example(rng: random.Random, held_out: bool = False) -> dict:
         return {"task": "copy", "system": None, "user": question + "\n" + text, "assistant": facts["name"]}
     items = []
     for _ in range(rng.randint(1, 4)):
-        kind = rng.randrange(4)
+        kind = rng.randrange(5)
         items.append([lambda: person_name(rng, zh, held_out), lambda: _word(rng, (1, 3)),
-                      lambda: str(rng.randint(0, 9999)), lambda: _city(rng, zh)][kind]())
+                      lambda: str(rng.randint(0, 9999)), lambda: _city(rng, zh), lambda: _email(rng)][kind]())
     sep = "、" if zh else ", "
     question = rng.choice(["照抄下面的内容：", "重复一遍："] if zh else ["Repeat exactly:", "Copy this:"])
     return {"task": "copy", "system": None, "user": question + "\n" + sep.join(items), "assistant": sep.join(items)}
@@ -715,8 +741,9 @@ def copy_drill_example(rng: random.Random, held_out: bool = False) -> dict:
     a copy, so a tiny model forms the attention that finds the earlier occurrence of the
     current token and emits the one after it (an induction head) in a few hundred steps."""
     zh = rng.random() < 0.5
+    # e-mails too: a local part of generated syllables is copied character by character
     makers = [lambda: person_name(rng, zh, held_out), lambda: _word(rng, (1, 3)), lambda: str(rng.randint(0, 9999)),
-              lambda: _city(rng, zh), lambda: rng.choice(ZH_HOBBIES if zh else EN_HOBBIES)]
+              lambda: _city(rng, zh), lambda: rng.choice(ZH_HOBBIES if zh else EN_HOBBIES), lambda: _email(rng)]
     items = [rng.choice(makers)() for _ in range(rng.randint(2, 6))]
     sep = "、" if zh else ", "
     if rng.random() < 0.5:
@@ -728,33 +755,47 @@ def copy_drill_example(rng: random.Random, held_out: bool = False) -> dict:
     return {"task": "copy_drill", "system": None, "user": question + "\n" + sep.join(items), "assistant": _dumps(items)}
 
 
+def numeral_drill_example(rng: random.Random, held_out: bool = False) -> dict:
+    """Chinese-numeral ages to digits, the one conversion an extraction answer needs
+    (三十五岁 -> 35): 1-4 ages, alone or in a short sentence about a named person (whose
+    name may itself hold a numeral, 张三), answered as a JSON list or ``{"age": N}``."""
+    ages = [rng.randint(1, 99) for _ in range(rng.randint(1, 4))]
+    if rng.random() < 0.5:
+        question = rng.choice(["把中文数字写成阿拉伯数字，输出 JSON 列表：", "这些数字是多少？用 JSON 列表回答："])
+        return {"task": "zh_number", "system": None, "user": question + "\n" + "、".join(zh_number(a) for a in ages),
+                "assistant": _dumps(ages)}
+    name, age = person_name(rng, True, held_out), ages[0]
+    sentence = rng.choice(["{n}今年{a}岁。", "{n}{a}岁了。", "{n}，{a}岁。", "{n}已经{a}岁了。"]).format(n=name, a=zh_number(age))
+    question = rng.choice(["这个人几岁？以 JSON 输出：", "How old is this person? Answer as JSON:"])
+    return {"task": "zh_number", "system": None, "user": question + "\n" + sentence, "assistant": _dumps({"age": age})}
+
+
+# A share of the copy-drill stream is numeral conversion (numeral_drill_example).
+NUMERAL_DRILL_SHARE = 0.2
+
+
 def copy_drill_corpus(n_examples: int, seed: int = 0) -> list[dict]:
-    """``n_examples`` seeded copy drills (training names only)."""
+    """``n_examples`` seeded copy drills and numeral drills (training names only)."""
     rng = random.Random(seed * 7919 + 1)
-    return [copy_drill_example(rng) for _ in range(n_examples)]
+    return [numeral_drill_example(rng) if rng.random() < NUMERAL_DRILL_SHARE else copy_drill_example(rng)
+            for _ in range(n_examples)]
 
 
 # The task mix: extraction dominates because it is what the chapters demonstrate; tool
 # calls are chapter 07's; copying is the skill both need.
-TASKS = [(person_example, 0.53), (tool_example, 0.22), (copy_example, 0.10), (date_example, 0.025),
+TASKS = [(person_example, 0.53), (tool_example, 0.22), (copy_example, 0.10), (numeral_drill_example, 0.02),
+         (date_example, 0.025),
          (email_example, 0.025), (ip_example, 0.025), (phone_example, 0.025), (colour_example, 0.015),
          (qa_example, 0.02), (prose_example, 0.015)]
 
 
 def make_corpus(n_examples: int, seed: int = 0) -> list[dict]:
     """Return ``n_examples`` seeded chat examples (dicts with task/system/user/assistant)."""
-    if n_examples < SEED_EXAMPLE_COPIES:
-        raise ValueError(f"n_examples must be at least {SEED_EXAMPLE_COPIES} (the seed example is included "
-                         f"{SEED_EXAMPLE_COPIES} times), got {n_examples}")
+    if n_examples < 1:
+        raise ValueError(f"n_examples must be at least 1, got {n_examples}")
     rng = random.Random(seed)
     makers, weights = zip(*TASKS)
-    seed_example = {"task": "extract_person", "system": SEED_SYSTEM,
-                    "user": SEED_INSTRUCTION + "\n" + SEED_EXAMPLE_TEXT, "assistant": _dumps(SEED_EXAMPLE_ANSWER)}
-    examples = [seed_example] * SEED_EXAMPLE_COPIES  # the chapters' running example, seen a few times
-    while len(examples) < n_examples:
-        examples.append(rng.choices(makers, weights)[0](rng))
-    rng.shuffle(examples)
-    return examples
+    return [rng.choices(makers, weights)[0](rng) for _ in range(n_examples)]
 
 
 def _heldout(maker, n: int, train: list[dict], seed: int) -> list[dict]:
