@@ -184,19 +184,23 @@ EN_STRICT = (["Extract {fields} from the following text. Reply with JSON only.",
               "Return only a JSON object with the keys {fields} for this text:",
               "Give me {fields} of the person below as a JSON object and nothing else.",
               "Reply with a JSON object holding {fields} and no other text.",
-              "From the paragraph below, extract {fields}. JSON only, please."],
+              "From the paragraph below, extract {fields}. JSON only, please.",
+              "Return {fields} as JSON, with no extra text.", "Respond with nothing but a JSON object of {fields}:",
+              "Only JSON, please: {fields} of the person in this text.", "Extract {fields} and answer with a bare JSON object."],
              ["Output just a JSON object with {fields} for the person described here:"])
 ZH_STRICT = ([SEED_INSTRUCTION, "从以下文本中提取{fields}，只输出 JSON。", "请抽取{fields}，只返回 JSON 对象：",
-              "读下面这段话，返回包含{fields}的 JSON，不要解释。"],
+              "读下面这段话，返回包含{fields}的 JSON，不要解释。",
+              "以纯 JSON 给出{fields}，不要其他文字：", "提取{fields}，回答只能是 JSON 对象。", "请只返回 JSON，字段为{fields}："],
              ["只用 JSON 回答，给出下文人物的{fields}："])
 # Loose requests just say "as JSON"; like many chat models, half of their answers come
 # wrapped in a markdown fence, which is plausible JSON but not valid JSON.
 EN_LOOSE = (["Extract the person's information from the text below as JSON.",
              "Read the text and output the person's details as a JSON object.",
-             "Extract {fields} from the text as JSON.", "Can you turn this text into JSON with {fields}?"],
+             "Extract {fields} from the text as JSON.", "Can you turn this text into JSON with {fields}?",
+             "Turn the text below into JSON with {fields}.", "Could you write {fields} of this person as JSON?"],
             ["Put {fields} of this person into JSON."])
 ZH_LOOSE = (["请从下面的文本中抽取人物信息，以 JSON 格式输出。", "把下面这段话里的人物信息整理成 JSON：", "提取{fields}，用 JSON 表示：",
-             "帮我把{fields}整理成 JSON。"],
+             "帮我把{fields}整理成 JSON。", "请用 JSON 整理{fields}："],
             ["把这个人的{fields}写成 JSON："])
 FENCE_PROBABILITY = 0.5
 ZH_DIGITS = "零一二三四五六七八九"
