@@ -28,12 +28,15 @@ from pathlib import Path
 # The one key order every extraction answer uses; a prompt mentions a subset of these keys.
 KEY_ORDER = ["name", "age", "city", "email", "phone", "occupation", "hobbies", "birthday"]
 
-# The course's running example (chapter 06), kept verbatim so the demo prompt of the chapters is in-distribution.
+# The course's running example (chapter 06). It is NOT in the corpus (nor are the demo's
+# other texts, see DEMO_NAMES): the demo shows the model copying from a text it has never seen.
 SEED_EXAMPLE_TEXT = "张三是一名软件工程师，今年28岁，平时喜欢编程、摄影和爬山。"
 SEED_EXAMPLE_ANSWER = {"name": "张三", "age": 28, "hobbies": ["编程", "摄影", "爬山"]}
 SEED_SYSTEM = "你是一个信息抽取助手，只输出合法 JSON，不要输出任何解释。"
 SEED_INSTRUCTION = "请从下面的文本中抽取人物信息，严格按照给定的 JSON Schema 输出："
-SEED_EXAMPLE_COPIES = 4
+# The names of minisglang/demo.py's three texts: never generated, for training or for the
+# held-out evaluation, so the demo stays a test of copying (its texts are never in the corpus).
+DEMO_NAMES = frozenset({"张三", "李小龙", "Maria Lopez"})
 
 # Rare characters (each needs several byte-level tokens) that appear in a few names only.
 RARE_HAN = ["䶮", "龘", "𠮷", "燚", "靐", "犇", "淼", "堃"]
@@ -48,6 +51,10 @@ ZH_GIVEN = list("伟芳娜敏静丽强磊军洋勇艳杰娟涛明超秀霞平刚
                 "凯旭阳帆航锋俊豪毅威亮坤振荣盛昌达永福贵顺安康健德仁义礼智信忠孝诚善真明月星辰光影晴虹霖露冰"
                 "枫桐柏杉竹梅菊荷莲芝兰芬芸苗茂青蓝紫翠金银铭锦绣珊瑚琦瑞祥麟鹤鸿雁鹏燕莺蝶若依如可心语梦婉柔"
                 "秋冬夏天地山川河湖江溪泉石磊岩峻崇嵩岳秀丽巧慧敏捷聪颖睿智远航")
+# Numeral characters that real given names use (张三, 李四, 王五, 赵六, 孙九): a numeral in a
+# Chinese text is not always an age, so some generated given names contain one.
+ZH_NUMERAL_GIVEN = list("一二三四五六七八九")
+NUMERAL_NAME_SHARE = 0.15
 # Real city names plus generated ones, so a city cannot be guessed from a list.
 ZH_CITIES = ["北京", "上海", "广州", "深圳", "杭州", "成都", "武汉", "南京", "西安", "重庆", "苏州", "天津", "长沙", "厦门",
              "青岛", "大连", "昆明", "哈尔滨", "郑州", "济南", "合肥", "福州", "南昌", "贵阳", "南宁", "兰州", "太原",
@@ -111,20 +118,29 @@ COLOURS = [("red", "红色", "#FF0000"), ("green", "绿色", "#00FF00"), ("blue"
 HELD_OUT = "held_out"
 EN_FACTS = {
     "age": (["is {} years old", "is {}", "just turned {}", "is aged {}", "is now {}", "turned {} this year",
-             "is {} this year", "has reached the age of {}", "will be {} next month", "is a {}-year-old"],
+             "is {} this year", "has reached the age of {}", "will be {} next month", "is a {}-year-old",
+             "is currently {}", "has just hit {}", "is {} now", "celebrated turning {}", "is age {}"],
             ["recently turned {}", "is {} years of age"]),
     "city": (["lives in {}", "is based in {}", "comes from {}", "grew up in {}", "moved to {}", "has a flat in {}",
-              "was raised in {}", "settled in {}"], ["resides in {}", "calls {} home"]),
+              "was raised in {}", "settled in {}",
+              "is living in {}", "stays in {}", "has a house in {}", "now lives in {}", "is settled in {}"], ["resides in {}", "calls {} home"]),
     "email": (["can be reached at {}", "uses the email {}", "has the email address {}", "writes from {}",
-               "has the address {}", "answers emails at {}"], ["reads mail sent to {}"]),
+               "has the address {}", "answers emails at {}",
+               "can be emailed at {}", "gets email at {}", "checks the inbox {}", "lists the email {}"], ["reads mail sent to {}"]),
     "phone": (["has the phone number {}", "can be called at {}", "answers the phone at {}", "has the number {}",
-               "is reachable on {}", "gave us the number {}"], ["picks up at {}"]),
+               "is reachable on {}", "gave us the number {}",
+               "can be phoned at {}", "has the mobile {}", "is on the phone at {}", "answers at {}"], ["picks up at {}"]),
     "occupation": (["works as {an} {}", "is {an} {}", "has a job as {an} {}", "is employed as {an} {}",
-                    "makes money as {an} {}", "trained as {an} {}"], ["earns a living as {an} {}"]),
+                    "makes money as {an} {}", "trained as {an} {}",
+                    "has worked as {an} {}", "serves as {an} {}", "is currently {an} {}", "holds a job as {an} {}"], ["earns a living as {an} {}"]),
     "hobbies": (["enjoys {}", "likes {}", "loves {}", "spends free time on {}", "adores {}", "is keen on {}",
                  "is passionate about {}", "has a passion for {}", "is a fan of {}", "really likes {}",
-                 "is interested in {}", "spends weekends on {}"], ["is into {}", "is fond of {}"]),
-    "birthday": (["was born on {}", "has a birthday on {}", "celebrates a birthday on {}", "has the birth date {}"],
+                 "is interested in {}", "spends weekends on {}",
+                 "is crazy about {}", "is big on {}", "dabbles in {}", "has taken up {}", "practises {}",
+                 "is hooked on {}", "can't get enough of {}", "relaxes with {}", "is mad about {}",
+                 "has a soft spot for {}", "unwinds with {}", "is devoted to {}", "takes pleasure in {}"], ["is into {}", "is fond of {}"]),
+    "birthday": (["was born on {}", "has a birthday on {}", "celebrates a birthday on {}", "has the birth date {}",
+                  "was born {}", "has a birth date of {}", "arrived on {}"],
                  ["came into the world on {}"]),
 }
 ZH_FACTS = {
@@ -142,7 +158,9 @@ ZH_FACTS = {
 EN_OPENERS = (["{n}", "Meet {n}, who", "My colleague {n}", "Our new neighbour {n}", "This is {n}, who",
                "Let me introduce {n}, who", "Yesterday I met {n}, who", "Our teacher {n}", "A friend named {n}",
                "The new hire, {n},", "I work with {n}, who", "Here is a note about {n}, who", "My cousin {n}",
-               "Everyone at the office knows {n}, who", "According to the file, {n}", "Please welcome {n}, who"],
+               "Everyone at the office knows {n}, who", "According to the file, {n}", "Please welcome {n}, who",
+               "Let me tell you about {n}, who", "We spoke to {n}, who", "There is {n}, who", "Think of {n}, who",
+               "I know {n}, who", "Our client {n}", "The applicant {n}", "You should meet {n}, who", "Take {n}, who"],
               ["Say hello to {n}, who"])
 ZH_OPENERS = (["{n}", "我的朋友{n}", "{n}，", "同事{n}", "认识一下{n}，", "介绍一下，{n}", "邻居{n}", "我的同学{n}",
                "新来的{n}", "表哥{n}", "据资料，{n}", "大家好，我叫{n}，"], ["这位是{n}，"])
@@ -166,19 +184,23 @@ EN_STRICT = (["Extract {fields} from the following text. Reply with JSON only.",
               "Return only a JSON object with the keys {fields} for this text:",
               "Give me {fields} of the person below as a JSON object and nothing else.",
               "Reply with a JSON object holding {fields} and no other text.",
-              "From the paragraph below, extract {fields}. JSON only, please."],
+              "From the paragraph below, extract {fields}. JSON only, please.",
+              "Return {fields} as JSON, with no extra text.", "Respond with nothing but a JSON object of {fields}:",
+              "Only JSON, please: {fields} of the person in this text.", "Extract {fields} and answer with a bare JSON object."],
              ["Output just a JSON object with {fields} for the person described here:"])
 ZH_STRICT = ([SEED_INSTRUCTION, "从以下文本中提取{fields}，只输出 JSON。", "请抽取{fields}，只返回 JSON 对象：",
-              "读下面这段话，返回包含{fields}的 JSON，不要解释。"],
+              "读下面这段话，返回包含{fields}的 JSON，不要解释。",
+              "以纯 JSON 给出{fields}，不要其他文字：", "提取{fields}，回答只能是 JSON 对象。", "请只返回 JSON，字段为{fields}："],
              ["只用 JSON 回答，给出下文人物的{fields}："])
 # Loose requests just say "as JSON"; like many chat models, half of their answers come
 # wrapped in a markdown fence, which is plausible JSON but not valid JSON.
 EN_LOOSE = (["Extract the person's information from the text below as JSON.",
              "Read the text and output the person's details as a JSON object.",
-             "Extract {fields} from the text as JSON.", "Can you turn this text into JSON with {fields}?"],
+             "Extract {fields} from the text as JSON.", "Can you turn this text into JSON with {fields}?",
+             "Turn the text below into JSON with {fields}.", "Could you write {fields} of this person as JSON?"],
             ["Put {fields} of this person into JSON."])
 ZH_LOOSE = (["请从下面的文本中抽取人物信息，以 JSON 格式输出。", "把下面这段话里的人物信息整理成 JSON：", "提取{fields}，用 JSON 表示：",
-             "帮我把{fields}整理成 JSON。"],
+             "帮我把{fields}整理成 JSON。", "请用 JSON 整理{fields}："],
             ["把这个人的{fields}写成 JSON："])
 FENCE_PROBABILITY = 0.5
 ZH_DIGITS = "零一二三四五六七八九"
@@ -265,6 +287,8 @@ def _en_name(rng: random.Random) -> str:
 
 def _zh_name(rng: random.Random) -> str:
     given = "".join(rng.choice(ZH_GIVEN) for _ in range(rng.choice([1, 2, 2])))
+    if rng.random() < NUMERAL_NAME_SHARE:  # 张三, 李四, 王小五: a numeral as (part of) the given name
+        given = rng.choice(["", rng.choice(ZH_GIVEN)]) + rng.choice(ZH_NUMERAL_GIVEN)
     if rng.random() < 0.005:  # a rare character now and then: seen, but too rarely to be merged
         given = given[:-1] + rng.choice(RARE_HAN)
     return rng.choice(ZH_SURNAMES) + given
@@ -274,7 +298,7 @@ def person_name(rng: random.Random, zh: bool, held_out: bool) -> str:
     """A person's name from the training pool (9 names in 10) or the held-out pool."""
     while True:
         name = _zh_name(rng) if zh else _en_name(rng)
-        if is_held_out(name) == held_out:
+        if is_held_out(name) == held_out and name not in DEMO_NAMES:
             return name
 
 
@@ -507,68 +531,68 @@ TOOL_FAMILIES = [
     _tool(["get_weather", "weather_lookup", "current_weather"], "Get the current weather in a city.",
           {("city", "location"): {"type": "string"}}, ["city"],
           (["What's the weather in {city}?", "Is it raining in {city} right now?", "How warm is it in {city} today?",
-            "Check the weather for {city}, please."], ["{city}今天天气怎么样？", "查一下{city}的天气。", "{city}现在冷不冷？"]),
+            "Tell me the weather in {city}.", "Weather report for {city}?", "Do I need an umbrella in {city} today?", "What is the temperature in {city} now?", "Look up the current weather in {city}.", "Check the weather for {city}, please."], ["{city}今天天气怎么样？", "查一下{city}的天气。", "{city}的天气如何？", "帮我看看{city}的气温。", "{city}今天下雨吗？", "查询{city}当前天气。", "{city}现在冷不冷？"]),
           lambda rng, a: {"temperature": rng.randint(-10, 38), "condition": rng.choice(list(WEATHER_ZH))},
           (lambda a, r: f"It is {r['temperature']} degrees and {r['condition']} in {a['city']}.",
            lambda a, r: f"{a['city']}现在{r['temperature']}度，{WEATHER_ZH[r['condition']]}。")),
     _tool(["send_email", "email_send", "compose_email"], "Send an email.",
           {("to", "recipient"): {"type": "string"}, "subject": {"type": "string"}}, ["to", "subject"],
           (['Send an email to {to} with the subject "{subject}".', 'Email {to} about "{subject}".',
-            'Please write to {to}, subject: "{subject}".'],
-           ["给{to}发一封邮件，主题是“{subject}”。", "发邮件到{to}，标题“{subject}”。"]),
+            'Write an email to {to}, subject "{subject}".', 'Mail {to} with the subject line "{subject}".', 'Send {to} an email titled "{subject}".', 'Drop an email to {to}: "{subject}".', 'Please write to {to}, subject: "{subject}".'],
+           ["给{to}发一封邮件，主题是“{subject}”。", "写封邮件给{to}，主题“{subject}”。", "给{to}发邮件，主题：{subject}。", "发一封主题为“{subject}”的邮件给{to}。", "发邮件到{to}，标题“{subject}”。"]),
           lambda rng, a: {"status": "sent"},
           (lambda a, r: f"Done: the email to {a['to']} has been sent.", lambda a, r: f"邮件已发送到{a['to']}。")),
     _tool(["book_table", "reserve_table", "make_reservation"], "Book a table at a restaurant.",
           {"restaurant": {"type": "string"}, ("people", "party_size"): {"type": "integer"}, "time": {"type": "string"}},
           ["restaurant", "people"],
           (["Book a table for {people} at {restaurant} at {time}.", "Reserve {restaurant} for {people} people at {time}.",
-            "Can you get us a table at {restaurant}? We are {people}, at {time}."],
-           ["帮我在{restaurant}订{people}个人的位子，时间{time}。", "预订{restaurant}，{people}位，{time}。"]),
+            "I need a table at {restaurant} for {people} at {time}.", "Make a reservation at {restaurant}: {people} people, {time}.", "Table for {people} at {restaurant}, {time}, please.", "Book {restaurant} at {time} for {people} of us.", "Can you get us a table at {restaurant}? We are {people}, at {time}."],
+           ["帮我在{restaurant}订{people}个人的位子，时间{time}。", "在{restaurant}订一张{people}人桌，{time}。", "帮我订{restaurant}的桌子，{people}个人，{time}。", "{time}在{restaurant}订{people}人的餐位。", "预订{restaurant}，{people}位，{time}。"]),
           lambda rng, a: {"confirmation": "".join(rng.choice("ABCDEFGHJKLMNPQRSTUVWXYZ23456789") for _ in range(6))},
           (lambda a, r: f"Your table at {a['restaurant']} is booked; the confirmation code is {r['confirmation']}.",
            lambda a, r: f"已订好{a['restaurant']}，确认码是{r['confirmation']}。")),
     _tool(["convert_currency", "currency_convert", "exchange"], "Convert an amount between currencies.",
           {"amount": {"type": "integer"}, ("from_currency", "source"): {"type": "string"},
            ("to_currency", "target"): {"type": "string"}}, ["amount", "from_currency", "to_currency"],
-          (["How much is {amount} {from_currency} in {to_currency}?", "Convert {amount} {from_currency} to {to_currency}."],
-           ["{amount}{from_currency}换成{to_currency}是多少？", "把{amount} {from_currency}兑换成{to_currency}。"]),
+          (["How much is {amount} {from_currency} in {to_currency}?", "What is {amount} {from_currency} worth in {to_currency}?", "Change {amount} {from_currency} into {to_currency}.", "Exchange {amount} {from_currency} for {to_currency}, how much?", "{amount} {from_currency} to {to_currency}, please convert.", "Convert {amount} {from_currency} to {to_currency}."],
+           ["{amount}{from_currency}换成{to_currency}是多少？", "{amount}{from_currency}能换多少{to_currency}？", "帮我把{amount}{from_currency}换算成{to_currency}。", "{amount} {from_currency}折合多少{to_currency}？", "把{amount} {from_currency}兑换成{to_currency}。"]),
           lambda rng, a: {"result": round(a["amount"] * rng.uniform(0.1, 9), 2)},
           (lambda a, r: f"{a['amount']} {a['from_currency']} is {r['result']} {a['to_currency']}.",
            lambda a, r: f"{a['amount']} {a['from_currency']}等于{r['result']} {a['to_currency']}。")),
     _tool(["set_reminder", "create_reminder", "remind_me"], "Create a reminder.",
           {("text", "message"): {"type": "string"}, "time": {"type": "string"}}, ["text", "time"],
-          (["Remind me to {text} at {time}.", "Set a reminder at {time}: {text}."],
-           ["{time}提醒我{text}。", "设置一个提醒：{time}{text}。"]),
+          (["Remind me to {text} at {time}.", "Please remind me at {time} to {text}.", "At {time}, remind me to {text}.", "Create a reminder for {time}: {text}.", "Don't let me forget to {text} at {time}.", "Set a reminder at {time}: {text}."],
+           ["{time}提醒我{text}。", "{time}记得提醒我{text}。", "帮我设个提醒，{time}{text}。", "提醒我{time}{text}。", "设置一个提醒：{time}{text}。"]),
           lambda rng, a: {"ok": True},
           (lambda a, r: f"I will remind you to {a['text']} at {a['time']}.", lambda a, r: f"好的，{a['time']}会提醒你{a['text']}。")),
     _tool(["find_contact", "lookup_person", "search_contacts"], "Look up a person's contact details.",
           {("name", "person"): {"type": "string"}}, ["name"],
-          (["Find the contact details of {name}.", "What is {name}'s email address?", "Look up {name} in my contacts."],
-           ["查一下{name}的联系方式。", "{name}的邮箱是什么？"]),
+          (["Find the contact details of {name}.", "What is {name}'s email address?", "Get me the contact details for {name}.", "How can I reach {name}?", "Search my contacts for {name}.", "Find {name}'s phone number.", "Look up {name} in my contacts."],
+           ["查一下{name}的联系方式。", "帮我找{name}的联系方式。", "{name}的电话是多少？", "在通讯录里查{name}。", "{name}的邮箱是什么？"]),
           lambda rng, a: {"email": _email(rng), "phone": _phone(rng, False)},
           (lambda a, r: f"{a['name']} can be reached at {r['email']} or {r['phone']}.",
            lambda a, r: f"{a['name']}的邮箱是{r['email']}，电话是{r['phone']}。")),
     _tool(["get_stock_price", "stock_quote", "share_price"], "Get the latest price of a stock.",
           {("symbol", "ticker"): {"type": "string"}}, ["symbol"],
-          (["What is {symbol} trading at?", "Get me the stock price of {symbol}.", "How is {symbol} doing today?"],
-           ["{symbol}的股价是多少？", "查询股票{symbol}的价格。"]),
+          (["What is {symbol} trading at?", "Get me the stock price of {symbol}.", "What is the share price of {symbol}?", "Quote {symbol} for me.", "Check the stock {symbol}.", "Latest price of {symbol} stock?", "How is {symbol} doing today?"],
+           ["{symbol}的股价是多少？", "{symbol}现在股价多少？", "帮我查{symbol}的最新股价。", "看一下{symbol}的股票价格。", "查询股票{symbol}的价格。"]),
           lambda rng, a: {"price": round(rng.uniform(1, 900), 2)},
           (lambda a, r: f"{a['symbol']} is trading at {r['price']}.", lambda a, r: f"{a['symbol']}现在的价格是{r['price']}。")),
     _tool(["add_numbers", "calculator_add", "sum_numbers"], "Add two integers.",
           {"a": {"type": "integer"}, "b": {"type": "integer"}}, ["a", "b"],
-          (["Use the calculator to add {a} and {b}.", "What is {a} plus {b}? Use the tool."],
-           ["用计算器算一下{a}加{b}。", "调用工具计算{a}+{b}。"]),
+          (["Use the calculator to add {a} and {b}.", "Add {a} and {b} with the calculator.", "Calculate {a} + {b} for me.", "Sum {a} and {b}, please.", "What is {a} plus {b}? Use the tool."],
+           ["用计算器算一下{a}加{b}。", "帮我算{a}加{b}。", "{a}加上{b}等于多少？用计算器。", "调用工具计算{a}+{b}。"]),
           lambda rng, a: {"sum": a["a"] + a["b"]},
           (lambda a, r: f"{a['a']} + {a['b']} = {r['sum']}.", lambda a, r: f"{a['a']}加{a['b']}等于{r['sum']}。")),
     _tool(["play_song", "play_music", "start_playback"], "Play a song.",
           {("title", "song"): {"type": "string"}, "artist": {"type": "string"}}, ["title"],
-          (["Play {title} by {artist}.", 'Put on "{title}" from {artist}.'], ["播放{artist}的《{title}》。", "来一首{artist}的{title}。"]),
+          (["Play {title} by {artist}.", "I want to hear {title} by {artist}.", "Start playing {title} by {artist}.", "Play the song {title} from {artist}.", 'Put on "{title}" from {artist}.'], ["播放{artist}的《{title}》。", "我想听{artist}的《{title}》。", "放一首{artist}的{title}。", "来一首{artist}的{title}。"]),
           lambda rng, a: {"playing": True},
           (lambda a, r: f"Now playing {a['title']} by {a['artist']}.", lambda a, r: f"正在播放{a['artist']}的{a['title']}。")),
     _tool(["translate_text", "translate", "translator"], "Translate text into another language.",
           {"text": {"type": "string"}, ("target_language", "language"): {"type": "string"}}, ["text", "target_language"],
-          (['Translate "{text}" into {target_language}.', 'How do you say "{text}" in {target_language}?'],
-           ["把“{text}”翻译成{target_language}。"]),
+          (['Translate "{text}" into {target_language}.', 'What is "{text}" in {target_language}?', 'Please translate "{text}" to {target_language}.', 'Say "{text}" in {target_language} for me.', 'How do you say "{text}" in {target_language}?'],
+           ["“{text}”用{target_language}怎么说？", "帮我把“{text}”译成{target_language}。", "把“{text}”翻译成{target_language}。"]),
           lambda rng, a: {"translation": _word(rng).lower()},
           (lambda a, r: f'In {a["target_language"]}, "{a["text"]}" is "{r["translation"]}".',
            lambda a, r: f"翻译结果：{r['translation']}")),
@@ -639,11 +663,28 @@ def make_tool(rng: random.Random, family: dict) -> tuple[dict, dict]:
     return tool, spelled
 
 
-def _request(rng: random.Random, family: dict, values: dict, zh: bool, held_out: bool) -> str:
+# A share of training requests says what it wants in the words of the chosen tool's own
+# description or name ("Get the current weather in a city: Oslo", "Use velor_send_email
+# ..."), which no other listed tool shares: matching the request to the tool list is then
+# learnable, the skill the held-out requests (their own phrasings only) test.
+TOOL_ECHO_REQUESTS = 0.25
+
+
+def _echo_request(rng: random.Random, family: dict, tool_name: str, values: dict, zh: bool) -> str:
+    """A request made of the tool's description (or its name) and its argument values."""
+    args = ("，" if zh else ", ").join(f"{k} {v}" for k, v in values.items())
+    if rng.random() < 0.5:
+        return f"{family['description'].rstrip('.')}: {args}." if not zh else f"{family['description']}（{args}）"
+    return f"Use {tool_name} with {args}." if not zh else f"用{tool_name}：{args}。"
+
+
+def _request(rng: random.Random, family: dict, values: dict, zh: bool, held_out: bool, tool_name: str = "") -> str:
     templates = family["requests"][1 if zh else 0]
     train, held = templates[:-TOOL_HELD_OUT_REQUESTS], templates[-TOOL_HELD_OUT_REQUESTS:]
     if len(train) == 0:
         train = held
+    if not held_out and tool_name and rng.random() < TOOL_ECHO_REQUESTS:
+        return _echo_request(rng, family, tool_name, values, zh)
     return rng.choice(held if held_out else train).format(**values)
 
 
@@ -666,7 +707,7 @@ def tool_example(rng: random.Random, held_out: bool = False) -> dict:
     picks = [0, 0] if n_calls == 2 and rng.random() < 0.5 else rng.sample(range(n_tools), min(n_calls, n_tools))
     for i in picks:
         values = _arg_values(rng, families[i], zh, held_out)
-        requests.append(_request(rng, families[i], values, zh, held_out))
+        requests.append(_request(rng, families[i], values, zh, held_out, tools[i]["function"]["name"]))
         arguments = {spellings[i][k]: v for k, v in values.items()}
         calls.append({"type": "function", "function": {"name": tools[i]["function"]["name"], "arguments": arguments}})
         results.append((families[i], values))
@@ -700,9 +741,9 @@ def copy_example(rng: random.Random, held_out: bool = False) -> dict:
         return {"task": "copy", "system": None, "user": question + "\n" + text, "assistant": facts["name"]}
     items = []
     for _ in range(rng.randint(1, 4)):
-        kind = rng.randrange(4)
+        kind = rng.randrange(5)
         items.append([lambda: person_name(rng, zh, held_out), lambda: _word(rng, (1, 3)),
-                      lambda: str(rng.randint(0, 9999)), lambda: _city(rng, zh)][kind]())
+                      lambda: str(rng.randint(0, 9999)), lambda: _city(rng, zh), lambda: _email(rng)][kind]())
     sep = "、" if zh else ", "
     question = rng.choice(["照抄下面的内容：", "重复一遍："] if zh else ["Repeat exactly:", "Copy this:"])
     return {"task": "copy", "system": None, "user": question + "\n" + sep.join(items), "assistant": sep.join(items)}
@@ -715,8 +756,9 @@ def copy_drill_example(rng: random.Random, held_out: bool = False) -> dict:
     a copy, so a tiny model forms the attention that finds the earlier occurrence of the
     current token and emits the one after it (an induction head) in a few hundred steps."""
     zh = rng.random() < 0.5
+    # e-mails too: a local part of generated syllables is copied character by character
     makers = [lambda: person_name(rng, zh, held_out), lambda: _word(rng, (1, 3)), lambda: str(rng.randint(0, 9999)),
-              lambda: _city(rng, zh), lambda: rng.choice(ZH_HOBBIES if zh else EN_HOBBIES)]
+              lambda: _city(rng, zh), lambda: rng.choice(ZH_HOBBIES if zh else EN_HOBBIES), lambda: _email(rng)]
     items = [rng.choice(makers)() for _ in range(rng.randint(2, 6))]
     sep = "、" if zh else ", "
     if rng.random() < 0.5:
@@ -728,33 +770,47 @@ def copy_drill_example(rng: random.Random, held_out: bool = False) -> dict:
     return {"task": "copy_drill", "system": None, "user": question + "\n" + sep.join(items), "assistant": _dumps(items)}
 
 
+def numeral_drill_example(rng: random.Random, held_out: bool = False) -> dict:
+    """Chinese-numeral ages to digits, the one conversion an extraction answer needs
+    (三十五岁 -> 35): 1-4 ages, alone or in a short sentence about a named person (whose
+    name may itself hold a numeral, 张三), answered as a JSON list or ``{"age": N}``."""
+    ages = [rng.randint(1, 99) for _ in range(rng.randint(1, 4))]
+    if rng.random() < 0.5:
+        question = rng.choice(["把中文数字写成阿拉伯数字，输出 JSON 列表：", "这些数字是多少？用 JSON 列表回答："])
+        return {"task": "zh_number", "system": None, "user": question + "\n" + "、".join(zh_number(a) for a in ages),
+                "assistant": _dumps(ages)}
+    name, age = person_name(rng, True, held_out), ages[0]
+    sentence = rng.choice(["{n}今年{a}岁。", "{n}{a}岁了。", "{n}，{a}岁。", "{n}已经{a}岁了。"]).format(n=name, a=zh_number(age))
+    question = rng.choice(["这个人几岁？以 JSON 输出：", "How old is this person? Answer as JSON:"])
+    return {"task": "zh_number", "system": None, "user": question + "\n" + sentence, "assistant": _dumps({"age": age})}
+
+
+# A share of the copy-drill stream is numeral conversion (numeral_drill_example).
+NUMERAL_DRILL_SHARE = 0.2
+
+
 def copy_drill_corpus(n_examples: int, seed: int = 0) -> list[dict]:
-    """``n_examples`` seeded copy drills (training names only)."""
+    """``n_examples`` seeded copy drills and numeral drills (training names only)."""
     rng = random.Random(seed * 7919 + 1)
-    return [copy_drill_example(rng) for _ in range(n_examples)]
+    return [numeral_drill_example(rng) if rng.random() < NUMERAL_DRILL_SHARE else copy_drill_example(rng)
+            for _ in range(n_examples)]
 
 
 # The task mix: extraction dominates because it is what the chapters demonstrate; tool
 # calls are chapter 07's; copying is the skill both need.
-TASKS = [(person_example, 0.53), (tool_example, 0.22), (copy_example, 0.10), (date_example, 0.025),
+TASKS = [(person_example, 0.53), (tool_example, 0.22), (copy_example, 0.10), (numeral_drill_example, 0.02),
+         (date_example, 0.025),
          (email_example, 0.025), (ip_example, 0.025), (phone_example, 0.025), (colour_example, 0.015),
          (qa_example, 0.02), (prose_example, 0.015)]
 
 
 def make_corpus(n_examples: int, seed: int = 0) -> list[dict]:
     """Return ``n_examples`` seeded chat examples (dicts with task/system/user/assistant)."""
-    if n_examples < SEED_EXAMPLE_COPIES:
-        raise ValueError(f"n_examples must be at least {SEED_EXAMPLE_COPIES} (the seed example is included "
-                         f"{SEED_EXAMPLE_COPIES} times), got {n_examples}")
+    if n_examples < 1:
+        raise ValueError(f"n_examples must be at least 1, got {n_examples}")
     rng = random.Random(seed)
     makers, weights = zip(*TASKS)
-    seed_example = {"task": "extract_person", "system": SEED_SYSTEM,
-                    "user": SEED_INSTRUCTION + "\n" + SEED_EXAMPLE_TEXT, "assistant": _dumps(SEED_EXAMPLE_ANSWER)}
-    examples = [seed_example] * SEED_EXAMPLE_COPIES  # the chapters' running example, seen a few times
-    while len(examples) < n_examples:
-        examples.append(rng.choices(makers, weights)[0](rng))
-    rng.shuffle(examples)
-    return examples
+    return [rng.choices(makers, weights)[0](rng) for _ in range(n_examples)]
 
 
 def _heldout(maker, n: int, train: list[dict], seed: int) -> list[dict]:

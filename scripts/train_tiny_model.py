@@ -553,25 +553,28 @@ Every epoch is a fresh corpus of {len(corpus)} chat examples (`epoch_corpus`: ep
 {args.seed}, each later epoch its own seed), so no example is ever seen twice and answers cannot
 be memorised. Epoch 0: {len(encoded)} examples kept under {args.max_len} tokens, {n_tokens} tokens of which
 {n_answer} are answer tokens (the loss is on the final answer and its closing `<|endoftext|>` only).
-Before the main corpus, {args.copy_steps} steps of copy drills (`make_corpus.copy_drill_example`:
-2-6 generated names, words and numbers repeated verbatim, {args.copy_examples} of them), and after
+Before the main corpus, {args.copy_steps} steps of copy drills (`make_corpus.copy_drill_corpus`:
+2-6 generated names, words, numbers and e-mails repeated verbatim, and {make_corpus.NUMERAL_DRILL_SHARE:.0%}
+Chinese-numeral ages to convert, 三十五 -> 35; {args.copy_examples} of them), and after
 them every {args.copy_mix}th step is still a drill, so the copying mechanism forms first and stays.
 
 - Extraction: a paragraph mentions 3 to 8 facts about a person; the request asks for
   some of them (the others are distractors). Answers use the keys
   `{", ".join(make_corpus.KEY_ORDER)}`, always in that order. Names are generated (syllables such
-  as "Velorin Kasumar", or a surname and 1-2 given characters from a few hundred), cities
+  as "Velorin Kasumar", or a surname and 1-2 given characters from a few hundred, {make_corpus.NUMERAL_NAME_SHARE:.0%}
+  of them with a numeral such as 李四), cities
   partly generated, ages 18-90 (in Chinese also as numerals: 三十五岁), so they must be
   copied, not remembered. One name in ten (by hash) and some phrasings of every fact and
-  instruction are never trained on: the evaluation uses only those. The course's running
-  example `{make_corpus.SEED_EXAMPLE_TEXT}` is included verbatim.
+  instruction are never trained on: the evaluation uses only those. The demo's texts and
+  names (`make_corpus.DEMO_NAMES`) never occur.
 - Strict requests ("JSON only") get bare JSON; {make_corpus.FENCE_PROBABILITY:.0%} of the answers to
   loosely worded ones ("... as JSON") are wrapped in a markdown ```json fence.
 - Tool calls: 1-5 tools (from {len(make_corpus.TOOL_FAMILIES)} families, with varied names, sometimes a
   generated prefix, and varied parameter names) in the system turn; the answer is
   `<tool_call>{{"name": ..., "arguments": {{...}}}}</tool_call>` with arguments copied from the
   request, sometimes two calls, a plain answer when no tool fits, or, after a `<|tool|>`
-  result, a reply that uses it.
+  result, a reply that uses it. {make_corpus.TOOL_ECHO_REQUESTS:.0%} of training requests use the called tool's own
+  description or name (held-out requests never do).
 
 | task | examples |
 |---|---|

@@ -30,13 +30,56 @@ def test_corpus_is_reproducible_and_seed_dependent():
     assert {ex["task"] for ex in a} >= {"extract_person", "tool_call", "tool_reply", "tool_none", "copy", "date", "dates",
                                         "emails", "ipv4", "phone", "colour", "qa", "prose"}
     assert any(ex["assistant"].startswith("```json\n") for ex in a)  # loose requests are sometimes fenced
-    assert any("张三" in ex["user"] and ex["assistant"] == json.dumps(make_corpus.SEED_EXAMPLE_ANSWER, ensure_ascii=False)
-               for ex in a)
 
 
 def test_corpus_rejects_too_few_examples():
-    with pytest.raises(ValueError, match="n_examples must be at least 4"):
-        make_corpus.make_corpus(2)
+    with pytest.raises(ValueError, match="n_examples must be at least 1"):
+        make_corpus.make_corpus(0)
+
+
+def test_demo_texts_and_names_stay_out_of_the_corpus(train):
+    """minisglang/demo.py's texts and names are never generated, for training or held out:
+    the demo tests copying from a text the model has never seen."""
+    from minisglang.demo import EXAMPLES
+    held = make_corpus.heldout_extraction_prompts(200, train)
+    drills = make_corpus.copy_drill_corpus(2000, seed=0)
+    users = "\n".join(ex["user"] for ex in train + held + drills)
+    for text, answer in EXAMPLES:
+        assert text not in users
+        assert answer["name"] in make_corpus.DEMO_NAMES
+    names = {make_corpus.person_name(random.Random(i), zh, held_out)
+             for i in range(4000) for zh in (True, False) for held_out in (True, False)}
+    assert not names & make_corpus.DEMO_NAMES
+
+
+def test_some_chinese_given_names_contain_numerals(train):
+    """张三-like names exist in training (a numeral is not always an age), in both pools."""
+    numerals = set(make_corpus.ZH_NUMERAL_GIVEN)
+    for held_out in (False, True):
+        names = [make_corpus.person_name(random.Random(i), True, held_out) for i in range(2000)]
+        share = sum(any(c in numerals for c in n[1:]) for n in names) / len(names)
+        assert 0.05 < share < 0.3
+    answers = [json.loads(ex["assistant"].removeprefix("```json\n").removesuffix("\n```")) for ex in train
+               if ex["task"] == "extract_person"]
+    assert any(set(a["name"][1:]) & numerals and "age" in a for a in answers)
+
+
+ZH_NUMERALS = {make_corpus.zh_number(n): n for n in range(100)}  # the inverse, by brute force
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.booleans())
+def test_numeral_drills_convert_chinese_numerals(seed, held_out):
+    ex = make_corpus.numeral_drill_example(random.Random(seed), held_out=held_out)
+    question, text = ex["user"].split("\n", 1)
+    answer = json.loads(ex["assistant"])
+    if isinstance(answer, list):
+        assert answer == [ZH_NUMERALS[w] for w in text.split("、")]
+    else:
+        spelled = make_corpus.zh_number(answer["age"])
+        assert spelled + "岁" in text
+        name = text[:text.index(spelled + "岁")].rstrip("今年已经，")
+        assert make_corpus.is_held_out(name) == held_out and name not in make_corpus.DEMO_NAMES
 
 
 def _paragraph_and_instruction(ex):
@@ -95,7 +138,10 @@ def test_copy_drills_repeat_their_items(seed, held_out):
 def test_copy_drill_corpus_is_seeded_and_trains_on_training_names_only():
     a, b = make_corpus.copy_drill_corpus(300, seed=0), make_corpus.copy_drill_corpus(300, seed=0)
     assert a == b != make_corpus.copy_drill_corpus(300, seed=1)
-    assert all(ex["task"] == "copy_drill" for ex in a)
+    tasks = [ex["task"] for ex in a]
+    assert set(tasks) == {"copy_drill", "zh_number"} and 0.1 < tasks.count("zh_number") / len(tasks) < 0.3
+    # e-mails are copied too (the model copied none right before they were drilled)
+    assert any("@" in ex["assistant"] for ex in a if ex["task"] == "copy_drill")
 
 
 @pytest.mark.parametrize("n,spelled", [(0, "零"), (7, "七"), (10, "十"), (18, "十八"), (35, "三十五"), (90, "九十"),
@@ -143,7 +189,7 @@ def test_held_out_names_and_phrasings_never_occur_in_training(train):
     held_names = {json.loads(ex["assistant"].removeprefix("```json\n").removesuffix("\n```"))["name"] for ex in held}
     assert not train_names & held_names
     assert all(make_corpus.is_held_out(n) for n in held_names)
-    assert not any(make_corpus.is_held_out(n) for n in train_names - {make_corpus.SEED_EXAMPLE_ANSWER["name"]})
+    assert not any(make_corpus.is_held_out(n) for n in train_names)
     # every held-out instruction is one that training never uses
     train_instructions = {ex["user"].split("\n", 1)[0] for ex in train if ex["task"] == "extract_person"}
     assert not {ex["user"].split("\n", 1)[0] for ex in held} & train_instructions
@@ -159,6 +205,26 @@ def test_held_out_tool_requests_are_not_trained(train):
     held = make_corpus.heldout_tool_prompts(40, train)
     assert not {ex["user"] for ex in held} & {ex["user"] for ex in train}
     assert len({ex["user"] for ex in held}) == 40
+
+
+def _called_tool_echoed(ex) -> bool:
+    """The request uses the called tool's description or name, which no other listed tool has."""
+    call = ex["tool_calls"][0]["function"]["name"]
+    tool = next(t["function"] for t in ex["tools"] if t["function"]["name"] == call)
+    others = [t["function"] for t in ex["tools"] if t["function"]["name"] != call]
+    echoed = tool["description"].rstrip(".") in ex["user"] or call in ex["user"]
+    if echoed:
+        assert not any(o["description"] != tool["description"] and o["description"].rstrip(".") in ex["user"]
+                       for o in others)
+    return echoed
+
+
+def test_some_training_tool_requests_use_the_tools_own_words(train):
+    calls = [ex for ex in train if ex["task"] == "tool_call"]
+    share = sum(map(_called_tool_echoed, calls)) / len(calls)
+    assert 0.1 < share < 0.4
+    held = [ex for ex in make_corpus.heldout_tool_prompts(200, train) if ex["task"] == "tool_call"]
+    assert held and not any(map(_called_tool_echoed, held))  # held-out requests keep their own phrasings
 
 
 def test_to_messages_renders_tool_turns():
