@@ -168,7 +168,8 @@ class LazyStateIndex:
         self._candidate_split: dict[int, tuple[np.ndarray, np.ndarray]] = {}   # byte set -> (short, long) ids
         self._candidates_found: dict[tuple[int, int], np.ndarray] = {}   # (clipped state, byte set) -> ids read
         self._reps: dict[int, np.ndarray | None] = {}   # body node uid -> `_repetitions(body)`
-        self._not_strings: set[int] = set()   # node uids `_row_from_strings` cannot walk
+        self._not_strings: set[int] = set()   # node uids `_row_from_strings` gave up on (too many steps)
+        self._literals: dict[int, bool] = {}   # node uid -> `_literal(node)`
         # A head's row is reused when at most this many tokens must be walked one by one.
         self.max_candidates = max(256, len(vocab.token_bytes) // 16)
         self._lock = threading.RLock()   # the automaton and the caches grow under it (a row may ask for another)
@@ -333,7 +334,7 @@ class LazyStateIndex:
         while head.kind == CONCAT:
             tails.append(head.parts[1])
             head = head.parts[0]
-        if head.kind != ALT or head.uid in self._not_strings:
+        if head.kind != ALT or head.uid in self._not_strings or not self._literal(head):
             return None
         trie, has_items = self.trie, self.arrays.has_items
         children: dict[int, dict[int, int]] = {}   # trie node -> {byte: child}, as the walk needs them
@@ -371,8 +372,7 @@ class LazyStateIndex:
                         reached.append(child)
                         todo.append((rest, child))
             else:
-                self._not_strings.add(head.uid)
-                return None
+                return None   # (never: `_literal` checked every part)
         nodes = np.asarray(reached, dtype=np.int64)
         starts, stops = trie.end_start[nodes], trie.end_stop[nodes]
         lengths = stops - starts
@@ -385,6 +385,28 @@ class LazyStateIndex:
             bits |= more
             extra = np.concatenate([extra, longs])
         return self._make_row(bits, extra[extra != self.eos_token_id], state)
+
+    def _literal(self, node: RegexNode) -> bool:
+        """Whether `node` is made of byte sets of at most 8 bytes, sequences, alternations
+        and ε only (a finite set of strings `_row_from_strings` can walk). Cached."""
+        done = self._literals.get(node.uid)
+        if done is None:
+            kind = node.kind
+            if kind == BYTES:
+                done = node.byte_set.bit_count() <= 8
+            elif kind == EPSILON:
+                done = True
+            elif kind == ALT:
+                done = all(self._literal(part) for part in node.parts)
+            elif kind == CONCAT:   # along the right spine, no recursion along it
+                x = node
+                while x.kind == CONCAT and self._literal(x.parts[0]):
+                    x = x.parts[1]
+                done = x.kind != CONCAT and self._literal(x)
+            else:
+                done = False
+            self._literals[node.uid] = done
+        return done
 
     def _walk_candidates(self, byte_set: int, candidates: np.ndarray, state: int) -> np.ndarray:
         """int64 the `candidates` (`_containing(byte_set)`) whose bytes the automaton reads
