@@ -1,7 +1,10 @@
 """The bundled tiny model: a standard Hugging Face checkpoint with our tokenizer and chat
-template, small enough to ship, and trained well enough to start an extraction answer
-with `{`. The corpus generator it was trained on is tested in test_corpus.py."""
+template, small enough to ship, and trained to copy facts out of a text (a strict request's
+answer starts with `{`; `make demo`'s texts come out exactly right under the constraint; a
+tool call copies its arguments). The corpus generator it was trained on is tested in
+test_corpus.py."""
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -118,21 +121,26 @@ def engine(bundled_model_path):
     eng.shutdown()
 
 
-def test_demo_texts_under_the_constraint(engine):
-    """`make demo`'s three texts (issue 18): under the JSON Schema every answer is valid
-    (jsonschema is the oracle); the model copies the English name, age and hobbies exactly and
-    the Chinese hobbies (its misses, "张" for 张三 and 38 for 三十五, are in the model card)."""
+def test_demo_texts_right_under_the_constraint_and_fenced_without(engine):
+    """`make demo`'s three texts (issue 18), greedy: under the JSON Schema every answer is
+    valid (jsonschema is the oracle) and exactly the facts of its text (demo.EXAMPLES), 张三's
+    two characters and 三十五岁 as 35 included. Without the constraint the loosely worded
+    request ("... as JSON") gets the same object inside a markdown fence, which is not JSON:
+    valid is what the constraint adds, right is what the model brings (chapter 06 §7)."""
     import jsonschema
 
     from minisglang.demo import EXAMPLES, INSTRUCTION, PERSON_SCHEMA
     prompts = [engine.tokenizer.apply_chat_template([{"role": "user", "content": f"{INSTRUCTION}\n{text}"}])
                for text, _ in EXAMPLES]
-    outs = engine.generate(prompts, {"temperature": 0, "max_new_tokens": 96, "json_schema": PERSON_SCHEMA})
-    answers = [json.loads(o["text"]) for o in outs]
+    greedy = {"temperature": 0, "max_new_tokens": 96}
+    constrained = [o["text"] for o in engine.generate(prompts, dict(greedy, json_schema=PERSON_SCHEMA))]
+    answers = [json.loads(text) for text in constrained]
     for answer in answers:
         jsonschema.validate(answer, PERSON_SCHEMA)
-    assert answers[1] == EXAMPLES[1][1]  # Maria Lopez, 41, painting/cycling/chess
-    assert [a["hobbies"] for a in answers] == [expected["hobbies"] for _, expected in EXAMPLES]
+    assert answers == [expected for _, expected in EXAMPLES], constrained
+    for text, answer in zip((o["text"] for o in engine.generate(prompts, greedy)), answers):
+        fence = re.fullmatch(r"```json\n(.*)\n```", text.strip(), re.S)
+        assert fence and json.loads(fence[1]) == answer, text
 
 
 def test_greedy_tool_call_copies_its_arguments(engine):
