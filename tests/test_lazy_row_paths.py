@@ -4,7 +4,9 @@ never which tokens it holds.
 
 - `_row_from_strings`: a state whose first element is an alternation of literal strings
   (an enum's values) is walked through the vocabulary trie along its syntax tree, without
-  automaton states for its positions.
+  automaton states for its positions;
+- `_row_from_closure`: a state that keeps reading a wide byte set (an e-mail's domain
+  label) allows every token made of that set at once and walks the others one by one.
 """
 from __future__ import annotations
 
@@ -58,20 +60,43 @@ def test_rows_of_a_json_enum_equal_the_eager_index_on_the_bundled_vocabulary():
 
 
 def test_an_enum_row_builds_no_state_for_the_values_positions():
-    """The row after the opening quote of a 300-value enum reads the values along the syntax
-    tree: no automaton state and no derivative for a value prefix."""
+    """The start row of a 300-value alternation reads the values along the syntax tree: no
+    derivative, and no automaton state but the start and the tail's."""
     tokenizer = bundled()
-    values = "|".join(f"value_{i:03d}" for i in range(300))
-    fsm = compile_lazy_token_fsm(f'"({values})"', tokenizer, 4096)
+    values = [f"{chr(97 + i % 26)}{i:03d}" for i in range(300)]
+    fsm = compile_lazy_token_fsm("(" + "|".join(values) + ")!", tokenizer, 4096)
     index = fsm.index
-    after_quote = index.next_state(index.initial_state, tokenizer.encode('"')[0])
-    states, fills = index.dfa.num_states, index.dfa.fills
-    row = index.row(after_quote)
-    assert (index.dfa.num_states, index.dfa.fills) == (states, fills)
-    allowed = set(index.allowed_token_ids(after_quote))
+    assert index.dfa.fills == 0 and index.dfa.num_states <= 2
     data = {t: b for t, b in enumerate(tokenizer.token_bytes) if b}
-    expected = {t for t, b in data.items() if any(f"value_{i:03d}\"".encode().startswith(b) for i in range(300))}
-    assert allowed == expected and row.count == len(expected)
+    expected = {t for t, b in data.items() if any(f"{v}!".encode().startswith(b) for v in values)}
+    assert set(index.allowed_token_ids(index.initial_state)) == expected
+
+
+DOMAIN = r"[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)+"
+WIDE_SHAPES = [
+    DOMAIN + r'"\}',                # an e-mail's domain, then the end of an object
+    r"[^x]*x[ab]",                  # all but one byte, then a tail that starts with it
+    r"([^\n]|\n[ab]){0,3}1",        # a bounded part: B shrinks where the bound ends
+    r"[ -~]+(\n|中)*",               # printable ASCII, then multi-byte characters
+]
+
+
+@pytest.mark.parametrize("pattern", WIDE_SHAPES)
+def test_rows_of_states_that_keep_reading_a_wide_byte_set_equal_the_eager_index(pattern):
+    """`_row_from_closure` (tokens made of the byte set allowed at once, the others walked)."""
+    vocabularies = [v for v in (SMALL_VOCAB, LONG_VOCAB) if spellable(pattern, v)]
+    for vocab in vocabularies:
+        compare_along_walks(pattern, vocab, walks=8, steps=15)
+    compare_along_walks(pattern, bundled(), walks=4, steps=20, oracle_every=1)
+
+
+def test_an_e_mail_domain_row_comes_from_its_byte_set():
+    tokenizer = bundled()
+    fsm = compile_lazy_token_fsm(DOMAIN + '"', tokenizer, 4096)
+    index = fsm.index
+    state = index.next_state(index.initial_state, tokenizer.encode("example")[0])
+    assert index._row_from_closure(state) is not None
+    compare_along_walks(DOMAIN + '"', tokenizer, walks=4, steps=20, oracle_every=1)
 
 
 WORDS = st.lists(st.text(alphabet="ab1z", min_size=0, max_size=4), min_size=2, max_size=6)
@@ -83,3 +108,19 @@ def test_generated_alternations_then_any_regex_equal_the_eager_index(words, tail
     pattern = "(" + "|".join(words) + ")" + f"(?:{tail})"
     if spellable(pattern, SMALL_VOCAB):
         compare_along_walks(pattern, SMALL_VOCAB, walks=3, steps=10)
+
+
+@pytest.fixture
+def closures_everywhere(monkeypatch):
+    """Let `_row_from_closure` take every state it can, however narrow its byte set."""
+    import minisglang.constrained.lazy_token_fsm as lazy
+
+    monkeypatch.setattr(lazy, "CLOSURE_BYTES", 1)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(REGEXES)
+def test_generated_regexes_rows_with_closures_everywhere_equal_the_eager_index(closures_everywhere, pattern):
+    if spellable(pattern, SMALL_VOCAB):
+        compare_along_walks(pattern, SMALL_VOCAB, walks=3, steps=12)

@@ -28,8 +28,10 @@ if TYPE_CHECKING:  # pragma: no cover   (s6's file: an s5 checkout has no struct
     from ..constrained.structural_tag import StructuralTag
 
 # The repeated bodies whose per-token counts a lazy backend computes when it starts (the
-# JSON compiler's string characters, digits, hex digits, an e-mail atom's characters).
-LAZY_PREPARED_BODIES = (STRING_CHAR, COUNTED_STRING_CHAR, "[0-9]", "[0-9a-fA-F]", r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]")
+# JSON compiler's string characters, digits, hex digits, an e-mail atom's characters, the
+# letters and digits of a domain label, with and without its hyphen).
+LAZY_PREPARED_BODIES = (STRING_CHAR, COUNTED_STRING_CHAR, "[0-9]", "[0-9a-fA-F]", r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]",
+                        "[A-Za-z0-9]", "[A-Za-z0-9-]")
 
 
 class FSMGrammar(BaseGrammarObject):

@@ -51,6 +51,10 @@ PERMISSIVE = 8
 # token p50 ~57 us with (1, 16), ~36 us with (2, 64), p99 and total CPU unchanged).
 FILL_AHEAD_CLASSES = 2
 FILL_AHEAD = 64
+# `_row_from_closure` needs a byte set of at least CLOSURE_BYTES bytes that at most
+# CLOSURE_STATES states keep reading.
+CLOSURE_BYTES = 32
+CLOSURE_STATES = 16
 # `_row_from_strings` walks an alternation's syntax tree along the trie for at most this
 # many steps (an enum of a few hundred values takes a few thousand).
 MAX_STRING_STEPS = 20_000
@@ -201,6 +205,8 @@ class LazyStateIndex:
             if row is None:
                 row = self._row_from_head(state)
             if row is None:
+                row = self._row_from_closure(state)
+            if row is None:
                 row = self._row_by_walk(state)
             if key is not None:
                 SHARED_ROWS.put(key, row)
@@ -326,7 +332,7 @@ class LazyStateIndex:
         reached is allowed (it spells a prefix of one of A's strings). Where a string of A
         is complete, the tokens going on into T are found by the ordinary trie walk from
         that trie node in T's state. None when the shape does not fit: A not an
-        alternation, a part of A other than byte sets of at most 8 bytes, alternations,
+        alternation, a part of A other than byte sets of at most 16 bytes, alternations,
         sequences and ε, more than MAX_STRING_STEPS steps, or a token longer than the trie
         reached inside A.
         """
@@ -356,7 +362,7 @@ class LazyStateIndex:
                 todo.extend(((p, *rest), at) for p in part.parts)
             elif kind == EPSILON:
                 todo.append((rest, at))
-            elif kind == BYTES and part.byte_set.bit_count() <= 8:
+            elif kind == BYTES and part.byte_set.bit_count() <= 16:
                 kids = children.get(at)
                 if kids is None:
                     lo, hi = int(trie.child_start[at]), int(trie.child_stop[at])
@@ -386,14 +392,81 @@ class LazyStateIndex:
             extra = np.concatenate([extra, longs])
         return self._make_row(bits, extra[extra != self.eos_token_id], state)
 
+    def _row_from_closure(self, state: int) -> TokenRow | None:
+        """The row of a state that goes on reading a wide byte set B whatever it read of B
+        before (an e-mail's domain label: any letters and digits), without walking the
+        tokens made of B through the trie.
+
+        B starts as the bytes the state allows and shrinks until every state reached from
+        it by bytes of B (at most CLOSURE_STATES of them) allows all of B: then a token
+        made of bytes of B only is read, from the state and from each of those. The tokens
+        that start with an allowed byte and hold another byte are walked one by one. None
+        when B ends with fewer than CLOSURE_BYTES bytes or more than max_candidates * 2
+        tokens must be walked.
+        """
+        dfa = self.dfa
+        if dfa.nodes[state].first.bit_count() < CLOSURE_BYTES:
+            return None   # (no derivative spent on a narrow state)
+        dfa.expand(state)
+        allowed = self._byte_set(dfa.table[state] >= 0)
+        wide = allowed
+        for _ in range(4):   # shrink B until the states it reaches all allow it
+            if wide.bit_count() < CLOSURE_BYTES:
+                return None
+            reached, todo = set(), [state]
+            while todo and len(reached) <= CLOSURE_STATES:
+                x = todo.pop()
+                starts = dfa.class_starts[x]
+                for lo, hi in zip(starts[:-1], starts[1:]):
+                    if ((1 << hi) - (1 << lo)) & wide:   # a byte of B is in this class
+                        nxt = dfa.fill(x, lo)
+                        if nxt >= 0 and nxt not in reached:
+                            reached.add(nxt)
+                            todo.append(nxt)
+            if todo or len(reached) > CLOSURE_STATES:
+                return None
+            narrower = wide
+            for x in reached:
+                row = dfa.table[x]
+                narrower &= self._byte_set(row >= 0)
+            if narrower == wide:
+                break
+            wide = narrower
+        else:
+            return None
+        inside = self._repetitions(dfa.pool.byte_set(wide))
+        if inside is None:
+            return None
+        arrays = self.arrays
+        first = arrays.first_bytes()
+        starts_allowed = self._byte_mask(allowed)[first]
+        fast = (inside >= 0) & self._byte_mask(wide)[first]
+        walk = np.flatnonzero(starts_allowed & ~fast)
+        walk = walk[walk != self.eos_token_id]
+        if walk.shape[0] > 2 * self.max_candidates:
+            return None
+        ids = np.concatenate([np.flatnonzero(fast), self._walk_tokens(walk, state)])
+        return self._make_row(np.zeros(self.words, dtype=np.uint32), ids[ids != self.eos_token_id], state)
+
+    @staticmethod
+    def _byte_mask(byte_set: int) -> np.ndarray:
+        """bool [257]: bit b of `byte_set` (a 256-bit int) at index b, False at 256 (no byte)."""
+        bits = np.unpackbits(np.frombuffer(byte_set.to_bytes(32, "little"), dtype=np.uint8), bitorder="little")
+        return np.append(bits.astype(bool), False)
+
+    @staticmethod
+    def _byte_set(mask: np.ndarray) -> int:
+        """bool [256] -> the 256-bit int with bit b set where mask[b]."""
+        return int.from_bytes(np.packbits(mask, bitorder="little").tobytes(), "little")
+
     def _literal(self, node: RegexNode) -> bool:
-        """Whether `node` is made of byte sets of at most 8 bytes, sequences, alternations
+        """Whether `node` is made of byte sets of at most 16 bytes, sequences, alternations
         and ε only (a finite set of strings `_row_from_strings` can walk). Cached."""
         done = self._literals.get(node.uid)
         if done is None:
             kind = node.kind
             if kind == BYTES:
-                done = node.byte_set.bit_count() <= 8
+                done = node.byte_set.bit_count() <= 16
             elif kind == EPSILON:
                 done = True
             elif kind == ALT:

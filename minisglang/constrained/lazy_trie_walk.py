@@ -19,7 +19,7 @@ row's correction walks one by one (`walk_rests` over every token's bytes).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numba
 import numpy as np
@@ -220,6 +220,16 @@ class VocabArrays:
     token_start: np.ndarray
     token_stop: np.ndarray
     containing: list[np.ndarray]
+    _first: list = field(default_factory=list, repr=False)   # [`first_bytes()`] once computed
+
+    def first_bytes(self) -> np.ndarray:
+        """int64 [tokens]: each token's first byte (256 for a token without bytes)."""
+        if not self._first:
+            first = np.full(self.token_start.shape[0], 256, dtype=np.int64)
+            some = self.token_stop > self.token_start
+            first[some] = self.all_bytes[self.token_start[some]]
+            self._first.append(first)
+        return self._first[0]
 
     @classmethod
     def build(cls, trie, token_bytes) -> "VocabArrays":
