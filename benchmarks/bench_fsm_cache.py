@@ -85,6 +85,9 @@ S5_LAZY = "s5 fsm backend, lazy"   # the default engine: Engine(stage="s5"), no 
 # A niced worker on a loaded machine may take far longer than the 30 s default: this measures gaps, not limits.
 LONG = 600.0
 ARRIVAL_TICK = 30   # decode steps of the eight requests before the slow request arrives
+# Tokens each of the eight decodes: the longest of their prompts (38 tokens with the tokenizer of
+# 2026-12-01) plus these must fit the bundled model's context of 1024.
+DECODE_TOKENS = 980
 
 
 def decode_ticks(engine: Engine, slow_params: dict | None, total_ticks: int = 0) -> tuple[list[float], object]:
@@ -92,9 +95,12 @@ def decode_ticks(engine: Engine, slow_params: dict | None, total_ticks: int = 0)
 
     Returns the wall times at which the eight got a new token, and the slow request. With
     no slow request, decodes `total_ticks` ticks: the control window."""
-    running = [engine.submit(USER.format(*p), {"temperature": 0, "ignore_eos": True, "max_new_tokens": 990})
+    running = [engine.submit(USER.format(*p), {"temperature": 0, "ignore_eos": True, "max_new_tokens": DECODE_TOKENS})
                for p in PEOPLE]
     while not all(r.output_ids for r in running):
+        refused = [r.finished_reason for r in running if r.finished and not r.output_ids]
+        if refused:   # e.g. a prompt that no longer fits the context with DECODE_TOKENS: fail, not spin
+            raise RuntimeError(f"a decoding request was refused: {refused[0]}")
         engine.step()
     probe, ticks, slow, after = running[0], [], None, 0
     while not probe.finished:
