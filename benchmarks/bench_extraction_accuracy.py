@@ -212,6 +212,18 @@ def score_answers(result: Result, examples: list[dict], schemas: list[dict]) -> 
     result.score = eval_extraction.score_extraction(examples, result.texts)
 
 
+def fences_stripped(result: Result, examples: list[dict]) -> Result:
+    """``result``'s answers with a markdown ```json fence taken off by hand, as a client's
+    post-processing would (scored again, nothing generated): how much of the gap between
+    unconstrained and constrained answers is the fence alone."""
+    stripped = Result(Condition(f"{result.condition.name}, fences stripped", constrained=False),
+                      texts=[make_corpus.unfence(t) for t in result.texts], finishes=list(result.finishes),
+                      output_tokens=result.output_tokens, decode_steps=result.decode_steps,
+                      canonical=result.canonical)
+    score_answers(stripped, examples, condition_schemas(stripped.condition, examples))
+    return stripped
+
+
 def demo_answers(engine, max_new_tokens: int) -> list[tuple[str, str, str]]:
     """(text, unconstrained answer, constrained answer) for the demo's three texts, as `minisglang demo` asks."""
     prompts = [engine.tokenizer.apply_chat_template([{"role": "user", "content": f"{demo.INSTRUCTION}\n{t}"}])
@@ -304,20 +316,20 @@ def demo_table(rows: list[tuple[str, str, str]]) -> list[str]:
 
 
 def training_steps(model: Path) -> str:
-    """The steps the last command of its MODEL_CARD.md's "## Reproduce" section trains for
-    ("? steps" without one); a later stage (`--init-from .../step-N`) adds the N steps of
-    the one before."""
+    """The steps of all the stages its MODEL_CARD.md's "## Reproduce" section lists, one
+    command each (a stage stopped early counts its ``--stop-after``); "? steps" without one."""
     card = model / "MODEL_CARD.md"
     text = card.read_text(encoding="utf-8") if card.exists() else ""
     section = re.search(r"^## Reproduce.*?(?=^## |\Z)", text, re.S | re.M)
-    commands = re.findall(r"```\n(.*?)```", section[0], re.S) if section else []
-    reproduce = commands[-1] if commands else ""
-    m = re.search(r"--steps (\d+)", reproduce)
-    if not m:
+    stages = []
+    for command in re.findall(r"```\n(.*?)```", section[0], re.S) if section else []:
+        m = re.search(r"--stop-after (\d+)", command) or re.search(r"--steps (\d+)", command)
+        if m:
+            stages.append(int(m[1]))
+    if not stages:
         return "? steps"
-    steps = int(m[1])
-    first = re.search(r"--init-from \S*step-(\d+)", reproduce)
-    return f"{int(first[1]) + steps:,} steps ({int(first[1]):,} + {steps:,})" if first else f"{steps:,} steps"
+    parts = f" ({' + '.join(f'{n:,}' for n in stages)})" if len(stages) > 1 else ""
+    return f"{sum(stages):,} steps{parts}"
 
 
 def report(results: list[Result], demo_rows: list, examples: list[dict], args, model: Path, load_before: float,
@@ -339,7 +351,9 @@ def report(results: list[Result], demo_rows: list, examples: list[dict], args, m
         f"order the paragraph says the facts in (equal to the training order for {same_order} of the {n} "
         "prompts), or alphabetical. 'JSON object': json.loads gives an object (a fenced answer does not; a "
         "field counts as right only in such an answer). 'valid': jsonschema accepts the object under the "
-        "condition's schema (the training-order schema for the unconstrained row). A field is right when its "
+        "condition's schema (the training-order schema for the unconstrained row). 'fences stripped': the same "
+        "unconstrained answers with a markdown ```json fence taken off by hand (make_corpus.unfence; nothing "
+        "generated again), the post-processing a client without a constraint writes. A field is right when its "
         "value equals the reference exactly (a list: the same items in order); 'name/age/hobbies' pools those "
         "three fields over the prompts that ask for them (English, Chinese: the same by paragraph language), "
         "'all fields' pools every requested field, 'whole answer right' counts answers equal to the reference. "
@@ -388,6 +402,8 @@ def main(argv: list[str] | None = None) -> None:
     train = make_corpus.make_corpus(args.examples, args.seed)
     examples = make_corpus.heldout_extraction_prompts(args.n, train, args.heldout_seed)
     results, demo_rows = run(args.model, examples, CONDITIONS, args.max_new_tokens)
+    free = next(i for i, r in enumerate(results) if not r.condition.constrained)
+    results.insert(free + 1, fences_stripped(results[free], examples))
     write_results(report(results, demo_rows, examples, args, args.model, load_before, time.perf_counter() - started),
                   args.output)
 

@@ -42,7 +42,7 @@ def extraction_schema(keys: list[str]) -> dict:
 
 def reference_answer(example: dict) -> dict:
     """The reference JSON object of an extraction example (its markdown fence removed)."""
-    return json.loads(example["assistant"].removeprefix("```json\n").removesuffix("\n```"))
+    return json.loads(make_corpus.unfence(example["assistant"]))
 
 
 def is_chinese(example: dict) -> bool:
@@ -231,8 +231,8 @@ def main() -> None:
     ap.add_argument("--model", type=Path, default=Path("minisglang/assets/tiny-json-llama"))
     ap.add_argument("--n", type=int, default=200, help="held-out extraction prompts")
     ap.add_argument("--tools", type=int, default=100, help="held-out tool conversations (0: skip)")
-    ap.add_argument("--examples", type=int, default=40000, help="corpus size used for training (to exclude it)")
-    ap.add_argument("--seed", type=int, default=0, help="corpus seed used for training (to exclude it)")
+    ap.add_argument("--examples", type=int, default=20000, help="corpus size whose user turns are excluded (the model card's evaluations: 20000)")
+    ap.add_argument("--seed", type=int, default=1, help="seed of that corpus (the model card's evaluations: 1)")
     ap.add_argument("--json", type=Path, help="also write the whole report here")
     ap.add_argument("--samples", action="store_true", help="print a few answers")
     args = ap.parse_args()

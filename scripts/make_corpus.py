@@ -350,6 +350,15 @@ def person_example(rng: random.Random, held_out: bool = False) -> dict:
             "user": instr.format(fields=_join(keys, False)) + "\n" + text, "assistant": answer}
 
 
+def unfence(text: str) -> str:
+    """The text inside a markdown ```json fence (the way loosely worded requests' answers are
+    written, whitespace around it allowed), or ``text`` unchanged when it is not fenced."""
+    inner = text.strip()
+    if inner.startswith("```json") and inner.endswith("```") and len(inner) >= len("```json```"):
+        return inner[len("```json"):-len("```")].strip()
+    return text
+
+
 def _filler(rng: random.Random, zh: bool) -> str:
     """Made-up connecting words: 1-3 generated lowercase words, or 1-3 filler characters."""
     if zh:

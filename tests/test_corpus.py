@@ -59,7 +59,7 @@ def test_some_chinese_given_names_contain_numerals(train):
         names = [make_corpus.person_name(random.Random(i), True, held_out) for i in range(2000)]
         share = sum(any(c in numerals for c in n[1:]) for n in names) / len(names)
         assert 0.05 < share < 0.3
-    answers = [json.loads(ex["assistant"].removeprefix("```json\n").removesuffix("\n```")) for ex in train
+    answers = [json.loads(make_corpus.unfence(ex["assistant"])) for ex in train
                if ex["task"] == "extract_person"]
     assert any(set(a["name"][1:]) & numerals and "age" in a for a in answers)
 
@@ -91,7 +91,7 @@ def _paragraph_and_instruction(ex):
 @given(st.integers(0, 2**32 - 1), st.booleans())
 def test_extraction_answers_are_grounded_and_in_key_order(seed, held_out):
     ex = make_corpus.person_example(random.Random(seed), held_out=held_out)
-    body = ex["assistant"].removeprefix("```json\n").removesuffix("\n```")
+    body = make_corpus.unfence(ex["assistant"])
     answer = json.loads(body)
     instruction, text = _paragraph_and_instruction(ex)
     strict_instructions = make_corpus.EN_STRICT[0] + make_corpus.EN_STRICT[1] + make_corpus.ZH_STRICT[0] + \
@@ -184,9 +184,9 @@ def test_held_out_names_and_phrasings_never_occur_in_training(train):
     held = make_corpus.heldout_extraction_prompts(80, train)
     assert len({ex["user"] for ex in held}) == 80
     assert not {ex["user"] for ex in held} & {ex["user"] for ex in train}
-    train_names = {json.loads(ex["assistant"].removeprefix("```json\n").removesuffix("\n```"))["name"]
+    train_names = {json.loads(make_corpus.unfence(ex["assistant"]))["name"]
                    for ex in train if ex["task"] == "extract_person"}
-    held_names = {json.loads(ex["assistant"].removeprefix("```json\n").removesuffix("\n```"))["name"] for ex in held}
+    held_names = {json.loads(make_corpus.unfence(ex["assistant"]))["name"] for ex in held}
     assert not train_names & held_names
     assert all(make_corpus.is_held_out(n) for n in held_names)
     assert not any(make_corpus.is_held_out(n) for n in train_names)

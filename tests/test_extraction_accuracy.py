@@ -115,6 +115,19 @@ def test_scoring_hand_written_answers(bench, examples):
     assert bench.cells(result, reference)[bench.HEADER.index("same values as default")] == "2/3 (67%)"
 
 
+def test_fences_stripped_rescores_only_the_fenced_answers(bench, examples):
+    exs = examples[:3]
+    answers = [json.dumps(bench.eval_extraction.reference_answer(ex), ensure_ascii=False) for ex in exs]
+    texts = ["```json\n" + answers[0] + "\n```", answers[1], "```json\n" + answers[2][:-3] + "\n```"]
+    result = bench.Result(bench.Condition("unconstrained", constrained=False), texts=texts, finishes=["stop"] * 3)
+    bench.score_answers(result, exs, bench.condition_schemas(result.condition, exs))
+    stripped = bench.fences_stripped(result, exs)
+    assert (result.valid, stripped.valid) == (1, 2)   # a fence around a broken object stays invalid
+    assert stripped.texts[1] == answers[1] and stripped.score["exact"] == 2
+    assert stripped.condition.name == "unconstrained, fences stripped" and not stripped.condition.constrained
+    assert result.texts[0].startswith("```")            # the original answers are left alone
+
+
 def test_a_tiny_run_end_to_end(bench, examples):
     exs = examples[:4]
     results, demo_rows = bench.run(Path(bench.minisglang.DEFAULT_MODEL_PATH), exs, bench.CONDITIONS,

@@ -62,7 +62,7 @@ def test_a_copied_value_is_the_same_tokens_in_the_text_and_in_the_answer():
     for ex in make_corpus.heldout_extraction_prompts(60, corpus):
         text_ids = tok(ex["user"], add_special_tokens=False)["input_ids"]
         answer_ids = tok(ex["assistant"], add_special_tokens=False)["input_ids"]
-        answer = json.loads(ex["assistant"].removeprefix("```json\n").removesuffix("\n```"))
+        answer = json.loads(make_corpus.unfence(ex["assistant"]))
         values = [answer["name"], *answer.get("hobbies", [])]
         if str(answer.get("age")) in ex["user"]:  # Chinese texts may spell the age in numerals
             values.append(str(answer["age"]))
