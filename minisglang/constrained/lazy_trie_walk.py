@@ -221,6 +221,19 @@ class VocabArrays:
     token_stop: np.ndarray
     containing: list[np.ndarray]
     _first: list = field(default_factory=list, repr=False)   # [`first_bytes()`] once computed
+    _children: dict = field(default_factory=dict, repr=False)   # trie node -> `children(trie, node)`
+
+    def children(self, trie, node: int) -> dict[int, int]:
+        """{byte: child} of a node of `trie` (this vocabulary's trie), cached: a walk in
+        Python (an enum's values) comes back to the same nodes grammar after grammar."""
+        found = self._children.get(node)
+        if found is None:
+            lo, hi = int(trie.child_start[node]), int(trie.child_stop[node])
+            found = dict(zip(trie.byte[lo:hi].tolist(), range(lo, hi)))
+            if len(self._children) >= 65536:
+                self._children.clear()
+            self._children[node] = found
+        return found
 
     def first_bytes(self) -> np.ndarray:
         """int64 [tokens]: each token's first byte (256 for a token without bytes)."""
