@@ -265,8 +265,10 @@ def main() -> None:
              f"Per-step costs walk `{json.dumps(INSTANCE, ensure_ascii=False)}` token by token, every row of "
              f"the batch at the same step (mean over the steps of the median of {args.repeats} runs per step); "
              f"logits are {PAD} columns wider than the vocabulary. 'build' is the backend's one-time "
-             "tokenizer preparation (the fsm backend builds its vocabulary trie inside its first compile "
-             "instead); 'first mask' is the first fill after the compile; 'fill' is allocate + "
+             "tokenizer preparation (the fsm backend's `prepare_vocabulary`: its vocabulary trie, the first "
+             "calls of its compiled loops and the repetition counts of the bodies JSON grammars repeat: a "
+             "string's character, a digit, ...); "
+             "'first mask' is the first fill after the compile; 'fill' is allocate + "
              "`fill_vocab_mask_batched`, 'step' is fill + `apply_vocab_mask` on the logits.", "",
              "| vocabulary | backend | build (ms) | compile (ms) | first mask (ms) | "
              + " | ".join(f"fill B={b} (ms) | step B={b} (ms) | step B={b} vs fsm" for b in batch_sizes) + " |",
