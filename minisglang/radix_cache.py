@@ -146,7 +146,8 @@ class RadixCache:
         """
         if self.disable:
             return _no_slots(), self.root_node
-        key = list(key)
+        if not isinstance(key, list):   # callers usually pass a fresh list already
+            key = list(key)
         self._clock += 1
         node = self.root_node
         node.last_access_time = self._clock

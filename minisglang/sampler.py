@@ -15,6 +15,8 @@ def sample(logits: torch.Tensor, reqs: list[Req], default_generator: torch.Gener
     out = [0] * len(reqs)
     # Greedy rows need no generator: one argmax serves them all (same ids as row by row).
     greedy = [i for i, req in enumerate(reqs) if is_greedy(req)]
+    if len(greedy) == len(reqs):   # the usual batch: no copy of the [B, V] logits to pick rows
+        return logits.argmax(dim=-1).tolist()
     if greedy:
         for i, token in zip(greedy, logits[greedy].argmax(dim=-1).tolist()):
             out[i] = token

@@ -265,7 +265,8 @@ class Scheduler:
         live = [i for i, r in enumerate(batch.reqs) if not r.finished]
         ids = [-1] * len(batch.reqs)
         if live:
-            picked = sample(logits[live], [batch.reqs[i] for i in live], self.generator)
+            rows = logits if len(live) == len(ids) else logits[live]   # a copy only when some were aborted
+            picked = sample(rows, [batch.reqs[i] for i in live], self.generator)
             for i, tok in zip(live, picked):
                 ids[i] = tok
         return ids
@@ -460,6 +461,14 @@ class Scheduler:
         """Choose waiting requests that fit the token budget; give them slots and prefixes."""
         if not self.waiting_queue:
             return []
+        budget = (self.token_to_kv_pool.available_size() + self.tree_cache.evictable_size()
+                  - sum(self._remaining_new_tokens(r) for r in self.running))
+        # Each request needs at least one new token and room for the rest of its output. When
+        # no request can get that, none is admitted: skip matching the queue against the tree
+        # (in a backlog, the longest part of scheduling).
+        if (len(self.running) >= self.config.max_running_requests
+                or budget < min(1 + self._remaining_new_tokens(r) for r in self.waiting_queue)):
+            return []
         # Match all but the last token: the model must compute at least one position.
         match = {req.rid: self.tree_cache.match_prefix(req.fill_ids[:-1]) for req in self.waiting_queue}
         if self.config.schedule_policy == "lpm":
@@ -467,8 +476,6 @@ class Scheduler:
         elif self.config.schedule_policy != "fcfs":
             raise ValueError(f"unknown schedule policy {self.config.schedule_policy!r}")
 
-        budget = (self.token_to_kv_pool.available_size() + self.tree_cache.evictable_size()
-                  - sum(self._remaining_new_tokens(r) for r in self.running))
         chosen, prefill_tokens = [], 0
         in_batch = self._in_batch_tree()
         for req in self.waiting_queue:
