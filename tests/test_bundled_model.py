@@ -160,3 +160,27 @@ def test_greedy_tool_call_copies_its_arguments(engine):
     content, calls = parse_tool_calls(text, ["get_weather", "send_email"])
     assert text.startswith("<tool_call>") and [c.name for c in calls] == ["send_email"], text
     assert json.loads(calls[0].arguments)["to"] == "ann@example.com", text
+
+
+@pytest.mark.parametrize("question,expected", [
+    ("What is the weather in Paris?", ("get_weather", {"city": "Paris"})),
+    ("Remind me to call mom at 18:30.", ("set_reminder", {"text": "call mom", "time": "18:30"})),
+])
+@pytest.mark.parametrize("choice", ["required", "auto"])
+def test_notebook_07_calls_its_tool_with_the_right_arguments(engine, question, expected, choice):
+    """Notebook 07 §5's trained-family examples (issue 19: the chapter's examples produce real
+    calls with the right arguments): the right tool, arguments equal to the question's values."""
+    from minisglang.function_call import FunctionTool, ToolChoice, parse_tool_calls, tool_constraint
+    weather = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20}},
+               "required": ["city"], "additionalProperties": False}
+    reminder = {"type": "object", "properties": {"text": {"type": "string", "maxLength": 40},
+                                                 "time": {"type": "string", "maxLength": 5}},
+                "required": ["text", "time"], "additionalProperties": False}
+    tools = [FunctionTool("get_weather", weather), FunctionTool("set_reminder", reminder)]
+    openai_tools = [{"type": "function", "function": {"name": t.name, "parameters": t.parameters}} for t in tools]
+    params = {"structural_tag": tool_constraint(tools, ToolChoice(choice), choice == "auto").value,
+              "max_new_tokens": 80, "temperature": 0}
+    text = engine.generate(engine.tokenizer.apply_chat_template([{"role": "user", "content": question}],
+                                                                tools=openai_tools), params)["text"]
+    _, calls = parse_tool_calls(text, [t.name for t in tools])
+    assert [(c.name, json.loads(c.arguments)) for c in calls] == [expected], text
