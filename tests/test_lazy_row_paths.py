@@ -43,12 +43,19 @@ def spellable(pattern: str, vocab) -> bool:
     return True
 
 
+def compare_on_every_vocabulary(pattern: str, bundled_walks: int, bundled_steps: int) -> None:
+    """Rows along random walks equal the eager index's on the small and long test vocabularies
+    (where they can spell the pattern) and, with the brute-force oracle at every step, on the
+    bundled one."""
+    for vocab in (SMALL_VOCAB, LONG_VOCAB):
+        if spellable(pattern, vocab):
+            compare_along_walks(pattern, vocab, walks=8, steps=15)
+    compare_along_walks(pattern, bundled(), walks=bundled_walks, steps=bundled_steps, oracle_every=1)
+
+
 @pytest.mark.parametrize("pattern", ENUM_SHAPES)
 def test_rows_of_alternations_of_strings_equal_the_eager_index(pattern):
-    vocabularies = [v for v in (SMALL_VOCAB, LONG_VOCAB) if spellable(pattern, v)]
-    for vocab in vocabularies:
-        compare_along_walks(pattern, vocab, walks=8, steps=15)
-    compare_along_walks(pattern, bundled(), walks=3, steps=15, oracle_every=1)
+    compare_on_every_vocabulary(pattern, bundled_walks=3, bundled_steps=15)
 
 
 def test_rows_of_a_json_enum_equal_the_eager_index_on_the_bundled_vocabulary():
@@ -91,10 +98,7 @@ WIDE_SHAPES = [
 @pytest.mark.parametrize("pattern", WIDE_SHAPES)
 def test_rows_of_states_that_keep_reading_a_wide_byte_set_equal_the_eager_index(pattern):
     """`_row_from_closure` (tokens made of the byte set allowed at once, the others walked)."""
-    vocabularies = [v for v in (SMALL_VOCAB, LONG_VOCAB) if spellable(pattern, v)]
-    for vocab in vocabularies:
-        compare_along_walks(pattern, vocab, walks=8, steps=15)
-    compare_along_walks(pattern, bundled(), walks=4, steps=20, oracle_every=1)
+    compare_on_every_vocabulary(pattern, bundled_walks=4, bundled_steps=20)
 
 
 def test_an_e_mail_domain_row_comes_from_its_byte_set():
