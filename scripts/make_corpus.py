@@ -354,7 +354,7 @@ def unfence(text: str) -> str:
     """The text inside a markdown ```json fence (the way loosely worded requests' answers are
     written, whitespace around it allowed), or ``text`` unchanged when it is not fenced."""
     inner = text.strip()
-    if inner.startswith("```json") and inner.endswith("```") and len(inner) >= len("```json```"):
+    if inner.startswith("```json") and inner.endswith("```"):
         return inner[len("```json"):-len("```")].strip()
     return text
 
