@@ -65,8 +65,8 @@ class Pair:
         self.hf = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
         self.vocab = self.ours.config.vocab_size
         cfg = self.ours.config
-        self.req_pool = ReqToTokenPool(16, max_context_len=64)
-        self.kv_pool = TokenToKVPool(512, cfg.num_layers, cfg.num_kv_heads, cfg.head_dim, torch.float32)
+        self.req_pool = ReqToTokenPool(32, max_context_len=64)
+        self.kv_pool = TokenToKVPool(1024, cfg.num_layers, cfg.num_kv_heads, cfg.head_dim, torch.float32)
 
     @torch.inference_mode()
     def reference(self, token_ids: list[int]) -> torch.Tensor:
@@ -184,6 +184,49 @@ def test_batched_decode_steps(pair):
         for i, seq in enumerate(seqs):
             torch.testing.assert_close(logits[i], pair.reference(seq)[-1], atol=ATOL, rtol=0,
                                        msg=lambda m: f"decode step {step}, request {i}: {m}")
+
+
+def test_decode_reads_a_shared_prefix_once(pair):
+    """Four requests whose first 9 positions sit in the same KV slots (a system prompt the
+    radix tree shares), then own suffixes of different lengths: the decode batch finds the
+    shared slots (`shared_prefix_len`), reads them once for the batch, and every step's
+    logits still equal transformers'. A request that does not share them turns it off."""
+    gen = torch.Generator().manual_seed(5)
+    system = random_ids(gen, pair.vocab, 9)
+    first, _ = prefill(pair, [system])
+    owner = first.req_pool_indices.tolist()[0]
+    seqs = [system + random_ids(gen, pair.vocab, n) for n in (1, 7, 3, 12)]
+    reqs = [pair.req_pool.alloc() for _ in seqs]
+    for req in reqs:   # a radix hit: the prefix's slots, not a copy of its K/V
+        pair.req_pool.req_to_token[req, :9] = pair.req_pool.req_to_token[owner, :9]
+    _, all_logits = prefill(pair, seqs, [9] * len(seqs), reqs)
+    logits = all_logits[torch.tensor([len(s) - 9 for s in seqs]).cumsum(0) - 1]
+    other = random_ids(gen, pair.vocab, 11)          # shares no slot with the others
+    other_fb, other_logits = prefill(pair, [other])
+    other_req = int(other_fb.req_pool_indices[0])
+    for step in range(3):
+        with_other = step == 2
+        batch = reqs + [other_req] if with_other else reqs
+        batch_seqs = seqs + [other] if with_other else seqs
+        next_ids = logits.argmax(-1).tolist() + ([int(other_logits[-1].argmax())] if with_other else [])
+        fb = ForwardBatch.decode(batch, [len(s) for s in batch_seqs], next_ids,
+                                 pair.kv_pool.alloc(len(batch)), pair.req_pool, pair.kv_pool)
+        assert fb.shared_prefix_len == (0 if with_other else 9)
+        out = pair.ours(fb)
+        for i, seq in enumerate(batch_seqs):
+            torch.testing.assert_close(out[i], pair.reference(seq + [next_ids[i]])[-1], atol=ATOL, rtol=0,
+                                       msg=lambda m: f"decode step {step}, request {i}: {m}")
+        seqs = [s + [t] for s, t in zip(seqs, next_ids)]
+        logits = out[:len(reqs)]
+
+
+def test_shared_prefix_len_counts_leading_equal_slots():
+    """The shared prefix is the leading columns equal in every row, never a later run."""
+    rows = torch.tensor([[4, 5, 6, 7, 9], [4, 5, 6, 8, 9], [4, 5, 6, 7, 9]])
+    assert ForwardBatch._shared_slots(rows) == 3
+    assert ForwardBatch._shared_slots(torch.tensor([[1, 2, 3], [0, 2, 3]])) == 0
+    assert ForwardBatch._shared_slots(rows[:1]) == 0       # one request: nothing to share
+    assert ForwardBatch._shared_slots(rows[:, :0]) == 0
 
 
 @pytest.mark.parametrize("rope_parameters", [

@@ -39,6 +39,9 @@ class ForwardBatch:
     extend_seq_lens: list[int]  # [B] new tokens in this step (decode: all 1)
     req_to_token_pool: ReqToTokenPool
     token_to_kv_pool: TokenToKVPool
+    # DECODE: the first positions whose KV slots are the same for every request (a prefix
+    # the radix tree shares); attention reads them once for the batch. 0 = none.
+    shared_prefix_len: int = 0
 
     @property
     def batch_size(self) -> int:
@@ -125,7 +128,17 @@ class ForwardBatch:
             extend_seq_lens=[1] * num_reqs,
             req_to_token_pool=req_to_token_pool,
             token_to_kv_pool=token_to_kv_pool,
+            shared_prefix_len=cls._shared_slots(req_to_token_pool.req_to_token[reqs, :min(seq_lens_before)]),
         )
+
+    @staticmethod
+    def _shared_slots(rows: torch.Tensor) -> int:
+        """rows ``[B, n]`` of the request-to-slot table -> how many leading columns are the
+        same slot in every row (0 for a batch of one: nothing to share)."""
+        if rows.shape[0] < 2 or rows.shape[1] == 0:
+            return 0
+        same = (rows == rows[0]).all(0)                      # [n]
+        return int(same.long().cumprod(0).sum())
 
     @staticmethod
     def _check_slots(out_cache_loc, expected: int, pool: ReqToTokenPool) -> torch.LongTensor:

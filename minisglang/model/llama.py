@@ -105,6 +105,39 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Ten
     return out.transpose(1, 2).to(q.dtype)
 
 
+def decode_attention(q: torch.Tensor, k_shared: torch.Tensor, v_shared: torch.Tensor,
+                     k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor,
+                     scale: float, dtype: torch.dtype) -> torch.Tensor:
+    """One query per request over two sets of keys: a prefix every request shares, then
+    each request's own keys; exactly softmax attention over their concatenation.
+
+    q: ``[B, H, D]``; k_shared, v_shared: ``[Hkv, P, D]`` (one copy for the batch, P may
+    be 0); k, v: ``[Hkv, B, L, D]`` head-major, as `index_select` gathers them from the
+    pool; mask: ``[B, L]`` bool over the own keys -> ``[B, H, D]``.
+    The shared keys meet every query in one matrix product per KV head instead of being
+    gathered B times: with a 340-token system prompt that halves what a decode step copies
+    (the shared-prefix "cascade" attention of Hydragen and FlashInfer, in plain tensor
+    ops). Both parts' scores go through one softmax, so nothing needs merging. With one
+    query per request the scores are only ``[B, H, P + L]``, so spelling the softmax out
+    costs nothing, and it reads the head-major K/V in place (the fused kernel of
+    `attention` is for prefills, where scores would be ``[B, H, T, L]``).
+    """
+    batch, heads, head_dim = q.shape
+    kv_heads, shared = k.shape[0], k_shared.shape[1]
+    group = heads // kv_heads                                                       # GQA
+    qh = q.to(dtype).view(batch, kv_heads, group, head_dim).transpose(0, 1)         # [Hkv, B, G, D]
+    scores = torch.cat([
+        (qh.reshape(kv_heads, batch * group, head_dim) @ k_shared.to(dtype).transpose(1, 2))
+        .view(kv_heads, batch, group, shared),                                      # [Hkv, B, G, P]
+        (qh @ k.to(dtype).transpose(2, 3)).masked_fill(~mask[None, :, None, :], float("-inf")),  # [Hkv, B, G, L]
+    ], dim=-1)
+    probs = torch.softmax(scores * scale, dim=-1)
+    out = ((probs[..., :shared].reshape(kv_heads, batch * group, shared) @ v_shared.to(dtype))
+           .view(kv_heads, batch, group, head_dim)
+           + probs[..., shared:] @ v.to(dtype))                                     # [Hkv, B, G, D]
+    return out.transpose(0, 1).reshape(batch, heads, head_dim).to(q.dtype)
+
+
 class LlamaAttention(nn.Module):
     def __init__(self, config: ModelConfig, layer_id: int, attention_dtype: torch.dtype):
         super().__init__()
@@ -192,13 +225,19 @@ class LlamaAttention(nn.Module):
 
     def _decode_attention(self, q, k_buffer, v_buffer, fb: ForwardBatch) -> torch.Tensor:
         """All requests at once: gather each one's keys up to the longest request, and mask
-        the padding past each one's own length. q: ``[B, H, D]`` -> ``[B, H, D]``."""
-        max_len = int(fb.seq_lens.max())
-        slots = fb.req_to_token_pool.req_to_token[fb.req_pool_indices, :max_len]  # [B, L]
-        mask = torch.arange(max_len, device=q.device)[None, :] < fb.seq_lens[:, None]  # [B, L]
-        out = attention(q[:, None], gather_slots(k_buffer, slots), gather_slots(v_buffer, slots), mask[:, None, :],
-                        self.scale, self.attention_dtype)  # [B, 1, H, D]
-        return out[:, 0]
+        the padding past each one's own length. q: ``[B, H, D]`` -> ``[B, H, D]``.
+
+        The first ``fb.shared_prefix_len`` positions sit in the same KV slots for every
+        request (a system prompt the radix tree shares): those keys are read once for the
+        whole batch, not once per request."""
+        shared, max_len = fb.shared_prefix_len, int(fb.seq_lens.max())
+        table = fb.req_to_token_pool.req_to_token
+        prefix = table[fb.req_pool_indices[0], :shared]                                  # [P]
+        slots = table[fb.req_pool_indices, shared:max_len]                               # [B, L]
+        mask = torch.arange(shared, max_len, device=q.device)[None, :] < fb.seq_lens[:, None]  # [B, L]
+        return decode_attention(q, k_buffer.index_select(1, prefix), v_buffer.index_select(1, prefix),
+                                gather_slots(k_buffer, slots).transpose(0, 1), gather_slots(v_buffer, slots).transpose(0, 1),
+                                mask, self.scale, self.attention_dtype)
 
 
 class LlamaMLP(nn.Module):
