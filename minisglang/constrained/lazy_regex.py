@@ -92,7 +92,7 @@ class RegexNode:
     """
 
     __slots__ = ("uid", "kind", "parts", "byte_set", "low", "high", "nullable", "first", "max_bound",
-                 "min_len", "key_len", "_cuts", "_derivatives")
+                 "min_len", "key_len", "_cuts")
 
     def __init__(self, uid: int, kind: int, parts: tuple = (), byte_set: int = 0,
                  low: int = 0, high: int | None = 0, nullable: bool = False, first: int = 0):
@@ -138,7 +138,6 @@ class RegexNode:
         else:
             self.key_len = 2 + len(parts) + sum([p.key_len for p in parts]) if parts else 1
         self._cuts: int | None = None
-        self._derivatives: dict[int, RegexNode] = {}
 
     def __repr__(self) -> str:
         return f"RegexNode#{self.uid}({describe(self)})"
@@ -153,22 +152,19 @@ class RegexPool:
 
     def __init__(self, max_nodes: int = 2_000_000):
         self.max_nodes = max_nodes
-        self._table: dict[tuple, RegexNode] = {}
+        self._table: dict[tuple | int, RegexNode] = {}
         self._clipped: dict[tuple[int, int], RegexNode] = {}
         self._keys: dict[int, str | None] = {}
         self._live: dict[int, bool] = {}   # AND/DIFF node uid -> whether its language is non-empty
+        # Derivatives computed, keyed by `uid << 8 | byte`: one int per entry rather than a dict
+        # per node, so a new node is two objects for Python's collector to scan (itself and its
+        # parts), and no node points back at a derivative (r*'s is r* itself: no cycle to collect).
+        self._derivatives: dict[int, RegexNode] = {}
         self.empty = self._make((EMPTY,), EMPTY)
         self.epsilon = self._make((EPSILON,), EPSILON, nullable=True)
 
     def __len__(self) -> int:
         return len(self._table)
-
-    def __del__(self) -> None:
-        # Derivative memos point back into the pool (the derivative of r* is r* itself), so
-        # without this a dropped grammar's nodes wait for Python's cyclic collector, whose
-        # full passes over a server's big heap stall whatever runs then (~100-200 ms).
-        for node in getattr(self, "_table", {}).values():
-            node._derivatives = None
 
     def _make(self, key: tuple, kind: int, **fields) -> RegexNode:
         node = self._table.get(key)
@@ -195,7 +191,9 @@ class RegexPool:
             return tail
         if tail.kind == EPSILON:
             return head
-        key = (CONCAT, head.uid, tail.uid)
+        # An int key (the only kind of int key in the table): no tuple to build and hash on
+        # every call, and none kept alive per node.
+        key = head.uid << 32 | tail.uid
         node = self._table.get(key)   # most calls (a derivative's) find the node: skip the rest
         if node is not None:
             return node
@@ -480,17 +478,18 @@ class RegexPool:
         """The regex of what may follow `byte` in a match of `node` (EMPTY: nothing)."""
         if not node.first >> byte & 1:
             return self.empty   # no match starts with this byte (and no node hides an empty language)
-        done = node._derivatives.get(byte)
+        memo = node.uid << 8 | byte
+        done = self._derivatives.get(memo)
         if done is not None:
             return done
         kind = node.kind
         if kind == MEMBERS:   # not the exercise's: the derivative of its one-level unfolding
-            out = node._derivatives[byte] = self.derivative(self.unfold(node), byte)
+            out = self._derivatives[memo] = self.derivative(self.unfold(node), byte)
             return out
         if kind in (AND, DIFF):   # not the exercise's either: d(A op B) = dA op dB
             a, b = node.parts
             out = self._checked(self._set_node(kind, self.derivative(a, byte), self.derivative(b, byte)))
-            node._derivatives[byte] = out
+            self._derivatives[memo] = out
             return out
         # BEGIN SOLUTION task5_3
         if kind == BYTES:
@@ -514,7 +513,7 @@ class RegexPool:
                 x = tail
             out = self.alt(options)
         # END SOLUTION
-        node._derivatives[byte] = out
+        self._derivatives[memo] = out
         return out
 
     def cuts(self, node: RegexNode) -> int:
