@@ -173,3 +173,31 @@ def test_jump_forward_readmission_after_prefill_caching_matches_the_oracle():
     eng.shutdown()
     off.shutdown()
 
+
+
+def test_in_batch_sharing_never_defers_a_readmission_wave():
+    """Requests that jump in one step bring the same forced text (`", "age": `) on top of
+    different cached prefixes: they share no uncached token, so even at a threshold of one
+    token each re-admission prefill admits exactly the requests that jumped in the step
+    before (the hand-computed admission); texts equal radix off."""
+    regex = r'\{"name": "[A-Za-z ]{1,12}", "age": [0-9]{1,2}, "city": "[A-Za-z]{1,10}"\}'
+    params = {"temperature": 0, "max_new_tokens": 60, "regex": regex}
+    rng = random.Random(6)
+    prompts = [prompt(i, rng) for i in range(6)]
+    eng = sgl.Engine(stage="s4", max_total_tokens=4096, in_batch_prefix_threshold=1)
+    off = sgl.Engine(stage="s4", max_total_tokens=4096, disable_radix_cache=True)
+    start = len(eng.trace)
+    outs = eng.generate(prompts, [params] * len(prompts))
+    events = eng.trace[start:]
+    jumped: dict[int, set[int]] = {}
+    for e in events:
+        if e["event"] == "jump":
+            jumped.setdefault(e["step"], set()).add(e["rid"])
+    waves = [e for e in events if e["event"] == "prefill" and e["step"] - 1 in jumped]
+    assert [set(e["reqs"]) for e in waves] == [jumped[e["step"] - 1] for e in waves]
+    assert len(waves) == len(jumped) and any(len(e["reqs"]) >= 2 for e in waves)
+    assert any(e["event"] == "defer" for e in events)             # the rule is on: the prompts shared SYSTEM
+    assert [o["text"] for o in outs] == [o["text"] for o in off.generate(prompts, [params] * len(prompts))]
+    assert_no_leak(eng)
+    eng.shutdown()
+    off.shutdown()
