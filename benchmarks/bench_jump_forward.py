@@ -20,7 +20,9 @@ time of `generate`. Timing wrappers split that time into the forwards that prefi
 the forwards that re-admit jumped requests (a prefill batch of requests that already have
 output), decode forwards, the jumps themselves (the stage's `before_decode`: find the forced
 string, retokenize, hand the KV to the radix tree) and the rest (scheduling, masks,
-sampling). The regex is compiled before timing (one warm-up request, untimed), and the
+sampling). From the trace it counts the re-admission waves (a prefill right after a step in
+which requests jumped), key by key in how many different steps the requests reached it, and
+how many scheduler steps a request took from the first prefill to its finish. The regex is compiled before timing (one warm-up request, untimed), and the
 radix tree is emptied before every run. Each system's fastest of `--repeats` interleaved
 runs (other jobs only add time), and the spread of the s3/s4 ratio over the repeats.
 
@@ -31,6 +33,7 @@ Prints the table and the ratios; writes benchmarks/results/jump_forward.md.
 from __future__ import annotations
 
 import argparse
+import collections
 import os
 import random
 import re
@@ -108,10 +111,28 @@ def run(engine: Engine, spent: dict[str, float], chats: list[str], params: list[
     outs = engine.generate(chats, params)
     seconds = time.perf_counter() - start
     events = list(s.trace)[first_event:]
+    # A request jumps while a decode batch is formed and is re-admitted by the next step's
+    # prefill: a wave is a step in which some request jumped. nth_jump[i]: the steps in which
+    # requests took their i-th jump.
+    jumped: dict[int, set[int]] = collections.defaultdict(set)
+    nth_jump: dict[int, set[int]] = collections.defaultdict(set)
+    taken: collections.Counter[int] = collections.Counter()
+    for e in (e for e in events if e["event"] == "jump"):
+        jumped[e["step"]].add(e["rid"])
+        taken[e["rid"]] += 1
+        nth_jump[taken[e["rid"]]].add(e["step"])
+    readmissions = [e for e in events if e["event"] == "prefill" and e["step"] - 1 in jumped]
+    sampled = [o["meta_info"]["completion_tokens_wo_jump_forward"] for o in outs]
+    start_step = min(e["step"] for e in events if e["event"] == "prefill")
+    finish_steps = [e["step"] - start_step + 1 for e in events if e["event"] == "finish"]
     return {"seconds": seconds, "texts": [o["text"] for o in outs],
             **{f"{part}_s": spent[part] - before[part] for part in spent},
             "lengths": [o["meta_info"]["completion_tokens"] for o in outs],
-            "sampled": sum(o["meta_info"]["completion_tokens_wo_jump_forward"] for o in outs),
+            "sampled": sum(sampled), "sampled_range": (min(sampled), max(sampled)),
+            "waves": len(readmissions), "jump_steps": len(jumped),
+            "waves_admit_their_jumps": all(set(e["reqs"]) == jumped[e["step"] - 1] for e in readmissions),
+            "nth_jump_steps": [len(nth_jump[i]) for i in sorted(nth_jump)],
+            "mean_steps": statistics.mean(finish_steps),
             "tokens": sum(o["meta_info"]["completion_tokens"] for o in outs),
             "decode": s.forward_counts["decode"] - counts["decode"],
             "prefill": s.forward_counts["prefill"] - counts["prefill"],
@@ -175,6 +196,9 @@ def main() -> None:
     # bound on what cheaper jump bookkeeping alone can buy.
     no_jump_cost = s3["seconds"] / (s4["seconds"] - s4["jumps_s"])
 
+    whole = ("each admitted exactly the requests that jumped in the step before" if s4["waves_admit_their_jumps"]
+             else "**some did not admit exactly the requests that jumped in the step before**")
+
     def verdict(ok: bool) -> str:
         return "met" if ok else "**missed**"
 
@@ -199,6 +223,13 @@ def main() -> None:
              f"{verdict(vs_free >= 1.0)} |",
              f"| requests/s, s4 / s3 if s4's jumps cost nothing (wall minus 'jumps') | {no_jump_cost:.2f}x | "
              "(upper bound for cheaper jump bookkeeping) | |", "",
+             f"Re-admission waves (s4, from the trace): {s4['waves']} prefill forwards re-admitted jumped requests, "
+             f"one after each of the {s4['jump_steps']} steps in which some request jumped; {whole}. "
+             "Key by key, the requests took their 1st, 2nd, ... jump in "
+             f"{', '.join(map(str, s4['nth_jump_steps']))} different steps; each request sampled "
+             f"{s4['sampled_range'][0]} to {s4['sampled_range'][1]} tokens. A request finished "
+             f"{s4['mean_steps']:.1f} scheduler steps after the first prefill on average "
+             f"(s3: {s3['mean_steps']:.1f}).", "",
              "Where the wall time goes (the same runs, seconds): prompt prefills (the first admission of every request), "
              "re-admission prefills (jumped requests coming back), decode forwards, jumps (`before_decode`: find "
              "the forced string, retokenize, hand the KV to the radix tree) and the rest (scheduling, masks, "
