@@ -369,6 +369,29 @@ class Tokenizer:
         """Token ids of ``text``; with ``add_special_tokens`` the tokenizer's BOS etc. too."""
         return self.hf.encode(text, add_special_tokens=add_special_tokens).ids
 
+    def encode_extended(self, text: str, ids: list[int], more: str) -> list[int]:
+        """``encode(text + more)`` for a ``text`` whose ids are ``ids``, re-encoding only what
+        follows the last special token of ``ids``.
+
+        A tokenizer cuts special tokens out of the text before its BPE runs, so appending
+        text cannot change anything up to one. Jump-forward re-encodes prompt + output at
+        every jump (chapter 04): after a chat template's last special token that is a few
+        tokens, not the whole prompt (which cost 7% of the extraction service's CPU).
+        The ids kept are ``ids``' own: for ids that ``encode(text)`` did not produce, only
+        the part after the special token is checked. Falls back to encoding everything
+        when ``ids`` ends with or has no special token, or when the text after it does not
+        re-encode to ``ids``' tail (a tokenizer that treats the start of its input
+        differently, a special token that swallows the spaces beside it).
+        """
+        last = next((i for i in range(len(ids) - 1, -1, -1) if ids[i] in self.special_token_ids), None)
+        if last is not None and last < len(ids) - 1:    # a tail to check the re-encoding against
+            _, found, tail = text.rpartition(self._special_text[ids[last]].decode())
+            if found:
+                tail_ids = self.encode(tail + more)
+                if tail_ids[:len(ids) - last - 1] == ids[last + 1:]:
+                    return ids[:last + 1] + tail_ids
+        return self.encode(text + more)
+
     def decode(self, ids, skip_special_tokens: bool = True) -> str:
         """Text of ``ids``: their bytes joined, invalid UTF-8 shown as U+FFFD."""
         return self.decode_bytes(ids, skip_special_tokens).decode("utf-8", errors="replace")

@@ -168,6 +168,9 @@ class GreedyTokenizer:
         self.token_bytes = [v.encode() for v in vocab]
         self.vocab, self.normalise = vocab, normalise
 
+    def encode_extended(self, text: str, ids: list[int], more: str) -> list[int]:
+        return self.encode(text + more)     # no special tokens: everything is re-encoded
+
     def encode(self, text: str) -> list[int]:
         text, ids = self.normalise(text), []
         while text:

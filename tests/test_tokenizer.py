@@ -8,6 +8,7 @@ hypothesis properties, for every real tokenizer in tests/real_tokenizers.py.
 from __future__ import annotations
 
 import base64
+import shutil
 import json
 import random
 import unicodedata
@@ -19,6 +20,7 @@ from hypothesis import strategies as st
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import models, pre_tokenizers
 
+import minisglang
 import real_tokenizers
 from minisglang.tokenizer import (BYTE_LEVEL, PLAIN, SENTENCEPIECE, IncrementalDetokenizer,
                                   Tokenizer, detect_family)
@@ -113,6 +115,54 @@ def test_round_trip_law_property(real, text):
     ids = real.encode(text)
     assert joined_bytes(real, ids) == real.normalize(text).encode()
     assert real.decode(ids) == real.normalize(text)
+
+
+# ------------------------------------------------------- appending to encoded text
+@PROPERTY
+@given(data=st.data())
+def test_encode_extended_equals_encoding_the_whole_text(real, data):
+    """`encode_extended(text, encode(text), more)` is `encode(text + more)`, with special
+    tokens anywhere in `text` (where it re-encodes only the tail) or none (where it falls back)."""
+    pieces = st.one_of(_PIECES, st.sampled_from(special_texts(real)))
+    text = "".join(data.draw(st.lists(pieces, max_size=8)))
+    more = data.draw(RANDOM_TEXT)
+    assert real.encode_extended(text, real.encode(text), more) == real.encode(text + more)
+
+
+def test_encode_extended_reencodes_only_the_text_after_the_last_special_token(monkeypatch):
+    tok = real_tokenizers.bundled()
+    prompt = tok.apply_chat_template([{"role": "user", "content": "Extract: Li Lei is 31. " * 40}])
+    ids, whole = tok.encode(prompt), tok.encode(prompt + '{"name": "Li')
+    encoded, tok_encode = [], tok.encode
+    monkeypatch.setattr(tok, "encode", lambda text: encoded.append(text) or tok_encode(text))
+    assert tok.encode_extended(prompt, ids, '{"name": "Li') == whole
+    assert encoded == [prompt.rpartition("<|assistant|>")[2] + '{"name": "Li']
+    # Ids before the last special token are kept as given, even ones encode() would not choose.
+    last = max(i for i, t in enumerate(ids) if t in tok.special_token_ids)
+    cut = prompt.index("Lei") + 1                       # "L" | "ei": not the tokenizer's split
+    odd = tok_encode(prompt[:cut]) + tok_encode(prompt[cut:prompt.rindex("<|assistant|>")])
+    assert odd != ids[:last]
+    assert tok.encode_extended(prompt, odd + ids[last:], "x") == odd + ids[last:last + 1] + tok_encode(
+        prompt.rpartition("<|assistant|>")[2] + "x")
+
+
+@pytest.mark.parametrize("strip", ["lstrip", "rstrip"])
+@pytest.mark.parametrize("text, more", [("<|user|>\nhi\n<|assistant|>\n  ok", "x"),
+                                        ("<|user|> a <|assistant|> ", " b"),
+                                        ("<|user|>\n<|assistant|>\t", "\t{")])
+def test_encode_extended_checks_the_tail_when_special_tokens_swallow_spaces(tmp_path, strip, text, more):
+    """A special token that swallows the whitespace beside it (HF's lstrip/rstrip) makes
+    the text after it encode differently on its own: the tail check sends these to the
+    whole encoding (without it, the first case answers wrong ids under rstrip; in the
+    others the text ends at the special token, or lstrip leaves the text after it alone)."""
+    source = Path(minisglang.DEFAULT_MODEL_PATH)
+    config = json.loads((source / "tokenizer.json").read_text(encoding="utf-8"))
+    for token in config["added_tokens"]:
+        token[strip] = True
+    (tmp_path / "tokenizer.json").write_text(json.dumps(config), encoding="utf-8")
+    shutil.copy(source / "tokenizer_config.json", tmp_path)
+    tok = Tokenizer.from_pretrained(tmp_path)
+    assert tok.encode_extended(text, tok.encode(text), more) == tok.encode(text + more)
 
 
 # ----------------------------------------------------------------- streaming law

@@ -141,7 +141,7 @@ class JumpForward:
             new_text = (out_bytes + jump_bytes).decode("utf-8")
         except UnicodeDecodeError:
             return None
-        all_ids = tok.encode(req.prompt + new_text)
+        all_ids = tok.encode_extended(req.prompt, req.origin_input_ids, new_text)   # = encode(prompt + text)
         prompt_len = len(req.origin_input_ids)
         if all_ids[:prompt_len] != req.origin_input_ids:
             return None   # the prompt's last token fused with the output: its KV would be wrong
