@@ -15,6 +15,7 @@ the engine and give back their memory. `stats()` tells whether the engine is qui
 """
 from __future__ import annotations
 
+import gc
 import os
 import threading
 from dataclasses import dataclass
@@ -106,7 +107,7 @@ class Engine:
                  max_running_requests: int = 128, max_prefill_tokens: int = 4096,
                  schedule_policy: str = "lpm", disable_radix_cache: bool = False,
                  in_batch_prefix_threshold: int = 32, torch_threads: int | None = None,
-                 **stage_options: Any):
+                 freeze_gc: bool = True, **stage_options: Any):
         from . import DEFAULT_MODEL_PATH
 
         # torch's thread count is one per process: the last Engine built sets it.
@@ -130,6 +131,14 @@ class Engine:
         self.scheduler = Scheduler(self.model, self.tokenizer, self.stage, config, self.device, seed=seed)
         # The scheduler is single-threaded; the lock lets a server thread and direct calls share it.
         self._lock = threading.RLock()
+        # Python's generation-2 garbage collection walks every live object, and a process that
+        # imported torch and loaded a model has half a million: one pass stalled a step for
+        # ~0.2 s while serving (chapter 06). What exists now lives as long as the engine, so it
+        # is moved out of the collector's reach until shutdown (SGLang #9241, "GC freezing").
+        # The freeze is process-wide, as Python's collector is.
+        self.freeze_gc = freeze_gc
+        if freeze_gc:
+            gc.freeze()
 
     # ------------------------------------------------------------------ step API
     def submit(self, prompt: str, sampling_params: dict | SamplingParams | None = None) -> Req:
@@ -272,6 +281,8 @@ class Engine:
                 self.scheduler.abort(req.rid, "engine shut down")
             self.scheduler.release_aborted()
         self.stage.shutdown()
+        if self.freeze_gc:
+            gc.unfreeze()   # what the engine held can be collected again
 
     def __enter__(self) -> "Engine":
         return self

@@ -173,3 +173,18 @@ def test_sampling_params_from_dict():
     assert p.constraint() == ("json_schema", '{"type": "integer"}')
     with pytest.raises(ValueError, match="at most one of regex / json_schema / ebnf"):
         SamplingParams.from_dict({"regex": "a", "ebnf": "b"})
+
+
+def test_engine_keeps_its_startup_objects_out_of_the_garbage_collector():
+    """freeze_gc (default): what exists when the engine is built is frozen (gen-2 passes no
+    longer walk it) until shutdown; freeze_gc=False leaves the collector alone."""
+    import gc
+    gc.unfreeze()
+    eng = sgl.Engine(max_total_tokens=2048)
+    frozen = gc.get_freeze_count()
+    assert frozen > 0 and eng.generate("Hi", {"max_new_tokens": 2})["text"] is not None
+    eng.shutdown()
+    assert gc.get_freeze_count() == 0
+    plain = sgl.Engine(max_total_tokens=2048, freeze_gc=False)
+    assert gc.get_freeze_count() == 0
+    plain.shutdown()
