@@ -6,7 +6,9 @@ never which tokens it holds.
   (an enum's values) is walked through the vocabulary trie along its syntax tree, without
   automaton states for its positions;
 - `_row_from_closure`: a state that keeps reading a wide byte set (an e-mail's domain
-  label) allows every token made of that set at once and walks the others one by one.
+  label) allows every token made of that set at once and walks the others one by one;
+- `_walk_long`: the tokens longer than the trie, each walked from the state clipped to its
+  length (a `{0,300}` string is `C*` for a 44-byte token), where a big bound is near.
 """
 from __future__ import annotations
 
@@ -135,3 +137,42 @@ def closures_everywhere(monkeypatch):
 def test_generated_regexes_rows_with_closures_everywhere_equal_the_eager_index(closures_everywhere, pattern):
     if spellable(pattern, SMALL_VOCAB):
         compare_along_walks(pattern, SMALL_VOCAB, walks=3, steps=12)
+
+
+LONG_SHAPES = [
+    r' ?"[^"]{0,300}" ?"[^"]{0,80}"',      # two string values, bounds above LONG_VOCAB's tokens
+    r'( {0,80}|a{3,90})"',                # the long runs of spaces against bounds between their lengths
+    r'"[ a-]{0,70}" ?"[ a-]{0,500}"x?',    # every long token fits the class
+    r'"[ a]{40,90}"',                      # a minimum the clip lowers
+]
+
+
+@pytest.mark.parametrize("pattern", LONG_SHAPES)
+def test_rows_with_long_tokens_walked_from_clipped_states_equal_the_eager_index(monkeypatch, pattern):
+    """LONG_VOCAB's tokens of 34-101 bytes in states with bounds between their lengths
+    (MAX_LONG_CLIP lowered to 64: the vocabulary's longest token is 101 bytes)."""
+    import minisglang.constrained.lazy_token_fsm as lazy
+
+    monkeypatch.setattr(lazy, "MAX_LONG_CLIP", 64)
+    clipped = []
+    original = lazy.LazyStateIndex._bound_near
+    monkeypatch.setattr(lazy.LazyStateIndex, "_bound_near", lambda self, node: clipped.append(original(self, node)) or clipped[-1])
+    compare_along_walks(pattern, LONG_VOCAB, walks=8, steps=40)
+    assert any(clipped)   # some long tokens were walked from clipped states
+
+
+@pytest.fixture
+def long_walks_everywhere(monkeypatch):
+    """Every separate walk of the long tokens goes token by token from clipped states."""
+    import minisglang.constrained.lazy_token_fsm as lazy
+
+    monkeypatch.setattr(lazy, "MAX_LONG_CLIP", 1 << 20)
+    monkeypatch.setattr(lazy.LazyStateIndex, "_bound_near", lambda self, node: True)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(REGEXES)
+def test_generated_regexes_with_long_walks_everywhere_equal_the_eager_index(long_walks_everywhere, pattern):
+    if spellable(pattern, LONG_VOCAB):
+        compare_along_walks(pattern, LONG_VOCAB, walks=3, steps=12)

@@ -100,18 +100,31 @@ class RegexNode:
         self.low, self.high = low, high
         self.nullable = nullable   # matches the empty string: an accepting state
         self.first = first         # 256-bit int: the bytes some match can start with
-        # The largest repetition bound in the subtree (what `RegexPool.clip` may lower).
-        # The fewest bytes a match takes (NEVER for the empty language).
-        if kind == CONCAT:
+        self._cuts: int | None = None   # RegexPool.cuts, once computed
+        # max_bound: the largest repetition bound in the subtree (what `RegexPool.clip` may
+        # lower). min_len: the fewest bytes a match takes (NEVER for the empty language).
+        # key_len: how long RegexPool.key's text is at least (a tag letter, parentheses,
+        # spaces; the hex digits of a byte set): a large grammar's key is refused unwritten.
+        # CONCAT and ALT first, in one pass each: most nodes a derivative makes are those.
+        if kind == CONCAT:   # key "c(HEAD TAIL)"
             head, tail = parts
             self.max_bound = head.max_bound if head.max_bound > tail.max_bound else tail.max_bound
             self.min_len = head.min_len + tail.min_len
             if self.min_len > NEVER:
                 self.min_len = NEVER
-        elif kind == ALT:
-            self.max_bound = max(p.max_bound for p in parts)
-            self.min_len = min(p.min_len for p in parts)
-        elif kind == REPEAT:
+            self.key_len = head.key_len + tail.key_len + 4
+            return
+        if kind == ALT:
+            max_bound, min_len, key_len = 0, NEVER, 2 + len(parts)
+            for p in parts:
+                if p.max_bound > max_bound:
+                    max_bound = p.max_bound
+                if p.min_len < min_len:
+                    min_len = p.min_len
+                key_len += p.key_len
+            self.max_bound, self.min_len, self.key_len = max_bound, min_len, key_len
+            return
+        if kind == REPEAT:
             self.max_bound = max(low, high or 0, parts[0].max_bound)
             self.min_len = min(low * parts[0].min_len, NEVER)
         elif kind == MEMBERS:
@@ -129,15 +142,10 @@ class RegexNode:
         else:
             self.max_bound = 0
             self.min_len = NEVER if kind == EMPTY else 0 if kind == EPSILON else 1
-        # How long RegexPool.key's text is at least (a tag letter, parentheses, spaces; the
-        # hex digits of a byte set): a large grammar's key is refused without writing it.
-        if kind == CONCAT:   # the common case first: "c(HEAD TAIL)"
-            self.key_len = parts[0].key_len + parts[1].key_len + 4
-        elif kind == BYTES:
+        if kind == BYTES:
             self.key_len = 1 + (byte_set.bit_length() + 3) // 4
         else:
             self.key_len = 2 + len(parts) + sum([p.key_len for p in parts]) if parts else 1
-        self._cuts: int | None = None
 
     def __repr__(self) -> str:
         return f"RegexNode#{self.uid}({describe(self)})"
@@ -167,12 +175,17 @@ class RegexPool:
         return len(self._table)
 
     def _make(self, key: tuple, kind: int, **fields) -> RegexNode:
+        """The node under `key`, made (RegexNode's fields) when there is none yet."""
         node = self._table.get(key)
-        if node is None:
-            if len(self._table) >= self.max_nodes:
-                raise AutomatonLimitError(f"regex too complex: its syntax tree and derivatives need more than "
-                                          f"{self.max_nodes:,} nodes (limit max_regex_nodes)")
-            node = self._table[key] = RegexNode(len(self._table), kind, **fields)
+        return node if node is not None else self._add(key, kind, **fields)
+
+    def _add(self, key: tuple | int, kind: int, parts: tuple = (), byte_set: int = 0, low: int = 0,
+             high: int | None = 0, nullable: bool = False, first: int = 0) -> RegexNode:
+        """A new node under `key` (which the table does not hold yet)."""
+        if len(self._table) >= self.max_nodes:
+            raise AutomatonLimitError(f"regex too complex: its syntax tree and derivatives need more than "
+                                      f"{self.max_nodes:,} nodes (limit max_regex_nodes)")
+        node = self._table[key] = RegexNode(len(self._table), kind, parts, byte_set, low, high, nullable, first)
         return node
 
     # -- constructors, with the simplifications that keep the derivatives finite --------
@@ -198,8 +211,7 @@ class RegexPool:
         if node is not None:
             return node
         first = head.first | tail.first if head.nullable else head.first
-        return self._make(key, CONCAT, parts=(head, tail),
-                          nullable=head.nullable and tail.nullable, first=first)
+        return self._add(key, CONCAT, (head, tail), 0, 0, 0, head.nullable and tail.nullable, first)
 
     def concat_all(self, nodes: list[RegexNode]) -> RegexNode:
         out = self.epsilon
@@ -242,11 +254,11 @@ class RegexPool:
         if node is not None:
             return node
         parts = tuple([members[uid] for uid in uids])
-        first = 0
+        first, nullable = 0, False
         for m in parts:
             first |= m.first
-        return self._make(key, ALT, parts=parts,
-                          nullable=any(m.nullable for m in parts), first=first)
+            nullable = nullable or m.nullable
+        return self._add(key, ALT, parts, 0, 0, 0, nullable, first)
 
     def _factor_heads(self, members: dict[int, RegexNode]) -> dict[int, RegexNode]:
         """ab|ac -> a(b|c): alternatives with the same head node share it (hash-consing
@@ -439,6 +451,18 @@ class RegexPool:
                               None if node.high is None or node.high > length else node.high)
         self._clipped[key] = out
         return out
+
+    def bound_within(self, node: RegexNode, length: int, reach: int) -> bool:
+        """Whether a repetition bounded above `length` starts within `reach` bytes of
+        `node`'s start (a walk along the right spine; no node is made)."""
+        x, at = node, 0
+        while x.kind == CONCAT and at <= reach:
+            head = x.parts[0]
+            if head.max_bound > length:
+                return True
+            at += head.min_len
+            x = x.parts[1]
+        return at <= reach and x.max_bound > length
 
     def key(self, node: RegexNode, limit: int = 4096) -> str | None:
         """A text that names `node`'s structure in any pool (equal texts, equal languages),
