@@ -131,14 +131,6 @@ def closures_everywhere(monkeypatch):
     monkeypatch.setattr(lazy, "CLOSURE_BYTES", 1)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                  HealthCheck.function_scoped_fixture])
-@given(REGEXES)
-def test_generated_regexes_rows_with_closures_everywhere_equal_the_eager_index(closures_everywhere, pattern):
-    if spellable(pattern, SMALL_VOCAB):
-        compare_along_walks(pattern, SMALL_VOCAB, walks=3, steps=12)
-
-
 LONG_SHAPES = [
     r' ?"[^"]{0,300}" ?"[^"]{0,80}"',      # two string values, bounds above LONG_VOCAB's tokens
     r'( {0,80}|a{3,90})"',                # the long runs of spaces against bounds between their lengths
@@ -170,9 +162,13 @@ def long_walks_everywhere(monkeypatch):
     monkeypatch.setattr(lazy.LazyStateIndex, "_bound_near", lambda self, node: True)
 
 
+@pytest.mark.parametrize("everywhere,vocab", [("closures_everywhere", SMALL_VOCAB),
+                                               ("long_walks_everywhere", LONG_VOCAB)])
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                   HealthCheck.function_scoped_fixture])
 @given(REGEXES)
-def test_generated_regexes_with_long_walks_everywhere_equal_the_eager_index(long_walks_everywhere, pattern):
-    if spellable(pattern, LONG_VOCAB):
-        compare_along_walks(pattern, LONG_VOCAB, walks=3, steps=12)
+def test_generated_regexes_with_a_row_path_everywhere_equal_the_eager_index(request, everywhere, vocab, pattern):
+    """`_row_from_closure` on every state it can take, or every long walk from clipped states."""
+    request.getfixturevalue(everywhere)
+    if spellable(pattern, vocab):
+        compare_along_walks(pattern, vocab, walks=3, steps=12)
