@@ -435,14 +435,19 @@ class RegexPool:
         if node.kind == CONCAT:   # a long right spine: walk it, no recursion along it
             # A tail that starts more than `length` bytes in is out of a token's reach: it
             # stays as it is, so a state whose big bounds are all far ahead is its own clip.
-            heads, x, reach = [], node, 0
+            spine, x, reach = [], node, 0
             while x.kind == CONCAT and x.max_bound > length and reach <= length:
-                heads.append(x.parts[0])
+                spine.append(x)
                 reach += x.parts[0].min_len
                 x = x.parts[1]
-            out = x if reach > length else self.clip(x, length)
-            for head in reversed(heads):
-                out = self.concat(self.clip(head, length), out)
+            if reach <= length and x.max_bound > length:
+                out = self.clip(x, length)
+            else:   # x stays, and so do the heads after the last one the clip changes
+                out = x
+                while spine and spine[-1].parts[0].max_bound <= length:
+                    out = spine.pop()
+            for part in reversed(spine):
+                out = self.concat(self.clip(part.parts[0], length), out)
         elif node.kind == ALT:
             out = self.alt([self.clip(m, length) for m in node.parts])
         else:   # REPEAT

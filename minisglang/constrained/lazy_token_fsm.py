@@ -60,8 +60,8 @@ CLOSURE_STATES = 16
 # 599-value enum, ~2.5 ms at 65k) the compiled walk through its states costs less (~0.4 ms).
 MAX_STRINGS = 256
 # `_walk_long` walks the long tokens of at most this many bytes from states clipped to their
-# length, when a bound above it starts near the state.
-MAX_LONG_CLIP = 128
+# length (a clip walks that many bytes of the state's sequence).
+MAX_LONG_CLIP = 64
 MAX_STRING_STEPS = 20_000
 
 
@@ -183,7 +183,6 @@ class LazyStateIndex:
         self._candidate_split: dict[int, tuple[np.ndarray, np.ndarray]] = {}   # byte set -> (short, long) ids
         self._candidates_found: dict[tuple[int, int], np.ndarray] = {}   # (clipped state, byte set) -> ids read
         self._reps: dict[int, np.ndarray | None] = {}   # body node uid -> `_repetitions(body)`
-        self._long_by_first: dict[int, tuple[np.ndarray, np.ndarray]] = {}   # byte set -> `_long_tokens`
         self._not_strings: set[int] = set()   # node uids `_row_from_strings` gave up on (too many steps)
         self._literals: dict[int, int] = {}   # node uid -> `_literal(node)`
         # A head's row is reused when at most this many tokens must be walked one by one.
@@ -566,12 +565,12 @@ class LazyStateIndex:
 
     def _walk_long(self, state: int, origin: int) -> np.ndarray:
         """int64 ids of the tokens longer than the trie that the automaton reads from
-        `state`. Where a repetition bounded above MAX_LONG_CLIP starts within 8 bytes of
-        `state` (a string value's `C{0,300}`), each token whose first byte `state` allows is
-        walked on its own from `clip(state, bound)`, `bound` its length rounded up to
-        3 * 2^k or 2^(k+1) (at most MAX_LONG_CLIP); else all of them through the trie (a
-        bound checked at 48 bytes instead, and further, costs every state near a
-        `maxLength: 64` string clipped states of its own: per token p50 at 65k ~15% higher).
+        `state`. Where a repetition bounded above such a token's length starts within 2
+        bytes of `state` (`_bound_near`: a string value's `C{0,120}`), each token whose first
+        byte `state` allows is walked on its own from `clip(state, bound)`, `bound` its
+        length rounded up to 3 * 2^k or 2^(k+1) (at most MAX_LONG_CLIP); else all of them
+        through the trie (a bound searched for within 48 bytes instead made clipped states
+        for every state near a string: per token p50 at 65k ~15% higher).
 
         Clipped at the longest token only (1,024 bytes at 65k), a `maxLength: 300` string
         keeps its counting states, and the 44-byte token ` "` + 14 U+FFFD built 42 of
@@ -593,14 +592,17 @@ class LazyStateIndex:
         return np.concatenate(found)
 
     def _bound_near(self, node: RegexNode) -> bool:
-        """Whether a repetition bounded above MAX_LONG_CLIP starts within 8 bytes of `node`."""
-        return node.max_bound > MAX_LONG_CLIP and self.dfa.pool.bound_within(node, MAX_LONG_CLIP, 8)
+        """Whether a repetition bounded above the shortest long token's rounded length
+        starts within 2 bytes of `node` (a string value's `C{0,120}` after `(\\x20){0,1}"`)."""
+        shortest = _length_bound(self.arrays.max_short_bytes + 1)
+        return node.max_bound > shortest and self.dfa.pool.bound_within(node, shortest, 2)
 
     def _long_tokens(self, first: int) -> tuple[np.ndarray, np.ndarray]:
         """(int64 ids of the tokens longer than the trie that start with a byte of `first`,
         int64 their lengths rounded as `_walk_long` says), by rounded length, cached per
-        byte set."""
-        found = self._long_by_first.get(first)
+        byte set for the vocabulary (grammar after grammar asks for the same few sets)."""
+        key = ("long tokens", first, self.eos_token_id)
+        found = self.arrays._derived.get(key)
         if found is None:
             arrays = self.arrays
             ids = arrays.ids[self._byte_mask(first)[arrays.first_bytes()[arrays.ids]]]
@@ -608,7 +610,9 @@ class LazyStateIndex:
             bounds = np.asarray([_length_bound(n) for n in (arrays.token_stop[ids] - arrays.token_start[ids]).tolist()],
                                 dtype=np.int64)
             order = np.argsort(bounds, kind="stable")
-            found = self._long_by_first[first] = (ids[order], bounds[order])
+            if len(arrays._derived) >= 4096:
+                arrays._derived.clear()
+            found = arrays._derived[key] = (ids[order], bounds[order])
         return found
 
     def _shared_key(self, kind: str, state: int) -> tuple | None:

@@ -222,6 +222,7 @@ class VocabArrays:
     containing: list[np.ndarray]
     _first: list = field(default_factory=list, repr=False)   # [`first_bytes()`] once computed
     _children: dict = field(default_factory=dict, repr=False)   # trie node -> `children(trie, node)`
+    _derived: dict = field(default_factory=dict, repr=False)    # what a grammar's index derives for the vocabulary
 
     def children(self, trie, node: int) -> dict[int, int]:
         """{byte: child} of a node of `trie` (this vocabulary's trie), cached: a walk in
