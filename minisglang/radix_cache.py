@@ -167,6 +167,21 @@ class RadixCache:
         slots = torch.cat(pieces) if pieces else _no_slots()
         return slots, node
 
+    def match_len(self, key: list[int]) -> int:
+        """``len(match_prefix(key)[0])``, read only: no node is split, no slot gathered, no
+        access time changed. Ranking a waiting queue by its cached prefixes needs only
+        this; `match_prefix` is for the request that is admitted."""
+        if self.disable:
+            return 0
+        node, pos = self.root_node, 0
+        while pos < len(key) and key[pos] in node.children:
+            node = node.children[key[pos]]
+            n = _common_prefix_len(node.key, key, pos)
+            pos += n
+            if n < len(node.key):
+                break
+        return pos
+
     def insert(self, key: list[int], value: torch.Tensor) -> int:
         """Cache ``key`` with KV slots ``value`` (shape ``[len(key)]``, int64).
 

@@ -469,17 +469,20 @@ class Scheduler:
         if (len(self.running) >= self.config.max_running_requests
                 or budget < min(1 + self._remaining_new_tokens(r) for r in self.waiting_queue)):
             return []
-        # Match all but the last token: the model must compute at least one position.
-        match = {req.rid: self.tree_cache.match_prefix(req.fill_ids[:-1]) for req in self.waiting_queue}
         if self.config.schedule_policy == "lpm":
-            self.waiting_queue.sort(key=lambda r: -len(match[r.rid][0]))  # stable: ties stay FCFS
+            # Rank by cached prefix length (a read-only walk: a backlog of a hundred requests
+            # is ranked at every step, and only the few admitted need their slots).
+            cached = {req.rid: self.tree_cache.match_len(req.fill_ids[:-1]) for req in self.waiting_queue}
+            self.waiting_queue.sort(key=lambda r: -cached[r.rid])  # stable: ties stay FCFS
         elif self.config.schedule_policy != "fcfs":
             raise ValueError(f"unknown schedule policy {self.config.schedule_policy!r}")
 
         chosen, prefill_tokens = [], 0
         in_batch = self._in_batch_tree()
+        match = {}
         for req in self.waiting_queue:
-            prefix, node = match[req.rid]
+            # Match all but the last token: the model must compute at least one position.
+            prefix, node = match[req.rid] = self.tree_cache.match_prefix(req.fill_ids[:-1])
             if in_batch is not None:
                 # Tokens a request chosen above will put in the tree after this prefill.
                 shared = len(in_batch.match_prefix(req.fill_ids[:-1])[0])

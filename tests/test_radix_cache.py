@@ -283,6 +283,22 @@ def test_cached_sequences_are_the_inserted_keys(keys):
     assert cache.total_size() == cache.evictable_size() == len(expected)
 
 
+@given(st.lists(st.lists(st.integers(0, 2), max_size=6), max_size=12), st.lists(st.integers(0, 2), max_size=8))
+def test_match_len_is_the_match_length_and_changes_nothing(keys, query):
+    """match_len(key) == len(match_prefix(key)[0]) == the longest common prefix with an
+    inserted key (the oracle), and it splits no node and touches no access time."""
+    pool = FakePool()
+    cache = RadixCache(pool)
+    for key in keys:
+        slots = pool.alloc(len(key))
+        pool.free(slots[: cache.insert(key, slots)])
+    before = [(path_of(node), node.last_access_time) for node, _ in walk(cache)]
+    got = cache.match_len(query)
+    assert got == longest_common_prefix(keys, query)
+    assert [(path_of(node), node.last_access_time) for node, _ in walk(cache)] == before
+    assert got == len(cache.match_prefix(query)[0])
+
+
 # ----- the scheduler-like state machine ---------------------------------------------------
 
 keys = st.lists(st.integers(0, 2), max_size=6)
