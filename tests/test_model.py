@@ -14,7 +14,6 @@ from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM, Qw
 import minisglang
 from minisglang.memory_pool import ReqToTokenPool, TokenToKVPool
 from minisglang.model import SUPPORTED_ARCHITECTURES, ForwardBatch, ForwardMode, ModelConfig, load_model
-from minisglang.model.llama import LlamaAttention
 
 ATOL = 1e-4
 
@@ -194,7 +193,7 @@ def test_decode_reads_a_shared_prefix_once(pair, chunk, monkeypatch):
     shared slots (`shared_prefix_len`), reads them once for the batch, and every step's
     logits still equal transformers'. A request that does not share them turns it off.
     With chunks of 2 the requests attend in length order, two by two, out of batch order."""
-    monkeypatch.setattr(LlamaAttention, "DECODE_CHUNK", chunk)
+    monkeypatch.setattr(ForwardBatch, "DECODE_CHUNK", chunk)
     gen = torch.Generator().manual_seed(5)
     system = random_ids(gen, pair.vocab, 9)
     first, _ = prefill(pair, [system])

@@ -139,8 +139,6 @@ def decode_attention(q: torch.Tensor, k_shared: torch.Tensor, v_shared: torch.Te
 
 
 class LlamaAttention(nn.Module):
-    DECODE_CHUNK = 8   # requests per decode attention call (sorted by length, see _decode_attention)
-
     def __init__(self, config: ModelConfig, layer_id: int, attention_dtype: torch.dtype):
         super().__init__()
         self.layer_id = layer_id
@@ -230,23 +228,15 @@ class LlamaAttention(nn.Module):
 
         The first ``fb.shared_prefix_len`` positions sit in the same KV slots for every
         request (a system prompt the radix tree shares): those keys are read once for the
-        whole batch. The rest is gathered per request, padded to the longest and masked;
-        requests go in chunks of `DECODE_CHUNK`, sorted by length, so each chunk pads only
-        to its own longest (one pad for a batch whose lengths spread over 100-540 tokens
-        gathered 50% more K/V than the requests have; chunks of 8 cut that to 12%).
+        whole batch. The rest is gathered per request, padded and masked, in the chunks of
+        requests of similar length that `fb.decode_chunks` lists.
         """
-        shared = fb.shared_prefix_len
-        table = fb.req_to_token_pool.req_to_token
-        prefix = table[fb.req_pool_indices[0], :shared]                                 # [P]
+        prefix = fb.shared_prefix_slots                                                  # [P]
         k_shared, v_shared = k_buffer.index_select(1, prefix), v_buffer.index_select(1, prefix)
         out = torch.empty_like(q)
-        for chunk in torch.argsort(fb.seq_lens).split(self.DECODE_CHUNK):
-            seq_lens = fb.seq_lens[chunk]
-            max_len = int(seq_lens.max())
-            slots = table[fb.req_pool_indices[chunk], shared:max_len]                  # [b, L]
-            mask = torch.arange(shared, max_len, device=q.device)[None, :] < seq_lens[:, None]  # [b, L]
-            out[chunk] = decode_attention(
-                q[chunk], k_shared, v_shared,
+        for rows, slots, mask in fb.decode_chunks:
+            out[rows] = decode_attention(
+                q[rows], k_shared, v_shared,
                 gather_slots(k_buffer, slots).transpose(0, 1), gather_slots(v_buffer, slots).transpose(0, 1),
                 mask, self.scale, self.attention_dtype)
         return out
