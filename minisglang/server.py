@@ -370,9 +370,13 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
             raise RequestError(f"the model {name!r} does not exist; this server serves {model_id!r}",
                                status=404, param="model", code="model_not_found")
 
-    def make_req(prompt: str, params: SamplingParams, field: str = "prompt") -> Req:
+    def make_req(prompt: str, params: SamplingParams, field: str = "prompt", length_field: str | None = None) -> Req:
         """Tokenize (in the thread pool, never on the scheduler or event-loop thread); errors
-        name `field`, the request's field the prompt came from."""
+        name `field`, the request's field the prompt came from.
+
+        `length_field` names the field the client set the output's length with (None: it set
+        none). An unset length is the engine's default cut to what the context has room for,
+        as in OpenAI's API: a long prompt is not refused for a limit the client never gave."""
         if len(prompt.encode("utf-8", "surrogatepass")) > max_prompt_bytes:
             raise RequestError(f"{field}: the prompt is longer than the model's context of {max_context} tokens",
                                param=field)
@@ -380,9 +384,19 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
             req = engine.make_request(prompt, params)
         except ValueError as e:   # e.g. a lone surrogate in the prompt
             raise RequestError(f"{field}: {e}", param=field) from e
-        if len(req.origin_input_ids) >= max_context:   # (too long with max_tokens: the scheduler's 400 says so)
-            raise RequestError(f"{field}: the prompt has {len(req.origin_input_ids)} tokens, the model's context "
+        prompt_len = len(req.origin_input_ids)
+        if prompt_len == 0:
+            raise RequestError(f"{field}: the prompt is empty (no tokens)", param=field)
+        if prompt_len >= max_context:
+            raise RequestError(f"{field}: the prompt has {prompt_len} tokens, the model's context "
                                f"{max_context} (and at least one new token must fit)", param=field)
+        room = max_context - prompt_len
+        if params.max_new_tokens > room:
+            if length_field is not None:
+                raise RequestError(f"{length_field}: the prompt has {prompt_len} tokens, so at most {room} new "
+                                   f"tokens fit in the model's context of {max_context}; got {params.max_new_tokens}",
+                                   param=length_field)
+            params.max_new_tokens = room   # this request's own params (built from its body)
         return req
 
     def refuse_abort(meta: dict[str, Any]) -> None:
@@ -509,7 +523,8 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
     async def completions(request: Request):
         body = await parse_body(CompletionRequest, request)
         check_model(body.model)
-        req = await run_in_threadpool(make_req, body.prompt, body.to_sampling_params())
+        req = await run_in_threadpool(make_req, body.prompt, body.to_sampling_params(), "prompt",
+                                      "max_tokens" if body.max_tokens is not None else None)
         rid, created = f"cmpl-{uuid.uuid4().hex[:12]}", int(time.time())
 
         def shape(text, meta, streaming):
@@ -531,12 +546,14 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
             raise RequestError(f"tools: tool calls need stage {TOOLS_STAGE} or later; this server runs "
                                f"stage {engine.stage.tag}", param="tools")
 
+        length_field = next((k for k in ("max_completion_tokens", "max_tokens") if getattr(body, k) is not None), None)
+
         def render_and_tokenize() -> Req:
             try:
                 prompt = engine.tokenizer.apply_chat_template(body.message_dicts(), tools=tools)
             except Exception as e:   # the template's own raise_exception (e.g. roles out of order)
                 raise RequestError(f"messages: the chat template refused them: {e}", param="messages") from e
-            return make_req(prompt, params, field="messages")
+            return make_req(prompt, params, "messages", length_field)
 
         req = await run_in_threadpool(render_and_tokenize)
         rid, created = f"chatcmpl-{uuid.uuid4().hex[:12]}", int(time.time())
@@ -616,7 +633,9 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
     @app.post("/generate")
     async def native(request: Request):
         body = await parse_body(GenerateRequest, request)
-        req = await run_in_threadpool(make_req, body.text, body.to_sampling_params(), "text")
+        given = (body.sampling_params or {}).get("max_new_tokens") is not None
+        req = await run_in_threadpool(make_req, body.text, body.to_sampling_params(), "text",
+                                      "sampling_params.max_new_tokens" if given else None)
         return await run(request, req, lambda text, meta, streaming: {"text": text, "meta_info": meta},
                          body.stream, False)
 
