@@ -13,6 +13,7 @@ value (e.g. `presence_penalty: 0`) is accepted because it asks for nothing.
 from __future__ import annotations
 
 import json
+import re
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator,
@@ -180,9 +181,19 @@ class _SamplingFields(_Strict):
         try:
             return SamplingParams.from_dict(d)
         except (TypeError, ValueError) as e:
-            # the structural tag's own checks name its fields (structural_tag.structures[0]...)
-            where = "response_format" if fmt is not None and fmt[0] == "structural_tag" else None
-            raise RequestError(f"{where}: {e}" if where else str(e), param=where) from e
+            # The engine's message starts with its own name of the field ("stop[0] is empty",
+            # "structural_tag.structures[0]..."): the constraint response_format made is named
+            # as that field, the others are this request's fields of the same name.
+            engine_name = re.match(r"\w*", str(e)).group()
+            if fmt is not None and engine_name == fmt[0]:
+                raise RequestError(f"response_format: {e}", param="response_format") from e
+            raise RequestError(str(e), param=engine_name if engine_name in type(self).model_fields else None) from e
+
+    def grammar_field(self) -> str | None:
+        """The field this request's grammar comes from (None: no grammar), for errors about it."""
+        if self.response_format is not None and self.response_format.type != "text":
+            return "response_format"
+        return next((k for k in ("regex", "ebnf", "json_schema") if getattr(self, k) is not None), None)
 
 
 class CompletionRequest(_SamplingFields):

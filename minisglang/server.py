@@ -50,6 +50,12 @@ from .metrics import CONTENT_TYPE, ServerMetrics
 from .protocol import ChatCompletionRequest, CompletionRequest, GenerateRequest, RequestError, parse
 from .stages import STAGE_MODULES
 
+# The abort messages that blame the request's grammar itself (its compile refused it, the
+# backend lacks its kind, or it outgrew its limits while decoding); a 400 for them names the
+# request's field the grammar came from. Timeouts and a full compile queue are not its fault.
+GRAMMAR_FAULT = re.compile(r"^(regex|json_schema|ebnf|structural_tag) rejected by |grammar backend does not "
+                           r"support|^the grammar failed while ")
+
 # Tool calls are structural tags, which the stages before this one do not know.
 TOOLS_STAGE = "s6-function-calling"
 
@@ -399,37 +405,44 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
             params.max_new_tokens = room   # this request's own params (built from its body)
         return req
 
-    def refuse_abort(meta: dict[str, Any]) -> None:
+    def refuse_abort(meta: dict[str, Any], grammar_field: str | None = None) -> None:
         """An aborted request is an error for its client: 500 if the engine failed on it, else 400
-        (a bad grammar, a prompt too long, a compile that timed out)."""
+        (a bad grammar, a prompt too long, a compile that timed out). A grammar's own fault
+        names `grammar_field`, the request's field the grammar came from."""
         reason = meta["finish_reason"]
         if reason and reason["type"] == "abort":
             message = reason.get("message", "request aborted")
             # scheduler.abort_for_error marks the engine's own failures `internal`.
-            raise RequestError(message, status=500 if reason.get("internal") else 400)
+            if reason.get("internal"):
+                raise RequestError(message, status=500)
+            if grammar_field is not None and GRAMMAR_FAULT.search(message):
+                raise RequestError(f"{grammar_field}: {message}", param=grammar_field)
+            raise RequestError(message)
 
-    async def first_chunk(gen: AsyncIterator[dict[str, Any]]) -> dict[str, Any]:
+    async def first_chunk(gen: AsyncIterator[dict[str, Any]], grammar_field: str | None) -> dict[str, Any]:
         """The first chunk; an abort before anything was sent becomes an error response, not a stream."""
         chunk = await gen.__anext__()
         if chunk["final"]:
-            refuse_abort(chunk["meta_info"])
+            refuse_abort(chunk["meta_info"], grammar_field)
         return chunk
 
     async def until_disconnected(request: Request) -> None:
         while not await request.is_disconnected():
             await asyncio.sleep(0.1)
 
-    async def run(request: Request, req: Req, shape, stream: bool, include_usage: bool):
-        """Queue `req`; answer with one JSON body, or with server-sent events when streaming."""
+    async def run(request: Request, req: Req, shape, stream: bool, include_usage: bool,
+                  grammar_field: str | None = None):
+        """Queue `req`; answer with one JSON body, or with server-sent events when streaming.
+        `grammar_field`: the request's field its grammar came from (errors about it name it)."""
         client = request.client.host if request.client else "unknown"
         gen = holder["loop"].generate(req, client)
         if not stream:
             async def collect() -> tuple[str, dict[str, Any]]:
-                chunk = await first_chunk(gen)
+                chunk = await first_chunk(gen, grammar_field)
                 text, meta = chunk["text"], chunk["meta_info"]
                 async for chunk in gen:
                     text, meta = text + chunk["text"], chunk["meta_info"]
-                refuse_abort(meta)
+                refuse_abort(meta, grammar_field)
                 return text, meta
 
             # A client that leaves is noticed while we wait, and its request aborted.
@@ -450,7 +463,7 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
             return JSONResponse(shape(text, meta, False))
 
         try:
-            first = await first_chunk(gen)
+            first = await first_chunk(gen, grammar_field)
         except Exception:
             await gen.aclose()
             raise
@@ -463,7 +476,7 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
                 chunk, sent = first, None
                 while True:
                     if chunk["final"]:
-                        refuse_abort(chunk["meta_info"])
+                        refuse_abort(chunk["meta_info"], grammar_field)
                     # The request may finish a chunk before its last: the reason goes with the last only.
                     meta = chunk["meta_info"] if chunk["final"] else {**chunk["meta_info"], "finish_reason": None}
                     out = shape(chunk["text"], meta, True)   # one event, or a list of them (tools)
@@ -475,8 +488,8 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
                 if include_usage:
                     yield sse({**sent, "choices": [], "usage": usage(chunk["meta_info"])})
             except (RequestError, EngineUnavailable) as e:   # the stream ends with a reason, not a cut
-                status = e.status if isinstance(e, RequestError) else 503
-                yield sse(error_body(str(e), status))
+                status, param = (e.status, e.param) if isinstance(e, RequestError) else (503, None)
+                yield sse(error_body(str(e), status, param))
             finally:
                 await gen.aclose()   # a client that left aborts its request
             yield "data: [DONE]\n\n"
@@ -534,7 +547,7 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
             return out if streaming else {**out, "usage": usage(meta)}
 
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
-        return await run(request, req, shape, body.stream, include_usage)
+        return await run(request, req, shape, body.stream, include_usage, body.grammar_field())
 
     @app.post("/v1/chat/completions")
     async def chat(request: Request):
@@ -577,7 +590,7 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
                     "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
                                  "finish_reason": openai_finish_reason(meta)}], "usage": usage(meta)}
 
-        return await run(request, req, shape, body.stream, include_usage)
+        return await run(request, req, shape, body.stream, include_usage, body.grammar_field())
 
     def tool_refusal(e: RequestError, body: ChatCompletionRequest) -> RequestError:
         """The engine's refusal of a tool request's grammar (an unsupported schema keyword) in the
@@ -637,7 +650,7 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
         req = await run_in_threadpool(make_req, body.text, body.to_sampling_params(), "text",
                                       "sampling_params.max_new_tokens" if given else None)
         return await run(request, req, lambda text, meta, streaming: {"text": text, "meta_info": meta},
-                         body.stream, False)
+                         body.stream, False, "sampling_params")
 
     return app
 

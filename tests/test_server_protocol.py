@@ -298,3 +298,26 @@ def test_malformed_posts_never_get_a_5xx_and_the_server_keeps_serving(client, po
     if r.status_code >= 400:
         openai_error(r, r.status_code)
     good_request_works(client)
+
+
+@pytest.mark.parametrize("path,body,param,needle", [
+    ("/v1/completions", {"prompt": "x", "max_tokens": 2, "regex": "(a)\\1"}, "regex", "group reference"),
+    ("/v1/completions", {"prompt": "x", "max_tokens": 2, "json_schema": {"type": "strin"}}, "json_schema", "'strin'"),
+    ("/v1/completions", {"prompt": "x", "max_tokens": 2, "ebnf": "root ::= \"a\""}, "ebnf", "does not support"),
+    ("/v1/chat/completions", {"messages": HI, "max_tokens": 2, "response_format": {
+        "type": "json_schema", "json_schema": {"name": "p", "schema": {"type": "strin"}}}}, "response_format", "'strin'"),
+    ("/v1/chat/completions", {"messages": HI, "max_tokens": 2, "stream": True, "response_format": {
+        "type": "json_schema", "json_schema": {"name": "p", "schema": {"enum": []}}}}, "response_format", "no JSON"),
+    ("/generate", {"text": "x", "sampling_params": {"max_new_tokens": 2, "regex": "[^\\s\\S]"}}, "sampling_params",
+     "empty language"),
+    ("/v1/completions", {"prompt": "x", "max_tokens": 2, "stop": ""}, "stop", "stop[0] is empty"),
+    ("/v1/completions", {"prompt": "x", "max_tokens": 2, "response_format": {
+        "type": "json_schema", "json_schema": {"schema": {"maximum": math.inf}}}}, "response_format", "not JSON"),
+])
+def test_a_refused_grammar_or_sampling_field_is_named_as_the_request_gave_it(client, path, body, param, needle):
+    """The engine's refusals came back with param null, and a response_format's schema was
+    called "json_schema", a field the client never sent: now the 400 names the request's field."""
+    raw = json.dumps(body).replace("Infinity", "1e999").encode()   # an out-of-range number, as JSON writes it
+    err = openai_error(client.post(path, content=raw, headers={"content-type": "application/json"}), 400)
+    assert err["param"] == param and needle in err["message"], err
+    assert err["message"].startswith(param) and "Traceback" not in err["message"]
