@@ -430,6 +430,23 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
         while not await request.is_disconnected():
             await asyncio.sleep(0.1)
 
+    async def unless_disconnected(request: Request, gen: AsyncIterator[dict[str, Any]], wait) -> asyncio.Future:
+        """Run `wait` (a coroutine reading `gen`) while watching the client: if it leaves
+        first, `wait` is cancelled and `gen` closed (which aborts its request). Returns the
+        finished or cancelled task."""
+        work = asyncio.ensure_future(wait)
+        watch = asyncio.ensure_future(until_disconnected(request))
+        try:
+            await asyncio.wait({work, watch}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            watch.cancel()
+            if not work.done():
+                work.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await work
+                await gen.aclose()
+        return work
+
     async def run(request: Request, req: Req, shape, stream: bool, include_usage: bool,
                   grammar_field: str | None = None):
         """Queue `req`; answer with one JSON body, or with server-sent events when streaming.
@@ -446,24 +463,20 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
                 return text, meta
 
             # A client that leaves is noticed while we wait, and its request aborted.
-            work = asyncio.ensure_future(collect())
-            watch = asyncio.ensure_future(until_disconnected(request))
-            try:
-                await asyncio.wait({work, watch}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                watch.cancel()
-                if not work.done():
-                    work.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await work
-                    await gen.aclose()
+            work = await unless_disconnected(request, gen, collect())
             if work.cancelled():
                 return error("the client disconnected", 400)
             text, meta = work.result()
             return JSONResponse(shape(text, meta, False))
 
+        # Until the first chunk, nothing is sent, so a client that leaves is noticed only by
+        # watching: its request may wait in a queue, or its text be held back (a long stop
+        # string's possible start) until the end.
+        work = await unless_disconnected(request, gen, first_chunk(gen, grammar_field))
+        if work.cancelled():
+            return error("the client disconnected", 400)
         try:
-            first = await first_chunk(gen, grammar_field)
+            first = work.result()
         except Exception:
             await gen.aclose()
             raise

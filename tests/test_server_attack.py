@@ -353,3 +353,24 @@ def test_a_length_left_unset_is_what_the_context_has_room_for():
         empty = c.post("/v1/completions", json={"prompt": "", "max_tokens": 2}).json()["error"]
         assert empty["param"] == "prompt" and empty["message"] == "prompt: the prompt is empty (no tokens)"
     assert eng.stats().pools_full
+
+
+def test_a_streaming_client_that_leaves_before_its_first_chunk_is_aborted():
+    """Nothing is sent before a stream's first chunk, and leaving was noticed only when a send
+    failed: a client that left while its text was held back (every 'x' may start the stop
+    string) or its request queued kept it running to its max_tokens. Now the first chunk is
+    awaited while watching the client, as a non-streamed request is."""
+    eng = sgl.Engine(stage="s1", max_total_tokens=3000, max_running_requests=4)
+    body = {"prompt": "x", "max_tokens": 1000, "ignore_eos": True, "stream": True, "stop": "x" * 2000}
+    with serving_in_thread(create_app(eng)) as url:
+        with pytest.raises(httpx.TimeoutException):
+            with httpx.stream("POST", url + "/v1/completions", json=body, timeout=0.3) as r:
+                r.read()
+        for _ in range(600):
+            if eng.stats().idle:
+                break
+            threading.Event().wait(0.05)
+        finishes = [e["reason"] for e in eng.trace if e["event"] == "finish"]
+        assert finishes == [{"type": "abort", "message": "aborted by the client"}]   # not {"type": "length", ...}
+        assert httpx.post(url + "/v1/completions", json={"prompt": "x", "max_tokens": 3}).status_code == 200
+    assert eng.stats().pools_full
