@@ -345,9 +345,20 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
     # ------------------------------------------------------------------ request plumbing
     async def read_body(request: Request) -> bytes:
         """The raw body, refused (415/413/408) before any of it is parsed."""
-        ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        ctype, _, ctype_params = request.headers.get("content-type", "").partition(";")
+        ctype = ctype.strip().lower()
         if ctype != "application/json":
             raise RequestError(f"Content-Type must be application/json, got {ctype or 'none'!r}", status=415)
+        # The body is read as UTF-8 JSON bytes: a compressed body or another charset would only
+        # fail later as "not valid JSON", which hides the cause.
+        charset = re.search(r"charset\s*=\s*\"?([^\s;\"]*)", ctype_params, re.IGNORECASE)
+        if charset and charset.group(1).lower() not in ("utf-8", "utf8"):
+            raise RequestError(f"the body must be UTF-8 JSON; Content-Type says charset={charset.group(1)}",
+                               status=415)
+        encoding = request.headers.get("content-encoding", "identity").strip().lower()
+        if encoding not in ("", "identity"):
+            raise RequestError(f"Content-Encoding {encoding!r} is not supported: send the body uncompressed",
+                               status=415)
         limit = options.max_body_bytes
         declared = request.headers.get("content-length", "")
         too_big = RequestError(f"the request body is larger than the limit of {limit} bytes", status=413)

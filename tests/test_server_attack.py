@@ -374,3 +374,23 @@ def test_a_streaming_client_that_leaves_before_its_first_chunk_is_aborted():
         assert finishes == [{"type": "abort", "message": "aborted by the client"}]   # not {"type": "length", ...}
         assert httpx.post(url + "/v1/completions", json={"prompt": "x", "max_tokens": 3}).status_code == 200
     assert eng.stats().pools_full
+
+
+@pytest.mark.parametrize("headers,needle", [
+    ({"content-type": "application/json", "content-encoding": "gzip"}, "Content-Encoding 'gzip' is not supported"),
+    ({"content-type": "application/json; charset=utf-16"}, "charset=utf-16"),
+    ({"content-type": 'application/json; charset="latin-1"'}, "charset=latin-1"),
+])
+def test_a_compressed_or_non_utf8_body_is_a_415_that_says_so(client, headers, needle):
+    """A gzip body or a UTF-16 one was a 400 "not valid JSON: expected value at line 1 column 1",
+    which hides the cause: the header that announces it is refused, naming it."""
+    import gzip
+    raw = json.dumps({"prompt": "hi", "max_tokens": 2})
+    body = gzip.compress(raw.encode()) if "content-encoding" in headers else raw.encode(headers["content-type"]
+                                                                                        .split("=")[1].strip('"'))
+    r = client.post("/v1/completions", content=body, headers=headers)
+    assert r.status_code == 415 and needle in r.json()["error"]["message"], r.text
+    for fine in ("application/json; charset=utf-8", "application/json;charset=UTF-8", "Application/JSON"):
+        assert client.post("/v1/completions", content=raw.encode(), headers={"content-type": fine}).status_code == 200
+    assert client.post("/v1/completions", content=raw.encode(), headers={
+        "content-type": "application/json", "content-encoding": "identity"}).status_code == 200
