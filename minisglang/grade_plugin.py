@@ -2,7 +2,8 @@
 named by $MINISGLANG_GRADE_EVENTS, so that a run killed half-way still says how far it got.
 
 Events: {"event": "start", "test", "markers", "time"} when a test starts; {"event": "finish",
-"test", "markers", "passed", "reason", "path", "line", "example", "timed_out"} when it ends;
+"test", "markers", "passed", "reason", "path", "line", "example", "timed_out", "blank"} when it ends
+(blank: the tasks, as "4_4", whose `write this` stub the failing test ran into);
 {"event": "collect_error", "path", "text"} when a test file cannot be imported.
 
 Standard library only, and no import of minisglang: the grader copies this file next to
@@ -23,6 +24,7 @@ SKIP_ENV = "MINISGLANG_GRADE_SKIP"     # JSON list of test ids a restarted run l
 _markers_of: dict[str, list[str]] = {}
 _failed: dict[str, dict] = {}
 _EXAMPLE = re.compile(r"^(Falsifying example|Failing test case):", re.M)
+_STUB = re.compile(r"task(\d+_\d+): write this")
 
 
 def _emit(event: dict) -> None:
@@ -85,5 +87,10 @@ def explain(report) -> dict:
         first = f"timed out after {report.duration:.0f} s (an infinite loop?)"
     if report.when != "call":
         first = f"{first} (during {report.when})"
+    # The tasks whose stub this test ran into, anywhere: in the error, or in the captured
+    # output (an engine test sees a stub as an aborted request, its traceback only logged).
+    seen = str(report.longreprtext) + "".join(content for _, content in getattr(report, "sections", []))
+    blank = sorted(set(_STUB.findall(seen)), key=lambda t: tuple(map(int, t.split("_"))))
     return {"reason": first, "path": crash.path if crash is not None else None,
-            "line": crash.lineno if crash is not None else None, "example": example, "timed_out": timed_out}
+            "line": crash.lineno if crash is not None else None, "example": example, "timed_out": timed_out,
+            "blank": blank}

@@ -52,6 +52,7 @@ class Failure:
     where: str | None = None       # "minisglang/x.py:12" when it was raised in the graded package
     example: str | None = None     # hypothesis's failing example, when there is one
     timed_out: bool = False
+    blank: list[str] = field(default_factory=list)   # tasks ("4_4") whose stub the test ran into
 
 
 @dataclass
@@ -242,7 +243,7 @@ def _collect(events, done, report: GradeReport, files, package: Path, cwd: Path,
             failure = None
             if not e["passed"]:
                 failure = Failure(e["test"], e["reason"], _where(e.get("path"), e.get("line"), package, cwd),
-                                  e.get("example"), e.get("timed_out", False))
+                                  e.get("example"), e.get("timed_out", False), e.get("blank", []))
             done[e["test"]] = (e["markers"], failure)
         elif e["event"] == "collect_error":
             # A test file that cannot be imported: every task it tests fails with the reason.
@@ -309,6 +310,9 @@ def format_report(report: GradeReport) -> str:
     for t, r in report.tasks.items():
         total = len(r.passed) + len(r.failed)
         status = "no tests!" if total == 0 else ("ok" if r.ok else "FAIL")
+        waits = _waits_for(t, r.failed)
+        if waits:   # every failure ran into another task's stub: say which, in the row
+            status += f" (needs {', '.join(waits)})"
         lines.append(f"{t:10s} {len(r.passed):6d} {len(r.failed):6d}  {status}")
     npass = sum(len(r.passed) for r in report.tasks.values())
     nfail = sum(len(r.failed) for r in report.tasks.values())
@@ -327,12 +331,30 @@ def format_report(report: GradeReport) -> str:
             lines.append(f"FAIL {t} {f.test}" if len(same) == 1 else f"FAIL {t} {_test_names(same)}")
             lines.append(f"  {_indent(f.reason)}" + (f"\n  raised at {f.where}" if f.where else ""))
             stub = _STUB.match(f.reason)
-            if stub and int(stub["stage"]) < stage_number(report.stage):
-                lines.append(f"  (task{stub['task']} is from stage s{stub['stage']}: write it again, or check "
-                             f"this stage out with --from YOUR_S{stub['stage']}_DIR to keep yours)")
-            elif f.example and not stub:   # an example adds nothing to "write this"
+            others = [b for b in f.blank if f"task{b}" != t]
+            earlier = [b for b in others if task_key(f"task{b}")[0] < stage_number(report.stage)]
+            for b in earlier:
+                n = b.split("_")[0]
+                lines.append(f"  (task{b} is from stage s{n}: write it again, or check "
+                             f"this stage out with --from YOUR_S{n}_DIR to keep yours)")
+            if len(others) > len(earlier):
+                names = ", ".join(b for b in others if b not in earlier)
+                lines.append(f"  (also runs task {names}, still blank in your copy: this test cannot pass "
+                             f"until {names} is written too)")
+            if f.example and not stub:   # an example adds nothing to "write this"
                 lines.append(f"  {_indent(f.example)}")
     return "\n".join(lines)
+
+
+def _waits_for(task: str, failures: list[Failure]) -> list[str]:
+    """The other tasks ("4_4") still blank that every one of `task`'s failures ran into,
+    or [] when some failure did not (that one is the task's own)."""
+    if not failures:
+        return []
+    others = [{b for b in f.blank if f"task{b}" != task} for f in failures]
+    if not all(others):
+        return []
+    return sorted(set().union(*others), key=lambda b: task_key(f"task{b}"))
 
 
 def _test_names(failures: list[Failure]) -> str:

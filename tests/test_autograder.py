@@ -350,6 +350,56 @@ def test_grade_verbose_prints_pytests_output_and_json_writes_the_report(tmp_path
     assert "pytest's own output" not in capsys.readouterr().out
 
 
+def test_a_failure_that_ran_into_another_tasks_stub_says_which_task_it_needs():
+    """A test marked with two tasks (2_1's round trip runs 2_2's unpack), or an engine test
+    that runs a later task's code, cannot pass while that task is blank: the row and the
+    failure say so, so a student who did task 2_1 first knows it is not their 2_1."""
+    from minisglang import grading
+
+    needs = grading.Failure("t::round_trip", "NotImplementedError: task2_2: write this", blank=["2_2"])
+    own = grading.Failure("t::width", "AssertionError: 3 words, expected 4")
+    old = grading.Failure("t::engine", "assert 'abort' == 'stop'", blank=["1_4"])
+    report = grading.GradeReport("s2", "/x", {
+        "task2_1": grading.TaskResult("task2_1", passed=["t::a"], failed=[needs]),
+        "task2_2": grading.TaskResult("task2_2", failed=[grading.Failure(
+            "t::unpack", "NotImplementedError: task2_2: write this", blank=["2_2"])]),
+        "task2_3": grading.TaskResult("task2_3", passed=["t::b"], failed=[needs, own]),
+        "task2_4": grading.TaskResult("task2_4", passed=["t::c"], failed=[old])})
+    out = grading.format_report(report)
+    rows = {line.split()[0]: line for line in out.splitlines() if line.startswith("task2_")}
+    assert rows["task2_1"].endswith("FAIL (needs 2_2)")
+    assert rows["task2_2"].endswith("FAIL")          # its own stub is not "another task"
+    assert rows["task2_3"].endswith("FAIL")          # one failure is its own: a plain FAIL
+    assert rows["task2_4"].endswith("FAIL (needs 1_4)")
+    assert ("FAIL task2_1 t::round_trip\n  NotImplementedError: task2_2: write this\n"
+            "  (also runs task 2_2, still blank in your copy: this test cannot pass until 2_2 is written too)") in out
+    assert "(task1_4 is from stage s1: write it again, or check this stage out with --from YOUR_S1_DIR" in out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stage", [tag.split("-")[0] for tag in STAGES_WITH_TASKS])
+def test_tasks_done_in_page_order_pass_or_name_the_later_task_they_need(stage, tmp_path):
+    """Every page says: make task N_1 pass, grade, then the next. So with a task and the ones
+    before it written (the reference) and the stage's later ones blank, its tests pass, or
+    each failure names the later task it runs (the grader's "needs"). Task 5_1's page
+    promises more: it grades alone (its tests run the eager automaton, not 5_3's, and
+    building the fsm backend must not compile arrays, 5_2)."""
+    tasks = sorted(all_tasks(stage), key=task_key)
+    for i, task in enumerate(tasks):
+        copy = tmp_path / task
+        out = checkout(stage, copy)
+        blank = set(tasks[i + 1:]) | {t for t in all_tasks() if task_key(t)[0] > int(stage[1:])}
+        for path in out.rglob("*.py"):
+            path.write_text(blank_solutions(path.read_text(encoding="utf-8"), blank), encoding="utf-8")
+        report = run_task_tests(stage, impl=copy, only=[task])
+        result = report.tasks[task]
+        assert result.passed, format_report(report)
+        if task == "task5_1":
+            assert result.ok, format_report(report)
+        for f in result.failed:
+            assert f.blank and {f"task{b}" for b in f.blank} <= blank, format_report(report)
+
+
 def test_class_rows_are_named_by_the_fewest_path_parts_that_differ():
     assert short_names(["/home/class/alice/s2", "/home/class/bob/s2"]) == ["alice/s2", "bob/s2"]
     assert short_names(["/x/syntax", "/x/good", "reference"]) == ["syntax", "good", "reference"]
