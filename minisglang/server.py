@@ -100,6 +100,8 @@ class EngineLoop:
         self.inbox: queue.Queue = queue.Queue()
         # rid -> (req, its chunk queue, the event loop that reads it, the client's address)
         self.active: dict[int, tuple[Req, asyncio.Queue, asyncio.AbstractEventLoop, str]] = {}
+        # client -> {grammar: its compile's handle} for the compiles a client asked for (scheduler thread only)
+        self.compiling: dict[str, dict[Any, Any]] = {}
         self.dead: BaseException | None = None
         self.drain_deadline: float | None = None
         self.stopped = threading.Event()
@@ -196,11 +198,19 @@ class EngineLoop:
             _send(loop, q, EngineUnavailable("the server is shutting down"))
             return
         grammar = req.sampling_params.constraint()
-        if grammar is not None:
-            # Distinct grammars this client is waiting for; one more request for any of them shares its compile.
-            waiting = set(map(id, self.engine.scheduler.grammar_queue))
-            mine = {r.sampling_params.constraint() for r, _, _, c in self.active.values()
-                    if c == client and id(r) in waiting}
+        # Stages s3 on compile off the scheduler thread and queue the request until it is done.
+        compiles = getattr(self.engine.stage, "queue", None) if grammar is not None else None
+        if compiles is not None:
+            # Distinct grammars this client asked for whose compile still runs, whether or not it
+            # still waits: a compile goes on after its client leaves, so counting only waiters
+            # let a client that leaves and asks again queue compiles without end (others' then
+            # timed out). One more request for any of them shares its compile.
+            for who in list(self.compiling):
+                left = {g: h for g, h in self.compiling[who].items() if not compiles.is_done(h)}
+                self.compiling[who] = left
+                if not left:
+                    del self.compiling[who]
+            mine = self.compiling.get(client, {})
             if grammar not in mine and len(mine) >= self.options.max_compiling_per_client:
                 _send(loop, q, RequestError(
                     f"too many grammars compiling for this client ({len(mine)}; the limit is "
@@ -209,6 +219,9 @@ class EngineLoop:
                 return
         self.active[req.rid] = (req, q, loop, client)   # first, so that a failure below reaches it
         self.engine.scheduler.add_request(req)
+        waiting = compiles.pending.get(req.rid) if compiles is not None else None
+        if waiting is not None:
+            self.compiling.setdefault(client, {})[grammar] = waiting.handle
 
     def _publish(self) -> None:
         for rid, (req, q, loop, _) in list(self.active.items()):

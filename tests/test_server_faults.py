@@ -203,6 +203,27 @@ def test_a_client_waits_for_a_bounded_number_of_distinct_grammars():
         assert wait_idle(engine).pools_full
 
 
+def test_a_client_that_leaves_its_compile_still_has_it_counted_until_it_ends():
+    """A compile goes on after its client leaves, and the per-client budget counted only the
+    requests still waiting: a client could ask for a grammar, leave, and ask for another, again
+    and again, queueing compiles without end (another client's regex then timed out waiting
+    behind them). Now a compile counts against its client until it ends."""
+    engine = sgl.Engine(stage="s3", max_total_tokens=2000, max_running_requests=8, compile_timeout=3)
+    with serving_in_thread(create_app(engine, ServerOptions(max_compiling_per_client=1))) as url:
+        def post(regex, **kwargs):
+            return httpx.post(url + "/v1/completions", json={"prompt": "ab", "regex": regex, "max_tokens": 30},
+                              **kwargs)
+        with pytest.raises(httpx.TimeoutException):
+            post(RUNAWAY, timeout=0.3)                    # asks for a compile that runs to compile_timeout, leaves
+        time.sleep(0.3)                                  # its request is aborted; its compile runs on
+        other = post(r"(a|b)*b(a|b){20}", timeout=60)
+        assert other.status_code == 429, other.text
+        assert "limit is 1" in other.json()["error"]["message"]
+        time.sleep(3.5)                                  # the first compile has ended (stopped at 3 s)
+        assert post(DATE, timeout=60).status_code == 200
+        assert wait_idle(engine).pools_full
+
+
 def test_a_stream_whose_step_raises_ends_with_an_error_event_and_done(faulty):
     url, engine = faulty
     body = {"messages": [{"role": "user", "content": "FAIL3"}], "max_tokens": 12, "ignore_eos": True, "stream": True}
