@@ -331,7 +331,7 @@ def format_report(report: GradeReport) -> str:
             lines.append(f"FAIL {t} {f.test}" if len(same) == 1 else f"FAIL {t} {_test_names(same)}")
             lines.append(f"  {_indent(f.reason)}" + (f"\n  raised at {f.where}" if f.where else ""))
             stub = _STUB.match(f.reason)
-            others = [b for b in f.blank if f"task{b}" != t]
+            others = _other_blanks(t, f)
             earlier = [b for b in others if task_key(f"task{b}")[0] < stage_number(report.stage)]
             for b in earlier:
                 n = b.split("_")[0]
@@ -351,10 +351,18 @@ def _waits_for(task: str, failures: list[Failure]) -> list[str]:
     or [] when some failure did not (that one is the task's own)."""
     if not failures:
         return []
-    others = [{b for b in f.blank if f"task{b}" != task} for f in failures]
+    others = [set(_other_blanks(task, f)) for f in failures]
     if not all(others):
         return []
     return sorted(set().union(*others), key=lambda b: task_key(f"task{b}"))
+
+
+def _other_blanks(task: str, failure: Failure) -> list[str]:
+    """The other tasks' stubs `failure` ran into; none when it ran into `task`'s own stub
+    too (then the task's own blank is the reason, whatever else was blank)."""
+    if task[4:] in failure.blank:
+        return []
+    return list(failure.blank)
 
 
 def _test_names(failures: list[Failure]) -> str:

@@ -362,13 +362,13 @@ def test_a_failure_that_ran_into_another_tasks_stub_says_which_task_it_needs():
     report = grading.GradeReport("s2", "/x", {
         "task2_1": grading.TaskResult("task2_1", passed=["t::a"], failed=[needs]),
         "task2_2": grading.TaskResult("task2_2", failed=[grading.Failure(
-            "t::unpack", "NotImplementedError: task2_2: write this", blank=["2_2"])]),
+            "t::unpack", "NotImplementedError: task2_2: write this", blank=["2_2", "2_4"])]),
         "task2_3": grading.TaskResult("task2_3", passed=["t::b"], failed=[needs, own]),
         "task2_4": grading.TaskResult("task2_4", passed=["t::c"], failed=[old])})
     out = grading.format_report(report)
     rows = {line.split()[0]: line for line in out.splitlines() if line.startswith("task2_")}
     assert rows["task2_1"].endswith("FAIL (needs 2_2)")
-    assert rows["task2_2"].endswith("FAIL")          # its own stub is not "another task"
+    assert rows["task2_2"].endswith("FAIL")          # its own stub blank: that is the reason
     assert rows["task2_3"].endswith("FAIL")          # one failure is its own: a plain FAIL
     assert rows["task2_4"].endswith("FAIL (needs 1_4)")
     assert ("FAIL task2_1 t::round_trip\n  NotImplementedError: task2_2: write this\n"

@@ -89,17 +89,22 @@ def test_check_and_insert_is_one_step_even_when_lookups_are_slow():
     cache, calls = counting_cache()
     cache.entries = SlowDict()
     start = threading.Barrier(2)
-    got = []
+    got, errors = [], []
 
     def ask():
         start.wait()
-        got.append(cache.init_fsm_in_background("a+b"))
+        try:
+            got.append(cache.init_fsm_in_background("a+b"))
+        except Exception as e:   # a thread's error is lost unless the test raises it again
+            errors.append(e)
 
     threads = [threading.Thread(target=ask) for _ in range(2)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    if errors:
+        raise errors[0]
     got[0].event.wait(5)
     assert got[0] is got[1], "two threads got two different entries for one regex"
     assert calls == ["a+b"] and cache.compile_count == 1
