@@ -218,7 +218,7 @@ ABSENT = "absent"
 PREFIXES = [ABSENT, [{"type": "integer"}], [{"type": "integer"}, {"const": "a"}]]
 ITEMS = [ABSENT, {"type": "integer"}, False, {"enum": ["a", None]}]
 MIN_ITEMS = [ABSENT, 0, 1, 3]
-MAX_ITEMS = [ABSENT, 0, 2, 3]
+MAX_ITEMS = [ABSENT, 0, 1, 2, 3]   # 1: below a two-element prefix, which must be cut
 
 
 def array_schema(prefix, items, min_items, max_items) -> dict:
