@@ -106,10 +106,12 @@ class Engine:
                  dtype: str = "float32", seed: int = 0, max_total_tokens: int = 16384,
                  max_running_requests: int = 128, max_prefill_tokens: int = 4096,
                  schedule_policy: str = "lpm", disable_radix_cache: bool = False,
-                 in_batch_prefix_threshold: int = 32, torch_threads: int | None = None,
-                 freeze_gc: bool = True, **stage_options: Any):
+                 in_batch_prefix_threshold: int = 32, mixed_prefill: bool = False,
+                 torch_threads: int | None = None, freeze_gc: bool = True, **stage_options: Any):
         from . import DEFAULT_MODEL_PATH
 
+        if not isinstance(mixed_prefill, bool):   # "no" is truthy: refuse it rather than mix by surprise
+            raise ValueError(f"mixed_prefill must be True or False, got {mixed_prefill!r}")
         # torch's thread count is one per process: the last Engine built sets it.
         if torch_threads is None:
             torch_threads = default_torch_threads()
@@ -127,7 +129,7 @@ class Engine:
         config = SchedulerConfig(max_total_tokens=max_total_tokens, max_running_requests=max_running_requests,
                                  max_prefill_tokens=max_prefill_tokens, schedule_policy=schedule_policy,
                                  disable_radix_cache=disable_radix_cache,
-                                 in_batch_prefix_threshold=in_batch_prefix_threshold)
+                                 in_batch_prefix_threshold=in_batch_prefix_threshold, mixed_prefill=mixed_prefill)
         self.scheduler = Scheduler(self.model, self.tokenizer, self.stage, config, self.device, seed=seed)
         # The scheduler is single-threaded; the lock lets a server thread and direct calls share it.
         self._lock = threading.RLock()

@@ -3,6 +3,7 @@
 One call to `step()` does what SGLang's first release did in `forward_step`:
 
     schedule  -> a prefill batch of waiting requests if any fit, else the running batch
+                 (with `mixed_prefill`, the running requests decode inside the prefill batch)
     run       -> one model forward over that batch
     sample    -> the stage masks the logits, the sampler picks one token per request
     process   -> append tokens, advance grammars, finish requests, free their memory
@@ -17,6 +18,12 @@ Memory rules (chapters/00-the-engine.md, "Who owns a KV slot"):
 - When it leaves, `release_memory` inserts its tokens into the tree; the tree keeps the
   slots it did not have yet, the duplicates are freed, the lock is dropped.
 - So at any quiet moment every slot is either free or held by the tree.
+
+Mixed prefill (`SchedulerConfig.mixed_prefill`, off by default; SGLang #1013): a step
+that prefills also decodes the running requests in the same forward. A decode is an
+extend of one token on top of the request's KV, so such a rider simply joins the prefill
+batch; and hook 3 runs before the batch is chosen, so a request that jumps (s4) comes
+back in that very forward instead of holding everyone back for a forward of its own.
 
 Faults (tested in tests/test_reliability.py): an exception in a stage hook,
 the forward, the sampler or the detokenizer aborts only the requests it concerns, with the
@@ -81,6 +88,9 @@ class SchedulerConfig:
     # already chosen for this prefill batch waits one step, then hits the tree instead of
     # computing them again (SGLang's in-batch prefix caching; 0 turns it off).
     in_batch_prefix_threshold: int = 32
+    # A prefill step also decodes the running requests, in the same forward (SGLang's
+    # mixed chunked prefill, #1013): a new request no longer stalls everyone else's decode.
+    mixed_prefill: bool = False
     trace_limit: int = 100_000          # events kept for notebooks (oldest dropped)
 
 
@@ -100,7 +110,20 @@ class ScheduledBatch:
     """What `schedule()` decided to run this step."""
 
     mode: ForwardMode
-    reqs: list[Req]
+    reqs: list[Req]            # every request of the forward, in the order of its logits' rows
+    # EXTEND with mixed_prefill: the last `decode_riders` of `reqs` are running requests
+    # that decode in this forward (one token each, on top of their KV), not prefills.
+    decode_riders: int = 0
+
+    @property
+    def prefill_reqs(self) -> list[Req]:
+        """EXTEND: the requests this forward admits (all of `reqs` but the riders)."""
+        return self.reqs[:len(self.reqs) - self.decode_riders]
+
+    @property
+    def riders(self) -> list[Req]:
+        """EXTEND: the running requests decoding in this forward (mixed_prefill)."""
+        return self.reqs[len(self.reqs) - self.decode_riders:]
 
 
 class Scheduler:
@@ -123,7 +146,8 @@ class Scheduler:
         self.finished: list[Req] = []        # finished since the last step() returned
         self.generator = torch.Generator().manual_seed(seed)
         self.step_count = 0
-        self.forward_counts = {"prefill": 0, "decode": 0}
+        # "mixed": the prefill forwards (counted in "prefill" too) that carried decode riders.
+        self.forward_counts = {"prefill": 0, "decode": 0, "mixed": 0}
         self.totals = SchedulerTotals()
         self.trace: collections.deque[dict[str, Any]] = collections.deque(maxlen=config.trace_limit)
 
@@ -204,37 +228,58 @@ class Scheduler:
         return done
 
     def schedule(self) -> ScheduledBatch | None:
-        """A prefill batch if any waiting request fits, else the running batch (decode)."""
+        """A prefill batch if any waiting request fits, else the running batch (decode).
+
+        With `mixed_prefill` the running requests ride in the prefill batch (they decode in
+        it), so hook 3 runs first: a request that jumps is admitted again by this forward.
+        """
+        mixed = self.config.mixed_prefill
+        if mixed:
+            self.prepare_decode()
+            self.release_aborted()   # a jump that finished its request: it leaves, it is not admitted
         new_reqs = self.get_new_prefill_batch()
         if new_reqs:
-            return ScheduledBatch(ForwardMode.EXTEND, new_reqs)
-        if self.running:
-            # Hook 3 (s4's jumps), one request at a time: a grammar that fails here (e.g. grows
-            # past its automaton limit while looking for a jump) aborts only its own request.
-            for req in list(self.running):
-                try:
-                    for r in self.stage.before_decode([req]):
-                        self.readmit(r.req, r.new_output_ids)
-                except Exception as e:   # a re-admission cut short may have left it in no queue
-                    self.abort_for_error([req], "preparing the decode batch (hook 3)", e)
-                    self.release_request(req)
+            # A rider's one slot is in the budget: admission reserved every running request's rest.
+            riders = list(self.running) if mixed else []
+            return ScheduledBatch(ForwardMode.EXTEND, new_reqs + riders, decode_riders=len(riders))
+        if not mixed:
+            self.prepare_decode()
         if self.running:
             return ScheduledBatch(ForwardMode.DECODE, list(self.running))
         return None
+
+    def prepare_decode(self) -> None:
+        """Hook 3 (s4's jumps) on the running requests, which are about to decode: re-admit
+        the ones the stage asks for."""
+        # One request at a time: a grammar that fails here (e.g. grows past its automaton
+        # limit while looking for a jump) aborts only its own request.
+        for req in list(self.running):
+            try:
+                for r in self.stage.before_decode([req]):
+                    self.readmit(r.req, r.new_output_ids)
+            except Exception as e:   # a re-admission cut short may have left it in no queue
+                self.abort_for_error([req], "preparing the decode batch (hook 3)", e)
+                self.release_request(req)
 
     def run(self, batch: ScheduledBatch) -> torch.Tensor:
         """One model forward; returns logits [B, vocab] for the last position of each request."""
         reqs = batch.reqs
         if batch.mode == ForwardMode.EXTEND:
-            new_ids = [req.fill_ids[req.prefix_len:] for req in reqs]
+            # Each request computes what it has no KV for: a new one, all after its cached
+            # prefix; a rider, its last token (the one a decode would feed).
+            starts = [r.prefix_len for r in batch.prefill_reqs] + [r.kv_len for r in batch.riders]
+            new_ids = [req.fill_ids[start:] for req, start in zip(reqs, starts)]
             out_cache_loc = self.alloc_kv(sum(len(x) for x in new_ids))
             with self._free_on_error(out_cache_loc):
-                fb = ForwardBatch.extend([r.req_pool_idx for r in reqs], [r.prefix_len for r in reqs],
+                fb = ForwardBatch.extend([r.req_pool_idx for r in reqs], starts,
                                          new_ids, out_cache_loc, self.req_to_token_pool, self.token_to_kv_pool)
             for req in reqs:
                 req.kv_len = len(req.fill_ids)
             self.forward_counts["prefill"] += 1
-            self.record_event("prefill", None, reqs=[r.rid for r in reqs], tokens=sum(map(len, new_ids)))
+            self.forward_counts["mixed"] += batch.decode_riders > 0
+            self.record_event("prefill", None, reqs=[r.rid for r in batch.prefill_reqs],
+                              tokens=sum(map(len, new_ids)) - batch.decode_riders,
+                              **({"riders": [r.rid for r in batch.riders]} if batch.decode_riders else {}))
         else:
             out_cache_loc = self.alloc_kv(len(reqs))
             with self._free_on_error(out_cache_loc):
@@ -273,9 +318,9 @@ class Scheduler:
 
     def process_results(self, batch: ScheduledBatch, next_token_ids: list[int]) -> None:
         """Append each sampled token, advance its grammar (hook 5), finish whoever is done."""
-        if batch.mode == ForwardMode.EXTEND:
-            self.running.extend(batch.reqs)
-            for req in batch.reqs:
+        if batch.mode == ForwardMode.EXTEND:   # the riders are running already, and own their decode slots
+            self.running.extend(batch.prefill_reqs)
+            for req in batch.prefill_reqs:
                 self.cache_prefilled(req)
         for req, tok in zip(batch.reqs, next_token_ids):
             if req.finished:

@@ -309,6 +309,79 @@ def test_a_readmission_cut_short_leaves_no_request_behind(engine, alone, monkeyp
     assert_quiet_and_full(engine)
 
 
+def _start_a_mixed_step(engine, monkeypatch):
+    """Mixing on; PROMPTS[0] prefilled and decoding (it owns decode slots), PROMPTS[1] just
+    submitted, so the next step is one forward: PROMPTS[1]'s prefill with PROMPTS[0] riding."""
+    monkeypatch.setattr(engine.scheduler.config, "mixed_prefill", True)
+    rider = engine.submit(PROMPTS[0], GREEDY)
+    for _ in range(3):
+        engine.step()
+    assert rider.kv_len > rider.prefix_len and rider in engine.scheduler.running
+    return rider, engine.submit(PROMPTS[1], GREEDY)
+
+
+def _serve_staggered(engine, prompts):
+    """Each prompt submitted two steps after the one before (so mixed steps happen); until all leave."""
+    reqs = []
+    for p in prompts:
+        reqs.append(engine.submit(p, GREEDY))
+        engine.step()
+        engine.step()
+    run_all(engine, reqs)
+    return reqs
+
+
+@pytest.mark.parametrize("where", ["forward", "sample"])
+def test_a_failing_mixed_forward_gives_back_the_memory_of_every_request_in_it(engine, alone, monkeypatch, where):
+    """With mixed_prefill one forward holds a new request and a running one (a decode rider):
+    when it fails, both are aborted, the rider's own decode slots are freed and its prompt
+    unlocked as for a failing decode; what arrives next is served as if nothing happened."""
+    rider, newcomer = _start_a_mixed_step(engine, monkeypatch)
+    current = {}
+    monkeypatch.setattr(engine.scheduler, "run", _remember_batch(engine.scheduler.run, current))
+
+    def mixed():
+        return current["batch"].decode_riders > 0
+
+    with pytest.MonkeyPatch.context() as fault:   # for this one step
+        if where == "forward":
+            forward = engine.model.forward
+            fault.setattr(engine.model, "forward", lambda fb: _raise() if mixed() else forward(fb))
+        else:
+            sample = scheduler_module.sample
+            fault.setattr(scheduler_module, "sample", lambda *a: _raise() if mixed() else sample(*a))
+        engine.step()
+    assert current["batch"].prefill_reqs == [newcomer] and current["batch"].riders == [rider]
+    for req in (rider, newcomer):
+        assert req.released and req.finished_reason["message"] == (
+            "internal error while running its extend batch (forward, mask or sample): RuntimeError: injected fault")
+    assert_quiet_and_full(engine)
+    mixes = engine.scheduler.forward_counts["mixed"]
+    later = _serve_staggered(engine, PROMPTS[1:4])   # mixing still on, no fault
+    assert engine.scheduler.forward_counts["mixed"] > mixes
+    assert [r.output_text for r in later] == [alone[p] for p in PROMPTS[1:4]]
+    monkeypatch.undo()
+    assert_quiet_and_full(engine)
+
+
+def test_a_jump_failure_in_a_mixed_step_aborts_only_its_request(engine, alone, monkeypatch):
+    """With mixed_prefill hook 3 runs before the prefill batch is chosen, still one request
+    at a time: the request whose hook fails is aborted, the new request is prefilled and
+    the others decode as if nothing had happened."""
+    rider, newcomer = _start_a_mixed_step(engine, monkeypatch)
+    bystander = engine.submit(PROMPTS[2], GREEDY)
+    engine.step()                                     # the bystander's prefill, the rider riding
+    monkeypatch.setattr(engine.stage, "before_decode",
+                        raising_for(lambda r: r is rider, engine.stage.before_decode))
+    newcomer2 = engine.submit(PROMPTS[3], GREEDY)
+    run_all(engine, [rider, newcomer, bystander, newcomer2])
+    monkeypatch.undo()
+    assert rider.finished_reason["message"] == ("internal error while preparing the decode batch (hook 3): "
+                                                "RuntimeError: injected fault")
+    assert [r.output_text for r in (newcomer, bystander, newcomer2)] == [alone[p] for p in PROMPTS[1:4]]
+    assert_quiet_and_full(engine)
+
+
 def _remember_batch(run, current):
     def remembering(batch):
         current["batch"] = batch

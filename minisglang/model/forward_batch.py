@@ -8,6 +8,8 @@ Two modes, as in SGLang:
 
 * EXTEND (prefill): each request brings ``n_i >= 1`` new tokens on top of ``p_i`` tokens
   whose K/V are already cached (``p_i = 0`` for a fresh prompt, more on a radix-cache hit).
+  A decoding request can ride along as ``n_i = 1`` on top of all its tokens (the
+  scheduler's ``mixed_prefill``).
 * DECODE: each request brings exactly one token, the one sampled in the previous step.
 """
 from __future__ import annotations
