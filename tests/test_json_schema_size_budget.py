@@ -224,3 +224,121 @@ def test_a_wide_object_is_linear_on_the_lazy_automaton():
     for keys in [[2], [0, 2], [2, 4], [0, 1, 2, 3, 4], [1], [], [2, 1], [0, 2, 2]]:
         text = json.dumps({f"k{i}": i for i in keys}) if len(set(keys)) == len(keys) else '{"k0": 0, "k2": 2, "k2": 2}'
         assert accepts(text) == bool(eager.fullmatch(text)), text
+
+
+# ---------------------------------------------------------------------------------------
+# A `$ref` is compiled once per expansion depth, not once per use or per path (issue 16
+# item 1: compile cost follows the schema). Shared text alone kept the lazy regex small
+# but not its compile: 500 uses of a 2,000-value enum took 6 s, and `mutual_objects(3)`
+# (429 characters) ran for minutes at max_ref_depth 5, no limit ever reached.
+# ---------------------------------------------------------------------------------------
+def mutual_objects(k: int) -> dict:
+    """k object definitions, each with an optional property referring to every definition:
+    k^(5k) paths down to max_ref_depth 5, but only (5 + 1)^k different expansion depths."""
+    defs = {f"d{i}": {"type": "object", "properties": {f"p{j}": {"$ref": f"#/$defs/d{j}"} for j in range(k)}}
+            for i in range(k)}
+    return {"$defs": defs, "$ref": "#/$defs/d0"}
+
+
+def self_referring(children: int) -> dict:
+    node = {"type": "object", "properties": {f"c{j}": {"$ref": "#/$defs/n"} for j in range(children)}}
+    return {"$defs": {"n": node}, "$ref": "#/$defs/n"}
+
+
+def count_calls(monkeypatch, name: str) -> list:
+    """A list that grows by one at each call of _SchemaCompiler.`name`."""
+    from minisglang.constrained.json_schema import _SchemaCompiler
+
+    calls, real = [], getattr(_SchemaCompiler, name)
+
+    def counted(self, *args, **kwargs):
+        calls.append(1)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(_SchemaCompiler, name, counted)
+    return calls
+
+
+@pytest.mark.parametrize("automaton", ["lazy", "eager"])
+def test_a_ref_used_many_times_compiles_its_target_once(monkeypatch, automaton):
+    enum = {"enum": [f"value {i}" for i in range(300)]}
+    schema = {"$defs": {"big": enum}, "type": "object", "required": [f"k{i}" for i in range(100)],
+              "properties": {f"k{i}": {"$ref": "#/$defs/big", "description": f"key {i}"} for i in range(100)}}
+    enums = count_calls(monkeypatch, "_enum")
+    regex = build_regex_from_schema(schema, automaton=automaton)
+    assert len(enums) == 1
+    if automaton == "lazy":   # the enum is written once, its name used 100 times
+        assert regex.count('"value 299"') == 1
+        (name,) = re.findall(r'\(\?@def:(\w+)\(\(\?:"value 0"', regex)
+        assert regex.count(f"(?@ref:{name})") == 100
+
+
+@pytest.mark.parametrize("automaton", ["lazy", "eager"])
+def test_a_recursion_compiles_its_definition_once_per_depth(monkeypatch, automaton):
+    """8 optional children of the same definition: 8^4 paths reach the fifth expansion,
+    the compiler builds one object per depth."""
+    objects = count_calls(monkeypatch, "_object")
+    outcome, _ = peak_bytes_of(lambda: build_regex_from_schema(self_referring(8), automaton=automaton))
+    assert len(objects) == 5
+    if automaton == "lazy":
+        assert isinstance(outcome, str) and len(outcome) < 10_000
+    else:   # written out, each level holds the one below 8 times
+        assert isinstance(outcome, SchemaTooLargeError)
+
+
+def test_mutual_recursion_compiles_once_per_combination_of_depths(monkeypatch):
+    objects = count_calls(monkeypatch, "_object")
+    regex = build_regex_from_schema(mutual_objects(3), automaton="lazy")
+    assert len(objects) <= 3 * 6**3 and len(regex) < 100_000
+
+
+def test_the_lazy_definitions_count_against_the_limit():
+    """Each definition is short, but (5 + 1)^6 combinations of depths make one each: their
+    total is checked as they are made, not only the final regex."""
+    error, peak = peak_bytes_of(lambda: build_regex_from_schema(mutual_objects(6), automaton="lazy",
+                                                                max_regex_chars=100_000))
+    assert isinstance(error, SchemaTooLargeError), error
+    assert "max_regex_chars=100,000" in str(error) and str(error).startswith("the schema at #/properties/p0")
+    assert peak < PEAK_LIMIT
+
+
+def test_compiling_each_ref_once_changes_no_regex(monkeypatch):
+    """The suite's schemas, the linked-data shape and the recursions above (at a depth the
+    compile-per-use took under a second for), both automata: the same regex, or the same
+    error, as when every use of a $ref was compiled again."""
+    from minisglang.constrained.json_schema import _SchemaCompiler
+
+    def build(schema, **options):
+        try:
+            return build_regex_from_schema(schema, **options)
+        except (UnsupportedSchemaError, ValueError) as error:
+            return f"{type(error).__name__}: {error}"
+
+    schemas = [(group["schema"], {}) for f in sorted(SUITE.glob("*.json")) for group in json.loads(f.read_text("utf-8"))]
+    schemas += [(linked_data_schema(), {"max_ref_depth": 2}), (nested_lists(5), {}),
+                (mutual_objects(3), {"max_ref_depth": 3}), (self_referring(4), {"max_ref_depth": 4})]
+    for automaton in ("lazy", "eager"):
+        once = [build(s, automaton=automaton, **o) for s, o in schemas]
+        with monkeypatch.context() as m:
+            m.setattr(_SchemaCompiler, "_ref_key", lambda self, schema, path: None)
+            every_use = [build(s, automaton=automaton, **o) for s, o in schemas]
+        assert once == every_use, automaton
+
+
+def test_the_fsm_backend_refuses_a_recursion_that_outgrows_its_limit_by_name():
+    """The backend gives the compiler its own max_regex_chars (100,000), so the refusal
+    names the subschema and the option, after a tenth of the work the compiler's default
+    limit would let it do."""
+    import minisglang as sgl
+    from minisglang.backends.fsm_backend import FSMBackend
+    from minisglang.tokenizer import Tokenizer
+
+    tok = Tokenizer.from_pretrained(sgl.DEFAULT_MODEL_PATH)
+    backend = FSMBackend(tok, tok.vocab_size)
+    try:
+        with pytest.raises(SchemaTooLargeError, match=r"^the schema at #/properties/p0\S* needs a regex of more than "
+                                                      r"max_regex_chars=100,000 characters"):
+            backend.compile("json_schema", json.dumps(mutual_objects(6)))
+        assert backend.compile("json_schema", json.dumps(mutual_objects(3))).fsm.index.num_states == 1
+    finally:
+        backend.shutdown()

@@ -1125,8 +1125,14 @@ class _SchemaCompiler:
         self.active_refs: Counter[str] = Counter()  # $ref target -> expansions on the current path
         self.any_values: dict[int, str] = {}
         self.nesting = LAZY_ANY_VALUE_NESTING if options.automaton == "lazy" else ANY_VALUE_NESTING
-        # automaton="lazy": shared sub-expressions, name -> regex text (see `shared`).
+        # automaton="lazy": shared sub-expressions, name -> regex text (see `shared`), and
+        # their total length (checked against max_regex_chars as they are made).
         self.definitions: dict[str, str] = {}
+        self.definitions_chars = 0
+        # The regex of each `$ref` compiled so far (see `_ref_key`): a target used many
+        # times, or by every level of a recursion, is compiled once per expansion depth.
+        self.ref_values: dict[tuple, str | None] = {}
+        self.ref_targets: dict[tuple[str, str], str] = {}   # (base URI, $ref) -> the target's pointer
         self.matchers: dict[str, Callable[[str], bool]] = {}   # regex -> its `_matcher`
         # Schema resources: absolute URI ($id) -> its pointer; (URI, $anchor) -> pointer.
         self.resources: dict[str, str] = {}
@@ -1137,11 +1143,40 @@ class _SchemaCompiler:
     # -- entry point ------------------------------------------------------------------
     def value(self, schema, path: str) -> str | None:
         """The regex of the JSON texts of the values `schema` accepts; None if there are none."""
+        key = self._ref_key(schema, path)
+        if key is not None and key in self.ref_values:
+            return self.ref_values[key]
         flat, refs = self.flatten(schema, path)
         with self.expanding(refs):
             regex = self._flat_value(flat, path)
         self.check_size(0 if regex is None else len(regex), path)
-        return self.shared(regex)
+        regex = self.shared(regex)
+        self.check_size(self.definitions_chars, path)
+        if key is not None:
+            self.ref_values[key] = regex
+        return regex
+
+    def _ref_key(self, schema, path: str) -> tuple | None:
+        """For a schema that is a `$ref` and nothing else (annotations aside), what its regex
+        depends on: the target, the base URI at `path` (the target's own relative $refs are
+        resolved against it) and how often each $ref is being expanded on the way here (the
+        max_ref_depth cut). None for any other schema.
+
+        Without this, each use of a $ref compiled its target again: 500 properties referring
+        to a 2,000-value enum took 6 s, and a recursion compiled its target once per path,
+        not once per depth: 3 object definitions that refer to each other (a 429-character
+        schema) ran for minutes at max_ref_depth 5 on the lazy automaton, whose shared
+        regex never grew past max_regex_chars to stop it."""
+        if not isinstance(schema, dict) or "$ref" not in schema or \
+                any(k != "$ref" and k not in ANNOTATION_KEYWORDS for k in schema):
+            return None
+        base, ref = self.base_uri(path), schema["$ref"]
+        target_path = self.ref_targets.get((base, ref)) if isinstance(ref, str) else None
+        if target_path is None:
+            target_path = self.resolve(ref, path)[1]
+            self.ref_targets[base, ref] = target_path
+        depths = tuple(sorted((r, n) for r, n in self.active_refs.items() if n > 0))
+        return target_path, base, depths
 
     def shared(self, regex: str | None) -> str | None:
         """For the lazy automaton, a subschema's long regex is written once: `(?@ref:NAME)`
@@ -1155,7 +1190,9 @@ class _SchemaCompiler:
         if regex is None or self.options.automaton != "lazy" or len(regex) < SHARE_MIN_CHARS:
             return regex
         name = hashlib.blake2b(regex.encode("utf-8"), digest_size=8).hexdigest()
-        self.definitions.setdefault(name, regex)
+        if name not in self.definitions:
+            self.definitions[name] = regex
+            self.definitions_chars += len(regex)
         return f"{REF_SYNTAX}{name})"
 
     def with_definitions(self, regex: str) -> str:
