@@ -352,6 +352,33 @@ def test_node_limit_and_regex_length_fail_before_building():
         LazyLimits(max_states=3)   # unknown option names are refused
 
 
+# Written out, 400 optional digits nest 400 deep once one is read (each simplified
+# alternative inside the one before); groups nested 3000 deep do in Python's own parser.
+TOO_DEEP_REGEXES = ["[0-9]?" * 400 + "z", "(?:ab)?" * 450 + "z", "(" * 3000 + "a" + ")" * 3000,
+                    "(a|" * 1500 + "b" + ")" * 1500]
+
+
+@pytest.mark.parametrize("pattern", TOO_DEEP_REGEXES, ids=["400 optional digits", "450 optional pairs",
+                                                          "3000 nested groups", "1500 nested alternatives"])
+def test_a_regex_nested_past_the_recursion_limit_is_refused_by_name(pattern):
+    """It was a RecursionError: 'maximum recursion depth exceeded in comparison'."""
+    with pytest.raises(ConstraintError, match=r"^regex too complex: .*nests more deeply .*counted repetition"):
+        compile_lazy_token_fsm(pattern, bundled(), 4096)
+
+
+def test_nesting_reached_in_generation_is_a_limit_error_not_an_internal_one():
+    """The start row is fine; the state after the 70 Q's nests too deeply. A RecursionError
+    there aborted the request as the engine's internal error (500 over HTTP); a
+    RegexError is the grammar's fault (400), with the reason."""
+    tokenizer = bundled()
+    fsm = compile_lazy_token_fsm("Q" * 70 + "[0-9]?" * 400 + "z", tokenizer, 4096)
+    with pytest.raises(AutomatonLimitError, match="nests more deeply"):
+        state = fsm.walk(tokenizer.encode("Q" * 70 + "1"))
+        fsm.index.row(state)
+    fits = compile_lazy_token_fsm("[0-9]?" * 200 + "z", tokenizer, 4096)
+    assert fits.index.is_final(fits.walk(tokenizer.encode("12z")))
+
+
 @pytest.mark.parametrize("pattern,words", [
     ("(ab", ["invalid regex", "'(ab'", "missing )"]),
     ("a{2,1}", ["invalid regex", "min repeat greater than max repeat"]),

@@ -76,6 +76,16 @@ class AutomatonLimitError(RegexError):
     """Building this regex's automaton would exceed one of the declared limits."""
 
 
+# A derivative, a node's byte classes and the parser recurse into nested nodes. Simplifying
+# a derivative nests: `[0-9]?` written 400 times, after one digit, is a chain of 400
+# alternatives each inside the one before, and the next derivative ran into Python's
+# recursion limit (a RecursionError that read "maximum recursion depth exceeded in
+# comparison", at compile or, worse, mid-generation as an internal error).
+TOO_DEEP = ("regex too complex: its automaton nests more deeply than Python's recursion limit lets the "
+            "lazy automaton follow (hundreds of optional copies of one piece in a row, or groups nested "
+            "hundreds deep); write a counted repetition such as (?:X){0,400} instead")
+
+
 class RegexNode:
     """One hash-consed node. Never build one directly: ask a `RegexPool`.
 
@@ -950,7 +960,12 @@ def parse_regex(pattern: str, pool: RegexPool, members: bool = False) -> RegexNo
             re.compile(_PRIVATE_GROUP.sub("(?:", body) if members else body)
     except re.error as e:
         raise RegexError(f"invalid regex {pattern!r}: {e}") from None
-    node = _Parser(body, pattern, pool).parse()
+    except RecursionError:   # Python's own parser, on groups nested a few hundred deep
+        raise AutomatonLimitError(TOO_DEEP) from None
+    try:
+        node = _Parser(body, pattern, pool).parse()
+    except RecursionError:
+        raise AutomatonLimitError(TOO_DEEP) from None
     if node.kind == EMPTY:
         raise RegexError(f"regex {pattern!r} matches no string at all (empty language)")
     return node
@@ -1017,7 +1032,10 @@ class LazyByteDFA:
             self.nodes.append(node)
             self.state_of[node.uid] = state
             self.accepting[state] = node.nullable
-            starts, class_first, row, live = self._layout(node)
+            try:
+                starts, class_first, row, live = self._layout(node)
+            except RecursionError:
+                raise AutomatonLimitError(TOO_DEEP) from None
             self.class_starts.append(starts)
             self.class_first[state] = class_first
             self.table[state] = row
@@ -1060,7 +1078,10 @@ class LazyByteDFA:
         node, starts = self.nodes[state], self._class_starts(state)
         i = bisect.bisect_right(starts, byte) - 1
         lo, hi = starts[i], starts[i + 1]
-        nxt = self.pool.derivative(node, lo) if node.first >> lo & 1 else self.pool.empty
+        try:
+            nxt = self.pool.derivative(node, lo) if node.first >> lo & 1 else self.pool.empty
+        except RecursionError:
+            raise AutomatonLimitError(TOO_DEEP) from None
         target = -1 if nxt.kind == EMPTY else self._state(nxt)   # (an AND's `first` may overstate)
         self.table[state, lo:hi] = target   # `_state` may have grown the table: index it after
         self.fills += 1

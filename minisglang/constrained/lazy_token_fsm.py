@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .lazy_regex import (ALT, BYTES, CONCAT, EPSILON, REPEAT, UNEXPLORED, AutomatonLimitError, LazyByteDFA, RegexNode, RegexPool, describe,
-                         parse_regex)
+from .lazy_regex import (ALT, BYTES, CONCAT, EPSILON, REPEAT, TOO_DEEP, UNEXPLORED, AutomatonLimitError, LazyByteDFA, RegexNode,
+                         RegexPool, describe, parse_regex)
 from .lazy_trie_walk import finish_row, token_repetitions, vocab_arrays, walk_bytes, walk_rests, walk_trie
 from .regex_dfa import RegexError
 from .token_fsm import ConstraintError, TokenFSM, Vocabulary, check_regex_length
@@ -194,7 +194,10 @@ class LazyStateIndex:
         row = self.rows.get(state)
         if row is None:
             with self._lock:
-                row = self.rows[state] = self._row_of(state)
+                try:
+                    row = self.rows[state] = self._row_of(state)
+                except RecursionError:   # a row path that follows nested nodes (clip, keys)
+                    raise AutomatonLimitError(TOO_DEEP) from None
         return row
 
     def _row_of(self, state: int, shared: bool = False) -> TokenRow:
