@@ -62,11 +62,27 @@ def sample_match(dfa: LazyByteDFA, rng: random.Random, max_bytes: int) -> bytes:
         state = dfa.step(state, byte)
 
 
+def sample_eager_match(eager: ByteDFA, rng: random.Random, max_bytes: int) -> bytes | None:
+    """A random byte string the eager byte DFA accepts (None if the walk runs long)."""
+    state, out = eager.initial, bytearray()
+    while len(out) < 5 * max_bytes:
+        allowed = np.flatnonzero(eager.table[state] >= 0)
+        if eager.is_final(state) and (allowed.shape[0] == 0 or len(out) >= max_bytes or rng.random() < 0.05):
+            return bytes(out)
+        byte = int(rng.choice(allowed.tolist()))
+        out.append(byte)
+        state = int(eager.table[state, byte])
+    return None
+
+
 def check_language(pattern: str, strings=ALL_STRINGS, long_walks: int = 5, long_oracle: str = "eager") -> None:
     """The lazy automaton accepts exactly what re.fullmatch accepts on `strings`, and on
     long random strings what the eager byte DFA accepts (re itself can backtrack for ages
     on a long non-match of a nested repetition such as `((a)*)*b`), or re for patterns
-    without nested repetitions that the eager parser does not take (`long_oracle="re"`)."""
+    without nested repetitions that the eager parser does not take (`long_oracle="re"`).
+    The long strings are drawn from both sides: matches of the lazy automaton (the eager
+    DFA must accept them) and, with the eager oracle, matches of the eager DFA (the lazy
+    automaton must accept them), each also with one byte changed."""
     dfa = lazy_dfa(pattern)
     oracle = re.compile(pattern, re.ASCII)
     for s in strings:
@@ -85,6 +101,10 @@ def check_language(pattern: str, strings=ALL_STRINGS, long_walks: int = 5, long_
             mutated = data[:i] + rng.choice([b"a", b"1", b" ", b'"', "\u00e9".encode(), "中".encode()[:2]]) + data[i + 1 :]
             end = dfa.walk_bytes(dfa.initial, mutated)
             assert (end >= 0 and dfa.is_final(end)) == eager.is_final(eager.walk_bytes(0, mutated)), (pattern, mutated)
+        if long_oracle == "eager":   # the other way round: a long match of the eager DFA
+            data = sample_eager_match(eager, rng, max_bytes=300)
+            if data is not None:
+                assert dfa.matches(data), (pattern, data)
 
 
 @dataclass
