@@ -540,6 +540,13 @@ MUTATIONS = [
      "out = self.concat(self.derivative(body, byte), rest)", "out = self.derivative(body, byte)"),
     ("task5_3", "the tail of a sequence dropped", "options.append(self.concat(self.derivative(head, byte), tail))",
      "options.append(self.derivative(head, byte))"),
+    ("task5_3", "a sequence's derivative recursing into its tail (deep regexes overflow the stack)",
+     "options, x = [], node\n    while True:\n        if x.kind != CONCAT:\n"
+     "            options.append(self.derivative(x, byte))\n            break\n        head, tail = x.parts\n"
+     "        options.append(self.concat(self.derivative(head, byte), tail))\n        if not head.nullable:\n"
+     "            break\n        x = tail\n    out = self.alt(options)",
+     "head, tail = node.parts\n    out = self.concat(self.derivative(head, byte), tail)\n    if head.nullable:\n"
+     "        out = self.alt([out, self.derivative(tail, byte)])"),
     ("task6_2", "a backslash escapes nothing (the quote of \\\" ends the string)",
      '    elif ch == "\\\\":\n        self.escaped = True\n', ""),
     ("task6_2", "an escape never ends (everything after a backslash is escaped)",

@@ -438,6 +438,17 @@ def test_derivatives_of_generated_sequences(pattern):
 
 
 @pytest.mark.task5_3
+def test_a_long_sequence_of_optional_pieces_is_walked_without_recursion():
+    """`a?` written 3,000 times, then `b`: the derivative by `b` skips every optional head
+    (the spec's loop along the right spine). A derivative that recurses into the tail once
+    per skippable head runs past Python's recursion limit here, long before any size limit."""
+    pool, root, _ = _lazy("a?" * 3000 + "b")
+    rest = pool.derivative(root, ord("b"))
+    assert rest.nullable, "after b, the match must be complete"
+    assert pool.derivative(rest, ord("b")).kind == pool.empty.kind, "nothing may follow the b"
+
+
+@pytest.mark.task5_3
 def test_the_lazy_backend_masks_equal_brute_force():
     """The default fsm backend (lazy) over the synthetic vocabulary: every step's mask is the
     brute-force oracle of tests/test_exercises_s1.py."""
