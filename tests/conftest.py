@@ -19,6 +19,13 @@ REPO = Path(__file__).resolve().parents[1]
 ANTHROPIC_TOKENIZER_JSON = REPO / ".cache" / "tokenizers" / "anthropic-0.3.11" / "tokenizer.json"
 BUNDLED_MODEL_PATH = Path(minisglang.DEFAULT_MODEL_PATH)
 
+# Tests assert behaviour, not speed: hypothesis's 200 ms per-example deadline failed
+# test_radix_cache's match_len property at 215 ms on a loaded 2-core CI machine.
+from hypothesis import settings  # noqa: E402
+
+settings.register_profile("minisglang", deadline=None)
+settings.load_profile("minisglang")
+
 # Under pytest-xdist each worker gets one core: two workers with two torch threads each
 # would only fight over the machine's two cores.
 if os.environ.get("PYTEST_XDIST_WORKER"):
