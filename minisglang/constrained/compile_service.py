@@ -279,8 +279,13 @@ class CompileService:
             worker.conn.send(regex)
             if not worker.conn.poll(self.timeout):
                 self._replace(worker)   # the only way to stop a compile: kill its process
+                # The eager DFA is built whole before its state limit can be checked, so a regex
+                # whose DFA is exponential (`(a|b)*a(a|b){30}`) reaches the timeout, not the limit.
                 raise CompileTimeout(f"compiling regex {short(regex)} took longer than {self.timeout} s "
-                                     f"(option compile_timeout); it was stopped")
+                                     f"(option compile_timeout); it was stopped. Its whole DFA is built "
+                                     f"before the state limit is checked, and some regexes have "
+                                     f"exponentially many DFA states (such as (a|b)*a(a|b){{30}}); the s5 "
+                                     f"fsm backend's lazy automaton builds only the states a generation reaches")
             status, reply = worker.conn.recv()
         except (EOFError, OSError) as e:
             code = worker.process.exitcode
