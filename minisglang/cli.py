@@ -169,12 +169,17 @@ def cmd_serve(args) -> int:
              "max_compiling_per_client": args.max_compiling_per_client, "drain_timeout": args.drain_timeout,
              "body_timeout": args.body_timeout}
     options = ServerOptions(**{k: v for k, v in given.items() if v is not None})   # the rest: its defaults
-    engine = Engine(model_path=args.model_path, stage=args.stage, seed=args.seed or 0,
-                    **({"grammar_backend": args.grammar_backend} if args.grammar_backend else {}),
-                    **({"compile_timeout": args.compile_timeout} if args.compile_timeout is not None else {}))
+    # Engine options the operator gave; the rest keep the Engine's defaults.
+    chosen = {key: getattr(args, key) for key in SERVE_ENGINE_OPTIONS if getattr(args, key) is not None}
+    engine = Engine(model_path=args.model_path, stage=args.stage, seed=args.seed or 0, **chosen)
     print(f"minisglang serving {engine.model_path} (stage {engine.stage.tag}) on http://{args.host}:{args.port}",
           flush=True)
     return serve(engine, host=args.host, port=args.port, options=options)
+
+
+# The Engine keyword arguments `serve` takes from its command line (flag: the key with dashes).
+SERVE_ENGINE_OPTIONS = ("grammar_backend", "compile_timeout", "max_total_tokens", "max_running_requests",
+                        "torch_threads", "mixed_prefill", "disable_radix_cache")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -245,6 +250,15 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--port", type=int, default=30000)
     sv.add_argument("--grammar-backend", default=None, help="fsm, xgrammar, outlines, llguidance (s5)")
     sv.add_argument("--compile-timeout", type=float, default=None, help="seconds a grammar may compile (s3+)")
+    sv.add_argument("--max-total-tokens", type=int, default=None, help="KV cache slots (default 16384)")
+    sv.add_argument("--max-running-requests", type=int, default=None,
+                    help="requests decoding at once (default 128)")
+    sv.add_argument("--torch-threads", type=int, default=None,
+                    help="torch's intra-op threads (default: the cores less one, left to the compile workers)")
+    sv.add_argument("--mixed-prefill", action="store_true", default=None,
+                    help="running requests decode inside each prefill forward (SGLang #1013; off by default)")
+    sv.add_argument("--disable-radix-cache", action="store_true", default=None,
+                    help="no prefix reuse between requests")
     sv.add_argument("--api-key", default=None,
                     help="require 'Authorization: Bearer KEY' (default: $MINISGLANG_API_KEY, else none)")
     sv.add_argument("--max-body-bytes", type=int, default=None, help="larger bodies get 413 (default 4 MiB)")

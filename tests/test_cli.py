@@ -45,3 +45,30 @@ def test_generate_constrained_and_bad_regex():
     bad = run("generate", "x", "--regex", "(unclosed")
     assert bad.returncode == 1
     assert "(unclosed" in bad.stderr
+
+
+def test_serve_passes_the_engine_options_it_is_given(monkeypatch):
+    """`serve`'s engine flags reach the Engine (the ones not given keep the Engine's defaults),
+    and the Engine refuses a bad value with its own message."""
+    import minisglang.engine
+    import minisglang.server
+
+    seen = {}
+
+    class FakeEngine:
+        model_path, stage = "m", type("S", (), {"tag": "s6"})()
+
+        def __init__(self, **kwargs):
+            seen.update(kwargs)
+
+    monkeypatch.setattr(minisglang.engine, "Engine", FakeEngine)
+    monkeypatch.setattr(minisglang.server, "serve", lambda engine, **kw: 0)
+    main(["serve", "--mixed-prefill", "--torch-threads", "1", "--max-total-tokens", "4096",
+          "--max-running-requests", "8", "--compile-timeout", "2.5"])
+    assert seen == {"model_path": None, "stage": None, "seed": 0, "mixed_prefill": True, "torch_threads": 1,
+                    "max_total_tokens": 4096, "max_running_requests": 8, "compile_timeout": 2.5}
+    seen.clear()
+    main(["serve"])
+    assert seen == {"model_path": None, "stage": None, "seed": 0}
+    with pytest.raises(SystemExit):   # argparse names the flag and the bad value
+        main(["serve", "--torch-threads", "two"])
