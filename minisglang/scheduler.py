@@ -522,7 +522,9 @@ class Scheduler:
         elif self.config.schedule_policy != "fcfs":
             raise ValueError(f"unknown schedule policy {self.config.schedule_policy!r}")
 
-        chosen, prefill_tokens = [], 0
+        # A mixed forward also computes one token per running request: they are in the prefill
+        # budget (SGLang's PrefillAdder counts its mixed-in decodes the same way).
+        chosen, prefill_tokens = [], len(self.running) if self.config.mixed_prefill else 0
         in_batch = self._in_batch_tree()
         match = {}
         for req in self.waiting_queue:

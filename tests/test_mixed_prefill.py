@@ -216,3 +216,29 @@ def test_random_arrivals_give_the_same_texts_and_leak_nothing(engines, stage, po
 def test_mixed_prefill_must_be_a_bool():
     with pytest.raises(ValueError, match="mixed_prefill must be True or False, got 'no'"):
         sgl.Engine(stage="s0", mixed_prefill="no")
+
+
+def test_the_riders_count_in_the_prefill_token_budget(monkeypatch):
+    """max_prefill_tokens bounds what one forward computes, riders included: two new prompts
+    that fit the budget alone wait for each other once three running requests ride along
+    (the first of them is admitted whatever its size, so nobody starves)."""
+    eng = sgl.Engine(stage="s0", mixed_prefill=True)
+    try:
+        params = {"temperature": 0, "max_new_tokens": 12, "ignore_eos": True}
+        first = [eng.submit(p, params) for p in PLAIN[:3]]
+        eng.step()
+        assert len(eng.scheduler.running) == 3
+        late = [eng.submit(p, params) for p in PLAIN[3:5]]
+        tree = eng.scheduler.tree_cache
+        extends = [len(r.fill_ids) - tree.match_len(r.fill_ids[:-1]) for r in late]
+        eng.scheduler.config.max_prefill_tokens = sum(extends) + 2   # both fit; with 3 riders they do not
+        seen = recorded_forwards(eng, monkeypatch)
+        eng.step()
+        batch = seen[0][0]
+        assert batch.mode == ForwardMode.EXTEND and batch.decode_riders == 3
+        assert len(batch.prefill_reqs) == 1, "the riders' tokens must count against max_prefill_tokens"
+        while not all(r.released for r in first + late):
+            eng.step()
+        assert_no_leak(eng)
+    finally:
+        eng.shutdown()
