@@ -29,6 +29,18 @@ class ForwardMode(Enum):
 
 
 @dataclass
+class ExtendGroup:
+    """EXTEND: some requests of the batch in one attention call, padded to the longest of
+    them (``b`` requests, ``n`` = the most new tokens, ``L`` = the most keys)."""
+
+    rows: torch.LongTensor   # [T'] their new tokens' rows of the batch, request after request
+    req_rows: torch.LongTensor   # [T'] each new token's request in the group (the padded grid's row)
+    cols: torch.LongTensor   # [T'] its column in the padded grid (its index among its request's new tokens)
+    slots: torch.LongTensor   # [b, L] the KV slots of each request's keys
+    mask: torch.BoolTensor   # [b, n, L] which keys each query sees: its prefix and itself (causal)
+
+
+@dataclass
 class ForwardBatch:
     """One forward step. ``T`` = new tokens in the batch, ``B`` = requests."""
 
@@ -70,6 +82,34 @@ class ForwardBatch:
             mask = torch.arange(shared, max_len, device=slots.device)[None, :] < seq_lens[:, None]  # [b, L]
             chunks.append((rows, slots, mask))
         return chunks
+
+    @functools.cached_property
+    def extend_groups(self) -> list[ExtendGroup]:
+        """EXTEND: the requests grouped by their count of new tokens (1 | 2 | 3-4 | 5-8 | ...),
+        one padded attention call each. jump-forward's re-admissions (chapter 04) bring 2
+        or 3 new tokens each, and padding forty of them to a 400-token prompt of the same
+        prefill batch made that batch's attention ~25x the work it needed. Every layer
+        attends over the same groups, so they are built once per forward (on first use)."""
+        members: dict[int, list[int]] = {}
+        for i, n in enumerate(self.extend_seq_lens):
+            members.setdefault((n - 1).bit_length(), []).append(i)
+        starts = [0]
+        for n in self.extend_seq_lens:
+            starts.append(starts[-1] + n)
+        device, table = self.input_ids.device, self.req_to_token_pool.req_to_token
+        groups = []
+        for reqs in members.values():
+            prefix = torch.tensor([self.extend_prefix_lens[i] for i in reqs], device=device)   # [b]
+            new = torch.tensor([self.extend_seq_lens[i] for i in reqs], device=device)        # [b]
+            max_new, max_len = int(new.max()), int((prefix + new).max())
+            rows = torch.cat([torch.arange(starts[i], starts[i + 1], device=device) for i in reqs])
+            req_rows = torch.repeat_interleave(torch.arange(len(reqs), device=device), new)
+            cols = torch.arange(rows.shape[0], device=device) - torch.repeat_interleave(torch.cumsum(new, 0) - new, new)
+            slots = table[self.req_pool_indices[torch.tensor(reqs, device=device)], :max_len]             # [b, L]
+            query_pos = prefix[:, None] + torch.arange(max_new, device=device)[None, :]                  # [b, n]
+            mask = torch.arange(max_len, device=device)[None, None, :] <= query_pos[:, :, None]         # [b, n, L]
+            groups.append(ExtendGroup(rows, req_rows, cols, slots, mask))
+        return groups
 
     @functools.cached_property
     def shared_prefix_slots(self) -> torch.LongTensor:

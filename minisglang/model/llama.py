@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from minisglang.model.config import ModelConfig
-from minisglang.model.forward_batch import ForwardBatch, ForwardMode
+from minisglang.model.forward_batch import ExtendGroup, ForwardBatch, ForwardMode
 
 
 class RMSNorm(nn.Module):
@@ -178,50 +178,25 @@ class LlamaAttention(nn.Module):
         q: ``[T, H, D]`` -> ``[T, H, D]``.
 
         Requests whose ``n_i`` are within a factor of two of each other share one padded
-        attention call (`_padded_extend_attention`): jump-forward's re-admissions (chapter
-        04) bring 2 or 3 new tokens each, and padding forty of them to a 400-token prompt
-        of the same prefill batch made that batch's attention ~25x the work it needed.
+        attention call (`fb.extend_groups`, `_padded_extend_attention`).
         """
-        groups: dict[int, list[int]] = {}
-        for i, n in enumerate(fb.extend_seq_lens):
-            groups.setdefault((n - 1).bit_length(), []).append(i)   # 1 | 2 | 3-4 | 5-8 | ...
+        groups = fb.extend_groups
         if len(groups) == 1:
-            return self._padded_extend_attention(q, k_buffer, v_buffer, fb.req_to_token_pool.req_to_token,
-                                                 fb.req_pool_indices, fb.extend_prefix_lens, fb.extend_seq_lens)
-        starts = [0]
-        for n in fb.extend_seq_lens:
-            starts.append(starts[-1] + n)
+            return self._padded_extend_attention(q, k_buffer, v_buffer, groups[0])
         out = torch.empty_like(q)
-        for members in groups.values():
-            rows = torch.cat([torch.arange(starts[i], starts[i + 1]) for i in members]).to(q.device)
-            out[rows] = self._padded_extend_attention(
-                q[rows], k_buffer, v_buffer, fb.req_to_token_pool.req_to_token,
-                fb.req_pool_indices[torch.tensor(members, device=q.device)],
-                [fb.extend_prefix_lens[i] for i in members], [fb.extend_seq_lens[i] for i in members])
+        for group in groups:
+            out[group.rows] = self._padded_extend_attention(q[group.rows], k_buffer, v_buffer, group)
         return out
 
-    def _padded_extend_attention(self, q, k_buffer, v_buffer, req_to_token: torch.Tensor,
-                                 req_pool_indices: torch.Tensor, prefix_lens: list[int],
-                                 seq_lens: list[int]) -> torch.Tensor:
-        """Some requests of the batch in one attention call, padded to the longest of them.
-        q: ``[T', H, D]`` (their new tokens, request after request) -> ``[T', H, D]``;
-        ``req_to_token`` is the request-to-KV-slot table.
-        Padded query rows attend to key 0 only and are dropped."""
-        device = q.device
-        prefix = torch.tensor(prefix_lens, device=device)                 # [B]
-        new = torch.tensor(seq_lens, device=device)                       # [B]
-        max_new, max_len = int(new.max()), int((prefix + new).max())
-        # Row and column of each of the T new tokens in the padded [B, max_new] grid.
-        row = torch.repeat_interleave(torch.arange(len(new), device=device), new)
-        col = torch.arange(q.shape[0], device=device) - torch.repeat_interleave(torch.cumsum(new, 0) - new, new)
-        q_pad = q.new_zeros(len(new), max_new, *q.shape[1:])
-        q_pad[row, col] = q
-        slots = req_to_token[req_pool_indices, :max_len]                                  # [B, L]
-        query_pos = prefix[:, None] + torch.arange(max_new, device=device)[None, :]       # [B, max_new]
-        mask = torch.arange(max_len, device=device)[None, None, :] <= query_pos[:, :, None]  # [B, max_new, L]
-        out = attention(q_pad, gather_slots(k_buffer, slots), gather_slots(v_buffer, slots), mask,
+    def _padded_extend_attention(self, q, k_buffer, v_buffer, group: ExtendGroup) -> torch.Tensor:
+        """One group's attention call. q: ``[T', H, D]`` (its new tokens, request after
+        request) -> ``[T', H, D]``. Padded query rows attend to key 0 only and are dropped."""
+        b, n = group.mask.shape[:2]
+        q_pad = q.new_zeros(b, n, *q.shape[1:])
+        q_pad[group.req_rows, group.cols] = q
+        out = attention(q_pad, gather_slots(k_buffer, group.slots), gather_slots(v_buffer, group.slots), group.mask,
                         self.scale, self.attention_dtype)
-        return out[row, col]
+        return out[group.req_rows, group.cols]
 
     def _decode_attention(self, q, k_buffer, v_buffer, fb: ForwardBatch) -> torch.Tensor:
         """Each request's one query against its keys. q: ``[B, H, D]`` -> ``[B, H, D]``.
