@@ -82,6 +82,11 @@ def explain(report) -> dict:
     # The first line: "AssertionError: the test's message", or pytest's "assert 3 == 4".
     lines = text.strip().splitlines()
     first = lines[0] if lines else "(no message)"
+    # Under a test's own message pytest prints its comparison ("assert False == True",
+    # "assert {8, 50} == {8}"): it says which way the answer is wrong, so it stays.
+    compared = next((line.strip() for line in lines[1:6] if line.strip().startswith("assert ")), None)
+    if compared and not first.startswith("assert "):
+        first = f"{first} [{compared[:160]}]"
     timed_out = "Timeout" in first and "pytest-timeout" in first
     if timed_out:
         first = f"timed out after {report.duration:.0f} s (an infinite loop?)"

@@ -414,6 +414,15 @@ def test_every_task_fails_on_blank_stubs(stage, tmp_path):
     for task, result in student.tasks.items():
         assert not result.passed, f"{task}: these tests pass on a blank stub: {result.passed}"
         assert result.failed
+    # The exercise page shows this very table to the student (who checks that the copy works).
+    name = f"exercises/{stage.split('-')[0]}.md"
+    page = (PACKAGE_DIR.parent / name).read_text(encoding="utf-8")
+    shown = {task: int(failed) for task, failed in re.findall(r"^(task\d+_\d+) +0 +(\d+) +FAIL$", page, re.M)}
+    counted = {task: len(result.failed) for task, result in student.tasks.items()}
+    assert shown == counted, (f"{name}'s table of an untouched copy says {shown}; the grader "
+                              f"counts {counted}: update the page")
+    total = re.search(r"^0 passed, (\d+) failed$", page, re.M)
+    assert total and int(total.group(1)) == sum(counted.values()), f"{name}'s total is stale"
 
 
 # ------------------------------------------------------------------- plausible mistakes

@@ -397,6 +397,12 @@ def _matches(pool, node, data: bytes) -> bool:
     return node.nullable
 
 
+def _verdict(what: str, text: str, ours: bool, expected: bool) -> str:
+    """Which way a student's automaton is wrong on `text`, against re.fullmatch."""
+    return (f"{what} {'accepts' if ours else 'rejects'} {text!r}, but re.fullmatch "
+            f"{'accepts' if expected else 'rejects'} it")
+
+
 @pytest.mark.task5_3
 @pytest.mark.parametrize("pattern", DERIVATIVE_REGEXES)
 def test_derivative_is_what_may_follow_one_byte(pattern):
@@ -404,10 +410,13 @@ def test_derivative_is_what_may_follow_one_byte(pattern):
     oracle = re.compile(pattern)
     for text in SHORT:
         data = text.encode()
-        assert _matches(pool, root, data) == bool(oracle.fullmatch(text)), (pattern, text)
+        expected = bool(oracle.fullmatch(text))
+        ours = _matches(pool, root, data)
+        assert ours == expected, _verdict(f"one derivative per byte of {pattern!r}", text, ours, expected)
         if data:   # d_b(r) matches s exactly when r matches b + s
-            rest = pool.derivative(root, data[0])
-            assert _matches(pool, rest, data[1:]) == bool(oracle.fullmatch(text)), (pattern, text)
+            ours = _matches(pool, pool.derivative(root, data[0]), data[1:])
+            assert ours == expected, _verdict(f"the derivative of {pattern!r} by byte {data[:1]!r}, given the "
+                                              f"rest of", text, ours, expected)
 
 
 @pytest.mark.task5_3
@@ -418,12 +427,15 @@ def test_the_automaton_built_from_derivatives_is_finite_and_right(pattern):
     oracle = re.compile(pattern)
     for text in SHORT:
         end = dfa.walk_bytes(dfa.initial, text.encode())
-        assert (end >= 0 and dfa.is_final(end)) == bool(oracle.fullmatch(text)), (pattern, text)
+        ours, expected = end >= 0 and dfa.is_final(end), bool(oracle.fullmatch(text))
+        assert ours == expected, _verdict(f"the automaton of {pattern!r}", text, ours, expected)
     for state in range(10_000):   # build every state: a regex has finitely many derivatives
         if state >= dfa.num_states:
             break
         dfa.expand(state)
-    assert dfa.num_states < 60, (pattern, dfa.num_states)
+    assert dfa.num_states < 60, (f"the automaton of {pattern!r} has {dfa.num_states} states: equal "
+                                 f"derivatives must come out as the same node (build them with the pool's "
+                                 f"concat/alt/repeat, which merge equal regexes)")
 
 
 @pytest.mark.task5_3
@@ -434,7 +446,8 @@ def test_derivatives_of_generated_sequences(pattern):
     pool, root, _ = _lazy(pattern)
     oracle = re.compile(pattern)
     for text in SHORT[:200]:
-        assert _matches(pool, root, text.encode()) == bool(oracle.fullmatch(text)), (pattern, text)
+        ours, expected = _matches(pool, root, text.encode()), bool(oracle.fullmatch(text))
+        assert ours == expected, _verdict(f"one derivative per byte of {pattern!r}", text, ours, expected)
 
 
 @pytest.mark.task5_3
@@ -461,7 +474,10 @@ def test_the_lazy_backend_masks_equal_brute_force():
                 mask = grammar.allocate_vocab_mask(VOCAB_SIZE, 1)
                 grammar.fill_vocab_mask(mask, 0)
                 allowed = set(torch.nonzero(unpack_bits(mask[0], VOCAB_SIZE)).flatten().tolist())
-                assert allowed == oracle_allowed(regex, text), (regex, text)
+                expected = oracle_allowed(regex, text)
+                assert allowed == expected, (
+                    f"regex {regex!r} after {text!r}: the mask allows tokens {sorted(allowed - expected)[:8]} "
+                    f"that brute force forbids and forbids {sorted(expected - allowed)[:8]} that it allows")
                 choices = sorted(allowed - {EOS})
                 if not choices:
                     break
