@@ -356,6 +356,24 @@ def test_tokens_that_end_inside_a_character_jump_like_s4():
     assert compile_token_fsm("(é|è)", vocab, 10, jump_map=True).jump_map.jump_forward(0) is None
 
 
+def test_a_long_forced_text_is_jumped_in_pieces_of_bounded_work():
+    """`b?a{100000}` after `b`: a jump reads at most MAX_JUMP_BYTES forced bytes (each one a
+    new state), so one step never builds 100,000 states on the scheduler's thread; jumping
+    again from where it stopped goes on, and the pieces add up to the forced text."""
+    from minisglang.constrained.lazy_token_fsm import MAX_JUMP_BYTES
+
+    vocab = Vocab([None, b"a", b"b", b"aa"], eos_token_id=0)
+    fsm = compile_lazy_token_fsm("b?a{100000}", vocab, 8)
+    state = fsm.index.next_state(fsm.index.initial_state, 2)
+    text, pieces = b"", 0
+    while (jump := fsm.jump_map.jump_forward(state)) is not None and pieces < 3:
+        assert len(jump[0]) <= MAX_JUMP_BYTES and set(jump[0]) == {ord("a")}
+        text, state, pieces = text + jump[0], jump[1], pieces + 1
+        assert fsm.index.dfa.num_states < (pieces + 1) * (MAX_JUMP_BYTES + 8)
+    assert pieces == 3 and len(text) == 3 * MAX_JUMP_BYTES
+    assert not fsm.index.is_final(state) and fsm.index.next_state(state, 1) >= 0
+
+
 # ---------------------------------------------------------------------------------------
 # Limits and bad input
 # ---------------------------------------------------------------------------------------

@@ -201,3 +201,14 @@ def test_json_schema_options_reach_the_compiler_and_typos_fail_at_start():
             assert re.fullmatch(r"-?\d{1,2}", out["text"]), out
     finally:
         engine.shutdown()
+
+
+def test_a_long_forced_text_costs_each_step_a_bounded_jump(engine):
+    """`a{100000}` (the lazy automaton, s5's default) with a short max_new_tokens: the jump is
+    cut at MAX_JUMP_BYTES, found too long for the request, and generation ends on length;
+    no step builds the 100,000 states of the whole forced text (it used to take seconds of
+    the scheduler's thread, and the state limit aborted the request)."""
+    out = engine.generate("<|user|>\nSay a.\n<|assistant|>\n",
+                          {"regex": "b?a{100000}", "max_new_tokens": 6, "temperature": 0})
+    assert out["meta_info"]["finish_reason"]["type"] == "length", out["meta_info"]["finish_reason"]
+    assert re.fullmatch(r"b?a*", out["text"])

@@ -63,6 +63,11 @@ MAX_STRINGS = 256
 # length (a clip walks that many bytes of the state's sequence).
 MAX_LONG_CLIP = 64
 MAX_STRING_STEPS = 20_000
+# One jump forward reads at most this many forced bytes (each a new automaton state on its
+# first visit): `a{100000}` forced 100,000 states in one step, seconds of the scheduler's
+# thread for everyone (and its 100,000-state limit hit mid-generation). The rest of a longer
+# forced text is jumped at the next step.
+MAX_JUMP_BYTES = 1024
 
 
 def _length_bound(length: int) -> int:
@@ -842,13 +847,14 @@ class LazyJumpForward:
         return bytes(data), state
 
     def jump_forward(self, state: int) -> tuple[bytes, int] | None:
-        """The forced bytes from `state` up to the next choice and the state there, or None."""
+        """The forced bytes from `state` up to the next choice (at most about MAX_JUMP_BYTES
+        of them: the rest at the next jump) and the state there, or None."""
         out = bytearray()
         while (byte := self._only_byte(state)) is not None and 0x80 <= byte < 0xC0:
             out.append(byte)   # finish the character the model stopped inside
             state = self.dfa.step(state, byte)
         seen = set()
-        while not self.dfa.is_final(state) and state not in seen:
+        while not self.dfa.is_final(state) and state not in seen and len(out) < MAX_JUMP_BYTES:
             seen.add(state)   # live states cannot cycle without a choice; guard anyway
             forced = self._forced_char(state)
             if forced is None:
