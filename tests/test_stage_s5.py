@@ -212,3 +212,19 @@ def test_a_long_forced_text_costs_each_step_a_bounded_jump(engine):
                           {"regex": "b?a{100000}", "max_new_tokens": 6, "temperature": 0})
     assert out["meta_info"]["finish_reason"]["type"] == "length", out["meta_info"]["finish_reason"]
     assert re.fullmatch(r"b?a*", out["text"])
+
+
+@pytest.mark.parametrize("schema,needle", [
+    ("[" * 100_000 + "]" * 100_000, "nests too deeply for the parser"),
+    ('{"a":' * 5000 + "1" + "}" * 5000, "nests too deeply for the parser"),
+    ('{"type": "array", "items": ' * 400 + "{}" + "}" * 400, "the schema nests too deeply"),
+    ('{"type": "string", "type": "integer"}', "gives the key 'type' twice"),
+])
+def test_a_schema_text_too_deep_or_ambiguous_is_refused_by_name(engine, schema, needle):
+    """A json_schema given as text is read as strictly as the request body: nesting past
+    Python's recursion limit (in the parser or the compiler) and a key given twice are the
+    request's own error, never an internal one, and never "the last key wins"."""
+    out = engine.generate(Q, {"json_schema": schema, "max_new_tokens": 4})
+    reason = out["meta_info"]["finish_reason"]
+    assert reason["type"] == "abort" and needle in reason["message"] and not reason.get("internal"), reason
+    assert engine.generate(Q, {"max_new_tokens": 2})["meta_info"]["finish_reason"]["type"] == "length"

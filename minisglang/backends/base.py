@@ -28,6 +28,7 @@ import torch
 
 from ..constrained.bitmask import all_allowed_mask, apply_bitmask
 from ..constrained.compile_service import CompileTimeout
+from ..constrained.json_schema import InvalidSchemaError, load_schema
 from ..registry import Registry
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -197,9 +198,9 @@ class BaseGrammarBackend:
         """
         if kind == "json_schema":
             try:
-                return kind, json.dumps(json.loads(text), separators=(",", ":"), ensure_ascii=False)
-            except ValueError:
-                return kind, text   # invalid JSON: compile() reports it with its own message
+                return kind, json.dumps(load_schema(text), separators=(",", ":"), ensure_ascii=False)
+            except (InvalidSchemaError, RecursionError):   # (dumps too follows the nesting)
+                return kind, text   # compile() reports it with its own message
         if kind == "structural_tag":   # s6's file: imported here, so an s5 checkout runs without it
             from ..constrained.structural_tag import StructuralTagError, parse_structural_tag
             try:

@@ -28,6 +28,7 @@ import llguidance as llg
 import torch
 from llguidance.gbnf_to_lark import any_to_lark
 
+from ..constrained.json_schema import InvalidSchemaError, load_schema
 from .base import BaseGrammarBackend, BaseGrammarObject, GrammarError, register_backend
 
 # json.dumps' layout; llguidance's default would allow any run of whitespace.
@@ -143,9 +144,9 @@ class LLGuidanceBackend(BaseGrammarBackend):
             grammar = llg.LLMatcher.grammar_from_regex(text)
         elif kind == "json_schema":
             try:   # llguidance would report the column inside its own wrapper document
-                schema = json.loads(text)
-            except ValueError as e:
-                raise GrammarError(f"the schema is not valid JSON: {e}") from e
+                schema = load_schema(text)
+            except InvalidSchemaError as e:
+                raise GrammarError(str(e)) from e
             grammar = llg.LLMatcher.grammar_from_json_schema(schema, overrides=JSON_LAYOUT)
         else:
             try:

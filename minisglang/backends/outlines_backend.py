@@ -32,6 +32,7 @@ import torch
 from outlines_core import Guide, Index, Vocabulary
 from outlines_core.json_schema import build_regex_from_schema
 
+from ..constrained.json_schema import InvalidSchemaError, load_schema
 from .base import BaseGrammarBackend, BaseGrammarObject, GrammarError, register_backend
 
 MAX_ROLLBACK = 1024   # states a Guide remembers for `rollback`
@@ -148,9 +149,9 @@ class OutlinesBackend(BaseGrammarBackend):
     def compile(self, kind: str, text: str) -> OutlinesGrammar:
         if kind == "json_schema":
             try:   # outlines-core would only say "Expected a valid JSON string."
-                schema = json.loads(text)
-            except ValueError as e:
-                raise GrammarError(f"the schema is not valid JSON: {e}") from e
+                schema = load_schema(text)
+            except InvalidSchemaError as e:
+                raise GrammarError(str(e)) from e
             ignored = find_ignored_keyword(schema)
             if ignored:
                 raise GrammarError(f"outlines-core does not enforce {ignored[0]!r} (at {ignored[1]}); "

@@ -93,12 +93,14 @@ import itertools
 import json
 import math
 import re
+import sys
 from collections import Counter
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from fractions import Fraction
+from typing import Any
 from urllib.parse import unquote, urldefrag, urljoin
 
 from minisglang.constrained.lazy_regex import (
@@ -269,21 +271,42 @@ def build_regex_from_schema(schema: dict | str | bool, whitespace: str | None = 
         raise ValueError(f"unknown JSON Schema option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
     opts = SchemaOptions(whitespace=whitespace, max_ref_depth=max_ref_depth, **options)
     if isinstance(schema, str):
-        try:
-            schema = json.loads(schema)
-        except json.JSONDecodeError as e:
-            raise InvalidSchemaError(f"the schema is not valid JSON: {e}") from None
+        schema = load_schema(schema)
     if not isinstance(schema, (dict, bool)):
         raise InvalidSchemaError(
             f"a schema must be a JSON object or a boolean, got {type(schema).__name__}")
     ws = _checked_whitespace(DEFAULT_WHITESPACE if whitespace is None else whitespace)
     compiler = _SchemaCompiler(schema, ws, opts)
-    regex = compiler.value(schema, "#")
-    if regex is None:
-        raise UnsupportedSchemaError("the schema accepts no JSON value: there is nothing to generate")
-    regex = compiler.with_definitions(regex)
+    try:
+        regex = compiler.value(schema, "#")
+        if regex is None:
+            raise UnsupportedSchemaError("the schema accepts no JSON value: there is nothing to generate")
+        regex = compiler.with_definitions(regex)
+    except RecursionError:   # the compiler follows the schema's nesting (hundreds of levels)
+        raise InvalidSchemaError(f"the schema nests too deeply: the compiler follows each level, and this one "
+                                 f"goes past Python's recursion limit ({sys.getrecursionlimit()})") from None
     compiler.check_size(len(regex), "#")
     return regex
+
+
+def load_schema(text: str) -> Any:
+    """A schema's JSON text -> the schema. InvalidSchemaError when it is not JSON, when one
+    object gives a key twice (parsers disagree on which copy counts, so the request body
+    refuses it too: `{"type": "string", "type": "integer"}` must not quietly mean integers),
+    or when it nests deeper than Python's parser can follow."""
+    def refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        keys = [key for key, _ in pairs]
+        if len(set(keys)) < len(keys):
+            twice = next(key for key in keys if keys.count(key) > 1)
+            raise InvalidSchemaError(f"the schema gives the key {twice!r} twice in one object; give each key once")
+        return dict(pairs)
+
+    try:
+        return json.loads(text, object_pairs_hook=refuse_duplicates)
+    except json.JSONDecodeError as e:
+        raise InvalidSchemaError(f"the schema is not valid JSON: {e}") from None
+    except RecursionError:
+        raise InvalidSchemaError("the schema is not valid JSON: it nests too deeply for the parser") from None
 
 
 @functools.lru_cache(maxsize=64)
