@@ -211,7 +211,9 @@ class EngineLoop:
                 if not left:
                     del self.compiling[who]
             mine = self.compiling.get(client, {})
-            if grammar not in mine and len(mine) >= self.options.max_compiling_per_client:
+            # A grammar compiled (or compiling) already costs nothing more: never refused.
+            if (grammar not in mine and len(mine) >= self.options.max_compiling_per_client
+                    and not self.engine.stage.has_grammar(grammar)):
                 _send(loop, q, RequestError(
                     f"too many grammars compiling for this client ({len(mine)}; the limit is "
                     f"{self.options.max_compiling_per_client}): wait for one to finish", status=429,

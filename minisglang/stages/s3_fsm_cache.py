@@ -247,6 +247,11 @@ class FSMCacheStage(BatchedMaskStage):
                                   o.max_pending_compiles)
         self.pending = self.queue.pending
 
+    def has_grammar(self, constraint: tuple[str, str]) -> bool:
+        """Whether this (kind, text) is compiled or compiling already: asking for it starts
+        no compile (the server's per-client limit counts only the ones that do)."""
+        return constraint[1] in self.cache
+
     # -- hook 1: arrival ---------------------------------------------------------------
     def on_arrival(self, req: Req) -> None:
         constraint = req.sampling_params.constraint()
@@ -260,7 +265,7 @@ class FSMCacheStage(BatchedMaskStage):
                 req.finish("abort", message=str(e))
                 return
             req.grammar = FSMState(fsm, fsm.index.initial_state)
-        elif regex not in self.cache and self.queue.full():
+        elif not self.has_grammar(constraint) and self.queue.full():
             self.queue.refuse(req)
         else:
             self.queue.wait_for(req, self.cache.init_fsm_in_background(regex))

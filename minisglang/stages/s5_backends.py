@@ -148,6 +148,11 @@ class BackendStage(Stage):
         self.jump = JumpForward(ctx.tokenizer)
 
     # -- hook 1: arrival ---------------------------------------------------------------
+    def has_grammar(self, constraint: tuple[str, str]) -> bool:
+        """Whether this (kind, text) is compiled or compiling already (s3's question, asked
+        of the backend's cache)."""
+        return self.backend.is_cached(*constraint)
+
     def on_arrival(self, req: Req) -> None:
         constraint = req.sampling_params.constraint()
         if constraint is None or self.refuse_unsupported(req):
@@ -159,7 +164,7 @@ class BackendStage(Stage):
                 req.finish("abort", message=f"think_end {think_end!r} must be one token of this tokenizer, "
                            f"it encodes to {len(ids)} tokens")
                 return
-        if not self.backend.is_cached(*constraint) and self.queue.full():
+        if not self.has_grammar(constraint) and self.queue.full():
             self.queue.refuse(req)
             return
         value, ready = self.backend.get_cached_or_future_value(*constraint)
