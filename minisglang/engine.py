@@ -82,6 +82,7 @@ class EngineStats:
     cached_prompt_tokens: int     # of those, supplied by the radix tree
     generated_tokens: int
     errors: int                   # exceptions a step caught (each aborted only its requests)
+    grammar_errors: int = 0       # requests whose own grammar failed mid-generation (past a limit)
 
     @property
     def radix_hit_rate(self) -> float:
@@ -191,7 +192,7 @@ class Engine:
                 grammar_queue=len(s.grammar_queue), waiting_queue=len(s.waiting_queue), running=len(s.running),
                 finished_by_reason=dict(t.finished_by_reason), prompt_tokens=t.prompt_tokens,
                 cached_prompt_tokens=t.cached_prompt_tokens, generated_tokens=t.completion_tokens,
-                errors=t.errors)
+                errors=t.errors, grammar_errors=t.grammar_errors)
 
     # ------------------------------------------------------------------ generate
     def generate(self, prompt: str | list[str], sampling_params: dict | list[dict] | None = None,

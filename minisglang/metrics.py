@@ -64,7 +64,9 @@ class _EngineCollector:
                 ("prompt_tokens", "Prompt tokens of finished requests", st.prompt_tokens),
                 ("cached_prompt_tokens", "Of those, supplied by the radix cache", st.cached_prompt_tokens),
                 ("generation_tokens", "Output tokens of finished requests", st.generated_tokens),
-                ("step_errors", "Exceptions a step caught (each aborted only its requests)", st.errors)]:
+                ("step_errors", "Exceptions a step caught (each aborted only its requests)", st.errors),
+                ("grammar_errors", "Requests whose own grammar failed mid-generation (the client's error)",
+                 st.grammar_errors)]:
             yield CounterMetricFamily(f"minisglang_{name}", help_text, value=value)
         for name, help_text, value in [
                 ("radix_hit_rate", "Cached prompt tokens / prompt tokens of finished requests", st.radix_hit_rate),

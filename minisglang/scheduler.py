@@ -103,6 +103,7 @@ class SchedulerTotals:
     cached_prompt_tokens: int = 0   # of those, supplied by the radix tree
     completion_tokens: int = 0      # every output token, sampled or jumped
     errors: int = 0                 # exceptions caught by a step (each aborted its requests)
+    grammar_errors: int = 0         # of a request's own grammar (past a limit): a client's error, not ours
 
 
 @dataclass
@@ -397,12 +398,17 @@ class Scheduler:
     # ------------------------------------------------------------------ faults
     def abort_for_error(self, reqs: list[Req], where: str, error: BaseException) -> None:
         """Abort `reqs` with `error` as their message (a request already finished keeps its
-        reason); log the traceback once, for the operator."""
-        self.totals.errors += 1
-        logger.error("step %d: error while %s (aborting %d request(s))", self.step_count, where,
-                     len(reqs), exc_info=error)
+        reason); log the traceback once, for the operator, when the engine failed."""
         # `internal` tells a client's 500 (the engine failed) from a 400 (its grammar failed).
         internal = not isinstance(error, self.stage.grammar_errors)
+        if internal:
+            self.totals.errors += 1
+            logger.error("step %d: error while %s (aborting %d request(s))", self.step_count, where,
+                         len(reqs), exc_info=error)
+        else:   # the request's own grammar: one line (a client sending such grammars must not fill the log)
+            self.totals.grammar_errors += len(reqs)
+            logger.warning("step %d: the grammar of %d request(s) failed while %s: %s", self.step_count,
+                           len(reqs), where, error)
         if internal:
             message = f"internal error while {where}: {type(error).__name__}: {error}"
         else:

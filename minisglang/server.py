@@ -42,6 +42,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from .core import Req, SamplingParams
 from .engine import Engine, stream_chunk
@@ -391,6 +392,8 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
         except TimeoutError:
             raise RequestError(f"the request body took longer than {options.body_timeout:g} s to arrive",
                                status=408) from None
+        except ClientDisconnect:   # the client's doing, not a server error: no 500, no traceback
+            raise RequestError("the client closed the connection before its request body arrived") from None
         return b"".join(parts)
 
     async def parse_body(model_cls, request: Request):

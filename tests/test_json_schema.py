@@ -411,6 +411,15 @@ def test_formats_match_what_python_writes(date, uuid, ip, moment):
     assert matches({"format": "time"}, json.dumps(moment.timetz().isoformat()))
 
 
+@pytest.mark.parametrize("fmt,prefix", [("time", ""), ("date-time", "2024-05-01T")])
+def test_a_time_has_at_most_nine_fraction_digits(fmt, prefix):
+    """Seconds end within nanoseconds: with `\\.[0-9]+` the bundled model, greedy, wrote
+    fraction digits until max_new_tokens (4 runs out of 4)."""
+    assert matches({"format": fmt}, json.dumps(f"{prefix}13:12:12.123456789Z"))
+    assert not matches({"format": fmt}, json.dumps(f"{prefix}13:12:12.1234567891Z"))
+    assert matches({"format": fmt}, json.dumps(f"{prefix}13:12:12+02:00"))
+
+
 @pytest.mark.parametrize("text", ["user@example.com", "a.b+c@d-e.example.org", "https://example.com/a/b?c=d#e",
                                   "urn:isbn:0451450523", "mailto:x@y.z"])
 def test_common_emails_and_uris_match(text):

@@ -34,7 +34,8 @@ options of SchemaOptions change some of them):
 - Numbers the schema does not bound have at most max_integer_digits (18) integer,
   max_fraction_digits (20) fraction and max_exponent_digits (3) exponent digits, so a
   model cannot write digits until max_new_tokens; one bound makes the other a power of
-  ten; fractions are always limited (option bound_numbers=False: no digit limits).
+  ten; fractions are always limited (option bound_numbers=False: no digit limits). The
+  seconds of a `time` / `date-time` have at most 9 fraction digits, for the same reason.
 - `format`s we do not know are an error (option unknown_formats="annotation": any string).
   A format with minLength/maxLength is written when every string of it, or of its short
   form (SHORT_FORMATS: e.g. `https://` URIs of at most 143 characters), fits the bounds.
@@ -685,7 +686,9 @@ _LEAP_YEAR = r"(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:0[48]|[2468][048]
 _DATE = (rf"(?:{_YEAR}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])"
          r"|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)|02-(?:0[1-9]|1[0-9]|2[0-8]))"
          rf"|{_LEAP_YEAR}-02-29)")
-_TIME = r"(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]+)?(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
+# Fractions of a second: at most 9 digits (nanoseconds), or a model can write digits until
+# max_new_tokens (the bundled one did, 4 runs out of 4, for a greedy `format: "time"`).
+_TIME = r"(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{1,9})?(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
 _ATOM = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"  # RFC 5322 atom characters
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"  # a DNS label
 _PCT = r"%[0-9A-Fa-f]{2}"
