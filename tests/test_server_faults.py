@@ -183,47 +183,50 @@ def test_a_runaway_compile_is_stopped_while_others_are_served():
         assert stats.idle and stats.pools_full
 
 
-def test_a_client_waits_for_a_bounded_number_of_distinct_grammars():
+def as_a_client_allowed_one_compile(script):
+    """`await script(post)` (post(regex) -> the response) against an s3 server that lets a
+    client wait for one compile at a time; its result, once the engine is idle and whole."""
     engine = sgl.Engine(stage="s3", max_total_tokens=2000, max_running_requests=8, compile_timeout=3)
     with serving_in_thread(create_app(engine, ServerOptions(max_compiling_per_client=1))) as url:
         async def main():
             async with httpx.AsyncClient(timeout=60) as http:
                 def post(regex):
                     return http.post(url + "/v1/completions", json={"prompt": "ab", "regex": regex, "max_tokens": 30})
-                first = asyncio.ensure_future(post(RUNAWAY))
-                await asyncio.sleep(0.5)
-                same = asyncio.ensure_future(post(RUNAWAY))          # shares the compile: allowed
-                other = await post(r"(a|b)*b(a|b){20}")              # a second grammar: refused
-                return await first, await same, other
-
-        first, same, other = asyncio.run(main())
-        assert other.status_code == 429
-        assert other.json()["error"]["type"] == "rate_limit_error" and "limit is 1" in other.json()["error"]["message"]
-        assert first.status_code == same.status_code == 400       # both stopped at compile_timeout
+                return await script(post)
+        out = asyncio.run(main())
         assert wait_idle(engine).pools_full
+    return out
+
+
+def test_a_client_waits_for_a_bounded_number_of_distinct_grammars():
+    async def script(post):
+        first = asyncio.ensure_future(post(RUNAWAY))
+        await asyncio.sleep(0.5)
+        same = asyncio.ensure_future(post(RUNAWAY))          # shares the compile: allowed
+        other = await post(r"(a|b)*b(a|b){20}")              # a second grammar: refused
+        return await first, await same, other
+
+    first, same, other = as_a_client_allowed_one_compile(script)
+    assert other.status_code == 429
+    assert other.json()["error"]["type"] == "rate_limit_error" and "limit is 1" in other.json()["error"]["message"]
+    assert first.status_code == same.status_code == 400       # both stopped at compile_timeout
 
 
 def test_a_grammar_compiled_already_is_served_while_the_clients_budget_is_full():
     """The budget counts compiles a request would start: a regex in the cache costs none, so
     it is served while the same client's one allowed compile runs (it was refused with a 429)."""
-    engine = sgl.Engine(stage="s3", max_total_tokens=2000, max_running_requests=8, compile_timeout=3)
-    with serving_in_thread(create_app(engine, ServerOptions(max_compiling_per_client=1))) as url:
-        async def main():
-            async with httpx.AsyncClient(timeout=60) as http:
-                def post(regex):
-                    return http.post(url + "/v1/completions", json={"prompt": "ab", "regex": regex, "max_tokens": 30})
-                warm = await post(DATE)                              # compiled and cached
-                runaway = asyncio.ensure_future(post(RUNAWAY))       # the budget's one compile
-                await asyncio.sleep(0.5)
-                cached = await post(DATE)
-                other = await post(r"(a|b)*b(a|b){20}")              # would start a compile: refused
-                return warm, await runaway, cached, other
+    async def script(post):
+        warm = await post(DATE)                              # compiled and cached
+        runaway = asyncio.ensure_future(post(RUNAWAY))       # the budget's one compile
+        await asyncio.sleep(0.5)
+        cached = await post(DATE)
+        other = await post(r"(a|b)*b(a|b){20}")              # would start a compile: refused
+        return warm, await runaway, cached, other
 
-        warm, runaway, cached, other = asyncio.run(main())
-        assert warm.status_code == cached.status_code == 200, cached.text
-        assert re.fullmatch(DATE, cached.json()["choices"][0]["text"])
-        assert other.status_code == 429 and runaway.status_code == 400
-        assert wait_idle(engine).pools_full
+    warm, runaway, cached, other = as_a_client_allowed_one_compile(script)
+    assert warm.status_code == cached.status_code == 200, cached.text
+    assert re.fullmatch(DATE, cached.json()["choices"][0]["text"])
+    assert other.status_code == 429 and runaway.status_code == 400
 
 
 def test_a_client_that_leaves_its_compile_still_has_it_counted_until_it_ends():
