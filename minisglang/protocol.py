@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator,
                       model_validator)
 
+from .constrained.json_schema import repeated_key
 from .core import SamplingParams
 from .function_call import TOOL_NAME, FunctionTool, ToolChoice, ToolConstraint, arguments_schema, tool_constraint
 
@@ -506,11 +507,9 @@ def _sentence(err: dict[str, Any]) -> str:
 
 def _refuse_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """json.loads' object hook: a key given twice is an error, not "the last one wins"."""
-    seen: set[str] = set()
-    for key, _ in pairs:
-        if key in seen:
-            raise RequestError(f"the key {_short(key)} appears twice in one JSON object; give each key once")
-        seen.add(key)
+    twice = repeated_key(pairs)
+    if twice is not None:
+        raise RequestError(f"the key {_short(twice)} appears twice in one JSON object; give each key once")
     return dict(pairs)
 
 

@@ -405,13 +405,11 @@ class Scheduler:
             self.totals.errors += 1
             logger.error("step %d: error while %s (aborting %d request(s))", self.step_count, where,
                          len(reqs), exc_info=error)
+            message = f"internal error while {where}: {type(error).__name__}: {error}"
         else:   # the request's own grammar: one line (a client sending such grammars must not fill the log)
             self.totals.grammar_errors += len(reqs)
             logger.warning("step %d: the grammar of %d request(s) failed while %s: %s", self.step_count,
                            len(reqs), where, error)
-        if internal:
-            message = f"internal error while {where}: {type(error).__name__}: {error}"
-        else:
             message = f"the grammar failed while {where}: {error}"
         for req in reqs:
             req.finish("abort", message=message, internal=internal)

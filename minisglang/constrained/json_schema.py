@@ -296,9 +296,8 @@ def load_schema(text: str) -> Any:
     refuses it too: `{"type": "string", "type": "integer"}` must not quietly mean integers),
     or when it nests deeper than Python's parser can follow."""
     def refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        keys = [key for key, _ in pairs]
-        if len(set(keys)) < len(keys):
-            twice = next(key for key in keys if keys.count(key) > 1)
+        twice = repeated_key(pairs)
+        if twice is not None:
             raise InvalidSchemaError(f"the schema gives the key {twice!r} twice in one object; give each key once")
         return dict(pairs)
 
@@ -308,6 +307,17 @@ def load_schema(text: str) -> Any:
         raise InvalidSchemaError(f"the schema is not valid JSON: {e}") from None
     except RecursionError:
         raise InvalidSchemaError("the schema is not valid JSON: it nests too deeply for the parser") from None
+
+
+def repeated_key(pairs: list[tuple[str, Any]]) -> str | None:
+    """The first key given twice in one JSON object's (key, value) pairs (what json.loads
+    hands an `object_pairs_hook`), or None."""
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            return key
+        seen.add(key)
+    return None
 
 
 @functools.lru_cache(maxsize=64)
