@@ -233,6 +233,8 @@ class RegexPool:
         """Any of `nodes`, as a set: nested alternatives flattened, EMPTY dropped, duplicates
         merged, single-byte alternatives merged into one byte set, order canonical."""
         if isinstance(nodes, list):   # the common cases of a derivative, without the set work
+            if len(nodes) == 1:   # a sequence whose head cannot be skipped (most of them)
+                return nodes[0]   # (EMPTY included: it is canonical too)
             nodes = [n for n in nodes if n.kind != EMPTY]
             if len(nodes) <= 1:
                 return nodes[0] if nodes else self.empty   # a node is canonical already
@@ -1075,7 +1077,7 @@ class LazyByteDFA:
         done = int(self.table[state, byte])
         if done != UNEXPLORED:
             return done
-        node, starts = self.nodes[state], self._class_starts(state)
+        node, starts = self.nodes[state], self.class_starts[state]
         i = bisect.bisect_right(starts, byte) - 1
         lo, hi = starts[i], starts[i + 1]
         try:

@@ -667,15 +667,19 @@ class LazyStateIndex:
         marks = info.has_items if long else self._marks_none
         bits = np.zeros(self.words if short else 0, dtype=np.uint32)
         buffers, (need_states, need_bytes) = self._buffers[:4], self._buffers[4:]
-        nodes = np.zeros(1, dtype=np.int64) if starts is None else np.asarray(starts, dtype=np.int64)
-        states = np.full(nodes.shape[0], state, dtype=np.int64)
+        # (np.array of a list: a third of np.full's cost, and most rows start at the root.)
+        nodes = np.array([0] if starts is None else starts, dtype=np.int64)
+        states = np.array([state] * nodes.shape[0], dtype=np.int64)
         reached_nodes, reached_states = [], []
         while nodes.shape[0]:
             _, longs, pending, needs = walk_trie(
                 trie.child_start, trie.child_stop, trie.byte, trie.end_start, trie.end_stop, trie.end_tokens,
                 follow, marks, dfa.table, dfa.class_first, dfa.expanded, nodes, states, self.eos_token_id, bits, *buffers, need_states, need_bytes)
-            reached_nodes += buffers[0][:longs].tolist()
-            reached_states += buffers[1][:longs].tolist()
+            if longs:
+                reached_nodes += buffers[0][:longs].tolist()
+                reached_states += buffers[1][:longs].tolist()
+            if not pending:
+                break   # (most walks: every entry they read was computed)
             nodes, states = buffers[2][:pending].copy(), buffers[3][:pending].copy()
             # Fill the entries the pending pairs wait for (the rest of a byte class comes
             # with each; entries past the buffer are found again on the next pass).
