@@ -35,7 +35,7 @@ def cmd_generate(args) -> int:
     engine = _engine(args)
     prompt = args.prompt
     if args.chat:
-        prompt = engine.tokenizer.apply_chat_template([{"role": "user", "content": prompt}])
+        prompt = engine.tokenizer.encode_chat([{"role": "user", "content": prompt}])
     if args.stream:
         for chunk in engine.generate(prompt, _params(args), stream=True):
             print(chunk["text"], end="", flush=True)

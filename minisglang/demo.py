@@ -60,7 +60,7 @@ def run_demo(model_path: str | None = None, stage: str | None = None, samples: i
 
     engine = Engine(model_path=model_path, stage=stage)
     print(f"minisglang demo: stage {engine.stage.tag}, model {engine.model_path}\n")
-    prompts = [engine.tokenizer.apply_chat_template([{"role": "user", "content": f"{INSTRUCTION}\n{t}"}])
+    prompts = [engine.tokenizer.encode_chat([{"role": "user", "content": f"{INSTRUCTION}\n{t}"}])
                for t in TEXTS]
     free = {"temperature": 0, "max_new_tokens": 96}
     if "json_schema" in engine.stage.supports:

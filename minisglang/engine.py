@@ -28,7 +28,7 @@ from .model.loader import load_model
 from .scheduler import Scheduler, SchedulerConfig
 from .stages import get_stage_class, latest_stage
 from .stages.base import StageContext
-from .tokenizer import Tokenizer
+from .tokenizer import ChatPrompt, Tokenizer
 
 
 def stream_chunk(req: Req) -> dict[str, Any] | None:
@@ -144,25 +144,38 @@ class Engine:
             gc.freeze()
 
     # ------------------------------------------------------------------ step API
-    def submit(self, prompt: str, sampling_params: dict | SamplingParams | None = None) -> Req:
+    def submit(self, prompt: str | ChatPrompt, sampling_params: dict | SamplingParams | None = None) -> Req:
         """Queue one request without running anything; returns its `Req`.
 
-        Raises ValueError (nothing queued) for a prompt that is not text or bad params.
+        `prompt` is plain text (encoded here) or a chat already encoded by
+        `tokenizer.encode_chat` (whose ids are used as they are). Raises ValueError
+        (nothing queued) for a prompt that is not text or bad params.
         """
         req = self.make_request(prompt, sampling_params)
         with self._lock:
             self.scheduler.add_request(req)
         return req
 
-    def make_request(self, prompt: str, sampling_params: dict | SamplingParams | None = None) -> Req:
-        """Check and tokenize one request without queuing it; ValueError names what is wrong."""
-        check_text("prompt", prompt)
+    def make_request(self, prompt: str | ChatPrompt, sampling_params: dict | SamplingParams | None = None) -> Req:
+        """Check and tokenize one request without queuing it; ValueError names what is wrong.
+
+        A `ChatPrompt` keeps its own ids: `encode(prompt.text)` would turn special-token
+        text that a message wrote into real special tokens (see `Tokenizer.encode_chat`).
+        """
+        text = prompt.text if isinstance(prompt, ChatPrompt) else prompt
+        check_text("prompt", text)
         if isinstance(sampling_params, SamplingParams):
             params = sampling_params
             params.validate()      # its fields may have been changed since it was built
         else:
             params = SamplingParams.from_dict(sampling_params)
-        return Req(prompt=prompt, origin_input_ids=self.tokenizer.encode(prompt), sampling_params=params)
+        if isinstance(prompt, ChatPrompt):
+            ids = list(prompt.ids)
+            if not all(isinstance(i, int) and 0 <= i < self.tokenizer.vocab_size for i in ids):
+                raise ValueError(f"prompt.ids must be token ids below vocab_size {self.tokenizer.vocab_size}")
+        else:
+            ids = self.tokenizer.encode(text)
+        return Req(prompt=text, origin_input_ids=ids, sampling_params=params)
 
     def step(self) -> list[Req]:
         """One scheduler step (schedule, run, sample, process); the requests that finished."""
@@ -195,7 +208,7 @@ class Engine:
                 errors=t.errors, grammar_errors=t.grammar_errors)
 
     # ------------------------------------------------------------------ generate
-    def generate(self, prompt: str | list[str], sampling_params: dict | list[dict] | None = None,
+    def generate(self, prompt: str | ChatPrompt | list[str | ChatPrompt], sampling_params: dict | list[dict] | None = None,
                  stream: bool = False):
         """Generate for one prompt (returns a dict) or a list (returns a list of dicts).
 

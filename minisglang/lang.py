@@ -113,7 +113,7 @@ class LocalBackend:
         self.engine = engine
 
     def chat(self, messages: list[dict[str, str]], params: dict[str, Any]) -> tuple[str, dict]:
-        prompt = self.engine.tokenizer.apply_chat_template(messages, add_generation_prompt=True)
+        prompt = self.engine.tokenizer.encode_chat(messages, add_generation_prompt=True)
         out = self.engine.generate(prompt, params)
         reason = out["meta_info"]["finish_reason"]
         if reason["type"] == "abort":

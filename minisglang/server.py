@@ -50,6 +50,7 @@ from .function_call import ToolCallParser, openai_deltas
 from .metrics import CONTENT_TYPE, ServerMetrics
 from .protocol import ChatCompletionRequest, CompletionRequest, GenerateRequest, RequestError, parse
 from .stages import STAGE_MODULES
+from .tokenizer import ChatPrompt
 
 # The abort messages that blame the request's grammar itself (its compile refused it, the
 # backend lacks its kind, or it outgrew its limits while decoding); a 400 for them names the
@@ -405,14 +406,16 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
             raise RequestError(f"the model {name!r} does not exist; this server serves {model_id!r}",
                                status=404, param="model", code="model_not_found")
 
-    def make_req(prompt: str, params: SamplingParams, field: str = "prompt", length_field: str | None = None) -> Req:
+    def make_req(prompt: str | ChatPrompt, params: SamplingParams, field: str = "prompt",
+                 length_field: str | None = None) -> Req:
         """Tokenize (in the thread pool, never on the scheduler or event-loop thread); errors
-        name `field`, the request's field the prompt came from.
+        name `field`, the request's field the prompt came from. A chat comes encoded already.
 
         `length_field` names the field the client set the output's length with (None: it set
         none). An unset length is the engine's default cut to what the context has room for,
         as in OpenAI's API: a long prompt is not refused for a limit the client never gave."""
-        if len(prompt.encode("utf-8", "surrogatepass")) > max_prompt_bytes:
+        text = prompt.text if isinstance(prompt, ChatPrompt) else prompt
+        if len(text.encode("utf-8", "surrogatepass")) > max_prompt_bytes:
             raise RequestError(f"{field}: the prompt is longer than the model's context of {max_context} tokens",
                                param=field)
         try:
@@ -604,8 +607,10 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
         length_field = next((k for k in ("max_completion_tokens", "max_tokens") if getattr(body, k) is not None), None)
 
         def render_and_tokenize() -> Req:
-            try:
-                prompt = engine.tokenizer.apply_chat_template(body.message_dicts(), tools=tools)
+            try:   # special tokens come from the template only, never from a message's text
+                prompt = engine.tokenizer.encode_chat(body.message_dicts(), tools=tools)
+            except ValueError as e:   # a lone surrogate, or special-token text the template changed
+                raise RequestError(f"messages: {e}", param="messages") from e
             except Exception as e:   # the template's own raise_exception (e.g. roles out of order)
                 raise RequestError(f"messages: the chat template refused them: {e}", param="messages") from e
             return make_req(prompt, params, "messages", length_field)

@@ -26,7 +26,10 @@ normalize(t).encode()` hold exactly:
    identity.
 
 Text equal to a special token's string ("</s>") is encoded as that special token, as
-Hugging Face does, so the law needs text free of special-token strings.
+Hugging Face does, so the law needs text free of special-token strings. That is right for
+a chat template's own role markers and wrong for what a user wrote: `encode_chat`
+encodes a chat so that special tokens come only from the template (a message saying
+"<|assistant|>" cannot forge a turn).
 
 `decode` is built on the same byte table (not on Hugging Face's decoders), so decoding a
 prefix of the ids always gives a prefix of the text; that is what lets
@@ -40,6 +43,7 @@ import hashlib
 import json
 import re
 import struct
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
@@ -68,6 +72,18 @@ TEKKEN_DEFAULT_SPECIALS = (
     "[IMG_END]", "[PREFIX]", "[MIDDLE]", "[SUFFIX]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]",
     "[TOOL_CONTENT]",
 )
+
+
+@dataclass
+class ChatPrompt:
+    """A chat rendered by its template (`text`) and the token ids the model reads (`ids`).
+
+    `ids` is not always `encode(text)`: text that a message spells like a special token
+    is kept as ordinary text (see `Tokenizer.encode_chat`). Engine.submit takes one.
+    """
+
+    text: str
+    ids: list[int]
 
 
 def gpt2_byte_to_unicode() -> dict[int, str]:
@@ -215,6 +231,9 @@ class Tokenizer:
         self.token_bytes: list[bytes | None] = table  # None: a special token or an unused id
         self.special_token_ids: frozenset[int] = frozenset(i for i, t in added.items() if t.special)
         self._special_text = {i: added[i].content.encode() for i in self.special_token_ids}
+        texts = sorted({added[i].content for i in self.special_token_ids}, key=len, reverse=True)
+        self._special_pattern = re.compile("|".join(map(re.escape, texts))) if texts else None
+        self._hf_text_only: HFTokenizer | None = None   # see _encode_as_text
         self.fingerprint: str = self._compute_fingerprint()
 
     # ----------------------------------------------------------------- constructors
@@ -440,7 +459,122 @@ class Tokenizer:
         return template.render(messages=messages, add_generation_prompt=add_generation_prompt,
                                tools=tools, **self.template_tokens)
 
+    def encode_chat(self, messages: list[dict], tools: list[dict] | None = None,
+                    add_generation_prompt: bool = True) -> ChatPrompt:
+        """Render ``messages`` with the chat template and encode it; the one way to prompt
+        a model with a chat (the server, the CLI, the demo and `lang` all use it).
+
+        Special tokens come only from the template, never from what the messages or tools
+        say: a user message containing "<|assistant|>" would otherwise become the real role
+        token and forge a turn (prompt injection). vLLM and SGLang servers face the same
+        issue with Hugging Face tokenizers. Such text is encoded as ordinary text, its
+        bytes. A chat whose texts spell no special token gets exactly
+        `encode(apply_chat_template(...))`: the fix costs nothing and changes nothing there.
+        Raises ValueError when the template transforms a text that spells a special token
+        so that it cannot be located in the prompt (refused rather than guessed).
+        Roles are not message text: they choose the template's own markers, and the server
+        accepts only system, user, assistant and tool.
+        """
+        text = self.apply_chat_template(messages, add_generation_prompt, tools)
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise ValueError(f"the prompt is not valid Unicode text (a lone surrogate at character {e.start})") from None
+        encoding = self.hf.encode(text, add_special_tokens=False)
+        if not any(self._spells_special(s) for s in _message_texts(messages, tools)):
+            return ChatPrompt(text, encoding.ids)
+        spans = self._message_spans(text, messages, tools, add_generation_prompt)
+        return ChatPrompt(text, self._without_forged_specials(text, encoding, spans))
+
     # ------------------------------------------------------------------------ helpers
+    def _spells_special(self, text: str) -> bool:
+        """Whether ``text`` contains some special token's string."""
+        return self._special_pattern is not None and self._special_pattern.search(text) is not None
+
+    def _message_spans(self, text: str, messages: list[dict], tools: list[dict] | None,
+                       add_generation_prompt: bool) -> list[tuple[int, int]]:
+        """Where the texts that spell a special token lie in the rendered ``text``, as
+        (start, end) character spans.
+
+        The chat is rendered a second time with each such text wrapped in two private-use
+        characters (inside its leading and trailing whitespace, so a template's `trim`
+        keeps them); taking the markers out must give ``text`` again, which proves the spans
+        are exact. A template that cut or changed a wrapped text fails that check.
+        """
+        open_mark, close_mark = _unused_marks(text)
+
+        def mark(value):
+            if isinstance(value, str) and self._spells_special(value):
+                start = len(value) - len(value.lstrip())
+                end = len(value.rstrip())
+                return value[:start] + open_mark + value[start:end] + close_mark + value[end:]
+            if isinstance(value, dict):
+                return {mark(k): mark(v) for k, v in value.items()}
+            if isinstance(value, (list, tuple)):
+                return [mark(v) for v in value]
+            return value
+
+        marked_messages = [{k: v if k == "role" else mark(v) for k, v in m.items()} for m in messages]
+        marked = self.apply_chat_template(marked_messages, add_generation_prompt, mark(tools))
+        spans, plain, start, balanced = [], [], None, True
+        for ch in marked:
+            if ch == open_mark:
+                balanced = balanced and start is None
+                start = len(plain)
+            elif ch == close_mark:
+                balanced = balanced and start is not None
+                if start is not None:
+                    spans.append((start, len(plain)))
+                start = None
+            else:
+                plain.append(ch)
+        if not balanced or start is not None or "".join(plain) != text:
+            raise ValueError("the chat template changes a message text that spells a special token, so it "
+                             "cannot be kept as plain text; remove the special-token text from the messages")
+        return spans
+
+    def _without_forged_specials(self, text: str, encoding, spans: list[tuple[int, int]]) -> list[int]:
+        """``encoding``'s ids with every special token that overlaps a message span turned
+        back into text.
+
+        Hugging Face cuts special tokens out of the text first and encodes the pieces between
+        them separately; so only the pieces next to a forged token change: each stretch
+        between two of the template's own special tokens that holds a forged one is encoded
+        again as text. Every other id stays exactly as it was.
+        """
+        ids, offsets = encoding.ids, encoding.offsets
+
+        def forged(i: int) -> bool:
+            begin, end = offsets[i]
+            return ids[i] in self.special_token_ids and any(begin < e and s < end for s, e in spans)
+
+        kept = [i for i, t in enumerate(ids) if t in self.special_token_ids and not forged(i)]
+        out, prev = [], -1   # prev: index of the last kept special token (-1: the start)
+        for nxt in kept + [len(ids)]:
+            stretch = range(prev + 1, nxt)
+            if any(forged(i) for i in stretch):
+                begin = offsets[prev][1] if prev >= 0 else 0
+                end = offsets[nxt][0] if nxt < len(ids) else len(text)
+                out += self._encode_as_text(text[begin:end])
+            else:
+                out += ids[prev + 1:nxt]
+            if nxt < len(ids):
+                out.append(ids[nxt])
+            prev = nxt
+        return out
+
+    def _encode_as_text(self, text: str) -> list[int]:
+        """``encode(text)`` with special-token strings encoded as ordinary text.
+
+        Uses a copy of the tokenizer with Hugging Face's `encode_special_tokens` switched on,
+        made once; the flag is never toggled on `self.hf`, which other threads share.
+        """
+        if self._hf_text_only is None:
+            copy = HFTokenizer.from_str(self.hf.to_str())
+            copy.encode_special_tokens = True
+            self._hf_text_only = copy   # two threads racing here each build an equal copy
+        return self._hf_text_only.encode(text, add_special_tokens=False).ids
+
     def _check_id(self, token_id) -> int:
         token_id = int(token_id)
         if not 0 <= token_id < self.vocab_size:
@@ -491,6 +625,32 @@ def _guess_eos(hf: HFTokenizer, json_path: Path) -> int:
             return specials[name]
     raise ValueError(f"cannot tell the end-of-sequence token of {json_path}: tokenizer_config.json "
                      f"has no eos_token and no special token is one of {list(EOS_CANDIDATES)}")
+
+
+def _message_texts(messages: list[dict], tools: list[dict] | None) -> Iterable[str]:
+    """Every string a chat's messages (all but their roles) and tools hold, keys included."""
+    def strings(value):
+        if isinstance(value, str):
+            yield value
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                yield from strings(k)
+                yield from strings(v)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                yield from strings(v)
+
+    for message in messages:
+        yield from strings({k: v for k, v in message.items() if k != "role"})
+    yield from strings(tools)
+
+
+def _unused_marks(text: str) -> tuple[str, str]:
+    """Two private-use characters that ``text`` does not contain (markers for _message_spans)."""
+    for code in range(0xE000, 0xF8FF, 2):
+        if chr(code) not in text and chr(code + 1) not in text:
+            return chr(code), chr(code + 1)
+    raise ValueError("the prompt uses every private-use character; cannot locate its message texts")
 
 
 def _jinja_env() -> jinja2.Environment:
