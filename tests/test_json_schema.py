@@ -336,6 +336,45 @@ def test_number_digit_limits_are_options():
     assert longest_match(build_regex_from_schema({"type": "number", "minimum": 0}, **options)) == 4
 
 
+
+@pytest.mark.parametrize("schema, options, needles", [
+    # Numbers lie in the range, but none with at most 20 fraction digits (a server attack got
+    # "accepts no JSON value", which blames the schema for our policy).
+    ({"type": "number", "exclusiveMinimum": 0, "maximum": 5e-324}, {},
+     ["max_fraction_digits", "at most 20 fraction digits", "exclusiveMinimum 0", "maximum 5e-324"]),
+    ({"type": "number", "minimum": 0.001, "exclusiveMaximum": 0.002}, {"max_fraction_digits": 2},
+     ["at most 2 fraction digits", "minimum 0.001", "exclusiveMaximum 0.002"]),
+    ({"anyOf": [{"type": "number", "minimum": 1e-30, "maximum": 2e-30}, {"type": "null", "not": {}}]}, {},
+     ["at most 20 fraction digits", "minimum 1e-30 and maximum 2e-30 at #/anyOf/0"]),
+    # Multiples exist, but none that a validator's float division accepts (0.3 / 0.1 = 2.9999999999999996).
+    ({"type": "number", "multipleOf": 0.1, "minimum": 0.3, "maximum": 0.3}, {},
+     ["'multipleOf'", "0.1", "binary floating point"]),
+])
+def test_a_range_empty_only_by_our_number_policy_names_the_policy(schema, options, needles):
+    with pytest.raises(UnsupportedSchemaError) as info:
+        build_regex_from_schema(schema, **options)
+    assert "accepts no JSON value" not in str(info.value)
+    for needle in needles:
+        assert needle in str(info.value)
+    # Where one branch still has values, the other's emptiness is no error.
+    assert matches({"anyOf": [schema, {"type": "null"}]}, "null", **options)
+
+
+@pytest.mark.parametrize("keyword", ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"])
+def test_a_number_keyword_beyond_a_double_is_refused_naming_it(keyword):
+    """A 4000-digit bound raised Python's "int too large to convert to float", naming nothing."""
+    negated = [] if keyword == "multipleOf" else [{"not": {keyword: -10**400}}]   # (not multipleOf: refused)
+    for schema in [{"type": "number", keyword: 10**4000}, '{"type": "integer", "%s": 1%s}' % (keyword, "0" * 4000),
+                   *negated]:
+        with pytest.raises(UnsupportedSchemaError) as info:
+            build_regex_from_schema(schema)
+        assert f"'{keyword}' at #" in str(info.value) and "out of range" in str(info.value)
+        assert "digits" in str(info.value) and "largest double" in str(info.value)
+    with pytest.raises(InvalidSchemaError, match=f"'{keyword}' at # must be a finite number, got inf"):
+        build_regex_from_schema('{"type": "number", "%s": 1e999}' % keyword)
+    if keyword != "multipleOf":   # a bound of 10^308 (a double) is in range
+        assert matches({"type": "number", keyword: 10**308 * (1 if "ax" in keyword else -1)}, "0")
+
 @settings(deadline=None)
 @given(st.integers(1, 3), st.integers(1, 3), st.sampled_from([None, -7, 0, 5]), st.sampled_from([None, 8, 150]))
 def test_digit_limited_numbers_agree_with_jsonschema_on_all_short_numerals(digits, frac, lo, hi):

@@ -280,6 +280,9 @@ def build_regex_from_schema(schema: dict | str | bool, whitespace: str | None = 
     compiler = _SchemaCompiler(schema, ws, opts)
     try:
         regex = compiler.value(schema, "#")
+        if regex is None and compiler.empty_because is not None:
+            raise UnsupportedSchemaError(f"the schema has no value that minisglang writes: "
+                                         f"{compiler.empty_because}; there is nothing to generate")
         if regex is None:
             raise UnsupportedSchemaError("the schema accepts no JSON value: there is nothing to generate")
         regex = compiler.with_definitions(regex)
@@ -1117,9 +1120,35 @@ def _json_equal(a, b) -> bool:
 
 
 def _decimal(value, keyword: str, path: str) -> Decimal:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise InvalidSchemaError(f"'{keyword}' at {path} must be a number, got {value!r}")
-    return Decimal(value) if isinstance(value, int) else Decimal(repr(value))
+    """A number keyword's value, exactly. Within a double's range only: a JSON number
+    beyond it (1e999, or an integer of 310 digits) reads as infinity in most parsers
+    (Python's json makes 1e999 inf, JavaScript both), so validators disagree on it."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidSchemaError(f"'{keyword}' at {path} must be a number, got {_short_value(value)}")
+    if isinstance(value, int):   # exact, however long: no float(value), which overflows
+        if abs(value) > sys.float_info.max:
+            try:
+                digits = str(len(str(abs(value))))
+            except ValueError:   # past sys.get_int_max_str_digits()
+                digits = f"more than {sys.get_int_max_str_digits()}"
+            raise UnsupportedSchemaError(
+                f"'{keyword}' at {path} is out of range: an integer of {digits} digits, beyond the largest "
+                f"double ({sys.float_info.max:.17g}), which most JSON parsers read as infinity")
+        return Decimal(value)
+    if not math.isfinite(value):
+        raise InvalidSchemaError(f"'{keyword}' at {path} must be a finite number, got {value!r} (a JSON number "
+                                 f"beyond the largest double, {sys.float_info.max:.17g}, such as 1e999, reads "
+                                 "as infinity)")
+    return Decimal(repr(value))
+
+
+def _short_value(value) -> str:
+    """A keyword's value for an error message: its JSON text, cut after 40 characters."""
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _count(schema: dict, keyword: str, path: str) -> int | None:
@@ -1160,6 +1189,7 @@ class _SchemaCompiler:
         self.max_ref_depth = options.max_ref_depth
         self.active_refs: Counter[str] = Counter()  # $ref target -> expansions on the current path
         self.any_values: dict[int, str] = {}
+        self.empty_because: str | None = None   # see note_empty
         self.nesting = LAZY_ANY_VALUE_NESTING if options.automaton == "lazy" else ANY_VALUE_NESTING
         # automaton="lazy": shared sub-expressions, name -> regex text (see `shared`), and
         # their total length (checked against max_regex_chars as they are made).
@@ -1383,6 +1413,8 @@ class _SchemaCompiler:
                 cases.extend({"type": "object", "properties": {name: False}} for name in value)
             elif keyword in _OPPOSITE_BOUNDS:  # a value of the bound's type on the other side
                 kind, opposite = _OPPOSITE_BOUNDS[keyword]
+                if keyword in _NUMBER_BOUNDS:   # refused in the schema's own words, not the opposite's
+                    _decimal(value, keyword, path)
                 bound = opposite(value)
                 if bound is not None:
                     cases.append({"type": kind, **bound})
@@ -1580,21 +1612,23 @@ class _SchemaCompiler:
             else:
                 decimal_step = m
         lo, lo_strict, hi, hi_strict = None, False, None, False
+        lo_keyword = hi_keyword = None
         for keyword, strict in (("minimum", False), ("exclusiveMinimum", True)):
             if keyword in schema:
                 bound = _decimal(schema[keyword], keyword, path)
                 if lo is None or bound > lo or (bound == lo and strict):
-                    lo, lo_strict = bound, strict
+                    lo, lo_strict, lo_keyword = bound, strict, keyword
         for keyword, strict in (("maximum", False), ("exclusiveMaximum", True)):
             if keyword in schema:
                 bound = _decimal(schema[keyword], keyword, path)
                 if hi is None or bound < hi or (bound == hi and strict):
-                    hi, hi_strict = bound, strict
+                    hi, hi_strict, hi_keyword = bound, strict, keyword
         if step > 1:  # a number (not integer) type may also write them as json.dumps writes 4.0
             whole = "number" in _types(schema, path)
             return _concat(self._multiples(step, lo, lo_strict, hi, hi_strict, path), r"(?:\.0)?" if whole else "")
         if decimal_step is not None:
-            return _decimal_multiples(decimal_step, schema["multipleOf"], lo, lo_strict, hi, hi_strict, path)
+            return _decimal_multiples(decimal_step, schema["multipleOf"], lo, lo_strict, hi, hi_strict, path,
+                                      self.note_empty)
         if lo is None and hi is None:
             return _unbounded_number(self.options, integer)
         if integer:  # integer bounds: round inwards, then they are inclusive
@@ -1612,7 +1646,19 @@ class _SchemaCompiler:
             lo, lo_strict = -limit, True
         if hi is None and self.options.bound_numbers:
             hi, hi_strict = limit, True
-        return _number_range(lo, lo_strict, hi, hi_strict, not integer, self.options.max_fraction_digits)
+        regex = _number_range(lo, lo_strict, hi, hi_strict, not integer, self.options.max_fraction_digits)
+        if regex is None and not integer and (lo is None or hi is None or lo < hi or (lo == hi and not (lo_strict or hi_strict))):
+            # Numbers lie in the range, but none with the fraction digits we write: our policy, not the schema's.
+            given = " and ".join(f"{k} {_short_value(schema[k])}" for k in (lo_keyword, hi_keyword) if k)
+            self.note_empty(f"no number with at most {self.options.max_fraction_digits} fraction digits (the "
+                            f"option max_fraction_digits) lies in the range {given} at {path}")
+        return regex
+
+    def note_empty(self, reason: str) -> None:
+        """Remember why a part has no values we write although the schema gives it some (a
+        policy of ours, not the schema's meaning): an error for a schema with no values names it."""
+        if self.empty_because is None:
+            self.empty_because = reason
 
     def _multiples(self, step: int, lo: Decimal | None, lo_strict: bool, hi: Decimal | None, hi_strict: bool,
                    path: str) -> str | None:
@@ -2330,11 +2376,12 @@ def _unevaluated_as_additional(schema: dict) -> dict:
 
 
 def _decimal_multiples(step: Decimal, given, lo: Decimal | None, lo_strict: bool, hi: Decimal | None,
-                       hi_strict: bool, path: str) -> str | None:
+                       hi_strict: bool, path: str, note_empty: Callable[[str], None] | None = None) -> str | None:
     """The multiples of a fractional `step` between both bounds, listed (at most
     MAX_LISTED_MULTIPLES). Only those that a validator's float division also accepts
     (x / step an integer in binary floating point, as jsonschema computes it: 0.29 / 0.01
-    is 28.999999999999996) are written: valid both exactly and in floats."""
+    is 28.999999999999996) are written: valid both exactly and in floats. `note_empty`
+    hears why when there are multiples but none of them passes that division."""
     if lo is None or hi is None:
         raise UnsupportedSchemaError(f"keyword 'multipleOf' at {path}: a fractional multipleOf ({given!r}) is "
                                      "supported only between a minimum and a maximum")
@@ -2352,6 +2399,9 @@ def _decimal_multiples(step: Decimal, given, lo: Decimal | None, lo_strict: bool
         if math.isfinite(quotient) and int(quotient) == quotient:
             # a whole multiple is also written as json.dumps writes a float: 3.0
             texts.append(text.replace(".", r"\.") if "." in text else ("0" if text == "-0" else text) + r"(?:\.0)?")
+    if not texts and last >= first and note_empty is not None:
+        note_empty(f"keyword 'multipleOf' at {path}: no multiple of {given!r} between the bounds divides by it "
+                   "exactly in binary floating point (x / multipleOf, as validators compute it)")
     return _alt(texts)
 
 
