@@ -13,7 +13,9 @@ value (e.g. `presence_penalty: 0`) is accepted because it asks for nothing.
 from __future__ import annotations
 
 import json
+import math
 import re
+import sys
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator,
@@ -513,16 +515,77 @@ def _refuse_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return dict(pairs)
 
 
+# pydantic's JSON parser (jiter) refuses a body nested deeper than this (arrays and objects,
+# the body's own object included; an empty innermost one may go one deeper): test_server_protocol
+# checks the number.
+MAX_BODY_NESTING = 200
+
+
 def _json_error(body: bytes, error: str) -> str:
-    """The parser's complaint, with the likely cause where it reads obscurely."""
+    """The parser's complaint, with the likely cause where it reads obscurely. Two are
+    limits of ours, not broken JSON: nesting and a number's size."""
     if body.startswith(b"\xef\xbb\xbf"):
         return "the request body starts with a byte-order mark (BOM); send plain UTF-8 JSON"
+    where = re.search(r" at line \d+ column \d+$", error)
+    at = where.group() if where else ""
+    if "recursion limit" in error:
+        return (f"the request body is nested too deeply: more than {MAX_BODY_NESTING} levels of arrays and "
+                f"objects{at} (valid JSON, but past the parser's limit)")
+    if "number out of range" in error:
+        number = _numeral_at(body, at)
+        return (f"the request body holds a number out of range{at}{f': {number}' if number else ''} "
+                f"(an integer of at most {sys.get_int_max_str_digits()} digits is read)")
     hint = ""
     if "hex escape" in error or "surrogate" in error:
         hint = " (a \\uD800-\\uDFFF escape must be half of a surrogate pair: a lone one is not text)"
-    elif "recursion limit" in error:
-        hint = " (nested too deeply)"
     return f"the request body is not valid JSON: {error}{hint}"
+
+
+def _numeral_at(body: bytes, at: str) -> str | None:
+    """The numeral around the parser's " at line L column C" in `body`, shortened; None if none."""
+    m = re.search(r"line (\d+) column (\d+)", at)
+    if m is None:
+        return None
+    lines = body.split(b"\n")
+    line, column = int(m.group(1)) - 1, int(m.group(2)) - 1
+    if line >= len(lines):
+        return None
+    text = lines[line]
+    start = end = min(column, len(text))
+    while start > 0 and text[start - 1:start] in b"-+.eE0123456789":
+        start -= 1
+    while end < len(text) and text[end:end + 1] in b"-+.eE0123456789":
+        end += 1
+    numeral = text[start:end].decode("ascii", "replace")
+    if not numeral:
+        return None
+    return numeral if len(numeral) <= 40 else f"{numeral[:20]}... ({len(numeral)} characters)"
+
+
+def _refuse_non_finite(text: str) -> float:
+    """json.loads' parse_float (and parse_constant): a number that reads as infinity (1e999),
+    or NaN/Infinity (not JSON at all), is an error naming it; pydantic takes them as floats."""
+    value = float(text)
+    if not math.isfinite(value):
+        shown = text if len(text) <= 40 else text[:37] + "..."
+        if text in ("NaN", "Infinity", "-Infinity"):
+            raise RequestError(f"the request body holds {text}, which is not JSON (JSON numbers are finite)")
+        raise RequestError(f"the request body holds the number {shown}, which is out of range: beyond the largest "
+                           f"double ({sys.float_info.max:.17g}) it reads as infinity")
+    return value
+
+
+def _non_finite_field(parsed: BaseModel) -> str | None:
+    """The first field of a parsed body that holds a non-finite number, at any depth."""
+    def holds(value: Any) -> bool:
+        if isinstance(value, float):
+            return not math.isfinite(value)
+        if isinstance(value, BaseModel):
+            return any(holds(getattr(value, k)) for k in type(value).model_fields)
+        if isinstance(value, dict):
+            return any(holds(v) for v in value.values())
+        return isinstance(value, list) and any(holds(v) for v in value)
+    return next((k for k in type(parsed).model_fields if holds(getattr(parsed, k))), None)
 
 
 def parse(model_cls: type[_M], body: bytes) -> _M:
@@ -533,7 +596,15 @@ def parse(model_cls: type[_M], body: bytes) -> _M:
     """
     try:
         parsed = model_cls.model_validate_json(body)
-        json.loads(body, object_pairs_hook=_refuse_duplicate_keys)   # valid JSON by now: only duplicates raise
+        # Valid JSON by now: only a key given twice or a non-finite number raises.
+        try:
+            json.loads(body, object_pairs_hook=_refuse_duplicate_keys, parse_float=_refuse_non_finite,
+                       parse_constant=_refuse_non_finite)
+        except RequestError as e:
+            field = _non_finite_field(parsed) if "out of range" in str(e) or "not JSON" in str(e) else None
+            if field is None:
+                raise
+            raise RequestError(f"{field}: {e}", param=field) from None
         return parsed
     except ValidationError as e:
         errors = e.errors(include_url=False)

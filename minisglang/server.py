@@ -606,14 +606,33 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
 
         length_field = next((k for k in ("max_completion_tokens", "max_tokens") if getattr(body, k) is not None), None)
 
-        def render_and_tokenize() -> Req:
+        def render(with_tools) -> ChatPrompt:
             try:   # special tokens come from the template only, never from a message's text
-                prompt = engine.tokenizer.encode_chat(body.message_dicts(), tools=tools)
+                return engine.tokenizer.encode_chat(body.message_dicts(), tools=with_tools)
             except ValueError as e:   # a lone surrogate, or special-token text the template changed
                 raise RequestError(f"messages: {e}", param="messages") from e
             except Exception as e:   # the template's own raise_exception (e.g. roles out of order)
                 raise RequestError(f"messages: the chat template refused them: {e}", param="messages") from e
-            return make_req(prompt, params, "messages", length_field)
+
+        def render_and_tokenize() -> Req:
+            prompt = render(tools)
+            try:
+                return make_req(prompt, params, "messages", length_field)
+            except RequestError as e:
+                if not tools or e.param != "messages" or "context" not in str(e):
+                    raise
+                # The template writes each tool's description into the prompt: when the messages
+                # alone fit, the tools are what does not (128 tools once blamed a one-word message).
+                without = render(None)
+                if len(without.text.encode("utf-8", "surrogatepass")) > max_prompt_bytes:
+                    raise
+                alone = len(without.ids)
+                if alone >= max_context:
+                    raise
+                raise RequestError(f"tools: the {len(tools)} tools' descriptions, which the chat template writes into "
+                                   f"the prompt, make it longer than the model's context of {max_context} tokens "
+                                   f"(the messages alone take {alone}; at least one new token must fit): send fewer "
+                                   "or shorter tools", param="tools") from None
 
         req = await run_in_threadpool(render_and_tokenize)
         rid, created = f"chatcmpl-{uuid.uuid4().hex[:12]}", int(time.time())

@@ -114,6 +114,42 @@ def test_non_finite_numbers_and_broken_json_are_refused():
     assert "JSON object" in str(refusal(CompletionRequest, b'[1, 2]'))
 
 
+
+@pytest.mark.parametrize("body,needles", [
+    # Valid JSON numbers beyond a double read as infinity: "out of range", never "not JSON".
+    (b'{"prompt": "x", "json_schema": {"type": "number", "maximum": 1e999}}', ["1e999", "out of range"]),
+    (b'{"prompt": "x", "metadata": {}, "user": "u", "json_schema": {"minimum": -2.5e400}}', ["-2.5e400", "out of range"]),
+    (b'{"text": "x", "sampling_params": {"json_schema": {"maximum": 1e999}}}', ["1e999", "out of range"]),
+    (b'{"prompt": "x", "json_schema": {"maximum": NaN}}', ["NaN", "not JSON"]),
+    # An integer longer than the parser reads (Python's 4300 digits) is out of range too.
+    (b'{"prompt": "x", "json_schema": {"const": 1' + b"0" * 4300 + b'}}', ["out of range", "4300 digits",
+                                                                          "line 1 column"]),
+])
+def test_a_number_out_of_range_is_named_not_called_broken_json(body, needles):
+    model = GenerateRequest if body.startswith(b'{"text"') else CompletionRequest
+    err = refusal(model, body)
+    assert err.status == 400 and "not valid JSON" not in str(err) and "dict is not JSON" not in str(err)
+    if b"0" * 4300 not in body:   # (pydantic refuses the long integer itself) the field that holds it is named
+        assert err.param == ("sampling_params" if model is GenerateRequest else "json_schema")
+        assert str(err).startswith(err.param + ": ")
+    for needle in needles:
+        assert needle in str(err)
+
+
+def nested_body(levels: int) -> bytes:
+    """A completion request whose body nests `levels` arrays and objects (its own object
+    included), the innermost holding a number (an empty innermost array may go one deeper)."""
+    return b'{"prompt": "x", "json_schema": {"default": ' + b"[" * (levels - 2) + b"1" + b"]" * (levels - 2) + b"}}"
+
+
+def test_a_body_nested_too_deeply_names_the_limit_not_broken_json():
+    from minisglang.protocol import MAX_BODY_NESTING
+    parse(CompletionRequest, nested_body(MAX_BODY_NESTING))   # the limit itself is accepted
+    for levels in (MAX_BODY_NESTING + 1, 300):
+        err = refusal(CompletionRequest, nested_body(levels))
+        assert "nested too deeply" in str(err) and f"more than {MAX_BODY_NESTING} levels" in str(err)
+        assert "not valid JSON" not in str(err)
+
 def test_openai_fields_map_onto_sampling_params():
     p = parse(CompletionRequest, json.dumps({"prompt": "x", "max_tokens": 9, "stop": "\n", "temperature": 0,
                                              "response_format": {"type": "json_schema", "json_schema": {
@@ -209,6 +245,21 @@ def test_a_prompt_longer_than_the_context_is_refused_before_tokenizing(client, e
     r = client.post("/generate", json={"text": "é" * 95_000})   # 190 KB: under the body limit
     assert "context" in openai_error(r, 400)["message"] and not calls
 
+
+def test_tools_too_long_for_the_context_are_named_not_the_messages(client):
+    """128 tools (OpenAI's limit) once got "messages: the prompt has 3652 tokens", blaming a
+    one-word message for the descriptions the chat template writes from the tools."""
+    from minisglang.protocol import MAX_TOOLS
+    tools = [{"type": "function", "function": {"name": f"f{i}", "parameters": {
+        "type": "object", "properties": {"a": {"type": "integer"}}}}} for i in range(MAX_TOOLS)]
+    err = openai_error(client.post("/v1/chat/completions", json={"messages": HI, "tools": tools, "max_tokens": 2}),
+                       400)
+    assert err["param"] == "tools" and err["message"].startswith("tools:")
+    assert f"{MAX_TOOLS} tools" in err["message"] and "context of" in err["message"]
+    # Messages too long by themselves are still the messages' fault.
+    long = [{"role": "user", "content": "hi " * 3000}]
+    err = openai_error(client.post("/v1/chat/completions", json={"messages": long, "tools": tools[:1]}), 400)
+    assert err["param"] == "messages"
 
 def test_tokenizing_and_the_chat_template_run_off_the_scheduler_thread(client, engine, monkeypatch):
     threads = []
@@ -329,7 +380,8 @@ def test_malformed_posts_never_get_a_5xx_and_the_server_keeps_serving(client, po
      "empty language"),
     ("/v1/completions", {"prompt": "x", "max_tokens": 2, "stop": ""}, "stop", "stop[0] is empty"),
     ("/v1/completions", {"prompt": "x", "max_tokens": 2, "response_format": {
-        "type": "json_schema", "json_schema": {"schema": {"maximum": math.inf}}}}, "response_format", "not JSON"),
+        "type": "json_schema", "json_schema": {"schema": {"maximum": math.inf}}}}, "response_format",
+     "1e999, which is out of range"),
 ])
 def test_a_refused_grammar_or_sampling_field_is_named_as_the_request_gave_it(client, path, body, param, needle):
     """The engine's refusals came back with param null, and a response_format's schema was
