@@ -36,6 +36,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import logging
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -401,16 +402,18 @@ class Scheduler:
         reason); log the traceback once, for the operator, when the engine failed."""
         # `internal` tells a client's 500 (the engine failed) from a 400 (its grammar failed).
         internal = not isinstance(error, self.stage.grammar_errors)
+        # The log keeps the stage's hook number; the client's message says what was done, not our names.
+        public = re.sub(r" \(hook \d+\)", "", where)
         if internal:
             self.totals.errors += 1
             logger.error("step %d: error while %s (aborting %d request(s))", self.step_count, where,
                          len(reqs), exc_info=error)
-            message = f"internal error while {where}: {type(error).__name__}: {error}"
+            message = f"internal error while {public}: {type(error).__name__}: {error}"
         else:   # the request's own grammar: one line (a client sending such grammars must not fill the log)
             self.totals.grammar_errors += len(reqs)
             logger.warning("step %d: the grammar of %d request(s) failed while %s: %s", self.step_count,
                            len(reqs), where, error)
-            message = f"the grammar failed while {where}: {error}"
+            message = f"the grammar failed while {public}: {error}"
         for req in reqs:
             req.finish("abort", message=message, internal=internal)
             self.record_event("error", req, where=where, error=repr(error))

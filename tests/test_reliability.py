@@ -303,7 +303,7 @@ def test_a_readmission_cut_short_leaves_no_request_behind(engine, alone, monkeyp
     engine.generate(PROMPTS[2], GREEDY)          # steps until its own request is done
     run_all(engine, reqs)
     monkeypatch.undo()
-    assert victim.finished_reason["message"] == ("internal error while preparing the decode batch (hook 3): "
+    assert victim.finished_reason["message"] == ("internal error while preparing the decode batch: "
                                                  "RuntimeError: injected fault")
     assert reqs[1].output_text == alone[PROMPTS[1]]
     assert_quiet_and_full(engine)
@@ -376,7 +376,7 @@ def test_a_jump_failure_in_a_mixed_step_aborts_only_its_request(engine, alone, m
     newcomer2 = engine.submit(PROMPTS[3], GREEDY)
     run_all(engine, [rider, newcomer, bystander, newcomer2])
     monkeypatch.undo()
-    assert rider.finished_reason["message"] == ("internal error while preparing the decode batch (hook 3): "
+    assert rider.finished_reason["message"] == ("internal error while preparing the decode batch: "
                                                 "RuntimeError: injected fault")
     assert [r.output_text for r in (newcomer, bystander, newcomer2)] == [alone[p] for p in PROMPTS[1:4]]
     assert_quiet_and_full(engine)

@@ -78,10 +78,12 @@ def test_a_grammar_that_grows_past_its_limit_aborts_only_its_own_request(engine,
     assert reason["message"].startswith("the grammar failed while ")   # the request's fault, not the engine's
     assert reason["internal"] is False   # so the server answers 400, not 500
     assert "max_lazy_states" in reason["message"]
+    assert "hook" not in reason["message"]   # the stage's hook numbers are our names: the log keeps them
     after = engine.stats()
     assert after.pools_full and after.errors == before.errors and after.grammar_errors == before.grammar_errors + 1
     logged = [r for r in caplog.records if "max_lazy_states" in r.getMessage()]
     assert len(logged) == 1 and logged[0].exc_info is None and logged[0].levelname == "WARNING"
+    assert "(hook " in logged[0].getMessage()
 
 
 def test_over_http_a_grammar_past_its_limit_is_a_400_and_others_are_served(engine):
