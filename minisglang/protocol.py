@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator,
                       model_validator)
 
-from .constrained.json_schema import repeated_key
+from .constrained.json_schema import repeated_key, shown_numeral, underflows
 from .core import SamplingParams
 from .function_call import TOOL_NAME, FunctionTool, ToolChoice, ToolConstraint, arguments_schema, tool_constraint
 
@@ -566,8 +566,11 @@ def _refuse_non_finite(text: str) -> float:
     """json.loads' parse_float (and parse_constant): a number that reads as infinity (1e999),
     or NaN/Infinity (not JSON at all), is an error naming it; pydantic takes them as floats."""
     value = float(text)
+    if underflows(text, value):   # a bound that would silently become 0 (`minimum: 1e-400` allowing 0)
+        raise RequestError(f"the request body holds the number {shown_numeral(text)}, which is below the smallest double "
+                           f"({5e-324}) and reads as 0; write 0 or a larger number")
     if not math.isfinite(value):
-        shown = text if len(text) <= 40 else text[:37] + "..."
+        shown = shown_numeral(text)
         if text in ("NaN", "Infinity", "-Infinity"):
             raise RequestError(f"the request body holds {text}, which is not JSON (JSON numbers are finite)")
         raise RequestError(f"the request body holds the number {shown}, which is out of range: beyond the largest "

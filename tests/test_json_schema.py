@@ -1010,3 +1010,13 @@ def test_family_valid_instances_serialised_with_json_dumps_match(data):
 @given(family, st.integers(0, 1000))
 def test_family_every_sampled_dfa_string_is_valid_json_for_the_schema(schema, seed):
     assert_sound(schema, n=40, seed=seed)
+
+
+@pytest.mark.parametrize("numeral", ["1e-400", "-2.5E-330", "0." + "0" * 399 + "1"])
+def test_a_number_below_the_smallest_double_is_refused_not_read_as_zero(numeral):
+    """`minimum: 1e-400` read as 0 would allow 0, which the schema forbids: a silent weakening."""
+    with pytest.raises(InvalidSchemaError, match="below the smallest double") as info:
+        build_regex_from_schema('{"type": "number", "minimum": %s}' % numeral)
+    assert numeral[:20] in str(info.value)
+    assert matches({"type": "number", "minimum": 0.0}, "0")   # zero written as zero is fine
+    assert build_regex_from_schema('{"type": "number", "minimum": 0e-400, "maximum": 5e-324}')   # (zero digits: 0)

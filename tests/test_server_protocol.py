@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import minisglang as sgl
+from minisglang.constrained.json_schema import build_regex_from_schema
 from minisglang.protocol import ChatCompletionRequest, CompletionRequest, GenerateRequest, RequestError, parse
 from minisglang.server import ServerOptions, create_app
 from minisglang.stages import latest_stage
@@ -134,6 +135,22 @@ def test_a_number_out_of_range_is_named_not_called_broken_json(body, needles):
         assert str(err).startswith(err.param + ": ")
     for needle in needles:
         assert needle in str(err)
+
+
+@pytest.mark.parametrize("body", [b'{"prompt": "x", "json_schema": {"type": "number", "minimum": 1e-400}}',
+                                  b'{"prompt": "x", "json_schema": "{\\"type\\": \\"number\\", \\"minimum\\": 1e-400}"}'])
+def test_a_number_below_the_smallest_double_is_refused_not_read_as_zero(body):
+    """`minimum: 1e-400` read as 0 would allow 0, which the schema forbids (a silent weakening),
+    in a schema object and in a schema text alike."""
+    try:
+        parsed = parse(CompletionRequest, body)
+    except RequestError as err:
+        message = str(err)
+    else:   # a schema text: its own reader refuses it
+        with pytest.raises(Exception) as info:
+            build_regex_from_schema(parsed.json_schema)
+        message = str(info.value)
+    assert "1e-400" in message and "below the smallest double" in message
 
 
 def nested_body(levels: int) -> bytes:
