@@ -57,10 +57,27 @@ def test_pattern_with_length_is_the_exact_intersection(pattern, window):
         if "accepts no JSON value" in str(e):  # an empty intersection
             assert not any(is_valid(s, schema) for s in domain)
         else:  # alternatives of different widths; a counted search (no leading ^)
-            assert f"'pattern' {pattern!r} with 'minLength'/'maxLength' at #/pattern" in str(e)
+            assert f"'pattern' '{pattern}' with 'minLength'/'maxLength' at #/pattern" in str(e)
             assert pattern == "^(?:a|bb)$" or not pattern.startswith("^")
         return
     assert_exact_on(schema, domain)
+
+
+@pytest.mark.parametrize("schema, whitespace, message", [
+    ({"type": "string", "pattern": r"(?=\d)\d{3}-\d{4}"}, None,
+     r"'pattern' '(?=\d)\d{3}-\d{4}' at #/pattern: lookaround assertions are not supported"),
+    ({"type": "string", "pattern": "a\nb\x00(?=c)"}, None,
+     r"'pattern' 'a\nb\x00(?=c)' at #/pattern: lookaround assertions are not supported"),
+    ({"type": "object", "patternProperties": {r"^\d+(": {}}}, None,
+     r"'pattern' '^\d+(' at #/patternProperties/^\d+( is not a regex we can read: missing )"),
+    ({"type": "integer"}, r"\s(", r"whitespace regex '\s(' is invalid: invalid regex '\s(': missing )"),
+    ({"type": "integer"}, r"[\s]*", r"whitespace regex '[\s]*' matches [\t-\r ], which is not JSON whitespace"),
+])
+def test_a_refused_pattern_is_quoted_as_written(schema, whitespace, message):
+    # Backslashes single (repr doubled them: '\\d{3}'), a newline or NUL escaped.
+    with pytest.raises(ValueError) as info:
+        build_regex_from_schema(schema, whitespace=whitespace)
+    assert message in str(info.value) and "\\\\" not in str(info.value)
 
 
 def test_pattern_with_length_refuses_varying_width_repeats_by_name():

@@ -18,6 +18,7 @@ from minisglang.constrained.regex_dfa import (
     CharClass,
     RegexError,
     compile_regex,
+    shown_regex,
     utf8_sequences,
 )
 
@@ -315,7 +316,7 @@ def test_states_are_numbered_breadth_first_from_zero():
     ("(?<=a)b", ["unsupported regex", "lookbehind"]),
     (r"(a)\1", ["unsupported regex", "interegular says", "Group references"]),
     ("a$b", ["unsupported regex", "interegular says"]),
-    (r"a[^\s\S]b", ["matches no string", "empty language", r"'a[^\\s\\S]b'"]),
+    (r"a[^\s\S]b", ["matches no string", "empty language", r"'a[^\s\S]b'"]),
     ("[]a", ["invalid regex"]),
 ])
 def test_bad_regexes_raise_regex_error_naming_the_problem(pattern, words):
@@ -324,6 +325,53 @@ def test_bad_regexes_raise_regex_error_naming_the_problem(pattern, words):
     for word in words:
         assert word in str(info.value)
     assert isinstance(info.value, ValueError)
+
+
+# ---------------------------------------------------------------------------------------
+# The regex in an error message: as the client wrote it
+# ---------------------------------------------------------------------------------------
+def test_a_regex_in_an_error_keeps_its_backslashes_single():
+    assert shown_regex(r"\d{3}-\d{4}") == r"'\d{3}-\d{4}'"
+    with pytest.raises(RegexError) as info:
+        compile_regex(r"\d{3}-\d{4}(")
+    assert str(info.value).startswith(r"invalid regex '\d{3}-\d{4}(': ")
+    assert "\\\\" not in str(info.value)
+
+
+@pytest.mark.parametrize("regex, shown", [
+    ("a\nb", r"'a\nb'"), ("a\x00b", r"'a\x00b'"), ("\t\r", r"'\t\r'"), ("a\x7fb\x85", r"'a\x7fb\x85'"),
+    ("a\u2028b", r"'a\u2028b'"), ("\xa0", r"'\xa0'"),
+    ("é中😀", "'é中😀'"),            # printable non-ASCII is shown as is
+    ("it's", "'it's'"), ('"', "'\"'"),  # a quote inside is left as is
+])
+def test_a_regex_shows_what_does_not_print_escaped_and_the_rest_as_is(regex, shown):
+    assert shown_regex(regex) == shown
+
+
+def test_a_newline_or_nul_in_a_bad_regex_is_escaped_in_the_error():
+    for regex, shown in [("(a\nb", r"'(a\nb'"), ("(a\x00", r"'(a\x00'")]:
+        with pytest.raises(RegexError) as info:
+            compile_regex(regex)
+        message = str(info.value)
+        assert f"invalid regex {shown}:" in message and "\n" not in message and "\x00" not in message
+
+
+def test_a_long_regex_is_cut_in_the_middle_with_its_length():
+    regex = "\\d" + "a" * 5000 + "z$"
+    shown = shown_regex(regex)
+    assert shown == f"'\\d{'a' * 78}'...'{'a' * 38}z$' (5,004 characters)"
+    assert shown_regex("a" * 120) == f"'{'a' * 120}'"   # up to the limit: whole
+    assert shown_regex("ab" * 10, limit=6) == "'abab'...'ab' (20 characters)"
+    with pytest.raises(RegexError, match=re.escape(f"invalid regex '\\d{'a' * 78}'...'{'a' * 37}z$(' "
+                                                   "(5,005 characters): missing )")):
+        compile_regex(regex + "(")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=120))
+def test_a_printable_ascii_regex_within_the_limit_is_shown_exactly(regex):
+    shown = shown_regex(regex)
+    assert shown[0] == shown[-1] == "'" and shown[1:-1] == regex
 
 
 def test_too_many_states():

@@ -395,6 +395,12 @@ def test_malformed_posts_never_get_a_5xx_and_the_server_keeps_serving(client, po
         "type": "json_schema", "json_schema": {"name": "p", "schema": {"enum": []}}}}, "response_format", "no JSON"),
     ("/generate", {"text": "x", "sampling_params": {"max_new_tokens": 2, "regex": "[^\\s\\S]"}}, "sampling_params",
      "empty language"),
+    # A regex is quoted as the client sent it: backslashes single (repr doubled them).
+    ("/v1/completions", {"prompt": "x", "max_tokens": 2, "regex": r"\d{3}-\d{4}("}, "regex",
+     r"invalid regex '\d{3}-\d{4}(': missing )"),
+    ("/v1/chat/completions", {"messages": HI, "max_tokens": 2, "response_format": {
+        "type": "json_schema", "json_schema": {"name": "p", "schema": {"type": "string", "pattern": r"(?=\d)\d{3}"}}}},
+     "response_format", r"'pattern' '(?=\d)\d{3}' at #/pattern: lookaround"),
     ("/v1/completions", {"prompt": "x", "max_tokens": 2, "stop": ""}, "stop", "stop[0] is empty"),
     ("/v1/completions", {"prompt": "x", "max_tokens": 2, "response_format": {
         "type": "json_schema", "json_schema": {"schema": {"maximum": math.inf}}}}, "response_format",

@@ -33,6 +33,7 @@ from outlines_core import Guide, Index, Vocabulary
 from outlines_core.json_schema import build_regex_from_schema
 
 from ..constrained.json_schema import InvalidSchemaError, load_schema
+from ..constrained.regex_dfa import shown_regex
 from .base import BaseGrammarBackend, BaseGrammarObject, GrammarError, register_backend
 
 MAX_ROLLBACK = 1024   # states a Guide remembers for `rollback`
@@ -125,8 +126,8 @@ def _regex_problem(regex: str, library_message: str) -> str:
     try:
         re.compile(regex)
     except re.error as e:
-        return f"invalid regex {regex!r}: {e}"
-    return f"outlines-core cannot compile the regex {regex!r}: {library_message}"
+        return f"invalid regex {shown_regex(regex)}: {e}"
+    return f"outlines-core cannot compile the regex {shown_regex(regex)}: {library_message}"
 
 
 @register_backend("outlines")

@@ -37,6 +37,7 @@ import numpy as np
 
 from .fsm_arrays import Arrays, compile_arrays, fsm_from_arrays
 from .fsm_disk import FSMDiskCache
+from .regex_dfa import shown_regex
 from .token_fsm import ConstraintError, TokenFSM
 from .token_index import vocab_trie
 
@@ -68,11 +69,6 @@ class CompileSettings:
     jump_map: bool = False               # also build stage s4's jump map (from the same DFA)
     memory_bytes: int | None = 4 << 30   # per worker address space (RLIMIT_AS); None: unbounded
     nice: int = 5                        # the workers' niceness (Unix)
-
-
-def short(regex: str, limit: int = 120) -> str:
-    """`regex` for an error message: its repr, cut after `limit` characters."""
-    return repr(regex) if len(regex) <= limit else f"{regex[:limit]!r}... ({len(regex):,} characters)"
 
 
 # -- replies through files in memory ----------------------------------------------------
@@ -142,10 +138,10 @@ def _answer(conn, vocab: VocabularyBytes, settings: CompileSettings, reply_dir: 
         except ConstraintError as e:
             reply = ("error", str(e))
         except MemoryError:
-            reply = ("error", f"compiling regex {short(regex)} needs more memory than a compile worker may "
+            reply = ("error", f"compiling regex {shown_regex(regex)} needs more memory than a compile worker may "
                               f"use ({settings.memory_bytes / 2**30:.1f} GiB, option compile_memory_bytes)")
         except Exception as e:  # a bug in a compile must still answer its caller
-            reply = ("error", f"compiling regex {short(regex)} failed: {type(e).__name__}: {e}")
+            reply = ("error", f"compiling regex {shown_regex(regex)} failed: {type(e).__name__}: {e}")
         del arrays   # give a big result back before waiting for the next regex
         conn.send(reply)
 
@@ -281,7 +277,7 @@ class CompileService:
                 self._replace(worker)   # the only way to stop a compile: kill its process
                 # The eager DFA is built whole before its state limit can be checked, so a regex
                 # whose DFA is exponential (`(a|b)*a(a|b){30}`) reaches the timeout, not the limit.
-                raise CompileTimeout(f"compiling regex {short(regex)} took longer than {self.timeout} s "
+                raise CompileTimeout(f"compiling regex {shown_regex(regex)} took longer than {self.timeout} s "
                                      f"(option compile_timeout); it was stopped. Its whole DFA is built "
                                      f"before the state limit is checked, and some regexes have "
                                      f"exponentially many DFA states (such as (a|b)*a(a|b){{30}}); the s5 "
@@ -290,7 +286,7 @@ class CompileService:
         except (EOFError, OSError) as e:
             code = worker.process.exitcode
             self._replace(worker)
-            raise ConstraintError(f"the compile worker died compiling regex {short(regex)} "
+            raise ConstraintError(f"the compile worker died compiling regex {shown_regex(regex)} "
                                   f"(exit code {code}: {type(e).__name__})") from None
         finally:
             if worker in self.workers:

@@ -120,6 +120,7 @@ from minisglang.constrained.regex_dfa import (
     _escape_char,
     _remove_surrogates,
     compile_regex,
+    shown_regex,
 )
 
 try:  # Python's own regex parser, used to read (and check) `pattern` keywords
@@ -351,15 +352,15 @@ def _checked_whitespace(ws: str) -> str:
     try:
         dfa = compile_regex(ws) if ws else None
     except RegexError as e:
-        raise ValueError(f"whitespace regex {ws!r} is invalid: {e}") from None
+        raise ValueError(f"whitespace regex {shown_regex(ws)} is invalid: {e}") from None
     if dfa is None:
         return ""
     if not dfa.accepts(""):
-        raise ValueError(f"whitespace regex {ws!r} must match the empty string: JSON whitespace is optional")
+        raise ValueError(f"whitespace regex {shown_regex(ws)} must match the empty string: JSON whitespace is optional")
     for row in dfa.transitions.values():
         for cls in row:
             if cls.negated or not cls.chars <= set(" \t\n\r"):
-                raise ValueError(f"whitespace regex {ws!r} matches {cls.label()}, which is not JSON "
+                raise ValueError(f"whitespace regex {shown_regex(ws)} matches {cls.label()}, which is not JSON "
                                  "whitespace (only space, \\t, \\n and \\r are)")
     return ws if re.fullmatch(r"\[[^\]]*\][?*+]?|\\?.[?*+]?", ws) else f"(?:{ws})"
 
@@ -821,10 +822,12 @@ def _parsed_pattern(pattern: str, path: str):
     try:
         tree = sre_parse.parse(pattern)
     except re.error as e:
-        raise UnsupportedSchemaError(f"'pattern' {pattern!r} at {path} is not a regex we can read: {e}") from None
+        raise UnsupportedSchemaError(f"'pattern' {shown_regex(pattern)} at {path} is not a regex we can read: "
+                                     f"{e}") from None
     flags = getattr(tree, "state", getattr(tree, "pattern", None)).flags
     if flags & (re.IGNORECASE | re.MULTILINE | re.DOTALL | re.VERBOSE):
-        raise UnsupportedSchemaError(f"'pattern' {pattern!r} at {path}: inline flags such as (?i) are not supported")
+        raise UnsupportedSchemaError(f"'pattern' {shown_regex(pattern)} at {path}: inline flags such as (?i) "
+                                     "are not supported")
     return tree
 
 
@@ -883,14 +886,14 @@ def _translate_regex(items: list, pattern: str, path: str, wide: bool = False) -
             _, add_flags, del_flags, sub = arg
             if add_flags or del_flags:
                 raise UnsupportedSchemaError(
-                    f"'pattern' {pattern!r} at {path}: inline flags such as (?i:...) are not supported")
+                    f"'pattern' {shown_regex(pattern)} at {path}: inline flags such as (?i:...) are not supported")
             part = _translate_regex(list(sub), pattern, path, wide)
             part = part if part is None or _is_atom(part) else f"(?:{part})"
         elif op is _P.BRANCH:
             part = _alt([_translate_regex(list(b), pattern, path, wide) for b in arg[1]])
         else:
             what = _UNSUPPORTED_REGEX_OPS.get(op, str(op))
-            raise UnsupportedSchemaError(f"'pattern' {pattern!r} at {path}: {what} are not supported")
+            raise UnsupportedSchemaError(f"'pattern' {shown_regex(pattern)} at {path}: {what} are not supported")
         if part is None:
             return None
         out.append(part)
@@ -966,13 +969,13 @@ def _pattern_with_length(pattern: str, path: str, min_length: int, max_length: i
                 # interegular's automaton tracks every start that may still match (2^n
                 # states for `any{n} P`; n^2 even for "no C, then C").
                 raise UnsupportedSchemaError(
-                    f"'pattern' {pattern!r} with 'minLength'/'maxLength' at {path}: a pattern without a "
+                    f"'pattern' {shown_regex(pattern)} with 'minLength'/'maxLength' at {path}: a pattern without a "
                     "leading ^ can be intersected with a length only when it is one character class "
                     "and there is no maxLength")
         options.append(_window(tuple(pieces), min_length, max_length, {}))
     regex = _alt(options)
     if regex is not None and len(regex) > MAX_LENGTH_WINDOW_REGEX:
-        raise UnsupportedSchemaError(f"'pattern' {pattern!r} with 'minLength'/'maxLength' at {path}: the "
+        raise UnsupportedSchemaError(f"'pattern' {shown_regex(pattern)} with 'minLength'/'maxLength' at {path}: the "
                                      f"exact intersection needs a regex of {len(regex)} characters (limit "
                                      f"{MAX_LENGTH_WINDOW_REGEX})")
     return regex
@@ -1008,7 +1011,7 @@ def _pieces(items: list, pattern: str, path: str) -> list[_Piece] | None:
             unit = _fixed_width(list(sub), pattern, path)
             if unit is None:
                 raise UnsupportedSchemaError(
-                    f"'pattern' {pattern!r} with 'minLength'/'maxLength' at {path}: only repeats of "
+                    f"'pattern' {shown_regex(pattern)} with 'minLength'/'maxLength' at {path}: only repeats of "
                     "fixed-width parts can be intersected with a length exactly")
             if unit[0] is None:  # the repeated part matches nothing: only zero times
                 if lo > 0:
@@ -1024,7 +1027,7 @@ def _pieces(items: list, pattern: str, path: str) -> list[_Piece] | None:
             unit = _fixed_width([(op, arg)], pattern, path)
             if unit is None:
                 raise UnsupportedSchemaError(
-                    f"'pattern' {pattern!r} with 'minLength'/'maxLength' at {path}: alternatives of "
+                    f"'pattern' {shown_regex(pattern)} with 'minLength'/'maxLength' at {path}: alternatives of "
                     "different widths cannot be intersected with a length exactly")
             if unit[0] is None:
                 return None
@@ -1047,7 +1050,7 @@ def _fixed_width(items: list, pattern: str, path: str) -> tuple[str | None, int]
         elif op is _P.SUBPATTERN:
             if arg[1] or arg[2]:
                 raise UnsupportedSchemaError(
-                    f"'pattern' {pattern!r} at {path}: inline flags such as (?i:...) are not supported")
+                    f"'pattern' {shown_regex(pattern)} at {path}: inline flags such as (?i:...) are not supported")
             sub = _fixed_width(list(arg[3]), pattern, path)
             if sub is None:
                 return None
@@ -1062,7 +1065,7 @@ def _fixed_width(items: list, pattern: str, path: str) -> tuple[str | None, int]
             return None  # a repeat with a count range: widths vary
         else:
             what = _UNSUPPORTED_REGEX_OPS.get(op, str(op))
-            raise UnsupportedSchemaError(f"'pattern' {pattern!r} at {path}: {what} are not supported")
+            raise UnsupportedSchemaError(f"'pattern' {shown_regex(pattern)} at {path}: {what} are not supported")
         if part is None:
             return None, 0
         parts.append(part)
@@ -1738,9 +1741,9 @@ class _SchemaCompiler:
                 parts.append(STRING if wide is None else f'(?@diff({STRING})("{wide}"))')
             return self.intersection(parts, path) if parts else STRING
         if MORE_PATTERNS in schema:
+            shown = ", ".join(shown_regex(p) for p in [schema["pattern"], *schema[MORE_PATTERNS]])
             raise UnsupportedSchemaError(f"'allOf' at {path}: a string must match several 'pattern's "
-                                         f"({[schema['pattern'], *schema[MORE_PATTERNS]]!r}); only automaton='lazy' "
-                                         "intersects them")
+                                         f"([{shown}]); only automaton='lazy' intersects them")
         if NOT_PATTERNS in schema:
             raise UnsupportedSchemaError(f"keyword 'not' at {schema[NOT_AT]}: the negation of 'pattern' is written "
                                          "only for automaton='lazy'")
@@ -2101,8 +2104,9 @@ class _SchemaCompiler:
                 if (value is not None and not self.language_empty(f"(?@and({key})({other_wide}))", where)) or \
                         (other_written and not self.language_empty(f"(?@and({other})({wide}))", where)):
                     raise UnsupportedSchemaError(
-                        f"keyword 'patternProperties' at {where}: some key matches both {pattern!r} and "
-                        f"{other_pattern!r}, and its value would have to fit both (with automaton='lazy' it can)")
+                        f"keyword 'patternProperties' at {where}: some key matches both {shown_regex(pattern)} and "
+                        f"{shown_regex(other_pattern)}, and its value would have to fit both "
+                        "(with automaton='lazy' it can)")
             keys.append((pattern, key, wide, value is not None))
             if value is not None:
                 entries.append(f"{key}:{self.ws}{value}")
@@ -2437,8 +2441,8 @@ def _searches(pattern: str, name: str, path: str) -> bool:
     try:
         return re.search(pattern, name) is not None
     except re.error as e:
-        raise UnsupportedSchemaError(f"'patternProperties' at {path}: {pattern!r} is not a regex we can read: {e}") \
-            from None
+        raise UnsupportedSchemaError(f"'patternProperties' at {path}: {shown_regex(pattern)} is not a regex we "
+                                     f"can read: {e}") from None
 
 
 def _check_keywords(schema: dict, path: str) -> None:

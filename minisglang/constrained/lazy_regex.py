@@ -50,7 +50,7 @@ import unicodedata
 import warnings
 import numpy as np
 
-from .regex_dfa import RegexError, _complement, _strip_anchors, utf8_sequences
+from .regex_dfa import RegexError, _complement, _strip_anchors, shown_regex, utf8_sequences
 
 # Node kinds.
 EMPTY, EPSILON, BYTES, CONCAT, ALT, REPEAT, MEMBERS, AND, DIFF = range(9)
@@ -675,7 +675,7 @@ class _Parser:
                 self.group_end[stack.pop()] = m.start()
 
     def fail(self, what: str) -> RegexError:
-        return RegexError(f"unsupported regex {self.source!r}: {what}")
+        return RegexError(f"unsupported regex {shown_regex(self.source)}: {what}")
 
     def parse(self) -> RegexNode:
         node = self.alternation()
@@ -961,7 +961,7 @@ def parse_regex(pattern: str, pool: RegexPool, members: bool = False) -> RegexNo
             # starting with a literal "!"): the rest must be a regex Python accepts.
             re.compile(_PRIVATE_GROUP.sub("(?:", body) if members else body)
     except re.error as e:
-        raise RegexError(f"invalid regex {pattern!r}: {e}") from None
+        raise RegexError(f"invalid regex {shown_regex(pattern)}: {e}") from None
     except RecursionError:   # Python's own parser, on groups nested a few hundred deep
         raise AutomatonLimitError(TOO_DEEP) from None
     try:
@@ -969,7 +969,7 @@ def parse_regex(pattern: str, pool: RegexPool, members: bool = False) -> RegexNo
     except RecursionError:
         raise AutomatonLimitError(TOO_DEEP) from None
     if node.kind == EMPTY:
-        raise RegexError(f"regex {pattern!r} matches no string at all (empty language)")
+        raise RegexError(f"regex {shown_regex(pattern)} matches no string at all (empty language)")
     return node
 
 

@@ -36,7 +36,7 @@ import torch
 from .lazy_regex import (ALT, BYTES, CONCAT, EPSILON, REPEAT, TOO_DEEP, UNEXPLORED, AutomatonLimitError, LazyByteDFA, RegexNode,
                          RegexPool, describe, parse_regex)
 from .lazy_trie_walk import finish_row, token_repetitions, vocab_arrays, walk_bytes, walk_rests, walk_trie
-from .regex_dfa import RegexError
+from .regex_dfa import RegexError, shown_regex
 from .token_fsm import ConstraintError, TokenFSM, Vocabulary, check_regex_length
 from .token_index import VocabularyCannotSpellError, vocab_trie
 
@@ -911,7 +911,7 @@ def compile_lazy_token_fsm(regex: str, vocab: Vocabulary, vocab_size: int, limit
     if start.count == 0 and not index.is_final(index.initial_state):
         allowed = bytes(dfa.allowed_bytes(index.initial_state).tolist()[:12])
         error = VocabularyCannotSpellError(
-            f"the vocabulary cannot spell any string that matches regex {regex!r}: no token "
+            f"the vocabulary cannot spell any string that matches regex {shown_regex(regex)}: no token "
             f"starts with the bytes the regex needs first ({allowed!r})")
         raise ConstraintError(str(error)) from error
     return LazyTokenFSM(regex, index=index, state_row=LazyRowMap(index), jump_map=LazyJumpForward(dfa))

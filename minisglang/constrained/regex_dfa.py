@@ -35,6 +35,33 @@ class RegexError(ValueError):
     """The regex is invalid, unsupported, matches nothing, or is too complex."""
 
 
+def _shown_char(c: str) -> str:
+    """One character of a regex as an error message shows it: one that does not print escaped."""
+    return c if c.isprintable() else repr(c)[1:-1]  # repr escapes a non-printing character alone
+
+
+def shown_regex(regex: str, limit: int = 120) -> str:
+    """`regex` quoted for an error message, exactly as the client wrote it.
+
+    Backslashes stay single (`'\\d{3}'`, not repr's `'\\\\d{3}'`), so a client can compare
+    the text with what it sent. Only what would make the message unreadable is escaped: a
+    character that does not print (newline, tab, NUL, other controls, a space other than
+    " ", a line separator, a format character) appears as its Python escape (`\\n`, `\\t`,
+    `\\x00`, `\\xa0`, `\\u2028`), which reads like the regex escape matching that character.
+    A quote inside the regex is left as is, never escaped: the outer quotes only delimit,
+    and a backslash put before a quote would read as part of the regex.
+
+    A regex longer than `limit` characters is cut in the middle: its first and last
+    characters, each quoted, around `...`, then its total length:
+    `'abc'...'xyz' (5,000 characters)`.
+    """
+    if len(regex) <= limit:
+        return "'" + "".join(map(_shown_char, regex)) + "'"
+    head, tail = regex[: limit - limit // 3], regex[len(regex) - limit // 3 :]
+    return (f"'{''.join(map(_shown_char, head))}'...'{''.join(map(_shown_char, tail))}' "
+            f"({len(regex):,} characters)")
+
+
 # ---------------------------------------------------------------------------------------
 # Character classes
 # ---------------------------------------------------------------------------------------
@@ -191,24 +218,24 @@ def compile_regex(pattern: str, max_states: int = 10_000) -> CharDFA:
     try:
         re.compile(body)
     except re.error as e:
-        raise RegexError(f"invalid regex {pattern!r}: {e}") from None
+        raise RegexError(f"invalid regex {shown_regex(pattern)}: {e}") from None
     try:
         parsed = interegular.parse_pattern(_expand_unicode_escapes(body))
     except Exception as e:  # interegular's parser raises several exception types
         reason = str(e) or type(e).__name__
-        raise RegexError(f"unsupported regex {pattern!r}: interegular says: {reason}") from None
+        raise RegexError(f"unsupported regex {shown_regex(pattern)}: interegular says: {reason}") from None
     _check_supported(parsed, pattern, max_states)
     try:
         fsm = parsed.to_fsm().reduce()
     except Exception as e:
         reason = str(e) or type(e).__name__
-        raise RegexError(f"unsupported regex {pattern!r}: interegular says: {reason}") from None
+        raise RegexError(f"unsupported regex {shown_regex(pattern)}: interegular says: {reason}") from None
     dfa = _renumber(fsm, pattern)
     if not dfa.finals:
-        raise RegexError(f"regex {pattern!r} matches no string at all (empty language)")
+        raise RegexError(f"regex {shown_regex(pattern)} matches no string at all (empty language)")
     if dfa.num_states > max_states:
         raise RegexError(
-            f"regex too complex: more than {max_states} states ({dfa.num_states}) for {pattern!r}"
+            f"regex too complex: more than {max_states} states ({dfa.num_states}) for {shown_regex(pattern)}"
         )
     return dfa
 
@@ -259,7 +286,7 @@ def _check_supported(parsed: Pattern, pattern: str, max_states: int) -> None:
         nonlocal named_chars
         if isinstance(node, _NonCapturing):
             kind = "lookbehind" if node.backwards else "lookahead"
-            raise RegexError(f"unsupported regex {pattern!r}: {kind} assertions are not supported")
+            raise RegexError(f"unsupported regex {shown_regex(pattern)}: {kind} assertions are not supported")
         if isinstance(node, Pattern):
             return sum(positions(o) for o in node.options)
         if isinstance(node, _Concatenation):
@@ -275,12 +302,12 @@ def _check_supported(parsed: Pattern, pattern: str, max_states: int) -> None:
     size = positions(parsed)
     if named_chars > MAX_NAMED_CHARACTERS:
         raise RegexError(
-            f"regex too complex: {pattern!r} names {named_chars} characters in its classes "
+            f"regex too complex: {shown_regex(pattern)} names {named_chars} characters in its classes "
             f"(limit {MAX_NAMED_CHARACTERS}); write a negated class such as [^...] instead"
         )
     if size > 4 * max_states:
         raise RegexError(
-            f"regex too complex: more than {max_states} states would be needed; {pattern!r} "
+            f"regex too complex: more than {max_states} states would be needed; {shown_regex(pattern)} "
             f"expands to {size} character positions (limit {4 * max_states})"
         )
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 from tqdm.auto import tqdm
 
-from minisglang.constrained.regex_dfa import ByteDFA
+from minisglang.constrained.regex_dfa import ByteDFA, shown_regex
 
 
 class VocabularyCannotSpellError(ValueError):
@@ -80,7 +80,7 @@ def _check_can_finish(index: TokenIndex, dfa: ByteDFA, vocab: Sequence[bytes | N
         started = {vocab[t][0] for t in tokens if t != index.eos_token_id}
         expected = np.flatnonzero(dfa.table[state] >= 0)
         missing.update(bytes([b]) for b in expected if b not in started)
-    regex = f"regex {dfa.pattern!r}" if dfa.pattern is not None else "the regex"
+    regex = f"regex {shown_regex(dfa.pattern)}" if dfa.pattern is not None else "the regex"
     shown = ", ".join(repr(b) for b in sorted(missing)[:12]) or "(nothing: every path loops)"
     raise VocabularyCannotSpellError(
         f"the vocabulary cannot spell any string that matches {regex}: from the "

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import torch
 
 from ..constrained.grammar import FSMState
-from ..constrained.regex_dfa import RegexError
+from ..constrained.regex_dfa import RegexError, shown_regex
 from ..constrained.token_fsm import ConstraintError, TokenFSM, compile_token_fsm
 from ..core import Req
 from .base import Stage, StageOptions, register
@@ -83,7 +83,7 @@ class MaskedFillStage(Stage):
             if not bool(row.any()):
                 # Never sample from an all -inf row: end this request with a clear reason.
                 req.finish("abort", message=f"no token is allowed in FSM state {req.grammar.state} "
-                           f"of regex {req.grammar.fsm.regex!r}")
+                           f"of regex {shown_regex(req.grammar.fsm.regex)}")
                 continue
             logits[i].masked_fill_(~row, float("-inf"))
         # END SOLUTION
@@ -102,7 +102,7 @@ class MaskedFillStage(Stage):
             return
         g.state = index.next_state(g.state, token_id)
         if g.state < 0:
-            req.finish("abort", message=f"token {token_id} is not allowed by regex {g.fsm.regex!r}")
+            req.finish("abort", message=f"token {token_id} is not allowed by regex {shown_regex(g.fsm.regex)}")
         elif g.fsm.is_complete(g.state):
             # Accepting and nothing can follow: the match is complete without waiting for EOS.
             req.finish("stop", matched=None)

@@ -29,6 +29,7 @@ import torch
 
 from ..constrained.bitmask import (all_allowed_mask, apply_bitmask, apply_bitmask_torch, warm_up_apply_kernel,
                                    with_rows)
+from ..constrained.regex_dfa import shown_regex
 from ..constrained.token_fsm import TokenFSM
 from ..core import Req
 from .base import register
@@ -81,5 +82,5 @@ class BatchedMaskStage(MaskedFillStage):
             # A state with no allowed token has an all-zero row: end the request, never sample it.
             if req.grammar is not None and not req.finished and not req.grammar.fsm.index.state_to_tokens.get(req.grammar.state):
                 req.finish("abort", message=f"no token is allowed in FSM state {req.grammar.state} "
-                           f"of regex {req.grammar.fsm.regex!r}")
+                           f"of regex {shown_regex(req.grammar.fsm.regex)}")
         self.apply(logits, mask.to(logits.device))

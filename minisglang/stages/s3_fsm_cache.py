@@ -38,6 +38,7 @@ from typing import Any, Callable
 from ..constrained.compile_service import CompileService, CompileSettings, CompileTimeout
 from ..constrained.fsm_arrays import fsm_from_arrays
 from ..constrained.grammar import FSMState
+from ..constrained.regex_dfa import shown_regex
 from ..constrained.token_fsm import ConstraintError, TokenFSM
 from ..core import Req
 from .base import register
@@ -96,7 +97,7 @@ class FSMCache:
         # BEGIN SOLUTION task3_2
         entry = self.init_fsm_in_background(regex)
         if not entry.event.wait(timeout):
-            raise ConstraintError(f"compiling regex {regex!r} took longer than {timeout} s")
+            raise ConstraintError(f"compiling regex {shown_regex(regex)} took longer than {timeout} s")
         if entry.error is not None:
             raise ConstraintError(entry.error)
         return entry.value
@@ -126,7 +127,7 @@ class FSMCache:
         except ConstraintError as e:
             entry.error = str(e)
         except Exception as e:  # a bug in a compile must still release its waiters
-            entry.error = f"compiling regex {regex!r} failed: {type(e).__name__}: {e}"
+            entry.error = f"compiling regex {shown_regex(regex)} failed: {type(e).__name__}: {e}"
         finally:
             entry.event.set()
 
