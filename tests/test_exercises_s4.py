@@ -79,9 +79,13 @@ def test_jump_is_the_longest_common_continuation_of_every_accepted_string(parts)
             want = expected_jump(words, done)
             got = jm.jump_forward(state)
             if not want:
-                assert got is None, (regex, done, got)
+                assert got is None, (f"regex {regex!r}, after the bytes {done!r}: nothing is forced there, "
+                                     f"so jump_forward must return None; got {got!r}")
             else:
-                assert got == (want, byte_dfa.walk_bytes(0, done + want)), (regex, done)
+                end = byte_dfa.walk_bytes(0, done + want)
+                assert got == (want, end), (f"regex {regex!r}, after the bytes {done!r}: every accepted string "
+                                            f"goes on with {want!r}, so jump_forward(state {state}) must be "
+                                            f"{(want, end)!r}; got {got!r}")
 
 
 @pytest.mark.task4_1
@@ -94,7 +98,11 @@ def test_one_edge_of_many_characters_is_a_choice_not_a_jump(regex, done):
     jm = JumpForwardMap.build(dfa, byte_dfa)
     state = dfa.walk(0, done)
     assert len(dfa.transitions[state]) == 1   # one edge, as the test means
-    assert state not in jm.char_edges and jm.jump_forward(state) is None
+    edge = next(iter(dfa.transitions[state]))
+    assert state not in jm.char_edges and jm.jump_forward(state) is None, (
+        f"regex {regex!r}, state {state} after {done!r}: its one edge is the class {edge.label()} "
+        f"(chars={set(edge.chars)}, negated={edge.negated}), which takes many characters: a choice, "
+        f"not a jump; got char_edges[{state}] = {jm.char_edges.get(state)!r}")
 
 
 # ----------------------------------------------------------------------------- task4_3
@@ -134,10 +142,17 @@ def test_retokenize_is_the_tokenizers_own_encoding_or_a_refusal(tok, stage, prom
     # oracle: encode the whole text; refuse when the prompt's tokens change or the length limit is hit
     all_ids = tok.encode(prompt + "".join(pieces) + jump)
     prompt_len = len(req.origin_input_ids)
-    if all_ids[:prompt_len] != req.origin_input_ids or len(all_ids) - prompt_len >= max_new:
-        assert got is None
+    case = f"prompt {prompt!r}, output pieces {pieces!r}, jump {jump!r}, max_new_tokens {max_new}"
+    if all_ids[:prompt_len] != req.origin_input_ids:
+        assert got is None, (f"{case}: the whole text encodes the prompt's last tokens differently "
+                             f"({all_ids[:prompt_len][-3:]} instead of {req.origin_input_ids[-3:]}): "
+                             f"refuse (None); got {got!r}")
+    elif len(all_ids) - prompt_len >= max_new:
+        assert got is None, (f"{case}: the new output is {len(all_ids) - prompt_len} tokens, not fewer "
+                             f"than max_new_tokens: refuse (None); got {got!r}")
     else:
-        assert got == all_ids[prompt_len:]
+        assert got == all_ids[prompt_len:], (f"{case}: the new output ids are what encode(prompt + output + "
+                                             f"jump) gives after the prompt, {all_ids[prompt_len:]}; got {got!r}")
         assert tok.decode_bytes(got) == ("".join(pieces) + jump).encode()
 
 
@@ -148,14 +163,18 @@ def test_retokenize_finishes_a_half_written_character(tok, stage):
     first_byte = "我".encode()[:1]
     req.output_ids = [tok.token_bytes.index(first_byte)]            # the model wrote one byte of 我
     got = stage.jump.retokenize(req, "我喜欢".encode()[1:])
-    assert got == tok.encode(prompt + "我喜欢")[len(req.origin_input_ids):]
+    want = tok.encode(prompt + "我喜欢")[len(req.origin_input_ids):]
+    assert got == want, (f"the output is one byte of 我 ({first_byte!r}) and the jump its other two bytes, then "
+                         f"喜欢: join the bytes before decoding, the new output is {want} (我喜欢); got {got!r}")
 
 
 @pytest.mark.task4_3
 def test_retokenize_refuses_bytes_that_are_not_utf8(tok, stage):
     req = request(tok, PROMPTS[0], [])
     req.output_ids = [tok.token_bytes.index("我".encode()[:1])]
-    assert stage.jump.retokenize(req, b", ") is None                      # half a character, then ASCII
+    got = stage.jump.retokenize(req, b", ")                                # half a character, then ASCII
+    assert got is None, (f"output bytes {'我'.encode()[:1]!r} + jump b', ' are not UTF-8 (half a character): "
+                         f"refuse (None); got {got!r}")
 
 
 class GreedyTokenizer:
@@ -170,6 +189,12 @@ class GreedyTokenizer:
 
     def encode_extended(self, text: str, ids: list[int], more: str) -> list[int]:
         return self.encode(text + more)     # no special tokens: everything is re-encoded
+
+    def decode_bytes(self, ids: list[int]) -> bytes:
+        return b"".join(self.token_bytes[i] for i in ids)
+
+    def decode(self, ids: list[int]) -> str:
+        return self.decode_bytes(ids).decode("utf-8", errors="replace")
 
     def encode(self, text: str) -> list[int]:
         text, ids = self.normalise(text), []
@@ -194,7 +219,9 @@ def test_retokenize_refuses_a_changed_prompt_even_when_the_output_bytes_are_exac
     toy = GreedyTokenizer(["a", "bc", "ab", "c", "d"])
     req = toy_request("abc", [0, 1], [])
     assert toy.encode("abcd") == [2, 3, 4]   # the output part [d] alone is byte-exact
-    assert JumpForward(toy).retokenize(req, b"d") is None
+    got = JumpForward(toy).retokenize(req, b"d")
+    assert got is None, ("prompt 'abc' as the ids [a, bc], jump 'd': 'abcd' encodes as [ab, c, d], the "
+                         f"prompt's ids change (its KV would be wrong): refuse (None); got {got!r}")
 
 
 @pytest.mark.task4_3
@@ -204,7 +231,9 @@ def test_retokenize_refuses_a_normalised_output_even_when_the_prompt_is_kept():
     toy = GreedyTokenizer(["x", ":", "e", "é", "\u0301"], normalise=lambda text: unicodedata.normalize("NFC", text))
     req = toy_request("x:", [0, 1], [2])                                  # the output so far: "e"
     assert toy.encode("x:" + "e\u0301")[:2] == [0, 1]
-    assert JumpForward(toy).retokenize(req, "\u0301".encode()) is None
+    got = JumpForward(toy).retokenize(req, "\u0301".encode())
+    assert got is None, ("output 'e', jump U+0301 (a combining accent): the tokenizer normalises 'e\\u0301' "
+                         f"to 'é', whose bytes are not output + jump: refuse (None); got {got!r}")
     # the same tokenizer, nothing to normalise: the jump is taken
     assert JumpForward(toy).retokenize(req, b":") == [2, 1]
 
@@ -213,7 +242,9 @@ def test_retokenize_refuses_a_normalised_output_even_when_the_prompt_is_kept():
 def test_retokenize_refuses_when_the_prompt_fuses_with_the_output(tok, stage):
     req = request(tok, "The code is 1", [])
     assert tok.encode("The code is 12345")[:len(req.origin_input_ids)] != req.origin_input_ids
-    assert stage.jump.retokenize(req, b"2345-") is None
+    got = stage.jump.retokenize(req, b"2345-")
+    assert got is None, ("prompt 'The code is 1', jump '2345-': the whole text re-cuts the prompt's last "
+                         f"token (' 1' fuses with the output): refuse (None); got {got!r}")
 
 
 # ----------------------------------------------------------------------------- task4_4
@@ -245,12 +276,36 @@ def test_readmit_restarts_the_detokenizer_even_in_the_middle_of_a_character(tok)
     new_ids = tok.encode(Q + "我喜欢")[len(req.origin_input_ids):]
     parts = SchedulerParts(tok, req)
     Scheduler.readmit(parts, req, new_ids)
-    assert req.output_text == "我喜欢" and req.detok_offset == len(new_ids)
-    assert req.output_ids == new_ids and parts.released == [req]
-    assert parts.waiting_queue == [req] and parts.running == []
+    assert req.output_text == "我喜欢", (f"the old output was one byte of 我, the new ids spell 我喜欢: a fresh "
+                                       f"detokenizer fed the new ids gives output_text '我喜欢'; got {req.output_text!r}")
+    assert req.detok_offset == len(new_ids), f"detok_offset must be len(new_output_ids) = {len(new_ids)}; got {req.detok_offset}"
+    assert req.output_ids == new_ids, f"output_ids must be the new ids {new_ids}; got {req.output_ids}"
+    assert parts.released == [req], "readmit must call self.release_memory(req) once (its KV goes to the tree)"
+    assert parts.waiting_queue == [req] and parts.running == [], (
+        f"the request must move from running to waiting_queue; running has {len(parts.running)}, "
+        f"waiting_queue {len(parts.waiting_queue)}")
     # decoding goes on from the new ids: the next token's text only
     more = tok.encode(Q + "我喜欢编程")[len(req.origin_input_ids) + len(new_ids):]
     assert req.detokenizer.feed(more) == tok.decode(new_ids + more)[len("我喜欢"):]
+
+
+@pytest.mark.task4_4
+def test_readmit_queues_the_request_behind_those_already_waiting(tok):
+    """A jumper goes to the end of the waiting queue: put first, requests that jump often
+    would overtake, turn after turn, the ones that arrived before them (as in SGLang, whose
+    scheduler extends the waiting queue with the jumpers)."""
+    def new_req():
+        return Req(prompt=Q, origin_input_ids=tok.encode(Q), sampling_params=SamplingParams(max_new_tokens=64))
+    waiting, jumper = new_req(), new_req()
+    jumper.output_ids = tok.encode('{"')
+    jumper.detokenizer = IncrementalDetokenizer(tok)
+    jumper.output_text = jumper.detokenizer.feed(jumper.output_ids)
+    parts = SchedulerParts(tok, jumper)
+    parts.waiting_queue.append(waiting)
+    Scheduler.readmit(parts, jumper, tok.encode('{"name": "'))
+    order = ["the waiting request" if r is waiting else "the jumper" for r in parts.waiting_queue]
+    assert parts.waiting_queue == [waiting, jumper], (
+        f"a request was already waiting: the jumper goes to the END of waiting_queue; got the order {order}")
 
 
 @pytest.mark.task4_4
@@ -266,7 +321,12 @@ def test_a_jump_hands_the_kv_to_the_tree_and_readmits_with_the_longest_shared_pr
             continue
         jumps += 1
         # pulled out of the batch: no slots, no table row, waiting to be prefilled again
-        assert req in s.waiting_queue and req not in s.running and req.req_pool_idx is None
+        where = "running" if req in s.running else "waiting_queue" if req in s.waiting_queue else "no queue"
+        assert req in s.waiting_queue and req not in s.running, (
+            f"jump {jumps}: after readmit the request must be in waiting_queue only; it is in {where}")
+        assert req.req_pool_idx is None, (
+            f"jump {jumps}: after readmit the request still holds table row {req.req_pool_idx} "
+            f"(self.release_memory(req) frees its memory)")
         assert req.output_text == engine.tokenizer.decode(req.output_ids)
         # the tree holds everything that had KV before the jump
         prefix, _ = s.tree_cache.match_prefix(before_ids[:before_kv])
