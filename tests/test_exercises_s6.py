@@ -98,6 +98,20 @@ def test_free_text_regexes_on_random_triggers(triggers, data):
 
 
 @pytest.mark.task6_1
+@pytest.mark.parametrize("text, want", [("a", "a"), ("aa", "aa"), ("aaa", "aa"), ("ab", ""), ("b", ""),
+                                        ("aab", ("trigger", "aab"))])
+def test_next_is_the_longest_suffix_that_starts_the_trigger(text, want):
+    """`_next` alone, on exercises/s6.md's example `aab` (its states: "" 0, "a" 1, "aa" 2)."""
+    free = object.__new__(FreeText)          # no __init__: it would call _next and _eliminate
+    free.triggers, free.states = ("aab",), {"": 0, "a": 1, "aa": 2}
+    expected = want if isinstance(want, tuple) else free.states[want]
+    got = free._next(text)
+    why = ("it ends with the whole trigger" if isinstance(want, tuple) else
+           f"its longest suffix that is a prefix of 'aab' is {want!r}")
+    assert got == expected, f"trigger 'aab': _next({text!r}) must be {expected!r} ({why}); got {got!r}"
+
+
+@pytest.mark.task6_1
 def test_the_tag_regex_keeps_the_three_promises():
     """Through `StructuralTag.to_regex`: a trigger in free text is refused unless a valid
     call follows; a call whose arguments break the schema is refused; a call cut before its
