@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator,
                       model_validator)
 
-from .constrained.json_schema import repeated_key, shown_numeral, underflows
+from .constrained.json_schema import repeated_key, short_value, shown_numeral, underflows
 from .core import SamplingParams
 from .function_call import TOOL_NAME, FunctionTool, ToolChoice, ToolConstraint, arguments_schema, tool_constraint
 
@@ -228,7 +228,7 @@ MAX_TOOLS = 128
 
 def _tool_name(name: str) -> str:
     if not TOOL_NAME.fullmatch(name):
-        raise ValueError(f"must be 1 to 64 letters, digits, '_' or '-', got {_short(name)}")
+        raise ValueError(f"must be 1 to 64 letters, digits, '_' or '-', got {short_value(name)}")
     return name
 
 
@@ -248,7 +248,7 @@ class FunctionDef(_Strict):
     def _object_schema(cls, parameters: dict[str, Any] | None) -> dict[str, Any] | None:
         if parameters is not None and parameters.get("type", "object") != "object":
             raise ValueError(f"must be a JSON Schema of an object (the arguments are one): its \"type\" "
-                             f"is {_short(parameters['type'])}, not \"object\"")
+                             f"is {short_value(parameters['type'])}, not \"object\"")
         return parameters
 
 
@@ -269,7 +269,7 @@ class CalledFunction(_Strict):
         except (json.JSONDecodeError, RecursionError):
             value = None
         if not isinstance(value, dict):
-            raise ValueError(f"must be the JSON text of an object, got {_short(arguments)}")
+            raise ValueError(f"must be the JSON text of an object, got {short_value(arguments)}")
         return arguments
 
 
@@ -357,7 +357,7 @@ class ChatCompletionRequest(_SamplingFields):
                 and isinstance(choice["function"]["name"], str)):
             return choice
         raise ValueError('must be "none", "auto", "required" or {"type": "function", "function": {"name": '
-                         f'NAME}}}}, got {_short(choice)}')
+                         f'NAME}}}}, got {short_value(choice)}')
 
     def to_sampling_params(self) -> SamplingParams:
         params = self.sampling_params(self.max_completion_tokens or self.max_tokens)
@@ -475,18 +475,10 @@ def _field_path(loc: tuple) -> str:
     return out
 
 
-def _short(value: Any) -> str:
-    try:
-        text = json.dumps(value, ensure_ascii=False)
-    except (TypeError, ValueError):
-        text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
 def _sentence(err: dict[str, Any]) -> str:
     kind, ctx = err["type"], err.get("ctx") or {}
     if kind in _TYPE_WORDS:
-        return f"must be {_TYPE_WORDS[kind]}, got {_short(err.get('input'))}"
+        return f"must be {_TYPE_WORDS[kind]}, got {short_value(err.get('input'))}"
     if kind == "missing":
         return "is required"
     if kind == "extra_forbidden":
@@ -494,11 +486,11 @@ def _sentence(err: dict[str, Any]) -> str:
     if kind == "finite_number":
         return "must be a finite number"
     if kind == "literal_error":
-        return f"must be one of {ctx.get('expected')}, got {_short(err.get('input'))}"
+        return f"must be one of {ctx.get('expected')}, got {short_value(err.get('input'))}"
     bounds = {"greater_than_equal": ">=", "greater_than": ">", "less_than_equal": "<=", "less_than": "<"}
     if kind in bounds:
         bound = next(iter(ctx.values()))
-        return f"must be {bounds[kind]} {bound}, got {_short(err.get('input'))}"
+        return f"must be {bounds[kind]} {bound}, got {short_value(err.get('input'))}"
     if kind == "too_short":
         return f"must have at least {ctx.get('min_length')} item(s)"
     if kind in ("too_long", "string_too_long"):
@@ -511,7 +503,7 @@ def _refuse_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """json.loads' object hook: a key given twice is an error, not "the last one wins"."""
     twice = repeated_key(pairs)
     if twice is not None:
-        raise RequestError(f"the key {_short(twice)} appears twice in one JSON object; give each key once")
+        raise RequestError(f"the key {short_value(twice)} appears twice in one JSON object; give each key once")
     return dict(pairs)
 
 

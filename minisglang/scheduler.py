@@ -36,7 +36,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import logging
-import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -173,7 +172,7 @@ class Scheduler:
             try:
                 self.stage.on_arrival(req)   # hook 1 (s1 compiles the FSM right here)
             except Exception as e:
-                self.abort_for_error([req], "accepting the request (hook 1)", e)
+                self.abort_for_error([req], "accepting the request", e, hook=1)
         self.record_event("arrive", req)
         if req.finished:
             self._finish(req)
@@ -260,7 +259,7 @@ class Scheduler:
                 for r in self.stage.before_decode([req]):
                     self.readmit(r.req, r.new_output_ids)
             except Exception as e:   # a re-admission cut short may have left it in no queue
-                self.abort_for_error([req], "preparing the decode batch (hook 3)", e)
+                self.abort_for_error([req], "preparing the decode batch", e, hook=3)
                 self.release_request(req)
 
     def run(self, batch: ScheduledBatch) -> torch.Tensor:
@@ -308,7 +307,7 @@ class Scheduler:
                 try:
                     self.stage.mask_logits(logits[i:i + 1], [req])
                 except Exception as e:
-                    self.abort_for_error([req], "masking its logits (hook 4)", e)
+                    self.abort_for_error([req], "masking its logits", e, hook=4)
         live = [i for i, r in enumerate(batch.reqs) if not r.finished]
         ids = [-1] * len(batch.reqs)
         if live:
@@ -397,26 +396,27 @@ class Scheduler:
         t.completion_tokens += len(req.output_ids)
 
     # ------------------------------------------------------------------ faults
-    def abort_for_error(self, reqs: list[Req], where: str, error: BaseException) -> None:
+    def abort_for_error(self, reqs: list[Req], where: str, error: BaseException, hook: int | None = None) -> None:
         """Abort `reqs` with `error` as their message (a request already finished keeps its
-        reason); log the traceback once, for the operator, when the engine failed."""
+        reason); log the traceback once, for the operator, when the engine failed. `hook`:
+        the stage hook that raised, named in the log only (the client's message says what
+        was being done, not our names for it)."""
         # `internal` tells a client's 500 (the engine failed) from a 400 (its grammar failed).
         internal = not isinstance(error, self.stage.grammar_errors)
-        # The log keeps the stage's hook number; the client's message says what was done, not our names.
-        public = re.sub(r" \(hook \d+\)", "", where)
+        logged = where if hook is None else f"{where} (hook {hook})"
         if internal:
             self.totals.errors += 1
-            logger.error("step %d: error while %s (aborting %d request(s))", self.step_count, where,
+            logger.error("step %d: error while %s (aborting %d request(s))", self.step_count, logged,
                          len(reqs), exc_info=error)
-            message = f"internal error while {public}: {type(error).__name__}: {error}"
+            message = f"internal error while {where}: {type(error).__name__}: {error}"
         else:   # the request's own grammar: one line (a client sending such grammars must not fill the log)
             self.totals.grammar_errors += len(reqs)
             logger.warning("step %d: the grammar of %d request(s) failed while %s: %s", self.step_count,
-                           len(reqs), where, error)
-            message = f"the grammar failed while {public}: {error}"
+                           len(reqs), logged, error)
+            message = f"the grammar failed while {where}: {error}"
         for req in reqs:
             req.finish("abort", message=message, internal=internal)
-            self.record_event("error", req, where=where, error=repr(error))
+            self.record_event("error", req, where=logged, error=repr(error))
 
     def abort_batch(self, batch: ScheduledBatch, error: BaseException) -> None:
         """The forward, mask or sampler failed: abort the batch and give back its memory.
@@ -588,7 +588,7 @@ class Scheduler:
         try:
             ready = self.stage.poll_grammar_queue(self.grammar_queue)
         except Exception as e:   # we cannot tell whose grammar failed: the queue is aborted
-            self.abort_for_error(self.grammar_queue, "polling the grammar queue (hook 2)", e)
+            self.abort_for_error(self.grammar_queue, "polling the grammar queue", e, hook=2)
             ready = list(self.grammar_queue)
         for req in ready:
             self.grammar_queue.remove(req)

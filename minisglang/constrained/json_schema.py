@@ -327,7 +327,7 @@ def underflows(numeral: str, value: float) -> bool:
 
 
 def shown_numeral(numeral: str) -> str:
-    """A numeral for an error message, cut after 40 characters."""
+    """A numeral (or a value's JSON text) for an error message, cut after 40 characters."""
     return numeral if len(numeral) <= 40 else numeral[:37] + "..."
 
 
@@ -1145,7 +1145,7 @@ def _decimal(value, keyword: str, path: str) -> Decimal:
     beyond it (1e999, or an integer of 310 digits) reads as infinity in most parsers
     (Python's json makes 1e999 inf, JavaScript both), so validators disagree on it."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InvalidSchemaError(f"'{keyword}' at {path} must be a number, got {_short_value(value)}")
+        raise InvalidSchemaError(f"'{keyword}' at {path} must be a number, got {short_value(value)}")
     if isinstance(value, int):   # exact, however long: no float(value), which overflows
         if abs(value) > sys.float_info.max:
             try:
@@ -1163,13 +1163,13 @@ def _decimal(value, keyword: str, path: str) -> Decimal:
     return Decimal(repr(value))
 
 
-def _short_value(value) -> str:
-    """A keyword's value for an error message: its JSON text, cut after 40 characters."""
+def short_value(value) -> str:
+    """A value for an error message (a keyword's, a request field's): its JSON text, cut after 40 characters."""
     try:
         text = json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError):
         text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
+    return shown_numeral(text)
 
 
 def _count(schema: dict, keyword: str, path: str) -> int | None:
@@ -1670,7 +1670,7 @@ class _SchemaCompiler:
         regex = _number_range(lo, lo_strict, hi, hi_strict, not integer, self.options.max_fraction_digits)
         if regex is None and not integer and (lo is None or hi is None or lo < hi or (lo == hi and not (lo_strict or hi_strict))):
             # Numbers lie in the range, but none with the fraction digits we write: our policy, not the schema's.
-            given = " and ".join(f"{k} {_short_value(schema[k])}" for k in (lo_keyword, hi_keyword) if k)
+            given = " and ".join(f"{k} {short_value(schema[k])}" for k in (lo_keyword, hi_keyword) if k)
             self.note_empty(f"no number with at most {self.options.max_fraction_digits} fraction digits (the "
                             f"option max_fraction_digits) lies in the range {given} at {path}")
         return regex
