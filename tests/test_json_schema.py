@@ -360,6 +360,30 @@ def test_a_range_empty_only_by_our_number_policy_names_the_policy(schema, option
     assert matches({"anyOf": [schema, {"type": "null"}]}, "null", **options)
 
 
+@pytest.mark.parametrize("part, because", [
+    ({"type": "integer", "minimum": 1.5, "maximum": 1.7}, "no integer lies between minimum 1.5 and maximum 1.7"),
+    ({"type": "integer", "exclusiveMinimum": 3, "exclusiveMaximum": 4},
+     "no integer lies between exclusiveMinimum 3 and exclusiveMaximum 4"),
+    ({"type": "number", "minimum": 5, "maximum": 2}, "no number lies between minimum 5 and maximum 2"),
+    ({"type": "integer", "multipleOf": 10, "minimum": 1, "maximum": 9}, "no multiple of 10 lies between minimum 1"),
+    ({"type": "string", "minLength": 5, "maxLength": 2}, "minLength 5 is above maxLength 2"),
+    ({"type": "array", "minItems": 3, "maxItems": 1}, "minItems 3 is above maxItems 1"),
+    ({"type": "string", "enum": [1, None]}, "none of its enum/const values has type string"),
+    ({"allOf": [{"type": "string"}, {"type": "integer"}]}, "allOf/not/if that exclude each other"),
+])
+def test_a_schema_with_no_value_says_which_part_and_why(part, because):
+    """The error names the innermost part that has no value, and the keywords that leave it
+    none; an alternative or an optional property with no value is not blamed."""
+    schema = {"type": "object", "required": ["a", "b"], "properties": {
+        "a": {"anyOf": [{"type": "integer", "minimum": 9, "maximum": 0}, {"type": "null"}]},   # has null
+        "b": {"type": "object", "required": ["c"], "properties": {"c": part, "d": {"not": {}}}}}}
+    for root, path in ((part, "#"), (schema, "#/properties/b/properties/c")):
+        assert not any(is_valid(v, root) for v in ([], {}, 0, 5, 1.6, "", "abc", None, [1, 2]))
+        with pytest.raises(UnsupportedSchemaError) as info:
+            build_regex_from_schema(root, automaton="lazy")
+        assert f"the schema accepts no JSON value (at {path}: " in str(info.value) and because in str(info.value)
+
+
 @pytest.mark.parametrize("keyword", ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"])
 def test_a_number_keyword_beyond_a_double_is_refused_naming_it(keyword):
     """A 4000-digit bound raised Python's "int too large to convert to float", naming nothing."""

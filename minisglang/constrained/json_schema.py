@@ -285,7 +285,8 @@ def build_regex_from_schema(schema: dict | str | bool, whitespace: str | None = 
             raise UnsupportedSchemaError(f"the schema has no value that minisglang writes: "
                                          f"{compiler.empty_because}; there is nothing to generate")
         if regex is None:
-            raise UnsupportedSchemaError("the schema accepts no JSON value: there is nothing to generate")
+            raise UnsupportedSchemaError(f"the schema accepts no JSON value{_why_empty(compiler.empty_parts)}: "
+                                         "there is nothing to generate")
         regex = compiler.with_definitions(regex)
     except RecursionError:   # the compiler follows the schema's nesting (hundreds of levels)
         raise InvalidSchemaError(f"the schema nests too deeply: the compiler follows each level, and this one "
@@ -1211,6 +1212,9 @@ class _SchemaCompiler:
         self.active_refs: Counter[str] = Counter()  # $ref target -> expansions on the current path
         self.any_values: dict[int, str] = {}
         self.empty_because: str | None = None   # see note_empty
+        # (path, flattened schema) of the innermost parts with no value, while their parents
+        # have none either: why a schema with no value has none (see `value`).
+        self.empty_parts: list[tuple[str, dict | bool]] = []
         self.nesting = LAZY_ANY_VALUE_NESTING if options.automaton == "lazy" else ANY_VALUE_NESTING
         # automaton="lazy": shared sub-expressions, name -> regex text (see `shared`), and
         # their total length (checked against max_regex_chars as they are made).
@@ -1234,8 +1238,13 @@ class _SchemaCompiler:
         if key is not None and key in self.ref_values:
             return self.ref_values[key]
         flat, refs = self.flatten(schema, path)
+        mark = len(self.empty_parts)
         with self.expanding(refs):
             regex = self._flat_value(flat, path)
+        if regex is not None:
+            del self.empty_parts[mark:]   # its empty parts were optional or alternatives: not why
+        elif len(self.empty_parts) == mark:
+            self.empty_parts.append((path, flat))   # empty, and no part of it is: the cause is here
         self.check_size(0 if regex is None else len(regex), path)
         regex = self.shared(regex)
         self.check_size(self.definitions_chars, path)
@@ -2462,6 +2471,57 @@ def _declared_types(schema: dict, path: str) -> set[str] | None:
         value_types = {_json_type_of(v) for v in values}
         types = value_types if types is None else {t for t in value_types if _type_allows(types, t)}
     return types
+
+
+def _why_empty(parts: list[tuple[str, dict | bool]]) -> str:
+    """" (at PATH: WHY)" for the first part with no value, its commonest causes named; ""
+    when no part was found (a cached $ref)."""
+    if not parts:
+        return ""
+    path, schema = parts[0]
+    why = ("nothing matches it (false, parts of allOf/not/if that exclude each other, or a $ref cut at "
+           "max_ref_depth)") if schema is False else "; ".join(_contradictions(schema)) or "no value matches it"
+    more = f", and {len(parts) - 1} more part(s)" if len(parts) > 1 else ""
+    return f" (at {path}: {why}{more})"
+
+
+def _contradictions(schema: dict) -> list[str]:
+    """The keywords of one flattened schema that leave no value: a lower bound above the
+    upper one (numbers, lengths, items, properties), a range with no integer in it, an
+    enum with no value of the schema's types."""
+    found = []
+    def given(*keywords: str) -> list[tuple[str, int | float]]:
+        return [(k, schema[k]) for k in keywords if type(schema.get(k)) in (int, float)]
+    lows, highs = given("minimum", "exclusiveMinimum"), given("maximum", "exclusiveMaximum")
+    if lows and highs:
+        (lk, lo), (hk, hi) = max(lows, key=lambda kv: kv[1]), min(highs, key=lambda kv: kv[1])
+        between = f"{lk} {short_value(lo)} and {hk} {short_value(hi)}"
+        if lo > hi or (lo == hi and (lk.startswith("exclusive") or hk.startswith("exclusive"))):
+            found.append(f"no number lies between {between}")
+        elif "number" not in _types(schema, "#") and "integer" in _types(schema, "#"):
+            first = math.floor(lo) + 1 if lk.startswith("exclusive") else math.ceil(lo)
+            last = math.ceil(hi) - 1 if hk.startswith("exclusive") else math.floor(hi)
+            if first > last:
+                found.append(f"no integer lies between {between}")
+        step = schema.get("multipleOf")
+        if not found and type(step) in (int, float) and step > 0:
+            step = Fraction(str(step))
+            first = math.floor(Fraction(str(lo)) / step) + 1 if lk.startswith("exclusive") else math.ceil(Fraction(str(lo)) / step)
+            last = math.ceil(Fraction(str(hi)) / step) - 1 if hk.startswith("exclusive") else math.floor(Fraction(str(hi)) / step)
+            if first > last:
+                found.append(f"no multiple of {short_value(schema['multipleOf'])} lies between {between}")
+    for low, high, what in (("minLength", "maxLength", "string length"), ("minItems", "maxItems", "item count"),
+                            ("minProperties", "maxProperties", "property count")):
+        if isinstance(schema.get(low), int) and isinstance(schema.get(high), int) and schema[low] > schema[high]:
+            found.append(f"{low} {schema[low]} is above {high} {schema[high]}: no {what} fits")
+    values = _finite_values(schema)
+    if values is not None and "type" in schema:
+        types = set(_types(schema, "#"))
+        if not any(_type_allows(types, _json_type_of(v)) for v in values):
+            found.append(f"none of its enum/const values has type {' or '.join(sorted(types))}")
+    elif values == []:
+        found.append("its enum is empty")
+    return found
 
 
 def _types_overlap(a: set[str], b: set[str]) -> bool:
