@@ -10,7 +10,7 @@ Wrap the text in `minisglang.drawings.Drawing` to see or save it.
 from __future__ import annotations
 
 from minisglang.constrained.jump_forward import JumpForwardMap
-from minisglang.constrained.regex_dfa import CharClass, CharDFA
+from minisglang.constrained.regex_dfa import CharClass, CharDFA, shown_regex
 from minisglang.drawings.fsm import _states, class_label, header
 from minisglang.drawings.render import Layout, dot_escape, show_text
 
@@ -27,7 +27,7 @@ def compressed_fsm_dot(dfa: CharDFA, jump_map: JumpForwardMap, layout: Layout = 
     for state, (ch, nxt) in jump_map.char_edges.items():
         # A map from another regex would draw nonsense silently; check each chain link.
         if state >= dfa.num_states or list(dfa.transitions[state].values()) != [nxt] or dfa.step(state, ch) != nxt:
-            raise ValueError(f"jump_map was not built from this DFA (regex {dfa.pattern!r}): its state "
+            raise ValueError(f"jump_map was not built from this DFA (regex {shown_regex(dfa.pattern)}): its state "
                              f"{state} --{ch!r}--> {nxt} is not a single edge of the DFA")
     class_of_label = {c.label(): c for c in dfa.classes}  # compressed_edges gives labels
     chains: list[tuple[int, str, int]] = []
