@@ -71,12 +71,19 @@ class ServerOptions:
     max_compiling_per_client: int = 8   # distinct grammars a client (an IP address) may wait for at once; 429 above
     drain_timeout: float = 2.0          # on SIGTERM: seconds in-flight requests get before their abort
     body_timeout: float = 30.0          # seconds a client may take to send its body; 408 after (slow senders)
+    # The proxies whose X-Forwarded-For header names the client (comma-separated addresses or
+    # networks, "*" any): behind them, max_compiling_per_client counts each real client, not
+    # the proxy. Anyone else's header is ignored, so a client cannot pick another's budget.
+    forwarded_allow_ips: str = "127.0.0.1"
 
     def __post_init__(self):
         for name, low in (("max_body_bytes", 1), ("max_compiling_per_client", 1), ("drain_timeout", 0),
                           ("body_timeout", 0.001)):
             if not getattr(self, name) >= low:
                 raise ValueError(f"server option {name} must be >= {low}, got {getattr(self, name)!r}")
+        if not isinstance(self.forwarded_allow_ips, str):
+            raise ValueError(f"server option forwarded_allow_ips must be a string of addresses, got "
+                             f"{self.forwarded_allow_ips!r}")
 
 
 class EngineUnavailable(RuntimeError):
@@ -332,6 +339,7 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
     # handlers read raw bodies, so the generated schema would describe nothing but paths.
     app = FastAPI(title="minisglang", lifespan=lifespan, dependencies=[Depends(check_api_key)],
                   docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.options = options   # (serve and serving_in_thread give uvicorn its proxy setting)
 
     def error(message: str, status: int, param: str | None = None, code: str | None = None) -> JSONResponse:
         metrics.refused.labels(status=str(status)).inc()
@@ -744,7 +752,8 @@ def serve(engine: Engine, host: str = "127.0.0.1", port: int = 30000,
             super().handle_exit(sig, frame)
 
     config = uvicorn.Config(app, host=host, port=port, log_level="warning",
-                            timeout_graceful_shutdown=int(options.drain_timeout) + 1)
+                            timeout_graceful_shutdown=int(options.drain_timeout) + 1,
+                            proxy_headers=True, forwarded_allow_ips=options.forwarded_allow_ips)
     server = state["server"] = Server(config)
     # The model, tokenizer and imported libraries are ~10^5-10^6 objects that live as long as the
     # process; frozen, Python's full collections stop rescanning them (100-200 ms a pass, landing
@@ -764,7 +773,9 @@ def serving_in_thread(app: FastAPI, host: str = "127.0.0.1", port: int = 0) -> I
     """
     import uvicorn
 
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
+    options = getattr(app.state, "options", ServerOptions())
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", proxy_headers=True,
+                                           forwarded_allow_ips=options.forwarded_allow_ips))
     thread = threading.Thread(target=server.run, name="minisglang-http", daemon=True)
     thread.start()
     deadline = time.monotonic() + 60

@@ -183,15 +183,17 @@ def test_a_runaway_compile_is_stopped_while_others_are_served():
         assert stats.idle and stats.pools_full
 
 
-def as_a_client_allowed_one_compile(script):
-    """`await script(post)` (post(regex) -> the response) against an s3 server that lets a
-    client wait for one compile at a time; its result, once the engine is idle and whole."""
+def as_a_client_allowed_one_compile(script, **options):
+    """`await script(post)` (post(regex, client=None) -> the response; `client`: the address
+    an X-Forwarded-For header gives) against an s3 server that lets a client wait for one
+    compile at a time (and has `options`); its result, once the engine is idle and whole."""
     engine = sgl.Engine(stage="s3", max_total_tokens=2000, max_running_requests=8, compile_timeout=3)
-    with serving_in_thread(create_app(engine, ServerOptions(max_compiling_per_client=1))) as url:
+    with serving_in_thread(create_app(engine, ServerOptions(max_compiling_per_client=1, **options))) as url:
         async def main():
             async with httpx.AsyncClient(timeout=60) as http:
-                def post(regex):
-                    return http.post(url + "/v1/completions", json={"prompt": "ab", "regex": regex, "max_tokens": 30})
+                def post(regex, client=None):
+                    return http.post(url + "/v1/completions", json={"prompt": "ab", "regex": regex, "max_tokens": 30},
+                                     headers={"X-Forwarded-For": client} if client else {})
                 return await script(post)
         out = asyncio.run(main())
         assert wait_idle(engine).pools_full
@@ -210,6 +212,32 @@ def test_a_client_waits_for_a_bounded_number_of_distinct_grammars():
     assert other.status_code == 429
     assert other.json()["error"]["type"] == "rate_limit_error" and "limit is 1" in other.json()["error"]["message"]
     assert first.status_code == same.status_code == 400       # both stopped at compile_timeout
+
+
+@pytest.mark.parametrize("trusted", [True, False])
+def test_clients_behind_a_trusted_proxy_have_a_budget_each_and_others_cannot_pick_one(trusted):
+    """Behind a reverse proxy every request comes from the proxy's address: the budget would
+    be one for all its clients. A proxy in forwarded_allow_ips (the test client, 127.0.0.1,
+    by default) names the client in X-Forwarded-For; from anyone else the header is ignored."""
+    async def script(post):
+        runaway = asyncio.ensure_future(post(RUNAWAY, client="10.0.0.1"))   # client 1's one compile
+        await asyncio.sleep(0.5)
+        other_client = await post(r"[0-9]{3}", client="10.0.0.2")
+        same_client = await post(r"[a-c]{4}", client="10.0.0.1")
+        return await runaway, other_client, same_client
+
+    options = {} if trusted else {"forwarded_allow_ips": "192.0.2.7"}   # a proxy that is not the test client
+    runaway, other_client, same_client = as_a_client_allowed_one_compile(script, **options)
+    assert runaway.status_code == 400 and same_client.status_code == 429
+    if trusted:
+        assert other_client.status_code == 200 and re.fullmatch(r"[0-9]{3}", other_client.json()["choices"][0]["text"])
+    else:   # the header is not believed: all three are one client
+        assert other_client.status_code == 429, other_client.text
+
+
+def test_forwarded_allow_ips_must_be_a_string():
+    with pytest.raises(ValueError, match="forwarded_allow_ips"):
+        ServerOptions(forwarded_allow_ips=["127.0.0.1"])
 
 
 def test_a_grammar_compiled_already_is_served_while_the_clients_budget_is_full():
