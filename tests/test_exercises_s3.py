@@ -119,13 +119,34 @@ def test_lru_a_hit_is_recent_and_a_running_compile_is_never_evicted():
     for regex in ["a", "b", "a", "c"]:                         # "a" again: a hit, now recent
         cache.init_fsm_in_background(regex).event.wait(5)
     # oracle: least recently used finished entries leave first; "slow" is unfinished, so it stays
-    assert list(cache.entries) == [cache.key("slow"), cache.key("a"), cache.key("c")]
+    names = {cache.key(r): r for r in ["slow", "a", "b", "c"]}
+    got = [names.get(k, k) for k in cache.entries]
+    assert got == ["slow", "a", "c"], (
+        f"entries after slow (compiling), a, b, a (a hit), c with max_entries=3: {got}, expected "
+        f"['slow', 'a', 'c'] (a hit moves its entry to the end; a running compile is never evicted)")
     assert cache.key("b") not in cache.entries
     slow.set()
     cache.entries[cache.key("slow")].event.wait(5)
     assert calls.count("a") == 1 and sorted(calls) == ["a", "b", "c", "slow"]
     cache.init_fsm_in_background("b").event.wait(5)            # evicted: compiled again
     assert calls.count("b") == 2
+    cache.shutdown()
+
+
+@pytest.mark.task3_1
+def test_the_bound_holds_as_soon_as_an_entry_is_inserted_even_for_failed_compiles():
+    """`_evict_lru` runs at insert, after the new entry is stored: a failed compile never
+    reaches the eviction inside `_compile`, so a cache that evicts only there (or before
+    it stores the new entry) grows past `max_entries` with every bad regex."""
+    def compile_index(regex):
+        raise ConstraintError(f"bad regex {regex}")
+
+    cache = FSMCache(compile_index, lambda regex, index: index, "fp", max_entries=2)
+    for i in range(5):
+        cache.init_fsm_in_background(f"bad{i}").event.wait(5)
+        assert len(cache.entries) <= 2, (
+            f"after inserting bad{i}: {len(cache.entries)} entries, max_entries is 2 (call "
+            f"self._evict_lru() in init_fsm_in_background after storing the new entry)")
     cache.shutdown()
 
 
@@ -203,4 +224,20 @@ def test_poll_aborts_requests_whose_compile_outlives_the_timeout():
         assert req.finished_reason == {"type": "abort", "message": "compiling the regex took longer than 0.01 s"}
     assert st.pending == {}
     opened.set()
+    st.shutdown()
+
+
+@pytest.mark.task3_3
+def test_poll_takes_a_finished_compile_even_when_it_finished_after_the_timeout():
+    """A compile that is done is taken, however long its request waited: the timeout is
+    only for a compile that is still running (check is_done before the clock)."""
+    st = FSMCacheStage(StageContext(ToyTokenizer(VOCAB), len(VOCAB), torch.device("cpu"),
+                                    {"compile_timeout": 5.0}))
+    req = arrive(st, DATE)
+    st.cache.get_fsm(DATE, timeout=5)
+    st.pending[req.rid].since -= 60                            # done, and waited past the 5 s timeout
+    assert st.poll_grammar_queue([req]) == [req]
+    assert not req.finished, f"a finished compile was aborted: {req.finished_reason}"
+    assert req.grammar is not None and req.grammar.fsm.regex == DATE
+    assert st.pending == {}
     st.shutdown()
