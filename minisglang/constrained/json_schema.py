@@ -1696,12 +1696,9 @@ class _SchemaCompiler:
         most MAX_LISTED_MULTIPLES; without bounds, when step divides 10^j (j <= 3), by
         their last j digits."""
         if lo is not None and hi is not None:
-            first = (lo / step).to_integral_value(ROUND_FLOOR if lo_strict else ROUND_CEILING)
-            first += 1 if lo_strict and first * step <= lo else 0
-            last = (hi / step).to_integral_value(ROUND_CEILING if hi_strict else ROUND_FLOOR)
-            last -= 1 if hi_strict and last * step >= hi else 0
+            first, last = _multiple_span(step, lo, lo_strict, hi, hi_strict)
             if last - first + 1 <= MAX_LISTED_MULTIPLES:
-                return _alt([str(int(n) * step) for n in range(int(first), int(last) + 1)])
+                return _alt([str(n * step) for n in range(first, last + 1)])
         elif (lo is None or lo == 0) and (hi is None or hi == 0) and not (lo == 0 and hi == 0):
             j = next((j for j in range(1, 4) if 10**j % step == 0), None)
             digits = self.options.max_integer_digits
@@ -2406,6 +2403,16 @@ def _unevaluated_as_additional(schema: dict) -> dict:
     return out
 
 
+def _multiple_span(step: Decimal | int, lo: Decimal, lo_strict: bool, hi: Decimal, hi_strict: bool) -> tuple[int, int]:
+    """(first, last): the multiples of `step` within the bounds are first*step ... last*step
+    (none when first > last)."""
+    first = (lo / step).to_integral_value(ROUND_CEILING)
+    first += 1 if lo_strict and first * step <= lo else 0
+    last = (hi / step).to_integral_value(ROUND_FLOOR)
+    last -= 1 if hi_strict and last * step >= hi else 0
+    return int(first), int(last)
+
+
 def _decimal_multiples(step: Decimal, given, lo: Decimal | None, lo_strict: bool, hi: Decimal | None,
                        hi_strict: bool, path: str, note_empty: Callable[[str], None] | None = None) -> str | None:
     """The multiples of a fractional `step` between both bounds, listed (at most
@@ -2416,10 +2423,7 @@ def _decimal_multiples(step: Decimal, given, lo: Decimal | None, lo_strict: bool
     if lo is None or hi is None:
         raise UnsupportedSchemaError(f"keyword 'multipleOf' at {path}: a fractional multipleOf ({given!r}) is "
                                      "supported only between a minimum and a maximum")
-    first = (lo / step).to_integral_value(ROUND_CEILING)
-    first += 1 if lo_strict and first * step <= lo else 0
-    last = (hi / step).to_integral_value(ROUND_FLOOR)
-    last -= 1 if hi_strict and last * step >= hi else 0
+    first, last = _multiple_span(step, lo, lo_strict, hi, hi_strict)
     if last - first + 1 > MAX_LISTED_MULTIPLES:
         raise UnsupportedSchemaError(f"keyword 'multipleOf' at {path}: more than {MAX_LISTED_MULTIPLES} multiples "
                                      f"of {given!r} between the bounds")
@@ -2489,34 +2493,30 @@ def _contradictions(schema: dict) -> list[str]:
     """The keywords of one flattened schema that leave no value: a lower bound above the
     upper one (numbers, lengths, items, properties), a range with no integer in it, an
     enum with no value of the schema's types."""
-    found = []
-    def given(*keywords: str) -> list[tuple[str, int | float]]:
-        return [(k, schema[k]) for k in keywords if type(schema.get(k)) in (int, float)]
+    found, types = [], set(_types(schema, "#"))
+    def given(*keywords: str) -> list[tuple[str, Decimal]]:
+        return [(k, _decimal(schema[k], k, "#")) for k in keywords if type(schema.get(k)) in (int, float)]
     lows, highs = given("minimum", "exclusiveMinimum"), given("maximum", "exclusiveMaximum")
     if lows and highs:
         (lk, lo), (hk, hi) = max(lows, key=lambda kv: kv[1]), min(highs, key=lambda kv: kv[1])
-        between = f"{lk} {short_value(lo)} and {hk} {short_value(hi)}"
-        if lo > hi or (lo == hi and (lk.startswith("exclusive") or hk.startswith("exclusive"))):
-            found.append(f"no number lies between {between}")
-        elif "number" not in _types(schema, "#") and "integer" in _types(schema, "#"):
-            first = math.floor(lo) + 1 if lk.startswith("exclusive") else math.ceil(lo)
-            last = math.ceil(hi) - 1 if hk.startswith("exclusive") else math.floor(hi)
-            if first > last:
-                found.append(f"no integer lies between {between}")
+        lo_strict, hi_strict = lk.startswith("exclusive"), hk.startswith("exclusive")
+        def none_between(step: Decimal | int) -> bool:
+            first, last = _multiple_span(step, lo, lo_strict, hi, hi_strict)
+            return first > last
+        between = f"{lk} {short_value(schema[lk])} and {hk} {short_value(schema[hk])}"
         step = schema.get("multipleOf")
-        if not found and type(step) in (int, float) and step > 0:
-            step = Fraction(str(step))
-            first = math.floor(Fraction(str(lo)) / step) + 1 if lk.startswith("exclusive") else math.ceil(Fraction(str(lo)) / step)
-            last = math.ceil(Fraction(str(hi)) / step) - 1 if hk.startswith("exclusive") else math.floor(Fraction(str(hi)) / step)
-            if first > last:
-                found.append(f"no multiple of {short_value(schema['multipleOf'])} lies between {between}")
+        if lo > hi or (lo == hi and (lo_strict or hi_strict)):
+            found.append(f"no number lies between {between}")
+        elif "integer" in types and "number" not in types and none_between(1):
+            found.append(f"no integer lies between {between}")
+        elif type(step) in (int, float) and step > 0 and none_between(_decimal(step, "multipleOf", "#")):
+            found.append(f"no multiple of {short_value(step)} lies between {between}")
     for low, high, what in (("minLength", "maxLength", "string length"), ("minItems", "maxItems", "item count"),
                             ("minProperties", "maxProperties", "property count")):
         if isinstance(schema.get(low), int) and isinstance(schema.get(high), int) and schema[low] > schema[high]:
             found.append(f"{low} {schema[low]} is above {high} {schema[high]}: no {what} fits")
     values = _finite_values(schema)
     if values is not None and "type" in schema:
-        types = set(_types(schema, "#"))
         if not any(_type_allows(types, _json_type_of(v)) for v in values):
             found.append(f"none of its enum/const values has type {' or '.join(sorted(types))}")
     elif values == []:
