@@ -339,7 +339,7 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
     # handlers read raw bodies, so the generated schema would describe nothing but paths.
     app = FastAPI(title="minisglang", lifespan=lifespan, dependencies=[Depends(check_api_key)],
                   docs_url=None, redoc_url=None, openapi_url=None)
-    app.state.options = options   # (serve and serving_in_thread give uvicorn its proxy setting)
+    app.state.options = options   # (_uvicorn_config reads its proxy setting)
 
     def error(message: str, status: int, param: str | None = None, code: str | None = None) -> JSONResponse:
         metrics.refused.labels(status=str(status)).inc()
@@ -751,9 +751,7 @@ def serve(engine: Engine, host: str = "127.0.0.1", port: int = 30000,
                 loop.start_draining()
             super().handle_exit(sig, frame)
 
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning",
-                            timeout_graceful_shutdown=int(options.drain_timeout) + 1,
-                            proxy_headers=True, forwarded_allow_ips=options.forwarded_allow_ips)
+    config = _uvicorn_config(app, host, port, timeout_graceful_shutdown=int(options.drain_timeout) + 1)
     server = state["server"] = Server(config)
     # The model, tokenizer and imported libraries are ~10^5-10^6 objects that live as long as the
     # process; frozen, Python's full collections stop rescanning them (100-200 ms a pass, landing
@@ -765,6 +763,15 @@ def serve(engine: Engine, host: str = "127.0.0.1", port: int = 30000,
     return 1 if loop is not None and loop.dead is not None else 0
 
 
+def _uvicorn_config(app: FastAPI, host: str, port: int, **more: Any):
+    """uvicorn's settings for an app of `create_app`: X-Forwarded-For believed from the
+    proxies its ServerOptions name."""
+    import uvicorn
+
+    return uvicorn.Config(app, host=host, port=port, log_level="warning", proxy_headers=True,
+                          forwarded_allow_ips=app.state.options.forwarded_allow_ips, **more)
+
+
 @contextlib.contextmanager
 def serving_in_thread(app: FastAPI, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
     """Run `app` on a background thread (tests, benchmarks, notebooks); yields its base URL.
@@ -773,9 +780,7 @@ def serving_in_thread(app: FastAPI, host: str = "127.0.0.1", port: int = 0) -> I
     """
     import uvicorn
 
-    options = getattr(app.state, "options", ServerOptions())
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", proxy_headers=True,
-                                           forwarded_allow_ips=options.forwarded_allow_ips))
+    server = uvicorn.Server(_uvicorn_config(app, host, port))
     thread = threading.Thread(target=server.run, name="minisglang-http", daemon=True)
     thread.start()
     deadline = time.monotonic() + 60
