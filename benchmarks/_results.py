@@ -33,3 +33,19 @@ def write_results(text: str, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     print(f"wrote {path}")
+
+
+def write_section(text: str, path: Path, heading: str) -> None:
+    """Like `write_results`, for a script that owns one section of a shared results file:
+    replace the section that starts with `heading` (up to the next '## ' heading), or add it
+    at the end."""
+    print(text)
+    old = path.read_text(encoding="utf-8") if path.exists() else ""
+    start = old.find(heading)
+    if start < 0:
+        new = old.rstrip("\n") + "\n\n" + text.rstrip("\n") + "\n"
+    else:
+        end = old.find("\n## ", start + len(heading))
+        new = old[:start] + text.rstrip("\n") + "\n" + (old[end:] if end >= 0 else "")
+    path.write_text(new, encoding="utf-8")
+    print(f"wrote {path}")

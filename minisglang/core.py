@@ -251,6 +251,7 @@ class Req:
     cached_tokens: int = 0                # prompt tokens the radix tree supplied (first admission)
     sampled_tokens: int = 0               # tokens chosen by the sampler (not jumped)
     arrival_time: float = field(default_factory=time.perf_counter)
+    client: str | None = None             # who sent it (the server's client address): compiles take turns by client
     first_token_time: float | None = None
     finish_time: float | None = None
 

@@ -144,6 +144,7 @@ class Scheduler:
         self.grammar_queue: list[Req] = []   # waiting for their grammar to compile (s3)
         self.waiting_queue: list[Req] = []   # ready to be prefilled
         self.running: list[Req] = []         # decoding
+        self.sat_out = 0                     # requests that sat out this step (grammar work not done)
         self.finished: list[Req] = []        # finished since the last step() returned
         self.generator = torch.Generator().manual_seed(seed)
         self.step_count = 0
@@ -210,6 +211,8 @@ class Scheduler:
     def step(self) -> list[Req]:
         """Run one scheduler step; return the requests that finished during it."""
         self.step_count += 1
+        self.sat_out = 0
+        self.stage.begin_step()
         self.release_aborted()
         self._admit_ready_grammars()
         batch = self.schedule()
@@ -223,8 +226,8 @@ class Scheduler:
                     raise   # Ctrl-C: the batch is given back, the caller still sees the interrupt
             else:
                 self.process_results(batch, next_token_ids)
-        elif self.grammar_queue:
-            time.sleep(0.005)   # only compiles are pending: leave the CPU to the compile threads
+        elif self.grammar_queue and not self.sat_out:
+            self.stage.wait_for_compiles(0.005)   # only compiles are pending: leave them the CPU
         done, self.finished = self.finished, []
         return done
 
@@ -241,13 +244,40 @@ class Scheduler:
         new_reqs = self.get_new_prefill_batch()
         if new_reqs:
             # A rider's one slot is in the budget: admission reserved every running request's rest.
-            riders = list(self.running) if mixed else []
+            riders = self.ready_reqs(self.running) if mixed else []
             return ScheduledBatch(ForwardMode.EXTEND, new_reqs + riders, decode_riders=len(riders))
         if not mixed:
             self.prepare_decode()
-        if self.running:
-            return ScheduledBatch(ForwardMode.DECODE, list(self.running))
+        decoding = self.ready_reqs(self.running)
+        if decoding:
+            return ScheduledBatch(ForwardMode.DECODE, decoding)
         return None
+
+    def ready_reqs(self, reqs: list[Req]) -> list[Req]:
+        """The requests of `reqs` whose grammar can mask their next logits now (in their
+        order); the others sit out this step while the stage works on their grammar, within
+        its per-step budget, so one client's expensive grammar never stalls the others.
+        The stage is asked in an order that turns with each step: when the budget runs
+        out, a different request goes without next time."""
+        ready = set()
+        n = len(reqs)
+        for k in range(n):
+            req = reqs[(k + self.step_count) % n]
+            try:
+                if req.finished or self.stage.ready(req):
+                    ready.add(req.rid)
+            except Exception as e:
+                self.abort_for_error([req], "preparing its grammar for the next token", e)
+        out = []
+        for req in reqs:
+            if req.finished:
+                self.release_request(req)   # its grammar completed (or failed) while preparing
+            elif req.rid in ready:
+                out.append(req)
+            else:
+                self.record_event("sit_out", req)
+        self.sat_out += n - len(out)
+        return out
 
     def prepare_decode(self) -> None:
         """Hook 3 (s4's jumps) on the running requests, which are about to decode: re-admit
@@ -534,7 +564,7 @@ class Scheduler:
         chosen, prefill_tokens = [], len(self.running) if self.config.mixed_prefill else 0
         in_batch = self._in_batch_tree()
         match = {}
-        for req in self.waiting_queue:
+        for req in self.ready_reqs(list(self.waiting_queue)):
             # Match all but the last token: the model must compute at least one position.
             prefix, node = match[req.rid] = self.tree_cache.match_prefix(req.fill_ids[:-1])
             if in_batch is not None:

@@ -228,3 +228,56 @@ def test_a_schema_text_too_deep_or_ambiguous_is_refused_by_name(engine, schema, 
     reason = out["meta_info"]["finish_reason"]
     assert reason["type"] == "abort" and needle in reason["message"] and not reason.get("internal"), reason
     assert engine.generate(Q, {"max_new_tokens": 2})["meta_info"]["finish_reason"]["type"] == "length"
+
+
+# -- the scheduler thread is every client's: grammar work within a per-step budget ----------------
+EXPENSIVE = r"(x|y)*x(x|y){9}"   # each new state's row needs many derivatives (a 2^10-state DFA)
+
+
+def _run_with_bystander(engine, regex: str):
+    """Submit a request constrained by `regex` and an unconstrained 4-token one; step until
+    both finish. (expensive, bystander, trace)."""
+    slow = engine.submit(Q, {"regex": regex, "temperature": 0, "max_new_tokens": 24})
+    other = engine.submit(Q, {"temperature": 0, "max_new_tokens": 4})
+    while not (slow.released and other.released):
+        engine.step()
+    return slow, other, engine.trace
+
+
+def test_an_expensive_grammar_sits_out_while_others_decode_and_its_output_is_unchanged():
+    """With a tiny per-step budget the expensive request's rows are built over many steps
+    (it sits out those steps) while the bystander decodes; the output is token for token
+    what an unbounded budget gives, and matches the regex."""
+    sliced = sgl.Engine(stage="s5", grammar_step_seconds=1e-5)
+    whole = sgl.Engine(stage="s5", grammar_step_seconds=60)
+    try:
+        slow, other, trace = _run_with_bystander(sliced, EXPENSIVE)
+        alone, _, alone_trace = _run_with_bystander(whole, EXPENSIVE)
+    finally:
+        sliced.shutdown()
+        whole.shutdown()
+    sat_out = [e for e in trace if e["event"] == "sit_out" and e.get("rid") == slow.rid]
+    assert sat_out, "the expensive request never sat out a step: its rows were not cut into slices"
+    assert not any(e["event"] == "sit_out" for e in alone_trace), "a 60 s budget still cut a row"
+    assert other.finished_reason["type"] == "length", other.finished_reason
+    assert slow.output_ids == alone.output_ids, (slow.output_text, alone.output_text)
+    assert re.fullmatch(EXPENSIVE, slow.output_text) or slow.finished_reason["type"] == "length", slow.output_text
+
+
+def test_a_grammar_that_needs_more_work_than_max_grammar_seconds_is_aborted_naming_it():
+    engine = sgl.Engine(stage="s5", grammar_step_seconds=1e-5, max_grammar_seconds=1e-4)
+    try:
+        slow, other, _ = _run_with_bystander(engine, EXPENSIVE)
+    finally:
+        engine.shutdown()
+    reason = slow.finished_reason
+    assert reason["type"] == "abort" and "max_grammar_seconds" in reason["message"], reason
+    assert not reason.get("internal"), "a grammar past its limit is the client's error (400), not ours"
+    assert other.finished_reason["type"] == "length", other.finished_reason
+
+
+@pytest.mark.parametrize("name, value", [("grammar_step_seconds", 0), ("max_grammar_seconds", -1),
+                                         ("grammar_step_seconds", "1"), ("max_grammar_seconds", True)])
+def test_grammar_budget_options_must_be_positive_seconds(name, value):
+    with pytest.raises(ValueError, match=f"{name} must be a positive number of seconds"):
+        sgl.Engine(stage="s5", **{name: value})

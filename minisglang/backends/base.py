@@ -20,7 +20,7 @@ import json
 import os
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +28,7 @@ import torch
 
 from ..constrained.bitmask import all_allowed_mask, apply_bitmask
 from ..constrained.compile_service import CompileTimeout
+from ..constrained.work_slices import Baton, CompileCancelled, CompileJob, FairCompilePool
 from ..constrained.json_schema import InvalidSchemaError, load_schema
 from ..registry import Registry
 
@@ -35,6 +36,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..constrained.structural_tag import StructuralTag
 
 BACKENDS = Registry("grammar backend")
+# A grammar text longer than this is not normalised on the scheduler thread (`normalise`).
+NORMALISE_MAX_CHARS = 64 * 1024
 register_backend = BACKENDS.register   # `@register_backend("xgrammar")`
 
 
@@ -67,6 +70,14 @@ class BaseGrammarObject:
     def copy(self) -> "BaseGrammarObject":
         """A fresh matcher over the same compiled grammar, at its start."""
         raise NotImplementedError
+
+    def prepare(self, seconds: float | None = None) -> bool:
+        """Do the work the next mask and `is_terminated` need, within `seconds` (None: no
+        limit); True when done, False when the time ran out (call again: the work done is
+        kept). The scheduler's thread is every client's, so stage s5 gives each request a
+        bounded slice per step (constrained/work_slices.py). Compiled libraries' matchers
+        have nothing to do here; our lazy automaton makes the state's token row."""
+        return True
 
     def nbytes(self) -> int:
         """Bytes of the compiled grammar behind this matcher, as far as we can tell (what the
@@ -174,8 +185,13 @@ class BaseGrammarBackend:
         self.max_entries, self.max_bytes = max_entries, max_bytes
         self.compile_timeout = compile_timeout
         self.threads = threads
-        self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix=f"{self.name}-compile")
+        # Compiles share the CPU with the scheduler only in the windows it lends (the GIL
+        # would otherwise pass to them at every torch operation of a forward), and clients
+        # take turns (constrained/work_slices.py).
+        self.baton = Baton()
+        self.pool = FairCompilePool(threads, self.baton, name=f"{self.name}-compile")
         self.cache: collections.OrderedDict[tuple[str, str], Future] = collections.OrderedDict()
+        self.jobs: dict[Future, CompileJob] = {}   # compiles not finished yet
         self.lock = threading.Lock()
         self.compile_count = 0
         self.lookups = self.hits = 0       # asked for a grammar / found it compiled or compiling
@@ -194,8 +210,12 @@ class BaseGrammarBackend:
         """Equal grammars share an entry: JSON schemas are parsed and dumped compactly.
 
         Keys are NOT sorted: the order of `properties` is the order of the generated keys,
-        so two schemas that differ only in it are different grammars.
+        so two schemas that differ only in it are different grammars. A text past
+        NORMALISE_MAX_CHARS is its own key: this runs on the scheduler's thread, and parsing
+        a 3.9 MB schema here stalled every client (the compile thread parses it instead).
         """
+        if len(text) > NORMALISE_MAX_CHARS:
+            return kind, text
         if kind == "json_schema":
             try:
                 return kind, json.dumps(load_schema(text), separators=(",", ":"), ensure_ascii=False)
@@ -214,15 +234,18 @@ class BaseGrammarBackend:
         with self.lock:
             return self.normalise(kind, text) in self.cache
 
-    def get_cached_or_future_value(self, kind: str, text: str) -> tuple[Any, bool]:
-        """(a fresh matcher, True) if compiled, else (the shared Future, False)."""
+    def get_cached_or_future_value(self, kind: str, text: str, client: str | None = None) -> tuple[Any, bool]:
+        """(a fresh matcher, True) if compiled, else (the shared Future, False). `client`:
+        who asks (the compile pool serves clients in turn)."""
         key = self.normalise(kind, text)
         with self.lock:
             future = self.cache.get(key)
             self.lookups += 1
             self.hits += future is not None
             if future is None:
-                future = self.pool.submit(self._compile_safely, *key)
+                future, job = self.pool.submit(client, self._compile_safely, *key)
+                self.jobs[future] = job
+                future.add_done_callback(self._forget_job)
                 self.cache[key] = future
                 self._evict_lru()
             else:
@@ -244,7 +267,7 @@ class BaseGrammarBackend:
                 grammar = self.compile_structural_tag(parse_structural_tag(text))
             else:
                 grammar = self.compile(kind, text)
-        except CompileTimeout as e:
+        except (CompileTimeout, CompileCancelled) as e:
             with self.lock:   # a timeout may be the machine's load, not the grammar: never cached
                 self.cache.pop((kind, text), None)
             return InvalidGrammarObject(f"{kind} rejected by the {self.name!r} backend: {e}")
@@ -283,8 +306,27 @@ class BaseGrammarBackend:
                 del self.cache[key]
                 total -= size[key]
 
+    def _forget_job(self, future: Future) -> None:
+        with self.lock:
+            self.jobs.pop(future, None)
+
+    def queued_seconds(self, future: Future) -> float:
+        """How long the compile behind `future` waited for a thread (0 once it is done)."""
+        job = self.jobs.get(future)
+        return 0.0 if job is None else job.queued_seconds()
+
+    def cancel(self, future: Future) -> None:
+        """Stop the compile behind `future` (its requests gave up on it) and forget it: it
+        never becomes a cache entry, and what it built is freed."""
+        with self.lock:
+            job = self.jobs.get(future)
+            for key in [k for k, f in self.cache.items() if f is future]:
+                del self.cache[key]
+        if job is not None:
+            self.pool.cancel(job)
+
     def shutdown(self) -> None:
-        self.pool.shutdown(wait=False, cancel_futures=True)
+        self.pool.shutdown()
 
 
 def get_backend_class(name: str) -> type[BaseGrammarBackend]:

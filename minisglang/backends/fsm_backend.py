@@ -14,6 +14,7 @@ follows the regex, not the size of its DFA. `automaton="eager"` keeps the path a
 """
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING
 
 import torch
@@ -22,6 +23,7 @@ from ..constrained.compile_service import CompileService, CompileSettings
 from ..constrained.json_schema import COUNTED_STRING_CHAR, STRING_CHAR, build_regex_from_schema
 from ..constrained.lazy_token_fsm import LazyLimits, compile_lazy_token_fsm, prepare_vocabulary
 from ..constrained.token_fsm import TokenFSM, check_regex_length
+from ..constrained.work_slices import OutOfTime, deadline
 from .base import BaseGrammarBackend, BaseGrammarObject, GrammarError, register_backend
 
 if TYPE_CHECKING:  # pragma: no cover   (s6's file: an s5 checkout has no structural_tag.py)
@@ -62,7 +64,19 @@ class FSMGrammar(BaseGrammarObject):
         self.terminated = False
 
     def is_terminated(self) -> bool:
-        return self.terminated
+        # A lazy automaton knows whether a state is complete once its row is made: asked
+        # before `prepare` made it, make it now (no time limit here: the scheduler prepares first).
+        return self.terminated or (self.prepare() and self.terminated)
+
+    def prepare(self, seconds: float | None = None) -> bool:
+        """Make the current state's row (the lazy automaton's work), within `seconds`."""
+        try:
+            with deadline(seconds) if seconds is not None else contextlib.nullcontext():
+                self.fsm.build_row(self.state)
+        except OutOfTime:
+            return False
+        self.terminated = self.terminated or self.fsm.is_complete(self.state)
+        return True
 
     def copy(self) -> "FSMGrammar":
         return FSMGrammar(self.fsm)

@@ -51,6 +51,7 @@ import warnings
 import numpy as np
 
 from .regex_dfa import RegexError, _complement, _strip_anchors, shown_regex, utf8_sequences
+from .work_slices import OutOfTime, checkpoint
 
 # Node kinds.
 EMPTY, EPSILON, BYTES, CONCAT, ALT, REPEAT, MEMBERS, AND, DIFF = range(9)
@@ -174,6 +175,7 @@ class RegexPool:
         self._clipped: dict[tuple[int, int], RegexNode] = {}
         self._keys: dict[int, str | None] = {}
         self._live: dict[int, bool] = {}   # AND/DIFF node uid -> whether its language is non-empty
+        self._searching: dict[int, tuple] = {}   # AND/DIFF node uid -> a cut search's (parent, queue, at)
         # Derivatives computed, keyed by `uid << 8 | byte`: one int per entry rather than a dict
         # per node, so a new node is two objects for Python's collector to scan (itself and its
         # parts), and no node points back at a derivative (r*'s is r* itself: no cycle to collect).
@@ -385,33 +387,25 @@ class RegexPool:
     def _search(self, start: RegexNode) -> bool:
         """Whether an AND/DIFF node matches some string: a breadth-first walk of its
         derivatives to an accepting one. The nodes on the path found are live; when the
-        walk ends without one, every node it met is dead (it met all it can reach)."""
-        parent: dict[int, RegexNode | None] = {start.uid: None}
-        queue, found = [start], None
-        for node in queue:   # the list grows while it is walked: breadth first
-            if node.nullable:
-                found = node
-                break
-            a, b = node.parts
-            cuts = self.cuts(a) | self.cuts(b)
-            while cuts and found is None:
-                low = cuts & -cuts
-                byte, cuts = low.bit_length() - 1, cuts ^ low
-                if byte > 255 or not node.first >> byte & 1:
-                    continue
-                nxt = self._set_node(node.kind, self.derivative(a, byte), self.derivative(b, byte))
-                if nxt.kind == EMPTY or self._live.get(nxt.uid) is False:
-                    continue
-                if nxt.kind not in (AND, DIFF) or self._live.get(nxt.uid):
-                    found = node   # an ordinary node never has an empty language
-                elif nxt.uid not in parent:
-                    parent[nxt.uid] = node
-                    queue.append(nxt)
-            if found is not None:
-                break
-            if len(parent) > MAX_SET_SEARCH:
-                raise AutomatonLimitError(f"regex too complex: deciding whether an intersection or difference "
-                                          f"matches anything visited more than {MAX_SET_SEARCH:,} states")
+        walk ends without one, every node it met is dead (it met all it can reach).
+
+        A search cut by `checkpoint` (OutOfTime, work_slices.py) keeps its frontier and
+        goes on from it when it is asked again: no step redoes the work of the last."""
+        parent, queue, at = self._searching.pop(start.uid, None) or ({start.uid: None}, [start], 0)
+        found = None
+        while at < len(queue):   # the list grows while it is walked: breadth first
+            try:
+                found = self._search_step(queue[at], parent, queue)
+                if found is not None:
+                    break
+                if len(parent) > MAX_SET_SEARCH:
+                    raise AutomatonLimitError(f"regex too complex: deciding whether an intersection or difference "
+                                              f"matches anything visited more than {MAX_SET_SEARCH:,} states")
+                at += 1
+                checkpoint(kept=True)   # one more state searched: the frontier moved
+            except OutOfTime:   # (re-searching a state adds nothing twice: `parent` has what it added)
+                self._searching[start.uid] = (parent, queue, at)
+                raise
         if found is None:
             for node in queue:
                 self._live[node.uid] = False
@@ -420,6 +414,29 @@ class RegexPool:
             self._live[found.uid] = True
             found = parent[found.uid]
         return True
+
+    def _search_step(self, node: RegexNode, parent: dict[int, RegexNode | None],
+                     queue: list[RegexNode]) -> RegexNode | None:
+        """One node of `_search`: `node` if it leads to a match at once, else None after
+        queueing its unseen AND/DIFF derivatives."""
+        if node.nullable:
+            return node
+        a, b = node.parts
+        cuts = self.cuts(a) | self.cuts(b)
+        while cuts:
+            low = cuts & -cuts
+            byte, cuts = low.bit_length() - 1, cuts ^ low
+            if byte > 255 or not node.first >> byte & 1:
+                continue
+            nxt = self._set_node(node.kind, self.derivative(a, byte), self.derivative(b, byte))
+            if nxt.kind == EMPTY or self._live.get(nxt.uid) is False:
+                continue
+            if nxt.kind not in (AND, DIFF) or self._live.get(nxt.uid):
+                return node   # an ordinary node never has an empty language
+            if nxt.uid not in parent:
+                parent[nxt.uid] = node
+                queue.append(nxt)
+        return None
 
     # -- bounded views: states that no token can tell apart ----------------------------------
     def clip(self, node: RegexNode, length: int) -> RegexNode:
@@ -523,6 +540,7 @@ class RegexPool:
         done = self._derivatives.get(memo)
         if done is not None:
             return done
+        checkpoint()   # a new derivative may be large work: a slice may end here (work_slices.py)
         kind = node.kind
         if kind == MEMBERS:   # not the exercise's: the derivative of its one-level unfolding
             out = self._derivatives[memo] = self.derivative(self.unfold(node), byte)
@@ -694,6 +712,7 @@ class _Parser:
         items = []
         p, byte_set = self.p, self.pool.byte_set
         while self.i < len(p) and p[self.i] not in "|)":
+            checkpoint()   # a long regex is parsed on a compile thread that yields to the scheduler
             run = _LITERAL_RUN.match(p, self.i)
             if run is not None:
                 # Plain characters read in one step (most of a JSON Schema's regex); the
@@ -1090,6 +1109,7 @@ class LazyByteDFA:
         self.missing_classes[state] -= 1
         if self.missing_classes[state] == 0:
             self.expanded[state] = True   # every entry computed
+        checkpoint(kept=True)   # the entry is stored: a row cut here resumes from it (work_slices.py)
         return target
 
     def expand(self, state: int) -> None:

@@ -39,6 +39,7 @@ from .lazy_trie_walk import finish_row, token_repetitions, vocab_arrays, walk_by
 from .regex_dfa import RegexError, shown_regex
 from .token_fsm import ConstraintError, TokenFSM, Vocabulary, check_regex_length
 from .token_index import VocabularyCannotSpellError, vocab_trie
+from .work_slices import unsliced
 
 
 # A part of a state (a head, an alternative) gets a row of its own when it can start with
@@ -287,13 +288,14 @@ class LazyStateIndex:
             pool = self.dfa.pool
             star = LazyByteDFA(pool.repeat(body, 0, None), pool, max_states=1024)
             todo, seen = [star.initial], {star.initial}
-            while todo and star.num_states <= 64:
-                s = todo.pop()
-                star.expand(s)
-                for nxt in np.unique(star.table[s]).tolist():
-                    if nxt >= 0 and nxt not in seen:
-                        seen.add(nxt)
-                        todo.append(nxt)
+            with unsliced():   # at most 64 states, on the side: a slice cut here would lose them
+                while todo and star.num_states <= 64:
+                    s = todo.pop()
+                    star.expand(s)
+                    for nxt in np.unique(star.table[s]).tolist():
+                        if nxt >= 0 and nxt not in seen:
+                            seen.add(nxt)
+                            todo.append(nxt)
             # Prefix-free: no state but `body*` itself accepts, so returning to it ends a repetition.
             if star.num_states <= 64 and not star.accepting[1:star.num_states].any():
                 arrays = self.arrays
@@ -876,15 +878,19 @@ class LazyTokenFSM(TokenFSM):
     state_row: LazyRowMap = field(default=None)
     jump_map: LazyJumpForward = field(default=None)
 
+    def build_row(self, state: int) -> None:
+        self.index.row(state)
+
     def is_complete(self, state: int) -> bool:
         """Accepting, and no token but EOS can follow (the eager definition, from the row).
 
-        The row is computed even when the state does not accept: the matcher asks this
-        right after each token, so the row the next mask needs (and any limit error) comes
-        here, in the request's own advance step, not in the batch's mask fill.
+        False while the state's row is not made: making it is grammar work, which the
+        matcher does in `build_row`, in slices the scheduler bounds per step
+        (work_slices.py), not in the advance that asks this right after each token. The
+        matcher asks again once the row is made.
         """
-        row = self.index.row(state)
-        return self.index.is_final(state) and row.count == 0
+        row = self.index.rows.get(state)
+        return row is not None and self.index.is_final(state) and row.count == 0
 
     def nbytes(self) -> int:
         return self.index.nbytes()

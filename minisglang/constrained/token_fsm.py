@@ -58,6 +58,12 @@ class TokenFSM:
         index = self.index
         return index.is_final(state) and index.allowed_token_ids(state) == [index.eos_token_id]
 
+    def build_row(self, state: int) -> None:
+        """Make `state`'s token row if it is not made yet: nothing here, where every row was
+        made at compile time; the lazy automaton makes it now (a slice of work that
+        `work_slices.checkpoint` may cut: call again, the work done is kept)."""
+        return None
+
     def walk(self, token_ids: Iterable[int], state: int | None = None) -> int:
         """The state after `token_ids` from `state` (default: the start); -1 if rejected."""
         state = self.index.initial_state if state is None else state

@@ -10,13 +10,18 @@ constraint layer plugs in"):
 4. `mask_logits(logits, reqs)` forbid the tokens the grammar does not allow (s1, s2)
 5. `advance(req, token_id)`   after sampling: move the grammar state, maybe finish (s1)
 
-plus `release(req)` when a request leaves the engine. This module's `Stage` does nothing
+plus `release(req)` when a request leaves the engine, and two calls that keep one
+client's grammar from stalling the others (the scheduler thread is every client's):
+`begin_step()` at the start of each step, and `ready(req)` for each request about to
+join a forward, which may do a bounded slice of its grammar's work and say "not yet": the
+request then sits out this step (s5; constrained/work_slices.py). This module's `Stage` does nothing
 at any of them: it is the engine before constrained decoding existed, and it refuses
 constrained requests with a clear message rather than ignoring the constraint. Each stage
 declares the engine options it reads as a `StageOptions` dataclass (`Stage.Options`).
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
@@ -116,6 +121,20 @@ class Stage:
     def poll_grammar_queue(self, queue: list["Req"]) -> list["Req"]:
         """Return the requests whose grammar is ready (or failed), in arrival order."""
         return list(queue)
+
+    # every step: bounded grammar work -------------------------------------------------
+    def begin_step(self) -> None:
+        """A scheduler step starts (s5 renews its per-step budget of grammar work here)."""
+        return None
+
+    def ready(self, req: "Req") -> bool:
+        """Whether `req`'s grammar can mask its next logits now; False: it sits out this
+        step (s5: the work its next mask needs did not fit this step's budget)."""
+        return True
+
+    def wait_for_compiles(self, seconds: float) -> None:
+        """Nothing to run but compiles: give them the CPU for up to `seconds`."""
+        time.sleep(seconds)
 
     # 3. before a decode step ---------------------------------------------------------
     def before_decode(self, running: list["Req"]) -> list["Readmit"]:

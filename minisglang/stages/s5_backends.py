@@ -26,8 +26,12 @@ caller's side only.
 """
 from __future__ import annotations
 
+import contextlib
+import time
+from collections.abc import Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -35,6 +39,7 @@ from ..backends.base import BaseGrammarObject, GrammarError, InvalidGrammarObjec
 from ..constrained.bitmask import warm_up_apply_kernel
 from ..constrained.regex_dfa import RegexError
 from ..constrained.token_fsm import ConstraintError
+from ..constrained.work_slices import Baton, OutOfTime, deadline
 from ..core import Req
 from .base import Readmit, Stage, StageOptions, register
 from .s3_fsm_cache import GrammarQueue
@@ -92,6 +97,80 @@ class ReasonerGrammar(BaseGrammarObject):
     def copy(self) -> "ReasonerGrammar":
         return ReasonerGrammar(self.inner.copy(), self.think_end_id, self.eos_token_id)
 
+    def prepare(self, seconds: float | None = None) -> bool:
+        return self.thinking or self.inner.prepare(seconds)   # (thinking: every token but EOS, no work)
+
+
+class GrammarWork:
+    """The scheduler thread's budget for grammar work (constrained/work_slices.py).
+
+    Each step, the requests' grammars share `step_seconds` of work on the scheduler thread
+    (the rows their next masks need, jump-forward searches) and the compile threads are
+    lent as much again; a request whose work did not fit sits out the step and goes on
+    from where it stopped in the next. A request whose grammar needed more than
+    `max_seconds` of such work in all is aborted, naming the limit. So an expensive
+    grammar costs its own request time, and every other request a few milliseconds a step.
+    """
+
+    def __init__(self, step_seconds: float, max_seconds: float, baton: Baton):
+        self.step_seconds, self.max_seconds, self.baton = step_seconds, max_seconds, baton
+        self.left = step_seconds
+        self.spent: dict[int, float] = {}   # rid -> seconds of grammar work so far
+
+    def begin_step(self) -> None:
+        self.baton.hold()
+        self.baton.lend(self.step_seconds)   # compile threads run only now (none running: no wait)
+        self.left = self.step_seconds
+
+    @contextlib.contextmanager
+    def slice(self, req: Req) -> Iterator[None]:
+        """Run the block as `req`'s grammar work: cut (OutOfTime) when this step's budget is
+        spent, charged to the request, which is aborted past `max_seconds` in all."""
+        start = time.perf_counter()
+        try:
+            with deadline(max(self.left, 0.0)):
+                yield
+        finally:
+            took = time.perf_counter() - start
+            self.left -= took
+            spent = self.spent[req.rid] = self.spent.get(req.rid, 0.0) + took
+            if spent > self.max_seconds:
+                raise GrammarError(f"the grammar needed more than {self.max_seconds:g} s of work to choose its "
+                                   f"tokens (limit max_grammar_seconds)")
+
+    def ready(self, req: Req) -> bool:
+        """Whether the grammar's next mask is ready, after a slice of work on it if not."""
+        with self.slice(req):
+            return req.grammar.prepare(max(self.left, 0.0))
+
+    def forget(self, req: Req) -> None:
+        self.spent.pop(req.rid, None)
+
+
+class BudgetedJumpForward(JumpForward):
+    """s4's jump forward, its grammar reads (the search for forced text, the check at the
+    seam) done within the step's budget: a read cut short is no jump this step (the request
+    decodes as usual; the work goes on next step from the states it made). Moving the
+    grammar is never cut: it runs outside any slice."""
+
+    def __init__(self, tokenizer, work: GrammarWork):
+        super().__init__(tokenizer)
+        self.work = work
+
+    def find_jump(self, req: Req) -> tuple[bytes, Any] | None:
+        try:
+            with self.work.slice(req):
+                return super().find_jump(req)
+        except OutOfTime:
+            return None
+
+    def leave_the_seam_to_the_model(self, req: Req, new_output_ids: list[int]) -> list[int] | None:
+        try:
+            with self.work.slice(req):
+                return super().leave_the_seam_to_the_model(req, new_output_ids)
+        except OutOfTime:
+            return None
+
 
 @dataclass(frozen=True)
 class BackendOptions(StageOptions):
@@ -116,9 +195,20 @@ class BackendOptions(StageOptions):
     # our own backend's automaton: "lazy" (states made on first visit) or "eager" (s1-s4's,
     # through the compile service), and the lazy one's bounds (None: its defaults)
     automaton: str = "lazy"
+    # Grammar work on the scheduler thread (the lazy automaton's rows, jump searches) per
+    # step, shared by the requests, and as much again for compile threads; and the most one
+    # request's grammar may need in all (constrained/work_slices.py).
+    grammar_step_seconds: float = 0.004
+    max_grammar_seconds: float = 30.0
     max_lazy_states: int | None = None
     max_row_expansions: int | None = None
     max_regex_nodes: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("grammar_step_seconds", "max_grammar_seconds"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise ValueError(f"{name} must be a positive number of seconds, not {value!r}")
 
     def backend_options(self) -> dict:
         """The fields a backend's constructor takes as keywords."""
@@ -145,7 +235,8 @@ class BackendStage(Stage):
         o = self.options
         self.backend = get_backend_class(o.grammar_backend)(ctx.tokenizer, ctx.vocab_size, **o.backend_options())
         self.queue = GrammarQueue(o.compile_timeout, Future.done, self.take_compiled, o.max_pending_compiles)
-        self.jump = JumpForward(ctx.tokenizer)
+        self.work = GrammarWork(o.grammar_step_seconds, o.max_grammar_seconds, self.backend.baton)
+        self.jump = BudgetedJumpForward(ctx.tokenizer, self.work)
 
     # -- hook 1: arrival ---------------------------------------------------------------
     def has_grammar(self, constraint: tuple[str, str]) -> bool:
@@ -167,7 +258,7 @@ class BackendStage(Stage):
         if not self.has_grammar(constraint) and self.queue.full():
             self.queue.refuse(req)
             return
-        value, ready = self.backend.get_cached_or_future_value(*constraint)
+        value, ready = self.backend.get_cached_or_future_value(*constraint, client=req.client)
         if ready:
             self.attach(req, value)
         else:
@@ -184,10 +275,46 @@ class BackendStage(Stage):
 
     # -- hook 2: s3's grammar queue, with futures --------------------------------------------
     def poll_grammar_queue(self, queue: list[Req]) -> list[Req]:
-        return self.queue.poll_grammar_queue(queue)
+        compiling = {rid: w.handle for rid, w in self.queue.pending.items() if not w.handle.done()}
+        ready = self.queue.poll_grammar_queue(queue)
+        for req in ready:
+            if req.rid in compiling and not compiling[req.rid].done():   # it left on the timeout
+                self.timed_out(req, compiling[req.rid])
+        return ready
+
+    def timed_out(self, req: Req, future: Future) -> None:
+        """A request gave up on its compile: stop the compile if no one else waits for it
+        (it would go on using CPU and memory), and when the compile spent more than half
+        the timeout waiting for a thread, behind other clients' compiles, say the server was
+        too busy (a 503 with Retry-After), not that the grammar was too slow (a 400)."""
+        queued = self.backend.queued_seconds(future)
+        if not any(w.handle is future for w in self.queue.pending.values()):
+            self.backend.cancel(future)
+        timeout = self.queue.timeout
+        if queued > timeout / 2 and req.finished_reason is not None:
+            req.finished_reason.update(
+                message=f"the server was too busy to compile the {req.sampling_params.constraint()[0]} within "
+                        f"{timeout:g} s (it waited {queued:.1f} s behind other compiles); retry later",
+                retry_after=max(1, round(timeout / 2)))
 
     def take_compiled(self, req: Req, future: Future) -> None:
         self.attach(req, self.backend.result(future))
+
+    # -- every step: grammar work within a budget ----------------------------------------------
+    def begin_step(self) -> None:
+        self.work.begin_step()
+
+    def wait_for_compiles(self, seconds: float) -> None:
+        self.backend.baton.lend(seconds) if self.backend.baton.running else time.sleep(seconds)
+
+    def ready(self, req: Req) -> bool:
+        if req.grammar is None:
+            return True
+        if not self.work.ready(req):
+            return False
+        if req.grammar.is_terminated():   # the work showed the match complete: nothing to sample
+            req.finish("stop", matched=None)
+        return True
 
     # -- hook 3: s4's jump forward, through the interface -----------------------------------
     def before_decode(self, running: list[Req]) -> list[Readmit]:
@@ -229,11 +356,14 @@ class BackendStage(Stage):
         except GrammarError as e:
             req.finish("abort", message=f"the grammar rejected a sampled token: {e}")
             return
-        if g.is_terminated():
+        # Whether the match is complete is known once the new state's row is made: within
+        # this step's budget, else when `ready` finishes the work.
+        if self.work.ready(req) and g.is_terminated():
             req.finish("stop", matched=token_id if token_id == self.ctx.tokenizer.eos_token_id else None)
 
     def release(self, req: Req) -> None:
         self.queue.forget(req)
+        self.work.forget(req)
         super().release(req)
 
     def stats(self) -> dict:

@@ -1,0 +1,211 @@
+"""No client stalls another: a bystander's latency while one client sends expensive grammars.
+
+A `minisglang serve` (the default stage and backend, `--forwarded-allow-ips 127.0.0.1` so
+each client of this script names itself with X-Forwarded-For) runs as a subprocess. A
+bystander sends 1-token completions one after another; first alone (the baseline), then
+while an attacker sends one class of expensive requests at a time:
+
+* pattern: a ~200-byte json_schema whose string has `pattern: ^(x|y)*x(x|y){14}$` and a
+  min/maxLength (a language whose DFA has ~2^15 states, intersected with the length);
+* cjk_triggers: a structural tag with 6 triggers of 8 CJK characters;
+* vowels: four `([\\s\\S]*[aeiou][\\s\\S]{N}){6}` regexes at temperature 2;
+* slow_then_trivial: two slow schemas from one client, then another client's trivial fresh
+  regex (its latency is the attacker column: the compile pool serves clients in turn);
+* huge_think_end: a 3.6 MB think_end (refused before any work);
+* big_schemas: four ~3.9 MB schemas;
+* generated classes: nested quantifiers over alternations, a long bounded repeat after a
+  star, 16 long triggers, a big enum in a pattern.
+
+For each class it reports the bystander's p50 / p99 / max latency and their ratio to the
+baseline, what the attacker got (status, finish reason or error, seconds), and the
+server's RSS before, at its peak and after. Targets (issue 30): bystander p99 <= 3x and
+max <= 0.5 s over the baseline; the expensive request finishes or gets a 400 naming a
+limit; RSS back within 25% of its start.
+
+    python benchmarks/bench_server_stalls.py [--seconds 8] [--only pattern,vowels]
+
+Prints the table; writes its section of benchmarks/results/server_faults.md.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from _results import machine_line, write_section  # benchmarks/_results.py (scripts run from benchmarks/)
+
+RESULTS = Path(__file__).parent / "results" / "server_faults.md"
+SECTION = "## Expensive grammars beside a bystander (issue 30)"
+ROOT = Path(__file__).resolve().parent.parent
+CJK = "的是不了人我在有他这中大来上国个到说们为子和你地出道也时年得就那要下以生会自着去之过家学对可她里后小么心多天而能好都然没日于起还发成事只作当想看文无开手十用主行方又如前所本见经头面公同三已老从动两长知民样现分将外但身些与高意进把法此实回二理美点月明其种声全工己话儿者向情部正名定女问力机给等几很业最间新什打便位因重被走电四第门相次东政海口使教西再平真听世气信北少关并内加化由却代军产入先山五太水万市眼体别处总才场师书比住员九笑性通目华报立马命张活难神数件安表原车白应路期叫死常提感金何更反合放做系计或司利受光王果亲界及今京务制解各任至清物台象记边共风战干接它许八特觉望直服毛林题建南度统色字请交爱让认算论百吃义科怎元社术结六功指思非流每青管夫连远资队跟带花快条院变联言权往展该"
+
+
+def structural_tag(triggers: list[str]) -> dict:
+    return {"type": "structural_tag", "triggers": triggers,
+            "structures": [{"begin": t + ">", "schema": {"type": "object"}, "end": "</x>"} for t in triggers]}
+
+
+def string_schema(pattern: str, lo: int, hi: int) -> dict:
+    return {"type": "object", "properties": {"s": {"type": "string", "pattern": pattern, "minLength": lo,
+                                                   "maxLength": hi}}, "required": ["s"]}
+
+
+def big_schema(i: int) -> dict:
+    """About 3.9 MB: an object with 20,000 optional properties, each an enum of strings."""
+    words = [f"w{i}_{k}_" + "x" * 40 for k in range(20)]
+    return {"type": "object", "properties": {f"p{i}_{k}": {"enum": words} for k in range(3000)}}
+
+
+def attacks() -> dict[str, list[tuple[str, dict]]]:
+    """class -> the (client, /generate body) requests the attacker sends at once."""
+    def gen(sp: dict, text: str = "Write.", n: int = 64) -> dict:
+        return {"text": f"<|user|>\n{text}\n<|assistant|>\n", "sampling_params": {"max_new_tokens": n, **sp}}
+    words = "|".join(f"{w}{k}" for k in range(40) for w in ("alpha", "beta", "gamma", "delta", "epsilon"))
+    return {
+        "pattern": [("attacker", gen({"json_schema": json.dumps(string_schema("^(x|y)*x(x|y){14}$", 16, 60))}))],
+        "cjk_triggers": [("attacker", gen({"structural_tag": json.dumps(
+            structural_tag(["<" + CJK[8 * k:8 * k + 8] for k in range(6)]))}))],
+        "vowels": [("attacker", gen({"regex": rf"([\s\S]*[aeiou][\s\S]{{{n}}}){{6}}", "temperature": 2.0}))
+                   for n in (8, 10, 12, 14)],
+        "slow_then_trivial": [("attacker", gen({"json_schema": json.dumps(
+            string_schema(f"^(a|b)*a(a|b){{{n}}}$", 1, 40))})) for n in (13, 14)]
+        + [("other", gen({"regex": "A0[0-9]{3}"}, n=8))],
+        "huge_think_end": [("attacker", gen({"json_schema": json.dumps({"type": "object"}),
+                                             "think_end": "x" * 3_600_000}))],
+        "big_schemas": [("attacker", gen({"json_schema": json.dumps(big_schema(i))})) for i in range(4)],
+        "nested_quantifiers": [("attacker", gen({"regex": "((a|b|c)*(a|b)){3}x(a|b){12}"}))],
+        "bounded_after_star": [("attacker", gen({"regex": "[a-z ]*q[a-z ]{16}"}))],
+        "many_triggers": [("attacker", gen({"structural_tag": json.dumps(
+            structural_tag([f"<tool_{k:02d}_" + "abcdefghij" for k in range(16)]))}))],
+        "enum_in_pattern": [("attacker", gen({"json_schema": json.dumps(string_schema(f"^({words})+$", 5, 80))}))],
+    }
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+async def bystander(http: httpx.AsyncClient, url: str, stop: asyncio.Event, out: list[float]) -> None:
+    while not stop.is_set():
+        t0 = time.perf_counter()
+        r = await http.post(url + "/v1/completions", json={"prompt": "Hi", "max_tokens": 1, "temperature": 0},
+                            headers={"X-Forwarded-For": "10.0.0.2"})
+        r.raise_for_status()
+        out.append(time.perf_counter() - t0)
+
+
+async def attack(http: httpx.AsyncClient, url: str, client: str, body: dict) -> str:
+    t0 = time.perf_counter()
+    try:
+        r = await http.post(url + "/generate", json=body, headers={"X-Forwarded-For": f"10.0.1.{hash(client) % 200}"},
+                            timeout=300)
+    except httpx.HTTPError as e:
+        return f"{type(e).__name__} after {time.perf_counter() - t0:.1f} s"
+    took = time.perf_counter() - t0
+    if r.status_code != 200:
+        message = r.json().get("error", {}).get("message", r.text)[:90]
+        return f"{r.status_code} {message!r} after {took:.1f} s"
+    reason = r.json()["meta_info"]["finish_reason"]
+    text = reason.get("message", reason["type"])[:90] if isinstance(reason, dict) else str(reason)
+    return f"200 {text!r} after {took:.1f} s"
+
+
+def stats(lat: list[float]) -> tuple[float, float, float]:
+    lat = sorted(lat)
+    return statistics.median(lat), lat[min(len(lat) - 1, int(len(lat) * 0.99))], lat[-1]
+
+
+async def run(url: str, pid: int, seconds: float, only: list[str] | None) -> list[str]:
+    rows = []
+    async with httpx.AsyncClient(timeout=120) as http:
+        stop, base = asyncio.Event(), []
+        task = asyncio.create_task(bystander(http, url, stop, base))
+        await asyncio.sleep(seconds)
+        stop.set()
+        await task
+        b50, b99, bmax = stats(base)
+        rows.append(f"| baseline (alone) | {b50 * 1e3:.0f} / {b99 * 1e3:.0f} / {bmax * 1e3:.0f} | 1.0 / 1.0 | "
+                    f"+0 | - | {rss_mb(pid):.0f} |")
+        for name, reqs in attacks().items():
+            if only and name not in only:
+                continue
+            start_rss, peak = rss_mb(pid), 0.0
+            stop, lat = asyncio.Event(), []
+            task = asyncio.create_task(bystander(http, url, stop, lat))
+            jobs = []
+            for client, body in reqs:
+                jobs.append(asyncio.create_task(attack(http, url, client, body)))
+                await asyncio.sleep(0.2)   # (in order: the trivial request comes after the slow ones)
+            t0 = time.perf_counter()
+            while not all(j.done() for j in jobs) or time.perf_counter() - t0 < seconds:
+                peak = max(peak, rss_mb(pid))
+                await asyncio.sleep(0.1)
+                if time.perf_counter() - t0 > 240:
+                    break
+            stop.set()
+            await task
+            outcomes = [j.result() if j.done() else "still running after 240 s" for j in jobs]
+            p50, p99, mx = stats(lat)
+            shown = outcomes[-1] if name == "slow_then_trivial" else "; ".join(sorted(set(outcomes)))
+            rows.append(f"| {name} | {p50 * 1e3:.0f} / {p99 * 1e3:.0f} / {mx * 1e3:.0f} | {p99 / b99:.1f} / "
+                        f"{mx / bmax:.1f} | +{(mx - bmax) * 1e3:.0f} | {shown} | {start_rss:.0f} / {peak:.0f} / "
+                        f"{rss_mb(pid):.0f} |")
+            print(rows[-1], flush=True)
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seconds", type=float, default=8.0, help="bystander time per class (at least)")
+    ap.add_argument("--only", default="", help="comma-separated classes")
+    args = ap.parse_args()
+    port = free_port()
+    server = subprocess.Popen([str(Path(sys.executable).parent / "minisglang"), "serve", "--port", str(port),
+                               "--forwarded-allow-ips", "127.0.0.1"], cwd=ROOT,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(600):
+            try:
+                if httpx.get(url + "/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        started = time.perf_counter()
+        rows = asyncio.run(run(url, server.pid, args.seconds, [c for c in args.only.split(",") if c]))
+        took = time.perf_counter() - started
+    finally:
+        server.terminate()
+        server.wait(30)
+    head = [SECTION, "",
+            "Bystander: 1-token completions one after another from its own client; the attacker's "
+            "class of requests at the same time (`python benchmarks/bench_server_stalls.py`). "
+            "Targets: p99 <= 3x and max <= +500 ms over the baseline; the attacker's request "
+            "finishes or gets a 400 naming a limit; RSS back within 25% of its start.", "",
+            "| attack | bystander p50 / p99 / max (ms) | p99 / max vs baseline | max over baseline (ms) "
+            "| what the attacker got | server RSS start / peak / end (MB) |", "|---|---|---|---|---|---|"]
+    write_section("\n".join(head + rows + ["", machine_line(f"{took:.0f} s")]), RESULTS, SECTION)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,273 @@
+"""Grammar work in bounded slices: the scheduler thread is every client's.
+
+A lazy automaton (lazy_token_fsm.py) builds a state's token row when generation first
+reaches it. Most rows take microseconds; a hostile grammar's can take seconds (a pattern
+whose DFA has 2^15 states, an intersection that must be searched). Done in one go on the
+scheduler thread, that work would stall every other client's decode. Done on an ordinary
+thread it is no better: CPython's GIL passes to a busy Python thread whenever the
+scheduler's thread lets go of it, and a forward releases it at every torch operation, so
+each operation then waits out the 5 ms switch interval (measured: a 1-token request went
+from 3 ms to 450 ms beside one busy Python thread; benchmarks/results/server_faults.md).
+
+So grammar work is cut into slices, in two ways that share one call, `checkpoint()`, which
+the automata call between small units of work (after each derivative, each state of a
+search, each subschema compiled):
+
+- on the scheduler thread, inside `deadline(seconds)`: past the deadline `checkpoint`
+  raises `OutOfTime`. Work cut that way is restartable because what it computed is cached
+  (a derivative stays in the table, a search keeps its frontier), so the next slice goes
+  on from there; the request whose row is not ready sits out that step.
+- on a compile thread (`Baton.run`): `checkpoint` waits until the scheduler lends the
+  CPU (`Baton.lend`), once per step, for a bounded time. The thread holds the GIL only
+  inside those windows, so it never competes with a forward.
+
+Anywhere else (a notebook, a test, an offline compile) `checkpoint` does nothing.
+"""
+from __future__ import annotations
+
+import collections
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+_local = threading.local()
+
+
+class OutOfTime(Exception):
+    """The slice given to grammar work ran out; the work is resumable (not an error)."""
+
+
+def checkpoint(kept: bool = False) -> None:
+    """A point where grammar work may stop: raise OutOfTime past this thread's deadline, or
+    wait for the baton on a compile thread; nothing elsewhere. Cheap (~0.1 us).
+
+    `kept`: the caller has just stored a unit of work that a later slice reuses (a
+    derivative in the table, a searched state). A slice stops only after at least one
+    such unit, so every slice makes progress however short it is.
+    """
+    stop = getattr(_local, "deadline", None)
+    if stop is not None:
+        if kept:
+            _local.kept = True
+        if _local.kept and time.perf_counter() > stop:
+            raise OutOfTime
+        return
+    baton = getattr(_local, "baton", None)
+    if baton is not None:
+        baton.wait_for_turn()
+        job = getattr(_local, "job", None)
+        if job is not None and job.cancelled:
+            raise CompileCancelled("the compile was cancelled")
+
+
+@contextlib.contextmanager
+def deadline(seconds: float) -> Iterator[None]:
+    """Within the block, `checkpoint` raises OutOfTime once `seconds` have passed and some
+    work was kept."""
+    outer, outer_kept = getattr(_local, "deadline", None), getattr(_local, "kept", False)
+    stop = time.perf_counter() + seconds
+    _local.deadline, _local.kept = (stop if outer is None else min(stop, outer)), False
+    try:
+        yield
+    finally:
+        _local.deadline, _local.kept = outer, outer_kept or _local.kept
+
+
+@contextlib.contextmanager
+def unsliced() -> Iterator[None]:
+    """Within the block no deadline applies: for bounded work whose result is kept only
+    when it is whole (a small automaton built on the side), which a cut would lose."""
+    outer = getattr(_local, "deadline", None)
+    _local.deadline = None
+    try:
+        yield
+    finally:
+        _local.deadline = outer
+
+
+class Baton:
+    """Lends the CPU to compile threads in windows the scheduler chooses.
+
+    The scheduler's thread calls `hold()` at the start of each step and `lend(seconds)` at
+    most once per step: compile threads run only inside a lend window (at most `seconds`,
+    less when they all finish), stop at their next `checkpoint` when it ends, and wait for
+    the next one. Between windows they hold no GIL, so the forward runs as if they did not
+    exist. When the scheduler has not stepped for IDLE seconds (an idle engine, a compile
+    whose request left), the threads run freely: a hold only lasts while steps come.
+    """
+
+    IDLE = 0.5   # seconds without a step after which compile threads run freely
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._until = 0.0                  # end of the current lend window (perf_counter)
+        self._held_at = float("-inf")      # the last `hold` (perf_counter)
+        self._running = 0                  # compile threads inside `run` now
+
+    def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """Call fn(*args) on this (compile) thread as work that yields to the scheduler."""
+        _local.baton = self
+        with self._cond:
+            self._running += 1
+        try:
+            self.wait_for_turn()
+            return fn(*args)
+        finally:
+            _local.baton = None
+            with self._cond:
+                self._running -= 1
+                self._cond.notify_all()
+
+    def _may_run(self, now: float) -> bool:
+        return now <= self._until or now - self._held_at > self.IDLE
+
+    def wait_for_turn(self) -> None:
+        """Block while the scheduler holds the CPU (compile threads only)."""
+        if self._may_run(time.perf_counter()):
+            return
+        with self._cond:
+            while not self._may_run(now := time.perf_counter()):
+                self._cond.wait(max(self._held_at + self.IDLE - now, 0.001))
+
+    def hold(self) -> None:
+        """The scheduler takes the CPU for a step: compile threads stop at their next checkpoint."""
+        self._held_at = time.perf_counter()   # (one float store: no lock needed)
+
+    def lend(self, seconds: float) -> None:
+        """Let compile threads run for up to `seconds` (none if none is running), then take
+        the CPU back."""
+        with self._cond:
+            if not self._running:
+                return
+            stop = time.perf_counter() + seconds
+            self._until = stop
+            self._cond.notify_all()
+            while self._running and (left := stop - time.perf_counter()) > 0:
+                self._cond.wait(left)
+            self._until = 0.0
+            self._held_at = time.perf_counter()
+
+    @property
+    def running(self) -> int:
+        """Compile threads working (or waiting for a window) now."""
+        return self._running
+
+
+class CompileCancelled(Exception):
+    """The compile was cancelled (its requests timed out or left): stopped at a checkpoint."""
+
+
+@dataclass(eq=False)
+class CompileJob:
+    """One compile of the pool: who asked, its Future, and what it cost so far."""
+
+    client: str
+    future: Future
+    call: Callable[[], Any]
+    submitted: float = field(default_factory=time.perf_counter)
+    started: float | None = None     # when a thread took it (perf_counter)
+    cancelled: bool = False
+
+    def queued_seconds(self) -> float:
+        """How long it waited for a thread (so far, if it still waits)."""
+        return (self.started if self.started is not None else time.perf_counter()) - self.submitted
+
+
+class FairCompilePool:
+    """Compile threads that serve clients in turn, every compile yielding to the scheduler.
+
+    A first-come-first-served pool let one client's two slow compiles hold both threads
+    while another client's trivial one waited 22 s. Here each client has its own queue,
+    threads take the next job from the clients in turn, and no client runs more than
+    `per_client` jobs at once while another's wait. Jobs run under the `baton`
+    (`Baton.run`), so they take CPU only when the scheduler lends it; a job can be
+    cancelled (`cancel`), which stops it at its next checkpoint and frees what it built.
+    """
+
+    def __init__(self, workers: int, baton: Baton, name: str = "compile"):
+        self.workers, self.baton, self.name = workers, baton, name
+        self.per_client = max(1, workers // 2)
+        self._cond = threading.Condition()
+        self._queues: dict[str, collections.deque[CompileJob]] = {}   # client -> its waiting jobs, in turn order
+        self._running: dict[str, int] = collections.Counter()
+        self._threads: list[threading.Thread] = []
+        self._active: set[CompileJob] = set()   # jobs running now
+        self._closed = False
+
+    def submit(self, client: str | None, fn: Callable[..., Any], *args: Any) -> tuple[Future, CompileJob]:
+        """Queue fn(*args) for `client` (None: one anonymous client); (its Future, the job)."""
+        job = CompileJob(client or "", Future(), lambda: fn(*args))
+        with self._cond:
+            if self._closed:
+                raise RuntimeError("the compile pool is shut down")
+            self._queues.setdefault(job.client, collections.deque()).append(job)
+            if len(self._threads) < self.workers:
+                thread = threading.Thread(target=self._work, name=f"{self.name}_{len(self._threads)}", daemon=True)
+                self._threads.append(thread)
+                thread.start()
+            self._cond.notify()
+        return job.future, job
+
+    def cancel(self, job: CompileJob) -> None:
+        """Stop `job`: dropped if it has not started, else stopped at its next checkpoint."""
+        with self._cond:
+            job.cancelled = True
+            queue = self._queues.get(job.client)
+            if queue is not None and job in queue:
+                queue.remove(job)
+                job.future.cancel()
+
+    def _next(self) -> CompileJob | None:
+        """The next job, the lock held: the first client in turn order with a job waiting
+        and fewer than `per_client` running. (Strict even when no other client waits: a
+        thread kept free is there for the next client at once, and compiles of ours share
+        one GIL, so a second thread for the same client would not finish its work sooner.)"""
+        for client in [c for c, q in self._queues.items() if q]:
+            if self._running[client] < self.per_client:
+                job = self._queues[client].popleft()
+                rest = self._queues.pop(client)
+                if rest:
+                    self._queues[client] = rest   # to the end of the turn order
+                return job
+        return None
+
+    def _work(self) -> None:
+        while True:
+            with self._cond:
+                while (job := None if self._closed else self._next()) is None:
+                    if self._closed:
+                        return
+                    self._cond.wait()
+                self._running[job.client] += 1
+                self._active.add(job)
+            if job.future.set_running_or_notify_cancel():
+                job.started = time.perf_counter()
+                _local.job = job
+                try:
+                    job.future.set_result(self.baton.run(job.call))
+                except BaseException as e:   # a compile's failure is its Future's result
+                    job.future.set_exception(e)
+                finally:
+                    _local.job = None
+            with self._cond:
+                self._running[job.client] -= 1
+                self._active.discard(job)
+                self._cond.notify_all()
+
+    def shutdown(self) -> None:
+        with self._cond:
+            self._closed = True
+            for queue in self._queues.values():
+                for job in queue:
+                    job.cancelled = True
+                    job.future.cancel()
+            self._queues.clear()
+            for job in self._active:
+                job.cancelled = True
+            self._cond.notify_all()
