@@ -270,7 +270,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="seconds a client may take to send its request body; 408 after (default 30)")
     sv.add_argument("--forwarded-allow-ips", default=None,
                     help="proxies whose X-Forwarded-For names the client, so the per-client compile limit "
-                         "counts each client behind them (comma-separated, '*' any; default 127.0.0.1)")
+                         "counts each client behind them (comma-separated, '*' any; e.g. 127.0.0.1 behind a "
+                         "proxy on this machine; default: none, the client is the connection's address)")
     sv.set_defaults(func=cmd_serve)
 
     f = sub.add_parser("fsm-allowed", help="list the tokens a regex allows at a state")

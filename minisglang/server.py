@@ -73,16 +73,17 @@ class ServerOptions:
     body_timeout: float = 30.0          # seconds a client may take to send its body; 408 after (slow senders)
     # The proxies whose X-Forwarded-For header names the client (comma-separated addresses or
     # networks, "*" any): behind them, max_compiling_per_client counts each real client, not
-    # the proxy. Anyone else's header is ignored, so a client cannot pick another's budget.
-    forwarded_allow_ips: str = "127.0.0.1"
+    # the proxy. None (the default) trusts no proxy: the client is the socket's address, since
+    # any local program could otherwise send the header and pick a fresh budget.
+    forwarded_allow_ips: str | None = None
 
     def __post_init__(self):
         for name, low in (("max_body_bytes", 1), ("max_compiling_per_client", 1), ("drain_timeout", 0),
                           ("body_timeout", 0.001)):
             if not getattr(self, name) >= low:
                 raise ValueError(f"server option {name} must be >= {low}, got {getattr(self, name)!r}")
-        if not isinstance(self.forwarded_allow_ips, str):
-            raise ValueError(f"server option forwarded_allow_ips must be a string of addresses, got "
+        if self.forwarded_allow_ips is not None and not isinstance(self.forwarded_allow_ips, str):
+            raise ValueError(f"server option forwarded_allow_ips must be None or a string of addresses, got "
                              f"{self.forwarded_allow_ips!r}")
 
 
@@ -765,11 +766,14 @@ def serve(engine: Engine, host: str = "127.0.0.1", port: int = 30000,
 
 def _uvicorn_config(app: FastAPI, host: str, port: int, **more: Any):
     """uvicorn's settings for an app of `create_app`: X-Forwarded-For believed from the
-    proxies its ServerOptions name."""
+    proxies its ServerOptions name, and from nobody when it names none."""
     import uvicorn
 
-    return uvicorn.Config(app, host=host, port=port, log_level="warning", proxy_headers=True,
-                          forwarded_allow_ips=app.state.options.forwarded_allow_ips, **more)
+    proxies = app.state.options.forwarded_allow_ips
+    # uvicorn reads X-Forwarded-For by default, and its forwarded_allow_ips=None means
+    # $FORWARDED_ALLOW_IPS or 127.0.0.1: trusting no proxy takes proxy_headers=False.
+    return uvicorn.Config(app, host=host, port=port, log_level="warning", proxy_headers=bool(proxies),
+                          forwarded_allow_ips=proxies or None, **more)
 
 
 @contextlib.contextmanager

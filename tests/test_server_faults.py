@@ -214,11 +214,13 @@ def test_a_client_waits_for_a_bounded_number_of_distinct_grammars():
     assert first.status_code == same.status_code == 400       # both stopped at compile_timeout
 
 
-@pytest.mark.parametrize("trusted", [True, False])
-def test_clients_behind_a_trusted_proxy_have_a_budget_each_and_others_cannot_pick_one(trusted):
+@pytest.mark.parametrize("proxies", [None, "127.0.0.1", "192.0.2.7"])
+def test_clients_behind_a_trusted_proxy_have_a_budget_each_and_others_cannot_pick_one(proxies):
     """Behind a reverse proxy every request comes from the proxy's address: the budget would
-    be one for all its clients. A proxy in forwarded_allow_ips (the test client, 127.0.0.1,
-    by default) names the client in X-Forwarded-For; from anyone else the header is ignored."""
+    be one for all its clients. A proxy in forwarded_allow_ips (here the test client itself,
+    127.0.0.1) names the client in X-Forwarded-For. By default no proxy is trusted, and a
+    proxy that is not the test client (192.0.2.7) is not either: the header is ignored, and a
+    local client cannot pick a fresh budget by sending it."""
     async def script(post):
         runaway = asyncio.ensure_future(post(RUNAWAY, client="10.0.0.1"))   # client 1's one compile
         await asyncio.sleep(0.5)
@@ -226,16 +228,17 @@ def test_clients_behind_a_trusted_proxy_have_a_budget_each_and_others_cannot_pic
         same_client = await post(r"[a-c]{4}", client="10.0.0.1")
         return await runaway, other_client, same_client
 
-    options = {} if trusted else {"forwarded_allow_ips": "192.0.2.7"}   # a proxy that is not the test client
+    options = {} if proxies is None else {"forwarded_allow_ips": proxies}
     runaway, other_client, same_client = as_a_client_allowed_one_compile(script, **options)
     assert runaway.status_code == 400 and same_client.status_code == 429
-    if trusted:
+    if proxies == "127.0.0.1":
         assert other_client.status_code == 200 and re.fullmatch(r"[0-9]{3}", other_client.json()["choices"][0]["text"])
-    else:   # the header is not believed: all three are one client
+    else:   # the header is not believed: all three are one client, the socket's address
         assert other_client.status_code == 429, other_client.text
 
 
 def test_forwarded_allow_ips_must_be_a_string():
+    assert ServerOptions().forwarded_allow_ips is None   # trust no proxy unless told
     with pytest.raises(ValueError, match="forwarded_allow_ips"):
         ServerOptions(forwarded_allow_ips=["127.0.0.1"])
 
