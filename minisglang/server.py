@@ -19,7 +19,8 @@ Every error is OpenAI's body `{"error": {"message", "type", "param", "code"}}`: 
 is a 400 naming it, an unknown model a 404, a body over `max_body_bytes` a 413, a body that
 is not JSON a 415. If the scheduler loop itself dies, every request in flight gets an error
 (a stream ends with an error event and `[DONE]`), /health turns 503 and `serve` exits
-non-zero. On SIGTERM the requests in flight get `drain_timeout` seconds, then are aborted.
+non-zero; /health is 503 as well while the loop is stuck (one step running longer than
+`stall_timeout`). On SIGTERM the requests in flight get `drain_timeout` seconds, then are aborted.
 """
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ import secrets
 import threading
 import time
 import uuid
+from collections import deque
 from dataclasses import asdict, dataclass
 from typing import Any, AsyncIterator, Callable, Iterator
 
@@ -71,6 +73,9 @@ class ServerOptions:
     max_compiling_per_client: int = 8   # distinct grammars a client (an IP address) may wait for at once; 429 above
     drain_timeout: float = 2.0          # on SIGTERM: seconds in-flight requests get before their abort
     body_timeout: float = 30.0          # seconds a client may take to send its body; 408 after (slow senders)
+    # /health turns 503 when the scheduler loop has been stuck this many seconds (in one step,
+    # or anywhere else) while requests wait; an idle loop comes round every 50 ms.
+    stall_timeout: float = 5.0
     # The proxies whose X-Forwarded-For header names the client (comma-separated addresses or
     # networks, "*" any): behind them, max_compiling_per_client counts each real client, not
     # the proxy. None (the default) trusts no proxy: the client is the socket's address, since
@@ -79,7 +84,7 @@ class ServerOptions:
 
     def __post_init__(self):
         for name, low in (("max_body_bytes", 1), ("max_compiling_per_client", 1), ("drain_timeout", 0),
-                          ("body_timeout", 0.001)):
+                          ("body_timeout", 0.001), ("stall_timeout", 0.001)):
             if not getattr(self, name) >= low:
                 raise ValueError(f"server option {name} must be >= {low}, got {getattr(self, name)!r}")
         if self.forwarded_allow_ips is not None and not isinstance(self.forwarded_allow_ips, str):
@@ -114,6 +119,12 @@ class EngineLoop:
         self.compiling: dict[str, dict[Any, Any]] = {}
         self.dead: BaseException | None = None
         self.drain_deadline: float | None = None
+        # Step timing, written by the scheduler thread, read by /health and /get_server_info.
+        self.beat = time.monotonic()                     # when the loop last came round
+        self.step_started: float | None = None           # set while inside engine.step()
+        self.last_step_end: float | None = None
+        self._recent_steps: deque[tuple[float, float]] = deque()   # (end, seconds) of the last minute's steps
+        self._steps_lock = threading.Lock()
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=self._run, name="minisglang-scheduler", daemon=True)
         self.thread.start()
@@ -146,6 +157,21 @@ class EngineLoop:
             if not finished:
                 self.inbox.put(("abort", req.rid))
 
+    def stalled_for(self) -> float:
+        """Seconds since the loop last came round: a few hundredths when it is well, idle or not."""
+        return time.monotonic() - self.beat
+
+    def step_timings(self) -> dict[str, float | None]:
+        """The age of the last completed step, the longest step of the last minute and how long
+        the step now running has run (seconds; None for what has not happened)."""
+        now = time.monotonic()
+        with self._steps_lock:
+            longest = max((d for end, d in self._recent_steps if end >= now - 60), default=None)
+        started, last = self.step_started, self.last_step_end
+        return {"last_step_age_seconds": None if last is None else now - last,
+                "longest_step_last_minute_seconds": longest,
+                "current_step_seconds": None if started is None else now - started}
+
     def start_draining(self) -> None:
         """Refuse new requests; abort those still running after `drain_timeout` seconds."""
         if self.drain_deadline is None:
@@ -160,8 +186,9 @@ class EngineLoop:
                 if self.drain_deadline is not None and time.monotonic() > self.drain_deadline:
                     self._fail_all(EngineUnavailable("the server is shutting down"), abort=True)
                 if sched.has_work():
-                    self.engine.step()   # the scheduler survives a request's error; anything else is fatal
+                    self._timed_step()
                 self._publish()
+                self.beat = time.monotonic()
         except BaseException as e:   # noqa: BLE001 - whatever ended the loop, nobody may hang on it
             self.dead = e
             self._fail_all(EngineUnavailable(f"the engine loop has stopped: {e!r}"), abort=False)
@@ -169,6 +196,18 @@ class EngineLoop:
             if self.on_fatal is not None:
                 self.on_fatal()
             raise
+
+    def _timed_step(self) -> None:
+        self.step_started = start = time.monotonic()
+        try:
+            self.engine.step()   # the scheduler survives a request's error; anything else is fatal
+        finally:
+            self.step_started = None
+        self.last_step_end = end = time.monotonic()
+        with self._steps_lock:
+            self._recent_steps.append((end, end - start))
+            while self._recent_steps[0][0] < end - 60:
+                self._recent_steps.popleft()
 
     def _fail_all(self, error: Exception, abort: bool) -> None:
         for rid, (req, q, loop, _) in list(self.active.items()):
@@ -312,7 +351,7 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
     The app owns the engine while it runs: one app per engine, and the app's shutdown
     shuts the engine down (its compile workers included)."""
     options = options or ServerOptions()
-    metrics = ServerMetrics(engine)
+    metrics = ServerMetrics(engine, lambda: holder["loop"].step_timings() if "loop" in holder else {})
     holder: dict[str, EngineLoop] = {}
     model_id = engine.model_path.rstrip("/").rsplit("/", 1)[-1]
     # A prompt of more bytes than this has more tokens than the context holds, whatever they are;
@@ -557,6 +596,13 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
         if loop is None or not loop.healthy:
             reason = "starting" if loop is None else "shutting down" if loop.dead is None else repr(loop.dead)
             return error(f"unhealthy: {reason}", 503)
+        # A thread that is alive but stuck (a step that never returns) answers nobody: not healthy.
+        stalled = loop.stalled_for()
+        if stalled > options.stall_timeout:
+            where = "inside one engine step" if loop.step_started is not None else "outside a step"
+            return error(f"unhealthy: the scheduler is stuck: it has not come round for {stalled:.1f} s ({where}) "
+                         f"while requests wait; the limit (stall_timeout) is {options.stall_timeout:g} s", 503,
+                         code="scheduler_stalled")
         return {"status": "ok"}
 
     @app.get("/metrics")
@@ -572,7 +618,8 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
                 "max_context_len": s.max_context_len, "max_total_tokens": s.config.max_total_tokens,
                 "max_running_requests": s.config.max_running_requests,
                 "limits": {k: v for k, v in asdict(options).items() if k != "api_key"},
-                "api_key_required": options.api_key is not None}
+                "api_key_required": options.api_key is not None,
+                "scheduler": holder["loop"].step_timings() if "loop" in holder else None}
 
     # OpenAI's model object; `created` is when this server started serving it.
     model_card = {"id": model_id, "object": "model", "created": int(time.time()), "owned_by": "minisglang"}

@@ -362,6 +362,48 @@ def test_when_the_loop_dies_health_is_503_and_everyone_gets_an_error():
         assert c.post("/v1/completions", json={"prompt": "x", "max_tokens": 2}).status_code == 503
 
 
+def test_health_is_503_while_a_step_hangs_and_200_again_when_it_returns():
+    """A scheduler thread that is alive but stuck in one step serves nobody: /health says so
+    (503, OpenAI's error shape, how long and the limit), and recovers when the step returns.
+    An idle loop, with nothing to step, stays healthy however long it waits."""
+    engine = sgl.Engine(max_total_tokens=2000, max_running_requests=4)
+    release, real_step = threading.Event(), engine.step
+
+    def step():
+        if any("HANG" in r.prompt for r in engine.scheduler.running):
+            release.wait(60)   # a step that blocks until the test lets it go
+        return real_step()
+
+    engine.step = step
+
+    def health_until(status: int) -> httpx.Response:
+        deadline = time.monotonic() + 30
+        while (r := c.get("/health")).status_code != status and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return r
+
+    with TestClient(create_app(engine, ServerOptions(stall_timeout=0.3))) as c:
+        time.sleep(0.6)   # idle for twice the limit
+        assert c.get("/health").json() == {"status": "ok"}
+        answer = {}
+        t = threading.Thread(target=lambda: answer.update(r=c.post("/v1/completions", json={
+            "prompt": "HANG", "max_tokens": 3, "ignore_eos": True})))
+        t.start()
+        r = health_until(503)
+        err = r.json()["error"]
+        assert r.status_code == 503 and err["type"] == "server_error" and err["code"] == "scheduler_stalled"
+        assert "stuck" in err["message"] and "inside one engine step" in err["message"] and "0.3 s" in err["message"]
+        seconds = float(re.search(r"for ([\d.]+) s", err["message"]).group(1))
+        assert seconds >= 0.3   # shown to a tenth of a second
+        assert c.get("/get_server_info").json()["scheduler"]["current_step_seconds"] > 0.3
+        release.set()
+        assert health_until(200).json() == {"status": "ok"}
+        t.join(30)
+        assert answer["r"].status_code == 200
+        timing = c.get("/get_server_info").json()["scheduler"]
+        assert timing["longest_step_last_minute_seconds"] > 0.3 and timing["current_step_seconds"] is None
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
