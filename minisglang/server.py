@@ -735,7 +735,8 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
         sent_role = [False]
 
         def finished(meta) -> str | None:
-            # "tool_calls" only for calls made whole: a stop string may cut one (EOS never does)
+            # "tool_calls" only when no call was cut: max_tokens or a stop string may end the
+            # output inside one (EOS never does), and the parser gives that one back as content
             reason = openai_finish_reason(meta, made_calls=bool(parser.calls) and not parser.cut)
             if reason is not None:
                 metrics.tool_calls.inc(len(parser.calls))
