@@ -17,7 +17,8 @@ POST /generate (native).
 
 Every error is OpenAI's body `{"error": {"message", "type", "param", "code"}}`: a bad field
 is a 400 naming it, an unknown model a 404, a body over `max_body_bytes` a 413, a body that
-is not JSON a 415. If the scheduler loop itself dies, every request in flight gets an error
+is not JSON a 415, too many or too large headers a 431; a client value the message quotes
+is shortened. If the scheduler loop itself dies, every request in flight gets an error
 (a stream ends with an error event and `[DONE]`), /health turns 503 and `serve` exits
 non-zero; /health is 503 as well while the loop is stuck (one step running longer than
 `stall_timeout`). On SIGTERM the requests in flight get `drain_timeout` seconds, then are aborted.
@@ -46,6 +47,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
+from .constrained.json_schema import short_value
 from .core import Req, SamplingParams
 from .engine import Engine, stream_chunk
 from .function_call import ToolCallParser, openai_deltas
@@ -76,6 +78,10 @@ class ServerOptions:
     # /health turns 503 when the scheduler loop has been stuck this many seconds (in one step,
     # or anywhere else) while requests wait; an idle loop comes round every 50 ms.
     stall_timeout: float = 5.0
+    # A request's head (request line and headers) larger than this, or with more headers than
+    # max_headers, is refused with a 431; OpenAI's clients send well under a kilobyte.
+    max_header_bytes: int = 16 * 1024
+    max_headers: int = 100
     # The proxies whose X-Forwarded-For header names the client (comma-separated addresses or
     # networks, "*" any): behind them, max_compiling_per_client counts each real client, not
     # the proxy. None (the default) trusts no proxy: the client is the socket's address, since
@@ -84,7 +90,8 @@ class ServerOptions:
 
     def __post_init__(self):
         for name, low in (("max_body_bytes", 1), ("max_compiling_per_client", 1), ("drain_timeout", 0),
-                          ("body_timeout", 0.001), ("stall_timeout", 0.001)):
+                          ("body_timeout", 0.001), ("stall_timeout", 0.001), ("max_header_bytes", 1024),
+                          ("max_headers", 16)):
             if not getattr(self, name) >= low:
                 raise ValueError(f"server option {name} must be >= {low}, got {getattr(self, name)!r}")
         if self.forwarded_allow_ips is not None and not isinstance(self.forwarded_allow_ips, str):
@@ -299,12 +306,21 @@ class EngineLoop:
 # ---------------------------------------------------------------------- OpenAI shapes
 _ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "invalid_request_error",
                 405: "invalid_request_error", 408: "invalid_request_error", 413: "invalid_request_error",
-                415: "invalid_request_error",
+                415: "invalid_request_error", 431: "invalid_request_error",
                 422: "invalid_request_error", 429: "rate_limit_error", 500: "server_error", 503: "server_error"}
+
+
+# Every client value an error message quotes is shortened where it is quoted (short_value);
+# a message longer than this is cut all the same, in case one was quoted elsewhere whole.
+MAX_ERROR_MESSAGE = 1000
 
 
 def error_body(message: str, status: int, param: str | None = None, code: str | None = None) -> dict[str, Any]:
     """OpenAI's error object."""
+    if len(message) > MAX_ERROR_MESSAGE:
+        message = f"{message[:MAX_ERROR_MESSAGE - 200]} ... {message[-150:]} (message cut: {len(message):,} characters)"
+    if param is not None and len(param) > 200:
+        param = param[:197] + "..."
     return {"error": {"message": message, "type": _ERROR_TYPES.get(status, "server_error"),
                       "param": param, "code": code}}
 
@@ -393,10 +409,13 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
     async def _unavailable(request, exc: EngineUnavailable):
         return error(str(exc), 503)
 
+    app.add_middleware(_HeaderLimits, options=options, refuse=lambda message: error(message, 431))
+
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request, exc: StarletteHTTPException):
-        messages = {404: f"no such endpoint: {request.method} {request.url.path}",
-                    405: f"method {request.method} is not allowed on {request.url.path}"}
+        path = short_value(request.url.path)
+        messages = {404: f"no such endpoint: {short_value(request.method)} {path}",
+                    405: f"method {short_value(request.method)} is not allowed on {path}"}
         return error(messages.get(exc.status_code, str(exc.detail)), exc.status_code)
 
     @app.exception_handler(RequestValidationError)
@@ -413,16 +432,17 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
         ctype, _, ctype_params = request.headers.get("content-type", "").partition(";")
         ctype = ctype.strip().lower()
         if ctype != "application/json":
-            raise RequestError(f"Content-Type must be application/json, got {ctype or 'none'!r}", status=415)
+            raise RequestError(f"Content-Type must be application/json, got {short_value(ctype) if ctype else 'none'}",
+                               status=415)
         # The body is read as UTF-8 JSON bytes: a compressed body or another charset would only
         # fail later as "not valid JSON", which hides the cause.
         charset = re.search(r"charset\s*=\s*\"?([^\s;\"]*)", ctype_params, re.IGNORECASE)
         if charset and charset.group(1).lower() not in ("utf-8", "utf8"):
-            raise RequestError(f"the body must be UTF-8 JSON; Content-Type says charset={charset.group(1)}",
+            raise RequestError(f"the body must be UTF-8 JSON; Content-Type says charset={short_value(charset.group(1))}",
                                status=415)
         encoding = request.headers.get("content-encoding", "identity").strip().lower()
         if encoding not in ("", "identity"):
-            raise RequestError(f"Content-Encoding {encoding!r} is not supported: send the body uncompressed",
+            raise RequestError(f"Content-Encoding {short_value(encoding)} is not supported: send the body uncompressed",
                                status=415)
         limit = options.max_body_bytes
         declared = request.headers.get("content-length", "")
@@ -451,7 +471,7 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
 
     def check_model(name: str | None) -> None:
         if name is not None and name != model_id:
-            raise RequestError(f"the model {name!r} does not exist; this server serves {model_id!r}",
+            raise RequestError(f"the model {short_value(name)} does not exist; this server serves {model_id!r}",
                                status=404, param="model", code="model_not_found")
 
     def make_req(prompt: str | ChatPrompt, params: SamplingParams, field: str = "prompt",
@@ -820,8 +840,84 @@ def _uvicorn_config(app: FastAPI, host: str, port: int, **more: Any):
     proxies = app.state.options.forwarded_allow_ips
     # uvicorn reads X-Forwarded-For by default, and its forwarded_allow_ips=None means
     # $FORWARDED_ALLOW_IPS or 127.0.0.1: trusting no proxy takes proxy_headers=False.
+    options = app.state.options
     return uvicorn.Config(app, host=host, port=port, log_level="warning", proxy_headers=bool(proxies),
-                          forwarded_allow_ips=proxies or None, **more)
+                          forwarded_allow_ips=proxies or None, http=_h11_protocol(),
+                          h11_max_incomplete_event_size=options.max_header_bytes, **more)
+
+
+class _HeaderLimits:
+    """ASGI middleware: a request with more headers than `max_headers`, or a head (request
+    line and headers) over `max_header_bytes`, gets `refuse(message)`, a 431 response."""
+
+    def __init__(self, app, options: ServerOptions, refuse: Callable[[str], Response]):
+        self.app, self.options, self.refuse = app, options, refuse
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http":
+            headers = scope["headers"]
+            # "METHOD /path?query HTTP/1.1\r\n", then "name: value\r\n" per header
+            size = (len(scope["method"]) + len(scope.get("raw_path") or b"") + len(scope["query_string"]) + 12
+                    + sum(len(name) + len(value) + 4 for name, value in headers))
+            message = None
+            if len(headers) > self.options.max_headers:
+                message = f"the request has {len(headers)} headers; the limit is {self.options.max_headers}"
+            elif size > self.options.max_header_bytes:
+                message = f"the request's headers are larger than the limit of {self.options.max_header_bytes} bytes"
+            if message is not None:
+                await self.refuse(message)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def _h11_protocol():
+    """uvicorn's h11 protocol, answering a request head it cannot read in OpenAI's error shape.
+
+    h11 stops reading a head that grows past `h11_max_incomplete_event_size` while it
+    arrives (a head that arrives whole is measured by _HeaderLimits). uvicorn then answers
+    a plain-text 400 and closes at once, and closing while the client still sends resets
+    the connection: the client sees a dropped connection, not the answer. Here the answer
+    is a 431 (or a 400 for malformed HTTP) with OpenAI's body, and what the client still
+    sends is read and dropped for a moment before the connection closes."""
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class Connection(h11.Connection):
+        """h11's connection, remembering the protocol error it raised (its hint: 431 or 400)."""
+
+        error: h11.RemoteProtocolError | None = None
+
+        def next_event(self):
+            try:
+                return super().next_event()
+            except h11.RemoteProtocolError as e:
+                self.error = e
+                raise
+
+    class Protocol(H11Protocol):
+        def __init__(self, config, *args, **kwargs):
+            super().__init__(config, *args, **kwargs)
+            self.conn = Connection(h11.SERVER, config.h11_max_incomplete_event_size)
+            self.limit, self.draining = config.h11_max_incomplete_event_size, False
+
+        def send_400_response(self, msg: str) -> None:   # uvicorn's hook for a head h11 refused
+            e = self.conn.error
+            status = 431 if e is not None and e.error_status_hint == 431 else 400
+            message = (f"the request's headers are larger than the limit of {self.limit} bytes" if status == 431
+                       else f"the request is not valid HTTP/1.1 ({e or msg})")
+            body = json.dumps(error_body(message, status)).encode()
+            for event in (h11.Response(status_code=status, headers=[
+                    (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                    (b"connection", b"close")]), h11.Data(data=body), h11.EndOfMessage()):
+                self.transport.write(self.conn.send(event))
+            self.draining = True
+            self.loop.call_later(1.0, self.transport.close)   # the client has a second to finish sending
+
+        def data_received(self, data: bytes) -> None:
+            if not self.draining:
+                super().data_received(data)
+
+    return Protocol
 
 
 @contextlib.contextmanager
