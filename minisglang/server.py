@@ -37,6 +37,7 @@ import threading
 import time
 import uuid
 from collections import deque
+from http import HTTPStatus
 from dataclasses import asdict, dataclass
 from typing import Any, AsyncIterator, Callable, Iterator
 
@@ -906,7 +907,7 @@ def _h11_protocol():
             message = (f"the request's headers are larger than the limit of {self.limit} bytes" if status == 431
                        else f"the request is not valid HTTP/1.1 ({e or msg})")
             body = json.dumps(error_body(message, status)).encode()
-            for event in (h11.Response(status_code=status, headers=[
+            for event in (h11.Response(status_code=status, reason=HTTPStatus(status).phrase.encode(), headers=[
                     (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
                     (b"connection", b"close")]), h11.Data(data=body), h11.EndOfMessage()):
                 self.transport.write(self.conn.send(event))
