@@ -167,7 +167,9 @@ def cmd_serve(args) -> int:
 
     given = {"api_key": args.api_key or os.environ.get("MINISGLANG_API_KEY"), "max_body_bytes": args.max_body_bytes,
              "max_compiling_per_client": args.max_compiling_per_client, "drain_timeout": args.drain_timeout,
-             "body_timeout": args.body_timeout, "forwarded_allow_ips": args.forwarded_allow_ips}
+             "body_timeout": args.body_timeout, "forwarded_allow_ips": args.forwarded_allow_ips,
+             "stall_timeout": args.stall_timeout, "max_header_bytes": args.max_header_bytes,
+             "max_headers": args.max_headers}
     options = ServerOptions(**{k: v for k, v in given.items() if v is not None})   # the rest: its defaults
     # Engine options the operator gave; the rest keep the Engine's defaults.
     chosen = {key: getattr(args, key) for key in SERVE_ENGINE_OPTIONS if getattr(args, key) is not None}
@@ -268,9 +270,16 @@ def build_parser() -> argparse.ArgumentParser:
                     help="on SIGTERM, seconds in-flight requests get before they are aborted (default 2)")
     sv.add_argument("--body-timeout", type=float, default=None,
                     help="seconds a client may take to send its request body; 408 after (default 30)")
+    sv.add_argument("--max-header-bytes", type=int, default=None,
+                    help="a request line and headers larger than this get 431 (default 16384)")
+    sv.add_argument("--max-headers", type=int, default=None, help="more headers than this get 431 (default 100)")
+    sv.add_argument("--stall-timeout", type=float, default=None,
+                    help="seconds the scheduler may go without coming round (a step that hangs) before "
+                         "/health answers 503 (default 5)")
     sv.add_argument("--forwarded-allow-ips", default=None,
                     help="proxies whose X-Forwarded-For names the client, so the per-client compile limit "
-                         "counts each client behind them (comma-separated, '*' any; default 127.0.0.1)")
+                         "counts each client behind them (comma-separated, '*' any; e.g. 127.0.0.1 behind a "
+                         "proxy on this machine; default: none, the client is the connection's address)")
     sv.set_defaults(func=cmd_serve)
 
     f = sub.add_parser("fsm-allowed", help="list the tokens a regex allows at a state")

@@ -23,12 +23,20 @@ stop_after_first (one call, then only EOS).
 
 `ToolCallParser` reads the output back, as text deltas arrive: free text becomes content
 deltas (a possible start of a call is held back until it is known not to be one, so a
-partial trigger is never sent as content); a call becomes OpenAI tool-call deltas (the
-first with its index, id, type and name, then fragments of its arguments). The parser
-reads exactly the form the constraint writes: a call starts at a complete begin of a known
-tool; its arguments run until their JSON value closes; then `}</tool_call>` is expected
-(text that departs from it is content again). `parse_tool_calls(text)` is the same parser
-fed all the text at once, so a stream's deltas always reassemble into the non-streamed parse.
+partial trigger is never sent as content); a call is held back too, until its arguments
+are whole, and then becomes one OpenAI tool-call delta (index, id, type, name, arguments).
+The parser reads exactly the form the constraint writes: a call starts at a complete begin
+of a known tool; its arguments run until their JSON value closes; then `}</tool_call>` is
+expected (text that departs from it is content again). `parse_tool_calls(text)` is the same
+parser fed all the text at once, so a stream's deltas always reassemble into the
+non-streamed parse.
+
+A call the output ends inside (max_tokens, a stop string, an abort can end it anywhere) is
+not a call: its arguments are not JSON, and `json.loads` in the client would fail. So it is
+given back as content, its text as generated, and `cut` holds that text (the server's finish_reason
+is then "length" or "stop", never "tool_calls"). That is why a call is held until whole: a
+stream cannot take back arguments it has sent. Content rather than nothing, as vLLM's and
+SGLang's parsers do with a call that does not parse: the client sees all that was generated.
 """
 from __future__ import annotations
 
@@ -131,7 +139,8 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class CallDelta:
-    """One OpenAI tool-call delta: `id` and `name` on a call's first delta only."""
+    """One OpenAI tool-call delta: `id` and `name` on a call's first delta only (the parser
+    sends each call whole, in one delta; `openai_deltas` also joins a call sent in pieces)."""
 
     index: int
     arguments: str
@@ -185,7 +194,7 @@ class _JsonScan:
 class ToolCallParser:
     """Streaming parser: `feed(delta)` and `finish()` return events in output order.
 
-    `content` and `calls` accumulate what was parsed so far."""
+    `content` and `calls` accumulate what was parsed so far; `calls` holds whole calls only."""
 
     def __init__(self, tool_names: list[str], new_id: Callable[[], str] = new_call_id):
         for name in tool_names:
@@ -197,6 +206,8 @@ class ToolCallParser:
         self._mode: Literal["text", "arguments", "end"] = "text"
         self._held = ""            # text whose meaning the next deltas decide
         self._scan = _JsonScan()
+        self._begin, self._arguments_so_far = "", ""   # the open call (mode "arguments"): held until whole
+        self.cut = ""              # set by finish(): the text of a call the output ended inside (now content)
 
     def feed(self, text: str) -> list[Event]:
         events: list[Event] = []
@@ -211,22 +222,19 @@ class ToolCallParser:
         return events
 
     def finish(self) -> list[Event]:
-        """The end of the output: held free text is content; a partial call opening or end
-        tag is dropped (it is the call's markup); a call cut inside its arguments keeps what
-        it has."""
+        """The end of the output: held text is content, and so is a call cut short (its
+        opening, or its arguments before their JSON value closed), whose text `cut` keeps. A
+        call whose arguments are whole stays a call even if its end tag was cut (that is markup)."""
         events: list[Event] = []
-        # held text that begins with the trigger is a call's opening markup cut short (a
-        # tokenizer with `<tool_call>` as one token reaches it in one step): not content
-        if self._mode == "text" and self._held and not self._held.startswith(TRIGGER):
+        if self._mode == "text" and self._held:
+            if self._held.startswith(TRIGGER):   # a call's opening cut short
+                self.cut = self._held
             self._say(self._held, events)
-        self._held = ""
+        elif self._mode == "arguments":
+            self.cut = self._begin + self._arguments_so_far
+            self._say(self.cut, events)
+        self._held, self._mode = "", "text"
         return events
-
-    @property
-    def cut(self) -> bool:
-        """Whether the output so far ends inside a call (its arguments or its end tag): under
-        the constraint only max_tokens or a stop string can end it there."""
-        return self._mode != "text"
 
     # ------------------------------------------------------------------ one mode each
     def _say(self, text: str, events: list[Event]) -> None:
@@ -244,11 +252,10 @@ class ToolCallParser:
             return ""
         self._say(text[:at], events)
         rest = text[at:]
-        for begin, name in self.begins.items():
+        for begin in self.begins:
             if rest.startswith(begin):
-                self.calls.append(ToolCall(self.new_id(), name, ""))
-                events.append(CallDelta(len(self.calls) - 1, "", self.calls[-1].id, name))
                 self._mode, self._scan = "arguments", _JsonScan()
+                self._begin, self._arguments_so_far = begin, ""
                 return rest[len(begin):]
         if any(begin.startswith(rest) for begin in self.begins):
             self._held = rest   # may still become a call
@@ -258,16 +265,14 @@ class ToolCallParser:
 
     def _arguments(self, text: str, events: list[Event]) -> str:
         for i, ch in enumerate(text):
-            if self._scan.step(ch):
-                self._add_arguments(text[:i + 1], events)
+            if self._scan.step(ch):   # the value closed: the call is whole, and sent as one delta
+                arguments, name = self._arguments_so_far + text[:i + 1], self.begins[self._begin]
+                self.calls.append(ToolCall(self.new_id(), name, arguments))
+                events.append(CallDelta(len(self.calls) - 1, arguments, self.calls[-1].id, name))
                 self._mode = "end"
                 return text[i + 1:]
-        self._add_arguments(text, events)
+        self._arguments_so_far += text
         return ""
-
-    def _add_arguments(self, fragment: str, events: list[Event]) -> None:
-        self.calls[-1].arguments += fragment
-        events.append(CallDelta(len(self.calls) - 1, fragment))
 
     def _end(self, text: str, events: list[Event]) -> str:
         if text.startswith(CALL_END):

@@ -3,6 +3,8 @@
 Two kinds of numbers:
 - counted by the server: request latency (a histogram), requests it refused before
   queuing them (by HTTP status), and tool calls made in chat answers;
+- timed by the scheduler loop: the age of its last completed step and the longest step of
+  the last minute (a stuck step shows here before anything else does);
 - read from `Engine.stats()` when Prometheus scrapes: requests finished by reason, prompt /
   cached / generated tokens, step errors, queue lengths, free KV and request slots, the
   radix cache's hit rate, and the constraint layer's numbers when the stage has a `stats()`.
@@ -11,7 +13,7 @@ Each app has its own registry, so several servers (tests) in one process never s
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -26,7 +28,8 @@ _LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 class ServerMetrics:
     """The numbers the request handlers update, plus a collector that reads the engine."""
 
-    def __init__(self, engine: "Engine"):
+    def __init__(self, engine: "Engine", step_timings: Callable[[], dict[str, float | None]] = dict):
+        """`step_timings` returns the scheduler loop's step times (EngineLoop.step_timings)."""
         self.registry = CollectorRegistry(auto_describe=True)
         self.refused = Counter("minisglang_refused_requests", "Requests refused before queuing, by HTTP status",
                                ["status"], registry=self.registry)
@@ -34,7 +37,7 @@ class ServerMetrics:
                                   registry=self.registry)
         self.latency = Histogram("minisglang_request_latency_seconds", "Arrival to finish of a request",
                                  buckets=_LATENCY_BUCKETS, registry=self.registry)
-        self.registry.register(_EngineCollector(engine))
+        self.registry.register(_EngineCollector(engine, step_timings))
 
     def finished(self, meta: dict[str, Any]) -> None:
         """Record one finished request from its meta_info."""
@@ -47,8 +50,8 @@ class ServerMetrics:
 class _EngineCollector:
     """Metrics read from `Engine.stats()` at scrape time."""
 
-    def __init__(self, engine: "Engine"):
-        self.engine = engine
+    def __init__(self, engine: "Engine", step_timings: Callable[[], dict[str, float | None]]):
+        self.engine, self.step_timings = engine, step_timings
 
     def describe(self) -> list[Metric]:
         return []   # no fixed set: the constraint layer's gauges exist only when the stage reports them
@@ -80,6 +83,9 @@ class _EngineCollector:
                 ("free_request_slots", "Free rows of the request-to-token table", st.free_request_slots),
                 ("total_request_slots", "Rows of the request-to-token table", st.total_request_slots)]:
             yield GaugeMetricFamily(f"minisglang_{name}", help_text, value=float(value))
+        for key, value in sorted(self.step_timings().items()):
+            if value is not None:   # no step yet (or none running): no sample, rather than a made-up 0
+                yield GaugeMetricFamily(f"minisglang_{key}", f"Scheduler loop: {key.replace('_', ' ')}", value=value)
         stage_stats = getattr(self.engine.stage, "stats", None)
         if callable(stage_stats):   # e.g. the grammar cache's size and hits, where the stage reports them
             for key, value in sorted(stage_stats().items()):

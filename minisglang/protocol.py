@@ -12,6 +12,7 @@ value (e.g. `presence_penalty: 0`) is accepted because it asks for nothing.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -400,13 +401,13 @@ class ChatCompletionRequest(_SamplingFields):
                                    param=f"tools[{i}].function.name")
         choice = self.tool_choice_value()
         if choice.mode == "function" and choice.name not in names:
-            raise RequestError(f"tool_choice: the function {choice.name!r} is not in tools "
-                               f"({', '.join(names)})", param="tool_choice")
+            raise RequestError(f"tool_choice: the function {short_value(choice.name)} is not in tools "
+                               f"({short_value(names)})", param="tool_choice")
         called: set[str] = set()
         for i, m in enumerate(self.messages):
             called.update(c.id for c in m.tool_calls or [])
             if m.role == "tool" and m.tool_call_id not in called:
-                raise RequestError(f"messages[{i}].tool_call_id: {m.tool_call_id!r} is the id of no tool call "
+                raise RequestError(f"messages[{i}].tool_call_id: {short_value(m.tool_call_id)} is the id of no tool call "
                                    "of an earlier assistant message", param=f"messages[{i}].tool_call_id")
         return tool_constraint(self.function_tools(), choice, self.parallel_tool_calls is not False)
 
@@ -443,6 +444,12 @@ class GenerateRequest(_Strict):
     stream: bool = False
 
     def to_sampling_params(self) -> SamplingParams:
+        # The keys are the client's: named here shortened (SamplingParams.from_dict quotes them whole).
+        known = {f.name for f in dataclasses.fields(SamplingParams)}
+        unknown = [k for k in self.sampling_params or {} if k not in known]
+        if unknown:
+            raise RequestError(f"sampling_params: unknown sampling parameter(s) {short_value(unknown)}; known: "
+                               f"{sorted(known)}", param="sampling_params")
         try:
             params = SamplingParams.from_dict(self.sampling_params)
         except (TypeError, ValueError) as e:
@@ -463,7 +470,8 @@ _TYPE_WORDS = {"int_type": "an integer", "int_from_float": "an integer", "int_pa
 
 
 def _field_path(loc: tuple) -> str:
-    """('messages', 0, 'role') -> 'messages[0].role'; union-member tags ('str', ...) are dropped."""
+    """('messages', 0, 'role') -> 'messages[0].role'; union-member tags ('str', ...) are dropped.
+    A key is the client's (an unknown field's name): a long one is shortened."""
     out = ""
     for part in loc:
         if isinstance(part, int):
@@ -471,8 +479,13 @@ def _field_path(loc: tuple) -> str:
         elif "[" in part or part in ("str", "int", "float", "bool", "list", "dict") or "-" in part:
             continue     # pydantic names the union member it tried ('list[ContentPart]', 'function-after[...]')
         else:
+            part = shown_numeral(part)
             out += f".{part}" if out else part
     return out
+
+
+# A body may hold thousands of wrong fields; the message names this many (and counts the rest).
+MAX_FIELDS_NAMED = 5
 
 
 def _sentence(err: dict[str, Any]) -> str:
@@ -612,7 +625,8 @@ def parse(model_cls: type[_M], body: bytes) -> _M:
             path = _field_path(err["loc"])
             by_field.setdefault(path, _sentence(err))   # the first (most specific) reason per field
         first = next(iter(by_field))
-        raise RequestError("; ".join(f"{p}: {s}" if p else s for p, s in by_field.items()),
-                           param=first or None) from None
+        named = "; ".join(f"{p}: {s}" if p else s for p, s in list(by_field.items())[:MAX_FIELDS_NAMED])
+        more = len(by_field) - MAX_FIELDS_NAMED
+        raise RequestError(named + (f"; and {more} more field(s)" if more > 0 else ""), param=first or None) from None
     except RequestError:
         raise

@@ -17,9 +17,11 @@ POST /generate (native).
 
 Every error is OpenAI's body `{"error": {"message", "type", "param", "code"}}`: a bad field
 is a 400 naming it, an unknown model a 404, a body over `max_body_bytes` a 413, a body that
-is not JSON a 415. If the scheduler loop itself dies, every request in flight gets an error
+is not JSON a 415, too many or too large headers a 431; a client value the message quotes
+is shortened. If the scheduler loop itself dies, every request in flight gets an error
 (a stream ends with an error event and `[DONE]`), /health turns 503 and `serve` exits
-non-zero. On SIGTERM the requests in flight get `drain_timeout` seconds, then are aborted.
+non-zero; /health is 503 as well while the loop is stuck (one step running longer than
+`stall_timeout`). On SIGTERM the requests in flight get `drain_timeout` seconds, then are aborted.
 """
 from __future__ import annotations
 
@@ -34,6 +36,8 @@ import secrets
 import threading
 import time
 import uuid
+from collections import deque
+from http import HTTPStatus
 from dataclasses import asdict, dataclass
 from typing import Any, AsyncIterator, Callable, Iterator
 
@@ -44,6 +48,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
+from .constrained.json_schema import short_value
 from .core import Req, SamplingParams
 from .engine import Engine, stream_chunk
 from .function_call import ToolCallParser, openai_deltas
@@ -71,18 +76,27 @@ class ServerOptions:
     max_compiling_per_client: int = 8   # distinct grammars a client (an IP address) may wait for at once; 429 above
     drain_timeout: float = 2.0          # on SIGTERM: seconds in-flight requests get before their abort
     body_timeout: float = 30.0          # seconds a client may take to send its body; 408 after (slow senders)
+    # /health turns 503 when the scheduler loop has been stuck this many seconds (in one step,
+    # or anywhere else) while requests wait; an idle loop comes round every 50 ms.
+    stall_timeout: float = 5.0
+    # A request's head (request line and headers) larger than this, or with more headers than
+    # max_headers, is refused with a 431; OpenAI's clients send well under a kilobyte.
+    max_header_bytes: int = 16 * 1024
+    max_headers: int = 100
     # The proxies whose X-Forwarded-For header names the client (comma-separated addresses or
     # networks, "*" any): behind them, max_compiling_per_client counts each real client, not
-    # the proxy. Anyone else's header is ignored, so a client cannot pick another's budget.
-    forwarded_allow_ips: str = "127.0.0.1"
+    # the proxy. None (the default) trusts no proxy: the client is the socket's address, since
+    # any local program could otherwise send the header and pick a fresh budget.
+    forwarded_allow_ips: str | None = None
 
     def __post_init__(self):
         for name, low in (("max_body_bytes", 1), ("max_compiling_per_client", 1), ("drain_timeout", 0),
-                          ("body_timeout", 0.001)):
+                          ("body_timeout", 0.001), ("stall_timeout", 0.001), ("max_header_bytes", 1024),
+                          ("max_headers", 16)):
             if not getattr(self, name) >= low:
                 raise ValueError(f"server option {name} must be >= {low}, got {getattr(self, name)!r}")
-        if not isinstance(self.forwarded_allow_ips, str):
-            raise ValueError(f"server option forwarded_allow_ips must be a string of addresses, got "
+        if self.forwarded_allow_ips is not None and not isinstance(self.forwarded_allow_ips, str):
+            raise ValueError(f"server option forwarded_allow_ips must be None or a string of addresses, got "
                              f"{self.forwarded_allow_ips!r}")
 
 
@@ -113,6 +127,12 @@ class EngineLoop:
         self.compiling: dict[str, dict[Any, Any]] = {}
         self.dead: BaseException | None = None
         self.drain_deadline: float | None = None
+        # Step timing, written by the scheduler thread, read by /health and /get_server_info.
+        self.beat = time.monotonic()                     # when the loop last came round
+        self.step_started: float | None = None           # set while inside engine.step()
+        self.last_step_end: float | None = None
+        self._recent_steps: deque[tuple[float, float]] = deque()   # (end, seconds) of the last minute's steps
+        self._steps_lock = threading.Lock()
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=self._run, name="minisglang-scheduler", daemon=True)
         self.thread.start()
@@ -145,6 +165,21 @@ class EngineLoop:
             if not finished:
                 self.inbox.put(("abort", req.rid))
 
+    def stalled_for(self) -> float:
+        """Seconds since the loop last came round: a few hundredths when it is well, idle or not."""
+        return time.monotonic() - self.beat
+
+    def step_timings(self) -> dict[str, float | None]:
+        """The age of the last completed step, the longest step of the last minute and how long
+        the step now running has run (seconds; None for what has not happened)."""
+        now = time.monotonic()
+        with self._steps_lock:
+            longest = max((d for end, d in self._recent_steps if end >= now - 60), default=None)
+        started, last = self.step_started, self.last_step_end
+        return {"last_step_age_seconds": None if last is None else now - last,
+                "longest_step_last_minute_seconds": longest,
+                "current_step_seconds": None if started is None else now - started}
+
     def start_draining(self) -> None:
         """Refuse new requests; abort those still running after `drain_timeout` seconds."""
         if self.drain_deadline is None:
@@ -159,8 +194,9 @@ class EngineLoop:
                 if self.drain_deadline is not None and time.monotonic() > self.drain_deadline:
                     self._fail_all(EngineUnavailable("the server is shutting down"), abort=True)
                 if sched.has_work():
-                    self.engine.step()   # the scheduler survives a request's error; anything else is fatal
+                    self._timed_step()
                 self._publish()
+                self.beat = time.monotonic()
         except BaseException as e:   # noqa: BLE001 - whatever ended the loop, nobody may hang on it
             self.dead = e
             self._fail_all(EngineUnavailable(f"the engine loop has stopped: {e!r}"), abort=False)
@@ -168,6 +204,18 @@ class EngineLoop:
             if self.on_fatal is not None:
                 self.on_fatal()
             raise
+
+    def _timed_step(self) -> None:
+        self.step_started = start = time.monotonic()
+        try:
+            self.engine.step()   # the scheduler survives a request's error; anything else is fatal
+        finally:
+            self.step_started = None
+        self.last_step_end = end = time.monotonic()
+        with self._steps_lock:
+            self._recent_steps.append((end, end - start))
+            while self._recent_steps[0][0] < end - 60:
+                self._recent_steps.popleft()
 
     def _fail_all(self, error: Exception, abort: bool) -> None:
         for rid, (req, q, loop, _) in list(self.active.items()):
@@ -259,12 +307,21 @@ class EngineLoop:
 # ---------------------------------------------------------------------- OpenAI shapes
 _ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "invalid_request_error",
                 405: "invalid_request_error", 408: "invalid_request_error", 413: "invalid_request_error",
-                415: "invalid_request_error",
+                415: "invalid_request_error", 431: "invalid_request_error",
                 422: "invalid_request_error", 429: "rate_limit_error", 500: "server_error", 503: "server_error"}
+
+
+# Every client value an error message quotes is shortened where it is quoted (short_value);
+# a message longer than this is cut all the same, in case one was quoted elsewhere whole.
+MAX_ERROR_MESSAGE = 1000
 
 
 def error_body(message: str, status: int, param: str | None = None, code: str | None = None) -> dict[str, Any]:
     """OpenAI's error object."""
+    if len(message) > MAX_ERROR_MESSAGE:
+        message = f"{message[:MAX_ERROR_MESSAGE - 200]} ... {message[-150:]} (message cut: {len(message):,} characters)"
+    if param is not None and len(param) > 200:
+        param = param[:197] + "..."
     return {"error": {"message": message, "type": _ERROR_TYPES.get(status, "server_error"),
                       "param": param, "code": code}}
 
@@ -311,7 +368,7 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
     The app owns the engine while it runs: one app per engine, and the app's shutdown
     shuts the engine down (its compile workers included)."""
     options = options or ServerOptions()
-    metrics = ServerMetrics(engine)
+    metrics = ServerMetrics(engine, lambda: holder["loop"].step_timings() if "loop" in holder else {})
     holder: dict[str, EngineLoop] = {}
     model_id = engine.model_path.rstrip("/").rsplit("/", 1)[-1]
     # A prompt of more bytes than this has more tokens than the context holds, whatever they are;
@@ -353,10 +410,13 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
     async def _unavailable(request, exc: EngineUnavailable):
         return error(str(exc), 503)
 
+    app.add_middleware(_HeaderLimits, options=options, refuse=lambda message: error(message, 431))
+
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request, exc: StarletteHTTPException):
-        messages = {404: f"no such endpoint: {request.method} {request.url.path}",
-                    405: f"method {request.method} is not allowed on {request.url.path}"}
+        path = short_value(request.url.path)
+        messages = {404: f"no such endpoint: {short_value(request.method)} {path}",
+                    405: f"method {short_value(request.method)} is not allowed on {path}"}
         return error(messages.get(exc.status_code, str(exc.detail)), exc.status_code)
 
     @app.exception_handler(RequestValidationError)
@@ -373,16 +433,17 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
         ctype, _, ctype_params = request.headers.get("content-type", "").partition(";")
         ctype = ctype.strip().lower()
         if ctype != "application/json":
-            raise RequestError(f"Content-Type must be application/json, got {ctype or 'none'!r}", status=415)
+            raise RequestError(f"Content-Type must be application/json, got {short_value(ctype) if ctype else 'none'}",
+                               status=415)
         # The body is read as UTF-8 JSON bytes: a compressed body or another charset would only
         # fail later as "not valid JSON", which hides the cause.
         charset = re.search(r"charset\s*=\s*\"?([^\s;\"]*)", ctype_params, re.IGNORECASE)
         if charset and charset.group(1).lower() not in ("utf-8", "utf8"):
-            raise RequestError(f"the body must be UTF-8 JSON; Content-Type says charset={charset.group(1)}",
+            raise RequestError(f"the body must be UTF-8 JSON; Content-Type says charset={short_value(charset.group(1))}",
                                status=415)
         encoding = request.headers.get("content-encoding", "identity").strip().lower()
         if encoding not in ("", "identity"):
-            raise RequestError(f"Content-Encoding {encoding!r} is not supported: send the body uncompressed",
+            raise RequestError(f"Content-Encoding {short_value(encoding)} is not supported: send the body uncompressed",
                                status=415)
         limit = options.max_body_bytes
         declared = request.headers.get("content-length", "")
@@ -411,7 +472,7 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
 
     def check_model(name: str | None) -> None:
         if name is not None and name != model_id:
-            raise RequestError(f"the model {name!r} does not exist; this server serves {model_id!r}",
+            raise RequestError(f"the model {short_value(name)} does not exist; this server serves {model_id!r}",
                                status=404, param="model", code="model_not_found")
 
     def make_req(prompt: str | ChatPrompt, params: SamplingParams, field: str = "prompt",
@@ -556,6 +617,13 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
         if loop is None or not loop.healthy:
             reason = "starting" if loop is None else "shutting down" if loop.dead is None else repr(loop.dead)
             return error(f"unhealthy: {reason}", 503)
+        # A thread that is alive but stuck (a step that never returns) answers nobody: not healthy.
+        stalled = loop.stalled_for()
+        if stalled > options.stall_timeout:
+            where = "inside one engine step" if loop.step_started is not None else "outside a step"
+            return error(f"unhealthy: the scheduler is stuck: it has not come round for {stalled:.1f} s ({where}) "
+                         f"while requests wait; the limit (stall_timeout) is {options.stall_timeout:g} s", 503,
+                         code="scheduler_stalled")
         return {"status": "ok"}
 
     @app.get("/metrics")
@@ -571,7 +639,8 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
                 "max_context_len": s.max_context_len, "max_total_tokens": s.config.max_total_tokens,
                 "max_running_requests": s.config.max_running_requests,
                 "limits": {k: v for k, v in asdict(options).items() if k != "api_key"},
-                "api_key_required": options.api_key is not None}
+                "api_key_required": options.api_key is not None,
+                "scheduler": holder["loop"].step_timings() if "loop" in holder else None}
 
     # OpenAI's model object; `created` is when this server started serving it.
     model_card = {"id": model_id, "object": "model", "created": int(time.time()), "owned_by": "minisglang"}
@@ -687,7 +756,8 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
         sent_role = [False]
 
         def finished(meta) -> str | None:
-            # "tool_calls" only for calls made whole: a stop string may cut one (EOS never does)
+            # "tool_calls" only when no call was cut: max_tokens or a stop string may end the
+            # output inside one (EOS never does), and the parser gives that one back as content
             reason = openai_finish_reason(meta, made_calls=bool(parser.calls) and not parser.cut)
             if reason is not None:
                 metrics.tool_calls.inc(len(parser.calls))
@@ -765,11 +835,90 @@ def serve(engine: Engine, host: str = "127.0.0.1", port: int = 30000,
 
 def _uvicorn_config(app: FastAPI, host: str, port: int, **more: Any):
     """uvicorn's settings for an app of `create_app`: X-Forwarded-For believed from the
-    proxies its ServerOptions name."""
+    proxies its ServerOptions name, and from nobody when it names none."""
     import uvicorn
 
-    return uvicorn.Config(app, host=host, port=port, log_level="warning", proxy_headers=True,
-                          forwarded_allow_ips=app.state.options.forwarded_allow_ips, **more)
+    proxies = app.state.options.forwarded_allow_ips
+    # uvicorn reads X-Forwarded-For by default, and its forwarded_allow_ips=None means
+    # $FORWARDED_ALLOW_IPS or 127.0.0.1: trusting no proxy takes proxy_headers=False.
+    options = app.state.options
+    return uvicorn.Config(app, host=host, port=port, log_level="warning", proxy_headers=bool(proxies),
+                          forwarded_allow_ips=proxies or None, http=_h11_protocol(),
+                          h11_max_incomplete_event_size=options.max_header_bytes, **more)
+
+
+class _HeaderLimits:
+    """ASGI middleware: a request with more headers than `max_headers`, or a head (request
+    line and headers) over `max_header_bytes`, gets `refuse(message)`, a 431 response."""
+
+    def __init__(self, app, options: ServerOptions, refuse: Callable[[str], Response]):
+        self.app, self.options, self.refuse = app, options, refuse
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http":
+            headers = scope["headers"]
+            # "METHOD /path?query HTTP/1.1\r\n", then "name: value\r\n" per header
+            size = (len(scope["method"]) + len(scope.get("raw_path") or b"") + len(scope["query_string"]) + 12
+                    + sum(len(name) + len(value) + 4 for name, value in headers))
+            message = None
+            if len(headers) > self.options.max_headers:
+                message = f"the request has {len(headers)} headers; the limit is {self.options.max_headers}"
+            elif size > self.options.max_header_bytes:
+                message = f"the request's headers are larger than the limit of {self.options.max_header_bytes} bytes"
+            if message is not None:
+                await self.refuse(message)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def _h11_protocol():
+    """uvicorn's h11 protocol, answering a request head it cannot read in OpenAI's error shape.
+
+    h11 stops reading a head that grows past `h11_max_incomplete_event_size` while it
+    arrives (a head that arrives whole is measured by _HeaderLimits). uvicorn then answers
+    a plain-text 400 and closes at once, and closing while the client still sends resets
+    the connection: the client sees a dropped connection, not the answer. Here the answer
+    is a 431 (or a 400 for malformed HTTP) with OpenAI's body, and what the client still
+    sends is read and dropped for a moment before the connection closes."""
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class Connection(h11.Connection):
+        """h11's connection, remembering the protocol error it raised (its hint: 431 or 400)."""
+
+        error: h11.RemoteProtocolError | None = None
+
+        def next_event(self):
+            try:
+                return super().next_event()
+            except h11.RemoteProtocolError as e:
+                self.error = e
+                raise
+
+    class Protocol(H11Protocol):
+        def __init__(self, config, *args, **kwargs):
+            super().__init__(config, *args, **kwargs)
+            self.conn = Connection(h11.SERVER, config.h11_max_incomplete_event_size)
+            self.limit, self.draining = config.h11_max_incomplete_event_size, False
+
+        def send_400_response(self, msg: str) -> None:   # uvicorn's hook for a head h11 refused
+            e = self.conn.error
+            status = 431 if e is not None and e.error_status_hint == 431 else 400
+            message = (f"the request's headers are larger than the limit of {self.limit} bytes" if status == 431
+                       else f"the request is not valid HTTP/1.1 ({e or msg})")
+            body = json.dumps(error_body(message, status)).encode()
+            for event in (h11.Response(status_code=status, reason=HTTPStatus(status).phrase.encode(), headers=[
+                    (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                    (b"connection", b"close")]), h11.Data(data=body), h11.EndOfMessage()):
+                self.transport.write(self.conn.send(event))
+            self.draining = True
+            self.loop.call_later(1.0, self.transport.close)   # the client has a second to finish sending
+
+        def data_received(self, data: bytes) -> None:
+            if not self.draining:
+                super().data_received(data)
+
+    return Protocol
 
 
 @contextlib.contextmanager

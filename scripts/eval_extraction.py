@@ -149,15 +149,24 @@ def tool_params(example: dict, tool_choice: str | None, max_new_tokens: int = 12
 
 def read_calls(example: dict, text: str) -> list[tuple[str, dict | None]]:
     """The calls an output makes, as (tool name, arguments as a JSON value, or None where
-    the arguments are not JSON), read by the server's parser."""
-    from minisglang.function_call import parse_tool_calls
+    the arguments are not JSON), read by the server's parser. A call the output ends inside
+    (after its whole opening) counts as a call whose arguments are not JSON: the server
+    answers it as content, but here it is the model's attempt at a call."""
+    from minisglang.function_call import ToolCallParser, call_begin
 
+    names = [t["function"]["name"] for t in example["tools"]]
+    parser = ToolCallParser(names)
+    parser.feed(text)
+    parser.finish()
     calls = []
-    for call in parse_tool_calls(text, [t["function"]["name"] for t in example["tools"]])[1]:
+    for call in parser.calls:
         try:
             calls.append((call.name, json.loads(call.arguments)))
         except ValueError:
             calls.append((call.name, None))
+    cut = next((n for n in names if parser.cut.startswith(call_begin(n))), None)
+    if cut is not None:
+        calls.append((cut, None))
     return calls
 
 

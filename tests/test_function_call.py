@@ -88,7 +88,8 @@ def test_the_end_tag_inside_a_string_argument_does_not_end_the_call():
     ("<tool_call>hello", "<tool_call>hello", []),                                  # a trigger that starts no call
     (call_begin("unknown") + "{}" + CALL_END, call_begin("unknown") + "{}" + CALL_END, []),
     ("ok <tool_ca", "ok <tool_ca", []),                                            # held, then given back at the end
-    (call_begin("get_time") + '{"zone": "C', "", ['{"zone": "C']),                 # cut inside its arguments
+    (call_begin("get_time") + '{"zone": "C', call_begin("get_time") + '{"zone": "C', []),   # cut: given back
+    (call_begin("get_time")[:-3], call_begin("get_time")[:-3], []),                 # its opening cut: the same
     (call_begin("get_time") + "{}}</tool", "", ["{}"]),                            # cut inside its end tag
     (call_begin("get_time") + "{} then", " then", ["{}"]),                         # no end tag: text again
 ])
@@ -100,13 +101,14 @@ def test_odd_and_cut_outputs(text, content, arguments):
 @pytest.mark.parametrize("text,cut", [
     ("free", False), ("free <tool_c", False), (format_call("get_time", "{}"), False),
     (format_call("get_time", "{}") + " more", False), (call_begin("get_time") + '{"zone"', True),
-    (call_begin("get_time") + "{}}</tool", True),
+    (call_begin("get_time")[:-1], True),
+    (call_begin("get_time") + "{}}</tool", False),   # the arguments are whole: only markup was cut
 ])
 def test_a_call_cut_short_is_known(text, cut):
     parser = ToolCallParser(NAMES)
     parser.feed(text)
     parser.finish()
-    assert parser.cut == cut
+    assert bool(parser.cut) == cut
 
 
 def test_deltas_in_openais_shape():
@@ -116,7 +118,7 @@ def test_deltas_in_openais_shape():
         events += parser.feed(piece)
     events += parser.finish()
     assert events[0] == "Hi " and "<" not in "".join(e for e in events if isinstance(e, str))
-    assert events[1] == CallDelta(0, "", "call_0", "get_time")
+    assert events[1] == CallDelta(0, '{"zone": "CET"}', "call_0", "get_time")   # held until whole, sent in one
     assert openai_deltas(events) == [
         {"content": "Hi "},
         {"tool_calls": [{"index": 0, "id": "call_0", "type": "function",
@@ -187,3 +189,29 @@ def test_no_part_of_a_call_is_ever_sent_as_content(free, name, args):
         sent += "".join(e for e in parser.feed(ch) if isinstance(e, str))
         assert free.startswith(sent)   # only the free text, never a piece of the trigger
     assert sent == free
+
+
+@settings(max_examples=300, deadline=None)
+@given(parts=st.lists(st.tuples(FREE, st.sampled_from(NAMES), ARGUMENTS), min_size=1, max_size=3), tail=FREE,
+       data=st.data())
+def test_an_output_cut_anywhere_gives_only_calls_that_parse_and_loses_no_text(parts, tail, data):
+    """max_tokens, a stop string or an abort may end the output at any character: every call
+    returned is whole (its arguments json.loads), the calls are the first ones written, and
+    a call cut short comes back as content, so content and calls together hold all the text."""
+    text = "".join(free + format_call(name, args) for free, name, args in parts) + tail
+    cut_at = data.draw(st.integers(0, len(text)))
+    parser = ToolCallParser(NAMES)
+    parser.feed(text[:cut_at])
+    parser.finish()
+    assert [(c.name, c.arguments) for c in parser.calls] == [(n, a) for _, n, a in parts][:len(parser.calls)]
+    for call in parser.calls:
+        json.loads(call.arguments)
+    rebuilt, rest = "", text[:cut_at]   # the cut text with each whole call's markup taken out is the content
+    for call in parser.calls:
+        before, _, rest = rest.partition(call_begin(call.name) + call.arguments)
+        rebuilt += before
+        rest = rest[len(CALL_END):] if rest.startswith(CALL_END) else rest[:0] if CALL_END.startswith(rest) else rest
+    assert parser.content == rebuilt + rest
+    # free text never holds the trigger: one there opened the cut call, whose text ends the content
+    assert bool(parser.cut) == (TRIGGER in rest) and parser.content.endswith(parser.cut)
+    assert parser.cut == ("" if TRIGGER not in rest else rest[rest.index(TRIGGER):])

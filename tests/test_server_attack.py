@@ -405,9 +405,9 @@ def test_a_streaming_client_that_leaves_before_its_first_chunk_is_aborted():
 
 
 @pytest.mark.parametrize("headers,needle", [
-    ({"content-type": "application/json", "content-encoding": "gzip"}, "Content-Encoding 'gzip' is not supported"),
-    ({"content-type": "application/json; charset=utf-16"}, "charset=utf-16"),
-    ({"content-type": 'application/json; charset="latin-1"'}, "charset=latin-1"),
+    ({"content-type": "application/json", "content-encoding": "gzip"}, 'Content-Encoding "gzip" is not supported'),
+    ({"content-type": "application/json; charset=utf-16"}, 'charset="utf-16"'),
+    ({"content-type": 'application/json; charset="latin-1"'}, 'charset="latin-1"'),
 ])
 def test_a_compressed_or_non_utf8_body_is_a_415_that_says_so(client, headers, needle):
     """A gzip body or a UTF-16 one was a 400 "not valid JSON: expected value at line 1 column 1",
@@ -422,3 +422,74 @@ def test_a_compressed_or_non_utf8_body_is_a_415_that_says_so(client, headers, ne
         assert client.post("/v1/completions", content=raw.encode(), headers={"content-type": fine}).status_code == 200
     assert client.post("/v1/completions", content=raw.encode(), headers={
         "content-type": "application/json", "content-encoding": "identity"}).status_code == 200
+
+
+LONG = "x" * 100_000   # a client value no error message may echo whole
+
+
+@pytest.mark.parametrize("method,path,kwargs,status", [
+    ("POST", "/v1/completions", {"json": {"model": LONG, "prompt": "hi"}}, 404),
+    ("GET", "/v1/models/" + LONG[:10_000], {}, 404),
+    ("GET", "/v1/" + LONG[:10_000], {}, 404),
+    ("POST", "/v1/completions", {"json": {LONG: 1, "prompt": "hi"}}, 400),
+    ("POST", "/v1/completions", {"json": {**{f"{LONG[:100]}{i}": i for i in range(1000)}, "prompt": "hi"}}, 400),
+    ("POST", "/v1/completions", {"content": b"{}", "headers": {"content-type": LONG[:10_000]}}, 415),
+    ("POST", "/v1/completions", {"content": b"{}", "headers": {"content-type": "application/json",
+                                                               "content-encoding": LONG[:10_000]}}, 415),
+    ("POST", "/v1/chat/completions", {"json": {"messages": [{"role": "user", "content": "hi"}], "tools": [
+        {"type": "function", "function": {"name": "f"}}], "tool_choice": {"type": "function", "function": {
+            "name": LONG}}}}, 400),
+    ("POST", "/v1/chat/completions", {"json": {"messages": [{"role": "user", "content": "hi"}, {
+        "role": "tool", "tool_call_id": LONG, "content": "21"}]}}, 400),
+    ("POST", "/generate", {"json": {"text": "hi", "sampling_params": {f"{LONG[:1000]}{i}": 1 for i in range(100)}}},
+     400),
+])
+def test_an_error_quotes_no_client_value_whole(client, method, path, kwargs, status):
+    """A 100 KB model name came back whole in the 404; every client value an error quotes
+    (a name, a field, a header, a path, an id) is shortened, and a message is at most
+    about a kilobyte however many wrong fields a body holds."""
+    r = client.request(method, path, **kwargs)
+    err = r.json()["error"]
+    assert r.status_code == status, r.text[:500]
+    assert len(err["message"]) <= 1000 and "x" * 200 not in err["message"], err["message"][:300]
+    assert err["param"] is None or len(err["param"]) <= 200
+
+
+def raw_request(url: str, head: bytes) -> bytes:
+    """Send `head` on a raw socket (as fast as the server reads it) and return all of the reply."""
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(head)
+        reply = b""
+        while chunk := sock.recv(65536):
+            reply += chunk
+    return reply
+
+
+@pytest.mark.parametrize("headers", [
+    [("X-Many-" + str(i), "v") for i in range(500)],        # many small headers: a small head
+    [("X-Big", "v" * 40_000)],                              # one large header
+    [("X-H" + str(i), "v" * 100) for i in range(10_000)],   # a 1 MB head: arrives in pieces
+])
+def test_too_many_or_too_large_headers_are_a_431_not_a_dropped_connection(client, headers):
+    """A request with a large head was answered by closing the connection while the client
+    still sent it: a reset, not an answer. Now it is a 431 with OpenAI's error body."""
+    head = ("GET /health HTTP/1.1\r\nHost: x\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers) + "\r\n").encode()
+    reply = raw_request(str(client.base_url), head)
+    status_line, _, rest = reply.partition(b"\r\n")
+    assert status_line.startswith(b"HTTP/1.1 431"), reply[:300]
+    err = json.loads(rest.partition(b"\r\n\r\n")[2])["error"]
+    assert err["type"] == "invalid_request_error" and re.search(r"headers|limit", err["message"]), err
+    assert client.get("/health").status_code == 200
+
+
+def test_header_limits_are_options():
+    engine = sgl.Engine(stage="s1", max_total_tokens=2000, max_running_requests=4)
+    with TestClient(create_app(engine, ServerOptions(max_headers=20, max_header_bytes=4096))) as c:
+        assert c.get("/health", headers={f"x-{i}": "v" for i in range(10)}).status_code == 200
+        r = c.get("/health", headers={f"x-{i}": "v" for i in range(30)})
+        assert r.status_code == 431 and "limit is 20" in r.json()["error"]["message"]
+        r = c.get("/health", headers={"x-big": "v" * 5000})
+        assert r.status_code == 431 and "4096 bytes" in r.json()["error"]["message"]
+    with pytest.raises(ValueError, match="max_headers"):
+        ServerOptions(max_headers=0)

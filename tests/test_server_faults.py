@@ -214,11 +214,13 @@ def test_a_client_waits_for_a_bounded_number_of_distinct_grammars():
     assert first.status_code == same.status_code == 400       # both stopped at compile_timeout
 
 
-@pytest.mark.parametrize("trusted", [True, False])
-def test_clients_behind_a_trusted_proxy_have_a_budget_each_and_others_cannot_pick_one(trusted):
+@pytest.mark.parametrize("proxies", [None, "127.0.0.1", "192.0.2.7"])
+def test_clients_behind_a_trusted_proxy_have_a_budget_each_and_others_cannot_pick_one(proxies):
     """Behind a reverse proxy every request comes from the proxy's address: the budget would
-    be one for all its clients. A proxy in forwarded_allow_ips (the test client, 127.0.0.1,
-    by default) names the client in X-Forwarded-For; from anyone else the header is ignored."""
+    be one for all its clients. A proxy in forwarded_allow_ips (here the test client itself,
+    127.0.0.1) names the client in X-Forwarded-For. By default no proxy is trusted, and a
+    proxy that is not the test client (192.0.2.7) is not either: the header is ignored, and a
+    local client cannot pick a fresh budget by sending it."""
     async def script(post):
         runaway = asyncio.ensure_future(post(RUNAWAY, client="10.0.0.1"))   # client 1's one compile
         await asyncio.sleep(0.5)
@@ -226,16 +228,17 @@ def test_clients_behind_a_trusted_proxy_have_a_budget_each_and_others_cannot_pic
         same_client = await post(r"[a-c]{4}", client="10.0.0.1")
         return await runaway, other_client, same_client
 
-    options = {} if trusted else {"forwarded_allow_ips": "192.0.2.7"}   # a proxy that is not the test client
+    options = {} if proxies is None else {"forwarded_allow_ips": proxies}
     runaway, other_client, same_client = as_a_client_allowed_one_compile(script, **options)
     assert runaway.status_code == 400 and same_client.status_code == 429
-    if trusted:
+    if proxies == "127.0.0.1":
         assert other_client.status_code == 200 and re.fullmatch(r"[0-9]{3}", other_client.json()["choices"][0]["text"])
-    else:   # the header is not believed: all three are one client
+    else:   # the header is not believed: all three are one client, the socket's address
         assert other_client.status_code == 429, other_client.text
 
 
 def test_forwarded_allow_ips_must_be_a_string():
+    assert ServerOptions().forwarded_allow_ips is None   # trust no proxy unless told
     with pytest.raises(ValueError, match="forwarded_allow_ips"):
         ServerOptions(forwarded_allow_ips=["127.0.0.1"])
 
@@ -357,6 +360,48 @@ def test_when_the_loop_dies_health_is_503_and_everyone_gets_an_error():
         assert fatal.is_set()
         assert c.get("/health").status_code == 503
         assert c.post("/v1/completions", json={"prompt": "x", "max_tokens": 2}).status_code == 503
+
+
+def test_health_is_503_while_a_step_hangs_and_200_again_when_it_returns():
+    """A scheduler thread that is alive but stuck in one step serves nobody: /health says so
+    (503, OpenAI's error shape, how long and the limit), and recovers when the step returns.
+    An idle loop, with nothing to step, stays healthy however long it waits."""
+    engine = sgl.Engine(max_total_tokens=2000, max_running_requests=4)
+    release, real_step = threading.Event(), engine.step
+
+    def step():
+        if any("HANG" in r.prompt for r in engine.scheduler.running):
+            release.wait(60)   # a step that blocks until the test lets it go
+        return real_step()
+
+    engine.step = step
+
+    def health_until(status: int) -> httpx.Response:
+        deadline = time.monotonic() + 30
+        while (r := c.get("/health")).status_code != status and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return r
+
+    with TestClient(create_app(engine, ServerOptions(stall_timeout=0.3))) as c:
+        time.sleep(0.6)   # idle for twice the limit
+        assert c.get("/health").json() == {"status": "ok"}
+        answer = {}
+        t = threading.Thread(target=lambda: answer.update(r=c.post("/v1/completions", json={
+            "prompt": "HANG", "max_tokens": 3, "ignore_eos": True})))
+        t.start()
+        r = health_until(503)
+        err = r.json()["error"]
+        assert r.status_code == 503 and err["type"] == "server_error" and err["code"] == "scheduler_stalled"
+        assert "stuck" in err["message"] and "inside one engine step" in err["message"] and "0.3 s" in err["message"]
+        seconds = float(re.search(r"for ([\d.]+) s", err["message"]).group(1))
+        assert seconds >= 0.3   # shown to a tenth of a second
+        assert c.get("/get_server_info").json()["scheduler"]["current_step_seconds"] > 0.3
+        release.set()
+        assert health_until(200).json() == {"status": "ok"}
+        t.join(30)
+        assert answer["r"].status_code == 200
+        timing = c.get("/get_server_info").json()["scheduler"]
+        assert timing["longest_step_last_minute_seconds"] > 0.3 and timing["current_step_seconds"] is None
 
 
 def free_port() -> int:

@@ -335,6 +335,12 @@ def test_health_metrics_and_server_info(client):
     info = client.get("/get_server_info").json()
     assert info["model"] == MODEL and info["stage"] == latest_stage()
     assert info["limits"]["max_body_bytes"] == 200_000 and "api_key" not in info["limits"]
+    # the scheduler loop's step times: steps ran above, none is running now
+    timing = info["scheduler"]
+    assert timing["last_step_age_seconds"] >= 0 and timing["longest_step_last_minute_seconds"] > 0
+    assert timing["current_step_seconds"] is None
+    text = client.get("/metrics").text
+    assert "minisglang_last_step_age_seconds" in text and "minisglang_longest_step_last_minute_seconds" in text
 
 
 def test_api_key():

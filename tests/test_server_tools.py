@@ -130,11 +130,10 @@ def test_any_tools_calls_validate_under_their_schema(client, tools, data):
                 max_tokens=200, parallel_tool_calls=data.draw(st.booleans()))
     out = resp.choices[0]
     calls = out.message.tool_calls or []
-    complete = calls if out.finish_reason != "length" else calls[:-1]   # max_tokens may cut the last one
-    for call in complete:
+    for call in calls:   # max_tokens may cut the last one: then it is content, not a call
         schema = next(t["function"]["parameters"] for t in tools if t["function"]["name"] == call.function.name)
         jsonschema.validate(json.loads(call.function.arguments), schema)
-    if choice != "auto":
+    if choice != "auto" and out.finish_reason != "length":
         assert calls, "required and a named tool always call"
     if choice not in ("required", "auto"):
         assert [c.function.name for c in calls] == [choice]
@@ -216,15 +215,14 @@ def test_two_turn_conversation_with_a_tool_result(client):
 
 def test_looping_under_required_is_stopped_by_stop_after_first_or_max_tokens(client):
     # required + parallel: after the first call the model may call again and again; only
-    # max_tokens ends that ("length"), and every call it completed is valid.
+    # max_tokens ends that ("length"), and every call returned is whole and valid (one cut
+    # inside its arguments is content).
     for seed in range(3):
         resp = chat(client, tool_choice="required", temperature=1.2, seed=seed, max_tokens=60)
         choice = resp.choices[0]
         if choice.finish_reason == "length":
             assert resp.usage.completion_tokens == 60
-            calls = choice.message.tool_calls or []
-            for call in calls[:-1]:   # the last one may be cut inside its arguments
-                jsonschema.validate(json.loads(call.function.arguments), SCHEMAS[call.function.name])
+            check_calls(choice)
         else:
             assert choice.finish_reason == "tool_calls" and check_calls(choice)
         # stop_after_first: one call, then the end of the output
@@ -233,24 +231,66 @@ def test_looping_under_required_is_stopped_by_stop_after_first_or_max_tokens(cli
         assert len(check_calls(once)) == 1 and once.finish_reason == "tool_calls"
 
 
-def test_a_call_cut_by_max_tokens_is_length_with_its_partial_arguments(client):
-    resp = chat(client, tool_choice={"type": "function", "function": {"name": "get_weather"}}, max_tokens=3)
+NAMED = {"type": "function", "function": {"name": "get_weather"}}
+
+
+def test_a_call_cut_by_max_tokens_is_length_and_comes_back_as_content(client):
+    resp = chat(client, tool_choice=NAMED, max_tokens=3)
     choice = resp.choices[0]
     assert choice.finish_reason == "length" and resp.usage.completion_tokens == 3
-    # What was generated is all there: the call's markup is not shown as content.
-    assert choice.message.content in (None, "") or "<tool_call>" not in choice.message.content
+    # No call with arguments that are not JSON: the cut call is content, its text as generated.
+    assert choice.message.tool_calls is None
+    assert choice.message.content.startswith("<tool_call>") or "<tool_call>".startswith(choice.message.content)
+    assert reassemble(chat(client, stream=True, tool_choice=NAMED, max_tokens=3)) == (
+        choice.message.content, [], "length")
 
 
-def test_a_stop_string_that_cuts_a_call_is_stop_not_tool_calls(client):
-    kwargs = dict(tool_choice={"type": "function", "function": {"name": "get_weather"}}, stop=["city"])
+def test_a_stop_string_that_cuts_a_call_is_stop_and_the_call_is_content(client):
+    kwargs = dict(tool_choice=NAMED, stop=["city"])
     choice = chat(client, **kwargs).choices[0]
-    assert choice.finish_reason == "stop"
-    [call] = choice.message.tool_calls   # cut inside its arguments, before the stop string
+    assert choice.finish_reason == "stop" and choice.message.tool_calls is None
     # After `{` (and the one optional space the JSON whitespace policy allows, the model's
-    # choice) `"city": "` is forced, so it arrives in one jump: the stop string is cut from it
-    # before anything is sent, and the stream holds exactly what the response does.
-    assert call.function.name == "get_weather" and re.fullmatch(r'\{ ?"', call.function.arguments)
-    assert reassemble(chat(client, stream=True, **kwargs)) == ("", [("get_weather", call.function.arguments)], "stop")
+    # choice) `"city": "` is forced, so it arrives in one jump: the stop string is cut from it,
+    # and what is left of the call comes back as content, streamed or not.
+    assert re.fullmatch(r'<tool_call>\{"name": "get_weather", "arguments": \{ ?"', choice.message.content)
+    assert reassemble(chat(client, stream=True, **kwargs)) == (choice.message.content, [], "stop")
+
+
+def test_a_stop_string_in_the_end_tag_leaves_the_call_whole(client):
+    """The arguments closed before the stop string: the call is whole, and `tool_calls`."""
+    kwargs = dict(tool_choice=NAMED, stop=["</tool_call>"])
+    choice = chat(client, **kwargs).choices[0]
+    assert len(check_calls(choice)) == 1 and choice.finish_reason == "tool_calls"
+    assert choice.message.content is None
+    assert reassemble(chat(client, stream=True, **kwargs)) == (
+        "", [("get_weather", choice.message.tool_calls[0].function.arguments)], "tool_calls")
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_wherever_a_stop_string_or_max_tokens_cuts_the_calls_parse_and_validate(client, data):
+    """Cut the output at any point of its calls, by a stop string taken from the calls' own
+    text or by max_tokens: every call returned, streamed or not, json.loads and validates
+    under its tool's schema, "tool_calls" comes only with whole calls, and the stream holds
+    exactly what the response does."""
+    kwargs = dict(tool_choice=data.draw(st.sampled_from(["required", NAMED])), temperature=1.0,
+                  seed=data.draw(st.integers(0, 9)), max_tokens=60)
+    whole = chat(client, **kwargs).choices[0]
+    written = "".join(f'<tool_call>{{"name": "{c.function.name}", "arguments": {c.function.arguments}}}</tool_call>'
+                      for c in whole.message.tool_calls or [])
+    if data.draw(st.booleans()) and written:
+        start = data.draw(st.integers(0, len(written) - 1))
+        kwargs["stop"] = [written[start:start + data.draw(st.integers(1, 6))]]
+    else:
+        kwargs["max_tokens"] = data.draw(st.integers(1, 40))
+    resp = chat(client, **kwargs)
+    choice = resp.choices[0]
+    calls = check_calls(choice)
+    if choice.finish_reason == "tool_calls":
+        assert calls
+    content, streamed, finish = reassemble(chat(client, stream=True, **kwargs))
+    assert (content, streamed, finish) == (choice.message.content or "", [
+        (c.function.name, c.function.arguments) for c in calls], choice.finish_reason)
 
 
 def test_tool_calls_are_counted_in_metrics(client, server):
