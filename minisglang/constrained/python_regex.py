@@ -262,21 +262,22 @@ def _item_ranges(op, arg) -> Ranges:
 # ---------------------------------------------------------------------------------------
 def escape_in_class(code: int) -> str:
     """One code point as it reads inside `[...]` in Python, Rust's regex and xgrammar alike:
-    letters and digits of ASCII as themselves, everything else as `\\xHH`, `\\uHHHH` or
+    letters and digits of ASCII as themselves, everything else as `\\uHHHH` or
     `\\UHHHHHHHH` (no engine can read an escape as something else, or a raw character as
-    an operator such as Rust's `&&` or `~~`)."""
+    an operator such as Rust's `&&` or `~~`). Not `\\xHH`: xgrammar reads all the hex
+    digits that follow (`\\x5fa` as U+05FA)."""
     if code < 0x80 and chr(code).isalnum():
         return chr(code)
-    if code < 0x100:
-        return f"\\x{code:02x}"
     return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 def explicit_class(ranges: Ranges) -> str:
     """`ranges` as one bracketed class, `[...]` or `[^...]`, whichever names fewer ranges
-    (`.` is `[^\\x0a]`). Surrogates are left out of a positive class (no engine reading
-    UTF-8 has them) and so never split a negated one."""
+    (`.` is `[^\\u000a]`), or one character's escape alone. Surrogates are left out of a
+    positive class (no engine reading UTF-8 has them) and so never split a negated one."""
     ranges = _without_surrogates(ranges)
+    if len(ranges) == 1 and ranges[0][0] == ranges[0][1]:   # one character: no brackets
+        return escape_in_class(ranges[0][0])
     other = _without_surrogates(complement(ranges))
     negated = len(other) < len(ranges)
     body = "".join(escape_in_class(lo) if lo == hi else f"{escape_in_class(lo)}-{escape_in_class(hi)}"
@@ -294,9 +295,23 @@ def _without_surrogates(ranges: Ranges) -> Ranges:
     return tuple(out)
 
 
-def portable_regex(regex: str) -> str | None:
+def portable_regex(regex: str) -> str:
     """`regex` (whole-output match, a leading `^` and trailing `$` ignored) written so that
     any engine reads it as Python does: every character set spelled out by
-    `explicit_class`. None when it matches nothing. Raises re.error or NotWritable."""
-    from .regex_dfa import _strip_anchors   # (regex_dfa imports this module)
-    return PythonRegex(_strip_anchors(regex)).write(explicit_class)
+    `explicit_class`. What the library backends compile instead of the client's text.
+
+    Raises RegexError (regex_dfa's) naming the problem: Python's message for an invalid
+    regex, the construct for an unsupported one, or an empty language.
+    """
+    from .regex_dfa import RegexError, _strip_anchors, shown_regex   # (regex_dfa imports this module)
+    try:
+        text = PythonRegex(_strip_anchors(regex)).write(explicit_class)
+    except re.error as e:
+        raise RegexError(f"invalid regex {shown_regex(regex)}: {e}") from None
+    except NotWritable as e:
+        raise RegexError(f"unsupported regex {shown_regex(regex)}: {e}") from None
+    except RecursionError:
+        raise RegexError(f"regex too complex: {shown_regex(regex)} nests groups too deeply") from None
+    if text is None:
+        raise RegexError(f"regex {shown_regex(regex)} matches no string at all (empty language)")
+    return text
