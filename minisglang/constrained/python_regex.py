@@ -106,8 +106,10 @@ def shorthand_ranges(letter: str) -> Ranges:
     out = []
     for m in re.finditer(f"\\{letter}+", text):
         lo, hi = m.start(), m.end() - 1
-        lo, hi = lo + gap * (lo >= cut), hi + gap * (hi >= cut)
-        out.append((lo, hi))
+        if lo < cut <= hi:   # a run across the cut: two ranges, the surrogates left out
+            out += [(lo, cut - 1), (cut + gap, hi + gap)]
+        else:
+            out.append((lo + gap * (lo >= cut), hi + gap * (hi >= cut)))
     return normalize(out)
 
 
