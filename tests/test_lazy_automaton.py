@@ -1,6 +1,6 @@
 """The lazy automaton (constrained/lazy_regex.py, lazy_token_fsm.py) against its oracles.
 
-- language: `re.fullmatch` (re.ASCII, like the eager DFA) on every short string over a
+- language: `re.fullmatch` (Python's Unicode dialect, like the eager DFA) on every short string over a
   small alphabet and on long strings, for the regexes of the behaviour suite, of
   test_regex_dfa.py and a hypothesis generator;
 - token rows: the eager TokenIndex along random walks (same allowed tokens, same packed
@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from real_tokenizers import bundled
 from test_constrained_generation import CASES
-from test_regex_dfa import ALL_STRINGS, KNOWN, REGEXES
+from test_regex_dfa import ALL_STRINGS, DIALECT_CHARS, DIALECT_REGEXES, KNOWN, REGEXES
 
 from minisglang.constrained.bitmask import unpack_bits
 from minisglang.constrained.lazy_regex import (
@@ -112,7 +112,7 @@ def check_language(pattern: str, strings=ALL_STRINGS, long_walks: int = 5, long_
     DFA must accept them) and, with the eager oracle, matches of the eager DFA (the lazy
     automaton must accept them), each also with one byte changed."""
     dfa = lazy_dfa(pattern)
-    oracle = re.compile(pattern, re.ASCII)
+    oracle = re.compile(pattern)
     for s in strings:
         assert accepts(dfa, s) == (oracle.fullmatch(s) is not None), (pattern, s)
     if long_oracle == "eager":
@@ -482,7 +482,7 @@ def test_a_vocabulary_that_cannot_start_the_regex_is_refused():
 def test_any_text_is_refused_clearly_or_matches_like_re(pattern):
     body = _strip_anchors(pattern)   # the whole output must match: outer anchors are dropped
     try:
-        oracle = re.compile(body, re.ASCII)
+        oracle = re.compile(body)
     except (re.error, OverflowError):
         oracle = None
     try:
@@ -758,3 +758,36 @@ def test_finish_row_sets_the_ids_and_eos_and_counts_like_numpy(case):
     count = finish_row(bits, np.asarray(extra, dtype=np.int64), eos, accepting)
     assert (bits == expected).all()
     assert count == int(np.bitwise_count(expected).sum()) - accepting
+
+
+# ---------------------------------------------------------------------------------------
+# One dialect: Python's \d \w \s and `.` (issue 30, item 6)
+# ---------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def dialect_lazy_dfas():
+    return {rx: lazy_dfa(rx) for rx in DIALECT_REGEXES}
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.sampled_from(DIALECT_REGEXES), st.lists(DIALECT_CHARS, max_size=5).map("".join))
+def test_shorthand_classes_and_dot_read_as_python_does(dialect_lazy_dfas, pattern, text):
+    """Characters in and next to each Unicode class ('٣', '艳', '\\x1c', '\\u2028', '_')."""
+    assert accepts(dialect_lazy_dfas[pattern], text) == (re.fullmatch(pattern, text) is not None), (pattern, text)
+
+
+@pytest.mark.parametrize("pattern", [r"\w", r"\W", r"\d", r"\D", r"\s", r"\S", ".", r"[\w-]", r"[^\w\s]"])
+def test_each_shorthand_class_holds_exactly_pythons_code_points(pattern):
+    """Every code point, against `re` itself (the lazy automaton's rows are built on demand,
+    so this walks each character's bytes)."""
+    dfa = lazy_dfa(pattern)
+    for code in range(0x110000):
+        if 0xD800 <= code <= 0xDFFF or (code > 0x3000 and code % 7):   # every 7th above U+3000
+            continue
+        ch = chr(code)
+        assert accepts(dfa, ch) == (re.fullmatch(pattern, ch) is not None), (pattern, hex(code))
+
+
+def test_inline_flags_are_refused_in_the_lazy_automaton_too():
+    for pattern in ["(?i)a", "a(?i:b)", "(?a)\\w", "(?s).", "(?x)a b"]:
+        with pytest.raises(RegexError, match="inline flags"):
+            lazy_dfa(pattern)

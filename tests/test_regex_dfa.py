@@ -33,7 +33,7 @@ def check_against_re(pattern: str, strings=ALL_STRINGS) -> None:
     """CharDFA and ByteDFA agree with re.fullmatch on every string; char states = byte states."""
     dfa = compile_regex(pattern)
     byte_dfa = ByteDFA.from_char_dfa(dfa)
-    oracle = re.compile(pattern, re.ASCII)
+    oracle = re.compile(pattern)   # Python's dialect: \d \w \s are Unicode-wide
     for s in strings:
         expected = oracle.fullmatch(s) is not None
         assert dfa.accepts(s) == expected, (pattern, s)
@@ -202,7 +202,8 @@ def _walk_many(byte_dfa: ByteDFA, matrix: np.ndarray, lengths: np.ndarray) -> np
     return state
 
 
-@pytest.mark.parametrize("char_class", [r'[^"\\]', ".", r"[^a-zé]", r"[\u4e00-\u9fa5]", "[😀-🙏]", r"[^\x00-\x1f\x7f-\x9f]"])
+@pytest.mark.parametrize("char_class", [r'[^"\\]', ".", r"[^a-zé]", r"[\u4e00-\u9fa5]", "[😀-🙏]", r"[^\x00-\x1f\x7f-\x9f]",
+                                        r"\w", r"\W", r"\d", r"\D", r"\s", r"\S", r"[\w-]", r"[^\w\s]", r"[\d\s]"])
 def test_byte_dfa_accepts_exactly_the_utf8_of_every_code_point_in_the_class(char_class, every_code_point_utf8):
     byte_dfa = ByteDFA.from_char_dfa(compile_regex(char_class))
     in_class = np.zeros(ALL_CODE_POINTS.shape[0], dtype=bool)
@@ -314,8 +315,11 @@ def test_states_are_numbered_breadth_first_from_zero():
     ("[z-a]", ["invalid regex", "bad character range"]),
     ("a(?=b)", ["unsupported regex", "lookahead"]),
     ("(?<=a)b", ["unsupported regex", "lookbehind"]),
-    (r"(a)\1", ["unsupported regex", "interegular says", "Group references"]),
-    ("a$b", ["unsupported regex", "interegular says"]),
+    (r"(a)\1", ["unsupported regex", "backreferences are not supported"]),
+    ("a$b", ["unsupported regex", "anchors other than a leading ^ and a trailing $"]),
+    ("(?i)a", ["unsupported regex", "inline flags"]),
+    ("a(?i:b)", ["unsupported regex", "inline flags"]),
+    ("(?a)\\w", ["unsupported regex", "inline flags"]),
     (r"a[^\s\S]b", ["matches no string", "empty language", r"'a[^\s\S]b'"]),
     ("[]a", ["invalid regex"]),
 ])
@@ -386,6 +390,58 @@ def test_huge_repetitions_are_refused_before_building(pattern):
         compile_regex(pattern)
 
 
-def test_unicode_scale_classes_are_refused():
-    with pytest.raises(RegexError, match="regex too complex: .* names 1114112 characters"):
-        compile_regex("[\\x00-\\U0010ffff]{3}")
+def test_unicode_scale_classes_compile_over_a_few_representatives():
+    """interegular sees one character per atom, so a class of every code point is cheap."""
+    dfa = compile_regex("[\\x00-\\U0010ffff]{3}")
+    assert dfa.num_states == 4 and dfa.accepts("a\n😀") and not dfa.accepts("ab")
+
+
+# ---------------------------------------------------------------------------------------
+# One dialect: Python's \d \w \s and `.` (issue 30, item 6)
+# ---------------------------------------------------------------------------------------
+def _near_the_classes() -> list[str]:
+    """Characters in and next to each Unicode shorthand class: every range's two ends and
+    their neighbours, and the characters the engines disagree on."""
+    from minisglang.constrained.python_regex import shorthand_ranges
+    codes = set()
+    for letter in "dws":
+        for lo, hi in shorthand_ranges(letter):
+            codes |= {lo - 1, lo, hi, hi + 1}
+    chars = {chr(c) for c in codes if 0 <= c <= 0x10FFFF and not 0xD800 <= c <= 0xDFFF}
+    return sorted(chars | set("aZ_5٣艳é \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f\x85\xa0\u2028\u2029\u3000ǅ²Ⅻ\u0301-!😀"))
+
+
+NEAR_THE_CLASSES = _near_the_classes()
+# Characters to build strings from: mostly near the classes, some from anywhere.
+DIALECT_CHARS = st.one_of(st.sampled_from(NEAR_THE_CLASSES), st.characters(exclude_categories=("Cs",)))
+DIALECT_REGEXES = [r"\w+", r"\W{4}", r"\d{1,3}", r"\D*", r"\s+", r"\S{2}", r".{1,3}", r"[\w-]+", r"[^\w\s]*",
+                   r"[\d\s]+", r"[^\D]+", r"\w\W\d", r"(\s|\d)+x?", r"[\S\n]{2}", r"a.b|\W"]
+
+
+@pytest.fixture(scope="module")
+def dialect_dfas():
+    return {rx: (compile_regex(rx), ByteDFA.from_char_dfa(compile_regex(rx))) for rx in DIALECT_REGEXES}
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.sampled_from(DIALECT_REGEXES), st.lists(DIALECT_CHARS, max_size=5).map("".join))
+def test_shorthand_classes_and_dot_read_as_python_does(dialect_dfas, pattern, text):
+    """`\\W{4}` once produced '艳艳艳艳' (interegular's \\w is ASCII), which re.fullmatch rejects."""
+    dfa, byte_dfa = dialect_dfas[pattern]
+    expected = re.fullmatch(pattern, text) is not None
+    assert dfa.accepts(text) == expected, (pattern, text)
+    assert byte_dfa.is_final(byte_dfa.walk_bytes(0, text.encode("utf-8"))) == expected, (pattern, text)
+
+
+def test_the_finding_of_issue_30():
+    dfa = compile_regex(r"\W{4}")
+    assert not dfa.accepts("艳艳艳艳") and dfa.accepts("!!!!") and dfa.accepts("\u2028\x1c. ")
+    assert compile_regex(r"\d+").accepts("٣٤") and compile_regex(r"\s").accepts("\x1c")
+    assert not compile_regex(".").accepts("\n") and compile_regex(".").accepts("\u2028")
+
+
+def test_shorthand_classes_are_labelled_by_name():
+    assert [c.label() for c in compile_regex(r"\w").classes] == ["\\w", "\\W"]
+    labels = [c.label() for c in compile_regex(r"\s\d").classes]
+    assert labels[:2] == ["\\s", "\\d"] and labels[2].startswith("[^\\t-\\r\\x1c- 0-9")
+    assert repr(compile_regex(r"\w").classes[0]) == "CharClass(\\w)"

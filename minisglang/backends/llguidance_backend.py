@@ -10,6 +10,10 @@ What this adapter adds:
   plain tokenizers all work; special tokens are spelled b"\\xff" + name (llguidance's
   convention, so they can never match grammar text), and padded logit columns are empty
   tokens, which are never allowed;
+- a `regex` reads as Python's `re` reads it (constrained/python_regex.py): llguidance's
+  Rust regex has its own Unicode `\\w` (combining marks in, '²' out) and `\\s`
+  ('\\x1c' out), so it is handed the regex with every character set spelled out
+  (`portable_regex`), and `(?i)` and the like are refused;
 - `ebnf` accepts the GBNF dialect (llama.cpp and xgrammar: `root ::= "yes" | "no"`) or
   llguidance's Lark dialect (`start: "yes" | "no"`); llguidance's `any_to_lark` tells
   them apart and converts GBNF to Lark, so the same EBNF text works here and on xgrammar;
@@ -29,6 +33,7 @@ import torch
 from llguidance.gbnf_to_lark import any_to_lark
 
 from ..constrained.json_schema import InvalidSchemaError, load_schema
+from ..constrained.python_regex import portable_regex
 from .base import BaseGrammarBackend, BaseGrammarObject, GrammarError, register_backend
 
 # json.dumps' layout; llguidance's default would allow any run of whitespace.
@@ -141,7 +146,7 @@ class LLGuidanceBackend(BaseGrammarBackend):
 
     def compile(self, kind: str, text: str) -> LLGuidanceGrammar:
         if kind == "regex":
-            grammar = llg.LLMatcher.grammar_from_regex(text)
+            grammar = llg.LLMatcher.grammar_from_regex(portable_regex(text))
         elif kind == "json_schema":
             try:   # llguidance would report the column inside its own wrapper document
                 schema = load_schema(text)

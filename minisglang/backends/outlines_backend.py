@@ -16,6 +16,10 @@ What this adapter adds:
 - outlines-core's `build_regex_from_schema` silently ignores some keywords (numeric bounds,
   `uniqueItems`, `minProperties`, ...): a schema using one is refused, naming it, rather
   than turned into a weaker grammar whose outputs the schema would reject;
+- a `regex` reads as Python's `re` reads it (constrained/python_regex.py): outlines-core's
+  Rust regex has its own Unicode `\\w` (combining marks in, '²' out) and `\\s`
+  ('\\x1c' out), so it is handed the regex with every character set spelled out
+  (`portable_regex`), and `(?i)` and the like are refused;
 - outlines-core's invalid-regex message is the same for every mistake ("Failed to build
   DFA"), so Python's `re` is asked for a message that names the problem.
 
@@ -33,6 +37,7 @@ from outlines_core import Guide, Index, Vocabulary
 from outlines_core.json_schema import build_regex_from_schema
 
 from ..constrained.json_schema import InvalidSchemaError, load_schema
+from ..constrained.python_regex import portable_regex
 from ..constrained.regex_dfa import shown_regex
 from .base import BaseGrammarBackend, BaseGrammarObject, GrammarError, register_backend
 
@@ -162,9 +167,9 @@ class OutlinesBackend(BaseGrammarBackend):
             except ValueError as e:
                 raise GrammarError(f"cannot turn the JSON schema into a regex: {e}") from e
         else:
-            regex = text
+            regex = portable_regex(text)   # a RegexError says what is wrong, in Python's terms
         try:
             index = Index(regex, self.vocabulary)
         except ValueError as e:
-            raise GrammarError(_regex_problem(regex, str(e))) from e
+            raise GrammarError(_regex_problem(text if kind == "regex" else regex, str(e))) from e
         return OutlinesGrammar(OutlinesIndex(index, self.tokenizer.eos_token_id))

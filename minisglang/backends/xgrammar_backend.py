@@ -10,6 +10,9 @@ What this adapter adds:
 - the vocabulary comes from OUR exact token bytes (`Tokenizer.token_bytes`) as a RAW
   vocabulary, so byte-level, SentencePiece and plain tokenizers all work the same way;
   special tokens get empty strings, which xgrammar treats as never allowed;
+- a `regex` reads as Python's `re` reads it (constrained/python_regex.py): xgrammar's own
+  `\\d \\w \\s` are ASCII and its `.` matches a newline, so it is handed the regex with
+  every character set spelled out (`portable_regex`), and `(?i)` and the like are refused;
 - `ebnf` is xgrammar's EBNF (the GBNF dialect of llama.cpp: `root ::= "yes" | "no"`);
 - `json_schema` output is laid out like `json.dumps`: `", "` and `": "`, no other
   whitespace (free whitespace lets a small model loop on spaces);
@@ -25,6 +28,7 @@ import torch
 import xgrammar as xgr
 
 from ..constrained.bitmask import pack_bits
+from ..constrained.python_regex import portable_regex
 from .base import BaseGrammarBackend, BaseGrammarObject, GrammarError, register_backend
 
 # xgrammar's C++ errors start with "[15:34:26] /project/cpp/regex_converter.cc:94: " and
@@ -113,8 +117,8 @@ class XGrammarBackend(BaseGrammarBackend):
 
     def compile(self, kind: str, text: str) -> XGrammarGrammar:
         try:
-            if kind == "regex":
-                compiled = self.compiler.compile_regex(text)
+            if kind == "regex":   # (a RegexError says what is wrong with it, in Python's terms)
+                compiled = self.compiler.compile_regex(portable_regex(text))
             elif kind == "json_schema":
                 compiled = self.compiler.compile_json_schema(text, any_whitespace=False)
             else:

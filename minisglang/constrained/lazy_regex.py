@@ -39,7 +39,8 @@ The pieces:
   its first visit, one derivative per byte class (bytes no sub-expression tells apart).
 
 Semantics are the eager DFA's: the regex must match the whole output (a leading `^` and
-trailing `$` are ignored), `\\d \\w \\s` are ASCII, `.` is anything but a newline.
+trailing `$` are ignored), and it reads as Python's `re` reads a str pattern
+(python_regex.py): `\\d \\w \\s` are Unicode-wide, `.` is anything but a newline.
 """
 from __future__ import annotations
 
@@ -50,6 +51,7 @@ import unicodedata
 import warnings
 import numpy as np
 
+from .python_regex import shorthand_ranges
 from .regex_dfa import RegexError, _complement, _strip_anchors, shown_regex, utf8_sequences
 from .work_slices import OutOfTime, checkpoint
 
@@ -651,15 +653,9 @@ def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return out
 
 
-def _ascii_ranges(chars: str) -> list[tuple[int, int]]:
-    return _merge([(ord(c), ord(c)) for c in chars])
-
-
-DIGIT = _ascii_ranges("0123456789")
-WORD = _ascii_ranges("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz")
-SPACE = _ascii_ranges(" \t\n\r\f\v")
-SHORTHANDS = {"d": (DIGIT, False), "D": (DIGIT, True), "w": (WORD, False), "W": (WORD, True),
-              "s": (SPACE, False), "S": (SPACE, True)}
+# `\\d \\D \\w \\W \\s \\S`: Python's Unicode classes (python_regex.shorthand_ranges, computed
+# on first use): `\\w` is 733 ranges, the alternation of their UTF-8 byte sequences.
+SHORTHANDS = "dDwWsS"
 SINGLE_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "f": "\f", "v": "\v", "a": "\a"}
 ANCHOR_ESCAPES = "AZbB"   # \b is a backspace inside a class, a word boundary outside
 
@@ -879,8 +875,7 @@ class _Parser:
         c = p[self.i + 1]
         self.i += 2
         if c in SHORTHANDS:
-            ranges, negated = SHORTHANDS[c]
-            ranges = _complement(ranges) if negated else ranges
+            ranges = list(shorthand_ranges(c))
             return ranges if in_class else self.ranges_node(ranges)
         if c == "b" and in_class:
             ch = "\b"

@@ -6,8 +6,16 @@ classes (`[0-9]`, `[^"\\]`, ...). `ByteDFA.from_char_dfa` turns that into a byte
 fallback `<0xE4>`, byte-level BPE pieces of Chinese or emoji) can be walked too.
 
 The regex always has to match the WHOLE output (like `re.fullmatch`), so a leading `^` and
-a trailing `$` are accepted and ignored. Shorthand classes (`\\d`, `\\w`, `\\s`) are ASCII
-only, as with Python's `re.ASCII` flag; this is what interegular implements.
+a trailing `$` are accepted and ignored. The dialect is Python's `re` for str patterns
+(python_regex.py): `\\d`, `\\w`, `\\s` are Unicode-wide ('٣' is a digit, '艳' a word
+character), `.` is anything but a newline, inline flags such as `(?i)` are refused.
+
+interegular (the DFA library) lists every character of a class explicitly and reads
+`\\w` as ASCII, so it never sees the regex as written: Python's parser reads it, the
+code points are cut into ATOMS (the characters no set of the regex tells apart: for
+`\\w+` two, word characters and the rest), and interegular compiles the regex over one
+representative character per atom. Each class of its DFA then stands for the union of its
+atoms (alphabet compression, as RE2 and Rust's regex do with byte classes).
 
 The state numbering is deterministic (classes in sorted order, states in breadth-first
 order from state 0), so equal regexes give identical automata in every process: the FSM
@@ -15,6 +23,8 @@ caches of later stages depend on this, as SGLang's first release did.
 """
 from __future__ import annotations
 
+import bisect
+import functools
 import re
 from collections import deque
 from dataclasses import dataclass, field
@@ -22,13 +32,11 @@ from dataclasses import dataclass, field
 import interegular
 import numpy as np
 from interegular.fsm import anything_else
-from interegular.patterns import Pattern, _CharGroup, _Concatenation, _NonCapturing, _Repeated
+from interegular.patterns import Pattern, _Concatenation, _Repeated
 
-MAX_CODE_POINT = 0x10FFFF
+from .python_regex import MAX_CODE_POINT, NotWritable, PythonRegex, Ranges, shorthand_name, size
+
 SURROGATES = (0xD800, 0xDFFF)  # code points that have no UTF-8 encoding
-# A regex whose character classes name more characters than this is refused: interegular
-# stores every named character explicitly, which takes tens of seconds at Unicode scale.
-MAX_NAMED_CHARACTERS = 200_000
 
 
 class RegexError(ValueError):
@@ -65,15 +73,34 @@ def shown_regex(regex: str, limit: int = 120) -> str:
 # ---------------------------------------------------------------------------------------
 # Character classes
 # ---------------------------------------------------------------------------------------
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class CharClass:
     """A set of characters: `chars`, or (negated) every character except `chars`."""
 
     chars: frozenset[str]
     negated: bool = False
 
+    @classmethod
+    def from_ranges(cls, ranges: Ranges) -> CharClass:
+        """The class of the code points in `ranges` (sorted, disjoint): negated, naming the
+        others, when that names fewer (so `.` names one character, not a million)."""
+        negated = 2 * size(ranges) > MAX_CODE_POINT + 1
+        named = tuple(_complement(list(ranges))) if negated else ranges
+        out = cls(_chars_of(named), negated)
+        out.__dict__["_named"] = list(named)   # what `_named` would compute, known already
+        return out
+
+    @functools.cached_property
+    def _named(self) -> list[tuple[int, int]]:
+        """`chars` as sorted ranges, computed once (a Unicode class names 100k characters)."""
+        return _merge_code_points(sorted(ord(c) for c in self.chars))
+
     def __contains__(self, ch: str) -> bool:
         return (ch in self.chars) != self.negated
+
+    def __repr__(self) -> str:   # its label: `\\w` names 133k characters
+        label = self.label()
+        return f"CharClass({label if len(label) <= 80 else label[:60] + '...'})"
 
     def union(self, other: CharClass) -> CharClass:
         """The class of characters in `self` or in `other` (used to merge drawn edges)."""
@@ -86,14 +113,18 @@ class CharClass:
 
     def code_point_ranges(self) -> list[tuple[int, int]]:
         """The class as sorted, disjoint, inclusive code point ranges."""
-        named = _merge_code_points(sorted(ord(c) for c in self.chars))
-        return _complement(named) if self.negated else named
+        return _complement(self._named) if self.negated else list(self._named)
 
     def label(self) -> str:
-        """A regex-like label: `a`, `[0-9]`, `[A-Z_a-z]`, `[^"\\\\]`, `(any)`, `(none)`."""
-        ranges = _merge_code_points(sorted(ord(c) for c in self.chars))
+        """A regex-like label: `a`, `[0-9]`, `[A-Z_a-z]`, `[^"\\\\]`, `(any)`, `(none)`, and
+        `\\d`, `\\W`, ... for exactly a Unicode shorthand class (hundreds of ranges)."""
+        ranges = self._named
         if not ranges:
             return "(any)" if self.negated else "(none)"
+        if len(ranges) >= 10:   # the fewest ranges a shorthand class has (\s: 10)
+            name = shorthand_name(tuple(self.code_point_ranges()))
+            if name is not None:
+                return name
         if not self.negated and len(self.chars) == 1:
             return _escape_char(next(iter(self.chars)), in_class=False)
         parts = []
@@ -105,6 +136,12 @@ class CharClass:
             else:
                 parts.append(f"{_escape_char(chr(lo), True)}-{_escape_char(chr(hi), True)}")
         return "[" + ("^" if self.negated else "") + "".join(parts) + "]"
+
+
+@functools.lru_cache(maxsize=256)
+def _chars_of(ranges: Ranges) -> frozenset[str]:
+    """The characters of `ranges`, kept for the classes that come back (`\\w` is 133k)."""
+    return frozenset(chr(c) for lo, hi in ranges for c in range(lo, hi + 1))
 
 
 def _merge_code_points(points: list[int]) -> list[tuple[int, int]]:
@@ -177,19 +214,23 @@ class CharDFA:
     finals: frozenset[int]
     num_states: int
     initial: int = 0
-    # character -> its class, for the classes that name characters (filled in __post_init__)
-    _class_of: dict[str, CharClass] = field(init=False, repr=False, compare=False)
+    # The positive classes' ranges, sorted (filled in __post_init__): `step` finds a
+    # character's class by bisection; a character in none is in the negated class, if any.
+    _starts: list[int] = field(init=False, repr=False, compare=False)
+    _ends: list[tuple[int, CharClass]] = field(init=False, repr=False, compare=False)
     _other: CharClass | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        class_of = {ch: c for c in self.classes if not c.negated for ch in c.chars}
-        other = next((c for c in self.classes if c.negated), None)
-        object.__setattr__(self, "_class_of", class_of)
-        object.__setattr__(self, "_other", other)
+        spans = sorted((lo, hi, c) for c in self.classes if not c.negated for lo, hi in c.code_point_ranges())
+        object.__setattr__(self, "_starts", [lo for lo, _, _ in spans])
+        object.__setattr__(self, "_ends", [(hi, c) for _, hi, c in spans])
+        object.__setattr__(self, "_other", next((c for c in self.classes if c.negated), None))
 
     def step(self, state: int, ch: str) -> int | None:
         """The state after reading one character, or None if the regex can no longer match."""
-        cls = self._class_of.get(ch, self._other)
+        code = ord(ch)
+        i = bisect.bisect_right(self._starts, code) - 1
+        cls = self._ends[i][1] if i >= 0 and code <= self._ends[i][0] else self._other
         if cls is None:
             return None
         return self.transitions[state].get(cls)
@@ -216,21 +257,29 @@ def compile_regex(pattern: str, max_states: int = 10_000) -> CharDFA:
     """
     body = _strip_anchors(pattern)
     try:
-        re.compile(body)
+        python = PythonRegex(body)
     except re.error as e:
         raise RegexError(f"invalid regex {shown_regex(pattern)}: {e}") from None
+    except NotWritable as e:
+        raise RegexError(f"unsupported regex {shown_regex(pattern)}: {e}") from None
+    except RecursionError:   # Python's own parser, on groups nested a few hundred deep
+        raise RegexError(f"regex too complex: {shown_regex(pattern)} nests groups too deeply") from None
+    alphabet = Alphabet(python.char_sets())
+    text = python.write(alphabet.representatives)
+    if text is None:
+        raise RegexError(f"regex {shown_regex(pattern)} matches no string at all (empty language)")
     try:
-        parsed = interegular.parse_pattern(_expand_unicode_escapes(body))
+        parsed = interegular.parse_pattern(text)
     except Exception as e:  # interegular's parser raises several exception types
         reason = str(e) or type(e).__name__
         raise RegexError(f"unsupported regex {shown_regex(pattern)}: interegular says: {reason}") from None
-    _check_supported(parsed, pattern, max_states)
+    _check_size(parsed, pattern, max_states)
     try:
         fsm = parsed.to_fsm().reduce()
     except Exception as e:
         reason = str(e) or type(e).__name__
         raise RegexError(f"unsupported regex {shown_regex(pattern)}: interegular says: {reason}") from None
-    dfa = _renumber(fsm, pattern)
+    dfa = _renumber(fsm, pattern, alphabet)
     if not dfa.finals:
         raise RegexError(f"regex {shown_regex(pattern)} matches no string at all (empty language)")
     if dfa.num_states > max_states:
@@ -251,42 +300,70 @@ def _strip_anchors(pattern: str) -> str:
     return pattern
 
 
-def _expand_unicode_escapes(pattern: str) -> str:
-    """Replace `\\uXXXX` and `\\UXXXXXXXX` (which interegular lacks) by the character itself."""
-    out, i = [], 0
-    while i < len(pattern):
-        if pattern[i] != "\\":
-            out.append(pattern[i])
-            i += 1
-            continue
-        kind = pattern[i + 1 : i + 2]
-        digits = {"u": 4, "U": 8}.get(kind, 0)
-        code = pattern[i + 2 : i + 2 + digits]
-        if digits and len(code) == digits and all(c in "0123456789abcdefABCDEF" for c in code):
-            ch = chr(int(code, 16))
-            # ASCII punctuation may be special ("[", "-"): keep it escaped; the rest is literal
-            out.append("\\" + ch if ch.isascii() and not ch.isalnum() else ch)
-            i += 2 + digits
-        else:
-            out.append(pattern[i : i + 2])  # any other escape, including an escaped backslash
-            i += 2
-    return "".join(out)
+class Alphabet:
+    """The code points cut into atoms by a regex's character sets, one representative each.
 
-
-def _check_supported(parsed: Pattern, pattern: str, max_states: int) -> None:
-    """Refuse lookarounds, and patterns whose size alone would exceed the limits.
-
-    interegular silently gives wrong answers for lookaheads, and spends minutes on huge
-    repetitions, so both are caught on the parse tree before building anything.
+    Two code points are in one atom when every set of the regex holds both or neither: no
+    string of the regex can tell them apart. An atom's representative is its smallest code
+    point; a set is written for interegular as the class of its atoms' representatives, so
+    interegular handles a few characters whatever the sets' sizes. Code points in no set
+    form one atom with no representative (no edge ever reads them).
     """
-    named_chars = 0
+
+    def __init__(self, sets: set[Ranges]):
+        ordered = sorted(sets)   # a fixed order: equal regexes cut equal atoms
+        cuts = sorted({0, MAX_CODE_POINT + 1} | {b for ranges in ordered for lo, hi in ranges for b in (lo, hi + 1)})
+        # The signature of each elementary interval [cuts[k], cuts[k+1]): the sets holding it.
+        signature = [0] * (len(cuts) - 1)
+        for i, ranges in enumerate(ordered):
+            for lo, hi in ranges:
+                for k in range(bisect.bisect_left(cuts, lo), bisect.bisect_left(cuts, hi + 1)):
+                    signature[k] |= 1 << i
+        atoms: dict[int, list[tuple[int, int]]] = {}
+        for k, sig in enumerate(signature):
+            atoms.setdefault(sig, []).append((cuts[k], cuts[k + 1] - 1))
+        self.unused: Ranges = tuple(_merge_ranges(atoms.pop(0, [])))
+        # representative character -> the code point ranges it stands for
+        self.atom_of: dict[str, Ranges] = {chr(spans[0][0]): tuple(spans) for spans in atoms.values()}
+        members: list[list[str]] = [[] for _ in ordered]   # set -> its atoms' representatives
+        for sig, spans in atoms.items():
+            for i in range(sig.bit_length()):
+                if sig >> i & 1:
+                    members[i].append(_escape_representative(chr(spans[0][0])))
+        self._class_text = {ranges: "[" + "".join(reps) + "]" for ranges, reps in zip(ordered, members)}
+
+    def representatives(self, ranges: Ranges) -> str:
+        """The set `ranges` (one of the regex's) as a class of its atoms' representatives."""
+        return self._class_text[ranges]
+
+    def char_class(self, representatives) -> CharClass:
+        """The CharClass of the code points some of `representatives` stand for."""
+        spans = [span for r in representatives for span in self.atom_of[r]]
+        return CharClass.from_ranges(tuple(_merge_ranges(spans)))
+
+
+def _merge_ranges(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Inclusive ranges -> sorted, disjoint, non-adjacent ranges."""
+    out: list[tuple[int, int]] = []
+    for lo, hi in sorted(spans):
+        if out and lo <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(hi, out[-1][1]))
+        else:
+            out.append((lo, hi))
+    return out
+
+
+def _escape_representative(ch: str) -> str:
+    """A representative inside interegular's `[...]`: the class's own syntax escaped."""
+    return "\\" + ch if ch in "\\]^-[" else ch
+
+
+def _check_size(parsed: Pattern, pattern: str, max_states: int) -> None:
+    """Refuse a pattern whose size alone would exceed the limit: interegular spends minutes
+    on huge repetitions, so they are caught on the parse tree before building anything."""
 
     def positions(node) -> int:
         """How many single-character positions the pattern expands to (a size estimate)."""
-        nonlocal named_chars
-        if isinstance(node, _NonCapturing):
-            kind = "lookbehind" if node.backwards else "lookahead"
-            raise RegexError(f"unsupported regex {shown_regex(pattern)}: {kind} assertions are not supported")
         if isinstance(node, Pattern):
             return sum(positions(o) for o in node.options)
         if isinstance(node, _Concatenation):
@@ -294,17 +371,9 @@ def _check_supported(parsed: Pattern, pattern: str, max_states: int) -> None:
         if isinstance(node, _Repeated):
             times = node.max if node.max is not None else max(node.min, 1)
             return positions(node.base) * max(times, 1)
-        if isinstance(node, _CharGroup):
-            named_chars += len(node.chars)
-            return 1
-        return 1  # `.` and the empty pattern
+        return 1  # a character class, or the empty pattern
 
     size = positions(parsed)
-    if named_chars > MAX_NAMED_CHARACTERS:
-        raise RegexError(
-            f"regex too complex: {shown_regex(pattern)} names {named_chars} characters in its classes "
-            f"(limit {MAX_NAMED_CHARACTERS}); write a negated class such as [^...] instead"
-        )
     if size > 4 * max_states:
         raise RegexError(
             f"regex too complex: more than {max_states} states would be needed; {shown_regex(pattern)} "
@@ -312,23 +381,27 @@ def _check_supported(parsed: Pattern, pattern: str, max_states: int) -> None:
         )
 
 
-def _renumber(fsm, pattern: str) -> CharDFA:
+def _renumber(fsm, pattern: str, alphabet: Alphabet) -> CharDFA:
     """interegular FSM -> CharDFA: sorted classes, live states only, BFS numbering."""
-    # 1. The alphabet partition as CharClasses, in sorted order.
+    # 1. The alphabet partition as CharClasses, in sorted order. interegular's
+    # "anything else" stands for no code point: every one read is some representative's.
     groups = fsm.alphabet.by_transition  # interegular class id -> list of symbols
-    named = {s for symbols in groups.values() for s in symbols if s is not anything_else}
     class_of_key: dict[int, CharClass] = {}
     for key, symbols in groups.items():
-        own = frozenset(s for s in symbols if s is not anything_else)
-        if anything_else in symbols:
-            class_of_key[key] = CharClass(frozenset(named - own), negated=True)
-        else:
-            class_of_key[key] = CharClass(own)
-    classes = sorted(class_of_key.values(), key=lambda c: (c.negated, sorted(c.chars)))
+        own = [s for s in symbols if s is not anything_else]
+        if own:
+            class_of_key[key] = alphabet.char_class(own)
+    classes = list(class_of_key.values())
+    if alphabet.unused:
+        classes.append(CharClass.from_ranges(alphabet.unused))
+    # Classes are disjoint, so their smallest named code points order them as their sorted
+    # characters would (the negated one, at most one, last), without sorting 100k of them.
+    classes.sort(key=lambda c: (c.negated, c._named[0][0] if c._named else -1))
     order = {c: i for i, c in enumerate(classes)}
 
     # 2. Live states: those from which an accepting state can be reached.
-    edges = {s: {class_of_key[k]: t for k, t in fsm.map.get(s, {}).items()} for s in fsm.states}
+    edges = {s: {class_of_key[k]: t for k, t in fsm.map.get(s, {}).items() if k in class_of_key}
+             for s in fsm.states}
     live = set(fsm.finals)
     changed = True
     while changed:

@@ -1,0 +1,319 @@
+"""Python's reading of a regex: its character sets as code point ranges, and the regex
+written again with every set spelled out.
+
+The one regex dialect of minisglang is Python's `re` for str patterns, whatever reads the
+regex (the eager automaton, the lazy one, xgrammar, outlines-core, llguidance):
+- `\\d` is every character Python calls a decimal digit ('٣' too), `\\w` every letter,
+  digit and '_' of Unicode ('艳', 'é', '²'), `\\s` every whitespace character of Unicode
+  and '\\x1c'-'\\x1f'; `\\D \\W \\S` are their complements;
+- `.` is any character but '\\n';
+- inline flags (`(?i)`, `(?a)`, `(?s)`, ...) are refused: case folding at Unicode scale is
+  a table of its own, and no automaton here needs it.
+
+Every engine reads these differently (interegular and xgrammar: ASCII `\\w \\d`; Rust's
+regex in outlines-core and llguidance: Unicode, but `\\w` holds combining marks and not
+'²'; xgrammar's `.` holds '\\n'), so no engine is handed a shorthand class: `PythonRegex`
+parses the regex with Python's own parser and `write` spells every character set out as
+explicit ranges, the one syntax they all read alike.
+
+The classes are computed from `re` itself, once per process (a scan of every code point,
+about 0.1 s) and kept as ranges: `\\w` is 733 ranges, 133,548 code points.
+"""
+from __future__ import annotations
+
+import array
+import functools
+import re
+import warnings
+from collections.abc import Callable
+
+try:  # Python's own regex parser
+    import re._parser as sre_parse  # Python >= 3.11
+except ImportError:  # pragma: no cover - Python 3.10
+    import sre_parse  # type: ignore[no-redef]
+
+MAX_CODE_POINT = 0x10FFFF
+Ranges = tuple[tuple[int, int], ...]   # sorted, disjoint, non-adjacent, inclusive
+
+_P = sre_parse
+_CATEGORIES = {_P.CATEGORY_DIGIT: "d", _P.CATEGORY_NOT_DIGIT: "D", _P.CATEGORY_WORD: "w",
+               _P.CATEGORY_NOT_WORD: "W", _P.CATEGORY_SPACE: "s", _P.CATEGORY_NOT_SPACE: "S"}
+_UNSUPPORTED = {_P.GROUPREF: "backreferences", _P.GROUPREF_EXISTS: "conditional groups",
+                _P.AT: "anchors other than a leading ^ and a trailing $"}
+for _name, _what in (("ATOMIC_GROUP", "atomic groups"), ("POSSESSIVE_REPEAT", "possessive quantifiers")):
+    if hasattr(_P, _name):
+        _UNSUPPORTED[getattr(_P, _name)] = _what
+
+
+class NotWritable(ValueError):
+    """The regex uses a construct the automata do not support; the message says which."""
+
+
+# ---------------------------------------------------------------------------------------
+# Ranges
+# ---------------------------------------------------------------------------------------
+def normalize(ranges) -> Ranges:
+    """Inclusive ranges in any order -> sorted, disjoint, non-adjacent ranges."""
+    out: list[tuple[int, int]] = []
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1] + 1:
+            if hi > out[-1][1]:
+                out[-1] = (out[-1][0], hi)
+        else:
+            out.append((lo, hi))
+    return tuple(out)
+
+
+def complement(ranges: Ranges) -> Ranges:
+    """The code points of [0, MAX_CODE_POINT] not in `ranges` (normalized)."""
+    out, start = [], 0
+    for lo, hi in ranges:
+        if lo > start:
+            out.append((start, lo - 1))
+        start = hi + 1
+    if start <= MAX_CODE_POINT:
+        out.append((start, MAX_CODE_POINT))
+    return tuple(out)
+
+
+def size(ranges: Ranges) -> int:
+    """How many code points `ranges` hold."""
+    return sum(hi - lo + 1 for lo, hi in ranges)
+
+
+@functools.cache
+def _every_character() -> tuple[str, int]:
+    """Every code point but the surrogates, as one string, and where the surrogates were cut
+    out (none of them is in \\d, \\w or \\s: they are category Cs)."""
+    below = array.array("I", range(0xD800)).tobytes().decode("utf-32-le")
+    above = array.array("I", range(0xE000, MAX_CODE_POINT + 1)).tobytes().decode("utf-32-le")
+    return below + above, len(below)
+
+
+@functools.cache
+def shorthand_ranges(letter: str) -> Ranges:
+    """What Python's `\\d \\D \\w \\W \\s \\S` (the `letter`) match, as ranges.
+
+    Found by `re` itself over every code point, on first use, and kept: what `re.fullmatch`
+    says is the definition, so a new Python's Unicode tables come along by themselves.
+    """
+    if letter in "DWS":
+        return complement(shorthand_ranges(letter.lower()))
+    if letter not in "dws":
+        raise ValueError(f"no shorthand class \\{letter}")
+    text, cut = _every_character()
+    gap = 0xE000 - 0xD800   # code points after the cut sit this much higher
+    out = []
+    for m in re.finditer(f"\\{letter}+", text):
+        lo, hi = m.start(), m.end() - 1
+        if lo < cut <= hi:   # a run across the cut: two ranges, the surrogates left out
+            out += [(lo, cut - 1), (cut + gap, hi + gap)]
+        else:
+            out.append((lo + gap * (lo >= cut), hi + gap * (hi >= cut)))
+    return normalize(out)
+
+
+DOT: Ranges = complement(((10, 10),))   # `.`: anything but a newline
+
+
+def shorthand_name(ranges: Ranges) -> str | None:
+    """`\\d`, `\\W`, ... when `ranges` are exactly one shorthand class, else None (for labels)."""
+    for letter in "dDwWsS":
+        if ranges == shorthand_ranges(letter):
+            return "\\" + letter
+    return None
+
+
+# ---------------------------------------------------------------------------------------
+# Parsing and writing
+# ---------------------------------------------------------------------------------------
+class PythonRegex:
+    """A regex (anchors already stripped) as Python's parser reads it.
+
+    Raises re.error for an invalid regex and NotWritable for a construct none of our
+    automata support (lookarounds, backreferences, inner anchors, inline flags, atomic
+    groups, possessive quantifiers).
+    """
+
+    def __init__(self, body: str):
+        with warnings.catch_warnings():   # "possible nested set": read `[[` as re does today
+            warnings.simplefilter("ignore", FutureWarning)
+            tree = sre_parse.parse(body)
+        if tree.state.flags & ~re.UNICODE:
+            raise NotWritable("inline flags such as (?i) are not supported")
+        self.items = list(tree)
+        self._sets: dict[tuple, Ranges] = {}
+        self._check(self.items)
+
+    def _check(self, items: list) -> None:
+        for op, arg in items:
+            if op in (_P.ASSERT, _P.ASSERT_NOT):
+                raise NotWritable(f"{'lookbehind' if arg[0] < 0 else 'lookahead'} assertions are not supported")
+            if op in _UNSUPPORTED:
+                raise NotWritable(f"{_UNSUPPORTED[op]} are not supported")
+            if op is _P.SUBPATTERN:
+                if arg[1] or arg[2]:
+                    raise NotWritable("inline flags such as (?i:...) are not supported")
+                self._check(list(arg[3]))
+            elif op in (_P.MAX_REPEAT, _P.MIN_REPEAT):
+                self._check(list(arg[2]))
+            elif op is _P.BRANCH:
+                for branch in arg[1]:
+                    self._check(list(branch))
+
+    def char_set(self, op, arg) -> Ranges:
+        """One character item of the parse (a literal, `.`, a class) as ranges."""
+        key = (op, arg if op is not _P.IN else tuple(arg))
+        ranges = self._sets.get(key)
+        if ranges is None:
+            ranges = self._sets[key] = _item_ranges(op, arg)
+        return ranges
+
+    def char_sets(self) -> set[Ranges]:
+        """Every distinct character set the regex uses."""
+        found: set[Ranges] = set()
+
+        def visit(items) -> None:
+            for op, arg in items:
+                if op in (_P.LITERAL, _P.NOT_LITERAL, _P.ANY, _P.IN):
+                    found.add(self.char_set(op, arg))
+                elif op is _P.SUBPATTERN:
+                    visit(arg[3])
+                elif op in (_P.MAX_REPEAT, _P.MIN_REPEAT):
+                    visit(arg[2])
+                elif op is _P.BRANCH:
+                    for branch in arg[1]:
+                        visit(branch)
+        visit(self.items)
+        return found
+
+    def write(self, write_set: Callable[[Ranges], str]) -> str | None:
+        """The regex again, each character set as `write_set(ranges)` (never called with
+        an empty set), groups as `(?:...)`: the same language in the syntax every engine
+        reads alike. None when the regex matches no string at all (`[^\\s\\S]`)."""
+        return self._write(self.items, write_set)
+
+    def _write(self, items, write_set) -> str | None:
+        out = []
+        for op, arg in items:
+            if op in (_P.LITERAL, _P.NOT_LITERAL, _P.ANY, _P.IN):
+                ranges = self.char_set(op, arg)
+                part = write_set(ranges) if ranges else None
+            elif op in (_P.MAX_REPEAT, _P.MIN_REPEAT):   # laziness does not change a full match
+                low, high, sub = arg
+                body = self._write(sub, write_set)
+                if body is None:
+                    part = "" if low == 0 else None
+                else:
+                    body = body if _is_atom(sub) else f"(?:{body})"
+                    part = body + _bounds(low, None if high == _P.MAXREPEAT else high)
+            elif op is _P.SUBPATTERN:
+                part = self._write(arg[3], write_set)
+                part = None if part is None else f"(?:{part})"
+            else:   # BRANCH (_check refused every other op)
+                options = [o for o in (self._write(b, write_set) for b in arg[1]) if o is not None]
+                part = f"(?:{'|'.join(options)})" if options else None
+            if part is None:
+                return None
+            out.append(part)
+        return "".join(out)
+
+
+def _is_atom(items) -> bool:
+    """Whether a parse is one character set (written as one atom: no group needed)."""
+    return len(items) == 1 and items[0][0] in (_P.LITERAL, _P.NOT_LITERAL, _P.ANY, _P.IN)
+
+
+def _bounds(low: int, high: int | None) -> str:
+    if (low, high) == (0, None):
+        return "*"
+    if (low, high) == (1, None):
+        return "+"
+    if (low, high) == (0, 1):
+        return "?"
+    if low == high:
+        return f"{{{low}}}"
+    return f"{{{low},{'' if high is None else high}}}"
+
+
+def _item_ranges(op, arg) -> Ranges:
+    if op is _P.LITERAL:
+        return ((arg, arg),)
+    if op is _P.NOT_LITERAL:
+        return complement(((arg, arg),))
+    if op is _P.ANY:
+        return DOT
+    negate, parts = False, []
+    for item_op, item_arg in arg:
+        if item_op is _P.NEGATE:
+            negate = True
+        elif item_op is _P.LITERAL:
+            parts.append((item_arg, item_arg))
+        elif item_op is _P.RANGE:
+            parts.append(item_arg)
+        elif item_op is _P.CATEGORY:
+            parts.extend(shorthand_ranges(_CATEGORIES[item_arg]))
+        else:  # pragma: no cover - re's parser puts nothing else in a class of a str pattern
+            raise NotWritable(f"class item {item_op} is not supported")
+    ranges = normalize(parts)
+    return complement(ranges) if negate else ranges
+
+
+# ---------------------------------------------------------------------------------------
+# Spelling a class out
+# ---------------------------------------------------------------------------------------
+def escape_in_class(code: int) -> str:
+    """One code point as it reads inside `[...]` in Python, Rust's regex and xgrammar alike:
+    letters and digits of ASCII as themselves, everything else as `\\uHHHH` or
+    `\\UHHHHHHHH` (no engine can read an escape as something else, or a raw character as
+    an operator such as Rust's `&&` or `~~`). Not `\\xHH`: xgrammar reads all the hex
+    digits that follow (`\\x5fa` as U+05FA)."""
+    if code < 0x80 and chr(code).isalnum():
+        return chr(code)
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def explicit_class(ranges: Ranges) -> str:
+    """`ranges` as one bracketed class, `[...]` or `[^...]`, whichever names fewer ranges
+    (`.` is `[^\\u000a]`), or one character's escape alone. Surrogates are left out of a
+    positive class (no engine reading UTF-8 has them) and so never split a negated one."""
+    ranges = _without_surrogates(ranges)
+    if len(ranges) == 1 and ranges[0][0] == ranges[0][1]:   # one character: no brackets
+        return escape_in_class(ranges[0][0])
+    other = _without_surrogates(complement(ranges))
+    negated = len(other) < len(ranges)
+    body = "".join(escape_in_class(lo) if lo == hi else f"{escape_in_class(lo)}-{escape_in_class(hi)}"
+                   for lo, hi in (other if negated else ranges))
+    return f"[{'^' if negated else ''}{body}]"
+
+
+def _without_surrogates(ranges: Ranges) -> Ranges:
+    out = []
+    for lo, hi in ranges:
+        if lo < 0xD800:
+            out.append((lo, min(hi, 0xD7FF)))
+        if hi > 0xDFFF:
+            out.append((max(lo, 0xE000), hi))
+    return tuple(out)
+
+
+def portable_regex(regex: str) -> str:
+    """`regex` (whole-output match, a leading `^` and trailing `$` ignored) written so that
+    any engine reads it as Python does: every character set spelled out by
+    `explicit_class`. What the library backends compile instead of the client's text.
+
+    Raises RegexError (regex_dfa's) naming the problem: Python's message for an invalid
+    regex, the construct for an unsupported one, or an empty language.
+    """
+    from .regex_dfa import RegexError, _strip_anchors, shown_regex   # (regex_dfa imports this module)
+    try:
+        text = PythonRegex(_strip_anchors(regex)).write(explicit_class)
+    except re.error as e:
+        raise RegexError(f"invalid regex {shown_regex(regex)}: {e}") from None
+    except NotWritable as e:
+        raise RegexError(f"unsupported regex {shown_regex(regex)}: {e}") from None
+    except RecursionError:
+        raise RegexError(f"regex too complex: {shown_regex(regex)} nests groups too deeply") from None
+    if text is None:
+        raise RegexError(f"regex {shown_regex(regex)} matches no string at all (empty language)")
+    return text
