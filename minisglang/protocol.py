@@ -30,9 +30,10 @@ from .function_call import TOOL_NAME, FunctionTool, ToolChoice, ToolConstraint, 
 class RequestError(ValueError):
     """A request the server refuses; `status` is the HTTP code, `param` the field at fault."""
 
-    def __init__(self, message: str, status: int = 400, param: str | None = None, code: str | None = None):
+    def __init__(self, message: str, status: int = 400, param: str | None = None, code: str | None = None,
+                 retry_after: int | None = None):
         super().__init__(message)
-        self.status, self.param, self.code = status, param, code
+        self.status, self.param, self.code, self.retry_after = status, param, code, retry_after
 
 
 class _Strict(BaseModel):

@@ -277,6 +277,7 @@ class EngineLoop:
                     code="rate_limit_exceeded"))
                 return
         self.active[req.rid] = (req, q, loop, client)   # first, so that a failure below reaches it
+        req.client = client   # compiles take turns by client (constrained/work_slices.py)
         self.engine.scheduler.add_request(req)
         waiting = compiles.pending.get(req.rid) if compiles is not None else None
         if waiting is not None:
@@ -398,13 +399,15 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
                   docs_url=None, redoc_url=None, openapi_url=None)
     app.state.options = options   # (_uvicorn_config reads its proxy setting)
 
-    def error(message: str, status: int, param: str | None = None, code: str | None = None) -> JSONResponse:
+    def error(message: str, status: int, param: str | None = None, code: str | None = None,
+              retry_after: int | None = None) -> JSONResponse:
         metrics.refused.labels(status=str(status)).inc()
-        return JSONResponse(error_body(message, status, param, code), status_code=status)
+        headers = None if retry_after is None else {"Retry-After": str(retry_after)}
+        return JSONResponse(error_body(message, status, param, code), status_code=status, headers=headers)
 
     @app.exception_handler(RequestError)
     async def _request_error(request, exc: RequestError):
-        return error(str(exc), exc.status, exc.param, exc.code)
+        return error(str(exc), exc.status, exc.param, exc.code, exc.retry_after)
 
     @app.exception_handler(EngineUnavailable)
     async def _unavailable(request, exc: EngineUnavailable):
@@ -516,6 +519,8 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
             # scheduler.abort_for_error marks the engine's own failures `internal`.
             if reason.get("internal"):
                 raise RequestError(message, status=500)
+            if reason.get("retry_after") is not None:   # the server was too busy (its compile waited behind others')
+                raise RequestError(message, status=503, code="server_busy", retry_after=reason["retry_after"])
             if grammar_field is not None and GRAMMAR_FAULT.search(message):
                 raise RequestError(f"{grammar_field}: {message}", param=grammar_field)
             raise RequestError(message)

@@ -511,3 +511,47 @@ def test_a_server_whose_loop_dies_exits_non_zero(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_compiles_take_turns_by_client_and_one_that_waited_behind_others_is_a_503():
+    """Two compile threads, so each client runs at most one compile at a time. Client A's two
+    slow compiles (held at a gate) take one thread; client B's trivial regex gets the other at
+    once and is answered. A's second compile waits behind A's first past half the timeout:
+    the server was busy, not the grammar slow, so it is a 503 with Retry-After, while A's
+    first, which had its thread all along, is a 400."""
+    engine = sgl.Engine(stage="s5", compile_timeout=2, compile_workers=2)
+    backend, gate = engine.stage.backend, threading.Event()
+    real_compile = backend.compile
+
+    def gated(kind, text):
+        if "slow" in text:
+            gate.wait(30)
+        return real_compile(kind, text)
+
+    backend.compile = gated
+
+    async def post(http, url, regex, client):
+        return await http.post(url + "/v1/completions", headers={"X-Forwarded-For": client},
+                               json={"prompt": "Say:", "max_tokens": 8, "regex": regex, "temperature": 0})
+
+    async def script(url):
+        async with httpx.AsyncClient(timeout=60) as http:
+            first = asyncio.ensure_future(post(http, url, "slow1[0-9]", "10.0.0.1"))
+            await asyncio.sleep(0.3)
+            second = asyncio.ensure_future(post(http, url, "slow2[0-9]", "10.0.0.1"))
+            await asyncio.sleep(0.3)
+            other = await post(http, url, r"A0[0-9]{3}", "10.0.0.2")
+            a_still_waits = not first.done()
+            return await first, await second, other, a_still_waits
+
+    try:
+        with serving_in_thread(create_app(engine, ServerOptions(forwarded_allow_ips="127.0.0.1"))) as url:
+            first, second, other, a_still_waits = asyncio.run(script(url))
+    finally:
+        gate.set()
+        engine.shutdown()
+    assert other.status_code == 200 and re.fullmatch(r"A0[0-9]{3}", other.json()["choices"][0]["text"]), other.text
+    assert a_still_waits, "client B was answered only after client A's compile ended: it waited behind it"
+    assert first.status_code == 400 and "took longer than 2 s" in first.text, first.text
+    assert second.status_code == 503 and second.headers.get("retry-after") == "1", (second.status_code, second.text)
+    assert "too busy" in second.json()["error"]["message"]
