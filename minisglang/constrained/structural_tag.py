@@ -37,7 +37,11 @@ then the end of the output"; the whole output is
     (P[t] rest-of-begin schema end | ...)* F          (the other options: see `to_regex`)
 
 so each schema's regex appears once per loop, and the lazy regex parser parses a
-repeated group once.
+repeated group once. State elimination's regexes can be exponential in the number of
+triggers, so they are bounded as they are written (`TagLimits.max_free_text_chars`), and
+for the lazy automaton `to_regex(..., automaton="lazy")` writes free text with its
+difference operator instead (`FreeTextByDifference`). The triggers are held to
+`TagLimits` when the spec is parsed, before anything is built.
 """
 from __future__ import annotations
 
@@ -405,7 +409,8 @@ class FreeText:
 class FreeTextByDifference:
     """`FreeText`'s two languages for the lazy automaton, written with its difference
     operator `(?@diff(A)(B))` (A's strings that B does not match; lazy_regex.py), so their
-    text is linear in the triggers whatever they are:
+    text is linear in the triggers plus their heads (below; only triggers that overlap
+    each other have any), whatever their first characters:
 
         until_end        = (any text)  minus  (text, a trigger, text)
         until_trigger[t] = (any text)  minus  (text, a trigger, text | text ending in a head of t),  then t
