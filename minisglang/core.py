@@ -25,6 +25,13 @@ _CONSTRAINT_KEYS = ("json_schema", "regex", "ebnf", "structural_tag")
 GREEDY_TEMPERATURE = 1e-5
 # Seeds go to `torch.Generator.manual_seed`, which takes exactly this range.
 _SEED_RANGE = (-2**63, 2**64 - 1)
+# Client strings that are tokenized or scanned on arrival are refused above these sizes
+# before anything reads them: a 3.6 MB think_end was tokenized (3 s of the scheduler)
+# before being refused as "not one token". think_end names one token; a stop string is
+# matched against the output's tail at every step.
+MAX_THINK_END_CHARS = 256
+MAX_STOP_STRINGS = 64
+MAX_STOP_CHARS = 4096
 
 
 def _is_int(value: Any) -> bool:
@@ -146,7 +153,12 @@ class SamplingParams:
             raise ValueError(f"max_new_tokens must be an integer >= 1, got {self.max_new_tokens}")
         if not isinstance(self.stop, list):
             raise ValueError(f"stop must be a string or a list of strings, got {_type_name(self.stop)}")
+        if len(self.stop) > MAX_STOP_STRINGS:
+            raise ValueError(f"stop has {len(self.stop)} strings; the limit MAX_STOP_STRINGS is {MAX_STOP_STRINGS}")
         for i, s in enumerate(self.stop):
+            if isinstance(s, str) and len(s) > MAX_STOP_CHARS:
+                raise ValueError(f"stop[{i}] is {len(s):,} characters long; the limit MAX_STOP_CHARS is "
+                                 f"{MAX_STOP_CHARS:,}")
             check_text(f"stop[{i}]", s)
             if not s:
                 raise ValueError(f"stop[{i}] is empty; a stop string needs at least one character")
@@ -157,6 +169,9 @@ class SamplingParams:
             self.seed = int(self.seed)
         if not isinstance(self.ignore_eos, bool):
             raise ValueError(f"ignore_eos must be true or false, got {_type_name(self.ignore_eos)}")
+        if isinstance(self.think_end, str) and len(self.think_end) > MAX_THINK_END_CHARS:
+            raise ValueError(f"think_end is {len(self.think_end):,} characters long; it names one token, and the "
+                             f"limit MAX_THINK_END_CHARS is {MAX_THINK_END_CHARS}")
         for name in (*_CONSTRAINT_KEYS, "think_end"):
             if getattr(self, name) is not None:
                 check_text(name, getattr(self, name))

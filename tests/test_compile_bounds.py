@@ -50,7 +50,8 @@ def test_a_compile_that_times_out_is_killed_and_its_worker_replaced(tok, regex):
         assert svc.compile_fsm(r"\d").index.num_states >= 1         # the worker is up
         (pid,) = svc.worker_pids()
         with pytest.raises(CompileTimeout, match=r"took longer than 1.0 s \(option compile_timeout\); it was stopped"
-                           r"\. Its whole DFA is built before the state limit is checked.*lazy automaton"):
+                           r"\. The eager automaton builds every DFA state \(up to max_fsm_states, 100,000,000\)"
+                           r".*lazy automaton"):
             svc.compile_arrays(regex)
         assert gone(pid), f"worker {pid} still runs after its compile timed out"
         (new_pid,) = svc.worker_pids()
@@ -226,3 +227,22 @@ def test_a_stage_without_the_reasoning_gate_refuses_think_end(stage):
 def test_only_s5_declares_the_reasoning_gate():
     assert [s.split("-")[0] for s in STAGES_WITHOUT_GATE] == ["s1", "s2", "s3", "s4"]
     assert "think_end" in get_stage_class("s5").supports
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"think_end": "x" * 3_600_000}, "think_end is 3,600,000 characters long; it names one token, and the limit "
+                                     "MAX_THINK_END_CHARS is 256"),
+    ({"stop": ["y" * 5000, "a"]}, "stop[0] is 5,000 characters long; the limit MAX_STOP_CHARS is 4,096"),
+    ({"stop": ["s"] * 65}, "stop has 65 strings; the limit MAX_STOP_STRINGS is 64"),
+])
+def test_oversize_client_strings_are_refused_before_they_are_read(params, message, monkeypatch):
+    """Refused by SamplingParams (so by Engine.generate as by the server), before the text
+    is even checked for lone surrogates, let alone tokenized."""
+    from minisglang import core
+    from minisglang.core import SamplingParams
+
+    def never(name, value):
+        raise AssertionError(f"{name} was read")
+    monkeypatch.setattr(core, "check_text", never)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        SamplingParams.from_dict(params)

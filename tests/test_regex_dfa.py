@@ -445,3 +445,72 @@ def test_shorthand_classes_are_labelled_by_name():
     labels = [c.label() for c in compile_regex(r"\s\d").classes]
     assert labels[:2] == ["\\s", "\\d"] and labels[2].startswith("[^\\t-\\r\\x1c- 0-9")
     assert repr(compile_regex(r"\w").classes[0]) == "CharClass(\\w)"
+
+
+# ---------------------------------------------------------------------------------------
+# The construction is bounded as it goes, not checked after
+# ---------------------------------------------------------------------------------------
+@pytest.fixture
+def crawl_sizes(monkeypatch):
+    """The number of states each crawl (each interegular FSM operation) made, in order."""
+    import interegular.fsm
+
+    from minisglang.constrained import regex_dfa
+    sizes: list[int] = []
+
+    def counted(alphabet, initial, final, follow):
+        made = set()
+
+        def follow_counted(state, symbol):
+            target = follow(state, symbol)
+            made.add(regex_dfa._key(target))
+            sizes[-1] = len(made)
+            return target
+        sizes.append(1)
+        return regex_dfa._crawl(alphabet, initial, final, follow_counted)
+
+    monkeypatch.setattr(interegular.fsm, "crawl", counted)
+    return sizes
+
+
+@pytest.mark.parametrize("pattern", [r"(a|b)*a(a|b){16}", r"(a|b)*a(a|b){20}", r"([\s\S]*[aeiou][\s\S]{8}){6}",
+                                     r"(.*a.{6}){5}", r"[01]*1[01]{14}x"])
+def test_exponential_dfas_stop_at_the_state_limit_while_being_built(pattern, crawl_sizes):
+    """Each of these has a DFA of 2^15 states or more (before: minutes for the first one,
+    every state made, then refused). The construction stops at the first state past its
+    limit: no crawl makes more than `construction_limit` (+1, the one refused)."""
+    from minisglang.constrained.regex_dfa import construction_limit
+    with pytest.raises(RegexError, match=r"regex too complex: more than 1000 states \(max_fsm_states\)"):
+        compile_regex(pattern, max_states=1000)
+    assert crawl_sizes and max(crawl_sizes) <= construction_limit(1000) + 1 == 2001
+
+
+def test_a_small_dfa_whose_reversal_is_exponential_compiles(crawl_sizes):
+    """`(a|b){16}a(a|b)*`: "the 17th character is a", 19 states; its reversal (which
+    interegular's `reduce` builds, twice) has 2^17. Hopcroft's minimisation never builds it."""
+    dfa = compile_regex("(a|b){16}a(a|b)*", max_states=100)
+    assert dfa.num_states == 18
+    assert max(crawl_sizes) < 100
+    assert dfa.accepts("b" * 16 + "a") and dfa.accepts("a" * 17 + "b") and not dfa.accepts("a" * 16 + "b")
+
+
+def test_the_state_limit_still_counts_the_minimal_dfa():
+    """A construction step may make more states than the minimal DFA has (up to
+    `construction_limit`): only the minimal count is held to max_states."""
+    with pytest.raises(RegexError, match=r"more than 10 states \(21\)"):
+        compile_regex("a{20}", max_states=10)
+    assert compile_regex("(a|aa|aaa){1,6}b", max_states=20).num_states <= 20
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(REGEXES)
+def test_hopcroft_minimisation_equals_interegulars_reduce(pattern):
+    """Our minimisation and interegular's double reversal give the same minimal DFA (one
+    numbering: `_renumber` is canonical on a minimal DFA)."""
+    import interegular
+
+    from minisglang.constrained.regex_dfa import _expand_unicode_escapes, _renumber
+    reduced = _renumber(interegular.parse_pattern(_expand_unicode_escapes(pattern)).to_fsm().reduce(), pattern)
+    ours = compile_regex(pattern)
+    assert ours.num_states == reduced.num_states and ours.finals == reduced.finals
+    assert ours.classes == reduced.classes and ours.transitions == reduced.transitions

@@ -22,7 +22,8 @@ from minisglang.backends.llguidance_backend import LLGuidanceGrammar, lexer_conf
 from minisglang.constrained.json_schema import build_regex_from_schema
 from minisglang.constrained.lazy_regex import LazyByteDFA, RegexPool, parse_regex
 from minisglang.constrained.lazy_token_fsm import compile_lazy_token_fsm
-from minisglang.constrained.structural_tag import StructuralTag, StructuralTagError, parse_structural_tag
+from minisglang.constrained.structural_tag import (FreeText, FreeTextByDifference, StructuralTag, StructuralTagError,
+                                                   TagLimits, parse_structural_tag, trigger_states)
 from minisglang.core import SamplingParams
 
 from real_tokenizers import load
@@ -90,10 +91,9 @@ CASES = [
 @pytest.mark.parametrize("structures, triggers, alphabet, longest", CASES, ids=lambda x: None)
 def test_regex_equals_the_semantics_on_every_short_string(structures, triggers, alphabet, longest, flags):
     spec = spec_of(structures, triggers, **flags)
-    regex = spec.to_regex(schema_regex)
-    whole = re.compile(regex)
-    pool = RegexPool()
-    dfa = LazyByteDFA(parse_regex(regex, pool), pool)   # our automaton reads the same regex
+    whole = re.compile(spec.to_regex(schema_regex))   # the plain form (state elimination)
+    pool = RegexPool()   # our automaton reads the form written for it (differences)
+    dfa = LazyByteDFA(parse_regex(spec.to_regex(schema_regex, automaton="lazy"), pool, members=True), pool)
     accepted = 0
     for n in range(longest + 1):
         for chars in itertools.product(alphabet, repeat=n):
@@ -104,6 +104,149 @@ def test_regex_equals_the_semantics_on_every_short_string(structures, triggers, 
                 assert dfa.matches(text.encode()) == expected, text
             accepted += expected
     assert accepted > 0
+
+
+# ------------------------------------------------------------------ free text for the lazy automaton
+# (triggers, alphabet, longest string): those of tests/test_exercises_s6.py (a trigger that
+# overlaps itself, two sharing a prefix, two overlapping each other, "abab", "bd" ending
+# inside "abc"'s prefix), one whose head matters ("xab" ends inside "abc": "x" is a head
+# of "abc"), and CJK triggers (three bytes a character).
+TRIGGER_SETS = [
+    (("<t>",), "<t>x", 7),
+    (("aab",), "ab", 10),
+    (("<a", "<b"), "<abx", 7),
+    (("ab", "ba"), "abc", 8),
+    (("abab",), "ab", 11),
+    (("abc", "bd"), "abcd", 7),
+    (("xab", "abc"), "xabc", 7),
+    (("工具", "调用"), "工具调x", 6),
+]
+
+
+def first_trigger_end(text: str, triggers) -> int | None:
+    """Where the first trigger in `text` ends (the earliest end), or None: a plain scan."""
+    for end in range(1, len(text) + 1):
+        if any(text[:end].endswith(t) for t in triggers):
+            return end
+    return None
+
+
+def lazy_matcher(regex: str):
+    pool = RegexPool()
+    dfa = LazyByteDFA(parse_regex(regex, pool, members=True), pool)
+    return lambda text: dfa.matches(text.encode())
+
+
+def check_free_text_forms(triggers, texts) -> None:
+    """Both forms of free text against the scan: the plain one with `re`, the difference
+    one with our automaton."""
+    plain, lazy = FreeText(triggers), FreeTextByDifference(triggers)
+    lazy_end = lazy_matcher(lazy.until_end)
+    lazy_until = {t: lazy_matcher(lazy.until_trigger[t]) for t in triggers}
+    for text in texts:
+        end = first_trigger_end(text, triggers)
+        assert bool(re.fullmatch(plain.until_end, text)) == lazy_end(text) == (end is None), (triggers, text)
+        for t in triggers:
+            want = end == len(text) and text.endswith(t)
+            assert bool(re.fullmatch(plain.until_trigger[t], text)) == lazy_until[t](text) == want, (triggers, t, text)
+
+
+@pytest.mark.parametrize("triggers, alphabet, longest", TRIGGER_SETS, ids=lambda x: None)
+def test_free_text_by_difference_equals_a_scan_on_every_short_string(triggers, alphabet, longest):
+    check_free_text_forms(triggers, ("".join(chars) for n in range(longest + 1)
+                                     for chars in itertools.product(alphabet, repeat=n)))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.text(alphabet="ab<é", min_size=1, max_size=4), min_size=1, max_size=4, unique=True), st.data())
+def test_free_text_by_difference_on_random_triggers(triggers, data):
+    """Random triggers (none inside another), texts made of pieces of them."""
+    triggers = [t for t in triggers if not any(t != u and t in u for u in triggers)]
+    pieces = st.sampled_from([t[i:j] for t in triggers for i in range(len(t)) for j in range(i + 1, len(t) + 1)] + ["x"])
+    check_free_text_forms(tuple(triggers), data.draw(st.lists(st.lists(pieces, max_size=8).map("".join), max_size=20)))
+
+
+def cjk_triggers(count: int, chars: int) -> list[str]:
+    """`count` triggers of `chars` CJK characters (3 UTF-8 bytes each), no two sharing a
+    character: each starts a free-text branch of its own, the case state elimination grows
+    about 4x per trigger."""
+    return ["".join(chr(0x4E00 + 7 * (i * chars + k)) for k in range(chars)) for i in range(count)]
+
+
+def cjk_spec(triggers: list[str]) -> StructuralTag:
+    return parse_structural_tag({"structures": [{"begin": t, "schema": {"type": "object", "properties": {
+        "x": {"type": "integer"}}}, "end": ""} for t in triggers], "triggers": triggers})
+
+
+def test_many_cjk_triggers_compile_lazily_with_few_states(bundled_tokenizer):
+    """16 triggers of 10 CJK characters (30 bytes): the lazy form's regex is a few KB, and a
+    text with a near miss, then a tag, walks through an automaton of a bounded number of
+    states (before: 6 such triggers of 8 characters made a 2.4 MB regex; 37 s, 380 MB)."""
+    triggers = cjk_triggers(16, 10)
+    regex = cjk_spec(triggers).to_regex(functools.partial(build_regex_from_schema, automaton="lazy"),
+                                        automaton="lazy")
+    assert len(regex) < 6_000
+    tok = bundled_tokenizer
+    fsm = compile_lazy_token_fsm(regex, tok, len(tok.token_bytes), members=True)
+    text = "hello 你好 " + triggers[-1][:-1] + "x " + triggers[7] + '{"x":12} done ' + triggers[3][:4]
+    state = fsm.index.initial_state
+    for token in tok.encode(text):
+        assert token in fsm.index.allowed_token_ids(state)
+        state = fsm.index.next_state(state, token)
+    assert fsm.index.is_final(state)
+    assert not fsm.index.is_final(fsm.walk(tok.encode(triggers[5])))   # a trigger alone starts a tag
+    # the automaton's states: the triggers' byte prefixes and the tag's, not their product
+    assert fsm.index.dfa.num_states < 2 * trigger_states(triggers)
+
+
+def test_state_elimination_stops_at_its_limit_before_writing_past_it(monkeypatch):
+    """The plain form of 8 CJK triggers would be megabytes: it is refused, naming the limit,
+    and no elimination step wrote more than the limit."""
+    largest = [0]
+    eliminate = FreeText._eliminate
+
+    def measured(edges, order):
+        eliminate(edges, order)
+        largest[0] = max(largest[0], sum(map(len, edges.values())))
+
+    monkeypatch.setattr(FreeText, "_eliminate", staticmethod(measured))
+    spec = cjk_spec(cjk_triggers(8, 8))
+    with pytest.raises(StructuralTagError, match=r"the limit max_free_text_chars is 200,000"):
+        spec.to_regex(schema_regex)
+    assert 0 < largest[0] <= TagLimits.max_free_text_chars
+    with pytest.raises(StructuralTagError, match=r"max_free_text_chars is 1,000\b"):
+        spec.to_regex(schema_regex, limits=TagLimits(max_free_text_chars=1000))
+    assert cjk_spec(cjk_triggers(3, 8)).to_regex(schema_regex)   # a few triggers fit
+
+
+def test_triggers_that_overlap_in_many_ways_are_refused_in_the_lazy_form_too():
+    """Five triggers end with 200 a's, five start with them: each of the latter has 1,000
+    heads (b, ba, baa, ...), 500,000 characters in all, refused by the same limit."""
+    triggers = [c + "a" * 200 for c in "bcdef"] + ["a" * 200 + c for c in "BCDEF"]
+    spec = parse_structural_tag({"structures": [{"begin": t, "schema": {}, "end": ""} for t in triggers],
+                                 "triggers": triggers})
+    with pytest.raises(StructuralTagError, match="max_free_text_chars"):
+        spec.to_regex(schema_regex, automaton="lazy")
+
+
+@pytest.mark.parametrize("triggers, limits, message", [
+    (["<t>"] * 2 + [f"<t{i}>" for i in range(200)], TagLimits(), "has 202 triggers; the limit max_triggers is 128"),
+    (["工" * 90], TagLimits(), "is 270 bytes long; the limit max_trigger_bytes is 256"),
+    (["x" * 5000], TagLimits(), "is 5,000 bytes long; the limit max_trigger_bytes is 256"),
+    ([f"{i:03d}" + "工" * 84 for i in range(64)], TagLimits(),
+     "an automaton of 16,137 states (their distinct prefixes, in bytes); the limit max_trigger_states is 4,096"),
+    (["<a>", "<b>"], TagLimits(max_triggers=1), "has 2 triggers; the limit max_triggers is 1"),
+])
+def test_trigger_limits_are_checked_when_the_spec_is_parsed(triggers, limits, message):
+    spec = {"structures": [{"begin": triggers[-1], "schema": {}, "end": ""}], "triggers": triggers}
+    with pytest.raises(StructuralTagError, match=re.escape(message)):
+        parse_structural_tag(spec, limits)
+
+
+def test_trigger_states_counts_distinct_byte_prefixes():
+    assert trigger_states(["ab", "ac"]) == 2                 # "" and "a": a whole trigger is no state
+    assert trigger_states(["工"]) == 3                        # "", and two partial bytes
+    assert trigger_states(["<tool_call>"]) == len("<tool_call>")
 
 
 # ------------------------------------------------------------------ validation

@@ -170,7 +170,7 @@ class FSMBackend(BaseGrammarBackend):
     def compile_structural_tag(self, spec: StructuralTag) -> FSMGrammar:
         """The spec as one regex (constrained/structural_tag.py). `max_regex_chars` bounds each
         schema's regex, not their sum: the automaton's own limits bound the rest."""
-        return self.compile_regex(spec.to_regex(self.schema_regex), None, ours=True)
+        return self.compile_regex(spec.to_regex(self.schema_regex, automaton=self.automaton), None, ours=True)
 
     def shutdown(self) -> None:
         super().shutdown()

@@ -275,13 +275,14 @@ class CompileService:
             worker.conn.send(regex)
             if not worker.conn.poll(self.timeout):
                 self._replace(worker)   # the only way to stop a compile: kill its process
-                # The eager DFA is built whole before its state limit can be checked, so a regex
-                # whose DFA is exponential (`(a|b)*a(a|b){30}`) reaches the timeout, not the limit.
+                # The state limit stops a DFA that grows past it while it is built (in well
+                # under a second); a compile within it can still be slow: a DFA of many
+                # states and the token index of each, or a limit set very high.
                 raise CompileTimeout(f"compiling regex {shown_regex(regex)} took longer than {self.timeout} s "
-                                     f"(option compile_timeout); it was stopped. Its whole DFA is built "
-                                     f"before the state limit is checked, and some regexes have "
-                                     f"exponentially many DFA states (such as (a|b)*a(a|b){{30}}); the s5 "
-                                     f"fsm backend's lazy automaton builds only the states a generation reaches")
+                                     f"(option compile_timeout); it was stopped. The eager automaton builds "
+                                     f"every DFA state (up to max_fsm_states, {self.settings.max_states:,}) and "
+                                     f"its token row before the first token; the s5 fsm backend's lazy "
+                                     f"automaton builds only the states a generation reaches")
             status, reply = worker.conn.recv()
         except (EOFError, OSError) as e:
             code = worker.process.exitcode

@@ -26,12 +26,14 @@ from __future__ import annotations
 import bisect
 import functools
 import re
-from collections import deque
+import threading
+from collections import defaultdict, deque
 from dataclasses import dataclass, field
 
 import interegular
+import interegular.fsm
 import numpy as np
-from interegular.fsm import anything_else
+from interegular.fsm import FSM, OblivionError, anything_else
 from interegular.patterns import Pattern, _Concatenation, _Repeated
 
 from .python_regex import MAX_CODE_POINT, NotWritable, PythonRegex, Ranges, shorthand_name, size
@@ -249,11 +251,115 @@ class CharDFA:
         return end is not None and end in self.finals
 
 
+# Every interegular FSM operation (concatenation, union, star, repetition, reversal) makes
+# its states in one function, `interegular.fsm.crawl`, which finds each new state with a
+# linear `list.index` (quadratic in all) and has no limit: `(a|b)*a(a|b){16}` ran for
+# minutes before our check after the fact. We replace that one function by `_crawl`, the
+# same breadth-first walk with a dict and a per-thread limit, so a compile stops at the
+# first state past it. How many states one operation may make, as a multiple of
+# max_states: the operations' DFAs are not minimal yet (the limit on the result is checked
+# once minimised), so they get room: twice the limit, and at least CONSTRUCTION_FLOOR
+# (cheap: 1,000 states take milliseconds).
+CONSTRUCTION_FACTOR = 2
+CONSTRUCTION_FLOOR = 1_000
+_limit = threading.local()   # .states: the most states one crawl may make here (None: no limit)
+
+
+def construction_limit(max_states: int) -> int:
+    """How many states one step of building a DFA may make when the DFA may have `max_states`."""
+    return max(CONSTRUCTION_FACTOR * max_states, CONSTRUCTION_FLOOR)
+
+
+class _TooManyStates(Exception):
+    """A crawl made more states than this thread's limit allows."""
+
+
+def _crawl(alphabet, initial, final, follow) -> FSM:
+    """interegular's crawl (see above), with a dict and this thread's state limit: the DFA
+    whose states are what `follow` reaches from `initial`, numbered in breadth-first order."""
+    limit = getattr(_limit, "states", None)
+    states, number, finals, transitions = [initial], {_key(initial): 0}, set(), {}
+    for i, state in enumerate(states):   # the list grows while it is walked
+        if final(state):
+            finals.add(i)
+        row = transitions[i] = {}
+        for symbol in alphabet.by_transition:
+            try:
+                target = follow(state, symbol)
+            except OblivionError:   # the dead state: no edge
+                continue
+            key = _key(target)
+            if key not in number:
+                if limit is not None and len(states) >= limit:
+                    raise _TooManyStates(len(states))
+                number[key] = len(states)
+                states.append(target)
+            row[symbol] = number[key]
+    return FSM(alphabet=alphabet, states=range(len(states)), initial=0, finals=finals, map=transitions,
+               __no_validation__=True)
+
+
+def _key(state):
+    """A crawl state as a dict key, equal keys for equal states: `parallel` (union) makes
+    its states dicts, and `star` and `times` start from a set (then frozensets follow)."""
+    if isinstance(state, dict):
+        return frozenset(state.items())
+    return frozenset(state) if isinstance(state, set) else state
+
+
+interegular.fsm.crawl = _crawl
+
+
+def _minimise(fsm: FSM) -> FSM:
+    """The minimal DFA of `fsm` by Hopcroft's partition refinement (O(n k log n)).
+
+    interegular's own `reduce()` reverses the DFA twice (Brzozowski), and a reversal can be
+    exponentially larger than the DFA: `(a|b){16}a(a|b)*` has 19 states, its reversal
+    2^17. Dead states (those no final state is reachable from) are left out.
+    """
+    dead = len(fsm.states)   # one explicit dead state: every missing edge goes there
+    symbols = list(fsm.alphabet.by_transition)
+    sources: dict = defaultdict(set)   # (symbol, target) -> the states with that edge
+    for state in [*fsm.states, dead]:
+        row = fsm.map.get(state, {})
+        for symbol in symbols:
+            sources[symbol, row.get(symbol, dead)].add(state)
+    finals = set(fsm.finals)
+    blocks = [b for b in (set(finals), {*fsm.states, dead} - finals) if b]   # (refined in place)
+    block_of = {s: i for i, b in enumerate(blocks) for s in b}
+    pending = {min(range(len(blocks)), key=lambda i: len(blocks[i]))}   # splitters still to use
+    while pending:
+        splitter = list(blocks[pending.pop()])
+        for symbol in symbols:
+            into: dict[int, set] = defaultdict(set)   # block -> its states with an edge into the splitter
+            for target in splitter:
+                for source in sources.get((symbol, target), ()):
+                    into[block_of[source]].add(source)
+            for b, part in into.items():
+                if len(part) == len(blocks[b]):
+                    continue
+                blocks[b] -= part
+                blocks.append(part)
+                for state in part:
+                    block_of[state] = len(blocks) - 1
+                if b in pending or len(part) <= len(blocks[b]):
+                    pending.add(len(blocks) - 1)
+                else:
+                    pending.add(b)
+    # A block's states agree on everything: one of them speaks for it.
+    speaker = {i: next(iter(b)) for i, b in enumerate(blocks) if dead not in b}
+    transitions = {i: {symbol: block_of[t] for symbol, t in fsm.map.get(s, {}).items() if block_of[t] in speaker}
+                   for i, s in speaker.items()}
+    return FSM(alphabet=fsm.alphabet, states=set(speaker) | {block_of[fsm.initial]}, initial=block_of[fsm.initial],
+               finals={i for i, s in speaker.items() if s in finals}, map=transitions, __no_validation__=True)
+
+
 def compile_regex(pattern: str, max_states: int = 10_000) -> CharDFA:
     """Compile a regex into a minimal CharDFA with deterministic numbering.
 
     Raises RegexError for invalid or unsupported regexes, an empty language, or more than
-    `max_states` states.
+    `max_states` states, which is known as the states are made: no step of the
+    construction makes more than `construction_limit(max_states)` of them.
     """
     body = _strip_anchors(pattern)
     try:
@@ -274,11 +380,19 @@ def compile_regex(pattern: str, max_states: int = 10_000) -> CharDFA:
         reason = str(e) or type(e).__name__
         raise RegexError(f"unsupported regex {shown_regex(pattern)}: interegular says: {reason}") from None
     _check_size(parsed, pattern, max_states)
+    _limit.states = construction_limit(max_states)
     try:
-        fsm = parsed.to_fsm().reduce()
+        fsm = _minimise(parsed.to_fsm())
+    except _TooManyStates:
+        raise RegexError(
+            f"regex too complex: more than {max_states} states (max_fsm_states) for {shown_regex(pattern)}; "
+            f"one step of building its DFA reached {construction_limit(max_states)} states and was stopped there"
+        ) from None
     except Exception as e:
         reason = str(e) or type(e).__name__
         raise RegexError(f"unsupported regex {shown_regex(pattern)}: interegular says: {reason}") from None
+    finally:
+        _limit.states = None
     dfa = _renumber(fsm, pattern, alphabet)
     if not dfa.finals:
         raise RegexError(f"regex {shown_regex(pattern)} matches no string at all (empty language)")

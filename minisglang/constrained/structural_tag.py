@@ -37,7 +37,11 @@ then the end of the output"; the whole output is
     (P[t] rest-of-begin schema end | ...)* F          (the other options: see `to_regex`)
 
 so each schema's regex appears once per loop, and the lazy regex parser parses a
-repeated group once.
+repeated group once. State elimination's regexes can be exponential in the number of
+triggers, so they are bounded as they are written (`TagLimits.max_free_text_chars`), and
+for the lazy automaton `to_regex(..., automaton="lazy")` writes free text with its
+difference operator instead (`FreeTextByDifference`). The triggers are held to
+`TagLimits` when the spec is parsed, before anything is built.
 """
 from __future__ import annotations
 
@@ -51,10 +55,31 @@ _SPEC_KEYS = ("type", "structures", "triggers", "at_least_one", "stop_after_firs
 _STRUCTURE_KEYS = ("begin", "schema", "end")
 # Characters that mean something in a regex (outside or inside a class): written escaped.
 _REGEX_SPECIAL = set(".^$*+?{}[]()|\\-#&~ ")
+ANY_CHAR = r"[\s\S]"   # one character, whatever it is
 
 
 class StructuralTagError(ValueError):
     """A structural tag spec that is not valid; the message names the field."""
+
+
+@dataclass(frozen=True)
+class TagLimits:
+    """Bounds on a spec's triggers, checked by `parse_structural_tag` before anything is built.
+
+    - max_triggers: how many triggers a spec may list;
+    - max_trigger_bytes: the UTF-8 length of one trigger;
+    - max_trigger_states: the triggers' automaton size, its number of states over bytes
+      (the distinct proper prefixes of the UTF-8 triggers, which the lazy automaton's
+      free-text states follow; see `FreeTextByDifference`);
+    - max_free_text_chars: the regex text state elimination (`FreeText`, the plain-regex
+      form the eager automaton reads) may write before it is refused: that text can grow
+      about 4x per trigger whose first character no other trigger shares.
+    """
+
+    max_triggers: int = 128
+    max_trigger_bytes: int = 256
+    max_trigger_states: int = 4096
+    max_free_text_chars: int = 200_000
 
 
 @dataclass(frozen=True)
@@ -86,9 +111,18 @@ class StructuralTag:
         """The one trigger `structure.begin` starts with."""
         return next(t for t in self.triggers if structure.begin.startswith(t))
 
-    def to_regex(self, schema_regex: Callable[[dict | bool], str]) -> str:
-        """The regex of every output this spec accepts; `schema_regex(schema)` compiles one schema."""
-        free = FreeText(self.triggers)
+    def to_regex(self, schema_regex: Callable[[dict | bool], str], automaton: str = "eager",
+                 limits: TagLimits = TagLimits()) -> str:
+        """The regex of every output this spec accepts; `schema_regex(schema)` compiles one schema.
+
+        `automaton`: which automaton reads it. "eager" (the default): a plain regex (`re`
+        reads it too), free text by state elimination, refused past
+        `limits.max_free_text_chars`; "lazy": free text with the lazy automaton's
+        difference operator, linear in the triggers (see `FreeTextByDifference`).
+        """
+        if automaton not in ("eager", "lazy"):
+            raise ValueError(f"automaton must be 'eager' or 'lazy', got {automaton!r}")
+        free = (FreeTextByDifference if automaton == "lazy" else FreeText)(self.triggers, limits.max_free_text_chars)
         # Per structure: its trigger, and the regex of the tag after that trigger.
         trigger = [self.trigger_of(s) for s in self.structures]
         body = [f"{literal(s.begin[len(t):])}(?:{self._schema_regex(i, schema_regex)}){literal(s.end)}"
@@ -116,11 +150,12 @@ class StructuralTag:
 
 
 # ------------------------------------------------------------------------- parsing
-def parse_structural_tag(spec: Any) -> StructuralTag:
+def parse_structural_tag(spec: Any, limits: TagLimits = TagLimits()) -> StructuralTag:
     """A spec (a dict, or its JSON text) -> StructuralTag; StructuralTagError names what is wrong.
 
-    Schemas are only checked to be JSON objects or booleans here; compiling them
-    (`StructuralTag.to_regex`) reports their own errors.
+    The triggers are held to `limits` here, before any automaton is built. Schemas are
+    only checked to be JSON objects or booleans; compiling them (`StructuralTag.to_regex`)
+    reports their own errors.
     """
     if isinstance(spec, str):
         try:
@@ -140,7 +175,7 @@ def parse_structural_tag(spec: Any) -> StructuralTag:
         if not isinstance(spec[key], list) or not spec[key]:
             raise StructuralTagError(f"structural_tag.{key} must be a non-empty list, got "
                                      f"{'an empty list' if spec[key] == [] else _json_type(spec[key])}")
-    triggers = tuple(_text(f"structural_tag.triggers[{i}]", t, nonempty=True) for i, t in enumerate(spec["triggers"]))
+    triggers = _triggers(spec["triggers"], limits)
     for i, t in enumerate(triggers):
         for j, u in enumerate(triggers):
             if i != j and t in u:
@@ -155,6 +190,33 @@ def parse_structural_tag(spec: Any) -> StructuralTag:
         if not isinstance(flags[key], bool):
             raise StructuralTagError(f"structural_tag.{key} must be true or false, got {_json_type(flags[key])}")
     return StructuralTag(structures, triggers, **flags)
+
+
+def _triggers(values: list, limits: TagLimits) -> tuple[str, ...]:
+    """The triggers, each a non-empty string, held to `limits` (the count first, so the
+    later checks read a bounded number of them)."""
+    if len(values) > limits.max_triggers:
+        raise StructuralTagError(f"structural_tag.triggers has {len(values)} triggers; the limit "
+                                 f"max_triggers is {limits.max_triggers}")
+    triggers = []
+    for i, value in enumerate(values):
+        t = _text(f"structural_tag.triggers[{i}]", value, nonempty=True)
+        size = len(t.encode("utf-8"))
+        if size > limits.max_trigger_bytes:
+            raise StructuralTagError(f"structural_tag.triggers[{i}] {_clipped(t)} is {size:,} bytes long; "
+                                     f"the limit max_trigger_bytes is {limits.max_trigger_bytes}")
+        triggers.append(t)
+    states = trigger_states(triggers)
+    if states > limits.max_trigger_states:
+        raise StructuralTagError(f"structural_tag.triggers make an automaton of {states:,} states (their distinct "
+                                 f"prefixes, in bytes); the limit max_trigger_states is {limits.max_trigger_states:,}")
+    return tuple(triggers)
+
+
+def trigger_states(triggers) -> int:
+    """The size of the triggers' automaton over bytes: how many distinct proper prefixes
+    their UTF-8 encodings have (the empty one included), i.e. the states of their trie."""
+    return len({t.encode("utf-8")[:i] for t in triggers for i in range(len(t.encode("utf-8")))})
 
 
 def _structure(i: int, s: Any, triggers: tuple[str, ...]) -> TagStructure:
@@ -188,6 +250,11 @@ def _text(where: str, value: Any, nonempty: bool = False) -> str:
     except UnicodeEncodeError as e:
         raise StructuralTagError(f"{where} is not valid Unicode text (a lone surrogate at character {e.start})") from None
     return value
+
+
+def _clipped(text: str, limit: int = 40) -> str:
+    """`text` quoted for a message, cut after `limit` characters."""
+    return repr(text) if len(text) <= limit else repr(text[:limit]) + f"... ({len(text):,} characters)"
 
 
 def _json_type(value: Any) -> str:
@@ -268,10 +335,15 @@ class FreeText:
 
     `until_trigger[t]`: free text, then trigger t, where t is the first trigger in it;
     `until_end`: free text that contains no trigger (the output may end there).
-    Built from the triggers' Aho-Corasick automaton by state elimination.
+    Built from the triggers' Aho-Corasick automaton by state elimination, as plain regexes
+    (what `re` and the eager automaton read). Their size can be exponential in the number
+    of triggers (about 4x per trigger with a first character of its own: 6 triggers of 8
+    CJK characters make 370,000 characters each), so the text is bounded by `max_chars`
+    as it grows; `FreeTextByDifference` writes the same languages in a size linear in the
+    triggers, for the lazy automaton.
     """
 
-    def __init__(self, triggers: tuple[str, ...]):
+    def __init__(self, triggers: tuple[str, ...], max_chars: int = TagLimits.max_free_text_chars):
         self.triggers = triggers
         prefixes = sorted({t[:i] for t in triggers for i in range(len(t))}, key=lambda p: (len(p), p))
         self.states = {p: i for i, p in enumerate(prefixes)}     # prefix -> state; "" (root) is 0
@@ -290,7 +362,16 @@ class FreeText:
             leaving = set().union(*(chars for target, chars in by_target.items() if target != 0)) if by_target else set()
             edges[src, 0] = _char_class(leaving, negated=True) if leaving else r"[\s\S]"
             edges[src, "END"] = ""
-        self._eliminate(edges, order=[self.states[p] for p in reversed(prefixes) if p])
+        for q in [self.states[p] for p in reversed(prefixes) if p]:
+            # The text can grow several times over with one state removed: the step is
+            # refused when its result could pass the limit, before it is written.
+            size = _size_after_eliminating(edges, q)
+            if size > max_chars:
+                raise StructuralTagError(
+                    f"structural_tag.triggers: the regex of free text between these {len(triggers)} triggers would "
+                    f"grow to {size:,} characters in state elimination; the limit max_free_text_chars is "
+                    f"{max_chars:,} (the lazy automaton, automaton='lazy', reads them without it)")
+            self._eliminate(edges, order=[q])
         loop = _star(edges.get((0, 0), ""))
         self.until_end = loop + edges[0, "END"]
         self.until_trigger = {t: loop + edges[0, ("trigger", t)] for t in triggers}
@@ -325,4 +406,70 @@ class FreeText:
         # END SOLUTION
 
 
-__all__ = ["FreeText", "StructuralTag", "StructuralTagError", "TagStructure", "literal", "parse_structural_tag"]
+class FreeTextByDifference:
+    """`FreeText`'s two languages for the lazy automaton, written with its difference
+    operator `(?@diff(A)(B))` (A's strings that B does not match; lazy_regex.py), so their
+    text is linear in the triggers plus their heads (below; only triggers that overlap
+    each other have any), whatever their first characters:
+
+        until_end        = (any text)  minus  (text, a trigger, text)
+        until_trigger[t] = (any text)  minus  (text, a trigger, text | text ending in a head of t),  then t
+
+    A head of t is what comes before t's start in a trigger u that ends inside t: u = head
+    + t[:j], 1 <= j < len(t), head not empty. "y then t" has its first trigger at its end
+    exactly when y has no trigger and ends in no head of t (a trigger inside t other than
+    t itself, or one ending at t's end but starting before it, would hold another).
+
+    The lazy automaton's states for them are Brzozowski derivatives, which remember which
+    prefixes of triggers the text ends with: the triggers' automaton over bytes again,
+    made as generation reaches it. Writing t outside the difference matters: each new
+    difference is checked for a match by a breadth-first walk, which here stops at once
+    (free text may end almost anywhere), where "(any text, then t) minus ..." would walk
+    every state within t's length. Only our parser reads the operator (not `re`, not the
+    eager automaton).
+    """
+
+    def __init__(self, triggers: tuple[str, ...], max_chars: int = TagLimits.max_free_text_chars):
+        self.triggers = triggers
+        anything, any_trigger = f"{ANY_CHAR}*", _alt([literal(t) for t in triggers])
+        self.until_end = _difference(anything, f"{anything}{any_trigger}{anything}")
+        self.until_trigger = {}
+        size = len(self.until_end)
+        for t, heads in _heads(triggers).items():
+            bad = _alt([any_trigger + anything] + [literal(h) for h in sorted(heads)])
+            self.until_trigger[t] = _difference(anything, anything + bad) + literal(t)
+            size += len(self.until_trigger[t])
+            if size > max_chars:   # only triggers that overlap each other many times have many heads
+                raise StructuralTagError(
+                    f"structural_tag.triggers: the regex of free text between these {len(triggers)} triggers passes "
+                    f"{size:,} characters (they overlap each other in many ways); the limit max_free_text_chars "
+                    f"is {max_chars:,}")
+
+
+def _heads(triggers: tuple[str, ...]) -> dict[str, set[str]]:
+    """Each trigger t's heads (see FreeTextByDifference): u[:k] for each trigger u whose
+    rest u[k:] (not empty) is a proper prefix of t. Every proper suffix of every trigger is
+    listed once, so the work is the triggers' length times the longest one."""
+    before: dict[str, list[str]] = {}   # a proper suffix of a trigger -> what precedes it there
+    for u in triggers:
+        for k in range(1, len(u)):
+            before.setdefault(u[k:], []).append(u[:k])
+    return {t: {h for j in range(1, len(t)) for h in before.get(t[:j], ())} for t in triggers}
+
+
+def _difference(a: str, b: str) -> str:
+    """The lazy automaton's `A minus B` (lazy_regex.DIFF_SYNTAX)."""
+    return f"(?@diff({a})({b}))"
+
+
+def _size_after_eliminating(edges: dict[tuple[Any, Any], str], q: int) -> int:
+    """An upper bound on the edges' total text once state q is eliminated: the edges that do
+    not touch q, plus each new path `in + (loop)* + out`, joined to an old edge by `(?:a|b)`."""
+    into = [len(e) for (p, r), e in edges.items() if r == q and p != q]
+    out = [len(e) for (p, r), e in edges.items() if p == q and r != q]
+    loop = len(edges.get((q, q), "")) + 5   # `(?:...)*`
+    untouched = sum(len(e) for (p, r), e in edges.items() if q not in (p, r))
+    return untouched + len(out) * sum(into) + len(into) * sum(out) + len(into) * len(out) * (loop + 5)
+
+
+__all__ = ["FreeText", "FreeTextByDifference", "TagLimits", "StructuralTag", "StructuralTagError", "TagStructure", "literal", "parse_structural_tag"]

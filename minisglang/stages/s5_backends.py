@@ -11,7 +11,10 @@ From s3 and s4 this stage keeps the scheduler-side parts (s3's `GrammarQueue`, s
             `apply_vocab_mask`;
 - advance:  `accept_token`, and `is_terminated` finishes the request;
 - jump:     `try_jump_forward` / `jump_forward_str_state` / `jump_and_retokenize`, which
-            `BaseGrammarObject` turns into the `Grammar` protocol s4's `JumpForward` speaks.
+            `BaseGrammarObject` turns into the `Grammar` protocol s4's `JumpForward` speaks;
+- budget:   `prepare` does the work a matcher's next mask needs (our lazy automaton's row)
+            within `GrammarWork`'s per-step budget; a request whose work did not fit sits
+            out the step, so one client's grammar never stalls the others (chapter 05 §9).
 
 So the same scheduler runs our automaton ("fsm"), xgrammar, outlines-core or llguidance
 (`Engine(grammar_backend=...)`). A failed compile arrives as an `InvalidGrammarObject`
