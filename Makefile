@@ -1,5 +1,34 @@
-# The two jobs of the README. Each one sets up first (scripts/setup.sh is idempotent).
-.PHONY: setup demo test
+# The two jobs of the README, and the tiers a contributor runs (CONTRIBUTING.md).
+# Each one sets up first (scripts/setup.sh is idempotent).
+.PHONY: setup demo test test-fast test-stage check
+
+PYTEST = .venv/bin/python -m pytest
+RUFF = .venv/bin/ruff
+MYPY = .venv/bin/mypy
+LINT_IMPORTS = .venv/bin/lint-imports
+
+# Both cores. worksteal hands each worker half the tests in file order, then moves queued
+# tests from the busy worker to the idle one: `--dist loadfile` kept each big file (nested
+# gradings, notebooks, the conformance suite) on one worker while the other sat idle.
+# A module's fixtures (an engine, a tokenizer) are built once on each worker that runs any of
+# its tests. thread: a hung test ends its worker with every thread's stack, even inside C code
+# or hypothesis's replay of a failing example, where pytest-timeout's signal cannot reach.
+PYTEST_CI = $(PYTEST) -n 2 --dist worksteal --timeout-method=thread --hypothesis-profile=ci --durations=20
+
+# What a contributor runs after each change (about 3 minutes on 2 cores): every unit and
+# stage test, without the `slow` tests and without the files that run other programs or
+# whole pipelines. Each of these still runs in `make test`:
+#   test_autograder.py            nested gradings: a pytest run per task, stub and mutant
+#   test_notebooks.py             every notebook in a fresh kernel
+#   test_json_schema_conformance  the official JSON-Schema-Test-Suite
+#   test_json_schema_maskbench    the MaskBench sample
+#   test_server_faults.py         `minisglang serve` processes, SIGTERM, runaway compiles
+#   test_model.py                 our forward against transformers' on three checkpoints
+#   test_train_resume.py, test_device_check.py, test_extraction_accuracy.py,
+#   test_bench_tool_calls.py      scripts and benchmarks run end to end
+FAST_SKIP = test_autograder.py test_notebooks.py test_json_schema_conformance.py test_json_schema_maskbench.py \
+	test_server_faults.py test_model.py test_train_resume.py test_device_check.py \
+	test_extraction_accuracy.py test_bench_tool_calls.py
 
 setup:
 	bash scripts/setup.sh
@@ -8,6 +37,25 @@ setup:
 demo: setup
 	.venv/bin/minisglang demo
 
-# Every test: unit, per-stage behaviour, autograder honesty, notebooks.
-test: setup
-	.venv/bin/python -m pytest -n 2 --dist loadfile
+# Lint, types and import layers (configured in pyproject.toml).
+check: setup
+	$(RUFF) check .
+	$(MYPY)
+	$(LINT_IMPORTS)
+
+# Every test: unit, per-stage behaviour, autograder honesty, notebooks. CI runs this.
+test: setup check
+	$(PYTEST_CI)
+
+test-fast: setup
+	$(PYTEST) -n 2 --dist worksteal --timeout-method=thread -m "not slow" --durations=10 \
+		$(addprefix --ignore=tests/,$(FAST_SKIP))
+
+# One stage's tests: its exercise tests, its behaviour tests (test_stage_$(S).py, where the
+# stage has one), and its cases of the suites that every stage runs (tests/conftest.py's
+# --stage keeps the cases whose parametrize id names the stage). make test-stage S=s4
+STAGE_SUITES = tests/test_constrained_generation.py tests/test_stream_stop.py
+test-stage: setup
+	@case "$(S)" in s[1-6]) ;; *) echo "say which stage, s1 to s6: make test-stage S=s4"; exit 2;; esac
+	$(PYTEST) -n 2 --dist worksteal --timeout-method=thread --durations=10 --stage=$(S) \
+		$(wildcard tests/test_stage_$(S).py tests/test_exercises_$(S).py) $(STAGE_SUITES)
