@@ -208,7 +208,8 @@ def format_solutions(stage: str, task: str | None = None) -> str:
     if task is not None:
         task = task if task.startswith("task") else f"task{task}"
         if task not in all_tasks():
-            raise ValueError(f"no task {task!r}; the tasks of {stage}: {', '.join(sorted(all_tasks(stage), key=task_key))}")
+            known = ", ".join(sorted(all_tasks(stage), key=task_key))
+            raise ValueError(f"no task {task!r}; the tasks of {stage}: {known}")
         if task_key(task)[0] != number:
             raise ValueError(f"{task} belongs to stage s{task_key(task)[0]}, not {stage}")
     parts = []

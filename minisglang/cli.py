@@ -70,10 +70,10 @@ def cmd_stages(args) -> int:
 
 
 def cmd_fsm_allowed(args) -> int:
+    from . import DEFAULT_MODEL_PATH
     from .constrained.regex_dfa import ByteDFA, compile_regex
     from .constrained.token_index import allowed_tokens_table, build_index_fast
     from .tokenizer import Tokenizer
-    from . import DEFAULT_MODEL_PATH
 
     tok = Tokenizer.from_pretrained(args.model_path or DEFAULT_MODEL_PATH)
     index = build_index_fast(ByteDFA.from_char_dfa(compile_regex(args.regex)), tok.token_bytes, tok.eos_token_id)

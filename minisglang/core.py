@@ -11,8 +11,8 @@ import json
 import math
 import numbers
 import time
-from dataclasses import asdict, dataclass, field, fields
 from collections.abc import Collection
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Protocol
 
 import torch
@@ -118,7 +118,7 @@ class SamplingParams:
         self.validate()
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any] | None) -> "SamplingParams":
+    def from_dict(cls, d: dict[str, Any] | None) -> SamplingParams:
         """Validate a user dict; unknown keys and bad values raise ValueError naming them."""
         if d is None:
             d = {}

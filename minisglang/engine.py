@@ -18,8 +18,9 @@ from __future__ import annotations
 import gc
 import os
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 
@@ -208,8 +209,8 @@ class Engine:
                 errors=t.errors, grammar_errors=t.grammar_errors)
 
     # ------------------------------------------------------------------ generate
-    def generate(self, prompt: str | ChatPrompt | list[str | ChatPrompt], sampling_params: dict | list[dict] | None = None,
-                 stream: bool = False):
+    def generate(self, prompt: str | ChatPrompt | list[str | ChatPrompt],
+                 sampling_params: dict | list[dict] | None = None, stream: bool = False):
         """Generate for one prompt (returns a dict) or a list (returns a list of dicts).
 
         With `stream=True` (one prompt) returns an iterator of chunks whose "text" fields,
@@ -300,7 +301,7 @@ class Engine:
         if self.freeze_gc:
             gc.unfreeze()   # what the engine held can be collected again
 
-    def __enter__(self) -> "Engine":
+    def __enter__(self) -> Engine:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -43,8 +43,9 @@ from __future__ import annotations
 import json
 import re
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Literal
+from typing import Literal
 
 TRIGGER = "<tool_call>"
 CALL_END = "}</tool_call>"   # closes the {"name": ..., "arguments": ...} object, then the tag

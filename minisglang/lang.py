@@ -24,10 +24,11 @@ import contextvars
 import inspect
 import json
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
-_current: contextvars.ContextVar["ProgramState | None"] = contextvars.ContextVar("minisglang_program", default=None)
+_current: contextvars.ContextVar[ProgramState | None] = contextvars.ContextVar("minisglang_program", default=None)
 
 
 class GenText(str):
@@ -86,7 +87,7 @@ class ProgramState:
     messages: list[dict[str, str]] = field(default_factory=list)
     outputs: dict[str, GenText] = field(default_factory=dict)
 
-    def __iadd__(self, msg: Message) -> "ProgramState":
+    def __iadd__(self, msg: Message) -> ProgramState:
         if isinstance(msg.content, Gen):
             if msg.role != "assistant":
                 raise ValueError("gen(...) can only fill an assistant message")

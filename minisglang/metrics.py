@@ -13,7 +13,8 @@ Each app has its own registry, so several servers (tests) in one process never s
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -28,7 +29,7 @@ _LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 class ServerMetrics:
     """The numbers the request handlers update, plus a collector that reads the engine."""
 
-    def __init__(self, engine: "Engine", step_timings: Callable[[], dict[str, float | None]] = dict):
+    def __init__(self, engine: Engine, step_timings: Callable[[], dict[str, float | None]] = dict):
         """`step_timings` returns the scheduler loop's step times (EngineLoop.step_timings)."""
         self.registry = CollectorRegistry(auto_describe=True)
         self.refused = Counter("minisglang_refused_requests", "Requests refused before queuing, by HTTP status",
@@ -50,7 +51,7 @@ class ServerMetrics:
 class _EngineCollector:
     """Metrics read from `Engine.stats()` at scrape time."""
 
-    def __init__(self, engine: "Engine", step_timings: Callable[[], dict[str, float | None]]):
+    def __init__(self, engine: Engine, step_timings: Callable[[], dict[str, float | None]]):
         self.engine, self.step_timings = engine, step_timings
 
     def describe(self) -> list[Metric]:

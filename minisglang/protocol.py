@@ -19,8 +19,16 @@ import re
 import sys
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator,
-                      model_validator)
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from .constrained.json_schema import repeated_key, short_value, shown_numeral, underflows
 from .core import SamplingParams
@@ -96,7 +104,7 @@ class ResponseFormat(_Strict):
     stop_after_first: bool | None = None
 
     @model_validator(mode="after")
-    def _fields_of_the_type(self) -> "ResponseFormat":
+    def _fields_of_the_type(self) -> ResponseFormat:
         if (self.type == "json_schema") != (self.json_schema is not None):
             raise ValueError("json_schema (with a schema) is required exactly when type is 'json_schema'")
         tag_fields = [k for k in _TAG_FIELDS if getattr(self, k) is not None]
@@ -293,7 +301,7 @@ class ChatMessage(_Strict):
     tool_call_id: str | None = None                   # role tool: the call this answers
 
     @model_validator(mode="after")
-    def _fields_of_the_role(self) -> "ChatMessage":
+    def _fields_of_the_role(self) -> ChatMessage:
         if self.content is None and not (self.role == "assistant" and self.tool_calls):
             raise ValueError("content is required (it may be null only in an assistant message with tool_calls)")
         if self.tool_calls is not None and self.role != "assistant":
@@ -408,8 +416,8 @@ class ChatCompletionRequest(_SamplingFields):
         for i, m in enumerate(self.messages):
             called.update(c.id for c in m.tool_calls or [])
             if m.role == "tool" and m.tool_call_id not in called:
-                raise RequestError(f"messages[{i}].tool_call_id: {short_value(m.tool_call_id)} is the id of no tool call "
-                                   "of an earlier assistant message", param=f"messages[{i}].tool_call_id")
+                raise RequestError(f"messages[{i}].tool_call_id: {short_value(m.tool_call_id)} is the id of no "
+                                   "tool call of an earlier assistant message", param=f"messages[{i}].tool_call_id")
         return tool_constraint(self.function_tools(), choice, self.parallel_tool_calls is not False)
 
     def tool_dicts(self) -> list[dict[str, Any]] | None:
@@ -573,8 +581,8 @@ def _refuse_non_finite(text: str) -> float:
     or NaN/Infinity (not JSON at all), is an error naming it; pydantic takes them as floats."""
     value = float(text)
     if underflows(text, value):   # a bound that would silently become 0 (`minimum: 1e-400` allowing 0)
-        raise RequestError(f"the request body holds the number {shown_numeral(text)}, which is below the smallest double "
-                           f"({5e-324}) and reads as 0; write 0 or a larger number")
+        raise RequestError(f"the request body holds the number {shown_numeral(text)}, which is below the smallest "
+                           f"double ({5e-324}) and reads as 0; write 0 or a larger number")
     if not math.isfinite(value):
         shown = shown_numeral(text)
         if text in ("NaN", "Infinity", "-Infinity"):

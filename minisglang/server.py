@@ -37,9 +37,10 @@ import threading
 import time
 import uuid
 from collections import deque
-from http import HTTPStatus
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import asdict, dataclass
-from typing import Any, AsyncIterator, Callable, Iterator
+from http import HTTPStatus
+from typing import Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -218,7 +219,7 @@ class EngineLoop:
                 self._recent_steps.popleft()
 
     def _fail_all(self, error: Exception, abort: bool) -> None:
-        for rid, (req, q, loop, _) in list(self.active.items()):
+        for rid, (_req, q, loop, _) in list(self.active.items()):
             if abort:
                 self.engine.scheduler.abort(rid, str(error))
             _send(loop, q, error)
@@ -442,8 +443,8 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
         # fail later as "not valid JSON", which hides the cause.
         charset = re.search(r"charset\s*=\s*\"?([^\s;\"]*)", ctype_params, re.IGNORECASE)
         if charset and charset.group(1).lower() not in ("utf-8", "utf8"):
-            raise RequestError(f"the body must be UTF-8 JSON; Content-Type says charset={short_value(charset.group(1))}",
-                               status=415)
+            raise RequestError("the body must be UTF-8 JSON; Content-Type says "
+                               f"charset={short_value(charset.group(1))}", status=415)
         encoding = request.headers.get("content-encoding", "identity").strip().lower()
         if encoding not in ("", "identity"):
             raise RequestError(f"Content-Encoding {short_value(encoding)} is not supported: send the body uncompressed",

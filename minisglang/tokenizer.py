@@ -43,9 +43,9 @@ import hashlib
 import json
 import re
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
 
 import jinja2
 import jinja2.ext
@@ -238,7 +238,7 @@ class Tokenizer:
 
     # ----------------------------------------------------------------- constructors
     @classmethod
-    def from_pretrained(cls, path) -> "Tokenizer":
+    def from_pretrained(cls, path) -> Tokenizer:
         """Load a directory holding tokenizer.json (+ optional tokenizer_config.json and
         chat_template.jinja), or a tokenizer.json file (its directory's config is used)."""
         path = Path(path)
@@ -273,7 +273,7 @@ class Tokenizer:
         return cls(hf, detect_family(spec), eos_id, template, template_tokens, str(json_path))
 
     @classmethod
-    def from_sentencepiece(cls, path) -> "Tokenizer":
+    def from_sentencepiece(cls, path) -> Tokenizer:
         """Convert a SentencePiece BPE .model (Llama/Mistral style: `▁`, byte fallback).
 
         Merges come from the piece scores: sentencepiece joins the adjacent pair whose
@@ -338,7 +338,7 @@ class Tokenizer:
         return cls(hf, SENTENCEPIECE, eos_id, None, template_tokens, str(path))
 
     @classmethod
-    def from_tekken(cls, path) -> "Tokenizer":
+    def from_tekken(cls, path) -> Tokenizer:
         """Convert mistral-common's tekken json (tiktoken-style byte-level BPE).
 
         Ids 0..n_special-1 are special tokens; regular rank r has id r + n_special. A
@@ -479,7 +479,8 @@ class Tokenizer:
         try:
             text.encode("utf-8")
         except UnicodeEncodeError as e:
-            raise ValueError(f"the prompt is not valid Unicode text (a lone surrogate at character {e.start})") from None
+            raise ValueError(f"the prompt is not valid Unicode text (a lone surrogate at character "
+                             f"{e.start})") from None
         encoding = self.hf.encode(text, add_special_tokens=False)
         if not any(self._spells_special(s) for s in _message_texts(messages, tools)):
             return ChatPrompt(text, encoding.ids)

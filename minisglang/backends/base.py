@@ -28,8 +28,8 @@ import torch
 
 from ..constrained.bitmask import all_allowed_mask, apply_bitmask
 from ..constrained.compile_service import CompileTimeout
-from ..constrained.work_slices import Baton, CompileCancelled, CompileJob, FairCompilePool
 from ..constrained.json_schema import InvalidSchemaError, load_schema
+from ..constrained.work_slices import Baton, CompileCancelled, CompileJob, FairCompilePool
 from ..registry import Registry
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -67,7 +67,7 @@ class BaseGrammarObject:
         """True once the grammar has accepted EOS (or can accept nothing more)."""
         raise NotImplementedError
 
-    def copy(self) -> "BaseGrammarObject":
+    def copy(self) -> BaseGrammarObject:
         """A fresh matcher over the same compiled grammar, at its start."""
         raise NotImplementedError
 
@@ -95,7 +95,7 @@ class BaseGrammarObject:
         raise NotImplementedError
 
     @classmethod
-    def fill_vocab_mask_batched(cls, entries: list[tuple["BaseGrammarObject", int]], vocab_mask: torch.Tensor) -> None:
+    def fill_vocab_mask_batched(cls, entries: list[tuple[BaseGrammarObject, int]], vocab_mask: torch.Tensor) -> None:
         """Fill many rows; backends with a batched kernel override this."""
         for grammar, idx in entries:
             grammar.fill_vocab_mask(vocab_mask, idx)
@@ -145,7 +145,7 @@ class InvalidGrammarObject(BaseGrammarObject):
 
     message: str
 
-    def copy(self) -> "InvalidGrammarObject":
+    def copy(self) -> InvalidGrammarObject:
         return self
 
 
@@ -201,7 +201,7 @@ class BaseGrammarBackend:
         """Compile one grammar into a matcher at its start (runs on a pool thread)."""
         raise NotImplementedError
 
-    def compile_structural_tag(self, spec: "StructuralTag") -> BaseGrammarObject:
+    def compile_structural_tag(self, spec: StructuralTag) -> BaseGrammarObject:
         """Compile a structural tag (stage s6, constrained/structural_tag.py) into a matcher."""
         raise GrammarError(f"the {self.name!r} grammar backend cannot compile structural tags")
 

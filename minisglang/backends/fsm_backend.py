@@ -78,7 +78,7 @@ class FSMGrammar(BaseGrammarObject):
         self.terminated = self.terminated or self.fsm.is_complete(self.state)
         return True
 
-    def copy(self) -> "FSMGrammar":
+    def copy(self) -> FSMGrammar:
         return FSMGrammar(self.fsm)
 
     def nbytes(self) -> int:

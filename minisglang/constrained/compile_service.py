@@ -42,7 +42,7 @@ from .token_fsm import ConstraintError, TokenFSM
 from .token_index import vocab_trie
 
 try:
-    import resource   # Unix only
+    import resource  # Unix only
 except ImportError:  # pragma: no cover
     resource = None
 
@@ -314,6 +314,6 @@ class CompileService:
                       "compile on a thread from now on (slower for the running batch). A script "
                       "that creates an Engine at its top level must do so under "
                       "`if __name__ == \"__main__\":` (see 'Safe importing of main module' in "
-                      "the multiprocessing docs), or pass compile_in=\"thread\".", RuntimeWarning)
+                      "the multiprocessing docs), or pass compile_in=\"thread\".", RuntimeWarning, stacklevel=2)
         self.shutdown()
         return False

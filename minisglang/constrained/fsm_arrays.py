@@ -83,7 +83,7 @@ def jump_map_to_arrays(jump_map) -> Arrays:
 
 
 def jump_map_from_arrays(arrays: Arrays):
-    from .jump_forward import JumpForwardMap   # stage s4's file: a checkout of s3 has none
+    from .jump_forward import JumpForwardMap  # stage s4's file: a checkout of s3 has none
 
     char = {s: (chr(c), n) for s, c, n in arrays["jump_char"].tolist()}
     byte = {s: (b, n) for s, b, n in arrays["jump_byte"].tolist()}
@@ -99,7 +99,7 @@ def compile_arrays(regex: str, vocab: Vocabulary, max_states: int, vocab_size: i
     arrays = index_to_arrays(index)
     arrays["bitmasks"] = pack_rows(arrays, vocab_size)
     if jump_map:
-        from .jump_forward import JumpForwardMap   # stage s4's file
+        from .jump_forward import JumpForwardMap  # stage s4's file
 
         arrays.update(jump_map_to_arrays(JumpForwardMap.build(dfa, byte_dfa)))
     return arrays
@@ -189,7 +189,7 @@ def index_from_arrays(a: Arrays) -> TokenIndex:
 def fsm_from_arrays(regex: str, arrays: Arrays) -> TokenFSM:
     """Wrap `compile_arrays`' result into a TokenFSM: `torch.from_numpy` (no copy), lazy
     dicts and row views, and the jump map when the arrays carry one."""
-    import torch   # here, not at the top: compile workers import this module and need no torch
+    import torch  # here, not at the top: compile workers import this module and need no torch
 
     index = index_from_arrays(arrays)
     bitmasks = torch.from_numpy(arrays["bitmasks"])

@@ -575,7 +575,8 @@ def _string_except(words: list[str]) -> str:
         others = _remove_surrogates(_complement([(ord(c), ord(c)) for c in nexts]))
         options.append(_concat(_json_string_chars(others), f"{STRING_CHAR}*"))
         for c in nexts:
-            options.append(_json_string_chars([(ord(c), ord(c))]) + rest(frozenset(w[1:] for w in suffixes if w[:1] == c)))
+            tails = frozenset(w[1:] for w in suffixes if w[:1] == c)
+            options.append(_json_string_chars([(ord(c), ord(c))]) + rest(tails))
         return _alt(options)
     return f'"{rest(frozenset(words))}"'
 
@@ -1459,7 +1460,8 @@ class _SchemaCompiler:
                                                       f"{path}/anyOf/{i}") for i, b in enumerate(value)]})
             else:
                 raise UnsupportedSchemaError(f"keyword 'not' at {path}: the negation of '{keyword}' cannot be "
-                                             "written exactly (supported: type, const, enum, required, bounds, anyOf, pattern)")
+                                             "written exactly (supported: type, const, enum, required, bounds, "
+                                             "anyOf, pattern)")
         if not cases:
             return False  # not {} (or of a keyword that every value satisfies): nothing
         return cases[0] if len(cases) == 1 else {"anyOf": cases}
@@ -1677,7 +1679,8 @@ class _SchemaCompiler:
         if hi is None and self.options.bound_numbers:
             hi, hi_strict = limit, True
         regex = _number_range(lo, lo_strict, hi, hi_strict, not integer, self.options.max_fraction_digits)
-        if regex is None and not integer and (lo is None or hi is None or lo < hi or (lo == hi and not (lo_strict or hi_strict))):
+        nonempty = lo is None or hi is None or lo < hi or (lo == hi and not (lo_strict or hi_strict))
+        if regex is None and not integer and nonempty:
             # Numbers lie in the range, but none with the fraction digits we write: our policy, not the schema's.
             given = " and ".join(f"{k} {short_value(schema[k])}" for k in (lo_keyword, hi_keyword) if k)
             self.note_empty(f"no number with at most {self.options.max_fraction_digits} fraction digits (the "
@@ -1755,8 +1758,8 @@ class _SchemaCompiler:
                                          "only for automaton='lazy'")
         if EXCLUDED_STRINGS in schema:  # `not` of string values: only for otherwise free strings
             if any(k in schema for k in ("format", "pattern")) or has_length:
-                raise UnsupportedSchemaError(f"keyword 'not' at {schema[NOT_AT]}: excluding string values from a string "
-                                             "with pattern, format or length bounds cannot be written exactly "
+                raise UnsupportedSchemaError(f"keyword 'not' at {schema[NOT_AT]}: excluding string values from a "
+                                             "string with pattern, format or length bounds cannot be written exactly "
                                              "(with automaton='lazy' it can)")
             return _string_except(schema[EXCLUDED_STRINGS])
         if "format" in schema:
@@ -2054,11 +2057,13 @@ class _SchemaCompiler:
         for size in range(1, len(patterns) + 1):
             for chosen in itertools.combinations(range(len(patterns)), size):
                 others = [wide[j] for j in range(len(patterns)) if j not in chosen and wide[j] is not None]
-                regions.append(([narrow[i] for i in chosen] + base, others, [list(patterns.values())[i] for i in chosen],
-                                where[chosen[0]]))
-        if additional is not False and (self.options.extra_properties or (additional is not None and not has_properties)):
+                regions.append(([narrow[i] for i in chosen] + base, others,
+                                [list(patterns.values())[i] for i in chosen], where[chosen[0]]))
+        extra_allowed = self.options.extra_properties or (additional is not None and not has_properties)
+        if additional is not False and extra_allowed:
             value = True if additional is None else additional
-            regions.append((base or [STRING], [w for w in wide if w is not None], [value], f"{path}/additionalProperties"))
+            regions.append((base or [STRING], [w for w in wide if w is not None], [value],
+                            f"{path}/additionalProperties"))
         entries = []
         for keys, others, values, at in regions:
             key = self.intersection(keys, at)
@@ -2308,7 +2313,8 @@ def _other_types(types: list[str]) -> list[str]:
 def _not_types(types: list[str], path: str) -> dict:
     """A schema for the values whose type is none of `types`."""
     if "integer" in types and "number" not in types:  # the numbers with a fraction remain
-        return {"anyOf": [{"type": _other_types([*types, "number"])}, {"type": "number", FRACTIONAL: True, NOT_AT: path}]}
+        return {"anyOf": [{"type": _other_types([*types, "number"])},
+                          {"type": "number", FRACTIONAL: True, NOT_AT: path}]}
     return {"type": _other_types(types)}
 
 

@@ -34,7 +34,7 @@ class JumpForwardMap:
     num_char_states: int
 
     @classmethod
-    def build(cls, dfa: CharDFA, byte_dfa: ByteDFA) -> "JumpForwardMap":
+    def build(cls, dfa: CharDFA, byte_dfa: ByteDFA) -> JumpForwardMap:
         """Find the jump states of `dfa` (and the forced continuation bytes of `byte_dfa`)."""
         # BEGIN SOLUTION task4_1
         char_edges = {}

@@ -49,6 +49,7 @@ import functools
 import re
 import unicodedata
 import warnings
+
 import numpy as np
 
 from .python_regex import shorthand_ranges
@@ -289,7 +290,8 @@ class RegexPool:
                 by_head.setdefault(m.parts[0].uid, []).append(m)
         out = {uid: m for uid, m in members.items() if m.kind != CONCAT}
         for group in by_head.values():
-            node = group[0] if len(group) == 1 else self.concat(group[0].parts[0], self.alt([m.parts[1] for m in group]))
+            node = (group[0] if len(group) == 1
+                    else self.concat(group[0].parts[0], self.alt([m.parts[1] for m in group])))
             out[node.uid] = node
         return out
 
@@ -751,7 +753,7 @@ class _Parser:
         return None
 
     def atom(self) -> RegexNode:
-        p, c = self.p, self.p[self.i]
+        c = self.p[self.i]
         if c == "(":
             return self.group()
         if c == "[":

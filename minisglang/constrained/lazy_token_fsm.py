@@ -33,14 +33,26 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .lazy_regex import (ALT, BYTES, CONCAT, EPSILON, REPEAT, TOO_DEEP, UNEXPLORED, AutomatonLimitError, LazyByteDFA, RegexNode,
-                         RegexPool, describe, parse_regex)
+from .lazy_regex import (
+    ALT,
+    BYTES,
+    CONCAT,
+    EPSILON,
+    REPEAT,
+    TOO_DEEP,
+    UNEXPLORED,
+    AutomatonLimitError,
+    LazyByteDFA,
+    RegexNode,
+    RegexPool,
+    describe,
+    parse_regex,
+)
 from .lazy_trie_walk import finish_row, token_repetitions, vocab_arrays, walk_bytes, walk_rests, walk_trie
 from .regex_dfa import RegexError, shown_regex
 from .token_fsm import ConstraintError, TokenFSM, Vocabulary, check_regex_length
 from .token_index import VocabularyCannotSpellError, vocab_trie
 from .work_slices import unsliced
-
 
 # A part of a state (a head, an alternative) gets a row of its own when it can start with
 # at least this many bytes: below that, walking the trie from the state itself is cheap.
@@ -676,7 +688,8 @@ class LazyStateIndex:
         while nodes.shape[0]:
             _, longs, pending, needs = walk_trie(
                 trie.child_start, trie.child_stop, trie.byte, trie.end_start, trie.end_stop, trie.end_tokens,
-                follow, marks, dfa.table, dfa.class_first, dfa.expanded, nodes, states, self.eos_token_id, bits, *buffers, need_states, need_bytes)
+                follow, marks, dfa.table, dfa.class_first, dfa.expanded, nodes, states, self.eos_token_id, bits,
+                *buffers, need_states, need_bytes)
             if longs:
                 reached_nodes += buffers[0][:longs].tolist()
                 reached_states += buffers[1][:longs].tolist()

@@ -28,8 +28,8 @@ UNEXPLORED = -2   # must equal lazy_regex.UNEXPLORED
 
 
 @numba.njit(cache=True, nogil=True)
-def walk_trie(child_start, child_stop, byte, end_start, end_stop, end_tokens, follow, marks, table, class_first, complete,
-              start_nodes, start_states, eos, bits, long_nodes, long_states, pending_nodes, pending_states,
+def walk_trie(child_start, child_stop, byte, end_start, end_stop, end_tokens, follow, marks, table, class_first,
+              complete, start_nodes, start_states, eos, bits, long_nodes, long_states, pending_nodes, pending_states,
               need_states, need_bytes):
     """Walk the trie from the (start_nodes[i], start_states[i]) pairs, following only the
     children with `follow[child]` set.
@@ -246,7 +246,7 @@ class VocabArrays:
         return self._first[0]
 
     @classmethod
-    def build(cls, trie, token_bytes) -> "VocabArrays":
+    def build(cls, trie, token_bytes) -> VocabArrays:
         ids, starts, stops, chunks, items_of, offset = [], [], [], [], {}, 0
         leads_to = np.zeros(trie.num_nodes, dtype=bool)
         has_items = np.zeros(trie.num_nodes, dtype=bool)

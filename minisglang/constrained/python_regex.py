@@ -305,7 +305,7 @@ def portable_regex(regex: str) -> str:
     Raises RegexError (regex_dfa's) naming the problem: Python's message for an invalid
     regex, the construct for an unsupported one, or an empty language.
     """
-    from .regex_dfa import RegexError, _strip_anchors, shown_regex   # (regex_dfa imports this module)
+    from .regex_dfa import RegexError, _strip_anchors, shown_regex  # (regex_dfa imports this module)
     try:
         text = PythonRegex(_strip_anchors(regex)).write(explicit_class)
     except re.error as e:

@@ -248,7 +248,8 @@ def _text(where: str, value: Any, nonempty: bool = False) -> str:
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as e:
-        raise StructuralTagError(f"{where} is not valid Unicode text (a lone surrogate at character {e.start})") from None
+        raise StructuralTagError(f"{where} is not valid Unicode text (a lone surrogate at character "
+                                 f"{e.start})") from None
     return value
 
 
@@ -291,7 +292,8 @@ def _star(regex: str) -> str:
 
 def _is_unit(regex: str) -> bool:
     """One atom a quantifier may follow: a group, a class or one (escaped) character, or "" (nothing)."""
-    if regex == "" or len(regex) == 1 or (len(regex) == 2 and regex[0] == "\\") or regex.startswith("\\x") and len(regex) == 4:
+    if (regex == "" or len(regex) == 1 or (len(regex) == 2 and regex[0] == "\\")
+            or regex.startswith("\\x") and len(regex) == 4):
         return True
     if regex[0] in "([" and _closing(regex) == len(regex) - 1:
         return True
@@ -359,7 +361,8 @@ class FreeText:
                 if target != 0:
                     edges[src, target] = _char_class(chars, negated=False)
             # Every character that leads back to the root (all but those above) as one class.
-            leaving = set().union(*(chars for target, chars in by_target.items() if target != 0)) if by_target else set()
+            leaving = (set().union(*(chars for target, chars in by_target.items() if target != 0))
+                       if by_target else set())
             edges[src, 0] = _char_class(leaving, negated=True) if leaving else r"[\s\S]"
             edges[src, "END"] = ""
         for q in [self.states[p] for p in reversed(prefixes) if p]:
@@ -472,4 +475,5 @@ def _size_after_eliminating(edges: dict[tuple[Any, Any], str], q: int) -> int:
     return untouched + len(out) * sum(into) + len(into) * sum(out) + len(into) * len(out) * (loop + 5)
 
 
-__all__ = ["FreeText", "FreeTextByDifference", "TagLimits", "StructuralTag", "StructuralTagError", "TagStructure", "literal", "parse_structural_tag"]
+__all__ = ["FreeText", "FreeTextByDifference", "TagLimits", "StructuralTag", "StructuralTagError", "TagStructure",
+           "literal", "parse_structural_tag"]

@@ -26,7 +26,7 @@ from .token_index import TokenIndex, VocabularyCannotSpellError, build_index_fas
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
-    from .jump_forward import JumpForwardMap   # stage s4's file: a checkout of s1-s3 has none
+    from .jump_forward import JumpForwardMap  # stage s4's file: a checkout of s1-s3 has none
 
 
 class ConstraintError(ValueError):
@@ -46,9 +46,9 @@ class TokenFSM:
 
     regex: str
     index: TokenIndex
-    bitmasks: "torch.Tensor | None" = None              # [S, W] int32, row i for the i-th state in sorted order
-    state_row: "Mapping[int, torch.Tensor] | None" = None   # state -> its row of `bitmasks` (a view)
-    jump_map: "JumpForwardMap | None" = None
+    bitmasks: torch.Tensor | None = None              # [S, W] int32, row i for the i-th state in sorted order
+    state_row: Mapping[int, torch.Tensor] | None = None   # state -> its row of `bitmasks` (a view)
+    jump_map: JumpForwardMap | None = None
 
     def is_complete(self, state: int) -> bool:
         """The match is over: `state` accepts and only EOS can follow.
@@ -80,7 +80,7 @@ class TokenFSM:
             return sum(a.nbytes for a in arrays.values())
         return 0 if self.bitmasks is None else self.bitmasks.nbytes
 
-    def replace(self, **fields: Any) -> "TokenFSM":
+    def replace(self, **fields: Any) -> TokenFSM:
         """A copy with some fields set (e.g. `bitmasks`/`state_row` added by a stage)."""
         return dataclasses.replace(self, **fields)
 
@@ -128,11 +128,11 @@ def compile_token_fsm(regex: str, vocab: Vocabulary, max_states: int, *, vocab_s
     byte_dfa, index = index_from_dfa(dfa, vocab)
     fsm = TokenFSM(regex, index)
     if jump_map:
-        from .jump_forward import JumpForwardMap   # stage s4's file
+        from .jump_forward import JumpForwardMap  # stage s4's file
 
         fsm = fsm.replace(jump_map=JumpForwardMap.build(dfa, byte_dfa))
     if vocab_size is not None:
-        from .bitmask import with_rows   # torch: only the stages that pack rows need it
+        from .bitmask import with_rows  # torch: only the stages that pack rows need it
 
         fsm = with_rows(fsm, vocab_size)
     return fsm

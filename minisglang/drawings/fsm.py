@@ -50,7 +50,8 @@ def char_dfa_dot(dfa: CharDFA, layout: Layout = Layout(), title: str | None = No
     lines = header("char_dfa", title or f"regex: {dfa.pattern}", placement)
     lines += _states(range(dfa.num_states), dfa.initial, dfa.finals)
     for (src, dst), char_class in edges.items():
-        lines.append(f'  {src} -> {dst} [label="{dot_escape(class_label(char_class))}"{placement.edge_attrs(src, dst)}];')
+        label = dot_escape(class_label(char_class))
+        lines.append(f'  {src} -> {dst} [label="{label}"{placement.edge_attrs(src, dst)}];')
     lines.append("}")
     return "\n".join(lines) + "\n"
 

@@ -64,7 +64,7 @@ class Layout:
         if self.states_per_row is not None and (not isinstance(self.states_per_row, int) or self.states_per_row < 2):
             raise ValueError(f"Layout.states_per_row must be an int >= 2 or None, not {self.states_per_row!r}")
 
-    def place(self, initial: int, edges: list[tuple[int, int]], states: list[int]) -> "Placement":
+    def place(self, initial: int, edges: list[tuple[int, int]], states: list[int]) -> Placement:
         """Where the states go: the direction and, when wrapping, the rows (the states in
         order of distance from the start, `states_per_row` to a row)."""
         if self.states_per_row is None:

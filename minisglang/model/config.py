@@ -47,7 +47,7 @@ class ModelConfig:
         return list(self.eos_token_id)
 
     @classmethod
-    def from_dict(cls, cfg: dict[str, Any]) -> "ModelConfig":
+    def from_dict(cls, cfg: dict[str, Any]) -> ModelConfig:
         """Build from the parsed ``config.json``; raises ``ValueError`` for models our
         forward does not implement (other architectures, sliding windows, other rope)."""
         archs = cfg.get("architectures") or []
@@ -101,7 +101,7 @@ class ModelConfig:
         )
 
     @classmethod
-    def from_pretrained(cls, path: str | Path) -> "ModelConfig":
+    def from_pretrained(cls, path: str | Path) -> ModelConfig:
         """Read ``<path>/config.json``; raises ``FileNotFoundError`` naming the file."""
         config_file = Path(path) / "config.json"
         if not config_file.is_file():

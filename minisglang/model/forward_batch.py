@@ -125,7 +125,7 @@ class ForwardBatch:
         out_cache_loc: torch.LongTensor,
         req_to_token_pool: ReqToTokenPool,
         token_to_kv_pool: TokenToKVPool,
-    ) -> "ForwardBatch":
+    ) -> ForwardBatch:
         """An EXTEND batch. ``out_cache_loc`` ``[sum(len(ids))]`` holds the new tokens'
         KV slots, request after request. Writes them into
         ``req_to_token[req, prefix:prefix+n]``; the prefix's slots must already be there."""
@@ -170,7 +170,7 @@ class ForwardBatch:
         out_cache_loc: torch.LongTensor,
         req_to_token_pool: ReqToTokenPool,
         token_to_kv_pool: TokenToKVPool,
-    ) -> "ForwardBatch":
+    ) -> ForwardBatch:
         """A DECODE batch: request ``i`` has ``seq_lens_before[i]`` cached tokens and
         feeds ``last_token_ids[i]`` at that position, its K/V going to ``out_cache_loc[i]``."""
         num_reqs = len(req_pool_indices)
@@ -180,7 +180,7 @@ class ForwardBatch:
                 f"{len(seq_lens_before)} lengths, {len(last_token_ids)} tokens"
             )
         out_cache_loc = cls._check_slots(out_cache_loc, num_reqs, req_to_token_pool)
-        for req, before in zip(req_pool_indices, seq_lens_before):
+        for before in seq_lens_before:
             cls._check_fits(before + 1, req_to_token_pool)
         device = req_to_token_pool.device
         reqs = torch.tensor(req_pool_indices, dtype=torch.int64, device=device)

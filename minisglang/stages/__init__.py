@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 
-from .base import STAGES, Stage, register
+from .base import STAGES, Stage, register  # noqa: F401  (register: the decorator that names a stage)
 
 # tag -> module that defines it, in historical order. Modules are imported lazily so that
 # `minisglang checkout s1` can ship a copy without the later stages.

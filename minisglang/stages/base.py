@@ -41,7 +41,7 @@ register = STAGES.register      # `@register("s1-masked-fill")` makes a stage re
 class Readmit:
     """Hook 3's answer: re-admit `req` with its output rewritten to `new_output_ids`."""
 
-    req: "Req"
+    req: Req
     new_output_ids: list[int]
 
 
@@ -49,7 +49,7 @@ class Readmit:
 class StageContext:
     """What a stage may know about the engine it serves."""
 
-    tokenizer: "Tokenizer"
+    tokenizer: Tokenizer
     vocab_size: int            # width of the logits (may exceed the tokenizer's vocabulary)
     device: torch.device
     options: dict[str, Any] = field(default_factory=dict)
@@ -64,7 +64,7 @@ class StageOptions:
     """
 
     @classmethod
-    def parse(cls, given: dict[str, Any], stage: str) -> "StageOptions":
+    def parse(cls, given: dict[str, Any], stage: str) -> StageOptions:
         valid = [f.name for f in fields(cls)]
         unknown = sorted(set(given) - set(valid))
         if unknown:
@@ -97,13 +97,14 @@ class Stage:
         self.ctx = ctx
         self.options = self.Options.parse(ctx.options, self.tag)
 
-    def refuse_unsupported(self, req: "Req") -> bool:
+    def refuse_unsupported(self, req: Req) -> bool:
         """Abort `req` if it asks for a constraint kind or feature this stage lacks; True if so."""
         p = req.sampling_params
         constraint = p.constraint()
         if constraint is not None and constraint[0] not in self.supports:
             kinds = sorted(self.supports - {"think_end"})
-            arrives = {"regex": "s1-masked-fill", "structural_tag": "s6-function-calling"}.get(constraint[0], "s5-backends")
+            first_stage = {"regex": "s1-masked-fill", "structural_tag": "s6-function-calling"}
+            arrives = first_stage.get(constraint[0], "s5-backends")
             req.finish("abort", message=f"stage {self.tag} does not support {constraint[0]!r} constraints"
                        + (f" (it supports {kinds})" if kinds else "") + f"; {constraint[0]} needs stage {arrives}")
             return True
@@ -114,11 +115,11 @@ class Stage:
         return False
 
     # 1. request arrival ------------------------------------------------------------
-    def on_arrival(self, req: "Req") -> None:
+    def on_arrival(self, req: Req) -> None:
         self.refuse_unsupported(req)
 
     # 2. grammar queue ---------------------------------------------------------------
-    def poll_grammar_queue(self, queue: list["Req"]) -> list["Req"]:
+    def poll_grammar_queue(self, queue: list[Req]) -> list[Req]:
         """Return the requests whose grammar is ready (or failed), in arrival order."""
         return list(queue)
 
@@ -127,7 +128,7 @@ class Stage:
         """A scheduler step starts (s5 renews its per-step budget of grammar work here)."""
         return None
 
-    def ready(self, req: "Req") -> bool:
+    def ready(self, req: Req) -> bool:
         """Whether `req`'s grammar can mask its next logits now; False: it sits out this
         step (s5: the work its next mask needs did not fit this step's budget)."""
         return True
@@ -137,21 +138,21 @@ class Stage:
         time.sleep(seconds)
 
     # 3. before a decode step ---------------------------------------------------------
-    def before_decode(self, running: list["Req"]) -> list["Readmit"]:
+    def before_decode(self, running: list[Req]) -> list[Readmit]:
         """The running requests to take out of the batch and prefill again (s4's jumps);
         the scheduler performs each through `Scheduler.readmit`."""
         return []
 
     # 4. mask the logits --------------------------------------------------------------
-    def mask_logits(self, logits: torch.Tensor, reqs: list["Req"]) -> None:
+    def mask_logits(self, logits: torch.Tensor, reqs: list[Req]) -> None:
         """logits: [B, vocab_size], modified in place; row i belongs to reqs[i]."""
         return None
 
     # 5. advance after sampling -------------------------------------------------------
-    def advance(self, req: "Req", token_id: int) -> None:
+    def advance(self, req: Req, token_id: int) -> None:
         return None
 
-    def release(self, req: "Req") -> None:
+    def release(self, req: Req) -> None:
         req.grammar = None
 
     def shutdown(self) -> None:

@@ -15,9 +15,9 @@ stage does the same:
    precomputed state row (unconstrained rows all ones): one copy, whatever mix of FSMs.
 3. Apply: the readable version (`apply_bitmask_torch`) unpacks the bits into a [B, V] bool
    tensor and calls one `masked_fill_` for the batch, on the logits' device. On CPU the
-   engine uses a compiled kernel instead (`apply_bitmask`, constrained/bitmask_kernel.py) that skips all-ones words: same result, measured
-   6-20x faster (benchmarks/results/masks.md). Option `mask_apply="torch"` picks the
-   readable one everywhere.
+   engine uses a compiled kernel instead (`apply_bitmask`, constrained/bitmask_kernel.py) that skips
+   all-ones words: same result, measured 6-20x faster (benchmarks/results/masks.md). Option
+   `mask_apply="torch"` picks the readable one everywhere.
 
 Everything else (compiling at arrival, advancing the state) is s1's.
 """
@@ -27,8 +27,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..constrained.bitmask import (all_allowed_mask, apply_bitmask, apply_bitmask_torch, warm_up_apply_kernel,
-                                   with_rows)
+from ..constrained.bitmask import all_allowed_mask, apply_bitmask, apply_bitmask_torch, warm_up_apply_kernel, with_rows
 from ..constrained.regex_dfa import shown_regex
 from ..constrained.token_fsm import TokenFSM
 from ..core import Req
@@ -80,7 +79,8 @@ class BatchedMaskStage(MaskedFillStage):
         self.fill_mask(mask, reqs)
         for req in reqs:
             # A state with no allowed token has an all-zero row: end the request, never sample it.
-            if req.grammar is not None and not req.finished and not req.grammar.fsm.index.state_to_tokens.get(req.grammar.state):
-                req.finish("abort", message=f"no token is allowed in FSM state {req.grammar.state} "
-                           f"of regex {shown_regex(req.grammar.fsm.regex)}")
+            grammar = req.grammar
+            if grammar is not None and not req.finished and not grammar.fsm.index.state_to_tokens.get(grammar.state):
+                req.finish("abort", message=f"no token is allowed in FSM state {grammar.state} "
+                           f"of regex {shown_regex(grammar.fsm.regex)}")
         self.apply(logits, mask.to(logits.device))

@@ -31,9 +31,10 @@ import hashlib
 import json
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from ..constrained.compile_service import CompileService, CompileSettings, CompileTimeout
 from ..constrained.fsm_arrays import fsm_from_arrays
