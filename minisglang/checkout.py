@@ -30,6 +30,13 @@ def stage_number(tag: str) -> int:
     return int(resolve_tag(tag).split("-")[0][1:])
 
 
+def _indent(begin_line: str) -> str:
+    """The indentation of a `# BEGIN SOLUTION` line (one that find_solution_regions found)."""
+    m = BEGIN.match(begin_line.rstrip("\n"))
+    assert m is not None, begin_line
+    return m["indent"]
+
+
 def find_solution_regions(text: str) -> list[tuple[str, int, int]]:
     """(task, begin line, end line) for every region, 0-based; errors on bad nesting."""
     regions, open_at = [], None
@@ -61,7 +68,7 @@ def blank_solutions(text: str, tasks: set[str]) -> str:
     lines = text.splitlines(keepends=True)
     for task, begin, end in reversed(find_solution_regions(text)):
         if task in tasks:
-            indent = BEGIN.match(lines[begin].rstrip("\n"))["indent"]
+            indent = _indent(lines[begin])
             lines[begin + 1:end] = [indent + STUB.format(task=task) + "\n"]
     return "".join(lines)
 
@@ -81,9 +88,10 @@ def region_keys(text: str) -> list[tuple[tuple[str, str, int], int, int]]:
     again when a later stage moved the function to another file.
     """
     lines = text.splitlines()
-    keys, counts = [], {}
+    keys: list[tuple[tuple[str, str, int], int, int]] = []
+    counts: dict[tuple[str, str], int] = {}
     for task, begin, end in find_solution_regions(text):
-        indent = len(BEGIN.match(lines[begin])["indent"])
+        indent = len(_indent(lines[begin]))
         func = next((m["name"] for i in range(begin - 1, -1, -1)
                      if (m := _DEF.match(lines[i])) and len(m["indent"]) < indent), "<module>")
         n = counts[(task, func)] = counts.get((task, func), -1) + 1
@@ -178,7 +186,7 @@ def carry_forward(out: Path, from_dir: Path, tasks: set[str]) -> set[str]:
         lines = text.splitlines(keepends=True)
         for key, begin, end in keys:
             if key[0] in tasks:
-                indent = BEGIN.match(lines[begin].rstrip("\n"))["indent"]
+                indent = _indent(lines[begin])
                 theirs[key] = [ln[len(indent):] if ln.startswith(indent) else ln for ln in lines[begin + 1:end]]
     kept = set()
     for path in sorted(out.rglob("*.py")):
@@ -193,7 +201,7 @@ def carry_forward(out: Path, from_dir: Path, tasks: set[str]) -> set[str]:
                                  "# BEGIN SOLUTION / # END SOLUTION comments removed?)")
             if is_stub(theirs[key], key[0]):
                 continue
-            indent = BEGIN.match(lines[begin].rstrip("\n"))["indent"]
+            indent = _indent(lines[begin])
             lines[begin + 1:end] = [indent + ln if ln.strip() else ln for ln in theirs[key]]
             kept.add(key[0])
             changed = True

@@ -13,7 +13,7 @@ import numbers
 import time
 from collections.abc import Collection
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 import torch
 
@@ -227,11 +227,16 @@ class Grammar(Protocol):
         """Bring the grammar in line with the request's rewritten output."""
 
 
+# The grammar a stage keeps per request: `Req[FSMState]` in s1-s4, `Req[BaseGrammarObject]`
+# in s5. A stage's own hooks read its own type's fields (s1's `.fsm` and `.state`); code shared
+# between stages sees plain `Req` and only the `Grammar` methods.
+GrammarT = TypeVar("GrammarT", bound=Grammar)
+
 _rid_counter = itertools.count()
 
 
 @dataclass(eq=False)
-class Req:
+class Req(Generic[GrammarT]):
     """One request. Token lists are plain Python lists of ids.
 
     `fill_ids` = prompt ids + output ids is what the model has seen or will see; the KV of
@@ -251,10 +256,10 @@ class Req:
     last_node: Any = None                 # radix tree node locked while we use its prefix
 
     # Constraint layer: the request's grammar state (an FSM state in s1-s4, a matcher in s5).
-    grammar: Grammar | None = None
+    grammar: GrammarT | None = None
 
     # Output.
-    finished_reason: dict | None = None
+    finished_reason: dict[str, Any] | None = None
     released: bool = False                # left the engine: memory and grammar given back
     output_text: str = ""                 # decoded output so far (stop strings trimmed at end)
     sent_text_len: int = 0                # characters already streamed to the caller

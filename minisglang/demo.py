@@ -8,6 +8,7 @@ both when sampling at temperature 1.0 over many seeds.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 # Seed 004's schema for its example (§5.2). Stages before s5 have no JSON Schema compiler,
 # so for them the same shape is written as a regex by hand.
@@ -57,12 +58,14 @@ def is_right(text: str, expected: dict) -> bool:
 
 def run_demo(model_path: str | None = None, stage: str | None = None, samples: int = 16) -> int:
     from .engine import Engine
+    from .tokenizer import ChatPrompt
 
     engine = Engine(model_path=model_path, stage=stage)
     print(f"minisglang demo: stage {engine.stage.tag}, model {engine.model_path}\n")
-    prompts = [engine.tokenizer.encode_chat([{"role": "user", "content": f"{INSTRUCTION}\n{t}"}])
-               for t in TEXTS]
+    prompts: list[str | ChatPrompt] = [
+        engine.tokenizer.encode_chat([{"role": "user", "content": f"{INSTRUCTION}\n{t}"}]) for t in TEXTS]
     free = {"temperature": 0, "max_new_tokens": 96}
+    constraint: dict[str, Any]
     if "json_schema" in engine.stage.supports:
         constraint = {"json_schema": PERSON_SCHEMA}
         print("constraint: json_schema", json.dumps(PERSON_SCHEMA, ensure_ascii=False), "\n")

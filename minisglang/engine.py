@@ -237,6 +237,8 @@ class Engine:
                     raise ValueError(f"item {i}: {e}") from None
             self._run_until_done(reqs)
             return [self._output(r) for r in reqs]
+        if isinstance(sampling_params, list):
+            raise ValueError("a list of sampling_params needs a list of prompts, one each")
         req = self.make_request(prompt, sampling_params)
         if stream:
             return self._stream(req)

@@ -421,7 +421,8 @@ def grade(stage: str, impls: list[str] | None = None, *, test_timeout: float = D
     """Grade the reference, one student copy, or a class (all the stage's tasks, or those
     `only` names); exit status 0 only when all passed."""
     select_tasks(stage, only)   # a misspelt task fails before any test runs
-    reports = [run_task_tests(stage, impl, test_timeout=test_timeout, only=only) for impl in (impls or [None])]
+    targets: list[str | None] = [*impls] if impls else [None]   # None: the reference
+    reports = [run_task_tests(stage, impl, test_timeout=test_timeout, only=only) for impl in targets]
     for r in reports:
         if verbose:
             print(r.output)

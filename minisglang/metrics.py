@@ -72,7 +72,7 @@ class _EngineCollector:
                 ("grammar_errors", "Requests whose own grammar failed mid-generation (the client's error)",
                  st.grammar_errors)]:
             yield CounterMetricFamily(f"minisglang_{name}", help_text, value=value)
-        for name, help_text, value in [
+        gauges: list[tuple[str, str, float]] = [
                 ("radix_hit_rate", "Cached prompt tokens / prompt tokens of finished requests", st.radix_hit_rate),
                 ("grammar_queue_length", "Requests waiting for their grammar", st.grammar_queue),
                 ("waiting_queue_length", "Requests waiting to be prefilled", st.waiting_queue),
@@ -82,11 +82,12 @@ class _EngineCollector:
                 ("radix_evictable_tokens", "Of those, not locked by a running request", st.radix_evictable_tokens),
                 ("total_kv_slots", "KV slots in the pool", st.total_kv_slots),
                 ("free_request_slots", "Free rows of the request-to-token table", st.free_request_slots),
-                ("total_request_slots", "Rows of the request-to-token table", st.total_request_slots)]:
-            yield GaugeMetricFamily(f"minisglang_{name}", help_text, value=float(value))
-        for key, value in sorted(self.step_timings().items()):
-            if value is not None:   # no step yet (or none running): no sample, rather than a made-up 0
-                yield GaugeMetricFamily(f"minisglang_{key}", f"Scheduler loop: {key.replace('_', ' ')}", value=value)
+                ("total_request_slots", "Rows of the request-to-token table", st.total_request_slots)]
+        for name, help_text, level in gauges:
+            yield GaugeMetricFamily(f"minisglang_{name}", help_text, value=float(level))
+        for key, seconds in sorted(self.step_timings().items()):
+            if seconds is not None:   # no step yet (or none running): no sample, rather than a made-up 0
+                yield GaugeMetricFamily(f"minisglang_{key}", f"Scheduler loop: {key.replace('_', ' ')}", value=seconds)
         stage_stats = getattr(self.engine.stage, "stats", None)
         if callable(stage_stats):   # e.g. the grammar cache's size and hits, where the stage reports them
             for key, value in sorted(stage_stats().items()):

@@ -17,6 +17,7 @@ import json
 import math
 import re
 import sys
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
@@ -71,6 +72,7 @@ def _neutral_only(table: dict[str, tuple[Any, ...]]):
     """A field validator refusing an unsupported field unless it has a neutral value."""
 
     def check(cls, value: Any, info: ValidationInfo) -> Any:
+        assert info.field_name is not None   # a field validator always knows its field
         neutral = table[info.field_name]
         # Comparing types too keeps `true` from passing for 1 and `0` for false.
         if not any(type(value) is type(v) and value == v for v in neutral):
@@ -119,6 +121,7 @@ class ResponseFormat(_Strict):
         if self.type == "structural_tag":
             return "structural_tag", {k: getattr(self, k) for k in _TAG_FIELDS if getattr(self, k) is not None}
         if self.type == "json_schema":
+            assert self.json_schema is not None   # _fields_of_the_type checked it
             return "json_schema", self.json_schema.schema_
         return ("json_schema", {"type": "object"}) if self.type == "json_object" else None
 
@@ -197,7 +200,8 @@ class _SamplingFields(_Strict):
             # The engine's message starts with its own name of the field ("stop[0] is empty",
             # "structural_tag.structures[0]..."): the constraint response_format made is named
             # as that field, the others are this request's fields of the same name.
-            engine_name = re.match(r"\w*", str(e)).group()
+            name = re.match(r"\w*", str(e))   # \w* matches, if only the empty string
+            engine_name = name.group() if name else ""
             if fmt is not None and engine_name == fmt[0]:
                 raise RequestError(f"response_format: {e}", param="response_format") from e
             raise RequestError(str(e), param=engine_name if engine_name in type(self).model_fields else None) from e
@@ -497,7 +501,7 @@ def _field_path(loc: tuple) -> str:
 MAX_FIELDS_NAMED = 5
 
 
-def _sentence(err: dict[str, Any]) -> str:
+def _sentence(err: Mapping[str, Any]) -> str:
     kind, ctx = err["type"], err.get("ctx") or {}
     if kind in _TYPE_WORDS:
         return f"must be {_TYPE_WORDS[kind]}, got {short_value(err.get('input'))}"

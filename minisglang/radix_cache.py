@@ -86,12 +86,18 @@ def _no_slots() -> torch.Tensor:
 class TreeNode:
     """One node of the radix tree; ``key`` and ``value`` describe the edge into it."""
 
-    children: dict = field(default_factory=dict, repr=False)  # first token of child key -> TreeNode
+    children: dict[int, TreeNode] = field(default_factory=dict, repr=False)  # first token of child key -> node
     parent: TreeNode | None = field(default=None, repr=False)
     key: list[int] = field(default_factory=list)  # token ids on the edge into this node
     value: torch.Tensor = field(default_factory=_no_slots)  # KV slot ids, shape [len(key)], int64
     lock_ref: int = 0  # running requests whose cached prefix passes through this node
     last_access_time: int = 0  # the cache's access counter at the last visit, not wall clock
+
+
+def _parent(node: TreeNode) -> TreeNode:
+    """The parent of a node that is not the root (only the root has none)."""
+    assert node.parent is not None, "the root has no parent"
+    return node.parent
 
 
 def _common_prefix_len(a: list[int], b: list[int], start: int = 0) -> int:
@@ -232,15 +238,17 @@ class RadixCache:
         remaining tokens; the new node inherits its lock count and access time, so the
         evictable and protected sizes do not change.
         """
+        parent = child.parent
+        assert parent is not None   # the root is never split: it has no edge
         upper = TreeNode(
             children={child.key[n]: child},
-            parent=child.parent,
+            parent=parent,
             key=child.key[:n],
             value=child.value[:n],
             lock_ref=child.lock_ref,
             last_access_time=child.last_access_time,
         )
-        child.parent.children[child.key[0]] = upper
+        parent.children[child.key[0]] = upper
         child.parent = upper
         child.key = child.key[n:]
         child.value = child.value[n:]
@@ -258,7 +266,7 @@ class RadixCache:
             if node.lock_ref == 0:
                 delta -= len(node.key)
             node.lock_ref += 1
-            node = node.parent
+            node = _parent(node)
         self._evictable_size += delta
         self._protected_size -= delta
         return delta
@@ -279,7 +287,7 @@ class RadixCache:
             if node.lock_ref == 1:
                 delta += len(node.key)
             node.lock_ref -= 1
-            node = node.parent
+            node = _parent(node)
         self._evictable_size += delta
         self._protected_size -= delta
         return delta
@@ -295,7 +303,7 @@ class RadixCache:
             return 0
         # Entries are (access time, tie-breaker, node); the tie-breaker keeps heapq from
         # ever comparing two TreeNodes.
-        heap = [
+        heap: list[tuple[int, int, TreeNode]] = [
             (leaf.last_access_time, i, leaf)
             for i, leaf in enumerate(self._unlocked_leaves())
         ]
@@ -306,7 +314,7 @@ class RadixCache:
             _, _, leaf = heapq.heappop(heap)
             self.token_to_kv_pool.free(leaf.value)
             freed += len(leaf.key)
-            parent = leaf.parent
+            parent = _parent(leaf)
             del parent.children[leaf.key[0]]
             self._evictable_size -= len(leaf.key)
             # A parent left without children is now a leaf and may be evicted in turn.
@@ -348,7 +356,7 @@ class RadixCache:
     def all_sequences(self) -> list[list[int]]:
         """Every root-to-leaf token sequence, sorted; ``[]`` for an empty tree."""
         sequences = []
-        stack = [(self.root_node, [])]
+        stack: list[tuple[TreeNode, list[int]]] = [(self.root_node, [])]
         while stack:
             node, prefix = stack.pop()
             tokens = prefix + node.key

@@ -15,7 +15,7 @@ follows the regex, not the size of its DFA. `automaton="eager"` keeps the path a
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -28,6 +28,7 @@ from .base import BaseGrammarBackend, BaseGrammarObject, GrammarError, register_
 
 if TYPE_CHECKING:  # pragma: no cover   (s6's file: an s5 checkout has no structural_tag.py)
     from ..constrained.structural_tag import StructuralTag
+    from ..tokenizer import Tokenizer
 
 # The repeated bodies whose per-token counts a lazy backend computes when it starts (the
 # JSON compiler's string characters, digits, hex digits, an e-mail atom's characters, the
@@ -90,16 +91,17 @@ class FSMGrammar(BaseGrammarObject):
         # END SOLUTION
 
     @classmethod
-    def fill_vocab_mask_batched(cls, entries, vocab_mask: torch.Tensor) -> None:
+    def fill_vocab_mask_batched(cls, entries: list[tuple[Any, int]], vocab_mask: torch.Tensor) -> None:   # FSMGrammar's
         """s2's fill: the precomputed rows of all entries, stacked and written in one copy."""
         if entries:
             rows = [idx for _, idx in entries]
             vocab_mask[rows] = torch.stack([grammar.fsm.state_row[grammar.state] for grammar, _ in entries])
 
-    def try_jump_forward(self, tokenizer):
-        return self.fsm.jump_map.jump_forward(self.state)
+    def try_jump_forward(self, tokenizer: Any) -> tuple[bytes, int] | None:
+        jump_map = self.fsm.jump_map
+        return None if jump_map is None else jump_map.jump_forward(self.state)
 
-    def jump_forward_str_state(self, helper) -> tuple[bytes, int]:
+    def jump_forward_str_state(self, helper: tuple[bytes, int]) -> tuple[bytes, int]:
         return helper
 
 
@@ -107,7 +109,7 @@ class FSMGrammar(BaseGrammarObject):
 class FSMBackend(BaseGrammarBackend):
     kinds = frozenset({"regex", "json_schema", "structural_tag"})
 
-    def __init__(self, tokenizer, vocab_size: int, **kwargs):
+    def __init__(self, tokenizer: Tokenizer, vocab_size: int, **kwargs: Any):
         super().__init__(tokenizer, vocab_size, **kwargs)
         o = self.options
         settings = CompileSettings(vocab_size, max_states=int(o.get("max_fsm_states", 10_000)),
@@ -143,7 +145,7 @@ class FSMBackend(BaseGrammarBackend):
             return self.compile_regex(self.schema_regex(text), None, ours=True)
         return self.compile_regex(text, self.options.get("max_regex_chars", 100_000))
 
-    def schema_regex(self, schema) -> str:
+    def schema_regex(self, schema: str | dict[str, Any] | bool) -> str:
         """Our JSON Schema compiler with this engine's options; a regex longer than
         `max_regex_chars` is refused here (a structural tag joins several)."""
         # The compiler may use the lazy automaton's own operators (any-order members) only
@@ -165,6 +167,7 @@ class FSMBackend(BaseGrammarBackend):
         if self.automaton == "lazy":
             return FSMGrammar(compile_lazy_token_fsm(regex, self.tokenizer, self.vocab_size, self.lazy_limits,
                                                      max_regex_chars=max_regex_chars, members=ours))
+        assert self.service is not None   # made by __init__ for the eager automaton
         return FSMGrammar(self.service.compile_fsm(regex))
 
     def compile_structural_tag(self, spec: StructuralTag) -> FSMGrammar:

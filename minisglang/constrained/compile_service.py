@@ -32,30 +32,40 @@ import threading
 import warnings
 import weakref
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any, Protocol
 
 import numpy as np
 
 from .fsm_arrays import Arrays, compile_arrays, fsm_from_arrays
 from .fsm_disk import FSMDiskCache
 from .regex_dfa import shown_regex
-from .token_fsm import ConstraintError, TokenFSM
+from .token_fsm import ConstraintError, TokenFSM, Vocabulary
 from .token_index import vocab_trie
 
 try:
     import resource  # Unix only
 except ImportError:  # pragma: no cover
-    resource = None
+    resource = None  # type: ignore[assignment]
 
 
 class CompileTimeout(ConstraintError):
     """The compile took longer than its timeout and was stopped; never cached."""
 
 
+class NamedVocabulary(Vocabulary, Protocol):
+    """A tokenizer's vocabulary and its fingerprint (what the disk cache files are keyed by)."""
+
+    @property
+    def fingerprint(self) -> str: ...
+
+
 @dataclass(frozen=True)
 class VocabularyBytes:
     """What a compile needs from a tokenizer, small enough to send to a worker process."""
 
-    token_bytes: tuple
+    token_bytes: tuple[bytes | None, ...]
     eos_token_id: int
 
 
@@ -72,7 +82,9 @@ class CompileSettings:
 
 
 # -- replies through files in memory ----------------------------------------------------
-def arrays_to_file(arrays: Arrays, directory: str) -> tuple[str, list]:
+Layout = list[tuple[str, str, tuple[int, ...], int]]   # (name, dtype, shape, offset) per array
+
+def arrays_to_file(arrays: Arrays, directory: str) -> tuple[str, Layout]:
     """(In a worker) write the arrays back to back into a new file in `directory`; return
     its path and layout (name, dtype, shape, offset of each array): the whole reply.
 
@@ -85,13 +97,13 @@ def arrays_to_file(arrays: Arrays, directory: str) -> tuple[str, list]:
         for name, a in arrays.items():
             a = np.ascontiguousarray(a)
             if a.nbytes:   # an empty array (a jump map with no byte edges) writes nothing
-                f.write(memoryview(a).cast("B"))
+                f.write(a.data.cast("B"))
             layout.append((name, a.dtype.str, a.shape, offset))
             offset += a.nbytes
     return path, layout
 
 
-def arrays_from_file(path: str, layout: list) -> Arrays:
+def arrays_from_file(path: str, layout: Layout) -> Arrays:
     """The worker's arrays, mapped from its file (no copy), and the file's name removed (the
     mapping lives on). Copy-on-write: the arrays are writable, as `torch.from_numpy`
     wants, and nothing is ever written back."""
@@ -102,12 +114,12 @@ def arrays_from_file(path: str, layout: list) -> Arrays:
 
 
 # -- the worker process ------------------------------------------------------------------
-def compile_for(regex: str, vocab, settings: CompileSettings) -> Arrays:
+def compile_for(regex: str, vocab: Vocabulary, settings: CompileSettings) -> Arrays:
     return compile_arrays(regex, vocab, settings.max_states, settings.vocab_size,
                           jump_map=settings.jump_map, max_regex_chars=settings.max_regex_chars)
 
 
-def _serve(conn, vocab: VocabularyBytes, settings: CompileSettings, reply_dir: str | None) -> None:
+def _serve(conn: Connection, vocab: VocabularyBytes, settings: CompileSettings, reply_dir: str | None) -> None:
     """A worker's life: set its bounds, build the vocabulary's trie once, then answer
     one regex after another with ("ok", reply) or ("error", message)."""
     # Background work yields the CPU when cores are short (Unix only). Only a little: a
@@ -125,13 +137,14 @@ def _serve(conn, vocab: VocabularyBytes, settings: CompileSettings, reply_dir: s
         return
 
 
-def _answer(conn, vocab: VocabularyBytes, settings: CompileSettings, reply_dir: str | None) -> None:
+def _answer(conn: Connection, vocab: VocabularyBytes, settings: CompileSettings, reply_dir: str | None) -> None:
     conn.send(("ready", os.getpid()))
     while True:
         regex = conn.recv()
         if regex is None:
             return
         arrays = None
+        reply: tuple[str, Any]
         try:
             arrays = compile_for(regex, vocab, settings)
             reply = ("ok", arrays_to_file(arrays, reply_dir) if reply_dir else arrays)
@@ -139,7 +152,7 @@ def _answer(conn, vocab: VocabularyBytes, settings: CompileSettings, reply_dir: 
             reply = ("error", str(e))
         except MemoryError:
             reply = ("error", f"compiling regex {shown_regex(regex)} needs more memory than a compile worker may "
-                              f"use ({settings.memory_bytes / 2**30:.1f} GiB, option compile_memory_bytes)")
+                              f"use ({(settings.memory_bytes or 0) / 2**30:.1f} GiB, option compile_memory_bytes)")
         except Exception as e:  # a bug in a compile must still answer its caller
             reply = ("error", f"compiling regex {shown_regex(regex)} failed: {type(e).__name__}: {e}")
         del arrays   # give a big result back before waiting for the next regex
@@ -149,7 +162,7 @@ def _answer(conn, vocab: VocabularyBytes, settings: CompileSettings, reply_dir: 
 class _Worker:
     """One worker process and our end of its pipe."""
 
-    def __init__(self, context, vocab: VocabularyBytes, settings: CompileSettings, reply_dir: str | None):
+    def __init__(self, context: Any, vocab: VocabularyBytes, settings: CompileSettings, reply_dir: str | None):
         self.conn, child = context.Pipe()
         self.process = context.Process(target=_serve, args=(child, vocab, settings, reply_dir),
                                        name="minisglang-compile", daemon=True)
@@ -178,14 +191,14 @@ class CompileService:
     CompileTimeout (after killing the worker) for one that takes too long.
     """
 
-    def __init__(self, tokenizer, settings: CompileSettings, *, workers: int = 2, timeout: float = 30.0,
-                 compile_in: str = "process", disk_dir: str | os.PathLike | None = None,
+    def __init__(self, tokenizer: NamedVocabulary, settings: CompileSettings, *, workers: int = 2,
+                 timeout: float = 30.0, compile_in: str = "process", disk_dir: str | os.PathLike[str] | None = None,
                  startup_timeout: float = 120.0):
         if compile_in not in ("process", "thread"):
             raise ValueError(f"compile_in must be 'process' or 'thread', got {compile_in!r}")
         self.vocab = VocabularyBytes(tuple(tokenizer.token_bytes), tokenizer.eos_token_id)
         self.settings, self.timeout, self.startup_timeout = settings, timeout, startup_timeout
-        self.disk = FSMDiskCache(disk_dir, tokenizer.fingerprint,
+        self.disk = FSMDiskCache(Path(disk_dir), tokenizer.fingerprint,
                                  {"vocab_size": settings.vocab_size, "jump_map": settings.jump_map}) \
             if disk_dir else None
         self.compile_count = 0              # compiles actually run (not disk hits)

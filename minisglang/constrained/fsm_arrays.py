@@ -192,9 +192,11 @@ def fsm_from_arrays(regex: str, arrays: Arrays) -> TokenFSM:
     import torch  # here, not at the top: compile workers import this module and need no torch
 
     index = index_from_arrays(arrays)
+    table = index.state_to_tokens   # a StateTable: its `row` numbers each state's packed row
+    assert isinstance(table, StateTable)
     bitmasks = torch.from_numpy(arrays["bitmasks"])
     jump = jump_map_from_arrays(arrays) if "jump_char" in arrays else None
-    return TokenFSM(regex, index, bitmasks=bitmasks, state_row=StateRows(bitmasks, index.state_to_tokens.row),
+    return TokenFSM(regex, index, bitmasks=bitmasks, state_row=StateRows(bitmasks, table.row),
                     jump_map=jump)
 
 

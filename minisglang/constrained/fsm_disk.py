@@ -13,6 +13,7 @@ import os
 import tempfile
 import threading
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -24,7 +25,7 @@ DISK_FORMAT = 4   # 2: int32 arrays; 3: plus the packed rows and their width; 4:
 class FSMDiskCache:
     """Compiled FSM arrays in `directory`, by regex, for one vocabulary (`fingerprint`)."""
 
-    def __init__(self, directory: str | Path, fingerprint: str, meta: dict | None = None):
+    def __init__(self, directory: str | Path, fingerprint: str, meta: dict[str, Any] | None = None):
         self.directory = Path(directory)
         self.fingerprint = fingerprint
         self.meta = meta or {}      # more facts a file must match (the rows' width, the jump map)
@@ -44,7 +45,8 @@ class FSMDiskCache:
         fd, tmp = tempfile.mkstemp(dir=self.directory, suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as f:
-                np.savez(f, meta=np.array(json.dumps(meta)), **arrays)
+                # (numpy's stub takes **arrays for its allow_pickle flag)
+                np.savez(f, meta=np.array(json.dumps(meta)), **arrays)  # type: ignore[arg-type]
             os.replace(tmp, self.path(regex))
         finally:
             if os.path.exists(tmp):

@@ -25,6 +25,8 @@ class FSMState:
         return self.fsm.is_complete(self.state)
 
     def jump_forward(self, tokenizer: Any = None) -> tuple[bytes, int] | None:
+        if self.fsm.jump_map is None:
+            raise ValueError("this FSM was compiled without its jump map (stage s4 compiles with jump_map=True)")
         return self.fsm.jump_map.jump_forward(self.state)
 
     def allowed_after(self, output_ids: list[int]) -> list[int]:

@@ -84,7 +84,9 @@ class JumpForwardMap:
         edges = []
         for state in sorted(kept):
             if state in self.char_edges:
-                chain, end = self.jump_forward(state)
+                jump = self.jump_forward(state)
+                assert jump is not None   # a state with a char edge forces at least that character
+                chain, end = jump
                 edges.append((state, chain.decode("utf-8"), end))
             else:
                 edges += [(state, c.label(), nxt) for c, nxt in dfa.transitions[state].items()]

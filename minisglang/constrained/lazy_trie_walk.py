@@ -247,7 +247,8 @@ class VocabArrays:
 
     @classmethod
     def build(cls, trie, token_bytes) -> VocabArrays:
-        ids, starts, stops, chunks, items_of, offset = [], [], [], [], {}, 0
+        ids: list[int] = []
+        starts, stops, chunks, items_of, offset = [], [], [], {}, 0
         leads_to = np.zeros(trie.num_nodes, dtype=bool)
         has_items = np.zeros(trie.num_nodes, dtype=bool)
         for node, entries in sorted(trie.long_tokens.items()):

@@ -25,12 +25,13 @@ import array
 import functools
 import re
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 try:  # Python's own regex parser
     import re._parser as sre_parse  # Python >= 3.11
 except ImportError:  # pragma: no cover - Python 3.10
-    import sre_parse  # type: ignore[no-redef]
+    import sre_parse  # type: ignore[no-redef,unused-ignore]  # 3.10's name
 
 MAX_CODE_POINT = 0x10FFFF
 Ranges = tuple[tuple[int, int], ...]   # sorted, disjoint, non-adjacent, inclusive
@@ -52,7 +53,7 @@ class NotWritable(ValueError):
 # ---------------------------------------------------------------------------------------
 # Ranges
 # ---------------------------------------------------------------------------------------
-def normalize(ranges) -> Ranges:
+def normalize(ranges: Iterable[tuple[int, int]]) -> Ranges:
     """Inclusive ranges in any order -> sorted, disjoint, non-adjacent ranges."""
     out: list[tuple[int, int]] = []
     for lo, hi in sorted(ranges):
@@ -142,10 +143,10 @@ class PythonRegex:
         if tree.state.flags & ~re.UNICODE:
             raise NotWritable("inline flags such as (?i) are not supported")
         self.items = list(tree)
-        self._sets: dict[tuple, Ranges] = {}
+        self._sets: dict[tuple[Any, ...], Ranges] = {}
         self._check(self.items)
 
-    def _check(self, items: list) -> None:
+    def _check(self, items: list[Any]) -> None:   # sre_parse's (op, arg) items
         for op, arg in items:
             if op in (_P.ASSERT, _P.ASSERT_NOT):
                 raise NotWritable(f"{'lookbehind' if arg[0] < 0 else 'lookahead'} assertions are not supported")
@@ -161,7 +162,7 @@ class PythonRegex:
                 for branch in arg[1]:
                     self._check(list(branch))
 
-    def char_set(self, op, arg) -> Ranges:
+    def char_set(self, op: Any, arg: Any) -> Ranges:
         """One character item of the parse (a literal, `.`, a class) as ranges."""
         key = (op, arg if op is not _P.IN else tuple(arg))
         ranges = self._sets.get(key)
@@ -173,7 +174,7 @@ class PythonRegex:
         """Every distinct character set the regex uses."""
         found: set[Ranges] = set()
 
-        def visit(items) -> None:
+        def visit(items: Any) -> None:
             for op, arg in items:
                 if op in (_P.LITERAL, _P.NOT_LITERAL, _P.ANY, _P.IN):
                     found.add(self.char_set(op, arg))
@@ -193,7 +194,7 @@ class PythonRegex:
         reads alike. None when the regex matches no string at all (`[^\\s\\S]`)."""
         return self._write(self.items, write_set)
 
-    def _write(self, items, write_set) -> str | None:
+    def _write(self, items: Any, write_set: Callable[[Ranges], str]) -> str | None:
         out = []
         for op, arg in items:
             if op in (_P.LITERAL, _P.NOT_LITERAL, _P.ANY, _P.IN):
@@ -219,7 +220,7 @@ class PythonRegex:
         return "".join(out)
 
 
-def _is_atom(items) -> bool:
+def _is_atom(items: Any) -> bool:
     """Whether a parse is one character set (written as one atom: no group needed)."""
     return len(items) == 1 and items[0][0] in (_P.LITERAL, _P.NOT_LITERAL, _P.ANY, _P.IN)
 
@@ -236,7 +237,7 @@ def _bounds(low: int, high: int | None) -> str:
     return f"{{{low},{'' if high is None else high}}}"
 
 
-def _item_ranges(op, arg) -> Ranges:
+def _item_ranges(op: Any, arg: Any) -> Ranges:
     if op is _P.LITERAL:
         return ((arg, arg),)
     if op is _P.NOT_LITERAL:

@@ -29,11 +29,12 @@ import re
 import threading
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
+from typing import Any
 
 import interegular
 import interegular.fsm
 import numpy as np
-from interegular.fsm import FSM, OblivionError, anything_else
+from interegular.fsm import FSM, OblivionError, State, anything_else
 from interegular.patterns import Pattern, _Concatenation, _Repeated
 
 from .python_regex import MAX_CODE_POINT, NotWritable, PythonRegex, Ranges, shorthand_name, size
@@ -240,9 +241,10 @@ class CharDFA:
     def walk(self, state: int, text: str) -> int | None:
         """The state after reading `text` from `state`, or None if it dies on the way."""
         for ch in text:
-            state = self.step(state, ch)
-            if state is None:
+            nxt = self.step(state, ch)
+            if nxt is None:
                 return None
+            state = nxt
         return state
 
     def accepts(self, text: str) -> bool:
@@ -278,7 +280,9 @@ def _crawl(alphabet, initial, final, follow) -> FSM:
     """interegular's crawl (see above), with a dict and this thread's state limit: the DFA
     whose states are what `follow` reaches from `initial`, numbered in breadth-first order."""
     limit = getattr(_limit, "states", None)
-    states, number, finals, transitions = [initial], {_key(initial): 0}, set(), {}
+    states, number = [initial], {_key(initial): 0}
+    finals: set[int] = set()
+    transitions: dict[int, dict[Any, int]] = {}
     for i, state in enumerate(states):   # the list grows while it is walked
         if final(state):
             finals.add(i)
@@ -317,7 +321,7 @@ def _minimise(fsm: FSM) -> FSM:
     exponentially larger than the DFA: `(a|b){16}a(a|b)*` has 19 states, its reversal
     2^17. Dead states (those no final state is reachable from) are left out.
     """
-    dead = len(fsm.states)   # one explicit dead state: every missing edge goes there
+    dead = State(len(fsm.states))   # one explicit dead state: every missing edge goes there
     symbols = list(fsm.alphabet.by_transition)
     sources: dict = defaultdict(set)   # (symbol, target) -> the states with that edge
     for state in [*fsm.states, dead]:
@@ -348,7 +352,7 @@ def _minimise(fsm: FSM) -> FSM:
                     pending.add(b)
     # A block's states agree on everything: one of them speaks for it.
     speaker = {i: next(iter(b)) for i, b in enumerate(blocks) if dead not in b}
-    transitions = {i: {symbol: block_of[t] for symbol, t in fsm.map.get(s, {}).items() if block_of[t] in speaker}
+    transitions = {i: {symbol: block_of[t] for symbol, t in (fsm.map.get(s) or {}).items() if block_of[t] in speaker}
                    for i, s in speaker.items()}
     return FSM(alphabet=fsm.alphabet, states=set(speaker) | {block_of[fsm.initial]}, initial=block_of[fsm.initial],
                finals={i for i, s in speaker.items() if s in finals}, map=transitions, __no_validation__=True)
@@ -662,7 +666,7 @@ class ByteDFA:
                     row[start:stop] = intermediate(frozenset(here))
 
         for state in range(n):
-            items = []
+            items: list[tuple[tuple, int]] = []
             for char_class, dst in dfa.transitions[state].items():
                 if char_class not in sequences:
                     sequences[char_class] = [
@@ -671,6 +675,6 @@ class ByteDFA:
                 items.extend((seq, dst) for seq in sequences[char_class])
             fill(rows[state], items)
         while pending:
-            items = pending.popleft()
-            fill(rows[ids[items]], sorted(items))
+            group = pending.popleft()
+            fill(rows[ids[group]], sorted(group))
         return cls(np.stack(rows), dfa.finals, n, dfa.pattern)

@@ -46,7 +46,7 @@ difference operator instead (`FreeTextByDifference`). The triggers are held to
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,7 +87,7 @@ class TagStructure:
     """One kind of tag: `begin`, then a JSON value valid under `schema`, then `end`."""
 
     begin: str
-    schema: dict | bool
+    schema: dict[str, Any] | bool
     end: str
 
 
@@ -111,7 +111,7 @@ class StructuralTag:
         """The one trigger `structure.begin` starts with."""
         return next(t for t in self.triggers if structure.begin.startswith(t))
 
-    def to_regex(self, schema_regex: Callable[[dict | bool], str], automaton: str = "eager",
+    def to_regex(self, schema_regex: Callable[[dict[str, Any] | bool], str], automaton: str = "eager",
                  limits: TagLimits = TagLimits()) -> str:
         """The regex of every output this spec accepts; `schema_regex(schema)` compiles one schema.
 
@@ -140,7 +140,7 @@ class StructuralTag:
             return _alt([loop, free.until_end])
         return f"{_star(loop)}{free.until_end}"
 
-    def _schema_regex(self, i: int, schema_regex: Callable[[dict | bool], str]) -> str:
+    def _schema_regex(self, i: int, schema_regex: Callable[[dict[str, Any] | bool], str]) -> str:
         """Structure i's schema compiled; the compiler's error says which structure it is, so
         a server can name the tool (its errors are ValueError subclasses with one message)."""
         try:
@@ -192,7 +192,7 @@ def parse_structural_tag(spec: Any, limits: TagLimits = TagLimits()) -> Structur
     return StructuralTag(structures, triggers, **flags)
 
 
-def _triggers(values: list, limits: TagLimits) -> tuple[str, ...]:
+def _triggers(values: list[Any], limits: TagLimits) -> tuple[str, ...]:
     """The triggers, each a non-empty string, held to `limits` (the count first, so the
     later checks read a bounded number of them)."""
     if len(values) > limits.max_triggers:
@@ -213,7 +213,7 @@ def _triggers(values: list, limits: TagLimits) -> tuple[str, ...]:
     return tuple(triggers)
 
 
-def trigger_states(triggers) -> int:
+def trigger_states(triggers: Sequence[str]) -> int:
     """The size of the triggers' automaton over bytes: how many distinct proper prefixes
     their UTF-8 encodings have (the empty one included), i.e. the states of their trie."""
     return len({t.encode("utf-8")[:i] for t in triggers for i in range(len(t.encode("utf-8")))})

@@ -36,8 +36,11 @@ class ConstraintError(ValueError):
 class Vocabulary(Protocol):
     """What a compile needs from a tokenizer: each id's exact bytes (None: unusable) and EOS."""
 
-    token_bytes: Sequence[bytes | None]
-    eos_token_id: int
+    # Read-only (properties), so that a tokenizer's list or tuple of bytes both qualify.
+    @property
+    def token_bytes(self) -> Sequence[bytes | None]: ...
+    @property
+    def eos_token_id(self) -> int: ...
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,9 @@ Three builders give identical results:
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -37,7 +38,7 @@ class TokenIndex:
     (or an empty one) allows nothing.
     """
 
-    state_to_tokens: dict[int, dict[int, int]]
+    state_to_tokens: Mapping[int, dict[int, int]]   # a dict, or fsm_arrays' StateTable over flat arrays
     initial_state: int
     final_states: frozenset[int]
     eos_token_id: int
@@ -77,7 +78,7 @@ def _check_can_finish(index: TokenIndex, dfa: ByteDFA, vocab: Sequence[bytes | N
     # Say what was missing: bytes the DFA could read next that no allowed token starts with.
     missing: set[bytes] = set()
     for state, tokens in index.state_to_tokens.items():
-        started = {vocab[t][0] for t in tokens if t != index.eos_token_id}
+        started = {spelled[0] for t in tokens if t != index.eos_token_id and (spelled := vocab[t])}
         expected = np.flatnonzero(dfa.table[state] >= 0)
         missing.update(bytes([b]) for b in expected if b not in started)
     regex = f"regex {shown_regex(dfa.pattern)}" if dfa.pattern is not None else "the regex"
@@ -161,7 +162,7 @@ class VocabTrie:
 
     @property
     def num_nodes(self) -> int:
-        return self.parent.shape[0]
+        return int(self.parent.shape[0])
 
     @classmethod
     def from_vocab(cls, vocab: Sequence[bytes | None]) -> VocabTrie:
@@ -199,7 +200,8 @@ class VocabTrie:
         child_start = np.searchsorted(parent_arr, nodes, side="left")
         child_stop = np.searchsorted(parent_arr, nodes, side="right")
 
-        ends, long_tokens = [], {}
+        ends: list[tuple[int, int]] = []   # (trie node, token id)
+        long_tokens: dict[int, list[tuple[int, bytes]]] = {}
         for token_id, data in enumerate(vocab):
             if not data:
                 continue
@@ -371,7 +373,14 @@ class LazyTokenIndex:
 # ---------------------------------------------------------------------------------------
 # A human-readable listing ("print the allowed token set": the first look when a constraint misbehaves)
 # ---------------------------------------------------------------------------------------
-def allowed_tokens_table(index: TokenIndex | LazyTokenIndex, tokenizer, state: int, limit: int = 20) -> str:
+class _NamedTokens(Protocol):
+    @property
+    def token_bytes(self) -> Sequence[bytes | None]: ...
+    def id_to_token(self, token_id: int) -> str | None: ...
+
+
+def allowed_tokens_table(index: TokenIndex | LazyTokenIndex, tokenizer: _NamedTokens, state: int,
+                         limit: int = 20) -> str:
     """A text table of the tokens allowed in `state`: id, token, its text, next state.
 
     `tokenizer` needs `token_bytes` (exact bytes per id) and `id_to_token(id)`.
@@ -387,7 +396,7 @@ def allowed_tokens_table(index: TokenIndex | LazyTokenIndex, tokenizer, state: i
         if token_id == index.eos_token_id:
             lines.append(f"{token_id:>8}  {tokenizer.id_to_token(token_id)!s:<20} {'(end)':<20} -")
             continue
-        data = tokenizer.token_bytes[token_id]
+        data = tokenizer.token_bytes[token_id] or b""   # an allowed token has bytes
         try:
             text = repr(data.decode("utf-8"))
         except UnicodeDecodeError:

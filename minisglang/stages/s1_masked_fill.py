@@ -38,6 +38,7 @@ class MaskedFillOptions(StageOptions):
 @register("s1-masked-fill")
 class MaskedFillStage(Stage):
     Options = MaskedFillOptions
+    options: MaskedFillOptions   # what __init__ parses with Options
     supports = frozenset({"regex"})
     grammar_errors = (ConstraintError, RegexError)
 
@@ -73,7 +74,7 @@ class MaskedFillStage(Stage):
         return row
         # END SOLUTION
 
-    def mask_logits(self, logits: torch.Tensor, reqs: list[Req]) -> None:
+    def mask_logits(self, logits: torch.Tensor, reqs: list[Req[FSMState]]) -> None:
         """logits [B, vocab_size] in place: one bool row and one masked_fill_ per request."""
         # BEGIN SOLUTION task1_4
         for i, req in enumerate(reqs):
@@ -89,7 +90,7 @@ class MaskedFillStage(Stage):
         # END SOLUTION
 
     # -- advance (hook 5) ------------------------------------------------------------------
-    def advance(self, req: Req, token_id: int) -> None:
+    def advance(self, req: Req[FSMState], token_id: int) -> None:
         """Move the FSM along the sampled token; finish at EOS or a dead-end accepting state."""
         g = req.grammar
         if g is None:

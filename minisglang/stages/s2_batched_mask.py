@@ -28,10 +28,11 @@ from dataclasses import dataclass
 import torch
 
 from ..constrained.bitmask import all_allowed_mask, apply_bitmask, apply_bitmask_torch, warm_up_apply_kernel, with_rows
+from ..constrained.grammar import FSMState
 from ..constrained.regex_dfa import shown_regex
 from ..constrained.token_fsm import TokenFSM
 from ..core import Req
-from .base import register
+from .base import StageContext, register
 from .s1_masked_fill import MaskedFillOptions, MaskedFillStage
 
 
@@ -39,15 +40,16 @@ from .s1_masked_fill import MaskedFillOptions, MaskedFillStage
 class BatchedMaskOptions(MaskedFillOptions):
     mask_apply: str = "kernel"   # "kernel" (compiled, CPU) or "torch" (the readable apply)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.check_choice("mask_apply", self.mask_apply, ("kernel", "torch"))
 
 
 @register("s2-batched-mask")
 class BatchedMaskStage(MaskedFillStage):
     Options = BatchedMaskOptions
+    options: BatchedMaskOptions
 
-    def __init__(self, ctx):
+    def __init__(self, ctx: StageContext):
         super().__init__(ctx)
         self.all_allowed = all_allowed_mask(1, ctx.vocab_size)[0]  # the row of an unconstrained request
         apply = self.options.mask_apply
@@ -63,7 +65,7 @@ class BatchedMaskStage(MaskedFillStage):
         """[B, W] int32, all bits set (= everything allowed)."""
         return all_allowed_mask(batch_size, self.ctx.vocab_size)
 
-    def fill_mask(self, mask: torch.Tensor, reqs: list[Req]) -> None:
+    def fill_mask(self, mask: torch.Tensor, reqs: list[Req[FSMState]]) -> None:
         """Write each request's row into `mask` [B, W]: one stack of precomputed rows."""
         # BEGIN SOLUTION task2_3
         rows = [self.all_allowed if req.grammar is None or req.finished
@@ -71,7 +73,7 @@ class BatchedMaskStage(MaskedFillStage):
         torch.stack(rows, out=mask)
         # END SOLUTION
 
-    def mask_logits(self, logits: torch.Tensor, reqs: list[Req]) -> None:
+    def mask_logits(self, logits: torch.Tensor, reqs: list[Req[FSMState]]) -> None:
         """One fill and one apply for the whole batch (s1 looped over requests)."""
         if all(r.grammar is None for r in reqs):
             return

@@ -42,7 +42,7 @@ from ..constrained.grammar import FSMState
 from ..constrained.regex_dfa import shown_regex
 from ..constrained.token_fsm import ConstraintError, TokenFSM
 from ..core import Req
-from .base import register
+from .base import StageContext, register
 from .s2_batched_mask import BatchedMaskOptions, BatchedMaskStage
 
 
@@ -219,7 +219,7 @@ class FSMCacheOptions(BatchedMaskOptions):
     grammar_cache_bytes: int | None = 1 << 30  # ... and at most this many bytes of them
     grammar_cache_dir: str | None = None      # a directory turns the disk cache on
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         super().__post_init__()
         self.check_choice("grammar_queue", self.grammar_queue, ("blocking", "nonblocking"))
         self.check_choice("compile_in", self.compile_in, ("process", "thread"))
@@ -228,9 +228,10 @@ class FSMCacheOptions(BatchedMaskOptions):
 @register("s3-fsm-cache")
 class FSMCacheStage(BatchedMaskStage):
     Options = FSMCacheOptions
+    options: FSMCacheOptions
     builds_jump_map = False   # s4 asks the compile for its jump map too
 
-    def __init__(self, ctx):
+    def __init__(self, ctx: StageContext):
         super().__init__(ctx)
         o = self.options
         self.mode = o.grammar_queue

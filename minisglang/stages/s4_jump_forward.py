@@ -33,9 +33,18 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
-from ..core import Req
-from .base import Readmit, register
+from ..core import Grammar, Req
+from ..tokenizer import Tokenizer
+from .base import Readmit, StageContext, register
 from .s3_fsm_cache import FSMCacheOptions, FSMCacheStage
+
+
+def constrained(req: Req) -> Grammar:
+    """The grammar of a request that jumps: only constrained requests get this far."""
+    grammar: Grammar | None = req.grammar
+    if grammar is None:
+        raise ValueError(f"request {req.rid} has no grammar: only a constrained request jumps")
+    return grammar
 
 
 class JumpForward:
@@ -46,7 +55,7 @@ class JumpForward:
     rewritten output, so s4's FSM states and s5's backend matchers jump the same way.
     """
 
-    def __init__(self, tokenizer):
+    def __init__(self, tokenizer: Tokenizer):
         self.tokenizer = tokenizer
         self.jumps = 0            # jumps taken, for notebooks and benchmarks
         self.refused = 0          # jumps refused because retokenization changed the prompt
@@ -83,11 +92,11 @@ class JumpForward:
 
     def find_jump(self, req: Req) -> tuple[bytes, Any] | None:
         """The bytes the request's grammar forces from where it is, and the state after them."""
-        return req.grammar.jump_forward(self.tokenizer)
+        return constrained(req).jump_forward(self.tokenizer)
 
     def move_grammar(self, req: Req, new_output_ids: list[int], next_state: Any) -> None:
         """Bring the grammar to the end of the new output; finish if the jump completed the match."""
-        g = req.grammar
+        g = constrained(req)
         g.jump_and_retokenize(req.output_ids, new_output_ids, next_state)
         g.version += 1            # the output is rewritten: a stream restarts its text (#665)
         if g.is_terminated():   # nothing left to sample: it leaves at the next step
@@ -117,13 +126,13 @@ class JumpForward:
         """
         if last not in self.extendable_tokens:
             return False
-        allowed = req.grammar.allowed_after(kept)
+        allowed = constrained(req).allowed_after(kept)
         if allowed is None:
             return True
         vocab = self.tokenizer.token_bytes
-        head = vocab[last]
-        return any(vocab[t] is not None and len(vocab[t]) > len(head) and vocab[t].startswith(head)
-                   for t in allowed)
+        head = vocab[last] or b""   # an extendable token has bytes
+        spelled = (vocab[t] for t in allowed)
+        return any(b is not None and len(b) > len(head) and b.startswith(head) for b in spelled)
 
     @functools.cached_property
     def extendable_tokens(self) -> frozenset[int]:
@@ -162,9 +171,10 @@ class JumpForwardOptions(FSMCacheOptions):
 @register("s4-jump-forward")
 class JumpForwardStage(FSMCacheStage):
     Options = JumpForwardOptions
+    options: JumpForwardOptions
     builds_jump_map = True       # the compile service adds the jump map, from the same DFA
 
-    def __init__(self, ctx):
+    def __init__(self, ctx: StageContext):
         super().__init__(ctx)
         self.jump = JumpForward(ctx.tokenizer)
 
