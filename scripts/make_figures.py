@@ -71,7 +71,7 @@ def yes_no_token_fsm() -> str:
     return _token_fsm(r"(yes|no)")
 
 
-JSON_SMALL = r'\{"name": "[a-z]+", "age": \d+\}'
+JSON_SMALL = r'\{"name": "[a-z]+", "age": [0-9]+\}'
 
 
 def json_char_dfa() -> str:
@@ -149,7 +149,7 @@ def radix_after_jumps() -> str:
 
     engine = sgl.Engine(stage="s4")
     prompt = "<|user|>\nExtract as JSON: Li Lei is 31 years old and lives in Paris.\n<|assistant|>\n"
-    person = r'\{"name": "[A-Za-z ]{1,12}", "age": [1-9]\d?, "city": "(Paris|Rome|Beijing)"\}'
+    person = r'\{"name": "[A-Za-z ]{1,12}", "age": [1-9][0-9]?, "city": "(Paris|Rome|Beijing)"\}'
     engine.generate(prompt, {"regex": person, "temperature": 0, "max_new_tokens": 60})
     dot = radix_tree_dot(engine.scheduler.tree_cache, engine.tokenizer)
     engine.shutdown()
