@@ -281,3 +281,21 @@ def test_a_grammar_that_needs_more_work_than_max_grammar_seconds_is_aborted_nami
 def test_grammar_budget_options_must_be_positive_seconds(name, value):
     with pytest.raises(ValueError, match=f"{name} must be a positive number of seconds"):
         sgl.Engine(stage="s5", **{name: value})
+
+
+def test_a_lazy_grammar_that_grew_past_the_cache_bytes_is_evicted_when_its_request_leaves():
+    """Its size at compile time (a start row) is small; 64 tokens at temperature 2 grow its
+    automaton to megabytes. Leaving, the request trims the cache to grammar_cache_bytes."""
+    engine = sgl.Engine(stage="s5", grammar_cache_bytes=2_000_000)
+    regex = r"([\s\S]*[aeiou][\s\S]{8}){6}"
+    try:
+        backend = engine.stage.backend
+        grammar = backend.get_cached_or_future_value("regex", regex)[0]
+        grammar = grammar if not hasattr(grammar, "result") else grammar.result(60).copy()
+        assert grammar.nbytes() < 2_000_000 and backend.is_cached("regex", regex)
+        out = engine.generate(Q, {"regex": regex, "temperature": 2.0, "seed": 1, "max_new_tokens": 64})
+        assert re.fullmatch(regex, out["text"]) or out["meta_info"]["finish_reason"]["type"] == "length"
+        assert grammar.nbytes() > 2_000_000, "the automaton did not grow: the test tests nothing"
+        assert not backend.is_cached("regex", regex), "a grammar past grammar_cache_bytes stayed cached"
+    finally:
+        engine.shutdown()
