@@ -65,7 +65,7 @@ ANTHROPIC = Path(__file__).resolve().parents[1] / ".cache" / "tokenizers" / "ant
 _STR = r'"([^"\\\x00-\x1F]|\\["\\/bfnrt]){0,%d}"'
 # About 2 s to compile on the bundled 4k vocabulary (about 1900 states from the bounded strings).
 SLOW_REGEX = r'\{"name": ' + _STR % 60 + r', "email": ' + _STR % 90 + r', "city": ' + _STR % 60 + r'\}'
-FAST_REGEX = r"\d{4}-\d{2}-\d{2}"
+FAST_REGEX = r"[0-9]{4}-[0-9]{2}-[0-9]{2}"
 # A JSON-schema-like object (what a schema with these properties compiles to), for part 2.
 _ANY_STR = r'"([^"\\\x00-\x1F]|\\["\\/bfnrt])*"'
 JSON_REGEX = (r'\{[ ]?"name"[ ]?:[ ]?' + _ANY_STR + r'[ ]?,[ ]?"age"[ ]?:[ ]?(-)?(0|[1-9][0-9]*)[ ]?,[ ]?'
@@ -137,7 +137,7 @@ def step_gap_run(model_path: str | None, mode: str, compile_in: str, kind: str, 
     # One short constrained request first: it starts the compile worker (or builds the trie
     # on this process) and compiles s2's CPU mask kernel, which would otherwise land in the
     # admission step.
-    engine.generate(USER.format(*PEOPLE[1]), {"regex": r"\d+", "max_new_tokens": 2})
+    engine.generate(USER.format(*PEOPLE[1]), {"regex": r"[0-9]+", "max_new_tokens": 2})
     window = {}
     if compile_in in (S5_DEFAULT, S5_LAZY):
         hook_backend(stage.backend, window, kind, sleep_s)
@@ -295,7 +295,7 @@ def main() -> None:
 
     tok65k = Tokenizer.from_pretrained(ANTHROPIC)
     t0 = time.perf_counter()
-    compile_regex_index(r"\d", tok65k, 10_000)
+    compile_regex_index(r"[0-9]", tok65k, 10_000)
     trie_s = time.perf_counter() - t0
     parts = []
     for _ in tqdm(range(args.repeats), desc="65k compiles"):

@@ -43,7 +43,7 @@ from minisglang.server import create_app, serving_in_thread
 from _results import machine_line, write_results  # benchmarks/_results.py (scripts run from benchmarks/)
 
 RESULTS = Path(__file__).parent / "results" / "server_faults.md"
-DATE = r"\d{4}-\d{2}-\d{2}"
+DATE = r"[0-9]{4}-[0-9]{2}-[0-9]{2}"
 RUNAWAY = r"(a|b)*a(a|b){20}"
 PERSON = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12},
                                            "age": {"type": "integer", "minimum": 0, "maximum": 120}},

@@ -1,6 +1,6 @@
 """The `minisglang` command line: one subcommand per job, each a small function.
 
-    minisglang generate "prompt" --regex '\\d{3}'     # one request
+    minisglang generate "prompt" --regex '[0-9]{3}'   # one request
     minisglang demo                                  # constrained vs unconstrained, side by side
     minisglang stages                                # the six stages and what each adds
 """

@@ -2,7 +2,7 @@
 
     import minisglang as sgl
     engine = sgl.Engine()                                   # bundled model, latest stage
-    out = engine.generate("prompt", {"regex": r"\\d+", "max_new_tokens": 8})
+    out = engine.generate("prompt", {"regex": r"[0-9]+", "max_new_tokens": 8})
     out["text"], out["meta_info"]["finish_reason"]
 
 It owns a tokenizer, a model and a `Scheduler`, and runs the scheduler's `step()` until

@@ -52,22 +52,26 @@ def _token_fsm(regex: str, **kwargs) -> str:
     return token_fsm_dot(index, tok, title=f"token FSM of {regex} on the bundled vocabulary", **kwargs)
 
 
+# ASCII digits: Python's (and so our) \d is every Unicode decimal digit, a 179-state token FSM.
+DATE = r"[0-9]{4}-[0-9]{2}-[0-9]{2}"
+
+
 def date_char_dfa() -> str:
     from minisglang.constrained.regex_dfa import compile_regex
     from minisglang.drawings import char_dfa_dot
 
-    return char_dfa_dot(compile_regex(r"\d{4}-\d{2}-\d{2}"))
+    return char_dfa_dot(compile_regex(DATE))
 
 
 def date_token_fsm() -> str:
-    return _token_fsm(r"\d{4}-\d{2}-\d{2}", max_tokens_per_edge=4)
+    return _token_fsm(DATE, max_tokens_per_edge=4)
 
 
 def yes_no_token_fsm() -> str:
     return _token_fsm(r"(yes|no)")
 
 
-JSON_SMALL = r'\{"name": "[a-z]+", "age": \d+\}'
+JSON_SMALL = r'\{"name": "[a-z]+", "age": [0-9]+\}'
 
 
 def json_char_dfa() -> str:
@@ -145,7 +149,7 @@ def radix_after_jumps() -> str:
 
     engine = sgl.Engine(stage="s4")
     prompt = "<|user|>\nExtract as JSON: Li Lei is 31 years old and lives in Paris.\n<|assistant|>\n"
-    person = r'\{"name": "[A-Za-z ]{1,12}", "age": [1-9]\d?, "city": "(Paris|Rome|Beijing)"\}'
+    person = r'\{"name": "[A-Za-z ]{1,12}", "age": [1-9][0-9]?, "city": "(Paris|Rome|Beijing)"\}'
     engine.generate(prompt, {"regex": person, "temperature": 0, "max_new_tokens": 60})
     dot = radix_tree_dot(engine.scheduler.tree_cache, engine.tokenizer)
     engine.shutdown()

@@ -637,9 +637,9 @@ def test_a_checkout_runs_the_engine_with_only_its_own_files(stage, tmp_path):
         f"assert minisglang.__file__.startswith({str(tmp_path)!r}), minisglang.__file__\n"
         "if __name__ == '__main__':\n"
         f"    engine = minisglang.Engine(stage={stage!r})\n"
-        "    out = engine.generate('Date:', {'regex': r'\\d{4}-\\d{2}-\\d{2}', 'max_new_tokens': 12})\n"
+        "    out = engine.generate('Date:', {'regex': r'[0-9]{4}-[0-9]{2}-[0-9]{2}', 'max_new_tokens': 12})\n"
         "    engine.shutdown()\n"
-        "    assert re.fullmatch(r'\\d{4}-\\d{2}-\\d{2}', out['text']), out\n"
+        "    assert re.fullmatch(r'[0-9]{4}-[0-9]{2}-[0-9]{2}', out['text']), out\n"
         "    print('ran', out['text'])\n")
     (tmp_path / "run_it.py").write_text(script)
     env = dict(os.environ, PYTHONPATH=str(tmp_path))

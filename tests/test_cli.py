@@ -22,7 +22,7 @@ def test_stages_lists_every_stage(capsys):
 @pytest.mark.parametrize("kind", ["char", "token", "compressed"])
 def test_viz_writes_svg(tmp_path, kind, capsys):
     out = tmp_path / f"{kind}.svg"
-    assert main(["viz", r"(yes|no)-\d", "--kind", kind, "-o", str(out)]) == 0
+    assert main(["viz", r"(yes|no)-[0-9]", "--kind", kind, "-o", str(out)]) == 0
     assert out.read_text().lstrip().startswith(("<?xml", "<svg"))
 
 
@@ -32,16 +32,17 @@ def test_viz_prints_dot_without_output(capsys):
 
 
 def test_fsm_allowed_lists_tokens(capsys):
-    assert main(["fsm-allowed", r"\d{4}-\d{2}", "--after", "20"]) == 0
+    assert main(["fsm-allowed", r"[0-9]{4}-[0-9]{2}", "--after", "20"]) == 0
     out = capsys.readouterr().out
     assert "state" in out.lower()
 
 
 def test_generate_constrained_and_bad_regex():
-    ok = run("generate", "<|user|>\nWhen?\n<|assistant|>\n", "--regex", r"\d{4}-\d{2}-\d{2}", "--max-new-tokens", "20")
+    ok = run("generate", "<|user|>\nWhen?\n<|assistant|>\n", "--regex", r"[0-9]{4}-[0-9]{2}-[0-9]{2}",
+             "--max-new-tokens", "20")
     assert ok.returncode == 0, ok.stderr
     import re
-    assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", ok.stdout.strip())
+    assert re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", ok.stdout.strip())
     bad = run("generate", "x", "--regex", "(unclosed")
     assert bad.returncode == 1
     assert "(unclosed" in bad.stderr

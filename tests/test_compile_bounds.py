@@ -47,7 +47,7 @@ def gone(pid: int) -> bool:
 def test_a_compile_that_times_out_is_killed_and_its_worker_replaced(tok, regex):
     svc = service(tok)
     try:
-        assert svc.compile_fsm(r"\d").index.num_states >= 1         # the worker is up
+        assert svc.compile_fsm(r"[0-9]").index.num_states >= 1      # the worker is up
         (pid,) = svc.worker_pids()
         with pytest.raises(CompileTimeout, match=r"took longer than 1.0 s \(option compile_timeout\); it was stopped"
                            r"\. The eager automaton builds every DFA state \(up to max_fsm_states, 100,000,000\)"
@@ -80,7 +80,7 @@ def test_a_worker_over_its_memory_limit_reports_it_and_the_next_compile_works(to
         with pytest.raises(ConstraintError, match=r"needs more memory than a compile worker may use "
                                                   r"\(1.0 GiB, option compile_memory_bytes\)"):
             svc.compile_arrays("[a-z]{600}")
-        assert svc.compile_fsm(r"\d").bitmasks.shape == (2, 2**19)
+        assert svc.compile_fsm(r"[0-9]").bitmasks.shape == (2, 2**19)
     finally:
         svc.shutdown()
 

@@ -35,7 +35,7 @@ def test_char_dfa_dot_has_start_arrow_states_and_merged_class_labels():
 
 
 def test_char_dfa_dot_counts_match_the_dfa():
-    dfa = compile_regex(r"((25[0-5]|2[0-4]\d|1?\d?\d)\.){3}(25[0-5]|2[0-4]\d|1?\d?\d)")
+    dfa = compile_regex(r"((25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])")
     nodes, edges = parse(char_dfa_dot(dfa))
     assert len(nodes) == dfa.num_states
     assert {n for n, shape in nodes.items() if shape == "doublecircle"} == set(dfa.finals)

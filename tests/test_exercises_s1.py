@@ -149,7 +149,7 @@ def can_finish_character(regex: str, state: int, tail: bytes) -> bool:
 
 def matches(regex: str, data: bytes) -> bool:
     try:
-        return re.fullmatch(regex, data.decode("utf-8"), flags=re.ASCII) is not None
+        return re.fullmatch(regex, data.decode("utf-8")) is not None
     except UnicodeDecodeError:
         return False
 

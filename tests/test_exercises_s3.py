@@ -24,7 +24,7 @@ from minisglang.stages.s3_fsm_cache import FSMCache, FSMCacheStage
 
 VOCAB = [bytes([c]) for c in b"0123456789-"] + [b"20", b"2024", b"-0", b"12-", None]
 EOS = len(VOCAB) - 1
-DATE = r"\d{4}-\d{2}"
+DATE = r"[0-9]{4}-[0-9]{2}"
 
 
 @dataclass
@@ -187,15 +187,15 @@ def arrive(stage, regex: str | None) -> Req:
 @pytest.mark.task3_3
 def test_poll_releases_ready_requests_in_arrival_order_without_waiting_for_a_slow_one(stage):
     opened = gate(stage.cache, DATE)
-    slow, fast, free = arrive(stage, DATE), arrive(stage, r"\d\d"), arrive(stage, None)
-    stage.cache.get_fsm(r"\d\d", timeout=5)                    # the fast compile is done ...
+    slow, fast, free = arrive(stage, DATE), arrive(stage, r"[0-9][0-9]"), arrive(stage, None)
+    stage.cache.get_fsm(r"[0-9][0-9]", timeout=5)                # the fast compile is done ...
     queue = [slow, fast, free]
     assert stage.poll_grammar_queue(queue) == [fast, free]     # ... so it overtakes slow (no head-of-line blocking)
     assert stage.poll_grammar_queue([slow]) == []              # slow still compiling: it stays
     opened.set()
     stage.cache.get_fsm(DATE, timeout=5)
     assert stage.poll_grammar_queue([slow]) == [slow]
-    for req, regex in [(slow, DATE), (fast, r"\d\d")]:
+    for req, regex in [(slow, DATE), (fast, r"[0-9][0-9]")]:
         assert req.grammar.fsm.regex == regex and req.grammar.state == req.grammar.fsm.index.initial_state
         assert not req.finished
     assert stage.pending == {}

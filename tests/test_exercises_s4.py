@@ -249,7 +249,7 @@ def test_retokenize_refuses_when_the_prompt_fuses_with_the_output(tok, stage):
 
 # ----------------------------------------------------------------------------- task4_4
 Q = "<|user|>\nExtract as JSON: Li Lei is 31 years old and lives in Paris.\n<|assistant|>\n"
-PERSON = r'\{"name": "[A-Za-z ]{1,12}", "age": [1-9]\d?, "city": "(Paris|Rome|Beijing)"\}'
+PERSON = r'\{"name": "[A-Za-z ]{1,12}", "age": [1-9][0-9]?, "city": "(Paris|Rome|Beijing)"\}'
 
 
 class SchedulerParts:

@@ -21,7 +21,7 @@ from test_model import ATOL
 
 NAMES = ["Li Lei", "Anna Berg", "Ken Sato", "Maria Lopez", "Omar Khan", "Sara Novak", "Tom Jones", "Yuki Tanaka"]
 CITIES = ["Paris", "Rome", "Beijing"]
-PERSON = r'\{"name": "[A-Za-z ]{1,12}", "age": [1-9]\d?, "city": "(Paris|Rome|Beijing)"\}'
+PERSON = r'\{"name": "[A-Za-z ]{1,12}", "age": [1-9][0-9]?, "city": "(Paris|Rome|Beijing)"\}'
 PLAIN = ["The capital of France is", "Email: ", "2024-", "Once upon a time, there was a little",
          "<|user|>\nWhat is the date?\n<|assistant|>\n", "def add(a, b):"]
 

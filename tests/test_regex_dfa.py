@@ -509,8 +509,12 @@ def test_hopcroft_minimisation_equals_interegulars_reduce(pattern):
     numbering: `_renumber` is canonical on a minimal DFA)."""
     import interegular
 
-    from minisglang.constrained.regex_dfa import _expand_unicode_escapes, _renumber
-    reduced = _renumber(interegular.parse_pattern(_expand_unicode_escapes(pattern)).to_fsm().reduce(), pattern)
+    from minisglang.constrained.python_regex import PythonRegex
+    from minisglang.constrained.regex_dfa import Alphabet, _renumber, _strip_anchors
+    python = PythonRegex(_strip_anchors(pattern))   # what compile_regex gives interegular
+    alphabet = Alphabet(python.char_sets())
+    reduced = _renumber(interegular.parse_pattern(python.write(alphabet.representatives)).to_fsm().reduce(),
+                        pattern, alphabet)
     ours = compile_regex(pattern)
     assert ours.num_states == reduced.num_states and ours.finals == reduced.finals
     assert ours.classes == reduced.classes and ours.transitions == reduced.transitions

@@ -60,9 +60,9 @@ def test_chat_with_json_schema_response_format(client):
 
 def test_completions_with_regex_and_streaming(client):
     kwargs = dict(model="tiny-json-llama", prompt="<|user|>\nWhen was she born?\n<|assistant|>\n",
-                  temperature=0.8, seed=3, max_tokens=20, extra_body={"regex": r"\d{4}-\d{2}-\d{2}"})
+                  temperature=0.8, seed=3, max_tokens=20, extra_body={"regex": r"[0-9]{4}-[0-9]{2}-[0-9]{2}"})
     full = client.completions.create(**kwargs)
-    assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", full.choices[0].text)
+    assert re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", full.choices[0].text)
     chunks = list(client.completions.create(stream=True, **kwargs))
     assert "".join(c.choices[0].text for c in chunks) == full.choices[0].text
     assert chunks[-1].choices[0].finish_reason == "stop"
@@ -136,9 +136,9 @@ def test_malformed_body_is_a_400(server):
 
 def test_native_generate(server):
     r = httpx.post(server[0] + "/generate", timeout=60,
-                   json={"text": "2024-", "sampling_params": {"regex": r"\d{2}-\d{2}", "temperature": 0}})
+                   json={"text": "2024-", "sampling_params": {"regex": r"[0-9]{2}-[0-9]{2}", "temperature": 0}})
     assert r.status_code == 200
-    assert re.fullmatch(r"\d{2}-\d{2}", r.json()["text"])
+    assert re.fullmatch(r"[0-9]{2}-[0-9]{2}", r.json()["text"])
     assert r.json()["meta_info"]["finish_reason"]["type"] == "stop"
 
 
@@ -152,7 +152,7 @@ def test_load_200_mixed_requests_with_client_aborts(server):
         if kind == 0:
             body = {"prompt": f"Numbers: {i},", "max_tokens": 8, "temperature": 0.7, "seed": i}
         elif kind == 1:
-            body = {"prompt": "Date:", "max_tokens": 16, "regex": r"\d{4}-\d{2}-\d{2}"}
+            body = {"prompt": "Date:", "max_tokens": 16, "regex": r"[0-9]{4}-[0-9]{2}-[0-9]{2}"}
         elif kind == 2:
             body = {"prompt": "x", "regex": "[z-a]"}       # a 400, not a 500
         else:

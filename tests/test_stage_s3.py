@@ -20,7 +20,7 @@ from minisglang.stages.s3_fsm_cache import FSMCache, FSMCacheStage
 from minisglang.tokenizer import Tokenizer
 
 Q = "<|user|>\nWhen was she born?\n<|assistant|>\n"
-DATE = r"\d{4}-\d{2}-\d{2}"
+DATE = r"[0-9]{4}-[0-9]{2}-[0-9]{2}"
 
 
 def make_engine(**opts):
@@ -88,7 +88,7 @@ def test_engine_compiles_a_shared_regex_once():
 @pytest.mark.task3_1
 def test_cache_is_bounded_lru():
     eng = make_engine(max_cache_entries=2)
-    for r in [r"\d", r"\d\d", r"[ab]", r"[cd]"]:
+    for r in [r"[0-9]", r"[0-9][0-9]", r"[ab]", r"[cd]"]:
         out = eng.generate(Q, {"regex": r, "temperature": 0})
         assert re.fullmatch(r, out["text"]), \
             f"regex {r}: text {out['text']!r}, finished {out['meta_info']['finish_reason']}"
@@ -117,21 +117,21 @@ def test_nonblocking_queue_keeps_others_decoding():
 @pytest.mark.task3_3
 def test_a_ready_grammar_is_not_held_up_by_a_slow_compile_before_it():
     eng = make_engine()
-    gate = gate_compiles(eng, only=r"\d{3}")
-    first = eng.submit(Q, {"regex": r"\d{3}", "temperature": 0})     # slow compile
-    second = eng.submit(Q, {"regex": r"\d{2}", "temperature": 0})    # fast compile
+    gate = gate_compiles(eng, only=r"[0-9]{3}")
+    first = eng.submit(Q, {"regex": r"[0-9]{3}", "temperature": 0})     # slow compile
+    second = eng.submit(Q, {"regex": r"[0-9]{2}", "temperature": 0})    # fast compile
     third = eng.submit(Q, {"temperature": 0, "max_new_tokens": 3})   # no grammar at all
-    fast_done = eng.stage.cache.entries[eng.stage.cache.key(r"\d{2}")].event
+    fast_done = eng.stage.cache.entries[eng.stage.cache.key(r"[0-9]{2}")].event
     assert fast_done.wait(30)                    # a worker process may still be starting
     for _ in range(5):
         eng.step()
     assert first in eng.scheduler.grammar_queue   # still compiling ...
-    assert second.released and re.fullmatch(r"\d{2}", second.output_text)   # ... but it held nobody up
+    assert second.released and re.fullmatch(r"[0-9]{2}", second.output_text)   # ... but it held nobody up
     assert third.released                        # unconstrained requests never wait
     gate.set()
     while not first.released:
         eng.step()
-    assert re.fullmatch(r"\d{3}", first.output_text)
+    assert re.fullmatch(r"[0-9]{3}", first.output_text)
     admits = [e["rid"] for e in eng.trace if e["event"] == "admit"]
     assert admits.index(second.rid) < admits.index(first.rid)
 
@@ -227,7 +227,7 @@ def test_process_compile_gives_the_same_fsm_as_the_thread_compile():
         process.shutdown()
 
 
-@pytest.mark.parametrize("regex, opts", [("[z-a]", {}), (r"[a-z]{50}", {"max_fsm_states": 20}), ("\\d{3}", {})],
+@pytest.mark.parametrize("regex, opts", [("[z-a]", {}), (r"[a-z]{50}", {"max_fsm_states": 20}), ("[0-9]{3}", {})],
                          ids=["invalid", "state-limit", "valid"])
 def test_errors_from_the_worker_keep_their_message(regex, opts):
     messages = {}
@@ -241,7 +241,7 @@ def test_errors_from_the_worker_keep_their_message(regex, opts):
         finally:
             st.shutdown()
     assert messages["thread"] == messages["process"]
-    assert (messages["process"] is None) == (regex == "\\d{3}")
+    assert (messages["process"] is None) == (regex == "[0-9]{3}")
 
 
 def test_shutdown_stops_the_worker_processes():
@@ -397,7 +397,7 @@ def test_a_script_without_a_main_guard_still_gets_its_regex(tmp_path):
         "import minisglang as sgl\n"
         "e = sgl.Engine(stage='s3')\n"
         "out = e.generate('<|user|>\\nWhen was she born?\\n<|assistant|>\\n',\n"
-        "                 {'regex': r'\\d{4}-\\d{2}-\\d{2}', 'max_new_tokens': 16})\n"
+        "                 {'regex': r'[0-9]{4}-[0-9]{2}-[0-9]{2}', 'max_new_tokens': 16})\n"
         "print('RESULT', out['text'], out['meta_info']['finish_reason']['type'])\n"
         "e.shutdown()\n")
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
@@ -405,5 +405,5 @@ def test_a_script_without_a_main_guard_still_gets_its_regex(tmp_path):
     result = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     assert result, done.stdout[-2000:]
     _, text, reason = result[0].split(" ")
-    assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", text) and reason == "stop"
+    assert re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", text) and reason == "stop"
     assert 'must do so under `if __name__ == "__main__":`' in done.stderr

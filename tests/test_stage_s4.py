@@ -10,7 +10,7 @@ from minisglang.constrained.jump_forward import JumpForwardMap
 from minisglang.constrained.regex_dfa import ByteDFA, compile_regex
 
 Q = "<|user|>\nExtract as JSON: Li Lei is 31 years old and lives in Paris.\n<|assistant|>\n"
-PERSON = r'\{"name": "[A-Za-z ]{1,12}", "age": [1-9]\d?, "city": "(Paris|Rome|Beijing)"\}'
+PERSON = r'\{"name": "[A-Za-z ]{1,12}", "age": [1-9][0-9]?, "city": "(Paris|Rome|Beijing)"\}'
 
 
 def jump_map(regex):
@@ -69,7 +69,7 @@ def test_byte_level_chain_finishes_a_half_generated_character():
 
 @pytest.mark.task4_2
 def test_chain_walk_stops_at_the_next_choice():
-    dfa, _, jm = jump_map(r'\{"name": "[a-z]+", "age": \d+\}')
+    dfa, _, jm = jump_map(r'\{"name": "[a-z]+", "age": [0-9]+\}')
     assert jm.jump_forward(0) == (b'{"name": "', dfa.walk(0, '{"name": "'))
     after = dfa.walk(0, '{"name": "li"')
     assert jm.jump_forward(after) == (b', "age": ', dfa.walk(0, '{"name": "li", "age": '))
@@ -128,8 +128,8 @@ def test_jump_is_refused_when_the_prompt_would_fuse(engine):
     """The prompt ends inside a number; output digits would merge with its last token."""
     prompt = "The code is 1"
     before = engine.stage.refused
-    out = engine.generate(prompt, {"regex": r"2345-abcdef\d", "temperature": 0, "max_new_tokens": 30})
-    assert re.fullmatch(r"2345-abcdef\d", out["text"])
+    out = engine.generate(prompt, {"regex": r"2345-abcdef[0-9]", "temperature": 0, "max_new_tokens": 30})
+    assert re.fullmatch(r"2345-abcdef[0-9]", out["text"])
     assert engine.stage.refused > before
 
 

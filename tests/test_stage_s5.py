@@ -13,7 +13,7 @@ from minisglang.constrained.bitmask import unpack_bits
 from minisglang.tokenizer import Tokenizer
 
 Q = "<|user|>\nExtract as JSON: Li Lei is 31 years old and lives in Paris.\n<|assistant|>\n"
-DATE = r"\d{4}-\d{2}-\d{2}"
+DATE = r"[0-9]{4}-[0-9]{2}-[0-9]{2}"
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +37,7 @@ def compiled(backend, kind, text):
 
 @pytest.mark.task5_1
 def test_fsm_grammar_walks_like_the_token_index(backend, tokenizer):
-    g = compiled(backend, "regex", r"(19|20)\d{2}-(0[1-9]|1[0-2])")
+    g = compiled(backend, "regex", r"(19|20)[0-9]{2}-(0[1-9]|1[0-2])")
     index = g.fsm.index
     ids = tokenizer.encode("2024-11")
     state = index.initial_state
@@ -98,7 +98,7 @@ def test_failures_become_invalid_grammar_objects(backend):
 
 def test_cache_is_lru_bounded(tokenizer):
     b = FSMBackend(tokenizer, tokenizer.vocab_size, max_entries=2)
-    for r in [r"\d", r"\d\d", r"[ab]", r"[cd]"]:
+    for r in [r"[0-9]", r"[0-9][0-9]", r"[ab]", r"[cd]"]:
         compiled(b, "regex", r)
     assert len(b.cache) <= 2
     b.shutdown()
@@ -134,7 +134,7 @@ def test_mixed_batch_regex_invalid_and_unconstrained(engine):
 
 
 def test_jump_forward_through_the_interface(engine):
-    regex = r'\{"name": "[A-Za-z ]{1,12}", "age": [1-9]\d?, "city": "(Paris|Rome|Beijing)"\}'
+    regex = r'\{"name": "[A-Za-z ]{1,12}", "age": [1-9][0-9]?, "city": "(Paris|Rome|Beijing)"\}'
     outs = engine.generate([Q] * 6, [{"regex": regex, "temperature": 1.0, "seed": s, "max_new_tokens": 60}
                                      for s in range(6)])
     for o in outs:
@@ -162,7 +162,7 @@ def test_reasoning_gate_constrains_only_after_the_marker(engine):
     assert out["meta_info"]["finish_reason"]["type"] == "stop"
 
 
-PERSON = r'\{"name": "[A-Za-z ]{1,12}", "age": [1-9]\d?, "city": "(Paris|Rome|Beijing)"\}'
+PERSON = r'\{"name": "[A-Za-z ]{1,12}", "age": [1-9][0-9]?, "city": "(Paris|Rome|Beijing)"\}'
 # A strict request: the model answers bare JSON, so the sampled thinking reaches the marker
 # (its third token) for every seed; to a loose one it writes a ```json fence only sometimes.
 STRICT_Q = ("<|user|>\nExtract name, age and city from the following text. Reply with JSON only.\n"
@@ -198,7 +198,7 @@ def test_json_schema_options_reach_the_compiler_and_typos_fail_at_start():
             out = engine.generate("<|user|>\nA number\n<|assistant|>\n",
                                   {"json_schema": {"type": "integer"}, "max_new_tokens": 12,
                                    "temperature": 1.0, "seed": seed})
-            assert re.fullmatch(r"-?\d{1,2}", out["text"]), out
+            assert re.fullmatch(r"-?[0-9]{1,2}", out["text"]), out
     finally:
         engine.shutdown()
 
@@ -281,3 +281,21 @@ def test_a_grammar_that_needs_more_work_than_max_grammar_seconds_is_aborted_nami
 def test_grammar_budget_options_must_be_positive_seconds(name, value):
     with pytest.raises(ValueError, match=f"{name} must be a positive number of seconds"):
         sgl.Engine(stage="s5", **{name: value})
+
+
+def test_a_lazy_grammar_that_grew_past_the_cache_bytes_is_evicted_when_its_request_leaves():
+    """Its size at compile time (a start row) is small; 64 tokens at temperature 2 grow its
+    automaton to megabytes. Leaving, the request trims the cache to grammar_cache_bytes."""
+    engine = sgl.Engine(stage="s5", grammar_cache_bytes=2_000_000)
+    regex = r"([\s\S]*[aeiou][\s\S]{8}){6}"
+    try:
+        backend = engine.stage.backend
+        grammar = backend.get_cached_or_future_value("regex", regex)[0]
+        grammar = grammar if not hasattr(grammar, "result") else grammar.result(60).copy()
+        assert grammar.nbytes() < 2_000_000 and backend.is_cached("regex", regex)
+        out = engine.generate(Q, {"regex": regex, "temperature": 2.0, "seed": 1, "max_new_tokens": 64})
+        assert re.fullmatch(regex, out["text"]) or out["meta_info"]["finish_reason"]["type"] == "length"
+        assert grammar.nbytes() > 2_000_000, "the automaton did not grow: the test tests nothing"
+        assert not backend.is_cached("regex", regex), "a grammar past grammar_cache_bytes stayed cached"
+    finally:
+        engine.shutdown()

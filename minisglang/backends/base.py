@@ -38,6 +38,8 @@ if TYPE_CHECKING:  # pragma: no cover
 BACKENDS = Registry("grammar backend")
 # A grammar text longer than this is not normalised on the scheduler thread (`normalise`).
 NORMALISE_MAX_CHARS = 64 * 1024
+# Seconds between two re-measurings of the grammar cache's bytes (`trim`).
+TRIM_EVERY = 1.0
 register_backend = BACKENDS.register   # `@register_backend("xgrammar")`
 
 
@@ -192,6 +194,7 @@ class BaseGrammarBackend:
         self.pool = FairCompilePool(threads, self.baton, name=f"{self.name}-compile")
         self.cache: collections.OrderedDict[tuple[str, str], Future] = collections.OrderedDict()
         self.jobs: dict[Future, CompileJob] = {}   # compiles not finished yet
+        self._trimmed = float("-inf")   # when `trim` last measured the cache (time.monotonic)
         self.lock = threading.Lock()
         self.compile_count = 0
         self.lookups = self.hits = 0       # asked for a grammar / found it compiled or compiling
@@ -289,6 +292,18 @@ class BaseGrammarBackend:
     def result(self, future: Future) -> BaseGrammarObject | None:
         """A fresh matcher if the compile finished, else None."""
         return future.result().copy() if future.done() else None
+
+    def trim(self) -> None:
+        """Apply `max_bytes` again, with sizes measured now: a lazy grammar grows while
+        requests use it (a 4 KB compile can be 50 MB of states after a few hundred tokens of
+        a hostile regex), so the size it had when compiled says little. Called when a
+        request leaves; at most once per TRIM_EVERY seconds (measuring walks every grammar)."""
+        now = time.monotonic()
+        if self.max_bytes is None or now - self._trimmed < TRIM_EVERY:
+            return
+        self._trimmed = now
+        with self.lock:
+            self._evict_lru()
 
     def _evict_lru(self, new: tuple[tuple[str, str], int] | None = None) -> None:
         """Drop least recently used finished grammars beyond `max_entries` or `max_bytes`

@@ -37,7 +37,7 @@ import numpy as np
 from interegular.fsm import FSM, OblivionError, State, anything_else
 from interegular.patterns import Pattern, _Concatenation, _Repeated
 
-from .python_regex import MAX_CODE_POINT, NotWritable, PythonRegex, Ranges, shorthand_name, size
+from .python_regex import MAX_CODE_POINT, NotWritable, PythonRegex, Ranges, complement, shorthand_name, size
 
 SURROGATES = (0xD800, 0xDFFF)  # code points that have no UTF-8 encoding
 
@@ -159,15 +159,9 @@ def _merge_code_points(points: list[int]) -> list[tuple[int, int]]:
 
 
 def _complement(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Inclusive ranges -> the ranges of all other code points in [0, MAX_CODE_POINT]."""
-    out, start = [], 0
-    for lo, hi in ranges:
-        if lo > start:
-            out.append((start, lo - 1))
-        start = hi + 1
-    if start <= MAX_CODE_POINT:
-        out.append((start, MAX_CODE_POINT))
-    return out
+    """Inclusive ranges (sorted, disjoint) -> the ranges of all other code points in
+    [0, MAX_CODE_POINT] (python_regex.complement, as a list)."""
+    return list(complement(tuple(ranges)))
 
 
 def _remove_surrogates(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:

@@ -185,14 +185,15 @@ class FairCompilePool:
     A first-come-first-served pool let one client's two slow compiles hold both threads
     while another client's trivial one waited 22 s. Here each client has its own queue,
     threads take the next job from the clients in turn, and no client runs more than
-    `per_client` jobs at once while another's wait. Jobs run under the `baton`
+    `per_client` jobs at once (a job with no client, from the Engine's own API, takes
+    any free thread: there is no one to be fair to). Jobs run under the `baton`
     (`Baton.run`), so they take CPU only when the scheduler lends it; a job can be
     cancelled (`cancel`), which stops it at its next checkpoint and frees what it built.
     """
 
     def __init__(self, workers: int, baton: Baton, name: str = "compile"):
         self.workers, self.baton, self.name = workers, baton, name
-        self.per_client = max(1, workers // 2)
+        self.per_client = max(1, workers - 1)   # one thread is always left for another client
         self._cond = threading.Condition()
         self._queues: dict[str, collections.deque[CompileJob]] = {}   # client -> its waiting jobs, in turn order
         self._running: dict[str, int] = collections.Counter()
@@ -229,7 +230,7 @@ class FairCompilePool:
         thread kept free is there for the next client at once, and compiles of ours share
         one GIL, so a second thread for the same client would not finish its work sooner.)"""
         for client in [c for c, q in self._queues.items() if q]:
-            if self._running[client] < self.per_client:
+            if self._running[client] < self.per_client or not client:
                 job = self._queues[client].popleft()
                 rest = self._queues.pop(client)
                 if rest:

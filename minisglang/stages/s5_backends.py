@@ -182,7 +182,9 @@ class BackendOptions(StageOptions):
     compile_timeout: float = 30.0           # seconds; the fsm backend's worker is killed after it
     max_pending_compiles: int = 64          # distinct compiles waited on at once
     max_entries: int = 128                  # compiled grammars kept in memory ...
-    grammar_cache_bytes: int | None = 1 << 30   # ... and at most this many bytes of them
+    # ... and at most this many bytes of them, measured again as lazy grammars grow (`trim`):
+    # 128 MiB, so a server's memory comes back near its start after hostile grammars
+    grammar_cache_bytes: int | None = 128 << 20
     compile_workers: int = 2                # compiles at once
     json_whitespace: str | None = None      # whitespace allowed between JSON tokens (regex)
     # our JSON Schema compiler's other choices (constrained/json_schema.py SchemaOptions:
@@ -367,6 +369,8 @@ class BackendStage(Stage):
     def release(self, req: Req) -> None:
         self.queue.forget(req)
         self.work.forget(req)
+        if req.grammar is not None:
+            self.backend.trim()   # its grammar may have grown the cache past grammar_cache_bytes
         super().release(req)
 
     def stats(self) -> dict:
