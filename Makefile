@@ -15,20 +15,27 @@ LINT_IMPORTS = .venv/bin/lint-imports
 # or hypothesis's replay of a failing example, where pytest-timeout's signal cannot reach.
 PYTEST_CI = $(PYTEST) -n 2 --dist worksteal --timeout-method=thread --hypothesis-profile=ci --durations=20
 
-# What a contributor runs after each change (about 3 minutes on 2 cores): every unit and
-# stage test, without the `slow` tests and without the files that run other programs or
-# whole pipelines. Each of these still runs in `make test`:
+# What a contributor runs after each change (about 3 minutes on a quiet 2-core machine): the
+# unit tests of the automata, the exercises, the stages' own tests and the course text, on
+# our own backend. Each test left out still runs in `make test`:
+#   -m "not slow"                 the tests marked slow
+#   -k "not llguidance ..."       the library backends' cases (xgrammar, outlines, llguidance)
 #   test_autograder.py            nested gradings: a pytest run per task, stub and mutant
 #   test_notebooks.py             every notebook in a fresh kernel
-#   test_json_schema_conformance  the official JSON-Schema-Test-Suite
-#   test_json_schema_maskbench    the MaskBench sample
-#   test_server_faults.py         `minisglang serve` processes, SIGTERM, runaway compiles
-#   test_model.py                 our forward against transformers' on three checkpoints
-#   test_train_resume.py, test_device_check.py, test_extraction_accuracy.py,
-#   test_bench_tool_calls.py      scripts and benchmarks run end to end
+#   test_json_schema_conformance  the official JSON-Schema-Test-Suite; test_json_schema_maskbench
+#   test_server*.py, test_cli.py  servers on loopback and `minisglang serve`/CLI processes
+#   test_constrained_generation   whole generations on every stage (make test-stage runs a stage's)
+#   test_reliability, test_mixed_prefill, test_radix_prefill   many requests through the engine
+#   test_compile_bounds           runaway compiles stopped by their limits
+#   test_model, test_tokenizer    our forward and tokenizers against transformers and the real vocabularies
+#   test_dependencies             imports in fresh interpreters without the extras
+#   test_corpus, test_train_resume, test_device_check, test_extraction_accuracy,
+#   test_bench_tool_calls         the training corpus, scripts and benchmarks end to end
 FAST_SKIP = test_autograder.py test_notebooks.py test_json_schema_conformance.py test_json_schema_maskbench.py \
-	test_server_faults.py test_model.py test_train_resume.py test_device_check.py \
-	test_extraction_accuracy.py test_bench_tool_calls.py
+	test_server.py test_server_attack.py test_server_faults.py test_server_protocol.py test_server_tools.py \
+	test_cli.py test_constrained_generation.py test_reliability.py test_mixed_prefill.py test_radix_prefill.py \
+	test_compile_bounds.py test_model.py test_tokenizer.py test_dependencies.py test_corpus.py \
+	test_train_resume.py test_device_check.py test_extraction_accuracy.py test_bench_tool_calls.py
 
 setup:
 	bash scripts/setup.sh
@@ -48,8 +55,8 @@ test: setup check
 	$(PYTEST_CI)
 
 test-fast: setup
-	$(PYTEST) -n 2 --dist worksteal --timeout-method=thread -m "not slow" --durations=10 \
-		$(addprefix --ignore=tests/,$(FAST_SKIP))
+	$(PYTEST) -n 2 --dist worksteal --timeout-method=thread --durations=10 -m "not slow" \
+		-k "not llguidance and not xgrammar and not outlines" $(addprefix --ignore=tests/,$(FAST_SKIP))
 
 # One stage's tests: its exercise tests, its behaviour tests (test_stage_$(S).py, where the
 # stage has one), and its cases of the suites that every stage runs (tests/conftest.py's
