@@ -45,8 +45,7 @@ class FSMDiskCache:
         fd, tmp = tempfile.mkstemp(dir=self.directory, suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as f:
-                # (numpy's stub takes **arrays for its allow_pickle flag)
-                np.savez(f, meta=np.array(json.dumps(meta)), **arrays)  # type: ignore[arg-type]
+                np.savez(f, meta=np.array(json.dumps(meta)), **arrays)
             os.replace(tmp, self.path(regex))
         finally:
             if os.path.exists(tmp):
