@@ -19,7 +19,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import minisglang as sgl
-from minisglang.backends.base import GrammarError, InvalidGrammarObject, get_backend_class
+from minisglang.backends.base import GrammarError, IgnoredKeywordError, InvalidGrammarObject, get_backend_class
 from minisglang.constrained.bitmask import unpack_bits
 from minisglang.stages.s5_backends import ReasonerGrammar
 from minisglang.tokenizer import Tokenizer
@@ -55,7 +55,7 @@ BAD_REGEX = "(unclosed"
 BAD_REGEX_PHRASE = {"fsm": "missing )", "xgrammar": "missing )", "outlines": "missing )", "llguidance": "missing )"}
 BAD_SCHEMA = '{"type": "foo"}'
 NOT_JSON = '{"type": "object", '
-NOT_JSON_PHRASE = {"fsm": "not valid JSON", "xgrammar": "Failed to parse JSON",
+NOT_JSON_PHRASE = {"fsm": "not valid JSON", "xgrammar": "not valid JSON",
                    "outlines": "not valid JSON", "llguidance": "not valid JSON"}
 
 
@@ -470,3 +470,109 @@ def test_what_no_automaton_reads_like_python_is_refused_by_every_backend(backend
         g = compiled(backends[name], "regex", regex)
         assert isinstance(g, InvalidGrammarObject), (name, regex)
         assert phrase in g.message and "regex rejected" in g.message, g.message
+
+
+# ------------------------------------------------- never a weaker grammar (issue 30, item 8)
+# (backend, schema, the keyword the refusal names, where): each one a keyword its library
+# compiles without enforcing, found by running the JSON-Schema-Test-Suite through the adapter
+# (benchmarks/json_schema_conformance.py) and checked alone here.
+A, I, S = {"type": "array", "items": {"type": "integer"}}, {"type": "integer"}, {"type": "string"}
+IGNORED_CASES = [
+    ("xgrammar", {**A, "uniqueItems": True}, "uniqueItems", "#"),
+    ("xgrammar", {"type": "object", "properties": {"a/b": {**A, "uniqueItems": True}}}, "uniqueItems", "#/properties/a~1b"),
+    ("xgrammar", {**A, "contains": {"const": 1}}, "contains", "#"),
+    ("xgrammar", {"allOf": [{**I, "minimum": 1}, {**I, "maximum": 3}]}, "allOf", "#"),
+    ("xgrammar", {**I, "minimum": 0, "anyOf": [{**I, "maximum": 5}, {**I, "minimum": 9}]}, "anyOf", "#"),
+    ("xgrammar", {"oneOf": [I, {**I, "minimum": 2}]}, "oneOf", "#"),
+    ("xgrammar", {**I, "if": {"minimum": 0}, "then": {"maximum": 5}}, "if", "#"),
+    ("xgrammar", {**I, "not": {"const": 1}}, "not", "#"),
+    ("xgrammar", {**S, "pattern": "^a+$", "maxLength": 2}, "maxLength", "#"),
+    ("xgrammar", {"type": "number", "multipleOf": 0.5}, "multipleOf", "#"),
+    ("xgrammar", {"maxLength": 2}, "maxLength", "#"),
+    ("xgrammar", {"type": "object", "properties": {"a": I, "b": I}, "dependentRequired": {"a": ["b"]}},
+     "dependentRequired", "#"),
+    ("xgrammar", {"type": "object", "required": ["a"], "additionalProperties": I}, "required", "#"),
+    ("xgrammar", {"type": "object", "properties": {"ab": S}, "patternProperties": {"^a": {**S, "maxLength": 1}}},
+     "patternProperties", "#"),
+    ("xgrammar", {"type": "integer", "enum": [1, 5], "minimum": 2}, "enum", "#"),
+    ("xgrammar", {"$defs": {"p": {**I, "$anchor": "p"}}, "$ref": "#p"}, "$ref", "#"),
+    ("xgrammar", {"$defs": {"p": I}, "$ref": "#/$defs/p", "type": "integer", "minimum": 2}, "$ref", "#"),
+    ("outlines", {**S, "pattern": "^a+$", "maxLength": 2}, "pattern", "#"),
+    ("outlines", {**I, "minimum": 1}, "minimum", "#"),
+    ("outlines", {**A, "uniqueItems": True}, "uniqueItems", "#"),
+    ("outlines", {**I, "not": {"const": 1}}, "not", "#"),
+    ("outlines", {**I, "if": {"minimum": 0}, "then": {"maximum": 5}}, "if", "#"),
+    ("outlines", {"oneOf": [I, {**I, "multipleOf": 2}]}, "oneOf", "#"),
+    ("outlines", {"allOf": [{}, {"type": "number"}]}, "allOf", "#"),
+    ("outlines", {"type": "array", "prefixItems": [{}], "items": False}, "prefixItems", "#"),
+    ("outlines", {"type": "object", "required": ["a"], "additionalProperties": I}, "required", "#"),
+    ("outlines", {"enum": ["abc", "a"], "maxLength": 2}, "enum", "#"),
+    ("outlines", {"type": "object", "properties": {"a\nb": I}}, "properties", "#"),
+]
+
+
+@pytest.mark.parametrize("name, schema, keyword, where", IGNORED_CASES,
+                         ids=[f"{n}-{k}-{i}" for i, (n, _, k, _) in enumerate(IGNORED_CASES)])
+def test_keywords_a_library_ignores_are_refused_by_name(backends, name, schema, keyword, where):
+    with pytest.raises(IgnoredKeywordError) as refused:
+        backends[name].compile("json_schema", json.dumps(schema))
+    message = str(refused.value)
+    assert f"does not enforce {keyword!r}" in message and f"(at {where})" in message, message
+    assert f"the {name!r} backend refuses" in message and "'fsm' grammar backend" in message, message
+    # Through the request path: the same words end that request (HTTP 400 in the server).
+    g = compiled(backends[name], "json_schema", json.dumps(schema))
+    assert isinstance(g, InvalidGrammarObject) and f"does not enforce {keyword!r}" in g.message
+
+
+# Schemas each adapter must still compile: what its library does enforce (precision).
+ENFORCED = {
+    "xgrammar": [{**A, "uniqueItems": False}, {"oneOf": [I, S]}, {**S, "maxLength": 3}, {**I, "multipleOf": 3},
+                 {"$defs": {"p": {**I, "minimum": 2}}, "$ref": "#/$defs/p"}, {"type": "integer", "enum": [1, 2]},
+                 {"type": "object", "properties": {"a": I}, "required": ["a"], "minProperties": 1},
+                 {"oneOf": [{"type": "object", "properties": {"k": {"const": "a"}}, "required": ["k"]},
+                            {"type": "object", "properties": {"k": {"const": "b"}}, "required": ["k"]}]}],
+    "outlines": [{**A, "uniqueItems": False}, {"oneOf": [I, S]}, {**S, "pattern": "^[^a]{3}$"},
+                 {**S, "maxLength": 3}, {"enum": ["a\nb", 'c"d']}, {"type": "array", "prefixItems": [I, S]}],
+    "llguidance": [{**S, "pattern": "^a+$", "maxLength": 2}, {**I, "minimum": 1}],
+}
+
+
+@pytest.mark.parametrize("name", LIBRARIES)
+def test_keywords_a_library_enforces_still_compile(backends, name):
+    for schema in ENFORCED[name]:
+        backends[name].compile("json_schema", json.dumps(schema))
+
+
+# Schemas the adapters accept whose outputs an adapter once got wrong: a raw newline from
+# outlines-core's pattern `[^a]`, raw control characters from xgrammar's maxLength strings.
+WALKED = [{**S, "pattern": "^[^a]{3}$"}, {**S, "pattern": "^.{2}$"}, {**S, "maxLength": 3},
+          {"type": "object", "properties": {"t": {**S, "minLength": 1, "maxLength": 4}, "n": {"enum": [1, "x"]}},
+           "required": ["t", "n"], "additionalProperties": False},
+          {"type": "array", "items": {"oneOf": [I, S]}, "maxItems": 2}]
+
+
+@pytest.mark.parametrize("name", LIBRARIES)
+@pytest.mark.parametrize("schema", WALKED, ids=[f"schema{i}" for i in range(len(WALKED))])
+@settings(max_examples=12, deadline=None)
+@given(data=st.data())
+def test_every_output_an_accepted_schema_allows_validates(backends, tokenizer, name, schema, data):
+    """Random walks over the adapter's masks: every text that ends with EOS parses as JSON
+    (no raw control character inside a string) and validates (jsonschema is the oracle)."""
+    width = tokenizer.vocab_size + PAD
+    g = compiled(backends[name], "json_schema", json.dumps(schema))
+    assert not isinstance(g, InvalidGrammarObject), g.message
+    ids = []
+    for _ in range(40):
+        row = mask_row(g, width)
+        choices = row.nonzero().flatten().tolist()
+        assert choices, "a live state allows no token"
+        if tokenizer.eos_token_id in choices and (choices == [tokenizer.eos_token_id]
+                                                  or data.draw(st.booleans(), label="stop if allowed")):
+            g.accept_token(tokenizer.eos_token_id)
+            text = tokenizer.decode_bytes(ids, skip_special_tokens=False).decode("utf-8")
+            jsonschema.validate(json.loads(text), schema)
+            return
+        choices = [t for t in choices if t != tokenizer.eos_token_id]
+        t = data.draw(st.sampled_from(choices), label="token")
+        g.accept_token(t)
+        ids.append(t)

@@ -18,8 +18,10 @@ from __future__ import annotations
 import collections
 import json
 import os
+import re
 import threading
 import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -45,6 +47,219 @@ register_backend = BACKENDS.register   # `@register_backend("xgrammar")`
 
 class GrammarError(ValueError):
     """A grammar this backend cannot compile; the message ends the request with `abort`."""
+
+
+class IgnoredKeywordError(GrammarError):
+    """A schema refused because the backend's library would not enforce one of its keywords."""
+
+
+# ------------------------------------------------- what a library's JSON Schema ignores
+# A library that compiles a schema but skips a keyword hands back a WEAKER grammar: its
+# outputs may break the schema (xgrammar's `uniqueItems` -> `[1, 1]`). So each adapter lists
+# what its library ignores, as `IgnoredKeyword`s, and refuses such a schema before compiling.
+
+# Keywords that say nothing about which values are valid: they may sit beside anything.
+ANNOTATIONS = frozenset({"$schema", "$id", "$anchor", "$comment", "$defs", "definitions", "title",
+                         "description", "default", "examples", "deprecated", "readOnly", "writeOnly",
+                         "contentMediaType", "contentEncoding", "contentSchema"})
+# Where subschemas live: a map of them, one of them, or a list of them (draft 2020-12 and 7).
+_SCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties", "dependentSchemas", "dependencies")
+_SCHEMA_ONE = ("items", "additionalItems", "additionalProperties", "not", "if", "then", "else", "contains",
+               "propertyNames", "unevaluatedItems", "unevaluatedProperties")
+_SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems", "items")
+
+
+@dataclass(frozen=True)
+class IgnoredKeyword:
+    """`keyword` is compiled but not enforced where `applies(subschema)` holds (the subschema
+    that holds the keyword); `how` finishes the sentence "does not enforce 'keyword' ..."."""
+
+    keyword: str
+    how: str = ""
+    applies: Callable[[dict], bool] = lambda schema: True
+    below_root: bool = False   # applies only in subschemas, not at the root
+
+
+def json_pointer(pointer: str, name: str | int) -> str:
+    """`pointer` + one more step, escaped as RFC 6901 says (`~` -> `~0`, `/` -> `~1`)."""
+    return f"{pointer}/{str(name).replace('~', '~0').replace('/', '~1')}"
+
+
+def subschemas(schema: dict, pointer: str) -> Iterator[tuple[dict, str]]:
+    """(subschema, its JSON pointer) for each schema object directly inside `schema`."""
+    for key, value in schema.items():
+        if key in _SCHEMA_MAPS and isinstance(value, dict):
+            for name, sub in value.items():
+                if isinstance(sub, dict):   # (draft 7 `dependencies` maps to lists too)
+                    yield sub, json_pointer(json_pointer(pointer, key), name)
+        elif key in _SCHEMA_ONE and isinstance(value, dict):
+            yield value, json_pointer(pointer, key)
+        elif key in _SCHEMA_LISTS and isinstance(value, list):
+            for i, sub in enumerate(value):
+                if isinstance(sub, dict):
+                    yield sub, json_pointer(json_pointer(pointer, key), i)
+
+
+def rewrite_subschemas(schema: Any, rewrite: Callable[[dict, str], dict], pointer: str = "#") -> Any:
+    """A copy of `schema` in which every schema object, innermost first, is replaced by
+    `rewrite(its copy, its JSON pointer)`; `schema` itself is left as it was."""
+    if not isinstance(schema, dict):
+        return schema
+    out = dict(schema)
+    for key, value in schema.items():
+        where = json_pointer(pointer, key)
+        if key in _SCHEMA_MAPS and isinstance(value, dict):
+            out[key] = {name: rewrite_subschemas(sub, rewrite, json_pointer(where, name)) for name, sub in value.items()}
+        elif key in _SCHEMA_ONE and isinstance(value, dict):
+            out[key] = rewrite_subschemas(value, rewrite, where)
+        elif key in _SCHEMA_LISTS and isinstance(value, list):
+            out[key] = [rewrite_subschemas(sub, rewrite, json_pointer(where, i)) for i, sub in enumerate(value)]
+    return rewrite(out, pointer)
+
+
+def find_ignored_keyword(schema: Any, ignored: tuple[IgnoredKeyword, ...],
+                         pointer: str = "#") -> tuple[IgnoredKeyword, str] | None:
+    """The first (rule, JSON pointer) of `ignored` that applies somewhere in `schema`, or None.
+
+    Every subschema counts, `$defs` included: a walk, not a text search, so a property
+    named "uniqueItems" or an enum value "not" is not mistaken for the keyword."""
+    if not isinstance(schema, dict):
+        return None
+    for rule in ignored:
+        if rule.keyword in schema and (pointer != "#" or not rule.below_root) and rule.applies(schema):
+            return rule, pointer
+    for sub, where in subschemas(schema, pointer):
+        found = find_ignored_keyword(sub, ignored, where)
+        if found:
+            return found
+    return None
+
+
+# Conditions the adapters' lists share (each takes the subschema holding the keyword).
+def beside(*others: str) -> Callable[[dict], bool]:
+    """The keyword sits beside one of `others`."""
+    return lambda schema: any(k in schema for k in others)
+
+
+def beside_validation(keyword: str, allowed: frozenset[str] = frozenset()) -> Callable[[dict], bool]:
+    """The keyword sits beside a keyword that validates (not an annotation, not in `allowed`)."""
+    return lambda schema: any(k not in ANNOTATIONS and k not in allowed and k != keyword for k in schema)
+
+
+def requires_unlisted(schema: dict) -> bool:
+    """`required` names a property that `properties` does not list."""
+    listed = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+    return isinstance(schema["required"], list) and any(name not in listed for name in schema["required"])
+
+
+def pattern_meets_listed_name(schema: dict) -> bool:
+    """A `patternProperties` pattern matches a name `properties` lists (both then apply to
+    it), or cannot be read by Python's `re` (so we cannot tell)."""
+    listed = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+    patterns = schema["patternProperties"] if isinstance(schema["patternProperties"], dict) else {}
+    for pattern in patterns:
+        try:
+            if any(re.search(pattern, name) for name in listed):
+                return True
+        except re.error:
+            return True
+    return False
+
+
+_JSON_TYPES = {"string": str, "integer": int, "number": (int, float), "boolean": bool, "object": dict,
+               "array": list, "null": type(None)}
+
+
+def is_whole(value) -> bool:
+    """A JSON number with no fraction (2 and 2.0; not true)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and float(value).is_integer()
+
+
+def values_outside_type(schema: dict) -> bool:
+    """`enum`/`const` beside anything but `type`, or a value of another type (libraries
+    write the listed values and skip the rest of the schema)."""
+    if any(k not in ANNOTATIONS and k not in ("type", "enum", "const") for k in schema):
+        return True
+    if "type" not in schema:
+        return False
+    types = [schema["type"]] if isinstance(schema["type"], str) else schema["type"]
+    values = [schema["const"]] if "const" in schema else schema.get("enum") or []
+
+    def has(value, t):
+        if t == "integer":
+            return is_whole(value)
+        return isinstance(value, _JSON_TYPES.get(t, ())) and (t == "boolean" or not isinstance(value, bool))
+    return not all(any(has(v, t) for t in types) for v in values)
+
+
+def not_a_local_pointer(schema: dict) -> bool:
+    """`$ref` is not `#` or a `#/...` JSON pointer (an anchor, a relative or remote URI)."""
+    ref = schema["$ref"]
+    return not isinstance(ref, str) or not (ref == "#" or ref.startswith("#/"))
+
+
+def _value_key(value: Any) -> str:
+    """Equal JSON values get equal keys (1 and 1.0 are one number; true is not 1)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return f"number {float(value)!r}"
+    return json.dumps(value, sort_keys=True)
+
+
+def _branch_values(branch: Any) -> set[str] | None:
+    """The keys of the only values `branch` allows (its const or enum), or None."""
+    if not isinstance(branch, dict):
+        return None
+    if "const" in branch:
+        return {_value_key(branch["const"])}
+    if isinstance(branch.get("enum"), list):
+        return {_value_key(v) for v in branch["enum"]}
+    return None
+
+
+def _branch_types(branch: Any) -> set[str] | None:
+    """The JSON types `branch` allows (from `type`; an integer is a number), or None."""
+    if not isinstance(branch, dict) or "type" not in branch:
+        return None
+    types = {branch["type"]} if isinstance(branch["type"], str) else set(branch["type"])
+    return types | {"number"} if "integer" in types else types
+
+
+def _disjoint(a: Any, b: Any) -> bool:
+    """True if no value can satisfy both branches, by their types, their values, or a
+    required property whose values differ (a tagged union: {"kind": {"const": "a"}})."""
+    ta, tb = _branch_types(a), _branch_types(b)
+    if ta is not None and tb is not None and not ta & tb:
+        return True
+    va, vb = _branch_values(a), _branch_values(b)
+    if va is not None and vb is not None and not va & vb:
+        return True
+    if not (isinstance(a, dict) and isinstance(b, dict)):
+        return False
+    for name in set(a.get("required") or []) & set(b.get("required") or []):
+        pa, pb = (s.get("properties", {}).get(name) if isinstance(s.get("properties"), dict) else None
+                  for s in (a, b))
+        va, vb = _branch_values(pa), _branch_values(pb)
+        if va is not None and vb is not None and not va & vb:
+            return True
+    return False
+
+
+def overlapping_branches(schema: dict) -> bool:
+    """`oneOf` has two branches we cannot show disjoint: "exactly one" is then not "any"."""
+    branches = schema["oneOf"] if isinstance(schema["oneOf"], list) else []
+    return any(not _disjoint(a, b) for i, a in enumerate(branches) for b in branches[i + 1:])
+
+
+def refuse_ignored_keywords(schema: Any, ignored: tuple[IgnoredKeyword, ...], library: str, backend: str) -> None:
+    """Raise GrammarError naming the keyword, where it is and the backend, if `library`
+    would ignore a keyword of `schema`; the fsm backend enforces or refuses every keyword itself."""
+    found = find_ignored_keyword(schema, ignored)
+    if found:
+        rule, pointer = found
+        how = f" {rule.how}" if rule.how else ""
+        raise IgnoredKeywordError(f"{library} does not enforce {rule.keyword!r}{how} (at {pointer}), so the "
+                           f"{backend!r} backend refuses this schema rather than generate output that breaks "
+                           f"it; use the 'fsm' grammar backend for this schema")
 
 
 # ------------------------------------------------------------------------ per request

@@ -14,8 +14,11 @@ What this adapter adds:
 - a request ends when EOS has been accepted or when nothing but EOS can follow (an
   accepting state with no other move), like our fsm backend;
 - outlines-core's `build_regex_from_schema` silently ignores some keywords (numeric bounds,
-  `uniqueItems`, `minProperties`, ...): a schema using one is refused, naming it, rather
-  than turned into a weaker grammar whose outputs the schema would reject;
+  `uniqueItems`, `minProperties`, `not`, a `pattern` beside lengths, ...): a schema using one
+  is refused, naming it, rather than turned into a weaker grammar whose outputs the schema
+  would reject (IGNORED);
+- it puts a `pattern` between the quotes as it is, where `[^a]` matches a raw newline or
+  `"`: each pattern is first rewritten over the string's JSON text (what our compiler does);
 - a `regex` reads as Python's `re` reads it (constrained/python_regex.py): outlines-core's
   Rust regex has its own Unicode `\\w` (combining marks in, '²' out) and `\\s`
   ('\\x1c' out), so it is handed the regex with every character set spelled out
@@ -36,45 +39,59 @@ import torch
 from outlines_core import Guide, Index, Vocabulary
 from outlines_core.json_schema import build_regex_from_schema
 
-from ..constrained.json_schema import InvalidSchemaError, load_schema
+from ..constrained.json_schema import InvalidSchemaError, UnsupportedSchemaError, load_schema
+# The string contents (JSON text) in which a pattern finds a match: our fsm compiler's own
+# translation, so both backends read a `pattern` alike.
+from ..constrained.json_schema import _pattern_regex as pattern_over_json_text
 from ..constrained.python_regex import portable_regex
 from ..constrained.regex_dfa import shown_regex
-from .base import BaseGrammarBackend, BaseGrammarObject, GrammarError, register_backend
+from .base import (ANNOTATIONS, BaseGrammarBackend, BaseGrammarObject, GrammarError, IgnoredKeyword, beside, beside_validation,
+                   overlapping_branches, refuse_ignored_keywords, register_backend, requires_unlisted,
+                   rewrite_subschemas, values_outside_type)
 
 MAX_ROLLBACK = 1024   # states a Guide remembers for `rollback`
 
-# Keywords outlines-core 0.2 accepts but does not enforce (checked one by one).
-IGNORED_KEYWORDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
-                    "uniqueItems", "contains", "minContains", "maxContains", "minProperties",
-                    "maxProperties", "patternProperties", "propertyNames", "dependentRequired",
-                    "dependentSchemas", "unevaluatedProperties", "unevaluatedItems")
-# Where subschemas live: a map of them, one of them, or a list of them.
-_SCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties", "dependentSchemas")
-_SCHEMA_ONE = ("items", "additionalProperties", "additionalItems", "not", "if", "then", "else",
-               "contains", "propertyNames", "unevaluatedItems", "unevaluatedProperties")
-_SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems", "items")
+# Keywords outlines-core 0.2 accepts but does not enforce (found by running the
+# JSON-Schema-Test-Suite through this adapter, each checked alone in tests/test_backends.py).
+_ALWAYS_IGNORED = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
+                   "contains", "minContains", "maxContains", "minProperties",
+                   "maxProperties", "patternProperties", "propertyNames", "dependentRequired",
+                   "dependentSchemas", "dependencies", "unevaluatedProperties", "unevaluatedItems",
+                   "not", "if")
+# JSON must escape these inside a string; outlines-core writes property names raw.
+_MUST_ESCAPE = re.compile(r'["\\\x00-\x1f]')
+IGNORED = (
+    *(IgnoredKeyword(k) for k in _ALWAYS_IGNORED),
+    IgnoredKeyword("uniqueItems", "", lambda s: s["uniqueItems"] is True),   # false asks nothing
+    IgnoredKeyword("pattern", "beside 'minLength' or 'maxLength'", beside("minLength", "maxLength")),
+    IgnoredKeyword("required", "for a property 'properties' does not list", requires_unlisted),
+    IgnoredKeyword("oneOf", "with branches that may overlap (it checks 'anyOf' instead)", overlapping_branches),
+    IgnoredKeyword("enum", "beside keywords other than 'type', or with values of another type",
+                   values_outside_type),
+    IgnoredKeyword("const", "beside keywords other than 'type', or of another type", values_outside_type),
+    IgnoredKeyword("$ref", "beside other keywords", beside_validation("$ref")),
+    IgnoredKeyword("allOf", "with more than one subschema or beside other keywords (it joins their texts)",
+                   lambda s: not isinstance(s["allOf"], list) or len(s["allOf"]) > 1 or beside_validation("allOf")(s)),
+    # Its regex for "any value" is a bare `a|b|...`; put inside `[...]` it loses its brackets.
+    IgnoredKeyword("prefixItems", "with an item that allows any value", lambda s: isinstance(s["prefixItems"], list)
+                   and any(sub is True or (isinstance(sub, dict) and all(k in ANNOTATIONS for k in sub))
+                           for sub in s["prefixItems"])),
+    IgnoredKeyword("properties", "with a name JSON must escape (it writes the name raw)",
+                   lambda s: isinstance(s["properties"], dict) and any(_MUST_ESCAPE.search(n) for n in s["properties"])),
+)
 
 
-def find_ignored_keyword(schema, path: str = "#") -> tuple[str, str] | None:
-    """(keyword, where) of the first keyword outlines-core would ignore, or None."""
-    if not isinstance(schema, dict):
-        return None
-    for keyword in IGNORED_KEYWORDS:
-        if keyword in schema:
-            return keyword, path
-    children = []
-    for key, value in schema.items():
-        if key in _SCHEMA_MAPS and isinstance(value, dict):
-            children += [(sub, f"{path}/{key}/{name}") for name, sub in value.items()]
-        elif key in _SCHEMA_ONE and isinstance(value, dict):
-            children.append((value, f"{path}/{key}"))
-        elif key in _SCHEMA_LISTS and isinstance(value, list):
-            children += [(sub, f"{path}/{key}/{i}") for i, sub in enumerate(value)]
-    for sub, where in children:
-        found = find_ignored_keyword(sub, where)
-        if found:
-            return found
-    return None
+def _pattern_as_json_text(schema: dict, pointer: str) -> dict:
+    """`pattern` rewritten over the JSON text of the string: outlines-core puts the pattern
+    between the quotes as it is, so `[^a]` would match a raw `"`, `\\` or newline there
+    (invalid JSON, or another string once decoded). Our compiler's translation matches the
+    same strings (ASCII `\\d`, `\\w`, `\\s`), each character written the way JSON allows."""
+    if isinstance(schema.get("pattern"), str):
+        try:
+            schema["pattern"] = pattern_over_json_text(schema["pattern"], pointer)
+        except UnsupportedSchemaError as e:
+            raise GrammarError(str(e)) from e
+    return schema
 
 
 class OutlinesIndex:
@@ -158,10 +175,8 @@ class OutlinesBackend(BaseGrammarBackend):
                 schema = load_schema(text)
             except InvalidSchemaError as e:
                 raise GrammarError(str(e)) from e
-            ignored = find_ignored_keyword(schema)
-            if ignored:
-                raise GrammarError(f"outlines-core does not enforce {ignored[0]!r} (at {ignored[1]}); "
-                                   f"use the fsm, xgrammar or llguidance backend for this schema")
+            refuse_ignored_keywords(schema, IGNORED, "outlines-core", "outlines")
+            text = json.dumps(rewrite_subschemas(schema, _pattern_as_json_text), ensure_ascii=False)
             try:
                 regex = build_regex_from_schema(text, self.options.get("json_whitespace"))
             except ValueError as e:

@@ -17,10 +17,15 @@ What this adapter adds:
 - `json_schema` output is laid out like `json.dumps`: `", "` and `": "`, no other
   whitespace (free whitespace lets a small model loop on spaces);
 - a request ends as soon as nothing but EOS can follow, like our fsm backend: xgrammar
-  itself only calls a matcher terminated after it has accepted the stop token.
+  itself only calls a matcher terminated after it has accepted the stop token;
+- a `json_schema` that uses a keyword xgrammar compiles but does not enforce (IGNORED,
+  found by running the JSON-Schema-Test-Suite through this adapter) is refused, naming it,
+  rather than turned into a weaker grammar; and a string's minLength/maxLength become a
+  `pattern`, because xgrammar's length-counted strings let raw control characters in.
 """
 from __future__ import annotations
 
+import json
 import re
 import threading
 
@@ -29,7 +34,11 @@ import xgrammar as xgr
 
 from ..constrained.bitmask import pack_bits
 from ..constrained.python_regex import portable_regex
-from .base import BaseGrammarBackend, BaseGrammarObject, GrammarError, register_backend
+from ..constrained.json_schema import InvalidSchemaError, load_schema
+from .base import (ANNOTATIONS, BaseGrammarBackend, BaseGrammarObject, GrammarError, IgnoredKeyword, beside,
+                   beside_validation, overlapping_branches, pattern_meets_listed_name, refuse_ignored_keywords, register_backend,
+                   requires_unlisted, rewrite_subschemas, values_outside_type,
+                   not_a_local_pointer, is_whole)
 
 # xgrammar's C++ errors start with "[15:34:26] /project/cpp/regex_converter.cc:94: " and
 # sometimes "Check failed: (error.empty()) is false: ": noise for the person who sent it.
@@ -39,6 +48,76 @@ _CPP_NOISE = re.compile(r"^\s*\[[\d:.]+\] \S+:\d+: |Check failed: \(.*?\) is fal
 def _clean_error(e: Exception) -> str:
     """The library's message without the C++ source location."""
     return _CPP_NOISE.sub("", str(e)).strip()
+
+
+# --------------------------------------------------------- JSON Schema: what xgrammar ignores
+# Keywords xgrammar 0.2.9 reads only when the schema says its type (or, for objects and
+# arrays, has `properties`/`additionalProperties` or `items`/`prefixItems`); without, any value.
+_TYPE_KEYWORDS = {
+    "string": ("minLength", "maxLength", "pattern", "format"),
+    "number": ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"),
+    "array": ("minItems", "maxItems", "uniqueItems", "contains"),
+    "object": ("required", "minProperties", "maxProperties", "patternProperties", "propertyNames",
+               "dependentRequired"),
+}
+_TYPE_FROM = {"object": ("properties", "additionalProperties"), "array": ("items", "prefixItems")}
+def _untyped(kind: str):
+    return lambda schema: "type" not in schema and not any(k in schema for k in _TYPE_FROM.get(kind, ()))
+
+
+IGNORED = (
+    *(IgnoredKeyword(k, f"in a schema without 'type' (xgrammar then allows any {kind})", _untyped(kind))
+      for kind, keywords in _TYPE_KEYWORDS.items() for k in keywords),
+    IgnoredKeyword("minLength", "beside 'pattern' or 'format'", beside("pattern", "format")),
+    IgnoredKeyword("maxLength", "beside 'pattern' or 'format'", beside("pattern", "format")),
+    IgnoredKeyword("multipleOf", "unless the type is 'integer' and the multiple a whole number",
+                   lambda s: s.get("type") != "integer" or not is_whole(s["multipleOf"])),
+    IgnoredKeyword("uniqueItems", "", lambda s: s["uniqueItems"] is True),
+    IgnoredKeyword("contains"),
+    IgnoredKeyword("dependentRequired"),
+    IgnoredKeyword("dependentSchemas"),
+    IgnoredKeyword("dependencies"),
+    IgnoredKeyword("required", "for a property 'properties' does not list", requires_unlisted),
+    IgnoredKeyword("patternProperties", "for a name 'properties' lists", pattern_meets_listed_name),
+    IgnoredKeyword("allOf", "with more than one subschema or beside other keywords",
+                   lambda s: not isinstance(s["allOf"], list) or len(s["allOf"]) > 1
+                   or beside_validation("allOf")(s)),
+    IgnoredKeyword("anyOf", "beside keywords other than 'type'", beside_validation("anyOf", frozenset({"type"}))),
+    IgnoredKeyword("oneOf", "beside keywords other than 'type'", beside_validation("oneOf", frozenset({"type"}))),
+    IgnoredKeyword("oneOf", "with branches that may overlap (it checks 'anyOf' instead)", overlapping_branches),
+    IgnoredKeyword("not"),
+    IgnoredKeyword("if"),
+    IgnoredKeyword("enum", "beside keywords other than 'type', or with values of another type",
+                   values_outside_type),
+    IgnoredKeyword("const", "beside keywords other than 'type', or of another type", values_outside_type),
+    IgnoredKeyword("$ref", "other than a '#/...' JSON pointer", not_a_local_pointer),
+    IgnoredKeyword("$ref", "beside other keywords", beside_validation("$ref")),
+    IgnoredKeyword("$dynamicRef"),
+    IgnoredKeyword("$dynamicAnchor"),
+    # A subschema with its own `$id` is a new base for the `$ref`s inside it; xgrammar
+    # resolves every `#/...` against the root document.
+    IgnoredKeyword("$id", "inside a subschema (a new base for its '$ref's)", below_root=True),
+)
+# Longest minLength/maxLength written as a pattern: compiling `[\s\S]{0,n}` grows with n
+# (1,000: about 1 s; 5,000: 25 s).
+MAX_LENGTH_AS_PATTERN = 1000
+
+
+def _length_as_pattern(schema: dict, pointer: str) -> dict:
+    """A string's minLength/maxLength written as a `pattern` (lengths beside a pattern or
+    format are refused before): xgrammar's length-counted strings allow raw U+0000-U+001F,
+    which JSON forbids inside a string, and its patterns do not."""
+    if "minLength" not in schema and "maxLength" not in schema:
+        return schema
+    low, high = schema.pop("minLength", 0), schema.pop("maxLength", None)
+    if high is not None and low > high:
+        raise GrammarError(f"minLength {low} is greater than maxLength {high} (at {pointer}): no string fits")
+    if max(low, high or 0) > MAX_LENGTH_AS_PATTERN:
+        raise GrammarError(f"xgrammar lets raw control characters into a string counted by minLength/maxLength, "
+                           f"and as a pattern a bound above {MAX_LENGTH_AS_PATTERN} (at {pointer}) is too slow to "
+                           "compile; use the 'fsm' grammar backend for this schema")
+    schema["pattern"] = f"^[\\s\\S]{{{int(low)},{'' if high is None else int(high)}}}$"
+    return schema
 
 
 class XGrammarGrammar(BaseGrammarObject):
@@ -120,12 +199,25 @@ class XGrammarBackend(BaseGrammarBackend):
             if kind == "regex":   # (a RegexError says what is wrong with it, in Python's terms)
                 compiled = self.compiler.compile_regex(portable_regex(text))
             elif kind == "json_schema":
-                compiled = self.compiler.compile_json_schema(text, any_whitespace=False)
+                compiled = self.compiler.compile_json_schema(self.enforced_schema(text), any_whitespace=False)
             else:
                 compiled = self.compiler.compile_grammar(text)
+        except GrammarError:
+            raise
         except Exception as e:   # xgrammar raises RuntimeError/ValueError with a parser message
             raise GrammarError(_clean_error(e)) from e
         return XGrammarGrammar(compiled, self.stop_only_row)
+
+    @staticmethod
+    def enforced_schema(text: str) -> str:
+        """The schema text xgrammar is given: refused if it uses a keyword xgrammar ignores,
+        string lengths rewritten as patterns."""
+        try:
+            schema = load_schema(text)
+        except InvalidSchemaError as e:
+            raise GrammarError(str(e)) from e
+        refuse_ignored_keywords(schema, IGNORED, "xgrammar", "xgrammar")
+        return json.dumps(rewrite_subschemas(schema, _length_as_pattern), ensure_ascii=False)
 
     def compile_structural_tag(self, spec) -> XGrammarGrammar:
         """xgrammar's "triggered_tags" format: the same semantics as ours (at_least_one: the
