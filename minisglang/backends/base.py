@@ -109,7 +109,8 @@ def rewrite_subschemas(schema: Any, rewrite: Callable[[dict, str], dict], pointe
     for key, value in schema.items():
         where = json_pointer(pointer, key)
         if key in _SCHEMA_MAPS and isinstance(value, dict):
-            out[key] = {name: rewrite_subschemas(sub, rewrite, json_pointer(where, name)) for name, sub in value.items()}
+            out[key] = {name: rewrite_subschemas(sub, rewrite, json_pointer(where, name))
+                        for name, sub in value.items()}
         elif key in _SCHEMA_ONE and isinstance(value, dict):
             out[key] = rewrite_subschemas(value, rewrite, where)
         elif key in _SCHEMA_LISTS and isinstance(value, list):
@@ -148,14 +149,16 @@ def beside_validation(keyword: str, allowed: frozenset[str] = frozenset()) -> Ca
 
 def requires_unlisted(schema: dict) -> bool:
     """`required` names a property that `properties` does not list."""
-    listed = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+    properties = schema.get("properties")
+    listed = properties if isinstance(properties, dict) else {}
     return isinstance(schema["required"], list) and any(name not in listed for name in schema["required"])
 
 
 def pattern_meets_listed_name(schema: dict) -> bool:
     """A `patternProperties` pattern matches a name `properties` lists (both then apply to
     it), or cannot be read by Python's `re` (so we cannot tell)."""
-    listed = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+    properties = schema.get("properties")
+    listed = properties if isinstance(properties, dict) else {}
     patterns = schema["patternProperties"] if isinstance(schema["patternProperties"], dict) else {}
     for pattern in patterns:
         try:
