@@ -112,8 +112,8 @@ from minisglang.constrained.lazy_regex import (
     RegexPool,
     parse_regex,
 )
+from minisglang.constrained.python_regex import MAX_CODE_POINT
 from minisglang.constrained.regex_dfa import (
-    MAX_CODE_POINT,
     SURROGATES,
     RegexError,
     _complement,

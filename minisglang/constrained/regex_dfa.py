@@ -28,6 +28,7 @@ import functools
 import re
 import threading
 from collections import defaultdict, deque
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -270,7 +271,8 @@ class _TooManyStates(Exception):
     """A crawl made more states than this thread's limit allows."""
 
 
-def _crawl(alphabet, initial, final, follow) -> FSM:
+def _crawl(alphabet: interegular.fsm.Alphabet, initial: Any, final: Callable[[Any], bool],
+           follow: Callable[[Any, Any], Any]) -> FSM:
     """interegular's crawl (see above), with a dict and this thread's state limit: the DFA
     whose states are what `follow` reaches from `initial`, numbered in breadth-first order."""
     limit = getattr(_limit, "states", None)
@@ -297,7 +299,7 @@ def _crawl(alphabet, initial, final, follow) -> FSM:
                __no_validation__=True)
 
 
-def _key(state):
+def _key(state: Any) -> Hashable:
     """A crawl state as a dict key, equal keys for equal states: `parallel` (union) makes
     its states dicts, and `star` and `times` start from a set (then frozensets follow)."""
     if isinstance(state, dict):
@@ -317,7 +319,7 @@ def _minimise(fsm: FSM) -> FSM:
     """
     dead = State(len(fsm.states))   # one explicit dead state: every missing edge goes there
     symbols = list(fsm.alphabet.by_transition)
-    sources: dict = defaultdict(set)   # (symbol, target) -> the states with that edge
+    sources: dict[tuple[Any, State], set[State]] = defaultdict(set)   # (symbol, target) -> the states with that edge
     for state in [*fsm.states, dead]:
         row = fsm.map.get(state, {})
         for symbol in symbols:
@@ -329,7 +331,7 @@ def _minimise(fsm: FSM) -> FSM:
     while pending:
         splitter = list(blocks[pending.pop()])
         for symbol in symbols:
-            into: dict[int, set] = defaultdict(set)   # block -> its states with an edge into the splitter
+            into: dict[int, set[State]] = defaultdict(set)   # block -> its states with an edge into the splitter
             for target in splitter:
                 for source in sources.get((symbol, target), ()):
                     into[block_of[source]].add(source)
@@ -448,7 +450,7 @@ class Alphabet:
         """The set `ranges` (one of the regex's) as a class of its atoms' representatives."""
         return self._class_text[ranges]
 
-    def char_class(self, representatives) -> CharClass:
+    def char_class(self, representatives: Iterable[str]) -> CharClass:
         """The CharClass of the code points some of `representatives` stand for."""
         spans = [span for r in representatives for span in self.atom_of[r]]
         return CharClass.from_ranges(tuple(_merge_ranges(spans)))
@@ -474,7 +476,7 @@ def _check_size(parsed: Pattern, pattern: str, max_states: int) -> None:
     """Refuse a pattern whose size alone would exceed the limit: interegular spends minutes
     on huge repetitions, so they are caught on the parse tree before building anything."""
 
-    def positions(node) -> int:
+    def positions(node: Any) -> int:   # a node of interegular's parse
         """How many single-character positions the pattern expands to (a size estimate)."""
         if isinstance(node, Pattern):
             return sum(positions(o) for o in node.options)
@@ -493,7 +495,7 @@ def _check_size(parsed: Pattern, pattern: str, max_states: int) -> None:
         )
 
 
-def _renumber(fsm, pattern: str, alphabet: Alphabet) -> CharDFA:
+def _renumber(fsm: FSM, pattern: str, alphabet: Alphabet) -> CharDFA:
     """interegular FSM -> CharDFA: sorted classes, live states only, BFS numbering."""
     # 1. The alphabet partition as CharClasses, in sorted order. interegular's
     # "anything else" stands for no code point: every one read is some representative's.
@@ -562,7 +564,7 @@ def utf8_sequences(lo: int, hi: int) -> list[tuple[tuple[int, int], ...]]:
     return out
 
 
-def _split_utf8(lo: int, hi: int, out: list) -> None:
+def _split_utf8(lo: int, hi: int, out: list[tuple[tuple[int, int], ...]]) -> None:
     for last in (0x7F, 0x7FF, 0xFFFF):  # never mix encodings of different lengths
         if lo <= last < hi:
             _split_utf8(lo, last, out)
@@ -588,6 +590,10 @@ def _split_utf8(lo: int, hi: int, out: list) -> None:
 # ---------------------------------------------------------------------------------------
 # Byte-level DFA
 # ---------------------------------------------------------------------------------------
+# While a character's UTF-8 bytes are read: (the byte ranges still to read, the char state to land in).
+_Item = tuple[tuple[tuple[int, int], ...], int]
+
+
 @dataclass(frozen=True, eq=False)
 class ByteDFA:
     """A deterministic automaton over bytes, built from a CharDFA.
@@ -610,7 +616,7 @@ class ByteDFA:
 
     @property
     def num_states(self) -> int:
-        return self.table.shape[0]
+        return int(self.table.shape[0])
 
     def is_final(self, state: int) -> bool:
         return state in self.finals
@@ -636,18 +642,18 @@ class ByteDFA:
         """
         n = dfa.num_states
         rows: list[np.ndarray] = [np.full(256, -1, dtype=np.int32) for _ in range(n)]
-        ids: dict[frozenset, int] = {}
-        pending: deque[frozenset] = deque()
-        sequences: dict[CharClass, list] = {}
+        ids: dict[frozenset[_Item], int] = {}
+        pending: deque[frozenset[_Item]] = deque()
+        sequences: dict[CharClass, list[tuple[tuple[int, int], ...]]] = {}
 
-        def intermediate(items: frozenset) -> int:
+        def intermediate(items: frozenset[_Item]) -> int:
             if items not in ids:
                 ids[items] = n + len(ids)
                 rows.append(np.full(256, -1, dtype=np.int32))
                 pending.append(items)
             return ids[items]
 
-        def fill(row: np.ndarray, items: list[tuple[tuple, int]]) -> None:
+        def fill(row: np.ndarray, items: list[_Item]) -> None:
             """Write the transitions for a set of (byte ranges, destination) items."""
             cuts = sorted({r[0][0] for r, _ in items} | {r[0][1] + 1 for r, _ in items})
             for start, stop in zip(cuts, cuts[1:]):  # byte segments with the same items
@@ -660,7 +666,7 @@ class ByteDFA:
                     row[start:stop] = intermediate(frozenset(here))
 
         for state in range(n):
-            items: list[tuple[tuple, int]] = []
+            items: list[_Item] = []
             for char_class, dst in dfa.transitions[state].items():
                 if char_class not in sequences:
                     sequences[char_class] = [
