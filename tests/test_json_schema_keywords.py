@@ -71,7 +71,7 @@ def test_pattern_with_length_is_the_exact_intersection(pattern, window):
     ({"type": "object", "patternProperties": {r"^\d+(": {}}}, None,
      r"'pattern' '^\d+(' at #/patternProperties/^\d+( is not a regex we can read: missing )"),
     ({"type": "integer"}, r"\s(", r"whitespace regex '\s(' is invalid: invalid regex '\s(': missing )"),
-    ({"type": "integer"}, r"[\s]*", r"whitespace regex '[\s]*' matches [\t-\r ], which is not JSON whitespace"),
+    ({"type": "integer"}, r"[\s]*", r"whitespace regex '[\s]*' matches \s, which is not JSON whitespace"),
 ])
 def test_a_refused_pattern_is_quoted_as_written(schema, whitespace, message):
     # Backslashes single (repr doubled them: '\\d{3}'), a newline or NUL escaped.
