@@ -174,7 +174,7 @@ def test_a_list_is_checked_whole_before_anything_is_queued(engine):
         engine.generate(["a", 5], GREEDY)
     with pytest.raises(ValueError, match="item 0: prompt is not valid Unicode text"):
         engine.generate(["a\ud800", "b"], GREEDY)
-    with pytest.raises(ValueError, match="sampling params must be an object"):
+    with pytest.raises(ValueError, match="a list of sampling_params needs a list of prompts, one each"):
         engine.generate("hi", [GREEDY])
     with pytest.raises(ValueError, match="prompt must be a string, got a tuple"):
         engine.submit(("a",), GREEDY)
