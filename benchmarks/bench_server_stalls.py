@@ -44,6 +44,7 @@ import httpx
 from _results import machine_line, write_section  # benchmarks/_results.py (scripts run from benchmarks/)
 
 RESULTS = Path(__file__).parent / "results" / "server_faults.md"
+CLIENTS = {"attacker": "10.0.1.1", "other": "10.0.1.2"}   # (the bystander is 10.0.0.2)
 SECTION = "## Expensive grammars beside a bystander (issue 30)"
 ROOT = Path(__file__).resolve().parent.parent
 CJK = "的是不了人我在有他这中大来上国个到说们为子和你地出道也时年得就那要下以生会自着去之过家学对可她里后小么心多天而能好都然没日于起还发成事只作当想看文无开手十用主行方又如前所本见经头面公同三已老从动两长知民样现分将外但身些与高意进把法此实回二理美点月明其种声全工己话儿者向情部正名定女问力机给等几很业最间新什打便位因重被走电四第门相次东政海口使教西再平真听世气信北少关并内加化由却代军产入先山五太水万市眼体别处总才场师书比住员九笑性通目华报立马命张活难神数件安表原车白应路期叫死常提感金何更反合放做系计或司利受光王果亲界及今京务制解各任至清物台象记边共风战干接它许八特觉望直服毛林题建南度统色字请交爱让认算论百吃义科怎元社术结六功指思非流每青管夫连远资队跟带花快条院变联言权往展该"
@@ -116,7 +117,7 @@ async def bystander(http: httpx.AsyncClient, url: str, stop: asyncio.Event, out:
 async def attack(http: httpx.AsyncClient, url: str, client: str, body: dict) -> str:
     t0 = time.perf_counter()
     try:
-        r = await http.post(url + "/generate", json=body, headers={"X-Forwarded-For": f"10.0.1.{hash(client) % 200}"},
+        r = await http.post(url + "/generate", json=body, headers={"X-Forwarded-For": CLIENTS[client]},
                             timeout=300)
     except httpx.HTTPError as e:
         return f"{type(e).__name__} after {time.perf_counter() - t0:.1f} s"

@@ -33,6 +33,7 @@ import os
 import queue
 import re
 import secrets
+import sys
 import threading
 import time
 import uuid
@@ -834,6 +835,12 @@ def serve(engine: Engine, host: str = "127.0.0.1", port: int = 30000,
     # in a decode step or a compile: measured by benchmarks/bench_compile.py's gc.freeze note).
     gc.collect()
     gc.freeze()
+    # Three kinds of threads share the GIL here: uvicorn's event loop, the engine loop and the
+    # compile threads (in the windows the engine lends them, constrained/work_slices.py). A
+    # thread that wants the GIL waits up to the switch interval, and a request crosses
+    # threads several times: at CPython's 5 ms a bystander paid it at each crossing while a
+    # compile ran (benchmarks/bench_server_stalls.py).
+    sys.setswitchinterval(0.001)
     server.run()
     loop = getattr(app.state, "engine_loop", None)
     return 1 if loop is not None and loop.dead is not None else 0
