@@ -6,12 +6,12 @@ whose DFA has 2^15 states, an intersection that must be searched). Done in one g
 scheduler thread, that work would stall every other client's decode. Done on an ordinary
 thread it is no better: CPython's GIL passes to a busy Python thread whenever the
 scheduler's thread lets go of it, and a forward releases it at every torch operation, so
-each operation then waits out the 5 ms switch interval (measured: a 1-token request went
-from 3 ms to 450 ms beside one busy Python thread; benchmarks/results/server_faults.md).
+each operation then waits out the 5 ms switch interval (measured once, by hand: a 1-token
+request went from 3 ms to 450 ms beside one busy Python thread; not yet a benchmark).
 
 So grammar work is cut into slices, in two ways that share one call, `checkpoint()`, which
-the automata call between small units of work (after each derivative, each state of a
-search, each subschema compiled):
+the automata call between small units of work (after each derivative stored, each state
+of an intersection's search, each item the regex parser reads):
 
 - on the scheduler thread, inside `deadline(seconds)`: past the deadline `checkpoint`
   raises `OutOfTime`. Work cut that way is restartable because what it computed is cached
