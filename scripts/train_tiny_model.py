@@ -194,7 +194,8 @@ def lr_at(step: int, steps: int, peak: float, warmup: int) -> float:
     return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * t)))
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    """The command line (``argv``: its arguments; the process's when None)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=Path("minisglang/assets/tiny-json-llama"))
     ap.add_argument("--state", type=Path, default=Path(".cache/tiny-json-llama-train"),
@@ -237,7 +238,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--eval-prompts", type=int, default=100)
     ap.add_argument("--device", default="cpu", help='"cuda" to train on a GPU (the result is saved for the CPU)')
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     train(args)
 
 

@@ -1,7 +1,9 @@
 """scripts/train_tiny_model.py trains in sittings: stopped after a checkpoint and resumed,
 it takes exactly the steps (same batches, same losses, same weights) of an uninterrupted run."""
 import json
-import subprocess
+import contextlib
+import io
+import random
 import sys
 from pathlib import Path
 
@@ -9,21 +11,36 @@ import pytest
 import torch
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "scripts"))
+import make_corpus  # noqa: E402
+import train_tiny_model  # noqa: E402
+
 TINY = ["--examples", "200", "--steps", "4", "--checkpoint-every", "2", "--tokens-per-batch", "256",
         "--hidden", "32", "--intermediate", "64", "--layers", "2", "--vocab-size", "600", "--threads", "1",
         "--copy-steps", "2", "--copy-mix", "2", "--copy-examples", "100"]  # steps: drill, drill, main, drill
 
 
-def train(tmp: Path, name: str, *extra: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, str(REPO / "scripts" / "train_tiny_model.py"), "--out", str(tmp / name / "out"),
-           "--state", str(tmp / name / "state"), *TINY, *extra]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=True)
+def train(tmp: Path, name: str, *extra: str) -> str:
+    """One sitting of the training script, run in this process (a fresh interpreter per sitting
+    spent most of its time importing torch and transformers); what it printed. The thread count
+    and global random states it sets are put back, so later tests in this worker see none of it."""
+    argv = ["--out", str(tmp / name / "out"), "--state", str(tmp / name / "state"), *TINY, *extra]
+    threads, torch_rng, py_rng = torch.get_num_threads(), torch.get_rng_state(), random.getstate()
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(printed):
+            train_tiny_model.main(argv)
+    finally:
+        torch.set_num_threads(threads)
+        torch.set_rng_state(torch_rng)
+        random.setstate(py_rng)
+    return printed.getvalue()
 
 
 def test_stop_and_resume_equals_one_run(tmp_path):
     train(tmp_path, "whole", "--stop-after", "4")
     first = train(tmp_path, "split", "--stop-after", "2")
-    assert "stopped after step 2" in first.stdout
+    assert "stopped after step 2" in first
     assert torch.load(tmp_path / "split" / "state" / "checkpoint.pt", weights_only=False)["step"] == 2
     train(tmp_path, "split", "--resume", "--stop-after", "4")
     whole = torch.load(tmp_path / "whole" / "state" / "checkpoint.pt", weights_only=False)
@@ -37,10 +54,8 @@ def test_stop_and_resume_equals_one_run(tmp_path):
 
 def test_resume_refuses_another_recipe(tmp_path):
     train(tmp_path, "a", "--stop-after", "2")
-    cmd = [sys.executable, str(REPO / "scripts" / "train_tiny_model.py"), "--out", str(tmp_path / "a" / "out"),
-           "--state", str(tmp_path / "a" / "state"), *TINY, "--lr", "0.001", "--resume"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    assert proc.returncode != 0 and "was made by another recipe" in proc.stderr
+    with pytest.raises(SystemExit, match="was made by another recipe"):
+        train(tmp_path, "a", "--lr", "0.001", "--resume")
 
 
 def _contains(seq: list[int], part: list[int]) -> bool:
@@ -52,10 +67,6 @@ def test_a_copied_value_is_the_same_tokens_in_the_text_and_in_the_answer():
     a name, age or hobby in the paragraph reappear unchanged inside the JSON answer: the
     model can copy token by token (GPT-2's split would give " Kastoru" in the text and
     "Kastoru" after `": "`)."""
-    sys.path.insert(0, str(REPO / "scripts"))
-    import make_corpus
-    import train_tiny_model
-
     corpus = make_corpus.make_corpus(400, seed=0)
     tok = train_tiny_model.train_tokenizer(train_tiny_model.tokenizer_texts(corpus), 800)
     checked = 0
@@ -79,9 +90,6 @@ def test_a_copied_value_is_the_same_tokens_in_the_text_and_in_the_answer():
 def test_batch_source_takes_every_batch_once_in_order(copy_steps, copy_mix):
     """The copy-first curriculum: drills first, then every copy_mix-th step a drill; each
     source's batches are taken in order, none skipped or repeated."""
-    sys.path.insert(0, str(REPO / "scripts"))
-    import train_tiny_model
-
     sources = [train_tiny_model.batch_source(step, copy_steps, copy_mix) for step in range(60)]
     assert sources[:copy_steps] == [("drill", i) for i in range(copy_steps)]
     for name in ("drill", "main"):
@@ -94,10 +102,6 @@ def test_batch_source_takes_every_batch_once_in_order(copy_steps, copy_mix):
 def test_every_epoch_is_a_fresh_corpus():
     """No example repeats: each epoch trains on a corpus of its own seed (epoch 0 is the
     corpus the tokenizer is trained on), so the model cannot memorise the answers."""
-    sys.path.insert(0, str(REPO / "scripts"))
-    import make_corpus
-    import train_tiny_model
-
     epochs = [train_tiny_model.epoch_corpus(300, 0, e) for e in range(3)]
     assert epochs[0] == make_corpus.make_corpus(300, 0)
     assert epochs[1] == train_tiny_model.epoch_corpus(300, 0, 1)  # seeded: a resumed run sees the same
@@ -111,7 +115,7 @@ def test_resume_in_a_later_epoch_equals_one_run(tmp_path):
     extra = ["--examples", "8", "--copy-steps", "0", "--copy-mix", "0", "--tokens-per-batch", "1024"]  # 2 batches an epoch
     train(tmp_path, "whole", *extra, "--steps", "6", "--stop-after", "6")
     first = train(tmp_path, "split", *extra, "--steps", "6", "--stop-after", "3")
-    assert "stopped after step 3" in first.stdout
+    assert "stopped after step 3" in first
     train(tmp_path, "split", *extra, "--steps", "6", "--resume", "--stop-after", "6")
     whole = torch.load(tmp_path / "whole" / "state" / "checkpoint.pt", weights_only=False)
     split = torch.load(tmp_path / "split" / "state" / "checkpoint.pt", weights_only=False)
@@ -152,10 +156,6 @@ def test_average_last_saves_the_mean_of_the_last_snapshots(tmp_path):
 def test_sort_pool_mixes_lengths_and_keeps_every_example_once():
     """--sort-pool N sorts by length within random runs of N examples: a permutation whose
     runs are sorted; 0 sorts the whole epoch; every answer token is trained on once."""
-    import random
-    sys.path.insert(0, str(REPO / "scripts"))
-    import train_tiny_model
-
     rng = random.Random(0)
     encoded = [([1] * rng.randint(3, 60), 2) for _ in range(200)]
     lengths = [len(ids) for ids, _ in encoded]
