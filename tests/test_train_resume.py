@@ -1,8 +1,8 @@
 """scripts/train_tiny_model.py trains in sittings: stopped after a checkpoint and resumed,
 it takes exactly the steps (same batches, same losses, same weights) of an uninterrupted run."""
-import json
 import contextlib
 import io
+import json
 import random
 import sys
 from pathlib import Path
