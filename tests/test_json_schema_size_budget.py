@@ -247,7 +247,7 @@ def self_referring(children: int) -> dict:
 
 def count_calls(monkeypatch, name: str) -> list:
     """A list that grows by one at each call of _SchemaCompiler.`name`."""
-    from minisglang.constrained.json_schema import _SchemaCompiler
+    from minisglang.constrained.json_schema.compiler import _SchemaCompiler
 
     calls, real = [], getattr(_SchemaCompiler, name)
 
@@ -306,7 +306,7 @@ def test_compiling_each_ref_once_changes_no_regex(monkeypatch):
     """The suite's schemas, the linked-data shape and the recursions above (at a depth the
     compile-per-use took under a second for), both automata: the same regex, or the same
     error, as when every use of a $ref was compiled again."""
-    from minisglang.constrained.json_schema import _SchemaCompiler
+    from minisglang.constrained.json_schema.compiler import _SchemaCompiler
 
     def build(schema, **options):
         try:
