@@ -1,4 +1,4 @@
-"""The JSON Schema -> regex compiler (minisglang/constrained/json_schema.py).
+"""The JSON Schema -> regex compiler (minisglang/constrained/json_schema/, every module).
 
 Oracles: `jsonschema` (draft 2020-12, with its FormatChecker) judges every string that a
 random walk on the regex's DFA produces (soundness); `json.dumps` writes valid instances

@@ -5,7 +5,8 @@ definitions) used to build a 3.3-billion-character regex with 13.5 GB peak memor
 level of $ref nesting writes the level below several times. The size is now checked as
 parts are composed, so such a schema fails with SchemaTooLargeError after a few MB, and a
 schema under the limit compiles to exactly the regex it compiled to without the check.
-Memory is measured with tracemalloc (no timing assertions).
+Memory is measured with tracemalloc (no timing assertions). Covers constrained/json_schema/
+compiler_base.py (check_size, the $ref cache) and build.py.
 """
 from __future__ import annotations
 
