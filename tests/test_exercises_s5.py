@@ -4,7 +4,7 @@ Each graded test carries the marker of the task it grades:
 
 - task5_1  FSMGrammar.accept_token and FSMGrammar.fill_vocab_mask
            (minisglang/backends/fsm_backend.py): the matcher of our own backend adapter
-- task5_2  _SchemaCompiler._array_regex (minisglang/constrained/json_schema.py): the JSON
+- task5_2  _SchemaCompiler._array_regex (minisglang/constrained/json_schema/arrays.py): the JSON
            Schema rule for arrays (prefixItems, items, minItems, maxItems)
 - task5_3  RegexPool.derivative (minisglang/constrained/lazy_regex.py): Brzozowski's
            derivative, the step that builds the lazy automaton's states on demand

@@ -1,4 +1,4 @@
-"""The JSON Schema -> regex compiler (minisglang/constrained/json_schema.py).
+"""The JSON Schema -> regex compiler (minisglang/constrained/json_schema/, every module).
 
 Oracles: `jsonschema` (draft 2020-12, with its FormatChecker) judges every string that a
 random walk on the regex's DFA produces (soundness); `json.dumps` writes valid instances
@@ -32,11 +32,10 @@ from minisglang.constrained.json_schema import (
     UNSUPPORTED_KEYWORDS,
     InvalidSchemaError,
     UnsupportedSchemaError,
-    _hex_range,
-    _json_string_chars,
-    _length_range,
     build_regex_from_schema,
 )
+from minisglang.constrained.json_schema.formats import _length_range
+from minisglang.constrained.json_schema.string_chars import _hex_range, _json_string_chars
 from minisglang.constrained.regex_dfa import CharDFA, compile_regex
 
 VALIDATOR = jsonschema.Draft202012Validator

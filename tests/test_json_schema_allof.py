@@ -3,6 +3,7 @@
 Hypothesis builds schemas from leaves (types, bounds, const, enum) joined by allOf, anyOf
 and $refs to earlier $defs (no cycles), and checks each against `jsonschema` on a fixed
 sample of values. Also: allOf of many anyOfs is pruned or refused by name, never slow.
+Covers constrained/json_schema/merge.py and applicators.py.
 """
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """Object members in any order for the lazy automaton: lazy_regex's MEMBERS node (the
 private `(?@members...)` group) and the JSON Schema options any_order and
 extra_properties that write it, checked against `jsonschema` (and, for the node itself,
-against `re.fullmatch` of every order written out)."""
+against `re.fullmatch` of every order written out). Covers constrained/json_schema/objects.py
+(any order) and lazy_regex.py's MEMBERS node."""
 from __future__ import annotations
 
 import itertools

@@ -2,7 +2,8 @@
 private `(?@and(A)(B))` and `(?@diff(A)(B))` groups), and what the JSON Schema compiler
 builds with them: a `pattern` with minLength/maxLength, and patternProperties whose keys
 overlap the listed names, each other, or additionalProperties. Oracles: `re.fullmatch`
-of both sides for the nodes, `jsonschema` for the schemas."""
+of both sides for the nodes, `jsonschema` for the schemas. Covers constrained/json_schema/
+strings.py, pattern_length.py and objects.py (patternProperties)."""
 from __future__ import annotations
 
 import itertools

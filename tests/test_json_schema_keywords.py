@@ -1,6 +1,8 @@
 """JSON Schema keywords beyond the basics, each exact or an error naming it: checked
 exhaustively on small domains against `jsonschema` (the oracle): every string/value of
 the domain, serialised with json.dumps, matches the compiled regex exactly when valid.
+Covers constrained/json_schema/keywords.py and each type's rules (numbers.py, strings.py,
+arrays.py, objects.py, applicators.py).
 """
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """SchemaOptions of the JSON Schema compiler: key order (any_order) and extra keys
-(extra_properties), checked exhaustively on small objects against `jsonschema`."""
+(extra_properties), checked exhaustively on small objects against `jsonschema`. Covers
+constrained/json_schema/options.py and objects.py."""
 from __future__ import annotations
 
 import itertools

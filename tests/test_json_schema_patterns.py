@@ -1,7 +1,7 @@
 """`pattern` keywords read as jsonschema reads them (Python's `re.search`): alternatives
 whose shared prefix Python's parser moved in front (`^$|^a$` is parsed `^(?:$|a$)`), and
 anchored alternatives inside a group (`^$|(^a+$)`); and how deep a free value may nest
-for each automaton."""
+for each automaton. Covers constrained/json_schema/patterns.py."""
 from __future__ import annotations
 
 import json

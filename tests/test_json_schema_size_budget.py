@@ -5,7 +5,8 @@ definitions) used to build a 3.3-billion-character regex with 13.5 GB peak memor
 level of $ref nesting writes the level below several times. The size is now checked as
 parts are composed, so such a schema fails with SchemaTooLargeError after a few MB, and a
 schema under the limit compiles to exactly the regex it compiled to without the check.
-Memory is measured with tracemalloc (no timing assertions).
+Memory is measured with tracemalloc (no timing assertions). Covers constrained/json_schema/
+compiler_base.py (check_size, the $ref cache) and build.py.
 """
 from __future__ import annotations
 
@@ -247,7 +248,7 @@ def self_referring(children: int) -> dict:
 
 def count_calls(monkeypatch, name: str) -> list:
     """A list that grows by one at each call of _SchemaCompiler.`name`."""
-    from minisglang.constrained.json_schema import _SchemaCompiler
+    from minisglang.constrained.json_schema.compiler import _SchemaCompiler
 
     calls, real = [], getattr(_SchemaCompiler, name)
 
@@ -306,7 +307,7 @@ def test_compiling_each_ref_once_changes_no_regex(monkeypatch):
     """The suite's schemas, the linked-data shape and the recursions above (at a depth the
     compile-per-use took under a second for), both automata: the same regex, or the same
     error, as when every use of a $ref was compiled again."""
-    from minisglang.constrained.json_schema import _SchemaCompiler
+    from minisglang.constrained.json_schema.compiler import _SchemaCompiler
 
     def build(schema, **options):
         try:

@@ -1,4 +1,5 @@
-"""The lazy automaton (constrained/lazy_regex.py, lazy_token_fsm.py) against its oracles.
+"""The lazy automaton (constrained/lazy_regex.py, lazy_token_fsm.py, lazy_row_shortcuts.py,
+lazy_rows.py) against its oracles.
 
 - language: `re.fullmatch` (Python's Unicode dialect, like the eager DFA) on every short string over a
   small alphabet and on long strings, for the regexes of the behaviour suite, of
@@ -559,9 +560,10 @@ def test_tokens_longer_than_the_trie_in_bounded_strings_match_the_eager_index(pa
 @pytest.fixture
 def share_everything(monkeypatch):
     """Make every head and alternative take the shared-row paths, whatever its size."""
+    import minisglang.constrained.lazy_row_shortcuts as shortcuts
     import minisglang.constrained.lazy_token_fsm as lazy
 
-    monkeypatch.setattr(lazy, "PERMISSIVE", 0)
+    monkeypatch.setattr(shortcuts, "PERMISSIVE", 0)
     lazy.SHARED_ROWS.clear()
     yield
     lazy.SHARED_ROWS.clear()

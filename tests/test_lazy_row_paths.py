@@ -1,6 +1,6 @@
-"""The lazy token FSM's shortcut rows (constrained/lazy_token_fsm.py) against the eager
-index and the brute-force mask oracle: a shortcut may only change how a row is computed,
-never which tokens it holds.
+"""The lazy token FSM's shortcut rows (constrained/lazy_row_shortcuts.py) and long-token walks
+(constrained/lazy_token_fsm.py) against the eager index and the brute-force mask oracle: a
+shortcut may only change how a row is computed, never which tokens it holds.
 
 - `_row_from_strings`: a state whose first element is an alternation of literal strings
   (an enum's values) is walked through the vocabulary trie along its syntax tree, without
@@ -73,13 +73,13 @@ def test_an_enum_row_builds_no_state_for_the_values_positions(count):
     """The start row of a 200-value alternation reads the values along the syntax tree: no
     derivative, and no automaton state but the start and the tail's. Past MAX_STRINGS
     values the compiled walk through the states takes over; the row is the same."""
-    import minisglang.constrained.lazy_token_fsm as lazy
+    import minisglang.constrained.lazy_row_shortcuts as shortcuts
 
     tokenizer = bundled()
     values = [f"{chr(97 + i % 26)}{i:03d}" for i in range(count)]
     fsm = compile_lazy_token_fsm("(" + "|".join(values) + ")!", tokenizer, 4096)
     index = fsm.index
-    if count <= lazy.MAX_STRINGS:
+    if count <= shortcuts.MAX_STRINGS:
         assert index.dfa.fills == 0 and index.dfa.num_states <= 2
     else:
         assert index.dfa.fills > 0
@@ -126,9 +126,9 @@ def test_generated_alternations_then_any_regex_equal_the_eager_index(words, tail
 @pytest.fixture
 def closures_everywhere(monkeypatch):
     """Let `_row_from_closure` take every state it can, however narrow its byte set."""
-    import minisglang.constrained.lazy_token_fsm as lazy
+    import minisglang.constrained.lazy_row_shortcuts as shortcuts
 
-    monkeypatch.setattr(lazy, "CLOSURE_BYTES", 1)
+    monkeypatch.setattr(shortcuts, "CLOSURE_BYTES", 1)
 
 
 LONG_SHAPES = [

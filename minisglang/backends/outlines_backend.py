@@ -42,7 +42,7 @@ from outlines_core.json_schema import build_regex_from_schema
 from ..constrained.json_schema import InvalidSchemaError, UnsupportedSchemaError, load_schema
 # The string contents (JSON text) in which a pattern finds a match: our fsm compiler's own
 # translation, so both backends read a `pattern` alike.
-from ..constrained.json_schema import _pattern_regex as pattern_over_json_text
+from ..constrained.json_schema.patterns import _pattern_regex as pattern_over_json_text
 from ..constrained.python_regex import portable_regex
 from ..constrained.regex_dfa import shown_regex
 from .base import (ANNOTATIONS, BaseGrammarBackend, BaseGrammarObject, GrammarError, IgnoredKeyword, beside, beside_validation,

@@ -13,10 +13,12 @@ reaches its state, and cached:
   vocabulary, no walk), a state `H T` with a permissive head reuses H's row plus the few
   tokens that can leave H, an alternation is the union of its members' rows, states no
   token can tell apart (RegexPool.clip) share one walk, and sub-expression rows are
-  shared by all grammars (SHARED_ROWS);
-- `TokenRow`: the packed int32 mask row (token t is bit t % 32 of word t // 32; EOS
-  allowed exactly in accepting states) and how many tokens it allows. Where a token
-  leads is computed when it is accepted (`next_state` walks its bytes).
+  shared by all grammars (SHARED_ROWS). The shortcuts that skip the walk (repetition,
+  head, alternation, and two more) are lazy_row_shortcuts.py; this module is the plain
+  walk they fall back to;
+- `TokenRow` (lazy_rows.py, with SHARED_ROWS): the packed int32 mask row (token t is bit
+  t % 32 of word t // 32; EOS allowed exactly in accepting states) and how many tokens it
+  allows. Where a token leads is computed when it is accepted (`next_state` walks its bytes).
 
 The result is a `TokenFSM` (token_fsm.py), so the "fsm" backend's matcher drives it
 exactly like the eager one: `index.next_state`, `state_row[state]`, `jump_map.jump_forward`,
@@ -26,7 +28,6 @@ bounded (`LazyLimits`); exceeding a bound raises AutomatonLimitError naming the 
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
@@ -34,11 +35,6 @@ import numpy as np
 import torch
 
 from .lazy_regex import (
-    ALT,
-    BYTES,
-    CONCAT,
-    EPSILON,
-    REPEAT,
     TOO_DEEP,
     UNEXPLORED,
     AutomatonLimitError,
@@ -48,34 +44,21 @@ from .lazy_regex import (
     describe,
     parse_regex,
 )
-from .lazy_trie_walk import finish_row, token_repetitions, vocab_arrays, walk_bytes, walk_rests, walk_trie
+from .lazy_row_shortcuts import LazyRowShortcuts
+from .lazy_rows import SHARED_ROWS, TokenRow
+from .lazy_trie_walk import finish_row, vocab_arrays, walk_bytes, walk_rests, walk_trie
 from .regex_dfa import RegexError, shown_regex
 from .token_fsm import ConstraintError, TokenFSM, Vocabulary, check_regex_length
 from .token_index import VocabularyCannotSpellError, vocab_trie
-from .work_slices import unsliced
 
-# A part of a state (a head, an alternative) gets a row of its own when it can start with
-# at least this many bytes: below that, walking the trie from the state itself is cheap.
-# (8 lets digit runs and formats such as date-time share their rows: measured p99 at 65k
-# ~1.6 ms with 16, ~1.25 ms with 8 or 10.)
-PERMISSIVE = 8
 # A row's walk fills ahead along states with at most this many entries left to compute, at
 # most FILL_AHEAD derivatives per entry it waited for (measured at 65k, side by side: per
 # token p50 ~57 us with (1, 16), ~36 us with (2, 64), p99 and total CPU unchanged).
 FILL_AHEAD_CLASSES = 2
 FILL_AHEAD = 64
-# `_row_from_closure` needs a byte set of at least CLOSURE_BYTES bytes that at most
-# CLOSURE_STATES states keep reading.
-CLOSURE_BYTES = 32
-CLOSURE_STATES = 16
-# `_row_from_strings` walks an alternation of at most MAX_STRINGS strings along the trie, for
-# at most MAX_STRING_STEPS steps: the walk is Python, and past a few hundred values (a
-# 599-value enum, ~2.5 ms at 65k) the compiled walk through its states costs less (~0.4 ms).
-MAX_STRINGS = 256
 # `_walk_long` walks the long tokens of at most this many bytes from states clipped to their
 # length (a clip walks that many bytes of the state's sequence).
 MAX_LONG_CLIP = 64
-MAX_STRING_STEPS = 20_000
 # One jump forward reads at most this many forced bytes (each a new automaton state on its
 # first visit): `a{100000}` forced 100,000 states in one step, seconds of the scheduler's
 # thread for everyone (and its 100,000-state limit hit mid-generation). The rest of a longer
@@ -87,51 +70,6 @@ def _length_bound(length: int) -> int:
     """The smallest 3 * 2^k or 2^(k+1) at least `length` (a few clipped states cover all lengths)."""
     top = 1 << (length - 1).bit_length()
     return top * 3 // 4 if top * 3 // 4 >= length else top
-
-
-class SharedRows:
-    """Token rows of sub-expressions (and the walks behind them), shared by every grammar
-    over one vocabulary.
-
-    The inside of a JSON string, the digits of a number: the same sub-expressions come
-    back in grammar after grammar, and their rows are the costly ones (a string allows
-    nearly every token). Keyed by (trie, words, EOS id, the node's structure text); the
-    trie in the key keeps it alive, so its id cannot be reused by another vocabulary.
-    Least recently used rows are dropped past `capacity`. Repetition counts (kind "reps",
-    `LazyStateIndex._repetitions`) have a store of their own (`counts_capacity`): a grammar
-    reads them once, so among the rows it writes meanwhile they were pushed out and the
-    string and digit counts were recounted per grammar (~1 ms each at 65k); their bodies are
-    few (a string's character, a digit, a hex digit).
-    """
-
-    def __init__(self, capacity: int = 256, counts_capacity: int = 32):
-        self.capacity, self.counts_capacity = capacity, counts_capacity
-        self._rows: OrderedDict[tuple, object] = OrderedDict()   # a TokenRow, (bits, count) or long ids
-        self._counts: OrderedDict[tuple, object] = OrderedDict()   # int32 [tokens] repetition counts or False
-        self._lock = threading.Lock()
-
-    def _store(self, key: tuple) -> tuple[OrderedDict, int]:
-        return (self._counts, self.counts_capacity) if key[3] == "reps" else (self._rows, self.capacity)
-
-    def get(self, key: tuple) -> object | None:
-        store, _ = self._store(key)
-        with self._lock:
-            row = store.get(key)
-            if row is not None:
-                store.move_to_end(key)
-            return row
-
-    def put(self, key: tuple, row: object) -> None:
-        store, capacity = self._store(key)
-        with self._lock:
-            store[key] = row
-            while len(store) > capacity:
-                store.popitem(last=False)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._rows.clear()
-            self._counts.clear()
 
 
 @dataclass(frozen=True)
@@ -151,25 +89,8 @@ class LazyLimits:
     max_regex_nodes: int = 2_000_000
 
 
-@dataclass(frozen=True, eq=False)
-class TokenRow:
-    """One state's tokens: `packed` int32 [W] the mask row (token t is bit t % 32 of word
-    t // 32; the EOS bit set iff the state accepts) and `count`, how many tokens other
-    than EOS it allows. Where each token leads is not stored: the advance step walks the
-    one token chosen (`LazyStateIndex.next_state`)."""
 
-    packed: torch.Tensor
-    count: int
-
-    @property
-    def nbytes(self) -> int:
-        return self.packed.nbytes
-
-
-SHARED_ROWS = SharedRows()
-
-
-class LazyStateIndex:
+class LazyStateIndex(LazyRowShortcuts):
     """The TokenIndex interface over a LazyByteDFA: rows computed on first visit, cached.
 
     Rows are shared two ways. A state `H T` whose head H is a repetition takes H's row
@@ -199,14 +120,7 @@ class LazyStateIndex:
         # Output buffers of the trie walk (4 of the trie's size, 2 for needed entries), reused under the lock.
         self._buffers = [np.empty(self.trie.num_nodes, np.int64) for _ in range(4)] + \
             [np.empty(4096, np.int64) for _ in range(2)]
-        self._candidates: dict[int, np.ndarray | None] = {}   # byte set -> the token ids containing one
-        self._candidate_split: dict[int, tuple[np.ndarray, np.ndarray]] = {}   # byte set -> (short, long) ids
-        self._candidates_found: dict[tuple[int, int], np.ndarray] = {}   # (clipped state, byte set) -> ids read
-        self._reps: dict[int, np.ndarray | None] = {}   # body node uid -> `_repetitions(body)`
-        self._not_strings: set[int] = set()   # node uids `_row_from_strings` gave up on (too many steps)
-        self._literals: dict[int, int] = {}   # node uid -> `_literal(node)`
-        # A head's row is reused when at most this many tokens must be walked one by one.
-        self.max_candidates = max(256, len(vocab.token_bytes) // 16)
+        self._init_shortcut_caches(vocab)   # the row shortcuts' caches (lazy_row_shortcuts.py)
         self._lock = threading.RLock()   # the automaton and the caches grow under it (a row may ask for another)
 
     def row(self, state: int) -> TokenRow:
@@ -231,6 +145,8 @@ class LazyStateIndex:
         row = None if key is None else SHARED_ROWS.get(key)
         if row is None:
             self._spent = self.dfa.fills
+            # The shortcuts first (lazy_row_shortcuts.py: each None when its shape does not fit),
+            # then the plain walk of the vocabulary trie.
             row = self._row_from_alternatives(state)
             if row is None:
                 row = self._row_from_repeat(state)
@@ -247,310 +163,11 @@ class LazyStateIndex:
         self._all_rows[state] = row
         return row
 
-    def _row_from_alternatives(self, state: int) -> TokenRow | None:
-        """The row of a permissive alternation `A|B|...`: the union of its members' rows
-        (a token can start a match of the whole exactly when it can start one of a member;
-        the EOS bits agree too). None when the shape does not fit."""
-        node = self.dfa.nodes[state]
-        if node.kind != ALT or len(node.parts) > 8 or node.first.bit_count() < PERMISSIVE:
-            return None
-        bits = np.zeros(self.words, dtype=np.uint32)
-        for part in node.parts:
-            bits |= self._row_of(self.dfa._state(part), shared=True).packed.numpy().view(np.uint32)
-        return self._make_row(bits, np.zeros(0, dtype=np.int64), state)
-
-    def _row_from_repeat(self, state: int) -> TokenRow | None:
-        """The row of a permissive repetition `C{lo,hi}` (a string's characters, a run of
-        digits) without a trie walk: the tokens that spell at most `hi` repetitions of C,
-        the last maybe unfinished (a token inside C{lo,hi} need not reach `lo`). In the
-        spirit of xgrammar's context-independent tokens: C's counts per token are computed
-        once per vocabulary (`_repetitions`) and every bound of every grammar reads them,
-        so `C{0,20}` costs a comparison, not a walk through 20 counting states. None when
-        the shape does not fit."""
-        node = self.dfa.nodes[state]
-        if node.kind != REPEAT or node.first.bit_count() < PERMISSIVE:
-            return None
-        reps = self._repetitions(node.parts[0])
-        if reps is None:
-            return None
-        allowed = reps >= 0 if node.high is None else (reps >= 0) & (reps <= node.high)
-        allowed[self.eos_token_id] = False
-        packed = np.zeros(self.words * 4, dtype=np.uint8)
-        bits = np.packbits(allowed, bitorder="little")
-        packed[: bits.shape[0]] = bits
-        return self._make_row(packed.view(np.uint32), np.zeros(0, dtype=np.int64), state)
-
-    def _repetitions(self, body: RegexNode) -> np.ndarray | None:
-        """int32 [tokens]: how many repetitions of `body` each token spells, the last maybe
-        unfinished (-1: `body*` cannot read it), from `body*`'s automaton built whole
-        (lazy_trie_walk.token_repetitions). None when that automaton has more than 64
-        states, or when `body` is nullable or not prefix-free (a match that a longer one extends, as
-        in `(a|ab)`: then the count of a token is ambiguous). Shared by every grammar over
-        this vocabulary (SHARED_ROWS, keyed by the body's structure)."""
-        if body.uid in self._reps:
-            return self._reps[body.uid]
-        if body.nullable:
-            # A body that matches "" (`C*`) has `body*` == `body`: one repetition can read any
-            # number of characters, so a token's count says nothing about `hi`.
-            self._reps[body.uid] = None
-            return None
-        key = self._node_key("reps", body)
-        found = None if key is None else SHARED_ROWS.get(key)
-        if found is None:
-            pool = self.dfa.pool
-            star = LazyByteDFA(pool.repeat(body, 0, None), pool, max_states=1024)
-            todo, seen = [star.initial], {star.initial}
-            with unsliced():   # at most 64 states, on the side: a slice cut here would lose them
-                while todo and star.num_states <= 64:
-                    s = todo.pop()
-                    star.expand(s)
-                    for nxt in np.unique(star.table[s]).tolist():
-                        if nxt >= 0 and nxt not in seen:
-                            seen.add(nxt)
-                            todo.append(nxt)
-            # Prefix-free: no state but `body*` itself accepts, so returning to it ends a repetition.
-            if star.num_states <= 64 and not star.accepting[1:star.num_states].any():
-                arrays = self.arrays
-                found = np.empty(arrays.token_start.shape[0], dtype=np.int32)
-                token_repetitions(star.table, arrays.all_bytes, arrays.token_start, arrays.token_stop,
-                                  star.initial, found)
-            else:
-                found = False   # stored as "does not fit" (None means "not computed")
-            if key is not None:
-                SHARED_ROWS.put(key, found)
-        self._reps[body.uid] = found if found is not False else None
-        return self._reps[body.uid]
-
-    def _row_from_head(self, state: int) -> TokenRow | None:
-        """The row of a state `H T` whose head H is permissive (a string's characters, a
-        group holding them), from H's own row and a few tokens walked one by one.
-
-        A token with no byte that T can start with cannot leave H, so it is allowed in
-        `H T` exactly when it is allowed in H; only the tokens containing such a byte (a
-        few hundred for a closing quote) are walked from `H T` itself. H's row is shared
-        by every place the same H appears (one row for the inside of all strings), in the
-        spirit of xgrammar's context-independent tokens. None when the shape does not fit.
-        """
-        dfa, node = self.dfa, self.dfa.nodes[state]
-        if node.kind != CONCAT:
-            return None
-        # The head is the sequence's first element: `(A B) C` is split as A, then `B C`
-        # (a group is kept as one node; the language does not care where we split).
-        head, tails = node, []
-        while head.kind == CONCAT:
-            tails.append(head.parts[1])
-            head = head.parts[0]
-        if head.kind == BYTES or head.first.bit_count() < PERMISSIVE:
-            return None   # a head that allows few bytes is cheap to walk as it is
-        rest_first = 0   # the bytes what follows the head can start with
-        for tail in reversed(tails):
-            rest_first |= tail.first
-            if not tail.nullable:
-                break
-        candidates = self._containing(rest_first)
-        if candidates is None:
-            return None
-        bits = self._row_of(dfa._state(head), shared=True).packed.numpy().view(np.uint32).copy()
-        eos = self.eos_token_id
-        bits[eos >> 5] &= ~np.uint32(1 << (eos & 31))
-        # What H allows, `H T` allows too; the candidates that leave H are added.
-        return self._make_row(bits, self._walk_candidates(rest_first, candidates, state), state)
-
-    def _row_from_strings(self, state: int) -> TokenRow | None:
-        """The row of a state `A T` (or `A`) whose first element A is an alternation of
-        literal strings (an enum's values and their closing quote: `(Rome_1"|item_(5"|9"))`),
-        walked through the vocabulary trie along A's own syntax tree: no automaton state,
-        no derivative for A's positions.
-
-        The walk holds a trie node and what is left of A (a stack of parts); a byte set
-        part follows the trie children it allows, and every token ending at a trie node
-        reached is allowed (it spells a prefix of one of A's strings). Where a string of A
-        is complete, the tokens going on into T are found by the ordinary trie walk from
-        that trie node in T's state. None when the shape does not fit: A not an
-        alternation, a part of A other than byte sets of at most 16 bytes, alternations,
-        sequences and ε, more than MAX_STRINGS strings or MAX_STRING_STEPS steps, or a
-        token longer than the trie reached inside A.
-        """
-        head, tails = self.dfa.nodes[state], []   # A is the sequence's first element, as in `_row_from_head`
-        while head.kind == CONCAT:
-            tails.append(head.parts[1])
-            head = head.parts[0]
-        if head.kind != ALT or head.uid in self._not_strings or not 0 < self._literal(head) <= MAX_STRINGS:
-            return None
-        trie, arrays, has_items = self.trie, self.arrays, self.arrays.has_items
-        reached, ends, todo, steps = [], set(), [((head,), 0)], 0
-        while todo:
-            parts, at = todo.pop()
-            steps += 1
-            if steps > MAX_STRING_STEPS:
-                self._not_strings.add(head.uid)
-                return None
-            if not parts:
-                ends.add(at)   # a string of A ends here: T goes on
-                continue
-            part, rest = parts[0], parts[1:]
-            kind = part.kind
-            if kind == CONCAT:
-                todo.append(((part.parts[0], part.parts[1], *rest), at))
-            elif kind == ALT:
-                todo.extend(((p, *rest), at) for p in part.parts)
-            elif kind == EPSILON:
-                todo.append((rest, at))
-            elif kind == BYTES and part.byte_set.bit_count() <= 16:
-                kids = arrays.children(trie, at)
-                bits = part.byte_set
-                while bits:   # the set bits, lowest first
-                    low = bits & -bits
-                    bits ^= low
-                    child = kids.get(low.bit_length() - 1)
-                    if child is not None:
-                        if has_items[child]:
-                            return None   # a token longer than the trie goes on here: walk instead
-                        reached.append(child)
-                        todo.append((rest, child))
-            else:
-                return None   # (never: `_literal` checked every part)
-        nodes = np.asarray(reached, dtype=np.int64)
-        starts, stops = trie.end_start[nodes], trie.end_stop[nodes]
-        lengths = stops - starts
-        extra = trie.end_tokens[np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
-                                + np.arange(int(lengths.sum()))]
-        bits = np.zeros(self.words, dtype=np.uint32)
-        if tails and ends:
-            tail = self.dfa._state(self.dfa.pool.concat_all(tails[::-1]))
-            more, longs = self._walk(tail, state, short=True, long=True, starts=sorted(ends))
-            bits |= more
-            extra = np.concatenate([extra, longs])
-        return self._make_row(bits, extra[extra != self.eos_token_id], state)
-
-    def _row_from_closure(self, state: int) -> TokenRow | None:
-        """The row of a state that goes on reading a wide byte set B whatever it read of B
-        before (an e-mail's domain label: any letters and digits), without walking the
-        tokens made of B through the trie.
-
-        B starts as the bytes the state allows and shrinks until every state reached from
-        it by bytes of B (at most CLOSURE_STATES of them) allows all of B: then a token
-        made of bytes of B only is read, from the state and from each of those. The tokens
-        that start with an allowed byte and hold another byte are walked one by one. None
-        when B ends with fewer than CLOSURE_BYTES bytes or more than max_candidates * 2
-        tokens must be walked.
-        """
-        dfa = self.dfa
-        if dfa.nodes[state].first.bit_count() < CLOSURE_BYTES:
-            return None   # (no derivative spent on a narrow state)
-        dfa.expand(state)
-        allowed = self._byte_set(dfa.table[state] >= 0)
-        wide = allowed
-        for _ in range(4):   # shrink B until the states it reaches all allow it
-            if wide.bit_count() < CLOSURE_BYTES:
-                return None
-            reached, todo = set(), [state]
-            while todo and len(reached) <= CLOSURE_STATES:
-                x = todo.pop()
-                starts = dfa.class_starts[x]
-                for lo, hi in zip(starts[:-1], starts[1:]):
-                    if ((1 << hi) - (1 << lo)) & wide:   # a byte of B is in this class
-                        nxt = dfa.fill(x, lo)
-                        if nxt >= 0 and nxt not in reached:
-                            reached.add(nxt)
-                            todo.append(nxt)
-            if todo or len(reached) > CLOSURE_STATES:
-                return None
-            narrower = wide
-            for x in reached:
-                row = dfa.table[x]
-                narrower &= self._byte_set(row >= 0)
-            if narrower == wide:
-                break
-            wide = narrower
-        else:
-            return None
-        inside = self._repetitions(dfa.pool.byte_set(wide))
-        if inside is None:
-            return None
-        arrays = self.arrays
-        first = arrays.first_bytes()
-        starts_allowed = self._byte_mask(allowed)[first]
-        fast = (inside >= 0) & self._byte_mask(wide)[first]
-        walk = np.flatnonzero(starts_allowed & ~fast)
-        walk = walk[walk != self.eos_token_id]
-        if walk.shape[0] > 2 * self.max_candidates:
-            return None
-        ids = np.concatenate([np.flatnonzero(fast), self._walk_tokens(walk, state)])
-        return self._make_row(np.zeros(self.words, dtype=np.uint32), ids[ids != self.eos_token_id], state)
-
     @staticmethod
     def _byte_mask(byte_set: int) -> np.ndarray:
         """bool [257]: bit b of `byte_set` (a 256-bit int) at index b, False at 256 (no byte)."""
         bits = np.unpackbits(np.frombuffer(byte_set.to_bytes(32, "little"), dtype=np.uint8), bitorder="little")
         return np.append(bits.astype(bool), False)
-
-    @staticmethod
-    def _byte_set(mask: np.ndarray) -> int:
-        """bool [256] -> the 256-bit int with bit b set where mask[b]."""
-        return int.from_bytes(np.packbits(mask, bitorder="little").tobytes(), "little")
-
-    def _literal(self, node: RegexNode) -> int:
-        """How many strings `node` matches when it is made of byte sets of at most 16 bytes,
-        sequences, alternations and ε only (a finite set of strings `_row_from_strings`
-        can walk), counted up to MAX_STRINGS + 1; 0 when it is not. Cached."""
-        done = self._literals.get(node.uid)
-        if done is None:
-            kind, cap = node.kind, MAX_STRINGS + 1
-            if kind == BYTES:
-                done = node.byte_set.bit_count() if node.byte_set.bit_count() <= 16 else 0
-            elif kind == EPSILON:
-                done = 1
-            elif kind == ALT:
-                done = 0
-                for part in node.parts:
-                    count = self._literal(part)
-                    if not count:
-                        done = 0
-                        break
-                    done = min(done + count, cap)
-            elif kind == CONCAT:   # along the right spine, no recursion along it
-                x, done = node, 1
-                while x.kind == CONCAT and done:
-                    done = min(done * self._literal(x.parts[0]), cap)
-                    x = x.parts[1]
-                if x.kind != CONCAT:
-                    done = min(done * self._literal(x), cap)
-            else:
-                done = 0
-            self._literals[node.uid] = done
-        return done
-
-    def _walk_candidates(self, byte_set: int, candidates: np.ndarray, state: int) -> np.ndarray:
-        """int64 the `candidates` (`_containing(byte_set)`) whose bytes the automaton reads
-        from `state`. Those in the trie are walked from `clip(state, max_short_bytes)` and
-        remembered there: the positions of a long bounded string (`C{0,119}"...`,
-        `C{0,118}"...`) are one clipped state, so their candidates are walked once."""
-        arrays, dfa = self.arrays, self.dfa
-        split = self._candidate_split.get(byte_set)
-        if split is None:
-            short = arrays.token_stop[candidates] - arrays.token_start[candidates] <= arrays.max_short_bytes
-            split = self._candidate_split[byte_set] = (candidates[short], candidates[~short])
-        clipped = dfa._state(dfa.pool.clip(dfa.nodes[state], arrays.max_short_bytes))
-        found = self._candidates_found.get((clipped, byte_set))
-        if found is None:
-            found = self._candidates_found[clipped, byte_set] = self._walk_tokens(split[0], clipped)
-        if split[1].shape[0]:
-            found = np.concatenate([found, self._walk_tokens(split[1], state)])
-        return found
-
-    def _containing(self, byte_set: int) -> np.ndarray | None:
-        """int64 sorted ids of the tokens (EOS excluded) with a byte in `byte_set` (256-bit
-        int); None when there may be more than `max_candidates`."""
-        if byte_set in self._candidates:
-            return self._candidates[byte_set]
-        parts = [self.arrays.containing[b] for b in range(256) if byte_set >> b & 1]
-        found = None
-        if sum(p.shape[0] for p in parts) <= self.max_candidates:
-            found = np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
-            found = found[found != self.eos_token_id]
-        self._candidates[byte_set] = found
-        return found
 
     def _make_row(self, bits: np.ndarray, extra: np.ndarray, state: int) -> TokenRow:
         """A TokenRow from uint32 bits [W] (changed in place) plus the ids `extra`, the EOS

@@ -12,7 +12,7 @@ against a direct Python matcher):
 
 - The output is free text, which contains no trigger. As soon as a trigger appears, the
   output continues as one of the begins that start with that trigger, then a JSON value
-  valid under that structure's schema (our JSON Schema compiler, json_schema.py, with the
+  valid under that structure's schema (our JSON Schema compiler, json_schema/, with the
   same options as a `json_schema` request), then that structure's end. Then free text
   again (scanned afresh from the end: a trigger never straddles an end and the text after
   it), and so on. A prefix of a trigger may end the output ("... <tool_c" then EOS).

@@ -33,8 +33,9 @@ STAGE_FILES: dict[str, list[str]] = {
     "s2-batched-mask": ["constrained/bitmask.py", "constrained/bitmask_kernel.py"],
     "s3-fsm-cache": ["constrained/compile_service.py", "constrained/fsm_arrays.py", "constrained/fsm_disk.py"],
     "s4-jump-forward": ["constrained/jump_forward.py", "drawings/compressed.py"],
-    "s5-backends": ["backends", "constrained/json_schema.py", "constrained/lazy_regex.py",
-                    "constrained/lazy_token_fsm.py", "constrained/lazy_trie_walk.py"],
+    "s5-backends": ["backends", "constrained/json_schema", "constrained/lazy_regex.py",
+                    "constrained/lazy_token_fsm.py", "constrained/lazy_row_shortcuts.py",
+                    "constrained/lazy_rows.py", "constrained/lazy_trie_walk.py"],
     "s6-function-calling": ["constrained/structural_tag.py", "drawings/structural_tag.py"],
 }
 

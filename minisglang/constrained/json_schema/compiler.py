@@ -1,0 +1,137 @@
+"""The schema compiler: one flattened schema -> its regex, by type (the rules of the other
+modules put together), anyOf/oneOf and const/enum."""
+from __future__ import annotations
+
+import json
+
+from minisglang.constrained.json_schema.applicators import _ApplicatorRules
+from minisglang.constrained.json_schema.arrays import _ArrayRules
+from minisglang.constrained.json_schema.errors import InvalidSchemaError, UnsupportedSchemaError
+from minisglang.constrained.json_schema.keywords import (
+    _check_keywords,
+    _declared_types,
+    _finite_values,
+    _types,
+    _types_overlap,
+)
+from minisglang.constrained.json_schema.numbers import _NumberRules, _unbounded_number
+from minisglang.constrained.json_schema.objects import _ObjectRules
+from minisglang.constrained.json_schema.regex_parts import _alt
+from minisglang.constrained.json_schema.string_chars import STRING
+from minisglang.constrained.json_schema.strings import _StringRules
+from minisglang.constrained.json_schema.values import _json_equal, _json_type_of, _literal, _type_allows
+
+
+class _SchemaCompiler(_ApplicatorRules, _NumberRules, _StringRules, _ArrayRules, _ObjectRules):
+    """Compiles the subschemas of one root schema; remembers which $refs are being expanded."""
+
+    # -- one flattened schema -----------------------------------------------------------
+    def _flat_value(self, schema: dict | bool, path: str) -> str | None:
+        if schema is False:
+            return None
+        if not schema:  # {} or true: any value
+            return self._any_value(self.nesting)
+        _check_keywords(schema, path)
+        if "anyOf" in schema or "oneOf" in schema:
+            return self._combination(schema, path)
+        types = _types(schema, path)
+        if "const" in schema or "enum" in schema:
+            return self._enum(schema, path)
+        if "number" in types:  # the number regex writes integers too
+            types = [t for t in types if t != "integer"]
+        builders = {"object": self._object, "array": self._array, "string": self._string,
+                    "number": self._number, "integer": self._number,
+                    "boolean": lambda s, p: "(?:true|false)", "null": lambda s, p: "null"}
+        return _alt([builders[t](schema, path) for t in types])
+
+    def _combination(self, schema: dict, path: str) -> str | None:
+        """anyOf: any branch (each merged with the sibling keywords); oneOf: disjoint branches."""
+        keyword = "anyOf" if "anyOf" in schema else "oneOf"
+        branches = schema[keyword]
+        if not isinstance(branches, list) or not branches:
+            raise InvalidSchemaError(f"'{keyword}' at {path} must be a non-empty array of schemas")
+        rest = {k: v for k, v in schema.items() if k != keyword}
+        merged = [self.flatten({"allOf": [rest, b]}, f"{path}/{keyword}/{i}") for i, b in enumerate(branches)]
+        if keyword == "oneOf":  # "exactly one" = "at least one" only when no value fits two branches
+            exact = [self.flatten({"allOf": [rest, b]}, f"{path}/oneOf/{i}", cut_deep_refs=False)[0]
+                     for i, b in enumerate(branches)]
+            overlapping = [(i, j) for i in range(len(exact)) for j in range(i + 1, len(exact))
+                           if not self._disjoint(exact[i], exact[j], path)]
+            if overlapping:  # branch i and not each branch it may overlap: exact when negatable
+                try:
+                    merged = [self.flatten({"allOf": [rest, b] + [
+                        self.negation(self._flatten(branches[j], f"{path}/oneOf/{j}", [], frozenset(), False),
+                                      f"{path}/oneOf/{j}") for j in range(len(branches)) if (min(i, j), max(i, j))
+                        in overlapping]}, f"{path}/oneOf/{i}") for i, b in enumerate(branches)]
+                except UnsupportedSchemaError as e:
+                    i, j = overlapping[0]
+                    raise UnsupportedSchemaError(
+                        f"'oneOf' at {path}: branches {i} and {j} may both accept a value, and we can "
+                        "only prove disjointness by type, const/enum, or a required property with "
+                        f"disjoint schemas, or negate a branch exactly ({e}); use anyOf if overlaps are fine") \
+                        from None
+        options, chars = [], 0
+        for i, (flat, refs) in enumerate(merged):
+            with self.expanding(refs):
+                options.append(self._flat_value(flat, f"{path}/{keyword}/{i}"))
+            chars += len(options[-1] or "")
+            self.check_size(chars, f"{path}/{keyword}/{i}")
+        return _alt(options)
+
+    def _disjoint(self, a: dict | bool, b: dict | bool, path: str, depth: int = 0) -> bool:
+        """Whether no value can be valid for both exact (uncut) flattened schemas: a proof, or False."""
+        if a is False or b is False:
+            return True
+        if depth > 10:  # deep recursive schemas: give up proving
+            return False
+        types_a, types_b = _declared_types(a, path), _declared_types(b, path)
+        if types_a is not None and types_b is not None and not _types_overlap(types_a, types_b):
+            return True
+        values_a, values_b = _finite_values(a), _finite_values(b)
+        for values, types in ((values_a, types_b), (values_b, types_a)):
+            if values is not None and types is not None and \
+                    not any(_type_allows(types, _json_type_of(v)) for v in values):
+                return True
+        if values_a is not None and values_b is not None:
+            if not any(_json_equal(x, y) for x in values_a for y in values_b):
+                return True
+        if types_a == {"object"} and types_b == {"object"}:
+            required = set(a.get("required", [])) & set(b.get("required", []))
+            props_a, props_b = a.get("properties", {}), b.get("properties", {})
+            for name in sorted(required & props_a.keys() & props_b.keys()):
+                sub_a = self.flatten(props_a[name], f"{path}/properties/{name}", cut_deep_refs=False)[0]
+                sub_b = self.flatten(props_b[name], f"{path}/properties/{name}", cut_deep_refs=False)[0]
+                if self._disjoint(sub_a, sub_b, path, depth + 1):
+                    return True
+        return False
+
+    def _enum(self, schema: dict, path: str) -> str | None:
+        """const / enum: the listed values that the other keywords accept too."""
+        values = None
+        if "enum" in schema:
+            if not isinstance(schema["enum"], list):
+                raise InvalidSchemaError(f"'enum' at {path} must be an array, got {schema['enum']!r}")
+            values = schema["enum"]
+        if "const" in schema:
+            values = [v for v in (values if values is not None else [schema["const"]])
+                      if _json_equal(v, schema["const"])]
+        rest = {k: v for k, v in schema.items() if k not in ("enum", "const")}
+        if set(rest) == {"type"}:  # the common case, exactly
+            types = set(_types(rest, path))
+            values = [v for v in values if _type_allows(types, _json_type_of(v))]
+        elif rest:  # keep the values the rest of the schema accepts (its regex is sound)
+            rest_regex = self._flat_value(rest, path)
+            values = [v for v in values if rest_regex is not None and
+                      self.matches(rest_regex, json.dumps(v, separators=(",", ":"), ensure_ascii=False))]
+        return _alt([_literal(v, self.ws) for v in values])
+
+    def _any_value(self, nesting: int) -> str:
+        """Any JSON value with containers nested at most `nesting` levels deep."""
+        if nesting not in self.any_values:
+            options = [STRING, _unbounded_number(self.options, False), "true", "false", "null"]
+            if nesting > 0:
+                inner = self._any_value(nesting - 1)
+                options.append(self._array_regex([], inner, 0, None))
+                options.append(self._map_regex([], f"{STRING}:{self.ws}{inner}"))
+            self.any_values[nesting] = self.shared(_alt(options))
+        return self.any_values[nesting]

@@ -1,0 +1,158 @@
+"""allOf: merging two schemas into one with the meaning of both."""
+from __future__ import annotations
+
+from minisglang.constrained.json_schema.errors import InvalidSchemaError, UnsupportedSchemaError
+from minisglang.constrained.json_schema.keywords import (
+    ANNOTATION_KEYWORDS,
+    CONSTRAINING_KEYWORDS,
+    DEPENDENCY_KEYWORDS,
+    EXCLUDED_STRINGS,
+    MORE_PATTERNS,
+    NOT_AT,
+    NOT_PATTERNS,
+    _types_overlap,
+)
+from minisglang.constrained.json_schema.values import _json_equal
+
+_TAKE_MAX = ("minLength", "minItems", "minimum", "exclusiveMinimum", "minProperties")
+_TAKE_MIN = ("maxLength", "maxItems", "maximum", "exclusiveMaximum", "maxProperties")
+
+
+def _merge(a: dict | bool, b: dict | bool, path: str) -> dict | bool:
+    """One schema that accepts exactly the values both accept (False: none), or an error."""
+    if a is False or b is False:
+        return False
+    merged = dict(a)
+    for keyword, value in b.items():
+        if keyword not in merged or _json_equal(merged[keyword], value):
+            merged[keyword] = value
+        elif keyword == "type":
+            names_a = [merged["type"]] if isinstance(merged["type"], str) else merged["type"]
+            names_b = [value] if isinstance(value, str) else value
+            both = [t for t in names_a if t in names_b]
+            if "integer" not in both and all(_types_overlap({"integer"}, set(n)) for n in (names_a, names_b)):
+                both.append("integer")  # integer and number: integer
+            if not both:
+                return False
+            merged["type"] = both
+        elif keyword == "required":
+            merged["required"] = list(dict.fromkeys(merged["required"] + value))
+        elif keyword in _TAKE_MAX or keyword in _TAKE_MIN:
+            if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (merged[keyword], value)):
+                raise InvalidSchemaError(f"'{keyword}' at {path} must be a number, got {value!r}")
+            merged[keyword] = (max if keyword in _TAKE_MAX else min)(merged[keyword], value)
+        elif keyword == "enum":
+            merged["enum"] = [x for x in merged["enum"] if any(_json_equal(x, y) for y in value)]
+        elif keyword == "const":
+            return False  # two different constants
+        elif keyword in (EXCLUDED_STRINGS, MORE_PATTERNS, NOT_PATTERNS):
+            merged[keyword] = sorted(set(merged[keyword]) | set(value))
+        elif keyword == "pattern":  # both must match: kept for the string's intersection
+            merged[MORE_PATTERNS] = sorted(set(merged.get(MORE_PATTERNS, [])) | {value})
+        elif keyword == NOT_AT:
+            pass  # the first `not` names the place
+        elif keyword == "anyOf":  # (a1 or a2) and (b1 or b2) = any of the pairs
+            merged["anyOf"] = _anyof_pairs(merged["anyOf"], value, path)
+            if not merged["anyOf"]:
+                return False  # every pair contradicts
+        elif keyword not in CONSTRAINING_KEYWORDS:
+            pass  # an annotation or unknown keyword: ignored, whatever its values
+        elif keyword not in ("properties", "additionalProperties", "prefixItems", "items"):
+            raise UnsupportedSchemaError(f"'allOf' at {path}: two subschemas give '{keyword}' different values "
+                                         f"({merged[keyword]!r} and {value!r}), which we cannot merge")
+    for keywords, merge in ((("properties", "additionalProperties"), _merge_properties),
+                            (("prefixItems", "items"), _merge_items)):
+        if any(k in a for k in keywords) and any(k in b for k in keywords):  # they interact
+            for k in keywords:
+                merged.pop(k, None)
+            merged.update(merge(a, b, path))
+    return merged
+
+
+# allOf of n anyOfs of k branches each is an anyOf of k**n pairs: past this many (after
+# dropping the pairs that contradict), the schema is refused rather than built for minutes.
+MAX_ANYOF_COMBINATIONS = 512
+# Keywords a branch may only mean something through the compiler ($ref targets, negation,
+# ...): pairs holding one stay {"allOf": [x, y]}, merged (and checked) when compiled.
+_NEEDS_COMPILER = frozenset({"$ref", "$id", "allOf", "not", "if", "then", "else", "unevaluatedProperties",
+                             "unevaluatedItems", *DEPENDENCY_KEYWORDS})
+
+
+def _anyof_pairs(a: list, b: list, path: str) -> list:
+    """The branches of (anyOf a) and (anyOf b): every pair, less the pairs that accept nothing.
+
+    Pairs of plain branches (type, bounds, const, properties...) are merged at once, so a
+    contradiction (string and integer, two consts) drops the pair here instead of
+    multiplying the branches of the next anyOf; other pairs stay {"allOf": [x, y]}.
+    Raises UnsupportedSchemaError past MAX_ANYOF_COMBINATIONS pairs.
+    """
+    if not isinstance(a, list) or not isinstance(b, list):
+        raise InvalidSchemaError(f"'anyOf' at {path} must be a non-empty array of schemas")
+    pairs = []
+    for x in a:
+        for y in b:
+            pair = _plain_merge(x, y, path)
+            if pair is False:
+                continue
+            pairs.append(pair)
+            if len(pairs) > MAX_ANYOF_COMBINATIONS:
+                raise UnsupportedSchemaError(
+                    f"'allOf' at {path}: its 'anyOf's combine into more than {MAX_ANYOF_COMBINATIONS} "
+                    "branches (each anyOf multiplies the others); write the allowed combinations as one anyOf")
+    return pairs
+
+
+def _plain_merge(x, y, path: str):
+    """x and y merged when both are plain schemas (False if they contradict), else {"allOf": [x, y]}."""
+    plain = [{} if s is True else s if s is False else
+             {k: v for k, v in s.items() if k not in ANNOTATION_KEYWORDS}
+             if isinstance(s, dict) and not _NEEDS_COMPILER & s.keys() else None for s in (x, y)]
+    if plain[0] is None or plain[1] is None:
+        return {"allOf": [x, y]}
+    try:
+        return _merge(plain[0], plain[1], path)
+    except UnsupportedSchemaError:  # e.g. two patterns: refused when (and if) the pair is compiled
+        return {"allOf": [x, y]}
+
+
+def _both(x, y):
+    """The schema {allOf: [x, y]}, simplified when one of them is `true`."""
+    if x is True or x == {}:
+        return y
+    if y is True or y == {}:
+        return x
+    return {"allOf": [x, y]}
+
+
+def _merge_properties(a: dict, b: dict, path: str) -> dict:
+    """properties/additionalProperties of both: a key's value must satisfy both schemas.
+
+    A key that one schema does not list falls under that schema's additionalProperties
+    (absent: anything).
+    """
+    props_a, props_b = a.get("properties", {}), b.get("properties", {})
+    extra_a, extra_b = a.get("additionalProperties", True), b.get("additionalProperties", True)
+    properties = {name: _both(props_a.get(name, extra_a), props_b.get(name, extra_b))
+                  for name in list(props_a) + [n for n in props_b if n not in props_a]}
+    out = {"properties": properties} if properties else {}
+    extra = _both(extra_a, extra_b)
+    if extra is not True and extra != {}:
+        out["additionalProperties"] = extra
+    return out
+
+
+def _merge_items(a: dict, b: dict, path: str) -> dict:
+    """prefixItems/items of both: element i must satisfy both schemas' rule for position i."""
+    for s in (a, b):
+        if isinstance(s.get("items"), list):
+            raise UnsupportedSchemaError(f"'allOf' at {path}: merging draft-7 tuple 'items' arrays is not supported")
+    prefix_a, prefix_b = a.get("prefixItems", []), b.get("prefixItems", [])
+    items_a, items_b = a.get("items", True), b.get("items", True)
+    n = max(len(prefix_a), len(prefix_b))
+    prefix = [_both(prefix_a[i] if i < len(prefix_a) else items_a, prefix_b[i] if i < len(prefix_b) else items_b)
+              for i in range(n)]
+    out = {"prefixItems": prefix} if prefix else {}
+    items = _both(items_a, items_b)
+    if items is not True and items != {}:
+        out["items"] = items
+    return out

@@ -1,0 +1,263 @@
+"""Numbers: exact ranges over decimal numerals, digit limits for unbounded numbers, and
+multipleOf (the compiler's `_number` rules)."""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
+from fractions import Fraction
+
+from minisglang.constrained.json_schema.compiler_base import _CompilerBase
+from minisglang.constrained.json_schema.errors import InvalidSchemaError, UnsupportedSchemaError
+from minisglang.constrained.json_schema.keywords import _NUMBER_BOUNDS, FRACTIONAL, NOT_AT, _types
+from minisglang.constrained.json_schema.options import SchemaOptions
+from minisglang.constrained.json_schema.regex_parts import _alt, _concat, _digit_class, _repeat
+from minisglang.constrained.json_schema.values import _decimal, short_value
+
+
+def _unbounded_number(options: SchemaOptions, integer: bool) -> str:
+    """Any integer (or number, with fraction and exponent) within the options' digit limits
+    (none with bound_numbers off)."""
+    def digits(lo: int, limit: int) -> str:
+        return _repeat("[0-9]", lo, limit if options.bound_numbers else None)
+    nonzero = "[1-9]" + digits(0, options.max_integer_digits - 1)
+    if integer:
+        return f"(?:0|-?{nonzero})"
+    whole = f"(?:0|{nonzero})"
+    fraction = digits(1, options.max_fraction_digits)
+    exponent = digits(1, options.max_exponent_digits)
+    return rf"-?{whole}(?:\.{fraction})?(?:[eE][+-]?{exponent})?"
+
+
+def _at_most_digits_with_a_nonzero(k: int) -> str | None:
+    """1..k digits, not all zeros: `0{j}[1-9][0-9]{0,k-1-j}` for each count j of leading zeros."""
+    return _alt(["0" * j + "[1-9]" + _repeat("[0-9]", 0, k - 1 - j) for j in range(k)])
+
+
+def _decimal_digits(x: Decimal) -> tuple[tuple[int, ...], int]:
+    """A non-negative Decimal -> (its digits, fraction zeros dropped; number of integer digits)."""
+    whole, _, fraction = format(x, "f").partition(".")  # plain notation: 1E+2 -> "100"
+    return tuple(int(c) for c in whole + fraction.rstrip("0")), len(whole)
+
+
+def _magnitude_range(low: Decimal, low_strict: bool, high: Decimal | None, high_strict: bool,
+                     fraction: bool, max_fraction: int) -> str | None:
+    """Unsigned numerals `(0|[1-9][0-9]*)(\\.[0-9]{1,max_fraction})?` with low <(=) value <(=) high.
+
+    Numerals are split by their count n of integer digits; for each n the digits are
+    read left to right, comparing with the bounds' digits (bounds padded with zeros), as
+    long as the numeral so far equals a bound's prefix ("tight"). The fraction is
+    optional (`fraction=False`: integers only, no fraction at all). Digit i (from 0) is
+    a fraction digit when i >= n; at most n + max_fraction digits in all.
+    """
+    lo_digits, lo_len = _decimal_digits(low)
+    hi_digits, hi_len = _decimal_digits(high) if high is not None else ((), None)
+    frac_any = rf"(?:\.{_repeat('[0-9]', 1, max_fraction)})?" if fraction else ""
+
+    def digit(ds: tuple[int, ...], i: int) -> int:
+        return ds[i] if i < len(ds) else 0
+
+    def left(n: int, i: int) -> int:
+        """How many fraction digits may still follow, from digit position i > n - 1 on."""
+        return n + max_fraction - i
+
+    def free(n: int, i: int) -> str:
+        """The rest of a numeral that is strictly inside the bounds already."""
+        if i > n:
+            return _repeat("[0-9]", 0, left(n, i))
+        if i == 0 and n > 1:  # no leading zeros
+            return "[1-9]" + _repeat("[0-9]", n - 1, n - 1) + frac_any
+        return _repeat("[0-9]", n - i, n - i) + frac_any
+
+    def rest(n: int, i: int, tight_lo: bool, tight_hi: bool) -> str | None:
+        """The rest of a numeral with n integer digits, from digit position i on."""
+        lo_rest_zero = not any(lo_digits[i:])
+        if tight_lo and lo_rest_zero and not low_strict:
+            tight_lo = False  # equal to `low` so far, and `low` ends here: any rest is >= low
+        if not tight_lo and not tight_hi:
+            return free(n, i)
+        if tight_hi and not any(hi_digits[i:]):  # equal to `high`, which ends here: only zeros
+            if tight_lo or high_strict:
+                return None
+            zeros = rf"(?:\.{_repeat('0', 1, max_fraction)})?" if fraction else ""
+            return _repeat("0", 0, left(n, i)) if i > n else "0" * (n - i) + zeros
+        if tight_lo and not tight_hi and lo_rest_zero and i >= n:  # equal to `low`: need more
+            if not fraction:
+                return None
+            return _concat(r"\." if i == n else "", _at_most_digits_with_a_nonzero(left(n, i)))
+        options: list[str | None] = []
+        if i >= n and not tight_lo:  # may end here: the value is below `high`, above `low`
+            options.append("")
+        if i < n or (fraction and left(n, i) > 0):
+            first = 1 if i == 0 and n > 1 else 0  # no leading zeros
+            a = digit(lo_digits, i) if tight_lo else 0
+            b = digit(hi_digits, i) if tight_hi else 9
+            steps: list[list] = []  # [first digit, last digit, rest of the numeral]
+            for d in range(max(a, first), b + 1):
+                after = rest(n, i + 1, tight_lo and d == a, tight_hi and d == b)
+                if steps and steps[-1][2] == after:  # neighbouring digits with the same rest
+                    steps[-1][1] = d
+                else:
+                    steps.append([d, d, after])
+            step = _alt([_concat(_digit_class(lo, hi), after) for lo, hi, after in steps])
+            options.append(None if step is None else (r"\." if i == n else "") + step)
+        return _alt(options)
+
+    options = [rest(n, 0, n == lo_len, n == hi_len)
+               for n in range(lo_len, (hi_len if high is not None else lo_len) + 1)]
+    if high is None:  # numerals with more integer digits than `low`
+        options.append(f"[1-9][0-9]{{{lo_len},}}{frac_any}")
+    return _alt(options)
+
+
+def _number_range(lo: Decimal | None, lo_strict: bool, hi: Decimal | None, hi_strict: bool,
+                  fraction: bool, max_fraction: int) -> str | None:
+    """Decimal numerals (no exponent; no fraction if `fraction` is False; at most
+    `max_fraction` fraction digits) in the bounds."""
+    # -0 (a bound of -0.0, or -0.5 rounded up for an integer) is 0: drop the sign.
+    lo = lo.copy_abs() if lo is not None and lo == 0 else lo
+    hi = hi.copy_abs() if hi is not None and hi == 0 else hi
+    if lo is not None and hi is not None and (lo > hi or (lo == hi and (lo_strict or hi_strict))):
+        return None
+    options = []
+    if hi is None or hi > 0 or (hi == 0 and not hi_strict):  # numerals without a sign
+        low, low_strict = (lo, lo_strict) if lo is not None and lo >= 0 else (Decimal(0), False)
+        options.append(_magnitude_range(low, low_strict, hi, hi_strict, fraction, max_fraction))
+    if lo is None or lo < 0:  # numerals with a minus sign: value < 0 (we never write -0)
+        low, low_strict = (-hi, hi_strict) if hi is not None and hi < 0 else (Decimal(0), True)
+        high, high_strict = (None, False) if lo is None else (-lo, lo_strict)
+        options.append(_concat("-", _magnitude_range(low, low_strict, high, high_strict, fraction, max_fraction)))
+    return _alt(options)
+
+
+# multipleOf within bounds lists the multiples: at most this many.
+MAX_LISTED_MULTIPLES = 256
+
+
+def _multiple_span(step: Decimal | int, lo: Decimal, lo_strict: bool, hi: Decimal, hi_strict: bool) -> tuple[int, int]:
+    """(first, last): the multiples of `step` within the bounds are first*step ... last*step
+    (none when first > last)."""
+    first = (lo / step).to_integral_value(ROUND_CEILING)
+    first += 1 if lo_strict and first * step <= lo else 0
+    last = (hi / step).to_integral_value(ROUND_FLOOR)
+    last -= 1 if hi_strict and last * step >= hi else 0
+    return int(first), int(last)
+
+
+def _decimal_multiples(step: Decimal, given, lo: Decimal | None, lo_strict: bool, hi: Decimal | None,
+                       hi_strict: bool, path: str, note_empty: Callable[[str], None] | None = None) -> str | None:
+    """The multiples of a fractional `step` between both bounds, listed (at most
+    MAX_LISTED_MULTIPLES). Only those that a validator's float division also accepts
+    (x / step an integer in binary floating point, as jsonschema computes it: 0.29 / 0.01
+    is 28.999999999999996) are written: valid both exactly and in floats. `note_empty`
+    hears why when there are multiples but none of them passes that division."""
+    if lo is None or hi is None:
+        raise UnsupportedSchemaError(f"keyword 'multipleOf' at {path}: a fractional multipleOf ({given!r}) is "
+                                     "supported only between a minimum and a maximum")
+    first, last = _multiple_span(step, lo, lo_strict, hi, hi_strict)
+    if last - first + 1 > MAX_LISTED_MULTIPLES:
+        raise UnsupportedSchemaError(f"keyword 'multipleOf' at {path}: more than {MAX_LISTED_MULTIPLES} multiples "
+                                     f"of {given!r} between the bounds")
+    texts = []
+    for n in range(int(first), int(last) + 1):
+        text = format((n * step).normalize(), "f")
+        quotient = float(text) / float(given)
+        if math.isfinite(quotient) and int(quotient) == quotient:
+            # a whole multiple is also written as json.dumps writes a float: 3.0
+            texts.append(text.replace(".", r"\.") if "." in text else ("0" if text == "-0" else text) + r"(?:\.0)?")
+    if not texts and last >= first and note_empty is not None:
+        note_empty(f"keyword 'multipleOf' at {path}: no multiple of {given!r} between the bounds divides by it "
+                   "exactly in binary floating point (x / multipleOf, as validators compute it)")
+    return _alt(texts)
+
+
+class _NumberRules(_CompilerBase):
+    """integer and number (mixed into _SchemaCompiler)."""
+
+    def _number(self, schema: dict, path: str) -> str | None:
+        """integer or number with minimum/maximum/exclusive bounds, as an exact numeral range."""
+        integer = "number" not in _types(schema, path)
+        if FRACTIONAL in schema:  # `not integer`: a nonzero last fraction digit, no exponent
+            if integer:
+                return None
+            if any(k in schema for k in _NUMBER_BOUNDS):
+                raise UnsupportedSchemaError(f"keyword 'not' at {schema[NOT_AT]}: 'not integer' together with "
+                                             "minimum/maximum bounds is not supported")
+            whole = "[1-9]" + _repeat("[0-9]", 0, self.options.max_integer_digits - 1)
+            return rf"-?(?:0|{whole})\.{_repeat('[0-9]', 0, self.options.max_fraction_digits - 1)}[1-9]"
+        step, decimal_step = 1, None
+        if "multipleOf" in schema:  # m = p/q: integers -> multiples of p; numbers: listed multiples of m
+            m = _decimal(schema["multipleOf"], "multipleOf", path)
+            if m <= 0:
+                raise InvalidSchemaError(f"'multipleOf' at {path} must be greater than 0, got {schema['multipleOf']!r}")
+            p, q = Fraction(m).as_integer_ratio()
+            if integer or q == 1:
+                integer, step = True, p
+            else:
+                decimal_step = m
+        lo, lo_strict, hi, hi_strict = None, False, None, False
+        lo_keyword = hi_keyword = None
+        for keyword, strict in (("minimum", False), ("exclusiveMinimum", True)):
+            if keyword in schema:
+                bound = _decimal(schema[keyword], keyword, path)
+                if lo is None or bound > lo or (bound == lo and strict):
+                    lo, lo_strict, lo_keyword = bound, strict, keyword
+        for keyword, strict in (("maximum", False), ("exclusiveMaximum", True)):
+            if keyword in schema:
+                bound = _decimal(schema[keyword], keyword, path)
+                if hi is None or bound < hi or (bound == hi and strict):
+                    hi, hi_strict, hi_keyword = bound, strict, keyword
+        if step > 1:  # a number (not integer) type may also write them as json.dumps writes 4.0
+            whole = "number" in _types(schema, path)
+            return _concat(self._multiples(step, lo, lo_strict, hi, hi_strict, path), r"(?:\.0)?" if whole else "")
+        if decimal_step is not None:
+            return _decimal_multiples(decimal_step, schema["multipleOf"], lo, lo_strict, hi, hi_strict, path,
+                                      self.note_empty)
+        if lo is None and hi is None:
+            return _unbounded_number(self.options, integer)
+        if integer:  # integer bounds: round inwards, then they are inclusive
+            if lo is not None:
+                lo = lo.to_integral_value(ROUND_FLOOR) + 1 if lo_strict else lo.to_integral_value(ROUND_CEILING)
+            if hi is not None:
+                hi = hi.to_integral_value(ROUND_CEILING) - 1 if hi_strict else hi.to_integral_value(ROUND_FLOOR)
+            lo_strict = hi_strict = False
+        # One bound only: the other is the digit limit, a power of ten (exclusive) beyond the
+        # given bound, so that numerals have at most max_integer_digits integer digits.
+        limit = Decimal(10) ** self.options.max_integer_digits
+        while abs(lo if hi is None else hi) >= limit:
+            limit *= 10
+        if lo is None and self.options.bound_numbers:
+            lo, lo_strict = -limit, True
+        if hi is None and self.options.bound_numbers:
+            hi, hi_strict = limit, True
+        regex = _number_range(lo, lo_strict, hi, hi_strict, not integer, self.options.max_fraction_digits)
+        nonempty = lo is None or hi is None or lo < hi or (lo == hi and not (lo_strict or hi_strict))
+        if regex is None and not integer and nonempty:
+            # Numbers lie in the range, but none with the fraction digits we write: our policy, not the schema's.
+            given = " and ".join(f"{k} {short_value(schema[k])}" for k in (lo_keyword, hi_keyword) if k)
+            self.note_empty(f"no number with at most {self.options.max_fraction_digits} fraction digits (the "
+                            f"option max_fraction_digits) lies in the range {given} at {path}")
+        return regex
+
+    def _multiples(self, step: int, lo: Decimal | None, lo_strict: bool, hi: Decimal | None, hi_strict: bool,
+                   path: str) -> str | None:
+        """The integer multiples of `step` in the bounds: listed when both bounds leave at
+        most MAX_LISTED_MULTIPLES; without bounds, when step divides 10^j (j <= 3), by
+        their last j digits."""
+        if lo is not None and hi is not None:
+            first, last = _multiple_span(step, lo, lo_strict, hi, hi_strict)
+            if last - first + 1 <= MAX_LISTED_MULTIPLES:
+                return _alt([str(n * step) for n in range(first, last + 1)])
+        elif (lo is None or lo == 0) and (hi is None or hi == 0) and not (lo == 0 and hi == 0):
+            j = next((j for j in range(1, 4) if 10**j % step == 0), None)
+            digits = self.options.max_integer_digits
+            if j is not None and digits > j:
+                small = [str(n) for n in range(step, 10**j, step)]  # fewer than j+1 digits
+                endings = _alt([str(n).zfill(j) for n in range(0, 10**j, step)])
+                nonzero = _alt(small + ["[1-9]" + _repeat("[0-9]", 0, digits - 1 - j) + endings])
+                sign = "-?" if lo is None and hi is None else "" if hi is None else "-"
+                zero = [] if (lo == 0 and lo_strict) or (hi == 0 and hi_strict) else ["0"]
+                return _alt(zero + [sign + nonzero])
+        raise UnsupportedSchemaError(
+            f"keyword 'multipleOf' at {path}: multiples of {step} are supported within bounds holding at most "
+            f"{MAX_LISTED_MULTIPLES} of them, or with no bound other than 0 when {step} divides 1000")

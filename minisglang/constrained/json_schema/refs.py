@@ -1,0 +1,86 @@
+"""`$ref` targets: the schema resources ($id) and anchors of one document, and JSON pointers into it."""
+from __future__ import annotations
+
+from urllib.parse import unquote, urldefrag, urljoin
+
+from minisglang.constrained.json_schema.errors import InvalidSchemaError, UnsupportedSchemaError
+
+# The base URI of a root schema without $id (relative refs resolve against it).
+ROOT_URI = "https://minisglang.invalid/root.json"  # hierarchical: urljoin resolves paths against it
+
+
+def _pointer_token(key: str) -> str:
+    """A key as a JSON pointer token (~ and / escaped)."""
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def _step(node, token: str):
+    """node[token] for a JSON pointer token (an object key or a list index); None if absent."""
+    if isinstance(node, dict):
+        return node.get(token)
+    if isinstance(node, list) and token.isdigit() and int(token) < len(node):
+        return node[int(token)]
+    return None
+
+
+class _ResourceIndex:
+    """Finds the target of a `$ref` in the root schema (mixed into _SchemaCompiler)."""
+
+    root: dict | bool
+    resources: dict[str, str]   # absolute URI ($id) -> its pointer
+    anchors: dict[tuple[str, str], str]   # (URI, $anchor) -> its pointer
+
+    def _index(self, node, base: str, pointer: str) -> None:
+        """Record every schema resource ($id, resolved against its parent's) and $anchor
+        under `node`; values of const/enum/default/examples are data, not schemas."""
+        if isinstance(node, list):
+            for i, item in enumerate(node):
+                self._index(item, base, f"{pointer}/{i}")
+            return
+        if not isinstance(node, dict):
+            return
+        if isinstance(node.get("$id"), str):
+            base = urldefrag(urljoin(base, node["$id"]))[0]
+            self.resources.setdefault(base, pointer)
+        if isinstance(node.get("$anchor"), str):
+            self.anchors.setdefault((base, node["$anchor"]), pointer)
+        for key, value in node.items():
+            if key not in ("const", "enum", "default", "examples") and isinstance(value, (dict, list)):
+                self._index(value, base, f"{pointer}/{_pointer_token(key)}")
+
+    def base_uri(self, path: str) -> str:
+        """The base URI at a JSON pointer: the innermost $id on the way from the root."""
+        node, base = self.root, ROOT_URI
+        if isinstance(node, dict) and isinstance(node.get("$id"), str):
+            base = urldefrag(urljoin(base, node["$id"]))[0]
+        for token in path[2:].split("/") if len(path) > 1 else []:
+            node = _step(node, unquote(token).replace("~1", "/").replace("~0", "~"))
+            if node is None:
+                break
+            if isinstance(node, dict) and isinstance(node.get("$id"), str):
+                base = urldefrag(urljoin(base, node["$id"]))[0]
+        return base
+
+    def resolve(self, ref, path: str) -> tuple[object, str]:
+        """A $ref -> (target, its JSON pointer from the root). The ref is resolved against
+        the base URI at `path`; it may name a resource of this document ($id), an anchor
+        in it ($anchor) and a JSON pointer inside it. Other documents are not fetched."""
+        if not isinstance(ref, str):
+            raise InvalidSchemaError(f"'$ref' at {path} must be a string, got {ref!r}")
+        uri, fragment = urldefrag(urljoin(self.base_uri(path), ref))
+        if uri not in self.resources:
+            raise UnsupportedSchemaError(f"'$ref' {ref!r} at {path}: {uri!r} is not a schema resource of this "
+                                         "document (only local refs, $id and $anchor in it are supported)")
+        pointer = self.resources[uri]
+        if fragment and not fragment.startswith("/"):
+            if (uri, unquote(fragment)) not in self.anchors:
+                raise InvalidSchemaError(f"'$ref' {ref!r} at {path}: no $anchor {unquote(fragment)!r} in {uri!r}")
+            pointer = self.anchors[(uri, unquote(fragment))]
+        elif fragment:
+            pointer = pointer + fragment if pointer != "#" else "#" + fragment
+        target = self.root
+        for token in pointer[2:].split("/") if len(pointer) > 1 else []:
+            target = _step(target, unquote(token).replace("~1", "/").replace("~0", "~"))
+            if target is None:
+                raise InvalidSchemaError(f"'$ref' {ref!r} at {path} points to nothing in this schema")
+        return target, pointer

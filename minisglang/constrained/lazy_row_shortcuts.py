@@ -1,0 +1,373 @@
+"""The row shortcuts of the lazy automaton: five shapes of state whose token row is made
+without (or with less of) the plain trie walk of lazy_token_fsm.py.
+
+`LazyStateIndex._row_of` tries them in this order and walks the trie when none fits; each
+returns None when its shape does not fit, and a row it returns holds exactly the tokens the
+walk would allow (tests/test_lazy_row_paths.py and tests/test_lazy_automaton.py compare
+them with the eager index):
+- `_row_from_alternatives`: a permissive alternation `A|B|...`, the union of its members' rows;
+- `_row_from_repeat`: a permissive repetition `C{lo,hi}`, from C's per-token counts;
+- `_row_from_strings`: an alternation of literal strings (an enum's values), walked along
+  its syntax tree;
+- `_row_from_head`: a state `H T` with a permissive head, H's row plus the few tokens that
+  can leave H;
+- `_row_from_closure`: a state that keeps reading a wide byte set, every token made of it
+  at once.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .lazy_regex import ALT, BYTES, CONCAT, EPSILON, REPEAT, LazyByteDFA, RegexNode
+from .lazy_rows import SHARED_ROWS, TokenRow
+from .lazy_trie_walk import VocabArrays, token_repetitions
+from .token_fsm import Vocabulary
+from .token_index import VocabTrie
+from .work_slices import unsliced
+
+# A part of a state (a head, an alternative) gets a row of its own when it can start with
+# at least this many bytes: below that, walking the trie from the state itself is cheap.
+# (8 lets digit runs and formats such as date-time share their rows: measured p99 at 65k
+# ~1.6 ms with 16, ~1.25 ms with 8 or 10.)
+PERMISSIVE = 8
+# `_row_from_closure` needs a byte set of at least CLOSURE_BYTES bytes that at most
+# CLOSURE_STATES states keep reading.
+CLOSURE_BYTES = 32
+CLOSURE_STATES = 16
+# `_row_from_strings` walks an alternation of at most MAX_STRINGS strings along the trie, for
+# at most MAX_STRING_STEPS steps: the walk is Python, and past a few hundred values (a
+# 599-value enum, ~2.5 ms at 65k) the compiled walk through its states costs less (~0.4 ms).
+MAX_STRINGS = 256
+MAX_STRING_STEPS = 20_000
+
+
+class LazyRowShortcuts:
+    """The row shortcuts, mixed into LazyStateIndex (see the module doc)."""
+
+    # What the plain walk (LazyStateIndex, lazy_token_fsm.py) gives the shortcuts.
+    dfa: LazyByteDFA
+    trie: VocabTrie
+    arrays: VocabArrays
+    words: int
+    eos_token_id: int
+    if TYPE_CHECKING:
+        def _row_of(self, state: int, shared: bool = False) -> TokenRow: ...
+        def _make_row(self, bits: np.ndarray, extra: np.ndarray, state: int) -> TokenRow: ...
+        def _walk(self, state: int, origin: int, short: bool, long: bool,
+                  starts: list[int] | None = None) -> tuple[np.ndarray, np.ndarray]: ...
+        def _walk_tokens(self, token_ids: np.ndarray, state: int) -> np.ndarray: ...
+        def _node_key(self, kind: str, node: RegexNode) -> tuple | None: ...
+        @staticmethod
+        def _byte_mask(byte_set: int) -> np.ndarray: ...
+
+    def _init_shortcut_caches(self, vocab: Vocabulary) -> None:
+        """The caches of the shortcuts (LazyStateIndex.__init__ calls this)."""
+        self._candidates: dict[int, np.ndarray | None] = {}   # byte set -> the token ids containing one
+        self._candidate_split: dict[int, tuple[np.ndarray, np.ndarray]] = {}   # byte set -> (short, long) ids
+        self._candidates_found: dict[tuple[int, int], np.ndarray] = {}   # (clipped state, byte set) -> ids read
+        self._reps: dict[int, np.ndarray | None] = {}   # body node uid -> `_repetitions(body)`
+        self._not_strings: set[int] = set()   # node uids `_row_from_strings` gave up on (too many steps)
+        self._literals: dict[int, int] = {}   # node uid -> `_literal(node)`
+        # A head's row is reused when at most this many tokens must be walked one by one.
+        self.max_candidates = max(256, len(vocab.token_bytes) // 16)
+
+    def _row_from_alternatives(self, state: int) -> TokenRow | None:
+        """The row of a permissive alternation `A|B|...`: the union of its members' rows
+        (a token can start a match of the whole exactly when it can start one of a member;
+        the EOS bits agree too). None when the shape does not fit."""
+        node = self.dfa.nodes[state]
+        if node.kind != ALT or len(node.parts) > 8 or node.first.bit_count() < PERMISSIVE:
+            return None
+        bits = np.zeros(self.words, dtype=np.uint32)
+        for part in node.parts:
+            bits |= self._row_of(self.dfa._state(part), shared=True).packed.numpy().view(np.uint32)
+        return self._make_row(bits, np.zeros(0, dtype=np.int64), state)
+
+    def _row_from_repeat(self, state: int) -> TokenRow | None:
+        """The row of a permissive repetition `C{lo,hi}` (a string's characters, a run of
+        digits) without a trie walk: the tokens that spell at most `hi` repetitions of C,
+        the last maybe unfinished (a token inside C{lo,hi} need not reach `lo`). In the
+        spirit of xgrammar's context-independent tokens: C's counts per token are computed
+        once per vocabulary (`_repetitions`) and every bound of every grammar reads them,
+        so `C{0,20}` costs a comparison, not a walk through 20 counting states. None when
+        the shape does not fit."""
+        node = self.dfa.nodes[state]
+        if node.kind != REPEAT or node.first.bit_count() < PERMISSIVE:
+            return None
+        reps = self._repetitions(node.parts[0])
+        if reps is None:
+            return None
+        allowed = reps >= 0 if node.high is None else (reps >= 0) & (reps <= node.high)
+        allowed[self.eos_token_id] = False
+        packed = np.zeros(self.words * 4, dtype=np.uint8)
+        bits = np.packbits(allowed, bitorder="little")
+        packed[: bits.shape[0]] = bits
+        return self._make_row(packed.view(np.uint32), np.zeros(0, dtype=np.int64), state)
+
+    def _repetitions(self, body: RegexNode) -> np.ndarray | None:
+        """int32 [tokens]: how many repetitions of `body` each token spells, the last maybe
+        unfinished (-1: `body*` cannot read it), from `body*`'s automaton built whole
+        (lazy_trie_walk.token_repetitions). None when that automaton has more than 64
+        states, or when `body` is nullable or not prefix-free (a match that a longer one extends, as
+        in `(a|ab)`: then the count of a token is ambiguous). Shared by every grammar over
+        this vocabulary (SHARED_ROWS, keyed by the body's structure)."""
+        if body.uid in self._reps:
+            return self._reps[body.uid]
+        if body.nullable:
+            # A body that matches "" (`C*`) has `body*` == `body`: one repetition can read any
+            # number of characters, so a token's count says nothing about `hi`.
+            self._reps[body.uid] = None
+            return None
+        key = self._node_key("reps", body)
+        found = None if key is None else SHARED_ROWS.get(key)
+        if found is None:
+            pool = self.dfa.pool
+            star = LazyByteDFA(pool.repeat(body, 0, None), pool, max_states=1024)
+            todo, seen = [star.initial], {star.initial}
+            with unsliced():   # at most 64 states, on the side: a slice cut here would lose them
+                while todo and star.num_states <= 64:
+                    s = todo.pop()
+                    star.expand(s)
+                    for nxt in np.unique(star.table[s]).tolist():
+                        if nxt >= 0 and nxt not in seen:
+                            seen.add(nxt)
+                            todo.append(nxt)
+            # Prefix-free: no state but `body*` itself accepts, so returning to it ends a repetition.
+            if star.num_states <= 64 and not star.accepting[1:star.num_states].any():
+                arrays = self.arrays
+                found = np.empty(arrays.token_start.shape[0], dtype=np.int32)
+                token_repetitions(star.table, arrays.all_bytes, arrays.token_start, arrays.token_stop,
+                                  star.initial, found)
+            else:
+                found = False   # stored as "does not fit" (None means "not computed")
+            if key is not None:
+                SHARED_ROWS.put(key, found)
+        self._reps[body.uid] = found if found is not False else None
+        return self._reps[body.uid]
+
+    def _row_from_head(self, state: int) -> TokenRow | None:
+        """The row of a state `H T` whose head H is permissive (a string's characters, a
+        group holding them), from H's own row and a few tokens walked one by one.
+
+        A token with no byte that T can start with cannot leave H, so it is allowed in
+        `H T` exactly when it is allowed in H; only the tokens containing such a byte (a
+        few hundred for a closing quote) are walked from `H T` itself. H's row is shared
+        by every place the same H appears (one row for the inside of all strings), in the
+        spirit of xgrammar's context-independent tokens. None when the shape does not fit.
+        """
+        dfa, node = self.dfa, self.dfa.nodes[state]
+        if node.kind != CONCAT:
+            return None
+        # The head is the sequence's first element: `(A B) C` is split as A, then `B C`
+        # (a group is kept as one node; the language does not care where we split).
+        head, tails = node, []
+        while head.kind == CONCAT:
+            tails.append(head.parts[1])
+            head = head.parts[0]
+        if head.kind == BYTES or head.first.bit_count() < PERMISSIVE:
+            return None   # a head that allows few bytes is cheap to walk as it is
+        rest_first = 0   # the bytes what follows the head can start with
+        for tail in reversed(tails):
+            rest_first |= tail.first
+            if not tail.nullable:
+                break
+        candidates = self._containing(rest_first)
+        if candidates is None:
+            return None
+        bits = self._row_of(dfa._state(head), shared=True).packed.numpy().view(np.uint32).copy()
+        eos = self.eos_token_id
+        bits[eos >> 5] &= ~np.uint32(1 << (eos & 31))
+        # What H allows, `H T` allows too; the candidates that leave H are added.
+        return self._make_row(bits, self._walk_candidates(rest_first, candidates, state), state)
+
+    def _row_from_strings(self, state: int) -> TokenRow | None:
+        """The row of a state `A T` (or `A`) whose first element A is an alternation of
+        literal strings (an enum's values and their closing quote: `(Rome_1"|item_(5"|9"))`),
+        walked through the vocabulary trie along A's own syntax tree: no automaton state,
+        no derivative for A's positions.
+
+        The walk holds a trie node and what is left of A (a stack of parts); a byte set
+        part follows the trie children it allows, and every token ending at a trie node
+        reached is allowed (it spells a prefix of one of A's strings). Where a string of A
+        is complete, the tokens going on into T are found by the ordinary trie walk from
+        that trie node in T's state. None when the shape does not fit: A not an
+        alternation, a part of A other than byte sets of at most 16 bytes, alternations,
+        sequences and ε, more than MAX_STRINGS strings or MAX_STRING_STEPS steps, or a
+        token longer than the trie reached inside A.
+        """
+        head, tails = self.dfa.nodes[state], []   # A is the sequence's first element, as in `_row_from_head`
+        while head.kind == CONCAT:
+            tails.append(head.parts[1])
+            head = head.parts[0]
+        if head.kind != ALT or head.uid in self._not_strings or not 0 < self._literal(head) <= MAX_STRINGS:
+            return None
+        trie, arrays, has_items = self.trie, self.arrays, self.arrays.has_items
+        reached, ends, todo, steps = [], set(), [((head,), 0)], 0
+        while todo:
+            parts, at = todo.pop()
+            steps += 1
+            if steps > MAX_STRING_STEPS:
+                self._not_strings.add(head.uid)
+                return None
+            if not parts:
+                ends.add(at)   # a string of A ends here: T goes on
+                continue
+            part, rest = parts[0], parts[1:]
+            kind = part.kind
+            if kind == CONCAT:
+                todo.append(((part.parts[0], part.parts[1], *rest), at))
+            elif kind == ALT:
+                todo.extend(((p, *rest), at) for p in part.parts)
+            elif kind == EPSILON:
+                todo.append((rest, at))
+            elif kind == BYTES and part.byte_set.bit_count() <= 16:
+                kids = arrays.children(trie, at)
+                bits = part.byte_set
+                while bits:   # the set bits, lowest first
+                    low = bits & -bits
+                    bits ^= low
+                    child = kids.get(low.bit_length() - 1)
+                    if child is not None:
+                        if has_items[child]:
+                            return None   # a token longer than the trie goes on here: walk instead
+                        reached.append(child)
+                        todo.append((rest, child))
+            else:
+                return None   # (never: `_literal` checked every part)
+        nodes = np.asarray(reached, dtype=np.int64)
+        starts, stops = trie.end_start[nodes], trie.end_stop[nodes]
+        lengths = stops - starts
+        extra = trie.end_tokens[np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
+                                + np.arange(int(lengths.sum()))]
+        bits = np.zeros(self.words, dtype=np.uint32)
+        if tails and ends:
+            tail = self.dfa._state(self.dfa.pool.concat_all(tails[::-1]))
+            more, longs = self._walk(tail, state, short=True, long=True, starts=sorted(ends))
+            bits |= more
+            extra = np.concatenate([extra, longs])
+        return self._make_row(bits, extra[extra != self.eos_token_id], state)
+
+    def _row_from_closure(self, state: int) -> TokenRow | None:
+        """The row of a state that goes on reading a wide byte set B whatever it read of B
+        before (an e-mail's domain label: any letters and digits), without walking the
+        tokens made of B through the trie.
+
+        B starts as the bytes the state allows and shrinks until every state reached from
+        it by bytes of B (at most CLOSURE_STATES of them) allows all of B: then a token
+        made of bytes of B only is read, from the state and from each of those. The tokens
+        that start with an allowed byte and hold another byte are walked one by one. None
+        when B ends with fewer than CLOSURE_BYTES bytes or more than max_candidates * 2
+        tokens must be walked.
+        """
+        dfa = self.dfa
+        if dfa.nodes[state].first.bit_count() < CLOSURE_BYTES:
+            return None   # (no derivative spent on a narrow state)
+        dfa.expand(state)
+        allowed = self._byte_set(dfa.table[state] >= 0)
+        wide = allowed
+        for _ in range(4):   # shrink B until the states it reaches all allow it
+            if wide.bit_count() < CLOSURE_BYTES:
+                return None
+            reached, todo = set(), [state]
+            while todo and len(reached) <= CLOSURE_STATES:
+                x = todo.pop()
+                starts = dfa.class_starts[x]
+                for lo, hi in zip(starts[:-1], starts[1:]):
+                    if ((1 << hi) - (1 << lo)) & wide:   # a byte of B is in this class
+                        nxt = dfa.fill(x, lo)
+                        if nxt >= 0 and nxt not in reached:
+                            reached.add(nxt)
+                            todo.append(nxt)
+            if todo or len(reached) > CLOSURE_STATES:
+                return None
+            narrower = wide
+            for x in reached:
+                row = dfa.table[x]
+                narrower &= self._byte_set(row >= 0)
+            if narrower == wide:
+                break
+            wide = narrower
+        else:
+            return None
+        inside = self._repetitions(dfa.pool.byte_set(wide))
+        if inside is None:
+            return None
+        arrays = self.arrays
+        first = arrays.first_bytes()
+        starts_allowed = self._byte_mask(allowed)[first]
+        fast = (inside >= 0) & self._byte_mask(wide)[first]
+        walk = np.flatnonzero(starts_allowed & ~fast)
+        walk = walk[walk != self.eos_token_id]
+        if walk.shape[0] > 2 * self.max_candidates:
+            return None
+        ids = np.concatenate([np.flatnonzero(fast), self._walk_tokens(walk, state)])
+        return self._make_row(np.zeros(self.words, dtype=np.uint32), ids[ids != self.eos_token_id], state)
+
+    @staticmethod
+    def _byte_set(mask: np.ndarray) -> int:
+        """bool [256] -> the 256-bit int with bit b set where mask[b]."""
+        return int.from_bytes(np.packbits(mask, bitorder="little").tobytes(), "little")
+
+    def _literal(self, node: RegexNode) -> int:
+        """How many strings `node` matches when it is made of byte sets of at most 16 bytes,
+        sequences, alternations and ε only (a finite set of strings `_row_from_strings`
+        can walk), counted up to MAX_STRINGS + 1; 0 when it is not. Cached."""
+        done = self._literals.get(node.uid)
+        if done is None:
+            kind, cap = node.kind, MAX_STRINGS + 1
+            if kind == BYTES:
+                done = node.byte_set.bit_count() if node.byte_set.bit_count() <= 16 else 0
+            elif kind == EPSILON:
+                done = 1
+            elif kind == ALT:
+                done = 0
+                for part in node.parts:
+                    count = self._literal(part)
+                    if not count:
+                        done = 0
+                        break
+                    done = min(done + count, cap)
+            elif kind == CONCAT:   # along the right spine, no recursion along it
+                x, done = node, 1
+                while x.kind == CONCAT and done:
+                    done = min(done * self._literal(x.parts[0]), cap)
+                    x = x.parts[1]
+                if x.kind != CONCAT:
+                    done = min(done * self._literal(x), cap)
+            else:
+                done = 0
+            self._literals[node.uid] = done
+        return done
+
+    def _walk_candidates(self, byte_set: int, candidates: np.ndarray, state: int) -> np.ndarray:
+        """int64 the `candidates` (`_containing(byte_set)`) whose bytes the automaton reads
+        from `state`. Those in the trie are walked from `clip(state, max_short_bytes)` and
+        remembered there: the positions of a long bounded string (`C{0,119}"...`,
+        `C{0,118}"...`) are one clipped state, so their candidates are walked once."""
+        arrays, dfa = self.arrays, self.dfa
+        split = self._candidate_split.get(byte_set)
+        if split is None:
+            short = arrays.token_stop[candidates] - arrays.token_start[candidates] <= arrays.max_short_bytes
+            split = self._candidate_split[byte_set] = (candidates[short], candidates[~short])
+        clipped = dfa._state(dfa.pool.clip(dfa.nodes[state], arrays.max_short_bytes))
+        found = self._candidates_found.get((clipped, byte_set))
+        if found is None:
+            found = self._candidates_found[clipped, byte_set] = self._walk_tokens(split[0], clipped)
+        if split[1].shape[0]:
+            found = np.concatenate([found, self._walk_tokens(split[1], state)])
+        return found
+
+    def _containing(self, byte_set: int) -> np.ndarray | None:
+        """int64 sorted ids of the tokens (EOS excluded) with a byte in `byte_set` (256-bit
+        int); None when there may be more than `max_candidates`."""
+        if byte_set in self._candidates:
+            return self._candidates[byte_set]
+        parts = [self.arrays.containing[b] for b in range(256) if byte_set >> b & 1]
+        found = None
+        if sum(p.shape[0] for p in parts) <= self.max_candidates:
+            found = np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
+            found = found[found != self.eos_token_id]
+        self._candidates[byte_set] = found
+        return found
