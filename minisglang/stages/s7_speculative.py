@@ -137,25 +137,27 @@ class SpeculativeScheduler(Scheduler):
         batch = super().schedule()
         if batch is None or batch.mode != ForwardMode.DECODE or self.stage.options.speculative_algorithm is None:
             return batch
-        drafts, masks = [], []
-        for req in batch.reqs:
-            try:
-                d = self.stage.propose_drafts(req)
-                d, m = self.stage.mask_chain(req, d) if d else (d, None)
-            except Exception as e:   # this request's grammar or draft failed: only it is aborted
-                self.abort_for_error([req], "drafting its next tokens", e)
-                d, m = [], None
-            drafts.append(d)
-            masks.append(m)
+        drafts = [self.try_for(req, "drafting its next tokens", self.stage.propose_drafts, []) for req in batch.reqs]
+        if not any(drafts):   # no guesses this step: a plain decode is cheaper
+            return batch
+        # Every constrained request needs its rows, those without drafts too (one row: s6's mask).
+        chains = [self.try_for(req, "masking its drafts", lambda r: self.stage.mask_chain(r, d), ([], None))
+                  for req, d in zip(batch.reqs, drafts)]
         for req in [r for r in batch.reqs if r.finished]:
             self.release_request(req)
         keep = [i for i, r in enumerate(batch.reqs) if not r.finished]
         if not keep:
             return None
-        if not any(drafts[i] for i in keep):   # no guesses this step: a plain decode is cheaper
-            return ScheduledBatch(ForwardMode.DECODE, [batch.reqs[i] for i in keep])
         return VerifyBatch(ForwardMode.DECODE, [batch.reqs[i] for i in keep],
-                           drafts=[drafts[i] for i in keep], masks=[masks[i] for i in keep])
+                           drafts=[chains[i][0] for i in keep], masks=[chains[i][1] for i in keep])
+
+    def try_for(self, req: Req, doing: str, work, failed):
+        """`work(req)`, or `failed` after aborting only `req` when it raises (its grammar)."""
+        try:
+            return work(req)
+        except Exception as e:
+            self.abort_for_error([req], doing, e)
+            return failed
 
     # -- 3: one extend forward over every draft ------------------------------------------
     def run(self, batch: ScheduledBatch) -> torch.Tensor:
