@@ -31,7 +31,10 @@ Each request's `meta_info` counts `spec_verify_ct` (verify forwards, SGLang's na
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar, cast
 
 import torch
 
@@ -46,6 +49,7 @@ from .s5_backends import BackendOptions, ReasonerGrammar
 from .s6_function_calling import FunctionCallingStage
 
 ALGORITHMS = (None, "NGRAM", "FORCED", "FORCED+NGRAM")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -113,8 +117,8 @@ class VerifyBatch(ScheduledBatch):
     extend forward; `masks[i]` holds its grammar's packed rows [len(drafts[i]) + 1, W]
     (None: unconstrained)."""
 
-    drafts: list[list[int]] = None
-    masks: list[torch.Tensor | None] = None
+    drafts: list[list[int]] = field(default_factory=list)
+    masks: list[torch.Tensor | None] = field(default_factory=list)
 
 
 class SpeculativeScheduler(Scheduler):
@@ -123,7 +127,7 @@ class SpeculativeScheduler(Scheduler):
 
     stage: SpeculativeStage
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.forward_counts["verify"] = 0     # decode steps that were verify forwards
 
@@ -137,11 +141,15 @@ class SpeculativeScheduler(Scheduler):
         batch = super().schedule()
         if batch is None or batch.mode != ForwardMode.DECODE or self.stage.options.speculative_algorithm is None:
             return batch
-        drafts = [self.try_for(req, "drafting its next tokens", self.stage.propose_drafts, []) for req in batch.reqs]
+        none: list[int] = []
+        drafts = [self.try_for(req, "drafting its next tokens", self.stage.propose_drafts, none) for req in batch.reqs]
         if not any(drafts):   # no guesses this step: a plain decode is cheaper
             return batch
         # Every constrained request needs its rows, those without drafts too (one row: s6's mask).
-        chains = [self.try_for(req, "masking its drafts", lambda r: self.stage.mask_chain(r, d), ([], None))
+        nothing: tuple[list[int], torch.Tensor | None] = ([], None)
+        chains = [nothing if req.finished else
+                  self.try_for(req, "masking its drafts", functools.partial(self.stage.mask_chain, drafts=d),
+                               nothing)
                   for req, d in zip(batch.reqs, drafts)]
         for req in [r for r in batch.reqs if r.finished]:
             self.release_request(req)
@@ -151,7 +159,7 @@ class SpeculativeScheduler(Scheduler):
         return VerifyBatch(ForwardMode.DECODE, [batch.reqs[i] for i in keep],
                            drafts=[chains[i][0] for i in keep], masks=[chains[i][1] for i in keep])
 
-    def try_for(self, req: Req, doing: str, work, failed):
+    def try_for(self, req: Req, doing: str, work: Callable[[Req], T], failed: T) -> T:
         """`work(req)`, or `failed` after aborting only `req` when it raises (its grammar)."""
         try:
             return work(req)
@@ -168,13 +176,14 @@ class SpeculativeScheduler(Scheduler):
         new_ids = [[r.fill_ids[-1]] + d for r, d in zip(reqs, batch.drafts)]
         out_cache_loc = self.alloc_kv(sum(map(len, new_ids)))
         with self._free_on_error(out_cache_loc):
-            fb = ForwardBatch.extend([r.req_pool_idx for r in reqs], [r.kv_len for r in reqs], new_ids,
+            fb = ForwardBatch.extend([cast(int, r.req_pool_idx) for r in reqs], [r.kv_len for r in reqs], new_ids,
                                      out_cache_loc, self.req_to_token_pool, self.token_to_kv_pool)
         for req, ids in zip(reqs, new_ids):
             req.kv_len += len(ids)    # the drafts' KV too, until `keep_kv` frees what was not kept
         self.forward_counts["verify"] += 1
         self.record_event("verify", None, reqs=[r.rid for r in reqs], drafts=[len(d) for d in batch.drafts])
-        return self.model.forward(fb, return_all_logits=True)
+        logits: torch.Tensor = self.model.forward(fb, return_all_logits=True)
+        return logits
 
     # -- 4: accept ------------------------------------------------------------------------
     def sample(self, batch: ScheduledBatch, logits: torch.Tensor) -> list:
@@ -211,7 +220,7 @@ class SpeculativeScheduler(Scheduler):
             return
         for req, tokens in zip(batch.reqs, next_token_ids):
             if not req.finished:
-                req.spec_verify_ct += 1
+                req.spec_verify_ct = (req.spec_verify_ct or 0) + 1
                 before = len(req.output_ids)
                 for tok in tokens:   # as s6 would, one at a time: a finish drops the rest
                     self.append_token(req, tok)
@@ -254,10 +263,11 @@ class SpeculativeStage(FunctionCallingStage):
         k = min(o.speculative_num_draft_tokens, req.sampling_params.max_new_tokens - len(req.output_ids) - 1)
         if k <= 0:
             return []
+        algorithm = o.speculative_algorithm or ""
         drafts: list[int] = []
-        if "FORCED" in o.speculative_algorithm and req.grammar is not None:
+        if "FORCED" in algorithm and req.grammar is not None:
             drafts = self.forced_text_drafts(req, k)
-        if "NGRAM" in o.speculative_algorithm and len(drafts) < k:
+        if "NGRAM" in algorithm and len(drafts) < k:
             drafts += ngram_drafts(req.fill_ids + drafts, k - len(drafts),
                                    o.speculative_ngram_min_match_window_size,
                                    o.speculative_ngram_max_match_window_size)
