@@ -304,7 +304,7 @@ ALGORITHMS = ["NGRAM", "FORCED", "FORCED+NGRAM"]
 @pytest.fixture(scope="module")
 def engines(one_torch_thread):
     e6 = sgl.Engine(stage="s6", jump_forward=False)
-    e7 = sgl.Engine(stage="s7")
+    e7 = sgl.Engine(stage="s7", speculative_algorithm="FORCED+NGRAM")
     yield e6, e7
     e6.shutdown()
     e7.shutdown()
@@ -406,7 +406,7 @@ def test_greedy_equals_s6_with_library_backends(backend):
     prompts = [chat(i) for i in range(3)]
     params = {"temperature": 0, "max_new_tokens": 40, "regex": PERSON}
     with sgl.Engine(stage="s6", jump_forward=False, grammar_backend=backend) as e6, \
-         sgl.Engine(stage="s7", grammar_backend=backend, speculative_num_draft_tokens=4) as e7:
+         sgl.Engine(stage="s7", grammar_backend=backend, speculative_algorithm="FORCED+NGRAM") as e7:
         assert [o["output_ids"] for o in e7.generate(prompts, params)] == \
                [o["output_ids"] for o in e6.generate(prompts, params)]
         assert e7.scheduler.forward_counts["verify"] > 0
@@ -481,7 +481,7 @@ def test_pools_exact_after_mixed_requests_with_aborts(engines):
     ({"speculative_num_draft_tokens": 0}, "speculative_num_draft_tokens must be an integer >= 1"),
     ({"speculative_num_draft_tokens": True}, "speculative_num_draft_tokens must be an integer >= 1"),
     ({"speculative_ngram_min_match_window_size": 3, "speculative_ngram_max_match_window_size": 2}, "is above"),
-    ({"jump_forward": True}, "jump_forward=True rewrites"),
+    ({"jump_forward": True, "speculative_algorithm": "NGRAM"}, "jump_forward=True rewrites"),
     ({"speculative_draft_tokens": 4}, "unknown option(s) 'speculative_draft_tokens'"),
 ])
 def test_bad_options_are_refused_by_name(options, message):
@@ -492,5 +492,6 @@ def test_bad_options_are_refused_by_name(options, message):
 
 def test_jump_forward_alone_is_s6():
     from minisglang.stages.s7_speculative import SpeculativeOptions
-    o = SpeculativeOptions.parse({"jump_forward": True, "speculative_algorithm": None}, "s7-speculative")
+    assert SpeculativeOptions.parse({}, "s7-speculative").speculative_algorithm is None   # SGLang's default
+    o = SpeculativeOptions.parse({"jump_forward": True}, "s7-speculative")
     assert o.jump_forward and o.speculative_algorithm is None

@@ -55,9 +55,11 @@ T = TypeVar("T")
 @dataclass(frozen=True)
 class SpeculativeOptions(BackendOptions):
     jump_forward: bool = False   # the forced text is drafted instead ("FORCED")
-    # None: no drafts (s6 without jump-forward); "NGRAM": prompt lookup (SGLang's);
-    # "FORCED": the grammar's forced text; "FORCED+NGRAM": forced text, then lookup.
-    speculative_algorithm: str | None = "FORCED+NGRAM"
+    # None: no drafts (s6 without jump-forward; SGLang's default too: on a CPU with the
+    # bundled model drafts cost more than they save, benchmarks/results/speculative.md);
+    # "NGRAM": prompt lookup (SGLang's); "FORCED": the grammar's forced text;
+    # "FORCED+NGRAM": forced text, then lookup.
+    speculative_algorithm: str | None = None
     speculative_num_draft_tokens: int = 4   # k, drafts per request per verify forward
     # Prompt lookup matches the last n tokens, n from max down to min.
     speculative_ngram_min_match_window_size: int = 1
