@@ -274,6 +274,10 @@ class Req(Generic[GrammarT]):
     client: str | None = None             # who sent it (the server's client address): compiles take turns by client
     first_token_time: float | None = None
     finish_time: float | None = None
+    # s7's speculative decoding (None: the stage does not draft): verify forwards this
+    # request took part in, and the draft tokens it kept from them.
+    spec_verify_ct: int | None = None
+    spec_accepted_tokens: int = 0
 
     @property
     def fill_ids(self) -> list[int]:
@@ -292,6 +296,8 @@ class Req(Generic[GrammarT]):
     def meta_info(self) -> dict[str, Any]:
         """The `meta_info` dict the Engine returns (shape of SGLang's)."""
         end = self.finish_time or time.perf_counter()
+        spec = ({} if self.spec_verify_ct is None
+                else {"spec_verify_ct": self.spec_verify_ct, "spec_accepted_tokens": self.spec_accepted_tokens})
         return {
             "id": self.rid,
             "finish_reason": self.finished_reason,
@@ -301,4 +307,5 @@ class Req(Generic[GrammarT]):
             "cached_tokens": self.cached_tokens,
             "e2e_latency": end - self.arrival_time,
             "ttft": None if self.first_token_time is None else self.first_token_time - self.arrival_time,
+            **spec,
         }

@@ -132,7 +132,8 @@ class Engine:
                                  max_prefill_tokens=max_prefill_tokens, schedule_policy=schedule_policy,
                                  disable_radix_cache=disable_radix_cache,
                                  in_batch_prefix_threshold=in_batch_prefix_threshold, mixed_prefill=mixed_prefill)
-        self.scheduler = Scheduler(self.model, self.tokenizer, self.stage, config, self.device, seed=seed)
+        scheduler_class = self.stage.scheduler_class or Scheduler
+        self.scheduler = scheduler_class(self.model, self.tokenizer, self.stage, config, self.device, seed=seed)
         # The scheduler is single-threaded; the lock lets a server thread and direct calls share it.
         self._lock = threading.RLock()
         # Python's generation-2 garbage collection walks every live object, and a process that

@@ -36,10 +36,17 @@ def is_greedy(req: Req) -> bool:
 
 
 def sample_row(row: torch.Tensor, req: Req, generator: torch.Generator) -> int:
-    """row: [V]. Greedy (see `is_greedy`); otherwise temperature, top-k, top-p, multinomial."""
-    p = req.sampling_params
+    """row: [V]. Greedy (see `is_greedy`); otherwise one draw from `distribution`."""
     if is_greedy(req):
         return int(torch.argmax(row))
+    return int(torch.multinomial(distribution(row, req), 1, generator=generator))
+
+
+def distribution(row: torch.Tensor, req: Req) -> torch.Tensor:
+    """row: [V] logits -> the (unnormalised after top-k/top-p) probabilities a sampling
+    request draws from: temperature, then top-k, then top-p. s7's rejection sampling
+    compares drafts against exactly this distribution."""
+    p = req.sampling_params
     probs = torch.softmax(row / p.temperature, dim=-1)
     if p.top_k > 0 and p.top_k < probs.numel():
         kth = torch.topk(probs, p.top_k).values[-1]
@@ -50,4 +57,4 @@ def sample_row(row: torch.Tensor, req: Req, generator: torch.Generator) -> int:
         keep = torch.cumsum(sorted_probs, 0) - sorted_probs < p.top_p
         keep[0] = True   # also when top_p is below float32's range (1e-300 rounds to 0)
         probs = torch.zeros_like(probs).scatter(0, order, sorted_probs * keep)
-    return int(torch.multinomial(probs, 1, generator=generator))
+    return probs

@@ -354,18 +354,26 @@ class Scheduler:
             for req in batch.prefill_reqs:
                 self.cache_prefilled(req)
         for req, tok in zip(batch.reqs, next_token_ids):
-            if req.finished:
-                continue
-            req.output_ids.append(tok)
-            req.sampled_tokens += 1
-            if req.first_token_time is None:
-                req.first_token_time = time.perf_counter()
-            try:   # these concern this request alone: an error aborts only it
-                self.stage.advance(req, tok)
-                self.update_output_text(req)
-                self.check_finished(req, tok)
-            except Exception as e:
-                self.abort_for_error([req], "processing its new token (advance, detokenize, stop check)", e)
+            if not req.finished:
+                self.append_token(req, tok)
+        self.leave_finished()
+
+    def append_token(self, req: Req, tok: int) -> None:
+        """One new token of `req`: append it, advance its grammar (hook 5), detokenize,
+        check the finish conditions (s7 calls this once per token it keeps)."""
+        req.output_ids.append(tok)
+        req.sampled_tokens += 1
+        if req.first_token_time is None:
+            req.first_token_time = time.perf_counter()
+        try:   # these concern this request alone: an error aborts only it
+            self.stage.advance(req, tok)
+            self.update_output_text(req)
+            self.check_finished(req, tok)
+        except Exception as e:
+            self.abort_for_error([req], "processing its new token (advance, detokenize, stop check)", e)
+
+    def leave_finished(self) -> None:
+        """The running requests that finished leave the engine (`_finish`)."""
         still = []
         for req in self.running:
             if req.finished:

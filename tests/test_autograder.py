@@ -27,8 +27,12 @@ import mutants
 STAGES_WITH_TASKS = [tag for tag in STAGE_MODULES if all_tasks(tag)]
 
 
+# Stages whose exercises are still to be written (issue 34: exercises s7 come with chapter 08).
+EXERCISES_TO_COME = {"s7-speculative"}
+
+
 def test_every_stage_after_s0_has_exercises():
-    assert STAGES_WITH_TASKS == [t for t in STAGE_MODULES if t != "s0-unconstrained"]
+    assert STAGES_WITH_TASKS == [t for t in STAGE_MODULES if t not in {"s0-unconstrained", *EXERCISES_TO_COME}]
 
 
 def test_every_task_marker_is_registered_and_every_region_has_a_test():

@@ -60,9 +60,12 @@ class FSMGrammar(BaseGrammarObject):
         # END SOLUTION
 
     def rollback(self, k: int) -> None:
+        if k == 0:   # nothing undone: an accepted EOS stays accepted
+            return
         for _ in range(k):
             self.state = self.history.pop()
-        self.terminated = False
+        # The state rolled back to may itself be complete (a speculative draft went past it).
+        self.terminated = self.fsm.is_complete(self.state)
 
     def is_terminated(self) -> bool:
         # A lazy automaton knows whether a state is complete once its row is made: asked

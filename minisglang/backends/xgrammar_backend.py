@@ -146,8 +146,11 @@ class XGrammarGrammar(BaseGrammarObject):
         return torch.equal(row[0], self.stop_only_row)
 
     def rollback(self, k: int) -> None:
+        if k == 0:
+            return
         self.matcher.rollback(k)
-        self.only_stop_left = False
+        # The state rolled back to may leave only EOS (a speculative draft went past it).
+        self.only_stop_left = self._nothing_but_stop_can_follow()
 
     def is_terminated(self) -> bool:
         return self.matcher.is_terminated() or self.only_stop_left

@@ -1,11 +1,12 @@
-"""The six stages of constrained decoding, as a small registry.
+"""The stages of constrained decoding (s1-s7, after s0 without any), as a small registry.
 
 Each stage is a `Stage` subclass in its own module, registered under a tag such as
 "s1-masked-fill" (short name "s1"). `Engine(stage=...)` looks the tag up here. Stages s1-s4
 build on each other (s2's class extends s1's, and so on), so the diff between two
 consecutive modules is the lesson of the chapter; s5 replaces our FSM with a grammar
 interface and composes s3's `GrammarQueue` and s4's `JumpForward`; s6 is s5 plus one
-request kind, structural tags (tool calls). Reusable automata
+request kind, structural tags (tool calls); s7 is s6 whose decode step drafts several tokens
+and verifies them in one forward (speculative decoding under a grammar). Reusable automata
 (compiling, packing, the jump map, the compile service) live in constrained/.
 """
 from __future__ import annotations
@@ -25,6 +26,7 @@ STAGE_MODULES: dict[str, str] = {
     "s4-jump-forward": "minisglang.stages.s4_jump_forward",
     "s5-backends": "minisglang.stages.s5_backends",
     "s6-function-calling": "minisglang.stages.s6_function_calling",
+    "s7-speculative": "minisglang.stages.s7_speculative",
 }
 
 # Library files a stage introduces beyond its stage module (relative to the package), so a
@@ -37,6 +39,7 @@ STAGE_FILES: dict[str, list[str]] = {
                     "constrained/lazy_token_fsm.py", "constrained/lazy_row_shortcuts.py",
                     "constrained/lazy_rows.py", "constrained/lazy_trie_walk.py"],
     "s6-function-calling": ["constrained/structural_tag.py", "drawings/structural_tag.py"],
+    "s7-speculative": ["speculative.py"],
 }
 
 

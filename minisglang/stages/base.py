@@ -92,6 +92,9 @@ class Stage:
     # rejected token): the scheduler aborts that request with a grammar message, not an
     # internal error. Each stage names its own, so the core never imports a grammar library.
     grammar_errors: tuple[type[BaseException], ...] = ()
+    # The scheduler class the engine runs this stage with (None: scheduler.Scheduler); s7's
+    # decode step drafts and verifies, so it brings its own.
+    scheduler_class: type | None = None
 
     def __init__(self, ctx: StageContext):
         self.ctx = ctx

@@ -1,0 +1,114 @@
+"""Speculative decoding's two halves that know nothing of the engine: where drafts come
+from, and which of them to keep once the model has seen them.
+
+Read with stages/s7_speculative.py. A draft is a guess at a request's next tokens that
+costs no forward: the model then checks all of them in ONE forward (an extend of the
+last token and the drafts on top of the request's KV), which yields the model's own
+distribution at every draft position at once.
+
+Draft sources (each proposes at most k tokens to follow the request's tokens):
+
+- `ngram_drafts`: prompt lookup, SGLang's "NGRAM" (Saxena 2023): find the last n tokens
+  earlier in prompt + output, propose what followed them there. An extraction answer
+  is mostly copied from its prompt, so these are often right.
+- `forced_drafts`: the text the grammar forces from its state (s4's jump map, xgrammar's
+  `find_jump_forward_string`, llguidance's fast-forward bytes), tokenized on its own. The
+  grammar allows every one of them; the model still decides whether it would have
+  written them (s4's seam problem: `":` forced where the model writes `": "`).
+
+Acceptance, given the model's logits at the m + 1 positions (the last token and the m
+drafts), each row already masked by the grammar's mask at that position:
+
+- `accept_greedy`: keep the longest prefix of drafts equal to the masked argmax, then the
+  model's own choice at the first position it disagrees (or after the last draft):
+  exactly the tokens one-at-a-time greedy decoding would have produced.
+- `accept_sampled`: rejection sampling (Leviathan et al. 2023; Chen et al. 2023) for a
+  draft that is one token, not a distribution: keep draft d with probability p(d), else
+  sample from p with d taken out. Each output token is then distributed exactly as p,
+  the masked target distribution; a draft the grammar forbids has p(d) = 0 and is
+  rejected without a draw.
+"""
+from __future__ import annotations
+
+import torch
+
+
+def ngram_drafts(tokens: list[int], k: int, min_n: int = 1, max_n: int = 4) -> list[int]:
+    """Up to `k` tokens that followed the latest earlier occurrence of the longest tail of
+    `tokens` (its last n tokens, n from `max_n` down to `min_n`); [] when no tail recurs.
+
+    The longest tail first: a match of four tokens predicts better than a match of one.
+    The latest occurrence first: what was written most recently is likeliest to repeat.
+    """
+    if k <= 0:
+        return []
+    end = len(tokens)
+    for n in range(min(max_n, end - 1), min_n - 1, -1):
+        tail = tokens[end - n:]
+        # An occurrence starting at `start` must leave at least one token after it that is
+        # not the tail itself: start + n < end.
+        for start in range(end - n - 1, -1, -1):
+            if tokens[start:start + n] == tail:
+                return tokens[start + n:start + n + k]
+    return []
+
+
+def forced_drafts(forced: bytes, k: int, encode, longest_token: int) -> list[int]:
+    """The first `k` tokens of the grammar's forced bytes, encoded on their own.
+
+    Only the first (k + 1) * `longest_token` bytes are encoded (a grammar may force a
+    megabyte; k tokens never need more than that), cut back to whole UTF-8 characters.
+    """
+    if k <= 0 or not forced:
+        return []
+    head = forced[:(k + 1) * longest_token]
+    text = head.decode("utf-8", errors="ignore") if len(head) == len(forced) else _whole_chars(head)
+    return encode(text)[:k] if text else []
+
+
+def _whole_chars(data: bytes) -> str:
+    """`data` up to its last complete UTF-8 character (a cut may split one)."""
+    for cut in range(len(data), max(len(data) - 4, -1), -1):
+        try:
+            return data[:cut].decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+    return ""
+
+
+def accept_greedy(logits: torch.Tensor, drafts: list[int]) -> list[int]:
+    """logits: [m + 1, V] masked, row i at the position that chooses token i; drafts: [m].
+    Returns the accepted drafts and then the model's own next token (1 to m + 1 tokens)."""
+    picks = logits.argmax(dim=-1).tolist()
+    out = []
+    for pick, draft in zip(picks, drafts):
+        if pick != draft:
+            break
+        out.append(draft)
+    out.append(picks[len(out)])
+    return out
+
+
+def accept_sampled(probs: torch.Tensor, drafts: list[int], generator: torch.Generator) -> list[int]:
+    """probs: [m + 1, V], row i the target distribution (masked, with the request's
+    temperature, top-k and top-p) at the position that chooses token i; drafts: [m].
+    Returns the accepted drafts and one more token, each distributed exactly as its row.
+
+    Draft d at row i is kept with probability p_i(d). On a rejection, the token comes
+    from p_i with d removed, renormalised: P(d) = p(d), and P(x) = (1 - p(d)) * p(x) /
+    (1 - p(d)) = p(x) for x != d. After the last draft, a token from the next row.
+    """
+    out = []
+    for i, draft in enumerate(drafts):
+        # Relative to the row's sum, as torch.multinomial reads it: a row whose only mass is
+        # the draft then keeps it for certain (rounding cannot leave an empty residual).
+        p_draft = float(probs[i, draft] / probs[i].sum())
+        if p_draft > 0 and float(torch.rand((), generator=generator)) < p_draft:
+            out.append(draft)
+            continue
+        residual = probs[i].clone()
+        residual[draft] = 0.0
+        out.append(int(torch.multinomial(residual, 1, generator=generator)))
+        return out
+    out.append(int(torch.multinomial(probs[len(drafts)], 1, generator=generator)))
+    return out

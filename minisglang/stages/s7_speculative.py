@@ -1,0 +1,332 @@
+"""Stage s7-speculative: draft several tokens, verify them in one forward, keep what the
+grammar allows and the model agrees with.
+
+Read with chapter 08 (SGLang's NGRAM speculative algorithm, EAGLE's grammar-aware
+verification, xgrammar's rollback). s6 decodes one token per forward; on a CPU ~80% of
+a step is that forward, and an extraction answer is mostly text the prompt already holds
+or the grammar forces. This stage keeps s6 and changes the decode step:
+
+1. draft:   for each decoding request, up to k = `speculative_num_draft_tokens` guesses
+            (minisglang/speculative.py): prompt lookup ("NGRAM"), the grammar's forced
+            text ("FORCED", what s4 jumped over), or forced text then lookup;
+2. mask chain: the grammar fills the mask row at the first position, checks the first
+            draft against it, accepts it, fills the next row, ... and `rollback`s all it
+            accepted: one packed row per position, and the drafts cut at the first one
+            the grammar forbids (it could never be kept);
+3. verify:  ONE extend forward of the last token and the drafts on top of the request's
+            KV (s0's extend attention) gives the model's logits at every position;
+4. accept:  greedy keeps the longest run of drafts equal to the masked argmax, then the
+            model's own token; sampling uses rejection sampling against the masked
+            distribution, so the output is distributed exactly as s6's;
+5. process: the kept tokens go through s6's hook 5 one by one (EOS, a stop string or
+            the length limit may end the request inside them: the rest are dropped), and
+            the KV slots of everything not kept are freed at once.
+
+The invariant: a draft is kept only if the grammar allows it at its position and the
+model would have chosen it there. So greedy output equals s6's (with `jump_forward=False`)
+token for token, and the forced text is taken without s4's re-tokenizing and
+re-admission. Jump-forward is off here: its forced text is a draft instead.
+Each request's `meta_info` counts `spec_verify_ct` (verify forwards, SGLang's name) and
+`spec_accepted_tokens` (drafts kept). Engine options: `SpeculativeOptions` below.
+"""
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar, cast
+
+import torch
+
+from ..backends.base import BaseGrammarObject
+from ..core import Req
+from ..model.forward_batch import ForwardBatch, ForwardMode
+from ..sampler import distribution, is_greedy
+from ..scheduler import ScheduledBatch, Scheduler
+from ..speculative import accept_greedy, accept_sampled, forced_drafts, ngram_drafts
+from .base import register
+from .s5_backends import BackendOptions, ReasonerGrammar
+from .s6_function_calling import FunctionCallingStage
+
+ALGORITHMS = (None, "NGRAM", "FORCED", "FORCED+NGRAM")
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class SpeculativeOptions(BackendOptions):
+    jump_forward: bool = False   # the forced text is drafted instead ("FORCED")
+    # None: no drafts (s6 without jump-forward; SGLang's default too: on a CPU with the
+    # bundled model drafts cost more than they save, benchmarks/results/speculative.md);
+    # "NGRAM": prompt lookup (SGLang's); "FORCED": the grammar's forced text;
+    # "FORCED+NGRAM": forced text, then lookup.
+    speculative_algorithm: str | None = None
+    speculative_num_draft_tokens: int = 4   # k, drafts per request per verify forward
+    # Prompt lookup matches the last n tokens, n from max down to min.
+    speculative_ngram_min_match_window_size: int = 1
+    speculative_ngram_max_match_window_size: int = 4
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.check_choice("speculative_algorithm", self.speculative_algorithm, ALGORITHMS)
+        for name in ("speculative_num_draft_tokens", "speculative_ngram_min_match_window_size",
+                     "speculative_ngram_max_match_window_size"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an integer >= 1, not {value!r}")
+        if self.speculative_ngram_min_match_window_size > self.speculative_ngram_max_match_window_size:
+            raise ValueError(f"speculative_ngram_min_match_window_size ({self.speculative_ngram_min_match_window_size})"
+                             f" is above speculative_ngram_max_match_window_size "
+                             f"({self.speculative_ngram_max_match_window_size})")
+        if self.jump_forward and self.speculative_algorithm is not None:
+            raise ValueError("jump_forward=True rewrites a request's output between steps, which drafts cannot "
+                             "meet; with speculative decoding the forced text is drafted instead "
+                             "(speculative_algorithm='FORCED'): set jump_forward=False or speculative_algorithm=None")
+
+
+class RollbackReasonerGrammar(ReasonerGrammar):
+    """s5's reasoning gate, able to roll back: drafts may cross the think-end marker."""
+
+    def __init__(self, inner: BaseGrammarObject, think_end_id: int, eos_token_id: int):
+        super().__init__(inner, think_end_id, eos_token_id)
+        self.accepted = 0     # tokens accepted in all, thinking and answer
+
+    def accept_token(self, token_id: int) -> None:
+        super().accept_token(token_id)
+        self.accepted += 1
+
+    def rollback(self, k: int) -> None:
+        answer = 0 if self.thinking else self.accepted - self.thought
+        if min(k, answer):
+            self.inner.rollback(min(k, answer))
+        into_thinking = k - min(k, answer)
+        if into_thinking:          # back before the marker: thinking again
+            self.thought -= into_thinking
+            self.thinking = True
+        self.accepted -= k
+
+    def copy(self) -> RollbackReasonerGrammar:
+        return RollbackReasonerGrammar(self.inner.copy(), self.think_end_id, self.eos_token_id)
+
+
+def allows(row: torch.Tensor, token_id: int) -> bool:
+    """Whether the packed mask row [W] int32 has `token_id`'s bit set."""
+    return bool(int(row[token_id >> 5]) >> (token_id & 31) & 1)
+
+
+@dataclass
+class VerifyBatch(ScheduledBatch):
+    """A decode step with drafts: request i feeds its last token and `drafts[i]` in one
+    extend forward; `masks[i]` holds its grammar's packed rows [len(drafts[i]) + 1, W]
+    (None: unconstrained)."""
+
+    drafts: list[list[int]] = field(default_factory=list)
+    masks: list[torch.Tensor | None] = field(default_factory=list)
+
+
+class SpeculativeScheduler(Scheduler):
+    """s6's scheduler, whose decode step drafts, verifies in one forward, and keeps what
+    the grammar and the model agree on (steps 1-5 of the module's docstring)."""
+
+    stage: SpeculativeStage
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.forward_counts["verify"] = 0     # decode steps that were verify forwards
+
+    def add_request(self, req: Req) -> None:
+        if self.stage.options.speculative_algorithm is not None:
+            req.spec_verify_ct = 0     # meta_info reports the counts from now on
+        super().add_request(req)
+
+    # -- 1 + 2: drafts and their mask rows, before the forward ---------------------------
+    def schedule(self) -> ScheduledBatch | None:
+        batch = super().schedule()
+        if batch is None or batch.mode != ForwardMode.DECODE or self.stage.options.speculative_algorithm is None:
+            return batch
+        none: list[int] = []
+        drafts = [self.try_for(req, "drafting its next tokens", self.stage.propose_drafts, none) for req in batch.reqs]
+        if not any(drafts):   # no guesses this step: a plain decode is cheaper
+            return batch
+        # Every constrained request needs its rows, those without drafts too (one row: s6's mask).
+        nothing: tuple[list[int], torch.Tensor | None] = ([], None)
+        chains = [nothing if req.finished else
+                  self.try_for(req, "masking its drafts", functools.partial(self.stage.mask_chain, drafts=d),
+                               nothing)
+                  for req, d in zip(batch.reqs, drafts)]
+        for req in [r for r in batch.reqs if r.finished]:
+            self.release_request(req)
+        keep = [i for i, r in enumerate(batch.reqs) if not r.finished]
+        if not keep:
+            return None
+        return VerifyBatch(ForwardMode.DECODE, [batch.reqs[i] for i in keep],
+                           drafts=[chains[i][0] for i in keep], masks=[chains[i][1] for i in keep])
+
+    def try_for(self, req: Req, doing: str, work: Callable[[Req], T], failed: T) -> T:
+        """`work(req)`, or `failed` after aborting only `req` when it raises (its grammar)."""
+        try:
+            return work(req)
+        except Exception as e:
+            self.abort_for_error([req], doing, e)
+            return failed
+
+    # -- 3: one extend forward over every draft ------------------------------------------
+    def run(self, batch: ScheduledBatch) -> torch.Tensor:
+        """A verify batch: logits [sum(len(drafts) + 1), vocab], one row per fed token."""
+        if not isinstance(batch, VerifyBatch):
+            return super().run(batch)
+        reqs = batch.reqs
+        new_ids = [[r.fill_ids[-1]] + d for r, d in zip(reqs, batch.drafts)]
+        out_cache_loc = self.alloc_kv(sum(map(len, new_ids)))
+        with self._free_on_error(out_cache_loc):
+            fb = ForwardBatch.extend([cast(int, r.req_pool_idx) for r in reqs], [r.kv_len for r in reqs], new_ids,
+                                     out_cache_loc, self.req_to_token_pool, self.token_to_kv_pool)
+        for req, ids in zip(reqs, new_ids):
+            req.kv_len += len(ids)    # the drafts' KV too, until `keep_kv` frees what was not kept
+        self.forward_counts["verify"] += 1
+        self.record_event("verify", None, reqs=[r.rid for r in reqs], drafts=[len(d) for d in batch.drafts])
+        logits: torch.Tensor = self.model.forward(fb, return_all_logits=True)
+        return logits
+
+    # -- 4: accept ------------------------------------------------------------------------
+    def sample(self, batch: ScheduledBatch, logits: torch.Tensor) -> list:
+        """A verify batch: for each request, the tokens it keeps (drafts, then the model's)."""
+        if not isinstance(batch, VerifyBatch):
+            return super().sample(batch, logits)
+        logits = logits.float()
+        kept, start = [], 0
+        for req, drafts, mask in zip(batch.reqs, batch.drafts, batch.masks):
+            rows = logits[start:start + len(drafts) + 1]
+            start += len(drafts) + 1
+            try:
+                kept.append(self.accept(req, rows, drafts, mask))
+            except Exception as e:
+                self.abort_for_error([req], "verifying its drafts", e, hook=4)
+                kept.append([])
+        return kept
+
+    def accept(self, req: Req, rows: torch.Tensor, drafts: list[int], mask: torch.Tensor | None) -> list[int]:
+        """Mask each position's logits with its row of the chain, then keep the drafts the
+        model agrees with and one token of its own (minisglang/speculative.py)."""
+        if mask is not None:
+            self.stage.apply_mask_rows(rows, mask)
+        if is_greedy(req):
+            return accept_greedy(rows, drafts)
+        rows = rows.cpu()     # the generators are CPU ones (see sampler.sample)
+        probs = torch.stack([distribution(row, req) for row in rows])
+        return accept_sampled(probs, drafts, req.generator or self.generator)
+
+    # -- 5: process the kept tokens, free the rest's KV ------------------------------------
+    def process_results(self, batch: ScheduledBatch, next_token_ids: list) -> None:
+        if not isinstance(batch, VerifyBatch):
+            super().process_results(batch, next_token_ids)
+            return
+        for req, tokens in zip(batch.reqs, next_token_ids):
+            if not req.finished:
+                req.spec_verify_ct = (req.spec_verify_ct or 0) + 1
+                before = len(req.output_ids)
+                for tok in tokens:   # as s6 would, one at a time: a finish drops the rest
+                    self.append_token(req, tok)
+                    if req.finished:
+                        break
+                req.spec_accepted_tokens += min(len(req.output_ids) - before, len(tokens) - 1)
+            self.keep_kv(req)
+        self.leave_finished()
+
+    def keep_kv(self, req: Req) -> None:
+        """Free the KV slots past the request's kept tokens: the verify forward wrote one
+        per fed token; the request keeps those of its tokens but the last (whose KV the
+        next step computes, as after any decode), the rejected drafts' go back now."""
+        if req.req_pool_idx is None:
+            return
+        keep = len(req.fill_ids) - 1
+        if req.kv_len > keep:
+            self.token_to_kv_pool.free(self.req_to_token_pool.req_to_token[req.req_pool_idx, keep:req.kv_len])
+            req.kv_len = keep
+
+
+@register("s7-speculative")
+class SpeculativeStage(FunctionCallingStage):
+    Options = SpeculativeOptions
+    options: SpeculativeOptions
+    scheduler_class = SpeculativeScheduler
+
+    # -- the reasoning gate learns to roll back --------------------------------------------
+    def attach(self, req: Req, grammar: BaseGrammarObject) -> None:
+        super().attach(req, grammar)
+        if isinstance(req.grammar, ReasonerGrammar):
+            g = req.grammar
+            req.grammar = RollbackReasonerGrammar(g.inner, g.think_end_id, g.eos_token_id)
+
+    # -- 1: drafts -------------------------------------------------------------------------
+    def propose_drafts(self, req: Req) -> list[int]:
+        """Up to k guesses at the request's next tokens; fewer near `max_new_tokens` (the
+        verify keeps one token of the model's own after the drafts)."""
+        o = self.options
+        k = min(o.speculative_num_draft_tokens, req.sampling_params.max_new_tokens - len(req.output_ids) - 1)
+        if k <= 0:
+            return []
+        algorithm = o.speculative_algorithm or ""
+        drafts: list[int] = []
+        if "FORCED" in algorithm and req.grammar is not None:
+            drafts = self.forced_text_drafts(req, k)
+        if "NGRAM" in algorithm and len(drafts) < k:
+            drafts += ngram_drafts(req.fill_ids + drafts, k - len(drafts),
+                                   o.speculative_ngram_min_match_window_size,
+                                   o.speculative_ngram_max_match_window_size)
+        return drafts
+
+    def forced_text_drafts(self, req: Req, k: int) -> list[int]:
+        """The grammar's forced text (s4's jump, found within the step's grammar budget),
+        tokenized: no re-tokenizing of the output, no re-admission."""
+        jump = self.jump
+        if req in jump.no_more_jumps:
+            return []
+        found = jump.find_jump(req)
+        if found is None:
+            return []
+        forced = found[0]
+        # A forced text that long is found again at every step (xgrammar took 1.2 s a step
+        # for `"a"{1000000}`): s4's rule, the request drafts no more forced text.
+        if len(forced) >= req.sampling_params.max_new_tokens * jump.longest_token:
+            jump.no_more_jumps.add(req)
+        return forced_drafts(forced, k, self.ctx.tokenizer.encode, jump.longest_token)
+
+    # -- 2: the mask chain -------------------------------------------------------------------
+    def mask_chain(self, req: Req, drafts: list[int]) -> tuple[list[int], torch.Tensor | None]:
+        """(the drafts the grammar allows in a row, their mask rows [m + 1, W]), the grammar
+        back where it was. Row i is the mask at the position that chooses token i: the
+        grammar fills it, the draft must be in it, the grammar accepts the draft and fills
+        the next. The drafts stop at the first one the grammar forbids, and before a
+        state whose row this step's grammar budget could not make or that allows nothing
+        (the next step meets it as s6 would); after one that ends the match, nothing can
+        follow. None for an unconstrained request."""
+        g = req.grammar
+        if g is None:
+            return drafts, None
+        rows = BaseGrammarObject.allocate_vocab_mask(self.ctx.vocab_size, len(drafts) + 1)
+        g.fill_vocab_mask(rows, 0)   # `ready` made this row before the step
+        if not bool(rows[0].any()):
+            req.finish("abort", message="the grammar allows no token here")   # (s5's mask_logits' words)
+            return [], None
+        accepted = 0
+        try:
+            for i, draft in enumerate(drafts):
+                if not allows(rows[i], draft):
+                    return drafts[:i], rows[:i + 1]
+                g.accept_token(draft)
+                accepted += 1
+                if not self.work.ready(req):
+                    return drafts[:i], rows[:i + 1]
+                if g.is_terminated():   # the request ends with this draft: no row after it is read
+                    return drafts[:i + 1], rows[:i + 2]
+                g.fill_vocab_mask(rows, i + 1)
+                if not bool(rows[i + 1].any()):
+                    return drafts[:i], rows[:i + 1]
+            return drafts, rows
+        finally:
+            g.rollback(accepted)
+
+    # -- 4: mask the verify forward's logits ------------------------------------------------
+    def apply_mask_rows(self, logits: torch.Tensor, rows: torch.Tensor) -> None:
+        """logits [m + 1, V] in place: -inf where the chain's row forbids a token."""
+        BaseGrammarObject.apply_vocab_mask(logits, BaseGrammarObject.move_vocab_mask(rows, logits.device))

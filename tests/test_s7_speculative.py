@@ -1,0 +1,497 @@
+"""Stage s7: speculative decoding under a grammar (minisglang/speculative.py and
+stages/s7_speculative.py).
+
+Oracles: s6 with `jump_forward=False` (greedy outputs token for token, sampled outputs in
+distribution), one-at-a-time decoding for greedy acceptance, the exact output
+distribution for rejection sampling (a chi-square test, fixed seeds, false-alarm rate
+ALPHA per test), a fresh matcher fed the kept prefix for every backend's rollback, and
+tests/test_engine.py's leak check for the pools and the radix tree.
+"""
+import dataclasses
+import json
+import random
+import re
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import minisglang as sgl
+from minisglang.backends.base import BaseGrammarObject, get_backend_class
+from minisglang.constrained.bitmask import unpack_bits
+from minisglang.speculative import accept_greedy, accept_sampled, forced_drafts, ngram_drafts
+from minisglang.stages.s7_speculative import RollbackReasonerGrammar, allows
+from minisglang.tokenizer import ChatPrompt, Tokenizer
+from test_engine import assert_no_leak
+
+ALPHA = 1e-3   # each chi-square test fails a correct implementation with this probability (seeds fixed)
+NAMES = ["Li Lei", "Anna Berg", "Ken Sato", "Maria Lopez", "Omar Khan", "Sara Novak"]
+CITIES = ["Paris", "Rome", "Beijing"]
+PERSON = r'\{"name": "[A-Za-z ]{1,12}", "age": [1-9][0-9]?, "city": "(Paris|Rome|Beijing)"\}'
+SCHEMA = json.dumps({"type": "object", "properties": {"name": {"type": "string", "maxLength": 16},
+                                                      "city": {"enum": CITIES}},
+                     "required": ["name", "city"], "additionalProperties": False})
+DATE = r"[0-9]{4}-[0-9]{2}-[0-9]{2}"
+CONSTRAINTS = [{}, {"regex": PERSON}, {"json_schema": SCHEMA}, {"regex": DATE}]
+PLAIN = ["The capital of France is", "Email: ", "2024-", "Once upon a time, there was a little",
+         "def add(a, b):", "1, 2, 3, 1, 2, 3, 1, 2,"]
+
+
+def chat(i: int, city: int = 0) -> str:
+    return (f"<|user|>\nExtract as JSON: {NAMES[i % len(NAMES)]} is {20 + 7 * i} years old and lives in "
+            f"{CITIES[(i + city) % len(CITIES)]}.\n<|assistant|>\n")
+
+
+def chi_square_p_value(observed: list[int], expected: list[float]) -> float:
+    """Pearson's test of counts against expected counts (categories with expectation
+    below 5 pooled into one); the p-value from the chi-square survival function."""
+    big = [(o, e) for o, e in zip(observed, expected) if e >= 5]
+    rest = (sum(o for o, e in zip(observed, expected) if e < 5), sum(e for e in expected if e < 5))
+    cells = big + ([rest] if rest[1] > 0 else [])
+    stat = sum((o - e) ** 2 / e for o, e in cells)
+    dof = len(cells) - 1
+    return float(torch.special.gammaincc(torch.tensor(dof / 2, dtype=torch.float64),
+                                         torch.tensor(stat / 2, dtype=torch.float64)))
+
+
+def two_sample_p_value(a: list, b: list) -> float:
+    """Chi-square test that two samples of outputs come from one distribution (a 2 x C
+    contingency table; outputs seen fewer than 10 times in both pooled into one column)."""
+    counts: dict = {}
+    for x in a:
+        counts.setdefault(x, [0, 0])[0] += 1
+    for x in b:
+        counts.setdefault(x, [0, 0])[1] += 1
+    columns = [c for c in counts.values() if sum(c) >= 10]
+    rare = [sum(c[0] for c in counts.values() if sum(c) < 10), sum(c[1] for c in counts.values() if sum(c) < 10)]
+    if sum(rare):
+        columns.append(rare)
+    n_a, n_b = len(a), len(b)
+    stat = 0.0
+    for ca, cb in columns:
+        total = ca + cb
+        for observed, n in ((ca, n_a), (cb, n_b)):
+            expected = total * n / (n_a + n_b)
+            stat += (observed - expected) ** 2 / expected
+    dof = len(columns) - 1
+    if dof == 0:
+        return 1.0
+    return float(torch.special.gammaincc(torch.tensor(dof / 2, dtype=torch.float64),
+                                         torch.tensor(stat / 2, dtype=torch.float64)))
+
+
+# ------------------------------------------------------------------ draft sources
+def brute_ngram(tokens, k, min_n, max_n):
+    """Every (n, start) with the tail's n tokens at `start` and a token after them; the
+    longest n, then the latest start, proposes what follows."""
+    found = [(n, s) for n in range(min_n, max_n + 1) if n < len(tokens)
+             for s in range(len(tokens) - n) if tokens[s:s + n] == tokens[len(tokens) - n:]]
+    if not found:
+        return []
+    n, s = max(found)
+    return tokens[s + n:s + n + k]
+
+
+@given(st.lists(st.integers(0, 3), max_size=40), st.integers(1, 6), st.integers(1, 3), st.integers(0, 3))
+def test_ngram_drafts_follow_the_longest_latest_match(tokens, k, min_n, extra):
+    max_n = min_n + extra
+    assert ngram_drafts(tokens, k, min_n, max_n) == brute_ngram(tokens, k, min_n, max_n)
+
+
+def test_ngram_drafts_copy_from_the_prompt():
+    prompt = [5, 6, 7, 8, 9, 10]
+    assert ngram_drafts(prompt + [1, 6, 7], k=3) == [8, 9, 10]
+    assert ngram_drafts([1, 2, 3], k=3) == []     # no tail recurs
+    assert ngram_drafts([1, 2, 1], k=0) == []
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return Tokenizer.from_pretrained(sgl.DEFAULT_MODEL_PATH)
+
+
+@given(st.text(max_size=60), st.integers(1, 8))
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_forced_drafts_spell_a_prefix_of_the_forced_text(tokenizer, text, k):
+    forced = text.encode()
+    drafts = forced_drafts(forced, k, tokenizer.encode, max(len(b) for b in tokenizer.token_bytes if b))
+    assert len(drafts) <= k
+    assert forced.startswith(b"".join(tokenizer.token_bytes[t] for t in drafts))
+    if forced and len(tokenizer.encode(text)) >= k:
+        assert len(drafts) == k
+
+
+def test_forced_drafts_read_only_what_k_tokens_need(tokenizer):
+    """A forced megabyte is cut before encoding (and a cut inside a character is dropped)."""
+    calls = []
+    drafts = forced_drafts(("é" * 500_000).encode(), 3, lambda t: calls.append(t) or tokenizer.encode(t), 4)
+    assert len(calls[0]) <= 8 and len(drafts) <= 3
+
+
+# ------------------------------------------------------------------ acceptance
+def one_at_a_time_greedy(logits, drafts):
+    out = []
+    for i in range(len(drafts) + 1):
+        tok = int(torch.argmax(logits[i]))
+        out.append(tok)
+        if i == len(drafts) or tok != drafts[i]:
+            return out
+
+
+@given(st.integers(0, 2**32 - 1), st.integers(0, 5), st.integers(2, 6))
+def test_greedy_acceptance_equals_one_token_at_a_time(seed, m, vocab):
+    g = torch.Generator().manual_seed(seed)
+    logits = torch.randint(0, 3, (m + 1, vocab), generator=g).float()   # ties too: argmax takes the first
+    logits[torch.rand(m + 1, vocab, generator=g) < 0.3] = float("-inf")
+    logits[:, 0] = logits[:, 0].clamp(min=-1)                           # a masked row keeps a token
+    picks = logits.argmax(-1).tolist()
+    # drafts that mostly agree with the model, sometimes not
+    drafts = [p if torch.rand((), generator=g) < 0.7 else int(torch.randint(0, vocab, (), generator=g))
+              for p in picks[:m]]
+    assert accept_greedy(logits, drafts) == one_at_a_time_greedy(logits, drafts)
+
+
+def exact_output_distribution(probs, drafts):
+    """{output tuple: probability} of sampling token after token from the rows, where the
+    row after token i is defined only when token i was the draft (as the forward saw)."""
+    probs = probs / probs.sum(-1, keepdim=True)
+    out, reach = {}, 1.0
+    for i, d in enumerate(drafts):
+        for x in range(probs.shape[1]):
+            if x != d and probs[i, x] > 0:
+                out[tuple(drafts[:i]) + (x,)] = reach * float(probs[i, x])
+        reach *= float(probs[i, d])
+    for x in range(probs.shape[1]):
+        if probs[len(drafts), x] > 0:
+            out[tuple(drafts) + (x,)] = reach * float(probs[len(drafts), x])
+    return out
+
+
+@pytest.mark.parametrize("case", range(4))
+def test_rejection_sampling_gives_the_target_distribution(case):
+    """Each output token distributed as its (masked) row, drafts the grammar forbids
+    (probability 0) included: the exact distribution of the whole output, 20000 draws."""
+    g = torch.Generator().manual_seed(case)
+    vocab, m = 5, 3
+    probs = torch.softmax(torch.randn(m + 1, vocab, generator=g) * 1.5, -1)
+    probs[torch.rand(m + 1, vocab, generator=g) < 0.3] = 0.0   # masked tokens
+    probs[:, 1] += 0.05                                         # every row keeps a token
+    drafts = [int(torch.randint(0, vocab, (), generator=g)) for _ in range(m)]
+    if case == 0:
+        drafts[0] = int(torch.nonzero(probs[0] == 0)[0]) if bool((probs[0] == 0).any()) else drafts[0]
+    exact = exact_output_distribution(probs, drafts)
+    counts = dict.fromkeys(exact, 0)
+    n = 20000
+    for _ in range(n):
+        counts[tuple(accept_sampled(probs, drafts, g))] += 1   # a KeyError: an impossible output
+    keys = sorted(exact)
+    assert chi_square_p_value([counts[k] for k in keys], [exact[k] * n for k in keys]) > ALPHA
+
+
+def test_a_forbidden_draft_is_rejected_without_a_draw():
+    probs = torch.tensor([[0.0, 0.5, 0.5], [0.2, 0.3, 0.5]])
+    g1, g2 = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
+    out = accept_sampled(probs, [0], g1)
+    # the same token as a plain draw from row 0 with the same generator: no uniform was drawn
+    assert out == [int(torch.multinomial(probs[0], 1, generator=g2))]
+
+
+def test_a_certain_draft_is_always_kept():
+    probs = torch.tensor([[0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
+    for seed in range(20):
+        assert accept_sampled(probs, [1], torch.Generator().manual_seed(seed)) == [1, 2]
+
+
+# ------------------------------------------------------------------ every backend rolls back
+BACKENDS = ["fsm", "xgrammar", "outlines", "llguidance"]
+GRAMMARS = [("regex", PERSON), ("regex", DATE), ("json_schema", SCHEMA), ("regex", r"(ab|a)(c|bc)*d?")]
+
+
+@pytest.fixture(scope="module")
+def backends(tokenizer):
+    made = {name: get_backend_class(name)(tokenizer, tokenizer.vocab_size + 8) for name in BACKENDS}
+    yield made
+    for b in made.values():
+        b.shutdown()
+
+
+def fresh(backend, kind, text):
+    value, ready = backend.get_cached_or_future_value(kind, text)
+    return value if ready else value.result().copy()
+
+
+def row_of(grammar, vocab_size):
+    mask = BaseGrammarObject.allocate_vocab_mask(vocab_size, 1)
+    grammar.prepare()
+    grammar.fill_vocab_mask(mask, 0)
+    return mask[0]
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+@given(data=st.data())
+@settings(max_examples=15, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_rollback_agrees_with_a_fresh_matcher_fed_the_kept_prefix(backends, tokenizer, name, data):
+    """Walk the grammar (random allowed tokens, as drafts would), roll back some, and
+    compare mask and termination with a new matcher fed only the tokens kept."""
+    backend = backends[name]
+    kind, text = data.draw(st.sampled_from(GRAMMARS))
+    width = tokenizer.vocab_size + 8
+    g = fresh(backend, kind, text)
+    walked = []
+    for _ in range(data.draw(st.integers(1, 12))):
+        if g.is_terminated():
+            break
+        allowed = torch.nonzero(unpack_bits(row_of(g, width)[None], width)[0]).flatten().tolist()
+        tok = data.draw(st.sampled_from(allowed))
+        g.accept_token(tok)
+        walked.append(tok)
+    back = data.draw(st.integers(0, len(walked)))
+    g.rollback(back)
+    kept = walked[:len(walked) - back]
+    oracle = fresh(backend, kind, text)
+    for tok in kept:
+        oracle.accept_token(tok)
+    assert g.is_terminated() == oracle.is_terminated(), (kept, back)
+    if not oracle.is_terminated():
+        assert torch.equal(row_of(g, width), row_of(oracle, width)), (kept, back)
+
+
+@given(st.lists(st.sampled_from(["think", "end", "answer"]), max_size=10), st.data())
+@settings(max_examples=30, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_the_reasoning_gate_rolls_back_across_its_marker(backends, tokenizer, words, data):
+    """Drafts may cross the think-end marker: rolling back returns to thinking exactly
+    where a fresh gate fed the kept tokens would be."""
+    backend = backends["fsm"]
+    digits = [tokenizer.encode(str(d))[0] for d in range(10)]
+    think, marker = tokenizer.encode("hm")[0], tokenizer.encode("!")[0]
+
+    def gate():
+        return RollbackReasonerGrammar(fresh(backend, "regex", "[0-9]{1,6}"), marker, tokenizer.eos_token_id)
+
+    g, fed = gate(), []
+    for w in words:
+        if g.thinking:
+            tok = marker if w == "end" else think
+        elif len(fed) - g.thought < 6:
+            tok = data.draw(st.sampled_from(digits))
+        else:
+            break
+        g.accept_token(tok)
+        fed.append(tok)
+    back = data.draw(st.integers(0, len(fed)))
+    g.rollback(back)
+    oracle = gate()
+    for tok in fed[:len(fed) - back]:
+        oracle.accept_token(tok)
+    width = tokenizer.vocab_size + 8
+    assert (g.thinking, g.thought) == (oracle.thinking, oracle.thought)
+    assert torch.equal(row_of(g, width), row_of(oracle, width))
+
+
+def test_allows_reads_one_bit(tokenizer):
+    row = BaseGrammarObject.allocate_vocab_mask(100, 1)[0]
+    row[:] = 0
+    row[31 >> 5] |= torch.tensor(1, dtype=torch.int32) << 31    # the sign bit of word 0
+    row[33 >> 5] |= 1 << (33 & 31)
+    assert [t for t in range(100) if allows(row, t)] == [31, 33]
+
+
+# ------------------------------------------------------------------ the engine
+ALGORITHMS = ["NGRAM", "FORCED", "FORCED+NGRAM"]
+
+
+@pytest.fixture(scope="module")
+def engines(one_torch_thread):
+    e6 = sgl.Engine(stage="s6", jump_forward=False)
+    e7 = sgl.Engine(stage="s7", speculative_algorithm="FORCED+NGRAM")
+    yield e6, e7
+    e6.shutdown()
+    e7.shutdown()
+
+
+def set_drafting(engine, algorithm, k):
+    """Change the s7 engine's draft source and k between tests (one engine serves all)."""
+    stage = engine.stage
+    stage.options = dataclasses.replace(stage.options, speculative_algorithm=algorithm,
+                                        speculative_num_draft_tokens=k)
+
+
+def greedy_requests(indices, constraint, max_new_tokens):
+    prompts = [chat(i) if constraint or i % 2 else PLAIN[i % len(PLAIN)] for i in indices]
+    params = {"temperature": 0, "max_new_tokens": max_new_tokens, **constraint}
+    return prompts, params
+
+
+_s6_outputs: dict = {}
+
+
+def s6_output_ids(e6, prompts, params):
+    key = (tuple(prompts), json.dumps(params, sort_keys=True))
+    if key not in _s6_outputs:
+        _s6_outputs[key] = [o["output_ids"] for o in e6.generate(prompts, params)]
+    return _s6_outputs[key]
+
+
+@given(st.lists(st.integers(0, 40), min_size=1, max_size=4), st.sampled_from(range(len(CONSTRAINTS))),
+       st.sampled_from(ALGORITHMS), st.sampled_from([1, 2, 4, 8]), st.integers(4, 48))
+@settings(max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_greedy_outputs_equal_s6_token_for_token(engines, indices, c, algorithm, k, max_new_tokens):
+    """Batches of prompts, constrained or not, every draft source and k: the same ids as
+    s6 decoding one token per forward (max_new_tokens often falls inside a draft)."""
+    e6, e7 = engines
+    set_drafting(e7, algorithm, k)
+    prompts, params = greedy_requests(indices, CONSTRAINTS[c], max_new_tokens)
+    out7 = e7.generate(prompts, params)
+    assert [o["output_ids"] for o in out7] == s6_output_ids(e6, prompts, params)
+    for o in out7:
+        meta = o["meta_info"]
+        assert meta["spec_accepted_tokens"] <= meta["completion_tokens"]
+        assert meta["completion_tokens"] <= max_new_tokens
+    assert_no_leak(e7)
+
+
+def test_drafts_are_kept_and_counted(engines):
+    """On the extraction prompts most output tokens come from drafts, in fewer verify
+    forwards than tokens; s6 reports no speculative counts."""
+    e6, e7 = engines
+    set_drafting(e7, "FORCED+NGRAM", 4)
+    prompts, params = greedy_requests(range(6), {"regex": PERSON}, 60)
+    out = e7.generate(prompts, params)
+    verifies = sum(o["meta_info"]["spec_verify_ct"] for o in out)
+    kept = sum(o["meta_info"]["spec_accepted_tokens"] for o in out)
+    tokens = sum(o["meta_info"]["completion_tokens"] for o in out)
+    assert kept > 0 and verifies < tokens
+    assert "spec_verify_ct" not in e6.generate(prompts[0], params)["meta_info"]
+    set_drafting(e7, None, 4)
+    assert "spec_verify_ct" not in e7.generate(prompts[0], params)["meta_info"]
+
+
+def test_eos_inside_drafts_ends_the_request_there(engines, monkeypatch):
+    """A prompt holding an earlier answer and its EOS (as ids) makes prompt lookup draft
+    that EOS: the request stops at EOS as s6 does, the tokens drafted after it dropped."""
+    e6, e7 = engines
+    set_drafting(e7, "NGRAM", 8)
+    tok = e7.tokenizer
+    question = tok.encode(chat(1))
+    answer = e6.generate(ChatPrompt(chat(1), question), {"temperature": 0, "max_new_tokens": 40})["output_ids"]
+    assert answer[-1] == tok.eos_token_id
+    ids = question + answer + question
+    prompt = ChatPrompt(tok.decode(ids), ids)
+    drafted = []
+    propose = e7.stage.propose_drafts
+    monkeypatch.setattr(e7.stage, "propose_drafts", lambda req: drafted.append(propose(req)) or drafted[-1])
+    params = {"temperature": 0, "max_new_tokens": 40}
+    out7, out6 = e7.generate(prompt, params), e6.generate(prompt, params)
+    assert any(tok.eos_token_id in d for d in drafted)
+    assert out7["output_ids"] == out6["output_ids"]
+    assert out7["meta_info"]["finish_reason"] == out6["meta_info"]["finish_reason"] == {"type": "stop", "matched": tok.eos_token_id}
+    assert_no_leak(e7)
+
+
+def test_stop_string_inside_accepted_drafts(engines):
+    e6, e7 = engines
+    set_drafting(e7, "FORCED+NGRAM", 8)
+    prompts, params = greedy_requests(range(4), {"regex": PERSON}, 60)
+    params["stop"] = ["age"]
+    out7, out6 = e7.generate(prompts, params), e6.generate(prompts, params)
+    assert [o["output_ids"] for o in out7] == [o["output_ids"] for o in out6]
+    assert [o["text"] for o in out7] == [o["text"] for o in out6]
+    assert all(o["meta_info"]["finish_reason"] == {"type": "stop", "matched": "age"} for o in out7)
+    assert_no_leak(e7)
+
+
+@pytest.mark.parametrize("backend", ["xgrammar", "llguidance", "outlines"])
+def test_greedy_equals_s6_with_library_backends(backend):
+    prompts = [chat(i) for i in range(3)]
+    params = {"temperature": 0, "max_new_tokens": 40, "regex": PERSON}
+    with sgl.Engine(stage="s6", jump_forward=False, grammar_backend=backend) as e6, \
+         sgl.Engine(stage="s7", grammar_backend=backend, speculative_algorithm="FORCED+NGRAM") as e7:
+        assert [o["output_ids"] for o in e7.generate(prompts, params)] == \
+               [o["output_ids"] for o in e6.generate(prompts, params)]
+        assert e7.scheduler.forward_counts["verify"] > 0
+        assert_no_leak(e7)
+
+
+# Two small grammars: on the first, prompt lookup keeps proposing the pattern's next
+# tokens, which the model finds likely but not certain (so acceptance decides the
+# output's law: keeping every allowed draft, or drawing a rejected position from p
+# instead of the residual, gave p-values of 1e-172 and 1e-8 here); on the second it keeps
+# proposing letters, which the grammar forbids.
+REPEAT = ("x: 1 2 1 2 1 2 1 2 1 2 1 2\ny:", r"( [12]){4}")
+FORBIDDING = ("1x 2y 3z 1x 2y 3z 1x 2y 3z: ", r"[1-3]( [1-3]){0,3}")
+
+
+@pytest.mark.parametrize("prompt,regex,sampling", [
+    (*REPEAT, {"temperature": 1.0}),
+    (*REPEAT, {"temperature": 1.5, "top_k": 2}),
+    (*FORBIDDING, {"temperature": 1.0}),
+])
+def test_sampled_outputs_are_distributed_as_s6(engines, prompt, regex, sampling):
+    """400 seeded requests to each engine: a two-sample chi-square test of the output
+    texts (false-alarm rate ALPHA; the seeds are fixed, so the test is deterministic)."""
+    e6, e7 = engines
+    set_drafting(e7, "FORCED+NGRAM", 4)
+    params = [{"regex": regex, "max_new_tokens": 24, "seed": seed, **sampling} for seed in range(400)]
+    texts6 = [o["text"] for o in e6.generate([prompt] * 400, params)]
+    before = e7.scheduler.forward_counts["verify"]
+    texts7 = [o["text"] for o in e7.generate([prompt] * 400, params)]
+    assert e7.scheduler.forward_counts["verify"] > before      # drafts were verified
+    assert all(re.fullmatch(regex, t) for t in texts7)
+    assert len(set(texts6)) > 1                                 # a law to compare, not one output
+    assert two_sample_p_value(texts6, texts7) > ALPHA
+
+
+def test_pools_exact_after_mixed_requests_with_aborts(engines):
+    """300 requests: constrained or not, greedy or sampled, stop strings, EOS, tiny length
+    limits, some aborted at random steps. Afterwards every slot is free or the tree's,
+    and every greedy request that was not aborted has s6's output."""
+    e6, e7 = engines
+    set_drafting(e7, "FORCED+NGRAM", 4)
+    rng = random.Random(7)
+    specs = []
+    for i in range(300):
+        constraint = rng.choice(CONSTRAINTS)
+        prompt = chat(i, city=rng.randrange(3)) if constraint or rng.random() < 0.5 else rng.choice(PLAIN)
+        params = {"temperature": rng.choice([0, 0, 1.0]), "max_new_tokens": rng.choice([1, 2, 3, 5, 9, 30]),
+                  "seed": i, "stop": rng.choice([[], [], ['"'], [", "], ["Paris"]]), **constraint}
+        specs.append((prompt, params, rng.random() < 0.15))
+    reqs, pending, step = [], list(enumerate(specs)), 0
+    while pending or not all(r.released for r, _ in reqs):
+        for _ in range(rng.randrange(0, 12)):
+            if pending:
+                i, (prompt, params, abort) = pending.pop(0)
+                reqs.append((e7.submit(prompt, params), abort))
+        for req, abort in reqs:
+            if abort and not req.released and rng.random() < 0.3:
+                e7.abort(req.rid)
+        e7.step()
+        step += 1
+    assert_no_leak(e7)
+    greedy = [(req, spec) for (req, _), spec in zip(reqs, specs) if spec[1]["temperature"] == 0 and not spec[2]]
+    expected = e6.generate([s[0] for _, s in greedy], [s[1] for _, s in greedy])
+    assert [r.output_ids for r, _ in greedy] == [o["output_ids"] for o in expected]
+    assert [r.output_text for r, _ in greedy] == [o["text"] for o in expected]
+    assert sum(r.spec_accepted_tokens for r, _ in reqs) > 0
+
+
+# ------------------------------------------------------------------ options
+@pytest.mark.parametrize("options,message", [
+    ({"speculative_algorithm": "EAGLE"}, "speculative_algorithm must be"),
+    ({"speculative_num_draft_tokens": 0}, "speculative_num_draft_tokens must be an integer >= 1"),
+    ({"speculative_num_draft_tokens": True}, "speculative_num_draft_tokens must be an integer >= 1"),
+    ({"speculative_ngram_min_match_window_size": 3, "speculative_ngram_max_match_window_size": 2}, "is above"),
+    ({"jump_forward": True, "speculative_algorithm": "NGRAM"}, "jump_forward=True rewrites"),
+    ({"speculative_draft_tokens": 4}, "unknown option(s) 'speculative_draft_tokens'"),
+])
+def test_bad_options_are_refused_by_name(options, message):
+    from minisglang.stages.s7_speculative import SpeculativeOptions
+    with pytest.raises(ValueError, match=re.escape(message)):
+        SpeculativeOptions.parse(options, "s7-speculative")
+
+
+def test_jump_forward_alone_is_s6():
+    from minisglang.stages.s7_speculative import SpeculativeOptions
+    assert SpeculativeOptions.parse({}, "s7-speculative").speculative_algorithm is None   # SGLang's default
+    o = SpeculativeOptions.parse({"jump_forward": True}, "s7-speculative")
+    assert o.jump_forward and o.speculative_algorithm is None
