@@ -1,5 +1,5 @@
-"""Does the model copy names made in ways it has never seen? Greedy, schema-constrained name
-and age on held-out texts whose names come from held-out *generators* (issue 33).
+"""Does the model copy names made in ways it has never seen? Greedy, schema-constrained name,
+age and hobbies (the demo's fields), scored on name+age, on held-out texts whose names come from held-out *generators* (issue 33).
 
 scripts/eval_extraction.py holds back one name in ten, but its held-out names come from
 the training generator itself. Here every name comes from one of
@@ -8,8 +8,8 @@ training generator has, long plain consonant-vowel strings, a doubled syllable a
 such as "Brudeldel", an English word at the start such as "Sunvaro"; in Chinese, given-name
 characters outside the training pool, doubled given names such as 婷婷, rare compound
 surnames), and no training name can have a held-out generator's signature. The texts use
-the held-out phrasings of make_corpus (facts, openers, instructions) and mention 1-4 facts
-besides the name and the age.
+the held-out phrasings of make_corpus (facts, openers, instructions) and mention 0-3 facts
+besides the three asked for.
 
 Per generator: name, age and name+age exact (the answer's values equal the reference),
 and repeat loops: answers that hit max_new_tokens inside a string (an unbounded
@@ -34,12 +34,16 @@ import eval_extraction  # noqa: E402
 import make_corpus  # noqa: E402
 import name_generators  # noqa: E402
 
-SCHEMA = eval_extraction.extraction_schema(["name", "age"])
-MAX_NEW_TOKENS = 64  # a right answer is at most ~30 tokens; a loop runs into this
+# The demo's three fields: the corpus never asks for fewer than three keys, and a model asked
+# for name and age alone repeats `"age": 24, "age": 24, ...` (an answer it has never closed
+# after two keys), which would measure that gap instead of copying names.
+FIELDS = ["name", "age", "hobbies"]
+SCHEMA = eval_extraction.extraction_schema(FIELDS)
+MAX_NEW_TOKENS = 96  # a right answer is at most ~50 tokens; a loop runs into this
 
 
 def generalisation_example(rng: random.Random, generator: str) -> dict:
-    """One held-out text about a person named by ``generator``, asking for name and age."""
+    """One held-out text about a person named by ``generator``, asking for name, age and hobbies."""
     lang, make = name_generators.HELD_OUT_GENERATORS[generator]
     zh = lang == "zh"
     name = make(rng, make_corpus.ZH_GIVEN, make_corpus.ZH_SURNAMES)
@@ -48,14 +52,14 @@ def generalisation_example(rng: random.Random, generator: str) -> dict:
              "phone": make_corpus._phone(rng, zh), "occupation": rng.choice(make_corpus.ZH_JOBS if zh else make_corpus.EN_JOBS),
              "hobbies": rng.sample(make_corpus.ZH_HOBBIES if zh else make_corpus.EN_HOBBIES, rng.randint(1, 3)),
              "birthday": f"{2025 - age}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"}
-    others = rng.sample([k for k in make_corpus.KEY_ORDER if k not in ("name", "age")], rng.randint(1, 4))
-    text = make_corpus._paragraph(rng, facts, ["name", "age"] + others, zh, held_out=True)
+    others = rng.sample([k for k in make_corpus.KEY_ORDER if k not in FIELDS], rng.randint(0, 3))
+    text = make_corpus._paragraph(rng, facts, FIELDS + others, zh, held_out=True)
     strict = rng.random() < 0.5
     pools = (make_corpus.ZH_STRICT if strict else make_corpus.ZH_LOOSE) if zh else \
         (make_corpus.EN_STRICT if strict else make_corpus.EN_LOOSE)
-    instruction = make_corpus._pick(rng, pools, held_out=True).format(fields=make_corpus._join(["name", "age"], False))
+    instruction = make_corpus._pick(rng, pools, held_out=True).format(fields=make_corpus._join(FIELDS, False))
     return {"task": "extract_person", "system": None, "user": instruction + "\n" + text,
-            "assistant": make_corpus._dumps({"name": name, "age": age}), "generator": generator, "lang": lang}
+            "assistant": make_corpus._dumps({k: facts[k] for k in FIELDS}), "generator": generator, "lang": lang}
 
 
 def generalisation_examples(per_generator: int, seed: int = 33) -> list[dict]:
@@ -83,15 +87,17 @@ def is_loop(text: str, finish_reason: dict | None) -> bool:
 
 
 def score(examples: list[dict], outputs: list[tuple[str, dict | None]]) -> dict:
-    """Per generator: n, name / age / name+age exact and loops, plus the language of its texts."""
+    """Per generator: n, name / age / name+age / hobbies exact and loops, plus the language of its texts."""
     table: dict[str, dict] = {}
     for ex, (text, reason) in zip(examples, outputs):
-        row = table.setdefault(ex["generator"], {"lang": ex["lang"], "n": 0, "name": 0, "age": 0, "both": 0, "loops": 0})
+        row = table.setdefault(ex["generator"], {"lang": ex["lang"], "n": 0, "name": 0, "age": 0, "both": 0, "hobbies": 0,
+                                                      "loops": 0})
         ref, got = json.loads(ex["assistant"]), eval_extraction.parse_object(text) or {}
         row["n"] += 1
         row["name"] += got.get("name") == ref["name"]
         row["age"] += got.get("age") == ref["age"]
-        row["both"] += got == ref
+        row["both"] += got.get("name") == ref["name"] and got.get("age") == ref["age"]
+        row["hobbies"] += got.get("hobbies") == ref["hobbies"]
         row["loops"] += is_loop(text, reason)
     return table
 
@@ -113,27 +119,30 @@ def run(model: Path, per_generator: int, seed: int = 33) -> dict:
             outputs.append((out["text"], reason))
     engine.shutdown()
     misses = [(ex["generator"], ex["user"].split("\n", 1)[1], text) for ex, (text, _) in zip(examples, outputs)
-              if eval_extraction.parse_object(text) != json.loads(ex["assistant"])]
+              if {k: (eval_extraction.parse_object(text) or {}).get(k) for k in ("name", "age")}
+              != {k: json.loads(ex["assistant"])[k] for k in ("name", "age")}]
     return {"model": str(model), "per_generator": per_generator, "seed": seed, "table": score(examples, outputs),
             "misses": misses, "seconds": round(time.time() - t0, 1), "loadavg": os.getloadavg()[0]}
 
 
 def markdown(report: dict, label: str) -> str:
     """The report as a results-file section: one row per generator, then English and Chinese pooled."""
-    rows = ["| generator | texts | n | name | age | name+age exact | repeat loops |", "|---|---|---:|---:|---:|---:|---:|"]
+    rows = ["| generator | texts | n | name | age | name+age exact | hobbies | repeat loops |",
+            "|---|---|---:|---:|---:|---:|---:|---:|"]
     pooled: dict[str, dict] = {}
     for gen, r in report["table"].items():
         rows.append(f"| {gen} | {'English' if r['lang'] == 'en' else 'Chinese'} | {r['n']} | {r['name'] / r['n']:.1%} "
-                    f"| {r['age'] / r['n']:.1%} | {r['both']}/{r['n']} ({r['both'] / r['n']:.1%}) | {r['loops']} |")
+                    f"| {r['age'] / r['n']:.1%} | {r['both']}/{r['n']} ({r['both'] / r['n']:.1%}) | {r['hobbies'] / r['n']:.1%} "
+                    f"| {r['loops']} |")
         p = pooled.setdefault(r["lang"], {"n": 0, "both": 0, "loops": 0})
         for k in p:
             p[k] += r[k]
     for lang, p in pooled.items():
         rows.append(f"| **all {'English' if lang == 'en' else 'Chinese'}** | | {p['n']} | | | "
-                    f"{p['both']}/{p['n']} ({p['both'] / p['n']:.1%}) | {p['loops']} |")
+                    f"{p['both']}/{p['n']} ({p['both'] / p['n']:.1%}) | | {p['loops']} |")
     misses = "\n".join(f"- {gen}: `{text}` -> `{out}`" for gen, text, out in report["misses"][:8])
     return (f"## {label}\n\n`{report['model']}`: {sum(r['n'] for r in report['table'].values())} held-out texts "
-            f"(seed {report['seed']}), greedy, schema {{name: string, age: integer}}, max_new_tokens "
+            f"(seed {report['seed']}), greedy, schema {{name: string, age: integer, hobbies: [string]}}, max_new_tokens "
             f"{MAX_NEW_TOKENS}; {report['seconds']} s, load {report['loadavg']:.1f}.\n\n" + "\n".join(rows)
             + ("\n\nSome misses:\n" + misses if misses else "") + "\n")
 

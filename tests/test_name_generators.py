@@ -87,7 +87,7 @@ def test_generalisation_examples_are_seeded_grounded_and_held_out():
     en_openers = make_corpus.EN_OPENERS[0]
     for ex in a:
         ref = json.loads(ex["assistant"])
-        assert list(ref) == ["name", "age"]
+        assert list(ref) == ["name", "age", "hobbies"]
         text = ex["user"].split("\n", 1)[1]
         assert ref["name"] in text
         assert ng.held_out_generator(ref["name"]) is not None
@@ -115,13 +115,14 @@ def test_ends_inside_string_agrees_with_json(values, cut):
 
 
 def test_loops_and_scoring_of_hand_written_answers():
-    examples = [{"generator": "tail_repeat", "lang": "en", "assistant": '{"name": "Mivi Brudeldel", "age": 44}'}] * 3
-    outputs = [('{"name": "Mivi Brudeldel", "age": 44}', {"type": "stop"}),
+    examples = [{"generator": "tail_repeat", "lang": "en",
+                 "assistant": '{"name": "Mivi Brudeldel", "age": 44, "hobbies": ["chess"]}'}] * 3
+    outputs = [('{"name": "Mivi Brudeldel", "age": 44, "hobbies": []}', {"type": "stop"}),
                ('{"name": "Mivi Brudeldeldeldeldel', {"type": "length", "length": 64}),
                ('{"name": "Mivi Brudeldel", "age": 4444444444', {"type": "length", "length": 64})]
     row = eval_generalisation.score(examples, outputs)["tail_repeat"]
     # a field counts only in an answer that parses: the cut third answer has no right name
-    assert row == {"lang": "en", "n": 3, "name": 1, "age": 1, "both": 1, "loops": 1}
+    assert row == {"lang": "en", "n": 3, "name": 1, "age": 1, "both": 1, "hobbies": 0, "loops": 1}
     assert eval_generalisation.is_loop('{"name": "a\\"', {"type": "length"})
     assert not eval_generalisation.is_loop('{"name": "a"', {"type": "length"})
     assert not eval_generalisation.is_loop('{"name": "a', {"type": "stop"})
