@@ -22,8 +22,14 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import sys
 import zlib
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import name_generators  # noqa: E402
+# Syllables of generated words and names: onset + vowel + coda, e.g. "Velorin", "Kasumar".
+from name_generators import CODAS, ONSETS, VOWELS  # noqa: E402
 
 # The one key order every extraction answer uses; a prompt mentions a subset of these keys.
 KEY_ORDER = ["name", "age", "city", "email", "phone", "occupation", "hobbies", "birthday"]
@@ -77,11 +83,6 @@ EN_LAST = ["Smith", "Johnson", "Brown", "Taylor", "Miller", "Wilson", "Moore", "
            "Harris", "Martin", "Garcia", "Clark", "Lewis", "Walker", "Young", "King", "Wright", "Lopez", "Hill", "Green",
            "Baker", "Nguyen", "Kim", "Patel", "Chen", "Murphy", "Rossi", "Silva", "Novak", "Kowalski", "Ibrahim",
            "Tanaka", "Larsen", "Dubois", "Fischer", "Okafor", "Haddad", "Costa", "Petrov", "Moreau", "Schmidt"]
-# Syllables of generated names: onset + vowel + coda, e.g. "Velorin", "Kasumar".
-ONSETS = ["b", "c", "d", "f", "g", "h", "j", "k", "l", "m", "n", "p", "r", "s", "t", "v", "w", "z",
-          "br", "ch", "sh", "th", "tr", "st", "gr", "kl", "dr", "fl"]
-VOWELS = ["a", "e", "i", "o", "u", "ai", "ea", "io", "ou", "y"]
-CODAS = ["", "", "", "n", "r", "l", "s", "m", "x"]
 EN_CITIES = ["London", "Paris", "New York", "Tokyo", "Berlin", "Toronto", "Sydney", "Seattle", "Boston", "Chicago",
              "Madrid", "Rome", "Dublin", "Austin", "Denver", "Singapore", "Oslo", "Vienna", "Lisbon", "Melbourne",
              "Cairo", "Lagos", "Nairobi", "Lima", "Quito", "Bogota", "Prague", "Warsaw", "Athens", "Helsinki",
@@ -295,10 +296,20 @@ def _zh_name(rng: random.Random) -> str:
 
 
 def person_name(rng: random.Random, zh: bool, held_out: bool) -> str:
-    """A person's name from the training pool (9 names in 10) or the held-out pool."""
+    """A person's name from the training pool (9 names in 10) or the held-out pool.
+
+    Held-out names are made as they always were (so the held-out evaluation sets stay the
+    same); training names come from the many generators of name_generators, and
+    no training name has the signature of a held-out generator (issue 33)."""
     while True:
-        name = _zh_name(rng) if zh else _en_name(rng)
-        if is_held_out(name) == held_out and name not in DEMO_NAMES:
+        if held_out:
+            name = _zh_name(rng) if zh else _en_name(rng)
+        elif zh:
+            name = name_generators.training_zh_name(rng, _zh_name, ZH_GIVEN, ZH_SURNAMES)
+        else:
+            name = name_generators.training_en_name(rng, EN_FIRST, EN_LAST, NICKNAMES)
+        if (is_held_out(name) == held_out and name not in DEMO_NAMES
+                and (held_out or name_generators.held_out_generator(name) is None)):
             return name
 
 
@@ -409,8 +420,12 @@ def _paragraph(rng: random.Random, facts: dict, mentioned: list[str], zh: bool, 
             head += f" from {facts['city']}"
             rest.remove("city")
         parts = [_pick(rng, fact_pools[k], held_out).format(values[k], an=an) for k in rest]
-        return head + (f" who {_join(parts, False)}." if parts else ".")
+        text = head + (f" who {_join(parts, False)}." if parts else ".")
+        return text if held_out else _with_distractor(rng, text, name)
     parts = [_pick(rng, fact_pools[k], held_out).format(values[k], an=an) for k in order]
+    if not held_out and rng.random() < LATE_NAME:
+        text = rng.choice(LATE_NAME_TEMPLATES).format(facts=_join(parts, False), n=name)
+        return _with_distractor(rng, text, name)
     opener = _pick(rng, openers, held_out).format(n=name)
     pronoun = rng.choice(["He", "She", "They"])
     if pronoun == "They":  # "They is" would teach bad English; keep the name-only form then
@@ -419,7 +434,31 @@ def _paragraph(rng: random.Random, facts: dict, mentioned: list[str], zh: bool, 
     text = f"{opener} {_join(parts[:cut], False)}."
     if parts[cut:]:
         text += f" {pronoun} {_join(parts[cut:], False)}."
-    return text
+    return text if held_out else _with_distractor(rng, text, name)
+
+
+# English training paragraphs sometimes name the person only after the facts, or mention
+# a second person (issue 33): the name is then found by what the text says about it, not
+# by its place at the start, and the answer is about the person the facts are about.
+LATE_NAME = 0.15
+LATE_NAME_TEMPLATES = ["The person who {facts} is called {n}.", "Here is someone who {facts}. The name is {n}.",
+                       "There is a person who {facts}: {n}.", "Someone who {facts}? That is {n}.",
+                       "This note is about a person who {facts}. Their name is {n}."]
+DISTRACTOR = 0.2
+DISTRACTOR_BEFORE = ["{d} wrote this note.", "From the notes of {d}:", "{d} told us about a friend.",
+                     "A message from {d}."]
+DISTRACTOR_AFTER = ["{n} shares a flat with {d}.", "{d} is a neighbour of {n}.", "A friend, {d}, introduced us.",
+                    "{n} often visits {d}.", "The manager of {n} is {d}."]
+
+
+def _with_distractor(rng: random.Random, text: str, name: str) -> str:
+    """``text``, sometimes with a sentence about another person before or after it."""
+    if rng.random() >= DISTRACTOR:
+        return text
+    other = person_name(rng, False, False)
+    if rng.random() < 0.4:
+        return rng.choice(DISTRACTOR_BEFORE).format(d=other) + " " + text
+    return text + " " + rng.choice(DISTRACTOR_AFTER).format(d=other, n=name)
 
 
 def date_example(rng: random.Random) -> dict:
