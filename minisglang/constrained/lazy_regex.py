@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import heapq
 import re
 import unicodedata
 import warnings
@@ -178,7 +179,7 @@ class RegexPool:
         self._clipped: dict[tuple[int, int], RegexNode] = {}
         self._keys: dict[int, str | None] = {}
         self._live: dict[int, bool] = {}   # AND/DIFF node uid -> whether its language is non-empty
-        self._searching: dict[int, tuple] = {}   # AND/DIFF node uid -> a cut search's (parent, queue, at)
+        self._searching: dict[int, tuple] = {}   # AND/DIFF node uid -> a cut search's (parent, frontier)
         # Derivatives computed, keyed by `uid << 8 | byte`: one int per entry rather than a dict
         # per node, so a new node is two objects for Python's collector to scan (itself and its
         # parts), and no node points back at a derivative (r*'s is r* itself: no cycle to collect).
@@ -389,30 +390,43 @@ class RegexPool:
         return node if live else self.empty
 
     def _search(self, start: RegexNode) -> bool:
-        """Whether an AND/DIFF node matches some string: a breadth-first walk of its
-        derivatives to an accepting one. The nodes on the path found are live; when the
-        walk ends without one, every node it met is dead (it met all it can reach).
+        """Whether an AND/DIFF node matches some string: a walk of its derivatives to an
+        accepting one. The nodes on the path found are live; when the walk ends without
+        one, every node it met is dead (it met all it can reach).
+
+        The walk goes best first: the node nearest a match by its `min_len` (a lower bound
+        on what it still needs), the newest on ties. Breadth first reached a match only
+        after every node at a smaller depth: `^(x|y)*x(x|y){14}$` within a length took
+        2^16 nodes for one search, and each new state of the intersection needs one (the
+        issue-30 attack: 30 s of compile, then a GC pause per million nodes); best first,
+        it walks the ~16 bytes to a match. Which match is found does not matter, only
+        whether one is. A language with no match is walked whole either way.
 
         A search cut by `checkpoint` (OutOfTime, work_slices.py) keeps its frontier and
         goes on from it when it is asked again: no step redoes the work of the last."""
-        parent, queue, at = self._searching.pop(start.uid, None) or ({start.uid: None}, [start], 0)
+        parent, frontier = self._searching.pop(start.uid, None) or ({start.uid: None}, [(start.min_len, 0, start)])
         found = None
-        while at < len(queue):   # the list grows while it is walked: breadth first
+        while frontier:
+            item = heapq.heappop(frontier)
             try:
-                found = self._search_step(queue[at], parent, queue)
-                if found is not None:
-                    break
-                if len(parent) > MAX_SET_SEARCH:
-                    raise AutomatonLimitError(f"regex too complex: deciding whether an intersection or difference "
-                                              f"matches anything visited more than {MAX_SET_SEARCH:,} states")
-                at += 1
+                found = self._search_step(item[2], parent, frontier)
+            except OutOfTime:   # cut inside its step: searched again next time (what it added stays)
+                heapq.heappush(frontier, item)
+                self._searching[start.uid] = (parent, frontier)
+                raise
+            if found is not None:
+                break
+            if len(parent) > MAX_SET_SEARCH:
+                raise AutomatonLimitError(f"regex too complex: deciding whether an intersection or difference "
+                                          f"matches anything visited more than {MAX_SET_SEARCH:,} states")
+            try:
                 checkpoint(kept=True)   # one more state searched: the frontier moved
-            except OutOfTime:   # (re-searching a state adds nothing twice: `parent` has what it added)
-                self._searching[start.uid] = (parent, queue, at)
+            except OutOfTime:
+                self._searching[start.uid] = (parent, frontier)
                 raise
         if found is None:
-            for node in queue:
-                self._live[node.uid] = False
+            for uid in parent:
+                self._live[uid] = False
             return False
         while found is not None:
             self._live[found.uid] = True
@@ -420,9 +434,10 @@ class RegexPool:
         return True
 
     def _search_step(self, node: RegexNode, parent: dict[int, RegexNode | None],
-                     queue: list[RegexNode]) -> RegexNode | None:
+                     frontier: list[tuple[int, int, RegexNode]]) -> RegexNode | None:
         """One node of `_search`: `node` if it leads to a match at once, else None after
-        queueing its unseen AND/DIFF derivatives."""
+        adding its unseen AND/DIFF derivatives to the frontier (a heap: nearest a match
+        first, then newest; see `_search`)."""
         if node.nullable:
             return node
         a, b = node.parts
@@ -439,7 +454,7 @@ class RegexPool:
                 return node   # an ordinary node never has an empty language
             if nxt.uid not in parent:
                 parent[nxt.uid] = node
-                queue.append(nxt)
+                heapq.heappush(frontier, (nxt.min_len, -len(parent), nxt))
         return None
 
     # -- bounded views: states that no token can tell apart ----------------------------------
