@@ -37,3 +37,25 @@ def test_every_state_of_the_intersection_agrees_with_both_sides(text):
     dfa = LazyByteDFA.from_regex(f"(?@and({PATTERN})([x-y]{{16,30}}))", members=True)
     want = re.fullmatch(PATTERN, text) is not None and re.fullmatch("[x-y]{16,30}", text) is not None
     assert dfa.matches(text.encode()) == want
+
+
+def test_rows_made_after_the_table_grew_hold_only_states_and_markers():
+    """The table doubles without writing its new rows (`_grow`): every state's row must
+    still be whole, each entry a state, -1 (no match) or UNEXPLORED, never leftover memory."""
+    from minisglang.constrained.lazy_regex import UNEXPLORED
+    dfa = LazyByteDFA.from_regex("[a-c]*a[a-c]{7}")   # 2^8 states: the table grows twice
+    todo, seen = [dfa.initial], {dfa.initial}
+    while todo:
+        state = todo.pop()
+        dfa.expand(state)
+        for nxt in set(dfa.table[state].tolist()) - {-1}:
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    n = dfa.num_states
+    assert n > 128 and dfa.table.shape[0] >= n
+    rows = dfa.table[:n]
+    assert ((rows == -1) | (rows == UNEXPLORED) | ((rows >= 0) & (rows < n))).all()
+    assert not (rows == UNEXPLORED).any()   # every state was expanded
+    for text in ["", "a" * 8, "ab" * 4 + "a" + "c" * 7, "b" * 9, "cabbbbbbb"]:
+        assert dfa.matches(text.encode()) == (re.fullmatch("[a-c]*a[a-c]{7}", text) is not None)

@@ -299,6 +299,11 @@ class BaseGrammarObject:
         have nothing to do here; our lazy automaton makes the state's token row."""
         return True
 
+    def needs_work(self) -> bool:
+        """Whether the next mask needs work `prepare` has not done yet (a check, no work):
+        the scheduler starts none once a step's budget is spent."""
+        return False
+
     def nbytes(self) -> int:
         """Bytes of the compiled grammar behind this matcher, as far as we can tell (what the
         backend's byte-bounded cache counts); 0 when a library does not say."""

@@ -21,7 +21,7 @@ import torch
 
 from ..constrained.compile_service import CompileService, CompileSettings
 from ..constrained.json_schema import COUNTED_STRING_CHAR, STRING_CHAR, build_regex_from_schema
-from ..constrained.lazy_token_fsm import LazyLimits, compile_lazy_token_fsm, prepare_vocabulary
+from ..constrained.lazy_token_fsm import LazyLimits, LazyTokenFSM, compile_lazy_token_fsm, prepare_vocabulary
 from ..constrained.token_fsm import TokenFSM, check_regex_length
 from ..constrained.work_slices import OutOfTime, deadline
 from .base import BaseGrammarBackend, BaseGrammarObject, GrammarError, register_backend
@@ -78,6 +78,10 @@ class FSMGrammar(BaseGrammarObject):
             return False
         self.terminated = self.terminated or self.fsm.is_complete(self.state)
         return True
+
+    def needs_work(self) -> bool:
+        """The lazy automaton's row of the current state is not made yet (an eager FSM made all)."""
+        return isinstance(self.fsm, LazyTokenFSM) and self.state not in self.fsm.index.rows
 
     def copy(self) -> FSMGrammar:
         return FSMGrammar(self.fsm)
