@@ -54,6 +54,7 @@ from .constrained.json_schema import short_value
 from .core import Req, SamplingParams
 from .engine import Engine, stream_chunk
 from .function_call import ToolCallParser, openai_deltas
+from .gc_guard import GcGuard
 from .metrics import CONTENT_TYPE, ServerMetrics
 from .protocol import ChatCompletionRequest, CompletionRequest, GenerateRequest, RequestError, parse
 from .stages import STAGE_MODULES
@@ -835,13 +836,19 @@ def serve(engine: Engine, host: str = "127.0.0.1", port: int = 30000,
     # in a decode step or a compile: measured by benchmarks/bench_compile.py's gc.freeze note).
     gc.collect()
     gc.freeze()
+    # What the server makes later (a hostile grammar's million nodes) is frozen after any full
+    # collection that found it slow to walk, so no later one walks it again (gc_guard.py).
+    guard = GcGuard().install()
     # Three kinds of threads share the GIL here: uvicorn's event loop, the engine loop and the
     # compile threads (in the windows the engine lends them, constrained/work_slices.py). A
     # thread that wants the GIL waits up to the switch interval, and a request crosses
     # threads several times: at CPython's 5 ms a bystander paid it at each crossing while a
     # compile ran (benchmarks/bench_server_stalls.py).
     sys.setswitchinterval(0.001)
-    server.run()
+    try:
+        server.run()
+    finally:
+        guard.uninstall()
     loop = getattr(app.state, "engine_loop", None)
     return 1 if loop is not None and loop.dead is not None else 0
 

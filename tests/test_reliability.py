@@ -582,3 +582,34 @@ def test_no_leak_after_1000_mixed_requests(monkeypatch, stage, count):
     events = {e["event"] for e in eng.trace}
     assert {"evict", "error", "prefix_hit"} <= events
     eng.shutdown()
+
+
+def test_trimming_the_grammar_cache_gives_freed_memory_back(bundled_model_path, monkeypatch):
+    """An eviction by `trim` returns the C heap's free pages (malloc_trim): the server's RSS
+    stayed at its peak after hostile grammars were evicted (issue 30). Nothing evicted:
+    nothing to give back."""
+    import minisglang.backends.base as base
+    from minisglang.backends.fsm_backend import FSMBackend
+    from minisglang.tokenizer import Tokenizer
+
+    tok = Tokenizer.from_pretrained(bundled_model_path)
+    backend = FSMBackend(tok, tok.vocab_size, max_bytes=1 << 40)
+    calls = []
+    monkeypatch.setattr(base, "give_back_free_memory", lambda: calls.append(1))
+    try:
+        for regex in ("a[0-9]{3}", "b[a-z]+"):
+            future, ready = backend.get_cached_or_future_value("regex", regex)
+            assert ready or future.result(60)
+        backend.trim()
+        assert calls == [] and len(backend.cache) == 2
+        backend.max_bytes, backend._trimmed = 1, float("-inf")
+        backend.trim()
+        assert calls == [1] and len(backend.cache) < 2
+    finally:
+        backend.shutdown()
+
+
+def test_giving_free_memory_back_is_harmless_where_there_is_no_glibc():
+    from minisglang.backends.base import give_back_free_memory
+    give_back_free_memory()   # (glibc: malloc_trim; elsewhere nothing)
+    give_back_free_memory()

@@ -103,6 +103,9 @@ class ReasonerGrammar(BaseGrammarObject):
     def prepare(self, seconds: float | None = None) -> bool:
         return self.thinking or self.inner.prepare(seconds)   # (thinking: every token but EOS, no work)
 
+    def needs_work(self) -> bool:
+        return not self.thinking and self.inner.needs_work()
+
 
 class GrammarWork:
     """The scheduler thread's budget for grammar work (constrained/work_slices.py).
@@ -142,7 +145,11 @@ class GrammarWork:
                                    f"tokens (limit max_grammar_seconds)")
 
     def ready(self, req: Req) -> bool:
-        """Whether the grammar's next mask is ready, after a slice of work on it if not."""
+        """Whether the grammar's next mask is ready, after a slice of work on it if not.
+        Once the step's budget is spent no work begins: a slice always does one unit of
+        work before it may stop, and a unit can be a whole trie walk (several ms)."""
+        if self.left <= 0 and req.grammar.needs_work():
+            return False
         with self.slice(req):
             return req.grammar.prepare(max(self.left, 0.0))
 
