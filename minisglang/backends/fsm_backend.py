@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..constrained.compile_service import CompileService, CompileSettings
-from ..constrained.schema_worker import schema_regex_in_process
 from ..constrained.json_schema import COUNTED_STRING_CHAR, STRING_CHAR, build_regex_from_schema
 from ..constrained.lazy_token_fsm import LazyLimits, LazyTokenFSM, compile_lazy_token_fsm, prepare_vocabulary
+from ..constrained.schema_worker import schema_regex_in_process
 from ..constrained.token_fsm import TokenFSM, check_regex_length
 from ..constrained.work_slices import OutOfTime, deadline
 from .base import NORMALISE_MAX_CHARS, BaseGrammarBackend, BaseGrammarObject, GrammarError, register_backend

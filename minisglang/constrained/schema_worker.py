@@ -1,6 +1,6 @@
 """A large JSON Schema turned into regex text in a process of its own (issue 30).
 
-The schema compiler (json_schema.py) is pure Python with no checkpoints: on a compile thread
+The schema compiler (the json_schema package) is pure Python with no checkpoints: on a compile thread
 it holds the GIL for its whole run, and four 3.9 MB schemas (a JSON parse, then 3 s of
 compiling each) made every step of the scheduler wait for the GIL at each torch operation:
 a bystander's p99 went 2.6-20x its baseline. Schema -> regex text is a pure function, so a
@@ -110,4 +110,4 @@ def schema_regex_in_process(schema: str, options: dict[str, Any], timeout: float
         parent.close()
     if status == "error":
         raise reply
-    return reply
+    return str(reply)

@@ -37,7 +37,8 @@ STAGE_FILES: dict[str, list[str]] = {
     "s4-jump-forward": ["constrained/jump_forward.py", "drawings/compressed.py"],
     "s5-backends": ["backends", "constrained/json_schema", "constrained/lazy_regex.py",
                     "constrained/lazy_token_fsm.py", "constrained/lazy_row_shortcuts.py",
-                    "constrained/lazy_rows.py", "constrained/lazy_trie_walk.py"],
+                    "constrained/lazy_rows.py", "constrained/lazy_trie_walk.py",
+                    "constrained/schema_worker.py"],
     "s6-function-calling": ["constrained/structural_tag.py", "drawings/structural_tag.py"],
     "s7-speculative": ["speculative.py"],
 }
