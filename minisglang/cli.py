@@ -130,7 +130,8 @@ def cmd_checkout(args) -> int:
 
     notes: list[str] = []
     try:
-        out = checkout(args.stage, args.dir, student=args.student, from_dir=args.from_dir, notes=notes)
+        out = checkout(args.stage, args.dir, student=args.student, from_dir=args.from_dir, notes=notes,
+                       only=args.only)
     except (ValueError, FileNotFoundError, FileExistsError) as e:
         return _user_error(e)
     kind = "student copy (exercise regions blanked)" if args.student else "reference copy"
@@ -228,6 +229,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="blank the exercise solutions of this stage and the earlier ones")
     c.add_argument("--from", dest="from_dir", default=None, metavar="PREVIOUS_DIR",
                    help="with --student: keep your own earlier tasks from your previous checkout")
+    c.add_argument("--only", action="store_true",
+                   help="with --student: blank only this stage's tasks (the earlier stages keep the reference)")
     c.set_defaults(func=cmd_checkout)
 
     gr = sub.add_parser("grade", help="run a stage's exercise tests, per task")

@@ -272,6 +272,28 @@ def test_reference_walk_next_states_and_reachability():
     assert seen == set(index.state_to_tokens)
 
 
+# Infinite languages whose token walks come back to the start state 0 (the text, one
+# single-character token at a time). State 0 is a live state like any other: a walk that
+# treats it as "dead" passes every finite language and fails here, every run.
+LOOPS = [(r"(ab)*c", "ababc"), (r"(abc)*d", "abcabcd"), (r"(yes|a1)*no", "a1a1no")]
+
+
+@pytest.mark.task1_2
+@pytest.mark.parametrize("regex, text", LOOPS)
+def test_reference_walk_comes_back_to_the_start_state(regex, text):
+    index = reference_index(regex)
+    state, prefix = index.initial_state, b""
+    for ch in text:
+        allowed, want = set(index.allowed_token_ids(state)), oracle_allowed(regex, prefix)
+        assert allowed == want, (
+            f"regex {regex!r}, after {prefix!r} (state {state}): the allowed tokens must be {sorted(want)}; "
+            f"got {sorted(allowed)} (missing {sorted(want - allowed)}, extra {sorted(allowed - want)})")
+        token = VOCAB.index(ch.encode())
+        state, prefix = index.next_state(state, token), prefix + ch.encode()
+        assert state >= 0, f"regex {regex!r}: the token {ch!r} after {prefix[:-1]!r} must be allowed; got state {state}"
+    assert char_dfa(regex).walk(0, text[:2]) == 0 or char_dfa(regex).walk(0, text[:3]) == 0   # the case it is about
+
+
 # ---------------------------------------------------------------------------------------
 # task1_3: MaskedFillStage.allowed_mask
 # ---------------------------------------------------------------------------------------
@@ -453,3 +475,22 @@ def test_eos_leaves_the_state_where_it_is(regex, text):
     else:   # EOS where the match is incomplete: the mask never offers it; still no move to -1
         stage.advance(req, EOS)
     assert req.grammar.state == before, f"EOS moved the state {before} -> {req.grammar.state}"
+
+
+@pytest.mark.task1_5
+@pytest.mark.parametrize("regex, text", LOOPS)
+def test_advance_walks_through_the_start_state_again(regex, text):
+    """The fast index's own next states (not task 1_2's walk): state 0 is reached again
+    half-way, and the request must go on from there to a clean stop."""
+    stage, fsm = make_stage(), compiled(regex)
+    req = make_req(fsm)
+    for i, ch in enumerate(text):
+        want = fsm.index.next_state(req.grammar.state, VOCAB.index(ch.encode()))
+        stage.advance(req, VOCAB.index(ch.encode()))
+        if i < len(text) - 1:
+            assert not req.finished and req.grammar.state == want, (
+                f"regex {regex!r}, after {text[:i + 1]!r}: the request goes on in state {want}; got state "
+                f"{req.grammar.state}, finished {req.finished_reason}")
+    assert req.finished_reason == {"type": "stop", "matched": None}, (
+        f"regex {regex!r}, after {text!r}: the match is complete (only EOS may follow), so the request stops "
+        f"with matched None; got {req.finished_reason}")
