@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar, cast
 
 import torch
@@ -42,7 +42,7 @@ from ..backends.base import BaseGrammarObject
 from ..core import Req
 from ..model.forward_batch import ForwardBatch, ForwardMode
 from ..sampler import distribution, is_greedy
-from ..scheduler import ScheduledBatch, Scheduler
+from ..scheduler import ScheduledBatch, Scheduler, SchedulerConfig
 from ..speculative import accept_greedy, accept_sampled, forced_drafts, ngram_drafts
 from .base import register
 from .s5_backends import BackendOptions, ReasonerGrammar
@@ -64,10 +64,17 @@ class SpeculativeOptions(BackendOptions):
     # Prompt lookup matches the last n tokens, n from max down to min.
     speculative_ngram_min_match_window_size: int = 1
     speculative_ngram_max_match_window_size: int = 4
+    # Prompt tokens one prefill forward computes at most (SGLang's name; None: off): a
+    # longer prompt is prefilled a chunk per step; with `mixed_prefill=True` the running
+    # requests decode in each of those forwards (scheduler.py, "Chunked prefill").
+    chunked_prefill_size: int | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
         self.check_choice("speculative_algorithm", self.speculative_algorithm, ALGORITHMS)
+        size = self.chunked_prefill_size
+        if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
+            raise ValueError(f"chunked_prefill_size must be None (off) or an integer >= 1, not {size!r}")
         for name in ("speculative_num_draft_tokens", "speculative_ngram_min_match_window_size",
                      "speculative_ngram_max_match_window_size"):
             value = getattr(self, name)
@@ -129,8 +136,11 @@ class SpeculativeScheduler(Scheduler):
 
     stage: SpeculativeStage
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, model: Any, tokenizer: Any, stage: SpeculativeStage, config: SchedulerConfig,
+                 *args: Any, **kwargs: Any) -> None:
+        # s7's scheduling options are the stage's (s1-s6 do not know them).
+        config = replace(config, chunked_prefill_size=stage.options.chunked_prefill_size)
+        super().__init__(model, tokenizer, stage, config, *args, **kwargs)
         self.forward_counts["verify"] = 0     # decode steps that were verify forwards
 
     def add_request(self, req: Req) -> None:
