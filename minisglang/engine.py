@@ -302,6 +302,7 @@ class Engine:
             for req in self.scheduler.requests():
                 self.scheduler.abort(req.rid, "engine shut down")
             self.scheduler.release_aborted()
+            self.scheduler.shutdown()
         self.stage.shutdown()
         if self.freeze_gc:
             gc.unfreeze()   # what the engine held can be collected again

@@ -232,6 +232,10 @@ class Scheduler:
     def has_work(self) -> bool:
         return bool(self.requests())
 
+    def shutdown(self) -> None:
+        """The engine shuts down (s7's overlap stops its forward thread)."""
+        return None
+
     # ------------------------------------------------------------------ the loop
     @torch.inference_mode()
     def step(self) -> list[Req]:
@@ -324,6 +328,12 @@ class Scheduler:
 
     def run(self, batch: ScheduledBatch) -> torch.Tensor:
         """One model forward; returns logits [B, vocab] for the last position of each request."""
+        logits = self.model.forward(self.forward_batch(batch))
+        return logits[1:] if batch.chunk is not None else logits   # the unfinished prompt picks no token
+
+    def forward_batch(self, batch: ScheduledBatch) -> ForwardBatch:
+        """The batch's forward: its new tokens' KV slots allocated, their positions and rows
+        of the request-to-token table written (the chunk, if any, is its first request)."""
         reqs = batch.reqs
         if batch.mode == ForwardMode.EXTEND:
             # Each request computes what it has no KV for: a new one, all after its cached
@@ -344,8 +354,6 @@ class Scheduler:
                               tokens=sum(map(len, new_ids)) - batch.decode_riders,
                               **({"riders": [r.rid for r in batch.riders]} if batch.decode_riders else {}),
                               **({"chunk": batch.chunk.rid} if batch.chunk is not None else {}))
-            if batch.chunk is not None:   # the unfinished prompt's row (the first) picks no token
-                return self.model.forward(fb)[1:]
         else:
             out_cache_loc = self.alloc_kv(len(reqs))
             with self._free_on_error(out_cache_loc):
@@ -356,7 +364,7 @@ class Scheduler:
                 req.kv_len += 1
             self.forward_counts["decode"] += 1
             self.record_event("decode", None, reqs=[r.rid for r in reqs])
-        return self.model.forward(fb)
+        return fb
 
     def sample(self, batch: ScheduledBatch, logits: torch.Tensor) -> list[int]:
         """Mask (hook 4), then sample one token per request; -1 for a request the mask aborted."""
@@ -396,10 +404,19 @@ class Scheduler:
     def append_token(self, req: Req, tok: int) -> None:
         """One new token of `req`: append it, advance its grammar (hook 5), detokenize,
         check the finish conditions (s7 calls this once per token it keeps)."""
+        self.record_token(req, tok)
+        self.process_token(req, tok)
+
+    def record_token(self, req: Req, tok: int) -> None:
+        """Append `tok` to the output (all the next forward needs to know of it)."""
         req.output_ids.append(tok)
         req.sampled_tokens += 1
         if req.first_token_time is None:
             req.first_token_time = time.perf_counter()
+
+    def process_token(self, req: Req, tok: int) -> None:
+        """Hook 5, the text and the finish conditions for `req`'s newest token `tok` (s7's
+        overlap does this while the next forward runs)."""
         try:   # these concern this request alone: an error aborts only it
             self.stage.advance(req, tok)
             self.update_output_text(req)
