@@ -204,7 +204,9 @@ class Engine:
                 total_kv_slots=s.config.max_total_tokens,
                 radix_cached_tokens=s.tree_cache.total_size(),
                 radix_evictable_tokens=s.tree_cache.evictable_size(),
-                grammar_queue=len(s.grammar_queue), waiting_queue=len(s.waiting_queue), running=len(s.running),
+                # A request in the middle of a chunked prefill still waits for the rest of its prompt.
+                grammar_queue=len(s.grammar_queue), waiting_queue=len(s.waiting_queue) + (s.chunked_req is not None),
+                running=len(s.running),
                 finished_by_reason=dict(t.finished_by_reason), prompt_tokens=t.prompt_tokens,
                 cached_prompt_tokens=t.cached_prompt_tokens, generated_tokens=t.completion_tokens,
                 errors=t.errors, grammar_errors=t.grammar_errors)
@@ -297,9 +299,10 @@ class Engine:
 
     def shutdown(self) -> None:
         with self._lock:
-            for req in list(self.scheduler.grammar_queue + self.scheduler.waiting_queue + self.scheduler.running):
+            for req in self.scheduler.requests():
                 self.scheduler.abort(req.rid, "engine shut down")
             self.scheduler.release_aborted()
+            self.scheduler.shutdown()
         self.stage.shutdown()
         if self.freeze_gc:
             gc.unfreeze()   # what the engine held can be collected again

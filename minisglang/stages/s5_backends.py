@@ -343,9 +343,17 @@ class BackendStage(Stage):
     # -- hook 4: mask --------------------------------------------------------------------
     def mask_logits(self, logits: torch.Tensor, reqs: list[Req]) -> None:
         """One mask for the batch, filled through the interface, applied once."""
+        mask = self.batch_vocab_mask(reqs)
+        if mask is not None:
+            BaseGrammarObject.apply_vocab_mask(logits, BaseGrammarObject.move_vocab_mask(mask, logits.device))
+
+    def batch_vocab_mask(self, reqs: list[Req]) -> torch.Tensor | None:
+        """The batch's packed mask [B, W] (row i: what reqs[i]'s grammar allows), or None when
+        no row is constrained; a request whose row allows nothing is aborted. (s7's overlap
+        fills it while the forward runs, and applies it once the logits are there.)"""
         live = [(r.grammar, i) for i, r in enumerate(reqs) if r.grammar is not None and not r.finished]
         if not live:
-            return
+            return None
         mask = BaseGrammarObject.allocate_vocab_mask(self.ctx.vocab_size, len(reqs))
         by_class: dict[type, list] = {}
         for grammar, i in live:
@@ -355,8 +363,7 @@ class BackendStage(Stage):
         for grammar, i in live:
             if not bool(mask[i].any()):
                 reqs[i].finish("abort", message="the grammar allows no token here")
-        mask = BaseGrammarObject.move_vocab_mask(mask, logits.device)
-        BaseGrammarObject.apply_vocab_mask(logits, mask)
+        return mask
 
     # -- hook 5: advance -----------------------------------------------------------------
     def advance(self, req: Req, token_id: int) -> None:
