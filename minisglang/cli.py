@@ -192,7 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     def engine_args(p):
         p.add_argument("--model-path", default=None, help="HF checkpoint dir (default: the bundled model)")
-        p.add_argument("--stage", default=None, help="s1..s6 or a full tag (default: the latest)")
+        p.add_argument("--stage", default=None, help="s1..s7 or a full tag (default: s6, or a checkout's newest)")
         p.add_argument("--seed", type=int, default=None)
 
     g = sub.add_parser("generate", help="generate for one prompt")

@@ -1,7 +1,7 @@
 """`Engine`: the user-facing object, shaped like SGLang's offline engine.
 
     import minisglang as sgl
-    engine = sgl.Engine()                                   # bundled model, latest stage
+    engine = sgl.Engine()                                   # bundled model, s6 (stages.default_stage)
     out = engine.generate("prompt", {"regex": r"[0-9]+", "max_new_tokens": 8})
     out["text"], out["meta_info"]["finish_reason"]
 
@@ -27,7 +27,7 @@ import torch
 from .core import Req, SamplingParams, check_text
 from .model.loader import load_model
 from .scheduler import Scheduler, SchedulerConfig
-from .stages import get_stage_class, latest_stage
+from .stages import default_stage, get_stage_class
 from .stages.base import StageContext
 from .tokenizer import ChatPrompt, Tokenizer
 
@@ -125,7 +125,7 @@ class Engine:
         self.device = torch.device(device)
         self.tokenizer = Tokenizer.from_pretrained(self.model_path)
         self.model = load_model(self.model_path, device=self.device, dtype=getattr(torch, dtype))
-        stage_cls = get_stage_class(stage or latest_stage())
+        stage_cls = get_stage_class(stage or default_stage())
         ctx = StageContext(self.tokenizer, self.model.config.vocab_size, self.device, stage_options)
         self.stage = stage_cls(ctx)
         config = SchedulerConfig(max_total_tokens=max_total_tokens, max_running_requests=max_running_requests,

@@ -64,6 +64,19 @@ def latest_stage() -> str:
     return available_stages()[-1]
 
 
+# The newest stage an `Engine()` gets unless told otherwise. s7 is chosen by name
+# (`stage="s7"`): on the CPUs this project runs on, its overlap thread and its drafts made
+# steps slower than s6's (benchmarks/results/overlap.md, speculative.md), and s6 jumps forward.
+DEFAULT_UP_TO = "s6-function-calling"
+
+
+def default_stage() -> str:
+    """The stage `Engine()` runs: the newest present in this copy, up to DEFAULT_UP_TO."""
+    present = available_stages()
+    order = list(STAGE_MODULES)
+    return [t for t in present if order.index(t) <= order.index(DEFAULT_UP_TO)][-1]
+
+
 def available_stages() -> list[str]:
     """The stage tags whose modules exist in this copy of the package (checkouts are partial)."""
     found = []
