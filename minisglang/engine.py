@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from .core import Req, SamplingParams, check_text
+from .core import AbortKind, Req, SamplingParams, check_text
 from .model.loader import load_model
 from .scheduler import Scheduler, SchedulerConfig
 from .stages import get_stage_class, latest_stage
@@ -288,7 +288,7 @@ class Engine:
         with self._lock:
             for req in reqs:
                 if not req.released:
-                    req.finish("abort", message=message)
+                    req.finish("abort", AbortKind.CANCELLED, message=message)
                     self.scheduler.release_request(req)
 
     @staticmethod

@@ -51,7 +51,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
 from .constrained.json_schema import short_value
-from .core import Req, SamplingParams
+from .core import AbortKind, Req, SamplingParams
 from .engine import Engine, stream_chunk
 from .function_call import ToolCallParser, openai_deltas
 from .gc_guard import GcGuard
@@ -60,11 +60,17 @@ from .protocol import ChatCompletionRequest, CompletionRequest, GenerateRequest,
 from .stages import STAGE_MODULES
 from .tokenizer import ChatPrompt
 
-# The abort messages that blame the request's grammar itself (its compile refused it, the
-# backend lacks its kind, or it outgrew its limits while decoding); a 400 for them names the
-# request's field the grammar came from. Timeouts and a full compile queue are not its fault.
-GRAMMAR_FAULT = re.compile(r"^(regex|json_schema|ebnf|structural_tag) rejected by |grammar backend does not "
-                           r"support|^the grammar failed while ")
+# How the server answers an aborted request, by whose fault it was: (HTTP status, OpenAI error
+# code). A GRAMMAR abort's 400 also names the request's field the grammar came from; a BUSY
+# one's 503 says when to retry where the engine knows. CANCELLED reaches a client only when
+# someone else aborted its request (the server aborts a leaving client's, then stops writing).
+ABORT_ANSWERS: dict[AbortKind, tuple[int, str | None]] = {
+    AbortKind.CLIENT: (400, None),
+    AbortKind.GRAMMAR: (400, None),
+    AbortKind.BUSY: (503, "server_busy"),
+    AbortKind.ENGINE: (500, None),
+    AbortKind.CANCELLED: (400, None),
+}
 
 # Tool calls are structural tags, which the stages before this one do not know.
 TOOLS_STAGE = "s6-function-calling"
@@ -513,20 +519,16 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
         return req
 
     def refuse_abort(meta: dict[str, Any], grammar_field: str | None = None) -> None:
-        """An aborted request is an error for its client: 500 if the engine failed on it, else 400
-        (a bad grammar, a prompt too long, a compile that timed out). A grammar's own fault
-        names `grammar_field`, the request's field the grammar came from."""
+        """An aborted request is an error for its client, with the status of its kind
+        (ABORT_ANSWERS). A grammar's own fault names `grammar_field`, the request's field the
+        grammar came from."""
         reason = meta["finish_reason"]
         if reason and reason["type"] == "abort":
-            message = reason.get("message", "request aborted")
-            # scheduler.abort_for_error marks the engine's own failures `internal`.
-            if reason.get("internal"):
-                raise RequestError(message, status=500)
-            if reason.get("retry_after") is not None:   # the server was too busy (its compile waited behind others')
-                raise RequestError(message, status=503, code="server_busy", retry_after=reason["retry_after"])
-            if grammar_field is not None and GRAMMAR_FAULT.search(message):
-                raise RequestError(f"{grammar_field}: {message}", param=grammar_field)
-            raise RequestError(message)
+            message, kind = reason["message"], reason["kind"]
+            status, code = ABORT_ANSWERS[kind]
+            if kind == AbortKind.GRAMMAR and grammar_field is not None:
+                raise RequestError(f"{grammar_field}: {message}", status=status, param=grammar_field, code=code)
+            raise RequestError(message, status=status, code=code, retry_after=reason.get("retry_after"))
 
     async def first_chunk(gen: AsyncIterator[dict[str, Any]], grammar_field: str | None) -> dict[str, Any]:
         """The first chunk; an abort before anything was sent becomes an error response, not a stream."""
