@@ -263,23 +263,21 @@ class EngineLoop:
         if self.drain_deadline is not None:
             _send(loop, q, EngineUnavailable("the server is shutting down"))
             return
-        grammar = req.sampling_params.constraint()
-        # Stages s3 on compile off the scheduler thread and queue the request until it is done.
-        compiles = getattr(self.engine.stage, "queue", None) if grammar is not None else None
-        if compiles is not None:
+        engine, grammar = self.engine, req.sampling_params.constraint()
+        if grammar is not None:
             # Distinct grammars this client asked for whose compile still runs, whether or not it
             # still waits: a compile goes on after its client leaves, so counting only waiters
             # let a client that leaves and asks again queue compiles without end (others' then
             # timed out). One more request for any of them shares its compile.
             for who in list(self.compiling):
-                left = {g: h for g, h in self.compiling[who].items() if not compiles.is_done(h)}
+                left = {g: h for g, h in self.compiling[who].items() if not engine.compile_done(h)}
                 self.compiling[who] = left
                 if not left:
                     del self.compiling[who]
             mine = self.compiling.get(client, {})
             # A grammar compiled (or compiling) already costs nothing more: never refused.
             if (grammar not in mine and len(mine) >= self.options.max_compiling_per_client
-                    and not self.engine.stage.has_grammar(grammar)):
+                    and not engine.grammar_known(grammar)):
                 _send(loop, q, RequestError(
                     f"too many grammars compiling for this client ({len(mine)}; the limit is "
                     f"{self.options.max_compiling_per_client}): wait for one to finish", status=429,
@@ -288,9 +286,9 @@ class EngineLoop:
         self.active[req.rid] = (req, q, loop, client)   # first, so that a failure below reaches it
         req.client = client   # compiles take turns by client (constrained/work_slices.py)
         self.engine.scheduler.add_request(req)
-        waiting = compiles.pending.get(req.rid) if compiles is not None else None
-        if waiting is not None:
-            self.compiling.setdefault(client, {})[grammar] = waiting.handle
+        handle = engine.compile_waited_on(req.rid) if grammar is not None else None
+        if handle is not None:   # (stages s3 on: a compile off the scheduler thread)
+            self.compiling.setdefault(client, {})[grammar] = handle
 
     def _publish(self) -> None:
         for rid, (req, q, loop, _) in list(self.active.items()):
