@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from .core import Req, SamplingParams, check_text
+from .core import AbortKind, Req, SamplingParams, check_text
 from .model.loader import load_model
 from .scheduler import Scheduler, SchedulerConfig
 from .stages import default_stage, get_stage_class
@@ -192,6 +192,26 @@ class Engine:
         with self._lock:
             return self.scheduler.abort(rid)
 
+    # ------------------------------------------------------------------ grammar compiles (for the server)
+    # Stages s3 on compile off the scheduler thread and keep a request in the grammar queue
+    # until its compile is done; the server limits how many compiles each client starts.
+    # These answer for any stage (s1-s2 compile at arrival: no request ever waits).
+    def compile_waited_on(self, rid: int) -> Any | None:
+        """The handle of the compile request `rid` waits for (None: it waits for none)."""
+        queue = getattr(self.stage, "queue", None)
+        waiting = None if queue is None else queue.pending.get(rid)
+        return None if waiting is None else waiting.handle
+
+    def compile_done(self, handle: Any) -> bool:
+        """Whether the compile of `handle` (from `compile_waited_on`) has finished."""
+        queue = getattr(self.stage, "queue", None)   # only stages with a queue hand out handles
+        return queue is not None and bool(queue.is_done(handle))
+
+    def grammar_known(self, constraint: tuple[str, str]) -> bool:
+        """Whether this (kind, text) is compiled or compiling already: asking for it starts no compile."""
+        has_grammar = getattr(self.stage, "has_grammar", None)
+        return has_grammar is not None and bool(has_grammar(constraint))
+
     def stats(self) -> EngineStats:
         """Free slots, queue lengths and totals, read under the engine's lock."""
         with self._lock:
@@ -290,7 +310,7 @@ class Engine:
         with self._lock:
             for req in reqs:
                 if not req.released:
-                    req.finish("abort", message=message)
+                    req.finish("abort", AbortKind.CANCELLED, message=message)
                     self.scheduler.release_request(req)
 
     @staticmethod

@@ -53,7 +53,7 @@ from typing import Any
 
 import torch
 
-from .core import Req
+from .core import AbortKind, Req
 from .memory_pool import ReqToTokenPool, TokenToKVPool
 from .model.forward_batch import ForwardBatch, ForwardMode
 from .radix_cache import RadixCache
@@ -179,13 +179,13 @@ class Scheduler:
             req.generator = torch.Generator().manual_seed(req.sampling_params.seed)
         need = len(req.origin_input_ids) + req.sampling_params.max_new_tokens
         if not req.origin_input_ids:
-            req.finish("abort", message="the prompt is empty (no tokens)")
+            req.finish("abort", AbortKind.CLIENT, message="the prompt is empty (no tokens)")
         elif need > self.max_context_len:
-            req.finish("abort", message=f"prompt ({len(req.origin_input_ids)} tokens) + max_new_tokens "
-                       f"({req.sampling_params.max_new_tokens}) exceeds the model's context of "
+            req.finish("abort", AbortKind.CLIENT, message=f"prompt ({len(req.origin_input_ids)} tokens) + "
+                       f"max_new_tokens ({req.sampling_params.max_new_tokens}) exceeds the model's context of "
                        f"{self.max_context_len} tokens")
         elif need > self.config.max_total_tokens:
-            req.finish("abort", message=f"the request needs {need} KV slots but the pool has only "
+            req.finish("abort", AbortKind.CLIENT, message=f"the request needs {need} KV slots but the pool has only "
                        f"{self.config.max_total_tokens}")
         else:
             try:
@@ -208,7 +208,7 @@ class Scheduler:
         """Abort a request wherever it is; it leaves at the start of the next step."""
         for req in self.requests():
             if req.rid == rid:
-                req.finish("abort", message=message)
+                req.finish("abort", AbortKind.CANCELLED, message=message)
                 return True
         return False
 
@@ -491,10 +491,10 @@ class Scheduler:
         reason); log the traceback once, for the operator, when the engine failed. `hook`:
         the stage hook that raised, named in the log only (the client's message says what
         was being done, not our names for it)."""
-        # `internal` tells a client's 500 (the engine failed) from a 400 (its grammar failed).
-        internal = not isinstance(error, self.stage.grammar_errors)
+        # The kind tells a client's 500 (the engine failed) from a 400 (its grammar failed).
+        kind = AbortKind.GRAMMAR if isinstance(error, self.stage.grammar_errors) else AbortKind.ENGINE
         logged = where if hook is None else f"{where} (hook {hook})"
-        if internal:
+        if kind is AbortKind.ENGINE:
             self.totals.errors += 1
             logger.error("step %d: error while %s (aborting %d request(s))", self.step_count, logged,
                          len(reqs), exc_info=error)
@@ -505,7 +505,7 @@ class Scheduler:
                            len(reqs), logged, error)
             message = f"the grammar failed while {where}: {error}"
         for req in reqs:
-            req.finish("abort", message=message, internal=internal)
+            req.finish("abort", kind, message=message)
             self.record_event("error", req, where=logged, error=repr(error))
 
     def abort_batch(self, batch: ScheduledBatch, error: BaseException) -> None:

@@ -511,7 +511,7 @@ MUTATIONS = [
     ("task1_5", "finishes in any accepting state (may stop is not must stop)",
      "elif g.fsm.is_complete(g.state):", "elif index.is_final(g.state):"),
     ("task1_5", "EOS finish does not say it matched EOS", "matched=token_id", "matched=None"),
-    ("task1_5", "a forbidden token does not abort", 'req.finish("abort", message=f"token', 'req.finish("stop", message=f"token'),
+    ("task1_5", "a forbidden token does not abort", 'req.finish("abort", AbortKind.GRAMMAR,', 'req.finish("stop",'),
     ("task2_1", "bits packed most significant first", "<< torch.arange(32, dtype=torch.int64)",
      "<< torch.arange(31, -1, -1, dtype=torch.int64)"),
     ("task2_1", "the word count rounded down", "words = (v + 31) // 32", "words = v // 32"),

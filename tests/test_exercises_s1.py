@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 from minisglang.constrained.regex_dfa import ByteDFA, CharDFA, compile_regex
 from minisglang.constrained.token_index import build_index_reference
-from minisglang.core import Req, SamplingParams
+from minisglang.core import AbortKind, Req, SamplingParams
 from minisglang.stages.base import StageContext
 from minisglang.constrained.token_fsm import TokenFSM
 from minisglang.stages.s1_masked_fill import FSMState, MaskedFillStage
@@ -387,7 +387,7 @@ def test_mask_logits_aborts_a_request_with_nothing_allowed():
     logits = torch.randn(3, VOCAB_SIZE)
     before = logits.clone()
     stage.mask_logits(logits, [stuck, fine, free])
-    assert stuck.finished_reason["type"] == "abort"
+    assert stuck.finished_reason["type"] == "abort" and stuck.finished_reason["kind"] == AbortKind.GRAMMAR
     message = stuck.finished_reason["message"]
     assert "no token is allowed" in message and "10000" in message and "(yes|no)" in message
     assert not torch.isinf(logits[0]).all()  # never leave a row that cannot be sampled
@@ -451,7 +451,7 @@ def test_advance_finish_rules():
 
     wrong = make_req(number)
     stage.advance(wrong, tok[b"a"])  # a token the mask would have forbidden
-    assert wrong.finished_reason["type"] == "abort"
+    assert wrong.finished_reason["type"] == "abort" and wrong.finished_reason["kind"] == AbortKind.GRAMMAR
     assert "not allowed" in wrong.finished_reason["message"] and "1[0-9]*" in wrong.finished_reason["message"]
 
     free = make_req(None)

@@ -17,7 +17,7 @@ import torch
 
 from minisglang.constrained.regex_dfa import ByteDFA, compile_regex
 from minisglang.constrained.token_index import build_index_reference
-from minisglang.core import Req, SamplingParams
+from minisglang.core import AbortKind, Req, SamplingParams
 from minisglang.stages.base import StageContext
 from minisglang.constrained.token_fsm import ConstraintError
 from minisglang.stages.s3_fsm_cache import FSMCache, FSMCacheStage, GrammarQueue
@@ -309,7 +309,8 @@ def test_poll_aborts_requests_whose_compile_outlives_the_timeout():
     time.sleep(0.05)
     assert st.poll_grammar_queue([first, second]) == [first, second]
     for req in (first, second):
-        assert req.finished_reason == {"type": "abort", "message": "compiling the regex took longer than 0.01 s"}
+        assert req.finished_reason == {"type": "abort", "kind": AbortKind.GRAMMAR,
+                                       "message": "compiling the regex took longer than 0.01 s"}
     assert st.pending == {}
     opened.set()
     st.shutdown()

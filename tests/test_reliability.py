@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 import minisglang as sgl
 import minisglang.scheduler as scheduler_module
-from minisglang.core import Req, SamplingParams
+from minisglang.core import AbortKind, Req, SamplingParams
 
 PROMPTS = ["The capital of France is", "Email: ", "2024-", "Once upon a time, there was a little",
            "<|user|>\nWhat is the date?\n<|assistant|>\n"]
@@ -205,7 +205,7 @@ def test_a_per_request_hook_failure_aborts_only_that_request(engine, alone, monk
         if req.prompt == victim_prompt and hook != "release":
             assert req.finished_reason["type"] == "abort"
             assert req.finished_reason["message"].startswith("internal error while ")
-            assert req.finished_reason["internal"] is True   # the server's 500
+            assert req.finished_reason["kind"] == AbortKind.ENGINE   # the server's 500
             assert req.finished_reason["message"].endswith("RuntimeError: injected fault")
         else:   # a failing release is logged; the request keeps its reason and its text
             assert req.finished_reason == {"type": "length", "length": 8}

@@ -43,7 +43,7 @@ from ..constrained.bitmask import warm_up_apply_kernel
 from ..constrained.regex_dfa import RegexError
 from ..constrained.token_fsm import ConstraintError
 from ..constrained.work_slices import Baton, OutOfTime, deadline
-from ..core import Req
+from ..core import AbortKind, Req
 from .base import Readmit, Stage, StageOptions, register
 from .s3_fsm_cache import GrammarQueue
 from .s4_jump_forward import JumpForward
@@ -264,8 +264,8 @@ class BackendStage(Stage):
         if think_end is not None:
             ids = self.ctx.tokenizer.encode(think_end)
             if len(ids) != 1:
-                req.finish("abort", message=f"think_end {think_end!r} must be one token of this tokenizer, "
-                           f"it encodes to {len(ids)} tokens")
+                req.finish("abort", AbortKind.CLIENT, message=f"think_end {think_end!r} must be one token of this "
+                           f"tokenizer, it encodes to {len(ids)} tokens")
                 return
         if not self.has_grammar(constraint) and self.queue.full():
             self.queue.refuse(req)
@@ -278,7 +278,7 @@ class BackendStage(Stage):
 
     def attach(self, req: Req, grammar: BaseGrammarObject) -> None:
         if isinstance(grammar, InvalidGrammarObject):
-            req.finish("abort", message=grammar.message)
+            req.finish("abort", AbortKind.GRAMMAR, message=grammar.message)
             return
         think_end = req.sampling_params.think_end
         if think_end is not None:
@@ -305,6 +305,7 @@ class BackendStage(Stage):
         timeout = self.queue.timeout
         if queued > timeout / 2 and req.finished_reason is not None:
             req.finished_reason.update(
+                kind=AbortKind.BUSY,
                 message=f"the server was too busy to compile the {req.sampling_params.constraint()[0]} within "
                         f"{timeout:g} s (it waited {queued:.1f} s behind other compiles); retry later",
                 retry_after=max(1, round(timeout / 2)))
@@ -362,7 +363,7 @@ class BackendStage(Stage):
             cls.fill_vocab_mask_batched(entries, mask)
         for grammar, i in live:
             if not bool(mask[i].any()):
-                reqs[i].finish("abort", message="the grammar allows no token here")
+                reqs[i].finish("abort", AbortKind.GRAMMAR, message="the grammar allows no token here")
         return mask
 
     # -- hook 5: advance -----------------------------------------------------------------
@@ -373,7 +374,7 @@ class BackendStage(Stage):
         try:
             g.accept_token(token_id)
         except GrammarError as e:
-            req.finish("abort", message=f"the grammar rejected a sampled token: {e}")
+            req.finish("abort", AbortKind.GRAMMAR, message=f"the grammar rejected a sampled token: {e}")
             return
         # Whether the match is complete is known once the new state's row is made: within
         # this step's budget, else when `ready` finishes the work.

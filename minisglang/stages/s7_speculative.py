@@ -39,7 +39,7 @@ from typing import Any, TypeVar, cast
 import torch
 
 from ..backends.base import BaseGrammarObject
-from ..core import Req
+from ..core import AbortKind, Req
 from ..model.forward_batch import ForwardBatch, ForwardMode
 from ..overlap import ForwardThread, OverlapScheduler
 from ..sampler import distribution, is_greedy
@@ -346,7 +346,8 @@ class SpeculativeStage(FunctionCallingStage):
         rows = BaseGrammarObject.allocate_vocab_mask(self.ctx.vocab_size, len(drafts) + 1)
         g.fill_vocab_mask(rows, 0)   # `ready` made this row before the step
         if not bool(rows[0].any()):
-            req.finish("abort", message="the grammar allows no token here")   # (s5's mask_logits' words)
+            # (s5's mask_logits' words)
+            req.finish("abort", AbortKind.GRAMMAR, message="the grammar allows no token here")
             return [], None
         accepted = 0
         try:
