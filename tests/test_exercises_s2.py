@@ -95,13 +95,28 @@ def test_unpack_bits_matches_the_layout_oracle(shape, seed):
 
 
 @pytest.mark.task2_1
+@settings(max_examples=50, deadline=None)
+@given(shapes, st.integers(0, 2**32 - 1))
+def test_pack_then_oracle_unpack_round_trip(shape, seed):
+    """Task 2_1 alone: its words read back by the oracle (task 2_2 has its own round trip)."""
+    lead, v = shape
+    allowed = torch.rand(*lead, v, generator=torch.Generator().manual_seed(seed)) < 0.3
+    back = oracle_unpack(pack_bits(allowed), v)
+    assert torch.equal(back, allowed), (f"shape {(*lead, v)}: the oracle unpacks pack_bits' words to a mask "
+                                        f"that differs at the token ids {sorted(set((back != allowed).nonzero()[:, -1].tolist()))}")
+
+
 @pytest.mark.task2_2
 @settings(max_examples=50, deadline=None)
 @given(shapes, st.integers(0, 2**32 - 1))
-def test_pack_unpack_round_trip(shape, seed):
+def test_oracle_pack_then_unpack_round_trip(shape, seed):
     lead, v = shape
     allowed = torch.rand(*lead, v, generator=torch.Generator().manual_seed(seed)) < 0.3
-    assert torch.equal(unpack_bits(pack_bits(allowed), v), allowed)
+    back = unpack_bits(oracle_pack(allowed), v)
+    assert back.shape == allowed.shape and torch.equal(back, allowed), (
+        f"shape {(*lead, v)}: unpack_bits of the oracle's words must give the mask back; got shape "
+        f"{tuple(back.shape)}" + (f", differing at the token ids {sorted(set((back != allowed).nonzero()[:, -1].tolist()))}"
+                                  if back.shape == allowed.shape else ""))
 
 
 # ---------------------------------------------------------------------------------------

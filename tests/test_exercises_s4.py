@@ -62,16 +62,57 @@ def expected_jump(words: set[bytes], done: bytes) -> bytes:
     return forced[:head] + whole_characters(forced[head:])
 
 
+def words_of(parts: list[str]) -> set[str]:
+    return {"".join(c) for c in itertools.product(*(FINITE[p] for p in parts))}
+
+
+def expected_char_edges(dfa, words: set[str]) -> dict[int, tuple[str, int]]:
+    """Brute force over the language: the state after a prefix jumps iff every accepted
+    string goes on with one same character and none stops there."""
+    edges = {}
+    for prefix in {w[:i] for w in words for i in range(len(w) + 1)}:
+        nexts = {w[len(prefix)] for w in words if w.startswith(prefix) and len(w) > len(prefix)}
+        if len(nexts) == 1 and prefix not in words:
+            (ch,) = nexts
+            edges[dfa.walk(0, prefix)] = (ch, dfa.walk(0, prefix + ch))
+    return edges
+
+
+def expected_byte_edges(byte_dfa) -> dict[int, tuple[int, int]]:
+    """Every intermediate state (half a character read) whose row has exactly one live byte."""
+    want = {}
+    for state in range(byte_dfa.num_char_states, byte_dfa.num_states):
+        live = [b for b in range(256) if byte_dfa.table[state, b] >= 0]
+        if len(live) == 1:
+            want[state] = (live[0], int(byte_dfa.table[state, live[0]]))
+    return want
+
+
 @pytest.mark.task4_1
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(sorted(FINITE)), min_size=1, max_size=5))
+def test_char_edges_are_the_states_where_every_accepted_string_goes_on_alike(parts):
+    regex = "".join(parts)
+    dfa = compile_regex(regex)
+    jm = JumpForwardMap.build(dfa, ByteDFA.from_char_dfa(dfa))
+    want = expected_char_edges(dfa, words_of(parts))
+    wrong = {s: (want.get(s), jm.char_edges.get(s)) for s in set(want) | set(jm.char_edges)
+             if want.get(s) != jm.char_edges.get(s)}
+    assert not wrong, (f"regex {regex!r}: char_edges is wrong at these states, as state: (expected, got), "
+                       f"None meaning no entry (a choice, or a state where the string may stop): {wrong}")
+
+
 @pytest.mark.task4_2
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.sampled_from(sorted(FINITE)), min_size=1, max_size=5))
 def test_jump_is_the_longest_common_continuation_of_every_accepted_string(parts):
+    """Task 4_2 alone: the map it walks is built here by brute force, not by task 4_1."""
     regex = "".join(parts)
-    words = {"".join(c).encode() for c in itertools.product(*(FINITE[p] for p in parts))}
+    words = {w.encode() for w in words_of(parts)}
     dfa = compile_regex(regex)
     byte_dfa = ByteDFA.from_char_dfa(dfa)
-    jm = JumpForwardMap.build(dfa, byte_dfa)
+    jm = JumpForwardMap(expected_char_edges(dfa, words_of(parts)), expected_byte_edges(byte_dfa),
+                        byte_dfa.num_char_states)
     for word in words:
         for i in range(len(word) + 1):   # every byte position, also inside a character
             done = word[:i]
@@ -99,7 +140,7 @@ def test_one_edge_of_many_characters_is_a_choice_not_a_jump(regex, done):
     state = dfa.walk(0, done)
     assert len(dfa.transitions[state]) == 1   # one edge, as the test means
     edge = next(iter(dfa.transitions[state]))
-    assert state not in jm.char_edges and jm.jump_forward(state) is None, (
+    assert state not in jm.char_edges, (
         f"regex {regex!r}, state {state} after {done!r}: its one edge is the class {edge.label()} "
         f"(chars={set(edge.chars)}, negated={edge.negated}), which takes many characters: a choice, "
         f"not a jump; got char_edges[{state}] = {jm.char_edges.get(state)!r}")
@@ -113,11 +154,7 @@ def test_byte_edges_are_the_intermediate_states_with_one_next_byte(regex):
     dfa = compile_regex(regex)
     byte_dfa = ByteDFA.from_char_dfa(dfa)
     jm = JumpForwardMap.build(dfa, byte_dfa)
-    want = {}
-    for state in range(byte_dfa.num_char_states, byte_dfa.num_states):
-        live = [b for b in range(256) if byte_dfa.table[state, b] >= 0]
-        if len(live) == 1:
-            want[state] = (live[0], int(byte_dfa.table[state, live[0]]))
+    want = expected_byte_edges(byte_dfa)
     extra = sorted(set(jm.byte_edges) - set(want))
     assert jm.byte_edges == want, (f"regex {regex!r}: byte_edges must be {want} (intermediate states are "
                                    f">= num_char_states = {byte_dfa.num_char_states}); got {jm.byte_edges}"
