@@ -370,12 +370,16 @@ def test_mask_logits_masks_each_constrained_row(reqs, seed):
     stuck = [dead_end(r) for r in reqs]
     before = [r.finished_reason for r in reqs]
     stage.mask_logits(logits, reqs)
-    assert torch.equal(logits, expected)
-    for req, was_stuck, reason in zip(reqs, stuck, before):
+    wrong_rows = [i for i in range(len(reqs)) if not torch.equal(logits[i], expected[i])]
+    assert not wrong_rows, (f"mask_logits on {len(reqs)} requests: the rows {wrong_rows} differ from the oracle "
+                            f"(-inf exactly where the request's state allows no token, the logit elsewhere)")
+    for i, (req, was_stuck, reason) in enumerate(zip(reqs, stuck, before)):
         if was_stuck:  # e.g. after the first two bytes of 文, which no token can finish
-            assert req.finished_reason["type"] == "abort"
+            assert req.finished_reason is not None and req.finished_reason["type"] == "abort", (
+                f"request {i} is at a state that allows no token: it must be aborted; got {req.finished_reason}")
         else:
-            assert req.finished_reason == reason
+            assert req.finished_reason == reason, (f"request {i} has allowed tokens: its finish reason must stay "
+                                                   f"{reason}; got {req.finished_reason}")
 
 
 @pytest.mark.task1_4
@@ -387,11 +391,16 @@ def test_mask_logits_aborts_a_request_with_nothing_allowed():
     logits = torch.randn(3, VOCAB_SIZE)
     before = logits.clone()
     stage.mask_logits(logits, [stuck, fine, free])
-    assert stuck.finished_reason["type"] == "abort"
-    message = stuck.finished_reason["message"]
-    assert "no token is allowed" in message and "10000" in message and "(yes|no)" in message
-    assert not torch.isinf(logits[0]).all()  # never leave a row that cannot be sampled
-    assert fine.finished_reason is None and torch.equal(logits[1:], expected_masked(before, [stuck, fine, free])[1:])
+    assert stuck.finished_reason is not None and stuck.finished_reason["type"] == "abort", (
+        f"a (yes|no) request at state 10000, where no token is allowed: expected an abort; got {stuck.finished_reason}")
+    message = stuck.finished_reason.get("message", "")
+    assert "no token is allowed" in message and "10000" in message and "(yes|no)" in message, (
+        f"the abort message must say 'no token is allowed' and name the state (10000) and the regex (yes|no); "
+        f"got {message!r}")
+    assert not torch.isinf(logits[0]).all(), "the aborted request's row is all -inf: a row must stay samplable"
+    assert fine.finished_reason is None, f"the (yes|no) request at its start must go on; got {fine.finished_reason}"
+    assert torch.equal(logits[1:], expected_masked(before, [stuck, fine, free])[1:]), (
+        "the rows of the other two requests (one at (yes|no)'s start, one unconstrained) differ from the oracle")
 
 
 # ---------------------------------------------------------------------------------------
@@ -413,16 +422,24 @@ def test_advance_follows_the_token_index_to_a_clean_stop(regex, data):
         token = data.draw(st.sampled_from(sorted(tokens)), label="token")
         stage.advance(req, token)
         if token == EOS:
-            assert req.finished_reason == {"type": "stop", "matched": EOS}
+            assert req.finished_reason == {"type": "stop", "matched": EOS}, (
+                f"regex {regex!r}, EOS after {prefix!r}: expected a stop matched by EOS; got {req.finished_reason}")
             break
         prefix += VOCAB[token]
-        assert req.grammar.state == tokens[token]  # the token's end state
+        assert req.grammar.state == tokens[token], (  # the token's end state
+            f"regex {regex!r}, token {VOCAB[token]!r} after {prefix[:-len(VOCAB[token])]!r} from state {state}: the "
+            f"index says state {tokens[token]}; got {req.grammar.state}")
         if req.finished:
             # Only an accepting state from which nothing but EOS can follow ends by itself.
-            assert req.finished_reason == {"type": "stop", "matched": None}
-            assert fsm.index.state_to_tokens[req.grammar.state] == {EOS: -1}
+            assert req.finished_reason == {"type": "stop", "matched": None}, (
+                f"regex {regex!r} after {prefix!r}: a request that ends by itself stops with matched None; got "
+                f"{req.finished_reason}")
+            assert fsm.index.state_to_tokens[req.grammar.state] == {EOS: -1}, (
+                f"regex {regex!r} after {prefix!r}: finished although more than EOS may follow (allowed "
+                f"{sorted(fsm.index.state_to_tokens[req.grammar.state])})")
             break
-        assert set(fsm.index.state_to_tokens[req.grammar.state]) != {EOS}
+        assert set(fsm.index.state_to_tokens[req.grammar.state]) != {EOS}, (
+            f"regex {regex!r} after {prefix!r}: only EOS may follow, so the request must finish; it goes on")
     if req.finished:
         assert matches(regex, prefix), (regex, prefix)
 
@@ -435,28 +452,37 @@ def test_advance_finish_rules():
 
     done = make_req(yes_no)
     stage.advance(done, tok[b"yes"])  # "yes" can only be followed by EOS: finished at once
-    assert done.finished_reason == {"type": "stop", "matched": None}
+    assert done.finished_reason == {"type": "stop", "matched": None}, (
+        f"(yes|no) after 'yes': only EOS may follow, so it stops with matched None; got {done.finished_reason}")
 
     partial = make_req(yes_no)
     stage.advance(partial, tok[b"y"])
-    assert not partial.finished and partial.grammar.state == yes_no.index.state_to_tokens[0][tok[b"y"]]
+    want = yes_no.index.state_to_tokens[0][tok[b"y"]]
+    assert not partial.finished and partial.grammar.state == want, (
+        f"(yes|no) after 'y': goes on at state {want}; got state {partial.grammar.state}, finished "
+        f"{partial.finished_reason}")
 
     may_stop = make_req(number)  # "1" is a match, but "12" is one too: may stop != must stop
     stage.advance(may_stop, tok[b"1"])
-    assert not may_stop.finished
+    assert not may_stop.finished, f"1[0-9]* after '1': may stop, must not; got {may_stop.finished_reason}"
     stage.advance(may_stop, tok[b"2"])
-    assert not may_stop.finished
+    assert not may_stop.finished, f"1[0-9]* after '12': may stop, must not; got {may_stop.finished_reason}"
     stage.advance(may_stop, EOS)
-    assert may_stop.finished_reason == {"type": "stop", "matched": EOS}
+    assert may_stop.finished_reason == {"type": "stop", "matched": EOS}, (
+        f"1[0-9]* after '12' then EOS: expected a stop matched by EOS; got {may_stop.finished_reason}")
 
     wrong = make_req(number)
     stage.advance(wrong, tok[b"a"])  # a token the mask would have forbidden
-    assert wrong.finished_reason["type"] == "abort"
-    assert "not allowed" in wrong.finished_reason["message"] and "1[0-9]*" in wrong.finished_reason["message"]
+    assert wrong.finished_reason is not None and wrong.finished_reason["type"] == "abort", (
+        f"1[0-9]* given the token 'a' (not allowed at the start): expected an abort; got {wrong.finished_reason}")
+    assert "not allowed" in wrong.finished_reason.get("message", "") and "1[0-9]*" in wrong.finished_reason["message"], (
+        f"the abort message must say 'not allowed' and name the regex 1[0-9]*; got {wrong.finished_reason}")
 
     free = make_req(None)
     stage.advance(free, tok[b"a"])  # unconstrained requests are not touched
-    assert free.grammar is None and not free.finished
+    assert free.grammar is None and not free.finished, (
+        f"an unconstrained request is not touched by advance; got grammar {free.grammar!r}, finished "
+        f"{free.finished_reason}")
 
 
 @pytest.mark.task1_5
@@ -471,7 +497,8 @@ def test_eos_leaves_the_state_where_it_is(regex, text):
     before = req.grammar.state
     if fsm.index.is_final(before):
         stage.advance(req, EOS)
-        assert req.finished_reason == {"type": "stop", "matched": EOS}
+        assert req.finished_reason == {"type": "stop", "matched": EOS}, (
+            f"regex {regex!r}, EOS after {text!r} (a match): expected a stop matched by EOS; got {req.finished_reason}")
     else:   # EOS where the match is incomplete: the mask never offers it; still no move to -1
         stage.advance(req, EOS)
     assert req.grammar.state == before, f"EOS moved the state {before} -> {req.grammar.state}"
