@@ -408,10 +408,13 @@ def test_a_jump_hands_the_kv_to_the_tree_and_readmits_with_the_longest_shared_pr
         assert req.req_pool_idx is None, (
             f"jump {jumps}: after readmit the request still holds table row {req.req_pool_idx} "
             f"(self.release_memory(req) frees its memory)")
-        assert req.output_text == engine.tokenizer.decode(req.output_ids)
+        decoded = engine.tokenizer.decode(req.output_ids)
+        assert req.output_text == decoded, (f"jump {jumps}: output_text {req.output_text!r} is not the decoded "
+                                            f"output ids {decoded!r} (restart the detokenizer on readmit)")
         # the tree holds everything that had KV before the jump
         prefix, _ = s.tree_cache.match_prefix(before_ids[:before_kv])
-        assert len(prefix) == before_kv
+        assert len(prefix) == before_kv, (f"jump {jumps}: the {before_kv} tokens that had KV before the jump must "
+                                          f"be in the radix tree; it holds {len(prefix)} of them")
         if req.finished:                 # the jump completed the match: it leaves, no re-admission
             continue
         # re-admission: the radix match ends at the first token the retokenization changed
@@ -421,8 +424,14 @@ def test_a_jump_hands_the_kv_to_the_tree_and_readmits_with_the_longest_shared_pr
         engine.step()
         # (after the prefill the whole prompt is in the tree: the admission event keeps the hit)
         admit = [e for e in engine.trace if e["event"] == "admit" and e.get("rid") == req.rid][-1]
-        assert admit["prefix_len"] == min(shared, len(new_ids) - 1)
-    assert jumps >= 2 and re.fullmatch(PERSON, req.output_text)
-    assert s.token_to_kv_pool.available_size() + s.tree_cache.total_size() == 1024
-    assert s.tree_cache.protected_size() == 0
+        want = min(shared, len(new_ids) - 1)
+        assert admit["prefix_len"] == want, (f"jump {jumps}: re-admitted with a cached prefix of "
+                                             f"{admit['prefix_len']} tokens; the tokens before the first one the "
+                                             f"retokenization changed are {want}")
+    assert jumps >= 2 and re.fullmatch(PERSON, req.output_text), (
+        f"a PERSON request: expected at least 2 jumps and a full match; got {jumps} jump(s), text {req.output_text!r}")
+    held = s.token_to_kv_pool.available_size() + s.tree_cache.total_size()
+    assert held == 1024, f"after the request, free slots + the tree's tokens must be all 1024 slots; got {held} (a leak)"
+    assert s.tree_cache.protected_size() == 0, (f"no request runs, so no tree node may stay locked; "
+                                                f"{s.tree_cache.protected_size()} tokens are")
     engine.shutdown()
