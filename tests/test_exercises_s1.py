@@ -187,29 +187,45 @@ def byte_dfa(regex: str) -> ByteDFA:
 def test_walk_bytes_agrees_with_the_oracle(regex, data, draw):
     dfa = byte_dfa(regex)
     end = dfa.walk_bytes(0, data)
-    assert (end >= 0) == viable(regex, data), (regex, data, end)
+    assert (end >= 0) == viable(regex, data), (
+        f"regex {regex!r}, the bytes {data!r}: {'some' if viable(regex, data) else 'no'} match starts with them, so "
+        f"walk_bytes(0, ...) must be {'a live state' if viable(regex, data) else '-1'}; got {end}")
     if end >= 0 and split_utf8(data)[1] == b"":
         # A whole number of characters lands in the character DFA's own state.
-        assert end == char_dfa(regex).walk(0, data.decode("utf-8"))
-        assert dfa.is_final(end) == matches(regex, data)
+        want = char_dfa(regex).walk(0, data.decode("utf-8"))
+        assert end == want, (f"regex {regex!r}, the whole characters {data.decode('utf-8')!r}: walk_bytes must end "
+                             f"in the character DFA's state {want}; got {end}")
+        assert dfa.is_final(end) == matches(regex, data), (
+            f"regex {regex!r}, {data!r}: a match is {matches(regex, data)}, but the end state {end} is_final "
+            f"{dfa.is_final(end)}")
     # Walking in two pieces (a token boundary anywhere, even inside a character) is the same.
     cut = draw.draw(st.integers(0, len(data)), label="cut")
     middle = dfa.walk_bytes(0, data[:cut])
-    assert (dfa.walk_bytes(middle, data[cut:]) if middle >= 0 else -1) == end
+    two = dfa.walk_bytes(middle, data[cut:]) if middle >= 0 else -1
+    assert two == end, (f"regex {regex!r}: walking {data[:cut]!r} then {data[cut:]!r} must end where {data!r} in "
+                        f"one walk ends, state {end}; got {two}")
 
 
 @pytest.mark.task1_1
 def test_walk_bytes_edge_cases():
     dfa = byte_dfa(r"(中文|é)+a?")
-    assert dfa.walk_bytes(0, b"") == 0  # nothing read: the state does not move
+    got = dfa.walk_bytes(0, b"")
+    assert got == 0, f"(中文|é)+a?: walk_bytes(0, b'') reads nothing, so it stays in state 0; got {got}"
     zh = "中".encode()
     inside = dfa.walk_bytes(0, zh[:1])
-    assert inside >= dfa.num_char_states  # half a character: an intermediate state
-    assert dfa.walk_bytes(inside, zh[1:] + "文".encode()) == dfa.walk_bytes(0, "中文".encode())
-    assert dfa.walk_bytes(0, b"a") == -1 and dfa.walk_bytes(0, "中中".encode()) == -1
-    assert dfa.is_final(dfa.walk_bytes(0, "中文éa".encode()))
+    assert inside >= dfa.num_char_states, (  # half a character: an intermediate state
+        f"(中文|é)+a? after {zh[:1]!r} (the first byte of 中): an intermediate state (>= num_char_states = "
+        f"{dfa.num_char_states}); got {inside}")
+    rest, whole = dfa.walk_bytes(inside, zh[1:] + "文".encode()), dfa.walk_bytes(0, "中文".encode())
+    assert rest == whole, f"(中文|é)+a?: from half of 中, the rest of 中文 must end in state {whole}; got {rest}"
+    for text in ["a", "中中"]:
+        got = dfa.walk_bytes(0, text.encode())
+        assert got == -1, f"(中文|é)+a?: no match starts with {text!r}, so walk_bytes must be -1; got {got}"
+    end = dfa.walk_bytes(0, "中文éa".encode())
+    assert dfa.is_final(end), f"(中文|é)+a? matches '中文éa': its end state must be final; got state {end}"
     # -1 as soon as the walk dies: later bytes are not read
-    assert dfa.walk_bytes(0, b"\xff" + zh) == -1
+    got = dfa.walk_bytes(0, b"\xff" + zh)
+    assert got == -1, f"(中文|é)+a?: the walk dies at the byte 0xff and must return -1 (reading no further); got {got}"
 
 
 @pytest.mark.task1_1
@@ -221,7 +237,8 @@ def test_walk_bytes_passes_through_the_initial_state_again():
         want = char_dfa(regex).walk(0, text)
         assert dfa.walk_bytes(0, text.encode()) == want, (regex, text)
     assert char_dfa(regex).walk(0, "ab") == 0   # the case this test is about
-    assert dfa.is_final(dfa.walk_bytes(0, "ab中ab1".encode()))
+    end = dfa.walk_bytes(0, "ab中ab1".encode())
+    assert dfa.is_final(end), f"(ab|中)*1 matches 'ab中ab1' (through state 0 again): a final end state; got {end}"
 
 
 # ---------------------------------------------------------------------------------------
@@ -257,11 +274,16 @@ def test_reference_walk_next_states_and_reachability():
     dfa = byte_dfa(r"(yes|no)")
     y, e, s, yes = (VOCAB.index(b) for b in (b"y", b"e", b"s", b"yes"))
     # b"y" is in the vocabulary twice (ids 4 and 37): tokens with equal bytes are both allowed
-    assert index.allowed_token_ids(0) == sorted(t for t, b in enumerate(VOCAB) if b in (b"y", b"yes", b"n", b"no"))
+    want = sorted(t for t, b in enumerate(VOCAB) if b in (b"y", b"yes", b"n", b"no"))
+    got = index.allowed_token_ids(0)
+    assert got == want, f"(yes|no) at the start: the tokens y, yes, n, no (ids {want}) are allowed; got {got}"
     after_y = index.next_state(0, y)
-    assert after_y == dfa.walk_bytes(0, b"y")  # the end state of the token's walk
-    assert index.next_state(index.next_state(after_y, e), s) == index.next_state(0, yes)
-    assert index.allowed_token_ids(index.next_state(0, yes)) == [EOS]  # accepting: EOS only
+    assert after_y == dfa.walk_bytes(0, b"y"), (  # the end state of the token's walk
+        f"(yes|no): the token 'y' from state 0 must go to the byte walk's state {dfa.walk_bytes(0, b'y')}; got {after_y}")
+    three, one = index.next_state(index.next_state(after_y, e), s), index.next_state(0, yes)
+    assert three == one, f"(yes|no): 'y','e','s' must end where the one token 'yes' ends, state {one}; got {three}"
+    got = index.allowed_token_ids(one)
+    assert got == [EOS], f"(yes|no) after 'yes' (accepting, nothing follows): only EOS ({EOS}); got {got}"
     # Every state reachable by tokens is in the index, and nothing else.
     seen, todo = {0}, [0]
     while todo:
@@ -269,7 +291,9 @@ def test_reference_walk_next_states_and_reachability():
             if nxt >= 0 and nxt not in seen:
                 seen.add(nxt)
                 todo.append(nxt)
-    assert seen == set(index.state_to_tokens)
+    assert seen == set(index.state_to_tokens), (
+        f"(yes|no): the index must hold exactly the states tokens reach from 0, {sorted(seen)}; it holds "
+        f"{sorted(index.state_to_tokens)}")
 
 
 # Infinite languages whose token walks come back to the start state 0 (the text, one
@@ -303,18 +327,27 @@ def test_allowed_mask_is_the_allowed_set_as_a_bool_row(regex):
     stage, fsm = make_stage(), compiled(regex)
     for state, tokens in fsm.index.state_to_tokens.items():
         row = stage.allowed_mask(FSMState(fsm, state))
-        assert row.dtype == torch.bool and row.shape == (VOCAB_SIZE,)
-        assert set(torch.nonzero(row).flatten().tolist()) == set(tokens), (regex, state)
-        assert not row[len(VOCAB):].any()  # padding columns are never allowed
+        assert row.dtype == torch.bool and row.shape == (VOCAB_SIZE,), (
+            f"allowed_mask must be a bool row of the {VOCAB_SIZE} logits; got {row.dtype} {tuple(row.shape)}")
+        got = set(torch.nonzero(row).flatten().tolist())
+        assert got == set(tokens), (f"regex {regex!r}, state {state}: the row must allow the index's tokens; it "
+                                    f"also allows {sorted(got - set(tokens))[:8]} and lacks {sorted(set(tokens) - got)[:8]}")
+        assert not row[len(VOCAB):].any(), (  # padding columns are never allowed
+            f"regex {regex!r}, state {state}: the padding columns past the {len(VOCAB)} tokens must be False")
 
 
 @pytest.mark.task1_3
 def test_allowed_mask_of_a_state_with_no_tokens_is_all_false():
     stage, fsm = make_stage(), compiled(r"(yes|no)")
     row = stage.allowed_mask(FSMState(fsm, 10_000))
-    assert row.shape == (VOCAB_SIZE,) and not row.any()
+    assert row.shape == (VOCAB_SIZE,) and not row.any(), (
+        f"(yes|no) at state 10000, which has no tokens: an all-False row of {VOCAB_SIZE}; got shape "
+        f"{tuple(row.shape)} with {int(row.sum())} True")
     wide = make_stage(vocab_size=1000).allowed_mask(FSMState(fsm, 0))
-    assert wide.shape == (1000,) and int(wide.sum()) == len(fsm.index.allowed_token_ids(0))
+    n = len(fsm.index.allowed_token_ids(0))
+    assert wide.shape == (1000,) and int(wide.sum()) == n, (
+        f"(yes|no) at state 0 with 1000 logits: a row of 1000 with the {n} allowed tokens True; got shape "
+        f"{tuple(wide.shape)} with {int(wide.sum())} True")
 
 
 # ---------------------------------------------------------------------------------------
