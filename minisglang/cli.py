@@ -154,9 +154,10 @@ def cmd_grade(args) -> int:
 
 def cmd_prerequisites(args) -> int:
     from . import prerequisites
+    from .checkout import all_tasks
     from .grading import load_prerequisites
 
-    stages = args.stage or sorted({f"s{t[4:].split('_')[0]}" for t in prerequisites.all_tasks()},
+    stages = args.stage or sorted({f"s{t[4:].split('_')[0]}" for t in all_tasks()},
                                   key=lambda s: int(s[1:]))
     try:
         if args.write or args.pages:

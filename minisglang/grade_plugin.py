@@ -100,7 +100,7 @@ def pytest_exception_interact(node, call, report):
         failure["raised_in"] = raised_in(call.excinfo.value)
 
 
-def raised_in(error: BaseException) -> str | None:
+def raised_in(error: BaseException | None) -> str | None:
     """The task ("3_3") whose solution region holds the innermost frame of `error`'s
     traceback (or of the error it was raised from) that lies in a region, if one does."""
     found = None
@@ -195,7 +195,7 @@ def _start_tracing() -> None:
     sys.settrace(_trace_calls)
     threading.settrace(_trace_calls)
     try:
-        from minisglang.constrained import compile_service   # the reference: tracing never grades
+        from minisglang.constrained import compile_service  # the reference: tracing never grades
     except ImportError:
         return
     init = compile_service.CompileService.__init__
@@ -203,7 +203,7 @@ def _start_tracing() -> None:
     def on_threads(self, *args, **kwargs):
         kwargs["compile_in"] = "thread"
         init(self, *args, **kwargs)
-    compile_service.CompileService.__init__ = on_threads
+    compile_service.CompileService.__init__ = on_threads  # type: ignore[method-assign]
 
 
 def explain(report) -> dict:

@@ -186,7 +186,7 @@ def run_task_tests(stage: str, impl: str | Path | None = None, tests_dir: Path =
                 break
     for nodeid, (markers, failure) in done.items():
         owner = _owner(failure, markers, report)
-        if owner is not None:   # another task's code raised it: that task's row, not the test's
+        if failure is not None and owner is not None:   # another task's code raised it: its row, not the test's
             failure.marked = [m for m in markers if m in report.tasks]
             markers = [owner]
         for t in markers:
@@ -316,7 +316,7 @@ def _import_error(text: str, package: Path, cwd: Path) -> FileError:
 
 def blank_tasks(package: Path) -> list[str]:
     """The tasks ("task4_4") with a region in `package` that is still the checkout's stub."""
-    blank = set()
+    blank: set[str] = set()
     for path in package.rglob("*.py"):
         try:
             lines = path.read_text(encoding="utf-8").splitlines()
