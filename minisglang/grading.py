@@ -353,15 +353,9 @@ def load_prerequisites(path: Path | None = None) -> dict[str, list[str]]:
 
 
 def needed_tasks(task: str, data: dict[str, list[str]]) -> list[str]:
-    """Every task `task` needs written, transitively (a needed task's own tests' needs too), in order."""
-    seen: set[str] = set()
-    todo = list(data.get(task, []))
-    while todo:
-        t = todo.pop()
-        if t not in seen and t != task:
-            seen.add(t)
-            todo += data.get(t, [])
-    return sorted(seen, key=task_key)
+    """Every other task whose code `task`'s tests run, in order: the whole chain at once (the
+    trace already follows every call, so a task reached through another one is in it)."""
+    return sorted((t for t in data.get(task, []) if t != task), key=task_key)
 
 
 # ---------------------------------------------------------------------- printing
@@ -377,8 +371,8 @@ def format_report(report: GradeReport) -> str:
         status = "no tests!" if total == 0 else ("ok" if r.ok else "FAIL")
         waits = _waits_for(t, r.failed)
         if r.failed and t not in report.blank:
-            # The whole chain at once: every task this one needs that is still blank, not
-            # only the first stub a failure happened to run into.
+            # The whole chain at once: every task whose code this one's tests run that is
+            # still blank, not only the first stub a failure happened to run into.
             chain = [b[4:] for b in needed_tasks(t, prerequisites) if b in report.blank]
             waits = sorted({*waits, *chain}, key=lambda b: task_key(f"task{b}"))
         if waits:   # the failures run into other tasks' stubs: say which, in the row

@@ -41,18 +41,33 @@ def trace(stage: str) -> dict[str, list[str]]:
     return found
 
 
+def grading_chain(task: str, data: dict[str, list[str]]) -> list[str]:
+    """The tasks whose own tests need passing before `task`'s needs can be graded green too:
+    `task`'s needs, their needs, and so on."""
+    seen: set[str] = set()
+    todo = needed_tasks(task, data)
+    while todo:
+        t = todo.pop()
+        if t not in seen and t != task:
+            seen.add(t)
+            todo += needed_tasks(t, data)
+    return sorted(seen, key=task_key)
+
+
 def page_block(stage: str, data: dict[str, list[str]]) -> str:
     """The generated block of exercises/sN.md: per task, what its tests run and the whole chain."""
     def names(tasks: list[str]) -> str:
         return ", ".join(t[4:] for t in tasks) or "none"
 
     lines = [BLOCK_BEGIN, "",
-             "Prerequisites, found by running each task's tests on the reference: a task's tests",
-             "cannot pass until every task in its row is written (earlier stages' tasks hold the",
-             "reference in a `--only` checkout and your own code with `--from`).", "",
-             "| task | its tests also run | needs written first (all, transitively) |",
-             "|------|--------------------|------------------------------------------|"]
-    lines += [f"| {t[4:]} | {names(data.get(t, []))} | {names(needed_tasks(t, data))} |"
+             "Prerequisites, found by running each task's tests on the reference and recording whose",
+             "code they run: a task's tests cannot pass until the tasks of its middle column are",
+             "written (the earlier stages' hold the reference in a `--only` checkout, your own code",
+             "with `--from`); `grade` names those still blank in the task's row. The last column",
+             "adds what those tasks' own tests run in turn: what to write before they grade green too.", "",
+             "| task | its tests run (write first) | and for those to grade green |",
+             "|------|-----------------------------|------------------------------|"]
+    lines += [f"| {t[4:]} | {names(needed_tasks(t, data))} | {names(grading_chain(t, data))} |"
               for t in sorted(select_tasks(stage), key=task_key)]
     return "\n".join([*lines, "", BLOCK_END]) + "\n"
 

@@ -780,18 +780,21 @@ def test_the_stored_prerequisites_are_what_tracing_the_tests_finds_now():
 
 
 def test_grade_names_every_blank_task_in_the_chain_at_once(tmp_path, monkeypatch):
-    """A student on s6 sees every blank task 6_1 needs, transitively (5_3 needs 3_3 and 5_1),
-    in one row, not one per grading run; a task that is written is not named."""
-    from minisglang import grading
+    """A student on s6 sees every blank task whose code 6_1's tests run (the trace follows
+    6_1 into 5_3, and 5_3 into 3_3 and 5_1) in one row, not one per grading run; a task that
+    is written, or that only a needed task's own tests run (1_2, for 3_3), is not named."""
+    from minisglang import grading, prerequisites
 
-    data = {"task6_1": ["task5_3"], "task5_3": ["task3_3", "task5_1"], "task3_3": ["task1_2"], "task5_1": []}
+    data = {"task6_1": ["task3_3", "task5_1", "task5_3"], "task5_3": ["task3_3", "task5_1"],
+            "task3_3": ["task1_2"], "task5_1": []}
     path = tmp_path / "prerequisites.json"
     path.write_text(json.dumps(data))
     monkeypatch.setattr(grading, "PREREQUISITES_FILE", path)
-    assert grading.needed_tasks("task6_1", data) == ["task1_2", "task3_3", "task5_1", "task5_3"]
+    assert grading.needed_tasks("task6_1", data) == ["task3_3", "task5_1", "task5_3"]
+    assert prerequisites.grading_chain("task6_1", data) == ["task1_2", "task3_3", "task5_1", "task5_3"]
     failure = grading.Failure("t::call", "NotImplementedError: task5_3: write this", blank=["5_3"])
     report = grading.GradeReport("s6", "/x", {"task6_1": grading.TaskResult("task6_1", failed=[failure])},
-                                 blank=["task3_3", "task5_1", "task5_3", "task6_2"])
+                                 blank=["task1_2", "task3_3", "task5_1", "task5_3"])
     row = next(line for line in grading.format_report(report).splitlines() if line.startswith("task6_1"))
     assert row.endswith("FAIL (needs 3_3, 5_1, 5_3)"), row
 
