@@ -185,26 +185,32 @@ def run_task_tests(stage: str, impl: str | Path | None = None, tests_dir: Path =
             if time.monotonic() >= deadline:
                 break
     for nodeid, (markers, failure) in done.items():
-        owner = _owner(failure, markers, report)
-        if failure is not None and owner is not None:   # another task's code raised it: its row, not the test's
-            failure.marked = [m for m in markers if m in report.tasks]
-            markers = [owner]
         for t in markers:
             if t in report.tasks:
                 (report.tasks[t].passed.append(nodeid) if failure is None
                  else report.tasks[t].failed.append(failure))
+    attribute_failures(report)
     report.output = "\n".join(outputs)
     return report
 
 
-def _owner(failure: Failure | None, markers: list[str], report: GradeReport) -> str | None:
-    """The graded task a failure belongs to instead of the test's own tasks: the one whose
-    code raised it, when that is another task of this grading run and not a blank stub
-    (a stub keeps the failure in the test's row, which then says what it needs)."""
-    if failure is None or failure.raised_in is None or _STUB.match(failure.reason):
-        return None
-    task = f"task{failure.raised_in}"
-    return task if task in report.tasks and task not in markers else None
+def attribute_failures(report: GradeReport) -> None:
+    """Move a failure raised in another graded task's code to that task's row, when that
+    task also fails a test of its own: then its code is the likely culprit, and the test's
+    own task reads ok if the rest of its tests pass. Where the other task passes all of its
+    own tests, the error more likely came from how this task called it: it stays (and the
+    report says whose code raised it). A stub's error stays too: the row says what it needs."""
+    own_failure = {t: {f.test for f in r.failed} for t, r in report.tasks.items()}
+    for t, r in report.tasks.items():
+        for f in list(r.failed):
+            other = f"task{f.raised_in}" if f.raised_in else None
+            if other is None or other == t or other not in report.tasks or _STUB.match(f.reason):
+                continue
+            if own_failure[other] - {f.test}:   # the other task fails a test of its own too
+                f.marked = [m for m, res in report.tasks.items() if f in res.failed]
+                for m in f.marked:
+                    report.tasks[m].failed.remove(f)
+                report.tasks[other].failed.append(f)
 
 
 def _run_until_stuck(cmd, env, cwd, events_path: Path, test_timeout: float, deadline: float):
@@ -393,7 +399,7 @@ def format_report(report: GradeReport) -> str:
         groups: dict[tuple, list[Failure]] = {}
         for f in r.failed:
             stub = _STUB.match(f.reason)
-            key = (f.reason, f.where) if stub or not f.example else (f.test,)
+            key = (f.reason, f.where, tuple(f.marked)) if stub or not f.example else (f.test,)
             groups.setdefault(key, []).append(f)
         for same in groups.values():
             f = same[0]

@@ -810,9 +810,10 @@ def test_a_blank_task_is_found_in_the_copy(tmp_path):
 
 
 def test_an_error_raised_in_another_tasks_code_counts_in_that_tasks_row(tmp_path):
-    """A test of task 3_2 whose call goes through task 3_3's code, which raises: the failure
-    is 3_3's (its row FAILs, naming the test), and 3_2 reads ok; an error raised in the
-    test's own task's code stays in its row."""
+    """A test of task 3_2 whose call goes through task 3_3's code, which raises, while 3_3
+    fails its own test too: the failure is 3_3's (its row names the test) and 3_2 keeps only
+    its own failure. Where the other task passes its own tests, the failure stays (the
+    caller's mistake, more likely), saying whose code raised it."""
     pkg = tmp_path / "copy" / "minisglang"
     pkg.mkdir(parents=True)
     (pkg / "__init__.py").write_text("")
@@ -826,10 +827,19 @@ def test_an_error_raised_in_another_tasks_code_counts_in_that_tasks_row(tmp_path
     (tests / "test_q.py").write_text(
         "import pytest\nfrom minisglang import queue\n\n\n@pytest.mark.task3_2\ndef test_get_goes_through_poll():\n"
         "    assert queue.get([1, 2])\n\n\n@pytest.mark.task3_2\ndef test_get_refuses_nothing():\n"
-        "    queue.get([])\n\n\n@pytest.mark.task3_3\ndef test_poll_own():\n    assert queue.poll([0] * 6) == 0\n")
+        "    queue.get([])\n\n\n@pytest.mark.task3_3\ndef test_poll_own():\n    assert queue.poll([0] * 3) == 0\n")
     report = run_task_tests("s3", impl=tmp_path / "copy", tests_dir=tests, only=["3_2", "3_3"])
     out = format_report(report)
     moved = [f for f in report.tasks["task3_3"].failed if f.test.endswith("test_get_goes_through_poll")]
     assert moved and moved[0].raised_in == "3_3" and moved[0].marked == ["task3_2"], out
     assert [f.test.rsplit("::", 1)[-1] for f in report.tasks["task3_2"].failed] == ["test_get_refuses_nothing"], out
     assert "(a test of 3_2; counted here: the error came from task 3_3's code)" in out, out
+    # The same failure, where 3_3 passes its own tests: it stays in 3_2's row.
+    from minisglang import grading
+
+    stays = grading.Failure("t::get", "IndexError: list index out of range", raised_in="3_3")
+    alone = grading.GradeReport("s3", "/x", {"task3_2": grading.TaskResult("task3_2", failed=[stays]),
+                                             "task3_3": grading.TaskResult("task3_3", passed=["t::poll"])})
+    grading.attribute_failures(alone)
+    assert alone.tasks["task3_2"].failed == [stays] and not alone.tasks["task3_3"].failed
+    assert "(the error came from task 3_3's code, which this test also runs)" in format_report(alone)
