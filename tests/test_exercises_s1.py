@@ -258,14 +258,16 @@ def test_reference_walk_allowed_sets_equal_brute_force(regex, data):
     state, prefix = index.initial_state, b""
     for _ in range(10):
         allowed = index.allowed_token_ids(state)
-        assert set(allowed) == oracle_allowed(regex, prefix), (regex, prefix)
-        assert allowed == sorted(allowed)
+        want = oracle_allowed(regex, prefix)
+        assert set(allowed) == want, (f"regex {regex!r} after {prefix!r} (state {state}): it also allows "
+                                      f"{sorted(set(allowed) - want)[:8]} and lacks {sorted(want - set(allowed))[:8]}")
+        assert allowed == sorted(allowed), f"regex {regex!r}, state {state}: allowed_token_ids must be sorted; got {allowed}"
         choices = [t for t in allowed if t != EOS]
         if not choices:
             break
         token = data.draw(st.sampled_from(choices), label="token")
         state, prefix = index.next_state(state, token), prefix + VOCAB[token]
-        assert state >= 0
+        assert state >= 0, f"regex {regex!r}: the allowed token {VOCAB[token]!r} led to the dead state {state}"
 
 
 @pytest.mark.task1_2

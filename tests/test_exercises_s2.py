@@ -67,18 +67,25 @@ def test_pack_bits_matches_the_layout_oracle(shape, seed):
     lead, v = shape
     allowed = torch.rand(*lead, v, generator=torch.Generator().manual_seed(seed)) < 0.5
     packed = pack_bits(allowed)
-    assert packed.dtype == torch.int32 and packed.shape == (*lead, (v + 31) // 32)
-    assert torch.equal(packed, oracle_pack(allowed))
+    assert packed.dtype == torch.int32 and packed.shape == (*lead, (v + 31) // 32), (
+        f"pack_bits of a bool {(*lead, v)}: int32 {(*lead, (v + 31) // 32)} expected; got {packed.dtype} "
+        f"{tuple(packed.shape)}")
+    wrong = (packed != oracle_pack(allowed)).nonzero().tolist()[:4]
+    assert torch.equal(packed, oracle_pack(allowed)), (f"pack_bits of a bool {(*lead, v)}: the words at {wrong} "
+                                                       f"(first 4) differ from the layout (bit t % 32 of word t // 32)")
 
 
 @pytest.mark.task2_1
 def test_pack_bits_corner_rows():
     v = 70  # three words, the last one using 6 bits
-    assert pack_bits(torch.ones(v, dtype=torch.bool)).tolist() == [-1, -1, 2**6 - 1]
-    assert pack_bits(torch.zeros(v, dtype=torch.bool)).tolist() == [0, 0, 0]
+    got = pack_bits(torch.ones(v, dtype=torch.bool)).tolist()
+    assert got == [-1, -1, 2**6 - 1], f"70 tokens all allowed: [-1, -1, 63] (the last word's 6 low bits); got {got}"
+    got = pack_bits(torch.zeros(v, dtype=torch.bool)).tolist()
+    assert got == [0, 0, 0], f"70 tokens none allowed: [0, 0, 0]; got {got}"
     only = torch.zeros(v, dtype=torch.bool)
     only[63] = True  # bit 31 of word 1
-    assert pack_bits(only).tolist() == [0, -(2**31), 0]
+    got = pack_bits(only).tolist()
+    assert got == [0, -(2**31), 0], f"only token 63 allowed (bit 31, the sign bit, of word 1): [0, -2**31, 0]; got {got}"
 
 
 @pytest.mark.task2_2
@@ -90,8 +97,12 @@ def test_unpack_bits_matches_the_layout_oracle(shape, seed):
     mask = torch.randint(-(2**31), 2**31, (*lead, words), dtype=torch.int64,
                          generator=torch.Generator().manual_seed(seed)).to(torch.int32)
     allowed = unpack_bits(mask, v)
-    assert allowed.dtype == torch.bool and allowed.shape == (*lead, v)
-    assert torch.equal(allowed, oracle_unpack(mask, v))
+    assert allowed.dtype == torch.bool and allowed.shape == (*lead, v), (
+        f"unpack_bits of int32 {(*lead, words)} words for {v} tokens: bool {(*lead, v)} expected; got "
+        f"{allowed.dtype} {tuple(allowed.shape)}")
+    wrong = (allowed != oracle_unpack(mask, v)).nonzero().tolist()[:4]
+    assert torch.equal(allowed, oracle_unpack(mask, v)), (f"unpack_bits for {v} tokens: wrong at (..., token) {wrong} "
+                                                          f"(first 4): bit t % 32 of word t // 32 is token t")
 
 
 @pytest.mark.task2_1

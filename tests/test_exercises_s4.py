@@ -209,7 +209,8 @@ def test_retokenize_is_the_tokenizers_own_encoding_or_a_refusal(tok, stage, prom
     else:
         assert got == all_ids[prompt_len:], (f"{case}: the new output ids are what encode(prompt + output + "
                                              f"jump) gives after the prompt, {all_ids[prompt_len:]}; got {got!r}")
-        assert tok.decode_bytes(got) == ("".join(pieces) + jump).encode()
+        assert tok.decode_bytes(got) == ("".join(pieces) + jump).encode(), (
+            f"{case}: the new output ids must decode to exactly the output and the jump")
 
 
 @pytest.mark.task4_3
@@ -316,7 +317,8 @@ def test_retokenize_refuses_a_normalised_output_even_when_the_prompt_is_kept():
     assert got is None, ("output 'e', jump U+0301 (a combining accent): the tokenizer normalises 'e\\u0301' "
                          f"to 'é', whose bytes are not output + jump: refuse (None); got {got!r}")
     # the same tokenizer, nothing to normalise: the jump is taken
-    assert JumpForward(toy).retokenize(req, b":") == [2, 1]
+    got = JumpForward(toy).retokenize(req, b":")
+    assert got == [2, 1], f"output 'e', jump ':' (nothing to normalise): the jump is taken, ids [2, 1]; got {got!r}"
 
 
 @pytest.mark.task4_3
@@ -367,7 +369,9 @@ def test_readmit_restarts_the_detokenizer_even_in_the_middle_of_a_character(tok)
         f"waiting_queue {len(parts.waiting_queue)}")
     # decoding goes on from the new ids: the next token's text only
     more = tok.encode(Q + "我喜欢编程")[len(req.origin_input_ids) + len(new_ids):]
-    assert req.detokenizer.feed(more) == tok.decode(new_ids + more)[len("我喜欢"):]
+    fed, want = req.detokenizer.feed(more), tok.decode(new_ids + more)[len("我喜欢"):]
+    assert fed == want, (f"after readmit the detokenizer must go on from the new ids: the next tokens give {want!r}; "
+                         f"got {fed!r}")
 
 
 @pytest.mark.task4_4
