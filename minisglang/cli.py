@@ -152,6 +152,25 @@ def cmd_grade(args) -> int:
         return _user_error(e)
 
 
+def cmd_prerequisites(args) -> int:
+    from . import prerequisites
+    from .checkout import all_tasks
+    from .grading import load_prerequisites
+
+    stages = args.stage or sorted({f"s{t[4:].split('_')[0]}" for t in all_tasks()},
+                                  key=lambda s: int(s[1:]))
+    try:
+        if args.write or args.pages:
+            prerequisites.write(stages, retrace=args.write)
+            print(f"wrote {', '.join(str(prerequisites.page_path(s)) for s in stages)}")
+        else:
+            for stage in stages:
+                print(prerequisites.page_block(stage, load_prerequisites()))
+    except ValueError as e:
+        return _user_error(e)
+    return 0
+
+
 def cmd_solutions(args) -> int:
     from .checkout import format_solutions
 
@@ -243,6 +262,14 @@ def build_parser() -> argparse.ArgumentParser:
     gr.add_argument("--verbose", action="store_true", help="also print pytest's full output")
     gr.add_argument("--json", default=None, metavar="FILE", help="write a machine-readable report")
     gr.set_defaults(func=cmd_grade)
+
+    pr = sub.add_parser("prerequisites", help="which tasks each task's tests need written (exercises/sN.md's table)")
+    pr.add_argument("--stage", nargs="+", default=None, help="default: every stage with exercises")
+    pr.add_argument("--write", action="store_true",
+                    help="run each task's tests on the reference, tracing which tasks' code they run, and "
+                         "write exercises/prerequisites.json and the pages' tables (minutes)")
+    pr.add_argument("--pages", action="store_true", help="rewrite the pages' tables from the stored data")
+    pr.set_defaults(func=cmd_prerequisites)
 
     so = sub.add_parser("solutions", help="print a stage's reference solutions (for instructors)")
     so.add_argument("stage")

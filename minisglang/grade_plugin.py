@@ -4,8 +4,12 @@ named by $MINISGLANG_GRADE_EVENTS, so that a run killed half-way still says how 
 Events: {"event": "start", "test", "markers", "time"} when a test starts; {"event": "finish",
 "test", "markers", "passed", "reason", "path", "line", "example", "timed_out", "blank"} when it ends
 (blank: the tasks, as "4_4", whose `write this` stub the failing test ran into; stacks: for a
-test that timed out, where every thread was waiting, from faulthandler, in the graded files);
-{"event": "collect_error", "path", "text"} when a test file cannot be imported.
+test that timed out, where every thread was waiting, from faulthandler, in the graded files;
+raised_in: the task, as "3_3", whose solution region holds the innermost graded frame of the
+error's traceback, if any);
+{"event": "collect_error", "path", "text"} when a test file cannot be imported; with
+$MINISGLANG_GRADE_TRACE set (the reference only: `minisglang prerequisites`), {"event": "ran",
+"tasks"} at the end: every task whose solution region ran a line during the session.
 
 Standard library only, and no import of minisglang: the grader copies this file next to
 the run and loads it by its own name, so the plugin is always the grader's own, never the
@@ -22,6 +26,7 @@ from pathlib import Path
 
 EVENTS_ENV = "MINISGLANG_GRADE_EVENTS"
 SKIP_ENV = "MINISGLANG_GRADE_SKIP"     # JSON list of test ids a restarted run leaves out
+TRACE_ENV = "MINISGLANG_GRADE_TRACE"   # set: record which tasks' solution regions run
 
 _markers_of: dict[str, list[str]] = {}
 _failed: dict[str, dict] = {}
@@ -65,6 +70,8 @@ def pytest_collectreport(report):
 
 
 def pytest_configure(config):
+    if os.environ.get(TRACE_ENV):
+        _start_tracing()
     try:
         _stacks["timeout"] = float(config.getoption("timeout") or 0) or None
     except (ValueError, TypeError):   # no pytest-timeout: no limit, no dump
@@ -86,6 +93,32 @@ def pytest_runtest_logreport(report):
         _failed[report.nodeid] = explain(report)
 
 
+def pytest_exception_interact(node, call, report):
+    # After logreport: add whose code the error came from, for the grader's rows.
+    failure = _failed.get(report.nodeid)
+    if failure is not None and call.excinfo is not None:
+        failure["raised_in"] = raised_in(call.excinfo.value)
+
+
+def raised_in(error: BaseException | None) -> str | None:
+    """The task ("3_3") whose solution region holds the innermost frame of `error`'s
+    traceback (or of the error it was raised from) that lies in a region, if one does."""
+    found = None
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        tb = error.__traceback__
+        while tb is not None:
+            for first, last, task in _regions_of_file(tb.tb_frame.f_code.co_filename):
+                if first <= tb.tb_lineno <= last:
+                    found = task[4:]
+            tb = tb.tb_next
+        if found is not None:
+            return found
+        error = error.__cause__ or error.__context__
+    return None
+
+
 def pytest_runtest_logfinish(nodeid, location):
     if _stacks["file"] is not None:
         faulthandler.cancel_dump_traceback_later()
@@ -96,6 +129,81 @@ def pytest_runtest_logfinish(nodeid, location):
         failure["stacks"] = thread_stacks(_stacks_path())
     _emit({"event": "finish", "test": nodeid, "markers": _markers_of.get(nodeid, []),
            "passed": failure is None, **(failure or {})})
+
+
+def pytest_sessionfinish(session):
+    if os.environ.get(TRACE_ENV):
+        _emit({"event": "ran", "tasks": sorted(_ran, key=lambda t: tuple(map(int, t[4:].split("_"))))})
+
+
+# ---------------------------------------------------------------- which regions run (tracing)
+_BEGIN = re.compile(r"^[ \t]*# BEGIN SOLUTION (task\d+_\d+)\s*$")
+_END = re.compile(r"^[ \t]*# END SOLUTION\s*$")
+_ran: set[str] = set()
+_file_regions: dict[str, list[tuple[int, int, str]]] = {}
+_code_regions: dict[object, list[tuple[int, int, str]]] = {}
+
+
+def _regions_of_file(filename: str) -> list[tuple[int, int, str]]:
+    """(first, last body line, 1-based, task) of each solution region in a graded file."""
+    if filename not in _file_regions:
+        regions, opened = [], None
+        if "/minisglang/" in filename and "/tests/" not in filename and filename.endswith(".py"):
+            try:
+                lines = open(filename, encoding="utf-8").read().splitlines()
+            except OSError:
+                lines = []
+            for i, line in enumerate(lines, start=1):
+                m = _BEGIN.match(line)
+                if m:
+                    opened = (m[1], i)
+                elif _END.match(line) and opened is not None:
+                    regions.append((opened[1] + 1, i - 1, opened[0]))
+                    opened = None
+        _file_regions[filename] = regions
+    return _file_regions[filename]
+
+
+def _trace_calls(frame, event, arg):
+    """The global tracer: called on every Python call, it traces lines only in the functions
+    that hold a solution region (everything else runs untraced after this check)."""
+    code = frame.f_code
+    regions = _code_regions.get(code)
+    if regions is None:
+        lines = [n for _, _, n in code.co_lines() if n is not None] or [code.co_firstlineno]
+        regions = [r for r in _regions_of_file(code.co_filename)
+                   if r[0] <= max(lines) and r[1] >= min(lines) and r[2] not in _ran]
+        _code_regions[code] = regions
+    if not regions:
+        return None
+
+    def trace_lines(frame, event, arg):
+        if event == "line":
+            for first, last, task in regions:
+                if first <= frame.f_lineno <= last:
+                    _ran.add(task)
+        return trace_lines
+    return trace_lines
+
+
+def _start_tracing() -> None:
+    """Trace this thread and every thread started from now on. Compile workers run in other
+    processes, where no tracer runs: while tracing, the grammar compiler runs on threads."""
+    import sys
+    import threading
+
+    sys.settrace(_trace_calls)
+    threading.settrace(_trace_calls)
+    try:
+        from minisglang.constrained import compile_service  # the reference: tracing never grades
+    except ImportError:
+        return
+    init = compile_service.CompileService.__init__
+
+    def on_threads(self, *args, **kwargs):
+        kwargs["compile_in"] = "thread"
+        init(self, *args, **kwargs)
+    compile_service.CompileService.__init__ = on_threads  # type: ignore[method-assign]
 
 
 def explain(report) -> dict:

@@ -35,12 +35,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import grade_plugin
-from .checkout import PACKAGE_DIR, all_tasks, stage_number, task_key
+from .checkout import PACKAGE_DIR, all_tasks, find_solution_regions, is_stub, stage_number, task_key
 
 REPO_TESTS = PACKAGE_DIR.parent / "tests"
 PLUGIN_NAME = "minisglang_grade_plugin"   # grade_plugin.py, copied under this name for the run
 IMPL_ENV = "MINISGLANG_IMPL"           # tests/conftest.py checks that minisglang came from there
 DEFAULT_TEST_TIMEOUT = 60.0
+EXERCISES_DIR = PACKAGE_DIR.parent / "exercises"
+PREREQUISITES_FILE = EXERCISES_DIR / "prerequisites.json"   # written by `minisglang prerequisites --write`
 
 
 @dataclass
@@ -54,6 +56,8 @@ class Failure:
     timed_out: bool = False
     blank: list[str] = field(default_factory=list)   # tasks ("4_4") whose stub the test ran into
     stacks: list[str] = field(default_factory=list)  # a timed-out test: where its threads waited
+    raised_in: str | None = None   # the task ("3_3") whose region the error came from, if one
+    marked: list[str] = field(default_factory=list)  # the test's own tasks, when moved to raised_in's row
 
 
 @dataclass
@@ -88,6 +92,8 @@ class GradeReport:
     tasks: dict[str, TaskResult]
     file_errors: list[FileError] = field(default_factory=list)
     output: str = ""               # pytest's own output, every run of it (for --verbose)
+    blank: list[str] = field(default_factory=list)   # tasks ("task4_4") still a stub in the copy
+    ran: set[str] = field(default_factory=set)       # with trace=True: the tasks whose regions ran
 
     @property
     def ok(self) -> bool:
@@ -121,9 +127,10 @@ def select_tasks(stage: str, only: list[str] | None = None) -> list[str]:
 
 def run_task_tests(stage: str, impl: str | Path | None = None, tests_dir: Path = REPO_TESTS,
                    test_timeout: float = DEFAULT_TEST_TIMEOUT, total_timeout: float = 1800,
-                   only: list[str] | None = None) -> GradeReport:
+                   only: list[str] | None = None, trace: bool = False) -> GradeReport:
     """Run the stage's task tests (or those of the tasks `only` names) against `impl`
-    (None = reference) and explain the failures."""
+    (None = reference) and explain the failures. `trace` (the reference only): also record
+    in `report.ran` every task whose solution region the tests ran."""
     tasks = select_tasks(stage, only)
     package = PACKAGE_DIR
     env = dict(os.environ)
@@ -136,7 +143,7 @@ def run_task_tests(stage: str, impl: str | Path | None = None, tests_dir: Path =
         env["PYTHONPATH"] = str(impl) + os.pathsep + env.get("PYTHONPATH", "")
         env[IMPL_ENV] = str(impl)
     report = GradeReport(stage, None if impl is None else str(impl), {t: TaskResult(t) for t in tasks},
-                         file_errors=syntax_errors(package))
+                         file_errors=syntax_errors(package), blank=blank_tasks(package))
     # Only the files that test this stage's tasks: a checkout of s3 has no s4 modules for the
     # other test files to import.
     files = {f: [t for t in tasks if re.search(rf"pytest\.mark\.{t}\b", f.read_text(encoding="utf-8"))]
@@ -158,6 +165,8 @@ def run_task_tests(stage: str, impl: str | Path | None = None, tests_dir: Path =
         shutil.copy(grade_plugin.__file__, Path(tmp) / f"{PLUGIN_NAME}.py")
         env["PYTHONPATH"] = env.get("PYTHONPATH", "") + os.pathsep + tmp
         env.update({grade_plugin.EVENTS_ENV: str(events_path), grade_plugin.SKIP_ENV: str(skip_path)})
+        if trace:
+            env[grade_plugin.TRACE_ENV] = "1"
         while True:
             skip_path.write_text(json.dumps(sorted(done)))
             events_path.write_text("")
@@ -180,8 +189,28 @@ def run_task_tests(stage: str, impl: str | Path | None = None, tests_dir: Path =
             if t in report.tasks:
                 (report.tasks[t].passed.append(nodeid) if failure is None
                  else report.tasks[t].failed.append(failure))
+    attribute_failures(report)
     report.output = "\n".join(outputs)
     return report
+
+
+def attribute_failures(report: GradeReport) -> None:
+    """Move a failure raised in another graded task's code to that task's row, when that
+    task also fails a test of its own: then its code is the likely culprit, and the test's
+    own task reads ok if the rest of its tests pass. Where the other task passes all of its
+    own tests, the error more likely came from how this task called it: it stays (and the
+    report says whose code raised it). A stub's error stays too: the row says what it needs."""
+    own_failure = {t: {f.test for f in r.failed} for t, r in report.tasks.items()}
+    for t, r in report.tasks.items():
+        for f in list(r.failed):
+            other = f"task{f.raised_in}" if f.raised_in else None
+            if other is None or other == t or other not in report.tasks or _STUB.match(f.reason):
+                continue
+            if own_failure[other] - {f.test}:   # the other task fails a test of its own too
+                f.marked = [m for m, res in report.tasks.items() if f in res.failed]
+                for m in f.marked:
+                    report.tasks[m].failed.remove(f)
+                report.tasks[other].failed.append(f)
 
 
 def _run_until_stuck(cmd, env, cwd, events_path: Path, test_timeout: float, deadline: float):
@@ -241,12 +270,14 @@ def _collect(events, done, report: GradeReport, files, package: Path, cwd: Path,
     """Fold one run's events into `done` (test -> failure or None) and the report's errors.
     Test ids are relative to pytest's `rootdir`; traceback paths to `cwd`, where it ran."""
     for e in events:
-        if e["event"] == "finish":
+        if e["event"] == "ran":
+            report.ran.update(e["tasks"])
+        elif e["event"] == "finish":
             failure = None
             if not e["passed"]:
                 failure = Failure(e["test"], e["reason"], _where(e.get("path"), e.get("line"), package, cwd),
                                   e.get("example"), e.get("timed_out", False), e.get("blank", []),
-                                  e.get("stacks", []))
+                                  e.get("stacks", []), e.get("raised_in"))
             done[e["test"]] = (e["markers"], failure)
         elif e["event"] == "collect_error":
             # A test file that cannot be imported: every task it tests fails with the reason.
@@ -289,6 +320,19 @@ def _import_error(text: str, package: Path, cwd: Path) -> FileError:
     return FileError(path or "(the tests)", line, message)
 
 
+def blank_tasks(package: Path) -> list[str]:
+    """The tasks ("task4_4") with a region in `package` that is still the checkout's stub."""
+    blank: set[str] = set()
+    for path in package.rglob("*.py"):
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+            regions = find_solution_regions("\n".join(lines))
+        except (UnicodeDecodeError, ValueError):   # syntax_errors or the tests report these
+            continue
+        blank.update(task for task, begin, end in regions if is_stub(lines[begin + 1:end], task))
+    return sorted(blank, key=task_key)
+
+
 def syntax_errors(package: Path) -> list[FileError]:
     """Every .py file of the package that does not compile: file, line, message."""
     errors = []
@@ -303,6 +347,23 @@ def syntax_errors(package: Path) -> list[FileError]:
     return errors
 
 
+# ---------------------------------------------------------------------- prerequisites
+def load_prerequisites(path: Path | None = None) -> dict[str, list[str]]:
+    """task -> the other tasks its tests run, as stored in PREREQUISITES_FILE by `minisglang
+    prerequisites --write` ({} where there is none: `grade` then names only the stubs a
+    failure ran into)."""
+    try:
+        return json.loads((path or PREREQUISITES_FILE).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+
+
+def needed_tasks(task: str, data: dict[str, list[str]]) -> list[str]:
+    """Every other task whose code `task`'s tests run, in order: the whole chain at once (the
+    trace already follows every call, so a task reached through another one is in it)."""
+    return sorted((t for t in data.get(task, []) if t != task), key=task_key)
+
+
 # ---------------------------------------------------------------------- printing
 def format_report(report: GradeReport) -> str:
     """The per-task table, then each failing test with its reason."""
@@ -310,29 +371,46 @@ def format_report(report: GradeReport) -> str:
     for e in report.file_errors:
         lines.append(f"ERROR in your code: {e}")
     lines += [f"{'task':10s} {'passed':>6s} {'failed':>6s}  status", "-" * 34]
+    prerequisites = load_prerequisites()
     for t, r in report.tasks.items():
         total = len(r.passed) + len(r.failed)
         status = "no tests!" if total == 0 else ("ok" if r.ok else "FAIL")
         waits = _waits_for(t, r.failed)
-        if waits:   # every failure ran into another task's stub: say which, in the row
+        if r.failed and t not in report.blank:
+            # The whole chain at once: every task whose code this one's tests run that is
+            # still blank, not only the first stub a failure happened to run into.
+            chain = [b[4:] for b in needed_tasks(t, prerequisites) if b in report.blank]
+            waits = sorted({*waits, *chain}, key=lambda b: task_key(f"task{b}"))
+        if waits:   # the failures run into other tasks' stubs: say which, in the row
             status += f" (needs {', '.join(waits)})"
         lines.append(f"{t:10s} {len(r.passed):6d} {len(r.failed):6d}  {status}")
     npass = sum(len(r.passed) for r in report.tasks.values())
     nfail = sum(len(r.failed) for r in report.tasks.values())
     lines.append(f"{npass} passed, {nfail} failed")
     for t, r in report.tasks.items():
+        if r.failed:
+            failing = _failing_prerequisites(t, report, prerequisites)
+            if failing:
+                lines += ["", f"NOTE {t}: its tests also run task {', '.join(failing)}, which fail"
+                          f"{'s' if len(failing) == 1 else ''} its own tests too: fix that first (a wrong "
+                          f"answer here may be its)"]
         # Failures with the same reason at the same place (a stub's "write this", one bug
         # hit by several tests) are printed once, with every test they failed.
         groups: dict[tuple, list[Failure]] = {}
         for f in r.failed:
             stub = _STUB.match(f.reason)
-            key = (f.reason, f.where) if stub or not f.example else (f.test,)
+            key = (f.reason, f.where, tuple(f.marked)) if stub or not f.example else (f.test,)
             groups.setdefault(key, []).append(f)
         for same in groups.values():
             f = same[0]
             lines.append("")
             lines.append(f"FAIL {t} {f.test}" if len(same) == 1 else f"FAIL {t} {_test_names(same)}")
             lines.append(f"  {_indent(f.reason)}" + (f"\n  raised at {f.where}" if f.where else ""))
+            if f.marked:
+                lines.append(f"  (a test of {', '.join(m[4:] for m in f.marked)}; counted here: the error came "
+                             f"from task {t[4:]}'s code)")
+            elif f.raised_in and f"task{f.raised_in}" != t and not _STUB.match(f.reason):
+                lines.append(f"  (the error came from task {f.raised_in}'s code, which this test also runs)")
             stub = _STUB.match(f.reason)
             others = _other_blanks(t, f)
             earlier = [b for b in others if task_key(f"task{b}")[0] < stage_number(report.stage)]
@@ -351,6 +429,14 @@ def format_report(report: GradeReport) -> str:
                              "in your files:")
                 lines += [f"    {line}" for line in f.stacks[:40]]
     return "\n".join(lines)
+
+
+def _failing_prerequisites(task: str, report: GradeReport, prerequisites: dict[str, list[str]]) -> list[str]:
+    """The other graded tasks ("3_3") that `task`'s tests run and that fail their own tests
+    with code written (not a stub): the likely cause of a wrong answer in `task`'s tests,
+    where no traceback names it because nothing was raised."""
+    return [x[4:] for x in prerequisites.get(task, []) if x in report.tasks and x not in report.blank
+            and any(not _STUB.match(f.reason) for f in report.tasks[x].failed)]
 
 
 def _waits_for(task: str, failures: list[Failure]) -> list[str]:

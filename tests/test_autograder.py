@@ -747,3 +747,99 @@ def test_a_checkout_runs_the_engine_with_only_its_own_files(stage, tmp_path):
     proc = subprocess.run([sys.executable, "run_it.py"], capture_output=True, text=True, env=env,
                           timeout=300, cwd=tmp_path)
     assert proc.returncode == 0 and "ran " in proc.stdout, proc.stdout[-1500:] + proc.stderr[-3000:]
+
+
+# ------------------------------------------------------------------- prerequisites and rows
+def test_each_exercise_page_lists_the_prerequisites_the_grader_stored():
+    """exercises/sN.md opens with a generated table of each task's prerequisites; it must be
+    what the stored data (the grader's trace, exercises/prerequisites.json) gives now, and
+    the data must hold every task (regenerate both: `minisglang prerequisites --write`)."""
+    from minisglang import grading, prerequisites
+
+    data = grading.load_prerequisites()
+    missing = sorted(set(all_tasks()) - set(data), key=task_key)
+    assert not missing, f"exercises/prerequisites.json has no entry for {missing}: run `minisglang prerequisites --write`"
+    for tag in STAGES_WITH_TASKS:
+        page = prerequisites.page_path(tag).read_text(encoding="utf-8")
+        want = prerequisites.page_block(tag, data)
+        assert want in page, (f"{prerequisites.page_path(tag)}: its prerequisites table is not what the stored data "
+                              f"gives; run `minisglang prerequisites --pages`. Expected:\n{want}")
+
+
+def test_the_stored_prerequisites_are_what_tracing_the_tests_finds_now():
+    """The data is the grader's own: tracing task 2_3's tests (an s1 compile, s2's packing and
+    the engine's fill; quick) on the reference finds exactly the tasks stored for it."""
+    from minisglang import grading
+
+    report = run_task_tests("s2", only=["2_3"], trace=True)
+    assert report.ok, format_report(report)
+    found = sorted(report.ran - {"task2_3"}, key=task_key)
+    assert found == grading.load_prerequisites()["task2_3"], (
+        f"task 2_3's tests run the regions of {found} on the reference, but exercises/prerequisites.json says "
+        f"{grading.load_prerequisites()['task2_3']}: run `minisglang prerequisites --write`")
+
+
+def test_grade_names_every_blank_task_in_the_chain_at_once(tmp_path, monkeypatch):
+    """A student on s6 sees every blank task whose code 6_1's tests run (the trace follows
+    6_1 into 5_3, and 5_3 into 3_3 and 5_1) in one row, not one per grading run; a task that
+    is written, or that only a needed task's own tests run (1_2, for 3_3), is not named."""
+    from minisglang import grading, prerequisites
+
+    data = {"task6_1": ["task3_3", "task5_1", "task5_3"], "task5_3": ["task3_3", "task5_1"],
+            "task3_3": ["task1_2"], "task5_1": []}
+    path = tmp_path / "prerequisites.json"
+    path.write_text(json.dumps(data))
+    monkeypatch.setattr(grading, "PREREQUISITES_FILE", path)
+    assert grading.needed_tasks("task6_1", data) == ["task3_3", "task5_1", "task5_3"]
+    assert prerequisites.grading_chain("task6_1", data) == ["task1_2", "task3_3", "task5_1", "task5_3"]
+    failure = grading.Failure("t::call", "NotImplementedError: task5_3: write this", blank=["5_3"])
+    report = grading.GradeReport("s6", "/x", {"task6_1": grading.TaskResult("task6_1", failed=[failure])},
+                                 blank=["task1_2", "task3_3", "task5_1", "task5_3"])
+    row = next(line for line in grading.format_report(report).splitlines() if line.startswith("task6_1"))
+    assert row.endswith("FAIL (needs 3_3, 5_1, 5_3)"), row
+
+
+def test_a_blank_task_is_found_in_the_copy(tmp_path):
+    from minisglang import grading
+
+    copy = tmp_path / "s2"
+    checkout("s2", copy, student=True, only=True)
+    blank = grading.blank_tasks(copy / "minisglang")
+    assert [t for t in blank if task_key(t)[0] <= 2] == sorted(all_tasks("s2"), key=task_key), (
+        f"a `--only` copy of s2 has s2's tasks blank and s1's written; blank_tasks found {blank}")
+
+
+def test_an_error_raised_in_another_tasks_code_counts_in_that_tasks_row(tmp_path):
+    """A test of task 3_2 whose call goes through task 3_3's code, which raises, while 3_3
+    fails its own test too: the failure is 3_3's (its row names the test) and 3_2 keeps only
+    its own failure. Where the other task passes its own tests, the failure stays (the
+    caller's mistake, more likely), saying whose code raised it."""
+    pkg = tmp_path / "copy" / "minisglang"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "queue.py").write_text(
+        "def poll(items):\n    # BEGIN SOLUTION task3_3\n    return items[5]\n    # END SOLUTION\n\n\n"
+        "def get(items):\n    # BEGIN SOLUTION task3_2\n    if not items:\n        raise ValueError('empty')\n"
+        "    return poll(items)\n    # END SOLUTION\n")
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    task3_2: x\n    task3_3: x\n")
+    (tests / "test_q.py").write_text(
+        "import pytest\nfrom minisglang import queue\n\n\n@pytest.mark.task3_2\ndef test_get_goes_through_poll():\n"
+        "    assert queue.get([1, 2])\n\n\n@pytest.mark.task3_2\ndef test_get_refuses_nothing():\n"
+        "    queue.get([])\n\n\n@pytest.mark.task3_3\ndef test_poll_own():\n    assert queue.poll([0] * 3) == 0\n")
+    report = run_task_tests("s3", impl=tmp_path / "copy", tests_dir=tests, only=["3_2", "3_3"])
+    out = format_report(report)
+    moved = [f for f in report.tasks["task3_3"].failed if f.test.endswith("test_get_goes_through_poll")]
+    assert moved and moved[0].raised_in == "3_3" and moved[0].marked == ["task3_2"], out
+    assert [f.test.rsplit("::", 1)[-1] for f in report.tasks["task3_2"].failed] == ["test_get_refuses_nothing"], out
+    assert "(a test of 3_2; counted here: the error came from task 3_3's code)" in out, out
+    # The same failure, where 3_3 passes its own tests: it stays in 3_2's row.
+    from minisglang import grading
+
+    stays = grading.Failure("t::get", "IndexError: list index out of range", raised_in="3_3")
+    alone = grading.GradeReport("s3", "/x", {"task3_2": grading.TaskResult("task3_2", failed=[stays]),
+                                             "task3_3": grading.TaskResult("task3_3", passed=["t::poll"])})
+    grading.attribute_failures(alone)
+    assert alone.tasks["task3_2"].failed == [stays] and not alone.tasks["task3_3"].failed
+    assert "(the error came from task 3_3's code, which this test also runs)" in format_report(alone)

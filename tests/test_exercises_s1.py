@@ -187,29 +187,45 @@ def byte_dfa(regex: str) -> ByteDFA:
 def test_walk_bytes_agrees_with_the_oracle(regex, data, draw):
     dfa = byte_dfa(regex)
     end = dfa.walk_bytes(0, data)
-    assert (end >= 0) == viable(regex, data), (regex, data, end)
+    assert (end >= 0) == viable(regex, data), (
+        f"regex {regex!r}, the bytes {data!r}: {'some' if viable(regex, data) else 'no'} match starts with them, so "
+        f"walk_bytes(0, ...) must be {'a live state' if viable(regex, data) else '-1'}; got {end}")
     if end >= 0 and split_utf8(data)[1] == b"":
         # A whole number of characters lands in the character DFA's own state.
-        assert end == char_dfa(regex).walk(0, data.decode("utf-8"))
-        assert dfa.is_final(end) == matches(regex, data)
+        want = char_dfa(regex).walk(0, data.decode("utf-8"))
+        assert end == want, (f"regex {regex!r}, the whole characters {data.decode('utf-8')!r}: walk_bytes must end "
+                             f"in the character DFA's state {want}; got {end}")
+        assert dfa.is_final(end) == matches(regex, data), (
+            f"regex {regex!r}, {data!r}: a match is {matches(regex, data)}, but the end state {end} is_final "
+            f"{dfa.is_final(end)}")
     # Walking in two pieces (a token boundary anywhere, even inside a character) is the same.
     cut = draw.draw(st.integers(0, len(data)), label="cut")
     middle = dfa.walk_bytes(0, data[:cut])
-    assert (dfa.walk_bytes(middle, data[cut:]) if middle >= 0 else -1) == end
+    two = dfa.walk_bytes(middle, data[cut:]) if middle >= 0 else -1
+    assert two == end, (f"regex {regex!r}: walking {data[:cut]!r} then {data[cut:]!r} must end where {data!r} in "
+                        f"one walk ends, state {end}; got {two}")
 
 
 @pytest.mark.task1_1
 def test_walk_bytes_edge_cases():
     dfa = byte_dfa(r"(中文|é)+a?")
-    assert dfa.walk_bytes(0, b"") == 0  # nothing read: the state does not move
+    got = dfa.walk_bytes(0, b"")
+    assert got == 0, f"(中文|é)+a?: walk_bytes(0, b'') reads nothing, so it stays in state 0; got {got}"
     zh = "中".encode()
     inside = dfa.walk_bytes(0, zh[:1])
-    assert inside >= dfa.num_char_states  # half a character: an intermediate state
-    assert dfa.walk_bytes(inside, zh[1:] + "文".encode()) == dfa.walk_bytes(0, "中文".encode())
-    assert dfa.walk_bytes(0, b"a") == -1 and dfa.walk_bytes(0, "中中".encode()) == -1
-    assert dfa.is_final(dfa.walk_bytes(0, "中文éa".encode()))
+    assert inside >= dfa.num_char_states, (  # half a character: an intermediate state
+        f"(中文|é)+a? after {zh[:1]!r} (the first byte of 中): an intermediate state (>= num_char_states = "
+        f"{dfa.num_char_states}); got {inside}")
+    rest, whole = dfa.walk_bytes(inside, zh[1:] + "文".encode()), dfa.walk_bytes(0, "中文".encode())
+    assert rest == whole, f"(中文|é)+a?: from half of 中, the rest of 中文 must end in state {whole}; got {rest}"
+    for text in ["a", "中中"]:
+        got = dfa.walk_bytes(0, text.encode())
+        assert got == -1, f"(中文|é)+a?: no match starts with {text!r}, so walk_bytes must be -1; got {got}"
+    end = dfa.walk_bytes(0, "中文éa".encode())
+    assert dfa.is_final(end), f"(中文|é)+a? matches '中文éa': its end state must be final; got state {end}"
     # -1 as soon as the walk dies: later bytes are not read
-    assert dfa.walk_bytes(0, b"\xff" + zh) == -1
+    got = dfa.walk_bytes(0, b"\xff" + zh)
+    assert got == -1, f"(中文|é)+a?: the walk dies at the byte 0xff and must return -1 (reading no further); got {got}"
 
 
 @pytest.mark.task1_1
@@ -221,7 +237,8 @@ def test_walk_bytes_passes_through_the_initial_state_again():
         want = char_dfa(regex).walk(0, text)
         assert dfa.walk_bytes(0, text.encode()) == want, (regex, text)
     assert char_dfa(regex).walk(0, "ab") == 0   # the case this test is about
-    assert dfa.is_final(dfa.walk_bytes(0, "ab中ab1".encode()))
+    end = dfa.walk_bytes(0, "ab中ab1".encode())
+    assert dfa.is_final(end), f"(ab|中)*1 matches 'ab中ab1' (through state 0 again): a final end state; got {end}"
 
 
 # ---------------------------------------------------------------------------------------
@@ -241,14 +258,16 @@ def test_reference_walk_allowed_sets_equal_brute_force(regex, data):
     state, prefix = index.initial_state, b""
     for _ in range(10):
         allowed = index.allowed_token_ids(state)
-        assert set(allowed) == oracle_allowed(regex, prefix), (regex, prefix)
-        assert allowed == sorted(allowed)
+        want = oracle_allowed(regex, prefix)
+        assert set(allowed) == want, (f"regex {regex!r} after {prefix!r} (state {state}): it also allows "
+                                      f"{sorted(set(allowed) - want)[:8]} and lacks {sorted(want - set(allowed))[:8]}")
+        assert allowed == sorted(allowed), f"regex {regex!r}, state {state}: allowed_token_ids must be sorted; got {allowed}"
         choices = [t for t in allowed if t != EOS]
         if not choices:
             break
         token = data.draw(st.sampled_from(choices), label="token")
         state, prefix = index.next_state(state, token), prefix + VOCAB[token]
-        assert state >= 0
+        assert state >= 0, f"regex {regex!r}: the allowed token {VOCAB[token]!r} led to the dead state {state}"
 
 
 @pytest.mark.task1_2
@@ -257,11 +276,16 @@ def test_reference_walk_next_states_and_reachability():
     dfa = byte_dfa(r"(yes|no)")
     y, e, s, yes = (VOCAB.index(b) for b in (b"y", b"e", b"s", b"yes"))
     # b"y" is in the vocabulary twice (ids 4 and 37): tokens with equal bytes are both allowed
-    assert index.allowed_token_ids(0) == sorted(t for t, b in enumerate(VOCAB) if b in (b"y", b"yes", b"n", b"no"))
+    want = sorted(t for t, b in enumerate(VOCAB) if b in (b"y", b"yes", b"n", b"no"))
+    got = index.allowed_token_ids(0)
+    assert got == want, f"(yes|no) at the start: the tokens y, yes, n, no (ids {want}) are allowed; got {got}"
     after_y = index.next_state(0, y)
-    assert after_y == dfa.walk_bytes(0, b"y")  # the end state of the token's walk
-    assert index.next_state(index.next_state(after_y, e), s) == index.next_state(0, yes)
-    assert index.allowed_token_ids(index.next_state(0, yes)) == [EOS]  # accepting: EOS only
+    assert after_y == dfa.walk_bytes(0, b"y"), (  # the end state of the token's walk
+        f"(yes|no): the token 'y' from state 0 must go to the byte walk's state {dfa.walk_bytes(0, b'y')}; got {after_y}")
+    three, one = index.next_state(index.next_state(after_y, e), s), index.next_state(0, yes)
+    assert three == one, f"(yes|no): 'y','e','s' must end where the one token 'yes' ends, state {one}; got {three}"
+    got = index.allowed_token_ids(one)
+    assert got == [EOS], f"(yes|no) after 'yes' (accepting, nothing follows): only EOS ({EOS}); got {got}"
     # Every state reachable by tokens is in the index, and nothing else.
     seen, todo = {0}, [0]
     while todo:
@@ -269,7 +293,9 @@ def test_reference_walk_next_states_and_reachability():
             if nxt >= 0 and nxt not in seen:
                 seen.add(nxt)
                 todo.append(nxt)
-    assert seen == set(index.state_to_tokens)
+    assert seen == set(index.state_to_tokens), (
+        f"(yes|no): the index must hold exactly the states tokens reach from 0, {sorted(seen)}; it holds "
+        f"{sorted(index.state_to_tokens)}")
 
 
 # Infinite languages whose token walks come back to the start state 0 (the text, one
@@ -303,18 +329,27 @@ def test_allowed_mask_is_the_allowed_set_as_a_bool_row(regex):
     stage, fsm = make_stage(), compiled(regex)
     for state, tokens in fsm.index.state_to_tokens.items():
         row = stage.allowed_mask(FSMState(fsm, state))
-        assert row.dtype == torch.bool and row.shape == (VOCAB_SIZE,)
-        assert set(torch.nonzero(row).flatten().tolist()) == set(tokens), (regex, state)
-        assert not row[len(VOCAB):].any()  # padding columns are never allowed
+        assert row.dtype == torch.bool and row.shape == (VOCAB_SIZE,), (
+            f"allowed_mask must be a bool row of the {VOCAB_SIZE} logits; got {row.dtype} {tuple(row.shape)}")
+        got = set(torch.nonzero(row).flatten().tolist())
+        assert got == set(tokens), (f"regex {regex!r}, state {state}: the row must allow the index's tokens; it "
+                                    f"also allows {sorted(got - set(tokens))[:8]} and lacks {sorted(set(tokens) - got)[:8]}")
+        assert not row[len(VOCAB):].any(), (  # padding columns are never allowed
+            f"regex {regex!r}, state {state}: the padding columns past the {len(VOCAB)} tokens must be False")
 
 
 @pytest.mark.task1_3
 def test_allowed_mask_of_a_state_with_no_tokens_is_all_false():
     stage, fsm = make_stage(), compiled(r"(yes|no)")
     row = stage.allowed_mask(FSMState(fsm, 10_000))
-    assert row.shape == (VOCAB_SIZE,) and not row.any()
+    assert row.shape == (VOCAB_SIZE,) and not row.any(), (
+        f"(yes|no) at state 10000, which has no tokens: an all-False row of {VOCAB_SIZE}; got shape "
+        f"{tuple(row.shape)} with {int(row.sum())} True")
     wide = make_stage(vocab_size=1000).allowed_mask(FSMState(fsm, 0))
-    assert wide.shape == (1000,) and int(wide.sum()) == len(fsm.index.allowed_token_ids(0))
+    n = len(fsm.index.allowed_token_ids(0))
+    assert wide.shape == (1000,) and int(wide.sum()) == n, (
+        f"(yes|no) at state 0 with 1000 logits: a row of 1000 with the {n} allowed tokens True; got shape "
+        f"{tuple(wide.shape)} with {int(wide.sum())} True")
 
 
 # ---------------------------------------------------------------------------------------
@@ -370,12 +405,16 @@ def test_mask_logits_masks_each_constrained_row(reqs, seed):
     stuck = [dead_end(r) for r in reqs]
     before = [r.finished_reason for r in reqs]
     stage.mask_logits(logits, reqs)
-    assert torch.equal(logits, expected)
-    for req, was_stuck, reason in zip(reqs, stuck, before):
+    wrong_rows = [i for i in range(len(reqs)) if not torch.equal(logits[i], expected[i])]
+    assert not wrong_rows, (f"mask_logits on {len(reqs)} requests: the rows {wrong_rows} differ from the oracle "
+                            f"(-inf exactly where the request's state allows no token, the logit elsewhere)")
+    for i, (req, was_stuck, reason) in enumerate(zip(reqs, stuck, before)):
         if was_stuck:  # e.g. after the first two bytes of 文, which no token can finish
-            assert req.finished_reason["type"] == "abort"
+            assert req.finished_reason is not None and req.finished_reason["type"] == "abort", (
+                f"request {i} is at a state that allows no token: it must be aborted; got {req.finished_reason}")
         else:
-            assert req.finished_reason == reason
+            assert req.finished_reason == reason, (f"request {i} has allowed tokens: its finish reason must stay "
+                                                   f"{reason}; got {req.finished_reason}")
 
 
 @pytest.mark.task1_4
@@ -387,11 +426,18 @@ def test_mask_logits_aborts_a_request_with_nothing_allowed():
     logits = torch.randn(3, VOCAB_SIZE)
     before = logits.clone()
     stage.mask_logits(logits, [stuck, fine, free])
-    assert stuck.finished_reason["type"] == "abort" and stuck.finished_reason["kind"] == AbortKind.GRAMMAR
-    message = stuck.finished_reason["message"]
-    assert "no token is allowed" in message and "10000" in message and "(yes|no)" in message
-    assert not torch.isinf(logits[0]).all()  # never leave a row that cannot be sampled
-    assert fine.finished_reason is None and torch.equal(logits[1:], expected_masked(before, [stuck, fine, free])[1:])
+    assert stuck.finished_reason is not None and stuck.finished_reason["type"] == "abort", (
+        f"a (yes|no) request at state 10000, where no token is allowed: expected an abort; got {stuck.finished_reason}")
+    assert stuck.finished_reason["kind"] == AbortKind.GRAMMAR, (
+        f"the abort blames the request's grammar: expected kind AbortKind.GRAMMAR; got {stuck.finished_reason}")
+    message = stuck.finished_reason.get("message", "")
+    assert "no token is allowed" in message and "10000" in message and "(yes|no)" in message, (
+        f"the abort message must say 'no token is allowed' and name the state (10000) and the regex (yes|no); "
+        f"got {message!r}")
+    assert not torch.isinf(logits[0]).all(), "the aborted request's row is all -inf: a row must stay samplable"
+    assert fine.finished_reason is None, f"the (yes|no) request at its start must go on; got {fine.finished_reason}"
+    assert torch.equal(logits[1:], expected_masked(before, [stuck, fine, free])[1:]), (
+        "the rows of the other two requests (one at (yes|no)'s start, one unconstrained) differ from the oracle")
 
 
 # ---------------------------------------------------------------------------------------
@@ -413,16 +459,24 @@ def test_advance_follows_the_token_index_to_a_clean_stop(regex, data):
         token = data.draw(st.sampled_from(sorted(tokens)), label="token")
         stage.advance(req, token)
         if token == EOS:
-            assert req.finished_reason == {"type": "stop", "matched": EOS}
+            assert req.finished_reason == {"type": "stop", "matched": EOS}, (
+                f"regex {regex!r}, EOS after {prefix!r}: expected a stop matched by EOS; got {req.finished_reason}")
             break
         prefix += VOCAB[token]
-        assert req.grammar.state == tokens[token]  # the token's end state
+        assert req.grammar.state == tokens[token], (  # the token's end state
+            f"regex {regex!r}, token {VOCAB[token]!r} after {prefix[:-len(VOCAB[token])]!r} from state {state}: the "
+            f"index says state {tokens[token]}; got {req.grammar.state}")
         if req.finished:
             # Only an accepting state from which nothing but EOS can follow ends by itself.
-            assert req.finished_reason == {"type": "stop", "matched": None}
-            assert fsm.index.state_to_tokens[req.grammar.state] == {EOS: -1}
+            assert req.finished_reason == {"type": "stop", "matched": None}, (
+                f"regex {regex!r} after {prefix!r}: a request that ends by itself stops with matched None; got "
+                f"{req.finished_reason}")
+            assert fsm.index.state_to_tokens[req.grammar.state] == {EOS: -1}, (
+                f"regex {regex!r} after {prefix!r}: finished although more than EOS may follow (allowed "
+                f"{sorted(fsm.index.state_to_tokens[req.grammar.state])})")
             break
-        assert set(fsm.index.state_to_tokens[req.grammar.state]) != {EOS}
+        assert set(fsm.index.state_to_tokens[req.grammar.state]) != {EOS}, (
+            f"regex {regex!r} after {prefix!r}: only EOS may follow, so the request must finish; it goes on")
     if req.finished:
         assert matches(regex, prefix), (regex, prefix)
 
@@ -435,28 +489,39 @@ def test_advance_finish_rules():
 
     done = make_req(yes_no)
     stage.advance(done, tok[b"yes"])  # "yes" can only be followed by EOS: finished at once
-    assert done.finished_reason == {"type": "stop", "matched": None}
+    assert done.finished_reason == {"type": "stop", "matched": None}, (
+        f"(yes|no) after 'yes': only EOS may follow, so it stops with matched None; got {done.finished_reason}")
 
     partial = make_req(yes_no)
     stage.advance(partial, tok[b"y"])
-    assert not partial.finished and partial.grammar.state == yes_no.index.state_to_tokens[0][tok[b"y"]]
+    want = yes_no.index.state_to_tokens[0][tok[b"y"]]
+    assert not partial.finished and partial.grammar.state == want, (
+        f"(yes|no) after 'y': goes on at state {want}; got state {partial.grammar.state}, finished "
+        f"{partial.finished_reason}")
 
     may_stop = make_req(number)  # "1" is a match, but "12" is one too: may stop != must stop
     stage.advance(may_stop, tok[b"1"])
-    assert not may_stop.finished
+    assert not may_stop.finished, f"1[0-9]* after '1': may stop, must not; got {may_stop.finished_reason}"
     stage.advance(may_stop, tok[b"2"])
-    assert not may_stop.finished
+    assert not may_stop.finished, f"1[0-9]* after '12': may stop, must not; got {may_stop.finished_reason}"
     stage.advance(may_stop, EOS)
-    assert may_stop.finished_reason == {"type": "stop", "matched": EOS}
+    assert may_stop.finished_reason == {"type": "stop", "matched": EOS}, (
+        f"1[0-9]* after '12' then EOS: expected a stop matched by EOS; got {may_stop.finished_reason}")
 
     wrong = make_req(number)
     stage.advance(wrong, tok[b"a"])  # a token the mask would have forbidden
-    assert wrong.finished_reason["type"] == "abort" and wrong.finished_reason["kind"] == AbortKind.GRAMMAR
-    assert "not allowed" in wrong.finished_reason["message"] and "1[0-9]*" in wrong.finished_reason["message"]
+    assert wrong.finished_reason is not None and wrong.finished_reason["type"] == "abort", (
+        f"1[0-9]* given the token 'a' (not allowed at the start): expected an abort; got {wrong.finished_reason}")
+    assert wrong.finished_reason["kind"] == AbortKind.GRAMMAR, (
+        f"the abort blames the request's grammar: expected kind AbortKind.GRAMMAR; got {wrong.finished_reason}")
+    assert "not allowed" in wrong.finished_reason.get("message", "") and "1[0-9]*" in wrong.finished_reason["message"], (
+        f"the abort message must say 'not allowed' and name the regex 1[0-9]*; got {wrong.finished_reason}")
 
     free = make_req(None)
     stage.advance(free, tok[b"a"])  # unconstrained requests are not touched
-    assert free.grammar is None and not free.finished
+    assert free.grammar is None and not free.finished, (
+        f"an unconstrained request is not touched by advance; got grammar {free.grammar!r}, finished "
+        f"{free.finished_reason}")
 
 
 @pytest.mark.task1_5
@@ -471,7 +536,8 @@ def test_eos_leaves_the_state_where_it_is(regex, text):
     before = req.grammar.state
     if fsm.index.is_final(before):
         stage.advance(req, EOS)
-        assert req.finished_reason == {"type": "stop", "matched": EOS}
+        assert req.finished_reason == {"type": "stop", "matched": EOS}, (
+            f"regex {regex!r}, EOS after {text!r} (a match): expected a stop matched by EOS; got {req.finished_reason}")
     else:   # EOS where the match is incomplete: the mask never offers it; still no move to -1
         stage.advance(req, EOS)
     assert req.grammar.state == before, f"EOS moved the state {before} -> {req.grammar.state}"

@@ -68,18 +68,25 @@ def test_pack_bits_matches_the_layout_oracle(shape, seed):
     lead, v = shape
     allowed = torch.rand(*lead, v, generator=torch.Generator().manual_seed(seed)) < 0.5
     packed = pack_bits(allowed)
-    assert packed.dtype == torch.int32 and packed.shape == (*lead, (v + 31) // 32)
-    assert torch.equal(packed, oracle_pack(allowed))
+    assert packed.dtype == torch.int32 and packed.shape == (*lead, (v + 31) // 32), (
+        f"pack_bits of a bool {(*lead, v)}: int32 {(*lead, (v + 31) // 32)} expected; got {packed.dtype} "
+        f"{tuple(packed.shape)}")
+    wrong = (packed != oracle_pack(allowed)).nonzero().tolist()[:4]
+    assert torch.equal(packed, oracle_pack(allowed)), (f"pack_bits of a bool {(*lead, v)}: the words at {wrong} "
+                                                       f"(first 4) differ from the layout (bit t % 32 of word t // 32)")
 
 
 @pytest.mark.task2_1
 def test_pack_bits_corner_rows():
     v = 70  # three words, the last one using 6 bits
-    assert pack_bits(torch.ones(v, dtype=torch.bool)).tolist() == [-1, -1, 2**6 - 1]
-    assert pack_bits(torch.zeros(v, dtype=torch.bool)).tolist() == [0, 0, 0]
+    got = pack_bits(torch.ones(v, dtype=torch.bool)).tolist()
+    assert got == [-1, -1, 2**6 - 1], f"70 tokens all allowed: [-1, -1, 63] (the last word's 6 low bits); got {got}"
+    got = pack_bits(torch.zeros(v, dtype=torch.bool)).tolist()
+    assert got == [0, 0, 0], f"70 tokens none allowed: [0, 0, 0]; got {got}"
     only = torch.zeros(v, dtype=torch.bool)
     only[63] = True  # bit 31 of word 1
-    assert pack_bits(only).tolist() == [0, -(2**31), 0]
+    got = pack_bits(only).tolist()
+    assert got == [0, -(2**31), 0], f"only token 63 allowed (bit 31, the sign bit, of word 1): [0, -2**31, 0]; got {got}"
 
 
 @pytest.mark.task2_2
@@ -91,18 +98,37 @@ def test_unpack_bits_matches_the_layout_oracle(shape, seed):
     mask = torch.randint(-(2**31), 2**31, (*lead, words), dtype=torch.int64,
                          generator=torch.Generator().manual_seed(seed)).to(torch.int32)
     allowed = unpack_bits(mask, v)
-    assert allowed.dtype == torch.bool and allowed.shape == (*lead, v)
-    assert torch.equal(allowed, oracle_unpack(mask, v))
+    assert allowed.dtype == torch.bool and allowed.shape == (*lead, v), (
+        f"unpack_bits of int32 {(*lead, words)} words for {v} tokens: bool {(*lead, v)} expected; got "
+        f"{allowed.dtype} {tuple(allowed.shape)}")
+    wrong = (allowed != oracle_unpack(mask, v)).nonzero().tolist()[:4]
+    assert torch.equal(allowed, oracle_unpack(mask, v)), (f"unpack_bits for {v} tokens: wrong at (..., token) {wrong} "
+                                                          f"(first 4): bit t % 32 of word t // 32 is token t")
 
 
 @pytest.mark.task2_1
+@settings(max_examples=50, deadline=None)
+@given(shapes, st.integers(0, 2**32 - 1))
+def test_pack_then_oracle_unpack_round_trip(shape, seed):
+    """Task 2_1 alone: its words read back by the oracle (task 2_2 has its own round trip)."""
+    lead, v = shape
+    allowed = torch.rand(*lead, v, generator=torch.Generator().manual_seed(seed)) < 0.3
+    back = oracle_unpack(pack_bits(allowed), v)
+    assert torch.equal(back, allowed), (f"shape {(*lead, v)}: the oracle unpacks pack_bits' words to a mask "
+                                        f"that differs at the token ids {sorted(set((back != allowed).nonzero()[:, -1].tolist()))}")
+
+
 @pytest.mark.task2_2
 @settings(max_examples=50, deadline=None)
 @given(shapes, st.integers(0, 2**32 - 1))
-def test_pack_unpack_round_trip(shape, seed):
+def test_oracle_pack_then_unpack_round_trip(shape, seed):
     lead, v = shape
     allowed = torch.rand(*lead, v, generator=torch.Generator().manual_seed(seed)) < 0.3
-    assert torch.equal(unpack_bits(pack_bits(allowed), v), allowed)
+    back = unpack_bits(oracle_pack(allowed), v)
+    assert back.shape == allowed.shape and torch.equal(back, allowed), (
+        f"shape {(*lead, v)}: unpack_bits of the oracle's words must give the mask back; got shape "
+        f"{tuple(back.shape)}" + (f", differing at the token ids {sorted(set((back != allowed).nonzero()[:, -1].tolist()))}"
+                                  if back.shape == allowed.shape else ""))
 
 
 # ---------------------------------------------------------------------------------------
@@ -146,8 +172,12 @@ def test_fill_mask_writes_each_requests_state_row(reqs):
     stage = make_stage(BatchedMaskStage)
     mask = stage.allocate_mask(len(reqs))
     stage.fill_mask(mask, reqs)
-    assert mask.dtype == torch.int32 and mask.shape == (len(reqs), (VOCAB_SIZE + 31) // 32)
-    assert torch.equal(oracle_unpack(mask, VOCAB_SIZE), expected_fill(reqs))
+    assert mask.dtype == torch.int32 and mask.shape == (len(reqs), (VOCAB_SIZE + 31) // 32), (
+        f"fill_mask must fill the allocated int32 mask in place; it is now {mask.dtype} {tuple(mask.shape)}")
+    wrong = [i for i, (got, want) in enumerate(zip(oracle_unpack(mask, VOCAB_SIZE), expected_fill(reqs)))
+             if not torch.equal(got, want)]
+    assert not wrong, (f"fill_mask on {len(reqs)} requests: the rows {wrong} are not their request's state row "
+                       f"(all ones for an unconstrained or finished request)")
 
 
 @pytest.mark.task2_3
@@ -159,9 +189,13 @@ def test_fill_mask_keeps_each_request_on_its_own_fsm():
     reqs[3].finish("abort", AbortKind.CANCELLED, message="client left")
     mask = stage.allocate_mask(len(reqs))
     stage.fill_mask(mask, reqs)
-    assert torch.equal(oracle_unpack(mask, VOCAB_SIZE), expected_fill(reqs))
-    assert (mask[2] == -1).all() and (mask[3] == -1).all()  # unconstrained / finished: all allowed
-    assert not torch.equal(mask[0], mask[1])
+    wrong = [i for i, (got, want) in enumerate(zip(oracle_unpack(mask, VOCAB_SIZE), expected_fill(reqs)))
+             if not torch.equal(got, want)]
+    assert not wrong, (f"requests [(yes|no) at 0, 1[0-9]* at 0, unconstrained, (yes|no) finished, 1[0-9]* at 0]: "
+                       f"the rows {wrong} are wrong (each row comes from its own request's FSM)")
+    assert (mask[2] == -1).all() and (mask[3] == -1).all(), (  # unconstrained / finished: all allowed
+        "the unconstrained request (row 2) and the finished one (row 3) must allow every token (all words -1)")
+    assert not torch.equal(mask[0], mask[1]), "(yes|no) and 1[0-9]* at state 0 got the same row: one FSM's row twice"
 
 
 # ---------------------------------------------------------------------------------------
@@ -177,7 +211,9 @@ def test_apply_mask_sets_minus_inf_where_the_bit_is_zero(batch, v, seed):
     mask = torch.randint(-(2**31), 2**31, (batch, (v + 31) // 32), dtype=torch.int64, generator=gen).to(torch.int32)
     expected = logits.masked_fill(~oracle_unpack(mask, v), float("-inf"))
     apply_bitmask_torch(logits, mask)
-    assert torch.equal(logits, expected)
+    wrong = (logits != expected).nonzero().tolist()[:5]
+    assert torch.equal(logits, expected), (f"apply on {batch} rows of {v} logits: -inf exactly where the bit is 0; "
+                                           f"wrong at (row, token) {wrong} (first 5)")
 
 
 @pytest.mark.task2_4
@@ -185,11 +221,13 @@ def test_apply_mask_all_ones_changes_nothing():
     logits = torch.randn(3, 77)
     before = logits.clone()
     apply_bitmask_torch(logits, torch.full((3, 3), -1, dtype=torch.int32))
-    assert torch.equal(logits, before)
+    assert torch.equal(logits, before), "a mask of all ones (every word -1) must leave the logits as they were"
     one = torch.zeros(1, 3, dtype=torch.int32)
     one[0, 2] = 1 << (76 - 64)  # only the last real token
     apply_bitmask_torch(logits[:1], one)
-    assert torch.isinf(logits[0, :76]).all() and logits[0, 76] == before[0, 76]
+    assert torch.isinf(logits[0, :76]).all() and logits[0, 76] == before[0, 76], (
+        f"a mask allowing only token 76 (bit 12 of word 2): tokens 0..75 must be -inf and token 76 kept; "
+        f"-inf at {torch.isinf(logits[0]).nonzero().flatten().tolist()[-5:]} (last 5)")
 
 
 # ---------------------------------------------------------------------------------------
@@ -261,11 +299,13 @@ def test_s2_masks_equal_s1_masks_bit_for_bit(mask_apply, batch, seed):
     s1_logits = logits.clone()
     make_stage(MaskedFillStage, vocab_size).mask_logits(s1_logits, twins)
     make_stage(BatchedMaskStage, vocab_size, mask_apply=mask_apply).mask_logits(logits, reqs)
-    assert [r.finished_reason for r in reqs] == [r.finished_reason for r in twins]  # same aborts
+    got, want = [r.finished_reason for r in reqs], [r.finished_reason for r in twins]
+    assert got == want, f"s2 ({mask_apply}) must abort the requests s1 aborts: s1 {want}, s2 {got}"  # same aborts
     # Rows of requests aborted by the mask (a dead-end state) are never sampled
     # (Scheduler.sample skips finished requests): s1 leaves such a row alone, s2 blanks it.
     sampled = [i for i, r in enumerate(reqs) if not r.finished]
-    assert torch.equal(logits[sampled], s1_logits[sampled])
+    wrong = [i for i in sampled if not torch.equal(logits[i], s1_logits[i])]
+    assert not wrong, f"s2 ({mask_apply}) masks the rows {wrong} of {len(reqs)} unlike s1"
 
 
 @pytest.mark.task2_3
@@ -286,9 +326,14 @@ def test_s2_equals_s1_on_the_bundled_vocabulary_with_padded_logits(mask_apply):
     s1_logits = logits.clone()
     s1.mask_logits(s1_logits, twins)
     s2.mask_logits(logits, reqs)
-    assert torch.equal(logits, s1_logits)
-    assert torch.isinf(logits[:-1, tok.vocab_size:]).all()  # padding columns are masked
-    assert not any(r.finished for r in reqs + twins)  # every state of this regex allows a token
+    wrong = [states[i] if i < len(states) else "unconstrained" for i in range(len(reqs))
+             if not torch.equal(logits[i], s1_logits[i])]
+    assert not wrong, f"s2 ({mask_apply}) masks the rows of these states of the JSON regex unlike s1: {wrong}"
+    assert torch.isinf(logits[:-1, tok.vocab_size:]).all(), (  # padding columns are masked
+        f"the {vocab_size - tok.vocab_size} padding columns past the tokenizer's {tok.vocab_size} tokens must be "
+        f"-inf in every constrained row")
+    finished = [r.finished_reason for r in reqs + twins if r.finished]
+    assert not finished, f"every state of this regex allows a token, yet requests finished: {finished[:3]}"
 
 
 @pytest.mark.slow
@@ -313,7 +358,9 @@ def test_same_seeds_give_the_same_outputs_in_s1_and_s2():
     engine.shutdown()
     outputs = {"s1": outputs["s1-masked-fill"], "s2": outputs["s2-batched-mask"]}
     texts = {stage: [[o["text"] for o in outs] for outs in runs] for stage, runs in outputs.items()}
-    assert texts["s1"] == texts["s2"]
+    assert texts["s1"] == texts["s2"], (f"the same prompts and seeds must give the same texts in s1 and s2 "
+                                        f"(rows: seeds 0 and 1; columns: JSON, date, free, yes/no): s1 "
+                                        f"{texts['s1']}, s2 {texts['s2']}")
     reasons = {stage: [[o["meta_info"]["finish_reason"] for o in outs] for outs in runs]
                for stage, runs in outputs.items()}
-    assert reasons["s1"] == reasons["s2"]
+    assert reasons["s1"] == reasons["s2"], f"finish reasons differ: s1 {reasons['s1']}, s2 {reasons['s2']}"

@@ -107,7 +107,9 @@ def test_check_and_insert_is_one_step_even_when_lookups_are_slow():
         raise errors[0]
     got[0].event.wait(5)
     assert got[0] is got[1], "two threads got two different entries for one regex"
-    assert calls == ["a+b"] and cache.compile_count == 1
+    assert calls == ["a+b"] and cache.compile_count == 1, (
+        f"two threads asking for a+b at once: one compile expected; compiled {calls} (compile_count "
+        f"{cache.compile_count})")
     cache.shutdown()
 
 
@@ -124,12 +126,14 @@ def test_lru_a_hit_is_recent_and_a_running_compile_is_never_evicted():
     assert got == ["slow", "a", "c"], (
         f"entries after slow (compiling), a, b, a (a hit), c with max_entries=3: {got}, expected "
         f"['slow', 'a', 'c'] (a hit moves its entry to the end; a running compile is never evicted)")
-    assert cache.key("b") not in cache.entries
+    assert cache.key("b") not in cache.entries, "b, the least recently used finished entry, must be evicted"
     slow.set()
     cache.entries[cache.key("slow")].event.wait(5)
-    assert calls.count("a") == 1 and sorted(calls) == ["a", "b", "c", "slow"]
+    assert calls.count("a") == 1 and sorted(calls) == ["a", "b", "c", "slow"], (
+        f"slow, a, b, a (a hit), c: each regex compiled once, a hit compiles nothing; compiled {sorted(calls)}")
     cache.init_fsm_in_background("b").event.wait(5)            # evicted: compiled again
-    assert calls.count("b") == 2
+    assert calls.count("b") == 2, (f"b was evicted, so asking again compiles it a second time; compiled b "
+                                   f"{calls.count('b')} time(s)")
     cache.shutdown()
 
 
@@ -231,9 +235,13 @@ def test_six_threads_touch_the_entries_only_under_the_lock():
 @pytest.mark.task3_2
 def test_get_fsm_returns_one_compiled_fsm_equal_to_the_brute_force_index(stage):
     first = stage.cache.get_fsm(DATE)
-    assert stage.cache.get_fsm(DATE) is first and stage.cache.compile_count == 1
+    again = stage.cache.get_fsm(DATE)
+    assert again is first and stage.cache.compile_count == 1, (
+        f"get_fsm({DATE!r}) twice must return the one cached FSM, compiled once; got "
+        f"{'the same' if again is first else 'another'} object, compile_count {stage.cache.compile_count}")
     oracle = build_index_reference(ByteDFA.from_char_dfa(compile_regex(DATE)), VOCAB, EOS)
-    assert first.index.state_to_tokens == oracle.state_to_tokens
+    assert first.index.state_to_tokens == oracle.state_to_tokens, (
+        f"get_fsm({DATE!r}) returned an FSM whose index differs from the brute-force index of that regex")
 
 
 @pytest.mark.task3_2
@@ -242,8 +250,10 @@ def test_get_fsm_timeout_raises_and_the_compile_goes_on(stage):
     with pytest.raises(ConstraintError, match=re.escape(f"compiling regex '{DATE}' took longer than 0.05 s")):
         stage.cache.get_fsm(DATE, timeout=0.05)
     opened.set()
-    assert stage.cache.get_fsm(DATE, timeout=5).regex == DATE   # the same compile finished
-    assert stage.cache.compile_count == 1
+    got = stage.cache.get_fsm(DATE, timeout=5).regex   # the same compile finished
+    assert got == DATE, f"get_fsm({DATE!r}) after the timeout returned the FSM of {got!r}"
+    assert stage.cache.compile_count == 1, (f"a timed-out get_fsm must leave its compile running, not start "
+                                            f"another: compile_count {stage.cache.compile_count}, expected 1")
 
 
 @pytest.mark.task3_2
@@ -251,7 +261,9 @@ def test_get_fsm_raises_the_compile_error_and_caches_it(stage):
     for _ in range(2):
         with pytest.raises(ConstraintError, match=re.escape("[z-a]")):
             stage.cache.get_fsm("[z-a]", timeout=5)
-    assert stage.cache.compile_count == 1                     # the failure is cached too
+    assert stage.cache.compile_count == 1, (                  # the failure is cached too
+        f"get_fsm('[z-a]') twice: the failed compile is cached, so it runs once; compile_count "
+        f"{stage.cache.compile_count}")
 
 
 @pytest.mark.task3_2
@@ -278,15 +290,23 @@ def test_poll_releases_ready_requests_in_arrival_order_without_waiting_for_a_slo
     slow, fast, free = arrive(stage, DATE), arrive(stage, r"[0-9][0-9]"), arrive(stage, None)
     stage.cache.get_fsm(r"[0-9][0-9]", timeout=5)                # the fast compile is done ...
     queue = [slow, fast, free]
-    assert stage.poll_grammar_queue(queue) == [fast, free]     # ... so it overtakes slow (no head-of-line blocking)
-    assert stage.poll_grammar_queue([slow]) == []              # slow still compiling: it stays
+    names = {id(slow): "slow", id(fast): "fast", id(free): "free"}
+    got = stage.poll_grammar_queue(queue)                      # ... so it overtakes slow (no head-of-line blocking)
+    assert got == [fast, free], (f"queue [slow (compiling), fast (compiled), free (no regex)]: poll must "
+                                 f"release [fast, free]; got {[names.get(id(r), r) for r in got]}")
+    got = stage.poll_grammar_queue([slow])                     # slow still compiling: it stays
+    assert got == [], f"slow's compile is still running: poll([slow]) must release nothing; got {len(got)} request(s)"
     opened.set()
     stage.cache.get_fsm(DATE, timeout=5)
-    assert stage.poll_grammar_queue([slow]) == [slow]
+    got = stage.poll_grammar_queue([slow])
+    assert got == [slow], f"slow's compile is done: poll([slow]) must release it; got {len(got)} request(s)"
     for req, regex in [(slow, DATE), (fast, r"[0-9][0-9]")]:
-        assert req.grammar.fsm.regex == regex and req.grammar.state == req.grammar.fsm.index.initial_state
-        assert not req.finished
-    assert stage.pending == {}
+        grammar = req.grammar
+        assert grammar is not None and grammar.fsm.regex == regex and grammar.state == grammar.fsm.index.initial_state, (
+            f"{names[id(req)]} (regex {regex!r}) must be released with the FSM of its regex at its initial state; "
+            f"got {None if grammar is None else (grammar.fsm.regex, grammar.state)}")
+        assert not req.finished, f"{names[id(req)]} was compiled fine but finished: {req.finished_reason}"
+    assert stage.pending == {}, f"every released request leaves pending; still there: {list(stage.pending)}"
 
 
 @pytest.mark.task3_3
@@ -295,9 +315,16 @@ def test_poll_aborts_a_failed_compile_with_its_message(stage):
     stage.cache.get_fsm(DATE, timeout=5)
     with pytest.raises(ConstraintError):
         stage.cache.get_fsm("(a|", timeout=5)
-    assert stage.poll_grammar_queue([bad, good]) == [bad, good]
-    assert bad.finished_reason["type"] == "abort" and "(a|" in bad.finished_reason["message"]
-    assert bad.grammar is None and good.grammar is not None and not good.finished
+    got = stage.poll_grammar_queue([bad, good])
+    assert got == [bad, good], (f"queue [bad (regex '(a|' failed to compile), good (compiled)]: both go on, in "
+                                f"order; got {len(got)} request(s)")
+    assert bad.finished_reason is not None and bad.finished_reason["type"] == "abort" \
+        and "(a|" in bad.finished_reason.get("message", ""), (
+            f"the request for '(a|' must be aborted with the compile's message naming the regex; got "
+            f"{bad.finished_reason}")
+    assert bad.grammar is None and good.grammar is not None and not good.finished, (
+        f"bad gets no grammar ({bad.grammar!r}); good ({DATE!r}) gets its grammar and goes on "
+        f"(grammar {good.grammar!r}, finished {good.finished_reason})")
 
 
 @pytest.mark.task3_3
@@ -307,11 +334,13 @@ def test_poll_aborts_requests_whose_compile_outlives_the_timeout():
     opened = gate(st.cache, DATE)
     first, second = arrive(st, DATE), arrive(st, DATE)
     time.sleep(0.05)
-    assert st.poll_grammar_queue([first, second]) == [first, second]
-    for req in (first, second):
-        assert req.finished_reason == {"type": "abort", "kind": AbortKind.GRAMMAR,
-                                       "message": "compiling the regex took longer than 0.01 s"}
-    assert st.pending == {}
+    got = st.poll_grammar_queue([first, second])
+    assert got == [first, second], (f"two requests whose compile outlived the 0.01 s timeout: both are released "
+                                    f"(aborted), in order; got {len(got)} request(s)")
+    want = {"type": "abort", "kind": AbortKind.GRAMMAR, "message": "compiling the regex took longer than 0.01 s"}
+    for name, req in (("first", first), ("second", second)):
+        assert req.finished_reason == want, f"the {name} request: expected {want}; got {req.finished_reason}"
+    assert st.pending == {}, f"aborted requests leave pending; still there: {list(st.pending)}"
     opened.set()
     st.shutdown()
 
@@ -325,10 +354,12 @@ def test_poll_takes_a_finished_compile_even_when_it_finished_after_the_timeout()
     req = arrive(st, DATE)
     st.cache.get_fsm(DATE, timeout=5)
     st.pending[req.rid].since -= 60                            # done, and waited past the 5 s timeout
-    assert st.poll_grammar_queue([req]) == [req]
+    got = st.poll_grammar_queue([req])
+    assert got == [req], f"a request whose compile is done is released; got {len(got)} request(s)"
     assert not req.finished, f"a finished compile was aborted: {req.finished_reason}"
-    assert req.grammar is not None and req.grammar.fsm.regex == DATE
-    assert st.pending == {}
+    assert req.grammar is not None and req.grammar.fsm.regex == DATE, (
+        f"the released request gets the FSM of {DATE!r}; got grammar {req.grammar!r}")
+    assert st.pending == {}, f"the released request leaves pending; still there: {list(st.pending)}"
     st.shutdown()
 
 
@@ -360,7 +391,7 @@ def test_poll_uses_only_is_done_and_take_and_names_the_constraint_kind():
     assert got == [late, ready], f"both requests go on (one timed out, one done), in queue order; got {len(got)}"
     assert taken == [ready] and ready.grammar == "its grammar", (
         "the done request gets its grammar through take(req, handle)")
-    want = {"type": "abort", "message": "compiling the json_schema took longer than 1.0 s"}
+    want = {"type": "abort", "kind": AbortKind.GRAMMAR, "message": "compiling the json_schema took longer than 1.0 s"}
     assert late.finished_reason == want, (f"a json_schema request that waited past the timeout is aborted "
                                           f"with {want}; got {late.finished_reason}")
-    assert queue.pending == {}
+    assert queue.pending == {}, f"both requests were released, so none is pending; still there: {list(queue.pending)}"

@@ -62,16 +62,57 @@ def expected_jump(words: set[bytes], done: bytes) -> bytes:
     return forced[:head] + whole_characters(forced[head:])
 
 
+def words_of(parts: list[str]) -> set[str]:
+    return {"".join(c) for c in itertools.product(*(FINITE[p] for p in parts))}
+
+
+def expected_char_edges(dfa, words: set[str]) -> dict[int, tuple[str, int]]:
+    """Brute force over the language: the state after a prefix jumps iff every accepted
+    string goes on with one same character and none stops there."""
+    edges = {}
+    for prefix in {w[:i] for w in words for i in range(len(w) + 1)}:
+        nexts = {w[len(prefix)] for w in words if w.startswith(prefix) and len(w) > len(prefix)}
+        if len(nexts) == 1 and prefix not in words:
+            (ch,) = nexts
+            edges[dfa.walk(0, prefix)] = (ch, dfa.walk(0, prefix + ch))
+    return edges
+
+
+def expected_byte_edges(byte_dfa) -> dict[int, tuple[int, int]]:
+    """Every intermediate state (half a character read) whose row has exactly one live byte."""
+    want = {}
+    for state in range(byte_dfa.num_char_states, byte_dfa.num_states):
+        live = [b for b in range(256) if byte_dfa.table[state, b] >= 0]
+        if len(live) == 1:
+            want[state] = (live[0], int(byte_dfa.table[state, live[0]]))
+    return want
+
+
 @pytest.mark.task4_1
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(sorted(FINITE)), min_size=1, max_size=5))
+def test_char_edges_are_the_states_where_every_accepted_string_goes_on_alike(parts):
+    regex = "".join(parts)
+    dfa = compile_regex(regex)
+    jm = JumpForwardMap.build(dfa, ByteDFA.from_char_dfa(dfa))
+    want = expected_char_edges(dfa, words_of(parts))
+    wrong = {s: (want.get(s), jm.char_edges.get(s)) for s in set(want) | set(jm.char_edges)
+             if want.get(s) != jm.char_edges.get(s)}
+    assert not wrong, (f"regex {regex!r}: char_edges is wrong at these states, as state: (expected, got), "
+                       f"None meaning no entry (a choice, or a state where the string may stop): {wrong}")
+
+
 @pytest.mark.task4_2
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.sampled_from(sorted(FINITE)), min_size=1, max_size=5))
 def test_jump_is_the_longest_common_continuation_of_every_accepted_string(parts):
+    """Task 4_2 alone: the map it walks is built here by brute force, not by task 4_1."""
     regex = "".join(parts)
-    words = {"".join(c).encode() for c in itertools.product(*(FINITE[p] for p in parts))}
+    words = {w.encode() for w in words_of(parts)}
     dfa = compile_regex(regex)
     byte_dfa = ByteDFA.from_char_dfa(dfa)
-    jm = JumpForwardMap.build(dfa, byte_dfa)
+    jm = JumpForwardMap(expected_char_edges(dfa, words_of(parts)), expected_byte_edges(byte_dfa),
+                        byte_dfa.num_char_states)
     for word in words:
         for i in range(len(word) + 1):   # every byte position, also inside a character
             done = word[:i]
@@ -99,7 +140,7 @@ def test_one_edge_of_many_characters_is_a_choice_not_a_jump(regex, done):
     state = dfa.walk(0, done)
     assert len(dfa.transitions[state]) == 1   # one edge, as the test means
     edge = next(iter(dfa.transitions[state]))
-    assert state not in jm.char_edges and jm.jump_forward(state) is None, (
+    assert state not in jm.char_edges, (
         f"regex {regex!r}, state {state} after {done!r}: its one edge is the class {edge.label()} "
         f"(chars={set(edge.chars)}, negated={edge.negated}), which takes many characters: a choice, "
         f"not a jump; got char_edges[{state}] = {jm.char_edges.get(state)!r}")
@@ -113,11 +154,7 @@ def test_byte_edges_are_the_intermediate_states_with_one_next_byte(regex):
     dfa = compile_regex(regex)
     byte_dfa = ByteDFA.from_char_dfa(dfa)
     jm = JumpForwardMap.build(dfa, byte_dfa)
-    want = {}
-    for state in range(byte_dfa.num_char_states, byte_dfa.num_states):
-        live = [b for b in range(256) if byte_dfa.table[state, b] >= 0]
-        if len(live) == 1:
-            want[state] = (live[0], int(byte_dfa.table[state, live[0]]))
+    want = expected_byte_edges(byte_dfa)
     extra = sorted(set(jm.byte_edges) - set(want))
     assert jm.byte_edges == want, (f"regex {regex!r}: byte_edges must be {want} (intermediate states are "
                                    f">= num_char_states = {byte_dfa.num_char_states}); got {jm.byte_edges}"
@@ -172,7 +209,8 @@ def test_retokenize_is_the_tokenizers_own_encoding_or_a_refusal(tok, stage, prom
     else:
         assert got == all_ids[prompt_len:], (f"{case}: the new output ids are what encode(prompt + output + "
                                              f"jump) gives after the prompt, {all_ids[prompt_len:]}; got {got!r}")
-        assert tok.decode_bytes(got) == ("".join(pieces) + jump).encode()
+        assert tok.decode_bytes(got) == ("".join(pieces) + jump).encode(), (
+            f"{case}: the new output ids must decode to exactly the output and the jump")
 
 
 @pytest.mark.task4_3
@@ -279,7 +317,8 @@ def test_retokenize_refuses_a_normalised_output_even_when_the_prompt_is_kept():
     assert got is None, ("output 'e', jump U+0301 (a combining accent): the tokenizer normalises 'e\\u0301' "
                          f"to 'é', whose bytes are not output + jump: refuse (None); got {got!r}")
     # the same tokenizer, nothing to normalise: the jump is taken
-    assert JumpForward(toy).retokenize(req, b":") == [2, 1]
+    got = JumpForward(toy).retokenize(req, b":")
+    assert got == [2, 1], f"output 'e', jump ':' (nothing to normalise): the jump is taken, ids [2, 1]; got {got!r}"
 
 
 @pytest.mark.task4_3
@@ -330,7 +369,9 @@ def test_readmit_restarts_the_detokenizer_even_in_the_middle_of_a_character(tok)
         f"waiting_queue {len(parts.waiting_queue)}")
     # decoding goes on from the new ids: the next token's text only
     more = tok.encode(Q + "我喜欢编程")[len(req.origin_input_ids) + len(new_ids):]
-    assert req.detokenizer.feed(more) == tok.decode(new_ids + more)[len("我喜欢"):]
+    fed, want = req.detokenizer.feed(more), tok.decode(new_ids + more)[len("我喜欢"):]
+    assert fed == want, (f"after readmit the detokenizer must go on from the new ids: the next tokens give {want!r}; "
+                         f"got {fed!r}")
 
 
 @pytest.mark.task4_4
@@ -371,10 +412,13 @@ def test_a_jump_hands_the_kv_to_the_tree_and_readmits_with_the_longest_shared_pr
         assert req.req_pool_idx is None, (
             f"jump {jumps}: after readmit the request still holds table row {req.req_pool_idx} "
             f"(self.release_memory(req) frees its memory)")
-        assert req.output_text == engine.tokenizer.decode(req.output_ids)
+        decoded = engine.tokenizer.decode(req.output_ids)
+        assert req.output_text == decoded, (f"jump {jumps}: output_text {req.output_text!r} is not the decoded "
+                                            f"output ids {decoded!r} (restart the detokenizer on readmit)")
         # the tree holds everything that had KV before the jump
         prefix, _ = s.tree_cache.match_prefix(before_ids[:before_kv])
-        assert len(prefix) == before_kv
+        assert len(prefix) == before_kv, (f"jump {jumps}: the {before_kv} tokens that had KV before the jump must "
+                                          f"be in the radix tree; it holds {len(prefix)} of them")
         if req.finished:                 # the jump completed the match: it leaves, no re-admission
             continue
         # re-admission: the radix match ends at the first token the retokenization changed
@@ -384,8 +428,14 @@ def test_a_jump_hands_the_kv_to_the_tree_and_readmits_with_the_longest_shared_pr
         engine.step()
         # (after the prefill the whole prompt is in the tree: the admission event keeps the hit)
         admit = [e for e in engine.trace if e["event"] == "admit" and e.get("rid") == req.rid][-1]
-        assert admit["prefix_len"] == min(shared, len(new_ids) - 1)
-    assert jumps >= 2 and re.fullmatch(PERSON, req.output_text)
-    assert s.token_to_kv_pool.available_size() + s.tree_cache.total_size() == 1024
-    assert s.tree_cache.protected_size() == 0
+        want = min(shared, len(new_ids) - 1)
+        assert admit["prefix_len"] == want, (f"jump {jumps}: re-admitted with a cached prefix of "
+                                             f"{admit['prefix_len']} tokens; the tokens before the first one the "
+                                             f"retokenization changed are {want}")
+    assert jumps >= 2 and re.fullmatch(PERSON, req.output_text), (
+        f"a PERSON request: expected at least 2 jumps and a full match; got {jumps} jump(s), text {req.output_text!r}")
+    held = s.token_to_kv_pool.available_size() + s.tree_cache.total_size()
+    assert held == 1024, f"after the request, free slots + the tree's tokens must be all 1024 slots; got {held} (a leak)"
+    assert s.tree_cache.protected_size() == 0, (f"no request runs, so no tree node may stay locked; "
+                                                f"{s.tree_cache.protected_size()} tokens are")
     engine.shutdown()

@@ -77,6 +77,13 @@ def as_row(token_ids: set[int]) -> torch.Tensor:
     return row
 
 
+def row_diff(got: torch.Tensor, want: torch.Tensor) -> str:
+    """How a mask row differs from the expected one, as token ids (the first 8 of each)."""
+    extra = (got & ~want).nonzero().flatten().tolist()
+    missing = (want & ~got).nonzero().flatten().tolist()
+    return f"it also allows {extra[:8]} and lacks {missing[:8]} (token ids; EOS is {EOS})"
+
+
 @pytest.mark.task5_1
 @settings(max_examples=60, deadline=None)
 @given(st.sampled_from(REGEXES), st.lists(st.integers(0, 10_000), min_size=1, max_size=14), st.integers(0, 2))
@@ -86,16 +93,20 @@ def test_walk_masks_and_termination_equal_brute_force(synthetic_backend, regex, 
     for choice in choices:
         expected = oracle_allowed(regex, prefix)
         rows = allowed_row(g, batch=3, row=row)
-        assert torch.equal(rows[row], as_row(expected)), (regex, prefix)   # padded tail included
-        assert all(rows[r].all() for r in range(3) if r != row)            # other rows untouched
+        assert torch.equal(rows[row], as_row(expected)), (   # padded tail included
+            f"regex {regex!r} after {prefix!r}, row {row} of 3: {row_diff(rows[row], as_row(expected))}")
+        touched = [r for r in range(3) if r != row and not rows[r].all()]
+        assert not touched, f"fill_vocab_mask(mask, {row}) must write row {row} only; it changed the rows {touched}"
         # Finished exactly when nothing but EOS may follow ("may stop" is not "must stop").
-        assert g.is_terminated() == (expected == {EOS}), (regex, prefix)
+        assert g.is_terminated() == (expected == {EOS}), (
+            f"regex {regex!r} after {prefix!r}: is_terminated() must be {expected == {EOS}} (only EOS may follow: "
+            f"{expected == {EOS}}); got {g.is_terminated()}")
         if not expected:   # the vocabulary cannot go on from here: an all-zero row (s5 aborts)
             return
         token = sorted(expected)[choice % len(expected)]
         g.accept_token(token)
         if token == EOS:
-            assert g.is_terminated()
+            assert g.is_terminated(), f"regex {regex!r}: EOS accepted after {prefix!r} must terminate the matcher"
             return
         prefix += VOCAB[token]
 
@@ -111,7 +122,8 @@ def test_a_refused_token_raises_and_leaves_the_state_alone(synthetic_backend, re
     for piece in pieces:
         g.accept_token(VOCAB.index(piece))
     before = allowed_row(g)[0]
-    assert torch.equal(before, as_row(oracle_allowed(regex, b"".join(pieces))))
+    want = as_row(oracle_allowed(regex, b"".join(pieces)))
+    assert torch.equal(before, want), f"regex {regex!r} after {b''.join(pieces)!r}: {row_diff(before, want)}"
     # Specials, the empty token, EOS where the text is unfinished, and every other misfit.
     for token in [t for t in range(len(VOCAB)) if not before[t]]:
         with pytest.raises(GrammarError, match=f"token {token} is not allowed"):
@@ -137,11 +149,15 @@ def test_a_refused_token_leaves_no_trace_in_the_history(synthetic_backend, regex
     g.accept_token(VOCAB.index(pieces[-1]))
     if rows[-1][EOS]:   # the match may end here: EOS is one more step to roll back
         g.accept_token(EOS)
-        assert g.is_terminated()
+        assert g.is_terminated(), f"regex {regex!r}: EOS after {pieces} must terminate the matcher"
         g.rollback(1)
-        assert not g.is_terminated() and torch.equal(allowed_row(g)[0], rows[-1])
+        assert not g.is_terminated() and torch.equal(allowed_row(g)[0], rows[-1]), (
+            f"regex {regex!r}: rollback(1) after EOS must be back before the EOS (not terminated, the same mask); "
+            f"terminated {g.is_terminated()}")
     g.rollback(len(pieces))
-    assert torch.equal(allowed_row(g)[0], rows[0])
+    assert torch.equal(allowed_row(g)[0], rows[0]), (
+        f"regex {regex!r}: rollback({len(pieces)}) after {pieces} must be back at the start's mask; "
+        f"{row_diff(allowed_row(g)[0], rows[0])}")
 
 
 @pytest.mark.task5_1
@@ -159,9 +175,12 @@ def test_rollback_returns_to_the_mask_of_k_tokens_ago(synthetic_backend, regex, 
         rows.append(allowed_row(g)[0])
     k = data.draw(st.integers(0, len(rows) - 1), label="k")
     g.rollback(k)
-    assert torch.equal(allowed_row(g)[0], rows[len(rows) - 1 - k])
+    got = allowed_row(g)[0]
+    assert torch.equal(got, rows[len(rows) - 1 - k]), (
+        f"regex {regex!r}, {len(rows) - 1} tokens accepted, then rollback({k}): the mask must be the one of "
+        f"{len(rows) - 1 - k} tokens in; {row_diff(got, rows[len(rows) - 1 - k])}")
     if k:   # we went back to before a token that was not EOS: not finished
-        assert not g.is_terminated()
+        assert not g.is_terminated(), f"regex {regex!r}: rolled back {k} tokens (none EOS), yet terminated"
 
 
 @pytest.mark.task5_1
@@ -204,9 +223,13 @@ def test_copies_are_independent_matchers_on_one_compile(synthetic_backend):
     regex = r"(yes|no)"
     a, b = start(synthetic_backend, regex), start(synthetic_backend, regex)
     a.accept_token(VOCAB.index(b"yes"))
-    assert a.fsm is b.fsm and a.is_terminated() and not b.is_terminated()
-    assert torch.equal(allowed_row(b)[0], as_row(oracle_allowed(regex, b"")))
-    assert torch.equal(allowed_row(a)[0], as_row({EOS}))
+    assert a.fsm is b.fsm, "two matchers of one regex must share the one compiled FSM"
+    assert a.is_terminated() and not b.is_terminated(), (
+        f"matcher a accepted 'yes' (terminated: {a.is_terminated()}, expected True); matcher b accepted nothing "
+        f"(terminated: {b.is_terminated()}, expected False)")
+    want_b, want_a = as_row(oracle_allowed(regex, b"")), as_row({EOS})
+    assert torch.equal(allowed_row(b)[0], want_b), f"matcher b, at the start: {row_diff(allowed_row(b)[0], want_b)}"
+    assert torch.equal(allowed_row(a)[0], want_a), f"matcher a, after 'yes': {row_diff(allowed_row(a)[0], want_a)}"
 
 
 @pytest.mark.task5_1
@@ -215,11 +238,14 @@ def test_the_reasoning_gate_masks_through_fill_vocab_mask(synthetic_backend):
     regex, marker = r"(yes|no)", VOCAB.index(b"-")
     g = ReasonerGrammar(start(synthetic_backend, regex), marker, EOS)
     for token in [VOCAB.index(b"x"), VOCAB.index(b"a"), marker]:
-        assert torch.equal(allowed_row(g)[0], torch.arange(VOCAB_SIZE) != EOS)
+        got = allowed_row(g)[0]
+        assert torch.equal(got, torch.arange(VOCAB_SIZE) != EOS), (
+            f"before the marker, every token but EOS is allowed; {row_diff(got, torch.arange(VOCAB_SIZE) != EOS)}")
         g.accept_token(token)
-    assert torch.equal(allowed_row(g)[0], as_row(oracle_allowed(regex, b"")))
+    want = as_row(oracle_allowed(regex, b""))
+    assert torch.equal(allowed_row(g)[0], want), f"after the marker, (yes|no)'s start: {row_diff(allowed_row(g)[0], want)}"
     g.accept_token(VOCAB.index(b"no"))
-    assert g.is_terminated()
+    assert g.is_terminated(), "(yes|no) after the marker and 'no': the matcher must be terminated"
 
 
 # ---------------------------------------------------------------------------------------
@@ -311,9 +337,11 @@ def test_a_free_list_takes_any_scalar():
 def test_whitespace_comes_from_the_option():
     schema = {"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 3}
     compact = compile_regex(build_regex_from_schema(schema, whitespace=""))
-    assert compact.accepts("[1,2]") and not compact.accepts("[1, 2]") and not compact.accepts("[ 1]")
+    for text, ok in [("[1,2]", True), ("[1, 2]", False), ("[ 1]", False)]:
+        assert compact.accepts(text) == ok, f"whitespace='': {text!r} must be {'accepted' if ok else 'refused'}"
     free = compile_regex(build_regex_from_schema(schema, whitespace=r"[ \n]*"))
-    assert free.accepts("[\n  1,\n  2\n]") and not free.accepts("[\t1]")
+    for text, ok in [("[\n  1,\n  2\n]", True), ("[\t1]", False)]:
+        assert free.accepts(text) == ok, f"whitespace=[ \\n]*: {text!r} must be {'accepted' if ok else 'refused'}"
 
 
 @pytest.mark.task5_2
@@ -340,8 +368,9 @@ def test_impossible_arrays_drop_an_optional_property_and_void_a_required_one():
     never = {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 1}
     optional = {"type": "object", "properties": {"a": never, "b": {"type": "null"}}}
     dfa = compile_regex(build_regex_from_schema(optional))
-    assert dfa.accepts('{"b": null}') and dfa.accepts("{}")
-    assert not dfa.accepts('{"a": [], "b": null}') and not dfa.accepts('{"a": [1]}')
+    for text, ok in [('{"b": null}', True), ("{}", True), ('{"a": [], "b": null}', False), ('{"a": [1]}', False)]:
+        assert dfa.accepts(text) == ok, (f"an object whose optional a is an impossible array (minItems 2, maxItems 1): "
+                                         f"{text!r} must be {'accepted' if ok else 'refused'}")
     with pytest.raises(UnsupportedSchemaError, match="accepts no JSON value"):
         build_regex_from_schema({**optional, "required": ["a"]})
 
@@ -372,7 +401,8 @@ def test_every_string_the_automaton_accepts_is_a_valid_array(schema):
     try:
         build_regex_from_schema(schema)
     except UnsupportedSchemaError as e:   # only when nothing fits
-        assert "accepts no JSON value" in str(e)
+        assert "accepts no JSON value" in str(e), (f"schema {json.dumps(schema)}: only a schema nothing fits may be "
+                                                   f"refused, saying 'accepts no JSON value'; got {e}")
         return
     assert_sound(schema, n=40)
 
@@ -418,11 +448,16 @@ def test_a_slow_compile_times_out_alone_and_is_stopped(engine):
         free = engine.submit(USER.format("Say hello."), {"temperature": 0, "max_new_tokens": 4})
         while not (slow.finished and free.finished):
             engine.step()
-        assert slow.finished_reason["type"] == "abort"
-        assert "took longer than 0.2 s" in slow.finished_reason["message"]
-        assert "retry_after" not in slow.finished_reason
-        assert free.finished_reason["type"] in ("stop", "length")
-        assert not backend.is_cached("regex", regex)
+        reason = slow.finished_reason or {}
+        assert reason.get("type") == "abort" and "took longer than 0.2 s" in reason.get("message", ""), (
+            f"the request whose compile of {regex!r} outlives the 0.2 s timeout must abort saying 'took longer "
+            f"than 0.2 s'; got {slow.finished_reason}")
+        assert "retry_after" not in reason, (f"a slow grammar is the request's fault, not a busy server: no "
+                                             f"retry_after; got {reason}")
+        assert free.finished_reason["type"] in ("stop", "length"), (
+            f"the unconstrained neighbour must finish normally; got {free.finished_reason}")
+        assert not backend.is_cached("regex", regex), (f"the compile of {regex!r} that no one waits for must be "
+                                                       f"cancelled, not cached")
     finally:
         gate.set()
         backend.compile = real_compile

@@ -137,14 +137,16 @@ def test_the_tag_regex_keeps_the_three_promises():
         "type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"],
         "additionalProperties": False}}], "triggers": [TRIGGER]})
     regex = re.compile(spec.to_regex(build_regex_from_schema))
-    assert regex.fullmatch("no call at all")
-    assert regex.fullmatch("a <tool_ prefix ends it <tool_c")
-    assert regex.fullmatch('x ' + format_call("f", '{"n": 3}') + " then text " + format_call("f", '{"n": 4}'))
-    assert not regex.fullmatch("talking about <tool_call> in prose")
-    assert not regex.fullmatch(format_call("f", '{"n": "three"}'))
-    assert not regex.fullmatch(format_call("f", '{"n": 3, "m": 1}'))
-    assert not regex.fullmatch(format_call("f", '{"n": 3}')[:-3])      # EOS inside the end tag
-    assert not regex.fullmatch(call_begin("f") + '{"n": 3')             # EOS inside the arguments
+    accepted = ["no call at all", "a <tool_ prefix ends it <tool_c",
+                'x ' + format_call("f", '{"n": 3}') + " then text " + format_call("f", '{"n": 4}')]
+    refused = ["talking about <tool_call> in prose",              # a trigger with no valid call after it
+               format_call("f", '{"n": "three"}'), format_call("f", '{"n": 3, "m": 1}'),   # break the schema
+               format_call("f", '{"n": 3}')[:-3],                  # EOS inside the end tag
+               call_begin("f") + '{"n": 3']                         # EOS inside the arguments
+    for text in accepted:
+        assert regex.fullmatch(text), f"the tag's regex must accept {text!r}; it refuses it"
+    for text in refused:
+        assert not regex.fullmatch(text), f"the tag's regex must refuse {text!r}; it accepts it"
 
 
 CALL = re.compile(r'<tool_call>\{"name": "(\w+)", "arguments": (.*?)\}</tool_call>', re.S)
@@ -224,8 +226,7 @@ def test_tricky_arguments_are_read_back_whole(args):
     content, calls = parse_tool_calls(text, NAMES)
     assert [(c.name, c.arguments) for c in calls] == [("search", args)], (
         f"the arguments of {text!r} read back as {[c.arguments for c in calls]}")
-    assert json.loads(calls[0].arguments) == json.loads(args)
-    assert content == "Checking.  Done }"
+    assert content == "Checking.  Done }", f"the content of {text!r} must be the free text around the call; got {content!r}"
 
 
 @pytest.mark.task6_2
@@ -241,9 +242,12 @@ def test_calls_between_free_text_read_back_as_written(parts, tail):
         want.append((name, written, args))
     text += tail
     content, calls = parse_tool_calls(text, NAMES)
-    assert [(c.name, c.arguments) for c in calls] == [(n, w) for n, w, _ in want], text
-    assert [json.loads(c.arguments) for c in calls] == [a for _, _, a in want]
-    assert content == "".join(p[0] for p in parts) + tail
+    got = [(c.name, c.arguments) for c in calls]
+    assert got == [(n, w) for n, w, _ in want], f"the calls in {text!r}: expected {[(n, w) for n, w, _ in want]}; got {got}"
+    assert content == "".join(p[0] for p in parts) + tail, (
+        f"the content of {text!r} must be the free text only, {''.join(p[0] for p in parts) + tail!r}; got {content!r}")
+    assert [json.loads(c.arguments) for c in calls] == [a for _, _, a in want], (
+        f"the calls' arguments in {text!r} must load back as {[a for _, _, a in want]}")
 
 
 @pytest.mark.task6_2
@@ -262,9 +266,13 @@ def test_streamed_argument_deltas_join_into_the_arguments(args, layout, sizes):
         at += size
     events += parser.finish()
     deltas = [e for e in events if isinstance(e, CallDelta)]
-    assert deltas and deltas[0].name == "get_weather"
-    assert "".join(d.arguments for d in deltas) == written
-    assert "".join(e for e in events if isinstance(e, str)) == "Sure.  Anything else?"
+    assert deltas and deltas[0].name == "get_weather", (
+        f"{text!r} fed in pieces of {sizes}: the first call delta names get_weather; got {deltas[:1]}")
+    joined = "".join(d.arguments for d in deltas)
+    assert joined == written, f"{text!r} fed in pieces of {sizes}: the deltas join into {joined!r}, not {written!r}"
+    content = "".join(e for e in events if isinstance(e, str))
+    assert content == "Sure.  Anything else?", (f"{text!r} fed in pieces of {sizes}: the content must be "
+                                                f"'Sure.  Anything else?'; got {content!r}")
 
 
 @pytest.mark.task6_2
@@ -272,5 +280,7 @@ def test_text_after_the_arguments_that_is_not_the_end_tag_is_content():
     """The scan must stop at the value's end: what follows is the end tag or free text."""
     text = format_call("search", '{"q": 1}')[:-len(CALL_END)] + "} and then " + TRIGGER[:4]
     content, calls = parse_tool_calls(text, NAMES)
-    assert [c.arguments for c in calls] == ['{"q": 1}']
-    assert content == "} and then " + TRIGGER[:4]
+    assert [c.arguments for c in calls] == ['{"q": 1}'], (
+        f"{text!r}: one call with the arguments '{{\"q\": 1}}'; got {[c.arguments for c in calls]}")
+    assert content == "} and then " + TRIGGER[:4], (f"{text!r}: what follows the arguments and is not the end tag "
+                                                    f"is content, {'} and then ' + TRIGGER[:4]!r}; got {content!r}")
