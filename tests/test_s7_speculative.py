@@ -9,6 +9,7 @@ tests/test_engine.py's leak check for the pools and the radix tree.
 """
 import dataclasses
 import json
+import os
 import random
 import re
 
@@ -16,6 +17,7 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_engine import assert_no_leak
 
 import minisglang as sgl
 from minisglang.backends.base import BaseGrammarObject, get_backend_class
@@ -23,7 +25,6 @@ from minisglang.constrained.bitmask import unpack_bits
 from minisglang.speculative import accept_greedy, accept_sampled, forced_drafts, ngram_drafts
 from minisglang.stages.s7_speculative import RollbackReasonerGrammar, allows
 from minisglang.tokenizer import ChatPrompt, Tokenizer
-from test_engine import assert_no_leak
 
 ALPHA = 1e-3   # each chi-square test fails a correct implementation with this probability (seeds fixed)
 NAMES = ["Li Lei", "Anna Berg", "Ken Sato", "Maria Lopez", "Omar Khan", "Sara Novak"]
@@ -127,6 +128,21 @@ def test_forced_drafts_read_only_what_k_tokens_need(tokenizer):
     calls = []
     drafts = forced_drafts(("é" * 500_000).encode(), 3, lambda t: calls.append(t) or tokenizer.encode(t), 4)
     assert len(calls[0]) <= 8 and len(drafts) <= 3
+
+
+def test_forced_drafts_leave_the_seam_to_the_model(tokenizer):
+    """`", "age":` forced: `":` is the forced text's last token, where the model writes
+    `": "` (one token across the grammar's choice), so it is left out; when k cuts the
+    forced text earlier, the k-th token is inside it and stays."""
+    longest = max(len(b) for b in tokenizer.token_bytes if b)
+    forced = b'", "age":'
+    ids = tokenizer.encode(forced.decode())
+    merges = []
+    assert forced_drafts(forced, 8, tokenizer.encode, longest, lambda d: merges.append(d) or True) == ids[:-1]
+    assert merges == [ids]
+    assert forced_drafts(forced, 8, tokenizer.encode, longest, lambda d: False) == ids
+    assert forced_drafts(forced, len(ids) - 1, tokenizer.encode, longest, lambda d: True) == ids[:-1]
+    assert forced_drafts(forced, 1, tokenizer.encode, longest, lambda d: True) == ids[:1]
 
 
 # ------------------------------------------------------------------ acceptance
@@ -367,6 +383,47 @@ def test_drafts_are_kept_and_counted(engines):
     assert "spec_verify_ct" not in e7.generate(prompts[0], params)["meta_info"]
 
 
+def test_forced_drafts_end_before_the_seam(engines, monkeypatch):
+    """JSON allows a space after `":`, and the model writes `": "` as one token: the forced
+    text `name":` is drafted as `name` alone (drafting `":` too, the verify rejected it
+    every time), and most forced drafts are then kept."""
+    e6, e7 = engines
+    set_drafting(e7, "FORCED", 4)
+    seam = e7.tokenizer.encode('":')
+    assert len(seam) == 1
+    verified = []
+    accept = e7.scheduler.accept
+    monkeypatch.setattr(e7.scheduler, "accept",
+                        lambda req, rows, d, mask: verified.append((d, accept(req, rows, d, mask))) or verified[-1][1])
+    prompts, params = greedy_requests(range(6), {"json_schema": SCHEMA}, 40)
+    e7.generate(prompts, params)
+    fed = [d for d, _ in verified if d]
+    kept = sum(len(os.path.commonprefix([d, out])) for d, out in verified)
+    assert fed and not any(d[-1] == seam[0] for d in fed)
+    assert kept >= 0.7 * sum(map(len, fed))
+
+
+def test_metrics_export_the_acceptance_rate(engines):
+    """/metrics' numbers (ServerMetrics, fed each finished request's meta_info as the
+    server does): drafts fed and kept, and their ratio; no rate before any draft."""
+    from minisglang.metrics import ServerMetrics
+    e6, e7 = engines
+    set_drafting(e7, "FORCED+NGRAM", 4)
+    metrics = ServerMetrics(e7)
+    assert "minisglang_spec_accept_rate" not in metrics.render().decode()
+    prompts, params = greedy_requests(range(4), {"regex": PERSON}, 40)
+    metas = [o["meta_info"] for o in e7.generate(prompts, params)]
+    for meta in metas:
+        metrics.finished(meta)
+    values = {line.split()[0]: float(line.split()[1]) for line in metrics.render().decode().splitlines()
+              if line.startswith("minisglang_spec_")}
+    fed, kept = sum(m["spec_draft_tokens"] for m in metas), sum(m["spec_accepted_tokens"] for m in metas)
+    assert 0 < kept <= fed
+    assert values["minisglang_spec_draft_tokens_total"] == fed
+    assert values["minisglang_spec_accepted_tokens_total"] == kept
+    assert values["minisglang_spec_accept_rate"] == pytest.approx(kept / fed)
+
+
 def test_eos_inside_drafts_ends_the_request_there(engines, monkeypatch):
     """A prompt holding an earlier answer and its EOS (as ids) makes prompt lookup draft
     that EOS: the request stops at EOS as s6 does, the tokens drafted after it dropped."""
@@ -385,7 +442,8 @@ def test_eos_inside_drafts_ends_the_request_there(engines, monkeypatch):
     out7, out6 = e7.generate(prompt, params), e6.generate(prompt, params)
     assert any(tok.eos_token_id in d for d in drafted)
     assert out7["output_ids"] == out6["output_ids"]
-    assert out7["meta_info"]["finish_reason"] == out6["meta_info"]["finish_reason"] == {"type": "stop", "matched": tok.eos_token_id}
+    eos = {"type": "stop", "matched": tok.eos_token_id}
+    assert out7["meta_info"]["finish_reason"] == out6["meta_info"]["finish_reason"] == eos
     assert_no_leak(e7)
 
 
