@@ -92,6 +92,7 @@ def _whole_chars(data: bytes) -> str:
 def accept_greedy(logits: torch.Tensor, drafts: list[int]) -> list[int]:
     """logits: [m + 1, V] masked, row i at the position that chooses token i; drafts: [m].
     Returns the accepted drafts and then the model's own next token (1 to m + 1 tokens)."""
+    # BEGIN SOLUTION task7_2
     picks = logits.argmax(dim=-1).tolist()
     out = []
     for pick, draft in zip(picks, drafts):
@@ -100,6 +101,7 @@ def accept_greedy(logits: torch.Tensor, drafts: list[int]) -> list[int]:
         out.append(draft)
     out.append(picks[len(out)])
     return out
+    # END SOLUTION
 
 
 def accept_sampled(probs: torch.Tensor, drafts: list[int], generator: torch.Generator) -> list[int]:
@@ -111,6 +113,7 @@ def accept_sampled(probs: torch.Tensor, drafts: list[int], generator: torch.Gene
     from p_i with d removed, renormalised: P(d) = p(d), and P(x) = (1 - p(d)) * p(x) /
     (1 - p(d)) = p(x) for x != d. After the last draft, a token from the next row.
     """
+    # BEGIN SOLUTION task7_3
     out = []
     for i, draft in enumerate(drafts):
         # Relative to the row's sum, as torch.multinomial reads it: a row whose only mass is
@@ -125,3 +128,4 @@ def accept_sampled(probs: torch.Tensor, drafts: list[int], generator: torch.Gene
         return out
     out.append(int(torch.multinomial(probs[len(drafts)], 1, generator=generator)))
     return out
+    # END SOLUTION

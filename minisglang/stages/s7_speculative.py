@@ -312,6 +312,7 @@ class SpeculativeStage(FunctionCallingStage):
         if not bool(rows[0].any()):
             req.finish("abort", message="the grammar allows no token here")   # (s5's mask_logits' words)
             return [], None
+        # BEGIN SOLUTION task7_1
         accepted = 0
         try:
             for i, draft in enumerate(drafts):
@@ -329,6 +330,7 @@ class SpeculativeStage(FunctionCallingStage):
             return drafts, rows
         finally:
             g.rollback(accepted)
+        # END SOLUTION
 
     # -- 4: mask the verify forward's logits ------------------------------------------------
     def apply_mask_rows(self, logits: torch.Tensor, rows: torch.Tensor) -> None:
