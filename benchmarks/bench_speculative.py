@@ -1,8 +1,10 @@
 """Speculative decoding under a grammar (stage s7) against one token per forward (s6), and
 s4's jump-forward against the forced text drafted, on the same requests.
 
-Two workloads (seeded), each served by every system one after another through the same
-serving loop (Poisson arrivals at `--rate`, greedy):
+Two workloads (seeded), each served by every system one after another, greedy, all
+requests submitted at once: the batches, and so every count below, are then the same on any
+machine at any load (with arrivals over time, which requests share a forward depends on how
+fast the machine runs; this one is shared with other jobs):
 
 * extraction service: bench_extraction_service.py's requests, half English, half Chinese, a
   shared ~300-token instruction, a document of 50-400 tokens, the answer constrained by the
@@ -29,7 +31,7 @@ and whether every output text equals s6's (greedy: it must). Then, side by side 
 extraction requests, what skipping the forced text costs each way: s4's jumps and their
 re-admission prefills, against the forced drafts' verify forwards.
 
-    python benchmarks/bench_speculative.py [--requests 64] [--rate R] [--quick]
+    python benchmarks/bench_speculative.py [--requests 64] [--quick]
 
 Prints the tables; writes benchmarks/results/speculative.md.
 """
@@ -45,7 +47,7 @@ from pathlib import Path
 
 import torch
 from _results import machine_line, model_checksum, write_results  # benchmarks/_results.py
-from bench_extraction_service import SCHEMA, serve_minisglang, valid, workload
+from bench_extraction_service import SCHEMA, valid, workload
 
 import minisglang
 from minisglang.engine import Engine, default_torch_threads
@@ -75,26 +77,19 @@ def systems(k_values: list[int]) -> dict[str, dict]:
     return out
 
 
-def free_text_workload(tok: Tokenizer, n: int, rate: float, seed: int) -> tuple[list[str], list[float]]:
-    """(prompts, arrival offsets) of `n` copy requests in the model's chat format (seeded)."""
+def free_text_workload(tok: Tokenizer, n: int, seed: int) -> list[str]:
+    """`n` copy requests in the model's chat format (seeded)."""
     rng = random.Random(seed)
-    prompts, arrivals, t = [], [], 0.0
-    for _ in range(n):
-        example = make_corpus.copy_example(rng, held_out=True)
-        prompts.append(tok.apply_chat_template([{"role": "user", "content": example["user"]}]))
-        arrivals.append(t)
-        t += rng.expovariate(rate)
-    return prompts, arrivals
+    return [tok.apply_chat_template([{"role": "user", "content": make_corpus.copy_example(rng, held_out=True)["user"]}])
+            for _ in range(n)]
 
 
-def serve(engine: Engine, prompts: list[str], arrivals: list[float], params: dict) -> dict:
-    """bench_extraction_service's serving loop, plus the verify forwards and drafts."""
+def serve(engine: Engine, prompts: list[str], params: dict) -> dict:
+    """Submit every request, step until all are done; count forwards, prefills, drafts and
+    s4's re-admissions."""
     s = engine.scheduler
-    verifies = s.forward_counts.get("verify", 0)
-    first = len(s.trace)
-    made = []
-    make = engine.make_request
-    engine.make_request = lambda *a: made.append(make(*a)) or made[-1]   # to read each request's counts
+    s.tree_cache.evict(10**9)   # no prefix left over from the warm-up or the other workload
+    forwards, first = dict(s.forward_counts), len(s.trace)
     readmitted = {"forwards": 0, "tokens": 0}
     admit = s.get_new_prefill_batch
 
@@ -107,17 +102,27 @@ def serve(engine: Engine, prompts: list[str], arrivals: list[float], params: dic
         return chosen
 
     s.get_new_prefill_batch = admit_and_count
+    wall, cpu = time.perf_counter(), time.process_time()
     try:
-        result = serve_minisglang(engine, prompts, arrivals, params)
+        reqs = [engine.make_request(prompt, params) for prompt in prompts]
+        for req in reqs:
+            s.add_request(req)
+        while s.has_work():
+            engine.step()
     finally:
-        del engine.make_request, s.get_new_prefill_batch
-    result["readmit_forwards"], result["readmit_tokens"] = readmitted["forwards"], readmitted["tokens"]
-    result["kept"] = sum(r.spec_accepted_tokens for r in made)
-    result["drafted"] = sum(r.spec_draft_tokens for r in made)
-    result["verifies_per_request"] = sum(r.spec_verify_ct or 0 for r in made)
-    result["verify_forwards"] = s.forward_counts.get("verify", 0) - verifies
-    result["jumps"] = sum(e["event"] == "jump" for e in list(s.trace)[first:])
-    return result
+        del s.get_new_prefill_batch
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    events = list(s.trace)[first:]
+    counts = {kind: s.forward_counts.get(kind, 0) - forwards.get(kind, 0) for kind in ("decode", "verify", "prefill")}
+    return {"texts": [r.output_text for r in reqs], "wall": wall, "cpu": cpu,
+            "decode_forwards": counts["decode"], "verify_forwards": counts["verify"],
+            "prefill_forwards": counts["prefill"],
+            "prefill_tokens": sum(e["tokens"] for e in events if e["event"] == "prefill"),
+            "output_tokens": sum(len(r.output_ids) for r in reqs),
+            "readmit_forwards": readmitted["forwards"], "readmit_tokens": readmitted["tokens"],
+            "kept": sum(r.spec_accepted_tokens for r in reqs), "drafted": sum(r.spec_draft_tokens for r in reqs),
+            "verifies_per_request": sum(r.spec_verify_ct or 0 for r in reqs),
+            "jumps": sum(e["event"] == "jump" for e in events)}
 
 
 def table(results: dict[str, dict], n: int, validity: bool) -> list[str]:
@@ -170,7 +175,6 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model-path", default=minisglang.DEFAULT_MODEL_PATH)
     ap.add_argument("--requests", type=int, default=64)
-    ap.add_argument("--rate", type=float, default=32.0, help="Poisson arrival rate, requests/s")
     ap.add_argument("--max-new-tokens", type=int, default=96)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=default_torch_threads(), help="torch threads")
@@ -182,12 +186,10 @@ def main() -> None:
         args.requests = min(args.requests, 16)
 
     tok = Tokenizer.from_pretrained(args.model_path)
-    extraction, extraction_arrivals, _ = workload(tok, args.requests, args.rate, args.seed)
-    free, free_arrivals = free_text_workload(tok, args.requests, args.rate, args.seed)
+    extraction, _, _ = workload(tok, args.requests, 1.0, args.seed)
     greedy = {"temperature": 0, "max_new_tokens": args.max_new_tokens}
-    workloads = {"extraction": (extraction, extraction_arrivals,
-                                {**greedy, "json_schema": json.dumps(SCHEMA, ensure_ascii=False)}),
-                 "free text": (free, free_arrivals, greedy)}
+    workloads = {"extraction": (extraction, {**greedy, "json_schema": json.dumps(SCHEMA, ensure_ascii=False)}),
+                 "free text": (free_text_workload(tok, args.requests, args.seed), greedy)}
     results: dict[str, dict[str, dict]] = {w: {} for w in workloads}
     loads = {}
     began = time.perf_counter()
@@ -197,11 +199,11 @@ def main() -> None:
         engine = Engine(args.model_path, torch_threads=args.threads, **options)
         if draft_seam:   # the stage's seam check says "never merges": the seam token is drafted
             engine.stage.jump.could_merge_further = lambda *a: False
-        engine.generate(tok.apply_chat_template([{"role": "user", "content": "Hi"}]), workloads["extraction"][2])
+        engine.generate(tok.apply_chat_template([{"role": "user", "content": "Hi"}]), workloads["extraction"][1])
         loads[name] = os.getloadavg()[0]
-        for workload_name, (prompts, arrivals, params) in workloads.items():
+        for workload_name, (prompts, params) in workloads.items():
             print(f"serving {args.requests} {workload_name} requests: {name} ...", flush=True)
-            results[workload_name][name] = r = serve(engine, prompts, arrivals, params)
+            results[workload_name][name] = r = serve(engine, prompts, params)
             print(f"  {args.requests / r['wall']:.2f} requests/s, {r['decode_forwards']} decode + "
                   f"{r['verify_forwards']} verify forwards", flush=True)
         engine.shutdown()
@@ -211,8 +213,9 @@ def main() -> None:
     text = "\n".join([
         "# Speculative decoding under a grammar (stage s7) vs one token per forward (s6)",
         "",
-        f"{n} greedy requests per workload, Poisson arrivals at {args.rate:g}/s, max_new_tokens "
-        f"{args.max_new_tokens}; every system serves the same traces through the same loop, one after another. "
+        f"{n} greedy requests per workload, all submitted at once (so every count is the same on any machine), "
+        f"max_new_tokens {args.max_new_tokens}; every system serves the same requests, one system after another. "
+        f"Requests/s and CPU seconds are this shared machine's, at the load averages below: read them as rough. "
         f"Model checksum {model_checksum(args.model_path)}.",
         "",
         "## Extraction service (schema-constrained)",
@@ -247,8 +250,8 @@ def main() -> None:
         "grammar allowed and the model agreed with (each verify also yields one token of the model's own); "
         "kept per request-verify: kept / (requests x verify forwards they took part in); output tokens per "
         "request-forward: each forward a request takes part in gives it one token of the model's own plus the "
-        "drafts it keeps, so output tokens / (output tokens - kept), whatever the batching (the forward counts "
-        "depend on how arrivals fall into batches, which the machine's speed changes). Load average before "
+        "drafts it keeps, so output tokens / (output tokens - kept): the speed-up of one request, where the "
+        "batch's forwards wait for its slowest request. Load average before "
         "each system: " + ", ".join(f"{name} {load:.1f}" for name, load in loads.items()) + ".",
         "",
         machine_line(f"{minutes:.1f} min"),
