@@ -168,7 +168,7 @@ def check_mask(args, device, decode_s: float) -> tuple:
             "small beside a step", None)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--model-path", default=minisglang.DEFAULT_MODEL_PATH)
@@ -177,7 +177,7 @@ def main() -> None:
     ap.add_argument("--output", type=Path, default=None,
                     help=f"also write the table here (default: {RESULTS.relative_to(RESULTS.parents[2])} "
                          "unless --smoke)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.smoke:
         args.jf_batch, args.hf_batch, args.max_new_tokens, args.hf_max_new_tokens, args.repeats = 2, 2, 24, 24, 1
     else:

@@ -9,7 +9,9 @@ on a line of its own) is replaced by
 `raise NotImplementedError("taskN_M: write this")` at the same indentation; signatures,
 docstrings and the two comments stay. A task `taskN_M` belongs to stage sN. With
 `--from`, the student's own bodies of the earlier stages' regions are copied in from their
-previous checkout, found by task and enclosing function (not by file: code moves).
+previous checkout, found by task and enclosing function (not by file: code moves). With
+`--only`, the earlier stages' regions keep the reference and only STAGE's tasks (and the
+later stages' regions in the files it ships) are blanked: a class that starts mid-course.
 """
 from __future__ import annotations
 
@@ -117,17 +119,22 @@ def all_tasks(stage: str | None = None) -> dict[str, list[Path]]:
 
 
 def checkout(stage: str, dest: str | Path, student: bool = False, from_dir: str | Path | None = None,
-             notes: list[str] | None = None) -> Path:
+             notes: list[str] | None = None, only: bool = False) -> Path:
     """Write the package as of `stage` into dest/minisglang; returns that directory.
 
     `student`: blank every exercise region in the copy, of any stage (a student copy
     holds no reference solution, neither of a task they were given nor of one still to
     come). `from_dir`: a student's own earlier checkout; the bodies of their regions of
-    the earlier stages are copied in. What happened to the earlier tasks is appended to
-    `notes` (for the command line).
+    the earlier stages are copied in. `only`: the earlier stages' regions keep the
+    reference (a student who starts at this stage). What happened to the earlier tasks is
+    appended to `notes` (for the command line).
     """
     if from_dir is not None and not student:
         raise ValueError("--from only makes sense with --student")
+    if only and not student:
+        raise ValueError("--only only makes sense with --student")
+    if only and from_dir is not None:
+        raise ValueError("--only keeps the reference of the earlier stages; --from brings your own: choose one")
     tag = resolve_tag(stage)
     tags = list(STAGE_MODULES)
     later_tags = tags[tags.index(tag) + 1:]
@@ -145,12 +152,14 @@ def checkout(stage: str, dest: str | Path, student: bool = False, from_dir: str 
         else:
             target.unlink(missing_ok=True)
     if student:
-        number = stage_number(tag)
         # Every region, not only this stage's and the earlier ones': a later stage's task can
         # sit in a file this copy ships (task6_2 in function_call.py, which the server imports
         # from s1 on). This stage never runs it (it refuses the later feature), and the
         # student has not been given that task yet.
         every_task = set(all_tasks())
+        number = stage_number(tag)
+        if only:   # the earlier stages stay the reference; this stage and the later ones are blank
+            every_task = {t for t in every_task if task_key(t)[0] >= number}
         for path in out.rglob("*.py"):
             text = path.read_text(encoding="utf-8")
             blanked = blank_solutions(text, every_task)
@@ -159,7 +168,11 @@ def checkout(stage: str, dest: str | Path, student: bool = False, from_dir: str 
         tasks = {t for t in all_tasks() if task_key(t)[0] <= number}
         earlier = sorted((t for t in tasks if task_key(t)[0] < number), key=task_key)
         kept = carry_forward(out, Path(from_dir), set(earlier)) if from_dir is not None else set()
-        if notes is not None:
+        if only:
+            if notes is not None and earlier:
+                notes.append(f"tasks {', '.join(t[4:] for t in earlier)} hold the reference (--only): "
+                             f"only stage s{number}'s tasks are blank")
+        elif notes is not None:
             if kept:
                 notes.append(f"kept your own {', '.join(sorted(kept, key=task_key))} from {from_dir}")
             for n in sorted({task_key(t)[0] for t in earlier if t not in kept}):

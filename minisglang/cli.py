@@ -130,7 +130,8 @@ def cmd_checkout(args) -> int:
 
     notes: list[str] = []
     try:
-        out = checkout(args.stage, args.dir, student=args.student, from_dir=args.from_dir, notes=notes)
+        out = checkout(args.stage, args.dir, student=args.student, from_dir=args.from_dir, notes=notes,
+                       only=args.only)
     except (ValueError, FileNotFoundError, FileExistsError) as e:
         return _user_error(e)
     kind = "student copy (exercise regions blanked)" if args.student else "reference copy"
@@ -191,7 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     def engine_args(p):
         p.add_argument("--model-path", default=None, help="HF checkpoint dir (default: the bundled model)")
-        p.add_argument("--stage", default=None, help="s1..s6 or a full tag (default: the latest)")
+        p.add_argument("--stage", default=None, help="s1..s7 or a full tag (default: s6, or a checkout's newest)")
         p.add_argument("--seed", type=int, default=None)
 
     g = sub.add_parser("generate", help="generate for one prompt")
@@ -228,6 +229,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="blank the exercise solutions of this stage and the earlier ones")
     c.add_argument("--from", dest="from_dir", default=None, metavar="PREVIOUS_DIR",
                    help="with --student: keep your own earlier tasks from your previous checkout")
+    c.add_argument("--only", action="store_true",
+                   help="with --student: blank only this stage's tasks (the earlier stages keep the reference)")
     c.set_defaults(func=cmd_checkout)
 
     gr = sub.add_parser("grade", help="run a stage's exercise tests, per task")

@@ -1,8 +1,8 @@
 """The engine's shared state, as plain dataclasses (see chapters/00-the-engine.md).
 
 Everything the scheduler, the constraint layer and the engine pass around lives here:
-`SamplingParams` (what the user asked for) and `Req` (one request as it moves through the
-waiting queue, the running batch and out again).
+`SamplingParams` (what the user asked for), `Req` (one request as it moves through the
+waiting queue, the running batch and out again) and `AbortKind` (whose fault an abort was).
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import numbers
 import time
 from collections.abc import Collection
 from dataclasses import asdict, dataclass, field, fields
+from enum import Enum
 from typing import Any, Generic, Protocol, TypeVar
 
 import torch
@@ -227,6 +228,18 @@ class Grammar(Protocol):
         """Bring the grammar in line with the request's rewritten output."""
 
 
+class AbortKind(str, Enum):
+    """Whose fault an aborted request was: every `req.finish("abort", ...)` names one, and the
+    server answers each kind with its own HTTP status (server.py `ABORT_ANSWERS`)."""
+
+    # The request itself is bad: an empty or too long prompt, a constraint or think_end the stage cannot use.
+    CLIENT = "client"
+    GRAMMAR = "grammar"      # the request's grammar was refused, failed, or outgrew a limit while decoding
+    BUSY = "busy"            # the server could not get to it: the compile queue was full, or it waited too long
+    ENGINE = "engine"        # the engine itself failed (a bug or a broken device), not the request
+    CANCELLED = "cancelled"  # the client left, or the server shut down
+
+
 # The grammar a stage keeps per request: `Req[FSMState]` in s1-s4, `Req[BaseGrammarObject]`
 # in s5. A stage's own hooks read its own type's fields (s1's `.fsm` and `.state`); code shared
 # between stages sees plain `Req` and only the `Grammar` methods.
@@ -288,10 +301,14 @@ class Req(Generic[GrammarT]):
     def finished(self) -> bool:
         return self.finished_reason is not None
 
-    def finish(self, reason_type: str, **info: Any) -> None:
-        """Mark finished once; later calls keep the first reason."""
+    def finish(self, reason_type: str, kind: AbortKind | None = None, **info: Any) -> None:
+        """Mark finished once; later calls keep the first reason. An "abort" needs its `kind`
+        (kept as `finished_reason["kind"]`); "stop" and "length" take none."""
+        if (reason_type == "abort") != (kind is not None):
+            raise ValueError(f"finish({reason_type!r}): an abort needs its AbortKind, and only an abort has one; "
+                             f"got kind={kind!r}")
         if self.finished_reason is None:
-            self.finished_reason = {"type": reason_type, **info}
+            self.finished_reason = {"type": reason_type, **({} if kind is None else {"kind": AbortKind(kind)}), **info}
             self.finish_time = time.perf_counter()
 
     def meta_info(self) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """`Engine`: the user-facing object, shaped like SGLang's offline engine.
 
     import minisglang as sgl
-    engine = sgl.Engine()                                   # bundled model, latest stage
+    engine = sgl.Engine()                                   # bundled model, s6 (stages.default_stage)
     out = engine.generate("prompt", {"regex": r"[0-9]+", "max_new_tokens": 8})
     out["text"], out["meta_info"]["finish_reason"]
 
@@ -24,10 +24,10 @@ from typing import Any
 
 import torch
 
-from .core import Req, SamplingParams, check_text
+from .core import AbortKind, Req, SamplingParams, check_text
 from .model.loader import load_model
 from .scheduler import Scheduler, SchedulerConfig
-from .stages import get_stage_class, latest_stage
+from .stages import default_stage, get_stage_class
 from .stages.base import StageContext
 from .tokenizer import ChatPrompt, Tokenizer
 
@@ -125,7 +125,7 @@ class Engine:
         self.device = torch.device(device)
         self.tokenizer = Tokenizer.from_pretrained(self.model_path)
         self.model = load_model(self.model_path, device=self.device, dtype=getattr(torch, dtype))
-        stage_cls = get_stage_class(stage or latest_stage())
+        stage_cls = get_stage_class(stage or default_stage())
         ctx = StageContext(self.tokenizer, self.model.config.vocab_size, self.device, stage_options)
         self.stage = stage_cls(ctx)
         config = SchedulerConfig(max_total_tokens=max_total_tokens, max_running_requests=max_running_requests,
@@ -192,6 +192,26 @@ class Engine:
         with self._lock:
             return self.scheduler.abort(rid)
 
+    # ------------------------------------------------------------------ grammar compiles (for the server)
+    # Stages s3 on compile off the scheduler thread and keep a request in the grammar queue
+    # until its compile is done; the server limits how many compiles each client starts.
+    # These answer for any stage (s1-s2 compile at arrival: no request ever waits).
+    def compile_waited_on(self, rid: int) -> Any | None:
+        """The handle of the compile request `rid` waits for (None: it waits for none)."""
+        queue = getattr(self.stage, "queue", None)
+        waiting = None if queue is None else queue.pending.get(rid)
+        return None if waiting is None else waiting.handle
+
+    def compile_done(self, handle: Any) -> bool:
+        """Whether the compile of `handle` (from `compile_waited_on`) has finished."""
+        queue = getattr(self.stage, "queue", None)   # only stages with a queue hand out handles
+        return queue is not None and bool(queue.is_done(handle))
+
+    def grammar_known(self, constraint: tuple[str, str]) -> bool:
+        """Whether this (kind, text) is compiled or compiling already: asking for it starts no compile."""
+        has_grammar = getattr(self.stage, "has_grammar", None)
+        return has_grammar is not None and bool(has_grammar(constraint))
+
     def stats(self) -> EngineStats:
         """Free slots, queue lengths and totals, read under the engine's lock."""
         with self._lock:
@@ -204,7 +224,9 @@ class Engine:
                 total_kv_slots=s.config.max_total_tokens,
                 radix_cached_tokens=s.tree_cache.total_size(),
                 radix_evictable_tokens=s.tree_cache.evictable_size(),
-                grammar_queue=len(s.grammar_queue), waiting_queue=len(s.waiting_queue), running=len(s.running),
+                # A request in the middle of a chunked prefill still waits for the rest of its prompt.
+                grammar_queue=len(s.grammar_queue), waiting_queue=len(s.waiting_queue) + (s.chunked_req is not None),
+                running=len(s.running),
                 finished_by_reason=dict(t.finished_by_reason), prompt_tokens=t.prompt_tokens,
                 cached_prompt_tokens=t.cached_prompt_tokens, generated_tokens=t.completion_tokens,
                 errors=t.errors, grammar_errors=t.grammar_errors)
@@ -288,7 +310,7 @@ class Engine:
         with self._lock:
             for req in reqs:
                 if not req.released:
-                    req.finish("abort", message=message)
+                    req.finish("abort", AbortKind.CANCELLED, message=message)
                     self.scheduler.release_request(req)
 
     @staticmethod
@@ -297,9 +319,10 @@ class Engine:
 
     def shutdown(self) -> None:
         with self._lock:
-            for req in list(self.scheduler.grammar_queue + self.scheduler.waiting_queue + self.scheduler.running):
+            for req in self.scheduler.requests():
                 self.scheduler.abort(req.rid, "engine shut down")
             self.scheduler.release_aborted()
+            self.scheduler.shutdown()
         self.stage.shutdown()
         if self.freeze_gc:
             gc.unfreeze()   # what the engine held can be collected again

@@ -3,7 +3,8 @@ named by $MINISGLANG_GRADE_EVENTS, so that a run killed half-way still says how 
 
 Events: {"event": "start", "test", "markers", "time"} when a test starts; {"event": "finish",
 "test", "markers", "passed", "reason", "path", "line", "example", "timed_out", "blank"} when it ends
-(blank: the tasks, as "4_4", whose `write this` stub the failing test ran into);
+(blank: the tasks, as "4_4", whose `write this` stub the failing test ran into; stacks: for a
+test that timed out, where every thread was waiting, from faulthandler, in the graded files);
 {"event": "collect_error", "path", "text"} when a test file cannot be imported.
 
 Standard library only, and no import of minisglang: the grader copies this file next to
@@ -12,6 +13,7 @@ the run and loads it by its own name, so the plugin is always the grader's own, 
 """
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
 import re
@@ -25,6 +27,12 @@ _markers_of: dict[str, list[str]] = {}
 _failed: dict[str, dict] = {}
 _EXAMPLE = re.compile(r"^(Falsifying example|Failing test case):", re.M)
 _STUB = re.compile(r"task(\d+_\d+): write this")
+_stacks = {"file": None, "timeout": None}
+
+
+def _stacks_path() -> str | None:
+    path = os.environ.get(EVENTS_ENV)
+    return path + ".stacks" if path else None
 
 
 def _emit(event: dict) -> None:
@@ -56,8 +64,21 @@ def pytest_collectreport(report):
         _emit({"event": "collect_error", "path": report.nodeid or str(report.fspath), "text": report.longreprtext})
 
 
+def pytest_configure(config):
+    try:
+        _stacks["timeout"] = float(config.getoption("timeout") or 0) or None
+    except (ValueError, TypeError):   # no pytest-timeout: no limit, no dump
+        _stacks["timeout"] = None
+
+
 def pytest_runtest_logstart(nodeid, location):
     _emit({"event": "start", "test": nodeid, "markers": _markers_of.get(nodeid, []), "time": time.time()})
+    # Just before pytest-timeout stops the test, faulthandler writes every thread's stack
+    # (from its own thread, so a deadlocked main thread cannot stop it): where they waited.
+    path, timeout = _stacks_path(), _stacks["timeout"]
+    if path and timeout:
+        _stacks["file"] = open(path, "w", encoding="utf-8")
+        faulthandler.dump_traceback_later(max(timeout - 0.5, timeout * 0.9), file=_stacks["file"])
 
 
 def pytest_runtest_logreport(report):
@@ -66,7 +87,13 @@ def pytest_runtest_logreport(report):
 
 
 def pytest_runtest_logfinish(nodeid, location):
+    if _stacks["file"] is not None:
+        faulthandler.cancel_dump_traceback_later()
+        _stacks["file"].close()
+        _stacks["file"] = None
     failure = _failed.get(nodeid)
+    if failure is not None and failure.get("timed_out"):
+        failure["stacks"] = thread_stacks(_stacks_path())
     _emit({"event": "finish", "test": nodeid, "markers": _markers_of.get(nodeid, []),
            "passed": failure is None, **(failure or {})})
 
@@ -99,3 +126,21 @@ def explain(report) -> dict:
     return {"reason": first, "path": crash.path if crash is not None else None,
             "line": crash.lineno if crash is not None else None, "example": example, "timed_out": timed_out,
             "blank": blank}
+
+
+def thread_stacks(path: str | None) -> list[str]:
+    """faulthandler's dump, trimmed: each thread's header and its frames in the graded
+    package (minisglang/...), innermost first; the test's and the libraries' frames left out."""
+    try:
+        text = open(path, encoding="utf-8").read() if path else ""
+    except OSError:
+        return []
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith(("Thread 0x", "Current thread 0x")):
+            out.append(line.removesuffix(" (most recent call first):"))
+        elif "/minisglang/" in line and "/tests/" not in line:
+            out.append("  " + line[line.rindex("/minisglang/") + 1:].replace('", line ', ":"))
+    # Threads with no frame in the graded files say nothing: drop their headers.
+    return [ln for i, ln in enumerate(out) if ln.startswith("  ") or (i + 1 < len(out) and out[i + 1].startswith("  "))]

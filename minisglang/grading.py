@@ -53,6 +53,7 @@ class Failure:
     example: str | None = None     # hypothesis's failing example, when there is one
     timed_out: bool = False
     blank: list[str] = field(default_factory=list)   # tasks ("4_4") whose stub the test ran into
+    stacks: list[str] = field(default_factory=list)  # a timed-out test: where its threads waited
 
 
 @dataclass
@@ -170,7 +171,8 @@ def run_task_tests(stage: str, impl: str | Path | None = None, tests_dir: Path =
             if stuck is None:
                 break
             nodeid, markers, why = stuck
-            done[nodeid] = (markers, Failure(nodeid, why, timed_out=True))
+            stacks = grade_plugin.thread_stacks(str(events_path) + ".stacks")
+            done[nodeid] = (markers, Failure(nodeid, why, timed_out=True, stacks=stacks))
             if time.monotonic() >= deadline:
                 break
     for nodeid, (markers, failure) in done.items():
@@ -243,7 +245,8 @@ def _collect(events, done, report: GradeReport, files, package: Path, cwd: Path,
             failure = None
             if not e["passed"]:
                 failure = Failure(e["test"], e["reason"], _where(e.get("path"), e.get("line"), package, cwd),
-                                  e.get("example"), e.get("timed_out", False), e.get("blank", []))
+                                  e.get("example"), e.get("timed_out", False), e.get("blank", []),
+                                  e.get("stacks", []))
             done[e["test"]] = (e["markers"], failure)
         elif e["event"] == "collect_error":
             # A test file that cannot be imported: every task it tests fails with the reason.
@@ -343,6 +346,10 @@ def format_report(report: GradeReport) -> str:
                              f"until {names} is written too)")
             if f.example and not stub:   # an example adds nothing to "write this"
                 lines.append(f"  {_indent(f.example)}")
+            if f.timed_out and f.stacks:
+                lines.append("  possible deadlock (or a loop): where each thread was when the test was stopped, "
+                             "in your files:")
+                lines += [f"    {line}" for line in f.stacks[:40]]
     return "\n".join(lines)
 
 

@@ -25,6 +25,17 @@ extend of one token on top of the request's KV, so such a rider simply joins the
 batch; and hook 3 runs before the batch is chosen, so a request that jumps (s4) comes
 back in that very forward instead of holding everyone back for a forward of its own.
 
+Chunked prefill (`SchedulerConfig.chunked_prefill_size`, off by default; s7 turns it on
+through its option of that name, SGLang's): a prompt longer than the chunk is prefilled
+a chunk per step, so no forward computes more than that many prompt tokens, and with
+`mixed_prefill` the running requests decode in each of those forwards: a 4k-token prompt
+no longer stalls everyone's decode for one long forward. The request being cut
+(`chunked_req`) is admitted once and then prefilled alone, a chunk a step, in no queue;
+each chunk's KV is final (a prompt token's K and V depend only on the tokens before it),
+so `cache_prefilled` gives it to the radix tree right away, as SGLang's
+`cache_unfinished_req` does. Its row of the logits picks no token until the last chunk:
+no mask, no sample, no grammar step before then.
+
 Faults (tested in tests/test_reliability.py): an exception in a stage hook,
 the forward, the sampler or the detokenizer aborts only the requests it concerns, with the
 error as their abort message, and gives back what was allocated for them; the next step
@@ -42,7 +53,7 @@ from typing import Any
 
 import torch
 
-from .core import Req
+from .core import AbortKind, Req
 from .memory_pool import ReqToTokenPool, TokenToKVPool
 from .model.forward_batch import ForwardBatch, ForwardMode
 from .radix_cache import RadixCache
@@ -91,6 +102,9 @@ class SchedulerConfig:
     # A prefill step also decodes the running requests, in the same forward (SGLang's
     # mixed chunked prefill, #1013): a new request no longer stalls everyone else's decode.
     mixed_prefill: bool = False
+    # Prompt tokens one prefill forward computes at most; a longer prompt is prefilled a
+    # chunk per step (SGLang's chunked prefill; None: off, a prompt goes in one forward).
+    chunked_prefill_size: int | None = None
     trace_limit: int = 100_000          # events kept for notebooks (oldest dropped)
 
 
@@ -115,6 +129,9 @@ class ScheduledBatch:
     # EXTEND with mixed_prefill: the last `decode_riders` of `reqs` are running requests
     # that decode in this forward (one token each, on top of their KV), not prefills.
     decode_riders: int = 0
+    # EXTEND with chunked prefill: a prompt this forward computes only a chunk of. It is fed
+    # first, but it is not one of `reqs`: its row of the logits is dropped, it picks no token.
+    chunk: Req | None = None
 
     @property
     def prefill_reqs(self) -> list[Req]:
@@ -144,6 +161,7 @@ class Scheduler:
         self.grammar_queue: list[Req] = []   # waiting for their grammar to compile (s3)
         self.waiting_queue: list[Req] = []   # ready to be prefilled
         self.running: list[Req] = []         # decoding
+        self.chunked_req: Req | None = None  # admitted, its prompt prefilled in part (chunked prefill)
         self.sat_out = 0                     # requests that sat out this step (grammar work not done)
         self.finished: list[Req] = []        # finished since the last step() returned
         self.generator = torch.Generator().manual_seed(seed)
@@ -161,13 +179,13 @@ class Scheduler:
             req.generator = torch.Generator().manual_seed(req.sampling_params.seed)
         need = len(req.origin_input_ids) + req.sampling_params.max_new_tokens
         if not req.origin_input_ids:
-            req.finish("abort", message="the prompt is empty (no tokens)")
+            req.finish("abort", AbortKind.CLIENT, message="the prompt is empty (no tokens)")
         elif need > self.max_context_len:
-            req.finish("abort", message=f"prompt ({len(req.origin_input_ids)} tokens) + max_new_tokens "
-                       f"({req.sampling_params.max_new_tokens}) exceeds the model's context of "
+            req.finish("abort", AbortKind.CLIENT, message=f"prompt ({len(req.origin_input_ids)} tokens) + "
+                       f"max_new_tokens ({req.sampling_params.max_new_tokens}) exceeds the model's context of "
                        f"{self.max_context_len} tokens")
         elif need > self.config.max_total_tokens:
-            req.finish("abort", message=f"the request needs {need} KV slots but the pool has only "
+            req.finish("abort", AbortKind.CLIENT, message=f"the request needs {need} KV slots but the pool has only "
                        f"{self.config.max_total_tokens}")
         else:
             try:
@@ -180,17 +198,23 @@ class Scheduler:
         else:
             self.grammar_queue.append(req)
 
+    def requests(self) -> list[Req]:
+        """Every request in the engine: waiting for its grammar, for its prefill, in the middle
+        of a chunked prefill, or decoding."""
+        chunked = [self.chunked_req] if self.chunked_req is not None else []
+        return self.grammar_queue + self.waiting_queue + chunked + self.running
+
     def abort(self, rid: int, message: str = "aborted by the client") -> bool:
         """Abort a request wherever it is; it leaves at the start of the next step."""
-        for req in self.grammar_queue + self.waiting_queue + self.running:
+        for req in self.requests():
             if req.rid == rid:
-                req.finish("abort", message=message)
+                req.finish("abort", AbortKind.CANCELLED, message=message)
                 return True
         return False
 
     def release_aborted(self) -> None:
         """Let every finished request still in a queue leave now (the start of a step does this)."""
-        for req in [r for r in self.grammar_queue + self.waiting_queue + self.running if r.finished]:
+        for req in [r for r in self.requests() if r.finished]:
             self.release_request(req)
 
     def release_request(self, req: Req) -> None:
@@ -201,10 +225,16 @@ class Scheduler:
         for queue in (self.grammar_queue, self.waiting_queue, self.running):
             if req in queue:
                 queue.remove(req)
+        if req is self.chunked_req:
+            self.chunked_req = None
         self._finish(req)
 
     def has_work(self) -> bool:
-        return bool(self.grammar_queue or self.waiting_queue or self.running)
+        return bool(self.requests())
+
+    def shutdown(self) -> None:
+        """The engine shuts down (s7's overlap stops its forward thread)."""
+        return None
 
     # ------------------------------------------------------------------ the loop
     @torch.inference_mode()
@@ -245,7 +275,11 @@ class Scheduler:
         if new_reqs:
             # A rider's one slot is in the budget: admission reserved every running request's rest.
             riders = self.ready_reqs(self.running) if mixed else []
-            return ScheduledBatch(ForwardMode.EXTEND, new_reqs + riders, decode_riders=len(riders))
+            # A prompt longer than the chunk is admitted alone (see get_new_prefill_batch).
+            cut = self.prefill_end(new_reqs[0]) < len(new_reqs[0].fill_ids)
+            self.chunked_req = new_reqs[0] if cut else None
+            return ScheduledBatch(ForwardMode.EXTEND, new_reqs[cut:] + riders, decode_riders=len(riders),
+                                  chunk=self.chunked_req)
         if not mixed:
             self.prepare_decode()
         decoding = self.ready_reqs(self.running)
@@ -294,23 +328,32 @@ class Scheduler:
 
     def run(self, batch: ScheduledBatch) -> torch.Tensor:
         """One model forward; returns logits [B, vocab] for the last position of each request."""
+        logits = self.model.forward(self.forward_batch(batch))
+        return logits[1:] if batch.chunk is not None else logits   # the unfinished prompt picks no token
+
+    def forward_batch(self, batch: ScheduledBatch) -> ForwardBatch:
+        """The batch's forward: its new tokens' KV slots allocated, their positions and rows
+        of the request-to-token table written (the chunk, if any, is its first request)."""
         reqs = batch.reqs
         if batch.mode == ForwardMode.EXTEND:
             # Each request computes what it has no KV for: a new one, all after its cached
-            # prefix; a rider, its last token (the one a decode would feed).
-            starts = [r.prefix_len for r in batch.prefill_reqs] + [r.kv_len for r in batch.riders]
-            new_ids = [req.fill_ids[start:] for req, start in zip(reqs, starts)]
+            # prefix (its kv_len since admission); a chunked one, its next chunk; a rider, its
+            # last token (the one a decode would feed).
+            fed = ([batch.chunk] if batch.chunk is not None else []) + reqs
+            starts = [r.kv_len for r in fed]
+            new_ids = [req.fill_ids[start:self.prefill_end(req)] for req, start in zip(fed, starts)]
             out_cache_loc = self.alloc_kv(sum(len(x) for x in new_ids))
             with self._free_on_error(out_cache_loc):
-                fb = ForwardBatch.extend([r.req_pool_idx for r in reqs], starts,
+                fb = ForwardBatch.extend([r.req_pool_idx for r in fed], starts,
                                          new_ids, out_cache_loc, self.req_to_token_pool, self.token_to_kv_pool)
-            for req in reqs:
-                req.kv_len = len(req.fill_ids)
+            for req, start, ids in zip(fed, starts, new_ids):
+                req.kv_len = start + len(ids)
             self.forward_counts["prefill"] += 1
             self.forward_counts["mixed"] += batch.decode_riders > 0
             self.record_event("prefill", None, reqs=[r.rid for r in batch.prefill_reqs],
                               tokens=sum(map(len, new_ids)) - batch.decode_riders,
-                              **({"riders": [r.rid for r in batch.riders]} if batch.decode_riders else {}))
+                              **({"riders": [r.rid for r in batch.riders]} if batch.decode_riders else {}),
+                              **({"chunk": batch.chunk.rid} if batch.chunk is not None else {}))
         else:
             out_cache_loc = self.alloc_kv(len(reqs))
             with self._free_on_error(out_cache_loc):
@@ -321,7 +364,7 @@ class Scheduler:
                 req.kv_len += 1
             self.forward_counts["decode"] += 1
             self.record_event("decode", None, reqs=[r.rid for r in reqs])
-        return self.model.forward(fb)
+        return fb
 
     def sample(self, batch: ScheduledBatch, logits: torch.Tensor) -> list[int]:
         """Mask (hook 4), then sample one token per request; -1 for a request the mask aborted."""
@@ -351,7 +394,7 @@ class Scheduler:
         """Append each sampled token, advance its grammar (hook 5), finish whoever is done."""
         if batch.mode == ForwardMode.EXTEND:   # the riders are running already, and own their decode slots
             self.running.extend(batch.prefill_reqs)
-            for req in batch.prefill_reqs:
+            for req in batch.prefill_reqs + ([batch.chunk] if batch.chunk is not None else []):
                 self.cache_prefilled(req)
         for req, tok in zip(batch.reqs, next_token_ids):
             if not req.finished:
@@ -361,10 +404,19 @@ class Scheduler:
     def append_token(self, req: Req, tok: int) -> None:
         """One new token of `req`: append it, advance its grammar (hook 5), detokenize,
         check the finish conditions (s7 calls this once per token it keeps)."""
+        self.record_token(req, tok)
+        self.process_token(req, tok)
+
+    def record_token(self, req: Req, tok: int) -> None:
+        """Append `tok` to the output (all the next forward needs to know of it)."""
         req.output_ids.append(tok)
         req.sampled_tokens += 1
         if req.first_token_time is None:
             req.first_token_time = time.perf_counter()
+
+    def process_token(self, req: Req, tok: int) -> None:
+        """Hook 5, the text and the finish conditions for `req`'s newest token `tok` (s7's
+        overlap does this while the next forward runs)."""
         try:   # these concern this request alone: an error aborts only it
             self.stage.advance(req, tok)
             self.update_output_text(req)
@@ -439,10 +491,10 @@ class Scheduler:
         reason); log the traceback once, for the operator, when the engine failed. `hook`:
         the stage hook that raised, named in the log only (the client's message says what
         was being done, not our names for it)."""
-        # `internal` tells a client's 500 (the engine failed) from a 400 (its grammar failed).
-        internal = not isinstance(error, self.stage.grammar_errors)
+        # The kind tells a client's 500 (the engine failed) from a 400 (its grammar failed).
+        kind = AbortKind.GRAMMAR if isinstance(error, self.stage.grammar_errors) else AbortKind.ENGINE
         logged = where if hook is None else f"{where} (hook {hook})"
-        if internal:
+        if kind is AbortKind.ENGINE:
             self.totals.errors += 1
             logger.error("step %d: error while %s (aborting %d request(s))", self.step_count, logged,
                          len(reqs), exc_info=error)
@@ -453,7 +505,7 @@ class Scheduler:
                            len(reqs), logged, error)
             message = f"the grammar failed while {where}: {error}"
         for req in reqs:
-            req.finish("abort", message=message, internal=internal)
+            req.finish("abort", kind, message=message)
             self.record_event("error", req, where=logged, error=repr(error))
 
     def abort_batch(self, batch: ScheduledBatch, error: BaseException) -> None:
@@ -462,8 +514,9 @@ class Scheduler:
         Their KV may be half-written, so none of it goes into the radix tree: each request's
         own slots are freed, its locked prefix (computed earlier, intact) is only unlocked.
         """
-        self.abort_for_error(batch.reqs, f"running its {batch.mode.value} batch (forward, mask or sample)", error)
-        for req in batch.reqs:
+        reqs = batch.reqs + ([batch.chunk] if batch.chunk is not None else [])
+        self.abort_for_error(reqs, f"running its {batch.mode.value} batch (forward, mask or sample)", error)
+        for req in reqs:
             if req.req_pool_idx is not None and req.kv_len > req.prefix_len:
                 own = self.req_to_token_pool.req_to_token[req.req_pool_idx, req.prefix_len:req.kv_len]
                 self.token_to_kv_pool.free(own)
@@ -548,7 +601,13 @@ class Scheduler:
 
     # ------------------------------------------------------------------ admission
     def get_new_prefill_batch(self) -> list[Req]:
-        """Choose waiting requests that fit the token budget; give them slots and prefixes."""
+        """Choose waiting requests that fit the token budget; give them slots and prefixes.
+
+        With chunked prefill, a request whose new tokens exceed the chunk is admitted only
+        first, and alone: then it alone is prefilled, a chunk a step, until its last chunk
+        (one cut prompt at a time; every one of its chunks is a full one but the last)."""
+        if self.chunked_req is not None:
+            return self.continue_chunked_prefill(self.chunked_req)
         if not self.waiting_queue:
             return []
         budget = (self.token_to_kv_pool.available_size() + self.tree_cache.evictable_size()
@@ -570,6 +629,7 @@ class Scheduler:
         # A mixed forward also computes one token per running request: they are in the prefill
         # budget (SGLang's PrefillAdder counts its mixed-in decodes the same way).
         chosen, prefill_tokens = [], len(self.running) if self.config.mixed_prefill else 0
+        chunk, chunk_tokens = self.config.chunked_prefill_size, 0    # prompt tokens only, riders aside
         in_batch = self._in_batch_tree()
         match = {}
         for req in self.ready_reqs(list(self.waiting_queue)):
@@ -586,10 +646,16 @@ class Scheduler:
             if (need > budget or prefill_tokens + extend > self.config.max_prefill_tokens and chosen
                     or len(self.running) + len(chosen) >= self.config.max_running_requests):
                 break
+            cut = chunk is not None and chunk_tokens + extend > chunk
+            if cut and chosen:
+                break    # it would be cut: it waits until it is first, and goes alone
+            chunk_tokens += extend
             budget -= need
             budget += self.tree_cache.inc_lock_ref(node)  # locked prefix is no longer evictable (<= 0)
             prefill_tokens += extend
             chosen.append(req)
+            if cut:
+                break
             if in_batch is not None:
                 in_batch.insert(req.fill_ids, torch.zeros(len(req.fill_ids), dtype=torch.int64))
         for req in chosen:
@@ -598,6 +664,7 @@ class Scheduler:
             req.req_pool_idx = self.req_to_token_pool.alloc()
             req.last_node, req.prefix_len = node, len(prefix)
             self.req_to_token_pool.req_to_token[req.req_pool_idx, :len(prefix)] = prefix
+            req.kv_len = len(prefix)          # its KV so far: the cached prefix
             if not req.output_ids:
                 # Cached PROMPT tokens, counted at the first admission only: an s4 re-admission
                 # hits the prompt and output this request computed itself (a 19-token prompt
@@ -607,6 +674,19 @@ class Scheduler:
             if len(prefix):
                 self.record_event("prefix_hit", req, tokens=len(prefix))
         return chosen
+
+    def continue_chunked_prefill(self, req: Req) -> list[Req]:
+        """`req` (in chunked prefill), for its next chunk; before its last chunk (whose logits
+        are sampled) its grammar must be ready, else it sits out this step."""
+        if self.prefill_end(req) == len(req.fill_ids):
+            return self.ready_reqs([req])
+        return [req]
+
+    def prefill_end(self, req: Req) -> int:
+        """Where this step's prefill of `req` ends: its whole `fill_ids`, or with chunked
+        prefill at most `chunked_prefill_size` tokens past its KV."""
+        chunk = self.config.chunked_prefill_size
+        return len(req.fill_ids) if chunk is None else min(len(req.fill_ids), req.kv_len + chunk)
 
     def _in_batch_tree(self) -> RadixCache | None:
         """An empty token tree for the prompts chosen into one prefill batch (its slot ids

@@ -51,19 +51,26 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
 from .constrained.json_schema import short_value
-from .core import Req, SamplingParams
+from .core import AbortKind, Req, SamplingParams
 from .engine import Engine, stream_chunk
 from .function_call import ToolCallParser, openai_deltas
+from .gc_guard import GcGuard
 from .metrics import CONTENT_TYPE, ServerMetrics
 from .protocol import ChatCompletionRequest, CompletionRequest, GenerateRequest, RequestError, parse
 from .stages import STAGE_MODULES
 from .tokenizer import ChatPrompt
 
-# The abort messages that blame the request's grammar itself (its compile refused it, the
-# backend lacks its kind, or it outgrew its limits while decoding); a 400 for them names the
-# request's field the grammar came from. Timeouts and a full compile queue are not its fault.
-GRAMMAR_FAULT = re.compile(r"^(regex|json_schema|ebnf|structural_tag) rejected by |grammar backend does not "
-                           r"support|^the grammar failed while ")
+# How the server answers an aborted request, by whose fault it was: (HTTP status, OpenAI error
+# code). A GRAMMAR abort's 400 also names the request's field the grammar came from; a BUSY
+# one's 503 says when to retry where the engine knows. CANCELLED reaches a client only when
+# someone else aborted its request (the server aborts a leaving client's, then stops writing).
+ABORT_ANSWERS: dict[AbortKind, tuple[int, str | None]] = {
+    AbortKind.CLIENT: (400, None),
+    AbortKind.GRAMMAR: (400, None),
+    AbortKind.BUSY: (503, "server_busy"),
+    AbortKind.ENGINE: (500, None),
+    AbortKind.CANCELLED: (400, None),
+}
 
 # Tool calls are structural tags, which the stages before this one do not know.
 TOOLS_STAGE = "s6-function-calling"
@@ -256,23 +263,21 @@ class EngineLoop:
         if self.drain_deadline is not None:
             _send(loop, q, EngineUnavailable("the server is shutting down"))
             return
-        grammar = req.sampling_params.constraint()
-        # Stages s3 on compile off the scheduler thread and queue the request until it is done.
-        compiles = getattr(self.engine.stage, "queue", None) if grammar is not None else None
-        if compiles is not None:
+        engine, grammar = self.engine, req.sampling_params.constraint()
+        if grammar is not None:
             # Distinct grammars this client asked for whose compile still runs, whether or not it
             # still waits: a compile goes on after its client leaves, so counting only waiters
             # let a client that leaves and asks again queue compiles without end (others' then
             # timed out). One more request for any of them shares its compile.
             for who in list(self.compiling):
-                left = {g: h for g, h in self.compiling[who].items() if not compiles.is_done(h)}
+                left = {g: h for g, h in self.compiling[who].items() if not engine.compile_done(h)}
                 self.compiling[who] = left
                 if not left:
                     del self.compiling[who]
             mine = self.compiling.get(client, {})
             # A grammar compiled (or compiling) already costs nothing more: never refused.
             if (grammar not in mine and len(mine) >= self.options.max_compiling_per_client
-                    and not self.engine.stage.has_grammar(grammar)):
+                    and not engine.grammar_known(grammar)):
                 _send(loop, q, RequestError(
                     f"too many grammars compiling for this client ({len(mine)}; the limit is "
                     f"{self.options.max_compiling_per_client}): wait for one to finish", status=429,
@@ -281,9 +286,9 @@ class EngineLoop:
         self.active[req.rid] = (req, q, loop, client)   # first, so that a failure below reaches it
         req.client = client   # compiles take turns by client (constrained/work_slices.py)
         self.engine.scheduler.add_request(req)
-        waiting = compiles.pending.get(req.rid) if compiles is not None else None
-        if waiting is not None:
-            self.compiling.setdefault(client, {})[grammar] = waiting.handle
+        handle = engine.compile_waited_on(req.rid) if grammar is not None else None
+        if handle is not None:   # (stages s3 on: a compile off the scheduler thread)
+            self.compiling.setdefault(client, {})[grammar] = handle
 
     def _publish(self) -> None:
         for rid, (req, q, loop, _) in list(self.active.items()):
@@ -512,20 +517,16 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
         return req
 
     def refuse_abort(meta: dict[str, Any], grammar_field: str | None = None) -> None:
-        """An aborted request is an error for its client: 500 if the engine failed on it, else 400
-        (a bad grammar, a prompt too long, a compile that timed out). A grammar's own fault
-        names `grammar_field`, the request's field the grammar came from."""
+        """An aborted request is an error for its client, with the status of its kind
+        (ABORT_ANSWERS). A grammar's own fault names `grammar_field`, the request's field the
+        grammar came from."""
         reason = meta["finish_reason"]
         if reason and reason["type"] == "abort":
-            message = reason.get("message", "request aborted")
-            # scheduler.abort_for_error marks the engine's own failures `internal`.
-            if reason.get("internal"):
-                raise RequestError(message, status=500)
-            if reason.get("retry_after") is not None:   # the server was too busy (its compile waited behind others')
-                raise RequestError(message, status=503, code="server_busy", retry_after=reason["retry_after"])
-            if grammar_field is not None and GRAMMAR_FAULT.search(message):
-                raise RequestError(f"{grammar_field}: {message}", param=grammar_field)
-            raise RequestError(message)
+            message, kind = reason["message"], reason["kind"]
+            status, code = ABORT_ANSWERS[kind]
+            if kind == AbortKind.GRAMMAR and grammar_field is not None:
+                raise RequestError(f"{grammar_field}: {message}", status=status, param=grammar_field, code=code)
+            raise RequestError(message, status=status, code=code, retry_after=reason.get("retry_after"))
 
     async def first_chunk(gen: AsyncIterator[dict[str, Any]], grammar_field: str | None) -> dict[str, Any]:
         """The first chunk; an abort before anything was sent becomes an error response, not a stream."""
@@ -835,13 +836,19 @@ def serve(engine: Engine, host: str = "127.0.0.1", port: int = 30000,
     # in a decode step or a compile: measured by benchmarks/bench_compile.py's gc.freeze note).
     gc.collect()
     gc.freeze()
+    # What the server makes later (a hostile grammar's million nodes) is frozen after any full
+    # collection that found it slow to walk, so no later one walks it again (gc_guard.py).
+    guard = GcGuard().install()
     # Three kinds of threads share the GIL here: uvicorn's event loop, the engine loop and the
     # compile threads (in the windows the engine lends them, constrained/work_slices.py). A
     # thread that wants the GIL waits up to the switch interval, and a request crosses
     # threads several times: at CPython's 5 ms a bystander paid it at each crossing while a
     # compile ran (benchmarks/bench_server_stalls.py).
     sys.setswitchinterval(0.001)
-    server.run()
+    try:
+        server.run()
+    finally:
+        guard.uninstall()
     loop = getattr(app.state, "engine_loop", None)
     return 1 if loop is not None and loop.dead is not None else 0
 

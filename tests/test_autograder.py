@@ -6,6 +6,7 @@ Explains: a syntax error, an infinite loop and a failed assertion in a student's
 each reported with the test's name and the reason. Students carry their own code forward
 (`checkout --from`), and a student copy holds no reference solution of any task, given or to come.
 """
+import importlib.util
 import json
 import os
 import re
@@ -174,6 +175,26 @@ def test_from_carries_the_students_own_code_forward(tmp_path, capsys):
     assert own in copied
     assert 'raise NotImplementedError("task1_2: write this")' in copied
     assert 'raise NotImplementedError("task2_1: write this")' in copied
+
+
+def test_only_blanks_this_stages_tasks_and_keeps_the_earlier_reference(tmp_path, capsys):
+    """`checkout s4 --student --only`: a class that starts at s4 gets s1-s3's reference and
+    blank s4 tasks (and the later stages' regions in the files it ships stay blank)."""
+    assert main(["checkout", "s4", str(tmp_path / "s4"), "--student", "--only"]) == 0
+    assert "tasks 1_1, 1_2, 1_3, 1_4, 1_5, 2_1, 2_2, 2_3, 2_4, 3_1, 3_2, 3_3 hold the reference (--only)" in (
+        capsys.readouterr().out)
+    copied = "".join(p.read_text(encoding="utf-8") for p in (tmp_path / "s4").rglob("*.py"))
+    for task, bodies in reference_bodies(4).items():
+        stub = f'raise NotImplementedError("{task}: write this")'
+        if task_key(task)[0] < 4:
+            assert stub not in copied and all(body in copied for body in bodies), f"{task} must hold the reference"
+        else:
+            assert stub in copied, f"{task} must be blank"
+    assert 'raise NotImplementedError("task6_2: write this")' in copied   # a later stage's region: blank
+    assert main(["checkout", "s4", str(tmp_path / "x"), "--only"]) == 2
+    assert "--only only makes sense with --student" in capsys.readouterr().err
+    assert main(["checkout", "s4", str(tmp_path / "y"), "--student", "--only", "--from", str(tmp_path / "s4")]) == 2
+    assert "choose one" in capsys.readouterr().err
 
 
 def test_from_refuses_a_copy_whose_region_comments_are_gone(tmp_path):
@@ -400,6 +421,35 @@ def test_tasks_done_in_page_order_pass_or_name_the_later_task_they_need(stage, t
             assert f.blank and {f"task{b}" for b in f.blank} <= blank, format_report(report)
 
 
+@pytest.mark.skipif(importlib.util.find_spec("pytest_timeout") is None, reason="needs pytest-timeout")
+def test_a_deadlock_shows_where_each_thread_waited_in_the_graded_files(tmp_path):
+    """A test that re-enters a lock (task 3_1 calling `self._compile` inside `with
+    self.lock`) times out; the plugin's faulthandler dump, trimmed to the graded package,
+    says which line each thread waits on, and the report says "possible deadlock"."""
+    from minisglang import grade_plugin, grading
+
+    pkg = tmp_path / "copy" / "minisglang"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "locky.py").write_text("import threading\nLOCK = threading.Lock()\n\n\ndef compile_it():\n"
+                                  "    with LOCK:\n        return 1\n\n\ndef get():\n    with LOCK:\n"
+                                  "        return compile_it()\n")
+    (tmp_path / "test_lock.py").write_text("from minisglang import locky\n\n\ndef test_get():\n    locky.get()\n")
+    shutil.copy(grade_plugin.__file__, tmp_path / "the_plugin.py")
+    events = tmp_path / "events.jsonl"
+    env = dict(os.environ, PYTHONPATH=f"{tmp_path / 'copy'}{os.pathsep}{tmp_path}", **{grade_plugin.EVENTS_ENV: str(events)})
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "the_plugin", "-p", "no:cacheprovider", "--timeout=2",
+                    "-o", "addopts=", str(tmp_path / "test_lock.py")], cwd=tmp_path, env=env, capture_output=True,
+                   text=True, timeout=120)
+    finish = [json.loads(line) for line in events.read_text().splitlines() if '"finish"' in line][0]
+    assert finish["timed_out"] and not finish["passed"], finish
+    assert any("minisglang/locky.py:6 in compile_it" in s for s in finish["stacks"]), finish["stacks"]
+    assert not any("test_lock.py" in s or "threading.py" in s for s in finish["stacks"]), finish["stacks"]
+    failure = grading.Failure("t::test_get", finish["reason"], timed_out=True, stacks=finish["stacks"])
+    out = grading.format_report(grading.GradeReport("s3", "/x", {"task3_1": grading.TaskResult("task3_1", failed=[failure])}))
+    assert "possible deadlock" in out and "    minisglang/locky.py:6 in compile_it" in out, out
+
+
 def test_class_rows_are_named_by_the_fewest_path_parts_that_differ():
     assert short_names(["/home/class/alice/s2", "/home/class/bob/s2"]) == ["alice/s2", "bob/s2"]
     assert short_names(["/x/syntax", "/x/good", "reference"]) == ["syntax", "good", "reference"]
@@ -457,7 +507,7 @@ MUTATIONS = [
     ("task1_5", "finishes in any accepting state (may stop is not must stop)",
      "elif g.fsm.is_complete(g.state):", "elif index.is_final(g.state):"),
     ("task1_5", "EOS finish does not say it matched EOS", "matched=token_id", "matched=None"),
-    ("task1_5", "a forbidden token does not abort", 'req.finish("abort", message=f"token', 'req.finish("stop", message=f"token'),
+    ("task1_5", "a forbidden token does not abort", 'req.finish("abort", AbortKind.GRAMMAR,', 'req.finish("stop",'),
     ("task2_1", "bits packed most significant first", "<< torch.arange(32, dtype=torch.int64)",
      "<< torch.arange(31, -1, -1, dtype=torch.int64)"),
     ("task2_1", "the word count rounded down", "words = (v + 31) // 32", "words = v // 32"),
@@ -620,6 +670,53 @@ MUTATIONS = [
      "out.append(int(torch.multinomial(probs[len(drafts)], 1, generator=generator)))\n", ""),
     ("task7_3", "a draft kept when the uniform is above p(d), not below", "< p_draft", "> p_draft"),
     ("task7_3", "a draft the grammar forbids still spends a uniform draw", "if p_draft > 0 and float(", "if float("),
+    # Issue 32, mistakes the earlier tests let through, by class. Inputs outside the finite
+    # examples (loops back to the start state 0, fixed adversarial trigger sets):
+    ("task1_2", "state 0 taken for a dead walk (tokens back to the start dropped)", "if end < 0:", "if end <= 0:"),
+    ("task1_5", "state 0 taken for the dead state (a loop back to the start aborts)", "if g.state < 0:",
+     "if g.state <= 0:"),
+    ("task3_2", "timeout=0 taken for no timeout (waits forever)", "if not entry.event.wait(timeout):",
+     "if not entry.event.wait(timeout or None):"),
+    ("task5_1", "state 0 taken for a refusal (a token back to the start raises)", "if nxt < 0:", "if nxt <= 0:"),
+    ("task5_3", "an unbounded repetition's lower bound dropped (a{2,} read as a*)", "max(node.low - 1, 0)",
+     "0 if node.high is None else max(node.low - 1, 0)"),
+    ("task6_1", "the fallback asks the triggers one by one (the first trigger's longest prefix, not the longest suffix)",
+     "for start in range(len(text) + 1):\n    if text[start:] in self.states:\n        return self.states[text[start:]]",
+     "for t in self.triggers:\n    for k in range(len(t), 0, -1):\n        if text.endswith(t[:k]) and t[:k] in self.states:\n"
+     "            return self.states[t[:k]]"),
+    # Rules the pages state that no test checked:
+    ("task3_1", "the cache keyed by the regex alone (another tokenizer's index would be served)",
+     "key = self.key(regex)", "key = regex"),
+    ("task3_3", "the timeout message always says regex (a JSON schema's too)",
+     "f\"compiling the {req.sampling_params.constraint()[0]} \"", "f\"compiling the regex \""),
+    ("task3_3", "the handle's own fields read instead of is_done (s5's futures have no event)",
+     "if self.is_done(waiting.handle):", "if waiting.handle.event.is_set():"),
+    ("task4_1", "byte_edges also for whole-character states (the page: intermediate states only)",
+     "for state in range(byte_dfa.num_char_states, byte_dfa.num_states):", "for state in range(byte_dfa.num_states):"),
+    ("task4_3", "only the prompt's last token compared (an earlier prompt token may change too)",
+     "if all_ids[:prompt_len] != req.origin_input_ids:",
+     "if all_ids[prompt_len - 1:prompt_len] != req.origin_input_ids[-1:]:"),
+    ("task4_3", "a special token's bytes (None) joined as they are",
+     "out_bytes = b\"\".join(tok.token_bytes[t] or b\"\" for t in req.output_ids)",
+     "out_bytes = b\"\".join(tok.token_bytes[t] for t in req.output_ids)"),
+    ("task5_1", "EOS moves the matcher to a sentinel state -1 (the next fill_vocab_mask raises KeyError)",
+     "    self.terminated = True\n    return\n", "    self.terminated = True\n    self.state = -1\n    return\n"),
+    ("task5_2", "a bounded repeat unrolled into one optional group per element (maxItems 1000: 1000 groups)",
+     "return _repeat(sep + items, max(min_items - i, 0), hi)",
+     "return (sep + items) * max(min_items - i, 0) + (_repeat(sep + items, 0, None) if hi is None\n"
+     "        else _repeat(sep + items, 0, 1) * (hi - max(min_items - i, 0)))"),
+    ("task6_1", "a path from a state back to itself through q dropped (p == r skipped)",
+     "        for r, e_out in out:\n            path = e_in + loop + e_out",
+     "        for r, e_out in out:\n            if p == r:\n                continue\n            path = e_in + loop + e_out"),
+    # Concurrency: the cache's entries touched outside its lock (six threads, a guarded dict):
+    ("task3_1", "the LRU eviction run after the lock is released (another thread may be iterating the entries)",
+     "    self.entries[key] = entry\n    self._evict_lru()\nself.pool.submit",
+     "    self.entries[key] = entry\nself._evict_lru()\nself.pool.submit"),
+    ("task3_1", "a hit moved to the LRU end after the lock is released",
+     "    if entry is not None:\n        self.entries.move_to_end(key)\n        return entry\n    entry = CacheEntry()\n"
+     "    self.entries[key] = entry\n    self._evict_lru()\n",
+     "    hit = entry is not None\n    if not hit:\n        entry = CacheEntry()\n        self.entries[key] = entry\n"
+     "        self._evict_lru()\nif hit:\n    self.entries.move_to_end(key)\n    return entry\n"),
 ]
 
 

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import minisglang as sgl
+from minisglang.core import AbortKind
 from minisglang.backends.fsm_backend import FSMBackend
 from minisglang.constrained.compile_service import CompileService, CompileSettings, CompileTimeout
 from minisglang.constrained.token_fsm import ConstraintError
@@ -142,7 +143,8 @@ def test_compiles_in_flight_are_bounded(stage, opts):
         first = eng.submit(Q, {"regex": RUNAWAY[0], "max_new_tokens": 8})
         twin = eng.submit(Q, {"regex": RUNAWAY[0], "max_new_tokens": 8})     # the same compile: waits on it
         other = eng.submit(Q, {"regex": r"[0-9]{4}", "max_new_tokens": 8})  # a second compile: refused
-        assert other.finished_reason == {"type": "abort", "message": "too many grammars are compiling at once "
+        assert other.finished_reason == {"type": "abort", "kind": AbortKind.BUSY,
+                                         "message": "too many grammars are compiling at once "
                                          "(1, option max_pending_compiles); retry later"}
         assert not first.finished and not twin.finished
     finally:

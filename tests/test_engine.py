@@ -4,7 +4,7 @@ import random
 import pytest
 
 import minisglang as sgl
-from minisglang.core import SamplingParams
+from minisglang.core import AbortKind, SamplingParams
 
 PROMPTS = [
     "<|user|>\nExtract name, age and hobbies as JSON: 张三是一名软件工程师，今年28岁，平时喜欢编程、摄影和爬山。\n<|assistant|>\n",
@@ -85,7 +85,7 @@ def test_abort_from_the_step_api(engine):
     assert engine.abort(req.rid)
     while not (req.released and other.released):
         engine.step()
-    assert req.finished_reason == {"type": "abort", "message": "aborted by the client"}
+    assert req.finished_reason == {"type": "abort", "kind": AbortKind.CANCELLED, "message": "aborted by the client"}
     assert other.finished_reason["type"] == "length"
     assert_no_leak(engine)
 
@@ -110,7 +110,8 @@ def test_bad_input_gets_clear_errors(engine):
     assert out["meta_info"]["finish_reason"]["type"] == "abort"
     assert "exceeds the model's context" in out["meta_info"]["finish_reason"]["message"]
     out = engine.generate("", {})
-    assert out["meta_info"]["finish_reason"] == {"type": "abort", "message": "the prompt is empty (no tokens)"}
+    assert out["meta_info"]["finish_reason"] == {"type": "abort", "kind": AbortKind.CLIENT,
+                                                 "message": "the prompt is empty (no tokens)"}
     with pytest.raises(ValueError, match="unknown stage 's9'"):
         sgl.Engine(stage="s9")
 

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 from minisglang.constrained.regex_dfa import ByteDFA, CharDFA, compile_regex
 from minisglang.constrained.token_index import build_index_reference
-from minisglang.core import Req, SamplingParams
+from minisglang.core import AbortKind, Req, SamplingParams
 from minisglang.stages.base import StageContext
 from minisglang.constrained.token_fsm import TokenFSM
 from minisglang.stages.s1_masked_fill import FSMState, MaskedFillStage
@@ -272,6 +272,28 @@ def test_reference_walk_next_states_and_reachability():
     assert seen == set(index.state_to_tokens)
 
 
+# Infinite languages whose token walks come back to the start state 0 (the text, one
+# single-character token at a time). State 0 is a live state like any other: a walk that
+# treats it as "dead" passes every finite language and fails here, every run.
+LOOPS = [(r"(ab)*c", "ababc"), (r"(abc)*d", "abcabcd"), (r"(yes|a1)*no", "a1a1no")]
+
+
+@pytest.mark.task1_2
+@pytest.mark.parametrize("regex, text", LOOPS)
+def test_reference_walk_comes_back_to_the_start_state(regex, text):
+    index = reference_index(regex)
+    state, prefix = index.initial_state, b""
+    for ch in text:
+        allowed, want = set(index.allowed_token_ids(state)), oracle_allowed(regex, prefix)
+        assert allowed == want, (
+            f"regex {regex!r}, after {prefix!r} (state {state}): the allowed tokens must be {sorted(want)}; "
+            f"got {sorted(allowed)} (missing {sorted(want - allowed)}, extra {sorted(allowed - want)})")
+        token = VOCAB.index(ch.encode())
+        state, prefix = index.next_state(state, token), prefix + ch.encode()
+        assert state >= 0, f"regex {regex!r}: the token {ch!r} after {prefix[:-1]!r} must be allowed; got state {state}"
+    assert char_dfa(regex).walk(0, text[:2]) == 0 or char_dfa(regex).walk(0, text[:3]) == 0   # the case it is about
+
+
 # ---------------------------------------------------------------------------------------
 # task1_3: MaskedFillStage.allowed_mask
 # ---------------------------------------------------------------------------------------
@@ -365,7 +387,7 @@ def test_mask_logits_aborts_a_request_with_nothing_allowed():
     logits = torch.randn(3, VOCAB_SIZE)
     before = logits.clone()
     stage.mask_logits(logits, [stuck, fine, free])
-    assert stuck.finished_reason["type"] == "abort"
+    assert stuck.finished_reason["type"] == "abort" and stuck.finished_reason["kind"] == AbortKind.GRAMMAR
     message = stuck.finished_reason["message"]
     assert "no token is allowed" in message and "10000" in message and "(yes|no)" in message
     assert not torch.isinf(logits[0]).all()  # never leave a row that cannot be sampled
@@ -429,7 +451,7 @@ def test_advance_finish_rules():
 
     wrong = make_req(number)
     stage.advance(wrong, tok[b"a"])  # a token the mask would have forbidden
-    assert wrong.finished_reason["type"] == "abort"
+    assert wrong.finished_reason["type"] == "abort" and wrong.finished_reason["kind"] == AbortKind.GRAMMAR
     assert "not allowed" in wrong.finished_reason["message"] and "1[0-9]*" in wrong.finished_reason["message"]
 
     free = make_req(None)
@@ -453,3 +475,22 @@ def test_eos_leaves_the_state_where_it_is(regex, text):
     else:   # EOS where the match is incomplete: the mask never offers it; still no move to -1
         stage.advance(req, EOS)
     assert req.grammar.state == before, f"EOS moved the state {before} -> {req.grammar.state}"
+
+
+@pytest.mark.task1_5
+@pytest.mark.parametrize("regex, text", LOOPS)
+def test_advance_walks_through_the_start_state_again(regex, text):
+    """The fast index's own next states (not task 1_2's walk): state 0 is reached again
+    half-way, and the request must go on from there to a clean stop."""
+    stage, fsm = make_stage(), compiled(regex)
+    req = make_req(fsm)
+    for i, ch in enumerate(text):
+        want = fsm.index.next_state(req.grammar.state, VOCAB.index(ch.encode()))
+        stage.advance(req, VOCAB.index(ch.encode()))
+        if i < len(text) - 1:
+            assert not req.finished and req.grammar.state == want, (
+                f"regex {regex!r}, after {text[:i + 1]!r}: the request goes on in state {want}; got state "
+                f"{req.grammar.state}, finished {req.finished_reason}")
+    assert req.finished_reason == {"type": "stop", "matched": None}, (
+        f"regex {regex!r}, after {text!r}: the match is complete (only EOS may follow), so the request stops "
+        f"with matched None; got {req.finished_reason}")

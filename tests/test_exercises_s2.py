@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import minisglang as sgl
+from minisglang.core import AbortKind
 from minisglang.constrained.bitmask import apply_bitmask, apply_bitmask_torch, pack_bits, unpack_bits
 from minisglang.constrained.token_fsm import TokenFSM
 from minisglang.stages.s1_masked_fill import FSMState, MaskedFillStage
@@ -155,7 +156,7 @@ def test_fill_mask_keeps_each_request_on_its_own_fsm():
     stage = make_stage(BatchedMaskStage)
     yes_no, number = compiled_with_oracle_rows(r"(yes|no)"), compiled_with_oracle_rows(r"1[0-9]*")
     reqs = [make_req(yes_no, 0), make_req(number, 0), make_req(None), make_req(yes_no, 0), make_req(number, 0)]
-    reqs[3].finish("abort", message="client left")
+    reqs[3].finish("abort", AbortKind.CANCELLED, message="client left")
     mask = stage.allocate_mask(len(reqs))
     stage.fill_mask(mask, reqs)
     assert torch.equal(oracle_unpack(mask, VOCAB_SIZE), expected_fill(reqs))

@@ -17,10 +17,10 @@ import torch
 
 from minisglang.constrained.regex_dfa import ByteDFA, compile_regex
 from minisglang.constrained.token_index import build_index_reference
-from minisglang.core import Req, SamplingParams
+from minisglang.core import AbortKind, Req, SamplingParams
 from minisglang.stages.base import StageContext
 from minisglang.constrained.token_fsm import ConstraintError
-from minisglang.stages.s3_fsm_cache import FSMCache, FSMCacheStage
+from minisglang.stages.s3_fsm_cache import FSMCache, FSMCacheStage, GrammarQueue
 
 VOCAB = [bytes([c]) for c in b"0123456789-"] + [b"20", b"2024", b"-0", b"12-", None]
 EOS = len(VOCAB) - 1
@@ -150,6 +150,83 @@ def test_the_bound_holds_as_soon_as_an_entry_is_inserted_even_for_failed_compile
     cache.shutdown()
 
 
+class OwnedLock:
+    """A lock that knows which thread holds it (threading.Lock does not say)."""
+
+    def __init__(self):
+        self._lock, self.owner = threading.Lock(), None
+
+    def __enter__(self):
+        self._lock.acquire()
+        self.owner = threading.get_ident()
+        return self
+
+    def __exit__(self, *exc):
+        self.owner = None
+        self._lock.release()
+
+
+class GuardedDict(collections.OrderedDict):
+    """The cache's entries, checked: every read, write and iteration must happen while
+    the calling thread holds `lock`. Checking the owner makes a missing lock fail every
+    run, not only when two threads happen to collide."""
+
+    def __init__(self, lock: OwnedLock):
+        super().__init__()
+        self.lock, self.violations = lock, []
+
+    def _check(self, what: str) -> None:
+        if self.lock.owner != threading.get_ident():
+            self.violations.append(what)
+
+
+def _guarded(name):
+    def method(self, *args, **kwargs):
+        self._check(name)
+        return getattr(collections.OrderedDict, name)(self, *args, **kwargs)
+    return method
+
+
+for _name in ("get", "__getitem__", "__setitem__", "__delitem__", "__contains__", "__iter__", "pop",
+              "move_to_end", "values", "items", "keys", "__len__"):
+    setattr(GuardedDict, _name, _guarded(_name))
+
+
+@pytest.mark.task3_1
+def test_six_threads_touch_the_entries_only_under_the_lock():
+    """Six threads ask for five regexes at once with room for two: hits move entries,
+    inserts evict. Every touch of `self.entries` (the lookup, `move_to_end`, the insert,
+    `_evict_lru`'s walk) must hold `self.lock`; unlocked, another thread's eviction
+    raises `OrderedDict mutated during iteration` now and then (a guarded dict says so
+    every run)."""
+    cache, calls = counting_cache(max_entries=2)
+    cache.lock = OwnedLock()
+    cache.entries = GuardedDict(cache.lock)
+    start = threading.Barrier(6)
+    errors = []
+
+    def ask(i):
+        start.wait()
+        try:
+            for n in range(20):
+                cache.init_fsm_in_background(f"r{(i + n) % 5}").event.wait(5)
+        except Exception as e:   # a thread's error is lost unless the test raises it again
+            errors.append(e)
+
+    threads = [threading.Thread(target=ask, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    cache.shutdown()
+    if errors:
+        raise errors[0]
+    touched = sorted(set(cache.entries.violations))
+    assert not touched, (f"six threads calling init_fsm_in_background: self.entries was touched without "
+                         f"holding self.lock ({', '.join(touched)}); the lookup, the LRU move, the insert "
+                         f"and self._evict_lru() all belong inside `with self.lock:`")
+
+
 # ------------------------------------------------------------------------- task3_2
 @pytest.mark.task3_2
 def test_get_fsm_returns_one_compiled_fsm_equal_to_the_brute_force_index(stage):
@@ -175,6 +252,17 @@ def test_get_fsm_raises_the_compile_error_and_caches_it(stage):
         with pytest.raises(ConstraintError, match=re.escape("[z-a]")):
             stage.cache.get_fsm("[z-a]", timeout=5)
     assert stage.cache.compile_count == 1                     # the failure is cached too
+
+
+@pytest.mark.task3_2
+def test_get_fsm_with_timeout_zero_does_not_wait(stage):
+    """`timeout=0` is a limit of zero seconds, not "no limit" (that is `None`)."""
+    opened = gate(stage.cache, DATE)
+    try:
+        with pytest.raises(ConstraintError, match="took longer than 0 s"):
+            stage.cache.get_fsm(DATE, timeout=0)
+    finally:
+        opened.set()
 
 
 # ------------------------------------------------------------------------- task3_3
@@ -221,7 +309,8 @@ def test_poll_aborts_requests_whose_compile_outlives_the_timeout():
     time.sleep(0.05)
     assert st.poll_grammar_queue([first, second]) == [first, second]
     for req in (first, second):
-        assert req.finished_reason == {"type": "abort", "message": "compiling the regex took longer than 0.01 s"}
+        assert req.finished_reason == {"type": "abort", "kind": AbortKind.GRAMMAR,
+                                       "message": "compiling the regex took longer than 0.01 s"}
     assert st.pending == {}
     opened.set()
     st.shutdown()
@@ -241,3 +330,37 @@ def test_poll_takes_a_finished_compile_even_when_it_finished_after_the_timeout()
     assert req.grammar is not None and req.grammar.fsm.regex == DATE
     assert st.pending == {}
     st.shutdown()
+
+
+@dataclass
+class FakeHandle:
+    """What stage s5 puts in the queue: an opaque handle (no `event`, no `value`)."""
+
+    done: bool
+    grammar: str
+
+
+@pytest.mark.task3_3
+def test_poll_uses_only_is_done_and_take_and_names_the_constraint_kind():
+    """The queue runs s5's handles too: only `is_done(handle)` and `take(req, handle)` may
+    look inside one. A timeout names the request's kind of constraint (json_schema here)."""
+    taken = []
+
+    def take(req, handle):
+        taken.append(req)
+        req.grammar = handle.grammar
+
+    queue = GrammarQueue(timeout=1.0, is_done=lambda h: h.done, take=take, max_pending=8)
+    ready = Req(prompt="p", origin_input_ids=[0], sampling_params=SamplingParams(json_schema='{"type": "integer"}'))
+    late = Req(prompt="p", origin_input_ids=[0], sampling_params=SamplingParams(json_schema='{"type": "string"}'))
+    queue.wait_for(ready, FakeHandle(True, "its grammar"))
+    queue.wait_for(late, FakeHandle(False, "never"))
+    queue.pending[late.rid].since -= 60
+    got = queue.poll_grammar_queue([late, ready])
+    assert got == [late, ready], f"both requests go on (one timed out, one done), in queue order; got {len(got)}"
+    assert taken == [ready] and ready.grammar == "its grammar", (
+        "the done request gets its grammar through take(req, handle)")
+    want = {"type": "abort", "message": "compiling the json_schema took longer than 1.0 s"}
+    assert late.finished_reason == want, (f"a json_schema request that waited past the timeout is aborted "
+                                          f"with {want}; got {late.finished_reason}")
+    assert queue.pending == {}

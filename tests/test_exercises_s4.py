@@ -105,6 +105,25 @@ def test_one_edge_of_many_characters_is_a_choice_not_a_jump(regex, done):
         f"not a jump; got char_edges[{state}] = {jm.char_edges.get(state)!r}")
 
 
+@pytest.mark.task4_1
+@pytest.mark.parametrize("regex", ["ab中c", "(x|y)文", "é?[0-9]"])
+def test_byte_edges_are_the_intermediate_states_with_one_next_byte(regex):
+    """The page's rule, checked on the map itself: byte_edges holds every intermediate state
+    (half a character read) whose row has exactly one live byte, and no other state."""
+    dfa = compile_regex(regex)
+    byte_dfa = ByteDFA.from_char_dfa(dfa)
+    jm = JumpForwardMap.build(dfa, byte_dfa)
+    want = {}
+    for state in range(byte_dfa.num_char_states, byte_dfa.num_states):
+        live = [b for b in range(256) if byte_dfa.table[state, b] >= 0]
+        if len(live) == 1:
+            want[state] = (live[0], int(byte_dfa.table[state, live[0]]))
+    extra = sorted(set(jm.byte_edges) - set(want))
+    assert jm.byte_edges == want, (f"regex {regex!r}: byte_edges must be {want} (intermediate states are "
+                                   f">= num_char_states = {byte_dfa.num_char_states}); got {jm.byte_edges}"
+                                   + (f", with the states {extra} that are not" if extra else ""))
+
+
 # ----------------------------------------------------------------------------- task4_3
 @pytest.fixture(scope="module")
 def tok():
@@ -222,6 +241,31 @@ def test_retokenize_refuses_a_changed_prompt_even_when_the_output_bytes_are_exac
     got = JumpForward(toy).retokenize(req, b"d")
     assert got is None, ("prompt 'abc' as the ids [a, bc], jump 'd': 'abcd' encodes as [ab, c, d], the "
                          f"prompt's ids change (its KV would be wrong): refuse (None); got {got!r}")
+
+
+@pytest.mark.task4_3
+def test_retokenize_checks_every_prompt_token_not_only_the_last():
+    """Chapter 04's example: the prompt "abcbc" came as [a, bc, bc]; with the jump "d" the
+    whole text re-encodes as [ab, c, bc, d]. The prompt's LAST token is still bc (SGLang's
+    check looks only there), but its first two changed, so the KV no longer matches."""
+    toy = GreedyTokenizer(["a", "bc", "ab", "c", "d"])
+    req = toy_request("abcbc", [0, 1, 1], [])
+    assert toy.encode("abcbcd") == [2, 3, 1, 4]   # [ab, c, bc, d]: the last prompt token kept
+    got = JumpForward(toy).retokenize(req, b"d")
+    assert got is None, ("prompt 'abcbc' as [a, bc, bc], jump 'd': 'abcbcd' encodes as [ab, c, bc, d]; the "
+                         "prompt's last token is the same but its first two are not: compare all of the "
+                         f"prompt's ids, refuse (None); got {got!r}")
+
+
+@pytest.mark.task4_3
+def test_retokenize_reads_a_special_token_as_no_bytes():
+    """A special token's `token_bytes` entry is None: it adds nothing to the output's bytes."""
+    toy = GreedyTokenizer(["x", ":", "<special>"])
+    toy.token_bytes[2] = None
+    req = toy_request("x", [0], [2])                                      # the output so far: <special>
+    got = JumpForward(toy).retokenize(req, b":")
+    assert got == [1], ("output [<special>] (token_bytes None: no bytes), jump ':': the text after the prompt is "
+                        f"':', its ids [1]; got {got!r}")
 
 
 @pytest.mark.task4_3

@@ -165,6 +165,41 @@ def test_rollback_returns_to_the_mask_of_k_tokens_ago(synthetic_backend, regex, 
 
 
 @pytest.mark.task5_1
+@pytest.mark.parametrize("regex, text", [(r"1[0-9]*", "12"), (r"(yes|no)", "yes"), (r"(ab)*c", "abc")])
+def test_eos_leaves_the_state_where_it_was(synthetic_backend, regex, text):
+    """The page: EOS in an accepting state marks the matcher terminated and leaves
+    `self.state` alone (no sentinel state): its mask is still the accepting state's, and
+    one rollback undoes the EOS (EOS is one step of the history)."""
+    g = start(synthetic_backend, regex)
+    for ch in text:
+        g.accept_token(VOCAB.index(ch.encode()))
+    state, row = g.state, allowed_row(g)[0]
+    g.accept_token(EOS)
+    assert g.is_terminated(), f"regex {regex!r}: EOS after {text!r} (a match) terminates the matcher"
+    assert g.state == state, f"regex {regex!r}: EOS after {text!r} must leave the state at {state}; got {g.state}"
+    got = allowed_row(g)[0]   # a KeyError here: the state was moved to one the FSM does not have
+    assert torch.equal(got, row), f"regex {regex!r}: after EOS the mask must still be the state's own row"
+    g.rollback(1)
+    assert g.state == state and torch.equal(allowed_row(g)[0], row), (
+        f"regex {regex!r}: rollback(1) undoes the EOS, back to state {state}; got state {g.state}")
+
+
+@pytest.mark.task5_1
+@pytest.mark.parametrize("regex, text", [(r"(ab)*c", "ababc"), (r"(abc)*d", "abcabcd"), (r"(yes|a1)*no", "a1yesno")])
+def test_a_walk_through_the_start_state_again_is_accepted(synthetic_backend, regex, text):
+    """Infinite languages whose walk returns to state 0, the start: a live state, never a
+    refusal. At every step the row is the brute-force oracle's."""
+    g = start(synthetic_backend, regex)
+    for i, ch in enumerate(text):
+        token = VOCAB.index(ch.encode())
+        g.accept_token(token)   # GrammarError here: state 0 was taken for "not allowed"
+        want = oracle_allowed(regex, text[:i + 1].encode())
+        assert torch.equal(allowed_row(g)[0], as_row(want)), (
+            f"regex {regex!r} after {text[:i + 1]!r}: the row must allow exactly {sorted(want)}")
+    assert g.is_terminated(), f"regex {regex!r}: after {text!r} only EOS may follow: terminated"
+
+
+@pytest.mark.task5_1
 def test_copies_are_independent_matchers_on_one_compile(synthetic_backend):
     regex = r"(yes|no)"
     a, b = start(synthetic_backend, regex), start(synthetic_backend, regex)
@@ -279,6 +314,25 @@ def test_whitespace_comes_from_the_option():
     assert compact.accepts("[1,2]") and not compact.accepts("[1, 2]") and not compact.accepts("[ 1]")
     free = compile_regex(build_regex_from_schema(schema, whitespace=r"[ \n]*"))
     assert free.accepts("[\n  1,\n  2\n]") and not free.accepts("[\t1]")
+
+
+@pytest.mark.task5_2
+@pytest.mark.parametrize("bounds", [{"maxItems": 1000}, {"minItems": 3, "maxItems": 1000},
+                                    {"prefixItems": [{"type": "null"}], "maxItems": 500}])
+def test_large_bounds_stay_one_counted_repeat(bounds):
+    """The page: `maxItems: 1000` must not become a thousand alternatives (nor a thousand
+    optional groups); a counted repeat is one piece. The regex stays short, and right at
+    its bounds."""
+    schema = {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 9}, **bounds}
+    regex = build_regex_from_schema(schema)
+    assert len(regex) < 400, (f"schema {json.dumps(bounds)}: the regex is {len(regex)} characters; use "
+                              f"_repeat(regex, lo, hi) (one counted repeat), not one piece per element")
+    hi = bounds["maxItems"]
+    first = "null" if "prefixItems" in bounds else "1"
+    full = "[" + ", ".join([first] + ["1"] * (hi - 1)) + "]"
+    over = "[" + ", ".join([first] + ["1"] * hi) + "]"
+    assert re.fullmatch(regex, full) and not re.fullmatch(regex, over), (
+        f"schema {json.dumps(bounds)}: {hi} elements fit, {hi + 1} do not")
 
 
 @pytest.mark.task5_2

@@ -37,7 +37,8 @@ USER = "<|user|>\n{}\n<|assistant|>\n"
 # (triggers, alphabet, longest string): one trigger; one that overlaps itself ("aab" after
 # "aa": the fallback must keep "aa", not restart); two that share a prefix; two that
 # overlap each other ("ab" then "ba"); one that overlaps itself twice ("abab"); a short
-# trigger that ends inside a longer one's prefix ("bd" after "ab").
+# trigger that ends inside a longer one's prefix ("bd" after "ab"); two where the longest
+# suffix belongs to the second trigger ("aa" of "aab", while "ax" offers only "a").
 TRIGGER_SETS = [
     (("<t>",), "<t>x", 7),
     (("aab",), "ab", 10),
@@ -45,6 +46,7 @@ TRIGGER_SETS = [
     (("ab", "ba"), "abc", 8),
     (("abab",), "ab", 11),
     (("abc", "bd"), "abcd", 7),
+    (("ax", "aab"), "abx", 7),
 ]
 
 
@@ -109,6 +111,21 @@ def test_next_is_the_longest_suffix_that_starts_the_trigger(text, want):
     why = ("it ends with the whole trigger" if isinstance(want, tuple) else
            f"its longest suffix that is a prefix of 'aab' is {want!r}")
     assert got == expected, f"trigger 'aab': _next({text!r}) must be {expected!r} ({why}); got {got!r}"
+
+
+@pytest.mark.task6_1
+@pytest.mark.parametrize("text, want", [("aa", "aa"), ("aaa", "aa"), ("xa", "a"), ("ab", ""),
+                                        ("ax", ("trigger", "ax")), ("aab", ("trigger", "aab"))])
+def test_next_takes_the_longest_suffix_over_every_trigger(text, want):
+    """`_next` alone with two triggers, ("ax", "aab"): after "aa" the longest suffix that
+    starts a trigger is "aa" (of "aab"), although the first trigger, "ax", offers only "a".
+    A fallback that asks the triggers one by one stops at the first that fits."""
+    free = object.__new__(FreeText)
+    free.triggers, free.states = ("ax", "aab"), {"": 0, "a": 1, "aa": 2}
+    expected = want if isinstance(want, tuple) else free.states[want]
+    got = free._next(text)
+    assert got == expected, (f"triggers ('ax', 'aab'): _next({text!r}) must be {expected!r}"
+                             + ("" if isinstance(want, tuple) else f" (the state of {want!r})") + f"; got {got!r}")
 
 
 @pytest.mark.task6_1

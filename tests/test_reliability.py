@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 import minisglang as sgl
 import minisglang.scheduler as scheduler_module
-from minisglang.core import Req, SamplingParams
+from minisglang.core import AbortKind, Req, SamplingParams
 
 PROMPTS = ["The capital of France is", "Email: ", "2024-", "Once upon a time, there was a little",
            "<|user|>\nWhat is the date?\n<|assistant|>\n"]
@@ -205,7 +205,7 @@ def test_a_per_request_hook_failure_aborts_only_that_request(engine, alone, monk
         if req.prompt == victim_prompt and hook != "release":
             assert req.finished_reason["type"] == "abort"
             assert req.finished_reason["message"].startswith("internal error while ")
-            assert req.finished_reason["internal"] is True   # the server's 500
+            assert req.finished_reason["kind"] == AbortKind.ENGINE   # the server's 500
             assert req.finished_reason["message"].endswith("RuntimeError: injected fault")
         else:   # a failing release is logged; the request keeps its reason and its text
             assert req.finished_reason == {"type": "length", "length": 8}
@@ -582,3 +582,34 @@ def test_no_leak_after_1000_mixed_requests(monkeypatch, stage, count):
     events = {e["event"] for e in eng.trace}
     assert {"evict", "error", "prefix_hit"} <= events
     eng.shutdown()
+
+
+def test_trimming_the_grammar_cache_gives_freed_memory_back(bundled_model_path, monkeypatch):
+    """An eviction by `trim` returns the C heap's free pages (malloc_trim): the server's RSS
+    stayed at its peak after hostile grammars were evicted (issue 30). Nothing evicted:
+    nothing to give back."""
+    import minisglang.backends.base as base
+    from minisglang.backends.fsm_backend import FSMBackend
+    from minisglang.tokenizer import Tokenizer
+
+    tok = Tokenizer.from_pretrained(bundled_model_path)
+    backend = FSMBackend(tok, tok.vocab_size, max_bytes=1 << 40)
+    calls = []
+    monkeypatch.setattr(base, "give_back_free_memory", lambda: calls.append(1))
+    try:
+        for regex in ("a[0-9]{3}", "b[a-z]+"):
+            future, ready = backend.get_cached_or_future_value("regex", regex)
+            assert ready or future.result(60)
+        backend.trim()
+        assert calls == [] and len(backend.cache) == 2
+        backend.max_bytes, backend._trimmed = 1, float("-inf")
+        backend.trim()
+        assert calls == [1] and len(backend.cache) < 2
+    finally:
+        backend.shutdown()
+
+
+def test_giving_free_memory_back_is_harmless_where_there_is_no_glibc():
+    from minisglang.backends.base import give_back_free_memory
+    give_back_free_memory()   # (glibc: malloc_trim; elsewhere nothing)
+    give_back_free_memory()

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from fastapi.testclient import TestClient
 
 import minisglang as sgl
-from minisglang.core import MAX_STOP_STRINGS
+from minisglang.core import MAX_STOP_STRINGS, AbortKind
 from minisglang.protocol import (ChatCompletionRequest, CompletionRequest, GenerateRequest,
                                  RequestError, parse)
 from minisglang.server import ServerOptions, create_app, serving_in_thread
@@ -77,7 +77,7 @@ def test_a_grammar_that_grows_past_its_limit_aborts_only_its_own_request(engine,
     reason = runaway.finished_reason
     assert reason["type"] == "abort"
     assert reason["message"].startswith("the grammar failed while ")   # the request's fault, not the engine's
-    assert reason["internal"] is False   # so the server answers 400, not 500
+    assert reason["kind"] == AbortKind.GRAMMAR   # so the server answers 400, not 500
     assert "max_lazy_states" in reason["message"]
     assert "hook" not in reason["message"]   # the stage's hook numbers are our names: the log keeps them
     after = engine.stats()
@@ -404,7 +404,7 @@ def test_a_streaming_client_that_leaves_before_its_first_chunk_is_aborted():
                 break
             threading.Event().wait(0.05)
         finishes = [e["reason"] for e in eng.trace if e["event"] == "finish"]
-        assert finishes == [{"type": "abort", "message": "aborted by the client"}]   # not {"type": "length", ...}
+        assert finishes == [{"type": "abort", "kind": AbortKind.CANCELLED, "message": "aborted by the client"}]   # not {"type": "length", ...}
         assert httpx.post(url + "/v1/completions", json={"prompt": "x", "max_tokens": 3}).status_code == 200
     assert eng.stats().pools_full
 

@@ -14,7 +14,7 @@ import minisglang as sgl
 from minisglang.constrained.json_schema import build_regex_from_schema
 from minisglang.protocol import ChatCompletionRequest, CompletionRequest, GenerateRequest, RequestError, parse
 from minisglang.server import ServerOptions, create_app
-from minisglang.stages import latest_stage
+from minisglang.stages import default_stage
 
 MODEL = "tiny-json-llama"
 KEY = "sk-test-123"
@@ -333,7 +333,7 @@ def test_health_metrics_and_server_info(client):
     assert metric["minisglang_grammar_compile_seconds_count"] >= 1
     assert 'minisglang_grammar_compile_seconds_bucket{le="+Inf"}' in metric
     info = client.get("/get_server_info").json()
-    assert info["model"] == MODEL and info["stage"] == latest_stage()
+    assert info["model"] == MODEL and info["stage"] == default_stage()
     assert info["limits"]["max_body_bytes"] == 200_000 and "api_key" not in info["limits"]
     # the scheduler loop's step times: steps ran above, none is running now
     timing = info["scheduler"]

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import minisglang as sgl
+from minisglang.core import AbortKind
 from minisglang.backends.base import BaseGrammarBackend, InvalidGrammarObject, get_backend_class
 from minisglang.backends.fsm_backend import FSMBackend, FSMGrammar
 from minisglang.constrained.bitmask import unpack_bits
@@ -226,7 +227,7 @@ def test_a_schema_text_too_deep_or_ambiguous_is_refused_by_name(engine, schema, 
     request's own error, never an internal one, and never "the last key wins"."""
     out = engine.generate(Q, {"json_schema": schema, "max_new_tokens": 4})
     reason = out["meta_info"]["finish_reason"]
-    assert reason["type"] == "abort" and needle in reason["message"] and not reason.get("internal"), reason
+    assert reason["type"] == "abort" and needle in reason["message"] and reason["kind"] == AbortKind.GRAMMAR, reason
     assert engine.generate(Q, {"max_new_tokens": 2})["meta_info"]["finish_reason"]["type"] == "length"
 
 
@@ -272,7 +273,7 @@ def test_a_grammar_that_needs_more_work_than_max_grammar_seconds_is_aborted_nami
         engine.shutdown()
     reason = slow.finished_reason
     assert reason["type"] == "abort" and "max_grammar_seconds" in reason["message"], reason
-    assert not reason.get("internal"), "a grammar past its limit is the client's error (400), not ours"
+    assert reason["kind"] == AbortKind.GRAMMAR, "a grammar past its limit is the client's error (400), not ours"
     assert other.finished_reason["type"] == "length", other.finished_reason
 
 

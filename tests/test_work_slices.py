@@ -201,3 +201,30 @@ def test_a_cancelled_compile_stops_at_its_next_checkpoint_or_never_starts():
         running.result(5)
     assert queued.cancelled()
     pool.shutdown()
+
+
+# -- the step's budget: once spent, no work begins -------------------------------------------------
+def test_once_the_step_s_budget_is_spent_no_grammar_work_begins(tok):
+    """A slice always does one unit of work before it may stop (a whole trie walk can be
+    several ms), so a request asked after the budget ran out does none: it sits out, and
+    its row is made in a later step (the same row: test_a_row_built_in_slices_...)."""
+    from types import SimpleNamespace
+
+    from minisglang.backends.fsm_backend import FSMBackend
+    from minisglang.stages.s5_backends import GrammarWork
+
+    backend = FSMBackend(tok, len(tok.token_bytes))
+    try:
+        grammar = backend._compile_safely("regex", HARD[0])
+        req = SimpleNamespace(rid=1, grammar=grammar)
+        grammar.accept_token(grammar.fsm.index.allowed_token_ids(grammar.state)[0])
+        assert grammar.needs_work()   # a new state: its row is not made
+        work = GrammarWork(step_seconds=0.004, max_seconds=60, baton=Baton())
+        work.left = 0.0
+        assert not work.ready(req) and grammar.needs_work() and work.spent.get(1, 0.0) == 0.0
+        work.left = 60.0
+        assert work.ready(req) and not grammar.needs_work()
+        work.left = 0.0
+        assert work.ready(req)   # nothing left to do: ready, whatever the budget
+    finally:
+        backend.shutdown()

@@ -21,10 +21,11 @@ import torch
 
 from ..constrained.compile_service import CompileService, CompileSettings
 from ..constrained.json_schema import COUNTED_STRING_CHAR, STRING_CHAR, build_regex_from_schema
-from ..constrained.lazy_token_fsm import LazyLimits, compile_lazy_token_fsm, prepare_vocabulary
+from ..constrained.lazy_token_fsm import LazyLimits, LazyTokenFSM, compile_lazy_token_fsm, prepare_vocabulary
+from ..constrained.schema_worker import schema_regex_in_process
 from ..constrained.token_fsm import TokenFSM, check_regex_length
 from ..constrained.work_slices import OutOfTime, deadline
-from .base import BaseGrammarBackend, BaseGrammarObject, GrammarError, register_backend
+from .base import NORMALISE_MAX_CHARS, BaseGrammarBackend, BaseGrammarObject, GrammarError, register_backend
 
 if TYPE_CHECKING:  # pragma: no cover   (s6's file: an s5 checkout has no structural_tag.py)
     from ..constrained.structural_tag import StructuralTag
@@ -81,6 +82,10 @@ class FSMGrammar(BaseGrammarObject):
             return False
         self.terminated = self.terminated or self.fsm.is_complete(self.state)
         return True
+
+    def needs_work(self) -> bool:
+        """The lazy automaton's row of the current state is not made yet (an eager FSM made all)."""
+        return isinstance(self.fsm, LazyTokenFSM) and self.state not in self.fsm.index.rows
 
     def copy(self) -> FSMGrammar:
         return FSMGrammar(self.fsm)
@@ -160,7 +165,15 @@ class FSMBackend(BaseGrammarBackend):
         limit = self.options.get("max_regex_chars", 100_000)
         options = {**({"max_regex_chars": limit} if limit is not None else {}), **self.schema_options,
                    "automaton": self.automaton}
-        regex = build_regex_from_schema(schema, whitespace=self.options.get("json_whitespace"), **options)
+        options["whitespace"] = self.options.get("json_whitespace")
+        if isinstance(schema, str) and len(schema) > NORMALISE_MAX_CHARS and self.options.get("compile_in") != "thread":
+            # A large schema's compile would hold this process's GIL for seconds (the
+            # compiler has no checkpoints): a child process writes its regex (schema_worker.py).
+            regex = schema_regex_in_process(schema, options, self.compile_timeout,
+                                            self.options.get("compile_memory_bytes", 4 << 30),
+                                            int(self.options.get("compile_nice", 5)))
+        else:
+            regex = build_regex_from_schema(schema, **options)
         check_regex_length(regex, limit)
         return regex
 

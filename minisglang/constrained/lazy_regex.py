@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import heapq
 import re
 import unicodedata
 import warnings
@@ -178,7 +179,7 @@ class RegexPool:
         self._clipped: dict[tuple[int, int], RegexNode] = {}
         self._keys: dict[int, str | None] = {}
         self._live: dict[int, bool] = {}   # AND/DIFF node uid -> whether its language is non-empty
-        self._searching: dict[int, tuple] = {}   # AND/DIFF node uid -> a cut search's (parent, queue, at)
+        self._searching: dict[int, tuple] = {}   # AND/DIFF node uid -> a cut search's (parent, frontier)
         # Derivatives computed, keyed by `uid << 8 | byte`: one int per entry rather than a dict
         # per node, so a new node is two objects for Python's collector to scan (itself and its
         # parts), and no node points back at a derivative (r*'s is r* itself: no cycle to collect).
@@ -389,30 +390,43 @@ class RegexPool:
         return node if live else self.empty
 
     def _search(self, start: RegexNode) -> bool:
-        """Whether an AND/DIFF node matches some string: a breadth-first walk of its
-        derivatives to an accepting one. The nodes on the path found are live; when the
-        walk ends without one, every node it met is dead (it met all it can reach).
+        """Whether an AND/DIFF node matches some string: a walk of its derivatives to an
+        accepting one. The nodes on the path found are live; when the walk ends without
+        one, every node it met is dead (it met all it can reach).
+
+        The walk goes best first: the node nearest a match by its `min_len` (a lower bound
+        on what it still needs), the newest on ties. Breadth first reached a match only
+        after every node at a smaller depth: `^(x|y)*x(x|y){14}$` within a length took
+        2^16 nodes for one search, and each new state of the intersection needs one (the
+        issue-30 attack: 30 s of compile, then a GC pause per million nodes); best first,
+        it walks the ~16 bytes to a match. Which match is found does not matter, only
+        whether one is. A language with no match is walked whole either way.
 
         A search cut by `checkpoint` (OutOfTime, work_slices.py) keeps its frontier and
         goes on from it when it is asked again: no step redoes the work of the last."""
-        parent, queue, at = self._searching.pop(start.uid, None) or ({start.uid: None}, [start], 0)
+        parent, frontier = self._searching.pop(start.uid, None) or ({start.uid: None}, [(start.min_len, 0, start)])
         found = None
-        while at < len(queue):   # the list grows while it is walked: breadth first
+        while frontier:
+            item = heapq.heappop(frontier)
             try:
-                found = self._search_step(queue[at], parent, queue)
-                if found is not None:
-                    break
-                if len(parent) > MAX_SET_SEARCH:
-                    raise AutomatonLimitError(f"regex too complex: deciding whether an intersection or difference "
-                                              f"matches anything visited more than {MAX_SET_SEARCH:,} states")
-                at += 1
+                found = self._search_step(item[2], parent, frontier)
+            except OutOfTime:   # cut inside its step: searched again next time (what it added stays)
+                heapq.heappush(frontier, item)
+                self._searching[start.uid] = (parent, frontier)
+                raise
+            if found is not None:
+                break
+            if len(parent) > MAX_SET_SEARCH:
+                raise AutomatonLimitError(f"regex too complex: deciding whether an intersection or difference "
+                                          f"matches anything visited more than {MAX_SET_SEARCH:,} states")
+            try:
                 checkpoint(kept=True)   # one more state searched: the frontier moved
-            except OutOfTime:   # (re-searching a state adds nothing twice: `parent` has what it added)
-                self._searching[start.uid] = (parent, queue, at)
+            except OutOfTime:
+                self._searching[start.uid] = (parent, frontier)
                 raise
         if found is None:
-            for node in queue:
-                self._live[node.uid] = False
+            for uid in parent:
+                self._live[uid] = False
             return False
         while found is not None:
             self._live[found.uid] = True
@@ -420,9 +434,10 @@ class RegexPool:
         return True
 
     def _search_step(self, node: RegexNode, parent: dict[int, RegexNode | None],
-                     queue: list[RegexNode]) -> RegexNode | None:
+                     frontier: list[tuple[int, int, RegexNode]]) -> RegexNode | None:
         """One node of `_search`: `node` if it leads to a match at once, else None after
-        queueing its unseen AND/DIFF derivatives."""
+        adding its unseen AND/DIFF derivatives to the frontier (a heap: nearest a match
+        first, then newest; see `_search`)."""
         if node.nullable:
             return node
         a, b = node.parts
@@ -439,7 +454,7 @@ class RegexPool:
                 return node   # an ordinary node never has an empty language
             if nxt.uid not in parent:
                 parent[nxt.uid] = node
-                queue.append(nxt)
+                heapq.heappush(frontier, (nxt.min_len, -len(parent), nxt))
         return None
 
     # -- bounded views: states that no token can tell apart ----------------------------------
@@ -1042,11 +1057,7 @@ class LazyByteDFA:
                     f"regex too complex: generation reached more than {self.max_states:,} automaton "
                     f"states (limit max_lazy_states)")
             if state == self.table.shape[0]:   # grow by doubling
-                grow = self.table.shape[0]
-                self.table = np.concatenate([self.table, np.full((grow, 256), UNEXPLORED, dtype=np.int32)])
-                self.accepting = np.concatenate([self.accepting, np.zeros(grow, dtype=bool)])
-                self.expanded = np.concatenate([self.expanded, np.zeros(grow, dtype=bool)])
-                self.class_first = np.concatenate([self.class_first, np.zeros((grow, 256), dtype=np.uint8)])
+                self._grow()
             self.nodes.append(node)
             self.state_of[node.uid] = state
             self.accepting[state] = node.nullable
@@ -1060,6 +1071,19 @@ class LazyByteDFA:
             self.missing_classes.append(live)
             self.expanded[state] = live == 0
         return state
+
+    def _grow(self) -> None:
+        """Double the per-state arrays. The new rows are left unwritten (`np.empty`): `_state`
+        writes each one whole when it makes the state, and nothing reads a row before. Filled
+        here, they cost the page faults of the whole new half at once: 0.16 s for the 64 MB
+        of a 64k-state table on a shared 2-CPU machine, on the scheduler's thread between two
+        checkpoints (issue 30); left empty, each page is touched when its states are made."""
+        n = self.table.shape[0]
+        for name in ("table", "class_first", "accepting", "expanded"):
+            old = getattr(self, name)
+            new = np.empty((2 * n, *old.shape[1:]), dtype=old.dtype)
+            new[:n] = old
+            setattr(self, name, new)
 
     def _layout(self, node: RegexNode) -> tuple[list[int], np.ndarray, np.ndarray, int]:
         """A new state's byte classes: (the first byte of each and 256, uint8 [256] the first

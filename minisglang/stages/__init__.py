@@ -37,7 +37,8 @@ STAGE_FILES: dict[str, list[str]] = {
     "s4-jump-forward": ["constrained/jump_forward.py", "drawings/compressed.py"],
     "s5-backends": ["backends", "constrained/json_schema", "constrained/lazy_regex.py",
                     "constrained/lazy_token_fsm.py", "constrained/lazy_row_shortcuts.py",
-                    "constrained/lazy_rows.py", "constrained/lazy_trie_walk.py"],
+                    "constrained/lazy_rows.py", "constrained/lazy_trie_walk.py",
+                    "constrained/schema_worker.py"],
     "s6-function-calling": ["constrained/structural_tag.py", "drawings/structural_tag.py"],
     "s7-speculative": ["speculative.py"],
 }
@@ -61,6 +62,19 @@ def get_stage_class(name: str) -> type[Stage]:
 def latest_stage() -> str:
     """The newest stage present in this copy (a checkout of s2 has no s3)."""
     return available_stages()[-1]
+
+
+# The newest stage an `Engine()` gets unless told otherwise. s7 is chosen by name
+# (`stage="s7"`): on the CPUs this project runs on, its overlap thread and its drafts made
+# steps slower than s6's (benchmarks/results/overlap.md, speculative.md), and s6 jumps forward.
+DEFAULT_UP_TO = "s6-function-calling"
+
+
+def default_stage() -> str:
+    """The stage `Engine()` runs: the newest present in this copy, up to DEFAULT_UP_TO."""
+    present = available_stages()
+    order = list(STAGE_MODULES)
+    return [t for t in present if order.index(t) <= order.index(DEFAULT_UP_TO)][-1]
 
 
 def available_stages() -> list[str]:

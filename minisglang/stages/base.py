@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from ..core import AbortKind
 from ..registry import Registry
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -108,12 +109,13 @@ class Stage:
             kinds = sorted(self.supports - {"think_end"})
             first_stage = {"regex": "s1-masked-fill", "structural_tag": "s6-function-calling"}
             arrives = first_stage.get(constraint[0], "s5-backends")
-            req.finish("abort", message=f"stage {self.tag} does not support {constraint[0]!r} constraints"
+            req.finish("abort", AbortKind.CLIENT,
+                       message=f"stage {self.tag} does not support {constraint[0]!r} constraints"
                        + (f" (it supports {kinds})" if kinds else "") + f"; {constraint[0]} needs stage {arrives}")
             return True
         if p.think_end is not None and "think_end" not in self.supports:
-            req.finish("abort", message=f"stage {self.tag} cannot honour think_end (the reasoning gate "
-                       f"arrives in s5-backends); it would constrain the thinking too")
+            req.finish("abort", AbortKind.CLIENT, message=f"stage {self.tag} cannot honour think_end (the reasoning "
+                       f"gate arrives in s5-backends); it would constrain the thinking too")
             return True
         return False
 

@@ -25,7 +25,7 @@ import torch
 from ..constrained.grammar import FSMState
 from ..constrained.regex_dfa import RegexError, shown_regex
 from ..constrained.token_fsm import ConstraintError, TokenFSM, compile_token_fsm
-from ..core import Req
+from ..core import AbortKind, Req
 from .base import Stage, StageOptions, register
 
 
@@ -56,7 +56,7 @@ class MaskedFillStage(Stage):
         try:
             fsm = self.compile_fsm(text)   # blocks the scheduler: the point of s3
         except ConstraintError as e:
-            req.finish("abort", message=str(e))
+            req.finish("abort", AbortKind.GRAMMAR, message=str(e))
             return
         req.grammar = FSMState(fsm, fsm.index.initial_state)
 
@@ -83,7 +83,7 @@ class MaskedFillStage(Stage):
             row = self.allowed_mask(req.grammar).to(logits.device)
             if not bool(row.any()):
                 # Never sample from an all -inf row: end this request with a clear reason.
-                req.finish("abort", message=f"no token is allowed in FSM state {req.grammar.state} "
+                req.finish("abort", AbortKind.GRAMMAR, message=f"no token is allowed in FSM state {req.grammar.state} "
                            f"of regex {shown_regex(req.grammar.fsm.regex)}")
                 continue
             logits[i].masked_fill_(~row, float("-inf"))
@@ -103,7 +103,8 @@ class MaskedFillStage(Stage):
             return
         g.state = index.next_state(g.state, token_id)
         if g.state < 0:
-            req.finish("abort", message=f"token {token_id} is not allowed by regex {shown_regex(g.fsm.regex)}")
+            regex = shown_regex(g.fsm.regex)
+            req.finish("abort", AbortKind.GRAMMAR, message=f"token {token_id} is not allowed by regex {regex}")
         elif g.fsm.is_complete(g.state):
             # Accepting and nothing can follow: the match is complete without waiting for EOS.
             req.finish("stop", matched=None)

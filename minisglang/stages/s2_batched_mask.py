@@ -31,7 +31,7 @@ from ..constrained.bitmask import all_allowed_mask, apply_bitmask, apply_bitmask
 from ..constrained.grammar import FSMState
 from ..constrained.regex_dfa import shown_regex
 from ..constrained.token_fsm import TokenFSM
-from ..core import Req
+from ..core import AbortKind, Req
 from .base import StageContext, register
 from .s1_masked_fill import MaskedFillOptions, MaskedFillStage
 
@@ -83,6 +83,6 @@ class BatchedMaskStage(MaskedFillStage):
             # A state with no allowed token has an all-zero row: end the request, never sample it.
             grammar = req.grammar
             if grammar is not None and not req.finished and not grammar.fsm.index.state_to_tokens.get(grammar.state):
-                req.finish("abort", message=f"no token is allowed in FSM state {grammar.state} "
+                req.finish("abort", AbortKind.GRAMMAR, message=f"no token is allowed in FSM state {grammar.state} "
                            f"of regex {shown_regex(grammar.fsm.regex)}")
         self.apply(logits, mask.to(logits.device))

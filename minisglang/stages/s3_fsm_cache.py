@@ -41,7 +41,7 @@ from ..constrained.fsm_arrays import fsm_from_arrays
 from ..constrained.grammar import FSMState
 from ..constrained.regex_dfa import shown_regex
 from ..constrained.token_fsm import ConstraintError, TokenFSM
-from ..core import Req
+from ..core import AbortKind, Req
 from .base import StageContext, register
 from .s2_batched_mask import BatchedMaskOptions, BatchedMaskStage
 
@@ -173,7 +173,7 @@ class GrammarQueue:
         return len({id(w.handle) for w in self.pending.values()}) >= self.max_pending
 
     def refuse(self, req: Req) -> None:
-        req.finish("abort", message=f"too many grammars are compiling at once ({self.max_pending}, "
+        req.finish("abort", AbortKind.BUSY, message=f"too many grammars are compiling at once ({self.max_pending}, "
                    f"option max_pending_compiles); retry later")
 
     def wait_for(self, req: Req, handle: Any) -> None:
@@ -193,7 +193,7 @@ class GrammarQueue:
             if self.is_done(waiting.handle):
                 self.take(req, waiting.handle)
             elif time.monotonic() - waiting.since > self.timeout:
-                req.finish("abort", message=f"compiling the {req.sampling_params.constraint()[0]} "
+                req.finish("abort", AbortKind.GRAMMAR, message=f"compiling the {req.sampling_params.constraint()[0]} "
                            f"took longer than {self.timeout} s")
             else:
                 continue                    # still compiling: the ones behind it go on
@@ -265,7 +265,7 @@ class FSMCacheStage(BatchedMaskStage):
             try:   # the first release: the scheduler thread waits right here
                 fsm = self.cache.get_fsm(regex, timeout=self.compile_timeout)
             except ConstraintError as e:
-                req.finish("abort", message=str(e))
+                req.finish("abort", AbortKind.GRAMMAR, message=str(e))
                 return
             req.grammar = FSMState(fsm, fsm.index.initial_state)
         elif not self.has_grammar(constraint) and self.queue.full():
@@ -280,7 +280,7 @@ class FSMCacheStage(BatchedMaskStage):
     def take_compiled(self, req: Req, entry: CacheEntry) -> None:
         """Give the request its FSM, or abort it with the compile's error."""
         if entry.error is not None:
-            req.finish("abort", message=entry.error)
+            req.finish("abort", AbortKind.GRAMMAR, message=entry.error)
         else:
             req.grammar = FSMState(entry.value, entry.value.index.initial_state)
 

@@ -43,7 +43,7 @@ from ..constrained.bitmask import warm_up_apply_kernel
 from ..constrained.regex_dfa import RegexError
 from ..constrained.token_fsm import ConstraintError
 from ..constrained.work_slices import Baton, OutOfTime, deadline
-from ..core import Req
+from ..core import AbortKind, Req
 from .base import Readmit, Stage, StageOptions, register
 from .s3_fsm_cache import GrammarQueue
 from .s4_jump_forward import JumpForward
@@ -103,6 +103,9 @@ class ReasonerGrammar(BaseGrammarObject):
     def prepare(self, seconds: float | None = None) -> bool:
         return self.thinking or self.inner.prepare(seconds)   # (thinking: every token but EOS, no work)
 
+    def needs_work(self) -> bool:
+        return not self.thinking and self.inner.needs_work()
+
 
 class GrammarWork:
     """The scheduler thread's budget for grammar work (constrained/work_slices.py).
@@ -142,7 +145,11 @@ class GrammarWork:
                                    f"tokens (limit max_grammar_seconds)")
 
     def ready(self, req: Req) -> bool:
-        """Whether the grammar's next mask is ready, after a slice of work on it if not."""
+        """Whether the grammar's next mask is ready, after a slice of work on it if not.
+        Once the step's budget is spent no work begins: a slice always does one unit of
+        work before it may stop, and a unit can be a whole trie walk (several ms)."""
+        if self.left <= 0 and req.grammar.needs_work():
+            return False
         with self.slice(req):
             return req.grammar.prepare(max(self.left, 0.0))
 
@@ -257,8 +264,8 @@ class BackendStage(Stage):
         if think_end is not None:
             ids = self.ctx.tokenizer.encode(think_end)
             if len(ids) != 1:
-                req.finish("abort", message=f"think_end {think_end!r} must be one token of this tokenizer, "
-                           f"it encodes to {len(ids)} tokens")
+                req.finish("abort", AbortKind.CLIENT, message=f"think_end {think_end!r} must be one token of this "
+                           f"tokenizer, it encodes to {len(ids)} tokens")
                 return
         if not self.has_grammar(constraint) and self.queue.full():
             self.queue.refuse(req)
@@ -271,7 +278,7 @@ class BackendStage(Stage):
 
     def attach(self, req: Req, grammar: BaseGrammarObject) -> None:
         if isinstance(grammar, InvalidGrammarObject):
-            req.finish("abort", message=grammar.message)
+            req.finish("abort", AbortKind.GRAMMAR, message=grammar.message)
             return
         think_end = req.sampling_params.think_end
         if think_end is not None:
@@ -298,6 +305,7 @@ class BackendStage(Stage):
         timeout = self.queue.timeout
         if queued > timeout / 2 and req.finished_reason is not None:
             req.finished_reason.update(
+                kind=AbortKind.BUSY,
                 message=f"the server was too busy to compile the {req.sampling_params.constraint()[0]} within "
                         f"{timeout:g} s (it waited {queued:.1f} s behind other compiles); retry later",
                 retry_after=max(1, round(timeout / 2)))
@@ -336,9 +344,17 @@ class BackendStage(Stage):
     # -- hook 4: mask --------------------------------------------------------------------
     def mask_logits(self, logits: torch.Tensor, reqs: list[Req]) -> None:
         """One mask for the batch, filled through the interface, applied once."""
+        mask = self.batch_vocab_mask(reqs)
+        if mask is not None:
+            BaseGrammarObject.apply_vocab_mask(logits, BaseGrammarObject.move_vocab_mask(mask, logits.device))
+
+    def batch_vocab_mask(self, reqs: list[Req]) -> torch.Tensor | None:
+        """The batch's packed mask [B, W] (row i: what reqs[i]'s grammar allows), or None when
+        no row is constrained; a request whose row allows nothing is aborted. (s7's overlap
+        fills it while the forward runs, and applies it once the logits are there.)"""
         live = [(r.grammar, i) for i, r in enumerate(reqs) if r.grammar is not None and not r.finished]
         if not live:
-            return
+            return None
         mask = BaseGrammarObject.allocate_vocab_mask(self.ctx.vocab_size, len(reqs))
         by_class: dict[type, list] = {}
         for grammar, i in live:
@@ -347,9 +363,8 @@ class BackendStage(Stage):
             cls.fill_vocab_mask_batched(entries, mask)
         for grammar, i in live:
             if not bool(mask[i].any()):
-                reqs[i].finish("abort", message="the grammar allows no token here")
-        mask = BaseGrammarObject.move_vocab_mask(mask, logits.device)
-        BaseGrammarObject.apply_vocab_mask(logits, mask)
+                reqs[i].finish("abort", AbortKind.GRAMMAR, message="the grammar allows no token here")
+        return mask
 
     # -- hook 5: advance -----------------------------------------------------------------
     def advance(self, req: Req, token_id: int) -> None:
@@ -359,7 +374,7 @@ class BackendStage(Stage):
         try:
             g.accept_token(token_id)
         except GrammarError as e:
-            req.finish("abort", message=f"the grammar rejected a sampled token: {e}")
+            req.finish("abort", AbortKind.GRAMMAR, message=f"the grammar rejected a sampled token: {e}")
             return
         # Whether the match is complete is known once the new state's row is made: within
         # this step's budget, else when `ready` finishes the work.

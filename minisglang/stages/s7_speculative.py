@@ -34,16 +34,17 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar, cast
 
 import torch
 
 from ..backends.base import BaseGrammarObject
-from ..core import Req
+from ..core import AbortKind, Req
 from ..model.forward_batch import ForwardBatch, ForwardMode
+from ..overlap import ForwardThread, OverlapScheduler
 from ..sampler import distribution, is_greedy
-from ..scheduler import ScheduledBatch, Scheduler
+from ..scheduler import ScheduledBatch, SchedulerConfig
 from ..speculative import accept_greedy, accept_sampled, forced_drafts, ngram_drafts
 from .base import register
 from .s5_backends import BackendOptions, ReasonerGrammar
@@ -65,10 +66,23 @@ class SpeculativeOptions(BackendOptions):
     # Prompt lookup matches the last n tokens, n from max down to min.
     speculative_ngram_min_match_window_size: int = 1
     speculative_ngram_max_match_window_size: int = 4
+    # Prompt tokens one prefill forward computes at most (SGLang's name; None: off): a
+    # longer prompt is prefilled a chunk per step; with `mixed_prefill=True` the running
+    # requests decode in each of those forwards (scheduler.py, "Chunked prefill").
+    chunked_prefill_size: int | None = None
+    # Overlap scheduling (SGLang's name; on by default): the CPU work of a step runs while
+    # its forward does (minisglang/overlap.py). Steps with drafts or s4's jumps are not
+    # overlapped (they depend on the tokens of the step before, overlap.py says why).
+    disable_overlap_schedule: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()
         self.check_choice("speculative_algorithm", self.speculative_algorithm, ALGORITHMS)
+        size = self.chunked_prefill_size
+        if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
+            raise ValueError(f"chunked_prefill_size must be None (off) or an integer >= 1, not {size!r}")
+        if not isinstance(self.disable_overlap_schedule, bool):
+            raise ValueError(f"disable_overlap_schedule must be True or False, not {self.disable_overlap_schedule!r}")
         for name in ("speculative_num_draft_tokens", "speculative_ngram_min_match_window_size",
                      "speculative_ngram_max_match_window_size"):
             value = getattr(self, name)
@@ -82,6 +96,13 @@ class SpeculativeOptions(BackendOptions):
             raise ValueError("jump_forward=True rewrites a request's output between steps, which drafts cannot "
                              "meet; with speculative decoding the forced text is drafted instead "
                              "(speculative_algorithm='FORCED'): set jump_forward=False or speculative_algorithm=None")
+
+
+    @property
+    def overlap(self) -> bool:
+        """Whether steps overlap their CPU work with the forward: unless switched off, or
+        the steps draft or jump (overlap.py says why those cannot)."""
+        return not self.disable_overlap_schedule and self.speculative_algorithm is None and not self.jump_forward
 
 
 class RollbackReasonerGrammar(ReasonerGrammar):
@@ -124,15 +145,34 @@ class VerifyBatch(ScheduledBatch):
     masks: list[torch.Tensor | None] = field(default_factory=list)
 
 
-class SpeculativeScheduler(Scheduler):
+class SpeculativeScheduler(OverlapScheduler):
     """s6's scheduler, whose decode step drafts, verifies in one forward, and keeps what
-    the grammar and the model agree on (steps 1-5 of the module's docstring)."""
+    the grammar and the model agree on (steps 1-5 of the module's docstring); without
+    drafts its steps overlap the CPU work with the forward (minisglang/overlap.py)."""
 
     stage: SpeculativeStage
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, model: Any, tokenizer: Any, stage: SpeculativeStage, config: SchedulerConfig,
+                 *args: Any, **kwargs: Any) -> None:
+        # s7's scheduling options are the stage's (s1-s6 do not know them).
+        config = replace(config, chunked_prefill_size=stage.options.chunked_prefill_size)
+        super().__init__(model, tokenizer, stage, config, *args, **kwargs)
         self.forward_counts["verify"] = 0     # decode steps that were verify forwards
+        if stage.options.overlap:
+            self.forward_thread = ForwardThread(model)
+
+    # -- overlap: hook 4 in two halves, the mask filled during the forward ----------------
+    def fill_masks(self, reqs: list[Req]) -> torch.Tensor | None:
+        try:
+            return self.stage.batch_vocab_mask(reqs)
+        except Exception:   # find whose grammar failed, as Scheduler.sample does
+            for req in reqs:
+                self.try_for(req, "masking its logits", lambda r: self.stage.batch_vocab_mask([r]), None)
+            return self.stage.batch_vocab_mask(reqs)   # the failed ones' rows are left empty
+
+    def apply_masks(self, logits: torch.Tensor, reqs: list[Req], masks: Any) -> None:
+        if masks is not None:
+            self.stage.apply_mask_rows(logits, masks)
 
     def add_request(self, req: Req) -> None:
         if self.stage.options.speculative_algorithm is not None:
@@ -310,7 +350,8 @@ class SpeculativeStage(FunctionCallingStage):
         rows = BaseGrammarObject.allocate_vocab_mask(self.ctx.vocab_size, len(drafts) + 1)
         g.fill_vocab_mask(rows, 0)   # `ready` made this row before the step
         if not bool(rows[0].any()):
-            req.finish("abort", message="the grammar allows no token here")   # (s5's mask_logits' words)
+            # (s5's mask_logits' words)
+            req.finish("abort", AbortKind.GRAMMAR, message="the grammar allows no token here")
             return [], None
         # BEGIN SOLUTION task7_1
         accepted = 0

@@ -1,0 +1,159 @@
+"""Overlap scheduling (s7, minisglang/overlap.py): how much of a step's CPU work hides
+behind the forward, at batch 64.
+
+Two models: the bundled one (4k vocabulary) and a random-weight model of the same shape
+with anthropic's 65k byte-level BPE (tests/real_tokenizers.py), whose logits and masks
+are 16x wider. On each, `--batch` constrained requests (a regex with two free-text
+fields, greedy, `max_new_tokens` 40) are submitted at once and served twice by s7:
+`disable_overlap_schedule=True` (the plain step) and the default overlapped step. Only
+decode steps with the whole batch count.
+
+Per step, measured with `time.perf_counter` around `model.forward` and `Engine.step`:
+
+* plain: forward F, the rest C = step - F (the CPU work: schedule, mask, sample, process);
+* overlapped, from each step's "overlap" trace event: the work done during the forward
+  D (process the previous tokens, fill the masks, hook 2), the work on the critical path
+  E (schedule, sample, record), the forward F' and the wait for it;
+* hidden fraction, two readings: by the trace, min(D, F') / (D + E) (the CPU work that
+  ran while the forward did); by the clock, (step_plain - step_overlapped) / C (the CPU
+  time that left the step's wall time). They differ when the two threads slow each other
+  down (two threads on few cores, and the GIL between torch operators).
+
+    python benchmarks/bench_overlap.py [--batch 64] [--steps 40] [--repeats 3]
+
+Prints the table; writes benchmarks/results/overlap.md.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+import minisglang
+from minisglang.engine import Engine
+from minisglang.tokenizer import ChatPrompt
+
+from _results import machine_line, write_results  # benchmarks/_results.py
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+RESULTS = Path(__file__).parent / "results" / "overlap.md"
+REGEX = r'\{"name": "[a-z ]{1,40}", "note": "[a-z ]{1,40}"\}'
+
+
+def random_model_65k(folder: Path) -> Path:
+    """The bundled model's shape, random weights, anthropic's 65k tokenizer."""
+    import json
+    import shutil
+
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from real_tokenizers import ANTHROPIC_TOKENIZER_JSON, anthropic_65k
+
+    bundled = json.loads((Path(minisglang.DEFAULT_MODEL_PATH) / "config.json").read_text())
+    vocab = anthropic_65k().vocab_size
+    config = LlamaConfig(vocab_size=vocab, hidden_size=bundled["hidden_size"],
+                         intermediate_size=bundled["intermediate_size"], num_hidden_layers=bundled["num_hidden_layers"],
+                         num_attention_heads=bundled["num_attention_heads"],
+                         num_key_value_heads=bundled["num_key_value_heads"], head_dim=bundled["head_dim"],
+                         max_position_embeddings=bundled["max_position_embeddings"], tie_word_embeddings=True,
+                         bos_token_id=0, eos_token_id=0)
+    torch.manual_seed(0)
+    LlamaForCausalLM(config).save_pretrained(folder)
+    shutil.copy(ANTHROPIC_TOKENIZER_JSON, folder / "tokenizer.json")
+    return folder
+
+
+def serve(model_path: str, overlap: bool, batch: int, steps: int) -> dict:
+    """Serve one batch; per full-batch decode step: the step's and the forward's seconds,
+    and (overlapped) the trace's parts."""
+    eng = Engine(model_path=model_path, stage="s7", disable_overlap_schedule=not overlap,
+                 max_total_tokens=batch * 200, max_running_requests=batch)
+    try:
+        forward, forward_s = eng.model.forward, []
+
+        def timed_forward(fb, **kw):
+            start = time.perf_counter()
+            out = forward(fb, **kw)
+            forward_s.append(time.perf_counter() - start)
+            return out
+        eng.model.forward = timed_forward
+        params = {"regex": REGEX, "temperature": 0, "max_new_tokens": steps}
+        eng.generate(ChatPrompt("", [5, 6, 7]), params)   # compile the regex, warm up
+        reqs = [eng.submit(ChatPrompt("", [10 + i % 50, 20 + i % 7, 30]), params) for i in range(batch)]
+        rows = []
+        while not all(r.released for r in reqs):
+            first, calls = len(eng.scheduler.trace), len(forward_s)
+            start = time.perf_counter()
+            eng.step()
+            step_s = time.perf_counter() - start
+            events = list(eng.scheduler.trace)[first:]
+            full = any(e["event"] == "decode" and len(e["reqs"]) == batch for e in events)
+            if full and len(forward_s) == calls + 1:
+                row = {"step": step_s, "forward": forward_s[-1]}
+                lap = [e for e in events if e["event"] == "overlap"]
+                if lap:
+                    row["during"] = sum(lap[0]["during_forward"].values())
+                    row["exposed"] = sum(lap[0]["exposed"].values())
+                    row["forward_trace"] = lap[0]["forward_s"]
+                    row["waited"] = lap[0]["waited_s"]
+                rows.append(row)
+        return {"rows": rows, "vocab": eng.model.config.vocab_size}
+    finally:
+        eng.shutdown()
+
+
+def median(rows: list[dict], key: str) -> float:
+    return statistics.median(r[key] for r in rows)
+
+
+def measure(name: str, model_path: str, batch: int, steps: int, repeats: int) -> list[str]:
+    plain, over = [], []
+    for _ in range(repeats):   # alternate, so a busy moment of the machine hits both
+        plain += serve(model_path, False, batch, steps)["rows"]
+        got = serve(model_path, True, batch, steps)
+        over += got["rows"]
+    vocab = got["vocab"]
+    step_p, fwd_p = median(plain, "step"), median(plain, "forward")
+    cpu_p = step_p - fwd_p
+    step_o, fwd_o = median(over, "step"), median(over, "forward_trace")
+    during, exposed = median(over, "during"), median(over, "exposed")
+    hidden_trace = min(during, fwd_o) / (during + exposed)
+    hidden_clock = (step_p - step_o) / cpu_p if cpu_p > 0 else float("nan")
+    ms = lambda s: f"{1000 * s:.2f}"   # noqa: E731
+    return [f"| {name} | {vocab} | {len(plain)} / {len(over)} | {ms(step_p)} | {ms(fwd_p)} | {ms(cpu_p)} | "
+            f"{ms(step_o)} | {ms(fwd_o)} | {ms(during)} | {ms(exposed)} | {ms(median(over, 'waited'))} | "
+            f"{hidden_trace:.0%} | {hidden_clock:.0%} |"]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--steps", type=int, default=40, help="max_new_tokens of each request")
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args()
+    start = time.perf_counter()
+    lines = ["# Overlap scheduling: the CPU work hidden behind the forward (s7)", "",
+             f"benchmarks/bench_overlap.py: {args.batch} requests at once, regex `{REGEX}`, greedy, "
+             f"max_new_tokens {args.steps}; medians over the decode steps with the whole batch, "
+             f"{args.repeats} runs of each mode, alternated. Times in ms per step.", "",
+             "| model | vocab | steps (plain / overlap) | plain step | plain forward | plain CPU work | "
+             "overlap step | overlap forward | work during forward | work exposed | waited for forward | "
+             "hidden (trace) | hidden (clock) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines += measure("bundled tiny-json-llama", minisglang.DEFAULT_MODEL_PATH, args.batch, args.steps, args.repeats)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = random_model_65k(Path(tmp))
+        lines += measure("random weights, same shape", str(path), args.batch, args.steps, args.repeats)
+    lines += ["", "hidden (trace) = min(work during forward, overlap forward) / (work during forward + work "
+              "exposed); hidden (clock) = (plain step - overlap step) / plain CPU work.", "",
+              machine_line(f"{time.perf_counter() - start:.0f} s in all")]
+    write_results("\n".join(lines) + "\n", RESULTS)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,247 @@
+"""Overlap scheduling: the scheduler's CPU work for one step runs while the model computes
+the forward of that step (SGLang's overlap scheduler, on by default there since v0.4;
+s7's `disable_overlap_schedule=False`).
+
+A step without overlap does one thing after another, and the forward waits for the CPU:
+
+    schedule N | forward N | mask + sample N | process N (hook 5, text, stop strings)
+
+With overlap, the forward runs on a worker thread (torch releases the GIL inside every
+operator) and the scheduler thread does, meanwhile, the work that does not need step
+N's logits:
+
+    schedule N | forward N ..................... | sample N | record N
+               | process N-1 | masks N | hook 2 |
+
+- process N-1: the tokens sampled at the end of the previous step were only appended
+  (`record_token`: all the forward of N needs is the ids); their grammar step (hook 5),
+  detokenizing and stop-string check run now. A request that finishes here (a stop
+  string, the grammar's end) already has a row in forward N: that row is computed for
+  nothing and its token dropped; the KV it wrote is valid and goes to the radix tree
+  with the rest. A request sure to finish (its length limit reached, or EOS) is
+  processed before the batch is built instead: it must not join the batch (the budget
+  reserved no slot for it).
+- masks N: the grammars have taken token N-1, so the packed mask rows for step N can be
+  filled (s5's `batch_vocab_mask`); the logits only need them applied. A grammar whose
+  row does not fit this step's budget (s5's `ready`) gives its row up: its token is not
+  sampled and its KV slot is given back, as if it had sat the step out.
+- hook 2: requests whose grammar compiled during the forward move to the waiting queue
+  (the next step's admission would find them too: taking them in is work done early).
+
+What stays on the critical path: building batch N (admission, the batch's tensors),
+applying the mask, sampling, and appending the ids. Each step records in the trace an
+"overlap" event naming the work done during the forward, how long each part took and
+how long the scheduler then waited for the forward (benchmarks/bench_overlap.py).
+
+Why a jump-forward cannot be overlapped (s4; s7 runs such steps one after the other):
+a jump rewrites a request's output between two steps (hook 3 replaces the tokens, and
+the request is prefilled again from the rewritten text). With overlap, batch N was built,
+and its forward launched, before token N-1 was processed; the jump that token makes
+possible is known only then, after a forward that fed the old output. That forward's
+row is wasted, its KV must be taken back, and the re-admission waits a step: the jump
+turns into a stall. The same holds for s7's drafts: the drafts and their mask chain
+depend on the tokens the previous verify kept (SGLang also turned its overlap scheduler
+off for speculative decoding), so verify steps are not overlapped either.
+"""
+from __future__ import annotations
+
+import time
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+
+from .core import Req
+from .model.forward_batch import ForwardBatch, ForwardMode
+from .sampler import sample
+from .scheduler import ScheduledBatch, Scheduler
+
+
+class ForwardThread:
+    """One worker thread that runs model forwards, so the scheduler thread can work meanwhile."""
+
+    def __init__(self, model: Any):
+        self.model = model
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="minisglang-forward")
+
+    def launch(self, fb: ForwardBatch) -> Future:
+        """Start the forward of `fb`; the future gives (logits, seconds it took)."""
+        return self.pool.submit(self._forward, fb)
+
+    def _forward(self, fb: ForwardBatch) -> tuple[torch.Tensor, float]:
+        start = time.perf_counter()
+        with torch.inference_mode():   # a thread-local mode: the scheduler's does not reach here
+            logits = self.model.forward(fb)
+        return logits, time.perf_counter() - start
+
+    def shutdown(self) -> None:
+        self.pool.shutdown(wait=True)
+
+
+class OverlapScheduler(Scheduler):
+    """The scheduler whose step overlaps its CPU work with the forward (module docstring);
+    without a `forward_thread` it is the plain scheduler."""
+
+    forward_thread: ForwardThread | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Requests whose newest token was appended but not yet processed (hook 5, text, stop).
+        self.unprocessed: list[Req] = []
+
+    # ------------------------------------------------------------------ the step
+    @torch.inference_mode()
+    def step(self) -> list[Req]:
+        if self.forward_thread is None:
+            return super().step()
+        self.step_count += 1
+        self.sat_out = 0
+        parts: dict[str, float] = {}
+        with self.timed(parts, "schedule"):
+            self.stage.begin_step()
+            self.process_tokens([r for r in self.unprocessed if self.sure_to_finish(r)])
+            self.release_aborted()
+            self._admit_ready_grammars()
+            batch = self.schedule()
+        if batch is None:   # no forward to hide the rest behind
+            self.process_tokens(list(self.unprocessed))
+            self.leave_finished()
+            if self.grammar_queue and not self.sat_out:
+                self.stage.wait_for_compiles(0.005)   # only compiles are pending: leave them the CPU
+        else:
+            self.overlapped_step(batch, parts)
+        done, self.finished = self.finished, []
+        return done
+
+    def overlapped_step(self, batch: ScheduledBatch, parts: dict[str, float]) -> None:
+        """Launch the forward of `batch`, do what does not need its logits, then sample."""
+        assert self.forward_thread is not None
+        forward: Future | None = None
+        try:
+            with self.timed(parts, "schedule"):
+                forward = self.forward_thread.launch(self.forward_batch(batch))
+            during: dict[str, float] = {}
+            with self.timed(during, "process_tokens"):
+                self.process_tokens(list(self.unprocessed))
+            with self.timed(during, "fill_masks"):
+                picking, masks = self.prepare_masks(batch)
+            with self.timed(during, "grammar_queue"):
+                self._admit_ready_grammars()
+            waited = time.perf_counter()
+            logits, forward_s = forward.result()
+            waited = time.perf_counter() - waited
+            if batch.chunk is not None:
+                logits = logits[1:]   # the unfinished prompt picks no token
+            with self.timed(parts, "sample"):
+                next_token_ids = self.sample_picking(batch, logits, picking, masks)
+        except BaseException as e:   # as in Scheduler.step: abort the batch, go on
+            if forward is not None:
+                wait([forward])       # its memory is given back only once the forward is done with it
+            self.abort_batch(batch, e)
+            if not isinstance(e, Exception):
+                raise
+            return
+        with self.timed(parts, "record"):
+            self.record_results(batch, next_token_ids)
+        self.record_event("overlap", None, mode=batch.mode.value, reqs=len(batch.reqs), forward_s=forward_s,
+                          during_forward=during, waited_s=waited, exposed=parts)
+
+    @staticmethod
+    @contextmanager
+    def timed(parts: dict[str, float], name: str):
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            parts[name] = parts.get(name, 0.0) + time.perf_counter() - start
+
+    # ------------------------------------------------------------------ its parts
+    def sure_to_finish(self, req: Req) -> bool:
+        """Whether `req`'s unprocessed token ends it whatever hook 5 and the text say: the
+        length limit, or EOS (it then must not join the next batch)."""
+        p = req.sampling_params
+        return (len(req.output_ids) >= p.max_new_tokens
+                or req.output_ids[-1] == self.tokenizer.eos_token_id and not p.ignore_eos)
+
+    def process_tokens(self, reqs: list[Req]) -> None:
+        """Hook 5, the text and the finish conditions of each request's unprocessed token."""
+        for req in reqs:
+            self.unprocessed.remove(req)
+            self.process_token(req, req.output_ids[-1])
+
+    def prepare_masks(self, batch: ScheduledBatch) -> tuple[list[bool], Any]:
+        """Which rows of `batch` pick a token, and the mask rows for them (None: the stage
+        masks at sampling time). The decoding requests took their previous token just now:
+        their grammar must be ready again (s5's budget); one that is not gives its row up."""
+        admitted = batch.prefill_reqs if batch.mode == ForwardMode.EXTEND else []
+        picking: list[bool] = []
+        for req in batch.reqs:
+            ready = req in admitted   # asked at admission (and its KV is the tree's now: no giving up)
+            if not ready and not req.finished:
+                try:
+                    ready = self.stage.ready(req)
+                except Exception as e:
+                    self.abort_for_error([req], "preparing its grammar for the next token", e)
+            picking.append(ready and not req.finished)
+        live = [r for r, p in zip(batch.reqs, picking) if p]
+        return picking, self.fill_masks(live) if live else None
+
+    def fill_masks(self, reqs: list[Req]) -> Any:
+        """The packed mask rows of `reqs` (None: hook 4 masks the logits after the forward);
+        a request whose grammar fails here is aborted, its row is not read."""
+        return None
+
+    def apply_masks(self, logits: torch.Tensor, reqs: list[Req], masks: Any) -> None:
+        """Mask `logits` (row i: reqs[i]) with what `fill_masks` made."""
+        self.stage.mask_logits(logits, reqs)
+
+    def sample_picking(self, batch: ScheduledBatch, logits: torch.Tensor, picking: list[bool], masks: Any) -> list[int]:
+        """One token per picking row (-1 for the others), the masks applied first."""
+        rows = [i for i, p in enumerate(picking) if p]
+        ids = [-1] * len(batch.reqs)
+        if not rows:
+            return ids
+        reqs = [batch.reqs[i] for i in rows]
+        logits = logits.float() if len(rows) == len(batch.reqs) else logits[rows].float()
+        try:
+            self.apply_masks(logits, reqs, masks)
+        except Exception as e:
+            self.abort_for_error(reqs, "masking its logits", e, hook=4)
+            return ids
+        live = [k for k, r in enumerate(reqs) if not r.finished]
+        picked = sample(logits if len(live) == len(reqs) else logits[live], [reqs[k] for k in live], self.generator)
+        for k, tok in zip(live, picked):
+            ids[rows[k]] = tok
+        return ids
+
+    def record_results(self, batch: ScheduledBatch, next_token_ids: list[int]) -> None:
+        """Process_results without the processing: the new prompts start running (their
+        KV to the radix tree), each sampled token is appended, to be processed during the
+        next forward; a row that picked nothing gives its fed token's KV slot back."""
+        if batch.mode == ForwardMode.EXTEND:
+            self.running.extend(batch.prefill_reqs)
+            for req in batch.prefill_reqs + ([batch.chunk] if batch.chunk is not None else []):
+                self.cache_prefilled(req)
+        riding = set(batch.riders) if batch.mode == ForwardMode.EXTEND else set(batch.reqs)
+        for req, tok in zip(batch.reqs, next_token_ids):
+            if req.finished:
+                continue
+            if tok >= 0:
+                self.record_token(req, tok)
+                self.unprocessed.append(req)
+            elif req in riding:   # gave its row up: it feeds the same token again next step
+                req.kv_len -= 1
+                row = self.req_to_token_pool.req_to_token[req.req_pool_idx]
+                self.token_to_kv_pool.free(row[req.kv_len:req.kv_len + 1])
+                self.record_event("sit_out", req)
+        self.leave_finished()
+
+    def shutdown(self) -> None:
+        if self.forward_thread is not None:
+            self.forward_thread.shutdown()
+
+    def _finish(self, req: Req) -> None:
+        if req in self.unprocessed:   # its last token was sampled before it left: it is output
+            self.process_tokens([req])
+        super()._finish(req)

@@ -1,0 +1,97 @@
+"""minisglang/gc_guard.py: full collections that found the heap slow to walk freeze what
+survived them, which is safe because grammars hold no reference cycles.
+
+Oracles: `gc.get_freeze_count()` for what was frozen, `gc.collect()`'s count of unreachable
+objects for cycles (0: reference counting alone freed the grammar).
+"""
+from __future__ import annotations
+
+import gc
+import random
+
+import pytest
+
+from minisglang.backends.fsm_backend import FSMBackend
+from minisglang.gc_guard import GcGuard
+from minisglang.tokenizer import Tokenizer
+
+
+class Cycle:
+    def __init__(self):
+        self.me = self
+
+
+@pytest.fixture
+def guard():
+    frozen = gc.get_freeze_count()
+    g = GcGuard(slow_seconds=0.0).install()   # every full collection counts as slow
+    yield g
+    g.uninstall()
+    assert g._on_gc not in gc.callbacks
+    if not frozen:
+        gc.unfreeze()   # (the test froze what the whole process holds: give it back)
+
+
+def test_a_slow_full_collection_freezes_its_survivors_and_still_frees_garbage(guard):
+    kept = [Cycle() for _ in range(100)]
+    garbage = Cycle()
+    del garbage
+    before = gc.get_freeze_count()
+    assert gc.collect() >= 1            # the garbage cycle was collected before anything froze
+    assert guard.freezes == 1 and guard.longest > 0
+    assert gc.get_freeze_count() >= before + len(kept)
+    walked = {id(o) for o in gc.get_objects()}   # what a collection walks (not the frozen)
+    assert not any(id(k) in walked for k in kept)
+
+
+def test_young_collections_freeze_nothing(guard):
+    gc.collect(0)
+    gc.collect(1)
+    assert guard.freezes == 0
+
+
+def test_a_fast_full_collection_freezes_nothing():
+    g = GcGuard(slow_seconds=60.0).install()
+    try:
+        before = gc.get_freeze_count()
+        gc.collect()
+        assert g.freezes == 0 and gc.get_freeze_count() == before
+    finally:
+        g.uninstall()
+
+
+# Grammars of the issue-30 classes (lazy automaton, a regex, a schema with an intersection,
+# a structural tag's difference): walked a while, then dropped.
+GRAMMARS = [("regex", r"([\s\S]*[aeiou][\s\S]{8}){6}"),
+            ("json_schema", '{"type":"object","properties":{"s":{"type":"string","pattern":"^(x|y)*x(x|y){14}$",'
+                            '"minLength":16,"maxLength":60}},"required":["s"]}'),
+            ("structural_tag", '{"type":"structural_tag","triggers":["<a"],"structures":[{"begin":"<a>",'
+                               '"schema":{"type":"object"},"end":"</a>"}]}')]
+
+
+@pytest.mark.parametrize("kind, text", GRAMMARS, ids=[k for k, _ in GRAMMARS])
+def test_a_grammar_holds_no_reference_cycle(bundled_model_path, kind, text):
+    """What GcGuard relies on: a frozen grammar is still freed, by reference counting."""
+    tok = Tokenizer.from_pretrained(bundled_model_path)
+    backend = FSMBackend(tok, tok.vocab_size)
+    try:
+        grammar = backend._compile_safely(kind, text)
+        rng = random.Random(0)
+        for _ in range(40):
+            grammar.prepare()
+            ids = [t for t in grammar.fsm.index.allowed_token_ids(grammar.state) if t != tok.eos_token_id]
+            if not ids:
+                break
+            grammar.accept_token(rng.choice(ids))
+        gc.collect()
+        gc.disable()
+        try:
+            tracked = len(gc.get_objects())
+            del grammar
+            freed = tracked - len(gc.get_objects())
+            assert gc.collect() == 0   # nothing was left for the collector: no cycles
+        finally:
+            gc.enable()
+        assert freed > 100   # (the grammar was something)
+    finally:
+        backend.shutdown()

@@ -1,0 +1,61 @@
+"""constrained/lazy_regex.py: how an intersection's search for a match is walked.
+
+Whether an AND/DIFF node matches anything is decided by walking its derivatives (chapter 05
+§7). The walk goes best first (nearest a match by `min_len`), so a non-empty intersection of
+a pattern whose DFA is exponential with a length range costs about the length of a match,
+not every state within it: the issue-30 schema (`^(x|y)*x(x|y){14}$` with min/maxLength)
+took 2^16 nodes per search breadth first. Oracle: `re.fullmatch` of both sides.
+"""
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from minisglang.constrained.lazy_regex import LazyByteDFA, RegexError, RegexPool, parse_regex
+
+PATTERN = "[x-y]*x[x-y]{14}"   # ~2^15 DFA states
+
+
+def test_a_non_empty_intersection_is_found_without_walking_every_state():
+    pool = RegexPool()
+    parse_regex(f"(?@and({PATTERN})([x-y]{{16,60}}))", pool, members=True)
+    assert len(pool) < 5_000, len(pool)   # breadth first: over 100,000 nodes
+
+
+def test_an_empty_intersection_is_still_refused():
+    """No string of at most 14 characters ends with x and 14 more: the walk meets every
+    state and the node is EMPTY (an error alone: the regex matches nothing)."""
+    with pytest.raises(RegexError, match="empty language"):
+        parse_regex(f"(?@and({PATTERN})([x-y]{{0,14}}))", RegexPool(), members=True)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet="xy", max_size=34) | st.text(alphabet="xyz", max_size=40))
+def test_every_state_of_the_intersection_agrees_with_both_sides(text):
+    dfa = LazyByteDFA.from_regex(f"(?@and({PATTERN})([x-y]{{16,30}}))", members=True)
+    want = re.fullmatch(PATTERN, text) is not None and re.fullmatch("[x-y]{16,30}", text) is not None
+    assert dfa.matches(text.encode()) == want
+
+
+def test_rows_made_after_the_table_grew_hold_only_states_and_markers():
+    """The table doubles without writing its new rows (`_grow`): every state's row must
+    still be whole, each entry a state, -1 (no match) or UNEXPLORED, never leftover memory."""
+    from minisglang.constrained.lazy_regex import UNEXPLORED
+    dfa = LazyByteDFA.from_regex("[a-c]*a[a-c]{7}")   # 2^8 states: the table grows twice
+    todo, seen = [dfa.initial], {dfa.initial}
+    while todo:
+        state = todo.pop()
+        dfa.expand(state)
+        for nxt in set(dfa.table[state].tolist()) - {-1}:
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    n = dfa.num_states
+    assert n > 128 and dfa.table.shape[0] >= n
+    rows = dfa.table[:n]
+    assert ((rows == -1) | (rows == UNEXPLORED) | ((rows >= 0) & (rows < n))).all()
+    assert not (rows == UNEXPLORED).any()   # every state was expanded
+    for text in ["", "a" * 8, "ab" * 4 + "a" + "c" * 7, "b" * 9, "cabbbbbbb"]:
+        assert dfa.matches(text.encode()) == (re.fullmatch("[a-c]*a[a-c]{7}", text) is not None)

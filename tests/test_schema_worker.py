@@ -1,0 +1,99 @@
+"""constrained/schema_worker.py: a large schema's regex written in a child process.
+
+Oracle: the schema compiler run in this process (the same text, the same refusal), and for
+the backend, `jsonschema` on what the grammar accepts."""
+from __future__ import annotations
+
+import json
+import multiprocessing
+import threading
+
+import jsonschema
+import pytest
+
+from minisglang.backends.base import NORMALISE_MAX_CHARS
+from minisglang.backends.fsm_backend import FSMBackend
+from minisglang.constrained import schema_worker
+from minisglang.constrained.compile_service import CompileTimeout
+from minisglang.constrained.json_schema import InvalidSchemaError, build_regex_from_schema
+from minisglang.constrained.work_slices import Baton, CompileCancelled, FairCompilePool
+from minisglang.tokenizer import Tokenizer
+
+SCHEMAS = [{"type": "object", "properties": {"a": {"type": "integer"}, "b": {"enum": ["x", "y"]}}, "required": ["a"]},
+           {"type": "string", "pattern": "^(x|y)*x(x|y){14}$", "minLength": 16, "maxLength": 60},
+           {"type": "array", "items": {"type": "boolean"}, "maxItems": 3}]
+
+
+@pytest.mark.parametrize("schema", SCHEMAS)
+def test_the_child_writes_the_regex_this_process_writes(schema):
+    text = json.dumps(schema)
+    options = {"automaton": "lazy", "max_regex_chars": 100_000, "whitespace": None}
+    assert schema_worker.schema_regex_in_process(text, options, timeout=60) == build_regex_from_schema(text, **options)
+
+
+@pytest.mark.parametrize("text", ['{"type": "strin"}', '{"type": "object"', '{"minLength": -1}'])
+def test_a_refusal_comes_back_as_the_compiler_s_own(text):
+    with pytest.raises(Exception) as here:
+        build_regex_from_schema(text)
+    with pytest.raises(type(here.value)) as there:
+        schema_worker.schema_regex_in_process(text, {}, timeout=60)
+    assert str(there.value) == str(here.value)
+
+
+def test_a_compile_past_its_timeout_is_stopped_and_its_child_gone():
+    slow = {"type": "object", "properties": {f"p{k}": {"enum": ["a" * 40, "b" * 40]} for k in range(3000)}}
+    with pytest.raises(CompileTimeout, match="compile_timeout"):
+        schema_worker.schema_regex_in_process(json.dumps(slow), {}, timeout=0.0)
+    assert not [p for p in multiprocessing.active_children() if p.name == "minisglang-schema"]
+
+
+def test_a_cancelled_compile_kills_its_child():
+    """The compile thread waits at `checkpoint`s; cancelled, it stops there and kills the child."""
+    pool = FairCompilePool(1, Baton())
+    started = threading.Event()
+    real_poll = schema_worker.POLL_SECONDS
+
+    def compile_and_say():
+        started.set()
+        return schema_worker.schema_regex_in_process(json.dumps(SCHEMAS[0]), {}, timeout=60)
+    try:
+        schema_worker.POLL_SECONDS = 0.001
+        future, job = pool.submit("A", compile_and_say)
+        started.wait(10)
+        pool.cancel(job)
+        try:
+            future.result(30)   # (a child may answer before the cancel is seen: then there is nothing to stop)
+        except CompileCancelled:
+            pass
+    finally:
+        schema_worker.POLL_SECONDS = real_poll
+        pool.shutdown()
+    assert not [p for p in multiprocessing.active_children() if p.name == "minisglang-schema"]
+
+
+def test_the_fsm_backend_sends_a_large_schema_to_a_child_and_gets_the_same_grammar(bundled_model_path, monkeypatch):
+    tok = Tokenizer.from_pretrained(bundled_model_path)
+    # large as text (its descriptions), small as a grammar
+    schema = {"type": "object", "properties": {f"p{k}": {"enum": [f"w{k}_{j}" for j in range(3)],
+                                                         "description": "d" * 1000} for k in range(80)},
+              "required": ["p0"], "additionalProperties": False}
+    text = json.dumps(schema)
+    assert len(text) > NORMALISE_MAX_CHARS
+    calls = []
+    real = schema_worker.schema_regex_in_process
+    monkeypatch.setattr("minisglang.backends.fsm_backend.schema_regex_in_process",
+                        lambda *a, **k: calls.append(1) or real(*a, **k))
+    in_child, here = FSMBackend(tok, tok.vocab_size), FSMBackend(tok, tok.vocab_size, compile_in="thread")
+    try:
+        assert in_child.schema_regex(text) == here.schema_regex(text) and calls == [1]
+        grammar = in_child._compile_safely("json_schema", text)
+        instance = '{"p0":"w0_1","p7":"w7_2"}'
+        for t in tok.encode(instance):
+            grammar.prepare()
+            grammar.accept_token(t)
+        jsonschema.validate(json.loads(instance), schema)
+        grammar.prepare()
+        assert grammar.fsm.index.is_final(grammar.state)
+    finally:
+        in_child.shutdown()
+        here.shutdown()
