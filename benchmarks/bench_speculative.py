@@ -1,86 +1,182 @@
-"""Speculative decoding under a grammar (stage s7) against one token per forward (s6).
+"""Speculative decoding under a grammar (stage s7) against one token per forward (s6), and
+s4's jump-forward against the forced text drafted, on the same requests.
 
-The workload is bench_extraction_service.py's (seeded): extraction requests, half English,
-half Chinese, a shared ~300-token instruction, a document of 50-400 tokens, a greedy answer
-constrained by the Person schema, Poisson arrivals at `--rate`. Each system serves the
-same trace one after another, through the same serving loop:
+Two workloads (seeded), each served by every system one after another, greedy, all
+requests submitted at once: the batches then do not depend on the machine's speed (with
+arrivals over time, which requests share a forward depends on how fast the machine runs;
+this one is shared with other jobs). The counts still move a little between runs: a step's
+grammar work is bounded in seconds (`grammar_step_seconds`), so on a loaded machine a mask
+chain or a forced-text search may be cut short and left to the next step:
+
+* extraction service: bench_extraction_service.py's requests, half English, half Chinese, a
+  shared ~300-token instruction, a document of 50-400 tokens, the answer constrained by the
+  Person schema (our fsm backend);
+* free text: the bundled model's copy requests (scripts/make_corpus.py's `copy_example`,
+  held-out names: "Repeat exactly: ..." or "What is the person's name?"), no grammar: the
+  answer is text the prompt holds, prompt lookup's best case.
+
+Systems:
 
 * s6, jump_forward=False: one token per decode forward (the oracle of s7's outputs);
 * s6 with s4's jump-forward (re-tokenize, re-admit, prefill the forced text);
 * s7 without drafts (`speculative_algorithm=None`);
 * s7 NGRAM (prompt lookup) with k = 2, 4, 8 draft tokens;
-* s7 FORCED (the grammar's forced text only), k = 4;
+* s7 FORCED (the grammar's forced text only), k = 4, and the same with the seam token
+  drafted (the forced text's last token, which the model writes merged with what follows:
+  s7 before it left that token to the model; the stage's seam check is switched off here);
 * s7 FORCED+NGRAM (forced text, then lookup), k = 4.
 
 Per system: requests/s, CPU seconds of this process, decode forwards (s6) and verify
 forwards (s7) with their ratio to s6's decode forwards, prefill forwards and tokens (a jump
-re-admits: those grow), draft tokens kept per verify forward, and whether every output
-text equals s6's (greedy: it must).
+re-admits: those grow), draft tokens fed and kept and their ratio (the acceptance rate),
+and whether every output text equals s6's (greedy: it must). Then, side by side on the
+extraction requests, what skipping the forced text costs each way: s4's jumps and their
+re-admission prefills, against the forced drafts' verify forwards.
 
-    python benchmarks/bench_speculative.py [--requests 64] [--rate R] [--quick]
+    python benchmarks/bench_speculative.py [--requests 64] [--quick]
 
-Prints the table; writes benchmarks/results/speculative.md.
+Prints the tables; writes benchmarks/results/speculative.md.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import random
+import sys
 import time
 from pathlib import Path
 
 import torch
+from _results import machine_line, model_checksum, write_results  # benchmarks/_results.py
+from bench_extraction_service import SCHEMA, valid, workload
 
 import minisglang
 from minisglang.engine import Engine, default_torch_threads
 from minisglang.tokenizer import Tokenizer
 
-from _results import machine_line, model_checksum, write_results  # benchmarks/_results.py
-from bench_extraction_service import SCHEMA, serve_minisglang, valid, workload
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+import make_corpus  # noqa: E402  (the bundled model's training tasks)
 
 RESULTS = Path(__file__).parent / "results" / "speculative.md"
 ORACLE = "s6, one token per forward"
+JUMP = "s6 + jump-forward (s4's)"
+FORCED = "s7 FORCED, k=4"
+SEAM = "s7 FORCED, k=4, seam token drafted"
 
 
 def systems(k_values: list[int]) -> dict[str, dict]:
-    """name -> Engine keyword arguments."""
+    """name -> Engine keyword arguments (`draft_seam`: the bench's own switch, not an option)."""
     out = {ORACLE: {"stage": "s6", "jump_forward": False},
-           "s6 + jump-forward (s4's)": {"stage": "s6", "jump_forward": True},
+           JUMP: {"stage": "s6", "jump_forward": True},
            "s7, no drafts": {"stage": "s7", "speculative_algorithm": None}}
     for k in k_values:
         out[f"s7 NGRAM, k={k}"] = {"stage": "s7", "speculative_algorithm": "NGRAM", "speculative_num_draft_tokens": k}
-    out["s7 FORCED, k=4"] = {"stage": "s7", "speculative_algorithm": "FORCED", "speculative_num_draft_tokens": 4}
+    out[FORCED] = {"stage": "s7", "speculative_algorithm": "FORCED", "speculative_num_draft_tokens": 4}
+    out[SEAM] = {**out[FORCED], "draft_seam": True}
     out["s7 FORCED+NGRAM, k=4"] = {"stage": "s7", "speculative_algorithm": "FORCED+NGRAM",
                                    "speculative_num_draft_tokens": 4}
     return out
 
 
-def serve(engine: Engine, prompts: list[str], arrivals: list[float], params: dict) -> dict:
-    """bench_extraction_service's serving loop, plus the verify forwards and kept drafts."""
+def free_text_workload(tok: Tokenizer, n: int, seed: int) -> list[str]:
+    """`n` copy requests in the model's chat format (seeded)."""
+    rng = random.Random(seed)
+    return [tok.apply_chat_template([{"role": "user", "content": make_corpus.copy_example(rng, held_out=True)["user"]}])
+            for _ in range(n)]
+
+
+def serve(engine: Engine, prompts: list[str], params: dict) -> dict:
+    """Submit every request, step until all are done; count forwards, prefills, drafts and
+    s4's re-admissions."""
     s = engine.scheduler
-    verifies = s.forward_counts.get("verify", 0)
-    first = len(s.trace)
-    made = []
-    make = engine.make_request
-    engine.make_request = lambda *a: made.append(make(*a)) or made[-1]   # to read each request's counts
+    s.tree_cache.evict(10**9)   # no prefix left over from the warm-up or the other workload
+    forwards, first = dict(s.forward_counts), len(s.trace)
+    readmitted = {"forwards": 0, "tokens": 0}
+    admit = s.get_new_prefill_batch
+
+    def admit_and_count() -> list:
+        """The scheduler's admission, counting re-admissions (a request that has output: s4's jump)."""
+        chosen = admit()
+        again = [r for r in chosen if r.output_ids]
+        readmitted["forwards"] += bool(again)
+        readmitted["tokens"] += sum(len(r.fill_ids) - r.prefix_len for r in again)
+        return chosen
+
+    s.get_new_prefill_batch = admit_and_count
+    wall, cpu = time.perf_counter(), time.process_time()
     try:
-        result = serve_minisglang(engine, prompts, arrivals, params)
+        reqs = [engine.make_request(prompt, params) for prompt in prompts]
+        for req in reqs:
+            s.add_request(req)
+        while s.has_work():
+            engine.step()
     finally:
-        del engine.make_request
-    result["kept"] = sum(r.spec_accepted_tokens for r in made)
-    result["verifies_per_request"] = sum(r.spec_verify_ct or 0 for r in made)
-    result["verify_forwards"] = s.forward_counts.get("verify", 0) - verifies
+        del s.get_new_prefill_batch
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     events = list(s.trace)[first:]
-    result["jumps"] = sum(e["event"] == "jump" for e in events)
-    result["drafted"] = sum(sum(e["drafts"]) for e in events if e["event"] == "verify")
-    return result
+    counts = {kind: s.forward_counts.get(kind, 0) - forwards.get(kind, 0) for kind in ("decode", "verify", "prefill")}
+    return {"texts": [r.output_text for r in reqs], "wall": wall, "cpu": cpu,
+            "decode_forwards": counts["decode"], "verify_forwards": counts["verify"],
+            "prefill_forwards": counts["prefill"],
+            "prefill_tokens": sum(e["tokens"] for e in events if e["event"] == "prefill"),
+            "output_tokens": sum(len(r.output_ids) for r in reqs),
+            "readmit_forwards": readmitted["forwards"], "readmit_tokens": readmitted["tokens"],
+            "kept": sum(r.spec_accepted_tokens for r in reqs), "drafted": sum(r.spec_draft_tokens for r in reqs),
+            "verifies_per_request": sum(r.spec_verify_ct or 0 for r in reqs),
+            "jumps": sum(e["event"] == "jump" for e in events)}
+
+
+def table(results: dict[str, dict], n: int, validity: bool) -> list[str]:
+    base = results[ORACLE]
+    rows = ["| system | requests/s | CPU s | decode forwards | verify forwards | (decode + verify) / s6's decode "
+            "| prefill forwards | prefill tokens | drafts fed | drafts kept | kept / fed | kept per request-verify "
+            "| output tokens per request-forward | valid | same text as s6 |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, r in results.items():
+        steps = r["decode_forwards"] + r["verify_forwards"]
+        rate = f"{r['kept'] / r['drafted']:.2f}" if r["drafted"] else "-"
+        per_verify = f"{r['kept'] / r['verifies_per_request']:.2f}" if r["verifies_per_request"] else "-"
+        same = sum(a == b for a, b in zip(r["texts"], base["texts"]))
+        ok = f"{sum(map(valid, r['texts']))}/{n}" if validity else "-"
+        rows.append(f"| {name} | {n / r['wall']:.2f} | {r['cpu']:.1f} | {r['decode_forwards']} "
+                    f"| {r['verify_forwards']} | {steps / base['decode_forwards']:.2f} | {r['prefill_forwards']} | {r['prefill_tokens']} "
+                    f"| {r['drafted']} | {r['kept']} | {rate} | {per_verify} "
+                    f"| {r['output_tokens'] / (r['output_tokens'] - r['kept']):.2f} | {ok} | {same}/{n} |")
+    return rows
+
+
+def fastest(results: dict[str, dict], n: int) -> str:
+    base = results[ORACLE]
+    speedups = {name: base["wall"] / r["wall"] for name, r in results.items()}
+    best = max((name for name in results if name.startswith("s7")), key=speedups.__getitem__)
+    steps = (results[best]["decode_forwards"] + results[best]["verify_forwards"]) / base["decode_forwards"]
+    return (f"Fastest s7 system here: {best}, {speedups[best]:.2f}x s6's requests/s; its forwards (decode + "
+            f"verify) are {steps:.2f}x s6's decode forwards.")
+
+
+def jump_table(results: dict[str, dict]) -> list[str]:
+    """s4's jump against the forced drafts: what each spends to skip the forced text."""
+    base = results[ORACLE]
+    rows = ["| system | jumps | re-admission prefill forwards | re-admission prefill tokens | verify forwards "
+            "| forced drafts fed | kept | kept / fed | decode + verify forwards | requests/s | same text as s6 |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    n = len(base["texts"])
+    for name in (ORACLE, JUMP, SEAM, FORCED):
+        r = results[name]
+        rate = f"{r['kept'] / r['drafted']:.2f}" if r["drafted"] else "-"
+        same = sum(a == b for a, b in zip(r["texts"], base["texts"]))
+        rows.append(f"| {name} | {r['jumps']} | {r['readmit_forwards']} "
+                    f"| {r['readmit_tokens']} | {r['verify_forwards']} | {r['drafted']} "
+                    f"| {r['kept']} | {rate} | {r['decode_forwards'] + r['verify_forwards']} | {n / r['wall']:.2f} "
+                    f"| {same}/{n} |")
+    return rows
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model-path", default=minisglang.DEFAULT_MODEL_PATH)
     ap.add_argument("--requests", type=int, default=64)
-    ap.add_argument("--rate", type=float, default=32.0, help="Poisson arrival rate, requests/s")
     ap.add_argument("--max-new-tokens", type=int, default=96)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=default_torch_threads(), help="torch threads")
@@ -92,57 +188,74 @@ def main() -> None:
         args.requests = min(args.requests, 16)
 
     tok = Tokenizer.from_pretrained(args.model_path)
-    prompts, arrivals, _ = workload(tok, args.requests, args.rate, args.seed)
-    params = {"json_schema": json.dumps(SCHEMA, ensure_ascii=False), "temperature": 0,
-              "max_new_tokens": args.max_new_tokens}
-    results, loads = {}, {}
+    extraction, _, _ = workload(tok, args.requests, 1.0, args.seed)
+    greedy = {"temperature": 0, "max_new_tokens": args.max_new_tokens}
+    workloads = {"extraction": (extraction, {**greedy, "json_schema": json.dumps(SCHEMA, ensure_ascii=False)}),
+                 "free text": (free_text_workload(tok, args.requests, args.seed), greedy)}
+    results: dict[str, dict[str, dict]] = {w: {} for w in workloads}
+    loads = {}
     began = time.perf_counter()
     for name, options in systems(args.k).items():
+        options = dict(options)
+        draft_seam = options.pop("draft_seam", False)
         engine = Engine(args.model_path, torch_threads=args.threads, **options)
-        engine.generate(tok.apply_chat_template([{"role": "user", "content": "Hi"}]), params)   # compile (untimed)
+        if draft_seam:   # the stage's seam check says "never merges": the seam token is drafted
+            engine.stage.jump.could_merge_further = lambda *a: False
+        engine.generate(tok.apply_chat_template([{"role": "user", "content": "Hi"}]), workloads["extraction"][1])
         loads[name] = os.getloadavg()[0]
-        print(f"serving {args.requests} requests: {name} ...", flush=True)
-        results[name] = r = serve(engine, prompts, arrivals, params)
+        for workload_name, (prompts, params) in workloads.items():
+            print(f"serving {args.requests} {workload_name} requests: {name} ...", flush=True)
+            results[workload_name][name] = r = serve(engine, prompts, params)
+            print(f"  {args.requests / r['wall']:.2f} requests/s, {r['decode_forwards']} decode + "
+                  f"{r['verify_forwards']} verify forwards", flush=True)
         engine.shutdown()
-        print(f"  {args.requests / r['wall']:.2f} requests/s, {r['decode_forwards']} decode + "
-              f"{r['verify_forwards']} verify forwards", flush=True)
     minutes = (time.perf_counter() - began) / 60
 
     n = args.requests
-    base = results[ORACLE]
-    base_steps = base["decode_forwards"]
-    rows = ["| system | requests/s | CPU s | decode forwards | verify forwards | (decode + verify) / s6's decode "
-            "| prefill forwards | prefill tokens | drafts fed | drafts kept | kept per request-verify "
-            "| valid | same text as s6 |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for name, r in results.items():
-        steps = r["decode_forwards"] + r["verify_forwards"]
-        per_verify = f"{r['kept'] / r['verifies_per_request']:.2f}" if r["verifies_per_request"] else "-"
-        same = sum(a == b for a, b in zip(r["texts"], base["texts"]))
-        rows.append(f"| {name} | {n / r['wall']:.2f} | {r['cpu']:.1f} | {r['decode_forwards']} | {r['verify_forwards']} "
-                    f"| {steps / base_steps:.2f} | {r['prefill_forwards']} | {r['prefill_tokens']} | {r['drafted']} "
-                    f"| {r['kept']} | {per_verify} | {sum(map(valid, r['texts']))}/{n} | {same}/{n} |")
-    speedups = {name: (n / r["wall"]) / (n / base["wall"]) for name, r in results.items()}
-    best = max((name for name in results if name.startswith("s7")), key=speedups.get)
     text = "\n".join([
         "# Speculative decoding under a grammar (stage s7) vs one token per forward (s6)",
         "",
-        f"bench_extraction_service.py's workload: {n} greedy extraction requests (schema-constrained, our fsm "
-        f"backend), Poisson arrivals at {args.rate:g}/s, max_new_tokens {args.max_new_tokens}; every system serves "
-        f"the same trace through the same loop, one after another. Model checksum "
-        f"{model_checksum(args.model_path)}.",
+        f"{n} greedy requests per workload, all submitted at once (so the batches do not depend on the machine's "
+        f"speed; the counts move by a few drafts between runs, as a step's grammar work is bounded in seconds), "
+        f"max_new_tokens {args.max_new_tokens}; every system serves the same requests, one system after another. "
+        f"Requests/s and CPU seconds are this shared machine's, at the load averages below: read them as rough. "
+        f"Model checksum {model_checksum(args.model_path)}.",
         "",
-        *rows,
+        "## Extraction service (schema-constrained)",
+        "",
+        "bench_extraction_service.py's requests, the Person schema, our fsm backend.",
+        "",
+        *table(results["extraction"], n, validity=True),
+        "",
+        fastest(results["extraction"], n),
+        "",
+        "## Free text (no grammar)",
+        "",
+        "The bundled model's copy requests (make_corpus.copy_example, held-out names): no grammar, so FORCED "
+        "drafts nothing and every s7 system without NGRAM decodes as s6.",
+        "",
+        *table(results["free text"], n, validity=False),
+        "",
+        fastest(results["free text"], n),
+        "",
+        "## Skipping the forced text: s4's jump against forced drafts (extraction requests)",
+        "",
+        "A jump re-tokenizes the output and re-admits the request: its forced text is prefilled in a prefill "
+        "forward (re-admission prefill forwards: those that re-admitted a request; tokens: what they computed for "
+        "the re-admitted requests, the radix tree supplying the rest). A forced draft is fed to the "
+        "verify forward the request takes anyway. \"Seam token drafted\": the forced text's last token (`\":`) "
+        "drafted too, which the model, writing `\": \"` as one token, rejects.",
+        "",
+        *jump_table(results["extraction"]),
         "",
         "A step in which no request has a draft is a plain decode forward; a verify forward feeds each "
         "request its last token and its drafts. Drafts fed: draft tokens in verify forwards; kept: those the "
         "grammar allowed and the model agreed with (each verify also yields one token of the model's own); "
-        "kept per request-verify: kept / (requests x verify forwards they took part in).",
-        "",
-        f"Fastest s7 system here: {best}, {speedups[best]:.2f}x s6's requests/s; its forwards (decode + verify) "
-        f"are {(results[best]['decode_forwards'] + results[best]['verify_forwards']) / base_steps:.2f}x s6's "
-        f"decode forwards. Load average before each run: "
-        + ", ".join(f"{name} {load:.1f}" for name, load in loads.items()) + ".",
+        "kept per request-verify: kept / (requests x verify forwards they took part in); output tokens per "
+        "request-forward: each forward a request takes part in gives it one token of the model's own plus the "
+        "drafts it keeps, so output tokens / (output tokens - kept): the speed-up of one request, where the "
+        "batch's forwards wait for its slowest request. Load average before "
+        "each system: " + ", ".join(f"{name} {load:.1f}" for name, load in loads.items()) + ".",
         "",
         machine_line(f"{minutes:.1f} min"),
     ])

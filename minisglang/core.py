@@ -288,8 +288,9 @@ class Req(Generic[GrammarT]):
     first_token_time: float | None = None
     finish_time: float | None = None
     # s7's speculative decoding (None: the stage does not draft): verify forwards this
-    # request took part in, and the draft tokens it kept from them.
+    # request took part in, the draft tokens they fed it, and those it kept.
     spec_verify_ct: int | None = None
+    spec_draft_tokens: int = 0
     spec_accepted_tokens: int = 0
 
     @property
@@ -314,7 +315,8 @@ class Req(Generic[GrammarT]):
         """The `meta_info` dict the Engine returns (shape of SGLang's)."""
         end = self.finish_time or time.perf_counter()
         spec = ({} if self.spec_verify_ct is None
-                else {"spec_verify_ct": self.spec_verify_ct, "spec_accepted_tokens": self.spec_accepted_tokens})
+                else {"spec_verify_ct": self.spec_verify_ct, "spec_draft_tokens": self.spec_draft_tokens,
+                      "spec_accepted_tokens": self.spec_accepted_tokens})
         return {
             "id": self.rid,
             "finish_reason": self.finished_reason,

@@ -2,7 +2,8 @@
 
 Two kinds of numbers:
 - counted by the server: request latency (a histogram), requests it refused before
-  queuing them (by HTTP status), and tool calls made in chat answers;
+  queuing them (by HTTP status), tool calls made in chat answers, and s7's draft tokens
+  fed and kept (from each finished request's meta_info) with their ratio, the acceptance rate;
 - timed by the scheduler loop: the age of its last completed step and the longest step of
   the last minute (a stuck step shows here before anything else does);
 - read from `Engine.stats()` when Prometheus scrapes: requests finished by reason, prompt /
@@ -38,14 +39,41 @@ class ServerMetrics:
                                   registry=self.registry)
         self.latency = Histogram("minisglang_request_latency_seconds", "Arrival to finish of a request",
                                  buckets=_LATENCY_BUCKETS, registry=self.registry)
+        self.draft_tokens = Counter("minisglang_spec_draft_tokens", "Draft tokens fed to verify forwards (s7)",
+                                    registry=self.registry)
+        self.accepted_tokens = Counter("minisglang_spec_accepted_tokens", "Of those, kept: the grammar allowed "
+                                       "them and the model agreed", registry=self.registry)
+        self.drafted = self.kept = 0    # the two counters' values, for the rate (one thread calls `finished`)
         self.registry.register(_EngineCollector(engine, step_timings))
+        self.registry.register(_AcceptRate(self))
 
     def finished(self, meta: dict[str, Any]) -> None:
         """Record one finished request from its meta_info."""
         self.latency.observe(meta["e2e_latency"])
+        if meta.get("spec_draft_tokens"):   # only a request that was fed drafts moves the rate
+            self.drafted += meta["spec_draft_tokens"]
+            self.kept += meta["spec_accepted_tokens"]
+            self.draft_tokens.inc(meta["spec_draft_tokens"])
+            self.accepted_tokens.inc(meta["spec_accepted_tokens"])
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class _AcceptRate:
+    """`minisglang_spec_accept_rate`: draft tokens kept / fed over the finished requests,
+    absent until a request was fed drafts (rather than a made-up 0)."""
+
+    def __init__(self, metrics: ServerMetrics):
+        self.metrics = metrics
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        if self.metrics.drafted:
+            yield GaugeMetricFamily("minisglang_spec_accept_rate", "Draft tokens kept / fed (s7), finished requests",
+                                    value=self.metrics.kept / self.metrics.drafted)
 
 
 class _EngineCollector:

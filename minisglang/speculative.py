@@ -14,7 +14,10 @@ Draft sources (each proposes at most k tokens to follow the request's tokens):
 - `forced_drafts`: the text the grammar forces from its state (s4's jump map, xgrammar's
   `find_jump_forward_string`, llguidance's fast-forward bytes), tokenized on its own. The
   grammar allows every one of them; the model still decides whether it would have
-  written them (s4's seam problem: `":` forced where the model writes `": "`).
+  written them. At the forced text's end the grammar offers a choice, and the model
+  often writes one token across it (`": "` where `":` is forced): there the last draft
+  is left to the model (s4's seam rule), since the verify forward yields the model's own
+  token at that position anyway.
 
 Acceptance, given the model's logits at the m + 1 positions (the last token and the m
 drafts), each row already masked by the grammar's mask at that position:
@@ -29,6 +32,8 @@ drafts), each row already masked by the grammar's mask at that position:
   rejected without a draw.
 """
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import torch
 
@@ -53,17 +58,25 @@ def ngram_drafts(tokens: list[int], k: int, min_n: int = 1, max_n: int = 4) -> l
     return []
 
 
-def forced_drafts(forced: bytes, k: int, encode, longest_token: int) -> list[int]:
+def forced_drafts(forced: bytes, k: int, encode: Callable[[str], list[int]], longest_token: int,
+                  could_merge: Callable[[list[int]], bool] | None = None) -> list[int]:
     """The first `k` tokens of the grammar's forced bytes, encoded on their own.
 
     Only the first (k + 1) * `longest_token` bytes are encoded (a grammar may force a
     megabyte; k tokens never need more than that), cut back to whole UTF-8 characters.
+    When the k tokens reach the forced text's end and `could_merge(tokens)` says the model
+    could write a longer token starting with the last one's bytes, the last is dropped
+    (the seam: with it, the verify would always reject `":` where the model writes `": "`).
     """
     if k <= 0 or not forced:
         return []
     head = forced[:(k + 1) * longest_token]
     text = head.decode("utf-8", errors="ignore") if len(head) == len(forced) else _whole_chars(head)
-    return encode(text)[:k] if text else []
+    ids = encode(text) if text else []
+    # More than k tokens: the k-th is inside the forced text, not at its seam.
+    if len(ids) <= k and ids and could_merge is not None and could_merge(ids):
+        return ids[:-1]
+    return ids[:k]
 
 
 def _whole_chars(data: bytes) -> str:
@@ -79,6 +92,7 @@ def _whole_chars(data: bytes) -> str:
 def accept_greedy(logits: torch.Tensor, drafts: list[int]) -> list[int]:
     """logits: [m + 1, V] masked, row i at the position that chooses token i; drafts: [m].
     Returns the accepted drafts and then the model's own next token (1 to m + 1 tokens)."""
+    # BEGIN SOLUTION task7_2
     picks = logits.argmax(dim=-1).tolist()
     out = []
     for pick, draft in zip(picks, drafts):
@@ -87,6 +101,7 @@ def accept_greedy(logits: torch.Tensor, drafts: list[int]) -> list[int]:
         out.append(draft)
     out.append(picks[len(out)])
     return out
+    # END SOLUTION
 
 
 def accept_sampled(probs: torch.Tensor, drafts: list[int], generator: torch.Generator) -> list[int]:
@@ -98,6 +113,7 @@ def accept_sampled(probs: torch.Tensor, drafts: list[int], generator: torch.Gene
     from p_i with d removed, renormalised: P(d) = p(d), and P(x) = (1 - p(d)) * p(x) /
     (1 - p(d)) = p(x) for x != d. After the last draft, a token from the next row.
     """
+    # BEGIN SOLUTION task7_3
     out = []
     for i, draft in enumerate(drafts):
         # Relative to the row's sum, as torch.multinomial reads it: a row whose only mass is
@@ -112,3 +128,4 @@ def accept_sampled(probs: torch.Tensor, drafts: list[int], generator: torch.Gene
         return out
     out.append(int(torch.multinomial(probs[len(drafts)], 1, generator=generator)))
     return out
+    # END SOLUTION

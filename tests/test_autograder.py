@@ -28,12 +28,8 @@ import mutants
 STAGES_WITH_TASKS = [tag for tag in STAGE_MODULES if all_tasks(tag)]
 
 
-# Stages whose exercises are still to be written (issue 34: exercises s7 come with chapter 08).
-EXERCISES_TO_COME = {"s7-speculative"}
-
-
 def test_every_stage_after_s0_has_exercises():
-    assert STAGES_WITH_TASKS == [t for t in STAGE_MODULES if t not in {"s0-unconstrained", *EXERCISES_TO_COME}]
+    assert STAGES_WITH_TASKS == [t for t in STAGE_MODULES if t != "s0-unconstrained"]
 
 
 def test_every_task_marker_is_registered_and_every_region_has_a_test():
@@ -640,6 +636,40 @@ MUTATIONS = [
     ("task6_1", "a parallel edge overwritten instead of joined as an alternative",
      "edges[p, r] = _alt([edges[p, r], path]) if (p, r) in edges else path", "edges[p, r] = path"),
     ("task6_1", "the rerouted path written backwards", "path = e_in + loop + e_out", "path = e_out + loop + e_in"),
+    ("task7_1", "the grammar never rolled back (the kept drafts stay accepted)",
+     "finally:\n    g.rollback(accepted)", "finally:\n    pass"),
+    ("task7_1", "rolled back by the number of drafts, not by the number accepted",
+     "g.rollback(accepted)", "g.rollback(len(drafts))"),
+    ("task7_1", "rolled back only when every draft was allowed, not on an early return",
+     "    return drafts, rows\nfinally:\n    g.rollback(accepted)",
+     "    g.rollback(accepted)\n    return drafts, rows\nfinally:\n    pass"),
+    ("task7_1", "the next position's row written over the current one",
+     "g.fill_vocab_mask(rows, i + 1)", "g.fill_vocab_mask(rows, i)"),
+    ("task7_1", "a draft not checked against its row (the grammar is asked to accept a forbidden one)",
+     "        if not allows(rows[i], draft):\n            return drafts[:i], rows[:i + 1]\n", ""),
+    ("task7_1", "the draft that ends the match dropped", "return drafts[:i + 1], rows[:i + 2]",
+     "return drafts[:i], rows[:i + 1]"),
+    ("task7_1", "drafts after the end of the match kept", "if g.is_terminated():", "if False:"),
+    ("task7_2", "no token of the model's own after the drafts", "out.append(picks[len(out)])\n", ""),
+    ("task7_2", "the model's token read from the last row, wherever the drafts stopped", "picks[len(out)]",
+     "picks[-1]"),
+    ("task7_2", "a disagreeing draft skipped, not the end of the run (the forward never saw the model's token)",
+     "break", "continue"),
+    ("task7_2", "the model's token read one position early (the last kept draft's row)", "picks[len(out)]",
+     "picks[max(len(out) - 1, 0)]"),
+    ("task7_2", "the rejected draft kept beside the model's token", "        break\n",
+     "        out.append(draft)\n        break\n"),
+    ("task7_3", "a rejected position sampled from p itself, not from p without the draft",
+     "    residual[draft] = 0.0\n", ""),
+    ("task7_3", "the draft's probability not divided by its row's sum (the rows are not normalised)",
+     "float(probs[i, draft] / probs[i].sum())", "float(probs[i, draft])"),
+    ("task7_3", "a rejection goes on to the next draft (the forward never saw the token that replaced it)",
+     "    out.append(int(torch.multinomial(residual, 1, generator=generator)))\n    return out\n",
+     "    out.append(int(torch.multinomial(residual, 1, generator=generator)))\n    break\n"),
+    ("task7_3", "no token after the last kept draft",
+     "out.append(int(torch.multinomial(probs[len(drafts)], 1, generator=generator)))\n", ""),
+    ("task7_3", "a draft kept when the uniform is above p(d), not below", "< p_draft", "> p_draft"),
+    ("task7_3", "a draft the grammar forbids still spends a uniform draw", "if p_draft > 0 and float(", "if float("),
     # Issue 32, mistakes the earlier tests let through, by class. Inputs outside the finite
     # examples (loops back to the start state 0, fixed adversarial trigger sets):
     ("task1_2", "state 0 taken for a dead walk (tokens back to the start dropped)", "if end < 0:", "if end <= 0:"),

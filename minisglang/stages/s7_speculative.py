@@ -26,8 +26,9 @@ The invariant: a draft is kept only if the grammar allows it at its position and
 model would have chosen it there. So greedy output equals s6's (with `jump_forward=False`)
 token for token, and the forced text is taken without s4's re-tokenizing and
 re-admission. Jump-forward is off here: its forced text is a draft instead.
-Each request's `meta_info` counts `spec_verify_ct` (verify forwards, SGLang's name) and
-`spec_accepted_tokens` (drafts kept). Engine options: `SpeculativeOptions` below.
+Each request's `meta_info` counts `spec_verify_ct` (verify forwards, SGLang's name),
+`spec_draft_tokens` (drafts fed) and `spec_accepted_tokens` (drafts kept); the server's
+`/metrics` sums them into the acceptance rate. Engine options: `SpeculativeOptions` below.
 """
 from __future__ import annotations
 
@@ -260,9 +261,10 @@ class SpeculativeScheduler(OverlapScheduler):
         if not isinstance(batch, VerifyBatch):
             super().process_results(batch, next_token_ids)
             return
-        for req, tokens in zip(batch.reqs, next_token_ids):
+        for req, drafts, tokens in zip(batch.reqs, batch.drafts, next_token_ids):
             if not req.finished:
                 req.spec_verify_ct = (req.spec_verify_ct or 0) + 1
+                req.spec_draft_tokens += len(drafts)
                 before = len(req.output_ids)
                 for tok in tokens:   # as s6 would, one at a time: a finish drops the rest
                     self.append_token(req, tok)
@@ -317,7 +319,8 @@ class SpeculativeStage(FunctionCallingStage):
 
     def forced_text_drafts(self, req: Req, k: int) -> list[int]:
         """The grammar's forced text (s4's jump, found within the step's grammar budget),
-        tokenized: no re-tokenizing of the output, no re-admission."""
+        tokenized: no re-tokenizing of the output, no re-admission. Its last token is left
+        to the model when the model could write a longer one there (s4's seam rule)."""
         jump = self.jump
         if req in jump.no_more_jumps:
             return []
@@ -329,7 +332,8 @@ class SpeculativeStage(FunctionCallingStage):
         # for `"a"{1000000}`): s4's rule, the request drafts no more forced text.
         if len(forced) >= req.sampling_params.max_new_tokens * jump.longest_token:
             jump.no_more_jumps.add(req)
-        return forced_drafts(forced, k, self.ctx.tokenizer.encode, jump.longest_token)
+        return forced_drafts(forced, k, self.ctx.tokenizer.encode, jump.longest_token,
+                             lambda ids: jump.could_merge_further(req, req.output_ids + ids[:-1], ids[-1]))
 
     # -- 2: the mask chain -------------------------------------------------------------------
     def mask_chain(self, req: Req, drafts: list[int]) -> tuple[list[int], torch.Tensor | None]:
@@ -349,6 +353,7 @@ class SpeculativeStage(FunctionCallingStage):
             # (s5's mask_logits' words)
             req.finish("abort", AbortKind.GRAMMAR, message="the grammar allows no token here")
             return [], None
+        # BEGIN SOLUTION task7_1
         accepted = 0
         try:
             for i, draft in enumerate(drafts):
@@ -366,6 +371,7 @@ class SpeculativeStage(FunctionCallingStage):
             return drafts, rows
         finally:
             g.rollback(accepted)
+        # END SOLUTION
 
     # -- 4: mask the verify forward's logits ------------------------------------------------
     def apply_mask_rows(self, logits: torch.Tensor, rows: torch.Tensor) -> None:

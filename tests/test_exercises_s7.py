@@ -1,0 +1,326 @@
+"""Exercise tests of stage s7-speculative (`minisglang grade --stage s7`).
+
+Each graded test carries the marker of the task it grades:
+
+- task7_1  SpeculativeStage.mask_chain (minisglang/stages/s7_speculative.py): the grammar's
+           mask row at every draft position, the drafts cut at the first one it forbids,
+           and the grammar rolled back to where it was
+- task7_2  accept_greedy (minisglang/speculative.py): the drafts the model agrees with, then
+           one token of its own
+- task7_3  accept_sampled (minisglang/speculative.py): rejection sampling against the masked
+           distribution, so every output token is distributed as the model's masked row
+
+The oracles never use the code under test. task7_1: the brute-force "which tokens can
+still grow into a match" oracle of tests/test_exercises_s1.py over its tiny synthetic
+vocabulary says which drafts are kept and what every row holds; the chain runs on a
+matcher that asks that oracle (`OracleGrammar`, no automaton: the task is graded without
+any earlier task's code), which also shows the grammar back where it started. task7_2:
+greedy decoding one token at a time. task7_3: the exact probability of every output of
+the sampler, computed from the rows, against 20000 draws (a chi-square test, fixed
+seeds, false-alarm rate ALPHA per test).
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from minisglang.backends.base import BaseGrammarObject, GrammarError
+from minisglang.core import Req, SamplingParams
+from minisglang.speculative import accept_greedy, accept_sampled
+from minisglang.stages.s7_speculative import SpeculativeStage
+from test_exercises_s1 import EOS, REGEXES, VOCAB, VOCAB_SIZE, make_stage, oracle_allowed
+
+ALPHA = 1e-3   # each chi-square test fails a correct implementation with this probability (seeds fixed)
+ID = {data: i for i, data in enumerate(VOCAB) if data}
+
+
+# ---------------------------------------------------------------------------------------
+# task7_1: the mask chain
+# ---------------------------------------------------------------------------------------
+class OracleGrammar(BaseGrammarObject):
+    """A matcher of `regex` over the synthetic vocabulary that asks the brute-force oracle
+    at every step: the chain runs on it, so task 7_1 is graded alone (no automaton, no
+    earlier task's code). `accepted` is every token it holds, EOS included."""
+
+    def __init__(self, regex: str, accepted: list[int]):
+        self.regex, self.accepted = regex, list(accepted)
+
+    def allowed(self) -> set[int]:
+        return set() if EOS in self.accepted else oracle_allowed(self.regex, spelled(self.accepted))
+
+    def accept_token(self, token_id: int) -> None:
+        if token_id not in self.allowed():
+            raise GrammarError(f"token {token_id} is not allowed after {spelled(self.accepted)!r}")
+        self.accepted.append(token_id)
+
+    def rollback(self, k: int) -> None:
+        if k > len(self.accepted):
+            raise GrammarError(f"rollback({k}) past the start: {len(self.accepted)} tokens accepted")
+        del self.accepted[len(self.accepted) - k:]
+
+    def is_terminated(self) -> bool:
+        return EOS in self.accepted or self.allowed() == {EOS}
+
+    def prepare(self, seconds: float | None = None) -> bool:
+        return True
+
+    def fill_vocab_mask(self, vocab_mask: torch.Tensor, idx: int) -> None:
+        vocab_mask[idx] = pack(self.allowed())
+
+
+def pack(tokens: set[int]) -> torch.Tensor:
+    """Token ids -> one packed int32 row (bit j of word w is token 32w + j)."""
+    words = [0] * ((VOCAB_SIZE + 31) // 32)
+    for t in tokens:
+        words[t // 32] |= 1 << (t % 32)
+    return torch.tensor([w - (1 << 32) if w >= 1 << 31 else w for w in words], dtype=torch.int32)
+
+
+def unpack(rows: torch.Tensor) -> torch.Tensor:
+    """Packed int32 rows [n, W] -> bool [n, VOCAB_SIZE]."""
+    words = rows.to(torch.int64) & 0xFFFFFFFF
+    bits = (words.unsqueeze(-1) >> torch.arange(32)) & 1
+    return bits.flatten(1)[:, :VOCAB_SIZE].bool()
+
+
+def spelled(tokens: list[int]) -> bytes:
+    return b"".join(VOCAB[t] or b"" for t in tokens)
+
+
+def oracle_row(regex: str, data: bytes) -> torch.Tensor:
+    return unpack(pack(oracle_allowed(regex, data))[None])[0]
+
+
+@pytest.fixture(scope="module")
+def stage():
+    """Stage s7 over the synthetic vocabulary (the chain reads its vocabulary size and its
+    grammar work budget; its fsm backend compiles nothing here)."""
+    made = make_stage(SpeculativeStage, compile_in="thread", automaton="eager")
+    yield made
+    made.shutdown()
+
+
+def request_at(regex: str, prefix: list[int]) -> Req:
+    """A request whose grammar has accepted `prefix`."""
+    req = Req(prompt="p", origin_input_ids=[2], sampling_params=SamplingParams(regex=regex))
+    req.grammar = OracleGrammar(regex, prefix)
+    return req
+
+
+def oracle_chain(regex: str, prefix: list[int], drafts: list[int]) -> tuple[list[int], bool]:
+    """(the drafts the grammar allows one after another, whether the last of them ends the
+    match): a draft is kept if it may follow the prefix and the drafts before it, and some
+    token may follow it (a draft into a dead end, such as half of 文 with no token for the
+    rest, is left for the next step to meet as s6 would); after EOS, or after a draft that
+    only EOS may follow, nothing more is kept."""
+    data, kept = spelled(prefix), []
+    for draft in drafts:
+        if draft not in oracle_allowed(regex, data):
+            return kept, False
+        after = set() if draft == EOS else oracle_allowed(regex, data + spelled([draft]))
+        if draft == EOS or after == {EOS}:
+            return kept + [draft], True
+        if not after:
+            return kept, False
+        kept.append(draft)
+        data += spelled([draft])
+    return kept, False
+
+
+@st.composite
+def prefix_and_drafts(draw):
+    """A regex, a prefix the grammar allows, and drafts: mostly allowed tokens, sometimes
+    any token of the vocabulary (often forbidden), EOS among them."""
+    regex = draw(st.sampled_from(REGEXES))
+    walked, data = [], b""
+    for _ in range(draw(st.integers(0, 12))):
+        allowed = [t for t in sorted(oracle_allowed(regex, data) - {EOS}) if oracle_allowed(regex, data + VOCAB[t])]
+        if not allowed:
+            break
+        walked.append(draw(st.sampled_from(allowed)))
+        data += spelled(walked[-1:])
+    # The prefix stops where the match may go on (a request whose match ended has left).
+    cuts = [i for i in range(len(walked) + 1) if oracle_allowed(regex, spelled(walked[:i])) != {EOS}]
+    cut = draw(st.sampled_from(cuts))
+    prefix, drafts = walked[:cut], walked[cut:]
+    if draw(st.booleans()):   # a wrong guess somewhere, and guesses after it
+        at = draw(st.integers(0, len(drafts)))
+        noise = draw(st.lists(st.sampled_from(sorted(set(range(len(VOCAB))) - {0, 1, 5})), min_size=1, max_size=3))
+        drafts = drafts[:at] + noise
+    return regex, prefix, drafts
+
+
+@pytest.mark.task7_1
+@given(prefix_and_drafts())
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_the_chain_keeps_the_allowed_drafts_with_one_row_per_position(stage, case):
+    """Row i is the mask at the position that chooses draft i (the grammar after the prefix
+    and drafts[:i]); the drafts stop at the first one the grammar forbids, or after the one
+    that ends the match."""
+    regex, prefix, drafts = case
+    req = request_at(regex, prefix)
+    kept, rows = stage.mask_chain(req, drafts)
+    expected, ends = oracle_chain(regex, prefix, drafts)
+    assert kept == expected, (spelled(prefix), drafts)
+    assert rows.shape == (len(kept) + 1, (VOCAB_SIZE + 31) // 32)
+    read = len(kept) if ends else len(kept) + 1     # after the match ends, no row is read
+    for i in range(read):
+        assert torch.equal(unpack(rows[i:i + 1])[0], oracle_row(regex, spelled(prefix + kept[:i]))), (kept, i)
+
+
+@pytest.mark.task7_1
+@given(prefix_and_drafts())
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_the_chain_leaves_the_grammar_where_it_was(stage, case):
+    """After the chain the grammar holds the prefix again, exactly (the drafts it accepted
+    rolled back, no more), and a second chain over the same drafts gives the same answer."""
+    regex, prefix, drafts = case
+    req = request_at(regex, prefix)
+    first_kept, first_rows = stage.mask_chain(req, drafts)
+    assert req.grammar.accepted == prefix
+    again_kept, again_rows = stage.mask_chain(req, drafts)
+    assert again_kept == first_kept and torch.equal(again_rows, first_rows)
+
+
+@pytest.mark.task7_1
+def test_the_chain_stops_at_a_forbidden_draft(stage):
+    """`(yes|no)`: y, e allowed, then x is not: two drafts kept, three rows (the third is
+    the row where the model chooses its own token instead of x)."""
+    req = request_at(r"(yes|no)", [])
+    kept, rows = stage.mask_chain(req, [ID[b"y"], ID[b"e"], ID[b"x"], ID[b"s"]])
+    assert kept == [ID[b"y"], ID[b"e"]]
+    assert rows.shape[0] == 3
+    assert torch.equal(unpack(rows[2:])[0], oracle_row(r"(yes|no)", b"ye"))
+
+
+@pytest.mark.task7_1
+def test_the_chain_ends_with_the_draft_that_ends_the_match(stage):
+    """EOS drafted where the match may end is kept and ends the chain; so is a token after
+    which only EOS may follow. The drafts after either are dropped, never accepted."""
+    req = request_at(r"1[0-9]*", [])
+    kept, _ = stage.mask_chain(req, [ID[b"1"], EOS, ID[b"2"]])
+    assert kept == [ID[b"1"], EOS]
+    req = request_at(r"(yes|no)", [])
+    kept, rows = stage.mask_chain(req, [ID[b"no"], EOS, EOS])
+    assert kept == [ID[b"no"]] and rows.shape[0] == 2
+    assert req.grammar.accepted == []
+
+
+# ---------------------------------------------------------------------------------------
+# task7_2: greedy acceptance
+# ---------------------------------------------------------------------------------------
+def one_at_a_time_greedy(logits: torch.Tensor, drafts: list[int]) -> list[int]:
+    """The oracle: decode greedily one position at a time; the forward saw position i + 1
+    only if the token at i was the draft, so stop at the first disagreement."""
+    out = []
+    for i in range(len(drafts) + 1):
+        tok = int(torch.argmax(logits[i]))
+        out.append(tok)
+        if i == len(drafts) or tok != drafts[i]:
+            return out
+    return out
+
+
+@pytest.mark.task7_2
+@given(st.integers(0, 2**32 - 1), st.integers(0, 5), st.integers(2, 6))
+def test_greedy_acceptance_equals_one_token_at_a_time(seed, m, vocab):
+    g = torch.Generator().manual_seed(seed)
+    logits = torch.randint(0, 3, (m + 1, vocab), generator=g).float()   # ties too: argmax takes the first
+    logits[torch.rand(m + 1, vocab, generator=g) < 0.3] = float("-inf")  # the grammar's mask
+    logits[:, 0] = logits[:, 0].clamp(min=-1)                           # a masked row keeps a token
+    picks = logits.argmax(-1).tolist()
+    # drafts that mostly agree with the model, sometimes not
+    drafts = [p if torch.rand((), generator=g) < 0.7 else int(torch.randint(0, vocab, (), generator=g))
+              for p in picks[:m]]
+    assert accept_greedy(logits, drafts) == one_at_a_time_greedy(logits, drafts)
+
+
+@pytest.mark.task7_2
+def test_all_drafts_kept_then_the_models_own_token():
+    logits = torch.tensor([[0.0, 5.0, 1.0], [3.0, 0.0, 1.0], [0.0, 1.0, 2.0]])
+    assert accept_greedy(logits, [1, 0]) == [1, 0, 2]
+    assert accept_greedy(logits[:1], []) == [1]   # no drafts: one plain greedy step
+
+
+@pytest.mark.task7_2
+def test_a_draft_the_mask_forbids_is_replaced_by_the_best_allowed_token():
+    """The model's raw favourite (token 1) is masked at position 0: the draft 1 is not
+    kept; the best allowed token (2) is the request's token, and nothing after it."""
+    logits = torch.tensor([[0.0, float("-inf"), 1.0], [0.0, 9.0, 0.0]])
+    assert accept_greedy(logits, [1]) == [2]
+    assert accept_greedy(logits, [2]) == [2, 1]
+
+
+# ---------------------------------------------------------------------------------------
+# task7_3: rejection sampling under a mask
+# ---------------------------------------------------------------------------------------
+def chi_square_p_value(observed: list[int], expected: list[float]) -> float:
+    """Pearson's test of counts against expected counts (categories with expectation
+    below 5 pooled into one); the p-value from the chi-square survival function."""
+    big = [(o, e) for o, e in zip(observed, expected) if e >= 5]
+    rest = (sum(o for o, e in zip(observed, expected) if e < 5), sum(e for e in expected if e < 5))
+    cells = big + ([rest] if rest[1] > 0 else [])
+    stat = sum((o - e) ** 2 / e for o, e in cells)
+    dof = len(cells) - 1
+    return float(torch.special.gammaincc(torch.tensor(dof / 2, dtype=torch.float64),
+                                         torch.tensor(stat / 2, dtype=torch.float64)))
+
+
+def exact_output_distribution(probs: torch.Tensor, drafts: list[int]) -> dict[tuple[int, ...], float]:
+    """{output tuple: probability} of sampling token after token from the rows, where the
+    row after token i is defined only when token i was the draft (as the forward saw)."""
+    probs = probs / probs.sum(-1, keepdim=True)
+    out, reach = {}, 1.0
+    for i, d in enumerate(drafts):
+        for x in range(probs.shape[1]):
+            if x != d and probs[i, x] > 0:
+                out[tuple(drafts[:i]) + (x,)] = reach * float(probs[i, x])
+        reach *= float(probs[i, d])
+    for x in range(probs.shape[1]):
+        if probs[len(drafts), x] > 0:
+            out[tuple(drafts) + (x,)] = reach * float(probs[len(drafts), x])
+    return out
+
+
+@pytest.mark.task7_3
+@pytest.mark.parametrize("case", range(4))
+def test_rejection_sampling_gives_the_target_distribution(case):
+    """Each output token distributed as its (masked, unnormalised) row, drafts the grammar
+    forbids (probability 0) included: the exact distribution of the whole output, 20000 draws."""
+    g = torch.Generator().manual_seed(case)
+    vocab, m = 5, 3
+    probs = torch.softmax(torch.randn(m + 1, vocab, generator=g) * 1.5, -1)
+    probs[torch.rand(m + 1, vocab, generator=g) < 0.3] = 0.0   # masked tokens
+    probs[:, 1] += 0.05                                         # every row keeps a token
+    drafts = [int(torch.randint(0, vocab, (), generator=g)) for _ in range(m)]
+    if case == 0:
+        drafts[0] = int(torch.nonzero(probs[0] == 0)[0]) if bool((probs[0] == 0).any()) else drafts[0]
+    exact = exact_output_distribution(probs, drafts)
+    counts = dict.fromkeys(exact, 0)
+    n = 20000
+    for _ in range(n):
+        out = tuple(accept_sampled(probs, drafts, g))
+        assert out in counts, f"{out} cannot come out of these rows and drafts {drafts}"
+        counts[out] += 1
+    keys = sorted(exact)
+    assert chi_square_p_value([counts[k] for k in keys], [exact[k] * n for k in keys]) > ALPHA
+
+
+@pytest.mark.task7_3
+def test_a_forbidden_draft_is_rejected_without_a_draw():
+    """p(d) = 0: the token is a plain draw from the row, as s6 would sample it with the same
+    generator (no uniform spent first), whatever the seed."""
+    probs = torch.tensor([[0.0, 0.2, 0.3, 0.5], [0.2, 0.3, 0.5, 0.0]])
+    for seed in range(30):
+        g1, g2 = torch.Generator().manual_seed(seed), torch.Generator().manual_seed(seed)
+        assert accept_sampled(probs, [0], g1) == [int(torch.multinomial(probs[0], 1, generator=g2))], seed
+
+
+@pytest.mark.task7_3
+def test_a_certain_draft_is_always_kept_and_one_token_follows():
+    probs = torch.tensor([[0.0, 1.0, 0.0], [0.0, 0.0, 2.0], [3.0, 0.0, 0.0]])   # rows need not sum to 1
+    for seed in range(20):
+        assert accept_sampled(probs, [1, 2], torch.Generator().manual_seed(seed)) == [1, 2, 0]
+        assert accept_sampled(probs[2:], [], torch.Generator().manual_seed(seed)) == [0]
