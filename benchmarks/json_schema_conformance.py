@@ -132,7 +132,7 @@ def minisglang_lazy_accepts(schema) -> Callable[[str], bool]:
     as the backend asks: private groups for intersections, shared sub-expressions, ...) ->
     lazy byte DFA (states made on first visit)."""
     from minisglang.constrained.json_schema import build_regex_from_schema
-    from minisglang.constrained.lazy_regex import LazyByteDFA
+    from minisglang.constrained.lazy_byte_dfa import LazyByteDFA
 
     dfa = LazyByteDFA.from_regex(build_regex_from_schema(schema, automaton="lazy"), members=True)
     return lambda text: dfa.matches(text.encode("utf-8"))

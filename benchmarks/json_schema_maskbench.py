@@ -63,7 +63,7 @@ COMPILE_TIMEOUT_S = 20.0
 def minisglang_with_options(schema, **options) -> Callable[[str], bool]:
     """Ours (fsm backend, lazy automaton) with SchemaOptions `options`."""
     from minisglang.constrained.json_schema import build_regex_from_schema
-    from minisglang.constrained.lazy_regex import LazyByteDFA
+    from minisglang.constrained.lazy_byte_dfa import LazyByteDFA
 
     dfa = LazyByteDFA.from_regex(build_regex_from_schema(schema, automaton="lazy", **options), members=True)
     return lambda text: dfa.matches(text.encode("utf-8"))

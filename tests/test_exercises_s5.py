@@ -477,7 +477,9 @@ SHORT = [""] + ["".join(p) for n in (1, 2, 3, 4) for p in itertools.product(ALPH
 
 
 def _lazy(pattern: str):
-    from minisglang.constrained.lazy_regex import LazyByteDFA, RegexPool, parse_regex
+    from minisglang.constrained.lazy_regex import RegexPool
+    from minisglang.constrained.lazy_regex_parser import parse_regex
+    from minisglang.constrained.lazy_byte_dfa import LazyByteDFA
 
     pool = RegexPool()
     return pool, parse_regex(pattern, pool), LazyByteDFA

@@ -15,7 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from minisglang.constrained.json_schema import UnsupportedSchemaError, build_regex_from_schema
-from minisglang.constrained.lazy_regex import LazyByteDFA, RegexError, RegexPool, parse_regex
+from minisglang.constrained.lazy_regex import RegexError, RegexPool
+from minisglang.constrained.lazy_regex_parser import parse_regex
+from minisglang.constrained.lazy_byte_dfa import LazyByteDFA
 
 
 def lazy_matcher(regex: str):

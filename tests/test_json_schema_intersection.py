@@ -15,7 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from minisglang.constrained.lazy_regex import EMPTY, LazyByteDFA, RegexError, RegexPool, parse_regex
+from minisglang.constrained.lazy_regex import EMPTY, RegexError, RegexPool
+from minisglang.constrained.lazy_regex_parser import parse_regex
+from minisglang.constrained.lazy_byte_dfa import LazyByteDFA
 
 
 def lazy_matcher(regex: str):

@@ -530,7 +530,7 @@ def test_one_of_that_cannot_be_negated_says_why():
     schema = {"type": "string", "oneOf": [{"pattern": "a"}, {"pattern": "b"}]}
     with pytest.raises(UnsupportedSchemaError, match="negation of 'pattern' is written only for automaton='lazy'"):
         build_regex_from_schema(schema)
-    from minisglang.constrained.lazy_regex import LazyByteDFA
+    from minisglang.constrained.lazy_byte_dfa import LazyByteDFA
 
     dfa = LazyByteDFA.from_regex(build_regex_from_schema(schema, automaton="lazy"), members=True)
     for text, valid in [("a", True), ("xb", True), ("ab", False), ("x", False)]:

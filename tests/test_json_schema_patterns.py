@@ -17,7 +17,7 @@ from minisglang.constrained.json_schema import (
     LAZY_ANY_VALUE_NESTING,
     build_regex_from_schema,
 )
-from minisglang.constrained.lazy_regex import LazyByteDFA
+from minisglang.constrained.lazy_byte_dfa import LazyByteDFA
 
 PATTERNS = [
     "^$|^(([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5])\\.){3}([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5])$",

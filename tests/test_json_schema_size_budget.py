@@ -154,7 +154,7 @@ def nested_lists(depth: int) -> dict:
 
 
 def lazy_accepts(regex: str):
-    from minisglang.constrained.lazy_regex import LazyByteDFA
+    from minisglang.constrained.lazy_byte_dfa import LazyByteDFA
 
     dfa = LazyByteDFA.from_regex(regex, members=True)
     return lambda text: dfa.matches(text.encode("utf-8"))
@@ -203,7 +203,8 @@ def test_two_compiled_schemas_put_together_keep_their_meanings():
 
 @pytest.mark.parametrize("regex", ["(?@ref:0123)", "(?@def:0123(a))(?@ref:0123)"])
 def test_a_users_regex_cannot_define_or_refer(regex):
-    from minisglang.constrained.lazy_regex import RegexError, RegexPool, parse_regex
+    from minisglang.constrained.lazy_regex import RegexError, RegexPool
+    from minisglang.constrained.lazy_regex_parser import parse_regex
 
     with pytest.raises(RegexError, match="invalid regex"):
         parse_regex(regex, RegexPool())

@@ -27,13 +27,9 @@ from test_constrained_generation import CASES
 from test_regex_dfa import ALL_STRINGS, DIALECT_CHARS, DIALECT_REGEXES, KNOWN, REGEXES
 
 from minisglang.constrained.bitmask import unpack_bits
-from minisglang.constrained.lazy_regex import (
-    AutomatonLimitError,
-    LazyByteDFA,
-    RegexError,
-    RegexPool,
-    parse_regex,
-)
+from minisglang.constrained.lazy_regex import AutomatonLimitError, RegexError, RegexPool
+from minisglang.constrained.lazy_regex_parser import parse_regex
+from minisglang.constrained.lazy_byte_dfa import LazyByteDFA
 from minisglang.constrained.lazy_token_fsm import LazyLimits, compile_lazy_token_fsm
 from minisglang.constrained.regex_dfa import ByteDFA, _strip_anchors, compile_regex
 from minisglang.constrained.token_fsm import ConstraintError, compile_token_fsm

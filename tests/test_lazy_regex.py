@@ -13,7 +13,9 @@ import re
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from minisglang.constrained.lazy_regex import LazyByteDFA, RegexError, RegexPool, parse_regex
+from minisglang.constrained.lazy_regex import RegexError, RegexPool
+from minisglang.constrained.lazy_regex_parser import parse_regex
+from minisglang.constrained.lazy_byte_dfa import LazyByteDFA
 
 PATTERN = "[x-y]*x[x-y]{14}"   # ~2^15 DFA states
 
@@ -42,7 +44,7 @@ def test_every_state_of_the_intersection_agrees_with_both_sides(text):
 def test_rows_made_after_the_table_grew_hold_only_states_and_markers():
     """The table doubles without writing its new rows (`_grow`): every state's row must
     still be whole, each entry a state, -1 (no match) or UNEXPLORED, never leftover memory."""
-    from minisglang.constrained.lazy_regex import UNEXPLORED
+    from minisglang.constrained.lazy_byte_dfa import UNEXPLORED
     dfa = LazyByteDFA.from_regex("[a-c]*a[a-c]{7}")   # 2^8 states: the table grows twice
     todo, seen = [dfa.initial], {dfa.initial}
     while todo:

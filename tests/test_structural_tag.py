@@ -20,7 +20,9 @@ import minisglang as sgl
 from minisglang.backends.base import GrammarError, InvalidGrammarObject, get_backend_class
 from minisglang.backends.llguidance_backend import LLGuidanceGrammar, lexer_conflict, structural_tag_lark
 from minisglang.constrained.json_schema import build_regex_from_schema
-from minisglang.constrained.lazy_regex import LazyByteDFA, RegexPool, parse_regex
+from minisglang.constrained.lazy_regex import RegexPool
+from minisglang.constrained.lazy_regex_parser import parse_regex
+from minisglang.constrained.lazy_byte_dfa import LazyByteDFA
 from minisglang.constrained.lazy_token_fsm import compile_lazy_token_fsm
 from minisglang.constrained.structural_tag import (FreeText, FreeTextByDifference, StructuralTag, StructuralTagError,
                                                    TagLimits, parse_structural_tag, trigger_states)

@@ -14,7 +14,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from minisglang.constrained.lazy_regex import LazyByteDFA, RegexPool, parse_regex
+from minisglang.constrained.lazy_regex import RegexPool
+from minisglang.constrained.lazy_regex_parser import parse_regex
+from minisglang.constrained.lazy_byte_dfa import LazyByteDFA
 from minisglang.constrained.lazy_token_fsm import LazyLimits, LazyStateIndex
 from minisglang.constrained.regex_dfa import RegexError
 from minisglang.constrained.work_slices import (Baton, CompileCancelled, FairCompilePool, OutOfTime, checkpoint,

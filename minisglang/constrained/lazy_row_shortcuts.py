@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .lazy_regex import ALT, BYTES, CONCAT, EPSILON, REPEAT, LazyByteDFA, RegexNode
+from .lazy_byte_dfa import LazyByteDFA
+from .lazy_regex import ALT, BYTES, CONCAT, EPSILON, REPEAT, RegexNode
 from .lazy_rows import SHARED_ROWS, TokenRow
 from .lazy_trie_walk import VocabArrays, token_repetitions
 from .token_fsm import Vocabulary

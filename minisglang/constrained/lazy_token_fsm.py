@@ -34,16 +34,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .lazy_regex import (
-    TOO_DEEP,
-    UNEXPLORED,
-    AutomatonLimitError,
-    LazyByteDFA,
-    RegexNode,
-    RegexPool,
-    describe,
-    parse_regex,
-)
+from .lazy_byte_dfa import UNEXPLORED, LazyByteDFA
+from .lazy_regex import TOO_DEEP, AutomatonLimitError, RegexNode, RegexPool, describe
+from .lazy_regex_parser import parse_regex
 from .lazy_row_shortcuts import LazyRowShortcuts
 from .lazy_rows import SHARED_ROWS, TokenRow
 from .lazy_trie_walk import finish_row, vocab_arrays, walk_bytes, walk_rests, walk_trie

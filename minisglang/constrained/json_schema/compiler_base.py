@@ -15,7 +15,9 @@ from minisglang.constrained.json_schema.options import ANY_VALUE_NESTING, LAZY_A
 from minisglang.constrained.json_schema.refs import ROOT_URI, _ResourceIndex
 from minisglang.constrained.json_schema.regex_parts import _alt
 from minisglang.constrained.json_schema.string_chars import STRING, _json_string_chars, _string_except
-from minisglang.constrained.lazy_regex import DEF_SYNTAX, REF_SYNTAX, LazyByteDFA, RegexPool, parse_regex
+from minisglang.constrained.lazy_byte_dfa import LazyByteDFA
+from minisglang.constrained.lazy_regex import DEF_SYNTAX, REF_SYNTAX, RegexPool
+from minisglang.constrained.lazy_regex_parser import parse_regex
 from minisglang.constrained.regex_dfa import RegexError
 
 # How lazy_regex's private groups ((?@members...), (?@and...), (?@diff...)) begin: only

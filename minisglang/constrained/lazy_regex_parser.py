@@ -1,0 +1,373 @@
+"""Parsing Python's regex syntax (and the schema compiler's private groups) into the byte-level
+nodes of lazy_regex.py's `RegexPool`: `parse_regex(pattern, pool)` -> the root node."""
+from __future__ import annotations
+
+import functools
+import re
+import unicodedata
+import warnings
+
+from .lazy_regex import (
+    _PRIVATE_GROUP,
+    AND_SYNTAX,
+    DEF_SYNTAX,
+    DIFF_SYNTAX,
+    EMPTY,
+    MEMBERS_SYNTAX,
+    REF_SYNTAX,
+    TOO_DEEP,
+    AutomatonLimitError,
+    RegexNode,
+    RegexPool,
+)
+from .python_regex import shorthand_ranges
+from .regex_dfa import RegexError, _complement, _strip_anchors, shown_regex, utf8_sequences
+from .work_slices import checkpoint
+
+
+# ---------------------------------------------------------------------------------------
+# Parsing: Python regex syntax -> byte-level nodes
+# ---------------------------------------------------------------------------------------
+def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Inclusive code point ranges -> sorted, disjoint, non-adjacent ranges."""
+    out: list[tuple[int, int]] = []
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
+
+
+# `\\d \\D \\w \\W \\s \\S`: Python's Unicode classes (python_regex.shorthand_ranges, computed
+# on first use): `\\w` is 733 ranges, the alternation of their UTF-8 byte sequences.
+SHORTHANDS = "dDwWsS"
+SINGLE_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "f": "\f", "v": "\v", "a": "\a"}
+ANCHOR_ESCAPES = "AZbB"   # \b is a backspace inside a class, a word boundary outside
+
+
+# Group boundaries found by one C-speed scan: escapes and classes are skipped whole, so
+# the parentheses left are the real ones.
+_PAREN_SCAN = re.compile(r"\\.|\[\^?\]?(?:\\.|[^\]\\])*\]|[()]", re.S)
+# A run of plain characters (a key's name, a structure's text): no special meaning.
+_LITERAL_RUN = re.compile(r"[^\\\[\](){}|.*+?^$]+")
+_QUANTIFIER_START = "*+?{"
+_SIMPLE_QUANTIFIERS = {"*": (0, None), "+": (1, None), "?": (0, 1)}
+_BOUNDS = re.compile(r"\{(\d*)(,(\d*))?\}")
+# The UTF-8 byte ranges of code point ranges: the same few classes come back in every regex.
+_utf8_sequences = functools.lru_cache(maxsize=4096)(utf8_sequences)
+
+
+class _Parser:
+    """Recursive descent over a pattern that `re.compile` has already accepted."""
+
+    def __init__(self, pattern: str, source: str, pool: RegexPool):
+        self.p, self.source, self.pool, self.i = pattern, source, pool, 0
+        self.class_nodes: dict[tuple, RegexNode] = {}
+        self.group_nodes: dict[str, RegexNode] = {}   # group text -> node: a repeated group is parsed once
+        self.group_end: dict[int, int] = {}
+        self.definitions: dict[str, RegexNode] = {}   # (?@def:NAME(...)) -> its node
+        stack = []
+        for m in _PAREN_SCAN.finditer(pattern):
+            if m.group() == "(":
+                stack.append(m.start())
+            elif m.group() == ")" and stack:
+                self.group_end[stack.pop()] = m.start()
+
+    def fail(self, what: str) -> RegexError:
+        return RegexError(f"unsupported regex {shown_regex(self.source)}: {what}")
+
+    def parse(self) -> RegexNode:
+        node = self.alternation()
+        if self.i != len(self.p):
+            raise self.fail(f"unexpected {self.p[self.i]!r} at position {self.i}")
+        return node
+
+    def alternation(self) -> RegexNode:
+        branches = [self.sequence()]
+        while self.i < len(self.p) and self.p[self.i] == "|":
+            self.i += 1
+            branches.append(self.sequence())
+        return self.pool.alt(branches)
+
+    def sequence(self) -> RegexNode:
+        items = []
+        p, byte_set = self.p, self.pool.byte_set
+        while self.i < len(p) and p[self.i] not in "|)":
+            checkpoint()   # a long regex is parsed on a compile thread that yields to the scheduler
+            run = _LITERAL_RUN.match(p, self.i)
+            if run is not None:
+                # Plain characters read in one step (most of a JSON Schema's regex); the
+                # last one stays for `atom` when a quantifier follows it.
+                end = run.end()
+                if end < len(p) and p[end] in _QUANTIFIER_START:
+                    end -= 1
+                if end > self.i:
+                    items += [byte_set(1 << b) for b in p[self.i:end].encode("utf-8")]
+                    self.i = end
+                    continue
+            items.append(self.quantified(self.atom()))
+        return self.pool.concat_all(items)
+
+    def quantified(self, node: RegexNode) -> RegexNode:
+        bounds = self.quantifier()
+        if bounds is None:
+            return node
+        if self.p.startswith("+", self.i):
+            raise self.fail(f"possessive quantifier at position {self.i}")
+        if self.p.startswith("?", self.i):
+            self.i += 1   # lazy: matches the same strings as greedy under fullmatch
+        return self.pool.repeat(node, *bounds)
+
+    def quantifier(self) -> tuple[int, int | None] | None:
+        p, i = self.p, self.i
+        if i >= len(p):
+            return None
+        simple = _SIMPLE_QUANTIFIERS.get(p[i])
+        if simple is not None:
+            self.i += 1
+            return simple
+        if p[i] == "{":
+            m = _BOUNDS.match(p, i)
+            if m and (m.group(1) or m.group(2)):   # `{}`, `{,}` and an unclosed `{` are literal
+                low = int(m.group(1) or 0)
+                high = low if m.group(2) is None else (int(m.group(3)) if m.group(3) else None)
+                self.i = m.end()
+                return low, high
+        return None
+
+    def atom(self) -> RegexNode:
+        c = self.p[self.i]
+        if c == "(":
+            return self.group()
+        if c == "[":
+            return self.char_class()
+        if c == "\\":
+            return self.escape()
+        if c == ".":
+            self.i += 1
+            return self.ranges_node(_complement([(10, 10)]))
+        if c in "^$":
+            raise self.fail(f"anchor {c!r} at position {self.i} (only at the very start or end)")
+        self.i += 1
+        return self.literal(c)
+
+    def literal(self, ch: str) -> RegexNode:
+        pool = self.pool
+        return pool.concat_all([pool.byte_set(1 << b) for b in ch.encode("utf-8")])
+
+    def group(self) -> RegexNode:
+        start, p = self.i, self.p
+        end = self.group_end.get(start)
+        text = p[start : end + 1] if end is not None else None
+        if text is not None and text in self.group_nodes:
+            self.i = end + 1
+            return self.group_nodes[text]
+        if p.startswith(REF_SYNTAX, start):
+            name = p[start + len(REF_SYNTAX):end]
+            if name not in self.definitions:
+                raise self.fail(f"(?@ref:{name}) at position {start} comes before its (?@def:{name}...)")
+            self.i = end + 1
+            return self.definitions[name]
+        if p.startswith(DEF_SYNTAX, start):
+            name_end = p.index("(", start + len(DEF_SYNTAX))
+            self.i = name_end + 1
+            body = self.alternation()
+            if not p.startswith("))", self.i):
+                raise self.fail(f"a (?@def: group at position {start} must be (?@def:NAME(R))")
+            self.i += 2
+            self.definitions[p[start + len(DEF_SYNTAX):name_end]] = body
+            return self.pool.epsilon
+        if p.startswith(MEMBERS_SYNTAX, start) or p.startswith(AND_SYNTAX, start) or p.startswith(DIFF_SYNTAX, start):
+            node = self.members_group() if p.startswith(MEMBERS_SYNTAX, start) else self.set_group()
+            if text is not None:
+                self.group_nodes[text] = node
+            return node
+        self.i += 1
+        if p.startswith("?", self.i):
+            ext = p[self.i + 1 : self.i + 3]
+            if ext.startswith(":"):
+                self.i += 2
+            elif ext.startswith("P<"):
+                self.i = p.index(">", self.i) + 1   # a named group matches like a plain one
+            elif ext.startswith("#"):
+                self.i = p.index(")", self.i) + 1   # a comment
+                return self.pool.epsilon
+            else:
+                kinds = {"=": "lookahead", "!": "lookahead", "<=": "lookbehind", "<!": "lookbehind",
+                         "P=": "group reference", ">": "atomic group", "(": "conditional group"}
+                name = next((v for k, v in kinds.items() if ext.startswith(k)), "inline flags")
+                raise self.fail(f"{name} at position {start} is not supported")
+        node = self.alternation()
+        self.i += 1   # the closing parenthesis (re.compile checked it is there)
+        if text is not None:
+            self.group_nodes[text] = node
+        return node
+
+    def members_group(self) -> RegexNode:
+        """`(?@members(SEP)(!M)(~M)(&E))` (see MEMBERS_SYNTAX) -> a MEMBERS node."""
+        p, start = self.p, self.i
+        self.i += len(MEMBERS_SYNTAX)
+        separator, members, required, extra = None, [], [], None
+        while p.startswith("(", self.i):
+            self.i += 1
+            flag = None if separator is None else p[self.i : self.i + 1]
+            if flag is not None:
+                if flag not in "!~&" or not flag:
+                    raise self.fail(f"a (?@members group at position {start}: a member group must start "
+                                    f"with !, ~ or &, not {flag!r}")
+                self.i += 1
+            node = self.alternation()
+            if not p.startswith(")", self.i):
+                raise self.fail(f"a (?@members group at position {start} is not closed")
+            self.i += 1
+            if flag is None:
+                separator = node
+            elif flag == "&":
+                if extra is not None:
+                    raise self.fail(f"a (?@members group at position {start} has two & groups")
+                extra = node
+            else:
+                members.append(node)
+                required.append(flag == "!")
+        if separator is None or not p.startswith(")", self.i):
+            raise self.fail(f"a (?@members group at position {start} must be (?@members(SEP)(!M)...)")
+        self.i += 1
+        try:
+            return self.pool.members(separator, members, required, extra)
+        except RegexError as e:
+            raise self.fail(f"a (?@members group at position {start}: {e}") from None
+
+    def set_group(self) -> RegexNode:
+        """`(?@and(A)(B))` or `(?@diff(A)(B))` -> the intersection or difference of A and B."""
+        p, start = self.p, self.i
+        intersect = p.startswith(AND_SYNTAX, start)
+        self.i += len(AND_SYNTAX if intersect else DIFF_SYNTAX)
+        operands = []
+        while p.startswith("(", self.i):
+            self.i += 1
+            operands.append(self.alternation())
+            if not p.startswith(")", self.i):
+                raise self.fail(f"a private group at position {start} is not closed")
+            self.i += 1
+        if len(operands) != 2 or not p.startswith(")", self.i):
+            raise self.fail(f"a private group at position {start} must be (?@and(A)(B)) or (?@diff(A)(B))")
+        self.i += 1
+        return (self.pool.intersect if intersect else self.pool.difference)(*operands)
+
+    def escape(self, in_class: bool = False) -> RegexNode | list[tuple[int, int]] | str:
+        """Outside a class: a node. Inside: a one-character string or a list of ranges."""
+        p = self.p
+        c = p[self.i + 1]
+        self.i += 2
+        if c in SHORTHANDS:
+            ranges = list(shorthand_ranges(c))
+            return ranges if in_class else self.ranges_node(ranges)
+        if c == "b" and in_class:
+            ch = "\b"
+        elif c in ANCHOR_ESCAPES:
+            raise self.fail(f"the anchor \\{c} is not supported")
+        elif c in SINGLE_ESCAPES:
+            ch = SINGLE_ESCAPES[c]
+        elif c in "xuU":
+            digits = {"x": 2, "u": 4, "U": 8}[c]
+            ch = chr(int(p[self.i : self.i + digits], 16))
+            self.i += digits
+        elif c == "N":
+            close = p.index("}", self.i)
+            ch = unicodedata.lookup(p[self.i + 1 : close])
+            self.i = close + 1
+        elif c == "0" or (c in "1234567" and in_class):
+            m = re.compile(r"[0-7]{0,2}").match(p, self.i)
+            ch = chr(int(c + m.group(), 8))
+            self.i = m.end()
+        elif c.isdigit():
+            m = re.compile(r"[0-7]{2}").match(p, self.i)
+            if c in "1234567" and m:   # three octal digits: a character
+                ch = chr(int(c + m.group(), 8))
+                self.i = m.end()
+            else:
+                raise self.fail(f"group reference \\{c} is not supported")
+        else:
+            ch = c   # an escaped punctuation character is itself
+        return ch if in_class else self.literal(ch)
+
+    def char_class(self) -> RegexNode:
+        p = self.p
+        self.i += 1
+        negated = p.startswith("^", self.i)
+        self.i += negated
+        ranges: list[tuple[int, int]] = []
+        first = True
+        while first or p[self.i] != "]":
+            first = False
+            if p[self.i] == "\\":
+                item = self.escape(in_class=True)
+                if isinstance(item, list):
+                    ranges.extend(item)
+                    continue
+                lo = ord(item)
+            else:
+                lo = ord(p[self.i])
+                self.i += 1
+            if p[self.i] == "-" and p[self.i + 1] != "]":
+                self.i += 1
+                if p[self.i] == "\\":
+                    hi = ord(self.escape(in_class=True))
+                else:
+                    hi = ord(p[self.i])
+                    self.i += 1
+                ranges.append((lo, hi))
+            else:
+                ranges.append((lo, lo))
+        self.i += 1
+        ranges = _merge(ranges)
+        return self.ranges_node(_complement(ranges) if negated else ranges)
+
+    def ranges_node(self, ranges: list[tuple[int, int]]) -> RegexNode:
+        """Code point ranges -> the alternation of their UTF-8 byte sequences."""
+        key = tuple(ranges)
+        node = self.class_nodes.get(key)
+        if node is None and key and max(hi for _, hi in key) < 0x80:   # ASCII only: one byte set
+            node = self.class_nodes[key] = self.pool.byte_set(sum((1 << (hi + 1)) - (1 << lo) for lo, hi in ranges))
+        if node is None:
+            pool = self.pool
+            options = []
+            for lo, hi in ranges:
+                for seq in _utf8_sequences(lo, hi):
+                    options.append(pool.concat_all([pool.byte_set((1 << (b_hi + 1)) - (1 << b_lo))
+                                                     for b_lo, b_hi in seq]))
+            node = self.class_nodes[key] = pool.alt(options)
+        return node
+
+
+def parse_regex(pattern: str, pool: RegexPool, members: bool = False) -> RegexNode:
+    """Parse `pattern` (Python syntax, whole-output match) into a node of `pool`.
+
+    With `members`, it also reads our private groups (what the JSON Schema compiler writes
+    for the lazy automaton): `(?@members...)` (MEMBERS_SYNTAX: object members in any
+    order), `(?@and(A)(B))` and `(?@diff(A)(B))` (intersection, difference),
+    `(?@def:NAME(R))` and `(?@ref:NAME)` (one sub-expression used in many places); a
+    user's regex is parsed without, so there `(?@` is the error Python says.
+    Raises RegexError for an invalid pattern (Python's message), an unsupported construct
+    (lookarounds, backreferences, inner anchors, possessive quantifiers, inline flags),
+    or a regex that matches no string at all.
+    """
+    body = _strip_anchors(pattern)
+    try:
+        with warnings.catch_warnings():   # "possible nested set": we read `[[` as re does today
+            warnings.simplefilter("ignore", FutureWarning)
+            # Our private groups read as plain ones for this check (`(!M)` is a group
+            # starting with a literal "!"): the rest must be a regex Python accepts.
+            re.compile(_PRIVATE_GROUP.sub("(?:", body) if members else body)
+    except re.error as e:
+        raise RegexError(f"invalid regex {shown_regex(pattern)}: {e}") from None
+    except RecursionError:   # Python's own parser, on groups nested a few hundred deep
+        raise AutomatonLimitError(TOO_DEEP) from None
+    try:
+        node = _Parser(body, pattern, pool).parse()
+    except RecursionError:
+        raise AutomatonLimitError(TOO_DEEP) from None
+    if node.kind == EMPTY:
+        raise RegexError(f"regex {shown_regex(pattern)} matches no string at all (empty language)")
+    return node
