@@ -97,7 +97,8 @@ def is_loop(text: str, finish_reason: dict | None) -> bool:
 
 
 def score(examples: list[dict], outputs: list[tuple[str, dict | None]]) -> dict:
-    """Per generator: n, name / age / name+age / hobbies exact and loops, plus the language of its texts."""
+    """Per generator: n, name / age / name+age / hobbies exact (hobbies: 0 when not asked) and loops,
+    plus the language of its texts."""
     table: dict[str, dict] = {}
     for ex, (text, reason) in zip(examples, outputs):
         row = table.setdefault(ex["generator"], {"lang": ex["lang"], "n": 0, "name": 0, "age": 0, "both": 0, "hobbies": 0,
@@ -107,7 +108,7 @@ def score(examples: list[dict], outputs: list[tuple[str, dict | None]]) -> dict:
         row["name"] += got.get("name") == ref["name"]
         row["age"] += got.get("age") == ref["age"]
         row["both"] += got.get("name") == ref["name"] and got.get("age") == ref["age"]
-        row["hobbies"] += got.get("hobbies") == ref["hobbies"]
+        row["hobbies"] += "hobbies" in ref and got.get("hobbies") == ref["hobbies"]
         row["loops"] += is_loop(text, reason)
     return table
 
@@ -143,8 +144,9 @@ def markdown(report: dict, label: str) -> str:
             "|---|---|---:|---:|---:|---:|---:|---:|"]
     pooled: dict[str, dict] = {}
     for gen, r in report["table"].items():
+        hobbies = f"{r['hobbies'] / r['n']:.1%}" if "hobbies" in report["fields"] else "not asked"
         rows.append(f"| {gen} | {'English' if r['lang'] == 'en' else 'Chinese'} | {r['n']} | {r['name'] / r['n']:.1%} "
-                    f"| {r['age'] / r['n']:.1%} | {r['both']}/{r['n']} ({r['both'] / r['n']:.1%}) | {r['hobbies'] / r['n']:.1%} "
+                    f"| {r['age'] / r['n']:.1%} | {r['both']}/{r['n']} ({r['both'] / r['n']:.1%}) | {hobbies} "
                     f"| {r['loops']} |")
         p = pooled.setdefault(r["lang"], {"n": 0, "both": 0, "loops": 0})
         for k in p:

@@ -154,3 +154,7 @@ def test_loops_and_scoring_of_hand_written_answers():
     assert eval_generalisation.is_loop('{"name": "a\\"', {"type": "length"})
     assert not eval_generalisation.is_loop('{"name": "a"', {"type": "length"})
     assert not eval_generalisation.is_loop('{"name": "a', {"type": "stop"})
+    # asked for name and age only, hobbies are not scored
+    two = [{"generator": "long_cv", "lang": "en", "assistant": '{"name": "Mivazote Kel", "age": 30}'}]
+    row = eval_generalisation.score(two, [('{"name": "Mivazote Kel", "age": 30}', {"type": "stop"})])["long_cv"]
+    assert row == {"lang": "en", "n": 1, "name": 1, "age": 1, "both": 1, "hobbies": 0, "loops": 0}
