@@ -161,10 +161,20 @@ EN_OPENERS = (["{n}", "Meet {n}, who", "My colleague {n}", "Our new neighbour {n
                "The new hire, {n},", "I work with {n}, who", "Here is a note about {n}, who", "My cousin {n}",
                "Everyone at the office knows {n}, who", "According to the file, {n}", "Please welcome {n}, who",
                "Let me tell you about {n}, who", "We spoke to {n}, who", "There is {n}, who", "Think of {n}, who",
-               "I know {n}, who", "Our client {n}", "The applicant {n}", "You should meet {n}, who", "Take {n}, who"],
+               "I know {n}, who", "Our client {n}", "The applicant {n}", "You should meet {n}, who", "Take {n}, who",
+               # more, so that an opener never seen (eval_generalisation's) is not read as part of the name
+               "Last week we hired {n}, who", "Consider {n}, who", "On the team is {n}, who", "The visitor, {n},",
+               "Our records mention {n}, who", "A short profile of {n}, who", "Guess who called: {n}, who",
+               "The winner, {n},", "You may remember {n}, who", "Today's guest is {n}, who", "My old friend {n}",
+               "The form was filled in by {n}, who", "We would like to thank {n}, who", "Among the members is {n}, who",
+               "Please note that {n}", "The speaker, {n},", "I ran into {n}, who", "Our landlord {n}",
+               "The report is about {n}, who", "Everyone likes {n}, who"],
               ["Say hello to {n}, who"])
 ZH_OPENERS = (["{n}", "我的朋友{n}", "{n}，", "同事{n}", "认识一下{n}，", "介绍一下，{n}", "邻居{n}", "我的同学{n}",
-               "新来的{n}", "表哥{n}", "据资料，{n}", "大家好，我叫{n}，"], ["这位是{n}，"])
+               "新来的{n}", "表哥{n}", "据资料，{n}", "大家好，我叫{n}，",
+               "说说{n}，", "这是{n}，", "关于{n}：", "资料显示{n}，", "客户{n}", "申请人{n}，", "今天见到了{n}，", "隔壁的{n}",
+               "我们公司的{n}", "有一个人叫{n}，", "表格上填的是{n}，", "报名的是{n}，", "老同学{n}", "我要说的人是{n}，",
+               "记录显示，{n}"], ["这位是{n}，"])
 # Openers that only scripts/eval_generalisation.py uses (issue 33), never trained on: several,
 # so that its numbers do not measure one phrase. heldout_extraction_prompts keeps the one
 # held-out opener above, so eval_extraction's sets stay byte-identical.
