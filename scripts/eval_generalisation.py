@@ -1,5 +1,5 @@
 """Does the model copy names made in ways it has never seen? Greedy, schema-constrained name,
-age and hobbies (the demo's fields), scored on name+age, on held-out texts whose names come from held-out *generators* (issue 33).
+age and hobbies (the demo's fields; ``--fields name,age`` for two), scored on name+age, on held-out texts whose names come from held-out *generators* (issue 33).
 
 scripts/eval_extraction.py holds back one name in ten, but its held-out names come from
 the training generator itself. Here every name comes from one of
@@ -8,8 +8,9 @@ training generator has, long plain consonant-vowel strings, a doubled syllable a
 such as "Brudeldel", an English word at the start such as "Sunvaro"; in Chinese, given-name
 characters outside the training pool, doubled given names such as 婷婷, rare compound
 surnames), and no training name can have a held-out generator's signature. The texts use
-the held-out phrasings of make_corpus (facts, openers, instructions) and mention 0-3 facts
-besides the three asked for.
+the held-out phrasings of make_corpus (facts, instructions) and its openers kept for this
+evaluation alone (``EN_GENERALISATION_OPENERS``: six, so a score does not measure one phrase),
+and mention 0-3 facts besides the ones asked for.
 
 Per generator: name, age and name+age exact (the answer's values equal the reference),
 and repeat loops: answers that hit max_new_tokens inside a string (an unbounded
@@ -17,7 +18,7 @@ and repeat loops: answers that hit max_new_tokens inside a string (an unbounded
 
 Usage:
     python scripts/eval_generalisation.py --model minisglang/assets/tiny-json-llama --per-generator 64 \
-        [--label bundled --results benchmarks/results/extraction_generalisation.md]
+        [--fields name,age] [--label bundled --results benchmarks/results/extraction_generalisation.md]
 """
 from __future__ import annotations
 
@@ -34,16 +35,15 @@ import eval_extraction  # noqa: E402
 import make_corpus  # noqa: E402
 import name_generators  # noqa: E402
 
-# The demo's three fields: the corpus never asks for fewer than three keys, and a model asked
-# for name and age alone repeats `"age": 24, "age": 24, ...` (an answer it has never closed
-# after two keys), which would measure that gap instead of copying names.
+# The demo's three fields by default. Before make_corpus.SHORT_REQUEST the corpus never asked
+# for fewer than three keys, and a model asked for name and age alone repeated
+# `"age": 24, "age": 24, ...`; ``--fields name,age`` measures that two-key answer.
 FIELDS = ["name", "age", "hobbies"]
-SCHEMA = eval_extraction.extraction_schema(FIELDS)
 MAX_NEW_TOKENS = 96  # a right answer is at most ~50 tokens; a loop runs into this
 
 
-def generalisation_example(rng: random.Random, generator: str) -> dict:
-    """One held-out text about a person named by ``generator``, asking for name, age and hobbies."""
+def generalisation_example(rng: random.Random, generator: str, fields: list[str] = FIELDS) -> dict:
+    """One held-out text about a person named by ``generator``, asking for ``fields`` (name and age among them)."""
     lang, make = name_generators.HELD_OUT_GENERATORS[generator]
     zh = lang == "zh"
     name = make(rng, make_corpus.ZH_GIVEN, make_corpus.ZH_SURNAMES)
@@ -52,20 +52,30 @@ def generalisation_example(rng: random.Random, generator: str) -> dict:
              "phone": make_corpus._phone(rng, zh), "occupation": rng.choice(make_corpus.ZH_JOBS if zh else make_corpus.EN_JOBS),
              "hobbies": rng.sample(make_corpus.ZH_HOBBIES if zh else make_corpus.EN_HOBBIES, rng.randint(1, 3)),
              "birthday": f"{2025 - age}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"}
-    others = rng.sample([k for k in make_corpus.KEY_ORDER if k not in FIELDS], rng.randint(0, 3))
-    text = make_corpus._paragraph(rng, facts, FIELDS + others, zh, held_out=True)
+    others = rng.sample([k for k in make_corpus.KEY_ORDER if k not in fields], rng.randint(0, 3))
+    text = make_corpus._paragraph(rng, facts, fields + others, zh, held_out=True, generalisation=True)
     strict = rng.random() < 0.5
     pools = (make_corpus.ZH_STRICT if strict else make_corpus.ZH_LOOSE) if zh else \
         (make_corpus.EN_STRICT if strict else make_corpus.EN_LOOSE)
-    instruction = make_corpus._pick(rng, pools, held_out=True).format(fields=make_corpus._join(FIELDS, False))
+    instruction = make_corpus._pick(rng, pools, held_out=True).format(fields=make_corpus._join(fields, False))
     return {"task": "extract_person", "system": None, "user": instruction + "\n" + text,
-            "assistant": make_corpus._dumps({k: facts[k] for k in FIELDS}), "generator": generator, "lang": lang}
+            "assistant": make_corpus._dumps({k: facts[k] for k in fields}), "generator": generator, "lang": lang}
 
 
-def generalisation_examples(per_generator: int, seed: int = 33) -> list[dict]:
+def check_fields(fields: list[str]) -> list[str]:
+    """``fields`` in the corpus's key order; name and age must be among them (they are what is scored)."""
+    unknown = [f for f in fields if f not in make_corpus.KEY_ORDER]
+    if unknown or not {"name", "age"} <= set(fields):
+        raise ValueError(f"fields must include name and age and be among {make_corpus.KEY_ORDER}, got {fields}")
+    return [k for k in make_corpus.KEY_ORDER if k in fields]
+
+
+def generalisation_examples(per_generator: int, seed: int = 33, fields: list[str] = FIELDS) -> list[dict]:
     """``per_generator`` seeded examples from every held-out generator, in generator order."""
+    fields = check_fields(fields)
     rng = random.Random(seed)
-    return [generalisation_example(rng, g) for g in name_generators.HELD_OUT_GENERATORS for _ in range(per_generator)]
+    return [generalisation_example(rng, g, fields) for g in name_generators.HELD_OUT_GENERATORS
+            for _ in range(per_generator)]
 
 
 def ends_inside_string(text: str) -> bool:
@@ -87,7 +97,8 @@ def is_loop(text: str, finish_reason: dict | None) -> bool:
 
 
 def score(examples: list[dict], outputs: list[tuple[str, dict | None]]) -> dict:
-    """Per generator: n, name / age / name+age / hobbies exact and loops, plus the language of its texts."""
+    """Per generator: n, name / age / name+age / hobbies exact (hobbies: 0 when not asked) and loops,
+    plus the language of its texts."""
     table: dict[str, dict] = {}
     for ex, (text, reason) in zip(examples, outputs):
         row = table.setdefault(ex["generator"], {"lang": ex["lang"], "n": 0, "name": 0, "age": 0, "both": 0, "hobbies": 0,
@@ -97,19 +108,20 @@ def score(examples: list[dict], outputs: list[tuple[str, dict | None]]) -> dict:
         row["name"] += got.get("name") == ref["name"]
         row["age"] += got.get("age") == ref["age"]
         row["both"] += got.get("name") == ref["name"] and got.get("age") == ref["age"]
-        row["hobbies"] += got.get("hobbies") == ref["hobbies"]
+        row["hobbies"] += "hobbies" in ref and got.get("hobbies") == ref["hobbies"]
         row["loops"] += is_loop(text, reason)
     return table
 
 
-def run(model: Path, per_generator: int, seed: int = 33) -> dict:
+def run(model: Path, per_generator: int, seed: int = 33, fields: list[str] = FIELDS) -> dict:
     from minisglang.engine import Engine
 
-    examples = generalisation_examples(per_generator, seed)
+    examples = generalisation_examples(per_generator, seed, fields)
     engine = Engine(model_path=str(model))
     t0 = time.time()
     prompts = [engine.tokenizer.apply_chat_template(make_corpus.to_messages(ex, with_answer=False)) for ex in examples]
-    params = {"temperature": 0, "max_new_tokens": MAX_NEW_TOKENS, "json_schema": SCHEMA}
+    params = {"temperature": 0, "max_new_tokens": MAX_NEW_TOKENS,
+              "json_schema": eval_extraction.extraction_schema(check_fields(fields))}
     outputs = []
     for i in range(0, len(prompts), eval_extraction.CHUNK):
         for out in engine.generate(prompts[i:i + eval_extraction.CHUNK], params):
@@ -121,7 +133,8 @@ def run(model: Path, per_generator: int, seed: int = 33) -> dict:
     misses = [(ex["generator"], ex["user"].split("\n", 1)[1], text) for ex, (text, _) in zip(examples, outputs)
               if {k: (eval_extraction.parse_object(text) or {}).get(k) for k in ("name", "age")}
               != {k: json.loads(ex["assistant"])[k] for k in ("name", "age")}]
-    return {"model": str(model), "per_generator": per_generator, "seed": seed, "table": score(examples, outputs),
+    return {"model": str(model), "per_generator": per_generator, "seed": seed, "fields": check_fields(fields),
+            "table": score(examples, outputs),
             "misses": misses, "seconds": round(time.time() - t0, 1), "loadavg": os.getloadavg()[0]}
 
 
@@ -131,8 +144,9 @@ def markdown(report: dict, label: str) -> str:
             "|---|---|---:|---:|---:|---:|---:|---:|"]
     pooled: dict[str, dict] = {}
     for gen, r in report["table"].items():
+        hobbies = f"{r['hobbies'] / r['n']:.1%}" if "hobbies" in report["fields"] else "not asked"
         rows.append(f"| {gen} | {'English' if r['lang'] == 'en' else 'Chinese'} | {r['n']} | {r['name'] / r['n']:.1%} "
-                    f"| {r['age'] / r['n']:.1%} | {r['both']}/{r['n']} ({r['both'] / r['n']:.1%}) | {r['hobbies'] / r['n']:.1%} "
+                    f"| {r['age'] / r['n']:.1%} | {r['both']}/{r['n']} ({r['both'] / r['n']:.1%}) | {hobbies} "
                     f"| {r['loops']} |")
         p = pooled.setdefault(r["lang"], {"n": 0, "both": 0, "loops": 0})
         for k in p:
@@ -142,7 +156,7 @@ def markdown(report: dict, label: str) -> str:
                     f"{p['both']}/{p['n']} ({p['both'] / p['n']:.1%}) | | {p['loops']} |")
     misses = "\n".join(f"- {gen}: `{text}` -> `{out}`" for gen, text, out in report["misses"][:8])
     return (f"## {label}\n\n`{report['model']}`: {sum(r['n'] for r in report['table'].values())} held-out texts "
-            f"(seed {report['seed']}), greedy, schema {{name: string, age: integer, hobbies: [string]}}, max_new_tokens "
+            f"(seed {report['seed']}), greedy, schema of the keys {', '.join(report['fields'])}, max_new_tokens "
             f"{MAX_NEW_TOKENS}; {report['seconds']} s, load {report['loadavg']:.1f}.\n\n" + "\n".join(rows)
             + ("\n\nSome misses:\n" + misses if misses else "") + "\n")
 
@@ -152,11 +166,12 @@ def main() -> None:
     ap.add_argument("--model", type=Path, default=Path("minisglang/assets/tiny-json-llama"))
     ap.add_argument("--per-generator", type=int, default=64, help="held-out texts per generator")
     ap.add_argument("--seed", type=int, default=33)
+    ap.add_argument("--fields", default=",".join(FIELDS), help="the keys asked for, comma-separated (name and age among them)")
     ap.add_argument("--label", default=None, help="heading of the section written to --results")
     ap.add_argument("--results", type=Path, default=None, help="a results file to write this run's section into")
     ap.add_argument("--json", type=Path, help="also write the whole report here")
     args = ap.parse_args()
-    report = run(args.model, args.per_generator, args.seed)
+    report = run(args.model, args.per_generator, args.seed, args.fields.split(","))
     text = markdown(report, args.label or str(args.model))
     print(text)
     if args.results:

@@ -161,10 +161,26 @@ EN_OPENERS = (["{n}", "Meet {n}, who", "My colleague {n}", "Our new neighbour {n
                "The new hire, {n},", "I work with {n}, who", "Here is a note about {n}, who", "My cousin {n}",
                "Everyone at the office knows {n}, who", "According to the file, {n}", "Please welcome {n}, who",
                "Let me tell you about {n}, who", "We spoke to {n}, who", "There is {n}, who", "Think of {n}, who",
-               "I know {n}, who", "Our client {n}", "The applicant {n}", "You should meet {n}, who", "Take {n}, who"],
+               "I know {n}, who", "Our client {n}", "The applicant {n}", "You should meet {n}, who", "Take {n}, who",
+               # more, so that an opener never seen (eval_generalisation's) is not read as part of the name
+               "Last week we hired {n}, who", "Consider {n}, who", "On the team is {n}, who", "The visitor, {n},",
+               "Our records mention {n}, who", "A short profile of {n}, who", "Guess who called: {n}, who",
+               "The winner, {n},", "You may remember {n}, who", "Today's guest is {n}, who", "My old friend {n}",
+               "The form was filled in by {n}, who", "We would like to thank {n}, who", "Among the members is {n}, who",
+               "Please note that {n}", "The speaker, {n},", "I ran into {n}, who", "Our landlord {n}",
+               "The report is about {n}, who", "Everyone likes {n}, who"],
               ["Say hello to {n}, who"])
 ZH_OPENERS = (["{n}", "我的朋友{n}", "{n}，", "同事{n}", "认识一下{n}，", "介绍一下，{n}", "邻居{n}", "我的同学{n}",
-               "新来的{n}", "表哥{n}", "据资料，{n}", "大家好，我叫{n}，"], ["这位是{n}，"])
+               "新来的{n}", "表哥{n}", "据资料，{n}", "大家好，我叫{n}，",
+               "说说{n}，", "这是{n}，", "关于{n}：", "资料显示{n}，", "客户{n}", "申请人{n}，", "今天见到了{n}，", "隔壁的{n}",
+               "我们公司的{n}", "有一个人叫{n}，", "表格上填的是{n}，", "报名的是{n}，", "老同学{n}", "我要说的人是{n}，",
+               "记录显示，{n}"], ["这位是{n}，"])
+# Openers that only scripts/eval_generalisation.py uses (issue 33), never trained on: several,
+# so that its numbers do not measure one phrase. heldout_extraction_prompts keeps the one
+# held-out opener above, so eval_extraction's sets stay byte-identical.
+EN_GENERALISATION_OPENERS = ["Say hello to {n}, who", "Allow me to present {n}, who", "Records list {n}, who",
+                             "A few words on {n}, who", "Next on the list is {n}, who", "We interviewed {n}, who"]
+ZH_GENERALISATION_OPENERS = ["这位是{n}，", "登记人是{n}，", "要介绍的是{n}，", "档案里写着{n}，"]
 
 # A share of training paragraphs says its facts with made-up connecting words ("Brelo
 # vastin Velorin Kasumar, who tromi 35 and klaisa hiking"): the words around a value then
@@ -321,11 +337,19 @@ def _city(rng: random.Random, zh: bool) -> str:
     return _word(rng, (2, 3)) + rng.choice(["", "", " City", "ville", " Bay"])
 
 
+# A share of training requests that list their fields asks for one or two keys only
+# ("name and age"): without them a model has never closed an answer after two keys, and
+# asked for name and age it writes `"age": 24, "age": 24, ...` or an age that runs on in
+# digits (issue 33). Held-out requests keep 3+ keys, so eval_extraction's sets stay the same.
+SHORT_REQUEST = 0.2
+
+
 def person_example(rng: random.Random, held_out: bool = False) -> dict:
     """One extraction example: a short paragraph about a person -> JSON of some of its facts.
 
     The paragraph mentions 3 to 8 facts; an instruction that lists fields asks for some of
-    them (the rest are distractors), one that does not asks for all of them.
+    them (the rest are distractors; in training, sometimes only one or two: SHORT_REQUEST),
+    one that does not asks for all of them.
     """
     zh = rng.random() < 0.5
     mentioned = ["name"] + rng.sample(KEY_ORDER[1:], rng.randint(2, 7))
@@ -350,6 +374,10 @@ def person_example(rng: random.Random, held_out: bool = False) -> dict:
     keys = mentioned
     if "{fields}" in instr and len(mentioned) > 3 and rng.random() < 0.7:
         keys = ["name"] + rng.sample([k for k in mentioned if k != "name"], rng.randint(2, len(mentioned) - 2))
+    if not held_out and "{fields}" in instr and rng.random() < SHORT_REQUEST:
+        # one or two keys (training only, so the held-out sets stay as they were)
+        others = [k for k in mentioned if k != "name"]
+        keys = ["name", rng.choice(others)] if rng.random() < 0.75 else [rng.choice(mentioned)]
     keys = [k for k in KEY_ORDER if k in keys]
     system = None
     if rng.random() < 0.4:
@@ -388,13 +416,19 @@ def _made_up_phrasings(rng: random.Random, zh: bool) -> tuple[dict, tuple[list, 
     return facts, ([opener], [])
 
 
-def _paragraph(rng: random.Random, facts: dict, mentioned: list[str], zh: bool, held_out: bool) -> str:
+def _paragraph(rng: random.Random, facts: dict, mentioned: list[str], zh: bool, held_out: bool,
+               generalisation: bool = False) -> str:
     """Say the ``mentioned`` facts (besides the name) in a shuffled order, in one or two
-    sentences; in training, sometimes with made-up words (MADE_UP_PHRASING)."""
+    sentences; in training, sometimes with made-up words (MADE_UP_PHRASING). A held-out
+    paragraph for eval_generalisation (``generalisation``) opens with one of its own openers."""
+    if generalisation and not held_out:
+        raise ValueError("generalisation paragraphs use held-out phrasings: pass held_out=True")
     order = [k for k in mentioned if k != "name"]
     rng.shuffle(order)
     name = facts["name"]
     fact_pools, openers = (ZH_FACTS, ZH_OPENERS) if zh else (EN_FACTS, EN_OPENERS)
+    if generalisation:
+        openers = ([], ZH_GENERALISATION_OPENERS if zh else EN_GENERALISATION_OPENERS)
     if not held_out and rng.random() < MADE_UP_PHRASING:
         made_up, made_up_opener = _made_up_phrasings(rng, zh)
         fact_pools = {k: made_up[k] if rng.random() < 0.6 else pool for k, pool in fact_pools.items()}

@@ -101,9 +101,12 @@ def test_extraction_answers_are_grounded_and_in_key_order(seed, held_out):
     if strict:
         assert body == ex["assistant"], "a strict request must get bare JSON"
     keys = list(answer)
-    assert 3 <= len(keys) <= 8
+    # held-out requests keep 3+ keys (eval_extraction's sets are made as before); training ones
+    # sometimes ask for one or two (make_corpus.SHORT_REQUEST)
+    assert (3 if held_out else 1) <= len(keys) <= 8
     assert keys == [k for k in make_corpus.KEY_ORDER if k in answer]  # fixed order
-    assert make_corpus.is_held_out(answer["name"]) == held_out
+    if "name" in answer:  # (a one-key training answer may ask for another fact alone)
+        assert make_corpus.is_held_out(answer["name"]) == held_out
     for key in ("name", "city", "email", "phone", "occupation"):
         if key in answer:
             assert answer[key] in text  # copied verbatim from the paragraph
@@ -184,8 +187,8 @@ def test_held_out_names_and_phrasings_never_occur_in_training(train):
     held = make_corpus.heldout_extraction_prompts(80, train)
     assert len({ex["user"] for ex in held}) == 80
     assert not {ex["user"] for ex in held} & {ex["user"] for ex in train}
-    train_names = {json.loads(make_corpus.unfence(ex["assistant"]))["name"]
-                   for ex in train if ex["task"] == "extract_person"}
+    train_names = {json.loads(make_corpus.unfence(ex["assistant"])).get("name")
+                   for ex in train if ex["task"] == "extract_person"} - {None}
     held_names = {json.loads(make_corpus.unfence(ex["assistant"]))["name"] for ex in held}
     assert not train_names & held_names
     assert all(make_corpus.is_held_out(n) for n in held_names)
@@ -199,6 +202,29 @@ def test_held_out_names_and_phrasings_never_occur_in_training(train):
                   for _, held_phrases in facts.values() for p in held_phrases]
     train_text = "\n".join(ex["user"] for ex in train if ex["task"] == "extract_person")
     assert not [w for w in held_words if w in train_text]
+
+
+def test_some_training_requests_ask_for_one_or_two_keys(train):
+    """Issue 33: a model that never closed an answer after two keys loops on name+age; the
+    short answers are the keys the instruction lists, in key order, name first when asked."""
+    extract = [ex for ex in train if ex["task"] == "extract_person"]
+    short = [ex for ex in extract if len(json.loads(make_corpus.unfence(ex["assistant"]))) <= 2]
+    assert 0.05 < len(short) / len(extract) < 0.3
+    pairs = [list(json.loads(make_corpus.unfence(ex["assistant"]))) for ex in short]
+    assert ["name", "age"] in pairs and any(len(p) == 1 for p in pairs)
+    for ex, keys in zip(short, pairs):
+        assert make_corpus._join(keys, False) in ex["user"].split("\n", 1)[0]  # the instruction lists them
+
+
+def test_held_out_sets_are_byte_identical_to_before_issue_33():
+    """eval_extraction's held-out sets (the model card's numbers) are the ones measured before
+    the corpus changed: short requests and generalisation openers are never held-out draws."""
+    import hashlib
+    train = make_corpus.make_corpus(20000, seed=1)
+    digests = [hashlib.sha256(json.dumps(held, ensure_ascii=False, sort_keys=True).encode()).hexdigest()[:16]
+               for held in (make_corpus.heldout_extraction_prompts(200, train),
+                            make_corpus.heldout_tool_prompts(100, train))]
+    assert digests == ["520178ec41f95835", "12f93aad229760e0"]
 
 
 def test_held_out_tool_requests_are_not_trained(train):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import sys
 from pathlib import Path
 
@@ -44,8 +45,8 @@ def test_training_names_never_have_a_held_out_signature(zh):
 
 def test_training_corpus_names_are_disjoint_from_held_out_generators():
     corpus = make_corpus.make_corpus(3000, seed=11)
-    names = {json.loads(make_corpus.unfence(ex["assistant"]))["name"]
-             for ex in corpus if ex["task"] == "extract_person"}
+    names = {json.loads(make_corpus.unfence(ex["assistant"])).get("name")
+             for ex in corpus if ex["task"] == "extract_person"} - {None}
     held = {n for g in ng.HELD_OUT_GENERATORS for n in _held_out_names(g, 500)}
     assert names and not names & held
     assert all(ng.held_out_generator(n) is None for n in names)
@@ -79,21 +80,47 @@ def test_the_held_out_extraction_sets_are_made_as_before():
         assert make_corpus.is_held_out(name)
 
 
-def test_generalisation_examples_are_seeded_grounded_and_held_out():
-    a = eval_generalisation.generalisation_examples(5, seed=1)
-    assert a == eval_generalisation.generalisation_examples(5, seed=1)
-    assert a != eval_generalisation.generalisation_examples(5, seed=2)
-    assert len(a) == 5 * len(ng.HELD_OUT_GENERATORS)
+@pytest.mark.parametrize("fields", [["name", "age", "hobbies"], ["age", "name"]])
+def test_generalisation_examples_are_seeded_grounded_and_held_out(fields):
+    a = eval_generalisation.generalisation_examples(40, seed=1, fields=fields)
+    assert a == eval_generalisation.generalisation_examples(40, seed=1, fields=fields)
+    assert a != eval_generalisation.generalisation_examples(40, seed=2, fields=fields)
+    assert len(a) == 40 * len(ng.HELD_OUT_GENERATORS)
     en_openers = make_corpus.EN_OPENERS[0]
+    openers_used = set()
     for ex in a:
         ref = json.loads(ex["assistant"])
-        assert list(ref) == ["name", "age", "hobbies"]
+        assert list(ref) == [k for k in make_corpus.KEY_ORDER if k in fields]
         text = ex["user"].split("\n", 1)[1]
         assert ref["name"] in text
         assert ng.held_out_generator(ref["name"]) is not None
         assert str(ref["age"]) in text or make_corpus.zh_number(ref["age"]) in text
         # the held-out phrasings only: never a training opener
         assert not any(o != "{n}" and text.startswith(o.split("{n}")[0]) for o in en_openers if o.split("{n}")[0])
+        pool = make_corpus.ZH_GENERALISATION_OPENERS if ex["lang"] == "zh" else make_corpus.EN_GENERALISATION_OPENERS
+        opener = [o for o in pool if text.startswith(o.format(n=ref["name"]))]
+        assert opener or text.startswith(ref["name"] + " is a")  # or "NAME is a 41-year-old ..."
+        openers_used.update(opener)
+    # several openers, so a score does not measure one phrase
+    assert openers_used == set(make_corpus.EN_GENERALISATION_OPENERS + make_corpus.ZH_GENERALISATION_OPENERS)
+
+
+def test_generalisation_openers_are_never_trained():
+    corpus = make_corpus.make_corpus(3000, seed=5) + make_corpus.copy_drill_corpus(1000, seed=5)
+    train_text = "\n".join(ex["user"] for ex in corpus)
+    fixed = [o.replace("{n}", "").strip(" ，,") for o in
+             make_corpus.EN_GENERALISATION_OPENERS + make_corpus.ZH_GENERALISATION_OPENERS]
+    assert all(fixed) and not [f for f in fixed if f in train_text]
+    assert not set(make_corpus.EN_GENERALISATION_OPENERS) & set(make_corpus.EN_OPENERS[0])
+    assert not set(make_corpus.ZH_GENERALISATION_OPENERS) & set(make_corpus.ZH_OPENERS[0])
+    with pytest.raises(ValueError, match="held_out=True"):
+        make_corpus._paragraph(random.Random(0), {"name": "Kel"}, ["name"], False, held_out=False, generalisation=True)
+
+
+@pytest.mark.parametrize("fields", [["name"], ["age", "hobbies"], ["name", "age", "shoe size"]])
+def test_generalisation_fields_must_be_known_and_include_name_and_age(fields):
+    with pytest.raises(ValueError, match="must include name and age"):
+        eval_generalisation.generalisation_examples(1, fields=fields)
 
 
 @given(st.lists(st.one_of(st.text(max_size=8), st.integers()), max_size=4), st.integers(0, 30))
@@ -110,7 +137,8 @@ def test_ends_inside_string_agrees_with_json(values, cut):
     except ValueError:
         closes = False
     if closes:
-        assert inside == (prefix.count('"') - prefix.count('\\"') - 2 * prefix.count('\\\\"')) % 2
+        # a quote is a string's edge when an even run of backslashes (maybe none) comes before it
+        assert inside == len(re.findall(r'(?<!\\)(?:\\\\)*"', prefix)) % 2
     assert not eval_generalisation.ends_inside_string(text)
 
 
@@ -126,3 +154,7 @@ def test_loops_and_scoring_of_hand_written_answers():
     assert eval_generalisation.is_loop('{"name": "a\\"', {"type": "length"})
     assert not eval_generalisation.is_loop('{"name": "a"', {"type": "length"})
     assert not eval_generalisation.is_loop('{"name": "a', {"type": "stop"})
+    # asked for name and age only, hobbies are not scored
+    two = [{"generator": "long_cv", "lang": "en", "assistant": '{"name": "Mivazote Kel", "age": 30}'}]
+    row = eval_generalisation.score(two, [('{"name": "Mivazote Kel", "age": 30}', {"type": "stop"})])["long_cv"]
+    assert row == {"lang": "en", "n": 1, "name": 1, "age": 1, "both": 1, "hobbies": 0, "loops": 0}
