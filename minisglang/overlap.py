@@ -241,6 +241,16 @@ class OverlapScheduler(Scheduler):
         if self.forward_thread is not None:
             self.forward_thread.shutdown()
 
+    def abort(self, rid: int, message: str = "aborted by the client") -> bool:
+        """As the plain step: a token sampled before the abort is processed first, so a request
+        that its last token finished (a stop string, say) keeps that finish, as it would have
+        without overlap (where tokens are processed in the step that sampled them)."""
+        for req in self.unprocessed:
+            if req.rid == rid:
+                self.process_tokens([req])
+                break
+        return super().abort(rid, message)
+
     def _finish(self, req: Req) -> None:
         if req in self.unprocessed:   # its last token was sampled before it left: it is output
             self.process_tokens([req])

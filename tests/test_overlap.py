@@ -13,7 +13,7 @@ import re
 import threading
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from test_engine import assert_no_leak
 
@@ -87,6 +87,9 @@ def outcome(reqs) -> list:
                      min_size=1, max_size=7),
        aborts=st.dictionaries(st.integers(0, 6), st.integers(1, 20), max_size=2),
        chunk=st.sampled_from([None, None, 8]))
+# Found by CI: request 5 is aborted in the step after the one that sampled its stop string's
+# last token; overlap had not processed that token yet and reported the abort, not the stop.
+@example(work=[(0, 0, "eos")] * 5 + [(2, 0, "stop")], aborts={0: 1, 5: 5}, chunk=None)
 def test_overlap_gives_the_same_outputs_as_stepping_in_order(eng, work, aborts, chunk):
     """Random arrivals of greedy, constrained, stop-string, EOS-ended and seeded-sampling
     requests, some aborted mid-way, with and without chunked prefill: token for token,
