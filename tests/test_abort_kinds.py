@@ -3,10 +3,10 @@ kind with its own status from one table (server.py `ABORT_ANSWERS`).
 
 The first half triggers each `req.finish("abort", ...)` call site of the engine with a real
 input and checks the kind it gave; the second half checks the HTTP answer for each kind."""
-import threading
 
 import pytest
 from fastapi.testclient import TestClient
+from test_server_faults import gated_compiles
 
 import minisglang as sgl
 from minisglang.constrained.token_fsm import ConstraintError
@@ -135,20 +135,6 @@ def test_each_abort_call_site_gives_its_kind(request, monkeypatch, engine_name, 
     assert "internal" not in reason   # the kind replaced it
     monkeypatch.undo()
     assert submit_and_run(engine, "Hello", {})["type"] in ("length", "stop")   # the engine serves on
-
-
-def gated_compiles(engine):
-    """Hold every compile of a text with "slow" in it until the returned gate is set."""
-    backend, gate = engine.stage.backend, threading.Event()
-    real = backend.compile
-
-    def compile(kind, text):
-        if "slow" in text:
-            gate.wait(30)
-        return real(kind, text)
-
-    backend.compile = compile
-    return gate
 
 
 def test_a_compile_timeout_is_the_grammar_and_one_that_waited_behind_others_is_busy():

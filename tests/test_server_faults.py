@@ -517,6 +517,20 @@ def test_a_server_whose_loop_dies_exits_non_zero(tmp_path):
             proc.wait()
 
 
+def gated_compiles(engine):
+    """Hold every compile of a text with "slow" in it until the returned gate is set."""
+    backend, gate = engine.stage.backend, threading.Event()
+    real = backend.compile
+
+    def compile(kind, text):
+        if "slow" in text:
+            gate.wait(30)
+        return real(kind, text)
+
+    backend.compile = compile
+    return gate
+
+
 def test_compiles_take_turns_by_client_and_one_that_waited_behind_others_is_a_503():
     """Two compile threads, so each client runs at most one compile at a time. Client A's two
     slow compiles (held at a gate) take one thread; client B's trivial regex gets the other at
@@ -524,15 +538,7 @@ def test_compiles_take_turns_by_client_and_one_that_waited_behind_others_is_a_50
     the server was busy, not the grammar slow, so it is a 503 with Retry-After, while A's
     first, which had its thread all along, is a 400."""
     engine = sgl.Engine(stage="s5", compile_timeout=2, compile_workers=2)
-    backend, gate = engine.stage.backend, threading.Event()
-    real_compile = backend.compile
-
-    def gated(kind, text):
-        if "slow" in text:
-            gate.wait(30)
-        return real_compile(kind, text)
-
-    backend.compile = gated
+    gate = gated_compiles(engine)
 
     async def post(http, url, regex, client):
         return await http.post(url + "/v1/completions", headers={"X-Forwarded-For": client},
