@@ -6,11 +6,11 @@ Input: {"tasks": [the tasks whose tests the reference run covers], "mutations": 
 "task", "old", "new"}, ...], "alarm": seconds a test may run (optional, SHORT_ALARM)}; a mutation
 replaces the text `old` by `new` in the task's solution region (the region's body dedented, as
 `minisglang solutions` prints it; `old` must occur exactly once among the task's regions).
-Output: {"results": {id: {"caught": bool, "detail": str, "timed_out": nodeid or null}},
+Output: {"results": {id: {"caught": bool, "detail": str, "timed_out": nodeid or null, "alarm": s}},
 "reference_passes": bool or null, "reference_seconds": {nodeid: seconds of its call}}; caught
-means the task's tests failed (or timed out) on the mutant. A mutant that timed out may leave
-threads or worker processes behind, so the run stops after it: the mutants not in "results" must
-be run again in a fresh process (`run_all` does that).
+means the task's tests failed (or timed out) on the mutant. A mutant that timed out and left
+threads or worker processes behind stops the run: the mutants not in "results" must be run
+again in a fresh process (`run_all` does that).
 
 A mutant is made by recompiling the one function around the region with the changed text
 and swapping its `__code__`, so every reference to the function (methods, imported
@@ -20,12 +20,15 @@ modules are imported once). Between runs the `functools` caches of the tests and
 package are cleared, so nothing computed by one mutant is reused by the next; at the end
 the reference runs once more and must pass, which shows no mutant leaked into the others.
 
-Two things keep this fast without changing a verdict. The tests that caught an earlier mutant
+Four things keep this fast without changing a verdict. The tests that caught an earlier mutant
 run first (with -x a run ends at its first failure, and one task's mistakes are mostly caught
-by the same few tests); order does not change whether some test fails. And a test may run
-SHORT_ALARM seconds, not the grader's 60: a mutant stopped there counts as caught only if the
-reference ran that test at least SLOWER times faster (its time is taken in the closing
-reference run); otherwise `run_all` runs the mutant again with LONG_ALARM.
+by the same few tests); order does not change whether some test fails. Hypothesis does not
+shrink a failing example (shrinking only makes the example smaller; the test fails either way).
+A test may run SHORT_ALARM seconds, not the grader's 60: a mutant stopped there counts as
+caught only if the reference ran that test at least SLOWER times faster (its time is taken in
+the closing reference run); otherwise the mutant runs again with LONG_ALARM, after that
+reference run. And a timed-out mutant ends the process only if it left a thread or a child
+process running (`_settled` waits a few seconds for them): most loops end with the alarm.
 """
 from __future__ import annotations
 
@@ -34,14 +37,17 @@ import functools
 import importlib
 import inspect
 import json
+import multiprocessing
 import re
 import signal
 import sys
 import textwrap
+import threading
+import time
 from pathlib import Path
 
 import pytest
-from hypothesis import settings
+from hypothesis import Phase, settings
 
 from minisglang.checkout import PACKAGE_DIR, BEGIN, all_tasks, find_solution_regions
 
@@ -50,6 +56,7 @@ TESTS = REPO / "tests"
 LONG_ALARM = 60    # the grader's own per-test limit (grading.DEFAULT_TEST_TIMEOUT)
 SHORT_ALARM = 15   # enough for every task test on a loaded machine; a looping mutant stops here
 SLOWER = 5         # a timed-out mutant is caught only if the reference ran that test 5x faster
+SETTLE = 10        # seconds a timed-out mutant's threads and child processes get to end
 
 
 class MutantTimedOut(BaseException):
@@ -220,36 +227,85 @@ def run_tests(tasks: set[str], alarm: int, stop_at_first: bool = True,
     return int(code), timer.fired
 
 
+def _runs_our_code(thread: threading.Thread) -> bool:
+    """Whether a frame of the package or of the tests is on `thread`'s stack. An idle pool
+    worker (waiting on its queue) or tqdm's monitor is parked in library code and cannot
+    touch the next mutant's run."""
+    frame = sys._current_frames().get(thread.ident or -1)
+    while frame is not None:
+        if frame.f_code.co_filename.startswith((str(PACKAGE_DIR), str(TESTS))):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _settled(threads_before: set[threading.Thread]) -> bool:
+    """Whether every thread started since `threads_before` has ended or is parked outside our
+    code, and every child process has ended (waiting up to SETTLE seconds for them): only then
+    can the next mutant run in this process."""
+    deadline = time.monotonic() + SETTLE
+    while time.monotonic() < deadline:
+        busy = [t for t in set(threading.enumerate()) - threads_before if t.is_alive() and _runs_our_code(t)]
+        if not busy and not multiprocessing.active_children():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _run_mutant(m: dict, alarm: int) -> dict:
+    """Apply one mutation, run its task's tests, undo it: its entry of "results"."""
+    try:
+        func, code = make_mutant(m["task"], m["old"], m["new"])
+    except (ValueError, KeyError) as e:
+        return {"caught": False, "detail": f"does not apply: {e}", "timed_out": None, "alarm": alarm}
+    original = func.__code__
+    func.__code__ = code
+    try:
+        status, timed_out = run_tests({m["task"]}, alarm)
+    finally:
+        func.__code__ = original
+    detail = f"pytest exit status {status}" + (f" (timed out after {alarm} s in {timed_out})" if timed_out else "")
+    return {"caught": status == 1, "timed_out": timed_out, "alarm": alarm, "detail": detail}
+
+
+def _slow_on_the_reference(result: dict, seconds: dict[str, float]) -> bool:
+    """A mutant stopped by the short alarm on a test the reference does not run SLOWER times faster."""
+    test = result["timed_out"]
+    return test is not None and not seconds.get(test, SHORT_ALARM) * SLOWER < SHORT_ALARM
+
+
 def main() -> int:
     job = json.load(sys.stdin)
     mutations, alarm = job["mutations"], int(job.get("alarm", SHORT_ALARM))
     # No example database: a failure one mutant found must not be replayed against the next.
-    settings.register_profile("mutants", database=None, derandomize=True, deadline=None)
+    settings.register_profile("mutants", database=None, derandomize=True, deadline=None,
+                              phases=[Phase.explicit, Phase.generate])
     results, reference, durations = {}, None, _Durations()
+    threads_before = set(threading.enumerate())
     real_stdout = sys.stdout
     sys.stdout = sys.stderr   # pytest's report goes to stderr; stdout carries the JSON
     try:
-        timed_out = None
+        unsettled = False
         for m in mutations:
-            try:
-                func, code = make_mutant(m["task"], m["old"], m["new"])
-            except (ValueError, KeyError) as e:
-                results[m["id"]] = {"caught": False, "detail": f"does not apply: {e}", "timed_out": None}
-                continue
-            original = func.__code__
-            func.__code__ = code
-            try:
-                status, timed_out = run_tests({m["task"]}, alarm)
-            finally:
-                func.__code__ = original
-            results[m["id"]] = {"caught": status == 1, "timed_out": timed_out,
-                                "detail": f"pytest exit status {status}"
-                                + (f" (timed out after {alarm} s in {timed_out})" if timed_out else "")}
-            if timed_out:
+            results[m["id"]] = _run_mutant(m, alarm)
+            if results[m["id"]]["timed_out"] and not _settled(threads_before):
+                unsettled = True
                 break
-        if not timed_out:
+        if not unsettled:
             status, timed_out = run_tests(set(job["tasks"]), LONG_ALARM, stop_at_first=False, durations=durations)
             reference = status == 0 and not timed_out
+            again = [m for m in mutations if alarm < LONG_ALARM and m["id"] in results
+                     and _slow_on_the_reference(results[m["id"]], durations.seconds)]
+            for m in again:   # the long alarm, then the reference once more
+                del results[m["id"]]
+                results[m["id"]] = _run_mutant(m, LONG_ALARM)
+                if results[m["id"]]["timed_out"] and not _settled(threads_before):
+                    reference = None
+                    break
+            else:
+                if again:
+                    status, timed_out = run_tests(set(job["tasks"]), LONG_ALARM, stop_at_first=False)
+                    reference = reference and status == 0 and not timed_out
     finally:
         sys.stdout = real_stdout
     print(json.dumps({"results": results, "reference_passes": reference, "reference_seconds": durations.seconds}))
@@ -289,8 +345,7 @@ def run_all(mutations: list[dict], timeout: float = 900) -> tuple[dict, list[boo
         if alarm == LONG_ALARM:
             break
         for id_, r in list(results.items()):   # stopped early on a test the reference also finds slow?
-            test = r["timed_out"]
-            if test is not None and not seconds.get(test, SHORT_ALARM) * SLOWER < SHORT_ALARM:
+            if r["alarm"] == SHORT_ALARM and _slow_on_the_reference(r, seconds):
                 del results[id_]
     return results, references
 

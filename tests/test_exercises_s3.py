@@ -43,9 +43,22 @@ def stage():
     st.shutdown()
 
 
+GATES: list[threading.Event] = []
+
+
+@pytest.fixture(autouse=True)
+def open_every_gate_after_the_test():
+    """A test stopped half-way (a failed assertion, the mutant runner's alarm) still lets its
+    gated compiles finish, so no compile thread waits on into the next test."""
+    yield
+    while GATES:
+        GATES.pop().set()
+
+
 def gate(cache: FSMCache, regex: str) -> threading.Event:
     """Make the compile of `regex` wait until the returned event is set."""
     opened = threading.Event()
+    GATES.append(opened)
     real = cache.compile_index
 
     def gated(r):
