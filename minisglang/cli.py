@@ -88,29 +88,80 @@ def cmd_fsm_allowed(args) -> int:
     return 0
 
 
-def cmd_viz(args) -> int:
-    """Draw a regex's automaton: character DFA, token-level FSM, or compressed (jump) FSM."""
+def _layout(args):
+    """The drawing's layout options from the command line (the defaults fit a slide)."""
+    from .drawings.layout import Layout
+
+    wrap: int | str | None = args.wrap
+    if wrap == "none":
+        wrap = None
+    elif wrap != "slide":
+        if not str(wrap).isdigit():
+            raise ValueError(f"--wrap takes a width in px, 'slide' or 'none', not {wrap!r}")
+        wrap = int(str(wrap))
+    direction = args.direction or ("TB" if args.kind == "radix" else "LR")   # a tree reads downwards
+    return Layout(rankdir=direction, wrap_px=wrap, font_px=args.font_px)
+
+
+def _radix_dot(args, layout) -> str:
+    """Run each --prompt greedily (under the regex, if one is given) on a fresh engine and
+    draw its radix cache, one box per token."""
+    from .drawings.radix import radix_tokens_dot
+    from .engine import Engine
+
+    if not args.prompt:
+        raise ValueError("--kind radix needs at least one --prompt to run (the tree is what the prompts leave)")
+    engine = Engine(model_path=args.model_path, stage=args.stage or "s4")
+    try:
+        params = {"temperature": 0, "max_new_tokens": args.max_new_tokens}
+        if args.regex:
+            params["regex"] = args.regex
+        for prompt in args.prompt:
+            engine.generate(prompt, params)
+        return radix_tokens_dot(engine.scheduler.tree_cache, engine.tokenizer, layout=layout)
+    finally:
+        engine.shutdown()
+
+
+def _automaton_dot(args, layout) -> str:
+    """The DOT text of args.regex's automaton of the kind asked for."""
     from .constrained.regex_dfa import ByteDFA, compile_regex
-    from .drawings.render import Drawing
 
     dfa = compile_regex(args.regex)
     if args.kind == "char":
         from .drawings.fsm import char_dfa_dot
 
-        dot = char_dfa_dot(dfa)
-    elif args.kind == "token":
+        return char_dfa_dot(dfa, layout)
+    if args.kind == "token":
         from . import DEFAULT_MODEL_PATH
         from .constrained.token_index import build_index_fast
         from .drawings.fsm import token_fsm_dot
         from .tokenizer import Tokenizer
 
         tok = Tokenizer.from_pretrained(args.model_path or DEFAULT_MODEL_PATH)
-        dot = token_fsm_dot(build_index_fast(ByteDFA.from_char_dfa(dfa), tok.token_bytes, tok.eos_token_id), tok)
-    else:
-        from .constrained.jump_forward import JumpForwardMap
-        from .drawings.compressed import compressed_fsm_dot
+        index = build_index_fast(ByteDFA.from_char_dfa(dfa), tok.token_bytes, tok.eos_token_id)
+        return token_fsm_dot(index, tok, layout=layout)
+    from .constrained.jump_forward import JumpForwardMap
+    from .drawings.compressed import compressed_fsm_dot
 
-        dot = compressed_fsm_dot(dfa, JumpForwardMap.build(dfa, ByteDFA.from_char_dfa(dfa)))
+    return compressed_fsm_dot(dfa, JumpForwardMap.build(dfa, ByteDFA.from_char_dfa(dfa)), layout)
+
+
+def cmd_viz(args) -> int:
+    """Draw a regex's automaton (character DFA, token-level FSM, or compressed jump FSM),
+    or the radix cache some prompts leave behind, laid out for a slide."""
+    from .drawings.render import Drawing
+
+    try:
+        layout = _layout(args)
+        if args.kind == "radix":
+            dot = _radix_dot(args, layout)
+        elif args.regex is None:
+            raise ValueError(f"--kind {args.kind} draws a regex: give one (minisglang viz REGEX --kind {args.kind})")
+        else:
+            dot = _automaton_dot(args, layout)
+    except ValueError as e:
+        return _user_error(e)
     if args.output:
         Drawing(dot).save(args.output)
         print(f"wrote {args.output}")
@@ -234,11 +285,21 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("stages", help="list the stages")
     s.set_defaults(func=cmd_stages)
 
-    v = sub.add_parser("viz", help="draw a regex's automaton (DOT text, or a file with -o)")
-    v.add_argument("regex")
-    v.add_argument("--kind", choices=["char", "token", "compressed"], default="char")
+    v = sub.add_parser("viz", help="draw a regex's automaton, or a radix cache (DOT text, or a file with -o)")
+    v.add_argument("regex", nargs="?", default=None,
+                   help="the regex to draw (with --kind radix: the constraint the prompts run under, if any)")
+    v.add_argument("--kind", choices=["char", "token", "compressed", "radix"], default="char")
     v.add_argument("-o", "--output", help="FILE.svg / .png / .pdf (default: print DOT)")
-    v.add_argument("--model-path", default=None, help="tokenizer for --kind token (default: bundled)")
+    v.add_argument("--model-path", default=None, help="tokenizer (and model, for --kind radix) (default: bundled)")
+    v.add_argument("--direction", choices=["LR", "TB"], default=None,
+                   help="rows left to right, or columns top to bottom (default: LR; radix: TB)")
+    v.add_argument("--wrap", default="slide", metavar="PX|slide|none",
+                   help="wrap rows at this many px (default: fit a 1920x1080 slide; none: one long row)")
+    v.add_argument("--font-px", type=float, default=18.0, help="text height in px at 96 dpi (default 18)")
+    v.add_argument("--prompt", action="append", default=[],
+                   help="--kind radix: a prompt to run greedily first (repeat for several)")
+    v.add_argument("--stage", default=None, help="--kind radix: the engine's stage (default s4: jump-forward)")
+    v.add_argument("--max-new-tokens", type=int, default=40, help="--kind radix: per prompt (default 40)")
     v.set_defaults(func=cmd_viz)
 
     c = sub.add_parser("checkout", help="write a standalone copy of the engine as of a stage")

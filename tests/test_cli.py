@@ -48,6 +48,17 @@ def test_generate_constrained_and_bad_regex():
     assert "(unclosed" in bad.stderr
 
 
+@pytest.mark.parametrize("stage", ["s3", "s6"])
+def test_generate_exits_without_leak_reports(stage):
+    """Nothing after the answer but its meta line: no `nanobind: leaked ...` (triton, once
+    imported by the model's meta-device init) and no resource tracker's leaked semaphore
+    (tqdm's lock in the s3 compile workers), which a class would see at every exit."""
+    out = run("generate", "Name:", "--stage", stage, "--regex", "[A-Z][a-z]{2,5}", "--max-new-tokens", "8")
+    assert out.returncode == 0, out.stderr
+    assert "leaked" not in out.stderr and "Traceback" not in out.stderr, out.stderr
+    assert out.stderr.rstrip().splitlines()[-1].startswith('{"id"'), out.stderr
+
+
 def test_serve_passes_the_engine_options_it_is_given(monkeypatch):
     """`serve`'s engine flags reach the Engine (the ones not given keep the Engine's defaults),
     and the Engine refuses a bad value with its own message."""

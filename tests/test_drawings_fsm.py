@@ -12,7 +12,8 @@ from minisglang.constrained.token_index import LazyTokenIndex, build_index_fast
 from minisglang.drawings import Drawing, GraphvizNotFoundError, char_dfa_dot, dot_escape, render_dot, token_fsm_dot
 from minisglang.drawings import render as render_module
 
-EDGE = re.compile(r'^  (\d+) -> (\d+) \[label="((?:[^"\\]|\\.)*)"\];$', re.M)
+# (a wrapped drawing's edge into a later row ends at a dashed copy, c<row>_<state>)
+EDGE = re.compile(r'^  (\d+) -> (?:c\d+_)?(\d+) \[label="((?:[^"\\]|\\.)*)"\];$', re.M)
 NODE = re.compile(r"^  (\d+) \[shape=(circle|doublecircle), label=\"\d+\"\];$", re.M)
 
 

@@ -37,12 +37,14 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from .fsm_arrays import Arrays, compile_arrays, fsm_from_arrays
 from .fsm_disk import FSMDiskCache
 from .regex_dfa import shown_regex
 from .token_fsm import ConstraintError, TokenFSM, Vocabulary
 from .token_index import vocab_trie
+from .worker_start import start_worker
 
 try:
     import resource  # Unix only
@@ -130,6 +132,10 @@ def _serve(conn: Connection, vocab: VocabularyBytes, settings: CompileSettings, 
         os.nice(settings.nice)
     if settings.memory_bytes and resource is not None:
         resource.setrlimit(resource.RLIMIT_AS, (settings.memory_bytes, settings.memory_bytes))
+    # tqdm (token_index's progress bars, off here) would make a multiprocessing lock: a
+    # named semaphore that a worker stopped at shutdown never unlinks, and the resource
+    # tracker reports as "leaked" when the script exits. A thread lock is all we need.
+    tqdm.set_lock(threading.RLock())
     vocab_trie(vocab.token_bytes)
     try:
         _answer(conn, vocab, settings, reply_dir)
@@ -166,7 +172,7 @@ class _Worker:
         self.conn, child = context.Pipe()
         self.process = context.Process(target=_serve, args=(child, vocab, settings, reply_dir),
                                        name="minisglang-compile", daemon=True)
-        self.process.start()
+        start_worker(self.process)   # (without re-running the user's script: worker_start.py)
         child.close()
         self.ready = False
         self.stopping = threading.Lock()   # a timeout's replacement and shutdown may race to stop it

@@ -27,6 +27,7 @@ from .compile_service import CompileTimeout
 from .json_schema import build_regex_from_schema
 from .token_fsm import ConstraintError
 from .work_slices import checkpoint
+from .worker_start import start_worker
 
 try:
     import resource  # Unix only
@@ -89,7 +90,7 @@ def schema_regex_in_process(schema: str, options: dict[str, Any], timeout: float
     parent, child = context.Pipe(duplex=False)
     process = context.Process(target=_child, args=(child, schema, options, memory_bytes, nice),
                               name="minisglang-schema", daemon=True)
-    process.start()
+    start_worker(process)   # (without re-running the user's script: worker_start.py)
     child.close()
     stop = time.monotonic() + timeout
     try:

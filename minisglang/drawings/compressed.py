@@ -12,7 +12,8 @@ from __future__ import annotations
 from minisglang.constrained.jump_forward import JumpForwardMap
 from minisglang.constrained.regex_dfa import CharClass, CharDFA, shown_regex
 from minisglang.drawings.fsm import _states, class_label, header
-from minisglang.drawings.render import Layout, dot_escape, show_text
+from minisglang.drawings.layout import Layout
+from minisglang.drawings.render import dot_escape, show_text
 
 
 def compressed_fsm_dot(dfa: CharDFA, jump_map: JumpForwardMap, layout: Layout = Layout(),
@@ -43,10 +44,12 @@ def compressed_fsm_dot(dfa: CharDFA, jump_map: JumpForwardMap, layout: Layout = 
     kept = {dfa.initial} | {state for src, dst, _ in edges for state in (src, dst)}
 
     title = title or f"regex: {dfa.pattern}  (compressed: {len(kept)} of {dfa.num_states} states)"
-    placement = layout.place(dfa.initial, [(src, dst) for src, dst, _ in edges], sorted(kept))
+    labels = {(src, dst): show_text(text) for src, text, dst in chains}
+    labels.update({pair: class_label(c) for pair, c in merged.items()})
+    placement = layout.place(dfa.initial, [(src, dst) for src, dst, _ in edges], sorted(kept), labels)
     lines = header("compressed_fsm", title, placement)
-    lines += _states(sorted(kept), dfa.initial, dfa.finals)
+    lines += _states(sorted(kept), dfa.initial, dfa.finals, placement)
     for src, dst, attrs in sorted(edges):
-        lines.append(f"  {src} -> {dst} [{attrs}{placement.edge_attrs(src, dst)}];")
+        lines.append(f"  {src} -> {placement.target(src, dst)} [{attrs}];")
     lines.append("}")
     return "\n".join(lines) + "\n"

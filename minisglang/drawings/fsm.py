@@ -8,7 +8,8 @@ Wrap the text in `minisglang.drawings.Drawing` to see or save it.
 from __future__ import annotations
 
 from minisglang.constrained.regex_dfa import CharClass, CharDFA
-from minisglang.drawings.render import Layout, Placement, dot_escape, show_char, show_text
+from minisglang.drawings.layout import Layout, Placement
+from minisglang.drawings.render import dot_escape, show_char, show_text
 
 _HEADER = [
     '  node [shape=circle, fontname="Helvetica"];',
@@ -22,12 +23,12 @@ def header(name: str, title: str, placement: Placement) -> list[str]:
     return [f"digraph {name} {{", f'  label="{dot_escape(title)}";', "  labelloc=t;", *_HEADER, *placement.lines]
 
 
-def _states(num_or_ids, initial: int, finals) -> list[str]:
+def _states(num_or_ids, initial: int, finals, placement: Placement) -> list[str]:
     lines = [f"  __start -> {initial};"]
     for s in num_or_ids:
         shape = "doublecircle" if s in finals else "circle"
         lines.append(f'  {s} [shape={shape}, label="{s}"];')
-    return lines
+    return lines + placement.copy_lines(finals)
 
 
 def class_label(char_class: CharClass) -> str:
@@ -46,12 +47,12 @@ def char_dfa_dot(dfa: CharDFA, layout: Layout = Layout(), title: str | None = No
     for src in range(dfa.num_states):
         for char_class, dst in dfa.transitions[src].items():
             edges[src, dst] = edges[src, dst].union(char_class) if (src, dst) in edges else char_class
-    placement = layout.place(dfa.initial, list(edges), list(range(dfa.num_states)))
+    labels = {pair: class_label(char_class) for pair, char_class in edges.items()}
+    placement = layout.place(dfa.initial, list(edges), list(range(dfa.num_states)), labels)
     lines = header("char_dfa", title or f"regex: {dfa.pattern}", placement)
-    lines += _states(range(dfa.num_states), dfa.initial, dfa.finals)
-    for (src, dst), char_class in edges.items():
-        label = dot_escape(class_label(char_class))
-        lines.append(f'  {src} -> {dst} [label="{label}"{placement.edge_attrs(src, dst)}];')
+    lines += _states(range(dfa.num_states), dfa.initial, dfa.finals, placement)
+    for (src, dst), label in labels.items():
+        lines.append(f'  {src} -> {placement.target(src, dst)} [label="{dot_escape(label)}"];')
     lines.append("}")
     return "\n".join(lines) + "\n"
 
@@ -84,16 +85,19 @@ def token_fsm_dot(index, tokenizer, max_tokens_per_edge: int = 6, max_edges: int
     states = set(index.state_to_tokens) | {dst for _, dst in edges}  # lazy: + not yet visited
     pairs = sorted(edges)
     title = title or f"token FSM: {len(states)} states, {len(pairs)} edges (EOS not drawn)"
-    placement = layout.place(index.initial_state, pairs, sorted(states))
-    lines = header("token_fsm", title, placement)
-    lines += _states(sorted(states), index.initial_state, index.final_states)
+    shown: dict[tuple[int, int], list[str]] = {}
     for src, dst in pairs[:max_edges]:
         tokens = sorted(edges[src, dst])
-        shown = [_token_text(tokenizer, t) for t in tokens[:max_tokens_per_edge]]
+        shown[src, dst] = [_token_text(tokenizer, t) for t in tokens[:max_tokens_per_edge]]
         if len(tokens) > max_tokens_per_edge:
-            shown.append(f"… +{len(tokens) - max_tokens_per_edge} more")
-        label = "\\n".join(dot_escape(text) for text in shown)  # \n: a line break inside DOT
-        lines.append(f'  {src} -> {dst} [label="{label}"{placement.edge_attrs(src, dst)}];')
+            shown[src, dst].append(f"… +{len(tokens) - max_tokens_per_edge} more")
+    placement = layout.place(index.initial_state, pairs[:max_edges], sorted(states),
+                             {pair: "\n".join(texts) for pair, texts in shown.items()})
+    lines = header("token_fsm", title, placement)
+    lines += _states(sorted(states), index.initial_state, index.final_states, placement)
+    for src, dst in pairs[:max_edges]:
+        label = "\\n".join(dot_escape(text) for text in shown[src, dst])  # \n: a line break inside DOT
+        lines.append(f'  {src} -> {placement.target(src, dst)} [label="{label}"];')
     if len(pairs) > max_edges:
         lines.append(f'  __more [shape=note, label="… +{len(pairs) - max_edges} more edges"];')
     lines.append("}")

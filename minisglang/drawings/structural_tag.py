@@ -20,6 +20,7 @@ Wrap the text in `minisglang.drawings.Drawing` to see or save it.
 from __future__ import annotations
 
 from minisglang.constrained.structural_tag import FreeText, StructuralTag
+from minisglang.drawings.layout import Layout
 from minisglang.drawings.render import dot_escape, show_text
 
 
@@ -30,9 +31,11 @@ def _chars_label(chars: list[str]) -> str:
     return "[" + "".join(show_text(c)[1:-1] for c in sorted(chars)) + "]"
 
 
-def structural_tag_dot(tag: StructuralTag, names: list[str] | None = None, title: str | None = None) -> str:
+def structural_tag_dot(tag: StructuralTag, names: list[str] | None = None, title: str | None = None,
+                       layout: Layout = Layout()) -> str:
     """DOT text for `tag`'s automaton (see the module doc). `names[k]` labels structure k's
-    JSON box (default: "JSON under schema k"); `title` defaults to the flags."""
+    JSON box (default: "JSON under schema k"); `title` defaults to the flags; `layout`
+    gives the direction and the font size (the drawing is small: it does not wrap)."""
     free = FreeText(tag.triggers)
     names = names or [f"schema {k}" for k in range(len(tag.structures))]
     if len(names) != len(tag.structures):
@@ -40,9 +43,9 @@ def structural_tag_dot(tag: StructuralTag, names: list[str] | None = None, title
     flags = [f for f in ("at_least_one", "stop_after_first") if getattr(tag, f)]
     title = title or ("structural tag, triggers " + ", ".join(show_text(t) for t in tag.triggers)
                       + (f" ({', '.join(flags)})" if flags else ""))
-    lines = ["digraph structural_tag {", f'  label="{dot_escape(title)}";', "  labelloc=t;", "  rankdir=LR;",
-             '  node [fontname="Helvetica", fontsize=12];', '  edge [fontname="Helvetica", fontsize=11];',
-             "  __start [shape=point];"]
+    lines = ["digraph structural_tag {", f'  label="{dot_escape(title)}";', "  labelloc=t;",
+             f"  rankdir={layout.rankdir};", *layout.font_lines(),
+             '  node [fontname="Helvetica"];', '  edge [fontname="Helvetica"];', "  __start [shape=point];"]
     # Free text: the prefix states, where the output may end (a prefix of a trigger may
     # end it too). Under at_least_one they are reached only after a tag; under
     # stop_after_first a tag leads to "done" instead; with both, there is no free text.

@@ -249,7 +249,11 @@ class LlamaModel(nn.Module):
     def __init__(self, config: ModelConfig, attention_dtype: torch.dtype):
         super().__init__()
         self.config = config
-        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
+        # No random init (the loader fills every weight): under the loader's meta device,
+        # Embedding's normal_ init imports torch._dynamo and with it triton, whose nanobind
+        # objects are then reported as "nanobind: leaked ..." at every exit.
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size,
+                                         _weight=torch.empty(config.vocab_size, config.hidden_size))
         self.layers = nn.ModuleList(
             LlamaDecoderLayer(config, i, attention_dtype) for i in range(config.num_layers)
         )
