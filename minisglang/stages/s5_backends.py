@@ -190,8 +190,10 @@ class BackendOptions(StageOptions):
     max_pending_compiles: int = 64          # distinct compiles waited on at once
     max_entries: int = 128                  # compiled grammars kept in memory ...
     # ... and at most this many bytes of them, measured again as lazy grammars grow (`trim`):
-    # 128 MiB, so a server's memory comes back near its start after hostile grammars
-    grammar_cache_bytes: int | None = 128 << 20
+    # 48 MiB, so a server's memory comes back near its start after hostile grammars (four
+    # `([\s\S]*[aeiou][\s\S]{N}){6}` grammars grow 40-60 MB each in 64 tokens: at 128 MiB
+    # two of them stayed, and RSS ended 32% over its start; at 48 MiB, 15%)
+    grammar_cache_bytes: int | None = 48 << 20
     compile_workers: int = 2                # compiles at once
     json_whitespace: str | None = None      # whitespace allowed between JSON tokens (regex)
     # our JSON Schema compiler's other choices (constrained/json_schema.py SchemaOptions:
