@@ -170,6 +170,9 @@ class Scheduler:
         self.forward_counts = {"prefill": 0, "decode": 0, "mixed": 0}
         self.totals = SchedulerTotals()
         self.trace: collections.deque[dict[str, Any]] = collections.deque(maxlen=config.trace_limit)
+        # A step view's recorder (minisglang/stepview): called around the mask and for each
+        # token, it adds detail events to `trace`; None (the default) costs one check per hook.
+        self.step_recorder: Any = None
 
     # ------------------------------------------------------------------ requests in/out
     def add_request(self, req: Req) -> None:
@@ -321,6 +324,8 @@ class Scheduler:
         for req in list(self.running):
             try:
                 for r in self.stage.before_decode([req]):
+                    if self.step_recorder is not None:
+                        self.step_recorder.jump(r.req, r.new_output_ids)
                     self.readmit(r.req, r.new_output_ids)
             except Exception as e:   # a re-admission cut short may have left it in no queue
                 self.abort_for_error([req], "preparing the decode batch", e, hook=3)
@@ -369,6 +374,9 @@ class Scheduler:
     def sample(self, batch: ScheduledBatch, logits: torch.Tensor) -> list[int]:
         """Mask (hook 4), then sample one token per request; -1 for a request the mask aborted."""
         logits = logits.float()
+        recorder = self.step_recorder
+        if recorder is not None:
+            recorder.before_mask(logits, batch.reqs)
         try:
             self.stage.mask_logits(logits, batch.reqs)
         except Exception:
@@ -381,6 +389,8 @@ class Scheduler:
                     self.stage.mask_logits(logits[i:i + 1], [req])
                 except Exception as e:
                     self.abort_for_error([req], "masking its logits", e, hook=4)
+        if recorder is not None:
+            recorder.after_mask(logits, batch.reqs)
         live = [i for i, r in enumerate(batch.reqs) if not r.finished]
         ids = [-1] * len(batch.reqs)
         if live:
@@ -413,6 +423,8 @@ class Scheduler:
         req.sampled_tokens += 1
         if req.first_token_time is None:
             req.first_token_time = time.perf_counter()
+        if self.step_recorder is not None:
+            self.step_recorder.token(req, tok)
 
     def process_token(self, req: Req, tok: int) -> None:
         """Hook 5, the text and the finish conditions for `req`'s newest token `tok` (s7's
