@@ -219,7 +219,7 @@ class TraceStep:
 class TraceEvent:
     """Something that happened to the request between steps, before step `before_step`:
     "admit" (prefix_len: tokens the radix tree supplied), "jump" (forced text, the re-cut
-    seam: from output token `at` on, the `old` token texts became the `new` ones),
+    seam: from output token `at` on, the `old` token texts (ids `old_ids`) became the `new` ones),
     "drafts" (s7: proposed, accepted, rejected), "sit_out", "finish" (reason), "error"."""
 
     kind: str
@@ -292,7 +292,7 @@ class Trace:
                 head = [t for t, _ in tokens[:at]]
                 forced = texts.join(head + new)[len(texts.join(head + old)):]
                 info = {"forced": forced, "at": at, "old": [texts.one(t) for t in old],
-                        "new": [texts.one(t) for t in new]}
+                        "new": [texts.one(t) for t in new], "old_ids": old, "new_ids": new}
                 tokens = tokens[:at] + [(t, "jumped") for t in new]
                 kind = "jump"
             elif kind == "drafts":
