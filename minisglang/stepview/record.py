@@ -31,6 +31,12 @@ def view_temperature(req: Req) -> float:
     return 1.0 if is_greedy(req) else req.sampling_params.temperature
 
 
+def scaled(row: torch.Tensor, temperature: float) -> torch.Tensor:
+    """One row of logits as float32, divided by the temperature (no copy at T=1 when float)."""
+    row = row.float()
+    return row if temperature == 1.0 else row / temperature
+
+
 def log_mass(rows: torch.Tensor, temperatures: torch.Tensor) -> torch.Tensor:
     """log of the total probability mass of each row's logits at its temperature, before
     normalising: rows [B, V], temperatures [B] -> [B]. The mass a mask keeps is
@@ -100,11 +106,11 @@ class StepRecorder:
                 self._before[req.rid], self._pending[req.rid] = [], []
                 self.grammars.setdefault(req.rid, req.grammar)
             t = view_temperature(req)
-            probs = torch.softmax(logits[i].float() / t, dim=-1)
-            top = torch.topk(probs, min(self.top_k, probs.numel()))
-            self._before[req.rid].append({"top": list(zip(top.indices.tolist(), top.values.tolist())),
-                                          "log_mass": float(torch.logsumexp(logits[i].float() / t, dim=-1)),
-                                          "temperature": t})
+            logp = torch.log_softmax(scaled(logits[i], t), dim=-1)
+            top = torch.topk(logp, min(self.top_k, logp.numel()))
+            self._before[req.rid].append({"ids": top.indices, "top": list(zip(top.indices.tolist(),
+                                                                            top.values.exp().tolist())),
+                                          "logp": logp, "temperature": t})
 
     def after_mask(self, logits: torch.Tensor, reqs: list[Req], drafts: list[int] | None = None) -> None:
         """Pair each kept row with what the mask did: allowed count, mass kept, top-k after."""
@@ -112,23 +118,32 @@ class StepRecorder:
             before = self._before.get(req.rid)
             if req.rid not in self.watched or not before:
                 continue
-            row = logits[i].float()
             position = len(self._pending[req.rid])   # 0, but at s7's later verify positions
             b = before[position]
-            allowed = torch.isfinite(row)
             t = b["temperature"]
-            kept = float(torch.exp(torch.logsumexp(row / t, dim=-1) - b["log_mass"])) if bool(allowed.any()) else 0.0
-            probs = torch.softmax(row / t, dim=-1)
-            top_after = torch.topk(probs, min(self.top_k, probs.numel()))
+            logp = torch.log_softmax(scaled(logits[i], t), dim=-1)
+            forbidden = int(torch.count_nonzero(torch.isneginf(logp)))
+            allowed = logp.numel() - forbidden
+            top_allowed = torch.isfinite(logp[b["ids"].to(logp.device)]).tolist()
+            if all(top_allowed):   # the mask kept the k favourites: they are the top after it too
+                top_after = torch.topk(logp[b["ids"].to(logp.device)], len(top_allowed))
+                after_ids = b["ids"][top_after.indices.to(b["ids"].device)].tolist()
+            else:
+                top_after = torch.topk(logp, min(self.top_k, logp.numel()))
+                after_ids = top_after.indices.tolist()
+            # Masking zeroes the forbidden tokens and renormalises: at any allowed token j,
+            # p_after(j) = p_before(j) / mass, so one allowed token gives the mass kept.
+            best = after_ids[0]
+            kept = float((b["logp"][best] - logp[best].to(b["logp"].device)).exp()) if allowed else 0.0
+            probs_after = top_after.values.exp().tolist() if allowed else []
             grammar = req.grammar
             state = grammar_state(grammar)
             if position:
                 state = state_after(grammar, state, (drafts or [])[:position])
             self._pending[req.rid].append({
-                "state": state, "allowed": int(allowed.sum()), "vocab": int(row.numel()), "mass": kept,
-                "temperature": t, "top": [[tok, p, bool(allowed[tok])] for tok, p in b["top"]],
-                "top_after": [[tok, p] for tok, p in zip(top_after.indices.tolist(), top_after.values.tolist())
-                              if p > 0]})
+                "state": state, "allowed": allowed, "vocab": int(logp.numel()), "mass": kept, "temperature": t,
+                "top": [[tok, p, ok] for (tok, p), ok in zip(b["top"], top_allowed)],
+                "top_after": [[tok, p] for tok, p in zip(after_ids, probs_after) if p > 0]})
         if drafts is not None and reqs and reqs[0].rid in self.watched:
             self.scheduler.record_event("drafts", reqs[0], proposed=list(drafts))
 
@@ -261,6 +276,7 @@ class Trace:
         steps: list[TraceStep] = []
         out: list[TraceEvent] = []
         tokens: list[tuple[int, str]] = []    # (id, how) of the output so far
+        data = bytearray()                     # and its bytes
         stop = None
         for e in events:
             kind = e["event"]
@@ -276,15 +292,15 @@ class Trace:
                 if how == "sampled" and e.get("allowed") == 1:
                     how = "forced"
                 tokens.append((e["token"], how))
-                ids = [t for t, _ in tokens]
+                data += tokenizer.decode_bytes([e["token"]])
                 steps.append(TraceStep(
                     index=len(steps), engine_step=e["step"], state=e.get("state"),
                     allowed=e.get("allowed", 0), vocab=e.get("vocab", 0), mass=e.get("mass", 1.0),
                     temperature=e.get("temperature", 1.0),
                     top=[TopToken(t, texts.one(t), p, a) for t, p, a in e.get("top", [])],
                     top_after=[TopToken(t, texts.one(t), p) for t, p in e.get("top_after", [])],
-                    token=e["token"], token_text=texts.one(e["token"]), how=how, text=texts.join(ids),
-                    special=texts.special(e["token"])))
+                    token=e["token"], token_text=texts.one(e["token"]), how=how,
+                    text=data.decode("utf-8", errors="replace"), special=texts.special(e["token"])))
                 continue
             info = {k: v for k, v in e.items() if k not in ("step", "event", "rid")}
             if kind == "jump_forward":
@@ -294,6 +310,7 @@ class Trace:
                 info = {"forced": forced, "at": at, "old": [texts.one(t) for t in old],
                         "new": [texts.one(t) for t in new], "old_ids": old, "new_ids": new}
                 tokens = tokens[:at] + [(t, "jumped") for t in new]
+                data = bytearray(tokenizer.decode_bytes([t for t, _ in tokens]))
                 kind = "jump"
             elif kind == "drafts":
                 info = {"proposed": info["proposed"], "proposed_text": [texts.one(t) for t in info["proposed"]],
