@@ -15,13 +15,20 @@ with top-10 per step. Measured:
   recording off. On a machine shared with other jobs the wall-clock slowdown above
   moves by more than the recorder costs; this share is the steadier reading.
 
-    python benchmarks/bench_trace.py [--tokens 200] [--repeats 5]
+And a runaway, step by step (`--part runaway`, chapter 06 section 5c): the bundled model,
+free whitespace (`json_whitespace="[ \\n\\t]*"`), the schema with keys it never saw and the
+32 prompts of bench_production.py's whitespace part at temperature 0.7; the answer with
+the longest whitespace run is traced again, and its steps are split into the whitespace
+run and the rest, with the mass the mask kept in each.
 
-Prints the table; writes benchmarks/results/trace.md.
+    python benchmarks/bench_trace.py [--part cost|runaway|all] [--tokens 200] [--repeats 5]
+
+Prints the tables; writes their sections of benchmarks/results/trace.md.
 """
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
 import statistics
 import sys
@@ -32,8 +39,9 @@ from pathlib import Path
 import minisglang
 from minisglang.engine import Engine
 
-from _results import machine_line, write_results  # benchmarks/_results.py
+from _results import machine_line, write_section  # benchmarks/_results.py
 from bench_overlap import random_model_65k
+from bench_production import FREE_WHITESPACE, TEMPERATURE, UNSEEN_KEYS, chat_prompts, md_table, validation_set
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 RESULTS = Path(__file__).parent / "results" / "trace.md"
@@ -83,11 +91,74 @@ class HookTimer:
         return wrapper
 
 
+COST, RUNAWAY = "## The cost of a step view", "## A runaway, step by step"
+
+
+def percent(p: float) -> str:
+    """A probability as a percentage a reader can compare: 99.9%, 0.00071%."""
+    return f"{100 * p:.1f}%" if p >= 0.001 else f"{100 * p:.2g}%"
+
+
+def runaway(n: int = 32, seed: int = 2024 + 3) -> None:
+    """Trace the longest whitespace run of bench_production.py's free-whitespace runs."""
+    begin = time.perf_counter()
+    engine = Engine(jump_forward=False, json_whitespace=FREE_WHITESPACE)
+    try:
+        prompts = chat_prompts(engine, [m for m, _, _ in validation_set(n, seed)])
+        params = [{"json_schema": UNSEEN_KEYS, "temperature": TEMPERATURE, "seed": i, "max_new_tokens": 128}
+                  for i in range(n)]
+        outs = engine.generate(prompts, params)
+        longest = lambda text: max((len(r) for r in re.findall(r"[ \n\t]+", text)), default=0)  # noqa: E731
+        pick = max(range(n), key=lambda i: longest(outs[i]["text"]))
+        trace = minisglang.trace(engine, prompts[pick], params[pick])
+    finally:
+        engine.shutdown()
+    assert trace.output_text == outs[pick]["text"]
+    # The longest run's characters, and the steps whose token falls inside it (no jumps here:
+    # step i's token ends the text at len(steps[i].text)).
+    run = max(re.finditer(r"[ \n\t]+", trace.output_text), key=lambda m: len(m[0]))
+    inside = [s for s in trace.steps if run.start() <= len(s.text) - len(s.token_text) and len(s.text) <= run.end()]
+    before = [s for s in trace.steps if len(s.text) <= run.start()]
+    after = [s for s in trace.steps if s not in inside and s not in before]
+
+    def row(label, steps):
+        masses = [s.mass for s in steps]
+        return [label, len(steps), f"{statistics.mean(masses):.3f}" if masses else "-",
+                f"{statistics.median(masses):.4f}" if masses else "-", sum(m < 0.01 for m in masses),
+                f"{statistics.mean(s.allowed for s in steps):.0f}" if steps else "-"]
+    first = inside[0] if inside else None
+    lines = [RUNAWAY, "",
+             f"The answer with the longest whitespace run (prompt {pick} of {n}, seed {pick}, temperature "
+             f"{TEMPERATURE}, free whitespace `{FREE_WHITESPACE}`, the schema with unseen keys): "
+             f"{len(trace.steps)} steps, finish `{(trace.stop_reason or {}).get('type')}`, a run of "
+             f"{len(run[0])} whitespace characters after `{trace.output_text[max(run.start() - 30, 0):run.start()]!r}`. "
+             "Its steps, split at the run:", ""]
+    lines += md_table(["steps", "count", "mean mass kept", "median mass kept", "steps keeping < 1%",
+                       "mean allowed tokens"],
+                      [row("before the run", before), row("inside the run", inside), row("after the run", after)])
+    if first is not None:
+        top = ", ".join(f"`{t.text!r}` {percent(t.prob)}{'' if t.allowed else ' (masked)'}" for t in first.top[:3])
+        lines += ["", f"The run's first step (step {first.index}): "
+                  f"the model's top tokens before the mask were {top}; the mask kept {percent(first.mass)} of the "
+                  f"probability ({first.allowed} tokens allowed), and {first.token_text!r} was drawn from what was "
+                  "left."]
+    lines += ["", machine_line(f"{time.perf_counter() - begin:.0f} s in all")]
+    write_section("\n".join(lines) + "\n", RESULTS, RUNAWAY)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--part", choices=["cost", "runaway", "all"], default="all")
     ap.add_argument("--tokens", type=int, default=200)
     ap.add_argument("--repeats", type=int, default=5)
     args = ap.parse_args()
+    if args.part in ("runaway", "all"):
+        runaway()
+    if args.part in ("cost", "all"):
+        cost(args)
+
+
+def cost(args) -> None:
     begin = time.perf_counter()
     params = {"json_schema": SCHEMA, "temperature": 0, "max_new_tokens": args.tokens}
     with tempfile.TemporaryDirectory() as tmp:
@@ -113,7 +184,7 @@ def main() -> None:
         size = page.stat().st_size
         opened = open_seconds(page)
     t_off, t_on = statistics.median(off), statistics.median(on)
-    lines = ["# The step view: page size, opening time, cost of recording", "",
+    lines = [COST, "",
              f"benchmarks/bench_trace.py: a random-weight model of the bundled shape with a {vocab}-column vocabulary "
              f"(anthropic's 65k BPE), stage s6 (lazy fsm backend), one greedy JSON-Schema request of "
              f"{len(trace.steps)} decode steps, top-10 per step; times are medians of {args.repeats} runs, "
@@ -129,7 +200,7 @@ def main() -> None:
              f"| recorder's own time | {hooks / len(trace.steps) * 1000:.2f} ms/step, "
              f"{100 * hooks / t_off:.1f}% of a step with recording off | <= 10% |", "",
              machine_line(f"{time.perf_counter() - begin:.0f} s in all")]
-    write_results("\n".join(lines) + "\n", RESULTS)
+    write_section("\n".join(lines) + "\n", RESULTS, COST)
 
 
 if __name__ == "__main__":

@@ -324,8 +324,6 @@ class Scheduler:
         for req in list(self.running):
             try:
                 for r in self.stage.before_decode([req]):
-                    if self.step_recorder is not None:
-                        self.step_recorder.jump(r.req, r.new_output_ids)
                     self.readmit(r.req, r.new_output_ids)
             except Exception as e:   # a re-admission cut short may have left it in no queue
                 self.abort_for_error([req], "preparing the decode batch", e, hook=3)
@@ -598,6 +596,8 @@ class Scheduler:
         """Hook 3's answer (s4's jump forward): take a running request out of the batch, give
         its KV to the radix tree, rewrite its output, and queue it for prefill again. (The
         jump has already moved the request's grammar, and bumped its `version`.)"""
+        if self.step_recorder is not None:   # the step view keeps the re-cut seam, before the rewrite
+            self.step_recorder.jump(req, new_output_ids)
         # BEGIN SOLUTION task4_4
         self.release_memory(req)              # insert (input+output)[:-1] with its slots, unlock
         req.output_ids = list(new_output_ids)
