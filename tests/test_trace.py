@@ -212,3 +212,18 @@ def test_token_texts_join_to_the_decoded_text(ids):
 
     texts = TokenTexts(bundled())
     assert "".join(texts.split(ids)) == bundled().decode_bytes(ids).decode("utf-8", errors="ignore")
+
+
+def test_the_cli_writes_a_page(tmp_path, capsys):
+    from minisglang.cli import main
+
+    out = tmp_path / "t.html"
+    schema = tmp_path / "schema.json"
+    schema.write_text('{"type": "object", "properties": {"age": {"type": "integer"}}, "required": ["age"]}')
+    assert main(["trace", PROMPT, "--stage", "s6", "--json-schema", str(schema), "--max-new-tokens", "20",
+                 "-o", str(out)]) == 0
+    page = out.read_text(encoding="utf-8")
+    assert "wrote" in capsys.readouterr().out and page.count('data-step="') >= 3 and "json_schema" in page
+    assert main(["trace", PROMPT, "--stage", "s2", "--grammar-backend", "xgrammar", "--regex", "[0-9]+",
+                 "-o", str(out)]) == 2
+    assert "unknown option(s) 'grammar_backend' for stage s2-batched-mask" in capsys.readouterr().err
