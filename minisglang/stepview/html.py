@@ -121,14 +121,14 @@ CSS = """
   border:1px solid #ccc;padding:8px;min-height:2em}
 .tv .tok{border:1px solid #888;border-radius:4px;margin:0 1px;padding:0 1px}
 .tv .tok.last{outline:3px solid #e65100}
-.tv .tok[data-label]::before{content:attr(data-label);color:#555;font-size:16px}
+.tv .tok[data-label]::before{content:attr(data-label);color:#555;font-size:18px}
 .tv table{border-collapse:collapse;font-size:19px}.tv td,.tv th{padding:2px 8px;text-align:left}
 .tv td.t{font-family:Menlo,Consolas,monospace;white-space:pre}
 .tv tr.no td.t{text-decoration:line-through;color:#b00}
 .tv .pbar{display:inline-block;height:14px;background:#1976d2;vertical-align:middle}
 .tv .stats b{font-size:24px}.tv .ev{color:#6a1b9a}
 .tv .plot .grid{stroke:#ddd}.tv .plot .mass{fill:none;stroke:#1976d2;stroke-width:3}
-.tv .plot .marker{stroke:#e65100;stroke-width:3}.tv .plot text{font-size:16px;fill:#444}
+.tv .plot .marker{stroke:#e65100;stroke-width:3}.tv .plot text{font-size:18px;fill:#444}
 .tv .legend span{padding:0 6px;margin-right:8px;border:1px solid #888;border-radius:4px}
 .tv ol.steps{display:none}.tv .note{color:#555;font-size:18px}
 """
