@@ -8,7 +8,7 @@ DEFAULT_MODEL_PATH = str(Path(__file__).parent / "assets" / "tiny-json-llama")
 _LAZY = {
     "Engine": "engine", "SamplingParams": "core",
     "RuntimeEndpoint": "lang", "assistant": "lang", "function": "lang", "gen": "lang",
-    "system": "lang", "user": "lang",
+    "system": "lang", "user": "lang", "trace": "stepview",
 }
 
 

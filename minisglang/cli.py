@@ -3,6 +3,7 @@
     minisglang generate "prompt" --regex '[0-9]{3}'   # one request
     minisglang demo                                  # constrained vs unconstrained, side by side
     minisglang stages                                # the six stages and what each adds
+    minisglang trace "prompt" --regex '[0-9]{3}' -o t.html   # one request, step by step
 """
 from __future__ import annotations
 
@@ -47,6 +48,45 @@ def cmd_generate(args) -> int:
         meta = out["meta_info"]
     print(json.dumps(meta, ensure_ascii=False, default=str), file=sys.stderr)
     return 0 if meta["finish_reason"]["type"] != "abort" else 1
+
+
+def _file_or_text(value: str | None) -> str | None:
+    """A grammar argument: the contents of the file it names, else the text itself."""
+    if value is not None and os.path.isfile(value):
+        with open(value, encoding="utf-8") as f:
+            return f.read()
+    return value
+
+
+def cmd_trace(args) -> int:
+    """Run one request with the step view on and write its page."""
+    from .engine import Engine
+    from .stepview import trace
+
+    options = {} if args.grammar_backend is None else {"grammar_backend": args.grammar_backend}
+    try:
+        engine = Engine(model_path=args.model_path, stage=args.stage, seed=args.seed or 0, **options)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    params = {"temperature": args.temperature, "max_new_tokens": args.max_new_tokens}
+    if args.seed is not None:
+        params["seed"] = args.seed
+    for key in ("regex", "json_schema", "structural_tag"):
+        value = _file_or_text(getattr(args, key))
+        if value is not None:
+            params[key] = value
+    try:
+        result = trace(engine, args.prompt, params, top_k=args.top_k)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    finally:
+        engine.shutdown()
+    result.save(args.output)
+    stop = result.stop_reason or {}
+    print(f"wrote {args.output}: {len(result.steps)} steps, stop {stop.get('type')}; output {result.output_text!r}")
+    return 0 if stop.get("type") != "abort" else 1
 
 
 def cmd_demo(args) -> int:
@@ -277,6 +317,20 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--chat", action="store_true", help="wrap the prompt in the chat template")
     g.add_argument("--stream", action="store_true")
     g.set_defaults(func=cmd_generate)
+
+    t = sub.add_parser("trace", help="one request step by step, as an HTML page (the step view)")
+    engine_args(t)
+    t.add_argument("prompt")
+    grammar = t.add_mutually_exclusive_group(required=True)
+    grammar.add_argument("--regex")
+    grammar.add_argument("--json-schema", dest="json_schema", metavar="FILE_OR_TEXT")
+    grammar.add_argument("--structural-tag", dest="structural_tag", metavar="FILE_OR_TEXT")
+    t.add_argument("--grammar-backend", default=None, help="fsm, xgrammar, outlines, llguidance (s5 and later)")
+    t.add_argument("--temperature", type=float, default=0.0)
+    t.add_argument("--max-new-tokens", type=int, default=64)
+    t.add_argument("--top-k", type=int, default=10, help="the model's top tokens shown per step")
+    t.add_argument("-o", "--output", default="trace.html", help="the page to write (default trace.html)")
+    t.set_defaults(func=cmd_trace)
 
     d = sub.add_parser("demo", help="extraction prompts, unconstrained vs constrained")
     engine_args(d)

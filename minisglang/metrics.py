@@ -4,6 +4,9 @@ Two kinds of numbers:
 - counted by the server: request latency (a histogram), requests it refused before
   queuing them (by HTTP status), tool calls made in chat answers, and s7's draft tokens
   fed and kept (from each finished request's meta_info) with their ratio, the acceptance rate;
+- counted by the scheduler at each constrained decode step: the probability mass the
+  grammar's mask kept (a histogram, `MassKept`): steps that keep little are steps where
+  the grammar fights the model, the sign of a whitespace or digit runaway (chapter 06);
 - timed by the scheduler loop: the age of its last completed step and the longest step of
   the last minute (a stuck step shows here before anything else does);
 - read from `Engine.stats()` when Prometheus scrapes: requests finished by reason, prompt /
@@ -17,14 +20,20 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+import torch
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
+from .stepview.record import Recorders, log_mass, view_temperature
+
 if TYPE_CHECKING:  # pragma: no cover
+    from .core import Req
     from .engine import Engine
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+# Mass kept: the low end is the signal (a runaway keeps under 1% step after step).
+_MASS_BUCKETS = (0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 1.0)
 
 
 class ServerMetrics:
@@ -44,8 +53,18 @@ class ServerMetrics:
         self.accepted_tokens = Counter("minisglang_spec_accepted_tokens", "Of those, kept: the grammar allowed "
                                        "them and the model agreed", registry=self.registry)
         self.drafted = self.kept = 0    # the two counters' values, for the rate (one thread calls `finished`)
+        self.mass_kept = Histogram("minisglang_mask_mass_kept", "Probability mass the grammar's mask kept, per "
+                                   "constrained decode step (softmax at the request's temperature, 1 if greedy)",
+                                   buckets=_MASS_BUCKETS, registry=self.registry)
         self.registry.register(_EngineCollector(engine, step_timings))
         self.registry.register(_AcceptRate(self))
+        # The scheduler's step hook (minisglang/stepview) feeds the histogram; it is set before
+        # the scheduler loop starts. One engine feeds one app's histogram, the newest's: an
+        # older app's recorder is replaced, not kept beside it (tests make many apps per engine).
+        scheduler = engine.scheduler
+        mass, previous = MassKept(self.mass_kept), scheduler.step_recorder
+        alone = previous is None or isinstance(previous, MassKept)
+        scheduler.step_recorder = mass if alone else Recorders(previous, mass)
 
     def finished(self, meta: dict[str, Any]) -> None:
         """Record one finished request from its meta_info."""
@@ -58,6 +77,41 @@ class ServerMetrics:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class MassKept:
+    """A step recorder (the scheduler's `step_recorder`, minisglang/stepview) that observes,
+    for each constrained row of a batch, the probability mass its mask kept: the share of
+    softmax(logits / T) on the allowed tokens, from two logsumexps per row (s7's verify
+    observes each position it verified)."""
+
+    def __init__(self, histogram: Histogram):
+        self.histogram = histogram
+        self._before: tuple[list[int], torch.Tensor, torch.Tensor] | None = None
+
+    def before_mask(self, logits: torch.Tensor, reqs: list[Req]) -> None:
+        rows = [i for i, r in enumerate(reqs) if r.grammar is not None and not r.finished]
+        if not rows:
+            self._before = None
+            return
+        temperatures = torch.tensor([view_temperature(reqs[i]) for i in rows])
+        self._before = (rows, temperatures, log_mass(logits[rows], temperatures))
+
+    def after_mask(self, logits: torch.Tensor, reqs: list[Req], drafts: list[int] | None = None) -> None:
+        if self._before is None:
+            return
+        rows, temperatures, before = self._before
+        self._before = None
+        kept = torch.exp(log_mass(logits[rows], temperatures) - before).tolist()
+        for i, mass in zip(rows, kept):
+            if not reqs[i].finished:   # a row whose mask allowed nothing ended its request instead
+                self.histogram.observe(mass)
+
+    def token(self, req: Req, tok: int) -> None:
+        return None
+
+    def jump(self, req: Req, new_output_ids: list[int]) -> None:
+        return None
 
 
 class _AcceptRate:

@@ -204,11 +204,16 @@ class OverlapScheduler(Scheduler):
             return ids
         reqs = [batch.reqs[i] for i in rows]
         logits = logits.float() if len(rows) == len(batch.reqs) else logits[rows].float()
+        recorder = self.step_recorder
+        if recorder is not None:
+            recorder.before_mask(logits, reqs)
         try:
             self.apply_masks(logits, reqs, masks)
         except Exception as e:
             self.abort_for_error(reqs, "masking its logits", e, hook=4)
             return ids
+        if recorder is not None:
+            recorder.after_mask(logits, reqs)
         live = [k for k, r in enumerate(reqs) if not r.finished]
         picked = sample(logits if len(live) == len(reqs) else logits[live], [reqs[k] for k in live], self.generator)
         for k, tok in zip(live, picked):

@@ -170,6 +170,9 @@ class Scheduler:
         self.forward_counts = {"prefill": 0, "decode": 0, "mixed": 0}
         self.totals = SchedulerTotals()
         self.trace: collections.deque[dict[str, Any]] = collections.deque(maxlen=config.trace_limit)
+        # A step view's recorder (minisglang/stepview): called around the mask and for each
+        # token, it adds detail events to `trace`; None (the default) costs one check per hook.
+        self.step_recorder: Any = None
 
     # ------------------------------------------------------------------ requests in/out
     def add_request(self, req: Req) -> None:
@@ -369,6 +372,9 @@ class Scheduler:
     def sample(self, batch: ScheduledBatch, logits: torch.Tensor) -> list[int]:
         """Mask (hook 4), then sample one token per request; -1 for a request the mask aborted."""
         logits = logits.float()
+        recorder = self.step_recorder
+        if recorder is not None:
+            recorder.before_mask(logits, batch.reqs)
         try:
             self.stage.mask_logits(logits, batch.reqs)
         except Exception:
@@ -381,6 +387,8 @@ class Scheduler:
                     self.stage.mask_logits(logits[i:i + 1], [req])
                 except Exception as e:
                     self.abort_for_error([req], "masking its logits", e, hook=4)
+        if recorder is not None:
+            recorder.after_mask(logits, batch.reqs)
         live = [i for i, r in enumerate(batch.reqs) if not r.finished]
         ids = [-1] * len(batch.reqs)
         if live:
@@ -413,6 +421,8 @@ class Scheduler:
         req.sampled_tokens += 1
         if req.first_token_time is None:
             req.first_token_time = time.perf_counter()
+        if self.step_recorder is not None:
+            self.step_recorder.token(req, tok)
 
     def process_token(self, req: Req, tok: int) -> None:
         """Hook 5, the text and the finish conditions for `req`'s newest token `tok` (s7's
@@ -586,6 +596,8 @@ class Scheduler:
         """Hook 3's answer (s4's jump forward): take a running request out of the batch, give
         its KV to the radix tree, rewrite its output, and queue it for prefill again. (The
         jump has already moved the request's grammar, and bumped its `version`.)"""
+        if self.step_recorder is not None:   # the step view keeps the re-cut seam, before the rewrite
+            self.step_recorder.jump(req, new_output_ids)
         # BEGIN SOLUTION task4_4
         self.release_memory(req)              # insert (input+output)[:-1] with its slots, unlock
         req.output_ids = list(new_output_ids)

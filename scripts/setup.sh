@@ -23,6 +23,19 @@ if ! command -v dot >/dev/null 2>&1; then
   fi
 fi
 
+# 1b. A headless browser: tests/test_trace_browser.py opens the step view's page in chromium.
+if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "[setup] installing chromium and chromium-driver with apt-get"
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null) \
+      || echo "[setup] WARNING: apt-get could not install chromium; the browser tests will be skipped"
+  else
+    echo "[setup] WARNING: chromium and chromedriver are not installed and this is not a root shell with apt-get."
+    echo "[setup]          Install them yourself (Debian/Ubuntu: sudo apt-get install chromium chromium-driver)."
+    echo "[setup]          Without them tests/test_trace_browser.py is skipped with that reason."
+  fi
+fi
+
 # 2. The virtual environment. torch first and pinned: anything unpinned would let pip
 #    pick a multi-GB CUDA build.
 if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$want" ]; then

@@ -248,8 +248,13 @@ class SpeculativeScheduler(OverlapScheduler):
     def accept(self, req: Req, rows: torch.Tensor, drafts: list[int], mask: torch.Tensor | None) -> list[int]:
         """Mask each position's logits with its row of the chain, then keep the drafts the
         model agrees with and one token of its own (minisglang/speculative.py)."""
+        recorder = self.step_recorder
+        if recorder is not None:
+            recorder.before_mask(rows, [req] * len(rows))
         if mask is not None:
             self.stage.apply_mask_rows(rows, mask)
+        if recorder is not None:
+            recorder.after_mask(rows, [req] * len(rows), drafts)
         if is_greedy(req):
             return accept_greedy(rows, drafts)
         rows = rows.cpu()     # the generators are CPU ones (see sampler.sample)

@@ -1,0 +1,229 @@
+"""The step view (minisglang.trace): what it records, checked against oracles.
+
+For every stage s1..s7 (s5 with each grammar backend) on the bundled model, one traced
+request, and at each of its steps:
+- the allowed count equals a brute-force count: every token id whose text, appended to
+  the output so far, still partially matches the regex (the `regex` module's
+  partial fullmatch), plus EOS where the text so far matches whole;
+- the mass kept equals the softmax sum over those tokens of logits recomputed by
+  transformers' own Llama on the exact ids the model saw (the re-cut ones after a jump);
+- the grammar state is our FSM's state after that text (stages s1-s4);
+and the tokens' texts join to the request's output. Plus: recording off creates no
+trace object and leaves no detail event; bad input gets a clear error.
+"""
+import gc
+
+import pytest
+import regex as partial_re
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from transformers import LlamaForCausalLM
+
+import minisglang as sgl
+from minisglang.stepview import StepRecorder, Trace, TraceStep
+from minisglang.stepview.record import TokenTexts
+
+REGEX = r'\{"name": "[a-z]{1,8}", "age": [0-9]{1,2}\}'
+PROMPT = "Extract as JSON:"
+# (stage, engine options): every stage, and s5 with every grammar backend.
+CASES = [("s1", {}), ("s2", {}), ("s3", {}), ("s4", {}), ("s5", {}), ("s5", {"grammar_backend": "xgrammar"}),
+         ("s5", {"grammar_backend": "llguidance"}), ("s5", {"grammar_backend": "outlines"}), ("s6", {}),
+         ("s7", {}), ("s7", {"speculative_algorithm": "FORCED"})]
+
+
+@pytest.fixture(scope="module")
+def hf_model(bundled_model_path):
+    return LlamaForCausalLM.from_pretrained(bundled_model_path, dtype=torch.float32).eval()
+
+
+def contexts(trace: Trace) -> list[list[int]]:
+    """The output ids the model saw before each step: the steps' tokens, with each jump's
+    re-cut applied where it happened."""
+    ids, out = [], []
+    jumps = {}
+    for e in trace.events:
+        if e.kind == "jump":
+            jumps.setdefault(e.before_step, []).append(e.info)
+    for step in trace.steps:
+        for j in jumps.get(step.index, []):
+            assert ids[j["at"]:] == j["old_ids"], "a jump's seam must start from the ids the model had"
+            ids = ids[:j["at"]] + j["new_ids"]
+        out.append(list(ids))
+        ids.append(step.token)
+    return out
+
+
+def brute_force_allowed(tokenizer, vocab_width: int, pattern: str, text: str) -> list[int]:
+    """Every token id the regex allows after `text` (EOS when `text` matches whole)."""
+    allowed = []
+    for t in range(vocab_width):
+        data = tokenizer.token_bytes[t] if t < len(tokenizer.token_bytes) else None
+        if t == tokenizer.eos_token_id:
+            if partial_re.fullmatch(pattern, text) is not None:
+                allowed.append(t)
+            continue
+        if not data:
+            continue
+        try:
+            piece = data.decode("utf-8")
+        except UnicodeDecodeError:
+            continue   # (the test regex is ASCII: a piece of a character never fits)
+        if partial_re.fullmatch(pattern, text + piece, partial=True) is not None:
+            allowed.append(t)
+    return allowed
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stage,options", CASES, ids=[f"{s}-{'-'.join(map(str, o.values())) or 'default'}"
+                                                      for s, o in CASES])
+def test_steps_match_the_oracles(stage, options, hf_model):
+    engine = sgl.Engine(stage=stage, max_total_tokens=2048, **options)
+    try:
+        params = {"regex": REGEX, "temperature": 0, "max_new_tokens": 40}
+        trace = sgl.trace(engine, PROMPT, params)
+        plain = engine.generate(PROMPT, params)
+        tok = engine.tokenizer
+        prompt_ids = tok.encode(PROMPT)
+        vocab_width = engine.model.config.vocab_size
+        assert trace.output_text == plain["text"], "tracing must not change the output"
+        assert trace.steps, "a constrained request takes at least one step"
+        assert "".join(t.text for t in trace.tokens) == trace.output_text
+        assert trace.stop_reason == plain["meta_info"]["finish_reason"]
+        jumped = [t for t in trace.tokens if t.how == "jumped"]
+        if stage in ("s4", "s5", "s6") and options.get("grammar_backend") in (None, "fsm"):
+            assert any(e.kind == "jump" for e in trace.events) and jumped, "this regex has forced text to jump"
+        if options.get("speculative_algorithm"):
+            drafts = [e for e in trace.events if e.kind == "drafts"]
+            assert drafts and sum(e.info["accepted"] for e in drafts) == sum(t.how == "draft" for t in trace.tokens)
+        for step, ctx in zip(trace.steps, contexts(trace)):
+            text = tok.decode(ctx)
+            allowed = brute_force_allowed(tok, vocab_width, REGEX, text)
+            with torch.no_grad():
+                logits = hf_model(torch.tensor([prompt_ids + ctx])).logits[0, -1].float()
+            probs = torch.softmax(logits[:vocab_width], dim=-1)   # greedy: the view's T is 1
+            assert step.token in allowed
+            assert step.top[0].id == int(probs.argmax())
+            if options.get("grammar_backend") == "llguidance":
+                # llguidance also forbids non-canonical tokenizations ('{' before '"' where the
+                # vocabulary has '{"'): a subset of the regex's tokens, so less mass.
+                assert step.allowed <= len(allowed)
+                assert step.mass <= float(probs[allowed].sum()) * (1 + 1e-3) + 1e-6
+                continue
+            assert step.allowed == len(allowed), f"step {step.index} after {text!r}: allowed count"
+            assert step.mass == pytest.approx(float(probs[allowed].sum()), rel=1e-3, abs=1e-6)
+            assert [t.allowed for t in step.top] == [t.id in set(allowed) for t in step.top]
+            assert step.how in ("sampled", "forced", "draft") and (step.how != "forced" or step.allowed == 1)
+            if stage in ("s1", "s2", "s3", "s4"):
+                assert step.state == engine.stage.compile_fsm(REGEX).walk(ctx)
+            elif options.get("grammar_backend") in ("xgrammar", "llguidance"):
+                assert step.state is None   # these libraries expose no state
+            else:
+                assert isinstance(step.state, int)
+    finally:
+        engine.shutdown()
+
+
+@pytest.fixture(scope="module")
+def s4_engine():
+    engine = sgl.Engine(stage="s4", max_total_tokens=2048)
+    yield engine
+    engine.shutdown()
+
+
+def test_sampling_mass_uses_the_request_temperature(s4_engine):
+    params = {"regex": REGEX, "temperature": 0.7, "seed": 3, "max_new_tokens": 40}
+    trace = sgl.trace(s4_engine, PROMPT, params)
+    assert all(s.temperature == 0.7 for s in trace.steps)
+    assert all(0.0 <= s.mass <= 1.0 + 1e-6 for s in trace.steps)
+    assert trace.output_text == s4_engine.generate(PROMPT, params)["text"]   # same seed, same text
+
+
+def test_the_page_is_self_contained(s4_engine):
+    trace = sgl.trace(s4_engine, PROMPT, {"regex": REGEX, "temperature": 0, "max_new_tokens": 40})
+    page = trace.to_html()
+    assert page.count('data-step="') == len(trace.steps)
+    for step in trace.steps:
+        assert f'data-step="{step.index}" data-state="{step.state}" data-allowed="{step.allowed}"' in page
+    assert "http://" not in page.replace("http://www.w3.org", "") and "https://" not in page
+    assert "<svg" in page and trace.automaton.kind == "compressed"
+    # every state a step was in has a node in the drawing
+    assert all(str(s.state) in trace.automaton.node_of for s in trace.steps)
+    assert trace._repr_html_().startswith("<iframe")
+
+
+def test_recording_off_costs_nothing(s4_engine, monkeypatch):
+    """Without trace(), no recorder, no trace object and no detail event exist."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("a trace object was created while not tracing")
+    for cls in (StepRecorder, Trace, TraceStep):
+        monkeypatch.setattr(cls, "__init__", refuse)
+    scheduler = s4_engine.scheduler
+    assert scheduler.step_recorder is None
+    first = scheduler.step_count
+    s4_engine.generate(PROMPT, {"regex": REGEX, "temperature": 0, "max_new_tokens": 40})
+    details = [e for e in scheduler.trace if e["step"] > first and e["event"] in ("token", "jump_forward", "drafts")]
+    assert details == []
+    assert not [o for o in gc.get_objects() if isinstance(o, (StepRecorder, TraceStep))]
+
+
+def test_a_trace_restores_the_hook_it_found(s4_engine):
+    class Counting:
+        masks = 0
+
+        def before_mask(self, logits, reqs):
+            Counting.masks += 1
+
+        def after_mask(self, logits, reqs, drafts=None):
+            pass
+
+        def token(self, req, tok):
+            pass
+
+        def jump(self, req, new_ids):
+            pass
+    scheduler = s4_engine.scheduler
+    other = scheduler.step_recorder = Counting()
+    try:
+        trace = sgl.trace(s4_engine, PROMPT, {"regex": REGEX, "temperature": 0, "max_new_tokens": 40})
+        assert scheduler.step_recorder is other and Counting.masks >= len(trace.steps)
+    finally:
+        scheduler.step_recorder = None
+
+
+def test_bad_input_gets_a_clear_error(s4_engine):
+    with pytest.raises(ValueError, match="top_k must be an integer >= 1"):
+        sgl.trace(s4_engine, PROMPT, {"regex": REGEX}, top_k=0)
+    with pytest.raises(ValueError, match="unknown sampling parameter"):
+        sgl.trace(s4_engine, PROMPT, {"regexp": REGEX})
+    assert s4_engine.scheduler.step_recorder is None and s4_engine.stats().idle
+
+
+def test_an_aborted_grammar_is_traced_to_its_finish(s4_engine):
+    trace = sgl.trace(s4_engine, PROMPT, {"regex": "(", "max_new_tokens": 4})
+    assert trace.steps == [] and trace.stop_reason["type"] == "abort"
+    assert trace.to_html().count('data-step="') == 0
+
+
+@settings(max_examples=60)
+@given(st.lists(st.integers(min_value=0, max_value=4095), max_size=30))
+def test_token_texts_join_to_the_decoded_text(ids):
+    from real_tokenizers import bundled
+
+    texts = TokenTexts(bundled())
+    assert "".join(texts.split(ids)) == bundled().decode_bytes(ids).decode("utf-8", errors="ignore")
+
+
+def test_the_cli_writes_a_page(tmp_path, capsys):
+    from minisglang.cli import main
+
+    out = tmp_path / "t.html"
+    schema = tmp_path / "schema.json"
+    schema.write_text('{"type": "object", "properties": {"age": {"type": "integer"}}, "required": ["age"]}')
+    assert main(["trace", PROMPT, "--stage", "s6", "--json-schema", str(schema), "--max-new-tokens", "20",
+                 "-o", str(out)]) == 0
+    page = out.read_text(encoding="utf-8")
+    assert "wrote" in capsys.readouterr().out and page.count('data-step="') >= 3 and "json_schema" in page
+    assert main(["trace", PROMPT, "--stage", "s2", "--grammar-backend", "xgrammar", "--regex", "[0-9]+",
+                 "-o", str(out)]) == 2
+    assert "unknown option(s) 'grammar_backend' for stage s2-batched-mask" in capsys.readouterr().err
