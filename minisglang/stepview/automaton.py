@@ -16,7 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..drawings.render import Layout, dot_escape, show_text
+from ..drawings.layout import Layout
+from ..drawings.render import dot_escape, show_text
 from .record import Trace
 
 MAX_COMPRESSED_STATES = 30     # a bigger compressed FSM does not read on a slide: draw the path
@@ -120,7 +121,8 @@ def path_view(trace: Trace) -> Automaton:
                                                 if len(labels) > MAX_LABELS_PER_EDGE else [])
         style = ", style=bold, penwidth=2" if (src, dst) in bold else ""
         label = "\\n".join(dot_escape(t) for t in text)
-        lines.append(f'  {src} -> {dst} [label="{label}"{style}{placement.edge_attrs(src, dst)}];')
+        lines.append(f'  {src} -> {placement.target(src, dst)} [label="{label}"{style}];')
+    lines += placement.copy_lines(())
     lines.append("}")
     node_of = {str(s): str(s) for s in order}
     return Automaton("\n".join(lines) + "\n", node_of, "path",
