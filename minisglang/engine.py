@@ -180,9 +180,23 @@ class Engine:
         return Req(prompt=text, origin_input_ids=ids, sampling_params=params)
 
     def step(self) -> list[Req]:
-        """One scheduler step (schedule, run, sample, process); the requests that finished."""
+        """One scheduler step (schedule, run, sample, process); the requests that finished.
+
+        The scheduler aborts a request or a batch that fails (scheduler.py, "Faults"); an
+        exception that escapes the step all the same is an engine fault (`fail`): every
+        request is aborted and leaves, then the exception goes on to the caller."""
         with self._lock:
-            return self.scheduler.step()
+            try:
+                return self.scheduler.step()
+            except Exception as e:
+                self.fail(e)
+                raise
+
+    def fail(self, error: BaseException) -> None:
+        """The engine-wide fault path: abort every request in the engine (AbortKind.ENGINE,
+        `error` in the message) and give back their memory; the engine can serve again."""
+        with self._lock:
+            self.scheduler.fail_all(error)
 
     @property
     def trace(self) -> list[dict[str, Any]]:
@@ -331,7 +345,7 @@ class Engine:
                 return False
             if not self.scheduler.has_work():   # never spin on a request that no queue holds
                 raise RuntimeError("a request left every queue without finishing (an engine bug)")
-            self.scheduler.step()
+            self.step()
             return True
 
     def _abandon(self, reqs: list[Req], message: str = "the caller stopped waiting") -> None:

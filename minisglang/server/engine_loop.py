@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import queue
 import threading
 import time
@@ -22,6 +23,8 @@ from ..engine import Engine, stream_chunk
 from ..metrics import ServerMetrics
 from ..protocol import RequestError
 from .state import ServerOptions
+
+logger = logging.getLogger(__name__)
 
 
 class EngineUnavailable(RuntimeError):
@@ -122,9 +125,15 @@ class EngineLoop:
                 self._publish()
                 self.beat = time.monotonic()
         except BaseException as e:   # noqa: BLE001 - whatever ended the loop, nobody may hang on it
+            # The engine-wide fault path: every client is answered, the engine's requests are
+            # aborted and leave (Engine.fail), and the server stops (on_fatal).
             self.dead = e
             self._fail_all(EngineUnavailable(f"the engine loop has stopped: {e!r}"), abort=False)
             self._fail_inbox()
+            try:
+                self.engine.fail(e)
+            except Exception:   # a scheduler too broken even for that: the process is ending anyway
+                logger.exception("the engine could not abort its requests after its loop died")
             if self.on_fatal is not None:
                 self.on_fatal()
             raise
