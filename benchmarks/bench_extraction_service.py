@@ -13,7 +13,7 @@ Four systems serve the trace one after another on this machine:
 * minisglang, default stage (s5, our fsm backend, jump-forward on), through its `Engine`:
   a thread sleeps to each arrival, tokenizes the request and puts it in an inbox, as the
   HTTP server's handlers do; the serving loop moves the inbox into the scheduler and runs
-  `step()` (server.py's `EngineLoop` in miniature);
+  `step()` (server/engine_loop.py's `EngineLoop` in miniature);
 * minisglang with xgrammar's backend (`grammar_backend="xgrammar"`);
 * transformers, batched, the way a user would write a service: wait for requests; take up
   to 32 of those that have arrived, in arrival order; left-pad them and call `generate`

@@ -230,7 +230,7 @@ class Grammar(Protocol):
 
 class AbortKind(str, Enum):
     """Whose fault an aborted request was: every `req.finish("abort", ...)` names one, and the
-    server answers each kind with its own HTTP status (server.py `ABORT_ANSWERS`)."""
+    server answers each kind with its own HTTP status (server/errors.py `ABORT_ANSWERS`)."""
 
     # The request itself is bad: an empty or too long prompt, a constraint or think_end the stage cannot use.
     CLIENT = "client"

@@ -180,17 +180,62 @@ class Engine:
         return Req(prompt=text, origin_input_ids=ids, sampling_params=params)
 
     def step(self) -> list[Req]:
-        """One scheduler step (schedule, run, sample, process); the requests that finished."""
+        """One scheduler step (schedule, run, sample, process); the requests that finished.
+
+        The scheduler aborts a request or a batch that fails (scheduler.py, "Faults"); an
+        exception that escapes the step all the same is an engine fault (`fail`): every
+        request is aborted and leaves, then the exception goes on to the caller."""
         with self._lock:
-            return self.scheduler.step()
+            try:
+                return self.scheduler.step()
+            except Exception as e:
+                self.fail(e)
+                raise
+
+    def fail(self, error: BaseException) -> None:
+        """The engine-wide fault path: abort every request in the engine (AbortKind.ENGINE,
+        `error` in the message) and give back their memory; the engine can serve again."""
+        with self._lock:
+            self.scheduler.fail_all(error)
 
     @property
     def trace(self) -> list[dict[str, Any]]:
         return list(self.scheduler.trace)
 
-    def abort(self, rid: int) -> bool:
+    def add_request(self, req: Req) -> None:
+        """Queue `req`, made by `make_request` (the server tokenizes off the scheduler's thread)."""
         with self._lock:
-            return self.scheduler.abort(rid)
+            self.scheduler.add_request(req)
+
+    def abort(self, rid: int, message: str = "aborted by the client") -> bool:
+        """Abort request `rid` wherever it is (it leaves at the next step); False if no queue holds it."""
+        with self._lock:
+            return self.scheduler.abort(rid, message)
+
+    def has_work(self) -> bool:
+        """Whether any request is queued or running (a step would do something)."""
+        with self._lock:
+            return self.scheduler.has_work()
+
+    @property
+    def max_context_len(self) -> int:
+        """The model's context: prompt and output tokens of one request together."""
+        return self.scheduler.max_context_len
+
+    @property
+    def stage_tag(self) -> str:
+        """The tag of the stage this engine runs ("s6-function-calling")."""
+        return self.stage.tag
+
+    def settings(self) -> dict[str, Any]:
+        """What a server reports of this engine: its stage, the stage's plain-valued options,
+        the context length and the pools' sizes."""
+        config = self.scheduler.config
+        return {"stage": self.stage.tag,
+                "stage_options": {k: v for k, v in self.stage.ctx.options.items()
+                                  if isinstance(v, (str, int, float, bool, type(None)))},
+                "max_context_len": self.max_context_len, "max_total_tokens": config.max_total_tokens,
+                "max_running_requests": config.max_running_requests}
 
     # ------------------------------------------------------------------ grammar compiles (for the server)
     # Stages s3 on compile off the scheduler thread and keep a request in the grammar queue
@@ -300,7 +345,7 @@ class Engine:
                 return False
             if not self.scheduler.has_work():   # never spin on a request that no queue holds
                 raise RuntimeError("a request left every queue without finishing (an engine bug)")
-            self.scheduler.step()
+            self.step()
             return True
 
     def _abandon(self, reqs: list[Req], message: str = "the caller stopped waiting") -> None:
@@ -323,9 +368,14 @@ class Engine:
                 self.scheduler.abort(req.rid, "engine shut down")
             self.scheduler.release_aborted()
             self.scheduler.shutdown()
-        self.stage.shutdown()
+        self.stop_workers()
         if self.freeze_gc:
             gc.unfreeze()   # what the engine held can be collected again
+
+    def stop_workers(self) -> None:
+        """Stop the stage's compile workers only, touching neither the lock nor the scheduler:
+        for an engine whose scheduler is broken or stuck in a step (a server's dead loop)."""
+        self.stage.shutdown()
 
     def __enter__(self) -> Engine:
         return self

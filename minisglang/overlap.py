@@ -46,6 +46,7 @@ off for speculative decoding), so verify steps are not overlapped either.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from typing import Any
@@ -117,10 +118,12 @@ class OverlapScheduler(Scheduler):
     def overlapped_step(self, batch: ScheduledBatch, parts: dict[str, float]) -> None:
         """Launch the forward of `batch`, do what does not need its logits, then sample."""
         assert self.forward_thread is not None
-        forward: Future | None = None
-        try:
+        # As in Scheduler.step: a failure aborts the batch and the loop goes on; the batch's
+        # memory is given back only once its forward is done with it (forward_settled).
+        with self.isolate_batch(batch) as fault, self.forward_settled() as launched:
             with self.timed(parts, "schedule"):
                 forward = self.forward_thread.launch(self.forward_batch(batch))
+                launched.append(forward)
             during: dict[str, float] = {}
             with self.timed(during, "process_tokens"):
                 self.process_tokens(list(self.unprocessed))
@@ -135,17 +138,25 @@ class OverlapScheduler(Scheduler):
                 logits = logits[1:]   # the unfinished prompt picks no token
             with self.timed(parts, "sample"):
                 next_token_ids = self.sample_picking(batch, logits, picking, masks)
-        except BaseException as e:   # as in Scheduler.step: abort the batch, go on
-            if forward is not None:
-                wait([forward])       # its memory is given back only once the forward is done with it
-            self.abort_batch(batch, e)
-            if not isinstance(e, Exception):
-                raise
+        if fault.error is not None:
             return
         with self.timed(parts, "record"):
             self.record_results(batch, next_token_ids)
         self.record_event("overlap", None, mode=batch.mode.value, reqs=len(batch.reqs), forward_s=forward_s,
                           during_forward=during, waited_s=waited, exposed=parts)
+
+    @staticmethod
+    @contextmanager
+    def forward_settled() -> Iterator[list[Future]]:
+        """The block may launch forwards (into the list it yields): if it raises, they are
+        waited for before the exception goes on, since the KV they write must not be freed
+        under them."""
+        launched: list[Future] = []
+        try:
+            yield launched
+        except BaseException:
+            wait(launched)
+            raise
 
     @staticmethod
     @contextmanager
@@ -179,10 +190,8 @@ class OverlapScheduler(Scheduler):
         for req in batch.reqs:
             ready = req in admitted   # asked at admission (and its KV is the tree's now: no giving up)
             if not ready and not req.finished:
-                try:
+                with self.isolate([req], "preparing its grammar for the next token"):
                     ready = self.stage.ready(req)
-                except Exception as e:
-                    self.abort_for_error([req], "preparing its grammar for the next token", e)
             picking.append(ready and not req.finished)
         live = [r for r, p in zip(batch.reqs, picking) if p]
         return picking, self.fill_masks(live) if live else None
@@ -207,10 +216,9 @@ class OverlapScheduler(Scheduler):
         recorder = self.step_recorder
         if recorder is not None:
             recorder.before_mask(logits, reqs)
-        try:
+        with self.isolate(reqs, "masking its logits", hook=4) as fault:
             self.apply_masks(logits, reqs, masks)
-        except Exception as e:
-            self.abort_for_error(reqs, "masking its logits", e, hook=4)
+        if fault.error is not None:
             return ids
         if recorder is not None:
             recorder.after_mask(logits, reqs)

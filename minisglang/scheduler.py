@@ -36,11 +36,19 @@ so `cache_prefilled` gives it to the radix tree right away, as SGLang's
 `cache_unfinished_req` does. Its row of the logits picks no token until the last chunk:
 no mask, no sample, no grammar step before then.
 
-Faults (tested in tests/test_reliability.py): an exception in a stage hook,
-the forward, the sampler or the detokenizer aborts only the requests it concerns, with the
-error as their abort message, and gives back what was allocated for them; the next step
-goes on. A per-request hook (arrival, advance, detokenize, stop check) concerns one
-request; a batch-level one (hook 3, mask, forward, sample) the whole batch.
+Faults (tested in tests/test_scheduler_faults.py and tests/test_reliability.py): an
+exception in a stage hook, the forward, the sampler or the detokenizer aborts only the
+requests it concerns, with the error as their abort message, and gives back what was
+allocated for them; the next step goes on. One place decides what a failure does:
+- `isolate(reqs, doing)`: work on one request (arrival, hooks 3-5, detokenize, stop check,
+  release) or on a list whose members cannot be told apart (hook 2's poll); a failure
+  aborts just those requests (`abort_for_error`: GRAMMAR when it is the stage's grammar
+  error, ENGINE otherwise). Hooks 3 and 4 are called for each request alone when the
+  batch's call fails, so one grammar never takes its batch down.
+- `isolate_batch(batch)`: the forward and the sampler, shared by the batch: a failure
+  aborts the batch and gives back its memory; an interrupt is raised again afterwards.
+- `fail_all(error)`: what escapes a step anyway (a bug in scheduling itself) is an engine
+  fault: every request in the engine is aborted (ENGINE) and leaves (`Engine.step` calls it).
 """
 from __future__ import annotations
 
@@ -48,8 +56,9 @@ import collections
 import contextlib
 import logging
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
@@ -62,6 +71,7 @@ from .stages.base import Stage
 from .tokenizer import IncrementalDetokenizer, Tokenizer
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def cut_at_stop_string(req: Req) -> None:
@@ -144,6 +154,13 @@ class ScheduledBatch:
         return self.reqs[len(self.reqs) - self.decode_riders:]
 
 
+@dataclass
+class Fault:
+    """What `Scheduler.isolate` or `isolate_batch` caught in its block (None: nothing)."""
+
+    error: BaseException | None = None
+
+
 class Scheduler:
     def __init__(self, model, tokenizer: Tokenizer, stage: Stage, config: SchedulerConfig,
                  device: torch.device, seed: int = 0):
@@ -191,10 +208,8 @@ class Scheduler:
             req.finish("abort", AbortKind.CLIENT, message=f"the request needs {need} KV slots but the pool has only "
                        f"{self.config.max_total_tokens}")
         else:
-            try:
+            with self.isolate([req], "accepting the request", hook=1):
                 self.stage.on_arrival(req)   # hook 1 (s1 compiles the FSM right here)
-            except Exception as e:
-                self.abort_for_error([req], "accepting the request", e, hook=1)
         self.record_event("arrive", req)
         if req.finished:
             self._finish(req)
@@ -250,14 +265,10 @@ class Scheduler:
         self._admit_ready_grammars()
         batch = self.schedule()
         if batch is not None:
-            try:
+            with self.isolate_batch(batch) as fault:   # one bad batch must not stop the loop
                 logits = self.run(batch)
                 next_token_ids = self.sample(batch, logits)
-            except BaseException as e:   # one bad batch must not stop the loop: abort it, go on
-                self.abort_batch(batch, e)
-                if not isinstance(e, Exception):
-                    raise   # Ctrl-C: the batch is given back, the caller still sees the interrupt
-            else:
+            if fault.error is None:
                 self.process_results(batch, next_token_ids)
         elif self.grammar_queue and not self.sat_out:
             self.stage.wait_for_compiles(0.005)   # only compiles are pending: leave them the CPU
@@ -300,11 +311,9 @@ class Scheduler:
         n = len(reqs)
         for k in range(n):
             req = reqs[(k + self.step_count) % n]
-            try:
+            with self.isolate([req], "preparing its grammar for the next token"):
                 if req.finished or self.stage.ready(req):
                     ready.add(req.rid)
-            except Exception as e:
-                self.abort_for_error([req], "preparing its grammar for the next token", e)
         out = []
         for req in reqs:
             if req.finished:
@@ -322,11 +331,10 @@ class Scheduler:
         # One request at a time: a grammar that fails here (e.g. grows past its automaton
         # limit while looking for a jump) aborts only its own request.
         for req in list(self.running):
-            try:
+            with self.isolate([req], "preparing the decode batch", hook=3) as fault:
                 for r in self.stage.before_decode([req]):
                     self.readmit(r.req, r.new_output_ids)
-            except Exception as e:   # a re-admission cut short may have left it in no queue
-                self.abort_for_error([req], "preparing the decode batch", e, hook=3)
+            if fault.error is not None:   # a re-admission cut short may have left it in no queue
                 self.release_request(req)
 
     def run(self, batch: ScheduledBatch) -> torch.Tensor:
@@ -381,12 +389,9 @@ class Scheduler:
             # Find whose grammar failed: mask row by row (a mask set again is the same mask) and
             # abort only the requests that fail alone; one grammar must not take its batch down.
             for i, req in enumerate(batch.reqs):
-                if req.finished:
-                    continue
-                try:
-                    self.stage.mask_logits(logits[i:i + 1], [req])
-                except Exception as e:
-                    self.abort_for_error([req], "masking its logits", e, hook=4)
+                if not req.finished:
+                    with self.isolate([req], "masking its logits", hook=4):
+                        self.stage.mask_logits(logits[i:i + 1], [req])
         if recorder is not None:
             recorder.after_mask(logits, batch.reqs)
         live = [i for i, r in enumerate(batch.reqs) if not r.finished]
@@ -427,12 +432,10 @@ class Scheduler:
     def process_token(self, req: Req, tok: int) -> None:
         """Hook 5, the text and the finish conditions for `req`'s newest token `tok` (s7's
         overlap does this while the next forward runs)."""
-        try:   # these concern this request alone: an error aborts only it
+        with self.isolate([req], "processing its new token (advance, detokenize, stop check)"):
             self.stage.advance(req, tok)
             self.update_output_text(req)
             self.check_finished(req, tok)
-        except Exception as e:
-            self.abort_for_error([req], "processing its new token (advance, detokenize, stop check)", e)
 
     def leave_finished(self) -> None:
         """The running requests that finished leave the engine (`_finish`)."""
@@ -470,16 +473,12 @@ class Scheduler:
         Memory is released whatever the flush or the stage's release raise: a request that
         leaves never keeps its slots.
         """
-        try:
+        with self.isolate([req], "flushing its detokenizer"):
             if req.detokenizer is not None and not isinstance(req.finished_reason.get("matched"), str):
                 req.output_text += req.detokenizer.flush()  # a stop string already trimmed the text
                 cut_at_stop_string(req)
-        except Exception as e:
-            self.abort_for_error([req], "flushing its detokenizer", e)
-        try:
+        with self.isolate([req], "releasing its grammar"):
             self.stage.release(req)
-        except Exception as e:
-            self.abort_for_error([req], "releasing its grammar", e)
         if req.req_pool_idx is not None:
             self.release_memory(req)
         req.released = True
@@ -496,13 +495,59 @@ class Scheduler:
         t.completion_tokens += len(req.output_ids)
 
     # ------------------------------------------------------------------ faults
-    def abort_for_error(self, reqs: list[Req], where: str, error: BaseException, hook: int | None = None) -> None:
+    @contextlib.contextmanager
+    def isolate(self, reqs: list[Req], doing: str, hook: int | None = None) -> Iterator[Fault]:
+        """Work concerning `reqs` alone: an Exception raised in the block aborts just them
+        (`abort_for_error`, naming `doing`) and the step goes on after the block; the
+        `Fault` it yields then holds the error. An interrupt (Ctrl-C) is not caught."""
+        fault = Fault()
+        try:
+            yield fault
+        except Exception as e:
+            fault.error = e
+            self.abort_for_error(reqs, doing, e, hook)
+
+    def try_for(self, req: Req, doing: str, work: Callable[[Req], T], failed: T, hook: int | None = None) -> T:
+        """`work(req)`, or `failed` once `req` alone is aborted for what it raised (`isolate`)."""
+        with self.isolate([req], doing, hook):
+            return work(req)
+        return failed
+
+    @contextlib.contextmanager
+    def isolate_batch(self, batch: ScheduledBatch) -> Iterator[Fault]:
+        """The forward and sampling of `batch`: an exception in the block aborts the whole
+        batch and gives back its memory (`abort_batch`), and the `Fault` it yields holds
+        it; an interrupt (Ctrl-C) is raised again once the batch is given back."""
+        fault = Fault()
+        try:
+            yield fault
+        except BaseException as e:
+            fault.error = e
+            self.abort_batch(batch, e)
+            if not isinstance(e, Exception):
+                raise   # the caller still sees the interrupt
+
+    def fail_all(self, error: BaseException) -> None:
+        """The engine-wide fault: `error` escaped a step (a bug outside any one request or
+        batch), so no request's state can be trusted to go on. Every request in the engine
+        is aborted (ENGINE) and leaves now, its memory given back."""
+        reqs = self.requests()
+        if not reqs:   # nobody to tell (a second call, after the first gave everyone back)
+            return
+        self.abort_for_error(reqs, "running a scheduler step", error, kind=AbortKind.ENGINE)
+        for req in reqs:
+            self.release_request(req)
+
+    def abort_for_error(self, reqs: list[Req], where: str, error: BaseException, hook: int | None = None,
+                        kind: AbortKind | None = None) -> None:
         """Abort `reqs` with `error` as their message (a request already finished keeps its
         reason); log the traceback once, for the operator, when the engine failed. `hook`:
         the stage hook that raised, named in the log only (the client's message says what
-        was being done, not our names for it)."""
+        was being done, not our names for it). `kind`: by default GRAMMAR for the stage's
+        grammar errors, ENGINE for anything else."""
         # The kind tells a client's 500 (the engine failed) from a 400 (its grammar failed).
-        kind = AbortKind.GRAMMAR if isinstance(error, self.stage.grammar_errors) else AbortKind.ENGINE
+        if kind is None:
+            kind = AbortKind.GRAMMAR if isinstance(error, self.stage.grammar_errors) else AbortKind.ENGINE
         logged = where if hook is None else f"{where} (hook {hook})"
         if kind is AbortKind.ENGINE:
             self.totals.errors += 1
@@ -715,10 +760,11 @@ class Scheduler:
         """Hook 2: move requests whose grammar is ready from the grammar queue to waiting."""
         if not self.grammar_queue:
             return
-        try:
+        ready: list[Req] = []
+        # We cannot tell whose grammar failed: the queue is aborted (and leaves below).
+        with self.isolate(list(self.grammar_queue), "polling the grammar queue", hook=2) as fault:
             ready = self.stage.poll_grammar_queue(self.grammar_queue)
-        except Exception as e:   # we cannot tell whose grammar failed: the queue is aborted
-            self.abort_for_error(self.grammar_queue, "polling the grammar queue", e, hook=2)
+        if fault.error is not None:
             ready = list(self.grammar_queue)
         for req in ready:
             self.grammar_queue.remove(req)

@@ -1,5 +1,5 @@
 """Every abort says whose fault it was (core.py `AbortKind`), and the server answers each
-kind with its own status from one table (server.py `ABORT_ANSWERS`).
+kind with its own status from one table (server/errors.py `ABORT_ANSWERS`).
 
 The first half triggers each `req.finish("abort", ...)` call site of the engine with a real
 input and checks the kind it gave; the second half checks the HTTP answer for each kind."""

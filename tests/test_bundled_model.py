@@ -2,7 +2,10 @@
 template, small enough to ship, and trained to copy facts out of a text (a strict request's
 answer starts with `{`; `make demo`'s texts come out exactly right under the constraint; a
 tool call copies its arguments). The corpus generator it was trained on is tested in
-test_corpus.py."""
+test_corpus.py.
+
+Tests of minisglang/demo.py too (`make demo`).
+"""
 import json
 import re
 import sys

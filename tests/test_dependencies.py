@@ -22,7 +22,17 @@ REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "minisglang"
 # Files that only run with an extra installed; every other file needs only `dependencies`.
 EXTRA_OF_FILE = {
-    "server.py": "serve",
+    "server/__init__.py": "serve",
+    "server/app.py": "serve",
+    "server/engine_loop.py": "serve",
+    "server/errors.py": "serve",
+    "server/http_limits.py": "serve",
+    "server/openai_shapes.py": "serve",
+    "server/prompts.py": "serve",
+    "server/routes_native.py": "serve",
+    "server/routes_openai.py": "serve",
+    "server/state.py": "serve",
+    "server/streaming.py": "serve",
     "protocol.py": "serve",
     "metrics.py": "serve",
     "backends/xgrammar_backend.py": "backends",

@@ -1,4 +1,7 @@
-"""The shared engine on the bundled model: batching, radix cache, finishing, streaming, leaks."""
+"""The shared engine on the bundled model: batching, radix cache, finishing, streaming, leaks.
+
+Tests of minisglang/engine.py and minisglang/sampler.py (seeded sampling, batch independence).
+"""
 import random
 
 import pytest

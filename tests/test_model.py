@@ -3,6 +3,8 @@
 Three checkpoints: a random Qwen2 (qkv bias, GQA, tied embeddings), a random Llama
 (untied, MQA, explicit head_dim, large rope_theta) and the bundled model. Every case
 compares logits with ``AutoModelForCausalLM`` run on the whole sequence, fp32, eval.
+
+Tests of minisglang/model/ (config.py, loader.py, llama.py, forward_batch.py).
 """
 import json
 import shutil

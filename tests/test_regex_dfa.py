@@ -1,4 +1,7 @@
-"""regex -> CharDFA -> ByteDFA, checked against Python's `re.fullmatch` (the oracle)."""
+"""regex -> CharDFA -> ByteDFA, checked against Python's `re.fullmatch` (the oracle).
+
+Tests of minisglang/constrained/regex_dfa.py and python_regex.py.
+"""
 from __future__ import annotations
 
 import itertools

@@ -6,6 +6,8 @@ Faults are injected by wrapping one of the engine's own methods (a stage hook, t
 forward, the sampler, a request's detokenizer) so that it raises for chosen requests; the
 oracle for everyone else is the same request run alone without faults (greedy decoding
 does not depend on the batch: tests/test_engine.py checks that).
+
+Tests of minisglang/core.py (SamplingParams validation) and of what engine.py and scheduler.py give back.
 """
 import json
 import math

@@ -1,5 +1,8 @@
 """The OpenAI-compatible server on loopback, driven by the real `openai` client, and the
-`function`/`gen` frontend against both a local Engine and the server."""
+`function`/`gen` frontend against both a local Engine and the server.
+
+Tests of minisglang/lang.py (the frontend) and of minisglang/server/ through the openai client.
+"""
 import asyncio
 import json
 import re

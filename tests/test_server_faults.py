@@ -362,6 +362,8 @@ def test_when_the_loop_dies_health_is_503_and_everyone_gets_an_error():
         assert lines[-1] == "data: [DONE]" and "error" in json.loads(lines[-2][6:])   # not a cut
         # on_fatal runs on the dying loop thread right after it has answered everyone: wait for it
         assert fatal.wait(10), "the server's on_fatal was not called after the loop died"
+        stats = engine.stats()   # Engine.fail ran before on_fatal: the requests left, their memory is back
+        assert stats.idle and stats.pools_full, stats
         assert c.get("/health").status_code == 503
         assert c.post("/v1/completions", json={"prompt": "x", "max_tokens": 2}).status_code == 503
 

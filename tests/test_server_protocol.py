@@ -1,6 +1,9 @@
 """The server's boundary: request models (protocol.py), OpenAI error bodies for every status,
 limits, auth, /health, /metrics, /get_server_info, and a property test that posts malformed
-bodies to every endpoint of a live app (never a 5xx, never a hang, a good request after each)."""
+bodies to every endpoint of a live app (never a 5xx, never a hang, a good request after each).
+
+Tests of minisglang/protocol.py and minisglang/metrics.py, through minisglang/server/.
+"""
 import json
 import math
 import threading

@@ -1,4 +1,7 @@
-"""Stage s3: one compile per key, background compiles, the grammar queue, the disk cache."""
+"""Stage s3: one compile per key, background compiles, the grammar queue, the disk cache.
+
+Tests of stages/s3_fsm_cache.py and constrained/compile_service.py, fsm_arrays.py, fsm_disk.py.
+"""
 import json
 import os
 import re

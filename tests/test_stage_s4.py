@@ -1,4 +1,7 @@
-"""Stage s4: the jump-forward map, retokenization, and re-admission through the radix tree."""
+"""Stage s4: the jump-forward map, retokenization, and re-admission through the radix tree.
+
+Tests of stages/s4_jump_forward.py and constrained/jump_forward.py.
+"""
 import re
 
 import pytest

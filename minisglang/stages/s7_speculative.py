@@ -33,9 +33,8 @@ Each request's `meta_info` counts `spec_verify_ct` (verify forwards, SGLang's na
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar, cast
+from typing import Any, cast
 
 import torch
 
@@ -51,7 +50,6 @@ from .s5_backends import BackendOptions, ReasonerGrammar
 from .s6_function_calling import FunctionCallingStage
 
 ALGORITHMS = (None, "NGRAM", "FORCED", "FORCED+NGRAM")
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -202,14 +200,6 @@ class SpeculativeScheduler(OverlapScheduler):
         return VerifyBatch(ForwardMode.DECODE, [batch.reqs[i] for i in keep],
                            drafts=[chains[i][0] for i in keep], masks=[chains[i][1] for i in keep])
 
-    def try_for(self, req: Req, doing: str, work: Callable[[Req], T], failed: T) -> T:
-        """`work(req)`, or `failed` after aborting only `req` when it raises (its grammar)."""
-        try:
-            return work(req)
-        except Exception as e:
-            self.abort_for_error([req], doing, e)
-            return failed
-
     # -- 3: one extend forward over every draft ------------------------------------------
     def run(self, batch: ScheduledBatch) -> torch.Tensor:
         """A verify batch: logits [sum(len(drafts) + 1), vocab], one row per fed token."""
@@ -234,15 +224,15 @@ class SpeculativeScheduler(OverlapScheduler):
         if not isinstance(batch, VerifyBatch):
             return super().sample(batch, logits)
         logits = logits.float()
-        kept, start = [], 0
+        kept: list[list[int]] = []
+        start = 0
         for req, drafts, mask in zip(batch.reqs, batch.drafts, batch.masks):
             rows = logits[start:start + len(drafts) + 1]
             start += len(drafts) + 1
-            try:
-                kept.append(self.accept(req, rows, drafts, mask))
-            except Exception as e:
-                self.abort_for_error([req], "verifying its drafts", e, hook=4)
-                kept.append([])
+            keep: list[int] = []   # what a request whose verify failed keeps
+            with self.isolate([req], "verifying its drafts", hook=4):
+                keep = self.accept(req, rows, drafts, mask)
+            kept.append(keep)
         return kept
 
     def accept(self, req: Req, rows: torch.Tensor, drafts: list[int], mask: torch.Tensor | None) -> list[int]:

@@ -1,0 +1,145 @@
+"""What the HTTP layer refuses before a handler parses anything: a request head with too
+many or too large headers (431, `HeaderLimits` and `h11_protocol`), and a body that is not
+uncompressed UTF-8 JSON (415), too large (413) or too slow to arrive (408) (`read_body`).
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Callable
+from http import HTTPStatus
+from typing import TypeVar
+
+from fastapi import Request
+from fastapi.responses import Response
+from pydantic import BaseModel
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import ClientDisconnect
+
+from ..constrained.json_schema import short_value
+from ..protocol import RequestError, parse
+from .errors import error_body
+from .state import ServerOptions
+
+T = TypeVar("T", bound=BaseModel)
+
+
+async def read_body(request: Request, options: ServerOptions) -> bytes:
+    """The raw body, refused (415/413/408) before any of it is parsed."""
+    ctype, _, ctype_params = request.headers.get("content-type", "").partition(";")
+    ctype = ctype.strip().lower()
+    if ctype != "application/json":
+        raise RequestError(f"Content-Type must be application/json, got {short_value(ctype) if ctype else 'none'}",
+                           status=415)
+    # The body is read as UTF-8 JSON bytes: a compressed body or another charset would only
+    # fail later as "not valid JSON", which hides the cause.
+    charset = re.search(r"charset\s*=\s*\"?([^\s;\"]*)", ctype_params, re.IGNORECASE)
+    if charset and charset.group(1).lower() not in ("utf-8", "utf8"):
+        raise RequestError("the body must be UTF-8 JSON; Content-Type says "
+                           f"charset={short_value(charset.group(1))}", status=415)
+    encoding = request.headers.get("content-encoding", "identity").strip().lower()
+    if encoding not in ("", "identity"):
+        raise RequestError(f"Content-Encoding {short_value(encoding)} is not supported: send the body uncompressed",
+                           status=415)
+    limit = options.max_body_bytes
+    declared = request.headers.get("content-length", "")
+    too_big = RequestError(f"the request body is larger than the limit of {limit} bytes", status=413)
+    if declared.isdigit() and int(declared) > limit:
+        raise too_big
+    parts, size = [], 0
+    try:
+        # A client that sends a byte now and then would otherwise hold its connection for ever.
+        async with asyncio.timeout(options.body_timeout):
+            async for part in request.stream():   # also counts a chunked body that declares no length
+                size += len(part)
+                if size > limit:
+                    raise too_big
+                parts.append(part)
+    except TimeoutError:
+        raise RequestError(f"the request body took longer than {options.body_timeout:g} s to arrive",
+                           status=408) from None
+    except ClientDisconnect:   # the client's doing, not a server error: no 500, no traceback
+        raise RequestError("the client closed the connection before its request body arrived") from None
+    return b"".join(parts)
+
+
+async def parse_body(model_cls: type[T], request: Request, options: ServerOptions) -> T:
+    """The body read and validated (in the thread pool: a 4 MB body takes a while to parse)."""
+    return await run_in_threadpool(parse, model_cls, await read_body(request, options))
+
+
+class HeaderLimits:
+    """ASGI middleware: a request with more headers than `max_headers`, or a head (request
+    line and headers) over `max_header_bytes`, gets `refuse(message)`, a 431 response."""
+
+    def __init__(self, app, options: ServerOptions, refuse: Callable[[str], Response]):
+        self.app, self.options, self.refuse = app, options, refuse
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http":
+            headers = scope["headers"]
+            # "METHOD /path?query HTTP/1.1\r\n", then "name: value\r\n" per header
+            size = (len(scope["method"]) + len(scope.get("raw_path") or b"") + len(scope["query_string"]) + 12
+                    + sum(len(name) + len(value) + 4 for name, value in headers))
+            message = None
+            if len(headers) > self.options.max_headers:
+                message = f"the request has {len(headers)} headers; the limit is {self.options.max_headers}"
+            elif size > self.options.max_header_bytes:
+                message = f"the request's headers are larger than the limit of {self.options.max_header_bytes} bytes"
+            if message is not None:
+                await self.refuse(message)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def h11_protocol():
+    """uvicorn's h11 protocol, answering a request head it cannot read in OpenAI's error shape.
+
+    h11 stops reading a head that grows past `h11_max_incomplete_event_size` while it
+    arrives (a head that arrives whole is measured by HeaderLimits). uvicorn then answers
+    a plain-text 400 and closes at once, and closing while the client still sends resets
+    the connection: the client sees a dropped connection, not the answer. Here the answer
+    is a 431 (or a 400 for malformed HTTP) with OpenAI's body, and what the client still
+    sends is read and dropped for a moment before the connection closes."""
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class Connection(h11.Connection):
+        """h11's connection, remembering the protocol error it raised (its hint: 431 or 400)."""
+
+        error: h11.RemoteProtocolError | None = None
+
+        def next_event(self):
+            try:
+                return super().next_event()
+            except h11.RemoteProtocolError as e:
+                self.error = e
+                raise
+
+    class Protocol(H11Protocol):
+        def __init__(self, config, *args, **kwargs):
+            super().__init__(config, *args, **kwargs)
+            self.conn = Connection(h11.SERVER, config.h11_max_incomplete_event_size)
+            self.limit, self.draining = config.h11_max_incomplete_event_size, False
+
+        def send_400_response(self, msg: str) -> None:   # uvicorn's hook for a head h11 refused
+            e = self.conn.error
+            status = 431 if e is not None and e.error_status_hint == 431 else 400
+            message = (f"the request's headers are larger than the limit of {self.limit} bytes" if status == 431
+                       else f"the request is not valid HTTP/1.1 ({e or msg})")
+            body = json.dumps(error_body(message, status)).encode()
+            for event in (h11.Response(status_code=status, reason=HTTPStatus(status).phrase.encode(), headers=[
+                    (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                    (b"connection", b"close")]), h11.Data(data=body), h11.EndOfMessage()):
+                self.transport.write(self.conn.send(event))
+            self.draining = True
+            self.loop.call_later(1.0, self.transport.close)   # the client has a second to finish sending
+
+        def data_received(self, data: bytes) -> None:
+            if not self.draining:
+                super().data_received(data)
+
+    return Protocol
+
+

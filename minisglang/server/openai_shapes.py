@@ -1,0 +1,105 @@
+"""OpenAI's response objects: what a finished request's text and meta_info become.
+
+A *shape* is called as `shape(text, meta, streaming)`: with streaming False, once, with
+the whole text; with streaming True, once per chunk, returning one event or a list of
+them. The chat shapes remember what they sent (the role goes in the first delta only).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..function_call import ToolCallParser, openai_deltas
+from ..metrics import ServerMetrics
+from ..protocol import ChatCompletionRequest
+
+Shape = Callable[[str, dict[str, Any], bool], Any]
+
+
+def usage(meta: dict[str, Any]) -> dict[str, Any]:
+    """OpenAI's usage object; cached tokens are prompt tokens (the scheduler counts the first
+    admission's hit only), so never more than prompt_tokens."""
+    prompt = meta["prompt_tokens"]
+    return {"prompt_tokens": prompt, "completion_tokens": meta["completion_tokens"],
+            "total_tokens": prompt + meta["completion_tokens"],
+            "prompt_tokens_details": {"cached_tokens": meta["cached_tokens"]},
+            "completion_tokens_wo_jump_forward": meta["completion_tokens_wo_jump_forward"]}
+
+
+def openai_finish_reason(meta: dict[str, Any], made_calls: bool = False) -> str | None:
+    """"stop", "length" or "abort"; "tool_calls" for an output that stopped after making calls."""
+    reason = meta["finish_reason"]
+    if reason is None:
+        return None
+    return "tool_calls" if made_calls and reason["type"] == "stop" else str(reason["type"])
+
+
+def completion_shape(rid: str, created: int, model_id: str) -> Shape:
+    """/v1/completions: a text_completion (with usage when not streaming)."""
+    def shape(text: str, meta: dict[str, Any], streaming: bool) -> dict[str, Any]:
+        out = {"id": rid, "object": "text_completion", "created": created, "model": model_id,
+               "choices": [{"index": 0, "text": text, "logprobs": None,
+                            "finish_reason": openai_finish_reason(meta)}]}
+        return out if streaming else {**out, "usage": usage(meta)}
+
+    return shape
+
+
+def chat_shape(rid: str, created: int, model_id: str) -> Shape:
+    """/v1/chat/completions without tools: a chat.completion, or its chunks' deltas."""
+    sent_role = [False]
+
+    def shape(text: str, meta: dict[str, Any], streaming: bool) -> dict[str, Any]:
+        head = {"id": rid, "created": created, "model": model_id}
+        if streaming:
+            delta: dict[str, Any] = {"content": text} if text else {}
+            if not sent_role[0]:   # OpenAI sends the role in the first delta only
+                delta, sent_role[0] = {"role": "assistant", "content": text}, True
+            return {**head, "object": "chat.completion.chunk",
+                    "choices": [{"index": 0, "delta": delta, "finish_reason": openai_finish_reason(meta)}]}
+        return {**head, "object": "chat.completion",
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                             "finish_reason": openai_finish_reason(meta)}], "usage": usage(meta)}
+
+    return shape
+
+
+def tool_call_shape(rid: str, created: int, model_id: str, body: ChatCompletionRequest,
+                    metrics: ServerMetrics) -> Shape:
+    """The chat `shape` of a request whose output may hold tool calls: the output is read
+    by a ToolCallParser; a stream's event becomes a list of chunks (content, then calls)."""
+    head = {"id": rid, "created": created, "model": model_id}
+    parser = ToolCallParser([t.name for t in body.function_tools()])
+    sent_role = [False]
+
+    def finished(meta: dict[str, Any]) -> str | None:
+        # "tool_calls" only when no call was cut: max_tokens or a stop string may end the
+        # output inside one (EOS never does), and the parser gives that one back as content
+        reason = openai_finish_reason(meta, made_calls=bool(parser.calls) and not parser.cut)
+        if reason is not None:
+            metrics.tool_calls.inc(len(parser.calls))
+        return reason
+
+    def shape(text: str, meta: dict[str, Any], streaming: bool) -> Any:
+        final = meta["finish_reason"] is not None
+        events = parser.feed(text) + (parser.finish() if final else [])
+        if not streaming:
+            calls = [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                     for c in parser.calls]
+            message: dict[str, Any] = {"role": "assistant", "content": parser.content or (None if calls else "")}
+            if calls:
+                message["tool_calls"] = calls
+            return {**head, "object": "chat.completion", "usage": usage(meta),
+                    "choices": [{"index": 0, "message": message, "finish_reason": finished(meta)}]}
+        deltas = openai_deltas(events)
+        if not sent_role[0]:   # OpenAI sends the role in the first delta only
+            deltas = [{"role": "assistant", **(deltas[0] if deltas else {"content": ""})}, *deltas[1:]]
+            sent_role[0] = True
+        if final and not deltas:
+            deltas = [{}]
+        return [{**head, "object": "chat.completion.chunk",
+                 "choices": [{"index": 0, "delta": d,
+                              "finish_reason": finished(meta) if final and i == len(deltas) - 1 else None}]}
+                for i, d in enumerate(deltas)]
+
+    return shape

@@ -1,0 +1,64 @@
+"""SGLang's native endpoints and the operator's: POST /generate, GET /health, /metrics
+(Prometheus) and /get_server_info."""
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+from starlette.concurrency import run_in_threadpool
+
+from ..metrics import CONTENT_TYPE
+from ..protocol import GenerateRequest
+from .errors import error_response
+from .http_limits import parse_body
+from .prompts import make_req
+from .state import server_state
+from .streaming import answer
+
+router = APIRouter()
+
+
+@router.post("/generate")
+async def native(request: Request) -> Response:
+    state = server_state(request)
+    body = await parse_body(GenerateRequest, request, state.options)
+    given = (body.sampling_params or {}).get("max_new_tokens") is not None
+    req = await run_in_threadpool(make_req, state, body.text, body.to_sampling_params(), "text",
+                                  "sampling_params.max_new_tokens" if given else None)
+    return await answer(state, request, req, lambda text, meta, streaming: {"text": text, "meta_info": meta},
+                        body.stream, False, "sampling_params")
+
+
+@router.get("/health", response_model=None)
+async def health(request: Request) -> dict[str, str] | Response:
+    state = server_state(request)
+    loop, options = state.loop, state.options
+    if loop is None or not loop.healthy:
+        reason = "starting" if loop is None else "shutting down" if loop.dead is None else repr(loop.dead)
+        return error_response(state, f"unhealthy: {reason}", 503)
+    # A thread that is alive but stuck (a step that never returns) answers nobody: not healthy.
+    stalled = loop.stalled_for()
+    if stalled > options.stall_timeout:
+        where = "inside one engine step" if loop.step_started is not None else "outside a step"
+        return error_response(state, f"unhealthy: the scheduler is stuck: it has not come round for {stalled:.1f} s "
+                              f"({where}) while requests wait; the limit (stall_timeout) is "
+                              f"{options.stall_timeout:g} s", 503, code="scheduler_stalled")
+    return {"status": "ok"}
+
+
+@router.get("/metrics")
+def prometheus_metrics(request: Request) -> Response:
+    # sync: it waits for the engine's lock in the thread pool, not on the event loop
+    return Response(server_state(request).metrics.render(), media_type=CONTENT_TYPE)
+
+
+@router.get("/get_server_info", response_model=None)
+async def server_info(request: Request) -> dict[str, Any]:
+    state = server_state(request)
+    engine, options = state.engine, state.options
+    return {"model": state.model_id, "model_path": engine.model_path, **engine.settings(),
+            "limits": {k: v for k, v in asdict(options).items() if k != "api_key"},
+            "api_key_required": options.api_key is not None,
+            "scheduler": state.loop.step_timings() if state.loop is not None else None}

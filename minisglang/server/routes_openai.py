@@ -1,0 +1,131 @@
+"""OpenAI's endpoints: GET /v1/models (and one model), POST /v1/completions and
+/v1/chat/completions (stream=true gives server-sent events). Chat also takes `tools`,
+`tool_choice` and `parallel_tool_calls`: the calls are a structural tag (function_call.py),
+which stage TOOLS_STAGE and later know."""
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+from starlette.concurrency import run_in_threadpool
+
+from ..core import Req, SamplingParams
+from ..protocol import ChatCompletionRequest, CompletionRequest, RequestError
+from ..stages import STAGE_MODULES
+from ..tokenizer import ChatPrompt
+from .http_limits import parse_body
+from .openai_shapes import chat_shape, completion_shape, tool_call_shape
+from .prompts import check_model, make_req
+from .state import ServerState, server_state
+from .streaming import answer
+
+# Tool calls are structural tags, which the stages before this one do not know.
+TOOLS_STAGE = "s6-function-calling"
+
+router = APIRouter()
+
+
+def stage_serves_tools(tag: str) -> bool:
+    """Whether the stage `tag` is TOOLS_STAGE or later (it knows structural tags)."""
+    order = list(STAGE_MODULES)
+    return TOOLS_STAGE in order and order.index(tag) >= order.index(TOOLS_STAGE)
+
+
+@router.get("/v1/models", response_model=None)
+async def models(request: Request) -> dict[str, Any]:
+    return {"object": "list", "data": [server_state(request).model_card]}
+
+
+@router.get("/v1/models/{name:path}", response_model=None)
+async def one_model(request: Request, name: str) -> dict[str, Any]:   # what the openai client's models.retrieve() asks
+    state = server_state(request)
+    check_model(state, name)
+    return state.model_card
+
+
+@router.post("/v1/completions")
+async def completions(request: Request) -> Response:
+    state = server_state(request)
+    body = await parse_body(CompletionRequest, request, state.options)
+    check_model(state, body.model)
+    req = await run_in_threadpool(make_req, state, body.prompt, body.to_sampling_params(), "prompt",
+                                  "max_tokens" if body.max_tokens is not None else None)
+    shape = completion_shape(f"cmpl-{uuid.uuid4().hex[:12]}", int(time.time()), state.model_id)
+    include_usage = bool(body.stream_options and body.stream_options.include_usage)
+    return await answer(state, request, req, shape, body.stream, include_usage, body.grammar_field())
+
+
+@router.post("/v1/chat/completions")
+async def chat(request: Request) -> Response:
+    state = server_state(request)
+    body = await parse_body(ChatCompletionRequest, request, state.options)
+    check_model(state, body.model)
+    params = body.to_sampling_params()
+    calls_possible = body.tool_constraint() is not None
+    if calls_possible and not stage_serves_tools(state.engine.stage_tag):
+        raise RequestError(f"tools: tool calls need stage {TOOLS_STAGE} or later; this server runs "
+                           f"stage {state.engine.stage_tag}", param="tools")
+    req = await run_in_threadpool(render_and_tokenize, state, body, params)
+    rid, created = f"chatcmpl-{uuid.uuid4().hex[:12]}", int(time.time())
+    include_usage = bool(body.stream_options and body.stream_options.include_usage)
+    if calls_possible:   # read the output for calls
+        try:
+            return await answer(state, request, req, tool_call_shape(rid, created, state.model_id, body, state.metrics),
+                                body.stream, include_usage)
+        except RequestError as e:
+            raise tool_refusal(e, body) from None
+    return await answer(state, request, req, chat_shape(rid, created, state.model_id), body.stream, include_usage,
+                        body.grammar_field())
+
+
+def render(state: ServerState, body: ChatCompletionRequest, tools: list[dict[str, Any]] | None) -> ChatPrompt:
+    """The chat's prompt through the model's template, with `tools` described in it."""
+    try:   # special tokens come from the template only, never from a message's text
+        return state.engine.tokenizer.encode_chat(body.message_dicts(), tools=tools)
+    except ValueError as e:   # a lone surrogate, or special-token text the template changed
+        raise RequestError(f"messages: {e}", param="messages") from e
+    except Exception as e:   # the template's own raise_exception (e.g. roles out of order)
+        raise RequestError(f"messages: the chat template refused them: {e}", param="messages") from e
+
+
+def render_and_tokenize(state: ServerState, body: ChatCompletionRequest, params: SamplingParams) -> Req:
+    """The chat's `Req` (in the thread pool); a prompt too long for the context blames the
+    tools when the messages alone would fit."""
+    tools = body.tool_dicts()
+    length_field = next((k for k in ("max_completion_tokens", "max_tokens") if getattr(body, k) is not None), None)
+    prompt = render(state, body, tools)
+    try:
+        return make_req(state, prompt, params, "messages", length_field)
+    except RequestError as e:
+        if not tools or e.param != "messages" or "context" not in str(e):
+            raise
+        # The template writes each tool's description into the prompt: when the messages
+        # alone fit, the tools are what does not (128 tools once blamed a one-word message).
+        without = render(state, body, None)
+        if len(without.text.encode("utf-8", "surrogatepass")) > state.max_prompt_bytes:
+            raise
+        alone = len(without.ids)
+        if alone >= state.max_context:
+            raise
+        raise RequestError(f"tools: the {len(tools)} tools' descriptions, which the chat template writes into "
+                           f"the prompt, make it longer than the model's context of {state.max_context} tokens "
+                           f"(the messages alone take {alone}; at least one new token must fit): send fewer "
+                           "or shorter tools", param="tools") from None
+
+
+def tool_refusal(e: RequestError, body: ChatCompletionRequest) -> RequestError:
+    """The engine's refusal of a tool request's grammar (an unsupported schema keyword) in the
+    request's terms: param "tools", or the tool's parameters when the message names its structure."""
+    if e.status != 400 or "structural_tag" not in str(e):
+        return e
+    choice = body.tool_choice_value()
+    names = [choice.name] if choice.mode == "function" else [t.name for t in body.function_tools()]
+    param = "tools"
+    if (m := re.search(r"structures\[(\d+)\]", str(e))) and int(m.group(1)) < len(names):
+        tool_index = [t.name for t in body.function_tools()].index(names[int(m.group(1))])
+        param = f"tools[{tool_index}].function.parameters"
+    return RequestError(f"{param}: {e}", param=param)

@@ -1,0 +1,98 @@
+"""What every route reads: the server's options and `ServerState`, one per app."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import Request
+
+from ..engine import Engine
+from ..metrics import ServerMetrics
+from ..tokenizer import Tokenizer
+
+if TYPE_CHECKING:  # pragma: no cover
+    from collections.abc import Callable
+
+    from .engine_loop import EngineLoop
+
+
+@dataclass
+class ServerOptions:
+    """The server's limits (`minisglang serve --help` lists them)."""
+
+    api_key: str | None = None          # when set, every endpoint but /health needs "Bearer <key>"
+    max_body_bytes: int = 4 * 1024 * 1024
+    max_compiling_per_client: int = 8   # distinct grammars a client (an IP address) may wait for at once; 429 above
+    drain_timeout: float = 2.0          # on SIGTERM: seconds in-flight requests get before their abort
+    body_timeout: float = 30.0          # seconds a client may take to send its body; 408 after (slow senders)
+    # /health turns 503 when the scheduler loop has been stuck this many seconds (in one step,
+    # or anywhere else) while requests wait; an idle loop comes round every 50 ms.
+    stall_timeout: float = 5.0
+    # A request's head (request line and headers) larger than this, or with more headers than
+    # max_headers, is refused with a 431; OpenAI's clients send well under a kilobyte.
+    max_header_bytes: int = 16 * 1024
+    max_headers: int = 100
+    # The proxies whose X-Forwarded-For header names the client (comma-separated addresses or
+    # networks, "*" any): behind them, max_compiling_per_client counts each real client, not
+    # the proxy. None (the default) trusts no proxy: the client is the socket's address, since
+    # any local program could otherwise send the header and pick a fresh budget.
+    forwarded_allow_ips: str | None = None
+
+    def __post_init__(self):
+        for name, low in (("max_body_bytes", 1), ("max_compiling_per_client", 1), ("drain_timeout", 0),
+                          ("body_timeout", 0.001), ("stall_timeout", 0.001), ("max_header_bytes", 1024),
+                          ("max_headers", 16)):
+            if not getattr(self, name) >= low:
+                raise ValueError(f"server option {name} must be >= {low}, got {getattr(self, name)!r}")
+        if self.forwarded_allow_ips is not None and not isinstance(self.forwarded_allow_ips, str):
+            raise ValueError(f"server option forwarded_allow_ips must be None or a string of addresses, got "
+                             f"{self.forwarded_allow_ips!r}")
+
+
+@dataclass
+class ServerState:
+    """One app's engine, options and metrics, and what follows from them once (the model's
+    name, the longest prompt worth tokenizing). `loop` is the scheduler's thread while the
+    app runs (its lifespan starts and stops it)."""
+
+    engine: Engine
+    options: ServerOptions
+    on_fatal: Callable[[], None] | None = None   # called once if the scheduler loop dies
+    loop: EngineLoop | None = None
+    metrics: ServerMetrics = field(init=False)
+    model_id: str = field(init=False)
+    max_context: int = field(init=False)
+    max_prompt_bytes: int = field(init=False)
+    model_card: dict[str, Any] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.metrics = ServerMetrics(self.engine, self.step_timings)
+        self.model_id = self.engine.model_path.rstrip("/").rsplit("/", 1)[-1]
+        self.max_context = self.engine.max_context_len
+        # A prompt of more bytes than this has more tokens than the context holds, whatever they
+        # are; x2 leaves room for a normalizer that shortens text before tokenizing.
+        self.max_prompt_bytes = 2 * self.max_context * max_bytes_per_token(self.engine.tokenizer)
+        # OpenAI's model object; `created` is when this server started serving it.
+        self.model_card = {"id": self.model_id, "object": "model", "created": int(time.time()),
+                           "owned_by": "minisglang"}
+
+    def step_timings(self) -> dict[str, float | None]:
+        """The scheduler loop's step times (EngineLoop.step_timings); none before it starts."""
+        return self.loop.step_timings() if self.loop is not None else {}
+
+
+def server_state(request: Request) -> ServerState:
+    """The state of the app serving `request` (create_app puts it in `app.state.server`)."""
+    state: ServerState = request.app.state.server
+    return state
+
+
+def max_bytes_per_token(tokenizer: Tokenizer) -> int:
+    """The most prompt bytes one token can stand for (special tokens' text included)."""
+    lengths = [len(b) for b in tokenizer.token_bytes if b]
+    for i in tokenizer.special_token_ids:
+        text = tokenizer.hf.id_to_token(i)
+        if text:
+            lengths.append(len(text.encode()))
+    return max(lengths, default=1)
