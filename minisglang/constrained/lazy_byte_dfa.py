@@ -14,7 +14,8 @@ from .work_slices import checkpoint
 # The DFA, one state at a time
 # ---------------------------------------------------------------------------------------
 UNEXPLORED = -2   # a row not computed yet (a -1 in a computed row means "dead")
-_LAYOUTS: dict[tuple[int, int], tuple[list[int], np.ndarray, np.ndarray, int]] = {}   # (cuts, first) -> LazyByteDFA._layout's answer
+# (cuts, first) -> LazyByteDFA._layout's answer
+_LAYOUTS: dict[tuple[int, int], tuple[list[int], np.ndarray, np.ndarray, int]] = {}
 
 
 class LazyByteDFA:

@@ -210,7 +210,8 @@ class RegexPool:
         self._clipped: dict[tuple[int, int], RegexNode] = {}
         self._keys: dict[int, str | None] = {}
         self._live: dict[int, bool] = {}   # AND/DIFF node uid -> whether its language is non-empty
-        self._searching: dict[int, tuple[dict[int, RegexNode | None], list[tuple[int, int, RegexNode]]]] = {}   # AND/DIFF node uid -> a cut search's (parent, frontier)
+        # AND/DIFF node uid -> a cut search's (parent, frontier)
+        self._searching: dict[int, tuple[dict[int, RegexNode | None], list[tuple[int, int, RegexNode]]]] = {}
         # Derivatives computed, keyed by `uid << 8 | byte`: one int per entry rather than a dict
         # per node, so a new node is two objects for Python's collector to scan (itself and its
         # parts), and no node points back at a derivative (r*'s is r* itself: no cycle to collect).
