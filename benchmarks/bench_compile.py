@@ -20,6 +20,19 @@ compile service stops the worker); outlines-core has no timeout, so the sample a
 schemas that would keep it busy for minutes. Writes benchmarks/results/compile.md.
 
     python benchmarks/bench_compile.py [--schemas 24] [--seed 16] [--repeats 5] [--cold-repeats 11]
+
+Held-out real data (`--data DIR`): DIR holds JSONSchemaBench's `maskbench/data/*.json`
+(github.com/guidance-ai/jsonschemabench has no license file: extract it anywhere, never
+into this repository). A seeded draw of `--files` files NOT among the earlier draws
+(EARLIER_DRAWS: json_schema_maskbench.py's seed-0 draw of 500) is compiled by each system
+of `--systems`, the first valid instance of each file walked token by token as above, and
+every invalid instance checked (a false positive: the grammar accepts it whole). Our rows
+are labelled with the build that ran (compiled or pure, minisglang/constrained/
+compiled_build.py): run it once as it is and once with MINISGLANG_PURE=1. Prints the table
+(counts and times only) and writes it to `--out` when given.
+
+    python benchmarks/bench_compile.py --data /work/jsonschemabench-data --files 400 --seed 36 \
+        --systems "fsm lazy,xgrammar,llguidance" --out /tmp/heldout.md
 """
 from __future__ import annotations
 
@@ -39,6 +52,7 @@ import torch
 
 import minisglang
 from minisglang.backends.base import InvalidGrammarObject, get_backend_class
+from minisglang.constrained import compiled_build
 from minisglang.constrained.bitmask import unpack_bits
 from minisglang.constrained.token_index import vocab_trie
 from minisglang.tokenizer import Tokenizer
@@ -139,6 +153,104 @@ STRESS = {
         "required": ["name", "children"]}}, "$ref": "#/$defs/node"},
         {"name": "root", "children": [{"name": "a", "children": []}]}),
 }
+
+
+# ------------------------------------------------------------------ held-out real data
+# Earlier draws of JSONSchemaBench's MaskBench files, (seed, files): a held-out draw avoids them.
+EARLIER_DRAWS = [(0, 500)]   # json_schema_maskbench.py --jsonschemabench --seed 0 --files 500
+
+
+def draw_real_files(data: Path, files: int, seed: int) -> list[tuple[str, dict, object, list]]:
+    """(file name, schema, its first valid instance or None, its invalid instances) for a
+    seeded draw of `files` MaskBench files not among EARLIER_DRAWS (each earlier draw is
+    random.Random(seed).sample of the sorted names, as json_schema_maskbench draws)."""
+    folder = data / "maskbench" / "data" if (data / "maskbench" / "data").is_dir() else data
+    names = sorted(p.name for p in folder.glob("*.json"))
+    earlier = {n for s, k in EARLIER_DRAWS for n in random.Random(s).sample(names, k)}
+    pool = [n for n in names if n not in earlier]
+    out = []
+    for name in sorted(random.Random(seed).sample(pool, files)):
+        content = json.loads((folder / name).read_bytes())
+        tests = content.get("tests", [])
+        valid = [t["data"] for t in tests if t.get("valid")]
+        out.append((name, content["schema"], valid[0] if valid else None,
+                    [t["data"] for t in tests if not t.get("valid")]))
+    return out
+
+
+def accepts_whole(grammar, ids: list[int], width: int, eos: int) -> bool:
+    """Whether `grammar` (a fresh copy) takes every token of `ids` and then allows EOS."""
+    try:
+        for token_id in ids:
+            grammar.accept_token(token_id)
+    except Exception:
+        return False
+    mask = grammar.allocate_vocab_mask(width, 1)
+    grammar.fill_vocab_mask(mask, 0)
+    return bool(unpack_bits(mask[0], width)[eos])
+
+
+def bench_real(label: str, tokenizer: Tokenizer, files, args) -> list[str]:
+    """One row per system of `args.systems` over the drawn `files` (see the module doc)."""
+    width, eos = tokenizer.vocab_size + PAD, tokenizer.eos_token_id
+    rows = []
+    for system, name, options in SYSTEMS:
+        if system not in args.systems:
+            continue
+        backend = make_backend(name, options, tokenizer, args.eager_timeout)
+        compile_once(backend, {"type": "integer"})
+        if args.gc_freeze:
+            gc.collect()
+            gc.freeze()
+        compile_s, step_s, cpu_s, refused, walked, rejected, fp, invalid = [], [], [], 0, 0, 0, 0, 0
+        for _, schema, instance, invalids in files:
+            grammar, seconds, error = compile_once(backend, schema)
+            if grammar is None or isinstance(grammar, InvalidGrammarObject):
+                refused += 1
+                continue
+            compile_s.append(seconds)
+            if instance is not None:
+                ids = tokenizer.encode(json.dumps(instance, ensure_ascii=False))
+                per_token, _, _, problem = walk(grammar.copy(), ids, width, None, cpu_s)
+                step_s += per_token
+                walked += 1
+                rejected += problem is not None
+            for bad in invalids:
+                invalid += 1
+                fp += accepts_whole(grammar.copy(), tokenizer.encode(json.dumps(bad, ensure_ascii=False)), width, eos)
+        backend.shutdown()
+        who = f"{system} ({compiled_build.active.split(' ')[0]})" if name == "fsm" else system
+        rows.append(f"| {label} | {who} | {len(compile_s)}/{len(files)} | {ms(pct(compile_s, .5))} "
+                    f"| {ms(pct(compile_s, .95))} | {ms(max(compile_s, default=float('nan')))} "
+                    f"| {us(pct(step_s, .5))} / {us(pct(step_s, .99))} | {us(pct(cpu_s, .5))} / {us(pct(cpu_s, .99))} "
+                    f"| {walked} ({rejected}) | {len(step_s):,} | {fp}/{invalid} |")
+        print(rows[-1], flush=True)
+    return rows
+
+
+def main_real(args) -> None:
+    files = draw_real_files(args.data, args.files, args.seed)
+    started, load_before = time.perf_counter(), os.getloadavg()[0]
+    vocabularies = [("bundled 4k", lambda: Tokenizer.from_pretrained(minisglang.DEFAULT_MODEL_PATH)),
+                    ("anthropic 65k", anthropic_65k), ("mistral tekken 131k", mistral_tekken)]
+    rows = [row for label, make in vocabularies if label.split()[-1] in args.vocabularies
+            for row in bench_real(label, make(), files, args)]
+    text = "\n".join([
+        f"Held-out draw: {len(files)} JSONSchemaBench MaskBench files, seed {args.seed}, none of {EARLIER_DRAWS} "
+        f"(seed, files); {sum(f[2] is not None for f in files)} have a valid instance.",
+        "",
+        "| vocabulary | system | compiled | compile p50 (ms) | p95 (ms) | max (ms) | per token p50 / p99 (us) "
+        "| per token CPU p50 / p99 (us) | instances walked (rejected) | steps | false positives |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        *rows,
+        "",
+        machine_line(f"load average {load_before:.1f} before the run", f"xgrammar {version('xgrammar')}",
+                     f"llguidance {version('llguidance')}", f"run took {time.perf_counter() - started:.0f} s"),
+        "",
+    ])
+    print(text)
+    if args.out:
+        args.out.write_text(text)
 
 
 # ------------------------------------------------------------------ measurements
@@ -296,8 +408,17 @@ def main() -> None:
     parser.add_argument("--eager-schemas", type=int, default=6, help="how many of the sample the eager fsm compiles")
     parser.add_argument("--gc-freeze", action=argparse.BooleanOptionalAction, default=True,
                         help="gc.freeze() after each system's setup, as a long-running server does after start-up")
+    parser.add_argument("--data", type=Path, help="a local copy of JSONSchemaBench's maskbench/data (see the doc)")
+    parser.add_argument("--files", type=int, default=400, help="with --data: how many files to draw")
+    parser.add_argument("--systems", default="fsm lazy,xgrammar,llguidance", help="with --data: which systems")
+    parser.add_argument("--vocabularies", default="4k,65k,131k", help="with --data: which vocabularies")
+    parser.add_argument("--out", type=Path, help="with --data: also write the table here")
     args = parser.parse_args()
     torch.set_num_threads(1)
+    if args.data:
+        args.systems = args.systems.split(",")
+        main_real(args)
+        return
     sample = generate_schemas(args.seed, args.schemas)
     started = time.perf_counter()
     load_before = os.getloadavg()[0]

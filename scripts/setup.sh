@@ -47,6 +47,16 @@ if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$want" ]; then
   echo "$want" > "$STAMP"
 fi
 
+# 2b. The lazy automaton's hot modules compiled by mypyc from the same source files, into
+#     build/mypyc (minisglang/constrained/compiled_build.py says how the package picks it up).
+#     Skipped when the build there matches the sources; without a C compiler, or when the
+#     build fails, the package runs those modules as pure Python (said once, here).
+if ! $VENV/bin/python -c 'import sys; from minisglang.constrained import compiled_build as c; sys.exit(c.active != "compiled")' 2>/dev/null; then
+  echo "[setup] compiling the lazy automaton with mypyc (about a minute)"
+  $VENV/bin/python scripts/build_compiled.py \
+    || echo "[setup] NOTE: the lazy automaton runs as pure Python (the same masks, slower first visits)"
+fi
+
 # 3. A real 65k byte-level BPE tokenizer for the tests: the tokenizer.json inside the
 #    anthropic==0.3.11 wheel, downloaded without installing that old package.
 TOK=.cache/tokenizers/anthropic-0.3.11

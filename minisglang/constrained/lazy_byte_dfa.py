@@ -14,7 +14,8 @@ from .work_slices import checkpoint
 # The DFA, one state at a time
 # ---------------------------------------------------------------------------------------
 UNEXPLORED = -2   # a row not computed yet (a -1 in a computed row means "dead")
-_LAYOUTS: dict[tuple[int, int], tuple] = {}   # (cuts, first) -> LazyByteDFA._layout's answer
+# (cuts, first) -> LazyByteDFA._layout's answer
+_LAYOUTS: dict[tuple[int, int], tuple[list[int], np.ndarray, np.ndarray, int]] = {}
 
 
 class LazyByteDFA:
@@ -41,11 +42,11 @@ class LazyByteDFA:
         self.initial = self._state(root)
 
     @classmethod
-    def from_regex(cls, pattern: str, members: bool = False, **limits) -> LazyByteDFA:
+    def from_regex(cls, pattern: str, members: bool = False, max_states: int = 100_000) -> LazyByteDFA:
         """The automaton of `pattern` in a pool of its own (`members`: also read the schema
         compiler's private groups, see `parse_regex`)."""
         pool = RegexPool()
-        return cls(parse_regex(pattern, pool, members=members), pool, **limits)
+        return cls(parse_regex(pattern, pool, members=members), pool, max_states)
 
     @property
     def num_states(self) -> int:

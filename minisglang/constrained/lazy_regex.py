@@ -46,12 +46,22 @@ from __future__ import annotations
 
 import heapq
 import re
+from collections.abc import Iterable
+from typing import Final
 
 from .regex_dfa import RegexError
 from .work_slices import OutOfTime, checkpoint
 
-# Node kinds.
-EMPTY, EPSILON, BYTES, CONCAT, ALT, REPEAT, MEMBERS, AND, DIFF = range(9)
+# Node kinds. (Final: the compiled build reads them as constants, not module attributes.)
+EMPTY: Final = 0
+EPSILON: Final = 1
+BYTES: Final = 2
+CONCAT: Final = 3
+ALT: Final = 4
+REPEAT: Final = 5
+MEMBERS: Final = 6
+AND: Final = 7
+DIFF: Final = 8
 # The private syntax of a MEMBERS node (Python's `re` rejects `(?@`, so no ordinary regex
 # means something else by it): `(?@members(SEP)(!M)(~M)(&E))`, the separator group first,
 # then one group per member: `!` required, `~` optional (each at most once), `&` an extra
@@ -65,9 +75,21 @@ AND_SYNTAX, DIFF_SYNTAX = "(?@and", "(?@diff"
 # together never mean different things by one name.
 DEF_SYNTAX, REF_SYNTAX = "(?@def:", "(?@ref:"
 _PRIVATE_GROUP = re.compile(r"\(\?@(?:members|and|diff|def:|ref:)")
-# How many nodes one search for a match of a new `&`/`-` node may visit.
-MAX_SET_SEARCH = 100_000
-NEVER = 1 << 40   # the min_len of the empty language
+# How many nodes one search for a match of a new `&`/`-` node may visit; and how many
+# derivatives all the searches of one pool may compute together, until its owner lifts that
+# second bound (`RegexPool.searched_limit`).
+MAX_SET_SEARCH: Final = 100_000
+MAX_SEARCH_DERIVATIVES: Final = 300_000
+# How deeply a node may nest (RegexNode.depth): the derivative, `cuts` and `clip` recurse
+# that deep. Checked when a node is made, so both builds refuse the same regexes by name: the
+# pure one would otherwise stop at Python's recursion limit, and the compiled one (mypyc's
+# native calls run on the C stack, unchecked) crash the process past a few thousand levels.
+MAX_NESTING: Final = 256
+NEVER: Final = 1 << 40   # the min_len of the empty language
+
+
+# A key of the pool's table: a CONCAT's (head uid << 32 | tail uid), or a tuple (kind, ...).
+PoolKey = int | tuple[int | None, ...]
 
 
 class AutomatonLimitError(RegexError):
@@ -79,9 +101,9 @@ class AutomatonLimitError(RegexError):
 # alternatives each inside the one before, and the next derivative ran into Python's
 # recursion limit (a RecursionError that read "maximum recursion depth exceeded in
 # comparison", at compile or, worse, mid-generation as an internal error).
-TOO_DEEP = ("regex too complex: its automaton nests more deeply than Python's recursion limit lets the "
-            "lazy automaton follow (hundreds of optional copies of one piece in a row, or groups nested "
-            "hundreds deep); write a counted repetition such as (?:X){0,400} instead")
+TOO_DEEP = ("regex too complex: its automaton nests more deeply than the lazy automaton follows "
+            "(hundreds of optional copies of one piece in a row, or groups nested hundreds deep); write a "
+            "counted repetition such as (?:X){0,400} instead")
 
 
 class RegexNode:
@@ -100,10 +122,14 @@ class RegexNode:
     """
 
     __slots__ = ("uid", "kind", "parts", "byte_set", "low", "high", "nullable", "first", "max_bound",
-                 "min_len", "key_len", "_cuts")
+                 "min_len", "key_len", "depth", "_cuts")
+    max_bound: int
+    min_len: int
+    key_len: int
+    depth: int
 
-    def __init__(self, uid: int, kind: int, parts: tuple = (), byte_set: int = 0,
-                 low: int = 0, high: int | None = 0, nullable: bool = False, first: int = 0):
+    def __init__(self, uid: int, kind: int, parts: tuple[RegexNode, ...] = (), byte_set: int = 0,
+                 low: int = 0, high: int | None = 0, nullable: bool = False, first: int = 0) -> None:
         self.uid, self.kind, self.parts, self.byte_set = uid, kind, parts, byte_set
         self.low, self.high = low, high
         self.nullable = nullable   # matches the empty string: an accepting state
@@ -113,15 +139,19 @@ class RegexNode:
         # lower). min_len: the fewest bytes a match takes (NEVER for the empty language).
         # key_len: how long RegexPool.key's text is at least (a tag letter, parentheses,
         # spaces; the hex digits of a byte set): a large grammar's key is refused unwritten.
+        # depth: how deeply the recursive walks (derivative, cuts, clip) go below this node;
+        # a CONCAT's tail is walked in a loop, not a call, so it adds no level.
         # CONCAT and ALT first, in one pass each: most nodes a derivative makes are those.
         if kind == CONCAT:   # key "c(HEAD TAIL)"
             head, tail = parts
+            self.depth = head.depth + 1 if head.depth >= tail.depth else tail.depth
             self.max_bound = head.max_bound if head.max_bound > tail.max_bound else tail.max_bound
             self.min_len = head.min_len + tail.min_len
             if self.min_len > NEVER:
                 self.min_len = NEVER
             self.key_len = head.key_len + tail.key_len + 4
             return
+        self.depth = 1 + max([p.depth for p in parts]) if parts else 0
         if kind == ALT:
             max_bound, min_len, key_len = 0, NEVER, 2 + len(parts)
             for p in parts:
@@ -138,7 +168,7 @@ class RegexNode:
         elif kind == MEMBERS:
             # max_bound 0: `clip` leaves it whole (a member's bounds are clipped once it is
             # in progress, as the head of a CONCAT); min_len: the required members left.
-            sep, members, left = parts[0], parts[2:], high & ~low
+            sep, members, left = parts[0], parts[2:], (high or 0) & ~low   # (a MEMBERS node's high is an int)
             needed = [m.min_len for i, m in enumerate(members) if left >> i & 1]
             self.max_bound = 0
             self.min_len = min(sum(needed) + sep.min_len * max(len(needed) - (not byte_set), 0), NEVER)
@@ -164,15 +194,24 @@ class RegexPool:
 
     `max_nodes` bounds how many nodes may exist (parsing and derivatives together), so a
     regex that would blow up fails with AutomatonLimitError instead of eating memory.
+    `searched_limit` bounds the derivatives all searches of `&`/`-` nodes compute together
+    (each search alone visits at most MAX_SET_SEARCH nodes): a schema of nested `not`s of
+    `allOf`s of patterns (JSONSchemaBench's Handwritten allany17) made 18 searches whose
+    nodes were large products, 1.2 million derivatives and 10 s of Python per parse, twice
+    per compile. compile_lazy_token_fsm lifts it (None) once the start row is made: in
+    generation, searches are bounded one by one.
     """
 
-    def __init__(self, max_nodes: int = 2_000_000):
+    def __init__(self, max_nodes: int = 2_000_000, searched_limit: int | None = MAX_SEARCH_DERIVATIVES):
         self.max_nodes = max_nodes
-        self._table: dict[tuple | int, RegexNode] = {}
+        self.searched_limit = searched_limit
+        self.searched = 0   # derivatives computed by the searches so far
+        self._table: dict[PoolKey, RegexNode] = {}
         self._clipped: dict[tuple[int, int], RegexNode] = {}
         self._keys: dict[int, str | None] = {}
         self._live: dict[int, bool] = {}   # AND/DIFF node uid -> whether its language is non-empty
-        self._searching: dict[int, tuple] = {}   # AND/DIFF node uid -> a cut search's (parent, frontier)
+        # AND/DIFF node uid -> a cut search's (parent, frontier)
+        self._searching: dict[int, tuple[dict[int, RegexNode | None], list[tuple[int, int, RegexNode]]]] = {}
         # Derivatives computed, keyed by `uid << 8 | byte`: one int per entry rather than a dict
         # per node, so a new node is two objects for Python's collector to scan (itself and its
         # parts), and no node points back at a derivative (r*'s is r* itself: no cycle to collect).
@@ -183,18 +222,22 @@ class RegexPool:
     def __len__(self) -> int:
         return len(self._table)
 
-    def _make(self, key: tuple, kind: int, **fields) -> RegexNode:
+    def _make(self, key: PoolKey, kind: int, parts: tuple[RegexNode, ...] = (), byte_set: int = 0, low: int = 0,
+              high: int | None = 0, nullable: bool = False, first: int = 0) -> RegexNode:
         """The node under `key`, made (RegexNode's fields) when there is none yet."""
         node = self._table.get(key)
-        return node if node is not None else self._add(key, kind, **fields)
+        return node if node is not None else self._add(key, kind, parts, byte_set, low, high, nullable, first)
 
-    def _add(self, key: tuple | int, kind: int, parts: tuple = (), byte_set: int = 0, low: int = 0,
+    def _add(self, key: PoolKey, kind: int, parts: tuple[RegexNode, ...] = (), byte_set: int = 0, low: int = 0,
              high: int | None = 0, nullable: bool = False, first: int = 0) -> RegexNode:
         """A new node under `key` (which the table does not hold yet)."""
         if len(self._table) >= self.max_nodes:
             raise AutomatonLimitError(f"regex too complex: its syntax tree and derivatives need more than "
                                       f"{self.max_nodes:,} nodes (limit max_regex_nodes)")
-        node = self._table[key] = RegexNode(len(self._table), kind, parts, byte_set, low, high, nullable, first)
+        node = RegexNode(len(self._table), kind, parts, byte_set, low, high, nullable, first)
+        if node.depth > MAX_NESTING:
+            raise AutomatonLimitError(TOO_DEEP)
+        self._table[key] = node
         return node
 
     # -- constructors, with the simplifications that keep the derivatives finite --------
@@ -228,18 +271,19 @@ class RegexPool:
             out = self.concat(node, out)
         return out
 
-    def alt(self, nodes) -> RegexNode:
+    def alt(self, nodes: Iterable[RegexNode]) -> RegexNode:
         """Any of `nodes`, as a set: nested alternatives flattened, EMPTY dropped, duplicates
         merged, single-byte alternatives merged into one byte set, order canonical."""
-        if isinstance(nodes, list):   # the common cases of a derivative, without the set work
-            if len(nodes) == 1:   # a sequence whose head cannot be skipped (most of them)
-                return nodes[0]   # (EMPTY included: it is canonical too)
-            nodes = [n for n in nodes if n.kind != EMPTY]
-            if len(nodes) <= 1:
-                return nodes[0] if nodes else self.empty   # a node is canonical already
+        items = nodes if isinstance(nodes, list) else list(nodes)
+        # The common cases of a derivative first, without the set work.
+        if len(items) == 1:   # a sequence whose head cannot be skipped (most of them)
+            return items[0]   # (EMPTY included: it is canonical too)
+        items = [n for n in items if n.kind != EMPTY]
+        if len(items) <= 1:
+            return items[0] if items else self.empty   # a node is canonical already
         members: dict[int, RegexNode] = {}
         bytes_mask = 0
-        for node in nodes:
+        for node in items:
             kind = node.kind
             if kind == ALT:
                 for m in node.parts:
@@ -261,9 +305,9 @@ class RegexPool:
             return next(iter(members.values()))
         uids = sorted(members)
         key = (ALT, *uids)
-        node = self._table.get(key)   # most alternations a derivative makes exist already
-        if node is not None:
-            return node
+        found = self._table.get(key)   # most alternations a derivative makes exist already
+        if found is not None:
+            return found
         parts = tuple([members[uid] for uid in uids])
         first, nullable = 0, False
         for m in parts:
@@ -333,7 +377,7 @@ class RegexPool:
         is written, or (separator, if started) a member not written yet and the rest."""
         separator, extra, *members = node.parts
         lead = separator if node.byte_set else self.epsilon
-        required = [bool(node.high >> i & 1) for i in range(len(members))]
+        required = [bool((node.high or 0) >> i & 1) for i in range(len(members))]   # (an int for MEMBERS)
         options = [self.epsilon] if node.nullable else []
         for i, m in enumerate(members):
             if not node.low >> i & 1:
@@ -397,10 +441,14 @@ class RegexPool:
 
         A search cut by `checkpoint` (OutOfTime, work_slices.py) keeps its frontier and
         goes on from it when it is asked again: no step redoes the work of the last."""
-        parent, frontier = self._searching.pop(start.uid, None) or ({start.uid: None}, [(start.min_len, 0, start)])
+        parent: dict[int, RegexNode | None] = {start.uid: None}
+        frontier: list[tuple[int, int, RegexNode]] = [(start.min_len, 0, start)]
+        if start.uid in self._searching:
+            parent, frontier = self._searching.pop(start.uid)
         found = None
         while frontier:
             item = heapq.heappop(frontier)
+            made = len(self._derivatives)
             try:
                 found = self._search_step(item[2], parent, frontier)
             except OutOfTime:   # cut inside its step: searched again next time (what it added stays)
@@ -412,6 +460,10 @@ class RegexPool:
             if len(parent) > MAX_SET_SEARCH:
                 raise AutomatonLimitError(f"regex too complex: deciding whether an intersection or difference "
                                           f"matches anything visited more than {MAX_SET_SEARCH:,} states")
+            self.searched += len(self._derivatives) - made
+            if self.searched_limit is not None and self.searched > self.searched_limit:
+                raise AutomatonLimitError(f"regex too complex: deciding whether its intersections and differences "
+                                          f"match anything took more than {self.searched_limit:,} derivatives")
             try:
                 checkpoint(kept=True)   # one more state searched: the frontier moved
             except OutOfTime:
@@ -519,20 +571,21 @@ class RegexPool:
         if node.key_len > limit:
             self._keys[node.uid] = None
             return None
+        out: str | None
         if node.kind == BYTES:
             out = f"b{node.byte_set:x}"
         elif node.kind in (EMPTY, EPSILON):
             out = "0" if node.kind == EMPTY else "e"
         else:
-            parts, size = [], 0
+            parts: list[str] = []
+            size = 0
             for part in node.parts:   # stop at the first part that makes it too long
                 text = self.key(part, limit)
                 size += len(text) + 1 if text is not None else limit + 1
-                if size > limit:
-                    parts = None
+                if text is None or size > limit:
                     break
                 parts.append(text)
-            if parts is None:
+            if len(parts) < len(node.parts):
                 out = None
             else:
                 tag = {CONCAT: "c", ALT: "a", AND: "n", DIFF: "d",
@@ -635,8 +688,14 @@ def describe(node: RegexNode, limit: int = 60) -> str:
             if len(bits) == 1:
                 return bytes(bits).decode("latin-1") if 0x20 < bits[0] < 0x7F else f"\\x{bits[0]:02x}"
             return f"[{len(bits)} bytes]"
-        if n.kind == CONCAT:
-            return text(n.parts[0]) + text(n.parts[1])
+        if n.kind == CONCAT:   # along the spine in a loop (a long literal is a long spine)
+            pieces: list[str] = []
+            size = 0
+            while n.kind == CONCAT and size <= limit:
+                pieces.append(text(n.parts[0]))
+                size += len(pieces[-1])
+                n = n.parts[1]
+            return "".join(pieces) + (text(n) if n.kind != CONCAT else "")
         if n.kind == ALT:
             return "(" + "|".join(text(m) for m in n.parts) + ")"
         if n.kind == MEMBERS:

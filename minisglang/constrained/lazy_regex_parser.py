@@ -59,7 +59,7 @@ _utf8_sequences = functools.lru_cache(maxsize=4096)(utf8_sequences)
 
 
 class _Parser:
-    """Recursive descent over a pattern that `re.compile` has already accepted."""
+    """Recursive descent over a pattern that `re.compile` accepts (see `parse_regex`)."""
 
     def __init__(self, pattern: str, source: str, pool: RegexPool):
         self.p, self.source, self.pool, self.i = pattern, source, pool, 0
@@ -341,6 +341,21 @@ class _Parser:
         return node
 
 
+def _check_with_python(pattern: str, body: str, members: bool) -> None:
+    """Raise RegexError with Python's message when `re` rejects `body` (the pattern without
+    its anchors; `members`: our private groups read as plain groups)."""
+    try:
+        with warnings.catch_warnings():   # "possible nested set": we read `[[` as re does today
+            warnings.simplefilter("ignore", FutureWarning)
+            # Our private groups read as plain ones for this check (`(!M)` is a group
+            # starting with a literal "!"): the rest must be a regex Python accepts.
+            re.compile(_PRIVATE_GROUP.sub("(?:", body) if members else body)
+    except re.error as e:
+        raise RegexError(f"invalid regex {shown_regex(pattern)}: {e}") from None
+    except RecursionError:   # Python's own parser, on groups nested a few hundred deep
+        raise AutomatonLimitError(TOO_DEEP) from None
+
+
 def parse_regex(pattern: str, pool: RegexPool, members: bool = False) -> RegexNode:
     """Parse `pattern` (Python syntax, whole-output match) into a node of `pool`.
 
@@ -354,20 +369,23 @@ def parse_regex(pattern: str, pool: RegexPool, members: bool = False) -> RegexNo
     or a regex that matches no string at all.
     """
     body = _strip_anchors(pattern)
-    try:
-        with warnings.catch_warnings():   # "possible nested set": we read `[[` as re does today
-            warnings.simplefilter("ignore", FutureWarning)
-            # Our private groups read as plain ones for this check (`(!M)` is a group
-            # starting with a literal "!"): the rest must be a regex Python accepts.
-            re.compile(_PRIVATE_GROUP.sub("(?:", body) if members else body)
-    except re.error as e:
-        raise RegexError(f"invalid regex {shown_regex(pattern)}: {e}") from None
-    except RecursionError:   # Python's own parser, on groups nested a few hundred deep
-        raise AutomatonLimitError(TOO_DEEP) from None
+    # A user's regex is judged by Python's parser first: ours assumes a valid pattern. The
+    # JSON Schema compiler's regex (`members`) is text it wrote itself from pieces Python's
+    # parser already read (a `pattern` keyword's regex is translated from `re`'s own parse
+    # tree), so checking the whole again only cost time (a third of a schema's compile);
+    # there Python is asked only when our parser fails, for its message.
+    if not members:
+        _check_with_python(pattern, body, members)
     try:
         node = _Parser(body, pattern, pool).parse()
     except RecursionError:
         raise AutomatonLimitError(TOO_DEEP) from None
+    except AutomatonLimitError:
+        raise
+    except (RegexError, LookupError, ValueError, TypeError):   # (not a slice's OutOfTime)
+        if members:
+            _check_with_python(pattern, body, members)   # Python's message when it rejects the text too
+        raise
     if node.kind == EMPTY:
         raise RegexError(f"regex {shown_regex(pattern)} matches no string at all (empty language)")
     return node

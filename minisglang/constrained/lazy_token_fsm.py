@@ -537,6 +537,7 @@ def compile_lazy_token_fsm(regex: str, vocab: Vocabulary, vocab_size: int, limit
         start = index.row(index.initial_state)
     except RegexError as e:   # AutomatonLimitError included
         raise ConstraintError(str(e)) from e
+    pool.searched_limit = None   # the compile's searches were bounded together; generation's one by one
     if start.count == 0 and not index.is_final(index.initial_state):
         allowed = bytes(dfa.allowed_bytes(index.initial_state).tolist()[:12])
         error = VocabularyCannotSpellError(
