@@ -133,7 +133,8 @@ def run_task_tests(stage: str, impl: str | Path | None = None, tests_dir: Path =
     in `report.ran` every task whose solution region the tests ran."""
     tasks = select_tasks(stage, only)
     package = PACKAGE_DIR
-    env = dict(os.environ)
+    # The source is what is graded (and traced): never the reference's compiled build.
+    env = dict(os.environ, MINISGLANG_PURE="1")
     if impl is not None:
         impl = Path(impl).resolve()
         package = impl / "minisglang"

@@ -38,6 +38,7 @@ import importlib
 import inspect
 import json
 import multiprocessing
+import os
 import re
 import signal
 import sys
@@ -329,8 +330,9 @@ def run_all(mutations: list[dict], timeout: float = 900) -> tuple[dict, list[boo
             # main script, and this one, imported there, broke them.
             code = f"import sys; sys.path.insert(0, {str(TESTS)!r}); import mutants; sys.exit(mutants.main())"
             job = {"tasks": tasks, "mutations": todo, "alarm": alarm}
-            proc = subprocess.run([sys.executable, "-c", code], input=json.dumps(job),
-                                  capture_output=True, text=True, timeout=timeout, cwd=REPO)
+            # A mutant swaps a function's code object: the pure build's (a compiled function has none).
+            proc = subprocess.run([sys.executable, "-c", code], input=json.dumps(job), capture_output=True, text=True,
+                                  timeout=timeout, cwd=REPO, env=dict(os.environ, MINISGLANG_PURE="1"))
             if proc.returncode != 0:
                 raise RuntimeError(f"the mutant runner failed:\n{proc.stderr[-3000:]}")
             out = json.loads(proc.stdout)
