@@ -263,12 +263,22 @@ def cmd_prerequisites(args) -> int:
 
 
 def cmd_solutions(args) -> int:
-    from .checkout import format_solutions
+    from .checkout import PACKAGE_DIR, format_solutions, stage_number
+
+    # The chapter each stage's tasks belong to, for the instructor kits (instructors/NN-name/).
+    chapters = {1: "01-masked-fill", 2: "02-batched-masks", 3: "03-fsm-cache", 4: "04-jump-forward",
+                5: "05-backends", 6: "07-function-calling", 7: "08-speculative"}
 
     try:
         print(format_solutions(args.stage, args.task))
     except ValueError as e:
         return _user_error(e)
+    # Bare code says what, not why: point at the reasoning, kept apart from the student text.
+    kit = f"instructors/{chapters.get(stage_number(args.stage), '')}"
+    if (PACKAGE_DIR.parent / kit / "walkthrough.md").exists():
+        print(f"# why, and the wrong solutions each test catches: {kit}/walkthrough.md")
+    else:
+        print("# no walkthrough for this stage yet; the instructor kits: instructors/README.md")
     return 0
 
 

@@ -139,17 +139,14 @@ def radix_after_three_requests() -> str:
 
 
 def radix_after_jumps() -> str:
-    """Notebook 04: one constrained request with jump-forward, greedy, then the tree."""
-    import minisglang as sgl
-    from minisglang.drawings.radix import radix_tokens_dot
+    """Notebook 04, section 2: its request greedy, then sampled at the seed that re-cuts, then the tree.
 
-    engine = sgl.Engine(stage="s4")
-    prompt = "<|user|>\nExtract as JSON: Li Lei is 31 years old and lives in Paris.\n<|assistant|>\n"
-    person = r'\{"name": "[A-Za-z ]{1,12}", "age": [1-9][0-9]?, "city": "(Paris|Rome|Beijing)"\}'
-    engine.generate(prompt, {"regex": person, "temperature": 0, "max_new_tokens": 60})
-    dot = radix_tokens_dot(engine.scheduler.tree_cache, engine.tokenizer)   # token boundaries visible
-    engine.shutdown()
-    return dot
+    The run and its prompt live in scripts/chapter_facts.py, which computes every fact chapter
+    04 quotes about it (tests/test_chapter04_facts.py): the figure and the prose share one run."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import chapter_facts
+
+    return chapter_facts.notebook_runs().dot   # radix_tokens_dot: token boundaries visible
 
 
 ALL = [
