@@ -29,10 +29,6 @@ FULL = {"01-masked-fill", "03-fsm-cache", "04-jump-forward", "07-function-callin
 FULL_FILES = ("session-plan.md", "handout.md", "quiz.md", "walkthrough.md")
 BASIC_FILES = ("session-plan.md", "quiz.md")
 KIT_FILES = sorted(KITS.rglob("*.md"))
-# The step view's command comes from another branch (issue 35 items 1, 2); until it is on
-# this one, its lines are the only ones allowed not to parse.
-PENDING = {"trace"}
-SUBCOMMANDS = set(build_parser()._subparsers._group_actions[0].choices)   # argparse keeps them there
 
 
 def kit_commands(text: str) -> list[str]:
@@ -79,21 +75,12 @@ def test_every_command_in_a_kit_parses_with_the_real_parser():
     parser = build_parser()
     commands = {c: p for p in KIT_FILES for c in kit_commands(p.read_text(encoding="utf-8"))}
     assert len(commands) >= 30
-    pending = []
     for command, path in commands.items():
         argv = shlex.split(command)[1:]
-        if argv[0] in PENDING and argv[0] not in SUBCOMMANDS:
-            pending.append(command)
-            continue
         try:
             parser.parse_args(argv)
         except SystemExit:
             pytest.fail(f"{path.relative_to(REPO)}: `{command}` does not parse")
-    # Only the step view may be missing, and only while its command is not on this branch.
-    assert all(shlex.split(c)[1] in PENDING for c in pending)
-    if pending:
-        warnings.warn(f"{len(pending)} `minisglang trace` commands not parsed: the trace command is not on "
-                      "this branch yet (issue 35 items 1, 2); every other kit command parses")
 
 
 def test_no_kit_file_reaches_a_student_checkout(tmp_path):
