@@ -216,6 +216,21 @@ def test_a_deep_tree_is_an_automaton_limit_not_a_crash():
     from minisglang.constrained.lazy_regex import AutomatonLimitError
     deep = lit("a")
     for _ in range(5000):
-        deep = Seq((lit("b"), Shared(deep)))
+        deep = Alt((lit("b"), Seq((lit("c"), deep))))
     with pytest.raises(AutomatonLimitError, match="recursion limit"):
         lower(deep, RegexPool())
+    with pytest.raises(AutomatonLimitError, match="recursion limit"):
+        render(deep)
+
+
+def test_a_long_chain_of_shared_parts_needs_no_deep_recursion():
+    """An object's member list makes each tail a shared part inside the next: thousands
+    deep, handled one definition at a time."""
+    chain = lit("}")
+    for i in range(5000):
+        chain = Shared(concat(lit(f",k{i}"), repeat(chain, 0, 1)))
+    text = render(chain, "lazy")
+    assert text.count("(?@def:") == 5000 and len(text) == text_size(chain)
+    pool = RegexPool()
+    dfa = LazyByteDFA(lower(chain, pool), pool)
+    assert dfa.matches(b",k4999,k4998") and dfa.matches(b",k4999") and not dfa.matches(b",k4998")

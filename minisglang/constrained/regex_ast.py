@@ -59,7 +59,9 @@ def _class_text(ranges: Ranges) -> str:
 
     def item(lo: int, hi: int) -> str:
         first = _escape_char(chr(lo), in_class=True)
-        return first if lo == hi else f"{first}-{_escape_char(chr(hi), in_class=True)}"
+        if lo == hi:
+            return first
+        return first + ("" if hi == lo + 1 else "-") + _escape_char(chr(hi), in_class=True)   # [89], [0-9]
     return ("[^" if negated else "[") + "".join(item(lo, hi) for lo, hi in (others if negated else ranges)) + "]"
 
 
@@ -153,6 +155,13 @@ class Alt(Regex):
                     any(o.nullable for o in self.options))
 
 
+def _is_unit(node: Regex) -> bool:
+    """Whether a quantifier may follow the lazy dialect's text of `node` directly: one
+    character, a class, or a group."""
+    return (isinstance(node, (Chars, Alt, And, Diff, Members, Shared))
+            or (isinstance(node, Text) and len(node.text) == 1))
+
+
 @dataclass(frozen=True, eq=False, slots=True)
 class Repeat(Regex):
     """`body` from `low` to `high` times (`high` None: no bound): `*` is (0, None)."""
@@ -165,7 +174,8 @@ class Repeat(Regex):
         return (self.body, self.low, self.high)
 
     def __post_init__(self) -> None:
-        self._cache(self.body.size + 4 + len(_quantifier(self.low, self.high)), self.low == 0 or self.body.nullable)
+        group = 0 if _is_unit(self.body) else len("(?:)")
+        self._cache(self.body.size + group + len(_quantifier(self.low, self.high)), self.low == 0 or self.body.nullable)
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -323,6 +333,9 @@ class _Renderer:
 
     def whole(self, node: Regex) -> str:
         try:
+            if self.dialect == "lazy":   # each definition after the ones it uses, none nested in another
+                for shared in shared_in_order(node):
+                    self.text(shared)
             body = self.text(node)
         except RecursionError:
             raise AutomatonLimitError(TOO_DEEP) from None
@@ -338,9 +351,7 @@ class _Renderer:
     def atom(self, node: Regex) -> str:
         """The text of `node` as one unit a quantifier may follow."""
         text = self.text(node)
-        if isinstance(node, (Chars, Alt, And, Diff, Members)) or (isinstance(node, Text) and len(node.text) == 1):
-            return text
-        if isinstance(node, Shared) and self.dialect == "lazy":
+        if _is_unit(node) and (self.dialect == "lazy" or not isinstance(node, Shared)):
             return text
         return f"(?:{text})"
 
@@ -408,6 +419,29 @@ def children(node: Regex) -> Sequence[Regex]:
     return ()
 
 
+def shared_in_order(node: Regex) -> list[Shared]:
+    """The Shared nodes under `node` (itself included), each after the ones its body uses.
+
+    A walk with its own stack, no recursion: a schema's shared parts may chain thousands
+    deep (an object's member list, each tail shared), and handling them in this order
+    keeps every other walk (render, lower) within one body's nesting."""
+    out: list[Shared] = []
+    seen: set[int] = set()
+    stack: list[tuple[Regex, bool]] = [(node, False)]
+    while stack:
+        n, children_done = stack.pop()
+        if children_done:
+            if isinstance(n, Shared):
+                out.append(n)
+            continue
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        stack.append((n, True))
+        stack.extend((c, False) for c in reversed(children(n)))
+    return out
+
+
 def text_size(node: Regex) -> int:
     """About how long the lazy dialect's text of `node` is: its size plus each shared
     definition it uses, once (the length limits of the backends read this)."""
@@ -418,7 +452,7 @@ def text_size(node: Regex) -> int:
             continue
         seen.add(id(n))
         if isinstance(n, Shared):
-            total += n.body.size + 25
+            total += n.body.size + REF_CHARS + 2   # (?@def:NAME(body))
         todo.extend(children(n))
     return total
 
@@ -434,8 +468,11 @@ def lower(node: Regex, pool: RegexPool) -> RegexNode:
     """The pool node of `node` (characters become their UTF-8 bytes). A sub-tree used in
     several places is lowered once. Raises AutomatonLimitError past the pool's node limit
     or Python's recursion limit, RegexError for a bad members group."""
+    lowering = _Lowering(pool)
     try:
-        return _Lowering(pool).node(node)
+        for shared in shared_in_order(node):   # (see shared_in_order: no deep recursion)
+            lowering.node(shared)
+        return lowering.node(node)
     except RecursionError:
         raise AutomatonLimitError(TOO_DEEP) from None
 
