@@ -1045,3 +1045,32 @@ def test_a_number_below_the_smallest_double_is_refused_not_read_as_zero(numeral)
     assert numeral[:20] in str(info.value)
     assert matches({"type": "number", "minimum": 0.0}, "0")   # zero written as zero is fine
     assert build_regex_from_schema('{"type": "number", "minimum": 0e-400, "maximum": 5e-324}')   # (zero digits: 0)
+
+
+def test_a_requests_schema_text_is_parsed_once(monkeypatch):
+    """The fsm backend's arrival asks `is_cached`, then `get_cached_or_future_value`, and
+    compiles: one json parse of the schema text for all three (the cache key's), and the
+    lazy automaton reads the compiler's tree (no regex text parsed back)."""
+    import minisglang
+    import minisglang.backends.base as base
+    import minisglang.constrained.json_schema.build as build
+    import minisglang.constrained.lazy_token_fsm as lazy_token_fsm
+    from minisglang.backends.base import get_backend_class
+    from minisglang.tokenizer import Tokenizer
+
+    tok = Tokenizer.from_pretrained(minisglang.DEFAULT_MODEL_PATH)
+    backend = get_backend_class("fsm")(tok, tok.vocab_size, threads=1)
+    loads, parses = [], []
+    monkeypatch.setattr(base, "load_schema", lambda text, real=base.load_schema: loads.append(text) or real(text))
+    monkeypatch.setattr(build, "load_schema", lambda text, real=build.load_schema: loads.append(text) or real(text))
+    monkeypatch.setattr(lazy_token_fsm, "parse_regex", lambda *a, real=lazy_token_fsm.parse_regex: parses.append(a)
+                        or real(*a))
+    try:
+        text = json.dumps({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]})
+        assert not backend.is_cached("json_schema", text)
+        value, ready = backend.get_cached_or_future_value("json_schema", text)
+        grammar = value if ready else value.result(timeout=60)
+        assert type(grammar).__name__ == "FSMGrammar", grammar
+        assert len(loads) == 1 and parses == [], (loads, parses)
+    finally:
+        backend.shutdown()

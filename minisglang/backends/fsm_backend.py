@@ -156,6 +156,10 @@ class FSMBackend(BaseGrammarBackend):
             return self.compile_regex(self.schema_tree(text), None, ours=True)
         return self.compile_regex(text, self.options.get("max_regex_chars", 100_000))
 
+    def compile_schema(self, schema: Any, text: str) -> FSMGrammar:
+        """The request's schema as parsed for its cache key: compiled without reading the text again."""
+        return self.compile_regex(self.schema_tree(schema), None, ours=True)
+
     def schema_regex(self, schema: str | dict[str, Any] | bool) -> str:
         """`schema_tree` as regex text for this backend's automaton (a structural tag joins
         several schemas' texts)."""

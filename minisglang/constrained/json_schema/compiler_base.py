@@ -127,7 +127,7 @@ class _CompilerBase(_ResourceIndex):
 
     def key_except(self, names: list[str]) -> Regex:
         """A JSON string that decodes to none of `names` (an unlisted key). For the lazy
-        automaton any string minus every JSON writing of each name (`(?@diff...)`: its size
+        automaton any string minus every JSON writing of each name (a `Diff` node: its size
         is the names'), else _string_except's trie (a few hundred characters per name)."""
         if self.options.automaton != "lazy":
             return _string_except(names)
@@ -154,7 +154,7 @@ class _CompilerBase(_ResourceIndex):
             raise UnsupportedSchemaError(f"the schema at {path}: the intersection cannot be built: {e}") from None
 
     def intersection(self, parts: list[Regex | None], path: str) -> Regex | None:
-        """The texts every part matches (lazy automaton only: `(?@and(A)(B))` groups); None
+        """The texts every part matches (lazy automaton only: `And` nodes); None
         when there is none, decided on the lazy automaton (so no branch hides an empty
         language). Parts are whole regexes, a None part matches nothing."""
         if any(part is None for part in parts):

@@ -124,8 +124,8 @@ class _ObjectRules(_CompilerBase):
         A key gets the value of every pattern it matches, and additionalProperties' when it
         matches none (let in by the policy of the module doc). So the keys are split by the
         set S of patterns they match: the keys we write for each pattern in S, intersected
-        (`(?@and...)`), minus every JSON writing of the keys of the other patterns
-        (`(?@diff...)` with their wide translation); never a listed name (written as a
+        (`And` nodes), minus every JSON writing of the keys of the other patterns
+        (a `Diff` node with their wide translation); never a listed name (written as a
         listed member), and within propertyNames' `key_regex`. Empty regions are skipped.
         """
         if len(patterns) > MAX_KEY_PATTERNS:
@@ -212,7 +212,7 @@ class _ObjectRules(_CompilerBase):
                        counts: tuple[int, int | None] = (0, None)) -> Regex | None:
         """`{` the members, optional ones may be left out, then any number of `extra`
         entries (None: none) `}`. Members come in schema order (O(n^2) regex size), or in
-        any order with the any_order option: for the lazy automaton one `(?@members...)`
+        any order with the any_order option: for the lazy automaton one `Members`
         group (O(n), extras anywhere), else every order (O(n! n): at most
         max_any_order_properties).
         `counts`: minProperties/maxProperties, how many members are written (no extras).

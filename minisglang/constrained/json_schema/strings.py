@@ -20,7 +20,7 @@ class _StringRules(_CompilerBase):
     def _string(self, schema: dict, path: str) -> Regex | None:
         """A JSON string: `format`, `pattern`, minLength/maxLength characters, values a `not`
         excludes. For the lazy automaton any of them together is their intersection (one
-        `(?@and...)` group); a plain regex has exact forms for some pairs only."""
+        `And` node); a plain regex has exact forms for some pairs only."""
         min_length, max_length = _count(schema, "minLength", path), _count(schema, "maxLength", path)
         has_length = bool(min_length) or max_length is not None
         for keyword in ("format", "pattern"):
