@@ -27,7 +27,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from .lazy_regex import TOO_DEEP, AutomatonLimitError, RegexNode, RegexPool
+from .lazy_regex import EMPTY, TOO_DEEP, AutomatonLimitError, RegexNode, RegexPool
 from .regex_dfa import RegexError, _complement, _escape_char, _remove_surrogates, utf8_sequences
 from .work_slices import checkpoint
 
@@ -35,6 +35,12 @@ Ranges = tuple[tuple[int, int], ...]   # sorted, disjoint, inclusive code point 
 Dialect = Literal["python", "lazy"]
 # How long a `(?@ref:NAME)` is: what a shared sub-expression costs where it is used.
 REF_CHARS = len("(?@ref:") + 16 + len(")")
+
+
+@functools.lru_cache(maxsize=4096)
+def _escaped_len(c: str) -> int:
+    """How long one character is in regex text (`.` is `\\.`)."""
+    return len(_escape_char(c, in_class=False))
 
 
 def _quantifier(low: int, high: int | None) -> str:
@@ -112,7 +118,7 @@ class Text(Regex):
         return (self.text,)
 
     def __post_init__(self) -> None:
-        self._cache(sum(len(_escape_char(c, in_class=False)) for c in self.text), not self.text)
+        self._cache(sum(map(_escaped_len, self.text)), not self.text)
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -258,13 +264,16 @@ def lit(text: str) -> Regex:
 
 
 def chars(ranges: Iterable[tuple[int, int]]) -> Regex:
-    """One character of `ranges` (any order, overlaps allowed)."""
+    """One character of `ranges` (any order, overlaps allowed); a single character is its
+    Text, so that `concat` joins it with its neighbours (a key, an enum value: one run)."""
     out: list[tuple[int, int]] = []
     for lo, hi in sorted(ranges):
         if out and lo <= out[-1][1] + 1:
             out[-1] = (out[-1][0], max(out[-1][1], hi))
         else:
             out.append((lo, hi))
+    if len(out) == 1 and out[0][0] == out[0][1]:
+        return Text(chr(out[0][0]))
     return Chars(tuple(out))
 
 
@@ -272,14 +281,22 @@ def concat(*parts: Regex | None) -> Regex | None:
     """The parts in order; None when one matches nothing. Nested sequences are flattened and
     neighbouring texts joined (the text they write is the same)."""
     flat: list[Regex] = []
+    run: list[Text] = []   # neighbouring texts not joined yet
+
+    def end_run() -> None:
+        if run:
+            flat.append(run[0] if len(run) == 1 else Text("".join(t.text for t in run)))
+            run.clear()
     for part in parts:
         if part is None:
             return None
         for p in part.parts if isinstance(part, Seq) else (part,):
-            if isinstance(p, Text) and flat and isinstance(flat[-1], Text):
-                flat[-1] = Text(flat[-1].text + p.text)
+            if isinstance(p, Text):
+                run.append(p)
             else:
+                end_run()
                 flat.append(p)
+    end_run()
     return flat[0] if len(flat) == 1 else Seq(tuple(flat))
 
 
@@ -511,7 +528,13 @@ class _Lowering:
         if isinstance(node, Diff):
             return pool.difference(self.node(node.a), self.node(node.b))
         assert isinstance(node, Members)
-        return pool.members(self.node(node.separator), [self.node(m) for m in node.members], list(node.required),
+        # A member that matches nothing (an intersection found empty) is never written: an
+        # optional one drops out, a required one leaves no object at all.
+        members = [(self.node(m), req) for m, req in zip(node.members, node.required)]
+        if any(m.kind == EMPTY and req for m, req in members):
+            return pool.empty
+        members = [(m, req) for m, req in members if m.kind != EMPTY]
+        return pool.members(self.node(node.separator), [m for m, _ in members], [req for _, req in members],
                             None if node.extra is None else self.node(node.extra))
 
     def ranges(self, ranges: Ranges) -> RegexNode:
