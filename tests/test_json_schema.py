@@ -36,6 +36,8 @@ from minisglang.constrained.json_schema import (
 )
 from minisglang.constrained.json_schema.formats import _length_range
 from minisglang.constrained.json_schema.string_chars import _hex_range, _json_string_chars
+from minisglang.constrained.lazy_regex_parser import parse_tree
+from minisglang.constrained.regex_ast import render
 from minisglang.constrained.regex_dfa import CharDFA, compile_regex
 
 VALIDATOR = jsonschema.Draft202012Validator
@@ -166,7 +168,7 @@ def test_string_escapes(text, ok):
 
 
 def test_hand_written_string_char_agrees_with_the_generated_one_on_json_dumps_output():
-    generated = re.compile(_json_string_chars(ALL_CHARACTERS))
+    generated = re.compile(render(_json_string_chars(ALL_CHARACTERS)))
     for ch in CHAR_POOL + ["\b", "\f", "\r", '"', "\\", "/", "\uffff", "\U0010ffff", "\u00e9"]:
         for text in {json.dumps(ch)[1:-1], json.dumps(ch, ensure_ascii=False)[1:-1]}:
             assert re.fullmatch(STRING_CHAR, text) and generated.fullmatch(text), repr(text)
@@ -536,7 +538,7 @@ def test_short_format_strings_pass_the_checker_and_fit_their_length(fmt):
     """The short forms used with maxLength: sound, and no longer than they claim."""
     lo, hi = _length_range(SHORT_FORMATS[fmt])
     schema = {"type": "string", "format": fmt, "minLength": lo, "maxLength": hi}
-    assert build_regex_from_schema(schema) == f'"{SHORT_FORMATS[fmt]}"'
+    assert build_regex_from_schema(schema) == render(parse_tree(f'"{SHORT_FORMATS[fmt]}"'))   # the short form itself
     assert_sound(schema, n=200)
 
 
@@ -569,7 +571,7 @@ def test_hex_ranges_are_exact():
     for _ in range(40):
         lo = rng.randrange(0x100)
         hi = rng.randrange(lo, 0x100)
-        regex = re.compile(_hex_range(lo, hi, width=2))
+        regex = re.compile(render(_hex_range(lo, hi, width=2)))
         for v in range(0x100):
             for text in {f"{v:02x}", f"{v:02X}", f"{v:02x}".capitalize()}:
                 assert bool(regex.fullmatch(text)) == (lo <= v <= hi), (lo, hi, text)
@@ -1043,3 +1045,32 @@ def test_a_number_below_the_smallest_double_is_refused_not_read_as_zero(numeral)
     assert numeral[:20] in str(info.value)
     assert matches({"type": "number", "minimum": 0.0}, "0")   # zero written as zero is fine
     assert build_regex_from_schema('{"type": "number", "minimum": 0e-400, "maximum": 5e-324}')   # (zero digits: 0)
+
+
+def test_a_requests_schema_text_is_parsed_once(monkeypatch):
+    """The fsm backend's arrival asks `is_cached`, then `get_cached_or_future_value`, and
+    compiles: one json parse of the schema text for all three (the cache key's), and the
+    lazy automaton reads the compiler's tree (no regex text parsed back)."""
+    import minisglang
+    import minisglang.backends.base as base
+    import minisglang.constrained.json_schema.build as build
+    import minisglang.constrained.lazy_token_fsm as lazy_token_fsm
+    from minisglang.backends.base import get_backend_class
+    from minisglang.tokenizer import Tokenizer
+
+    tok = Tokenizer.from_pretrained(minisglang.DEFAULT_MODEL_PATH)
+    backend = get_backend_class("fsm")(tok, tok.vocab_size, threads=1)
+    loads, parses = [], []
+    monkeypatch.setattr(base, "load_schema", lambda text, real=base.load_schema: loads.append(text) or real(text))
+    monkeypatch.setattr(build, "load_schema", lambda text, real=build.load_schema: loads.append(text) or real(text))
+    monkeypatch.setattr(lazy_token_fsm, "parse_regex", lambda *a, real=lazy_token_fsm.parse_regex: parses.append(a)
+                        or real(*a))
+    try:
+        text = json.dumps({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]})
+        assert not backend.is_cached("json_schema", text)
+        value, ready = backend.get_cached_or_future_value("json_schema", text)
+        grammar = value if ready else value.result(timeout=60)
+        assert type(grammar).__name__ == "FSMGrammar", grammar
+        assert len(loads) == 1 and parses == [], (loads, parses)
+    finally:
+        backend.shutdown()

@@ -43,6 +43,9 @@ BACKENDS = Registry("grammar backend")
 NORMALISE_MAX_CHARS = 64 * 1024
 # Seconds between two re-measurings of the grammar cache's bytes (`trim`).
 TRIM_EVERY = 1.0
+# How many recent grammar texts keep their normalised key and parsed form (`normalised`):
+# a request asks `is_cached` and then `get_cached_or_future_value` for the same text.
+NORMALISED_MEMO = 16
 register_backend = BACKENDS.register   # `@register_backend("xgrammar")`
 
 
@@ -423,10 +426,20 @@ class BaseGrammarBackend:
         self.compile_count = 0
         self.lookups = self.hits = 0       # asked for a grammar / found it compiled or compiling
         self.compile_times = CompileTimes()
+        # (kind, text) -> (its cache key, its parsed form): see `normalised`.
+        self._normalised: collections.OrderedDict[tuple[str, str], tuple[tuple[str, str], Any]] = \
+            collections.OrderedDict()
+        self._normalised_lock = threading.Lock()
 
     def compile(self, kind: str, text: str) -> BaseGrammarObject:
         """Compile one grammar into a matcher at its start (runs on a pool thread)."""
         raise NotImplementedError
+
+    def compile_schema(self, schema: Any, text: str) -> BaseGrammarObject:
+        """Compile a JSON schema already parsed (`text`: its canonical JSON text): the request's
+        one parse, made when its cache key was. A backend that can take the parsed schema
+        overrides this; by default `compile` reads the text again."""
+        return self.compile("json_schema", text)
 
     def compile_structural_tag(self, spec: StructuralTag) -> BaseGrammarObject:
         """Compile a structural tag (stage s6, constrained/structural_tag.py) into a matcher."""
@@ -441,36 +454,62 @@ class BaseGrammarBackend:
         NORMALISE_MAX_CHARS is its own key: this runs on the scheduler's thread, and parsing
         a 3.9 MB schema here stalled every client (the compile thread parses it instead).
         """
+        return BaseGrammarBackend.parse_for_key(kind, text)[0]
+
+    @staticmethod
+    def parse_for_key(kind: str, text: str) -> tuple[tuple[str, str], Any]:
+        """`normalise`'s key and the parsed grammar it was made from: the schema (a dict or a
+        boolean) of a json_schema, the StructuralTag of a structural_tag, else None (and None
+        when the text was not parsed: too long for this thread, or not valid)."""
         if len(text) > NORMALISE_MAX_CHARS:
-            return kind, text
+            return (kind, text), None
         if kind == "json_schema":
             try:
-                return kind, json.dumps(load_schema(text), separators=(",", ":"), ensure_ascii=False)
+                schema = load_schema(text)
+                return (kind, json.dumps(schema, separators=(",", ":"), ensure_ascii=False)), schema
             except (InvalidSchemaError, RecursionError):   # (dumps too follows the nesting)
-                return kind, text   # compile() reports it with its own message
-        if kind == "structural_tag":   # s6's file: imported here, so an s5 checkout runs without it
+                return (kind, text), None   # compile() reports it with its own message
+        if kind == "structural_tag":
             from ..constrained.structural_tag import StructuralTagError, parse_structural_tag
             try:
-                return kind, parse_structural_tag(text).to_json()
+                spec = parse_structural_tag(text)
+                return (kind, spec.to_json()), spec
             except StructuralTagError:
-                return kind, text   # compiling reports it
-        return kind, text
+                return (kind, text), None
+        return (kind, text), None
+
+    def normalised(self, kind: str, text: str) -> tuple[tuple[str, str], Any]:
+        """`parse_for_key(kind, text)`, remembered for the last NORMALISED_MEMO texts: a
+        request's grammar text is parsed once, though its arrival asks twice (`is_cached`,
+        then `get_cached_or_future_value`) and its compile needs the parsed form."""
+        with self._normalised_lock:
+            done = self._normalised.get((kind, text))
+            if done is not None:
+                self._normalised.move_to_end((kind, text))
+                return done
+        done = self.parse_for_key(kind, text)
+        with self._normalised_lock:
+            self._normalised[(kind, text)] = done
+            while len(self._normalised) > NORMALISED_MEMO:
+                self._normalised.popitem(last=False)
+        return done
 
     def is_cached(self, kind: str, text: str) -> bool:
         """True if this grammar is compiled or compiling (asking for it starts nothing new)."""
+        key = self.normalised(kind, text)[0]
         with self.lock:
-            return self.normalise(kind, text) in self.cache
+            return key in self.cache
 
     def get_cached_or_future_value(self, kind: str, text: str, client: str | None = None) -> tuple[Any, bool]:
         """(a fresh matcher, True) if compiled, else (the shared Future, False). `client`:
         who asks (the compile pool serves clients in turn)."""
-        key = self.normalise(kind, text)
+        key, parsed = self.normalised(kind, text)
         with self.lock:
             future = self.cache.get(key)
             self.lookups += 1
             self.hits += future is not None
             if future is None:
-                future, job = self.pool.submit(client, self._compile_safely, *key)
+                future, job = self.pool.submit(client, self._compile_safely, *key, parsed)
                 self.jobs[future] = job
                 future.add_done_callback(self._forget_job)
                 self.cache[key] = future
@@ -481,7 +520,9 @@ class BaseGrammarBackend:
             return future.result().copy(), True
         return future, False
 
-    def _compile_safely(self, kind: str, text: str) -> BaseGrammarObject:
+    def _compile_safely(self, kind: str, text: str, parsed: Any = None) -> BaseGrammarObject:
+        """Compile (kind, text), `parsed` its parsed form when the key was made from one
+        (`parse_for_key`); every failure becomes an InvalidGrammarObject."""
         with self.lock:
             self.compile_count += 1
         if kind not in self.kinds:
@@ -491,7 +532,9 @@ class BaseGrammarBackend:
         try:
             if kind == "structural_tag":
                 from ..constrained.structural_tag import parse_structural_tag
-                grammar = self.compile_structural_tag(parse_structural_tag(text))
+                grammar = self.compile_structural_tag(parsed if parsed is not None else parse_structural_tag(text))
+            elif kind == "json_schema" and parsed is not None:
+                grammar = self.compile_schema(parsed, text)
             else:
                 grammar = self.compile(kind, text)
         except (CompileTimeout, CompileCancelled) as e:

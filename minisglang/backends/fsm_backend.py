@@ -4,8 +4,9 @@ Compiling is stage s3's `CompileService` (constrained/compile_service.py): s1's 
 DFA -> token index, s2's packed rows and s4's jump map, from one DFA, in worker processes
 (off the scheduler's GIL), bounded in time and memory, with the disk cache when
 `grammar_cache_dir` is set. JSON Schema goes through our compiler
-(constrained/json_schema.py) to a regex first. The matcher keeps one FSM state and a
-history of states for `rollback`.
+(constrained/json_schema/) to a regex first: a syntax tree (constrained/regex_ast.py) that the
+lazy automaton reads as it is, rendered as regex text for the eager one. The matcher keeps
+one FSM state and a history of states for `rollback`.
 
 By default (option `automaton="lazy"`) the regex is compiled lazily instead
 (constrained/lazy_token_fsm.py): the same TokenFSM interface, but states, token rows and
@@ -20,10 +21,12 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..constrained.compile_service import CompileService, CompileSettings
-from ..constrained.json_schema import COUNTED_STRING_CHAR, STRING_CHAR, build_regex_from_schema
+from ..constrained.json_schema import COUNTED_STRING_CHAR, STRING_CHAR, build_regex_from_schema, build_schema_tree
+from ..constrained.lazy_regex_parser import parse_tree
 from ..constrained.lazy_token_fsm import LazyLimits, LazyTokenFSM, compile_lazy_token_fsm, prepare_vocabulary
+from ..constrained.regex_ast import Regex, render, text_size
 from ..constrained.schema_worker import schema_regex_in_process
-from ..constrained.token_fsm import TokenFSM, check_regex_length
+from ..constrained.token_fsm import ConstraintError, TokenFSM
 from ..constrained.work_slices import OutOfTime, deadline
 from .base import NORMALISE_MAX_CHARS, BaseGrammarBackend, BaseGrammarObject, GrammarError, register_backend
 
@@ -150,12 +153,21 @@ class FSMBackend(BaseGrammarBackend):
 
     def compile(self, kind: str, text: str) -> FSMGrammar:
         if kind == "json_schema":
-            return self.compile_regex(self.schema_regex(text), None, ours=True)
+            return self.compile_regex(self.schema_tree(text), None, ours=True)
         return self.compile_regex(text, self.options.get("max_regex_chars", 100_000))
 
+    def compile_schema(self, schema: Any, text: str) -> FSMGrammar:
+        """The request's schema as parsed for its cache key: compiled without reading the text again."""
+        return self.compile_regex(self.schema_tree(schema), None, ours=True)
+
     def schema_regex(self, schema: str | dict[str, Any] | bool) -> str:
+        """`schema_tree` as regex text for this backend's automaton (a structural tag joins
+        several schemas' texts)."""
+        return render(self.schema_tree(schema), "lazy" if self.automaton == "lazy" else "python")
+
+    def schema_tree(self, schema: str | dict[str, Any] | bool) -> Regex:
         """Our JSON Schema compiler with this engine's options; a regex longer than
-        `max_regex_chars` is refused here (a structural tag joins several)."""
+        `max_regex_chars` is refused here."""
         # The compiler may use the lazy automaton's own operators (any-order members) only
         # when that automaton reads the regex. It gets the same length limit, which it checks
         # as the parts are composed: a schema whose regex would blow up stops at the first
@@ -169,22 +181,28 @@ class FSMBackend(BaseGrammarBackend):
         if isinstance(schema, str) and len(schema) > NORMALISE_MAX_CHARS and self.options.get("compile_in") != "thread":
             # A large schema's compile would hold this process's GIL for seconds (the
             # compiler has no checkpoints): a child process writes its regex (schema_worker.py).
-            regex = schema_regex_in_process(schema, options, self.compile_timeout,
-                                            self.options.get("compile_memory_bytes", 4 << 30),
-                                            int(self.options.get("compile_nice", 5)))
+            # (The child sends its tree as lazy-dialect text, the one form that crosses the pipe;
+            # this is the only place a compiled schema is parsed back.)
+            tree = parse_tree(schema_regex_in_process(schema, options, self.compile_timeout,
+                                                      self.options.get("compile_memory_bytes", 4 << 30),
+                                                      int(self.options.get("compile_nice", 5))), members=True)
         else:
-            regex = build_regex_from_schema(schema, **options)
-        check_regex_length(regex, limit)
-        return regex
+            tree = build_schema_tree(schema, **options)
+        size = text_size(tree)
+        if limit is not None and size > limit:
+            raise ConstraintError(f"regex of {size:,} characters is longer than the limit of "
+                                  f"{limit:,} (option max_regex_chars)")
+        return tree
 
-    def compile_regex(self, regex: str, max_regex_chars: int | None, ours: bool = False) -> FSMGrammar:
-        """`ours`: the regex was written by our JSON Schema compiler (already length-checked),
-        so it may use the lazy automaton's private `(?@members...)` groups; a user's may not."""
+    def compile_regex(self, regex: str | Regex, max_regex_chars: int | None, ours: bool = False) -> FSMGrammar:
+        """`regex`: text, or our JSON Schema compiler's tree. `ours`: it was written by our
+        compiler (already length-checked), so its text may use the lazy automaton's private
+        `(?@members...)` groups; a user's may not."""
         if self.automaton == "lazy":
             return FSMGrammar(compile_lazy_token_fsm(regex, self.tokenizer, self.vocab_size, self.lazy_limits,
                                                      max_regex_chars=max_regex_chars, members=ours))
         assert self.service is not None   # made by __init__ for the eager automaton
-        return FSMGrammar(self.service.compile_fsm(regex))
+        return FSMGrammar(self.service.compile_fsm(regex if isinstance(regex, str) else render(regex)))
 
     def compile_structural_tag(self, spec: StructuralTag) -> FSMGrammar:
         """The spec as one regex (constrained/structural_tag.py). `max_regex_chars` bounds each

@@ -43,6 +43,7 @@ from ..constrained.json_schema import InvalidSchemaError, UnsupportedSchemaError
 # The string contents (JSON text) in which a pattern finds a match: our fsm compiler's own
 # translation, so both backends read a `pattern` alike.
 from ..constrained.json_schema.patterns import _pattern_regex as pattern_over_json_text
+from ..constrained.regex_ast import NOTHING, render
 from ..constrained.python_regex import portable_regex
 from ..constrained.regex_dfa import shown_regex
 from .base import (ANNOTATIONS, BaseGrammarBackend, BaseGrammarObject, GrammarError, IgnoredKeyword, beside, beside_validation,
@@ -88,7 +89,8 @@ def _pattern_as_json_text(schema: dict, pointer: str) -> dict:
     same strings (ASCII `\\d`, `\\w`, `\\s`), each character written the way JSON allows."""
     if isinstance(schema.get("pattern"), str):
         try:
-            schema["pattern"] = pattern_over_json_text(schema["pattern"], pointer)
+            translated = pattern_over_json_text(schema["pattern"], pointer)
+            schema["pattern"] = render(NOTHING if translated is None else translated)
         except UnsupportedSchemaError as e:
             raise GrammarError(str(e)) from e
     return schema

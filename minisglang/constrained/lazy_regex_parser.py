@@ -1,8 +1,10 @@
-"""Parsing Python's regex syntax (and the schema compiler's private groups) into the byte-level
-nodes of lazy_regex.py's `RegexPool`: `parse_regex(pattern, pool)` -> the root node."""
+"""Parsing Python's regex syntax (and the lazy dialect's private groups) into regex_ast.py's tree
+(`parse_tree(pattern)`), and from there into the byte-level nodes of lazy_regex.py's
+`RegexPool` (`parse_regex(pattern, pool)` -> the root node). A user's regex (`--regex`, a
+schema's `pattern` is translated by the compiler instead) takes this path; the JSON Schema
+compiler builds its tree directly."""
 from __future__ import annotations
 
-import functools
 import re
 import unicodedata
 import warnings
@@ -21,12 +23,13 @@ from .lazy_regex import (
     RegexPool,
 )
 from .python_regex import shorthand_ranges
-from .regex_dfa import RegexError, _complement, _strip_anchors, shown_regex, utf8_sequences
+from .regex_ast import EPSILON, And, Chars, Diff, Members, Regex, Seq, Shared, Text, alt, lit, lower, repeat
+from .regex_dfa import RegexError, _complement, _strip_anchors, shown_regex
 from .work_slices import checkpoint
 
 
 # ---------------------------------------------------------------------------------------
-# Parsing: Python regex syntax -> byte-level nodes
+# Parsing: Python regex syntax -> the tree
 # ---------------------------------------------------------------------------------------
 def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """Inclusive code point ranges -> sorted, disjoint, non-adjacent ranges."""
@@ -54,19 +57,16 @@ _LITERAL_RUN = re.compile(r"[^\\\[\](){}|.*+?^$]+")
 _QUANTIFIER_START = "*+?{"
 _SIMPLE_QUANTIFIERS = {"*": (0, None), "+": (1, None), "?": (0, 1)}
 _BOUNDS = re.compile(r"\{(\d*)(,(\d*))?\}")
-# The UTF-8 byte ranges of code point ranges: the same few classes come back in every regex.
-_utf8_sequences = functools.lru_cache(maxsize=4096)(utf8_sequences)
 
 
 class _Parser:
     """Recursive descent over a pattern that `re.compile` accepts (see `parse_regex`)."""
 
-    def __init__(self, pattern: str, source: str, pool: RegexPool):
-        self.p, self.source, self.pool, self.i = pattern, source, pool, 0
-        self.class_nodes: dict[tuple, RegexNode] = {}
-        self.group_nodes: dict[str, RegexNode] = {}   # group text -> node: a repeated group is parsed once
+    def __init__(self, pattern: str, source: str):
+        self.p, self.source, self.i = pattern, source, 0
+        self.group_nodes: dict[str, Regex] = {}   # group text -> node: a repeated group is parsed once
         self.group_end: dict[int, int] = {}
-        self.definitions: dict[str, RegexNode] = {}   # (?@def:NAME(...)) -> its node
+        self.definitions: dict[str, Regex] = {}   # (?@def:NAME(...)) -> its Shared node
         stack = []
         for m in _PAREN_SCAN.finditer(pattern):
             if m.group() == "(":
@@ -77,22 +77,24 @@ class _Parser:
     def fail(self, what: str) -> RegexError:
         return RegexError(f"unsupported regex {shown_regex(self.source)}: {what}")
 
-    def parse(self) -> RegexNode:
+    def parse(self) -> Regex:
         node = self.alternation()
         if self.i != len(self.p):
             raise self.fail(f"unexpected {self.p[self.i]!r} at position {self.i}")
         return node
 
-    def alternation(self) -> RegexNode:
+    def alternation(self) -> Regex:
         branches = [self.sequence()]
         while self.i < len(self.p) and self.p[self.i] == "|":
             self.i += 1
             branches.append(self.sequence())
-        return self.pool.alt(branches)
+        out = alt(branches)
+        assert out is not None   # (no branch is None)
+        return out
 
-    def sequence(self) -> RegexNode:
-        items = []
-        p, byte_set = self.p, self.pool.byte_set
+    def sequence(self) -> Regex:
+        items: list[Regex] = []
+        p = self.p
         while self.i < len(p) and p[self.i] not in "|)":
             checkpoint()   # a long regex is parsed on a compile thread that yields to the scheduler
             run = _LITERAL_RUN.match(p, self.i)
@@ -103,13 +105,16 @@ class _Parser:
                 if end < len(p) and p[end] in _QUANTIFIER_START:
                     end -= 1
                 if end > self.i:
-                    items += [byte_set(1 << b) for b in p[self.i:end].encode("utf-8")]
+                    items.append(Text(p[self.i:end]))
                     self.i = end
                     continue
             items.append(self.quantified(self.atom()))
-        return self.pool.concat_all(items)
+        # Not `concat`, which flattens: a group stays one part, so that its node is shared
+        # by every place it appears (lazy_regex.RegexPool.concat keeps a head as it is).
+        items = [item for item in items if item != EPSILON]
+        return items[0] if len(items) == 1 else Seq(tuple(items))
 
-    def quantified(self, node: RegexNode) -> RegexNode:
+    def quantified(self, node: Regex) -> Regex:
         bounds = self.quantifier()
         if bounds is None:
             return node
@@ -117,7 +122,9 @@ class _Parser:
             raise self.fail(f"possessive quantifier at position {self.i}")
         if self.p.startswith("?", self.i):
             self.i += 1   # lazy: matches the same strings as greedy under fullmatch
-        return self.pool.repeat(node, *bounds)
+        out = repeat(node, *bounds)
+        assert out is not None   # (node is never None)
+        return out
 
     def quantifier(self) -> tuple[int, int | None] | None:
         p, i = self.p, self.i
@@ -136,7 +143,7 @@ class _Parser:
                 return low, high
         return None
 
-    def atom(self) -> RegexNode:
+    def atom(self) -> Regex:
         c = self.p[self.i]
         if c == "(":
             return self.group()
@@ -146,17 +153,16 @@ class _Parser:
             return self.escape()
         if c == ".":
             self.i += 1
-            return self.ranges_node(_complement([(10, 10)]))
+            return Chars(tuple(_complement([(10, 10)])))
         if c in "^$":
             raise self.fail(f"anchor {c!r} at position {self.i} (only at the very start or end)")
         self.i += 1
         return self.literal(c)
 
-    def literal(self, ch: str) -> RegexNode:
-        pool = self.pool
-        return pool.concat_all([pool.byte_set(1 << b) for b in ch.encode("utf-8")])
+    def literal(self, ch: str) -> Regex:
+        return lit(ch)
 
-    def group(self) -> RegexNode:
+    def group(self) -> Regex:
         start, p = self.i, self.p
         end = self.group_end.get(start)
         text = p[start : end + 1] if end is not None else None
@@ -176,8 +182,8 @@ class _Parser:
             if not p.startswith("))", self.i):
                 raise self.fail(f"a (?@def: group at position {start} must be (?@def:NAME(R))")
             self.i += 2
-            self.definitions[p[start + len(DEF_SYNTAX):name_end]] = body
-            return self.pool.epsilon
+            self.definitions[p[start + len(DEF_SYNTAX):name_end]] = Shared(body)
+            return EPSILON
         if p.startswith(MEMBERS_SYNTAX, start) or p.startswith(AND_SYNTAX, start) or p.startswith(DIFF_SYNTAX, start):
             node = self.members_group() if p.startswith(MEMBERS_SYNTAX, start) else self.set_group()
             if text is not None:
@@ -192,7 +198,7 @@ class _Parser:
                 self.i = p.index(">", self.i) + 1   # a named group matches like a plain one
             elif ext.startswith("#"):
                 self.i = p.index(")", self.i) + 1   # a comment
-                return self.pool.epsilon
+                return EPSILON
             else:
                 kinds = {"=": "lookahead", "!": "lookahead", "<=": "lookbehind", "<!": "lookbehind",
                          "P=": "group reference", ">": "atomic group", "(": "conditional group"}
@@ -204,11 +210,14 @@ class _Parser:
             self.group_nodes[text] = node
         return node
 
-    def members_group(self) -> RegexNode:
+    def members_group(self) -> Regex:
         """`(?@members(SEP)(!M)(~M)(&E))` (see MEMBERS_SYNTAX) -> a MEMBERS node."""
         p, start = self.p, self.i
         self.i += len(MEMBERS_SYNTAX)
-        separator, members, required, extra = None, [], [], None
+        separator: Regex | None = None
+        extra: Regex | None = None
+        members: list[Regex] = []
+        required: list[bool] = []
         while p.startswith("(", self.i):
             self.i += 1
             flag = None if separator is None else p[self.i : self.i + 1]
@@ -234,11 +243,11 @@ class _Parser:
             raise self.fail(f"a (?@members group at position {start} must be (?@members(SEP)(!M)...)")
         self.i += 1
         try:
-            return self.pool.members(separator, members, required, extra)
+            return Members(separator, tuple(members), tuple(required), extra)
         except RegexError as e:
             raise self.fail(f"a (?@members group at position {start}: {e}") from None
 
-    def set_group(self) -> RegexNode:
+    def set_group(self) -> Regex:
         """`(?@and(A)(B))` or `(?@diff(A)(B))` -> the intersection or difference of A and B."""
         p, start = self.p, self.i
         intersect = p.startswith(AND_SYNTAX, start)
@@ -253,16 +262,16 @@ class _Parser:
         if len(operands) != 2 or not p.startswith(")", self.i):
             raise self.fail(f"a private group at position {start} must be (?@and(A)(B)) or (?@diff(A)(B))")
         self.i += 1
-        return (self.pool.intersect if intersect else self.pool.difference)(*operands)
+        return (And if intersect else Diff)(*operands)
 
-    def escape(self, in_class: bool = False) -> RegexNode | list[tuple[int, int]] | str:
+    def escape(self, in_class: bool = False) -> Regex | list[tuple[int, int]] | str:
         """Outside a class: a node. Inside: a one-character string or a list of ranges."""
         p = self.p
         c = p[self.i + 1]
         self.i += 2
         if c in SHORTHANDS:
             ranges = list(shorthand_ranges(c))
-            return ranges if in_class else self.ranges_node(ranges)
+            return ranges if in_class else Chars(tuple(_merge(ranges)))
         if c == "b" and in_class:
             ch = "\b"
         elif c in ANCHOR_ESCAPES:
@@ -292,7 +301,7 @@ class _Parser:
             ch = c   # an escaped punctuation character is itself
         return ch if in_class else self.literal(ch)
 
-    def char_class(self) -> RegexNode:
+    def char_class(self) -> Regex:
         p = self.p
         self.i += 1
         negated = p.startswith("^", self.i)
@@ -322,23 +331,7 @@ class _Parser:
                 ranges.append((lo, lo))
         self.i += 1
         ranges = _merge(ranges)
-        return self.ranges_node(_complement(ranges) if negated else ranges)
-
-    def ranges_node(self, ranges: list[tuple[int, int]]) -> RegexNode:
-        """Code point ranges -> the alternation of their UTF-8 byte sequences."""
-        key = tuple(ranges)
-        node = self.class_nodes.get(key)
-        if node is None and key and max(hi for _, hi in key) < 0x80:   # ASCII only: one byte set
-            node = self.class_nodes[key] = self.pool.byte_set(sum((1 << (hi + 1)) - (1 << lo) for lo, hi in ranges))
-        if node is None:
-            pool = self.pool
-            options = []
-            for lo, hi in ranges:
-                for seq in _utf8_sequences(lo, hi):
-                    options.append(pool.concat_all([pool.byte_set((1 << (b_hi + 1)) - (1 << b_lo))
-                                                     for b_lo, b_hi in seq]))
-            node = self.class_nodes[key] = pool.alt(options)
-        return node
+        return Chars(tuple(_complement(ranges) if negated else ranges))
 
 
 def _check_with_python(pattern: str, body: str, members: bool) -> None:
@@ -356,17 +349,16 @@ def _check_with_python(pattern: str, body: str, members: bool) -> None:
         raise AutomatonLimitError(TOO_DEEP) from None
 
 
-def parse_regex(pattern: str, pool: RegexPool, members: bool = False) -> RegexNode:
-    """Parse `pattern` (Python syntax, whole-output match) into a node of `pool`.
+def parse_tree(pattern: str, members: bool = False) -> Regex:
+    """Parse `pattern` (Python syntax, whole-output match) into regex_ast.py's tree.
 
-    With `members`, it also reads our private groups (what the JSON Schema compiler writes
-    for the lazy automaton): `(?@members...)` (MEMBERS_SYNTAX: object members in any
+    With `members`, it also reads the lazy dialect's private groups (what
+    `render(tree, "lazy")` writes): `(?@members...)` (MEMBERS_SYNTAX: object members in any
     order), `(?@and(A)(B))` and `(?@diff(A)(B))` (intersection, difference),
     `(?@def:NAME(R))` and `(?@ref:NAME)` (one sub-expression used in many places); a
     user's regex is parsed without, so there `(?@` is the error Python says.
-    Raises RegexError for an invalid pattern (Python's message), an unsupported construct
-    (lookarounds, backreferences, inner anchors, possessive quantifiers, inline flags),
-    or a regex that matches no string at all.
+    Raises RegexError for an invalid pattern (Python's message) or an unsupported construct
+    (lookarounds, backreferences, inner anchors, possessive quantifiers, inline flags).
     """
     body = _strip_anchors(pattern)
     # A user's regex is judged by Python's parser first: ours assumes a valid pattern. The
@@ -377,7 +369,7 @@ def parse_regex(pattern: str, pool: RegexPool, members: bool = False) -> RegexNo
     if not members:
         _check_with_python(pattern, body, members)
     try:
-        node = _Parser(body, pattern, pool).parse()
+        return _Parser(body, pattern).parse()
     except RecursionError:
         raise AutomatonLimitError(TOO_DEEP) from None
     except AutomatonLimitError:
@@ -386,6 +378,19 @@ def parse_regex(pattern: str, pool: RegexPool, members: bool = False) -> RegexNo
         if members:
             _check_with_python(pattern, body, members)   # Python's message when it rejects the text too
         raise
+
+
+def lower_checked(tree: Regex, pool: RegexPool, shown: str) -> RegexNode:
+    """`lower(tree, pool)`, refusing a regex that matches no string at all (`shown`: how an
+    error names it)."""
+    node = lower(tree, pool)
     if node.kind == EMPTY:
-        raise RegexError(f"regex {shown_regex(pattern)} matches no string at all (empty language)")
+        raise RegexError(f"regex {shown} matches no string at all (empty language)")
     return node
+
+
+def parse_regex(pattern: str, pool: RegexPool, members: bool = False) -> RegexNode:
+    """Parse `pattern` into a node of `pool`: `parse_tree`, then the tree lowered
+    (regex_ast.lower). Raises what `parse_tree` raises, and RegexError for a regex that
+    matches no string at all."""
+    return lower_checked(parse_tree(pattern, members), pool, shown_regex(pattern))

@@ -36,10 +36,11 @@ import torch
 
 from .lazy_byte_dfa import UNEXPLORED, LazyByteDFA
 from .lazy_regex import TOO_DEEP, AutomatonLimitError, RegexNode, RegexPool, describe
-from .lazy_regex_parser import parse_regex
+from .lazy_regex_parser import lower_checked, parse_regex
 from .lazy_row_shortcuts import LazyRowShortcuts
 from .lazy_rows import SHARED_ROWS, TokenRow
 from .lazy_trie_walk import finish_row, vocab_arrays, walk_bytes, walk_rests, walk_trie
+from .regex_ast import Regex, render
 from .regex_dfa import RegexError, shown_regex
 from .token_fsm import ConstraintError, TokenFSM, Vocabulary, check_regex_length
 from .token_index import VocabularyCannotSpellError, vocab_trie
@@ -519,20 +520,26 @@ class LazyTokenFSM(TokenFSM):
         return self.index.nbytes()
 
 
-def compile_lazy_token_fsm(regex: str, vocab: Vocabulary, vocab_size: int, limits: LazyLimits | None = None,
+def compile_lazy_token_fsm(regex: str | Regex, vocab: Vocabulary, vocab_size: int, limits: LazyLimits | None = None,
                            max_regex_chars: int | None = None, members: bool = False) -> LazyTokenFSM:
     """regex -> LazyTokenFSM with the start state's row computed. Raises ConstraintError.
 
-    `vocab_size` is the logits' width (the packed rows have ceil(vocab_size / 32) words).
-    Only the start state is checked for spellability: a later state whose continuation
-    the vocabulary cannot spell gets an empty row, as in the eager index. `members`: the
-    regex comes from our JSON Schema compiler and may hold `(?@members...)` groups.
+    `regex` is text (parsed here), or a tree (regex_ast.py: what the JSON Schema compiler
+    builds), lowered as it is. `vocab_size` is the logits' width (the packed rows have
+    ceil(vocab_size / 32) words). Only the start state is checked for spellability: a later
+    state whose continuation the vocabulary cannot spell gets an empty row, as in the eager
+    index. `members`: the text may hold the lazy dialect's private groups (`(?@members...)`).
     """
     limits = limits or LazyLimits()
-    check_regex_length(regex, max_regex_chars)
+    if isinstance(regex, str):
+        check_regex_length(regex, max_regex_chars)
     try:
         pool = RegexPool(limits.max_regex_nodes)
-        dfa = LazyByteDFA(parse_regex(regex, pool, members), pool, limits.max_lazy_states)
+        root = parse_regex(regex, pool, members) if isinstance(regex, str) else \
+            lower_checked(regex, pool, "of the JSON schema")
+        if not isinstance(regex, str):
+            regex = render(regex, "lazy")   # (TokenFSM.regex: what error messages quote)
+        dfa = LazyByteDFA(root, pool, limits.max_lazy_states)
         index = LazyStateIndex(dfa, vocab, vocab_size, limits)
         start = index.row(index.initial_state)
     except RegexError as e:   # AutomatonLimitError included

@@ -1,7 +1,9 @@
 """JSON Schema -> regex: the JSON texts of a schema's valid values, as one regular expression.
 
-`build_regex_from_schema(schema)` returns a regex in the dialect of `regex_dfa.compile_regex`
-that means the same in Python's `re` (so `re.fullmatch` is a second oracle). The regex is
+`build_schema_tree(schema)` returns the regex as a syntax tree (regex_ast.py), which the lazy
+automaton reads directly; `build_regex_from_schema(schema)` renders it as text in the
+dialect of `regex_dfa.compile_regex` that means the same in Python's `re` (so `re.fullmatch`
+is a second oracle). The regex is
 SOUND: every string it matches parses with `json.loads` to a value the schema accepts. It
 is not complete: a generator only needs one way to write each value, so some valid JSON
 texts (other key orders, other whitespace, `1.0` for an integer) are not matched.
@@ -15,7 +17,7 @@ What the matched JSON text looks like:
 - Object members come in the order of the schema's `properties` (option any_order: any
   order), then the keys of `patternProperties` or of a map. For the lazy automaton
   (option automaton="lazy", what our fsm backend asks for by default) any order is one
-  `(?@members...)` group of lazy_regex.py (the members written so far are the state, so
+  `Members` node (regex_ast.py; lazy_regex.py's MEMBERS: the members written so far are the state, so
   its size is linear in the members, and unlisted keys may come anywhere); for a plain
   regex (automaton="eager", this function's default) every order is written out, for
   objects of at most max_any_order_properties members.
@@ -69,8 +71,9 @@ type, by const/enum, or by a property both require with disjoint schemas): only 
   and the rest]. unevaluatedProperties/Items without other applicators: additionalProperties/items.
 - contains: the items N* (Y N*){minContains,maxContains} with Y = contains, N = not contains;
   with maxItems, a walk over (items so far, matches so far).
-Intersection and difference (automaton="lazy"): lazy_regex's private `(?@and(A)(B))` and
-`(?@diff(A)(B))` groups make these exact in every shape: a string's format, pattern,
+Intersection and difference (automaton="lazy"): regex_ast's `And` and `Diff` nodes (lazy_regex's
+AND and DIFF; `(?@and(A)(B))`, `(?@diff(A)(B))` in the lazy dialect's text) make these exact
+in every shape: a string's format, pattern,
 minLength/maxLength and excluded values together; patternProperties keys split by the
 set of patterns they match (minus every writing of the other patterns' keys, never a
 listed name), and the keys of additionalProperties (no pattern's). A plain regex
@@ -87,17 +90,18 @@ description, default, ...) are ignored, and so are unknown keywords, as JSON Sch
 itself does.
 
 The package, one job per module (each rule of the compiler is a mixin of `_SchemaCompiler`):
-- build.py: `build_regex_from_schema`, the top-level compile; loading.py: `load_schema`.
+- build.py: `build_schema_tree` and `build_regex_from_schema`, the top-level compile;
+  loading.py: `load_schema`.
 - options.py (SchemaOptions, the policies' defaults), keywords.py (the keywords we know),
   errors.py.
 - compiler_base.py (one compile's state, size checks, shared definitions), compiler.py
   (one flattened schema by type, anyOf/oneOf, const/enum), refs.py ($ref targets),
   applicators.py ($ref, allOf, not, if/then/else, dependencies flattened), merge.py (allOf).
 - The rules of each type: numbers.py, strings.py, arrays.py, objects.py; and what they write
-  with: regex_parts.py, string_chars.py, formats.py, patterns.py, pattern_length.py,
+  with: regex_parts.py (regex_ast's tree builders), string_chars.py, formats.py, patterns.py, pattern_length.py,
   values.py.
 """
-from minisglang.constrained.json_schema.build import build_regex_from_schema
+from minisglang.constrained.json_schema.build import build_regex_from_schema, build_schema_tree
 from minisglang.constrained.json_schema.errors import (
     InvalidSchemaError,
     SchemaTooLargeError,
@@ -120,5 +124,6 @@ __all__ = [
     "ALL_CHARACTERS", "ANY_VALUE_NESTING", "COUNTED_STRING_CHAR", "DEFAULT_MAX_REGEX_CHARS", "DEFAULT_WHITESPACE",
     "FORMATS", "LAZY_ANY_VALUE_NESTING", "SHORT_FORMATS", "STRING_CHAR", "UNSUPPORTED_KEYWORDS",
     "InvalidSchemaError", "SchemaOptions", "SchemaTooLargeError", "UnsupportedSchemaError",
-    "build_regex_from_schema", "load_schema", "repeated_key", "short_value", "shown_numeral", "underflows",
+    "build_regex_from_schema", "build_schema_tree", "load_schema", "repeated_key", "short_value", "shown_numeral",
+    "underflows",
 ]

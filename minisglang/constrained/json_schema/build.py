@@ -1,9 +1,9 @@
-"""The top-level compile: `build_regex_from_schema` checks the options and the whitespace regex,
-runs the compiler and says why a schema with no value has none."""
+"""The top-level compile: `build_schema_tree` checks the options and the whitespace regex, runs
+the compiler and says why a schema with no value has none; `build_regex_from_schema` is the
+same as regex text."""
 from __future__ import annotations
 
 import functools
-import re
 import sys
 from dataclasses import fields
 from decimal import Decimal
@@ -15,12 +15,24 @@ from minisglang.constrained.json_schema.loading import load_schema
 from minisglang.constrained.json_schema.numbers import _multiple_span
 from minisglang.constrained.json_schema.options import DEFAULT_WHITESPACE, SchemaOptions
 from minisglang.constrained.json_schema.values import _decimal, _json_type_of, _type_allows, short_value
+from minisglang.constrained.lazy_regex_parser import parse_tree
+from minisglang.constrained.regex_ast import Regex, render, text_size
 from minisglang.constrained.regex_dfa import RegexError, compile_regex, shown_regex
 
 
 def build_regex_from_schema(schema: dict | str | bool, whitespace: str | None = None,
                             max_ref_depth: int = 5, **options) -> str:
-    """The regex of the JSON texts of the values `schema` accepts (see the package doc).
+    """The regex text of the JSON texts of the values `schema` accepts: `build_schema_tree`
+    rendered (regex_ast.render) in Python's syntax, or with automaton="lazy" in the lazy
+    dialect (its private groups: only `parse_regex(..., members=True)` reads those)."""
+    tree = build_schema_tree(schema, whitespace, max_ref_depth, **options)
+    return render(tree, "lazy" if options.get("automaton") == "lazy" else "python")
+
+
+def build_schema_tree(schema: dict | str | bool, whitespace: str | None = None,
+                      max_ref_depth: int = 5, **options) -> Regex:
+    """The regex (regex_ast.py's tree) of the JSON texts of the values `schema` accepts (see
+    the package doc). The lazy automaton reads it directly (regex_ast.lower).
 
     `schema` is a dict or its JSON text; `whitespace` is the regex allowed at each place
     JSON allows whitespace (default DEFAULT_WHITESPACE; it must match the empty string and
@@ -49,17 +61,16 @@ def build_regex_from_schema(schema: dict | str | bool, whitespace: str | None = 
         if regex is None:
             raise UnsupportedSchemaError(f"the schema accepts no JSON value{_why_empty(compiler.empty_parts)}: "
                                          "there is nothing to generate")
-        regex = compiler.with_definitions(regex)
     except RecursionError:   # the compiler follows the schema's nesting (hundreds of levels)
         raise InvalidSchemaError(f"the schema nests too deeply: the compiler follows each level, and this one "
                                  f"goes past Python's recursion limit ({sys.getrecursionlimit()})") from None
-    compiler.check_size(len(regex), "#")
+    compiler.check_size(text_size(regex), "#")
     return regex
 
 
 @functools.lru_cache(maxsize=64)
-def _checked_whitespace(ws: str) -> str:
-    """Check that `ws` matches "" and nothing but JSON whitespace; return it as one unit.
+def _checked_whitespace(ws: str) -> Regex:
+    """Check that `ws` matches "" and nothing but JSON whitespace; return its tree.
 
     Cached: every schema compile checks the same few patterns, and the check builds a DFA
     (0.2 ms, a sixth of compiling bench_backends.py's schema). A refused pattern raises
@@ -69,7 +80,7 @@ def _checked_whitespace(ws: str) -> str:
     except RegexError as e:
         raise ValueError(f"whitespace regex {shown_regex(ws)} is invalid: {e}") from None
     if dfa is None:
-        return ""
+        return parse_tree("")
     if not dfa.accepts(""):
         raise ValueError(f"whitespace regex {shown_regex(ws)} must match the empty string: JSON whitespace is optional")
     for row in dfa.transitions.values():
@@ -77,7 +88,7 @@ def _checked_whitespace(ws: str) -> str:
             if cls.negated or not cls.chars <= set(" \t\n\r"):
                 raise ValueError(f"whitespace regex {shown_regex(ws)} matches {cls.label()}, which is not JSON "
                                  "whitespace (only space, \\t, \\n and \\r are)")
-    return ws if re.fullmatch(r"\[[^\]]*\][?*+]?|\\?.[?*+]?", ws) else f"(?:{ws})"
+    return parse_tree(ws)
 
 
 def _why_empty(parts: list[tuple[str, dict | bool]]) -> str:

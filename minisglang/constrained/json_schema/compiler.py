@@ -16,7 +16,7 @@ from minisglang.constrained.json_schema.keywords import (
 )
 from minisglang.constrained.json_schema.numbers import _NumberRules, _unbounded_number
 from minisglang.constrained.json_schema.objects import _ObjectRules
-from minisglang.constrained.json_schema.regex_parts import _alt
+from minisglang.constrained.json_schema.regex_parts import Regex, _alt, _concat, lit
 from minisglang.constrained.json_schema.string_chars import STRING
 from minisglang.constrained.json_schema.strings import _StringRules
 from minisglang.constrained.json_schema.values import _json_equal, _json_type_of, _literal, _type_allows
@@ -26,7 +26,7 @@ class _SchemaCompiler(_ApplicatorRules, _NumberRules, _StringRules, _ArrayRules,
     """Compiles the subschemas of one root schema; remembers which $refs are being expanded."""
 
     # -- one flattened schema -----------------------------------------------------------
-    def _flat_value(self, schema: dict | bool, path: str) -> str | None:
+    def _flat_value(self, schema: dict | bool, path: str) -> Regex | None:
         if schema is False:
             return None
         if not schema:  # {} or true: any value
@@ -41,10 +41,10 @@ class _SchemaCompiler(_ApplicatorRules, _NumberRules, _StringRules, _ArrayRules,
             types = [t for t in types if t != "integer"]
         builders = {"object": self._object, "array": self._array, "string": self._string,
                     "number": self._number, "integer": self._number,
-                    "boolean": lambda s, p: "(?:true|false)", "null": lambda s, p: "null"}
+                    "boolean": lambda s, p: _alt([lit("true"), lit("false")]), "null": lambda s, p: lit("null")}
         return _alt([builders[t](schema, path) for t in types])
 
-    def _combination(self, schema: dict, path: str) -> str | None:
+    def _combination(self, schema: dict, path: str) -> Regex | None:
         """anyOf: any branch (each merged with the sibling keywords); oneOf: disjoint branches."""
         keyword = "anyOf" if "anyOf" in schema else "oneOf"
         branches = schema[keyword]
@@ -70,11 +70,12 @@ class _SchemaCompiler(_ApplicatorRules, _NumberRules, _StringRules, _ArrayRules,
                         "only prove disjointness by type, const/enum, or a required property with "
                         f"disjoint schemas, or negate a branch exactly ({e}); use anyOf if overlaps are fine") \
                         from None
-        options, chars = [], 0
+        options: list[Regex | None] = []
+        chars = 0
         for i, (flat, refs) in enumerate(merged):
             with self.expanding(refs):
                 options.append(self._flat_value(flat, f"{path}/{keyword}/{i}"))
-            chars += len(options[-1] or "")
+            chars += options[-1].size if options[-1] is not None else 0
             self.check_size(chars, f"{path}/{keyword}/{i}")
         return _alt(options)
 
@@ -105,7 +106,7 @@ class _SchemaCompiler(_ApplicatorRules, _NumberRules, _StringRules, _ArrayRules,
                     return True
         return False
 
-    def _enum(self, schema: dict, path: str) -> str | None:
+    def _enum(self, schema: dict, path: str) -> Regex | None:
         """const / enum: the listed values that the other keywords accept too."""
         values = None
         if "enum" in schema:
@@ -125,13 +126,13 @@ class _SchemaCompiler(_ApplicatorRules, _NumberRules, _StringRules, _ArrayRules,
                       self.matches(rest_regex, json.dumps(v, separators=(",", ":"), ensure_ascii=False))]
         return _alt([_literal(v, self.ws) for v in values])
 
-    def _any_value(self, nesting: int) -> str:
+    def _any_value(self, nesting: int) -> Regex:
         """Any JSON value with containers nested at most `nesting` levels deep."""
         if nesting not in self.any_values:
-            options = [STRING, _unbounded_number(self.options, False), "true", "false", "null"]
+            options = [STRING, _unbounded_number(self.options, False), lit("true"), lit("false"), lit("null")]
             if nesting > 0:
                 inner = self._any_value(nesting - 1)
                 options.append(self._array_regex([], inner, 0, None))
-                options.append(self._map_regex([], f"{STRING}:{self.ws}{inner}"))
+                options.append(self._map_regex([], _concat(STRING, lit(":"), self.ws, inner)))
             self.any_values[nesting] = self.shared(_alt(options))
         return self.any_values[nesting]

@@ -2,8 +2,6 @@
 shared definitions (automaton="lazy") and the matchers that test a value against a regex."""
 from __future__ import annotations
 
-import hashlib
-import re
 from collections import Counter
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -13,19 +11,15 @@ from minisglang.constrained.json_schema.errors import SchemaTooLargeError, Unsup
 from minisglang.constrained.json_schema.keywords import ANNOTATION_KEYWORDS
 from minisglang.constrained.json_schema.options import ANY_VALUE_NESTING, LAZY_ANY_VALUE_NESTING, SchemaOptions
 from minisglang.constrained.json_schema.refs import ROOT_URI, _ResourceIndex
-from minisglang.constrained.json_schema.regex_parts import _alt
+from minisglang.constrained.json_schema.regex_parts import Regex, _alt, _concat, lit
 from minisglang.constrained.json_schema.string_chars import STRING, _json_string_chars, _string_except
 from minisglang.constrained.lazy_byte_dfa import LazyByteDFA
-from minisglang.constrained.lazy_regex import DEF_SYNTAX, REF_SYNTAX, RegexPool
-from minisglang.constrained.lazy_regex_parser import parse_regex
+from minisglang.constrained.lazy_regex import EMPTY, RegexPool
+from minisglang.constrained.regex_ast import And, Diff, Shared, lower
 from minisglang.constrained.regex_dfa import RegexError
 
-# How lazy_regex's private groups ((?@members...), (?@and...), (?@diff...)) begin: only
-# regexes built with automaton="lazy" hold them, and only `parse_regex` reads them.
-PRIVATE_SYNTAX = "(?@"
 # A subschema's regex at least this long is written once and referred to (automaton="lazy").
 SHARE_MIN_CHARS = 64
-_REF_NAMES = re.compile(r"\(\?@ref:([0-9a-f]+)\)")
 
 
 class _CompilerBase(_ResourceIndex):
@@ -35,30 +29,34 @@ class _CompilerBase(_ResourceIndex):
         def flatten(self, schema, path: str, cut_deep_refs: bool = True) -> tuple[dict | bool, list[str]]: ...
         def _flatten(self, schema, path: str, refs: list[str], chain: frozenset, cut: bool) -> dict | bool: ...
         def negation(self, flat: dict | bool, path: str) -> dict | bool: ...
-        def _flat_value(self, schema: dict | bool, path: str) -> str | None: ...
-        def _any_value(self, nesting: int) -> str: ...
+        def _flat_value(self, schema: dict | bool, path: str) -> Regex | None: ...
+        def _any_value(self, nesting: int) -> Regex: ...
 
-    def __init__(self, root: dict | bool, ws: str, options: SchemaOptions):
+    def __init__(self, root: dict | bool, ws: Regex, options: SchemaOptions):
         self.root = root
-        self.ws = ws
+        self.ws = ws   # the whitespace regex: after `{`, `[`, `,`, `:` and before `}`, `]`
+        self.sep = _concat(lit(","), ws)   # between two members or elements
         self.options = options
         self.max_ref_depth = options.max_ref_depth
         self.active_refs: Counter[str] = Counter()  # $ref target -> expansions on the current path
-        self.any_values: dict[int, str] = {}
+        self.any_values: dict[int, Regex] = {}
         self.empty_because: str | None = None   # see note_empty
         # (path, flattened schema) of the innermost parts with no value, while their parents
         # have none either: why a schema with no value has none (see `value`).
         self.empty_parts: list[tuple[str, dict | bool]] = []
         self.nesting = LAZY_ANY_VALUE_NESTING if options.automaton == "lazy" else ANY_VALUE_NESTING
-        # automaton="lazy": shared sub-expressions, name -> regex text (see `shared`), and
-        # their total length (checked against max_regex_chars as they are made).
-        self.definitions: dict[str, str] = {}
+        # automaton="lazy": shared sub-expressions, each once (see `shared`), and their total
+        # length (checked against max_regex_chars as they are made).
+        self.definitions: dict[Regex, Shared] = {}
         self.definitions_chars = 0
         # The regex of each `$ref` compiled so far (see `_ref_key`): a target used many
         # times, or by every level of a recursion, is compiled once per expansion depth.
-        self.ref_values: dict[tuple, str | None] = {}
+        self.ref_values: dict[tuple, Regex | None] = {}
         self.ref_targets: dict[tuple[str, str], str] = {}   # (base URI, $ref) -> the target's pointer
-        self.matchers: dict[str, Callable[[str], bool]] = {}   # regex -> its `_matcher`
+        self.matchers: dict[Regex, Callable[[str], bool]] = {}   # regex -> its `_matcher`
+        # The nodes the lazy automaton reads, for the checks (`matches`, `language_empty`):
+        # one pool per compile, so a sub-expression two checks share is made once.
+        self.pool = RegexPool()
         # Schema resources: absolute URI ($id) -> its pointer; (URI, $anchor) -> pointer.
         self.resources: dict[str, str] = {}
         self.anchors: dict[tuple[str, str], str] = {}
@@ -66,7 +64,7 @@ class _CompilerBase(_ResourceIndex):
         self._index(root, ROOT_URI, "#")
 
     # -- entry point ------------------------------------------------------------------
-    def value(self, schema, path: str) -> str | None:
+    def value(self, schema, path: str) -> Regex | None:
         """The regex of the JSON texts of the values `schema` accepts; None if there are none."""
         key = self._ref_key(schema, path)
         if key is not None and key in self.ref_values:
@@ -79,7 +77,7 @@ class _CompilerBase(_ResourceIndex):
             del self.empty_parts[mark:]   # its empty parts were optional or alternatives: not why
         elif len(self.empty_parts) == mark:
             self.empty_parts.append((path, flat))   # empty, and no part of it is: the cause is here
-        self.check_size(0 if regex is None else len(regex), path)
+        self.check_size(0 if regex is None else regex.size, path)
         regex = self.shared(regex)
         self.check_size(self.definitions_chars, path)
         if key is not None:
@@ -108,71 +106,67 @@ class _CompilerBase(_ResourceIndex):
         depths = tuple(sorted((r, n) for r, n in self.active_refs.items() if n > 0))
         return target_path, base, depths
 
-    def shared(self, regex: str | None) -> str | None:
-        """For the lazy automaton, a subschema's long regex is written once: `(?@ref:NAME)`
-        where it is used, and `(?@def:NAME(regex))` in front of the whole (with_definitions).
+    def shared(self, regex: Regex | None) -> Regex | None:
+        """For the lazy automaton, a subschema's long regex is marked to be written once: a
+        `Shared` node (regex_ast.py), whose text is `(?@ref:NAME)` where it is used and
+        `(?@def:NAME(regex))` in front of the whole.
 
         Without, an array writes its item's regex twice (`[I(,I)*]`) and an object a member
         in several alternatives, so nested arrays and objects grow the text exponentially
         (a 10 MB regex for a 40 KB Kubernetes schema); shared, the text grows with the
         schema. A plain regex (automaton="eager") has no such syntax: it stays written out.
         """
-        if regex is None or self.options.automaton != "lazy" or len(regex) < SHARE_MIN_CHARS:
+        if regex is None or self.options.automaton != "lazy" or regex.size < SHARE_MIN_CHARS \
+                or isinstance(regex, Shared):
             return regex
-        name = hashlib.blake2b(regex.encode("utf-8"), digest_size=8).hexdigest()
-        if name not in self.definitions:
-            self.definitions[name] = regex
-            self.definitions_chars += len(regex)
-        return f"{REF_SYNTAX}{name})"
+        node = self.definitions.get(regex)
+        if node is None:
+            node = self.definitions[regex] = Shared(regex)
+            self.definitions_chars += regex.size
+        return node
 
-    def with_definitions(self, regex: str) -> str:
-        """`regex` preceded by the definitions its `(?@ref:...)` groups need, each after
-        the ones it uses (the order they were made in)."""
-        needed, todo = set(), [regex]
-        while todo:
-            for name in _REF_NAMES.findall(todo.pop()):
-                if name not in needed:
-                    needed.add(name)
-                    todo.append(self.definitions[name])
-        return "".join(f"{DEF_SYNTAX}{name}({text}))" for name, text in self.definitions.items()
-                       if name in needed) + regex
-
-    def key_except(self, names: list[str]) -> str:
+    def key_except(self, names: list[str]) -> Regex:
         """A JSON string that decodes to none of `names` (an unlisted key). For the lazy
-        automaton any string minus every JSON writing of each name (`(?@diff...)`: its size
+        automaton any string minus every JSON writing of each name (a `Diff` node: its size
         is the names'), else _string_except's trie (a few hundred characters per name)."""
         if self.options.automaton != "lazy":
             return _string_except(names)
-        writings = _alt(['"' + "".join(_json_string_chars([(ord(c), ord(c))], every=True) for c in name) + '"'
-                         for name in names])
-        return self.shared(f"(?@diff({STRING})({writings}))")
+        writings = _alt([_concat(lit('"'), *(_json_string_chars([(ord(c), ord(c))], every=True) for c in name),
+                                 lit('"')) for name in names])
+        out = self.shared(Diff(STRING, writings) if writings is not None else STRING)
+        assert out is not None
+        return out
 
-    def matches(self, regex: str, text: str) -> bool:
+    def matches(self, regex: Regex, text: str) -> bool:
         """Whether `text` matches all of one of this compiler's regexes (its automaton is
         built once per regex: an enum checks every value against the same one)."""
         matcher = self.matchers.get(regex)
         if matcher is None:
-            matcher = self.matchers[regex] = _matcher(self.with_definitions(regex))
+            dfa = LazyByteDFA(self.lowered(regex, "the schema"), self.pool)
+            matcher = self.matchers[regex] = lambda t: dfa.matches(t.encode("utf-8"))
         return matcher(text)
 
-    def intersection(self, parts: list[str | None], path: str) -> str | None:
-        """The texts every part matches (lazy automaton only: `(?@and(A)(B))` groups); None
+    def lowered(self, regex: Regex, path: str):
+        """`regex` in the lazy automaton's nodes (this compile's pool)."""
+        try:
+            return lower(regex, self.pool)
+        except RegexError as e:
+            raise UnsupportedSchemaError(f"the schema at {path}: the intersection cannot be built: {e}") from None
+
+    def intersection(self, parts: list[Regex | None], path: str) -> Regex | None:
+        """The texts every part matches (lazy automaton only: `And` nodes); None
         when there is none, decided on the lazy automaton (so no branch hides an empty
         language). Parts are whole regexes, a None part matches nothing."""
         if any(part is None for part in parts):
             return None
         regex = parts[0]
         for part in parts[1:]:
-            regex = f"(?@and({regex})({part}))"
+            regex = And(regex, part)
         return regex if len(parts) == 1 or not self.language_empty(regex, path) else None
 
-    def language_empty(self, regex: str, path: str) -> bool:
-        """Whether one of our lazy regexes (with private groups) matches nothing."""
-        pool = RegexPool()
-        try:  # `(?:R)|` is the empty string alone exactly when R's node is EMPTY
-            return parse_regex(f"(?:{self.with_definitions(regex)})|", pool, members=True) is pool.epsilon
-        except RegexError as e:
-            raise UnsupportedSchemaError(f"the schema at {path}: the intersection cannot be built: {e}") from None
+    def language_empty(self, regex: Regex, path: str) -> bool:
+        """Whether one of our regexes (intersections and differences included) matches nothing."""
+        return self.lowered(regex, path).kind == EMPTY
 
     def check_size(self, chars: int, path: str) -> None:
         """Refuse a regex (or the parts of one collected so far) longer than max_regex_chars.
@@ -202,11 +196,3 @@ class _CompilerBase(_ResourceIndex):
         if self.empty_because is None:
             self.empty_because = reason
 
-
-def _matcher(regex: str) -> Callable[[str], bool]:
-    """Whether a text matches all of one of our regexes: `re`, or the lazy automaton for
-    one with our private `(?@...)` groups."""
-    if PRIVATE_SYNTAX not in regex:
-        return lambda text: re.fullmatch(regex, text) is not None
-    dfa = LazyByteDFA.from_regex(regex, members=True)
-    return lambda text: dfa.matches(text.encode("utf-8"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 import functools
 
 from minisglang.constrained.json_schema.errors import UnsupportedSchemaError
+from minisglang.constrained.json_schema.regex_parts import Regex, rx
 
 try:  # Python's own regex parser, used to read (and check) `pattern` keywords
     import re._parser as sre_parse  # Python >= 3.11
@@ -73,7 +74,12 @@ def _length_range(regex: str) -> tuple[int, int | None]:
     return lo, None if hi >= sre_parse.MAXREPEAT else hi
 
 
-def _format_with_length(fmt: str, min_length: int, max_length: int | None, path: str) -> str:
+def format_node(fmt: str) -> Regex:
+    """The tree of a known format's strings (FORMATS: the text is the reference)."""
+    return rx(FORMATS[fmt])
+
+
+def _format_with_length(fmt: str, min_length: int, max_length: int | None, path: str) -> Regex:
     """A format's strings within minLength..maxLength: the format itself when all its
     strings fit, else its short form (SHORT_FORMATS) when all of those fit; else an error."""
     for regex in (FORMATS[fmt], SHORT_FORMATS.get(fmt)):
@@ -81,7 +87,7 @@ def _format_with_length(fmt: str, min_length: int, max_length: int | None, path:
             continue
         lo, hi = _length_range(regex)
         if lo >= min_length and (max_length is None or (hi is not None and hi <= max_length)):
-            return regex
+            return rx(regex)
     raise UnsupportedSchemaError(f"'format': {fmt!r} together with 'minLength'/'maxLength' at {path} is supported "
                                  "only when every string of the format (or of its short form) has a length within "
                                  "the bounds")

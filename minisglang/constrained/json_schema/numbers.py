@@ -11,27 +11,47 @@ from minisglang.constrained.json_schema.compiler_base import _CompilerBase
 from minisglang.constrained.json_schema.errors import InvalidSchemaError, UnsupportedSchemaError
 from minisglang.constrained.json_schema.keywords import _NUMBER_BOUNDS, FRACTIONAL, NOT_AT, _types
 from minisglang.constrained.json_schema.options import SchemaOptions
-from minisglang.constrained.json_schema.regex_parts import _alt, _concat, _digit_class, _repeat
+from minisglang.constrained.json_schema.regex_parts import (
+    DIGIT,
+    EPSILON,
+    NONZERO_DIGIT,
+    Regex,
+    _alt,
+    _concat,
+    _digit_class,
+    _repeat,
+    chars,
+    lit,
+)
 from minisglang.constrained.json_schema.values import _decimal, short_value
 
+MINUS, POINT, ZERO = lit("-"), lit("."), lit("0")
+OPTIONAL_MINUS = _repeat(MINUS, 0, 1)
+# How json.dumps writes a float equal to an integer: 3.0.
+POINT_ZERO = _repeat(lit(".0"), 0, 1)
 
-def _unbounded_number(options: SchemaOptions, integer: bool) -> str:
+
+def _unbounded_number(options: SchemaOptions, integer: bool) -> Regex:
     """Any integer (or number, with fraction and exponent) within the options' digit limits
     (none with bound_numbers off)."""
-    def digits(lo: int, limit: int) -> str:
-        return _repeat("[0-9]", lo, limit if options.bound_numbers else None)
-    nonzero = "[1-9]" + digits(0, options.max_integer_digits - 1)
+    def digits(lo: int, limit: int) -> Regex | None:
+        return _repeat(DIGIT, lo, limit if options.bound_numbers else None)
+    nonzero = _concat(NONZERO_DIGIT, digits(0, options.max_integer_digits - 1))
     if integer:
-        return f"(?:0|-?{nonzero})"
-    whole = f"(?:0|{nonzero})"
-    fraction = digits(1, options.max_fraction_digits)
-    exponent = digits(1, options.max_exponent_digits)
-    return rf"-?{whole}(?:\.{fraction})?(?:[eE][+-]?{exponent})?"
+        out = _alt([ZERO, _concat(OPTIONAL_MINUS, nonzero)])
+    else:
+        fraction = _concat(POINT, digits(1, options.max_fraction_digits))
+        exponent = _concat(chars([(ord("E"), ord("E")), (ord("e"), ord("e"))]),
+                           _repeat(chars([(ord("+"), ord("+")), (ord("-"), ord("-"))]), 0, 1),
+                           digits(1, options.max_exponent_digits))
+        out = _concat(OPTIONAL_MINUS, _alt([ZERO, nonzero]), _repeat(fraction, 0, 1), _repeat(exponent, 0, 1))
+    assert out is not None   # (every part matches something)
+    return out
 
 
-def _at_most_digits_with_a_nonzero(k: int) -> str | None:
+def _at_most_digits_with_a_nonzero(k: int) -> Regex | None:
     """1..k digits, not all zeros: `0{j}[1-9][0-9]{0,k-1-j}` for each count j of leading zeros."""
-    return _alt(["0" * j + "[1-9]" + _repeat("[0-9]", 0, k - 1 - j) for j in range(k)])
+    return _alt([_concat(lit("0" * j), NONZERO_DIGIT, _repeat(DIGIT, 0, k - 1 - j)) for j in range(k)])
 
 
 def _decimal_digits(x: Decimal) -> tuple[tuple[int, ...], int]:
@@ -41,7 +61,7 @@ def _decimal_digits(x: Decimal) -> tuple[tuple[int, ...], int]:
 
 
 def _magnitude_range(low: Decimal, low_strict: bool, high: Decimal | None, high_strict: bool,
-                     fraction: bool, max_fraction: int) -> str | None:
+                     fraction: bool, max_fraction: int) -> Regex | None:
     """Unsigned numerals `(0|[1-9][0-9]*)(\\.[0-9]{1,max_fraction})?` with low <(=) value <(=) high.
 
     Numerals are split by their count n of integer digits; for each n the digits are
@@ -52,7 +72,7 @@ def _magnitude_range(low: Decimal, low_strict: bool, high: Decimal | None, high_
     """
     lo_digits, lo_len = _decimal_digits(low)
     hi_digits, hi_len = _decimal_digits(high) if high is not None else ((), None)
-    frac_any = rf"(?:\.{_repeat('[0-9]', 1, max_fraction)})?" if fraction else ""
+    frac_any = _repeat(_concat(POINT, _repeat(DIGIT, 1, max_fraction)), 0, 1) if fraction else EPSILON
 
     def digit(ds: tuple[int, ...], i: int) -> int:
         return ds[i] if i < len(ds) else 0
@@ -61,15 +81,15 @@ def _magnitude_range(low: Decimal, low_strict: bool, high: Decimal | None, high_
         """How many fraction digits may still follow, from digit position i > n - 1 on."""
         return n + max_fraction - i
 
-    def free(n: int, i: int) -> str:
+    def free(n: int, i: int) -> Regex | None:
         """The rest of a numeral that is strictly inside the bounds already."""
         if i > n:
-            return _repeat("[0-9]", 0, left(n, i))
+            return _repeat(DIGIT, 0, left(n, i))
         if i == 0 and n > 1:  # no leading zeros
-            return "[1-9]" + _repeat("[0-9]", n - 1, n - 1) + frac_any
-        return _repeat("[0-9]", n - i, n - i) + frac_any
+            return _concat(NONZERO_DIGIT, _repeat(DIGIT, n - 1, n - 1), frac_any)
+        return _concat(_repeat(DIGIT, n - i, n - i), frac_any)
 
-    def rest(n: int, i: int, tight_lo: bool, tight_hi: bool) -> str | None:
+    def rest(n: int, i: int, tight_lo: bool, tight_hi: bool) -> Regex | None:
         """The rest of a numeral with n integer digits, from digit position i on."""
         lo_rest_zero = not any(lo_digits[i:])
         if tight_lo and lo_rest_zero and not low_strict:
@@ -79,15 +99,15 @@ def _magnitude_range(low: Decimal, low_strict: bool, high: Decimal | None, high_
         if tight_hi and not any(hi_digits[i:]):  # equal to `high`, which ends here: only zeros
             if tight_lo or high_strict:
                 return None
-            zeros = rf"(?:\.{_repeat('0', 1, max_fraction)})?" if fraction else ""
-            return _repeat("0", 0, left(n, i)) if i > n else "0" * (n - i) + zeros
+            zeros = _repeat(_concat(POINT, _repeat(ZERO, 1, max_fraction)), 0, 1) if fraction else EPSILON
+            return _repeat(ZERO, 0, left(n, i)) if i > n else _concat(lit("0" * (n - i)), zeros)
         if tight_lo and not tight_hi and lo_rest_zero and i >= n:  # equal to `low`: need more
             if not fraction:
                 return None
-            return _concat(r"\." if i == n else "", _at_most_digits_with_a_nonzero(left(n, i)))
-        options: list[str | None] = []
+            return _concat(POINT if i == n else EPSILON, _at_most_digits_with_a_nonzero(left(n, i)))
+        options: list[Regex | None] = []
         if i >= n and not tight_lo:  # may end here: the value is below `high`, above `low`
-            options.append("")
+            options.append(EPSILON)
         if i < n or (fraction and left(n, i) > 0):
             first = 1 if i == 0 and n > 1 else 0  # no leading zeros
             a = digit(lo_digits, i) if tight_lo else 0
@@ -100,18 +120,18 @@ def _magnitude_range(low: Decimal, low_strict: bool, high: Decimal | None, high_
                 else:
                     steps.append([d, d, after])
             step = _alt([_concat(_digit_class(lo, hi), after) for lo, hi, after in steps])
-            options.append(None if step is None else (r"\." if i == n else "") + step)
+            options.append(_concat(POINT if i == n else EPSILON, step))
         return _alt(options)
 
     options = [rest(n, 0, n == lo_len, n == hi_len)
                for n in range(lo_len, (hi_len if high is not None else lo_len) + 1)]
     if high is None:  # numerals with more integer digits than `low`
-        options.append(f"[1-9][0-9]{{{lo_len},}}{frac_any}")
+        options.append(_concat(NONZERO_DIGIT, _repeat(DIGIT, lo_len, None), frac_any))
     return _alt(options)
 
 
 def _number_range(lo: Decimal | None, lo_strict: bool, hi: Decimal | None, hi_strict: bool,
-                  fraction: bool, max_fraction: int) -> str | None:
+                  fraction: bool, max_fraction: int) -> Regex | None:
     """Decimal numerals (no exponent; no fraction if `fraction` is False; at most
     `max_fraction` fraction digits) in the bounds."""
     # -0 (a bound of -0.0, or -0.5 rounded up for an integer) is 0: drop the sign.
@@ -126,7 +146,7 @@ def _number_range(lo: Decimal | None, lo_strict: bool, hi: Decimal | None, hi_st
     if lo is None or lo < 0:  # numerals with a minus sign: value < 0 (we never write -0)
         low, low_strict = (-hi, hi_strict) if hi is not None and hi < 0 else (Decimal(0), True)
         high, high_strict = (None, False) if lo is None else (-lo, lo_strict)
-        options.append(_concat("-", _magnitude_range(low, low_strict, high, high_strict, fraction, max_fraction)))
+        options.append(_concat(MINUS, _magnitude_range(low, low_strict, high, high_strict, fraction, max_fraction)))
     return _alt(options)
 
 
@@ -145,7 +165,7 @@ def _multiple_span(step: Decimal | int, lo: Decimal, lo_strict: bool, hi: Decima
 
 
 def _decimal_multiples(step: Decimal, given, lo: Decimal | None, lo_strict: bool, hi: Decimal | None,
-                       hi_strict: bool, path: str, note_empty: Callable[[str], None] | None = None) -> str | None:
+                       hi_strict: bool, path: str, note_empty: Callable[[str], None] | None = None) -> Regex | None:
     """The multiples of a fractional `step` between both bounds, listed (at most
     MAX_LISTED_MULTIPLES). Only those that a validator's float division also accepts
     (x / step an integer in binary floating point, as jsonschema computes it: 0.29 / 0.01
@@ -164,7 +184,7 @@ def _decimal_multiples(step: Decimal, given, lo: Decimal | None, lo_strict: bool
         quotient = float(text) / float(given)
         if math.isfinite(quotient) and int(quotient) == quotient:
             # a whole multiple is also written as json.dumps writes a float: 3.0
-            texts.append(text.replace(".", r"\.") if "." in text else ("0" if text == "-0" else text) + r"(?:\.0)?")
+            texts.append(lit(text) if "." in text else _concat(lit("0" if text == "-0" else text), POINT_ZERO))
     if not texts and last >= first and note_empty is not None:
         note_empty(f"keyword 'multipleOf' at {path}: no multiple of {given!r} between the bounds divides by it "
                    "exactly in binary floating point (x / multipleOf, as validators compute it)")
@@ -174,7 +194,7 @@ def _decimal_multiples(step: Decimal, given, lo: Decimal | None, lo_strict: bool
 class _NumberRules(_CompilerBase):
     """integer and number (mixed into _SchemaCompiler)."""
 
-    def _number(self, schema: dict, path: str) -> str | None:
+    def _number(self, schema: dict, path: str) -> Regex | None:
         """integer or number with minimum/maximum/exclusive bounds, as an exact numeral range."""
         integer = "number" not in _types(schema, path)
         if FRACTIONAL in schema:  # `not integer`: a nonzero last fraction digit, no exponent
@@ -183,8 +203,9 @@ class _NumberRules(_CompilerBase):
             if any(k in schema for k in _NUMBER_BOUNDS):
                 raise UnsupportedSchemaError(f"keyword 'not' at {schema[NOT_AT]}: 'not integer' together with "
                                              "minimum/maximum bounds is not supported")
-            whole = "[1-9]" + _repeat("[0-9]", 0, self.options.max_integer_digits - 1)
-            return rf"-?(?:0|{whole})\.{_repeat('[0-9]', 0, self.options.max_fraction_digits - 1)}[1-9]"
+            whole = _concat(NONZERO_DIGIT, _repeat(DIGIT, 0, self.options.max_integer_digits - 1))
+            return _concat(OPTIONAL_MINUS, _alt([ZERO, whole]), POINT,
+                           _repeat(DIGIT, 0, self.options.max_fraction_digits - 1), NONZERO_DIGIT)
         step, decimal_step = 1, None
         if "multipleOf" in schema:  # m = p/q: integers -> multiples of p; numbers: listed multiples of m
             m = _decimal(schema["multipleOf"], "multipleOf", path)
@@ -209,7 +230,7 @@ class _NumberRules(_CompilerBase):
                     hi, hi_strict, hi_keyword = bound, strict, keyword
         if step > 1:  # a number (not integer) type may also write them as json.dumps writes 4.0
             whole = "number" in _types(schema, path)
-            return _concat(self._multiples(step, lo, lo_strict, hi, hi_strict, path), r"(?:\.0)?" if whole else "")
+            return _concat(self._multiples(step, lo, lo_strict, hi, hi_strict, path), POINT_ZERO if whole else EPSILON)
         if decimal_step is not None:
             return _decimal_multiples(decimal_step, schema["multipleOf"], lo, lo_strict, hi, hi_strict, path,
                                       self.note_empty)
@@ -240,24 +261,24 @@ class _NumberRules(_CompilerBase):
         return regex
 
     def _multiples(self, step: int, lo: Decimal | None, lo_strict: bool, hi: Decimal | None, hi_strict: bool,
-                   path: str) -> str | None:
+                   path: str) -> Regex | None:
         """The integer multiples of `step` in the bounds: listed when both bounds leave at
         most MAX_LISTED_MULTIPLES; without bounds, when step divides 10^j (j <= 3), by
         their last j digits."""
         if lo is not None and hi is not None:
             first, last = _multiple_span(step, lo, lo_strict, hi, hi_strict)
             if last - first + 1 <= MAX_LISTED_MULTIPLES:
-                return _alt([str(n * step) for n in range(first, last + 1)])
+                return _alt([lit(str(n * step)) for n in range(first, last + 1)])
         elif (lo is None or lo == 0) and (hi is None or hi == 0) and not (lo == 0 and hi == 0):
             j = next((j for j in range(1, 4) if 10**j % step == 0), None)
             digits = self.options.max_integer_digits
             if j is not None and digits > j:
-                small = [str(n) for n in range(step, 10**j, step)]  # fewer than j+1 digits
-                endings = _alt([str(n).zfill(j) for n in range(0, 10**j, step)])
-                nonzero = _alt(small + ["[1-9]" + _repeat("[0-9]", 0, digits - 1 - j) + endings])
-                sign = "-?" if lo is None and hi is None else "" if hi is None else "-"
-                zero = [] if (lo == 0 and lo_strict) or (hi == 0 and hi_strict) else ["0"]
-                return _alt(zero + [sign + nonzero])
+                small = [lit(str(n)) for n in range(step, 10**j, step)]  # fewer than j+1 digits
+                endings = _alt([lit(str(n).zfill(j)) for n in range(0, 10**j, step)])
+                nonzero = _alt([*small, _concat(NONZERO_DIGIT, _repeat(DIGIT, 0, digits - 1 - j), endings)])
+                sign = OPTIONAL_MINUS if lo is None and hi is None else EPSILON if hi is None else MINUS
+                zero = [] if (lo == 0 and lo_strict) or (hi == 0 and hi_strict) else [ZERO]
+                return _alt([*zero, _concat(sign, nonzero)])
         raise UnsupportedSchemaError(
             f"keyword 'multipleOf' at {path}: multiples of {step} are supported within bounds holding at most "
             f"{MAX_LISTED_MULTIPLES} of them, or with no bound other than 0 when {step} divides 1000")

@@ -12,14 +12,15 @@ from minisglang.constrained.json_schema.errors import InvalidSchemaError, Unsupp
 from minisglang.constrained.json_schema.merge import _both
 from minisglang.constrained.json_schema.patterns import _pattern_regex
 from minisglang.constrained.json_schema.refs import _pointer_token
-from minisglang.constrained.json_schema.regex_parts import _alt, _concat, _repeat
+from minisglang.constrained.json_schema.regex_parts import EPSILON, Regex, _alt, _concat, _repeat, lit
 from minisglang.constrained.json_schema.string_chars import STRING, _string_literal
 from minisglang.constrained.json_schema.values import _count
-from minisglang.constrained.lazy_regex import MEMBERS_SYNTAX
+from minisglang.constrained.regex_ast import And, Diff, Members
 from minisglang.constrained.regex_dfa import shown_regex
 
 # patternProperties' keys are split by the set of patterns they match: 2^n - 1 regions.
 MAX_KEY_PATTERNS = 6
+OPEN_BRACE, CLOSE_BRACE, COLON, QUOTE = lit("{"), lit("}"), lit(":"), lit('"')
 
 
 def _searches(pattern: str, name: str, path: str) -> bool:
@@ -34,7 +35,7 @@ def _searches(pattern: str, name: str, path: str) -> bool:
 class _ObjectRules(_CompilerBase):
     """A JSON object (mixed into _SchemaCompiler)."""
 
-    def _object(self, schema: dict, path: str) -> str | None:
+    def _object(self, schema: dict, path: str) -> Regex | None:
         """A JSON object: `properties` in order (required ones always), keys of
         `patternProperties` after them, or a map (see the additionalProperties policy in the
         module doc); `propertyNames` limits every key."""
@@ -57,11 +58,11 @@ class _ObjectRules(_CompilerBase):
             return names_free or (key_regex is not None and any(
                 self.matches(key_regex, json.dumps(name, ensure_ascii=a)) for a in (True, False)))
 
-        def member(name: str, subschemas: list, where: str) -> str | None:
+        def member(name: str, subschemas: list, where: str) -> Regex | None:
             """`"name": value` with a value valid for every subschema; None: no value fits."""
             value = self.value(subschemas[0] if len(subschemas) == 1 else {"allOf": subschemas}, where) \
                 if name_allowed(name) else None
-            return None if value is None else f"{_string_literal(name)}:{self.ws}{value}"
+            return _concat(_string_literal(name), COLON, self.ws, value)
 
         members = []  # (regex of `"key": value`, required)
         for name, sub in properties.items():
@@ -72,7 +73,7 @@ class _ObjectRules(_CompilerBase):
                     return None
                 continue
             members.append((regex, name in required))
-            self.check_size(sum(len(m) for m, _ in members), f"{path}/properties/{name}")
+            self.check_size(sum(m.size for m, _ in members), f"{path}/properties/{name}")
         for name in dict.fromkeys(required):
             if name not in properties:  # required, not listed: patternProperties or additionalProperties
                 matching = [s for p, s in patterns.items() if _searches(p, name, f"{path}/patternProperties")]
@@ -100,7 +101,7 @@ class _ObjectRules(_CompilerBase):
                 key = self.key_except(listed)
             else:  # a map
                 key = STRING if names_free else key_regex
-            entries = [] if extra_value is None or key is None else [f"{key}:{self.ws}{extra_value}"]
+            entries = [] if extra_value is None or key is None else [_concat(key, COLON, self.ws, extra_value)]
         if not entries:
             return self._members_regex(members, path, counts=counts)
         one_entry = not members and "properties" not in schema and counts[0] == 1  # one key is distinct
@@ -116,23 +117,23 @@ class _ObjectRules(_CompilerBase):
                                          "both optional listed properties and unlisted keys")
         return self._members_regex(members, path, self.shared(_alt(entries)))
 
-    def _key_regions(self, patterns: dict, listed: list[str], additional, key_regex: str | None,
-                     has_properties: bool, path: str) -> list[str]:
+    def _key_regions(self, patterns: dict, listed: list[str], additional, key_regex: Regex | None,
+                     has_properties: bool, path: str) -> list[Regex]:
         """The `"key": value` regexes of the unlisted keys, for the lazy automaton, exactly.
 
         A key gets the value of every pattern it matches, and additionalProperties' when it
         matches none (let in by the policy of the module doc). So the keys are split by the
         set S of patterns they match: the keys we write for each pattern in S, intersected
-        (`(?@and...)`), minus every JSON writing of the keys of the other patterns
-        (`(?@diff...)` with their wide translation); never a listed name (written as a
+        (`And` nodes), minus every JSON writing of the keys of the other patterns
+        (a `Diff` node with their wide translation); never a listed name (written as a
         listed member), and within propertyNames' `key_regex`. Empty regions are skipped.
         """
         if len(patterns) > MAX_KEY_PATTERNS:
             raise UnsupportedSchemaError(f"keyword 'patternProperties' at {path}: more than {MAX_KEY_PATTERNS} "
                                          "patterns (their keys are split into 2^n regions)")
         where = [f"{path}/patternProperties/{_pointer_token(p)}" for p in patterns]
-        narrow = [_concat('"', _pattern_regex(p, w), '"') for p, w in zip(patterns, where)]
-        wide = [_concat('"', _pattern_regex(p, w, wide=True), '"') for p, w in zip(patterns, where)]
+        narrow = [_concat(QUOTE, _pattern_regex(p, w), QUOTE) for p, w in zip(patterns, where)]
+        wide = [_concat(QUOTE, _pattern_regex(p, w, wide=True), QUOTE) for p, w in zip(patterns, where)]
         # Our key strings never decode to a listed name (`_string_except` writes no other form of one).
         base = [self.key_except(listed)] if listed else []
         base += [key_regex] if key_regex is not None else []
@@ -151,7 +152,7 @@ class _ObjectRules(_CompilerBase):
         for keys, others, values, at in regions:
             key = self.intersection(keys, at)
             if key is not None and others:
-                key = f"(?@diff({key})({_alt(others)}))"
+                key = Diff(key, _alt(others))
                 key = None if self.language_empty(key, at) else key
             if key is None:
                 continue
@@ -160,11 +161,11 @@ class _ObjectRules(_CompilerBase):
             else:
                 value = self.value(values[0] if len(values) == 1 else {"allOf": values}, at)
             if value is not None:  # (None: no value fits, so these keys stay absent)
-                entries.append(f"{key}:{self.ws}{value}")
+                entries.append(_concat(key, COLON, self.ws, value))
         return entries
 
     def _pattern_entries(self, patterns: dict, listed: list[str], additional, names_free: bool,
-                         path: str) -> list[str]:
+                         path: str) -> list[Regex]:
         """The `"key": value` regexes of patternProperties, one per pattern, for a plain
         regex (the lazy automaton: _key_regions).
 
@@ -182,89 +183,90 @@ class _ObjectRules(_CompilerBase):
         keys, entries = [], []  # keys: (pattern, key regex, its wide form, whether it has an entry)
         for pattern, sub in patterns.items():
             where = f"{path}/patternProperties/{_pointer_token(pattern)}"
-            key = _concat('"', _pattern_regex(pattern, where), '"')
+            key = _concat(QUOTE, _pattern_regex(pattern, where), QUOTE)
             if key is None:
                 continue
-            wide = _concat('"', _pattern_regex(pattern, where, wide=True), '"')
+            wide = _concat(QUOTE, _pattern_regex(pattern, where, wide=True), QUOTE)
             value = self.value(sub, where)  # None: keys matching the pattern must be absent
             for name in listed if value is not None else []:
-                if any(re.fullmatch(key, json.dumps(name, ensure_ascii=a)) for a in (True, False)):
+                if any(self.matches(key, json.dumps(name, ensure_ascii=a)) for a in (True, False)):
                     raise UnsupportedSchemaError(
                         f"keyword 'patternProperties' at {where}: the pattern also matches the listed property "
                         f"{name!r}, and a regex cannot keep that key from being written twice "
                         "(with automaton='lazy' it can)")
             for other_pattern, other, other_wide, other_written in keys:
                 # A key one of them writes that the other matches too (in Python's reading).
-                if (value is not None and not self.language_empty(f"(?@and({key})({other_wide}))", where)) or \
-                        (other_written and not self.language_empty(f"(?@and({other})({wide}))", where)):
+                if (value is not None and other_wide is not None and not self.language_empty(And(key, other_wide),
+                                                                                             where)) or \
+                        (other_written and wide is not None and not self.language_empty(And(other, wide), where)):
                     raise UnsupportedSchemaError(
                         f"keyword 'patternProperties' at {where}: some key matches both {shown_regex(pattern)} and "
                         f"{shown_regex(other_pattern)}, and its value would have to fit both "
                         "(with automaton='lazy' it can)")
             keys.append((pattern, key, wide, value is not None))
             if value is not None:
-                entries.append(f"{key}:{self.ws}{value}")
+                entries.append(_concat(key, COLON, self.ws, value))
         return entries
 
-    def _members_regex(self, members: list[tuple[str, bool]], path: str, extra: str | None = None,
-                       counts: tuple[int, int | None] = (0, None)) -> str | None:
+    def _members_regex(self, members: list[tuple[Regex, bool]], path: str, extra: Regex | None = None,
+                       counts: tuple[int, int | None] = (0, None)) -> Regex | None:
         """`{` the members, optional ones may be left out, then any number of `extra`
         entries (None: none) `}`. Members come in schema order (O(n^2) regex size), or in
-        any order with the any_order option: for the lazy automaton one `(?@members...)`
+        any order with the any_order option: for the lazy automaton one `Members`
         group (O(n), extras anywhere), else every order (O(n! n): at most
         max_any_order_properties).
         `counts`: minProperties/maxProperties, how many members are written (no extras).
         """
-        ws, sep = self.ws, f",{self.ws}"
+        ws, sep = self.ws, self.sep
         if self.options.any_order and self.options.automaton == "lazy" and counts == (0, None):
-            groups = "".join(f"({'!' if req else '~'}{m})" for m, req in members)
-            extra_group = "" if extra is None else f"(&{extra})"
-            return rf"\{{{ws}{MEMBERS_SYNTAX}({sep}){groups}{extra_group}){ws}\}}"
+            group = Members(sep, tuple(m for m, _ in members), tuple(req for _, req in members), extra)
+            return _concat(OPEN_BRACE, ws, group, ws, CLOSE_BRACE)
         if self.options.any_order:
             firsts = self._any_order_firsts(members, path, counts)
         elif counts != (0, None):
             inner = self._counted_members(members, counts, path)
-            return None if inner is None else rf"\{{{ws}{inner}{ws}\}}"
+            return _concat(OPEN_BRACE, ws, inner, ws, CLOSE_BRACE)
         else:
             firsts = self._ordered_firsts(members, path)
         if not firsts:
             return None
         if extra is not None:  # after the members (or alone), each behind a comma
-            more = _repeat(sep + extra, 0, None)
-            firsts = [option for first in firsts for option in ([extra + more, ""] if first == "" else [first + more])]
-        return rf"\{{{ws}{_alt(firsts)}{ws}\}}"
+            more = _repeat(_concat(sep, extra), 0, None)
+            firsts = [option for first in firsts
+                      for option in ([_concat(extra, more), EPSILON] if first == EPSILON else [_concat(first, more)])]
+        return _concat(OPEN_BRACE, ws, _alt(firsts), ws, CLOSE_BRACE)
 
-    def _ordered_firsts(self, members: list[tuple[str, bool]], path: str) -> list[str]:
+    def _ordered_firsts(self, members: list[tuple[Regex, bool]], path: str) -> list[Regex]:
         """The object's contents in schema order, split by which member is written first
-        (one of the optional ones before the first required one, or that one; "": none)."""
-        sep = f",{self.ws}"
+        (one of the optional ones before the first required one, or that one; EPSILON: none)."""
+        sep = self.sep
 
-        def behind_comma(member: str, req: bool) -> str:
-            return sep + member if req else _repeat(sep + member, 0, 1)
+        def behind_comma(member: Regex, req: bool) -> Regex:
+            return _concat(sep, member) if req else _repeat(_concat(sep, member), 0, 1)
 
         # rest(k): members[k:], each behind a comma.
         if self.options.automaton == "lazy":  # each rest one shared sub-expression: O(n) text, not O(n^2)
-            tails = [""]
+            tails = [EPSILON]
             for member, req in reversed(members):
-                tails.append(self.shared(behind_comma(member, req) + tails[-1]))
+                tails.append(self.shared(_concat(behind_comma(member, req), tails[-1])))
             rest = tails[::-1].__getitem__
         else:  # joined on demand, so a huge object meets the size bound before all of it is written
-            def rest(k: int) -> str:
-                return "".join(behind_comma(m, req) for m, req in members[k:])
+            def rest(k: int) -> Regex:
+                return _concat(*(behind_comma(m, req) for m, req in members[k:]))
 
         firsts, chars = [], 0
         for k, (member, req) in enumerate(members):
-            firsts.append(member + rest(k + 1))
-            chars += len(firsts[-1])
+            firsts.append(_concat(member, rest(k + 1)))
+            chars += firsts[-1].size
             self.check_size(chars, path)  # each member is repeated in later alternatives: O(n^2)
             if req:
                 break
         else:
-            firsts.append("")  # all optional: the object may be empty
+            firsts.append(EPSILON)  # all optional: the object may be empty
         return firsts
 
-    def _counted_members(self, members: list[tuple[str, bool]], counts: tuple[int, int | None],
-                         path: str) -> str | None:
+    def _counted_members(self, members: list[tuple[Regex, bool]], counts: tuple[int, int | None],
+                         path: str) -> Regex | None:
         """The object's contents in schema order with lo..hi members written (counts).
 
         `rest(k, n, started)`: members[k:] after n written (n stops counting at lo when
@@ -272,26 +274,26 @@ class _ObjectRules(_CompilerBase):
         it is written `(,member)?`, so without active counts the size stays O(n^2).
         """
         lo, hi = counts
-        sep = f",{self.ws}"
+        sep = self.sep
 
         @functools.cache
-        def rest(k: int, n: int, started: bool) -> str | None:
+        def rest(k: int, n: int, started: bool) -> Regex | None:
             if k == len(members):
-                return "" if n >= lo else None
+                return EPSILON if n >= lo else None
             member, req = members[k]
-            lead = sep if started else ""
+            lead = sep if started else EPSILON
             after = None if hi is not None and n >= hi else rest(k + 1, n + 1 if hi is not None or n < lo else n, True)
             skip = None if req else rest(k + 1, n, started)
             if after is not None and skip is not None and started and after == skip:
-                return _repeat(lead + member, 0, 1) + skip
-            regex = _alt([_concat(lead + member, after), skip])
-            self.check_size(len(regex or ""), path)
+                return _concat(_repeat(_concat(lead, member), 0, 1), skip)
+            regex = _alt([_concat(lead, member, after), skip])
+            self.check_size(regex.size if regex is not None else 0, path)
             return regex
 
         return rest(0, 0, False)
 
-    def _any_order_firsts(self, members: list[tuple[str, bool]], path: str,
-                          counts: tuple[int, int | None] = (0, None)) -> list[str]:
+    def _any_order_firsts(self, members: list[tuple[Regex, bool]], path: str,
+                          counts: tuple[int, int | None] = (0, None)) -> list[Regex]:
         """The object's contents with the members in any order, split by the first one
         (with lo..hi members written: counts)."""
         limit = self.options.max_any_order_properties
@@ -299,39 +301,40 @@ class _ObjectRules(_CompilerBase):
             raise UnsupportedSchemaError(
                 f"option any_order at {path}: the object has {len(members)} properties, more than "
                 f"max_any_order_properties={limit} (every order is written out: n! alternatives)")
-        sep = f",{self.ws}"
+        sep = self.sep
 
         lo, hi = counts
 
         @functools.cache
-        def rest(left: frozenset[int]) -> str | None:
+        def rest(left: frozenset[int]) -> Regex | None:
             """The members in `left` that follow, in any order, each behind a comma."""
             written = len(members) - len(left)
             done = not any(members[i][1] for i in left) and written >= lo
-            options = [""] if done else []
+            options = [EPSILON] if done else []
             if hi is None or written < hi:
-                options += [_concat(sep + members[i][0], rest(left - {i})) for i in sorted(left)]
+                options += [_concat(sep, members[i][0], rest(left - {i})) for i in sorted(left)]
             return _alt(options)
 
         everyone = frozenset(range(len(members)))
         firsts = [_concat(members[i][0], rest(everyone - {i})) for i in sorted(everyone)] if hi != 0 else []
         firsts = [f for f in firsts if f is not None]
-        return firsts + ([""] if not any(req for _, req in members) and lo == 0 else [])
+        return firsts + ([EPSILON] if not any(req for _, req in members) and lo == 0 else [])
 
-    def _map_regex(self, members: list[tuple[str, bool]], entry: str, most: int | None = None,
-                   at_least_one: bool = False) -> str | None:
+    def _map_regex(self, members: list[tuple[Regex, bool]], entry: Regex, most: int | None = None,
+                   at_least_one: bool = False) -> Regex | None:
         """`{` the required members, then any number of `entry` (at most `most` entries in
         all: maxProperties; a repeated key only lowers the count; `at_least_one`: without
         members, one entry or more: minProperties 1) `}`."""
-        ws, sep = self.ws, f",{self.ws}"
+        ws, sep = self.ws, self.sep
         if most is not None and most < len(members):
             return None
         more = None if most is None else most - len(members)
         if members:
-            body = sep.join(m for m, _ in members) + _repeat(sep + entry, 0, more)
+            listed = [_concat(sep, m) if i else m for i, (m, _) in enumerate(members)]
+            body = _concat(*listed, _repeat(_concat(sep, entry), 0, more))
         elif more == 0:
-            body = ""
+            body = EPSILON
         else:
-            body = _repeat(entry + _repeat(sep + entry, 0, None if more is None else more - 1),
+            body = _repeat(_concat(entry, _repeat(_concat(sep, entry), 0, None if more is None else more - 1)),
                            1 if at_least_one else 0, 1)
-        return rf"\{{{ws}{body}{ws}\}}"
+        return _concat(OPEN_BRACE, ws, body, ws, CLOSE_BRACE)

@@ -58,12 +58,11 @@ class SchemaOptions:
     - max_regex_chars: the longest regex allowed; a longer one is refused
       (SchemaTooLargeError naming the schema part) before it is built.
     - automaton: which automaton reads the regex. "eager" (the default here): plain
-      Python syntax, for s1-s4's DFA and for `re.fullmatch`; "lazy": it may also use
-      lazy_regex.py's private groups, which only `parse_regex` reads (our fsm backend
-      passes its own automaton): `(?@members...)`, `(?@and...)`/`(?@diff...)`
-      (intersection, difference), and `(?@def:NAME(R))`/`(?@ref:NAME)`: a subschema's
-      regex of SHARE_MIN_CHARS or more is written once, so the text grows with the schema,
-      not with its nesting.
+      Python syntax, for s1-s4's DFA and for `re.fullmatch`; "lazy": the tree may also hold
+      the nodes only the lazy automaton reads (our fsm backend passes its own automaton):
+      `Members`, `And`/`Diff` (intersection, difference), and `Shared`: a subschema's regex
+      of SHARE_MIN_CHARS or more is written once (`(?@def:NAME(R))`/`(?@ref:NAME)` in the
+      lazy dialect's text), so the text grows with the schema, not with its nesting.
     """
 
     whitespace: str | None = None

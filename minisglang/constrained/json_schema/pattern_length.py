@@ -14,8 +14,9 @@ from minisglang.constrained.json_schema.patterns import (
     _parsed_pattern,
     _top_branches,
 )
-from minisglang.constrained.json_schema.regex_parts import _alt, _concat, _repeat
-from minisglang.constrained.json_schema.string_chars import COUNTED_STRING_CHAR, _json_string_chars
+from minisglang.constrained.json_schema.regex_parts import Regex, _alt, _concat, _repeat
+from minisglang.constrained.json_schema.string_chars import COUNTED_STRING_CHAR_NODE, _json_string_chars
+from minisglang.constrained.regex_ast import text_size
 from minisglang.constrained.regex_dfa import _complement, _remove_surrogates, shown_regex
 
 
@@ -24,7 +25,7 @@ class _Piece:
     """`unit` (a regex of characters, each match `width` characters long) repeated lo..hi
     times (hi None: unbounded)."""
 
-    unit: str
+    unit: Regex
     width: int
     lo: int
     hi: int | None
@@ -33,7 +34,7 @@ class _Piece:
 MAX_LENGTH_WINDOW_REGEX = 100_000  # characters; a pattern whose windowed regex grows beyond is refused
 
 
-def _pattern_with_length(pattern: str, path: str, min_length: int, max_length: int | None) -> str | None:
+def _pattern_with_length(pattern: str, path: str, min_length: int, max_length: int | None) -> Regex | None:
     """The string contents that `pattern` finds a match in AND whose length (in characters)
     is min_length..max_length, exactly; UnsupportedSchemaError when the pattern is not a
     sequence of fixed-width parts and repeats of fixed-width parts (e.g. `(ab|c)+`).
@@ -41,7 +42,7 @@ def _pattern_with_length(pattern: str, path: str, min_length: int, max_length: i
     Each branch is a list of pieces; `window` walks them left to right, choosing how
     often the first piece repeats, and asks the rest for the remaining length window.
     """
-    anything = _Piece(COUNTED_STRING_CHAR, 1, 0, None)
+    anything = _Piece(COUNTED_STRING_CHAR_NODE, 1, 0, None)
     options = []
     for branch in _top_branches(list(_parsed_pattern(pattern, path))):
         starts = bool(branch) and branch[0] in _STARTS
@@ -64,9 +65,9 @@ def _pattern_with_length(pattern: str, path: str, min_length: int, max_length: i
                     "and there is no maxLength")
         options.append(_window(tuple(pieces), min_length, max_length, {}))
     regex = _alt(options)
-    if regex is not None and len(regex) > MAX_LENGTH_WINDOW_REGEX:
+    if regex is not None and text_size(regex) > MAX_LENGTH_WINDOW_REGEX:
         raise UnsupportedSchemaError(f"'pattern' {shown_regex(pattern)} with 'minLength'/'maxLength' at {path}: the "
-                                     f"exact intersection needs a regex of {len(regex)} characters (limit "
+                                     f"exact intersection needs a regex of {text_size(regex)} characters (limit "
                                      f"{MAX_LENGTH_WINDOW_REGEX})")
     return regex
 
@@ -78,7 +79,7 @@ def _search_prefix(items: list, ends: bool) -> list[_Piece]:
     if not ends and len(items) == 1 and items[0][0] in (_P.LITERAL, _P.NOT_LITERAL, _P.ANY, _P.IN):
         others = _json_string_chars(_remove_surrogates(_complement(_item_ranges(*items[0]))), counted=True)
         return [] if others is None else [_Piece(others, 1, 0, None)]
-    return [_Piece(COUNTED_STRING_CHAR, 1, 0, None)]
+    return [_Piece(COUNTED_STRING_CHAR_NODE, 1, 0, None)]
 
 
 def _pieces(items: list, pattern: str, path: str) -> list[_Piece] | None:
@@ -114,7 +115,7 @@ def _pieces(items: list, pattern: str, path: str) -> list[_Piece] | None:
     return out
 
 
-def _fixed_width(items: list, pattern: str, path: str) -> tuple[str | None, int] | None:
+def _fixed_width(items: list, pattern: str, path: str) -> tuple[Regex | None, int] | None:
     """(regex, width) when every match of the parsed regex has the same number of
     characters (regex None: no match at all); None when widths vary."""
     parts, width = [], 0
@@ -149,10 +150,10 @@ def _fixed_width(items: list, pattern: str, path: str) -> tuple[str | None, int]
             return None, 0
         parts.append(part)
         width += w
-    return "".join(parts), width
+    return _concat(*parts), width
 
 
-def _window(pieces: tuple[_Piece, ...], lo: int, hi: int | None, memo: dict) -> str | None:
+def _window(pieces: tuple[_Piece, ...], lo: int, hi: int | None, memo: dict) -> Regex | None:
     """The concatenation of `pieces` restricted to total widths lo..hi (hi None: no limit)."""
     key = (len(pieces), lo, hi)
     if key in memo:
@@ -162,7 +163,7 @@ def _window(pieces: tuple[_Piece, ...], lo: int, hi: int | None, memo: dict) -> 
     if (hi is not None and least > hi) or (most is not None and most < lo):
         result = None
     elif least >= lo and (hi is None or (most is not None and most <= hi)):  # every width fits
-        result = "".join(_repeat(p.unit, p.lo, p.hi) for p in pieces)
+        result = _concat(*(_repeat(p.unit, p.lo, p.hi) for p in pieces))
     elif pieces[0].width == 0:  # repeating it changes no width
         first, rest = pieces[0], pieces[1:]
         result = _concat(_repeat(first.unit, first.lo, first.hi), _window(rest, lo, hi, memo))

@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 
 from minisglang.constrained.json_schema.errors import UnsupportedSchemaError
-from minisglang.constrained.json_schema.regex_parts import _alt, _concat, _is_atom, _repeat
+from minisglang.constrained.json_schema.regex_parts import EPSILON, Regex, _alt, _concat, _repeat
 from minisglang.constrained.json_schema.string_chars import (
-    STRING_CHAR,
+    STRING_CHAR_NODE,
     Ranges,
     _intersect,
     _json_string_chars,
@@ -82,14 +82,14 @@ _STARTS = ((_P.AT, _P.AT_BEGINNING), (_P.AT, _P.AT_BEGINNING_STRING))
 _ENDS = ((_P.AT, _P.AT_END), (_P.AT, _P.AT_END_STRING))
 
 
-def _pattern_regex(pattern: str, path: str, wide: bool = False) -> str | None:
+def _pattern_regex(pattern: str, path: str, wide: bool = False) -> Regex | None:
     """The string contents (JSON text, no quotes) in which `pattern` finds a match.
 
     By default a subset of those (what we may write: `\\d` is ASCII, one writing of most
     characters); `wide`: a superset, every JSON writing of every string Python's `re.search`
     matches in (what we may take away from another set: a key set minus a pattern's keys).
     """
-    any_text = _repeat(STRING_CHAR, 0, None)
+    any_text = _repeat(STRING_CHAR_NODE, 0, None)
     options = []
     for branch in _top_branches(list(_parsed_pattern(pattern, path))):  # unanchored ends: any text around
         starts = bool(branch) and branch[0] in _STARTS
@@ -97,12 +97,12 @@ def _pattern_regex(pattern: str, path: str, wide: bool = False) -> str | None:
         body = _translate_regex(branch[int(starts):len(branch) - int(ends)], pattern, path, wide)
         # Python's `$` also matches before a last "\n"; a superset must hold that string too.
         end = any_text if not ends else _repeat(_json_string_chars([(10, 10)], every=True), 0, 1) \
-            if wide and branch[-1] == (_P.AT, _P.AT_END) else ""
-        options.append(_concat("" if starts else any_text, body, end))
+            if wide and branch[-1] == (_P.AT, _P.AT_END) else EPSILON
+        options.append(_concat(EPSILON if starts else any_text, body, end))
     return _alt(options)
 
 
-def _translate_regex(items: list, pattern: str, path: str, wide: bool = False) -> str | None:
+def _translate_regex(items: list, pattern: str, path: str, wide: bool = False) -> Regex | None:
     """Python's parse of a regex -> our regex for the same characters written as JSON text
     (`wide`: see _pattern_regex)."""
     out = []
@@ -118,7 +118,6 @@ def _translate_regex(items: list, pattern: str, path: str, wide: bool = False) -
                 raise UnsupportedSchemaError(
                     f"'pattern' {shown_regex(pattern)} at {path}: inline flags such as (?i:...) are not supported")
             part = _translate_regex(list(sub), pattern, path, wide)
-            part = part if part is None or _is_atom(part) else f"(?:{part})"
         elif op is _P.BRANCH:
             part = _alt([_translate_regex(list(b), pattern, path, wide) for b in arg[1]])
         else:
@@ -127,7 +126,7 @@ def _translate_regex(items: list, pattern: str, path: str, wide: bool = False) -
         if part is None:
             return None
         out.append(part)
-    return "".join(out)
+    return _concat(*out)
 
 
 def _class_ranges(items: list, wide: bool = False) -> Ranges:

@@ -3,9 +3,18 @@ from __future__ import annotations
 
 import functools
 
-from minisglang.constrained.json_schema.regex_parts import _alt, _concat, _digit_class, _repeat
+from minisglang.constrained.json_schema.regex_parts import (
+    EPSILON,
+    Regex,
+    _alt,
+    _concat,
+    _repeat,
+    chars,
+    lit,
+    rx,
+)
 from minisglang.constrained.python_regex import MAX_CODE_POINT
-from minisglang.constrained.regex_dfa import SURROGATES, _complement, _escape_char, _remove_surrogates
+from minisglang.constrained.regex_dfa import SURROGATES, _complement, _remove_surrogates
 
 Ranges = list[tuple[int, int]]  # sorted, disjoint, inclusive code point ranges
 
@@ -37,61 +46,55 @@ def _intersect(a: Ranges, b: Ranges) -> Ranges:
             if max(lo1, lo2) <= min(hi1, hi2)]
 
 
-def _class_regex(ranges: Ranges) -> str:
-    """A character class for `ranges`, negated when that names fewer characters."""
-    size = sum(hi - lo + 1 for lo, hi in ranges)
-    if size == 1:
-        return _escape_char(chr(ranges[0][0]), in_class=False)
-    negated = size > NUM_CHARACTERS // 2
-    listed = _remove_surrogates(_complement(ranges)) if negated else ranges
-    body = "".join(_escape_char(chr(lo), True) if lo == hi else
-                   f"{_escape_char(chr(lo), True)}-{_escape_char(chr(hi), True)}" for lo, hi in listed)
-    return f"[^{body}]" if negated else f"[{body}]"
+def _class_regex(ranges: Ranges) -> Regex:
+    """One character of `ranges` (a class, or the character itself)."""
+    return chars(ranges)
 
 
-def _hex_digits(lo: int, hi: int) -> str:
-    """A class for the hex digits with values lo..hi, in either case: (8, 11) -> [89a-bA-B]."""
-    if lo == hi and lo < 10:
-        return str(lo)
-    parts = []
+def _hex_digits(lo: int, hi: int) -> Regex:
+    """One hex digit with a value lo..hi, in either case: (8, 11) -> [89a-bA-B]."""
+    ranges = []
     if lo <= 9:
-        parts.append(_digit_class(lo, min(hi, 9)).strip("[]"))
+        ranges.append((ord("0") + lo, ord("0") + min(hi, 9)))
     if hi >= 10:
-        a, b = "abcdef"[max(lo, 10) - 10], "abcdef"[hi - 10]
-        parts.append(f"{a}{a.upper()}" if a == b else f"{a}-{b}{a.upper()}-{b.upper()}")
-    return "[" + "".join(parts) + "]"
+        for a in "aA":
+            ranges.append((ord(a) + max(lo, 10) - 10, ord(a) + hi - 10))
+    return chars(ranges)
 
 
-def _hex_range(lo: int, hi: int, width: int = 4) -> str:
-    """A regex for the `width`-digit hex numerals (any case) with values lo..hi."""
+HEX_DIGIT = _hex_digits(0, 15)
+
+
+def _hex_range(lo: int, hi: int, width: int = 4) -> Regex | None:
+    """The `width`-digit hex numerals (any case) with values lo..hi."""
     if width == 0:
-        return ""
+        return EPSILON
     shift = 4 * (width - 1)
     low_mask = (1 << shift) - 1
     first_lo, first_hi = lo >> shift, hi >> shift
     if first_lo == first_hi:
-        return _hex_digits(first_lo, first_lo) + _hex_range(lo & low_mask, hi & low_mask, width - 1)
+        return _concat(_hex_digits(first_lo, first_lo), _hex_range(lo & low_mask, hi & low_mask, width - 1))
     parts = []
     if lo & low_mask:  # the lowest first digit is followed by the tail of lo only
-        parts.append(_hex_digits(first_lo, first_lo) + _hex_range(lo & low_mask, low_mask, width - 1))
+        parts.append(_concat(_hex_digits(first_lo, first_lo), _hex_range(lo & low_mask, low_mask, width - 1)))
         first_lo += 1
     last = None
     if hi & low_mask != low_mask:  # the highest first digit is followed by the head of hi only
-        last = _hex_digits(first_hi, first_hi) + _hex_range(0, hi & low_mask, width - 1)
+        last = _concat(_hex_digits(first_hi, first_hi), _hex_range(0, hi & low_mask, width - 1))
         first_hi -= 1
     if first_lo <= first_hi:
-        parts.append(_hex_digits(first_lo, first_hi) + (_repeat("[0-9a-fA-F]", width - 1, width - 1)))
+        parts.append(_concat(_hex_digits(first_lo, first_hi), _repeat(HEX_DIGIT, width - 1, width - 1)))
     return _alt(parts + [last])
 
 
-def _surrogate_pairs(lo: int, hi: int) -> list[str]:
+def _surrogate_pairs(lo: int, hi: int) -> list[Regex | None]:
     """Regexes for the `\\uD8xx\\uDCxx` escapes of the code points lo..hi (all above 0xFFFF)."""
     first_high, first_low = divmod(lo - 0x10000, 0x400)
     last_high, last_low = divmod(hi - 0x10000, 0x400)
 
-    def pairs(high_lo: int, high_hi: int, low_lo: int, low_hi: int) -> str:
-        return (r"\\u" + _hex_range(0xD800 + high_lo, 0xD800 + high_hi)
-                + r"\\u" + _hex_range(0xDC00 + low_lo, 0xDC00 + low_hi))
+    def pairs(high_lo: int, high_hi: int, low_lo: int, low_hi: int) -> Regex | None:
+        return _concat(lit("\\u"), _hex_range(0xD800 + high_lo, 0xD800 + high_hi),
+                       lit("\\u"), _hex_range(0xDC00 + low_lo, 0xDC00 + low_hi))
 
     if first_high == last_high:
         return [pairs(first_high, first_high, first_low, last_low)]
@@ -108,7 +111,7 @@ def _surrogate_pairs(lo: int, hi: int) -> list[str]:
     return out + ([tail] if tail else [])
 
 
-def _json_string_chars(ranges: Ranges, counted: bool = False, every: bool = False) -> str | None:
+def _json_string_chars(ranges: Ranges, counted: bool = False, every: bool = False) -> Regex | None:
     """One character of a JSON string's content, for the characters in `ranges`.
 
     Every form json.dumps may write a character in is matched: raw, a short escape
@@ -124,19 +127,20 @@ def _json_string_chars(ranges: Ranges, counted: bool = False, every: bool = Fals
         raw = _intersect(ranges, RAW_STRING_CHARACTERS)
         letters = [letter for ch, letter in SHORT_ESCAPES.items() if _intersect(ranges, [(ord(ch), ord(ch))])]
         return _alt([_class_regex(raw) if raw else None,
-                     r"\\" + _class_regex(_normalize([(ord(c), ord(c)) for c in letters])) if letters else None,
-                     r"\\u" + _alt([_hex_range(lo, hi) for lo, hi in ranges_escaped]) if ranges_escaped else None])
-    options = []
+                     _concat(lit("\\"), _class_regex([(ord(c), ord(c)) for c in letters])) if letters else None,
+                     _concat(lit("\\u"), _alt([_hex_range(lo, hi) for lo, hi in ranges_escaped]))
+                     if ranges_escaped else None])
+    options: list[Regex | None] = []
     raw = _intersect(ranges, RAW_STRING_CHARACTERS)
     if raw:
         options.append(_class_regex(raw))
     letters = [letter for ch, letter in SHORT_ESCAPES.items() if _intersect(ranges, [(ord(ch), ord(ch))])]
     if letters:
-        options.append(r"\\" + _class_regex(_normalize([(ord(c), ord(c)) for c in letters])))
+        options.append(_concat(lit("\\"), _class_regex(_normalize([(ord(c), ord(c)) for c in letters]))))
     escaped = BMP_CHARACTERS if every else BMP_ESCAPED_CHARACTERS
     hex_codes = _alt([_hex_range(lo, hi) for lo, hi in _intersect(ranges, escaped)])
     if hex_codes is not None:
-        options.append(r"\\u" + hex_codes)
+        options.append(_concat(lit("\\u"), hex_codes))
     for lo, hi in _intersect(ranges, [(0x10000, MAX_CODE_POINT)]):
         options.extend(_surrogate_pairs(lo, hi))
     return _alt(options)
@@ -148,38 +152,46 @@ def _json_string_chars(ranges: Ranges, counted: bool = False, every: bool = Fals
 # leaves out escapes json.dumps never writes, such as \u0041) but gives a larger automaton.
 STRING_CHAR = (r'(?:[^\x00-\x1f"\\]|\\["/\\bfnrt]|\\u(?:[0-9a-cA-Ce-fE-F][0-9a-fA-F]{3}|[dD][0-7][0-9a-fA-F]{2})'
                r'|\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2})')
-STRING = f'"{STRING_CHAR}*"'
+STRING_CHAR_NODE = rx(STRING_CHAR)
+STRING = _concat(lit('"'), _repeat(STRING_CHAR_NODE, 0, None), lit('"'))   # any JSON string
 # One character of a string with minLength/maxLength: raw or a short escape only. Counting
 # repeats the character automaton once per position; with \uXXXX escapes it has 13 states
 # instead of 2, and interegular's build time grows quadratically with the states
 # (maxLength 200 took minutes). Non-ASCII is written raw, as a model writes it anyway.
 COUNTED_STRING_CHAR = r'(?:[^\x00-\x1f"\\]|\\["/\\bfnrt])'
+COUNTED_STRING_CHAR_NODE = rx(COUNTED_STRING_CHAR)
 
 
-def _string_except(words: list[str]) -> str:
+def _string_except(words: list[str]) -> Regex:
     """A JSON string whose decoded text is none of `words` (a trie: at each node the
     string ends, or takes a character no word continues with, or follows a word)."""
-    def rest(suffixes: frozenset[str]) -> str:
+    any_rest = _repeat(STRING_CHAR_NODE, 0, None)
+
+    def rest(suffixes: frozenset[str]) -> Regex | None:
         if not suffixes:
-            return f"{STRING_CHAR}*"
-        options = [] if "" in suffixes else [""]
+            return any_rest
+        options: list[Regex | None] = [] if "" in suffixes else [EPSILON]
         nexts = sorted({w[0] for w in suffixes if w})
         others = _remove_surrogates(_complement([(ord(c), ord(c)) for c in nexts]))
-        options.append(_concat(_json_string_chars(others), f"{STRING_CHAR}*"))
+        options.append(_concat(_json_string_chars(others), any_rest))
         for c in nexts:
             tails = frozenset(w[1:] for w in suffixes if w[:1] == c)
-            options.append(_json_string_chars([(ord(c), ord(c))]) + rest(tails))
+            options.append(_concat(_json_string_chars([(ord(c), ord(c))]), rest(tails)))
         return _alt(options)
-    return f'"{rest(frozenset(words))}"'
+    out = _concat(lit('"'), rest(frozenset(words)), lit('"'))
+    assert out is not None   # (any text but the words: never nothing)
+    return out
 
 
-def _string_literal(text: str) -> str:
+def _string_literal(text: str) -> Regex:
     """The JSON string `text`, each character in any form json.dumps may write it."""
-    return '"' + "".join(map(_json_char, text)) + '"'
+    out = _concat(lit('"'), *map(_json_char, text), lit('"'))
+    assert out is not None   # (every character has a writing)
+    return out
 
 
 @functools.lru_cache(maxsize=4096)
-def _json_char(ch: str) -> str:
+def _json_char(ch: str) -> Regex | None:
     """`_json_string_chars` of the one character `ch`, remembered: keys and enum values
     repeat a few letters, and the range arithmetic per character was the slowest part
     of compiling a 240-value enum."""

@@ -3,23 +3,24 @@ from __future__ import annotations
 
 from minisglang.constrained.json_schema.compiler_base import _CompilerBase
 from minisglang.constrained.json_schema.errors import InvalidSchemaError, UnsupportedSchemaError
-from minisglang.constrained.json_schema.formats import FORMATS, _format_with_length
+from minisglang.constrained.json_schema.formats import FORMATS, _format_with_length, format_node
 from minisglang.constrained.json_schema.keywords import EXCLUDED_STRINGS, MORE_PATTERNS, NOT_AT, NOT_PATTERNS
 from minisglang.constrained.json_schema.pattern_length import _pattern_with_length
 from minisglang.constrained.json_schema.patterns import _pattern_regex
-from minisglang.constrained.json_schema.regex_parts import _concat, _repeat
-from minisglang.constrained.json_schema.string_chars import COUNTED_STRING_CHAR, STRING, _string_except
+from minisglang.constrained.json_schema.regex_parts import Regex, _concat, _repeat, lit
+from minisglang.constrained.json_schema.string_chars import COUNTED_STRING_CHAR_NODE, STRING, _string_except
 from minisglang.constrained.json_schema.values import _count
+from minisglang.constrained.regex_ast import difference
 from minisglang.constrained.regex_dfa import shown_regex
 
 
 class _StringRules(_CompilerBase):
     """A JSON string (mixed into _SchemaCompiler)."""
 
-    def _string(self, schema: dict, path: str) -> str | None:
+    def _string(self, schema: dict, path: str) -> Regex | None:
         """A JSON string: `format`, `pattern`, minLength/maxLength characters, values a `not`
         excludes. For the lazy automaton any of them together is their intersection (one
-        `(?@and...)` group); a plain regex has exact forms for some pairs only."""
+        `And` node); a plain regex has exact forms for some pairs only."""
         min_length, max_length = _count(schema, "minLength", path), _count(schema, "maxLength", path)
         has_length = bool(min_length) or max_length is not None
         for keyword in ("format", "pattern"):
@@ -34,20 +35,20 @@ class _StringRules(_CompilerBase):
         if self.options.automaton == "lazy":
             if max_length is not None and max_length < (min_length or 0):
                 return None
-            parts = []  # whole string regexes; the string must match each
+            parts: list[Regex | None] = []  # whole string regexes; the string must match each
             if "format" in schema:
-                parts.append(f'"{FORMATS[schema["format"]]}"')
+                parts.append(_quoted(format_node(schema["format"])))
             if "pattern" in schema:
-                parts.append(_concat('"', _pattern_regex(schema["pattern"], f"{path}/pattern"), '"'))
+                parts.append(_quoted(_pattern_regex(schema["pattern"], f"{path}/pattern")))
             if has_length:
-                parts.append(f'"{_repeat(COUNTED_STRING_CHAR, min_length or 0, max_length)}"')
+                parts.append(_quoted(_repeat(COUNTED_STRING_CHAR_NODE, min_length or 0, max_length)))
             if EXCLUDED_STRINGS in schema:
                 parts.append(_string_except(schema[EXCLUDED_STRINGS]))
             for pattern in schema.get(MORE_PATTERNS, []):
-                parts.append(_concat('"', _pattern_regex(pattern, f"{path}/allOf"), '"'))
+                parts.append(_quoted(_pattern_regex(pattern, f"{path}/allOf")))
             for pattern in schema.get(NOT_PATTERNS, []):  # minus every writing of what it matches
                 wide = _pattern_regex(pattern, schema[NOT_AT], wide=True)
-                parts.append(STRING if wide is None else f'(?@diff({STRING})("{wide}"))')
+                parts.append(difference(STRING, _quoted(wide)))
             return self.intersection(parts, path) if parts else STRING
         if MORE_PATTERNS in schema:
             shown = ", ".join(shown_regex(p) for p in [schema["pattern"], *schema[MORE_PATTERNS]])
@@ -67,15 +68,19 @@ class _StringRules(_CompilerBase):
             if "pattern" in schema:
                 raise UnsupportedSchemaError(f"'format' together with 'pattern' at {path} is not supported")
             if has_length:
-                return f'"{_format_with_length(fmt, min_length or 0, max_length, path)}"'
-            return f'"{FORMATS[fmt]}"'
+                return _quoted(_format_with_length(fmt, min_length or 0, max_length, path))
+            return _quoted(format_node(fmt))
         if "pattern" in schema:
             if has_length:
-                return _concat('"', _pattern_with_length(schema["pattern"], f"{path}/pattern",
-                                                         min_length or 0, max_length), '"')
-            return _concat('"', _pattern_regex(schema["pattern"], f"{path}/pattern"), '"')
+                return _quoted(_pattern_with_length(schema["pattern"], f"{path}/pattern", min_length or 0, max_length))
+            return _quoted(_pattern_regex(schema["pattern"], f"{path}/pattern"))
         if max_length is not None and max_length < (min_length or 0):
             return None
         if not has_length:
             return STRING
-        return f'"{_repeat(COUNTED_STRING_CHAR, min_length or 0, max_length)}"'
+        return _quoted(_repeat(COUNTED_STRING_CHAR_NODE, min_length or 0, max_length))
+
+
+def _quoted(contents: Regex | None) -> Regex | None:
+    """A JSON string of these contents (None: none)."""
+    return _concat(lit('"'), contents, lit('"'))

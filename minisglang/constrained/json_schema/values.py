@@ -8,9 +8,8 @@ from decimal import Decimal
 
 from minisglang.constrained.json_schema.errors import InvalidSchemaError, UnsupportedSchemaError
 from minisglang.constrained.json_schema.loading import shown_numeral
-from minisglang.constrained.json_schema.regex_parts import _alt
+from minisglang.constrained.json_schema.regex_parts import Regex, _alt, _concat, lit
 from minisglang.constrained.json_schema.string_chars import _string_literal
-from minisglang.constrained.regex_dfa import _escape_char
 
 
 def _json_type_of(value) -> str:
@@ -82,19 +81,21 @@ def _count(schema: dict, keyword: str, path: str) -> int | None:
     return int(value)
 
 
-def _literal(value, ws: str) -> str:
+def _literal(value, ws: Regex) -> Regex | None:
     """The JSON text of one value; numbers equal to an integer also as `n` and `n.0`."""
     if value is None or isinstance(value, bool):
-        return json.dumps(value)
+        return lit(json.dumps(value))
     if isinstance(value, (int, float)):
         texts = [json.dumps(value)]
         if value == int(value) and abs(value) < 2**53:
             texts += [str(int(value)), f"{int(value)}.0"]
-        return _alt(["".join(_escape_char(c, in_class=False) for c in t) for t in texts])
+        return _alt([lit(t) for t in texts])
     if isinstance(value, str):
         return _string_literal(value)
+    sep = _concat(lit(","), ws)
     if isinstance(value, list):
-        items = f",{ws}".join(_literal(v, ws) for v in value)
-        return rf"\[{ws}{items}{ws}\]"
-    members = f",{ws}".join(f"{_string_literal(k)}:{ws}{_literal(v, ws)}" for k, v in value.items())
-    return rf"\{{{ws}{members}{ws}\}}"
+        items = [_concat(*([sep] if i else []), _literal(v, ws)) for i, v in enumerate(value)]
+        return _concat(lit("["), ws, *items, ws, lit("]"))
+    members = [_concat(*([sep] if i else []), _string_literal(k), lit(":"), ws, _literal(v, ws))
+               for i, (k, v) in enumerate(value.items())]
+    return _concat(lit("{"), ws, *members, ws, lit("}"))

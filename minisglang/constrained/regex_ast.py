@@ -1,0 +1,561 @@
+"""A regex as a typed syntax tree: the one form between the JSON Schema compiler and the automata.
+
+The JSON Schema compiler builds these nodes (json_schema/), the regex parser reads text into
+them (lazy_regex_parser.py), and from here they go two ways:
+
+- `render(node, dialect)`: regex text, written in this one place. Dialect "python" is
+  Python's `re` syntax, what the eager stages (s1-s4's regex_dfa), `re.fullmatch` and the
+  library backends read; a node only the lazy automaton has (intersection, difference,
+  members in any order) is a RegexError there, naming it. Dialect "lazy" also writes those
+  as lazy_regex.py's private groups (`(?@and(A)(B))`, `(?@diff(A)(B))`,
+  `(?@members...)`, `(?@def:NAME(R))`/`(?@ref:NAME)`), for teaching and for sending a
+  compiled schema across a process; `parse_regex(text, pool, members=True)` reads it back.
+- `lower(node, pool)`: the nodes of lazy_regex.py's `RegexPool`, where derivatives build
+  the lazy automaton. The schema compiler's tree goes there directly: no text is written
+  and parsed back inside a compile.
+
+Nodes are frozen dataclasses compared by structure (a node caches its hash, so an
+alternation's duplicates and a table keyed by node cost one comparison per level). "No
+string at all" is written None by the builders below (`alt`, `concat`, `repeat`), as the
+compiler needs it: a part with no value drops out of an alternation and voids a sequence.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from .lazy_regex import EMPTY, TOO_DEEP, AutomatonLimitError, RegexNode, RegexPool
+from .regex_dfa import RegexError, _complement, _escape_char, _remove_surrogates, utf8_sequences
+from .work_slices import checkpoint
+
+Ranges = tuple[tuple[int, int], ...]   # sorted, disjoint, inclusive code point ranges
+Dialect = Literal["python", "lazy"]
+# How long a `(?@ref:NAME)` is: what a shared sub-expression costs where it is used.
+REF_CHARS = len("(?@ref:") + 16 + len(")")
+
+
+@functools.lru_cache(maxsize=4096)
+def _escaped_len(c: str) -> int:
+    """How long one character is in regex text (`.` is `\\.`)."""
+    return len(_escape_char(c, in_class=False))
+
+
+def _quantifier(low: int, high: int | None) -> str:
+    if high is None:
+        return "*" if low == 0 else "+" if low == 1 else f"{{{low},}}"
+    if low == high:
+        return f"{{{low}}}"
+    return "?" if (low, high) == (0, 1) else f"{{{low},{high}}}"
+
+
+@functools.lru_cache(maxsize=4096)
+def _class_text(ranges: Ranges) -> str:
+    """One character of `ranges` as regex text: the character, or a class (negated when
+    that lists fewer ranges). Surrogates have no UTF-8 form: a negated class leaves them
+    out of what it lists, as the automata do."""
+    if not ranges:
+        return "[^\\x00-\\U0010ffff]"   # no character at all
+    if len(ranges) == 1 and ranges[0][0] == ranges[0][1]:
+        return _escape_char(chr(ranges[0][0]), in_class=False)
+    others = _remove_surrogates(_complement(list(ranges)))
+    negated = len(others) < len(_remove_surrogates(list(ranges)))
+
+    def item(lo: int, hi: int) -> str:
+        first = _escape_char(chr(lo), in_class=True)
+        if lo == hi:
+            return first
+        return first + ("" if hi == lo + 1 else "-") + _escape_char(chr(hi), in_class=True)   # [89], [0-9]
+    return ("[^" if negated else "[") + "".join(item(lo, hi) for lo, hi in (others if negated else ranges)) + "]"
+
+
+class Regex:
+    """A node of the tree (one of the dataclasses below). `size`: about how many characters
+    its text takes in the lazy dialect (a Shared node counts as its reference), what the
+    compiler checks against max_regex_chars; `nullable`: it matches the empty string."""
+
+    __slots__ = ("_hash", "size", "nullable")
+    _hash: int
+    size: int
+    nullable: bool
+
+    def _fields(self) -> tuple[object, ...]:
+        raise NotImplementedError
+
+    def _cache(self, size: int, nullable: bool) -> None:
+        # (The dataclasses are frozen: their own fields are set once, these cached ones too.)
+        object.__setattr__(self, "_hash", hash((type(self).__name__, *self._fields())))
+        object.__setattr__(self, "size", size)
+        object.__setattr__(self, "nullable", nullable)
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        return (type(other) is type(self) and isinstance(other, Regex) and other._hash == self._hash
+                and other._fields() == self._fields())
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __add__(self, other: Regex) -> Regex:
+        """`a + b`: a then b (`concat`)."""
+        if not isinstance(other, Regex):
+            return NotImplemented
+        out = concat(self, other)
+        assert out is not None   # (both parts match something)
+        return out
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class Text(Regex):
+    """These characters, literally (never empty: the empty string is EPSILON)."""
+
+    text: str
+
+    def _fields(self) -> tuple[object, ...]:
+        return (self.text,)
+
+    def __post_init__(self) -> None:
+        self._cache(sum(map(_escaped_len, self.text)), not self.text)
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class Chars(Regex):
+    """One character out of `ranges` (code points, sorted and disjoint); no range: no string."""
+
+    ranges: Ranges
+
+    def _fields(self) -> tuple[object, ...]:
+        return (self.ranges,)
+
+    def __post_init__(self) -> None:
+        self._cache(len(_class_text(self.ranges)), False)
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class Seq(Regex):
+    """The parts one after the other (no part: the empty string, EPSILON)."""
+
+    parts: tuple[Regex, ...]
+
+    def _fields(self) -> tuple[object, ...]:
+        return self.parts
+
+    def __post_init__(self) -> None:
+        self._cache(sum(p.size for p in self.parts), all(p.nullable for p in self.parts))
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class Alt(Regex):
+    """Any one of the options (at least two)."""
+
+    options: tuple[Regex, ...]
+
+    def _fields(self) -> tuple[object, ...]:
+        return self.options
+
+    def __post_init__(self) -> None:
+        self._cache(sum(o.size for o in self.options) + len(self.options) + 3,
+                    any(o.nullable for o in self.options))
+
+
+def _is_unit(node: Regex) -> bool:
+    """Whether a quantifier may follow the lazy dialect's text of `node` directly: one
+    character, a class, or a group."""
+    return (isinstance(node, (Chars, Alt, And, Diff, Members, Shared))
+            or (isinstance(node, Text) and len(node.text) == 1))
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class Repeat(Regex):
+    """`body` from `low` to `high` times (`high` None: no bound): `*` is (0, None)."""
+
+    body: Regex
+    low: int
+    high: int | None
+
+    def _fields(self) -> tuple[object, ...]:
+        return (self.body, self.low, self.high)
+
+    def __post_init__(self) -> None:
+        group = 0 if _is_unit(self.body) else len("(?:)")
+        self._cache(self.body.size + group + len(_quantifier(self.low, self.high)), self.low == 0 or self.body.nullable)
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class And(Regex):
+    """The strings both `a` and `b` match (lazy automaton only)."""
+
+    a: Regex
+    b: Regex
+
+    def _fields(self) -> tuple[object, ...]:
+        return (self.a, self.b)
+
+    def __post_init__(self) -> None:
+        self._cache(self.a.size + self.b.size + 11, self.a.nullable and self.b.nullable)
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class Diff(Regex):
+    """The strings `a` matches and `b` does not (lazy automaton only)."""
+
+    a: Regex
+    b: Regex
+
+    def _fields(self) -> tuple[object, ...]:
+        return (self.a, self.b)
+
+    def __post_init__(self) -> None:
+        self._cache(self.a.size + self.b.size + 12, self.a.nullable and not self.b.nullable)
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class Members(Regex):
+    """JSON object members in any order (lazy automaton only): each of `members` at most
+    once, `required[i]` ones present, `separator` between two, and `extra` (None: none) any
+    number of times anywhere. A member must not match the empty string."""
+
+    separator: Regex
+    members: tuple[Regex, ...]
+    required: tuple[bool, ...]
+    extra: Regex | None = None
+
+    def _fields(self) -> tuple[object, ...]:
+        return (self.separator, self.members, self.required, self.extra)
+
+    def __post_init__(self) -> None:
+        if len(self.members) != len(self.required):
+            raise ValueError("Members: one `required` flag per member")
+        if any(m.nullable for m in self.members):
+            raise RegexError("a member of a (?@members ...) group must match a non-empty string")
+        size = self.separator.size + sum(m.size + 3 for m in self.members) + 13
+        self._cache(size + (0 if self.extra is None else self.extra.size + 3), not any(self.required))
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class Shared(Regex):
+    """`body`, written once in the lazy dialect (`(?@def:NAME(body))` in front, `(?@ref:NAME)`
+    where it is used) and in full in the Python dialect. Only a mark for the text: the
+    automaton shares every repeated sub-expression anyway (lowering and the pool's
+    hash-consing make each one node)."""
+
+    body: Regex
+
+    def _fields(self) -> tuple[object, ...]:
+        return (self.body,)
+
+    def __post_init__(self) -> None:
+        self._cache(REF_CHARS, self.body.nullable)
+
+
+EPSILON = Seq(())   # the empty string
+NOTHING = Chars(())   # no string at all (where a node is needed; the builders say None)
+
+
+# ---------------------------------------------------------------------------------------
+# Building: the simplifications the compiler's regexes always had
+# ---------------------------------------------------------------------------------------
+def lit(text: str) -> Regex:
+    """`text` literally."""
+    return Text(text) if text else EPSILON
+
+
+def chars(ranges: Iterable[tuple[int, int]]) -> Regex:
+    """One character of `ranges` (any order, overlaps allowed); a single character is its
+    Text, so that `concat` joins it with its neighbours (a key, an enum value: one run)."""
+    out: list[tuple[int, int]] = []
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    if len(out) == 1 and out[0][0] == out[0][1]:
+        return Text(chr(out[0][0]))
+    return Chars(tuple(out))
+
+
+def concat(*parts: Regex | None) -> Regex | None:
+    """The parts in order; None when one matches nothing. Nested sequences are flattened and
+    neighbouring texts joined (the text they write is the same)."""
+    flat: list[Regex] = []
+    run: list[Text] = []   # neighbouring texts not joined yet
+
+    def end_run() -> None:
+        if run:
+            flat.append(run[0] if len(run) == 1 else Text("".join(t.text for t in run)))
+            run.clear()
+    for part in parts:
+        if part is None:
+            return None
+        for p in part.parts if isinstance(part, Seq) else (part,):
+            if isinstance(p, Text):
+                run.append(p)
+            else:
+                end_run()
+                flat.append(p)
+    end_run()
+    return flat[0] if len(flat) == 1 else Seq(tuple(flat))
+
+
+def alt(options: Iterable[Regex | None]) -> Regex | None:
+    """Any of the options that match something (duplicates once); None if none does. An
+    empty option makes the rest optional: `alt([a, EPSILON])` is `a?`."""
+    unique = list(dict.fromkeys(o for o in options if o is not None))
+    if not unique:
+        return None
+    if EPSILON in unique:
+        rest = alt([o for o in unique if o != EPSILON])
+        return EPSILON if rest is None else repeat(rest, 0, 1)
+    return unique[0] if len(unique) == 1 else Alt(tuple(unique))
+
+
+def repeat(body: Regex | None, low: int, high: int | None) -> Regex | None:
+    """`body` low..high times (high None: no bound); None when that matches nothing."""
+    if body is None or body == EPSILON:
+        return EPSILON if low == 0 or body == EPSILON else None
+    if high == 0:
+        return EPSILON
+    if low == high == 1:
+        return body
+    return Repeat(body, low, high)
+
+
+def intersect(a: Regex | None, b: Regex | None) -> Regex | None:
+    return None if a is None or b is None else And(a, b)
+
+
+def difference(a: Regex | None, b: Regex | None) -> Regex | None:
+    return None if a is None else a if b is None else Diff(a, b)
+
+
+# ---------------------------------------------------------------------------------------
+# Rendering: the one place a tree becomes regex text
+# ---------------------------------------------------------------------------------------
+def render(node: Regex, dialect: Dialect = "python") -> str:
+    """The regex text of `node` (see the module doc for the two dialects). Raises RegexError
+    for a lazy-only node in the Python dialect."""
+    return _Renderer(dialect).whole(node)
+
+
+class _Renderer:
+    def __init__(self, dialect: Dialect):
+        self.dialect = dialect
+        self.texts: dict[int, str] = {}   # id(node) -> its text: a shared node is written once
+        self.keep: list[Regex] = []   # (the nodes behind those ids stay alive)
+        self.definitions: dict[int, str] = {}   # id(Shared) -> its `(?@ref:NAME)` (lazy dialect)
+        self.written: list[str] = []   # the `(?@def:...)` groups, each after the ones it uses
+
+    def whole(self, node: Regex) -> str:
+        try:
+            if self.dialect == "lazy":   # each definition after the ones it uses, none nested in another
+                for shared in shared_in_order(node):
+                    self.text(shared)
+            body = self.text(node)
+        except RecursionError:
+            raise AutomatonLimitError(TOO_DEEP) from None
+        return "".join(self.written) + body
+
+    def text(self, node: Regex) -> str:
+        done = self.texts.get(id(node))
+        if done is None:
+            done = self.texts[id(node)] = self._text(node)
+            self.keep.append(node)
+        return done
+
+    def atom(self, node: Regex) -> str:
+        """The text of `node` as one unit a quantifier may follow."""
+        text = self.text(node)
+        if _is_unit(node) and (self.dialect == "lazy" or not isinstance(node, Shared)):
+            return text
+        return f"(?:{text})"
+
+    def lazy_only(self, what: str) -> RegexError:
+        return RegexError(f"{what} has no Python regex syntax: only the lazy automaton reads it "
+                          "(automaton='lazy')")
+
+    def _text(self, node: Regex) -> str:
+        if isinstance(node, Text):
+            return "".join(_escape_char(c, in_class=False) for c in node.text)
+        if isinstance(node, Chars):
+            return _class_text(node.ranges)
+        if isinstance(node, Seq):
+            return "".join(self.text(p) for p in node.parts)   # an Alt is a group already
+        if isinstance(node, Alt):
+            return "(?:" + "|".join(self.text(o) for o in node.options) + ")"
+        if isinstance(node, Repeat):
+            return self.atom(node.body) + _quantifier(node.low, node.high)
+        if isinstance(node, Shared):
+            if self.dialect == "python":
+                return self.text(node.body)
+            body = self.text(node.body)
+            name = hashlib.blake2b(body.encode("utf-8"), digest_size=8).hexdigest()
+            self.written.append(f"(?@def:{name}({body}))")
+            return f"(?@ref:{name})"
+        if self.dialect == "python":
+            raise self.lazy_only({And: "an intersection", Diff: "a difference",
+                                  Members: "members in any order"}[type(node)])
+        if isinstance(node, (And, Diff)):
+            op = "and" if isinstance(node, And) else "diff"
+            return f"(?@{op}({self.text(node.a)})({self.text(node.b)}))"
+        assert isinstance(node, Members)
+        groups = "".join(f"({'!' if req else '~'}{self.text(m)})" for m, req in zip(node.members, node.required))
+        extra = "" if node.extra is None else f"(&{self.text(node.extra)})"
+        return f"(?@members({self.text(node.separator)}){groups}{extra})"
+
+
+def is_plain(node: Regex) -> bool:
+    """Whether `node` has Python regex syntax (no intersection, difference or members)."""
+    seen: set[int] = set()
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        if isinstance(n, (And, Diff, Members)):
+            return False
+        todo.extend(children(n))
+    return True
+
+
+def children(node: Regex) -> Sequence[Regex]:
+    """The nodes directly under `node`."""
+    if isinstance(node, Seq):
+        return node.parts
+    if isinstance(node, Alt):
+        return node.options
+    if isinstance(node, (Repeat, Shared)):
+        return (node.body,)
+    if isinstance(node, (And, Diff)):
+        return (node.a, node.b)
+    if isinstance(node, Members):
+        return (node.separator, *node.members, *(() if node.extra is None else (node.extra,)))
+    return ()
+
+
+def shared_in_order(node: Regex) -> list[Shared]:
+    """The Shared nodes under `node` (itself included), each after the ones its body uses.
+
+    A walk with its own stack, no recursion: a schema's shared parts may chain thousands
+    deep (an object's member list, each tail shared), and handling them in this order
+    keeps every other walk (render, lower) within one body's nesting."""
+    out: list[Shared] = []
+    seen: set[int] = set()
+    stack: list[tuple[Regex, bool]] = [(node, False)]
+    while stack:
+        n, children_done = stack.pop()
+        if children_done:
+            if isinstance(n, Shared):
+                out.append(n)
+            continue
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        stack.append((n, True))
+        stack.extend((c, False) for c in reversed(children(n)))
+    return out
+
+
+def text_size(node: Regex) -> int:
+    """About how long the lazy dialect's text of `node` is: its size plus each shared
+    definition it uses, once (the length limits of the backends read this)."""
+    total, seen, todo = node.size, set(), [node]
+    while todo:
+        n = todo.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        if isinstance(n, Shared):
+            total += n.body.size + REF_CHARS + 2   # (?@def:NAME(body))
+        todo.extend(children(n))
+    return total
+
+
+# ---------------------------------------------------------------------------------------
+# Lowering: the tree into lazy_regex's pool
+# ---------------------------------------------------------------------------------------
+# The UTF-8 byte ranges of code point ranges: the same few classes come back in every regex.
+_utf8_sequences = functools.lru_cache(maxsize=4096)(utf8_sequences)
+
+
+def lower(node: Regex, pool: RegexPool) -> RegexNode:
+    """The pool node of `node` (characters become their UTF-8 bytes). A sub-tree used in
+    several places is lowered once. Raises AutomatonLimitError past the pool's node limit
+    or Python's recursion limit, RegexError for a bad members group."""
+    lowering = _Lowering(pool)
+    try:
+        for shared in shared_in_order(node):   # (see shared_in_order: no deep recursion)
+            lowering.node(shared)
+        return lowering.node(node)
+    except RecursionError:
+        raise AutomatonLimitError(TOO_DEEP) from None
+
+
+class _Lowering:
+    def __init__(self, pool: RegexPool):
+        self.pool = pool
+        self.done: dict[int, RegexNode] = {}   # id(node) -> its pool node
+        self.keep: list[Regex] = []   # (the nodes behind those ids stay alive)
+        self.classes: dict[Ranges, RegexNode] = {}
+
+    def node(self, node: Regex) -> RegexNode:
+        out = self.done.get(id(node))
+        if out is None:
+            out = self.done[id(node)] = self._node(node)
+            self.keep.append(node)
+        return out
+
+    def _node(self, node: Regex) -> RegexNode:
+        pool = self.pool
+        if isinstance(node, Text):
+            return pool.concat_all([pool.byte_set(1 << b) for b in node.text.encode("utf-8")])
+        if isinstance(node, Chars):
+            return self.ranges(node.ranges)
+        checkpoint()   # a large tree is lowered on a compile thread that yields to the scheduler
+        if isinstance(node, Seq):
+            return pool.concat_all([self.node(p) for p in node.parts])
+        if isinstance(node, Alt):
+            return pool.alt([self.node(o) for o in node.options])
+        if isinstance(node, Repeat):
+            return pool.repeat(self.node(node.body), node.low, node.high)
+        if isinstance(node, Shared):
+            return self.node(node.body)
+        if isinstance(node, And):
+            return pool.intersect(self.node(node.a), self.node(node.b))
+        if isinstance(node, Diff):
+            return pool.difference(self.node(node.a), self.node(node.b))
+        assert isinstance(node, Members)
+        # A member that matches nothing (an intersection found empty) is never written: an
+        # optional one drops out, a required one leaves no object at all.
+        members = [(self.node(m), req) for m, req in zip(node.members, node.required)]
+        if any(m.kind == EMPTY and req for m, req in members):
+            return pool.empty
+        members = [(m, req) for m, req in members if m.kind != EMPTY]
+        return pool.members(self.node(node.separator), [m for m, _ in members], [req for _, req in members],
+                            None if node.extra is None else self.node(node.extra))
+
+    def ranges(self, ranges: Ranges) -> RegexNode:
+        """Code point ranges -> the alternation of their UTF-8 byte sequences."""
+        out = self.classes.get(ranges)
+        if out is not None:
+            return out
+        pool = self.pool
+        if ranges and ranges[-1][1] < 0x80:   # ASCII only: one byte set
+            out = pool.byte_set(sum((1 << (hi + 1)) - (1 << lo) for lo, hi in ranges))
+        else:
+            options = []
+            for lo, hi in ranges:
+                for seq in _utf8_sequences(lo, hi):
+                    options.append(pool.concat_all([pool.byte_set((1 << (b_hi + 1)) - (1 << b_lo))
+                                                    for b_lo, b_hi in seq]))
+            out = pool.alt(options)
+        self.classes[ranges] = out
+        return out
+
+
+__all__ = ["EPSILON", "NOTHING", "Alt", "And", "Chars", "Diff", "Members", "Regex", "Repeat", "Seq", "Shared",
+           "Text", "alt", "chars", "concat", "difference", "intersect", "is_plain", "lit", "lower", "render",
+           "repeat", "text_size"]

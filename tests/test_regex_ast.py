@@ -1,0 +1,236 @@
+"""regex_ast.py: the typed tree between the schema compiler and the automata.
+
+The oracle is a brute-force matcher over the tree itself (`ends`: the positions where a
+match of a node starting at `i` may end), checked on every string up to length 4 over a
+small alphabet against: the lazy automaton of the lowered tree, the automaton of the tree's
+lazy-dialect text parsed back, and `re.fullmatch` on the Python-dialect text.
+"""
+from __future__ import annotations
+
+import itertools
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from minisglang.constrained.lazy_byte_dfa import LazyByteDFA
+from minisglang.constrained.lazy_regex import RegexPool
+from minisglang.constrained.lazy_regex_parser import parse_regex, parse_tree
+from minisglang.constrained.regex_ast import (
+    EPSILON,
+    Alt,
+    And,
+    Chars,
+    Diff,
+    Members,
+    Regex,
+    Repeat,
+    Seq,
+    Shared,
+    Text,
+    alt,
+    chars,
+    concat,
+    is_plain,
+    lit,
+    lower,
+    render,
+    repeat,
+    text_size,
+)
+from minisglang.constrained.regex_dfa import RegexError
+
+ALPHABET = ["a", "b", "é", "-"]
+STRINGS = ["".join(t) for n in range(5) for t in itertools.product(ALPHABET, repeat=n)]
+
+
+def ends(node: Regex, s: str, i: int) -> set[int]:
+    """Where a match of `node` that starts at s[i] may end (the oracle: no automaton)."""
+    if isinstance(node, Text):
+        return {i + len(node.text)} if s.startswith(node.text, i) else set()
+    if isinstance(node, Chars):
+        return {i + 1} if i < len(s) and any(lo <= ord(s[i]) <= hi for lo, hi in node.ranges) else set()
+    if isinstance(node, Seq):
+        at = {i}
+        for part in node.parts:
+            at = {j for k in at for j in ends(part, s, k)}
+        return at
+    if isinstance(node, Alt):
+        return {j for o in node.options for j in ends(o, s, i)}
+    if isinstance(node, Repeat):
+        out, at, count = set(), {i}, 0
+        while at and (node.high is None or count <= node.high):
+            if count >= node.low:
+                out |= at
+            if count > len(s) + node.low:   # every position seen: nothing new can come
+                break
+            at = {j for k in at for j in ends(node.body, s, k)}
+            count += 1
+        return out
+    if isinstance(node, Shared):
+        return ends(node.body, s, i)
+    if isinstance(node, (And, Diff)):
+        a, b = ends(node.a, s, i), ends(node.b, s, i)
+        return a & b if isinstance(node, And) else a - b
+    assert isinstance(node, Members)
+    out, seen = set(), set()
+    todo = [(i, frozenset(), False)]
+    while todo:
+        pos, written, started = todo.pop()
+        if (pos, written, started) in seen:
+            continue
+        seen.add((pos, written, started))
+        if all(written >= {k} or not req for k, req in enumerate(node.required)):
+            out.add(pos)
+        leads = ends(node.separator, s, pos) if started else {pos}
+        for lead in leads:
+            for k, m in enumerate(node.members):
+                if k not in written:
+                    todo += [(j, written | {k}, True) for j in ends(m, s, lead)]
+            if node.extra is not None:
+                todo += [(j, written, True) for j in ends(node.extra, s, lead)]
+    return out
+
+
+def matches(node: Regex, s: str) -> bool:
+    return len(s) in ends(node, s, 0)
+
+
+leaves = st.one_of(
+    st.sampled_from(["a", "b", "ab", "é", "-a"]).map(lit),
+    st.lists(st.sampled_from([(ord("a"), ord("a")), (ord("a"), ord("b")), (ord("é"), ord("é")),
+                              (ord("-"), ord("-"))]), min_size=1, max_size=2).map(chars),
+    st.just(EPSILON),
+)
+
+
+def composite(children: st.SearchStrategy[Regex]) -> st.SearchStrategy[Regex]:
+    def nonempty(nodes: st.SearchStrategy[Regex]) -> st.SearchStrategy[Regex]:
+        return nodes.filter(lambda n: not n.nullable)
+    return st.one_of(
+        st.lists(children, min_size=2, max_size=3).map(lambda ps: concat(*ps)),
+        st.lists(children, min_size=2, max_size=3).map(alt),
+        st.tuples(children, st.integers(0, 2), st.sampled_from([None, 0, 1, 2, 3])).map(
+            lambda t: repeat(t[0], t[1], None if t[2] is None else max(t[1], t[2]))),
+        st.tuples(children, children).map(lambda t: And(*t)),
+        st.tuples(children, children).map(lambda t: Diff(*t)),
+        children.map(Shared),
+        st.tuples(children, st.lists(st.tuples(nonempty(children), st.booleans()), min_size=1, max_size=3),
+                  st.none() | nonempty(children)).map(
+            lambda t: Members(t[0], tuple(m for m, _ in t[1]), tuple(r for _, r in t[1]), t[2])),
+    )
+
+
+trees = st.recursive(leaves, composite, max_leaves=8).filter(lambda n: n is not None)
+
+
+def automaton_accepts(node, pool: RegexPool) -> list[bool]:
+    dfa = LazyByteDFA(node, pool)
+    return [dfa.matches(s.encode("utf-8")) for s in STRINGS]
+
+
+@settings(max_examples=150, deadline=None)
+@given(trees)
+def test_lowered_rendered_and_reparsed_trees_match_what_the_tree_means(tree):
+    expected = [matches(tree, s) for s in STRINGS]
+    pool = RegexPool()
+    assert automaton_accepts(lower(tree, pool), pool) == expected
+    lazy_text = render(tree, "lazy")
+    reparsed = parse_tree(lazy_text, members=True)
+    assert [matches(reparsed, s) for s in STRINGS] == expected, lazy_text
+    pool = RegexPool()
+    assert automaton_accepts(lower(reparsed, pool), pool) == expected, lazy_text
+    if is_plain(tree):
+        text = render(tree, "python")
+        assert [re.fullmatch(text, s) is not None for s in STRINGS] == expected, text
+    else:
+        with pytest.raises(RegexError, match="only the lazy automaton reads it"):
+            render(tree, "python")
+
+
+@settings(max_examples=100, deadline=None)
+@given(trees.filter(is_plain))
+def test_a_plain_tree_lowers_to_the_node_its_text_parses_to(tree):
+    """Parsing the rendered text and lowering the tree give one node of one pool when the
+    text keeps the tree's grouping (a sequence's parts, as the parser reads them)."""
+    pool = RegexPool()
+    text = render(tree, "python")
+    try:
+        parsed = parse_regex(text, pool)
+    except RegexError:   # the empty language: the tree lowers to EMPTY
+        assert lower(tree, pool) is pool.empty
+        return
+    pool_b = RegexPool()
+    assert automaton_accepts(parsed, pool) == automaton_accepts(lower(tree, pool_b), pool_b)
+
+
+def test_the_builders_simplify_as_the_compiler_always_did():
+    a, b = lit("a"), lit("b")
+    assert alt([a, None, a]) is a
+    assert alt([None]) is None
+    assert alt([a, EPSILON]) == Repeat(a, 0, 1)
+    assert concat(a, None, b) is None
+    assert concat(a, b) == Text("ab")   # neighbouring texts are one
+    assert concat(concat(a, chars([(48, 57)])), b) == Seq((a, Chars(((48, 57),)), b))
+    assert repeat(None, 0, 3) == EPSILON and repeat(None, 1, 3) is None
+    assert repeat(a, 1, 1) is a and repeat(a, 0, 0) == EPSILON
+    assert a + b == Text("ab")
+
+
+@pytest.mark.parametrize("tree, text", [
+    (concat(lit("{"), repeat(chars([(48, 57)]), 1, None), lit("}")), r"\{[0-9]+\}"),
+    (alt([lit("true"), lit("false")]), "(?:true|false)"),
+    (repeat(lit("ab"), 2, 5), "(?:ab){2,5}"),
+    (repeat(alt([lit("a"), lit("b")]), 0, 1), "(?:a|b)?"),
+    (chars([(0, 0x21), (0x23, 0x10FFFF)]), '[^"]'),
+    (lit('a.b'), r"a\.b"),
+])
+def test_python_text(tree, text):
+    assert render(tree) == text
+
+
+def test_lazy_text_writes_a_shared_part_once_named_by_its_text():
+    item = Shared(concat(lit("x"), repeat(chars([(48, 57)]), 1, None)))
+    tree = concat(lit("["), item, repeat(concat(lit(","), item), 0, None), lit("]"))
+    text = render(tree, "lazy")
+    assert text.count("(?@def:") == 1 and text.count("(?@ref:") == 2, text
+    assert render(tree) == r"\[x[0-9]+(?:,x[0-9]+)*\]"
+    assert text_size(tree) >= len(render(tree, "lazy")) - 10
+
+
+def test_a_member_that_matches_the_empty_string_is_refused():
+    with pytest.raises(RegexError, match="must match a non-empty string"):
+        Members(lit(","), (repeat(lit("a"), 0, 1),), (True,))
+
+
+def test_equal_trees_are_equal_and_hash_alike():
+    def build():
+        return alt([concat(lit("a"), repeat(chars([(48, 57)]), 0, 3)), And(lit("b"), chars([(97, 98)]))])
+    one, two = build(), build()
+    assert one is not two and one == two and hash(one) == hash(two)
+    assert len({one, two}) == 1
+
+
+def test_a_deep_tree_is_an_automaton_limit_not_a_crash():
+    from minisglang.constrained.lazy_regex import AutomatonLimitError
+    deep = lit("a")
+    for _ in range(5000):
+        deep = Alt((lit("b"), Seq((lit("c"), deep))))
+    with pytest.raises(AutomatonLimitError, match="recursion limit"):
+        lower(deep, RegexPool())
+    with pytest.raises(AutomatonLimitError, match="recursion limit"):
+        render(deep)
+
+
+def test_a_long_chain_of_shared_parts_needs_no_deep_recursion():
+    """An object's member list makes each tail a shared part inside the next: thousands
+    deep, handled one definition at a time."""
+    chain = lit("}")
+    for i in range(5000):
+        chain = Shared(concat(lit(f",k{i}"), repeat(chain, 0, 1)))
+    text = render(chain, "lazy")
+    assert text.count("(?@def:") == 5000 and len(text) == text_size(chain)
+    pool = RegexPool()
+    dfa = LazyByteDFA(lower(chain, pool), pool)
+    assert dfa.matches(b",k4999,k4998") and dfa.matches(b",k4999") and not dfa.matches(b",k4998")
