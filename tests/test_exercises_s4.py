@@ -338,6 +338,8 @@ PERSON = r'\{"name": "[A-Za-z ]{1,12}", "age": [1-9][0-9]?, "city": "(Paris|Rome
 class SchedulerParts:
     """What `Scheduler.readmit` touches, recorded: the queues, the memory hand-back, events."""
 
+    step_recorder = None   # no step view is recording
+
     def __init__(self, tokenizer, req):
         self.tokenizer, self.running, self.waiting_queue, self.released = tokenizer, [req], [], []
 

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from minisglang.constrained.lazy_byte_dfa import LazyByteDFA
-from minisglang.constrained.lazy_regex import RegexPool
+from minisglang.constrained.lazy_regex import AutomatonLimitError, RegexPool
 from minisglang.constrained.lazy_regex_parser import parse_regex, parse_tree
 from minisglang.constrained.regex_ast import (
     EPSILON,
@@ -213,24 +213,31 @@ def test_equal_trees_are_equal_and_hash_alike():
 
 
 def test_a_deep_tree_is_an_automaton_limit_not_a_crash():
-    from minisglang.constrained.lazy_regex import AutomatonLimitError
     deep = lit("a")
     for _ in range(5000):
         deep = Alt((lit("b"), Seq((lit("c"), deep))))
-    with pytest.raises(AutomatonLimitError, match="recursion limit"):
+    with pytest.raises(AutomatonLimitError, match="nests more deeply"):
         lower(deep, RegexPool())
-    with pytest.raises(AutomatonLimitError, match="recursion limit"):
+    with pytest.raises(AutomatonLimitError, match="nests more deeply"):
         render(deep)
 
 
 def test_a_long_chain_of_shared_parts_needs_no_deep_recursion():
     """An object's member list makes each tail a shared part inside the next: thousands
-    deep, handled one definition at a time."""
-    chain = lit("}")
-    for i in range(5000):
-        chain = Shared(concat(lit(f",k{i}"), repeat(chain, 0, 1)))
-    text = render(chain, "lazy")
-    assert text.count("(?@def:") == 5000 and len(text) == text_size(chain)
+    deep, rendered one definition at a time. Lowered, such a chain nests one level per part:
+    200 parts lower and match; 5000 are refused by name (lazy_regex.MAX_NESTING), never a
+    RecursionError or, in the compiled build, a crash."""
+    def chain_of(n: int) -> Regex:
+        chain = lit("}")
+        for i in range(n):
+            chain = Shared(concat(lit(f",k{i}"), repeat(chain, 0, 1)))
+        return chain
+
+    deep = chain_of(5000)
+    text = render(deep, "lazy")
+    assert text.count("(?@def:") == 5000 and len(text) == text_size(deep)
+    with pytest.raises(AutomatonLimitError, match="nests more deeply"):
+        lower(deep, RegexPool())
     pool = RegexPool()
-    dfa = LazyByteDFA(lower(chain, pool), pool)
-    assert dfa.matches(b",k4999,k4998") and dfa.matches(b",k4999") and not dfa.matches(b",k4998")
+    dfa = LazyByteDFA(lower(chain_of(200), pool), pool)
+    assert dfa.matches(b",k199,k198") and dfa.matches(b",k199") and not dfa.matches(b",k198")

@@ -403,11 +403,13 @@ def test_worker_replies_through_a_mapped_file_that_leaves_nothing_behind(tmp_pat
 
 @pytest.mark.slow
 def test_a_script_without_a_main_guard_still_gets_its_regex(tmp_path):
-    """Workers re-run an unguarded main script while they start and die: the stage says why
-    and compiles on a thread instead of aborting the request."""
+    """The compile workers start without re-running an unguarded main script
+    (constrained/worker_start.py): the script runs once, its request gets its regex from the
+    workers, and nothing warns about a missing guard."""
     script = tmp_path / "unguarded.py"
     script.write_text(
         "import minisglang as sgl\n"
+        "print('TOP LEVEL')\n"
         "e = sgl.Engine(stage='s3')\n"
         "out = e.generate('<|user|>\\nWhen was she born?\\n<|assistant|>\\n',\n"
         "                 {'regex': r'[0-9]{4}-[0-9]{2}-[0-9]{2}', 'max_new_tokens': 16})\n"
@@ -419,4 +421,5 @@ def test_a_script_without_a_main_guard_still_gets_its_regex(tmp_path):
     assert result, done.stdout[-2000:]
     _, text, reason = result[0].split(" ")
     assert re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", text) and reason == "stop"
-    assert 'must do so under `if __name__ == "__main__":`' in done.stderr
+    assert done.stdout.count("TOP LEVEL") == 1, f"the script's top level ran more than once:\n{done.stdout}"
+    assert "__main__" not in done.stderr, done.stderr[-2000:]
