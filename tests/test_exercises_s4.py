@@ -218,6 +218,21 @@ def test_retokenize_is_the_tokenizers_own_encoding_or_a_refusal(tok, stage, prom
 
 
 @pytest.mark.task4_3
+def test_retokenize_refuses_a_jump_that_reaches_max_new_tokens(tok, stage):
+    """A new output of n tokens is refused when max_new_tokens is n (the request would end at its
+    length limit inside the jump) and kept when it is n + 1."""
+    prompt, pieces, jump = PROMPTS[0], ['{"', "name"], '": "'
+    want = tok.encode(prompt + "".join(pieces) + jump)[len(tok.encode(prompt)):]
+    n = len(want)
+    got = stage.jump.retokenize(request(tok, prompt, pieces, max_new_tokens=n), jump.encode())
+    assert got is None, (f"output {pieces!r} and the jump {jump!r} re-encode to {n} tokens; with max_new_tokens "
+                         f"{n} that is not fewer than the limit: refuse (None); got {got!r}")
+    got = stage.jump.retokenize(request(tok, prompt, pieces, max_new_tokens=n + 1), jump.encode())
+    assert got == want, (f"output {pieces!r} and the jump {jump!r} re-encode to {want} ({n} tokens), fewer than "
+                         f"max_new_tokens {n + 1}; got {got!r}")
+
+
+@pytest.mark.task4_3
 def test_retokenize_finishes_a_half_written_character(tok, stage):
     prompt = PROMPTS[0]
     req = request(tok, prompt, [])

@@ -292,6 +292,11 @@ def test_a_draft_the_mask_forbids_is_replaced_by_the_best_allowed_token():
     logits = torch.tensor([[0.0, float("-inf"), 1.0], [0.0, 9.0, 0.0]])
     assert accept_greedy(logits, [1]) == [2]
     assert accept_greedy(logits, [2]) == [2, 1]
+    # The model agrees with the second draft, but after the first disagreement nothing counts.
+    logits = torch.tensor([[0.0, float("-inf"), 1.0], [0.0, 9.0, 0.0], [0.0, 0.0, 7.0]])
+    got = accept_greedy(logits, [1, 1])
+    assert got == [2], (f"argmax per row is [2, 1, 2] and the drafts are [1, 1]: the model disagrees at "
+                        f"position 0, so the output is its own token there, [2], and stops; got {got}")
 
 
 # ---------------------------------------------------------------------------------------
