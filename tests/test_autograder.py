@@ -722,6 +722,15 @@ MUTATIONS = [
      "    self.entries[key] = entry\n    self._evict_lru()\n",
      "    hit = entry is not None\n    if not hit:\n        entry = CacheEntry()\n        self.entries[key] = entry\n"
      "        self._evict_lru()\nif hit:\n    self.entries.move_to_end(key)\n    return entry\n"),
+    # A stranger's mistakes (issue 32): written from the pages and the reference alone, the
+    # ones the task's tests let through until their tests were strengthened.
+    ("task4_1", "a byte into state 0 taken for a dead one (a character that loops back to the start)",
+     "byte_dfa.table[state] >= 0", "byte_dfa.table[state] > 0"),
+    ("task7_1", "a draft kept when the budget could not make the row after it (that row left all ones)",
+     "if not self.work.ready(req):\n            return drafts[:i], rows[:i + 1]",
+     "if not self.work.ready(req):\n            return drafts[:i + 1], rows[:i + 2]"),
+    ("task7_3", "the uniform drawn from the global RNG, not the request's generator (a seed no longer replays)",
+     "float(torch.rand((), generator=generator))", "float(torch.rand(()))"),
 ]
 
 

@@ -226,6 +226,10 @@ def test_walk_bytes_edge_cases():
     # -1 as soon as the walk dies: later bytes are not read
     got = dfa.walk_bytes(0, b"\xff" + zh)
     assert got == -1, f"(中文|é)+a?: the walk dies at the byte 0xff and must return -1 (reading no further); got {got}"
+    # Every byte after a dead one: row -1 in Python is the last row, a live state's, whose bytes go somewhere
+    came_back = [b for b in range(256) if dfa.walk_bytes(0, bytes([0xFF, b])) != -1]
+    assert not came_back, (f"(中文|é)+a?: the walk dies at 0xff, so 0xff followed by any byte is -1; got a live "
+                           f"state after 0xff then each of the bytes {came_back[:8]} (was row -1 read?)")
 
 
 @pytest.mark.task1_1
@@ -438,6 +442,25 @@ def test_mask_logits_aborts_a_request_with_nothing_allowed():
     assert fine.finished_reason is None, f"the (yes|no) request at its start must go on; got {fine.finished_reason}"
     assert torch.equal(logits[1:], expected_masked(before, [stuck, fine, free])[1:]), (
         "the rows of the other two requests (one at (yes|no)'s start, one unconstrained) differ from the oracle")
+
+
+@pytest.mark.task1_4
+def test_mask_logits_masks_row_i_for_request_i_and_skips_the_others():
+    """Row i belongs to reqs[i], whatever comes before it: an unconstrained request first, a
+    finished constrained one (its row untouched), then two constrained ones."""
+    stage = make_stage()
+    stage.allowed_mask = oracle_row
+    fsm = compiled(r"(yes|no)")
+    done = make_req(fsm)
+    done.finish("stop", matched=None)
+    reqs = [make_req(None), done, make_req(fsm), make_req(compiled(r"1[0-9]*"))]
+    logits = torch.randn(4, VOCAB_SIZE, generator=torch.Generator().manual_seed(0))
+    expected = expected_masked(logits, reqs)
+    stage.mask_logits(logits, reqs)
+    names = ["unconstrained (left alone)", "finished (left alone)", "(yes|no) at its start", "1[0-9]* at its start"]
+    wrong = [names[i] for i in range(4) if not torch.equal(logits[i], expected[i])]
+    assert not wrong, (f"a batch of [unconstrained, finished, (yes|no), 1[0-9]*]: these rows differ from the oracle "
+                       f"(-inf outside request i's allowed set in row i; other rows untouched): {wrong}")
 
 
 # ---------------------------------------------------------------------------------------

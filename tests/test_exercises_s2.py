@@ -87,6 +87,8 @@ def test_pack_bits_corner_rows():
     only[63] = True  # bit 31 of word 1
     got = pack_bits(only).tolist()
     assert got == [0, -(2**31), 0], f"only token 63 allowed (bit 31, the sign bit, of word 1): [0, -2**31, 0]; got {got}"
+    got = pack_bits(torch.ones(64, dtype=torch.bool)).tolist()
+    assert got == [-1, -1], f"64 tokens all allowed fill exactly two words: [-1, -1], no third word; got {got}"
 
 
 @pytest.mark.task2_2
@@ -116,6 +118,21 @@ def test_pack_then_oracle_unpack_round_trip(shape, seed):
     back = oracle_unpack(pack_bits(allowed), v)
     assert torch.equal(back, allowed), (f"shape {(*lead, v)}: the oracle unpacks pack_bits' words to a mask "
                                         f"that differs at the token ids {sorted(set((back != allowed).nonzero()[:, -1].tolist()))}")
+
+
+@pytest.mark.task2_2
+def test_unpack_bits_corner_words():
+    """Two rows of three words for 70 tokens: sign bits set (-1, -2**31, -2), single low bits,
+    and set bits past token 69 that must be cut."""
+    mask = torch.tensor([[-1, -(2**31), 1 << 6 | 1], [0, 1, -2]], dtype=torch.int32)
+    got = unpack_bits(mask, 70)
+    assert got.shape == (2, 70) and got.dtype == torch.bool, (
+        f"unpack_bits of int32 [2, 3] words for 70 tokens: bool [2, 70] expected; got {got.dtype} {tuple(got.shape)}")
+    for r in range(2):
+        want = set(oracle_unpack(mask, 70)[r].nonzero().flatten().tolist())
+        have = set(got[r].nonzero().flatten().tolist())
+        assert have == want, (f"row {r}, words {mask[r].tolist()}: the allowed tokens are {sorted(want)}; "
+                              f"got also {sorted(have - want)[:8]} and not {sorted(want - have)[:8]}")
 
 
 @pytest.mark.task2_2

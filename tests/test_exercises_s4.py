@@ -147,18 +147,22 @@ def test_one_edge_of_many_characters_is_a_choice_not_a_jump(regex, done):
 
 
 @pytest.mark.task4_1
-@pytest.mark.parametrize("regex", ["ab中c", "(x|y)文", "é?[0-9]"])
+@pytest.mark.parametrize("regex", ["ab中c", "(x|y)文", "é?[0-9]", "(中文)*x"])
 def test_byte_edges_are_the_intermediate_states_with_one_next_byte(regex):
     """The page's rule, checked on the map itself: byte_edges holds every intermediate state
-    (half a character read) whose row has exactly one live byte, and no other state."""
+    (half a character read) whose row has exactly one live byte, and no other state. In
+    `(中文)*x` the last byte of 文 leads back to state 0, a live state like any other."""
     dfa = compile_regex(regex)
     byte_dfa = ByteDFA.from_char_dfa(dfa)
     jm = JumpForwardMap.build(dfa, byte_dfa)
     want = expected_byte_edges(byte_dfa)
     extra = sorted(set(jm.byte_edges) - set(want))
+    missing = sorted(set(want) - set(jm.byte_edges))
     assert jm.byte_edges == want, (f"regex {regex!r}: byte_edges must be {want} (intermediate states are "
                                    f">= num_char_states = {byte_dfa.num_char_states}); got {jm.byte_edges}"
-                                   + (f", with the states {extra} that are not" if extra else ""))
+                                   + (f", with the states {extra} that are not" if extra else "")
+                                   + (f", without the states {missing}, which have one live byte each "
+                                      f"(a byte into state 0 is live: only -1 is dead)" if missing else ""))
 
 
 # ----------------------------------------------------------------------------- task4_3
@@ -211,6 +215,21 @@ def test_retokenize_is_the_tokenizers_own_encoding_or_a_refusal(tok, stage, prom
                                              f"jump) gives after the prompt, {all_ids[prompt_len:]}; got {got!r}")
         assert tok.decode_bytes(got) == ("".join(pieces) + jump).encode(), (
             f"{case}: the new output ids must decode to exactly the output and the jump")
+
+
+@pytest.mark.task4_3
+def test_retokenize_refuses_a_jump_that_reaches_max_new_tokens(tok, stage):
+    """A new output of n tokens is refused when max_new_tokens is n (the request would end at its
+    length limit inside the jump) and kept when it is n + 1."""
+    prompt, pieces, jump = PROMPTS[0], ['{"', "name"], '": "'
+    want = tok.encode(prompt + "".join(pieces) + jump)[len(tok.encode(prompt)):]
+    n = len(want)
+    got = stage.jump.retokenize(request(tok, prompt, pieces, max_new_tokens=n), jump.encode())
+    assert got is None, (f"output {pieces!r} and the jump {jump!r} re-encode to {n} tokens; with max_new_tokens "
+                         f"{n} that is not fewer than the limit: refuse (None); got {got!r}")
+    got = stage.jump.retokenize(request(tok, prompt, pieces, max_new_tokens=n + 1), jump.encode())
+    assert got == want, (f"output {pieces!r} and the jump {jump!r} re-encode to {want} ({n} tokens), fewer than "
+                         f"max_new_tokens {n + 1}; got {got!r}")
 
 
 @pytest.mark.task4_3

@@ -184,6 +184,31 @@ def test_rollback_returns_to_the_mask_of_k_tokens_ago(synthetic_backend, regex, 
 
 
 @pytest.mark.task5_1
+@pytest.mark.parametrize("regex", REGEXES)
+def test_every_state_masks_and_terminates_as_the_oracle_says(synthetic_backend, regex):
+    """The walk test's checks at every state the matcher reaches (breadth first: a fresh
+    matcher walks each path), not at the states a random walk happens to visit."""
+    todo, seen = [[]], set()
+    while todo:
+        path = todo.pop(0)
+        g = start(synthetic_backend, regex)
+        for token in path:
+            g.accept_token(token)
+        if g.state in seen:
+            continue
+        seen.add(g.state)
+        prefix = b"".join(VOCAB[t] for t in path)
+        expected = oracle_allowed(regex, prefix)
+        got = allowed_row(g)[0]
+        assert torch.equal(got, as_row(expected)), (
+            f"regex {regex!r} after {prefix!r} (state {g.state}): {row_diff(got, as_row(expected))}")
+        assert g.is_terminated() == (expected == {EOS}), (
+            f"regex {regex!r} after {prefix!r}: is_terminated() must be {expected == {EOS}} (True only when EOS "
+            f"is the one token allowed; here {len(expected)} are); got {g.is_terminated()}")
+        todo += [path + [token] for token in sorted(expected - {EOS})]
+
+
+@pytest.mark.task5_1
 @pytest.mark.parametrize("regex, text", [(r"1[0-9]*", "12"), (r"(yes|no)", "yes"), (r"(ab)*c", "abc")])
 def test_eos_leaves_the_state_where_it_was(synthetic_backend, regex, text):
     """The page: EOS in an accepting state marks the matcher terminated and leaves

@@ -208,6 +208,47 @@ def test_the_chain_ends_with_the_draft_that_ends_the_match(stage):
     assert req.grammar.accepted == []
 
 
+class BudgetedOracleGrammar(OracleGrammar):
+    """The oracle matcher whose next row does not fit this step's grammar budget once it
+    holds `ready_until` tokens: `ready` says False there (as s5's lazy automaton may)."""
+
+    def __init__(self, regex: str, accepted: list[int], ready_until: int):
+        super().__init__(regex, accepted)
+        self.ready_until = ready_until
+
+    def needs_work(self) -> bool:
+        return len(self.accepted) >= self.ready_until
+
+    def prepare(self, seconds: float | None = None) -> bool:
+        return len(self.accepted) < self.ready_until
+
+
+@pytest.mark.task7_1
+@pytest.mark.parametrize("prefix_len, ready_after", [(0, 1), (0, 2), (1, 2)])
+def test_the_chain_stops_before_a_state_the_budget_could_not_prepare(stage, prefix_len, ready_after):
+    """`1[0-9]*`, the text 1234 split into a prefix of `prefix_len` tokens and the drafts: once
+    the grammar has accepted `ready_after` drafts its next row could not be made this step, so
+    that draft is not kept (the row after it does not exist); every row returned is the
+    grammar's own."""
+    regex = r"1[0-9]*"
+    text = [ID[b"1"], ID[b"2"], ID[b"3"], ID[b"4"]]
+    prefix, drafts = text[:prefix_len], text[prefix_len:]
+    req = Req(prompt="p", origin_input_ids=[2], sampling_params=SamplingParams(regex=regex))
+    req.grammar = BudgetedOracleGrammar(regex, prefix, ready_until=len(prefix) + ready_after)
+    kept, rows = stage.mask_chain(req, drafts)
+    want = drafts[:ready_after - 1]
+    assert kept == want, (f"regex {regex!r} after {spelled(prefix)!r}, drafts {spelled(drafts)!r}: the grammar "
+                          f"is not ready after {ready_after} accepted draft(s), so the chain keeps {spelled(want)!r}; "
+                          f"got {spelled(kept)!r}")
+    assert rows.shape[0] == len(want) + 1, (f"{len(want)} draft(s) kept need {len(want) + 1} row(s); got "
+                                            f"{rows.shape[0]}")
+    for i in range(len(want) + 1):
+        assert torch.equal(unpack(rows[i:i + 1])[0], oracle_row(regex, spelled(prefix + want[:i]))), (
+            f"row {i} must be the grammar's mask after {spelled(prefix + want[:i])!r}")
+    assert req.grammar.accepted == prefix, (f"the chain must leave the grammar at {prefix}; it holds "
+                                            f"{req.grammar.accepted}")
+
+
 # ---------------------------------------------------------------------------------------
 # task7_2: greedy acceptance
 # ---------------------------------------------------------------------------------------
@@ -251,6 +292,11 @@ def test_a_draft_the_mask_forbids_is_replaced_by_the_best_allowed_token():
     logits = torch.tensor([[0.0, float("-inf"), 1.0], [0.0, 9.0, 0.0]])
     assert accept_greedy(logits, [1]) == [2]
     assert accept_greedy(logits, [2]) == [2, 1]
+    # The model agrees with the second draft, but after the first disagreement nothing counts.
+    logits = torch.tensor([[0.0, float("-inf"), 1.0], [0.0, 9.0, 0.0], [0.0, 0.0, 7.0]])
+    got = accept_greedy(logits, [1, 1])
+    assert got == [2], (f"argmax per row is [2, 1, 2] and the drafts are [1, 1]: the model disagrees at "
+                        f"position 0, so the output is its own token there, [2], and stops; got {got}")
 
 
 # ---------------------------------------------------------------------------------------
@@ -316,6 +362,26 @@ def test_a_forbidden_draft_is_rejected_without_a_draw():
     for seed in range(30):
         g1, g2 = torch.Generator().manual_seed(seed), torch.Generator().manual_seed(seed)
         assert accept_sampled(probs, [0], g1) == [int(torch.multinomial(probs[0], 1, generator=g2))], seed
+
+
+@pytest.mark.task7_3
+def test_only_the_requests_generator_is_drawn_from():
+    """Every uniform and every token comes from `generator`: the global RNG is left as it was,
+    and one seed gives the same tokens whatever the global RNG was seeded with."""
+    probs = torch.tensor([[0.5, 0.5, 0.0], [0.3, 0.3, 0.4], [0.2, 0.5, 0.3]])
+    drafts = [0, 1]
+    with torch.random.fork_rng():   # whatever this test does to the global RNG is undone after it
+        for seed in range(10):
+            torch.manual_seed(1000 + seed)
+            before = torch.get_rng_state()
+            first = accept_sampled(probs, drafts, torch.Generator().manual_seed(seed))
+            assert torch.equal(torch.get_rng_state(), before), (
+                f"seed {seed}: accept_sampled changed the global RNG (torch.rand or torch.multinomial "
+                f"without generator=); use only the request's generator")
+            torch.manual_seed(2000 + seed)
+            again = accept_sampled(probs, drafts, torch.Generator().manual_seed(seed))
+            assert again == first, (f"seed {seed}: the same generator seed gave {first} and then {again} "
+                                    f"(the global RNG was seeded differently in between)")
 
 
 @pytest.mark.task7_3

@@ -94,6 +94,10 @@ def test_chain_walk_stops_at_the_next_choice():
     assert jm.jump_forward(0) == (b'{"name": "', dfa.walk(0, '{"name": "'))
     after = dfa.walk(0, '{"name": "li"')
     assert jm.jump_forward(after) == (b', "age": ', dfa.walk(0, '{"name": "li", "age": '))
+    choice = dfa.walk(0, '{"name": "')
+    got = jm.jump_forward(choice)
+    assert got is None, (f'after {{"name": " the next character is a choice ([a-z]): nothing is forced, so '
+                         f"jump_forward(state {choice}) must be None; got {got!r}")
 
 
 @pytest.fixture(scope="module")
