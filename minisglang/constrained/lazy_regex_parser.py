@@ -23,25 +23,28 @@ from .lazy_regex import (
     RegexPool,
 )
 from .python_regex import shorthand_ranges
-from .regex_ast import EPSILON, And, Chars, Diff, Members, Regex, Seq, Shared, Text, alt, lit, lower, repeat
+from .regex_ast import (
+    EPSILON,
+    And,
+    Chars,
+    Diff,
+    Members,
+    Regex,
+    Seq,
+    Shared,
+    Text,
+    alt,
+    lit,
+    lower,
+    merge_ranges,
+    repeat,
+)
 from .regex_dfa import RegexError, _complement, _strip_anchors, shown_regex
 from .work_slices import checkpoint
-
 
 # ---------------------------------------------------------------------------------------
 # Parsing: Python regex syntax -> the tree
 # ---------------------------------------------------------------------------------------
-def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Inclusive code point ranges -> sorted, disjoint, non-adjacent ranges."""
-    out: list[tuple[int, int]] = []
-    for lo, hi in sorted(ranges):
-        if out and lo <= out[-1][1] + 1:
-            out[-1] = (out[-1][0], max(out[-1][1], hi))
-        else:
-            out.append((lo, hi))
-    return out
-
-
 # `\\d \\D \\w \\W \\s \\S`: Python's Unicode classes (python_regex.shorthand_ranges, computed
 # on first use): `\\w` is 733 ranges, the alternation of their UTF-8 byte sequences.
 SHORTHANDS = "dDwWsS"
@@ -271,7 +274,7 @@ class _Parser:
         self.i += 2
         if c in SHORTHANDS:
             ranges = list(shorthand_ranges(c))
-            return ranges if in_class else Chars(tuple(_merge(ranges)))
+            return ranges if in_class else Chars(tuple(merge_ranges(ranges)))
         if c == "b" and in_class:
             ch = "\b"
         elif c in ANCHOR_ESCAPES:
@@ -330,7 +333,7 @@ class _Parser:
             else:
                 ranges.append((lo, lo))
         self.i += 1
-        ranges = _merge(ranges)
+        ranges = merge_ranges(ranges)
         return Chars(tuple(_complement(ranges) if negated else ranges))
 
 

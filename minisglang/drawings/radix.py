@@ -21,6 +21,16 @@ LOCKED_FILL = "#d9d9d9"
 HIGHLIGHT_COLOR = "#d62728"
 
 
+def _count_nodes(cache: RadixCache) -> int:
+    """How many nodes `cache`'s tree has, the root included."""
+    nodes, stack = 0, [cache.root_node]
+    while stack:
+        node = stack.pop()
+        nodes += 1
+        stack.extend(node.children.values())
+    return nodes
+
+
 def _key_label(key: list[int], tokenizer) -> str:
     """The edge tokens as one line of plain text: the ids, or the decoded text as Python
     prints it (quoted, newlines and backslashes escaped), like the FSM drawings do."""
@@ -39,11 +49,7 @@ def radix_tree_dot(
     """DOT source of ``cache``'s tree: a title (default: the node and slot counts), one box
     per node (the root included), one arrow per parent-child edge. ``tokenizer`` needs
     ``decode(ids, skip_special_tokens=False)``."""
-    nodes, stack = 0, [cache.root_node]
-    while stack:
-        node = stack.pop()
-        nodes += 1
-        stack.extend(node.children.values())
+    nodes = _count_nodes(cache)
     title = title or f"radix tree: {nodes} nodes, {cache.total_size()} cached tokens"
     lines = [
         f'digraph radix_tree {{ label="{dot_escape(title)}"; labelloc=t;',   # the title on top
@@ -97,11 +103,7 @@ def radix_tokens_dot(cache: RadixCache, tokenizer=None, highlight: TreeNode | No
     fork. Locked nodes are shaded and `highlight` gets a red border, as in
     ``radix_tree_dot``. `layout` gives the direction and the font size (no wrapping: a
     tree's width is its branches)."""
-    nodes, stack = 0, [cache.root_node]
-    while stack:
-        node = stack.pop()
-        nodes += 1
-        stack.extend(node.children.values())
+    nodes = _count_nodes(cache)
     title = title or f"radix tree: {nodes} nodes, {cache.total_size()} cached tokens (one box per token)"
     lines = [f'digraph radix_tokens {{ label="{dot_escape(title)}"; labelloc=t;', f"  rankdir={layout.rankdir};",
              *layout.font_lines(), '  node [shape=plain, fontname="Courier"];']
