@@ -32,11 +32,15 @@ PYTEST_CI = $(PYTEST) -n 2 --dist worksteal --timeout-method=thread --hypothesis
 #   test_dependencies             imports in fresh interpreters without the extras
 #   test_corpus, test_train_resume, test_device_check, test_extraction_accuracy,
 #   test_bench_tool_calls         the training corpus, scripts and benchmarks end to end
+#   test_trace_browser            the step view's page in headless chromium
+#   test_engine_script            plain scripts run in fresh interpreters
+#   test_scheduler_faults         a fault at each hook, on two stages, against runs without it
 FAST_SKIP = test_autograder.py test_notebooks.py test_json_schema_conformance.py test_json_schema_maskbench.py \
 	test_server.py test_server_attack.py test_server_faults.py test_server_protocol.py test_server_tools.py \
 	test_cli.py test_constrained_generation.py test_reliability.py test_mixed_prefill.py test_radix_prefill.py \
 	test_compile_bounds.py test_model.py test_tokenizer.py test_dependencies.py test_corpus.py \
-	test_train_resume.py test_device_check.py test_extraction_accuracy.py test_bench_tool_calls.py
+	test_train_resume.py test_device_check.py test_extraction_accuracy.py test_bench_tool_calls.py \
+	test_trace_browser.py test_engine_script.py test_scheduler_faults.py
 
 setup:
 	bash scripts/setup.sh
