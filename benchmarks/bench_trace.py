@@ -38,6 +38,7 @@ from pathlib import Path
 
 import minisglang
 from minisglang.engine import Engine
+from minisglang.stepview.html import mass_plot_file
 
 from _results import machine_line, write_section  # benchmarks/_results.py
 from bench_overlap import random_model_65k
@@ -45,6 +46,7 @@ from bench_production import FREE_WHITESPACE, TEMPERATURE, UNSEEN_KEYS, chat_pro
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 RESULTS = Path(__file__).parent / "results" / "trace.md"
+PLOT = RESULTS.parent / "trace-runaway-mass.svg"   # the runaway's mass kept, for chapter 06
 SCHEMA = {"type": "object", "properties": {"note": {"type": "string", "maxLength": 2000}}, "required": ["note"]}
 
 
@@ -142,7 +144,11 @@ def runaway(n: int = 32, seed: int = 2024 + 3) -> None:
                   f"the model's top tokens before the mask were {top}; the mask kept {percent(first.mass)} of the "
                   f"probability ({first.allowed} tokens allowed), and {first.token_text!r} was drawn from what was "
                   "left."]
+    lines += ["", f"![mass kept per step]({PLOT.name}) (the plot: mass kept at each step of this answer, "
+              f"0 at the bottom, 1 at the top; the run is steps {inside[0].index if inside else '-'} to "
+              f"{inside[-1].index if inside else '-'})"]
     lines += ["", machine_line(f"{time.perf_counter() - begin:.0f} s in all")]
+    PLOT.write_text(mass_plot_file(trace, f"mass kept per step: the runaway of prompt {pick}"), encoding="utf-8")
     write_section("\n".join(lines) + "\n", RESULTS, RUNAWAY)
 
 

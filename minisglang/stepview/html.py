@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 import uuid
 from typing import Any
 
@@ -89,6 +90,21 @@ def mass_plot(trace: Trace) -> str:
             f'<polyline points="{points}" class="mass"/>'
             f'<line class="marker" x1="50" x2="50" y1="10" y2="{PLOT_H - 28}"/>'
             f'<text x="{PLOT_W / 2}" y="{PLOT_H - 6}" text-anchor="middle">step (mass the mask kept)</text></svg>')
+
+
+# The plot's own styles, for a plot outside the page (a figure file): the page's CSS gives
+# the same classes these looks.
+PLOT_STYLE = (".grid{stroke:#ddd}.mass{fill:none;stroke:#1976d2;stroke-width:3}"
+              "text{font-family:Helvetica,Arial,sans-serif;font-size:18px;fill:#444}")
+
+
+def mass_plot_file(trace: Trace, title: str) -> str:
+    """`mass_plot` as a standalone SVG file (its own styles, `title` for screen readers; no step marker)."""
+    svg = mass_plot(trace)
+    svg = svg.replace('<svg class="plot"', '<svg xmlns="http://www.w3.org/2000/svg" class="plot"', 1)
+    svg = re.sub(r'<line class="marker"[^>]*/>', "", svg)
+    head = svg.index(">") + 1
+    return svg[:head] + f"<title>{html.escape(title)}</title><style>{PLOT_STYLE}</style>" + svg[head:] + "\n"
 
 
 def automaton_svg(auto: Automaton | None) -> str:
