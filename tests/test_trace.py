@@ -152,6 +152,23 @@ def test_the_page_is_self_contained(s4_engine):
     assert trace._repr_html_().startswith("<iframe")
 
 
+def test_the_mass_plot_stands_alone_as_a_figure(s4_engine):
+    """Chapter 06's figure is the page's plot with its styles inside: valid SVG, one point per
+    step, each at the height of that step's mass kept."""
+    import xml.etree.ElementTree as ET
+
+    from minisglang.stepview.html import PLOT_H, mass_plot_file
+
+    trace = sgl.trace(s4_engine, PROMPT, {"regex": REGEX, "temperature": 1.0, "seed": 3, "max_new_tokens": 40})
+    root = ET.fromstring(mass_plot_file(trace, "a title"))
+    ns = "{http://www.w3.org/2000/svg}"
+    assert root.tag == f"{ns}svg" and root.find(f"{ns}title").text == "a title" and root.find(f"{ns}style") is not None
+    points = [tuple(map(float, p.split(","))) for p in root.find(f"{ns}polyline").get("points").split()]
+    assert len(points) == len(trace.steps)
+    for (_, y), step in zip(points, trace.steps):
+        assert abs(y - (15 + (PLOT_H - 45) * (1 - step.mass))) < 0.06, (step.index, step.mass, y)
+
+
 def test_recording_off_costs_nothing(s4_engine, monkeypatch):
     """Without trace(), no recorder, no trace object and no detail event exist."""
     def refuse(*args, **kwargs):
