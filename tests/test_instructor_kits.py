@@ -121,5 +121,8 @@ def test_solutions_points_at_the_walkthrough(capsys):
     last = capsys.readouterr().out.rstrip("\n").splitlines()[-1]
     assert last == "# why, and the wrong solutions each test catches: instructors/04-jump-forward/walkthrough.md"
     assert (REPO / "instructors" / "04-jump-forward" / "walkthrough.md").exists()
-    assert main(["solutions", "s2"]) == 0
-    assert capsys.readouterr().out.rstrip("\n").splitlines()[-1].endswith("instructors/README.md")
+    for stage in ("s1", "s2", "s3", "s5", "s6", "s7"):   # every graded stage has its walkthrough
+        assert main(["solutions", stage]) == 0
+        last = capsys.readouterr().out.rstrip("\n").splitlines()[-1]
+        assert last.startswith("# why, and the wrong solutions each test catches: instructors/"), (stage, last)
+        assert (REPO / last.split(": ", 1)[1]).exists(), (stage, last)
