@@ -21,14 +21,13 @@ LOCKED_FILL = "#d9d9d9"
 HIGHLIGHT_COLOR = "#d62728"
 
 
-def _count_nodes(cache: RadixCache) -> int:
-    """How many nodes `cache`'s tree has, the root included."""
-    nodes, stack = 0, [cache.root_node]
-    while stack:
-        node = stack.pop()
-        nodes += 1
-        stack.extend(node.children.values())
-    return nodes
+def _nodes_in_order(cache: RadixCache) -> list[TreeNode]:
+    """Every node of `cache`'s tree, the root first, breadth first and children in token
+    order: the same tree always gives the same drawing, node names and all."""
+    order = [cache.root_node]
+    for node in order:   # the list grows behind the loop: a queue
+        order.extend(node.children[t] for t in sorted(node.children))
+    return order
 
 
 def _key_label(key: list[int], tokenizer) -> str:
@@ -49,18 +48,15 @@ def radix_tree_dot(
     """DOT source of ``cache``'s tree: a title (default: the node and slot counts), one box
     per node (the root included), one arrow per parent-child edge. ``tokenizer`` needs
     ``decode(ids, skip_special_tokens=False)``."""
-    nodes = _count_nodes(cache)
-    title = title or f"radix tree: {nodes} nodes, {cache.total_size()} cached tokens"
+    order = _nodes_in_order(cache)
+    names = {node: f"n{i}" for i, node in enumerate(order)}
+    title = title or f"radix tree: {len(order)} nodes, {cache.total_size()} cached tokens"
     lines = [
         f'digraph radix_tree {{ label="{dot_escape(title)}"; labelloc=t;',   # the title on top
         '  node [shape=box, fontname="monospace"];',
     ]
-    names: dict[TreeNode, str] = {}
-    queue = [cache.root_node]
-    while queue:
-        node = queue.pop(0)
-        name = f"n{len(names)}"
-        names[node] = name
+    for node in order:
+        name = names[node]
         head = "root" if node is cache.root_node else _key_label(node.key, tokenizer)
         label_lines = [head, f"lock={node.lock_ref} slots={len(node.value)}"]
         # DOT's own "\n" escape separates label lines; each line is escaped first.
@@ -72,8 +68,6 @@ def radix_tree_dot(
         lines.append(f"  {name} [{', '.join(attrs)}];")
         if node.parent is not None:
             lines.append(f"  {names[node.parent]} -> {name};")
-        # Children in token order, so the same tree always gives the same drawing.
-        queue.extend(node.children[t] for t in sorted(node.children))
     lines.append("}")
     return "\n".join(lines) + "\n"
 
@@ -103,16 +97,13 @@ def radix_tokens_dot(cache: RadixCache, tokenizer=None, highlight: TreeNode | No
     fork. Locked nodes are shaded and `highlight` gets a red border, as in
     ``radix_tree_dot``. `layout` gives the direction and the font size (no wrapping: a
     tree's width is its branches)."""
-    nodes = _count_nodes(cache)
-    title = title or f"radix tree: {nodes} nodes, {cache.total_size()} cached tokens (one box per token)"
+    order = _nodes_in_order(cache)
+    names = {node: f"n{i}" for i, node in enumerate(order)}
+    title = title or f"radix tree: {len(order)} nodes, {cache.total_size()} cached tokens (one box per token)"
     lines = [f'digraph radix_tokens {{ label="{dot_escape(title)}"; labelloc=t;', f"  rankdir={layout.rankdir};",
              *layout.font_lines(), '  node [shape=plain, fontname="Courier"];']
-    names: dict[TreeNode, str] = {}
-    queue = [cache.root_node]
-    while queue:
-        node = queue.pop(0)
-        name = f"n{len(names)}"
-        names[node] = name
+    for node in order:
+        name = names[node]
         cells = ["<td>root</td>"] if node is cache.root_node else _token_cells(node.key, tokenizer)
         fill = f' bgcolor="{LOCKED_FILL}"' if node.lock_ref > 0 else ""
         border = f' color="{HIGHLIGHT_COLOR}" border="3"' if node is highlight else ' border="1"'
@@ -122,6 +113,5 @@ def radix_tokens_dot(cache: RadixCache, tokenizer=None, highlight: TreeNode | No
         lines.append(f"  {name} [label=<{table}>];")
         if node.parent is not None:
             lines.append(f"  {names[node.parent]} -> {name};")
-        queue.extend(node.children[t] for t in sorted(node.children))
     lines.append("}")
     return "\n".join(lines) + "\n"
