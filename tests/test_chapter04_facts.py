@@ -10,27 +10,18 @@ the current model's, and COURSE.md's word counts are the chapters' own.
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import sys
 from pathlib import Path
 
 import pytest
+from script_modules import load_script
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module   # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-facts = _load("chapter_facts")
-make_figures = _load("make_figures")
+facts = load_script(REPO / "scripts" / "chapter_facts.py")
+make_figures = load_script(REPO / "scripts" / "make_figures.py")
 q = facts.quoted
 
 CHAPTER = REPO / "chapters" / "04-jump-forward.md"

@@ -5,9 +5,7 @@ boxes each token. Sizes are read from graphviz's own SVG (points, 72 to the inch
 slide's px are 96 to the inch)."""
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 from pathlib import Path
 
 import pytest
@@ -24,12 +22,10 @@ from minisglang.drawings.fsm import class_label
 from minisglang.drawings.layout import Layout, chain_order, segments_at_seams
 from minisglang.drawings.radix import MAX_TOKENS_SHOWN, radix_tokens_dot
 from minisglang.radix_cache import RadixCache
+from script_modules import load_script
 
 REPO = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("make_figures", REPO / "scripts" / "make_figures.py")
-make_figures = importlib.util.module_from_spec(_spec)
-sys.modules["make_figures"] = make_figures   # dataclasses look their module up there
-_spec.loader.exec_module(make_figures)
+make_figures = load_script(REPO / "scripts" / "make_figures.py")
 
 SLIDE = (1920, 1080)
 MIN_TEXT_PX = 18

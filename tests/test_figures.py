@@ -3,18 +3,14 @@ scripts/make_figures.py from the DOT text the code draws today (its stamp is the
 SHA-256), and every figure a chapter embeds is there."""
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 from pathlib import Path
 
 import pytest
+from script_modules import load_script
 
 REPO = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("make_figures", REPO / "scripts" / "make_figures.py")
-make_figures = importlib.util.module_from_spec(_spec)
-sys.modules["make_figures"] = make_figures   # dataclasses look their module up there
-_spec.loader.exec_module(make_figures)
+make_figures = load_script(REPO / "scripts" / "make_figures.py")
 
 
 @pytest.mark.parametrize("figure", [f for f in make_figures.ALL if not f.needs_model], ids=lambda f: f.name)

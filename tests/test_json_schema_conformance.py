@@ -8,20 +8,16 @@ allowed; they are counted in benchmarks/results/json_schema_conformance.md.
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
-import sys
 from pathlib import Path
 
 import pytest
+from script_modules import load_script
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "json_schema_conformance.py"
-_spec = importlib.util.spec_from_file_location("json_schema_conformance", SCRIPT)
-conformance = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = conformance  # dataclasses look their module up there
-_spec.loader.exec_module(conformance)
+conformance = load_script(SCRIPT)
 
 
 VENDORED = Path(__file__).resolve().parent / "data" / "json-schema-test-suite"

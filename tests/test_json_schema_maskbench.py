@@ -7,25 +7,16 @@ seeded generator writes, and every label is `jsonschema`'s verdict.
 """
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
+from script_modules import load_script
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-maskbench = _load("json_schema_maskbench")
-generator = _load("maskbench_schemas")
+maskbench = load_script(BENCHMARKS / "json_schema_maskbench.py")
+generator = load_script(BENCHMARKS / "maskbench_schemas.py")
 
 
 @pytest.fixture(scope="module")

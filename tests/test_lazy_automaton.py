@@ -656,17 +656,12 @@ def test_rows_shared_by_two_grammars_are_the_same_objects_and_exact(share_everyt
 # ---------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def mask_oracle():
-    import importlib.util
     import sys
-    from pathlib import Path
 
-    benchmarks = Path(__file__).resolve().parents[1] / "benchmarks"
-    sys.path.insert(0, str(benchmarks))
-    spec = importlib.util.spec_from_file_location("bench_mask_oracle", benchmarks / "bench_mask_oracle.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_mask_oracle"] = module
-    spec.loader.exec_module(module)
-    return module
+    from script_modules import REPO, load_script
+
+    sys.path.insert(0, str(REPO / "benchmarks"))   # its own imports (_results, ...) are found there
+    return load_script(REPO / "benchmarks" / "bench_mask_oracle.py")
 
 
 @pytest.mark.parametrize("automaton,schemas", [("lazy", range(8)), ("eager", [1])])
