@@ -38,7 +38,7 @@ from pathlib import Path
 
 import minisglang
 from minisglang.engine import Engine
-from minisglang.stepview.html import mass_plot_file
+from minisglang.stepview.html import mass_plot
 
 from _results import machine_line, write_section  # benchmarks/_results.py
 from bench_overlap import random_model_65k
@@ -148,7 +148,7 @@ def runaway(n: int = 32, seed: int = 2024 + 3) -> None:
               f"0 at the bottom, 1 at the top; the run is steps {inside[0].index if inside else '-'} to "
               f"{inside[-1].index if inside else '-'})"]
     lines += ["", machine_line(f"{time.perf_counter() - begin:.0f} s in all")]
-    PLOT.write_text(mass_plot_file(trace, f"mass kept per step: the runaway of prompt {pick}"), encoding="utf-8")
+    PLOT.write_text(mass_plot(trace, f"mass kept per step: the runaway of prompt {pick}"), encoding="utf-8")
     write_section("\n".join(lines) + "\n", RESULTS, RUNAWAY)
 
 

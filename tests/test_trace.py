@@ -157,10 +157,10 @@ def test_the_mass_plot_stands_alone_as_a_figure(s4_engine):
     step, each at the height of that step's mass kept."""
     import xml.etree.ElementTree as ET
 
-    from minisglang.stepview.html import PLOT_H, mass_plot_file
+    from minisglang.stepview.html import PLOT_H, mass_plot
 
     trace = sgl.trace(s4_engine, PROMPT, {"regex": REGEX, "temperature": 1.0, "seed": 3, "max_new_tokens": 40})
-    root = ET.fromstring(mass_plot_file(trace, "a title"))
+    root = ET.fromstring(mass_plot(trace, title="a title"))
     ns = "{http://www.w3.org/2000/svg}"
     assert root.tag == f"{ns}svg" and root.find(f"{ns}title").text == "a title" and root.find(f"{ns}style") is not None
     points = [tuple(map(float, p.split(","))) for p in root.find(f"{ns}polyline").get("points").split()]

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import html
 import json
-import re
 import uuid
 from typing import Any
 
@@ -77,34 +76,30 @@ def page_data(trace: Trace) -> dict[str, Any]:
     return {"steps": steps, "end": events.get(len(trace.steps), []), "colours": COLOURS, "how": HOW}
 
 
-def mass_plot(trace: Trace) -> str:
-    """An inline SVG line of the mass kept per step (0 at the bottom, 1 at the top)."""
+def mass_plot(trace: Trace, title: str | None = None) -> str:
+    """An inline SVG line of the mass kept per step (0 at the bottom, 1 at the top), with
+    the page's step marker; with a `title`, a standalone figure instead (a file of its own:
+    its namespace, its title for screen readers and its own styles, no marker)."""
     n = max(len(trace.steps), 1)
     x = lambda i: 50 + (PLOT_W - 70) * (i / max(n - 1, 1))  # noqa: E731
     y = lambda m: 15 + (PLOT_H - 45) * (1 - m)  # noqa: E731
     points = " ".join(f"{x(i):.1f},{y(s.mass):.1f}" for i, s in enumerate(trace.steps))
     grid = "".join(f'<line x1="50" x2="{PLOT_W - 20}" y1="{y(m):.1f}" y2="{y(m):.1f}" class="grid"/>'
                    f'<text x="44" y="{y(m) + 6:.1f}" text-anchor="end">{m:g}</text>' for m in (0, 0.5, 1))
-    return (f'<svg class="plot" viewBox="0 0 {PLOT_W} {PLOT_H}" width="{PLOT_W}" height="{PLOT_H}" '
-            f'role="img" aria-label="mass kept per step">{grid}'
-            f'<polyline points="{points}" class="mass"/>'
-            f'<line class="marker" x1="50" x2="50" y1="10" y2="{PLOT_H - 28}"/>'
-            f'<text x="{PLOT_W / 2}" y="{PLOT_H - 6}" text-anchor="middle">step (mass the mask kept)</text></svg>')
+    standalone = title is not None
+    head = ' xmlns="http://www.w3.org/2000/svg"' if standalone else ""
+    marker = "" if standalone else f'<line class="marker" x1="50" x2="50" y1="10" y2="{PLOT_H - 28}"/>'
+    svg = (f'<svg{head} class="plot" viewBox="0 0 {PLOT_W} {PLOT_H}" width="{PLOT_W}" height="{PLOT_H}" '
+           f'role="img" aria-label="mass kept per step">'
+           + (f"<title>{html.escape(title)}</title><style>{PLOT_STYLE}</style>" if title is not None else "")
+           + f'{grid}<polyline points="{points}" class="mass"/>{marker}'
+           f'<text x="{PLOT_W / 2}" y="{PLOT_H - 6}" text-anchor="middle">step (mass the mask kept)</text></svg>')
+    return svg + "\n" if standalone else svg
 
 
-# The plot's own styles, for a plot outside the page (a figure file): the page's CSS gives
-# the same classes these looks.
+# A standalone plot's own styles (the page's CSS gives the same classes these looks).
 PLOT_STYLE = (".grid{stroke:#ddd}.mass{fill:none;stroke:#1976d2;stroke-width:3}"
               "text{font-family:Helvetica,Arial,sans-serif;font-size:18px;fill:#444}")
-
-
-def mass_plot_file(trace: Trace, title: str) -> str:
-    """`mass_plot` as a standalone SVG file (its own styles, `title` for screen readers; no step marker)."""
-    svg = mass_plot(trace)
-    svg = svg.replace('<svg class="plot"', '<svg xmlns="http://www.w3.org/2000/svg" class="plot"', 1)
-    svg = re.sub(r'<line class="marker"[^>]*/>', "", svg)
-    head = svg.index(">") + 1
-    return svg[:head] + f"<title>{html.escape(title)}</title><style>{PLOT_STYLE}</style>" + svg[head:] + "\n"
 
 
 def automaton_svg(auto: Automaton | None) -> str:
