@@ -22,7 +22,7 @@ from .lazy_regex import (
     RegexNode,
     RegexPool,
 )
-from .python_regex import shorthand_ranges
+from .python_regex import complement, normalize, shorthand_ranges
 from .regex_ast import (
     EPSILON,
     And,
@@ -36,7 +36,6 @@ from .regex_ast import (
     alt,
     lit,
     lower,
-    merge_ranges,
     repeat,
 )
 from .regex_dfa import RegexError, _complement, _strip_anchors, shown_regex
@@ -274,7 +273,7 @@ class _Parser:
         self.i += 2
         if c in SHORTHANDS:
             ranges = list(shorthand_ranges(c))
-            return ranges if in_class else Chars(tuple(merge_ranges(ranges)))
+            return ranges if in_class else Chars(normalize(ranges))
         if c == "b" and in_class:
             ch = "\b"
         elif c in ANCHOR_ESCAPES:
@@ -333,8 +332,8 @@ class _Parser:
             else:
                 ranges.append((lo, lo))
         self.i += 1
-        ranges = merge_ranges(ranges)
-        return Chars(tuple(_complement(ranges) if negated else ranges))
+        merged = normalize(ranges)
+        return Chars(complement(merged) if negated else merged)
 
 
 def _check_with_python(pattern: str, body: str, members: bool) -> None:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .lazy_regex import EMPTY, TOO_DEEP, AutomatonLimitError, RegexNode, RegexPool
+from .python_regex import normalize
 from .regex_dfa import RegexError, _complement, _escape_char, _remove_surrogates, utf8_sequences
 from .work_slices import checkpoint
 
@@ -263,24 +264,13 @@ def lit(text: str) -> Regex:
     return Text(text) if text else EPSILON
 
 
-def merge_ranges(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Inclusive code point ranges -> sorted, disjoint, non-adjacent ranges."""
-    out: list[tuple[int, int]] = []
-    for lo, hi in sorted(ranges):
-        if out and lo <= out[-1][1] + 1:
-            out[-1] = (out[-1][0], max(out[-1][1], hi))
-        else:
-            out.append((lo, hi))
-    return out
-
-
 def chars(ranges: Iterable[tuple[int, int]]) -> Regex:
     """One character of `ranges` (any order, overlaps allowed); a single character is its
     Text, so that `concat` joins it with its neighbours (a key, an enum value: one run)."""
-    out = merge_ranges(ranges)
+    out = normalize(ranges)
     if len(out) == 1 and out[0][0] == out[0][1]:
         return Text(chr(out[0][0]))
-    return Chars(tuple(out))
+    return Chars(out)
 
 
 def concat(*parts: Regex | None) -> Regex | None:

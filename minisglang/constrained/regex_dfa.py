@@ -38,7 +38,7 @@ import numpy as np
 from interegular.fsm import FSM, OblivionError, State, anything_else
 from interegular.patterns import Pattern, _Concatenation, _Repeated
 
-from .python_regex import MAX_CODE_POINT, NotWritable, PythonRegex, Ranges, complement, shorthand_name, size
+from .python_regex import MAX_CODE_POINT, NotWritable, PythonRegex, Ranges, complement, normalize, shorthand_name, size
 
 SURROGATES = (0xD800, 0xDFFF)  # code points that have no UTF-8 encoding
 
@@ -436,7 +436,7 @@ class Alphabet:
         atoms: dict[int, list[tuple[int, int]]] = {}
         for k, sig in enumerate(signature):
             atoms.setdefault(sig, []).append((cuts[k], cuts[k + 1] - 1))
-        self.unused: Ranges = tuple(_merge_ranges(atoms.pop(0, [])))
+        self.unused: Ranges = normalize(atoms.pop(0, []))
         # representative character -> the code point ranges it stands for
         self.atom_of: dict[str, Ranges] = {chr(spans[0][0]): tuple(spans) for spans in atoms.values()}
         members: list[list[str]] = [[] for _ in ordered]   # set -> its atoms' representatives
@@ -453,18 +453,7 @@ class Alphabet:
     def char_class(self, representatives: Iterable[str]) -> CharClass:
         """The CharClass of the code points some of `representatives` stand for."""
         spans = [span for r in representatives for span in self.atom_of[r]]
-        return CharClass.from_ranges(tuple(_merge_ranges(spans)))
-
-
-def _merge_ranges(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Inclusive ranges -> sorted, disjoint, non-adjacent ranges."""
-    out: list[tuple[int, int]] = []
-    for lo, hi in sorted(spans):
-        if out and lo <= out[-1][1] + 1:
-            out[-1] = (out[-1][0], max(hi, out[-1][1]))
-        else:
-            out.append((lo, hi))
-    return out
+        return CharClass.from_ranges(normalize(spans))
 
 
 def _escape_representative(ch: str) -> str:

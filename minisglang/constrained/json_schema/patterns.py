@@ -11,9 +11,8 @@ from minisglang.constrained.json_schema.string_chars import (
     Ranges,
     _intersect,
     _json_string_chars,
-    _normalize,
 )
-from minisglang.constrained.python_regex import MAX_CODE_POINT
+from minisglang.constrained.python_regex import MAX_CODE_POINT, normalize
 from minisglang.constrained.regex_dfa import _complement, shown_regex
 
 try:  # Python's own regex parser, used to read (and check) `pattern` keywords
@@ -147,7 +146,7 @@ def _class_ranges(items: list, wide: bool = False) -> Ranges:
             has_category = True
     if wide and has_category and not negate:  # Python's \d, \w, \s are Unicode-wide
         ranges.append((0x80, MAX_CODE_POINT))
-    ranges = _normalize(ranges)
+    ranges = list(normalize(ranges))
     if negate:
         ranges = _complement(ranges)
         if has_category and not wide:  # Python's \d, \w, \s are Unicode-wide: only the ASCII part is sure

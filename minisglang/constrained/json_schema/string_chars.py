@@ -13,7 +13,7 @@ from minisglang.constrained.json_schema.regex_parts import (
     lit,
     rx,
 )
-from minisglang.constrained.python_regex import MAX_CODE_POINT
+from minisglang.constrained.python_regex import MAX_CODE_POINT, normalize
 from minisglang.constrained.regex_dfa import SURROGATES, _complement, _remove_surrogates
 
 Ranges = list[tuple[int, int]]  # sorted, disjoint, inclusive code point ranges
@@ -27,17 +27,6 @@ BMP_ESCAPED_CHARACTERS: Ranges = [(0x00, 0x1F), (0x7F, SURROGATES[0] - 1), (SURR
 # Characters JSON lets any writer escape as \uXXXX (every BMP character but a surrogate).
 BMP_CHARACTERS: Ranges = [(0x00, SURROGATES[0] - 1), (SURROGATES[1] + 1, 0xFFFF)]
 SHORT_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "\b": "b", "\f": "f", "\n": "n", "\r": "r", "\t": "t"}
-
-
-def _normalize(ranges: Ranges) -> Ranges:
-    """Sort and merge overlapping or adjacent ranges."""
-    out: Ranges = []
-    for lo, hi in sorted(ranges):
-        if out and lo <= out[-1][1] + 1:
-            out[-1] = (out[-1][0], max(hi, out[-1][1]))
-        else:
-            out.append((lo, hi))
-    return out
 
 
 def _intersect(a: Ranges, b: Ranges) -> Ranges:
@@ -121,7 +110,7 @@ def _json_string_chars(ranges: Ranges, counted: bool = False, every: bool = Fals
     every form JSON allows (what a set we take away from another must hold). None if
     `ranges` is empty.
     """
-    ranges = _normalize(ranges)
+    ranges = list(normalize(ranges))
     if counted:
         ranges_escaped = _intersect(ranges, [(0x00, 0x1F)])
         raw = _intersect(ranges, RAW_STRING_CHARACTERS)
@@ -136,7 +125,7 @@ def _json_string_chars(ranges: Ranges, counted: bool = False, every: bool = Fals
         options.append(_class_regex(raw))
     letters = [letter for ch, letter in SHORT_ESCAPES.items() if _intersect(ranges, [(ord(ch), ord(ch))])]
     if letters:
-        options.append(_concat(lit("\\"), _class_regex(_normalize([(ord(c), ord(c)) for c in letters]))))
+        options.append(_concat(lit("\\"), _class_regex(list(normalize((ord(c), ord(c)) for c in letters)))))
     escaped = BMP_CHARACTERS if every else BMP_ESCAPED_CHARACTERS
     hex_codes = _alt([_hex_range(lo, hi) for lo, hi in _intersect(ranges, escaped)])
     if hex_codes is not None:
