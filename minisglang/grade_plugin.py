@@ -11,7 +11,7 @@ error's traceback, if any);
 $MINISGLANG_GRADE_TRACE set (the reference only: `minisglang prerequisites`), {"event": "ran",
 "tasks"} at the end: every task whose solution region ran a line during the session.
 
-Standard library only, and no import of minisglang: the grader copies this file next to
+The standard library and pytest only, and no import of minisglang: the grader copies this file next to
 the run and loads it by its own name, so the plugin is always the grader's own, never the
 (possibly broken) copy inside the student's package.
 """
@@ -21,8 +21,12 @@ import faulthandler
 import json
 import os
 import re
+import signal
+import threading
 import time
 from pathlib import Path
+
+import pytest
 
 EVENTS_ENV = "MINISGLANG_GRADE_EVENTS"
 SKIP_ENV = "MINISGLANG_GRADE_SKIP"     # JSON list of test ids a restarted run leaves out
@@ -76,6 +80,35 @@ def pytest_configure(config):
         _stacks["timeout"] = float(config.getoption("timeout") or 0) or None
     except (ValueError, TypeError):   # no pytest-timeout: no limit, no dump
         _stacks["timeout"] = None
+
+
+class TestTimedOut(BaseException):
+    """A test ran past its time limit. Not an Exception: hypothesis takes an Exception (and
+    pytest's own Failed, which pytest-timeout raises) for a failing example and replays it to
+    shrink it, and an infinite loop replayed after the one alarm never ends. This passes
+    through hypothesis, and pytest reports it as the test's failure."""
+
+    __test__ = False   # not a test class, despite its name
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_timeout_set_timer(item, settings):
+    """pytest-timeout's alarm, raising TestTimedOut (its "signal" method only: the alarm
+    interrupts the main thread; pytest-timeout keeps its thread method, and cancels either)."""
+    if settings.method != "signal" or threading.current_thread() is not threading.main_thread():
+        return None
+
+    def stop(signum, frame):
+        raise TestTimedOut(f"Timeout >{settings.timeout:g}s (pytest-timeout, the grader's limit)")
+
+    def cancel():
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+
+    item.cancel_timeout = cancel
+    signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, settings.timeout)
+    return True
 
 
 def pytest_runtest_logstart(nodeid, location):
