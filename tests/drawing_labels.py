@@ -34,3 +34,29 @@ def label_matches(label: str, ch: str) -> bool:
     if label.startswith("'"):
         return read_literal(label) == ch
     return re.fullmatch(label.replace("\u2423", " "), ch) is not None
+
+
+_NODE = re.compile(r'^  (\w+) \[(.*)\];$', re.M)
+_EDGE = re.compile(r'^  (\w+) -> (\w+)(?: \[(.*)\])?;$', re.M)
+_LABEL = re.compile(r'label="((?:[^"\\]|\\.)*)"')
+
+
+def _dot_string(text: str) -> str:
+    """A DOT double-quoted string's text: its line breaks as newlines, escapes undone."""
+    return re.sub(r"\\(.)", lambda m: "\n" if m.group(1) == "n" else m.group(1), text)
+
+
+def read_graph(dot: str) -> tuple[dict[str, tuple[str, str]], list[tuple[str, str, str, str]]]:
+    """A drawing's states and edges, read back from its DOT text: {name: (label, attributes)}
+    and [(src, dst, label, attributes)], invisible edges left out."""
+    nodes = {}
+    for name, attrs in _NODE.findall(dot):
+        if name not in ("graph", "node", "edge"):
+            m = _LABEL.search(attrs)
+            nodes[name] = (_dot_string(m.group(1)) if m else "", attrs)
+    edges = []
+    for src, dst, attrs in _EDGE.findall(dot):
+        if "style=invis" not in attrs:
+            m = _LABEL.search(attrs)
+            edges.append((src, dst, _dot_string(m.group(1)) if m else "", attrs))
+    return nodes, edges

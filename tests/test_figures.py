@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+from drawing_labels import read_graph
 from script_modules import load_script
 
 REPO = Path(__file__).resolve().parents[1]
@@ -40,9 +41,10 @@ def test_a_changed_drawing_is_reported_stale(tmp_path):
 @pytest.mark.parametrize("at_least_one", [False, True])
 @pytest.mark.parametrize("stop_after_first", [False, True])
 def test_the_structural_tag_drawing_follows_the_flags_and_the_trigger_automaton(at_least_one, stop_after_first):
-    """Chapter 07's drawing, read as text: the free-text states are the trigger's prefixes
-    with their fallbacks (after 'aa', another 'a' stays at 'aa'); the start arrow enters a
-    tag directly under at_least_one; stop_after_first leads a tag to a state of EOS only."""
+    """Chapter 07's drawing, read back as states and edges: the free-text states are the
+    trigger's prefixes with their fallbacks (after 'aa', another 'a' stays at 'aa'; the
+    edges back to free text are left to the legend); the start enters a tag directly
+    under at_least_one; stop_after_first leads a tag to a state of EOS only."""
     from minisglang.constrained.structural_tag import parse_structural_tag
     from minisglang.drawings.structural_tag import structural_tag_dot
 
@@ -50,14 +52,20 @@ def test_the_structural_tag_drawing_follows_the_flags_and_the_trigger_automaton(
                                 "triggers": ["aab"], "at_least_one": at_least_one,
                                 "stop_after_first": stop_after_first})
     dot = structural_tag_dot(tag, names=["f's parameters"])
+    nodes, edges = read_graph(dot)
+    label = {name: text for name, (text, _) in nodes.items()}
+    drawn = {(label[src], label[dst]): (text, attrs) for src, dst, text, attrs in edges}
     free_drawn = not (at_least_one and stop_after_first)
-    assert ('f2 [shape=doublecircle, label="\'aa\'"];' in dot) == free_drawn
+    assert ("'aa'" in label.values()) == free_drawn
+    assert ("each character without an edge goes back to free text" in dot) == free_drawn
     if free_drawn:
-        assert "f2 -> f2 [label=\"'a'\"];" in dot and "f2 -> t_0 [label=\"'b'\"];" in dot
-        assert "f1 -> f2 [label=\"'a'\"];" in dot and 'f1 -> f0 [label="other", style=dashed];' in dot
-    assert ("__start -> t_0" in dot) == at_least_one and ("__start -> f0;" in dot) == (not at_least_one)
-    assert ('done [shape=doublecircle, label="only EOS"];' in dot) == stop_after_first
-    after = "done" if stop_after_first else "f0"
-    assert "t_0 -> body_0 [label=\"'{'\", style=bold" in dot
-    assert f"body_0 -> {after} [label=\"'}}.'\", style=bold" in dot
-    assert "JSON value, f's parameters" in dot
+        assert drawn["'aa'", "'aa'"][0] == "'a'" and drawn["'aa'", "'aab'"][0] == "'b'"
+        assert drawn["'a'", "'aa'"][0] == "'a'" and ("'a'", "free text") not in drawn
+    assert (drawn.get(("", "start")) is not None) == at_least_one
+    assert (drawn.get(("start", "'aab'"), ("",))[0] == "'aab'") == at_least_one
+    assert (("", "free text") in drawn) == (not at_least_one)
+    assert ("only EOS" in label.values()) == stop_after_first
+    after = "only EOS" if stop_after_first else "free text"
+    body = "JSON value\nf's parameters"
+    assert drawn["'aab'", body][0] == "'{'" and "style=bold" in drawn["'aab'", body][1]
+    assert drawn[body, after][0] == "'}.'" and "style=bold" in drawn[body, after][1]
