@@ -55,7 +55,7 @@ from minisglang.checkout import PACKAGE_DIR, BEGIN, all_tasks, find_solution_reg
 REPO = PACKAGE_DIR.parent
 TESTS = REPO / "tests"
 LONG_ALARM = 60    # the grader's own per-test limit (grading.DEFAULT_TEST_TIMEOUT)
-SHORT_ALARM = 5    # a looping mutant stops here (caught if the reference ran that test in under 1 s, else rerun)
+SHORT_ALARM = 8    # a looping mutant stops here (caught if the reference ran that test in under 1.6 s, else rerun)
 SLOWER = 5         # a timed-out mutant is caught only if the reference ran that test 5x faster
 SETTLE = 10        # seconds a timed-out mutant's threads and child processes get to end
 

@@ -48,10 +48,19 @@ def schema_regex(schema) -> str:
 
 
 # ------------------------------------------------------------------ the semantics, directly
+def _bodies(spec: StructuralTag) -> list[re.Pattern]:
+    return _compiled_bodies(tuple(json.dumps(s.schema) for s in spec.structures))
+
+
+@functools.lru_cache(maxsize=None)
+def _compiled_bodies(schemas: tuple[str, ...]) -> list[re.Pattern]:
+    return [re.compile(_schema_regex(schema)) for schema in schemas]
+
+
 def reference_accepts(spec: StructuralTag, text: str) -> bool:
     """The module doc's semantics, written as a scan (no regex of the whole): free text up to
     the first trigger; there one of its begins, a body the schema's regex matches, the end."""
-    bodies = [re.compile(schema_regex(s.schema)) for s in spec.structures]
+    bodies = _bodies(spec)
 
     def free_from(pos: int, tags: int) -> bool:
         if spec.stop_after_first and tags:
@@ -424,29 +433,56 @@ def backend(name: str):
     return get_backend_class(name)(tok, len(tok.token_bytes))
 
 
-def backend_accepts(grammar, tok, text: str, refused: set[tuple[int, ...]] | None = None) -> bool:
-    """Through the matcher interface: the text's tokens are accepted and then EOS is allowed.
-    `refused` (optional) holds token prefixes a matcher of this grammar refused: a text that
-    starts with one is refused without a walk (no matcher accepts past a token it refused), and
-    a newly refused prefix is added. Exhaustive tests share one set per grammar: most of their
-    texts die on one of a few first tokens."""
-    tokens = tuple(tok.encode(text))
-    if refused is not None and any(tokens[:i] in refused for i in range(1, len(tokens) + 1)):
-        return False
-    m = grammar.copy()
-    for i, token in enumerate(tokens):
-        try:
-            m.accept_token(token)
-        except GrammarError:
-            if refused is not None:
-                refused.add(tokens[:i + 1])
-            return False
+def _ends_here(m, tok) -> bool:
+    """Whether the output may end after what matcher `m` has accepted: EOS is allowed."""
     if m.is_terminated():
         return True
     mask = m.allocate_vocab_mask(len(tok.token_bytes), 1)
     m.fill_vocab_mask(mask, 0)
     eos = tok.eos_token_id
     return bool(int(mask[0, eos // 32]) >> (eos % 32) & 1)
+
+
+def backend_accepts(grammar, tok, text: str) -> bool:
+    """Through the matcher interface: the text's tokens are accepted and then EOS is allowed."""
+    m = grammar.copy()
+    for token in tok.encode(text):
+        try:
+            m.accept_token(token)
+        except GrammarError:
+            return False
+    return _ends_here(m, tok)
+
+
+def backend_accepts_all(grammar, tok, texts) -> dict[str, bool]:
+    """`backend_accepts` for many texts at once, the same verdicts, walked by one matcher: the
+    texts' token sequences in sorted order, each after rolling back to the longest token prefix
+    it shares with the one before. A prefix the matcher refused refuses every text that starts
+    with it, without a walk; after a refusal the matcher is made again (a library's matcher may
+    be unusable after a token it refused)."""
+    verdicts = {}
+    m, walked, dead = grammar.copy(), [], None   # walked: the tokens m accepted; dead: a refused prefix
+    for tokens, text in sorted((tuple(tok.encode(text)), text) for text in texts):
+        if dead is not None and tokens[:len(dead)] == dead:
+            verdicts[text] = False
+            continue
+        dead = None
+        common = next((i for i, (a, b) in enumerate(zip(walked, tokens)) if a != b), min(len(walked), len(tokens)))
+        if len(walked) > common:
+            m.rollback(len(walked) - common)
+            del walked[common:]
+        for token in tokens[common:]:
+            try:
+                m.accept_token(token)
+            except GrammarError:
+                dead = (*walked, token)
+                m = grammar.copy()
+                for w in walked:
+                    m.accept_token(w)
+                break
+            walked.append(token)
+        verdicts[text] = dead is None and _ends_here(m, tok)
+    return verdicts
 
 
 @pytest.mark.parametrize("name", BACKENDS)
@@ -460,12 +496,9 @@ def test_every_backend_accepts_what_the_semantics_accept(name, structures, trigg
             backend(name).compile_structural_tag(spec)
         return
     grammar = backend(name).compile_structural_tag(spec)
-    refused: set[tuple[int, ...]] = set()
-    for n in range(min(longest, 6) + 1):
-        for chars in itertools.product(alphabet, repeat=n):
-            text = "".join(chars)
-            got = backend_accepts(grammar, bundled_tokenizer, text, refused)
-            assert got == reference_accepts(spec, text), (name, text)
+    texts = ["".join(chars) for n in range(min(longest, 6) + 1) for chars in itertools.product(alphabet, repeat=n)]
+    for text, got in backend_accepts_all(grammar, bundled_tokenizer, texts).items():
+        assert got == reference_accepts(spec, text), (name, text)
 
 
 CALLS = ['<tool_call>{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}</tool_call>',
