@@ -50,7 +50,8 @@ from pathlib import Path
 import pytest
 from hypothesis import Phase, settings
 
-from minisglang.checkout import PACKAGE_DIR, BEGIN, all_tasks, find_solution_regions
+from minisglang.checkout import BEGIN, PACKAGE_DIR, STUB, all_tasks, find_solution_regions, task_key
+from minisglang.grade_plugin import explain
 
 REPO = PACKAGE_DIR.parent
 TESTS = REPO / "tests"
@@ -115,6 +116,21 @@ class _Durations:
             self.seconds[report.nodeid] = report.duration
 
 
+class _Outcomes:
+    """A pytest plugin: the tests that passed, and each failure as the grader explains it
+    (grade_plugin.explain: its reason, and the tasks whose stubs it ran into)."""
+
+    def __init__(self):
+        self.passed: list[str] = []
+        self.failed: dict[str, dict] = {}
+
+    def pytest_runtest_logreport(self, report):
+        if report.failed:
+            self.failed.setdefault(report.nodeid, explain(report))
+        elif report.when == "call" and report.passed:
+            self.passed.append(report.nodeid)
+
+
 CATCHERS = _CatchersFirst()
 
 
@@ -159,25 +175,42 @@ def _find_code(code, name: str):
     return None
 
 
-def make_mutant(task: str, old: str, new: str):
-    """(the live function, its mutant code object) for a mutation of `task`'s region."""
-    hits = []
+def _regions(task: str):
+    """(path, the file's lines, begin, end, indent, dedented body) of each region of `task`."""
     for path in all_tasks()[task]:
         text = path.read_text(encoding="utf-8")
         lines = text.splitlines(keepends=True)
         for t, begin, end in find_solution_regions(text):
-            if t != task:
-                continue
-            indent = BEGIN.match(lines[begin].rstrip("\n"))["indent"]
-            body = textwrap.dedent("".join(lines[begin + 1:end]))
-            if body.count(old) == 1:
-                hits.append((path, lines, begin, end, indent, body))
-            elif body.count(old) > 1:
-                raise ValueError(f"{old!r} occurs more than once in {task}'s region")
+            if t == task:
+                indent = BEGIN.match(lines[begin].rstrip("\n"))["indent"]
+                yield path, lines, begin, end, indent, textwrap.dedent("".join(lines[begin + 1:end]))
+
+
+def make_mutant(task: str, old: str, new: str):
+    """(the live function, its mutant code object) for a mutation of `task`'s region."""
+    hits = []
+    for path, lines, begin, end, indent, body in _regions(task):
+        if body.count(old) == 1:
+            hits.append((path, lines, begin, end, indent, body))
+        elif body.count(old) > 1:
+            raise ValueError(f"{old!r} occurs more than once in {task}'s region")
     if len(hits) != 1:
         raise ValueError(f"{old!r} occurs in {len(hits)} regions of {task}, not exactly one")
     path, lines, begin, end, indent, body = hits[0]
-    mutated = textwrap.indent(body.replace(old, new), indent, lambda ln: ln.strip() != "")
+    return _region_with_body(path, lines, begin, end, indent, body.replace(old, new))
+
+
+def blank_task(task: str) -> list[tuple]:
+    """(live function, code object) pairs that make every region of `task` the student
+    checkout's stub (`raise NotImplementedError("taskN_M: write this")`), as
+    `checkout.blank_solutions` writes it into a copy's files."""
+    return [_region_with_body(path, lines, begin, end, indent, STUB.format(task=task) + "\n")
+            for path, lines, begin, end, indent, _ in _regions(task)]
+
+
+def _region_with_body(path: Path, lines: list[str], begin: int, end: int, indent: str, body: str):
+    """(the live function around the region lines[begin:end], its code with `body` there)."""
+    mutated = textwrap.indent(body, indent, lambda ln: ln.strip() != "")
     new_lines = lines[:begin + 1] + mutated.splitlines(keepends=True) + lines[end:]
     tree = ast.parse("".join(lines))
     classes, node = _enclosing_function(tree, begin + 1)
@@ -215,14 +248,14 @@ def _test_files(tasks: set[str]) -> list[str]:
 
 
 def run_tests(tasks: set[str], alarm: int, stop_at_first: bool = True,
-              durations: _Durations | None = None) -> tuple[int, str | None]:
+              durations: _Durations | None = None, outcomes: _Outcomes | None = None) -> tuple[int, str | None]:
     """pytest's exit status on the tasks' tests, and the test that ran past `alarm` s, if one did."""
     args = [*_test_files(tasks), "-q", "--no-header", "-p", "no:cacheprovider", "-m", " or ".join(sorted(tasks)),
             "--hypothesis-profile=mutants", "-p", "no:randomly", "-o", "addopts=--strict-markers"]
     if stop_at_first:
         args.append("-x")
     timer = _Alarm(alarm)
-    plugins = [timer, CATCHERS] + ([durations] if durations is not None else [])
+    plugins = [timer, CATCHERS] + [p for p in (durations, outcomes) if p is not None]
     code = pytest.main(args, plugins=plugins)
     _clear_caches()
     return int(code), timer.fired
@@ -317,8 +350,6 @@ def run_all(mutations: list[dict], timeout: float = 900) -> tuple[dict, list[boo
     """Run every mutant, in as many fresh processes as timeouts need; (results, whether the
     reference passed at the end of each process that got there). A mutant stopped by the short
     alarm on a test the reference does not run SLOWER times faster is run again with the long one."""
-    import subprocess
-
     results, references, seconds = {}, [], {}
     tasks = sorted({m["task"] for m in mutations})
     for alarm in (SHORT_ALARM, LONG_ALARM):
@@ -326,16 +357,7 @@ def run_all(mutations: list[dict], timeout: float = 900) -> tuple[dict, list[boo
         if not todo and alarm == LONG_ALARM:
             break
         while True:
-            # Started with -c, not as a script: s3's compile workers (forkserver) re-import the
-            # main script, and this one, imported there, broke them.
-            code = f"import sys; sys.path.insert(0, {str(TESTS)!r}); import mutants; sys.exit(mutants.main())"
-            job = {"tasks": tasks, "mutations": todo, "alarm": alarm}
-            # A mutant swaps a function's code object: the pure build's (a compiled function has none).
-            proc = subprocess.run([sys.executable, "-c", code], input=json.dumps(job), capture_output=True, text=True,
-                                  timeout=timeout, cwd=REPO, env=dict(os.environ, MINISGLANG_PURE="1"))
-            if proc.returncode != 0:
-                raise RuntimeError(f"the mutant runner failed:\n{proc.stderr[-3000:]}")
-            out = json.loads(proc.stdout)
+            out = _in_a_fresh_process("main", {"tasks": tasks, "mutations": todo, "alarm": alarm}, timeout)
             results.update(out["results"])
             seconds.update(out["reference_seconds"])
             if out["reference_passes"] is not None:
@@ -350,6 +372,58 @@ def run_all(mutations: list[dict], timeout: float = 900) -> tuple[dict, list[boo
             if r["alarm"] == SHORT_ALARM and _slow_on_the_reference(r, seconds):
                 del results[id_]
     return results, references
+
+
+def page_order_main() -> int:
+    """Input: {"tasks": a stage's tasks in page order}. Output: {task: {"passed": [nodeid],
+    "failed": {nodeid: grade_plugin.explain's dict}, "timed_out": nodeid or null}}: each task's
+    tests run with every later task blank (the stage's later ones and every later stage's), as
+    a student who did the tasks in page order grades them (`checkout.blank_solutions` writes the
+    same stubs into a copy's files; here they are swapped in as code objects, as mutants are)."""
+    tasks = json.load(sys.stdin)["tasks"]
+    settings.register_profile("mutants", database=None, derandomize=True, deadline=None,
+                              phases=[Phase.explicit, Phase.generate])
+    later_stages = [t for t in all_tasks() if task_key(t)[0] > task_key(tasks[0])[0]]
+    results = {}
+    real_stdout = sys.stdout
+    sys.stdout = sys.stderr   # pytest's report goes to stderr; stdout carries the JSON
+    try:
+        for i, task in enumerate(tasks):
+            swaps = [pair for later in [*tasks[i + 1:], *later_stages] for pair in blank_task(later)]
+            originals = [(func, func.__code__) for func, _ in swaps]
+            outcomes = _Outcomes()
+            try:
+                for func, code in swaps:
+                    func.__code__ = code
+                _, timed_out = run_tests({task}, LONG_ALARM, stop_at_first=False, outcomes=outcomes)
+            finally:
+                for func, code in reversed(originals):
+                    func.__code__ = code
+            results[task] = {"passed": outcomes.passed, "failed": outcomes.failed, "timed_out": timed_out}
+    finally:
+        sys.stdout = real_stdout
+    print(json.dumps(results))
+    return 0
+
+
+def run_page_order(tasks: list[str], timeout: float = 900) -> dict:
+    """`page_order_main` for one stage's tasks (in page order), in a fresh process."""
+    return _in_a_fresh_process("page_order_main", {"tasks": tasks}, timeout)
+
+
+def _in_a_fresh_process(entry: str, job: dict, timeout: float) -> dict:
+    """Run `mutants.<entry>()` in a new interpreter with `job` on its stdin; its JSON output."""
+    import subprocess
+
+    # Started with -c, not as a script: s3's compile workers (forkserver) re-import the main
+    # script, and this one, imported there, broke them.
+    code = f"import sys; sys.path.insert(0, {str(TESTS)!r}); import mutants; sys.exit(mutants.{entry}())"
+    # A mutant swaps a function's code object: the pure build's (a compiled function has none).
+    proc = subprocess.run([sys.executable, "-c", code], input=json.dumps(job), capture_output=True, text=True,
+                          timeout=timeout, cwd=REPO, env=dict(os.environ, MINISGLANG_PURE="1"))
+    if proc.returncode != 0:
+        raise RuntimeError(f"the mutant runner failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout)
 
 
 if __name__ == "__main__":

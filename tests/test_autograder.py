@@ -403,26 +403,28 @@ def test_a_failure_that_ran_into_another_tasks_stub_says_which_task_it_needs():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("stage", [tag.split("-")[0] for tag in STAGES_WITH_TASKS])
-def test_tasks_done_in_page_order_pass_or_name_the_later_task_they_need(stage, tmp_path):
+def test_tasks_done_in_page_order_pass_or_name_the_later_task_they_need(stage):
     """Every page says: make task N_1 pass, grade, then the next. So with a task and the ones
-    before it written (the reference) and the stage's later ones blank, its tests pass, or
-    each failure names the later task it runs (the grader's "needs"). Task 5_1's page
-    promises more: it grades alone (its tests run the eager automaton, not 5_3's, and
-    building the fsm backend must not compile arrays, 5_2)."""
+    before it written (the reference) and the stage's later ones blank (and every later
+    stage's), its tests pass, or each failure names the later task it runs (the grader's
+    "needs", from the plugin's own `explain`). Task 5_1's page promises more: it grades alone
+    (its tests run the eager automaton, not 5_3's, and building the fsm backend must not
+    compile arrays, 5_2). The stubs are swapped in as code objects in one process per stage
+    (tests/mutants.py); that a copy's files hold those very stubs, and that the grader reads
+    them, is test_every_task_fails_on_blank_stubs's."""
     tasks = sorted(all_tasks(stage), key=task_key)
+    results = mutants.run_page_order(tasks)
     for i, task in enumerate(tasks):
-        copy = tmp_path / task
-        out = checkout(stage, copy)
         blank = set(tasks[i + 1:]) | {t for t in all_tasks() if task_key(t)[0] > int(stage[1:])}
-        for path in out.rglob("*.py"):
-            path.write_text(blank_solutions(path.read_text(encoding="utf-8"), blank), encoding="utf-8")
-        report = run_task_tests(stage, impl=copy, only=[task])
-        result = report.tasks[task]
-        assert result.passed, format_report(report)
+        result = results[task]
+        failures = "\n".join(f"  {test}: {f['reason']} (stubs it ran: {f['blank']})" for test, f in result["failed"].items())
+        assert result["timed_out"] is None, f"{task} with {sorted(blank)} blank: {result['timed_out']} timed out"
+        assert result["passed"], f"{task} with {sorted(blank)} blank: no test passes\n{failures}"
         if task == "task5_1":
-            assert result.ok, format_report(report)
-        for f in result.failed:
-            assert f.blank and {f"task{b}" for b in f.blank} <= blank, format_report(report)
+            assert not result["failed"], f"task5_1 must grade alone, with 5_2 and 5_3 blank:\n{failures}"
+        for test, f in result["failed"].items():
+            assert f["blank"] and {f"task{b}" for b in f["blank"]} <= blank, (
+                f"{task} with {sorted(blank)} blank: {test} fails without naming a later task it runs:\n{failures}")
 
 
 @pytest.mark.skipif(importlib.util.find_spec("pytest_timeout") is None, reason="needs pytest-timeout")
