@@ -606,7 +606,35 @@ def test_trimming_the_grammar_cache_gives_freed_memory_back(bundled_model_path, 
         assert calls == [] and len(backend.cache) == 2
         backend.max_bytes, backend._trimmed = 1, float("-inf")
         backend.trim()
-        assert calls == [1] and len(backend.cache) < 2
+        assert calls == [1] and len(backend.cache) == 1
+    finally:
+        backend.shutdown()
+
+
+def test_trim_evicts_one_grammar_over_the_byte_bound_per_call(bundled_model_path):
+    """Freeing a big lazy grammar holds the GIL for its whole run of deallocations, so
+    evictions for bytes are spread, one per call (trim runs once a second); the bound on the
+    number of entries is kept at once. Least recently used first."""
+    from minisglang.backends.fsm_backend import FSMBackend
+    from minisglang.tokenizer import Tokenizer
+
+    tok = Tokenizer.from_pretrained(bundled_model_path)
+    backend = FSMBackend(tok, tok.vocab_size, max_bytes=1 << 40)
+    regexes = ["a[0-9]{3}", "b[a-z]+", "c(d|e)*", "[0-9]{2}x"]
+    try:
+        for regex in regexes:
+            future, ready = backend.get_cached_or_future_value("regex", regex)
+            assert ready or future.result(60)
+        backend.max_bytes = 1
+        for left in (3, 2, 1, 0):
+            backend._trimmed = float("-inf")
+            backend.trim()
+            assert [text for _, text in backend.cache] == regexes[len(regexes) - left:], backend.cache.keys()
+        backend.max_bytes, backend.max_entries = 1 << 40, 2
+        for regex in regexes:
+            future, ready = backend.get_cached_or_future_value("regex", regex)
+            assert ready or future.result(60)
+        assert len(backend.cache) == 2, "the entry bound is kept at once"
     finally:
         backend.shutdown()
 

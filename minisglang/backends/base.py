@@ -577,20 +577,26 @@ class BaseGrammarBackend:
             give_back_free_memory()
 
     def _evict_lru(self, new: tuple[tuple[str, str], int] | None = None) -> None:
-        """Drop least recently used finished grammars beyond `max_entries` or `max_bytes`
-        (lock held); a compile in progress stays, requests wait on it. `new`: (key, bytes)
-        of a grammar just compiled, counted though its future is not done yet."""
+        """Drop least recently used finished grammars beyond `max_entries`, and at most one
+        beyond `max_bytes` (lock held); a compile in progress stays, requests wait on it.
+        `new`: (key, bytes) of a grammar just compiled, counted though its future is not
+        done yet. One for bytes: a big lazy grammar is freed in one run of deallocations that
+        holds the GIL (about 0.5 ms per MB, measured), so several at once would stall the
+        scheduler thread for their sum; `trim` evicts the next one a second later."""
         size = {key: f.result().nbytes() for key, f in self.cache.items() if f.done() and not f.cancelled()}
         if new is not None and new[0] in self.cache:
             size[new[0]] = new[1]
         total = sum(size.values())
+        evicted_for_bytes = False
         for key in list(self.cache):
-            over_bytes = self.max_bytes is not None and total > self.max_bytes
-            if len(self.cache) <= self.max_entries and not over_bytes:
+            over_entries = len(self.cache) > self.max_entries
+            over_bytes = self.max_bytes is not None and total > self.max_bytes and not evicted_for_bytes
+            if not over_entries and not over_bytes:
                 return
             if key in size and self.cache[key].done():
                 del self.cache[key]
                 total -= size[key]
+                evicted_for_bytes |= not over_entries
 
     def _forget_job(self, future: Future) -> None:
         with self.lock:
