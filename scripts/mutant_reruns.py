@@ -84,9 +84,12 @@ def measure(reruns: int, only: str | None, out: Path, explicit_only: bool = Fals
                 bar.update(len(todo))
 
 
-def report(out: Path) -> str:
-    """Per mutation: caught k/N, the rows its failures land in, the seeds of its misses."""
+def report(out: Path, explicit: Path | None = None) -> str:
+    """Per mutation: caught k/N, the rows its failures land in, the seeds of its misses, and
+    (from `explicit`, an --explicit-only run's file) the fixed input that caught it there."""
     records = load(out)
+    fixed = {id_: r["failed"] if r["caught"] else "NOT CAUGHT"
+             for rec in (load(explicit) if explicit else []) for id_, r in rec["results"].items()}
     caught: dict[str, list[bool]] = defaultdict(list)
     rows: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     misses: dict[str, list[int]] = defaultdict(list)
@@ -103,18 +106,24 @@ def report(out: Path) -> str:
             else:
                 misses[id_].append(rec["seed"])
     order = [f"{t}: {w}" for t, w, _, _ in MUTATIONS]
-    lines = ["| mutation | caught | row | seeds of the misses |", "|---|---|---|---|"]
+    lines = ["| mutation | caught | row | seeds of the misses |" + (" caught with explicit examples only by |" if fixed else ""),
+             "|---|---|---|---|" + ("---|" if fixed else "")]
     for id_ in sorted(caught, key=lambda i: order.index(i) if i in order else len(order)):
         k, n = sum(caught[id_]), len(caught[id_])
         where = "; ".join(f"{row} ({c})" if len(rows[id_]) > 1 else row for row, c in rows[id_].items()) or "-"
-        lines.append(f"| {id_.replace('|', '/')} | {k}/{n} | {where} | "
-                     f"{', '.join(map(str, misses[id_])) or '-'} |")
+        lines.append(f"| {id_.replace('|', '/')} | {k}/{n} | {where} | {', '.join(map(str, misses[id_])) or '-'} |"
+                     + (f" {_short(fixed.get(id_, '-'))} |" if fixed else ""))
     full = sum(all(v) for v in caught.values())
     lines.append(f"\n{full} of {len(caught)} mutations caught in every rerun; "
                  f"{sum(len(v) for v in caught.values())} mutant runs in all.")
     if bad_reference:
         lines.append(f"The reference failed after the mutants in (rerun, stage, seed): {bad_reference}")
     return "\n".join(lines)
+
+
+def _short(nodeid: str) -> str:
+    """tests/test_x.py::test_y[case] as `test_x::test_y[case]`, pipes escaped for a table."""
+    return "`" + nodeid.removeprefix("tests/").replace(".py::", "::").replace("|", "\\|") + "`"
 
 
 def replay(only: str, seed: int) -> None:
@@ -129,6 +138,8 @@ def main() -> None:
     parser.add_argument("--only", metavar="REGEX", help="only the mutations whose id ('task3_1: what') matches")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"results file (default {DEFAULT_OUT})")
     parser.add_argument("--report", action="store_true", help="print the table of what --out holds")
+    parser.add_argument("--explicit", type=Path, metavar="FILE",
+                        help="with --report: an --explicit-only run's file, for a column of the tests that caught each")
     parser.add_argument("--replay", metavar="REGEX", help="run the matching mutations once with --seed")
     parser.add_argument("--seed", type=int, help="hypothesis's seed, for --replay")
     parser.add_argument("--explicit-only", action="store_true",
@@ -139,7 +150,7 @@ def main() -> None:
             parser.error("--replay needs --seed (a miss's seed, from --report)")
         replay(args.replay, args.seed)
     elif args.report:
-        print(report(args.out))
+        print(report(args.out, args.explicit))
     else:
         measure(args.reruns, args.only, args.out, args.explicit_only)
         print(report(args.out))
