@@ -304,12 +304,19 @@ def _slow_on_the_reference(result: dict, seconds: dict[str, float]) -> bool:
     return test is not None and not seconds.get(test, SHORT_ALARM) * SLOWER < SHORT_ALARM
 
 
+def profile(seed: int | None, explicit_only: bool) -> settings:
+    """Hypothesis's settings for the mutants' runs (the "mutants" profile)."""
+    # No example database: a failure one mutant found must not be replayed against the next.
+    # Derandomized unless a seed is given (run_tests passes it). Explicit only: a property
+    # test without an `@example` runs no example at all (hypothesis skips it).
+    return settings(database=None, derandomize=seed is None, deadline=None,
+                    phases=[Phase.explicit] if explicit_only else [Phase.explicit, Phase.generate])
+
+
 def main() -> int:
     job = json.load(sys.stdin)
     mutations, alarm, seed = job["mutations"], int(job.get("alarm", SHORT_ALARM)), job.get("seed")
-    # No example database: a failure one mutant found must not be replayed against the next.
-    settings.register_profile("mutants", database=None, derandomize=seed is None, deadline=None,
-                              phases=[Phase.explicit] if job.get("explicit_only") else [Phase.explicit, Phase.generate])
+    settings.register_profile("mutants", profile(seed, bool(job.get("explicit_only"))))
     results, reference, durations = {}, None, _Durations()
     threads_before = set(threading.enumerate())
     real_stdout = sys.stdout

@@ -3,7 +3,11 @@ in every grading run": a killed measurement resumes where it stopped, each rerun
 records its own hypothesis seed, and the report counts the catches and names each miss's seed
 (the mutants themselves are not run here: tests/test_autograder.py runs them)."""
 import json
+import unittest
 
+import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 from script_modules import REPO, load_script
 
 mutant_reruns = load_script(REPO / "scripts" / "mutant_reruns.py")
@@ -37,3 +41,27 @@ def test_a_measurement_resumes_and_the_report_names_the_seed_of_each_miss(tmp_pa
     assert f"| {ids[0]} | 1/2 | task2_1 | {seeds[1]} |" in table, table
     assert f"| {ids[1]} | 2/2 | task2_1 | - |" in table, table
     assert f"{len(ids) - 1} of {len(ids)} mutations caught in every rerun" in table, table
+
+
+def test_with_generated_examples_off_a_property_test_runs_only_its_explicit_examples():
+    """What test_every_plausible_mistake_fails_its_tasks_tests rests on: under the mutants'
+    explicit-only profile no generated example runs (a property test without one is skipped),
+    so a mutant caught there is caught by a fixed input, whatever seed a grading run draws."""
+    seen = []
+
+    @mutant_reruns.mutants.profile(None, explicit_only=True)
+    @example(7)
+    @given(st.integers())
+    def with_an_example(x):
+        seen.append(x)
+
+    @mutant_reruns.mutants.profile(None, explicit_only=True)
+    @given(st.integers())
+    def without(x):
+        seen.append(x)
+
+    with_an_example()
+    assert seen == [7], f"only the explicit example runs: {seen}"
+    with pytest.raises(unittest.SkipTest, match="no test cases"):
+        without()
+    assert seen == [7], f"no generated example runs: {seen}"
