@@ -3,10 +3,18 @@
     python -c "import sys; sys.path.insert(0, 'tests'); import mutants; mutants.main()" < job.json
 
 Input: {"tasks": [the tasks whose tests the reference run covers], "mutations": [{"id",
-"task", "old", "new"}, ...], "alarm": seconds a test may run (optional, SHORT_ALARM)}; a mutation
+"task", "old", "new"}, ...], "alarm": seconds a test may run (optional, SHORT_ALARM), "seed":
+hypothesis's seed (optional); without a seed, hypothesis is derandomized (each test's examples
+follow from its name, the same in every run); with one, every property test draws its examples
+from that seed, as `minisglang grade` draws them from a random one (scripts/mutant_reruns.py
+reruns the mutants with fresh seeds, and a miss replays with its seed), "explicit_only": true
+to run only the property tests' explicit `@example`s (no generated example: a mutant caught so
+is caught by every seed; optional, false)}. A mutation
 replaces the text `old` by `new` in the task's solution region (the region's body dedented, as
 `minisglang solutions` prints it; `old` must occur exactly once among the task's regions).
-Output: {"results": {id: {"caught": bool, "detail": str, "timed_out": nodeid or null, "alarm": s}},
+Output: {"results": {id: {"caught": bool, "detail": str, "timed_out": nodeid or null, "alarm": s,
+"failed": the first failing test's nodeid or null, "raised_in": the task ("3_3") whose solution
+region raised its error, or null (the grader moves such a failure to that task's row)}},
 "reference_passes": bool or null, "reference_seconds": {nodeid: seconds of its call}}; caught
 means the task's tests failed (or timed out) on the mutant. A mutant that timed out and left
 threads or worker processes behind stops the run: the mutants not in "results" must be run
@@ -51,7 +59,7 @@ import pytest
 from hypothesis import Phase, settings
 
 from minisglang.checkout import BEGIN, PACKAGE_DIR, STUB, all_tasks, find_solution_regions, task_key
-from minisglang.grade_plugin import explain
+from minisglang.grade_plugin import explain, raised_in
 
 REPO = PACKAGE_DIR.parent
 TESTS = REPO / "tests"
@@ -114,6 +122,20 @@ class _Durations:
     def pytest_runtest_logreport(self, report):
         if report.when == "call":
             self.seconds[report.nodeid] = report.duration
+
+
+class _FirstFailure:
+    """A pytest plugin: the first failing test, and the task whose solution region raised its
+    error (grade_plugin.raised_in, the grader's own attribution)."""
+
+    def __init__(self):
+        self.test: str | None = None
+        self.raised_in: str | None = None
+
+    def pytest_exception_interact(self, node, call, report):
+        if self.test is None and report.failed:
+            self.test = report.nodeid
+            self.raised_in = raised_in(call.excinfo.value) if call.excinfo is not None else None
 
 
 class _Outcomes:
@@ -247,15 +269,19 @@ def _test_files(tasks: set[str]) -> list[str]:
             if any(re.search(rf"pytest\.mark\.{t}\b", f.read_text(encoding="utf-8")) for t in tasks)]
 
 
-def run_tests(tasks: set[str], alarm: int, stop_at_first: bool = True,
-              durations: _Durations | None = None, outcomes: _Outcomes | None = None) -> tuple[int, str | None]:
-    """pytest's exit status on the tasks' tests, and the test that ran past `alarm` s, if one did."""
+def run_tests(tasks: set[str], alarm: int, stop_at_first: bool = True, durations: _Durations | None = None,
+              seed: int | None = None, first: _FirstFailure | None = None,
+              outcomes: _Outcomes | None = None) -> tuple[int, str | None]:
+    """pytest's exit status on the tasks' tests, and the test that ran past `alarm` s, if one did.
+    `seed`: hypothesis's (the "mutants" profile must then not be derandomized)."""
     args = [*_test_files(tasks), "-q", "--no-header", "-p", "no:cacheprovider", "-m", " or ".join(sorted(tasks)),
             "--hypothesis-profile=mutants", "-p", "no:randomly", "-o", "addopts=--strict-markers"]
+    if seed is not None:
+        args.append(f"--hypothesis-seed={seed}")
     if stop_at_first:
         args.append("-x")
     timer = _Alarm(alarm)
-    plugins = [timer, CATCHERS] + [p for p in (durations, outcomes) if p is not None]
+    plugins = [timer, CATCHERS] + [p for p in (durations, first, outcomes) if p is not None]
     code = pytest.main(args, plugins=plugins)
     _clear_caches()
     return int(code), timer.fired
@@ -286,20 +312,23 @@ def _settled(threads_before: set[threading.Thread]) -> bool:
     return False
 
 
-def _run_mutant(m: dict, alarm: int) -> dict:
+def _run_mutant(m: dict, alarm: int, seed: int | None = None) -> dict:
     """Apply one mutation, run its task's tests, undo it: its entry of "results"."""
     try:
         func, code = make_mutant(m["task"], m["old"], m["new"])
     except (ValueError, KeyError) as e:
-        return {"caught": False, "detail": f"does not apply: {e}", "timed_out": None, "alarm": alarm}
+        return {"caught": False, "detail": f"does not apply: {e}", "timed_out": None, "alarm": alarm,
+                "failed": None, "raised_in": None}
     original = func.__code__
     func.__code__ = code
+    first = _FirstFailure()
     try:
-        status, timed_out = run_tests({m["task"]}, alarm)
+        status, timed_out = run_tests({m["task"]}, alarm, seed=seed, first=first)
     finally:
         func.__code__ = original
     detail = f"pytest exit status {status}" + (f" (timed out after {alarm} s in {timed_out})" if timed_out else "")
-    return {"caught": status == 1, "timed_out": timed_out, "alarm": alarm, "detail": detail}
+    return {"caught": status == 1, "timed_out": timed_out, "alarm": alarm, "detail": detail,
+            "failed": first.test, "raised_in": first.raised_in}
 
 
 def _slow_on_the_reference(result: dict, seconds: dict[str, float]) -> bool:
@@ -308,12 +337,19 @@ def _slow_on_the_reference(result: dict, seconds: dict[str, float]) -> bool:
     return test is not None and not seconds.get(test, SHORT_ALARM) * SLOWER < SHORT_ALARM
 
 
+def profile(seed: int | None, explicit_only: bool) -> settings:
+    """Hypothesis's settings for the mutants' runs (the "mutants" profile)."""
+    # No example database: a failure one mutant found must not be replayed against the next.
+    # Derandomized unless a seed is given (run_tests passes it). Explicit only: a property
+    # test without an `@example` runs no example at all (hypothesis skips it).
+    return settings(database=None, derandomize=seed is None, deadline=None,
+                    phases=[Phase.explicit] if explicit_only else [Phase.explicit, Phase.generate])
+
+
 def main() -> int:
     job = json.load(sys.stdin)
-    mutations, alarm = job["mutations"], int(job.get("alarm", SHORT_ALARM))
-    # No example database: a failure one mutant found must not be replayed against the next.
-    settings.register_profile("mutants", database=None, derandomize=True, deadline=None,
-                              phases=[Phase.explicit, Phase.generate])
+    mutations, alarm, seed = job["mutations"], int(job.get("alarm", SHORT_ALARM)), job.get("seed")
+    settings.register_profile("mutants", profile(seed, bool(job.get("explicit_only"))))
     results, reference, durations = {}, None, _Durations()
     threads_before = set(threading.enumerate())
     real_stdout = sys.stdout
@@ -321,24 +357,25 @@ def main() -> int:
     try:
         unsettled = False
         for m in mutations:
-            results[m["id"]] = _run_mutant(m, alarm)
+            results[m["id"]] = _run_mutant(m, alarm, seed)
             if results[m["id"]]["timed_out"] and not _settled(threads_before):
                 unsettled = True
                 break
         if not unsettled:
-            status, timed_out = run_tests(set(job["tasks"]), LONG_ALARM, stop_at_first=False, durations=durations)
+            status, timed_out = run_tests(set(job["tasks"]), LONG_ALARM, stop_at_first=False, durations=durations,
+                                          seed=seed)
             reference = status == 0 and not timed_out
             again = [m for m in mutations if alarm < LONG_ALARM and m["id"] in results
                      and _slow_on_the_reference(results[m["id"]], durations.seconds)]
             for m in again:   # the long alarm, then the reference once more
                 del results[m["id"]]
-                results[m["id"]] = _run_mutant(m, LONG_ALARM)
+                results[m["id"]] = _run_mutant(m, LONG_ALARM, seed)
                 if results[m["id"]]["timed_out"] and not _settled(threads_before):
                     reference = None
                     break
             else:
                 if again:
-                    status, timed_out = run_tests(set(job["tasks"]), LONG_ALARM, stop_at_first=False)
+                    status, timed_out = run_tests(set(job["tasks"]), LONG_ALARM, stop_at_first=False, seed=seed)
                     reference = reference and status == 0 and not timed_out
     finally:
         sys.stdout = real_stdout
@@ -346,10 +383,13 @@ def main() -> int:
     return 0
 
 
-def run_all(mutations: list[dict], timeout: float = 900) -> tuple[dict, list[bool]]:
+def run_all(mutations: list[dict], timeout: float = 900, seed: int | None = None,
+            explicit_only: bool = False) -> tuple[dict, list[bool]]:
     """Run every mutant, in as many fresh processes as timeouts need; (results, whether the
     reference passed at the end of each process that got there). A mutant stopped by the short
-    alarm on a test the reference does not run SLOWER times faster is run again with the long one."""
+    alarm on a test the reference does not run SLOWER times faster is run again with the long one.
+    `seed`: hypothesis's seed for every process (None: derandomized); `explicit_only`: no generated
+    examples, only the tests' explicit ones."""
     results, references, seconds = {}, [], {}
     tasks = sorted({m["task"] for m in mutations})
     for alarm in (SHORT_ALARM, LONG_ALARM):
@@ -357,7 +397,8 @@ def run_all(mutations: list[dict], timeout: float = 900) -> tuple[dict, list[boo
         if not todo and alarm == LONG_ALARM:
             break
         while True:
-            out = _in_a_fresh_process("main", {"tasks": tasks, "mutations": todo, "alarm": alarm}, timeout)
+            job = {"tasks": tasks, "mutations": todo, "alarm": alarm, "seed": seed, "explicit_only": explicit_only}
+            out = _in_a_fresh_process("main", job, timeout)
             results.update(out["results"])
             seconds.update(out["reference_seconds"])
             if out["reference_passes"] is not None:
@@ -381,8 +422,7 @@ def page_order_main() -> int:
     a student who did the tasks in page order grades them (`checkout.blank_solutions` writes the
     same stubs into a copy's files; here they are swapped in as code objects, as mutants are)."""
     tasks = json.load(sys.stdin)["tasks"]
-    settings.register_profile("mutants", database=None, derandomize=True, deadline=None,
-                              phases=[Phase.explicit, Phase.generate])
+    settings.register_profile("mutants", profile(None, explicit_only=False))
     later_stages = [t for t in all_tasks() if task_key(t)[0] > task_key(tasks[0])[0]]
     results = {}
     real_stdout = sys.stdout
