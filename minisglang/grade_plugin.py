@@ -11,7 +11,7 @@ error's traceback, if any);
 $MINISGLANG_GRADE_TRACE set (the reference only: `minisglang prerequisites`), {"event": "ran",
 "tasks"} at the end: every task whose solution region ran a line during the session.
 
-The standard library and pytest only, and no import of minisglang: the grader copies this file next to
+Standard library only, and no import of minisglang: the grader copies this file next to
 the run and loads it by its own name, so the plugin is always the grader's own, never the
 (possibly broken) copy inside the student's package.
 """
@@ -25,8 +25,6 @@ import signal
 import threading
 import time
 from pathlib import Path
-
-import pytest
 
 EVENTS_ENV = "MINISGLANG_GRADE_EVENTS"
 SKIP_ENV = "MINISGLANG_GRADE_SKIP"     # JSON list of test ids a restarted run leaves out
@@ -76,6 +74,8 @@ def pytest_collectreport(report):
 def pytest_configure(config):
     if os.environ.get(TRACE_ENV):
         _start_tracing()
+    if config.pluginmanager.hasplugin("timeout"):
+        config.pluginmanager.register(_Alarm(), "minisglang-grade-alarm")
     try:
         _stacks["timeout"] = float(config.getoption("timeout") or 0) or None
     except (ValueError, TypeError):   # no pytest-timeout: no limit, no dump
@@ -91,24 +91,26 @@ class TestTimedOut(BaseException):
     __test__ = False   # not a test class, despite its name
 
 
-@pytest.hookimpl(optionalhook=True)
-def pytest_timeout_set_timer(item, settings):
+class _Alarm:
     """pytest-timeout's alarm, raising TestTimedOut (its "signal" method only: the alarm
-    interrupts the main thread; pytest-timeout keeps its thread method, and cancels either)."""
-    if settings.method != "signal" or threading.current_thread() is not threading.main_thread():
-        return None
+    interrupts the main thread; pytest-timeout keeps its thread method, and cancels either).
+    Registered by pytest_configure where pytest-timeout runs (its hook exists only then)."""
 
-    def stop(signum, frame):
-        raise TestTimedOut(f"Timeout >{settings.timeout:g}s (pytest-timeout, the grader's limit)")
+    def pytest_timeout_set_timer(self, item, settings):
+        if settings.method != "signal" or threading.current_thread() is not threading.main_thread():
+            return None
 
-    def cancel():
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+        def stop(signum, frame):
+            raise TestTimedOut(f"Timeout >{settings.timeout:g}s (pytest-timeout, the grader's limit)")
 
-    item.cancel_timeout = cancel
-    signal.signal(signal.SIGALRM, stop)
-    signal.setitimer(signal.ITIMER_REAL, settings.timeout)
-    return True
+        def cancel():
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, signal.SIG_DFL)
+
+        item.cancel_timeout = cancel
+        signal.signal(signal.SIGALRM, stop)
+        signal.setitimer(signal.ITIMER_REAL, settings.timeout)
+        return True
 
 
 def pytest_runtest_logstart(nodeid, location):
