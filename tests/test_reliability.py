@@ -13,6 +13,7 @@ import json
 import math
 import random
 import re
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -588,8 +589,8 @@ def test_no_leak_after_1000_mixed_requests(monkeypatch, stage, count):
 
 def test_trimming_the_grammar_cache_gives_freed_memory_back(bundled_model_path, monkeypatch):
     """An eviction by `trim` returns the C heap's free pages (malloc_trim): the server's RSS
-    stayed at its peak after hostile grammars were evicted (issue 30). Nothing evicted:
-    nothing to give back."""
+    stayed at its peak after hostile grammars were evicted (issue 30). Nothing evicted: only
+    every GIVE_BACK_EVERY seconds."""
     import minisglang.backends.base as base
     from minisglang.backends.fsm_backend import FSMBackend
     from minisglang.tokenizer import Tokenizer
@@ -602,11 +603,17 @@ def test_trimming_the_grammar_cache_gives_freed_memory_back(bundled_model_path, 
         for regex in ("a[0-9]{3}", "b[a-z]+"):
             future, ready = backend.get_cached_or_future_value("regex", regex)
             assert ready or future.result(60)
+        backend._given_back = time.monotonic()
         backend.trim()
         assert calls == [] and len(backend.cache) == 2
         backend.max_bytes, backend._trimmed = 1, float("-inf")
         backend.trim()
         assert calls == [1] and len(backend.cache) == 1
+        # Nothing evicted, but GIVE_BACK_EVERY seconds since the last: what a big refused
+        # request freed goes back too.
+        backend.max_bytes, backend._trimmed, backend._given_back = 1 << 40, float("-inf"), float("-inf")
+        backend.trim()
+        assert calls == [1, 1] and len(backend.cache) == 1
     finally:
         backend.shutdown()
 
