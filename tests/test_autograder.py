@@ -570,6 +570,12 @@ MUTATIONS = [
     ("task3_1", "evicted before the new entry is stored (one entry over the bound)",
      "    self.entries[key] = entry\n    self._evict_lru()\n", "    self._evict_lru()\n    self.entries[key] = entry\n"),
     ("task3_2", "the timeout ignored", "entry.event.wait(timeout)", "entry.event.wait()"),
+    # A student's (stop 40's trial), which survived: a failed compile (no value) read as a timeout.
+    ("task3_2", "a failed compile reported as a timeout", "if not entry.event.wait(timeout):",
+     "entry.event.wait(timeout)\nif entry.value is None:"),
+    ("task3_2", "the cache read outside the lock (a hit skips the LRU move too)",
+     "entry = self.init_fsm_in_background(regex)",
+     "entry = self.entries.get(self.key(regex)) or self.init_fsm_in_background(regex)"),
     ("task3_2", "no wait: a compile still running is an error", "if not entry.event.wait(timeout):",
      "if not entry.event.is_set():"),
     ("task3_2", "a compile error returned as None", "    raise ConstraintError(entry.error)\n", "    return None\n"),

@@ -272,11 +272,45 @@ def test_get_fsm_timeout_raises_and_the_compile_goes_on(stage):
 @pytest.mark.task3_2
 def test_get_fsm_raises_the_compile_error_and_caches_it(stage):
     for _ in range(2):
-        with pytest.raises(ConstraintError, match=re.escape("[z-a]")):
+        with pytest.raises(ConstraintError) as raised:
             stage.cache.get_fsm("[z-a]", timeout=5)
+        assert "bad character range z-a" in str(raised.value) and "took longer" not in str(raised.value), (
+            f"get_fsm('[z-a]') must raise the compile's own error (a bad range), not a timeout: {raised.value}")
     assert stage.cache.compile_count == 1, (                  # the failure is cached too
         f"get_fsm('[z-a]') twice: the failed compile is cached, so it runs once; compile_count "
         f"{stage.cache.compile_count}")
+
+
+@pytest.mark.task3_2
+def test_six_threads_get_fsm_and_touch_the_entries_only_under_the_lock():
+    """get_fsm looks a regex up only through init_fsm_in_background (under the lock, with
+    the LRU move); a read of `self.entries` of its own, outside the lock, races another
+    thread's eviction (a guarded dict says so every run)."""
+    cache, calls = counting_cache(max_entries=2)
+    cache.lock = OwnedLock()
+    cache.entries = GuardedDict(cache.lock)
+    start = threading.Barrier(6)
+    errors = []
+
+    def ask(i):
+        start.wait()
+        try:
+            for n in range(20):
+                cache.get_fsm(f"r{(i + n) % 5}", timeout=5)
+        except Exception as e:   # a thread's error is lost unless the test raises it again
+            errors.append(e)
+
+    threads = [threading.Thread(target=ask, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    cache.shutdown()
+    if errors:
+        raise errors[0]
+    touched = sorted(set(cache.entries.violations))
+    assert not touched, (f"six threads calling get_fsm: self.entries was touched without holding self.lock "
+                         f"({', '.join(touched)}); let init_fsm_in_background do the lookup")
 
 
 @pytest.mark.task3_2
