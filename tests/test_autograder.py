@@ -676,6 +676,16 @@ MUTATIONS = [
     ("task6_1", "a parallel edge overwritten instead of joined as an alternative",
      "edges[p, r] = _alt([edges[p, r], path]) if (p, r) in edges else path", "edges[p, r] = path"),
     ("task6_1", "the rerouted path written backwards", "path = e_in + loop + e_out", "path = e_out + loop + e_in"),
+    # A student's (stop 40's trial), which survived: the dead-end rule and the order of the checks.
+    ("task7_1", "a draft that leads to a state allowing nothing kept",
+     "if not bool(rows[i + 1].any()):\n            return drafts[:i], rows[:i + 1]",
+     "if not bool(rows[i + 1].any()):\n            return drafts[:i + 1], rows[:i + 2]"),
+    ("task7_1", "whether the match ended asked before whether the budget made the next row",
+     "if not self.work.ready(req):\n            return drafts[:i], rows[:i + 1]\n"
+     "        if g.is_terminated():   # the request ends with this draft: no row after it is read\n"
+     "            return drafts[:i + 1], rows[:i + 2]\n",
+     "if g.is_terminated():\n            return drafts[:i + 1], rows[:i + 2]\n"
+     "        if not self.work.ready(req):\n            return drafts[:i], rows[:i + 1]\n"),
     ("task7_1", "the grammar never rolled back (the kept drafts stay accepted)",
      "finally:\n    g.rollback(accepted)", "finally:\n    pass"),
     ("task7_1", "rolled back by the number of drafts, not by the number accepted",

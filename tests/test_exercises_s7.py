@@ -249,6 +249,49 @@ def test_the_chain_stops_before_a_state_the_budget_could_not_prepare(stage, pref
                                             f"{req.grammar.accepted}")
 
 
+class DeadEndOracleGrammar(OracleGrammar):
+    """The oracle matcher that allows nothing once it holds `dead_after` tokens, though the
+    match is not over (a state whose continuation no token spells)."""
+
+    def __init__(self, regex: str, accepted: list[int], dead_after: int):
+        super().__init__(regex, accepted)
+        self.dead_after = dead_after
+
+    def allowed(self) -> set[int]:
+        return set() if len(self.accepted) >= self.dead_after else super().allowed()
+
+
+@pytest.mark.task7_1
+@pytest.mark.parametrize("dead_after", [1, 2, 3])
+def test_the_chain_stops_before_a_state_that_allows_nothing(stage, dead_after):
+    """`1[0-9]*` drafted 1 2 3 4, on a matcher that allows nothing after `dead_after` tokens:
+    the draft that leads there is not kept (no row after it could choose a token; the next
+    step meets that state as s6 would)."""
+    regex, drafts = r"1[0-9]*", [ID[b"1"], ID[b"2"], ID[b"3"], ID[b"4"]]
+    req = Req(prompt="p", origin_input_ids=[2], sampling_params=SamplingParams(regex=regex))
+    req.grammar = DeadEndOracleGrammar(regex, [], dead_after)
+    kept, rows = stage.mask_chain(req, drafts)
+    want = drafts[:dead_after - 1]
+    assert kept == want and rows.shape[0] == len(want) + 1, (
+        f"drafts {spelled(drafts)!r} on a grammar that allows nothing after {dead_after} token(s): keep "
+        f"{spelled(want)!r} with {len(want) + 1} row(s); got {spelled(kept)!r} with {rows.shape[0]} row(s)")
+    assert req.grammar.accepted == [], f"the chain must leave the grammar at the start; it holds {req.grammar.accepted}"
+
+
+@pytest.mark.task7_1
+def test_a_state_not_ready_stops_the_chain_even_where_the_match_could_end(stage):
+    """`(yes|no)` drafted `no` EOS, with the row after `no` beyond this step's budget: the
+    budget is asked first, so `no` is not kept this step, although only EOS could follow it
+    (the next step, with the row made, ends the request as s6 would)."""
+    regex = r"(yes|no)"
+    req = Req(prompt="p", origin_input_ids=[2], sampling_params=SamplingParams(regex=regex))
+    req.grammar = BudgetedOracleGrammar(regex, [], ready_until=1)
+    kept, rows = stage.mask_chain(req, [ID[b"no"], EOS])
+    assert kept == [] and rows.shape[0] == 1, (
+        f"the grammar is not ready after 'no': nothing is kept and one row returned (the budget is "
+        f"checked before whether the match is over); got {spelled(kept)!r} with {rows.shape[0]} row(s)")
+
+
 # ---------------------------------------------------------------------------------------
 # task7_2: greedy acceptance
 # ---------------------------------------------------------------------------------------
