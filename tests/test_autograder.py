@@ -573,6 +573,8 @@ MUTATIONS = [
     # A student's (stop 40's trial), which survived: a failed compile (no value) read as a timeout.
     ("task3_2", "a failed compile reported as a timeout", "if not entry.event.wait(timeout):",
      "entry.event.wait(timeout)\nif entry.value is None:"),
+    ("task3_2", "the timeout message quotes the regex with repr (backslashes doubled)",
+     "{shown_regex(regex)}", "{regex!r}"),
     ("task3_2", "the cache read outside the lock (a hit skips the LRU move too)",
      "entry = self.init_fsm_in_background(regex)",
      "entry = self.entries.get(self.key(regex)) or self.init_fsm_in_background(regex)"),

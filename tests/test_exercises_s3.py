@@ -270,6 +270,21 @@ def test_get_fsm_timeout_raises_and_the_compile_goes_on(stage):
 
 
 @pytest.mark.task3_2
+def test_the_timeout_message_shows_the_regex_as_the_client_wrote_it(stage):
+    """`shown_regex`, not `repr`: a client compares the message with what it sent, and repr
+    doubles every backslash (`'\\\\d{4}'`)."""
+    regex = r"\d{4}-\d{2}"
+    opened = gate(stage.cache, regex)
+    try:
+        with pytest.raises(ConstraintError) as raised:
+            stage.cache.get_fsm(regex, timeout=0.05)
+    finally:
+        opened.set()
+    want = f"compiling regex '{regex}' took longer than 0.05 s"
+    assert want in str(raised.value), f"expected the message {want!r}; got {str(raised.value)!r}"
+
+
+@pytest.mark.task3_2
 def test_get_fsm_raises_the_compile_error_and_caches_it(stage):
     for _ in range(2):
         with pytest.raises(ConstraintError) as raised:
