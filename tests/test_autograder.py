@@ -711,6 +711,15 @@ MUTATIONS = [
      "picks[max(len(out) - 1, 0)]"),
     ("task7_2", "the rejected draft kept beside the model's token", "        break\n",
      "        out.append(draft)\n        break\n"),
+    # A student's (stop 40's trial), which survived: the rejection's token drawn before the uniform.
+    ("task7_3", "the rejection's token drawn before the uniform, at every draft (the right distribution, other tokens)",
+     "if p_draft > 0 and float(torch.rand((), generator=generator)) < p_draft:\n        out.append(draft)\n"
+     "        continue\n    residual = probs[i].clone()\n    residual[draft] = 0.0\n"
+     "    out.append(int(torch.multinomial(residual, 1, generator=generator)))\n    return out\n",
+     "residual = probs[i].clone()\n    residual[draft] = 0.0\n"
+     "    instead = int(torch.multinomial(residual, 1, generator=generator)) if residual.sum() > 0 else draft\n"
+     "    if p_draft > 0 and float(torch.rand((), generator=generator)) < p_draft:\n        out.append(draft)\n"
+     "        continue\n    out.append(instead)\n    return out\n"),
     ("task7_3", "a rejected position sampled from p itself, not from p without the draft",
      "    residual[draft] = 0.0\n", ""),
     ("task7_3", "the draft's probability not divided by its row's sum (the rows are not normalised)",
