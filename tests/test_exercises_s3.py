@@ -209,28 +209,26 @@ for _name in ("get", "__getitem__", "__setitem__", "__delitem__", "__contains__"
     setattr(GuardedDict, _name, _guarded(_name))
 
 
-@pytest.mark.task3_1
-def test_six_threads_touch_the_entries_only_under_the_lock():
-    """Six threads ask for five regexes at once with room for two: hits move entries,
-    inserts evict. Every touch of `self.entries` (the lookup, `move_to_end`, the insert,
-    `_evict_lru`'s walk) must hold `self.lock`; unlocked, another thread's eviction
-    raises `OrderedDict mutated during iteration` now and then (a guarded dict says so
-    every run)."""
+def touches_without_the_lock(ask) -> list[str]:
+    """Six threads each call `ask(cache, regex)` 20 times over five regexes, on a cache with
+    room for two (hits move entries, inserts evict): the touches of `self.entries` made
+    without holding `self.lock`, as a guarded dict records them (every run, not only when
+    two threads happen to collide). A thread's error is raised here."""
     cache, calls = counting_cache(max_entries=2)
     cache.lock = OwnedLock()
     cache.entries = GuardedDict(cache.lock)
     start = threading.Barrier(6)
     errors = []
 
-    def ask(i):
+    def run(i):
         start.wait()
         try:
             for n in range(20):
-                cache.init_fsm_in_background(f"r{(i + n) % 5}").event.wait(5)
+                ask(cache, f"r{(i + n) % 5}")
         except Exception as e:   # a thread's error is lost unless the test raises it again
             errors.append(e)
 
-    threads = [threading.Thread(target=ask, args=(i,)) for i in range(6)]
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(6)]
     for t in threads:
         t.start()
     for t in threads:
@@ -238,7 +236,17 @@ def test_six_threads_touch_the_entries_only_under_the_lock():
     cache.shutdown()
     if errors:
         raise errors[0]
-    touched = sorted(set(cache.entries.violations))
+    return sorted(set(cache.entries.violations))
+
+
+@pytest.mark.task3_1
+def test_six_threads_touch_the_entries_only_under_the_lock():
+    """Six threads ask for five regexes at once with room for two: hits move entries,
+    inserts evict. Every touch of `self.entries` (the lookup, `move_to_end`, the insert,
+    `_evict_lru`'s walk) must hold `self.lock`; unlocked, another thread's eviction
+    raises `OrderedDict mutated during iteration` now and then (a guarded dict says so
+    every run)."""
+    touched = touches_without_the_lock(lambda cache, regex: cache.init_fsm_in_background(regex).event.wait(5))
     assert not touched, (f"six threads calling init_fsm_in_background: self.entries was touched without "
                          f"holding self.lock ({', '.join(touched)}); the lookup, the LRU move, the insert "
                          f"and self._evict_lru() all belong inside `with self.lock:`")
@@ -301,29 +309,7 @@ def test_six_threads_get_fsm_and_touch_the_entries_only_under_the_lock():
     """get_fsm looks a regex up only through init_fsm_in_background (under the lock, with
     the LRU move); a read of `self.entries` of its own, outside the lock, races another
     thread's eviction (a guarded dict says so every run)."""
-    cache, calls = counting_cache(max_entries=2)
-    cache.lock = OwnedLock()
-    cache.entries = GuardedDict(cache.lock)
-    start = threading.Barrier(6)
-    errors = []
-
-    def ask(i):
-        start.wait()
-        try:
-            for n in range(20):
-                cache.get_fsm(f"r{(i + n) % 5}", timeout=5)
-        except Exception as e:   # a thread's error is lost unless the test raises it again
-            errors.append(e)
-
-    threads = [threading.Thread(target=ask, args=(i,)) for i in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    cache.shutdown()
-    if errors:
-        raise errors[0]
-    touched = sorted(set(cache.entries.violations))
+    touched = touches_without_the_lock(lambda cache, regex: cache.get_fsm(regex, timeout=5))
     assert not touched, (f"six threads calling get_fsm: self.entries was touched without holding self.lock "
                          f"({', '.join(touched)}); let init_fsm_in_background do the lookup")
 
