@@ -124,23 +124,10 @@ class _Durations:
             self.seconds[report.nodeid] = report.duration
 
 
-class _FirstFailure:
-    """A pytest plugin: the first failing test, and the task whose solution region raised its
-    error (grade_plugin.raised_in, the grader's own attribution)."""
-
-    def __init__(self):
-        self.test: str | None = None
-        self.raised_in: str | None = None
-
-    def pytest_exception_interact(self, node, call, report):
-        if self.test is None and report.failed:
-            self.test = report.nodeid
-            self.raised_in = raised_in(call.excinfo.value) if call.excinfo is not None else None
-
-
 class _Outcomes:
-    """A pytest plugin: the tests that passed, and each failure as the grader explains it
-    (grade_plugin.explain: its reason, and the tasks whose stubs it ran into)."""
+    """A pytest plugin: the tests that passed, and each failure, in order, as the grader
+    explains it (grade_plugin.explain: its reason, the tasks whose stubs it ran into; and
+    raised_in: the task whose solution region raised its error, the grader's attribution)."""
 
     def __init__(self):
         self.passed: list[str] = []
@@ -151,6 +138,17 @@ class _Outcomes:
             self.failed.setdefault(report.nodeid, explain(report))
         elif report.when == "call" and report.passed:
             self.passed.append(report.nodeid)
+
+    def pytest_exception_interact(self, node, call, report):
+        # After logreport: whose code the error came from.
+        failure = self.failed.get(report.nodeid)
+        if failure is not None and "raised_in" not in failure and call.excinfo is not None:
+            failure["raised_in"] = raised_in(call.excinfo.value)
+
+    def first_failure(self) -> tuple[str | None, str | None]:
+        """(the first failing test, the task its error was raised in), or (None, None)."""
+        test = next(iter(self.failed), None)
+        return test, None if test is None else self.failed[test].get("raised_in")
 
 
 CATCHERS = _CatchersFirst()
@@ -270,8 +268,7 @@ def _test_files(tasks: set[str]) -> list[str]:
 
 
 def run_tests(tasks: set[str], alarm: int, stop_at_first: bool = True, durations: _Durations | None = None,
-              seed: int | None = None, first: _FirstFailure | None = None,
-              outcomes: _Outcomes | None = None) -> tuple[int, str | None]:
+              seed: int | None = None, outcomes: _Outcomes | None = None) -> tuple[int, str | None]:
     """pytest's exit status on the tasks' tests, and the test that ran past `alarm` s, if one did.
     `seed`: hypothesis's (the "mutants" profile must then not be derandomized)."""
     args = [*_test_files(tasks), "-q", "--no-header", "-p", "no:cacheprovider", "-m", " or ".join(sorted(tasks)),
@@ -281,7 +278,7 @@ def run_tests(tasks: set[str], alarm: int, stop_at_first: bool = True, durations
     if stop_at_first:
         args.append("-x")
     timer = _Alarm(alarm)
-    plugins = [timer, CATCHERS] + [p for p in (durations, first, outcomes) if p is not None]
+    plugins = [timer, CATCHERS] + [p for p in (durations, outcomes) if p is not None]
     code = pytest.main(args, plugins=plugins)
     _clear_caches()
     return int(code), timer.fired
@@ -321,14 +318,15 @@ def _run_mutant(m: dict, alarm: int, seed: int | None = None) -> dict:
                 "failed": None, "raised_in": None}
     original = func.__code__
     func.__code__ = code
-    first = _FirstFailure()
+    outcomes = _Outcomes()
     try:
-        status, timed_out = run_tests({m["task"]}, alarm, seed=seed, first=first)
+        status, timed_out = run_tests({m["task"]}, alarm, seed=seed, outcomes=outcomes)
     finally:
         func.__code__ = original
     detail = f"pytest exit status {status}" + (f" (timed out after {alarm} s in {timed_out})" if timed_out else "")
+    failed, raised = outcomes.first_failure()
     return {"caught": status == 1, "timed_out": timed_out, "alarm": alarm, "detail": detail,
-            "failed": first.test, "raised_in": first.raised_in}
+            "failed": failed, "raised_in": raised}
 
 
 def _slow_on_the_reference(result: dict, seconds: dict[str, float]) -> bool:
