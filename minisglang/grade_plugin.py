@@ -9,7 +9,8 @@ raised_in: the task, as "3_3", whose solution region holds the innermost graded 
 error's traceback, if any);
 {"event": "collect_error", "path", "text"} when a test file cannot be imported; with
 $MINISGLANG_GRADE_TRACE set (the reference only: `minisglang prerequisites`), {"event": "ran",
-"tasks"} at the end: every task whose solution region ran a line during the session.
+"test", "tasks"} before each finish: every task whose solution region ran a line during that
+test (its setup included: a module's shared fixture counts for the first test that builds it).
 
 Standard library only, and no import of minisglang: the grader copies this file next to
 the run and loads it by its own name, so the plugin is always the grader's own, never the
@@ -155,6 +156,9 @@ def raised_in(error: BaseException | None) -> str | None:
 
 
 def pytest_runtest_logfinish(nodeid, location):
+    if os.environ.get(TRACE_ENV):
+        _emit({"event": "ran", "test": nodeid, "tasks": sorted(_ran, key=lambda t: tuple(map(int, t[4:].split("_"))))})
+        _ran.clear()
     if _stacks["file"] is not None:
         faulthandler.cancel_dump_traceback_later()
         _stacks["file"].close()
@@ -166,15 +170,11 @@ def pytest_runtest_logfinish(nodeid, location):
            "passed": failure is None, **(failure or {})})
 
 
-def pytest_sessionfinish(session):
-    if os.environ.get(TRACE_ENV):
-        _emit({"event": "ran", "tasks": sorted(_ran, key=lambda t: tuple(map(int, t[4:].split("_"))))})
-
 
 # ---------------------------------------------------------------- which regions run (tracing)
 _BEGIN = re.compile(r"^[ \t]*# BEGIN SOLUTION (task\d+_\d+)\s*$")
 _END = re.compile(r"^[ \t]*# END SOLUTION\s*$")
-_ran: set[str] = set()
+_ran: set[str] = set()     # the tasks whose regions ran a line in the current test
 _file_regions: dict[str, list[tuple[int, int, str]]] = {}
 _code_regions: dict[object, list[tuple[int, int, str]]] = {}
 
@@ -201,14 +201,14 @@ def _regions_of_file(filename: str) -> list[tuple[int, int, str]]:
 
 def _trace_calls(frame, event, arg):
     """The global tracer: called on every Python call, it traces lines only in the functions
-    that hold a solution region (everything else runs untraced after this check)."""
+    that hold a solution region not yet seen in this test (everything else runs untraced)."""
     code = frame.f_code
     regions = _code_regions.get(code)
     if regions is None:
         lines = [n for _, _, n in code.co_lines() if n is not None] or [code.co_firstlineno]
-        regions = [r for r in _regions_of_file(code.co_filename)
-                   if r[0] <= max(lines) and r[1] >= min(lines) and r[2] not in _ran]
+        regions = [r for r in _regions_of_file(code.co_filename) if r[0] <= max(lines) and r[1] >= min(lines)]
         _code_regions[code] = regions
+    regions = [r for r in regions if r[2] not in _ran]
     if not regions:
         return None
 

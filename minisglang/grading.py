@@ -93,7 +93,7 @@ class GradeReport:
     file_errors: list[FileError] = field(default_factory=list)
     output: str = ""               # pytest's own output, every run of it (for --verbose)
     blank: list[str] = field(default_factory=list)   # tasks ("task4_4") still a stub in the copy
-    ran: set[str] = field(default_factory=set)       # with trace=True: the tasks whose regions ran
+    ran: dict[str, list[str]] = field(default_factory=dict)  # trace=True: test -> tasks whose regions it ran
 
     @property
     def ok(self) -> bool:
@@ -130,7 +130,7 @@ def run_task_tests(stage: str, impl: str | Path | None = None, tests_dir: Path =
                    only: list[str] | None = None, trace: bool = False) -> GradeReport:
     """Run the stage's task tests (or those of the tasks `only` names) against `impl`
     (None = reference) and explain the failures. `trace` (the reference only): also record
-    in `report.ran` every task whose solution region the tests ran."""
+    in `report.ran`, per test, every task whose solution region it ran."""
     tasks = select_tasks(stage, only)
     package = PACKAGE_DIR
     # The source is what is graded (and traced): never the reference's compiled build.
@@ -275,7 +275,7 @@ def _collect(events, done, report: GradeReport, files, package: Path, cwd: Path,
     Test ids are relative to pytest's `rootdir`; traceback paths to `cwd`, where it ran."""
     for e in events:
         if e["event"] == "ran":
-            report.ran.update(e["tasks"])
+            report.ran[e["test"]] = e["tasks"]
         elif e["event"] == "finish":
             failure = None
             if not e["passed"]:
@@ -352,14 +352,24 @@ def syntax_errors(package: Path) -> list[FileError]:
 
 
 # ---------------------------------------------------------------------- prerequisites
-def load_prerequisites(path: Path | None = None) -> dict[str, list[str]]:
-    """task -> the other tasks its tests run, as stored in PREREQUISITES_FILE by `minisglang
-    prerequisites --write` ({} where there is none: `grade` then names only the stubs a
-    failure ran into)."""
+def _stored(path: Path | None) -> dict[str, dict[str, list[str]]]:
     try:
         return json.loads((path or PREREQUISITES_FILE).read_text(encoding="utf-8"))
     except FileNotFoundError:
         return {}
+
+
+def load_prerequisites(path: Path | None = None) -> dict[str, list[str]]:
+    """task -> the other tasks its tests run, as stored in PREREQUISITES_FILE by `minisglang
+    prerequisites --write` ({} where there is none: `grade` then names only the stubs a
+    failure ran into)."""
+    return _stored(path).get("tasks", {})
+
+
+def load_test_runs(path: Path | None = None) -> dict[str, list[str]]:
+    """test id -> every task whose code that test runs on the reference (stored beside the
+    prerequisites): which task a failing test can blame, when it ran several."""
+    return _stored(path).get("tests", {})
 
 
 def needed_tasks(task: str, data: dict[str, list[str]]) -> list[str]:
@@ -391,13 +401,10 @@ def format_report(report: GradeReport) -> str:
     npass = sum(len(r.passed) for r in report.tasks.values())
     nfail = sum(len(r.failed) for r in report.tasks.values())
     lines.append(f"{npass} passed, {nfail} failed")
+    runs = load_test_runs()
     for t, r in report.tasks.items():
         if r.failed:
-            failing = _failing_prerequisites(t, report, prerequisites)
-            if failing:
-                lines += ["", f"NOTE {t}: its tests also run task {', '.join(failing)}, which fail"
-                          f"{'s' if len(failing) == 1 else ''} its own tests too: fix that first (a wrong "
-                          f"answer here may be its)"]
+            lines += _cause_notes(t, report, _failing_prerequisites(t, report, prerequisites), runs)
         # Failures with the same reason at the same place (a stub's "write this", one bug
         # hit by several tests) are printed once, with every test they failed.
         groups: dict[tuple, list[Failure]] = {}
@@ -441,6 +448,47 @@ def _failing_prerequisites(task: str, report: GradeReport, prerequisites: dict[s
     where no traceback names it because nothing was raised."""
     return [x[4:] for x in prerequisites.get(task, []) if x in report.tasks and x not in report.blank
             and any(not _STUB.match(f.reason) for f in report.tasks[x].failed)]
+
+
+def _cause_notes(task: str, report: GradeReport, failing: list[str], runs: dict[str, list[str]]) -> list[str]:
+    """NOTE lines for `task`'s row about the other failing tasks (`failing`, "3_3") its tests run.
+
+    Every failing test of `task` runs that task's code too (else a failure is `task`'s own and
+    no note is made), so which one is wrong? The tests' outcomes say, as in spectrum-based
+    fault localization (the Ochiai score, Abreu et al. 2007): code that ran in many passing
+    tests is probably right, code that ran in failing tests and few passing ones probably
+    not. The note names the other task when its score is higher, "either" when they tie.
+    `runs` (test id -> the tasks whose code it runs on the reference) leaves out tests
+    traced before they existed: those count as running every task."""
+    own = [f for f in report.tasks[task].failed if not _STUB.match(f.reason)]
+    score = _suspicion(report, runs)
+    notes = []
+    for other in failing:
+        if not own or not all(f.test not in runs or f"task{other}" in runs[f.test] for f in own):
+            continue
+        mine, theirs = score[task[4:]], score[other]
+        counts = (f"its code ran in {theirs[1]} failing and {theirs[2]} passing tests, {task[4:]}'s in "
+                  f"{mine[1]} failing and {mine[2]} passing")
+        if theirs[0] > mine[0]:
+            notes.append(f"NOTE {task}: every failing test here also runs task {other}'s code, the likelier "
+                         f"culprit ({counts}): fix {other} first, then grade again")
+        elif theirs[0] == mine[0]:
+            notes.append(f"NOTE {task}: every failing test here also runs task {other}'s code, which fails too "
+                         f"({counts}): either task may be wrong; check both against the page")
+    return ["", *notes] if notes else []
+
+
+def _suspicion(report: GradeReport, runs: dict[str, list[str]]) -> dict[str, tuple[float, int, int]]:
+    """Task ("3_3") -> (Ochiai score, failing tests that ran its code, passing ones) over this
+    run's tests: failed(t) / sqrt(all failed * (failed(t) + passed(t)))."""
+    passed = {test for r in report.tasks.values() for test in r.passed}
+    failed = {f.test for r in report.tasks.values() for f in r.failed}
+    out = {}
+    for task in report.tasks:
+        ran = [test for test, tasks in runs.items() if task in tasks]
+        ef, ep = len(failed.intersection(ran)), len(passed.intersection(ran))
+        out[task[4:]] = (ef / ((len(failed) * (ef + ep)) ** 0.5) if ef else 0.0, ef, ep)
+    return out
 
 
 def _waits_for(task: str, failures: list[Failure]) -> list[str]:

@@ -19,6 +19,7 @@ from .grading import (
     PREREQUISITES_FILE,
     format_report,
     load_prerequisites,
+    load_test_runs,
     needed_tasks,
     run_task_tests,
     select_tasks,
@@ -29,16 +30,20 @@ BLOCK_END = "<!-- prerequisites: end -->"
 _BLOCK = re.compile(re.escape(BLOCK_BEGIN) + r".*?" + re.escape(BLOCK_END) + r"\n?", re.S)
 
 
-def trace(stage: str) -> dict[str, list[str]]:
-    """task -> the other tasks whose regions its tests ran on the reference, for each of the
-    stage's tasks (one graded run per task, so a shared fixture counts for every task using it)."""
-    found = {}
+def trace(stage: str) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """(task -> the other tasks whose regions its tests ran on the reference, test id -> the
+    tasks whose regions it ran), for each of the stage's tasks (one graded run per task, so a
+    shared fixture counts for every task using it)."""
+    found: dict[str, list[str]] = {}
+    tests: dict[str, list[str]] = {}
     for task in select_tasks(stage):
         report = run_task_tests(stage, only=[task], trace=True)
         if not report.ok:   # a failing test may have stopped before the code it needs
             raise RuntimeError(f"{task}'s tests fail on the reference while tracing:\n{format_report(report)}")
-        found[task] = sorted(report.ran - {task}, key=task_key)
-    return found
+        found[task] = sorted(set().union(*report.ran.values()) - {task}, key=task_key)
+        for test, tasks in report.ran.items():   # a test of two tasks runs twice: keep both runs' finds
+            tests[test] = sorted({*tests.get(test, []), *tasks}, key=task_key)
+    return found, tests
 
 
 def grading_chain(task: str, data: dict[str, list[str]]) -> list[str]:
@@ -86,12 +91,15 @@ def page_path(stage: str) -> Path:
 
 def write(stages: list[str], retrace: bool = True) -> None:
     """Trace the stages (or keep the stored data) and rewrite the data file and the pages' blocks."""
-    data = load_prerequisites()
+    data, tests = load_prerequisites(), load_test_runs()
     if retrace:
         for stage in stages:
-            data.update(trace(stage))
+            found, ran = trace(stage)
+            data.update(found)
+            tests = {t: v for t, v in tests.items() if t not in ran} | ran
         data = dict(sorted(data.items(), key=lambda kv: task_key(kv[0])))
-        PREREQUISITES_FILE.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+        PREREQUISITES_FILE.write_text(json.dumps({"tasks": data, "tests": dict(sorted(tests.items()))}, indent=1)
+                                      + "\n", encoding="utf-8")
     for stage in stages:
         path = page_path(stage)
         path.write_text(with_block(path.read_text(encoding="utf-8"), page_block(stage, data)), encoding="utf-8")

@@ -878,10 +878,15 @@ def test_the_stored_prerequisites_are_what_tracing_the_tests_finds_now():
 
     report = run_task_tests("s2", only=["2_3"], trace=True)
     assert report.ok, format_report(report)
-    found = sorted(report.ran - {"task2_3"}, key=task_key)
+    found = sorted(set().union(*report.ran.values()) - {"task2_3"}, key=task_key)
     assert found == grading.load_prerequisites()["task2_3"], (
         f"task 2_3's tests run the regions of {found} on the reference, but exercises/prerequisites.json says "
         f"{grading.load_prerequisites()['task2_3']}: run `minisglang prerequisites --write`")
+    stored = grading.load_test_runs()
+    for test, tasks in report.ran.items():
+        assert set(tasks) <= set(stored.get(test, [])), (
+            f"{test} runs the regions of {tasks} on the reference, but exercises/prerequisites.json says "
+            f"{stored.get(test)}: run `minisglang prerequisites --write`")
 
 
 def test_grade_names_every_blank_task_in_the_chain_at_once(tmp_path, monkeypatch):
@@ -893,7 +898,7 @@ def test_grade_names_every_blank_task_in_the_chain_at_once(tmp_path, monkeypatch
     data = {"task6_1": ["task3_3", "task5_1", "task5_3"], "task5_3": ["task3_3", "task5_1"],
             "task3_3": ["task1_2"], "task5_1": []}
     path = tmp_path / "prerequisites.json"
-    path.write_text(json.dumps(data))
+    path.write_text(json.dumps({"tasks": data}))
     monkeypatch.setattr(grading, "PREREQUISITES_FILE", path)
     assert grading.needed_tasks("task6_1", data) == ["task3_3", "task5_1", "task5_3"]
     assert prerequisites.grading_chain("task6_1", data) == ["task1_2", "task3_3", "task5_1", "task5_3"]
@@ -948,3 +953,36 @@ def test_an_error_raised_in_another_tasks_code_counts_in_that_tasks_row(tmp_path
     grading.attribute_failures(alone)
     assert alone.tasks["task3_2"].failed == [stays] and not alone.tasks["task3_3"].failed
     assert "(the error came from task 3_3's code, which this test also runs)" in format_report(alone)
+
+
+def test_a_note_names_the_likelier_culprit_when_a_tasks_failures_all_run_another_task(tmp_path, monkeypatch):
+    """With a correct 3_1 and a wrong 3_3, 3_1's engine tests fail too (they run 3_3's queue,
+    and 3_3's own tests run 3_1's cache). 3_1's code also ran in passing tests and 3_3's in few,
+    so 3_1's row names 3_3 as the likelier culprit and 3_3's row does not send the student
+    back to 3_1. When the evidence ties the note says either may be wrong; a task with a
+    failure that runs no other failing task's code gets no note."""
+    from minisglang import grading
+
+    both, only_31, only_33 = ["task3_1", "task3_3"], ["task3_1"], ["task3_3"]
+    data = {"tasks": {"task3_1": ["task3_3"], "task3_3": ["task3_1"]},
+            "tests": {"e1": both, "e2": both, "q": both, "c1": only_31, "c2": only_31, "c3": only_31,
+                      "p": only_33, "u": only_33}}
+    path = tmp_path / "prerequisites.json"
+    path.write_text(json.dumps(data))
+    monkeypatch.setattr(grading, "PREREQUISITES_FILE", path)
+
+    def notes(failed: dict[str, list[str]], passed: dict[str, list[str]]) -> dict[str, list[str]]:
+        report = grading.GradeReport("s3", "/x", {t: grading.TaskResult(t, passed=passed.get(t, []), failed=[
+            grading.Failure(test, "AssertionError: wrong") for test in tests]) for t, tests in failed.items()})
+        text = grading.format_report(report).splitlines()
+        return {t: [line for line in text if line.startswith(f"NOTE {t}:")] for t in failed}
+
+    found = notes({"task3_1": ["e1"], "task3_3": ["e2", "q"]}, {"task3_1": ["c1", "c2", "c3"], "task3_3": ["p"]})
+    assert len(found["task3_1"]) == 1 and "fix 3_3 first" in found["task3_1"][0], found
+    assert "3 failing and 1 passing" in found["task3_1"][0], found
+    assert found["task3_3"] == [], f"3_1's code passed three tests of its own: 3_3's row must not blame it: {found}"
+    found = notes({"task3_1": ["e1"], "task3_3": ["e2"]}, {})
+    assert all(len(n) == 1 and "either task may be wrong" in n[0] for n in found.values()), found
+    found = notes({"task3_1": ["e1", "c1"], "task3_3": ["u"]}, {})
+    assert found == {"task3_1": [], "task3_3": []}, (
+        f"3_1 fails c1 (its own code only), 3_3 fails u (its own only): each row is its own fault: {found}")
