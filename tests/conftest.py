@@ -13,6 +13,13 @@ if os.environ.get("MINISGLANG_IMPL"):
 
 import minisglang  # noqa: E402  (after the finder is gone)
 
+# jsonschema's FormatChecker (the oracle of our string formats) checks "iri" only when
+# rfc3987_syntax imports, and that import builds a parser: 4 s in every test process (both
+# workers, every nested grading run of s5 and s6). We compile no iri format (FORMATS in
+# constrained/json_schema/formats.py; test_json_schema checks the checker covers all of
+# them), so the tests' jsonschema goes without it.
+sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
+
 REPO = Path(__file__).resolve().parents[1]
 # Fetched by scripts/setup.sh (pip download --no-deps anthropic==0.3.11, then unzipped).
 ANTHROPIC_TOKENIZER_JSON = REPO / ".cache" / "tokenizers" / "anthropic-0.3.11" / "tokenizer.json"
