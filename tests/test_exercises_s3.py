@@ -7,7 +7,6 @@ needs. tests/test_stage_s3.py checks the same tasks through the whole engine.
 from __future__ import annotations
 
 import collections
-import re
 import threading
 import time
 from dataclasses import dataclass
@@ -81,6 +80,41 @@ def counting_cache(max_entries: int = 64) -> tuple[FSMCache, list[str]]:
     return FSMCache(compile_index, lambda regex, index: ("fsm", index), "fp", max_entries=max_entries), calls
 
 
+def entry_of(cache: FSMCache, regex: str):
+    """The cache's entry for `regex`, stored under `cache.key(regex)`; a test that finds none
+    fails saying which keys it found instead (a bare KeyError shows only a sha256)."""
+    key = cache.key(regex)
+    if key not in cache.entries:
+        found = ", ".join(repr(k)[:20] for k in cache.entries) or "none"
+        pytest.fail(f"no cache entry for {regex!r} under self.key({regex!r}) = {key[:12]}...; keys found: {found} "
+                    f"(store each entry under self.key(regex), which adds the tokenizer's fingerprint)")
+    return cache.entries[key]
+
+
+def raises_constraint_error(call, should: str) -> ConstraintError:
+    """Run `call()`, which `should` (a sentence) says must raise ConstraintError: the error,
+    for the test to read on; if the call returns instead, the test fails saying what came back."""
+    try:
+        returned = call()
+    except ConstraintError as error:
+        return error
+    shown = f"the FSM of {returned.regex!r}" if hasattr(returned, "regex") else repr(returned)[:80]
+    pytest.fail(f"{should}; it returned {shown}")
+
+
+def labels(reqs: list, names: dict[int, str]) -> str:
+    """Requests by their short names (`names` maps id(req) to one), with the reason of any
+    that finished (an abort), as "[slow (finished: ...), fast]": a Req's repr runs to
+    hundreds of characters. A request the test does not know keeps its repr."""
+    def label(req) -> str:
+        if id(req) not in names:
+            return repr(req)
+        reason = getattr(req, "finished_reason", None)
+        said = reason.get("message", reason) if isinstance(reason, dict) else reason
+        return f"{names[id(req)]} (finished: {said})" if reason else names[id(req)]
+    return f"[{', '.join(map(label, reqs))}]"
+
+
 # ------------------------------------------------------------------------- task3_1
 class SlowDict(collections.OrderedDict):
     """A dict whose lookups take 50 ms: it widens the window between "is the key there?" and
@@ -119,10 +153,11 @@ def test_check_and_insert_is_one_step_even_when_lookups_are_slow():
     if errors:
         raise errors[0]
     got[0].event.wait(5)
-    assert got[0] is got[1], "two threads got two different entries for one regex"
+    assert got[0] is got[1], ("two threads calling init_fsm_in_background('a+b') at once got two different "
+                              "entries: the lookup and the insert must be one step under self.lock")
     assert calls == ["a+b"] and cache.compile_count == 1, (
-        f"two threads asking for a+b at once: one compile expected; compiled {calls} (compile_count "
-        f"{cache.compile_count})")
+        f"two threads asking for a+b at once: one compile expected, and compile_count 1 (_compile counts each "
+        f"compile it runs); compile_index ran for {calls}, and compile_count is {cache.compile_count}")
     cache.shutdown()
 
 
@@ -138,10 +173,13 @@ def test_lru_a_hit_is_recent_and_a_running_compile_is_never_evicted():
     got = [names.get(k, k) for k in cache.entries]
     assert got == ["slow", "a", "c"], (
         f"entries after slow (compiling), a, b, a (a hit), c with max_entries=3: {got}, expected "
-        f"['slow', 'a', 'c'] (a hit moves its entry to the end; a running compile is never evicted)")
-    assert cache.key("b") not in cache.entries, "b, the least recently used finished entry, must be evicted"
+        f"['slow', 'a', 'c'] (a hit moves its entry to the end; a running compile is never evicted; slow's compile "
+        f"is held back until the test lets it go, so init_fsm_in_background must return at once and leave it "
+        f"to self.pool)")
+    assert cache.key("b") not in cache.entries, ("after slow, a, b, a (a hit), c with max_entries=3: b, the least "
+                                                 "recently used finished entry, must be evicted; it is still there")
     slow.set()
-    cache.entries[cache.key("slow")].event.wait(5)
+    entry_of(cache, "slow").event.wait(5)
     assert calls.count("a") == 1 and sorted(calls) == ["a", "b", "c", "slow"], (
         f"slow, a, b, a (a hit), c: each regex compiled once, a hit compiles nothing; compiled {sorted(calls)}")
     cache.init_fsm_in_background("b").event.wait(5)            # evicted: compiled again
@@ -268,8 +306,11 @@ def test_get_fsm_returns_one_compiled_fsm_equal_to_the_brute_force_index(stage):
 @pytest.mark.task3_2
 def test_get_fsm_timeout_raises_and_the_compile_goes_on(stage):
     opened = gate(stage.cache, DATE)
-    with pytest.raises(ConstraintError, match=re.escape(f"compiling regex '{DATE}' took longer than 0.05 s")):
-        stage.cache.get_fsm(DATE, timeout=0.05)
+    want = f"compiling regex '{DATE}' took longer than 0.05 s"
+    error = raises_constraint_error(lambda: stage.cache.get_fsm(DATE, timeout=0.05),
+                                    f"get_fsm({DATE!r}, timeout=0.05) on a compile that has not finished must raise "
+                                    f"ConstraintError({want!r})")
+    assert want in str(error), f"get_fsm({DATE!r}, timeout=0.05) timed out: expected the message {want!r}; got {error}"
     opened.set()
     got = stage.cache.get_fsm(DATE, timeout=5).regex   # the same compile finished
     assert got == DATE, f"get_fsm({DATE!r}) after the timeout returned the FSM of {got!r}"
@@ -283,22 +324,26 @@ def test_the_timeout_message_shows_the_regex_as_the_client_wrote_it(stage):
     doubles every backslash (`'\\\\d{4}'`)."""
     regex = r"\d{4}-\d{2}"
     opened = gate(stage.cache, regex)
+    want = f"compiling regex '{regex}' took longer than 0.05 s"
     try:
-        with pytest.raises(ConstraintError) as raised:
-            stage.cache.get_fsm(regex, timeout=0.05)
+        error = raises_constraint_error(lambda: stage.cache.get_fsm(regex, timeout=0.05),
+                                        f"get_fsm('{regex}', timeout=0.05) on a compile that has not finished must "
+                                        f"raise ConstraintError: {want}")
     finally:
         opened.set()
-    want = f"compiling regex '{regex}' took longer than 0.05 s"
-    assert want in str(raised.value), f"expected the message {want!r}; got {str(raised.value)!r}"
+    # Quoted without repr, which would double the backslashes this test is about.
+    assert want in str(error), (f"get_fsm('{regex}', timeout=0.05) timed out: expected the message: {want} (the "
+                                f"regex as the client wrote it: shown_regex, not repr); got: {error}")
 
 
 @pytest.mark.task3_2
 def test_get_fsm_raises_the_compile_error_and_caches_it(stage):
-    for _ in range(2):
-        with pytest.raises(ConstraintError) as raised:
-            stage.cache.get_fsm("[z-a]", timeout=5)
-        assert "bad character range z-a" in str(raised.value) and "took longer" not in str(raised.value), (
-            f"get_fsm('[z-a]') must raise the compile's own error (a bad range), not a timeout: {raised.value}")
+    for attempt in ("first", "second"):
+        error = raises_constraint_error(lambda: stage.cache.get_fsm("[z-a]", timeout=5),
+                                        f"get_fsm('[z-a]', timeout=5), asked a {attempt} time, must raise "
+                                        f"ConstraintError with the compile's own error (the entry's error)")
+        assert "bad character range z-a" in str(error) and "took longer" not in str(error), (
+            f"get_fsm('[z-a]') must raise the compile's own error (a bad range), not a timeout: {error}")
     assert stage.cache.compile_count == 1, (                  # the failure is cached too
         f"get_fsm('[z-a]') twice: the failed compile is cached, so it runs once; compile_count "
         f"{stage.cache.compile_count}")
@@ -319,10 +364,14 @@ def test_get_fsm_with_timeout_zero_does_not_wait(stage):
     """`timeout=0` is a limit of zero seconds, not "no limit" (that is `None`)."""
     opened = gate(stage.cache, DATE)
     try:
-        with pytest.raises(ConstraintError, match="took longer than 0 s"):
-            stage.cache.get_fsm(DATE, timeout=0)
+        error = raises_constraint_error(lambda: stage.cache.get_fsm(DATE, timeout=0),
+                                        f"get_fsm({DATE!r}, timeout=0) on a compile that has not finished must raise "
+                                        f"ConstraintError at once, naming the timeout ('took longer than 0 s'): "
+                                        f"timeout=0 is a limit of zero seconds, not None (no limit)")
     finally:
         opened.set()
+    assert "took longer than 0 s" in str(error), (f"get_fsm({DATE!r}, timeout=0) timed out: the message must say "
+                                                 f"'took longer than 0 s'; got {error}")
 
 
 # ------------------------------------------------------------------------- task3_3
@@ -341,31 +390,33 @@ def test_poll_releases_ready_requests_in_arrival_order_without_waiting_for_a_slo
     names = {id(slow): "slow", id(fast): "fast", id(free): "free"}
     got = stage.poll_grammar_queue(queue)                      # ... so it overtakes slow (no head-of-line blocking)
     assert got == [fast, free], (f"queue [slow (compiling), fast (compiled), free (no regex)]: poll must "
-                                 f"release [fast, free]; got {[names.get(id(r), r) for r in got]}")
+                                 f"release [fast, free]; got {labels(got, names)}")
     got = stage.poll_grammar_queue([slow])                     # slow still compiling: it stays
-    assert got == [], f"slow's compile is still running: poll([slow]) must release nothing; got {len(got)} request(s)"
+    assert got == [], f"slow's compile is still running: poll([slow]) must release nothing; got {labels(got, names)}"
     opened.set()
     stage.cache.get_fsm(DATE, timeout=5)
     got = stage.poll_grammar_queue([slow])
-    assert got == [slow], f"slow's compile is done: poll([slow]) must release it; got {len(got)} request(s)"
+    assert got == [slow], f"slow's compile is done: poll([slow]) must release [slow]; got {labels(got, names)}"
     for req, regex in [(slow, DATE), (fast, r"[0-9][0-9]")]:
         grammar = req.grammar
         assert grammar is not None and grammar.fsm.regex == regex and grammar.state == grammar.fsm.index.initial_state, (
             f"{names[id(req)]} (regex {regex!r}) must be released with the FSM of its regex at its initial state; "
             f"got {None if grammar is None else (grammar.fsm.regex, grammar.state)}")
         assert not req.finished, f"{names[id(req)]} was compiled fine but finished: {req.finished_reason}"
-    assert stage.pending == {}, f"every released request leaves pending; still there: {list(stage.pending)}"
+    rids = {slow.rid: "slow", fast.rid: "fast", free.rid: "free"}
+    assert stage.pending == {}, (f"slow, fast and free were all released, so none is left in pending; still there: "
+                                 f"{[rids.get(rid, rid) for rid in stage.pending]}")
 
 
 @pytest.mark.task3_3
 def test_poll_aborts_a_failed_compile_with_its_message(stage):
     bad, good = arrive(stage, "(a|"), arrive(stage, DATE)
     stage.cache.get_fsm(DATE, timeout=5)
-    with pytest.raises(ConstraintError):
-        stage.cache.get_fsm("(a|", timeout=5)
+    raises_constraint_error(lambda: stage.cache.get_fsm("(a|", timeout=5),
+                            "get_fsm('(a|', timeout=5) must raise ConstraintError: the regex does not compile")
     got = stage.poll_grammar_queue([bad, good])
     assert got == [bad, good], (f"queue [bad (regex '(a|' failed to compile), good (compiled)]: both go on, in "
-                                f"order; got {len(got)} request(s)")
+                                f"order; got {labels(got, {id(bad): 'bad', id(good): 'good'})}")
     assert bad.finished_reason is not None and bad.finished_reason["type"] == "abort" \
         and "(a|" in bad.finished_reason.get("message", ""), (
             f"the request for '(a|' must be aborted with the compile's message naming the regex; got "
@@ -384,11 +435,14 @@ def test_poll_aborts_requests_whose_compile_outlives_the_timeout():
     time.sleep(0.05)
     got = st.poll_grammar_queue([first, second])
     assert got == [first, second], (f"two requests whose compile outlived the 0.01 s timeout: both are released "
-                                    f"(aborted), in order; got {len(got)} request(s)")
+                                    f"(aborted), in order, [first, second]; got "
+                                    f"{labels(got, {id(first): 'first', id(second): 'second'})}")
     want = {"type": "abort", "kind": AbortKind.GRAMMAR, "message": "compiling the regex took longer than 0.01 s"}
     for name, req in (("first", first), ("second", second)):
         assert req.finished_reason == want, f"the {name} request: expected {want}; got {req.finished_reason}"
-    assert st.pending == {}, f"aborted requests leave pending; still there: {list(st.pending)}"
+    rids = {first.rid: "first", second.rid: "second"}
+    assert st.pending == {}, (f"first and second were released (aborted), so none is left in pending; still there: "
+                              f"{[rids.get(rid, rid) for rid in st.pending]}")
     opened.set()
     st.shutdown()
 
@@ -403,11 +457,15 @@ def test_poll_takes_a_finished_compile_even_when_it_finished_after_the_timeout()
     st.cache.get_fsm(DATE, timeout=5)
     st.pending[req.rid].since -= 60                            # done, and waited past the 5 s timeout
     got = st.poll_grammar_queue([req])
-    assert got == [req], f"a request whose compile is done is released; got {len(got)} request(s)"
-    assert not req.finished, f"a finished compile was aborted: {req.finished_reason}"
+    assert got == [req], (f"a request whose compile is done (after waiting 60 s, past the 5 s timeout) is released "
+                          f"with its grammar: poll must return [req]; got {labels(got, {id(req): 'req'})}")
+    assert not req.finished, (f"a compile that is done was aborted: {req.finished_reason} (a done compile is taken "
+                              f"however long its request waited: check is_done before the clock)")
     assert req.grammar is not None and req.grammar.fsm.regex == DATE, (
         f"the released request gets the FSM of {DATE!r}; got grammar {req.grammar!r}")
-    assert st.pending == {}, f"the released request leaves pending; still there: {list(st.pending)}"
+    rids = {req.rid: "req"}
+    assert st.pending == {}, (f"the released request leaves pending; still there: "
+                              f"{[rids.get(rid, rid) for rid in st.pending]}")
     st.shutdown()
 
 
@@ -435,11 +493,16 @@ def test_poll_uses_only_is_done_and_take_and_names_the_constraint_kind():
     queue.wait_for(ready, FakeHandle(True, "its grammar"))
     queue.wait_for(late, FakeHandle(False, "never"))
     queue.pending[late.rid].since -= 60
+    names = {id(late): "late", id(ready): "ready"}
     got = queue.poll_grammar_queue([late, ready])
-    assert got == [late, ready], f"both requests go on (one timed out, one done), in queue order; got {len(got)}"
+    assert got == [late, ready], (f"queue [late (timed out), ready (done)]: both go on, in queue order, "
+                                  f"[late, ready]; got {labels(got, names)}")
     assert taken == [ready] and ready.grammar == "its grammar", (
-        "the done request gets its grammar through take(req, handle)")
+        f"the done request gets its grammar through take(req, handle), called once for ready alone; take was "
+        f"called for {labels(taken, names)}, and ready.grammar is {ready.grammar!r}")
     want = {"type": "abort", "kind": AbortKind.GRAMMAR, "message": "compiling the json_schema took longer than 1.0 s"}
     assert late.finished_reason == want, (f"a json_schema request that waited past the timeout is aborted "
                                           f"with {want}; got {late.finished_reason}")
-    assert queue.pending == {}, f"both requests were released, so none is pending; still there: {list(queue.pending)}"
+    rids = {late.rid: "late", ready.rid: "ready"}
+    assert queue.pending == {}, (f"both requests were released, so none is pending; still there: "
+                                 f"{[rids.get(rid, rid) for rid in queue.pending]}")

@@ -52,12 +52,15 @@ class OracleGrammar(BaseGrammarObject):
 
     def accept_token(self, token_id: int) -> None:
         if token_id not in self.allowed():
-            raise GrammarError(f"token {token_id} is not allowed after {spelled(self.accepted)!r}")
+            raise GrammarError(f"mask_chain asked the grammar to accept {token_text(token_id)} (id {token_id}), "
+                               f"which it forbids after {spelled(self.accepted)!r} (a draft is checked against the "
+                               f"row filled before accepting it, and the chain stops at the first one it forbids)")
         self.accepted.append(token_id)
 
     def rollback(self, k: int) -> None:
         if k > len(self.accepted):
-            raise GrammarError(f"rollback({k}) past the start: {len(self.accepted)} tokens accepted")
+            raise GrammarError(f"mask_chain called rollback({k}) on a grammar holding {len(self.accepted)} "
+                               f"token(s) in all: roll back exactly the drafts the chain accepted")
         del self.accepted[len(self.accepted) - k:]
 
     def is_terminated(self) -> bool:
@@ -89,8 +92,38 @@ def spelled(tokens: list[int]) -> bytes:
     return b"".join(VOCAB[t] or b"" for t in tokens)
 
 
+def named(tokens, most: int = 8) -> str:
+    """Token ids as a failure message shows them: each one's text (EOS, or <id> for a special
+    or padding id), then the ids: "['1', EOS] (ids [40, 3])"; `most` of them at most."""
+    tokens = [int(t) for t in tokens]
+    if not tokens:
+        return "[]"
+    more = f", and {len(tokens) - most} more" if len(tokens) > most else ""
+    return f"[{', '.join(map(token_text, tokens[:most]))}{more}] (ids {tokens[:most]}{more and ', ...'})"
+
+
+def token_text(token: int) -> str:
+    """One token's text for a message: its bytes as text, EOS, or <id> (special or padding)."""
+    data = VOCAB[token] if 0 <= token < len(VOCAB) else None
+    return "EOS" if token == EOS else f"<{token}>" if data is None else repr(data.decode("utf-8", "backslashreplace"))
+
+
 def oracle_row(regex: str, data: bytes) -> torch.Tensor:
     return unpack(pack(oracle_allowed(regex, data))[None])[0]
+
+
+def assert_row(rows: torch.Tensor, i: int, regex: str, before: list[int], kept: int) -> None:
+    """Row i of a chain that kept `kept` drafts must be the grammar's mask after the tokens
+    `before`, bit for bit; a failure names the tokens it wrongly allows or leaves out."""
+    got, want = unpack(rows[i:i + 1])[0], oracle_row(regex, spelled(before))
+    if torch.equal(got, want):
+        return
+    extra, missing = (got & ~want).nonzero().flatten(), (want & ~got).nonzero().flatten()
+    chooses = f"the row that chooses draft {i}" if i < kept else "the row after the last kept draft"
+    wrong = ([f"allows {named(extra)}, which the grammar forbids there"] if len(extra) else []) + \
+        ([f"leaves out {named(missing)}, which the grammar allows"] if len(missing) else [])
+    raise AssertionError(f"row {i} ({chooses}) must be the mask of regex {regex!r} after {spelled(before)!r}; "
+                         f"it {', and '.join(wrong)}")
 
 
 @pytest.fixture(scope="module")
@@ -109,24 +142,25 @@ def request_at(regex: str, prefix: list[int]) -> Req:
     return req
 
 
-def oracle_chain(regex: str, prefix: list[int], drafts: list[int]) -> tuple[list[int], bool]:
+def oracle_chain(regex: str, prefix: list[int], drafts: list[int]) -> tuple[list[int], bool, str]:
     """(the drafts the grammar allows one after another, whether the last of them ends the
-    match): a draft is kept if it may follow the prefix and the drafts before it, and some
-    token may follow it (a draft into a dead end, such as half of 文 with no token for the
-    rest, is left for the next step to meet as s6 would); after EOS, or after a draft that
-    only EOS may follow, nothing more is kept."""
+    match, why the chain stops there, in words): a draft is kept if it may follow the prefix
+    and the drafts before it, and some token may follow it (a draft into a dead end, such as
+    half of 文 with no token for the rest, is left for the next step to meet as s6 would);
+    after EOS, or after a draft that only EOS may follow, nothing more is kept."""
     data, kept = spelled(prefix), []
-    for draft in drafts:
+    for i, draft in enumerate(drafts):
         if draft not in oracle_allowed(regex, data):
-            return kept, False
+            return kept, False, f"draft {i}, {token_text(draft)}, is not allowed after {data!r}: the chain stops there"
         after = set() if draft == EOS else oracle_allowed(regex, data + spelled([draft]))
         if draft == EOS or after == {EOS}:
-            return kept + [draft], True
+            return kept + [draft], True, (f"draft {i}, {token_text(draft)}, ends the match: it is kept, and no draft "
+                                          f"after it")
         if not after:
-            return kept, False
+            return kept, False, f"no token can follow draft {i}, {token_text(draft)} (a dead end): it is not kept"
         kept.append(draft)
         data += spelled([draft])
-    return kept, False
+    return kept, False, "every draft is allowed"
 
 
 @st.composite
@@ -162,12 +196,16 @@ def test_the_chain_keeps_the_allowed_drafts_with_one_row_per_position(stage, cas
     regex, prefix, drafts = case
     req = request_at(regex, prefix)
     kept, rows = stage.mask_chain(req, drafts)
-    expected, ends = oracle_chain(regex, prefix, drafts)
-    assert kept == expected, (spelled(prefix), drafts)
-    assert rows.shape == (len(kept) + 1, (VOCAB_SIZE + 31) // 32)
+    expected, ends, why = oracle_chain(regex, prefix, drafts)
+    where = f"regex {regex!r} after {spelled(prefix)!r}, drafts {named(drafts)}"
+    assert kept == expected, f"{where}: keep {named(expected)} ({why}); mask_chain kept {named(kept)}"
+    words = (VOCAB_SIZE + 31) // 32
+    assert rows.shape == (len(kept) + 1, words), (
+        f"{where}: {len(kept)} draft(s) kept need {len(kept) + 1} mask row(s) of {words} int32 words (one per kept "
+        f"draft, and one for the token after them); got shape {tuple(rows.shape)}")
     read = len(kept) if ends else len(kept) + 1     # after the match ends, no row is read
     for i in range(read):
-        assert torch.equal(unpack(rows[i:i + 1])[0], oracle_row(regex, spelled(prefix + kept[:i]))), (kept, i)
+        assert_row(rows, i, regex, prefix + kept[:i], len(kept))
 
 
 @pytest.mark.task7_1
@@ -179,9 +217,15 @@ def test_the_chain_leaves_the_grammar_where_it_was(stage, case):
     regex, prefix, drafts = case
     req = request_at(regex, prefix)
     first_kept, first_rows = stage.mask_chain(req, drafts)
-    assert req.grammar.accepted == prefix
+    where = f"regex {regex!r} after {spelled(prefix)!r}, drafts {named(drafts)}"
+    assert req.grammar.accepted == prefix, (
+        f"{where}: after mask_chain the grammar must hold the prefix {named(prefix)} again (roll back exactly the "
+        f"drafts the chain accepted); it holds {named(req.grammar.accepted)}")
     again_kept, again_rows = stage.mask_chain(req, drafts)
-    assert again_kept == first_kept and torch.equal(again_rows, first_rows)
+    assert again_kept == first_kept and torch.equal(again_rows, first_rows), (
+        f"{where}: a second mask_chain over the same drafts must answer as the first; the first kept "
+        f"{named(first_kept)} with rows of shape {tuple(first_rows.shape)}, the second {named(again_kept)} with "
+        f"{tuple(again_rows.shape)}{' (the same drafts, other rows)' if again_kept == first_kept else ''}")
 
 
 @pytest.mark.task7_1
@@ -189,10 +233,14 @@ def test_the_chain_stops_at_a_forbidden_draft(stage):
     """`(yes|no)`: y, e allowed, then x is not: two drafts kept, three rows (the third is
     the row where the model chooses its own token instead of x)."""
     req = request_at(r"(yes|no)", [])
-    kept, rows = stage.mask_chain(req, [ID[b"y"], ID[b"e"], ID[b"x"], ID[b"s"]])
-    assert kept == [ID[b"y"], ID[b"e"]]
-    assert rows.shape[0] == 3
-    assert torch.equal(unpack(rows[2:])[0], oracle_row(r"(yes|no)", b"ye"))
+    drafts = [ID[b"y"], ID[b"e"], ID[b"x"], ID[b"s"]]
+    kept, rows = stage.mask_chain(req, drafts)
+    assert kept == [ID[b"y"], ID[b"e"]], (
+        f"regex '(yes|no)', drafts {named(drafts)}: 'y' and 'e' are allowed, 'x' is not after 'ye', so the chain "
+        f"keeps {named(drafts[:2])} and stops; got {named(kept)}")
+    assert rows.shape[0] == 3, (f"regex '(yes|no)', two drafts kept: three rows (the third chooses the model's "
+                                f"own token instead of 'x'); got {rows.shape[0]}")
+    assert_row(rows, 2, r"(yes|no)", drafts[:2], len(kept))
 
 
 @pytest.mark.task7_1
@@ -200,12 +248,19 @@ def test_the_chain_ends_with_the_draft_that_ends_the_match(stage):
     """EOS drafted where the match may end is kept and ends the chain; so is a token after
     which only EOS may follow. The drafts after either are dropped, never accepted."""
     req = request_at(r"1[0-9]*", [])
-    kept, _ = stage.mask_chain(req, [ID[b"1"], EOS, ID[b"2"]])
-    assert kept == [ID[b"1"], EOS]
+    drafts = [ID[b"1"], EOS, ID[b"2"]]
+    kept, _ = stage.mask_chain(req, drafts)
+    assert kept == [ID[b"1"], EOS], (
+        f"regex '1[0-9]*', drafts {named(drafts)}: EOS may follow '1' and ends the match, so the chain keeps "
+        f"{named(drafts[:2])} (EOS included) and drops the draft after it; got {named(kept)}")
     req = request_at(r"(yes|no)", [])
-    kept, rows = stage.mask_chain(req, [ID[b"no"], EOS, EOS])
-    assert kept == [ID[b"no"]] and rows.shape[0] == 2
-    assert req.grammar.accepted == []
+    drafts = [ID[b"no"], EOS, EOS]
+    kept, rows = stage.mask_chain(req, drafts)
+    assert kept == [ID[b"no"]] and rows.shape[0] == 2, (
+        f"regex '(yes|no)', drafts {named(drafts)}: only EOS may follow 'no', so 'no' ends the match: keep "
+        f"{named(drafts[:1])} with 2 rows, and nothing after it; got {named(kept)} with {rows.shape[0]} row(s)")
+    assert req.grammar.accepted == [], (f"regex '(yes|no)', drafts {named(drafts)}: the chain must leave the "
+                                        f"grammar at the start; it holds {named(req.grammar.accepted)}")
 
 
 class BudgetedOracleGrammar(OracleGrammar):
@@ -237,16 +292,16 @@ def test_the_chain_stops_before_a_state_the_budget_could_not_prepare(stage, pref
     req.grammar = BudgetedOracleGrammar(regex, prefix, ready_until=len(prefix) + ready_after)
     kept, rows = stage.mask_chain(req, drafts)
     want = drafts[:ready_after - 1]
-    assert kept == want, (f"regex {regex!r} after {spelled(prefix)!r}, drafts {spelled(drafts)!r}: the grammar "
-                          f"is not ready after {ready_after} accepted draft(s), so the chain keeps {spelled(want)!r}; "
-                          f"got {spelled(kept)!r}")
-    assert rows.shape[0] == len(want) + 1, (f"{len(want)} draft(s) kept need {len(want) + 1} row(s); got "
-                                            f"{rows.shape[0]}")
+    assert kept == want, (f"regex {regex!r} after {spelled(prefix)!r}, drafts {named(drafts)}: the grammar is not "
+                          f"ready after {ready_after} accepted draft(s), so the chain keeps {named(want)}; got "
+                          f"{named(kept)}")
+    assert rows.shape[0] == len(want) + 1, (f"regex {regex!r} after {spelled(prefix)!r}: {len(want)} draft(s) kept "
+                                            f"need {len(want) + 1} row(s); got {rows.shape[0]}")
     for i in range(len(want) + 1):
-        assert torch.equal(unpack(rows[i:i + 1])[0], oracle_row(regex, spelled(prefix + want[:i]))), (
-            f"row {i} must be the grammar's mask after {spelled(prefix + want[:i])!r}")
-    assert req.grammar.accepted == prefix, (f"the chain must leave the grammar at {prefix}; it holds "
-                                            f"{req.grammar.accepted}")
+        assert_row(rows, i, regex, prefix + want[:i], len(want))
+    assert req.grammar.accepted == prefix, (f"regex {regex!r}, drafts {named(drafts)}: the chain must leave the "
+                                            f"grammar holding the prefix {named(prefix)}; it holds "
+                                            f"{named(req.grammar.accepted)}")
 
 
 class DeadEndOracleGrammar(OracleGrammar):
@@ -273,9 +328,12 @@ def test_the_chain_stops_before_a_state_that_allows_nothing(stage, dead_after):
     kept, rows = stage.mask_chain(req, drafts)
     want = drafts[:dead_after - 1]
     assert kept == want and rows.shape[0] == len(want) + 1, (
-        f"drafts {spelled(drafts)!r} on a grammar that allows nothing after {dead_after} token(s): keep "
-        f"{spelled(want)!r} with {len(want) + 1} row(s); got {spelled(kept)!r} with {rows.shape[0]} row(s)")
-    assert req.grammar.accepted == [], f"the chain must leave the grammar at the start; it holds {req.grammar.accepted}"
+        f"drafts {named(drafts)} on a grammar that allows nothing after {dead_after} token(s): the draft that "
+        f"leads there is not kept (no row after it could choose a token), so keep {named(want)} with "
+        f"{len(want) + 1} row(s); got {named(kept)} with {rows.shape[0]} row(s)")
+    assert req.grammar.accepted == [], (f"drafts {named(drafts)} on a grammar that allows nothing after "
+                                        f"{dead_after} token(s): the chain must leave the grammar at the start; it "
+                                        f"holds {named(req.grammar.accepted)}")
 
 
 @pytest.mark.task7_1
@@ -289,7 +347,7 @@ def test_a_state_not_ready_stops_the_chain_even_where_the_match_could_end(stage)
     kept, rows = stage.mask_chain(req, [ID[b"no"], EOS])
     assert kept == [] and rows.shape[0] == 1, (
         f"the grammar is not ready after 'no': nothing is kept and one row returned (the budget is "
-        f"checked before whether the match is over); got {spelled(kept)!r} with {rows.shape[0]} row(s)")
+        f"checked before whether the match is over); got {named(kept)} with {rows.shape[0]} row(s)")
 
 
 # ---------------------------------------------------------------------------------------
@@ -307,6 +365,25 @@ def one_at_a_time_greedy(logits: torch.Tensor, drafts: list[int]) -> list[int]:
     return out
 
 
+def greedy_story(logits: torch.Tensor, drafts: list[int], want: list[int]) -> str:
+    """How one-token-at-a-time greedy decoding reaches `want`, in words, for a failure
+    message: each row's argmax, where the drafts part from it, and the rows with tied maxima."""
+    picks = [int(torch.argmax(row)) for row in logits[:len(want)]]
+    k = len(want) - 1
+    if k == len(drafts):
+        how = (f"every draft equals its row's argmax, so all {k} draft(s) are kept, then row {k}'s argmax, "
+               f"{picks[k]} (the model's own token after the last draft)"
+               if drafts else f"no drafts: one greedy step, row 0's argmax, {picks[0]}")
+    else:
+        how = (f"draft {k} ({drafts[k]}) is not row {k}'s argmax ({picks[k]}), so the output is the {k} draft(s) "
+               f"before it, then {picks[k]}, and stops")
+    ties = [f"row {i} ties tokens {ids} at its maximum" for i, row in enumerate(logits[:len(want)])
+            if len(ids := (row == row.max()).nonzero().flatten().tolist()) > 1]
+    tied = f" ({'; '.join(ties)}: argmax takes the first)" if ties else ""
+    rows = f"rows 0-{k}" if k else "row 0"
+    return f"drafts {drafts}, argmax of {rows}: {picks}{tied}; {how}: expected {want}"
+
+
 @pytest.mark.task7_2
 @given(st.integers(0, 2**32 - 1), st.integers(0, 5), st.integers(2, 6))
 def test_greedy_acceptance_equals_one_token_at_a_time(seed, m, vocab):
@@ -318,14 +395,18 @@ def test_greedy_acceptance_equals_one_token_at_a_time(seed, m, vocab):
     # drafts that mostly agree with the model, sometimes not
     drafts = [p if torch.rand((), generator=g) < 0.7 else int(torch.randint(0, vocab, (), generator=g))
               for p in picks[:m]]
-    assert accept_greedy(logits, drafts) == one_at_a_time_greedy(logits, drafts)
+    got = accept_greedy(logits, drafts)
+    want = one_at_a_time_greedy(logits, drafts)
+    assert got == want, f"{greedy_story(logits, drafts, want)}; accept_greedy gave {got}"
 
 
 @pytest.mark.task7_2
 def test_all_drafts_kept_then_the_models_own_token():
     logits = torch.tensor([[0.0, 5.0, 1.0], [3.0, 0.0, 1.0], [0.0, 1.0, 2.0]])
-    assert accept_greedy(logits, [1, 0]) == [1, 0, 2]
-    assert accept_greedy(logits[:1], []) == [1]   # no drafts: one plain greedy step
+    got = accept_greedy(logits, [1, 0])
+    assert got == [1, 0, 2], f"{greedy_story(logits, [1, 0], [1, 0, 2])}; accept_greedy gave {got}"
+    got = accept_greedy(logits[:1], [])   # no drafts: one plain greedy step
+    assert got == [1], f"{greedy_story(logits[:1], [], [1])}; accept_greedy gave {got}"
 
 
 @pytest.mark.task7_2
@@ -333,13 +414,15 @@ def test_a_draft_the_mask_forbids_is_replaced_by_the_best_allowed_token():
     """The model's raw favourite (token 1) is masked at position 0: the draft 1 is not
     kept; the best allowed token (2) is the request's token, and nothing after it."""
     logits = torch.tensor([[0.0, float("-inf"), 1.0], [0.0, 9.0, 0.0]])
-    assert accept_greedy(logits, [1]) == [2]
-    assert accept_greedy(logits, [2]) == [2, 1]
+    got = accept_greedy(logits, [1])
+    assert got == [2], f"token 1 is masked (-inf) in row 0; {greedy_story(logits, [1], [2])}; accept_greedy gave {got}"
+    got = accept_greedy(logits, [2])
+    assert got == [2, 1], f"{greedy_story(logits, [2], [2, 1])}; accept_greedy gave {got}"
     # The model agrees with the second draft, but after the first disagreement nothing counts.
     logits = torch.tensor([[0.0, float("-inf"), 1.0], [0.0, 9.0, 0.0], [0.0, 0.0, 7.0]])
     got = accept_greedy(logits, [1, 1])
-    assert got == [2], (f"argmax per row is [2, 1, 2] and the drafts are [1, 1]: the model disagrees at "
-                        f"position 0, so the output is its own token there, [2], and stops; got {got}")
+    assert got == [2], (f"{greedy_story(logits, [1, 1], [2])} (row 1 agrees with draft 1, but after the first "
+                        f"disagreement nothing counts); accept_greedy gave {got}")
 
 
 # ---------------------------------------------------------------------------------------
@@ -373,6 +456,47 @@ def exact_output_distribution(probs: torch.Tensor, drafts: list[int]) -> dict[tu
     return out
 
 
+def why_impossible(probs: torch.Tensor, drafts: list[int], out: tuple[int, ...]) -> str:
+    """Why the rows and drafts can never give `out` (an output exact_output_distribution
+    does not list), in words, for a failure message."""
+    if not out:
+        return "it is empty (every call returns at least one token)"
+    if len(out) > len(drafts) + 1:
+        return f"it has {len(out)} tokens, from {len(drafts)} drafts (at most the drafts and one token after them)"
+    for i, token in enumerate(out[:-1]):
+        if token != drafts[i]:
+            return f"token {i} is {token}, not draft {i} ({drafts[i]}): only the last token may differ from the drafts"
+    i, last = len(out) - 1, out[-1]
+    if not 0 <= last < probs.shape[1]:
+        return f"its last token, {last}, is outside the {probs.shape[1]} tokens of a row"
+    if i < len(drafts) and last == drafts[i]:
+        return (f"it ends with draft {i} ({last}), before the last row: a kept draft is followed by the next "
+                f"draft's verdict or by a token drawn from the next row, and a rejected draft is replaced by a "
+                f"draw from its row without it, never by itself")
+    return f"token {i} is {last}, which has probability 0 in row {i} (the mask forbids it)"
+
+
+def furthest_from_expected(keys: list, observed: list[int], expected: list[float], most: int = 3) -> str:
+    """The outputs whose counts are furthest from their expected counts (by their share of
+    the chi-square statistic), as "[1, 4]: expected 1234, got 0 (too rarely)"."""
+    worst = sorted(zip(keys, observed, expected), key=lambda koe: -(koe[1] - koe[2]) ** 2 / koe[2])[:most]
+    return "; ".join(f"{list(k)}: expected {e:.0f}, got {o} ({'too often' if o > e else 'too rarely'})"
+                     for k, o, e in worst)
+
+
+def kept_rates(probs: torch.Tensor, drafts: list[int], counts: dict[tuple[int, ...], int]) -> str:
+    """How often each draft was kept among the draws that reached it, against its exact
+    probability (its share of its masked row), as "draft 0 (1) kept in 41% of 20000, expected 62%"."""
+    rates = []
+    for i, d in enumerate(drafts):
+        reached = sum(c for out, c in counts.items() if len(out) > i and list(out[:i]) == drafts[:i])
+        kept = sum(c for out, c in counts.items() if len(out) > i + 1 and list(out[:i + 1]) == drafts[:i + 1])
+        if reached:
+            rates.append(f"draft {i} ({d}) kept in {kept / reached:.0%} of the {reached} draws that reached it, "
+                         f"expected {float(probs[i, d] / probs[i].sum()):.0%}")
+    return "; ".join(rates)
+
+
 @pytest.mark.task7_3
 @pytest.mark.parametrize("case", range(4))
 def test_rejection_sampling_gives_the_target_distribution(case):
@@ -391,10 +515,17 @@ def test_rejection_sampling_gives_the_target_distribution(case):
     n = 20000
     for _ in range(n):
         out = tuple(accept_sampled(probs, drafts, g))
-        assert out in counts, f"{out} cannot come out of these rows and drafts {drafts}"
+        assert out in counts, (f"case {case}, drafts {drafts}: accept_sampled returned {list(out)}, which these "
+                               f"rows cannot give: {why_impossible(probs, drafts, out)}")
         counts[out] += 1
     keys = sorted(exact)
-    assert chi_square_p_value([counts[k] for k in keys], [exact[k] * n for k in keys]) > ALPHA
+    observed, expected = [counts[k] for k in keys], [exact[k] * n for k in keys]
+    p_value = chi_square_p_value(observed, expected)
+    assert p_value > ALPHA, (
+        f"case {case}, drafts {drafts}, {n} draws: the outputs are not distributed as the masked rows say (a "
+        f"chi-square test of every output's count gives p-value {p_value:.2g}, below {ALPHA}); "
+        f"{kept_rates(probs, drafts, counts)}; the outputs furthest from their expected counts: "
+        f"{furthest_from_expected(keys, observed, expected)}")
 
 
 @pytest.mark.task7_3
@@ -404,7 +535,11 @@ def test_a_forbidden_draft_is_rejected_without_a_draw():
     probs = torch.tensor([[0.0, 0.2, 0.3, 0.5], [0.2, 0.3, 0.5, 0.0]])
     for seed in range(30):
         g1, g2 = torch.Generator().manual_seed(seed), torch.Generator().manual_seed(seed)
-        assert accept_sampled(probs, [0], g1) == [int(torch.multinomial(probs[0], 1, generator=g2))], seed
+        got = accept_sampled(probs, [0], g1)
+        want = [int(torch.multinomial(probs[0], 1, generator=g2))]
+        assert got == want, (f"seed {seed}: draft 0 has probability 0 in row 0, so it is rejected without drawing a "
+                             f"uniform, and the token is torch.multinomial(row 0) with the same generator, {want}; "
+                             f"accept_sampled gave {got}")
 
 
 @pytest.mark.task7_3
@@ -455,5 +590,9 @@ def test_a_seeded_request_draws_its_numbers_in_the_pages_order():
 def test_a_certain_draft_is_always_kept_and_one_token_follows():
     probs = torch.tensor([[0.0, 1.0, 0.0], [0.0, 0.0, 2.0], [3.0, 0.0, 0.0]])   # rows need not sum to 1
     for seed in range(20):
-        assert accept_sampled(probs, [1, 2], torch.Generator().manual_seed(seed)) == [1, 2, 0]
-        assert accept_sampled(probs[2:], [], torch.Generator().manual_seed(seed)) == [0]
+        got = accept_sampled(probs, [1, 2], torch.Generator().manual_seed(seed))
+        assert got == [1, 2, 0], (f"seed {seed}: rows 0, 1 and 2 allow only 1, 2 and 0 (weights 1, 2, 3: a row "
+                                  f"need not sum to 1), so drafts [1, 2] are always kept and 0 follows: expected "
+                                  f"[1, 2, 0]; accept_sampled gave {got}")
+        got = accept_sampled(probs[2:], [], torch.Generator().manual_seed(seed))
+        assert got == [0], f"seed {seed}: no drafts, one row allowing only 0: expected [0]; accept_sampled gave {got}"
