@@ -293,6 +293,15 @@ class Req(Generic[GrammarT]):
     spec_draft_tokens: int = 0
     spec_accepted_tokens: int = 0
 
+    def __repr__(self) -> str:
+        # A test's failed `assert req in queue` or a log line shows this: the rid, the
+        # prompt's start and where the request stands, not thirty fields and its token ids.
+        prompt = self.prompt if len(self.prompt) <= 24 else self.prompt[:21] + "..."
+        state = "released" if self.released else "running"
+        if self.finished_reason is not None:
+            state = f"finished {self.finished_reason.get('type')}"
+        return f"Req(rid={self.rid}, prompt={prompt!r}, {len(self.output_ids)} output tokens, {state})"
+
     @property
     def fill_ids(self) -> list[int]:
         return self.origin_input_ids + self.output_ids

@@ -70,9 +70,12 @@ def test_concurrent_requests_for_one_regex_compile_once():
         t.join()
     if errors:
         raise errors[0]
-    assert all(e is entries[0] for e in entries)
+    distinct = len({id(e) for e in entries})
+    assert distinct == 1, f"16 threads asking for 'a+b' at once got {distinct} different cache entries, expected one"
     entries[0].event.wait(5)
-    assert calls == ["a+b"] and cache.compile_count == 1
+    assert calls == ["a+b"] and cache.compile_count == 1, (
+        f"16 threads asking for 'a+b' at once: one compile expected; compiled {calls} "
+        f"(compile_count {cache.compile_count})")
     cache.shutdown()
 
 
@@ -85,7 +88,8 @@ def test_engine_compiles_a_shared_regex_once():
     assert not aborted, f"{len(aborted)} of 10 requests were aborted: {aborted[0]}"
     n = eng.stage.cache.compile_count
     assert n == 1, f"10 requests for one regex compiled it {n} times, not once"
-    assert all(re.fullmatch(DATE, o["text"]) for o in outs)
+    wrong = [o["text"] for o in outs if not re.fullmatch(DATE, o["text"])]
+    assert not wrong, f"outputs that do not match {DATE!r}: {wrong}"
 
 
 @pytest.mark.task3_1
@@ -109,12 +113,17 @@ def test_nonblocking_queue_keeps_others_decoding():
     before = len(other.output_ids)
     for _ in range(10):
         eng.step()
-    assert slow in eng.scheduler.grammar_queue   # still compiling ...
-    assert len(other.output_ids) == before + 10  # ... while the other decoded every step
+    assert slow in eng.scheduler.grammar_queue, (
+        f"the DATE request whose compile is held back left the grammar queue after 10 steps "
+        f"(finished: {slow.finished_reason}): it must wait there until its compile is done")
+    decoded = len(other.output_ids) - before
+    assert decoded == 10, (f"an unconstrained request decoded {decoded} tokens in 10 steps while another "
+                           f"request's compile was held back: expected 10 (a compile must not block the batch)")
     gate.set()
     while not slow.released:
         eng.step()
-    assert re.fullmatch(DATE, slow.output_text)
+    assert re.fullmatch(DATE, slow.output_text), (
+        f"the DATE request, released after its compile, wrote {slow.output_text!r} (finished: {slow.finished_reason})")
 
 
 @pytest.mark.task3_3
@@ -124,19 +133,28 @@ def test_a_ready_grammar_is_not_held_up_by_a_slow_compile_before_it():
     first = eng.submit(Q, {"regex": r"[0-9]{3}", "temperature": 0})     # slow compile
     second = eng.submit(Q, {"regex": r"[0-9]{2}", "temperature": 0})    # fast compile
     third = eng.submit(Q, {"temperature": 0, "max_new_tokens": 3})   # no grammar at all
-    fast_done = eng.stage.cache.entries[eng.stage.cache.key(r"[0-9]{2}")].event
-    assert fast_done.wait(30)                    # a worker process may still be starting
+    key = eng.stage.cache.key(r"[0-9]{2}")
+    entry = eng.stage.cache.entries.get(key)
+    assert entry is not None, (f"no cache entry for '[0-9]{{2}}' under self.key('[0-9]{{2}}') = {key[:12]}... after "
+                               f"submit; {len(eng.stage.cache.entries)} entries under other keys")
+    assert entry.event.wait(30), "the compile of '[0-9]{2}' did not finish in 30 s"   # a worker may be starting
     for _ in range(5):
         eng.step()
-    assert first in eng.scheduler.grammar_queue   # still compiling ...
-    assert second.released and re.fullmatch(r"[0-9]{2}", second.output_text)   # ... but it held nobody up
-    assert third.released                        # unconstrained requests never wait
+    assert first in eng.scheduler.grammar_queue, (
+        f"first ('[0-9]{{3}}', compile held back) left the grammar queue (finished: {first.finished_reason})")
+    assert second.released and re.fullmatch(r"[0-9]{2}", second.output_text), (
+        f"second ('[0-9]{{2}}', compiled) must be released and decode past first, whose compile is held back; "
+        f"released {second.released}, text {second.output_text!r}")
+    assert third.released, "third (no grammar) must never wait in the grammar queue; it was not released"
     gate.set()
     while not first.released:
         eng.step()
-    assert re.fullmatch(r"[0-9]{3}", first.output_text)
+    assert re.fullmatch(r"[0-9]{3}", first.output_text), (
+        f"first ('[0-9]{{3}}') wrote {first.output_text!r} (finished: {first.finished_reason})")
     admits = [e["rid"] for e in eng.trace if e["event"] == "admit"]
-    assert admits.index(second.rid) < admits.index(first.rid)
+    assert admits.index(second.rid) < admits.index(first.rid), (
+        "second (compiled first) must be admitted before first (compile held back): the queue releases "
+        "what is ready, not in arrival order only")
 
 
 @pytest.mark.task3_3
@@ -144,8 +162,11 @@ def test_invalid_regex_in_background_aborts_with_message():
     eng = make_engine()
     outs = eng.generate([Q, Q], [{"regex": "[z-a]"}, {"regex": DATE, "temperature": 0}])
     reason = outs[0]["meta_info"]["finish_reason"]
-    assert reason["type"] == "abort" and "[z-a]" in reason["message"]
-    assert re.fullmatch(DATE, outs[1]["text"])
+    assert reason["type"] == "abort" and "[z-a]" in reason["message"], (
+        f"the request with the invalid regex '[z-a]' must be aborted with a message naming it; finished {reason}")
+    assert re.fullmatch(DATE, outs[1]["text"]), (
+        f"the DATE request beside it must still be served; wrote {outs[1]['text']!r} "
+        f"(finished {outs[1]['meta_info']['finish_reason']})")
 
 
 @pytest.mark.task3_3
@@ -154,9 +175,12 @@ def test_compile_timeout_aborts_and_nobody_waits_forever():
     gate = gate_compiles(eng)
     outs = eng.generate([Q, Q], [{"regex": DATE}, {"temperature": 0, "max_new_tokens": 4}])
     gate.set()
-    assert outs[0]["meta_info"]["finish_reason"]["type"] == "abort"
-    assert "took longer than 0.05 s" in outs[0]["meta_info"]["finish_reason"]["message"]
-    assert outs[1]["meta_info"]["finish_reason"]["type"] == "length"
+    reason = outs[0]["meta_info"]["finish_reason"]
+    assert reason["type"] == "abort" and "took longer than 0.05 s" in reason["message"], (
+        f"a compile held back past compile_timeout=0.05 must abort its request with 'took longer than 0.05 s'; "
+        f"finished {reason}")
+    other = outs[1]["meta_info"]["finish_reason"]
+    assert other["type"] == "length", f"the unconstrained request beside it must run to max_new_tokens; finished {other}"
 
 
 def blocking_engine():
