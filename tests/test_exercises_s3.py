@@ -54,14 +54,31 @@ def open_every_gate_after_the_test():
         GATES.pop().set()
 
 
+class CompiledOnTheCallersThread(BaseException):
+    """A gated compile ran on the test's own thread. A BaseException: the cache's own
+    `except Exception` around a compile must not turn it into a failed compile."""
+
+
+def refuse_the_callers_thread(regex: str, opened: threading.Event) -> None:
+    """Raise CompiledOnTheCallersThread when a compile held back by `opened` runs on the
+    test's own thread (the caller of init_fsm_in_background, or the engine's)."""
+    if threading.current_thread() is threading.main_thread() and not opened.is_set():
+        raise CompiledOnTheCallersThread(
+            f"the compile of {regex!r} ran on the caller's thread, which then waits for it: "
+            f"submit self._compile(key, regex, entry) to self.pool and return the entry at once")
+
+
 def gate(cache: FSMCache, regex: str) -> threading.Event:
-    """Make the compile of `regex` wait until the returned event is set."""
+    """Make the compile of `regex` wait until the returned event is set. A compile on the
+    caller's (the test's) thread fails the test at once, instead of waiting out the gate
+    and then the test's time limit."""
     opened = threading.Event()
     GATES.append(opened)
     real = cache.compile_index
 
     def gated(r):
         if r == regex:
+            refuse_the_callers_thread(r, opened)
             opened.wait(30)
         return real(r)
 

@@ -21,6 +21,7 @@ from minisglang.constrained.bitmask import with_rows
 from minisglang.constrained.token_fsm import ConstraintError, TokenFSM, compile_regex_index, compile_token_fsm
 from minisglang.stages.s3_fsm_cache import FSMCache, FSMCacheStage
 from minisglang.tokenizer import Tokenizer
+from test_exercises_s3 import refuse_the_callers_thread
 
 Q = "<|user|>\nWhen was she born?\n<|assistant|>\n"
 DATE = r"[0-9]{4}-[0-9]{2}-[0-9]{2}"
@@ -37,6 +38,7 @@ def gate_compiles(engine, only=None):
 
     def slow(regex):
         if only is None or regex == only:
+            refuse_the_callers_thread(regex, gate)
             gate.wait(30)
         return real(regex)
 
