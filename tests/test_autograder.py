@@ -581,6 +581,8 @@ MUTATIONS = [
     ("task3_2", "no wait: a compile still running is an error", "if not entry.event.wait(timeout):",
      "if not entry.event.is_set():"),
     ("task3_2", "a compile error returned as None", "    raise ConstraintError(entry.error)\n", "    return None\n"),
+    ("task3_2", "a compile error wrapped in a message of its own", "    raise ConstraintError(entry.error)\n",
+     "    raise ConstraintError(f\"compile failed: {entry.error}\")\n"),
     ("task3_3", "a slow compile never times out", "elif time.monotonic() - waiting.since > self.timeout:", "elif False:"),
     ("task3_3", "released requests stay pending", "del self.pending[req.rid]\n", ""),
     ("task3_3", "a request taken before its compile finished", "if self.is_done(waiting.handle):", "if True:"),

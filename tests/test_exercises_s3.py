@@ -361,6 +361,10 @@ def test_get_fsm_raises_the_compile_error_and_caches_it(stage):
                                         f"ConstraintError with the compile's own error (the entry's error)")
         assert "bad character range z-a" in str(error) and "took longer" not in str(error), (
             f"get_fsm('[z-a]') must raise the compile's own error (a bad range), not a timeout: {error}")
+        entry = stage.cache.init_fsm_in_background("[z-a]")
+        assert str(error) == entry.error, (
+            f"get_fsm('[z-a]') must raise ConstraintError(entry.error) as it is, so the client reads the "
+            f"compile's own message; it raised {str(error)!r}, the entry's error is {entry.error!r}")
     assert stage.cache.compile_count == 1, (                  # the failure is cached too
         f"get_fsm('[z-a]') twice: the failed compile is cached, so it runs once; compile_count "
         f"{stage.cache.compile_count}")
