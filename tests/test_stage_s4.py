@@ -167,8 +167,8 @@ def test_json_with_fixed_keys_jumps_and_stays_valid(engine):
         assert m["completion_tokens"] > m["completion_tokens_wo_jump_forward"], (
             f"{who}: PERSON's fixed text (keys, quotes, commas) is jumped over, not sampled, so completion_tokens "
             f"({m['completion_tokens']}) must exceed completion_tokens_wo_jump_forward, the sampled ones "
-            f"({m['completion_tokens_wo_jump_forward']}); output {o['text']!r}; the stage has taken "
-            f"{engine.stage.jumps} jump(s) and refused {engine.stage.refused} (retokenize returned None)")
+            f"({m['completion_tokens_wo_jump_forward']}); the stage has taken {engine.stage.jumps} jump(s) and "
+            f"refused {engine.stage.refused} (retokenize returned None); output {o['text']!r}")
     assert any(e["event"] == "jump" for e in engine.trace), (
         "16 PERSON requests and no 'jump' event in the engine's trace: no jump was taken")
 
