@@ -239,8 +239,13 @@ def test_walk_bytes_passes_through_the_initial_state_again():
     dfa = byte_dfa(regex)
     for text in ["ab", "中ab", "ab中1", "abab1"]:
         want = char_dfa(regex).walk(0, text)
-        assert dfa.walk_bytes(0, text.encode()) == want, (regex, text)
-    assert char_dfa(regex).walk(0, "ab") == 0   # the case this test is about
+        got = dfa.walk_bytes(0, text.encode())
+        assert got == want, (f"regex '{regex}': walk_bytes(0, {text.encode()!r}) ('{text}') must end where the "
+                             f"character DFA ends, state {want}; got {got} (after 'ab' the walk is back in state 0, "
+                             f"the initial state, a live one: it goes on from there)")
+    assert char_dfa(regex).walk(0, "ab") == 0, (   # the case this test is about
+        f"test premise: in regex '{regex}', 'ab' leads the character DFA back to state 0; it ends in state "
+        f"{char_dfa(regex).walk(0, 'ab')} (the regex compiler's doing, not walk_bytes')")
     end = dfa.walk_bytes(0, "ab中ab1".encode())
     assert dfa.is_final(end), f"(ab|中)*1 matches 'ab中ab1' (through state 0 again): a final end state; got {end}"
 
@@ -321,7 +326,10 @@ def test_reference_walk_comes_back_to_the_start_state(regex, text):
         token = VOCAB.index(ch.encode())
         state, prefix = index.next_state(state, token), prefix + ch.encode()
         assert state >= 0, f"regex {regex!r}: the token {ch!r} after {prefix[:-1]!r} must be allowed; got state {state}"
-    assert char_dfa(regex).walk(0, text[:2]) == 0 or char_dfa(regex).walk(0, text[:3]) == 0   # the case it is about
+    assert char_dfa(regex).walk(0, text[:2]) == 0 or char_dfa(regex).walk(0, text[:3]) == 0, (   # the case it is about
+        f"test premise: in regex '{regex}', {text[:2]!r} or {text[:3]!r} leads the character DFA back to state 0; "
+        f"they end in states {char_dfa(regex).walk(0, text[:2])} and {char_dfa(regex).walk(0, text[:3])} (the "
+        f"regex compiler's doing, not the token index walk's)")
 
 
 # ---------------------------------------------------------------------------------------

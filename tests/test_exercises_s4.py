@@ -138,7 +138,9 @@ def test_one_edge_of_many_characters_is_a_choice_not_a_jump(regex, done):
     byte_dfa = ByteDFA.from_char_dfa(dfa)
     jm = JumpForwardMap.build(dfa, byte_dfa)
     state = dfa.walk(0, done)
-    assert len(dfa.transitions[state]) == 1   # one edge, as the test means
+    assert len(dfa.transitions[state]) == 1, (   # one edge, as the test means
+        f"test premise: regex '{regex}' after {done!r} is at state {state}, with one edge; the regex compiler gave "
+        f"{len(dfa.transitions[state])} edges (not task 4_1's doing)")
     edge = next(iter(dfa.transitions[state]))
     assert state not in jm.char_edges, (
         f"regex {regex!r}, state {state} after {done!r}: its one edge is the class {edge.label()} "
@@ -281,6 +283,13 @@ class GreedyTokenizer:
         return ids
 
 
+def toy_ids(toy: GreedyTokenizer, ids) -> str:
+    """Toy token ids shown with their text, as "['ab' (2), 'c' (3)]"; anything else (None) as its repr."""
+    if not isinstance(ids, list) or not all(isinstance(i, int) and 0 <= i < len(toy.vocab) for i in ids):
+        return repr(ids)
+    return "[" + ", ".join(f"{toy.vocab[i]!r} ({i})" for i in ids) + "]"
+
+
 def toy_request(prompt: str, prompt_ids: list[int], output_ids: list[int]) -> Req:
     req = Req(prompt=prompt, origin_input_ids=prompt_ids, sampling_params=SamplingParams(max_new_tokens=64))
     req.output_ids = list(output_ids)
@@ -294,10 +303,12 @@ def test_retokenize_refuses_a_changed_prompt_even_when_the_output_bytes_are_exac
     (and so its KV) differ. Only the prompt check catches this."""
     toy = GreedyTokenizer(["a", "bc", "ab", "c", "d"])
     req = toy_request("abc", [0, 1], [])
-    assert toy.encode("abcd") == [2, 3, 4]   # the output part [d] alone is byte-exact
+    assert toy.encode("abcd") == [2, 3, 4], (   # the output part [d] alone is byte-exact
+        f"test premise: the toy tokenizer encodes 'abcd' as [ab, c, d] (ids [2, 3, 4]); it gave "
+        f"{toy_ids(toy, toy.encode('abcd'))}")
     got = JumpForward(toy).retokenize(req, b"d")
     assert got is None, ("prompt 'abc' as the ids [a, bc], jump 'd': 'abcd' encodes as [ab, c, d], the "
-                         f"prompt's ids change (its KV would be wrong): refuse (None); got {got!r}")
+                         f"prompt's ids change (its KV would be wrong): refuse (None); got {toy_ids(toy, got)}")
 
 
 @pytest.mark.task4_3
@@ -307,11 +318,13 @@ def test_retokenize_checks_every_prompt_token_not_only_the_last():
     check looks only there), but its first two changed, so the KV no longer matches."""
     toy = GreedyTokenizer(["a", "bc", "ab", "c", "d"])
     req = toy_request("abcbc", [0, 1, 1], [])
-    assert toy.encode("abcbcd") == [2, 3, 1, 4]   # [ab, c, bc, d]: the last prompt token kept
+    assert toy.encode("abcbcd") == [2, 3, 1, 4], (   # [ab, c, bc, d]: the last prompt token kept
+        f"test premise: the toy tokenizer encodes 'abcbcd' as [ab, c, bc, d] (ids [2, 3, 1, 4]); it gave "
+        f"{toy_ids(toy, toy.encode('abcbcd'))}")
     got = JumpForward(toy).retokenize(req, b"d")
     assert got is None, ("prompt 'abcbc' as [a, bc, bc], jump 'd': 'abcbcd' encodes as [ab, c, bc, d]; the "
                          "prompt's last token is the same but its first two are not: compare all of the "
-                         f"prompt's ids, refuse (None); got {got!r}")
+                         f"prompt's ids, refuse (None); got {toy_ids(toy, got)}")
 
 
 @pytest.mark.task4_3
@@ -322,7 +335,7 @@ def test_retokenize_reads_a_special_token_as_no_bytes():
     req = toy_request("x", [0], [2])                                      # the output so far: <special>
     got = JumpForward(toy).retokenize(req, b":")
     assert got == [1], ("output [<special>] (token_bytes None: no bytes), jump ':': the text after the prompt is "
-                        f"':', its ids [1]; got {got!r}")
+                        f"':', its ids [1]; got {toy_ids(toy, got)}")
 
 
 @pytest.mark.task4_3
@@ -331,19 +344,26 @@ def test_retokenize_refuses_a_normalised_output_even_when_the_prompt_is_kept():
     prompt's ids stay, the output's bytes do not. Only the byte-exact check catches this."""
     toy = GreedyTokenizer(["x", ":", "e", "é", "\u0301"], normalise=lambda text: unicodedata.normalize("NFC", text))
     req = toy_request("x:", [0, 1], [2])                                  # the output so far: "e"
-    assert toy.encode("x:" + "e\u0301")[:2] == [0, 1]
+    text = "x:" + "e\u0301"
+    assert toy.encode(text)[:2] == [0, 1], (
+        f"test premise: the normalising toy tokenizer keeps the prompt 'x:' as [x, :] (ids [0, 1]) in "
+        f"'x:e\\u0301'; it gave {toy_ids(toy, toy.encode(text))}")
     got = JumpForward(toy).retokenize(req, "\u0301".encode())
     assert got is None, ("output 'e', jump U+0301 (a combining accent): the tokenizer normalises 'e\\u0301' "
-                         f"to 'é', whose bytes are not output + jump: refuse (None); got {got!r}")
+                         f"to 'é', whose bytes are not output + jump: refuse (None); got {toy_ids(toy, got)}")
     # the same tokenizer, nothing to normalise: the jump is taken
     got = JumpForward(toy).retokenize(req, b":")
-    assert got == [2, 1], f"output 'e', jump ':' (nothing to normalise): the jump is taken, ids [2, 1]; got {got!r}"
+    assert got == [2, 1], (f"output 'e', jump ':' (nothing to normalise): the jump is taken, ids ['e' (2), ':' (1)]; "
+                           f"got {toy_ids(toy, got)}")
 
 
 @pytest.mark.task4_3
 def test_retokenize_refuses_when_the_prompt_fuses_with_the_output(tok, stage):
     req = request(tok, "The code is 1", [])
-    assert tok.encode("The code is 12345")[:len(req.origin_input_ids)] != req.origin_input_ids
+    assert tok.encode("The code is 12345")[:len(req.origin_input_ids)] != req.origin_input_ids, (
+        f"test premise: the bundled tokenizer cuts 'The code is 12345' so that the prompt 'The code is 1' "
+        f"({[(tok.decode([t]), t) for t in req.origin_input_ids]}, as (text, id)) is re-cut; its ids came back "
+        f"unchanged")
     got = stage.jump.retokenize(req, b"2345-")
     assert got is None, ("prompt 'The code is 1', jump '2345-': the whole text re-cuts the prompt's last "
                          f"token (' 1' fuses with the output): refuse (None); got {got!r}")

@@ -36,36 +36,69 @@ def compiled(backend, kind, text):
     return value if ready else value.result().copy()
 
 
+def named(tokenizer, ids) -> str:
+    """Token ids with their text, as "['20' (id 397), '24' (id 1285)]"; an id past the
+    vocabulary (the logits' padding) as "padding id N"."""
+    return "[" + ", ".join(f"{tokenizer.decode([t], skip_special_tokens=False)!r} (id {t})"
+                           if t < tokenizer.vocab_size else f"padding id {t}" for t in map(int, ids)) + "]"
+
+
 @pytest.mark.task5_1
 def test_fsm_grammar_walks_like_the_token_index(backend, tokenizer):
-    g = compiled(backend, "regex", r"(19|20)[0-9]{2}-(0[1-9]|1[0-2])")
+    regex = r"(19|20)[0-9]{2}-(0[1-9]|1[0-2])"
+    g = compiled(backend, "regex", regex)
     index = g.fsm.index
     ids = tokenizer.encode("2024-11")
     state = index.initial_state
     for t in ids:
         g.accept_token(t)
         state = index.next_state(state, t)
-        assert g.state == state
-    assert g.is_terminated()                    # accepting, and nothing but EOS may follow
+        assert g.state == state, (f"regex '{regex}', '2024-11' as the tokens {named(tokenizer, ids)}: after "
+                                  f"accept_token({t}) ({tokenizer.decode([t])!r}) the state must be the token "
+                                  f"index's next_state, {state}; got {g.state}")
+    assert g.is_terminated(), (                 # accepting, and nothing but EOS may follow
+        f"regex '{regex}' after '2024-11' (state {g.state}): matched, and nothing but EOS may follow, so "
+        f"is_terminated() must be True; got False")
     g.rollback(2)
-    assert not g.is_terminated()
-    with pytest.raises(ValueError, match="not allowed"):
-        g.copy().accept_token(tokenizer.encode("x")[0])
+    assert not g.is_terminated(), (
+        f"regex '{regex}': after '2024-11' and rollback(2) the grammar is back at {tokenizer.decode(ids[:-2])!r} "
+        f"(state {g.state}), where the match goes on, so is_terminated() must be False; got True")
+    x = tokenizer.encode("x")[0]
+    try:
+        returned = g.copy().accept_token(x)
+    except ValueError as error:
+        assert "not allowed" in str(error), (f"accept_token({x}) ('x') in the initial state of '{regex}' refused "
+                                             f"the token; its ValueError must say 'not allowed'; got: {error}")
+    else:
+        pytest.fail(f"regex '{regex}': 'x' (id {x}) cannot start a match, so accept_token({x}) in the initial state "
+                    f"must raise ValueError ('... is not allowed ...'); it returned {returned!r}")
 
 
 @pytest.mark.task5_1
 def test_fsm_grammar_mask_rows_match_the_allowed_sets(backend, tokenizer):
-    g = compiled(backend, "regex", r"\{\"a\": (1|22)\}")
+    regex = r"\{\"a\": (1|22)\}"
+    g = compiled(backend, "regex", regex)
     mask = g.allocate_vocab_mask(backend.vocab_size, 2)
     for t in tokenizer.encode('{"a": '):
         g.accept_token(t)
     g.fill_vocab_mask(mask, 1)
     allowed = unpack_bits(mask, backend.vocab_size)
-    assert allowed[0].all()                                   # untouched row: all allowed
+    assert allowed[0].all(), (                                # untouched row: all allowed
+        f"fill_vocab_mask(mask, 1) fills row 1 only: row 0 must stay as allocate_vocab_mask made it, all allowed; "
+        f"{int((~allowed[0]).sum())} of its {backend.vocab_size} ids are masked, e.g. "
+        f"{named(tokenizer, torch.nonzero(~allowed[0]).flatten()[:5].tolist())}")
     expect = torch.zeros(backend.vocab_size, dtype=torch.bool)
     expect[g.fsm.index.allowed_token_ids(g.state)] = True
-    assert torch.equal(allowed[1], expect)
-    assert not allowed[1, tokenizer.vocab_size:].any()        # the padded tail stays masked
+    extra, missing = (torch.nonzero(a & ~b).flatten()[:8].tolist() for a, b in ((allowed[1], expect),
+                                                                                 (expect, allowed[1])))
+    assert torch.equal(allowed[1], expect), (
+        f"regex '{regex}' after '{{\"a\": ' (state {g.state}): row 1 must allow exactly the token index's "
+        f"{int(expect.sum())} tokens of that state; it also allows {named(tokenizer, extra)} and lacks "
+        f"{named(tokenizer, missing)} (at most 8 of each shown)")
+    assert not allowed[1, tokenizer.vocab_size:].any(), (      # the padded tail stays masked
+        f"the logits are {backend.vocab_size} wide and the vocabulary {tokenizer.vocab_size} tokens: the padding "
+        f"ids from {tokenizer.vocab_size} on must stay masked in row 1; it allows "
+        f"{(torch.nonzero(allowed[1, tokenizer.vocab_size:]).flatten() + tokenizer.vocab_size).tolist()}")
 
 
 def test_in_flight_compiles_are_shared_and_json_keys_normalised(tokenizer):
