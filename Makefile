@@ -13,7 +13,11 @@ LINT_IMPORTS = .venv/bin/lint-imports
 # A module's fixtures (an engine, a tokenizer) are built once on each worker that runs any of
 # its tests. thread: a hung test ends its worker with every thread's stack, even inside C code
 # or hypothesis's replay of a failing example, where pytest-timeout's signal cannot reach.
-PYTEST_CI = $(PYTEST) -n 2 --dist worksteal --timeout-method=thread --hypothesis-profile=ci --durations=20
+# faulthandler_timeout: a test still running after 120 s (the slowest take ~40 s quiet) prints every
+# thread's stack and goes on: a rare slow run (s7's constrained generation once took 123 s and
+# 187 s, never reproduced alone) then says where it waited.
+PYTEST_CI = $(PYTEST) -n 2 --dist worksteal --timeout-method=thread --hypothesis-profile=ci --durations=20 \
+	-o faulthandler_timeout=120
 
 # What a contributor runs after each change (1,869 tests; 5 min 20 s on a 2-core machine that
 # other jobs loaded to 2.4-6.4, so about 3 on a quiet one, not yet measured there): the
