@@ -282,19 +282,19 @@ class LazyStateIndex(LazyRowShortcuts):
                 f"would build more than {self.limits.max_row_expansions:,} states (limit max_row_expansions)")
 
     def _walk(self, state: int, origin: int, short: bool, long: bool,
-              starts: list[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+              starts: list[tuple[int, int]] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Walk the trie from `state`: (uint32 [W] the bits of the trie's tokens it can read,
         when `short`; int64 ids of the long tokens it can read, when `long`). `starts`: the
-        walk begins at these trie nodes (all in `state`), not at the root: it finds the
-        tokens that go on below them."""
+        walk begins at these (trie node, automaton state) pairs instead of the root in
+        `state`: it finds the tokens that go on below those nodes."""
         trie, dfa, info = self.trie, self.dfa, self.arrays
         follow = self._follow_all if short else info.leads_to
         marks = info.has_items if long else self._marks_none
         bits = np.zeros(self.words if short else 0, dtype=np.uint32)
         buffers, (need_states, need_bytes) = self._buffers[:4], self._buffers[4:]
         # (np.array of a list: a third of np.full's cost, and most rows start at the root.)
-        nodes = np.array([0] if starts is None else starts, dtype=np.int64)
-        states = np.array([state] * nodes.shape[0], dtype=np.int64)
+        nodes = np.array([0] if starts is None else [n for n, _ in starts], dtype=np.int64)
+        states = np.array([state] if starts is None else [s for _, s in starts], dtype=np.int64)
         reached_nodes, reached_states = [], []
         while nodes.shape[0]:
             _, longs, pending, needs = walk_trie(
