@@ -51,12 +51,12 @@ for schema, instance in cases:
         continue
     mask, steps = grammar.allocate_vocab_mask(width, 1), []
     for token_id in tokenizer.encode(json.dumps(instance, ensure_ascii=False)) + [None]:
-        grammar.fill_vocab_mask(mask, 0)
-        steps.append(hashlib.sha256(mask.numpy().tobytes()).hexdigest()[:16])
         try:
+            grammar.fill_vocab_mask(mask, 0)
+            steps.append(hashlib.sha256(mask.numpy().tobytes()).hexdigest()[:16])
             if token_id is not None:
                 grammar.accept_token(token_id)
-        except Exception as e:   # (a limit met in generation ends the walk, with its message)
+        except Exception as e:   # (a limit met in generation, making a row or moving, ends the walk, with its message)
             steps.append(f"{type(e).__name__}: {e}")
             break
     out["schemas"].append(steps)

@@ -753,6 +753,23 @@ def test_finish_row_sets_the_ids_and_eos_and_counts_like_numpy(case):
     assert count == int(np.bitwise_count(expected).sum()) - accepting
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.binary(max_size=40)), min_size=1, max_size=40))
+def test_trie_heights_are_the_longest_string_below_each_node(token_bytes):
+    """`trie_heights` (how far the row walk's look-ahead may fill below a waiting trie node)
+    against the strings themselves: a node's height is the most bytes any trie string
+    (a token's first MAX_DEPTH bytes) spells past the node's own string."""
+    from minisglang.constrained.lazy_trie_walk import trie_heights
+
+    trie = VocabTrie.from_vocab(token_bytes)
+    strings = {b[:VocabTrie.MAX_DEPTH] for b in token_bytes if b}
+    prefix = [b""] * trie.num_nodes
+    for node in range(1, trie.num_nodes):   # parents come first
+        prefix[node] = prefix[trie.parent[node]] + bytes([trie.byte[node]])
+    expected = [max(len(s) - len(p) for s in strings | {p} if s.startswith(p)) for p in prefix]
+    assert trie_heights(trie).tolist() == expected
+
+
 # ---------------------------------------------------------------------------------------
 # One dialect: Python's \d \w \s and `.` (issue 30, item 6)
 # ---------------------------------------------------------------------------------------

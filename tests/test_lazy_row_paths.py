@@ -2,9 +2,9 @@
 (constrained/lazy_token_fsm.py) against the eager index and the brute-force mask oracle: a
 shortcut may only change how a row is computed, never which tokens it holds.
 
-- `_row_from_strings`: a state whose first element is an alternation of literal strings
-  (an enum's values) is walked through the vocabulary trie along its syntax tree, without
-  automaton states for its positions;
+- `_row_from_strings`: a state whose matches begin with literal text (an enum's values, an
+  object's keys) is walked through the vocabulary trie along its syntax tree, without
+  automaton states for the positions inside the text;
 - `_row_from_closure`: a state that keeps reading a wide byte set (an e-mail's domain
   label) allows every token made of that set at once and walks the others one by one;
 - `_walk_long`: the tokens longer than the trie, each walked from the state clipped to its
@@ -55,9 +55,32 @@ def compare_on_every_vocabulary(pattern: str, bundled_walks: int, bundled_steps:
     compare_along_walks(pattern, bundled(), walks=bundled_walks, steps=bundled_steps, oracle_every=1)
 
 
+@pytest.fixture
+def strings_everywhere(monkeypatch):
+    """Let `_row_from_strings` take every state that begins with literal text, however few
+    strings are open (FAN_OUT 1)."""
+    import minisglang.constrained.lazy_row_shortcuts as shortcuts
+
+    monkeypatch.setattr(shortcuts, "FAN_OUT", 1)
+
+
+@pytest.mark.parametrize("everywhere", [False, True])
 @pytest.mark.parametrize("pattern", ENUM_SHAPES)
-def test_rows_of_alternations_of_strings_equal_the_eager_index(pattern):
+def test_rows_of_alternations_of_strings_equal_the_eager_index(request, pattern, everywhere):
+    if everywhere:
+        request.getfixturevalue("strings_everywhere")
     compare_on_every_vocabulary(pattern, bundled_walks=3, bundled_steps=15)
+
+
+def test_rows_of_an_objects_many_keys_equal_the_eager_index_on_the_bundled_vocabulary():
+    """An object with 12 properties: after `{"` and after each `, "` the keys fan out, and
+    the literal walk stops where a key's value starts (`":`, an optional space, the value)."""
+    rng = random.Random(11)
+    kinds = [{"type": "string"}, {"type": "integer"}, {"type": "boolean"}, {"enum": ["on", "off", 3]},
+             {"type": "array", "items": {"type": "number"}}]
+    names = ["name", "id", "idle", "value", "values", "debug", "de", "status", "北京", "a b", "items", "x"]
+    schema = {"type": "object", "properties": {n: rng.choice(kinds) for n in names}, "required": names[:3]}
+    compare_along_walks(build_regex_from_schema(schema), bundled(), walks=6, steps=40, oracle_every=1)
 
 
 def test_rows_of_a_json_enum_equal_the_eager_index_on_the_bundled_vocabulary():
@@ -68,18 +91,18 @@ def test_rows_of_a_json_enum_equal_the_eager_index_on_the_bundled_vocabulary():
     compare_along_walks(build_regex_from_schema(schema), bundled(), walks=6, steps=30, oracle_every=1)
 
 
-@pytest.mark.parametrize("count", [200, 300])
+@pytest.mark.parametrize("count", [4, 200, 600])
 def test_an_enum_row_builds_no_state_for_the_values_positions(count):
-    """The start row of a 200-value alternation reads the values along the syntax tree: no
-    derivative, and no automaton state but the start and the tail's. Past MAX_STRINGS
-    values the compiled walk through the states takes over; the row is the same."""
+    """The start row of an alternation of FAN_OUT values or more reads the values along the
+    syntax tree: no derivative, and no automaton state but the start and the tail's. Below
+    FAN_OUT the compiled walk through the states does it; the row is the same."""
     import minisglang.constrained.lazy_row_shortcuts as shortcuts
 
     tokenizer = bundled()
     values = [f"{chr(97 + i % 26)}{i:03d}" for i in range(count)]
     fsm = compile_lazy_token_fsm("(" + "|".join(values) + ")!", tokenizer, 4096)
     index = fsm.index
-    if count <= shortcuts.MAX_STRINGS:
+    if count >= shortcuts.FAN_OUT:
         assert index.dfa.fills == 0 and index.dfa.num_states <= 2
     else:
         assert index.dfa.fills > 0
@@ -163,12 +186,15 @@ def long_walks_everywhere(monkeypatch):
 
 
 @pytest.mark.parametrize("everywhere,vocab", [("closures_everywhere", SMALL_VOCAB),
-                                               ("long_walks_everywhere", LONG_VOCAB)])
+                                               ("long_walks_everywhere", LONG_VOCAB),
+                                               ("strings_everywhere", SMALL_VOCAB),
+                                               ("strings_everywhere", LONG_VOCAB)])
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                   HealthCheck.function_scoped_fixture])
 @given(REGEXES)
 def test_generated_regexes_with_a_row_path_everywhere_equal_the_eager_index(request, everywhere, vocab, pattern):
-    """`_row_from_closure` on every state it can take, or every long walk from clipped states."""
+    """`_row_from_closure` or `_row_from_strings` on every state it can take, or every long
+    walk from clipped states."""
     request.getfixturevalue(everywhere)
     if spellable(pattern, vocab):
         compare_along_walks(pattern, vocab, walks=3, steps=12)

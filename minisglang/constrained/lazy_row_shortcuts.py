@@ -7,8 +7,8 @@ walk would allow (tests/test_lazy_row_paths.py and tests/test_lazy_automaton.py 
 them with the eager index):
 - `_row_from_alternatives`: a permissive alternation `A|B|...`, the union of its members' rows;
 - `_row_from_repeat`: a permissive repetition `C{lo,hi}`, from C's per-token counts;
-- `_row_from_strings`: an alternation of literal strings (an enum's values), walked along
-  its syntax tree;
+- `_row_from_strings`: literal text that fans out (an object's keys, an enum's values),
+  walked along its syntax tree;
 - `_row_from_head`: a state `H T` with a permissive head, H's row plus the few tokens that
   can leave H;
 - `_row_from_closure`: a state that keeps reading a wide byte set, every token made of it
@@ -37,10 +37,13 @@ PERMISSIVE = 8
 # CLOSURE_STATES states keep reading.
 CLOSURE_BYTES = 32
 CLOSURE_STATES = 16
-# `_row_from_strings` walks an alternation of at most MAX_STRINGS strings along the trie, for
-# at most MAX_STRING_STEPS steps: the walk is Python, and past a few hundred values (a
-# 599-value enum, ~2.5 ms at 65k) the compiled walk through its states costs less (~0.4 ms).
-MAX_STRINGS = 256
+# `_row_from_strings` walks literal text along the trie where at least FAN_OUT strings are
+# open within FAN_OUT_BYTES bytes (an object's keys, an enum's values): there the compiled walk
+# would build a state per prefix of each (~10 us a derivative; 61 keys: ~600 of them, 8 ms),
+# while a Python step costs ~1 us. Below that the compiled walk is as cheap, and the states
+# it builds serve the next rows too. At most MAX_STRING_STEPS steps.
+FAN_OUT = 8
+FAN_OUT_BYTES = 4
 MAX_STRING_STEPS = 20_000
 
 
@@ -57,7 +60,7 @@ class LazyRowShortcuts:
         def _row_of(self, state: int, shared: bool = False) -> TokenRow: ...
         def _make_row(self, bits: np.ndarray, extra: np.ndarray, state: int) -> TokenRow: ...
         def _walk(self, state: int, origin: int, short: bool, long: bool,
-                  starts: list[int] | None = None) -> tuple[np.ndarray, np.ndarray]: ...
+                  starts: list[tuple[int, int]] | None = None) -> tuple[np.ndarray, np.ndarray]: ...
         def _walk_tokens(self, token_ids: np.ndarray, state: int) -> np.ndarray: ...
         def _node_key(self, kind: str, node: RegexNode) -> tuple | None: ...
         @staticmethod
@@ -70,7 +73,6 @@ class LazyRowShortcuts:
         self._candidates_found: dict[tuple[int, int], np.ndarray] = {}   # (clipped state, byte set) -> ids read
         self._reps: dict[int, np.ndarray | None] = {}   # body node uid -> `_repetitions(body)`
         self._not_strings: set[int] = set()   # node uids `_row_from_strings` gave up on (too many steps)
-        self._literals: dict[int, int] = {}   # node uid -> `_literal(node)`
         # A head's row is reused when at most this many tokens must be walked one by one.
         self.max_candidates = max(256, len(vocab.token_bytes) // 16)
 
@@ -184,71 +186,113 @@ class LazyRowShortcuts:
         return self._make_row(bits, self._walk_candidates(rest_first, candidates, state), state)
 
     def _row_from_strings(self, state: int) -> TokenRow | None:
-        """The row of a state `A T` (or `A`) whose first element A is an alternation of
-        literal strings (an enum's values and their closing quote: `(Rome_1"|item_(5"|9"))`),
-        walked through the vocabulary trie along A's own syntax tree: no automaton state,
-        no derivative for A's positions.
+        """The row of a state whose matches begin with literal text: an enum's values, an
+        object's keys (`(name":V|id":W)`), the `":"` before a value, walked through the
+        vocabulary trie along the state's own syntax tree: no automaton state, no
+        derivative for the positions inside that text.
 
-        The walk holds a trie node and what is left of A (a stack of parts); a byte set
-        part follows the trie children it allows, and every token ending at a trie node
-        reached is allowed (it spells a prefix of one of A's strings). Where a string of A
-        is complete, the tokens going on into T are found by the ordinary trie walk from
-        that trie node in T's state. None when the shape does not fit: A not an
-        alternation, a part of A other than byte sets of at most 16 bytes, alternations,
-        sequences and ε, more than MAX_STRINGS strings or MAX_STRING_STEPS steps, or a
-        token longer than the trie reached inside A.
+        The walk holds a trie node and what is left of the match (a stack of parts,
+        `_literal_heads`); a one-byte part follows that trie child, and every token ending
+        at a trie node reached is allowed (it spells a prefix of a match: no node hides an
+        empty language). Where the literal text ends (a byte class, a repetition, an
+        object's members), the tokens that go on below that trie node are found by the
+        ordinary trie walk, from the state of what is left there. Only for a state with no
+        entry computed yet and at least FAN_OUT strings open (else the compiled walk is as
+        cheap). None when the shape does not fit: a match that does not begin with literal
+        text, more than MAX_STRING_STEPS steps, or a token longer than the trie reached
+        inside the text.
         """
-        head, tails = self.dfa.nodes[state], []   # A is the sequence's first element, as in `_row_from_head`
-        while head.kind == CONCAT:
-            tails.append(head.parts[1])
-            head = head.parts[0]
-        if head.kind != ALT or head.uid in self._not_strings or not 0 < self._literal(head) <= MAX_STRINGS:
+        node = self.dfa.nodes[state]
+        if node.uid in self._not_strings or (self.dfa.table[state] >= 0).any():
+            return None   # (a state with entries computed: the compiled walk through them is cheaper)
+        steps = [0]
+        todo = [(parts, 0) for parts in self._literal_heads((node,), steps)]
+        if any(parts and not self._narrow(parts[0]) for parts, _ in todo):
+            self._not_strings.add(node.uid)   # some match starts with no literal text: walk it
             return None
-        trie, arrays, has_items = self.trie, self.arrays, self.arrays.has_items
-        reached, ends, todo, steps = [], set(), [((head,), 0)], 0
+        if not self._fans_out([parts for parts, _ in todo], steps):
+            return None   # a few strings: the compiled walk's states serve the next rows too
+        trie, arrays, has_items, pool = self.trie, self.arrays, self.arrays.has_items, self.dfa.pool
+        reached: list[int] = []
+        stops: dict[tuple[RegexNode, ...], list[int]] = {}   # what is left -> the trie nodes it goes on from
         while todo:
             parts, at = todo.pop()
-            steps += 1
-            if steps > MAX_STRING_STEPS:
-                self._not_strings.add(head.uid)
-                return None
             if not parts:
-                ends.add(at)   # a string of A ends here: T goes on
+                continue   # a match ends here: no token goes on
+            if steps[0] > MAX_STRING_STEPS:
+                self._not_strings.add(node.uid)
+                return None
+            child = arrays.children(trie, at).get(parts[0].byte_set.bit_length() - 1)   # (one byte)
+            if child is None:
+                continue
+            if has_items[child]:
+                return None   # a token longer than the trie goes on here: walk instead
+            reached.append(child)
+            for more in self._literal_heads(parts[1:], steps):
+                if more and not self._narrow(more[0]):
+                    stops.setdefault(more, []).append(child)
+                else:
+                    todo.append((more, child))
+        nodes = np.asarray(reached, dtype=np.int64)
+        starts, ends = trie.end_start[nodes], trie.end_stop[nodes]
+        lengths = ends - starts
+        extra = trie.end_tokens[np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
+                                + np.arange(int(lengths.sum()))]
+        bits = np.zeros(self.words, dtype=np.uint32)
+        if stops:
+            pairs = sorted({(at, self.dfa._state(pool.concat_all(list(left))))
+                            for left, ats in stops.items() for at in ats})
+            more, longs = self._walk(state, state, short=True, long=True, starts=pairs)
+            bits |= more
+            extra = np.concatenate([extra, longs])
+        return self._make_row(bits, extra[extra != self.eos_token_id], state)
+
+    def _fans_out(self, heads: list[tuple[RegexNode, ...]], steps: list[int]) -> bool:
+        """Whether at least FAN_OUT literal strings are open within FAN_OUT_BYTES bytes of
+        `heads` (`_literal_heads` of a state, each starting with a narrow byte set or empty):
+        an object's keys after `, "`, an enum's values."""
+        level = [parts for parts in heads if parts]
+        for _ in range(FAN_OUT_BYTES):
+            if len(level) >= FAN_OUT or not level:
+                break
+            level = [more for parts in level for more in self._literal_heads(parts[1:], steps)
+                     if more and self._narrow(more[0])]
+        return len(level) >= FAN_OUT
+
+    @staticmethod
+    def _narrow(part: RegexNode) -> bool:
+        """A byte set `_row_from_strings` follows through the trie: one byte. (A class such as
+        `[0-9]` in an integer's range, `9|[1-9]([0-9]|[0-9]{2})`, opens one path per byte and
+        alternative, which the automaton's states would merge: there the walk is cheaper.)"""
+        return part.kind == BYTES and part.byte_set.bit_count() == 1
+
+    @staticmethod
+    def _literal_heads(parts: tuple[RegexNode, ...], steps: list[int]) -> list[tuple[RegexNode, ...]]:
+        """The ways `parts` (a sequence) can begin, each a sequence whose first part is a
+        byte set or a part the literal walk stops at (a repetition other than `R{0,1}`, an
+        object's members), or empty (the sequence matched ε): sequences, alternations, ε
+        and `R{0,1}` opened. Counts its steps in `steps[0]`."""
+        out, todo = [], [parts]
+        while todo:
+            parts = todo.pop()
+            steps[0] += 1
+            if not parts:
+                out.append(parts)
                 continue
             part, rest = parts[0], parts[1:]
             kind = part.kind
             if kind == CONCAT:
-                todo.append(((part.parts[0], part.parts[1], *rest), at))
+                todo.append((part.parts[0], part.parts[1], *rest))
             elif kind == ALT:
-                todo.extend(((p, *rest), at) for p in part.parts)
+                todo.extend((p, *rest) for p in part.parts)
             elif kind == EPSILON:
-                todo.append((rest, at))
-            elif kind == BYTES and part.byte_set.bit_count() <= 16:
-                kids = arrays.children(trie, at)
-                bits = part.byte_set
-                while bits:   # the set bits, lowest first
-                    low = bits & -bits
-                    bits ^= low
-                    child = kids.get(low.bit_length() - 1)
-                    if child is not None:
-                        if has_items[child]:
-                            return None   # a token longer than the trie goes on here: walk instead
-                        reached.append(child)
-                        todo.append((rest, child))
+                todo.append(rest)
+            elif kind == REPEAT and part.low == 0 and part.high == 1:
+                todo.append(rest)
+                todo.append((part.parts[0], *rest))
             else:
-                return None   # (never: `_literal` checked every part)
-        nodes = np.asarray(reached, dtype=np.int64)
-        starts, stops = trie.end_start[nodes], trie.end_stop[nodes]
-        lengths = stops - starts
-        extra = trie.end_tokens[np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
-                                + np.arange(int(lengths.sum()))]
-        bits = np.zeros(self.words, dtype=np.uint32)
-        if tails and ends:
-            tail = self.dfa._state(self.dfa.pool.concat_all(tails[::-1]))
-            more, longs = self._walk(tail, state, short=True, long=True, starts=sorted(ends))
-            bits |= more
-            extra = np.concatenate([extra, longs])
-        return self._make_row(bits, extra[extra != self.eos_token_id], state)
+                out.append(parts)
+        return out
 
     def _row_from_closure(self, state: int) -> TokenRow | None:
         """The row of a state that goes on reading a wide byte set B whatever it read of B
@@ -310,37 +354,6 @@ class LazyRowShortcuts:
     def _byte_set(mask: np.ndarray) -> int:
         """bool [256] -> the 256-bit int with bit b set where mask[b]."""
         return int.from_bytes(np.packbits(mask, bitorder="little").tobytes(), "little")
-
-    def _literal(self, node: RegexNode) -> int:
-        """How many strings `node` matches when it is made of byte sets of at most 16 bytes,
-        sequences, alternations and ε only (a finite set of strings `_row_from_strings`
-        can walk), counted up to MAX_STRINGS + 1; 0 when it is not. Cached."""
-        done = self._literals.get(node.uid)
-        if done is None:
-            kind, cap = node.kind, MAX_STRINGS + 1
-            if kind == BYTES:
-                done = node.byte_set.bit_count() if node.byte_set.bit_count() <= 16 else 0
-            elif kind == EPSILON:
-                done = 1
-            elif kind == ALT:
-                done = 0
-                for part in node.parts:
-                    count = self._literal(part)
-                    if not count:
-                        done = 0
-                        break
-                    done = min(done + count, cap)
-            elif kind == CONCAT:   # along the right spine, no recursion along it
-                x, done = node, 1
-                while x.kind == CONCAT and done:
-                    done = min(done * self._literal(x.parts[0]), cap)
-                    x = x.parts[1]
-                if x.kind != CONCAT:
-                    done = min(done * self._literal(x), cap)
-            else:
-                done = 0
-            self._literals[node.uid] = done
-        return done
 
     def _walk_candidates(self, byte_set: int, candidates: np.ndarray, state: int) -> np.ndarray:
         """int64 the `candidates` (`_containing(byte_set)`) whose bytes the automaton reads

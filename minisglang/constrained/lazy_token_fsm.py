@@ -113,7 +113,7 @@ class LazyStateIndex(LazyRowShortcuts):
         self._marks_none = np.zeros(self.trie.num_nodes, dtype=bool)
         # Output buffers of the trie walk (4 of the trie's size, 2 for needed entries), reused under the lock.
         self._buffers = [np.empty(self.trie.num_nodes, np.int64) for _ in range(4)] + \
-            [np.empty(4096, np.int64) for _ in range(2)]
+            [np.empty(4096, np.int64) for _ in range(3)]
         self._init_shortcut_caches(vocab)   # the row shortcuts' caches (lazy_row_shortcuts.py)
         self._lock = threading.RLock()   # the automaton and the caches grow under it (a row may ask for another)
 
@@ -282,25 +282,25 @@ class LazyStateIndex(LazyRowShortcuts):
                 f"would build more than {self.limits.max_row_expansions:,} states (limit max_row_expansions)")
 
     def _walk(self, state: int, origin: int, short: bool, long: bool,
-              starts: list[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+              starts: list[tuple[int, int]] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Walk the trie from `state`: (uint32 [W] the bits of the trie's tokens it can read,
         when `short`; int64 ids of the long tokens it can read, when `long`). `starts`: the
-        walk begins at these trie nodes (all in `state`), not at the root: it finds the
-        tokens that go on below them."""
+        walk begins at these (trie node, automaton state) pairs instead of the root in
+        `state`: it finds the tokens that go on below those nodes."""
         trie, dfa, info = self.trie, self.dfa, self.arrays
         follow = self._follow_all if short else info.leads_to
         marks = info.has_items if long else self._marks_none
         bits = np.zeros(self.words if short else 0, dtype=np.uint32)
-        buffers, (need_states, need_bytes) = self._buffers[:4], self._buffers[4:]
+        buffers, (need_states, need_bytes, need_nodes) = self._buffers[:4], self._buffers[4:]
         # (np.array of a list: a third of np.full's cost, and most rows start at the root.)
-        nodes = np.array([0] if starts is None else starts, dtype=np.int64)
-        states = np.array([state] * nodes.shape[0], dtype=np.int64)
+        nodes = np.array([0] if starts is None else [n for n, _ in starts], dtype=np.int64)
+        states = np.array([state] if starts is None else [s for _, s in starts], dtype=np.int64)
         reached_nodes, reached_states = [], []
         while nodes.shape[0]:
             _, longs, pending, needs = walk_trie(
                 trie.child_start, trie.child_stop, trie.byte, trie.end_start, trie.end_stop, trie.end_tokens,
                 follow, marks, dfa.table, dfa.class_first, dfa.expanded, nodes, states, self.eos_token_id, bits,
-                *buffers, need_states, need_bytes)
+                *buffers, need_states, need_bytes, need_nodes)
             if longs:
                 reached_nodes += buffers[0][:longs].tolist()
                 reached_states += buffers[1][:longs].tolist()
@@ -308,28 +308,36 @@ class LazyStateIndex(LazyRowShortcuts):
                 break   # (most walks: every entry they read was computed)
             nodes, states = buffers[2][:pending].copy(), buffers[3][:pending].copy()
             # Fill the entries the pending pairs wait for (the rest of a byte class comes
-            # with each; entries past the buffer are found again on the next pass).
-            for s, b in sorted(set(zip(need_states[:needs].tolist(), need_bytes[:needs].tolist()))):
-                self._fill_forced(dfa.fill(s, b))
+            # with each; entries past the buffer are found again on the next pass), and
+            # ahead as far as a token below the waiting trie node still reads.
+            reach: dict[tuple[int, int], int] = {}
+            heights = info.height[need_nodes[:needs]].tolist()
+            for s, b, h in zip(need_states[:needs].tolist(), need_bytes[:needs].tolist(), heights):
+                reach[s, b] = max(reach.get((s, b), 0), h - 1)
+            for (s, b), ahead in sorted(reach.items()):
+                self._fill_forced(dfa.fill(s, b), ahead)
             self._charge(origin)
         return bits, self._walk_rests(reached_nodes, reached_states, origin)
 
-    def _fill_forced(self, state: int, budget: int = FILL_AHEAD) -> None:
+    def _fill_forced(self, state: int, reach: int, budget: int = FILL_AHEAD) -> None:
         """Fill ahead along the states that have at most FILL_AHEAD_CLASSES entries left to
         compute (a key's letters: one live byte each; an optional space, a sign: two), at
-        most `budget` derivatives, so the walk reads a literal or a small branch in one
-        pass instead of one pass per byte (each pass is a compiled walk plus Python).
-        Never more than half the row's max_row_expansions: the look-ahead alone does not
-        make a row fail its limit."""
-        dfa, todo = self.dfa, [state]
+        most `budget` derivatives and `reach` bytes deep, so the walk reads a literal or a
+        small branch in one pass instead of one pass per byte (each pass is a compiled walk
+        plus Python). `reach`: how many more bytes a token can read from `state` (the trie
+        below the waiting node; unbounded, a row of five keys filled each key to its end
+        and on into its value, 106 derivatives where tokens read at most 12 bytes: 69
+        with the bound). Never more than half the row's max_row_expansions: the
+        look-ahead alone does not make a row fail its limit."""
+        dfa, todo = self.dfa, [(state, reach)]
         stop = self._spent + self.limits.max_row_expansions // 2
         while todo and budget > 0 and dfa.fills < stop:
-            state = todo.pop()
-            if state < 0 or dfa.missing_classes[state] > FILL_AHEAD_CLASSES:
+            state, left = todo.pop()
+            if state < 0 or left <= 0 or dfa.missing_classes[state] > FILL_AHEAD_CLASSES:
                 continue
             for lo in dfa.class_starts[state][:-1]:
                 if budget > 0 and dfa.table[state, lo] == UNEXPLORED:   # (the table may grow: index it anew)
-                    todo.append(dfa.fill(state, lo))
+                    todo.append((dfa.fill(state, lo), left - 1))
                     budget -= 1
 
     def _walk_rests(self, nodes: list[int], states: list[int], origin: int) -> np.ndarray:

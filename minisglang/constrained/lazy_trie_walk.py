@@ -30,15 +30,16 @@ UNEXPLORED = -2   # must equal lazy_regex.UNEXPLORED
 @numba.njit(cache=True, nogil=True)
 def walk_trie(child_start, child_stop, byte, end_start, end_stop, end_tokens, follow, marks, table, class_first,
               complete, start_nodes, start_states, eos, bits, long_nodes, long_states, pending_nodes, pending_states,
-              need_states, need_bytes):
+              need_states, need_bytes, need_nodes):
     """Walk the trie from the (start_nodes[i], start_states[i]) pairs, following only the
     children with `follow[child]` set.
 
     When `bits` (uint32 [W]) is not empty, sets bit t % 32 of `bits[t // 32]` for every
     token t found, EOS skipped; writes the reached (node, state) pairs of the nodes with
     `marks[node]` (where long tokens go on) and the pending pairs, with the (state, byte)
-    entries they wait for in `need_*` (repeats possible). Returns (tokens found, long
-    pairs, pending pairs, needed entries).
+    entries they wait for in `need_states`, `need_bytes` and the trie node waiting in
+    `need_nodes` (repeats possible). Returns (tokens found, long pairs, pending pairs,
+    needed entries).
     Arrays int64 except `table` (int32 [S, 256]), `class_first` (uint8 [S, 256]: the
     first byte of each byte's class), `complete` (bool [S]: every entry computed) and
     `follow`, `marks` (bool [nodes]).
@@ -66,6 +67,7 @@ def walk_trie(child_start, child_stop, byte, end_start, end_stop, end_tokens, fo
                     if needs < need_states.shape[0]:
                         need_states[needs] = state
                         need_bytes[needs] = need
+                        need_nodes[needs] = node
                         needs += 1
         if missing:
             pending_nodes[pending] = node
@@ -204,7 +206,8 @@ class VocabArrays:
     to its items (`has_items[node]`); `leads_to[n]` marks node n and its ancestors when n has items (the only
     nodes a walk for long tokens follows). `all_bytes`/`token_start`/`token_stop` hold
     every token's bytes (the advance step walks one token), uint8/int64; `containing[b]`
-    the sorted ids of the tokens whose bytes include byte b.
+    the sorted ids of the tokens whose bytes include byte b; `height[n]` (int64) the most
+    bytes a path below trie node n spells (how far a walk waiting at n can still read).
     """
 
     ids: np.ndarray
@@ -220,6 +223,7 @@ class VocabArrays:
     token_start: np.ndarray
     token_stop: np.ndarray
     containing: list[np.ndarray]
+    height: np.ndarray
     _first: list = field(default_factory=list, repr=False)   # [`first_bytes()`] once computed
     _children: dict = field(default_factory=dict, repr=False)   # trie node -> `children(trie, node)`
     _derived: dict = field(default_factory=dict, repr=False)    # what a grammar's index derives for the vocabulary
@@ -276,7 +280,21 @@ class VocabArrays:
         return cls(np.asarray(ids, dtype=np.int64), np.asarray(starts, dtype=np.int64),
                    np.asarray(stops, dtype=np.int64), np.frombuffer(b"".join(chunks), dtype=np.uint8).copy(),
                    items_of, leads_to, has_items, int(lengths.max(initial=0)), max(short, default=0),
-                   all_bytes, token_stop - lengths, token_stop, containing)
+                   all_bytes, token_stop - lengths, token_stop, containing, trie_heights(trie))
+
+
+def trie_heights(trie) -> np.ndarray:
+    """int64 [nodes]: the most bytes a path below each node of `trie` spells (0 at a leaf).
+    The nodes are numbered level by level, so each level is one range of ids, children after
+    their parents: the levels are done deepest first, one array call each."""
+    levels, lo, hi = [], 0, 1
+    while lo < hi:
+        levels.append((lo, hi))
+        lo, hi = int(trie.child_start[lo]), int(trie.child_stop[hi - 1])
+    height = np.zeros(trie.num_nodes, dtype=np.int64)
+    for lo, hi in reversed(levels[1:]):
+        np.maximum.at(height, trie.parent[lo:hi], height[lo:hi] + 1)
+    return height
 
 
 _ARRAYS_CACHE: dict[int, tuple[object, VocabArrays]] = {}
