@@ -206,12 +206,13 @@ class LazyRowShortcuts:
         if node.uid in self._not_strings or (self.dfa.table[state] >= 0).any():
             return None   # (a state with entries computed: the compiled walk through them is cheaper)
         steps = [0]
-        todo = [(parts, 0) for parts in self._literal_heads((node,), steps)]
-        if any(parts and not self._narrow(parts[0]) for parts, _ in todo):
+        heads = self._literal_heads((node,), steps, strict=True)
+        if heads is None:
             self._not_strings.add(node.uid)   # some match starts with no literal text: walk it
             return None
-        if not self._fans_out([parts for parts, _ in todo], steps):
+        if not self._fans_out(heads, steps):
             return None   # a few strings: the compiled walk's states serve the next rows too
+        todo = [(parts, 0) for parts in heads]
         trie, arrays, has_items, pool = self.trie, self.arrays, self.arrays.has_items, self.dfa.pool
         reached: list[int] = []
         stops: dict[tuple[RegexNode, ...], list[int]] = {}   # what is left -> the trie nodes it goes on from
@@ -266,13 +267,16 @@ class LazyRowShortcuts:
         alternative, which the automaton's states would merge: there the walk is cheaper.)"""
         return part.kind == BYTES and part.byte_set.bit_count() == 1
 
-    @staticmethod
-    def _literal_heads(parts: tuple[RegexNode, ...], steps: list[int]) -> list[tuple[RegexNode, ...]]:
+    @classmethod
+    def _literal_heads(cls, parts: tuple[RegexNode, ...], steps: list[int],
+                       strict: bool = False) -> list[tuple[RegexNode, ...]] | None:
         """The ways `parts` (a sequence) can begin, each a sequence whose first part is a
         byte set or a part the literal walk stops at (a repetition other than `R{0,1}`, an
         object's members), or empty (the sequence matched ε): sequences, alternations, ε
-        and `R{0,1}` opened. Counts its steps in `steps[0]`."""
-        out, todo = [], [parts]
+        and `R{0,1}` opened. Counts its steps in `steps[0]`. `strict`: None as soon as one
+        begins with something other than one byte (ε aside), before opening the rest."""
+        out: list[tuple[RegexNode, ...]] = []
+        todo = [parts]
         while todo:
             parts = todo.pop()
             steps[0] += 1
@@ -290,6 +294,8 @@ class LazyRowShortcuts:
             elif kind == REPEAT and part.low == 0 and part.high == 1:
                 todo.append(rest)
                 todo.append((part.parts[0], *rest))
+            elif strict and not cls._narrow(part):
+                return None
             else:
                 out.append(parts)
         return out
