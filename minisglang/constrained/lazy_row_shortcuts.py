@@ -199,9 +199,9 @@ class LazyRowShortcuts:
         object's members), the tokens that go on below that trie node are found by the
         ordinary trie walk, from the state of what is left there. Only for a state with no
         entry computed yet, two first bytes or more and at least FAN_OUT strings open (else
-        the compiled walk is as cheap). None when the shape does not fit: a match that does not begin with literal
-        text, more than MAX_STRING_STEPS steps, or a token longer than the trie reached
-        inside the text.
+        the compiled walk is as cheap). None when the shape does not fit: a match that does
+        not begin with literal text, more than MAX_STRING_STEPS steps, or a token longer
+        than the trie reached inside the text.
         """
         node = self.dfa.nodes[state]
         if node.first.bit_count() < 2 or node.uid in self._not_strings or (self.dfa.table[state] >= 0).any():
