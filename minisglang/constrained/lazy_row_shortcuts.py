@@ -37,11 +37,12 @@ PERMISSIVE = 8
 # CLOSURE_STATES states keep reading.
 CLOSURE_BYTES = 32
 CLOSURE_STATES = 16
-# `_row_from_strings` walks literal text along the trie where at least FAN_OUT strings are
-# open within FAN_OUT_BYTES bytes (an object's keys, an enum's values): there the compiled walk
-# would build a state per prefix of each (~10 us a derivative; 61 keys: ~600 of them, 8 ms),
-# while a Python step costs ~1 us. Below that the compiled walk is as cheap, and the states
-# it builds serve the next rows too. At most MAX_STRING_STEPS steps.
+# `_row_from_strings` walks literal text along the trie where it starts with two bytes or more
+# and at least FAN_OUT strings are open within FAN_OUT_BYTES bytes (an object's keys, an
+# enum's values): there the compiled walk would build a state per prefix of each (~10 us a
+# derivative; 61 keys: ~600 of them, 8 ms), while a Python step costs ~1 us. Below that the
+# compiled walk is as cheap, and the states it builds serve the next rows too. At most
+# MAX_STRING_STEPS steps.
 FAN_OUT = 8
 FAN_OUT_BYTES = 4
 MAX_STRING_STEPS = 20_000
@@ -197,21 +198,25 @@ class LazyRowShortcuts:
         empty language). Where the literal text ends (a byte class, a repetition, an
         object's members), the tokens that go on below that trie node are found by the
         ordinary trie walk, from the state of what is left there. Only for a state with no
-        entry computed yet and at least FAN_OUT strings open (else the compiled walk is as
-        cheap). None when the shape does not fit: a match that does not begin with literal
-        text, more than MAX_STRING_STEPS steps, or a token longer than the trie reached
-        inside the text.
+        entry computed yet, two first bytes or more and at least FAN_OUT strings open (else
+        the compiled walk is as cheap). None when the shape does not fit: a match that does
+        not begin with literal text, more than MAX_STRING_STEPS steps, or a token longer
+        than the trie reached inside the text.
         """
         node = self.dfa.nodes[state]
-        if node.uid in self._not_strings or (self.dfa.table[state] >= 0).any():
-            return None   # (a state with entries computed: the compiled walk through them is cheaper)
+        if node.first.bit_count() < 2 or node.uid in self._not_strings or (self.dfa.table[state] >= 0).any():
+            # One first byte (inside a key, `":`, `, "`): the strings branch further on, if at
+            # all, and checking for that on every such row cost more than it saved. Entries
+            # computed: the compiled walk through them is cheaper.
+            return None
         steps = [0]
-        todo = [(parts, 0) for parts in self._literal_heads((node,), steps)]
-        if any(parts and not self._narrow(parts[0]) for parts, _ in todo):
+        heads = self._literal_heads((node,), steps, strict=True)
+        if heads is None:
             self._not_strings.add(node.uid)   # some match starts with no literal text: walk it
             return None
-        if not self._fans_out([parts for parts, _ in todo], steps):
+        if not self._fans_out(heads, steps):
             return None   # a few strings: the compiled walk's states serve the next rows too
+        todo = [(parts, 0) for parts in heads]
         trie, arrays, has_items, pool = self.trie, self.arrays, self.arrays.has_items, self.dfa.pool
         reached: list[int] = []
         stops: dict[tuple[RegexNode, ...], list[int]] = {}   # what is left -> the trie nodes it goes on from
@@ -250,7 +255,7 @@ class LazyRowShortcuts:
     def _fans_out(self, heads: list[tuple[RegexNode, ...]], steps: list[int]) -> bool:
         """Whether at least FAN_OUT literal strings are open within FAN_OUT_BYTES bytes of
         `heads` (`_literal_heads` of a state, each starting with a narrow byte set or empty):
-        an object's keys after `, "`, an enum's values."""
+        an object's keys after `{"`, an enum's values."""
         level = [parts for parts in heads if parts]
         for _ in range(FAN_OUT_BYTES):
             if len(level) >= FAN_OUT or not level:
@@ -266,13 +271,16 @@ class LazyRowShortcuts:
         alternative, which the automaton's states would merge: there the walk is cheaper.)"""
         return part.kind == BYTES and part.byte_set.bit_count() == 1
 
-    @staticmethod
-    def _literal_heads(parts: tuple[RegexNode, ...], steps: list[int]) -> list[tuple[RegexNode, ...]]:
+    @classmethod
+    def _literal_heads(cls, parts: tuple[RegexNode, ...], steps: list[int],
+                       strict: bool = False) -> list[tuple[RegexNode, ...]] | None:
         """The ways `parts` (a sequence) can begin, each a sequence whose first part is a
         byte set or a part the literal walk stops at (a repetition other than `R{0,1}`, an
         object's members), or empty (the sequence matched ε): sequences, alternations, ε
-        and `R{0,1}` opened. Counts its steps in `steps[0]`."""
-        out, todo = [], [parts]
+        and `R{0,1}` opened. Counts its steps in `steps[0]`. `strict`: None as soon as one
+        begins with something other than one byte (ε aside), before opening the rest."""
+        out: list[tuple[RegexNode, ...]] = []
+        todo = [parts]
         while todo:
             parts = todo.pop()
             steps[0] += 1
@@ -290,6 +298,8 @@ class LazyRowShortcuts:
             elif kind == REPEAT and part.low == 0 and part.high == 1:
                 todo.append(rest)
                 todo.append((part.parts[0], *rest))
+            elif strict and not cls._narrow(part):
+                return None
             else:
                 out.append(parts)
         return out
