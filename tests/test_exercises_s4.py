@@ -23,6 +23,7 @@ from minisglang.stages.base import StageContext
 from minisglang.stages.s4_jump_forward import JumpForward, JumpForwardStage
 from minisglang.scheduler import Scheduler
 from minisglang.tokenizer import IncrementalDetokenizer, Tokenizer
+from token_names import token_list
 
 # ----------------------------------------------------------------- task4_1 + task4_2
 # Regex pieces with finite languages, so every accepted string can be listed.
@@ -284,10 +285,10 @@ class GreedyTokenizer:
 
 
 def toy_ids(toy: GreedyTokenizer, ids) -> str:
-    """Toy token ids shown with their text, as "['ab' (2), 'c' (3)]"; anything else (None) as its repr."""
+    """Toy token ids shown with their text, as "['ab' (id 2), 'c' (id 3)]"; anything else (None) as its repr."""
     if not isinstance(ids, list) or not all(isinstance(i, int) and 0 <= i < len(toy.vocab) for i in ids):
         return repr(ids)
-    return "[" + ", ".join(f"{toy.vocab[i]!r} ({i})" for i in ids) + "]"
+    return token_list(ids, lambda i: repr(toy.vocab[i]))
 
 
 def toy_request(prompt: str, prompt_ids: list[int], output_ids: list[int]) -> Req:

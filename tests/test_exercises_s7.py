@@ -31,6 +31,7 @@ from minisglang.core import Req, SamplingParams
 from minisglang.speculative import accept_greedy, accept_sampled
 from minisglang.stages.s7_speculative import SpeculativeStage
 from test_exercises_s1 import EOS, REGEXES, VOCAB, VOCAB_SIZE, make_stage, oracle_allowed
+from token_names import token_list
 
 ALPHA = 1e-3   # each chi-square test fails a correct implementation with this probability (seeds fixed)
 ID = {data: i for i, data in enumerate(VOCAB) if data}
@@ -93,19 +94,14 @@ def spelled(tokens: list[int]) -> bytes:
 
 
 def named(tokens, most: int = 8) -> str:
-    """Token ids as a failure message shows them: each one's text (EOS, or <id> for a special
-    or padding id), then the ids: "['1', EOS] (ids [40, 3])"; `most` of them at most."""
-    tokens = [int(t) for t in tokens]
-    if not tokens:
-        return "[]"
-    more = f", and {len(tokens) - most} more" if len(tokens) > most else ""
-    return f"[{', '.join(map(token_text, tokens[:most]))}{more}] (ids {tokens[:most]}{more and ', ...'})"
+    """Token ids as a failure message shows them: "['1' (id 40), EOS (id 3)]", `most` at most."""
+    return token_list(tokens, token_text, most)
 
 
 def token_text(token: int) -> str:
-    """One token's text for a message: its bytes as text, EOS, or <id> (special or padding)."""
+    """One token's text for a message: its bytes as text, EOS, or "special" (or padding)."""
     data = VOCAB[token] if 0 <= token < len(VOCAB) else None
-    return "EOS" if token == EOS else f"<{token}>" if data is None else repr(data.decode("utf-8", "backslashreplace"))
+    return "EOS" if token == EOS else "special" if data is None else repr(data.decode("utf-8", "backslashreplace"))
 
 
 def oracle_row(regex: str, data: bytes) -> torch.Tensor:

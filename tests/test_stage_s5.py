@@ -12,6 +12,7 @@ from minisglang.backends.base import BaseGrammarBackend, InvalidGrammarObject, g
 from minisglang.backends.fsm_backend import FSMBackend, FSMGrammar
 from minisglang.constrained.bitmask import unpack_bits
 from minisglang.tokenizer import Tokenizer
+from token_names import token_list
 
 Q = "<|user|>\nExtract as JSON: Li Lei is 31 years old and lives in Paris.\n<|assistant|>\n"
 DATE = r"[0-9]{4}-[0-9]{2}-[0-9]{2}"
@@ -38,9 +39,9 @@ def compiled(backend, kind, text):
 
 def named(tokenizer, ids) -> str:
     """Token ids with their text, as "['20' (id 397), '24' (id 1285)]"; an id past the
-    vocabulary (the logits' padding) as "padding id N"."""
-    return "[" + ", ".join(f"{tokenizer.decode([t], skip_special_tokens=False)!r} (id {t})"
-                           if t < tokenizer.vocab_size else f"padding id {t}" for t in map(int, ids)) + "]"
+    vocabulary (the logits' padding) as "padding (id N)"."""
+    return token_list(ids, lambda t: repr(tokenizer.decode([t], skip_special_tokens=False))
+                      if t < tokenizer.vocab_size else "padding")
 
 
 @pytest.mark.task5_1
