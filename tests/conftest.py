@@ -18,7 +18,7 @@ import minisglang  # noqa: E402  (after the finder is gone)
 # workers, every nested grading run of s5 and s6). We compile no iri format (FORMATS in
 # constrained/json_schema/formats.py; test_json_schema checks the checker covers all of
 # them), so the tests' jsonschema goes without it.
-sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
+sys.modules.setdefault("rfc3987_syntax", None)
 
 REPO = Path(__file__).resolve().parents[1]
 # Fetched by scripts/setup.sh (pip download --no-deps anthropic==0.3.11, then unzipped).

@@ -190,9 +190,7 @@ def test_lru_a_hit_is_recent_and_a_running_compile_is_never_evicted():
     got = [names.get(k, k) for k in cache.entries]
     assert got == ["slow", "a", "c"], (
         f"entries after slow (compiling), a, b, a (a hit), c with max_entries=3: {got}, expected "
-        f"['slow', 'a', 'c'] (a hit moves its entry to the end; a running compile is never evicted; slow's compile "
-        f"is held back until the test lets it go, so init_fsm_in_background must return at once and leave it "
-        f"to self.pool)")
+        f"['slow', 'a', 'c'] (a hit moves its entry to the end; a running compile is never evicted)")
     assert cache.key("b") not in cache.entries, ("after slow, a, b, a (a hit), c with max_entries=3: b, the least "
                                                  "recently used finished entry, must be evicted; it is still there")
     slow.set()

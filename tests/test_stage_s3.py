@@ -21,7 +21,7 @@ from minisglang.constrained.bitmask import with_rows
 from minisglang.constrained.token_fsm import ConstraintError, TokenFSM, compile_regex_index, compile_token_fsm
 from minisglang.stages.s3_fsm_cache import FSMCache, FSMCacheStage
 from minisglang.tokenizer import Tokenizer
-from test_exercises_s3 import refuse_the_callers_thread
+from test_exercises_s3 import entry_of, refuse_the_callers_thread
 
 Q = "<|user|>\nWhen was she born?\n<|assistant|>\n"
 DATE = r"[0-9]{4}-[0-9]{2}-[0-9]{2}"
@@ -135,10 +135,7 @@ def test_a_ready_grammar_is_not_held_up_by_a_slow_compile_before_it():
     first = eng.submit(Q, {"regex": r"[0-9]{3}", "temperature": 0})     # slow compile
     second = eng.submit(Q, {"regex": r"[0-9]{2}", "temperature": 0})    # fast compile
     third = eng.submit(Q, {"temperature": 0, "max_new_tokens": 3})   # no grammar at all
-    key = eng.stage.cache.key(r"[0-9]{2}")
-    entry = eng.stage.cache.entries.get(key)
-    assert entry is not None, (f"no cache entry for '[0-9]{{2}}' under self.key('[0-9]{{2}}') = {key[:12]}... after "
-                               f"submit; {len(eng.stage.cache.entries)} entries under other keys")
+    entry = entry_of(eng.stage.cache, r"[0-9]{2}")
     assert entry.event.wait(30), "the compile of '[0-9]{2}' did not finish in 30 s"   # a worker may be starting
     for _ in range(5):
         eng.step()
