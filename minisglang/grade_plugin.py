@@ -170,7 +170,6 @@ def pytest_runtest_logfinish(nodeid, location):
            "passed": failure is None, **(failure or {})})
 
 
-
 # ---------------------------------------------------------------- which regions run (tracing)
 _BEGIN = re.compile(r"^[ \t]*# BEGIN SOLUTION (task\d+_\d+)\s*$")
 _END = re.compile(r"^[ \t]*# END SOLUTION\s*$")

@@ -402,9 +402,10 @@ def format_report(report: GradeReport) -> str:
     nfail = sum(len(r.failed) for r in report.tasks.values())
     lines.append(f"{npass} passed, {nfail} failed")
     runs = load_test_runs()
+    score = _suspicion(report, runs)
     for t, r in report.tasks.items():
         if r.failed:
-            lines += _cause_notes(t, report, _failing_prerequisites(t, report, prerequisites), runs)
+            lines += _cause_notes(t, report, _failing_prerequisites(t, report, prerequisites), runs, score)
         # Failures with the same reason at the same place (a stub's "write this", one bug
         # hit by several tests) are printed once, with every test they failed.
         groups: dict[tuple, list[Failure]] = {}
@@ -450,7 +451,8 @@ def _failing_prerequisites(task: str, report: GradeReport, prerequisites: dict[s
             and any(not _STUB.match(f.reason) for f in report.tasks[x].failed)]
 
 
-def _cause_notes(task: str, report: GradeReport, failing: list[str], runs: dict[str, list[str]]) -> list[str]:
+def _cause_notes(task: str, report: GradeReport, failing: list[str], runs: dict[str, list[str]],
+                 score: dict[str, tuple[float, int, int]]) -> list[str]:
     """NOTE lines for `task`'s row about the other failing tasks (`failing`, "3_3") its tests run.
 
     Every failing test of `task` runs that task's code too (else a failure is `task`'s own and
@@ -459,9 +461,8 @@ def _cause_notes(task: str, report: GradeReport, failing: list[str], runs: dict[
     tests is probably right, code that ran in failing tests and few passing ones probably
     not. The note names the other task when its score is higher, "either" when they tie.
     `runs` (test id -> the tasks whose code it runs on the reference) leaves out tests
-    traced before they existed: those count as running every task."""
+    traced before they existed: those count as running every task. `score`: `_suspicion`'s."""
     own = [f for f in report.tasks[task].failed if not _STUB.match(f.reason)]
-    score = _suspicion(report, runs)
     notes = []
     for other in failing:
         if not own or not all(f.test not in runs or f"task{other}" in runs[f.test] for f in own):

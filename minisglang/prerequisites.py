@@ -96,7 +96,7 @@ def write(stages: list[str], retrace: bool = True) -> None:
         for stage in stages:
             found, ran = trace(stage)
             data.update(found)
-            tests = {t: v for t, v in tests.items() if t not in ran} | ran
+            tests.update(ran)
         data = dict(sorted(data.items(), key=lambda kv: task_key(kv[0])))
         PREREQUISITES_FILE.write_text(json.dumps({"tasks": data, "tests": dict(sorted(tests.items()))}, indent=1)
                                       + "\n", encoding="utf-8")
