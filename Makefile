@@ -56,6 +56,7 @@ demo: setup
 # Lint, types and import layers (configured in pyproject.toml).
 check: setup
 	$(RUFF) check .
+	$(RUFF) format --check .
 	$(MYPY)
 	$(LINT_IMPORTS)
 

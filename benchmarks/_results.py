@@ -1,5 +1,6 @@
 """The one way benchmarks publish: print the table, then write it where the chapters read it,
 ending with one line that says where and when it was measured."""
+
 import datetime
 import hashlib
 import os
@@ -13,9 +14,14 @@ def machine_line(*details: str) -> str:
     import torch  # every benchmark has it loaded already; the line names its version and threads
 
     load = f"load average {os.getloadavg()[0]:.1f} at the end" if hasattr(os, "getloadavg") else None
-    facts = [platform.platform(), f"{os.cpu_count()} CPUs (shared with other jobs)", load,
-             f"torch {torch.__version__} with {torch.get_num_threads()} thread(s)",
-             f"Python {platform.python_version()}", *details]
+    facts = [
+        platform.platform(),
+        f"{os.cpu_count()} CPUs (shared with other jobs)",
+        load,
+        f"torch {torch.__version__} with {torch.get_num_threads()} thread(s)",
+        f"Python {platform.python_version()}",
+        *details,
+    ]
     return f"Machine: {', '.join(f for f in facts if f)}; measured {datetime.date.today().isoformat()}."
 
 

@@ -19,6 +19,7 @@ writes benchmarks/results/backends.md.
 
     python benchmarks/bench_backends.py [--repeats 3] [--batch 32]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,25 +42,29 @@ from minisglang.backends.base import BaseGrammarObject, get_backend_class
 from minisglang.tokenizer import Tokenizer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from real_tokenizers import anthropic_65k  # noqa: E402
 from _results import machine_line, write_results  # benchmarks/_results.py (scripts run from benchmarks/)
+from real_tokenizers import anthropic_65k  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "backends.md"
 BACKENDS = ["fsm", "xgrammar", "outlines", "llguidance"]
-PAD = 64   # logit columns past the vocabulary, as models pad them
+PAD = 64  # logit columns past the vocabulary, as models pad them
 
 # Supported by all four backends (outlines-core ignores numeric bounds, so none here; a
 # `maxLength` makes our fsm backend's DFA compile slow, so none of those either).
-SCHEMA = {"type": "object",
-          "properties": {"name": {"type": "string"},
-                         "age": {"type": "integer"},
-                         "city": {"enum": ["Paris", "Rome", "Beijing", "北京"]},
-                         "hobbies": {"type": "array", "items": {"type": "string"}, "maxItems": 3}},
-          "required": ["name", "age", "city", "hobbies"], "additionalProperties": False}
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"},
+        "age": {"type": "integer"},
+        "city": {"enum": ["Paris", "Rome", "Beijing", "北京"]},
+        "hobbies": {"type": "array", "items": {"type": "string"}, "maxItems": 3},
+    },
+    "required": ["name", "age", "city", "hobbies"],
+    "additionalProperties": False,
+}
 # The walk for the per-step costs: json.dumps' layout, which every backend's JSON accepts.
 INSTANCE = {"name": "Li Lei", "age": 31, "city": "北京", "hobbies": ["编程", "hiking"]}
-PEOPLE = [("Li Lei", 31, "Beijing"), ("Anna Rossi", 45, "Rome"), ("Marie Dubois", 28, "Paris"),
-          ("张伟", 52, "北京")]
+PEOPLE = [("Li Lei", 31, "Beijing"), ("Anna Rossi", 45, "Rome"), ("Marie Dubois", 28, "Paris"), ("张伟", 52, "北京")]
 HOBBIES = ["reading", "hiking", "music", "chess"]
 
 
@@ -83,7 +88,7 @@ def backend_costs(name: str, tokenizer: Tokenizer, batch_sizes: list[int], repea
     schema_text = json.dumps(SCHEMA)
 
     start = time.perf_counter()
-    grammar = backend.compile("json_schema", schema_text)   # directly: no cache, no pool thread
+    grammar = backend.compile("json_schema", schema_text)  # directly: no cache, no pool thread
     compile_s = time.perf_counter() - start
     start = time.perf_counter()
     grammar.fill_vocab_mask(grammar.allocate_vocab_mask(width, 1), 0)
@@ -97,6 +102,7 @@ def backend_costs(name: str, tokenizer: Tokenizer, batch_sizes: list[int], repea
         entries = [(g, i) for i, g in enumerate(rows)]
         fills, steps = [], []
         for token_id in walk:
+
             def fill():
                 mask = BaseGrammarObject.allocate_vocab_mask(width, batch)
                 type(rows[0]).fill_vocab_mask_batched(entries, mask)
@@ -122,12 +128,12 @@ class OutlinesCoreProcessor(LogitsProcessor):
         self.started = False
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        if self.started:   # the previous call's token is the last column
+        if self.started:  # the previous call's token is the last column
             for i, token_id in enumerate(input_ids[:, -1].tolist()):
                 if self.done[i]:
                     continue
                 if token_id == self.eos_token_id:
-                    self.done[i] = True   # finished rows are fed padding (EOS) from now on
+                    self.done[i] = True  # finished rows are fed padding (EOS) from now on
                 else:
                     self.guides[i].advance(token_id, return_tokens=False)
         self.started = True
@@ -142,13 +148,19 @@ def hf_generate(hf, tokenizer: Tokenizer, index: Index, prompts: list[str], max_
     encoded = [tokenizer.encode(p) for p in prompts]
     longest = max(map(len, encoded))
     pad = tokenizer.eos_token_id
-    input_ids = torch.tensor([[pad] * (longest - len(e)) + e for e in encoded])   # left padding
+    input_ids = torch.tensor([[pad] * (longest - len(e)) + e for e in encoded])  # left padding
     attention = torch.tensor([[0] * (longest - len(e)) + [1] * len(e) for e in encoded])
     processor = OutlinesCoreProcessor(index, tokenizer.eos_token_id, len(prompts))
     with torch.inference_mode():
-        out = hf.generate(input_ids, attention_mask=attention, max_new_tokens=max_new_tokens, do_sample=False,
-                          logits_processor=LogitsProcessorList([processor]), pad_token_id=pad,
-                          eos_token_id=tokenizer.eos_token_id)
+        out = hf.generate(
+            input_ids,
+            attention_mask=attention,
+            max_new_tokens=max_new_tokens,
+            do_sample=False,
+            logits_processor=LogitsProcessorList([processor]),
+            pad_token_id=pad,
+            eos_token_id=tokenizer.eos_token_id,
+        )
     return [tokenizer.decode(row[longest:].tolist()) for row in out]
 
 
@@ -164,11 +176,13 @@ def count_valid(texts: list[str]) -> int:
 
 
 # (label, Engine options) for minisglang; None is transformers + outlines-core.
-SYSTEMS = [("minisglang s5 (fsm, jump forward on)", {"grammar_backend": "fsm", "jump_forward": True}),
-           ("minisglang s5 (fsm, jump forward off)", {"grammar_backend": "fsm", "jump_forward": False}),
-           ("minisglang s5 (xgrammar, jump forward off)", {"grammar_backend": "xgrammar", "jump_forward": False}),
-           ("minisglang s5 (llguidance, jump forward off)", {"grammar_backend": "llguidance", "jump_forward": False}),
-           ("transformers + outlines-core", None)]
+SYSTEMS = [
+    ("minisglang s5 (fsm, jump forward on)", {"grammar_backend": "fsm", "jump_forward": True}),
+    ("minisglang s5 (fsm, jump forward off)", {"grammar_backend": "fsm", "jump_forward": False}),
+    ("minisglang s5 (xgrammar, jump forward off)", {"grammar_backend": "xgrammar", "jump_forward": False}),
+    ("minisglang s5 (llguidance, jump forward off)", {"grammar_backend": "llguidance", "jump_forward": False}),
+    ("transformers + outlines-core", None),
+]
 
 
 def end_to_end(model_path: str, batch: int, max_new_tokens: int, repeats: int) -> dict:
@@ -179,10 +193,12 @@ def end_to_end(model_path: str, batch: int, max_new_tokens: int, repeats: int) -
     with an unrelated prompt, so its prefix cache holds nothing useful).
     """
     prompts = []
-    for i in range(batch):   # all distinct: the ages differ
+    for i in range(batch):  # all distinct: the ages differ
         name, age, city = PEOPLE[i % len(PEOPLE)]
-        prompts.append(f"<|user|>\nExtract as JSON: {name} is {age + i} years old, lives in {city} and likes "
-                       f"{HOBBIES[i % len(HOBBIES)]}.\n<|assistant|>\n")
+        prompts.append(
+            f"<|user|>\nExtract as JSON: {name} is {age + i} years old, lives in {city} and likes "
+            f"{HOBBIES[i % len(HOBBIES)]}.\n<|assistant|>\n"
+        )
     schema_text = json.dumps(SCHEMA, ensure_ascii=False)
     params = [{"json_schema": schema_text, "temperature": 0, "max_new_tokens": max_new_tokens}] * batch
     hf = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32).eval()
@@ -205,12 +221,16 @@ def end_to_end(model_path: str, batch: int, max_new_tokens: int, repeats: int) -
             return seconds, texts, sum(len(tokenizer.encode(t)) for t in texts)
         engine = minisglang.Engine(model_path=model_path, stage="s5", **options)
         if warm:
-            engine.generate("<|user|>\nHi\n<|assistant|>\n", params[0])   # compiles the grammar
+            engine.generate("<|user|>\nHi\n<|assistant|>\n", params[0])  # compiles the grammar
         start = time.perf_counter()
         outs = engine.generate(prompts, params)
         seconds = time.perf_counter() - start
         engine.shutdown()
-        return seconds, [o["text"] for o in outs], sum(o["meta_info"]["completion_tokens_wo_jump_forward"] for o in outs)
+        return (
+            seconds,
+            [o["text"] for o in outs],
+            sum(o["meta_info"]["completion_tokens_wo_jump_forward"] for o in outs),
+        )
 
     times = {(label, warm): [] for label, _ in SYSTEMS for warm in (False, True)}
     last = {}
@@ -223,10 +243,14 @@ def end_to_end(model_path: str, batch: int, max_new_tokens: int, repeats: int) -
     result = {}
     for label, _ in SYSTEMS:
         texts, sampled = last[label]
-        result[label] = {"cold": statistics.median(times[label, False][1:]),   # turn 0: warm-up
-                         "warm": statistics.median(times[label, True][1:]),
-                         "tokens": sum(len(tokenizer.encode(t)) for t in texts), "sampled": sampled,
-                         "valid": count_valid(texts), "example": texts[0]}
+        result[label] = {
+            "cold": statistics.median(times[label, False][1:]),  # turn 0: warm-up
+            "warm": statistics.median(times[label, True][1:]),
+            "tokens": sum(len(tokenizer.encode(t)) for t in texts),
+            "sampled": sampled,
+            "valid": count_valid(texts),
+            "example": texts[0],
+        }
     return result
 
 
@@ -245,11 +269,13 @@ def main() -> None:
     torch.manual_seed(0)
     batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
 
-    vocabularies = [("bundled 4k (byte-level BPE)", Tokenizer.from_pretrained(args.model_path)),
-                    ("anthropic 65k (byte-level BPE)", anthropic_65k())]
-    for name in BACKENDS:   # import every library now, so no 'build' time includes an import
+    vocabularies = [
+        ("bundled 4k (byte-level BPE)", Tokenizer.from_pretrained(args.model_path)),
+        ("anthropic 65k (byte-level BPE)", anthropic_65k()),
+    ]
+    for name in BACKENDS:  # import every library now, so no 'build' time includes an import
         get_backend_class(name)
-    mask = BaseGrammarObject.allocate_vocab_mask(PAD, 1)   # and pay torch's first-op costs here
+    mask = BaseGrammarObject.allocate_vocab_mask(PAD, 1)  # and pay torch's first-op costs here
     BaseGrammarObject.apply_vocab_mask(torch.zeros(1, PAD), mask)
     costs = {}
     with tqdm(total=len(vocabularies) * len(BACKENDS), desc="backends") as bar:
@@ -259,46 +285,68 @@ def main() -> None:
                 bar.update()
     e2e = end_to_end(args.model_path, args.batch, args.max_new_tokens, args.repeats)
 
-    ms = lambda s: f"{s * 1000:,.2f}"   # noqa: E731
-    lines = ["# Grammar backends: compile and mask costs; minisglang vs transformers + outlines-core", "",
-             f"JSON schema: `{json.dumps(SCHEMA, ensure_ascii=False)}`", "",
-             f"Per-step costs walk `{json.dumps(INSTANCE, ensure_ascii=False)}` token by token, every row of "
-             f"the batch at the same step (mean over the steps of the median of {args.repeats} runs per step); "
-             f"logits are {PAD} columns wider than the vocabulary. 'build' is the backend's one-time "
-             "tokenizer preparation (the fsm backend's `prepare_vocabulary`: its vocabulary trie, the first "
-             "calls of its compiled loops and the repetition counts of the bodies JSON grammars repeat: a "
-             "string's character, a digit, ...); "
-             "'first mask' is the first fill after the compile; 'fill' is allocate + "
-             "`fill_vocab_mask_batched`, 'step' is fill + `apply_vocab_mask` on the logits.", "",
-             "| vocabulary | backend | build (ms) | compile (ms) | first mask (ms) | "
-             + " | ".join(f"fill B={b} (ms) | step B={b} (ms) | step B={b} vs fsm" for b in batch_sizes) + " |",
-             "|---|---|---:|---:|---:|" + "---:|---:|---:|" * len(batch_sizes)]
+    ms = lambda s: f"{s * 1000:,.2f}"  # noqa: E731
+    lines = [
+        "# Grammar backends: compile and mask costs; minisglang vs transformers + outlines-core",
+        "",
+        f"JSON schema: `{json.dumps(SCHEMA, ensure_ascii=False)}`",
+        "",
+        f"Per-step costs walk `{json.dumps(INSTANCE, ensure_ascii=False)}` token by token, every row of "
+        f"the batch at the same step (mean over the steps of the median of {args.repeats} runs per step); "
+        f"logits are {PAD} columns wider than the vocabulary. 'build' is the backend's one-time "
+        "tokenizer preparation (the fsm backend's `prepare_vocabulary`: its vocabulary trie, the first "
+        "calls of its compiled loops and the repetition counts of the bodies JSON grammars repeat: a "
+        "string's character, a digit, ...); "
+        "'first mask' is the first fill after the compile; 'fill' is allocate + "
+        "`fill_vocab_mask_batched`, 'step' is fill + `apply_vocab_mask` on the logits.",
+        "",
+        "| vocabulary | backend | build (ms) | compile (ms) | first mask (ms) | "
+        + " | ".join(f"fill B={b} (ms) | step B={b} (ms) | step B={b} vs fsm" for b in batch_sizes)
+        + " |",
+        "|---|---|---:|---:|---:|" + "---:|---:|---:|" * len(batch_sizes),
+    ]
     for label, _ in vocabularies:
         fsm = costs[label, "fsm"]
         for name in BACKENDS:
             c = costs[label, name]
-            lines.append(f"| {label} | {name} | {ms(c['build'])} | {ms(c['compile'])} | {ms(c['first_mask'])} | "
-                         + " | ".join(f"{ms(c['fill'][b])} | {ms(c['step'][b])} | {c['step'][b] / fsm['step'][b]:.2f}x"
-                                      for b in batch_sizes) + " |")
+            lines.append(
+                f"| {label} | {name} | {ms(c['build'])} | {ms(c['compile'])} | {ms(c['first_mask'])} | "
+                + " | ".join(
+                    f"{ms(c['fill'][b])} | {ms(c['step'][b])} | {c['step'][b] / fsm['step'][b]:.2f}x"
+                    for b in batch_sizes
+                )
+                + " |"
+            )
     n = args.batch
     theirs = e2e[SYSTEMS[-1][0]]
-    lines += ["", f"## End to end: {n} JSON-schema requests, bundled model, greedy, max_new_tokens={args.max_new_tokens}",
-              "", "minisglang: stage s5 with the backend named in the row. transformers: `generate` with an outlines-core "
-              "logits processor (one Guide per row, the mask from `get_tokens()`). cold: fresh engine / fresh "
-              "Index, compile timed; warm: grammar compiled beforehand. 'output tokens' re-encodes the texts; "
-              "'sampled' counts the tokens the model chose (jump forward inserts the others). Median of "
-              f"{args.repeats} turns after a warm-up turn, the systems taking turns.", "",
-              "| system | cold s | cold req/s | warm s | warm req/s | output tokens | sampled tokens | valid "
-              "| cold vs transformers | warm vs transformers |",
-              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines += [
+        "",
+        f"## End to end: {n} JSON-schema requests, bundled model, greedy, max_new_tokens={args.max_new_tokens}",
+        "",
+        "minisglang: stage s5 with the backend named in the row. transformers: `generate` with an outlines-core "
+        "logits processor (one Guide per row, the mask from `get_tokens()`). cold: fresh engine / fresh "
+        "Index, compile timed; warm: grammar compiled beforehand. 'output tokens' re-encodes the texts; "
+        "'sampled' counts the tokens the model chose (jump forward inserts the others). Median of "
+        f"{args.repeats} turns after a warm-up turn, the systems taking turns.",
+        "",
+        "| system | cold s | cold req/s | warm s | warm req/s | output tokens | sampled tokens | valid "
+        "| cold vs transformers | warm vs transformers |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for label, _ in SYSTEMS:
         r = e2e[label]
-        lines.append(f"| {label} | {r['cold']:.2f} | {n / r['cold']:.2f} | {r['warm']:.2f} | {n / r['warm']:.2f} | "
-                     f"{r['tokens']} | {r['sampled']} | {r['valid']}/{n} | {theirs['cold'] / r['cold']:.2f}x | "
-                     f"{theirs['warm'] / r['warm']:.2f}x |")
+        lines.append(
+            f"| {label} | {r['cold']:.2f} | {n / r['cold']:.2f} | {r['warm']:.2f} | {n / r['warm']:.2f} | "
+            f"{r['tokens']} | {r['sampled']} | {r['valid']}/{n} | {theirs['cold'] / r['cold']:.2f}x | "
+            f"{theirs['warm'] / r['warm']:.2f}x |"
+        )
     lines += ["", "Target: minisglang >= 3x transformers' requests/s.", ""]
     lines += [f"Example output ({label}): `{e2e[label]['example'][:120]}`  " for label, _ in SYSTEMS]
-    lines += ["", machine_line(*(f"{p} {version(p)}" for p in ("xgrammar", "outlines_core", "llguidance", "transformers"))), ""]
+    lines += [
+        "",
+        machine_line(*(f"{p} {version(p)}" for p in ("xgrammar", "outlines_core", "llguidance", "transformers"))),
+        "",
+    ]
     table = "\n".join(lines)
     write_results(table, args.output)
 

@@ -34,6 +34,7 @@ compiled_build.py): run it once as it is and once with MINISGLANG_PURE=1. Prints
     python benchmarks/bench_compile.py --data /work/jsonschemabench-data --files 400 --seed 36 \
         --systems "fsm lazy,xgrammar,llguidance" --out /tmp/heldout.md
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,22 +59,31 @@ from minisglang.constrained.token_index import vocab_trie
 from minisglang.tokenizer import Tokenizer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from real_tokenizers import anthropic_65k, mistral_tekken  # noqa: E402
 from _results import machine_line, write_results  # noqa: E402
-
-from bench_backends import INSTANCE, SCHEMA  # noqa: E402  (the benchmark schema and its walk)
+from bench_backends import SCHEMA  # noqa: E402  (the benchmark schema and its walk)
+from real_tokenizers import anthropic_65k, mistral_tekken  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "compile.md"
-PAD = 64   # logit columns past the vocabulary, as models pad them
-COLD_IDLE_S = 0.1   # how long the process sits idle before each 'cold' compile
-SYSTEMS = [("fsm lazy", "fsm", {"automaton": "lazy"}), ("fsm eager", "fsm", {"automaton": "eager"}),
-           ("xgrammar", "xgrammar", {}), ("llguidance", "llguidance", {}), ("outlines", "outlines", {})]
+PAD = 64  # logit columns past the vocabulary, as models pad them
+COLD_IDLE_S = 0.1  # how long the process sits idle before each 'cold' compile
+SYSTEMS = [
+    ("fsm lazy", "fsm", {"automaton": "lazy"}),
+    ("fsm eager", "fsm", {"automaton": "eager"}),
+    ("xgrammar", "xgrammar", {}),
+    ("llguidance", "llguidance", {}),
+    ("outlines", "outlines", {}),
+]
 
 
 # ------------------------------------------------------------------ the schema sample
 WORDS = ["alpha", "beta", "Paris", "Rome", "北京", "data", "id", "value", "status", "user", "item", "note"]
-FORMATS = {"date": "2024-05-01", "email": "li.lei@example.com", "uuid": "123e4567-e89b-12d3-a456-426614174000",
-           "date-time": "2024-05-01T12:30:00Z", "ipv4": "192.168.0.1"}
+FORMATS = {
+    "date": "2024-05-01",
+    "email": "li.lei@example.com",
+    "uuid": "123e4567-e89b-12d3-a456-426614174000",
+    "date-time": "2024-05-01T12:30:00Z",
+    "ipv4": "192.168.0.1",
+}
 
 
 def generate_schemas(seed: int, count: int) -> list[tuple[dict, object]]:
@@ -90,7 +100,7 @@ def generate_schemas(seed: int, count: int) -> list[tuple[dict, object]]:
         schema, instance = _object(rng, depth=0, defs=defs)
         if defs:
             schema["$defs"] = {name: s for name, (s, _) in defs.items()}
-        jsonschema.validate(instance, schema)   # the walk must be a valid document
+        jsonschema.validate(instance, schema)  # the walk must be a valid document
         out.append((schema, instance))
     return out
 
@@ -140,24 +150,37 @@ def _object(rng: random.Random, depth: int, defs: dict) -> tuple[dict, dict]:
     for i in range(rng.randint(2, 8 if depth == 0 else 4)):
         key = f"{rng.choice(WORDS)}_{i}"
         props[key], instance[key] = _value(rng, depth, defs)
-    return ({"type": "object", "properties": props, "required": list(props), "additionalProperties": False},
-            instance)
+    return ({"type": "object", "properties": props, "required": list(props), "additionalProperties": False}, instance)
 
 
 STRESS = {
-    "string maxLength 1000": ({"type": "object", "properties": {"text": {"type": "string", "maxLength": 1000}},
-                               "required": ["text"]}, {"text": "hello world"}),
+    "string maxLength 1000": (
+        {"type": "object", "properties": {"text": {"type": "string", "maxLength": 1000}}, "required": ["text"]},
+        {"text": "hello world"},
+    ),
     "599-value enum": ({"enum": [f"value_{i:03d}" for i in range(599)]}, "value_598"),
-    "recursive $defs tree": ({"$defs": {"node": {"type": "object", "properties": {
-        "name": {"type": "string"}, "children": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
-        "required": ["name", "children"]}}, "$ref": "#/$defs/node"},
-        {"name": "root", "children": [{"name": "a", "children": []}]}),
+    "recursive $defs tree": (
+        {
+            "$defs": {
+                "node": {
+                    "type": "object",
+                    "properties": {
+                        "name": {"type": "string"},
+                        "children": {"type": "array", "items": {"$ref": "#/$defs/node"}},
+                    },
+                    "required": ["name", "children"],
+                }
+            },
+            "$ref": "#/$defs/node",
+        },
+        {"name": "root", "children": [{"name": "a", "children": []}]},
+    ),
 }
 
 
 # ------------------------------------------------------------------ held-out real data
 # Earlier draws of JSONSchemaBench's MaskBench files, (seed, files): a held-out draw avoids them.
-EARLIER_DRAWS = [(0, 500)]   # json_schema_maskbench.py --jsonschemabench --seed 0 --files 500
+EARLIER_DRAWS = [(0, 500)]  # json_schema_maskbench.py --jsonschemabench --seed 0 --files 500
 
 
 def draw_real_files(data: Path, files: int, seed: int) -> list[tuple[str, dict, object, list]]:
@@ -173,8 +196,9 @@ def draw_real_files(data: Path, files: int, seed: int) -> list[tuple[str, dict, 
         content = json.loads((folder / name).read_bytes())
         tests = content.get("tests", [])
         valid = [t["data"] for t in tests if t.get("valid")]
-        out.append((name, content["schema"], valid[0] if valid else None,
-                    [t["data"] for t in tests if not t.get("valid")]))
+        out.append(
+            (name, content["schema"], valid[0] if valid else None, [t["data"] for t in tests if not t.get("valid")])
+        )
     return out
 
 
@@ -220,10 +244,12 @@ def bench_real(label: str, tokenizer: Tokenizer, files, args) -> list[str]:
                 fp += accepts_whole(grammar.copy(), tokenizer.encode(json.dumps(bad, ensure_ascii=False)), width, eos)
         backend.shutdown()
         who = f"{system} ({compiled_build.active.split(' ')[0]})" if name == "fsm" else system
-        rows.append(f"| {label} | {who} | {len(compile_s)}/{len(files)} | {ms(pct(compile_s, .5))} "
-                    f"| {ms(pct(compile_s, .95))} | {ms(max(compile_s, default=float('nan')))} "
-                    f"| {us(pct(step_s, .5))} / {us(pct(step_s, .99))} | {us(pct(cpu_s, .5))} / {us(pct(cpu_s, .99))} "
-                    f"| {walked} ({rejected}) | {len(step_s):,} | {fp}/{invalid} |")
+        rows.append(
+            f"| {label} | {who} | {len(compile_s)}/{len(files)} | {ms(pct(compile_s, 0.5))} "
+            f"| {ms(pct(compile_s, 0.95))} | {ms(max(compile_s, default=float('nan')))} "
+            f"| {us(pct(step_s, 0.5))} / {us(pct(step_s, 0.99))} | {us(pct(cpu_s, 0.5))} / {us(pct(cpu_s, 0.99))} "
+            f"| {walked} ({rejected}) | {len(step_s):,} | {fp}/{invalid} |"
+        )
         print(rows[-1], flush=True)
     return rows
 
@@ -231,23 +257,36 @@ def bench_real(label: str, tokenizer: Tokenizer, files, args) -> list[str]:
 def main_real(args) -> None:
     files = draw_real_files(args.data, args.files, args.seed)
     started, load_before = time.perf_counter(), os.getloadavg()[0]
-    vocabularies = [("bundled 4k", lambda: Tokenizer.from_pretrained(minisglang.DEFAULT_MODEL_PATH)),
-                    ("anthropic 65k", anthropic_65k), ("mistral tekken 131k", mistral_tekken)]
-    rows = [row for label, make in vocabularies if label.split()[-1] in args.vocabularies
-            for row in bench_real(label, make(), files, args)]
-    text = "\n".join([
-        f"Held-out draw: {len(files)} JSONSchemaBench MaskBench files, seed {args.seed}, none of {EARLIER_DRAWS} "
-        f"(seed, files); {sum(f[2] is not None for f in files)} have a valid instance.",
-        "",
-        "| vocabulary | system | compiled | compile p50 (ms) | p95 (ms) | max (ms) | per token p50 / p99 (us) "
-        "| per token CPU p50 / p99 (us) | instances walked (rejected) | steps | false positives |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-        *rows,
-        "",
-        machine_line(f"load average {load_before:.1f} before the run", f"xgrammar {version('xgrammar')}",
-                     f"llguidance {version('llguidance')}", f"run took {time.perf_counter() - started:.0f} s"),
-        "",
-    ])
+    vocabularies = [
+        ("bundled 4k", lambda: Tokenizer.from_pretrained(minisglang.DEFAULT_MODEL_PATH)),
+        ("anthropic 65k", anthropic_65k),
+        ("mistral tekken 131k", mistral_tekken),
+    ]
+    rows = [
+        row
+        for label, make in vocabularies
+        if label.split()[-1] in args.vocabularies
+        for row in bench_real(label, make(), files, args)
+    ]
+    text = "\n".join(
+        [
+            f"Held-out draw: {len(files)} JSONSchemaBench MaskBench files, seed {args.seed}, none of {EARLIER_DRAWS} "
+            f"(seed, files); {sum(f[2] is not None for f in files)} have a valid instance.",
+            "",
+            "| vocabulary | system | compiled | compile p50 (ms) | p95 (ms) | max (ms) | per token p50 / p99 (us) "
+            "| per token CPU p50 / p99 (us) | instances walked (rejected) | steps | false positives |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+            *rows,
+            "",
+            machine_line(
+                f"load average {load_before:.1f} before the run",
+                f"xgrammar {version('xgrammar')}",
+                f"llguidance {version('llguidance')}",
+                f"run took {time.perf_counter() - started:.0f} s",
+            ),
+            "",
+        ]
+    )
     print(text)
     if args.out:
         args.out.write_text(text)
@@ -255,8 +294,7 @@ def main_real(args) -> None:
 
 # ------------------------------------------------------------------ measurements
 def make_backend(name: str, options: dict, tokenizer: Tokenizer, eager_timeout: float):
-    return get_backend_class(name)(tokenizer, tokenizer.vocab_size + PAD, compile_timeout=eager_timeout,
-                                   **options)
+    return get_backend_class(name)(tokenizer, tokenizer.vocab_size + PAD, compile_timeout=eager_timeout, **options)
 
 
 def compile_once(backend, schema: dict):
@@ -264,7 +302,7 @@ def compile_once(backend, schema: dict):
     start = time.perf_counter()
     try:
         grammar = backend.compile("json_schema", json.dumps(schema))
-    except Exception as e:   # a refusal or a timeout: counted, with its reason
+    except Exception as e:  # a refusal or a timeout: counted, with its reason
         return None, time.perf_counter() - start, f"{type(e).__name__}: {str(e)[:80]}"
     return grammar, time.perf_counter() - start, None
 
@@ -282,7 +320,7 @@ def walk(grammar, ids: list[int], width: int, reference: list[torch.Tensor] | No
     mask = grammar.allocate_vocab_mask(width, 1)
     seconds, masks, differing = [], [], 0
     for step, token_id in enumerate(ids):
-        start_cpu = time.thread_time()   # (about a microsecond here: outside the wall time)
+        start_cpu = time.thread_time()  # (about a microsecond here: outside the wall time)
         start = time.perf_counter()
         grammar.fill_vocab_mask(mask, 0)
         try:
@@ -311,11 +349,12 @@ def us(x: float) -> str:
     return "-" if x != x else f"{x * 1e6:,.0f}"
 
 
-def bench_vocabulary(label: str, tokenizer: Tokenizer, sample, args, skip: tuple[str, ...] = ()
-                     ) -> tuple[list[str], list[str], list[str]]:
+def bench_vocabulary(
+    label: str, tokenizer: Tokenizer, sample, args, skip: tuple[str, ...] = ()
+) -> tuple[list[str], list[str], list[str]]:
     width = tokenizer.vocab_size + PAD
     start = time.perf_counter()
-    vocab_trie(tokenizer.token_bytes)   # the fsm backends' one-time vocabulary preparation
+    vocab_trie(tokenizer.token_bytes)  # the fsm backends' one-time vocabulary preparation
     trie_s = time.perf_counter() - start
     benchmark_rows, sample_rows, stress_rows = [], [], []
     reference_masks: dict[int, list[torch.Tensor]] = {}
@@ -325,7 +364,7 @@ def bench_vocabulary(label: str, tokenizer: Tokenizer, sample, args, skip: tuple
         start = time.perf_counter()
         backend = make_backend(name, options, tokenizer, args.eager_timeout)
         build_s = time.perf_counter() - start + (trie_s if name == "fsm" else 0.0)
-        compile_once(backend, {"type": "integer"})   # warm-up: worker processes, imports, kernels
+        compile_once(backend, {"type": "integer"})  # warm-up: worker processes, imports, kernels
         if args.gc_freeze:
             # What is alive now (libraries, vocabularies) is never garbage: Python's full
             # collections, which a server's allocations still trigger, stop rescanning it.
@@ -347,10 +386,12 @@ def bench_vocabulary(label: str, tokenizer: Tokenizer, sample, args, skip: tuple
             time.sleep(COLD_IDLE_S)
             grammar, seconds, _ = compile_once(backend, SCHEMA)
             cold.append(seconds + first_mask_seconds(grammar, width))
-        benchmark_rows.append(f"| {label} | {system} | {ms(build_s)} | {ms(statistics.median(compiles)) if compiles else error} "
-                              f"| {ms(statistics.median(firsts)) if firsts else '-'} "
-                              f"| {ms(statistics.median(total)) if total else '-'} "
-                              f"| {ms(statistics.median(cold)) if cold else '-'} |")
+        benchmark_rows.append(
+            f"| {label} | {system} | {ms(build_s)} | {ms(statistics.median(compiles)) if compiles else error} "
+            f"| {ms(statistics.median(firsts)) if firsts else '-'} "
+            f"| {ms(statistics.median(total)) if total else '-'} "
+            f"| {ms(statistics.median(cold)) if cold else '-'} |"
+        )
         # 2. the sample
         compile_s, first_s, step_s, cpu_s, cached_s, failures, differing, steps = [], [], [], [], [], [], 0, 0
         for i, (schema, instance) in enumerate(sample):
@@ -369,17 +410,18 @@ def bench_vocabulary(label: str, tokenizer: Tokenizer, sample, args, skip: tuple
             if system == "fsm lazy":
                 reference_masks[i] = masks
             step_s += seconds_per_token
-            cached_s += walk(grammar.copy(), ids, width, None)[0]   # again: every row exists now
+            cached_s += walk(grammar.copy(), ids, width, None)[0]  # again: every row exists now
             differing += diff
             steps += len(masks)
         tried = min(len(sample), args.eager_schemas) if system == "fsm eager" else len(sample)
         reasons = sorted({f[:60] for f in failures})[:2]
         sample_rows.append(
-            f"| {label} | {system} | {len(compile_s)}/{tried} | {ms(pct(compile_s, .5))} | {ms(pct(compile_s, .95))} "
-            f"| {ms(max(compile_s, default=float('nan')))} | {ms(pct(first_s, .5))} | {us(pct(step_s, .5))} "
-            f"| {us(pct(step_s, .99))} | {us(pct(cpu_s, .5))} / {us(pct(cpu_s, .99))} "
-            f"| {us(pct(cached_s, .5))} / {us(pct(cached_s, .99))} | {differing}/{steps} "
-            f"| {', '.join(reasons) or '-'} |")
+            f"| {label} | {system} | {len(compile_s)}/{tried} | {ms(pct(compile_s, 0.5))} | {ms(pct(compile_s, 0.95))} "
+            f"| {ms(max(compile_s, default=float('nan')))} | {ms(pct(first_s, 0.5))} | {us(pct(step_s, 0.5))} "
+            f"| {us(pct(step_s, 0.99))} | {us(pct(cpu_s, 0.5))} / {us(pct(cpu_s, 0.99))} "
+            f"| {us(pct(cached_s, 0.5))} / {us(pct(cached_s, 0.99))} | {differing}/{steps} "
+            f"| {', '.join(reasons) or '-'} |"
+        )
         # 3. stress schemas: the lazy automaton and the two fast libraries only
         if system in ("fsm lazy", "xgrammar", "llguidance"):
             for stress, (schema, instance) in STRESS.items():
@@ -390,8 +432,10 @@ def bench_vocabulary(label: str, tokenizer: Tokenizer, sample, args, skip: tuple
                 first = first_mask_seconds(grammar, width)
                 ids = tokenizer.encode(json.dumps(instance, ensure_ascii=False))
                 per_token, _, _, problem = walk(grammar.copy(), ids, width, None)
-                stress_rows.append(f"| {label} | {stress} | {system} | {ms(seconds)} | {ms(seconds + first)} "
-                                   f"| {us(pct(per_token, .5))} / {us(pct(per_token, .99))}{' ' + problem if problem else ''} |")
+                stress_rows.append(
+                    f"| {label} | {stress} | {system} | {ms(seconds)} | {ms(seconds + first)} "
+                    f"| {us(pct(per_token, 0.5))} / {us(pct(per_token, 0.99))}{' ' + problem if problem else ''} |"
+                )
         backend.shutdown()
         print(f"{label}: {system} done", flush=True)
     return benchmark_rows, sample_rows, stress_rows
@@ -402,12 +446,17 @@ def main() -> None:
     parser.add_argument("--schemas", type=int, default=24)
     parser.add_argument("--seed", type=int, default=16)
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--cold-repeats", type=int, default=11,
-                        help="compiles of the benchmark schema each after the process sat idle")
+    parser.add_argument(
+        "--cold-repeats", type=int, default=11, help="compiles of the benchmark schema each after the process sat idle"
+    )
     parser.add_argument("--eager-timeout", type=float, default=10.0)
     parser.add_argument("--eager-schemas", type=int, default=6, help="how many of the sample the eager fsm compiles")
-    parser.add_argument("--gc-freeze", action=argparse.BooleanOptionalAction, default=True,
-                        help="gc.freeze() after each system's setup, as a long-running server does after start-up")
+    parser.add_argument(
+        "--gc-freeze",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="gc.freeze() after each system's setup, as a long-running server does after start-up",
+    )
     parser.add_argument("--data", type=Path, help="a local copy of JSONSchemaBench's maskbench/data (see the doc)")
     parser.add_argument("--files", type=int, default=400, help="with --data: how many files to draw")
     parser.add_argument("--systems", default="fsm lazy,xgrammar,llguidance", help="with --data: which systems")
@@ -423,74 +472,85 @@ def main() -> None:
     started = time.perf_counter()
     load_before = os.getloadavg()[0]
     # At 131k the eager fsm and outlines-core take minutes per schema: only the fast systems run.
-    vocabularies = [("bundled 4k", Tokenizer.from_pretrained(minisglang.DEFAULT_MODEL_PATH), ()),
-                    ("anthropic 65k", anthropic_65k(), ()),
-                    ("mistral tekken 131k", mistral_tekken(), ("fsm eager", "outlines"))]
+    vocabularies = [
+        ("bundled 4k", Tokenizer.from_pretrained(minisglang.DEFAULT_MODEL_PATH), ()),
+        ("anthropic 65k", anthropic_65k(), ()),
+        ("mistral tekken 131k", mistral_tekken(), ("fsm eager", "outlines")),
+    ]
     tables = [bench_vocabulary(label, tok, sample, args, skip) for label, tok, skip in vocabularies]
     sizes = [len(json.dumps(s)) for s, _ in sample]
-    text = "\n".join([
-        "# Compile cost and per-token cost: the lazy automaton beside the libraries",
-        "",
-        "All times in one run, systems one after the other on the same inputs. 'fsm lazy' is our s5 "
-        "fsm backend with `automaton=\"lazy\"` (constrained/lazy_token_fsm.py, the default), 'fsm eager' "
-        "the s1-s4 path (whole DFA and token index, compiled in a worker process with a "
-        f"{args.eager_timeout:g} s timeout). Logits are {PAD} columns wider than the vocabulary. "
-        + ("Each system's setup (libraries, vocabulary) is followed by `gc.collect(); gc.freeze()`, as a "
-           "long-running server does after start-up: without it Python's full collections rescan every "
-           "imported library (~400k objects here, 100-200 ms per pass on this machine) and land at random "
-           "in a compile or a token (`--no-gc-freeze` measures that)." if args.gc_freeze else
-           "Run with `--no-gc-freeze`: Python's full collections (100-200 ms here) land at random in the "
-           "measurements."),
-        "",
-        "## The benchmark schema of bench_backends.py",
-        "",
-        f"Median of {args.repeats} compiles back to back; 'cold' is the median of {args.cold_repeats} more, each "
-        f"after the process sat idle {COLD_IDLE_S * 1e3:.0f} ms (a server between sporadic requests: the CPU's "
-        "caches and branch predictors no longer hold the compiler's code and data). 'build' is the one-time vocabulary preparation (the libraries' "
-        "tokenizer info; our vocabulary trie and the lazy backend's `prepare_vocabulary`: repetition counts "
-        "of the common bodies, the compiled loops loaded). Target (issue 16): our compile + first mask <= xgrammar's.",
-        "",
-        "| vocabulary | system | build (ms) | compile (ms) | first mask (ms) | compile + first mask (ms) "
-        "| compile + first mask, cold (ms) |",
-        "|---|---|---:|---:|---:|---:|---:|",
-        *[row for rows, _, _ in tables for row in rows],
-        "",
-        f"## A seeded sample of MaskBench-like schemas ({len(sample)} schemas, seed {args.seed}, "
-        f"{min(sizes):,}-{max(sizes):,} characters of JSON)",
-        "",
-        f"`generate_schemas` in this script; the eager fsm compiles the first {args.eager_schemas} only "
-        "(each takes seconds). 'per token' is `fill_vocab_mask` + `accept_token` along the tokens of a "
-        "valid instance (json.dumps layout), a fresh grammar per schema, so most steps reach a state "
-        "for the first time (the lazy automaton builds its row then; rows of sub-expressions such as a "
-        "string's inside are shared with the grammars compiled before, as a server would); 'rows "
-        "cached' walks the same tokens again. 'per token CPU' is the same steps in CPU time of the "
-        "measuring thread (time.thread_time): on a loaded machine a step's wall time also holds the "
-        "slices the scheduler gave other processes, which a step of a millisecond often waits for. "
-        "'masks differing' counts steps whose mask is not bit for "
-        "bit the lazy automaton's (for 'fsm eager' it must be 0; the libraries' grammars differ, see "
-        "results/mask_oracle.md). At 131k the eager fsm and outlines-core are not run (minutes per "
-        "schema). Targets (issue 16): compile p95 <= 50 ms with no timeouts; per-token p50 <= 50 us and "
-        "p99 <= 1 ms at 65k.",
-        "",
-        "| vocabulary | system | compiled | compile p50 (ms) | p95 (ms) | max (ms) | first mask p50 (ms) "
-        "| per token p50 (us) | p99 (us) | per token CPU p50 / p99 (us) | rows cached p50 / p99 (us) "
-        "| masks differing | failures |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
-        *[row for _, rows, _ in tables for row in rows],
-        "",
-        "## Stress schemas (eager DFAs take 10-25 s on each: not run)",
-        "",
-        "One walk of the instance's tokens on a fresh grammar (first visits).",
-        "",
-        "| vocabulary | schema | system | compile (ms) | compile + first mask (ms) | per token p50 / p99 (us) |",
-        "|---|---|---|---:|---:|---:|",
-        *[row for _, _, rows in tables for row in rows],
-        "",
-        machine_line(f"load average {load_before:.1f} before the run", f"xgrammar {version('xgrammar')}", f"llguidance {version('llguidance')}",
-                     f"outlines_core {version('outlines_core')}",
-                     f"run took {time.perf_counter() - started:.0f} s"),
-        "",
-    ])
+    text = "\n".join(
+        [
+            "# Compile cost and per-token cost: the lazy automaton beside the libraries",
+            "",
+            "All times in one run, systems one after the other on the same inputs. 'fsm lazy' is our s5 "
+            "fsm backend with `automaton=\"lazy\"` (constrained/lazy_token_fsm.py, the default), 'fsm eager' "
+            "the s1-s4 path (whole DFA and token index, compiled in a worker process with a "
+            f"{args.eager_timeout:g} s timeout). Logits are {PAD} columns wider than the vocabulary. "
+            + (
+                "Each system's setup (libraries, vocabulary) is followed by `gc.collect(); gc.freeze()`, as a "
+                "long-running server does after start-up: without it Python's full collections rescan every "
+                "imported library (~400k objects here, 100-200 ms per pass on this machine) and land at random "
+                "in a compile or a token (`--no-gc-freeze` measures that)."
+                if args.gc_freeze
+                else "Run with `--no-gc-freeze`: Python's full collections (100-200 ms here) land at random in the "
+                "measurements."
+            ),
+            "",
+            "## The benchmark schema of bench_backends.py",
+            "",
+            f"Median of {args.repeats} compiles back to back; 'cold' is the median of {args.cold_repeats} more, each "
+            f"after the process sat idle {COLD_IDLE_S * 1e3:.0f} ms (a server between sporadic requests: the CPU's "
+            "caches and branch predictors no longer hold the compiler's code and data). 'build' is the one-time vocabulary preparation (the libraries' "
+            "tokenizer info; our vocabulary trie and the lazy backend's `prepare_vocabulary`: repetition counts "
+            "of the common bodies, the compiled loops loaded). Target (issue 16): our compile + first mask <= xgrammar's.",
+            "",
+            "| vocabulary | system | build (ms) | compile (ms) | first mask (ms) | compile + first mask (ms) "
+            "| compile + first mask, cold (ms) |",
+            "|---|---|---:|---:|---:|---:|---:|",
+            *[row for rows, _, _ in tables for row in rows],
+            "",
+            f"## A seeded sample of MaskBench-like schemas ({len(sample)} schemas, seed {args.seed}, "
+            f"{min(sizes):,}-{max(sizes):,} characters of JSON)",
+            "",
+            f"`generate_schemas` in this script; the eager fsm compiles the first {args.eager_schemas} only "
+            "(each takes seconds). 'per token' is `fill_vocab_mask` + `accept_token` along the tokens of a "
+            "valid instance (json.dumps layout), a fresh grammar per schema, so most steps reach a state "
+            "for the first time (the lazy automaton builds its row then; rows of sub-expressions such as a "
+            "string's inside are shared with the grammars compiled before, as a server would); 'rows "
+            "cached' walks the same tokens again. 'per token CPU' is the same steps in CPU time of the "
+            "measuring thread (time.thread_time): on a loaded machine a step's wall time also holds the "
+            "slices the scheduler gave other processes, which a step of a millisecond often waits for. "
+            "'masks differing' counts steps whose mask is not bit for "
+            "bit the lazy automaton's (for 'fsm eager' it must be 0; the libraries' grammars differ, see "
+            "results/mask_oracle.md). At 131k the eager fsm and outlines-core are not run (minutes per "
+            "schema). Targets (issue 16): compile p95 <= 50 ms with no timeouts; per-token p50 <= 50 us and "
+            "p99 <= 1 ms at 65k.",
+            "",
+            "| vocabulary | system | compiled | compile p50 (ms) | p95 (ms) | max (ms) | first mask p50 (ms) "
+            "| per token p50 (us) | p99 (us) | per token CPU p50 / p99 (us) | rows cached p50 / p99 (us) "
+            "| masks differing | failures |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+            *[row for _, rows, _ in tables for row in rows],
+            "",
+            "## Stress schemas (eager DFAs take 10-25 s on each: not run)",
+            "",
+            "One walk of the instance's tokens on a fresh grammar (first visits).",
+            "",
+            "| vocabulary | schema | system | compile (ms) | compile + first mask (ms) | per token p50 / p99 (us) |",
+            "|---|---|---|---:|---:|---:|",
+            *[row for _, _, rows in tables for row in rows],
+            "",
+            machine_line(
+                f"load average {load_before:.1f} before the run",
+                f"xgrammar {version('xgrammar')}",
+                f"llguidance {version('llguidance')}",
+                f"outlines_core {version('outlines_core')}",
+                f"run took {time.perf_counter() - started:.0f} s",
+            ),
+            "",
+        ]
+    )
     write_results(text, RESULTS)
 
 

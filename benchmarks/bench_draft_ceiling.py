@@ -17,6 +17,7 @@ schema; the bundled model's copy requests, no grammar).
 
 Prints the table; writes benchmarks/results/draft_ceiling.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -83,8 +84,10 @@ def main() -> None:
     tok = Tokenizer.from_pretrained(minisglang.DEFAULT_MODEL_PATH)
     extraction, _, _ = workload(tok, args.requests, 1.0, args.seed)
     greedy = {"temperature": 0, "max_new_tokens": args.max_new_tokens}
-    workloads = {"extraction (Person schema)": (extraction, {**greedy, "json_schema": json.dumps(SCHEMA)}),
-                 "free text (copy requests)": (free_text_workload(tok, args.requests, args.seed), greedy)}
+    workloads = {
+        "extraction (Person schema)": (extraction, {**greedy, "json_schema": json.dumps(SCHEMA)}),
+        "free text (copy requests)": (free_text_workload(tok, args.requests, args.seed), greedy),
+    }
     engine = Engine(stage="s6-function-calling", torch_threads=1)
     rows = []
     for name, (prompts, params) in workloads.items():
@@ -100,14 +103,23 @@ def main() -> None:
     engine.shutdown()
 
     head = " | ".join(f"tokens per verify, k={k}" for k in args.k)
-    text = "\n".join([
-        "# Prompt lookup's ceiling on each workload (the greedy answers replayed)", "",
-        __doc__.split("\n\n")[1].replace("\n", " "), "",
-        f"| workload | requests | answer tokens (mean) | {head} | string values found in the prompt |",
-        "|---|---:|---:|" + "---:|" * len(args.k) + "---|",
-        *rows, "",
-        machine_line(f"model {model_checksum(minisglang.DEFAULT_MODEL_PATH)}",
-                     f"run took {(time.perf_counter() - began) / 60:.1f} min"), ""])
+    text = "\n".join(
+        [
+            "# Prompt lookup's ceiling on each workload (the greedy answers replayed)",
+            "",
+            __doc__.split("\n\n")[1].replace("\n", " "),
+            "",
+            f"| workload | requests | answer tokens (mean) | {head} | string values found in the prompt |",
+            "|---|---:|---:|" + "---:|" * len(args.k) + "---|",
+            *rows,
+            "",
+            machine_line(
+                f"model {model_checksum(minisglang.DEFAULT_MODEL_PATH)}",
+                f"run took {(time.perf_counter() - began) / 60:.1f} min",
+            ),
+            "",
+        ]
+    )
     write_results(text, args.output)
 
 

@@ -29,6 +29,7 @@ model changes; `--model DIR` measures a checkpoint before it is bundled.
 
     python benchmarks/bench_extraction_accuracy.py [--n 200] [--model DIR]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,7 +55,7 @@ from _results import machine_line, model_checksum, write_results  # noqa: E402
 RESULTS = Path(__file__).parent / "results" / "extraction_accuracy.md"
 FREE_WHITESPACE = "[ \n\t]*"
 NO_WHITESPACE = ""
-CHUNK = 50            # prompts per generate call (the progress bar moves once per chunk)
+CHUNK = 50  # prompts per generate call (the progress bar moves once per chunk)
 
 
 @dataclass(frozen=True)
@@ -63,10 +64,10 @@ class Condition:
 
     name: str
     constrained: bool = True
-    key_order: str = "training"     # "training", "text" or "alphabetical"
+    key_order: str = "training"  # "training", "text" or "alphabetical"
     jump_forward: bool = True
-    whitespace: str | None = None   # None: the engine's default, one optional space
-    dtype: str = "float32"          # the model's; float64 is a control for rounding
+    whitespace: str | None = None  # None: the engine's default, one optional space
+    dtype: str = "float32"  # the model's; float64 is a control for rounding
 
     def engine_options(self) -> tuple:
         """What the engine must be built with (conditions that share it share one engine)."""
@@ -74,7 +75,8 @@ class Condition:
 
     def whitespace_label(self) -> str:
         return {None: "`[ ]?` (default)", FREE_WHITESPACE: "free `[ \\n\\t]*`", NO_WHITESPACE: "none"}.get(
-            self.whitespace, repr(self.whitespace))
+            self.whitespace, repr(self.whitespace)
+        )
 
 
 CONDITIONS = [
@@ -92,7 +94,7 @@ REFERENCE = "constrained (default)"
 
 # ------------------------------------------------------------------ the order facts appear in
 
-DATE_CHAR = r"[A-Za-z0-9 ,/\-年月日]"   # what a spelled date is made of, around its year
+DATE_CHAR = r"[A-Za-z0-9 ,/\-年月日]"  # what a spelled date is made of, around its year
 
 
 def _value_patterns(key: str, value) -> list[str]:
@@ -101,7 +103,7 @@ def _value_patterns(key: str, value) -> list[str]:
     spelled around its year)."""
     if key == "age":
         return [rf"(?<!\d)(?:{value}|{make_corpus.zh_number(value)})(?!\d)"]
-    if key == "birthday":   # "March 5, 1997", "5 March 1997", "1997-03-05", "1997年3月5日", "1997/3/5"
+    if key == "birthday":  # "March 5, 1997", "5 March 1997", "1997-03-05", "1997年3月5日", "1997/3/5"
         return [rf"{DATE_CHAR}{{0,16}}?(?<!\d){value[:4]}(?!\d){DATE_CHAR}{{0,10}}?"]
     if key == "hobbies":
         return [re.escape(make_corpus._join(value, zh)) for zh in (False, True)]
@@ -141,7 +143,7 @@ def text_order(example: dict) -> list[str]:
 
 
 def schema_keys(example: dict, key_order: str) -> list[str]:
-    keys = list(eval_extraction.reference_answer(example))   # the training order (make_corpus.KEY_ORDER)
+    keys = list(eval_extraction.reference_answer(example))  # the training order (make_corpus.KEY_ORDER)
     if key_order == "text":
         return text_order(example)
     if key_order == "alphabetical":
@@ -153,19 +155,20 @@ def schema_keys(example: dict, key_order: str) -> list[str]:
 
 # ------------------------------------------------------------------ running and scoring
 
+
 @dataclass
 class Result:
     """One condition's answers and what they score."""
 
     condition: Condition
     texts: list[str] = field(default_factory=list)
-    finishes: list[str] = field(default_factory=list)   # per answer: "stop" or "length"
-    objects: int = 0               # answers that json.loads as an object (valid or not)
+    finishes: list[str] = field(default_factory=list)  # per answer: "stop" or "length"
+    objects: int = 0  # answers that json.loads as an object (valid or not)
     valid: int = 0
     output_tokens: int = 0
-    decode_steps: int = 0          # output tokens the model produced itself (not jumped over)
-    canonical: int = 0             # answers whose tokens are the tokenizer's own spelling of their text
-    cut: int = 0                   # stopped by max_new_tokens
+    decode_steps: int = 0  # output tokens the model produced itself (not jumped over)
+    canonical: int = 0  # answers whose tokens are the tokenizer's own spelling of their text
+    cut: int = 0  # stopped by max_new_tokens
     score: dict = field(default_factory=dict)
 
 
@@ -175,18 +178,21 @@ def condition_schemas(cond: Condition, examples: list[dict]) -> list[dict]:
     return [eval_extraction.extraction_schema(schema_keys(ex, cond.key_order)) for ex in examples]
 
 
-def run_condition(engine, cond: Condition, examples: list[dict], prompts: list[str], max_new_tokens: int,
-                  bar: tqdm) -> Result:
+def run_condition(
+    engine, cond: Condition, examples: list[dict], prompts: list[str], max_new_tokens: int, bar: tqdm
+) -> Result:
     result = Result(cond)
     schemas = condition_schemas(cond, examples)
-    params = [{"temperature": 0, "max_new_tokens": max_new_tokens, **({"json_schema": s} if cond.constrained else {})}
-              for s in schemas]
+    params = [
+        {"temperature": 0, "max_new_tokens": max_new_tokens, **({"json_schema": s} if cond.constrained else {})}
+        for s in schemas
+    ]
     for start in range(0, len(prompts), CHUNK):
-        outs = engine.generate(prompts[start:start + CHUNK], params[start:start + CHUNK])
+        outs = engine.generate(prompts[start : start + CHUNK], params[start : start + CHUNK])
         for out in outs:
             meta = out["meta_info"]
             finish = meta["finish_reason"] or {}
-            if finish.get("type") == "abort":   # a failure of the run, never an answer to score
+            if finish.get("type") == "abort":  # a failure of the run, never an answer to score
                 raise RuntimeError(f"{cond.name}: a request was aborted: {finish.get('message')}")
             result.texts.append(out["text"])
             result.finishes.append(finish.get("type"))
@@ -194,7 +200,7 @@ def run_condition(engine, cond: Condition, examples: list[dict], prompts: list[s
             result.decode_steps += meta["completion_tokens_wo_jump_forward"]
             ids = out["output_ids"]
             if isinstance(finish.get("matched"), int) and ids and ids[-1] == finish["matched"]:
-                ids = ids[:-1]   # the stop token (EOS) ends the ids but is not part of the text
+                ids = ids[:-1]  # the stop token (EOS) ends the ids but is not part of the text
             result.canonical += ids == engine.tokenizer.encode(out["text"])
         bar.update(len(outs))
     score_answers(result, examples, schemas)
@@ -216,26 +222,35 @@ def fences_stripped(result: Result, examples: list[dict]) -> Result:
     """``result``'s answers with a markdown ```json fence taken off by hand, as a client's
     post-processing would (scored again, nothing generated): how much of the gap between
     unconstrained and constrained answers is the fence alone."""
-    stripped = Result(Condition(f"{result.condition.name}, fences stripped", constrained=False),
-                      texts=[make_corpus.unfence(t) for t in result.texts], finishes=list(result.finishes),
-                      output_tokens=result.output_tokens, decode_steps=result.decode_steps,
-                      canonical=result.canonical)
+    stripped = Result(
+        Condition(f"{result.condition.name}, fences stripped", constrained=False),
+        texts=[make_corpus.unfence(t) for t in result.texts],
+        finishes=list(result.finishes),
+        output_tokens=result.output_tokens,
+        decode_steps=result.decode_steps,
+        canonical=result.canonical,
+    )
     score_answers(stripped, examples, condition_schemas(stripped.condition, examples))
     return stripped
 
 
 def demo_answers(engine, max_new_tokens: int) -> list[tuple[str, str, str]]:
     """(text, unconstrained answer, constrained answer) for the demo's three texts, as `minisglang demo` asks."""
-    prompts = [engine.tokenizer.apply_chat_template([{"role": "user", "content": f"{demo.INSTRUCTION}\n{t}"}])
-               for t in demo.TEXTS]
+    prompts = [
+        engine.tokenizer.apply_chat_template([{"role": "user", "content": f"{demo.INSTRUCTION}\n{t}"}])
+        for t in demo.TEXTS
+    ]
     free = {"temperature": 0, "max_new_tokens": max_new_tokens}
-    outs = [engine.generate(prompts, [dict(free, **extra)] * len(prompts))
-            for extra in ({}, {"json_schema": demo.PERSON_SCHEMA})]
+    outs = [
+        engine.generate(prompts, [dict(free, **extra)] * len(prompts))
+        for extra in ({}, {"json_schema": demo.PERSON_SCHEMA})
+    ]
     return [(t, a["text"], b["text"]) for t, a, b in zip(demo.TEXTS, *outs)]
 
 
-def run(model: Path, examples: list[dict], conditions: list[Condition], max_new_tokens: int = 160,
-        with_demo: bool = True) -> tuple[list[Result], list]:
+def run(
+    model: Path, examples: list[dict], conditions: list[Condition], max_new_tokens: int = 160, with_demo: bool = True
+) -> tuple[list[Result], list]:
     """Every condition over the examples (one engine per distinct engine options, built in
     turn), then the demo's texts on the default engine."""
     from minisglang.engine import Engine
@@ -248,11 +263,18 @@ def run(model: Path, examples: list[dict], conditions: list[Condition], max_new_
     with tqdm(total=len(conditions) * len(examples), desc="answers", mininterval=5) as bar:
         for (jump_forward, whitespace, dtype), conds in groups.items():
             # Every distinct schema of a chunk is a compile submitted at once: let them all wait.
-            engine = Engine(model_path=str(model), dtype=dtype, jump_forward=jump_forward, json_whitespace=whitespace,
-                            max_pending_compiles=max(64, CHUNK))
+            engine = Engine(
+                model_path=str(model),
+                dtype=dtype,
+                jump_forward=jump_forward,
+                json_whitespace=whitespace,
+                max_pending_compiles=max(64, CHUNK),
+            )
             try:
-                prompts = [engine.tokenizer.apply_chat_template(make_corpus.to_messages(ex, with_answer=False))
-                           for ex in examples]
+                prompts = [
+                    engine.tokenizer.apply_chat_template(make_corpus.to_messages(ex, with_answer=False))
+                    for ex in examples
+                ]
                 for cond in conds:
                     results[cond.name] = run_condition(engine, cond, examples, prompts, max_new_tokens, bar)
                 if with_demo and (jump_forward, whitespace, dtype) == (True, None, "float32"):
@@ -264,10 +286,27 @@ def run(model: Path, examples: list[dict], conditions: list[Condition], max_new_
 
 # ------------------------------------------------------------------ the table
 
-HEADER = ["condition", "key order", "jump-forward", "whitespace", "JSON object", "valid (jsonschema)", "name", "age", "hobbies",
-          "name/age/hobbies", "English", "Chinese", "all fields", "whole answer right",
-          "same values as default", "tokens as the tokenizer spells the text", "output tokens / answer",
-          "decode steps / answer", "hit max_new_tokens"]
+HEADER = [
+    "condition",
+    "key order",
+    "jump-forward",
+    "whitespace",
+    "JSON object",
+    "valid (jsonschema)",
+    "name",
+    "age",
+    "hobbies",
+    "name/age/hobbies",
+    "English",
+    "Chinese",
+    "all fields",
+    "whole answer right",
+    "same values as default",
+    "tokens as the tokenizer spells the text",
+    "output tokens / answer",
+    "decode steps / answer",
+    "hit max_new_tokens",
+]
 
 
 def _of(k: int, n: int) -> str:
@@ -289,30 +328,55 @@ def cells(result: Result, reference: Result | None) -> list[str]:
     same = "-"
     if reference is not None and reference is not result:
         same = _of(sum(map(_same_answer, result.texts, reference.texts)), n)
-    return [c.name, c.key_order if c.constrained else "-", ("on" if c.jump_forward else "off") if c.constrained else "-",
-            c.whitespace_label() if c.constrained else "-", _of(result.objects, n), _of(result.valid, n),
-            field_cell("name"), field_cell("age"), field_cell("hobbies"), field_cell("headline"),
-            field_cell("en:headline"), field_cell("zh:headline"), field_cell("all"), _of(s["exact"], n), same,
-            _of(result.canonical, n), f"{result.output_tokens / n:.1f}", f"{result.decode_steps / n:.1f}", _of(result.cut, n)]
+    return [
+        c.name,
+        c.key_order if c.constrained else "-",
+        ("on" if c.jump_forward else "off") if c.constrained else "-",
+        c.whitespace_label() if c.constrained else "-",
+        _of(result.objects, n),
+        _of(result.valid, n),
+        field_cell("name"),
+        field_cell("age"),
+        field_cell("hobbies"),
+        field_cell("headline"),
+        field_cell("en:headline"),
+        field_cell("zh:headline"),
+        field_cell("all"),
+        _of(s["exact"], n),
+        same,
+        _of(result.canonical, n),
+        f"{result.output_tokens / n:.1f}",
+        f"{result.decode_steps / n:.1f}",
+        _of(result.cut, n),
+    ]
 
 
 def table(results: list[Result]) -> list[str]:
     reference = next((r for r in results if r.condition.name == REFERENCE), None)
-    return ["| " + " | ".join(HEADER) + " |", "|---|---|---|---|" + "---:|" * (len(HEADER) - 4),
-            *("| " + " | ".join(cells(r, reference)) + " |" for r in results)]
+    return [
+        "| " + " | ".join(HEADER) + " |",
+        "|---|---|---|---|" + "---:|" * (len(HEADER) - 4),
+        *("| " + " | ".join(cells(r, reference)) + " |" for r in results),
+    ]
 
 
 def demo_table(rows: list[tuple[str, str, str]]) -> list[str]:
     def answer(text: str, expected: dict) -> str:
-        right = "right" if demo.is_right(text, expected) else ("valid, wrong" if demo.is_valid_person(text)
-                                                                else "not valid")
+        right = (
+            "right"
+            if demo.is_right(text, expected)
+            else ("valid, wrong" if demo.is_valid_person(text) else "not valid")
+        )
         # One table cell: no newline, no column bar, no backtick (a fence is shown as ''').
         shown = text.replace("\n", "\\n").replace("|", "/").replace("`", "'")
         return f"`{shown}` ({right})"
 
     expected = dict(demo.EXAMPLES)
-    return ["| text | unconstrained | constrained |", "|---|---|---|",
-            *(f"| {t} | {answer(a, expected[t])} | {answer(b, expected[t])} |" for t, a, b in rows)]
+    return [
+        "| text | unconstrained | constrained |",
+        "|---|---|---|",
+        *(f"| {t} | {answer(a, expected[t])} | {answer(b, expected[t])} |" for t, a, b in rows),
+    ]
 
 
 def training_steps(model: Path) -> str:
@@ -332,8 +396,9 @@ def training_steps(model: Path) -> str:
     return f"{sum(stages):,} steps{parts}"
 
 
-def report(results: list[Result], demo_rows: list, examples: list[dict], args, model: Path, load_before: float,
-           seconds: float) -> str:
+def report(
+    results: list[Result], demo_rows: list, examples: list[dict], args, model: Path, load_before: float, seconds: float
+) -> str:
     n = len(examples)
     zh = sum(map(eval_extraction.is_chinese, examples))
     same_order = sum(text_order(ex) == list(eval_extraction.reference_answer(ex)) for ex in examples)
@@ -370,7 +435,7 @@ def report(results: list[Result], demo_rows: list, examples: list[dict], args, m
     ]
     if demo_rows:
         lines += [
-            f"The demo's three texts (minisglang/demo.py, `make demo`): \"{demo.INSTRUCTION}\", greedy, "
+            f'The demo\'s three texts (minisglang/demo.py, `make demo`): "{demo.INSTRUCTION}", greedy, '
             "unconstrained and under the demo's schema (name, age, hobbies).",
             "",
             *demo_table(demo_rows),
@@ -387,8 +452,12 @@ def report(results: list[Result], demo_rows: list, examples: list[dict], args, m
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", type=Path, default=Path(minisglang.DEFAULT_MODEL_PATH),
-                    help="the checkpoint to measure (default: the bundled model)")
+    ap.add_argument(
+        "--model",
+        type=Path,
+        default=Path(minisglang.DEFAULT_MODEL_PATH),
+        help="the checkpoint to measure (default: the bundled model)",
+    )
     ap.add_argument("--n", type=int, default=200, help="held-out extraction prompts")
     ap.add_argument("--max-new-tokens", type=int, default=160)
     ap.add_argument("--examples", type=int, default=20000, help="size of the corpus the model was trained on")
@@ -404,8 +473,9 @@ def main(argv: list[str] | None = None) -> None:
     results, demo_rows = run(args.model, examples, CONDITIONS, args.max_new_tokens)
     free = next(i for i, r in enumerate(results) if not r.condition.constrained)
     results.insert(free + 1, fences_stripped(results[free], examples))
-    write_results(report(results, demo_rows, examples, args, args.model, load_before, time.perf_counter() - started),
-                  args.output)
+    write_results(
+        report(results, demo_rows, examples, args, args.model, load_before, time.perf_counter() - started), args.output
+    )
 
 
 if __name__ == "__main__":

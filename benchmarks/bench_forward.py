@@ -14,6 +14,7 @@ to benchmarks/results/forward.md.
 
     python benchmarks/bench_forward.py [--model-path DIR] [--batch-sizes 1,16,64]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,13 +23,13 @@ import time
 from pathlib import Path
 
 import torch
+from _results import machine_line, write_results  # benchmarks/_results.py (scripts run from benchmarks/)
 from tqdm.auto import tqdm
 from transformers import AutoModelForCausalLM
 
 import minisglang
 from minisglang.memory_pool import ReqToTokenPool, TokenToKVPool
 from minisglang.model import ForwardBatch, load_model
-from _results import machine_line, write_results  # benchmarks/_results.py (scripts run from benchmarks/)
 
 RESULTS = Path(__file__).parent / "results" / "forward.md"
 
@@ -80,8 +81,14 @@ def hf_generate(hf, prompts, new_tokens: int) -> None:
     """transformers' greedy generate of exactly ``new_tokens`` tokens per prompt."""
     input_ids = torch.tensor(prompts)
     with torch.inference_mode():
-        hf.generate(input_ids, attention_mask=torch.ones_like(input_ids), max_new_tokens=new_tokens,
-                    min_new_tokens=new_tokens, do_sample=False, pad_token_id=0)
+        hf.generate(
+            input_ids,
+            attention_mask=torch.ones_like(input_ids),
+            max_new_tokens=new_tokens,
+            min_new_tokens=new_tokens,
+            do_sample=False,
+            pad_token_id=0,
+        )
 
 
 def main() -> None:
@@ -112,11 +119,13 @@ def main() -> None:
     batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
     with tqdm(total=1 + len(batch_sizes), desc="bench_forward") as bar:
         p = prompts(args.prefill_batch, args.prompt_len)
-        t_ours, t_hf = take_turns(lambda: timed(lambda: our_prefill(model, p)),
-                                  lambda: timed(lambda: hf_generate(hf, p, 1)), args.repeats)
+        t_ours, t_hf = take_turns(
+            lambda: timed(lambda: our_prefill(model, p)), lambda: timed(lambda: hf_generate(hf, p, 1)), args.repeats
+        )
         tokens = args.prefill_batch * args.prompt_len
-        rows.append((f"prefill ({args.prompt_len} tokens/request)", args.prefill_batch, tokens,
-                     tokens / t_ours, tokens / t_hf))
+        rows.append(
+            (f"prefill ({args.prompt_len} tokens/request)", args.prefill_batch, tokens, tokens / t_ours, tokens / t_hf)
+        )
         bar.update()
         for batch in batch_sizes:
             p = prompts(batch, args.decode_prompt_len)

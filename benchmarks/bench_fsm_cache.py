@@ -38,6 +38,7 @@ stage in a new "process" loads the index and the packed rows from disk and check
 
 Prints both tables with ratios; writes benchmarks/results/fsm_cache.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,43 +49,57 @@ import time
 from pathlib import Path
 
 import torch
+from _results import machine_line, write_results  # benchmarks/_results.py (scripts run from benchmarks/)
 from tqdm.auto import tqdm
 
 import minisglang
-from minisglang.engine import Engine
-from minisglang.stages.base import StageContext
 from minisglang.constrained.fsm_arrays import fsm_from_arrays, pack_rows
 from minisglang.constrained.token_fsm import compile_regex_index
+from minisglang.engine import Engine
+from minisglang.stages.base import StageContext
 from minisglang.stages.s3_fsm_cache import FSMCacheStage
 from minisglang.stages.s4_jump_forward import JumpForwardStage
 from minisglang.tokenizer import Tokenizer
-from _results import machine_line, write_results  # benchmarks/_results.py (scripts run from benchmarks/)
 
 RESULTS = Path(__file__).parent / "results" / "fsm_cache.md"
 ANTHROPIC = Path(__file__).resolve().parents[1] / ".cache" / "tokenizers" / "anthropic-0.3.11" / "tokenizer.json"
 _STR = r'"([^"\\\x00-\x1F]|\\["\\/bfnrt]){0,%d}"'
 # About 2 s to compile on the bundled 4k vocabulary (about 1900 states from the bounded strings).
-SLOW_REGEX = r'\{"name": ' + _STR % 60 + r', "email": ' + _STR % 90 + r', "city": ' + _STR % 60 + r'\}'
+SLOW_REGEX = r'\{"name": ' + _STR % 60 + r', "email": ' + _STR % 90 + r', "city": ' + _STR % 60 + r"\}"
 FAST_REGEX = r"[0-9]{4}-[0-9]{2}-[0-9]{2}"
 # A JSON-schema-like object (what a schema with these properties compiles to), for part 2.
 _ANY_STR = r'"([^"\\\x00-\x1F]|\\["\\/bfnrt])*"'
-JSON_REGEX = (r'\{[ ]?"name"[ ]?:[ ]?' + _ANY_STR + r'[ ]?,[ ]?"age"[ ]?:[ ]?(-)?(0|[1-9][0-9]*)[ ]?,[ ]?'
-              r'"city"[ ]?:[ ]?"(Beijing|Shanghai|Paris|London)"[ ]?,[ ]?"email"[ ]?:[ ]?' + _ANY_STR +
-              r'[ ]?,[ ]?"hobbies"[ ]?:[ ]?\[[ ]?(' + _ANY_STR + r'([ ]?,[ ]?' + _ANY_STR + r')*)?[ ]?\][ ]?\}')
+JSON_REGEX = (
+    r'\{[ ]?"name"[ ]?:[ ]?' + _ANY_STR + r'[ ]?,[ ]?"age"[ ]?:[ ]?(-)?(0|[1-9][0-9]*)[ ]?,[ ]?'
+    r'"city"[ ]?:[ ]?"(Beijing|Shanghai|Paris|London)"[ ]?,[ ]?"email"[ ]?:[ ]?'
+    + _ANY_STR
+    + r'[ ]?,[ ]?"hobbies"[ ]?:[ ]?\[[ ]?('
+    + _ANY_STR
+    + r"([ ]?,[ ]?"
+    + _ANY_STR
+    + r")*)?[ ]?\][ ]?\}"
+)
 USER = "<|user|>\nExtract as JSON: {} is {} years old and lives in {}.\n<|assistant|>\n"
-PEOPLE = [("Li Lei", 31, "Paris"), ("Wang Fang", 35, "Shanghai"), ("Ken Sato", 44, "Tokyo"),
-          ("Ana Lima", 28, "Rome"), ("Olga Ivanova", 52, "Berlin"), ("Bob Jones", 23, "London"),
-          ("Chen Jing", 61, "Beijing"), ("Sara Berg", 39, "Oslo")]
+PEOPLE = [
+    ("Li Lei", 31, "Paris"),
+    ("Wang Fang", 35, "Shanghai"),
+    ("Ken Sato", 44, "Tokyo"),
+    ("Ana Lima", 28, "Rome"),
+    ("Olga Ivanova", 52, "Berlin"),
+    ("Bob Jones", 23, "London"),
+    ("Chen Jing", 61, "Beijing"),
+    ("Sara Berg", 39, "Oslo"),
+]
 
 
 # ------------------------------------------------------------------------- part 1
 # Engine(stage="s5", automaton="eager"): our "fsm" backend's whole-DFA compile, through the compile
 # service (the lazy automaton, when it is the default, compiles only a start row: nothing to stall).
 S5_DEFAULT = "s5 fsm backend"
-S5_LAZY = "s5 fsm backend, lazy"   # the default engine: Engine(stage="s5"), no compile service
+S5_LAZY = "s5 fsm backend, lazy"  # the default engine: Engine(stage="s5"), no compile service
 # A niced worker on a loaded machine may take far longer than the 30 s default: this measures gaps, not limits.
 LONG = 600.0
-ARRIVAL_TICK = 30   # decode steps of the eight requests before the slow request arrives
+ARRIVAL_TICK = 30  # decode steps of the eight requests before the slow request arrives
 # Tokens each of the eight decodes: the longest of their prompts (38 tokens with the tokenizer of
 # 2026-12-01) plus these must fit the bundled model's context of 1024.
 DECODE_TOKENS = 980
@@ -95,17 +110,19 @@ def decode_ticks(engine: Engine, slow_params: dict | None, total_ticks: int = 0)
 
     Returns the wall times at which the eight got a new token, and the slow request. With
     no slow request, decodes `total_ticks` ticks: the control window."""
-    running = [engine.submit(USER.format(*p), {"temperature": 0, "ignore_eos": True, "max_new_tokens": DECODE_TOKENS})
-               for p in PEOPLE]
+    running = [
+        engine.submit(USER.format(*p), {"temperature": 0, "ignore_eos": True, "max_new_tokens": DECODE_TOKENS})
+        for p in PEOPLE
+    ]
     while not all(r.output_ids for r in running):
         refused = [r.finished_reason for r in running if r.finished and not r.output_ids]
-        if refused:   # e.g. a prompt that no longer fits the context with DECODE_TOKENS: fail, not spin
+        if refused:  # e.g. a prompt that no longer fits the context with DECODE_TOKENS: fail, not spin
             raise RuntimeError(f"a decoding request was refused: {refused[0]}")
         engine.step()
     probe, ticks, slow, after = running[0], [], None, 0
     while not probe.finished:
         if slow_params and slow is None and len(ticks) == ARRIVAL_TICK:
-            slow = engine.submit(USER.format(*PEOPLE[0]), slow_params)   # blocking mode: waits here
+            slow = engine.submit(USER.format(*PEOPLE[0]), slow_params)  # blocking mode: waits here
         n = len(probe.output_ids)
         engine.step()
         if len(probe.output_ids) > n:
@@ -131,8 +148,15 @@ def step_gap_run(model_path: str | None, mode: str, compile_in: str, kind: str, 
         engine = Engine(model_path=model_path, stage="s5", compile_workers=1, compile_timeout=LONG)
     else:
         where, *nice = compile_in.split(" nice ")
-        engine = Engine(model_path=model_path, stage="s3", grammar_queue=mode, compile_in=where,
-                        compile_workers=1, compile_timeout=LONG, **({"compile_nice": int(nice[0])} if nice else {}))
+        engine = Engine(
+            model_path=model_path,
+            stage="s3",
+            grammar_queue=mode,
+            compile_in=where,
+            compile_workers=1,
+            compile_timeout=LONG,
+            **({"compile_nice": int(nice[0])} if nice else {}),
+        )
     stage = engine.stage
     # One short constrained request first: it starts the compile worker (or builds the trie
     # on this process) and compiles s2's CPU mask kernel, which would otherwise land in the
@@ -146,7 +170,7 @@ def step_gap_run(model_path: str | None, mode: str, compile_in: str, kind: str, 
     ticks, slow = decode_ticks(engine, {"regex": SLOW_REGEX if kind == "real" else FAST_REGEX, "temperature": 0})
     if slow.finished_reason and slow.finished_reason["type"] == "abort":
         raise RuntimeError(f"the slow request aborted: {slow.finished_reason}")
-    if window["ready"] > ticks[-1]:   # the eight reached the model's context before the grammar was ready
+    if window["ready"] > ticks[-1]:  # the eight reached the model's context before the grammar was ready
         engine.shutdown()
         return {"outlasted": len(ticks), "compile": window["ready"] - window["start"]}
     # The control: the same eight requests decoding through the same step numbers (same
@@ -155,21 +179,28 @@ def step_gap_run(model_path: str | None, mode: str, compile_in: str, kind: str, 
     engine.shutdown()
     if len(control) < len(ticks):
         raise RuntimeError("the control window is shorter than the scenario: raise max_new_tokens")
-    gap = lambda t, i: t[i + 1] - t[i]   # gap i starts at tick i  # noqa: E731
+    gap = lambda t, i: t[i + 1] - t[i]  # gap i starts at tick i  # noqa: E731
     during = [i for i in range(ARRIVAL_TICK - 1, len(ticks) - 1) if ticks[i] < window["ready"]]
-    if not during:   # ready before the next token (the lazy automaton's start row): no gap to compare
+    if not during:  # ready before the next token (the lazy automaton's start row): no gap to compare
         return {"instant": True, "compile": window["ready"] - window["start"]}
-    admission = during[-1] + 1   # the first gap after the grammar is ready: it holds the prefill
+    admission = during[-1] + 1  # the first gap after the grammar is ready: it holds the prefill
     d = [gap(ticks, i) for i in during]
     c = [gap(control, i) for i in during]
     worst = max(range(len(d)), key=d.__getitem__)
-    return {"compile": window["ready"] - window["start"], "gaps": len(during), "make": window["make"],
-            "worst_before_ready": len(d) - 1 - worst,
-            "normal_median": statistics.median(c), "normal_max": max(c),
-            "during_median": statistics.median(d), "during_max": max(d),
-            "max_ratio": max(d) / max(c), "median_ratio": statistics.median(d) / statistics.median(c),
-            "admission": gap(ticks, admission) if mode == "nonblocking" else float("nan"),
-            "admission_ratio": gap(ticks, admission) / gap(control, admission) if mode == "nonblocking" else float("nan")}
+    return {
+        "compile": window["ready"] - window["start"],
+        "gaps": len(during),
+        "make": window["make"],
+        "worst_before_ready": len(d) - 1 - worst,
+        "normal_median": statistics.median(c),
+        "normal_max": max(c),
+        "during_median": statistics.median(d),
+        "during_max": max(d),
+        "max_ratio": max(d) / max(c),
+        "median_ratio": statistics.median(d) / statistics.median(c),
+        "admission": gap(ticks, admission) if mode == "nonblocking" else float("nan"),
+        "admission_ratio": gap(ticks, admission) / gap(control, admission) if mode == "nonblocking" else float("nan"),
+    }
 
 
 def hook_cache(cache, window: dict, kind: str, sleep_s: float) -> None:
@@ -195,7 +226,8 @@ def hook_cache(cache, window: dict, kind: str, sleep_s: float) -> None:
 def hook_backend(backend, window: dict, kind: str, sleep_s: float) -> None:
     """Time s5's compile: from its start to the matcher made (its future is done right after)."""
     real_compile = backend.compile
-    if backend.service is None:   # the lazy automaton: compiled in this process, no arrays sent back
+    if backend.service is None:  # the lazy automaton: compiled in this process, no arrays sent back
+
         def timed_lazy(kind_, text):
             window["start"] = time.perf_counter()
             if kind == "sleep":
@@ -231,10 +263,12 @@ def hook_backend(backend, window: dict, kind: str, sleep_s: float) -> None:
 def compile_times(tokenizer: Tokenizer, regex: str, disk_dir: Path, stage_cls=FSMCacheStage) -> dict:
     """Cold, warm-memory and warm-disk get_fsm through the stage's FSMCache (s3, or s4 whose
     compile also builds the jump map from the same DFA)."""
+
     def new_stage():
-        stage = stage_cls(StageContext(tokenizer, tokenizer.vocab_size, torch.device("cpu"),
-                                       {"grammar_cache_dir": str(disk_dir)}))
-        stage.service.warm_up()   # the workers are up and have built their tries
+        stage = stage_cls(
+            StageContext(tokenizer, tokenizer.vocab_size, torch.device("cpu"), {"grammar_cache_dir": str(disk_dir)})
+        )
+        stage.service.warm_up()  # the workers are up and have built their tries
         return stage
 
     first = new_stage()
@@ -247,14 +281,14 @@ def compile_times(tokenizer: Tokenizer, regex: str, disk_dir: Path, stage_cls=FS
     warm_memory = time.perf_counter() - t0
     arrays = fsm.index.state_to_tokens.arrays
     t0 = time.perf_counter()
-    pack_rows(arrays, tokenizer.vocab_size)   # what the worker did after the compile
+    pack_rows(arrays, tokenizer.vocab_size)  # what the worker did after the compile
     packing = time.perf_counter() - t0
     t0 = time.perf_counter()
-    fsm_from_arrays(regex, arrays)            # what the scheduler's process does with the reply
+    fsm_from_arrays(regex, arrays)  # what the scheduler's process does with the reply
     wrap = time.perf_counter() - t0
     first.shutdown()
 
-    second = new_stage()      # as after a restart: an empty memory cache, the same directory
+    second = new_stage()  # as after a restart: an empty memory cache, the same directory
     t0 = time.perf_counter()
     again = second.cache.get_fsm(regex)
     warm_disk = time.perf_counter() - t0
@@ -262,8 +296,15 @@ def compile_times(tokenizer: Tokenizer, regex: str, disk_dir: Path, stage_cls=FS
     assert again.index.state_to_tokens == fsm.index.state_to_tokens
     second.shutdown()
     size = sum(p.stat().st_size for p in disk_dir.glob("fsm-*.npz"))
-    return {"cold": cold, "warm_memory": warm_memory, "warm_disk": warm_disk, "packing": packing, "wrap": wrap,
-            "states": fsm.index.num_states, "bytes": size}
+    return {
+        "cold": cold,
+        "warm_memory": warm_memory,
+        "warm_disk": warm_disk,
+        "packing": packing,
+        "wrap": wrap,
+        "states": fsm.index.num_states,
+        "bytes": size,
+    }
 
 
 def main() -> None:
@@ -274,7 +315,9 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(1)
 
-    scenarios = [(k, c, m) for k in ("real", "sleep") for c in ("thread", "process") for m in ("blocking", "nonblocking")]
+    scenarios = [
+        (k, c, m) for k in ("real", "sleep") for c in ("thread", "process") for m in ("blocking", "nonblocking")
+    ]
     scenarios.insert(4, ("real", "process nice 10", "nonblocking"))
     scenarios.insert(5, ("real", S5_DEFAULT, "nonblocking"))
     scenarios.insert(6, ("real", S5_LAZY, "nonblocking"))
@@ -284,7 +327,7 @@ def main() -> None:
     load_before = os.getloadavg()
     with tqdm(total=len(scenarios) * args.repeats, desc="step gaps") as bar:
         for _ in range(args.repeats):
-            for kind, compile_in, mode in scenarios:   # interleaved, so a busy machine slows all alike
+            for kind, compile_in, mode in scenarios:  # interleaved, so a busy machine slows all alike
                 runs[kind, compile_in, mode].append(step_gap_run(args.model_path, mode, compile_in, kind, args.sleep))
                 bar.update()
     load_after = os.getloadavg()
@@ -312,76 +355,114 @@ def main() -> None:
 
     model_path = args.model_path or minisglang.DEFAULT_MODEL_PATH
     vocab = Tokenizer.from_pretrained(model_path).vocab_size
-    lines = ["# FSM cache: step gaps during a slow compile, and compile times cold / warm", "",
-             "## 1. Decode-step gaps of 8 running requests while one regex compiles (stage s3, and the default engine)", "",
-             f"Model: {Path(model_path).name} (vocabulary {vocab}); "
-             f"median of {args.repeats} interleaved runs per row. 'Real' compiles this regex on that vocabulary:", "",
-             f"    {SLOW_REGEX}", "",
-             f"'Sleep' compiles `{FAST_REGEX}` after a {args.sleep:.1f} s `time.sleep` (waiting, no CPU).", "",
-             "Gaps *during* start between the arrival and the moment the grammar is ready (compiled, sent back, made "
-             "into an FSM). *Normal* gaps are the control: the same eight requests decoding through the same step "
-             "numbers (same lengths, same cost per step) on the same engine right afterwards, with no compile; as many "
-             "gaps as during, so max against max is fair. Ratios are taken within each run, then the median of the "
-             f"runs. Load average of the machine (1 / 5 / 15 min): {loads(load_before)} before part 1, "
-             f"{loads(load_after)} after. The compile workers run at nice 5 (`compile_nice`).", "",
-             "*FSM made (ms)*: the scheduler's process turning what the compile sent back into an FSM (`make_fsm`). "
-             "*Worst gap at*: where the window's longest gap fell, in gaps before the grammar was ready (0 = the last "
-             "one), each run.", "",
-             "| compile | compile in | grammar queue | window (s) | gaps in window | normal median / max (ms) | "
-             "during median / max (ms) | max during / max normal | median during / median normal | admission gap (ms) | "
-             "FSM made (ms) | worst gap at | target: non-blocking, both ratios <= 1.2 |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "# FSM cache: step gaps during a slow compile, and compile times cold / warm",
+        "",
+        "## 1. Decode-step gaps of 8 running requests while one regex compiles (stage s3, and the default engine)",
+        "",
+        f"Model: {Path(model_path).name} (vocabulary {vocab}); "
+        f"median of {args.repeats} interleaved runs per row. 'Real' compiles this regex on that vocabulary:",
+        "",
+        f"    {SLOW_REGEX}",
+        "",
+        f"'Sleep' compiles `{FAST_REGEX}` after a {args.sleep:.1f} s `time.sleep` (waiting, no CPU).",
+        "",
+        "Gaps *during* start between the arrival and the moment the grammar is ready (compiled, sent back, made "
+        "into an FSM). *Normal* gaps are the control: the same eight requests decoding through the same step "
+        "numbers (same lengths, same cost per step) on the same engine right afterwards, with no compile; as many "
+        "gaps as during, so max against max is fair. Ratios are taken within each run, then the median of the "
+        f"runs. Load average of the machine (1 / 5 / 15 min): {loads(load_before)} before part 1, "
+        f"{loads(load_after)} after. The compile workers run at nice 5 (`compile_nice`).",
+        "",
+        "*FSM made (ms)*: the scheduler's process turning what the compile sent back into an FSM (`make_fsm`). "
+        "*Worst gap at*: where the window's longest gap fell, in gaps before the grammar was ready (0 = the last "
+        "one), each run.",
+        "",
+        "| compile | compile in | grammar queue | window (s) | gaps in window | normal median / max (ms) | "
+        "during median / max (ms) | max during / max normal | median during / median normal | admission gap (ms) | "
+        "FSM made (ms) | worst gap at | target: non-blocking, both ratios <= 1.2 |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for kind, compile_in, mode in scenarios:
         m, rs = med[kind, compile_in, mode], runs[kind, compile_in, mode]
         if m is None and all("instant" in r for r in rs):
-            lines.append(f"| {kind} | {compile_in} | {mode} | {statistics.median(r['compile'] for r in rs):.3f} | "
-                         f"0: ready before the next token, in all {len(rs)} runs |" + " |" * 8)
+            lines.append(
+                f"| {kind} | {compile_in} | {mode} | {statistics.median(r['compile'] for r in rs):.3f} | "
+                f"0: ready before the next token, in all {len(rs)} runs |" + " |" * 8
+            )
             continue
         if m is None:
-            lines.append(f"| {kind} | {compile_in} | {mode} | > {min(r['compile'] for r in rs):.1f} | "
-                         f"all {len(rs)} runs: the compile outlasted the {rs[0]['outlasted']}-step decode |" + " |" * 8)
+            lines.append(
+                f"| {kind} | {compile_in} | {mode} | > {min(r['compile'] for r in rs):.1f} | "
+                f"all {len(rs)} runs: the compile outlasted the {rs[0]['outlasted']}-step decode |" + " |" * 8
+            )
             continue
         met = m["max_ratio"] <= 1.2 and m["median_ratio"] <= 1.2
         target = "-" if mode == "blocking" else ("met" if met else "**missed**")
         admission = "(in the gap)" if mode == "blocking" else f"{m['admission'] * 1e3:.0f}"
-        lines.append(f"| {kind} | {compile_in} | {mode} | {m['compile']:.2f} | {m['gaps']:.0f} | "
-                     f"{m['normal_median'] * 1e3:.1f} / {m['normal_max'] * 1e3:.1f} | "
-                     f"{m['during_median'] * 1e3:.1f} / {m['during_max'] * 1e3:.1f} | **{m['max_ratio']:.2f}x** | "
-                     f"**{m['median_ratio']:.2f}x** | {admission} | {m['make'] * 1e3:.2f} | "
-                     f"{', '.join(str(r.get('worst_before_ready', 'outlasted')) for r in rs)} | {target} |")
+        lines.append(
+            f"| {kind} | {compile_in} | {mode} | {m['compile']:.2f} | {m['gaps']:.0f} | "
+            f"{m['normal_median'] * 1e3:.1f} / {m['normal_max'] * 1e3:.1f} | "
+            f"{m['during_median'] * 1e3:.1f} / {m['during_max'] * 1e3:.1f} | **{m['max_ratio']:.2f}x** | "
+            f"**{m['median_ratio']:.2f}x** | {admission} | {m['make'] * 1e3:.2f} | "
+            f"{', '.join(str(r.get('worst_before_ready', 'outlasted')) for r in rs)} | {target} |"
+        )
     for kind in ("real", "sleep"):
-        b, t, pr = (med[kind, c, m] for c, m in (("process", "blocking"), ("thread", "nonblocking"), ("process", "nonblocking")))
-        lines += ["", f"- {kind}: the longest gap while the grammar compiles is {b['during_max'] * 1e3:.0f} ms blocking, "
-                  f"{t['during_max'] * 1e3:.0f} ms non-blocking on a thread, {pr['during_max'] * 1e3:.0f} ms non-blocking "
-                  f"in a process (control: {pr['normal_max'] * 1e3:.0f} ms). Each run, non-blocking in a process, "
-                  "max / median ratio: " + ", ".join(f"{r['max_ratio']:.2f}x / {r['median_ratio']:.2f}x"
-                                                     for r in done[kind, "process", "nonblocking"]) + "."]
+        b, t, pr = (
+            med[kind, c, m] for c, m in (("process", "blocking"), ("thread", "nonblocking"), ("process", "nonblocking"))
+        )
+        lines += [
+            "",
+            f"- {kind}: the longest gap while the grammar compiles is {b['during_max'] * 1e3:.0f} ms blocking, "
+            f"{t['during_max'] * 1e3:.0f} ms non-blocking on a thread, {pr['during_max'] * 1e3:.0f} ms non-blocking "
+            f"in a process (control: {pr['normal_max'] * 1e3:.0f} ms). Each run, non-blocking in a process, "
+            "max / median ratio: "
+            + ", ".join(
+                f"{r['max_ratio']:.2f}x / {r['median_ratio']:.2f}x" for r in done[kind, "process", "nonblocking"]
+            )
+            + ".",
+        ]
         for name, what in ((S5_DEFAULT, "eager: the compile service"), (S5_LAZY, "lazy, the default")):
             d5 = med[kind, name, "nonblocking"]
             if d5 is not None:
-                lines += [f"- {kind}, stage s5 with the fsm backend ({what}): longest gap {d5['during_max'] * 1e3:.0f} ms "
-                          f"(control {d5['normal_max'] * 1e3:.0f} ms): max during / max normal **{d5['max_ratio']:.2f}x**, "
-                          f"median during / median normal **{d5['median_ratio']:.2f}x** "
-                          f"({'met' if d5['max_ratio'] <= 1.2 else 'missed'}: target <= 1.2x). Each run, max / median: "
-                          + ", ".join(f"{r['max_ratio']:.2f}x / {r['median_ratio']:.2f}x" for r in done[kind, name, "nonblocking"])
-                          + "."]
-    lines += ["", "## 2. Compile times on the 65k anthropic vocabulary", "",
-              "A JSON-schema-like regex (name, age, city enum, email, hobbies array), through `FSMCacheStage.cache.get_fsm` (compile in a worker process) "
-              f"with a disk directory; median of {args.repeats} runs, each with a fresh directory:", "",
-              f"    {JSON_REGEX}", "",
-              "| vocabulary | reachable states | cold: compile + pack in the worker (s) | warm memory (ms) | warm disk: "
-              "load + check (s) | packing the rows alone, in the worker (ms) | FSM made on the scheduler's process (ms) | "
-              "cold / warm disk | disk file (MB) |",
-              "|---|---|---|---|---|---|---|---|---|",
-              f"| anthropic 65k ({tok65k.vocab_size} ids) | {ct['states']:.0f} | {ct['cold']:.2f} | "
-              f"{ct['warm_memory'] * 1e3:.3f} | {ct['warm_disk']:.3f} | {ct['packing'] * 1e3:.1f} | {ct['wrap'] * 1e3:.2f} | "
-              f"**{ct['cold'] / ct['warm_disk']:.1f}x** | {ct['bytes'] / 1e6:.1f} |", "",
-              f"Stage s4 (the same compile plus the jump map, from the same DFA): cold {ct4['cold']:.2f} s, "
-              f"warm disk {ct4['warm_disk']:.3f} s, disk file {ct4['bytes'] / 1e6:.1f} MB; cold s4 / cold s3 = "
-              f"**{ct4['cold'] / ct['cold']:.2f}x** (target: no slower, up to noise).", "",
-              f"Load average after part 2 (1 / 5 / 15 min): {loads(load_end)}.", "",
-              f"One-time vocabulary trie for the 65k tokenizer (not in the rows): {trie_s:.2f} s.", "",
-              machine_line(), ""]
+                lines += [
+                    f"- {kind}, stage s5 with the fsm backend ({what}): longest gap {d5['during_max'] * 1e3:.0f} ms "
+                    f"(control {d5['normal_max'] * 1e3:.0f} ms): max during / max normal **{d5['max_ratio']:.2f}x**, "
+                    f"median during / median normal **{d5['median_ratio']:.2f}x** "
+                    f"({'met' if d5['max_ratio'] <= 1.2 else 'missed'}: target <= 1.2x). Each run, max / median: "
+                    + ", ".join(
+                        f"{r['max_ratio']:.2f}x / {r['median_ratio']:.2f}x" for r in done[kind, name, "nonblocking"]
+                    )
+                    + "."
+                ]
+    lines += [
+        "",
+        "## 2. Compile times on the 65k anthropic vocabulary",
+        "",
+        "A JSON-schema-like regex (name, age, city enum, email, hobbies array), through `FSMCacheStage.cache.get_fsm` (compile in a worker process) "
+        f"with a disk directory; median of {args.repeats} runs, each with a fresh directory:",
+        "",
+        f"    {JSON_REGEX}",
+        "",
+        "| vocabulary | reachable states | cold: compile + pack in the worker (s) | warm memory (ms) | warm disk: "
+        "load + check (s) | packing the rows alone, in the worker (ms) | FSM made on the scheduler's process (ms) | "
+        "cold / warm disk | disk file (MB) |",
+        "|---|---|---|---|---|---|---|---|---|",
+        f"| anthropic 65k ({tok65k.vocab_size} ids) | {ct['states']:.0f} | {ct['cold']:.2f} | "
+        f"{ct['warm_memory'] * 1e3:.3f} | {ct['warm_disk']:.3f} | {ct['packing'] * 1e3:.1f} | {ct['wrap'] * 1e3:.2f} | "
+        f"**{ct['cold'] / ct['warm_disk']:.1f}x** | {ct['bytes'] / 1e6:.1f} |",
+        "",
+        f"Stage s4 (the same compile plus the jump map, from the same DFA): cold {ct4['cold']:.2f} s, "
+        f"warm disk {ct4['warm_disk']:.3f} s, disk file {ct4['bytes'] / 1e6:.1f} MB; cold s4 / cold s3 = "
+        f"**{ct4['cold'] / ct['cold']:.2f}x** (target: no slower, up to noise).",
+        "",
+        f"Load average after part 2 (1 / 5 / 15 min): {loads(load_end)}.",
+        "",
+        f"One-time vocabulary trie for the 65k tokenizer (not in the rows): {trie_s:.2f} s.",
+        "",
+        machine_line(),
+        "",
+    ]
     text = "\n".join(lines)
     write_results(text, RESULTS)
 

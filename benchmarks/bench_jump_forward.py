@@ -30,6 +30,7 @@ runs (other jobs only add time), and the spread of the s3/s4 ratio over the repe
 
 Prints the table and the ratios; writes benchmarks/results/jump_forward.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,16 +43,18 @@ import time
 from pathlib import Path
 
 import torch
+from _results import machine_line, write_results  # benchmarks/_results.py (scripts run from benchmarks/)
 from tqdm.auto import tqdm
 
 import minisglang
 from minisglang.engine import Engine
-from _results import machine_line, write_results  # benchmarks/_results.py (scripts run from benchmarks/)
 
 RESULTS = Path(__file__).parent / "results" / "jump_forward.md"
-KEYS_REGEX = (r'\{"name": "[A-Za-z ]{1,24}", "age": [1-9][0-9]?, "city": "[A-Za-z ]{1,20}", '
-              r'"email": "[a-z0-9._]{1,24}@[a-z]{2,12}\.(com|org|net)", "phone": "[0-9+() -]{7,16}", '
-              r'"occupation": "[a-z ]{1,24}"\}')
+KEYS_REGEX = (
+    r'\{"name": "[A-Za-z ]{1,24}", "age": [1-9][0-9]?, "city": "[A-Za-z ]{1,20}", '
+    r'"email": "[a-z0-9._]{1,24}@[a-z]{2,12}\.(com|org|net)", "phone": "[0-9+() -]{7,16}", '
+    r'"occupation": "[a-z ]{1,24}"\}'
+)
 FIRST = ["Li", "Anna", "Ken", "Maria", "Omar", "Sara", "Tom", "Yuki", "Lena", "Ivan", "Chen", "Nora"]
 LAST = ["Lei", "Smith", "Sato", "Garcia", "Khan", "Berg", "Jones", "Tanaka", "Novak", "Petrov", "Wang", "Ali"]
 CITIES = ["Paris", "London", "Berlin", "Tokyo", "Boston", "Madrid", "Toronto", "Sydney", "Rome", "Oslo"]
@@ -69,10 +72,12 @@ def prompts(engine: Engine, n: int, seed: int = 0, ask: str = ASK) -> list[str]:
     for _ in range(n):
         first, last = rng.choice(FIRST), rng.choice(LAST)
         job = rng.choice(JOBS)
-        text = (f"{first} {last} is {rng.randint(18, 80)} years old and lives in {rng.choice(CITIES)}. "
-                f"{first} can be reached at {first.lower()}.{last.lower()}@{rng.choice(DOMAINS)}, has the phone "
-                f"number {rng.randint(200, 999)}-{rng.randint(200, 999)}-{rng.randint(0, 9999):04d} and works as "
-                f"{'an' if job[0] in 'aeiou' else 'a'} {job}.")
+        text = (
+            f"{first} {last} is {rng.randint(18, 80)} years old and lives in {rng.choice(CITIES)}. "
+            f"{first} can be reached at {first.lower()}.{last.lower()}@{rng.choice(DOMAINS)}, has the phone "
+            f"number {rng.randint(200, 999)}-{rng.randint(200, 999)}-{rng.randint(0, 9999):04d} and works as "
+            f"{'an' if job[0] in 'aeiou' else 'a'} {job}."
+        )
         out.append(engine.tokenizer.apply_chat_template([{"role": "user", "content": ask + text}]))
     return out
 
@@ -94,7 +99,7 @@ def time_parts(engine: Engine) -> dict[str, float]:
 
     def timed_jumps(running):
         start = time.perf_counter()
-        readmit = real_jumps(running)   # the requests that jumped: the scheduler re-admits them
+        readmit = real_jumps(running)  # the requests that jumped: the scheduler re-admits them
         spent["jumps"] += time.perf_counter() - start
         return readmit
 
@@ -125,20 +130,25 @@ def run(engine: Engine, spent: dict[str, float], chats: list[str], params: list[
     sampled = [o["meta_info"]["completion_tokens_wo_jump_forward"] for o in outs]
     start_step = min(e["step"] for e in events if e["event"] == "prefill")
     finish_steps = [e["step"] - start_step + 1 for e in events if e["event"] == "finish"]
-    return {"seconds": seconds, "texts": [o["text"] for o in outs],
-            **{f"{part}_s": spent[part] - before[part] for part in spent},
-            "lengths": [o["meta_info"]["completion_tokens"] for o in outs],
-            "sampled": sum(sampled), "sampled_range": (min(sampled), max(sampled)),
-            "waves": len(readmissions), "jump_steps": len(jumped),
-            "waves_admit_their_jumps": all(set(e["reqs"]) == jumped[e["step"] - 1] for e in readmissions),
-            "nth_jump_steps": [len(nth_jump[i]) for i in sorted(nth_jump)],
-            "mean_steps": statistics.mean(finish_steps),
-            "tokens": sum(o["meta_info"]["completion_tokens"] for o in outs),
-            "decode": s.forward_counts["decode"] - counts["decode"],
-            "prefill": s.forward_counts["prefill"] - counts["prefill"],
-            "prefill_tokens": sum(e["tokens"] for e in events if e["event"] == "prefill"),
-            "jumps": sum(e["event"] == "jump" for e in events),
-            "valid": sum(bool(re.fullmatch(KEYS_REGEX, o["text"])) for o in outs)}
+    return {
+        "seconds": seconds,
+        "texts": [o["text"] for o in outs],
+        **{f"{part}_s": spent[part] - before[part] for part in spent},
+        "lengths": [o["meta_info"]["completion_tokens"] for o in outs],
+        "sampled": sum(sampled),
+        "sampled_range": (min(sampled), max(sampled)),
+        "waves": len(readmissions),
+        "jump_steps": len(jumped),
+        "waves_admit_their_jumps": all(set(e["reqs"]) == jumped[e["step"] - 1] for e in readmissions),
+        "nth_jump_steps": [len(nth_jump[i]) for i in sorted(nth_jump)],
+        "mean_steps": statistics.mean(finish_steps),
+        "tokens": sum(o["meta_info"]["completion_tokens"] for o in outs),
+        "decode": s.forward_counts["decode"] - counts["decode"],
+        "prefill": s.forward_counts["prefill"] - counts["prefill"],
+        "prefill_tokens": sum(e["tokens"] for e in events if e["event"] == "prefill"),
+        "jumps": sum(e["event"] == "jump" for e in events),
+        "valid": sum(bool(re.fullmatch(KEYS_REGEX, o["text"])) for o in outs),
+    }
 
 
 def main() -> None:
@@ -150,21 +160,23 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(1)
 
-    engines = {name: Engine(model_path=args.model_path, stage=stage)
-               for name, stage in [("s3", "s3"), ("s4", "s4"), ("unconstrained", "s0")]}
+    engines = {
+        name: Engine(model_path=args.model_path, stage=stage)
+        for name, stage in [("s3", "s3"), ("s4", "s4"), ("unconstrained", "s0")]
+    }
     spent = {name: time_parts(engine) for name, engine in engines.items()}
     chats = prompts(engines["s4"], args.requests)
     constrained = {"regex": KEYS_REGEX, "temperature": 0, "max_new_tokens": args.max_new_tokens}
-    for name in ("s3", "s4"):   # compile the regex now: compile time is chapter 3's subject, not this one's
+    for name in ("s3", "s4"):  # compile the regex now: compile time is chapter 3's subject, not this one's
         engines[name].generate(chats[0], constrained)
     runs: dict[str, list[dict]] = {name: [] for name in engines}
-    load_before = os.getloadavg()[0]   # other jobs' load: the machine is shared
+    load_before = os.getloadavg()[0]  # other jobs' load: the machine is shared
     with tqdm(total=3 * args.repeats, desc="runs") as bar:
         for _ in range(args.repeats):
             for name in ("s3", "s4"):
                 runs[name].append(run(engines[name], spent[name], chats, [constrained] * len(chats)))
                 bar.update()
-            lengths = runs["s4"][-1]["lengths"]   # as many tokens as s4 just produced, request by request
+            lengths = runs["s4"][-1]["lengths"]  # as many tokens as s4 just produced, request by request
             free = [{"temperature": 0, "ignore_eos": True, "max_new_tokens": n} for n in lengths]
             runs["unconstrained"].append(run(engines["unconstrained"], spent["unconstrained"], chats, free))
             bar.update()
@@ -182,12 +194,17 @@ def main() -> None:
     rows, times = [], []
     for name in ("s3", "s4", "unconstrained"):
         m = best[name]
-        rows.append(f"| {name} | {m['valid'] if name != 'unconstrained' else '-'} / {n} | {m['tokens']} | {m['sampled']} | "
-                    f"{m['jumps']} | {m['decode']} | {m['prefill']} | {m['prefill_tokens']} | {m['seconds']:.2f} | "
-                    f"{n / m['seconds']:.1f} |")
+        rows.append(
+            f"| {name} | {m['valid'] if name != 'unconstrained' else '-'} / {n} | {m['tokens']} | {m['sampled']} | "
+            f"{m['jumps']} | {m['decode']} | {m['prefill']} | {m['prefill_tokens']} | {m['seconds']:.2f} | "
+            f"{n / m['seconds']:.1f} |"
+        )
         parts = [m[f"{part}_s"] for part in ("prompt", "readmit", "decode", "jumps")]
-        times.append(f"| {name} | " + " | ".join(f"{x:.2f}" for x in parts)
-                     + f" | {m['seconds'] - sum(parts):.2f} | {m['seconds']:.2f} |")
+        times.append(
+            f"| {name} | "
+            + " | ".join(f"{x:.2f}" for x in parts)
+            + f" | {m['seconds'] - sum(parts):.2f} | {m['seconds']:.2f} |"
+        )
     s3, s4, free = best["s3"], best["s4"], best["unconstrained"]
     fewer = s3["decode"] / s4["decode"]
     speed = s3["seconds"] / s4["seconds"]
@@ -196,47 +213,65 @@ def main() -> None:
     # bound on what cheaper jump bookkeeping alone can buy.
     no_jump_cost = s3["seconds"] / (s4["seconds"] - s4["jumps_s"])
 
-    whole = ("each admitted exactly the requests that jumped in the step before" if s4["waves_admit_their_jumps"]
-             else "**some did not admit exactly the requests that jumped in the step before**")
+    whole = (
+        "each admitted exactly the requests that jumped in the step before"
+        if s4["waves_admit_their_jumps"]
+        else "**some did not admit exactly the requests that jumped in the step before**"
+    )
 
     def verdict(ok: bool) -> str:
         return "met" if ok else "**missed**"
 
     tok_name = Path(args.model_path or minisglang.DEFAULT_MODEL_PATH).name
-    lines = ["# Jump-forward: JSON extraction with six fixed keys", "",
-             f"{n} extraction prompts submitted at once, greedy, on {tok_name}; constrained by:", "",
-             f"    {KEYS_REGEX}", "",
-             f"Each system's fastest of {args.repeats} interleaved runs (other jobs on the shared machine only add "
-             "time; greedy runs repeat exactly, so only the times differ). "
-             "'tokens' = completion tokens of all requests, 'sampled' = those the sampler chose "
-             "(`completion_tokens_wo_jump_forward`); the unconstrained row generates, per request, as many tokens "
-             "as s4 did (`ignore_eos`).", "",
-             "| system | valid JSON (re.fullmatch) | tokens | sampled | jumps | decode forwards | prefill forwards | "
-             "prefill tokens computed | wall (s) | requests/s |",
-             "|---|---|---|---|---|---|---|---|---|---|", *rows, "",
-             "| ratio | measured | target | |", "|---|---|---|---|",
-             f"| decode forwards, s3 / s4 | **{fewer:.2f}x** | >= 2x | {verdict(fewer >= 2)} |",
-             f"| requests/s, s4 / s3 | **{speed:.2f}x** | >= 1.5x | {verdict(speed >= 1.5)} |",
-             f"| requests/s, s4 / s3, repeat by repeat | {pair_ratios[0]:.2f}x to {pair_ratios[-1]:.2f}x "
-             f"(median {statistics.median(pair_ratios):.2f}x) | | |",
-             f"| requests/s, s4 / unconstrained (same token counts) | **{vs_free:.2f}x** | >= 1.0x | "
-             f"{verdict(vs_free >= 1.0)} |",
-             f"| requests/s, s4 / s3 if s4's jumps cost nothing (wall minus 'jumps') | {no_jump_cost:.2f}x | "
-             "(upper bound for cheaper jump bookkeeping) | |", "",
-             f"Re-admission waves (s4, from the trace): {s4['waves']} prefill forwards re-admitted jumped requests, "
-             f"one after each of the {s4['jump_steps']} steps in which some request jumped; {whole}. "
-             "Key by key, the requests took their 1st, 2nd, ... jump in "
-             f"{', '.join(map(str, s4['nth_jump_steps']))} different steps; each request sampled "
-             f"{s4['sampled_range'][0]} to {s4['sampled_range'][1]} tokens. A request finished "
-             f"{s4['mean_steps']:.1f} scheduler steps after the first prefill on average "
-             f"(s3: {s3['mean_steps']:.1f}).", "",
-             "Where the wall time goes (the same runs, seconds): prompt prefills (the first admission of every request), "
-             "re-admission prefills (jumped requests coming back), decode forwards, jumps (`before_decode`: find "
-             "the forced string, retokenize, hand the KV to the radix tree) and the rest (scheduling, masks, "
-             "sampling):", "",
-             "| system | prompt prefills | re-admission prefills | decode forwards | jumps | rest | wall |",
-             "|---|---|---|---|---|---|---|", *times, "",
-             machine_line(f"load average {load_before:.1f} before the runs"), ""]
+    lines = [
+        "# Jump-forward: JSON extraction with six fixed keys",
+        "",
+        f"{n} extraction prompts submitted at once, greedy, on {tok_name}; constrained by:",
+        "",
+        f"    {KEYS_REGEX}",
+        "",
+        f"Each system's fastest of {args.repeats} interleaved runs (other jobs on the shared machine only add "
+        "time; greedy runs repeat exactly, so only the times differ). "
+        "'tokens' = completion tokens of all requests, 'sampled' = those the sampler chose "
+        "(`completion_tokens_wo_jump_forward`); the unconstrained row generates, per request, as many tokens "
+        "as s4 did (`ignore_eos`).",
+        "",
+        "| system | valid JSON (re.fullmatch) | tokens | sampled | jumps | decode forwards | prefill forwards | "
+        "prefill tokens computed | wall (s) | requests/s |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+        *rows,
+        "",
+        "| ratio | measured | target | |",
+        "|---|---|---|---|",
+        f"| decode forwards, s3 / s4 | **{fewer:.2f}x** | >= 2x | {verdict(fewer >= 2)} |",
+        f"| requests/s, s4 / s3 | **{speed:.2f}x** | >= 1.5x | {verdict(speed >= 1.5)} |",
+        f"| requests/s, s4 / s3, repeat by repeat | {pair_ratios[0]:.2f}x to {pair_ratios[-1]:.2f}x "
+        f"(median {statistics.median(pair_ratios):.2f}x) | | |",
+        f"| requests/s, s4 / unconstrained (same token counts) | **{vs_free:.2f}x** | >= 1.0x | "
+        f"{verdict(vs_free >= 1.0)} |",
+        f"| requests/s, s4 / s3 if s4's jumps cost nothing (wall minus 'jumps') | {no_jump_cost:.2f}x | "
+        "(upper bound for cheaper jump bookkeeping) | |",
+        "",
+        f"Re-admission waves (s4, from the trace): {s4['waves']} prefill forwards re-admitted jumped requests, "
+        f"one after each of the {s4['jump_steps']} steps in which some request jumped; {whole}. "
+        "Key by key, the requests took their 1st, 2nd, ... jump in "
+        f"{', '.join(map(str, s4['nth_jump_steps']))} different steps; each request sampled "
+        f"{s4['sampled_range'][0]} to {s4['sampled_range'][1]} tokens. A request finished "
+        f"{s4['mean_steps']:.1f} scheduler steps after the first prefill on average "
+        f"(s3: {s3['mean_steps']:.1f}).",
+        "",
+        "Where the wall time goes (the same runs, seconds): prompt prefills (the first admission of every request), "
+        "re-admission prefills (jumped requests coming back), decode forwards, jumps (`before_decode`: find "
+        "the forced string, retokenize, hand the KV to the radix tree) and the rest (scheduling, masks, "
+        "sampling):",
+        "",
+        "| system | prompt prefills | re-admission prefills | decode forwards | jumps | rest | wall |",
+        "|---|---|---|---|---|---|---|",
+        *times,
+        "",
+        machine_line(f"load average {load_before:.1f} before the runs"),
+        "",
+    ]
     text = "\n".join(lines)
     write_results(text, RESULTS)
 

@@ -17,6 +17,7 @@ compared (logits are 64 columns wider). Writes benchmarks/results/mask_oracle.md
 
     python benchmarks/bench_mask_oracle.py [--schemas 24] [--seed 16] [--eager-schemas 4]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,10 +38,9 @@ from minisglang.constrained.bitmask import unpack_bits
 from minisglang.tokenizer import Tokenizer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from real_tokenizers import anthropic_65k  # noqa: E402
 from _results import machine_line, write_results  # noqa: E402
-
 from bench_compile import PAD, SYSTEMS, compile_once, generate_schemas, make_backend  # noqa: E402
+from real_tokenizers import anthropic_65k  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "mask_oracle.md"
 WHITESPACE = b" \t\n\r"
@@ -79,12 +79,17 @@ def compare(grammar, ids: list[int], oracle: list[np.ndarray], vocab_size: int, 
             for side, tokens in (("allows", extra), ("forbids", missing)):
                 for t in tokens.tolist():
                     data = token_bytes[t]
-                    what = ("a special token" if not data else "a token starting with whitespace"
-                            if data[:1] in (b" ", b"\t", b"\n", b"\r") else "another token")
+                    what = (
+                        "a special token"
+                        if not data
+                        else "a token starting with whitespace"
+                        if data[:1] in (b" ", b"\t", b"\n", b"\r")
+                        else "another token"
+                    )
                     kinds[f"{side} {what}"] += 1
         try:
             grammar.accept_token(token_id)
-        except Exception:   # the library's grammar rejects the document's own token
+        except Exception:  # the library's grammar rejects the document's own token
             kinds["rejects a token of the valid document"] += 1
             break
     return steps, differing
@@ -122,7 +127,9 @@ def bench_vocabulary(label: str, tokenizer: Tokenizer, sample, args) -> list[str
             s, d = compare(grammar, documents[i], oracles[i], vocab_size, tokenizer.token_bytes, kinds)
             steps, differing = steps + s, differing + d
         backend.shutdown()
-        rows.append(f"| {label} | {system} | {compiled}/{tried} | {steps:,} | {differing:,} | {explain(kinds, steps)} |")
+        rows.append(
+            f"| {label} | {system} | {compiled}/{tried} | {steps:,} | {differing:,} | {explain(kinds, steps)} |"
+        )
         print(rows[-1], flush=True)
     return rows
 
@@ -137,37 +144,48 @@ def main() -> None:
     torch.set_num_threads(1)
     started, load_before = time.perf_counter(), os.getloadavg()[0]
     sample = generate_schemas(args.seed, args.schemas)
-    rows = [row for label, tok in [("bundled 4k", Tokenizer.from_pretrained(minisglang.DEFAULT_MODEL_PATH)),
-                                   ("anthropic 65k", anthropic_65k())]
-            for row in bench_vocabulary(label, tok, sample, args)]
-    text = "\n".join([
-        "# The mask oracle: each system's masks against brute force",
-        "",
-        f"bench_compile's seeded sample ({len(sample)} schemas, seed {args.seed}); along the tokens of each "
-        "schema's valid document (json.dumps layout), every step's mask is compared bit by bit with a "
-        "brute-force mask: each token's bytes run one by one through our byte automaton from the current "
-        "text (no trie, no shared rows), EOS allowed exactly at a whole match. A system stops on a schema "
-        f"where it rejects a token of the document. The eager fsm compiles the first {args.eager_schemas} "
-        "schemas only (seconds each).",
-        "",
-        "Our backends must show 0 differing steps (tests/test_lazy_automaton.py asserts it). The libraries "
-        "compile each schema with their own rules: a difference means their grammar is not ours, not "
-        "necessarily that a mask is unsound. The last column counts the differing tokens over all steps by "
-        "kind: 'allows a token starting with whitespace' is whitespace freedom (xgrammar and llguidance "
-        "allow any JSON whitespace between tokens, we allow at most the one space json.dumps writes); "
-        "'forbids another token' is a grammar stricter than ours (for instance a library that does not "
-        "let a number continue where ours does); 'rejects a token of the valid document' would be "
-        "unsound for a valid document of the schema.",
-        "",
-        "| vocabulary | system | compiled | steps | steps differing | differing tokens, by kind |",
-        "|---|---|---:|---:|---:|---|",
-        *rows,
-        "",
-        machine_line(f"load average {load_before:.1f} before the run", f"xgrammar {version('xgrammar')}",
-                     f"llguidance {version('llguidance')}", f"outlines_core {version('outlines_core')}",
-                     f"run took {time.perf_counter() - started:.0f} s"),
-        "",
-    ])
+    rows = [
+        row
+        for label, tok in [
+            ("bundled 4k", Tokenizer.from_pretrained(minisglang.DEFAULT_MODEL_PATH)),
+            ("anthropic 65k", anthropic_65k()),
+        ]
+        for row in bench_vocabulary(label, tok, sample, args)
+    ]
+    text = "\n".join(
+        [
+            "# The mask oracle: each system's masks against brute force",
+            "",
+            f"bench_compile's seeded sample ({len(sample)} schemas, seed {args.seed}); along the tokens of each "
+            "schema's valid document (json.dumps layout), every step's mask is compared bit by bit with a "
+            "brute-force mask: each token's bytes run one by one through our byte automaton from the current "
+            "text (no trie, no shared rows), EOS allowed exactly at a whole match. A system stops on a schema "
+            f"where it rejects a token of the document. The eager fsm compiles the first {args.eager_schemas} "
+            "schemas only (seconds each).",
+            "",
+            "Our backends must show 0 differing steps (tests/test_lazy_automaton.py asserts it). The libraries "
+            "compile each schema with their own rules: a difference means their grammar is not ours, not "
+            "necessarily that a mask is unsound. The last column counts the differing tokens over all steps by "
+            "kind: 'allows a token starting with whitespace' is whitespace freedom (xgrammar and llguidance "
+            "allow any JSON whitespace between tokens, we allow at most the one space json.dumps writes); "
+            "'forbids another token' is a grammar stricter than ours (for instance a library that does not "
+            "let a number continue where ours does); 'rejects a token of the valid document' would be "
+            "unsound for a valid document of the schema.",
+            "",
+            "| vocabulary | system | compiled | steps | steps differing | differing tokens, by kind |",
+            "|---|---|---:|---:|---:|---|",
+            *rows,
+            "",
+            machine_line(
+                f"load average {load_before:.1f} before the run",
+                f"xgrammar {version('xgrammar')}",
+                f"llguidance {version('llguidance')}",
+                f"outlines_core {version('outlines_core')}",
+                f"run took {time.perf_counter() - started:.0f} s",
+            ),
+            "",
+        ]
+    )
     write_results(text, RESULTS)
 
 

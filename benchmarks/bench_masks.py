@@ -27,6 +27,7 @@ Prints the tables and writes benchmarks/results/masks.md.
 
     python benchmarks/bench_masks.py [--batch-sizes 1,8,64] [--repeats 5] [--threads 1]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,26 +40,27 @@ import torch
 from tqdm.auto import tqdm
 
 import minisglang as sgl
+from minisglang.constrained.bitmask import apply_bitmask, apply_bitmask_torch, unpack_bits
 from minisglang.constrained.regex_dfa import ByteDFA, compile_regex
+from minisglang.constrained.token_fsm import TokenFSM
 from minisglang.core import Req, SamplingParams
 from minisglang.stages.base import StageContext
-from minisglang.constrained.token_fsm import TokenFSM
 from minisglang.stages.s1_masked_fill import FSMState, MaskedFillStage
-from minisglang.constrained.bitmask import apply_bitmask, apply_bitmask_torch, unpack_bits
 from minisglang.stages.s2_batched_mask import BatchedMaskStage
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
+from _results import machine_line, write_results  # noqa: E402  (benchmarks/_results.py: scripts run from benchmarks/)
 from real_tokenizers import anthropic_65k, mistral_tekken  # noqa: E402  (the tests' loaders)
-from _results import machine_line, write_results  # benchmarks/_results.py (scripts run from benchmarks/)
 
 RESULTS = Path(__file__).parent / "results" / "masks.md"
 # {"name": string of at most 20 characters, "age": integer, "hobbies": array of strings},
 # with optional single spaces, as a JSON-schema compiler would write it.
 STRING = r'"([^"\\\x00-\x1F]|\\["\\/bfnrt])*"'
-JSON_REGEX = (r'\{[ ]?"name"[ ]?:[ ]?"([^"\\\x00-\x1F]|\\["\\/bfnrt]){0,20}"[ ]?,[ ]?"age"[ ]?:[ ]?'
-              r'(-)?(0|[1-9][0-9]*)[ ]?,[ ]?"hobbies"[ ]?:[ ]?\[[ ]?(' + STRING + r'(,[ ]?' + STRING
-              + r')*)?[ ]?\][ ]?\}')
+JSON_REGEX = (
+    r'\{[ ]?"name"[ ]?:[ ]?"([^"\\\x00-\x1F]|\\["\\/bfnrt]){0,20}"[ ]?,[ ]?"age"[ ]?:[ ]?'
+    r'(-)?(0|[1-9][0-9]*)[ ]?,[ ]?"hobbies"[ ]?:[ ]?\[[ ]?(' + STRING + r"(,[ ]?" + STRING + r")*)?[ ]?\][ ]?\}"
+)
 EXAMPLE = '{"name": "Li Lei", "age": 31, "hobbies": ["chess", "tea"]}'
 TARGET_SPEEDUP, TARGET_SHARE, TARGET_FILL_MS = 100.0, 0.05, 0.1
 
@@ -121,10 +123,24 @@ def bench_vocabulary(name: str, tokenizer, batch_sizes: list[int], repeats: int,
         t_apply_torch = best_seconds(lambda: apply_bitmask_torch(logits, mask), many)
         t_floor = best_seconds(lambda: logits.masked_fill_(blocked, float("-inf")), many)
         assert not any(r.finished for r in reqs)
-        rows.append({"vocab": name, "ids": len(tokenizer.token_bytes), "width": width, "batch": batch,
-                     "states": fsm.index.num_states, "compile_s": compile_s,
-                     "mean_allowed": statistics.mean(allowed), "s1": t1, "s2": t2, "s2_torch": t2_torch,
-                     "fill": t_fill, "apply": t_apply, "apply_torch": t_apply_torch, "floor": t_floor})
+        rows.append(
+            {
+                "vocab": name,
+                "ids": len(tokenizer.token_bytes),
+                "width": width,
+                "batch": batch,
+                "states": fsm.index.num_states,
+                "compile_s": compile_s,
+                "mean_allowed": statistics.mean(allowed),
+                "s1": t1,
+                "s2": t2,
+                "s2_torch": t2_torch,
+                "fill": t_fill,
+                "apply": t_apply,
+                "apply_torch": t_apply_torch,
+                "floor": t_floor,
+            }
+        )
         bar.update()
     return rows
 
@@ -138,9 +154,13 @@ def bench_decode_share(batch: int, steps: int, bar) -> dict:
     user = "<|user|>\nExtract as JSON: {} lives in {}.\n<|assistant|>\n"
     names = ["Li Lei", "Wang Fang", "Zhang San", "Ada", "Zhou Jie", "Chen Jing", "Liu Yang", "Sun Li"]
     cities = ["Beijing", "Shanghai", "Chengdu", "Hangzhou", "Xi'an", "Wuhan", "Nanjing", "Paris"]
-    reqs = [engine.submit(user.format(names[i % 8], cities[i // 8 % 8]),
-                          {"regex": regex, "temperature": 1.0, "seed": i, "max_new_tokens": 3 * steps + 8})
-            for i in range(batch)]
+    reqs = [
+        engine.submit(
+            user.format(names[i % 8], cities[i // 8 % 8]),
+            {"regex": regex, "temperature": 1.0, "seed": i, "max_new_tokens": 3 * steps + 8},
+        )
+        for i in range(batch)
+    ]
     while len(engine.scheduler.running) < batch:  # prefill everyone first (untimed)
         engine.step()
     result = {"batch": batch, "vocab": engine.model.config.vocab_size}
@@ -207,16 +227,18 @@ def main() -> None:
         f"Best of {args.repeats} runs for s1 and of {max(args.repeats, 20)} for s2 "
         f"(fill: {args.fill_repeats} runs), after a warm-up. 'mask' is the stage's whole `mask_logits`; "
         "s2 applies with the compiled CPU kernel (the engine's default), 's2, torch apply' with the "
-        "readable `apply_bitmask_torch` (`mask_apply=\"torch\"`).",
+        'readable `apply_bitmask_torch` (`mask_apply="torch"`).',
         "",
         "| vocabulary | logits width | batch | mean allowed tokens/row | s1 mask (ms) | s2 mask (ms) "
         "| s1 / s2 | s2, torch apply (ms) | s1 / s2, torch apply |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
-        lines.append(f"| {r['vocab']} | {r['width']} | {r['batch']} | {r['mean_allowed']:,.0f} "
-                     f"| {r['s1'] * 1e3:.2f} | {r['s2'] * 1e3:.3f} | **{r['s1'] / r['s2']:.0f}x** "
-                     f"| {r['s2_torch'] * 1e3:.3f} | {r['s1'] / r['s2_torch']:.0f}x |")
+        lines.append(
+            f"| {r['vocab']} | {r['width']} | {r['batch']} | {r['mean_allowed']:,.0f} "
+            f"| {r['s1'] * 1e3:.2f} | {r['s2'] * 1e3:.3f} | **{r['s1'] / r['s2']:.0f}x** "
+            f"| {r['s2_torch'] * 1e3:.3f} | {r['s1'] / r['s2_torch']:.0f}x |"
+        )
     lines += [
         "",
         "s2's parts alone: `fill_mask` into an allocated mask; the kernel apply (`apply_bitmask`); the "
@@ -230,9 +252,11 @@ def main() -> None:
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
-        lines.append(f"| {r['vocab']} | {r['batch']} | {r['fill'] * 1e3:.3f} | {r['apply'] * 1e3:.3f} "
-                     f"| {r['apply_torch'] * 1e3:.3f} | {r['floor'] * 1e3:.3f} "
-                     f"| {r['apply_torch'] / r['apply']:.1f}x |")
+        lines.append(
+            f"| {r['vocab']} | {r['batch']} | {r['fill'] * 1e3:.3f} | {r['apply'] * 1e3:.3f} "
+            f"| {r['apply_torch'] * 1e3:.3f} | {r['floor'] * 1e3:.3f} "
+            f"| {r['apply_torch'] / r['apply']:.1f}x |"
+        )
     step2, mask2 = decode["s2-batched-mask"]
     step1, mask1 = decode["s1-masked-fill"]
     lines += [
@@ -255,19 +279,23 @@ def main() -> None:
     for r in rows:
         if r["batch"] == big:
             speedup = r["s1"] / r["s2"]
-            lines.append(f"| s2 >= {TARGET_SPEEDUP:.0f}x faster than s1 at batch {big}, {r['vocab']} "
-                         f"| {speedup:.0f}x | {verdict(speedup >= TARGET_SPEEDUP)} |")
+            lines.append(
+                f"| s2 >= {TARGET_SPEEDUP:.0f}x faster than s1 at batch {big}, {r['vocab']} "
+                f"| {speedup:.0f}x | {verdict(speedup >= TARGET_SPEEDUP)} |"
+            )
     for r in rows:
         if r["batch"] == big:
-            lines.append(f"| a {big}-row fill <= {TARGET_FILL_MS} ms, {r['vocab']} | {r['fill'] * 1e3:.3f} ms "
-                         f"| {verdict(r['fill'] * 1e3 <= TARGET_FILL_MS)} |")
+            lines.append(
+                f"| a {big}-row fill <= {TARGET_FILL_MS} ms, {r['vocab']} | {r['fill'] * 1e3:.3f} ms "
+                f"| {verdict(r['fill'] * 1e3 <= TARGET_FILL_MS)} |"
+            )
     lines += [
         f"| s2 mask <= {TARGET_SHARE:.0%} of a decode step at batch {decode['batch']} (bundled model) "
         f"| {mask2 / step2:.1%} | {verdict(mask2 / step2 <= TARGET_SHARE)} |",
         "",
         "Compile of the regex by stage s2 (token index + packed rows), once per vocabulary: "
-        + "; ".join(f"{r['vocab']} {r['compile_s']:.1f} s ({r['states']} states)" for r in rows
-                    if r["batch"] == big) + ".",
+        + "; ".join(f"{r['vocab']} {r['compile_s']:.1f} s ({r['states']} states)" for r in rows if r["batch"] == big)
+        + ".",
         "",
         machine_line(),
         "",

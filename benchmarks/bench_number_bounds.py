@@ -18,6 +18,7 @@ Both at temperature --temperature with one seed per prompt, as one batched
 
 Writes benchmarks/results/number_bounds.md. Rerun it when the bundled model changes.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,9 +31,9 @@ import time
 from pathlib import Path
 
 import jsonschema
+from _results import machine_line, write_results  # benchmarks/_results.py (scripts run from benchmarks/)
 
 from minisglang.engine import Engine
-from _results import machine_line, write_results  # benchmarks/_results.py (scripts run from benchmarks/)
 
 RESULTS = Path(__file__).parent / "results" / "number_bounds.md"
 SCHEMA = {
@@ -55,8 +56,10 @@ def prompts(engine: Engine, n: int, seed: int) -> list[str]:
     rng = random.Random(seed)
     out = []
     for _ in range(n):
-        text = (f"The {rng.choice(PRODUCTS)} has a score of {rng.randint(1, 9)}.{rng.randint(0, 9)} "
-                f"from {rng.randint(3, 4000)} reviews and costs {rng.randint(5, 300)}.{rng.randint(0, 99):02d} dollars.")
+        text = (
+            f"The {rng.choice(PRODUCTS)} has a score of {rng.randint(1, 9)}.{rng.randint(0, 9)} "
+            f"from {rng.randint(3, 4000)} reviews and costs {rng.randint(5, 300)}.{rng.randint(0, 99):02d} dollars."
+        )
         ask = "Return a JSON object with the keys product, score, reviews, price for this text:\n" + text
         out.append(engine.tokenizer.apply_chat_template([{"role": "user", "content": ask}]))
     return out
@@ -70,8 +73,15 @@ def longest_numeral(text: str) -> int:
 def measure(setting: dict, n: int, max_new_tokens: int, temperature: float, seed: int) -> dict:
     engine = Engine(json_schema_options=setting)
     batch = prompts(engine, n, seed)
-    params = [{"json_schema": json.dumps(SCHEMA), "temperature": temperature, "seed": seed + i,
-               "max_new_tokens": max_new_tokens} for i in range(n)]
+    params = [
+        {
+            "json_schema": json.dumps(SCHEMA),
+            "temperature": temperature,
+            "seed": seed + i,
+            "max_new_tokens": max_new_tokens,
+        }
+        for i in range(n)
+    ]
     start = time.perf_counter()
     outs = engine.generate(batch, params)
     seconds = time.perf_counter() - start
@@ -85,9 +95,15 @@ def measure(setting: dict, n: int, max_new_tokens: int, temperature: float, seed
         except (ValueError, jsonschema.ValidationError):
             pass
     tokens = [o["meta_info"]["completion_tokens"] for o in outs]
-    return {"cut": len(cut), "complete": n - len(cut), "valid": valid, "mean_tokens": statistics.mean(tokens),
-            "longest": max(longest_numeral(o["text"]) for o in outs), "seconds": seconds,
-            "example": (cut or outs)[0]["text"]}
+    return {
+        "cut": len(cut),
+        "complete": n - len(cut),
+        "valid": valid,
+        "mean_tokens": statistics.mean(tokens),
+        "longest": max(longest_numeral(o["text"]) for o in outs),
+        "seconds": seconds,
+        "example": (cut or outs)[0]["text"],
+    }
 
 
 def main() -> None:
@@ -98,26 +114,37 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     load_before = os.getloadavg()[0]
-    results = {name: measure(setting, args.prompts, args.max_new_tokens, args.temperature, args.seed)
-               for name, setting in SETTINGS.items()}
+    results = {
+        name: measure(setting, args.prompts, args.max_new_tokens, args.temperature, args.seed)
+        for name, setting in SETTINGS.items()
+    }
     n = args.prompts
-    lines = ["# Bounded numbers in generation", "",
-             f"{n} review-extraction prompts with the bundled model, constrained by a schema whose `number` and "
-             "`integer` fields have no bounds (`score`, `reviews`, `price`), temperature "
-             f"{args.temperature:g} with one seed per prompt, max_new_tokens={args.max_new_tokens}, one batched "
-             "`Engine.generate` per setting, run one after the other in one process. Unbounded: "
-             "`json_schema_options={\"bound_numbers\": false}` (JSON's own number grammar); bounded: the "
-             "defaults (at most 18 integer, 20 fraction, 3 exponent digits).", "",
-             "| setting | cut off by max_new_tokens | complete | valid JSON for the schema | mean output tokens "
-             "| longest numeral (all its digits) | seconds |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        "# Bounded numbers in generation",
+        "",
+        f"{n} review-extraction prompts with the bundled model, constrained by a schema whose `number` and "
+        "`integer` fields have no bounds (`score`, `reviews`, `price`), temperature "
+        f"{args.temperature:g} with one seed per prompt, max_new_tokens={args.max_new_tokens}, one batched "
+        "`Engine.generate` per setting, run one after the other in one process. Unbounded: "
+        '`json_schema_options={"bound_numbers": false}` (JSON\'s own number grammar); bounded: the '
+        "defaults (at most 18 integer, 20 fraction, 3 exponent digits).",
+        "",
+        "| setting | cut off by max_new_tokens | complete | valid JSON for the schema | mean output tokens "
+        "| longest numeral (all its digits) | seconds |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for name, r in results.items():
-        lines.append(f"| {name} | {r['cut']}/{n} | {r['complete']}/{n} | {r['valid']}/{n} | {r['mean_tokens']:.1f} "
-                     f"| {r['longest']} | {r['seconds']:.1f} |")
+        lines.append(
+            f"| {name} | {r['cut']}/{n} | {r['complete']}/{n} | {r['valid']}/{n} | {r['mean_tokens']:.1f} "
+            f"| {r['longest']} | {r['seconds']:.1f} |"
+        )
     lines += ["", "First cut-off output of each setting (or the first output when none is cut off):", ""]
-    lines += [f"- {name}: `{r['example'][:160]}`" + ("…" if len(r["example"]) > 160 else "")
-              for name, r in results.items()]
-    write_results("\n".join(lines) + "\n\n" + machine_line(f"load average {load_before:.1f} before the runs") + "\n",
-                  RESULTS)
+    lines += [
+        f"- {name}: `{r['example'][:160]}`" + ("…" if len(r["example"]) > 160 else "") for name, r in results.items()
+    ]
+    write_results(
+        "\n".join(lines) + "\n\n" + machine_line(f"load average {load_before:.1f} before the runs") + "\n", RESULTS
+    )
 
 
 if __name__ == "__main__":

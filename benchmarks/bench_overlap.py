@@ -23,6 +23,7 @@ Per step, measured with `time.perf_counter` around `model.forward` and `Engine.s
 
 Prints the table; writes benchmarks/results/overlap.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,12 +34,11 @@ import time
 from pathlib import Path
 
 import torch
+from _results import machine_line, write_results  # benchmarks/_results.py
 
 import minisglang
 from minisglang.engine import Engine
 from minisglang.tokenizer import ChatPrompt
-
-from _results import machine_line, write_results  # benchmarks/_results.py
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 RESULTS = Path(__file__).parent / "results" / "overlap.md"
@@ -50,18 +50,24 @@ def random_model_65k(folder: Path) -> Path:
     import json
     import shutil
 
-    from transformers import LlamaConfig, LlamaForCausalLM
-
     from real_tokenizers import ANTHROPIC_TOKENIZER_JSON, anthropic_65k
+    from transformers import LlamaConfig, LlamaForCausalLM
 
     bundled = json.loads((Path(minisglang.DEFAULT_MODEL_PATH) / "config.json").read_text())
     vocab = anthropic_65k().vocab_size
-    config = LlamaConfig(vocab_size=vocab, hidden_size=bundled["hidden_size"],
-                         intermediate_size=bundled["intermediate_size"], num_hidden_layers=bundled["num_hidden_layers"],
-                         num_attention_heads=bundled["num_attention_heads"],
-                         num_key_value_heads=bundled["num_key_value_heads"], head_dim=bundled["head_dim"],
-                         max_position_embeddings=bundled["max_position_embeddings"], tie_word_embeddings=True,
-                         bos_token_id=0, eos_token_id=0)
+    config = LlamaConfig(
+        vocab_size=vocab,
+        hidden_size=bundled["hidden_size"],
+        intermediate_size=bundled["intermediate_size"],
+        num_hidden_layers=bundled["num_hidden_layers"],
+        num_attention_heads=bundled["num_attention_heads"],
+        num_key_value_heads=bundled["num_key_value_heads"],
+        head_dim=bundled["head_dim"],
+        max_position_embeddings=bundled["max_position_embeddings"],
+        tie_word_embeddings=True,
+        bos_token_id=0,
+        eos_token_id=0,
+    )
     torch.manual_seed(0)
     LlamaForCausalLM(config).save_pretrained(folder)
     shutil.copy(ANTHROPIC_TOKENIZER_JSON, folder / "tokenizer.json")
@@ -71,8 +77,13 @@ def random_model_65k(folder: Path) -> Path:
 def serve(model_path: str, overlap: bool, batch: int, steps: int) -> dict:
     """Serve one batch; per full-batch decode step: the step's and the forward's seconds,
     and (overlapped) the trace's parts."""
-    eng = Engine(model_path=model_path, stage="s7", disable_overlap_schedule=not overlap,
-                 max_total_tokens=batch * 200, max_running_requests=batch)
+    eng = Engine(
+        model_path=model_path,
+        stage="s7",
+        disable_overlap_schedule=not overlap,
+        max_total_tokens=batch * 200,
+        max_running_requests=batch,
+    )
     try:
         forward, forward_s = eng.model.forward, []
 
@@ -81,9 +92,10 @@ def serve(model_path: str, overlap: bool, batch: int, steps: int) -> dict:
             out = forward(fb, **kw)
             forward_s.append(time.perf_counter() - start)
             return out
+
         eng.model.forward = timed_forward
         params = {"regex": REGEX, "temperature": 0, "max_new_tokens": steps}
-        eng.generate(ChatPrompt("", [5, 6, 7]), params)   # compile the regex, warm up
+        eng.generate(ChatPrompt("", [5, 6, 7]), params)  # compile the regex, warm up
         reqs = [eng.submit(ChatPrompt("", [10 + i % 50, 20 + i % 7, 30]), params) for i in range(batch)]
         rows = []
         while not all(r.released for r in reqs):
@@ -113,7 +125,7 @@ def median(rows: list[dict], key: str) -> float:
 
 def measure(name: str, model_path: str, batch: int, steps: int, repeats: int) -> list[str]:
     plain, over = [], []
-    for _ in range(repeats):   # alternate, so a busy moment of the machine hits both
+    for _ in range(repeats):  # alternate, so a busy moment of the machine hits both
         plain += serve(model_path, False, batch, steps)["rows"]
         got = serve(model_path, True, batch, steps)
         over += got["rows"]
@@ -124,10 +136,12 @@ def measure(name: str, model_path: str, batch: int, steps: int, repeats: int) ->
     during, exposed = median(over, "during"), median(over, "exposed")
     hidden_trace = min(during, fwd_o) / (during + exposed)
     hidden_clock = (step_p - step_o) / cpu_p if cpu_p > 0 else float("nan")
-    ms = lambda s: f"{1000 * s:.2f}"   # noqa: E731
-    return [f"| {name} | {vocab} | {len(plain)} / {len(over)} | {ms(step_p)} | {ms(fwd_p)} | {ms(cpu_p)} | "
-            f"{ms(step_o)} | {ms(fwd_o)} | {ms(during)} | {ms(exposed)} | {ms(median(over, 'waited'))} | "
-            f"{hidden_trace:.0%} | {hidden_clock:.0%} |"]
+    ms = lambda s: f"{1000 * s:.2f}"  # noqa: E731
+    return [
+        f"| {name} | {vocab} | {len(plain)} / {len(over)} | {ms(step_p)} | {ms(fwd_p)} | {ms(cpu_p)} | "
+        f"{ms(step_o)} | {ms(fwd_o)} | {ms(during)} | {ms(exposed)} | {ms(median(over, 'waited'))} | "
+        f"{hidden_trace:.0%} | {hidden_clock:.0%} |"
+    ]
 
 
 def main() -> None:
@@ -137,21 +151,29 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
     start = time.perf_counter()
-    lines = ["# Overlap scheduling: the CPU work hidden behind the forward (s7)", "",
-             f"benchmarks/bench_overlap.py: {args.batch} requests at once, regex `{REGEX}`, greedy, "
-             f"max_new_tokens {args.steps}; medians over the decode steps with the whole batch, "
-             f"{args.repeats} runs of each mode, alternated. Times in ms per step.", "",
-             "| model | vocab | steps (plain / overlap) | plain step | plain forward | plain CPU work | "
-             "overlap step | overlap forward | work during forward | work exposed | waited for forward | "
-             "hidden (trace) | hidden (clock) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "# Overlap scheduling: the CPU work hidden behind the forward (s7)",
+        "",
+        f"benchmarks/bench_overlap.py: {args.batch} requests at once, regex `{REGEX}`, greedy, "
+        f"max_new_tokens {args.steps}; medians over the decode steps with the whole batch, "
+        f"{args.repeats} runs of each mode, alternated. Times in ms per step.",
+        "",
+        "| model | vocab | steps (plain / overlap) | plain step | plain forward | plain CPU work | "
+        "overlap step | overlap forward | work during forward | work exposed | waited for forward | "
+        "hidden (trace) | hidden (clock) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     lines += measure("bundled tiny-json-llama", minisglang.DEFAULT_MODEL_PATH, args.batch, args.steps, args.repeats)
     with tempfile.TemporaryDirectory() as tmp:
         path = random_model_65k(Path(tmp))
         lines += measure("random weights, same shape", str(path), args.batch, args.steps, args.repeats)
-    lines += ["", "hidden (trace) = min(work during forward, overlap forward) / (work during forward + work "
-              "exposed); hidden (clock) = (plain step - overlap step) / plain CPU work.", "",
-              machine_line(f"{time.perf_counter() - start:.0f} s in all")]
+    lines += [
+        "",
+        "hidden (trace) = min(work during forward, overlap forward) / (work during forward + work "
+        "exposed); hidden (clock) = (plain step - overlap step) / plain CPU work.",
+        "",
+        machine_line(f"{time.perf_counter() - start:.0f} s in all"),
+    ]
     write_results("\n".join(lines) + "\n", RESULTS)
 
 

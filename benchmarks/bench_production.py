@@ -34,6 +34,7 @@ and adds its re-admission hits to cached_tokens; part 3 to look at one thing at 
 
 Prints every table; writes benchmarks/results/production.md (or --out).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -57,8 +58,8 @@ from minisglang.engine import Engine
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).parent / "results" / "production.md"
 sys.path.insert(0, str(REPO / "tests"))
+from _results import machine_line, write_results  # noqa: E402  (benchmarks/_results.py: scripts run from benchmarks/)
 from real_tokenizers import load  # noqa: E402
-from _results import machine_line, write_results  # benchmarks/_results.py (scripts run from benchmarks/)
 
 # Seed 004 §5.2's schema.
 SCHEMA = {
@@ -104,12 +105,36 @@ EN_SYSTEM = "You are an information extraction assistant. Output valid JSON only
 ZH_SYSTEM = "你是一个信息抽取助手，只输出合法 JSON，不要输出任何解释。"  # the course's extraction example
 EN_INSTRUCTION = "Extract name, age, hobbies from the following text. Reply with JSON only."
 ZH_INSTRUCTION = "从以下文本中提取name, age, hobbies，只输出 JSON。"
-EN_FIRST = [("Alice", "f"), ("Bob", "m"), ("Carol", "f"), ("David", "m"), ("Emma", "f"), ("Frank", "m"),
-            ("Grace", "f"), ("Henry", "m"), ("Maria", "f"), ("Noah", "m"), ("Olivia", "f"), ("Peter", "m")]
+EN_FIRST = [
+    ("Alice", "f"),
+    ("Bob", "m"),
+    ("Carol", "f"),
+    ("David", "m"),
+    ("Emma", "f"),
+    ("Frank", "m"),
+    ("Grace", "f"),
+    ("Henry", "m"),
+    ("Maria", "f"),
+    ("Noah", "m"),
+    ("Olivia", "f"),
+    ("Peter", "m"),
+]
 EN_LAST = ["Smith", "Brown", "Taylor", "Wilson", "Clark", "Lewis", "King", "Green", "Chen", "Patel"]
 NICKNAMES = ["Ace", "Doc", "Red", "Sunny", "Kit"]
-EN_HOBBIES = ["hiking", "reading", "photography", "swimming", "chess", "cooking", "painting", "cycling",
-              "running", "gardening", "singing", "yoga"]
+EN_HOBBIES = [
+    "hiking",
+    "reading",
+    "photography",
+    "swimming",
+    "chess",
+    "cooking",
+    "painting",
+    "cycling",
+    "running",
+    "gardening",
+    "singing",
+    "yoga",
+]
 ZH_SURNAMES = list("张王李赵刘陈杨黄周吴徐孙马朱胡郭林高")
 ZH_GIVEN = list("伟芳娜敏静丽强磊军洋杰娟涛明超华玉红鹏飞宇浩")
 ZH_HOBBIES = ["编程", "摄影", "爬山", "跑步", "游泳", "阅读", "画画", "唱歌", "钓鱼", "下棋", "旅行", "烹饪"]
@@ -119,7 +144,7 @@ ZH_HOBBIES = ["编程", "摄影", "爬山", "跑步", "游泳", "阅读", "画�
 # Prompts
 # ---------------------------------------------------------------------------------------
 def join_list(items: list[str], zh: bool) -> str:
-    """"A、B和C" or "A, B and C"."""
+    """ "A、B和C" or "A, B and C"."""
     if len(items) == 1:
         return items[0]
     return ("、".join(items[:-1]) + "和" if zh else ", ".join(items[:-1]) + " and ") + items[-1]
@@ -132,14 +157,18 @@ def person(rng: random.Random, zh: bool, nickname: bool = False) -> tuple[str, d
     age = rng.randint(18, 80)
     if zh:
         name = rng.choice(ZH_SURNAMES) + "".join(rng.choice(ZH_GIVEN) for _ in range(rng.choice([1, 2])))
-        text = (f"{name}{rng.choice([f'今年{age}岁', f'{age}岁'])}，"
-                f"{rng.choice(['平时喜欢', '爱好是', '业余时间喜欢'])}{join_list(hobbies, True)}。")
+        text = (
+            f"{name}{rng.choice([f'今年{age}岁', f'{age}岁'])}，"
+            f"{rng.choice(['平时喜欢', '爱好是', '业余时间喜欢'])}{join_list(hobbies, True)}。"
+        )
     else:
         first, gender = rng.choice(EN_FIRST)
         last = rng.choice(EN_LAST)
         name = f'{first} "{rng.choice(NICKNAMES)}" {last}' if nickname else f"{first} {last}"
-        text = (f"{name} is {age} years old. {'He' if gender == 'm' else 'She'} "
-                f"{rng.choice(['enjoys', 'likes', 'loves'])} {join_list(hobbies, False)}.")
+        text = (
+            f"{name} is {age} years old. {'He' if gender == 'm' else 'She'} "
+            f"{rng.choice(['enjoys', 'likes', 'loves'])} {join_list(hobbies, False)}."
+        )
     return text, {"name": name, "age": age, "hobbies": hobbies}
 
 
@@ -235,19 +264,60 @@ def part_tokenizer_fsm(repeats: int) -> list[str]:
                 index = build_index_fast(byte_dfa, vocab, tok.eos_token_id, progress=False)
                 times.append(time.perf_counter() - start)
             transitions = sum(len(m) for m in index.state_to_tokens.values())
-            index_rows.append([label, regex_label, char_dfa.num_states, byte_dfa.num_states, index.num_states,
-                               transitions, len(index.allowed_token_ids(index.initial_state)),
-                               f"{1000 * statistics.median(times):.1f}"])
-    lines = ["## 1. Tokenizer against FSM", "",
-             "Tokens that are pure ASCII digit strings, by length (SentencePiece's 20 one-digit tokens are the "
-             "10 digit pieces and the 10 byte-fallback tokens `<0x30>`..`<0x39>`):", ""]
-    lines += md_table(["vocabulary", "ids", "1 digit", "2 digits", "3 digits", "4+ digits", "all digit tokens",
-                       "space + digits", "vocabulary trie (s, once)"], digit_rows)
-    lines += ["", "Regexes: " + "; ".join(f"{k}: `{v}`" for k, v in DATE_REGEXES.items())
-              + ". States of the token index = states reachable with this vocabulary's tokens; transitions = "
-              f"(state, token) pairs in the index; build = `build_index_fast`, median of {repeats}.", ""]
-    lines += md_table(["vocabulary", "regex", "char-DFA states", "byte-DFA states", "token-index states",
-                       "transitions", "tokens allowed first", "build (ms)"], index_rows)
+            index_rows.append(
+                [
+                    label,
+                    regex_label,
+                    char_dfa.num_states,
+                    byte_dfa.num_states,
+                    index.num_states,
+                    transitions,
+                    len(index.allowed_token_ids(index.initial_state)),
+                    f"{1000 * statistics.median(times):.1f}",
+                ]
+            )
+    lines = [
+        "## 1. Tokenizer against FSM",
+        "",
+        "Tokens that are pure ASCII digit strings, by length (SentencePiece's 20 one-digit tokens are the "
+        "10 digit pieces and the 10 byte-fallback tokens `<0x30>`..`<0x39>`):",
+        "",
+    ]
+    lines += md_table(
+        [
+            "vocabulary",
+            "ids",
+            "1 digit",
+            "2 digits",
+            "3 digits",
+            "4+ digits",
+            "all digit tokens",
+            "space + digits",
+            "vocabulary trie (s, once)",
+        ],
+        digit_rows,
+    )
+    lines += [
+        "",
+        "Regexes: "
+        + "; ".join(f"{k}: `{v}`" for k, v in DATE_REGEXES.items())
+        + ". States of the token index = states reachable with this vocabulary's tokens; transitions = "
+        f"(state, token) pairs in the index; build = `build_index_fast`, median of {repeats}.",
+        "",
+    ]
+    lines += md_table(
+        [
+            "vocabulary",
+            "regex",
+            "char-DFA states",
+            "byte-DFA states",
+            "token-index states",
+            "transitions",
+            "tokens allowed first",
+            "build (ms)",
+        ],
+        index_rows,
+    )
     return lines
 
 
@@ -262,19 +332,27 @@ def shuffled_schema(rng: random.Random | None) -> tuple[dict, list[str]]:
     required = list(SCHEMA["required"])
     if rng is not None:
         rng.shuffle(required)
-    return {"type": "object", "properties": {k: SCHEMA["properties"][k] for k in keys},
-            "required": required, "additionalProperties": False}, keys
+    return {
+        "type": "object",
+        "properties": {k: SCHEMA["properties"][k] for k in keys},
+        "required": required,
+        "additionalProperties": False,
+    }, keys
 
 
 def radix_prompt(engine: Engine, text: str, layout: str, rng: random.Random) -> str:
     schema, keys = shuffled_schema(rng if layout == "shuffled key order" else None)
     example = {"name": "张三", "age": 28, "hobbies": ["编程", "摄影", "爬山"]}
-    instruction = ("请从下面的文本中抽取人物信息，严格按照给定的 JSON Schema 输出。\nJSON Schema："
-                   + json.dumps(schema, ensure_ascii=False) + "\n示例输出："
-                   + json.dumps({k: example[k] for k in keys}, ensure_ascii=False))
+    instruction = (
+        "请从下面的文本中抽取人物信息，严格按照给定的 JSON Schema 输出。\nJSON Schema："
+        + json.dumps(schema, ensure_ascii=False)
+        + "\n示例输出："
+        + json.dumps({k: example[k] for k in keys}, ensure_ascii=False)
+    )
     user = (text + "\n" + instruction) if layout == "document first" else (instruction + "\n文本：" + text)
-    return engine.tokenizer.apply_chat_template([{"role": "system", "content": ZH_SYSTEM},
-                                                 {"role": "user", "content": user}])
+    return engine.tokenizer.apply_chat_template(
+        [{"role": "system", "content": ZH_SYSTEM}, {"role": "user", "content": user}]
+    )
 
 
 def part_radix(n: int, seed: int) -> list[str]:
@@ -288,28 +366,60 @@ def part_radix(n: int, seed: int) -> list[str]:
         ttfts = []
         start = time.perf_counter()
         for text in texts:
-            out = engine.generate(radix_prompt(engine, text, layout, rng),
-                                  {"json_schema": SCHEMA, "temperature": 0, "max_new_tokens": 64})
+            out = engine.generate(
+                radix_prompt(engine, text, layout, rng), {"json_schema": SCHEMA, "temperature": 0, "max_new_tokens": 64}
+            )
             meta = out["meta_info"]
             prompt_tokens += meta["prompt_tokens"]
             cached += meta["cached_tokens"]
             ttfts.append(meta["ttft"])
         wall = time.perf_counter() - start
         engine.shutdown()
-        rows.append([layout, n, prompt_tokens // n, cached, prompt_tokens, f"**{100 * cached / prompt_tokens:.0f}%**",
-                     prompt_tokens - cached, f"{1000 * statistics.mean(ttfts):.0f}", f"{wall:.1f}"])
+        rows.append(
+            [
+                layout,
+                n,
+                prompt_tokens // n,
+                cached,
+                prompt_tokens,
+                f"**{100 * cached / prompt_tokens:.0f}%**",
+                prompt_tokens - cached,
+                f"{1000 * statistics.mean(ttfts):.0f}",
+                f"{wall:.1f}",
+            ]
+        )
     base = rows[0]
-    lines = ["## 2. Radix cache and structured extraction", "",
-             f"{n} Chinese extraction requests sent one after another (each finds the tree as the earlier ones "
-             "left it), greedy, `json_schema` = the extraction schema, max_new_tokens 64. The prompt: system prompt, "
-             "an instruction that shows the JSON Schema and a one-shot example, then the document. "
-             "*fixed key order*: schema and example always list name, age, hobbies; *shuffled key order*: "
-             "each request lists properties, required and the example's keys in its own random order; "
-             "*document first*: fixed order, but the document comes before the instruction.", ""]
-    lines += md_table(["layout", "requests", "prompt tokens / request", "cached tokens", "prompt tokens",
-                       "hit rate", "prefill tokens computed", "mean TTFT (ms)", "wall (s)"], rows)
-    lines += ["", "Prefill tokens computed, relative to the fixed order: "
-              + ", ".join(f"{r[0]} {r[6] / base[6]:.2f}x" for r in rows[1:]) + "."]
+    lines = [
+        "## 2. Radix cache and structured extraction",
+        "",
+        f"{n} Chinese extraction requests sent one after another (each finds the tree as the earlier ones "
+        "left it), greedy, `json_schema` = the extraction schema, max_new_tokens 64. The prompt: system prompt, "
+        "an instruction that shows the JSON Schema and a one-shot example, then the document. "
+        "*fixed key order*: schema and example always list name, age, hobbies; *shuffled key order*: "
+        "each request lists properties, required and the example's keys in its own random order; "
+        "*document first*: fixed order, but the document comes before the instruction.",
+        "",
+    ]
+    lines += md_table(
+        [
+            "layout",
+            "requests",
+            "prompt tokens / request",
+            "cached tokens",
+            "prompt tokens",
+            "hit rate",
+            "prefill tokens computed",
+            "mean TTFT (ms)",
+            "wall (s)",
+        ],
+        rows,
+    )
+    lines += [
+        "",
+        "Prefill tokens computed, relative to the fixed order: "
+        + ", ".join(f"{r[0]} {r[6] / base[6]:.2f}x" for r in rows[1:])
+        + ".",
+    ]
     return lines
 
 
@@ -321,18 +431,29 @@ def part_truncation(engine: Engine, n: int, seed: int) -> list[str]:
     prompts = chat_prompts(engine, [m for m, _, _ in data])
     rows, example = [], None
     for budget in tqdm([16, 24, 32, 128], desc="3a. max_new_tokens"):
-        params = [{"json_schema": SCHEMA, "temperature": TEMPERATURE, "seed": i, "max_new_tokens": budget}
-                  for i in range(n)]
+        params = [
+            {"json_schema": SCHEMA, "temperature": TEMPERATURE, "seed": i, "max_new_tokens": budget} for i in range(n)
+        ]
         outs, _ = generate_timed(engine, prompts, params)
         length = [o for o in outs if o["meta_info"]["finish_reason"]["type"] == "length"]
         broken = [o for o in outs if not parses(o["text"])]
         if example is None and broken:
             example = (budget, broken[0]["text"])
-        rows.append([budget, percent(len(length), n), percent(len(broken), n),
-                     percent(sum(verdict(o["text"], SCHEMA) == "ok" for o in outs), n)])
-    lines = ["### (a) max_new_tokens too small", "",
-             f"{n} extraction prompts, `json_schema`, temperature {TEMPERATURE}, one seed per prompt; "
-             "only max_new_tokens changes.", ""]
+        rows.append(
+            [
+                budget,
+                percent(len(length), n),
+                percent(len(broken), n),
+                percent(sum(verdict(o["text"], SCHEMA) == "ok" for o in outs), n),
+            ]
+        )
+    lines = [
+        "### (a) max_new_tokens too small",
+        "",
+        f"{n} extraction prompts, `json_schema`, temperature {TEMPERATURE}, one seed per prompt; "
+        "only max_new_tokens changes.",
+        "",
+    ]
     lines += md_table(["max_new_tokens", 'finish_reason "length"', "json.loads fails", "schema-valid"], rows)
     if example:
         lines += ["", f"A truncated output (max_new_tokens {example[0]}): `{shorten(example[1])}`"]
@@ -345,8 +466,11 @@ def part_escapes(engine: Engine, n: int, seed: int) -> list[str]:
     # The last run forces the nickname's quotes into the value: the grammar can only spell them `\"`.
     forced = json.loads(json.dumps(SCHEMA))
     forced["properties"]["name"] = {"type": "string", "pattern": '^[A-Za-z]+ "[A-Za-z]+" [A-Za-z]+$'}
-    runs = [("extraction schema, json_schema", {"json_schema": SCHEMA}), ("extraction schema, unconstrained", {}),
-            ('name with `pattern` `^[A-Za-z]+ "[A-Za-z]+" [A-Za-z]+$`', {"json_schema": forced})]
+    runs = [
+        ("extraction schema, json_schema", {"json_schema": SCHEMA}),
+        ("extraction schema, unconstrained", {}),
+        ('name with `pattern` `^[A-Za-z]+ "[A-Za-z]+" [A-Za-z]+$`', {"json_schema": forced}),
+    ]
     rows, example = [], None
     for label, extra in runs:
         params = [{**extra, "temperature": TEMPERATURE, "seed": i, "max_new_tokens": 128} for i in range(n)]
@@ -354,44 +478,85 @@ def part_escapes(engine: Engine, n: int, seed: int) -> list[str]:
         values = [json.loads(o["text"]) for o in outs if parses(o["text"])]
         quoted = sum(isinstance(v, dict) and '"' in str(v.get("name", "")) for v in values)
         length = sum(o["meta_info"]["finish_reason"]["type"] == "length" for o in outs)
-        rows.append([label, percent(len(values), n), quoted, sum(ESCAPED_QUOTE in o["text"] for o in outs),
-                     percent(length, n)])
+        rows.append(
+            [label, percent(len(values), n), quoted, sum(ESCAPED_QUOTE in o["text"] for o in outs), percent(length, n)]
+        )
         example = next((o["text"] for o in outs if ESCAPED_QUOTE in o["text"]), example)
-    lines = ["### (b) Quotes inside strings", "",
-             f"{n} English prompts whose names carry a nickname in double quotes (`Alice \"Ace\" Smith`), "
-             f"temperature {TEMPERATURE}. The last run gives `name` a `pattern` that requires the quoted "
-             "nickname in the value, so the grammar leaves the model no way but an escape.", ""]
-    lines += md_table(["run", "json.loads succeeds", 'parsed name contains `"`', f"raw text contains `{ESCAPED_QUOTE}`",
-                       "hit max_new_tokens"], rows)
-    lines += ["", f"An output with an escaped quote: `{shorten(example)}`" if example
-              else "No output wrote an escaped quote."]
+    lines = [
+        "### (b) Quotes inside strings",
+        "",
+        f'{n} English prompts whose names carry a nickname in double quotes (`Alice "Ace" Smith`), '
+        f"temperature {TEMPERATURE}. The last run gives `name` a `pattern` that requires the quoted "
+        "nickname in the value, so the grammar leaves the model no way but an escape.",
+        "",
+    ]
+    lines += md_table(
+        [
+            "run",
+            "json.loads succeeds",
+            'parsed name contains `"`',
+            f"raw text contains `{ESCAPED_QUOTE}`",
+            "hit max_new_tokens",
+        ],
+        rows,
+    )
+    lines += [
+        "",
+        f"An output with an escaped quote: `{shorten(example)}`" if example else "No output wrote an escaped quote.",
+    ]
     return lines
 
 
 def part_whitespace(n: int, seed: int) -> list[str]:
     data = validation_set(n, seed)
     rows = []
-    for ws_label, ws in tqdm([("bounded `[ ]?` (default)", None), (f"free `{FREE_WHITESPACE}`", FREE_WHITESPACE)],
-                             desc="3c. whitespace"):
+    for ws_label, ws in tqdm(
+        [("bounded `[ ]?` (default)", None), (f"free `{FREE_WHITESPACE}`", FREE_WHITESPACE)], desc="3c. whitespace"
+    ):
         engine = Engine(jump_forward=False, json_whitespace=ws)
         prompts = chat_prompts(engine, [m for m, _, _ in data])
         for schema_label, schema in [("extraction schema keys", SCHEMA), ("unseen keys", UNSEEN_KEYS)]:
             for temperature in (TEMPERATURE, 1.0):
-                params = [{"json_schema": schema, "temperature": temperature, "seed": i, "max_new_tokens": 128}
-                          for i in range(n)]
+                params = [
+                    {"json_schema": schema, "temperature": temperature, "seed": i, "max_new_tokens": 128}
+                    for i in range(n)
+                ]
                 outs, _ = generate_timed(engine, prompts, params)
                 tokens = [o["meta_info"]["completion_tokens"] for o in outs]
                 runs = [max((len(r) for r in re.findall(r"[ \n\t]+", o["text"])), default=0) for o in outs]
                 length = sum(o["meta_info"]["finish_reason"]["type"] == "length" for o in outs)
-                rows.append([ws_label, schema_label, temperature, f"{statistics.mean(tokens):.1f}",
-                             percent(length, n), max(runs), percent(sum(parses(o["text"]) for o in outs), n)])
+                rows.append(
+                    [
+                        ws_label,
+                        schema_label,
+                        temperature,
+                        f"{statistics.mean(tokens):.1f}",
+                        percent(length, n),
+                        max(runs),
+                        percent(sum(parses(o["text"]) for o in outs), n),
+                    ]
+                )
         engine.shutdown()
-    lines = ["### (c) Whitespace loops", "",
-             f"{n} extraction prompts (the user turn asks for name, age, hobbies), max_new_tokens 128. "
-             "*unseen keys* asks for the same shape under the keys full_name, years, interests, which the "
-             "model never saw, so the grammar keeps forcing tokens the model does not want.", ""]
-    lines += md_table(["whitespace", "schema", "temperature", "mean output tokens", "hit max_new_tokens",
-                       "longest whitespace run", "json.loads succeeds"], rows)
+    lines = [
+        "### (c) Whitespace loops",
+        "",
+        f"{n} extraction prompts (the user turn asks for name, age, hobbies), max_new_tokens 128. "
+        "*unseen keys* asks for the same shape under the keys full_name, years, interests, which the "
+        "model never saw, so the grammar keeps forcing tokens the model does not want.",
+        "",
+    ]
+    lines += md_table(
+        [
+            "whitespace",
+            "schema",
+            "temperature",
+            "mean output tokens",
+            "hit max_new_tokens",
+            "longest whitespace run",
+            "json.loads succeeds",
+        ],
+        rows,
+    )
     return lines
 
 
@@ -434,10 +599,14 @@ def part_validation(n: int, seed: int, retries: int) -> list[str]:
     data = validation_set(n, seed)
     n_en = sum(not zh for _, _, zh in data)
     results, examples = [], []
-    for label, jump, constrained in tqdm([("json_schema, jump-forward on (default engine)", True, True),
-                                          ("json_schema, jump-forward off", False, True),
-                                          ("unconstrained (the prompt asks for JSON)", False, False)],
-                                         desc="4. validation"):
+    for label, jump, constrained in tqdm(
+        [
+            ("json_schema, jump-forward on (default engine)", True, True),
+            ("json_schema, jump-forward off", False, True),
+            ("unconstrained (the prompt asks for JSON)", False, False),
+        ],
+        desc="4. validation",
+    ):
         engine = Engine(jump_forward=jump)
         prompts = chat_prompts(engine, [m for m, _, _ in data])
         extra = {"json_schema": SCHEMA} if constrained else {}
@@ -463,8 +632,7 @@ def part_validation(n: int, seed: int, retries: int) -> list[str]:
                 bad = [i for i, o in enumerate(outs) if verdict(o["text"], SCHEMA) != "ok"]
                 if not bad:
                     break
-                params = [{"temperature": TEMPERATURE, "seed": 1000 * attempt + i, "max_new_tokens": 128}
-                          for i in bad]
+                params = [{"temperature": TEMPERATURE, "seed": 1000 * attempt + i, "max_new_tokens": 128} for i in bad]
                 again, wall = generate_timed(engine, [prompts[i] for i in bad], params)
                 total_wall += wall
                 for i, o in zip(bad, again):
@@ -472,32 +640,65 @@ def part_validation(n: int, seed: int, retries: int) -> list[str]:
                     spent += o["meta_info"]["completion_tokens"]
                     waited[i] += o["meta_info"]["e2e_latency"]
                 label = f"unconstrained + up to {attempt} retr{'y' if attempt == 1 else 'ies'} of failures"
-                results.append((label, {**score(outs, data), "tokens": spent, "latency": list(waited)},
-                                total_wall, 0.0))
+                results.append(
+                    (label, {**score(outs, data), "tokens": spent, "latency": list(waited)}, total_wall, 0.0)
+                )
         engine.shutdown()
     rows = []
     for label, s, wall, compile_s in results:
         lat = sorted(s["latency"])
-        rows.append([label, f"**{percent(s['valid'], n)}**", f"{s['valid_en']}/{n_en}", f"{s['valid_zh']}/{n - n_en}",
-                     s["failures"], f"{s['plausible']}/{s['valid']}", f"{s['first']}/{s['valid']}",
-                     f"{s['name']}/{s['valid']}", f"{s['age']}/{s['valid']}", s["length"],
-                     f"{s['tokens'] / n:.1f}", f"{wall:.1f}", f"{statistics.median(lat):.2f}",
-                     f"{compile_s:.2f}" if compile_s else "-"])
-    lines = ["## 4. Validation: constrained against unconstrained", "",
-             f"{n} extraction prompts (names, ages, 1-3 hobbies; {n_en} English, {n - n_en} Chinese; the user turn "
-             f"names the fields), the extraction schema, temperature {TEMPERATURE}, seed = prompt number, "
-             "max_new_tokens 128, each set in ONE batched `Engine.generate` call. *schema-valid*: json.loads "
-             "then jsonschema; *failures* name the first failing keyword. The name and age columns count "
-             "valid outputs: a name shaped like the prompts' names (`First Last`, optionally with a quoted "
-             "nickname, or 2-4 Han characters), the right first name (English) or surname (Chinese), the "
-             "exact name, the exact age. Retries resend only the failing prompts "
-             "with new seeds; their tokens and wall time add up. Latency: median end-to-end per request "
-             "inside the batch. Compile: the first constrained request (schema -> regex -> DFA -> token "
-             "index), outside the timed batch.", ""]
-    lines += md_table(["run", "schema-valid", "English", "Chinese", "failures", "name looks like a name",
-                       "first name / surname right", "name correct", "age correct",
-                       'finish "length"', "output tokens / prompt", "wall (s)", "median latency (s)",
-                       "compile (s)"], rows)
+        rows.append(
+            [
+                label,
+                f"**{percent(s['valid'], n)}**",
+                f"{s['valid_en']}/{n_en}",
+                f"{s['valid_zh']}/{n - n_en}",
+                s["failures"],
+                f"{s['plausible']}/{s['valid']}",
+                f"{s['first']}/{s['valid']}",
+                f"{s['name']}/{s['valid']}",
+                f"{s['age']}/{s['valid']}",
+                s["length"],
+                f"{s['tokens'] / n:.1f}",
+                f"{wall:.1f}",
+                f"{statistics.median(lat):.2f}",
+                f"{compile_s:.2f}" if compile_s else "-",
+            ]
+        )
+    lines = [
+        "## 4. Validation: constrained against unconstrained",
+        "",
+        f"{n} extraction prompts (names, ages, 1-3 hobbies; {n_en} English, {n - n_en} Chinese; the user turn "
+        f"names the fields), the extraction schema, temperature {TEMPERATURE}, seed = prompt number, "
+        "max_new_tokens 128, each set in ONE batched `Engine.generate` call. *schema-valid*: json.loads "
+        "then jsonschema; *failures* name the first failing keyword. The name and age columns count "
+        "valid outputs: a name shaped like the prompts' names (`First Last`, optionally with a quoted "
+        "nickname, or 2-4 Han characters), the right first name (English) or surname (Chinese), the "
+        "exact name, the exact age. Retries resend only the failing prompts "
+        "with new seeds; their tokens and wall time add up. Latency: median end-to-end per request "
+        "inside the batch. Compile: the first constrained request (schema -> regex -> DFA -> token "
+        "index), outside the timed batch.",
+        "",
+    ]
+    lines += md_table(
+        [
+            "run",
+            "schema-valid",
+            "English",
+            "Chinese",
+            "failures",
+            "name looks like a name",
+            "first name / surname right",
+            "name correct",
+            "age correct",
+            'finish "length"',
+            "output tokens / prompt",
+            "wall (s)",
+            "median latency (s)",
+            "compile (s)",
+        ],
+        rows,
+    )
     lines += ["", f"Prompt 0 is: {json.dumps(data[0][0][1]['content'], ensure_ascii=False)}", ""] + examples
     return lines
 
@@ -516,9 +717,13 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     started = time.perf_counter()
 
-    lines = ["# Structured output in production (chapter 06)", "",
-             "Written by `benchmarks/bench_production.py`; every number below comes from one run. Model: the "
-             "bundled tiny-json-llama (minisglang.DEFAULT_MODEL_PATH), stage s5, grammar backend `fsm`.", ""]
+    lines = [
+        "# Structured output in production (chapter 06)",
+        "",
+        "Written by `benchmarks/bench_production.py`; every number below comes from one run. Model: the "
+        "bundled tiny-json-llama (minisglang.DEFAULT_MODEL_PATH), stage s5, grammar backend `fsm`.",
+        "",
+    ]
     lines += part_tokenizer_fsm(args.repeats) + [""]
     lines += part_radix(args.radix_requests, args.seed) + [""]
     engine = Engine(jump_forward=False)

@@ -34,6 +34,7 @@ answers, cut to ``--system-tokens`` tokens.
 
 Prints the table and the ratios; writes benchmarks/results/radix_cache.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,25 +45,41 @@ import time
 from pathlib import Path
 
 import torch
+from _results import machine_line, write_results  # benchmarks/_results.py (scripts run from benchmarks/)
 from tqdm.auto import tqdm
 from transformers import AutoModelForCausalLM
 
 import minisglang
 from minisglang.engine import Engine
 
-from _results import machine_line, write_results  # benchmarks/_results.py (scripts run from benchmarks/)
-
 RESULTS = Path(__file__).parent / "results" / "radix_cache.md"
-NAMES = ["Li Lei", "Wang Fang", "Zhang Wei", "Liu Yang", "Chen Jing", "Alice Smith", "Bob Jones",
-         "Maria Garcia", "Ken Sato", "Olga Ivanova", "Ahmed Khan", "Sara Berg"]
+NAMES = [
+    "Li Lei",
+    "Wang Fang",
+    "Zhang Wei",
+    "Liu Yang",
+    "Chen Jing",
+    "Alice Smith",
+    "Bob Jones",
+    "Maria Garcia",
+    "Ken Sato",
+    "Olga Ivanova",
+    "Ahmed Khan",
+    "Sara Berg",
+]
 CITIES = ["Beijing", "Shanghai", "Chengdu", "Hangzhou", "London", "Paris", "Tokyo", "Berlin"]
 
 
 def make_system_prompt(engine: Engine, n_tokens: int) -> str:
     """About ``n_tokens`` tokens of the model's own sampled answers (seeded), joined by newlines."""
     tok = engine.tokenizer
-    topics = ["Tell me about Beijing.", "Describe a day at the beach.", "What is JSON?",
-              "Write a short note to a friend.", "Describe your favourite city."]
+    topics = [
+        "Tell me about Beijing.",
+        "Describe a day at the beach.",
+        "What is JSON?",
+        "Write a short note to a friend.",
+        "Describe your favourite city.",
+    ]
     text, seed = "", 0
     while len(tok.encode(text)) < n_tokens:
         prompt = tok.apply_chat_template([{"role": "user", "content": topics[seed % len(topics)]}])
@@ -76,13 +93,17 @@ def make_system_prompt(engine: Engine, n_tokens: int) -> str:
 def user_turns(n: int, seed: int = 0) -> list[str]:
     """``n`` different extraction requests (seeded)."""
     rng = random.Random(seed)
-    return [f"Request {i}: extract the name, age and city as JSON. {rng.choice(NAMES)} is "
-            f"{rng.randint(18, 80)} years old and lives in {rng.choice(CITIES)}." for i in range(n)]
+    return [
+        f"Request {i}: extract the name, age and city as JSON. {rng.choice(NAMES)} is "
+        f"{rng.randint(18, 80)} years old and lives in {rng.choice(CITIES)}."
+        for i in range(n)
+    ]
 
 
 def chat(engine: Engine, system: str, user: str) -> str:
-    return engine.tokenizer.apply_chat_template([{"role": "system", "content": system},
-                                                 {"role": "user", "content": user}])
+    return engine.tokenizer.apply_chat_template(
+        [{"role": "system", "content": system}, {"role": "user", "content": user}]
+    )
 
 
 def run_engine(engine: Engine, prompts: list[str], warm_prompt: str | None, params: dict) -> dict:
@@ -97,10 +118,13 @@ def run_engine(engine: Engine, prompts: list[str], warm_prompt: str | None, para
     outs = engine.generate(prompts, [params] * len(prompts))
     seconds = time.perf_counter() - start
     events = list(engine.scheduler.trace)[start_event:]
-    return {"seconds": seconds, "texts": [o["text"] for o in outs],
-            "prefill_tokens": sum(e["tokens"] for e in events if e["event"] == "prefill"),
-            "prefill_batches": sum(e["event"] == "prefill" for e in events),
-            "cached_tokens": sum(o["meta_info"]["cached_tokens"] for o in outs)}
+    return {
+        "seconds": seconds,
+        "texts": [o["text"] for o in outs],
+        "prefill_tokens": sum(e["tokens"] for e in events if e["event"] == "prefill"),
+        "prefill_batches": sum(e["event"] == "prefill" for e in events),
+        "cached_tokens": sum(o["meta_info"]["cached_tokens"] for o in outs),
+    }
 
 
 def run_transformers(hf, engine: Engine, prompts: list[str], max_new_tokens: int) -> dict:
@@ -113,15 +137,26 @@ def run_transformers(hf, engine: Engine, prompts: list[str], max_new_tokens: int
     mask = torch.tensor([[0] * (width - len(x)) + [1] * len(x) for x in ids])
     start = time.perf_counter()
     with torch.inference_mode():
-        out = hf.generate(input_ids, attention_mask=mask, max_new_tokens=max_new_tokens, do_sample=False,
-                          pad_token_id=eos, eos_token_id=eos)
+        out = hf.generate(
+            input_ids,
+            attention_mask=mask,
+            max_new_tokens=max_new_tokens,
+            do_sample=False,
+            pad_token_id=eos,
+            eos_token_id=eos,
+        )
     seconds = time.perf_counter() - start
     texts = []
     for row in out[:, width:].tolist():
-        row = row[:row.index(eos)] if eos in row else row
+        row = row[: row.index(eos)] if eos in row else row
         texts.append(tok.decode(row))
-    return {"seconds": seconds, "texts": texts, "prefill_tokens": input_ids.numel(), "prefill_batches": 1,
-            "cached_tokens": 0}
+    return {
+        "seconds": seconds,
+        "texts": texts,
+        "prefill_tokens": input_ids.numel(),
+        "prefill_batches": 1,
+        "cached_tokens": 0,
+    }
 
 
 def median_run(runs: list[dict]) -> dict:
@@ -141,12 +176,16 @@ def main() -> None:
 
     # Room for every request at once, so neither engine ever waits for memory.
     pool = 2 * args.requests * (args.system_tokens + 64 + args.max_new_tokens)
-    engines = {"radix on": Engine(args.model_path, stage="s0", max_total_tokens=pool),
-               "radix on, no in-batch sharing": Engine(args.model_path, stage="s0", max_total_tokens=pool,
-                                                       in_batch_prefix_threshold=0),
-               "radix on, learns at finish only": Engine(args.model_path, stage="s0", max_total_tokens=pool,
-                                                         in_batch_prefix_threshold=0),
-               "radix off": Engine(args.model_path, stage="s0", max_total_tokens=pool, disable_radix_cache=True)}
+    engines = {
+        "radix on": Engine(args.model_path, stage="s0", max_total_tokens=pool),
+        "radix on, no in-batch sharing": Engine(
+            args.model_path, stage="s0", max_total_tokens=pool, in_batch_prefix_threshold=0
+        ),
+        "radix on, learns at finish only": Engine(
+            args.model_path, stage="s0", max_total_tokens=pool, in_batch_prefix_threshold=0
+        ),
+        "radix off": Engine(args.model_path, stage="s0", max_total_tokens=pool, disable_radix_cache=True),
+    }
     # SGLang's first release: the tree learns a request's tokens only when it finishes.
     engines["radix on, learns at finish only"].scheduler.cache_prefilled = lambda req: None
     hf = AutoModelForCausalLM.from_pretrained(args.model_path, dtype=torch.float32).eval()
@@ -156,14 +195,15 @@ def main() -> None:
     system = make_system_prompt(any_engine, args.system_tokens)
     prompts = [chat(any_engine, system, u) for u in user_turns(args.requests)]
     warm_prompt = chat(any_engine, system, "Hello! What can you do?")
-    shared = len(tok.encode(tok.apply_chat_template([{"role": "system", "content": system}],
-                                                    add_generation_prompt=False)))
+    shared = len(
+        tok.encode(tok.apply_chat_template([{"role": "system", "content": system}], add_generation_prompt=False))
+    )
     prompt_tokens = sum(len(tok.encode(p)) for p in prompts)
     params = {"temperature": 0, "max_new_tokens": args.max_new_tokens}
 
     load_before = os.getloadavg()[0]  # a busy machine slows every system; the ratios still hold
     runs: dict[tuple[str, str], list[dict]] = {}
-    warm_systems = ("radix on", "radix off")   # the variants differ only when requests arrive together
+    warm_systems = ("radix on", "radix off")  # the variants differ only when requests arrive together
     with tqdm(total=args.repeats * (len(engines) + len(warm_systems) + 1), desc="bench_radix_cache") as bar:
         for _ in range(args.repeats):
             for scenario, warm in (("cold", None), ("warm", warm_prompt)):
@@ -172,8 +212,9 @@ def main() -> None:
                         continue
                     runs.setdefault((scenario, name), []).append(run_engine(engine, prompts, warm, params))
                     bar.update()
-            runs.setdefault(("-", "transformers"), []).append(run_transformers(hf, any_engine, prompts,
-                                                                               args.max_new_tokens))
+            runs.setdefault(("-", "transformers"), []).append(
+                run_transformers(hf, any_engine, prompts, args.max_new_tokens)
+            )
             bar.update()
     results = {key: median_run(r) for key, r in runs.items()}
     for engine in engines.values():
@@ -184,14 +225,21 @@ def main() -> None:
     rows = []
     for (scenario, name), r in results.items():
         off = results.get((scenario, "radix off"), results[("cold", "radix off")])
-        rows.append({
-            "scenario": scenario, "system": name, "prefill": r["prefill_tokens"], "batches": r["prefill_batches"],
-            "cached": r["cached_tokens"], "reused": r["cached_tokens"] / prompt_tokens,
-            "rps": args.requests / r["seconds"],
-            "tokens_vs_off": r["prefill_tokens"] / off["prefill_tokens"],
-            "rps_vs_off": off["seconds"] / r["seconds"], "rps_vs_hf": hf_result["seconds"] / r["seconds"],
-            "same_text": sum(a == b for a, b in zip(r["texts"], reference)),
-        })
+        rows.append(
+            {
+                "scenario": scenario,
+                "system": name,
+                "prefill": r["prefill_tokens"],
+                "batches": r["prefill_batches"],
+                "cached": r["cached_tokens"],
+                "reused": r["cached_tokens"] / prompt_tokens,
+                "rps": args.requests / r["seconds"],
+                "tokens_vs_off": r["prefill_tokens"] / off["prefill_tokens"],
+                "rps_vs_off": off["seconds"] / r["seconds"],
+                "rps_vs_hf": hf_result["seconds"] / r["seconds"],
+                "same_text": sum(a == b for a, b in zip(r["texts"], reference)),
+            }
+        )
 
     cfg = any_engine.model.config
     params_count = sum(t.numel() for t in any_engine.model.parameters())
@@ -216,10 +264,12 @@ def main() -> None:
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
-        lines.append(f"| {r['scenario']} | {r['system']} | {r['prefill']:,} | {r['batches']} | {r['cached']:,} "
-                     f"| {r['reused']:.0%} "
-                     f"| {r['rps']:.1f} | {r['tokens_vs_off']:.2f}x | {r['rps_vs_off']:.2f}x "
-                     f"| {r['rps_vs_hf']:.2f}x | {r['same_text']}/{args.requests} |")
+        lines.append(
+            f"| {r['scenario']} | {r['system']} | {r['prefill']:,} | {r['batches']} | {r['cached']:,} "
+            f"| {r['reused']:.0%} "
+            f"| {r['rps']:.1f} | {r['tokens_vs_off']:.2f}x | {r['rps_vs_off']:.2f}x "
+            f"| {r['rps_vs_hf']:.2f}x | {r['same_text']}/{args.requests} |"
+        )
     lines += [
         "",
         machine_line(f"load average {load_before:.1f} before the runs"),
@@ -228,13 +278,17 @@ def main() -> None:
     table = "\n".join(lines)
     write_results(table, args.output)
     cold_on, cold_first = results[("cold", "radix on")], results[("cold", "radix on, learns at finish only")]
-    print(f"cold burst: the tree supplied {cold_on['cached_tokens'] / prompt_tokens:.0%} of the prompt tokens "
-          f"(learning at finish only: {cold_first['cached_tokens'] / prompt_tokens:.0%}); "
-          f"{cold_first['seconds'] / cold_on['seconds']:.2f}x the requests/s")
+    print(
+        f"cold burst: the tree supplied {cold_on['cached_tokens'] / prompt_tokens:.0%} of the prompt tokens "
+        f"(learning at finish only: {cold_first['cached_tokens'] / prompt_tokens:.0%}); "
+        f"{cold_first['seconds'] / cold_on['seconds']:.2f}x the requests/s"
+    )
     warm_on, warm_off = results[("warm", "radix on")], results[("warm", "radix off")]
-    print(f"warm cache: radix on computes {warm_off['prefill_tokens'] / warm_on['prefill_tokens']:.1f}x fewer "
-          f"prefill tokens and serves {warm_off['seconds'] / warm_on['seconds']:.2f}x the requests/s of radix off, "
-          f"{hf_result['seconds'] / warm_on['seconds']:.2f}x those of transformers generate")
+    print(
+        f"warm cache: radix on computes {warm_off['prefill_tokens'] / warm_on['prefill_tokens']:.1f}x fewer "
+        f"prefill tokens and serves {warm_off['seconds'] / warm_on['seconds']:.2f}x the requests/s of radix off, "
+        f"{hf_result['seconds'] / warm_on['seconds']:.2f}x those of transformers generate"
+    )
 
 
 if __name__ == "__main__":

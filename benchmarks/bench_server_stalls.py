@@ -26,12 +26,12 @@ limit; RSS back within 25% of its start.
 
 Prints the table; writes its section of benchmarks/results/server_faults.md.
 """
+
 from __future__ import annotations
 
 import argparse
 import asyncio
 import json
-import os
 import socket
 import statistics
 import subprocess
@@ -40,24 +40,29 @@ import time
 from pathlib import Path
 
 import httpx
-
 from _results import machine_line, write_section  # benchmarks/_results.py (scripts run from benchmarks/)
 
 RESULTS = Path(__file__).parent / "results" / "server_faults.md"
-CLIENTS = {"attacker": "10.0.1.1", "other": "10.0.1.2"}   # (the bystander is 10.0.0.2)
+CLIENTS = {"attacker": "10.0.1.1", "other": "10.0.1.2"}  # (the bystander is 10.0.0.2)
 SECTION = "## Expensive grammars beside a bystander (issue 30)"
 ROOT = Path(__file__).resolve().parent.parent
 CJK = "的是不了人我在有他这中大来上国个到说们为子和你地出道也时年得就那要下以生会自着去之过家学对可她里后小么心多天而能好都然没日于起还发成事只作当想看文无开手十用主行方又如前所本见经头面公同三已老从动两长知民样现分将外但身些与高意进把法此实回二理美点月明其种声全工己话儿者向情部正名定女问力机给等几很业最间新什打便位因重被走电四第门相次东政海口使教西再平真听世气信北少关并内加化由却代军产入先山五太水万市眼体别处总才场师书比住员九笑性通目华报立马命张活难神数件安表原车白应路期叫死常提感金何更反合放做系计或司利受光王果亲界及今京务制解各任至清物台象记边共风战干接它许八特觉望直服毛林题建南度统色字请交爱让认算论百吃义科怎元社术结六功指思非流每青管夫连远资队跟带花快条院变联言权往展该"
 
 
 def structural_tag(triggers: list[str]) -> dict:
-    return {"type": "structural_tag", "triggers": triggers,
-            "structures": [{"begin": t + ">", "schema": {"type": "object"}, "end": "</x>"} for t in triggers]}
+    return {
+        "type": "structural_tag",
+        "triggers": triggers,
+        "structures": [{"begin": t + ">", "schema": {"type": "object"}, "end": "</x>"} for t in triggers],
+    }
 
 
 def string_schema(pattern: str, lo: int, hi: int) -> dict:
-    return {"type": "object", "properties": {"s": {"type": "string", "pattern": pattern, "minLength": lo,
-                                                   "maxLength": hi}}, "required": ["s"]}
+    return {
+        "type": "object",
+        "properties": {"s": {"type": "string", "pattern": pattern, "minLength": lo, "maxLength": hi}},
+        "required": ["s"],
+    }
 
 
 def big_schema(i: int) -> dict:
@@ -68,25 +73,46 @@ def big_schema(i: int) -> dict:
 
 def attacks() -> dict[str, list[tuple[str, dict]]]:
     """class -> the (client, /generate body) requests the attacker sends at once."""
+
     def gen(sp: dict, text: str = "Write.", n: int = 64) -> dict:
         return {"text": f"<|user|>\n{text}\n<|assistant|>\n", "sampling_params": {"max_new_tokens": n, **sp}}
+
     words = "|".join(f"{w}{k}" for k in range(40) for w in ("alpha", "beta", "gamma", "delta", "epsilon"))
     return {
         "pattern": [("attacker", gen({"json_schema": json.dumps(string_schema("^(x|y)*x(x|y){14}$", 16, 60))}))],
-        "cjk_triggers": [("attacker", gen({"structural_tag": json.dumps(
-            structural_tag(["<" + CJK[8 * k:8 * k + 8] for k in range(6)]))}))],
-        "vowels": [("attacker", gen({"regex": rf"([\s\S]*[aeiou][\s\S]{{{n}}}){{6}}", "temperature": 2.0}))
-                   for n in (8, 10, 12, 14)],
-        "slow_then_trivial": [("attacker", gen({"json_schema": json.dumps(
-            string_schema(f"^(a|b)*a(a|b){{{n}}}$", 1, 40))})) for n in (13, 14)]
+        "cjk_triggers": [
+            (
+                "attacker",
+                gen({"structural_tag": json.dumps(structural_tag(["<" + CJK[8 * k : 8 * k + 8] for k in range(6)]))}),
+            )
+        ],
+        "vowels": [
+            ("attacker", gen({"regex": rf"([\s\S]*[aeiou][\s\S]{{{n}}}){{6}}", "temperature": 2.0}))
+            for n in (8, 10, 12, 14)
+        ],
+        "slow_then_trivial": [
+            ("attacker", gen({"json_schema": json.dumps(string_schema(f"^(a|b)*a(a|b){{{n}}}$", 1, 40))}))
+            for n in (13, 14)
+        ]
         + [("other", gen({"regex": "A0[0-9]{3}"}, n=8))],
-        "huge_think_end": [("attacker", gen({"json_schema": json.dumps({"type": "object"}),
-                                             "think_end": "x" * 3_600_000}))],
+        "huge_think_end": [
+            ("attacker", gen({"json_schema": json.dumps({"type": "object"}), "think_end": "x" * 3_600_000}))
+        ],
         "big_schemas": [("attacker", gen({"json_schema": json.dumps(big_schema(i))})) for i in range(4)],
         "nested_quantifiers": [("attacker", gen({"regex": "((a|b|c)*(a|b)){3}x(a|b){12}"}))],
         "bounded_after_star": [("attacker", gen({"regex": "[a-z ]*q[a-z ]{16}"}))],
-        "many_triggers": [("attacker", gen({"structural_tag": json.dumps(
-            structural_tag([f"<tool_{k:02d}_" + "abcdefghij" for k in range(16)]))}))],
+        "many_triggers": [
+            (
+                "attacker",
+                gen(
+                    {
+                        "structural_tag": json.dumps(
+                            structural_tag([f"<tool_{k:02d}_" + "abcdefghij" for k in range(16)])
+                        )
+                    }
+                ),
+            )
+        ],
         "enum_in_pattern": [("attacker", gen({"json_schema": json.dumps(string_schema(f"^({words})+$", 5, 80))}))],
     }
 
@@ -108,8 +134,11 @@ def rss_mb(pid: int) -> float:
 async def bystander(http: httpx.AsyncClient, url: str, stop: asyncio.Event, out: list[float]) -> None:
     while not stop.is_set():
         t0 = time.perf_counter()
-        r = await http.post(url + "/v1/completions", json={"prompt": "Hi", "max_tokens": 1, "temperature": 0},
-                            headers={"X-Forwarded-For": "10.0.0.2"})
+        r = await http.post(
+            url + "/v1/completions",
+            json={"prompt": "Hi", "max_tokens": 1, "temperature": 0},
+            headers={"X-Forwarded-For": "10.0.0.2"},
+        )
         r.raise_for_status()
         out.append(time.perf_counter() - t0)
 
@@ -117,8 +146,7 @@ async def bystander(http: httpx.AsyncClient, url: str, stop: asyncio.Event, out:
 async def attack(http: httpx.AsyncClient, url: str, client: str, body: dict) -> str:
     t0 = time.perf_counter()
     try:
-        r = await http.post(url + "/generate", json=body, headers={"X-Forwarded-For": CLIENTS[client]},
-                            timeout=300)
+        r = await http.post(url + "/generate", json=body, headers={"X-Forwarded-For": CLIENTS[client]}, timeout=300)
     except httpx.HTTPError as e:
         return f"{type(e).__name__} after {time.perf_counter() - t0:.1f} s"
     took = time.perf_counter() - t0
@@ -144,8 +172,10 @@ async def run(url: str, pid: int, seconds: float, only: list[str] | None) -> lis
         stop.set()
         await task
         b50, b99, bmax = stats(base)
-        rows.append(f"| baseline (alone) | {b50 * 1e3:.0f} / {b99 * 1e3:.0f} / {bmax * 1e3:.0f} | 1.0 / 1.0 | "
-                    f"+0 | - | {rss_mb(pid):.0f} |")
+        rows.append(
+            f"| baseline (alone) | {b50 * 1e3:.0f} / {b99 * 1e3:.0f} / {bmax * 1e3:.0f} | 1.0 / 1.0 | "
+            f"+0 | - | {rss_mb(pid):.0f} |"
+        )
         for name, reqs in attacks().items():
             if only and name not in only:
                 continue
@@ -155,7 +185,7 @@ async def run(url: str, pid: int, seconds: float, only: list[str] | None) -> lis
             jobs = []
             for client, body in reqs:
                 jobs.append(asyncio.create_task(attack(http, url, client, body)))
-                await asyncio.sleep(0.2)   # (in order: the trivial request comes after the slow ones)
+                await asyncio.sleep(0.2)  # (in order: the trivial request comes after the slow ones)
             t0 = time.perf_counter()
             while not all(j.done() for j in jobs) or time.perf_counter() - t0 < seconds:
                 peak = max(peak, rss_mb(pid))
@@ -167,9 +197,11 @@ async def run(url: str, pid: int, seconds: float, only: list[str] | None) -> lis
             outcomes = [j.result() if j.done() else "still running after 240 s" for j in jobs]
             p50, p99, mx = stats(lat)
             shown = outcomes[-1] if name == "slow_then_trivial" else "; ".join(sorted(set(outcomes)))
-            rows.append(f"| {name} | {p50 * 1e3:.0f} / {p99 * 1e3:.0f} / {mx * 1e3:.0f} | {p99 / b99:.1f} / "
-                        f"{mx / bmax:.1f} | +{(mx - bmax) * 1e3:.0f} | {shown} | {start_rss:.0f} / {peak:.0f} / "
-                        f"{rss_mb(pid):.0f} |")
+            rows.append(
+                f"| {name} | {p50 * 1e3:.0f} / {p99 * 1e3:.0f} / {mx * 1e3:.0f} | {p99 / b99:.1f} / "
+                f"{mx / bmax:.1f} | +{(mx - bmax) * 1e3:.0f} | {shown} | {start_rss:.0f} / {peak:.0f} / "
+                f"{rss_mb(pid):.0f} |"
+            )
             print(rows[-1], flush=True)
     return rows
 
@@ -180,9 +212,19 @@ def main() -> None:
     ap.add_argument("--only", default="", help="comma-separated classes")
     args = ap.parse_args()
     port = free_port()
-    server = subprocess.Popen([str(Path(sys.executable).parent / "minisglang"), "serve", "--port", str(port),
-                               "--forwarded-allow-ips", "127.0.0.1"], cwd=ROOT,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "minisglang"),
+            "serve",
+            "--port",
+            str(port),
+            "--forwarded-allow-ips",
+            "127.0.0.1",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         for _ in range(600):
@@ -198,13 +240,18 @@ def main() -> None:
     finally:
         server.terminate()
         server.wait(30)
-    head = [SECTION, "",
-            "Bystander: 1-token completions one after another from its own client; the attacker's "
-            "class of requests at the same time (`python benchmarks/bench_server_stalls.py`). "
-            "Targets: p99 <= 3x and max <= +500 ms over the baseline; the attacker's request "
-            "finishes or gets a 400 naming a limit; RSS back within 25% of its start.", "",
-            "| attack | bystander p50 / p99 / max (ms) | p99 / max vs baseline | max over baseline (ms) "
-            "| what the attacker got | server RSS start / peak / end (MB) |", "|---|---|---|---|---|---|"]
+    head = [
+        SECTION,
+        "",
+        "Bystander: 1-token completions one after another from its own client; the attacker's "
+        "class of requests at the same time (`python benchmarks/bench_server_stalls.py`). "
+        "Targets: p99 <= 3x and max <= +500 ms over the baseline; the attacker's request "
+        "finishes or gets a 400 naming a limit; RSS back within 25% of its start.",
+        "",
+        "| attack | bystander p50 / p99 / max (ms) | p99 / max vs baseline | max over baseline (ms) "
+        "| what the attacker got | server RSS start / peak / end (MB) |",
+        "|---|---|---|---|---|---|",
+    ]
     write_section("\n".join(head + rows + ["", machine_line(f"{took:.0f} s")]), RESULTS, SECTION)
 
 

@@ -37,6 +37,7 @@ re-admission prefills, against the forced drafts' verify forwards.
 
 Prints the tables; writes benchmarks/results/speculative.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -67,30 +68,37 @@ SEAM = "s7 FORCED, k=4, seam token drafted"
 
 def systems(k_values: list[int]) -> dict[str, dict]:
     """name -> Engine keyword arguments (`draft_seam`: the bench's own switch, not an option)."""
-    out = {ORACLE: {"stage": "s6", "jump_forward": False},
-           JUMP: {"stage": "s6", "jump_forward": True},
-           "s7, no drafts": {"stage": "s7", "speculative_algorithm": None}}
+    out = {
+        ORACLE: {"stage": "s6", "jump_forward": False},
+        JUMP: {"stage": "s6", "jump_forward": True},
+        "s7, no drafts": {"stage": "s7", "speculative_algorithm": None},
+    }
     for k in k_values:
         out[f"s7 NGRAM, k={k}"] = {"stage": "s7", "speculative_algorithm": "NGRAM", "speculative_num_draft_tokens": k}
     out[FORCED] = {"stage": "s7", "speculative_algorithm": "FORCED", "speculative_num_draft_tokens": 4}
     out[SEAM] = {**out[FORCED], "draft_seam": True}
-    out["s7 FORCED+NGRAM, k=4"] = {"stage": "s7", "speculative_algorithm": "FORCED+NGRAM",
-                                   "speculative_num_draft_tokens": 4}
+    out["s7 FORCED+NGRAM, k=4"] = {
+        "stage": "s7",
+        "speculative_algorithm": "FORCED+NGRAM",
+        "speculative_num_draft_tokens": 4,
+    }
     return out
 
 
 def free_text_workload(tok: Tokenizer, n: int, seed: int) -> list[str]:
     """`n` copy requests in the model's chat format (seeded)."""
     rng = random.Random(seed)
-    return [tok.apply_chat_template([{"role": "user", "content": make_corpus.copy_example(rng, held_out=True)["user"]}])
-            for _ in range(n)]
+    return [
+        tok.apply_chat_template([{"role": "user", "content": make_corpus.copy_example(rng, held_out=True)["user"]}])
+        for _ in range(n)
+    ]
 
 
 def serve(engine: Engine, prompts: list[str], params: dict) -> dict:
     """Submit every request, step until all are done; count forwards, prefills, drafts and
     s4's re-admissions."""
     s = engine.scheduler
-    s.tree_cache.evict(10**9)   # no prefix left over from the warm-up or the other workload
+    s.tree_cache.evict(10**9)  # no prefix left over from the warm-up or the other workload
     forwards, first = dict(s.forward_counts), len(s.trace)
     readmitted = {"forwards": 0, "tokens": 0}
     admit = s.get_new_prefill_batch
@@ -116,33 +124,44 @@ def serve(engine: Engine, prompts: list[str], params: dict) -> dict:
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     events = list(s.trace)[first:]
     counts = {kind: s.forward_counts.get(kind, 0) - forwards.get(kind, 0) for kind in ("decode", "verify", "prefill")}
-    return {"texts": [r.output_text for r in reqs], "wall": wall, "cpu": cpu,
-            "decode_forwards": counts["decode"], "verify_forwards": counts["verify"],
-            "prefill_forwards": counts["prefill"],
-            "prefill_tokens": sum(e["tokens"] for e in events if e["event"] == "prefill"),
-            "output_tokens": sum(len(r.output_ids) for r in reqs),
-            "readmit_forwards": readmitted["forwards"], "readmit_tokens": readmitted["tokens"],
-            "kept": sum(r.spec_accepted_tokens for r in reqs), "drafted": sum(r.spec_draft_tokens for r in reqs),
-            "verifies_per_request": sum(r.spec_verify_ct or 0 for r in reqs),
-            "jumps": sum(e["event"] == "jump" for e in events)}
+    return {
+        "texts": [r.output_text for r in reqs],
+        "wall": wall,
+        "cpu": cpu,
+        "decode_forwards": counts["decode"],
+        "verify_forwards": counts["verify"],
+        "prefill_forwards": counts["prefill"],
+        "prefill_tokens": sum(e["tokens"] for e in events if e["event"] == "prefill"),
+        "output_tokens": sum(len(r.output_ids) for r in reqs),
+        "readmit_forwards": readmitted["forwards"],
+        "readmit_tokens": readmitted["tokens"],
+        "kept": sum(r.spec_accepted_tokens for r in reqs),
+        "drafted": sum(r.spec_draft_tokens for r in reqs),
+        "verifies_per_request": sum(r.spec_verify_ct or 0 for r in reqs),
+        "jumps": sum(e["event"] == "jump" for e in events),
+    }
 
 
 def table(results: dict[str, dict], n: int, validity: bool) -> list[str]:
     base = results[ORACLE]
-    rows = ["| system | requests/s | CPU s | decode forwards | verify forwards | (decode + verify) / s6's decode "
-            "| prefill forwards | prefill tokens | drafts fed | drafts kept | kept / fed | kept per request-verify "
-            "| output tokens per request-forward | valid | same text as s6 |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    rows = [
+        "| system | requests/s | CPU s | decode forwards | verify forwards | (decode + verify) / s6's decode "
+        "| prefill forwards | prefill tokens | drafts fed | drafts kept | kept / fed | kept per request-verify "
+        "| output tokens per request-forward | valid | same text as s6 |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for name, r in results.items():
         steps = r["decode_forwards"] + r["verify_forwards"]
         rate = f"{r['kept'] / r['drafted']:.2f}" if r["drafted"] else "-"
         per_verify = f"{r['kept'] / r['verifies_per_request']:.2f}" if r["verifies_per_request"] else "-"
         same = sum(a == b for a, b in zip(r["texts"], base["texts"]))
         ok = f"{sum(map(valid, r['texts']))}/{n}" if validity else "-"
-        rows.append(f"| {name} | {n / r['wall']:.2f} | {r['cpu']:.1f} | {r['decode_forwards']} "
-                    f"| {r['verify_forwards']} | {steps / base['decode_forwards']:.2f} | {r['prefill_forwards']} | {r['prefill_tokens']} "
-                    f"| {r['drafted']} | {r['kept']} | {rate} | {per_verify} "
-                    f"| {r['output_tokens'] / (r['output_tokens'] - r['kept']):.2f} | {ok} | {same}/{n} |")
+        rows.append(
+            f"| {name} | {n / r['wall']:.2f} | {r['cpu']:.1f} | {r['decode_forwards']} "
+            f"| {r['verify_forwards']} | {steps / base['decode_forwards']:.2f} | {r['prefill_forwards']} | {r['prefill_tokens']} "
+            f"| {r['drafted']} | {r['kept']} | {rate} | {per_verify} "
+            f"| {r['output_tokens'] / (r['output_tokens'] - r['kept']):.2f} | {ok} | {same}/{n} |"
+        )
     return rows
 
 
@@ -151,25 +170,31 @@ def fastest(results: dict[str, dict], n: int) -> str:
     speedups = {name: base["wall"] / r["wall"] for name, r in results.items()}
     best = max((name for name in results if name.startswith("s7")), key=speedups.__getitem__)
     steps = (results[best]["decode_forwards"] + results[best]["verify_forwards"]) / base["decode_forwards"]
-    return (f"Fastest s7 system here: {best}, {speedups[best]:.2f}x s6's requests/s; its forwards (decode + "
-            f"verify) are {steps:.2f}x s6's decode forwards.")
+    return (
+        f"Fastest s7 system here: {best}, {speedups[best]:.2f}x s6's requests/s; its forwards (decode + "
+        f"verify) are {steps:.2f}x s6's decode forwards."
+    )
 
 
 def jump_table(results: dict[str, dict]) -> list[str]:
     """s4's jump against the forced drafts: what each spends to skip the forced text."""
     base = results[ORACLE]
-    rows = ["| system | jumps | re-admission prefill forwards | re-admission prefill tokens | verify forwards "
-            "| forced drafts fed | kept | kept / fed | decode + verify forwards | requests/s | same text as s6 |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    rows = [
+        "| system | jumps | re-admission prefill forwards | re-admission prefill tokens | verify forwards "
+        "| forced drafts fed | kept | kept / fed | decode + verify forwards | requests/s | same text as s6 |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     n = len(base["texts"])
     for name in (ORACLE, JUMP, SEAM, FORCED):
         r = results[name]
         rate = f"{r['kept'] / r['drafted']:.2f}" if r["drafted"] else "-"
         same = sum(a == b for a, b in zip(r["texts"], base["texts"]))
-        rows.append(f"| {name} | {r['jumps']} | {r['readmit_forwards']} "
-                    f"| {r['readmit_tokens']} | {r['verify_forwards']} | {r['drafted']} "
-                    f"| {r['kept']} | {rate} | {r['decode_forwards'] + r['verify_forwards']} | {n / r['wall']:.2f} "
-                    f"| {same}/{n} |")
+        rows.append(
+            f"| {name} | {r['jumps']} | {r['readmit_forwards']} "
+            f"| {r['readmit_tokens']} | {r['verify_forwards']} | {r['drafted']} "
+            f"| {r['kept']} | {rate} | {r['decode_forwards'] + r['verify_forwards']} | {n / r['wall']:.2f} "
+            f"| {same}/{n} |"
+        )
     return rows
 
 
@@ -190,8 +215,10 @@ def main() -> None:
     tok = Tokenizer.from_pretrained(args.model_path)
     extraction, _, _ = workload(tok, args.requests, 1.0, args.seed)
     greedy = {"temperature": 0, "max_new_tokens": args.max_new_tokens}
-    workloads = {"extraction": (extraction, {**greedy, "json_schema": json.dumps(SCHEMA, ensure_ascii=False)}),
-                 "free text": (free_text_workload(tok, args.requests, args.seed), greedy)}
+    workloads = {
+        "extraction": (extraction, {**greedy, "json_schema": json.dumps(SCHEMA, ensure_ascii=False)}),
+        "free text": (free_text_workload(tok, args.requests, args.seed), greedy),
+    }
     results: dict[str, dict[str, dict]] = {w: {} for w in workloads}
     loads = {}
     began = time.perf_counter()
@@ -199,66 +226,71 @@ def main() -> None:
         options = dict(options)
         draft_seam = options.pop("draft_seam", False)
         engine = Engine(args.model_path, torch_threads=args.threads, **options)
-        if draft_seam:   # the stage's seam check says "never merges": the seam token is drafted
+        if draft_seam:  # the stage's seam check says "never merges": the seam token is drafted
             engine.stage.jump.could_merge_further = lambda *a: False
         engine.generate(tok.apply_chat_template([{"role": "user", "content": "Hi"}]), workloads["extraction"][1])
         loads[name] = os.getloadavg()[0]
         for workload_name, (prompts, params) in workloads.items():
             print(f"serving {args.requests} {workload_name} requests: {name} ...", flush=True)
             results[workload_name][name] = r = serve(engine, prompts, params)
-            print(f"  {args.requests / r['wall']:.2f} requests/s, {r['decode_forwards']} decode + "
-                  f"{r['verify_forwards']} verify forwards", flush=True)
+            print(
+                f"  {args.requests / r['wall']:.2f} requests/s, {r['decode_forwards']} decode + "
+                f"{r['verify_forwards']} verify forwards",
+                flush=True,
+            )
         engine.shutdown()
     minutes = (time.perf_counter() - began) / 60
 
     n = args.requests
-    text = "\n".join([
-        "# Speculative decoding under a grammar (stage s7) vs one token per forward (s6)",
-        "",
-        f"{n} greedy requests per workload, all submitted at once (so the batches do not depend on the machine's "
-        f"speed; the counts move by a few drafts between runs, as a step's grammar work is bounded in seconds), "
-        f"max_new_tokens {args.max_new_tokens}; every system serves the same requests, one system after another. "
-        f"Requests/s and CPU seconds are this shared machine's, at the load averages below: read them as rough. "
-        f"Model checksum {model_checksum(args.model_path)}.",
-        "",
-        "## Extraction service (schema-constrained)",
-        "",
-        "bench_extraction_service.py's requests, the Person schema, our fsm backend.",
-        "",
-        *table(results["extraction"], n, validity=True),
-        "",
-        fastest(results["extraction"], n),
-        "",
-        "## Free text (no grammar)",
-        "",
-        "The bundled model's copy requests (make_corpus.copy_example, held-out names): no grammar, so FORCED "
-        "drafts nothing and every s7 system without NGRAM decodes as s6.",
-        "",
-        *table(results["free text"], n, validity=False),
-        "",
-        fastest(results["free text"], n),
-        "",
-        "## Skipping the forced text: s4's jump against forced drafts (extraction requests)",
-        "",
-        "A jump re-tokenizes the output and re-admits the request: its forced text is prefilled in a prefill "
-        "forward (re-admission prefill forwards: those that re-admitted a request; tokens: what they computed for "
-        "the re-admitted requests, the radix tree supplying the rest). A forced draft is fed to the "
-        "verify forward the request takes anyway. \"Seam token drafted\": the forced text's last token (`\":`) "
-        "drafted too, which the model, writing `\": \"` as one token, rejects.",
-        "",
-        *jump_table(results["extraction"]),
-        "",
-        "A step in which no request has a draft is a plain decode forward; a verify forward feeds each "
-        "request its last token and its drafts. Drafts fed: draft tokens in verify forwards; kept: those the "
-        "grammar allowed and the model agreed with (each verify also yields one token of the model's own); "
-        "kept per request-verify: kept / (requests x verify forwards they took part in); output tokens per "
-        "request-forward: each forward a request takes part in gives it one token of the model's own plus the "
-        "drafts it keeps, so output tokens / (output tokens - kept): the speed-up of one request, where the "
-        "batch's forwards wait for its slowest request. Load average before "
-        "each system: " + ", ".join(f"{name} {load:.1f}" for name, load in loads.items()) + ".",
-        "",
-        machine_line(f"{minutes:.1f} min"),
-    ])
+    text = "\n".join(
+        [
+            "# Speculative decoding under a grammar (stage s7) vs one token per forward (s6)",
+            "",
+            f"{n} greedy requests per workload, all submitted at once (so the batches do not depend on the machine's "
+            f"speed; the counts move by a few drafts between runs, as a step's grammar work is bounded in seconds), "
+            f"max_new_tokens {args.max_new_tokens}; every system serves the same requests, one system after another. "
+            f"Requests/s and CPU seconds are this shared machine's, at the load averages below: read them as rough. "
+            f"Model checksum {model_checksum(args.model_path)}.",
+            "",
+            "## Extraction service (schema-constrained)",
+            "",
+            "bench_extraction_service.py's requests, the Person schema, our fsm backend.",
+            "",
+            *table(results["extraction"], n, validity=True),
+            "",
+            fastest(results["extraction"], n),
+            "",
+            "## Free text (no grammar)",
+            "",
+            "The bundled model's copy requests (make_corpus.copy_example, held-out names): no grammar, so FORCED "
+            "drafts nothing and every s7 system without NGRAM decodes as s6.",
+            "",
+            *table(results["free text"], n, validity=False),
+            "",
+            fastest(results["free text"], n),
+            "",
+            "## Skipping the forced text: s4's jump against forced drafts (extraction requests)",
+            "",
+            "A jump re-tokenizes the output and re-admits the request: its forced text is prefilled in a prefill "
+            "forward (re-admission prefill forwards: those that re-admitted a request; tokens: what they computed for "
+            "the re-admitted requests, the radix tree supplying the rest). A forced draft is fed to the "
+            'verify forward the request takes anyway. "Seam token drafted": the forced text\'s last token (`":`) '
+            'drafted too, which the model, writing `": "` as one token, rejects.',
+            "",
+            *jump_table(results["extraction"]),
+            "",
+            "A step in which no request has a draft is a plain decode forward; a verify forward feeds each "
+            "request its last token and its drafts. Drafts fed: draft tokens in verify forwards; kept: those the "
+            "grammar allowed and the model agreed with (each verify also yields one token of the model's own); "
+            "kept per request-verify: kept / (requests x verify forwards they took part in); output tokens per "
+            "request-forward: each forward a request takes part in gives it one token of the model's own plus the "
+            "drafts it keeps, so output tokens / (output tokens - kept): the speed-up of one request, where the "
+            "batch's forwards wait for its slowest request. Load average before "
+            "each system: " + ", ".join(f"{name} {load:.1f}" for name, load in loads.items()) + ".",
+            "",
+            machine_line(f"{minutes:.1f} min"),
+        ]
+    )
     write_results(text + "\n", args.output)
 
 

@@ -18,6 +18,7 @@ Writes benchmarks/results/structural_tag.md.
 
     python benchmarks/bench_structural_tag.py [--tools 50] [--seed 19] [--repeats 5]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,11 +38,11 @@ from minisglang.constrained.structural_tag import parse_structural_tag
 from minisglang.tokenizer import Tokenizer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from real_tokenizers import anthropic_65k  # noqa: E402
 from _results import machine_line, write_results  # noqa: E402
+from real_tokenizers import anthropic_65k  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "structural_tag.md"
-PAD = 64   # logit columns past the vocabulary, as models pad them
+PAD = 64  # logit columns past the vocabulary, as models pad them
 SYSTEMS = ["fsm", "xgrammar", "llguidance"]
 WORDS = ["city", "date", "user", "query", "limit", "unit", "zone", "title", "body", "tag", "email", "lang"]
 
@@ -60,18 +61,31 @@ def tool_schema(rng: random.Random) -> dict:
         elif kind == "boolean":
             props[name] = {"type": "boolean"}
         else:
-            props[name] = {"type": "object", "properties": {"id": {"type": "integer", "minimum": 0, "maximum": 999},
-                                                            "label": {"type": "string", "maxLength": 20}},
-                           "required": ["id"]}
+            props[name] = {
+                "type": "object",
+                "properties": {
+                    "id": {"type": "integer", "minimum": 0, "maximum": 999},
+                    "label": {"type": "string", "maxLength": 20},
+                },
+                "required": ["id"],
+            }
     required = [n for n in props if rng.random() < 0.6]
     return {"type": "object", "properties": props, "required": required}
 
 
 def tools_spec(n: int, seed: int) -> dict:
     rng = random.Random(seed)
-    return {"structures": [{"begin": f'<tool_call>{{"name": "tool_{i}", "arguments": ', "schema": tool_schema(rng),
-                            "end": "}</tool_call>"} for i in range(n)],
-            "triggers": ["<tool_call>"]}
+    return {
+        "structures": [
+            {
+                "begin": f'<tool_call>{{"name": "tool_{i}", "arguments": ',
+                "schema": tool_schema(rng),
+                "end": "}</tool_call>",
+            }
+            for i in range(n)
+        ],
+        "triggers": ["<tool_call>"],
+    }
 
 
 def timed(fn) -> tuple[float, object]:
@@ -83,8 +97,9 @@ def timed(fn) -> tuple[float, object]:
 def bench(label: str, tok: Tokenizer, spec, repeats: int) -> list[str]:
     rows, vocab_size = [], len(tok.token_bytes) + PAD
     trigger_ids = tok.encode("<tool_call>")
-    warm = parse_structural_tag({"structures": [{"begin": "<w>", "schema": {"type": "integer"}, "end": "</w>"}],
-                                 "triggers": ["<w>"]})
+    warm = parse_structural_tag(
+        {"structures": [{"begin": "<w>", "schema": {"type": "integer"}, "end": "</w>"}], "triggers": ["<w>"]}
+    )
     for system in SYSTEMS:
         build, backend = timed(lambda: get_backend_class(system)(tok, vocab_size))
         build += timed(lambda: backend.compile_structural_tag(warm))[0]
@@ -99,14 +114,17 @@ def bench(label: str, tok: Tokenizer, spec, repeats: int) -> list[str]:
             first_s.append(first)
             after_s.append(after)
         backend.shutdown()
-        med = {k: statistics.median(v) * 1000 for k, v in
-               (("compile", compile_s), ("first", first_s), ("after", after_s))}
+        med = {
+            k: statistics.median(v) * 1000 for k, v in (("compile", compile_s), ("first", first_s), ("after", after_s))
+        }
         rows.append((system, build * 1000, med))
         print(f"{label}: {system} {med}", flush=True)
     ours = rows[0][2]["compile"] + rows[0][2]["first"]
-    return [f"| {label} | {system} | {build:.0f} | {m['compile']:.1f} | {m['first']:.2f} | "
-            f"{m['compile'] + m['first']:.1f} | {(m['compile'] + m['first']) / ours:.2f}x | {m['after']:.2f} |"
-            for system, build, m in rows]
+    return [
+        f"| {label} | {system} | {build:.0f} | {m['compile']:.1f} | {m['first']:.2f} | "
+        f"{m['compile'] + m['first']:.1f} | {(m['compile'] + m['first']) / ours:.2f}x | {m['after']:.2f} |"
+        for system, build, m in rows
+    ]
 
 
 def main() -> None:
@@ -118,31 +136,39 @@ def main() -> None:
     torch.set_num_threads(1)
     spec = parse_structural_tag(tools_spec(args.tools, args.seed))
     load_before, started = os.getloadavg()[0], time.perf_counter()
-    vocabularies = [("bundled 4k", Tokenizer.from_pretrained(minisglang.DEFAULT_MODEL_PATH)),
-                    ("anthropic 65k", anthropic_65k())]
+    vocabularies = [
+        ("bundled 4k", Tokenizer.from_pretrained(minisglang.DEFAULT_MODEL_PATH)),
+        ("anthropic 65k", anthropic_65k()),
+    ]
     rows = [row for label, tok in vocabularies for row in bench(label, tok, spec, args.repeats)]
-    text = "\n".join([
-        f"# Structural tag compile cost: {args.tools} tools",
-        "",
-        f"One structural tag of {args.tools} generated tool schemas (seed {args.seed}, `tools_spec` in "
-        "benchmarks/bench_structural_tag.py), trigger `<tool_call>`. Median of "
-        f"{args.repeats} fresh compiles per system; 'fsm' is our backend (constrained/structural_tag.py: "
-        "one regex for the lazy automaton), 'xgrammar' its triggered_tags format, 'llguidance' a Lark "
-        "grammar with lazy lexemes. 'build' is the backend's one-time vocabulary preparation plus one "
-        "small warm-up compile. 'vs fsm' divides compile + first mask by ours. 'trigger + mask' is "
-        f"accepting the tokens of `<tool_call>` and the mask there (the {args.tools} begins branch there; our "
-        f"automaton builds those states' rows then). Logits are {PAD} columns wider than the vocabulary. Systems run one "
-        "after the other on a shared, loaded machine: read the ratios.",
-        "",
-        "| vocabulary | system | build (ms) | compile (ms) | first mask (ms) | compile + first mask (ms) "
-        "| vs fsm | trigger + mask (ms) |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
-        *rows,
-        "",
-        machine_line(f"load average {load_before:.1f} before the run", f"xgrammar {version('xgrammar')}",
-                     f"llguidance {version('llguidance')}", f"run took {time.perf_counter() - started:.0f} s"),
-        "",
-    ])
+    text = "\n".join(
+        [
+            f"# Structural tag compile cost: {args.tools} tools",
+            "",
+            f"One structural tag of {args.tools} generated tool schemas (seed {args.seed}, `tools_spec` in "
+            "benchmarks/bench_structural_tag.py), trigger `<tool_call>`. Median of "
+            f"{args.repeats} fresh compiles per system; 'fsm' is our backend (constrained/structural_tag.py: "
+            "one regex for the lazy automaton), 'xgrammar' its triggered_tags format, 'llguidance' a Lark "
+            "grammar with lazy lexemes. 'build' is the backend's one-time vocabulary preparation plus one "
+            "small warm-up compile. 'vs fsm' divides compile + first mask by ours. 'trigger + mask' is "
+            f"accepting the tokens of `<tool_call>` and the mask there (the {args.tools} begins branch there; our "
+            f"automaton builds those states' rows then). Logits are {PAD} columns wider than the vocabulary. Systems run one "
+            "after the other on a shared, loaded machine: read the ratios.",
+            "",
+            "| vocabulary | system | build (ms) | compile (ms) | first mask (ms) | compile + first mask (ms) "
+            "| vs fsm | trigger + mask (ms) |",
+            "|---|---|---:|---:|---:|---:|---:|---:|",
+            *rows,
+            "",
+            machine_line(
+                f"load average {load_before:.1f} before the run",
+                f"xgrammar {version('xgrammar')}",
+                f"llguidance {version('llguidance')}",
+                f"run took {time.perf_counter() - started:.0f} s",
+            ),
+            "",
+        ]
+    )
     write_results(text, RESULTS)
 
 

@@ -18,6 +18,7 @@ busy-loop process started for the run), decode steps per second over the whole
 
 Prints the table; writes benchmarks/results/threads.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,15 +30,22 @@ import time
 from pathlib import Path
 
 import torch
+from _results import machine_line, write_results  # benchmarks/_results.py (scripts run from benchmarks/)
 from tqdm.auto import tqdm
 
 from minisglang.engine import Engine, default_torch_threads
 
-from _results import machine_line, write_results  # benchmarks/_results.py (scripts run from benchmarks/)
-
 RESULTS = Path(__file__).parent / "results" / "threads.md"
-PROMPTS = ["The capital of France is", "Numbers: 1, 2, 3,", "Once upon a time, there was a little",
-           "Email: ", "<|user|>\nWhat is JSON?\n<|assistant|>\n", "2024-", "Dear friend,", "Li Lei is"]
+PROMPTS = [
+    "The capital of France is",
+    "Numbers: 1, 2, 3,",
+    "Once upon a time, there was a little",
+    "Email: ",
+    "<|user|>\nWhat is JSON?\n<|assistant|>\n",
+    "2024-",
+    "Dear friend,",
+    "Li Lei is",
+]
 
 
 def busy_loop() -> None:
@@ -54,7 +62,7 @@ def core_taken(taken: bool):
         return
     proc = multiprocessing.get_context("spawn").Process(target=busy_loop, daemon=True)
     proc.start()
-    time.sleep(0.2)   # let it get going before the timed run
+    time.sleep(0.2)  # let it get going before the timed run
     try:
         yield
     finally:
@@ -87,7 +95,7 @@ def main() -> None:
     default = default_torch_threads()
     counts = {"1": 1, "2": 2, f"default ({default})": default}
     engines = {name: Engine(stage="s0", torch_threads=t) for name, t in counts.items()}
-    for name, engine in engines.items():   # warm-up: first-call allocations are not the subject
+    for name, engine in engines.items():  # warm-up: first-call allocations are not the subject
         decode_rate(engine, counts[name], args.batch, 4)
 
     conditions = {"quiet": False, "one core taken": True}
@@ -99,19 +107,24 @@ def main() -> None:
                 with core_taken(taken):
                     for name, engine in engines.items():
                         rates.setdefault((cond, name), []).append(
-                            decode_rate(engine, counts[name], args.batch, args.new_tokens))
+                            decode_rate(engine, counts[name], args.batch, args.new_tokens)
+                        )
                         bar.update()
     for engine in engines.values():
         engine.shutdown()
 
     med = {key: statistics.median(r) for key, r in rates.items()}
-    lines = ["# Torch threads on a shared machine: decode speed with a core taken", "",
-             f"{args.batch} requests decoding together, {args.new_tokens} new tokens each (greedy, `ignore_eos`), "
-             f"stage s0; decode steps per second over the whole `generate`, median of {args.repeats} interleaved "
-             f"runs. *one core taken*: a busy-loop process runs during the timed run. The default is "
-             f"`default_torch_threads()` = {default} on this machine ({os.cpu_count()} CPUs).", "",
-             "| threads | " + " | ".join(f"{c} (steps/s)" for c in conditions) + " | taken / quiet |",
-             "|---|" + "---:|" * (len(conditions) + 1)]
+    lines = [
+        "# Torch threads on a shared machine: decode speed with a core taken",
+        "",
+        f"{args.batch} requests decoding together, {args.new_tokens} new tokens each (greedy, `ignore_eos`), "
+        f"stage s0; decode steps per second over the whole `generate`, median of {args.repeats} interleaved "
+        f"runs. *one core taken*: a busy-loop process runs during the timed run. The default is "
+        f"`default_torch_threads()` = {default} on this machine ({os.cpu_count()} CPUs).",
+        "",
+        "| threads | " + " | ".join(f"{c} (steps/s)" for c in conditions) + " | taken / quiet |",
+        "|---|" + "---:|" * (len(conditions) + 1),
+    ]
     for name in counts:
         quiet, taken = med[("quiet", name)], med[("one core taken", name)]
         lines.append(f"| {name} | {quiet:.1f} | {taken:.1f} | {taken / quiet:.2f}x |")

@@ -18,6 +18,7 @@ Fast and outlines-core are the median of `--repeats` runs after a warm-up, inter
 
     python benchmarks/bench_token_index.py [--repeats 3]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,14 +29,13 @@ from pathlib import Path
 
 import numpy as np
 import outlines_core
+from _results import machine_line, write_results  # benchmarks/_results.py (scripts run from benchmarks/)
 from outlines_core.json_schema import build_regex_from_schema
 from tqdm.auto import tqdm
 
 from minisglang.constrained.regex_dfa import ByteDFA, compile_regex
 from minisglang.constrained.token_index import LazyTokenIndex, build_index_fast, build_index_reference, vocab_trie
 from minisglang.tokenizer import Tokenizer
-
-from _results import machine_line, write_results  # benchmarks/_results.py (scripts run from benchmarks/)
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).parent / "results" / "token_index.md"
@@ -56,7 +56,9 @@ def load_vocabularies() -> dict[str, Tokenizer]:
 
     tekken = Path(mistral_common.__file__).parent / "data" / "tekken_240718.json"
     return {
-        "anthropic 65k (byte-level BPE)": Tokenizer.from_pretrained(REPO / ".cache/tokenizers/anthropic-0.3.11/tokenizer.json"),
+        "anthropic 65k (byte-level BPE)": Tokenizer.from_pretrained(
+            REPO / ".cache/tokenizers/anthropic-0.3.11/tokenizer.json"
+        ),
         "tekken 131k (Mistral NeMo)": Tokenizer.from_tekken(tekken),
     }
 
@@ -122,17 +124,28 @@ def main() -> None:
 
         ref_s, reference = timed(lambda: build_index_reference(dfa, vocab, eos, progress=False))
         ref_full_s = compile_s + ref_s
-        rows.append({
-            "vocab": name, "size": len(vocab), "states": index.num_states,
-            "transitions": sum(len(t) for t in index.state_to_tokens.values()),
-            "trie_s": trie_s, "oc_vocab_s": oc_vocab_s, "fast_s": fast_s, "oc_s": oc_s,
-            "ref_s": ref_full_s, "ref_equal": reference == index,
-            "lazy_first_ms": 1000 * statistics.median(first_times), "lazy_worst_ms": 1000 * worst_s,
-            "agree": same_as_outlines(index, oc_index, tok),
-        })
+        rows.append(
+            {
+                "vocab": name,
+                "size": len(vocab),
+                "states": index.num_states,
+                "transitions": sum(len(t) for t in index.state_to_tokens.values()),
+                "trie_s": trie_s,
+                "oc_vocab_s": oc_vocab_s,
+                "fast_s": fast_s,
+                "oc_s": oc_s,
+                "ref_s": ref_full_s,
+                "ref_equal": reference == index,
+                "lazy_first_ms": 1000 * statistics.median(first_times),
+                "lazy_worst_ms": 1000 * worst_s,
+                "agree": same_as_outlines(index, oc_index, tok),
+            }
+        )
         r = rows[-1]
-        print(f"{name}: fast {fast_s:.3f}s, outlines-core {oc_s:.3f}s, ratio {fast_s / oc_s:.2f}; "
-              f"reference {ref_full_s:.1f}s (== fast: {r['ref_equal']}); lazy first mask {r['lazy_first_ms']:.1f} ms")
+        print(
+            f"{name}: fast {fast_s:.3f}s, outlines-core {oc_s:.3f}s, ratio {fast_s / oc_s:.2f}; "
+            f"reference {ref_full_s:.1f}s (== fast: {r['ref_equal']}); lazy first mask {r['lazy_first_ms']:.1f} ms"
+        )
 
     lines = [
         "# Token index build time: minisglang vs outlines-core",
@@ -158,7 +171,9 @@ def main() -> None:
         )
     lines += ["", "One-time preparation per vocabulary (not in the rows above):", ""]
     for r in rows:
-        lines.append(f"- {r['vocab']}: our vocabulary trie {r['trie_s']:.2f} s; outlines-core `Vocabulary` {r['oc_vocab_s']:.2f} s")
+        lines.append(
+            f"- {r['vocab']}: our vocabulary trie {r['trie_s']:.2f} s; outlines-core `Vocabulary` {r['oc_vocab_s']:.2f} s"
+        )
     lines += [
         "",
         "Targets: fast / outlines-core <= 1.0; lazy first mask <= 20 ms. 'lazy first mask' "

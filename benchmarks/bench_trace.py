@@ -25,6 +25,7 @@ run and the rest, with the mass the mask kept in each.
 
 Prints the tables; writes their sections of benchmarks/results/trace.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,17 +37,17 @@ import tempfile
 import time
 from pathlib import Path
 
-import minisglang
-from minisglang.engine import Engine
-from minisglang.stepview.html import mass_plot
-
 from _results import machine_line, write_section  # benchmarks/_results.py
 from bench_overlap import random_model_65k
 from bench_production import FREE_WHITESPACE, TEMPERATURE, UNSEEN_KEYS, chat_prompts, md_table, validation_set
 
+import minisglang
+from minisglang.engine import Engine
+from minisglang.stepview.html import mass_plot
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 RESULTS = Path(__file__).parent / "results" / "trace.md"
-PLOT = RESULTS.parent / "trace-runaway-mass.svg"   # the runaway's mass kept, for chapter 06
+PLOT = RESULTS.parent / "trace-runaway-mass.svg"  # the runaway's mass kept, for chapter 06
 SCHEMA = {"type": "object", "properties": {"note": {"type": "string", "maxLength": 2000}}, "required": ["note"]}
 
 
@@ -65,8 +66,11 @@ def open_seconds(page: Path) -> float | None:
         driver.get("about:blank")
         start = time.perf_counter()
         driver.get(page.as_uri())
-        WebDriverWait(driver, 30).until(lambda d: d.execute_script(
-            "var s = document.querySelector('.stepno'); return s && s.textContent.startsWith('step 0');"))
+        WebDriverWait(driver, 30).until(
+            lambda d: d.execute_script(
+                "var s = document.querySelector('.stepno'); return s && s.textContent.startsWith('step 0');"
+            )
+        )
         return time.perf_counter() - start
     finally:
         driver.quit()
@@ -90,6 +94,7 @@ class HookTimer:
                 return f(*args, **kwargs)
             finally:
                 self.seconds += time.perf_counter() - start
+
         return wrapper
 
 
@@ -107,8 +112,9 @@ def runaway(n: int = 32, seed: int = 2024 + 3) -> None:
     engine = Engine(jump_forward=False, json_whitespace=FREE_WHITESPACE)
     try:
         prompts = chat_prompts(engine, [m for m, _, _ in validation_set(n, seed)])
-        params = [{"json_schema": UNSEEN_KEYS, "temperature": TEMPERATURE, "seed": i, "max_new_tokens": 128}
-                  for i in range(n)]
+        params = [
+            {"json_schema": UNSEEN_KEYS, "temperature": TEMPERATURE, "seed": i, "max_new_tokens": 128} for i in range(n)
+        ]
         outs = engine.generate(prompts, params)
         longest = lambda text: max((len(r) for r in re.findall(r"[ \n\t]+", text)), default=0)  # noqa: E731
         pick = max(range(n), key=lambda i: longest(outs[i]["text"]))
@@ -125,28 +131,45 @@ def runaway(n: int = 32, seed: int = 2024 + 3) -> None:
 
     def row(label, steps):
         masses = [s.mass for s in steps]
-        return [label, len(steps), f"{statistics.mean(masses):.3f}" if masses else "-",
-                f"{statistics.median(masses):.4f}" if masses else "-", sum(m < 0.01 for m in masses),
-                f"{statistics.mean(s.allowed for s in steps):.0f}" if steps else "-"]
+        return [
+            label,
+            len(steps),
+            f"{statistics.mean(masses):.3f}" if masses else "-",
+            f"{statistics.median(masses):.4f}" if masses else "-",
+            sum(m < 0.01 for m in masses),
+            f"{statistics.mean(s.allowed for s in steps):.0f}" if steps else "-",
+        ]
+
     first = inside[0] if inside else None
-    lines = [RUNAWAY, "",
-             f"The answer with the longest whitespace run (prompt {pick} of {n}, seed {pick}, temperature "
-             f"{TEMPERATURE}, free whitespace `{FREE_WHITESPACE}`, the schema with unseen keys): "
-             f"{len(trace.steps)} steps, finish `{(trace.stop_reason or {}).get('type')}`, a run of "
-             f"{len(run[0])} whitespace characters after `{trace.output_text[max(run.start() - 30, 0):run.start()]!r}`. "
-             "Its steps, split at the run:", ""]
-    lines += md_table(["steps", "count", "mean mass kept", "median mass kept", "steps keeping < 1%",
-                       "mean allowed tokens"],
-                      [row("before the run", before), row("inside the run", inside), row("after the run", after)])
+    lines = [
+        RUNAWAY,
+        "",
+        f"The answer with the longest whitespace run (prompt {pick} of {n}, seed {pick}, temperature "
+        f"{TEMPERATURE}, free whitespace `{FREE_WHITESPACE}`, the schema with unseen keys): "
+        f"{len(trace.steps)} steps, finish `{(trace.stop_reason or {}).get('type')}`, a run of "
+        f"{len(run[0])} whitespace characters after `{trace.output_text[max(run.start() - 30, 0) : run.start()]!r}`. "
+        "Its steps, split at the run:",
+        "",
+    ]
+    lines += md_table(
+        ["steps", "count", "mean mass kept", "median mass kept", "steps keeping < 1%", "mean allowed tokens"],
+        [row("before the run", before), row("inside the run", inside), row("after the run", after)],
+    )
     if first is not None:
         top = ", ".join(f"`{t.text!r}` {percent(t.prob)}{'' if t.allowed else ' (masked)'}" for t in first.top[:3])
-        lines += ["", f"The run's first step (step {first.index}): "
-                  f"the model's top tokens before the mask were {top}; the mask kept {percent(first.mass)} of the "
-                  f"probability ({first.allowed} tokens allowed), and {first.token_text!r} was drawn from what was "
-                  "left."]
-    lines += ["", f"![mass kept per step]({PLOT.name}) (the plot: mass kept at each step of this answer, "
-              f"0 at the bottom, 1 at the top; the run is steps {inside[0].index if inside else '-'} to "
-              f"{inside[-1].index if inside else '-'})"]
+        lines += [
+            "",
+            f"The run's first step (step {first.index}): "
+            f"the model's top tokens before the mask were {top}; the mask kept {percent(first.mass)} of the "
+            f"probability ({first.allowed} tokens allowed), and {first.token_text!r} was drawn from what was "
+            "left.",
+        ]
+    lines += [
+        "",
+        f"![mass kept per step]({PLOT.name}) (the plot: mass kept at each step of this answer, "
+        f"0 at the bottom, 1 at the top; the run is steps {inside[0].index if inside else '-'} to "
+        f"{inside[-1].index if inside else '-'})",
+    ]
     lines += ["", machine_line(f"{time.perf_counter() - begin:.0f} s in all")]
     PLOT.write_text(mass_plot(trace, f"mass kept per step: the runaway of prompt {pick}"), encoding="utf-8")
     write_section("\n".join(lines) + "\n", RESULTS, RUNAWAY)
@@ -170,9 +193,9 @@ def cost(args) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         engine = Engine(model_path=str(random_model_65k(Path(tmp))), stage="s6", max_total_tokens=4096)
         try:
-            engine.generate("Note:", params)   # compile, warm up
+            engine.generate("Note:", params)  # compile, warm up
             off, on = [], []
-            for _ in range(args.repeats):      # alternate, so a busy moment of the machine hits both
+            for _ in range(args.repeats):  # alternate, so a busy moment of the machine hits both
                 start = time.perf_counter()
                 engine.generate("Note:", params)
                 off.append(time.perf_counter() - start)
@@ -190,22 +213,29 @@ def cost(args) -> None:
         size = page.stat().st_size
         opened = open_seconds(page)
     t_off, t_on = statistics.median(off), statistics.median(on)
-    lines = [COST, "",
-             f"benchmarks/bench_trace.py: a random-weight model of the bundled shape with a {vocab}-column vocabulary "
-             f"(anthropic's 65k BPE), stage s6 (lazy fsm backend), one greedy JSON-Schema request of "
-             f"{len(trace.steps)} decode steps, top-10 per step; times are medians of {args.repeats} runs, "
-             "alternated.", "",
-             "| measure | value | target |", "|---|---|---|",
-             f"| page size | {size / 1e6:.3f} MB ({size:,} bytes) | <= 1 MB |",
-             f"| automaton drawn | {trace.automaton.kind} | |",
-             "| time to open in headless chromium | "
-             + ("chromium not installed" if opened is None else f"{opened:.2f} s") + " | < 2 s |",
-             f"| decode, recording off | {t_off * 1000:.0f} ms ({t_off / len(trace.steps) * 1000:.2f} ms/step) | |",
-             f"| decode, recording on | {t_on * 1000:.0f} ms ({t_on / len(trace.steps) * 1000:.2f} ms/step) | |",
-             f"| slowdown (wall clock) | {100 * (t_on / t_off - 1):+.1f}% | <= 10% |",
-             f"| recorder's own time | {hooks / len(trace.steps) * 1000:.2f} ms/step, "
-             f"{100 * hooks / t_off:.1f}% of a step with recording off | <= 10% |", "",
-             machine_line(f"{time.perf_counter() - begin:.0f} s in all")]
+    lines = [
+        COST,
+        "",
+        f"benchmarks/bench_trace.py: a random-weight model of the bundled shape with a {vocab}-column vocabulary "
+        f"(anthropic's 65k BPE), stage s6 (lazy fsm backend), one greedy JSON-Schema request of "
+        f"{len(trace.steps)} decode steps, top-10 per step; times are medians of {args.repeats} runs, "
+        "alternated.",
+        "",
+        "| measure | value | target |",
+        "|---|---|---|",
+        f"| page size | {size / 1e6:.3f} MB ({size:,} bytes) | <= 1 MB |",
+        f"| automaton drawn | {trace.automaton.kind} | |",
+        "| time to open in headless chromium | "
+        + ("chromium not installed" if opened is None else f"{opened:.2f} s")
+        + " | < 2 s |",
+        f"| decode, recording off | {t_off * 1000:.0f} ms ({t_off / len(trace.steps) * 1000:.2f} ms/step) | |",
+        f"| decode, recording on | {t_on * 1000:.0f} ms ({t_on / len(trace.steps) * 1000:.2f} ms/step) | |",
+        f"| slowdown (wall clock) | {100 * (t_on / t_off - 1):+.1f}% | <= 10% |",
+        f"| recorder's own time | {hooks / len(trace.steps) * 1000:.2f} ms/step, "
+        f"{100 * hooks / t_off:.1f}% of a step with recording off | <= 10% |",
+        "",
+        machine_line(f"{time.perf_counter() - begin:.0f} s in all"),
+    ]
     write_section("\n".join(lines) + "\n", RESULTS, COST)
 
 

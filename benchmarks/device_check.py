@@ -22,6 +22,7 @@ tree emptied before each run; on CUDA every timing synchronises the device.
 
     bash benchmarks/device_check.sh [--device cuda] [--smoke] [--repeats 3]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,6 +33,10 @@ import time
 from pathlib import Path
 
 import torch
+from _results import machine_line, write_results  # benchmarks/_results.py (scripts run from benchmarks/)
+from bench_backends import OutlinesCoreProcessor
+from bench_extraction_service import SCHEMA, valid, workload
+from bench_jump_forward import KEYS_REGEX, prompts
 from outlines_core import Index
 from outlines_core.json_schema import build_regex_from_schema
 from transformers import AutoModelForCausalLM, LogitsProcessorList
@@ -43,15 +48,15 @@ from minisglang.engine import Engine
 from minisglang.model import ModelConfig
 from minisglang.tokenizer import Tokenizer
 
-from _results import machine_line, write_results  # benchmarks/_results.py (scripts run from benchmarks/)
-from bench_backends import OutlinesCoreProcessor
-from bench_extraction_service import SCHEMA, valid, workload
-from bench_jump_forward import KEYS_REGEX, prompts
-
 RESULTS = Path(__file__).parent / "results" / "device_check.md"
 # A valid answer to SCHEMA, walked token by token for the mask cost.
-INSTANCE = {"name": "Anna Novak", "age": 34, "city": "Vienna", "occupation": "data analyst",
-            "hobbies": ["chess", "hiking", "yoga"]}
+INSTANCE = {
+    "name": "Anna Novak",
+    "age": 34,
+    "city": "Vienna",
+    "occupation": "data analyst",
+    "hobbies": ["chess", "hiking", "yoga"],
+}
 
 
 def seconds(fn, device: torch.device) -> float:
@@ -87,7 +92,7 @@ def check_jump_forward(args, device) -> tuple[dict, float]:
         outs[name] = engine.generate(chats, [params] * len(chats))
 
     for name in engines:
-        run(name)                                   # compiles the regex, warms the device
+        run(name)  # compiles the regex, warms the device
     decodes_before = engines["s3"].scheduler.forward_counts["decode"]
     times = alternate({name: (lambda name=name: run(name)) for name in engines}, args.repeats, device)
     s3_decodes = (engines["s3"].scheduler.forward_counts["decode"] - decodes_before) / args.repeats
@@ -95,11 +100,14 @@ def check_jump_forward(args, device) -> tuple[dict, float]:
     for engine in engines.values():
         engine.shutdown()
     ratio = times["s3"] / times["s4"]
-    row = (f"jump-forward: s4 / s3 requests/s, batch {args.jf_batch}, six-key JSON regex",
-           f"{ratio:.2f}x (s3 {args.jf_batch / times['s3']:.1f}/s, s4 {args.jf_batch / times['s4']:.1f}/s; "
-           f"valid {valid_counts['s3']}/{args.jf_batch}, {valid_counts['s4']}/{args.jf_batch})",
-           ">= 1.5x", ratio >= 1.5)
-    return row, times["s3"] / max(s3_decodes, 1)   # an upper bound: the s3 run's wall over its decode forwards
+    row = (
+        f"jump-forward: s4 / s3 requests/s, batch {args.jf_batch}, six-key JSON regex",
+        f"{ratio:.2f}x (s3 {args.jf_batch / times['s3']:.1f}/s, s4 {args.jf_batch / times['s4']:.1f}/s; "
+        f"valid {valid_counts['s3']}/{args.jf_batch}, {valid_counts['s4']}/{args.jf_batch})",
+        ">= 1.5x",
+        ratio >= 1.5,
+    )
+    return row, times["s3"] / max(s3_decodes, 1)  # an upper bound: the s3 run's wall over its decode forwards
 
 
 def check_transformers(args, device) -> tuple:
@@ -114,7 +122,7 @@ def check_transformers(args, device) -> tuple:
     eos = tok.eos_token_id
     encoded = [tok.encode(c) for c in chats]
     width = max(map(len, encoded))
-    input_ids = torch.tensor([[eos] * (width - len(e)) + e for e in encoded], device=device)   # left padding
+    input_ids = torch.tensor([[eos] * (width - len(e)) + e for e in encoded], device=device)  # left padding
     attention = torch.tensor([[0] * (width - len(e)) + [1] * len(e) for e in encoded], device=device)
     texts = {}
 
@@ -125,27 +133,36 @@ def check_transformers(args, device) -> tuple:
     def theirs():
         processor = OutlinesCoreProcessor(index, eos, len(chats))
         with torch.inference_mode():
-            out = hf.generate(input_ids, attention_mask=attention, max_new_tokens=args.hf_max_new_tokens,
-                              do_sample=False, logits_processor=LogitsProcessorList([processor]),
-                              pad_token_id=eos, eos_token_id=eos)
-        rows = [row[:row.index(eos)] if eos in row else row for row in out[:, width:].tolist()]
+            out = hf.generate(
+                input_ids,
+                attention_mask=attention,
+                max_new_tokens=args.hf_max_new_tokens,
+                do_sample=False,
+                logits_processor=LogitsProcessorList([processor]),
+                pad_token_id=eos,
+                eos_token_id=eos,
+            )
+        rows = [row[: row.index(eos)] if eos in row else row for row in out[:, width:].tolist()]
         texts["transformers"] = [tok.decode(row) for row in rows]
 
-    ours(), theirs()   # compile, warm up
+    ours(), theirs()  # compile, warm up
     times = alternate({"minisglang": ours, "transformers": theirs}, args.repeats, device)
     engine.shutdown()
     n = args.hf_batch
     ratio = times["transformers"] / times["minisglang"]
-    return (f"minisglang (s5, fsm) / transformers + outlines-core requests/s, batch {n}, extraction service prompts",
-            f"{ratio:.2f}x (minisglang {n / times['minisglang']:.1f}/s, transformers {n / times['transformers']:.1f}/s; "
-            f"valid {sum(map(valid, texts['minisglang']))}/{n}, {sum(map(valid, texts['transformers']))}/{n})",
-            ">= 3x", ratio >= 3)
+    return (
+        f"minisglang (s5, fsm) / transformers + outlines-core requests/s, batch {n}, extraction service prompts",
+        f"{ratio:.2f}x (minisglang {n / times['minisglang']:.1f}/s, transformers {n / times['transformers']:.1f}/s; "
+        f"valid {sum(map(valid, texts['minisglang']))}/{n}, {sum(map(valid, texts['transformers']))}/{n})",
+        ">= 3x",
+        ratio >= 3,
+    )
 
 
 def check_mask(args, device, decode_s: float) -> tuple:
     """Mean seconds of one batched fill + copy + apply, walking INSTANCE, at batch --jf-batch."""
     tok = Tokenizer.from_pretrained(args.model_path)
-    width = ModelConfig.from_pretrained(Path(args.model_path)).vocab_size   # the logits' width
+    width = ModelConfig.from_pretrained(Path(args.model_path)).vocab_size  # the logits' width
     backend = get_backend_class("fsm")(tok, width)
     grammar = backend.compile("json_schema", json.dumps(SCHEMA, ensure_ascii=False))
     rows = [grammar.copy() for _ in range(args.jf_batch)]
@@ -153,19 +170,24 @@ def check_mask(args, device, decode_s: float) -> tuple:
     logits = torch.randn(args.jf_batch, width, device=device)
     steps = []
     for token_id in tok.encode(json.dumps(INSTANCE, ensure_ascii=False)):
+
         def step():
             mask = BaseGrammarObject.allocate_vocab_mask(width, args.jf_batch)
             type(rows[0]).fill_vocab_mask_batched(entries, mask)
             BaseGrammarObject.apply_vocab_mask(logits, BaseGrammarObject.move_vocab_mask(mask, device))
-        step()   # the first visit of a state makes its row (lazy automaton): not a steady-state step
+
+        step()  # the first visit of a state makes its row (lazy automaton): not a steady-state step
         steps.append(statistics.median(seconds(step, device) for _ in range(args.repeats)))
         for g in rows:
             g.accept_token(token_id)
     backend.shutdown()
     per_step = statistics.fmean(steps)
-    return (f"mask per decode step (fsm backend fill + copy + apply), batch {args.jf_batch}",
-            f"{per_step * 1e3:.2f} ms ({per_step / decode_s:.0%} of an s3 decode step, {decode_s * 1e3:.1f} ms)",
-            "small beside a step", None)
+    return (
+        f"mask per decode step (fsm backend fill + copy + apply), batch {args.jf_batch}",
+        f"{per_step * 1e3:.2f} ms ({per_step / decode_s:.0%} of an s3 decode step, {decode_s * 1e3:.1f} ms)",
+        "small beside a step",
+        None,
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -174,9 +196,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--model-path", default=minisglang.DEFAULT_MODEL_PATH)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--smoke", action="store_true", help="tiny sizes: proves the script runs (CPU, seconds)")
-    ap.add_argument("--output", type=Path, default=None,
-                    help=f"also write the table here (default: {RESULTS.relative_to(RESULTS.parents[2])} "
-                         "unless --smoke)")
+    ap.add_argument(
+        "--output",
+        type=Path,
+        default=None,
+        help=f"also write the table here (default: {RESULTS.relative_to(RESULTS.parents[2])} unless --smoke)",
+    )
     args = ap.parse_args(argv)
     if args.smoke:
         args.jf_batch, args.hf_batch, args.max_new_tokens, args.hf_max_new_tokens, args.repeats = 2, 2, 24, 24, 1
@@ -191,8 +216,12 @@ def main(argv: list[str] | None = None) -> None:
     rows = [jump_row, check_transformers(args, device), check_mask(args, device, decode_s)]
     minutes = (time.perf_counter() - start) / 60
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
-    lines = [f"# Device check on {name}" + (" (--smoke: sizes too small to mean anything)" if args.smoke else ""), "",
-             "| check | measured | target | verdict |", "|---|---|---|---|"]
+    lines = [
+        f"# Device check on {name}" + (" (--smoke: sizes too small to mean anything)" if args.smoke else ""),
+        "",
+        "| check | measured | target | verdict |",
+        "|---|---|---|---|",
+    ]
     for check, measured, target, ok in rows:
         verdict = "-" if ok is None else ("met" if ok else "**missed**")
         lines.append(f"| {check} | {measured} | {target} | {verdict} |")

@@ -21,6 +21,7 @@ measure our compiler and write benchmarks/results/json_schema_conformance.md:
 
     python benchmarks/json_schema_conformance.py
 """
+
 from __future__ import annotations
 
 import functools
@@ -39,8 +40,7 @@ REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results" / "json_schema_conformance.md"
 # The suite is vendored under tests/data (see its SOURCE.md for the upstream commit);
 # MINISGLANG_JSON_SCHEMA_SUITE may point at another checkout to run a different version.
-SUITE_DIR = Path(os.environ.get("MINISGLANG_JSON_SCHEMA_SUITE",
-                                REPO / "tests" / "data" / "json-schema-test-suite"))
+SUITE_DIR = Path(os.environ.get("MINISGLANG_JSON_SCHEMA_SUITE", REPO / "tests" / "data" / "json-schema-test-suite"))
 SERIALISATIONS: dict[str, Callable[[object], str]] = {
     "json.dumps": json.dumps,
     "compact": lambda data: json.dumps(data, separators=(",", ":"), ensure_ascii=False),
@@ -65,8 +65,10 @@ def load_suite(suite_dir: Path = SUITE_DIR) -> list[tuple[str, dict]]:
     folder = suite_dir / "draft2020-12"
     files = sorted(folder.glob("*.json"))
     if not files:
-        raise FileNotFoundError(f"no JSON-Schema-Test-Suite files in {folder} (vendored under "
-                                "tests/data/json-schema-test-suite, or MINISGLANG_JSON_SCHEMA_SUITE)")
+        raise FileNotFoundError(
+            f"no JSON-Schema-Test-Suite files in {folder} (vendored under "
+            "tests/data/json-schema-test-suite, or MINISGLANG_JSON_SCHEMA_SUITE)"
+        )
     return [(f.name, group) for f in files for group in json.loads(f.read_text(encoding="utf-8"))]
 
 
@@ -91,8 +93,9 @@ def judge(accepts: Callable[[str], bool], test: dict) -> dict[str, str]:
     return outcomes
 
 
-def run_suite(accepts_factory: Callable[[object], Callable[[str], bool]],
-              suite_dir: Path = SUITE_DIR, progress: bool = True) -> SuiteCounts:
+def run_suite(
+    accepts_factory: Callable[[object], Callable[[str], bool]], suite_dir: Path = SUITE_DIR, progress: bool = True
+) -> SuiteCounts:
     """Run every test case; `accepts_factory(schema)` compiles once per schema (or raises)."""
     counts = SuiteCounts()
     for file_name, group in tqdm(load_suite(suite_dir), desc="schemas", disable=not progress):
@@ -115,7 +118,8 @@ def run_suite(accepts_factory: Callable[[object], Callable[[str], bool]],
                     per_file[outcome] += 1
                 if outcome == "false_positive":
                     counts.false_positives.append(
-                        f"{file_name}: {group['description']} / {test['description']} ({name})")
+                        f"{file_name}: {group['description']} / {test['description']} ({name})"
+                    )
     return counts
 
 
@@ -154,8 +158,9 @@ def xgrammar_compiler():
 
     tokenizer = bundled_tokenizer()
     vocab = [b"" if data is None else data for data in tokenizer.token_bytes]
-    info = xgr.TokenizerInfo(vocab, xgr.VocabType.RAW, vocab_size=tokenizer.vocab_size,
-                             stop_token_ids=[tokenizer.eos_token_id])
+    info = xgr.TokenizerInfo(
+        vocab, xgr.VocabType.RAW, vocab_size=tokenizer.vocab_size, stop_token_ids=[tokenizer.eos_token_id]
+    )
     return xgr.GrammarCompiler(info, max_threads=2, cache_enabled=False)
 
 
@@ -170,6 +175,7 @@ def xgrammar_accepts(schema) -> Callable[[str], bool]:
         # xgrammar calls a match complete only once the stop token is accepted after it.
         matcher = xgr.GrammarMatcher(compiled)
         return matcher.accept_string(text) and matcher.accept_token(eos) and matcher.is_terminated()
+
     return accepts
 
 
@@ -198,9 +204,8 @@ def llguidance_accepts(schema) -> Callable[[str], bool]:
     import llguidance as llg
 
     grammar = llg.LLMatcher.grammar_from_json_schema(json.dumps(schema))
-    start = llg.LLMatcher(llguidance_tokenizer(), grammar, log_level=0,
-                          limits=llg.LLParserLimits(verbose_errors=False))
-    if start.is_error():   # an unsupported or invalid schema leaves the matcher in an error state
+    start = llg.LLMatcher(llguidance_tokenizer(), grammar, log_level=0, limits=llg.LLParserLimits(verbose_errors=False))
+    if start.is_error():  # an unsupported or invalid schema leaves the matcher in an error state
         raise ValueError(start.get_error())
     tokenizer = bundled_tokenizer()
 
@@ -210,10 +215,11 @@ def llguidance_accepts(schema) -> Callable[[str], bool]:
             raise ValueError(f"the bundled tokenizer does not spell {text!r} exactly")
         matcher = start.deep_copy()
         return matcher.consume_tokens(ids) and matcher.is_accepting()
+
     return accepts
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def adapter(name: str):
     """Our grammar backend `name` over the bundled vocabulary (what `--grammar-backend name` serves)."""
     from minisglang.backends.base import get_backend_class
@@ -228,7 +234,7 @@ def token_paths(text: str) -> list[list[int]]:
     tokenizer = bundled_tokenizer()
     byte_ids = {data: i for i, data in enumerate(tokenizer.token_bytes) if data is not None and len(data) == 1}
     data = text.encode("utf-8")
-    paths = [[byte_ids[data[i:i + 1]] for i in range(len(data))]]
+    paths = [[byte_ids[data[i : i + 1]] for i in range(len(data))]]
     ids = tokenizer.encode(text)
     if tokenizer.decode_bytes(ids, skip_special_tokens=False) == data:
         paths.append(ids)
@@ -251,7 +257,9 @@ def adapter_accepts(name: str) -> Callable[[object], Callable[[str], bool]]:
             except GrammarError:
                 return False
             return True
+
         return lambda text: any(takes(ids) for ids in token_paths(text))
+
     return factory
 
 
@@ -274,7 +282,7 @@ def results_table(results: dict[str, tuple[SuiteCounts, float]]) -> str:
         "# JSON-Schema-Test-Suite (draft 2020-12) conformance",
         "",
         "Each test case's value is serialised with `json.dumps` (default separators, ASCII escapes) "
-        "and compactly (`separators=(\",\", \":\")`, raw non-ASCII). A false positive (accepted but "
+        'and compactly (`separators=(",", ":")`, raw non-ASCII). A false positive (accepted but '
         "invalid) would let a generator emit invalid output; a false negative (rejected but valid) "
         "only narrows what it may write. Compile errors are unsupported keywords or schemas. "
         "Libraries run with their defaults: xgrammar any whitespace and strict mode (unlisted "
@@ -292,15 +300,24 @@ def results_table(results: dict[str, tuple[SuiteCounts, float]]) -> str:
     ]
     for name, (c, seconds) in results.items():
         d, k = c.outcomes["json.dumps"], c.outcomes["compact"]
-        lines.append(f"| {name} | {c.cases} | {c.compile_errors} | {c.refused} | {d['pass']} | {d['false_positive']} "
-                     f"| {d['false_negative']} | {k['pass']} | {k['false_positive']} | {k['false_negative']} "
-                     f"| {seconds:.1f} |")
+        lines.append(
+            f"| {name} | {c.cases} | {c.compile_errors} | {c.refused} | {d['pass']} | {d['false_positive']} "
+            f"| {d['false_negative']} | {k['pass']} | {k['false_positive']} | {k['false_negative']} "
+            f"| {seconds:.1f} |"
+        )
     for name, (c, _) in results.items():
-        lines += ["", f"## {name}: per file (json.dumps)", "",
-                  "| file | cases | compiled | pass | false positive | false negative |", "|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            f"## {name}: per file (json.dumps)",
+            "",
+            "| file | cases | compiled | pass | false positive | false negative |",
+            "|---|---|---|---|---|---|",
+        ]
         for file_name, f in sorted(c.per_file.items()):
-            lines.append(f"| {file_name} | {f['cases']} | {f['compiled']} | {f['pass']} "
-                         f"| {f['false_positive']} | {f['false_negative']} |")
+            lines.append(
+                f"| {file_name} | {f['cases']} | {f['compiled']} | {f['pass']} "
+                f"| {f['false_positive']} | {f['false_negative']} |"
+            )
         lines += ["", f"## {name}: compile errors by reason", "", "| reason | cases |", "|---|---|"]
         lines += [f"| {reason} | {n} |" for reason, n in c.error_reasons.most_common()]
     return "\n".join(lines) + "\n"
@@ -329,13 +346,18 @@ def maskbench_table() -> str:
     from json_schema_maskbench import load_sample
 
     sample = load_sample()
-    lines = ["", "## The MaskBench sample through the adapters", "",
-             f"tests/data/maskbench: {len(sample)} real-world-like schemas with labelled instances "
-             "(benchmarks/results/maskbench.md runs the libraries with their defaults). A refused file is "
-             "one whose schema uses a keyword the library would ignore. Each adapter runs in a child process "
-             f"limited to {MASKBENCH_LIMIT_S} s and {MASKBENCH_LIMIT_BYTES >> 30} GiB.", "",
-             "| backend | files | refused | compiled | FP instances | files with FP | seconds |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "",
+        "## The MaskBench sample through the adapters",
+        "",
+        f"tests/data/maskbench: {len(sample)} real-world-like schemas with labelled instances "
+        "(benchmarks/results/maskbench.md runs the libraries with their defaults). A refused file is "
+        "one whose schema uses a keyword the library would ignore. Each adapter runs in a child process "
+        f"limited to {MASKBENCH_LIMIT_S} s and {MASKBENCH_LIMIT_BYTES >> 30} GiB.",
+        "",
+        "| backend | files | refused | compiled | FP instances | files with FP | seconds |",
+        "|---|---|---|---|---|---|---|",
+    ]
     context = multiprocessing.get_context("fork")
     for name in ADAPTERS:
         start = time.perf_counter()
@@ -365,15 +387,23 @@ def main() -> None:
         results[name] = (counts, time.perf_counter() - start)
         d = counts.outcomes["json.dumps"]
         compiled = counts.cases - counts.compile_errors
-        print(f"{name}: {compiled}/{counts.cases} cases compiled ({compiled / counts.cases:.0%}); "
-              f"pass {d['pass']}, false positives {d['false_positive']}, false negatives {d['false_negative']} "
-              f"({d['pass'] / max(compiled, 1):.0%} of compiled pass)")
+        print(
+            f"{name}: {compiled}/{counts.cases} cases compiled ({compiled / counts.cases:.0%}); "
+            f"pass {d['pass']}, false positives {d['false_positive']}, false negatives {d['false_negative']} "
+            f"({d['pass'] / max(compiled, 1):.0%} of compiled pass)"
+        )
         for fp in counts.false_positives:
             print("  FALSE POSITIVE:", fp)
     from _results import machine_line, write_results  # here: the tests load this file without benchmarks/ on the path
 
-    write_results(results_table(results) + maskbench_table() + "\n" + machine_line(f"load average {load_before:.1f} before the runs")
-                  + "\n", RESULTS)
+    write_results(
+        results_table(results)
+        + maskbench_table()
+        + "\n"
+        + machine_line(f"load average {load_before:.1f} before the runs")
+        + "\n",
+        RESULTS,
+    )
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ is copied into this one.
 
     python benchmarks/json_schema_maskbench.py --jsonschemabench /path/to/jsonschemabench
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,7 +44,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))   # json_schema_conformance, _results
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # json_schema_conformance, _results
 from json_schema_conformance import (  # noqa: E402
     error_reason,
     judge,
@@ -59,6 +60,7 @@ RESULTS = REPO / "benchmarks" / "results" / "maskbench.md"
 # Compiling one schema and judging its instances may take this long; past it, the file
 # counts as not compiled (reason "timeout"), so one pathological schema cannot stall a run.
 COMPILE_TIMEOUT_S = 20.0
+
 
 def minisglang_with_options(schema, **options) -> Callable[[str], bool]:
     """Ours (fsm backend, lazy automaton) with SchemaOptions `options`."""
@@ -96,11 +98,11 @@ class MaskBenchCounts:
     compiled: int = 0
     passing: int = 0
     instances: int = 0
-    false_positives: int = 0        # instances (either writing)
-    false_negatives: int = 0        # instances (either writing)
+    false_positives: int = 0  # instances (either writing)
+    false_negatives: int = 0  # instances (either writing)
     files_with_fp: list[str] = field(default_factory=list)
     files_with_fn: list[str] = field(default_factory=list)
-    reasons: Counter = field(default_factory=Counter)   # compile error reason -> files
+    reasons: Counter = field(default_factory=Counter)  # compile error reason -> files
     per_subset: dict[str, Counter] = field(default_factory=dict)  # subset -> files/compiled/passing
 
 
@@ -120,8 +122,10 @@ class CompileTimeout(Exception):
 def time_limit(seconds: float):
     """Raise CompileTimeout in this (main) thread after `seconds` (SIGALRM; native code
     is interrupted when it returns to Python)."""
+
     def expire(signum, frame):
         raise CompileTimeout(f"timeout: more than {seconds:.0f} s")
+
     previous = signal.signal(signal.SIGALRM, expire)
     signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
@@ -131,8 +135,11 @@ def time_limit(seconds: float):
         signal.signal(signal.SIGALRM, previous)
 
 
-def run_sample(accepts_factory: Callable[[object], Callable[[str], bool]], sample: list[tuple[str, dict]],
-               timeout_s: float = COMPILE_TIMEOUT_S) -> MaskBenchCounts:
+def run_sample(
+    accepts_factory: Callable[[object], Callable[[str], bool]],
+    sample: list[tuple[str, dict]],
+    timeout_s: float = COMPILE_TIMEOUT_S,
+) -> MaskBenchCounts:
     """Compile every file's schema and judge its instances."""
     counts = MaskBenchCounts()
     for name, content in sample:
@@ -184,11 +191,18 @@ def results_table(results: dict[str, tuple[MaskBenchCounts, float]], sample: lis
         "|---|---|---|---|---|---|---|---|",
     ]
     for name, (c, seconds) in results.items():
-        lines.append(f"| {name} | {c.files} | {c.compiled} | {c.passing} | {len(c.files_with_fp)} "
-                     f"| {c.false_positives} | {c.false_negatives} | {seconds:.1f} |")
+        lines.append(
+            f"| {name} | {c.files} | {c.compiled} | {c.passing} | {len(c.files_with_fp)} "
+            f"| {c.false_positives} | {c.false_negatives} | {seconds:.1f} |"
+        )
     subsets = list(next(iter(results.values()))[0].per_subset)
-    lines += ["", "## Passing per subset (compiled in brackets)", "",
-              "| subset | files | " + " | ".join(results) + " |", "|---|---" + "|---" * len(results) + "|"]
+    lines += [
+        "",
+        "## Passing per subset (compiled in brackets)",
+        "",
+        "| subset | files | " + " | ".join(results) + " |",
+        "|---|---" + "|---" * len(results) + "|",
+    ]
     for subset in subsets:
         cells = [f"{c.per_subset[subset]['passing']} ({c.per_subset[subset]['compiled']})" for c, _ in results.values()]
         files = next(iter(results.values()))[0].per_subset[subset]["files"]
@@ -196,8 +210,10 @@ def results_table(results: dict[str, tuple[MaskBenchCounts, float]], sample: lis
     for name, (c, _) in results.items():
         lines += ["", f"## {name}: why files fail", "", "| reason | files |", "|---|---|"]
         lines += [f"| {reason} | {n} |" for reason, n in c.reasons.most_common()]
-        lines += [f"| false negative (compiled, a valid instance rejected) | {len(c.files_with_fn)} |",
-                  f"| false positive (compiled, an invalid instance accepted) | {len(c.files_with_fp)} |"]
+        lines += [
+            f"| false negative (compiled, a valid instance rejected) | {len(c.files_with_fn)} |",
+            f"| false positive (compiled, an invalid instance accepted) | {len(c.files_with_fp)} |",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -213,8 +229,9 @@ REAL_SYSTEMS: dict[str, Callable[[object], Callable[[str], bool]]] = {
 
 
 def _git(git_dir: Path, *args: str, stdin: bytes | None = None) -> bytes:
-    return subprocess.run(["git", "--git-dir", str(git_dir), *args], input=stdin,
-                          capture_output=True, check=True).stdout
+    return subprocess.run(
+        ["git", "--git-dir", str(git_dir), *args], input=stdin, capture_output=True, check=True
+    ).stdout
 
 
 def jsonschemabench_names(root: Path) -> list[str]:
@@ -231,14 +248,13 @@ def read_jsonschemabench(root: Path, names: list[str]) -> list[tuple[str, dict]]
     data = root / "maskbench" / "data"
     if data.is_dir():
         texts = [(data / name).read_bytes() for name in names]
-    else:   # one `git cat-file --batch` for all: "<sha> blob <size>\n<bytes>\n" per file
-        out = _git(root, "cat-file", "--batch",
-                   stdin="".join(f"HEAD:maskbench/data/{n}\n" for n in names).encode())
+    else:  # one `git cat-file --batch` for all: "<sha> blob <size>\n<bytes>\n" per file
+        out = _git(root, "cat-file", "--batch", stdin="".join(f"HEAD:maskbench/data/{n}\n" for n in names).encode())
         texts, at = [], 0
-        for name in names:
+        for _name in names:
             header_end = out.index(b"\n", at)
             size = int(out[at:header_end].split()[2])
-            texts.append(out[header_end + 1:header_end + 1 + size])
+            texts.append(out[header_end + 1 : header_end + 1 + size])
             at = header_end + 2 + size
     sample = []
     for name, text in zip(names, texts):
@@ -257,35 +273,46 @@ def draw_jsonschemabench(root: Path, files: int, seed: int) -> tuple[list[tuple[
     return [(n, c) for n, c in drawn if c["tests"]], len(drawn)
 
 
-def real_data_section(results: dict[str, tuple[MaskBenchCounts, float]], sample: list[tuple[str, dict]],
-                      drawn: int, seed: int, source: str, load: float) -> str:
+def real_data_section(
+    results: dict[str, tuple[MaskBenchCounts, float]],
+    sample: list[tuple[str, dict]],
+    drawn: int,
+    seed: int,
+    source: str,
+    load: float,
+) -> str:
     """The results file's real-data section: counts only (the data is not redistributed)."""
-    table = results_table(results, sample).split("\n", 3)[3]   # drop the synthetic sample's title
+    table = results_table(results, sample).split("\n", 3)[3]  # drop the synthetic sample's title
     from _results import machine_line
 
-    return "\n".join([
-        REAL_BEGIN,
-        "# Real data: JSONSchemaBench's MaskBench files",
-        "",
-        f"A seeded draw (seed {seed}) of {drawn} files from `maskbench/data` of "
-        f"github.com/guidance-ai/jsonschemabench ({source}); the {len(sample)} with instances are run. "
-        "That repository has no license file, so none of its schemas or instances is copied here: "
-        "only counts. Reproduce with a local clone:",
-        "",
-        "    git clone https://github.com/guidance-ai/jsonschemabench /tmp/jsonschemabench",
-        f"    python benchmarks/json_schema_maskbench.py --jsonschemabench /tmp/jsonschemabench --seed {seed} "
-        f"--files {drawn}",
-        "",
-        "Ours runs three times: with its defaults (schema key order, no unlisted keys), with the option "
-        "extra_properties (unlisted keys after the listed ones), and with any_order too (members and unlisted "
-        "keys in any order: for the lazy automaton one `(?@members...)` group whose state is the set of members "
-        "written, so no limit on the number of members).",
-        "",
-        table.rstrip("\n"),
-        "",
-        machine_line(f"load average {load:.1f} before the runs"),
-        REAL_END,
-    ]) + "\n"
+    return (
+        "\n".join(
+            [
+                REAL_BEGIN,
+                "# Real data: JSONSchemaBench's MaskBench files",
+                "",
+                f"A seeded draw (seed {seed}) of {drawn} files from `maskbench/data` of "
+                f"github.com/guidance-ai/jsonschemabench ({source}); the {len(sample)} with instances are run. "
+                "That repository has no license file, so none of its schemas or instances is copied here: "
+                "only counts. Reproduce with a local clone:",
+                "",
+                "    git clone https://github.com/guidance-ai/jsonschemabench /tmp/jsonschemabench",
+                f"    python benchmarks/json_schema_maskbench.py --jsonschemabench /tmp/jsonschemabench --seed {seed} "
+                f"--files {drawn}",
+                "",
+                "Ours runs three times: with its defaults (schema key order, no unlisted keys), with the option "
+                "extra_properties (unlisted keys after the listed ones), and with any_order too (members and unlisted "
+                "keys in any order: for the lazy automaton one `(?@members...)` group whose state is the set of members "
+                "written, so no limit on the number of members).",
+                "",
+                table.rstrip("\n"),
+                "",
+                machine_line(f"load average {load:.1f} before the runs"),
+                REAL_END,
+            ]
+        )
+        + "\n"
+    )
 
 
 def run_jsonschemabench(root: Path, files: int, seed: int, systems: list[str] | None) -> None:
@@ -300,13 +327,15 @@ def run_jsonschemabench(root: Path, files: int, seed: int, systems: list[str] | 
         start = time.perf_counter()
         counts = run_sample(factory, sample)
         results[name] = (counts, time.perf_counter() - start)
-        print(f"{name}: compiled {counts.compiled}/{counts.files}, passing {counts.passing}, "
-              f"FP {counts.false_positives} in {len(counts.files_with_fp)} files, FN {counts.false_negatives}",
-              flush=True)
+        print(
+            f"{name}: compiled {counts.compiled}/{counts.files}, passing {counts.passing}, "
+            f"FP {counts.false_positives} in {len(counts.files_with_fp)} files, FN {counts.false_negatives}",
+            flush=True,
+        )
     section = real_data_section(results, sample, drawn, seed, source, load_before)
     text = RESULTS.read_text(encoding="utf-8") if RESULTS.exists() else ""
     if REAL_BEGIN in text:
-        text = text[:text.index(REAL_BEGIN)] + section + text[text.index(REAL_END) + len(REAL_END) + 1:]
+        text = text[: text.index(REAL_BEGIN)] + section + text[text.index(REAL_END) + len(REAL_END) + 1 :]
     else:
         text = text.rstrip("\n") + "\n\n" + section
     RESULTS.write_text(text, encoding="utf-8")
@@ -329,14 +358,22 @@ def main() -> None:
         start = time.perf_counter()
         counts = run_sample(factory, sample)
         results[name] = (counts, time.perf_counter() - start)
-        print(f"{name}: compiled {counts.compiled}/{counts.files}, passing {counts.passing}, "
-              f"FP {counts.false_positives} in {len(counts.files_with_fp)} files, FN {counts.false_negatives}")
+        print(
+            f"{name}: compiled {counts.compiled}/{counts.files}, passing {counts.passing}, "
+            f"FP {counts.false_positives} in {len(counts.files_with_fp)} files, FN {counts.false_negatives}"
+        )
     from _results import machine_line, write_results
 
     previous = RESULTS.read_text(encoding="utf-8") if RESULTS.exists() else ""
-    real = previous[previous.index(REAL_BEGIN):] if REAL_BEGIN in previous else ""   # kept as it was
-    write_results(results_table(results, sample) + "\n" + machine_line(f"load average {load_before:.1f} before the runs")
-                  + "\n" + ("\n" + real if real else ""), RESULTS)
+    real = previous[previous.index(REAL_BEGIN) :] if REAL_BEGIN in previous else ""  # kept as it was
+    write_results(
+        results_table(results, sample)
+        + "\n"
+        + machine_line(f"load average {load_before:.1f} before the runs")
+        + "\n"
+        + ("\n" + real if real else ""),
+        RESULTS,
+    )
 
 
 if __name__ == "__main__":

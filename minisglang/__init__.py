@@ -1,4 +1,5 @@
 """minisglang: a small, readable LLM serving engine that teaches constrained decoding."""
+
 from pathlib import Path
 
 DEFAULT_MODEL_PATH = str(Path(__file__).parent / "assets" / "tiny-json-llama")
@@ -6,9 +7,15 @@ DEFAULT_MODEL_PATH = str(Path(__file__).parent / "assets" / "tiny-json-llama")
 # Public names, imported on first use: `import minisglang` stays cheap (torch loads only when
 # an Engine is made), and importing the core engine never drags in the front end (lang.py).
 _LAZY = {
-    "Engine": "engine", "SamplingParams": "core",
-    "RuntimeEndpoint": "lang", "assistant": "lang", "function": "lang", "gen": "lang",
-    "system": "lang", "user": "lang", "trace": "stepview",
+    "Engine": "engine",
+    "SamplingParams": "core",
+    "RuntimeEndpoint": "lang",
+    "assistant": "lang",
+    "function": "lang",
+    "gen": "lang",
+    "system": "lang",
+    "user": "lang",
+    "trace": "stepview",
 }
 
 

@@ -13,6 +13,7 @@ previous checkout, found by task and enclosing function (not by file: code moves
 `--only`, the earlier stages' regions keep the reference and only STAGE's tasks (and the
 later stages' regions in the files it ships) are blanked: a class that starts mid-course.
 """
+
 from __future__ import annotations
 
 import re
@@ -71,7 +72,7 @@ def blank_solutions(text: str, tasks: set[str]) -> str:
     for task, begin, end in reversed(find_solution_regions(text)):
         if task in tasks:
             indent = _indent(lines[begin])
-            lines[begin + 1:end] = [indent + STUB.format(task=task) + "\n"]
+            lines[begin + 1 : end] = [indent + STUB.format(task=task) + "\n"]
     return "".join(lines)
 
 
@@ -94,8 +95,10 @@ def region_keys(text: str) -> list[tuple[tuple[str, str, int], int, int]]:
     counts: dict[tuple[str, str], int] = {}
     for task, begin, end in find_solution_regions(text):
         indent = len(_indent(lines[begin]))
-        func = next((m["name"] for i in range(begin - 1, -1, -1)
-                     if (m := _DEF.match(lines[i])) and len(m["indent"]) < indent), "<module>")
+        func = next(
+            (m["name"] for i in range(begin - 1, -1, -1) if (m := _DEF.match(lines[i])) and len(m["indent"]) < indent),
+            "<module>",
+        )
         n = counts[(task, func)] = counts.get((task, func), -1) + 1
         keys.append(((task, func, n), begin, end))
     return keys
@@ -113,13 +116,19 @@ def all_tasks(stage: str | None = None) -> dict[str, list[Path]]:
     for path in sorted(PACKAGE_DIR.rglob("*.py")):
         for task, _, _ in find_solution_regions(path.read_text(encoding="utf-8")):
             if stage is None or int(task[4:].split("_")[0]) == stage_number(stage):
-                if path not in found.setdefault(task, []):   # a file with two regions of a task: once
+                if path not in found.setdefault(task, []):  # a file with two regions of a task: once
                     found[task].append(path)
     return found
 
 
-def checkout(stage: str, dest: str | Path, student: bool = False, from_dir: str | Path | None = None,
-             notes: list[str] | None = None, only: bool = False) -> Path:
+def checkout(
+    stage: str,
+    dest: str | Path,
+    student: bool = False,
+    from_dir: str | Path | None = None,
+    notes: list[str] | None = None,
+    only: bool = False,
+) -> Path:
     """Write the package as of `stage` into dest/minisglang; returns that directory.
 
     `student`: blank every exercise region in the copy, of any stage (a student copy
@@ -137,7 +146,7 @@ def checkout(stage: str, dest: str | Path, student: bool = False, from_dir: str 
         raise ValueError("--only keeps the reference of the earlier stages; --from brings your own: choose one")
     tag = resolve_tag(stage)
     tags = list(STAGE_MODULES)
-    later_tags = tags[tags.index(tag) + 1:]
+    later_tags = tags[tags.index(tag) + 1 :]
     later = [f"stages/{STAGE_MODULES[t].rsplit('.', 1)[1]}.py" for t in later_tags]
     later += [path for t in later_tags for path in STAGE_FILES.get(t, [])]
     out = Path(dest) / "minisglang"
@@ -158,7 +167,7 @@ def checkout(stage: str, dest: str | Path, student: bool = False, from_dir: str 
         # student has not been given that task yet.
         every_task = set(all_tasks())
         number = stage_number(tag)
-        if only:   # the earlier stages stay the reference; this stage and the later ones are blank
+        if only:  # the earlier stages stay the reference; this stage and the later ones are blank
             every_task = {t for t in every_task if task_key(t)[0] >= number}
         for path in out.rglob("*.py"):
             text = path.read_text(encoding="utf-8")
@@ -170,15 +179,20 @@ def checkout(stage: str, dest: str | Path, student: bool = False, from_dir: str 
         kept = carry_forward(out, Path(from_dir), set(earlier)) if from_dir is not None else set()
         if only:
             if notes is not None and earlier:
-                notes.append(f"tasks {', '.join(t[4:] for t in earlier)} hold the reference (--only): "
-                             f"only stage s{number}'s tasks are blank")
+                notes.append(
+                    f"tasks {', '.join(t[4:] for t in earlier)} hold the reference (--only): "
+                    f"only stage s{number}'s tasks are blank"
+                )
         elif notes is not None:
             if kept:
                 notes.append(f"kept your own {', '.join(sorted(kept, key=task_key))} from {from_dir}")
             for n in sorted({task_key(t)[0] for t in earlier if t not in kept}):
                 blank = [t[4:] for t in earlier if task_key(t)[0] == n and t not in kept]
-                notes.append(f"tasks {', '.join(blank)} are blank: pass --from YOUR_S{n}_DIR to keep yours"
-                             if from_dir is None else f"tasks {', '.join(blank)} are blank in {from_dir} too")
+                notes.append(
+                    f"tasks {', '.join(blank)} are blank: pass --from YOUR_S{n}_DIR to keep yours"
+                    if from_dir is None
+                    else f"tasks {', '.join(blank)} are blank in {from_dir} too"
+                )
     return out
 
 
@@ -187,8 +201,10 @@ def carry_forward(out: Path, from_dir: Path, tasks: set[str]) -> set[str]:
     into the package `out`; returns the tasks whose code was carried (not still a stub)."""
     src_pkg = from_dir / "minisglang" if (from_dir / "minisglang").is_dir() else from_dir
     if not (src_pkg / "__init__.py").exists():
-        raise FileNotFoundError(f"{from_dir} holds no minisglang package (the directory you "
-                                "passed to `minisglang checkout ... --student` earlier)")
+        raise FileNotFoundError(
+            f"{from_dir} holds no minisglang package (the directory you "
+            "passed to `minisglang checkout ... --student` earlier)"
+        )
     theirs: dict[tuple[str, str, int], list[str]] = {}
     for path in sorted(src_pkg.rglob("*.py")):
         text = path.read_text(encoding="utf-8")
@@ -200,7 +216,7 @@ def carry_forward(out: Path, from_dir: Path, tasks: set[str]) -> set[str]:
         for key, begin, end in keys:
             if key[0] in tasks:
                 indent = _indent(lines[begin])
-                theirs[key] = [ln[len(indent):] if ln.startswith(indent) else ln for ln in lines[begin + 1:end]]
+                theirs[key] = [ln[len(indent) :] if ln.startswith(indent) else ln for ln in lines[begin + 1 : end]]
     kept = set()
     for path in sorted(out.rglob("*.py")):
         text = path.read_text(encoding="utf-8")
@@ -210,12 +226,14 @@ def carry_forward(out: Path, from_dir: Path, tasks: set[str]) -> set[str]:
             if key[0] not in tasks:
                 continue
             if key not in theirs:
-                raise ValueError(f"{from_dir} has no region {key[0]} in function {key[1]}() (were its "
-                                 "# BEGIN SOLUTION / # END SOLUTION comments removed?)")
+                raise ValueError(
+                    f"{from_dir} has no region {key[0]} in function {key[1]}() (were its "
+                    "# BEGIN SOLUTION / # END SOLUTION comments removed?)"
+                )
             if is_stub(theirs[key], key[0]):
                 continue
             indent = _indent(lines[begin])
-            lines[begin + 1:end] = [indent + ln if ln.strip() else ln for ln in theirs[key]]
+            lines[begin + 1 : end] = [indent + ln if ln.strip() else ln for ln in theirs[key]]
             kept.add(key[0])
             changed = True
         if changed:
@@ -240,6 +258,11 @@ def format_solutions(stage: str, task: str | None = None) -> str:
         for (t, func, _), begin, end in region_keys(text):
             if task_key(t)[0] == number and (task is None or t == task):
                 rel = path.relative_to(PACKAGE_DIR.parent)
-                parts.append((task_key(t), f"# {t}: {func}() in {rel}:{begin + 2}-{end}\n"
-                              + textwrap.dedent("\n".join(lines[begin + 1:end]))))
+                parts.append(
+                    (
+                        task_key(t),
+                        f"# {t}: {func}() in {rel}:{begin + 2}-{end}\n"
+                        + textwrap.dedent("\n".join(lines[begin + 1 : end])),
+                    )
+                )
     return "\n\n".join(text for _, text in sorted(parts, key=lambda p: p[0]))

@@ -1,10 +1,11 @@
 """The `minisglang` command line: one subcommand per job, each a small function.
 
-    minisglang generate "prompt" --regex '[0-9]{3}'   # one request
-    minisglang demo                                  # constrained vs unconstrained, side by side
-    minisglang stages                                # the six stages and what each adds
-    minisglang trace "prompt" --regex '[0-9]{3}' -o t.html   # one request, step by step
+minisglang generate "prompt" --regex '[0-9]{3}'   # one request
+minisglang demo                                  # constrained vs unconstrained, side by side
+minisglang stages                                # the six stages and what each adds
+minisglang trace "prompt" --regex '[0-9]{3}' -o t.html   # one request, step by step
 """
+
 from __future__ import annotations
 
 import argparse
@@ -139,7 +140,7 @@ def _layout(args):
         if not str(wrap).isdigit():
             raise ValueError(f"--wrap takes a width in px, 'slide' or 'none', not {wrap!r}")
         wrap = int(str(wrap))
-    direction = args.direction or ("TB" if args.kind == "radix" else "LR")   # a tree reads downwards
+    direction = args.direction or ("TB" if args.kind == "radix" else "LR")  # a tree reads downwards
     return Layout(rankdir=direction, wrap_px=wrap, font_px=args.font_px)
 
 
@@ -221,8 +222,7 @@ def cmd_checkout(args) -> int:
 
     notes: list[str] = []
     try:
-        out = checkout(args.stage, args.dir, student=args.student, from_dir=args.from_dir, notes=notes,
-                       only=args.only)
+        out = checkout(args.stage, args.dir, student=args.student, from_dir=args.from_dir, notes=notes, only=args.only)
     except (ValueError, FileNotFoundError, FileExistsError) as e:
         return _user_error(e)
     kind = "student copy (exercise regions blanked)" if args.student else "reference copy"
@@ -237,8 +237,9 @@ def cmd_grade(args) -> int:
     from .grading import grade
 
     try:
-        return grade(args.stage, args.impl, test_timeout=args.timeout, verbose=args.verbose, json_path=args.json,
-                     only=args.task)
+        return grade(
+            args.stage, args.impl, test_timeout=args.timeout, verbose=args.verbose, json_path=args.json, only=args.task
+        )
     except (ValueError, FileNotFoundError) as e:
         return _user_error(e)
 
@@ -248,8 +249,7 @@ def cmd_prerequisites(args) -> int:
     from .checkout import all_tasks
     from .grading import load_prerequisites
 
-    stages = args.stage or sorted({f"s{t[4:].split('_')[0]}" for t in all_tasks()},
-                                  key=lambda s: int(s[1:]))
+    stages = args.stage or sorted({f"s{t[4:].split('_')[0]}" for t in all_tasks()}, key=lambda s: int(s[1:]))
     try:
         if args.write or args.pages:
             prerequisites.write(stages, retrace=args.write)
@@ -266,8 +266,15 @@ def cmd_solutions(args) -> int:
     from .checkout import PACKAGE_DIR, format_solutions, stage_number
 
     # The chapter each stage's tasks belong to, for the instructor kits (instructors/NN-name/).
-    chapters = {1: "01-masked-fill", 2: "02-batched-masks", 3: "03-fsm-cache", 4: "04-jump-forward",
-                5: "05-backends", 6: "07-function-calling", 7: "08-speculative"}
+    chapters = {
+        1: "01-masked-fill",
+        2: "02-batched-masks",
+        3: "03-fsm-cache",
+        4: "04-jump-forward",
+        5: "05-backends",
+        6: "07-function-calling",
+        7: "08-speculative",
+    }
 
     try:
         print(format_solutions(args.stage, args.task))
@@ -286,28 +293,44 @@ def cmd_serve(args) -> int:
     from .engine import Engine
     from .server import ServerOptions, serve
 
-    given = {"api_key": args.api_key or os.environ.get("MINISGLANG_API_KEY"), "max_body_bytes": args.max_body_bytes,
-             "max_compiling_per_client": args.max_compiling_per_client, "drain_timeout": args.drain_timeout,
-             "body_timeout": args.body_timeout, "forwarded_allow_ips": args.forwarded_allow_ips,
-             "stall_timeout": args.stall_timeout, "max_header_bytes": args.max_header_bytes,
-             "max_headers": args.max_headers}
-    options = ServerOptions(**{k: v for k, v in given.items() if v is not None})   # the rest: its defaults
+    given = {
+        "api_key": args.api_key or os.environ.get("MINISGLANG_API_KEY"),
+        "max_body_bytes": args.max_body_bytes,
+        "max_compiling_per_client": args.max_compiling_per_client,
+        "drain_timeout": args.drain_timeout,
+        "body_timeout": args.body_timeout,
+        "forwarded_allow_ips": args.forwarded_allow_ips,
+        "stall_timeout": args.stall_timeout,
+        "max_header_bytes": args.max_header_bytes,
+        "max_headers": args.max_headers,
+    }
+    options = ServerOptions(**{k: v for k, v in given.items() if v is not None})  # the rest: its defaults
     # Engine options the operator gave; the rest keep the Engine's defaults.
     chosen = {key: getattr(args, key) for key in SERVE_ENGINE_OPTIONS if getattr(args, key) is not None}
     engine = Engine(model_path=args.model_path, stage=args.stage, seed=args.seed or 0, **chosen)
-    print(f"minisglang serving {engine.model_path} (stage {engine.stage.tag}) on http://{args.host}:{args.port}",
-          flush=True)
+    print(
+        f"minisglang serving {engine.model_path} (stage {engine.stage.tag}) on http://{args.host}:{args.port}",
+        flush=True,
+    )
     return serve(engine, host=args.host, port=args.port, options=options)
 
 
 # The Engine keyword arguments `serve` takes from its command line (flag: the key with dashes).
-SERVE_ENGINE_OPTIONS = ("grammar_backend", "compile_timeout", "max_total_tokens", "max_running_requests",
-                        "torch_threads", "mixed_prefill", "disable_radix_cache")
+SERVE_ENGINE_OPTIONS = (
+    "grammar_backend",
+    "compile_timeout",
+    "max_total_tokens",
+    "max_running_requests",
+    "torch_threads",
+    "mixed_prefill",
+    "disable_radix_cache",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="minisglang", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="minisglang", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = ap.add_subparsers(dest="command", required=True)
 
     def engine_args(p):
@@ -350,18 +373,34 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_stages)
 
     v = sub.add_parser("viz", help="draw a regex's automaton, or a radix cache (DOT text, or a file with -o)")
-    v.add_argument("regex", nargs="?", default=None,
-                   help="the regex to draw (with --kind radix: the constraint the prompts run under, if any)")
+    v.add_argument(
+        "regex",
+        nargs="?",
+        default=None,
+        help="the regex to draw (with --kind radix: the constraint the prompts run under, if any)",
+    )
     v.add_argument("--kind", choices=["char", "token", "compressed", "radix"], default="char")
     v.add_argument("-o", "--output", help="FILE.svg / .png / .pdf (default: print DOT)")
     v.add_argument("--model-path", default=None, help="tokenizer (and model, for --kind radix) (default: bundled)")
-    v.add_argument("--direction", choices=["LR", "TB"], default=None,
-                   help="rows left to right, or columns top to bottom (default: LR; radix: TB)")
-    v.add_argument("--wrap", default="slide", metavar="PX|slide|none",
-                   help="wrap rows at this many px (default: fit a 1920x1080 slide; none: one long row)")
+    v.add_argument(
+        "--direction",
+        choices=["LR", "TB"],
+        default=None,
+        help="rows left to right, or columns top to bottom (default: LR; radix: TB)",
+    )
+    v.add_argument(
+        "--wrap",
+        default="slide",
+        metavar="PX|slide|none",
+        help="wrap rows at this many px (default: fit a 1920x1080 slide; none: one long row)",
+    )
     v.add_argument("--font-px", type=float, default=18.0, help="text height in px at 96 dpi (default 18)")
-    v.add_argument("--prompt", action="append", default=[],
-                   help="--kind radix: a prompt to run greedily first (repeat for several)")
+    v.add_argument(
+        "--prompt",
+        action="append",
+        default=[],
+        help="--kind radix: a prompt to run greedily first (repeat for several)",
+    )
     v.add_argument("--stage", default=None, help="--kind radix: the engine's stage (default s4: jump-forward)")
     v.add_argument("--max-new-tokens", type=int, default=40, help="--kind radix: per prompt (default 40)")
     v.set_defaults(func=cmd_viz)
@@ -369,20 +408,39 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("checkout", help="write a standalone copy of the engine as of a stage")
     c.add_argument("stage")
     c.add_argument("dir")
-    c.add_argument("--student", action="store_true",
-                   help="blank the exercise solutions of this stage and the earlier ones")
-    c.add_argument("--from", dest="from_dir", default=None, metavar="PREVIOUS_DIR",
-                   help="with --student: keep your own earlier tasks from your previous checkout")
-    c.add_argument("--only", action="store_true",
-                   help="with --student: blank only this stage's tasks (the earlier stages keep the reference)")
+    c.add_argument(
+        "--student", action="store_true", help="blank the exercise solutions of this stage and the earlier ones"
+    )
+    c.add_argument(
+        "--from",
+        dest="from_dir",
+        default=None,
+        metavar="PREVIOUS_DIR",
+        help="with --student: keep your own earlier tasks from your previous checkout",
+    )
+    c.add_argument(
+        "--only",
+        action="store_true",
+        help="with --student: blank only this stage's tasks (the earlier stages keep the reference)",
+    )
     c.set_defaults(func=cmd_checkout)
 
     gr = sub.add_parser("grade", help="run a stage's exercise tests, per task")
     gr.add_argument("--stage", required=True)
-    gr.add_argument("--impl", nargs="+", default=None, metavar="DIR",
-                    help="a student's checkout dir, or several (a class: one table) (default: the reference)")
-    gr.add_argument("--task", nargs="+", default=None, metavar="N_M",
-                    help="grade only these tasks, e.g. --task 5_3 (default: all the stage's tasks)")
+    gr.add_argument(
+        "--impl",
+        nargs="+",
+        default=None,
+        metavar="DIR",
+        help="a student's checkout dir, or several (a class: one table) (default: the reference)",
+    )
+    gr.add_argument(
+        "--task",
+        nargs="+",
+        default=None,
+        metavar="N_M",
+        help="grade only these tasks, e.g. --task 5_3 (default: all the stage's tasks)",
+    )
     gr.add_argument("--timeout", type=float, default=60.0, help="seconds per test before it fails as timed out")
     gr.add_argument("--verbose", action="store_true", help="also print pytest's full output")
     gr.add_argument("--json", default=None, metavar="FILE", help="write a machine-readable report")
@@ -390,9 +448,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     pr = sub.add_parser("prerequisites", help="which tasks each task's tests need written (exercises/sN.md's table)")
     pr.add_argument("--stage", nargs="+", default=None, help="default: every stage with exercises")
-    pr.add_argument("--write", action="store_true",
-                    help="run each task's tests on the reference, tracing which tasks' code they run, and "
-                         "write exercises/prerequisites.json and the pages' tables (minutes)")
+    pr.add_argument(
+        "--write",
+        action="store_true",
+        help="run each task's tests on the reference, tracing which tasks' code they run, and "
+        "write exercises/prerequisites.json and the pages' tables (minutes)",
+    )
     pr.add_argument("--pages", action="store_true", help="rewrite the pages' tables from the stored data")
     pr.set_defaults(func=cmd_prerequisites)
 
@@ -408,33 +469,63 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--grammar-backend", default=None, help="fsm, xgrammar, outlines, llguidance (s5)")
     sv.add_argument("--compile-timeout", type=float, default=None, help="seconds a grammar may compile (s3+)")
     sv.add_argument("--max-total-tokens", type=int, default=None, help="KV cache slots (default 16384)")
-    sv.add_argument("--max-running-requests", type=int, default=None,
-                    help="requests decoding at once (default 128)")
-    sv.add_argument("--torch-threads", type=int, default=None,
-                    help="torch's intra-op threads (default: the cores less one, left to the compile workers)")
-    sv.add_argument("--mixed-prefill", action="store_true", default=None,
-                    help="running requests decode inside each prefill forward (SGLang #1013; off by default)")
-    sv.add_argument("--disable-radix-cache", action="store_true", default=None,
-                    help="no prefix reuse between requests")
-    sv.add_argument("--api-key", default=None,
-                    help="require 'Authorization: Bearer KEY' (default: $MINISGLANG_API_KEY, else none)")
+    sv.add_argument("--max-running-requests", type=int, default=None, help="requests decoding at once (default 128)")
+    sv.add_argument(
+        "--torch-threads",
+        type=int,
+        default=None,
+        help="torch's intra-op threads (default: the cores less one, left to the compile workers)",
+    )
+    sv.add_argument(
+        "--mixed-prefill",
+        action="store_true",
+        default=None,
+        help="running requests decode inside each prefill forward (SGLang #1013; off by default)",
+    )
+    sv.add_argument("--disable-radix-cache", action="store_true", default=None, help="no prefix reuse between requests")
+    sv.add_argument(
+        "--api-key", default=None, help="require 'Authorization: Bearer KEY' (default: $MINISGLANG_API_KEY, else none)"
+    )
     sv.add_argument("--max-body-bytes", type=int, default=None, help="larger bodies get 413 (default 4 MiB)")
-    sv.add_argument("--max-compiling-per-client", type=int, default=None,
-                    help="distinct grammars one client (IP address) may wait for at once; 429 above (default 8)")
-    sv.add_argument("--drain-timeout", type=float, default=None,
-                    help="on SIGTERM, seconds in-flight requests get before they are aborted (default 2)")
-    sv.add_argument("--body-timeout", type=float, default=None,
-                    help="seconds a client may take to send its request body; 408 after (default 30)")
-    sv.add_argument("--max-header-bytes", type=int, default=None,
-                    help="a request line and headers larger than this get 431 (default 16384)")
+    sv.add_argument(
+        "--max-compiling-per-client",
+        type=int,
+        default=None,
+        help="distinct grammars one client (IP address) may wait for at once; 429 above (default 8)",
+    )
+    sv.add_argument(
+        "--drain-timeout",
+        type=float,
+        default=None,
+        help="on SIGTERM, seconds in-flight requests get before they are aborted (default 2)",
+    )
+    sv.add_argument(
+        "--body-timeout",
+        type=float,
+        default=None,
+        help="seconds a client may take to send its request body; 408 after (default 30)",
+    )
+    sv.add_argument(
+        "--max-header-bytes",
+        type=int,
+        default=None,
+        help="a request line and headers larger than this get 431 (default 16384)",
+    )
     sv.add_argument("--max-headers", type=int, default=None, help="more headers than this get 431 (default 100)")
-    sv.add_argument("--stall-timeout", type=float, default=None,
-                    help="seconds the scheduler may go without coming round (a step that hangs) before "
-                         "/health answers 503 (default 5)")
-    sv.add_argument("--forwarded-allow-ips", default=None,
-                    help="proxies whose X-Forwarded-For names the client, so the per-client compile limit "
-                         "counts each client behind them (comma-separated, '*' any; e.g. 127.0.0.1 behind a "
-                         "proxy on this machine; default: none, the client is the connection's address)")
+    sv.add_argument(
+        "--stall-timeout",
+        type=float,
+        default=None,
+        help="seconds the scheduler may go without coming round (a step that hangs) before "
+        "/health answers 503 (default 5)",
+    )
+    sv.add_argument(
+        "--forwarded-allow-ips",
+        default=None,
+        help="proxies whose X-Forwarded-For names the client, so the per-client compile limit "
+        "counts each client behind them (comma-separated, '*' any; e.g. 127.0.0.1 behind a "
+        "proxy on this machine; default: none, the client is the connection's address)",
+    )
     sv.set_defaults(func=cmd_serve)
 
     f = sub.add_parser("fsm-allowed", help="list the tokens a regex allows at a state")

@@ -4,6 +4,7 @@ Everything the scheduler, the constraint layer and the engine pass around lives 
 `SamplingParams` (what the user asked for), `Req` (one request as it moves through the
 waiting queue, the running batch and out again) and `AbortKind` (whose fault an abort was).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -25,7 +26,7 @@ _CONSTRAINT_KEYS = ("json_schema", "regex", "ebnf", "structural_tag")
 # softmax turns that into nan, so a tiny temperature means "argmax", as in SGLang's sampler.
 GREEDY_TEMPERATURE = 1e-5
 # Seeds go to `torch.Generator.manual_seed`, which takes exactly this range.
-_SEED_RANGE = (-2**63, 2**64 - 1)
+_SEED_RANGE = (-(2**63), 2**64 - 1)
 # Client strings that are tokenized or scanned on arrival are refused above these sizes
 # before anything reads them: a 3.6 MB think_end was tokenized (3 s of the scheduler)
 # before being refused as "not one token". think_end names one token; a stop string is
@@ -49,7 +50,7 @@ def _finite_float(name: str, value: Any) -> float:
     if _is_number(value):
         try:
             as_float = float(value)
-        except OverflowError:       # an integer too large for a float
+        except OverflowError:  # an integer too large for a float
             as_float = math.inf
         if math.isfinite(as_float):
             return as_float
@@ -108,14 +109,15 @@ class SamplingParams:
             self.stop = [self.stop]
         elif self.stop is None:
             self.stop = []
-        for name in ("json_schema", "structural_tag"):   # a dict is kept as its JSON text
+        for name in ("json_schema", "structural_tag"):  # a dict is kept as its JSON text
             value = getattr(self, name)
             if isinstance(value, dict):
                 try:
                     setattr(self, name, json.dumps(value, allow_nan=False))
                 except (TypeError, ValueError, RecursionError) as e:
-                    raise ValueError(f"{name} must be a JSON object or a JSON string; this dict is "
-                                     f"not JSON ({e})") from None
+                    raise ValueError(
+                        f"{name} must be a JSON object or a JSON string; this dict is not JSON ({e})"
+                    ) from None
         self.validate()
 
     @classmethod
@@ -158,21 +160,23 @@ class SamplingParams:
             raise ValueError(f"stop has {len(self.stop)} strings; the limit MAX_STOP_STRINGS is {MAX_STOP_STRINGS}")
         for i, s in enumerate(self.stop):
             if isinstance(s, str) and len(s) > MAX_STOP_CHARS:
-                raise ValueError(f"stop[{i}] is {len(s):,} characters long; the limit MAX_STOP_CHARS is "
-                                 f"{MAX_STOP_CHARS:,}")
+                raise ValueError(
+                    f"stop[{i}] is {len(s):,} characters long; the limit MAX_STOP_CHARS is {MAX_STOP_CHARS:,}"
+                )
             check_text(f"stop[{i}]", s)
             if not s:
                 raise ValueError(f"stop[{i}] is empty; a stop string needs at least one character")
         if self.seed is not None:
             if not _is_int(self.seed) or not _SEED_RANGE[0] <= self.seed <= _SEED_RANGE[1]:
-                raise ValueError(f"seed must be null or an integer in [-2**63, 2**64 - 1], got "
-                                 f"{_type_name(self.seed)}")
+                raise ValueError(f"seed must be null or an integer in [-2**63, 2**64 - 1], got {_type_name(self.seed)}")
             self.seed = int(self.seed)
         if not isinstance(self.ignore_eos, bool):
             raise ValueError(f"ignore_eos must be true or false, got {_type_name(self.ignore_eos)}")
         if isinstance(self.think_end, str) and len(self.think_end) > MAX_THINK_END_CHARS:
-            raise ValueError(f"think_end is {len(self.think_end):,} characters long; it names one token, and the "
-                             f"limit MAX_THINK_END_CHARS is {MAX_THINK_END_CHARS}")
+            raise ValueError(
+                f"think_end is {len(self.think_end):,} characters long; it names one token, and the "
+                f"limit MAX_THINK_END_CHARS is {MAX_THINK_END_CHARS}"
+            )
         for name in (*_CONSTRAINT_KEYS, "think_end"):
             if getattr(self, name) is not None:
                 check_text(name, getattr(self, name))
@@ -183,8 +187,9 @@ class SamplingParams:
             try:
                 spec = json.loads(self.structural_tag)
             except (ValueError, RecursionError) as e:
-                raise ValueError(f"structural_tag must be a JSON object or a JSON string; this string is "
-                                 f"not JSON ({e})") from None
+                raise ValueError(
+                    f"structural_tag must be a JSON object or a JSON string; this string is not JSON ({e})"
+                ) from None
             if not isinstance(spec, dict):
                 raise ValueError(f"structural_tag must be a JSON object, got {_type_name(spec)}")
         given = [k for k in _CONSTRAINT_KEYS if getattr(self, k) is not None]
@@ -234,9 +239,9 @@ class AbortKind(str, Enum):
 
     # The request itself is bad: an empty or too long prompt, a constraint or think_end the stage cannot use.
     CLIENT = "client"
-    GRAMMAR = "grammar"      # the request's grammar was refused, failed, or outgrew a limit while decoding
-    BUSY = "busy"            # the server could not get to it: the compile queue was full, or it waited too long
-    ENGINE = "engine"        # the engine itself failed (a bug or a broken device), not the request
+    GRAMMAR = "grammar"  # the request's grammar was refused, failed, or outgrew a limit while decoding
+    BUSY = "busy"  # the server could not get to it: the compile queue was full, or it waited too long
+    ENGINE = "engine"  # the engine itself failed (a bug or a broken device), not the request
     CANCELLED = "cancelled"  # the client left, or the server shut down
 
 
@@ -264,27 +269,27 @@ class Req(Generic[GrammarT]):
 
     # Memory: set when the request is admitted into a prefill batch.
     req_pool_idx: int | None = None
-    kv_len: int = 0                       # tokens whose K/V is in the pool
-    prefix_len: int = 0                   # of those, how many the radix tree supplied
-    last_node: Any = None                 # radix tree node locked while we use its prefix
+    kv_len: int = 0  # tokens whose K/V is in the pool
+    prefix_len: int = 0  # of those, how many the radix tree supplied
+    last_node: Any = None  # radix tree node locked while we use its prefix
 
     # Constraint layer: the request's grammar state (an FSM state in s1-s4, a matcher in s5).
     grammar: GrammarT | None = None
 
     # Output.
     finished_reason: dict[str, Any] | None = None
-    released: bool = False                # left the engine: memory and grammar given back
-    output_text: str = ""                 # decoded output so far (stop strings trimmed at end)
-    sent_text_len: int = 0                # characters already streamed to the caller
+    released: bool = False  # left the engine: memory and grammar given back
+    output_text: str = ""  # decoded output so far (stop strings trimmed at end)
+    sent_text_len: int = 0  # characters already streamed to the caller
     detokenizer: Any = None
-    detok_offset: int = 0                 # output ids already fed to the detokenizer
+    detok_offset: int = 0  # output ids already fed to the detokenizer
     generator: torch.Generator | None = None
 
     # Accounting.
-    cached_tokens: int = 0                # prompt tokens the radix tree supplied (first admission)
-    sampled_tokens: int = 0               # tokens chosen by the sampler (not jumped)
+    cached_tokens: int = 0  # prompt tokens the radix tree supplied (first admission)
+    sampled_tokens: int = 0  # tokens chosen by the sampler (not jumped)
     arrival_time: float = field(default_factory=time.perf_counter)
-    client: str | None = None             # who sent it (the server's client address): compiles take turns by client
+    client: str | None = None  # who sent it (the server's client address): compiles take turns by client
     first_token_time: float | None = None
     finish_time: float | None = None
     # s7's speculative decoding (None: the stage does not draft): verify forwards this
@@ -314,8 +319,9 @@ class Req(Generic[GrammarT]):
         """Mark finished once; later calls keep the first reason. An "abort" needs its `kind`
         (kept as `finished_reason["kind"]`); "stop" and "length" take none."""
         if (reason_type == "abort") != (kind is not None):
-            raise ValueError(f"finish({reason_type!r}): an abort needs its AbortKind, and only an abort has one; "
-                             f"got kind={kind!r}")
+            raise ValueError(
+                f"finish({reason_type!r}): an abort needs its AbortKind, and only an abort has one; got kind={kind!r}"
+            )
         if self.finished_reason is None:
             self.finished_reason = {"type": reason_type, **({} if kind is None else {"kind": AbortKind(kind)}), **info}
             self.finish_time = time.perf_counter()
@@ -323,9 +329,15 @@ class Req(Generic[GrammarT]):
     def meta_info(self) -> dict[str, Any]:
         """The `meta_info` dict the Engine returns (shape of SGLang's)."""
         end = self.finish_time or time.perf_counter()
-        spec = ({} if self.spec_verify_ct is None
-                else {"spec_verify_ct": self.spec_verify_ct, "spec_draft_tokens": self.spec_draft_tokens,
-                      "spec_accepted_tokens": self.spec_accepted_tokens})
+        spec = (
+            {}
+            if self.spec_verify_ct is None
+            else {
+                "spec_verify_ct": self.spec_verify_ct,
+                "spec_draft_tokens": self.spec_draft_tokens,
+                "spec_accepted_tokens": self.spec_accepted_tokens,
+            }
+        )
         return {
             "id": self.rid,
             "finish_reason": self.finished_reason,

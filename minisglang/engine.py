@@ -13,6 +13,7 @@ Bad input raises ValueError before anything is queued (a list is checked whole f
 whatever way a call ends (done, error, Ctrl-C, a stream dropped early) its requests leave
 the engine and give back their memory. `stats()` tells whether the engine is quiet.
 """
+
 from __future__ import annotations
 
 import gc
@@ -45,7 +46,7 @@ def stream_chunk(req: Req) -> dict[str, Any] | None:
     hold = max((len(s) for s in req.sampling_params.stop), default=1) - 1
     done = req.released
     end = len(req.output_text) if done else max(len(req.output_text) - hold, req.sent_text_len)
-    delta = req.output_text[req.sent_text_len:end]
+    delta = req.output_text[req.sent_text_len : end]
     req.sent_text_len = end
     if delta or done:
         return {"text": delta, "meta_info": req.meta_info()}
@@ -73,17 +74,17 @@ class EngineStats:
     total_request_slots: int
     free_kv_slots: int
     total_kv_slots: int
-    radix_cached_tokens: int      # KV slots the radix tree holds
-    radix_evictable_tokens: int   # of those, not locked by a running request
-    grammar_queue: int            # requests waiting for their grammar
-    waiting_queue: int            # requests ready for prefill
-    running: int                  # requests decoding
+    radix_cached_tokens: int  # KV slots the radix tree holds
+    radix_evictable_tokens: int  # of those, not locked by a running request
+    grammar_queue: int  # requests waiting for their grammar
+    waiting_queue: int  # requests ready for prefill
+    running: int  # requests decoding
     finished_by_reason: dict[str, int]
-    prompt_tokens: int            # of finished requests
-    cached_prompt_tokens: int     # of those, supplied by the radix tree
+    prompt_tokens: int  # of finished requests
+    cached_prompt_tokens: int  # of those, supplied by the radix tree
     generated_tokens: int
-    errors: int                   # exceptions a step caught (each aborted only its requests)
-    grammar_errors: int = 0       # requests whose own grammar failed mid-generation (past a limit)
+    errors: int  # exceptions a step caught (each aborted only its requests)
+    grammar_errors: int = 0  # requests whose own grammar failed mid-generation (past a limit)
 
     @property
     def radix_hit_rate(self) -> float:
@@ -98,21 +99,35 @@ class EngineStats:
     @property
     def pools_full(self) -> bool:
         """Nothing leaked: every request slot free, every KV slot free or evictable in the tree."""
-        return (self.free_request_slots == self.total_request_slots
-                and self.radix_evictable_tokens == self.radix_cached_tokens
-                and self.free_kv_slots + self.radix_cached_tokens == self.total_kv_slots)
+        return (
+            self.free_request_slots == self.total_request_slots
+            and self.radix_evictable_tokens == self.radix_cached_tokens
+            and self.free_kv_slots + self.radix_cached_tokens == self.total_kv_slots
+        )
 
 
 class Engine:
-    def __init__(self, model_path: str | None = None, stage: str | None = None, device: str = "cpu",
-                 dtype: str = "float32", seed: int = 0, max_total_tokens: int = 16384,
-                 max_running_requests: int = 128, max_prefill_tokens: int = 4096,
-                 schedule_policy: str = "lpm", disable_radix_cache: bool = False,
-                 in_batch_prefix_threshold: int = 32, mixed_prefill: bool = False,
-                 torch_threads: int | None = None, freeze_gc: bool = True, **stage_options: Any):
+    def __init__(
+        self,
+        model_path: str | None = None,
+        stage: str | None = None,
+        device: str = "cpu",
+        dtype: str = "float32",
+        seed: int = 0,
+        max_total_tokens: int = 16384,
+        max_running_requests: int = 128,
+        max_prefill_tokens: int = 4096,
+        schedule_policy: str = "lpm",
+        disable_radix_cache: bool = False,
+        in_batch_prefix_threshold: int = 32,
+        mixed_prefill: bool = False,
+        torch_threads: int | None = None,
+        freeze_gc: bool = True,
+        **stage_options: Any,
+    ):
         from . import DEFAULT_MODEL_PATH
 
-        if not isinstance(mixed_prefill, bool):   # "no" is truthy: refuse it rather than mix by surprise
+        if not isinstance(mixed_prefill, bool):  # "no" is truthy: refuse it rather than mix by surprise
             raise ValueError(f"mixed_prefill must be True or False, got {mixed_prefill!r}")
         # torch's thread count is one per process: the last Engine built sets it.
         if torch_threads is None:
@@ -128,10 +143,15 @@ class Engine:
         stage_cls = get_stage_class(stage or default_stage())
         ctx = StageContext(self.tokenizer, self.model.config.vocab_size, self.device, stage_options)
         self.stage = stage_cls(ctx)
-        config = SchedulerConfig(max_total_tokens=max_total_tokens, max_running_requests=max_running_requests,
-                                 max_prefill_tokens=max_prefill_tokens, schedule_policy=schedule_policy,
-                                 disable_radix_cache=disable_radix_cache,
-                                 in_batch_prefix_threshold=in_batch_prefix_threshold, mixed_prefill=mixed_prefill)
+        config = SchedulerConfig(
+            max_total_tokens=max_total_tokens,
+            max_running_requests=max_running_requests,
+            max_prefill_tokens=max_prefill_tokens,
+            schedule_policy=schedule_policy,
+            disable_radix_cache=disable_radix_cache,
+            in_batch_prefix_threshold=in_batch_prefix_threshold,
+            mixed_prefill=mixed_prefill,
+        )
         scheduler_class = self.stage.scheduler_class or Scheduler
         self.scheduler = scheduler_class(self.model, self.tokenizer, self.stage, config, self.device, seed=seed)
         # The scheduler is single-threaded; the lock lets a server thread and direct calls share it.
@@ -168,7 +188,7 @@ class Engine:
         check_text("prompt", text)
         if isinstance(sampling_params, SamplingParams):
             params = sampling_params
-            params.validate()      # its fields may have been changed since it was built
+            params.validate()  # its fields may have been changed since it was built
         else:
             params = SamplingParams.from_dict(sampling_params)
         if isinstance(prompt, ChatPrompt):
@@ -231,11 +251,15 @@ class Engine:
         """What a server reports of this engine: its stage, the stage's plain-valued options,
         the context length and the pools' sizes."""
         config = self.scheduler.config
-        return {"stage": self.stage.tag,
-                "stage_options": {k: v for k, v in self.stage.ctx.options.items()
-                                  if isinstance(v, (str, int, float, bool, type(None)))},
-                "max_context_len": self.max_context_len, "max_total_tokens": config.max_total_tokens,
-                "max_running_requests": config.max_running_requests}
+        return {
+            "stage": self.stage.tag,
+            "stage_options": {
+                k: v for k, v in self.stage.ctx.options.items() if isinstance(v, (str, int, float, bool, type(None)))
+            },
+            "max_context_len": self.max_context_len,
+            "max_total_tokens": config.max_total_tokens,
+            "max_running_requests": config.max_running_requests,
+        }
 
     # ------------------------------------------------------------------ grammar compiles (for the server)
     # Stages s3 on compile off the scheduler thread and keep a request in the grammar queue
@@ -249,7 +273,7 @@ class Engine:
 
     def compile_done(self, handle: Any) -> bool:
         """Whether the compile of `handle` (from `compile_waited_on`) has finished."""
-        queue = getattr(self.stage, "queue", None)   # only stages with a queue hand out handles
+        queue = getattr(self.stage, "queue", None)  # only stages with a queue hand out handles
         return queue is not None and bool(queue.is_done(handle))
 
     def grammar_known(self, constraint: tuple[str, str]) -> bool:
@@ -270,15 +294,24 @@ class Engine:
                 radix_cached_tokens=s.tree_cache.total_size(),
                 radix_evictable_tokens=s.tree_cache.evictable_size(),
                 # A request in the middle of a chunked prefill still waits for the rest of its prompt.
-                grammar_queue=len(s.grammar_queue), waiting_queue=len(s.waiting_queue) + (s.chunked_req is not None),
+                grammar_queue=len(s.grammar_queue),
+                waiting_queue=len(s.waiting_queue) + (s.chunked_req is not None),
                 running=len(s.running),
-                finished_by_reason=dict(t.finished_by_reason), prompt_tokens=t.prompt_tokens,
-                cached_prompt_tokens=t.cached_prompt_tokens, generated_tokens=t.completion_tokens,
-                errors=t.errors, grammar_errors=t.grammar_errors)
+                finished_by_reason=dict(t.finished_by_reason),
+                prompt_tokens=t.prompt_tokens,
+                cached_prompt_tokens=t.cached_prompt_tokens,
+                generated_tokens=t.completion_tokens,
+                errors=t.errors,
+                grammar_errors=t.grammar_errors,
+            )
 
     # ------------------------------------------------------------------ generate
-    def generate(self, prompt: str | ChatPrompt | list[str | ChatPrompt],
-                 sampling_params: dict | list[dict] | None = None, stream: bool = False):
+    def generate(
+        self,
+        prompt: str | ChatPrompt | list[str | ChatPrompt],
+        sampling_params: dict | list[dict] | None = None,
+        stream: bool = False,
+    ):
         """Generate for one prompt (returns a dict) or a list (returns a list of dicts).
 
         With `stream=True` (one prompt) returns an iterator of chunks whose "text" fields,
@@ -289,7 +322,7 @@ class Engine:
         Bad input raises ValueError before anything is queued; for a list, every item is
         checked first and the message names the item ("item 2: top_k must be ...").
         """
-        if not isinstance(stream, bool):   # "no" is truthy: refuse it rather than stream by surprise
+        if not isinstance(stream, bool):  # "no" is truthy: refuse it rather than stream by surprise
             raise ValueError(f"stream must be True or False, got {stream!r}")
         if isinstance(prompt, list):
             if stream:
@@ -335,7 +368,7 @@ class Engine:
                     yield chunk
                 if req.released:
                     return
-        finally:   # also on close(): a caller that stops iterating aborts the request
+        finally:  # also on close(): a caller that stops iterating aborts the request
             self._abandon([req])
 
     def _step_unless_released(self, reqs: list[Req]) -> bool:
@@ -343,7 +376,7 @@ class Engine:
         with self._lock:
             if all(r.released for r in reqs):
                 return False
-            if not self.scheduler.has_work():   # never spin on a request that no queue holds
+            if not self.scheduler.has_work():  # never spin on a request that no queue holds
                 raise RuntimeError("a request left every queue without finishing (an engine bug)")
             self.step()
             return True
@@ -370,7 +403,7 @@ class Engine:
             self.scheduler.shutdown()
         self.stop_workers()
         if self.freeze_gc:
-            gc.unfreeze()   # what the engine held can be collected again
+            gc.unfreeze()  # what the engine held can be collected again
 
     def stop_workers(self) -> None:
         """Stop the stage's compile workers only, touching neither the lock nor the scheduler:

@@ -38,6 +38,7 @@ is then "length" or "stop", never "tool_calls"). That is why a call is held unti
 stream cannot take back arguments it has sent. Content rather than nothing, as vLLM's and
 SGLang's parsers do with a call that does not parse: the client sees all that was generated.
 """
+
 from __future__ import annotations
 
 import json
@@ -48,7 +49,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 TRIGGER = "<tool_call>"
-CALL_END = "}</tool_call>"   # closes the {"name": ..., "arguments": ...} object, then the tag
+CALL_END = "}</tool_call>"  # closes the {"name": ..., "arguments": ...} object, then the tag
 # OpenAI's rule for function names; it also keeps a name from containing the trigger.
 TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
@@ -74,7 +75,7 @@ class FunctionTool:
     """One tool of a request: its name and the JSON Schema its arguments follow."""
 
     name: str
-    parameters: dict   # an object schema (see arguments_schema)
+    parameters: dict  # an object schema (see arguments_schema)
 
     def __post_init__(self) -> None:
         if not TOOL_NAME.fullmatch(self.name):
@@ -99,7 +100,7 @@ class ToolChoice:
     """OpenAI's tool_choice: "none", "auto", "required", or one named function."""
 
     mode: Literal["none", "auto", "required", "function"]
-    name: str | None = None    # the function's name when mode is "function"
+    name: str | None = None  # the function's name when mode is "function"
 
 
 @dataclass(frozen=True)
@@ -111,8 +112,9 @@ class ToolConstraint:
     value: dict
 
 
-def tool_constraint(tools: list[FunctionTool], choice: ToolChoice,
-                    parallel_tool_calls: bool = True) -> ToolConstraint | None:
+def tool_constraint(
+    tools: list[FunctionTool], choice: ToolChoice, parallel_tool_calls: bool = True
+) -> ToolConstraint | None:
     """The structural tag for `tools` under `choice` (None for "none": no constraint)."""
     if choice.mode == "none" or not tools:
         return None
@@ -122,10 +124,15 @@ def tool_constraint(tools: list[FunctionTool], choice: ToolChoice,
             raise ValueError(f"tool_choice names the function {choice.name!r}, which is not in tools")
         tools = chosen
     structures = [{"begin": call_begin(t.name), "schema": t.parameters, "end": CALL_END} for t in tools]
-    return ToolConstraint("structural_tag", {
-        "structures": structures, "triggers": [TRIGGER],
-        "at_least_one": choice.mode in ("required", "function"),
-        "stop_after_first": choice.mode == "function" or not parallel_tool_calls})
+    return ToolConstraint(
+        "structural_tag",
+        {
+            "structures": structures,
+            "triggers": [TRIGGER],
+            "at_least_one": choice.mode in ("required", "function"),
+            "stop_after_first": choice.mode == "function" or not parallel_tool_calls,
+        },
+    )
 
 
 # ---------------------------------------------------------------------- text -> calls
@@ -158,7 +165,7 @@ class CallDelta:
         return out
 
 
-Event = str | CallDelta   # a content delta, or a tool-call delta
+Event = str | CallDelta  # a content delta, or a tool-call delta
 
 
 @dataclass
@@ -166,7 +173,7 @@ class _JsonScan:
     """Where a JSON value's text stands: string/escape state and bracket depth."""
 
     depth: int = 0
-    opened: bool = False     # an opening bracket was seen
+    opened: bool = False  # an opening bracket was seen
     in_string: bool = False
     escaped: bool = False
 
@@ -199,16 +206,16 @@ class ToolCallParser:
 
     def __init__(self, tool_names: list[str], new_id: Callable[[], str] = new_call_id):
         for name in tool_names:
-            FunctionTool(name, {})   # the name check: a name never contains the trigger
+            FunctionTool(name, {})  # the name check: a name never contains the trigger
         self.begins = {call_begin(n): n for n in tool_names}
         self.new_id = new_id
         self.content = ""
         self.calls: list[ToolCall] = []
         self._mode: Literal["text", "arguments", "end"] = "text"
-        self._held = ""            # text whose meaning the next deltas decide
+        self._held = ""  # text whose meaning the next deltas decide
         self._scan = _JsonScan()
-        self._begin, self._arguments_so_far = "", ""   # the open call (mode "arguments"): held until whole
-        self.cut = ""              # set by finish(): the text of a call the output ended inside (now content)
+        self._begin, self._arguments_so_far = "", ""  # the open call (mode "arguments"): held until whole
+        self.cut = ""  # set by finish(): the text of a call the output ended inside (now content)
 
     def feed(self, text: str) -> list[Event]:
         events: list[Event] = []
@@ -228,7 +235,7 @@ class ToolCallParser:
         call whose arguments are whole stays a call even if its end tag was cut (that is markup)."""
         events: list[Event] = []
         if self._mode == "text" and self._held:
-            if self._held.startswith(TRIGGER):   # a call's opening cut short
+            if self._held.startswith(TRIGGER):  # a call's opening cut short
                 self.cut = self._held
             self._say(self._held, events)
         elif self._mode == "arguments":
@@ -245,11 +252,10 @@ class ToolCallParser:
 
     def _text(self, text: str, events: list[Event]) -> str:
         at = text.find(TRIGGER)
-        if at < 0:   # hold the longest end of the text that may grow into the trigger
-            keep = next((k for k in range(min(len(TRIGGER) - 1, len(text)), 0, -1)
-                         if TRIGGER.startswith(text[-k:])), 0)
-            self._say(text[:len(text) - keep], events)
-            self._held = text[len(text) - keep:]
+        if at < 0:  # hold the longest end of the text that may grow into the trigger
+            keep = next((k for k in range(min(len(TRIGGER) - 1, len(text)), 0, -1) if TRIGGER.startswith(text[-k:])), 0)
+            self._say(text[: len(text) - keep], events)
+            self._held = text[len(text) - keep :]
             return ""
         self._say(text[:at], events)
         rest = text[at:]
@@ -257,37 +263,38 @@ class ToolCallParser:
             if rest.startswith(begin):
                 self._mode, self._scan = "arguments", _JsonScan()
                 self._begin, self._arguments_so_far = begin, ""
-                return rest[len(begin):]
+                return rest[len(begin) :]
         if any(begin.startswith(rest) for begin in self.begins):
-            self._held = rest   # may still become a call
+            self._held = rest  # may still become a call
             return ""
-        self._say(rest[:1], events)   # a trigger that starts no call is plain text
+        self._say(rest[:1], events)  # a trigger that starts no call is plain text
         return rest[1:]
 
     def _arguments(self, text: str, events: list[Event]) -> str:
         for i, ch in enumerate(text):
-            if self._scan.step(ch):   # the value closed: the call is whole, and sent as one delta
-                arguments, name = self._arguments_so_far + text[:i + 1], self.begins[self._begin]
+            if self._scan.step(ch):  # the value closed: the call is whole, and sent as one delta
+                arguments, name = self._arguments_so_far + text[: i + 1], self.begins[self._begin]
                 self.calls.append(ToolCall(self.new_id(), name, arguments))
                 events.append(CallDelta(len(self.calls) - 1, arguments, self.calls[-1].id, name))
                 self._mode = "end"
-                return text[i + 1:]
+                return text[i + 1 :]
         self._arguments_so_far += text
         return ""
 
     def _end(self, text: str, events: list[Event]) -> str:
         if text.startswith(CALL_END):
             self._mode = "text"
-            return text[len(CALL_END):]
+            return text[len(CALL_END) :]
         if CALL_END.startswith(text):
             self._held = text
             return ""
-        self._mode = "text"   # not the end tag: what follows is read as free text again
+        self._mode = "text"  # not the end tag: what follows is read as free text again
         return text
 
 
-def parse_tool_calls(text: str, tool_names: list[str],
-                     new_id: Callable[[], str] = new_call_id) -> tuple[str, list[ToolCall]]:
+def parse_tool_calls(
+    text: str, tool_names: list[str], new_id: Callable[[], str] = new_call_id
+) -> tuple[str, list[ToolCall]]:
     """A whole output -> (content, calls): the streaming parser fed all of it at once."""
     parser = ToolCallParser(tool_names, new_id)
     parser.feed(text)

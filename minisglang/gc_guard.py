@@ -16,6 +16,7 @@ later is never collected. Freezes happen only after slow collections, that is on
 some 10^5 objects of growth, and what is in flight then is a few requests' cycles (measured:
 about 10 cyclic objects per request, most of them collected young).
 """
+
 from __future__ import annotations
 
 import gc
@@ -29,21 +30,21 @@ class GcGuard:
 
     def __init__(self, slow_seconds: float = 0.02):
         self.slow_seconds = slow_seconds
-        self.freezes = 0                  # freezes done (for /metrics and tests)
-        self.longest = 0.0                # the longest full collection seen (seconds)
-        self._started: dict[int, float] = {}   # thread -> when its collection started (perf_counter)
+        self.freezes = 0  # freezes done (for /metrics and tests)
+        self.longest = 0.0  # the longest full collection seen (seconds)
+        self._started: dict[int, float] = {}  # thread -> when its collection started (perf_counter)
 
     def _on_gc(self, phase: str, info: dict[str, Any]) -> None:
         if info["generation"] != 2:
             return
-        thread = threading.get_ident()   # (a collection runs on the thread that allocated)
+        thread = threading.get_ident()  # (a collection runs on the thread that allocated)
         if phase == "start":
             self._started[thread] = time.perf_counter()
             return
         took = time.perf_counter() - self._started.pop(thread, time.perf_counter())
         self.longest = max(self.longest, took)
         if took > self.slow_seconds:
-            gc.freeze()   # survivors only: the collection that just ended freed the garbage
+            gc.freeze()  # survivors only: the collection that just ended freed the garbage
             self.freezes += 1
 
     def install(self) -> GcGuard:

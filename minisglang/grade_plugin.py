@@ -16,6 +16,7 @@ Standard library only, and no import of minisglang: the grader copies this file 
 the run and loads it by its own name, so the plugin is always the grader's own, never the
 (possibly broken) copy inside the student's package.
 """
+
 from __future__ import annotations
 
 import faulthandler
@@ -28,8 +29,8 @@ import time
 from pathlib import Path
 
 EVENTS_ENV = "MINISGLANG_GRADE_EVENTS"
-SKIP_ENV = "MINISGLANG_GRADE_SKIP"     # JSON list of test ids a restarted run leaves out
-TRACE_ENV = "MINISGLANG_GRADE_TRACE"   # set: record which tasks' solution regions run
+SKIP_ENV = "MINISGLANG_GRADE_SKIP"  # JSON list of test ids a restarted run leaves out
+TRACE_ENV = "MINISGLANG_GRADE_TRACE"  # set: record which tasks' solution regions run
 
 _markers_of: dict[str, list[str]] = {}
 _failed: dict[str, dict] = {}
@@ -79,7 +80,7 @@ def pytest_configure(config):
         config.pluginmanager.register(_Alarm(), "minisglang-grade-alarm")
     try:
         _stacks["timeout"] = float(config.getoption("timeout") or 0) or None
-    except (ValueError, TypeError):   # no pytest-timeout: no limit, no dump
+    except (ValueError, TypeError):  # no pytest-timeout: no limit, no dump
         _stacks["timeout"] = None
 
 
@@ -89,7 +90,7 @@ class TestTimedOut(BaseException):
     shrink it, and an infinite loop replayed after the one alarm never ends. This passes
     through hypothesis, and pytest reports it as the test's failure."""
 
-    __test__ = False   # not a test class, despite its name
+    __test__ = False  # not a test class, despite its name
 
 
 class _Alarm:
@@ -166,14 +167,21 @@ def pytest_runtest_logfinish(nodeid, location):
     failure = _failed.get(nodeid)
     if failure is not None and failure.get("timed_out"):
         failure["stacks"] = thread_stacks(_stacks_path())
-    _emit({"event": "finish", "test": nodeid, "markers": _markers_of.get(nodeid, []),
-           "passed": failure is None, **(failure or {})})
+    _emit(
+        {
+            "event": "finish",
+            "test": nodeid,
+            "markers": _markers_of.get(nodeid, []),
+            "passed": failure is None,
+            **(failure or {}),
+        }
+    )
 
 
 # ---------------------------------------------------------------- which regions run (tracing)
 _BEGIN = re.compile(r"^[ \t]*# BEGIN SOLUTION (task\d+_\d+)\s*$")
 _END = re.compile(r"^[ \t]*# END SOLUTION\s*$")
-_ran: set[str] = set()     # the tasks whose regions ran a line in the current test
+_ran: set[str] = set()  # the tasks whose regions ran a line in the current test
 _file_regions: dict[str, list[tuple[int, int, str]]] = {}
 _code_regions: dict[object, list[tuple[int, int, str]]] = {}
 
@@ -217,6 +225,7 @@ def _trace_calls(frame, event, arg):
                 if first <= frame.f_lineno <= last:
                     _ran.add(task)
         return trace_lines
+
     return trace_lines
 
 
@@ -237,6 +246,7 @@ def _start_tracing() -> None:
     def on_threads(self, *args, **kwargs):
         kwargs["compile_in"] = "thread"
         init(self, *args, **kwargs)
+
     compile_service.CompileService.__init__ = on_threads  # type: ignore[method-assign]
 
 
@@ -247,7 +257,7 @@ def explain(report) -> dict:
     example = None
     m = _EXAMPLE.search(text)
     if m:
-        text, example = text[:m.start()], text[m.start():].strip()
+        text, example = text[: m.start()], text[m.start() :].strip()
     # The first line: "AssertionError: the test's message", or pytest's "assert 3 == 4".
     lines = text.strip().splitlines()
     first = lines[0] if lines else "(no message)"
@@ -265,9 +275,14 @@ def explain(report) -> dict:
     # output (an engine test sees a stub as an aborted request, its traceback only logged).
     seen = str(report.longreprtext) + "".join(content for _, content in getattr(report, "sections", []))
     blank = sorted(set(_STUB.findall(seen)), key=lambda t: tuple(map(int, t.split("_"))))
-    return {"reason": first, "path": crash.path if crash is not None else None,
-            "line": crash.lineno if crash is not None else None, "example": example, "timed_out": timed_out,
-            "blank": blank}
+    return {
+        "reason": first,
+        "path": crash.path if crash is not None else None,
+        "line": crash.lineno if crash is not None else None,
+        "example": example,
+        "timed_out": timed_out,
+        "blank": blank,
+    }
 
 
 def thread_stacks(path: str | None) -> list[str]:
@@ -283,6 +298,6 @@ def thread_stacks(path: str | None) -> list[str]:
         if line.startswith(("Thread 0x", "Current thread 0x")):
             out.append(line.removesuffix(" (most recent call first):"))
         elif "/minisglang/" in line and "/tests/" not in line:
-            out.append("  " + line[line.rindex("/minisglang/") + 1:].replace('", line ', ":"))
+            out.append("  " + line[line.rindex("/minisglang/") + 1 :].replace('", line ', ":"))
     # Threads with no frame in the graded files say nothing: drop their headers.
     return [ln for i, ln in enumerate(out) if ln.startswith("  ") or (i + 1 < len(out) and out[i + 1].startswith("  "))]

@@ -19,6 +19,7 @@ What can go wrong in a student's copy, and what the grader says:
 The graded pytest reports each test's outcome through grade_plugin.py (one JSON line per
 event), so that a run killed half-way still says how far it got.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -38,25 +39,25 @@ from . import grade_plugin
 from .checkout import PACKAGE_DIR, all_tasks, find_solution_regions, is_stub, stage_number, task_key
 
 REPO_TESTS = PACKAGE_DIR.parent / "tests"
-PLUGIN_NAME = "minisglang_grade_plugin"   # grade_plugin.py, copied under this name for the run
-IMPL_ENV = "MINISGLANG_IMPL"           # tests/conftest.py checks that minisglang came from there
+PLUGIN_NAME = "minisglang_grade_plugin"  # grade_plugin.py, copied under this name for the run
+IMPL_ENV = "MINISGLANG_IMPL"  # tests/conftest.py checks that minisglang came from there
 DEFAULT_TEST_TIMEOUT = 60.0
 EXERCISES_DIR = PACKAGE_DIR.parent / "exercises"
-PREREQUISITES_FILE = EXERCISES_DIR / "prerequisites.json"   # written by `minisglang prerequisites --write`
+PREREQUISITES_FILE = EXERCISES_DIR / "prerequisites.json"  # written by `minisglang prerequisites --write`
 
 
 @dataclass
 class Failure:
     """One failing test and why."""
 
-    test: str                      # pytest node id, e.g. tests/test_exercises_s1.py::test_x
-    reason: str                    # first line of the error, e.g. "AssertionError: ..."
-    where: str | None = None       # "minisglang/x.py:12" when it was raised in the graded package
-    example: str | None = None     # hypothesis's failing example, when there is one
+    test: str  # pytest node id, e.g. tests/test_exercises_s1.py::test_x
+    reason: str  # first line of the error, e.g. "AssertionError: ..."
+    where: str | None = None  # "minisglang/x.py:12" when it was raised in the graded package
+    example: str | None = None  # hypothesis's failing example, when there is one
     timed_out: bool = False
-    blank: list[str] = field(default_factory=list)   # tasks ("4_4") whose stub the test ran into
+    blank: list[str] = field(default_factory=list)  # tasks ("4_4") whose stub the test ran into
     stacks: list[str] = field(default_factory=list)  # a timed-out test: where its threads waited
-    raised_in: str | None = None   # the task ("3_3") whose region the error came from, if one
+    raised_in: str | None = None  # the task ("3_3") whose region the error came from, if one
     marked: list[str] = field(default_factory=list)  # the test's own tasks, when moved to raised_in's row
 
 
@@ -88,11 +89,11 @@ class GradeReport:
     """Everything one grading run found; `to_json()` is the `--json` file."""
 
     stage: str
-    impl: str | None               # None: the reference
+    impl: str | None  # None: the reference
     tasks: dict[str, TaskResult]
     file_errors: list[FileError] = field(default_factory=list)
-    output: str = ""               # pytest's own output, every run of it (for --verbose)
-    blank: list[str] = field(default_factory=list)   # tasks ("task4_4") still a stub in the copy
+    output: str = ""  # pytest's own output, every run of it (for --verbose)
+    blank: list[str] = field(default_factory=list)  # tasks ("task4_4") still a stub in the copy
     ran: dict[str, list[str]] = field(default_factory=dict)  # trace=True: test -> tasks whose regions it ran
 
     @property
@@ -100,12 +101,18 @@ class GradeReport:
         return all(r.ok for r in self.tasks.values())
 
     def to_json(self) -> dict:
-        return {"stage": self.stage, "impl": self.impl, "ok": self.ok,
-                "passed": sum(len(r.passed) for r in self.tasks.values()),
-                "failed": sum(len(r.failed) for r in self.tasks.values()),
-                "file_errors": [asdict(e) for e in self.file_errors],
-                "tasks": {t: {"ok": r.ok, "passed": r.passed, "failed": [asdict(f) for f in r.failed]}
-                          for t, r in self.tasks.items()}}
+        return {
+            "stage": self.stage,
+            "impl": self.impl,
+            "ok": self.ok,
+            "passed": sum(len(r.passed) for r in self.tasks.values()),
+            "failed": sum(len(r.failed) for r in self.tasks.values()),
+            "file_errors": [asdict(e) for e in self.file_errors],
+            "tasks": {
+                t: {"ok": r.ok, "passed": r.passed, "failed": [asdict(f) for f in r.failed]}
+                for t, r in self.tasks.items()
+            },
+        }
 
 
 # ---------------------------------------------------------------------- running the tests
@@ -120,14 +127,22 @@ def select_tasks(stage: str, only: list[str] | None = None) -> list[str]:
     wanted = [t if t.startswith("task") else f"task{t}" for t in only]
     unknown = [t for t in wanted if t not in tasks]
     if unknown:
-        raise ValueError(f"stage {stage} has no task {', '.join(u[4:] for u in unknown)}; "
-                         f"its tasks are {', '.join(t[4:] for t in tasks)}")
+        raise ValueError(
+            f"stage {stage} has no task {', '.join(u[4:] for u in unknown)}; "
+            f"its tasks are {', '.join(t[4:] for t in tasks)}"
+        )
     return [t for t in tasks if t in wanted]
 
 
-def run_task_tests(stage: str, impl: str | Path | None = None, tests_dir: Path = REPO_TESTS,
-                   test_timeout: float = DEFAULT_TEST_TIMEOUT, total_timeout: float = 1800,
-                   only: list[str] | None = None, trace: bool = False) -> GradeReport:
+def run_task_tests(
+    stage: str,
+    impl: str | Path | None = None,
+    tests_dir: Path = REPO_TESTS,
+    test_timeout: float = DEFAULT_TEST_TIMEOUT,
+    total_timeout: float = 1800,
+    only: list[str] | None = None,
+    trace: bool = False,
+) -> GradeReport:
     """Run the stage's task tests (or those of the tasks `only` names) against `impl`
     (None = reference) and explain the failures. `trace` (the reference only): also record
     in `report.ran`, per test, every task whose solution region it ran."""
@@ -139,24 +154,46 @@ def run_task_tests(stage: str, impl: str | Path | None = None, tests_dir: Path =
         impl = Path(impl).resolve()
         package = impl / "minisglang"
         if not (package / "__init__.py").exists():
-            raise FileNotFoundError(f"{impl} holds no minisglang package (make it with "
-                                    f"`minisglang checkout {stage} {impl} --student`)")
+            raise FileNotFoundError(
+                f"{impl} holds no minisglang package (make it with `minisglang checkout {stage} {impl} --student`)"
+            )
         env["PYTHONPATH"] = str(impl) + os.pathsep + env.get("PYTHONPATH", "")
         env[IMPL_ENV] = str(impl)
-    report = GradeReport(stage, None if impl is None else str(impl), {t: TaskResult(t) for t in tasks},
-                         file_errors=syntax_errors(package), blank=blank_tasks(package))
+    report = GradeReport(
+        stage,
+        None if impl is None else str(impl),
+        {t: TaskResult(t) for t in tasks},
+        file_errors=syntax_errors(package),
+        blank=blank_tasks(package),
+    )
     # Only the files that test this stage's tasks: a checkout of s3 has no s4 modules for the
     # other test files to import.
-    files = {f: [t for t in tasks if re.search(rf"pytest\.mark\.{t}\b", f.read_text(encoding="utf-8"))]
-             for f in sorted(tests_dir.glob("test_*.py"))}
+    files = {
+        f: [t for t in tasks if re.search(rf"pytest\.mark\.{t}\b", f.read_text(encoding="utf-8"))]
+        for f in sorted(tests_dir.glob("test_*.py"))
+    }
     files = {f: ts for f, ts in files.items() if ts}
     # --tb=native: Python's own tracebacks. The report reads only the error's last line and the
     # stubs it names; pytest's long form (source and locals of every frame) took half the time
     # of grading a blank copy, 288 failures.
-    cmd = [sys.executable, "-m", "pytest", *map(str, files), "-q", "-p", PLUGIN_NAME,
-           "-p", "no:cacheprovider", "-m", " or ".join(tasks),
-           "--continue-on-collection-errors", "-o", "addopts=--strict-markers", "--tb=native"]
-    if importlib.util.find_spec("pytest_timeout") is not None:   # a plugin pytest loads itself
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        *map(str, files),
+        "-q",
+        "-p",
+        PLUGIN_NAME,
+        "-p",
+        "no:cacheprovider",
+        "-m",
+        " or ".join(tasks),
+        "--continue-on-collection-errors",
+        "-o",
+        "addopts=--strict-markers",
+        "--tb=native",
+    ]
+    if importlib.util.find_spec("pytest_timeout") is not None:  # a plugin pytest loads itself
         cmd += [f"--timeout={test_timeout:g}"]
     # `python -m` puts the working directory first on sys.path: run from the copy being
     # graded, so that its `minisglang` is the one imported.
@@ -191,8 +228,7 @@ def run_task_tests(stage: str, impl: str | Path | None = None, tests_dir: Path =
     for nodeid, (markers, failure) in done.items():
         for t in markers:
             if t in report.tasks:
-                (report.tasks[t].passed.append(nodeid) if failure is None
-                 else report.tasks[t].failed.append(failure))
+                (report.tasks[t].passed.append(nodeid) if failure is None else report.tasks[t].failed.append(failure))
     attribute_failures(report)
     report.output = "\n".join(outputs)
     return report
@@ -210,7 +246,7 @@ def attribute_failures(report: GradeReport) -> None:
             other = f"task{f.raised_in}" if f.raised_in else None
             if other is None or other == t or other not in report.tasks or _STUB.match(f.reason):
                 continue
-            if own_failure[other] - {f.test}:   # the other task fails a test of its own too
+            if own_failure[other] - {f.test}:  # the other task fails a test of its own too
                 f.marked = [m for m, res in report.tasks.items() if f in res.failed]
                 for m in f.marked:
                     report.tasks[m].failed.remove(f)
@@ -220,23 +256,31 @@ def attribute_failures(report: GradeReport) -> None:
 def _run_until_stuck(cmd, env, cwd, events_path: Path, test_timeout: float, deadline: float):
     """Run pytest; kill it if one test runs far past its timeout (or the whole run past the
     deadline). Returns ((test, markers, reason) or None, pytest's output, its exit status)."""
-    grace = 1.5 * test_timeout + 10   # pytest-timeout fires first when it can
+    grace = 1.5 * test_timeout + 10  # pytest-timeout fires first when it can
     with tempfile.TemporaryFile("w+") as out:
         # A session of its own, so that a kill also ends the processes it started (the s3
         # compile workers of a stuck test).
-        proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, text=True,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            cmd, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, text=True, start_new_session=True
+        )
         stuck = None
         while proc.poll() is None:
             time.sleep(0.2)
             running = _running_test(events_path)
             now = time.monotonic()
             if running is not None and time.time() - running[2] > grace:
-                stuck = (running[0], running[1], f"timed out: ran past the {test_timeout:g} s limit "
-                         f"(an infinite loop?); the grader stopped it after {grace:.0f} s")
+                stuck = (
+                    running[0],
+                    running[1],
+                    f"timed out: ran past the {test_timeout:g} s limit "
+                    f"(an infinite loop?); the grader stopped it after {grace:.0f} s",
+                )
             elif now > deadline:
-                stuck = (running[0], running[1], "timed out: the whole grading run ran out of time") \
-                    if running else ("<collection>", [], "timed out before any test started")
+                stuck = (
+                    (running[0], running[1], "timed out: the whole grading run ran out of time")
+                    if running
+                    else ("<collection>", [], "timed out before any test started")
+                )
             if stuck is not None:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
@@ -279,22 +323,34 @@ def _collect(events, done, report: GradeReport, files, package: Path, cwd: Path,
         elif e["event"] == "finish":
             failure = None
             if not e["passed"]:
-                failure = Failure(e["test"], e["reason"], _where(e.get("path"), e.get("line"), package, cwd),
-                                  e.get("example"), e.get("timed_out", False), e.get("blank", []),
-                                  e.get("stacks", []), e.get("raised_in"))
+                failure = Failure(
+                    e["test"],
+                    e["reason"],
+                    _where(e.get("path"), e.get("line"), package, cwd),
+                    e.get("example"),
+                    e.get("timed_out", False),
+                    e.get("blank", []),
+                    e.get("stacks", []),
+                    e.get("raised_in"),
+                )
             done[e["test"]] = (e["markers"], failure)
         elif e["event"] == "collect_error":
             # A test file that cannot be imported: every task it tests fails with the reason.
             err = _import_error(e["text"], package, cwd)
-            if err.path and err not in report.file_errors and not any(
-                    f.path == err.path and f.line == err.line for f in report.file_errors):
+            if (
+                err.path
+                and err not in report.file_errors
+                and not any(f.path == err.path and f.line == err.line for f in report.file_errors)
+            ):
                 report.file_errors.append(err)
             path = (rootdir / e["path"]).resolve()
             for f, tasks in files.items():
                 if f.resolve() == path:
                     for t in tasks:
-                        done[f"{e['path']}::<import>[{t}]"] = ([t], Failure(
-                            e["path"], f"the tests could not be imported: {err}"))
+                        done[f"{e['path']}::<import>[{t}]"] = (
+                            [t],
+                            Failure(e["path"], f"the tests could not be imported: {err}"),
+                        )
 
 
 def _where(path: str | None, line: int | None, package: Path, cwd: Path | None = None) -> str | None:
@@ -303,7 +359,7 @@ def _where(path: str | None, line: int | None, package: Path, cwd: Path | None =
     try:
         rel = ((cwd or Path.cwd()) / path).resolve().relative_to(package.parent)
     except ValueError:
-        return None   # raised in the tests or a library, not in the graded code
+        return None  # raised in the tests or a library, not in the graded code
     return f"{rel}:{line}"
 
 
@@ -313,8 +369,10 @@ _FRAME = re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+)|^(?P<path2>\S+\
 def _import_error(text: str, package: Path, cwd: Path) -> FileError:
     """The deepest frame of a collection traceback that is in the graded package, and the error."""
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    message = next((ln.removeprefix("E").strip() for ln in reversed(lines)
-                    if re.match(r"E?\s*\w*(Error|Exception|Exit)\b", ln)), lines[-1] if lines else "?")
+    message = next(
+        (ln.removeprefix("E").strip() for ln in reversed(lines) if re.match(r"E?\s*\w*(Error|Exception|Exit)\b", ln)),
+        lines[-1] if lines else "?",
+    )
     path, line = "", None
     for m in _FRAME.finditer(text):
         p, n = (m["path"], m["line"]) if m["path"] else (m["path2"], m["line2"])
@@ -331,9 +389,9 @@ def blank_tasks(package: Path) -> list[str]:
         try:
             lines = path.read_text(encoding="utf-8").splitlines()
             regions = find_solution_regions("\n".join(lines))
-        except (UnicodeDecodeError, ValueError):   # syntax_errors or the tests report these
+        except (UnicodeDecodeError, ValueError):  # syntax_errors or the tests report these
             continue
-        blank.update(task for task, begin, end in regions if is_stub(lines[begin + 1:end], task))
+        blank.update(task for task, begin, end in regions if is_stub(lines[begin + 1 : end], task))
     return sorted(blank, key=task_key)
 
 
@@ -344,8 +402,7 @@ def syntax_errors(package: Path) -> list[FileError]:
         try:
             compile(path.read_text(encoding="utf-8"), str(path), "exec")
         except SyntaxError as e:
-            errors.append(FileError(str(path.relative_to(package.parent)), e.lineno,
-                                    f"{type(e).__name__}: {e.msg}"))
+            errors.append(FileError(str(path.relative_to(package.parent)), e.lineno, f"{type(e).__name__}: {e.msg}"))
         except (UnicodeDecodeError, ValueError) as e:
             errors.append(FileError(str(path.relative_to(package.parent)), None, f"{type(e).__name__}: {e}"))
     return errors
@@ -395,7 +452,7 @@ def format_report(report: GradeReport) -> str:
             # still blank, not only the first stub a failure happened to run into.
             chain = [b[4:] for b in needed_tasks(t, prerequisites) if b in report.blank]
             waits = sorted({*waits, *chain}, key=lambda b: task_key(f"task{b}"))
-        if waits:   # the failures run into other tasks' stubs: say which, in the row
+        if waits:  # the failures run into other tasks' stubs: say which, in the row
             status += f" (needs {', '.join(waits)})"
         lines.append(f"{t:10s} {len(r.passed):6d} {len(r.failed):6d}  {status}")
     npass = sum(len(r.passed) for r in report.tasks.values())
@@ -419,8 +476,10 @@ def format_report(report: GradeReport) -> str:
             lines.append(f"FAIL {t} {f.test}" if len(same) == 1 else f"FAIL {t} {_test_names(same)}")
             lines.append(f"  {_indent(f.reason)}" + (f"\n  raised at {f.where}" if f.where else ""))
             if f.marked:
-                lines.append(f"  (a test of {', '.join(m[4:] for m in f.marked)}; counted here: the error came "
-                             f"from task {t[4:]}'s code)")
+                lines.append(
+                    f"  (a test of {', '.join(m[4:] for m in f.marked)}; counted here: the error came "
+                    f"from task {t[4:]}'s code)"
+                )
             elif f.raised_in and f"task{f.raised_in}" != t and not _STUB.match(f.reason):
                 lines.append(f"  (the error came from task {f.raised_in}'s code, which this test also runs)")
             stub = _STUB.match(f.reason)
@@ -428,17 +487,22 @@ def format_report(report: GradeReport) -> str:
             earlier = [b for b in others if task_key(f"task{b}")[0] < stage_number(report.stage)]
             for b in earlier:
                 n = b.split("_")[0]
-                lines.append(f"  (task{b} is from stage s{n}: write it again, or check "
-                             f"this stage out with --from YOUR_S{n}_DIR to keep yours)")
+                lines.append(
+                    f"  (task{b} is from stage s{n}: write it again, or check "
+                    f"this stage out with --from YOUR_S{n}_DIR to keep yours)"
+                )
             if len(others) > len(earlier):
                 names = ", ".join(b for b in others if b not in earlier)
-                lines.append(f"  (also runs task {names}, still blank in your copy: this test cannot pass "
-                             f"until {names} is written too)")
-            if f.example and not stub:   # an example adds nothing to "write this"
+                lines.append(
+                    f"  (also runs task {names}, still blank in your copy: this test cannot pass "
+                    f"until {names} is written too)"
+                )
+            if f.example and not stub:  # an example adds nothing to "write this"
                 lines.append(f"  {_indent(f.example)}")
             if f.timed_out and f.stacks:
-                lines.append("  possible deadlock (or a loop): where each thread was when the test was stopped, "
-                             "in your files:")
+                lines.append(
+                    "  possible deadlock (or a loop): where each thread was when the test was stopped, in your files:"
+                )
                 lines += [f"    {line}" for line in f.stacks[:40]]
     return "\n".join(lines)
 
@@ -447,12 +511,22 @@ def _failing_prerequisites(task: str, report: GradeReport, prerequisites: dict[s
     """The other graded tasks ("3_3") that `task`'s tests run and that fail their own tests
     with code written (not a stub): the likely cause of a wrong answer in `task`'s tests,
     where no traceback names it because nothing was raised."""
-    return [x[4:] for x in prerequisites.get(task, []) if x in report.tasks and x not in report.blank
-            and any(not _STUB.match(f.reason) for f in report.tasks[x].failed)]
+    return [
+        x[4:]
+        for x in prerequisites.get(task, [])
+        if x in report.tasks
+        and x not in report.blank
+        and any(not _STUB.match(f.reason) for f in report.tasks[x].failed)
+    ]
 
 
-def _cause_notes(task: str, report: GradeReport, failing: list[str], runs: dict[str, list[str]],
-                 score: dict[str, tuple[float, int, int]]) -> list[str]:
+def _cause_notes(
+    task: str,
+    report: GradeReport,
+    failing: list[str],
+    runs: dict[str, list[str]],
+    score: dict[str, tuple[float, int, int]],
+) -> list[str]:
     """NOTE lines for `task`'s row about the other failing tasks (`failing`, "3_3") its tests run.
 
     Every failing test of `task` runs that task's code too (else a failure is `task`'s own and
@@ -468,14 +542,20 @@ def _cause_notes(task: str, report: GradeReport, failing: list[str], runs: dict[
         if not own or not all(f.test not in runs or f"task{other}" in runs[f.test] for f in own):
             continue
         mine, theirs = score[task[4:]], score[other]
-        counts = (f"its code ran in {theirs[1]} failing and {theirs[2]} passing tests, {task[4:]}'s in "
-                  f"{mine[1]} failing and {mine[2]} passing")
+        counts = (
+            f"its code ran in {theirs[1]} failing and {theirs[2]} passing tests, {task[4:]}'s in "
+            f"{mine[1]} failing and {mine[2]} passing"
+        )
         if theirs[0] > mine[0]:
-            notes.append(f"NOTE {task}: every failing test here also runs task {other}'s code, the likelier "
-                         f"culprit ({counts}): fix {other} first, then grade again")
+            notes.append(
+                f"NOTE {task}: every failing test here also runs task {other}'s code, the likelier "
+                f"culprit ({counts}): fix {other} first, then grade again"
+            )
         elif theirs[0] == mine[0]:
-            notes.append(f"NOTE {task}: every failing test here also runs task {other}'s code, which fails too "
-                         f"({counts}): either task may be wrong; check both against the page")
+            notes.append(
+                f"NOTE {task}: every failing test here also runs task {other}'s code, which fails too "
+                f"({counts}): either task may be wrong; check both against the page"
+            )
     return ["", *notes] if notes else []
 
 
@@ -562,12 +642,19 @@ def short_names(paths: list[str]) -> list[str]:
 
 
 # ---------------------------------------------------------------------- the CLI entry
-def grade(stage: str, impls: list[str] | None = None, *, test_timeout: float = DEFAULT_TEST_TIMEOUT,
-          verbose: bool = False, json_path: str | None = None, only: list[str] | None = None) -> int:
+def grade(
+    stage: str,
+    impls: list[str] | None = None,
+    *,
+    test_timeout: float = DEFAULT_TEST_TIMEOUT,
+    verbose: bool = False,
+    json_path: str | None = None,
+    only: list[str] | None = None,
+) -> int:
     """Grade the reference, one student copy, or a class (all the stage's tasks, or those
     `only` names); exit status 0 only when all passed."""
-    select_tasks(stage, only)   # a misspelt task fails before any test runs
-    targets: list[str | None] = [*impls] if impls else [None]   # None: the reference
+    select_tasks(stage, only)  # a misspelt task fails before any test runs
+    targets: list[str | None] = [*impls] if impls else [None]  # None: the reference
     reports = [run_task_tests(stage, impl, test_timeout=test_timeout, only=only) for impl in targets]
     for r in reports:
         if verbose:
@@ -583,5 +670,15 @@ def grade(stage: str, impls: list[str] | None = None, *, test_timeout: float = D
     return 0 if all(r.ok for r in reports) else 1
 
 
-__all__ = ["run_task_tests", "select_tasks", "format_report", "format_class_table", "grade", "stage_number",
-           "GradeReport", "TaskResult", "Failure", "FileError"]
+__all__ = [
+    "run_task_tests",
+    "select_tasks",
+    "format_report",
+    "format_class_table",
+    "grade",
+    "stage_number",
+    "GradeReport",
+    "TaskResult",
+    "Failure",
+    "FileError",
+]

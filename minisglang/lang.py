@@ -18,6 +18,7 @@ OpenAI-compatible server, ours or a real SGLang/vLLM one (the server applies its
 template; `json_schema` travels as `response_format`, `regex` as SGLang's extra field).
 SGLang's explicit style also works: `def f(s, ...)` with `s += user(...)`.
 """
+
 from __future__ import annotations
 
 import contextvars
@@ -54,8 +55,15 @@ class Message:
     content: str | Gen
 
 
-def gen(name: str, max_tokens: int = 256, temperature: float = 0.0, regex: str | None = None,
-        json_schema: dict | str | None = None, stop: list[str] | str | None = None, **extra: Any) -> Gen:
+def gen(
+    name: str,
+    max_tokens: int = 256,
+    temperature: float = 0.0,
+    regex: str | None = None,
+    json_schema: dict | str | None = None,
+    stop: list[str] | str | None = None,
+    **extra: Any,
+) -> Gen:
     params = {"max_new_tokens": max_tokens, "temperature": temperature, **extra}
     for key, value in (("regex", regex), ("json_schema", json_schema), ("stop", stop)):
         if value is not None:
@@ -67,7 +75,7 @@ def _role(role: str):
     def make(content: str | Gen) -> Message:
         msg = Message(role, content)
         state = _current.get()
-        if state is not None:        # implicit style: the call itself adds the message
+        if state is not None:  # implicit style: the call itself adds the message
             state += msg
         return msg
 
@@ -138,7 +146,7 @@ class RuntimeEndpoint:
                 schema = json.loads(value) if isinstance(value, str) else value
                 body["response_format"] = {"type": "json_schema", "json_schema": {"name": "output", "schema": schema}}
             else:
-                body[key] = value   # regex, ebnf: SGLang-style extra fields
+                body[key] = value  # regex, ebnf: SGLang-style extra fields
         resp = self._post("/v1/chat/completions", body)
         return resp["choices"][0]["message"]["content"], resp.get("usage", {})
 
@@ -149,8 +157,9 @@ class RuntimeEndpoint:
         return h
 
     def _get(self, path: str) -> dict:
-        with urllib.request.urlopen(urllib.request.Request(self.base_url + path, headers=self._headers()),
-                                    timeout=self.timeout) as r:
+        with urllib.request.urlopen(
+            urllib.request.Request(self.base_url + path, headers=self._headers()), timeout=self.timeout
+        ) as r:
             return json.loads(r.read())
 
     def _post(self, path: str, body: dict) -> dict:

@@ -12,6 +12,7 @@ Both pools track which slots are free with a boolean tensor, so freeing a slot t
 (a leak or a double release somewhere in the scheduler) raises at once instead of
 silently corrupting another request's cache.
 """
+
 from __future__ import annotations
 
 import torch
@@ -35,9 +36,7 @@ class ReqToTokenPool:
         self.size = size
         self.max_context_len = max_context_len
         self.device = torch.device(device)
-        self.req_to_token = torch.zeros(
-            (size, max_context_len), dtype=torch.int64, device=self.device
-        )
+        self.req_to_token = torch.zeros((size, max_context_len), dtype=torch.int64, device=self.device)
         self._is_free = [True] * size
         # Hand out low slot ids first, which keeps traces in notebooks easy to read.
         self._free_slots = list(range(size - 1, -1, -1))

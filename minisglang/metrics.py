@@ -15,6 +15,7 @@ Two kinds of numbers:
 
 Each app has its own registry, so several servers (tests) in one process never share counts.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
@@ -42,20 +43,37 @@ class ServerMetrics:
     def __init__(self, engine: Engine, step_timings: Callable[[], dict[str, float | None]] = dict):
         """`step_timings` returns the scheduler loop's step times (EngineLoop.step_timings)."""
         self.registry = CollectorRegistry(auto_describe=True)
-        self.refused = Counter("minisglang_refused_requests", "Requests refused before queuing, by HTTP status",
-                               ["status"], registry=self.registry)
-        self.tool_calls = Counter("minisglang_tool_calls", "Tool calls in chat completions' answers",
-                                  registry=self.registry)
-        self.latency = Histogram("minisglang_request_latency_seconds", "Arrival to finish of a request",
-                                 buckets=_LATENCY_BUCKETS, registry=self.registry)
-        self.draft_tokens = Counter("minisglang_spec_draft_tokens", "Draft tokens fed to verify forwards (s7)",
-                                    registry=self.registry)
-        self.accepted_tokens = Counter("minisglang_spec_accepted_tokens", "Of those, kept: the grammar allowed "
-                                       "them and the model agreed", registry=self.registry)
-        self.drafted = self.kept = 0    # the two counters' values, for the rate (one thread calls `finished`)
-        self.mass_kept = Histogram("minisglang_mask_mass_kept", "Probability mass the grammar's mask kept, per "
-                                   "constrained decode step (softmax at the request's temperature, 1 if greedy)",
-                                   buckets=_MASS_BUCKETS, registry=self.registry)
+        self.refused = Counter(
+            "minisglang_refused_requests",
+            "Requests refused before queuing, by HTTP status",
+            ["status"],
+            registry=self.registry,
+        )
+        self.tool_calls = Counter(
+            "minisglang_tool_calls", "Tool calls in chat completions' answers", registry=self.registry
+        )
+        self.latency = Histogram(
+            "minisglang_request_latency_seconds",
+            "Arrival to finish of a request",
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.draft_tokens = Counter(
+            "minisglang_spec_draft_tokens", "Draft tokens fed to verify forwards (s7)", registry=self.registry
+        )
+        self.accepted_tokens = Counter(
+            "minisglang_spec_accepted_tokens",
+            "Of those, kept: the grammar allowed them and the model agreed",
+            registry=self.registry,
+        )
+        self.drafted = self.kept = 0  # the two counters' values, for the rate (one thread calls `finished`)
+        self.mass_kept = Histogram(
+            "minisglang_mask_mass_kept",
+            "Probability mass the grammar's mask kept, per "
+            "constrained decode step (softmax at the request's temperature, 1 if greedy)",
+            buckets=_MASS_BUCKETS,
+            registry=self.registry,
+        )
         self.registry.register(_EngineCollector(engine, step_timings))
         self.registry.register(_AcceptRate(self))
         # The scheduler's step hook (minisglang/stepview) feeds the histogram; it is set before
@@ -69,7 +87,7 @@ class ServerMetrics:
     def finished(self, meta: dict[str, Any]) -> None:
         """Record one finished request from its meta_info."""
         self.latency.observe(meta["e2e_latency"])
-        if meta.get("spec_draft_tokens"):   # only a request that was fed drafts moves the rate
+        if meta.get("spec_draft_tokens"):  # only a request that was fed drafts moves the rate
             self.drafted += meta["spec_draft_tokens"]
             self.kept += meta["spec_accepted_tokens"]
             self.draft_tokens.inc(meta["spec_draft_tokens"])
@@ -104,7 +122,7 @@ class MassKept:
         self._before = None
         kept = torch.exp(log_mass(logits[rows], temperatures) - before).tolist()
         for i, mass in zip(rows, kept):
-            if not reqs[i].finished:   # a row whose mask allowed nothing ended its request instead
+            if not reqs[i].finished:  # a row whose mask allowed nothing ended its request instead
                 self.histogram.observe(mass)
 
     def token(self, req: Req, tok: int) -> None:
@@ -126,8 +144,11 @@ class _AcceptRate:
 
     def collect(self) -> Iterator[Metric]:
         if self.metrics.drafted:
-            yield GaugeMetricFamily("minisglang_spec_accept_rate", "Draft tokens kept / fed (s7), finished requests",
-                                    value=self.metrics.kept / self.metrics.drafted)
+            yield GaugeMetricFamily(
+                "minisglang_spec_accept_rate",
+                "Draft tokens kept / fed (s7), finished requests",
+                value=self.metrics.kept / self.metrics.drafted,
+            )
 
 
 class _EngineCollector:
@@ -137,45 +158,52 @@ class _EngineCollector:
         self.engine, self.step_timings = engine, step_timings
 
     def describe(self) -> list[Metric]:
-        return []   # no fixed set: the constraint layer's gauges exist only when the stage reports them
+        return []  # no fixed set: the constraint layer's gauges exist only when the stage reports them
 
     def collect(self) -> Iterator[Metric]:
         st = self.engine.stats()
-        by_reason = CounterMetricFamily("minisglang_requests", "Finished requests by finish reason",
-                                        labels=["finish_reason"])
+        by_reason = CounterMetricFamily(
+            "minisglang_requests", "Finished requests by finish reason", labels=["finish_reason"]
+        )
         for reason, n in sorted(st.finished_by_reason.items()):
             by_reason.add_metric([reason], n)
         yield by_reason
         for name, help_text, value in [
-                ("prompt_tokens", "Prompt tokens of finished requests", st.prompt_tokens),
-                ("cached_prompt_tokens", "Of those, supplied by the radix cache", st.cached_prompt_tokens),
-                ("generation_tokens", "Output tokens of finished requests", st.generated_tokens),
-                ("step_errors", "Exceptions a step caught (each aborted only its requests)", st.errors),
-                ("grammar_errors", "Requests whose own grammar failed mid-generation (the client's error)",
-                 st.grammar_errors)]:
+            ("prompt_tokens", "Prompt tokens of finished requests", st.prompt_tokens),
+            ("cached_prompt_tokens", "Of those, supplied by the radix cache", st.cached_prompt_tokens),
+            ("generation_tokens", "Output tokens of finished requests", st.generated_tokens),
+            ("step_errors", "Exceptions a step caught (each aborted only its requests)", st.errors),
+            (
+                "grammar_errors",
+                "Requests whose own grammar failed mid-generation (the client's error)",
+                st.grammar_errors,
+            ),
+        ]:
             yield CounterMetricFamily(f"minisglang_{name}", help_text, value=value)
         gauges: list[tuple[str, str, float]] = [
-                ("radix_hit_rate", "Cached prompt tokens / prompt tokens of finished requests", st.radix_hit_rate),
-                ("grammar_queue_length", "Requests waiting for their grammar", st.grammar_queue),
-                ("waiting_queue_length", "Requests waiting to be prefilled", st.waiting_queue),
-                ("running_requests", "Requests in the running (decode) batch", st.running),
-                ("free_kv_slots", "KV slots neither in use nor held by the radix tree", st.free_kv_slots),
-                ("radix_cached_tokens", "KV slots the radix tree holds", st.radix_cached_tokens),
-                ("radix_evictable_tokens", "Of those, not locked by a running request", st.radix_evictable_tokens),
-                ("total_kv_slots", "KV slots in the pool", st.total_kv_slots),
-                ("free_request_slots", "Free rows of the request-to-token table", st.free_request_slots),
-                ("total_request_slots", "Rows of the request-to-token table", st.total_request_slots)]
+            ("radix_hit_rate", "Cached prompt tokens / prompt tokens of finished requests", st.radix_hit_rate),
+            ("grammar_queue_length", "Requests waiting for their grammar", st.grammar_queue),
+            ("waiting_queue_length", "Requests waiting to be prefilled", st.waiting_queue),
+            ("running_requests", "Requests in the running (decode) batch", st.running),
+            ("free_kv_slots", "KV slots neither in use nor held by the radix tree", st.free_kv_slots),
+            ("radix_cached_tokens", "KV slots the radix tree holds", st.radix_cached_tokens),
+            ("radix_evictable_tokens", "Of those, not locked by a running request", st.radix_evictable_tokens),
+            ("total_kv_slots", "KV slots in the pool", st.total_kv_slots),
+            ("free_request_slots", "Free rows of the request-to-token table", st.free_request_slots),
+            ("total_request_slots", "Rows of the request-to-token table", st.total_request_slots),
+        ]
         for name, help_text, level in gauges:
             yield GaugeMetricFamily(f"minisglang_{name}", help_text, value=float(level))
         for key, seconds in sorted(self.step_timings().items()):
-            if seconds is not None:   # no step yet (or none running): no sample, rather than a made-up 0
+            if seconds is not None:  # no step yet (or none running): no sample, rather than a made-up 0
                 yield GaugeMetricFamily(f"minisglang_{key}", f"Scheduler loop: {key.replace('_', ' ')}", value=seconds)
         stage_stats = getattr(self.engine.stage, "stats", None)
-        if callable(stage_stats):   # e.g. the grammar cache's size and hits, where the stage reports them
+        if callable(stage_stats):  # e.g. the grammar cache's size and hits, where the stage reports them
             for key, value in sorted(stage_stats().items()):
                 if isinstance(value, (int, float)) and not isinstance(value, bool):
                     yield GaugeMetricFamily(f"minisglang_grammar_{key}", f"Constraint layer: {key}", value=value)
-                elif hasattr(value, "bounds"):   # a histogram (backends.base.CompileTimes)
+                elif hasattr(value, "bounds"):  # a histogram (backends.base.CompileTimes)
                     buckets = [(str(b), c) for b, c in zip(value.bounds, value.counts)] + [("+Inf", value.count)]
-                    yield HistogramMetricFamily(f"minisglang_grammar_{key}", f"Constraint layer: {key}",
-                                                buckets=buckets, sum_value=value.total)
+                    yield HistogramMetricFamily(
+                        f"minisglang_grammar_{key}", f"Constraint layer: {key}", buckets=buckets, sum_value=value.total
+                    )

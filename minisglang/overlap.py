@@ -43,6 +43,7 @@ turns into a stall. The same holds for s7's drafts: the drafts and their mask ch
 depend on the tokens the previous verify kept (SGLang also turned its overlap scheduler
 off for speculative decoding), so verify steps are not overlapped either.
 """
+
 from __future__ import annotations
 
 import time
@@ -72,7 +73,7 @@ class ForwardThread:
 
     def _forward(self, fb: ForwardBatch) -> tuple[torch.Tensor, float]:
         start = time.perf_counter()
-        with torch.inference_mode():   # a thread-local mode: the scheduler's does not reach here
+        with torch.inference_mode():  # a thread-local mode: the scheduler's does not reach here
             logits = self.model.forward(fb)
         return logits, time.perf_counter() - start
 
@@ -105,11 +106,11 @@ class OverlapScheduler(Scheduler):
             self.release_aborted()
             self._admit_ready_grammars()
             batch = self.schedule()
-        if batch is None:   # no forward to hide the rest behind
+        if batch is None:  # no forward to hide the rest behind
             self.process_tokens(list(self.unprocessed))
             self.leave_finished()
             if self.grammar_queue and not self.sat_out:
-                self.stage.wait_for_compiles(0.005)   # only compiles are pending: leave them the CPU
+                self.stage.wait_for_compiles(0.005)  # only compiles are pending: leave them the CPU
         else:
             self.overlapped_step(batch, parts)
         done, self.finished = self.finished, []
@@ -135,15 +136,23 @@ class OverlapScheduler(Scheduler):
             logits, forward_s = forward.result()
             waited = time.perf_counter() - waited
             if batch.chunk is not None:
-                logits = logits[1:]   # the unfinished prompt picks no token
+                logits = logits[1:]  # the unfinished prompt picks no token
             with self.timed(parts, "sample"):
                 next_token_ids = self.sample_picking(batch, logits, picking, masks)
         if fault.error is not None:
             return
         with self.timed(parts, "record"):
             self.record_results(batch, next_token_ids)
-        self.record_event("overlap", None, mode=batch.mode.value, reqs=len(batch.reqs), forward_s=forward_s,
-                          during_forward=during, waited_s=waited, exposed=parts)
+        self.record_event(
+            "overlap",
+            None,
+            mode=batch.mode.value,
+            reqs=len(batch.reqs),
+            forward_s=forward_s,
+            during_forward=during,
+            waited_s=waited,
+            exposed=parts,
+        )
 
     @staticmethod
     @contextmanager
@@ -172,8 +181,11 @@ class OverlapScheduler(Scheduler):
         """Whether `req`'s unprocessed token ends it whatever hook 5 and the text say: the
         length limit, or EOS (it then must not join the next batch)."""
         p = req.sampling_params
-        return (len(req.output_ids) >= p.max_new_tokens
-                or req.output_ids[-1] == self.tokenizer.eos_token_id and not p.ignore_eos)
+        return (
+            len(req.output_ids) >= p.max_new_tokens
+            or req.output_ids[-1] == self.tokenizer.eos_token_id
+            and not p.ignore_eos
+        )
 
     def process_tokens(self, reqs: list[Req]) -> None:
         """Hook 5, the text and the finish conditions of each request's unprocessed token."""
@@ -188,7 +200,7 @@ class OverlapScheduler(Scheduler):
         admitted = batch.prefill_reqs if batch.mode == ForwardMode.EXTEND else []
         picking: list[bool] = []
         for req in batch.reqs:
-            ready = req in admitted   # asked at admission (and its KV is the tree's now: no giving up)
+            ready = req in admitted  # asked at admission (and its KV is the tree's now: no giving up)
             if not ready and not req.finished:
                 with self.isolate([req], "preparing its grammar for the next token"):
                     ready = self.stage.ready(req)
@@ -243,10 +255,10 @@ class OverlapScheduler(Scheduler):
             if tok >= 0:
                 self.record_token(req, tok)
                 self.unprocessed.append(req)
-            elif req in riding:   # gave its row up: it feeds the same token again next step
+            elif req in riding:  # gave its row up: it feeds the same token again next step
                 req.kv_len -= 1
                 row = self.req_to_token_pool.req_to_token[req.req_pool_idx]
-                self.token_to_kv_pool.free(row[req.kv_len:req.kv_len + 1])
+                self.token_to_kv_pool.free(row[req.kv_len : req.kv_len + 1])
                 self.record_event("sit_out", req)
         self.leave_finished()
 
@@ -265,6 +277,6 @@ class OverlapScheduler(Scheduler):
         return super().abort(rid, message)
 
     def _finish(self, req: Req) -> None:
-        if req in self.unprocessed:   # its last token was sampled before it left: it is output
+        if req in self.unprocessed:  # its last token was sampled before it left: it is output
             self.process_tokens([req])
         super()._finish(req)

@@ -7,6 +7,7 @@ exercises/prerequisites.json (task -> the other tasks its tests ran) and the gen
 block at the top of each exercises/sN.md. `grade` reads the same file to name, in a failing
 task's row, every task it needs (transitively) that is still blank in the student's copy.
 """
+
 from __future__ import annotations
 
 import json
@@ -38,10 +39,10 @@ def trace(stage: str) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
     tests: dict[str, list[str]] = {}
     for task in select_tasks(stage):
         report = run_task_tests(stage, only=[task], trace=True)
-        if not report.ok:   # a failing test may have stopped before the code it needs
+        if not report.ok:  # a failing test may have stopped before the code it needs
             raise RuntimeError(f"{task}'s tests fail on the reference while tracing:\n{format_report(report)}")
         found[task] = sorted(set().union(*report.ran.values()) - {task}, key=task_key)
-        for test, tasks in report.ran.items():   # a test of two tasks runs twice: keep both runs' finds
+        for test, tasks in report.ran.items():  # a test of two tasks runs twice: keep both runs' finds
             tests[test] = sorted({*tests.get(test, []), *tasks}, key=task_key)
     return found, tests
 
@@ -61,19 +62,26 @@ def grading_chain(task: str, data: dict[str, list[str]]) -> list[str]:
 
 def page_block(stage: str, data: dict[str, list[str]]) -> str:
     """The generated block of exercises/sN.md: per task, what its tests run and the whole chain."""
+
     def names(tasks: list[str]) -> str:
         return ", ".join(t[4:] for t in tasks) or "none"
 
-    lines = [BLOCK_BEGIN, "",
-             "Prerequisites, found by running each task's tests on the reference and recording whose",
-             "code they run: a task's tests cannot pass until the tasks of its middle column are",
-             "written (the earlier stages' hold the reference in a `--only` checkout, your own code",
-             "with `--from`); `grade` names those still blank in the task's row. The last column",
-             "adds what those tasks' own tests run in turn: what to write before they grade green too.", "",
-             "| task | its tests run (write first) | and for those to grade green |",
-             "|------|-----------------------------|------------------------------|"]
-    lines += [f"| {t[4:]} | {names(needed_tasks(t, data))} | {names(grading_chain(t, data))} |"
-              for t in sorted(select_tasks(stage), key=task_key)]
+    lines = [
+        BLOCK_BEGIN,
+        "",
+        "Prerequisites, found by running each task's tests on the reference and recording whose",
+        "code they run: a task's tests cannot pass until the tasks of its middle column are",
+        "written (the earlier stages' hold the reference in a `--only` checkout, your own code",
+        "with `--from`); `grade` names those still blank in the task's row. The last column",
+        "adds what those tasks' own tests run in turn: what to write before they grade green too.",
+        "",
+        "| task | its tests run (write first) | and for those to grade green |",
+        "|------|-----------------------------|------------------------------|",
+    ]
+    lines += [
+        f"| {t[4:]} | {names(needed_tasks(t, data))} | {names(grading_chain(t, data))} |"
+        for t in sorted(select_tasks(stage), key=task_key)
+    ]
     return "\n".join([*lines, "", BLOCK_END]) + "\n"
 
 
@@ -98,8 +106,9 @@ def write(stages: list[str], retrace: bool = True) -> None:
             data.update(found)
             tests.update(ran)
         data = dict(sorted(data.items(), key=lambda kv: task_key(kv[0])))
-        PREREQUISITES_FILE.write_text(json.dumps({"tasks": data, "tests": dict(sorted(tests.items()))}, indent=1)
-                                      + "\n", encoding="utf-8")
+        PREREQUISITES_FILE.write_text(
+            json.dumps({"tasks": data, "tests": dict(sorted(tests.items()))}, indent=1) + "\n", encoding="utf-8"
+        )
     for stage in stages:
         path = page_path(stage)
         path.write_text(with_block(path.read_text(encoding="utf-8"), page_block(stage, data)), encoding="utf-8")

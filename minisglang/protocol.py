@@ -10,6 +10,7 @@ value (e.g. `presence_penalty: 0`) is accepted because it asks for nothing.
 `parse(model_cls, body_bytes)` validates one body and turns pydantic's errors into
 `RequestError`: one plain sentence per field, no pydantic internals.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -39,8 +40,14 @@ from .function_call import TOOL_NAME, FunctionTool, ToolChoice, ToolConstraint, 
 class RequestError(ValueError):
     """A request the server refuses; `status` is the HTTP code, `param` the field at fault."""
 
-    def __init__(self, message: str, status: int = 400, param: str | None = None, code: str | None = None,
-                 retry_after: int | None = None):
+    def __init__(
+        self,
+        message: str,
+        status: int = 400,
+        param: str | None = None,
+        code: str | None = None,
+        retry_after: int | None = None,
+    ):
         super().__init__(message)
         self.status, self.param, self.code, self.retry_after = status, param, code, retry_after
 
@@ -60,19 +67,32 @@ _UNSUPPORTED_COMMON: dict[str, tuple[Any, ...]] = {
     "store": (None, False),
     "metadata": (None, {}),
 }
-_UNSUPPORTED_COMPLETION = {**_UNSUPPORTED_COMMON, "logprobs": (None,), "echo": (None, False),
-                           "best_of": (None, 1), "suffix": (None, "")}
-_UNSUPPORTED_CHAT = {**_UNSUPPORTED_COMMON, "logprobs": (None, False),
-                     "functions": (None, []), "function_call": (None, "none"),
-                     "modalities": (None, ["text"]), "audio": (None,), "prediction": (None,),
-                     "reasoning_effort": (None,), "web_search_options": (None,), "verbosity": (None,)}
+_UNSUPPORTED_COMPLETION = {
+    **_UNSUPPORTED_COMMON,
+    "logprobs": (None,),
+    "echo": (None, False),
+    "best_of": (None, 1),
+    "suffix": (None, ""),
+}
+_UNSUPPORTED_CHAT = {
+    **_UNSUPPORTED_COMMON,
+    "logprobs": (None, False),
+    "functions": (None, []),
+    "function_call": (None, "none"),
+    "modalities": (None, ["text"]),
+    "audio": (None,),
+    "prediction": (None,),
+    "reasoning_effort": (None,),
+    "web_search_options": (None,),
+    "verbosity": (None,),
+}
 
 
 def _neutral_only(table: dict[str, tuple[Any, ...]]):
     """A field validator refusing an unsupported field unless it has a neutral value."""
 
     def check(cls, value: Any, info: ValidationInfo) -> Any:
-        assert info.field_name is not None   # a field validator always knows its field
+        assert info.field_name is not None  # a field validator always knows its field
         neutral = table[info.field_name]
         # Comparing types too keeps `true` from passing for 1 and `0` for false.
         if not any(type(value) is type(v) and value == v for v in neutral):
@@ -121,7 +141,7 @@ class ResponseFormat(_Strict):
         if self.type == "structural_tag":
             return "structural_tag", {k: getattr(self, k) for k in _TAG_FIELDS if getattr(self, k) is not None}
         if self.type == "json_schema":
-            assert self.json_schema is not None   # _fields_of_the_type checked it
+            assert self.json_schema is not None  # _fields_of_the_type checked it
             return "json_schema", self.json_schema.schema_
         return ("json_schema", {"type": "object"}) if self.type == "json_object" else None
 
@@ -132,7 +152,7 @@ _TAG_FIELDS = ("structures", "triggers", "at_least_one", "stop_after_first")
 class _SamplingFields(_Strict):
     """Fields shared by /v1/completions and /v1/chat/completions (OpenAI's, plus SGLang's extras)."""
 
-    model: str | None = None          # None: the served model (vLLM does the same)
+    model: str | None = None  # None: the served model (vLLM does the same)
     max_tokens: int | None = Field(None, ge=1)
     temperature: float | None = Field(None, ge=0, le=2, allow_inf_nan=False)
     top_p: float | None = Field(None, gt=0, le=1, allow_inf_nan=False)
@@ -141,7 +161,7 @@ class _SamplingFields(_Strict):
     seed: int | None = Field(None, ge=0, lt=2**63)
     stream: bool = False
     stream_options: StreamOptions | None = None
-    user: str | None = None           # an end-user id: recorded nowhere, changes nothing
+    user: str | None = None  # an end-user id: recorded nowhere, changes nothing
     response_format: ResponseFormat | None = None
     # SGLang's extra sampling fields.
     top_k: int | None = None
@@ -181,9 +201,11 @@ class _SamplingFields(_Strict):
 
     def sampling_params(self, max_tokens: int | None) -> SamplingParams:
         """These fields as the engine's SamplingParams (its own checks raise RequestError)."""
-        d: dict[str, Any] = {k: getattr(self, k) for k in
-                             ("temperature", "top_p", "top_k", "seed", "ignore_eos", "regex", "ebnf", "json_schema")
-                             if getattr(self, k) is not None}
+        d: dict[str, Any] = {
+            k: getattr(self, k)
+            for k in ("temperature", "top_p", "top_k", "seed", "ignore_eos", "regex", "ebnf", "json_schema")
+            if getattr(self, k) is not None
+        }
         if max_tokens is not None:
             d["max_new_tokens"] = max_tokens
         if self.stop is not None:
@@ -191,8 +213,10 @@ class _SamplingFields(_Strict):
         fmt = self.response_format.constraint() if self.response_format is not None else None
         if fmt is not None:
             if any(k in d for k in ("regex", "ebnf", "json_schema")):
-                raise RequestError("response_format: give either response_format or regex/ebnf/json_schema, "
-                                   "not both", param="response_format")
+                raise RequestError(
+                    "response_format: give either response_format or regex/ebnf/json_schema, not both",
+                    param="response_format",
+                )
             d[fmt[0]] = fmt[1]
         try:
             return SamplingParams.from_dict(d)
@@ -200,7 +224,7 @@ class _SamplingFields(_Strict):
             # The engine's message starts with its own name of the field ("stop[0] is empty",
             # "structural_tag.structures[0]..."): the constraint response_format made is named
             # as that field, the others are this request's fields of the same name.
-            name = re.match(r"\w*", str(e))   # \w* matches, if only the empty string
+            name = re.match(r"\w*", str(e))  # \w* matches, if only the empty string
             engine_name = name.group() if name else ""
             if fmt is not None and engine_name == fmt[0]:
                 raise RequestError(f"response_format: {e}", param="response_format") from e
@@ -255,14 +279,16 @@ class FunctionDef(_Strict):
     name: ToolName
     description: str | None = None
     parameters: dict[str, Any] | None = None
-    strict: bool | None = None    # accepted either way: the arguments always follow the schema
+    strict: bool | None = None  # accepted either way: the arguments always follow the schema
 
     @field_validator("parameters")
     @classmethod
     def _object_schema(cls, parameters: dict[str, Any] | None) -> dict[str, Any] | None:
         if parameters is not None and parameters.get("type", "object") != "object":
-            raise ValueError(f"must be a JSON Schema of an object (the arguments are one): its \"type\" "
-                             f"is {short_value(parameters['type'])}, not \"object\"")
+            raise ValueError(
+                f'must be a JSON Schema of an object (the arguments are one): its "type" '
+                f'is {short_value(parameters["type"])}, not "object"'
+            )
         return parameters
 
 
@@ -273,7 +299,7 @@ class ToolDef(_Strict):
 
 class CalledFunction(_Strict):
     name: ToolName
-    arguments: str   # JSON text of an object, as OpenAI sends it
+    arguments: str  # JSON text of an object, as OpenAI sends it
 
     @field_validator("arguments")
     @classmethod
@@ -301,8 +327,8 @@ class ChatMessage(_Strict):
     # null only for an assistant message that makes tool calls.
     content: Any = None
     name: str | None = None
-    tool_calls: list[ToolCallMessage] | None = None   # role assistant
-    tool_call_id: str | None = None                   # role tool: the call this answers
+    tool_calls: list[ToolCallMessage] | None = None  # role assistant
+    tool_call_id: str | None = None  # role tool: the call this answers
 
     @model_validator(mode="after")
     def _fields_of_the_role(self) -> ChatMessage:
@@ -311,8 +337,9 @@ class ChatMessage(_Strict):
         if self.tool_calls is not None and self.role != "assistant":
             raise ValueError(f"tool_calls belong to assistant messages, not to role {self.role!r}")
         if (self.tool_call_id is not None) != (self.role == "tool"):
-            raise ValueError("a tool message needs tool_call_id (the id of the call it answers), "
-                             "and only a tool message has one")
+            raise ValueError(
+                "a tool message needs tool_call_id (the id of the call it answers), and only a tool message has one"
+            )
         return self
 
     @field_validator("content")
@@ -320,11 +347,15 @@ class ChatMessage(_Strict):
     def _text_content(cls, content: Any) -> str | None:
         if content is None or isinstance(content, str):
             return content
-        if isinstance(content, list) and all(isinstance(p, dict) and set(p) == {"type", "text"}
-                                             and p["type"] == "text" and isinstance(p["text"], str) for p in content):
+        if isinstance(content, list) and all(
+            isinstance(p, dict) and set(p) == {"type", "text"} and p["type"] == "text" and isinstance(p["text"], str)
+            for p in content
+        ):
             return "".join(p["text"] for p in content)
-        raise ValueError("must be a string or a list of {\"type\": \"text\", \"text\": string} parts "
-                         "(images, audio and files are not supported)")
+        raise ValueError(
+            'must be a string or a list of {"type": "text", "text": string} parts '
+            "(images, audio and files are not supported)"
+        )
 
 
 class ChatCompletionRequest(_SamplingFields):
@@ -366,12 +397,19 @@ class ChatCompletionRequest(_SamplingFields):
     def _tool_choice(cls, choice: Any) -> Any:
         if choice is None or choice in ("none", "auto", "required"):
             return choice
-        if (isinstance(choice, dict) and set(choice) == {"type", "function"} and choice["type"] == "function"
-                and isinstance(choice["function"], dict) and set(choice["function"]) == {"name"}
-                and isinstance(choice["function"]["name"], str)):
+        if (
+            isinstance(choice, dict)
+            and set(choice) == {"type", "function"}
+            and choice["type"] == "function"
+            and isinstance(choice["function"], dict)
+            and set(choice["function"]) == {"name"}
+            and isinstance(choice["function"]["name"], str)
+        ):
             return choice
-        raise ValueError('must be "none", "auto", "required" or {"type": "function", "function": {"name": '
-                         f'NAME}}}}, got {short_value(choice)}')
+        raise ValueError(
+            'must be "none", "auto", "required" or {"type": "function", "function": {"name": '
+            f"NAME}}}}, got {short_value(choice)}"
+        )
 
     def to_sampling_params(self) -> SamplingParams:
         params = self.sampling_params(self.max_completion_tokens or self.max_tokens)
@@ -379,8 +417,11 @@ class ChatCompletionRequest(_SamplingFields):
         if constraint is None:
             return params
         if params.constraint() is not None:
-            raise RequestError("tools: a request with tools cannot also give response_format or "
-                               "regex/ebnf/json_schema (the tool calls are the constraint)", param="tools")
+            raise RequestError(
+                "tools: a request with tools cannot also give response_format or "
+                "regex/ebnf/json_schema (the tool calls are the constraint)",
+                param="tools",
+            )
         try:
             return SamplingParams.from_dict({**params.to_dict(), constraint.kind: constraint.value})
         except (TypeError, ValueError) as e:
@@ -410,18 +451,24 @@ class ChatCompletionRequest(_SamplingFields):
         names = [t.function.name for t in self.tools or []]
         for i, name in enumerate(names):
             if name in names[:i]:
-                raise RequestError(f"tools[{i}].function.name: the name {name!r} is given twice",
-                                   param=f"tools[{i}].function.name")
+                raise RequestError(
+                    f"tools[{i}].function.name: the name {name!r} is given twice", param=f"tools[{i}].function.name"
+                )
         choice = self.tool_choice_value()
         if choice.mode == "function" and choice.name not in names:
-            raise RequestError(f"tool_choice: the function {short_value(choice.name)} is not in tools "
-                               f"({short_value(names)})", param="tool_choice")
+            raise RequestError(
+                f"tool_choice: the function {short_value(choice.name)} is not in tools ({short_value(names)})",
+                param="tool_choice",
+            )
         called: set[str] = set()
         for i, m in enumerate(self.messages):
             called.update(c.id for c in m.tool_calls or [])
             if m.role == "tool" and m.tool_call_id not in called:
-                raise RequestError(f"messages[{i}].tool_call_id: {short_value(m.tool_call_id)} is the id of no "
-                                   "tool call of an earlier assistant message", param=f"messages[{i}].tool_call_id")
+                raise RequestError(
+                    f"messages[{i}].tool_call_id: {short_value(m.tool_call_id)} is the id of no "
+                    "tool call of an earlier assistant message",
+                    param=f"messages[{i}].tool_call_id",
+                )
         return tool_constraint(self.function_tools(), choice, self.parallel_tool_calls is not False)
 
     def tool_dicts(self) -> list[dict[str, Any]] | None:
@@ -456,11 +503,13 @@ class GenerateRequest(_Strict):
         known = {f.name for f in dataclasses.fields(SamplingParams)}
         unknown = [k for k in self.sampling_params or {} if k not in known]
         if unknown:
-            raise RequestError(f"sampling_params: unknown sampling parameter(s) {short_value(unknown)}; known: "
-                               f"{sorted(known)}", param="sampling_params")
+            raise RequestError(
+                f"sampling_params: unknown sampling parameter(s) {short_value(unknown)}; known: {sorted(known)}",
+                param="sampling_params",
+            )
         try:
             params = SamplingParams.from_dict(self.sampling_params)
-        except (TypeError, ValueError) as e:   # (the number and size of stop strings included: core.py)
+        except (TypeError, ValueError) as e:  # (the number and size of stop strings included: core.py)
             raise RequestError(f"sampling_params: {e}", param="sampling_params") from e
         return params
 
@@ -468,10 +517,18 @@ class GenerateRequest(_Strict):
 # ---------------------------------------------------------------------- errors -> sentences
 _M = TypeVar("_M", bound=BaseModel)
 
-_TYPE_WORDS = {"int_type": "an integer", "int_from_float": "an integer", "int_parsing": "an integer",
-               "bool_type": "true or false", "string_type": "a string", "float_type": "a number",
-               "list_type": "a list", "dict_type": "a JSON object", "model_type": "a JSON object",
-               "model_attributes_type": "a JSON object"}
+_TYPE_WORDS = {
+    "int_type": "an integer",
+    "int_from_float": "an integer",
+    "int_parsing": "an integer",
+    "bool_type": "true or false",
+    "string_type": "a string",
+    "float_type": "a number",
+    "list_type": "a list",
+    "dict_type": "a JSON object",
+    "model_type": "a JSON object",
+    "model_attributes_type": "a JSON object",
+}
 
 
 def _field_path(loc: tuple) -> str:
@@ -482,7 +539,7 @@ def _field_path(loc: tuple) -> str:
         if isinstance(part, int):
             out += f"[{part}]"
         elif "[" in part or part in ("str", "int", "float", "bool", "list", "dict") or "-" in part:
-            continue     # pydantic names the union member it tried ('list[ContentPart]', 'function-after[...]')
+            continue  # pydantic names the union member it tried ('list[ContentPart]', 'function-after[...]')
         else:
             part = shown_numeral(part)
             out += f".{part}" if out else part
@@ -539,12 +596,16 @@ def _json_error(body: bytes, error: str) -> str:
     where = re.search(r" at line \d+ column \d+$", error)
     at = where.group() if where else ""
     if "recursion limit" in error:
-        return (f"the request body is nested too deeply: more than {MAX_BODY_NESTING} levels of arrays and "
-                f"objects{at} (valid JSON, but past the parser's limit)")
+        return (
+            f"the request body is nested too deeply: more than {MAX_BODY_NESTING} levels of arrays and "
+            f"objects{at} (valid JSON, but past the parser's limit)"
+        )
     if "number out of range" in error:
         number = _numeral_at(body, at)
-        return (f"the request body holds a number out of range{at}{f': {number}' if number else ''} "
-                f"(an integer of at most {sys.get_int_max_str_digits()} digits is read)")
+        return (
+            f"the request body holds a number out of range{at}{f': {number}' if number else ''} "
+            f"(an integer of at most {sys.get_int_max_str_digits()} digits is read)"
+        )
     hint = ""
     if "hex escape" in error or "surrogate" in error:
         hint = " (a \\uD800-\\uDFFF escape must be half of a surrogate pair: a lone one is not text)"
@@ -562,9 +623,9 @@ def _numeral_at(body: bytes, at: str) -> str | None:
         return None
     text = lines[line]
     start = end = min(column, len(text))
-    while start > 0 and text[start - 1:start] in b"-+.eE0123456789":
+    while start > 0 and text[start - 1 : start] in b"-+.eE0123456789":
         start -= 1
-    while end < len(text) and text[end:end + 1] in b"-+.eE0123456789":
+    while end < len(text) and text[end : end + 1] in b"-+.eE0123456789":
         end += 1
     numeral = text[start:end].decode("ascii", "replace")
     if not numeral:
@@ -576,20 +637,25 @@ def _refuse_non_finite(text: str) -> float:
     """json.loads' parse_float (and parse_constant): a number that reads as infinity (1e999),
     or NaN/Infinity (not JSON at all), is an error naming it; pydantic takes them as floats."""
     value = float(text)
-    if underflows(text, value):   # a bound that would silently become 0 (`minimum: 1e-400` allowing 0)
-        raise RequestError(f"the request body holds the number {shown_numeral(text)}, which is below the smallest "
-                           f"double ({5e-324}) and reads as 0; write 0 or a larger number")
+    if underflows(text, value):  # a bound that would silently become 0 (`minimum: 1e-400` allowing 0)
+        raise RequestError(
+            f"the request body holds the number {shown_numeral(text)}, which is below the smallest "
+            f"double ({5e-324}) and reads as 0; write 0 or a larger number"
+        )
     if not math.isfinite(value):
         shown = shown_numeral(text)
         if text in ("NaN", "Infinity", "-Infinity"):
             raise RequestError(f"the request body holds {text}, which is not JSON (JSON numbers are finite)")
-        raise RequestError(f"the request body holds the number {shown}, which is out of range: beyond the largest "
-                           f"double ({sys.float_info.max:.17g}) it reads as infinity")
+        raise RequestError(
+            f"the request body holds the number {shown}, which is out of range: beyond the largest "
+            f"double ({sys.float_info.max:.17g}) it reads as infinity"
+        )
     return value
 
 
 def _non_finite_field(parsed: BaseModel) -> str | None:
     """The first field of a parsed body that holds a non-finite number, at any depth."""
+
     def holds(value: Any) -> bool:
         if isinstance(value, float):
             return not math.isfinite(value)
@@ -598,6 +664,7 @@ def _non_finite_field(parsed: BaseModel) -> str | None:
         if isinstance(value, dict):
             return any(holds(v) for v in value.values())
         return isinstance(value, list) and any(holds(v) for v in value)
+
     return next((k for k in type(parsed).model_fields if holds(getattr(parsed, k))), None)
 
 
@@ -611,8 +678,12 @@ def parse(model_cls: type[_M], body: bytes) -> _M:
         parsed = model_cls.model_validate_json(body)
         # Valid JSON by now: only a key given twice or a non-finite number raises.
         try:
-            json.loads(body, object_pairs_hook=_refuse_duplicate_keys, parse_float=_refuse_non_finite,
-                       parse_constant=_refuse_non_finite)
+            json.loads(
+                body,
+                object_pairs_hook=_refuse_duplicate_keys,
+                parse_float=_refuse_non_finite,
+                parse_constant=_refuse_non_finite,
+            )
         except RequestError as e:
             field = _non_finite_field(parsed) if "out of range" in str(e) or "not JSON" in str(e) else None
             if field is None:
@@ -628,7 +699,7 @@ def parse(model_cls: type[_M], body: bytes) -> _M:
         by_field: dict[str, str] = {}
         for err in errors:
             path = _field_path(err["loc"])
-            by_field.setdefault(path, _sentence(err))   # the first (most specific) reason per field
+            by_field.setdefault(path, _sentence(err))  # the first (most specific) reason per field
         first = next(iter(by_field))
         named = "; ".join(f"{p}: {s}" if p else s for p, s in list(by_field.items())[:MAX_FIELDS_NAMED])
         more = len(by_field) - MAX_FIELDS_NAMED

@@ -62,6 +62,7 @@ With ``disable=True`` the cache keeps nothing: ``match_prefix`` returns no slots
 (``prefix_len = 0``) and ``insert`` returns 0 without storing anything, so the rule above
 would free nothing -- the caller must then free *all* of the request's slots itself.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -109,12 +110,12 @@ def _common_prefix_len(a: list[int], b: list[int], start: int = 0) -> int:
     walks ~300 shared tokens at every lookup).
     """
     n = min(len(a), len(b) - start)
-    if a[:n] == b[start:start + n]:
+    if a[:n] == b[start : start + n]:
         return n
-    same, differs = 0, n   # a[:same] matches, a[:differs] does not
+    same, differs = 0, n  # a[:same] matches, a[:differs] does not
     while differs - same > 1:
         mid = (same + differs) // 2
-        if a[:mid] == b[start:start + mid]:
+        if a[:mid] == b[start : start + mid]:
             same = mid
         else:
             differs = mid
@@ -152,7 +153,7 @@ class RadixCache:
         """
         if self.disable:
             return _no_slots(), self.root_node
-        if not isinstance(key, list):   # callers usually pass a fresh list already
+        if not isinstance(key, list):  # callers usually pass a fresh list already
             key = list(key)
         self._clock += 1
         node = self.root_node
@@ -239,7 +240,7 @@ class RadixCache:
         evictable and protected sizes do not change.
         """
         parent = child.parent
-        assert parent is not None   # the root is never split: it has no edge
+        assert parent is not None  # the root is never split: it has no edge
         upper = TreeNode(
             children={child.key[n]: child},
             parent=parent,
@@ -304,8 +305,7 @@ class RadixCache:
         # Entries are (access time, tie-breaker, node); the tie-breaker keeps heapq from
         # ever comparing two TreeNodes.
         heap: list[tuple[int, int, TreeNode]] = [
-            (leaf.last_access_time, i, leaf)
-            for i, leaf in enumerate(self._unlocked_leaves())
+            (leaf.last_access_time, i, leaf) for i, leaf in enumerate(self._unlocked_leaves())
         ]
         heapq.heapify(heap)
         pushed = len(heap)

@@ -1,19 +1,20 @@
 """A tiny registry of pluggable classes (as mini-sglang's `register("radix")`).
 
-    STAGES = Registry("stage", attr="tag")
+STAGES = Registry("stage", attr="tag")
 
-    @STAGES.register("s1-masked-fill")
-    class MaskedFillStage(Stage): ...
+@STAGES.register("s1-masked-fill")
+class MaskedFillStage(Stage): ...
 
-    STAGES.get("s1-masked-fill")  # -> MaskedFillStage
+STAGES.get("s1-masked-fill")  # -> MaskedFillStage
 """
+
 from __future__ import annotations
 
 
 class Registry:
     def __init__(self, what: str, attr: str = "name"):
-        self.what = what          # for error messages: "stage", "grammar backend"
-        self.attr = attr          # the class attribute that records its registered name
+        self.what = what  # for error messages: "stage", "grammar backend"
+        self.attr = attr  # the class attribute that records its registered name
         self.classes: dict[str, type] = {}
 
     def register(self, name: str):

@@ -3,6 +3,7 @@
 Each row is sampled on its own, with its request's own `torch.Generator` when it gave a
 seed, so a request's output never depends on what else shares the batch.
 """
+
 from __future__ import annotations
 
 import torch
@@ -15,7 +16,7 @@ def sample(logits: torch.Tensor, reqs: list[Req], default_generator: torch.Gener
     out = [0] * len(reqs)
     # Greedy rows need no generator: one argmax serves them all (same ids as row by row).
     greedy = [i for i, req in enumerate(reqs) if is_greedy(req)]
-    if len(greedy) == len(reqs):   # the usual batch: no copy of the [B, V] logits to pick rows
+    if len(greedy) == len(reqs):  # the usual batch: no copy of the [B, V] logits to pick rows
         return logits.argmax(dim=-1).tolist()
     if greedy:
         for i, token in zip(greedy, logits[greedy].argmax(dim=-1).tolist()):
@@ -55,6 +56,6 @@ def distribution(row: torch.Tensor, req: Req) -> torch.Tensor:
         sorted_probs, order = torch.sort(probs, descending=True)
         # Keep the smallest set whose mass reaches top_p (the first token always stays).
         keep = torch.cumsum(sorted_probs, 0) - sorted_probs < p.top_p
-        keep[0] = True   # also when top_p is below float32's range (1e-300 rounds to 0)
+        keep[0] = True  # also when top_p is below float32's range (1e-300 rounds to 0)
         probs = torch.zeros_like(probs).scatter(0, order, sorted_probs * keep)
     return probs

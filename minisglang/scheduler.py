@@ -50,6 +50,7 @@ allocated for them; the next step goes on. One place decides what a failure does
 - `fail_all(error)`: what escapes a step anyway (a bug in scheduling itself) is an engine
   fault: every request in the engine is aborted (ENGINE) and leaves (`Engine.step` calls it).
 """
+
 from __future__ import annotations
 
 import collections
@@ -94,16 +95,16 @@ def cut_at_stop_string(req: Req) -> None:
     _, pos, i = min(hits)
     req.output_text = req.output_text[:pos]
     if req.finished and req.finished_reason["type"] != "abort":
-        req.finished_reason = None   # the text ends at the stop string, so that is the reason
+        req.finished_reason = None  # the text ends at the stop string, so that is the reason
     req.finish("stop", matched=stops[i])
 
 
 @dataclass
 class SchedulerConfig:
-    max_total_tokens: int = 16384       # KV slots in the pool
-    max_running_requests: int = 128     # rows of the request-to-token table
-    max_prefill_tokens: int = 4096      # new tokens computed in one prefill batch
-    schedule_policy: str = "lpm"        # "lpm" (longest prefix match first) or "fcfs"
+    max_total_tokens: int = 16384  # KV slots in the pool
+    max_running_requests: int = 128  # rows of the request-to-token table
+    max_prefill_tokens: int = 4096  # new tokens computed in one prefill batch
+    schedule_policy: str = "lpm"  # "lpm" (longest prefix match first) or "fcfs"
     disable_radix_cache: bool = False
     # A waiting request that shares at least this many not-yet-cached tokens with a request
     # already chosen for this prefill batch waits one step, then hits the tree instead of
@@ -115,7 +116,7 @@ class SchedulerConfig:
     # Prompt tokens one prefill forward computes at most; a longer prompt is prefilled a
     # chunk per step (SGLang's chunked prefill; None: off, a prompt goes in one forward).
     chunked_prefill_size: int | None = None
-    trace_limit: int = 100_000          # events kept for notebooks (oldest dropped)
+    trace_limit: int = 100_000  # events kept for notebooks (oldest dropped)
 
 
 @dataclass
@@ -123,11 +124,11 @@ class SchedulerTotals:
     """Running counts since the scheduler started (for `Engine.stats()` and /metrics)."""
 
     finished_by_reason: dict[str, int] = field(default_factory=dict)  # "stop" / "length" / "abort"
-    prompt_tokens: int = 0          # of finished requests
-    cached_prompt_tokens: int = 0   # of those, supplied by the radix tree
-    completion_tokens: int = 0      # every output token, sampled or jumped
-    errors: int = 0                 # exceptions caught by a step (each aborted its requests)
-    grammar_errors: int = 0         # of a request's own grammar (past a limit): a client's error, not ours
+    prompt_tokens: int = 0  # of finished requests
+    cached_prompt_tokens: int = 0  # of those, supplied by the radix tree
+    completion_tokens: int = 0  # every output token, sampled or jumped
+    errors: int = 0  # exceptions caught by a step (each aborted its requests)
+    grammar_errors: int = 0  # of a request's own grammar (past a limit): a client's error, not ours
 
 
 @dataclass
@@ -135,7 +136,7 @@ class ScheduledBatch:
     """What `schedule()` decided to run this step."""
 
     mode: ForwardMode
-    reqs: list[Req]            # every request of the forward, in the order of its logits' rows
+    reqs: list[Req]  # every request of the forward, in the order of its logits' rows
     # EXTEND with mixed_prefill: the last `decode_riders` of `reqs` are running requests
     # that decode in this forward (one token each, on top of their KV), not prefills.
     decode_riders: int = 0
@@ -146,12 +147,12 @@ class ScheduledBatch:
     @property
     def prefill_reqs(self) -> list[Req]:
         """EXTEND: the requests this forward admits (all of `reqs` but the riders)."""
-        return self.reqs[:len(self.reqs) - self.decode_riders]
+        return self.reqs[: len(self.reqs) - self.decode_riders]
 
     @property
     def riders(self) -> list[Req]:
         """EXTEND: the running requests decoding in this forward (mixed_prefill)."""
-        return self.reqs[len(self.reqs) - self.decode_riders:]
+        return self.reqs[len(self.reqs) - self.decode_riders :]
 
 
 @dataclass
@@ -162,8 +163,9 @@ class Fault:
 
 
 class Scheduler:
-    def __init__(self, model, tokenizer: Tokenizer, stage: Stage, config: SchedulerConfig,
-                 device: torch.device, seed: int = 0):
+    def __init__(
+        self, model, tokenizer: Tokenizer, stage: Stage, config: SchedulerConfig, device: torch.device, seed: int = 0
+    ):
         self.model = model
         self.tokenizer = tokenizer
         self.stage = stage
@@ -172,15 +174,16 @@ class Scheduler:
         mc = model.config
         self.max_context_len = mc.max_position_embeddings
         self.req_to_token_pool = ReqToTokenPool(config.max_running_requests, self.max_context_len, device)
-        self.token_to_kv_pool = TokenToKVPool(config.max_total_tokens, mc.num_layers, mc.num_kv_heads,
-                                              mc.head_dim, model.dtype, device)
+        self.token_to_kv_pool = TokenToKVPool(
+            config.max_total_tokens, mc.num_layers, mc.num_kv_heads, mc.head_dim, model.dtype, device
+        )
         self.tree_cache = RadixCache(self.token_to_kv_pool, disable=config.disable_radix_cache)
-        self.grammar_queue: list[Req] = []   # waiting for their grammar to compile (s3)
-        self.waiting_queue: list[Req] = []   # ready to be prefilled
-        self.running: list[Req] = []         # decoding
+        self.grammar_queue: list[Req] = []  # waiting for their grammar to compile (s3)
+        self.waiting_queue: list[Req] = []  # ready to be prefilled
+        self.running: list[Req] = []  # decoding
         self.chunked_req: Req | None = None  # admitted, its prompt prefilled in part (chunked prefill)
-        self.sat_out = 0                     # requests that sat out this step (grammar work not done)
-        self.finished: list[Req] = []        # finished since the last step() returned
+        self.sat_out = 0  # requests that sat out this step (grammar work not done)
+        self.finished: list[Req] = []  # finished since the last step() returned
         self.generator = torch.Generator().manual_seed(seed)
         self.step_count = 0
         # "mixed": the prefill forwards (counted in "prefill" too) that carried decode riders.
@@ -201,15 +204,22 @@ class Scheduler:
         if not req.origin_input_ids:
             req.finish("abort", AbortKind.CLIENT, message="the prompt is empty (no tokens)")
         elif need > self.max_context_len:
-            req.finish("abort", AbortKind.CLIENT, message=f"prompt ({len(req.origin_input_ids)} tokens) + "
-                       f"max_new_tokens ({req.sampling_params.max_new_tokens}) exceeds the model's context of "
-                       f"{self.max_context_len} tokens")
+            req.finish(
+                "abort",
+                AbortKind.CLIENT,
+                message=f"prompt ({len(req.origin_input_ids)} tokens) + "
+                f"max_new_tokens ({req.sampling_params.max_new_tokens}) exceeds the model's context of "
+                f"{self.max_context_len} tokens",
+            )
         elif need > self.config.max_total_tokens:
-            req.finish("abort", AbortKind.CLIENT, message=f"the request needs {need} KV slots but the pool has only "
-                       f"{self.config.max_total_tokens}")
+            req.finish(
+                "abort",
+                AbortKind.CLIENT,
+                message=f"the request needs {need} KV slots but the pool has only {self.config.max_total_tokens}",
+            )
         else:
             with self.isolate([req], "accepting the request", hook=1):
-                self.stage.on_arrival(req)   # hook 1 (s1 compiles the FSM right here)
+                self.stage.on_arrival(req)  # hook 1 (s1 compiles the FSM right here)
         self.record_event("arrive", req)
         if req.finished:
             self._finish(req)
@@ -265,13 +275,13 @@ class Scheduler:
         self._admit_ready_grammars()
         batch = self.schedule()
         if batch is not None:
-            with self.isolate_batch(batch) as fault:   # one bad batch must not stop the loop
+            with self.isolate_batch(batch) as fault:  # one bad batch must not stop the loop
                 logits = self.run(batch)
                 next_token_ids = self.sample(batch, logits)
             if fault.error is None:
                 self.process_results(batch, next_token_ids)
         elif self.grammar_queue and not self.sat_out:
-            self.stage.wait_for_compiles(0.005)   # only compiles are pending: leave them the CPU
+            self.stage.wait_for_compiles(0.005)  # only compiles are pending: leave them the CPU
         done, self.finished = self.finished, []
         return done
 
@@ -284,7 +294,7 @@ class Scheduler:
         mixed = self.config.mixed_prefill
         if mixed:
             self.prepare_decode()
-            self.release_aborted()   # a jump that finished its request: it leaves, it is not admitted
+            self.release_aborted()  # a jump that finished its request: it leaves, it is not admitted
         new_reqs = self.get_new_prefill_batch()
         if new_reqs:
             # A rider's one slot is in the budget: admission reserved every running request's rest.
@@ -292,8 +302,9 @@ class Scheduler:
             # A prompt longer than the chunk is admitted alone (see get_new_prefill_batch).
             cut = self.prefill_end(new_reqs[0]) < len(new_reqs[0].fill_ids)
             self.chunked_req = new_reqs[0] if cut else None
-            return ScheduledBatch(ForwardMode.EXTEND, new_reqs[cut:] + riders, decode_riders=len(riders),
-                                  chunk=self.chunked_req)
+            return ScheduledBatch(
+                ForwardMode.EXTEND, new_reqs[cut:] + riders, decode_riders=len(riders), chunk=self.chunked_req
+            )
         if not mixed:
             self.prepare_decode()
         decoding = self.ready_reqs(self.running)
@@ -317,7 +328,7 @@ class Scheduler:
         out = []
         for req in reqs:
             if req.finished:
-                self.release_request(req)   # its grammar completed (or failed) while preparing
+                self.release_request(req)  # its grammar completed (or failed) while preparing
             elif req.rid in ready:
                 out.append(req)
             else:
@@ -334,13 +345,13 @@ class Scheduler:
             with self.isolate([req], "preparing the decode batch", hook=3) as fault:
                 for r in self.stage.before_decode([req]):
                     self.readmit(r.req, r.new_output_ids)
-            if fault.error is not None:   # a re-admission cut short may have left it in no queue
+            if fault.error is not None:  # a re-admission cut short may have left it in no queue
                 self.release_request(req)
 
     def run(self, batch: ScheduledBatch) -> torch.Tensor:
         """One model forward; returns logits [B, vocab] for the last position of each request."""
         logits = self.model.forward(self.forward_batch(batch))
-        return logits[1:] if batch.chunk is not None else logits   # the unfinished prompt picks no token
+        return logits[1:] if batch.chunk is not None else logits  # the unfinished prompt picks no token
 
     def forward_batch(self, batch: ScheduledBatch) -> ForwardBatch:
         """The batch's forward: its new tokens' KV slots allocated, their positions and rows
@@ -352,25 +363,40 @@ class Scheduler:
             # last token (the one a decode would feed).
             fed = ([batch.chunk] if batch.chunk is not None else []) + reqs
             starts = [r.kv_len for r in fed]
-            new_ids = [req.fill_ids[start:self.prefill_end(req)] for req, start in zip(fed, starts)]
+            new_ids = [req.fill_ids[start : self.prefill_end(req)] for req, start in zip(fed, starts)]
             out_cache_loc = self.alloc_kv(sum(len(x) for x in new_ids))
             with self._free_on_error(out_cache_loc):
-                fb = ForwardBatch.extend([r.req_pool_idx for r in fed], starts,
-                                         new_ids, out_cache_loc, self.req_to_token_pool, self.token_to_kv_pool)
+                fb = ForwardBatch.extend(
+                    [r.req_pool_idx for r in fed],
+                    starts,
+                    new_ids,
+                    out_cache_loc,
+                    self.req_to_token_pool,
+                    self.token_to_kv_pool,
+                )
             for req, start, ids in zip(fed, starts, new_ids):
                 req.kv_len = start + len(ids)
             self.forward_counts["prefill"] += 1
             self.forward_counts["mixed"] += batch.decode_riders > 0
-            self.record_event("prefill", None, reqs=[r.rid for r in batch.prefill_reqs],
-                              tokens=sum(map(len, new_ids)) - batch.decode_riders,
-                              **({"riders": [r.rid for r in batch.riders]} if batch.decode_riders else {}),
-                              **({"chunk": batch.chunk.rid} if batch.chunk is not None else {}))
+            self.record_event(
+                "prefill",
+                None,
+                reqs=[r.rid for r in batch.prefill_reqs],
+                tokens=sum(map(len, new_ids)) - batch.decode_riders,
+                **({"riders": [r.rid for r in batch.riders]} if batch.decode_riders else {}),
+                **({"chunk": batch.chunk.rid} if batch.chunk is not None else {}),
+            )
         else:
             out_cache_loc = self.alloc_kv(len(reqs))
             with self._free_on_error(out_cache_loc):
-                fb = ForwardBatch.decode([r.req_pool_idx for r in reqs], [r.kv_len for r in reqs],
-                                         [r.fill_ids[-1] for r in reqs], out_cache_loc,
-                                         self.req_to_token_pool, self.token_to_kv_pool)
+                fb = ForwardBatch.decode(
+                    [r.req_pool_idx for r in reqs],
+                    [r.kv_len for r in reqs],
+                    [r.fill_ids[-1] for r in reqs],
+                    out_cache_loc,
+                    self.req_to_token_pool,
+                    self.token_to_kv_pool,
+                )
             for req in reqs:
                 req.kv_len += 1
             self.forward_counts["decode"] += 1
@@ -391,13 +417,13 @@ class Scheduler:
             for i, req in enumerate(batch.reqs):
                 if not req.finished:
                     with self.isolate([req], "masking its logits", hook=4):
-                        self.stage.mask_logits(logits[i:i + 1], [req])
+                        self.stage.mask_logits(logits[i : i + 1], [req])
         if recorder is not None:
             recorder.after_mask(logits, batch.reqs)
         live = [i for i, r in enumerate(batch.reqs) if not r.finished]
         ids = [-1] * len(batch.reqs)
         if live:
-            rows = logits if len(live) == len(ids) else logits[live]   # a copy only when some were aborted
+            rows = logits if len(live) == len(ids) else logits[live]  # a copy only when some were aborted
             picked = sample(rows, [batch.reqs[i] for i in live], self.generator)
             for i, tok in zip(live, picked):
                 ids[i] = tok
@@ -405,7 +431,7 @@ class Scheduler:
 
     def process_results(self, batch: ScheduledBatch, next_token_ids: list[int]) -> None:
         """Append each sampled token, advance its grammar (hook 5), finish whoever is done."""
-        if batch.mode == ForwardMode.EXTEND:   # the riders are running already, and own their decode slots
+        if batch.mode == ForwardMode.EXTEND:  # the riders are running already, and own their decode slots
             self.running.extend(batch.prefill_reqs)
             for req in batch.prefill_reqs + ([batch.chunk] if batch.chunk is not None else []):
                 self.cache_prefilled(req)
@@ -451,7 +477,7 @@ class Scheduler:
     def update_output_text(self, req: Req) -> None:
         """Feed new tokens to the request's incremental detokenizer (never half a character),
         then cut the text at a stop string."""
-        new_ids = req.output_ids[req.detok_offset:]
+        new_ids = req.output_ids[req.detok_offset :]
         req.detok_offset = len(req.output_ids)
         req.output_text += req.detokenizer.feed(new_ids)
         cut_at_stop_string(req)
@@ -491,7 +517,7 @@ class Scheduler:
         reason = req.finished_reason["type"]
         t.finished_by_reason[reason] = t.finished_by_reason.get(reason, 0) + 1
         t.prompt_tokens += len(req.origin_input_ids)
-        t.cached_prompt_tokens += req.cached_tokens   # prompt tokens only (see get_new_prefill_batch)
+        t.cached_prompt_tokens += req.cached_tokens  # prompt tokens only (see get_new_prefill_batch)
         t.completion_tokens += len(req.output_ids)
 
     # ------------------------------------------------------------------ faults
@@ -525,21 +551,22 @@ class Scheduler:
             fault.error = e
             self.abort_batch(batch, e)
             if not isinstance(e, Exception):
-                raise   # the caller still sees the interrupt
+                raise  # the caller still sees the interrupt
 
     def fail_all(self, error: BaseException) -> None:
         """The engine-wide fault: `error` escaped a step (a bug outside any one request or
         batch), so no request's state can be trusted to go on. Every request in the engine
         is aborted (ENGINE) and leaves now, its memory given back."""
         reqs = self.requests()
-        if not reqs:   # nobody to tell (a second call, after the first gave everyone back)
+        if not reqs:  # nobody to tell (a second call, after the first gave everyone back)
             return
         self.abort_for_error(reqs, "running a scheduler step", error, kind=AbortKind.ENGINE)
         for req in reqs:
             self.release_request(req)
 
-    def abort_for_error(self, reqs: list[Req], where: str, error: BaseException, hook: int | None = None,
-                        kind: AbortKind | None = None) -> None:
+    def abort_for_error(
+        self, reqs: list[Req], where: str, error: BaseException, hook: int | None = None, kind: AbortKind | None = None
+    ) -> None:
         """Abort `reqs` with `error` as their message (a request already finished keeps its
         reason); log the traceback once, for the operator, when the engine failed. `hook`:
         the stage hook that raised, named in the log only (the client's message says what
@@ -551,13 +578,15 @@ class Scheduler:
         logged = where if hook is None else f"{where} (hook {hook})"
         if kind is AbortKind.ENGINE:
             self.totals.errors += 1
-            logger.error("step %d: error while %s (aborting %d request(s))", self.step_count, logged,
-                         len(reqs), exc_info=error)
+            logger.error(
+                "step %d: error while %s (aborting %d request(s))", self.step_count, logged, len(reqs), exc_info=error
+            )
             message = f"internal error while {where}: {type(error).__name__}: {error}"
-        else:   # the request's own grammar: one line (a client sending such grammars must not fill the log)
+        else:  # the request's own grammar: one line (a client sending such grammars must not fill the log)
             self.totals.grammar_errors += len(reqs)
-            logger.warning("step %d: the grammar of %d request(s) failed while %s: %s", self.step_count,
-                           len(reqs), logged, error)
+            logger.warning(
+                "step %d: the grammar of %d request(s) failed while %s: %s", self.step_count, len(reqs), logged, error
+            )
             message = f"the grammar failed while {where}: {error}"
         for req in reqs:
             req.finish("abort", kind, message=message)
@@ -573,7 +602,7 @@ class Scheduler:
         self.abort_for_error(reqs, f"running its {batch.mode.value} batch (forward, mask or sample)", error)
         for req in reqs:
             if req.req_pool_idx is not None and req.kv_len > req.prefix_len:
-                own = self.req_to_token_pool.req_to_token[req.req_pool_idx, req.prefix_len:req.kv_len]
+                own = self.req_to_token_pool.req_to_token[req.req_pool_idx, req.prefix_len : req.kv_len]
                 self.token_to_kv_pool.free(own)
                 req.kv_len = req.prefix_len
             self.release_request(req)
@@ -601,14 +630,14 @@ class Scheduler:
 
     def release_memory(self, req: Req) -> None:
         """Give a request's tokens to the radix tree, free duplicates and its table row."""
-        slots = self.req_to_token_pool.req_to_token[req.req_pool_idx, :req.kv_len].clone()
+        slots = self.req_to_token_pool.req_to_token[req.req_pool_idx, : req.kv_len].clone()
         if self.tree_cache.disable:
-            self.token_to_kv_pool.free(slots[req.prefix_len:])
+            self.token_to_kv_pool.free(slots[req.prefix_len :])
         else:
-            already = self.tree_cache.insert(req.fill_ids[:req.kv_len], slots)
+            already = self.tree_cache.insert(req.fill_ids[: req.kv_len], slots)
             # Slots [prefix_len, already) duplicate tokens another request put in the tree
             # after we were admitted: the tree keeps its own copy, ours are freed.
-            self.token_to_kv_pool.free(slots[req.prefix_len:already])
+            self.token_to_kv_pool.free(slots[req.prefix_len : already])
             self.tree_cache.dec_lock_ref(req.last_node)
         self.req_to_token_pool.free(req.req_pool_idx)
         req.req_pool_idx, req.last_node, req.kv_len, req.prefix_len = None, None, 0, 0
@@ -626,13 +655,13 @@ class Scheduler:
         if self.tree_cache.disable or req.req_pool_idx is None:
             return
         row = self.req_to_token_pool.req_to_token[req.req_pool_idx]
-        key = req.fill_ids[:req.kv_len]
-        slots = row[:req.kv_len].clone()
+        key = req.fill_ids[: req.kv_len]
+        slots = row[: req.kv_len].clone()
         already = self.tree_cache.insert(key, slots)
-        self.token_to_kv_pool.free(slots[req.prefix_len:already])
+        self.token_to_kv_pool.free(slots[req.prefix_len : already])
         tree_slots, node = self.tree_cache.match_prefix(key)
-        row[:req.kv_len] = tree_slots          # the same ids, except where ours were duplicates
-        self.tree_cache.inc_lock_ref(node)     # lock the new node first: shared ancestors stay locked
+        row[: req.kv_len] = tree_slots  # the same ids, except where ours were duplicates
+        self.tree_cache.inc_lock_ref(node)  # lock the new node first: shared ancestors stay locked
         self.tree_cache.dec_lock_ref(req.last_node)
         req.last_node, req.prefix_len = node, req.kv_len
         self.record_event("cache_prefill", req, tokens=req.kv_len - already)
@@ -641,19 +670,19 @@ class Scheduler:
         """Hook 3's answer (s4's jump forward): take a running request out of the batch, give
         its KV to the radix tree, rewrite its output, and queue it for prefill again. (The
         jump has already moved the request's grammar, and bumped its `version`.)"""
-        if self.step_recorder is not None:   # the step view keeps the re-cut seam, before the rewrite
+        if self.step_recorder is not None:  # the step view keeps the re-cut seam, before the rewrite
             self.step_recorder.jump(req, new_output_ids)
         # BEGIN SOLUTION task4_4
-        self.release_memory(req)              # insert (input+output)[:-1] with its slots, unlock
+        self.release_memory(req)  # insert (input+output)[:-1] with its slots, unlock
         req.output_ids = list(new_output_ids)
         # The old detokenizer may hold half a character the new ids spell again (#665).
         req.detokenizer = IncrementalDetokenizer(self.tokenizer)
         req.output_text = req.detokenizer.feed(req.output_ids)
         req.detok_offset = len(req.output_ids)
         self.running.remove(req)
-        self.waiting_queue.append(req)        # re-admitted by the next prefill, with a prefix hit
+        self.waiting_queue.append(req)  # re-admitted by the next prefill, with a prefix hit
         # END SOLUTION
-        cut_at_stop_string(req)          # the forced text may hold a stop string
+        cut_at_stop_string(req)  # the forced text may hold a stop string
         self.record_event("jump", req, tokens=len(req.output_ids))
 
     # ------------------------------------------------------------------ admission
@@ -667,13 +696,17 @@ class Scheduler:
             return self.continue_chunked_prefill(self.chunked_req)
         if not self.waiting_queue:
             return []
-        budget = (self.token_to_kv_pool.available_size() + self.tree_cache.evictable_size()
-                  - sum(self._remaining_new_tokens(r) for r in self.running))
+        budget = (
+            self.token_to_kv_pool.available_size()
+            + self.tree_cache.evictable_size()
+            - sum(self._remaining_new_tokens(r) for r in self.running)
+        )
         # Each request needs at least one new token and room for the rest of its output. When
         # no request can get that, none is admitted: skip matching the queue against the tree
         # (in a backlog, the longest part of scheduling).
-        if (len(self.running) >= self.config.max_running_requests
-                or budget < min(1 + self._remaining_new_tokens(r) for r in self.waiting_queue)):
+        if len(self.running) >= self.config.max_running_requests or budget < min(
+            1 + self._remaining_new_tokens(r) for r in self.waiting_queue
+        ):
             return []
         if self.config.schedule_policy == "lpm":
             # Rank by cached prefix length (a read-only walk: a backlog of a hundred requests
@@ -686,7 +719,7 @@ class Scheduler:
         # A mixed forward also computes one token per running request: they are in the prefill
         # budget (SGLang's PrefillAdder counts its mixed-in decodes the same way).
         chosen, prefill_tokens = [], len(self.running) if self.config.mixed_prefill else 0
-        chunk, chunk_tokens = self.config.chunked_prefill_size, 0    # prompt tokens only, riders aside
+        chunk, chunk_tokens = self.config.chunked_prefill_size, 0  # prompt tokens only, riders aside
         in_batch = self._in_batch_tree()
         match = {}
         for req in self.ready_reqs(list(self.waiting_queue)):
@@ -697,15 +730,19 @@ class Scheduler:
                 shared = len(in_batch.match_prefix(req.fill_ids[:-1])[0])
                 if shared - len(prefix) >= self.config.in_batch_prefix_threshold:
                     self.record_event("defer", req, shared=shared)
-                    continue   # wait one step and hit them, rather than compute them twice
+                    continue  # wait one step and hit them, rather than compute them twice
             extend = len(req.fill_ids) - len(prefix)
             need = extend + self._remaining_new_tokens(req)
-            if (need > budget or prefill_tokens + extend > self.config.max_prefill_tokens and chosen
-                    or len(self.running) + len(chosen) >= self.config.max_running_requests):
+            if (
+                need > budget
+                or prefill_tokens + extend > self.config.max_prefill_tokens
+                and chosen
+                or len(self.running) + len(chosen) >= self.config.max_running_requests
+            ):
                 break
             cut = chunk is not None and chunk_tokens + extend > chunk
             if cut and chosen:
-                break    # it would be cut: it waits until it is first, and goes alone
+                break  # it would be cut: it waits until it is first, and goes alone
             chunk_tokens += extend
             budget -= need
             budget += self.tree_cache.inc_lock_ref(node)  # locked prefix is no longer evictable (<= 0)
@@ -720,8 +757,8 @@ class Scheduler:
             prefix, node = match[req.rid]
             req.req_pool_idx = self.req_to_token_pool.alloc()
             req.last_node, req.prefix_len = node, len(prefix)
-            self.req_to_token_pool.req_to_token[req.req_pool_idx, :len(prefix)] = prefix
-            req.kv_len = len(prefix)          # its KV so far: the cached prefix
+            self.req_to_token_pool.req_to_token[req.req_pool_idx, : len(prefix)] = prefix
+            req.kv_len = len(prefix)  # its KV so far: the cached prefix
             if not req.output_ids:
                 # Cached PROMPT tokens, counted at the first admission only: an s4 re-admission
                 # hits the prompt and output this request computed itself (a 19-token prompt
@@ -774,5 +811,6 @@ class Scheduler:
                 self.waiting_queue.append(req)
 
     def record_event(self, kind: str, req: Req | None, **info: Any) -> None:
-        self.trace.append({"step": self.step_count, "event": kind,
-                           **({"rid": req.rid} if req is not None else {}), **info})
+        self.trace.append(
+            {"step": self.step_count, "event": kind, **({"rid": req.rid} if req is not None else {}), **info}
+        )

@@ -31,6 +31,7 @@ drafts), each row already masked by the grammar's mask at that position:
   the masked target distribution; a draft the grammar forbids has p(d) = 0 and is
   rejected without a draw.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -49,17 +50,22 @@ def ngram_drafts(tokens: list[int], k: int, min_n: int = 1, max_n: int = 4) -> l
         return []
     end = len(tokens)
     for n in range(min(max_n, end - 1), min_n - 1, -1):
-        tail = tokens[end - n:]
+        tail = tokens[end - n :]
         # An occurrence starting at `start` must leave at least one token after it that is
         # not the tail itself: start + n < end.
         for start in range(end - n - 1, -1, -1):
-            if tokens[start:start + n] == tail:
-                return tokens[start + n:start + n + k]
+            if tokens[start : start + n] == tail:
+                return tokens[start + n : start + n + k]
     return []
 
 
-def forced_drafts(forced: bytes, k: int, encode: Callable[[str], list[int]], longest_token: int,
-                  could_merge: Callable[[list[int]], bool] | None = None) -> list[int]:
+def forced_drafts(
+    forced: bytes,
+    k: int,
+    encode: Callable[[str], list[int]],
+    longest_token: int,
+    could_merge: Callable[[list[int]], bool] | None = None,
+) -> list[int]:
     """The first `k` tokens of the grammar's forced bytes, encoded on their own.
 
     Only the first (k + 1) * `longest_token` bytes are encoded (a grammar may force a
@@ -70,7 +76,7 @@ def forced_drafts(forced: bytes, k: int, encode: Callable[[str], list[int]], lon
     """
     if k <= 0 or not forced:
         return []
-    head = forced[:(k + 1) * longest_token]
+    head = forced[: (k + 1) * longest_token]
     text = head.decode("utf-8", errors="ignore") if len(head) == len(forced) else _whole_chars(head)
     ids = encode(text) if text else []
     # More than k tokens: the k-th is inside the forced text, not at its seam.

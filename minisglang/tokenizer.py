@@ -35,6 +35,7 @@ encodes a chat so that special tokens come only from the template (a message say
 prefix of the ids always gives a prefix of the text; that is what lets
 `IncrementalDetokenizer` stream exactly what `decode` returns.
 """
+
 from __future__ import annotations
 
 import base64
@@ -61,15 +62,30 @@ SPACE_MARK = "\u2581"  # SentencePiece's `▁`
 _BYTE_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
 
 # Names tried, in order, when a tokenizer's files do not say which token ends a sequence.
-EOS_CANDIDATES = ("</s>", "<|endoftext|>", "<|im_end|>", "<|eot_id|>", "<|end_of_text|>",
-                  "<eos>", "<EOT>")
+EOS_CANDIDATES = ("</s>", "<|endoftext|>", "<|im_end|>", "<|eot_id|>", "<|end_of_text|>", "<eos>", "<EOT>")
 
 # The special tokens that older tekken files leave implicit (mistral-common's defaults);
 # ids past these are filled with "<SPECIAL_{id}>".
 TEKKEN_DEFAULT_SPECIALS = (
-    "<unk>", "<s>", "</s>", "[INST]", "[/INST]", "[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]",
-    "[TOOL_RESULTS]", "[/TOOL_RESULTS]", "[TOOL_CALLS]", "[IMG]", "<pad>", "[IMG_BREAK]",
-    "[IMG_END]", "[PREFIX]", "[MIDDLE]", "[SUFFIX]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]",
+    "<unk>",
+    "<s>",
+    "</s>",
+    "[INST]",
+    "[/INST]",
+    "[AVAILABLE_TOOLS]",
+    "[/AVAILABLE_TOOLS]",
+    "[TOOL_RESULTS]",
+    "[/TOOL_RESULTS]",
+    "[TOOL_CALLS]",
+    "[IMG]",
+    "<pad>",
+    "[IMG_BREAK]",
+    "[IMG_END]",
+    "[PREFIX]",
+    "[MIDDLE]",
+    "[SUFFIX]",
+    "[SYSTEM_PROMPT]",
+    "[/SYSTEM_PROMPT]",
     "[TOOL_CONTENT]",
 )
 
@@ -92,8 +108,7 @@ def gpt2_byte_to_unicode() -> dict[int, str]:
     Printable Latin-1 bytes stand for themselves; the 68 others (controls, space, ...)
     are moved to U+0100 onwards in byte order, which is why a space (0x20) shows as `Ġ`.
     """
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1),
-                 *range(ord("®"), ord("ÿ") + 1)]
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
     table, moved = {}, 0
     for b in range(256):
         if b in printable:
@@ -143,9 +158,9 @@ def detect_family(spec: dict) -> str:
         return BYTE_LEVEL
     parts += _component_types(spec.get("normalizer"))
     uses_space_mark = any(
-        p["type"] == "Metaspace"
-        or (p["type"] == "Replace" and SPACE_MARK in json.dumps(p, ensure_ascii=False))
-        for p in parts)
+        p["type"] == "Metaspace" or (p["type"] == "Replace" and SPACE_MARK in json.dumps(p, ensure_ascii=False))
+        for p in parts
+    )
     if uses_space_mark or (spec.get("model") or {}).get("byte_fallback"):
         return SENTENCEPIECE
     return PLAIN
@@ -177,6 +192,7 @@ def _protobuf_fields(buf: bytes) -> Iterable[tuple[int, int | bytes]]:
     Varints come back as int, everything else as its raw bytes; enough to read
     SentencePiece's .model file without the protobuf package.
     """
+
     def varint(i: int) -> tuple[int, int]:
         value = shift = 0
         while True:
@@ -194,10 +210,10 @@ def _protobuf_fields(buf: bytes) -> Iterable[tuple[int, int | bytes]]:
             value, i = varint(i)
         elif wire_type == 2:
             length, i = varint(i)
-            value, i = buf[i:i + length], i + length
+            value, i = buf[i : i + length], i + length
         elif wire_type in (1, 5):  # fixed 64-bit / 32-bit
             size = 8 if wire_type == 1 else 4
-            value, i = buf[i:i + size], i + size
+            value, i = buf[i : i + size], i + size
         else:
             raise ValueError(f"unsupported protobuf wire type {wire_type}")
         yield number, value
@@ -209,9 +225,15 @@ class Tokenizer:
     Build one with `from_pretrained`, `from_tekken` or `from_sentencepiece`.
     """
 
-    def __init__(self, hf: HFTokenizer, family: str, eos_token_id: int,
-                 chat_template: str | None = None, template_tokens: dict[str, str] | None = None,
-                 source: str = ""):
+    def __init__(
+        self,
+        hf: HFTokenizer,
+        family: str,
+        eos_token_id: int,
+        chat_template: str | None = None,
+        template_tokens: dict[str, str] | None = None,
+        source: str = "",
+    ):
         self.hf = hf
         self.family = family
         self.eos_token_id = eos_token_id
@@ -233,7 +255,7 @@ class Tokenizer:
         self._special_text = {i: added[i].content.encode() for i in self.special_token_ids}
         texts = sorted({added[i].content for i in self.special_token_ids}, key=len, reverse=True)
         self._special_pattern = re.compile("|".join(map(re.escape, texts))) if texts else None
-        self._hf_text_only: HFTokenizer | None = None   # see _encode_as_text
+        self._hf_text_only: HFTokenizer | None = None  # see _encode_as_text
         self.fingerprint: str = self._compute_fingerprint()
 
     # ----------------------------------------------------------------- constructors
@@ -262,8 +284,9 @@ class Tokenizer:
             template = {t["name"]: t["template"] for t in template}.get("default")
         if template is None and (folder / "chat_template.jinja").is_file():
             template = (folder / "chat_template.jinja").read_text(encoding="utf-8")
-        template_tokens = {k: _token_content(v) for k, v in config.items()
-                           if k.endswith("_token") and _token_content(v) is not None}
+        template_tokens = {
+            k: _token_content(v) for k, v in config.items() if k.endswith("_token") and _token_content(v) is not None
+        }
         eos = template_tokens.get("eos_token")
         eos_id = hf.token_to_id(eos) if eos is not None else None
         if eos is not None and eos_id is None:
@@ -288,19 +311,21 @@ class Tokenizer:
         for number, value in _protobuf_fields(path.read_bytes()):
             if number == 1:  # ModelProto.pieces: piece=1, score=2 (float32), type=3
                 fields = dict(_protobuf_fields(value))
-                pieces.append((fields.get(1, b"").decode(),
-                               struct.unpack("<f", fields.get(2, b"\0\0\0\0"))[0], fields.get(3, 1)))
+                pieces.append(
+                    (fields.get(1, b"").decode(), struct.unpack("<f", fields.get(2, b"\0\0\0\0"))[0], fields.get(3, 1))
+                )
             elif number == 2:
                 trainer = dict(_protobuf_fields(value))
             elif number == 3:
                 normalizer = dict(_protobuf_fields(value))
         if trainer.get(3, 1) != 2:  # TrainerSpec.model_type, 2 = BPE (1 = unigram, the default)
-            raise ValueError(f"{path}: only SentencePiece BPE models are supported "
-                             f"(model_type={trainer.get(3, 1)})")
+            raise ValueError(f"{path}: only SentencePiece BPE models are supported (model_type={trainer.get(3, 1)})")
         norm_name = normalizer.get(1, b"identity").decode()
         if norm_name != "identity" or normalizer.get(4, 1):
-            raise ValueError(f"{path}: SentencePiece normalizer {norm_name!r} (remove_extra_whitespaces="
-                             f"{bool(normalizer.get(4, 1))}) is not supported; only 'identity' is")
+            raise ValueError(
+                f"{path}: SentencePiece normalizer {norm_name!r} (remove_extra_whitespaces="
+                f"{bool(normalizer.get(4, 1))}) is not supported; only 'identity' is"
+            )
 
         NORMAL, UNKNOWN, CONTROL, USER_DEFINED = 1, 2, 3, 4  # SentencePiece.Type
         vocab = {piece: i for i, (piece, _, _) in enumerate(pieces)}
@@ -314,27 +339,31 @@ class Tokenizer:
                     ranked.append((-score, -len(left), vocab[left], left, right))
         ranked.sort()
         unk = next((p for p, _, kind in pieces if kind == UNKNOWN), None)
-        hf = HFTokenizer(models.BPE(vocab, [(left, right) for *_, left, right in ranked],
-                                    byte_fallback=bool(trainer.get(35, 0)), unk_token=unk,
-                                    fuse_unk=True))
-        hf.pre_tokenizer = pre_tokenizers.Metaspace(replacement=SPACE_MARK, prepend_scheme="never",
-                                                    split=False)
-        hf.decoder = decoders.Sequence([decoders.Replace(SPACE_MARK, " "), decoders.ByteFallback(),
-                                        decoders.Fuse()])
-        hf.add_special_tokens([AddedToken(p, special=True, normalized=False)
-                               for p, _, kind in pieces if kind in (UNKNOWN, CONTROL)])
-        hf.add_tokens([AddedToken(p, special=False, normalized=False)
-                       for p, _, kind in pieces if kind == USER_DEFINED])
+        hf = HFTokenizer(
+            models.BPE(
+                vocab,
+                [(left, right) for *_, left, right in ranked],
+                byte_fallback=bool(trainer.get(35, 0)),
+                unk_token=unk,
+                fuse_unk=True,
+            )
+        )
+        hf.pre_tokenizer = pre_tokenizers.Metaspace(replacement=SPACE_MARK, prepend_scheme="never", split=False)
+        hf.decoder = decoders.Sequence([decoders.Replace(SPACE_MARK, " "), decoders.ByteFallback(), decoders.Fuse()])
+        hf.add_special_tokens(
+            [AddedToken(p, special=True, normalized=False) for p, _, kind in pieces if kind in (UNKNOWN, CONTROL)]
+        )
+        hf.add_tokens([AddedToken(p, special=False, normalized=False) for p, _, kind in pieces if kind == USER_DEFINED])
         # TrainerSpec bos_id/eos_id are int32; -1 ("none") arrives as a 64-bit varint.
-        bos_id, eos_id = (v - (1 << 64) if v >= 1 << 63 else v
-                          for v in (trainer.get(41, 1), trainer.get(42, 2)))
+        bos_id, eos_id = (v - (1 << 64) if v >= 1 << 63 else v for v in (trainer.get(41, 1), trainer.get(42, 2)))
         if eos_id < 0:
             raise ValueError(f"{path}: this SentencePiece model has no end-of-sequence piece")
         template_tokens = {"eos_token": pieces[eos_id][0]}
         if bos_id >= 0:  # encode(..., add_special_tokens=True) prepends BOS, like sentencepiece
             template_tokens["bos_token"] = pieces[bos_id][0]
             hf.post_processor = processors.TemplateProcessing(
-                single=f"{pieces[bos_id][0]} $A", special_tokens=[(pieces[bos_id][0], bos_id)])
+                single=f"{pieces[bos_id][0]} $A", special_tokens=[(pieces[bos_id][0], bos_id)]
+            )
         return cls(hf, SENTENCEPIECE, eos_id, None, template_tokens, str(path))
 
     @classmethod
@@ -373,15 +402,18 @@ class Tokenizer:
         vocab.update({s: i for i, s in enumerate(specials)})
 
         hf = HFTokenizer(models.BPE(vocab, [(left, right) for *_, left, right in ranked]))
-        hf.pre_tokenizer = pre_tokenizers.Sequence([
-            pre_tokenizers.Split(Regex(config["pattern"]), behavior="isolated"),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+        hf.pre_tokenizer = pre_tokenizers.Sequence(
+            [
+                pre_tokenizers.Split(Regex(config["pattern"]), behavior="isolated"),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+            ]
+        )
         hf.decoder = decoders.ByteLevel()
         hf.add_special_tokens([AddedToken(s, special=True, normalized=False) for s in specials])
         hf.post_processor = processors.TemplateProcessing(
-            single="<s> $A", special_tokens=[("<s>", specials.index("<s>"))])
-        return cls(hf, BYTE_LEVEL, specials.index("</s>"), None,
-                   {"bos_token": "<s>", "eos_token": "</s>"}, str(path))
+            single="<s> $A", special_tokens=[("<s>", specials.index("<s>"))]
+        )
+        return cls(hf, BYTE_LEVEL, specials.index("</s>"), None, {"bos_token": "<s>", "eos_token": "</s>"}, str(path))
 
     # -------------------------------------------------------------------- text <-> ids
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
@@ -403,12 +435,12 @@ class Tokenizer:
         differently, a special token that swallows the spaces beside it).
         """
         last = next((i for i in range(len(ids) - 1, -1, -1) if ids[i] in self.special_token_ids), None)
-        if last is not None and last < len(ids) - 1:    # a tail to check the re-encoding against
+        if last is not None and last < len(ids) - 1:  # a tail to check the re-encoding against
             _, found, tail = text.rpartition(self._special_text[ids[last]].decode())
             if found:
                 tail_ids = self.encode(tail + more)
-                if tail_ids[:len(ids) - last - 1] == ids[last + 1:]:
-                    return ids[:last + 1] + tail_ids
+                if tail_ids[: len(ids) - last - 1] == ids[last + 1 :]:
+                    return ids[: last + 1] + tail_ids
         return self.encode(text + more)
 
     def decode(self, ids, skip_special_tokens: bool = True) -> str:
@@ -442,8 +474,9 @@ class Tokenizer:
             raise ValueError(f"token id {token_id} is unused in this vocabulary")
         return token
 
-    def apply_chat_template(self, messages: list[dict], add_generation_prompt: bool = True,
-                            tools: list[dict] | None = None) -> str:
+    def apply_chat_template(
+        self, messages: list[dict], add_generation_prompt: bool = True, tools: list[dict] | None = None
+    ) -> str:
         """Render ``messages`` ([{"role": ..., "content": ...}]) with the jinja chat template.
 
         Rendered like transformers does: sandboxed, trim_blocks and lstrip_blocks, with
@@ -454,13 +487,16 @@ class Tokenizer:
         if not self.chat_template:
             raise ValueError(
                 f"this tokenizer has no chat template ({self.source}): tokenizer_config.json has "
-                "no 'chat_template' and there is no chat_template.jinja; pass a plain prompt instead")
+                "no 'chat_template' and there is no chat_template.jinja; pass a plain prompt instead"
+            )
         template = _jinja_env().from_string(self.chat_template)
-        return template.render(messages=messages, add_generation_prompt=add_generation_prompt,
-                               tools=tools, **self.template_tokens)
+        return template.render(
+            messages=messages, add_generation_prompt=add_generation_prompt, tools=tools, **self.template_tokens
+        )
 
-    def encode_chat(self, messages: list[dict], tools: list[dict] | None = None,
-                    add_generation_prompt: bool = True) -> ChatPrompt:
+    def encode_chat(
+        self, messages: list[dict], tools: list[dict] | None = None, add_generation_prompt: bool = True
+    ) -> ChatPrompt:
         """Render ``messages`` with the chat template and encode it; the one way to prompt
         a model with a chat (the server, the CLI, the demo and `lang` all use it).
 
@@ -479,8 +515,9 @@ class Tokenizer:
         try:
             text.encode("utf-8")
         except UnicodeEncodeError as e:
-            raise ValueError(f"the prompt is not valid Unicode text (a lone surrogate at character "
-                             f"{e.start})") from None
+            raise ValueError(
+                f"the prompt is not valid Unicode text (a lone surrogate at character {e.start})"
+            ) from None
         encoding = self.hf.encode(text, add_special_tokens=False)
         if not any(self._spells_special(s) for s in _message_texts(messages, tools)):
             return ChatPrompt(text, encoding.ids)
@@ -492,8 +529,9 @@ class Tokenizer:
         """Whether ``text`` contains some special token's string."""
         return self._special_pattern is not None and self._special_pattern.search(text) is not None
 
-    def _message_spans(self, text: str, messages: list[dict], tools: list[dict] | None,
-                       add_generation_prompt: bool) -> list[tuple[int, int]]:
+    def _message_spans(
+        self, text: str, messages: list[dict], tools: list[dict] | None, add_generation_prompt: bool
+    ) -> list[tuple[int, int]]:
         """Where the texts that spell a special token lie in the rendered ``text``, as
         (start, end) character spans.
 
@@ -530,8 +568,10 @@ class Tokenizer:
             else:
                 plain.append(ch)
         if not balanced or start is not None or "".join(plain) != text:
-            raise ValueError("the chat template changes a message text that spells a special token, so it "
-                             "cannot be kept as plain text; remove the special-token text from the messages")
+            raise ValueError(
+                "the chat template changes a message text that spells a special token, so it "
+                "cannot be kept as plain text; remove the special-token text from the messages"
+            )
         return spans
 
     def _without_forged_specials(self, text: str, encoding, spans: list[tuple[int, int]]) -> list[int]:
@@ -550,7 +590,7 @@ class Tokenizer:
             return ids[i] in self.special_token_ids and any(begin < e and s < end for s, e in spans)
 
         kept = [i for i, t in enumerate(ids) if t in self.special_token_ids and not forged(i)]
-        out, prev = [], -1   # prev: index of the last kept special token (-1: the start)
+        out, prev = [], -1  # prev: index of the last kept special token (-1: the start)
         for nxt in kept + [len(ids)]:
             stretch = range(prev + 1, nxt)
             if any(forged(i) for i in stretch):
@@ -558,7 +598,7 @@ class Tokenizer:
                 end = offsets[nxt][0] if nxt < len(ids) else len(text)
                 out += self._encode_as_text(text[begin:end])
             else:
-                out += ids[prev + 1:nxt]
+                out += ids[prev + 1 : nxt]
             if nxt < len(ids):
                 out.append(ids[nxt])
             prev = nxt
@@ -573,7 +613,7 @@ class Tokenizer:
         if self._hf_text_only is None:
             copy = HFTokenizer.from_str(self.hf.to_str())
             copy.encode_special_tokens = True
-            self._hf_text_only = copy   # two threads racing here each build an equal copy
+            self._hf_text_only = copy  # two threads racing here each build an equal copy
         return self._hf_text_only.encode(text, add_special_tokens=False).ids
 
     def _check_id(self, token_id) -> int:
@@ -595,8 +635,10 @@ class Tokenizer:
         return h.hexdigest()
 
     def __repr__(self) -> str:
-        return (f"Tokenizer(family={self.family!r}, vocab_size={self.vocab_size}, "
-                f"eos_token_id={self.eos_token_id}, source={self.source!r})")
+        return (
+            f"Tokenizer(family={self.family!r}, vocab_size={self.vocab_size}, "
+            f"eos_token_id={self.eos_token_id}, source={self.source!r})"
+        )
 
 
 def _token_content(value) -> str | None:
@@ -614,8 +656,10 @@ def _add_config_tokens(hf: HFTokenizer, added: dict, config_path: Path) -> None:
         token = AddedToken(entry["content"], special=entry.get("special", False), normalized=False)
         (hf.add_special_tokens if token.special else hf.add_tokens)([token])
         if hf.token_to_id(entry["content"]) != int(token_id):
-            raise ValueError(f"{config_path}: added token {entry['content']!r} should have id "
-                             f"{token_id} but the vocabulary gives it {hf.token_to_id(entry['content'])}")
+            raise ValueError(
+                f"{config_path}: added token {entry['content']!r} should have id "
+                f"{token_id} but the vocabulary gives it {hf.token_to_id(entry['content'])}"
+            )
 
 
 def _guess_eos(hf: HFTokenizer, json_path: Path) -> int:
@@ -624,12 +668,15 @@ def _guess_eos(hf: HFTokenizer, json_path: Path) -> int:
     for name in EOS_CANDIDATES:
         if name in specials:
             return specials[name]
-    raise ValueError(f"cannot tell the end-of-sequence token of {json_path}: tokenizer_config.json "
-                     f"has no eos_token and no special token is one of {list(EOS_CANDIDATES)}")
+    raise ValueError(
+        f"cannot tell the end-of-sequence token of {json_path}: tokenizer_config.json "
+        f"has no eos_token and no special token is one of {list(EOS_CANDIDATES)}"
+    )
 
 
 def _message_texts(messages: list[dict], tools: list[dict] | None) -> Iterable[str]:
     """Every string a chat's messages (all but their roles) and tools hold, keys included."""
+
     def strings(value):
         if isinstance(value, str):
             yield value
@@ -657,7 +704,8 @@ def _unused_marks(text: str) -> tuple[str, str]:
 def _jinja_env() -> jinja2.Environment:
     """A sandboxed jinja environment configured as chat templates expect."""
     env = jinja2.sandbox.ImmutableSandboxedEnvironment(
-        trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols])
+        trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols]
+    )
 
     def raise_exception(message):
         raise jinja2.TemplateError(message)

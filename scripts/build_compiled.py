@@ -9,6 +9,7 @@ saying why in one line, when it cannot build: the package then runs as pure Pyth
 scripts/setup.sh runs this after installing; run it again after editing a compiled module
 (until then that module runs as pure Python, with a warning).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -24,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def main() -> int:
     os.chdir(ROOT)
     sys.path.insert(0, str(ROOT))
-    os.environ["MINISGLANG_PURE"] = "1"   # this process reads the sources, never an old build
+    os.environ["MINISGLANG_PURE"] = "1"  # this process reads the sources, never an old build
     from minisglang.constrained import compiled_build
 
     if shutil.which(os.environ.get("CC", "cc")) is None and shutil.which("gcc") is None:
@@ -46,17 +47,32 @@ def main() -> int:
             # its per-module sections for modules not built here are expected, not a mistake.
             # One group, named inside the package: its shared library is then found on the
             # package's path like the modules (a default group name is a top-level module).
-            extensions = mypycify(["--no-warn-unused-configs", *files], opt_level="3",
-                                  target_dir=str(ROOT / "build" / "mypyc-c"),
-                                  group_name="minisglang.constrained.lazy_automaton")
-            setup(name="minisglang-compiled", py_modules=[], packages=[], ext_modules=extensions,
-                  script_args=["build_ext", "--build-lib", str(build),
-                               "--build-temp", str(ROOT / "build" / "mypyc-temp")])
-    except (Exception, SystemExit) as e:   # mypy's errors end in SystemExit; the compiler's in an error
+            extensions = mypycify(
+                ["--no-warn-unused-configs", *files],
+                opt_level="3",
+                target_dir=str(ROOT / "build" / "mypyc-c"),
+                group_name="minisglang.constrained.lazy_automaton",
+            )
+            setup(
+                name="minisglang-compiled",
+                py_modules=[],
+                packages=[],
+                ext_modules=extensions,
+                script_args=[
+                    "build_ext",
+                    "--build-lib",
+                    str(build),
+                    "--build-temp",
+                    str(ROOT / "build" / "mypyc-temp"),
+                ],
+            )
+    except (Exception, SystemExit) as e:  # mypy's errors end in SystemExit; the compiler's in an error
         shutil.rmtree(build, ignore_errors=True)
         tail = log.getvalue().strip().splitlines()[-3:]
-        print(f"[build_compiled] the build failed ({type(e).__name__}: {e}): the lazy automaton runs as "
-              f"pure Python. Last lines:\n  " + "\n  ".join(tail))
+        print(
+            f"[build_compiled] the build failed ({type(e).__name__}: {e}): the lazy automaton runs as "
+            f"pure Python. Last lines:\n  " + "\n  ".join(tail)
+        )
         return 1
     compiled_build.MANIFEST.write_text(compiled_build.manifest_text())
     print(f"[build_compiled] compiled {', '.join(compiled_build.COMPILED)} into {build.relative_to(ROOT)}")

@@ -10,6 +10,7 @@ or tokenizer silently turns such prose false, so every quoted fact is computed h
 figure that shows the run (scripts/make_figures.py, 04-radix-after-jumps) is drawn from the
 same run, and tests/test_chapter04_facts.py recomputes them and fails when the text drifts.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,7 +35,7 @@ BRANCH_TEMPERATURE = 1.0
 BRANCH_SEED = 26
 # Chapter 04, section 1: the small JSON regex whose DFA the compressed FSM shrinks.
 JSON_SMALL = r'\{"name": "[a-z]+", "age": [0-9]+\}'
-READING_WORDS_PER_MINUTE = 150   # COURSE.md's reading estimate
+READING_WORDS_PER_MINUTE = 150  # COURSE.md's reading estimate
 
 
 def tokenizer():
@@ -62,9 +63,10 @@ def quoted(tokens: list[str]) -> str:
 @dataclass
 class Jump:
     """One jump as notebook 04's show_step prints it: the output around the seam, before and after."""
-    unchanged: int            # output tokens before the first one the retokenization changed
-    recut: list[str]          # the old tokens from there on (the last one was sampled and has no KV)
-    new: list[str]            # the new tokens from there on
+
+    unchanged: int  # output tokens before the first one the retokenization changed
+    recut: list[str]  # the old tokens from there on (the last one was sampled and has no KV)
+    new: list[str]  # the new tokens from there on
 
     @property
     def branches(self) -> bool:
@@ -75,12 +77,12 @@ class Jump:
 @dataclass
 class Run:
     text: str
-    first_token: str          # the token the prompt's prefill sampled
+    first_token: str  # the token the prompt's prefill sampled
     jumps: list[Jump] = field(default_factory=list)
     completion_tokens: int = 0
     sampled_tokens: int = 0
-    tokens: list[str] = field(default_factory=list)    # the final output, token by token
-    jumped: list[str] = field(default_factory=list)    # the tokens jumps appended, in order
+    tokens: list[str] = field(default_factory=list)  # the final output, token by token
+    jumped: list[str] = field(default_factory=list)  # the tokens jumps appended, in order
 
     def sampled(self) -> list[str]:
         """The output tokens the model sampled: all but the jumped ones (exact only when no
@@ -100,19 +102,20 @@ def run_request(engine, prompt: str, params: dict) -> Run:
     (a jump bumps the grammar's version), as notebook 04's show_step does."""
     tok = engine.tokenizer
     req = engine.submit(prompt, params)
-    while not req.output_ids:          # the compile runs in the background
+    while not req.output_ids:  # the compile runs in the background
         engine.step()
     run = Run(text="", first_token=pieces(tok, req.output_ids)[0])
     while not req.released:
         grammar = req.grammar
         old_ids, old_version = list(req.output_ids), grammar.version
         engine.step()
-        if grammar.version != old_version:   # a jump bumps the version (finishing only drops the grammar)
+        if grammar.version != old_version:  # a jump bumps the version (finishing only drops the grammar)
             new_ids = list(req.output_ids)
-            same = next((i for i, (a, b) in enumerate(zip(old_ids, new_ids)) if a != b),
-                        min(len(old_ids), len(new_ids)))
+            same = next(
+                (i for i, (a, b) in enumerate(zip(old_ids, new_ids)) if a != b), min(len(old_ids), len(new_ids))
+            )
             run.jumps.append(Jump(same, pieces(tok, old_ids[same:]), pieces(tok, new_ids[same:])))
-            run.jumped += pieces(tok, new_ids[len(old_ids):]) if same == len(old_ids) else []
+            run.jumped += pieces(tok, new_ids[len(old_ids) :]) if same == len(old_ids) else []
     run.tokens = pieces(tok, req.output_ids)
     meta = req.meta_info()
     run.text, run.completion_tokens = req.output_text, meta["completion_tokens"]
@@ -126,8 +129,8 @@ class NotebookRuns:
     greedy: Run
     sampled: Run
     tree_nodes: int
-    tree_branches: int        # nodes with more than one child, the root excepted
-    dot: str                  # radix_tokens_dot of the tree after both runs: the chapter's figure
+    tree_branches: int  # nodes with more than one child, the root excepted
+    dot: str  # radix_tokens_dot of the tree after both runs: the chapter's figure
 
 
 def notebook_runs() -> NotebookRuns:
@@ -139,8 +142,11 @@ def notebook_runs() -> NotebookRuns:
     try:
         prompt = engine.tokenizer.apply_chat_template([{"role": "user", "content": f"{INSTRUCTION}\n{TEXT}"}])
         greedy = run_request(engine, prompt, {"regex": PERSON, "temperature": 0, "max_new_tokens": MAX_NEW_TOKENS})
-        sampled = run_request(engine, prompt, {"regex": PERSON, "temperature": BRANCH_TEMPERATURE,
-                                               "seed": BRANCH_SEED, "max_new_tokens": MAX_NEW_TOKENS})
+        sampled = run_request(
+            engine,
+            prompt,
+            {"regex": PERSON, "temperature": BRANCH_TEMPERATURE, "seed": BRANCH_SEED, "max_new_tokens": MAX_NEW_TOKENS},
+        )
         cache = engine.scheduler.tree_cache
         nodes, branches, stack = 0, 0, [cache.root_node]
         while stack:
@@ -177,7 +183,7 @@ def tokenizer_facts() -> dict[str, list[str]]:
         "prompt + output": cut(tok, "The code is 12345"),
         "output alone": cut(tok, "2345"),
         "a number": cut(tok, "12345"),
-        "the number cut otherwise": cut(tok, "12") + cut(tok, "345"),   # two tokens the model could write
+        "the number cut otherwise": cut(tok, "12") + cut(tok, "345"),  # two tokens the model could write
     }
 
 
@@ -189,11 +195,19 @@ def benchmark_facts(path: Path = JUMP_RESULTS) -> dict[str, int]:
     waves = re.search(r"Re-admission waves \(s4, from the trace\): (\d+) prefill forwards", text)
     if not (s3 and s4 and waves):
         raise ValueError(f"{path}: the s3/s4 rows or the re-admission line are not where chapter_facts expects them")
-    return {"requests": int(s4.group(2)), "tokens": int(s4.group(3)), "sampled": int(s4.group(4)),
-            "jumps": int(s4.group(5)), "s3 decode": int(s3.group(6)), "s4 decode": int(s4.group(6)),
-            "s3 prefill": int(s3.group(7)), "s4 prefill": int(s4.group(7)),
-            "s3 prefill tokens": int(s3.group(8)), "s4 prefill tokens": int(s4.group(8)),
-            "readmission prefills": int(waves.group(1))}
+    return {
+        "requests": int(s4.group(2)),
+        "tokens": int(s4.group(3)),
+        "sampled": int(s4.group(4)),
+        "jumps": int(s4.group(5)),
+        "s3 decode": int(s3.group(6)),
+        "s4 decode": int(s4.group(6)),
+        "s3 prefill": int(s3.group(7)),
+        "s4 prefill": int(s4.group(7)),
+        "s3 prefill tokens": int(s3.group(8)),
+        "s4 prefill tokens": int(s4.group(8)),
+        "readmission prefills": int(waves.group(1)),
+    }
 
 
 # ------------------------------------------------------------------ COURSE.md's word counts
@@ -203,8 +217,10 @@ COURSE_ROW = re.compile(r"^\| (?P<nn>\d\d) (?P<title>[^|]+?) \| (?P<words>[\d,]+
 
 def chapter_words() -> dict[str, int]:
     """'04' -> the chapter's word count as `wc -w` counts it (runs of non-space)."""
-    return {p.name[:2]: len(p.read_text(encoding="utf-8").split())
-            for p in sorted((REPO / "chapters").glob("[0-9][0-9]-*.md"))}
+    return {
+        p.name[:2]: len(p.read_text(encoding="utf-8").split())
+        for p in sorted((REPO / "chapters").glob("[0-9][0-9]-*.md"))
+    }
 
 
 def course_row_values(words: int) -> tuple[str, int]:
@@ -215,9 +231,11 @@ def course_row_values(words: int) -> tuple[str, int]:
 
 def rewrite_course(text: str, words: dict[str, int]) -> str:
     """COURSE.md with every chapter row's words and reading minutes recomputed."""
+
     def row(m: re.Match) -> str:
         shown, minutes = course_row_values(words[m["nn"]])
         return f"| {m['nn']} {m['title']} | {shown} | {minutes} min |"
+
     return COURSE_ROW.sub(row, text)
 
 
@@ -242,12 +260,16 @@ def main(argv: list[str] | None = None) -> int:
     print("benchmark:", benchmark_facts())
     runs = notebook_runs()
     for label, run in (("greedy", runs.greedy), (f"seed {BRANCH_SEED}", runs.sampled)):
-        print(f"\n{label}: {run.text!r}; first token {run.first_token!r}; "
-              f"{run.completion_tokens} tokens, {run.sampled_tokens} sampled")
+        print(
+            f"\n{label}: {run.text!r}; first token {run.first_token!r}; "
+            f"{run.completion_tokens} tokens, {run.sampled_tokens} sampled"
+        )
         print(f"  output: {quoted(run.tokens)}\n  sampled: {quoted(run.sampled())}")
         for jump in run.jumps:
-            print(f"  jump: {jump.unchanged} unchanged; re-cut {quoted(jump.recut)} -> {quoted(jump.new)}"
-                  + ("  (a branch)" if jump.branches else ""))
+            print(
+                f"  jump: {jump.unchanged} unchanged; re-cut {quoted(jump.recut)} -> {quoted(jump.new)}"
+                + ("  (a branch)" if jump.branches else "")
+            )
     print(f"\nthe tree after both: {runs.tree_nodes} nodes, {runs.tree_branches} branching")
     return 0
 

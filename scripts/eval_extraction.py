@@ -12,6 +12,7 @@ arguments (as JSON values) equal the reference.
 Usage:
     python scripts/eval_extraction.py --model minisglang/assets/tiny-json-llama --n 200 --tools 100
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,9 +27,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import make_corpus  # noqa: E402
 
 FIELD_SCHEMAS = {
-    "name": {"type": "string"}, "age": {"type": "integer"}, "city": {"type": "string"},
-    "email": {"type": "string"}, "phone": {"type": "string"}, "occupation": {"type": "string"},
-    "hobbies": {"type": "array", "items": {"type": "string"}}, "birthday": {"type": "string"},
+    "name": {"type": "string"},
+    "age": {"type": "integer"},
+    "city": {"type": "string"},
+    "email": {"type": "string"},
+    "phone": {"type": "string"},
+    "occupation": {"type": "string"},
+    "hobbies": {"type": "array", "items": {"type": "string"}},
+    "birthday": {"type": "string"},
 }
 # The fields the target is about (issue 18): a name, a number and a list.
 HEADLINE_FIELDS = ("name", "age", "hobbies")
@@ -36,8 +42,12 @@ HEADLINE_FIELDS = ("name", "age", "hobbies")
 
 def extraction_schema(keys: list[str]) -> dict:
     """The JSON Schema of an answer with exactly ``keys``, in that order, all required."""
-    return {"type": "object", "properties": {k: FIELD_SCHEMAS[k] for k in keys},
-            "required": list(keys), "additionalProperties": False}
+    return {
+        "type": "object",
+        "properties": {k: FIELD_SCHEMAS[k] for k in keys},
+        "required": list(keys),
+        "additionalProperties": False,
+    }
 
 
 def reference_answer(example: dict) -> dict:
@@ -78,8 +88,13 @@ def score_extraction(examples: list[dict], outputs: list[str]) -> dict:
                     total[group] += 1
                     right[group] += ok
     accuracy = {g: right[g] / total[g] for g in sorted(total)}
-    return {"n": len(examples), "valid": valid, "exact": exact, "accuracy": accuracy,
-            "counts": {g: [right[g], total[g]] for g in sorted(total)}}
+    return {
+        "n": len(examples),
+        "valid": valid,
+        "exact": exact,
+        "accuracy": accuracy,
+        "counts": {g: [right[g], total[g]] for g in sorted(total)},
+    }
 
 
 # Requests sent to the engine at once: below the scheduler's max_pending_compiles (64), since
@@ -92,7 +107,7 @@ def generate(engine, prompts: list[str], params: list[dict]) -> list[str]:
     an empty answer would be scored as the model's)."""
     texts = []
     for i in range(0, len(prompts), CHUNK):
-        for out in engine.generate(prompts[i:i + CHUNK], params[i:i + CHUNK]):
+        for out in engine.generate(prompts[i : i + CHUNK], params[i : i + CHUNK]):
             reason = out["meta_info"]["finish_reason"]
             if reason and reason.get("type") == "abort":
                 raise RuntimeError(f"request aborted by the engine: {reason.get('message')}")
@@ -101,8 +116,7 @@ def generate(engine, prompts: list[str], params: list[dict]) -> list[str]:
 
 
 def eval_extraction(engine, examples: list[dict], constrained: bool, max_new_tokens: int = 160) -> dict:
-    prompts = [engine.tokenizer.apply_chat_template(make_corpus.to_messages(ex, with_answer=False))
-               for ex in examples]
+    prompts = [engine.tokenizer.apply_chat_template(make_corpus.to_messages(ex, with_answer=False)) for ex in examples]
     params = []
     for ex in examples:
         p = {"temperature": 0, "max_new_tokens": max_new_tokens}
@@ -120,7 +134,7 @@ def expected_calls(example: dict) -> list[tuple[str, dict]]:
 
 
 # The pieces of a tool eval; benchmarks/bench_tool_calls.py measures with the same ones.
-CALL_TASKS = ("tool_call", "tool_parallel")   # the examples whose reference answer is a call
+CALL_TASKS = ("tool_call", "tool_parallel")  # the examples whose reference answer is a call
 
 
 def tool_prompt(tokenizer, example: dict) -> str:
@@ -132,8 +146,9 @@ def function_tools(example: dict) -> list:
     """The example's tools as minisglang.function_call.FunctionTool (name, arguments schema)."""
     from minisglang.function_call import FunctionTool, arguments_schema
 
-    return [FunctionTool(t["function"]["name"], arguments_schema(t["function"]["parameters"]))
-            for t in example["tools"]]
+    return [
+        FunctionTool(t["function"]["name"], arguments_schema(t["function"]["parameters"])) for t in example["tools"]
+    ]
 
 
 def tool_params(example: dict, tool_choice: str | None, max_new_tokens: int = 120) -> dict:
@@ -188,9 +203,11 @@ def eval_tools(engine, examples: list[dict], constrained: bool, max_new_tokens: 
             counts["reply uses the tool result"][0] += text.strip() == ex["assistant"]
             counts["reply uses the tool result"][1] += 1
             continue
-        for kind, ok in (("valid JSON arguments", bool(got) and all(args is not None for _, args in got)),
-                         ("right tool", [n for n, _ in got] == [n for n, _ in want]),
-                         ("right tool and arguments", got == want)):
+        for kind, ok in (
+            ("valid JSON arguments", bool(got) and all(args is not None for _, args in got)),
+            ("right tool", [n for n, _ in got] == [n for n, _ in want]),
+            ("right tool and arguments", got == want),
+        ):
             counts[kind][0] += ok
             counts[kind][1] += 1
     samples = [(ex["user"], text) for ex, text in zip(examples[:6], outputs)]
@@ -205,12 +222,20 @@ def run(model: Path, n: int, n_tools: int, examples: int, seed: int, stage: str 
     tools = make_corpus.heldout_tool_prompts(n_tools, train) if n_tools else []
     engine = Engine(model_path=str(model), stage=stage)
     t0 = time.time()
-    report = {"model": str(model), "n": n, "corpus": {"examples": examples, "seed": seed},
-              "extraction": {"constrained": eval_extraction(engine, held, True),
-                             "unconstrained": eval_extraction(engine, held, False)}}
+    report = {
+        "model": str(model),
+        "n": n,
+        "corpus": {"examples": examples, "seed": seed},
+        "extraction": {
+            "constrained": eval_extraction(engine, held, True),
+            "unconstrained": eval_extraction(engine, held, False),
+        },
+    }
     if n_tools:
-        report["tools"] = {"constrained": eval_tools(engine, tools, True),
-                           "unconstrained": eval_tools(engine, tools, False)}
+        report["tools"] = {
+            "constrained": eval_tools(engine, tools, True),
+            "unconstrained": eval_tools(engine, tools, False),
+        }
     engine.shutdown()
     report["seconds"] = round(time.time() - t0, 1)
     report["loadavg"] = os.getloadavg()
@@ -219,15 +244,19 @@ def run(model: Path, n: int, n_tools: int, examples: int, seed: int, stage: str 
 
 def summary(report: dict) -> str:
     """The report as a few lines of text."""
-    lines = [f"model {report['model']}: {report['n']} held-out extraction prompts "
-             f"({report['seconds']} s, load {report['loadavg'][0]:.1f})"]
+    lines = [
+        f"model {report['model']}: {report['n']} held-out extraction prompts "
+        f"({report['seconds']} s, load {report['loadavg'][0]:.1f})"
+    ]
     for mode in ("constrained", "unconstrained"):
         r = report["extraction"][mode]
         acc = r["accuracy"]
-        lines.append(f"  {mode:13s} valid {r['valid']}/{r['n']}  exact {r['exact']}/{r['n']}  "
-                     f"name/age/hobbies {acc.get('headline', 0):.1%} (en {acc.get('en:headline', 0):.1%}, "
-                     f"zh {acc.get('zh:headline', 0):.1%})  all fields {acc['all']:.1%}  "
-                     + " ".join(f"{k} {acc[k]:.0%}" for k in make_corpus.KEY_ORDER if k in acc))
+        lines.append(
+            f"  {mode:13s} valid {r['valid']}/{r['n']}  exact {r['exact']}/{r['n']}  "
+            f"name/age/hobbies {acc.get('headline', 0):.1%} (en {acc.get('en:headline', 0):.1%}, "
+            f"zh {acc.get('zh:headline', 0):.1%})  all fields {acc['all']:.1%}  "
+            + " ".join(f"{k} {acc[k]:.0%}" for k in make_corpus.KEY_ORDER if k in acc)
+        )
     for mode in ("constrained", "unconstrained"):
         if "tools" in report:
             counts = report["tools"][mode]["counts"]
@@ -240,7 +269,12 @@ def main() -> None:
     ap.add_argument("--model", type=Path, default=Path("minisglang/assets/tiny-json-llama"))
     ap.add_argument("--n", type=int, default=200, help="held-out extraction prompts")
     ap.add_argument("--tools", type=int, default=100, help="held-out tool conversations (0: skip)")
-    ap.add_argument("--examples", type=int, default=20000, help="corpus size whose user turns are excluded (the model card's evaluations: 20000)")
+    ap.add_argument(
+        "--examples",
+        type=int,
+        default=20000,
+        help="corpus size whose user turns are excluded (the model card's evaluations: 20000)",
+    )
     ap.add_argument("--seed", type=int, default=1, help="seed of that corpus (the model card's evaluations: 1)")
     ap.add_argument("--json", type=Path, help="also write the whole report here")
     ap.add_argument("--samples", action="store_true", help="print a few answers")

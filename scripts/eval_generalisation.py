@@ -20,6 +20,7 @@ Usage:
     python scripts/eval_generalisation.py --model minisglang/assets/tiny-json-llama --per-generator 64 \
         [--fields name,age] [--label bundled --results benchmarks/results/extraction_generalisation.md]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,18 +49,33 @@ def generalisation_example(rng: random.Random, generator: str, fields: list[str]
     zh = lang == "zh"
     name = make(rng, make_corpus.ZH_GIVEN, make_corpus.ZH_SURNAMES)
     age = rng.randint(18, 90)
-    facts = {"name": name, "age": age, "city": make_corpus._city(rng, zh), "email": make_corpus._email(rng),
-             "phone": make_corpus._phone(rng, zh), "occupation": rng.choice(make_corpus.ZH_JOBS if zh else make_corpus.EN_JOBS),
-             "hobbies": rng.sample(make_corpus.ZH_HOBBIES if zh else make_corpus.EN_HOBBIES, rng.randint(1, 3)),
-             "birthday": f"{2025 - age}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"}
+    facts = {
+        "name": name,
+        "age": age,
+        "city": make_corpus._city(rng, zh),
+        "email": make_corpus._email(rng),
+        "phone": make_corpus._phone(rng, zh),
+        "occupation": rng.choice(make_corpus.ZH_JOBS if zh else make_corpus.EN_JOBS),
+        "hobbies": rng.sample(make_corpus.ZH_HOBBIES if zh else make_corpus.EN_HOBBIES, rng.randint(1, 3)),
+        "birthday": f"{2025 - age}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}",
+    }
     others = rng.sample([k for k in make_corpus.KEY_ORDER if k not in fields], rng.randint(0, 3))
     text = make_corpus._paragraph(rng, facts, fields + others, zh, held_out=True, generalisation=True)
     strict = rng.random() < 0.5
-    pools = (make_corpus.ZH_STRICT if strict else make_corpus.ZH_LOOSE) if zh else \
-        (make_corpus.EN_STRICT if strict else make_corpus.EN_LOOSE)
+    pools = (
+        (make_corpus.ZH_STRICT if strict else make_corpus.ZH_LOOSE)
+        if zh
+        else (make_corpus.EN_STRICT if strict else make_corpus.EN_LOOSE)
+    )
     instruction = make_corpus._pick(rng, pools, held_out=True).format(fields=make_corpus._join(fields, False))
-    return {"task": "extract_person", "system": None, "user": instruction + "\n" + text,
-            "assistant": make_corpus._dumps({k: facts[k] for k in fields}), "generator": generator, "lang": lang}
+    return {
+        "task": "extract_person",
+        "system": None,
+        "user": instruction + "\n" + text,
+        "assistant": make_corpus._dumps({k: facts[k] for k in fields}),
+        "generator": generator,
+        "lang": lang,
+    }
 
 
 def check_fields(fields: list[str]) -> list[str]:
@@ -74,8 +90,11 @@ def generalisation_examples(per_generator: int, seed: int = 33, fields: list[str
     """``per_generator`` seeded examples from every held-out generator, in generator order."""
     fields = check_fields(fields)
     rng = random.Random(seed)
-    return [generalisation_example(rng, g, fields) for g in name_generators.HELD_OUT_GENERATORS
-            for _ in range(per_generator)]
+    return [
+        generalisation_example(rng, g, fields)
+        for g in name_generators.HELD_OUT_GENERATORS
+        for _ in range(per_generator)
+    ]
 
 
 def ends_inside_string(text: str) -> bool:
@@ -101,8 +120,9 @@ def score(examples: list[dict], outputs: list[tuple[str, dict | None]]) -> dict:
     plus the language of its texts."""
     table: dict[str, dict] = {}
     for ex, (text, reason) in zip(examples, outputs):
-        row = table.setdefault(ex["generator"], {"lang": ex["lang"], "n": 0, "name": 0, "age": 0, "both": 0, "hobbies": 0,
-                                                      "loops": 0})
+        row = table.setdefault(
+            ex["generator"], {"lang": ex["lang"], "n": 0, "name": 0, "age": 0, "both": 0, "hobbies": 0, "loops": 0}
+        )
         ref, got = json.loads(ex["assistant"]), eval_extraction.parse_object(text) or {}
         row["n"] += 1
         row["name"] += got.get("name") == ref["name"]
@@ -120,45 +140,68 @@ def run(model: Path, per_generator: int, seed: int = 33, fields: list[str] = FIE
     engine = Engine(model_path=str(model))
     t0 = time.time()
     prompts = [engine.tokenizer.apply_chat_template(make_corpus.to_messages(ex, with_answer=False)) for ex in examples]
-    params = {"temperature": 0, "max_new_tokens": MAX_NEW_TOKENS,
-              "json_schema": eval_extraction.extraction_schema(check_fields(fields))}
+    params = {
+        "temperature": 0,
+        "max_new_tokens": MAX_NEW_TOKENS,
+        "json_schema": eval_extraction.extraction_schema(check_fields(fields)),
+    }
     outputs = []
     for i in range(0, len(prompts), eval_extraction.CHUNK):
-        for out in engine.generate(prompts[i:i + eval_extraction.CHUNK], params):
+        for out in engine.generate(prompts[i : i + eval_extraction.CHUNK], params):
             reason = out["meta_info"]["finish_reason"]
             if reason and reason.get("type") == "abort":
                 raise RuntimeError(f"request aborted by the engine: {reason.get('message')}")
             outputs.append((out["text"], reason))
     engine.shutdown()
-    misses = [(ex["generator"], ex["user"].split("\n", 1)[1], text) for ex, (text, _) in zip(examples, outputs)
-              if {k: (eval_extraction.parse_object(text) or {}).get(k) for k in ("name", "age")}
-              != {k: json.loads(ex["assistant"])[k] for k in ("name", "age")}]
-    return {"model": str(model), "per_generator": per_generator, "seed": seed, "fields": check_fields(fields),
-            "table": score(examples, outputs),
-            "misses": misses, "seconds": round(time.time() - t0, 1), "loadavg": os.getloadavg()[0]}
+    misses = [
+        (ex["generator"], ex["user"].split("\n", 1)[1], text)
+        for ex, (text, _) in zip(examples, outputs)
+        if {k: (eval_extraction.parse_object(text) or {}).get(k) for k in ("name", "age")}
+        != {k: json.loads(ex["assistant"])[k] for k in ("name", "age")}
+    ]
+    return {
+        "model": str(model),
+        "per_generator": per_generator,
+        "seed": seed,
+        "fields": check_fields(fields),
+        "table": score(examples, outputs),
+        "misses": misses,
+        "seconds": round(time.time() - t0, 1),
+        "loadavg": os.getloadavg()[0],
+    }
 
 
 def markdown(report: dict, label: str) -> str:
     """The report as a results-file section: one row per generator, then English and Chinese pooled."""
-    rows = ["| generator | texts | n | name | age | name+age exact | hobbies | repeat loops |",
-            "|---|---|---:|---:|---:|---:|---:|---:|"]
+    rows = [
+        "| generator | texts | n | name | age | name+age exact | hobbies | repeat loops |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
     pooled: dict[str, dict] = {}
     for gen, r in report["table"].items():
         hobbies = f"{r['hobbies'] / r['n']:.1%}" if "hobbies" in report["fields"] else "not asked"
-        rows.append(f"| {gen} | {'English' if r['lang'] == 'en' else 'Chinese'} | {r['n']} | {r['name'] / r['n']:.1%} "
-                    f"| {r['age'] / r['n']:.1%} | {r['both']}/{r['n']} ({r['both'] / r['n']:.1%}) | {hobbies} "
-                    f"| {r['loops']} |")
+        rows.append(
+            f"| {gen} | {'English' if r['lang'] == 'en' else 'Chinese'} | {r['n']} | {r['name'] / r['n']:.1%} "
+            f"| {r['age'] / r['n']:.1%} | {r['both']}/{r['n']} ({r['both'] / r['n']:.1%}) | {hobbies} "
+            f"| {r['loops']} |"
+        )
         p = pooled.setdefault(r["lang"], {"n": 0, "both": 0, "loops": 0})
         for k in p:
             p[k] += r[k]
     for lang, p in pooled.items():
-        rows.append(f"| **all {'English' if lang == 'en' else 'Chinese'}** | | {p['n']} | | | "
-                    f"{p['both']}/{p['n']} ({p['both'] / p['n']:.1%}) | | {p['loops']} |")
+        rows.append(
+            f"| **all {'English' if lang == 'en' else 'Chinese'}** | | {p['n']} | | | "
+            f"{p['both']}/{p['n']} ({p['both'] / p['n']:.1%}) | | {p['loops']} |"
+        )
     misses = "\n".join(f"- {gen}: `{text}` -> `{out}`" for gen, text, out in report["misses"][:8])
-    return (f"## {label}\n\n`{report['model']}`: {sum(r['n'] for r in report['table'].values())} held-out texts "
-            f"(seed {report['seed']}), greedy, schema of the keys {', '.join(report['fields'])}, max_new_tokens "
-            f"{MAX_NEW_TOKENS}; {report['seconds']} s, load {report['loadavg']:.1f}.\n\n" + "\n".join(rows)
-            + ("\n\nSome misses:\n" + misses if misses else "") + "\n")
+    return (
+        f"## {label}\n\n`{report['model']}`: {sum(r['n'] for r in report['table'].values())} held-out texts "
+        f"(seed {report['seed']}), greedy, schema of the keys {', '.join(report['fields'])}, max_new_tokens "
+        f"{MAX_NEW_TOKENS}; {report['seconds']} s, load {report['loadavg']:.1f}.\n\n"
+        + "\n".join(rows)
+        + ("\n\nSome misses:\n" + misses if misses else "")
+        + "\n"
+    )
 
 
 def main() -> None:
@@ -166,7 +209,9 @@ def main() -> None:
     ap.add_argument("--model", type=Path, default=Path("minisglang/assets/tiny-json-llama"))
     ap.add_argument("--per-generator", type=int, default=64, help="held-out texts per generator")
     ap.add_argument("--seed", type=int, default=33)
-    ap.add_argument("--fields", default=",".join(FIELDS), help="the keys asked for, comma-separated (name and age among them)")
+    ap.add_argument(
+        "--fields", default=",".join(FIELDS), help="the keys asked for, comma-separated (name and age among them)"
+    )
     ap.add_argument("--label", default=None, help="heading of the section written to --results")
     ap.add_argument("--results", type=Path, default=None, help="a results file to write this run's section into")
     ap.add_argument("--json", type=Path, help="also write the whole report here")
@@ -178,8 +223,11 @@ def main() -> None:
         sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
         from _results import model_checksum, write_section
 
-        write_section(text.rstrip("\n") + f"\n\nWeights sha256 {model_checksum(args.model)}.\n", args.results,
-                      f"## {args.label or args.model}")
+        write_section(
+            text.rstrip("\n") + f"\n\nWeights sha256 {model_checksum(args.model)}.\n",
+            args.results,
+            f"## {args.label or args.model}",
+        )
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -17,6 +17,7 @@ evaluation (``heldout_extraction_prompts``, ``heldout_tool_prompts``) uses only 
 Usage:
     python scripts/make_corpus.py --examples 40000 --seed 0 --out .cache/tiny-json-llama/corpus.jsonl
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,6 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import name_generators  # noqa: E402
+
 # Syllables of generated words and names: onset + vowel + coda, e.g. "Velorin", "Kasumar".
 from name_generators import CODAS, ONSETS, VOWELS  # noqa: E402
 
@@ -49,100 +51,639 @@ RARE_HAN = ["䶮", "龘", "𠮷", "燚", "靐", "犇", "淼", "堃"]
 EMOJI = ["😀", "🎉", "🌧️", "☀️", "🍜", "🚀", "🐱", "📚", "⚽", "🎸"]
 
 # ---------------------------------------------------------------- pools of facts
-ZH_SURNAMES = list("张王李赵刘陈杨黄周吴徐孙马朱胡郭何林高罗郑梁谢宋唐许韩冯邓曹彭曾田董潘袁蔡蒋余于杜叶程魏苏吕丁沈任姚卢"
-                   "钟汪陆金石贾夏付方白邹孟熊秦邱江尹薛闫段雷侯龙史陶黎贺顾毛郝龚邵万钱严覃武戴莫孔向汤") + ["欧阳", "司马", "诸葛", "上官"]
+ZH_SURNAMES = list(
+    "张王李赵刘陈杨黄周吴徐孙马朱胡郭何林高罗郑梁谢宋唐许韩冯邓曹彭曾田董潘袁蔡蒋余于杜叶程魏苏吕丁沈任姚卢"
+    "钟汪陆金石贾夏付方白邹孟熊秦邱江尹薛闫段雷侯龙史陶黎贺顾毛郝龚邵万钱严覃武戴莫孔向汤"
+) + ["欧阳", "司马", "诸葛", "上官"]
 # A few hundred characters for given names: a 1-2 character given name has ~10^5 spellings.
-ZH_GIVEN = list("伟芳娜敏静丽强磊军洋勇艳杰娟涛明超秀霞平刚英华玉兰萍红鹏飞宇浩然欣怡轩梓涵博文思雨晨诺佳琪子一晓春雪松"
-                "小龙凤云海波峰辉建国家志新立庆丹宁清亮桂东林晶燕美慧颖婷倩琳璐瑶雯蕾薇茜悦乐欢嘉泽睿哲宏鑫源彬斌"
-                "凯旭阳帆航锋俊豪毅威亮坤振荣盛昌达永福贵顺安康健德仁义礼智信忠孝诚善真明月星辰光影晴虹霖露冰"
-                "枫桐柏杉竹梅菊荷莲芝兰芬芸苗茂青蓝紫翠金银铭锦绣珊瑚琦瑞祥麟鹤鸿雁鹏燕莺蝶若依如可心语梦婉柔"
-                "秋冬夏天地山川河湖江溪泉石磊岩峻崇嵩岳秀丽巧慧敏捷聪颖睿智远航")
+ZH_GIVEN = list(
+    "伟芳娜敏静丽强磊军洋勇艳杰娟涛明超秀霞平刚英华玉兰萍红鹏飞宇浩然欣怡轩梓涵博文思雨晨诺佳琪子一晓春雪松"
+    "小龙凤云海波峰辉建国家志新立庆丹宁清亮桂东林晶燕美慧颖婷倩琳璐瑶雯蕾薇茜悦乐欢嘉泽睿哲宏鑫源彬斌"
+    "凯旭阳帆航锋俊豪毅威亮坤振荣盛昌达永福贵顺安康健德仁义礼智信忠孝诚善真明月星辰光影晴虹霖露冰"
+    "枫桐柏杉竹梅菊荷莲芝兰芬芸苗茂青蓝紫翠金银铭锦绣珊瑚琦瑞祥麟鹤鸿雁鹏燕莺蝶若依如可心语梦婉柔"
+    "秋冬夏天地山川河湖江溪泉石磊岩峻崇嵩岳秀丽巧慧敏捷聪颖睿智远航"
+)
 # Numeral characters that real given names use (张三, 李四, 王五, 赵六, 孙九): a numeral in a
 # Chinese text is not always an age, so some generated given names contain one.
 ZH_NUMERAL_GIVEN = list("一二三四五六七八九")
 NUMERAL_NAME_SHARE = 0.15
 # Real city names plus generated ones, so a city cannot be guessed from a list.
-ZH_CITIES = ["北京", "上海", "广州", "深圳", "杭州", "成都", "武汉", "南京", "西安", "重庆", "苏州", "天津", "长沙", "厦门",
-             "青岛", "大连", "昆明", "哈尔滨", "郑州", "济南", "合肥", "福州", "南昌", "贵阳", "南宁", "兰州", "太原",
-             "石家庄", "沈阳", "长春", "无锡", "宁波", "温州", "珠海", "佛山", "东莞", "洛阳", "桂林", "拉萨", "乌鲁木齐"]
+ZH_CITIES = [
+    "北京",
+    "上海",
+    "广州",
+    "深圳",
+    "杭州",
+    "成都",
+    "武汉",
+    "南京",
+    "西安",
+    "重庆",
+    "苏州",
+    "天津",
+    "长沙",
+    "厦门",
+    "青岛",
+    "大连",
+    "昆明",
+    "哈尔滨",
+    "郑州",
+    "济南",
+    "合肥",
+    "福州",
+    "南昌",
+    "贵阳",
+    "南宁",
+    "兰州",
+    "太原",
+    "石家庄",
+    "沈阳",
+    "长春",
+    "无锡",
+    "宁波",
+    "温州",
+    "珠海",
+    "佛山",
+    "东莞",
+    "洛阳",
+    "桂林",
+    "拉萨",
+    "乌鲁木齐",
+]
 ZH_CITY_CHARS = list("安宁和平清河阳江山城泉州源丰华兴隆德昌盛新乐东西南北湖口水林")
-ZH_JOBS = ["软件工程师", "教师", "医生", "护士", "律师", "设计师", "会计", "记者", "厨师", "摄影师", "产品经理", "数据分析师",
-           "销售", "司机", "建筑师", "程序员", "研究员", "警察", "学生", "演员", "歌手", "作家", "翻译", "导游", "画家",
-           "飞行员", "消防员", "农民", "工人", "店主", "银行职员", "大学教授", "编辑", "快递员", "理发师", "药剂师", "兽医"]
-ZH_HOBBIES = ["编程", "摄影", "爬山", "跑步", "游泳", "阅读", "画画", "唱歌", "跳舞", "钓鱼", "下棋", "旅行", "烹饪", "书法",
-              "弹吉他", "骑行", "看电影", "打篮球", "踢足球", "养花", "写作", "露营", "武术", "读书", "太极", "滑雪",
-              "打羽毛球", "打乒乓球", "弹钢琴", "拉小提琴", "听音乐", "做手工", "烘焙", "喝茶", "品酒", "收藏邮票",
-              "打游戏", "看小说", "健身", "瑜伽", "徒步", "潜水", "冲浪", "滑板", "园艺", "养猫", "遛狗", "集邮",
-              "剪纸", "刺绣", "插花", "围棋", "象棋", "桥牌", "魔术", "相声", "京剧", "广场舞", "练字", "看展览"]
+ZH_JOBS = [
+    "软件工程师",
+    "教师",
+    "医生",
+    "护士",
+    "律师",
+    "设计师",
+    "会计",
+    "记者",
+    "厨师",
+    "摄影师",
+    "产品经理",
+    "数据分析师",
+    "销售",
+    "司机",
+    "建筑师",
+    "程序员",
+    "研究员",
+    "警察",
+    "学生",
+    "演员",
+    "歌手",
+    "作家",
+    "翻译",
+    "导游",
+    "画家",
+    "飞行员",
+    "消防员",
+    "农民",
+    "工人",
+    "店主",
+    "银行职员",
+    "大学教授",
+    "编辑",
+    "快递员",
+    "理发师",
+    "药剂师",
+    "兽医",
+]
+ZH_HOBBIES = [
+    "编程",
+    "摄影",
+    "爬山",
+    "跑步",
+    "游泳",
+    "阅读",
+    "画画",
+    "唱歌",
+    "跳舞",
+    "钓鱼",
+    "下棋",
+    "旅行",
+    "烹饪",
+    "书法",
+    "弹吉他",
+    "骑行",
+    "看电影",
+    "打篮球",
+    "踢足球",
+    "养花",
+    "写作",
+    "露营",
+    "武术",
+    "读书",
+    "太极",
+    "滑雪",
+    "打羽毛球",
+    "打乒乓球",
+    "弹钢琴",
+    "拉小提琴",
+    "听音乐",
+    "做手工",
+    "烘焙",
+    "喝茶",
+    "品酒",
+    "收藏邮票",
+    "打游戏",
+    "看小说",
+    "健身",
+    "瑜伽",
+    "徒步",
+    "潜水",
+    "冲浪",
+    "滑板",
+    "园艺",
+    "养猫",
+    "遛狗",
+    "集邮",
+    "剪纸",
+    "刺绣",
+    "插花",
+    "围棋",
+    "象棋",
+    "桥牌",
+    "魔术",
+    "相声",
+    "京剧",
+    "广场舞",
+    "练字",
+    "看展览",
+]
 
-EN_FIRST = ["Alice", "Bob", "Carol", "David", "Emma", "Frank", "Grace", "Henry", "Isabel", "Jack", "Karen", "Liam",
-            "Maria", "Noah", "Olivia", "Peter", "Quinn", "Ryan", "Sophia", "Thomas", "Uma", "Victor", "Wendy", "Xavier",
-            "Yara", "Zack", "Chloe", "Daniel", "Hannah", "Oscar", "Amir", "Bianca", "Diego", "Elena", "Fatima", "Hugo",
-            "Ingrid", "Jamal", "Kenji", "Lucia", "Mateo", "Nadia", "Omar", "Priya", "Rosa", "Sven", "Tariq", "Vera"]
-EN_LAST = ["Smith", "Johnson", "Brown", "Taylor", "Miller", "Wilson", "Moore", "Anderson", "Thomas", "Jackson", "White",
-           "Harris", "Martin", "Garcia", "Clark", "Lewis", "Walker", "Young", "King", "Wright", "Lopez", "Hill", "Green",
-           "Baker", "Nguyen", "Kim", "Patel", "Chen", "Murphy", "Rossi", "Silva", "Novak", "Kowalski", "Ibrahim",
-           "Tanaka", "Larsen", "Dubois", "Fischer", "Okafor", "Haddad", "Costa", "Petrov", "Moreau", "Schmidt"]
-EN_CITIES = ["London", "Paris", "New York", "Tokyo", "Berlin", "Toronto", "Sydney", "Seattle", "Boston", "Chicago",
-             "Madrid", "Rome", "Dublin", "Austin", "Denver", "Singapore", "Oslo", "Vienna", "Lisbon", "Melbourne",
-             "Cairo", "Lagos", "Nairobi", "Lima", "Quito", "Bogota", "Prague", "Warsaw", "Athens", "Helsinki",
-             "Osaka", "Seoul", "Manila", "Hanoi", "Mumbai", "Dubai", "Zurich", "Geneva", "Porto", "Valencia"]
-EN_JOBS = ["software engineer", "teacher", "doctor", "nurse", "lawyer", "designer", "accountant", "journalist", "chef",
-           "photographer", "product manager", "data analyst", "pilot", "architect", "student", "researcher",
-           "electrician", "librarian", "plumber", "pharmacist", "dentist", "translator", "firefighter", "farmer",
-           "baker", "carpenter", "mechanic", "musician", "painter", "writer", "actor", "engineer", "economist",
-           "veterinarian", "tour guide", "police officer", "barista", "florist", "surgeon", "web developer"]
-EN_HOBBIES = ["hiking", "reading", "photography", "swimming", "chess", "cooking", "painting", "cycling", "running",
-              "gardening", "fishing", "coding", "singing", "dancing", "travel", "yoga", "camping", "knitting", "tennis",
-              "writing", "skiing", "surfing", "climbing", "baking", "pottery", "golf", "boxing", "rowing", "sailing",
-              "karate", "judo", "archery", "birdwatching", "origami", "juggling", "poetry", "sketching", "drumming",
-              "the piano", "the violin", "the guitar", "board games", "video games", "stamp collecting", "calligraphy",
-              "woodworking", "skating", "snowboarding", "diving", "kayaking", "volleyball", "basketball", "football",
-              "badminton", "table tennis", "bowling", "fencing", "meditation", "jogging", "sewing"]
+EN_FIRST = [
+    "Alice",
+    "Bob",
+    "Carol",
+    "David",
+    "Emma",
+    "Frank",
+    "Grace",
+    "Henry",
+    "Isabel",
+    "Jack",
+    "Karen",
+    "Liam",
+    "Maria",
+    "Noah",
+    "Olivia",
+    "Peter",
+    "Quinn",
+    "Ryan",
+    "Sophia",
+    "Thomas",
+    "Uma",
+    "Victor",
+    "Wendy",
+    "Xavier",
+    "Yara",
+    "Zack",
+    "Chloe",
+    "Daniel",
+    "Hannah",
+    "Oscar",
+    "Amir",
+    "Bianca",
+    "Diego",
+    "Elena",
+    "Fatima",
+    "Hugo",
+    "Ingrid",
+    "Jamal",
+    "Kenji",
+    "Lucia",
+    "Mateo",
+    "Nadia",
+    "Omar",
+    "Priya",
+    "Rosa",
+    "Sven",
+    "Tariq",
+    "Vera",
+]
+EN_LAST = [
+    "Smith",
+    "Johnson",
+    "Brown",
+    "Taylor",
+    "Miller",
+    "Wilson",
+    "Moore",
+    "Anderson",
+    "Thomas",
+    "Jackson",
+    "White",
+    "Harris",
+    "Martin",
+    "Garcia",
+    "Clark",
+    "Lewis",
+    "Walker",
+    "Young",
+    "King",
+    "Wright",
+    "Lopez",
+    "Hill",
+    "Green",
+    "Baker",
+    "Nguyen",
+    "Kim",
+    "Patel",
+    "Chen",
+    "Murphy",
+    "Rossi",
+    "Silva",
+    "Novak",
+    "Kowalski",
+    "Ibrahim",
+    "Tanaka",
+    "Larsen",
+    "Dubois",
+    "Fischer",
+    "Okafor",
+    "Haddad",
+    "Costa",
+    "Petrov",
+    "Moreau",
+    "Schmidt",
+]
+EN_CITIES = [
+    "London",
+    "Paris",
+    "New York",
+    "Tokyo",
+    "Berlin",
+    "Toronto",
+    "Sydney",
+    "Seattle",
+    "Boston",
+    "Chicago",
+    "Madrid",
+    "Rome",
+    "Dublin",
+    "Austin",
+    "Denver",
+    "Singapore",
+    "Oslo",
+    "Vienna",
+    "Lisbon",
+    "Melbourne",
+    "Cairo",
+    "Lagos",
+    "Nairobi",
+    "Lima",
+    "Quito",
+    "Bogota",
+    "Prague",
+    "Warsaw",
+    "Athens",
+    "Helsinki",
+    "Osaka",
+    "Seoul",
+    "Manila",
+    "Hanoi",
+    "Mumbai",
+    "Dubai",
+    "Zurich",
+    "Geneva",
+    "Porto",
+    "Valencia",
+]
+EN_JOBS = [
+    "software engineer",
+    "teacher",
+    "doctor",
+    "nurse",
+    "lawyer",
+    "designer",
+    "accountant",
+    "journalist",
+    "chef",
+    "photographer",
+    "product manager",
+    "data analyst",
+    "pilot",
+    "architect",
+    "student",
+    "researcher",
+    "electrician",
+    "librarian",
+    "plumber",
+    "pharmacist",
+    "dentist",
+    "translator",
+    "firefighter",
+    "farmer",
+    "baker",
+    "carpenter",
+    "mechanic",
+    "musician",
+    "painter",
+    "writer",
+    "actor",
+    "engineer",
+    "economist",
+    "veterinarian",
+    "tour guide",
+    "police officer",
+    "barista",
+    "florist",
+    "surgeon",
+    "web developer",
+]
+EN_HOBBIES = [
+    "hiking",
+    "reading",
+    "photography",
+    "swimming",
+    "chess",
+    "cooking",
+    "painting",
+    "cycling",
+    "running",
+    "gardening",
+    "fishing",
+    "coding",
+    "singing",
+    "dancing",
+    "travel",
+    "yoga",
+    "camping",
+    "knitting",
+    "tennis",
+    "writing",
+    "skiing",
+    "surfing",
+    "climbing",
+    "baking",
+    "pottery",
+    "golf",
+    "boxing",
+    "rowing",
+    "sailing",
+    "karate",
+    "judo",
+    "archery",
+    "birdwatching",
+    "origami",
+    "juggling",
+    "poetry",
+    "sketching",
+    "drumming",
+    "the piano",
+    "the violin",
+    "the guitar",
+    "board games",
+    "video games",
+    "stamp collecting",
+    "calligraphy",
+    "woodworking",
+    "skating",
+    "snowboarding",
+    "diving",
+    "kayaking",
+    "volleyball",
+    "basketball",
+    "football",
+    "badminton",
+    "table tennis",
+    "bowling",
+    "fencing",
+    "meditation",
+    "jogging",
+    "sewing",
+]
 # Parallel lists for the translation task: HOBBY_TRANSLATIONS[i] = (English, Chinese).
-HOBBY_TRANSLATIONS = [("hiking", "爬山"), ("reading", "阅读"), ("photography", "摄影"), ("swimming", "游泳"),
-                      ("chess", "下棋"), ("cooking", "烹饪"), ("painting", "画画"), ("cycling", "骑行"),
-                      ("running", "跑步"), ("gardening", "养花"), ("fishing", "钓鱼"), ("coding", "编程"),
-                      ("singing", "唱歌"), ("dancing", "跳舞"), ("travel", "旅行"), ("yoga", "瑜伽"),
-                      ("camping", "露营"), ("knitting", "织毛衣"), ("tennis", "打网球"), ("writing", "写作")]
+HOBBY_TRANSLATIONS = [
+    ("hiking", "爬山"),
+    ("reading", "阅读"),
+    ("photography", "摄影"),
+    ("swimming", "游泳"),
+    ("chess", "下棋"),
+    ("cooking", "烹饪"),
+    ("painting", "画画"),
+    ("cycling", "骑行"),
+    ("running", "跑步"),
+    ("gardening", "养花"),
+    ("fishing", "钓鱼"),
+    ("coding", "编程"),
+    ("singing", "唱歌"),
+    ("dancing", "跳舞"),
+    ("travel", "旅行"),
+    ("yoga", "瑜伽"),
+    ("camping", "露营"),
+    ("knitting", "织毛衣"),
+    ("tennis", "打网球"),
+    ("writing", "写作"),
+]
 # Nicknames in double quotes: the answer must escape them (`\"`), a classic way to break JSON.
 NICKNAMES = ["Ace", "Doc", "Red", "Sunny", "Buzz", "Scout", "Bear", "Kit"]
-MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"]
-SYLLABLES = ["xiao", "ming", "li", "hua", "wei", "jun", "tian", "yu", "chen", "lin", "an", "bo", "kai", "mei", "zhi", "sky", "blue", "star", "moon", "leaf"]
+MONTHS = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+]
+SYLLABLES = [
+    "xiao",
+    "ming",
+    "li",
+    "hua",
+    "wei",
+    "jun",
+    "tian",
+    "yu",
+    "chen",
+    "lin",
+    "an",
+    "bo",
+    "kai",
+    "mei",
+    "zhi",
+    "sky",
+    "blue",
+    "star",
+    "moon",
+    "leaf",
+]
 DOMAINS = ["example.com", "mail.com", "qq.com", "163.com", "gmail.com", "outlook.com", "company.cn", "school.edu"]
-COUNTRIES = [("France", "Paris", "法国", "巴黎"), ("Japan", "Tokyo", "日本", "东京"), ("China", "Beijing", "中国", "北京"), ("Germany", "Berlin", "德国", "柏林"), ("Italy", "Rome", "意大利", "罗马"), ("Spain", "Madrid", "西班牙", "马德里"), ("Canada", "Ottawa", "加拿大", "渥太华"), ("Egypt", "Cairo", "埃及", "开罗"), ("Brazil", "Brasilia", "巴西", "巴西利亚"), ("India", "New Delhi", "印度", "新德里"), ("Russia", "Moscow", "俄罗斯", "莫斯科"), ("Australia", "Canberra", "澳大利亚", "堪培拉"), ("Korea", "Seoul", "韩国", "首尔"), ("Mexico", "Mexico City", "墨西哥", "墨西哥城"), ("Greece", "Athens", "希腊", "雅典"), ("Norway", "Oslo", "挪威", "奥斯陆")]
-COLOURS = [("red", "红色", "#FF0000"), ("green", "绿色", "#00FF00"), ("blue", "蓝色", "#0000FF"), ("white", "白色", "#FFFFFF"), ("black", "黑色", "#000000"), ("yellow", "黄色", "#FFFF00"), ("cyan", "青色", "#00FFFF"), ("magenta", "品红", "#FF00FF"), ("orange", "橙色", "#FFA500"), ("purple", "紫色", "#800080"), ("gray", "灰色", "#808080"), ("pink", "粉色", "#FFC0CB"), ("navy", "藏青色", "#000080"), ("olive", "橄榄色", "#808000"), ("teal", "蓝绿色", "#008080"), ("maroon", "栗色", "#800000")]
+COUNTRIES = [
+    ("France", "Paris", "法国", "巴黎"),
+    ("Japan", "Tokyo", "日本", "东京"),
+    ("China", "Beijing", "中国", "北京"),
+    ("Germany", "Berlin", "德国", "柏林"),
+    ("Italy", "Rome", "意大利", "罗马"),
+    ("Spain", "Madrid", "西班牙", "马德里"),
+    ("Canada", "Ottawa", "加拿大", "渥太华"),
+    ("Egypt", "Cairo", "埃及", "开罗"),
+    ("Brazil", "Brasilia", "巴西", "巴西利亚"),
+    ("India", "New Delhi", "印度", "新德里"),
+    ("Russia", "Moscow", "俄罗斯", "莫斯科"),
+    ("Australia", "Canberra", "澳大利亚", "堪培拉"),
+    ("Korea", "Seoul", "韩国", "首尔"),
+    ("Mexico", "Mexico City", "墨西哥", "墨西哥城"),
+    ("Greece", "Athens", "希腊", "雅典"),
+    ("Norway", "Oslo", "挪威", "奥斯陆"),
+]
+COLOURS = [
+    ("red", "红色", "#FF0000"),
+    ("green", "绿色", "#00FF00"),
+    ("blue", "蓝色", "#0000FF"),
+    ("white", "白色", "#FFFFFF"),
+    ("black", "黑色", "#000000"),
+    ("yellow", "黄色", "#FFFF00"),
+    ("cyan", "青色", "#00FFFF"),
+    ("magenta", "品红", "#FF00FF"),
+    ("orange", "橙色", "#FFA500"),
+    ("purple", "紫色", "#800080"),
+    ("gray", "灰色", "#808080"),
+    ("pink", "粉色", "#FFC0CB"),
+    ("navy", "藏青色", "#000080"),
+    ("olive", "橄榄色", "#808000"),
+    ("teal", "蓝绿色", "#008080"),
+    ("maroon", "栗色", "#800000"),
+]
 
 # ---------------------------------------------------------------- phrasings
 # Each fact has training phrasings and, after them, HELD_OUT phrasings that only the
 # evaluation uses. {} is the value; "{an}" is "a" or "an" before an English occupation.
 HELD_OUT = "held_out"
 EN_FACTS = {
-    "age": (["is {} years old", "is {}", "just turned {}", "is aged {}", "is now {}", "turned {} this year",
-             "is {} this year", "has reached the age of {}", "will be {} next month", "is a {}-year-old",
-             "is currently {}", "has just hit {}", "is {} now", "celebrated turning {}", "is age {}"],
-            ["recently turned {}", "is {} years of age"]),
-    "city": (["lives in {}", "is based in {}", "comes from {}", "grew up in {}", "moved to {}", "has a flat in {}",
-              "was raised in {}", "settled in {}",
-              "is living in {}", "stays in {}", "has a house in {}", "now lives in {}", "is settled in {}"], ["resides in {}", "calls {} home"]),
-    "email": (["can be reached at {}", "uses the email {}", "has the email address {}", "writes from {}",
-               "has the address {}", "answers emails at {}",
-               "can be emailed at {}", "gets email at {}", "checks the inbox {}", "lists the email {}"], ["reads mail sent to {}"]),
-    "phone": (["has the phone number {}", "can be called at {}", "answers the phone at {}", "has the number {}",
-               "is reachable on {}", "gave us the number {}",
-               "can be phoned at {}", "has the mobile {}", "is on the phone at {}", "answers at {}"], ["picks up at {}"]),
-    "occupation": (["works as {an} {}", "is {an} {}", "has a job as {an} {}", "is employed as {an} {}",
-                    "makes money as {an} {}", "trained as {an} {}",
-                    "has worked as {an} {}", "serves as {an} {}", "is currently {an} {}", "holds a job as {an} {}"], ["earns a living as {an} {}"]),
-    "hobbies": (["enjoys {}", "likes {}", "loves {}", "spends free time on {}", "adores {}", "is keen on {}",
-                 "is passionate about {}", "has a passion for {}", "is a fan of {}", "really likes {}",
-                 "is interested in {}", "spends weekends on {}",
-                 "is crazy about {}", "is big on {}", "dabbles in {}", "has taken up {}", "practises {}",
-                 "is hooked on {}", "can't get enough of {}", "relaxes with {}", "is mad about {}",
-                 "has a soft spot for {}", "unwinds with {}", "is devoted to {}", "takes pleasure in {}"], ["is into {}", "is fond of {}"]),
-    "birthday": (["was born on {}", "has a birthday on {}", "celebrates a birthday on {}", "has the birth date {}",
-                  "was born {}", "has a birth date of {}", "arrived on {}"],
-                 ["came into the world on {}"]),
+    "age": (
+        [
+            "is {} years old",
+            "is {}",
+            "just turned {}",
+            "is aged {}",
+            "is now {}",
+            "turned {} this year",
+            "is {} this year",
+            "has reached the age of {}",
+            "will be {} next month",
+            "is a {}-year-old",
+            "is currently {}",
+            "has just hit {}",
+            "is {} now",
+            "celebrated turning {}",
+            "is age {}",
+        ],
+        ["recently turned {}", "is {} years of age"],
+    ),
+    "city": (
+        [
+            "lives in {}",
+            "is based in {}",
+            "comes from {}",
+            "grew up in {}",
+            "moved to {}",
+            "has a flat in {}",
+            "was raised in {}",
+            "settled in {}",
+            "is living in {}",
+            "stays in {}",
+            "has a house in {}",
+            "now lives in {}",
+            "is settled in {}",
+        ],
+        ["resides in {}", "calls {} home"],
+    ),
+    "email": (
+        [
+            "can be reached at {}",
+            "uses the email {}",
+            "has the email address {}",
+            "writes from {}",
+            "has the address {}",
+            "answers emails at {}",
+            "can be emailed at {}",
+            "gets email at {}",
+            "checks the inbox {}",
+            "lists the email {}",
+        ],
+        ["reads mail sent to {}"],
+    ),
+    "phone": (
+        [
+            "has the phone number {}",
+            "can be called at {}",
+            "answers the phone at {}",
+            "has the number {}",
+            "is reachable on {}",
+            "gave us the number {}",
+            "can be phoned at {}",
+            "has the mobile {}",
+            "is on the phone at {}",
+            "answers at {}",
+        ],
+        ["picks up at {}"],
+    ),
+    "occupation": (
+        [
+            "works as {an} {}",
+            "is {an} {}",
+            "has a job as {an} {}",
+            "is employed as {an} {}",
+            "makes money as {an} {}",
+            "trained as {an} {}",
+            "has worked as {an} {}",
+            "serves as {an} {}",
+            "is currently {an} {}",
+            "holds a job as {an} {}",
+        ],
+        ["earns a living as {an} {}"],
+    ),
+    "hobbies": (
+        [
+            "enjoys {}",
+            "likes {}",
+            "loves {}",
+            "spends free time on {}",
+            "adores {}",
+            "is keen on {}",
+            "is passionate about {}",
+            "has a passion for {}",
+            "is a fan of {}",
+            "really likes {}",
+            "is interested in {}",
+            "spends weekends on {}",
+            "is crazy about {}",
+            "is big on {}",
+            "dabbles in {}",
+            "has taken up {}",
+            "practises {}",
+            "is hooked on {}",
+            "can't get enough of {}",
+            "relaxes with {}",
+            "is mad about {}",
+            "has a soft spot for {}",
+            "unwinds with {}",
+            "is devoted to {}",
+            "takes pleasure in {}",
+        ],
+        ["is into {}", "is fond of {}"],
+    ),
+    "birthday": (
+        [
+            "was born on {}",
+            "has a birthday on {}",
+            "celebrates a birthday on {}",
+            "has the birth date {}",
+            "was born {}",
+            "has a birth date of {}",
+            "arrived on {}",
+        ],
+        ["came into the world on {}"],
+    ),
 }
 ZH_FACTS = {
     "age": (["今年{}岁", "{}岁", "年龄是{}岁", "已经{}岁了", "今年刚满{}岁", "{}岁了", "年满{}岁"], ["现年{}岁"]),
@@ -150,36 +691,119 @@ ZH_FACTS = {
     "email": (["邮箱是{}", "电子邮件地址为{}", "邮箱地址是{}", "常用邮箱{}", "电邮是{}"], ["邮件可以发到{}"]),
     "phone": (["电话是{}", "手机号码{}", "联系电话是{}", "电话号码是{}", "可以打{}联系"], ["手机是{}"]),
     "occupation": (["是一名{}", "职业是{}", "是{}", "做{}工作", "是个{}", "当{}"], ["从事{}工作"]),
-    "hobbies": (["平时喜欢{}", "爱好是{}", "业余时间喜欢{}", "喜欢{}", "热爱{}", "周末喜欢{}", "最大的爱好是{}",
-                 "特别喜欢{}", "空闲时喜欢{}", "对{}很感兴趣"], ["闲暇时爱{}"]),
+    "hobbies": (
+        [
+            "平时喜欢{}",
+            "爱好是{}",
+            "业余时间喜欢{}",
+            "喜欢{}",
+            "热爱{}",
+            "周末喜欢{}",
+            "最大的爱好是{}",
+            "特别喜欢{}",
+            "空闲时喜欢{}",
+            "对{}很感兴趣",
+        ],
+        ["闲暇时爱{}"],
+    ),
     "birthday": (["生日是{}", "出生于{}", "生于{}", "在{}出生"], ["出生日期是{}"]),
 }
 # How a paragraph introduces the person: (training openers, held-out openers); {n} is the name.
 # Many openers, so that the model learns what a name looks like rather than where it stands.
-EN_OPENERS = (["{n}", "Meet {n}, who", "My colleague {n}", "Our new neighbour {n}", "This is {n}, who",
-               "Let me introduce {n}, who", "Yesterday I met {n}, who", "Our teacher {n}", "A friend named {n}",
-               "The new hire, {n},", "I work with {n}, who", "Here is a note about {n}, who", "My cousin {n}",
-               "Everyone at the office knows {n}, who", "According to the file, {n}", "Please welcome {n}, who",
-               "Let me tell you about {n}, who", "We spoke to {n}, who", "There is {n}, who", "Think of {n}, who",
-               "I know {n}, who", "Our client {n}", "The applicant {n}", "You should meet {n}, who", "Take {n}, who",
-               # more, so that an opener never seen (eval_generalisation's) is not read as part of the name
-               "Last week we hired {n}, who", "Consider {n}, who", "On the team is {n}, who", "The visitor, {n},",
-               "Our records mention {n}, who", "A short profile of {n}, who", "Guess who called: {n}, who",
-               "The winner, {n},", "You may remember {n}, who", "Today's guest is {n}, who", "My old friend {n}",
-               "The form was filled in by {n}, who", "We would like to thank {n}, who", "Among the members is {n}, who",
-               "Please note that {n}", "The speaker, {n},", "I ran into {n}, who", "Our landlord {n}",
-               "The report is about {n}, who", "Everyone likes {n}, who"],
-              ["Say hello to {n}, who"])
-ZH_OPENERS = (["{n}", "我的朋友{n}", "{n}，", "同事{n}", "认识一下{n}，", "介绍一下，{n}", "邻居{n}", "我的同学{n}",
-               "新来的{n}", "表哥{n}", "据资料，{n}", "大家好，我叫{n}，",
-               "说说{n}，", "这是{n}，", "关于{n}：", "资料显示{n}，", "客户{n}", "申请人{n}，", "今天见到了{n}，", "隔壁的{n}",
-               "我们公司的{n}", "有一个人叫{n}，", "表格上填的是{n}，", "报名的是{n}，", "老同学{n}", "我要说的人是{n}，",
-               "记录显示，{n}"], ["这位是{n}，"])
+EN_OPENERS = (
+    [
+        "{n}",
+        "Meet {n}, who",
+        "My colleague {n}",
+        "Our new neighbour {n}",
+        "This is {n}, who",
+        "Let me introduce {n}, who",
+        "Yesterday I met {n}, who",
+        "Our teacher {n}",
+        "A friend named {n}",
+        "The new hire, {n},",
+        "I work with {n}, who",
+        "Here is a note about {n}, who",
+        "My cousin {n}",
+        "Everyone at the office knows {n}, who",
+        "According to the file, {n}",
+        "Please welcome {n}, who",
+        "Let me tell you about {n}, who",
+        "We spoke to {n}, who",
+        "There is {n}, who",
+        "Think of {n}, who",
+        "I know {n}, who",
+        "Our client {n}",
+        "The applicant {n}",
+        "You should meet {n}, who",
+        "Take {n}, who",
+        # more, so that an opener never seen (eval_generalisation's) is not read as part of the name
+        "Last week we hired {n}, who",
+        "Consider {n}, who",
+        "On the team is {n}, who",
+        "The visitor, {n},",
+        "Our records mention {n}, who",
+        "A short profile of {n}, who",
+        "Guess who called: {n}, who",
+        "The winner, {n},",
+        "You may remember {n}, who",
+        "Today's guest is {n}, who",
+        "My old friend {n}",
+        "The form was filled in by {n}, who",
+        "We would like to thank {n}, who",
+        "Among the members is {n}, who",
+        "Please note that {n}",
+        "The speaker, {n},",
+        "I ran into {n}, who",
+        "Our landlord {n}",
+        "The report is about {n}, who",
+        "Everyone likes {n}, who",
+    ],
+    ["Say hello to {n}, who"],
+)
+ZH_OPENERS = (
+    [
+        "{n}",
+        "我的朋友{n}",
+        "{n}，",
+        "同事{n}",
+        "认识一下{n}，",
+        "介绍一下，{n}",
+        "邻居{n}",
+        "我的同学{n}",
+        "新来的{n}",
+        "表哥{n}",
+        "据资料，{n}",
+        "大家好，我叫{n}，",
+        "说说{n}，",
+        "这是{n}，",
+        "关于{n}：",
+        "资料显示{n}，",
+        "客户{n}",
+        "申请人{n}，",
+        "今天见到了{n}，",
+        "隔壁的{n}",
+        "我们公司的{n}",
+        "有一个人叫{n}，",
+        "表格上填的是{n}，",
+        "报名的是{n}，",
+        "老同学{n}",
+        "我要说的人是{n}，",
+        "记录显示，{n}",
+    ],
+    ["这位是{n}，"],
+)
 # Openers that only scripts/eval_generalisation.py uses (issue 33), never trained on: several,
 # so that its numbers do not measure one phrase. heldout_extraction_prompts keeps the one
 # held-out opener above, so eval_extraction's sets stay byte-identical.
-EN_GENERALISATION_OPENERS = ["Say hello to {n}, who", "Allow me to present {n}, who", "Records list {n}, who",
-                             "A few words on {n}, who", "Next on the list is {n}, who", "We interviewed {n}, who"]
+EN_GENERALISATION_OPENERS = [
+    "Say hello to {n}, who",
+    "Allow me to present {n}, who",
+    "Records list {n}, who",
+    "A few words on {n}, who",
+    "Next on the list is {n}, who",
+    "We interviewed {n}, who",
+]
 ZH_GENERALISATION_OPENERS = ["这位是{n}，", "登记人是{n}，", "要介绍的是{n}，", "档案里写着{n}，"]
 
 # A share of training paragraphs says its facts with made-up connecting words ("Brelo
@@ -189,36 +813,71 @@ ZH_GENERALISATION_OPENERS = ["这位是{n}，", "登记人是{n}，", "要介绍
 MADE_UP_PHRASING = 0.3
 # Filler characters for made-up Chinese phrasings: no surname characters (a filler must not
 # look like part of a name) and none of the held-out phrasings' characters.
-ZH_FILLER = [c for c in "了有这那们来去说要就都也与对把被让给为而且又或但很还再更最已曾将会能该呢吧啊嘛着过" if c not in "".join(ZH_SURNAMES)]
+ZH_FILLER = [
+    c
+    for c in "了有这那们来去说要就都也与对把被让给为而且又或但很还再更最已曾将会能该呢吧啊嘛着过"
+    if c not in "".join(ZH_SURNAMES)
+]
 
-EN_SYSTEMS = ["You are an information extraction assistant. Output valid JSON only.", "You are a helpful assistant.", "You are a concise assistant."]
+EN_SYSTEMS = [
+    "You are an information extraction assistant. Output valid JSON only.",
+    "You are a helpful assistant.",
+    "You are a concise assistant.",
+]
 ZH_SYSTEMS = [SEED_SYSTEM, "你是一个乐于助人的助手。"]
 STRICT_SYSTEMS = {EN_SYSTEMS[0], SEED_SYSTEM}
 # Instructions: (training, held-out). {fields} lists the keys asked for; an instruction
 # without {fields} asks for every fact the text mentions.
 # Strict requests ask for JSON and nothing else; their answers are always bare JSON.
-EN_STRICT = (["Extract {fields} from the following text. Reply with JSON only.",
-              "Return only a JSON object with the keys {fields} for this text:",
-              "Give me {fields} of the person below as a JSON object and nothing else.",
-              "Reply with a JSON object holding {fields} and no other text.",
-              "From the paragraph below, extract {fields}. JSON only, please.",
-              "Return {fields} as JSON, with no extra text.", "Respond with nothing but a JSON object of {fields}:",
-              "Only JSON, please: {fields} of the person in this text.", "Extract {fields} and answer with a bare JSON object."],
-             ["Output just a JSON object with {fields} for the person described here:"])
-ZH_STRICT = ([SEED_INSTRUCTION, "从以下文本中提取{fields}，只输出 JSON。", "请抽取{fields}，只返回 JSON 对象：",
-              "读下面这段话，返回包含{fields}的 JSON，不要解释。",
-              "以纯 JSON 给出{fields}，不要其他文字：", "提取{fields}，回答只能是 JSON 对象。", "请只返回 JSON，字段为{fields}："],
-             ["只用 JSON 回答，给出下文人物的{fields}："])
+EN_STRICT = (
+    [
+        "Extract {fields} from the following text. Reply with JSON only.",
+        "Return only a JSON object with the keys {fields} for this text:",
+        "Give me {fields} of the person below as a JSON object and nothing else.",
+        "Reply with a JSON object holding {fields} and no other text.",
+        "From the paragraph below, extract {fields}. JSON only, please.",
+        "Return {fields} as JSON, with no extra text.",
+        "Respond with nothing but a JSON object of {fields}:",
+        "Only JSON, please: {fields} of the person in this text.",
+        "Extract {fields} and answer with a bare JSON object.",
+    ],
+    ["Output just a JSON object with {fields} for the person described here:"],
+)
+ZH_STRICT = (
+    [
+        SEED_INSTRUCTION,
+        "从以下文本中提取{fields}，只输出 JSON。",
+        "请抽取{fields}，只返回 JSON 对象：",
+        "读下面这段话，返回包含{fields}的 JSON，不要解释。",
+        "以纯 JSON 给出{fields}，不要其他文字：",
+        "提取{fields}，回答只能是 JSON 对象。",
+        "请只返回 JSON，字段为{fields}：",
+    ],
+    ["只用 JSON 回答，给出下文人物的{fields}："],
+)
 # Loose requests just say "as JSON"; like many chat models, half of their answers come
 # wrapped in a markdown fence, which is plausible JSON but not valid JSON.
-EN_LOOSE = (["Extract the person's information from the text below as JSON.",
-             "Read the text and output the person's details as a JSON object.",
-             "Extract {fields} from the text as JSON.", "Can you turn this text into JSON with {fields}?",
-             "Turn the text below into JSON with {fields}.", "Could you write {fields} of this person as JSON?"],
-            ["Put {fields} of this person into JSON."])
-ZH_LOOSE = (["请从下面的文本中抽取人物信息，以 JSON 格式输出。", "把下面这段话里的人物信息整理成 JSON：", "提取{fields}，用 JSON 表示：",
-             "帮我把{fields}整理成 JSON。", "请用 JSON 整理{fields}："],
-            ["把这个人的{fields}写成 JSON："])
+EN_LOOSE = (
+    [
+        "Extract the person's information from the text below as JSON.",
+        "Read the text and output the person's details as a JSON object.",
+        "Extract {fields} from the text as JSON.",
+        "Can you turn this text into JSON with {fields}?",
+        "Turn the text below into JSON with {fields}.",
+        "Could you write {fields} of this person as JSON?",
+    ],
+    ["Put {fields} of this person into JSON."],
+)
+ZH_LOOSE = (
+    [
+        "请从下面的文本中抽取人物信息，以 JSON 格式输出。",
+        "把下面这段话里的人物信息整理成 JSON：",
+        "提取{fields}，用 JSON 表示：",
+        "帮我把{fields}整理成 JSON。",
+        "请用 JSON 整理{fields}：",
+    ],
+    ["把这个人的{fields}写成 JSON："],
+)
 FENCE_PROBABILITY = 0.5
 ZH_DIGITS = "零一二三四五六七八九"
 
@@ -324,8 +983,11 @@ def person_name(rng: random.Random, zh: bool, held_out: bool) -> str:
             name = name_generators.training_zh_name(rng, _zh_name, ZH_GIVEN, ZH_SURNAMES)
         else:
             name = name_generators.training_en_name(rng, EN_FIRST, EN_LAST, NICKNAMES)
-        if (is_held_out(name) == held_out and name not in DEMO_NAMES
-                and (held_out or name_generators.held_out_generator(name) is None)):
+        if (
+            is_held_out(name) == held_out
+            and name not in DEMO_NAMES
+            and (held_out or name_generators.held_out_generator(name) is None)
+        ):
             return name
 
 
@@ -369,8 +1031,9 @@ def person_example(rng: random.Random, held_out: bool = False) -> dict:
 
     strict = rng.random() < 0.5
     instr_zh = zh if rng.random() < 0.8 else not zh  # sometimes instruction and text differ in language
-    instr = _pick(rng, (ZH_STRICT if strict else ZH_LOOSE) if instr_zh else (EN_STRICT if strict else EN_LOOSE),
-                  held_out)
+    instr = _pick(
+        rng, (ZH_STRICT if strict else ZH_LOOSE) if instr_zh else (EN_STRICT if strict else EN_LOOSE), held_out
+    )
     keys = mentioned
     if "{fields}" in instr and len(mentioned) > 3 and rng.random() < 0.7:
         keys = ["name"] + rng.sample([k for k in mentioned if k != "name"], rng.randint(2, len(mentioned) - 2))
@@ -385,8 +1048,12 @@ def person_example(rng: random.Random, held_out: bool = False) -> dict:
     answer = _dumps({k: facts[k] for k in keys})
     if not strict and system not in STRICT_SYSTEMS and rng.random() < FENCE_PROBABILITY:
         answer = "```json\n" + answer + "\n```"
-    return {"task": "extract_person", "system": system,
-            "user": instr.format(fields=_join(keys, False)) + "\n" + text, "assistant": answer}
+    return {
+        "task": "extract_person",
+        "system": system,
+        "user": instr.format(fields=_join(keys, False)) + "\n" + text,
+        "assistant": answer,
+    }
 
 
 def unfence(text: str) -> str:
@@ -394,7 +1061,7 @@ def unfence(text: str) -> str:
     written, whitespace around it allowed), or ``text`` unchanged when it is not fenced."""
     inner = text.strip()
     if inner.startswith("```json") and inner.endswith("```"):
-        return inner[len("```json"):-len("```")].strip()
+        return inner[len("```json") : -len("```")].strip()
     return text
 
 
@@ -416,8 +1083,9 @@ def _made_up_phrasings(rng: random.Random, zh: bool) -> tuple[dict, tuple[list, 
     return facts, ([opener], [])
 
 
-def _paragraph(rng: random.Random, facts: dict, mentioned: list[str], zh: bool, held_out: bool,
-               generalisation: bool = False) -> str:
+def _paragraph(
+    rng: random.Random, facts: dict, mentioned: list[str], zh: bool, held_out: bool, generalisation: bool = False
+) -> str:
     """Say the ``mentioned`` facts (besides the name) in a shuffled order, in one or two
     sentences; in training, sometimes with made-up words (MADE_UP_PHRASING). A held-out
     paragraph for eval_generalisation (``generalisation``) opens with one of its own openers."""
@@ -435,20 +1103,29 @@ def _paragraph(rng: random.Random, facts: dict, mentioned: list[str], zh: bool, 
         openers = made_up_opener if rng.random() < 0.6 else openers
     if zh:
         age = facts["age"] if rng.random() < 0.7 else zh_number(facts["age"])
-        values = dict(facts, age=age, hobbies=_join(facts["hobbies"], True),
-                      birthday=_spell_date(*map(int, facts["birthday"].split("-")), True, rng))
+        values = dict(
+            facts,
+            age=age,
+            hobbies=_join(facts["hobbies"], True),
+            birthday=_spell_date(*map(int, facts["birthday"].split("-")), True, rng),
+        )
         parts = [_pick(rng, fact_pools[k], held_out).format(values[k]) for k in order]
         opener = _pick(rng, openers, held_out).format(n=name)
         pronoun = rng.choice("他她")
         pieces = [opener + parts[0]] + [(pronoun if rng.random() < 0.2 else "") + p for p in parts[1:]]
         return "，".join(pieces).replace("，，", "，") + "。"
-    values = dict(facts, hobbies=_join(facts["hobbies"], False),
-                  birthday=_spell_date(*map(int, facts["birthday"].split("-")), False, rng))
+    values = dict(
+        facts,
+        hobbies=_join(facts["hobbies"], False),
+        birthday=_spell_date(*map(int, facts["birthday"].split("-")), False, rng),
+    )
     an = "an" if facts["occupation"][0] in "aeiou" else "a"
     if {"age", "occupation"} <= set(order) and rng.random() < 0.3:
         # "Maria Lopez is a 41-year-old nurse from Madrid who enjoys ...": three facts at once
-        head = f"{name} is {'an' if str(facts['age'])[0] == '8' or facts['age'] in (11, 18) else 'a'} " \
-               f"{facts['age']}-year-old {facts['occupation']}"
+        head = (
+            f"{name} is {'an' if str(facts['age'])[0] == '8' or facts['age'] in (11, 18) else 'a'} "
+            f"{facts['age']}-year-old {facts['occupation']}"
+        )
         rest = [k for k in order if k not in ("age", "occupation")]
         if "city" in rest and rng.random() < 0.6:
             head += f" from {facts['city']}"
@@ -475,14 +1152,27 @@ def _paragraph(rng: random.Random, facts: dict, mentioned: list[str], zh: bool, 
 # a second person (issue 33): the name is then found by what the text says about it, not
 # by its place at the start, and the answer is about the person the facts are about.
 LATE_NAME = 0.15
-LATE_NAME_TEMPLATES = ["The person who {facts} is called {n}.", "Here is someone who {facts}. The name is {n}.",
-                       "There is a person who {facts}: {n}.", "Someone who {facts}? That is {n}.",
-                       "This note is about a person who {facts}. Their name is {n}."]
+LATE_NAME_TEMPLATES = [
+    "The person who {facts} is called {n}.",
+    "Here is someone who {facts}. The name is {n}.",
+    "There is a person who {facts}: {n}.",
+    "Someone who {facts}? That is {n}.",
+    "This note is about a person who {facts}. Their name is {n}.",
+]
 DISTRACTOR = 0.2
-DISTRACTOR_BEFORE = ["{d} wrote this note.", "From the notes of {d}:", "{d} told us about a friend.",
-                     "A message from {d}."]
-DISTRACTOR_AFTER = ["{n} shares a flat with {d}.", "{d} is a neighbour of {n}.", "A friend, {d}, introduced us.",
-                    "{n} often visits {d}.", "The manager of {n} is {d}."]
+DISTRACTOR_BEFORE = [
+    "{d} wrote this note.",
+    "From the notes of {d}:",
+    "{d} told us about a friend.",
+    "A message from {d}.",
+]
+DISTRACTOR_AFTER = [
+    "{n} shares a flat with {d}.",
+    "{d} is a neighbour of {n}.",
+    "A friend, {d}, introduced us.",
+    "{n} often visits {d}.",
+    "The manager of {n} is {d}.",
+]
 
 
 def _with_distractor(rng: random.Random, text: str, name: str) -> str:
@@ -500,8 +1190,12 @@ def date_example(rng: random.Random) -> dict:
     if rng.random() < 0.5:
         y, m, d = _random_date(rng)
         instr = "把日期转换成 YYYY-MM-DD 格式：" if zh else "Convert this date to ISO format (YYYY-MM-DD): "
-        return {"task": "date", "system": None, "user": instr + _spell_date(y, m, d, zh, rng),
-                "assistant": f"{y}-{m:02d}-{d:02d}"}
+        return {
+            "task": "date",
+            "system": None,
+            "user": instr + _spell_date(y, m, d, zh, rng),
+            "assistant": f"{y}-{m:02d}-{d:02d}",
+        }
     dates = [_random_date(rng, 1990, 2030) for _ in range(rng.randint(1, 3))]
     if zh:
         events = ["会议", "考试", "发布会", "婚礼", "旅行", "面试"]
@@ -511,8 +1205,12 @@ def date_example(rng: random.Random) -> dict:
         events = ["The meeting", "The exam", "The launch", "The wedding", "The trip", "The interview"]
         text = " ".join(f"{rng.choice(events)} is on {_spell_date(*dt, False, rng)}." for dt in dates)
         instr = "List every date in the text as a JSON array of YYYY-MM-DD strings:\n"
-    return {"task": "dates", "system": None, "user": instr + text,
-            "assistant": _dumps([f"{y}-{m:02d}-{d:02d}" for y, m, d in dates])}
+    return {
+        "task": "dates",
+        "system": None,
+        "user": instr + text,
+        "assistant": _dumps([f"{y}-{m:02d}-{d:02d}" for y, m, d in dates]),
+    }
 
 
 def email_example(rng: random.Random) -> dict:
@@ -529,14 +1227,25 @@ def email_example(rng: random.Random) -> dict:
 def ip_example(rng: random.Random) -> dict:
     ips = [_ipv4(rng) for _ in range(rng.randint(1, 2))]
     y, m, d = _random_date(rng, 2020, 2025)
-    lines = [f"{y}-{m:02d}-{d:02d} {rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}:{rng.randint(0, 59):02d} "
-             f"{rng.choice(['connection from', 'login failed for', 'request from', 'blocked'])} {ip} "
-             f"port {rng.choice([22, 80, 443, 8080, 3306])}" for ip in ips]
+    lines = [
+        f"{y}-{m:02d}-{d:02d} {rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}:{rng.randint(0, 59):02d} "
+        f"{rng.choice(['connection from', 'login failed for', 'request from', 'blocked'])} {ip} "
+        f"port {rng.choice([22, 80, 443, 8080, 3306])}"
+        for ip in ips
+    ]
     if rng.random() < 0.5:
-        return {"task": "ipv4", "system": None, "user": "Find the IPv4 addresses in this log:\n" + "\n".join(lines),
-                "assistant": _dumps(ips)}
-    return {"task": "ipv4", "system": None, "user": "找出这段日志里的 IP 地址，输出 JSON：\n" + "\n".join(lines),
-            "assistant": _dumps({"ips": ips})}
+        return {
+            "task": "ipv4",
+            "system": None,
+            "user": "Find the IPv4 addresses in this log:\n" + "\n".join(lines),
+            "assistant": _dumps(ips),
+        }
+    return {
+        "task": "ipv4",
+        "system": None,
+        "user": "找出这段日志里的 IP 地址，输出 JSON：\n" + "\n".join(lines),
+        "assistant": _dumps({"ips": ips}),
+    }
 
 
 def phone_example(rng: random.Random) -> dict:
@@ -558,25 +1267,46 @@ def colour_example(rng: random.Random) -> dict:
     codes = ["#" + "".join(rng.choice("0123456789abcdef") for _ in range(6)) for _ in range(rng.randint(1, 3))]
     props = ["color", "background", "border-color", "fill"]
     css = " ".join(f"{rng.choice(props)}: {c};" for c in codes)
-    return {"task": "colour", "system": None, "user": "Extract the hex colours from this CSS as a JSON list:\n" + css,
-            "assistant": _dumps(codes)}
+    return {
+        "task": "colour",
+        "system": None,
+        "user": "Extract the hex colours from this CSS as a JSON list:\n" + css,
+        "assistant": _dumps(codes),
+    }
 
 
 def qa_example(rng: random.Random) -> dict:
     kind = rng.randrange(5)
     en, cap, zh_country, zh_cap = rng.choice(COUNTRIES)
     if kind == 0:
-        return {"task": "qa", "system": rng.choice([None, "You are a helpful assistant."]),
-                "user": f"What is the capital of {en}?", "assistant": f"The capital of {en} is {cap}."}
+        return {
+            "task": "qa",
+            "system": rng.choice([None, "You are a helpful assistant."]),
+            "user": f"What is the capital of {en}?",
+            "assistant": f"The capital of {en} is {cap}.",
+        }
     if kind == 1:
-        return {"task": "qa", "system": None, "user": f"{zh_country}的首都是哪里？", "assistant": f"{zh_country}的首都是{zh_cap}。"}
+        return {
+            "task": "qa",
+            "system": None,
+            "user": f"{zh_country}的首都是哪里？",
+            "assistant": f"{zh_country}的首都是{zh_cap}。",
+        }
     if kind == 2:
-        return {"task": "qa", "system": None, "user": f"Answer in JSON: what is the capital of {en}?",
-                "assistant": _dumps({"country": en, "capital": cap})}
+        return {
+            "task": "qa",
+            "system": None,
+            "user": f"Answer in JSON: what is the capital of {en}?",
+            "assistant": _dumps({"country": en, "capital": cap}),
+        }
     if kind == 3:
         a, b = rng.randint(0, 20), rng.randint(0, 20)
-        return {"task": "qa", "system": None, "user": rng.choice([f"What is {a} + {b}?", f"{a}加{b}等于多少？"]),
-                "assistant": f"{a} + {b} = {a + b}"}
+        return {
+            "task": "qa",
+            "system": None,
+            "user": rng.choice([f"What is {a} + {b}?", f"{a}加{b}等于多少？"]),
+            "assistant": f"{a} + {b} = {a + b}",
+        }
     en_word, zh_word = rng.choice(HOBBY_TRANSLATIONS)
     if rng.random() < 0.5:
         return {"task": "qa", "system": None, "user": f"Translate to Chinese: {en_word}", "assistant": zh_word}
@@ -589,9 +1319,13 @@ def prose_example(rng: random.Random) -> dict:
         city = rng.choice(EN_CITIES)
         hobby = rng.choice(EN_HOBBIES)
         weather = rng.choice(["sunny", "rainy", "windy", "cold", "warm"])
-        answer = (f"{city} was {weather} today. People went out for {hobby}, "
-                  f"and the cafes were full by noon. {emoji}")
-        return {"task": "prose", "system": None, "user": f"Write a short note about a day in {city}.", "assistant": answer}
+        answer = f"{city} was {weather} today. People went out for {hobby}, and the cafes were full by noon. {emoji}"
+        return {
+            "task": "prose",
+            "system": None,
+            "user": f"Write a short note about a day in {city}.",
+            "assistant": answer,
+        }
     city = rng.choice(ZH_CITIES)
     hobby = rng.choice(ZH_HOBBIES)
     weather = rng.choice(["晴天", "下雨", "刮风", "很冷", "很暖和"])
@@ -604,92 +1338,341 @@ def prose_example(rng: random.Random) -> dict:
 # a tuple of alternative spellings for a parameter's name), and how to ask for it.
 # Requests are (English, Chinese) templates whose {placeholders} are the arguments.
 def _tool(names, description, params, required, requests, result, reply):
-    return {"names": names, "description": description, "params": params, "required": required,
-            "requests": requests, "result": result, "reply": reply}
+    return {
+        "names": names,
+        "description": description,
+        "params": params,
+        "required": required,
+        "requests": requests,
+        "result": result,
+        "reply": reply,
+    }
 
 
 WEATHER_ZH = {"sunny": "晴", "cloudy": "多云", "rainy": "有雨", "windy": "有风", "snowy": "下雪"}
 TOOL_FAMILIES = [
-    _tool(["get_weather", "weather_lookup", "current_weather"], "Get the current weather in a city.",
-          {("city", "location"): {"type": "string"}}, ["city"],
-          (["What's the weather in {city}?", "Is it raining in {city} right now?", "How warm is it in {city} today?",
-            "Tell me the weather in {city}.", "Weather report for {city}?", "Do I need an umbrella in {city} today?", "What is the temperature in {city} now?", "Look up the current weather in {city}.", "Check the weather for {city}, please."], ["{city}今天天气怎么样？", "查一下{city}的天气。", "{city}的天气如何？", "帮我看看{city}的气温。", "{city}今天下雨吗？", "查询{city}当前天气。", "{city}现在冷不冷？"]),
-          lambda rng, a: {"temperature": rng.randint(-10, 38), "condition": rng.choice(list(WEATHER_ZH))},
-          (lambda a, r: f"It is {r['temperature']} degrees and {r['condition']} in {a['city']}.",
-           lambda a, r: f"{a['city']}现在{r['temperature']}度，{WEATHER_ZH[r['condition']]}。")),
-    _tool(["send_email", "email_send", "compose_email"], "Send an email.",
-          {("to", "recipient"): {"type": "string"}, "subject": {"type": "string"}}, ["to", "subject"],
-          (['Send an email to {to} with the subject "{subject}".', 'Email {to} about "{subject}".',
-            'Write an email to {to}, subject "{subject}".', 'Mail {to} with the subject line "{subject}".', 'Send {to} an email titled "{subject}".', 'Drop an email to {to}: "{subject}".', 'Please write to {to}, subject: "{subject}".'],
-           ["给{to}发一封邮件，主题是“{subject}”。", "写封邮件给{to}，主题“{subject}”。", "给{to}发邮件，主题：{subject}。", "发一封主题为“{subject}”的邮件给{to}。", "发邮件到{to}，标题“{subject}”。"]),
-          lambda rng, a: {"status": "sent"},
-          (lambda a, r: f"Done: the email to {a['to']} has been sent.", lambda a, r: f"邮件已发送到{a['to']}。")),
-    _tool(["book_table", "reserve_table", "make_reservation"], "Book a table at a restaurant.",
-          {"restaurant": {"type": "string"}, ("people", "party_size"): {"type": "integer"}, "time": {"type": "string"}},
-          ["restaurant", "people"],
-          (["Book a table for {people} at {restaurant} at {time}.", "Reserve {restaurant} for {people} people at {time}.",
-            "I need a table at {restaurant} for {people} at {time}.", "Make a reservation at {restaurant}: {people} people, {time}.", "Table for {people} at {restaurant}, {time}, please.", "Book {restaurant} at {time} for {people} of us.", "Can you get us a table at {restaurant}? We are {people}, at {time}."],
-           ["帮我在{restaurant}订{people}个人的位子，时间{time}。", "在{restaurant}订一张{people}人桌，{time}。", "帮我订{restaurant}的桌子，{people}个人，{time}。", "{time}在{restaurant}订{people}人的餐位。", "预订{restaurant}，{people}位，{time}。"]),
-          lambda rng, a: {"confirmation": "".join(rng.choice("ABCDEFGHJKLMNPQRSTUVWXYZ23456789") for _ in range(6))},
-          (lambda a, r: f"Your table at {a['restaurant']} is booked; the confirmation code is {r['confirmation']}.",
-           lambda a, r: f"已订好{a['restaurant']}，确认码是{r['confirmation']}。")),
-    _tool(["convert_currency", "currency_convert", "exchange"], "Convert an amount between currencies.",
-          {"amount": {"type": "integer"}, ("from_currency", "source"): {"type": "string"},
-           ("to_currency", "target"): {"type": "string"}}, ["amount", "from_currency", "to_currency"],
-          (["How much is {amount} {from_currency} in {to_currency}?", "What is {amount} {from_currency} worth in {to_currency}?", "Change {amount} {from_currency} into {to_currency}.", "Exchange {amount} {from_currency} for {to_currency}, how much?", "{amount} {from_currency} to {to_currency}, please convert.", "Convert {amount} {from_currency} to {to_currency}."],
-           ["{amount}{from_currency}换成{to_currency}是多少？", "{amount}{from_currency}能换多少{to_currency}？", "帮我把{amount}{from_currency}换算成{to_currency}。", "{amount} {from_currency}折合多少{to_currency}？", "把{amount} {from_currency}兑换成{to_currency}。"]),
-          lambda rng, a: {"result": round(a["amount"] * rng.uniform(0.1, 9), 2)},
-          (lambda a, r: f"{a['amount']} {a['from_currency']} is {r['result']} {a['to_currency']}.",
-           lambda a, r: f"{a['amount']} {a['from_currency']}等于{r['result']} {a['to_currency']}。")),
-    _tool(["set_reminder", "create_reminder", "remind_me"], "Create a reminder.",
-          {("text", "message"): {"type": "string"}, "time": {"type": "string"}}, ["text", "time"],
-          (["Remind me to {text} at {time}.", "Please remind me at {time} to {text}.", "At {time}, remind me to {text}.", "Create a reminder for {time}: {text}.", "Don't let me forget to {text} at {time}.", "Set a reminder at {time}: {text}."],
-           ["{time}提醒我{text}。", "{time}记得提醒我{text}。", "帮我设个提醒，{time}{text}。", "提醒我{time}{text}。", "设置一个提醒：{time}{text}。"]),
-          lambda rng, a: {"ok": True},
-          (lambda a, r: f"I will remind you to {a['text']} at {a['time']}.", lambda a, r: f"好的，{a['time']}会提醒你{a['text']}。")),
-    _tool(["find_contact", "lookup_person", "search_contacts"], "Look up a person's contact details.",
-          {("name", "person"): {"type": "string"}}, ["name"],
-          (["Find the contact details of {name}.", "What is {name}'s email address?", "Get me the contact details for {name}.", "How can I reach {name}?", "Search my contacts for {name}.", "Find {name}'s phone number.", "Look up {name} in my contacts."],
-           ["查一下{name}的联系方式。", "帮我找{name}的联系方式。", "{name}的电话是多少？", "在通讯录里查{name}。", "{name}的邮箱是什么？"]),
-          lambda rng, a: {"email": _email(rng), "phone": _phone(rng, False)},
-          (lambda a, r: f"{a['name']} can be reached at {r['email']} or {r['phone']}.",
-           lambda a, r: f"{a['name']}的邮箱是{r['email']}，电话是{r['phone']}。")),
-    _tool(["get_stock_price", "stock_quote", "share_price"], "Get the latest price of a stock.",
-          {("symbol", "ticker"): {"type": "string"}}, ["symbol"],
-          (["What is {symbol} trading at?", "Get me the stock price of {symbol}.", "What is the share price of {symbol}?", "Quote {symbol} for me.", "Check the stock {symbol}.", "Latest price of {symbol} stock?", "How is {symbol} doing today?"],
-           ["{symbol}的股价是多少？", "{symbol}现在股价多少？", "帮我查{symbol}的最新股价。", "看一下{symbol}的股票价格。", "查询股票{symbol}的价格。"]),
-          lambda rng, a: {"price": round(rng.uniform(1, 900), 2)},
-          (lambda a, r: f"{a['symbol']} is trading at {r['price']}.", lambda a, r: f"{a['symbol']}现在的价格是{r['price']}。")),
-    _tool(["add_numbers", "calculator_add", "sum_numbers"], "Add two integers.",
-          {"a": {"type": "integer"}, "b": {"type": "integer"}}, ["a", "b"],
-          (["Use the calculator to add {a} and {b}.", "Add {a} and {b} with the calculator.", "Calculate {a} + {b} for me.", "Sum {a} and {b}, please.", "What is {a} plus {b}? Use the tool."],
-           ["用计算器算一下{a}加{b}。", "帮我算{a}加{b}。", "{a}加上{b}等于多少？用计算器。", "调用工具计算{a}+{b}。"]),
-          lambda rng, a: {"sum": a["a"] + a["b"]},
-          (lambda a, r: f"{a['a']} + {a['b']} = {r['sum']}.", lambda a, r: f"{a['a']}加{a['b']}等于{r['sum']}。")),
-    _tool(["play_song", "play_music", "start_playback"], "Play a song.",
-          {("title", "song"): {"type": "string"}, "artist": {"type": "string"}}, ["title"],
-          (["Play {title} by {artist}.", "I want to hear {title} by {artist}.", "Start playing {title} by {artist}.", "Play the song {title} from {artist}.", 'Put on "{title}" from {artist}.'], ["播放{artist}的《{title}》。", "我想听{artist}的《{title}》。", "放一首{artist}的{title}。", "来一首{artist}的{title}。"]),
-          lambda rng, a: {"playing": True},
-          (lambda a, r: f"Now playing {a['title']} by {a['artist']}.", lambda a, r: f"正在播放{a['artist']}的{a['title']}。")),
-    _tool(["translate_text", "translate", "translator"], "Translate text into another language.",
-          {"text": {"type": "string"}, ("target_language", "language"): {"type": "string"}}, ["text", "target_language"],
-          (['Translate "{text}" into {target_language}.', 'What is "{text}" in {target_language}?', 'Please translate "{text}" to {target_language}.', 'Say "{text}" in {target_language} for me.', 'How do you say "{text}" in {target_language}?'],
-           ["“{text}”用{target_language}怎么说？", "帮我把“{text}”译成{target_language}。", "把“{text}”翻译成{target_language}。"]),
-          lambda rng, a: {"translation": _word(rng).lower()},
-          (lambda a, r: f'In {a["target_language"]}, "{a["text"]}" is "{r["translation"]}".',
-           lambda a, r: f"翻译结果：{r['translation']}")),
+    _tool(
+        ["get_weather", "weather_lookup", "current_weather"],
+        "Get the current weather in a city.",
+        {("city", "location"): {"type": "string"}},
+        ["city"],
+        (
+            [
+                "What's the weather in {city}?",
+                "Is it raining in {city} right now?",
+                "How warm is it in {city} today?",
+                "Tell me the weather in {city}.",
+                "Weather report for {city}?",
+                "Do I need an umbrella in {city} today?",
+                "What is the temperature in {city} now?",
+                "Look up the current weather in {city}.",
+                "Check the weather for {city}, please.",
+            ],
+            [
+                "{city}今天天气怎么样？",
+                "查一下{city}的天气。",
+                "{city}的天气如何？",
+                "帮我看看{city}的气温。",
+                "{city}今天下雨吗？",
+                "查询{city}当前天气。",
+                "{city}现在冷不冷？",
+            ],
+        ),
+        lambda rng, a: {"temperature": rng.randint(-10, 38), "condition": rng.choice(list(WEATHER_ZH))},
+        (
+            lambda a, r: f"It is {r['temperature']} degrees and {r['condition']} in {a['city']}.",
+            lambda a, r: f"{a['city']}现在{r['temperature']}度，{WEATHER_ZH[r['condition']]}。",
+        ),
+    ),
+    _tool(
+        ["send_email", "email_send", "compose_email"],
+        "Send an email.",
+        {("to", "recipient"): {"type": "string"}, "subject": {"type": "string"}},
+        ["to", "subject"],
+        (
+            [
+                'Send an email to {to} with the subject "{subject}".',
+                'Email {to} about "{subject}".',
+                'Write an email to {to}, subject "{subject}".',
+                'Mail {to} with the subject line "{subject}".',
+                'Send {to} an email titled "{subject}".',
+                'Drop an email to {to}: "{subject}".',
+                'Please write to {to}, subject: "{subject}".',
+            ],
+            [
+                "给{to}发一封邮件，主题是“{subject}”。",
+                "写封邮件给{to}，主题“{subject}”。",
+                "给{to}发邮件，主题：{subject}。",
+                "发一封主题为“{subject}”的邮件给{to}。",
+                "发邮件到{to}，标题“{subject}”。",
+            ],
+        ),
+        lambda rng, a: {"status": "sent"},
+        (lambda a, r: f"Done: the email to {a['to']} has been sent.", lambda a, r: f"邮件已发送到{a['to']}。"),
+    ),
+    _tool(
+        ["book_table", "reserve_table", "make_reservation"],
+        "Book a table at a restaurant.",
+        {"restaurant": {"type": "string"}, ("people", "party_size"): {"type": "integer"}, "time": {"type": "string"}},
+        ["restaurant", "people"],
+        (
+            [
+                "Book a table for {people} at {restaurant} at {time}.",
+                "Reserve {restaurant} for {people} people at {time}.",
+                "I need a table at {restaurant} for {people} at {time}.",
+                "Make a reservation at {restaurant}: {people} people, {time}.",
+                "Table for {people} at {restaurant}, {time}, please.",
+                "Book {restaurant} at {time} for {people} of us.",
+                "Can you get us a table at {restaurant}? We are {people}, at {time}.",
+            ],
+            [
+                "帮我在{restaurant}订{people}个人的位子，时间{time}。",
+                "在{restaurant}订一张{people}人桌，{time}。",
+                "帮我订{restaurant}的桌子，{people}个人，{time}。",
+                "{time}在{restaurant}订{people}人的餐位。",
+                "预订{restaurant}，{people}位，{time}。",
+            ],
+        ),
+        lambda rng, a: {"confirmation": "".join(rng.choice("ABCDEFGHJKLMNPQRSTUVWXYZ23456789") for _ in range(6))},
+        (
+            lambda a, r: f"Your table at {a['restaurant']} is booked; the confirmation code is {r['confirmation']}.",
+            lambda a, r: f"已订好{a['restaurant']}，确认码是{r['confirmation']}。",
+        ),
+    ),
+    _tool(
+        ["convert_currency", "currency_convert", "exchange"],
+        "Convert an amount between currencies.",
+        {
+            "amount": {"type": "integer"},
+            ("from_currency", "source"): {"type": "string"},
+            ("to_currency", "target"): {"type": "string"},
+        },
+        ["amount", "from_currency", "to_currency"],
+        (
+            [
+                "How much is {amount} {from_currency} in {to_currency}?",
+                "What is {amount} {from_currency} worth in {to_currency}?",
+                "Change {amount} {from_currency} into {to_currency}.",
+                "Exchange {amount} {from_currency} for {to_currency}, how much?",
+                "{amount} {from_currency} to {to_currency}, please convert.",
+                "Convert {amount} {from_currency} to {to_currency}.",
+            ],
+            [
+                "{amount}{from_currency}换成{to_currency}是多少？",
+                "{amount}{from_currency}能换多少{to_currency}？",
+                "帮我把{amount}{from_currency}换算成{to_currency}。",
+                "{amount} {from_currency}折合多少{to_currency}？",
+                "把{amount} {from_currency}兑换成{to_currency}。",
+            ],
+        ),
+        lambda rng, a: {"result": round(a["amount"] * rng.uniform(0.1, 9), 2)},
+        (
+            lambda a, r: f"{a['amount']} {a['from_currency']} is {r['result']} {a['to_currency']}.",
+            lambda a, r: f"{a['amount']} {a['from_currency']}等于{r['result']} {a['to_currency']}。",
+        ),
+    ),
+    _tool(
+        ["set_reminder", "create_reminder", "remind_me"],
+        "Create a reminder.",
+        {("text", "message"): {"type": "string"}, "time": {"type": "string"}},
+        ["text", "time"],
+        (
+            [
+                "Remind me to {text} at {time}.",
+                "Please remind me at {time} to {text}.",
+                "At {time}, remind me to {text}.",
+                "Create a reminder for {time}: {text}.",
+                "Don't let me forget to {text} at {time}.",
+                "Set a reminder at {time}: {text}.",
+            ],
+            [
+                "{time}提醒我{text}。",
+                "{time}记得提醒我{text}。",
+                "帮我设个提醒，{time}{text}。",
+                "提醒我{time}{text}。",
+                "设置一个提醒：{time}{text}。",
+            ],
+        ),
+        lambda rng, a: {"ok": True},
+        (
+            lambda a, r: f"I will remind you to {a['text']} at {a['time']}.",
+            lambda a, r: f"好的，{a['time']}会提醒你{a['text']}。",
+        ),
+    ),
+    _tool(
+        ["find_contact", "lookup_person", "search_contacts"],
+        "Look up a person's contact details.",
+        {("name", "person"): {"type": "string"}},
+        ["name"],
+        (
+            [
+                "Find the contact details of {name}.",
+                "What is {name}'s email address?",
+                "Get me the contact details for {name}.",
+                "How can I reach {name}?",
+                "Search my contacts for {name}.",
+                "Find {name}'s phone number.",
+                "Look up {name} in my contacts.",
+            ],
+            [
+                "查一下{name}的联系方式。",
+                "帮我找{name}的联系方式。",
+                "{name}的电话是多少？",
+                "在通讯录里查{name}。",
+                "{name}的邮箱是什么？",
+            ],
+        ),
+        lambda rng, a: {"email": _email(rng), "phone": _phone(rng, False)},
+        (
+            lambda a, r: f"{a['name']} can be reached at {r['email']} or {r['phone']}.",
+            lambda a, r: f"{a['name']}的邮箱是{r['email']}，电话是{r['phone']}。",
+        ),
+    ),
+    _tool(
+        ["get_stock_price", "stock_quote", "share_price"],
+        "Get the latest price of a stock.",
+        {("symbol", "ticker"): {"type": "string"}},
+        ["symbol"],
+        (
+            [
+                "What is {symbol} trading at?",
+                "Get me the stock price of {symbol}.",
+                "What is the share price of {symbol}?",
+                "Quote {symbol} for me.",
+                "Check the stock {symbol}.",
+                "Latest price of {symbol} stock?",
+                "How is {symbol} doing today?",
+            ],
+            [
+                "{symbol}的股价是多少？",
+                "{symbol}现在股价多少？",
+                "帮我查{symbol}的最新股价。",
+                "看一下{symbol}的股票价格。",
+                "查询股票{symbol}的价格。",
+            ],
+        ),
+        lambda rng, a: {"price": round(rng.uniform(1, 900), 2)},
+        (
+            lambda a, r: f"{a['symbol']} is trading at {r['price']}.",
+            lambda a, r: f"{a['symbol']}现在的价格是{r['price']}。",
+        ),
+    ),
+    _tool(
+        ["add_numbers", "calculator_add", "sum_numbers"],
+        "Add two integers.",
+        {"a": {"type": "integer"}, "b": {"type": "integer"}},
+        ["a", "b"],
+        (
+            [
+                "Use the calculator to add {a} and {b}.",
+                "Add {a} and {b} with the calculator.",
+                "Calculate {a} + {b} for me.",
+                "Sum {a} and {b}, please.",
+                "What is {a} plus {b}? Use the tool.",
+            ],
+            ["用计算器算一下{a}加{b}。", "帮我算{a}加{b}。", "{a}加上{b}等于多少？用计算器。", "调用工具计算{a}+{b}。"],
+        ),
+        lambda rng, a: {"sum": a["a"] + a["b"]},
+        (lambda a, r: f"{a['a']} + {a['b']} = {r['sum']}.", lambda a, r: f"{a['a']}加{a['b']}等于{r['sum']}。"),
+    ),
+    _tool(
+        ["play_song", "play_music", "start_playback"],
+        "Play a song.",
+        {("title", "song"): {"type": "string"}, "artist": {"type": "string"}},
+        ["title"],
+        (
+            [
+                "Play {title} by {artist}.",
+                "I want to hear {title} by {artist}.",
+                "Start playing {title} by {artist}.",
+                "Play the song {title} from {artist}.",
+                'Put on "{title}" from {artist}.',
+            ],
+            [
+                "播放{artist}的《{title}》。",
+                "我想听{artist}的《{title}》。",
+                "放一首{artist}的{title}。",
+                "来一首{artist}的{title}。",
+            ],
+        ),
+        lambda rng, a: {"playing": True},
+        (
+            lambda a, r: f"Now playing {a['title']} by {a['artist']}.",
+            lambda a, r: f"正在播放{a['artist']}的{a['title']}。",
+        ),
+    ),
+    _tool(
+        ["translate_text", "translate", "translator"],
+        "Translate text into another language.",
+        {"text": {"type": "string"}, ("target_language", "language"): {"type": "string"}},
+        ["text", "target_language"],
+        (
+            [
+                'Translate "{text}" into {target_language}.',
+                'What is "{text}" in {target_language}?',
+                'Please translate "{text}" to {target_language}.',
+                'Say "{text}" in {target_language} for me.',
+                'How do you say "{text}" in {target_language}?',
+            ],
+            [
+                "“{text}”用{target_language}怎么说？",
+                "帮我把“{text}”译成{target_language}。",
+                "把“{text}”翻译成{target_language}。",
+            ],
+        ),
+        lambda rng, a: {"translation": _word(rng).lower()},
+        (
+            lambda a, r: f'In {a["target_language"]}, "{a["text"]}" is "{r["translation"]}".',
+            lambda a, r: f"翻译结果：{r['translation']}",
+        ),
+    ),
 ]
 # Requests held out of training: one phrasing per family and language is evaluation-only.
 TOOL_HELD_OUT_REQUESTS = 1
 CURRENCIES = ["USD", "EUR", "CNY", "JPY", "GBP", "CHF", "CAD", "AUD", "SEK", "INR", "KRW", "BRL"]
-LANGUAGES = (["French", "German", "Spanish", "Japanese", "Italian", "Korean", "Dutch"], ["法语", "德语", "西班牙语", "日语", "意大利语", "韩语"])
-TASKS_TO_REMIND = (["call mom", "buy milk", "water the plants", "pay the rent", "feed the cat", "send the report",
-                    "book a dentist appointment", "pick up the kids"],
-                   ["给妈妈打电话", "买牛奶", "浇花", "交房租", "喂猫", "交报告", "去取快递", "开会"])
-SUBJECT_WORDS = ["Meeting", "Budget", "Trip", "Invoice", "Party", "Project", "Report", "Lunch", "Update", "Plan",
-                 "Review", "Contract", "Schedule", "Order", "Visit"]
+LANGUAGES = (
+    ["French", "German", "Spanish", "Japanese", "Italian", "Korean", "Dutch"],
+    ["法语", "德语", "西班牙语", "日语", "意大利语", "韩语"],
+)
+TASKS_TO_REMIND = (
+    [
+        "call mom",
+        "buy milk",
+        "water the plants",
+        "pay the rent",
+        "feed the cat",
+        "send the report",
+        "book a dentist appointment",
+        "pick up the kids",
+    ],
+    ["给妈妈打电话", "买牛奶", "浇花", "交房租", "喂猫", "交报告", "去取快递", "开会"],
+)
+SUBJECT_WORDS = [
+    "Meeting",
+    "Budget",
+    "Trip",
+    "Invoice",
+    "Party",
+    "Project",
+    "Report",
+    "Lunch",
+    "Update",
+    "Plan",
+    "Review",
+    "Contract",
+    "Schedule",
+    "Order",
+    "Visit",
+]
 ZH_SUBJECT_WORDS = ["会议", "预算", "出差", "发票", "聚会", "项目", "报告", "午餐", "计划", "合同", "安排", "订单"]
-PHRASES = ["good morning", "thank you", "where is the station", "see you tomorrow", "I love this city", "happy birthday"]
+PHRASES = [
+    "good morning",
+    "thank you",
+    "where is the station",
+    "see you tomorrow",
+    "I love this city",
+    "happy birthday",
+]
 
 
 def _arg_values(rng: random.Random, family: dict, zh: bool, held_out: bool) -> dict:
@@ -698,23 +1681,35 @@ def _arg_values(rng: random.Random, family: dict, zh: bool, held_out: bool) -> d
     pools = {
         "city": lambda: _city(rng, zh),
         "to": lambda: _email(rng),
-        "subject": lambda: ((rng.choice(ZH_SUBJECT_WORDS) + rng.choice(ZH_SUBJECT_WORDS)) if zh else
-                            f"{rng.choice(SUBJECT_WORDS)} {rng.choice(['on', 'for', 'about'])} {_word(rng, (1, 2))}"),
-        "restaurant": lambda: (rng.choice(["", "老", "小"]) + "".join(rng.sample(ZH_GIVEN, 2)) + rng.choice(["饭店", "餐厅", "面馆"])
-                               if zh else _word(rng) + rng.choice([" Bistro", " Grill", " Kitchen", "'s", ""])),
+        "subject": lambda: (
+            (rng.choice(ZH_SUBJECT_WORDS) + rng.choice(ZH_SUBJECT_WORDS))
+            if zh
+            else f"{rng.choice(SUBJECT_WORDS)} {rng.choice(['on', 'for', 'about'])} {_word(rng, (1, 2))}"
+        ),
+        "restaurant": lambda: (
+            rng.choice(["", "老", "小"]) + "".join(rng.sample(ZH_GIVEN, 2)) + rng.choice(["饭店", "餐厅", "面馆"])
+            if zh
+            else _word(rng) + rng.choice([" Bistro", " Grill", " Kitchen", "'s", ""])
+        ),
         "people": lambda: rng.randint(1, 12),
         "time": lambda: times,
         "amount": lambda: rng.choice([rng.randint(1, 100), rng.randint(100, 5000)]),
         "from_currency": lambda: rng.choice(CURRENCIES),
         "to_currency": lambda: rng.choice(CURRENCIES),
-        "text": lambda: (rng.choice(TASKS_TO_REMIND[1] if zh else TASKS_TO_REMIND[0])
-                         if family["names"][0] == "set_reminder" else rng.choice(PHRASES)),
+        "text": lambda: (
+            rng.choice(TASKS_TO_REMIND[1] if zh else TASKS_TO_REMIND[0])
+            if family["names"][0] == "set_reminder"
+            else rng.choice(PHRASES)
+        ),
         "name": lambda: person_name(rng, zh, held_out),
         "symbol": lambda: "".join(rng.choice("ABCDEFGHIKLMNOPRSTUVWXYZ") for _ in range(rng.randint(2, 4))),
         "a": lambda: rng.randint(0, 999),
         "b": lambda: rng.randint(0, 999),
-        "title": lambda: (rng.choice(["", "我的"]) + "".join(rng.sample(ZH_GIVEN, 2)) if zh
-                          else f"{_word(rng, (1, 2))} {rng.choice(['Road', 'Song', 'Nights', 'Heart', 'Rain'])}"),
+        "title": lambda: (
+            rng.choice(["", "我的"]) + "".join(rng.sample(ZH_GIVEN, 2))
+            if zh
+            else f"{_word(rng, (1, 2))} {rng.choice(['Road', 'Song', 'Nights', 'Heart', 'Rain'])}"
+        ),
         "artist": lambda: person_name(rng, zh, held_out),
         "target_language": lambda: rng.choice(LANGUAGES[1] if zh else LANGUAGES[0]),
     }
@@ -739,9 +1734,14 @@ def make_tool(rng: random.Random, family: dict) -> tuple[dict, dict]:
         spelled[options[0]] = rng.choice(options)
         properties[spelled[options[0]]] = dict(schema)
     required = [spelled[k] for k in family["required"]]
-    tool = {"type": "function", "function": {"name": name, "description": family["description"],
-                                             "parameters": {"type": "object", "properties": properties,
-                                                            "required": required}}}
+    tool = {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": family["description"],
+            "parameters": {"type": "object", "properties": properties, "required": required},
+        },
+    }
     return tool, spelled
 
 
@@ -782,8 +1782,13 @@ def tool_example(rng: random.Random, held_out: bool = False) -> dict:
     kind = rng.choices(["call", "parallel", "no_tool", "reply"], [0.62, 0.06, 0.12, 0.20])[0]
     if kind == "no_tool":
         plain = qa_example(rng)
-        return {"task": "tool_none", "system": system, "tools": list(tools), "user": plain["user"],
-                "assistant": plain["assistant"]}
+        return {
+            "task": "tool_none",
+            "system": system,
+            "tools": list(tools),
+            "user": plain["user"],
+            "assistant": plain["assistant"],
+        }
     calls, requests, results = [], [], []
     n_calls = 2 if kind == "parallel" else 1
     picks = [0, 0] if n_calls == 2 and rng.random() < 0.5 else rng.sample(range(n_tools), min(n_calls, n_tools))
@@ -796,14 +1801,25 @@ def tool_example(rng: random.Random, held_out: bool = False) -> dict:
     user = ("另外，" if zh else " Also: ").join(requests) if len(requests) > 1 else requests[0]
     if kind != "reply":
         # (a "parallel" draw with a single tool listed makes one call)
-        return {"task": "tool_call" if len(calls) == 1 else "tool_parallel", "system": system, "tools": list(tools),
-                "user": user, "assistant": "", "tool_calls": calls}
+        return {
+            "task": "tool_call" if len(calls) == 1 else "tool_parallel",
+            "system": system,
+            "tools": list(tools),
+            "user": user,
+            "assistant": "",
+            "tool_calls": calls,
+        }
     family, values = results[0]
     result = family["result"](rng, values)
-    history = [{"role": "assistant", "content": "", "tool_calls": calls},
-               {"role": "tool", "content": _dumps(result)}]
-    return {"task": "tool_reply", "system": system, "tools": list(tools), "user": user, "history": history,
-            "assistant": family["reply"][1 if zh else 0](values, result)}
+    history = [{"role": "assistant", "content": "", "tool_calls": calls}, {"role": "tool", "content": _dumps(result)}]
+    return {
+        "task": "tool_reply",
+        "system": system,
+        "tools": list(tools),
+        "user": user,
+        "history": history,
+        "assistant": family["reply"][1 if zh else 0](values, result),
+    }
 
 
 def copy_example(rng: random.Random, held_out: bool = False) -> dict:
@@ -814,18 +1830,35 @@ def copy_example(rng: random.Random, held_out: bool = False) -> dict:
     a few copied tokens per paragraph."""
     zh = rng.random() < 0.5
     if rng.random() < 0.5:
-        facts = {"name": person_name(rng, zh, held_out), "age": rng.randint(18, 90), "city": _city(rng, zh),
-                 "email": _email(rng), "phone": _phone(rng, zh), "occupation": rng.choice(ZH_JOBS if zh else EN_JOBS),
-                 "hobbies": rng.sample(ZH_HOBBIES if zh else EN_HOBBIES, rng.randint(1, 3)), "birthday": "2000-01-01"}
+        facts = {
+            "name": person_name(rng, zh, held_out),
+            "age": rng.randint(18, 90),
+            "city": _city(rng, zh),
+            "email": _email(rng),
+            "phone": _phone(rng, zh),
+            "occupation": rng.choice(ZH_JOBS if zh else EN_JOBS),
+            "hobbies": rng.sample(ZH_HOBBIES if zh else EN_HOBBIES, rng.randint(1, 3)),
+            "birthday": "2000-01-01",
+        }
         text = _paragraph(rng, facts, ["name"] + rng.sample(["age", "city", "occupation", "hobbies"], 2), zh, held_out)
-        question = rng.choice(["这段话里的人叫什么名字？只回答名字。", "名字是什么？"] if zh else
-                              ["What is the person's name? Answer with the name only.", "Who is this text about?"])
+        question = rng.choice(
+            ["这段话里的人叫什么名字？只回答名字。", "名字是什么？"]
+            if zh
+            else ["What is the person's name? Answer with the name only.", "Who is this text about?"]
+        )
         return {"task": "copy", "system": None, "user": question + "\n" + text, "assistant": facts["name"]}
     items = []
     for _ in range(rng.randint(1, 4)):
         kind = rng.randrange(5)
-        items.append([lambda: person_name(rng, zh, held_out), lambda: _word(rng, (1, 3)),
-                      lambda: str(rng.randint(0, 9999)), lambda: _city(rng, zh), lambda: _email(rng)][kind]())
+        items.append(
+            [
+                lambda: person_name(rng, zh, held_out),
+                lambda: _word(rng, (1, 3)),
+                lambda: str(rng.randint(0, 9999)),
+                lambda: _city(rng, zh),
+                lambda: _email(rng),
+            ][kind]()
+        )
     sep = "、" if zh else ", "
     question = rng.choice(["照抄下面的内容：", "重复一遍："] if zh else ["Repeat exactly:", "Copy this:"])
     return {"task": "copy", "system": None, "user": question + "\n" + sep.join(items), "assistant": sep.join(items)}
@@ -839,16 +1872,29 @@ def copy_drill_example(rng: random.Random, held_out: bool = False) -> dict:
     current token and emits the one after it (an induction head) in a few hundred steps."""
     zh = rng.random() < 0.5
     # e-mails too: a local part of generated syllables is copied character by character
-    makers = [lambda: person_name(rng, zh, held_out), lambda: _word(rng, (1, 3)), lambda: str(rng.randint(0, 9999)),
-              lambda: _city(rng, zh), lambda: rng.choice(ZH_HOBBIES if zh else EN_HOBBIES), lambda: _email(rng)]
+    makers = [
+        lambda: person_name(rng, zh, held_out),
+        lambda: _word(rng, (1, 3)),
+        lambda: str(rng.randint(0, 9999)),
+        lambda: _city(rng, zh),
+        lambda: rng.choice(ZH_HOBBIES if zh else EN_HOBBIES),
+        lambda: _email(rng),
+    ]
     items = [rng.choice(makers)() for _ in range(rng.randint(2, 6))]
     sep = "、" if zh else ", "
     if rng.random() < 0.5:
         question = rng.choice(["照抄下面的内容：", "重复一遍："] if zh else ["Repeat exactly:", "Copy this:"])
-        return {"task": "copy_drill", "system": None, "user": question + "\n" + sep.join(items),
-                "assistant": sep.join(items)}
-    question = rng.choice(["把下面的内容写成 JSON 数组：", "列成 JSON 列表："] if zh else
-                          ["Write these as a JSON array:", "List them as JSON:"])
+        return {
+            "task": "copy_drill",
+            "system": None,
+            "user": question + "\n" + sep.join(items),
+            "assistant": sep.join(items),
+        }
+    question = rng.choice(
+        ["把下面的内容写成 JSON 数组：", "列成 JSON 列表："]
+        if zh
+        else ["Write these as a JSON array:", "List them as JSON:"]
+    )
     return {"task": "copy_drill", "system": None, "user": question + "\n" + sep.join(items), "assistant": _dumps(items)}
 
 
@@ -859,10 +1905,16 @@ def numeral_drill_example(rng: random.Random, held_out: bool = False) -> dict:
     ages = [rng.randint(1, 99) for _ in range(rng.randint(1, 4))]
     if rng.random() < 0.5:
         question = rng.choice(["把中文数字写成阿拉伯数字，输出 JSON 列表：", "这些数字是多少？用 JSON 列表回答："])
-        return {"task": "zh_number", "system": None, "user": question + "\n" + "、".join(zh_number(a) for a in ages),
-                "assistant": _dumps(ages)}
+        return {
+            "task": "zh_number",
+            "system": None,
+            "user": question + "\n" + "、".join(zh_number(a) for a in ages),
+            "assistant": _dumps(ages),
+        }
     name, age = person_name(rng, True, held_out), ages[0]
-    sentence = rng.choice(["{n}今年{a}岁。", "{n}{a}岁了。", "{n}，{a}岁。", "{n}已经{a}岁了。"]).format(n=name, a=zh_number(age))
+    sentence = rng.choice(["{n}今年{a}岁。", "{n}{a}岁了。", "{n}，{a}岁。", "{n}已经{a}岁了。"]).format(
+        n=name, a=zh_number(age)
+    )
     question = rng.choice(["这个人几岁？以 JSON 输出：", "How old is this person? Answer as JSON:"])
     return {"task": "zh_number", "system": None, "user": question + "\n" + sentence, "assistant": _dumps({"age": age})}
 
@@ -874,16 +1926,27 @@ NUMERAL_DRILL_SHARE = 0.2
 def copy_drill_corpus(n_examples: int, seed: int = 0) -> list[dict]:
     """``n_examples`` seeded copy drills and numeral drills (training names only)."""
     rng = random.Random(seed * 7919 + 1)
-    return [numeral_drill_example(rng) if rng.random() < NUMERAL_DRILL_SHARE else copy_drill_example(rng)
-            for _ in range(n_examples)]
+    return [
+        numeral_drill_example(rng) if rng.random() < NUMERAL_DRILL_SHARE else copy_drill_example(rng)
+        for _ in range(n_examples)
+    ]
 
 
 # The task mix: extraction dominates because it is what the chapters demonstrate; tool
 # calls are chapter 07's; copying is the skill both need.
-TASKS = [(person_example, 0.53), (tool_example, 0.22), (copy_example, 0.10), (numeral_drill_example, 0.02),
-         (date_example, 0.025),
-         (email_example, 0.025), (ip_example, 0.025), (phone_example, 0.025), (colour_example, 0.015),
-         (qa_example, 0.02), (prose_example, 0.015)]
+TASKS = [
+    (person_example, 0.53),
+    (tool_example, 0.22),
+    (copy_example, 0.10),
+    (numeral_drill_example, 0.02),
+    (date_example, 0.025),
+    (email_example, 0.025),
+    (ip_example, 0.025),
+    (phone_example, 0.025),
+    (colour_example, 0.015),
+    (qa_example, 0.02),
+    (prose_example, 0.015),
+]
 
 
 def make_corpus(n_examples: int, seed: int = 0) -> list[dict]:

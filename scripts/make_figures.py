@@ -11,15 +11,16 @@ whether a figure still matches the code without comparing pictures, which differ
 graphviz versions. Figures drawn from the model's own output (the radix trees) depend on
 floating point and are only checked when asked (`--check --with-model`).
 """
+
 from __future__ import annotations
 
 import argparse
 import hashlib
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 REPO = Path(__file__).resolve().parents[1]
 FIGURES = REPO / "chapters" / "figures"
@@ -28,9 +29,9 @@ STAMP = re.compile(r"<!-- minisglang figure: dot sha256 ([0-9a-f]{64}) -->")
 
 @dataclass(frozen=True)
 class Figure:
-    name: str                      # file name without .svg
-    make: Callable[[], str]        # -> DOT text
-    needs_model: bool = False      # drawn from a generation of the bundled model
+    name: str  # file name without .svg
+    make: Callable[[], str]  # -> DOT text
+    needs_model: bool = False  # drawn from a generation of the bundled model
 
 
 def _tokenizer():
@@ -46,8 +47,9 @@ def _token_fsm(regex: str, **kwargs) -> str:
     from minisglang.drawings import token_fsm_dot
 
     tok = _tokenizer()
-    index = build_index_fast(ByteDFA.from_char_dfa(compile_regex(regex)), tok.token_bytes, tok.eos_token_id,
-                             progress=False)
+    index = build_index_fast(
+        ByteDFA.from_char_dfa(compile_regex(regex)), tok.token_bytes, tok.eos_token_id, progress=False
+    )
     return token_fsm_dot(index, tok, title=f"token FSM of {regex} on the bundled vocabulary", **kwargs)
 
 
@@ -77,7 +79,7 @@ def json_char_dfa() -> str:
     from minisglang.constrained.regex_dfa import compile_regex
     from minisglang.drawings import char_dfa_dot
 
-    return char_dfa_dot(compile_regex(JSON_SMALL))   # the default layout wraps it to fit a slide
+    return char_dfa_dot(compile_regex(JSON_SMALL))  # the default layout wraps it to fit a slide
 
 
 def json_compressed_fsm() -> str:
@@ -94,9 +96,12 @@ def schema_dfa() -> str:
     from minisglang.constrained.regex_dfa import compile_regex
     from minisglang.drawings import char_dfa_dot
 
-    small = {"type": "object", "properties": {"ok": {"type": "boolean"},
-                                              "n": {"type": "array", "items": {"enum": [1, 2]}, "maxItems": 2}},
-             "required": ["ok"], "additionalProperties": False}
+    small = {
+        "type": "object",
+        "properties": {"ok": {"type": "boolean"}, "n": {"type": "array", "items": {"enum": [1, 2]}, "maxItems": 2}},
+        "required": ["ok"],
+        "additionalProperties": False,
+    }
     regex = build_regex_from_schema(small, whitespace="")
     return char_dfa_dot(compile_regex(regex), title="the DFA of a small JSON Schema (whitespace off)")
 
@@ -107,8 +112,10 @@ def structural_tag() -> str:
     from minisglang.drawings.structural_tag import structural_tag_dot
     from minisglang.function_call import FunctionTool, ToolChoice, tool_constraint
 
-    tools = [FunctionTool("get_weather", {"type": "object", "properties": {"city": {"type": "string"}}}),
-             FunctionTool("search", {"type": "object", "properties": {"query": {"type": "string"}}})]
+    tools = [
+        FunctionTool("get_weather", {"type": "object", "properties": {"city": {"type": "string"}}}),
+        FunctionTool("search", {"type": "object", "properties": {"query": {"type": "string"}}}),
+    ]
     tag = parse_structural_tag(tool_constraint(tools, ToolChoice("auto")).value)
     return structural_tag_dot(tag, names=["get_weather's parameters", "search's parameters"])
 
@@ -131,8 +138,10 @@ def radix_after_three_requests() -> str:
 
     greedy = {"temperature": 0, "max_new_tokens": 12}
     engine.generate(chat("Li Lei is 28 years old and lives in Beijing."), greedy)
-    engine.generate([chat("Wang Fang, 35, is a teacher in Shanghai."),
-                     chat("Email me at li.lei@example.com before Friday.")], [greedy, greedy])
+    engine.generate(
+        [chat("Wang Fang, 35, is a teacher in Shanghai."), chat("Email me at li.lei@example.com before Friday.")],
+        [greedy, greedy],
+    )
     dot = radix_tree_dot(engine.scheduler.tree_cache, tok)
     engine.shutdown()
     return dot
@@ -146,7 +155,7 @@ def radix_after_jumps() -> str:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import chapter_facts
 
-    return chapter_facts.notebook_runs().dot   # radix_tokens_dot: token boundaries visible
+    return chapter_facts.notebook_runs().dot  # radix_tokens_dot: token boundaries visible
 
 
 ALL = [
@@ -170,8 +179,14 @@ ALL = [
 # end between them, as none may between an alternation's branches) and chapter 07's tool-name pattern
 # `[A-Za-z0-9_-]{1,64}` (65 states: 13 rows of 18-px circles are 1,230 px high).
 PERSON = r'\{"name": "[A-Za-z ]{1,12}", "age": [1-9][0-9]?, "city": "(Paris|Rome|Beijing)"\}'
-COURSE_REGEXES = [DATE, JSON_SMALL, r"(yes|no)", r'\{"name": "[a-z]+", "email": "[a-z]+@example\.com"\}',
-                  r"color: (red|green|blue), size: (S|M|L|XL)", r"[-+]?[0-9]+[ ]*"]
+COURSE_REGEXES = [
+    DATE,
+    JSON_SMALL,
+    r"(yes|no)",
+    r'\{"name": "[a-z]+", "email": "[a-z]+@example\.com"\}',
+    r"color: (red|green|blue), size: (S|M|L|XL)",
+    r"[-+]?[0-9]+[ ]*",
+]
 
 
 def dot_hash(dot: str) -> str:

@@ -15,6 +15,7 @@ Usage:
     nice -n 19 python scripts/mutant_reruns.py --explicit-only --reruns 1 --out FILE &
         # which mutants only generated examples catch (those are caught by luck, or by most seeds)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,13 +61,15 @@ def measure(reruns: int, only: str | None, out: Path, explicit_only: bool = Fals
     `explicit_only`, only the property tests' explicit examples: no seed plays a part)."""
     by_stage = jobs(only)
     done = {(rec["rerun"], id_) for rec in load(out) for id_ in rec["results"]}
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
-                            text=True).stdout.strip()
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True
+    ).stdout.strip()
     total = reruns * sum(len(ms) for ms in by_stage.values())
     out.parent.mkdir(parents=True, exist_ok=True)
     with tqdm(total=total, desc="mutant reruns", unit="mutant") as bar:
-        bar.update(sum(1 for r, id_ in done if r < reruns and any(
-            m["id"] == id_ for ms in by_stage.values() for m in ms)))
+        bar.update(
+            sum(1 for r, id_ in done if r < reruns and any(m["id"] == id_ for ms in by_stage.values() for m in ms))
+        )
         for rerun in range(reruns):
             for stage, ms in by_stage.items():
                 todo = [m for m in ms if (rerun, m["id"]) not in done]
@@ -76,9 +79,16 @@ def measure(reruns: int, only: str | None, out: Path, explicit_only: bool = Fals
                 bar.set_postfix_str(f"rerun {rerun + 1}, {stage}, seed {seed}")
                 started = time.monotonic()
                 results, references = mutants.run_all(todo, seed=seed, explicit_only=explicit_only)
-                record = {"rerun": rerun, "stage": stage, "seed": seed, "explicit_only": explicit_only,
-                          "commit": commit, "seconds": round(time.monotonic() - started, 1),
-                          "references": references, "results": results}
+                record = {
+                    "rerun": rerun,
+                    "stage": stage,
+                    "seed": seed,
+                    "explicit_only": explicit_only,
+                    "commit": commit,
+                    "seconds": round(time.monotonic() - started, 1),
+                    "references": references,
+                    "results": results,
+                }
                 with out.open("a", encoding="utf-8") as f:
                     f.write(json.dumps(record) + "\n")
                 bar.update(len(todo))
@@ -88,8 +98,11 @@ def report(out: Path, explicit: Path | None = None) -> str:
     """Per mutation: caught k/N, the rows its failures land in, the seeds of its misses, and
     (from `explicit`, an --explicit-only run's file) the fixed input that caught it there."""
     records = load(out)
-    fixed = {id_: r["failed"] if r["caught"] else "NOT CAUGHT"
-             for rec in (load(explicit) if explicit else []) for id_, r in rec["results"].items()}
+    fixed = {
+        id_: r["failed"] if r["caught"] else "NOT CAUGHT"
+        for rec in (load(explicit) if explicit else [])
+        for id_, r in rec["results"].items()
+    }
     caught: dict[str, list[bool]] = defaultdict(list)
     rows: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     misses: dict[str, list[int]] = defaultdict(list)
@@ -106,16 +119,23 @@ def report(out: Path, explicit: Path | None = None) -> str:
             else:
                 misses[id_].append(rec["seed"])
     order = [f"{t}: {w}" for t, w, _, _ in MUTATIONS]
-    lines = ["| mutation | caught | row | seeds of the misses |" + (" caught with explicit examples only by |" if fixed else ""),
-             "|---|---|---|---|" + ("---|" if fixed else "")]
+    lines = [
+        "| mutation | caught | row | seeds of the misses |"
+        + (" caught with explicit examples only by |" if fixed else ""),
+        "|---|---|---|---|" + ("---|" if fixed else ""),
+    ]
     for id_ in sorted(caught, key=lambda i: order.index(i) if i in order else len(order)):
         k, n = sum(caught[id_]), len(caught[id_])
         where = "; ".join(f"{row} ({c})" if len(rows[id_]) > 1 else row for row, c in rows[id_].items()) or "-"
-        lines.append(f"| {id_.replace('|', '/')} | {k}/{n} | {where} | {', '.join(map(str, misses[id_])) or '-'} |"
-                     + (f" {_short(fixed.get(id_, '-'))} |" if fixed else ""))
+        lines.append(
+            f"| {id_.replace('|', '/')} | {k}/{n} | {where} | {', '.join(map(str, misses[id_])) or '-'} |"
+            + (f" {_short(fixed.get(id_, '-'))} |" if fixed else "")
+        )
     full = sum(all(v) for v in caught.values())
-    lines.append(f"\n{full} of {len(caught)} mutations caught in every rerun; "
-                 f"{sum(len(v) for v in caught.values())} mutant runs in all.")
+    lines.append(
+        f"\n{full} of {len(caught)} mutations caught in every rerun; "
+        f"{sum(len(v) for v in caught.values())} mutant runs in all."
+    )
     if bad_reference:
         lines.append(f"The reference failed after the mutants in (rerun, stage, seed): {bad_reference}")
     return "\n".join(lines)
@@ -138,12 +158,19 @@ def main() -> None:
     parser.add_argument("--only", metavar="REGEX", help="only the mutations whose id ('task3_1: what') matches")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"results file (default {DEFAULT_OUT})")
     parser.add_argument("--report", action="store_true", help="print the table of what --out holds")
-    parser.add_argument("--explicit", type=Path, metavar="FILE",
-                        help="with --report: an --explicit-only run's file, for a column of the tests that caught each")
+    parser.add_argument(
+        "--explicit",
+        type=Path,
+        metavar="FILE",
+        help="with --report: an --explicit-only run's file, for a column of the tests that caught each",
+    )
     parser.add_argument("--replay", metavar="REGEX", help="run the matching mutations once with --seed")
     parser.add_argument("--seed", type=int, help="hypothesis's seed, for --replay")
-    parser.add_argument("--explicit-only", action="store_true",
-                        help="run only the property tests' explicit examples (no seed plays a part)")
+    parser.add_argument(
+        "--explicit-only",
+        action="store_true",
+        help="run only the property tests' explicit examples (no seed plays a part)",
+    )
     args = parser.parse_args()
     if args.replay:
         if args.seed is None:

@@ -10,6 +10,7 @@ and the evaluation keeps whole *generators* back: ``HELD_OUT_GENERATORS``, each 
 signature (``held_out_generator``) that its every name has and that training names are
 filtered never to have, so no held-out name can occur in training, however it is drawn.
 """
+
 from __future__ import annotations
 
 import random
@@ -18,37 +19,288 @@ import re
 # ---------------------------------------------------------------- training generators
 # The corpus's first inventory (make_corpus._word uses it for words, cities and e-mails too):
 # onset + vowel + coda, e.g. "Velorin", "Kasumar".
-ONSETS = ["b", "c", "d", "f", "g", "h", "j", "k", "l", "m", "n", "p", "r", "s", "t", "v", "w", "z",
-          "br", "ch", "sh", "th", "tr", "st", "gr", "kl", "dr", "fl"]
+ONSETS = [
+    "b",
+    "c",
+    "d",
+    "f",
+    "g",
+    "h",
+    "j",
+    "k",
+    "l",
+    "m",
+    "n",
+    "p",
+    "r",
+    "s",
+    "t",
+    "v",
+    "w",
+    "z",
+    "br",
+    "ch",
+    "sh",
+    "th",
+    "tr",
+    "st",
+    "gr",
+    "kl",
+    "dr",
+    "fl",
+]
 VOWELS = ["a", "e", "i", "o", "u", "ai", "ea", "io", "ou", "y"]
 CODAS = ["", "", "", "n", "r", "l", "s", "m", "x"]
 
 # Syllables of names as other languages romanise them (rough, made for variety, not for
 # accuracy): a name part is 1-3 of one language's syllables.
 ROMANISATIONS = {
-    "japanese": ["ka", "ki", "ku", "ke", "ko", "sa", "shi", "su", "se", "so", "ta", "chi", "tsu", "te", "to",
-                 "na", "ni", "nu", "ne", "no", "ha", "hi", "fu", "he", "ho", "ma", "mi", "mu", "me", "mo",
-                 "ya", "yu", "yo", "ra", "ri", "ru", "re", "ro", "wa", "ga", "go", "ji", "da", "be", "ryo", "kyo"],
-    "korean": ["ji", "hoon", "seo", "yeon", "min", "jun", "hye", "soo", "kyung", "tae", "woo", "sung", "eun",
-               "hyun", "jae", "dong", "young", "ha", "na", "bin"],
-    "swahili": ["wa", "nji", "ru", "mba", "nde", "ngo", "ki", "mu", "zi", "tu", "ka", "mwa", "ni", "ja", "ri",
-                "odhi", "ambo", "we", "li", "chu"],
-    "finnish": ["vir", "ta", "nen", "hei", "kki", "lai", "ne", "ai", "no", "mä", "ki", "saa", "ri", "il", "ja",
-                "tuo", "mi", "kor", "pe", "la"],
-    "slavic": ["zdra", "vko", "prze", "mys", "slav", "bor", "mir", "ek", "ska", "wicz", "rad", "ov", "ich",
-               "ya", "lud", "mil", "ka", "sto", "jan", "ova"],
-    "arabic": ["ha", "mid", "ra", "shid", "far", "ouk", "zah", "ir", "sal", "im", "na", "jib", "kha", "lid",
-               "yas", "min", "aziz", "nour", "qa", "sim"],
-    "hindi": ["aa", "rav", "pri", "yan", "ka", "shre", "ya", "vik", "ram", "deep", "an", "jal", "ku", "mar",
-              "ni", "sha", "adi", "tya", "ro", "hit"],
-    "polynesian": ["ke", "a", "lo", "ha", "ma", "ka", "la", "ni", "hi", "wai", "mo", "ana", "le", "i", "ta",
-                   "u", "po", "hu", "me", "no"],
+    "japanese": [
+        "ka",
+        "ki",
+        "ku",
+        "ke",
+        "ko",
+        "sa",
+        "shi",
+        "su",
+        "se",
+        "so",
+        "ta",
+        "chi",
+        "tsu",
+        "te",
+        "to",
+        "na",
+        "ni",
+        "nu",
+        "ne",
+        "no",
+        "ha",
+        "hi",
+        "fu",
+        "he",
+        "ho",
+        "ma",
+        "mi",
+        "mu",
+        "me",
+        "mo",
+        "ya",
+        "yu",
+        "yo",
+        "ra",
+        "ri",
+        "ru",
+        "re",
+        "ro",
+        "wa",
+        "ga",
+        "go",
+        "ji",
+        "da",
+        "be",
+        "ryo",
+        "kyo",
+    ],
+    "korean": [
+        "ji",
+        "hoon",
+        "seo",
+        "yeon",
+        "min",
+        "jun",
+        "hye",
+        "soo",
+        "kyung",
+        "tae",
+        "woo",
+        "sung",
+        "eun",
+        "hyun",
+        "jae",
+        "dong",
+        "young",
+        "ha",
+        "na",
+        "bin",
+    ],
+    "swahili": [
+        "wa",
+        "nji",
+        "ru",
+        "mba",
+        "nde",
+        "ngo",
+        "ki",
+        "mu",
+        "zi",
+        "tu",
+        "ka",
+        "mwa",
+        "ni",
+        "ja",
+        "ri",
+        "odhi",
+        "ambo",
+        "we",
+        "li",
+        "chu",
+    ],
+    "finnish": [
+        "vir",
+        "ta",
+        "nen",
+        "hei",
+        "kki",
+        "lai",
+        "ne",
+        "ai",
+        "no",
+        "mä",
+        "ki",
+        "saa",
+        "ri",
+        "il",
+        "ja",
+        "tuo",
+        "mi",
+        "kor",
+        "pe",
+        "la",
+    ],
+    "slavic": [
+        "zdra",
+        "vko",
+        "prze",
+        "mys",
+        "slav",
+        "bor",
+        "mir",
+        "ek",
+        "ska",
+        "wicz",
+        "rad",
+        "ov",
+        "ich",
+        "ya",
+        "lud",
+        "mil",
+        "ka",
+        "sto",
+        "jan",
+        "ova",
+    ],
+    "arabic": [
+        "ha",
+        "mid",
+        "ra",
+        "shid",
+        "far",
+        "ouk",
+        "zah",
+        "ir",
+        "sal",
+        "im",
+        "na",
+        "jib",
+        "kha",
+        "lid",
+        "yas",
+        "min",
+        "aziz",
+        "nour",
+        "qa",
+        "sim",
+    ],
+    "hindi": [
+        "aa",
+        "rav",
+        "pri",
+        "yan",
+        "ka",
+        "shre",
+        "ya",
+        "vik",
+        "ram",
+        "deep",
+        "an",
+        "jal",
+        "ku",
+        "mar",
+        "ni",
+        "sha",
+        "adi",
+        "tya",
+        "ro",
+        "hit",
+    ],
+    "polynesian": [
+        "ke",
+        "a",
+        "lo",
+        "ha",
+        "ma",
+        "ka",
+        "la",
+        "ni",
+        "hi",
+        "wai",
+        "mo",
+        "ana",
+        "le",
+        "i",
+        "ta",
+        "u",
+        "po",
+        "hu",
+        "me",
+        "no",
+    ],
 }
 # Common English words that are also (parts of) names: Stone, Rivers, Brookfield, Velbird.
-NAME_WORDS = ["Rose", "Hill", "Brook", "Field", "Wood", "Bird", "Fox", "King", "Star", "Snow", "Stone", "River",
-              "Bell", "Lake", "Green", "Black", "White", "Young", "Hope", "Joy", "May", "Love", "Grace", "Law",
-              "Church", "Mill", "Ford", "Well", "Land", "Port", "Hart", "Cook", "Mason", "Baker", "Hunter",
-              "Walker", "Page", "Marsh", "Dale", "Glen"]
+NAME_WORDS = [
+    "Rose",
+    "Hill",
+    "Brook",
+    "Field",
+    "Wood",
+    "Bird",
+    "Fox",
+    "King",
+    "Star",
+    "Snow",
+    "Stone",
+    "River",
+    "Bell",
+    "Lake",
+    "Green",
+    "Black",
+    "White",
+    "Young",
+    "Hope",
+    "Joy",
+    "May",
+    "Love",
+    "Grace",
+    "Law",
+    "Church",
+    "Mill",
+    "Ford",
+    "Well",
+    "Land",
+    "Port",
+    "Hart",
+    "Cook",
+    "Mason",
+    "Baker",
+    "Hunter",
+    "Walker",
+    "Page",
+    "Marsh",
+    "Dale",
+    "Glen",
+]
 # Lower-case particles between parts: "Anna van Velde", "Tariq bin Hamad", "Luc de Vorin".
 PARTICLES = ["van", "von", "de", "del", "da", "di", "bin", "ibn", "al", "le", "la", "van der", "dos"]
 APOSTROPHE_PREFIXES = ["O'", "D'", "M'", "L'"]
@@ -88,7 +340,7 @@ def held_out_generator(name: str) -> str | None:
             return "doubled_given"
         return None
     parts = _parts(name)
-    if any(part[i:i + 2] in HELD_OUT_CLUSTERS for part in parts for i in range(len(part) - 1)):
+    if any(part[i : i + 2] in HELD_OUT_CLUSTERS for part in parts for i in range(len(part) - 1)):
         return "foreign_clusters"
     if any(_LONG_CV.fullmatch(part) for part in parts):
         return "long_cv"
@@ -128,37 +380,49 @@ def _repeated(rng: random.Random) -> str:
 def _with_word(rng: random.Random) -> str:
     """A part with an English word: "Stone", "Brookfield", "Velbird", "Hillmar"."""
     word = rng.choice(NAME_WORDS)
-    return rng.choice([word, word + rng.choice(NAME_WORDS).lower(), _syllable_word(rng, 1) + word.lower(),
-                       word + _syllable_word(rng, 1)])
+    return rng.choice(
+        [
+            word,
+            word + rng.choice(NAME_WORDS).lower(),
+            _syllable_word(rng, 1) + word.lower(),
+            word + _syllable_word(rng, 1),
+        ]
+    )
 
 
 def training_part(rng: random.Random, first: bool, first_names: list[str], last_names: list[str]) -> str:
     """One capitalised part of a training name, from one of the training generators."""
-    kind = rng.choices(["real", "syllables", "romanised", "letters", "repeated", "word"],
-                       [25, 25, 20, 10, 10, 10])[0]
+    kind = rng.choices(["real", "syllables", "romanised", "letters", "repeated", "word"], [25, 25, 20, 10, 10, 10])[0]
     if kind == "real":
         return rng.choice(first_names if first else last_names)
-    part = {"syllables": lambda: _syllable_word(rng, rng.randint(2, 3)), "romanised": lambda: _romanised(rng),
-            "letters": lambda: _random_letters(rng), "repeated": lambda: _repeated(rng),
-            "word": lambda: _with_word(rng)}[kind]()
+    part = {
+        "syllables": lambda: _syllable_word(rng, rng.randint(2, 3)),
+        "romanised": lambda: _romanised(rng),
+        "letters": lambda: _random_letters(rng),
+        "repeated": lambda: _repeated(rng),
+        "word": lambda: _with_word(rng),
+    }[kind]()
     return part[:1].upper() + part[1:]
 
 
-def training_en_name(rng: random.Random, first_names: list[str], last_names: list[str],
-                     nicknames: list[str]) -> str:
+def training_en_name(rng: random.Random, first_names: list[str], last_names: list[str], nicknames: list[str]) -> str:
     """A Latin-script training name: 1-3 parts from the training generators, sometimes
     hyphenated, with an apostrophe, an initial, a particle or a nickname in quotes."""
     n_parts = rng.choices([1, 2, 3], [5, 80, 15])[0]
     parts = [training_part(rng, i == 0, first_names, last_names) for i in range(n_parts)]
-    decoration = rng.choices(["none", "hyphen", "apostrophe", "initial", "particle", "nickname"],
-                             [60, 10, 8, 8, 8, 6])[0]
+    decoration = rng.choices(["none", "hyphen", "apostrophe", "initial", "particle", "nickname"], [60, 10, 8, 8, 8, 6])[
+        0
+    ]
     if decoration == "hyphen":
         i = rng.randrange(len(parts))
         parts[i] += "-" + training_part(rng, i == 0, first_names, last_names)
     elif decoration == "apostrophe":
         i = rng.randrange(len(parts))
-        parts[i] = rng.choice(APOSTROPHE_PREFIXES) + parts[i] if rng.random() < 0.6 else \
-            parts[i][:3] + "'" + parts[i][3:].lower()
+        parts[i] = (
+            rng.choice(APOSTROPHE_PREFIXES) + parts[i]
+            if rng.random() < 0.6
+            else parts[i][:3] + "'" + parts[i][3:].lower()
+        )
     elif decoration == "initial":
         initials = [rng.choice(LETTERS).upper() + "." for _ in range(rng.choice([1, 1, 2]))]
         parts = initials + parts[-1:] if rng.random() < 0.5 else parts[:1] + initials + parts[1:]
@@ -170,7 +434,20 @@ def training_en_name(rng: random.Random, first_names: list[str], last_names: lis
 
 
 # Compound surnames of training names besides make_corpus's four (欧阳, 司马, 诸葛, 上官).
-TRAINING_COMPOUND_SURNAMES = ["夏侯", "尉迟", "赫连", "澹台", "呼延", "闻人", "轩辕", "申屠", "司徒", "万俟", "钟离", "淳于"]
+TRAINING_COMPOUND_SURNAMES = [
+    "夏侯",
+    "尉迟",
+    "赫连",
+    "澹台",
+    "呼延",
+    "闻人",
+    "轩辕",
+    "申屠",
+    "司徒",
+    "万俟",
+    "钟离",
+    "淳于",
+]
 # The CJK block: a training name's rare character is any of it (most are several byte-level
 # tokens, so the model learns to copy a character it has no token for).
 CJK_FIRST, CJK_LAST = 0x4E00, 0x9FA5
@@ -195,8 +472,13 @@ def training_zh_name(rng: random.Random, classic, zh_given: list[str], zh_surnam
         char = rng.choice(zh_given)
         given = [char, char, rng.choice(zh_given)]
     elif kind == "surname":
-        surname = rng.choice([rng.choice(TRAINING_COMPOUND_SURNAMES), "".join(rng.choice(zh_given) for _ in range(2)),
-                              "".join(chr(rng.randint(CJK_FIRST, CJK_LAST)) for _ in range(2))])
+        surname = rng.choice(
+            [
+                rng.choice(TRAINING_COMPOUND_SURNAMES),
+                "".join(rng.choice(zh_given) for _ in range(2)),
+                "".join(chr(rng.randint(CJK_FIRST, CJK_LAST)) for _ in range(2)),
+            ]
+        )
     else:
         given = [rng.choice(zh_given) for _ in range(3)]
     return surname + "".join(given)
@@ -225,12 +507,14 @@ def _english_prefix(rng: random.Random) -> str:
 
 def _held_out_en(make_first, make_last=None):
     """A two-part held-out name whose first part (or a random one) comes from ``make_first``."""
+
     def make(rng: random.Random, zh_given: list[str], zh_surnames: list[str]) -> str:
         other = make_last or (lambda r: _syllable_word(r, rng.randint(2, 3)).capitalize())
         parts = [make_first(rng), other(rng)]
         if rng.random() < 0.5:
             parts.reverse()
         return " ".join(parts)
+
     return make
 
 

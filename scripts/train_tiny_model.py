@@ -10,6 +10,7 @@ The recipe, in the order it runs:
 Usage (the exact command of the bundled checkpoint is in its MODEL_CARD.md):
     python scripts/train_tiny_model.py --steps 1500 --out minisglang/assets/tiny-json-llama
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,7 +39,9 @@ SPECIAL_TOKENS = [EOS, "<|system|>", "<|user|>", "<|assistant|>", TOOL_ROLE]
 # they still spell their text, so a grammar (a structural tag) can require them.
 TOOL_CALL_TOKENS = ["<tool_call>", "</tool_call>"]
 # How a system turn announces the tools (OpenAI tool dicts, one JSON object per line).
-TOOLS_PREAMBLE = '# Tools\nTo call a tool, answer with <tool_call>{"name": NAME, "arguments": ARGS}</tool_call>.\n<tools>\n'
+TOOLS_PREAMBLE = (
+    '# Tools\nTo call a tool, answer with <tool_call>{"name": NAME, "arguments": ARGS}</tool_call>.\n<tools>\n'
+)
 # The chat format (Qwen-like):
 #   <|system|>\n{system}[\n\n{TOOLS_PREAMBLE}{tool json per line}</tools>]\n
 #   <|user|>\n{content}\n        <|tool|>\n{tool result}\n
@@ -78,33 +81,49 @@ CHAT_TEMPLATE = (
 # nothing to tell one separator from another). So a name, a number or a hobby is spelled
 # by the same tokens in the sentence and in the JSON answer, and the model can learn to
 # copy it token by token.
-PRETOKENIZE_PATTERN = (r"\p{Han}|(?:(?!\p{Han})\p{L})+|\p{N}+| ?[^\s\p{L}\p{N}]+(?: [^\s\p{L}\p{N}]+)* ?"
-                       r"|\s+(?!\S)|\s+")
+PRETOKENIZE_PATTERN = (
+    r"\p{Han}|(?:(?!\p{Han})\p{L})+|\p{N}+| ?[^\s\p{L}\p{N}]+(?: [^\s\p{L}\p{N}]+)* ?"
+    r"|\s+(?!\S)|\s+"
+)
 
 
 def train_tokenizer(texts: list[str], vocab_size: int) -> PreTrainedTokenizerFast:
     """Train a byte-level BPE tokenizer on ``texts`` and wrap it with our chat template."""
     tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(PRETOKENIZE_PATTERN), behavior="isolated"),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-    ])
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(PRETOKENIZE_PATTERN), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size - len(TOOL_CALL_TOKENS), special_tokens=SPECIAL_TOKENS,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), min_frequency=20,
-                                  show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size - len(TOOL_CALL_TOKENS),
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        min_frequency=20,
+        show_progress=False,
+    )
     tok.train_from_iterator(texts, trainer=trainer)
     tok.add_tokens(TOOL_CALL_TOKENS)
-    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=EOS, pad_token=EOS,
-                                   chat_template=CHAT_TEMPLATE, model_max_length=1024,
-                                   clean_up_tokenization_spaces=False)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        eos_token=EOS,
+        pad_token=EOS,
+        chat_template=CHAT_TEMPLATE,
+        model_max_length=1024,
+        clean_up_tokenization_spaces=False,
+    )
 
 
 def render(tokenizer, example: dict, with_answer: bool) -> str:
     """One corpus example as chat text (with its tools, if any), prompt only or with the answer."""
-    return tokenizer.apply_chat_template(make_corpus.to_messages(example, with_answer=with_answer),
-                                         tools=example.get("tools"), tokenize=False,
-                                         add_generation_prompt=not with_answer)
+    return tokenizer.apply_chat_template(
+        make_corpus.to_messages(example, with_answer=with_answer),
+        tools=example.get("tools"),
+        tokenize=False,
+        add_generation_prompt=not with_answer,
+    )
 
 
 def tokenizer_texts(corpus: list[dict]) -> list[str]:
@@ -130,7 +149,7 @@ def encode_examples(tokenizer, corpus: list[dict], max_len: int) -> list[tuple[l
         assert full.startswith(prompt) and full.endswith(EOS)
         p_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
         ids = tokenizer(full, add_special_tokens=False)["input_ids"]
-        if ids[:len(p_ids)] == p_ids and len(ids) <= max_len:
+        if ids[: len(p_ids)] == p_ids and len(ids) <= max_len:
             out.append((ids, len(p_ids)))
     return out
 
@@ -145,8 +164,11 @@ def length_order(encoded, rng: random.Random, sort_pool: int = 0) -> list[int]:
         return sorted(range(len(encoded)), key=lambda i: len(encoded[i][0]))
     order = list(range(len(encoded)))
     rng.shuffle(order)
-    return [i for start in range(0, len(order), sort_pool)
-            for i in sorted(order[start:start + sort_pool], key=lambda i: len(encoded[i][0]))]
+    return [
+        i
+        for start in range(0, len(order), sort_pool)
+        for i in sorted(order[start : start + sort_pool], key=lambda i: len(encoded[i][0]))
+    ]
 
 
 def make_batches(encoded, tokens_per_batch: int, pad_id: int, rng: random.Random, sort_pool: int = 0):
@@ -160,15 +182,15 @@ def make_batches(encoded, tokens_per_batch: int, pad_id: int, rng: random.Random
     batches, i = [], 0
     while i < len(order):
         size = max(1, tokens_per_batch // len(encoded[order[i]][0]))
-        idx = order[i:i + size]
+        idx = order[i : i + size]
         i += size
         width = max(len(encoded[j][0]) for j in idx)
         ids = torch.full((len(idx), width), pad_id, dtype=torch.long)
         labels = torch.full((len(idx), width), -100, dtype=torch.long)
         for r, j in enumerate(idx):
             seq, n_prompt = encoded[j]
-            ids[r, :len(seq)] = torch.tensor(seq)
-            labels[r, n_prompt:len(seq)] = torch.tensor(seq[n_prompt:])  # answer + EOS only
+            ids[r, : len(seq)] = torch.tensor(seq)
+            labels[r, n_prompt : len(seq)] = torch.tensor(seq[n_prompt:])  # answer + EOS only
         batches.append((ids, labels))
     rng.shuffle(batches)
     return batches
@@ -198,11 +220,19 @@ def main(argv: list[str] | None = None) -> None:
     """The command line (``argv``: its arguments; the process's when None)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=Path("minisglang/assets/tiny-json-llama"))
-    ap.add_argument("--state", type=Path, default=Path(".cache/tiny-json-llama-train"),
-                    help="where checkpoints, the tokenizer and the encoded corpus are kept for --resume")
+    ap.add_argument(
+        "--state",
+        type=Path,
+        default=Path(".cache/tiny-json-llama-train"),
+        help="where checkpoints, the tokenizer and the encoded corpus are kept for --resume",
+    )
     ap.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --state")
-    ap.add_argument("--stop-after", type=int, default=None,
-                    help="checkpoint and exit after this step (train in several sittings; finish with --resume)")
+    ap.add_argument(
+        "--stop-after",
+        type=int,
+        default=None,
+        help="checkpoint and exit after this step (train in several sittings; finish with --resume)",
+    )
     ap.add_argument("--checkpoint-every", type=int, default=250)
     ap.add_argument("--examples", type=int, default=40000)
     ap.add_argument("--vocab-size", type=int, default=6144)
@@ -220,19 +250,39 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--copy-steps", type=int, default=0, help="steps of copy drills before the main corpus")
     ap.add_argument("--copy-examples", type=int, default=20000)
     ap.add_argument("--copy-tokens-per-batch", type=int, default=2048)
-    ap.add_argument("--copy-mix", type=int, default=0,
-                    help="after the copy phase, every N-th step is still a copy drill (0: none); "
-                         "without them the model loses half its copying once the main corpus starts")
-    ap.add_argument("--probe-every", type=int, default=0,
-                    help="every N steps, print held-out copy and (unconstrained) extraction accuracy")
-    ap.add_argument("--init-from", type=Path, default=None,
-                    help="a second stage: start from this checkpoint directory's weights and tokenizer "
-                         "(fresh optimizer and schedule) instead of from nothing")
-    ap.add_argument("--sort-pool", type=int, default=0,
-                    help="sort main-corpus examples by length within random pools of N (mixes tasks in a "
-                         "batch; 0: sort the whole epoch)")
-    ap.add_argument("--average-last", type=int, default=1,
-                    help="save the mean of the last N snapshots (every --checkpoint-every steps) as the model")
+    ap.add_argument(
+        "--copy-mix",
+        type=int,
+        default=0,
+        help="after the copy phase, every N-th step is still a copy drill (0: none); "
+        "without them the model loses half its copying once the main corpus starts",
+    )
+    ap.add_argument(
+        "--probe-every",
+        type=int,
+        default=0,
+        help="every N steps, print held-out copy and (unconstrained) extraction accuracy",
+    )
+    ap.add_argument(
+        "--init-from",
+        type=Path,
+        default=None,
+        help="a second stage: start from this checkpoint directory's weights and tokenizer "
+        "(fresh optimizer and schedule) instead of from nothing",
+    )
+    ap.add_argument(
+        "--sort-pool",
+        type=int,
+        default=0,
+        help="sort main-corpus examples by length within random pools of N (mixes tasks in a "
+        "batch; 0: sort the whole epoch)",
+    )
+    ap.add_argument(
+        "--average-last",
+        type=int,
+        default=1,
+        help="save the mean of the last N snapshots (every --checkpoint-every steps) as the model",
+    )
     ap.add_argument("--seed", type=int, default=0)
     # On a small machine shared with other jobs, more threads than free cores wait on each other.
     ap.add_argument("--threads", type=int, default=1)
@@ -249,8 +299,7 @@ def train(args) -> None:
     t_start = time.time()
     args.state.mkdir(parents=True, exist_ok=True)
     ckpt_path = args.state / "checkpoint.pt"
-    ckpt = (torch.load(ckpt_path, weights_only=False, map_location="cpu")
-            if args.resume and ckpt_path.exists() else None)
+    ckpt = torch.load(ckpt_path, weights_only=False, map_location="cpu") if args.resume and ckpt_path.exists() else None
     if args.resume and ckpt is None:
         print(f"--resume: no checkpoint in {args.state}, starting from step 0")
     if ckpt is not None and {**RECIPE_DEFAULTS, **ckpt["recipe"]} != recipe(args):
@@ -263,8 +312,11 @@ def train(args) -> None:
         encoded = torch.load(enc_path)
     else:
         # a second stage keeps the tokenizer its starting weights were trained with
-        tokenizer = (PreTrainedTokenizerFast.from_pretrained(args.init_from) if args.init_from
-                     else train_tokenizer(tokenizer_texts(corpus), args.vocab_size))
+        tokenizer = (
+            PreTrainedTokenizerFast.from_pretrained(args.init_from)
+            if args.init_from
+            else train_tokenizer(tokenizer_texts(corpus), args.vocab_size)
+        )
         encoded = encode_examples(tokenizer, corpus, max_len=args.max_len)
         tokenizer.save_pretrained(tok_dir)
         torch.save(encoded, enc_path)
@@ -284,22 +336,33 @@ def train(args) -> None:
     print(f"corpus: {len(corpus)} examples, {len(encoded)} kept, {n_tokens} tokens ({n_answer} in answers)")
 
     config = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=args.hidden, intermediate_size=args.intermediate,
-        num_hidden_layers=args.layers, num_attention_heads=args.heads, num_key_value_heads=args.kv_heads,
-        max_position_embeddings=1024, rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
-        rms_norm_eps=1e-5, tie_word_embeddings=True,
-        bos_token_id=eos_id, eos_token_id=eos_id, pad_token_id=eos_id,
+        vocab_size=len(tokenizer),
+        hidden_size=args.hidden,
+        intermediate_size=args.intermediate,
+        num_hidden_layers=args.layers,
+        num_attention_heads=args.heads,
+        num_key_value_heads=args.kv_heads,
+        max_position_embeddings=1024,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+        rms_norm_eps=1e-5,
+        tie_word_embeddings=True,
+        bos_token_id=eos_id,
+        eos_token_id=eos_id,
+        pad_token_id=eos_id,
     )
     # initialised on the CPU, so the same seed gives the same start anywhere; the optimizer
     # state loaded below follows the parameters to the device
-    model = (LlamaForCausalLM.from_pretrained(args.init_from) if args.init_from else LlamaForCausalLM(config))
+    model = LlamaForCausalLM.from_pretrained(args.init_from) if args.init_from else LlamaForCausalLM(config)
     model = model.float().to(args.device)
     n_params = sum(p.numel() for p in model.parameters())
     print(f"model: {n_params / 1e6:.2f}M parameters")
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
-                            lr=args.lr, betas=(0.9, 0.95))
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=args.lr,
+        betas=(0.9, 0.95),
+    )
     start_step, losses, train_seconds = 0, [], 0.0
     if ckpt is not None:
         model.load_state_dict(ckpt["model"])
@@ -320,17 +383,22 @@ def train(args) -> None:
         if source == "drill":
             if i // drill_per_epoch != drill_epoch:
                 drill_epoch = i // drill_per_epoch
-                drill_batches = make_batches(drills, args.copy_tokens_per_batch, eos_id,
-                                             random.Random(args.seed * 100019 + drill_epoch))
+                drill_batches = make_batches(
+                    drills, args.copy_tokens_per_batch, eos_id, random.Random(args.seed * 100019 + drill_epoch)
+                )
             batch = drill_batches[i % drill_per_epoch]
         else:
             main_step = i
             if main_step // per_epoch != epoch:
                 epoch = main_step // per_epoch
-                examples = encoded if epoch == 0 else encode_examples(
-                    tokenizer, epoch_corpus(args.examples, args.seed, epoch), args.max_len)
-                batches = make_batches(examples, args.tokens_per_batch, eos_id,
-                                       random.Random(args.seed * 100003 + epoch), args.sort_pool)
+                examples = (
+                    encoded
+                    if epoch == 0
+                    else encode_examples(tokenizer, epoch_corpus(args.examples, args.seed, epoch), args.max_len)
+                )
+                batches = make_batches(
+                    examples, args.tokens_per_batch, eos_id, random.Random(args.seed * 100003 + epoch), args.sort_pool
+                )
             # a fresh epoch may make a few batches more or fewer than epoch 0: the step
             # count of an epoch stays per_epoch, so a resumed run takes the same batches
             batch = batches[main_step % per_epoch % len(batches)]
@@ -346,8 +414,11 @@ def train(args) -> None:
         bar.set_postfix(loss=f"{sum(losses[-50:]) / len(losses[-50:]):.3f}", epoch=epoch)
         done = step + 1
         if args.probe_every and done % args.probe_every == 0:
-            print(f"probe step {done} loss {sum(losses[-50:]) / len(losses[-50:]):.3f} "
-                  f"{time.time() - t_train:.0f}s: {run_probes(model, tokenizer, probes, args.device)}", flush=True)
+            print(
+                f"probe step {done} loss {sum(losses[-50:]) / len(losses[-50:]):.3f} "
+                f"{time.time() - t_train:.0f}s: {run_probes(model, tokenizer, probes, args.device)}",
+                flush=True,
+            )
         if done % args.checkpoint_every == 0 or done == args.steps or done == args.stop_after:
             save_checkpoint(args, model, opt, tokenizer, done, losses, time.time() - t_train)
         if done == args.stop_after:
@@ -364,8 +435,20 @@ def train(args) -> None:
     (args.state / "eval.json").write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n")
     print(eval_extraction.summary(report))
     total_minutes = (time.time() - t_start) / 60
-    write_model_card(args, corpus, encoded, n_tokens, n_answer, n_params, len(tokenizer),
-                     train_minutes, total_minutes, final_loss, json_rate, report)
+    write_model_card(
+        args,
+        corpus,
+        encoded,
+        n_tokens,
+        n_answer,
+        n_params,
+        len(tokenizer),
+        train_minutes,
+        total_minutes,
+        final_loss,
+        json_rate,
+        report,
+    )
     print(f"valid JSON rate: {json_rate['valid']}/{json_rate['n']}; card written to {args.out / 'MODEL_CARD.md'}")
 
 
@@ -411,18 +494,21 @@ def make_probes(corpus: list[dict], seed: int, n: int = 24) -> dict:
     """Held-out examples to watch during training: copy drills and extraction prompts with
     names never trained on (copy probes use names from the held-out pool)."""
     rng = random.Random(seed + 777)
-    return {"copy": [make_corpus.copy_drill_example(rng, held_out=True) for _ in range(n)],
-            "extract": make_corpus.heldout_extraction_prompts(n, corpus, seed=seed + 778)}
+    return {
+        "copy": [make_corpus.copy_drill_example(rng, held_out=True) for _ in range(n)],
+        "extract": make_corpus.heldout_extraction_prompts(n, corpus, seed=seed + 778),
+    }
 
 
 @torch.no_grad()
 def greedy(model, tokenizer, example: dict, device: str, max_new_tokens: int = 64) -> str:
     """The model's greedy answer to one example's prompt (unconstrained, stops at EOS)."""
-    ids = tokenizer(render(tokenizer, example, with_answer=False), add_special_tokens=False,
-                    return_tensors="pt")["input_ids"].to(device)
+    ids = tokenizer(render(tokenizer, example, with_answer=False), add_special_tokens=False, return_tensors="pt")[
+        "input_ids"
+    ].to(device)
     eos = tokenizer.convert_tokens_to_ids(EOS)
     out = model.generate(ids, max_new_tokens=max_new_tokens, do_sample=False, eos_token_id=eos, pad_token_id=eos)
-    return tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
+    return tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True)
 
 
 @torch.no_grad()
@@ -432,7 +518,7 @@ def answer_token_accuracy(model, tokenizer, examples: list[dict], device: str) -
     come out right."""
     right = total = 0
     for ids, n_prompt in encode_examples(tokenizer, examples, max_len=10**6):
-        logits = model(torch.tensor([ids], device=device)).logits[0, n_prompt - 1:-1]  # [answer, V]
+        logits = model(torch.tensor([ids], device=device)).logits[0, n_prompt - 1 : -1]  # [answer, V]
         right += (logits.argmax(-1).cpu() == torch.tensor(ids[n_prompt:])).sum().item()
         total += len(ids) - n_prompt
     return right / total
@@ -447,8 +533,10 @@ def run_probes(model, tokenizer, probes: dict, device: str) -> str:
     outputs = [greedy(model, tokenizer, ex, device, 96) for ex in probes["extract"]]
     model.train()
     acc = eval_extraction.score_extraction(probes["extract"], outputs)["accuracy"]
-    return (f"copy tokens {token_acc:.0%}, copy exact {copy_ok}/{len(probes['copy'])}, extraction name {acc.get('name', 0):.0%} "
-            f"age {acc.get('age', 0):.0%} hobbies {acc.get('hobbies', 0):.0%} all {acc.get('all', 0):.0%}")
+    return (
+        f"copy tokens {token_acc:.0%}, copy exact {copy_ok}/{len(probes['copy'])}, extraction name {acc.get('name', 0):.0%} "
+        f"age {acc.get('age', 0):.0%} hobbies {acc.get('hobbies', 0):.0%} all {acc.get('all', 0):.0%}"
+    )
 
 
 # Options added after checkpoints were made: such a checkpoint was made with this value.
@@ -457,8 +545,18 @@ RECIPE_DEFAULTS = {"sort_pool": 0}
 
 def recipe(args) -> dict:
     """The options a checkpoint must agree on to be resumed (everything but paths and threads)."""
-    skip = {"out", "state", "resume", "stop_after", "checkpoint_every", "threads", "eval_prompts", "device",
-            "probe_every", "average_last"}
+    skip = {
+        "out",
+        "state",
+        "resume",
+        "stop_after",
+        "checkpoint_every",
+        "threads",
+        "eval_prompts",
+        "device",
+        "probe_every",
+        "average_last",
+    }
     return {k: v for k, v in vars(args).items() if k not in skip}
 
 
@@ -467,8 +565,17 @@ def save_checkpoint(args, model, opt, tokenizer, step: int, losses: list[float],
     mid-write leaves the previous checkpoint intact), plus a loadable snapshot
     ``state/step-N`` for evaluating the run while it trains."""
     tmp = args.state / "checkpoint.pt.tmp"
-    torch.save({"step": step, "model": model.state_dict(), "opt": opt.state_dict(), "losses": losses,
-                "train_seconds": train_seconds, "recipe": recipe(args)}, tmp)
+    torch.save(
+        {
+            "step": step,
+            "model": model.state_dict(),
+            "opt": opt.state_dict(),
+            "losses": losses,
+            "train_seconds": train_seconds,
+            "recipe": recipe(args),
+        },
+        tmp,
+    )
     tmp.replace(args.state / "checkpoint.pt")
     save_hf(model, tokenizer, args.state / f"step-{step}")
     model.to(args.device).train()
@@ -501,8 +608,20 @@ def fix_tokenizer_config(out: Path) -> None:
     cfg_path.write_text(json.dumps(cfg, indent=2, ensure_ascii=False) + "\n")
 
 
-def write_model_card(args, corpus, encoded, n_tokens, n_answer, n_params, vocab, train_minutes,
-                     total_minutes, final_loss, json_rate, report) -> None:
+def write_model_card(
+    args,
+    corpus,
+    encoded,
+    n_tokens,
+    n_answer,
+    n_params,
+    vocab,
+    train_minutes,
+    total_minutes,
+    final_loss,
+    json_rate,
+    report,
+) -> None:
     from collections import Counter
 
     mix = Counter(ex["task"] for ex in corpus)
@@ -513,15 +632,27 @@ def write_model_card(args, corpus, encoded, n_tokens, n_answer, n_params, vocab,
     def field_row(mode: str) -> str:
         r = ext[mode]
         acc = r["accuracy"]
-        cells = [f"{acc.get(g, 0):.1%}" for g in ("headline", "en:headline", "zh:headline", "name", "age", "hobbies", "all")]
+        cells = [
+            f"{acc.get(g, 0):.1%}" for g in ("headline", "en:headline", "zh:headline", "name", "age", "hobbies", "all")
+        ]
         return f"| {mode} | {r['valid']}/{r['n']} | " + " | ".join(cells) + f" | {r['exact']}/{r['n']} |"
 
     tool_rows = ""
     if "tools" in report:
         kinds = list(report["tools"]["constrained"]["counts"])
-        tool_rows = "| | " + " | ".join(kinds) + " |\n|---|" + "---|" * len(kinds) + "\n" + "\n".join(
-            f"| {mode} | " + " | ".join("{}/{}".format(*report["tools"][mode]["counts"].get(k, [0, 0])) for k in kinds)
-            + " |" for mode in ("constrained", "unconstrained"))
+        tool_rows = (
+            "| | "
+            + " | ".join(kinds)
+            + " |\n|---|"
+            + "---|" * len(kinds)
+            + "\n"
+            + "\n".join(
+                f"| {mode} | "
+                + " | ".join("{}/{}".format(*report["tools"][mode]["counts"].get(k, [0, 0])) for k in kinds)
+                + " |"
+                for mode in ("constrained", "unconstrained")
+            )
+        )
     samples = "\n".join(f"- `{text}` -> `{out}`" for text, out in ext["constrained"]["samples"][:4])
     card = f"""# tiny-json-llama
 
@@ -627,9 +758,9 @@ trained on), constrained by the structural tag of `tool_choice="auto"` or not:
 {tool_rows}
 
 ## Valid-JSON rate (scripts/eval_json_rate.py)
-On {json_rate['n']} held-out extraction prompts (seed {json_rate['seed']}), greedy decoding with `transformers`
-`generate`, max_new_tokens {json_rate['max_new_tokens']}: **{json_rate['valid']}/{json_rate['n']} answers are valid JSON
-objects**; {json_rate['exact']}/{json_rate['n']} equal the reference answer exactly, and {json_rate['fenced']} of the
+On {json_rate["n"]} held-out extraction prompts (seed {json_rate["seed"]}), greedy decoding with `transformers`
+`generate`, max_new_tokens {json_rate["max_new_tokens"]}: **{json_rate["valid"]}/{json_rate["n"]} answers are valid JSON
+objects**; {json_rate["exact"]}/{json_rate["n"]} equal the reference answer exactly, and {json_rate["fenced"]} of the
 invalid ones are a JSON object wrapped in a markdown ```json fence.
 
 ## Limitations

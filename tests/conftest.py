@@ -1,4 +1,5 @@
 """Shared test fixtures: where the real tokenizers and the bundled model live."""
+
 import os
 import sys
 from pathlib import Path
@@ -34,15 +35,17 @@ settings.register_profile("minisglang", deadline=None)
 # two distinct failures come back as an ExceptionGroup whose first line says only "Hypothesis
 # found 2 distinct failures", and the grader shows a student that line.
 # (Nor its "Explanation: these lines were always and only run by failing test cases".)
-settings.register_profile("minisglang-grade", deadline=None, report_multiple_bugs=False,
-                          phases=[p for p in Phase if p is not Phase.explain])
+settings.register_profile(
+    "minisglang-grade", deadline=None, report_multiple_bugs=False, phases=[p for p in Phase if p is not Phase.explain]
+)
 # CI's (`make test` passes --hypothesis-profile=ci): the same example counts, but each test's
 # examples follow from its name (derandomize), so a red run is red again on a contributor's
 # machine, and the failing example is printed as a blob that @reproduce_failure replays.
 # too_slow measures data generation against the clock: on a loaded 2-core machine it fails
 # tests whose data are fine (tests assert behaviour, not speed).
-settings.register_profile("ci", deadline=None, derandomize=True, database=None, print_blob=True,
-                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile(
+    "ci", deadline=None, derandomize=True, database=None, print_blob=True, suppress_health_check=[HealthCheck.too_slow]
+)
 settings.load_profile("minisglang-grade" if os.environ.get("MINISGLANG_GRADE_EVENTS") else "minisglang")
 
 # Under pytest-xdist each worker gets one core: two workers with two torch threads each
@@ -83,9 +86,13 @@ def anthropic_tokenizer_json() -> Path:
 
 
 def pytest_addoption(parser):
-    parser.addoption("--stage", metavar="S", help="run only stage S's tests among those collected (make test-stage "
-                     "S=s4): every test of test_stage_S.py and test_exercises_S.py, and the cases of other files "
-                     "whose parametrize id names S (s4-jump-forward, s4)")
+    parser.addoption(
+        "--stage",
+        metavar="S",
+        help="run only stage S's tests among those collected (make test-stage "
+        "S=s4): every test of test_stage_S.py and test_exercises_S.py, and the cases of other files "
+        "whose parametrize id names S (s4-jump-forward, s4)",
+    )
 
 
 def pytest_collection_modifyitems(config, items):

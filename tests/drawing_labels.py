@@ -1,5 +1,6 @@
 """Read the drawings' edge labels back (the inverse of drawings.render.show_text), written
 here from the rule in its docstring rather than imported, so the tests check the rule."""
+
 from __future__ import annotations
 
 import re
@@ -20,7 +21,7 @@ def read_literal(label: str) -> str:
                 i += 2
                 continue
             width = {"x": 2, "u": 4, "U": 8}[nxt]
-            out.append(chr(int(body[i + 2:i + 2 + width], 16)))
+            out.append(chr(int(body[i + 2 : i + 2 + width], 16)))
             i += 2 + width
             continue
         assert ch != "'", f"an unescaped quote inside {label!r}"
@@ -36,8 +37,8 @@ def label_matches(label: str, ch: str) -> bool:
     return re.fullmatch(label.replace("\u2423", " "), ch) is not None
 
 
-_NODE = re.compile(r'^  (\w+) \[(.*)\];$', re.M)
-_EDGE = re.compile(r'^  (\w+) -> (\w+)(?: \[(.*)\])?;$', re.M)
+_NODE = re.compile(r"^  (\w+) \[(.*)\];$", re.M)
+_EDGE = re.compile(r"^  (\w+) -> (\w+)(?: \[(.*)\])?;$", re.M)
 _LABEL = re.compile(r'label="((?:[^"\\]|\\.)*)"')
 
 

@@ -38,6 +38,7 @@ the closing reference run); otherwise the mutant runs again with LONG_ALARM, aft
 reference run. And a timed-out mutant ends the process only if it left a thread or a child
 process running (`_settled` waits a few seconds for them): most loops end with the alarm.
 """
+
 from __future__ import annotations
 
 import ast
@@ -63,10 +64,10 @@ from minisglang.grade_plugin import explain, raised_in
 
 REPO = PACKAGE_DIR.parent
 TESTS = REPO / "tests"
-LONG_ALARM = 60    # the grader's own per-test limit (grading.DEFAULT_TEST_TIMEOUT)
-SHORT_ALARM = 8    # a looping mutant stops here (caught if the reference ran that test in under 1.6 s, else rerun)
-SLOWER = 5         # a timed-out mutant is caught only if the reference ran that test 5x faster
-SETTLE = 10        # seconds a timed-out mutant's threads and child processes get to end
+LONG_ALARM = 60  # the grader's own per-test limit (grading.DEFAULT_TEST_TIMEOUT)
+SHORT_ALARM = 8  # a looping mutant stops here (caught if the reference ran that test in under 1.6 s, else rerun)
+SLOWER = 5  # a timed-out mutant is caught only if the reference ran that test 5x faster
+SETTLE = 10  # seconds a timed-out mutant's threads and child processes get to end
 
 
 class MutantTimedOut(BaseException):
@@ -203,7 +204,7 @@ def _regions(task: str):
         for t, begin, end in find_solution_regions(text):
             if t == task:
                 indent = BEGIN.match(lines[begin].rstrip("\n"))["indent"]
-                yield path, lines, begin, end, indent, textwrap.dedent("".join(lines[begin + 1:end]))
+                yield path, lines, begin, end, indent, textwrap.dedent("".join(lines[begin + 1 : end]))
 
 
 def make_mutant(task: str, old: str, new: str):
@@ -224,20 +225,22 @@ def blank_task(task: str) -> list[tuple]:
     """(live function, code object) pairs that make every region of `task` the student
     checkout's stub (`raise NotImplementedError("taskN_M: write this")`), as
     `checkout.blank_solutions` writes it into a copy's files."""
-    return [_region_with_body(path, lines, begin, end, indent, STUB.format(task=task) + "\n")
-            for path, lines, begin, end, indent, _ in _regions(task)]
+    return [
+        _region_with_body(path, lines, begin, end, indent, STUB.format(task=task) + "\n")
+        for path, lines, begin, end, indent, _ in _regions(task)
+    ]
 
 
 def _region_with_body(path: Path, lines: list[str], begin: int, end: int, indent: str, body: str):
     """(the live function around the region lines[begin:end], its code with `body` there)."""
     mutated = textwrap.indent(body, indent, lambda ln: ln.strip() != "")
-    new_lines = lines[:begin + 1] + mutated.splitlines(keepends=True) + lines[end:]
+    new_lines = lines[: begin + 1] + mutated.splitlines(keepends=True) + lines[end:]
     tree = ast.parse("".join(lines))
     classes, node = _enclosing_function(tree, begin + 1)
     # The function's own lines, mutated: from its `def` to its end, shifted by the change.
     shift = len(mutated.splitlines()) - (end - begin - 1)
-    source = textwrap.dedent("".join(new_lines[node.lineno - 1:node.end_lineno + shift]))
-    if classes:   # compiled inside a class, so that `super()` gets its `__class__` cell
+    source = textwrap.dedent("".join(new_lines[node.lineno - 1 : node.end_lineno + shift]))
+    if classes:  # compiled inside a class, so that `super()` gets its `__class__` cell
         source = "class _Mutant:\n" + textwrap.indent(source, "    ")
     module_tree = ast.parse(source)
     ast.increment_lineno(module_tree, node.lineno - 1 - (1 if classes else 0))
@@ -253,8 +256,7 @@ def _clear_caches() -> None:
         file = getattr(module, "__file__", None) or ""
         if name.startswith("minisglang") or file.startswith(str(TESTS)):
             for value in list(vars(module).values()):
-                if callable(getattr(value, "cache_clear", None)) and isinstance(
-                        value, (functools._lru_cache_wrapper,)):
+                if callable(getattr(value, "cache_clear", None)) and isinstance(value, (functools._lru_cache_wrapper,)):
                     value.cache_clear()
     # Token rows shared between grammars: a mutant's wrong rows must not reach the next run.
     from minisglang.constrained.lazy_token_fsm import SHARED_ROWS
@@ -263,16 +265,37 @@ def _clear_caches() -> None:
 
 
 def _test_files(tasks: set[str]) -> list[str]:
-    return [str(f) for f in sorted(TESTS.glob("test_*.py"))
-            if any(re.search(rf"pytest\.mark\.{t}\b", f.read_text(encoding="utf-8")) for t in tasks)]
+    return [
+        str(f)
+        for f in sorted(TESTS.glob("test_*.py"))
+        if any(re.search(rf"pytest\.mark\.{t}\b", f.read_text(encoding="utf-8")) for t in tasks)
+    ]
 
 
-def run_tests(tasks: set[str], alarm: int, stop_at_first: bool = True, durations: _Durations | None = None,
-              seed: int | None = None, outcomes: _Outcomes | None = None) -> tuple[int, str | None]:
+def run_tests(
+    tasks: set[str],
+    alarm: int,
+    stop_at_first: bool = True,
+    durations: _Durations | None = None,
+    seed: int | None = None,
+    outcomes: _Outcomes | None = None,
+) -> tuple[int, str | None]:
     """pytest's exit status on the tasks' tests, and the test that ran past `alarm` s, if one did.
     `seed`: hypothesis's (the "mutants" profile must then not be derandomized)."""
-    args = [*_test_files(tasks), "-q", "--no-header", "-p", "no:cacheprovider", "-m", " or ".join(sorted(tasks)),
-            "--hypothesis-profile=mutants", "-p", "no:randomly", "-o", "addopts=--strict-markers"]
+    args = [
+        *_test_files(tasks),
+        "-q",
+        "--no-header",
+        "-p",
+        "no:cacheprovider",
+        "-m",
+        " or ".join(sorted(tasks)),
+        "--hypothesis-profile=mutants",
+        "-p",
+        "no:randomly",
+        "-o",
+        "addopts=--strict-markers",
+    ]
     if seed is not None:
         args.append(f"--hypothesis-seed={seed}")
     if stop_at_first:
@@ -314,8 +337,14 @@ def _run_mutant(m: dict, alarm: int, seed: int | None = None) -> dict:
     try:
         func, code = make_mutant(m["task"], m["old"], m["new"])
     except (ValueError, KeyError) as e:
-        return {"caught": False, "detail": f"does not apply: {e}", "timed_out": None, "alarm": alarm,
-                "failed": None, "raised_in": None}
+        return {
+            "caught": False,
+            "detail": f"does not apply: {e}",
+            "timed_out": None,
+            "alarm": alarm,
+            "failed": None,
+            "raised_in": None,
+        }
     original = func.__code__
     func.__code__ = code
     outcomes = _Outcomes()
@@ -325,8 +354,14 @@ def _run_mutant(m: dict, alarm: int, seed: int | None = None) -> dict:
         func.__code__ = original
     detail = f"pytest exit status {status}" + (f" (timed out after {alarm} s in {timed_out})" if timed_out else "")
     failed, raised = outcomes.first_failure()
-    return {"caught": status == 1, "timed_out": timed_out, "alarm": alarm, "detail": detail,
-            "failed": failed, "raised_in": raised}
+    return {
+        "caught": status == 1,
+        "timed_out": timed_out,
+        "alarm": alarm,
+        "detail": detail,
+        "failed": failed,
+        "raised_in": raised,
+    }
 
 
 def _slow_on_the_reference(result: dict, seconds: dict[str, float]) -> bool:
@@ -340,8 +375,12 @@ def profile(seed: int | None, explicit_only: bool) -> settings:
     # No example database: a failure one mutant found must not be replayed against the next.
     # Derandomized unless a seed is given (run_tests passes it). Explicit only: a property
     # test without an `@example` runs no example at all (hypothesis skips it).
-    return settings(database=None, derandomize=seed is None, deadline=None,
-                    phases=[Phase.explicit] if explicit_only else [Phase.explicit, Phase.generate])
+    return settings(
+        database=None,
+        derandomize=seed is None,
+        deadline=None,
+        phases=[Phase.explicit] if explicit_only else [Phase.explicit, Phase.generate],
+    )
 
 
 def main() -> int:
@@ -351,7 +390,7 @@ def main() -> int:
     results, reference, durations = {}, None, _Durations()
     threads_before = set(threading.enumerate())
     real_stdout = sys.stdout
-    sys.stdout = sys.stderr   # pytest's report goes to stderr; stdout carries the JSON
+    sys.stdout = sys.stderr  # pytest's report goes to stderr; stdout carries the JSON
     try:
         unsettled = False
         for m in mutations:
@@ -360,12 +399,18 @@ def main() -> int:
                 unsettled = True
                 break
         if not unsettled:
-            status, timed_out = run_tests(set(job["tasks"]), LONG_ALARM, stop_at_first=False, durations=durations,
-                                          seed=seed)
+            status, timed_out = run_tests(
+                set(job["tasks"]), LONG_ALARM, stop_at_first=False, durations=durations, seed=seed
+            )
             reference = status == 0 and not timed_out
-            again = [m for m in mutations if alarm < LONG_ALARM and m["id"] in results
-                     and _slow_on_the_reference(results[m["id"]], durations.seconds)]
-            for m in again:   # the long alarm, then the reference once more
+            again = [
+                m
+                for m in mutations
+                if alarm < LONG_ALARM
+                and m["id"] in results
+                and _slow_on_the_reference(results[m["id"]], durations.seconds)
+            ]
+            for m in again:  # the long alarm, then the reference once more
                 del results[m["id"]]
                 results[m["id"]] = _run_mutant(m, LONG_ALARM, seed)
                 if results[m["id"]]["timed_out"] and not _settled(threads_before):
@@ -381,8 +426,9 @@ def main() -> int:
     return 0
 
 
-def run_all(mutations: list[dict], timeout: float = 900, seed: int | None = None,
-            explicit_only: bool = False) -> tuple[dict, list[bool]]:
+def run_all(
+    mutations: list[dict], timeout: float = 900, seed: int | None = None, explicit_only: bool = False
+) -> tuple[dict, list[bool]]:
     """Run every mutant, in as many fresh processes as timeouts need; (results, whether the
     reference passed at the end of each process that got there). A mutant stopped by the short
     alarm on a test the reference does not run SLOWER times faster is run again with the long one.
@@ -407,7 +453,7 @@ def run_all(mutations: list[dict], timeout: float = 900, seed: int | None = None
             # else: go on; with nothing left to mutate, the next process only runs the reference
         if alarm == LONG_ALARM:
             break
-        for id_, r in list(results.items()):   # stopped early on a test the reference also finds slow?
+        for id_, r in list(results.items()):  # stopped early on a test the reference also finds slow?
             if r["alarm"] == SHORT_ALARM and _slow_on_the_reference(r, seconds):
                 del results[id_]
     return results, references
@@ -424,10 +470,10 @@ def page_order_main() -> int:
     later_stages = [t for t in all_tasks() if task_key(t)[0] > task_key(tasks[0])[0]]
     results = {}
     real_stdout = sys.stdout
-    sys.stdout = sys.stderr   # pytest's report goes to stderr; stdout carries the JSON
+    sys.stdout = sys.stderr  # pytest's report goes to stderr; stdout carries the JSON
     try:
         for i, task in enumerate(tasks):
-            swaps = [pair for later in [*tasks[i + 1:], *later_stages] for pair in blank_task(later)]
+            swaps = [pair for later in [*tasks[i + 1 :], *later_stages] for pair in blank_task(later)]
             originals = [(func, func.__code__) for func, _ in swaps]
             outcomes = _Outcomes()
             try:
@@ -457,8 +503,15 @@ def _in_a_fresh_process(entry: str, job: dict, timeout: float) -> dict:
     # script, and this one, imported there, broke them.
     code = f"import sys; sys.path.insert(0, {str(TESTS)!r}); import mutants; sys.exit(mutants.{entry}())"
     # A mutant swaps a function's code object: the pure build's (a compiled function has none).
-    proc = subprocess.run([sys.executable, "-c", code], input=json.dumps(job), capture_output=True, text=True,
-                          timeout=timeout, cwd=REPO, env=dict(os.environ, MINISGLANG_PURE="1"))
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        input=json.dumps(job),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
+        env=dict(os.environ, MINISGLANG_PURE="1"),
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"the mutant runner failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout)

@@ -8,6 +8,7 @@ token-index brute-force oracle):
 
 Each loader fails with a clear message naming the missing file.
 """
+
 from __future__ import annotations
 
 import functools
@@ -41,9 +42,9 @@ def mistral_data_file(name: str) -> Path:
     spec = importlib.util.find_spec("mistral_common")
     if spec is None or not spec.submodule_search_locations:
         raise FileNotFoundError(
-            "mistral-common is not installed; install the extra: pip install -e '.[tokenizers-extra]'")
-    return _require(Path(spec.submodule_search_locations[0]) / "data" / name,
-                    "it ships with mistral-common>=1.5")
+            "mistral-common is not installed; install the extra: pip install -e '.[tokenizers-extra]'"
+        )
+    return _require(Path(spec.submodule_search_locations[0]) / "data" / name, "it ships with mistral-common>=1.5")
 
 
 @functools.cache

@@ -6,6 +6,7 @@
 The module is registered in `sys.modules` under the script's name (dataclasses look their
 module up there) and loaded once per session: two test files that load one script share it.
 """
+
 from __future__ import annotations
 
 import importlib.util

@@ -30,6 +30,7 @@ def submit_and_run(engine, prompt: str, params: dict) -> dict:
 def raise_in_advance(engine, monkeypatch, error: Exception) -> None:
     def advance(req, token_id):
         raise error
+
     monkeypatch.setattr(engine.stage, "advance", advance)
 
 
@@ -56,11 +57,13 @@ def s5():
 # (what triggers it, the engine it needs, how to run it, the kind, a piece of the message)
 def queued(prompt_ids, max_new_tokens):
     """A request added to the scheduler as it is (Engine.submit would refuse it first)."""
+
     def go(engine, monkeypatch):
         req = Req("x", prompt_ids, SamplingParams(max_new_tokens=max_new_tokens))
         engine.scheduler.add_request(req)
         run(engine, [req])
         return req.finished_reason
+
     return go
 
 
@@ -72,6 +75,7 @@ def hook_raises(error):
     def go(engine, monkeypatch):
         raise_in_advance(engine, monkeypatch, error)
         return submit_and_run(engine, "Hello", {})
+
     return go
 
 
@@ -88,7 +92,7 @@ def stream_left(engine, monkeypatch):
     monkeypatch.setattr(engine.scheduler, "add_request", lambda req: (added.append(req), add(req)))
     chunks = engine.generate("Hello", {"max_new_tokens": 20, "ignore_eos": True}, stream=True)
     next(chunks)
-    chunks.close()   # the caller stops reading: its request is aborted
+    chunks.close()  # the caller stops reading: its request is aborted
     return added[0].finished_reason
 
 
@@ -102,39 +106,80 @@ def compile_queue_full(engine, monkeypatch):
 
 CALL_SITES = [
     ("scheduler: an empty prompt", "s1", queued([], 4), AbortKind.CLIENT, "the prompt is empty"),
-    ("scheduler: prompt + max_new_tokens past the context", "s1", queued([1] * 10, 1020), AbortKind.CLIENT,
-     "exceeds the model's context"),
+    (
+        "scheduler: prompt + max_new_tokens past the context",
+        "s1",
+        queued([1] * 10, 1020),
+        AbortKind.CLIENT,
+        "exceeds the model's context",
+    ),
     ("scheduler: more KV slots than the pool has", "s1", queued([1] * 10, 700), AbortKind.CLIENT, "KV slots"),
     ("scheduler: aborted by the client", "s1", aborted_by_client, AbortKind.CANCELLED, "aborted by the client"),
     ("engine: the caller stopped reading its stream", "s1", stream_left, AbortKind.CANCELLED, "stopped waiting"),
-    ("scheduler: a hook raised an engine error", "s1", hook_raises(RuntimeError("injected fault")),
-     AbortKind.ENGINE, "internal error while"),
-    ("scheduler: a hook raised the grammar's own error", "s1", hook_raises(ConstraintError("too many states")),
-     AbortKind.GRAMMAR, "the grammar failed while"),
-    ("stage base: a constraint kind the stage lacks", "s1", generated("Hi", {"json_schema": "{}"}),
-     AbortKind.CLIENT, "does not support 'json_schema'"),
-    ("stage base: think_end before s5", "s1", generated("Hi", {"regex": "a", "think_end": "x"}),
-     AbortKind.CLIENT, "cannot honour think_end"),
+    (
+        "scheduler: a hook raised an engine error",
+        "s1",
+        hook_raises(RuntimeError("injected fault")),
+        AbortKind.ENGINE,
+        "internal error while",
+    ),
+    (
+        "scheduler: a hook raised the grammar's own error",
+        "s1",
+        hook_raises(ConstraintError("too many states")),
+        AbortKind.GRAMMAR,
+        "the grammar failed while",
+    ),
+    (
+        "stage base: a constraint kind the stage lacks",
+        "s1",
+        generated("Hi", {"json_schema": "{}"}),
+        AbortKind.CLIENT,
+        "does not support 'json_schema'",
+    ),
+    (
+        "stage base: think_end before s5",
+        "s1",
+        generated("Hi", {"regex": "a", "think_end": "x"}),
+        AbortKind.CLIENT,
+        "cannot honour think_end",
+    ),
     ("s1: a regex that does not compile", "s1", generated("Hi", {"regex": "(a"}), AbortKind.GRAMMAR, ""),
-    ("s3: a regex that does not compile (background compile)", "s3", generated("Hi", {"regex": "(a"}),
-     AbortKind.GRAMMAR, ""),
+    (
+        "s3: a regex that does not compile (background compile)",
+        "s3",
+        generated("Hi", {"regex": "(a"}),
+        AbortKind.GRAMMAR,
+        "",
+    ),
     ("s3: the compile queue is full", "s3", compile_queue_full, AbortKind.BUSY, "too many grammars are compiling"),
-    ("s5: think_end of several tokens", "s5", generated("Hi", {"regex": "a", "think_end": "</think> and more"}),
-     AbortKind.CLIENT, "must be one token"),
-    ("s5: the backend refuses the grammar", "s5", generated("Hi", {"regex": "(a"}), AbortKind.GRAMMAR,
-     "regex rejected by"),
+    (
+        "s5: think_end of several tokens",
+        "s5",
+        generated("Hi", {"regex": "a", "think_end": "</think> and more"}),
+        AbortKind.CLIENT,
+        "must be one token",
+    ),
+    (
+        "s5: the backend refuses the grammar",
+        "s5",
+        generated("Hi", {"regex": "(a"}),
+        AbortKind.GRAMMAR,
+        "regex rejected by",
+    ),
 ]
 
 
-@pytest.mark.parametrize("engine_name, trigger, kind, needle",
-                         [pytest.param(*site[1:], id=site[0]) for site in CALL_SITES])
+@pytest.mark.parametrize(
+    "engine_name, trigger, kind, needle", [pytest.param(*site[1:], id=site[0]) for site in CALL_SITES]
+)
 def test_each_abort_call_site_gives_its_kind(request, monkeypatch, engine_name, trigger, kind, needle):
     engine = request.getfixturevalue(engine_name)
     reason = trigger(engine, monkeypatch)
     assert reason["type"] == "abort" and reason["kind"] == kind and needle in reason["message"], reason
-    assert "internal" not in reason   # the kind replaced it
+    assert "internal" not in reason  # the kind replaced it
     monkeypatch.undo()
-    assert submit_and_run(engine, "Hello", {})["type"] in ("length", "stop")   # the engine serves on
+    assert submit_and_run(engine, "Hello", {})["type"] in ("length", "stop")  # the engine serves on
 
 
 def test_a_compile_timeout_is_the_grammar_and_one_that_waited_behind_others_is_busy():
@@ -165,7 +210,7 @@ def test_finish_refuses_an_abort_without_a_kind_and_a_stop_with_one():
         req.finish("abort", "someone's", message="a kind that does not exist")
     assert req.finished_reason is None
     req.finish("abort", AbortKind.GRAMMAR, message="m")
-    req.finish("abort", AbortKind.ENGINE, message="later")   # the first reason stays
+    req.finish("abort", AbortKind.ENGINE, message="later")  # the first reason stays
     assert req.finished_reason == {"type": "abort", "kind": AbortKind.GRAMMAR, "message": "m"}
 
 
@@ -189,7 +234,7 @@ def kind_server():
         yield client
 
 
-EXPECTED = {   # kind: (status, param, code, Retry-After)
+EXPECTED = {  # kind: (status, param, code, Retry-After)
     AbortKind.CLIENT: (400, None, None, None),
     AbortKind.GRAMMAR: (400, "regex", None, None),
     AbortKind.BUSY: (503, None, "server_busy", "7"),
@@ -206,17 +251,19 @@ def test_the_table_has_every_kind():
 @pytest.mark.parametrize("kind", list(AbortKind), ids=lambda k: k.value)
 def test_the_server_answers_each_kind_with_its_status(kind_server, kind, stream):
     status, param, code, retry_after = EXPECTED[kind]
-    r = kind_server.post("/v1/completions", json={"prompt": f"abort:{kind.value}", "max_tokens": 4,
-                                                  "regex": "[0-9]+", "stream": stream})
-    assert r.status_code == status, r.text   # an abort before the first chunk is an error, not a stream
+    r = kind_server.post(
+        "/v1/completions", json={"prompt": f"abort:{kind.value}", "max_tokens": 4, "regex": "[0-9]+", "stream": stream}
+    )
+    assert r.status_code == status, r.text  # an abort before the first chunk is an error, not a stream
     err = r.json()["error"]
     assert err["param"] == param and err["code"] == code, err
     message = f"injected {kind.value} abort"
     assert err["message"] == (f"{param}: {message}" if param else message)
     assert r.headers.get("retry-after") == retry_after
     # The native endpoint names its own field for the grammar.
-    r = kind_server.post("/generate", json={"text": f"abort:{kind.value}",
-                                            "sampling_params": {"max_new_tokens": 4, "regex": "[0-9]+"}})
+    r = kind_server.post(
+        "/generate", json={"text": f"abort:{kind.value}", "sampling_params": {"max_new_tokens": 4, "regex": "[0-9]+"}}
+    )
     assert r.status_code == status and r.json()["error"]["param"] == (param and "sampling_params"), r.text
 
 

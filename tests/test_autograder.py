@@ -7,6 +7,7 @@ Explains: a syntax error, an infinite loop and a failed assertion in a student's
 each reported with the test's name and the reason. Students carry their own code forward
 (`checkout --from`), and a student copy holds no reference solution of any task, given or to come.
 """
+
 import importlib.util
 import json
 import os
@@ -16,15 +17,21 @@ import subprocess
 import sys
 from pathlib import Path
 
+import mutants
 import pytest
 
-from minisglang.checkout import (PACKAGE_DIR, all_tasks, blank_solutions, checkout, find_solution_regions,
-                                 region_keys, task_key)
+from minisglang.checkout import (
+    PACKAGE_DIR,
+    all_tasks,
+    blank_solutions,
+    checkout,
+    find_solution_regions,
+    region_keys,
+    task_key,
+)
 from minisglang.cli import main
 from minisglang.grading import REPO_TESTS, format_report, run_task_tests, select_tasks, short_names
 from minisglang.stages import STAGE_MODULES
-
-import mutants
 
 STAGES_WITH_TASKS = [tag for tag in STAGE_MODULES if all_tasks(tag)]
 
@@ -58,7 +65,9 @@ def g():
     return 2
 '''
     out = blank_solutions(src, {"task9_1"})
-    assert out == '''def f(x):
+    assert (
+        out
+        == '''def f(x):
     """Docstring."""
     # BEGIN SOLUTION task9_1
     raise NotImplementedError("task9_1: write this")
@@ -68,6 +77,7 @@ def g():
 def g():
     return 2
 '''
+    )
     assert blank_solutions(src, {"task9_2"}) == src
 
 
@@ -79,7 +89,7 @@ def test_bad_region_markers_are_reported():
 
 
 def test_regions_are_named_by_task_and_enclosing_function():
-    src = '''class A:
+    src = """class A:
     def f(self):
         # BEGIN SOLUTION task9_1
         return 1
@@ -90,7 +100,7 @@ def test_regions_are_named_by_task_and_enclosing_function():
         # BEGIN SOLUTION task9_1
         return x
         # END SOLUTION
-'''
+"""
     assert [k for k, _, _ in region_keys(src)] == [("task9_1", "f", 0), ("task9_1", "g", 0)]
 
 
@@ -110,7 +120,7 @@ def reference_bodies(max_stage: int) -> dict[str, list[str]]:
         lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
         for task, begin, end in find_solution_regions("".join(lines)):
             if task_key(task)[0] <= max_stage:
-                bodies.setdefault(task, []).append("".join(lines[begin + 1:end]))
+                bodies.setdefault(task, []).append("".join(lines[begin + 1 : end]))
     return bodies
 
 
@@ -139,11 +149,13 @@ def test_a_student_copy_holds_no_line_of_any_reference_solution(stage, tmp_path)
     notes = []
     out = checkout(stage, tmp_path, student=True, notes=notes)
     secret = solution_only_lines()
-    assert len(secret) > 100   # the oracle itself: most solution lines are their own
+    assert len(secret) > 100  # the oracle itself: most solution lines are their own
     for path in out.rglob("*.py"):
         for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-            assert line.strip() not in secret, (f"the student copy of {stage} ships a line of the reference "
-                                                f"solution of {secret[line.strip()]}: {path.name}:{n}: {line.strip()}")
+            assert line.strip() not in secret, (
+                f"the student copy of {stage} ships a line of the reference "
+                f"solution of {secret[line.strip()]}: {path.name}:{n}: {line.strip()}"
+            )
     if stage != "s1":
         assert "tasks 1_1, 1_2, 1_3, 1_4, 1_5 are blank: pass --from YOUR_S1_DIR to keep yours" in notes
 
@@ -165,11 +177,13 @@ def test_from_carries_the_students_own_code_forward(tmp_path, capsys):
     text = mine.read_text(encoding="utf-8")
     stub = '        raise NotImplementedError("task1_1: write this")\n'
     assert stub in text
-    own = ("        for b in data:  # my own walk\n"
-           "            state = int(self.table[state, b])\n"
-           "            if state == -1:\n"
-           "                break\n"
-           "        return state\n")
+    own = (
+        "        for b in data:  # my own walk\n"
+        "            state = int(self.table[state, b])\n"
+        "            if state == -1:\n"
+        "                break\n"
+        "        return state\n"
+    )
     mine.write_text(text.replace(stub, own), encoding="utf-8")
     capsys.readouterr()
     assert main(["checkout", "s2", str(tmp_path / "s2"), "--student", "--from", str(tmp_path / "s1")]) == 0
@@ -186,7 +200,8 @@ def test_only_blanks_this_stages_tasks_and_keeps_the_earlier_reference(tmp_path,
     blank s4 tasks (and the later stages' regions in the files it ships stay blank)."""
     assert main(["checkout", "s4", str(tmp_path / "s4"), "--student", "--only"]) == 0
     assert "tasks 1_1, 1_2, 1_3, 1_4, 1_5, 2_1, 2_2, 2_3, 2_4, 3_1, 3_2, 3_3 hold the reference (--only)" in (
-        capsys.readouterr().out)
+        capsys.readouterr().out
+    )
     copied = "".join(p.read_text(encoding="utf-8") for p in (tmp_path / "s4").rglob("*.py"))
     for task, bodies in reference_bodies(4).items():
         stub = f'raise NotImplementedError("{task}: write this")'
@@ -194,7 +209,7 @@ def test_only_blanks_this_stages_tasks_and_keeps_the_earlier_reference(tmp_path,
             assert stub not in copied and all(body in copied for body in bodies), f"{task} must hold the reference"
         else:
             assert stub in copied, f"{task} must be blank"
-    assert 'raise NotImplementedError("task6_2: write this")' in copied   # a later stage's region: blank
+    assert 'raise NotImplementedError("task6_2: write this")' in copied  # a later stage's region: blank
     assert main(["checkout", "s4", str(tmp_path / "x"), "--only"]) == 2
     assert "--only only makes sense with --student" in capsys.readouterr().err
     assert main(["checkout", "s4", str(tmp_path / "y"), "--student", "--only", "--from", str(tmp_path / "s4")]) == 2
@@ -277,11 +292,25 @@ def graded_class(tmp_path_factory):
     _plant(root / "syntax", _region_file("task1_1"), "        rows = self._rows\n", "        rows = (self._rows\n")
     _plant(root / "imports", _region_file("task1_1"), "\nimport ", "\nimport no_such_module\nimport ")
     _plant(root / "bugs", _region_file("task1_2"), "if end not in seen:", "if True:")
-    _plant(root / "bugs", _region_file("task1_3"), "        return row\n", "        row[0] = True\n        return row\n")
+    _plant(
+        root / "bugs", _region_file("task1_3"), "        return row\n", "        row[0] = True\n        return row\n"
+    )
     _plant(root / "bugs", _region_file("task1_4"), 'masked_fill_(~row, float("-inf"))', "masked_fill_(~row, 0.0)")
     report = root / "report.json"
-    cmd = [sys.executable, "-m", "minisglang.cli", "grade", "--stage", "s1", "--timeout", "3", "--json", str(report),
-           "--impl", *(str(root / n) for n in ("syntax", "imports", "bugs", "good"))]
+    cmd = [
+        sys.executable,
+        "-m",
+        "minisglang.cli",
+        "grade",
+        "--stage",
+        "s1",
+        "--timeout",
+        "3",
+        "--json",
+        str(report),
+        "--impl",
+        *(str(root / n) for n in ("syntax", "imports", "bugs", "good")),
+    ]
     # The time limit: a grader that hung on the loop would be stopped here and fail the test.
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=REPO_TESTS.parent)
     return proc, json.loads(report.read_text())
@@ -291,8 +320,9 @@ def test_a_syntax_error_is_reported_with_file_and_line(graded_class):
     proc, reports = graded_class
     assert proc.returncode == 1
     where = _region_file("task1_1")
-    assert re.search(rf"ERROR in your code: minisglang/{re.escape(where)}:\d+: SyntaxError: '\(' was never closed",
-                     proc.stdout), proc.stdout
+    assert re.search(
+        rf"ERROR in your code: minisglang/{re.escape(where)}:\d+: SyntaxError: '\(' was never closed", proc.stdout
+    ), proc.stdout
     syntax = reports[0]
     assert syntax["file_errors"][0]["path"] == f"minisglang/{where}"
     for task in all_tasks("s1"):
@@ -303,8 +333,11 @@ def test_a_syntax_error_is_reported_with_file_and_line(graded_class):
 def test_an_import_error_is_reported_with_file_and_line(graded_class):
     proc, reports = graded_class
     where = _region_file("task1_1")
-    assert re.search(rf"ERROR in your code: minisglang/{re.escape(where)}:\d+: ModuleNotFoundError: "
-                     r"No module named 'no_such_module'", proc.stdout), proc.stdout
+    assert re.search(
+        rf"ERROR in your code: minisglang/{re.escape(where)}:\d+: ModuleNotFoundError: "
+        r"No module named 'no_such_module'",
+        proc.stdout,
+    ), proc.stdout
     for task in all_tasks("s1"):
         assert all("no_such_module" in f["reason"] for f in reports[1]["tasks"][task]["failed"])
 
@@ -344,8 +377,8 @@ def test_a_hypothesis_failure_shows_its_failing_example(graded_class):
 
 def test_the_class_table_has_one_row_per_student_and_one_column_per_task(graded_class):
     proc, reports = graded_class
-    table = proc.stdout[proc.stdout.index("student "):]
-    header, rule, *rows = table.strip().splitlines()[:-1]   # the last line: "wrote FILE"
+    table = proc.stdout[proc.stdout.index("student ") :]
+    header, rule, *rows = table.strip().splitlines()[:-1]  # the last line: "wrote FILE"
     assert header.split() == ["student", *sorted(all_tasks("s1"), key=task_key), "total"]
     assert [r.split()[0] for r in rows] == ["syntax", "imports", "bugs", "good"]
     assert rows[0].endswith("0/5  (code error)") and rows[1].endswith("0/5  (code error)")
@@ -359,19 +392,37 @@ def test_grade_verbose_prints_pytests_output_and_json_writes_the_report(tmp_path
     """The CLI's plumbing, on a canned report (the runs themselves are tested above)."""
     from minisglang import grading
 
-    canned = grading.GradeReport("s1", None, {"task1_1": grading.TaskResult("task1_1", passed=["t::a"], failed=[
-        grading.Failure("t::b", "AssertionError: 3 != 4", "minisglang/x.py:7", "Failing test case: b(n=3)")])},
-        output="=== pytest's own output ===")
+    canned = grading.GradeReport(
+        "s1",
+        None,
+        {
+            "task1_1": grading.TaskResult(
+                "task1_1",
+                passed=["t::a"],
+                failed=[
+                    grading.Failure("t::b", "AssertionError: 3 != 4", "minisglang/x.py:7", "Failing test case: b(n=3)")
+                ],
+            )
+        },
+        output="=== pytest's own output ===",
+    )
     monkeypatch.setattr(grading, "run_task_tests", lambda stage, impl, test_timeout, only: canned)
     assert main(["grade", "--stage", "s1", "--verbose", "--json", str(tmp_path / "r.json")]) == 1
     out = capsys.readouterr().out
     assert out.startswith("=== pytest's own output ===")
-    assert "FAIL task1_1 t::b\n  AssertionError: 3 != 4\n  raised at minisglang/x.py:7\n  Failing test case: b(n=3)" in out
+    assert (
+        "FAIL task1_1 t::b\n  AssertionError: 3 != 4\n  raised at minisglang/x.py:7\n  Failing test case: b(n=3)" in out
+    )
     data = json.loads((tmp_path / "r.json").read_text())
     assert data["ok"] is False and data["passed"] == 1 and data["failed"] == 1
     assert data["tasks"]["task1_1"]["failed"][0]["example"] == "Failing test case: b(n=3)"
-    monkeypatch.setattr(grading, "run_task_tests", lambda stage, impl, test_timeout, only: grading.GradeReport(
-        "s1", None, {"task1_1": grading.TaskResult("task1_1", passed=["t::a"])}))
+    monkeypatch.setattr(
+        grading,
+        "run_task_tests",
+        lambda stage, impl, test_timeout, only: grading.GradeReport(
+            "s1", None, {"task1_1": grading.TaskResult("task1_1", passed=["t::a"])}
+        ),
+    )
     assert main(["grade", "--stage", "s1"]) == 0
     assert "pytest's own output" not in capsys.readouterr().out
 
@@ -385,20 +436,29 @@ def test_a_failure_that_ran_into_another_tasks_stub_says_which_task_it_needs():
     needs = grading.Failure("t::round_trip", "NotImplementedError: task2_2: write this", blank=["2_2"])
     own = grading.Failure("t::width", "AssertionError: 3 words, expected 4")
     old = grading.Failure("t::engine", "assert 'abort' == 'stop'", blank=["1_4"])
-    report = grading.GradeReport("s2", "/x", {
-        "task2_1": grading.TaskResult("task2_1", passed=["t::a"], failed=[needs]),
-        "task2_2": grading.TaskResult("task2_2", failed=[grading.Failure(
-            "t::unpack", "NotImplementedError: task2_2: write this", blank=["2_2", "2_4"])]),
-        "task2_3": grading.TaskResult("task2_3", passed=["t::b"], failed=[needs, own]),
-        "task2_4": grading.TaskResult("task2_4", passed=["t::c"], failed=[old])})
+    report = grading.GradeReport(
+        "s2",
+        "/x",
+        {
+            "task2_1": grading.TaskResult("task2_1", passed=["t::a"], failed=[needs]),
+            "task2_2": grading.TaskResult(
+                "task2_2",
+                failed=[grading.Failure("t::unpack", "NotImplementedError: task2_2: write this", blank=["2_2", "2_4"])],
+            ),
+            "task2_3": grading.TaskResult("task2_3", passed=["t::b"], failed=[needs, own]),
+            "task2_4": grading.TaskResult("task2_4", passed=["t::c"], failed=[old]),
+        },
+    )
     out = grading.format_report(report)
     rows = {line.split()[0]: line for line in out.splitlines() if line.startswith("task2_")}
     assert rows["task2_1"].endswith("FAIL (needs 2_2)")
-    assert rows["task2_2"].endswith("FAIL")          # its own stub blank: that is the reason
-    assert rows["task2_3"].endswith("FAIL")          # one failure is its own: a plain FAIL
+    assert rows["task2_2"].endswith("FAIL")  # its own stub blank: that is the reason
+    assert rows["task2_3"].endswith("FAIL")  # one failure is its own: a plain FAIL
     assert rows["task2_4"].endswith("FAIL (needs 1_4)")
-    assert ("FAIL task2_1 t::round_trip\n  NotImplementedError: task2_2: write this\n"
-            "  (also runs task 2_2, still blank in your copy: this test cannot pass until 2_2 is written too)") in out
+    assert (
+        "FAIL task2_1 t::round_trip\n  NotImplementedError: task2_2: write this\n"
+        "  (also runs task 2_2, still blank in your copy: this test cannot pass until 2_2 is written too)"
+    ) in out
     assert "(task1_4 is from stage s1: write it again, or check this stage out with --from YOUR_S1_DIR" in out
 
 
@@ -416,16 +476,19 @@ def test_tasks_done_in_page_order_pass_or_name_the_later_task_they_need(stage):
     tasks = sorted(all_tasks(stage), key=task_key)
     results = mutants.run_page_order(tasks)
     for i, task in enumerate(tasks):
-        blank = set(tasks[i + 1:]) | {t for t in all_tasks() if task_key(t)[0] > int(stage[1:])}
+        blank = set(tasks[i + 1 :]) | {t for t in all_tasks() if task_key(t)[0] > int(stage[1:])}
         result = results[task]
-        failures = "\n".join(f"  {test}: {f['reason']} (stubs it ran: {f['blank']})" for test, f in result["failed"].items())
+        failures = "\n".join(
+            f"  {test}: {f['reason']} (stubs it ran: {f['blank']})" for test, f in result["failed"].items()
+        )
         assert result["timed_out"] is None, f"{task} with {sorted(blank)} blank: {result['timed_out']} timed out"
         assert result["passed"], f"{task} with {sorted(blank)} blank: no test passes\n{failures}"
         if task == "task5_1":
             assert not result["failed"], f"task5_1 must grade alone, with 5_2 and 5_3 blank:\n{failures}"
         for test, f in result["failed"].items():
             assert f["blank"] and {f"task{b}" for b in f["blank"]} <= blank, (
-                f"{task} with {sorted(blank)} blank: {test} fails without naming a later task it runs:\n{failures}")
+                f"{task} with {sorted(blank)} blank: {test} fails without naming a later task it runs:\n{failures}"
+            )
 
 
 @pytest.mark.skipif(importlib.util.find_spec("pytest_timeout") is None, reason="needs pytest-timeout")
@@ -438,22 +501,46 @@ def test_a_deadlock_shows_where_each_thread_waited_in_the_graded_files(tmp_path)
     pkg = tmp_path / "copy" / "minisglang"
     pkg.mkdir(parents=True)
     (pkg / "__init__.py").write_text("")
-    (pkg / "locky.py").write_text("import threading\nLOCK = threading.Lock()\n\n\ndef compile_it():\n"
-                                  "    with LOCK:\n        return 1\n\n\ndef get():\n    with LOCK:\n"
-                                  "        return compile_it()\n")
+    (pkg / "locky.py").write_text(
+        "import threading\nLOCK = threading.Lock()\n\n\ndef compile_it():\n"
+        "    with LOCK:\n        return 1\n\n\ndef get():\n    with LOCK:\n"
+        "        return compile_it()\n"
+    )
     (tmp_path / "test_lock.py").write_text("from minisglang import locky\n\n\ndef test_get():\n    locky.get()\n")
     shutil.copy(grade_plugin.__file__, tmp_path / "the_plugin.py")
     events = tmp_path / "events.jsonl"
-    env = dict(os.environ, PYTHONPATH=f"{tmp_path / 'copy'}{os.pathsep}{tmp_path}", **{grade_plugin.EVENTS_ENV: str(events)})
-    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "the_plugin", "-p", "no:cacheprovider", "--timeout=2",
-                    "-o", "addopts=", str(tmp_path / "test_lock.py")], cwd=tmp_path, env=env, capture_output=True,
-                   text=True, timeout=120)
+    env = dict(
+        os.environ, PYTHONPATH=f"{tmp_path / 'copy'}{os.pathsep}{tmp_path}", **{grade_plugin.EVENTS_ENV: str(events)}
+    )
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "the_plugin",
+            "-p",
+            "no:cacheprovider",
+            "--timeout=2",
+            "-o",
+            "addopts=",
+            str(tmp_path / "test_lock.py"),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     finish = [json.loads(line) for line in events.read_text().splitlines() if '"finish"' in line][0]
     assert finish["timed_out"] and not finish["passed"], finish
     assert any("minisglang/locky.py:6 in compile_it" in s for s in finish["stacks"]), finish["stacks"]
     assert not any("test_lock.py" in s or "threading.py" in s for s in finish["stacks"]), finish["stacks"]
     failure = grading.Failure("t::test_get", finish["reason"], timed_out=True, stacks=finish["stacks"])
-    out = grading.format_report(grading.GradeReport("s3", "/x", {"task3_1": grading.TaskResult("task3_1", failed=[failure])}))
+    out = grading.format_report(
+        grading.GradeReport("s3", "/x", {"task3_1": grading.TaskResult("task3_1", failed=[failure])})
+    )
     assert "possible deadlock" in out and "    minisglang/locky.py:6 in compile_it" in out, out
 
 
@@ -467,15 +554,35 @@ def test_a_property_test_that_loops_is_stopped_once_not_replayed(tmp_path):
 
     (tmp_path / "test_loop.py").write_text(
         "from hypothesis import given, strategies as st\n\n\n@given(st.integers(0, 9))\n"
-        "def test_loops(n):\n    while n >= 0:\n        n = n + 1\n\n\ndef test_after():\n    assert True\n")
+        "def test_loops(n):\n    while n >= 0:\n        n = n + 1\n\n\ndef test_after():\n    assert True\n"
+    )
     shutil.copy(grade_plugin.__file__, tmp_path / "the_plugin.py")
     events = tmp_path / "events.jsonl"
     env = dict(os.environ, PYTHONPATH=str(tmp_path), **{grade_plugin.EVENTS_ENV: str(events)})
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "the_plugin", "-p", "no:cacheprovider",
-                           "--timeout=2", "-o", "addopts=", str(tmp_path / "test_loop.py")], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=120)
-    finish = {e["test"].split("::")[1]: e for e in map(json.loads, events.read_text().splitlines())
-              if e["event"] == "finish"}
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "the_plugin",
+            "-p",
+            "no:cacheprovider",
+            "--timeout=2",
+            "-o",
+            "addopts=",
+            str(tmp_path / "test_loop.py"),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    finish = {
+        e["test"].split("::")[1]: e for e in map(json.loads, events.read_text().splitlines()) if e["event"] == "finish"
+    }
     assert proc.returncode == 1 and set(finish) == {"test_loops", "test_after"}, proc.stdout[-2000:]
     assert finish["test_loops"]["timed_out"] and "timed out after" in finish["test_loops"]["reason"], finish
     assert finish["test_after"]["passed"], finish
@@ -498,10 +605,14 @@ def test_every_task_fails_on_blank_stubs(stage, tmp_path):
     # The exercise page shows this very table to the student (who checks that the copy works).
     name = f"exercises/{stage.split('-')[0]}.md"
     page = (PACKAGE_DIR.parent / name).read_text(encoding="utf-8")
-    shown = {task: int(failed) for task, failed in re.findall(r"^(task\d+_\d+) +0 +(\d+) +FAIL(?: \(needs [\d_, ]+\))?$", page, re.M)}
+    shown = {
+        task: int(failed)
+        for task, failed in re.findall(r"^(task\d+_\d+) +0 +(\d+) +FAIL(?: \(needs [\d_, ]+\))?$", page, re.M)
+    }
     counted = {task: len(result.failed) for task, result in student.tasks.items()}
-    assert shown == counted, (f"{name}'s table of an untouched copy says {shown}; the grader "
-                              f"counts {counted}: update the page")
+    assert shown == counted, (
+        f"{name}'s table of an untouched copy says {shown}; the grader counts {counted}: update the page"
+    )
     total = re.search(r"^0 passed, (\d+) failed$", page, re.M)
     assert total and int(total.group(1)) == sum(counted.values()), f"{name}'s total is stale"
 
@@ -511,284 +622,648 @@ def test_every_task_fails_on_blank_stubs(stage, tmp_path):
 # what the student wrote instead). Each one must fail the task's tests on a fixed input: a
 # plain test, a parametrized case or a property test's explicit `@example`.
 MUTATIONS = [
-    ("task1_1", "a dead byte does not end the walk (rows[-1] is the last row)",
-     "    if state < 0:\n        return -1\n", ""),
+    (
+        "task1_1",
+        "a dead byte does not end the walk (rows[-1] is the last row)",
+        "    if state < 0:\n        return -1\n",
+        "",
+    ),
     ("task1_1", "state 0 taken for the dead state", "if state < 0:", "if state <= 0:"),
-    ("task1_1", "an empty token taken for a dead walk", "rows = self._rows\n", "rows = self._rows\nif not data:\n    return -1\n"),
+    (
+        "task1_1",
+        "an empty token taken for a dead walk",
+        "rows = self._rows\n",
+        "rows = self._rows\nif not data:\n    return -1\n",
+    ),
     ("task1_1", "only the first byte walked", "for b in data:", "for b in data[:1]:"),
     ("task1_2", "no `seen` check: the worklist never empties", "if end not in seen:", "if True:"),
-    ("task1_2", "only the first of several tokens with the same bytes",
-     "for token_id in token_ids:\n        tokens[token_id] = end\n", "tokens[token_ids[0]] = end\n"),
+    (
+        "task1_2",
+        "only the first of several tokens with the same bytes",
+        "for token_id in token_ids:\n        tokens[token_id] = end\n",
+        "tokens[token_ids[0]] = end\n",
+    ),
     ("task1_2", "dead walks kept", "    if end < 0:\n        continue\n", ""),
     ("task1_2", "new states never queued", "        worklist.append(end)\n", ""),
     ("task1_3", "the mask inverted (True = forbidden)", "return row", "return ~row"),
-    ("task1_3", "as wide as the tokenizer, not the (padded) logits",
-     "torch.zeros(self.ctx.vocab_size,", "torch.zeros(len(self.ctx.tokenizer.token_bytes),"),
-    ("task1_3", "EOS left out of the allowed set", "allowed = grammar.fsm.index.allowed_token_ids(grammar.state)",
-     "allowed = [t for t in grammar.fsm.index.allowed_token_ids(grammar.state)\n"
-     "           if t != grammar.fsm.index.eos_token_id]"),
+    (
+        "task1_3",
+        "as wide as the tokenizer, not the (padded) logits",
+        "torch.zeros(self.ctx.vocab_size,",
+        "torch.zeros(len(self.ctx.tokenizer.token_bytes),",
+    ),
+    (
+        "task1_3",
+        "EOS left out of the allowed set",
+        "allowed = grammar.fsm.index.allowed_token_ids(grammar.state)",
+        "allowed = [t for t in grammar.fsm.index.allowed_token_ids(grammar.state)\n"
+        "           if t != grammar.fsm.index.eos_token_id]",
+    ),
     ("task1_3", "an integer row, not a bool one", "dtype=torch.bool", "dtype=torch.long"),
     ("task1_4", "the allowed tokens masked instead of the others", "masked_fill_(~row,", "masked_fill_(row,"),
     ("task1_4", "an all-False row sampled from instead of aborted", "if not bool(row.any()):", "if False:"),
     ("task1_4", "forbidden logits set to 0, not -inf", 'float("-inf")', "0.0"),
-    ("task1_4", "every row masked with the first request's state", "self.allowed_mask(req.grammar)",
-     "self.allowed_mask(reqs[0].grammar)"),
-    ("task1_5", "EOS moves the state to -1 (the state must stay)",
-     '    req.finish("stop", matched=token_id)\n', '    g.state = -1\n    req.finish("stop", matched=token_id)\n'),
+    (
+        "task1_4",
+        "every row masked with the first request's state",
+        "self.allowed_mask(req.grammar)",
+        "self.allowed_mask(reqs[0].grammar)",
+    ),
+    (
+        "task1_5",
+        "EOS moves the state to -1 (the state must stay)",
+        '    req.finish("stop", matched=token_id)\n',
+        '    g.state = -1\n    req.finish("stop", matched=token_id)\n',
+    ),
     ("task1_5", "a complete match does not finish by itself", "elif g.fsm.is_complete(g.state):", "elif False:"),
-    ("task1_5", "finishes in any accepting state (may stop is not must stop)",
-     "elif g.fsm.is_complete(g.state):", "elif index.is_final(g.state):"),
+    (
+        "task1_5",
+        "finishes in any accepting state (may stop is not must stop)",
+        "elif g.fsm.is_complete(g.state):",
+        "elif index.is_final(g.state):",
+    ),
     ("task1_5", "EOS finish does not say it matched EOS", "matched=token_id", "matched=None"),
     ("task1_5", "a forbidden token does not abort", 'req.finish("abort", AbortKind.GRAMMAR,', 'req.finish("stop",'),
-    ("task2_1", "bits packed most significant first", "<< torch.arange(32, dtype=torch.int64)",
-     "<< torch.arange(31, -1, -1, dtype=torch.int64)"),
+    (
+        "task2_1",
+        "bits packed most significant first",
+        "<< torch.arange(32, dtype=torch.int64)",
+        "<< torch.arange(31, -1, -1, dtype=torch.int64)",
+    ),
     ("task2_1", "the word count rounded down", "words = (v + 31) // 32", "words = v // 32"),
     ("task2_1", "the bits right-aligned in the last word", "padded[..., :v]", "padded[..., words * 32 - v:]"),
     ("task2_2", "bits read most significant first", "_BIT.to(mask.device)", "(31 - _BIT).to(mask.device)"),
     ("task2_2", "the padding bits kept", "[..., :vocab_size]", ""),
     ("task2_2", "no `& 1`: the arithmetic shift drags the sign bit along", ") & 1", ")"),
     ("task2_2", "the batch dimension flattened too", "bits.flatten(-2)", "bits.flatten()"),
-    ("task2_3", "unconstrained rows left all-forbidden", "rows = [self.all_allowed if",
-     "rows = [torch.zeros_like(self.all_allowed) if"),
-    ("task2_3", "finished requests masked by their state", "if req.grammar is None or req.finished", "if req.grammar is None"),
-    ("task2_3", "every request on the first request's FSM", "else req.grammar.fsm.state_row",
-     "else reqs[0].grammar.fsm.state_row"),
-    ("task2_3", "a new tensor instead of writing into `mask`", "torch.stack(rows, out=mask)", "mask = torch.stack(rows)"),
+    (
+        "task2_3",
+        "unconstrained rows left all-forbidden",
+        "    self.all_allowed if",
+        "    torch.zeros_like(self.all_allowed) if",
+    ),
+    (
+        "task2_3",
+        "finished requests masked by their state",
+        "if req.grammar is None or req.finished",
+        "if req.grammar is None",
+    ),
+    (
+        "task2_3",
+        "every request on the first request's FSM",
+        "else req.grammar.fsm.state_row",
+        "else reqs[0].grammar.fsm.state_row",
+    ),
+    (
+        "task2_3",
+        "a new tensor instead of writing into `mask`",
+        "torch.stack(rows, out=mask)",
+        "mask = torch.stack(rows)",
+    ),
     ("task2_4", "the allowed tokens masked instead of the others", "masked_fill_(~allowed,", "masked_fill_(allowed,"),
     ("task2_4", "not in place", "logits.masked_fill_(", "logits = logits.masked_fill("),
     ("task2_4", "the mask unpacked to its full width", "logits.shape[-1])", "mask.shape[-1] * 32)"),
     ("task2_4", "a large negative number instead of -inf", 'float("-inf")', "-1e4"),
     ("task3_1", "an existing entry is replaced (compiled again)", "        return entry\n", "        pass\n"),
     ("task3_1", "a hit does not refresh the entry's LRU place", "    self.entries.move_to_end(key)\n", ""),
-    ("task3_1", "the lookup outside the lock (two threads both miss, both compile)",
-     "with self.lock:   # check-and-insert must be one step, or two threads compile twice\n"
-     "    entry = self.entries.get(key)\n",
-     "entry = self.entries.get(key)\nwith self.lock:\n"),
+    (
+        "task3_1",
+        "the lookup outside the lock (two threads both miss, both compile)",
+        "with self.lock:  # check-and-insert must be one step, or two threads compile twice\n"
+        "    entry = self.entries.get(key)\n",
+        "entry = self.entries.get(key)\nwith self.lock:\n",
+    ),
     ("task3_1", "the compile never started", "self.pool.submit(self._compile, key, regex, entry)\n", ""),
-    ("task3_1", "no eviction at insert (failed compiles never reach _compile's, so the cache grows)",
-     "    self.entries[key] = entry\n    self._evict_lru()\n", "    self.entries[key] = entry\n"),
-    ("task3_1", "evicted before the new entry is stored (one entry over the bound)",
-     "    self.entries[key] = entry\n    self._evict_lru()\n", "    self._evict_lru()\n    self.entries[key] = entry\n"),
+    (
+        "task3_1",
+        "no eviction at insert (failed compiles never reach _compile's, so the cache grows)",
+        "    self.entries[key] = entry\n    self._evict_lru()\n",
+        "    self.entries[key] = entry\n",
+    ),
+    (
+        "task3_1",
+        "evicted before the new entry is stored (one entry over the bound)",
+        "    self.entries[key] = entry\n    self._evict_lru()\n",
+        "    self._evict_lru()\n    self.entries[key] = entry\n",
+    ),
     ("task3_2", "the timeout ignored", "entry.event.wait(timeout)", "entry.event.wait()"),
     # A student's (stop 40's trial), which survived: a failed compile (no value) read as a timeout.
-    ("task3_2", "a failed compile reported as a timeout", "if not entry.event.wait(timeout):",
-     "entry.event.wait(timeout)\nif entry.value is None:"),
-    ("task3_2", "the timeout message quotes the regex with repr (backslashes doubled)",
-     "{shown_regex(regex)}", "{regex!r}"),
-    ("task3_2", "the cache read outside the lock (a hit skips the LRU move too)",
-     "entry = self.init_fsm_in_background(regex)",
-     "entry = self.entries.get(self.key(regex)) or self.init_fsm_in_background(regex)"),
-    ("task3_2", "no wait: a compile still running is an error", "if not entry.event.wait(timeout):",
-     "if not entry.event.is_set():"),
+    (
+        "task3_2",
+        "a failed compile reported as a timeout",
+        "if not entry.event.wait(timeout):",
+        "entry.event.wait(timeout)\nif entry.value is None:",
+    ),
+    (
+        "task3_2",
+        "the timeout message quotes the regex with repr (backslashes doubled)",
+        "{shown_regex(regex)}",
+        "{regex!r}",
+    ),
+    (
+        "task3_2",
+        "the cache read outside the lock (a hit skips the LRU move too)",
+        "entry = self.init_fsm_in_background(regex)",
+        "entry = self.entries.get(self.key(regex)) or self.init_fsm_in_background(regex)",
+    ),
+    (
+        "task3_2",
+        "no wait: a compile still running is an error",
+        "if not entry.event.wait(timeout):",
+        "if not entry.event.is_set():",
+    ),
     ("task3_2", "a compile error returned as None", "    raise ConstraintError(entry.error)\n", "    return None\n"),
-    ("task3_2", "a compile error wrapped in a message of its own", "    raise ConstraintError(entry.error)\n",
-     "    raise ConstraintError(f\"compile failed: {entry.error}\")\n"),
-    ("task3_3", "a slow compile never times out", "elif time.monotonic() - waiting.since > self.timeout:", "elif False:"),
+    (
+        "task3_2",
+        "a compile error wrapped in a message of its own",
+        "    raise ConstraintError(entry.error)\n",
+        '    raise ConstraintError(f"compile failed: {entry.error}")\n',
+    ),
+    (
+        "task3_3",
+        "a slow compile never times out",
+        "elif time.monotonic() - waiting.since > self.timeout:",
+        "elif False:",
+    ),
     ("task3_3", "released requests stay pending", "del self.pending[req.rid]\n", ""),
     ("task3_3", "a request taken before its compile finished", "if self.is_done(waiting.handle):", "if True:"),
-    ("task3_3", "the timeout checked before is_done (a compile done after the timeout is aborted)",
-     "if self.is_done(waiting.handle):",
-     "if self.is_done(waiting.handle) and time.monotonic() - waiting.since <= self.timeout:"),
-    ("task3_3", "unconstrained requests wait behind a compiling one",
-     "    continue                    # still compiling: the ones behind it go on", "    break"),
-    ("task4_1", "jumps from accepting states (stopping is a choice too)",
-     "if len(edges) != 1 or state in dfa.finals:", "if len(edges) != 1:"),
-    ("task4_1", "a negated one-character class taken for that character",
-     "if not char_class.negated and len(char_class.chars) == 1:", "if len(char_class.chars) == 1:"),
+    (
+        "task3_3",
+        "the timeout checked before is_done (a compile done after the timeout is aborted)",
+        "if self.is_done(waiting.handle):",
+        "if self.is_done(waiting.handle) and time.monotonic() - waiting.since <= self.timeout:",
+    ),
+    (
+        "task3_3",
+        "unconstrained requests wait behind a compiling one",
+        "    continue  # still compiling: the ones behind it go on",
+        "    break",
+    ),
+    (
+        "task4_1",
+        "jumps from accepting states (stopping is a choice too)",
+        "if len(edges) != 1 or state in dfa.finals:",
+        "if len(edges) != 1:",
+    ),
+    (
+        "task4_1",
+        "a negated one-character class taken for that character",
+        "if not char_class.negated and len(char_class.chars) == 1:",
+        "if len(char_class.chars) == 1:",
+    ),
     ("task4_1", "any one of several characters is forced", "len(char_class.chars) == 1", "len(char_class.chars) >= 1"),
     ("task4_1", "no forced continuation bytes", "    if len(options) == 1:", "    if False:"),
-    ("task4_2", "nothing forced returns empty bytes, not None", "return (bytes(out), state) if out else None",
-     "return (bytes(out), state)"),
-    ("task4_2", "the end of a half-written character not forced",
-     "while state >= self.num_char_states and state in self.byte_edges:", "while False:"),
-    ("task4_2", "only one character of the chain",
-     "while state in self.char_edges and state not in seen:", "if state in self.char_edges:"),
-    ("task4_3", "no prompt-fusion check", "if all_ids[:prompt_len] != req.origin_input_ids:\n    return None",
-     "if False:\n    return None"),
-    ("task4_3", "no byte-exact check", "if b\"\".join(tok.token_bytes[t] or b\"\" for t in new_output_ids) != out_bytes + jump_bytes:",
-     "if False:"),
-    ("task4_3", "a jump that reaches max_new_tokens accepted",
-     "if len(new_output_ids) >= req.sampling_params.max_new_tokens:", "if False:"),
-    ("task4_3", "the output encoded alone, after the prompt's ids",
-     "all_ids = tok.encode_extended(req.prompt, req.origin_input_ids, new_text)",
-     "all_ids = req.origin_input_ids + tok.encode(new_text)"),
-    ("task4_3", "bytes that are not UTF-8 raise", "except UnicodeDecodeError:\n    return None",
-     "except UnicodeDecodeError:\n    raise"),
-    ("task4_4", "the detokenizer's offset left behind (the new ids fed twice)",
-     "req.detok_offset = len(req.output_ids)\n", ""),
+    (
+        "task4_2",
+        "nothing forced returns empty bytes, not None",
+        "return (bytes(out), state) if out else None",
+        "return (bytes(out), state)",
+    ),
+    (
+        "task4_2",
+        "the end of a half-written character not forced",
+        "while state >= self.num_char_states and state in self.byte_edges:",
+        "while False:",
+    ),
+    (
+        "task4_2",
+        "only one character of the chain",
+        "while state in self.char_edges and state not in seen:",
+        "if state in self.char_edges:",
+    ),
+    (
+        "task4_3",
+        "no prompt-fusion check",
+        "if all_ids[:prompt_len] != req.origin_input_ids:\n    return None",
+        "if False:\n    return None",
+    ),
+    (
+        "task4_3",
+        "no byte-exact check",
+        'if b"".join(tok.token_bytes[t] or b"" for t in new_output_ids) != out_bytes + jump_bytes:',
+        "if False:",
+    ),
+    (
+        "task4_3",
+        "a jump that reaches max_new_tokens accepted",
+        "if len(new_output_ids) >= req.sampling_params.max_new_tokens:",
+        "if False:",
+    ),
+    (
+        "task4_3",
+        "the output encoded alone, after the prompt's ids",
+        "all_ids = tok.encode_extended(req.prompt, req.origin_input_ids, new_text)",
+        "all_ids = req.origin_input_ids + tok.encode(new_text)",
+    ),
+    (
+        "task4_3",
+        "bytes that are not UTF-8 raise",
+        "except UnicodeDecodeError:\n    return None",
+        "except UnicodeDecodeError:\n    raise",
+    ),
+    (
+        "task4_4",
+        "the detokenizer's offset left behind (the new ids fed twice)",
+        "req.detok_offset = len(req.output_ids)\n",
+        "",
+    ),
     ("task4_4", "the detokenizer not restarted", "req.detokenizer = IncrementalDetokenizer(self.tokenizer)\n", ""),
     ("task4_4", "left in the running batch too", "self.running.remove(req)\n", ""),
     ("task4_4", "the KV not handed to the tree", "self.release_memory(req)", "pass"),
-    ("task4_4", "queued at the front, ahead of the requests already waiting",
-     "self.waiting_queue.append(req)", "self.waiting_queue.insert(0, req)"),
-    ("task5_1", "the state pushed onto `history` before a refused token raises",
-     "nxt = index.next_state(self.state, token_id)\nif nxt < 0:",
-     "self.history.append(self.state)\nnxt = index.next_state(self.state, token_id)\nif nxt < 0:"),
-    ("task5_1", "EOS not recorded in `history` (rollback over it breaks)",
-     "    self.history.append(self.state)\n    self.terminated = True\n", "    self.terminated = True\n"),
-    ("task5_1", "terminated in any accepting state", "self.terminated = self.fsm.is_complete(nxt)",
-     "self.terminated = index.is_final(nxt)"),
-    ("task5_1", "EOS accepted where the match is not complete",
-     "if token_id == index.eos_token_id and index.is_final(self.state):", "if token_id == index.eos_token_id:"),
-    ("task5_1", "the mask row inverted (True = blocked, as some libraries use)",
-     "vocab_mask[idx] = self.fsm.state_row[self.state]", "vocab_mask[idx] = ~self.fsm.state_row[self.state]"),
-    ("task5_2", "minItems ignored", "if min_items == 0:\n        elements = _repeat(elements, 0, 1)",
-     "elements = _repeat(elements, 0, 1)"),
-    ("task5_2", "maxItems off by one", "if max_items is not None and i >= max_items:",
-     "if max_items is not None and i > max_items:"),
-    ("task5_2", "no whitespace around the elements", "return OPEN_BRACKET + ws + elements + ws + CLOSE_BRACKET",
-     "return OPEN_BRACKET + elements + CLOSE_BRACKET"),
-    ("task5_2", "an impossible array allows the empty list", "    return None\n",
-     "    return OPEN_BRACKET + CLOSE_BRACKET\n"),
-    ("task5_2", "maxItems below the prefix's length does not cut the prefix",
-     'if max_items is not None and i >= max_items:\n        return EPSILON\n',
-     'if i >= len(prefix) and max_items is not None and i >= max_items:\n        return EPSILON\n'),
-    ("task5_3", "a head that matches the empty string never skipped (a?b cannot start with b)",
-     "if not head.nullable:\n            break", "if True:\n            break"),
+    (
+        "task4_4",
+        "queued at the front, ahead of the requests already waiting",
+        "self.waiting_queue.append(req)",
+        "self.waiting_queue.insert(0, req)",
+    ),
+    (
+        "task5_1",
+        "the state pushed onto `history` before a refused token raises",
+        "nxt = index.next_state(self.state, token_id)\nif nxt < 0:",
+        "self.history.append(self.state)\nnxt = index.next_state(self.state, token_id)\nif nxt < 0:",
+    ),
+    (
+        "task5_1",
+        "EOS not recorded in `history` (rollback over it breaks)",
+        "    self.history.append(self.state)\n    self.terminated = True\n",
+        "    self.terminated = True\n",
+    ),
+    (
+        "task5_1",
+        "terminated in any accepting state",
+        "self.terminated = self.fsm.is_complete(nxt)",
+        "self.terminated = index.is_final(nxt)",
+    ),
+    (
+        "task5_1",
+        "EOS accepted where the match is not complete",
+        "if token_id == index.eos_token_id and index.is_final(self.state):",
+        "if token_id == index.eos_token_id:",
+    ),
+    (
+        "task5_1",
+        "the mask row inverted (True = blocked, as some libraries use)",
+        "vocab_mask[idx] = self.fsm.state_row[self.state]",
+        "vocab_mask[idx] = ~self.fsm.state_row[self.state]",
+    ),
+    (
+        "task5_2",
+        "minItems ignored",
+        "if min_items == 0:\n        elements = _repeat(elements, 0, 1)",
+        "elements = _repeat(elements, 0, 1)",
+    ),
+    (
+        "task5_2",
+        "maxItems off by one",
+        "if max_items is not None and i >= max_items:",
+        "if max_items is not None and i > max_items:",
+    ),
+    (
+        "task5_2",
+        "no whitespace around the elements",
+        "return OPEN_BRACKET + ws + elements + ws + CLOSE_BRACKET",
+        "return OPEN_BRACKET + elements + CLOSE_BRACKET",
+    ),
+    (
+        "task5_2",
+        "an impossible array allows the empty list",
+        "    return None\n",
+        "    return OPEN_BRACKET + CLOSE_BRACKET\n",
+    ),
+    (
+        "task5_2",
+        "maxItems below the prefix's length does not cut the prefix",
+        "if max_items is not None and i >= max_items:\n        return EPSILON\n",
+        "if i >= len(prefix) and max_items is not None and i >= max_items:\n        return EPSILON\n",
+    ),
+    (
+        "task5_3",
+        "a head that matches the empty string never skipped (a?b cannot start with b)",
+        "if not head.nullable:\n            break",
+        "if True:\n            break",
+    ),
     ("task5_3", "a repetition's lower bound not lowered (a{2} never ends)", "max(node.low - 1, 0)", "node.low"),
-    ("task5_3", "a repetition's upper bound not lowered (a{0,2} reads any number of a)",
-     "None if node.high is None else node.high - 1", "node.high"),
-    ("task5_3", "the rest of a repetition dropped after one iteration",
-     "out = self.concat(self.derivative(body, byte), rest)", "out = self.derivative(body, byte)"),
-    ("task5_3", "the tail of a sequence dropped", "options.append(self.concat(self.derivative(head, byte), tail))",
-     "options.append(self.derivative(head, byte))"),
-    ("task5_3", "a sequence's derivative recursing into its tail (deep regexes overflow the stack)",
-     "options, x = [], node\n    while True:\n        if x.kind != CONCAT:\n"
-     "            options.append(self.derivative(x, byte))\n            break\n        head, tail = x.parts\n"
-     "        options.append(self.concat(self.derivative(head, byte), tail))\n        if not head.nullable:\n"
-     "            break\n        x = tail\n    out = self.alt(options)",
-     "head, tail = node.parts\n    out = self.concat(self.derivative(head, byte), tail)\n    if head.nullable:\n"
-     "        out = self.alt([out, self.derivative(tail, byte)])"),
-    ("task6_2", "a backslash escapes nothing (the quote of \\\" ends the string)",
-     '    elif ch == "\\\\":\n        self.escaped = True\n', ""),
-    ("task6_2", "an escape never ends (everything after a backslash is escaped)",
-     "    if self.escaped:\n        self.escaped = False\n", "    if self.escaped:\n        pass\n"),
+    (
+        "task5_3",
+        "a repetition's upper bound not lowered (a{0,2} reads any number of a)",
+        "None if node.high is None else node.high - 1",
+        "node.high",
+    ),
+    (
+        "task5_3",
+        "the rest of a repetition dropped after one iteration",
+        "out = self.concat(self.derivative(body, byte), rest)",
+        "out = self.derivative(body, byte)",
+    ),
+    (
+        "task5_3",
+        "the tail of a sequence dropped",
+        "options.append(self.concat(self.derivative(head, byte), tail))",
+        "options.append(self.derivative(head, byte))",
+    ),
+    (
+        "task5_3",
+        "a sequence's derivative recursing into its tail (deep regexes overflow the stack)",
+        "options, x = [], node\n    while True:\n        if x.kind != CONCAT:\n"
+        "            options.append(self.derivative(x, byte))\n            break\n        head, tail = x.parts\n"
+        "        options.append(self.concat(self.derivative(head, byte), tail))\n        if not head.nullable:\n"
+        "            break\n        x = tail\n    out = self.alt(options)",
+        "head, tail = node.parts\n    out = self.concat(self.derivative(head, byte), tail)\n    if head.nullable:\n"
+        "        out = self.alt([out, self.derivative(tail, byte)])",
+    ),
+    (
+        "task6_2",
+        'a backslash escapes nothing (the quote of \\" ends the string)',
+        '    elif ch == "\\\\":\n        self.escaped = True\n',
+        "",
+    ),
+    (
+        "task6_2",
+        "an escape never ends (everything after a backslash is escaped)",
+        "    if self.escaped:\n        self.escaped = False\n",
+        "    if self.escaped:\n        pass\n",
+    ),
     ("task6_2", "strings not tracked (a brace inside a string counts)", "if self.in_string:", "if False:"),
-    ("task6_2", "the value closes at the first closing bracket, nested or not",
-     "return self.opened and self.depth <= 0", "return self.opened"),
+    (
+        "task6_2",
+        "the value closes at the first closing bracket, nested or not",
+        "return self.opened and self.depth <= 0",
+        "return self.opened",
+    ),
     ("task6_2", "closes one bracket late", "self.depth <= 0", "self.depth < 0"),
-    ("task6_1", "the shortest suffix, not the longest (every mismatch restarts from nothing)",
-     "for start in range(len(text) + 1):", "for start in range(len(text), -1, -1):"),
-    ("task6_1", "the naive restart: on a mismatch only the last character is kept (misses the aab in aaab)",
-     "for start in range(len(text) + 1):", "for start in (0, len(text) - 1, len(text)):"),
-    ("task6_1", "a trigger looked for at the start of the text, not at its end",
-     "if text.endswith(t):", "if text.startswith(t):"),
-    ("task6_1", "the self-loop of an eliminated state dropped", 'loop = _star(edges.pop((q, q), ""))',
-     'edges.pop((q, q), "")\n    loop = ""'),
-    ("task6_1", "the self-loop taken exactly once, not any number of times", 'loop = _star(edges.pop((q, q), ""))',
-     'loop = edges.pop((q, q), "")'),
-    ("task6_1", "a parallel edge overwritten instead of joined as an alternative",
-     "edges[p, r] = _alt([edges[p, r], path]) if (p, r) in edges else path", "edges[p, r] = path"),
+    (
+        "task6_1",
+        "the shortest suffix, not the longest (every mismatch restarts from nothing)",
+        "for start in range(len(text) + 1):",
+        "for start in range(len(text), -1, -1):",
+    ),
+    (
+        "task6_1",
+        "the naive restart: on a mismatch only the last character is kept (misses the aab in aaab)",
+        "for start in range(len(text) + 1):",
+        "for start in (0, len(text) - 1, len(text)):",
+    ),
+    (
+        "task6_1",
+        "a trigger looked for at the start of the text, not at its end",
+        "if text.endswith(t):",
+        "if text.startswith(t):",
+    ),
+    (
+        "task6_1",
+        "the self-loop of an eliminated state dropped",
+        'loop = _star(edges.pop((q, q), ""))',
+        'edges.pop((q, q), "")\n    loop = ""',
+    ),
+    (
+        "task6_1",
+        "the self-loop taken exactly once, not any number of times",
+        'loop = _star(edges.pop((q, q), ""))',
+        'loop = edges.pop((q, q), "")',
+    ),
+    (
+        "task6_1",
+        "a parallel edge overwritten instead of joined as an alternative",
+        "edges[p, r] = _alt([edges[p, r], path]) if (p, r) in edges else path",
+        "edges[p, r] = path",
+    ),
     ("task6_1", "the rerouted path written backwards", "path = e_in + loop + e_out", "path = e_out + loop + e_in"),
     # A student's (stop 40's trial), which survived: the dead-end rule and the order of the checks.
-    ("task7_1", "a draft that leads to a state allowing nothing kept",
-     "if not bool(rows[i + 1].any()):\n            return drafts[:i], rows[:i + 1]",
-     "if not bool(rows[i + 1].any()):\n            return drafts[:i + 1], rows[:i + 2]"),
-    ("task7_1", "whether the match ended asked before whether the budget made the next row",
-     "if not self.work.ready(req):\n            return drafts[:i], rows[:i + 1]\n"
-     "        if g.is_terminated():   # the request ends with this draft: no row after it is read\n"
-     "            return drafts[:i + 1], rows[:i + 2]\n",
-     "if g.is_terminated():\n            return drafts[:i + 1], rows[:i + 2]\n"
-     "        if not self.work.ready(req):\n            return drafts[:i], rows[:i + 1]\n"),
-    ("task7_1", "the grammar never rolled back (the kept drafts stay accepted)",
-     "finally:\n    g.rollback(accepted)", "finally:\n    pass"),
-    ("task7_1", "rolled back by the number of drafts, not by the number accepted",
-     "g.rollback(accepted)", "g.rollback(len(drafts))"),
-    ("task7_1", "rolled back only when every draft was allowed, not on an early return",
-     "    return drafts, rows\nfinally:\n    g.rollback(accepted)",
-     "    g.rollback(accepted)\n    return drafts, rows\nfinally:\n    pass"),
-    ("task7_1", "the next position's row written over the current one",
-     "g.fill_vocab_mask(rows, i + 1)", "g.fill_vocab_mask(rows, i)"),
-    ("task7_1", "a draft not checked against its row (the grammar is asked to accept a forbidden one)",
-     "        if not allows(rows[i], draft):\n            return drafts[:i], rows[:i + 1]\n", ""),
-    ("task7_1", "the draft that ends the match dropped", "return drafts[:i + 1], rows[:i + 2]",
-     "return drafts[:i], rows[:i + 1]"),
+    (
+        "task7_1",
+        "a draft that leads to a state allowing nothing kept",
+        "if not bool(rows[i + 1].any()):\n            return drafts[:i], rows[: i + 1]",
+        "if not bool(rows[i + 1].any()):\n            return drafts[: i + 1], rows[: i + 2]",
+    ),
+    (
+        "task7_1",
+        "whether the match ended asked before whether the budget made the next row",
+        "if not self.work.ready(req):\n            return drafts[:i], rows[: i + 1]\n"
+        "        if g.is_terminated():  # the request ends with this draft: no row after it is read\n"
+        "            return drafts[: i + 1], rows[: i + 2]\n",
+        "if g.is_terminated():\n            return drafts[: i + 1], rows[: i + 2]\n"
+        "        if not self.work.ready(req):\n            return drafts[:i], rows[: i + 1]\n",
+    ),
+    (
+        "task7_1",
+        "the grammar never rolled back (the kept drafts stay accepted)",
+        "finally:\n    g.rollback(accepted)",
+        "finally:\n    pass",
+    ),
+    (
+        "task7_1",
+        "rolled back by the number of drafts, not by the number accepted",
+        "g.rollback(accepted)",
+        "g.rollback(len(drafts))",
+    ),
+    (
+        "task7_1",
+        "rolled back only when every draft was allowed, not on an early return",
+        "    return drafts, rows\nfinally:\n    g.rollback(accepted)",
+        "    g.rollback(accepted)\n    return drafts, rows\nfinally:\n    pass",
+    ),
+    (
+        "task7_1",
+        "the next position's row written over the current one",
+        "g.fill_vocab_mask(rows, i + 1)",
+        "g.fill_vocab_mask(rows, i)",
+    ),
+    (
+        "task7_1",
+        "a draft not checked against its row (the grammar is asked to accept a forbidden one)",
+        "        if not allows(rows[i], draft):\n            return drafts[:i], rows[: i + 1]\n",
+        "",
+    ),
+    (
+        "task7_1",
+        "the draft that ends the match dropped",
+        "return drafts[: i + 1], rows[: i + 2]",
+        "return drafts[:i], rows[: i + 1]",
+    ),
     ("task7_1", "drafts after the end of the match kept", "if g.is_terminated():", "if False:"),
     ("task7_2", "no token of the model's own after the drafts", "out.append(picks[len(out)])\n", ""),
-    ("task7_2", "the model's token read from the last row, wherever the drafts stopped", "picks[len(out)]",
-     "picks[-1]"),
-    ("task7_2", "a disagreeing draft skipped, not the end of the run (the forward never saw the model's token)",
-     "break", "continue"),
-    ("task7_2", "the model's token read one position early (the last kept draft's row)", "picks[len(out)]",
-     "picks[max(len(out) - 1, 0)]"),
-    ("task7_2", "the rejected draft kept beside the model's token", "        break\n",
-     "        out.append(draft)\n        break\n"),
+    (
+        "task7_2",
+        "the model's token read from the last row, wherever the drafts stopped",
+        "picks[len(out)]",
+        "picks[-1]",
+    ),
+    (
+        "task7_2",
+        "a disagreeing draft skipped, not the end of the run (the forward never saw the model's token)",
+        "break",
+        "continue",
+    ),
+    (
+        "task7_2",
+        "the model's token read one position early (the last kept draft's row)",
+        "picks[len(out)]",
+        "picks[max(len(out) - 1, 0)]",
+    ),
+    (
+        "task7_2",
+        "the rejected draft kept beside the model's token",
+        "        break\n",
+        "        out.append(draft)\n        break\n",
+    ),
     # A student's (stop 40's trial), which survived: the rejection's token drawn before the uniform.
-    ("task7_3", "the rejection's token drawn before the uniform, at every draft (the right distribution, other tokens)",
-     "if p_draft > 0 and float(torch.rand((), generator=generator)) < p_draft:\n        out.append(draft)\n"
-     "        continue\n    residual = probs[i].clone()\n    residual[draft] = 0.0\n"
-     "    out.append(int(torch.multinomial(residual, 1, generator=generator)))\n    return out\n",
-     "residual = probs[i].clone()\n    residual[draft] = 0.0\n"
-     "    instead = int(torch.multinomial(residual, 1, generator=generator)) if residual.sum() > 0 else draft\n"
-     "    if p_draft > 0 and float(torch.rand((), generator=generator)) < p_draft:\n        out.append(draft)\n"
-     "        continue\n    out.append(instead)\n    return out\n"),
-    ("task7_3", "a rejected position sampled from p itself, not from p without the draft",
-     "    residual[draft] = 0.0\n", ""),
-    ("task7_3", "the draft's probability not divided by its row's sum (the rows are not normalised)",
-     "float(probs[i, draft] / probs[i].sum())", "float(probs[i, draft])"),
-    ("task7_3", "a rejection goes on to the next draft (the forward never saw the token that replaced it)",
-     "    out.append(int(torch.multinomial(residual, 1, generator=generator)))\n    return out\n",
-     "    out.append(int(torch.multinomial(residual, 1, generator=generator)))\n    break\n"),
-    ("task7_3", "no token after the last kept draft",
-     "out.append(int(torch.multinomial(probs[len(drafts)], 1, generator=generator)))\n", ""),
+    (
+        "task7_3",
+        "the rejection's token drawn before the uniform, at every draft (the right distribution, other tokens)",
+        "if p_draft > 0 and float(torch.rand((), generator=generator)) < p_draft:\n        out.append(draft)\n"
+        "        continue\n    residual = probs[i].clone()\n    residual[draft] = 0.0\n"
+        "    out.append(int(torch.multinomial(residual, 1, generator=generator)))\n    return out\n",
+        "residual = probs[i].clone()\n    residual[draft] = 0.0\n"
+        "    instead = int(torch.multinomial(residual, 1, generator=generator)) if residual.sum() > 0 else draft\n"
+        "    if p_draft > 0 and float(torch.rand((), generator=generator)) < p_draft:\n        out.append(draft)\n"
+        "        continue\n    out.append(instead)\n    return out\n",
+    ),
+    (
+        "task7_3",
+        "a rejected position sampled from p itself, not from p without the draft",
+        "    residual[draft] = 0.0\n",
+        "",
+    ),
+    (
+        "task7_3",
+        "the draft's probability not divided by its row's sum (the rows are not normalised)",
+        "float(probs[i, draft] / probs[i].sum())",
+        "float(probs[i, draft])",
+    ),
+    (
+        "task7_3",
+        "a rejection goes on to the next draft (the forward never saw the token that replaced it)",
+        "    out.append(int(torch.multinomial(residual, 1, generator=generator)))\n    return out\n",
+        "    out.append(int(torch.multinomial(residual, 1, generator=generator)))\n    break\n",
+    ),
+    (
+        "task7_3",
+        "no token after the last kept draft",
+        "out.append(int(torch.multinomial(probs[len(drafts)], 1, generator=generator)))\n",
+        "",
+    ),
     ("task7_3", "a draft kept when the uniform is above p(d), not below", "< p_draft", "> p_draft"),
     ("task7_3", "a draft the grammar forbids still spends a uniform draw", "if p_draft > 0 and float(", "if float("),
     # Issue 32, mistakes the earlier tests let through, by class. Inputs outside the finite
     # examples (loops back to the start state 0, fixed adversarial trigger sets):
     ("task1_2", "state 0 taken for a dead walk (tokens back to the start dropped)", "if end < 0:", "if end <= 0:"),
-    ("task1_5", "state 0 taken for the dead state (a loop back to the start aborts)", "if g.state < 0:",
-     "if g.state <= 0:"),
-    ("task3_2", "timeout=0 taken for no timeout (waits forever)", "if not entry.event.wait(timeout):",
-     "if not entry.event.wait(timeout or None):"),
+    (
+        "task1_5",
+        "state 0 taken for the dead state (a loop back to the start aborts)",
+        "if g.state < 0:",
+        "if g.state <= 0:",
+    ),
+    (
+        "task3_2",
+        "timeout=0 taken for no timeout (waits forever)",
+        "if not entry.event.wait(timeout):",
+        "if not entry.event.wait(timeout or None):",
+    ),
     ("task5_1", "state 0 taken for a refusal (a token back to the start raises)", "if nxt < 0:", "if nxt <= 0:"),
-    ("task5_3", "an unbounded repetition's lower bound dropped (a{2,} read as a*)", "max(node.low - 1, 0)",
-     "0 if node.high is None else max(node.low - 1, 0)"),
-    ("task6_1", "the fallback asks the triggers one by one (the first trigger's longest prefix, not the longest suffix)",
-     "for start in range(len(text) + 1):\n    if text[start:] in self.states:\n        return self.states[text[start:]]",
-     "for t in self.triggers:\n    for k in range(len(t), 0, -1):\n        if text.endswith(t[:k]) and t[:k] in self.states:\n"
-     "            return self.states[t[:k]]"),
+    (
+        "task5_3",
+        "an unbounded repetition's lower bound dropped (a{2,} read as a*)",
+        "max(node.low - 1, 0)",
+        "0 if node.high is None else max(node.low - 1, 0)",
+    ),
+    (
+        "task6_1",
+        "the fallback asks the triggers one by one (the first trigger's longest prefix, not the longest suffix)",
+        "for start in range(len(text) + 1):\n    if text[start:] in self.states:\n        return self.states[text[start:]]",
+        "for t in self.triggers:\n    for k in range(len(t), 0, -1):\n        if text.endswith(t[:k]) and t[:k] in self.states:\n"
+        "            return self.states[t[:k]]",
+    ),
     # Rules the pages state that no test checked:
-    ("task3_1", "the cache keyed by the regex alone (another tokenizer's index would be served)",
-     "key = self.key(regex)", "key = regex"),
-    ("task3_3", "the timeout message always says regex (a JSON schema's too)",
-     "f\"compiling the {req.sampling_params.constraint()[0]} \"", "f\"compiling the regex \""),
-    ("task3_3", "the handle's own fields read instead of is_done (s5's futures have no event)",
-     "if self.is_done(waiting.handle):", "if waiting.handle.event.is_set():"),
-    ("task4_1", "byte_edges also for whole-character states (the page: intermediate states only)",
-     "for state in range(byte_dfa.num_char_states, byte_dfa.num_states):", "for state in range(byte_dfa.num_states):"),
-    ("task4_3", "only the prompt's last token compared (an earlier prompt token may change too)",
-     "if all_ids[:prompt_len] != req.origin_input_ids:",
-     "if all_ids[prompt_len - 1:prompt_len] != req.origin_input_ids[-1:]:"),
-    ("task4_3", "a special token's bytes (None) joined as they are",
-     "out_bytes = b\"\".join(tok.token_bytes[t] or b\"\" for t in req.output_ids)",
-     "out_bytes = b\"\".join(tok.token_bytes[t] for t in req.output_ids)"),
-    ("task5_1", "EOS moves the matcher to a sentinel state -1 (the next fill_vocab_mask raises KeyError)",
-     "    self.terminated = True\n    return\n", "    self.terminated = True\n    self.state = -1\n    return\n"),
-    ("task5_2", "a bounded repeat unrolled into one optional group per element (maxItems 1000: 1000 groups)",
-     "return _repeat(sep + items, max(min_items - i, 0), hi)",
-     "return _concat(*[sep + items] * max(min_items - i, 0), _repeat(sep + items, 0, None) if hi is None\n"
-     "        else _concat(*[_repeat(sep + items, 0, 1)] * (hi - max(min_items - i, 0))))"),
-    ("task6_1", "a path from a state back to itself through q dropped (p == r skipped)",
-     "        for r, e_out in out:\n            path = e_in + loop + e_out",
-     "        for r, e_out in out:\n            if p == r:\n                continue\n            path = e_in + loop + e_out"),
+    (
+        "task3_1",
+        "the cache keyed by the regex alone (another tokenizer's index would be served)",
+        "key = self.key(regex)",
+        "key = regex",
+    ),
+    (
+        "task3_3",
+        "the timeout message always says regex (a JSON schema's too)",
+        'f"compiling the {req.sampling_params.constraint()[0]} took',
+        'f"compiling the regex took',
+    ),
+    (
+        "task3_3",
+        "the handle's own fields read instead of is_done (s5's futures have no event)",
+        "if self.is_done(waiting.handle):",
+        "if waiting.handle.event.is_set():",
+    ),
+    (
+        "task4_1",
+        "byte_edges also for whole-character states (the page: intermediate states only)",
+        "for state in range(byte_dfa.num_char_states, byte_dfa.num_states):",
+        "for state in range(byte_dfa.num_states):",
+    ),
+    (
+        "task4_3",
+        "only the prompt's last token compared (an earlier prompt token may change too)",
+        "if all_ids[:prompt_len] != req.origin_input_ids:",
+        "if all_ids[prompt_len - 1:prompt_len] != req.origin_input_ids[-1:]:",
+    ),
+    (
+        "task4_3",
+        "a special token's bytes (None) joined as they are",
+        'out_bytes = b"".join(tok.token_bytes[t] or b"" for t in req.output_ids)',
+        'out_bytes = b"".join(tok.token_bytes[t] for t in req.output_ids)',
+    ),
+    (
+        "task5_1",
+        "EOS moves the matcher to a sentinel state -1 (the next fill_vocab_mask raises KeyError)",
+        "    self.terminated = True\n    return\n",
+        "    self.terminated = True\n    self.state = -1\n    return\n",
+    ),
+    (
+        "task5_2",
+        "a bounded repeat unrolled into one optional group per element (maxItems 1000: 1000 groups)",
+        "return _repeat(sep + items, max(min_items - i, 0), hi)",
+        "return _concat(*[sep + items] * max(min_items - i, 0), _repeat(sep + items, 0, None) if hi is None\n"
+        "        else _concat(*[_repeat(sep + items, 0, 1)] * (hi - max(min_items - i, 0))))",
+    ),
+    (
+        "task6_1",
+        "a path from a state back to itself through q dropped (p == r skipped)",
+        "        for r, e_out in out:\n            path = e_in + loop + e_out",
+        "        for r, e_out in out:\n            if p == r:\n                continue\n            path = e_in + loop + e_out",
+    ),
     # Concurrency: the cache's entries touched outside its lock (six threads, a guarded dict):
-    ("task3_1", "the LRU eviction run after the lock is released (another thread may be iterating the entries)",
-     "    self.entries[key] = entry\n    self._evict_lru()\nself.pool.submit",
-     "    self.entries[key] = entry\nself._evict_lru()\nself.pool.submit"),
-    ("task3_1", "a hit moved to the LRU end after the lock is released",
-     "    if entry is not None:\n        self.entries.move_to_end(key)\n        return entry\n    entry = CacheEntry()\n"
-     "    self.entries[key] = entry\n    self._evict_lru()\n",
-     "    hit = entry is not None\n    if not hit:\n        entry = CacheEntry()\n        self.entries[key] = entry\n"
-     "        self._evict_lru()\nif hit:\n    self.entries.move_to_end(key)\n    return entry\n"),
+    (
+        "task3_1",
+        "the LRU eviction run after the lock is released (another thread may be iterating the entries)",
+        "    self.entries[key] = entry\n    self._evict_lru()\nself.pool.submit",
+        "    self.entries[key] = entry\nself._evict_lru()\nself.pool.submit",
+    ),
+    (
+        "task3_1",
+        "a hit moved to the LRU end after the lock is released",
+        "    if entry is not None:\n        self.entries.move_to_end(key)\n        return entry\n    entry = CacheEntry()\n"
+        "    self.entries[key] = entry\n    self._evict_lru()\n",
+        "    hit = entry is not None\n    if not hit:\n        entry = CacheEntry()\n        self.entries[key] = entry\n"
+        "        self._evict_lru()\nif hit:\n    self.entries.move_to_end(key)\n    return entry\n",
+    ),
     # A stranger's mistakes (issue 32): written from the pages and the reference alone, the
     # ones the task's tests let through until their tests were strengthened.
-    ("task4_1", "a byte into state 0 taken for a dead one (a character that loops back to the start)",
-     "byte_dfa.table[state] >= 0", "byte_dfa.table[state] > 0"),
-    ("task7_1", "a draft kept when the budget could not make the row after it (that row left all ones)",
-     "if not self.work.ready(req):\n            return drafts[:i], rows[:i + 1]",
-     "if not self.work.ready(req):\n            return drafts[:i + 1], rows[:i + 2]"),
-    ("task7_3", "the uniform drawn from the global RNG, not the request's generator (a seed no longer replays)",
-     "float(torch.rand((), generator=generator))", "float(torch.rand(()))"),
+    (
+        "task4_1",
+        "a byte into state 0 taken for a dead one (a character that loops back to the start)",
+        "byte_dfa.table[state] >= 0",
+        "byte_dfa.table[state] > 0",
+    ),
+    (
+        "task7_1",
+        "a draft kept when the budget could not make the row after it (that row left all ones)",
+        "if not self.work.ready(req):\n            return drafts[:i], rows[: i + 1]",
+        "if not self.work.ready(req):\n            return drafts[: i + 1], rows[: i + 2]",
+    ),
+    (
+        "task7_3",
+        "the uniform drawn from the global RNG, not the request's generator (a seed no longer replays)",
+        "float(torch.rand((), generator=generator))",
+        "float(torch.rand(()))",
+    ),
 ]
 
 
@@ -804,13 +1279,18 @@ def test_every_plausible_mistake_fails_its_tasks_tests(stage):
     by some seeds and not others, and `minisglang grade` draws a fresh seed each run. Caught
     here, a mistake fails its task's row in every grading run (scripts/mutant_reruns.py
     measures it: benchmarks/results/mutant_reruns.md)."""
-    mine = [{"id": f"{task}: {what}", "task": task, "old": old, "new": new}
-            for task, what, old, new in MUTATIONS if task_key(task)[0] == int(stage[1:])]
+    mine = [
+        {"id": f"{task}: {what}", "task": task, "old": old, "new": new}
+        for task, what, old, new in MUTATIONS
+        if task_key(task)[0] == int(stage[1:])
+    ]
     results, references = mutants.run_all(mine, explicit_only=True)
     assert references and all(references), "the reference fails after the mutants ran"
     survivors = {m: r["detail"] for m, r in results.items() if not r["caught"]}
-    assert not survivors, (f"these mistakes pass the task's tests on every fixed input (add a plain test or an "
-                           f"`@example` that catches each): {json.dumps(survivors, indent=1)}")
+    assert not survivors, (
+        f"these mistakes pass the task's tests on every fixed input (add a plain test or an "
+        f"`@example` that catches each): {json.dumps(survivors, indent=1)}"
+    )
 
 
 def test_a_copy_missing_a_whole_subpackage_is_not_graded_as_the_reference(tmp_path):
@@ -820,9 +1300,23 @@ def test_a_copy_missing_a_whole_subpackage_is_not_graded_as_the_reference(tmp_pa
     checkout("s1", copy)
     shutil.rmtree(copy / "minisglang" / "constrained")
     env = dict(os.environ, PYTHONPATH=str(copy), MINISGLANG_IMPL=str(copy))
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
-                           str(REPO_TESTS / "test_exercises_s1.py")],
-                          capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-x",
+            "-p",
+            "no:cacheprovider",
+            str(REPO_TESTS / "test_exercises_s1.py"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert proc.returncode != 0, proc.stdout
     assert "No module named 'minisglang.constrained'" in proc.stdout + proc.stderr, proc.stdout[-2000:]
 
@@ -848,11 +1342,13 @@ def test_a_checkout_runs_the_engine_with_only_its_own_files(stage, tmp_path):
         "    out = engine.generate('Date:', {'regex': r'[0-9]{4}-[0-9]{2}-[0-9]{2}', 'max_new_tokens': 12})\n"
         "    engine.shutdown()\n"
         "    assert re.fullmatch(r'[0-9]{4}-[0-9]{2}-[0-9]{2}', out['text']), out\n"
-        "    print('ran', out['text'])\n")
+        "    print('ran', out['text'])\n"
+    )
     (tmp_path / "run_it.py").write_text(script)
     env = dict(os.environ, PYTHONPATH=str(tmp_path))
-    proc = subprocess.run([sys.executable, "run_it.py"], capture_output=True, text=True, env=env,
-                          timeout=300, cwd=tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "run_it.py"], capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path
+    )
     assert proc.returncode == 0 and "ran " in proc.stdout, proc.stdout[-1500:] + proc.stderr[-3000:]
 
 
@@ -865,12 +1361,16 @@ def test_each_exercise_page_lists_the_prerequisites_the_grader_stored():
 
     data = grading.load_prerequisites()
     missing = sorted(set(all_tasks()) - set(data), key=task_key)
-    assert not missing, f"exercises/prerequisites.json has no entry for {missing}: run `minisglang prerequisites --write`"
+    assert not missing, (
+        f"exercises/prerequisites.json has no entry for {missing}: run `minisglang prerequisites --write`"
+    )
     for tag in STAGES_WITH_TASKS:
         page = prerequisites.page_path(tag).read_text(encoding="utf-8")
         want = prerequisites.page_block(tag, data)
-        assert want in page, (f"{prerequisites.page_path(tag)}: its prerequisites table is not what the stored data "
-                              f"gives; run `minisglang prerequisites --pages`. Expected:\n{want}")
+        assert want in page, (
+            f"{prerequisites.page_path(tag)}: its prerequisites table is not what the stored data "
+            f"gives; run `minisglang prerequisites --pages`. Expected:\n{want}"
+        )
 
 
 def test_the_stored_prerequisites_are_what_tracing_the_tests_finds_now():
@@ -883,12 +1383,14 @@ def test_the_stored_prerequisites_are_what_tracing_the_tests_finds_now():
     found = sorted(set().union(*report.ran.values()) - {"task2_3"}, key=task_key)
     assert found == grading.load_prerequisites()["task2_3"], (
         f"task 2_3's tests run the regions of {found} on the reference, but exercises/prerequisites.json says "
-        f"{grading.load_prerequisites()['task2_3']}: run `minisglang prerequisites --write`")
+        f"{grading.load_prerequisites()['task2_3']}: run `minisglang prerequisites --write`"
+    )
     stored = grading.load_test_runs()
     for test, tasks in report.ran.items():
         assert set(tasks) <= set(stored.get(test, [])), (
             f"{test} runs the regions of {tasks} on the reference, but exercises/prerequisites.json says "
-            f"{stored.get(test)}: run `minisglang prerequisites --write`")
+            f"{stored.get(test)}: run `minisglang prerequisites --write`"
+        )
 
 
 def test_grade_names_every_blank_task_in_the_chain_at_once(tmp_path, monkeypatch):
@@ -897,16 +1399,24 @@ def test_grade_names_every_blank_task_in_the_chain_at_once(tmp_path, monkeypatch
     is written, or that only a needed task's own tests run (1_2, for 3_3), is not named."""
     from minisglang import grading, prerequisites
 
-    data = {"task6_1": ["task3_3", "task5_1", "task5_3"], "task5_3": ["task3_3", "task5_1"],
-            "task3_3": ["task1_2"], "task5_1": []}
+    data = {
+        "task6_1": ["task3_3", "task5_1", "task5_3"],
+        "task5_3": ["task3_3", "task5_1"],
+        "task3_3": ["task1_2"],
+        "task5_1": [],
+    }
     path = tmp_path / "prerequisites.json"
     path.write_text(json.dumps({"tasks": data}))
     monkeypatch.setattr(grading, "PREREQUISITES_FILE", path)
     assert grading.needed_tasks("task6_1", data) == ["task3_3", "task5_1", "task5_3"]
     assert prerequisites.grading_chain("task6_1", data) == ["task1_2", "task3_3", "task5_1", "task5_3"]
     failure = grading.Failure("t::call", "NotImplementedError: task5_3: write this", blank=["5_3"])
-    report = grading.GradeReport("s6", "/x", {"task6_1": grading.TaskResult("task6_1", failed=[failure])},
-                                 blank=["task1_2", "task3_3", "task5_1", "task5_3"])
+    report = grading.GradeReport(
+        "s6",
+        "/x",
+        {"task6_1": grading.TaskResult("task6_1", failed=[failure])},
+        blank=["task1_2", "task3_3", "task5_1", "task5_3"],
+    )
     row = next(line for line in grading.format_report(report).splitlines() if line.startswith("task6_1"))
     assert row.endswith("FAIL (needs 3_3, 5_1, 5_3)"), row
 
@@ -918,7 +1428,8 @@ def test_a_blank_task_is_found_in_the_copy(tmp_path):
     checkout("s2", copy, student=True, only=True)
     blank = grading.blank_tasks(copy / "minisglang")
     assert [t for t in blank if task_key(t)[0] <= 2] == sorted(all_tasks("s2"), key=task_key), (
-        f"a `--only` copy of s2 has s2's tasks blank and s1's written; blank_tasks found {blank}")
+        f"a `--only` copy of s2 has s2's tasks blank and s1's written; blank_tasks found {blank}"
+    )
 
 
 def test_an_error_raised_in_another_tasks_code_counts_in_that_tasks_row(tmp_path):
@@ -932,14 +1443,16 @@ def test_an_error_raised_in_another_tasks_code_counts_in_that_tasks_row(tmp_path
     (pkg / "queue.py").write_text(
         "def poll(items):\n    # BEGIN SOLUTION task3_3\n    return items[5]\n    # END SOLUTION\n\n\n"
         "def get(items):\n    # BEGIN SOLUTION task3_2\n    if not items:\n        raise ValueError('empty')\n"
-        "    return poll(items)\n    # END SOLUTION\n")
+        "    return poll(items)\n    # END SOLUTION\n"
+    )
     tests = tmp_path / "tests"
     tests.mkdir()
     (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    task3_2: x\n    task3_3: x\n")
     (tests / "test_q.py").write_text(
         "import pytest\nfrom minisglang import queue\n\n\n@pytest.mark.task3_2\ndef test_get_goes_through_poll():\n"
         "    assert queue.get([1, 2])\n\n\n@pytest.mark.task3_2\ndef test_get_refuses_nothing():\n"
-        "    queue.get([])\n\n\n@pytest.mark.task3_3\ndef test_poll_own():\n    assert queue.poll([0] * 3) == 0\n")
+        "    queue.get([])\n\n\n@pytest.mark.task3_3\ndef test_poll_own():\n    assert queue.poll([0] * 3) == 0\n"
+    )
     report = run_task_tests("s3", impl=tmp_path / "copy", tests_dir=tests, only=["3_2", "3_3"])
     out = format_report(report)
     moved = [f for f in report.tasks["task3_3"].failed if f.test.endswith("test_get_goes_through_poll")]
@@ -950,8 +1463,14 @@ def test_an_error_raised_in_another_tasks_code_counts_in_that_tasks_row(tmp_path
     from minisglang import grading
 
     stays = grading.Failure("t::get", "IndexError: list index out of range", raised_in="3_3")
-    alone = grading.GradeReport("s3", "/x", {"task3_2": grading.TaskResult("task3_2", failed=[stays]),
-                                             "task3_3": grading.TaskResult("task3_3", passed=["t::poll"])})
+    alone = grading.GradeReport(
+        "s3",
+        "/x",
+        {
+            "task3_2": grading.TaskResult("task3_2", failed=[stays]),
+            "task3_3": grading.TaskResult("task3_3", passed=["t::poll"]),
+        },
+    )
     grading.attribute_failures(alone)
     assert alone.tasks["task3_2"].failed == [stays] and not alone.tasks["task3_3"].failed
     assert "(the error came from task 3_3's code, which this test also runs)" in format_report(alone)
@@ -966,16 +1485,36 @@ def test_a_note_names_the_likelier_culprit_when_a_tasks_failures_all_run_another
     from minisglang import grading
 
     both, only_31, only_33 = ["task3_1", "task3_3"], ["task3_1"], ["task3_3"]
-    data = {"tasks": {"task3_1": ["task3_3"], "task3_3": ["task3_1"]},
-            "tests": {"e1": both, "e2": both, "q": both, "c1": only_31, "c2": only_31, "c3": only_31,
-                      "p": only_33, "u": only_33}}
+    data = {
+        "tasks": {"task3_1": ["task3_3"], "task3_3": ["task3_1"]},
+        "tests": {
+            "e1": both,
+            "e2": both,
+            "q": both,
+            "c1": only_31,
+            "c2": only_31,
+            "c3": only_31,
+            "p": only_33,
+            "u": only_33,
+        },
+    }
     path = tmp_path / "prerequisites.json"
     path.write_text(json.dumps(data))
     monkeypatch.setattr(grading, "PREREQUISITES_FILE", path)
 
     def notes(failed: dict[str, list[str]], passed: dict[str, list[str]]) -> dict[str, list[str]]:
-        report = grading.GradeReport("s3", "/x", {t: grading.TaskResult(t, passed=passed.get(t, []), failed=[
-            grading.Failure(test, "AssertionError: wrong") for test in tests]) for t, tests in failed.items()})
+        report = grading.GradeReport(
+            "s3",
+            "/x",
+            {
+                t: grading.TaskResult(
+                    t,
+                    passed=passed.get(t, []),
+                    failed=[grading.Failure(test, "AssertionError: wrong") for test in tests],
+                )
+                for t, tests in failed.items()
+            },
+        )
         text = grading.format_report(report).splitlines()
         return {t: [line for line in text if line.startswith(f"NOTE {t}:")] for t in failed}
 
@@ -987,4 +1526,5 @@ def test_a_note_names_the_likelier_culprit_when_a_tasks_failures_all_run_another
     assert all(len(n) == 1 and "either task may be wrong" in n[0] for n in found.values()), found
     found = notes({"task3_1": ["e1", "c1"], "task3_3": ["u"]}, {})
     assert found == {"task3_1": [], "task3_3": []}, (
-        f"3_1 fails c1 (its own code only), 3_3 fails u (its own only): each row is its own fault: {found}")
+        f"3_1 fails c1 (its own code only), 3_3 fails u (its own only): each row is its own fault: {found}"
+    )

@@ -9,6 +9,7 @@ says which tokens and why:
 - outlines-core 0.2.x builds no transition from an accepting state into a non-accepting
   one (after "1" in `1(x1)*` no "x"), so on regexes with such moves it allows a subset.
 """
+
 import json
 import re
 
@@ -17,32 +18,47 @@ import pytest
 import torch
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from test_constrained_generation import CASES, USER, assert_stopped_outputs_match
+from test_regex_dfa import DIALECT_CHARS, DIALECT_REGEXES
 
 import minisglang as sgl
 from minisglang.backends.base import GrammarError, IgnoredKeywordError, InvalidGrammarObject, get_backend_class
 from minisglang.constrained.bitmask import unpack_bits
 from minisglang.stages.s5_backends import ReasonerGrammar
 from minisglang.tokenizer import Tokenizer
-from test_constrained_generation import CASES, USER, assert_stopped_outputs_match
-from test_regex_dfa import DIALECT_CHARS, DIALECT_REGEXES
 
 BACKENDS = ["fsm", "xgrammar", "outlines", "llguidance"]
 LIBRARIES = BACKENDS[1:]
-PAD = 40   # logit columns past the tokenizer's vocabulary, to check they stay masked
+PAD = 40  # logit columns past the tokenizer's vocabulary, to check they stay masked
 
 # The brief's subset of the shared regex cases: IPv4, dates, Chinese, emoji, JSON objects.
-SUBSET_QUESTIONS = {"What is the server's IP address?", "When was she born?", "用中文说一个爱好。",
-                    "Send an emoji.", "Extract as JSON: Li Lei is 31 years old."}
+SUBSET_QUESTIONS = {
+    "What is the server's IP address?",
+    "When was she born?",
+    "用中文说一个爱好。",
+    "Send an emoji.",
+    "Extract as JSON: Li Lei is 31 years old.",
+}
 REGEX_CASES = [(rx, q) for rx, q in CASES if q in SUBSET_QUESTIONS or q.startswith("Extract name, age")]
 SEEDS = range(3)
 
-PERSON = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 20},
-                                           "age": {"type": "integer", "minimum": 0, "maximum": 150}},
-          "required": ["name", "age"], "additionalProperties": False}
-PLACE = {"type": "object", "properties": {"city": {"enum": ["Paris", "Rome", "Beijing"]},
-                                          "tags": {"type": "array", "items": {"type": "string", "maxLength": 8},
-                                                   "maxItems": 3}},
-         "required": ["city", "tags"]}
+PERSON = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "maxLength": 20},
+        "age": {"type": "integer", "minimum": 0, "maximum": 150},
+    },
+    "required": ["name", "age"],
+    "additionalProperties": False,
+}
+PLACE = {
+    "type": "object",
+    "properties": {
+        "city": {"enum": ["Paris", "Rome", "Beijing"]},
+        "tags": {"type": "array", "items": {"type": "string", "maxLength": 8}, "maxItems": 3},
+    },
+    "required": ["city", "tags"],
+}
 JSON_QUESTION = "Extract as JSON: Li Lei is 31 years old and lives in Paris."
 
 # One EBNF text in the GBNF dialect (xgrammar's; llguidance converts it to Lark).
@@ -55,8 +71,12 @@ BAD_REGEX = "(unclosed"
 BAD_REGEX_PHRASE = {"fsm": "missing )", "xgrammar": "missing )", "outlines": "missing )", "llguidance": "missing )"}
 BAD_SCHEMA = '{"type": "foo"}'
 NOT_JSON = '{"type": "object", '
-NOT_JSON_PHRASE = {"fsm": "not valid JSON", "xgrammar": "not valid JSON",
-                   "outlines": "not valid JSON", "llguidance": "not valid JSON"}
+NOT_JSON_PHRASE = {
+    "fsm": "not valid JSON",
+    "xgrammar": "not valid JSON",
+    "outlines": "not valid JSON",
+    "llguidance": "not valid JSON",
+}
 
 
 # ---------------------------------------------------------------------------- fixtures
@@ -109,13 +129,16 @@ def test_stopped_regex_outputs_fully_match(engine):
 
 def test_json_schema_outputs_validate(engine):
     name = engine.stage.backend.name
-    params = [{"json_schema": json.dumps(s), "temperature": 1.0, "seed": seed, "max_new_tokens": 80}
-              for s in [PERSON, PLACE] for seed in SEEDS]
+    params = [
+        {"json_schema": json.dumps(s), "temperature": 1.0, "seed": seed, "max_new_tokens": 80}
+        for s in [PERSON, PLACE]
+        for seed in SEEDS
+    ]
     outs = engine.generate([USER.format(JSON_QUESTION)] * len(params), params)
     stopped = 0
     for out, p in zip(outs, params):
         schema = json.loads(p["json_schema"])
-        if name == "outlines" and schema == PERSON:   # outlines-core would ignore the age bounds
+        if name == "outlines" and schema == PERSON:  # outlines-core would ignore the age bounds
             assert reason(out)["type"] == "abort"
             assert "does not enforce 'minimum' (at #/properties/age)" in reason(out)["message"]
             continue
@@ -128,9 +151,15 @@ def test_json_schema_outputs_validate(engine):
 
 def test_invalid_grammars_abort_only_their_request(engine):
     name = engine.stage.backend.name
-    outs = engine.generate([USER.format("When was she born?")] * 4,
-                           [{"regex": BAD_REGEX}, {"json_schema": BAD_SCHEMA}, {"json_schema": NOT_JSON},
-                            {"regex": r"[0-9]{4}-[0-9]{2}", "temperature": 1.0, "seed": 0}])
+    outs = engine.generate(
+        [USER.format("When was she born?")] * 4,
+        [
+            {"regex": BAD_REGEX},
+            {"json_schema": BAD_SCHEMA},
+            {"json_schema": NOT_JSON},
+            {"regex": r"[0-9]{4}-[0-9]{2}", "temperature": 1.0, "seed": 0},
+        ],
+    )
     for out in outs[:3]:
         assert reason(out)["type"] == "abort"
         assert f"rejected by the '{name}' backend" in reason(out)["message"]
@@ -144,16 +173,17 @@ def test_invalid_grammars_abort_only_their_request(engine):
 def test_ebnf_works_where_supported_and_aborts_clearly_elsewhere(engine):
     name = engine.stage.backend.name
     lark = 'start: ("yes" | "no") "."'
-    outs = engine.generate([USER.format("Is the sky blue?")] * 4,
-                           [{"ebnf": EBNF, "temperature": 1.0, "seed": s} for s in range(3)]
-                           + [{"ebnf": lark, "temperature": 0}])
+    outs = engine.generate(
+        [USER.format("Is the sky blue?")] * 4,
+        [{"ebnf": EBNF, "temperature": 1.0, "seed": s} for s in range(3)] + [{"ebnf": lark, "temperature": 0}],
+    )
     for out in outs[:3]:
         if name in EBNF_SUPPORTED:
             assert reason(out)["type"] == "stop" and out["text"] in ("yes!", "no!")
         else:
             assert reason(out)["type"] == "abort"
             assert f"the '{name}' grammar backend does not support 'ebnf'" in reason(out)["message"]
-    if name == "llguidance":     # it reads Lark too
+    if name == "llguidance":  # it reads Lark too
         assert reason(outs[3])["type"] == "stop" and outs[3]["text"] in ("yes.", "no.")
     else:
         assert reason(outs[3])["type"] == "abort"
@@ -164,12 +194,19 @@ def test_ebnf_works_where_supported_and_aborts_clearly_elsewhere(engine):
 def test_mixed_batch_of_every_kind(engine):
     name = engine.stage.backend.name
     regex = r"((25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
-    params = [{"regex": regex, "temperature": 1.0, "seed": 1},
-              {"json_schema": json.dumps(PLACE), "temperature": 1.0, "seed": 2, "max_new_tokens": 80},
-              {"ebnf": EBNF, "temperature": 1.0, "seed": 3},
-              {"temperature": 1.0, "seed": 4, "max_new_tokens": 16}]
-    outs = engine.generate([USER.format(q) for q in ["What is the server's IP address?", JSON_QUESTION,
-                                                     "Is the sky blue?", "Say something."]], params)
+    params = [
+        {"regex": regex, "temperature": 1.0, "seed": 1},
+        {"json_schema": json.dumps(PLACE), "temperature": 1.0, "seed": 2, "max_new_tokens": 80},
+        {"ebnf": EBNF, "temperature": 1.0, "seed": 3},
+        {"temperature": 1.0, "seed": 4, "max_new_tokens": 16},
+    ]
+    outs = engine.generate(
+        [
+            USER.format(q)
+            for q in ["What is the server's IP address?", JSON_QUESTION, "Is the sky blue?", "Say something."]
+        ],
+        params,
+    )
     assert reason(outs[0])["type"] == "stop" and re.fullmatch(regex, outs[0]["text"])
     if reason(outs[1])["type"] == "stop":
         jsonschema.validate(json.loads(outs[1]["text"]), PLACE)
@@ -185,13 +222,14 @@ def test_mixed_batch_of_every_kind(engine):
 def test_jump_forward_where_the_library_offers_it(engine):
     name = engine.stage.backend.name
     regex = r'\{"name": "[A-Za-z ]{1,12}", "age": [1-9][0-9]?, "city": "(Paris|Rome|Beijing)"\}'
-    outs = engine.generate([USER.format(JSON_QUESTION)] * 3,
-                           [{"regex": regex, "temperature": 1.0, "seed": s, "max_new_tokens": 60} for s in range(3)])
-    jumped = [o["meta_info"]["completion_tokens"] - o["meta_info"]["completion_tokens_wo_jump_forward"]
-              for o in outs]
+    outs = engine.generate(
+        [USER.format(JSON_QUESTION)] * 3,
+        [{"regex": regex, "temperature": 1.0, "seed": s, "max_new_tokens": 60} for s in range(3)],
+    )
+    jumped = [o["meta_info"]["completion_tokens"] - o["meta_info"]["completion_tokens_wo_jump_forward"] for o in outs]
     for o in outs:
         assert reason(o)["type"] == "stop" and re.fullmatch(regex, o["text"]), o["text"]
-    if name == "outlines":   # outlines-core offers no jump forward
+    if name == "outlines":  # outlines-core offers no jump forward
         assert jumped == [0, 0, 0] and engine.stage.jumps == 0
     else:
         assert all(j > 0 for j in jumped)
@@ -201,7 +239,7 @@ def test_reasoning_gate_constrains_only_after_the_marker(engine):
     """Until the marker the row is all ones, so a seeded request samples exactly what it
     samples unconstrained; so take the marker from an unconstrained run's own tokens."""
     tok = engine.tokenizer
-    assert len(tok.encode("</think>")) > 1   # no such token in the bundled vocabulary
+    assert len(tok.encode("</think>")) > 1  # no such token in the bundled vocabulary
     prompt = USER.format("Extract as JSON: Li Lei was born on 1990-03-02.")
     date = r" ?[0-9]{4}-[0-9]{2}-[0-9]{2}"
     free = engine.generate([prompt] * 3, [{"temperature": 1.0, "seed": s, "max_new_tokens": 12} for s in range(3)])
@@ -209,17 +247,20 @@ def test_reasoning_gate_constrains_only_after_the_marker(engine):
     for seed, out in enumerate(free):
         ids = out["output_ids"]
         # the first token past the second that is new, and spelled by a one-token text
-        k = next(i for i in range(2, len(ids)) if ids[i] not in ids[:i] and tok.encode(tok.decode([ids[i]])) == [ids[i]])
-        prefixes.append(ids[:k + 1])
-        params.append({"regex": date, "think_end": tok.decode([ids[k]]), "temperature": 1.0, "seed": seed,
-                       "max_new_tokens": 40})
+        k = next(
+            i for i in range(2, len(ids)) if ids[i] not in ids[:i] and tok.encode(tok.decode([ids[i]])) == [ids[i]]
+        )
+        prefixes.append(ids[: k + 1])
+        params.append(
+            {"regex": date, "think_end": tok.decode([ids[k]]), "temperature": 1.0, "seed": seed, "max_new_tokens": 40}
+        )
     outs = engine.generate([prompt] * 3, params)
     for out, prefix in zip(outs, prefixes):
         ids = out["output_ids"]
-        assert ids[:len(prefix)] == prefix                 # free text went through untouched
+        assert ids[: len(prefix)] == prefix  # free text went through untouched
         assert not re.fullmatch(date, tok.decode(prefix))  # ... and it was not a date
         assert reason(out)["type"] == "stop"
-        assert re.fullmatch(date, tok.decode(ids[len(prefix):])), out["text"]
+        assert re.fullmatch(date, tok.decode(ids[len(prefix) :])), out["text"]
 
 
 # -------------------------------------------------------------- masks against fsm's
@@ -233,8 +274,9 @@ MASK_CASES = [
 ]
 
 
-def check_against_fsm(name: str, grammar, row: torch.Tensor, fsm_row: torch.Tensor, outlines_exact: bool,
-                      vocab_size: int) -> None:
+def check_against_fsm(
+    name: str, grammar, row: torch.Tensor, fsm_row: torch.Tensor, outlines_exact: bool, vocab_size: int
+) -> None:
     """The relation between a library's mask row and the fsm backend's (see module docstring)."""
     assert not row[vocab_size:].any(), "a padded logit column is allowed"
     forced = name == "llguidance" and grammar.matcher.compute_ff_bytes()
@@ -251,8 +293,7 @@ def test_masks_match_the_fsm_backend_along_a_match(backends, tokenizer, name, re
     lib, fsm = compiled(backends[name], "regex", regex), compiled(backends["fsm"], "regex", regex)
     ids = tokenizer.encode(text)
     for step in range(len(ids) + 1):
-        check_against_fsm(name, lib, mask_row(lib, width), mask_row(fsm, width), outlines_exact,
-                          tokenizer.vocab_size)
+        check_against_fsm(name, lib, mask_row(lib, width), mask_row(fsm, width), outlines_exact, tokenizer.vocab_size)
         if step < len(ids):
             lib.accept_token(ids[step])
             fsm.accept_token(ids[step])
@@ -269,7 +310,7 @@ def test_outlines_core_drops_moves_out_of_an_accepting_state(backends, tokenizer
         fsm.accept_token(t)
     missing = mask_row(fsm, width) & ~mask_row(lib, width)
     letter_a = tokenizer.encode("a")[0]
-    assert missing[letter_a]      # "xa..." is a valid prefix, but "x" was accepting and "xa" is not
+    assert missing[letter_a]  # "xa..." is a valid prefix, but "x" was accepting and "xa" is not
 
 
 @pytest.mark.parametrize("name", LIBRARIES)
@@ -305,7 +346,7 @@ def test_batched_fill_equals_row_by_row(backends, tokenizer, name):
     type(grammars[0]).fill_vocab_mask_batched([(g, i) for g, i in zip(grammars, [0, 2, 4])], batched)
     for g, i in zip(grammars, [0, 2, 4]):
         assert torch.equal(unpack_bits(batched[i], width), mask_row(g, width))
-    assert (batched[[1, 3]] == -1).all()      # rows without a grammar stay all-allowed
+    assert (batched[[1, 3]] == -1).all()  # rows without a grammar stay all-allowed
 
 
 # ------------------------------------------------------------ the matcher contract
@@ -320,7 +361,7 @@ def test_accept_rollback_copy_and_termination(backends, tokenizer, name):
     before_last = mask_row(g, width)
     assert not g.is_terminated()
     g.accept_token(ids[-1])
-    assert g.is_terminated()                     # complete, and nothing but EOS may follow
+    assert g.is_terminated()  # complete, and nothing but EOS may follow
     g.rollback(1)
     assert not g.is_terminated() and torch.equal(mask_row(g, width), before_last)
     with pytest.raises(GrammarError, match="not allowed"):
@@ -330,7 +371,7 @@ def test_accept_rollback_copy_and_termination(backends, tokenizer, name):
     more = compiled(backends[name], "regex", r"[0-9]+")
     for t in tokenizer.encode("12"):
         more.accept_token(t)
-    assert not more.is_terminated()              # more digits may follow
+    assert not more.is_terminated()  # more digits may follow
     assert mask_row(more, width)[tokenizer.eos_token_id]
     more.accept_token(tokenizer.eos_token_id)
     assert more.is_terminated()
@@ -340,11 +381,11 @@ def test_accept_rollback_copy_and_termination(backends, tokenizer, name):
 def test_reasoner_gate_passes_free_text_then_constrains(backends, tokenizer, name):
     width = tokenizer.vocab_size + PAD
     regex = r"(yes|no)"
-    marker_id, = tokenizer.encode("\n")
+    (marker_id,) = tokenizer.encode("\n")
     gate = ReasonerGrammar(compiled(backends[name], "regex", regex), marker_id, tokenizer.eos_token_id)
     all_but_eos = torch.ones(width, dtype=torch.bool)
     all_but_eos[tokenizer.eos_token_id] = False
-    for t in tokenizer.encode("I think so"):      # text the regex would reject
+    for t in tokenizer.encode("I think so"):  # text the regex would reject
         assert torch.equal(mask_row(gate, width), all_but_eos)
         gate.accept_token(t)
     assert not gate.is_terminated()
@@ -356,9 +397,12 @@ def test_reasoner_gate_passes_free_text_then_constrains(backends, tokenizer, nam
 
 @pytest.mark.parametrize("name", LIBRARIES)
 def test_compile_errors_name_the_problem(backends, name):
-    cases = [("regex", BAD_REGEX, BAD_REGEX_PHRASE[name]), ("json_schema", BAD_SCHEMA, "foo"),
-             ("json_schema", NOT_JSON, NOT_JSON_PHRASE[name]),
-             ("json_schema", '{"type": "string", "minLength": 5, "maxLength": 2}', "maxLength")]
+    cases = [
+        ("regex", BAD_REGEX, BAD_REGEX_PHRASE[name]),
+        ("json_schema", BAD_SCHEMA, "foo"),
+        ("json_schema", NOT_JSON, NOT_JSON_PHRASE[name]),
+        ("json_schema", '{"type": "string", "minLength": 5, "maxLength": 2}', "maxLength"),
+    ]
     if name == "outlines":
         cases.append(("json_schema", json.dumps(PERSON), "does not enforce 'minimum' (at #/properties/age)"))
     for kind, text, phrase in cases:
@@ -428,7 +472,7 @@ def test_every_backend_reads_shorthand_classes_and_dot_as_python_does(backends, 
     assume(b"".join(tokenizer.token_bytes[i] for i in ids) == text.encode("utf-8"))
     expected = re.fullmatch(pattern, text) is not None
     if name == "outlines" and expected and _leaves_an_accepting_state_mid_character(tokenizer, pattern, ids):
-        return   # outlines-core drops such a move (module docstring): no dialect question here
+        return  # outlines-core drops such a move (module docstring): no dialect question here
     assert accepts(backends[name], tokenizer, pattern, text) == expected, (name, pattern, text)
 
 
@@ -450,8 +494,12 @@ def _leaves_an_accepting_state_mid_character(tokenizer, pattern: str, ids: list[
 
 # (regex, a match; a match outlines-core can walk: a character of several bytes only where
 # the text so far does not match, see _leaves_an_accepting_state_mid_character)
-DIALECT_MASK_CASES = [(r"\w+", "艳a_٣²", "艳a_"), (r"\W{4}", "!\u2028\x1c ", "!\u2028\x1c "),
-                      (r"[^\w\s]+x", "!-x", "€-x"), (r"\d{2}\s.", "٣9\u3000\u2028", "٣9\u3000\u2028")]
+DIALECT_MASK_CASES = [
+    (r"\w+", "艳a_٣²", "艳a_"),
+    (r"\W{4}", "!\u2028\x1c ", "!\u2028\x1c "),
+    (r"[^\w\s]+x", "!-x", "€-x"),
+    (r"\d{2}\s.", "٣9\u3000\u2028", "٣9\u3000\u2028"),
+]
 
 
 @pytest.mark.parametrize("name", LIBRARIES)
@@ -465,8 +513,14 @@ def test_dialect_masks_match_the_fsm_backend_along_a_match(backends, tokenizer, 
 
 @pytest.mark.parametrize("name", BACKENDS)
 def test_what_no_automaton_reads_like_python_is_refused_by_every_backend(backends, name):
-    for regex, phrase in [("(?i)abc", "inline flags"), ("a(?i:b)", "inline flags"), ("(?a)\\w", "inline flags"),
-                          ("a(?=b)", "lookahead"), (r"(a)\1", "reference"), (r"a[^\s\S]", "matches no string")]:
+    for regex, phrase in [
+        ("(?i)abc", "inline flags"),
+        ("a(?i:b)", "inline flags"),
+        ("(?a)\\w", "inline flags"),
+        ("a(?=b)", "lookahead"),
+        (r"(a)\1", "reference"),
+        (r"a[^\s\S]", "matches no string"),
+    ]:
         g = compiled(backends[name], "regex", regex)
         assert isinstance(g, InvalidGrammarObject), (name, regex)
         assert phrase in g.message and "regex rejected" in g.message, g.message
@@ -476,43 +530,57 @@ def test_what_no_automaton_reads_like_python_is_refused_by_every_backend(backend
 # (backend, schema, the keyword the refusal names, where): each one a keyword its library
 # compiles without enforcing, found by running the JSON-Schema-Test-Suite through the adapter
 # (benchmarks/json_schema_conformance.py) and checked alone here.
-A, I, S = {"type": "array", "items": {"type": "integer"}}, {"type": "integer"}, {"type": "string"}
+A, INT, S = {"type": "array", "items": {"type": "integer"}}, {"type": "integer"}, {"type": "string"}
 IGNORED_CASES = [
     ("xgrammar", {**A, "uniqueItems": True}, "uniqueItems", "#"),
-    ("xgrammar", {"type": "object", "properties": {"a/b": {**A, "uniqueItems": True}}}, "uniqueItems", "#/properties/a~1b"),
+    (
+        "xgrammar",
+        {"type": "object", "properties": {"a/b": {**A, "uniqueItems": True}}},
+        "uniqueItems",
+        "#/properties/a~1b",
+    ),
     ("xgrammar", {**A, "contains": {"const": 1}}, "contains", "#"),
-    ("xgrammar", {"allOf": [{**I, "minimum": 1}, {**I, "maximum": 3}]}, "allOf", "#"),
-    ("xgrammar", {**I, "minimum": 0, "anyOf": [{**I, "maximum": 5}, {**I, "minimum": 9}]}, "anyOf", "#"),
-    ("xgrammar", {"oneOf": [I, {**I, "minimum": 2}]}, "oneOf", "#"),
-    ("xgrammar", {**I, "if": {"minimum": 0}, "then": {"maximum": 5}}, "if", "#"),
-    ("xgrammar", {**I, "not": {"const": 1}}, "not", "#"),
+    ("xgrammar", {"allOf": [{**INT, "minimum": 1}, {**INT, "maximum": 3}]}, "allOf", "#"),
+    ("xgrammar", {**INT, "minimum": 0, "anyOf": [{**INT, "maximum": 5}, {**INT, "minimum": 9}]}, "anyOf", "#"),
+    ("xgrammar", {"oneOf": [INT, {**INT, "minimum": 2}]}, "oneOf", "#"),
+    ("xgrammar", {**INT, "if": {"minimum": 0}, "then": {"maximum": 5}}, "if", "#"),
+    ("xgrammar", {**INT, "not": {"const": 1}}, "not", "#"),
     ("xgrammar", {**S, "pattern": "^a+$", "maxLength": 2}, "maxLength", "#"),
     ("xgrammar", {"type": "number", "multipleOf": 0.5}, "multipleOf", "#"),
     ("xgrammar", {"maxLength": 2}, "maxLength", "#"),
-    ("xgrammar", {"type": "object", "properties": {"a": I, "b": I}, "dependentRequired": {"a": ["b"]}},
-     "dependentRequired", "#"),
-    ("xgrammar", {"type": "object", "required": ["a"], "additionalProperties": I}, "required", "#"),
-    ("xgrammar", {"type": "object", "properties": {"ab": S}, "patternProperties": {"^a": {**S, "maxLength": 1}}},
-     "patternProperties", "#"),
+    (
+        "xgrammar",
+        {"type": "object", "properties": {"a": INT, "b": INT}, "dependentRequired": {"a": ["b"]}},
+        "dependentRequired",
+        "#",
+    ),
+    ("xgrammar", {"type": "object", "required": ["a"], "additionalProperties": INT}, "required", "#"),
+    (
+        "xgrammar",
+        {"type": "object", "properties": {"ab": S}, "patternProperties": {"^a": {**S, "maxLength": 1}}},
+        "patternProperties",
+        "#",
+    ),
     ("xgrammar", {"type": "integer", "enum": [1, 5], "minimum": 2}, "enum", "#"),
-    ("xgrammar", {"$defs": {"p": {**I, "$anchor": "p"}}, "$ref": "#p"}, "$ref", "#"),
-    ("xgrammar", {"$defs": {"p": I}, "$ref": "#/$defs/p", "type": "integer", "minimum": 2}, "$ref", "#"),
+    ("xgrammar", {"$defs": {"p": {**INT, "$anchor": "p"}}, "$ref": "#p"}, "$ref", "#"),
+    ("xgrammar", {"$defs": {"p": INT}, "$ref": "#/$defs/p", "type": "integer", "minimum": 2}, "$ref", "#"),
     ("outlines", {**S, "pattern": "^a+$", "maxLength": 2}, "pattern", "#"),
-    ("outlines", {**I, "minimum": 1}, "minimum", "#"),
+    ("outlines", {**INT, "minimum": 1}, "minimum", "#"),
     ("outlines", {**A, "uniqueItems": True}, "uniqueItems", "#"),
-    ("outlines", {**I, "not": {"const": 1}}, "not", "#"),
-    ("outlines", {**I, "if": {"minimum": 0}, "then": {"maximum": 5}}, "if", "#"),
-    ("outlines", {"oneOf": [I, {**I, "multipleOf": 2}]}, "oneOf", "#"),
+    ("outlines", {**INT, "not": {"const": 1}}, "not", "#"),
+    ("outlines", {**INT, "if": {"minimum": 0}, "then": {"maximum": 5}}, "if", "#"),
+    ("outlines", {"oneOf": [INT, {**INT, "multipleOf": 2}]}, "oneOf", "#"),
     ("outlines", {"allOf": [{}, {"type": "number"}]}, "allOf", "#"),
     ("outlines", {"type": "array", "prefixItems": [{}], "items": False}, "prefixItems", "#"),
-    ("outlines", {"type": "object", "required": ["a"], "additionalProperties": I}, "required", "#"),
+    ("outlines", {"type": "object", "required": ["a"], "additionalProperties": INT}, "required", "#"),
     ("outlines", {"enum": ["abc", "a"], "maxLength": 2}, "enum", "#"),
-    ("outlines", {"type": "object", "properties": {"a\nb": I}}, "properties", "#"),
+    ("outlines", {"type": "object", "properties": {"a\nb": INT}}, "properties", "#"),
 ]
 
 
-@pytest.mark.parametrize("name, schema, keyword, where", IGNORED_CASES,
-                         ids=[f"{n}-{k}-{i}" for i, (n, _, k, _) in enumerate(IGNORED_CASES)])
+@pytest.mark.parametrize(
+    "name, schema, keyword, where", IGNORED_CASES, ids=[f"{n}-{k}-{i}" for i, (n, _, k, _) in enumerate(IGNORED_CASES)]
+)
 def test_keywords_a_library_ignores_are_refused_by_name(backends, name, schema, keyword, where):
     with pytest.raises(IgnoredKeywordError) as refused:
         backends[name].compile("json_schema", json.dumps(schema))
@@ -526,14 +594,30 @@ def test_keywords_a_library_ignores_are_refused_by_name(backends, name, schema, 
 
 # Schemas each adapter must still compile: what its library does enforce (precision).
 ENFORCED = {
-    "xgrammar": [{**A, "uniqueItems": False}, {"oneOf": [I, S]}, {**S, "maxLength": 3}, {**I, "multipleOf": 3},
-                 {"$defs": {"p": {**I, "minimum": 2}}, "$ref": "#/$defs/p"}, {"type": "integer", "enum": [1, 2]},
-                 {"type": "object", "properties": {"a": I}, "required": ["a"], "minProperties": 1},
-                 {"oneOf": [{"type": "object", "properties": {"k": {"const": "a"}}, "required": ["k"]},
-                            {"type": "object", "properties": {"k": {"const": "b"}}, "required": ["k"]}]}],
-    "outlines": [{**A, "uniqueItems": False}, {"oneOf": [I, S]}, {**S, "pattern": "^[^a]{3}$"},
-                 {**S, "maxLength": 3}, {"enum": ["a\nb", 'c"d']}, {"type": "array", "prefixItems": [I, S]}],
-    "llguidance": [{**S, "pattern": "^a+$", "maxLength": 2}, {**I, "minimum": 1}],
+    "xgrammar": [
+        {**A, "uniqueItems": False},
+        {"oneOf": [INT, S]},
+        {**S, "maxLength": 3},
+        {**INT, "multipleOf": 3},
+        {"$defs": {"p": {**INT, "minimum": 2}}, "$ref": "#/$defs/p"},
+        {"type": "integer", "enum": [1, 2]},
+        {"type": "object", "properties": {"a": INT}, "required": ["a"], "minProperties": 1},
+        {
+            "oneOf": [
+                {"type": "object", "properties": {"k": {"const": "a"}}, "required": ["k"]},
+                {"type": "object", "properties": {"k": {"const": "b"}}, "required": ["k"]},
+            ]
+        },
+    ],
+    "outlines": [
+        {**A, "uniqueItems": False},
+        {"oneOf": [INT, S]},
+        {**S, "pattern": "^[^a]{3}$"},
+        {**S, "maxLength": 3},
+        {"enum": ["a\nb", 'c"d']},
+        {"type": "array", "prefixItems": [INT, S]},
+    ],
+    "llguidance": [{**S, "pattern": "^a+$", "maxLength": 2}, {**INT, "minimum": 1}],
 }
 
 
@@ -545,10 +629,18 @@ def test_keywords_a_library_enforces_still_compile(backends, name):
 
 # Schemas the adapters accept whose outputs an adapter once got wrong: a raw newline from
 # outlines-core's pattern `[^a]`, raw control characters from xgrammar's maxLength strings.
-WALKED = [{**S, "pattern": "^[^a]{3}$"}, {**S, "pattern": "^.{2}$"}, {**S, "maxLength": 3},
-          {"type": "object", "properties": {"t": {**S, "minLength": 1, "maxLength": 4}, "n": {"enum": [1, "x"]}},
-           "required": ["t", "n"], "additionalProperties": False},
-          {"type": "array", "items": {"oneOf": [I, S]}, "maxItems": 2}]
+WALKED = [
+    {**S, "pattern": "^[^a]{3}$"},
+    {**S, "pattern": "^.{2}$"},
+    {**S, "maxLength": 3},
+    {
+        "type": "object",
+        "properties": {"t": {**S, "minLength": 1, "maxLength": 4}, "n": {"enum": [1, "x"]}},
+        "required": ["t", "n"],
+        "additionalProperties": False,
+    },
+    {"type": "array", "items": {"oneOf": [INT, S]}, "maxItems": 2},
+]
 
 
 @pytest.mark.parametrize("name", LIBRARIES)
@@ -566,8 +658,9 @@ def test_every_output_an_accepted_schema_allows_validates(backends, tokenizer, n
         row = mask_row(g, width)
         choices = row.nonzero().flatten().tolist()
         assert choices, "a live state allows no token"
-        if tokenizer.eos_token_id in choices and (choices == [tokenizer.eos_token_id]
-                                                  or data.draw(st.booleans(), label="stop if allowed")):
+        if tokenizer.eos_token_id in choices and (
+            choices == [tokenizer.eos_token_id] or data.draw(st.booleans(), label="stop if allowed")
+        ):
             g.accept_token(tokenizer.eos_token_id)
             text = tokenizer.decode_bytes(ids, skip_special_tokens=False).decode("utf-8")
             jsonschema.validate(json.loads(text), schema)

@@ -8,6 +8,7 @@ be in the text, word for word (whitespace collapsed). When this fails, run
 `python scripts/make_figures.py` for the figure. Also here: chapter 00's radix figure is
 the current model's, and COURSE.md's word counts are the chapters' own.
 """
+
 from __future__ import annotations
 
 import json
@@ -45,6 +46,7 @@ def missing(text: str, phrases: list[str]) -> list[str]:
 
 # ---------------------------------------------------------------- the tokenizer's cuts
 
+
 def tokenizer_phrases(f: dict[str, list[str]]) -> list[str]:
     return [
         # the self-test's answer 1: the jump alone, and with the sampled quote
@@ -62,7 +64,7 @@ def test_the_tokenizer_cuts_chapter_04_quotes_are_todays():
     f = facts.tokenizer_facts()
     # The examples only teach what they claim if the cuts really differ.
     assert f["jump alone"][0] != f["jump with the quote"][0]
-    assert f["prompt + output"][:len(f["prompt"]) - 1] == f["prompt"][:-1]
+    assert f["prompt + output"][: len(f["prompt"]) - 1] == f["prompt"][:-1]
     assert f["prompt + output"][len(f["prompt"]) - 1] != f["prompt"][-1], "the prompt no longer fuses"
     assert f["the number cut otherwise"] != f["a number"]
     assert missing(CHAPTER.read_text(encoding="utf-8"), tokenizer_phrases(f)) == []
@@ -83,22 +85,30 @@ def test_the_compressed_fsm_counts():
 
 # ---------------------------------------------------------------- the benchmark, in prose
 
+
 def test_the_prose_quotes_the_benchmark_results_file():
     b = facts.benchmark_facts()
-    readmit_tokens = b["s4 prefill tokens"] - b["s3 prefill tokens"]   # s3 prefills only the prompts
+    readmit_tokens = b["s4 prefill tokens"] - b["s3 prefill tokens"]  # s3 prefills only the prompts
     text = CHAPTER.read_text(encoding="utf-8")
     assert b["s4 prefill"] == b["s3 prefill"] + b["readmission prefills"]
-    assert missing(text, [
-        f"the {b['jumps']} jumps come back in {b['readmission prefills']} re-admission prefills",
-        f"{readmit_tokens:,} prefill tokens for {b['jumps']} jumps, about {readmit_tokens / b['jumps']:.1f} a jump",
-        f"({b['tokens'] - b['sampled']:,} of {b['tokens']:,}): {b['jumps']} jumps",
-        f"decode forwards fell only from {b['s3 decode']} to {b['s4 decode']}",
-        f"the prefill forwards rose from {b['s3 prefill']} to {b['s4 prefill']}",
-    ]) == []
+    assert (
+        missing(
+            text,
+            [
+                f"the {b['jumps']} jumps come back in {b['readmission prefills']} re-admission prefills",
+                f"{readmit_tokens:,} prefill tokens for {b['jumps']} jumps, about {readmit_tokens / b['jumps']:.1f} a jump",
+                f"({b['tokens'] - b['sampled']:,} of {b['tokens']:,}): {b['jumps']} jumps",
+                f"decode forwards fell only from {b['s3 decode']} to {b['s4 decode']}",
+                f"the prefill forwards rose from {b['s3 prefill']} to {b['s4 prefill']}",
+            ],
+        )
+        == []
+    )
     assert "in 6\n  forwards" not in text and "about three tokens a request" not in text
 
 
 # ---------------------------------------------------------------- notebook 04's run
+
 
 @pytest.fixture(scope="module")
 def runs():
@@ -130,8 +140,16 @@ def test_the_greedy_run_is_the_one_chapter_04_narrates(runs):
     assert missing(CHAPTER.read_text(encoding="utf-8"), phrases) == []
     first = g.jumps[0]
     notebook = notebook_cells("markdown")
-    assert missing(notebook, [f"The first sampled token was `{g.first_token}`",
-                              f"the FSM now sits where `{''.join(first.new)}` is forced"]) == []
+    assert (
+        missing(
+            notebook,
+            [
+                f"The first sampled token was `{g.first_token}`",
+                f"the FSM now sits where `{''.join(first.new)}` is forced",
+            ],
+        )
+        == []
+    )
 
 
 @pytest.mark.slow
@@ -150,10 +168,18 @@ def test_the_sampled_run_re_cuts_tokens_with_kv_and_branches_the_tree(runs):
         f"the stale {q(old_with_kv)} ({len(old_with_kv)} tokens with KV",
     ]
     assert missing(CHAPTER.read_text(encoding="utf-8"), phrases) == []
-    assert missing(notebook_cells("markdown"), [
-        f"Sampled at temperature {facts.BRANCH_TEMPERATURE} with seed {facts.BRANCH_SEED}",
-        f"writes its name as {q(old_with_kv)}", f"{len(old_with_kv)} tokens that had KV are re-cut",
-        f"stale {q(old_with_kv)}"]) == []
+    assert (
+        missing(
+            notebook_cells("markdown"),
+            [
+                f"Sampled at temperature {facts.BRANCH_TEMPERATURE} with seed {facts.BRANCH_SEED}",
+                f"writes its name as {q(old_with_kv)}",
+                f"{len(old_with_kv)} tokens that had KV are re-cut",
+                f"stale {q(old_with_kv)}",
+            ],
+        )
+        == []
+    )
 
 
 @pytest.mark.slow
@@ -164,6 +190,7 @@ def test_the_figure_is_drawn_from_that_run(runs):
 
 
 # ---------------------------------------------------------------- chapter 00's radix figure
+
 
 @pytest.mark.slow
 def test_chapter_00s_radix_figure_is_todays_and_the_text_describes_it():
@@ -197,7 +224,8 @@ def test_course_word_counts_are_the_chapters_own():
         stated = int(m["words"].replace(",", ""))
         assert abs(stated - words[nn]) <= WORDS_TOLERANCE * words[nn], (
             f"COURSE.md says chapter {nn} has {stated:,} words; it has {words[nn]:,}: "
-            "run python scripts/chapter_facts.py --write-course")
+            "run python scripts/chapter_facts.py --write-course"
+        )
         assert int(m["minutes"]) == round(stated / facts.READING_WORDS_PER_MINUTE), f"chapter {nn}'s reading minutes"
 
 

@@ -8,6 +8,7 @@ prompt lengths around the chunk size); `re.fullmatch` for constrained outputs; t
 free) after aborts and a failing forward in the middle of a prompt; the trace for how many
 tokens each forward computed and who decoded in it (counts of steps, never time).
 """
+
 import re
 
 import pytest
@@ -19,10 +20,12 @@ import minisglang as sgl
 from minisglang.tokenizer import ChatPrompt
 
 S7 = "s7-speculative"
-TEXT = ("Once upon a time, there was a little girl who lived in a village near the forest. "
-        "Whenever she went out, the little girl wore a red riding cloak, so everyone in the "
-        "village called her Little Red Riding Hood. One morning, Little Red Riding Hood asked "
-        "her mother if she could go to visit her grandmother as it had been awhile since they'd seen each other. ")
+TEXT = (
+    "Once upon a time, there was a little girl who lived in a village near the forest. "
+    "Whenever she went out, the little girl wore a red riding cloak, so everyone in the "
+    "village called her Little Red Riding Hood. One morning, Little Red Riding Hood asked "
+    "her mother if she could go to visit her grandmother as it had been awhile since they'd seen each other. "
+)
 PERSON = r'\{"name": "[A-Za-z ]{1,12}", "age": [1-9][0-9]?\}'
 GREEDY = {"temperature": 0, "max_new_tokens": 6, "ignore_eos": True}
 
@@ -49,7 +52,7 @@ def configure(eng, chunk: int | None, mixed: bool = True) -> None:
 
 def prompt(ids: list[int], start: int, n: int) -> ChatPrompt:
     """`n` tokens of the text from `start` (a prompt of an exact length)."""
-    return ChatPrompt(text="", ids=ids[start:start + n])
+    return ChatPrompt(text="", ids=ids[start : start + n])
 
 
 def no_leak(eng) -> None:
@@ -68,10 +71,13 @@ def test_greedy_outputs_equal_unchunked_for_prompt_lengths_around_the_chunk(eng,
     that shares another's start (a radix hit on chunks already cached): the same greedy
     tokens as prefilling each in one forward, and every forward computes at most `chunk`
     prompt tokens."""
-    lengths = data.draw(st.lists(st.sampled_from([1, 2, chunk - 1, chunk, chunk + 1, 2 * chunk, 3 * chunk + 2, 61]),
-                                 min_size=1, max_size=4))
+    lengths = data.draw(
+        st.lists(
+            st.sampled_from([1, 2, chunk - 1, chunk, chunk + 1, 2 * chunk, 3 * chunk + 2, 61]), min_size=1, max_size=4
+        )
+    )
     prompts = [prompt(ids, 7 * i, max(n, 1)) for i, n in enumerate(lengths)]
-    prompts.append(prompt(ids, 0, max(lengths) + 3))          # shares the first prompt's start
+    prompts.append(prompt(ids, 0, max(lengths) + 3))  # shares the first prompt's start
     configure(eng, None, mixed)
     oracle = [o["output_ids"] for o in eng.generate(prompts, GREEDY)]
     configure(eng, chunk, mixed)
@@ -90,7 +96,7 @@ def test_decodes_go_on_during_a_long_prefill(eng, ids):
     for chunk in (16, None):
         configure(eng, chunk)
         a = eng.submit(prompt(ids, 300, 5), params)
-        eng.step()                                   # A's prefill
+        eng.step()  # A's prefill
         b = eng.submit(prompt(ids, 0, 200), params)
         since, tokens_a = len(eng.trace), []
         while not b.output_ids:
@@ -98,11 +104,11 @@ def test_decodes_go_on_during_a_long_prefill(eng, ids):
             tokens_a.append(len(a.output_ids))
         steps = forwards(eng, since)
         if chunk:
-            assert len(steps) == 13                  # ceil(200 / 16)
+            assert len(steps) == 13  # ceil(200 / 16)
             assert [e.get("chunk") for e in steps] == [b.rid] * 12 + [None]
             assert all(e["riders"] == [a.rid] for e in steps)
             assert all(e["tokens"] <= 16 for e in steps)
-            assert tokens_a == list(range(2, 15))    # one token of A per step, B's prefill included
+            assert tokens_a == list(range(2, 15))  # one token of A per step, B's prefill included
         else:
             assert len(steps) == 1 and steps[0]["tokens"] == 200
         while not (a.released and b.released):
@@ -159,6 +165,7 @@ def test_no_mask_and_no_grammar_step_before_the_last_chunk(eng, ids, monkeypatch
     def checking_advance(req, tok):
         advanced.append((req.rid, req.kv_len >= len(req.origin_input_ids)))
         advance(req, tok)
+
     monkeypatch.setattr(stage, "mask_logits", checking_mask)
     monkeypatch.setattr(stage, "advance", checking_advance)
     text = ids[:90] + eng.tokenizer.encode("\nAs JSON: ")
@@ -171,7 +178,7 @@ def test_no_mask_and_no_grammar_step_before_the_last_chunk(eng, ids, monkeypatch
         assert all(ok for _, ok in masked) and all(ok for _, ok in advanced)
         if chunk:
             cut = sum(e.get("chunk") == outs[chunk]["meta_info"]["id"] for e in forwards(eng, since))
-            assert cut == -(-len(text) // 16) - 1      # every chunk but the last one
+            assert cut == -(-len(text) // 16) - 1  # every chunk but the last one
     assert outs[16]["output_ids"] == outs[None]["output_ids"]
     assert re.fullmatch(PERSON, outs[16]["text"]), outs[16]["text"]
     no_leak(eng)
@@ -183,11 +190,12 @@ def test_a_grammar_not_ready_for_the_last_chunk_sits_out(eng, ids, monkeypatch):
     configure(eng, 8)
     ready, calls = eng.stage.ready, []
 
-    def slow_once(req):   # not ready the first time it is asked after a chunk
+    def slow_once(req):  # not ready the first time it is asked after a chunk
         if req.kv_len and req.rid not in calls:
             calls.append(req.rid)
             return False
         return ready(req)
+
     monkeypatch.setattr(eng.stage, "ready", slow_once)
     since = len(eng.trace)
     text = ids[:20] + eng.tokenizer.encode(" As JSON: ")
@@ -199,8 +207,9 @@ def test_a_grammar_not_ready_for_the_last_chunk_sits_out(eng, ids, monkeypatch):
 
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(abort_after=st.integers(0, 6), how=st.sampled_from(["abort", "abandon", "forward error"]),
-       others=st.integers(0, 2))
+@given(
+    abort_after=st.integers(0, 6), how=st.sampled_from(["abort", "abandon", "forward error"]), others=st.integers(0, 2)
+)
 def test_an_abort_in_the_middle_of_a_prompt_gives_everything_back(eng, ids, monkeypatch, abort_after, how, others):
     """A 60-token prompt is cut in chunks of 8; after `abort_after` steps (0: before its
     admission, 6: two chunks before its last) it is aborted, by the client, by a dropped
@@ -209,7 +218,7 @@ def test_an_abort_in_the_middle_of_a_prompt_gives_everything_back(eng, ids, monk
     finish normally."""
     configure(eng, 8)
     running = [eng.submit(prompt(ids, 200 + 9 * i, 6), GREEDY) for i in range(others)]
-    while len(eng.scheduler.running) < others:     # two 6-token prompts do not fit one chunk of 8
+    while len(eng.scheduler.running) < others:  # two 6-token prompts do not fit one chunk of 8
         eng.step()
     long = eng.submit(prompt(ids, 0, 60), {**GREEDY, "max_new_tokens": 3})
     for _ in range(abort_after):
@@ -225,6 +234,7 @@ def test_an_abort_in_the_middle_of_a_prompt_gives_everything_back(eng, ids, monk
                 in_failed_forward.update(r.rid for r in eng.scheduler.requests() if r.req_pool_idx in rows)
                 raise RuntimeError("boom")
             return forward(fb, **kw)
+
         monkeypatch.setattr(eng.model, "forward", failing)
     elif how == "abort":
         assert eng.abort(long.rid)
@@ -243,12 +253,15 @@ def test_an_abort_in_the_middle_of_a_prompt_gives_everything_back(eng, ids, monk
 @pytest.mark.parametrize("value", [0, -3, True, 2.5, "8"])
 def test_bad_chunk_sizes_are_refused_by_name(value):
     from minisglang.stages.s7_speculative import SpeculativeOptions
-    with pytest.raises(ValueError, match=re.escape(f"chunked_prefill_size must be None (off) or an integer >= 1, "
-                                                   f"not {value!r}")):
+
+    with pytest.raises(
+        ValueError, match=re.escape(f"chunked_prefill_size must be None (off) or an integer >= 1, not {value!r}")
+    ):
         SpeculativeOptions.parse({"chunked_prefill_size": value}, S7)
 
 
 def test_s6_does_not_know_the_option():
     from minisglang.stages.s6_function_calling import FunctionCallingStage
+
     with pytest.raises(ValueError, match="unknown option.*'chunked_prefill_size'"):
         FunctionCallingStage.Options.parse({"chunked_prefill_size": 64}, "s6-function-calling")

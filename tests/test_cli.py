@@ -1,4 +1,5 @@
 """The command line: each subcommand on small inputs, and its error messages."""
+
 import subprocess
 import sys
 
@@ -14,8 +15,14 @@ def run(*args) -> subprocess.CompletedProcess:
 def test_stages_lists_every_stage(capsys):
     assert main(["stages"]) == 0
     out = capsys.readouterr().out
-    for tag in ["s0-unconstrained", "s1-masked-fill", "s2-batched-mask", "s3-fsm-cache", "s4-jump-forward",
-                "s5-backends"]:
+    for tag in [
+        "s0-unconstrained",
+        "s1-masked-fill",
+        "s2-batched-mask",
+        "s3-fsm-cache",
+        "s4-jump-forward",
+        "s5-backends",
+    ]:
         assert tag in out
 
 
@@ -38,10 +45,17 @@ def test_fsm_allowed_lists_tokens(capsys):
 
 
 def test_generate_constrained_and_bad_regex():
-    ok = run("generate", "<|user|>\nWhen?\n<|assistant|>\n", "--regex", r"[0-9]{4}-[0-9]{2}-[0-9]{2}",
-             "--max-new-tokens", "20")
+    ok = run(
+        "generate",
+        "<|user|>\nWhen?\n<|assistant|>\n",
+        "--regex",
+        r"[0-9]{4}-[0-9]{2}-[0-9]{2}",
+        "--max-new-tokens",
+        "20",
+    )
     assert ok.returncode == 0, ok.stderr
     import re
+
     assert re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", ok.stdout.strip())
     bad = run("generate", "x", "--regex", "(unclosed")
     assert bad.returncode == 1
@@ -75,12 +89,32 @@ def test_serve_passes_the_engine_options_it_is_given(monkeypatch):
 
     monkeypatch.setattr(minisglang.engine, "Engine", FakeEngine)
     monkeypatch.setattr(minisglang.server, "serve", lambda engine, **kw: 0)
-    main(["serve", "--mixed-prefill", "--torch-threads", "1", "--max-total-tokens", "4096",
-          "--max-running-requests", "8", "--compile-timeout", "2.5"])
-    assert seen == {"model_path": None, "stage": None, "seed": 0, "mixed_prefill": True, "torch_threads": 1,
-                    "max_total_tokens": 4096, "max_running_requests": 8, "compile_timeout": 2.5}
+    main(
+        [
+            "serve",
+            "--mixed-prefill",
+            "--torch-threads",
+            "1",
+            "--max-total-tokens",
+            "4096",
+            "--max-running-requests",
+            "8",
+            "--compile-timeout",
+            "2.5",
+        ]
+    )
+    assert seen == {
+        "model_path": None,
+        "stage": None,
+        "seed": 0,
+        "mixed_prefill": True,
+        "torch_threads": 1,
+        "max_total_tokens": 4096,
+        "max_running_requests": 8,
+        "compile_timeout": 2.5,
+    }
     seen.clear()
     main(["serve"])
     assert seen == {"model_path": None, "stage": None, "seed": 0}
-    with pytest.raises(SystemExit):   # argparse names the flag and the bad value
+    with pytest.raises(SystemExit):  # argparse names the flag and the bad value
         main(["serve", "--torch-threads", "two"])

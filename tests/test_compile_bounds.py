@@ -1,20 +1,19 @@
 """Compiles bounded in time, memory, size and number (issue 13 item 4), options checked by
 name, and features a stage cannot honour refused (issue 14 item 5)."""
+
 from __future__ import annotations
 
-import os
 import re
 import time
-import threading
 
 import pytest
 import torch
 
 import minisglang as sgl
-from minisglang.core import AbortKind
 from minisglang.backends.fsm_backend import FSMBackend
 from minisglang.constrained.compile_service import CompileService, CompileSettings, CompileTimeout
 from minisglang.constrained.token_fsm import ConstraintError
+from minisglang.core import AbortKind
 from minisglang.stages import available_stages, get_stage_class
 from minisglang.stages.base import StageContext
 from minisglang.stages.s3_fsm_cache import FSMCache
@@ -48,16 +47,19 @@ def gone(pid: int) -> bool:
 def test_a_compile_that_times_out_is_killed_and_its_worker_replaced(tok, regex):
     svc = service(tok)
     try:
-        assert svc.compile_fsm(r"[0-9]").index.num_states >= 1      # the worker is up
+        assert svc.compile_fsm(r"[0-9]").index.num_states >= 1  # the worker is up
         (pid,) = svc.worker_pids()
-        with pytest.raises(CompileTimeout, match=r"took longer than 1.0 s \(option compile_timeout\); it was stopped"
-                           r"\. The eager automaton builds every DFA state \(up to max_fsm_states, 100,000,000\)"
-                           r".*lazy automaton"):
+        with pytest.raises(
+            CompileTimeout,
+            match=r"took longer than 1.0 s \(option compile_timeout\); it was stopped"
+            r"\. The eager automaton builds every DFA state \(up to max_fsm_states, 100,000,000\)"
+            r".*lazy automaton",
+        ):
             svc.compile_arrays(regex)
         assert gone(pid), f"worker {pid} still runs after its compile timed out"
         (new_pid,) = svc.worker_pids()
         assert new_pid != pid
-        fsm = svc.compile_fsm(r"[0-9]{5}")                           # a new compile still works
+        fsm = svc.compile_fsm(r"[0-9]{5}")  # a new compile still works
         assert fsm.is_complete(fsm.walk(tok.encode("12345", add_special_tokens=False)))
     finally:
         svc.shutdown()
@@ -66,8 +68,11 @@ def test_a_compile_that_times_out_is_killed_and_its_worker_replaced(tok, regex):
 def test_a_regex_longer_than_the_limit_fails_before_building(tok):
     svc = service(tok, max_regex_chars=50)
     try:
-        with pytest.raises(ConstraintError, match=r"regex of 60 characters is longer than the limit of 50 "
-                                                  r"\(option max_regex_chars\)"):
+        with pytest.raises(
+            ConstraintError,
+            match=r"regex of 60 characters is longer than the limit of 50 "
+            r"\(option max_regex_chars\)",
+        ):
             svc.compile_arrays("a" * 60)
         assert svc.compile_count == 1 and len(svc.compile_fsm("a" * 50).index.state_to_tokens) > 0
     finally:
@@ -78,8 +83,11 @@ def test_a_worker_over_its_memory_limit_reports_it_and_the_next_compile_works(to
     # 601 states x 2**19 words x 4 bytes = 1.26 GB of packed rows: over a 1 GiB address space.
     svc = CompileService(tok, CompileSettings(2**24, memory_bytes=1 << 30), workers=1, timeout=120)
     try:
-        with pytest.raises(ConstraintError, match=r"needs more memory than a compile worker may use "
-                                                  r"\(1.0 GiB, option compile_memory_bytes\)"):
+        with pytest.raises(
+            ConstraintError,
+            match=r"needs more memory than a compile worker may use "
+            r"\(1.0 GiB, option compile_memory_bytes\)",
+        ):
             svc.compile_arrays("[a-z]{600}")
         assert svc.compile_fsm(r"[0-9]").bitmasks.shape == (2, 2**19)
     finally:
@@ -87,8 +95,7 @@ def test_a_worker_over_its_memory_limit_reports_it_and_the_next_compile_works(to
 
 
 def test_thread_compiles_share_the_bounds_that_need_no_process(tok):
-    svc = CompileService(tok, CompileSettings(tok.vocab_size, max_states=20, max_regex_chars=30),
-                         compile_in="thread")
+    svc = CompileService(tok, CompileSettings(tok.vocab_size, max_states=20, max_regex_chars=30), compile_in="thread")
     try:
         with pytest.raises(ConstraintError, match="longer than the limit of 30"):
             svc.compile_arrays("b" * 31)
@@ -100,8 +107,9 @@ def test_thread_compiles_share_the_bounds_that_need_no_process(tok):
 
 
 # ------------------------------------------------------------------ the engine around it
-@pytest.mark.parametrize("stage, opts", [("s3", {"max_fsm_states": 10**8}),
-                                         ("s5", {"max_fsm_states": 10**8, "automaton": "eager"})])
+@pytest.mark.parametrize(
+    "stage, opts", [("s3", {"max_fsm_states": 10**8}), ("s5", {"max_fsm_states": 10**8, "automaton": "eager"})]
+)
 def test_a_ready_grammar_is_served_while_a_runaway_one_compiles(stage, opts):
     eng = sgl.Engine(stage=stage, compile_timeout=60, **opts)
     try:
@@ -141,26 +149,29 @@ def test_compiles_in_flight_are_bounded(stage, opts):
     eng = sgl.Engine(stage=stage, compile_timeout=60, max_pending_compiles=1, max_fsm_states=10**8, **opts)
     try:
         first = eng.submit(Q, {"regex": RUNAWAY[0], "max_new_tokens": 8})
-        twin = eng.submit(Q, {"regex": RUNAWAY[0], "max_new_tokens": 8})     # the same compile: waits on it
+        twin = eng.submit(Q, {"regex": RUNAWAY[0], "max_new_tokens": 8})  # the same compile: waits on it
         other = eng.submit(Q, {"regex": r"[0-9]{4}", "max_new_tokens": 8})  # a second compile: refused
-        assert other.finished_reason == {"type": "abort", "kind": AbortKind.BUSY,
-                                         "message": "too many grammars are compiling at once "
-                                         "(1, option max_pending_compiles); retry later"}
+        assert other.finished_reason == {
+            "type": "abort",
+            "kind": AbortKind.BUSY,
+            "message": "too many grammars are compiling at once (1, option max_pending_compiles); retry later",
+        }
         assert not first.finished and not twin.finished
     finally:
         eng.shutdown()
 
 
 def test_the_fsm_cache_is_bounded_by_bytes():
-    cache = FSMCache(lambda regex: regex, lambda regex, compiled: compiled, "fp", max_entries=100,
-                     max_bytes=10, sizeof=len)
+    cache = FSMCache(
+        lambda regex: regex, lambda regex, compiled: compiled, "fp", max_entries=100, max_bytes=10, sizeof=len
+    )
     try:
         for regex in ["aaaa", "bbbb", "cccc"]:
             cache.get_fsm(regex, timeout=5)
         # 12 bytes > 10: the least recently used leaves, whatever the count allows
         assert "aaaa" not in cache and "bbbb" in cache and "cccc" in cache
-        cache.get_fsm("bbbb", timeout=5)                 # a hit makes it recent
-        cache.get_fsm("dddddd", timeout=5)               # 14 bytes: the least recent (cccc) leaves
+        cache.get_fsm("bbbb", timeout=5)  # a hit makes it recent
+        cache.get_fsm("dddddd", timeout=5)  # 14 bytes: the least recent (cccc) leaves
         assert "cccc" not in cache and "bbbb" in cache and "dddddd" in cache
     finally:
         cache.shutdown()
@@ -178,8 +189,9 @@ def test_the_backend_cache_is_bounded_by_bytes(tok):
     measure.shutdown()
     assert all(size.values())
     # room for the two newest grammars, not for all three: the least recently used leaves
-    backend = FSMBackend(tok, tok.vocab_size, max_bytes=size[regexes[1]] + size[regexes[2]],
-                         compile_in="thread", automaton="eager")
+    backend = FSMBackend(
+        tok, tok.vocab_size, max_bytes=size[regexes[1]] + size[regexes[2]], compile_in="thread", automaton="eager"
+    )
     try:
         for regex in regexes:
             compiled(backend, regex)
@@ -189,12 +201,20 @@ def test_the_backend_cache_is_bounded_by_bytes(tok):
 
 
 # ------------------------------------------------------------------ options and features
-@pytest.mark.parametrize("stage, typo, valid", [("s5", "grammar_backnd", "grammar_backend"),
-                                                ("s3", "compile_timout", "compile_timeout"),
-                                                ("s1", "mask_apply", "max_fsm_states")])
+@pytest.mark.parametrize(
+    "stage, typo, valid",
+    [
+        ("s5", "grammar_backnd", "grammar_backend"),
+        ("s3", "compile_timout", "compile_timeout"),
+        ("s1", "mask_apply", "max_fsm_states"),
+    ],
+)
 def test_an_unknown_option_is_refused_by_name_with_the_valid_ones(tok, stage, typo, valid):
-    with pytest.raises(ValueError, match=rf"unknown option\(s\) '{typo}' for stage s\d-[a-z-]+; "
-                                         rf"its options are: .*\b{valid}\b"):
+    with pytest.raises(
+        ValueError,
+        match=rf"unknown option\(s\) '{typo}' for stage s\d-[a-z-]+; "
+        rf"its options are: .*\b{valid}\b",
+    ):
         get_stage_class(stage)(StageContext(tok, tok.vocab_size, torch.device("cpu"), {typo: 1}))
 
 
@@ -209,8 +229,11 @@ def test_a_bad_option_value_names_the_choices(tok, name, value):
         get_stage_class("s4")(StageContext(tok, tok.vocab_size, torch.device("cpu"), {name: value}))
 
 
-STAGES_WITHOUT_GATE = [s for s in available_stages()
-                       if "regex" in get_stage_class(s).supports and "think_end" not in get_stage_class(s).supports]
+STAGES_WITHOUT_GATE = [
+    s
+    for s in available_stages()
+    if "regex" in get_stage_class(s).supports and "think_end" not in get_stage_class(s).supports
+]
 
 
 @pytest.mark.parametrize("stage", STAGES_WITHOUT_GATE)
@@ -231,12 +254,17 @@ def test_only_s5_declares_the_reasoning_gate():
     assert "think_end" in get_stage_class("s5").supports
 
 
-@pytest.mark.parametrize("params, message", [
-    ({"think_end": "x" * 3_600_000}, "think_end is 3,600,000 characters long; it names one token, and the limit "
-                                     "MAX_THINK_END_CHARS is 256"),
-    ({"stop": ["y" * 5000, "a"]}, "stop[0] is 5,000 characters long; the limit MAX_STOP_CHARS is 4,096"),
-    ({"stop": ["s"] * 65}, "stop has 65 strings; the limit MAX_STOP_STRINGS is 64"),
-])
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        (
+            {"think_end": "x" * 3_600_000},
+            "think_end is 3,600,000 characters long; it names one token, and the limit MAX_THINK_END_CHARS is 256",
+        ),
+        ({"stop": ["y" * 5000, "a"]}, "stop[0] is 5,000 characters long; the limit MAX_STOP_CHARS is 4,096"),
+        ({"stop": ["s"] * 65}, "stop has 65 strings; the limit MAX_STOP_STRINGS is 64"),
+    ],
+)
 def test_oversize_client_strings_are_refused_before_they_are_read(params, message, monkeypatch):
     """Refused by SamplingParams (so by Engine.generate as by the server), before the text
     is even checked for lone surrogates, let alone tokenized."""
@@ -245,6 +273,7 @@ def test_oversize_client_strings_are_refused_before_they_are_read(params, messag
 
     def never(name, value):
         raise AssertionError(f"{name} was read")
+
     monkeypatch.setattr(core, "check_text", never)
     with pytest.raises(ValueError, match=re.escape(message)):
         SamplingParams.from_dict(params)

@@ -7,6 +7,7 @@ accepting bit and every refusal's message must be equal bit for bit. Without a c
 build (no C compiler, or not built yet) that test is skipped, saying so; the rules that
 decide which build runs are tested either way.
 """
+
 from __future__ import annotations
 
 import json
@@ -66,8 +67,7 @@ print(json.dumps(out))
 
 def _run(pure: bool) -> dict:
     env = {**os.environ, "MINISGLANG_PURE": "1" if pure else "0", "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-c", CHILD], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=600)
+    done = subprocess.run([sys.executable, "-c", CHILD], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.splitlines()[-1])
 
@@ -83,7 +83,7 @@ def test_the_compiled_build_gives_the_pure_builds_masks_bit_for_bit():
     for i, (a, b) in enumerate(zip(compiled["schemas"], pure["schemas"])):
         assert a == b, f"case {i}: the builds differ"
     walked = [s for s in pure["schemas"] if isinstance(s, list)]
-    assert len(walked) >= 14 and sum(map(len, walked)) > 500   # most cases are walked, not refused
+    assert len(walked) >= 14 and sum(map(len, walked)) > 500  # most cases are walked, not refused
     assert "nests more deeply" in json.dumps(pure["schemas"][15])
 
 

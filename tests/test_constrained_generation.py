@@ -3,6 +3,7 @@
 Capabilities (which assertions apply to which stage) come from each stage class's
 `supports` set, so a new stage inherits every test of the stages before it.
 """
+
 import re
 
 import pytest
@@ -16,8 +17,10 @@ USER = "<|user|>\n{}\n<|assistant|>\n"
 # (regex, prompt): IPv4, dates, emails, phones, hex colours, Chinese, emoji, alternations,
 # bounded repeats, optional groups, JSON objects.
 CASES = [
-    (r"((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])",
-     "What is the server's IP address?"),
+    (
+        r"((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])",
+        "What is the server's IP address?",
+    ),
     (r"[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])", "When was she born?"),
     (r"2024-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])", "Give a date in 2024."),
     (r"[a-z0-9._]{1,12}@[a-z0-9]{1,10}\.(com|org|cn)", "What is Wang Fang's email?"),
@@ -44,8 +47,10 @@ CASES = [
     (r"[xyz]{0,3}!", "Shout."),
     (r"The answer is ([0-9]+)\.", "What is 6 times 7?"),
     (r"\{\"name\": \"[A-Za-z ]{1,20}\", \"age\": [0-9]{1,3}\}", "Extract as JSON: Li Lei is 31 years old."),
-    (r"\{\"name\": \"[^\"]{1,10}\", \"age\": [1-9][0-9]?, \"hobbies\": \[(\"[^\"]{1,8}\"(, \"[^\"]{1,8}\"){0,2})?\]\}",
-     "Extract name, age and hobbies as JSON: 张三是一名软件工程师，今年28岁，平时喜欢编程、摄影和爬山。"),
+    (
+        r"\{\"name\": \"[^\"]{1,10}\", \"age\": [1-9][0-9]?, \"hobbies\": \[(\"[^\"]{1,8}\"(, \"[^\"]{1,8}\"){0,2})?\]\}",
+        "Extract name, age and hobbies as JSON: 张三是一名软件工程师，今年28岁，平时喜欢编程、摄影和爬山。",
+    ),
     (r"\[([0-9]+(, [0-9]+){0,4})?\]", "List some numbers."),
     (r"(true|false|null)", "Is it raining?"),
     (r"[-+]?[0-9]+[ ]*", "Give an integer."),
@@ -86,9 +91,14 @@ def test_every_stopped_output_matches_its_regex(engine):
 
 def test_constrained_and_unconstrained_share_a_batch(engine):
     q = USER.format("When was she born?")
-    outs = engine.generate([q, q, q], [{"regex": r"[0-9]{4}-[0-9]{2}-[0-9]{2}", "temperature": 0},
-                                       {"temperature": 0, "max_new_tokens": 12},
-                                       {"regex": r"(yes|no)", "temperature": 0}])
+    outs = engine.generate(
+        [q, q, q],
+        [
+            {"regex": r"[0-9]{4}-[0-9]{2}-[0-9]{2}", "temperature": 0},
+            {"temperature": 0, "max_new_tokens": 12},
+            {"regex": r"(yes|no)", "temperature": 0},
+        ],
+    )
     assert re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", outs[0]["text"])
     assert outs[1]["meta_info"]["finish_reason"]["type"] in ("stop", "length")
     assert outs[2]["text"] in ("yes", "no")
@@ -98,8 +108,9 @@ def test_constrained_and_unconstrained_share_a_batch(engine):
 
 def test_invalid_regex_aborts_only_that_request(engine):
     q = USER.format("Hello")
-    outs = engine.generate([q, q], [{"regex": "(unclosed", "max_new_tokens": 5},
-                                    {"regex": r"[0-9]{2}", "temperature": 0}])
+    outs = engine.generate(
+        [q, q], [{"regex": "(unclosed", "max_new_tokens": 5}, {"regex": r"[0-9]{2}", "temperature": 0}]
+    )
     reason = outs[0]["meta_info"]["finish_reason"]
     assert reason["type"] == "abort"
     assert "(unclosed" in reason["message"]
@@ -109,8 +120,10 @@ def test_invalid_regex_aborts_only_that_request(engine):
 def test_eos_only_in_accepting_states(engine):
     """'127.0.0.1' may stop, but a longer continuation is allowed too (may stop != must stop)."""
     q = USER.format("What is the server's IP address?")
-    outs = engine.generate([q] * 8, [{"regex": r"127\.0\.0\.1[0-9]*", "temperature": 1.0, "seed": s,
-                                      "max_new_tokens": 12} for s in range(8)])
+    outs = engine.generate(
+        [q] * 8,
+        [{"regex": r"127\.0\.0\.1[0-9]*", "temperature": 1.0, "seed": s, "max_new_tokens": 12} for s in range(8)],
+    )
     for out in outs:
         assert out["text"].startswith("127.0.0.1")
         if out["meta_info"]["finish_reason"]["type"] == "stop":
@@ -118,8 +131,9 @@ def test_eos_only_in_accepting_states(engine):
 
 
 def test_length_finish_reports_incomplete_output(engine):
-    out = engine.generate(USER.format("Extract as JSON: Li Lei is 31."),
-                          {"regex": r"\{\"name\": \"[a-z]{10,20}\"\}", "max_new_tokens": 3})
+    out = engine.generate(
+        USER.format("Extract as JSON: Li Lei is 31."), {"regex": r"\{\"name\": \"[a-z]{10,20}\"\}", "max_new_tokens": 3}
+    )
     assert out["meta_info"]["finish_reason"] == {"type": "length", "length": 3}
     assert not re.fullmatch(r"\{\"name\": \"[a-z]{10,20}\"\}", out["text"])
 

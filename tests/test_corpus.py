@@ -2,6 +2,7 @@
 text (every answer value can be copied from the request), tool calls valid under their
 tools' schemas (jsonschema is the oracle), and held-out names and phrasings disjoint from
 training."""
+
 import json
 import random
 import sys
@@ -23,12 +24,28 @@ def train():
 
 
 def test_corpus_is_reproducible_and_seed_dependent():
-    a, b, c = (make_corpus.make_corpus(400, seed=1), make_corpus.make_corpus(400, seed=1),
-               make_corpus.make_corpus(400, seed=2))
+    a, b, c = (
+        make_corpus.make_corpus(400, seed=1),
+        make_corpus.make_corpus(400, seed=1),
+        make_corpus.make_corpus(400, seed=2),
+    )
     assert a == b
     assert a != c
-    assert {ex["task"] for ex in a} >= {"extract_person", "tool_call", "tool_reply", "tool_none", "copy", "date", "dates",
-                                        "emails", "ipv4", "phone", "colour", "qa", "prose"}
+    assert {ex["task"] for ex in a} >= {
+        "extract_person",
+        "tool_call",
+        "tool_reply",
+        "tool_none",
+        "copy",
+        "date",
+        "dates",
+        "emails",
+        "ipv4",
+        "phone",
+        "colour",
+        "qa",
+        "prose",
+    }
     assert any(ex["assistant"].startswith("```json\n") for ex in a)  # loose requests are sometimes fenced
 
 
@@ -41,14 +58,19 @@ def test_demo_texts_and_names_stay_out_of_the_corpus(train):
     """minisglang/demo.py's texts and names are never generated, for training or held out:
     the demo tests copying from a text the model has never seen."""
     from minisglang.demo import EXAMPLES
+
     held = make_corpus.heldout_extraction_prompts(200, train)
     drills = make_corpus.copy_drill_corpus(2000, seed=0)
     users = "\n".join(ex["user"] for ex in train + held + drills)
     for text, answer in EXAMPLES:
         assert text not in users
         assert answer["name"] in make_corpus.DEMO_NAMES
-    names = {make_corpus.person_name(random.Random(i), zh, held_out)
-             for i in range(4000) for zh in (True, False) for held_out in (True, False)}
+    names = {
+        make_corpus.person_name(random.Random(i), zh, held_out)
+        for i in range(4000)
+        for zh in (True, False)
+        for held_out in (True, False)
+    }
     assert not names & make_corpus.DEMO_NAMES
 
 
@@ -59,8 +81,7 @@ def test_some_chinese_given_names_contain_numerals(train):
         names = [make_corpus.person_name(random.Random(i), True, held_out) for i in range(2000)]
         share = sum(any(c in numerals for c in n[1:]) for n in names) / len(names)
         assert 0.05 < share < 0.3
-    answers = [json.loads(make_corpus.unfence(ex["assistant"])) for ex in train
-               if ex["task"] == "extract_person"]
+    answers = [json.loads(make_corpus.unfence(ex["assistant"])) for ex in train if ex["task"] == "extract_person"]
     assert any(set(a["name"][1:]) & numerals and "age" in a for a in answers)
 
 
@@ -78,7 +99,7 @@ def test_numeral_drills_convert_chinese_numerals(seed, held_out):
     else:
         spelled = make_corpus.zh_number(answer["age"])
         assert spelled + "岁" in text
-        name = text[:text.index(spelled + "岁")].rstrip("今年已经，")
+        name = text[: text.index(spelled + "岁")].rstrip("今年已经，")
         assert make_corpus.is_held_out(name) == held_out and name not in make_corpus.DEMO_NAMES
 
 
@@ -94,10 +115,12 @@ def test_extraction_answers_are_grounded_and_in_key_order(seed, held_out):
     body = make_corpus.unfence(ex["assistant"])
     answer = json.loads(body)
     instruction, text = _paragraph_and_instruction(ex)
-    strict_instructions = make_corpus.EN_STRICT[0] + make_corpus.EN_STRICT[1] + make_corpus.ZH_STRICT[0] + \
-        make_corpus.ZH_STRICT[1]
+    strict_instructions = (
+        make_corpus.EN_STRICT[0] + make_corpus.EN_STRICT[1] + make_corpus.ZH_STRICT[0] + make_corpus.ZH_STRICT[1]
+    )
     strict = ex["system"] in make_corpus.STRICT_SYSTEMS or instruction in {
-        s.format(fields=make_corpus._join(list(answer), False)) for s in strict_instructions}
+        s.format(fields=make_corpus._join(list(answer), False)) for s in strict_instructions
+    }
     if strict:
         assert body == ex["assistant"], "a strict request must get bare JSON"
     keys = list(answer)
@@ -147,8 +170,9 @@ def test_copy_drill_corpus_is_seeded_and_trains_on_training_names_only():
     assert any("@" in ex["assistant"] for ex in a if ex["task"] == "copy_drill")
 
 
-@pytest.mark.parametrize("n,spelled", [(0, "零"), (7, "七"), (10, "十"), (18, "十八"), (35, "三十五"), (90, "九十"),
-                                       (99, "九十九")])
+@pytest.mark.parametrize(
+    "n,spelled", [(0, "零"), (7, "七"), (10, "十"), (18, "十八"), (35, "三十五"), (90, "九十"), (99, "九十九")]
+)
 def test_zh_number(n, spelled):
     assert make_corpus.zh_number(n) == spelled
 
@@ -187,8 +211,9 @@ def test_held_out_names_and_phrasings_never_occur_in_training(train):
     held = make_corpus.heldout_extraction_prompts(80, train)
     assert len({ex["user"] for ex in held}) == 80
     assert not {ex["user"] for ex in held} & {ex["user"] for ex in train}
-    train_names = {json.loads(make_corpus.unfence(ex["assistant"])).get("name")
-                   for ex in train if ex["task"] == "extract_person"} - {None}
+    train_names = {
+        json.loads(make_corpus.unfence(ex["assistant"])).get("name") for ex in train if ex["task"] == "extract_person"
+    } - {None}
     held_names = {json.loads(make_corpus.unfence(ex["assistant"]))["name"] for ex in held}
     assert not train_names & held_names
     assert all(make_corpus.is_held_out(n) for n in held_names)
@@ -197,9 +222,12 @@ def test_held_out_names_and_phrasings_never_occur_in_training(train):
     train_instructions = {ex["user"].split("\n", 1)[0] for ex in train if ex["task"] == "extract_person"}
     assert not {ex["user"].split("\n", 1)[0] for ex in held} & train_instructions
     # and every fact is said with a held-out phrasing: a held-out phrase's fixed words never occur in training
-    held_words = [max(p.replace("{an}", "{}").split("{}"), key=len).strip()
-                  for facts in (make_corpus.EN_FACTS, make_corpus.ZH_FACTS)
-                  for _, held_phrases in facts.values() for p in held_phrases]
+    held_words = [
+        max(p.replace("{an}", "{}").split("{}"), key=len).strip()
+        for facts in (make_corpus.EN_FACTS, make_corpus.ZH_FACTS)
+        for _, held_phrases in facts.values()
+        for p in held_phrases
+    ]
     train_text = "\n".join(ex["user"] for ex in train if ex["task"] == "extract_person")
     assert not [w for w in held_words if w in train_text]
 
@@ -220,10 +248,12 @@ def test_held_out_sets_are_byte_identical_to_before_issue_33():
     """eval_extraction's held-out sets (the model card's numbers) are the ones measured before
     the corpus changed: short requests and generalisation openers are never held-out draws."""
     import hashlib
+
     train = make_corpus.make_corpus(20000, seed=1)
-    digests = [hashlib.sha256(json.dumps(held, ensure_ascii=False, sort_keys=True).encode()).hexdigest()[:16]
-               for held in (make_corpus.heldout_extraction_prompts(200, train),
-                            make_corpus.heldout_tool_prompts(100, train))]
+    digests = [
+        hashlib.sha256(json.dumps(held, ensure_ascii=False, sort_keys=True).encode()).hexdigest()[:16]
+        for held in (make_corpus.heldout_extraction_prompts(200, train), make_corpus.heldout_tool_prompts(100, train))
+    ]
     assert digests == ["520178ec41f95835", "12f93aad229760e0"]
 
 
@@ -240,8 +270,9 @@ def _called_tool_echoed(ex) -> bool:
     others = [t["function"] for t in ex["tools"] if t["function"]["name"] != call]
     echoed = tool["description"].rstrip(".") in ex["user"] or call in ex["user"]
     if echoed:
-        assert not any(o["description"] != tool["description"] and o["description"].rstrip(".") in ex["user"]
-                       for o in others)
+        assert not any(
+            o["description"] != tool["description"] and o["description"].rstrip(".") in ex["user"] for o in others
+        )
     return echoed
 
 

@@ -6,6 +6,7 @@ declared in pyproject.toml: in `dependencies`, or in the extra that the file bel
 outside an extra must import without any extra installed, so `pip install minisglang`
 gives a working engine.
 """
+
 from __future__ import annotations
 
 import ast
@@ -13,9 +14,9 @@ import importlib.metadata
 import re
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
+import tomllib
 from packaging.requirements import Requirement
 
 REPO = Path(__file__).resolve().parents[1]
@@ -50,8 +51,10 @@ def _declared() -> tuple[set[str], dict[str, set[str]]]:
     """(runtime distribution names, extra -> its distribution names), normalised."""
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     runtime = {_normalise(Requirement(r).name) for r in project["dependencies"]}
-    extras = {extra: {_normalise(Requirement(r).name) for r in reqs} - {project["name"]}  # `all` names us
-              for extra, reqs in project["optional-dependencies"].items()}
+    extras = {
+        extra: {_normalise(Requirement(r).name) for r in reqs} - {project["name"]}  # `all` names us
+        for extra, reqs in project["optional-dependencies"].items()
+    }
     return runtime, extras
 
 
@@ -82,18 +85,24 @@ def test_every_third_party_import_is_declared():
             provided_by = {_normalise(d) for d in distributions.get(name, [])}
             if not provided_by & allowed:
                 where = f"the '{extra}' extra" if extra else "dependencies"
-                missing.append(f"minisglang/{relative} imports {name} (from {sorted(provided_by) or '?'}), "
-                               f"not declared in {where}")
-    assert not missing, "\n".join(missing) + ("\n(declare it in pyproject.toml; a file that only runs "
-                                             "with an extra installed goes in EXTRA_OF_FILE)")
+                missing.append(
+                    f"minisglang/{relative} imports {name} (from {sorted(provided_by) or '?'}), not declared in {where}"
+                )
+    assert not missing, "\n".join(missing) + (
+        "\n(declare it in pyproject.toml; a file that only runs with an extra installed goes in EXTRA_OF_FILE)"
+    )
 
 
 def test_every_runtime_dependency_is_imported():
     """A runtime dependency the package never imports is weight every user installs."""
     runtime, _ = _declared()
     distributions = importlib.metadata.packages_distributions()
-    imported = {_normalise(d) for path in _package_files() for name in _third_party_imports(path)
-                for d in distributions.get(name, [])}
+    imported = {
+        _normalise(d)
+        for path in _package_files()
+        for name in _third_party_imports(path)
+        for d in distributions.get(name, [])
+    }
     assert runtime - imported == set(), f"declared but never imported: {sorted(runtime - imported)}"
 
 
@@ -102,11 +111,16 @@ def test_the_files_outside_extras_import_without_any_extra():
     runtime, extras = _declared()
     distributions = importlib.metadata.packages_distributions()
     extra_only = set().union(*extras.values()) - runtime
-    blocked = sorted(name for name, dists in distributions.items()
-                     if {_normalise(d) for d in dists} & extra_only
-                     and not {_normalise(d) for d in dists} & runtime)
-    modules = ["minisglang." + path.relative_to(PACKAGE).with_suffix("").as_posix().replace("/", ".")
-               for path in _package_files() if path.relative_to(PACKAGE).as_posix() not in EXTRA_OF_FILE]
+    blocked = sorted(
+        name
+        for name, dists in distributions.items()
+        if {_normalise(d) for d in dists} & extra_only and not {_normalise(d) for d in dists} & runtime
+    )
+    modules = [
+        "minisglang." + path.relative_to(PACKAGE).with_suffix("").as_posix().replace("/", ".")
+        for path in _package_files()
+        if path.relative_to(PACKAGE).as_posix() not in EXTRA_OF_FILE
+    ]
     modules = [m.removesuffix(".__init__") for m in modules]
     script = f"""
 import importlib, importlib.abc, sys

@@ -1,5 +1,6 @@
 """benchmarks/device_check.sh runs end to end: on this CPU with --smoke sizes (its numbers
 mean nothing there; the test checks that every check ran and printed its row, not timings)."""
+
 import os
 import re
 import subprocess
@@ -8,15 +9,13 @@ from pathlib import Path
 
 import pytest
 
-
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "device_check.sh"
 
 
 def run(*args: str, **env_overrides: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHON": sys.executable, **env_overrides}
-    return subprocess.run(["bash", str(SCRIPT), *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=600)
+    return subprocess.run(["bash", str(SCRIPT), *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
 
 
 def test_smoke_run_prints_one_table_with_every_check():
@@ -26,10 +25,13 @@ def test_smoke_run_prints_one_table_with_every_check():
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stdout.splitlines()
     start = lines.index("| check | measured | target | verdict |")
-    rows = [line for line in lines[start + 2:] if line.startswith("|")]
+    rows = [line for line in lines[start + 2 :] if line.startswith("|")]
     assert len(rows) == 3, rows
     jump, versus, mask = rows
-    assert re.search(r"s4 / s3 .*\| \d+\.\d\dx \(s3 [\d.]+/s, s4 [\d.]+/s; valid \d/2, \d/2\) \| >= 1\.5x \| (met|\*\*missed\*\*) \|$", jump)
+    assert re.search(
+        r"s4 / s3 .*\| \d+\.\d\dx \(s3 [\d.]+/s, s4 [\d.]+/s; valid \d/2, \d/2\) \| >= 1\.5x \| (met|\*\*missed\*\*) \|$",
+        jump,
+    )
     assert re.search(r"transformers \+ outlines-core .*\| \d+\.\d\dx .*\| >= 3x \| (met|\*\*missed\*\*) \|$", versus)
     assert re.search(r"mask per decode step .*\| \d+\.\d\d ms \(\d+% of an s3 decode step", mask)
     assert "device CPU" in done.stdout

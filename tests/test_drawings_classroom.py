@@ -1,6 +1,7 @@
 """Drawings for a classroom: whitespace visible, single characters unescaped, a title on
 every drawing, one quoting rule for literal text, and long chains wrapped into rows that
 fit a slide. Checked on the DOT text (the labels read back with tests/drawing_labels.py)."""
+
 from __future__ import annotations
 
 import re
@@ -8,18 +9,17 @@ from dataclasses import dataclass
 
 import pytest
 import torch
+from drawing_labels import label_matches, read_literal
 
 from minisglang.constrained.jump_forward import JumpForwardMap
 from minisglang.constrained.regex_dfa import ByteDFA, compile_regex
 from minisglang.constrained.token_index import build_index_fast
 from minisglang.drawings import char_dfa_dot, render_dot, token_fsm_dot
 from minisglang.drawings.compressed import compressed_fsm_dot
-from minisglang.drawings.radix import radix_tree_dot
 from minisglang.drawings.layout import Layout
+from minisglang.drawings.radix import radix_tree_dot
 from minisglang.drawings.render import show_text
 from minisglang.radix_cache import RadixCache
-
-from drawing_labels import label_matches, read_literal
 
 # (a wrapped drawing's edge into a later row ends at a dashed copy, c<row>_<state>)
 EDGE = re.compile(r'^  (\d+) -> (?:c\d+_)?(\d+) \[label="((?:[^"\\]|\\.)*)"(.*)\];$', re.M)
@@ -36,14 +36,27 @@ class Vocab:
     token_bytes: list
 
 
-CHAIN = r'\{"name": "[a-z]+", "email": "[a-z]+@example\.com"\}'   # 40 states, mostly one chain
+CHAIN = r'\{"name": "[a-z]+", "email": "[a-z]+@example\.com"\}'  # 40 states, mostly one chain
 
 
 def test_whitespace_is_visible_and_single_characters_are_not_escaped():
     dfa = compile_regex('\\{"a":[ ,]\t\n\\.x y\\}')
     labels = {label for *_, label, _ in edges(char_dfa_dot(dfa))}
-    assert {"'{'", "'\"'", "'a'", "':'", "'\\t'", "'\\n'", "'.'", "'x'", "'\u2423'", "'y'", "'}'", "[\u2423,]"} == labels
-    assert not any(label.startswith("\\") or " " in label for label in labels)   # no `\{`, no bare space
+    assert {
+        "'{'",
+        "'\"'",
+        "'a'",
+        "':'",
+        "'\\t'",
+        "'\\n'",
+        "'.'",
+        "'x'",
+        "'\u2423'",
+        "'y'",
+        "'}'",
+        "[\u2423,]",
+    } == labels
+    assert not any(label.startswith("\\") or " " in label for label in labels)  # no `\{`, no bare space
 
 
 def test_token_labels_show_spaces_and_newlines():
@@ -69,7 +82,7 @@ def test_every_label_is_a_quoted_literal_or_a_bare_class():
         for _, _, label, _ in edges(dot):
             assert label.startswith("'") or label.startswith("["), label
             if label.startswith("'"):
-                read_literal(label)   # well formed
+                read_literal(label)  # well formed
     # the drawn character edges take exactly the characters the DFA takes
     for src, dst, label, _ in edges(char_dfa_dot(dfa)):
         for ch in ' "0aZ9{}:,k\n':
@@ -88,9 +101,12 @@ def test_every_drawing_has_a_title():
         "radix": radix_tree_dot(cache),
     }
     titles = {name: TITLE.search(dot).group(1) for name, dot in drawings.items()}
-    assert titles == {"char": "regex: (yes|no)", "token": "token FSM: 3 states, 3 edges (EOS not drawn)",
-                      "compressed": "regex: (yes|no)  (compressed: 4 of 5 states)",
-                      "radix": "radix tree: 2 nodes, 3 cached tokens"}
+    assert titles == {
+        "char": "regex: (yes|no)",
+        "token": "token FSM: 3 states, 3 edges (EOS not drawn)",
+        "compressed": "regex: (yes|no)  (compressed: 4 of 5 states)",
+        "radix": "radix tree: 2 nodes, 3 cached tokens",
+    }
     assert 'label="my title"' in token_fsm_dot(index, Vocab([b"y", b"es", b"no", None]), title="my title")
 
 
@@ -130,5 +146,5 @@ def test_layout_options_are_checked():
     with pytest.raises(ValueError, match="states_per_row must be an int >= 2"):
         Layout(states_per_row=1)
     with pytest.raises(TypeError):
-        Layout(wrap=10)   # unknown options are refused
+        Layout(wrap=10)  # unknown options are refused
     assert "rankdir=TB;" in char_dfa_dot(compile_regex("ab"), Layout(rankdir="TB"))

@@ -1,10 +1,12 @@
 """The compressed FSM drawing: DOT checked as text, against the DFA and re.fullmatch."""
+
 from __future__ import annotations
 
 import itertools
 import re
 
 import pytest
+from drawing_labels import label_matches, read_literal
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -12,8 +14,6 @@ from minisglang.constrained.jump_forward import JumpForwardMap
 from minisglang.constrained.regex_dfa import ByteDFA, compile_regex
 from minisglang.drawings import Drawing, char_dfa_dot
 from minisglang.drawings.compressed import compressed_fsm_dot
-
-from drawing_labels import label_matches, read_literal
 
 EDGE = re.compile(r'^  (\d+) -> (\d+) \[label="((?:[^"\\]|\\.)*)"(, style=bold, penwidth=2)?\];$', re.M)
 NODE = re.compile(r'^  (\d+) \[shape=(circle|doublecircle), label="\d+"\];$', re.M)
@@ -59,8 +59,10 @@ def test_json_object_with_fixed_keys_draws_its_chains_bold():
     assert "__start -> 0;" in dot
     bold = {(a, read_literal(label), b) for a, b, label, is_bold in edges if is_bold}
     after_name = dfa.walk(0, '{"name": "li"')
-    assert bold == {(0, '{"name": "', dfa.walk(0, '{"name": "')),
-                    (after_name, ', "age": ', dfa.walk(after_name, ', "age": '))}
+    assert bold == {
+        (0, '{"name": "', dfa.walk(0, '{"name": "')),
+        (after_name, ', "age": ', dfa.walk(after_name, ', "age": ')),
+    }
     # the 26 letters are several interegular classes; drawn as one merged edge, as char_dfa_dot does
     inside = dfa.walk(0, '{"name": "a')
     assert (inside, inside, "[a-z]", False) in edges
@@ -70,7 +72,7 @@ def test_json_object_with_fixed_keys_draws_its_chains_bold():
 
 
 def test_nothing_to_compress_draws_the_same_machine_as_char_dfa_dot_1084():
-    dfa, jm = build(r"[-+]?[0-9]+[ ]*")   # #1084: the final state loops, so nothing jumps
+    dfa, jm = build(r"[-+]?[0-9]+[ ]*")  # #1084: the final state loops, so nothing jumps
     nodes, edges = parse(compressed_fsm_dot(dfa, jm))
     plain_nodes, plain_edges = parse(char_dfa_dot(dfa))
     assert not any(bold for *_, bold in edges)
@@ -81,7 +83,7 @@ def test_a_fixed_string_is_one_bold_edge():
     dfa, jm = build("hello world")
     nodes, edges = parse(compressed_fsm_dot(dfa, jm))
     assert nodes == {0: "circle", dfa.walk(0, "hello world"): "doublecircle"}
-    assert edges == [(0, dfa.walk(0, "hello world"), "'hello\u2423world'", True)]   # the space shown as ␣
+    assert edges == [(0, dfa.walk(0, "hello world"), "'hello\u2423world'", True)]  # the space shown as ␣
 
 
 def test_quotes_backslashes_and_chinese_survive_escaping():
@@ -89,7 +91,7 @@ def test_quotes_backslashes_and_chinese_survive_escaping():
     dfa, jm = build(regex)
     nodes, edges = parse(compressed_fsm_dot(dfa, jm))
     chains = sorted(read_literal(label) for *_, label, bold in edges if bold)
-    assert chains == ["\"a\\b\" ", "影。", "我喜欢", "程。"]   # 程 and 影 both lead to one state: 。
+    assert chains == ['"a\\b" ', "影。", "我喜欢", "程。"]  # 程 and 影 both lead to one state: 。
     for text in ['"a\\b" x我喜欢编程。', '"a\\b" y我喜欢摄影。']:
         assert accepts(nodes, edges, 0, text)
     assert not accepts(nodes, edges, 0, '"a\\b" x我喜欢编程')
@@ -106,10 +108,10 @@ def test_the_drawn_machine_accepts_exactly_what_the_regex_matches(parts, data):
     regex = "".join(parts)
     dfa, jm = build(regex)
     nodes, edges = parse(compressed_fsm_dot(dfa, jm))
-    for a, b, label, bold in edges:   # chains are exactly the forced strings of jump_forward
+    for a, b, label, bold in edges:  # chains are exactly the forced strings of jump_forward
         if bold:
             assert jm.jump_forward(a) == (read_literal(label).encode(), b)
-    alphabet = sorted(set("abcx中0\"z"))
+    alphabet = sorted(set('abcx中0"z'))
     for n in range(5):
         for chars in itertools.product(alphabet, repeat=n):
             text = "".join(chars)

@@ -1,4 +1,5 @@
 """FSM drawings: DOT text checked as text, plus one real render through graphviz."""
+
 from __future__ import annotations
 
 import re
@@ -58,7 +59,7 @@ class FakeTokenizer:
     token_bytes: list
 
 
-VOCAB = [b'"', b'a', b'ab', b'"a', b'b', b'\\', b'a"', "中".encode()[:1], "中".encode()[1:], b"abab", b"ba", None]
+VOCAB = [b'"', b"a", b"ab", b'"a', b"b", b"\\", b'a"', "中".encode()[:1], "中".encode()[1:], b"abab", b"ba", None]
 EOS = 11
 
 
@@ -67,7 +68,9 @@ def test_token_fsm_dot_groups_tokens_per_edge_and_caps_them():
     dot = token_fsm_dot(index, FakeTokenizer(VOCAB), max_tokens_per_edge=2)
     nodes, edges = parse(dot)
     assert set(nodes) == set(index.state_to_tokens)
-    assert {n for n, s in nodes.items() if s == "doublecircle"} == {s for s in index.state_to_tokens if index.is_final(s)}
+    assert {n for n, s in nodes.items() if s == "doublecircle"} == {
+        s for s in index.state_to_tokens if index.is_final(s)
+    }
     grouped = {}
     for src, tokens in index.state_to_tokens.items():
         for token_id, dst in tokens.items():

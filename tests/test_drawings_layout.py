@@ -3,6 +3,7 @@ its default layout, fits a 1920x1080 slide with text at least 18 px high; wrappi
 tangles an alternation; the layout options are declared and checked; the radix view
 boxes each token. Sizes are read from graphviz's own SVG (points, 72 to the inch; a
 slide's px are 96 to the inch)."""
+
 from __future__ import annotations
 
 import re
@@ -16,11 +17,9 @@ from hypothesis import strategies as st
 from script_modules import load_script
 
 from minisglang.cli import build_parser, main
-from minisglang.constrained.jump_forward import JumpForwardMap
-from minisglang.constrained.regex_dfa import ByteDFA, compile_regex
+from minisglang.constrained.regex_dfa import compile_regex
 from minisglang.constrained.structural_tag import FreeText, parse_structural_tag
 from minisglang.drawings import char_dfa_dot, render_dot
-from minisglang.drawings.compressed import compressed_fsm_dot
 from minisglang.drawings.fsm import class_label
 from minisglang.drawings.layout import Layout, chain_order, segments_at_seams
 from minisglang.drawings.radix import MAX_TOKENS_SHOWN, radix_tokens_dot
@@ -59,8 +58,11 @@ def test_every_course_figure_fits_a_slide_with_readable_text(figure):
 # the flags. (Two long triggers apart from their first character, such as Llama's two
 # together, are two chains side by side: about 1,950 x 1,450 px, more than a slide.)
 OTHER_TAGS = {
-    "function=": (["<function="], [("<function=get_weather>", "</function>"), ("<function=search>", "</function>")],
-                  {}),
+    "function=": (
+        ["<function="],
+        [("<function=get_weather>", "</function>"), ("<function=search>", "</function>")],
+        {},
+    ),
     "python_tag": (["<|python_tag|>"], [("<|python_tag|>", "<|eom_id|>")], {}),
     "shared prefix": (["<tool>", "<tools>"], [("<tool>", "</tool>"), ("<tools>[", "]</tools>")], {}),
     "one character": (["@"], [("@a(", ")"), ("@b(", ")")], {}),
@@ -81,8 +83,13 @@ def test_a_structural_tag_drawing_fits_a_slide_and_shows_every_prefix_and_fallba
     triggers, the edge `FreeText._next` takes (those back to free text left to the
     legend); an edge into another row ends at a dashed copy of its target."""
     triggers, tags, flags = OTHER_TAGS[name]
-    tag = parse_structural_tag({"structures": [{"begin": b, "schema": {"type": "object"}, "end": e} for b, e in tags],
-                                "triggers": triggers, **flags})
+    tag = parse_structural_tag(
+        {
+            "structures": [{"begin": b, "schema": {"type": "object"}, "end": e} for b, e in tags],
+            "triggers": triggers,
+            **flags,
+        }
+    )
     dot = structural_tag_dot(tag)
     width, height, text_px = slide_size(render_dot(dot).decode("utf-8"))
     assert text_px >= MIN_TEXT_PX and width <= SLIDE[0] and height <= SLIDE[1], (width, height, text_px)
@@ -101,7 +108,7 @@ def test_a_structural_tag_drawing_fits_a_slide_and_shows_every_prefix_and_fallba
     for prefix in free.states:
         for c in {c for t in tag.triggers for c in t}:
             target = free._next(prefix + c)
-            if target != 0:   # a whole trigger, or a longest prefix
+            if target != 0:  # a whole trigger, or a longest prefix
                 into = f"'{target[1]}'" if isinstance(target, tuple) else quoted[prefix_of[target]]
                 expected.setdefault((quoted[prefix], into), set()).add(c)
     out_of_free_text = {pair: _edge_chars(text) for pair, text in drawn.items() if pair[0] in quoted.values()}
@@ -130,8 +137,12 @@ def test_a_wrapped_chain_is_narrower_and_its_rows_start_flush_left():
 
 # -- wrapping never tangles an alternation ----------------------------------------------
 WORDS = st.text(alphabet="abcdefgh", min_size=1, max_size=5)
-PART = st.one_of(WORDS, st.lists(WORDS, min_size=2, max_size=4, unique=True).map(lambda ws: "(" + "|".join(ws) + ")"),
-                 WORDS.map(lambda w: f"({w})?"), st.just("[0-9]+"))
+PART = st.one_of(
+    WORDS,
+    st.lists(WORDS, min_size=2, max_size=4, unique=True).map(lambda ws: "(" + "|".join(ws) + ")"),
+    WORDS.map(lambda w: f"({w})?"),
+    st.just("[0-9]+"),
+)
 
 
 def _drawn_edges(dot: str) -> list[tuple[str, str, str]]:
@@ -155,13 +166,14 @@ def test_wrapping_keeps_every_alternation_in_one_row_and_every_edge_drawn(parts,
     for src in range(dfa.num_states):
         for char_class, dst in dfa.transitions[src].items():
             merged[src, dst] = merged[src, dst].union(char_class) if (src, dst) in merged else char_class
-    placement = layout.place(dfa.initial, list(merged), list(range(dfa.num_states)),
-                             {pair: class_label(c) for pair, c in merged.items()})
+    placement = layout.place(
+        dfa.initial, list(merged), list(range(dfa.num_states)), {pair: class_label(c) for pair, c in merged.items()}
+    )
     row = placement.row_of or {s: 0 for s in range(dfa.num_states)}
     order = chain_order(dfa.initial, sorted(edges), list(range(dfa.num_states)))
     position = {s: i for i, s in enumerate(order)}
     for src, dst in edges:
-        if row[src] != row[dst]:   # across rows: forward only, never a loop's way back
+        if row[src] != row[dst]:  # across rows: forward only, never a loop's way back
             assert row[src] < row[dst] and position[src] < position[dst], (regex, src, dst)
             assert f"  {src} -> c{row[src]}_{dst} " in dot
     # inside a segment between clean seams, a row ends only where at most one edge skips
@@ -186,9 +198,11 @@ def test_an_alternation_stays_in_one_row_when_wrapped_tightly():
     layout = Layout(wrap_px=400)
     edges = [(s, d) for s in range(dfa.num_states) for d in dfa.transitions[s].values()]
     row = layout.place(dfa.initial, edges, list(range(dfa.num_states))).row_of
-    assert len(set(row.values())) >= 3   # it did wrap
-    for before, branches in [("size: ", ["small", "medium", "large"]),
-                             ("size: small, colour: ", ["red", "green", "blue"])]:
+    assert len(set(row.values())) >= 3  # it did wrap
+    for before, branches in [
+        ("size: ", ["small", "medium", "large"]),
+        ("size: small, colour: ", ["red", "green", "blue"]),
+    ]:
         fork = _walk(dfa, dfa.initial, before)[-1]
         join = _walk(dfa, fork, branches[0])[-1]
         branch_states = {s for word in branches for s in _walk(dfa, fork, word)} - {join}
@@ -201,12 +215,14 @@ def test_an_alternation_stays_in_one_row_when_wrapped_tightly():
 # -- the options ---------------------------------------------------------------------------
 def test_layout_options_are_declared_and_checked():
     with pytest.raises(TypeError):
-        Layout(wrap=10)   # an unknown option is refused, not ignored
-    for bad, message in [({"rankdir": "RL"}, "rankdir must be 'LR' or 'TB'"),
-                         ({"wrap_px": 50}, "wrap_px must be an int >= 200"),
-                         ({"wrap_px": "wide"}, "wrap_px must be"),
-                         ({"font_px": 3}, "font_px must be a number from 8 to 72"),
-                         ({"states_per_row": 1}, "states_per_row must be an int >= 2")]:
+        Layout(wrap=10)  # an unknown option is refused, not ignored
+    for bad, message in [
+        ({"rankdir": "RL"}, "rankdir must be 'LR' or 'TB'"),
+        ({"wrap_px": 50}, "wrap_px must be an int >= 200"),
+        ({"wrap_px": "wide"}, "wrap_px must be"),
+        ({"font_px": 3}, "font_px must be a number from 8 to 72"),
+        ({"states_per_row": 1}, "states_per_row must be an int >= 2"),
+    ]:
         with pytest.raises(ValueError, match=message):
             Layout(**bad)
     dot = char_dfa_dot(compile_regex("ab"), Layout(rankdir="TB", font_px=24))
@@ -252,7 +268,7 @@ def test_the_radix_view_boxes_each_token_and_shows_a_branch():
     cells = [re.findall(r"<td>([^<]*)</td>", r) for r in rows]
     assert sorted(cells) == sorted([["root"], ["'age:'"], ["'␣7'", "'7'"], ["'␣77'", "'&lt;&amp;&gt;'"]])
     assert dot.count(" -> ") == 3 and "rankdir=TB;" in dot
-    render_dot(dot)   # graphviz reads the HTML labels
+    render_dot(dot)  # graphviz reads the HTML labels
 
 
 def test_the_radix_view_cuts_a_long_edge():
@@ -260,4 +276,4 @@ def test_the_radix_view_cuts_a_long_edge():
     key = list(range(1, MAX_TOKENS_SHOWN + 4))
     cache.insert(key, torch.arange(len(key)))
     dot = radix_tokens_dot(cache)
-    assert "… +3</td>" in dot and dot.count("<td>") == 1 + MAX_TOKENS_SHOWN   # root, the ids shown
+    assert "… +3</td>" in dot and dot.count("<td>") == 1 + MAX_TOKENS_SHOWN  # root, the ids shown

@@ -2,6 +2,7 @@
 
 Tests of minisglang/engine.py and minisglang/sampler.py (seeded sampling, batch independence).
 """
+
 import random
 
 import pytest
@@ -32,7 +33,7 @@ def assert_no_leak(eng):
     pool = s.token_to_kv_pool
     total = s.config.max_total_tokens
     assert pool.available_size() + s.tree_cache.total_size() == total
-    assert s.tree_cache.protected_size() == 0          # nobody holds a lock any more
+    assert s.tree_cache.protected_size() == 0  # nobody holds a lock any more
     assert s.req_to_token_pool.available_size() == s.config.max_running_requests
     s.tree_cache.evict(total)
     assert pool.available_size() == total
@@ -50,8 +51,10 @@ def test_greedy_batched_equals_one_at_a_time(engine):
 def test_seeded_sampling_does_not_depend_on_the_batch(engine):
     p = {"temperature": 1.0, "max_new_tokens": 16, "seed": 7}
     alone = engine.generate(PROMPTS[1], p)["text"]
-    mixed = engine.generate([PROMPTS[0], PROMPTS[1], PROMPTS[2]],
-                            [{"temperature": 1.0, "max_new_tokens": 16}, p, {"temperature": 0.7, "max_new_tokens": 5}])
+    mixed = engine.generate(
+        [PROMPTS[0], PROMPTS[1], PROMPTS[2]],
+        [{"temperature": 1.0, "max_new_tokens": 16}, p, {"temperature": 0.7, "max_new_tokens": 5}],
+    )
     assert mixed[1]["text"] == alone
 
 
@@ -77,7 +80,7 @@ def test_finish_reasons(engine):
     assert stop
     out = engine.generate(PROMPTS[4], {"temperature": 0, "max_new_tokens": 30, "stop": stop})
     assert out["meta_info"]["finish_reason"] == {"type": "stop", "matched": stop}
-    assert out["text"] == full[:full.find(stop)]
+    assert out["text"] == full[: full.find(stop)]
 
 
 def test_abort_from_the_step_api(engine):
@@ -101,7 +104,7 @@ def test_streaming_joins_to_the_final_text(engine):
     assert chunks[-1]["meta_info"]["finish_reason"] is not None
     stop = final[5:8]
     chunks = list(engine.generate(PROMPTS[0], dict(params, stop=[stop]), stream=True))
-    assert "".join(c["text"] for c in chunks) == final[:final.find(stop)]
+    assert "".join(c["text"] for c in chunks) == final[: final.find(stop)]
 
 
 def test_bad_input_gets_clear_errors(engine):
@@ -113,8 +116,11 @@ def test_bad_input_gets_clear_errors(engine):
     assert out["meta_info"]["finish_reason"]["type"] == "abort"
     assert "exceeds the model's context" in out["meta_info"]["finish_reason"]["message"]
     out = engine.generate("", {})
-    assert out["meta_info"]["finish_reason"] == {"type": "abort", "kind": AbortKind.CLIENT,
-                                                 "message": "the prompt is empty (no tokens)"}
+    assert out["meta_info"]["finish_reason"] == {
+        "type": "abort",
+        "kind": AbortKind.CLIENT,
+        "message": "the prompt is empty (no tokens)",
+    }
     with pytest.raises(ValueError, match="unknown stage 's9'"):
         sgl.Engine(stage="s9")
 
@@ -134,7 +140,7 @@ def test_no_leaks_after_500_mixed_requests(policy):
     bases = ["<|user|>\nWhat is the date?\n<|assistant|>\n", "The email of Wang Fang is", "Numbers: 1, 2, 3,"]
     reqs = []
     for i in range(500):
-        prompt = rng.choice(bases) + " " * rng.randint(0, 3) + str(rng.randint(0, 10**rng.randint(0, 12)))
+        prompt = rng.choice(bases) + " " * rng.randint(0, 3) + str(rng.randint(0, 10 ** rng.randint(0, 12)))
         params = {"temperature": rng.choice([0, 0.8]), "max_new_tokens": rng.randint(1, 12), "seed": i}
         if rng.random() < 0.2:
             params["stop"] = [rng.choice([" ", ",", "@", "\n"])]
@@ -171,6 +177,7 @@ def test_torch_threads_is_checked_and_set():
     finally:
         torch.set_num_threads(before)
 
+
 def test_sampling_params_from_dict():
     p = SamplingParams.from_dict({"stop": "x", "json_schema": {"type": "integer"}})
     assert p.stop == ["x"] and p.json_schema == '{"type": "integer"}'
@@ -183,6 +190,7 @@ def test_engine_keeps_its_startup_objects_out_of_the_garbage_collector():
     """freeze_gc (default): what exists when the engine is built is frozen (gen-2 passes no
     longer walk it) until shutdown; freeze_gc=False leaves the collector alone."""
     import gc
+
     gc.unfreeze()
     eng = sgl.Engine(max_total_tokens=2048)
     frozen = gc.get_freeze_count()

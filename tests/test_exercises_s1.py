@@ -14,6 +14,7 @@ and a tiny synthetic vocabulary with pieces of multi-byte characters is brute-fo
 The task1_4 and task1_5 tests bring their own `allowed_mask` and token index lookups, so
 each task can be graded on its own.
 """
+
 from __future__ import annotations
 
 import functools
@@ -26,10 +27,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from minisglang.constrained.regex_dfa import ByteDFA, CharDFA, compile_regex
+from minisglang.constrained.token_fsm import TokenFSM
 from minisglang.constrained.token_index import build_index_reference
 from minisglang.core import AbortKind, Req, SamplingParams
 from minisglang.stages.base import StageContext
-from minisglang.constrained.token_fsm import TokenFSM
 from minisglang.stages.s1_masked_fill import FSMState, MaskedFillStage
 
 # ---------------------------------------------------------------------------------------
@@ -41,8 +42,26 @@ EOS = 3
 def _synthetic_vocab() -> list[bytes | None]:
     zh, wen, e_acute = "中".encode(), "文".encode(), "é".encode()
     singles = [c.encode() for c in '{}":, -abcdefghijklmnopqrstuvwxyz0123456789']
-    merges = [b'{"', b'":', b'": ', b'", "', b'"}', b"name", b"age", b"yes", b"no", b"12", b"2024",
-              b'"2', b"a1", zh, wen, e_acute, zh + wen, b'"' + zh]
+    merges = [
+        b'{"',
+        b'":',
+        b'": ',
+        b'", "',
+        b'"}',
+        b"name",
+        b"age",
+        b"yes",
+        b"no",
+        b"12",
+        b"2024",
+        b'"2',
+        b"a1",
+        zh,
+        wen,
+        e_acute,
+        zh + wen,
+        b'"' + zh,
+    ]
     pieces = [zh[:1], zh[1:], zh[1:2], zh[2:], wen[:2], e_acute[:1], e_acute[1:]]
     # ids 0, 1 and 3 are special (no bytes); id 3 is EOS; id 5 is an empty string
     return [None, None, b"x", None, b"y", b""] + singles + merges + pieces
@@ -109,7 +128,7 @@ def completions(tail: bytes) -> tuple[str, ...]:
     need = {0xC: 2, 0xD: 2, 0xE: 3}.get(tail[0] >> 4, 4) - len(tail)
     assert 0 < need <= 2, f"the oracle enumerates at most two missing bytes, not for {tail!r}"
     found = []
-    for rest in range(64 ** need):
+    for rest in range(64**need):
         cont = bytes(0x80 | (rest >> (6 * k) & 0x3F) for k in reversed(range(need)))
         try:
             found.append((tail + cont).decode("utf-8"))
@@ -171,8 +190,13 @@ def test_the_oracle_itself():
 # ---------------------------------------------------------------------------------------
 # task1_1: ByteDFA.walk_bytes
 # ---------------------------------------------------------------------------------------
-BYTE_PIECES = [c.encode() for c in 'ab1"2{} é中文x-'] + ["中".encode()[:1], "中".encode()[1:],
-                                                           "é".encode()[:1], b"\x80", b"\xff"]
+BYTE_PIECES = [c.encode() for c in 'ab1"2{} é中文x-'] + [
+    "中".encode()[:1],
+    "中".encode()[1:],
+    "é".encode()[:1],
+    b"\x80",
+    b"\xff",
+]
 
 
 @functools.cache
@@ -182,28 +206,37 @@ def byte_dfa(regex: str) -> ByteDFA:
 
 @pytest.mark.task1_1
 @settings(max_examples=150, deadline=None)
-@given(st.sampled_from(REGEXES + [r"[^a]{0,3}", r"(ab|é)*1", r".中?"]),
-       st.lists(st.sampled_from(BYTE_PIECES), max_size=8).map(b"".join), st.data())
+@given(
+    st.sampled_from(REGEXES + [r"[^a]{0,3}", r"(ab|é)*1", r".中?"]),
+    st.lists(st.sampled_from(BYTE_PIECES), max_size=8).map(b"".join),
+    st.data(),
+)
 def test_walk_bytes_agrees_with_the_oracle(regex, data, draw):
     dfa = byte_dfa(regex)
     end = dfa.walk_bytes(0, data)
     assert (end >= 0) == viable(regex, data), (
         f"regex {regex!r}, the bytes {data!r}: {'some' if viable(regex, data) else 'no'} match starts with them, so "
-        f"walk_bytes(0, ...) must be {'a live state' if viable(regex, data) else '-1'}; got {end}")
+        f"walk_bytes(0, ...) must be {'a live state' if viable(regex, data) else '-1'}; got {end}"
+    )
     if end >= 0 and split_utf8(data)[1] == b"":
         # A whole number of characters lands in the character DFA's own state.
         want = char_dfa(regex).walk(0, data.decode("utf-8"))
-        assert end == want, (f"regex {regex!r}, the whole characters {data.decode('utf-8')!r}: walk_bytes must end "
-                             f"in the character DFA's state {want}; got {end}")
+        assert end == want, (
+            f"regex {regex!r}, the whole characters {data.decode('utf-8')!r}: walk_bytes must end "
+            f"in the character DFA's state {want}; got {end}"
+        )
         assert dfa.is_final(end) == matches(regex, data), (
             f"regex {regex!r}, {data!r}: a match is {matches(regex, data)}, but the end state {end} is_final "
-            f"{dfa.is_final(end)}")
+            f"{dfa.is_final(end)}"
+        )
     # Walking in two pieces (a token boundary anywhere, even inside a character) is the same.
     cut = draw.draw(st.integers(0, len(data)), label="cut")
     middle = dfa.walk_bytes(0, data[:cut])
     two = dfa.walk_bytes(middle, data[cut:]) if middle >= 0 else -1
-    assert two == end, (f"regex {regex!r}: walking {data[:cut]!r} then {data[cut:]!r} must end where {data!r} in "
-                        f"one walk ends, state {end}; got {two}")
+    assert two == end, (
+        f"regex {regex!r}: walking {data[:cut]!r} then {data[cut:]!r} must end where {data!r} in "
+        f"one walk ends, state {end}; got {two}"
+    )
 
 
 @pytest.mark.task1_1
@@ -215,7 +248,8 @@ def test_walk_bytes_edge_cases():
     inside = dfa.walk_bytes(0, zh[:1])
     assert inside >= dfa.num_char_states, (  # half a character: an intermediate state
         f"(中文|é)+a? after {zh[:1]!r} (the first byte of 中): an intermediate state (>= num_char_states = "
-        f"{dfa.num_char_states}); got {inside}")
+        f"{dfa.num_char_states}); got {inside}"
+    )
     rest, whole = dfa.walk_bytes(inside, zh[1:] + "文".encode()), dfa.walk_bytes(0, "中文".encode())
     assert rest == whole, f"(中文|é)+a?: from half of 中, the rest of 中文 must end in state {whole}; got {rest}"
     for text in ["a", "中中"]:
@@ -228,8 +262,10 @@ def test_walk_bytes_edge_cases():
     assert got == -1, f"(中文|é)+a?: the walk dies at the byte 0xff and must return -1 (reading no further); got {got}"
     # Every byte after a dead one: row -1 in Python is the last row, a live state's, whose bytes go somewhere
     came_back = [b for b in range(256) if dfa.walk_bytes(0, bytes([0xFF, b])) != -1]
-    assert not came_back, (f"(中文|é)+a?: the walk dies at 0xff, so 0xff followed by any byte is -1; got a live "
-                           f"state after 0xff then each of the bytes {came_back[:8]} (was row -1 read?)")
+    assert not came_back, (
+        f"(中文|é)+a?: the walk dies at 0xff, so 0xff followed by any byte is -1; got a live "
+        f"state after 0xff then each of the bytes {came_back[:8]} (was row -1 read?)"
+    )
 
 
 @pytest.mark.task1_1
@@ -240,12 +276,15 @@ def test_walk_bytes_passes_through_the_initial_state_again():
     for text in ["ab", "中ab", "ab中1", "abab1"]:
         want = char_dfa(regex).walk(0, text)
         got = dfa.walk_bytes(0, text.encode())
-        assert got == want, (f"regex '{regex}': walk_bytes(0, {text.encode()!r}) ('{text}') must end where the "
-                             f"character DFA ends, state {want}; got {got} (after 'ab' the walk is back in state 0, "
-                             f"the initial state, a live one: it goes on from there)")
-    assert char_dfa(regex).walk(0, "ab") == 0, (   # the case this test is about
+        assert got == want, (
+            f"regex '{regex}': walk_bytes(0, {text.encode()!r}) ('{text}') must end where the "
+            f"character DFA ends, state {want}; got {got} (after 'ab' the walk is back in state 0, "
+            f"the initial state, a live one: it goes on from there)"
+        )
+    assert char_dfa(regex).walk(0, "ab") == 0, (  # the case this test is about
         f"test premise: in regex '{regex}', 'ab' leads the character DFA back to state 0; it ends in state "
-        f"{char_dfa(regex).walk(0, 'ab')} (the regex compiler's doing, not walk_bytes')")
+        f"{char_dfa(regex).walk(0, 'ab')} (the regex compiler's doing, not walk_bytes')"
+    )
     end = dfa.walk_bytes(0, "ab中ab1".encode())
     assert dfa.is_final(end), f"(ab|中)*1 matches 'ab中ab1' (through state 0 again): a final end state; got {end}"
 
@@ -268,9 +307,13 @@ def test_reference_walk_allowed_sets_equal_brute_force(regex, data):
     for _ in range(10):
         allowed = index.allowed_token_ids(state)
         want = oracle_allowed(regex, prefix)
-        assert set(allowed) == want, (f"regex {regex!r} after {prefix!r} (state {state}): it also allows "
-                                      f"{sorted(set(allowed) - want)[:8]} and lacks {sorted(want - set(allowed))[:8]}")
-        assert allowed == sorted(allowed), f"regex {regex!r}, state {state}: allowed_token_ids must be sorted; got {allowed}"
+        assert set(allowed) == want, (
+            f"regex {regex!r} after {prefix!r} (state {state}): it also allows "
+            f"{sorted(set(allowed) - want)[:8]} and lacks {sorted(want - set(allowed))[:8]}"
+        )
+        assert allowed == sorted(allowed), (
+            f"regex {regex!r}, state {state}: allowed_token_ids must be sorted; got {allowed}"
+        )
         choices = [t for t in allowed if t != EOS]
         if not choices:
             break
@@ -290,7 +333,8 @@ def test_reference_walk_next_states_and_reachability():
     assert got == want, f"(yes|no) at the start: the tokens y, yes, n, no (ids {want}) are allowed; got {got}"
     after_y = index.next_state(0, y)
     assert after_y == dfa.walk_bytes(0, b"y"), (  # the end state of the token's walk
-        f"(yes|no): the token 'y' from state 0 must go to the byte walk's state {dfa.walk_bytes(0, b'y')}; got {after_y}")
+        f"(yes|no): the token 'y' from state 0 must go to the byte walk's state {dfa.walk_bytes(0, b'y')}; got {after_y}"
+    )
     three, one = index.next_state(index.next_state(after_y, e), s), index.next_state(0, yes)
     assert three == one, f"(yes|no): 'y','e','s' must end where the one token 'yes' ends, state {one}; got {three}"
     got = index.allowed_token_ids(one)
@@ -304,7 +348,8 @@ def test_reference_walk_next_states_and_reachability():
                 todo.append(nxt)
     assert seen == set(index.state_to_tokens), (
         f"(yes|no): the index must hold exactly the states tokens reach from 0, {sorted(seen)}; it holds "
-        f"{sorted(index.state_to_tokens)}")
+        f"{sorted(index.state_to_tokens)}"
+    )
 
 
 # Infinite languages whose token walks come back to the start state 0 (the text, one
@@ -322,14 +367,16 @@ def test_reference_walk_comes_back_to_the_start_state(regex, text):
         allowed, want = set(index.allowed_token_ids(state)), oracle_allowed(regex, prefix)
         assert allowed == want, (
             f"regex {regex!r}, after {prefix!r} (state {state}): the allowed tokens must be {sorted(want)}; "
-            f"got {sorted(allowed)} (missing {sorted(want - allowed)}, extra {sorted(allowed - want)})")
+            f"got {sorted(allowed)} (missing {sorted(want - allowed)}, extra {sorted(allowed - want)})"
+        )
         token = VOCAB.index(ch.encode())
         state, prefix = index.next_state(state, token), prefix + ch.encode()
         assert state >= 0, f"regex {regex!r}: the token {ch!r} after {prefix[:-1]!r} must be allowed; got state {state}"
-    assert char_dfa(regex).walk(0, text[:2]) == 0 or char_dfa(regex).walk(0, text[:3]) == 0, (   # the case it is about
+    assert char_dfa(regex).walk(0, text[:2]) == 0 or char_dfa(regex).walk(0, text[:3]) == 0, (  # the case it is about
         f"test premise: in regex '{regex}', {text[:2]!r} or {text[:3]!r} leads the character DFA back to state 0; "
         f"they end in states {char_dfa(regex).walk(0, text[:2])} and {char_dfa(regex).walk(0, text[:3])} (the "
-        f"regex compiler's doing, not the token index walk's)")
+        f"regex compiler's doing, not the token index walk's)"
+    )
 
 
 # ---------------------------------------------------------------------------------------
@@ -342,12 +389,16 @@ def test_allowed_mask_is_the_allowed_set_as_a_bool_row(regex):
     for state, tokens in fsm.index.state_to_tokens.items():
         row = stage.allowed_mask(FSMState(fsm, state))
         assert row.dtype == torch.bool and row.shape == (VOCAB_SIZE,), (
-            f"allowed_mask must be a bool row of the {VOCAB_SIZE} logits; got {row.dtype} {tuple(row.shape)}")
+            f"allowed_mask must be a bool row of the {VOCAB_SIZE} logits; got {row.dtype} {tuple(row.shape)}"
+        )
         got = set(torch.nonzero(row).flatten().tolist())
-        assert got == set(tokens), (f"regex {regex!r}, state {state}: the row must allow the index's tokens; it "
-                                    f"also allows {sorted(got - set(tokens))[:8]} and lacks {sorted(set(tokens) - got)[:8]}")
-        assert not row[len(VOCAB):].any(), (  # padding columns are never allowed
-            f"regex {regex!r}, state {state}: the padding columns past the {len(VOCAB)} tokens must be False")
+        assert got == set(tokens), (
+            f"regex {regex!r}, state {state}: the row must allow the index's tokens; it "
+            f"also allows {sorted(got - set(tokens))[:8]} and lacks {sorted(set(tokens) - got)[:8]}"
+        )
+        assert not row[len(VOCAB) :].any(), (  # padding columns are never allowed
+            f"regex {regex!r}, state {state}: the padding columns past the {len(VOCAB)} tokens must be False"
+        )
 
 
 @pytest.mark.task1_3
@@ -356,12 +407,14 @@ def test_allowed_mask_of_a_state_with_no_tokens_is_all_false():
     row = stage.allowed_mask(FSMState(fsm, 10_000))
     assert row.shape == (VOCAB_SIZE,) and not row.any(), (
         f"(yes|no) at state 10000, which has no tokens: an all-False row of {VOCAB_SIZE}; got shape "
-        f"{tuple(row.shape)} with {int(row.sum())} True")
+        f"{tuple(row.shape)} with {int(row.sum())} True"
+    )
     wide = make_stage(vocab_size=1000).allowed_mask(FSMState(fsm, 0))
     n = len(fsm.index.allowed_token_ids(0))
     assert wide.shape == (1000,) and int(wide.sum()) == n, (
         f"(yes|no) at state 0 with 1000 logits: a row of 1000 with the {n} allowed tokens True; got shape "
-        f"{tuple(wide.shape)} with {int(wide.sum())} True")
+        f"{tuple(wide.shape)} with {int(wide.sum())} True"
+    )
 
 
 # ---------------------------------------------------------------------------------------
@@ -418,15 +471,19 @@ def test_mask_logits_masks_each_constrained_row(reqs, seed):
     before = [r.finished_reason for r in reqs]
     stage.mask_logits(logits, reqs)
     wrong_rows = [i for i in range(len(reqs)) if not torch.equal(logits[i], expected[i])]
-    assert not wrong_rows, (f"mask_logits on {len(reqs)} requests: the rows {wrong_rows} differ from the oracle "
-                            f"(-inf exactly where the request's state allows no token, the logit elsewhere)")
+    assert not wrong_rows, (
+        f"mask_logits on {len(reqs)} requests: the rows {wrong_rows} differ from the oracle "
+        f"(-inf exactly where the request's state allows no token, the logit elsewhere)"
+    )
     for i, (req, was_stuck, reason) in enumerate(zip(reqs, stuck, before)):
         if was_stuck:  # e.g. after the first two bytes of 文, which no token can finish
             assert req.finished_reason is not None and req.finished_reason["type"] == "abort", (
-                f"request {i} is at a state that allows no token: it must be aborted; got {req.finished_reason}")
+                f"request {i} is at a state that allows no token: it must be aborted; got {req.finished_reason}"
+            )
         else:
-            assert req.finished_reason == reason, (f"request {i} has allowed tokens: its finish reason must stay "
-                                                   f"{reason}; got {req.finished_reason}")
+            assert req.finished_reason == reason, (
+                f"request {i} has allowed tokens: its finish reason must stay {reason}; got {req.finished_reason}"
+            )
 
 
 @pytest.mark.task1_4
@@ -439,17 +496,21 @@ def test_mask_logits_aborts_a_request_with_nothing_allowed():
     before = logits.clone()
     stage.mask_logits(logits, [stuck, fine, free])
     assert stuck.finished_reason is not None and stuck.finished_reason["type"] == "abort", (
-        f"a (yes|no) request at state 10000, where no token is allowed: expected an abort; got {stuck.finished_reason}")
+        f"a (yes|no) request at state 10000, where no token is allowed: expected an abort; got {stuck.finished_reason}"
+    )
     assert stuck.finished_reason["kind"] == AbortKind.GRAMMAR, (
-        f"the abort blames the request's grammar: expected kind AbortKind.GRAMMAR; got {stuck.finished_reason}")
+        f"the abort blames the request's grammar: expected kind AbortKind.GRAMMAR; got {stuck.finished_reason}"
+    )
     message = stuck.finished_reason.get("message", "")
     assert "no token is allowed" in message and "10000" in message and "(yes|no)" in message, (
         f"the abort message must say 'no token is allowed' and name the state (10000) and the regex (yes|no); "
-        f"got {message!r}")
+        f"got {message!r}"
+    )
     assert not torch.isinf(logits[0]).all(), "the aborted request's row is all -inf: a row must stay samplable"
     assert fine.finished_reason is None, f"the (yes|no) request at its start must go on; got {fine.finished_reason}"
     assert torch.equal(logits[1:], expected_masked(before, [stuck, fine, free])[1:]), (
-        "the rows of the other two requests (one at (yes|no)'s start, one unconstrained) differ from the oracle")
+        "the rows of the other two requests (one at (yes|no)'s start, one unconstrained) differ from the oracle"
+    )
 
 
 @pytest.mark.task1_4
@@ -467,8 +528,10 @@ def test_mask_logits_masks_row_i_for_request_i_and_skips_the_others():
     stage.mask_logits(logits, reqs)
     names = ["unconstrained (left alone)", "finished (left alone)", "(yes|no) at its start", "1[0-9]* at its start"]
     wrong = [names[i] for i in range(4) if not torch.equal(logits[i], expected[i])]
-    assert not wrong, (f"a batch of [unconstrained, finished, (yes|no), 1[0-9]*]: these rows differ from the oracle "
-                       f"(-inf outside request i's allowed set in row i; other rows untouched): {wrong}")
+    assert not wrong, (
+        f"a batch of [unconstrained, finished, (yes|no), 1[0-9]*]: these rows differ from the oracle "
+        f"(-inf outside request i's allowed set in row i; other rows untouched): {wrong}"
+    )
 
 
 # ---------------------------------------------------------------------------------------
@@ -491,23 +554,28 @@ def test_advance_follows_the_token_index_to_a_clean_stop(regex, data):
         stage.advance(req, token)
         if token == EOS:
             assert req.finished_reason == {"type": "stop", "matched": EOS}, (
-                f"regex {regex!r}, EOS after {prefix!r}: expected a stop matched by EOS; got {req.finished_reason}")
+                f"regex {regex!r}, EOS after {prefix!r}: expected a stop matched by EOS; got {req.finished_reason}"
+            )
             break
         prefix += VOCAB[token]
         assert req.grammar.state == tokens[token], (  # the token's end state
-            f"regex {regex!r}, token {VOCAB[token]!r} after {prefix[:-len(VOCAB[token])]!r} from state {state}: the "
-            f"index says state {tokens[token]}; got {req.grammar.state}")
+            f"regex {regex!r}, token {VOCAB[token]!r} after {prefix[: -len(VOCAB[token])]!r} from state {state}: the "
+            f"index says state {tokens[token]}; got {req.grammar.state}"
+        )
         if req.finished:
             # Only an accepting state from which nothing but EOS can follow ends by itself.
             assert req.finished_reason == {"type": "stop", "matched": None}, (
                 f"regex {regex!r} after {prefix!r}: a request that ends by itself stops with matched None; got "
-                f"{req.finished_reason}")
+                f"{req.finished_reason}"
+            )
             assert fsm.index.state_to_tokens[req.grammar.state] == {EOS: -1}, (
                 f"regex {regex!r} after {prefix!r}: finished although more than EOS may follow (allowed "
-                f"{sorted(fsm.index.state_to_tokens[req.grammar.state])})")
+                f"{sorted(fsm.index.state_to_tokens[req.grammar.state])})"
+            )
             break
         assert set(fsm.index.state_to_tokens[req.grammar.state]) != {EOS}, (
-            f"regex {regex!r} after {prefix!r}: only EOS may follow, so the request must finish; it goes on")
+            f"regex {regex!r} after {prefix!r}: only EOS may follow, so the request must finish; it goes on"
+        )
     if req.finished:
         assert matches(regex, prefix), (regex, prefix)
 
@@ -521,14 +589,16 @@ def test_advance_finish_rules():
     done = make_req(yes_no)
     stage.advance(done, tok[b"yes"])  # "yes" can only be followed by EOS: finished at once
     assert done.finished_reason == {"type": "stop", "matched": None}, (
-        f"(yes|no) after 'yes': only EOS may follow, so it stops with matched None; got {done.finished_reason}")
+        f"(yes|no) after 'yes': only EOS may follow, so it stops with matched None; got {done.finished_reason}"
+    )
 
     partial = make_req(yes_no)
     stage.advance(partial, tok[b"y"])
     want = yes_no.index.state_to_tokens[0][tok[b"y"]]
     assert not partial.finished and partial.grammar.state == want, (
         f"(yes|no) after 'y': goes on at state {want}; got state {partial.grammar.state}, finished "
-        f"{partial.finished_reason}")
+        f"{partial.finished_reason}"
+    )
 
     may_stop = make_req(number)  # "1" is a match, but "12" is one too: may stop != must stop
     stage.advance(may_stop, tok[b"1"])
@@ -537,22 +607,27 @@ def test_advance_finish_rules():
     assert not may_stop.finished, f"1[0-9]* after '12': may stop, must not; got {may_stop.finished_reason}"
     stage.advance(may_stop, EOS)
     assert may_stop.finished_reason == {"type": "stop", "matched": EOS}, (
-        f"1[0-9]* after '12' then EOS: expected a stop matched by EOS; got {may_stop.finished_reason}")
+        f"1[0-9]* after '12' then EOS: expected a stop matched by EOS; got {may_stop.finished_reason}"
+    )
 
     wrong = make_req(number)
     stage.advance(wrong, tok[b"a"])  # a token the mask would have forbidden
     assert wrong.finished_reason is not None and wrong.finished_reason["type"] == "abort", (
-        f"1[0-9]* given the token 'a' (not allowed at the start): expected an abort; got {wrong.finished_reason}")
+        f"1[0-9]* given the token 'a' (not allowed at the start): expected an abort; got {wrong.finished_reason}"
+    )
     assert wrong.finished_reason["kind"] == AbortKind.GRAMMAR, (
-        f"the abort blames the request's grammar: expected kind AbortKind.GRAMMAR; got {wrong.finished_reason}")
-    assert "not allowed" in wrong.finished_reason.get("message", "") and "1[0-9]*" in wrong.finished_reason["message"], (
-        f"the abort message must say 'not allowed' and name the regex 1[0-9]*; got {wrong.finished_reason}")
+        f"the abort blames the request's grammar: expected kind AbortKind.GRAMMAR; got {wrong.finished_reason}"
+    )
+    assert (
+        "not allowed" in wrong.finished_reason.get("message", "") and "1[0-9]*" in wrong.finished_reason["message"]
+    ), f"the abort message must say 'not allowed' and name the regex 1[0-9]*; got {wrong.finished_reason}"
 
     free = make_req(None)
     stage.advance(free, tok[b"a"])  # unconstrained requests are not touched
     assert free.grammar is None and not free.finished, (
         f"an unconstrained request is not touched by advance; got grammar {free.grammar!r}, finished "
-        f"{free.finished_reason}")
+        f"{free.finished_reason}"
+    )
 
 
 @pytest.mark.task1_5
@@ -562,14 +637,15 @@ def test_eos_leaves_the_state_where_it_is(regex, text):
     that accepted; a later look at the request, e.g. for a trace, still sees where it ended)."""
     stage, fsm = make_stage(), compiled(regex)
     req = make_req(fsm)
-    for piece in (text[i:i + 1] for i in range(len(text))):
+    for piece in (text[i : i + 1] for i in range(len(text))):
         stage.advance(req, VOCAB.index(piece))
     before = req.grammar.state
     if fsm.index.is_final(before):
         stage.advance(req, EOS)
         assert req.finished_reason == {"type": "stop", "matched": EOS}, (
-            f"regex {regex!r}, EOS after {text!r} (a match): expected a stop matched by EOS; got {req.finished_reason}")
-    else:   # EOS where the match is incomplete: the mask never offers it; still no move to -1
+            f"regex {regex!r}, EOS after {text!r} (a match): expected a stop matched by EOS; got {req.finished_reason}"
+        )
+    else:  # EOS where the match is incomplete: the mask never offers it; still no move to -1
         stage.advance(req, EOS)
     assert req.grammar.state == before, f"EOS moved the state {before} -> {req.grammar.state}"
 
@@ -586,8 +662,10 @@ def test_advance_walks_through_the_start_state_again(regex, text):
         stage.advance(req, VOCAB.index(ch.encode()))
         if i < len(text) - 1:
             assert not req.finished and req.grammar.state == want, (
-                f"regex {regex!r}, after {text[:i + 1]!r}: the request goes on in state {want}; got state "
-                f"{req.grammar.state}, finished {req.finished_reason}")
+                f"regex {regex!r}, after {text[: i + 1]!r}: the request goes on in state {want}; got state "
+                f"{req.grammar.state}, finished {req.finished_reason}"
+            )
     assert req.finished_reason == {"type": "stop", "matched": None}, (
         f"regex {regex!r}, after {text!r}: the match is complete (only EOS may follow), so the request stops "
-        f"with matched None; got {req.finished_reason}")
+        f"with matched None; got {req.finished_reason}"
+    )

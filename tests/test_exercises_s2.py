@@ -10,6 +10,7 @@ little-endian int32 words (xgrammar's token bitmask layout); the oracle for a wh
 step is stage s1, which s2 must equal bit for bit. Vocabulary widths are deliberately not
 multiples of 32, so the last word is only partly used.
 """
+
 from __future__ import annotations
 
 import functools
@@ -19,15 +20,15 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from real_tokenizers import bundled
+from test_exercises_s1 import VOCAB, VOCAB_SIZE, batches, make_req, make_stage, oracle_row
 
 import minisglang as sgl
-from minisglang.core import AbortKind
 from minisglang.constrained.bitmask import apply_bitmask, apply_bitmask_torch, pack_bits, unpack_bits
 from minisglang.constrained.token_fsm import TokenFSM
+from minisglang.core import AbortKind
 from minisglang.stages.s1_masked_fill import FSMState, MaskedFillStage
 from minisglang.stages.s2_batched_mask import BatchedMaskStage
-from real_tokenizers import bundled
-from test_exercises_s1 import REGEXES, VOCAB, VOCAB_SIZE, batches, make_req, make_stage, oracle_row
 
 
 # ---------------------------------------------------------------------------------------
@@ -70,10 +71,13 @@ def test_pack_bits_matches_the_layout_oracle(shape, seed):
     packed = pack_bits(allowed)
     assert packed.dtype == torch.int32 and packed.shape == (*lead, (v + 31) // 32), (
         f"pack_bits of a bool {(*lead, v)}: int32 {(*lead, (v + 31) // 32)} expected; got {packed.dtype} "
-        f"{tuple(packed.shape)}")
+        f"{tuple(packed.shape)}"
+    )
     wrong = (packed != oracle_pack(allowed)).nonzero().tolist()[:4]
-    assert torch.equal(packed, oracle_pack(allowed)), (f"pack_bits of a bool {(*lead, v)}: the words at {wrong} "
-                                                       f"(first 4) differ from the layout (bit t % 32 of word t // 32)")
+    assert torch.equal(packed, oracle_pack(allowed)), (
+        f"pack_bits of a bool {(*lead, v)}: the words at {wrong} "
+        f"(first 4) differ from the layout (bit t % 32 of word t // 32)"
+    )
 
 
 @pytest.mark.task2_1
@@ -86,7 +90,9 @@ def test_pack_bits_corner_rows():
     only = torch.zeros(v, dtype=torch.bool)
     only[63] = True  # bit 31 of word 1
     got = pack_bits(only).tolist()
-    assert got == [0, -(2**31), 0], f"only token 63 allowed (bit 31, the sign bit, of word 1): [0, -2**31, 0]; got {got}"
+    assert got == [0, -(2**31), 0], (
+        f"only token 63 allowed (bit 31, the sign bit, of word 1): [0, -2**31, 0]; got {got}"
+    )
     got = pack_bits(torch.ones(64, dtype=torch.bool)).tolist()
     assert got == [-1, -1], f"64 tokens all allowed fill exactly two words: [-1, -1], no third word; got {got}"
 
@@ -97,15 +103,18 @@ def test_pack_bits_corner_rows():
 def test_unpack_bits_matches_the_layout_oracle(shape, seed):
     lead, v = shape
     words = (v + 31) // 32
-    mask = torch.randint(-(2**31), 2**31, (*lead, words), dtype=torch.int64,
-                         generator=torch.Generator().manual_seed(seed)).to(torch.int32)
+    mask = torch.randint(
+        -(2**31), 2**31, (*lead, words), dtype=torch.int64, generator=torch.Generator().manual_seed(seed)
+    ).to(torch.int32)
     allowed = unpack_bits(mask, v)
     assert allowed.dtype == torch.bool and allowed.shape == (*lead, v), (
         f"unpack_bits of int32 {(*lead, words)} words for {v} tokens: bool {(*lead, v)} expected; got "
-        f"{allowed.dtype} {tuple(allowed.shape)}")
+        f"{allowed.dtype} {tuple(allowed.shape)}"
+    )
     wrong = (allowed != oracle_unpack(mask, v)).nonzero().tolist()[:4]
-    assert torch.equal(allowed, oracle_unpack(mask, v)), (f"unpack_bits for {v} tokens: wrong at (..., token) {wrong} "
-                                                          f"(first 4): bit t % 32 of word t // 32 is token t")
+    assert torch.equal(allowed, oracle_unpack(mask, v)), (
+        f"unpack_bits for {v} tokens: wrong at (..., token) {wrong} (first 4): bit t % 32 of word t // 32 is token t"
+    )
 
 
 @pytest.mark.task2_1
@@ -116,8 +125,10 @@ def test_pack_then_oracle_unpack_round_trip(shape, seed):
     lead, v = shape
     allowed = torch.rand(*lead, v, generator=torch.Generator().manual_seed(seed)) < 0.3
     back = oracle_unpack(pack_bits(allowed), v)
-    assert torch.equal(back, allowed), (f"shape {(*lead, v)}: the oracle unpacks pack_bits' words to a mask "
-                                        f"that differs at the token ids {sorted(set((back != allowed).nonzero()[:, -1].tolist()))}")
+    assert torch.equal(back, allowed), (
+        f"shape {(*lead, v)}: the oracle unpacks pack_bits' words to a mask "
+        f"that differs at the token ids {sorted(set((back != allowed).nonzero()[:, -1].tolist()))}"
+    )
 
 
 @pytest.mark.task2_2
@@ -127,12 +138,15 @@ def test_unpack_bits_corner_words():
     mask = torch.tensor([[-1, -(2**31), 1 << 6 | 1], [0, 1, -2]], dtype=torch.int32)
     got = unpack_bits(mask, 70)
     assert got.shape == (2, 70) and got.dtype == torch.bool, (
-        f"unpack_bits of int32 [2, 3] words for 70 tokens: bool [2, 70] expected; got {got.dtype} {tuple(got.shape)}")
+        f"unpack_bits of int32 [2, 3] words for 70 tokens: bool [2, 70] expected; got {got.dtype} {tuple(got.shape)}"
+    )
     for r in range(2):
         want = set(oracle_unpack(mask, 70)[r].nonzero().flatten().tolist())
         have = set(got[r].nonzero().flatten().tolist())
-        assert have == want, (f"row {r}, words {mask[r].tolist()}: the allowed tokens are {sorted(want)}; "
-                              f"got also {sorted(have - want)[:8]} and not {sorted(want - have)[:8]}")
+        assert have == want, (
+            f"row {r}, words {mask[r].tolist()}: the allowed tokens are {sorted(want)}; "
+            f"got also {sorted(have - want)[:8]} and not {sorted(want - have)[:8]}"
+        )
 
 
 @pytest.mark.task2_2
@@ -144,8 +158,13 @@ def test_oracle_pack_then_unpack_round_trip(shape, seed):
     back = unpack_bits(oracle_pack(allowed), v)
     assert back.shape == allowed.shape and torch.equal(back, allowed), (
         f"shape {(*lead, v)}: unpack_bits of the oracle's words must give the mask back; got shape "
-        f"{tuple(back.shape)}" + (f", differing at the token ids {sorted(set((back != allowed).nonzero()[:, -1].tolist()))}"
-                                  if back.shape == allowed.shape else ""))
+        f"{tuple(back.shape)}"
+        + (
+            f", differing at the token ids {sorted(set((back != allowed).nonzero()[:, -1].tolist()))}"
+            if back.shape == allowed.shape
+            else ""
+        )
+    )
 
 
 # ---------------------------------------------------------------------------------------
@@ -190,11 +209,17 @@ def test_fill_mask_writes_each_requests_state_row(reqs):
     mask = stage.allocate_mask(len(reqs))
     stage.fill_mask(mask, reqs)
     assert mask.dtype == torch.int32 and mask.shape == (len(reqs), (VOCAB_SIZE + 31) // 32), (
-        f"fill_mask must fill the allocated int32 mask in place; it is now {mask.dtype} {tuple(mask.shape)}")
-    wrong = [i for i, (got, want) in enumerate(zip(oracle_unpack(mask, VOCAB_SIZE), expected_fill(reqs)))
-             if not torch.equal(got, want)]
-    assert not wrong, (f"fill_mask on {len(reqs)} requests: the rows {wrong} are not their request's state row "
-                       f"(all ones for an unconstrained or finished request)")
+        f"fill_mask must fill the allocated int32 mask in place; it is now {mask.dtype} {tuple(mask.shape)}"
+    )
+    wrong = [
+        i
+        for i, (got, want) in enumerate(zip(oracle_unpack(mask, VOCAB_SIZE), expected_fill(reqs)))
+        if not torch.equal(got, want)
+    ]
+    assert not wrong, (
+        f"fill_mask on {len(reqs)} requests: the rows {wrong} are not their request's state row "
+        f"(all ones for an unconstrained or finished request)"
+    )
 
 
 @pytest.mark.task2_3
@@ -206,12 +231,18 @@ def test_fill_mask_keeps_each_request_on_its_own_fsm():
     reqs[3].finish("abort", AbortKind.CANCELLED, message="client left")
     mask = stage.allocate_mask(len(reqs))
     stage.fill_mask(mask, reqs)
-    wrong = [i for i, (got, want) in enumerate(zip(oracle_unpack(mask, VOCAB_SIZE), expected_fill(reqs)))
-             if not torch.equal(got, want)]
-    assert not wrong, (f"requests [(yes|no) at 0, 1[0-9]* at 0, unconstrained, (yes|no) finished, 1[0-9]* at 0]: "
-                       f"the rows {wrong} are wrong (each row comes from its own request's FSM)")
+    wrong = [
+        i
+        for i, (got, want) in enumerate(zip(oracle_unpack(mask, VOCAB_SIZE), expected_fill(reqs)))
+        if not torch.equal(got, want)
+    ]
+    assert not wrong, (
+        f"requests [(yes|no) at 0, 1[0-9]* at 0, unconstrained, (yes|no) finished, 1[0-9]* at 0]: "
+        f"the rows {wrong} are wrong (each row comes from its own request's FSM)"
+    )
     assert (mask[2] == -1).all() and (mask[3] == -1).all(), (  # unconstrained / finished: all allowed
-        "the unconstrained request (row 2) and the finished one (row 3) must allow every token (all words -1)")
+        "the unconstrained request (row 2) and the finished one (row 3) must allow every token (all words -1)"
+    )
     assert not torch.equal(mask[0], mask[1]), "(yes|no) and 1[0-9]* at state 0 got the same row: one FSM's row twice"
 
 
@@ -229,8 +260,9 @@ def test_apply_mask_sets_minus_inf_where_the_bit_is_zero(batch, v, seed):
     expected = logits.masked_fill(~oracle_unpack(mask, v), float("-inf"))
     apply_bitmask_torch(logits, mask)
     wrong = (logits != expected).nonzero().tolist()[:5]
-    assert torch.equal(logits, expected), (f"apply on {batch} rows of {v} logits: -inf exactly where the bit is 0; "
-                                           f"wrong at (row, token) {wrong} (first 5)")
+    assert torch.equal(logits, expected), (
+        f"apply on {batch} rows of {v} logits: -inf exactly where the bit is 0; wrong at (row, token) {wrong} (first 5)"
+    )
 
 
 @pytest.mark.task2_4
@@ -244,7 +276,8 @@ def test_apply_mask_all_ones_changes_nothing():
     apply_bitmask_torch(logits[:1], one)
     assert torch.isinf(logits[0, :76]).all() and logits[0, 76] == before[0, 76], (
         f"a mask allowing only token 76 (bit 12 of word 2): tokens 0..75 must be -inf and token 76 kept; "
-        f"-inf at {torch.isinf(logits[0]).nonzero().flatten().tolist()[-5:]} (last 5)")
+        f"-inf at {torch.isinf(logits[0]).nonzero().flatten().tolist()[-5:]} (last 5)"
+    )
 
 
 # ---------------------------------------------------------------------------------------
@@ -343,12 +376,16 @@ def test_s2_equals_s1_on_the_bundled_vocabulary_with_padded_logits(mask_apply):
     s1_logits = logits.clone()
     s1.mask_logits(s1_logits, twins)
     s2.mask_logits(logits, reqs)
-    wrong = [states[i] if i < len(states) else "unconstrained" for i in range(len(reqs))
-             if not torch.equal(logits[i], s1_logits[i])]
+    wrong = [
+        states[i] if i < len(states) else "unconstrained"
+        for i in range(len(reqs))
+        if not torch.equal(logits[i], s1_logits[i])
+    ]
     assert not wrong, f"s2 ({mask_apply}) masks the rows of these states of the JSON regex unlike s1: {wrong}"
-    assert torch.isinf(logits[:-1, tok.vocab_size:]).all(), (  # padding columns are masked
+    assert torch.isinf(logits[:-1, tok.vocab_size :]).all(), (  # padding columns are masked
         f"the {vocab_size - tok.vocab_size} padding columns past the tokenizer's {tok.vocab_size} tokens must be "
-        f"-inf in every constrained row")
+        f"-inf in every constrained row"
+    )
     finished = [r.finished_reason for r in reqs + twins if r.finished]
     assert not finished, f"every state of this regex allows a token, yet requests finished: {finished[:3]}"
 
@@ -359,25 +396,35 @@ def test_s2_equals_s1_on_the_bundled_vocabulary_with_padded_logits(mask_apply):
 def test_same_seeds_give_the_same_outputs_in_s1_and_s2():
     """The engine on the bundled model: s2 changes how masks are made, not what is sampled."""
     user = "<|user|>\n{}\n<|assistant|>\n"
-    prompts = [user.format("Extract as JSON: Li Lei is 31 years old."), user.format("When was she born?"),
-               user.format("What is the server's IP address?"), user.format("Is the sky blue?")]
-    params = [{"regex": r'\{"name": "[A-Za-z ]{1,20}", "age": [0-9]{1,3}\}', "max_new_tokens": 40},
-              {"regex": r"[0-9]{4}-[0-9]{2}-[0-9]{2}"},
-              {"max_new_tokens": 10},  # unconstrained, in the same batch
-              {"regex": r"(yes|no)"}]
+    prompts = [
+        user.format("Extract as JSON: Li Lei is 31 years old."),
+        user.format("When was she born?"),
+        user.format("What is the server's IP address?"),
+        user.format("Is the sky blue?"),
+    ]
+    params = [
+        {"regex": r'\{"name": "[A-Za-z ]{1,20}", "age": [0-9]{1,3}\}', "max_new_tokens": 40},
+        {"regex": r"[0-9]{4}-[0-9]{2}-[0-9]{2}"},
+        {"max_new_tokens": 10},  # unconstrained, in the same batch
+        {"regex": r"(yes|no)"},
+    ]
     engine = sgl.Engine(stage="s1")
     outputs = {}
     for stage_cls in (MaskedFillStage, BatchedMaskStage):
         # One model and scheduler, two constraint layers (loading the model twice is slow).
         engine.stage = engine.scheduler.stage = stage_cls(engine.stage.ctx)
-        outputs[stage_cls.tag] = [engine.generate(prompts, [dict(p, temperature=1.0, seed=seed) for p in params])
-                                  for seed in (0, 1)]
+        outputs[stage_cls.tag] = [
+            engine.generate(prompts, [dict(p, temperature=1.0, seed=seed) for p in params]) for seed in (0, 1)
+        ]
     engine.shutdown()
     outputs = {"s1": outputs["s1-masked-fill"], "s2": outputs["s2-batched-mask"]}
     texts = {stage: [[o["text"] for o in outs] for outs in runs] for stage, runs in outputs.items()}
-    assert texts["s1"] == texts["s2"], (f"the same prompts and seeds must give the same texts in s1 and s2 "
-                                        f"(rows: seeds 0 and 1; columns: JSON, date, free, yes/no): s1 "
-                                        f"{texts['s1']}, s2 {texts['s2']}")
-    reasons = {stage: [[o["meta_info"]["finish_reason"] for o in outs] for outs in runs]
-               for stage, runs in outputs.items()}
+    assert texts["s1"] == texts["s2"], (
+        f"the same prompts and seeds must give the same texts in s1 and s2 "
+        f"(rows: seeds 0 and 1; columns: JSON, date, free, yes/no): s1 "
+        f"{texts['s1']}, s2 {texts['s2']}"
+    )
+    reasons = {
+        stage: [[o["meta_info"]["finish_reason"] for o in outs] for outs in runs] for stage, runs in outputs.items()
+    }
     assert reasons["s1"] == reasons["s2"], f"finish reasons differ: s1 {reasons['s1']}, s2 {reasons['s2']}"

@@ -4,6 +4,7 @@ Small and model-free, so a student gets an answer in seconds: the stage runs ove
 vocabulary of digits, and compiles are gated by an event to make them as slow as a test
 needs. tests/test_stage_s3.py checks the same tasks through the whole engine.
 """
+
 from __future__ import annotations
 
 import collections
@@ -15,10 +16,10 @@ import pytest
 import torch
 
 from minisglang.constrained.regex_dfa import ByteDFA, compile_regex
+from minisglang.constrained.token_fsm import ConstraintError
 from minisglang.constrained.token_index import build_index_reference
 from minisglang.core import AbortKind, Req, SamplingParams
 from minisglang.stages.base import StageContext
-from minisglang.constrained.token_fsm import ConstraintError
 from minisglang.stages.s3_fsm_cache import FSMCache, FSMCacheStage, GrammarQueue
 
 VOCAB = [bytes([c]) for c in b"0123456789-"] + [b"20", b"2024", b"-0", b"12-", None]
@@ -65,7 +66,8 @@ def refuse_the_callers_thread(regex: str, opened: threading.Event) -> None:
     if threading.current_thread() is threading.main_thread() and not opened.is_set():
         raise CompiledOnTheCallersThread(
             f"the compile of {regex!r} ran on the caller's thread, which then waits for it: "
-            f"submit self._compile(key, regex, entry) to self.pool and return the entry at once")
+            f"submit self._compile(key, regex, entry) to self.pool and return the entry at once"
+        )
 
 
 def gate(cache: FSMCache, regex: str) -> threading.Event:
@@ -103,8 +105,10 @@ def entry_of(cache: FSMCache, regex: str):
     key = cache.key(regex)
     if key not in cache.entries:
         found = ", ".join(repr(k)[:20] for k in cache.entries) or "none"
-        pytest.fail(f"no cache entry for {regex!r} under self.key({regex!r}) = {key[:12]}...; keys found: {found} "
-                    f"(store each entry under self.key(regex), which adds the tokenizer's fingerprint)")
+        pytest.fail(
+            f"no cache entry for {regex!r} under self.key({regex!r}) = {key[:12]}...; keys found: {found} "
+            f"(store each entry under self.key(regex), which adds the tokenizer's fingerprint)"
+        )
     return cache.entries[key]
 
 
@@ -123,12 +127,14 @@ def labels(reqs: list, names: dict[int, str]) -> str:
     """Requests by their short names (`names` maps id(req) to one), with the reason of any
     that finished (an abort), as "[slow (finished: ...), fast]": a Req's repr runs to
     hundreds of characters. A request the test does not know keeps its repr."""
+
     def label(req) -> str:
         if id(req) not in names:
             return repr(req)
         reason = getattr(req, "finished_reason", None)
         said = reason.get("message", reason) if isinstance(reason, dict) else reason
         return f"{names[id(req)]} (finished: {said})" if reason else names[id(req)]
+
     return f"[{', '.join(map(label, reqs))}]"
 
 
@@ -139,7 +145,7 @@ class SlowDict(collections.OrderedDict):
 
     def get(self, key, default=None):
         found = super().get(key, default)
-        time.sleep(0.05)   # after the lookup: the answer goes stale while we sleep
+        time.sleep(0.05)  # after the lookup: the answer goes stale while we sleep
         return found
 
     def __contains__(self, key):
@@ -159,7 +165,7 @@ def test_check_and_insert_is_one_step_even_when_lookups_are_slow():
         start.wait()
         try:
             got.append(cache.init_fsm_in_background("a+b"))
-        except Exception as e:   # a thread's error is lost unless the test raises it again
+        except Exception as e:  # a thread's error is lost unless the test raises it again
             errors.append(e)
 
     threads = [threading.Thread(target=ask) for _ in range(2)]
@@ -170,11 +176,14 @@ def test_check_and_insert_is_one_step_even_when_lookups_are_slow():
     if errors:
         raise errors[0]
     got[0].event.wait(5)
-    assert got[0] is got[1], ("two threads calling init_fsm_in_background('a+b') at once got two different "
-                              "entries: the lookup and the insert must be one step under self.lock")
+    assert got[0] is got[1], (
+        "two threads calling init_fsm_in_background('a+b') at once got two different "
+        "entries: the lookup and the insert must be one step under self.lock"
+    )
     assert calls == ["a+b"] and cache.compile_count == 1, (
         f"two threads asking for a+b at once: one compile expected, and compile_count 1 (_compile counts each "
-        f"compile it runs); compile_index ran for {calls}, and compile_count is {cache.compile_count}")
+        f"compile it runs); compile_index ran for {calls}, and compile_count is {cache.compile_count}"
+    )
     cache.shutdown()
 
 
@@ -182,24 +191,29 @@ def test_check_and_insert_is_one_step_even_when_lookups_are_slow():
 def test_lru_a_hit_is_recent_and_a_running_compile_is_never_evicted():
     cache, calls = counting_cache(max_entries=3)
     slow = gate(cache, "slow")
-    cache.init_fsm_in_background("slow")                       # still compiling
-    for regex in ["a", "b", "a", "c"]:                         # "a" again: a hit, now recent
+    cache.init_fsm_in_background("slow")  # still compiling
+    for regex in ["a", "b", "a", "c"]:  # "a" again: a hit, now recent
         cache.init_fsm_in_background(regex).event.wait(5)
     # oracle: least recently used finished entries leave first; "slow" is unfinished, so it stays
     names = {cache.key(r): r for r in ["slow", "a", "b", "c"]}
     got = [names.get(k, k) for k in cache.entries]
     assert got == ["slow", "a", "c"], (
         f"entries after slow (compiling), a, b, a (a hit), c with max_entries=3: {got}, expected "
-        f"['slow', 'a', 'c'] (a hit moves its entry to the end; a running compile is never evicted)")
-    assert cache.key("b") not in cache.entries, ("after slow, a, b, a (a hit), c with max_entries=3: b, the least "
-                                                 "recently used finished entry, must be evicted; it is still there")
+        f"['slow', 'a', 'c'] (a hit moves its entry to the end; a running compile is never evicted)"
+    )
+    assert cache.key("b") not in cache.entries, (
+        "after slow, a, b, a (a hit), c with max_entries=3: b, the least "
+        "recently used finished entry, must be evicted; it is still there"
+    )
     slow.set()
     entry_of(cache, "slow").event.wait(5)
     assert calls.count("a") == 1 and sorted(calls) == ["a", "b", "c", "slow"], (
-        f"slow, a, b, a (a hit), c: each regex compiled once, a hit compiles nothing; compiled {sorted(calls)}")
-    cache.init_fsm_in_background("b").event.wait(5)            # evicted: compiled again
-    assert calls.count("b") == 2, (f"b was evicted, so asking again compiles it a second time; compiled b "
-                                   f"{calls.count('b')} time(s)")
+        f"slow, a, b, a (a hit), c: each regex compiled once, a hit compiles nothing; compiled {sorted(calls)}"
+    )
+    cache.init_fsm_in_background("b").event.wait(5)  # evicted: compiled again
+    assert calls.count("b") == 2, (
+        f"b was evicted, so asking again compiles it a second time; compiled b {calls.count('b')} time(s)"
+    )
     cache.shutdown()
 
 
@@ -208,6 +222,7 @@ def test_the_bound_holds_as_soon_as_an_entry_is_inserted_even_for_failed_compile
     """`_evict_lru` runs at insert, after the new entry is stored: a failed compile never
     reaches the eviction inside `_compile`, so a cache that evicts only there (or before
     it stores the new entry) grows past `max_entries` with every bad regex."""
+
     def compile_index(regex):
         raise ConstraintError(f"bad regex {regex}")
 
@@ -216,7 +231,8 @@ def test_the_bound_holds_as_soon_as_an_entry_is_inserted_even_for_failed_compile
         cache.init_fsm_in_background(f"bad{i}").event.wait(5)
         assert len(cache.entries) <= 2, (
             f"after inserting bad{i}: {len(cache.entries)} entries, max_entries is 2 (call "
-            f"self._evict_lru() in init_fsm_in_background after storing the new entry)")
+            f"self._evict_lru() in init_fsm_in_background after storing the new entry)"
+        )
     cache.shutdown()
 
 
@@ -254,11 +270,24 @@ def _guarded(name):
     def method(self, *args, **kwargs):
         self._check(name)
         return getattr(collections.OrderedDict, name)(self, *args, **kwargs)
+
     return method
 
 
-for _name in ("get", "__getitem__", "__setitem__", "__delitem__", "__contains__", "__iter__", "pop",
-              "move_to_end", "values", "items", "keys", "__len__"):
+for _name in (
+    "get",
+    "__getitem__",
+    "__setitem__",
+    "__delitem__",
+    "__contains__",
+    "__iter__",
+    "pop",
+    "move_to_end",
+    "values",
+    "items",
+    "keys",
+    "__len__",
+):
     setattr(GuardedDict, _name, _guarded(_name))
 
 
@@ -278,7 +307,7 @@ def touches_without_the_lock(ask) -> list[str]:
         try:
             for n in range(20):
                 ask(cache, f"r{(i + n) % 5}")
-        except Exception as e:   # a thread's error is lost unless the test raises it again
+        except Exception as e:  # a thread's error is lost unless the test raises it again
             errors.append(e)
 
     threads = [threading.Thread(target=run, args=(i,)) for i in range(6)]
@@ -300,9 +329,11 @@ def test_six_threads_touch_the_entries_only_under_the_lock():
     raises `OrderedDict mutated during iteration` now and then (a guarded dict says so
     every run)."""
     touched = touches_without_the_lock(lambda cache, regex: cache.init_fsm_in_background(regex).event.wait(5))
-    assert not touched, (f"six threads calling init_fsm_in_background: self.entries was touched without "
-                         f"holding self.lock ({', '.join(touched)}); the lookup, the LRU move, the insert "
-                         f"and self._evict_lru() all belong inside `with self.lock:`")
+    assert not touched, (
+        f"six threads calling init_fsm_in_background: self.entries was touched without "
+        f"holding self.lock ({', '.join(touched)}); the lookup, the LRU move, the insert "
+        f"and self._evict_lru() all belong inside `with self.lock:`"
+    )
 
 
 # ------------------------------------------------------------------------- task3_2
@@ -312,25 +343,30 @@ def test_get_fsm_returns_one_compiled_fsm_equal_to_the_brute_force_index(stage):
     again = stage.cache.get_fsm(DATE)
     assert again is first and stage.cache.compile_count == 1, (
         f"get_fsm({DATE!r}) twice must return the one cached FSM, compiled once; got "
-        f"{'the same' if again is first else 'another'} object, compile_count {stage.cache.compile_count}")
+        f"{'the same' if again is first else 'another'} object, compile_count {stage.cache.compile_count}"
+    )
     oracle = build_index_reference(ByteDFA.from_char_dfa(compile_regex(DATE)), VOCAB, EOS)
     assert first.index.state_to_tokens == oracle.state_to_tokens, (
-        f"get_fsm({DATE!r}) returned an FSM whose index differs from the brute-force index of that regex")
+        f"get_fsm({DATE!r}) returned an FSM whose index differs from the brute-force index of that regex"
+    )
 
 
 @pytest.mark.task3_2
 def test_get_fsm_timeout_raises_and_the_compile_goes_on(stage):
     opened = gate(stage.cache, DATE)
     want = f"compiling regex '{DATE}' took longer than 0.05 s"
-    error = raises_constraint_error(lambda: stage.cache.get_fsm(DATE, timeout=0.05),
-                                    f"get_fsm({DATE!r}, timeout=0.05) on a compile that has not finished must raise "
-                                    f"ConstraintError({want!r})")
+    error = raises_constraint_error(
+        lambda: stage.cache.get_fsm(DATE, timeout=0.05),
+        f"get_fsm({DATE!r}, timeout=0.05) on a compile that has not finished must raise ConstraintError({want!r})",
+    )
     assert want in str(error), f"get_fsm({DATE!r}, timeout=0.05) timed out: expected the message {want!r}; got {error}"
     opened.set()
-    got = stage.cache.get_fsm(DATE, timeout=5).regex   # the same compile finished
+    got = stage.cache.get_fsm(DATE, timeout=5).regex  # the same compile finished
     assert got == DATE, f"get_fsm({DATE!r}) after the timeout returned the FSM of {got!r}"
-    assert stage.cache.compile_count == 1, (f"a timed-out get_fsm must leave its compile running, not start "
-                                            f"another: compile_count {stage.cache.compile_count}, expected 1")
+    assert stage.cache.compile_count == 1, (
+        f"a timed-out get_fsm must leave its compile running, not start "
+        f"another: compile_count {stage.cache.compile_count}, expected 1"
+    )
 
 
 @pytest.mark.task3_2
@@ -341,31 +377,39 @@ def test_the_timeout_message_shows_the_regex_as_the_client_wrote_it(stage):
     opened = gate(stage.cache, regex)
     want = f"compiling regex '{regex}' took longer than 0.05 s"
     try:
-        error = raises_constraint_error(lambda: stage.cache.get_fsm(regex, timeout=0.05),
-                                        f"get_fsm('{regex}', timeout=0.05) on a compile that has not finished must "
-                                        f"raise ConstraintError: {want}")
+        error = raises_constraint_error(
+            lambda: stage.cache.get_fsm(regex, timeout=0.05),
+            f"get_fsm('{regex}', timeout=0.05) on a compile that has not finished must raise ConstraintError: {want}",
+        )
     finally:
         opened.set()
     # Quoted without repr, which would double the backslashes this test is about.
-    assert want in str(error), (f"get_fsm('{regex}', timeout=0.05) timed out: expected the message: {want} (the "
-                                f"regex as the client wrote it: shown_regex, not repr); got: {error}")
+    assert want in str(error), (
+        f"get_fsm('{regex}', timeout=0.05) timed out: expected the message: {want} (the "
+        f"regex as the client wrote it: shown_regex, not repr); got: {error}"
+    )
 
 
 @pytest.mark.task3_2
 def test_get_fsm_raises_the_compile_error_and_caches_it(stage):
     for attempt in ("first", "second"):
-        error = raises_constraint_error(lambda: stage.cache.get_fsm("[z-a]", timeout=5),
-                                        f"get_fsm('[z-a]', timeout=5), asked a {attempt} time, must raise "
-                                        f"ConstraintError with the compile's own error (the entry's error)")
+        error = raises_constraint_error(
+            lambda: stage.cache.get_fsm("[z-a]", timeout=5),
+            f"get_fsm('[z-a]', timeout=5), asked a {attempt} time, must raise "
+            f"ConstraintError with the compile's own error (the entry's error)",
+        )
         assert "bad character range z-a" in str(error) and "took longer" not in str(error), (
-            f"get_fsm('[z-a]') must raise the compile's own error (a bad range), not a timeout: {error}")
+            f"get_fsm('[z-a]') must raise the compile's own error (a bad range), not a timeout: {error}"
+        )
         entry = stage.cache.init_fsm_in_background("[z-a]")
         assert str(error) == entry.error, (
             f"get_fsm('[z-a]') must raise ConstraintError(entry.error) as it is, so the client reads the "
-            f"compile's own message; it raised {str(error)!r}, the entry's error is {entry.error!r}")
-    assert stage.cache.compile_count == 1, (                  # the failure is cached too
+            f"compile's own message; it raised {str(error)!r}, the entry's error is {entry.error!r}"
+        )
+    assert stage.cache.compile_count == 1, (  # the failure is cached too
         f"get_fsm('[z-a]') twice: the failed compile is cached, so it runs once; compile_count "
-        f"{stage.cache.compile_count}")
+        f"{stage.cache.compile_count}"
+    )
 
 
 @pytest.mark.task3_2
@@ -374,8 +418,10 @@ def test_six_threads_get_fsm_and_touch_the_entries_only_under_the_lock():
     the LRU move); a read of `self.entries` of its own, outside the lock, races another
     thread's eviction (a guarded dict says so every run)."""
     touched = touches_without_the_lock(lambda cache, regex: cache.get_fsm(regex, timeout=5))
-    assert not touched, (f"six threads calling get_fsm: self.entries was touched without holding self.lock "
-                         f"({', '.join(touched)}); let init_fsm_in_background do the lookup")
+    assert not touched, (
+        f"six threads calling get_fsm: self.entries was touched without holding self.lock "
+        f"({', '.join(touched)}); let init_fsm_in_background do the lookup"
+    )
 
 
 @pytest.mark.task3_2
@@ -383,14 +429,17 @@ def test_get_fsm_with_timeout_zero_does_not_wait(stage):
     """`timeout=0` is a limit of zero seconds, not "no limit" (that is `None`)."""
     opened = gate(stage.cache, DATE)
     try:
-        error = raises_constraint_error(lambda: stage.cache.get_fsm(DATE, timeout=0),
-                                        f"get_fsm({DATE!r}, timeout=0) on a compile that has not finished must raise "
-                                        f"ConstraintError at once, naming the timeout ('took longer than 0 s'): "
-                                        f"timeout=0 is a limit of zero seconds, not None (no limit)")
+        error = raises_constraint_error(
+            lambda: stage.cache.get_fsm(DATE, timeout=0),
+            f"get_fsm({DATE!r}, timeout=0) on a compile that has not finished must raise "
+            f"ConstraintError at once, naming the timeout ('took longer than 0 s'): "
+            f"timeout=0 is a limit of zero seconds, not None (no limit)",
+        )
     finally:
         opened.set()
-    assert "took longer than 0 s" in str(error), (f"get_fsm({DATE!r}, timeout=0) timed out: the message must say "
-                                                 f"'took longer than 0 s'; got {error}")
+    assert "took longer than 0 s" in str(error), (
+        f"get_fsm({DATE!r}, timeout=0) timed out: the message must say 'took longer than 0 s'; got {error}"
+    )
 
 
 # ------------------------------------------------------------------------- task3_3
@@ -404,13 +453,15 @@ def arrive(stage, regex: str | None) -> Req:
 def test_poll_releases_ready_requests_in_arrival_order_without_waiting_for_a_slow_one(stage):
     opened = gate(stage.cache, DATE)
     slow, fast, free = arrive(stage, DATE), arrive(stage, r"[0-9][0-9]"), arrive(stage, None)
-    stage.cache.get_fsm(r"[0-9][0-9]", timeout=5)                # the fast compile is done ...
+    stage.cache.get_fsm(r"[0-9][0-9]", timeout=5)  # the fast compile is done ...
     queue = [slow, fast, free]
     names = {id(slow): "slow", id(fast): "fast", id(free): "free"}
-    got = stage.poll_grammar_queue(queue)                      # ... so it overtakes slow (no head-of-line blocking)
-    assert got == [fast, free], (f"queue [slow (compiling), fast (compiled), free (no regex)]: poll must "
-                                 f"release [fast, free]; got {labels(got, names)}")
-    got = stage.poll_grammar_queue([slow])                     # slow still compiling: it stays
+    got = stage.poll_grammar_queue(queue)  # ... so it overtakes slow (no head-of-line blocking)
+    assert got == [fast, free], (
+        f"queue [slow (compiling), fast (compiled), free (no regex)]: poll must "
+        f"release [fast, free]; got {labels(got, names)}"
+    )
+    got = stage.poll_grammar_queue([slow])  # slow still compiling: it stays
     assert got == [], f"slow's compile is still running: poll([slow]) must release nothing; got {labels(got, names)}"
     opened.set()
     stage.cache.get_fsm(DATE, timeout=5)
@@ -418,50 +469,64 @@ def test_poll_releases_ready_requests_in_arrival_order_without_waiting_for_a_slo
     assert got == [slow], f"slow's compile is done: poll([slow]) must release [slow]; got {labels(got, names)}"
     for req, regex in [(slow, DATE), (fast, r"[0-9][0-9]")]:
         grammar = req.grammar
-        assert grammar is not None and grammar.fsm.regex == regex and grammar.state == grammar.fsm.index.initial_state, (
+        assert (
+            grammar is not None and grammar.fsm.regex == regex and grammar.state == grammar.fsm.index.initial_state
+        ), (
             f"{names[id(req)]} (regex {regex!r}) must be released with the FSM of its regex at its initial state; "
-            f"got {None if grammar is None else (grammar.fsm.regex, grammar.state)}")
+            f"got {None if grammar is None else (grammar.fsm.regex, grammar.state)}"
+        )
         assert not req.finished, f"{names[id(req)]} was compiled fine but finished: {req.finished_reason}"
     rids = {slow.rid: "slow", fast.rid: "fast", free.rid: "free"}
-    assert stage.pending == {}, (f"slow, fast and free were all released, so none is left in pending; still there: "
-                                 f"{[rids.get(rid, rid) for rid in stage.pending]}")
+    assert stage.pending == {}, (
+        f"slow, fast and free were all released, so none is left in pending; still there: "
+        f"{[rids.get(rid, rid) for rid in stage.pending]}"
+    )
 
 
 @pytest.mark.task3_3
 def test_poll_aborts_a_failed_compile_with_its_message(stage):
     bad, good = arrive(stage, "(a|"), arrive(stage, DATE)
     stage.cache.get_fsm(DATE, timeout=5)
-    raises_constraint_error(lambda: stage.cache.get_fsm("(a|", timeout=5),
-                            "get_fsm('(a|', timeout=5) must raise ConstraintError: the regex does not compile")
+    raises_constraint_error(
+        lambda: stage.cache.get_fsm("(a|", timeout=5),
+        "get_fsm('(a|', timeout=5) must raise ConstraintError: the regex does not compile",
+    )
     got = stage.poll_grammar_queue([bad, good])
-    assert got == [bad, good], (f"queue [bad (regex '(a|' failed to compile), good (compiled)]: both go on, in "
-                                f"order; got {labels(got, {id(bad): 'bad', id(good): 'good'})}")
-    assert bad.finished_reason is not None and bad.finished_reason["type"] == "abort" \
-        and "(a|" in bad.finished_reason.get("message", ""), (
-            f"the request for '(a|' must be aborted with the compile's message naming the regex; got "
-            f"{bad.finished_reason}")
+    assert got == [bad, good], (
+        f"queue [bad (regex '(a|' failed to compile), good (compiled)]: both go on, in "
+        f"order; got {labels(got, {id(bad): 'bad', id(good): 'good'})}"
+    )
+    assert (
+        bad.finished_reason is not None
+        and bad.finished_reason["type"] == "abort"
+        and "(a|" in bad.finished_reason.get("message", "")
+    ), f"the request for '(a|' must be aborted with the compile's message naming the regex; got {bad.finished_reason}"
     assert bad.grammar is None and good.grammar is not None and not good.finished, (
         f"bad gets no grammar ({bad.grammar!r}); good ({DATE!r}) gets its grammar and goes on "
-        f"(grammar {good.grammar!r}, finished {good.finished_reason})")
+        f"(grammar {good.grammar!r}, finished {good.finished_reason})"
+    )
 
 
 @pytest.mark.task3_3
 def test_poll_aborts_requests_whose_compile_outlives_the_timeout():
-    st = FSMCacheStage(StageContext(ToyTokenizer(VOCAB), len(VOCAB), torch.device("cpu"),
-                                    {"compile_timeout": 0.01}))
+    st = FSMCacheStage(StageContext(ToyTokenizer(VOCAB), len(VOCAB), torch.device("cpu"), {"compile_timeout": 0.01}))
     opened = gate(st.cache, DATE)
     first, second = arrive(st, DATE), arrive(st, DATE)
     time.sleep(0.05)
     got = st.poll_grammar_queue([first, second])
-    assert got == [first, second], (f"two requests whose compile outlived the 0.01 s timeout: both are released "
-                                    f"(aborted), in order, [first, second]; got "
-                                    f"{labels(got, {id(first): 'first', id(second): 'second'})}")
+    assert got == [first, second], (
+        f"two requests whose compile outlived the 0.01 s timeout: both are released "
+        f"(aborted), in order, [first, second]; got "
+        f"{labels(got, {id(first): 'first', id(second): 'second'})}"
+    )
     want = {"type": "abort", "kind": AbortKind.GRAMMAR, "message": "compiling the regex took longer than 0.01 s"}
     for name, req in (("first", first), ("second", second)):
         assert req.finished_reason == want, f"the {name} request: expected {want}; got {req.finished_reason}"
     rids = {first.rid: "first", second.rid: "second"}
-    assert st.pending == {}, (f"first and second were released (aborted), so none is left in pending; still there: "
-                              f"{[rids.get(rid, rid) for rid in st.pending]}")
+    assert st.pending == {}, (
+        f"first and second were released (aborted), so none is left in pending; still there: "
+        f"{[rids.get(rid, rid) for rid in st.pending]}"
+    )
     opened.set()
     st.shutdown()
 
@@ -470,21 +535,26 @@ def test_poll_aborts_requests_whose_compile_outlives_the_timeout():
 def test_poll_takes_a_finished_compile_even_when_it_finished_after_the_timeout():
     """A compile that is done is taken, however long its request waited: the timeout is
     only for a compile that is still running (check is_done before the clock)."""
-    st = FSMCacheStage(StageContext(ToyTokenizer(VOCAB), len(VOCAB), torch.device("cpu"),
-                                    {"compile_timeout": 5.0}))
+    st = FSMCacheStage(StageContext(ToyTokenizer(VOCAB), len(VOCAB), torch.device("cpu"), {"compile_timeout": 5.0}))
     req = arrive(st, DATE)
     st.cache.get_fsm(DATE, timeout=5)
-    st.pending[req.rid].since -= 60                            # done, and waited past the 5 s timeout
+    st.pending[req.rid].since -= 60  # done, and waited past the 5 s timeout
     got = st.poll_grammar_queue([req])
-    assert got == [req], (f"a request whose compile is done (after waiting 60 s, past the 5 s timeout) is released "
-                          f"with its grammar: poll must return [req]; got {labels(got, {id(req): 'req'})}")
-    assert not req.finished, (f"a compile that is done was aborted: {req.finished_reason} (a done compile is taken "
-                              f"however long its request waited: check is_done before the clock)")
+    assert got == [req], (
+        f"a request whose compile is done (after waiting 60 s, past the 5 s timeout) is released "
+        f"with its grammar: poll must return [req]; got {labels(got, {id(req): 'req'})}"
+    )
+    assert not req.finished, (
+        f"a compile that is done was aborted: {req.finished_reason} (a done compile is taken "
+        f"however long its request waited: check is_done before the clock)"
+    )
     assert req.grammar is not None and req.grammar.fsm.regex == DATE, (
-        f"the released request gets the FSM of {DATE!r}; got grammar {req.grammar!r}")
+        f"the released request gets the FSM of {DATE!r}; got grammar {req.grammar!r}"
+    )
     rids = {req.rid: "req"}
-    assert st.pending == {}, (f"the released request leaves pending; still there: "
-                              f"{[rids.get(rid, rid) for rid in st.pending]}")
+    assert st.pending == {}, (
+        f"the released request leaves pending; still there: {[rids.get(rid, rid) for rid in st.pending]}"
+    )
     st.shutdown()
 
 
@@ -514,14 +584,18 @@ def test_poll_uses_only_is_done_and_take_and_names_the_constraint_kind():
     queue.pending[late.rid].since -= 60
     names = {id(late): "late", id(ready): "ready"}
     got = queue.poll_grammar_queue([late, ready])
-    assert got == [late, ready], (f"queue [late (timed out), ready (done)]: both go on, in queue order, "
-                                  f"[late, ready]; got {labels(got, names)}")
+    assert got == [late, ready], (
+        f"queue [late (timed out), ready (done)]: both go on, in queue order, [late, ready]; got {labels(got, names)}"
+    )
     assert taken == [ready] and ready.grammar == "its grammar", (
         f"the done request gets its grammar through take(req, handle), called once for ready alone; take was "
-        f"called for {labels(taken, names)}, and ready.grammar is {ready.grammar!r}")
+        f"called for {labels(taken, names)}, and ready.grammar is {ready.grammar!r}"
+    )
     want = {"type": "abort", "kind": AbortKind.GRAMMAR, "message": "compiling the json_schema took longer than 1.0 s"}
-    assert late.finished_reason == want, (f"a json_schema request that waited past the timeout is aborted "
-                                          f"with {want}; got {late.finished_reason}")
+    assert late.finished_reason == want, (
+        f"a json_schema request that waited past the timeout is aborted with {want}; got {late.finished_reason}"
+    )
     rids = {late.rid: "late", ready.rid: "ready"}
-    assert queue.pending == {}, (f"both requests were released, so none is pending; still there: "
-                                 f"{[rids.get(rid, rid) for rid in queue.pending]}")
+    assert queue.pending == {}, (
+        f"both requests were released, so none is pending; still there: {[rids.get(rid, rid) for rid in queue.pending]}"
+    )

@@ -3,6 +3,7 @@ the tokenizer itself for retokenize, the radix tree for jump-and-readmit.
 
 tests/test_stage_s4.py checks the same tasks through whole generations.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -13,22 +14,32 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from token_names import token_list
 
 import minisglang
 import minisglang as sgl
 from minisglang.constrained.jump_forward import JumpForwardMap
 from minisglang.constrained.regex_dfa import ByteDFA, compile_regex
 from minisglang.core import Req, SamplingParams
+from minisglang.scheduler import Scheduler
 from minisglang.stages.base import StageContext
 from minisglang.stages.s4_jump_forward import JumpForward, JumpForwardStage
-from minisglang.scheduler import Scheduler
 from minisglang.tokenizer import IncrementalDetokenizer, Tokenizer
-from token_names import token_list
 
 # ----------------------------------------------------------------- task4_1 + task4_2
 # Regex pieces with finite languages, so every accepted string can be listed.
-FINITE = {"ab": ["ab"], "(a|b)": ["a", "b"], "c?": ["", "c"], "中文": ["中文"], "(编程|摄影)": ["编程", "摄影"],
-          "(中|丰)": ["中", "丰"], "🎉": ["🎉"], "(x|y)z": ["xz", "yz"], ", ": [", "], '"k": ': ['"k": ']}
+FINITE = {
+    "ab": ["ab"],
+    "(a|b)": ["a", "b"],
+    "c?": ["", "c"],
+    "中文": ["中文"],
+    "(编程|摄影)": ["编程", "摄影"],
+    "(中|丰)": ["中", "丰"],
+    "🎉": ["🎉"],
+    "(x|y)z": ["xz", "yz"],
+    ", ": [", "],
+    '"k": ': ['"k": '],
+}
 
 
 def common_prefix(items: list[bytes]) -> bytes:
@@ -54,9 +65,9 @@ def expected_jump(words: set[bytes], done: bytes) -> bytes:
     """Brute force: what every accepted string continues `done` with, cut where the map
     must cut it: first the forced bytes that finish a half-written character, then whole
     characters only."""
-    forced = common_prefix([w[len(done):] for w in words if w.startswith(done)])
+    forced = common_prefix([w[len(done) :] for w in words if w.startswith(done)])
     head = 0
-    while head < len(forced) and 0x80 <= forced[head] <= 0xBF:   # continuation bytes
+    while head < len(forced) and 0x80 <= forced[head] <= 0xBF:  # continuation bytes
         head += 1
     if head == len(forced):
         return forced
@@ -97,10 +108,15 @@ def test_char_edges_are_the_states_where_every_accepted_string_goes_on_alike(par
     dfa = compile_regex(regex)
     jm = JumpForwardMap.build(dfa, ByteDFA.from_char_dfa(dfa))
     want = expected_char_edges(dfa, words_of(parts))
-    wrong = {s: (want.get(s), jm.char_edges.get(s)) for s in set(want) | set(jm.char_edges)
-             if want.get(s) != jm.char_edges.get(s)}
-    assert not wrong, (f"regex {regex!r}: char_edges is wrong at these states, as state: (expected, got), "
-                       f"None meaning no entry (a choice, or a state where the string may stop): {wrong}")
+    wrong = {
+        s: (want.get(s), jm.char_edges.get(s))
+        for s in set(want) | set(jm.char_edges)
+        if want.get(s) != jm.char_edges.get(s)
+    }
+    assert not wrong, (
+        f"regex {regex!r}: char_edges is wrong at these states, as state: (expected, got), "
+        f"None meaning no entry (a choice, or a state where the string may stop): {wrong}"
+    )
 
 
 @pytest.mark.task4_2
@@ -112,22 +128,27 @@ def test_jump_is_the_longest_common_continuation_of_every_accepted_string(parts)
     words = {w.encode() for w in words_of(parts)}
     dfa = compile_regex(regex)
     byte_dfa = ByteDFA.from_char_dfa(dfa)
-    jm = JumpForwardMap(expected_char_edges(dfa, words_of(parts)), expected_byte_edges(byte_dfa),
-                        byte_dfa.num_char_states)
+    jm = JumpForwardMap(
+        expected_char_edges(dfa, words_of(parts)), expected_byte_edges(byte_dfa), byte_dfa.num_char_states
+    )
     for word in words:
-        for i in range(len(word) + 1):   # every byte position, also inside a character
+        for i in range(len(word) + 1):  # every byte position, also inside a character
             done = word[:i]
             state = byte_dfa.walk_bytes(0, done)
             want = expected_jump(words, done)
             got = jm.jump_forward(state)
             if not want:
-                assert got is None, (f"regex {regex!r}, after the bytes {done!r}: nothing is forced there, "
-                                     f"so jump_forward must return None; got {got!r}")
+                assert got is None, (
+                    f"regex {regex!r}, after the bytes {done!r}: nothing is forced there, "
+                    f"so jump_forward must return None; got {got!r}"
+                )
             else:
                 end = byte_dfa.walk_bytes(0, done + want)
-                assert got == (want, end), (f"regex {regex!r}, after the bytes {done!r}: every accepted string "
-                                            f"goes on with {want!r}, so jump_forward(state {state}) must be "
-                                            f"{(want, end)!r}; got {got!r}")
+                assert got == (want, end), (
+                    f"regex {regex!r}, after the bytes {done!r}: every accepted string "
+                    f"goes on with {want!r}, so jump_forward(state {state}) must be "
+                    f"{(want, end)!r}; got {got!r}"
+                )
 
 
 @pytest.mark.task4_1
@@ -139,14 +160,16 @@ def test_one_edge_of_many_characters_is_a_choice_not_a_jump(regex, done):
     byte_dfa = ByteDFA.from_char_dfa(dfa)
     jm = JumpForwardMap.build(dfa, byte_dfa)
     state = dfa.walk(0, done)
-    assert len(dfa.transitions[state]) == 1, (   # one edge, as the test means
+    assert len(dfa.transitions[state]) == 1, (  # one edge, as the test means
         f"test premise: regex '{regex}' after {done!r} is at state {state}, with one edge; the regex compiler gave "
-        f"{len(dfa.transitions[state])} edges (not task 4_1's doing)")
+        f"{len(dfa.transitions[state])} edges (not task 4_1's doing)"
+    )
     edge = next(iter(dfa.transitions[state]))
     assert state not in jm.char_edges, (
         f"regex {regex!r}, state {state} after {done!r}: its one edge is the class {edge.label()} "
         f"(chars={set(edge.chars)}, negated={edge.negated}), which takes many characters: a choice, "
-        f"not a jump; got char_edges[{state}] = {jm.char_edges.get(state)!r}")
+        f"not a jump; got char_edges[{state}] = {jm.char_edges.get(state)!r}"
+    )
 
 
 @pytest.mark.task4_1
@@ -161,11 +184,17 @@ def test_byte_edges_are_the_intermediate_states_with_one_next_byte(regex):
     want = expected_byte_edges(byte_dfa)
     extra = sorted(set(jm.byte_edges) - set(want))
     missing = sorted(set(want) - set(jm.byte_edges))
-    assert jm.byte_edges == want, (f"regex {regex!r}: byte_edges must be {want} (intermediate states are "
-                                   f">= num_char_states = {byte_dfa.num_char_states}); got {jm.byte_edges}"
-                                   + (f", with the states {extra} that are not" if extra else "")
-                                   + (f", without the states {missing}, which have one live byte each "
-                                      f"(a byte into state 0 is live: only -1 is dead)" if missing else ""))
+    assert jm.byte_edges == want, (
+        f"regex {regex!r}: byte_edges must be {want} (intermediate states are "
+        f">= num_char_states = {byte_dfa.num_char_states}); got {jm.byte_edges}"
+        + (f", with the states {extra} that are not" if extra else "")
+        + (
+            f", without the states {missing}, which have one live byte each "
+            f"(a byte into state 0 is live: only -1 is dead)"
+            if missing
+            else ""
+        )
+    )
 
 
 # ----------------------------------------------------------------------------- task4_3
@@ -184,8 +213,11 @@ def stage(tok):
 def request(tok, prompt: str, pieces: list[str], max_new_tokens: int = 64) -> Req:
     """A request whose output so far is `pieces`, each encoded on its own: a tokenization
     the tokenizer would not choose for the joined text (as sampled tokens often are)."""
-    req = Req(prompt=prompt, origin_input_ids=tok.encode(prompt),
-              sampling_params=SamplingParams(max_new_tokens=max_new_tokens))
+    req = Req(
+        prompt=prompt,
+        origin_input_ids=tok.encode(prompt),
+        sampling_params=SamplingParams(max_new_tokens=max_new_tokens),
+    )
     req.output_ids = [t for p in pieces for t in tok.encode(p)]
     return req
 
@@ -197,8 +229,9 @@ JUMPS = ['", "age": ', '": "', "2345-", "中文", ", ", "}"]
 
 @pytest.mark.task4_3
 @settings(max_examples=80, deadline=None)
-@given(st.sampled_from(PROMPTS), st.lists(st.sampled_from(PIECES), max_size=6), st.sampled_from(JUMPS),
-       st.integers(1, 30))
+@given(
+    st.sampled_from(PROMPTS), st.lists(st.sampled_from(PIECES), max_size=6), st.sampled_from(JUMPS), st.integers(1, 30)
+)
 def test_retokenize_is_the_tokenizers_own_encoding_or_a_refusal(tok, stage, prompt, pieces, jump, max_new):
     req = request(tok, prompt, pieces, max_new)
     got = stage.jump.retokenize(req, jump.encode())
@@ -207,17 +240,24 @@ def test_retokenize_is_the_tokenizers_own_encoding_or_a_refusal(tok, stage, prom
     prompt_len = len(req.origin_input_ids)
     case = f"prompt {prompt!r}, output pieces {pieces!r}, jump {jump!r}, max_new_tokens {max_new}"
     if all_ids[:prompt_len] != req.origin_input_ids:
-        assert got is None, (f"{case}: the whole text encodes the prompt's last tokens differently "
-                             f"({all_ids[:prompt_len][-3:]} instead of {req.origin_input_ids[-3:]}): "
-                             f"refuse (None); got {got!r}")
+        assert got is None, (
+            f"{case}: the whole text encodes the prompt's last tokens differently "
+            f"({all_ids[:prompt_len][-3:]} instead of {req.origin_input_ids[-3:]}): "
+            f"refuse (None); got {got!r}"
+        )
     elif len(all_ids) - prompt_len >= max_new:
-        assert got is None, (f"{case}: the new output is {len(all_ids) - prompt_len} tokens, not fewer "
-                             f"than max_new_tokens: refuse (None); got {got!r}")
+        assert got is None, (
+            f"{case}: the new output is {len(all_ids) - prompt_len} tokens, not fewer "
+            f"than max_new_tokens: refuse (None); got {got!r}"
+        )
     else:
-        assert got == all_ids[prompt_len:], (f"{case}: the new output ids are what encode(prompt + output + "
-                                             f"jump) gives after the prompt, {all_ids[prompt_len:]}; got {got!r}")
+        assert got == all_ids[prompt_len:], (
+            f"{case}: the new output ids are what encode(prompt + output + "
+            f"jump) gives after the prompt, {all_ids[prompt_len:]}; got {got!r}"
+        )
         assert tok.decode_bytes(got) == ("".join(pieces) + jump).encode(), (
-            f"{case}: the new output ids must decode to exactly the output and the jump")
+            f"{case}: the new output ids must decode to exactly the output and the jump"
+        )
 
 
 @pytest.mark.task4_3
@@ -225,14 +265,18 @@ def test_retokenize_refuses_a_jump_that_reaches_max_new_tokens(tok, stage):
     """A new output of n tokens is refused when max_new_tokens is n (the request would end at its
     length limit inside the jump) and kept when it is n + 1."""
     prompt, pieces, jump = PROMPTS[0], ['{"', "name"], '": "'
-    want = tok.encode(prompt + "".join(pieces) + jump)[len(tok.encode(prompt)):]
+    want = tok.encode(prompt + "".join(pieces) + jump)[len(tok.encode(prompt)) :]
     n = len(want)
     got = stage.jump.retokenize(request(tok, prompt, pieces, max_new_tokens=n), jump.encode())
-    assert got is None, (f"output {pieces!r} and the jump {jump!r} re-encode to {n} tokens; with max_new_tokens "
-                         f"{n} that is not fewer than the limit: refuse (None); got {got!r}")
+    assert got is None, (
+        f"output {pieces!r} and the jump {jump!r} re-encode to {n} tokens; with max_new_tokens "
+        f"{n} that is not fewer than the limit: refuse (None); got {got!r}"
+    )
     got = stage.jump.retokenize(request(tok, prompt, pieces, max_new_tokens=n + 1), jump.encode())
-    assert got == want, (f"output {pieces!r} and the jump {jump!r} re-encode to {want} ({n} tokens), fewer than "
-                         f"max_new_tokens {n + 1}; got {got!r}")
+    assert got == want, (
+        f"output {pieces!r} and the jump {jump!r} re-encode to {want} ({n} tokens), fewer than "
+        f"max_new_tokens {n + 1}; got {got!r}"
+    )
 
 
 @pytest.mark.task4_3
@@ -240,20 +284,23 @@ def test_retokenize_finishes_a_half_written_character(tok, stage):
     prompt = PROMPTS[0]
     req = request(tok, prompt, [])
     first_byte = "我".encode()[:1]
-    req.output_ids = [tok.token_bytes.index(first_byte)]            # the model wrote one byte of 我
+    req.output_ids = [tok.token_bytes.index(first_byte)]  # the model wrote one byte of 我
     got = stage.jump.retokenize(req, "我喜欢".encode()[1:])
-    want = tok.encode(prompt + "我喜欢")[len(req.origin_input_ids):]
-    assert got == want, (f"the output is one byte of 我 ({first_byte!r}) and the jump its other two bytes, then "
-                         f"喜欢: join the bytes before decoding, the new output is {want} (我喜欢); got {got!r}")
+    want = tok.encode(prompt + "我喜欢")[len(req.origin_input_ids) :]
+    assert got == want, (
+        f"the output is one byte of 我 ({first_byte!r}) and the jump its other two bytes, then "
+        f"喜欢: join the bytes before decoding, the new output is {want} (我喜欢); got {got!r}"
+    )
 
 
 @pytest.mark.task4_3
 def test_retokenize_refuses_bytes_that_are_not_utf8(tok, stage):
     req = request(tok, PROMPTS[0], [])
     req.output_ids = [tok.token_bytes.index("我".encode()[:1])]
-    got = stage.jump.retokenize(req, b", ")                                # half a character, then ASCII
-    assert got is None, (f"output bytes {'我'.encode()[:1]!r} + jump b', ' are not UTF-8 (half a character): "
-                         f"refuse (None); got {got!r}")
+    got = stage.jump.retokenize(req, b", ")  # half a character, then ASCII
+    assert got is None, (
+        f"output bytes {'我'.encode()[:1]!r} + jump b', ' are not UTF-8 (half a character): refuse (None); got {got!r}"
+    )
 
 
 class GreedyTokenizer:
@@ -267,7 +314,7 @@ class GreedyTokenizer:
         self.vocab, self.normalise = vocab, normalise
 
     def encode_extended(self, text: str, ids: list[int], more: str) -> list[int]:
-        return self.encode(text + more)     # no special tokens: everything is re-encoded
+        return self.encode(text + more)  # no special tokens: everything is re-encoded
 
     def decode_bytes(self, ids: list[int]) -> bytes:
         return b"".join(self.token_bytes[i] for i in ids)
@@ -280,7 +327,7 @@ class GreedyTokenizer:
         while text:
             best = max((i for i, v in enumerate(self.vocab) if text.startswith(v)), key=lambda i: len(self.vocab[i]))
             ids.append(best)
-            text = text[len(self.vocab[best]):]
+            text = text[len(self.vocab[best]) :]
         return ids
 
 
@@ -304,12 +351,15 @@ def test_retokenize_refuses_a_changed_prompt_even_when_the_output_bytes_are_exac
     (and so its KV) differ. Only the prompt check catches this."""
     toy = GreedyTokenizer(["a", "bc", "ab", "c", "d"])
     req = toy_request("abc", [0, 1], [])
-    assert toy.encode("abcd") == [2, 3, 4], (   # the output part [d] alone is byte-exact
+    assert toy.encode("abcd") == [2, 3, 4], (  # the output part [d] alone is byte-exact
         f"test premise: the toy tokenizer encodes 'abcd' as [ab, c, d] (ids [2, 3, 4]); it gave "
-        f"{toy_ids(toy, toy.encode('abcd'))}")
+        f"{toy_ids(toy, toy.encode('abcd'))}"
+    )
     got = JumpForward(toy).retokenize(req, b"d")
-    assert got is None, ("prompt 'abc' as the ids [a, bc], jump 'd': 'abcd' encodes as [ab, c, d], the "
-                         f"prompt's ids change (its KV would be wrong): refuse (None); got {toy_ids(toy, got)}")
+    assert got is None, (
+        "prompt 'abc' as the ids [a, bc], jump 'd': 'abcd' encodes as [ab, c, d], the "
+        f"prompt's ids change (its KV would be wrong): refuse (None); got {toy_ids(toy, got)}"
+    )
 
 
 @pytest.mark.task4_3
@@ -319,13 +369,16 @@ def test_retokenize_checks_every_prompt_token_not_only_the_last():
     check looks only there), but its first two changed, so the KV no longer matches."""
     toy = GreedyTokenizer(["a", "bc", "ab", "c", "d"])
     req = toy_request("abcbc", [0, 1, 1], [])
-    assert toy.encode("abcbcd") == [2, 3, 1, 4], (   # [ab, c, bc, d]: the last prompt token kept
+    assert toy.encode("abcbcd") == [2, 3, 1, 4], (  # [ab, c, bc, d]: the last prompt token kept
         f"test premise: the toy tokenizer encodes 'abcbcd' as [ab, c, bc, d] (ids [2, 3, 1, 4]); it gave "
-        f"{toy_ids(toy, toy.encode('abcbcd'))}")
+        f"{toy_ids(toy, toy.encode('abcbcd'))}"
+    )
     got = JumpForward(toy).retokenize(req, b"d")
-    assert got is None, ("prompt 'abcbc' as [a, bc, bc], jump 'd': 'abcbcd' encodes as [ab, c, bc, d]; the "
-                         "prompt's last token is the same but its first two are not: compare all of the "
-                         f"prompt's ids, refuse (None); got {toy_ids(toy, got)}")
+    assert got is None, (
+        "prompt 'abcbc' as [a, bc, bc], jump 'd': 'abcbcd' encodes as [ab, c, bc, d]; the "
+        "prompt's last token is the same but its first two are not: compare all of the "
+        f"prompt's ids, refuse (None); got {toy_ids(toy, got)}"
+    )
 
 
 @pytest.mark.task4_3
@@ -333,10 +386,12 @@ def test_retokenize_reads_a_special_token_as_no_bytes():
     """A special token's `token_bytes` entry is None: it adds nothing to the output's bytes."""
     toy = GreedyTokenizer(["x", ":", "<special>"])
     toy.token_bytes[2] = None
-    req = toy_request("x", [0], [2])                                      # the output so far: <special>
+    req = toy_request("x", [0], [2])  # the output so far: <special>
     got = JumpForward(toy).retokenize(req, b":")
-    assert got == [1], ("output [<special>] (token_bytes None: no bytes), jump ':': the text after the prompt is "
-                        f"':', its ids [1]; got {toy_ids(toy, got)}")
+    assert got == [1], (
+        "output [<special>] (token_bytes None: no bytes), jump ':': the text after the prompt is "
+        f"':', its ids [1]; got {toy_ids(toy, got)}"
+    )
 
 
 @pytest.mark.task4_3
@@ -344,30 +399,38 @@ def test_retokenize_refuses_a_normalised_output_even_when_the_prompt_is_kept():
     """A tokenizer that normalises (NFC) turns "e" + a combining accent into one "é": the
     prompt's ids stay, the output's bytes do not. Only the byte-exact check catches this."""
     toy = GreedyTokenizer(["x", ":", "e", "é", "\u0301"], normalise=lambda text: unicodedata.normalize("NFC", text))
-    req = toy_request("x:", [0, 1], [2])                                  # the output so far: "e"
+    req = toy_request("x:", [0, 1], [2])  # the output so far: "e"
     text = "x:" + "e\u0301"
     assert toy.encode(text)[:2] == [0, 1], (
         f"test premise: the normalising toy tokenizer keeps the prompt 'x:' as [x, :] (ids [0, 1]) in "
-        f"'x:e\\u0301'; it gave {toy_ids(toy, toy.encode(text))}")
+        f"'x:e\\u0301'; it gave {toy_ids(toy, toy.encode(text))}"
+    )
     got = JumpForward(toy).retokenize(req, "\u0301".encode())
-    assert got is None, ("output 'e', jump U+0301 (a combining accent): the tokenizer normalises 'e\\u0301' "
-                         f"to 'é', whose bytes are not output + jump: refuse (None); got {toy_ids(toy, got)}")
+    assert got is None, (
+        "output 'e', jump U+0301 (a combining accent): the tokenizer normalises 'e\\u0301' "
+        f"to 'é', whose bytes are not output + jump: refuse (None); got {toy_ids(toy, got)}"
+    )
     # the same tokenizer, nothing to normalise: the jump is taken
     got = JumpForward(toy).retokenize(req, b":")
-    assert got == [2, 1], (f"output 'e', jump ':' (nothing to normalise): the jump is taken, ids ['e' (2), ':' (1)]; "
-                           f"got {toy_ids(toy, got)}")
+    assert got == [2, 1], (
+        f"output 'e', jump ':' (nothing to normalise): the jump is taken, ids ['e' (2), ':' (1)]; "
+        f"got {toy_ids(toy, got)}"
+    )
 
 
 @pytest.mark.task4_3
 def test_retokenize_refuses_when_the_prompt_fuses_with_the_output(tok, stage):
     req = request(tok, "The code is 1", [])
-    assert tok.encode("The code is 12345")[:len(req.origin_input_ids)] != req.origin_input_ids, (
+    assert tok.encode("The code is 12345")[: len(req.origin_input_ids)] != req.origin_input_ids, (
         f"test premise: the bundled tokenizer cuts 'The code is 12345' so that the prompt 'The code is 1' "
         f"({[(tok.decode([t]), t) for t in req.origin_input_ids]}, as (text, id)) is re-cut; its ids came back "
-        f"unchanged")
+        f"unchanged"
+    )
     got = stage.jump.retokenize(req, b"2345-")
-    assert got is None, ("prompt 'The code is 1', jump '2345-': the whole text re-cuts the prompt's last "
-                         f"token (' 1' fuses with the output): refuse (None); got {got!r}")
+    assert got is None, (
+        "prompt 'The code is 1', jump '2345-': the whole text re-cuts the prompt's last "
+        f"token (' 1' fuses with the output): refuse (None); got {got!r}"
+    )
 
 
 # ----------------------------------------------------------------------------- task4_4
@@ -378,7 +441,7 @@ PERSON = r'\{"name": "[A-Za-z ]{1,12}", "age": [1-9][0-9]?, "city": "(Paris|Rome
 class SchedulerParts:
     """What `Scheduler.readmit` touches, recorded: the queues, the memory hand-back, events."""
 
-    step_recorder = None   # no step view is recording
+    step_recorder = None  # no step view is recording
 
     def __init__(self, tokenizer, req):
         self.tokenizer, self.running, self.waiting_queue, self.released = tokenizer, [req], [], []
@@ -397,23 +460,29 @@ def test_readmit_restarts_the_detokenizer_even_in_the_middle_of_a_character(tok)
     req = Req(prompt=Q, origin_input_ids=tok.encode(Q), sampling_params=SamplingParams(max_new_tokens=64))
     req.output_ids = [tok.token_bytes.index("我".encode()[:1])]
     req.detokenizer = IncrementalDetokenizer(tok)
-    req.output_text = req.detokenizer.feed(req.output_ids)      # "" so far: half a character
-    new_ids = tok.encode(Q + "我喜欢")[len(req.origin_input_ids):]
+    req.output_text = req.detokenizer.feed(req.output_ids)  # "" so far: half a character
+    new_ids = tok.encode(Q + "我喜欢")[len(req.origin_input_ids) :]
     parts = SchedulerParts(tok, req)
     Scheduler.readmit(parts, req, new_ids)
-    assert req.output_text == "我喜欢", (f"the old output was one byte of 我, the new ids spell 我喜欢: a fresh "
-                                       f"detokenizer fed the new ids gives output_text '我喜欢'; got {req.output_text!r}")
-    assert req.detok_offset == len(new_ids), f"detok_offset must be len(new_output_ids) = {len(new_ids)}; got {req.detok_offset}"
+    assert req.output_text == "我喜欢", (
+        f"the old output was one byte of 我, the new ids spell 我喜欢: a fresh "
+        f"detokenizer fed the new ids gives output_text '我喜欢'; got {req.output_text!r}"
+    )
+    assert req.detok_offset == len(new_ids), (
+        f"detok_offset must be len(new_output_ids) = {len(new_ids)}; got {req.detok_offset}"
+    )
     assert req.output_ids == new_ids, f"output_ids must be the new ids {new_ids}; got {req.output_ids}"
     assert parts.released == [req], "readmit must call self.release_memory(req) once (its KV goes to the tree)"
     assert parts.waiting_queue == [req] and parts.running == [], (
         f"the request must move from running to waiting_queue; running has {len(parts.running)}, "
-        f"waiting_queue {len(parts.waiting_queue)}")
+        f"waiting_queue {len(parts.waiting_queue)}"
+    )
     # decoding goes on from the new ids: the next token's text only
-    more = tok.encode(Q + "我喜欢编程")[len(req.origin_input_ids) + len(new_ids):]
-    fed, want = req.detokenizer.feed(more), tok.decode(new_ids + more)[len("我喜欢"):]
-    assert fed == want, (f"after readmit the detokenizer must go on from the new ids: the next tokens give {want!r}; "
-                         f"got {fed!r}")
+    more = tok.encode(Q + "我喜欢编程")[len(req.origin_input_ids) + len(new_ids) :]
+    fed, want = req.detokenizer.feed(more), tok.decode(new_ids + more)[len("我喜欢") :]
+    assert fed == want, (
+        f"after readmit the detokenizer must go on from the new ids: the next tokens give {want!r}; got {fed!r}"
+    )
 
 
 @pytest.mark.task4_4
@@ -421,8 +490,10 @@ def test_readmit_queues_the_request_behind_those_already_waiting(tok):
     """A jumper goes to the end of the waiting queue: put first, requests that jump often
     would overtake, turn after turn, the ones that arrived before them (as in SGLang, whose
     scheduler extends the waiting queue with the jumpers)."""
+
     def new_req():
         return Req(prompt=Q, origin_input_ids=tok.encode(Q), sampling_params=SamplingParams(max_new_tokens=64))
+
     waiting, jumper = new_req(), new_req()
     jumper.output_ids = tok.encode('{"')
     jumper.detokenizer = IncrementalDetokenizer(tok)
@@ -432,7 +503,8 @@ def test_readmit_queues_the_request_behind_those_already_waiting(tok):
     Scheduler.readmit(parts, jumper, tok.encode('{"name": "'))
     order = ["the waiting request" if r is waiting else "the jumper" for r in parts.waiting_queue]
     assert parts.waiting_queue == [waiting, jumper], (
-        f"a request was already waiting: the jumper goes to the END of waiting_queue; got the order {order}")
+        f"a request was already waiting: the jumper goes to the END of waiting_queue; got the order {order}"
+    )
 
 
 @pytest.mark.task4_4
@@ -444,40 +516,53 @@ def test_a_jump_hands_the_kv_to_the_tree_and_readmits_with_the_longest_shared_pr
     while not req.released:
         before_ids, before_kv, version = list(req.fill_ids), req.kv_len, getattr(req.grammar, "version", 0)
         engine.step()
-        if req.grammar is None or req.grammar.version == version:   # a jump bumps its grammar's version
+        if req.grammar is None or req.grammar.version == version:  # a jump bumps its grammar's version
             continue
         jumps += 1
         # pulled out of the batch: no slots, no table row, waiting to be prefilled again
         where = "running" if req in s.running else "waiting_queue" if req in s.waiting_queue else "no queue"
         assert req in s.waiting_queue and req not in s.running, (
-            f"jump {jumps}: after readmit the request must be in waiting_queue only; it is in {where}")
+            f"jump {jumps}: after readmit the request must be in waiting_queue only; it is in {where}"
+        )
         assert req.req_pool_idx is None, (
             f"jump {jumps}: after readmit the request still holds table row {req.req_pool_idx} "
-            f"(self.release_memory(req) frees its memory)")
+            f"(self.release_memory(req) frees its memory)"
+        )
         decoded = engine.tokenizer.decode(req.output_ids)
-        assert req.output_text == decoded, (f"jump {jumps}: output_text {req.output_text!r} is not the decoded "
-                                            f"output ids {decoded!r} (restart the detokenizer on readmit)")
+        assert req.output_text == decoded, (
+            f"jump {jumps}: output_text {req.output_text!r} is not the decoded "
+            f"output ids {decoded!r} (restart the detokenizer on readmit)"
+        )
         # the tree holds everything that had KV before the jump
         prefix, _ = s.tree_cache.match_prefix(before_ids[:before_kv])
-        assert len(prefix) == before_kv, (f"jump {jumps}: the {before_kv} tokens that had KV before the jump must "
-                                          f"be in the radix tree; it holds {len(prefix)} of them")
-        if req.finished:                 # the jump completed the match: it leaves, no re-admission
+        assert len(prefix) == before_kv, (
+            f"jump {jumps}: the {before_kv} tokens that had KV before the jump must "
+            f"be in the radix tree; it holds {len(prefix)} of them"
+        )
+        if req.finished:  # the jump completed the match: it leaves, no re-admission
             continue
         # re-admission: the radix match ends at the first token the retokenization changed
         new_ids = list(req.fill_ids)
-        shared = next((i for i, (a, b) in enumerate(zip(before_ids[:before_kv], new_ids)) if a != b),
-                      min(before_kv, len(new_ids)))
+        shared = next(
+            (i for i, (a, b) in enumerate(zip(before_ids[:before_kv], new_ids)) if a != b), min(before_kv, len(new_ids))
+        )
         engine.step()
         # (after the prefill the whole prompt is in the tree: the admission event keeps the hit)
         admit = [e for e in engine.trace if e["event"] == "admit" and e.get("rid") == req.rid][-1]
         want = min(shared, len(new_ids) - 1)
-        assert admit["prefix_len"] == want, (f"jump {jumps}: re-admitted with a cached prefix of "
-                                             f"{admit['prefix_len']} tokens; the tokens before the first one the "
-                                             f"retokenization changed are {want}")
+        assert admit["prefix_len"] == want, (
+            f"jump {jumps}: re-admitted with a cached prefix of "
+            f"{admit['prefix_len']} tokens; the tokens before the first one the "
+            f"retokenization changed are {want}"
+        )
     assert jumps >= 2 and re.fullmatch(PERSON, req.output_text), (
-        f"a PERSON request: expected at least 2 jumps and a full match; got {jumps} jump(s), text {req.output_text!r}")
+        f"a PERSON request: expected at least 2 jumps and a full match; got {jumps} jump(s), text {req.output_text!r}"
+    )
     held = s.token_to_kv_pool.available_size() + s.tree_cache.total_size()
-    assert held == 1024, f"after the request, free slots + the tree's tokens must be all 1024 slots; got {held} (a leak)"
-    assert s.tree_cache.protected_size() == 0, (f"no request runs, so no tree node may stay locked; "
-                                                f"{s.tree_cache.protected_size()} tokens are")
+    assert held == 1024, (
+        f"after the request, free slots + the tree's tokens must be all 1024 slots; got {held} (a leak)"
+    )
+    assert s.tree_cache.protected_size() == 0, (
+        f"no request runs, so no tree node may stay locked; {s.tree_cache.protected_size()} tokens are"
+    )
     engine.shutdown()

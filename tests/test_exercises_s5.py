@@ -19,6 +19,7 @@ the token index on the bundled tokenizer too. task5_3: `re.fullmatch` on every s
 string over the regex's alphabet, for the derivative itself (what may follow one byte)
 and for the automaton built from it; the lazy backend's masks against brute force.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -31,16 +32,16 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_exercises_s1 import EOS, REGEXES, TOKENIZER, VOCAB, VOCAB_SIZE, oracle_allowed
+from test_json_schema import assert_sound
 
 import minisglang as sgl
 from minisglang.backends.base import GrammarError
 from minisglang.backends.fsm_backend import FSMBackend, FSMGrammar
+from minisglang.constrained.bitmask import unpack_bits
 from minisglang.constrained.json_schema import InvalidSchemaError, UnsupportedSchemaError, build_regex_from_schema
 from minisglang.constrained.regex_dfa import compile_regex
-from minisglang.constrained.bitmask import unpack_bits
 from minisglang.stages.s5_backends import ReasonerGrammar
-from test_exercises_s1 import EOS, REGEXES, TOKENIZER, VOCAB, VOCAB_SIZE, oracle_allowed
-from test_json_schema import assert_sound
 
 USER = "<|user|>\n{}\n<|assistant|>\n"
 
@@ -93,15 +94,17 @@ def test_walk_masks_and_termination_equal_brute_force(synthetic_backend, regex, 
     for choice in choices:
         expected = oracle_allowed(regex, prefix)
         rows = allowed_row(g, batch=3, row=row)
-        assert torch.equal(rows[row], as_row(expected)), (   # padded tail included
-            f"regex {regex!r} after {prefix!r}, row {row} of 3: {row_diff(rows[row], as_row(expected))}")
+        assert torch.equal(rows[row], as_row(expected)), (  # padded tail included
+            f"regex {regex!r} after {prefix!r}, row {row} of 3: {row_diff(rows[row], as_row(expected))}"
+        )
         touched = [r for r in range(3) if r != row and not rows[r].all()]
         assert not touched, f"fill_vocab_mask(mask, {row}) must write row {row} only; it changed the rows {touched}"
         # Finished exactly when nothing but EOS may follow ("may stop" is not "must stop").
         assert g.is_terminated() == (expected == {EOS}), (
             f"regex {regex!r} after {prefix!r}: is_terminated() must be {expected == {EOS}} (only EOS may follow: "
-            f"{expected == {EOS}}); got {g.is_terminated()}")
-        if not expected:   # the vocabulary cannot go on from here: an all-zero row (s5 aborts)
+            f"{expected == {EOS}}); got {g.is_terminated()}"
+        )
+        if not expected:  # the vocabulary cannot go on from here: an all-zero row (s5 aborts)
             return
         token = sorted(expected)[choice % len(expected)]
         g.accept_token(token)
@@ -112,11 +115,14 @@ def test_walk_masks_and_termination_equal_brute_force(synthetic_backend, regex, 
 
 
 @pytest.mark.task5_1
-@pytest.mark.parametrize("regex, pieces", [
-    (r"(yes|no)", [b"y"]),
-    (r'\{"name": "[a-z中文é]{1,8}", "age": [1-9][0-9]?\}', [b'{"', b"name", b'": ', '"中'.encode()]),
-    (r"1[0-9]*", [b"1"]),
-])
+@pytest.mark.parametrize(
+    "regex, pieces",
+    [
+        (r"(yes|no)", [b"y"]),
+        (r'\{"name": "[a-z中文é]{1,8}", "age": [1-9][0-9]?\}', [b'{"', b"name", b'": ', '"中'.encode()]),
+        (r"1[0-9]*", [b"1"]),
+    ],
+)
 def test_a_refused_token_raises_and_leaves_the_state_alone(synthetic_backend, regex, pieces):
     g = start(synthetic_backend, regex)
     for piece in pieces:
@@ -147,17 +153,19 @@ def test_a_refused_token_leaves_no_trace_in_the_history(synthetic_backend, regex
     g.rollback(1)
     assert torch.equal(allowed_row(g)[0], rows[-2]), "the refused token left an entry in the history"
     g.accept_token(VOCAB.index(pieces[-1]))
-    if rows[-1][EOS]:   # the match may end here: EOS is one more step to roll back
+    if rows[-1][EOS]:  # the match may end here: EOS is one more step to roll back
         g.accept_token(EOS)
         assert g.is_terminated(), f"regex {regex!r}: EOS after {pieces} must terminate the matcher"
         g.rollback(1)
         assert not g.is_terminated() and torch.equal(allowed_row(g)[0], rows[-1]), (
             f"regex {regex!r}: rollback(1) after EOS must be back before the EOS (not terminated, the same mask); "
-            f"terminated {g.is_terminated()}")
+            f"terminated {g.is_terminated()}"
+        )
     g.rollback(len(pieces))
     assert torch.equal(allowed_row(g)[0], rows[0]), (
         f"regex {regex!r}: rollback({len(pieces)}) after {pieces} must be back at the start's mask; "
-        f"{row_diff(allowed_row(g)[0], rows[0])}")
+        f"{row_diff(allowed_row(g)[0], rows[0])}"
+    )
 
 
 @pytest.mark.task5_1
@@ -178,8 +186,9 @@ def test_rollback_returns_to_the_mask_of_k_tokens_ago(synthetic_backend, regex, 
     got = allowed_row(g)[0]
     assert torch.equal(got, rows[len(rows) - 1 - k]), (
         f"regex {regex!r}, {len(rows) - 1} tokens accepted, then rollback({k}): the mask must be the one of "
-        f"{len(rows) - 1 - k} tokens in; {row_diff(got, rows[len(rows) - 1 - k])}")
-    if k:   # we went back to before a token that was not EOS: not finished
+        f"{len(rows) - 1 - k} tokens in; {row_diff(got, rows[len(rows) - 1 - k])}"
+    )
+    if k:  # we went back to before a token that was not EOS: not finished
         assert not g.is_terminated(), f"regex {regex!r}: rolled back {k} tokens (none EOS), yet terminated"
 
 
@@ -201,10 +210,12 @@ def test_every_state_masks_and_terminates_as_the_oracle_says(synthetic_backend, 
         expected = oracle_allowed(regex, prefix)
         got = allowed_row(g)[0]
         assert torch.equal(got, as_row(expected)), (
-            f"regex {regex!r} after {prefix!r} (state {g.state}): {row_diff(got, as_row(expected))}")
+            f"regex {regex!r} after {prefix!r} (state {g.state}): {row_diff(got, as_row(expected))}"
+        )
         assert g.is_terminated() == (expected == {EOS}), (
             f"regex {regex!r} after {prefix!r}: is_terminated() must be {expected == {EOS}} (True only when EOS "
-            f"is the one token allowed; here {len(expected)} are); got {g.is_terminated()}")
+            f"is the one token allowed; here {len(expected)} are); got {g.is_terminated()}"
+        )
         todo += [path + [token] for token in sorted(expected - {EOS})]
 
 
@@ -221,11 +232,12 @@ def test_eos_leaves_the_state_where_it_was(synthetic_backend, regex, text):
     g.accept_token(EOS)
     assert g.is_terminated(), f"regex {regex!r}: EOS after {text!r} (a match) terminates the matcher"
     assert g.state == state, f"regex {regex!r}: EOS after {text!r} must leave the state at {state}; got {g.state}"
-    got = allowed_row(g)[0]   # a KeyError here: the state was moved to one the FSM does not have
+    got = allowed_row(g)[0]  # a KeyError here: the state was moved to one the FSM does not have
     assert torch.equal(got, row), f"regex {regex!r}: after EOS the mask must still be the state's own row"
     g.rollback(1)
     assert g.state == state and torch.equal(allowed_row(g)[0], row), (
-        f"regex {regex!r}: rollback(1) undoes the EOS, back to state {state}; got state {g.state}")
+        f"regex {regex!r}: rollback(1) undoes the EOS, back to state {state}; got state {g.state}"
+    )
 
 
 @pytest.mark.task5_1
@@ -236,10 +248,11 @@ def test_a_walk_through_the_start_state_again_is_accepted(synthetic_backend, reg
     g = start(synthetic_backend, regex)
     for i, ch in enumerate(text):
         token = VOCAB.index(ch.encode())
-        g.accept_token(token)   # GrammarError here: state 0 was taken for "not allowed"
-        want = oracle_allowed(regex, text[:i + 1].encode())
+        g.accept_token(token)  # GrammarError here: state 0 was taken for "not allowed"
+        want = oracle_allowed(regex, text[: i + 1].encode())
         assert torch.equal(allowed_row(g)[0], as_row(want)), (
-            f"regex {regex!r} after {text[:i + 1]!r}: the row must allow exactly {sorted(want)}")
+            f"regex {regex!r} after {text[: i + 1]!r}: the row must allow exactly {sorted(want)}"
+        )
     assert g.is_terminated(), f"regex {regex!r}: after {text!r} only EOS may follow: terminated"
 
 
@@ -251,7 +264,8 @@ def test_copies_are_independent_matchers_on_one_compile(synthetic_backend):
     assert a.fsm is b.fsm, "two matchers of one regex must share the one compiled FSM"
     assert a.is_terminated() and not b.is_terminated(), (
         f"matcher a accepted 'yes' (terminated: {a.is_terminated()}, expected True); matcher b accepted nothing "
-        f"(terminated: {b.is_terminated()}, expected False)")
+        f"(terminated: {b.is_terminated()}, expected False)"
+    )
     want_b, want_a = as_row(oracle_allowed(regex, b"")), as_row({EOS})
     assert torch.equal(allowed_row(b)[0], want_b), f"matcher b, at the start: {row_diff(allowed_row(b)[0], want_b)}"
     assert torch.equal(allowed_row(a)[0], want_a), f"matcher a, after 'yes': {row_diff(allowed_row(a)[0], want_a)}"
@@ -265,10 +279,13 @@ def test_the_reasoning_gate_masks_through_fill_vocab_mask(synthetic_backend):
     for token in [VOCAB.index(b"x"), VOCAB.index(b"a"), marker]:
         got = allowed_row(g)[0]
         assert torch.equal(got, torch.arange(VOCAB_SIZE) != EOS), (
-            f"before the marker, every token but EOS is allowed; {row_diff(got, torch.arange(VOCAB_SIZE) != EOS)}")
+            f"before the marker, every token but EOS is allowed; {row_diff(got, torch.arange(VOCAB_SIZE) != EOS)}"
+        )
         g.accept_token(token)
     want = as_row(oracle_allowed(regex, b""))
-    assert torch.equal(allowed_row(g)[0], want), f"after the marker, (yes|no)'s start: {row_diff(allowed_row(g)[0], want)}"
+    assert torch.equal(allowed_row(g)[0], want), (
+        f"after the marker, (yes|no)'s start: {row_diff(allowed_row(g)[0], want)}"
+    )
     g.accept_token(VOCAB.index(b"no"))
     assert g.is_terminated(), "(yes|no) after the marker and 'no': the matcher must be terminated"
 
@@ -286,8 +303,10 @@ def engine():
 @pytest.mark.task5_1
 def test_engine_outputs_match_the_regex(engine):
     regex = r'\{"name": "[A-Za-z ]{1,12}", "age": [1-9][0-9]?\}'
-    outs = engine.generate([USER.format("Extract as JSON: Li Lei is 31 years old.")] * 3,
-                           [{"regex": regex, "temperature": 1.0, "seed": s, "max_new_tokens": 48} for s in range(3)])
+    outs = engine.generate(
+        [USER.format("Extract as JSON: Li Lei is 31 years old.")] * 3,
+        [{"regex": regex, "temperature": 1.0, "seed": s, "max_new_tokens": 48} for s in range(3)],
+    )
     for out in outs:
         assert out["meta_info"]["finish_reason"]["type"] == "stop", out
         assert re.fullmatch(regex, out["text"]), out["text"]
@@ -304,7 +323,7 @@ ABSENT = "absent"
 PREFIXES = [ABSENT, [{"type": "integer"}], [{"type": "integer"}, {"const": "a"}]]
 ITEMS = [ABSENT, {"type": "integer"}, False, {"enum": ["a", None]}]
 MIN_ITEMS = [ABSENT, 0, 1, 3]
-MAX_ITEMS = [ABSENT, 0, 1, 2, 3]   # 1: below a two-element prefix, which must be cut
+MAX_ITEMS = [ABSENT, 0, 1, 2, 3]  # 1: below a two-element prefix, which must be cut
 
 
 def array_schema(prefix, items, min_items, max_items) -> dict:
@@ -330,15 +349,18 @@ def texts(value: list) -> list[str]:
     return out
 
 
-ARRAY_GRID = [array_schema(*combo) for combo in itertools.product(PREFIXES, ITEMS, MIN_ITEMS, MAX_ITEMS)
-              if not (combo[0] == ABSENT and combo[1] == ABSENT and combo[2:] != (ABSENT, ABSENT))]
+ARRAY_GRID = [
+    array_schema(*combo)
+    for combo in itertools.product(PREFIXES, ITEMS, MIN_ITEMS, MAX_ITEMS)
+    if not (combo[0] == ABSENT and combo[1] == ABSENT and combo[2:] != (ABSENT, ABSENT))
+]
 
 
 @pytest.mark.task5_2
 @pytest.mark.parametrize("schema", ARRAY_GRID, ids=lambda s: json.dumps(s, separators=(",", ":")))
 def test_arrays_accept_exactly_the_valid_lists(schema):
     expected = [v for v in INSTANCES if generated(v, schema)]
-    if not expected:   # every satisfiable grid schema has a witness of length <= 3 here
+    if not expected:  # every satisfiable grid schema has a witness of length <= 3 here
         with pytest.raises(UnsupportedSchemaError, match="accepts no JSON value"):
             build_regex_from_schema(schema)
         return
@@ -354,7 +376,7 @@ def test_a_free_list_takes_any_scalar():
     for value in [[], [1.5, "x", True, None], ["中", -3, False], [0] * 6]:
         for text in texts(value):
             assert dfa.accepts(text), text
-    for text in ["[1,]", "[,1]", "[1 2]", "[", "[[1], 2]"]:   # broken JSON, or nested deeper than allowed
+    for text in ["[1,]", "[,1]", "[1 2]", "[", "[[1], 2]"]:  # broken JSON, or nested deeper than allowed
         assert not dfa.accepts(text), text
 
 
@@ -370,22 +392,27 @@ def test_whitespace_comes_from_the_option():
 
 
 @pytest.mark.task5_2
-@pytest.mark.parametrize("bounds", [{"maxItems": 1000}, {"minItems": 3, "maxItems": 1000},
-                                    {"prefixItems": [{"type": "null"}], "maxItems": 500}])
+@pytest.mark.parametrize(
+    "bounds",
+    [{"maxItems": 1000}, {"minItems": 3, "maxItems": 1000}, {"prefixItems": [{"type": "null"}], "maxItems": 500}],
+)
 def test_large_bounds_stay_one_counted_repeat(bounds):
     """The page: `maxItems: 1000` must not become a thousand alternatives (nor a thousand
     optional groups); a counted repeat is one piece. The regex stays short, and right at
     its bounds."""
     schema = {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 9}, **bounds}
     regex = build_regex_from_schema(schema)
-    assert len(regex) < 400, (f"schema {json.dumps(bounds)}: the regex is {len(regex)} characters; use "
-                              f"_repeat(regex, lo, hi) (one counted repeat), not one piece per element")
+    assert len(regex) < 400, (
+        f"schema {json.dumps(bounds)}: the regex is {len(regex)} characters; use "
+        f"_repeat(regex, lo, hi) (one counted repeat), not one piece per element"
+    )
     hi = bounds["maxItems"]
     first = "null" if "prefixItems" in bounds else "1"
     full = "[" + ", ".join([first] + ["1"] * (hi - 1)) + "]"
     over = "[" + ", ".join([first] + ["1"] * hi) + "]"
     assert re.fullmatch(regex, full) and not re.fullmatch(regex, over), (
-        f"schema {json.dumps(bounds)}: {hi} elements fit, {hi + 1} do not")
+        f"schema {json.dumps(bounds)}: {hi} elements fit, {hi + 1} do not"
+    )
 
 
 @pytest.mark.task5_2
@@ -394,8 +421,10 @@ def test_impossible_arrays_drop_an_optional_property_and_void_a_required_one():
     optional = {"type": "object", "properties": {"a": never, "b": {"type": "null"}}}
     dfa = compile_regex(build_regex_from_schema(optional))
     for text, ok in [('{"b": null}', True), ("{}", True), ('{"a": [], "b": null}', False), ('{"a": [1]}', False)]:
-        assert dfa.accepts(text) == ok, (f"an object whose optional a is an impossible array (minItems 2, maxItems 1): "
-                                         f"{text!r} must be {'accepted' if ok else 'refused'}")
+        assert dfa.accepts(text) == ok, (
+            f"an object whose optional a is an impossible array (minItems 2, maxItems 1): "
+            f"{text!r} must be {'accepted' if ok else 'refused'}"
+        )
     with pytest.raises(UnsupportedSchemaError, match="accepts no JSON value"):
         build_regex_from_schema({**optional, "required": ["a"]})
 
@@ -403,8 +432,14 @@ def test_impossible_arrays_drop_an_optional_property_and_void_a_required_one():
 @st.composite
 def array_family(draw, depth: int = 1):
     """Arrays of integers, enums or (once) arrays, with optional prefixItems and bounds."""
-    leaves = st.sampled_from([{"type": "integer", "minimum": 0, "maximum": 20}, {"enum": ["a", None, True]},
-                              {"type": "string", "maxLength": 2}, False])
+    leaves = st.sampled_from(
+        [
+            {"type": "integer", "minimum": 0, "maximum": 20},
+            {"enum": ["a", None, True]},
+            {"type": "string", "maxLength": 2},
+            False,
+        ]
+    )
     items = leaves if depth == 0 else leaves | array_family(depth - 1)
     schema = {"type": "array"}
     if draw(st.booleans()):
@@ -425,19 +460,24 @@ def array_family(draw, depth: int = 1):
 def test_every_string_the_automaton_accepts_is_a_valid_array(schema):
     try:
         build_regex_from_schema(schema)
-    except UnsupportedSchemaError as e:   # only when nothing fits
-        assert "accepts no JSON value" in str(e), (f"schema {json.dumps(schema)}: only a schema nothing fits may be "
-                                                   f"refused, saying 'accepts no JSON value'; got {e}")
+    except UnsupportedSchemaError as e:  # only when nothing fits
+        assert "accepts no JSON value" in str(e), (
+            f"schema {json.dumps(schema)}: only a schema nothing fits may be "
+            f"refused, saying 'accepts no JSON value'; got {e}"
+        )
         return
     assert_sound(schema, n=40)
 
 
 # Checked before the array rule runs (so not graded): bad values are errors naming them.
-@pytest.mark.parametrize("schema, message", [
-    ({"type": "array", "minItems": -1}, "'minItems' at # must be a non-negative integer, got -1"),
-    ({"type": "array", "maxItems": "3"}, "'maxItems' at # must be a non-negative integer, got '3'"),
-    ({"type": "array", "prefixItems": {"type": "integer"}}, "'prefixItems' at # must be an array of schemas"),
-])
+@pytest.mark.parametrize(
+    "schema, message",
+    [
+        ({"type": "array", "minItems": -1}, "'minItems' at # must be a non-negative integer, got -1"),
+        ({"type": "array", "maxItems": "3"}, "'maxItems' at # must be a non-negative integer, got '3'"),
+        ({"type": "array", "prefixItems": {"type": "integer"}}, "'prefixItems' at # must be an array of schemas"),
+    ],
+)
 def test_bad_array_keywords_are_refused_by_name(schema, message):
     with pytest.raises(InvalidSchemaError, match=re.escape(message)):
         build_regex_from_schema(schema)
@@ -446,9 +486,10 @@ def test_bad_array_keywords_are_refused_by_name(schema, message):
 @pytest.mark.task5_2
 def test_engine_output_is_a_valid_array(engine):
     schema = {"type": "array", "items": {"type": "string", "maxLength": 8}, "minItems": 2, "maxItems": 3}
-    outs = engine.generate([USER.format("List two hobbies as JSON.")] * 3,
-                           [{"json_schema": json.dumps(schema), "temperature": 1.0, "seed": s, "max_new_tokens": 60}
-                            for s in range(3)])
+    outs = engine.generate(
+        [USER.format("List two hobbies as JSON.")] * 3,
+        [{"json_schema": json.dumps(schema), "temperature": 1.0, "seed": s, "max_new_tokens": 60} for s in range(3)],
+    )
     for out in outs:
         assert out["meta_info"]["finish_reason"]["type"] == "stop", out
         assert VALIDATOR(schema).is_valid(json.loads(out["text"])), out["text"]
@@ -476,13 +517,17 @@ def test_a_slow_compile_times_out_alone_and_is_stopped(engine):
         reason = slow.finished_reason or {}
         assert reason.get("type") == "abort" and "took longer than 0.2 s" in reason.get("message", ""), (
             f"the request whose compile of {regex!r} outlives the 0.2 s timeout must abort saying 'took longer "
-            f"than 0.2 s'; got {slow.finished_reason}")
-        assert "retry_after" not in reason, (f"a slow grammar is the request's fault, not a busy server: no "
-                                             f"retry_after; got {reason}")
+            f"than 0.2 s'; got {slow.finished_reason}"
+        )
+        assert "retry_after" not in reason, (
+            f"a slow grammar is the request's fault, not a busy server: no retry_after; got {reason}"
+        )
         assert free.finished_reason["type"] in ("stop", "length"), (
-            f"the unconstrained neighbour must finish normally; got {free.finished_reason}")
-        assert not backend.is_cached("regex", regex), (f"the compile of {regex!r} that no one waits for must be "
-                                                       f"cancelled, not cached")
+            f"the unconstrained neighbour must finish normally; got {free.finished_reason}"
+        )
+        assert not backend.is_cached("regex", regex), (
+            f"the compile of {regex!r} that no one waits for must be cancelled, not cached"
+        )
     finally:
         gate.set()
         backend.compile = real_compile
@@ -494,17 +539,36 @@ def test_a_slow_compile_times_out_alone_and_is_stopped(engine):
 # ---------------------------------------------------------------------------------------
 # task5_3: the derivative that builds the lazy automaton
 # ---------------------------------------------------------------------------------------
-DERIVATIVE_REGEXES = ["a", "ab|ac", "a*b", "(ab)*", "a?b?c", "(a|b)*c", "a{2,3}", "(ab|a){0,2}b", "a{2,}",
-                      "(a*b*)*c", "(a?){2}b", "[a-c]{1,2}(a|b)?", "((a|b)c?){3}", "é|e", "(中|a)+", "x{0,1}(ab){2,4}"]
+DERIVATIVE_REGEXES = [
+    "a",
+    "ab|ac",
+    "a*b",
+    "(ab)*",
+    "a?b?c",
+    "(a|b)*c",
+    "a{2,3}",
+    "(ab|a){0,2}b",
+    "a{2,}",
+    "(a*b*)*c",
+    "(a?){2}b",
+    "[a-c]{1,2}(a|b)?",
+    "((a|b)c?){3}",
+    "é|e",
+    "(中|a)+",
+    "x{0,1}(ab){2,4}",
+]
 ALPHABET = ["a", "b", "c", "e", "é", "中", "x"]
-SHORT = [""] + ["".join(p) for n in (1, 2, 3, 4) for p in itertools.product(ALPHABET[:4], repeat=n)] + \
-    ["é", "中", "中中", "ab中", "xabab", "xab", "éa"]
+SHORT = (
+    [""]
+    + ["".join(p) for n in (1, 2, 3, 4) for p in itertools.product(ALPHABET[:4], repeat=n)]
+    + ["é", "中", "中中", "ab中", "xabab", "xab", "éa"]
+)
 
 
 def _lazy(pattern: str):
+    from minisglang.constrained.lazy_byte_dfa import LazyByteDFA
     from minisglang.constrained.lazy_regex import RegexPool
     from minisglang.constrained.lazy_regex_parser import parse_regex
-    from minisglang.constrained.lazy_byte_dfa import LazyByteDFA
 
     pool = RegexPool()
     return pool, parse_regex(pattern, pool), LazyByteDFA
@@ -519,8 +583,10 @@ def _matches(pool, node, data: bytes) -> bool:
 
 def _verdict(what: str, text: str, ours: bool, expected: bool) -> str:
     """Which way a student's automaton is wrong on `text`, against re.fullmatch."""
-    return (f"{what} {'accepts' if ours else 'rejects'} {text!r}, but re.fullmatch "
-            f"{'accepts' if expected else 'rejects'} it")
+    return (
+        f"{what} {'accepts' if ours else 'rejects'} {text!r}, but re.fullmatch "
+        f"{'accepts' if expected else 'rejects'} it"
+    )
 
 
 @pytest.mark.task5_3
@@ -533,10 +599,11 @@ def test_derivative_is_what_may_follow_one_byte(pattern):
         expected = bool(oracle.fullmatch(text))
         ours = _matches(pool, root, data)
         assert ours == expected, _verdict(f"one derivative per byte of {pattern!r}", text, ours, expected)
-        if data:   # d_b(r) matches s exactly when r matches b + s
+        if data:  # d_b(r) matches s exactly when r matches b + s
             ours = _matches(pool, pool.derivative(root, data[0]), data[1:])
-            assert ours == expected, _verdict(f"the derivative of {pattern!r} by byte {data[:1]!r}, given the "
-                                              f"rest of", text, ours, expected)
+            assert ours == expected, _verdict(
+                f"the derivative of {pattern!r} by byte {data[:1]!r}, given the rest of", text, ours, expected
+            )
 
 
 @pytest.mark.task5_3
@@ -549,19 +616,24 @@ def test_the_automaton_built_from_derivatives_is_finite_and_right(pattern):
         end = dfa.walk_bytes(dfa.initial, text.encode())
         ours, expected = end >= 0 and dfa.is_final(end), bool(oracle.fullmatch(text))
         assert ours == expected, _verdict(f"the automaton of {pattern!r}", text, ours, expected)
-    for state in range(10_000):   # build every state: a regex has finitely many derivatives
+    for state in range(10_000):  # build every state: a regex has finitely many derivatives
         if state >= dfa.num_states:
             break
         dfa.expand(state)
-    assert dfa.num_states < 60, (f"the automaton of {pattern!r} has {dfa.num_states} states: equal "
-                                 f"derivatives must come out as the same node (build them with the pool's "
-                                 f"concat/alt/repeat, which merge equal regexes)")
+    assert dfa.num_states < 60, (
+        f"the automaton of {pattern!r} has {dfa.num_states} states: equal "
+        f"derivatives must come out as the same node (build them with the pool's "
+        f"concat/alt/repeat, which merge equal regexes)"
+    )
 
 
 @pytest.mark.task5_3
 @settings(max_examples=60, deadline=None)
-@given(st.text(alphabet="ab", max_size=3).flatmap(lambda lead: st.sampled_from(DERIVATIVE_REGEXES).map(
-    lambda p: f"{lead}({p})")))
+@given(
+    st.text(alphabet="ab", max_size=3).flatmap(
+        lambda lead: st.sampled_from(DERIVATIVE_REGEXES).map(lambda p: f"{lead}({p})")
+    )
+)
 def test_derivatives_of_generated_sequences(pattern):
     pool, root, _ = _lazy(pattern)
     oracle = re.compile(pattern)
@@ -597,7 +669,8 @@ def test_the_lazy_backend_masks_equal_brute_force():
                 expected = oracle_allowed(regex, text)
                 assert allowed == expected, (
                     f"regex {regex!r} after {text!r}: the mask allows tokens {sorted(allowed - expected)[:8]} "
-                    f"that brute force forbids and forbids {sorted(expected - allowed)[:8]} that it allows")
+                    f"that brute force forbids and forbids {sorted(expected - allowed)[:8]} that it allows"
+                )
                 choices = sorted(allowed - {EOS})
                 if not choices:
                     break

@@ -11,6 +11,7 @@ The oracles never use the code under test. task6_2: Python's own JSON parser
 arguments read back are the value written), on values built to be hard for a scanner:
 strings holding brackets, quotes, backslashes and the end tag itself.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -25,8 +26,19 @@ from hypothesis import strategies as st
 import minisglang as sgl
 from minisglang.constrained.json_schema import build_regex_from_schema
 from minisglang.constrained.structural_tag import FreeText, parse_structural_tag
-from minisglang.function_call import (CALL_END, TRIGGER, CallDelta, FunctionTool, ToolCallParser, ToolChoice, _JsonScan,
-                                      call_begin, format_call, parse_tool_calls, tool_constraint)
+from minisglang.function_call import (
+    CALL_END,
+    TRIGGER,
+    CallDelta,
+    FunctionTool,
+    ToolCallParser,
+    ToolChoice,
+    _JsonScan,
+    call_begin,
+    format_call,
+    parse_tool_calls,
+    tool_constraint,
+)
 
 NAMES = ["get_weather", "search"]
 USER = "<|user|>\n{}\n<|assistant|>\n"
@@ -72,23 +84,31 @@ def test_free_text_regexes_equal_a_scan_on_every_short_string(triggers, alphabet
             text = "".join(chars)
             end = first_trigger_end(text, triggers)
             assert bool(until_end.fullmatch(text)) == (end is None), (
-                f"triggers {triggers}: until_end {'accepts' if end is not None else 'refuses'} {text!r}")
+                f"triggers {triggers}: until_end {'accepts' if end is not None else 'refuses'} {text!r}"
+            )
             for t, regex in until.items():
                 want = end == len(text) and text.endswith(t)
                 assert bool(regex.fullmatch(text)) == want, (
-                    f"triggers {triggers}: until_trigger[{t!r}] {'refuses' if want else 'accepts'} {text!r}")
+                    f"triggers {triggers}: until_trigger[{t!r}] {'refuses' if want else 'accepts'} {text!r}"
+                )
 
 
 @pytest.mark.task6_1
 @settings(max_examples=60, deadline=None)
-@given(st.one_of(st.just([TRIGGER]),
-                 st.lists(st.text(alphabet="ab<", min_size=1, max_size=4), min_size=1, max_size=3, unique=True)),
-       st.data())
+@given(
+    st.one_of(
+        st.just([TRIGGER]),
+        st.lists(st.text(alphabet="ab<", min_size=1, max_size=4), min_size=1, max_size=3, unique=True),
+    ),
+    st.data(),
+)
 def test_free_text_regexes_on_random_triggers(triggers, data):
     """Random triggers (none inside another), or the chat format's own, and texts made of
     pieces of them, against the same scan."""
     assume(all(t == u or t not in u for t in triggers for u in triggers))
-    pieces = st.sampled_from([t[i:j] for t in triggers for i in range(len(t)) for j in range(i + 1, len(t) + 1)] + ["x"])
+    pieces = st.sampled_from(
+        [t[i:j] for t in triggers for i in range(len(t)) for j in range(i + 1, len(t) + 1)] + ["x"]
+    )
     texts = data.draw(st.lists(st.lists(pieces, max_size=8).map("".join), min_size=1, max_size=20))
     free = FreeText(tuple(triggers))
     for text in texts:
@@ -100,22 +120,28 @@ def test_free_text_regexes_on_random_triggers(triggers, data):
 
 
 @pytest.mark.task6_1
-@pytest.mark.parametrize("text, want", [("a", "a"), ("aa", "aa"), ("aaa", "aa"), ("ab", ""), ("b", ""),
-                                        ("aab", ("trigger", "aab"))])
+@pytest.mark.parametrize(
+    "text, want", [("a", "a"), ("aa", "aa"), ("aaa", "aa"), ("ab", ""), ("b", ""), ("aab", ("trigger", "aab"))]
+)
 def test_next_is_the_longest_suffix_that_starts_the_trigger(text, want):
     """`_next` alone, on exercises/s6.md's example `aab` (its states: "" 0, "a" 1, "aa" 2)."""
-    free = object.__new__(FreeText)          # no __init__: it would call _next and _eliminate
+    free = object.__new__(FreeText)  # no __init__: it would call _next and _eliminate
     free.triggers, free.states = ("aab",), {"": 0, "a": 1, "aa": 2}
     expected = want if isinstance(want, tuple) else free.states[want]
     got = free._next(text)
-    why = ("it ends with the whole trigger" if isinstance(want, tuple) else
-           f"its longest suffix that is a prefix of 'aab' is {want!r}")
+    why = (
+        "it ends with the whole trigger"
+        if isinstance(want, tuple)
+        else f"its longest suffix that is a prefix of 'aab' is {want!r}"
+    )
     assert got == expected, f"trigger 'aab': _next({text!r}) must be {expected!r} ({why}); got {got!r}"
 
 
 @pytest.mark.task6_1
-@pytest.mark.parametrize("text, want", [("aa", "aa"), ("aaa", "aa"), ("xa", "a"), ("ab", ""),
-                                        ("ax", ("trigger", "ax")), ("aab", ("trigger", "aab"))])
+@pytest.mark.parametrize(
+    "text, want",
+    [("aa", "aa"), ("aaa", "aa"), ("xa", "a"), ("ab", ""), ("ax", ("trigger", "ax")), ("aab", ("trigger", "aab"))],
+)
 def test_next_takes_the_longest_suffix_over_every_trigger(text, want):
     """`_next` alone with two triggers, ("ax", "aab"): after "aa" the longest suffix that
     starts a trigger is "aa" (of "aab"), although the first trigger, "ax", offers only "a".
@@ -124,8 +150,11 @@ def test_next_takes_the_longest_suffix_over_every_trigger(text, want):
     free.triggers, free.states = ("ax", "aab"), {"": 0, "a": 1, "aa": 2}
     expected = want if isinstance(want, tuple) else free.states[want]
     got = free._next(text)
-    assert got == expected, (f"triggers ('ax', 'aab'): _next({text!r}) must be {expected!r}"
-                             + ("" if isinstance(want, tuple) else f" (the state of {want!r})") + f"; got {got!r}")
+    assert got == expected, (
+        f"triggers ('ax', 'aab'): _next({text!r}) must be {expected!r}"
+        + ("" if isinstance(want, tuple) else f" (the state of {want!r})")
+        + f"; got {got!r}"
+    )
 
 
 @pytest.mark.task6_1
@@ -133,16 +162,36 @@ def test_the_tag_regex_keeps_the_three_promises():
     """Through `StructuralTag.to_regex`: a trigger in free text is refused unless a valid
     call follows; a call whose arguments break the schema is refused; a call cut before its
     end cannot end the output."""
-    spec = parse_structural_tag({"structures": [{"begin": call_begin("f"), "end": CALL_END, "schema": {
-        "type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"],
-        "additionalProperties": False}}], "triggers": [TRIGGER]})
+    spec = parse_structural_tag(
+        {
+            "structures": [
+                {
+                    "begin": call_begin("f"),
+                    "end": CALL_END,
+                    "schema": {
+                        "type": "object",
+                        "properties": {"n": {"type": "integer"}},
+                        "required": ["n"],
+                        "additionalProperties": False,
+                    },
+                }
+            ],
+            "triggers": [TRIGGER],
+        }
+    )
     regex = re.compile(spec.to_regex(build_regex_from_schema))
-    accepted = ["no call at all", "a <tool_ prefix ends it <tool_c",
-                'x ' + format_call("f", '{"n": 3}') + " then text " + format_call("f", '{"n": 4}')]
-    refused = ["talking about <tool_call> in prose",              # a trigger with no valid call after it
-               format_call("f", '{"n": "three"}'), format_call("f", '{"n": 3, "m": 1}'),   # break the schema
-               format_call("f", '{"n": 3}')[:-3],                  # EOS inside the end tag
-               call_begin("f") + '{"n": 3']                         # EOS inside the arguments
+    accepted = [
+        "no call at all",
+        "a <tool_ prefix ends it <tool_c",
+        "x " + format_call("f", '{"n": 3}') + " then text " + format_call("f", '{"n": 4}'),
+    ]
+    refused = [
+        "talking about <tool_call> in prose",  # a trigger with no valid call after it
+        format_call("f", '{"n": "three"}'),
+        format_call("f", '{"n": 3, "m": 1}'),  # break the schema
+        format_call("f", '{"n": 3}')[:-3],  # EOS inside the end tag
+        call_begin("f") + '{"n": 3',
+    ]  # EOS inside the arguments
     for text in accepted:
         assert regex.fullmatch(text), f"the tag's regex must accept {text!r}; it refuses it"
     for text in refused:
@@ -156,17 +205,28 @@ CALL = re.compile(r'<tool_call>\{"name": "(\w+)", "arguments": (.*?)\}</tool_cal
 def test_engine_tool_calls_validate_under_their_schemas():
     """The bundled model under a `required`, one-call tag: the output is exactly one call
     of a known tool, and its arguments validate (the regex of the call is this test's own)."""
-    schemas = {"get_weather": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 16}},
-                               "required": ["city"], "additionalProperties": False},
-               "get_time": {"type": "object", "properties": {"zone": {"enum": ["UTC", "CET", "JST"]}},
-                            "required": ["zone"], "additionalProperties": False}}
+    schemas = {
+        "get_weather": {
+            "type": "object",
+            "properties": {"city": {"type": "string", "maxLength": 16}},
+            "required": ["city"],
+            "additionalProperties": False,
+        },
+        "get_time": {
+            "type": "object",
+            "properties": {"zone": {"enum": ["UTC", "CET", "JST"]}},
+            "required": ["zone"],
+            "additionalProperties": False,
+        },
+    }
     tools = [FunctionTool(n, s) for n, s in schemas.items()]
     spec = tool_constraint(tools, ToolChoice("required"), parallel_tool_calls=False).value
     engine = sgl.Engine(stage="s6", jump_forward=False)
     try:
-        outs = engine.generate([USER.format("What is the weather in Paris?"), USER.format("What time is it in Tokyo?")],
-                               [{"structural_tag": spec, "max_new_tokens": 100, "temperature": 0.7, "seed": s}
-                                for s in (1, 2)])
+        outs = engine.generate(
+            [USER.format("What is the weather in Paris?"), USER.format("What time is it in Tokyo?")],
+            [{"structural_tag": spec, "max_new_tokens": 100, "temperature": 0.7, "seed": s} for s in (1, 2)],
+        )
     finally:
         engine.shutdown()
     for out in outs:
@@ -182,13 +242,16 @@ def test_engine_tool_calls_validate_under_their_schemas():
 # Characters that a scanner must treat with care inside a string; the rest are plain.
 TRICKY = '{}[]"\\:,' + "</>" + "é北 \n\t"
 strings = st.text(alphabet=st.sampled_from(list(TRICKY) + list("abc")), max_size=8)
-scalars = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**6), strings)
-values = st.recursive(scalars, lambda inner: st.one_of(
-    st.lists(inner, max_size=3), st.dictionaries(strings, inner, max_size=3)), max_leaves=8)
+scalars = st.one_of(st.none(), st.booleans(), st.integers(-(10**6), 10**6), strings)
+values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(strings, inner, max_size=3)),
+    max_leaves=8,
+)
 arguments = st.dictionaries(strings, values, max_size=4)
 layouts = st.sampled_from([dict(), dict(separators=(",", ":")), dict(ensure_ascii=False), dict(indent=1)])
 # Free text around the calls: anything but the start of a trigger.
-free_text = st.lists(st.sampled_from(list("ab }{\"\\]>é") + ["tool_call"]), max_size=8).map("".join)
+free_text = st.lists(st.sampled_from(list('ab }{"\\]>é') + ["tool_call"]), max_size=8).map("".join)
 
 
 def scan_end(text: str) -> int | None:
@@ -211,22 +274,28 @@ def test_the_scan_closes_exactly_where_the_json_value_ends(value, layout, after)
 
 
 @pytest.mark.task6_2
-@pytest.mark.parametrize("args", [
-    '{"q": "a}b"}',                      # a closing brace inside a string
-    '{"q": "say \\"hi\\" }"}',           # escaped quotes, then a brace, inside the string
-    '{"path": "C:\\\\"}',                # a string that ends with an escaped backslash
-    '{"path": "C:\\\\", "x": "}"}',      # ... and a brace in the next string
-    '{"a": [1, {"b": "]"}], "c": {}}',   # nesting, and a bracket inside a string
-    '{"end": "}</tool_call>"}',          # the end tag itself inside the arguments
-    '{"u": "\\u007d\\\\\\""}',           # \u escapes, an escaped backslash, then an escaped quote
-    '{}',
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        '{"q": "a}b"}',  # a closing brace inside a string
+        '{"q": "say \\"hi\\" }"}',  # escaped quotes, then a brace, inside the string
+        '{"path": "C:\\\\"}',  # a string that ends with an escaped backslash
+        '{"path": "C:\\\\", "x": "}"}',  # ... and a brace in the next string
+        '{"a": [1, {"b": "]"}], "c": {}}',  # nesting, and a bracket inside a string
+        '{"end": "}</tool_call>"}',  # the end tag itself inside the arguments
+        '{"u": "\\u007d\\\\\\""}',  # \u escapes, an escaped backslash, then an escaped quote
+        "{}",
+    ],
+)
 def test_tricky_arguments_are_read_back_whole(args):
     text = "Checking. " + format_call("search", args) + " Done }"
     content, calls = parse_tool_calls(text, NAMES)
     assert [(c.name, c.arguments) for c in calls] == [("search", args)], (
-        f"the arguments of {text!r} read back as {[c.arguments for c in calls]}")
-    assert content == "Checking.  Done }", f"the content of {text!r} must be the free text around the call; got {content!r}"
+        f"the arguments of {text!r} read back as {[c.arguments for c in calls]}"
+    )
+    assert content == "Checking.  Done }", (
+        f"the content of {text!r} must be the free text around the call; got {content!r}"
+    )
 
 
 @pytest.mark.task6_2
@@ -243,11 +312,15 @@ def test_calls_between_free_text_read_back_as_written(parts, tail):
     text += tail
     content, calls = parse_tool_calls(text, NAMES)
     got = [(c.name, c.arguments) for c in calls]
-    assert got == [(n, w) for n, w, _ in want], f"the calls in {text!r}: expected {[(n, w) for n, w, _ in want]}; got {got}"
+    assert got == [(n, w) for n, w, _ in want], (
+        f"the calls in {text!r}: expected {[(n, w) for n, w, _ in want]}; got {got}"
+    )
     assert content == "".join(p[0] for p in parts) + tail, (
-        f"the content of {text!r} must be the free text only, {''.join(p[0] for p in parts) + tail!r}; got {content!r}")
+        f"the content of {text!r} must be the free text only, {''.join(p[0] for p in parts) + tail!r}; got {content!r}"
+    )
     assert [json.loads(c.arguments) for c in calls] == [a for _, _, a in want], (
-        f"the calls' arguments in {text!r} must load back as {[a for _, _, a in want]}")
+        f"the calls' arguments in {text!r} must load back as {[a for _, _, a in want]}"
+    )
 
 
 @pytest.mark.task6_2
@@ -262,25 +335,30 @@ def test_streamed_argument_deltas_join_into_the_arguments(args, layout, sizes):
     for size in sizes * (len(text) // len(sizes) + 1):
         if at >= len(text):
             break
-        events += parser.feed(text[at:at + size])
+        events += parser.feed(text[at : at + size])
         at += size
     events += parser.finish()
     deltas = [e for e in events if isinstance(e, CallDelta)]
     assert deltas and deltas[0].name == "get_weather", (
-        f"{text!r} fed in pieces of {sizes}: the first call delta names get_weather; got {deltas[:1]}")
+        f"{text!r} fed in pieces of {sizes}: the first call delta names get_weather; got {deltas[:1]}"
+    )
     joined = "".join(d.arguments for d in deltas)
     assert joined == written, f"{text!r} fed in pieces of {sizes}: the deltas join into {joined!r}, not {written!r}"
     content = "".join(e for e in events if isinstance(e, str))
-    assert content == "Sure.  Anything else?", (f"{text!r} fed in pieces of {sizes}: the content must be "
-                                                f"'Sure.  Anything else?'; got {content!r}")
+    assert content == "Sure.  Anything else?", (
+        f"{text!r} fed in pieces of {sizes}: the content must be 'Sure.  Anything else?'; got {content!r}"
+    )
 
 
 @pytest.mark.task6_2
 def test_text_after_the_arguments_that_is_not_the_end_tag_is_content():
     """The scan must stop at the value's end: what follows is the end tag or free text."""
-    text = format_call("search", '{"q": 1}')[:-len(CALL_END)] + "} and then " + TRIGGER[:4]
+    text = format_call("search", '{"q": 1}')[: -len(CALL_END)] + "} and then " + TRIGGER[:4]
     content, calls = parse_tool_calls(text, NAMES)
     assert [c.arguments for c in calls] == ['{"q": 1}'], (
-        f"{text!r}: one call with the arguments '{{\"q\": 1}}'; got {[c.arguments for c in calls]}")
-    assert content == "} and then " + TRIGGER[:4], (f"{text!r}: what follows the arguments and is not the end tag "
-                                                    f"is content, {'} and then ' + TRIGGER[:4]!r}; got {content!r}")
+        f"{text!r}: one call with the arguments '{{\"q\": 1}}'; got {[c.arguments for c in calls]}"
+    )
+    assert content == "} and then " + TRIGGER[:4], (
+        f"{text!r}: what follows the arguments and is not the end tag "
+        f"is content, {'} and then ' + TRIGGER[:4]!r}; got {content!r}"
+    )

@@ -19,21 +19,22 @@ greedy decoding one token at a time. task7_3: the exact probability of every out
 the sampler, computed from the rows, against 20000 draws (a chi-square test, fixed
 seeds, false-alarm rate ALPHA per test).
 """
+
 from __future__ import annotations
 
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_exercises_s1 import EOS, REGEXES, VOCAB, VOCAB_SIZE, make_stage, oracle_allowed
+from token_names import token_list
 
 from minisglang.backends.base import BaseGrammarObject, GrammarError
 from minisglang.core import Req, SamplingParams
 from minisglang.speculative import accept_greedy, accept_sampled
 from minisglang.stages.s7_speculative import SpeculativeStage
-from test_exercises_s1 import EOS, REGEXES, VOCAB, VOCAB_SIZE, make_stage, oracle_allowed
-from token_names import token_list
 
-ALPHA = 1e-3   # each chi-square test fails a correct implementation with this probability (seeds fixed)
+ALPHA = 1e-3  # each chi-square test fails a correct implementation with this probability (seeds fixed)
 ID = {data: i for i, data in enumerate(VOCAB) if data}
 
 
@@ -53,16 +54,20 @@ class OracleGrammar(BaseGrammarObject):
 
     def accept_token(self, token_id: int) -> None:
         if token_id not in self.allowed():
-            raise GrammarError(f"mask_chain asked the grammar to accept {token_text(token_id)} (id {token_id}), "
-                               f"which it forbids after {spelled(self.accepted)!r} (a draft is checked against the "
-                               f"row filled before accepting it, and the chain stops at the first one it forbids)")
+            raise GrammarError(
+                f"mask_chain asked the grammar to accept {token_text(token_id)} (id {token_id}), "
+                f"which it forbids after {spelled(self.accepted)!r} (a draft is checked against the "
+                f"row filled before accepting it, and the chain stops at the first one it forbids)"
+            )
         self.accepted.append(token_id)
 
     def rollback(self, k: int) -> None:
         if k > len(self.accepted):
-            raise GrammarError(f"mask_chain called rollback({k}) on a grammar holding {len(self.accepted)} "
-                               f"token(s) in all: roll back exactly the drafts the chain accepted")
-        del self.accepted[len(self.accepted) - k:]
+            raise GrammarError(
+                f"mask_chain called rollback({k}) on a grammar holding {len(self.accepted)} "
+                f"token(s) in all: roll back exactly the drafts the chain accepted"
+            )
+        del self.accepted[len(self.accepted) - k :]
 
     def is_terminated(self) -> bool:
         return EOS in self.accepted or self.allowed() == {EOS}
@@ -111,15 +116,17 @@ def oracle_row(regex: str, data: bytes) -> torch.Tensor:
 def assert_row(rows: torch.Tensor, i: int, regex: str, before: list[int], kept: int) -> None:
     """Row i of a chain that kept `kept` drafts must be the grammar's mask after the tokens
     `before`, bit for bit; a failure names the tokens it wrongly allows or leaves out."""
-    got, want = unpack(rows[i:i + 1])[0], oracle_row(regex, spelled(before))
+    got, want = unpack(rows[i : i + 1])[0], oracle_row(regex, spelled(before))
     if torch.equal(got, want):
         return
     extra, missing = (got & ~want).nonzero().flatten(), (want & ~got).nonzero().flatten()
     chooses = f"the row that chooses draft {i}" if i < kept else "the row after the last kept draft"
-    wrong = ([f"allows {named(extra)}, which the grammar forbids there"] if len(extra) else []) + \
-        ([f"leaves out {named(missing)}, which the grammar allows"] if len(missing) else [])
-    raise AssertionError(f"row {i} ({chooses}) must be the mask of regex {regex!r} after {spelled(before)!r}; "
-                         f"it {', and '.join(wrong)}")
+    wrong = ([f"allows {named(extra)}, which the grammar forbids there"] if len(extra) else []) + (
+        [f"leaves out {named(missing)}, which the grammar allows"] if len(missing) else []
+    )
+    raise AssertionError(
+        f"row {i} ({chooses}) must be the mask of regex {regex!r} after {spelled(before)!r}; it {', and '.join(wrong)}"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -150,8 +157,11 @@ def oracle_chain(regex: str, prefix: list[int], drafts: list[int]) -> tuple[list
             return kept, False, f"draft {i}, {token_text(draft)}, is not allowed after {data!r}: the chain stops there"
         after = set() if draft == EOS else oracle_allowed(regex, data + spelled([draft]))
         if draft == EOS or after == {EOS}:
-            return kept + [draft], True, (f"draft {i}, {token_text(draft)}, ends the match: it is kept, and no draft "
-                                          f"after it")
+            return (
+                kept + [draft],
+                True,
+                (f"draft {i}, {token_text(draft)}, ends the match: it is kept, and no draft after it"),
+            )
         if not after:
             return kept, False, f"no token can follow draft {i}, {token_text(draft)} (a dead end): it is not kept"
         kept.append(draft)
@@ -175,7 +185,7 @@ def prefix_and_drafts(draw):
     cuts = [i for i in range(len(walked) + 1) if oracle_allowed(regex, spelled(walked[:i])) != {EOS}]
     cut = draw(st.sampled_from(cuts))
     prefix, drafts = walked[:cut], walked[cut:]
-    if draw(st.booleans()):   # a wrong guess somewhere, and guesses after it
+    if draw(st.booleans()):  # a wrong guess somewhere, and guesses after it
         at = draw(st.integers(0, len(drafts)))
         noise = draw(st.lists(st.sampled_from(sorted(set(range(len(VOCAB))) - {0, 1, 5})), min_size=1, max_size=3))
         drafts = drafts[:at] + noise
@@ -198,8 +208,9 @@ def test_the_chain_keeps_the_allowed_drafts_with_one_row_per_position(stage, cas
     words = (VOCAB_SIZE + 31) // 32
     assert rows.shape == (len(kept) + 1, words), (
         f"{where}: {len(kept)} draft(s) kept need {len(kept) + 1} mask row(s) of {words} int32 words (one per kept "
-        f"draft, and one for the token after them); got shape {tuple(rows.shape)}")
-    read = len(kept) if ends else len(kept) + 1     # after the match ends, no row is read
+        f"draft, and one for the token after them); got shape {tuple(rows.shape)}"
+    )
+    read = len(kept) if ends else len(kept) + 1  # after the match ends, no row is read
     for i in range(read):
         assert_row(rows, i, regex, prefix + kept[:i], len(kept))
 
@@ -216,12 +227,14 @@ def test_the_chain_leaves_the_grammar_where_it_was(stage, case):
     where = f"regex {regex!r} after {spelled(prefix)!r}, drafts {named(drafts)}"
     assert req.grammar.accepted == prefix, (
         f"{where}: after mask_chain the grammar must hold the prefix {named(prefix)} again (roll back exactly the "
-        f"drafts the chain accepted); it holds {named(req.grammar.accepted)}")
+        f"drafts the chain accepted); it holds {named(req.grammar.accepted)}"
+    )
     again_kept, again_rows = stage.mask_chain(req, drafts)
     assert again_kept == first_kept and torch.equal(again_rows, first_rows), (
         f"{where}: a second mask_chain over the same drafts must answer as the first; the first kept "
         f"{named(first_kept)} with rows of shape {tuple(first_rows.shape)}, the second {named(again_kept)} with "
-        f"{tuple(again_rows.shape)}{' (the same drafts, other rows)' if again_kept == first_kept else ''}")
+        f"{tuple(again_rows.shape)}{' (the same drafts, other rows)' if again_kept == first_kept else ''}"
+    )
 
 
 @pytest.mark.task7_1
@@ -233,9 +246,12 @@ def test_the_chain_stops_at_a_forbidden_draft(stage):
     kept, rows = stage.mask_chain(req, drafts)
     assert kept == [ID[b"y"], ID[b"e"]], (
         f"regex '(yes|no)', drafts {named(drafts)}: 'y' and 'e' are allowed, 'x' is not after 'ye', so the chain "
-        f"keeps {named(drafts[:2])} and stops; got {named(kept)}")
-    assert rows.shape[0] == 3, (f"regex '(yes|no)', two drafts kept: three rows (the third chooses the model's "
-                                f"own token instead of 'x'); got {rows.shape[0]}")
+        f"keeps {named(drafts[:2])} and stops; got {named(kept)}"
+    )
+    assert rows.shape[0] == 3, (
+        f"regex '(yes|no)', two drafts kept: three rows (the third chooses the model's "
+        f"own token instead of 'x'); got {rows.shape[0]}"
+    )
     assert_row(rows, 2, r"(yes|no)", drafts[:2], len(kept))
 
 
@@ -248,15 +264,19 @@ def test_the_chain_ends_with_the_draft_that_ends_the_match(stage):
     kept, _ = stage.mask_chain(req, drafts)
     assert kept == [ID[b"1"], EOS], (
         f"regex '1[0-9]*', drafts {named(drafts)}: EOS may follow '1' and ends the match, so the chain keeps "
-        f"{named(drafts[:2])} (EOS included) and drops the draft after it; got {named(kept)}")
+        f"{named(drafts[:2])} (EOS included) and drops the draft after it; got {named(kept)}"
+    )
     req = request_at(r"(yes|no)", [])
     drafts = [ID[b"no"], EOS, EOS]
     kept, rows = stage.mask_chain(req, drafts)
     assert kept == [ID[b"no"]] and rows.shape[0] == 2, (
         f"regex '(yes|no)', drafts {named(drafts)}: only EOS may follow 'no', so 'no' ends the match: keep "
-        f"{named(drafts[:1])} with 2 rows, and nothing after it; got {named(kept)} with {rows.shape[0]} row(s)")
-    assert req.grammar.accepted == [], (f"regex '(yes|no)', drafts {named(drafts)}: the chain must leave the "
-                                        f"grammar at the start; it holds {named(req.grammar.accepted)}")
+        f"{named(drafts[:1])} with 2 rows, and nothing after it; got {named(kept)} with {rows.shape[0]} row(s)"
+    )
+    assert req.grammar.accepted == [], (
+        f"regex '(yes|no)', drafts {named(drafts)}: the chain must leave the "
+        f"grammar at the start; it holds {named(req.grammar.accepted)}"
+    )
 
 
 class BudgetedOracleGrammar(OracleGrammar):
@@ -287,17 +307,23 @@ def test_the_chain_stops_before_a_state_the_budget_could_not_prepare(stage, pref
     req = Req(prompt="p", origin_input_ids=[2], sampling_params=SamplingParams(regex=regex))
     req.grammar = BudgetedOracleGrammar(regex, prefix, ready_until=len(prefix) + ready_after)
     kept, rows = stage.mask_chain(req, drafts)
-    want = drafts[:ready_after - 1]
-    assert kept == want, (f"regex {regex!r} after {spelled(prefix)!r}, drafts {named(drafts)}: the grammar is not "
-                          f"ready after {ready_after} accepted draft(s), so the chain keeps {named(want)}; got "
-                          f"{named(kept)}")
-    assert rows.shape[0] == len(want) + 1, (f"regex {regex!r} after {spelled(prefix)!r}: {len(want)} draft(s) kept "
-                                            f"need {len(want) + 1} row(s); got {rows.shape[0]}")
+    want = drafts[: ready_after - 1]
+    assert kept == want, (
+        f"regex {regex!r} after {spelled(prefix)!r}, drafts {named(drafts)}: the grammar is not "
+        f"ready after {ready_after} accepted draft(s), so the chain keeps {named(want)}; got "
+        f"{named(kept)}"
+    )
+    assert rows.shape[0] == len(want) + 1, (
+        f"regex {regex!r} after {spelled(prefix)!r}: {len(want)} draft(s) kept "
+        f"need {len(want) + 1} row(s); got {rows.shape[0]}"
+    )
     for i in range(len(want) + 1):
         assert_row(rows, i, regex, prefix + want[:i], len(want))
-    assert req.grammar.accepted == prefix, (f"regex {regex!r}, drafts {named(drafts)}: the chain must leave the "
-                                            f"grammar holding the prefix {named(prefix)}; it holds "
-                                            f"{named(req.grammar.accepted)}")
+    assert req.grammar.accepted == prefix, (
+        f"regex {regex!r}, drafts {named(drafts)}: the chain must leave the "
+        f"grammar holding the prefix {named(prefix)}; it holds "
+        f"{named(req.grammar.accepted)}"
+    )
 
 
 class DeadEndOracleGrammar(OracleGrammar):
@@ -322,14 +348,17 @@ def test_the_chain_stops_before_a_state_that_allows_nothing(stage, dead_after):
     req = Req(prompt="p", origin_input_ids=[2], sampling_params=SamplingParams(regex=regex))
     req.grammar = DeadEndOracleGrammar(regex, [], dead_after)
     kept, rows = stage.mask_chain(req, drafts)
-    want = drafts[:dead_after - 1]
+    want = drafts[: dead_after - 1]
     assert kept == want and rows.shape[0] == len(want) + 1, (
         f"drafts {named(drafts)} on a grammar that allows nothing after {dead_after} token(s): the draft that "
         f"leads there is not kept (no row after it could choose a token), so keep {named(want)} with "
-        f"{len(want) + 1} row(s); got {named(kept)} with {rows.shape[0]} row(s)")
-    assert req.grammar.accepted == [], (f"drafts {named(drafts)} on a grammar that allows nothing after "
-                                        f"{dead_after} token(s): the chain must leave the grammar at the start; it "
-                                        f"holds {named(req.grammar.accepted)}")
+        f"{len(want) + 1} row(s); got {named(kept)} with {rows.shape[0]} row(s)"
+    )
+    assert req.grammar.accepted == [], (
+        f"drafts {named(drafts)} on a grammar that allows nothing after "
+        f"{dead_after} token(s): the chain must leave the grammar at the start; it "
+        f"holds {named(req.grammar.accepted)}"
+    )
 
 
 @pytest.mark.task7_1
@@ -343,7 +372,8 @@ def test_a_state_not_ready_stops_the_chain_even_where_the_match_could_end(stage)
     kept, rows = stage.mask_chain(req, [ID[b"no"], EOS])
     assert kept == [] and rows.shape[0] == 1, (
         f"the grammar is not ready after 'no': nothing is kept and one row returned (the budget is "
-        f"checked before whether the match is over); got {named(kept)} with {rows.shape[0]} row(s)")
+        f"checked before whether the match is over); got {named(kept)} with {rows.shape[0]} row(s)"
+    )
 
 
 # ---------------------------------------------------------------------------------------
@@ -364,17 +394,25 @@ def one_at_a_time_greedy(logits: torch.Tensor, drafts: list[int]) -> list[int]:
 def greedy_story(logits: torch.Tensor, drafts: list[int], want: list[int]) -> str:
     """How one-token-at-a-time greedy decoding reaches `want`, in words, for a failure
     message: each row's argmax, where the drafts part from it, and the rows with tied maxima."""
-    picks = [int(torch.argmax(row)) for row in logits[:len(want)]]
+    picks = [int(torch.argmax(row)) for row in logits[: len(want)]]
     k = len(want) - 1
     if k == len(drafts):
-        how = (f"every draft equals its row's argmax, so all {k} draft(s) are kept, then row {k}'s argmax, "
-               f"{picks[k]} (the model's own token after the last draft)"
-               if drafts else f"no drafts: one greedy step, row 0's argmax, {picks[0]}")
+        how = (
+            f"every draft equals its row's argmax, so all {k} draft(s) are kept, then row {k}'s argmax, "
+            f"{picks[k]} (the model's own token after the last draft)"
+            if drafts
+            else f"no drafts: one greedy step, row 0's argmax, {picks[0]}"
+        )
     else:
-        how = (f"draft {k} ({drafts[k]}) is not row {k}'s argmax ({picks[k]}), so the output is the {k} draft(s) "
-               f"before it, then {picks[k]}, and stops")
-    ties = [f"row {i} ties tokens {ids} at its maximum" for i, row in enumerate(logits[:len(want)])
-            if len(ids := (row == row.max()).nonzero().flatten().tolist()) > 1]
+        how = (
+            f"draft {k} ({drafts[k]}) is not row {k}'s argmax ({picks[k]}), so the output is the {k} draft(s) "
+            f"before it, then {picks[k]}, and stops"
+        )
+    ties = [
+        f"row {i} ties tokens {ids} at its maximum"
+        for i, row in enumerate(logits[: len(want)])
+        if len(ids := (row == row.max()).nonzero().flatten().tolist()) > 1
+    ]
     tied = f" ({'; '.join(ties)}: argmax takes the first)" if ties else ""
     rows = f"rows 0-{k}" if k else "row 0"
     return f"drafts {drafts}, argmax of {rows}: {picks}{tied}; {how}: expected {want}"
@@ -384,13 +422,14 @@ def greedy_story(logits: torch.Tensor, drafts: list[int], want: list[int]) -> st
 @given(st.integers(0, 2**32 - 1), st.integers(0, 5), st.integers(2, 6))
 def test_greedy_acceptance_equals_one_token_at_a_time(seed, m, vocab):
     g = torch.Generator().manual_seed(seed)
-    logits = torch.randint(0, 3, (m + 1, vocab), generator=g).float()   # ties too: argmax takes the first
+    logits = torch.randint(0, 3, (m + 1, vocab), generator=g).float()  # ties too: argmax takes the first
     logits[torch.rand(m + 1, vocab, generator=g) < 0.3] = float("-inf")  # the grammar's mask
-    logits[:, 0] = logits[:, 0].clamp(min=-1)                           # a masked row keeps a token
+    logits[:, 0] = logits[:, 0].clamp(min=-1)  # a masked row keeps a token
     picks = logits.argmax(-1).tolist()
     # drafts that mostly agree with the model, sometimes not
-    drafts = [p if torch.rand((), generator=g) < 0.7 else int(torch.randint(0, vocab, (), generator=g))
-              for p in picks[:m]]
+    drafts = [
+        p if torch.rand((), generator=g) < 0.7 else int(torch.randint(0, vocab, (), generator=g)) for p in picks[:m]
+    ]
     got = accept_greedy(logits, drafts)
     want = one_at_a_time_greedy(logits, drafts)
     assert got == want, f"{greedy_story(logits, drafts, want)}; accept_greedy gave {got}"
@@ -401,7 +440,7 @@ def test_all_drafts_kept_then_the_models_own_token():
     logits = torch.tensor([[0.0, 5.0, 1.0], [3.0, 0.0, 1.0], [0.0, 1.0, 2.0]])
     got = accept_greedy(logits, [1, 0])
     assert got == [1, 0, 2], f"{greedy_story(logits, [1, 0], [1, 0, 2])}; accept_greedy gave {got}"
-    got = accept_greedy(logits[:1], [])   # no drafts: one plain greedy step
+    got = accept_greedy(logits[:1], [])  # no drafts: one plain greedy step
     assert got == [1], f"{greedy_story(logits[:1], [], [1])}; accept_greedy gave {got}"
 
 
@@ -417,8 +456,10 @@ def test_a_draft_the_mask_forbids_is_replaced_by_the_best_allowed_token():
     # The model agrees with the second draft, but after the first disagreement nothing counts.
     logits = torch.tensor([[0.0, float("-inf"), 1.0], [0.0, 9.0, 0.0], [0.0, 0.0, 7.0]])
     got = accept_greedy(logits, [1, 1])
-    assert got == [2], (f"{greedy_story(logits, [1, 1], [2])} (row 1 agrees with draft 1, but after the first "
-                        f"disagreement nothing counts); accept_greedy gave {got}")
+    assert got == [2], (
+        f"{greedy_story(logits, [1, 1], [2])} (row 1 agrees with draft 1, but after the first "
+        f"disagreement nothing counts); accept_greedy gave {got}"
+    )
 
 
 # ---------------------------------------------------------------------------------------
@@ -432,8 +473,9 @@ def chi_square_p_value(observed: list[int], expected: list[float]) -> float:
     cells = big + ([rest] if rest[1] > 0 else [])
     stat = sum((o - e) ** 2 / e for o, e in cells)
     dof = len(cells) - 1
-    return float(torch.special.gammaincc(torch.tensor(dof / 2, dtype=torch.float64),
-                                         torch.tensor(stat / 2, dtype=torch.float64)))
+    return float(
+        torch.special.gammaincc(torch.tensor(dof / 2, dtype=torch.float64), torch.tensor(stat / 2, dtype=torch.float64))
+    )
 
 
 def exact_output_distribution(probs: torch.Tensor, drafts: list[int]) -> dict[tuple[int, ...], float]:
@@ -466,18 +508,21 @@ def why_impossible(probs: torch.Tensor, drafts: list[int], out: tuple[int, ...])
     if not 0 <= last < probs.shape[1]:
         return f"its last token, {last}, is outside the {probs.shape[1]} tokens of a row"
     if i < len(drafts) and last == drafts[i]:
-        return (f"it ends with draft {i} ({last}), before the last row: a kept draft is followed by the next "
-                f"draft's verdict or by a token drawn from the next row, and a rejected draft is replaced by a "
-                f"draw from its row without it, never by itself")
+        return (
+            f"it ends with draft {i} ({last}), before the last row: a kept draft is followed by the next "
+            f"draft's verdict or by a token drawn from the next row, and a rejected draft is replaced by a "
+            f"draw from its row without it, never by itself"
+        )
     return f"token {i} is {last}, which has probability 0 in row {i} (the mask forbids it)"
 
 
 def furthest_from_expected(keys: list, observed: list[int], expected: list[float], most: int = 3) -> str:
     """The outputs whose counts are furthest from their expected counts (by their share of
     the chi-square statistic), as "[1, 4]: expected 1234, got 0 (too rarely)"."""
-    worst = sorted(zip(keys, observed, expected), key=lambda koe: -(koe[1] - koe[2]) ** 2 / koe[2])[:most]
-    return "; ".join(f"{list(k)}: expected {e:.0f}, got {o} ({'too often' if o > e else 'too rarely'})"
-                     for k, o, e in worst)
+    worst = sorted(zip(keys, observed, expected), key=lambda koe: -((koe[1] - koe[2]) ** 2) / koe[2])[:most]
+    return "; ".join(
+        f"{list(k)}: expected {e:.0f}, got {o} ({'too often' if o > e else 'too rarely'})" for k, o, e in worst
+    )
 
 
 def kept_rates(probs: torch.Tensor, drafts: list[int], counts: dict[tuple[int, ...], int]) -> str:
@@ -486,10 +531,12 @@ def kept_rates(probs: torch.Tensor, drafts: list[int], counts: dict[tuple[int, .
     rates = []
     for i, d in enumerate(drafts):
         reached = sum(c for out, c in counts.items() if len(out) > i and list(out[:i]) == drafts[:i])
-        kept = sum(c for out, c in counts.items() if len(out) > i + 1 and list(out[:i + 1]) == drafts[:i + 1])
+        kept = sum(c for out, c in counts.items() if len(out) > i + 1 and list(out[: i + 1]) == drafts[: i + 1])
         if reached:
-            rates.append(f"draft {i} ({d}) kept in {kept / reached:.0%} of the {reached} draws that reached it, "
-                         f"expected {float(probs[i, d] / probs[i].sum()):.0%}")
+            rates.append(
+                f"draft {i} ({d}) kept in {kept / reached:.0%} of the {reached} draws that reached it, "
+                f"expected {float(probs[i, d] / probs[i].sum()):.0%}"
+            )
     return "; ".join(rates)
 
 
@@ -501,8 +548,8 @@ def test_rejection_sampling_gives_the_target_distribution(case):
     g = torch.Generator().manual_seed(case)
     vocab, m = 5, 3
     probs = torch.softmax(torch.randn(m + 1, vocab, generator=g) * 1.5, -1)
-    probs[torch.rand(m + 1, vocab, generator=g) < 0.3] = 0.0   # masked tokens
-    probs[:, 1] += 0.05                                         # every row keeps a token
+    probs[torch.rand(m + 1, vocab, generator=g) < 0.3] = 0.0  # masked tokens
+    probs[:, 1] += 0.05  # every row keeps a token
     drafts = [int(torch.randint(0, vocab, (), generator=g)) for _ in range(m)]
     if case == 0:
         drafts[0] = int(torch.nonzero(probs[0] == 0)[0]) if bool((probs[0] == 0).any()) else drafts[0]
@@ -511,8 +558,10 @@ def test_rejection_sampling_gives_the_target_distribution(case):
     n = 20000
     for _ in range(n):
         out = tuple(accept_sampled(probs, drafts, g))
-        assert out in counts, (f"case {case}, drafts {drafts}: accept_sampled returned {list(out)}, which these "
-                               f"rows cannot give: {why_impossible(probs, drafts, out)}")
+        assert out in counts, (
+            f"case {case}, drafts {drafts}: accept_sampled returned {list(out)}, which these "
+            f"rows cannot give: {why_impossible(probs, drafts, out)}"
+        )
         counts[out] += 1
     keys = sorted(exact)
     observed, expected = [counts[k] for k in keys], [exact[k] * n for k in keys]
@@ -521,7 +570,8 @@ def test_rejection_sampling_gives_the_target_distribution(case):
         f"case {case}, drafts {drafts}, {n} draws: the outputs are not distributed as the masked rows say (a "
         f"chi-square test of every output's count gives p-value {p_value:.2g}, below {ALPHA}); "
         f"{kept_rates(probs, drafts, counts)}; the outputs furthest from their expected counts: "
-        f"{furthest_from_expected(keys, observed, expected)}")
+        f"{furthest_from_expected(keys, observed, expected)}"
+    )
 
 
 @pytest.mark.task7_3
@@ -533,9 +583,11 @@ def test_a_forbidden_draft_is_rejected_without_a_draw():
         g1, g2 = torch.Generator().manual_seed(seed), torch.Generator().manual_seed(seed)
         got = accept_sampled(probs, [0], g1)
         want = [int(torch.multinomial(probs[0], 1, generator=g2))]
-        assert got == want, (f"seed {seed}: draft 0 has probability 0 in row 0, so it is rejected without drawing a "
-                             f"uniform, and the token is torch.multinomial(row 0) with the same generator, {want}; "
-                             f"accept_sampled gave {got}")
+        assert got == want, (
+            f"seed {seed}: draft 0 has probability 0 in row 0, so it is rejected without drawing a "
+            f"uniform, and the token is torch.multinomial(row 0) with the same generator, {want}; "
+            f"accept_sampled gave {got}"
+        )
 
 
 @pytest.mark.task7_3
@@ -544,18 +596,21 @@ def test_only_the_requests_generator_is_drawn_from():
     and one seed gives the same tokens whatever the global RNG was seeded with."""
     probs = torch.tensor([[0.5, 0.5, 0.0], [0.3, 0.3, 0.4], [0.2, 0.5, 0.3]])
     drafts = [0, 1]
-    with torch.random.fork_rng():   # whatever this test does to the global RNG is undone after it
+    with torch.random.fork_rng():  # whatever this test does to the global RNG is undone after it
         for seed in range(10):
             torch.manual_seed(1000 + seed)
             before = torch.get_rng_state()
             first = accept_sampled(probs, drafts, torch.Generator().manual_seed(seed))
             assert torch.equal(torch.get_rng_state(), before), (
                 f"seed {seed}: accept_sampled changed the global RNG (torch.rand or torch.multinomial "
-                f"without generator=); use only the request's generator")
+                f"without generator=); use only the request's generator"
+            )
             torch.manual_seed(2000 + seed)
             again = accept_sampled(probs, drafts, torch.Generator().manual_seed(seed))
-            assert again == first, (f"seed {seed}: the same generator seed gave {first} and then {again} "
-                                    f"(the global RNG was seeded differently in between)")
+            assert again == first, (
+                f"seed {seed}: the same generator seed gave {first} and then {again} "
+                f"(the global RNG was seeded differently in between)"
+            )
 
 
 # The tokens the page's order of draws gives (torch 2.13's generator, seeds 0-7): recorded,
@@ -563,7 +618,7 @@ def test_only_the_requests_generator_is_drawn_from():
 SEEDED_TOKENS = {
     (0, 1): [[2], [2], [1], [0, 1, 2], [2], [1], [2], [1]],
     (2, 3): [[1], [0], [0], [2, 3, 2], [0], [0], [0], [1]],
-    (3, 0): [[2], [0], [1], [0], [2], [1], [0], [1]],      # draft 3 forbidden: no uniform is drawn
+    (3, 0): [[2], [0], [1], [0], [2], [1], [0], [1]],  # draft 3 forbidden: no uniform is drawn
     (1,): [[2], [0], [0], [1, 1], [2], [0], [0], [2]],
 }
 
@@ -578,17 +633,20 @@ def test_a_seeded_request_draws_its_numbers_in_the_pages_order():
     for drafts, tokens in SEEDED_TOKENS.items():
         for seed, want in enumerate(tokens):
             got = accept_sampled(probs, list(drafts), torch.Generator().manual_seed(seed))
-            assert got == want, (f"drafts {list(drafts)}, seed {seed}: the page's order of draws gives {want}, "
-                                 f"your accept_sampled {got}")
+            assert got == want, (
+                f"drafts {list(drafts)}, seed {seed}: the page's order of draws gives {want}, your accept_sampled {got}"
+            )
 
 
 @pytest.mark.task7_3
 def test_a_certain_draft_is_always_kept_and_one_token_follows():
-    probs = torch.tensor([[0.0, 1.0, 0.0], [0.0, 0.0, 2.0], [3.0, 0.0, 0.0]])   # rows need not sum to 1
+    probs = torch.tensor([[0.0, 1.0, 0.0], [0.0, 0.0, 2.0], [3.0, 0.0, 0.0]])  # rows need not sum to 1
     for seed in range(20):
         got = accept_sampled(probs, [1, 2], torch.Generator().manual_seed(seed))
-        assert got == [1, 2, 0], (f"seed {seed}: rows 0, 1 and 2 allow only 1, 2 and 0 (weights 1, 2, 3: a row "
-                                  f"need not sum to 1), so drafts [1, 2] are always kept and 0 follows: expected "
-                                  f"[1, 2, 0]; accept_sampled gave {got}")
+        assert got == [1, 2, 0], (
+            f"seed {seed}: rows 0, 1 and 2 allow only 1, 2 and 0 (weights 1, 2, 3: a row "
+            f"need not sum to 1), so drafts [1, 2] are always kept and 0 follows: expected "
+            f"[1, 2, 0]; accept_sampled gave {got}"
+        )
         got = accept_sampled(probs[2:], [], torch.Generator().manual_seed(seed))
         assert got == [0], f"seed {seed}: no drafts, one row allowing only 0: expected [0]; accept_sampled gave {got}"

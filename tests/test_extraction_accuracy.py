@@ -3,6 +3,7 @@ str.find on values spelled once), the scoring on hand-written answers (the refer
 valid wrong answer, a cut one), and a tiny run end to end whose table has one row per
 condition and in which every constrained answer that stopped is valid (jsonschema is the
 oracle). It never asserts accuracy: that is the model's, and the model changes."""
+
 from __future__ import annotations
 
 import json
@@ -22,7 +23,7 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 @pytest.fixture(scope="module")
 def bench():
-    sys.path.insert(0, str(BENCHMARKS))   # the script imports benchmarks/_results.py as a top-level module
+    sys.path.insert(0, str(BENCHMARKS))  # the script imports benchmarks/_results.py as a top-level module
     import bench_extraction_accuracy
 
     return bench_extraction_accuracy
@@ -34,28 +35,48 @@ def examples(bench):
 
 
 def _example(text: str, answer: dict) -> dict:
-    return {"task": "extract_person", "system": None, "user": "Extract the person's information as JSON.\n" + text,
-            "assistant": json.dumps(answer, ensure_ascii=False)}
+    return {
+        "task": "extract_person",
+        "system": None,
+        "user": "Extract the person's information as JSON.\n" + text,
+        "assistant": json.dumps(answer, ensure_ascii=False),
+    }
 
 
 def test_text_order_of_hand_written_paragraphs(bench):
-    maria = _example("Maria Lopez is a 41-year-old nurse from Madrid who enjoys painting, cycling and chess.",
-                     {"name": "Maria Lopez", "age": 41, "city": "Madrid", "occupation": "nurse",
-                      "hobbies": ["painting", "cycling", "chess"]})
+    maria = _example(
+        "Maria Lopez is a 41-year-old nurse from Madrid who enjoys painting, cycling and chess.",
+        {
+            "name": "Maria Lopez",
+            "age": 41,
+            "city": "Madrid",
+            "occupation": "nurse",
+            "hobbies": ["painting", "cycling", "chess"],
+        },
+    )
     assert bench.text_order(maria) == ["name", "age", "occupation", "city", "hobbies"]
-    zhang = _example("张三是一名软件工程师，今年二十八岁，生日是1997年3月28日，平时喜欢编程、摄影和爬山。",
-                     {"name": "张三", "age": 28, "occupation": "软件工程师", "hobbies": ["编程", "摄影", "爬山"],
-                      "birthday": "1997-03-28"})
+    zhang = _example(
+        "张三是一名软件工程师，今年二十八岁，生日是1997年3月28日，平时喜欢编程、摄影和爬山。",
+        {
+            "name": "张三",
+            "age": 28,
+            "occupation": "软件工程师",
+            "hobbies": ["编程", "摄影", "爬山"],
+            "birthday": "1997-03-28",
+        },
+    )
     assert bench.text_order(zhang) == ["name", "occupation", "age", "birthday", "hobbies"]
     # The day of the birthday (28) is not the age: the age is found where a phrasing says it.
-    later = _example("Say hello to Ann Lee, who was born on March 28, 1997 and is 28 years old.",
-                     {"name": "Ann Lee", "age": 28, "birthday": "1997-03-28"})
+    later = _example(
+        "Say hello to Ann Lee, who was born on March 28, 1997 and is 28 years old.",
+        {"name": "Ann Lee", "age": 28, "birthday": "1997-03-28"},
+    )
     assert bench.text_order(later) == ["name", "birthday", "age"]
     with pytest.raises(ValueError, match="city = 'Oslo'"):
         bench.text_order(_example("Ann Lee lives in Rome.", {"name": "Ann Lee", "city": "Oslo"}))
 
 
-LITERAL = ("city", "email", "phone", "occupation")   # keys whose value the paragraph spells as is
+LITERAL = ("city", "email", "phone", "occupation")  # keys whose value the paragraph spells as is
 
 
 def _check_text_order(bench, ex: dict) -> int:
@@ -72,7 +93,7 @@ def _check_text_order(bench, ex: dict) -> int:
 
 def test_text_order_agrees_with_find_on_held_out_prompts(bench, examples):
     checked = sum(_check_text_order(bench, ex) >= 2 for ex in examples)
-    assert checked >= 20   # the oracle compared real orders, not single keys
+    assert checked >= 20  # the oracle compared real orders, not single keys
 
 
 @settings(max_examples=200, deadline=None)
@@ -97,7 +118,7 @@ def test_scoring_hand_written_answers(bench, examples):
     cond = bench.Condition("constrained (default)")
     schemas = bench.condition_schemas(cond, exs)
     right = json.dumps(bench.eval_extraction.reference_answer(exs[0]), ensure_ascii=False)
-    wrong = dict(bench.eval_extraction.reference_answer(exs[1]), name="Nobody Atall")   # valid, name wrong
+    wrong = dict(bench.eval_extraction.reference_answer(exs[1]), name="Nobody Atall")  # valid, name wrong
     cut = json.dumps(bench.eval_extraction.reference_answer(exs[2]), ensure_ascii=False)[:-5]
     result = bench.Result(cond, texts=[right, json.dumps(wrong), cut], finishes=["stop", "stop", "length"])
     bench.score_answers(result, exs, schemas)
@@ -109,8 +130,9 @@ def test_scoring_hand_written_answers(bench, examples):
     assert row[bench.HEADER.index("name")] == "1/3 (33%)"
     # Against a reference run: the same object in another key order counts as the same
     # values, so does the same cut text; a changed value does not.
-    reordered = json.dumps(dict(reversed(list(bench.eval_extraction.reference_answer(exs[0]).items()))),
-                           ensure_ascii=False)
+    reordered = json.dumps(
+        dict(reversed(list(bench.eval_extraction.reference_answer(exs[0]).items()))), ensure_ascii=False
+    )
     reference = bench.Result(bench.Condition("other"), texts=[reordered, right, cut], finishes=["stop"] * 3)
     assert bench.cells(result, reference)[bench.HEADER.index("same values as default")] == "2/3 (67%)"
 
@@ -122,25 +144,24 @@ def test_fences_stripped_rescores_only_the_fenced_answers(bench, examples):
     result = bench.Result(bench.Condition("unconstrained", constrained=False), texts=texts, finishes=["stop"] * 3)
     bench.score_answers(result, exs, bench.condition_schemas(result.condition, exs))
     stripped = bench.fences_stripped(result, exs)
-    assert (result.valid, stripped.valid) == (1, 2)   # a fence around a broken object stays invalid
+    assert (result.valid, stripped.valid) == (1, 2)  # a fence around a broken object stays invalid
     assert stripped.texts[1] == answers[1] and stripped.score["exact"] == 2
     assert stripped.condition.name == "unconstrained, fences stripped" and not stripped.condition.constrained
-    assert result.texts[0].startswith("```")            # the original answers are left alone
+    assert result.texts[0].startswith("```")  # the original answers are left alone
 
 
 def test_a_tiny_run_end_to_end(bench, examples):
     exs = examples[:4]
-    results, demo_rows = bench.run(Path(bench.minisglang.DEFAULT_MODEL_PATH), exs, bench.CONDITIONS,
-                                   max_new_tokens=96)
+    results, demo_rows = bench.run(Path(bench.minisglang.DEFAULT_MODEL_PATH), exs, bench.CONDITIONS, max_new_tokens=96)
     assert [r.condition for r in results] == bench.CONDITIONS
     for r in results:
         assert len(r.texts) == len(r.finishes) == len(exs)
         if not r.condition.constrained:
             continue
-        for ex, schema, text, finish in zip(exs, bench.condition_schemas(r.condition, exs), r.texts, r.finishes):
-            if finish == "stop":   # the grammar's promise: a constrained answer that stopped is valid
+        for _ex, schema, text, finish in zip(exs, bench.condition_schemas(r.condition, exs), r.texts, r.finishes):
+            if finish == "stop":  # the grammar's promise: a constrained answer that stopped is valid
                 jsonschema.validate(json.loads(text), schema)
-                assert list(json.loads(text)) == schema["required"]   # and its keys come in the schema's order
+                assert list(json.loads(text)) == schema["required"]  # and its keys come in the schema's order
         # 100% of the answers that stopped: only an answer cut by max_new_tokens may be invalid.
         assert r.valid == len(exs) - r.cut, (r.condition.name, r.texts, r.finishes)
 
@@ -149,7 +170,7 @@ def test_a_tiny_run_end_to_end(bench, examples):
     rows = [line for line in text.splitlines() if line.startswith("| ")]
     header = rows[0]
     assert [c.strip() for c in header.strip("|").split("|")] == bench.HEADER
-    table = rows[1:1 + len(bench.CONDITIONS)]
+    table = rows[1 : 1 + len(bench.CONDITIONS)]
     assert [r.split("|")[1].strip() for r in table] == [c.name for c in bench.CONDITIONS]
     assert all(len(r.strip().strip("|").split("|")) == len(bench.HEADER) for r in table)
     assert len(demo_rows) == 3 and "| text | unconstrained | constrained |" in text

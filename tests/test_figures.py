@@ -1,6 +1,7 @@
 """The chapters' figures are up to date: each SVG in chapters/figures was made by
 scripts/make_figures.py from the DOT text the code draws today (its stamp is the DOT's
 SHA-256), and every figure a chapter embeds is there."""
+
 from __future__ import annotations
 
 import re
@@ -48,9 +49,14 @@ def test_the_structural_tag_drawing_follows_the_flags_and_the_trigger_automaton(
     from minisglang.constrained.structural_tag import parse_structural_tag
     from minisglang.drawings.structural_tag import structural_tag_dot
 
-    tag = parse_structural_tag({"structures": [{"begin": "aab{", "schema": {"type": "object"}, "end": "}."}],
-                                "triggers": ["aab"], "at_least_one": at_least_one,
-                                "stop_after_first": stop_after_first})
+    tag = parse_structural_tag(
+        {
+            "structures": [{"begin": "aab{", "schema": {"type": "object"}, "end": "}."}],
+            "triggers": ["aab"],
+            "at_least_one": at_least_one,
+            "stop_after_first": stop_after_first,
+        }
+    )
     dot = structural_tag_dot(tag, names=["f's parameters"])
     nodes, edges = read_graph(dot)
     label = {name: text for name, (text, _) in nodes.items()}

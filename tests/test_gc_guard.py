@@ -4,6 +4,7 @@ survived them, which is safe because grammars hold no reference cycles.
 Oracles: `gc.get_freeze_count()` for what was frozen, `gc.collect()`'s count of unreachable
 objects for cycles (0: reference counting alone freed the grammar).
 """
+
 from __future__ import annotations
 
 import gc
@@ -24,12 +25,12 @@ class Cycle:
 @pytest.fixture
 def guard():
     frozen = gc.get_freeze_count()
-    g = GcGuard(slow_seconds=0.0).install()   # every full collection counts as slow
+    g = GcGuard(slow_seconds=0.0).install()  # every full collection counts as slow
     yield g
     g.uninstall()
     assert g._on_gc not in gc.callbacks
     if not frozen:
-        gc.unfreeze()   # (the test froze what the whole process holds: give it back)
+        gc.unfreeze()  # (the test froze what the whole process holds: give it back)
 
 
 def test_a_slow_full_collection_freezes_its_survivors_and_still_frees_garbage(guard):
@@ -37,10 +38,10 @@ def test_a_slow_full_collection_freezes_its_survivors_and_still_frees_garbage(gu
     garbage = Cycle()
     del garbage
     before = gc.get_freeze_count()
-    assert gc.collect() >= 1            # the garbage cycle was collected before anything froze
+    assert gc.collect() >= 1  # the garbage cycle was collected before anything froze
     assert guard.freezes == 1 and guard.longest > 0
     assert gc.get_freeze_count() >= before + len(kept)
-    walked = {id(o) for o in gc.get_objects()}   # what a collection walks (not the frozen)
+    walked = {id(o) for o in gc.get_objects()}  # what a collection walks (not the frozen)
     assert not any(id(k) in walked for k in kept)
 
 
@@ -62,11 +63,19 @@ def test_a_fast_full_collection_freezes_nothing():
 
 # Grammars of the issue-30 classes (lazy automaton, a regex, a schema with an intersection,
 # a structural tag's difference): walked a while, then dropped.
-GRAMMARS = [("regex", r"([\s\S]*[aeiou][\s\S]{8}){6}"),
-            ("json_schema", '{"type":"object","properties":{"s":{"type":"string","pattern":"^(x|y)*x(x|y){14}$",'
-                            '"minLength":16,"maxLength":60}},"required":["s"]}'),
-            ("structural_tag", '{"type":"structural_tag","triggers":["<a"],"structures":[{"begin":"<a>",'
-                               '"schema":{"type":"object"},"end":"</a>"}]}')]
+GRAMMARS = [
+    ("regex", r"([\s\S]*[aeiou][\s\S]{8}){6}"),
+    (
+        "json_schema",
+        '{"type":"object","properties":{"s":{"type":"string","pattern":"^(x|y)*x(x|y){14}$",'
+        '"minLength":16,"maxLength":60}},"required":["s"]}',
+    ),
+    (
+        "structural_tag",
+        '{"type":"structural_tag","triggers":["<a"],"structures":[{"begin":"<a>",'
+        '"schema":{"type":"object"},"end":"</a>"}]}',
+    ),
+]
 
 
 @pytest.mark.parametrize("kind, text", GRAMMARS, ids=[k for k, _ in GRAMMARS])
@@ -89,9 +98,9 @@ def test_a_grammar_holds_no_reference_cycle(bundled_model_path, kind, text):
             tracked = len(gc.get_objects())
             del grammar
             freed = tracked - len(gc.get_objects())
-            assert gc.collect() == 0   # nothing was left for the collector: no cycles
+            assert gc.collect() == 0  # nothing was left for the collector: no cycles
         finally:
             gc.enable()
-        assert freed > 100   # (the grammar was something)
+        assert freed > 100  # (the grammar was something)
     finally:
         backend.shutdown()

@@ -8,15 +8,16 @@ server, CLI or front end, and no automaton, backend or later stage (the schedule
 the constraint layer only through `stages/base.py`'s hooks, so a checkout of s1 runs without
 s5's files). A forbidden import anywhere on a chain counts (a -> b -> c).
 """
+
 from __future__ import annotations
 
 import shutil
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 REPO = Path(__file__).resolve().parents[1]
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
@@ -35,9 +36,13 @@ def test_the_import_contracts_hold():
 
 def test_every_contract_named_in_the_issue_is_declared():
     contracts = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
-    assert {c["id"] for c in contracts} == {"constrained-is-a-library", "model-no-stages",
-                                            "backends-no-stages", "core-no-front-end",
-                                            "core-no-constraint-layer"}
+    assert {c["id"] for c in contracts} == {
+        "constrained-is-a-library",
+        "model-no-stages",
+        "backends-no-stages",
+        "core-no-front-end",
+        "core-no-constraint-layer",
+    }
 
 
 # One forbidden import per contract, added to a copy of the package: each must break its contract.
@@ -54,8 +59,9 @@ FORBIDDEN = [
 @pytest.mark.parametrize("contract, file, line", FORBIDDEN, ids=[f"{c}:{f}" for c, f, _ in FORBIDDEN])
 def test_a_forbidden_import_breaks_its_contract(tmp_path, contract, file, line):
     # A copy of the sources (no assets, no caches) that `lint-imports` finds from its cwd.
-    shutil.copytree(REPO / "minisglang", tmp_path / "minisglang",
-                    ignore=shutil.ignore_patterns("assets", "__pycache__", "*.pyc"))
+    shutil.copytree(
+        REPO / "minisglang", tmp_path / "minisglang", ignore=shutil.ignore_patterns("assets", "__pycache__", "*.pyc")
+    )
     shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
     target = tmp_path / "minisglang" / file
     target.write_text(target.read_text(encoding="utf-8") + f"\n{line}  # added by the test\n", encoding="utf-8")

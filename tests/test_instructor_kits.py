@@ -6,12 +6,12 @@ here and not in front of a class. No kit file reaches a student checkout, and no
 walkthrough holds a line of a reference solution (the walkthroughs explain, they do not
 print code: `minisglang solutions` does that).
 """
+
 from __future__ import annotations
 
 import re
 import shlex
 import sys
-import warnings
 from pathlib import Path
 
 import pytest
@@ -87,8 +87,11 @@ def test_no_kit_file_reaches_a_student_checkout(tmp_path):
     """A checkout copies the package only; the kits sit beside it. Checked by name and by text."""
     out = checkout("s4", tmp_path / "s4", student=True)
     assert not {p.name for p in out.rglob("*")} & set(FULL_FILES)
-    shipped = "\n".join(p.read_text(encoding="utf-8", errors="replace") for p in out.rglob("*")
-                        if p.is_file() and p.suffix in (".py", ".md", ".txt", ".json"))
+    shipped = "\n".join(
+        p.read_text(encoding="utf-8", errors="replace")
+        for p in out.rglob("*")
+        if p.is_file() and p.suffix in (".py", ".md", ".txt", ".json")
+    )
     for path in KIT_FILES:
         prose = [line for line in path.read_text(encoding="utf-8").splitlines() if len(line) > 60]
         assert not [line for line in prose if line in shipped], f"{path.relative_to(REPO)} is in the student copy"
@@ -109,8 +112,10 @@ def test_no_walkthrough_holds_a_line_of_a_reference_solution():
     assert len(walkthroughs) >= len(FULL)
     for path in walkthroughs:
         leaked = leaks(path.read_text(encoding="utf-8"), secret)
-        assert not leaked, f"{path.relative_to(REPO)} quotes reference solution lines of " \
-                           f"{sorted({secret[line] for line in leaked})}: {leaked}"
+        assert not leaked, (
+            f"{path.relative_to(REPO)} quotes reference solution lines of "
+            f"{sorted({secret[line] for line in leaked})}: {leaked}"
+        )
     # The check itself: one pasted line of task 4_2's solution is found, in a table cell too.
     pasted = next(line for line, task in secret.items() if task == "task4_2" and len(line) >= 20)
     assert leaks(f"| mistake | {pasted} | test |", secret) == [pasted]
@@ -121,7 +126,7 @@ def test_solutions_points_at_the_walkthrough(capsys):
     last = capsys.readouterr().out.rstrip("\n").splitlines()[-1]
     assert last == "# why, and the wrong solutions each test catches: instructors/04-jump-forward/walkthrough.md"
     assert (REPO / "instructors" / "04-jump-forward" / "walkthrough.md").exists()
-    for stage in ("s1", "s2", "s3", "s5", "s6", "s7"):   # every graded stage has its walkthrough
+    for stage in ("s1", "s2", "s3", "s5", "s6", "s7"):  # every graded stage has its walkthrough
         assert main(["solutions", stage]) == 0
         last = capsys.readouterr().out.rstrip("\n").splitlines()[-1]
         assert last.startswith("# why, and the wrong solutions each test catches: instructors/"), (stage, last)

@@ -6,6 +6,7 @@ that the regex must match (completeness where the module promises it); Python's 
 second regex engine; `Decimal` comparison judges number ranges; `re.search` on the
 decoded string judges `pattern`; `datetime.date.fromisoformat` judges dates.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -65,8 +66,7 @@ def dfa_of(regex: str) -> CharDFA:
 # ---------------------------------------------------------------------------------------
 # Random walks on the DFA: the soundness oracle's input
 # ---------------------------------------------------------------------------------------
-CHAR_POOL = [chr(c) for c in range(0x20, 0x7F)] + ["\t", "\n", "\x00", "\x1f", "\x7f", "é", "ß", "中", "😀",
-                                                   "\u2028"]
+CHAR_POOL = [chr(c) for c in range(0x20, 0x7F)] + ["\t", "\n", "\x00", "\x1f", "\x7f", "é", "ß", "中", "😀", "\u2028"]
 
 
 def random_char(cls, rng: random.Random) -> str:
@@ -115,8 +115,13 @@ def assert_sound(schema, n: int = 150, seed: int = 0, **options) -> None:
 # ---------------------------------------------------------------------------------------
 # Whitespace
 # ---------------------------------------------------------------------------------------
-NESTED = {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer"}},
-                                           "b": {"type": "object", "properties": {"c": {"type": "null"}}}}}
+NESTED = {
+    "type": "object",
+    "properties": {
+        "a": {"type": "array", "items": {"type": "integer"}},
+        "b": {"type": "object", "properties": {"c": {"type": "null"}}},
+    },
+}
 
 
 def test_default_whitespace_matches_json_dumps_and_compact_but_not_indent():
@@ -137,11 +142,14 @@ def test_custom_whitespace_free_and_none():
     assert not matches(NESTED, json.dumps(value), whitespace="")
 
 
-@pytest.mark.parametrize("whitespace, message", [
-    ("x?", "not JSON whitespace"),
-    ("[ ]", "must match the empty string"),
-    ("(", "is invalid"),
-])
+@pytest.mark.parametrize(
+    "whitespace, message",
+    [
+        ("x?", "not JSON whitespace"),
+        ("[ ]", "must match the empty string"),
+        ("(", "is invalid"),
+    ],
+)
 def test_bad_whitespace_regexes_are_refused(whitespace, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         build_regex_from_schema({"type": "integer"}, whitespace=whitespace)
@@ -157,10 +165,20 @@ def test_every_string_matches_in_every_serialisation(s):
         assert matches({"type": "string"}, text)
 
 
-@pytest.mark.parametrize("text, ok", [
-    ('"\x01"', False), ('"\\u0001"', True), ('"a\nb"', False), ('"a\\nb"', True), ('"\\x"', False),
-    ('"\\ud800"', False), ('"\\ud83d\\ude00"', True), ('"\\"\\\\\\/"', True), ('"\\U0041"', False),
-])
+@pytest.mark.parametrize(
+    "text, ok",
+    [
+        ('"\x01"', False),
+        ('"\\u0001"', True),
+        ('"a\nb"', False),
+        ('"a\\nb"', True),
+        ('"\\x"', False),
+        ('"\\ud800"', False),
+        ('"\\ud83d\\ude00"', True),
+        ('"\\"\\\\\\/"', True),
+        ('"\\U0041"', False),
+    ],
+)
 def test_string_escapes(text, ok):
     assert matches({"type": "string"}, text) == ok
     if ok:
@@ -197,10 +215,18 @@ def test_length_bounded_string_is_sound():
 # ---------------------------------------------------------------------------------------
 # const and enum
 # ---------------------------------------------------------------------------------------
-json_scalars = st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.text(max_size=4) | \
-    st.floats(allow_nan=False, allow_infinity=False, width=32)
-json_values = st.recursive(json_scalars, lambda inner: st.lists(inner, max_size=3) |
-                           st.dictionaries(st.text(max_size=3), inner, max_size=3), max_leaves=6)
+json_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(10**6), 10**6)
+    | st.text(max_size=4)
+    | st.floats(allow_nan=False, allow_infinity=False, width=32)
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+    max_leaves=6,
+)
 
 
 @settings(deadline=None)
@@ -278,8 +304,9 @@ def test_number_bounds_are_exact_over_decimal_numerals(lo, hi, lo_exclusive, hi_
     edges = [str(b + d) for b in (lo, hi) if b is not None for d in (Decimal("-0.01"), 0, Decimal("0.01"))]
     for text in texts + edges:
         value = Decimal(text)
-        inside = ((lo is None or value > lo or (value == lo and not lo_exclusive))
-                  and (hi is None or value < hi or (value == hi and not hi_exclusive)))
+        inside = (lo is None or value > lo or (value == lo and not lo_exclusive)) and (
+            hi is None or value < hi or (value == hi and not hi_exclusive)
+        )
         bounded = lo is not None or hi is not None  # bounded numbers: 0, never -0
         never_written = bounded and text.startswith("-") and value == 0
         assert bool(regex.fullmatch(text)) == (inside and not never_written), text
@@ -312,17 +339,21 @@ def longest_match(regex: str) -> int | None:
                 best = max(best, sub + 1)
             longest[state] = best
         return longest[state]
+
     return visit(dfa.initial, frozenset())
 
 
-@pytest.mark.parametrize("schema, longest", [
-    ({"type": "integer"}, 19),                                 # -, 18 digits
-    ({"type": "number"}, 1 + 18 + 1 + 20 + 2 + 3),             # -, digits, .fraction, e+, exponent
-    ({"type": "number", "minimum": 0}, 18 + 1 + 20),           # one bound: no exponent
-    ({"type": "integer", "maximum": -5}, 19),
-    ({"type": "number", "minimum": 0, "maximum": 1}, 1 + 1 + 20),  # both bounds: the fraction is limited
-    ({"type": "integer", "minimum": 10**20}, 21),              # a bound beyond the limit moves it
-])
+@pytest.mark.parametrize(
+    "schema, longest",
+    [
+        ({"type": "integer"}, 19),  # -, 18 digits
+        ({"type": "number"}, 1 + 18 + 1 + 20 + 2 + 3),  # -, digits, .fraction, e+, exponent
+        ({"type": "number", "minimum": 0}, 18 + 1 + 20),  # one bound: no exponent
+        ({"type": "integer", "maximum": -5}, 19),
+        ({"type": "number", "minimum": 0, "maximum": 1}, 1 + 1 + 20),  # both bounds: the fraction is limited
+        ({"type": "integer", "minimum": 10**20}, 21),  # a bound beyond the limit moves it
+    ],
+)
 def test_numbers_are_finite_length_by_default(schema, longest):
     """A model cannot write digits until max_new_tokens: the language is finite."""
     assert longest_match(build_regex_from_schema(schema)) == longest
@@ -337,20 +368,34 @@ def test_number_digit_limits_are_options():
     assert longest_match(build_regex_from_schema({"type": "number", "minimum": 0}, **options)) == 4
 
 
-
-@pytest.mark.parametrize("schema, options, needles", [
-    # Numbers lie in the range, but none with at most 20 fraction digits (a server attack got
-    # "accepts no JSON value", which blames the schema for our policy).
-    ({"type": "number", "exclusiveMinimum": 0, "maximum": 5e-324}, {},
-     ["max_fraction_digits", "at most 20 fraction digits", "exclusiveMinimum 0", "maximum 5e-324"]),
-    ({"type": "number", "minimum": 0.001, "exclusiveMaximum": 0.002}, {"max_fraction_digits": 2},
-     ["at most 2 fraction digits", "minimum 0.001", "exclusiveMaximum 0.002"]),
-    ({"anyOf": [{"type": "number", "minimum": 1e-30, "maximum": 2e-30}, {"type": "null", "not": {}}]}, {},
-     ["at most 20 fraction digits", "minimum 1e-30 and maximum 2e-30 at #/anyOf/0"]),
-    # Multiples exist, but none that a validator's float division accepts (0.3 / 0.1 = 2.9999999999999996).
-    ({"type": "number", "multipleOf": 0.1, "minimum": 0.3, "maximum": 0.3}, {},
-     ["'multipleOf'", "0.1", "binary floating point"]),
-])
+@pytest.mark.parametrize(
+    "schema, options, needles",
+    [
+        # Numbers lie in the range, but none with at most 20 fraction digits (a server attack got
+        # "accepts no JSON value", which blames the schema for our policy).
+        (
+            {"type": "number", "exclusiveMinimum": 0, "maximum": 5e-324},
+            {},
+            ["max_fraction_digits", "at most 20 fraction digits", "exclusiveMinimum 0", "maximum 5e-324"],
+        ),
+        (
+            {"type": "number", "minimum": 0.001, "exclusiveMaximum": 0.002},
+            {"max_fraction_digits": 2},
+            ["at most 2 fraction digits", "minimum 0.001", "exclusiveMaximum 0.002"],
+        ),
+        (
+            {"anyOf": [{"type": "number", "minimum": 1e-30, "maximum": 2e-30}, {"type": "null", "not": {}}]},
+            {},
+            ["at most 20 fraction digits", "minimum 1e-30 and maximum 2e-30 at #/anyOf/0"],
+        ),
+        # Multiples exist, but none that a validator's float division accepts (0.3 / 0.1 = 2.9999999999999996).
+        (
+            {"type": "number", "multipleOf": 0.1, "minimum": 0.3, "maximum": 0.3},
+            {},
+            ["'multipleOf'", "0.1", "binary floating point"],
+        ),
+    ],
+)
 def test_a_range_empty_only_by_our_number_policy_names_the_policy(schema, options, needles):
     with pytest.raises(UnsupportedSchemaError) as info:
         build_regex_from_schema(schema, **options)
@@ -361,23 +406,33 @@ def test_a_range_empty_only_by_our_number_policy_names_the_policy(schema, option
     assert matches({"anyOf": [schema, {"type": "null"}]}, "null", **options)
 
 
-@pytest.mark.parametrize("part, because", [
-    ({"type": "integer", "minimum": 1.5, "maximum": 1.7}, "no integer lies between minimum 1.5 and maximum 1.7"),
-    ({"type": "integer", "exclusiveMinimum": 3, "exclusiveMaximum": 4},
-     "no integer lies between exclusiveMinimum 3 and exclusiveMaximum 4"),
-    ({"type": "number", "minimum": 5, "maximum": 2}, "no number lies between minimum 5 and maximum 2"),
-    ({"type": "integer", "multipleOf": 10, "minimum": 1, "maximum": 9}, "no multiple of 10 lies between minimum 1"),
-    ({"type": "string", "minLength": 5, "maxLength": 2}, "minLength 5 is above maxLength 2"),
-    ({"type": "array", "minItems": 3, "maxItems": 1}, "minItems 3 is above maxItems 1"),
-    ({"type": "string", "enum": [1, None]}, "none of its enum/const values has type string"),
-    ({"allOf": [{"type": "string"}, {"type": "integer"}]}, "allOf/not/if that exclude each other"),
-])
+@pytest.mark.parametrize(
+    "part, because",
+    [
+        ({"type": "integer", "minimum": 1.5, "maximum": 1.7}, "no integer lies between minimum 1.5 and maximum 1.7"),
+        (
+            {"type": "integer", "exclusiveMinimum": 3, "exclusiveMaximum": 4},
+            "no integer lies between exclusiveMinimum 3 and exclusiveMaximum 4",
+        ),
+        ({"type": "number", "minimum": 5, "maximum": 2}, "no number lies between minimum 5 and maximum 2"),
+        ({"type": "integer", "multipleOf": 10, "minimum": 1, "maximum": 9}, "no multiple of 10 lies between minimum 1"),
+        ({"type": "string", "minLength": 5, "maxLength": 2}, "minLength 5 is above maxLength 2"),
+        ({"type": "array", "minItems": 3, "maxItems": 1}, "minItems 3 is above maxItems 1"),
+        ({"type": "string", "enum": [1, None]}, "none of its enum/const values has type string"),
+        ({"allOf": [{"type": "string"}, {"type": "integer"}]}, "allOf/not/if that exclude each other"),
+    ],
+)
 def test_a_schema_with_no_value_says_which_part_and_why(part, because):
     """The error names the innermost part that has no value, and the keywords that leave it
     none; an alternative or an optional property with no value is not blamed."""
-    schema = {"type": "object", "required": ["a", "b"], "properties": {
-        "a": {"anyOf": [{"type": "integer", "minimum": 9, "maximum": 0}, {"type": "null"}]},   # has null
-        "b": {"type": "object", "required": ["c"], "properties": {"c": part, "d": {"not": {}}}}}}
+    schema = {
+        "type": "object",
+        "required": ["a", "b"],
+        "properties": {
+            "a": {"anyOf": [{"type": "integer", "minimum": 9, "maximum": 0}, {"type": "null"}]},  # has null
+            "b": {"type": "object", "required": ["c"], "properties": {"c": part, "d": {"not": {}}}},
+        },
+    }
     for root, path in ((part, "#"), (schema, "#/properties/b/properties/c")):
         assert not any(is_valid(v, root) for v in ([], {}, 0, 5, 1.6, "", "abc", None, [1, 2]))
         with pytest.raises(UnsupportedSchemaError) as info:
@@ -388,17 +443,21 @@ def test_a_schema_with_no_value_says_which_part_and_why(part, because):
 @pytest.mark.parametrize("keyword", ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"])
 def test_a_number_keyword_beyond_a_double_is_refused_naming_it(keyword):
     """A 4000-digit bound raised Python's "int too large to convert to float", naming nothing."""
-    negated = [] if keyword == "multipleOf" else [{"not": {keyword: -10**400}}]   # (not multipleOf: refused)
-    for schema in [{"type": "number", keyword: 10**4000}, '{"type": "integer", "%s": 1%s}' % (keyword, "0" * 4000),
-                   *negated]:
+    negated = [] if keyword == "multipleOf" else [{"not": {keyword: -(10**400)}}]  # (not multipleOf: refused)
+    for schema in [
+        {"type": "number", keyword: 10**4000},
+        f'{{"type": "integer", "{keyword}": 1{"0" * 4000}}}',
+        *negated,
+    ]:
         with pytest.raises(UnsupportedSchemaError) as info:
             build_regex_from_schema(schema)
         assert f"'{keyword}' at #" in str(info.value) and "out of range" in str(info.value)
         assert "digits" in str(info.value) and "largest double" in str(info.value)
     with pytest.raises(InvalidSchemaError, match=f"'{keyword}' at # must be a finite number, got inf"):
-        build_regex_from_schema('{"type": "number", "%s": 1e999}' % keyword)
-    if keyword != "multipleOf":   # a bound of 10^308 (a double) is in range
+        build_regex_from_schema(f'{{"type": "number", "{keyword}": 1e999}}')
+    if keyword != "multipleOf":  # a bound of 10^308 (a double) is in range
         assert matches({"type": "number", keyword: 10**308 * (1 if "ax" in keyword else -1)}, "0")
+
 
 @settings(deadline=None)
 @given(st.integers(1, 3), st.integers(1, 3), st.sampled_from([None, -7, 0, 5]), st.sampled_from([None, 8, 150]))
@@ -412,8 +471,9 @@ def test_digit_limited_numbers_agree_with_jsonschema_on_all_short_numerals(digit
     limit = 10**digits
     while (lo is None) != (hi is None) and abs(lo if hi is None else hi) >= limit:
         limit *= 10
-    for sign, whole, fraction in itertools.product(["", "-"], ["0", "5", "12", "150", "999", "1000"],
-                                                   ["", ".5", ".05", ".125", ".1250"]):
+    for sign, whole, fraction in itertools.product(
+        ["", "-"], ["0", "5", "12", "150", "999", "1000"], ["", ".5", ".05", ".125", ".1250"]
+    ):
         text = sign + whole + fraction
         value = Decimal(text)
         bounded = lo is not None or hi is not None  # bounded numbers: 0, never -0
@@ -423,12 +483,15 @@ def test_digit_limited_numbers_agree_with_jsonschema_on_all_short_numerals(digit
         assert bool(regex.fullmatch(text)) == expected, text
 
 
-@pytest.mark.parametrize("options, message", [
-    ({"max_integer_digits": 0}, "option max_integer_digits must be a positive integer"),
-    ({"max_fraction_digits": True}, "option max_fraction_digits must be a positive integer"),
-    ({"unknown_formats": "ignore"}, "option unknown_formats must be 'error' or 'annotation'"),
-    ({"any_oder": True}, "unknown JSON Schema option(s) any_oder; known:"),
-])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"max_integer_digits": 0}, "option max_integer_digits must be a positive integer"),
+        ({"max_fraction_digits": True}, "option max_fraction_digits must be a positive integer"),
+        ({"unknown_formats": "ignore"}, "option unknown_formats must be 'error' or 'annotation'"),
+        ({"any_oder": True}, "unknown JSON Schema option(s) any_oder; known:"),
+    ],
+)
 def test_bad_options_are_refused_by_name(options, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         build_regex_from_schema({"type": "number"}, **options)
@@ -465,8 +528,7 @@ def test_date_is_exact_including_leap_years():
 
 
 @settings(deadline=None)
-@given(st.dates(), st.uuids(), st.ip_addresses(v=4),
-       st.datetimes(timezones=st.just(datetime.timezone.utc)))
+@given(st.dates(), st.uuids(), st.ip_addresses(v=4), st.datetimes(timezones=st.just(datetime.timezone.utc)))
 def test_formats_match_what_python_writes(date, uuid, ip, moment):
     assert matches({"format": "date"}, json.dumps(date.isoformat()))
     assert matches({"format": "uuid"}, json.dumps(str(uuid)))
@@ -484,8 +546,16 @@ def test_a_time_has_at_most_nine_fraction_digits(fmt, prefix):
     assert matches({"format": fmt}, json.dumps(f"{prefix}13:12:12+02:00"))
 
 
-@pytest.mark.parametrize("text", ["user@example.com", "a.b+c@d-e.example.org", "https://example.com/a/b?c=d#e",
-                                  "urn:isbn:0451450523", "mailto:x@y.z"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "user@example.com",
+        "a.b+c@d-e.example.org",
+        "https://example.com/a/b?c=d#e",
+        "urn:isbn:0451450523",
+        "mailto:x@y.z",
+    ],
+)
 def test_common_emails_and_uris_match(text):
     fmt = "email" if "@" in text and ":" not in text else "uri"
     assert matches({"format": fmt}, json.dumps(text)) and is_valid(text, {"format": fmt})
@@ -498,10 +568,24 @@ PATTERN_ALPHABET = ["a", "b", "1", "_", '"', "\\", "\n", "é", "😀"]
 # (pattern, complete): complete = matches json.dumps of every alphabet string re.search accepts;
 # \w, \s, `.`, [^\d] are narrowed to ASCII (sound, not complete)
 PATTERNS = [
-    ("^[ab]+$", True), ("b", True), ("^a|b$", True), ("^(ab|1)*$", True), ("[^a]", True),
-    ("^[0-9]{2,3}$", True), ("a?b", True), ('^["\\\\]$', True), ("é", True), ("^😀+", True),
-    ("^\\d\\d$", True), ("^[^b]*$", True), ("^(?:a|é){1,2}$", True), ("", True),
-    ("^\\w+$", False), ("^.$", False), ("^[^\\d]$", False), ("^\\S+$", False),
+    ("^[ab]+$", True),
+    ("b", True),
+    ("^a|b$", True),
+    ("^(ab|1)*$", True),
+    ("[^a]", True),
+    ("^[0-9]{2,3}$", True),
+    ("a?b", True),
+    ('^["\\\\]$', True),
+    ("é", True),
+    ("^😀+", True),
+    ("^\\d\\d$", True),
+    ("^[^b]*$", True),
+    ("^(?:a|é){1,2}$", True),
+    ("", True),
+    ("^\\w+$", False),
+    ("^.$", False),
+    ("^[^\\d]$", False),
+    ("^\\S+$", False),
 ]
 
 
@@ -523,10 +607,17 @@ def test_pattern_is_a_search_over_the_decoded_string(pattern, complete):
                     pytest.fail(f"{text!r} rejected but {pattern!r} finds a match in it")
 
 
-@pytest.mark.parametrize("pattern, message", [
-    ("a(?=b)", "lookaround assertions"), ("(a)\\1", "backreferences"), ("a\\bc", "anchors"),
-    ("a^b", "anchors"), ("(?i)a", "inline flags"), ("\\p{L}", "not a regex we can read"),
-])
+@pytest.mark.parametrize(
+    "pattern, message",
+    [
+        ("a(?=b)", "lookaround assertions"),
+        ("(a)\\1", "backreferences"),
+        ("a\\bc", "anchors"),
+        ("a^b", "anchors"),
+        ("(?i)a", "inline flags"),
+        ("\\p{L}", "not a regex we can read"),
+    ],
+)
 def test_unsupported_patterns_are_refused_by_name(pattern, message):
     with pytest.raises(UnsupportedSchemaError, match=re.escape(message)) as info:
         build_regex_from_schema({"type": "object", "properties": {"x": {"type": "string", "pattern": pattern}}})
@@ -538,25 +629,37 @@ def test_short_format_strings_pass_the_checker_and_fit_their_length(fmt):
     """The short forms used with maxLength: sound, and no longer than they claim."""
     lo, hi = _length_range(SHORT_FORMATS[fmt])
     schema = {"type": "string", "format": fmt, "minLength": lo, "maxLength": hi}
-    assert build_regex_from_schema(schema) == render(parse_tree(f'"{SHORT_FORMATS[fmt]}"'))   # the short form itself
+    assert build_regex_from_schema(schema) == render(parse_tree(f'"{SHORT_FORMATS[fmt]}"'))  # the short form itself
     assert_sound(schema, n=200)
 
 
-@pytest.mark.parametrize("schema", [{"type": "string", "format": "date", "maxLength": 10},
-                                    {"type": "string", "format": "uuid", "minLength": 36},
-                                    {"type": "string", "format": "uri", "maxLength": 2048},
-                                    {"type": "string", "format": "email", "maxLength": 255, "minLength": 3},
-                                    {"type": "string", "format": "date-time", "maxLength": 30}])
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "string", "format": "date", "maxLength": 10},
+        {"type": "string", "format": "uuid", "minLength": 36},
+        {"type": "string", "format": "uri", "maxLength": 2048},
+        {"type": "string", "format": "email", "maxLength": 255, "minLength": 3},
+        {"type": "string", "format": "date-time", "maxLength": 30},
+    ],
+)
 def test_format_with_length_bounds_is_sound(schema):
     assert_sound(schema, n=200)
 
 
-@pytest.mark.parametrize("schema", [{"type": "string", "format": "date", "maxLength": 9},
-                                    {"type": "string", "format": "uri", "maxLength": 20},
-                                    {"type": "string", "format": "email", "minLength": 10}])
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "string", "format": "date", "maxLength": 9},
+        {"type": "string", "format": "uri", "maxLength": 20},
+        {"type": "string", "format": "email", "minLength": 10},
+    ],
+)
 def test_format_with_length_that_does_not_fit_names_both(schema):
-    with pytest.raises(UnsupportedSchemaError, match=re.escape(f"'format': {schema['format']!r} together with "
-                                                               "'minLength'/'maxLength' at #")):
+    with pytest.raises(
+        UnsupportedSchemaError,
+        match=re.escape(f"'format': {schema['format']!r} together with 'minLength'/'maxLength' at #"),
+    ):
         build_regex_from_schema(schema)
 
 
@@ -584,8 +687,12 @@ def test_optional_properties_any_subset_in_schema_order():
     names = ["a", "b", "c", "d"]
     for required_mask in range(16):
         required = [n for i, n in enumerate(names) if required_mask >> i & 1]
-        schema = {"type": "object", "properties": {n: {"type": "integer"} for n in names},
-                  "required": required, "additionalProperties": False}
+        schema = {
+            "type": "object",
+            "properties": {n: {"type": "integer"} for n in names},
+            "required": required,
+            "additionalProperties": False,
+        }
         regex = re.compile(build_regex_from_schema(schema))
         for subset_mask in range(16):
             value = {n: i for i, n in enumerate(names) if subset_mask >> i & 1}
@@ -599,14 +706,17 @@ def test_optional_properties_grow_the_regex_polynomially():
     def size(n):
         properties = {f"p{i}": {"type": "null"} for i in range(n)}
         return len(build_regex_from_schema({"type": "object", "properties": properties}))
+
     assert size(40) < 5 * size(20)
 
 
 def test_additional_properties_policies():
     props = {"a": {"type": "integer"}}
-    for schema in ({"type": "object", "properties": props},
-                   {"type": "object", "properties": props, "additionalProperties": True},
-                   {"type": "object", "properties": props, "additionalProperties": False}):
+    for schema in (
+        {"type": "object", "properties": props},
+        {"type": "object", "properties": props, "additionalProperties": True},
+        {"type": "object", "properties": props, "additionalProperties": False},
+    ):
         assert matches(schema, '{"a": 1}') and not matches(schema, '{"a": 1, "z": 2}')
     assert matches({"properties": props, "required": ["a", "z"]}, '{"a": 1, "z": [null, "x"]}')
     with pytest.raises(UnsupportedSchemaError, match="accepts no JSON value"):
@@ -630,10 +740,17 @@ def test_free_object_is_a_map_of_values(value):
 
 
 def test_objects_are_sound():
-    assert_sound({"type": "object", "properties": {"name": {"type": "string", "maxLength": 4},
-                                                   "tags": {"type": "array", "items": {"enum": ["x", "y"]}},
-                                                   "q\"é": {"type": "boolean"}},
-                  "required": ["tags"]})
+    assert_sound(
+        {
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "maxLength": 4},
+                "tags": {"type": "array", "items": {"enum": ["x", "y"]}},
+                'q"é': {"type": "boolean"},
+            },
+            "required": ["tags"],
+        }
+    )
     assert_sound({"type": "object", "additionalProperties": {"type": "integer"}, "required": ["k"]})
 
 
@@ -672,27 +789,41 @@ def test_draft7_items_array_is_a_tuple():
 
 
 def test_arrays_are_sound():
-    assert_sound({"type": "array", "prefixItems": [{"const": "x"}], "items": {"type": "integer", "minimum": 0},
-                  "minItems": 1, "maxItems": 4})
+    assert_sound(
+        {
+            "type": "array",
+            "prefixItems": [{"const": "x"}],
+            "items": {"type": "integer", "minimum": 0},
+            "minItems": 1,
+            "maxItems": 4,
+        }
+    )
 
 
 # ---------------------------------------------------------------------------------------
 # anyOf, oneOf, allOf
 # ---------------------------------------------------------------------------------------
 def test_any_of_with_sibling_keywords_means_both():
-    schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
-              "anyOf": [{"required": ["a"]}, {"required": ["b"]}]}
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+        "anyOf": [{"required": ["a"]}, {"required": ["b"]}],
+    }
     for value in ({}, {"a": 1}, {"b": 2}, {"a": 1, "b": 2}):
         assert matches(schema, json.dumps(value)) == is_valid(value, schema)
 
 
-PETS = {"oneOf": [
-    {"type": "object", "properties": {"kind": {"const": "cat"}, "lives": {"type": "integer", "maximum": 9}},
-     "required": ["kind", "lives"]},
-    {"type": "object", "properties": {"kind": {"const": "dog"}, "good": {"type": "boolean"}},
-     "required": ["kind"]},
-    {"type": "null"},
-]}
+PETS = {
+    "oneOf": [
+        {
+            "type": "object",
+            "properties": {"kind": {"const": "cat"}, "lives": {"type": "integer", "maximum": 9}},
+            "required": ["kind", "lives"],
+        },
+        {"type": "object", "properties": {"kind": {"const": "dog"}, "good": {"type": "boolean"}}, "required": ["kind"]},
+        {"type": "null"},
+    ]
+}
 
 
 def test_one_of_with_disjoint_branches_is_sound():
@@ -700,11 +831,14 @@ def test_one_of_with_disjoint_branches_is_sound():
     assert_sound(PETS)
 
 
-@pytest.mark.parametrize("branches", [
-    [{"type": "integer"}, {"type": "number"}],
-    [{"type": "object", "properties": {"a": {"const": 1}}}, {"type": "object", "properties": {"a": {"const": 2}}}],
-    [{"minimum": 0}, {"type": "string"}],
-])
+@pytest.mark.parametrize(
+    "branches",
+    [
+        [{"type": "integer"}, {"type": "number"}],
+        [{"type": "object", "properties": {"a": {"const": 1}}}, {"type": "object", "properties": {"a": {"const": 2}}}],
+        [{"minimum": 0}, {"type": "string"}],
+    ],
+)
 def test_one_of_that_may_overlap_is_written_with_negations(branches):
     """Branch i and not the branches it may overlap (exactness: test_json_schema_keywords.py)."""
     schema = {"oneOf": branches}
@@ -716,8 +850,12 @@ def test_one_of_that_may_overlap_is_written_with_negations(branches):
 
 
 def test_all_of_merges_exactly():
-    schema = {"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
-                        {"properties": {"a": {"minimum": 5}, "b": {"type": "string"}}}]}
+    schema = {
+        "allOf": [
+            {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+            {"properties": {"a": {"minimum": 5}, "b": {"type": "string"}}},
+        ]
+    }
     for value in ({"a": 5}, {"a": 4}, {"a": 5, "b": "x"}, {"b": "x"}):
         assert matches(schema, json.dumps(value)) == is_valid(value, schema), value
     closed = {"allOf": [{"properties": {"a": {"type": "integer"}}}, {"additionalProperties": False}]}
@@ -737,15 +875,19 @@ def test_all_of_conflicts_are_refused_by_name():
 # ---------------------------------------------------------------------------------------
 # $ref and $defs
 # ---------------------------------------------------------------------------------------
-@pytest.mark.parametrize("ref, defs_key", [("#/$defs/x~1y", "$defs"), ("#/definitions/x~1y", "definitions"),
-                                           ("#/$defs/x%2Fy", "$defs")])
+@pytest.mark.parametrize(
+    "ref, defs_key", [("#/$defs/x~1y", "$defs"), ("#/definitions/x~1y", "definitions"), ("#/$defs/x%2Fy", "$defs")]
+)
 def test_local_refs(ref, defs_key):
     schema = {defs_key: {"x/y": {"type": "integer"}}, "type": "array", "items": {"$ref": ref}}
     assert matches(schema, "[1, 2]") and not matches(schema, '["a"]')
 
 
-TREE = {"type": "object", "properties": {"v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#"}}},
-        "required": ["v"]}
+TREE = {
+    "type": "object",
+    "properties": {"v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#"}}},
+    "required": ["v"],
+}
 
 
 def tree(depth: int) -> dict:
@@ -763,16 +905,25 @@ def test_recursive_schema_is_sound():
     assert_sound(TREE, max_ref_depth=2)
 
 
-@pytest.mark.parametrize("schema, error, message", [
-    ({"$defs": {"a": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"}, InvalidSchemaError, "refers to itself"),
-    ({"$ref": "#/$defs/missing"}, InvalidSchemaError, "points to nothing"),
-    ({"$ref": "https://example.com/s.json"}, UnsupportedSchemaError,
-     "'$ref' 'https://example.com/s.json' at #: 'https://example.com/s.json' is not a schema resource of this "
-     "document"),
-    ({"$ref": "#anchor"}, InvalidSchemaError, "'$ref' '#anchor' at #: no $anchor 'anchor'"),
-    ({"$defs": {"a": {"$id": "a.json"}}, "properties": {"x": {"$ref": "b.json"}}}, UnsupportedSchemaError,
-     "'$ref' 'b.json' at #/properties/x"),
-])
+@pytest.mark.parametrize(
+    "schema, error, message",
+    [
+        ({"$defs": {"a": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"}, InvalidSchemaError, "refers to itself"),
+        ({"$ref": "#/$defs/missing"}, InvalidSchemaError, "points to nothing"),
+        (
+            {"$ref": "https://example.com/s.json"},
+            UnsupportedSchemaError,
+            "'$ref' 'https://example.com/s.json' at #: 'https://example.com/s.json' is not a schema resource of this "
+            "document",
+        ),
+        ({"$ref": "#anchor"}, InvalidSchemaError, "'$ref' '#anchor' at #: no $anchor 'anchor'"),
+        (
+            {"$defs": {"a": {"$id": "a.json"}}, "properties": {"x": {"$ref": "b.json"}}},
+            UnsupportedSchemaError,
+            "'$ref' 'b.json' at #/properties/x",
+        ),
+    ],
+)
 def test_bad_refs(schema, error, message):
     with pytest.raises(error, match=re.escape(message)):
         build_regex_from_schema(schema)
@@ -784,30 +935,60 @@ def test_refs_to_ids_and_anchors_in_the_document():
     small = {"type": "integer", "minimum": 0, "maximum": 3}
     cases = [
         ({"$defs": {"a": {"$anchor": "small", **small}}, "$ref": "#small"}, [0, 3], [4, "x"]),
-        ({"$id": "http://example.com/root.json", "$defs": {"a": {"$id": "int.json", **small}},
-          "properties": {"x": {"$ref": "int.json"}}, "required": ["x"]}, [{"x": 2}], [{"x": 5}]),
-        ({"$id": "http://example.com/root.json", "$defs": {"a": {"$id": "nested/", "$defs": {
-            "b": {"$id": "b.json", **small}}}, "c": {"$ref": "nested/b.json"}}, "$ref": "#/$defs/c"}, [1], [9]),
-        ({"$defs": {"a": {"$id": "http://example.com/a.json", "$defs": {"s": small}}},
-          "$ref": "http://example.com/a.json#/$defs/s"}, [1], [-1]),
-        ({"$defs": {"a": {"$id": "http://example.com/a.json", "$anchor": "here", **small}},
-          "$ref": "http://example.com/a.json#here"}, [1], [7]),
+        (
+            {
+                "$id": "http://example.com/root.json",
+                "$defs": {"a": {"$id": "int.json", **small}},
+                "properties": {"x": {"$ref": "int.json"}},
+                "required": ["x"],
+            },
+            [{"x": 2}],
+            [{"x": 5}],
+        ),
+        (
+            {
+                "$id": "http://example.com/root.json",
+                "$defs": {
+                    "a": {"$id": "nested/", "$defs": {"b": {"$id": "b.json", **small}}},
+                    "c": {"$ref": "nested/b.json"},
+                },
+                "$ref": "#/$defs/c",
+            },
+            [1],
+            [9],
+        ),
+        (
+            {
+                "$defs": {"a": {"$id": "http://example.com/a.json", "$defs": {"s": small}}},
+                "$ref": "http://example.com/a.json#/$defs/s",
+            },
+            [1],
+            [-1],
+        ),
+        (
+            {
+                "$defs": {"a": {"$id": "http://example.com/a.json", "$anchor": "here", **small}},
+                "$ref": "http://example.com/a.json#here",
+            },
+            [1],
+            [7],
+        ),
     ]
     for schema, good, bad in cases:
         regex = re.compile(build_regex_from_schema(schema))
         for value in good + bad:
             assert bool(regex.fullmatch(json.dumps(value))) == is_valid(value, schema) == (value in good), value
     with pytest.raises(UnsupportedSchemaError, match="is not a schema resource"):
-        build_regex_from_schema({"enum": [{"$id": "http://example.com/e.json"}],
-                                 "$ref": "http://example.com/e.json"})
+        build_regex_from_schema({"enum": [{"$id": "http://example.com/e.json"}], "$ref": "http://example.com/e.json"})
 
 
 # ---------------------------------------------------------------------------------------
 # Types, inference, any value
 # ---------------------------------------------------------------------------------------
 @settings(deadline=None)
-@given(json_scalars | st.lists(json_scalars, max_size=3) |
-       st.dictionaries(st.text(max_size=2), json_scalars, max_size=2))
+@given(
+    json_scalars | st.lists(json_scalars, max_size=3) | st.dictionaries(st.text(max_size=2), json_scalars, max_size=2)
+)
 def test_empty_schema_accepts_values_up_to_the_nesting_bound(value):
     assert ANY_VALUE_NESTING >= 1
     for schema in ({}, True, {"description": "annotations only", "title": "t"}):
@@ -825,19 +1006,48 @@ def test_sound_for_any_value():
 
 
 TRICKY = [
-    {"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": False},
-               {"properties": {"a": {"exclusiveMaximum": 3}, "b": {}}, "required": ["a"]}]},
-    {"type": ["object", "string"], "properties": {"x": {"const": "é\"\\"}}, "maxLength": 2,
-     "anyOf": [{"required": ["x"]}, {"minLength": 1}]},
+    {
+        "allOf": [
+            {"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": False},
+            {"properties": {"a": {"exclusiveMaximum": 3}, "b": {}}, "required": ["a"]},
+        ]
+    },
+    {
+        "type": ["object", "string"],
+        "properties": {"x": {"const": 'é"\\'}},
+        "maxLength": 2,
+        "anyOf": [{"required": ["x"]}, {"minLength": 1}],
+    },
     {"enum": [1, 1.5, "a", [1, {"k": None}], {"z": [True]}], "type": ["number", "array", "object"]},
     {"enum": ["ab", "abc", [1, [2]]], "maxLength": 2},
     {"oneOf": [{"const": 1}, {"const": "1"}, {"type": "array", "maxItems": 1}]},
-    {"type": "array", "prefixItems": [{"type": "string", "pattern": '^\\\\["a-c]$'},
-                                      {"type": "number", "minimum": -0.5, "exclusiveMaximum": 0.25}],
-     "items": False, "minItems": 1},
-    {"$defs": {"n": {"anyOf": [{"type": "null"}, {"type": "object", "required": ["v"], "properties": {
-        "next": {"$ref": "#/$defs/n"}, "v": {"type": "integer", "minimum": 7, "maximum": 1234}}}]}},
-     "$ref": "#/$defs/n"},
+    {
+        "type": "array",
+        "prefixItems": [
+            {"type": "string", "pattern": '^\\\\["a-c]$'},
+            {"type": "number", "minimum": -0.5, "exclusiveMaximum": 0.25},
+        ],
+        "items": False,
+        "minItems": 1,
+    },
+    {
+        "$defs": {
+            "n": {
+                "anyOf": [
+                    {"type": "null"},
+                    {
+                        "type": "object",
+                        "required": ["v"],
+                        "properties": {
+                            "next": {"$ref": "#/$defs/n"},
+                            "v": {"type": "integer", "minimum": 7, "maximum": 1234},
+                        },
+                    },
+                ]
+            }
+        },
+        "$ref": "#/$defs/n",
+    },
     {"type": "string", "pattern": "[^\\d\\s]\\W"},
     {"type": "object", "required": ["a", "b"], "properties": {"b": {"type": "boolean"}}},
     {"items": {"type": "integer", "exclusiveMinimum": -10.5, "maximum": 1e3}},
@@ -859,9 +1069,10 @@ def test_enum_with_only_a_type_keeps_nested_values():
 # Errors name the keyword and the place
 # ---------------------------------------------------------------------------------------
 UNSUPPORTED_EXAMPLES = {
-
     "unevaluatedItems": False,
-    "unevaluatedProperties": False, "$dynamicRef": "#x", "$recursiveRef": "#",
+    "unevaluatedProperties": False,
+    "$dynamicRef": "#x",
+    "$recursiveRef": "#",
     "$recursiveAnchor": True,
 }
 
@@ -885,8 +1096,9 @@ def test_unique_items_false_constrains_nothing():
 
 
 def test_unknown_formats_are_refused():
-    with pytest.raises(UnsupportedSchemaError, match="'format': 'url' at # is not supported.*"
-                                                     "unknown_formats='annotation'"):
+    with pytest.raises(
+        UnsupportedSchemaError, match="'format': 'url' at # is not supported.*unknown_formats='annotation'"
+    ):
         build_regex_from_schema({"type": "string", "format": "url"})
 
 
@@ -897,23 +1109,27 @@ def test_unknown_formats_as_annotations_are_any_string():
     regex = re.compile(build_regex_from_schema(schema, unknown_formats="annotation"))
     for text in ["", "abc", "2024-01-01", "xyzw"]:
         assert bool(regex.fullmatch(json.dumps(text))) == (len(text) <= 3), text
-    assert not re.fullmatch(build_regex_from_schema({"type": "string", "format": "date"}, unknown_formats="annotation"),
-                            '"abc"')
+    assert not re.fullmatch(
+        build_regex_from_schema({"type": "string", "format": "date"}, unknown_formats="annotation"), '"abc"'
+    )
 
 
-@pytest.mark.parametrize("schema, message", [
-    ("{not json", "the schema is not valid JSON"),
-    ("3", "a schema must be a JSON object or a boolean, got int"),
-    ({"type": "strin"}, "'type' at # must be one of"),
-    ({"type": "object", "required": "a"}, "'required' at # must be an array of strings"),
-    ({"type": "string", "minLength": -1}, "'minLength' at # must be a non-negative integer"),
-    ({"type": "object", "properties": []}, "'properties' at # must be an object"),
-    ({"enum": 3}, "'enum' at # must be an array"),
-    ({"anyOf": []}, "'anyOf' at # must be a non-empty array of schemas"),
-    ({"type": "integer", "minimum": "3"}, "'minimum' at # must be a number"),
-    ({"properties": {"a": 5}}, "the schema at #/properties/a must be an object or a boolean"),
-    ({"$ref": 5}, "'$ref' at # must be a string"),
-])
+@pytest.mark.parametrize(
+    "schema, message",
+    [
+        ("{not json", "the schema is not valid JSON"),
+        ("3", "a schema must be a JSON object or a boolean, got int"),
+        ({"type": "strin"}, "'type' at # must be one of"),
+        ({"type": "object", "required": "a"}, "'required' at # must be an array of strings"),
+        ({"type": "string", "minLength": -1}, "'minLength' at # must be a non-negative integer"),
+        ({"type": "object", "properties": []}, "'properties' at # must be an object"),
+        ({"enum": 3}, "'enum' at # must be an array"),
+        ({"anyOf": []}, "'anyOf' at # must be a non-empty array of schemas"),
+        ({"type": "integer", "minimum": "3"}, "'minimum' at # must be a number"),
+        ({"properties": {"a": 5}}, "the schema at #/properties/a must be an object or a boolean"),
+        ({"$ref": 5}, "'$ref' at # must be a string"),
+    ],
+)
 def test_invalid_schemas_say_why(schema, message):
     with pytest.raises(InvalidSchemaError, match=re.escape(message)):
         build_regex_from_schema(schema)
@@ -974,8 +1190,13 @@ def array_schemas(draw, inner):
     return {"type": "array", "items": draw(inner), "minItems": lo, "maxItems": draw(st.integers(lo, 3))}
 
 
-family = st.recursive(leaf_schemas(), lambda inner: object_schemas(inner) | array_schemas(inner) |
-                      st.builds(lambda a, b: {"anyOf": [a, b]}, inner, inner), max_leaves=3)
+family = st.recursive(
+    leaf_schemas(),
+    lambda inner: (
+        object_schemas(inner) | array_schemas(inner) | st.builds(lambda a, b: {"anyOf": [a, b]}, inner, inner)
+    ),
+    max_leaves=3,
+)
 
 
 def instances(schema) -> st.SearchStrategy:
@@ -987,13 +1208,15 @@ def instances(schema) -> st.SearchStrategy:
     kind = schema["type"]
     if kind == "string":
         if "format" in schema:
-            return {"date": st.dates().map(datetime.date.isoformat), "uuid": st.uuids().map(str),
-                    "ipv4": st.ip_addresses(v=4).map(str)}[schema["format"]]
+            return {
+                "date": st.dates().map(datetime.date.isoformat),
+                "uuid": st.uuids().map(str),
+                "ipv4": st.ip_addresses(v=4).map(str),
+            }[schema["format"]]
         if "pattern" in schema:
             return st.from_regex(schema["pattern"], fullmatch=True)
         if "minLength" in schema or "maxLength" in schema:  # counted strings: raw or short escapes
-            return st.text(COUNTED_ALPHABET, min_size=schema.get("minLength", 0),
-                           max_size=schema.get("maxLength", 6))
+            return st.text(COUNTED_ALPHABET, min_size=schema.get("minLength", 0), max_size=schema.get("maxLength", 6))
         return st.text(max_size=6)
     if kind in ("integer", "number"):
         lo = schema.get("minimum", schema.get("exclusiveMinimum"))
@@ -1001,21 +1224,28 @@ def instances(schema) -> st.SearchStrategy:
         if kind == "integer":  # a side without a bound: at most 18 digits (the default limit)
             values = st.integers(-(10**18) + 1 if lo is None else lo, 10**18 - 1 if hi is None else hi)
         else:  # decimals written without exponent; never -0.0
-            values = st.decimals(lo, hi, places=1, allow_nan=False, allow_infinity=False).map(
-                lambda d: float(d) + 0.0).filter(lambda x: "e" not in repr(x))   # json.dumps(1e16) == "1e+16"
+            values = (
+                st.decimals(lo, hi, places=1, allow_nan=False, allow_infinity=False)
+                .map(lambda d: float(d) + 0.0)
+                .filter(lambda x: "e" not in repr(x))
+            )  # json.dumps(1e16) == "1e+16"
         return values.filter(lambda x: x != schema.get("exclusiveMinimum") and x != schema.get("exclusiveMaximum"))
     if kind == "array":
         return st.lists(instances(schema["items"]), min_size=schema["minItems"], max_size=schema["maxItems"])
     if kind == "object":
-        members = [st.tuples(st.just(n), instances(s)).map(lambda x: [x]) if n in schema["required"]
-                   else st.one_of(st.just([]), st.tuples(st.just(n), instances(s)).map(lambda x: [x]))
-                   for n, s in schema["properties"].items()]
+        members = [
+            st.tuples(st.just(n), instances(s)).map(lambda x: [x])
+            if n in schema["required"]
+            else st.one_of(st.just([]), st.tuples(st.just(n), instances(s)).map(lambda x: [x]))
+            for n, s in schema["properties"].items()
+        ]
         return st.tuples(*members).map(lambda parts: dict(item for part in parts for item in part))
     return st.just({"boolean": True, "null": None}[kind])
 
 
-FAMILY_SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                                   HealthCheck.filter_too_much])
+FAMILY_SETTINGS = settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]
+)
 
 
 @FAMILY_SETTINGS
@@ -1041,10 +1271,10 @@ def test_family_every_sampled_dfa_string_is_valid_json_for_the_schema(schema, se
 def test_a_number_below_the_smallest_double_is_refused_not_read_as_zero(numeral):
     """`minimum: 1e-400` read as 0 would allow 0, which the schema forbids: a silent weakening."""
     with pytest.raises(InvalidSchemaError, match="below the smallest double") as info:
-        build_regex_from_schema('{"type": "number", "minimum": %s}' % numeral)
+        build_regex_from_schema(f'{{"type": "number", "minimum": {numeral}}}')
     assert numeral[:20] in str(info.value)
-    assert matches({"type": "number", "minimum": 0.0}, "0")   # zero written as zero is fine
-    assert build_regex_from_schema('{"type": "number", "minimum": 0e-400, "maximum": 5e-324}')   # (zero digits: 0)
+    assert matches({"type": "number", "minimum": 0.0}, "0")  # zero written as zero is fine
+    assert build_regex_from_schema('{"type": "number", "minimum": 0e-400, "maximum": 5e-324}')  # (zero digits: 0)
 
 
 def test_a_requests_schema_text_is_parsed_once(monkeypatch):
@@ -1063,8 +1293,9 @@ def test_a_requests_schema_text_is_parsed_once(monkeypatch):
     loads, parses = [], []
     monkeypatch.setattr(base, "load_schema", lambda text, real=base.load_schema: loads.append(text) or real(text))
     monkeypatch.setattr(build, "load_schema", lambda text, real=build.load_schema: loads.append(text) or real(text))
-    monkeypatch.setattr(lazy_token_fsm, "parse_regex", lambda *a, real=lazy_token_fsm.parse_regex: parses.append(a)
-                        or real(*a))
+    monkeypatch.setattr(
+        lazy_token_fsm, "parse_regex", lambda *a, real=lazy_token_fsm.parse_regex: parses.append(a) or real(*a)
+    )
     try:
         text = json.dumps({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]})
         assert not backend.is_cached("json_schema", text)

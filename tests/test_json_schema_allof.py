@@ -5,6 +5,7 @@ and $refs to earlier $defs (no cycles), and checks each against `jsonschema` on 
 sample of values. Also: allOf of many anyOfs is pruned or refused by name, never slow.
 Covers constrained/json_schema/merge.py and applicators.py.
 """
+
 from __future__ import annotations
 
 import json
@@ -13,22 +14,37 @@ import re
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-
-from minisglang.constrained.json_schema import UnsupportedSchemaError, build_regex_from_schema
 from test_json_schema import is_valid
 
-LEAVES = [{"type": "string"}, {"type": "string", "maxLength": 2}, {"type": "string", "minLength": 1},
-          {"type": "integer", "minimum": 0}, {"type": "integer", "maximum": 3}, {"type": "number"},
-          {"const": 1}, {"enum": ["a", 1, None]}, {"type": ["string", "null"]}, {"type": "boolean"}, {}]
+from minisglang.constrained.json_schema import UnsupportedSchemaError, build_regex_from_schema
+
+LEAVES = [
+    {"type": "string"},
+    {"type": "string", "maxLength": 2},
+    {"type": "string", "minLength": 1},
+    {"type": "integer", "minimum": 0},
+    {"type": "integer", "maximum": 3},
+    {"type": "number"},
+    {"const": 1},
+    {"enum": ["a", 1, None]},
+    {"type": ["string", "null"]},
+    {"type": "boolean"},
+    {},
+]
 SAMPLE = ["", "a", "ab", "abc", 0, 1, 2, 3, 5, -1, 1.5, None, True, False, [], {}]
 
 
 def nodes(refs: list[str]):
     """Schemas over LEAVES joined by allOf/anyOf, and $refs to the names in `refs`."""
     leaf = st.sampled_from(LEAVES + [{"$ref": f"#/$defs/{name}"} for name in refs])
-    return st.recursive(leaf, lambda inner: st.one_of(
-        st.lists(inner, min_size=1, max_size=3).map(lambda xs: {"allOf": xs}),
-        st.lists(inner, min_size=1, max_size=3).map(lambda xs: {"anyOf": xs})), max_leaves=6)
+    return st.recursive(
+        leaf,
+        lambda inner: st.one_of(
+            st.lists(inner, min_size=1, max_size=3).map(lambda xs: {"allOf": xs}),
+            st.lists(inner, min_size=1, max_size=3).map(lambda xs: {"anyOf": xs}),
+        ),
+        max_leaves=6,
+    )
 
 
 @st.composite
@@ -71,9 +87,12 @@ def test_chain_of_allof_of_two_equal_refs_keeps_its_leaf(depth):
 
 
 def test_recursion_is_still_cut_at_max_ref_depth():
-    tree = {"$defs": {"node": {"type": "object", "properties": {"kids": {"type": "array",
-                                                                          "items": {"$ref": "#/$defs/node"}}}}},
-            "$ref": "#/$defs/node"}
+    tree = {
+        "$defs": {
+            "node": {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}}}
+        },
+        "$ref": "#/$defs/node",
+    }
     regex = re.compile(build_regex_from_schema(tree, max_ref_depth=2))
     assert regex.fullmatch('{"kids": [{"kids": []}]}')
     assert not regex.fullmatch('{"kids": [{"kids": [{"kids": []}]}]}')
@@ -81,16 +100,29 @@ def test_recursion_is_still_cut_at_max_ref_depth():
 
 def test_allof_of_contradicting_anyofs_is_pruned_to_what_agrees():
     """12 anyOfs of 4 typed branches: 4**12 pairs, all but 4 contradict, dropped as merged."""
-    schema = {"allOf": [{"anyOf": [{"type": "string", "minLength": i}, {"type": "integer", "minimum": i},
-                                   {"type": "null"}, {"type": "array", "maxItems": i}]} for i in range(12)]}
+    schema = {
+        "allOf": [
+            {
+                "anyOf": [
+                    {"type": "string", "minLength": i},
+                    {"type": "integer", "minimum": i},
+                    {"type": "null"},
+                    {"type": "array", "maxItems": i},
+                ]
+            }
+            for i in range(12)
+        ]
+    }
     regex = re.compile(build_regex_from_schema(schema))
     for value in ["abcdefghijk", "abc", 11, 10, None, [], [1]]:
         assert (regex.fullmatch(json.dumps(value)) is not None) == is_valid(value, schema), value
 
 
 def test_allof_of_anyofs_that_multiply_is_refused_by_name():
-    schema = {"type": "object", "properties": {"x": {"allOf": [
-        {"anyOf": [{"required": [f"{c}{i}"]} for c in "abcd"]} for i in range(6)]}}}
+    schema = {
+        "type": "object",
+        "properties": {"x": {"allOf": [{"anyOf": [{"required": [f"{c}{i}"]} for c in "abcd"]} for i in range(6)]}},
+    }
     with pytest.raises(UnsupportedSchemaError, match=r"'allOf' at #/properties/x: its 'anyOf's combine into more"):
         build_regex_from_schema(schema)
 
@@ -98,8 +130,12 @@ def test_allof_of_anyofs_that_multiply_is_refused_by_name():
 def test_allof_ignores_differing_values_of_annotations_and_unknown_keywords():
     """Real schemas repeat `x-intellij-html-description`-like keywords with other texts in
     allOf branches; they constrain nothing, so they are no conflict."""
-    schema = {"allOf": [{"type": "string", "x-doc": "a", "description": "one"},
-                        {"x-doc": "b", "maxLength": 2, "description": "two"}]}
+    schema = {
+        "allOf": [
+            {"type": "string", "x-doc": "a", "description": "one"},
+            {"x-doc": "b", "maxLength": 2, "description": "two"},
+        ]
+    }
     regex = re.compile(build_regex_from_schema(schema))
     for value in ["", "ab", "abc", 1]:
         assert (regex.fullmatch(json.dumps(value)) is not None) == is_valid(value, schema), value

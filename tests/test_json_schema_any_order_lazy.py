@@ -3,6 +3,7 @@ private `(?@members...)` group) and the JSON Schema options any_order and
 extra_properties that write it, checked against `jsonschema` (and, for the node itself,
 against `re.fullmatch` of every order written out). Covers constrained/json_schema/objects.py
 (any order) and lazy_regex.py's MEMBERS node."""
+
 from __future__ import annotations
 
 import itertools
@@ -15,9 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from minisglang.constrained.json_schema import UnsupportedSchemaError, build_regex_from_schema
+from minisglang.constrained.lazy_byte_dfa import LazyByteDFA
 from minisglang.constrained.lazy_regex import RegexError, RegexPool
 from minisglang.constrained.lazy_regex_parser import parse_regex
-from minisglang.constrained.lazy_byte_dfa import LazyByteDFA
 
 
 def lazy_matcher(regex: str):
@@ -72,12 +73,15 @@ def test_members_node_states_are_the_sets_reached_not_all_orders():
     assert dfa.num_states < 200
 
 
-@pytest.mark.parametrize("regex,message", [
-    ("(?@members(,)(=a))", "must start with !, ~ or &"),
-    ("(?@members(,)(&a)(&b))", "two & groups"),
-    ("(?@members(,)(!a?))", "non-empty string"),
-    ("(?@members)", "must be (?@members(SEP)"),
-])
+@pytest.mark.parametrize(
+    "regex,message",
+    [
+        ("(?@members(,)(=a))", "must start with !, ~ or &"),
+        ("(?@members(,)(&a)(&b))", "two & groups"),
+        ("(?@members(,)(!a?))", "non-empty string"),
+        ("(?@members)", "must be (?@members(SEP)"),
+    ],
+)
 def test_bad_members_groups_are_clear_errors(regex, message):
     with pytest.raises(RegexError, match=re.escape(message)):
         parse_regex(regex, RegexPool(), members=True)
@@ -89,10 +93,11 @@ def test_a_users_regex_cannot_use_the_private_members_group():
     regex = "<(?@members(,)(!a)(~b))>"
     with pytest.raises(RegexError, match="invalid regex"):
         parse_regex(regex, RegexPool())
+    from minisglang import DEFAULT_MODEL_PATH
     from minisglang.backends.fsm_backend import FSMBackend
     from minisglang.constrained.token_fsm import ConstraintError
     from minisglang.tokenizer import Tokenizer
-    from minisglang import DEFAULT_MODEL_PATH
+
     tok = Tokenizer.from_pretrained(DEFAULT_MODEL_PATH)
     backend = FSMBackend(tok, tok.vocab_size)
     try:
@@ -103,9 +108,12 @@ def test_a_users_regex_cannot_use_the_private_members_group():
         backend.shutdown()
 
 
-VALUE_SCHEMAS = [{"type": "integer"}, {"type": "boolean"}, {"type": "string", "maxLength": 3},
-                 {"type": "object", "properties": {"p": {"type": "null"}, "q": {"type": "integer"}},
-                  "required": ["q"]}]
+VALUE_SCHEMAS = [
+    {"type": "integer"},
+    {"type": "boolean"},
+    {"type": "string", "maxLength": 3},
+    {"type": "object", "properties": {"p": {"type": "null"}, "q": {"type": "integer"}}, "required": ["q"]},
+]
 VALUES = [0, 7, True, "ab", "abcd", None, {"q": 1}, {"q": 1, "p": None}, {"p": None}]
 NAMES = ["a", "b", "c", "d", "e", "f", "g", "h"]
 EXTRA_NAMES = ["x", "ab", "é"]
@@ -162,9 +170,9 @@ def test_any_order_alone_is_sound_and_takes_every_order_of_listed_keys(schema, o
         listed_only = set(obj) <= set(schema["properties"])
         for text in writings(obj) + writings(dict(reversed(list(obj.items())))):
             if accepts(text):
-                assert valid, (schema, text)   # never a false positive
+                assert valid, (schema, text)  # never a false positive
             elif valid:
-                assert not listed_only, (schema, text)   # only an unlisted key is refused
+                assert not listed_only, (schema, text)  # only an unlisted key is refused
 
 
 def test_lazy_any_order_has_no_member_limit_and_eager_keeps_its_clear_error():
@@ -172,9 +180,9 @@ def test_lazy_any_order_has_no_member_limit_and_eager_keeps_its_clear_error():
     regex = build_regex_from_schema(schema, any_order=True, automaton="lazy")
     accepts, _ = lazy_matcher(regex)
     assert accepts(json.dumps(dict(zip("lkjihgfedcba", range(12)))))
-    assert not accepts(json.dumps(dict(zip("kjihgfedcba", range(11)))))   # "l" is required
+    assert not accepts(json.dumps(dict(zip("kjihgfedcba", range(11)))))  # "l" is required
     with pytest.raises(UnsupportedSchemaError, match="more than max_any_order_properties=4"):
-        build_regex_from_schema(schema, any_order=True)   # the default: a plain regex
+        build_regex_from_schema(schema, any_order=True)  # the default: a plain regex
 
 
 def test_default_output_stays_plain_python_regex():
@@ -186,8 +194,11 @@ def test_default_output_stays_plain_python_regex():
 
 
 def test_enum_of_objects_filtered_through_a_members_group():
-    schema = {"enum": [{"a": 1, "b": 2}, {"a": "x"}], "properties": {"a": {"type": "integer"}, "b": {}},
-              "required": ["a"]}
+    schema = {
+        "enum": [{"a": 1, "b": 2}, {"a": "x"}],
+        "properties": {"a": {"type": "integer"}, "b": {}},
+        "required": ["a"],
+    }
     regex = build_regex_from_schema(schema, any_order=True, automaton="lazy")
     accepts, _ = lazy_matcher(regex)
     assert accepts('{"a": 1, "b": 2}')

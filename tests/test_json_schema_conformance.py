@@ -6,6 +6,7 @@ false positive: every suite value that our DFA accepts is valid. False negatives
 values written in a way we do not generate) and compile errors (unsupported keywords) are
 allowed; they are counted in benchmarks/results/json_schema_conformance.md.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,8 +27,7 @@ VENDORED = Path(__file__).resolve().parent / "data" / "json-schema-test-suite"
 @pytest.fixture(scope="module")
 def suite() -> list[tuple[str, dict]]:
     if not (conformance.SUITE_DIR / "draft2020-12").is_dir():
-        pytest.fail(f"JSON-Schema-Test-Suite not found at {conformance.SUITE_DIR}; "
-                    f"it is vendored at {VENDORED}")
+        pytest.fail(f"JSON-Schema-Test-Suite not found at {conformance.SUITE_DIR}; it is vendored at {VENDORED}")
     return conformance.load_suite()
 
 
@@ -49,7 +49,7 @@ def test_the_suite_is_draft_2020_12_without_optional_tests(suite):
 
 
 def test_harness_counts_a_backend_that_accepts_everything(suite):
-    counts = conformance.run_suite(lambda schema: (lambda text: True), progress=False)
+    counts = conformance.run_suite(lambda schema: lambda text: True, progress=False)
     invalid = sum(not t["valid"] for _, g in suite for t in g["tests"])
     assert counts.cases == sum(len(g["tests"]) for _, g in suite)
     assert counts.compile_errors == 0
@@ -98,4 +98,4 @@ def test_the_xgrammar_and_llguidance_adapters_have_no_false_positive_on_the_suit
     counts = conformance.run_suite(conformance.adapter_accepts(backend), progress=False)
     assert counts.false_positives == [], "accepted but invalid:\n" + "\n".join(counts.false_positives)
     assert counts.refused <= counts.compile_errors < counts.cases
-    assert (counts.refused > 0) == (backend == "xgrammar")   # llguidance refuses what it ignores itself
+    assert (counts.refused > 0) == (backend == "xgrammar")  # llguidance refuses what it ignores itself

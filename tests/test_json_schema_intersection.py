@@ -4,6 +4,7 @@ builds with them: a `pattern` with minLength/maxLength, and patternProperties wh
 overlap the listed names, each other, or additionalProperties. Oracles: `re.fullmatch`
 of both sides for the nodes, `jsonschema` for the schemas. Covers constrained/json_schema/
 strings.py, pattern_length.py and objects.py (patternProperties)."""
+
 from __future__ import annotations
 
 import itertools
@@ -15,9 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from minisglang.constrained.lazy_byte_dfa import LazyByteDFA
 from minisglang.constrained.lazy_regex import EMPTY, RegexError, RegexPool
 from minisglang.constrained.lazy_regex_parser import parse_regex
-from minisglang.constrained.lazy_byte_dfa import LazyByteDFA
 
 
 def lazy_matcher(regex: str):
@@ -26,14 +27,22 @@ def lazy_matcher(regex: str):
 
 
 # Pairs of regexes over a, b, x: overlapping, nested, disjoint, equal, with counters.
-PAIRS = [("a*b", "(ab)*b?"), ("[ab]{2,5}", "a.*"), ("(ab|ba)+", "[ab]{4}"), ("x?", "x?"),
-         ("a+", "b+"), ("(a|b)*", "(a|b){0,3}"), ("(a|x)*a", "x(a|b|x)*"), ("é|ab", "é")]
+PAIRS = [
+    ("a*b", "(ab)*b?"),
+    ("[ab]{2,5}", "a.*"),
+    ("(ab|ba)+", "[ab]{4}"),
+    ("x?", "x?"),
+    ("a+", "b+"),
+    ("(a|b)*", "(a|b){0,3}"),
+    ("(a|x)*a", "x(a|b|x)*"),
+    ("é|ab", "é"),
+]
 
 
 @pytest.mark.parametrize("a,b", PAIRS)
 @pytest.mark.parametrize("op", ["and", "diff"])
 def test_node_equals_both_sides_on_every_short_string(a, b, op):
-    regex = f"<(?@{op}({a})({b}))>|z"   # (`|z`: an empty intersection is an error alone)
+    regex = f"<(?@{op}({a})({b}))>|z"  # (`|z`: an empty intersection is an error alone)
     accepts, _ = lazy_matcher(regex)
     for n in range(7):
         for chars in itertools.product("abxé", repeat=n):
@@ -43,14 +52,14 @@ def test_node_equals_both_sides_on_every_short_string(a, b, op):
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.sampled_from(PAIRS), st.sampled_from(["and", "diff"]),
-       st.lists(st.text(alphabet="abxé", max_size=8), max_size=3))
+@given(
+    st.sampled_from(PAIRS), st.sampled_from(["and", "diff"]), st.lists(st.text(alphabet="abxé", max_size=8), max_size=3)
+)
 def test_node_equals_both_sides_on_random_strings(pair, op, pieces):
     """`(A op B)*` with a comma after each repeat: the node inside a repeat and a sequence."""
     a, b = pair
     accepts, _ = lazy_matcher(f"(?:(?@{op}({a})({b})),)*")
-    want = all((re.fullmatch(a, p) is not None) and ((re.fullmatch(b, p) is not None) == (op == "and"))
-               for p in pieces)
+    want = all((re.fullmatch(a, p) is not None) and ((re.fullmatch(b, p) is not None) == (op == "and")) for p in pieces)
     assert accepts("".join(p + "," for p in pieces)) == want
 
 
@@ -108,7 +117,7 @@ def schema_matcher(schema, **options):
 
 STRING_SCHEMAS = [
     {"type": "string", "pattern": "^[a-z]+(-[a-z]+)*$", "minLength": 3, "maxLength": 7},
-    {"type": "string", "pattern": "a(b|cd)*", "maxLength": 5},       # a search, not anchored
+    {"type": "string", "pattern": "a(b|cd)*", "maxLength": 5},  # a search, not anchored
     {"type": "string", "pattern": "[0-9]{2,}", "minLength": 4},
     {"type": "string", "pattern": "^(ab|c)+$", "minLength": 2, "maxLength": 6},
     {"type": "string", "pattern": "^\\S+$", "maxLength": 4, "not": {"enum": ["ab", "b"]}},
@@ -154,8 +163,9 @@ def test_an_empty_intersection_is_no_value():
 
     with pytest.raises(UnsupportedSchemaError, match="accepts no JSON value"):
         build_regex_from_schema({"type": "string", "pattern": "^a{5}$", "maxLength": 3}, automaton="lazy")
-    regex = build_regex_from_schema({"anyOf": [{"type": "string", "pattern": "^a{5}$", "maxLength": 3},
-                                               {"type": "null"}]}, automaton="lazy")
+    regex = build_regex_from_schema(
+        {"anyOf": [{"type": "string", "pattern": "^a{5}$", "maxLength": 3}, {"type": "null"}]}, automaton="lazy"
+    )
     assert regex == "null"
 
 
@@ -187,17 +197,31 @@ def test_negated_classes_leave_out_what_either_engine_puts_in_them(pattern):
 # additionalProperties / propertyNames
 # ---------------------------------------------------------------------------------------
 KEY_SCHEMAS = [
-    {"type": "object", "properties": {"ab": {"type": "integer"}}, "patternProperties": {"^a": {"type": "string"}},
-     "additionalProperties": False},
-    {"type": "object", "patternProperties": {"^a": {"type": "string", "maxLength": 2}, "b$": {"enum": ["x", "yy", 3]}},
-     "additionalProperties": {"type": "integer"}},
-    {"type": "object", "patternProperties": {"^a": {"type": "integer"}}, "additionalProperties": {"type": "null"},
-     "propertyNames": {"maxLength": 2}},
-    {"type": "object", "patternProperties": {"\\d": {"type": "integer"}, "^[0-9a]+$": {"type": "null"}},
-     "additionalProperties": True},
+    {
+        "type": "object",
+        "properties": {"ab": {"type": "integer"}},
+        "patternProperties": {"^a": {"type": "string"}},
+        "additionalProperties": False,
+    },
+    {
+        "type": "object",
+        "patternProperties": {"^a": {"type": "string", "maxLength": 2}, "b$": {"enum": ["x", "yy", 3]}},
+        "additionalProperties": {"type": "integer"},
+    },
+    {
+        "type": "object",
+        "patternProperties": {"^a": {"type": "integer"}},
+        "additionalProperties": {"type": "null"},
+        "propertyNames": {"maxLength": 2},
+    },
+    {
+        "type": "object",
+        "patternProperties": {"\\d": {"type": "integer"}, "^[0-9a]+$": {"type": "null"}},
+        "additionalProperties": True,
+    },
 ]
-KEYS = ["a", "ab", "b", "ba", "c", "abc", "1", "a1"]   # ("١" is a digit to Python's \d: only sound, below)
-VALUES = ['"x"', '"yy"', '3', 'null', '"xyz"']
+KEYS = ["a", "ab", "b", "ba", "c", "abc", "1", "a1"]  # ("١" is a digit to Python's \d: only sound, below)
+VALUES = ['"x"', '"yy"', "3", "null", '"xyz"']
 
 
 def object_texts(schema: dict, size: int):
@@ -220,15 +244,26 @@ def test_key_regions_equal_jsonschema(schema):
     for size in range(3):
         for text in object_texts(schema, size):
             assert accepts(text) == validator.is_valid(json.loads(text)), (schema, text)
-    for text in ['{"\\u0061b": "x"}', '{"\\u0061b": 3}', '{"\\u0061": 3}', '{"c\\u0062": "x"}', '{"\\u0661": null}',
-                 '{"١": null}', '{"١": 3}', '{"a١": "x"}', '{"a": "x", "a": 3}']:
+    for text in [
+        '{"\\u0061b": "x"}',
+        '{"\\u0061b": 3}',
+        '{"\\u0061": 3}',
+        '{"c\\u0062": "x"}',
+        '{"\\u0661": null}',
+        '{"١": null}',
+        '{"١": 3}',
+        '{"a١": "x"}',
+        '{"a": "x", "a": 3}',
+    ]:
         assert not accepts(text) or validator.is_valid(json.loads(text)), (schema, text)
 
 
 @settings(max_examples=120, deadline=None)
-@given(st.sampled_from(KEY_SCHEMAS),
-       st.dictionaries(st.text(alphabet="ab1١c", max_size=3), st.sampled_from([None, 3, "x", "yy", "xyz"]), max_size=3),
-       st.booleans())
+@given(
+    st.sampled_from(KEY_SCHEMAS),
+    st.dictionaries(st.text(alphabet="ab1١c", max_size=3), st.sampled_from([None, 3, "x", "yy", "xyz"]), max_size=3),
+    st.booleans(),
+)
 def test_key_regions_are_sound_for_any_writing(schema, instance, ascii_only):
     accepts = schema_matcher(schema)
     text = json.dumps(instance, ensure_ascii=ascii_only)
@@ -238,9 +273,11 @@ def test_key_regions_are_sound_for_any_writing(schema, instance, ascii_only):
 def test_the_eager_automaton_refuses_overlapping_keys_naming_the_keyword():
     from minisglang.constrained.json_schema import UnsupportedSchemaError, build_regex_from_schema
 
-    for schema, what in [(KEY_SCHEMAS[0], "also matches the listed property"),
-                         (KEY_SCHEMAS[1], "additionalProperties is not supported"),
-                         ({**KEY_SCHEMAS[3], "additionalProperties": False}, "matches both")]:
+    for schema, what in [
+        (KEY_SCHEMAS[0], "also matches the listed property"),
+        (KEY_SCHEMAS[1], "additionalProperties is not supported"),
+        ({**KEY_SCHEMAS[3], "additionalProperties": False}, "matches both"),
+    ]:
         with pytest.raises(UnsupportedSchemaError, match=f"'patternProperties'.*{what}"):
             build_regex_from_schema(schema)
 
@@ -257,12 +294,22 @@ def test_the_eager_overlap_check_reads_patterns_as_python_does():
 # Generation through the engine (bundled model, fsm backend, lazy automaton)
 # ---------------------------------------------------------------------------------------
 GENERATION_SCHEMAS = [
-    {"type": "object", "properties": {"name": {"type": "string", "pattern": "^[A-Z][a-z]+( [A-Z][a-z]+)*$",
-                                               "minLength": 3, "maxLength": 12}},
-     "required": ["name"], "additionalProperties": False},
-    {"type": "object", "properties": {"id": {"type": "integer", "minimum": 0, "maximum": 99}},
-     "patternProperties": {"^x": {"type": "string", "maxLength": 3}}, "additionalProperties": {"type": "boolean"},
-     "maxProperties": 3, "required": ["id"]},
+    {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "pattern": "^[A-Z][a-z]+( [A-Z][a-z]+)*$", "minLength": 3, "maxLength": 12}
+        },
+        "required": ["name"],
+        "additionalProperties": False,
+    },
+    {
+        "type": "object",
+        "properties": {"id": {"type": "integer", "minimum": 0, "maximum": 99}},
+        "patternProperties": {"^x": {"type": "string", "maxLength": 3}},
+        "additionalProperties": {"type": "boolean"},
+        "maxProperties": 3,
+        "required": ["id"],
+    },
 ]
 
 
@@ -274,8 +321,10 @@ def test_generation_under_intersections_validates(schema):
     engine, finished = sgl.Engine(), 0
     try:
         for seed in range(4):
-            out = engine.generate("<|user|>\nJohn Smith, 42\n<|assistant|>\n",
-                                  {"json_schema": schema, "max_new_tokens": 48, "temperature": 1.0, "seed": seed})
+            out = engine.generate(
+                "<|user|>\nJohn Smith, 42\n<|assistant|>\n",
+                {"json_schema": schema, "max_new_tokens": 48, "temperature": 1.0, "seed": seed},
+            )
             finish = out["meta_info"]["finish_reason"]
             assert finish["type"] in ("stop", "length"), finish
             if finish["type"] == "stop":
@@ -290,11 +339,20 @@ def test_max_properties_with_every_listed_property_required_and_unlisted_keys():
     schema = GENERATION_SCHEMAS[1]
     accepts = schema_matcher(schema)
     validator = jsonschema.Draft202012Validator(schema)
-    for text in ['{"id": 1}', '{"id": 1, "xa": "ab"}', '{"id": 1, "xa": "ab", "b": true}',
-                 '{"id": 1, "xa": "ab", "b": true, "c": false}', '{"id": 1, "xa": "abcd"}', '{"id": 1, "b": 3}',
-                 '{"xa": "a", "id": 1}', '{"id": 100}']:
+    for text in [
+        '{"id": 1}',
+        '{"id": 1, "xa": "ab"}',
+        '{"id": 1, "xa": "ab", "b": true}',
+        '{"id": 1, "xa": "ab", "b": true, "c": false}',
+        '{"id": 1, "xa": "abcd"}',
+        '{"id": 1, "b": 3}',
+        '{"xa": "a", "id": 1}',
+        '{"id": 100}',
+    ]:
         assert not accepts(text) or validator.is_valid(json.loads(text)), text
-        if text.startswith('{"id"') and '"b"' not in text:   # (additionalProperties next to properties: our policy adds no keys)
+        if (
+            text.startswith('{"id"') and '"b"' not in text
+        ):  # (additionalProperties next to properties: our policy adds no keys)
             assert accepts(text) == validator.is_valid(json.loads(text)), text
     assert schema_matcher(schema, extra_properties=True)('{"id": 1, "xa": "ab", "b": true}')
     assert not schema_matcher(schema, extra_properties=True)('{"id": 1, "xa": "ab", "b": true, "c": false}')

@@ -4,6 +4,7 @@ the domain, serialised with json.dumps, matches the compiled regex exactly when 
 Covers constrained/json_schema/keywords.py and each type's rules (numbers.py, strings.py,
 arrays.py, objects.py, applicators.py).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -12,9 +13,9 @@ import re
 
 import jsonschema
 import pytest
+from test_json_schema import assert_sound, is_valid
 
 from minisglang.constrained.json_schema import UnsupportedSchemaError, build_regex_from_schema
-from test_json_schema import assert_sound, is_valid
 
 
 def oracle_for(schema):
@@ -46,8 +47,24 @@ def assert_exact_on(schema, values, **options) -> None:
 # ---------------------------------------------------------------------------------------
 # pattern with minLength/maxLength: the intersection, exactly
 # ---------------------------------------------------------------------------------------
-@pytest.mark.parametrize("pattern", ["^[ab]+$", "a", "^a", "b$", "^a.b", "ab|^b+$", "^(ab|ba)*$", "^a{2}b?$",
-                                     "[^a]", "^(?:a|bb)$", "^a*b*$", "\\\\", '^"?a'])
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        "^[ab]+$",
+        "a",
+        "^a",
+        "b$",
+        "^a.b",
+        "ab|^b+$",
+        "^(ab|ba)*$",
+        "^a{2}b?$",
+        "[^a]",
+        "^(?:a|bb)$",
+        "^a*b*$",
+        "\\\\",
+        '^"?a',
+    ],
+)
 @pytest.mark.parametrize("window", [(0, 2), (2, None), (1, 3), (3, 3), (4, 5)])
 def test_pattern_with_length_is_the_exact_intersection(pattern, window):
     lo, hi = window
@@ -65,16 +82,28 @@ def test_pattern_with_length_is_the_exact_intersection(pattern, window):
     assert_exact_on(schema, domain)
 
 
-@pytest.mark.parametrize("schema, whitespace, message", [
-    ({"type": "string", "pattern": r"(?=\d)\d{3}-\d{4}"}, None,
-     r"'pattern' '(?=\d)\d{3}-\d{4}' at #/pattern: lookaround assertions are not supported"),
-    ({"type": "string", "pattern": "a\nb\x00(?=c)"}, None,
-     r"'pattern' 'a\nb\x00(?=c)' at #/pattern: lookaround assertions are not supported"),
-    ({"type": "object", "patternProperties": {r"^\d+(": {}}}, None,
-     r"'pattern' '^\d+(' at #/patternProperties/^\d+( is not a regex we can read: missing )"),
-    ({"type": "integer"}, r"\s(", r"whitespace regex '\s(' is invalid: invalid regex '\s(': missing )"),
-    ({"type": "integer"}, r"[\s]*", r"whitespace regex '[\s]*' matches \s, which is not JSON whitespace"),
-])
+@pytest.mark.parametrize(
+    "schema, whitespace, message",
+    [
+        (
+            {"type": "string", "pattern": r"(?=\d)\d{3}-\d{4}"},
+            None,
+            r"'pattern' '(?=\d)\d{3}-\d{4}' at #/pattern: lookaround assertions are not supported",
+        ),
+        (
+            {"type": "string", "pattern": "a\nb\x00(?=c)"},
+            None,
+            r"'pattern' 'a\nb\x00(?=c)' at #/pattern: lookaround assertions are not supported",
+        ),
+        (
+            {"type": "object", "patternProperties": {r"^\d+(": {}}},
+            None,
+            r"'pattern' '^\d+(' at #/patternProperties/^\d+( is not a regex we can read: missing )",
+        ),
+        ({"type": "integer"}, r"\s(", r"whitespace regex '\s(' is invalid: invalid regex '\s(': missing )"),
+        ({"type": "integer"}, r"[\s]*", r"whitespace regex '[\s]*' matches \s, which is not JSON whitespace"),
+    ],
+)
 def test_a_refused_pattern_is_quoted_as_written(schema, whitespace, message):
     # Backslashes single (repr doubled them: '\\d{3}'), a newline or NUL escaped.
     with pytest.raises(ValueError) as info:
@@ -84,17 +113,21 @@ def test_a_refused_pattern_is_quoted_as_written(schema, whitespace, message):
 
 def test_pattern_with_length_refuses_varying_width_repeats_by_name():
     schema = {"type": "object", "properties": {"x": {"type": "string", "pattern": "^(a|bc)+$", "maxLength": 4}}}
-    with pytest.raises(UnsupportedSchemaError, match=re.escape("'pattern' '^(a|bc)+$' with 'minLength'/'maxLength' "
-                                                               "at #/properties/x/pattern")):
+    with pytest.raises(
+        UnsupportedSchemaError,
+        match=re.escape("'pattern' '^(a|bc)+$' with 'minLength'/'maxLength' at #/properties/x/pattern"),
+    ):
         build_regex_from_schema(schema)
 
 
 def test_pattern_with_length_is_sound_on_real_shapes():
-    for schema in [{"type": "string", "pattern": "^[a-zA-Z0-9_-]+$", "maxLength": 64},
-                   {"type": "string", "pattern": "^[A-Z]{2}[0-9]{2,4}$", "minLength": 5},
-                   {"type": "string", "pattern": "\\S", "minLength": 1},
-                   {"type": "string", "pattern": "^[a-z]", "minLength": 3, "maxLength": 40},
-                   {"type": "string", "pattern": "^\\d{3}-\\d{4}$", "maxLength": 8}]:
+    for schema in [
+        {"type": "string", "pattern": "^[a-zA-Z0-9_-]+$", "maxLength": 64},
+        {"type": "string", "pattern": "^[A-Z]{2}[0-9]{2,4}$", "minLength": 5},
+        {"type": "string", "pattern": "\\S", "minLength": 1},
+        {"type": "string", "pattern": "^[a-z]", "minLength": 3, "maxLength": 40},
+        {"type": "string", "pattern": "^\\d{3}-\\d{4}$", "maxLength": 8},
+    ]:
         assert_sound(schema)
 
 
@@ -113,22 +146,25 @@ def small_objects(keys="abc"):
                 yield dict(zip(chosen, values))
 
 
-@pytest.mark.parametrize("extra", [
-    {"dependentRequired": {"a": ["b"]}},
-    {"dependentRequired": {"a": ["b", "c"], "c": ["b"]}},
-    {"dependentRequired": {"a": []}},
-    {"dependentSchemas": {"a": {"properties": {"b": {"type": "string"}}, "required": ["b"]}}},
-    {"dependentSchemas": {"b": {"required": ["c"]}, "c": False}},
-    {"dependencies": {"a": ["c"], "b": {"properties": {"a": {"maximum": 0}}}}},
-    {"dependentRequired": {"z": ["a"]}},  # a dependency on a key that never appears
-    {"required": ["a"], "dependentRequired": {"a": ["b"]}},
-    {"minProperties": 2},
-    {"maxProperties": 1},
-    {"minProperties": 1, "maxProperties": 2, "required": ["c"]},
-    {"maxProperties": 0},
-    {"minProperties": 4},
-    {"minProperties": 2, "dependentRequired": {"c": ["a"]}},
-])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"dependentRequired": {"a": ["b"]}},
+        {"dependentRequired": {"a": ["b", "c"], "c": ["b"]}},
+        {"dependentRequired": {"a": []}},
+        {"dependentSchemas": {"a": {"properties": {"b": {"type": "string"}}, "required": ["b"]}}},
+        {"dependentSchemas": {"b": {"required": ["c"]}, "c": False}},
+        {"dependencies": {"a": ["c"], "b": {"properties": {"a": {"maximum": 0}}}}},
+        {"dependentRequired": {"z": ["a"]}},  # a dependency on a key that never appears
+        {"required": ["a"], "dependentRequired": {"a": ["b"]}},
+        {"minProperties": 2},
+        {"maxProperties": 1},
+        {"minProperties": 1, "maxProperties": 2, "required": ["c"]},
+        {"maxProperties": 0},
+        {"minProperties": 4},
+        {"minProperties": 2, "dependentRequired": {"c": ["a"]}},
+    ],
+)
 @pytest.mark.parametrize("any_order", [False, True])
 def test_object_keywords_are_exact_on_every_small_object(extra, any_order):
     schema = {"type": "object", "properties": PROPS, **extra}
@@ -147,36 +183,55 @@ def test_object_keywords_are_exact_on_every_small_object(extra, any_order):
                 assert bool(regex.fullmatch(text)) == valid(value), text
 
 
-@pytest.mark.parametrize("schema", [
-    {"type": "object", "additionalProperties": {"type": "integer"}, "maxProperties": 2},
-    {"type": "object", "additionalProperties": {"type": "integer"}, "maxProperties": 0},
-    {"type": "object", "required": ["a"], "additionalProperties": {"type": "integer"}, "maxProperties": 2},
-    {"type": "object", "required": ["a"], "minProperties": 1},
-    {"type": "object", "additionalProperties": {"type": "integer"}, "minProperties": 1},   # one entry or more
-    {"type": "object", "minProperties": 1, "maxProperties": 2},
-])
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "additionalProperties": {"type": "integer"}, "maxProperties": 2},
+        {"type": "object", "additionalProperties": {"type": "integer"}, "maxProperties": 0},
+        {"type": "object", "required": ["a"], "additionalProperties": {"type": "integer"}, "maxProperties": 2},
+        {"type": "object", "required": ["a"], "minProperties": 1},
+        {"type": "object", "additionalProperties": {"type": "integer"}, "minProperties": 1},  # one entry or more
+        {"type": "object", "minProperties": 1, "maxProperties": 2},
+    ],
+)
 def test_max_properties_on_maps_counts_entries(schema):
     domain = [dict(zip(keys, itertools.repeat(1))) for n in range(4) for keys in itertools.combinations("abcd", n)]
     assert_exact_on(schema, domain)
     assert_sound(schema)
 
 
-@pytest.mark.parametrize("schema, message", [
-    ({"type": "object", "properties": {"x": {"type": "object", "minProperties": 2}}},
-     "keyword 'minProperties' at #/properties/x is not supported on an object with unlisted keys"),
-    ({"dependentRequired": {"a": "b"}}, "'dependentRequired' at #/dependentRequired/a must be an array"),
-    ({"dependentSchemas": {"a": ["b"]}}, "'dependentSchemas' at #/dependentSchemas/a must be a schema"),
-])
+@pytest.mark.parametrize(
+    "schema, message",
+    [
+        (
+            {"type": "object", "properties": {"x": {"type": "object", "minProperties": 2}}},
+            "keyword 'minProperties' at #/properties/x is not supported on an object with unlisted keys",
+        ),
+        ({"dependentRequired": {"a": "b"}}, "'dependentRequired' at #/dependentRequired/a must be an array"),
+        ({"dependentSchemas": {"a": ["b"]}}, "'dependentSchemas' at #/dependentSchemas/a must be a schema"),
+    ],
+)
 def test_object_keyword_errors_name_keyword_and_place(schema, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         build_regex_from_schema(schema)
 
 
 def test_object_keywords_are_sound_nested():
-    schema = {"type": "array", "maxItems": 2, "items": {
-        "type": "object", "properties": {"id": {"type": "integer", "minimum": 0}, "name": {"type": "string"},
-                                         "tags": {"type": "array", "items": {"enum": ["x", "y"]}}},
-        "dependentRequired": {"tags": ["name"]}, "minProperties": 1, "maxProperties": 2}}
+    schema = {
+        "type": "array",
+        "maxItems": 2,
+        "items": {
+            "type": "object",
+            "properties": {
+                "id": {"type": "integer", "minimum": 0},
+                "name": {"type": "string"},
+                "tags": {"type": "array", "items": {"enum": ["x", "y"]}},
+            },
+            "dependentRequired": {"tags": ["name"]},
+            "minProperties": 1,
+            "maxProperties": 2,
+        },
+    }
     assert_sound(schema)
 
 
@@ -186,24 +241,27 @@ def test_object_keywords_are_sound_nested():
 SCALARS = [None, True, False, 0, 1, 2, -1, 1.5, -0.25, 3.0, "", "a", "ab", "b", "é", [], [1], {}, {"a": 1}]
 
 
-@pytest.mark.parametrize("schema", [
-    {"not": {"type": "string"}},
-    {"not": {"type": ["integer", "null"]}},
-    {"not": {"type": "integer"}},
-    {"not": {"not": {"type": "integer"}}},
-    {"not": {"const": 1}},
-    {"type": "integer", "not": {"enum": [0, 2]}, "minimum": -1, "maximum": 3},
-    {"type": ["string", "boolean"], "not": {"enum": ["a", True, ""]}},
-    {"type": "number", "not": {"const": 1.5}},
-    {"not": {"minimum": 1}},
-    {"not": {"type": "number", "exclusiveMaximum": 1}},
-    {"not": {"maxLength": 1}},
-    {"type": "string", "not": {"minLength": 2}},
-    {"not": {"anyOf": [{"type": "string"}, {"const": None}]}},
-    {"not": {"$ref": "#/$defs/small"}, "$defs": {"small": {"enum": [0, 1, "a"]}}},
-    {"not": {"not": {"not": {"type": "boolean"}}}},
-    {"allOf": [{"not": {"const": "a"}}, {"not": {"const": "b"}}], "type": "string"},
-])
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"not": {"type": "string"}},
+        {"not": {"type": ["integer", "null"]}},
+        {"not": {"type": "integer"}},
+        {"not": {"not": {"type": "integer"}}},
+        {"not": {"const": 1}},
+        {"type": "integer", "not": {"enum": [0, 2]}, "minimum": -1, "maximum": 3},
+        {"type": ["string", "boolean"], "not": {"enum": ["a", True, ""]}},
+        {"type": "number", "not": {"const": 1.5}},
+        {"not": {"minimum": 1}},
+        {"not": {"type": "number", "exclusiveMaximum": 1}},
+        {"not": {"maxLength": 1}},
+        {"type": "string", "not": {"minLength": 2}},
+        {"not": {"anyOf": [{"type": "string"}, {"const": None}]}},
+        {"not": {"$ref": "#/$defs/small"}, "$defs": {"small": {"enum": [0, 1, "a"]}}},
+        {"not": {"not": {"not": {"type": "boolean"}}}},
+        {"allOf": [{"not": {"const": "a"}}, {"not": {"const": "b"}}], "type": "string"},
+    ],
+)
 def test_not_is_exact_on_small_values(schema):
     assert_exact_on(schema, SCALARS)
 
@@ -215,14 +273,20 @@ def test_not_true_accepts_nothing_and_not_false_anything():
 
 
 def test_not_required_means_absent():
-    schema = {"type": "object", "properties": {"a": {"type": "null"}, "b": {"type": "null"}},
-              "not": {"required": ["a", "b"]}}
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "null"}, "b": {"type": "null"}},
+        "not": {"required": ["a", "b"]},
+    }
     assert_exact_on(schema, [{}, {"a": None}, {"b": None}, {"a": None, "b": None}])
 
 
 def test_excluded_strings_are_sound_in_every_spelling():
-    schema = {"type": "object", "properties": {"k": {"type": "string", "not": {"enum": ["a", "é", ""]}}},
-              "required": ["k"]}
+    schema = {
+        "type": "object",
+        "properties": {"k": {"type": "string", "not": {"enum": ["a", "é", ""]}}},
+        "required": ["k"],
+    }
     assert_sound(schema, n=300)
     regex = re.compile(build_regex_from_schema(schema))
     for text in ['{"k": "a"}', '{"k": "\\u0061"}', '{"k": "\\u00e9"}', '{"k": "é"}', '{"k": ""}']:
@@ -230,15 +294,28 @@ def test_excluded_strings_are_sound_in_every_spelling():
     assert regex.fullmatch('{"k": "ab"}') and regex.fullmatch('{"k": "\\u00e9\\u00e9"}')
 
 
-@pytest.mark.parametrize("schema, message", [
-    ({"not": {"pattern": "^a"}}, "keyword 'not' at #/not: the negation of 'pattern' is written only for automaton='lazy'"),
-    ({"not": {"format": "date"}}, "keyword 'not' at #/not: the negation of 'format' cannot be written exactly"),
-    ({"properties": {"x": {"not": {"const": [1]}}}},
-     "keyword 'not' at #/properties/x/not: excluding array or object values"),
-    ({"type": "string", "maxLength": 3, "not": {"const": "a"}},
-     "keyword 'not' at #/not: excluding string values from a string with pattern, format or length bounds"),
-    ({"minimum": 0, "not": {"type": "integer"}}, "keyword 'not' at #/not: 'not integer' together with minimum/maximum"),
-])
+@pytest.mark.parametrize(
+    "schema, message",
+    [
+        (
+            {"not": {"pattern": "^a"}},
+            "keyword 'not' at #/not: the negation of 'pattern' is written only for automaton='lazy'",
+        ),
+        ({"not": {"format": "date"}}, "keyword 'not' at #/not: the negation of 'format' cannot be written exactly"),
+        (
+            {"properties": {"x": {"not": {"const": [1]}}}},
+            "keyword 'not' at #/properties/x/not: excluding array or object values",
+        ),
+        (
+            {"type": "string", "maxLength": 3, "not": {"const": "a"}},
+            "keyword 'not' at #/not: excluding string values from a string with pattern, format or length bounds",
+        ),
+        (
+            {"minimum": 0, "not": {"type": "integer"}},
+            "keyword 'not' at #/not: 'not integer' together with minimum/maximum",
+        ),
+    ],
+)
 def test_not_that_cannot_be_written_exactly_names_keyword_and_place(schema, message):
     with pytest.raises(UnsupportedSchemaError, match=re.escape(message)):
         build_regex_from_schema(schema)
@@ -258,23 +335,34 @@ def objects_over(keys: list[str]):
                 yield dict(zip(chosen, values))
 
 
-@pytest.mark.parametrize("schema", [
-    {"type": "object", "patternProperties": {"^x-": {"type": "integer"}}},
-    {"type": "object", "patternProperties": {"^x-": {"type": "integer"}, "^y[0-9]$": {"type": "string"}}},
-    {"type": "object", "properties": {"a": {"type": "string"}}, "patternProperties": {"^x-.": {"type": "integer"}},
-     "additionalProperties": False},
-    {"type": "object", "properties": {"ab": {"type": ["string", "integer"]}}, "patternProperties": {"b": False}},
-    {"type": "object", "properties": {"ab": {"type": "string"}, "a": {}}, "patternProperties": {"b": False, "^x[-0-9]*$": {}}},
-    {"type": "object", "required": ["a"], "patternProperties": {"^x": {"type": "integer"}}},
-    {"type": "object", "patternProperties": {"^x-": False, "^y": {"type": "string"}}},
-    {"type": "object", "patternProperties": {"^x-": {"type": "integer"}}, "maxProperties": 1},
-    {"type": "object", "propertyNames": {"maxLength": 1}, "additionalProperties": {"type": "integer"}},
-    {"type": "object", "propertyNames": {"pattern": "^[a-b]+$"}},
-    {"type": "object", "propertyNames": {"enum": ["a", "x-"]}, "additionalProperties": True},
-    {"type": "object", "properties": {"a": {}, "x-1": {}, "b": {}}, "propertyNames": {"pattern": "^[a-z]$"}},
-    {"type": "object", "propertyNames": False},
-    {"type": "object", "propertyNames": {"const": "b"}, "required": ["a"]},
-])
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "patternProperties": {"^x-": {"type": "integer"}}},
+        {"type": "object", "patternProperties": {"^x-": {"type": "integer"}, "^y[0-9]$": {"type": "string"}}},
+        {
+            "type": "object",
+            "properties": {"a": {"type": "string"}},
+            "patternProperties": {"^x-.": {"type": "integer"}},
+            "additionalProperties": False,
+        },
+        {"type": "object", "properties": {"ab": {"type": ["string", "integer"]}}, "patternProperties": {"b": False}},
+        {
+            "type": "object",
+            "properties": {"ab": {"type": "string"}, "a": {}},
+            "patternProperties": {"b": False, "^x[-0-9]*$": {}},
+        },
+        {"type": "object", "required": ["a"], "patternProperties": {"^x": {"type": "integer"}}},
+        {"type": "object", "patternProperties": {"^x-": False, "^y": {"type": "string"}}},
+        {"type": "object", "patternProperties": {"^x-": {"type": "integer"}}, "maxProperties": 1},
+        {"type": "object", "propertyNames": {"maxLength": 1}, "additionalProperties": {"type": "integer"}},
+        {"type": "object", "propertyNames": {"pattern": "^[a-b]+$"}},
+        {"type": "object", "propertyNames": {"enum": ["a", "x-"]}, "additionalProperties": True},
+        {"type": "object", "properties": {"a": {}, "x-1": {}, "b": {}}, "propertyNames": {"pattern": "^[a-z]$"}},
+        {"type": "object", "propertyNames": False},
+        {"type": "object", "propertyNames": {"const": "b"}, "required": ["a"]},
+    ],
+)
 def test_pattern_properties_and_property_names_are_exact_on_small_objects(schema):
     """The listed keys in schema order, then the pattern keys (or map keys) in any order."""
     domain = list(objects_over(["a", "ab", "x-1", "x-", "b", "y2"]))
@@ -283,8 +371,9 @@ def test_pattern_properties_and_property_names_are_exact_on_small_objects(schema
     except UnsupportedSchemaError as e:
         assert "accepts no JSON value" in str(e) and not any(is_valid(v, schema) for v in domain)
         return
-    listed = list(schema.get("properties", {})) + [r for r in schema.get("required", [])
-                                                    if r not in schema.get("properties", {})]
+    listed = list(schema.get("properties", {})) + [
+        r for r in schema.get("required", []) if r not in schema.get("properties", {})
+    ]
     patterns = schema.get("patternProperties", {})
 
     def written(key):  # the policy: with properties or patternProperties, no other keys
@@ -292,24 +381,37 @@ def test_pattern_properties_and_property_names_are_exact_on_small_objects(schema
 
     for value in domain:
         in_order = [k for k in value if k in listed] == [k for k in listed if k in value]
-        listed_first = all(k in listed for k in list(value)[:sum(k in listed for k in value)])
+        listed_first = all(k in listed for k in list(value)[: sum(k in listed for k in value)])
         expected = is_valid(value, schema) and in_order and listed_first and all(map(written, value))
         assert bool(regex.fullmatch(json.dumps(value))) == expected, value
     assert_sound(schema)
 
 
-@pytest.mark.parametrize("schema, message", [
-    ({"patternProperties": {"^a": {}, "b$": {}}}, "keyword 'patternProperties' at #/patternProperties/b$: some key "
-     "matches both 'b$' and '^a'"),
-    ({"properties": {"ab": {}}, "patternProperties": {"^a": {}}, "additionalProperties": False},
-     "keyword 'patternProperties' at #/patternProperties/^a: the pattern also matches the listed property 'ab'"),
-    ({"patternProperties": {"^a": {}}, "additionalProperties": {"type": "integer"}},
-     "keyword 'patternProperties' at # together with additionalProperties is not supported"),
-    ({"patternProperties": {"^a": {}}, "propertyNames": {"maxLength": 3}},
-     "keyword 'patternProperties' at # together with propertyNames is not supported"),
-    ({"type": "object", "properties": {"x": {"patternProperties": {"^(?=a)": {}}}}},
-     "#/properties/x/patternProperties/^(?=a)"),
-])
+@pytest.mark.parametrize(
+    "schema, message",
+    [
+        (
+            {"patternProperties": {"^a": {}, "b$": {}}},
+            "keyword 'patternProperties' at #/patternProperties/b$: some key matches both 'b$' and '^a'",
+        ),
+        (
+            {"properties": {"ab": {}}, "patternProperties": {"^a": {}}, "additionalProperties": False},
+            "keyword 'patternProperties' at #/patternProperties/^a: the pattern also matches the listed property 'ab'",
+        ),
+        (
+            {"patternProperties": {"^a": {}}, "additionalProperties": {"type": "integer"}},
+            "keyword 'patternProperties' at # together with additionalProperties is not supported",
+        ),
+        (
+            {"patternProperties": {"^a": {}}, "propertyNames": {"maxLength": 3}},
+            "keyword 'patternProperties' at # together with propertyNames is not supported",
+        ),
+        (
+            {"type": "object", "properties": {"x": {"patternProperties": {"^(?=a)": {}}}}},
+            "#/properties/x/patternProperties/^(?=a)",
+        ),
+    ],
+)
 def test_pattern_properties_that_cannot_be_exact_name_keyword_and_place(schema, message):
     with pytest.raises(UnsupportedSchemaError, match=re.escape(message)):
         build_regex_from_schema(schema)
@@ -318,17 +420,32 @@ def test_pattern_properties_that_cannot_be_exact_name_keyword_and_place(schema, 
 # ---------------------------------------------------------------------------------------
 # unevaluatedProperties / unevaluatedItems where they equal additionalProperties / items
 # ---------------------------------------------------------------------------------------
-@pytest.mark.parametrize("schema", [
-    {"type": "object", "properties": {"a": {"type": "integer"}}, "unevaluatedProperties": False},
-    {"type": "object", "unevaluatedProperties": {"type": "integer"}},
-    {"type": "object", "additionalProperties": {"type": "integer"}, "unevaluatedProperties": False},
-    {"type": "array", "prefixItems": [{"type": "integer"}], "unevaluatedItems": False},
-    {"type": "array", "prefixItems": [{"type": "integer"}], "unevaluatedItems": {"type": "string"}},
-    {"type": "array", "items": {"type": "integer"}, "unevaluatedItems": False},
-])
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "properties": {"a": {"type": "integer"}}, "unevaluatedProperties": False},
+        {"type": "object", "unevaluatedProperties": {"type": "integer"}},
+        {"type": "object", "additionalProperties": {"type": "integer"}, "unevaluatedProperties": False},
+        {"type": "array", "prefixItems": [{"type": "integer"}], "unevaluatedItems": False},
+        {"type": "array", "prefixItems": [{"type": "integer"}], "unevaluatedItems": {"type": "string"}},
+        {"type": "array", "items": {"type": "integer"}, "unevaluatedItems": False},
+    ],
+)
 def test_unevaluated_without_applicators_is_exact(schema):
-    values = [{}, {"a": 1}, {"a": "x"}, {"b": 1}, {"a": 1, "b": 2}, {"b": "x"},
-              [], [1], ["x"], [1, 2], [1, "x"], [1, "x", "y"]]
+    values = [
+        {},
+        {"a": 1},
+        {"a": "x"},
+        {"b": 1},
+        {"a": 1, "b": 2},
+        {"b": "x"},
+        [],
+        [1],
+        ["x"],
+        [1, 2],
+        [1, "x"],
+        [1, "x", "y"],
+    ]
     assert_exact_on(schema, values)
 
 
@@ -341,22 +458,46 @@ def test_unevaluated_with_applicators_stays_an_error():
 # ---------------------------------------------------------------------------------------
 # if / then / else: (if and then) or (not if and else)
 # ---------------------------------------------------------------------------------------
-KINDS = [{"kind": k, "size": s} for k in ["a", "b", 1, None] for s in [0, 5, "x"]] + \
-    [{"size": 0}, {"kind": "a"}, {}, "a", 3, None]
+KINDS = [{"kind": k, "size": s} for k in ["a", "b", 1, None] for s in [0, 5, "x"]] + [
+    {"size": 0},
+    {"kind": "a"},
+    {},
+    "a",
+    3,
+    None,
+]
 
 
-@pytest.mark.parametrize("schema", [
-    {"type": "object", "properties": {"kind": {"enum": ["a", "b", 1, None]}, "size": {}},
-     "if": {"properties": {"kind": {"const": "a"}}, "required": ["kind"]},
-     "then": {"properties": {"size": {"type": "integer", "maximum": 3}}},
-     "else": {"properties": {"size": {"type": "string"}}}},
-    {"type": "object", "properties": {"kind": {}, "size": {}},
-     "if": {"properties": {"kind": {"enum": ["a", "b"]}}}, "then": {"required": ["size"]}},
-    {"if": {"type": "string"}, "then": {"const": "a"}, "else": {"type": "object", "properties": {"kind": {}, "size": {}}}},
-    {"type": "object", "properties": {"kind": {}, "size": {}}, "if": {"required": ["kind"]},
-     "else": {"properties": {"size": {"minimum": 1}}}},
-    {"type": "object", "properties": {"kind": {}, "size": {}}, "then": {"required": ["kind"]}},  # no if: ignored
-])
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {
+            "type": "object",
+            "properties": {"kind": {"enum": ["a", "b", 1, None]}, "size": {}},
+            "if": {"properties": {"kind": {"const": "a"}}, "required": ["kind"]},
+            "then": {"properties": {"size": {"type": "integer", "maximum": 3}}},
+            "else": {"properties": {"size": {"type": "string"}}},
+        },
+        {
+            "type": "object",
+            "properties": {"kind": {}, "size": {}},
+            "if": {"properties": {"kind": {"enum": ["a", "b"]}}},
+            "then": {"required": ["size"]},
+        },
+        {
+            "if": {"type": "string"},
+            "then": {"const": "a"},
+            "else": {"type": "object", "properties": {"kind": {}, "size": {}}},
+        },
+        {
+            "type": "object",
+            "properties": {"kind": {}, "size": {}},
+            "if": {"required": ["kind"]},
+            "else": {"properties": {"size": {"minimum": 1}}},
+        },
+        {"type": "object", "properties": {"kind": {}, "size": {}}, "then": {"required": ["kind"]}},  # no if: ignored
+    ],
+)
 def test_if_then_else_is_exact_on_small_values(schema):
     assert_exact_on(schema, KINDS)
 
@@ -378,26 +519,42 @@ def small_arrays(values, longest=4):
 ITEMS = {"enum": [1, 2, "a", None]}
 
 
-@pytest.mark.parametrize("schema", [
-    {"type": "array", "items": ITEMS, "contains": {"const": 1}},
-    {"type": "array", "items": {"type": "integer"}, "contains": {"minimum": 2}},
-    {"type": "array", "items": ITEMS, "contains": {"type": "string"}, "minContains": 2},
-    {"type": "array", "items": ITEMS, "contains": {"type": "string"}, "maxContains": 1},
-    {"type": "array", "items": ITEMS, "contains": {"enum": [1, "a"]}, "minContains": 2, "maxContains": 3},
-    {"type": "array", "items": ITEMS, "contains": {"const": 1}, "minContains": 0, "maxContains": 1},
-    {"type": "array", "items": ITEMS, "contains": {"const": 1}, "minContains": 0},
-    {"type": "array", "items": {"const": 1}, "contains": {"const": 1}, "maxContains": 2},
-    {"type": "array", "items": ITEMS, "contains": {"type": "string"}, "minContains": 3, "maxContains": 2},
-    # with minItems/maxItems: a walk over (items, matches) counts both
-    {"type": "array", "items": ITEMS, "contains": {"const": 1}, "maxItems": 3},
-    {"type": "array", "items": ITEMS, "contains": {"const": 1}, "minItems": 2, "maxItems": 4},
-    {"type": "array", "items": ITEMS, "contains": {"enum": [1, "a"]}, "minContains": 2, "maxContains": 3,
-     "minItems": 3, "maxItems": 4},
-    {"type": "array", "items": ITEMS, "contains": {"type": "string"}, "minContains": 0, "maxContains": 1,
-     "maxItems": 2},
-    {"type": "array", "items": {"const": 1}, "contains": {"const": 1}, "minContains": 2, "maxItems": 3},
-    {"type": "array", "items": ITEMS, "contains": {"const": 1}, "minContains": 3, "maxItems": 2},
-])
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "array", "items": ITEMS, "contains": {"const": 1}},
+        {"type": "array", "items": {"type": "integer"}, "contains": {"minimum": 2}},
+        {"type": "array", "items": ITEMS, "contains": {"type": "string"}, "minContains": 2},
+        {"type": "array", "items": ITEMS, "contains": {"type": "string"}, "maxContains": 1},
+        {"type": "array", "items": ITEMS, "contains": {"enum": [1, "a"]}, "minContains": 2, "maxContains": 3},
+        {"type": "array", "items": ITEMS, "contains": {"const": 1}, "minContains": 0, "maxContains": 1},
+        {"type": "array", "items": ITEMS, "contains": {"const": 1}, "minContains": 0},
+        {"type": "array", "items": {"const": 1}, "contains": {"const": 1}, "maxContains": 2},
+        {"type": "array", "items": ITEMS, "contains": {"type": "string"}, "minContains": 3, "maxContains": 2},
+        # with minItems/maxItems: a walk over (items, matches) counts both
+        {"type": "array", "items": ITEMS, "contains": {"const": 1}, "maxItems": 3},
+        {"type": "array", "items": ITEMS, "contains": {"const": 1}, "minItems": 2, "maxItems": 4},
+        {
+            "type": "array",
+            "items": ITEMS,
+            "contains": {"enum": [1, "a"]},
+            "minContains": 2,
+            "maxContains": 3,
+            "minItems": 3,
+            "maxItems": 4,
+        },
+        {
+            "type": "array",
+            "items": ITEMS,
+            "contains": {"type": "string"},
+            "minContains": 0,
+            "maxContains": 1,
+            "maxItems": 2,
+        },
+        {"type": "array", "items": {"const": 1}, "contains": {"const": 1}, "minContains": 2, "maxItems": 3},
+        {"type": "array", "items": ITEMS, "contains": {"const": 1}, "minContains": 3, "maxItems": 2},
+    ],
+)
 def test_contains_is_exact_on_small_arrays(schema):
     domain = list(small_arrays([1, 2, "a", None]))
     try:
@@ -409,32 +566,41 @@ def test_contains_is_exact_on_small_arrays(schema):
 
 
 def test_contains_over_any_items_is_refused_by_size_not_compiled_for_minutes():
-    with pytest.raises(UnsupportedSchemaError, match=re.escape("keyword 'contains' at #: the item regexes with and "
-                                                               "without a match take")):
+    with pytest.raises(
+        UnsupportedSchemaError,
+        match=re.escape("keyword 'contains' at #: the item regexes with and without a match take"),
+    ):
         build_regex_from_schema({"type": "array", "contains": {"const": 1}})
 
 
 def test_contains_that_cannot_be_exact_names_keyword_and_place():
-    with pytest.raises(UnsupportedSchemaError, match=re.escape("keyword 'contains' at #/items together with "
-                                                               "minItems (without maxItems)")):
+    with pytest.raises(
+        UnsupportedSchemaError,
+        match=re.escape("keyword 'contains' at #/items together with minItems (without maxItems)"),
+    ):
         build_regex_from_schema({"type": "array", "items": {"type": "array", "contains": {}, "minItems": 3}})
     with pytest.raises(UnsupportedSchemaError, match=re.escape("keyword 'contains' at # together with uniqueItems")):
         build_regex_from_schema({"type": "array", "items": ITEMS, "contains": {"const": 1}, "uniqueItems": True})
-    with pytest.raises(UnsupportedSchemaError, match=re.escape("keyword 'not' at #/contains: the negation of 'pattern'")):
+    with pytest.raises(
+        UnsupportedSchemaError, match=re.escape("keyword 'not' at #/contains: the negation of 'pattern'")
+    ):
         build_regex_from_schema({"type": "array", "contains": {"pattern": "a"}})
 
 
 # ---------------------------------------------------------------------------------------
 # uniqueItems over a few possible values: every arrangement of distinct values
 # ---------------------------------------------------------------------------------------
-@pytest.mark.parametrize("schema", [
-    {"type": "array", "items": {"enum": [1, "a", None]}, "uniqueItems": True},
-    {"type": "array", "items": {"type": "boolean"}, "uniqueItems": True, "minItems": 1},
-    {"type": "array", "items": {"enum": [1, 1.0, 2, [1]]}, "uniqueItems": True, "maxItems": 2},
-    {"type": "array", "items": {"type": ["boolean", "null"]}, "uniqueItems": True, "minItems": 3},
-    {"type": "array", "items": {"enum": [1, 2, 3]}, "uniqueItems": True, "minItems": 4},
-    {"type": "array", "items": {"type": "integer"}, "uniqueItems": True, "maxItems": 1},
-])
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "array", "items": {"enum": [1, "a", None]}, "uniqueItems": True},
+        {"type": "array", "items": {"type": "boolean"}, "uniqueItems": True, "minItems": 1},
+        {"type": "array", "items": {"enum": [1, 1.0, 2, [1]]}, "uniqueItems": True, "maxItems": 2},
+        {"type": "array", "items": {"type": ["boolean", "null"]}, "uniqueItems": True, "minItems": 3},
+        {"type": "array", "items": {"enum": [1, 2, 3]}, "uniqueItems": True, "minItems": 4},
+        {"type": "array", "items": {"type": "integer"}, "uniqueItems": True, "maxItems": 1},
+    ],
+)
 def test_unique_items_is_exact_on_small_arrays(schema):
     domain = list(small_arrays([1, 2, "a", None, True, False, [1]], longest=4))
     try:
@@ -445,14 +611,23 @@ def test_unique_items_is_exact_on_small_arrays(schema):
     assert_exact_on(schema, domain)
 
 
-@pytest.mark.parametrize("schema, message", [
-    ({"type": "array", "items": {"type": "integer"}, "uniqueItems": True},
-     "keyword 'uniqueItems' at # is supported only for items with at most 4 possible values"),
-    ({"type": "array", "items": {"enum": [1, 2, 3, 4, 5]}, "uniqueItems": True},
-     "keyword 'uniqueItems' at #: 5 possible item values, more than 4"),
-    ({"type": "array", "prefixItems": [{"const": 1}], "uniqueItems": True},
-     "keyword 'uniqueItems' at # together with prefixItems"),
-])
+@pytest.mark.parametrize(
+    "schema, message",
+    [
+        (
+            {"type": "array", "items": {"type": "integer"}, "uniqueItems": True},
+            "keyword 'uniqueItems' at # is supported only for items with at most 4 possible values",
+        ),
+        (
+            {"type": "array", "items": {"enum": [1, 2, 3, 4, 5]}, "uniqueItems": True},
+            "keyword 'uniqueItems' at #: 5 possible item values, more than 4",
+        ),
+        (
+            {"type": "array", "prefixItems": [{"const": 1}], "uniqueItems": True},
+            "keyword 'uniqueItems' at # together with prefixItems",
+        ),
+    ],
+)
 def test_unique_items_that_cannot_be_exact_names_keyword_and_place(schema, message):
     with pytest.raises(UnsupportedSchemaError, match=re.escape(message)):
         build_regex_from_schema(schema)
@@ -464,28 +639,36 @@ def test_unique_items_that_cannot_be_exact_names_keyword_and_place(schema, messa
 NUMERALS = [n for n in range(-1100, 1101)] + [x / 100 for x in range(-300, 301, 7)] + [2.5, -7.5, 0.125]
 
 
-@pytest.mark.parametrize("schema", [
-    {"type": "integer", "multipleOf": 5},
-    {"type": "integer", "multipleOf": 8, "minimum": 0},
-    {"type": "integer", "multipleOf": 25, "exclusiveMaximum": 0},
-    {"type": "integer", "multipleOf": 3, "minimum": -20, "maximum": 40},
-    {"type": "integer", "multipleOf": 7, "exclusiveMinimum": 14, "exclusiveMaximum": 70.5},
-    {"type": "number", "multipleOf": 2},
-    {"type": "integer", "multipleOf": 0.5},
-    {"type": "integer", "multipleOf": 1.5, "minimum": 0, "maximum": 30},
-    {"type": "number", "multipleOf": 0.01, "minimum": -1, "maximum": 1.5},
-    {"type": "number", "multipleOf": 0.1, "exclusiveMinimum": -0.5, "maximum": 3},
-    {"type": "number", "multipleOf": 2.5, "minimum": -10, "maximum": 10},
-    {"type": "integer", "multipleOf": 1000, "minimum": 0},
-])
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "integer", "multipleOf": 5},
+        {"type": "integer", "multipleOf": 8, "minimum": 0},
+        {"type": "integer", "multipleOf": 25, "exclusiveMaximum": 0},
+        {"type": "integer", "multipleOf": 3, "minimum": -20, "maximum": 40},
+        {"type": "integer", "multipleOf": 7, "exclusiveMinimum": 14, "exclusiveMaximum": 70.5},
+        {"type": "number", "multipleOf": 2},
+        {"type": "integer", "multipleOf": 0.5},
+        {"type": "integer", "multipleOf": 1.5, "minimum": 0, "maximum": 30},
+        {"type": "number", "multipleOf": 0.01, "minimum": -1, "maximum": 1.5},
+        {"type": "number", "multipleOf": 0.1, "exclusiveMinimum": -0.5, "maximum": 3},
+        {"type": "number", "multipleOf": 2.5, "minimum": -10, "maximum": 10},
+        {"type": "integer", "multipleOf": 1000, "minimum": 0},
+    ],
+)
 def test_multiple_of_is_exact_on_numbers(schema):
     assert_exact_on(schema, NUMERALS)
     assert_sound(schema)
 
 
-@pytest.mark.parametrize("schema", [{"type": "number", "multipleOf": 0.5, "minimum": 0, "maximum": 10},
-                                    {"type": "number", "multipleOf": 2, "minimum": -4, "maximum": 10},
-                                    {"type": "number", "multipleOf": 5}])
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "number", "multipleOf": 0.5, "minimum": 0, "maximum": 10},
+        {"type": "number", "multipleOf": 2, "minimum": -4, "maximum": 10},
+        {"type": "number", "multipleOf": 5},
+    ],
+)
 def test_whole_multiples_of_a_number_match_as_json_dumps_writes_floats(schema):
     """json.dumps writes the float 4.0 as "4.0": a valid multiple that the number type accepts."""
     regex = re.compile(build_regex_from_schema(schema))
@@ -493,14 +676,20 @@ def test_whole_multiples_of_a_number_match_as_json_dumps_writes_floats(schema):
         assert bool(regex.fullmatch(json.dumps(value))) == is_valid(value, schema), value
 
 
-@pytest.mark.parametrize("schema, message", [
-    ({"type": "integer", "multipleOf": 3}, "keyword 'multipleOf' at #: multiples of 3 are supported within bounds"),
-    ({"type": "integer", "multipleOf": 2, "minimum": 1}, "keyword 'multipleOf' at #: multiples of 2"),
-    ({"type": "number", "multipleOf": 0.5}, "keyword 'multipleOf' at #: a fractional multipleOf (0.5) is supported "
-     "only between a minimum and a maximum"),
-    ({"type": "number", "multipleOf": 0.001, "minimum": 0, "maximum": 1}, "more than 256 multiples of 0.001"),
-    ({"type": "integer", "multipleOf": 0}, "'multipleOf' at # must be greater than 0"),
-])
+@pytest.mark.parametrize(
+    "schema, message",
+    [
+        ({"type": "integer", "multipleOf": 3}, "keyword 'multipleOf' at #: multiples of 3 are supported within bounds"),
+        ({"type": "integer", "multipleOf": 2, "minimum": 1}, "keyword 'multipleOf' at #: multiples of 2"),
+        (
+            {"type": "number", "multipleOf": 0.5},
+            "keyword 'multipleOf' at #: a fractional multipleOf (0.5) is supported "
+            "only between a minimum and a maximum",
+        ),
+        ({"type": "number", "multipleOf": 0.001, "minimum": 0, "maximum": 1}, "more than 256 multiples of 0.001"),
+        ({"type": "integer", "multipleOf": 0}, "'multipleOf' at # must be greater than 0"),
+    ],
+)
 def test_multiple_of_that_cannot_be_exact_names_keyword_and_place(schema, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         build_regex_from_schema(schema)
@@ -509,13 +698,15 @@ def test_multiple_of_that_cannot_be_exact_names_keyword_and_place(schema, messag
 # ---------------------------------------------------------------------------------------
 # oneOf with branches that may overlap: branch i and not the branches it may meet
 # ---------------------------------------------------------------------------------------
-@pytest.mark.parametrize("schema", [
-    {"oneOf": [{"type": "string"}, {"maxLength": 2}]},
-    {"type": "string", "oneOf": [{"minLength": 2}, {"maxLength": 3}]},
-    {"oneOf": [{"enum": [1, 2, "a"]}, {"enum": [2, "a", None]}, {"type": "boolean"}]},
-    {"type": "object", "properties": {"a": {}, "b": {}},
-     "oneOf": [{"required": ["a"]}, {"required": ["b"]}]},
-])
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"oneOf": [{"type": "string"}, {"maxLength": 2}]},
+        {"type": "string", "oneOf": [{"minLength": 2}, {"maxLength": 3}]},
+        {"oneOf": [{"enum": [1, 2, "a"]}, {"enum": [2, "a", None]}, {"type": "boolean"}]},
+        {"type": "object", "properties": {"a": {}, "b": {}}, "oneOf": [{"required": ["a"]}, {"required": ["b"]}]},
+    ],
+)
 def test_one_of_with_overlaps_is_exact_when_branches_negate(schema):
     values = SCALARS + ["abcd", "abc", {"a": 1, "b": 2}, {"b": 1}, 2.5, 5, -3]
     assert_exact_on(schema, values)
@@ -523,8 +714,10 @@ def test_one_of_with_overlaps_is_exact_when_branches_negate(schema):
 
 def test_one_of_that_cannot_be_negated_says_why():
     schema = {"type": "string", "oneOf": [{"pattern": "a"}, {"format": "date"}]}
-    with pytest.raises(UnsupportedSchemaError, match=re.escape("'oneOf' at #: branches 0 and 1 may both accept a "
-                                                               "value") + ".*negation of 'format'"):
+    with pytest.raises(
+        UnsupportedSchemaError,
+        match=re.escape("'oneOf' at #: branches 0 and 1 may both accept a value") + ".*negation of 'format'",
+    ):
         build_regex_from_schema(schema)
     # The negation of a pattern is a difference: the lazy automaton's, refused by the eager one.
     schema = {"type": "string", "oneOf": [{"pattern": "a"}, {"pattern": "b"}]}

@@ -5,6 +5,7 @@ benchmarks/maskbench_schemas.py. Hard gate: no invalid instance is accepted by o
 backend's default automaton (lazy). Also checked: the committed sample is what the
 seeded generator writes, and every label is `jsonschema`'s verdict.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -25,7 +26,7 @@ def sample() -> list[tuple[str, dict]]:
 
 
 @pytest.fixture(scope="module")
-def ours(sample) -> "maskbench.MaskBenchCounts":
+def ours(sample) -> maskbench.MaskBenchCounts:
     return maskbench.run_sample(maskbench.minisglang_lazy_accepts, sample)
 
 
@@ -56,13 +57,18 @@ def test_the_harness_counts_add_up(ours, sample):
 
 
 def test_the_harness_catches_a_false_positive_and_a_compile_error():
-    sample = [("X---0.json", {"schema": {"type": "integer"}, "tests": [{"data": 1, "valid": True},
-                                                                       {"data": "a", "valid": False}]})]
-    loose = maskbench.run_sample(lambda schema: (lambda text: True), sample)
+    sample = [
+        (
+            "X---0.json",
+            {"schema": {"type": "integer"}, "tests": [{"data": 1, "valid": True}, {"data": "a", "valid": False}]},
+        )
+    ]
+    loose = maskbench.run_sample(lambda schema: lambda text: True, sample)
     assert (loose.compiled, loose.passing, loose.false_positives) == (1, 0, 1)
 
     def refuse(schema):
         raise ValueError("keyword 'integer' is not supported")
+
     refused = maskbench.run_sample(refuse, sample)
     assert (refused.compiled, dict(refused.reasons)) == (0, {"ValueError: integer": 1})
 
@@ -73,6 +79,7 @@ def test_a_compile_that_runs_past_the_limit_counts_as_a_timeout():
     def slow(schema):
         time.sleep(5)
         return lambda text: True
+
     counts = maskbench.run_sample(slow, [("X---0.json", {"schema": {}, "tests": []})], timeout_s=0.2)
     assert dict(counts.reasons) == {"timeout": 1} and counts.compiled == 0
 

@@ -1,6 +1,7 @@
 """SchemaOptions of the JSON Schema compiler: key order (any_order) and extra keys
 (extra_properties), checked exhaustively on small objects against `jsonschema`. Covers
 constrained/json_schema/options.py and objects.py."""
+
 from __future__ import annotations
 
 import itertools
@@ -8,12 +9,15 @@ import json
 import re
 
 import pytest
-
-from minisglang.constrained.json_schema import UnsupportedSchemaError, build_regex_from_schema
 from test_json_schema import assert_sound, is_valid
 
-SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "boolean"}, "c": {"type": "null"}},
-          "required": ["b"]}
+from minisglang.constrained.json_schema import UnsupportedSchemaError, build_regex_from_schema
+
+SCHEMA = {
+    "type": "object",
+    "properties": {"a": {"type": "integer"}, "b": {"type": "boolean"}, "c": {"type": "null"}},
+    "required": ["b"],
+}
 VALUES = {"a": [1, "x"], "b": [True], "c": [None, 0], "ab": [2], "": [None], "d": [[1]]}
 
 
@@ -61,8 +65,12 @@ def test_extra_properties_take_unlisted_keys_after_the_listed_ones(any_order):
 def test_extra_keys_never_repeat_a_listed_key_in_any_spelling():
     regex = re.compile(build_regex_from_schema(SCHEMA, extra_properties=True))
     assert regex.fullmatch('{"b": true, "ab": 1}')  # "ab" is not listed
-    for text in ['{"b": true, "a": "x"}', '{"b": true, "\\u0061": "x"}', '{"b": true, "b": 1}',
-                 '{"b": true, "\\u0062": 1}']:
+    for text in [
+        '{"b": true, "a": "x"}',
+        '{"b": true, "\\u0061": "x"}',
+        '{"b": true, "b": 1}',
+        '{"b": true, "\\u0062": 1}',
+    ]:
         assert not regex.fullmatch(text), text
 
 
@@ -72,27 +80,40 @@ def test_extra_properties_follow_additional_properties_schema():
     assert regex.fullmatch('{"b": true, "z": "q"}')
     assert not regex.fullmatch('{"b": true, "z": "qq"}')
     assert not regex.fullmatch('{"b": true, "z": 1}')
-    assert re.fullmatch(build_regex_from_schema({**SCHEMA, "additionalProperties": False}, extra_properties=True),
-                        '{"b": true}')
-    assert not re.fullmatch(build_regex_from_schema({**SCHEMA, "additionalProperties": False}, extra_properties=True),
-                            '{"b": true, "z": 1}')
+    assert re.fullmatch(
+        build_regex_from_schema({**SCHEMA, "additionalProperties": False}, extra_properties=True), '{"b": true}'
+    )
+    assert not re.fullmatch(
+        build_regex_from_schema({**SCHEMA, "additionalProperties": False}, extra_properties=True), '{"b": true, "z": 1}'
+    )
 
 
-@pytest.mark.parametrize("options", [{"any_order": True}, {"extra_properties": True},
-                                     {"any_order": True, "extra_properties": True}])
+@pytest.mark.parametrize(
+    "options", [{"any_order": True}, {"extra_properties": True}, {"any_order": True, "extra_properties": True}]
+)
 def test_options_are_sound_on_nested_objects(options):
-    schema = {"type": "object", "properties": {
-        "x": {"type": "object", "properties": {"p": {"type": "string", "maxLength": 2}, "q": {"enum": [1, 2]}},
-              "required": ["q"]},
-        "y": {"type": "array", "items": {"type": "integer", "minimum": 0}, "maxItems": 2},
-        "z": {"type": "string"}}, "required": ["x"]}
+    schema = {
+        "type": "object",
+        "properties": {
+            "x": {
+                "type": "object",
+                "properties": {"p": {"type": "string", "maxLength": 2}, "q": {"enum": [1, 2]}},
+                "required": ["q"],
+            },
+            "y": {"type": "array", "items": {"type": "integer", "minimum": 0}, "maxItems": 2},
+            "z": {"type": "string"},
+        },
+        "required": ["x"],
+    }
     assert_sound(schema, **options)
 
 
 def test_any_order_is_bounded_with_a_clear_error():
     schema = {"type": "object", "properties": {k: {"type": "null"} for k in "abcde"}}
-    with pytest.raises(UnsupportedSchemaError, match=re.escape(
-            "option any_order at #: the object has 5 properties, more than max_any_order_properties=4")):
+    with pytest.raises(
+        UnsupportedSchemaError,
+        match=re.escape("option any_order at #: the object has 5 properties, more than max_any_order_properties=4"),
+    ):
         build_regex_from_schema(schema, any_order=True)
     regex = build_regex_from_schema(schema, any_order=True, max_any_order_properties=5)
     assert re.fullmatch(regex, '{"e": null, "a": null, "c": null}')
@@ -102,8 +123,13 @@ def test_any_order_is_bounded_with_a_clear_error():
 # ---------------------------------------------------------------------------------------
 # bound_numbers: digit limits on numbers the schema does not bound (default on)
 # ---------------------------------------------------------------------------------------
-NUMBER_SCHEMAS = [{"type": "number"}, {"type": "integer"}, {"type": "integer", "minimum": 0},
-                  {"type": "number", "maximum": -2.5}, {"type": "number", "exclusiveMinimum": 1e3}]
+NUMBER_SCHEMAS = [
+    {"type": "number"},
+    {"type": "integer"},
+    {"type": "integer", "minimum": 0},
+    {"type": "number", "maximum": -2.5},
+    {"type": "number", "exclusiveMinimum": 1e3},
+]
 LONG_NUMERALS = ["1" * 19, "-" + "9" * 25, "0." + "5" * 21, "1e1234", "12345.5", "3", "-3", "0", "2.5e-3"]
 
 

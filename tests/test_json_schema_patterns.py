@@ -2,6 +2,7 @@
 whose shared prefix Python's parser moved in front (`^$|^a$` is parsed `^(?:$|a$)`), and
 anchored alternatives inside a group (`^$|(^a+$)`); and how deep a free value may nest
 for each automaton. Covers constrained/json_schema/patterns.py."""
+
 from __future__ import annotations
 
 import json
@@ -52,8 +53,15 @@ def lazy_accepts(regex: str, text: str) -> bool:
     return LazyByteDFA.from_regex(regex, members=True).matches(text.encode("utf-8"))
 
 
-@pytest.mark.parametrize("schema", [{}, {"type": "object", "additionalProperties": True},
-                                    {"type": "array"}, {"type": "object", "properties": {"a": {}}}])
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {},
+        {"type": "object", "additionalProperties": True},
+        {"type": "array"},
+        {"type": "object", "properties": {"a": {}}},
+    ],
+)
 def test_a_free_value_nests_deeper_on_the_lazy_automaton(schema):
     """Eager: ANY_VALUE_NESTING levels (each doubles a written-out regex); lazy: each level
     is one shared sub-expression, so LAZY_ANY_VALUE_NESTING levels."""
@@ -67,8 +75,8 @@ def test_a_free_value_nests_deeper_on_the_lazy_automaton(schema):
         elif schema.get("type") == "object" and not isinstance(value, dict):
             value = {"k": value}
         text = json.dumps(value)
-        levels = text.count("[") + text.count("{")   # every container is nested in the previous one
-        levels -= "properties" in schema   # the object of the schema's own properties
+        levels = text.count("[") + text.count("{")  # every container is nested in the previous one
+        levels -= "properties" in schema  # the object of the schema's own properties
         assert jsonschema.Draft202012Validator(schema).is_valid(value)
         assert lazy_accepts(lazy, text) == (levels <= LAZY_ANY_VALUE_NESTING), text
         assert bool(re.fullmatch(eager, text)) == (levels <= ANY_VALUE_NESTING), text
@@ -79,7 +87,7 @@ def test_a_free_value_nests_deeper_on_the_lazy_automaton(schema):
 # ---------------------------------------------------------------------------------------
 SEVERAL_PATTERNS = [
     {"type": "string", "not": {"pattern": "^a"}},
-    {"not": {"pattern": "b$"}},                       # Python's `$` also matches before a last "\n"
+    {"not": {"pattern": "b$"}},  # Python's `$` also matches before a last "\n"
     {"allOf": [{"pattern": "^a"}, {"pattern": "b$"}]},
     {"type": "string", "allOf": [{"pattern": "a"}, {"not": {"pattern": "ab"}}], "maxLength": 4},
     {"not": {"allOf": [{"pattern": "^a"}, {"pattern": "b$"}]}},
@@ -93,8 +101,11 @@ def lazy_schema_accepts(schema):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.sampled_from(SEVERAL_PATTERNS), st.one_of(st.text(alphabet="ab\n1١", max_size=6), st.integers(), st.none()),
-       st.booleans())
+@given(
+    st.sampled_from(SEVERAL_PATTERNS),
+    st.one_of(st.text(alphabet="ab\n1١", max_size=6), st.integers(), st.none()),
+    st.booleans(),
+)
 def test_several_patterns_are_sound(schema, value, ascii_only):
     accepts = lazy_schema_accepts(schema)
     if accepts(json.dumps(value, ensure_ascii=ascii_only)):

@@ -8,6 +8,7 @@ schema under the limit compiles to exactly the regex it compiled to without the 
 Memory is measured with tracemalloc (no timing assertions). Covers constrained/json_schema/
 compiler_base.py (check_size, the $ref cache) and build.py.
 """
+
 from __future__ import annotations
 
 import json
@@ -36,21 +37,31 @@ def linked_data_schema(properties: int = 10) -> dict:
     `node` is an object whose `back` property and whose extra keys both refer to `node`
     again, and `head` and `list` bring more properties whose values fall under `node`'s
     additionalProperties. Every level of $ref expansion writes the level below many times."""
-    node = {"properties": {f"p{i}": {"type": ["string", "null"]} for i in range(properties - 2)},
-            "additionalProperties": {"anyOf": [{"$ref": "#/$defs/node"}]}}
-    node["properties"]["back"] = {"type": ["string", "object", "null"],
-                                  "additionalProperties": {"anyOf": [{"$ref": "#/$defs/node"}]}}
+    node = {
+        "properties": {f"p{i}": {"type": ["string", "null"]} for i in range(properties - 2)},
+        "additionalProperties": {"anyOf": [{"$ref": "#/$defs/node"}]},
+    }
+    node["properties"]["back"] = {
+        "type": ["string", "object", "null"],
+        "additionalProperties": {"anyOf": [{"$ref": "#/$defs/node"}]},
+    }
     node["properties"]["last"] = {"type": ["string", "null", "array"]}
     return {
-        "type": ["object", "array"], "additionalProperties": True,
+        "type": ["object", "array"],
+        "additionalProperties": True,
         "allOf": [{"$ref": "#/$defs/head"}, {"$ref": "#/$defs/list"}, {"$ref": "#/$defs/node"}],
         "$defs": {
             "node": node,
-            "head": {"additionalProperties": True,
-                     "properties": {"context": {"type": ["object", "string", "array", "null"]}}},
-            "list": {"additionalProperties": True,
-                     "properties": {"graph": {"type": ["array", "object"],
-                                              "additionalItems": {"anyOf": [{"$ref": "#/$defs/node"}]}}}},
+            "head": {
+                "additionalProperties": True,
+                "properties": {"context": {"type": ["object", "string", "array", "null"]}},
+            },
+            "list": {
+                "additionalProperties": True,
+                "properties": {
+                    "graph": {"type": ["array", "object"], "additionalItems": {"anyOf": [{"$ref": "#/$defs/node"}]}}
+                },
+            },
         },
     }
 
@@ -149,9 +160,11 @@ def nested_lists(depth: int) -> dict:
     list's item twice (`[I(,I)*]`), so its size doubles per level."""
     schema: dict = {"type": "object", "properties": {"name": {"type": "string"}, "n": {"type": "integer"}}}
     for _ in range(depth):
-        schema = {"type": "object", "properties": {"name": {"type": "string"}, "children": {"type": "array",
-                                                                                             "items": schema}},
-                  "required": ["name"]}
+        schema = {
+            "type": "object",
+            "properties": {"name": {"type": "string"}, "children": {"type": "array", "items": schema}},
+            "required": ["name"],
+        }
     return schema
 
 
@@ -164,9 +177,9 @@ def lazy_accepts(regex: str):
 
 def test_shared_subexpressions_keep_the_lazy_regex_linear_in_the_schema():
     sizes = {depth: len(build_regex_from_schema(nested_lists(depth), automaton="lazy")) for depth in (4, 8, 16)}
-    assert sizes[16] - sizes[8] < 2 * (sizes[8] - sizes[4]) + 200   # each level adds about the same
+    assert sizes[16] - sizes[8] < 2 * (sizes[8] - sizes[4]) + 200  # each level adds about the same
     eager = [len(build_regex_from_schema(nested_lists(d))) for d in (4, 8)]
-    assert eager[1] > 10 * eager[0]   # the written-out regex doubles per level
+    assert eager[1] > 10 * eager[0]  # the written-out regex doubles per level
     with pytest.raises(SchemaTooLargeError):
         build_regex_from_schema(nested_lists(40))
     assert len(build_regex_from_schema(nested_lists(40), automaton="lazy")) < 20_000
@@ -182,11 +195,16 @@ def test_a_shared_regex_means_what_the_written_out_one_means():
     accepts = lazy_accepts(shared)
     leaf = {"name": "x", "n": 3}
     texts = []
-    for value in [{"name": "a"}, {"name": "a", "children": []}, {"name": "a", "children": [{"name": "b", "children": []}]},
-                  {"name": "a", "children": [{"name": "b", "children": [{"name": "c", "children": [leaf, leaf]}]}]},
-                  {"name": "a", "children": [{"children": []}]}, {"name": "a", "children": [leaf]},
-                  {"name": 1}, {"name": "a", "children": [{"name": "b", "children": [{"name": "c", "children": [
-                      {"name": "d", "n": "x"}]}]}]}]:
+    for value in [
+        {"name": "a"},
+        {"name": "a", "children": []},
+        {"name": "a", "children": [{"name": "b", "children": []}]},
+        {"name": "a", "children": [{"name": "b", "children": [{"name": "c", "children": [leaf, leaf]}]}]},
+        {"name": "a", "children": [{"children": []}]},
+        {"name": "a", "children": [leaf]},
+        {"name": 1},
+        {"name": "a", "children": [{"name": "b", "children": [{"name": "c", "children": [{"name": "d", "n": "x"}]}]}]},
+    ]:
         texts += [json.dumps(value), json.dumps(value, separators=(",", ":"))]
     for text in texts:
         assert accepts(text) == bool(eager.fullmatch(text)), text
@@ -218,9 +236,14 @@ def test_a_users_regex_cannot_define_or_refer(regex):
 def test_a_wide_object_is_linear_on_the_lazy_automaton():
     """1500 optional properties in schema order: each tail of the member list is one
     shared sub-expression (the written-out regex repeats them: O(n^2), refused above)."""
-    sizes = [len(build_regex_from_schema({"type": "object", "properties": {f"key{i}": {"type": "string"}
-                                                                            for i in range(n)}}, automaton="lazy"))
-             for n in (750, 1500)]
+    sizes = [
+        len(
+            build_regex_from_schema(
+                {"type": "object", "properties": {f"key{i}": {"type": "string"} for i in range(n)}}, automaton="lazy"
+            )
+        )
+        for n in (750, 1500)
+    ]
     assert sizes[1] < 2.2 * sizes[0] and sizes[1] < 400_000
     small = {"type": "object", "properties": {f"k{i}": {"type": "integer"} for i in range(5)}, "required": ["k2"]}
     eager = re.compile(build_regex_from_schema(small))
@@ -239,8 +262,10 @@ def test_a_wide_object_is_linear_on_the_lazy_automaton():
 def mutual_objects(k: int) -> dict:
     """k object definitions, each with an optional property referring to every definition:
     k^(5k) paths down to max_ref_depth 5, but only (5 + 1)^k different expansion depths."""
-    defs = {f"d{i}": {"type": "object", "properties": {f"p{j}": {"$ref": f"#/$defs/d{j}"} for j in range(k)}}
-            for i in range(k)}
+    defs = {
+        f"d{i}": {"type": "object", "properties": {f"p{j}": {"$ref": f"#/$defs/d{j}"} for j in range(k)}}
+        for i in range(k)
+    }
     return {"$defs": defs, "$ref": "#/$defs/d0"}
 
 
@@ -266,12 +291,16 @@ def count_calls(monkeypatch, name: str) -> list:
 @pytest.mark.parametrize("automaton", ["lazy", "eager"])
 def test_a_ref_used_many_times_compiles_its_target_once(monkeypatch, automaton):
     enum = {"enum": [f"value {i}" for i in range(300)]}
-    schema = {"$defs": {"big": enum}, "type": "object", "required": [f"k{i}" for i in range(100)],
-              "properties": {f"k{i}": {"$ref": "#/$defs/big", "description": f"key {i}"} for i in range(100)}}
+    schema = {
+        "$defs": {"big": enum},
+        "type": "object",
+        "required": [f"k{i}" for i in range(100)],
+        "properties": {f"k{i}": {"$ref": "#/$defs/big", "description": f"key {i}"} for i in range(100)},
+    }
     enums = count_calls(monkeypatch, "_enum")
     regex = build_regex_from_schema(schema, automaton=automaton)
     assert len(enums) == 1
-    if automaton == "lazy":   # the enum is written once, its name used 100 times
+    if automaton == "lazy":  # the enum is written once, its name used 100 times
         assert regex.count('"value 299"') == 1
         (name,) = re.findall(r'\(\?@def:(\w+)\(\(\?:"value 0"', regex)
         assert regex.count(f"(?@ref:{name})") == 100
@@ -286,7 +315,7 @@ def test_a_recursion_compiles_its_definition_once_per_depth(monkeypatch, automat
     assert len(objects) == 5
     if automaton == "lazy":
         assert isinstance(outcome, str) and len(outcome) < 10_000
-    else:   # written out, each level holds the one below 8 times
+    else:  # written out, each level holds the one below 8 times
         assert isinstance(outcome, SchemaTooLargeError)
 
 
@@ -299,8 +328,9 @@ def test_mutual_recursion_compiles_once_per_combination_of_depths(monkeypatch):
 def test_the_lazy_definitions_count_against_the_limit():
     """Each definition is short, but (5 + 1)^6 combinations of depths make one each: their
     total is checked as they are made, not only the final regex."""
-    error, peak = peak_bytes_of(lambda: build_regex_from_schema(mutual_objects(6), automaton="lazy",
-                                                                max_regex_chars=100_000))
+    error, peak = peak_bytes_of(
+        lambda: build_regex_from_schema(mutual_objects(6), automaton="lazy", max_regex_chars=100_000)
+    )
     assert isinstance(error, SchemaTooLargeError), error
     assert "max_regex_chars=100,000" in str(error) and str(error).startswith("the schema at #/properties/p0")
     assert peak < PEAK_LIMIT
@@ -318,9 +348,15 @@ def test_compiling_each_ref_once_changes_no_regex(monkeypatch):
         except (UnsupportedSchemaError, ValueError) as error:
             return f"{type(error).__name__}: {error}"
 
-    schemas = [(group["schema"], {}) for f in sorted(SUITE.glob("*.json")) for group in json.loads(f.read_text("utf-8"))]
-    schemas += [(linked_data_schema(), {"max_ref_depth": 2}), (nested_lists(5), {}),
-                (mutual_objects(3), {"max_ref_depth": 3}), (self_referring(4), {"max_ref_depth": 4})]
+    schemas = [
+        (group["schema"], {}) for f in sorted(SUITE.glob("*.json")) for group in json.loads(f.read_text("utf-8"))
+    ]
+    schemas += [
+        (linked_data_schema(), {"max_ref_depth": 2}),
+        (nested_lists(5), {}),
+        (mutual_objects(3), {"max_ref_depth": 3}),
+        (self_referring(4), {"max_ref_depth": 4}),
+    ]
     for automaton in ("lazy", "eager"):
         once = [build(s, automaton=automaton, **o) for s, o in schemas]
         with monkeypatch.context() as m:
@@ -340,8 +376,11 @@ def test_the_fsm_backend_refuses_a_recursion_that_outgrows_its_limit_by_name():
     tok = Tokenizer.from_pretrained(sgl.DEFAULT_MODEL_PATH)
     backend = FSMBackend(tok, tok.vocab_size)
     try:
-        with pytest.raises(SchemaTooLargeError, match=r"^the schema at #/properties/p0\S* needs a regex of more than "
-                                                      r"max_regex_chars=100,000 characters"):
+        with pytest.raises(
+            SchemaTooLargeError,
+            match=r"^the schema at #/properties/p0\S* needs a regex of more than "
+            r"max_regex_chars=100,000 characters",
+        ):
             backend.compile("json_schema", json.dumps(mutual_objects(6)))
         assert backend.compile("json_schema", json.dumps(mutual_objects(3))).fsm.index.num_states == 1
     finally:

@@ -9,6 +9,7 @@ lazy_rows.py) against its oracles.
   mask bit by bit against running every token's bytes through the automaton;
 - laziness, sharing, limits and bad input.
 """
+
 from __future__ import annotations
 
 import collections
@@ -27,9 +28,9 @@ from test_constrained_generation import CASES
 from test_regex_dfa import ALL_STRINGS, DIALECT_CHARS, DIALECT_REGEXES, KNOWN, REGEXES
 
 from minisglang.constrained.bitmask import unpack_bits
+from minisglang.constrained.lazy_byte_dfa import LazyByteDFA
 from minisglang.constrained.lazy_regex import AutomatonLimitError, RegexError, RegexPool
 from minisglang.constrained.lazy_regex_parser import parse_regex
-from minisglang.constrained.lazy_byte_dfa import LazyByteDFA
 from minisglang.constrained.lazy_token_fsm import LazyLimits, compile_lazy_token_fsm
 from minisglang.constrained.regex_dfa import ByteDFA, _strip_anchors, compile_regex
 from minisglang.constrained.token_fsm import ConstraintError, compile_token_fsm
@@ -78,8 +79,9 @@ def sample_match(dfa: LazyByteDFA, rng: random.Random, max_bytes: int) -> bytes:
         if dfa.is_final(state) and (allowed.shape[0] == 0 or len(out) >= max_bytes or rng.random() < 0.05):
             return bytes(out)
         if len(out) >= max_bytes:
-            return bytes(out) + shortest_completion(lambda s: dfa.allowed_bytes(s).tolist(), dfa.step,
-                                                    dfa.is_final, state)
+            return bytes(out) + shortest_completion(
+                lambda s: dfa.allowed_bytes(s).tolist(), dfa.step, dfa.is_final, state
+            )
         byte = int(rng.choice(allowed.tolist()))
         out.append(byte)
         state = dfa.step(state, byte)
@@ -93,8 +95,12 @@ def sample_eager_match(eager: ByteDFA, rng: random.Random, max_bytes: int) -> by
         if eager.is_final(state) and (allowed.shape[0] == 0 or len(out) >= max_bytes or rng.random() < 0.05):
             return bytes(out)
         if len(out) >= max_bytes:
-            return bytes(out) + shortest_completion(lambda s: np.flatnonzero(eager.table[s] >= 0).tolist(),
-                                                    lambda s, b: int(eager.table[s, b]), eager.is_final, state)
+            return bytes(out) + shortest_completion(
+                lambda s: np.flatnonzero(eager.table[s] >= 0).tolist(),
+                lambda s, b: int(eager.table[s, b]),
+                eager.is_final,
+                state,
+            )
         byte = int(rng.choice(allowed.tolist()))
         out.append(byte)
         state = int(eager.table[state, byte])
@@ -119,14 +125,16 @@ def check_language(pattern: str, strings=ALL_STRINGS, long_walks: int = 5, long_
     rng = random.Random(pattern)
     for _ in range(long_walks):
         data = sample_match(dfa, rng, max_bytes=300)
-        data.decode("utf-8")   # a match is valid UTF-8
+        data.decode("utf-8")  # a match is valid UTF-8
         assert eager.is_final(eager.walk_bytes(0, data)), (pattern, data)
-        for _ in range(3):   # one byte changed: both automata still agree
+        for _ in range(3):  # one byte changed: both automata still agree
             i = rng.randrange(len(data) + 1)
-            mutated = data[:i] + rng.choice([b"a", b"1", b" ", b'"', "\u00e9".encode(), "中".encode()[:2]]) + data[i + 1 :]
+            mutated = (
+                data[:i] + rng.choice([b"a", b"1", b" ", b'"', "\u00e9".encode(), "中".encode()[:2]]) + data[i + 1 :]
+            )
             end = dfa.walk_bytes(dfa.initial, mutated)
             assert (end >= 0 and dfa.is_final(end)) == eager.is_final(eager.walk_bytes(0, mutated)), (pattern, mutated)
-        if long_oracle == "eager":   # the other way round: a long match of the eager DFA
+        if long_oracle == "eager":  # the other way round: a long match of the eager DFA
             data = sample_eager_match(eager, rng, max_bytes=300)
             assert dfa.matches(data), (pattern, data)
 
@@ -168,11 +176,34 @@ def test_long_walks_end_where_a_random_walk_would_not(pattern):
     check_language(pattern, ALL_STRINGS[:200])
 
 
-@pytest.mark.parametrize("pattern", [
-    r"a{,3}", r"a{2,}b{,}", r"a{", r"a{}", r"x{3", r"(ab|a)*b?", r"[]a]+", r"[^]a]", r"[a-]+", r"[-a]",
-    r"(?P<name>a|b)+", r"a*?b+?c??", r"\x41\101\0\u00e9\U0001F600\N{BULLET}", r"[\x00-\x1f\\]", r"[\b\t]",
-    r"(?#a comment)ab", r"()a(|b)", r"[\s\S]{2}", r"\W\D", r"[^\w\s]", r"[\u4e00-\u9fa5]|[😀-🙏]", r".", r"\.\*\\",
-])
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        r"a{,3}",
+        r"a{2,}b{,}",
+        r"a{",
+        r"a{}",
+        r"x{3",
+        r"(ab|a)*b?",
+        r"[]a]+",
+        r"[^]a]",
+        r"[a-]+",
+        r"[-a]",
+        r"(?P<name>a|b)+",
+        r"a*?b+?c??",
+        r"\x41\101\0\u00e9\U0001F600\N{BULLET}",
+        r"[\x00-\x1f\\]",
+        r"[\b\t]",
+        r"(?#a comment)ab",
+        r"()a(|b)",
+        r"[\s\S]{2}",
+        r"\W\D",
+        r"[^\w\s]",
+        r"[\u4e00-\u9fa5]|[😀-🙏]",
+        r".",
+        r"\.\*\\",
+    ],
+)
 def test_syntax_corners_match_re(pattern):
     strings = ALL_STRINGS + ["a{", "a{}", "x{3", "{", "A", "A\x01\x00é😀•", "\b\t", "]", "-", "😀", "•"]
     check_language(pattern, strings, long_walks=2, long_oracle="re")
@@ -182,7 +213,7 @@ def test_characters_are_utf8_byte_sequences():
     dfa = lazy_dfa("中")
     first = dfa.step(dfa.initial, "中".encode()[0])
     assert dfa.allowed_bytes(dfa.initial).tolist() == ["中".encode()[0]]
-    assert dfa.allowed_bytes(first).tolist() == ["中".encode()[1]]   # in the middle of the character
+    assert dfa.allowed_bytes(first).tolist() == ["中".encode()[1]]  # in the middle of the character
     assert not dfa.is_final(first)
     # Surrogates have no UTF-8 encoding: a class of only surrogates matches nothing.
     with pytest.raises(RegexError, match="empty language"):
@@ -195,7 +226,7 @@ def test_characters_are_utf8_byte_sequences():
 def test_equal_subexpressions_are_one_node():
     pool = RegexPool()
     a = parse_regex(r'(\{"k": [0-9]+\}|null)', pool)
-    b = parse_regex(r'(?:null|\{"k": [0-9]+\})', pool)   # same alternatives, other order
+    b = parse_regex(r'(?:null|\{"k": [0-9]+\})', pool)  # same alternatives, other order
     assert a is b
     # A group used 200 times (an inlined $ref) costs its nodes once, plus the concat spine.
     ref = r'(?:\{"name": "[^"]*", "tags": \[(?:"[a-z]+"(?:, "[a-z]+")*)?\]\})'
@@ -206,13 +237,15 @@ def test_equal_subexpressions_are_one_node():
     assert len(many) < len(one) + 3 * 200 + 10
 
 
-@pytest.mark.parametrize("pattern", ALL_KNOWN + [r'"(?:[^"\\\x00-\x1f]|\\u[0-9a-f]{4})*"|[1-9][0-9]{0,17}|(北|\\u5317)'])
+@pytest.mark.parametrize(
+    "pattern", ALL_KNOWN + [r'"(?:[^"\\\x00-\x1f]|\\u[0-9a-f]{4})*"|[1-9][0-9]{0,17}|(北|\\u5317)']
+)
 def test_key_len_never_exceeds_the_key_text(pattern):
     """RegexPool.key refuses a node whose `key_len` passes the limit without writing the
     text, so `key_len` must be a lower bound (else rows would silently stop being shared)."""
     pool = RegexPool()
     root = parse_regex(pattern, pool)
-    LazyByteDFA(root, pool).walk_bytes(0, b'"ab')   # derivatives too, not only parsed nodes
+    LazyByteDFA(root, pool).walk_bytes(0, b'"ab')  # derivatives too, not only parsed nodes
     for node in list(pool._table.values()):
         text = pool.key(node, limit=10**9)
         assert text is not None and node.key_len <= len(text)
@@ -225,7 +258,7 @@ def test_derivatives_of_a_star_stay_finite():
     for _ in range(2000):
         allowed = dfa.allowed_bytes(state).tolist()
         state = dfa.step(state, rng.choice(allowed))
-    assert dfa.num_states < 20   # the DFA is small; the walk keeps meeting the same states
+    assert dfa.num_states < 20  # the DFA is small; the walk keeps meeting the same states
 
 
 def test_a_dropped_automaton_leaves_no_cycles_to_collect():
@@ -243,16 +276,19 @@ def test_a_dropped_automaton_leaves_no_cycles_to_collect():
         gc.enable()
 
 
-@pytest.mark.parametrize("pattern,text", [
-    (r'"[^"]{0,1000}"', '"' + "x" * 1000 + '"'),                 # maxLength: 1000
-    ("a{1000000}", "a" * 50),                                      # beyond the eager limits
-    ("(" + "|".join(f'"value{i:04d}"' for i in range(600)) + ")", '"value0599"'),   # a 600-value enum
-])
+@pytest.mark.parametrize(
+    "pattern,text",
+    [
+        (r'"[^"]{0,1000}"', '"' + "x" * 1000 + '"'),  # maxLength: 1000
+        ("a{1000000}", "a" * 50),  # beyond the eager limits
+        ("(" + "|".join(f'"value{i:04d}"' for i in range(600)) + ")", '"value0599"'),  # a 600-value enum
+    ],
+)
 def test_only_what_generation_reaches_is_built(pattern, text):
     tokenizer = bundled()
     fsm = compile_lazy_token_fsm(pattern, tokenizer, len(tokenizer.token_bytes))
     after_compile = fsm.index.dfa.num_states
-    assert fsm.index.num_states == 1   # only the start state's token row
+    assert fsm.index.num_states == 1  # only the start state's token row
     end = fsm.walk(tokenizer.encode(text))
     assert end >= 0 and fsm.index.num_states <= len(text) + 1
     assert after_compile < 2000
@@ -271,22 +307,48 @@ class Vocab:
 
 # A small vocabulary over the generated regexes' alphabet: single bytes, multi-character
 # tokens, tokens that end or start inside a character, an unusable special, EOS.
-SMALL_VOCAB = Vocab([None, b"a", b"b", b"1", b"z", b"\n", "é".encode(), "中".encode(), b"ab", b"ba", b"a1",
-                     b"11", "中".encode()[:1], "中".encode()[1:], "é".encode()[:1], "éa".encode()[1:],
-                     b"aab", "中a".encode(), b"1\n", None, b"bbbb"], eos_token_id=0)
+SMALL_VOCAB = Vocab(
+    [
+        None,
+        b"a",
+        b"b",
+        b"1",
+        b"z",
+        b"\n",
+        "é".encode(),
+        "中".encode(),
+        b"ab",
+        b"ba",
+        b"a1",
+        b"11",
+        "中".encode()[:1],
+        "中".encode()[1:],
+        "é".encode()[:1],
+        "éa".encode()[1:],
+        b"aab",
+        "中a".encode(),
+        b"1\n",
+        None,
+        b"bbbb",
+    ],
+    eos_token_id=0,
+)
 
 
 def brute_force_allowed(fsm, state: int, vocab: Vocab) -> set[int]:
     """Every token whose bytes the automaton can read from `state`, EOS when accepting."""
     dfa = fsm.index.dfa
-    allowed = {t for t, data in enumerate(vocab.token_bytes)
-               if data and t != vocab.eos_token_id and dfa.walk_bytes(state, data) >= 0}
+    allowed = {
+        t
+        for t, data in enumerate(vocab.token_bytes)
+        if data and t != vocab.eos_token_id and dfa.walk_bytes(state, data) >= 0
+    }
     return allowed | ({vocab.eos_token_id} if dfa.is_final(state) else set())
 
 
 def compare_along_walks(pattern: str, vocab: Vocab, walks: int, steps: int, oracle_every: int = 1) -> None:
     """Walk eager and lazy side by side on random tokens: identical rows at every step."""
-    size = len(vocab.token_bytes) + 5   # logits wider than the vocabulary, as in real models
+    size = len(vocab.token_bytes) + 5  # logits wider than the vocabulary, as in real models
     eager = compile_token_fsm(pattern, vocab, 10_000, vocab_size=size, jump_map=True)
     lazy = compile_lazy_token_fsm(pattern, vocab, size)
     rng = random.Random(pattern)
@@ -300,7 +362,7 @@ def compare_along_walks(pattern: str, vocab: Vocab, walks: int, steps: int, orac
             assert lazy.index.is_final(s) == eager.index.is_final(e)
             assert lazy.jump_map.jump_forward(s) is None or eager.jump_map.jump_forward(e) is not None
             assert (lazy.jump_map.jump_forward(s) or (b"",))[0] == (eager.jump_map.jump_forward(e) or (b"",))[0]
-            if step % oracle_every == 0:   # the mask oracle, bit by bit
+            if step % oracle_every == 0:  # the mask oracle, bit by bit
                 bits = unpack_bits(lazy.state_row[s], size)
                 assert set(torch.nonzero(bits).flatten().tolist()) == brute_force_allowed(lazy, s, vocab)
             if not allowed:
@@ -318,7 +380,7 @@ def compare_along_walks(pattern: str, vocab: Vocab, walks: int, steps: int, orac
 def test_generated_regexes_rows_equal_the_eager_index_on_a_small_vocabulary(pattern):
     try:
         compile_token_fsm(pattern, SMALL_VOCAB, 10_000)
-    except ConstraintError:   # the eager index says the vocabulary cannot spell it
+    except ConstraintError:  # the eager index says the vocabulary cannot spell it
         return
     compare_along_walks(pattern, SMALL_VOCAB, walks=3, steps=12)
 
@@ -331,10 +393,16 @@ def test_behaviour_regexes_rows_equal_the_eager_index_on_the_bundled_vocabulary(
 def test_json_schema_regex_rows_equal_the_eager_index():
     from minisglang.constrained.json_schema import build_regex_from_schema
 
-    schema = {"type": "object", "properties": {
-        "name": {"type": "string", "maxLength": 12}, "age": {"type": "integer", "minimum": 0, "maximum": 150},
-        "tags": {"type": "array", "items": {"enum": ["a", "bc", "中文"]}, "maxItems": 3},
-        "ok": {"type": "boolean"}}, "required": ["name", "age"]}
+    schema = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "maxLength": 12},
+            "age": {"type": "integer", "minimum": 0, "maximum": 150},
+            "tags": {"type": "array", "items": {"enum": ["a", "bc", "中文"]}, "maxItems": 3},
+            "ok": {"type": "boolean"},
+        },
+        "required": ["name", "age"],
+    }
     compare_along_walks(build_regex_from_schema(schema), bundled(), walks=4, steps=40, oracle_every=9)
 
 
@@ -346,11 +414,15 @@ def test_tokens_that_end_inside_a_character_jump_like_s4():
     s, e = lazy.index.next_state(0, 1), eager.index.next_state(0, 1)
     assert lazy.jump_map.jump_forward(s)[0] == eager.jump_map.jump_forward(e)[0] == "中xx中".encode()[1:]
     lazy_after = lazy.jump_map.jump_forward(0)[1]
-    lazy.build_row(lazy_after)   # (is_complete answers from the row: False until it is made)
+    lazy.build_row(lazy_after)  # (is_complete answers from the row: False until it is made)
     assert lazy.is_complete(lazy_after) and lazy.index.is_final(lazy_after)
     # Two characters with the same lead byte: the lead byte is forced, the character is not.
-    assert compile_lazy_token_fsm("(é|è)", vocab := Vocab([None, "é".encode(), "è".encode()], 0), 3) \
-        .jump_map.jump_forward(0) is None
+    assert (
+        compile_lazy_token_fsm("(é|è)", vocab := Vocab([None, "é".encode(), "è".encode()], 0), 3).jump_map.jump_forward(
+            0
+        )
+        is None
+    )
     assert compile_token_fsm("(é|è)", vocab, 10, jump_map=True).jump_map.jump_forward(0) is None
 
 
@@ -396,7 +468,7 @@ def test_state_limit_fails_with_the_option_name():
 
 def test_row_walk_limit_fails_with_the_option_name():
     tokenizer = bundled()
-    longest = longest_short_token(tokenizer)   # (a bound the clip keeps: see above)
+    longest = longest_short_token(tokenizer)  # (a bound the clip keeps: see above)
     with pytest.raises(ConstraintError, match="would build more than 3 states .*max_row_expansions"):
         compile_lazy_token_fsm(f'x[^"]{{0,{longest - 2}}}', tokenizer, 4096, LazyLimits(max_row_expansions=3))
 
@@ -414,22 +486,30 @@ def test_the_fill_ahead_never_makes_a_row_fail_its_limit():
 
 def test_node_limit_and_regex_length_fail_before_building():
     with pytest.raises(ConstraintError, match="more than 100 nodes .*max_regex_nodes"):
-        compile_lazy_token_fsm("(" + "|".join(f"w{i}" for i in range(500)) + ")", bundled(), 4096,
-                               LazyLimits(max_regex_nodes=100))
+        compile_lazy_token_fsm(
+            "(" + "|".join(f"w{i}" for i in range(500)) + ")", bundled(), 4096, LazyLimits(max_regex_nodes=100)
+        )
     with pytest.raises(ConstraintError, match="longer than the limit of 10 .*max_regex_chars"):
         compile_lazy_token_fsm("a" * 11, bundled(), 4096, max_regex_chars=10)
     with pytest.raises(TypeError):
-        LazyLimits(max_states=3)   # unknown option names are refused
+        LazyLimits(max_states=3)  # unknown option names are refused
 
 
 # Written out, 400 optional digits nest 400 deep once one is read (each simplified
 # alternative inside the one before); groups nested 3000 deep do in Python's own parser.
-TOO_DEEP_REGEXES = ["[0-9]?" * 400 + "z", "(?:ab)?" * 450 + "z", "(" * 3000 + "a" + ")" * 3000,
-                    "(a|" * 1500 + "b" + ")" * 1500]
+TOO_DEEP_REGEXES = [
+    "[0-9]?" * 400 + "z",
+    "(?:ab)?" * 450 + "z",
+    "(" * 3000 + "a" + ")" * 3000,
+    "(a|" * 1500 + "b" + ")" * 1500,
+]
 
 
-@pytest.mark.parametrize("pattern", TOO_DEEP_REGEXES, ids=["400 optional digits", "450 optional pairs",
-                                                          "3000 nested groups", "1500 nested alternatives"])
+@pytest.mark.parametrize(
+    "pattern",
+    TOO_DEEP_REGEXES,
+    ids=["400 optional digits", "450 optional pairs", "3000 nested groups", "1500 nested alternatives"],
+)
 def test_a_regex_nested_past_the_recursion_limit_is_refused_by_name(pattern):
     """It was a RecursionError: 'maximum recursion depth exceeded in comparison'."""
     with pytest.raises(ConstraintError, match=r"^regex too complex: .*nests more deeply .*counted repetition"):
@@ -449,18 +529,21 @@ def test_nesting_reached_in_generation_is_a_limit_error_not_an_internal_one():
     assert fits.index.is_final(fits.walk(tokenizer.encode("12z")))
 
 
-@pytest.mark.parametrize("pattern,words", [
-    ("(ab", ["invalid regex", "'(ab'", "missing )"]),
-    ("a{2,1}", ["invalid regex", "min repeat greater than max repeat"]),
-    ("a(?=b)", ["unsupported regex", "lookahead"]),
-    ("(?<=a)b", ["unsupported regex", "lookbehind"]),
-    (r"(a)\1", ["unsupported regex", "group reference"]),
-    ("a$b", ["unsupported regex", "anchor '$'"]),
-    (r"a\bb", ["unsupported regex", "anchor \\b"]),
-    ("a*+", ["unsupported regex", "possessive"]),
-    ("(?i)a", ["unsupported regex", "inline flags"]),
-    (r"a[^\s\S]b", ["matches no string", "empty language"]),
-])
+@pytest.mark.parametrize(
+    "pattern,words",
+    [
+        ("(ab", ["invalid regex", "'(ab'", "missing )"]),
+        ("a{2,1}", ["invalid regex", "min repeat greater than max repeat"]),
+        ("a(?=b)", ["unsupported regex", "lookahead"]),
+        ("(?<=a)b", ["unsupported regex", "lookbehind"]),
+        (r"(a)\1", ["unsupported regex", "group reference"]),
+        ("a$b", ["unsupported regex", "anchor '$'"]),
+        (r"a\bb", ["unsupported regex", "anchor \\b"]),
+        ("a*+", ["unsupported regex", "possessive"]),
+        ("(?i)a", ["unsupported regex", "inline flags"]),
+        (r"a[^\s\S]b", ["matches no string", "empty language"]),
+    ],
+)
 def test_bad_regexes_raise_regex_error_naming_the_problem(pattern, words):
     with pytest.raises(RegexError) as info:
         parse_regex(pattern, RegexPool())
@@ -477,7 +560,7 @@ def test_a_vocabulary_that_cannot_start_the_regex_is_refused():
 @settings(max_examples=300, deadline=None)
 @given(st.text(alphabet="ab()[]{}|*+?^$\\-.,:1dswDu", max_size=10))
 def test_any_text_is_refused_clearly_or_matches_like_re(pattern):
-    body = _strip_anchors(pattern)   # the whole output must match: outer anchors are dropped
+    body = _strip_anchors(pattern)  # the whole output must match: outer anchors are dropped
     try:
         oracle = re.compile(body)
     except (re.error, OverflowError):
@@ -509,8 +592,9 @@ def test_rows_are_cached_and_packed_like_s2():
 # ---------------------------------------------------------------------------------------
 # Rows shared between states: clipped bounds, a head's row, alternatives, other grammars
 # ---------------------------------------------------------------------------------------
-@pytest.mark.parametrize("pattern", [r'"[^"]{0,60}"', r"(ab|c){3,40}x", r"a{0,50}b|a{20,30}c", r"(a{2,}b){0,45}",
-                                     r"((a|bb){5,70}1)*z?"])
+@pytest.mark.parametrize(
+    "pattern", [r'"[^"]{0,60}"', r"(ab|c){3,40}x", r"a{0,50}b|a{20,30}c", r"(a{2,}b){0,45}", r"((a|bb){5,70}1)*z?"]
+)
 def test_a_clipped_node_reads_like_the_node_up_to_its_length(pattern):
     """RegexPool.clip(node, L): every string of at most L bytes is viable (and accepted)
     in the clipped node exactly when it is in the node, in every state along the way."""
@@ -519,7 +603,7 @@ def test_a_clipped_node_reads_like_the_node_up_to_its_length(pattern):
     rng = random.Random(pattern)
     length = 8
     state = dfa.initial
-    for _ in range(60):   # states along a random walk
+    for _ in range(60):  # states along a random walk
         clipped = dfa._state(pool.clip(dfa.nodes[state], length))
         for s in ALL_STRINGS[:400] + [sample_match(dfa, rng, 12).decode("latin-1")[:length] for _ in range(5)]:
             data = s.encode("latin-1", "replace")[:length]
@@ -544,8 +628,10 @@ def test_the_positions_of_a_long_bounded_string_share_one_walk():
     assert index.num_states > 50 and len(index.short_rows) < 8
 
 
-LONG_VOCAB = Vocab([None, b'"', b"a", b" ", b"  ", b"ab", b" " * 40, b" " * 64, b"a" * 33 + b'"', b" " * 100 + b'"',
-                    b'a"', b"-" * 48], eos_token_id=0)
+LONG_VOCAB = Vocab(
+    [None, b'"', b"a", b" ", b"  ", b"ab", b" " * 40, b" " * 64, b"a" * 33 + b'"', b" " * 100 + b'"', b'a"', b"-" * 48],
+    eos_token_id=0,
+)
 
 
 @pytest.mark.parametrize("pattern", [r'"[^"]{0,80}"', r'"[^"]{0,200}"x?', r'"[ a]*"', r'( {0,70}|a{3,90})"'])
@@ -565,8 +651,9 @@ def share_everything(monkeypatch):
     lazy.SHARED_ROWS.clear()
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                  HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 @given(REGEXES)
 def test_rows_built_from_heads_and_alternatives_equal_the_eager_index(share_everything, pattern):
     try:
@@ -576,8 +663,19 @@ def test_rows_built_from_heads_and_alternatives_equal_the_eager_index(share_ever
     compare_along_walks(pattern, SMALL_VOCAB, walks=3, steps=12)
 
 
-@pytest.mark.parametrize("pattern", [r"a*b", r"(ab)*1", r"[ab]*\n?1", r"(a|b1)*z", r"((a|b)*1|z)*b", r"(a{2,9}b?){1,5}1",
-                                     r"(é|a)*中", r"(b|1)?(a*|z)1"])
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        r"a*b",
+        r"(ab)*1",
+        r"[ab]*\n?1",
+        r"(a|b1)*z",
+        r"((a|b)*1|z)*b",
+        r"(a{2,9}b?){1,5}1",
+        r"(é|a)*中",
+        r"(b|1)?(a*|z)1",
+    ],
+)
 def test_heads_and_alternatives_on_chosen_shapes(share_everything, pattern):
     compare_along_walks(pattern, SMALL_VOCAB, walks=8, steps=15)
 
@@ -585,10 +683,24 @@ def test_heads_and_alternatives_on_chosen_shapes(share_everything, pattern):
 JSON_CHAR = r'([^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})'
 
 
-@pytest.mark.parametrize("pattern", [r'"[^"]{0,5}"', JSON_CHAR + r'{0,3}"', JSON_CHAR + r'{2,7}"x', JSON_CHAR + "*",
-                                     r"(é|a){1,3}b", r"(a|ab){0,4}1", r"(ab|b){0,6}", r"[ab]{0,2}(1|z)",
-                                     # a nullable body: `(C*)?` reads any number of C in its one repetition
-                                     r"(.*)?", r"((.)*)?", r"([^x]*){0,2}", r"([^x]?){0,2}"])
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        r'"[^"]{0,5}"',
+        JSON_CHAR + r'{0,3}"',
+        JSON_CHAR + r'{2,7}"x',
+        JSON_CHAR + "*",
+        r"(é|a){1,3}b",
+        r"(a|ab){0,4}1",
+        r"(ab|b){0,6}",
+        r"[ab]{0,2}(1|z)",
+        # a nullable body: `(C*)?` reads any number of C in its one repetition
+        r"(.*)?",
+        r"((.)*)?",
+        r"([^x]*){0,2}",
+        r"([^x]?){0,2}",
+    ],
+)
 def test_rows_of_bounded_repetitions_from_token_counts_equal_the_eager_index(share_everything, pattern):
     """A repetition's row from its per-token counts (`_row_from_repeat`), bit for bit; a body
     that is not prefix-free (a|ab) falls back to the walk."""
@@ -599,12 +711,12 @@ def test_rows_of_bounded_repetitions_from_token_counts_equal_the_eager_index(sha
 
 def test_repetition_counts_are_per_token_and_refuse_ambiguous_bodies():
     tokenizer = bundled()
-    fsm = compile_lazy_token_fsm(r'[a-z]{0,3}', tokenizer, 4096)
+    fsm = compile_lazy_token_fsm(r"[a-z]{0,3}", tokenizer, 4096)
     index, pool = fsm.index, fsm.index.dfa.pool
     counts = index._repetitions(index.dfa.nodes[index.initial_state].parts[0])
     for t, data in enumerate(tokenizer.token_bytes):
         assert counts[t] == (len(data) if data and re.fullmatch(rb"[a-z]+", data) else -1), (t, data)
-    assert index._repetitions(parse_regex("a|ab", pool)) is None   # "a" then "b": one repetition or two?
+    assert index._repetitions(parse_regex("a|ab", pool)) is None  # "a" then "b": one repetition or two?
 
 
 def test_counts_prepared_with_the_vocabulary_equal_the_counts_a_grammar_computes_and_outlive_rows():
@@ -619,13 +731,13 @@ def test_counts_prepared_with_the_vocabulary_equal_the_counts_a_grammar_computes
     lazy.SHARED_ROWS.clear()
     try:
         fresh = {}
-        for body in LAZY_PREPARED_BODIES:   # computed lazily, each on a cleared cache
+        for body in LAZY_PREPARED_BODIES:  # computed lazily, each on a cleared cache
             lazy.SHARED_ROWS.clear()
             index = compile_lazy_token_fsm(f"(?:{body}){{0,7}}x", tokenizer, 4096).index
             fresh[body] = index._repetitions(index.dfa.nodes[index.initial_state].parts[0].parts[0]).copy()
         lazy.SHARED_ROWS.clear()
         lazy.prepare_vocabulary(tokenizer, 4096, LAZY_PREPARED_BODIES)
-        for i in range(3 * lazy.SHARED_ROWS.capacity):   # rows of other grammars fill the row store
+        for i in range(3 * lazy.SHARED_ROWS.capacity):  # rows of other grammars fill the row store
             lazy.SHARED_ROWS.put((None, 0, 0, "row", str(i)), object())
         prepared = {key[-1]: counts for key, counts in lazy.SHARED_ROWS._counts.items()}
         assert len(prepared) == len(LAZY_PREPARED_BODIES)
@@ -660,7 +772,7 @@ def mask_oracle():
 
     from script_modules import REPO, load_script
 
-    sys.path.insert(0, str(REPO / "benchmarks"))   # its own imports (_results, ...) are found there
+    sys.path.insert(0, str(REPO / "benchmarks"))  # its own imports (_results, ...) are found there
     return load_script(REPO / "benchmarks" / "bench_mask_oracle.py")
 
 
@@ -680,13 +792,15 @@ def test_our_backends_masks_equal_brute_force_along_generated_documents(mask_ora
         for i in schemas:
             schema, instance = sample[i]
             ids = tokenizer.encode(json.dumps(instance, ensure_ascii=False))
-            oracle = mask_oracle.oracle_masks(lazy.compile("json_schema", json.dumps(schema)), ids, size,
-                                              tokenizer.eos_token_id)
+            oracle = mask_oracle.oracle_masks(
+                lazy.compile("json_schema", json.dumps(schema)), ids, size, tokenizer.eos_token_id
+            )
             kinds = Counter()
-            steps, differing = mask_oracle.compare(backend.compile("json_schema", json.dumps(schema)), ids, oracle,
-                                                   size, tokenizer.token_bytes, kinds)
+            steps, differing = mask_oracle.compare(
+                backend.compile("json_schema", json.dumps(schema)), ids, oracle, size, tokenizer.token_bytes, kinds
+            )
             assert steps == len(ids) and (differing, kinds) == (0, Counter()), (i, kinds)
-            assert oracle[-1].sum() > 0   # the last step allows something (at least the closing token)
+            assert oracle[-1].sum() > 0  # the last step allows something (at least the closing token)
     finally:
         backend.shutdown()
         lazy.shutdown()
@@ -733,9 +847,16 @@ def test_our_backends_masks_equal_brute_force_along_random_walks(mask_oracle, au
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.integers(1, 40).flatmap(lambda words: st.tuples(
-    st.lists(st.integers(0, 2**32 - 1), min_size=words, max_size=words),
-    st.lists(st.integers(0, words * 32 - 1), max_size=20), st.integers(0, words * 32 - 1), st.booleans())))
+@given(
+    st.integers(1, 40).flatmap(
+        lambda words: st.tuples(
+            st.lists(st.integers(0, 2**32 - 1), min_size=words, max_size=words),
+            st.lists(st.integers(0, words * 32 - 1), max_size=20),
+            st.integers(0, words * 32 - 1),
+            st.booleans(),
+        )
+    )
+)
 def test_finish_row_sets_the_ids_and_eos_and_counts_like_numpy(case):
     from minisglang.constrained.lazy_trie_walk import finish_row
 
@@ -762,9 +883,9 @@ def test_trie_heights_are_the_longest_string_below_each_node(token_bytes):
     from minisglang.constrained.lazy_trie_walk import trie_heights
 
     trie = VocabTrie.from_vocab(token_bytes)
-    strings = {b[:VocabTrie.MAX_DEPTH] for b in token_bytes if b}
+    strings = {b[: VocabTrie.MAX_DEPTH] for b in token_bytes if b}
     prefix = [b""] * trie.num_nodes
-    for node in range(1, trie.num_nodes):   # parents come first
+    for node in range(1, trie.num_nodes):  # parents come first
         prefix[node] = prefix[trie.parent[node]] + bytes([trie.byte[node]])
     expected = [max(len(s) - len(p) for s in strings | {p} if s.startswith(p)) for p in prefix]
     assert trie_heights(trie).tolist() == expected
@@ -791,7 +912,7 @@ def test_each_shorthand_class_holds_exactly_pythons_code_points(pattern):
     so this walks each character's bytes)."""
     dfa = lazy_dfa(pattern)
     for code in range(0x110000):
-        if 0xD800 <= code <= 0xDFFF or (code > 0x3000 and code % 7):   # every 7th above U+3000
+        if 0xD800 <= code <= 0xDFFF or (code > 0x3000 and code % 7):  # every 7th above U+3000
             continue
         ch = chr(code)
         assert accepts(dfa, ch) == (re.fullmatch(pattern, ch) is not None), (pattern, hex(code))

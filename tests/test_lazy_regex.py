@@ -6,24 +6,26 @@ a pattern whose DFA is exponential with a length range costs about the length of
 not every state within it: the issue-30 schema (`^(x|y)*x(x|y){14}$` with min/maxLength)
 took 2^16 nodes per search breadth first. Oracle: `re.fullmatch` of both sides.
 """
+
 from __future__ import annotations
 
 import re
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from minisglang.constrained.lazy_byte_dfa import LazyByteDFA
 from minisglang.constrained.lazy_regex import RegexError, RegexPool
 from minisglang.constrained.lazy_regex_parser import parse_regex
-from minisglang.constrained.lazy_byte_dfa import LazyByteDFA
 
-PATTERN = "[x-y]*x[x-y]{14}"   # ~2^15 DFA states
+PATTERN = "[x-y]*x[x-y]{14}"  # ~2^15 DFA states
 
 
 def test_a_non_empty_intersection_is_found_without_walking_every_state():
     pool = RegexPool()
     parse_regex(f"(?@and({PATTERN})([x-y]{{16,60}}))", pool, members=True)
-    assert len(pool) < 5_000, len(pool)   # breadth first: over 100,000 nodes
+    assert len(pool) < 5_000, len(pool)  # breadth first: over 100,000 nodes
 
 
 def test_an_empty_intersection_is_still_refused():
@@ -45,7 +47,8 @@ def test_rows_made_after_the_table_grew_hold_only_states_and_markers():
     """The table doubles without writing its new rows (`_grow`): every state's row must
     still be whole, each entry a state, -1 (no match) or UNEXPLORED, never leftover memory."""
     from minisglang.constrained.lazy_byte_dfa import UNEXPLORED
-    dfa = LazyByteDFA.from_regex("[a-c]*a[a-c]{7}")   # 2^8 states: the table grows twice
+
+    dfa = LazyByteDFA.from_regex("[a-c]*a[a-c]{7}")  # 2^8 states: the table grows twice
     todo, seen = [dfa.initial], {dfa.initial}
     while todo:
         state = todo.pop()
@@ -58,7 +61,7 @@ def test_rows_made_after_the_table_grew_hold_only_states_and_markers():
     assert n > 128 and dfa.table.shape[0] >= n
     rows = dfa.table[:n]
     assert ((rows == -1) | (rows == UNEXPLORED) | ((rows >= 0) & (rows < n))).all()
-    assert not (rows == UNEXPLORED).any()   # every state was expanded
+    assert not (rows == UNEXPLORED).any()  # every state was expanded
     for text in ["", "a" * 8, "ab" * 4 + "a" + "c" * 7, "b" * 9, "cabbbbbbb"]:
         assert dfa.matches(text.encode()) == (re.fullmatch("[a-c]*a[a-c]{7}", text) is not None)
 
@@ -78,7 +81,7 @@ def test_the_schema_compilers_regexes_are_ones_python_accepts():
     for path in sorted((Path(__file__).parent / "data" / "maskbench").glob("*.json")):
         try:
             regex = build_regex_from_schema(json.loads(path.read_text())["schema"], automaton="lazy")
-        except Exception:   # a refusal: no text to parse
+        except Exception:  # a refusal: no text to parse
             continue
         re.compile(_PRIVATE_GROUP.sub("(?:", regex))
         checked += 1
@@ -100,7 +103,7 @@ def test_the_searches_of_one_compile_are_bounded_together():
     refusal. The same regex parses when the bound is lifted."""
     from minisglang.constrained.lazy_regex import AutomatonLimitError
 
-    regex = f"(?@and({PATTERN})([x-y]{{0,14}}))"   # empty: every state is searched
+    regex = f"(?@and({PATTERN})([x-y]{{0,14}}))"  # empty: every state is searched
     with pytest.raises(AutomatonLimitError, match="took more than 1,000 derivatives"):
         parse_regex(regex, RegexPool(searched_limit=1_000), members=True)
     with pytest.raises(RegexError, match="empty language"):

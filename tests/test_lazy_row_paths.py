@@ -10,6 +10,7 @@ shortcut may only change how a row is computed, never which tokens it holds.
 - `_walk_long`: the tokens longer than the trie, each walked from the state clipped to its
   length (a `{0,300}` string is `C*` for a 44-byte token), where a big bound is near.
 """
+
 from __future__ import annotations
 
 import random
@@ -26,21 +27,21 @@ from minisglang.constrained.lazy_token_fsm import compile_lazy_token_fsm
 from minisglang.constrained.token_fsm import ConstraintError, compile_token_fsm
 
 ENUM_SHAPES = [
-    r'"(Rome_1|item_(5|9|15)|北京_3|value_30)", ?"x"',   # values, then the rest of an object
-    r'(ab|a1|b|zz)(1|z)*',          # a string of A is a prefix of another; T loops
-    r'(ab|a"|b)( |a)*"',            # LONG_VOCAB's long tokens go on into T
-    r'(a|b1|)z',                    # ε among the strings: tokens may start in T directly
-    r'((a|b)(1|z)|ab1)\n?',          # nested alternations; a nullable tail
-    r'(é|中a|中b)+',                  # multi-byte characters, the alternation repeated
-    r'x(a{0,2}|b)',                 # not literal strings (a repetition): the walk decides
-    r'(' + "a" * 40 + r'|b)"',      # a value longer than the trie (LONG_VOCAB's long tokens)
+    r'"(Rome_1|item_(5|9|15)|北京_3|value_30)", ?"x"',  # values, then the rest of an object
+    r"(ab|a1|b|zz)(1|z)*",  # a string of A is a prefix of another; T loops
+    r'(ab|a"|b)( |a)*"',  # LONG_VOCAB's long tokens go on into T
+    r"(a|b1|)z",  # ε among the strings: tokens may start in T directly
+    r"((a|b)(1|z)|ab1)\n?",  # nested alternations; a nullable tail
+    r"(é|中a|中b)+",  # multi-byte characters, the alternation repeated
+    r"x(a{0,2}|b)",  # not literal strings (a repetition): the walk decides
+    r"(" + "a" * 40 + r'|b)"',  # a value longer than the trie (LONG_VOCAB's long tokens)
 ]
 
 
 def spellable(pattern: str, vocab) -> bool:
     try:
         compile_token_fsm(pattern, vocab, 10_000)
-    except ConstraintError:   # the eager index says the vocabulary cannot spell it
+    except ConstraintError:  # the eager index says the vocabulary cannot spell it
         return False
     return True
 
@@ -76,8 +77,13 @@ def test_rows_of_an_objects_many_keys_equal_the_eager_index_on_the_bundled_vocab
     """An object with 12 properties: after `{"` and after each `, "` the keys fan out, and
     the literal walk stops where a key's value starts (`":`, an optional space, the value)."""
     rng = random.Random(11)
-    kinds = [{"type": "string"}, {"type": "integer"}, {"type": "boolean"}, {"enum": ["on", "off", 3]},
-             {"type": "array", "items": {"type": "number"}}]
+    kinds = [
+        {"type": "string"},
+        {"type": "integer"},
+        {"type": "boolean"},
+        {"enum": ["on", "off", 3]},
+        {"type": "array", "items": {"type": "number"}},
+    ]
     names = ["name", "id", "idle", "value", "values", "debug", "de", "status", "北京", "a b", "items", "x"]
     schema = {"type": "object", "properties": {n: rng.choice(kinds) for n in names}, "required": names[:3]}
     compare_along_walks(build_regex_from_schema(schema), bundled(), walks=6, steps=40, oracle_every=1)
@@ -86,8 +92,11 @@ def test_rows_of_an_objects_many_keys_equal_the_eager_index_on_the_bundled_vocab
 def test_rows_of_a_json_enum_equal_the_eager_index_on_the_bundled_vocabulary():
     rng = random.Random(7)
     values = [f"{rng.choice(['alpha', 'Rome', '北京', 'item'])}_{i}" for i in range(40)]
-    schema = {"type": "object", "properties": {"a": {"enum": values}, "b": {"enum": values[:5]},
-                                               "c": {"type": "integer"}}, "required": ["a", "b", "c"]}
+    schema = {
+        "type": "object",
+        "properties": {"a": {"enum": values}, "b": {"enum": values[:5]}, "c": {"type": "integer"}},
+        "required": ["a", "b", "c"],
+    }
     compare_along_walks(build_regex_from_schema(schema), bundled(), walks=6, steps=30, oracle_every=1)
 
 
@@ -113,10 +122,10 @@ def test_an_enum_row_builds_no_state_for_the_values_positions(count):
 
 DOMAIN = r"[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)+"
 WIDE_SHAPES = [
-    DOMAIN + r'"\}',                # an e-mail's domain, then the end of an object
-    r"[^x]*x[ab]",                  # all but one byte, then a tail that starts with it
-    r"([^\n]|\n[ab]){0,3}1",        # a bounded part: B shrinks where the bound ends
-    r"[ -~]+(\n|中)*",               # printable ASCII, then multi-byte characters
+    DOMAIN + r'"\}',  # an e-mail's domain, then the end of an object
+    r"[^x]*x[ab]",  # all but one byte, then a tail that starts with it
+    r"([^\n]|\n[ab]){0,3}1",  # a bounded part: B shrinks where the bound ends
+    r"[ -~]+(\n|中)*",  # printable ASCII, then multi-byte characters
 ]
 
 
@@ -155,10 +164,10 @@ def closures_everywhere(monkeypatch):
 
 
 LONG_SHAPES = [
-    r' ?"[^"]{0,300}" ?"[^"]{0,80}"',      # two string values, bounds above LONG_VOCAB's tokens
-    r'( {0,80}|a{3,90})"',                # the long runs of spaces against bounds between their lengths
-    r'"[ a-]{0,70}" ?"[ a-]{0,500}"x?',    # every long token fits the class
-    r'"[ a]{40,90}"',                      # a minimum the clip lowers
+    r' ?"[^"]{0,300}" ?"[^"]{0,80}"',  # two string values, bounds above LONG_VOCAB's tokens
+    r'( {0,80}|a{3,90})"',  # the long runs of spaces against bounds between their lengths
+    r'"[ a-]{0,70}" ?"[ a-]{0,500}"x?',  # every long token fits the class
+    r'"[ a]{40,90}"',  # a minimum the clip lowers
 ]
 
 
@@ -171,9 +180,11 @@ def test_rows_with_long_tokens_walked_from_clipped_states_equal_the_eager_index(
     monkeypatch.setattr(lazy, "MAX_LONG_CLIP", 64)
     clipped = []
     original = lazy.LazyStateIndex._bound_near
-    monkeypatch.setattr(lazy.LazyStateIndex, "_bound_near", lambda self, node: clipped.append(original(self, node)) or clipped[-1])
+    monkeypatch.setattr(
+        lazy.LazyStateIndex, "_bound_near", lambda self, node: clipped.append(original(self, node)) or clipped[-1]
+    )
     compare_along_walks(pattern, LONG_VOCAB, walks=8, steps=40)
-    assert any(clipped)   # some long tokens were walked from clipped states
+    assert any(clipped)  # some long tokens were walked from clipped states
 
 
 @pytest.fixture
@@ -185,12 +196,18 @@ def long_walks_everywhere(monkeypatch):
     monkeypatch.setattr(lazy.LazyStateIndex, "_bound_near", lambda self, node: True)
 
 
-@pytest.mark.parametrize("everywhere,vocab", [("closures_everywhere", SMALL_VOCAB),
-                                               ("long_walks_everywhere", LONG_VOCAB),
-                                               ("strings_everywhere", SMALL_VOCAB),
-                                               ("strings_everywhere", LONG_VOCAB)])
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                  HealthCheck.function_scoped_fixture])
+@pytest.mark.parametrize(
+    "everywhere,vocab",
+    [
+        ("closures_everywhere", SMALL_VOCAB),
+        ("long_walks_everywhere", LONG_VOCAB),
+        ("strings_everywhere", SMALL_VOCAB),
+        ("strings_everywhere", LONG_VOCAB),
+    ],
+)
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 @given(REGEXES)
 def test_generated_regexes_with_a_row_path_everywhere_equal_the_eager_index(request, everywhere, vocab, pattern):
     """`_row_from_closure` or `_row_from_strings` on every state it can take, or every long

@@ -1,4 +1,5 @@
 """ReqToTokenPool and TokenToKVPool: slot accounting, double frees, and the KV layout."""
+
 import pytest
 import torch
 from hypothesis import given, settings

@@ -1,6 +1,7 @@
 """/metrics' histogram of the probability mass the grammar's mask kept per decode step
 (minisglang_mask_mass_kept), checked against the step view's own record of the same
 request: the histogram's count is its number of masked steps, its sum their mass."""
+
 import pytest
 from fastapi.testclient import TestClient
 
@@ -17,7 +18,7 @@ def histogram(text: str, name: str) -> dict[str, float]:
     for line in text.splitlines():
         if line.startswith(name) and not line.startswith("#"):
             key, value = line.rsplit(" ", 1)
-            key = key[len(name):]
+            key = key[len(name) :]
             out[key.replace("_bucket{le=", "le=").replace('"', "").rstrip("}").lstrip("_")] = float(value)
     return out
 
@@ -49,7 +50,7 @@ def test_mass_kept_histogram_counts_each_constrained_step(engine):
     for key, count in after.items():
         if key.startswith("le=") and key != "le=+Inf":
             bound = float(key[3:])
-            if all(abs(m - bound) > 1e-4 for m in masses):   # (two roundings may part at a bound)
+            if all(abs(m - bound) > 1e-4 for m in masses):  # (two roundings may part at a bound)
                 assert count == sum(m <= bound for m in masses), key
     assert after["le=+Inf"] == len(masses)
 

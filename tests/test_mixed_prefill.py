@@ -7,28 +7,37 @@ those of the plain extend and the plain decode it replaces (at tests/test_model.
 tolerance); greedy texts are the same whatever the arrivals; every slot is free or the
 radix tree's once everyone has left (tests/test_engine.py's `assert_no_leak`).
 """
+
 import re
 
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_engine import assert_no_leak
+from test_model import ATOL
 
 import minisglang as sgl
 from minisglang.model import ForwardMode
-from test_engine import assert_no_leak
-from test_model import ATOL
 
 NAMES = ["Li Lei", "Anna Berg", "Ken Sato", "Maria Lopez", "Omar Khan", "Sara Novak", "Tom Jones", "Yuki Tanaka"]
 CITIES = ["Paris", "Rome", "Beijing"]
 PERSON = r'\{"name": "[A-Za-z ]{1,12}", "age": [1-9][0-9]?, "city": "(Paris|Rome|Beijing)"\}'
-PLAIN = ["The capital of France is", "Email: ", "2024-", "Once upon a time, there was a little",
-         "<|user|>\nWhat is the date?\n<|assistant|>\n", "def add(a, b):"]
+PLAIN = [
+    "The capital of France is",
+    "Email: ",
+    "2024-",
+    "Once upon a time, there was a little",
+    "<|user|>\nWhat is the date?\n<|assistant|>\n",
+    "def add(a, b):",
+]
 
 
 def chat(i: int) -> str:
-    return (f"<|user|>\nExtract as JSON: {NAMES[i % len(NAMES)]} is {20 + 7 * i} years old and lives in "
-            f"{CITIES[i % len(CITIES)]}.\n<|assistant|>\n")
+    return (
+        f"<|user|>\nExtract as JSON: {NAMES[i % len(NAMES)]} is {20 + 7 * i} years old and lives in "
+        f"{CITIES[i % len(CITIES)]}.\n<|assistant|>\n"
+    )
 
 
 def params_for(stage: str, max_new_tokens: int = 60) -> dict:
@@ -50,8 +59,9 @@ def engines():
         if (stage, mixed, pool) not in built:
             eng = built[(stage, mixed, pool)] = sgl.Engine(stage=stage, mixed_prefill=mixed, max_total_tokens=pool)
             if stage != "s0":
-                eng.generate(chat(0), params_for(stage))   # compile the regex now, so arrivals are step-exact
+                eng.generate(chat(0), params_for(stage))  # compile the regex now, so arrivals are step-exact
         return built[(stage, mixed, pool)]
+
     yield get
     for eng in built.values():
         eng.shutdown()
@@ -91,6 +101,7 @@ def recorded_forwards(eng, monkeypatch) -> list:
         logits = run(batch)
         seen.append((batch, logits.clone()))
         return logits
+
     monkeypatch.setattr(eng.scheduler, "run", recording)
     return seen
 
@@ -107,7 +118,7 @@ def test_a_mixed_forward_computes_what_the_prefill_and_the_decode_it_replaces_co
         seen = recorded_forwards(eng, monkeypatch)
         params = params_for("s0", 12)
         a = eng.submit(PLAIN[3], params)
-        for _ in range(3):                       # A's prefill and two decodes
+        for _ in range(3):  # A's prefill and two decodes
             eng.step()
         b = eng.submit(PLAIN[1], params)
         s, first = eng.scheduler, len(eng.trace)
@@ -117,8 +128,8 @@ def test_a_mixed_forward_computes_what_the_prefill_and_the_decode_it_replaces_co
         assert batch.mode == ForwardMode.EXTEND
         if mixed:
             assert batch.reqs == [b, a] and batch.riders == [a] and batch.prefill_reqs == [b]
-            assert (a.kv_len, a.prefix_len) == (kv_len + 1, prefix_len)   # a decode step, not a prefill
-            assert s.tree_cache.total_size() == tree + len(b.origin_input_ids)   # only B's prompt was cached
+            assert (a.kv_len, a.prefix_len) == (kv_len + 1, prefix_len)  # a decode step, not a prefill
+            assert s.tree_cache.total_size() == tree + len(b.origin_input_ids)  # only B's prompt was cached
             events = eng.trace[first:]
             assert [e["event"] for e in events if e["event"] in ("prefill", "decode")] == ["prefill"]
             forward = next(e for e in events if e["event"] == "prefill")
@@ -127,7 +138,7 @@ def test_a_mixed_forward_computes_what_the_prefill_and_the_decode_it_replaces_co
             assert not any(e["event"] == "cache_prefill" and e["rid"] == a.rid for e in events)
             rows[True] = {"B": logits[0], "A": logits[1]}
         else:
-            assert batch.reqs == [b] and a.kv_len == kv_len           # A sat this step out
+            assert batch.reqs == [b] and a.kv_len == kv_len  # A sat this step out
             prefill_b = logits[0]
             eng.step()
             batch, logits = seen[-1]
@@ -147,8 +158,10 @@ def test_staggered_arrivals_give_the_same_texts_mixed_or_not(engines, stage):
     """Requests arrive while others decode (and, on s4, jump): the greedy texts are the same
     with mixing on and off, every constrained one matches its regex, and nothing leaks."""
     steps = [0, 0, 3, 7, 8, 15, 22, 23]
-    arrivals = [(step, prompt_for(stage, i), params_for(stage, 60 if stage != "s0" else 10 + 5 * i))
-                for i, step in enumerate(steps)]
+    arrivals = [
+        (step, prompt_for(stage, i), params_for(stage, 60 if stage != "s0" else 10 + 5 * i))
+        for i, step in enumerate(steps)
+    ]
     texts, mixes = {}, {}
     for mixed in (False, True):
         eng = engines(stage, mixed)
@@ -182,14 +195,14 @@ def test_s4_at_4_concurrent_readmits_a_jump_in_its_own_step_and_runs_fewer_forwa
     assert total[True] < total[False], counts
     assert counts[True]["mixed"] > 0 and counts[False]["mixed"] == 0
 
-    for mixed, later in ((True, 0), (False, 1)):   # mixing off: the prefill after the jump's step
+    for mixed, later in ((True, 0), (False, 1)):  # mixing off: the prefill after the jump's step
         ev = events[mixed]
         prefills = {e["step"]: e for e in ev if e["event"] == "prefill"}
         finished = {(e["step"], e["rid"]) for e in ev if e["event"] == "finish"}
         jumps = [e for e in ev if e["event"] == "jump"]
         assert len(jumps) >= 8
         for j in jumps:
-            if (j["step"] + later, j["rid"]) in finished:   # the jump completed the match: it left
+            if (j["step"] + later, j["rid"]) in finished:  # the jump completed the match: it left
                 continue
             assert j["rid"] in prefills[j["step"] + later]["reqs"], (mixed, j)
     mixed_prefills = [e for e in events[True] if e["event"] == "prefill" and "riders" in e]
@@ -198,9 +211,11 @@ def test_s4_at_4_concurrent_readmits_a_jump_in_its_own_step_and_runs_fewer_forwa
 
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(stage=st.sampled_from(["s0", "s4"]), pool=st.sampled_from([4096, 320]),
-       arrivals=st.lists(st.tuples(st.integers(0, 30), st.integers(0, 7), st.integers(1, 45)),
-                         min_size=1, max_size=7))
+@given(
+    stage=st.sampled_from(["s0", "s4"]),
+    pool=st.sampled_from([4096, 320]),
+    arrivals=st.lists(st.tuples(st.integers(0, 30), st.integers(0, 7), st.integers(1, 45)), min_size=1, max_size=7),
+)
 def test_random_arrivals_give_the_same_texts_and_leak_nothing(engines, stage, pool, arrivals):
     """Random arrival steps and output lengths, mixing on (also in a pool small enough that
     requests wait for room) against mixing off in a roomy pool: the same greedy texts, and
@@ -231,7 +246,7 @@ def test_the_riders_count_in_the_prefill_token_budget(monkeypatch):
         late = [eng.submit(p, params) for p in PLAIN[3:5]]
         tree = eng.scheduler.tree_cache
         extends = [len(r.fill_ids) - tree.match_len(r.fill_ids[:-1]) for r in late]
-        eng.scheduler.config.max_prefill_tokens = sum(extends) + 2   # both fit; with 3 riders they do not
+        eng.scheduler.config.max_prefill_tokens = sum(extends) + 2  # both fit; with 3 riders they do not
         seen = recorded_forwards(eng, monkeypatch)
         eng.step()
         batch = seen[0][0]

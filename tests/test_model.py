@@ -6,6 +6,7 @@ compares logits with ``AutoModelForCausalLM`` run on the whole sequence, fp32, e
 
 Tests of minisglang/model/ (config.py, loader.py, llama.py, forward_batch.py).
 """
+
 import json
 import shutil
 
@@ -37,15 +38,31 @@ def save_random_model(path, config, model_cls, max_shard_size=None):
 
 
 def qwen2_config(**overrides):
-    cfg = dict(vocab_size=96, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
-               num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True)
+    cfg = dict(
+        vocab_size=96,
+        hidden_size=64,
+        intermediate_size=96,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        tie_word_embeddings=True,
+    )
     return Qwen2Config(**{**cfg, **overrides})
 
 
 def llama_config(**overrides):
-    cfg = dict(vocab_size=80, hidden_size=48, intermediate_size=112, num_hidden_layers=3,
-               num_attention_heads=4, num_key_value_heads=1, head_dim=16, rope_theta=500000.0,
-               rms_norm_eps=1e-5, tie_word_embeddings=False)
+    cfg = dict(
+        vocab_size=80,
+        hidden_size=48,
+        intermediate_size=112,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=1,
+        head_dim=16,
+        rope_theta=500000.0,
+        rms_norm_eps=1e-5,
+        tie_word_embeddings=False,
+    )
     return LlamaConfig(**{**cfg, **overrides})
 
 
@@ -105,7 +122,7 @@ def test_prefill_three_requests_of_different_lengths(pair):
     start = 0
     for prompt in prompts:
         ref = pair.reference(prompt)
-        torch.testing.assert_close(all_logits[start:start + len(prompt)], ref, atol=ATOL, rtol=0)
+        torch.testing.assert_close(all_logits[start : start + len(prompt)], ref, atol=ATOL, rtol=0)
         start += len(prompt)
 
     # The default output is the last position of each request; rerunning the same batch
@@ -138,7 +155,7 @@ def test_extend_after_cached_prefix(pair):
     start = 0
     for seq, k in zip(full + [shared], prefix_lens + [5]):
         ref = pair.reference(seq)[k:]
-        torch.testing.assert_close(logits[start:start + len(ref)], ref, atol=ATOL, rtol=0)
+        torch.testing.assert_close(logits[start : start + len(ref)], ref, atol=ATOL, rtol=0)
         start += len(ref)
 
 
@@ -148,7 +165,7 @@ def test_extend_groups_short_and_long_suffixes(pair):
     every token's logits still equal transformers'."""
     gen = torch.Generator().manual_seed(4)
     full = [random_ids(gen, pair.vocab, n) for n in (12, 30, 9, 17, 6)]
-    prefix_lens = [10, 0, 7, 0, 2]           # new tokens: 2, 30, 2, 17, 4
+    prefix_lens = [10, 0, 7, 0, 2]  # new tokens: 2, 30, 2, 17, 4
     first, _ = prefill(pair, [seq[:k] for seq, k in zip(full, prefix_lens) if k])
     cached = iter(first.req_pool_indices.tolist())
     reqs = [next(cached) if k else pair.req_pool.alloc() for k in prefix_lens]
@@ -156,7 +173,7 @@ def test_extend_groups_short_and_long_suffixes(pair):
     start = 0
     for seq, k in zip(full, prefix_lens):
         ref = pair.reference(seq)[k:]
-        torch.testing.assert_close(logits[start:start + len(ref)], ref, atol=ATOL, rtol=0)
+        torch.testing.assert_close(logits[start : start + len(ref)], ref, atol=ATOL, rtol=0)
         start += len(ref)
     assert start == logits.shape[0]
 
@@ -184,8 +201,13 @@ def test_batched_decode_steps(pair):
         assert logits.shape == (3, pair.vocab)
         seqs = [s + [t] for s, t in zip(seqs, next_ids)]
         for i, seq in enumerate(seqs):
-            torch.testing.assert_close(logits[i], pair.reference(seq)[-1], atol=ATOL, rtol=0,
-                                       msg=lambda m: f"decode step {step}, request {i}: {m}")
+            torch.testing.assert_close(
+                logits[i],
+                pair.reference(seq)[-1],
+                atol=ATOL,
+                rtol=0,
+                msg=lambda m: f"decode step {step}, request {i}: {m}",
+            )
 
 
 @pytest.mark.parametrize("chunk", [8, 2])
@@ -202,11 +224,11 @@ def test_decode_reads_a_shared_prefix_once(pair, chunk, monkeypatch):
     owner = first.req_pool_indices.tolist()[0]
     seqs = [system + random_ids(gen, pair.vocab, n) for n in (1, 7, 3, 12)]
     reqs = [pair.req_pool.alloc() for _ in seqs]
-    for req in reqs:   # a radix hit: the prefix's slots, not a copy of its K/V
+    for req in reqs:  # a radix hit: the prefix's slots, not a copy of its K/V
         pair.req_pool.req_to_token[req, :9] = pair.req_pool.req_to_token[owner, :9]
     _, all_logits = prefill(pair, seqs, [9] * len(seqs), reqs)
     logits = all_logits[torch.tensor([len(s) - 9 for s in seqs]).cumsum(0) - 1]
-    other = random_ids(gen, pair.vocab, 11)          # shares no slot with the others
+    other = random_ids(gen, pair.vocab, 11)  # shares no slot with the others
     other_fb, other_logits = prefill(pair, [other])
     other_req = int(other_fb.req_pool_indices[0])
     for step in range(3):
@@ -214,15 +236,21 @@ def test_decode_reads_a_shared_prefix_once(pair, chunk, monkeypatch):
         batch = reqs + [other_req] if with_other else reqs
         batch_seqs = seqs + [other] if with_other else seqs
         next_ids = logits.argmax(-1).tolist() + ([int(other_logits[-1].argmax())] if with_other else [])
-        fb = ForwardBatch.decode(batch, [len(s) for s in batch_seqs], next_ids,
-                                 pair.kv_pool.alloc(len(batch)), pair.req_pool, pair.kv_pool)
+        fb = ForwardBatch.decode(
+            batch, [len(s) for s in batch_seqs], next_ids, pair.kv_pool.alloc(len(batch)), pair.req_pool, pair.kv_pool
+        )
         assert fb.shared_prefix_len == (0 if with_other else 9)
         out = pair.ours(fb)
         for i, seq in enumerate(batch_seqs):
-            torch.testing.assert_close(out[i], pair.reference(seq + [next_ids[i]])[-1], atol=ATOL, rtol=0,
-                                       msg=lambda m: f"decode step {step}, request {i}: {m}")
+            torch.testing.assert_close(
+                out[i],
+                pair.reference(seq + [next_ids[i]])[-1],
+                atol=ATOL,
+                rtol=0,
+                msg=lambda m: f"decode step {step}, request {i}: {m}",
+            )
         seqs = [s + [t] for s, t in zip(seqs, next_ids)]
-        logits = out[:len(reqs)]
+        logits = out[: len(reqs)]
 
 
 def test_shared_prefix_len_counts_leading_equal_slots():
@@ -230,18 +258,28 @@ def test_shared_prefix_len_counts_leading_equal_slots():
     rows = torch.tensor([[4, 5, 6, 7, 9], [4, 5, 6, 8, 9], [4, 5, 6, 7, 9]])
     assert ForwardBatch._shared_slots(rows) == 3
     assert ForwardBatch._shared_slots(torch.tensor([[1, 2, 3], [0, 2, 3]])) == 0
-    assert ForwardBatch._shared_slots(rows[:1]) == 0       # one request: nothing to share
+    assert ForwardBatch._shared_slots(rows[:1]) == 0  # one request: nothing to share
     assert ForwardBatch._shared_slots(rows[:, :0]) == 0
 
 
-@pytest.mark.parametrize("rope_parameters", [
-    {"rope_type": "linear", "rope_theta": 10000.0, "factor": 4.0},
-    {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
-     "high_freq_factor": 4.0, "original_max_position_embeddings": 32},
-])
+@pytest.mark.parametrize(
+    "rope_parameters",
+    [
+        {"rope_type": "linear", "rope_theta": 10000.0, "factor": 4.0},
+        {
+            "rope_type": "llama3",
+            "rope_theta": 500000.0,
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 32,
+        },
+    ],
+)
 def test_rope_scaling_matches_transformers(tmp_path, rope_parameters):
-    path = save_random_model(tmp_path / "m", llama_config(num_hidden_layers=1, rope_parameters=rope_parameters),
-                             LlamaForCausalLM)
+    path = save_random_model(
+        tmp_path / "m", llama_config(num_hidden_layers=1, rope_parameters=rope_parameters), LlamaForCausalLM
+    )
     pair = Pair(path)
     assert pair.ours.config.rope_scaling["rope_type"] == rope_parameters["rope_type"]
     prompt = random_ids(torch.Generator().manual_seed(4), pair.vocab, 40)
@@ -252,17 +290,33 @@ def test_rope_scaling_matches_transformers(tmp_path, rope_parameters):
 def test_old_style_config_keys(tmp_path):
     """config.json files written before transformers 5 keep rope_theta / rope_scaling /
     torch_dtype at the top level."""
-    cfg = ModelConfig.from_dict({
-        "architectures": ["LlamaForCausalLM"], "vocab_size": 10, "hidden_size": 8,
-        "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 16,
-        "rope_theta": 1234.0, "rope_scaling": None, "torch_dtype": "bfloat16", "eos_token_id": [3, 4],
-    })
+    cfg = ModelConfig.from_dict(
+        {
+            "architectures": ["LlamaForCausalLM"],
+            "vocab_size": 10,
+            "hidden_size": 8,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 2,
+            "intermediate_size": 16,
+            "rope_theta": 1234.0,
+            "rope_scaling": None,
+            "torch_dtype": "bfloat16",
+            "eos_token_id": [3, 4],
+        }
+    )
     assert (cfg.rope_theta, cfg.rope_scaling, cfg.torch_dtype) == (1234.0, None, "bfloat16")
     assert (cfg.num_kv_heads, cfg.head_dim, cfg.eos_token_ids) == (2, 4, [3, 4])
-    linear = ModelConfig.from_dict({
-        "model_type": "llama", "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1,
-        "num_attention_heads": 2, "intermediate_size": 16, "rope_scaling": {"type": "linear", "factor": 2.0},
-    })
+    linear = ModelConfig.from_dict(
+        {
+            "model_type": "llama",
+            "vocab_size": 10,
+            "hidden_size": 8,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 2,
+            "intermediate_size": 16,
+            "rope_scaling": {"type": "linear", "factor": 2.0},
+        }
+    )
     assert linear.architecture == "LlamaForCausalLM"
     assert linear.rope_scaling == {"type": "linear", "factor": 2.0, "rope_type": "linear"}
 
@@ -287,12 +341,19 @@ def test_bf16_weights_keep_a_bf16_pool_and_fp32_logits(model_dirs):
     logits = model(fb)
     assert logits.dtype == torch.float32 and torch.isfinite(logits).all()
     ref = load_model(model_dirs["qwen2"])
-    fb32 = ForwardBatch.extend([0], [0], [[1, 2, 3]], fb.out_cache_loc, req_pool,
-                               TokenToKVPool(16, cfg.num_layers, cfg.num_kv_heads, cfg.head_dim, torch.float32))
+    fb32 = ForwardBatch.extend(
+        [0],
+        [0],
+        [[1, 2, 3]],
+        fb.out_cache_loc,
+        req_pool,
+        TokenToKVPool(16, cfg.num_layers, cfg.num_kv_heads, cfg.head_dim, torch.float32),
+    )
     assert (logits - ref(fb32)).abs().max() < 0.1  # bf16 rounding only
 
 
 # ---------------------------------------------------------------- bad checkpoints
+
 
 @pytest.fixture()
 def good_dir(tmp_path, model_dirs):
@@ -314,8 +375,10 @@ def test_missing_config(good_dir):
 
 def test_missing_weights(good_dir):
     (good_dir / "model.safetensors").unlink()
-    with pytest.raises(FileNotFoundError,
-                       match=r"no weights in model directory .*looked for model.safetensors and model.safetensors.index.json"):
+    with pytest.raises(
+        FileNotFoundError,
+        match=r"no weights in model directory .*looked for model.safetensors and model.safetensors.index.json",
+    ):
         load_model(good_dir)
 
 
@@ -353,11 +416,15 @@ def test_weights_not_matching_config(good_dir):
         load_model(good_dir)
     cfg["num_hidden_layers"], cfg["intermediate_size"] = 2, 50
     (good_dir / "config.json").write_text(json.dumps(cfg))
-    with pytest.raises(ValueError, match=r"mlp\.\w+_proj\.weight' in .* has shape \((64, 96|96, 64)\), config.json implies \((64, 50|50, 64)\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"mlp\.\w+_proj\.weight' in .* has shape \((64, 96|96, 64)\), config.json implies \((64, 50|50, 64)\)",
+    ):
         load_model(good_dir)
 
 
 # ---------------------------------------------------------------- ForwardBatch inputs
+
 
 def test_forward_batch_rejects_bad_inputs():
     req_pool = ReqToTokenPool(2, max_context_len=4)

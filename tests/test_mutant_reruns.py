@@ -2,6 +2,7 @@
 in every grading run": a killed measurement resumes where it stopped, each rerun draws and
 records its own hypothesis seed, and the report counts the catches and names each miss's seed
 (the mutants themselves are not run here: tests/test_autograder.py runs them)."""
+
 import json
 import unittest
 
@@ -18,10 +19,18 @@ def test_a_measurement_resumes_and_the_report_names_the_seed_of_each_miss(tmp_pa
 
     def run_all(mutations, seed=None, explicit_only=False):
         calls.append(([m["id"] for m in mutations], seed, explicit_only))
-        missed = mutations[0]["id"] if len(calls) == 2 else None   # the second rerun misses one
-        return {m["id"]: {"caught": m["id"] != missed, "failed": None if m["id"] == missed else "tests/t.py::test_a",
-                          "raised_in": None, "timed_out": None, "alarm": 15, "detail": ""}
-                for m in mutations}, [True]
+        missed = mutations[0]["id"] if len(calls) == 2 else None  # the second rerun misses one
+        return {
+            m["id"]: {
+                "caught": m["id"] != missed,
+                "failed": None if m["id"] == missed else "tests/t.py::test_a",
+                "raised_in": None,
+                "timed_out": None,
+                "alarm": 15,
+                "detail": "",
+            }
+            for m in mutations
+        }, [True]
 
     monkeypatch.setattr(mutant_reruns.mutants, "run_all", run_all)
     out = tmp_path / "reruns.jsonl"
@@ -30,7 +39,7 @@ def test_a_measurement_resumes_and_the_report_names_the_seed_of_each_miss(tmp_pa
     assert list(stage) == ["s2"] and len(ids) >= 3, stage
 
     mutant_reruns.measure(1, "^task2_1: ", out)
-    mutant_reruns.measure(2, "^task2_1: ", out)   # rerun 1 is on file: only rerun 2 runs
+    mutant_reruns.measure(2, "^task2_1: ", out)  # rerun 1 is on file: only rerun 2 runs
     assert [c[0] for c in calls] == [ids, ids], f"each rerun must run each mutation once: {calls}"
     records = [json.loads(line) for line in out.read_text().splitlines()]
     seeds = [r["seed"] for r in records]

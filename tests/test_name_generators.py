@@ -1,6 +1,7 @@
 """The corpus's name generators and the held-out generators of scripts/eval_generalisation.py
 (issue 33): held-out generators stay disjoint from the training ones, and the evaluation's
 texts, scoring and loop count do what they say."""
+
 from __future__ import annotations
 
 import json
@@ -45,8 +46,9 @@ def test_training_names_never_have_a_held_out_signature(zh):
 
 def test_training_corpus_names_are_disjoint_from_held_out_generators():
     corpus = make_corpus.make_corpus(3000, seed=11)
-    names = {json.loads(make_corpus.unfence(ex["assistant"])).get("name")
-             for ex in corpus if ex["task"] == "extract_person"} - {None}
+    names = {
+        json.loads(make_corpus.unfence(ex["assistant"])).get("name") for ex in corpus if ex["task"] == "extract_person"
+    } - {None}
     held = {n for g in ng.HELD_OUT_GENERATORS for n in _held_out_names(g, 500)}
     assert names and not names & held
     assert all(ng.held_out_generator(n) is None for n in names)
@@ -56,18 +58,35 @@ def test_held_out_inventories_are_outside_the_training_ones():
     han = set(ng.HELD_OUT_HAN)
     assert not han & set(make_corpus.ZH_GIVEN + make_corpus.ZH_SURNAMES + make_corpus.RARE_HAN)
     assert not set(ng.HELD_OUT_COMPOUND_SURNAMES) & set(make_corpus.ZH_SURNAMES + ng.TRAINING_COMPOUND_SURNAMES)
-    training_pieces = [s for inv in ng.ROMANISATIONS.values() for s in inv] + ng.ONSETS + ng.NAME_WORDS \
-        + make_corpus.EN_FIRST + make_corpus.EN_LAST
+    training_pieces = (
+        [s for inv in ng.ROMANISATIONS.values() for s in inv]
+        + ng.ONSETS
+        + ng.NAME_WORDS
+        + make_corpus.EN_FIRST
+        + make_corpus.EN_LAST
+    )
     assert not [p for p in training_pieces for c in ng.HELD_OUT_CLUSTERS if c in p.lower()]
     # Korean "sung" starts with "sun": a training name that starts a part with it is dropped
     # by the signature filter (test_training_names_never_have_a_held_out_signature)
     assert [p for p in training_pieces for w in ng.HELD_OUT_WORDS if p.lower().startswith(w.lower())] == ["sung"]
 
 
-@pytest.mark.parametrize("name, generator", [
-    ("Mivi Brudeldel", "tail_repeat"), ("Sunvaro Kel", "english_prefix"), ("Kwaro Pfeli", "foreign_clusters"),
-    ("Mivazote Kel", "long_cv"), ("端木明", "compound_surname"), ("谢婷婷", "doubled_given"), ("夏骁", "rare_han"),
-    ("Maria Lopez", None), ("Kaka Lolomar", None), ("张婷婷玉", None), ("Velorin Kasumar", None)])
+@pytest.mark.parametrize(
+    "name, generator",
+    [
+        ("Mivi Brudeldel", "tail_repeat"),
+        ("Sunvaro Kel", "english_prefix"),
+        ("Kwaro Pfeli", "foreign_clusters"),
+        ("Mivazote Kel", "long_cv"),
+        ("端木明", "compound_surname"),
+        ("谢婷婷", "doubled_given"),
+        ("夏骁", "rare_han"),
+        ("Maria Lopez", None),
+        ("Kaka Lolomar", None),
+        ("张婷婷玉", None),
+        ("Velorin Kasumar", None),
+    ],
+)
 def test_signatures_of_hand_written_names(name, generator):
     assert ng.held_out_generator(name) == generator
 
@@ -108,8 +127,10 @@ def test_generalisation_examples_are_seeded_grounded_and_held_out(fields):
 def test_generalisation_openers_are_never_trained():
     corpus = make_corpus.make_corpus(3000, seed=5) + make_corpus.copy_drill_corpus(1000, seed=5)
     train_text = "\n".join(ex["user"] for ex in corpus)
-    fixed = [o.replace("{n}", "").strip(" ，,") for o in
-             make_corpus.EN_GENERALISATION_OPENERS + make_corpus.ZH_GENERALISATION_OPENERS]
+    fixed = [
+        o.replace("{n}", "").strip(" ，,")
+        for o in make_corpus.EN_GENERALISATION_OPENERS + make_corpus.ZH_GENERALISATION_OPENERS
+    ]
     assert all(fixed) and not [f for f in fixed if f in train_text]
     assert not set(make_corpus.EN_GENERALISATION_OPENERS) & set(make_corpus.EN_OPENERS[0])
     assert not set(make_corpus.ZH_GENERALISATION_OPENERS) & set(make_corpus.ZH_OPENERS[0])
@@ -143,11 +164,18 @@ def test_ends_inside_string_agrees_with_json(values, cut):
 
 
 def test_loops_and_scoring_of_hand_written_answers():
-    examples = [{"generator": "tail_repeat", "lang": "en",
-                 "assistant": '{"name": "Mivi Brudeldel", "age": 44, "hobbies": ["chess"]}'}] * 3
-    outputs = [('{"name": "Mivi Brudeldel", "age": 44, "hobbies": []}', {"type": "stop"}),
-               ('{"name": "Mivi Brudeldeldeldeldel', {"type": "length", "length": 64}),
-               ('{"name": "Mivi Brudeldel", "age": 4444444444', {"type": "length", "length": 64})]
+    examples = [
+        {
+            "generator": "tail_repeat",
+            "lang": "en",
+            "assistant": '{"name": "Mivi Brudeldel", "age": 44, "hobbies": ["chess"]}',
+        }
+    ] * 3
+    outputs = [
+        ('{"name": "Mivi Brudeldel", "age": 44, "hobbies": []}', {"type": "stop"}),
+        ('{"name": "Mivi Brudeldeldeldeldel', {"type": "length", "length": 64}),
+        ('{"name": "Mivi Brudeldel", "age": 4444444444', {"type": "length", "length": 64}),
+    ]
     row = eval_generalisation.score(examples, outputs)["tail_repeat"]
     # a field counts only in an answer that parses: the cut third answer has no right name
     assert row == {"lang": "en", "n": 3, "name": 1, "age": 1, "both": 1, "hobbies": 0, "loops": 1}

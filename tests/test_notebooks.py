@@ -4,6 +4,7 @@ Notebooks are executed the way a student runs them: a fresh "python3" kernel who
 directory is notebooks/, one cell after another. A failing cell fails the test with its
 index, its source and the error. New notebooks are picked up by the glob below.
 """
+
 import re
 from pathlib import Path
 
@@ -33,11 +34,17 @@ def test_notebook_is_stored_clean(path: Path):
     nb = _read(path)
     nbformat.validate(nb)
     assert nb.metadata.get("kernelspec", {}).get("name") == "python3", (
-        f"{path.name}: metadata.kernelspec.name should be 'python3', got {nb.metadata.get('kernelspec')}")
-    dirty = [i for i, cell in enumerate(nb.cells) if cell.cell_type == "code"
-             and (cell.get("outputs") or cell.get("execution_count") is not None)]
-    assert not dirty, (f"{path.name}: cells {dirty} were stored with outputs or execution counts; "
-                       f"clear them (jupyter nbconvert --clear-output --inplace {path.name})")
+        f"{path.name}: metadata.kernelspec.name should be 'python3', got {nb.metadata.get('kernelspec')}"
+    )
+    dirty = [
+        i
+        for i, cell in enumerate(nb.cells)
+        if cell.cell_type == "code" and (cell.get("outputs") or cell.get("execution_count") is not None)
+    ]
+    assert not dirty, (
+        f"{path.name}: cells {dirty} were stored with outputs or execution counts; "
+        f"clear them (jupyter nbconvert --clear-output --inplace {path.name})"
+    )
 
 
 @pytest.mark.slow
@@ -45,15 +52,24 @@ def test_notebook_is_stored_clean(path: Path):
 def test_notebook_runs(path: Path):
     """Execute every cell in a fresh kernel started in notebooks/."""
     nb = _read(path)
-    client = NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3",
-                            resources={"metadata": {"path": str(NOTEBOOK_DIR)}})
+    client = NotebookClient(
+        nb, timeout=CELL_TIMEOUT_S, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOK_DIR)}}
+    )
     try:
         client.execute()
     except CellExecutionError as err:
         # The failing cell is the one that holds an error output (execution stops there).
-        index = next((i for i, cell in enumerate(nb.cells) if cell.cell_type == "code" and any(
-            out.get("output_type") == "error" for out in cell.get("outputs", []))), None)
+        index = next(
+            (
+                i
+                for i, cell in enumerate(nb.cells)
+                if cell.cell_type == "code"
+                and any(out.get("output_type") == "error" for out in cell.get("outputs", []))
+            ),
+            None,
+        )
         source = nb.cells[index].source if index is not None else "(not found)"
         error = ANSI_COLOUR.sub("", str(err))
-        pytest.fail(f"{path.name}: cell {index} failed\n--- source ---\n{source}\n--- error ---\n{error}",
-                    pytrace=False)
+        pytest.fail(
+            f"{path.name}: cell {index} failed\n--- source ---\n{source}\n--- error ---\n{error}", pytrace=False
+        )

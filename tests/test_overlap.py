@@ -9,6 +9,7 @@ constrained outputs; the pools (`assert_no_leak`). That the work really runs dur
 forward is checked by holding the forward until the scheduler thread has done it (an
 event, never a clock).
 """
+
 import re
 import threading
 
@@ -27,8 +28,10 @@ PLAIN = ["The capital of France is", "Email: ", "Once upon a time, there was a l
 
 
 def chat(i: int) -> str:
-    return (f"<|user|>\nExtract as JSON: {NAMES[i % len(NAMES)]} is {20 + 7 * i} years old and lives in "
-            f"{['Paris', 'Rome', 'Beijing'][i % 3]}.\n<|assistant|>\n")
+    return (
+        f"<|user|>\nExtract as JSON: {NAMES[i % len(NAMES)]} is {20 + 7 * i} years old and lives in "
+        f"{['Paris', 'Rome', 'Beijing'][i % 3]}.\n<|assistant|>\n"
+    )
 
 
 PARAMS = {
@@ -37,16 +40,19 @@ PARAMS = {
     "stop": {"temperature": 0, "max_new_tokens": 30, "stop": ["e", "ag", '",']},
     "eos": {"temperature": 0, "max_new_tokens": 40},
     "sampled": {"temperature": 0.9, "max_new_tokens": 20, "seed": 11},
-    "json": {"json_schema": {"type": "object", "properties": {"age": {"type": "integer"}}, "required": ["age"]},
-             "temperature": 0, "max_new_tokens": 30},
+    "json": {
+        "json_schema": {"type": "object", "properties": {"age": {"type": "integer"}}, "required": ["age"]},
+        "temperature": 0,
+        "max_new_tokens": 30,
+    },
 }
 
 
 @pytest.fixture(scope="module")
 def eng():
     engine = sgl.Engine(stage=S7, mixed_prefill=True, max_total_tokens=2048)
-    assert isinstance(engine.scheduler.forward_thread, ForwardThread)   # on by default
-    engine.generate(chat(0), PARAMS["regex"])        # compile now, so arrivals are step-exact
+    assert isinstance(engine.scheduler.forward_thread, ForwardThread)  # on by default
+    engine.generate(chat(0), PARAMS["regex"])  # compile now, so arrivals are step-exact
     engine.generate(chat(0), PARAMS["json"])
     yield engine
     engine.shutdown()
@@ -83,10 +89,13 @@ def outcome(reqs) -> list:
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(work=st.lists(st.tuples(st.integers(0, 12), st.integers(0, 5), st.sampled_from(sorted(PARAMS))),
-                     min_size=1, max_size=7),
-       aborts=st.dictionaries(st.integers(0, 6), st.integers(1, 20), max_size=2),
-       chunk=st.sampled_from([None, None, 8]))
+@given(
+    work=st.lists(
+        st.tuples(st.integers(0, 12), st.integers(0, 5), st.sampled_from(sorted(PARAMS))), min_size=1, max_size=7
+    ),
+    aborts=st.dictionaries(st.integers(0, 6), st.integers(1, 20), max_size=2),
+    chunk=st.sampled_from([None, None, 8]),
+)
 # Found by CI: request 5 is aborted in the step after the one that sampled its stop string's
 # last token; overlap had not processed that token yet and reported the abort, not the stop.
 @example(work=[(0, 0, "eos")] * 5 + [(2, 0, "stop")], aborts={0: 1, 5: 5}, chunk=None)
@@ -94,8 +103,9 @@ def test_overlap_gives_the_same_outputs_as_stepping_in_order(eng, work, aborts, 
     """Random arrivals of greedy, constrained, stop-string, EOS-ended and seeded-sampling
     requests, some aborted mid-way, with and without chunked prefill: token for token,
     text and finish reason, overlap equals the plain step; nothing leaks."""
-    arrivals = [(step, chat(i) if kind in ("regex", "json") else PLAIN[i % len(PLAIN)], PARAMS[kind])
-                for step, i, kind in work]
+    arrivals = [
+        (step, chat(i) if kind in ("regex", "json") else PLAIN[i % len(PLAIN)], PARAMS[kind]) for step, i, kind in work
+    ]
     oracle = outcome(run(eng, arrivals, aborts, overlap=False, chunk=chunk))
     assert_no_leak(eng)
     got = run(eng, arrivals, aborts, overlap=True, chunk=chunk)
@@ -124,6 +134,7 @@ def test_the_tokens_are_processed_and_the_masks_filled_while_the_forward_runs(en
             return forward(fb)
         finally:
             in_forward.clear()
+
     launch, fill, prepare = thread.launch, s.fill_masks, s.prepare_masks
     advance, seen = eng.stage.advance, {"advance": [], "fill": []}
 
@@ -136,7 +147,7 @@ def test_the_tokens_are_processed_and_the_masks_filled_while_the_forward_runs(en
         seen["fill"].append(in_forward.is_set())
         return fill(reqs)
 
-    def prepare_then_release(batch):   # the last work of the window (but hook 2's poll)
+    def prepare_then_release(batch):  # the last work of the window (but hook 2's poll)
         try:
             return prepare(batch)
         finally:
@@ -145,6 +156,7 @@ def test_the_tokens_are_processed_and_the_masks_filled_while_the_forward_runs(en
     def watched_advance(req, tok):
         seen["advance"].append(in_forward.is_set())
         advance(req, tok)
+
     monkeypatch.setattr(thread, "launch", launch_and_wait_for_start)
     monkeypatch.setattr(thread, "_forward", held_forward)
     monkeypatch.setattr(s, "fill_masks", watched_fill)
@@ -158,8 +170,11 @@ def test_the_tokens_are_processed_and_the_masks_filled_while_the_forward_runs(en
     # The last token of each request is processed when it leaves (no forward left to hide it).
     assert sum(seen["advance"]) >= len(seen["advance"]) - 4 > 0
     events = [e for e in eng.trace[since:] if e["event"] == "overlap"]
-    assert events and all(set(e["during_forward"]) == {"process_tokens", "fill_masks", "grammar_queue"}
-                          and set(e["exposed"]) == {"schedule", "sample", "record"} for e in events)
+    assert events and all(
+        set(e["during_forward"]) == {"process_tokens", "fill_masks", "grammar_queue"}
+        and set(e["exposed"]) == {"schedule", "sample", "record"}
+        for e in events
+    )
     assert_no_leak(eng)
 
 
@@ -170,11 +185,12 @@ def test_a_grammar_not_ready_after_its_token_gives_its_row_up(eng, monkeypatch):
     oracle = eng.generate(chat(2), PARAMS["regex"])
     ready, refused = eng.stage.ready, []
 
-    def refuse_once(req):   # asked in the window: its token was processed during this forward
+    def refuse_once(req):  # asked in the window: its token was processed during this forward
         if len(req.output_ids) == 5 and req not in eng.scheduler.unprocessed and not refused:
             refused.append(req.kv_len)
             return False
         return ready(req)
+
     monkeypatch.setattr(eng.stage, "ready", refuse_once)
     since = len(eng.trace)
     out = eng.generate(chat(2), PARAMS["regex"])
@@ -194,6 +210,7 @@ def test_a_forward_that_raises_aborts_its_batch_once_it_is_done(eng, monkeypatch
         if len(calls) == 3:
             raise RuntimeError("boom")
         return forward(fb)
+
     monkeypatch.setattr(thread, "_forward", failing)
     out = eng.generate([PLAIN[0], PLAIN[1]], PARAMS["greedy"])
     assert all(o["meta_info"]["finish_reason"]["type"] == "abort" for o in out)
@@ -203,15 +220,18 @@ def test_a_forward_that_raises_aborts_its_batch_once_it_is_done(eng, monkeypatch
     assert_no_leak(eng)
 
 
-@pytest.mark.parametrize("options", [{"speculative_algorithm": "NGRAM"}, {"jump_forward": True},
-                                     {"disable_overlap_schedule": True}])
+@pytest.mark.parametrize(
+    "options", [{"speculative_algorithm": "NGRAM"}, {"jump_forward": True}, {"disable_overlap_schedule": True}]
+)
 def test_drafts_jumps_and_the_switch_turn_overlap_off(options):
     from minisglang.stages.s7_speculative import SpeculativeOptions
+
     assert SpeculativeOptions.parse({}, S7).overlap
     assert not SpeculativeOptions.parse(options, S7).overlap
 
 
 def test_disable_overlap_schedule_must_be_a_bool():
     from minisglang.stages.s7_speculative import SpeculativeOptions
+
     with pytest.raises(ValueError, match="disable_overlap_schedule must be True or False, not 'no'"):
         SpeculativeOptions.parse({"disable_overlap_schedule": "no"}, S7)

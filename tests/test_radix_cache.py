@@ -7,6 +7,7 @@ the scheduler does (admit = match + lock + allocate, finish = insert + free dupl
 unlock) plus bare inserts, lookups and evictions, and checks the tree against the model
 after every step.
 """
+
 import re
 from dataclasses import dataclass
 
@@ -331,8 +332,11 @@ class RadixCacheMachine(RuleBasedStateMachine):
         return n
 
     def ref_lock(self, prefix: tuple) -> int:
-        return sum(1 for r in self.running if tuple(r.key[: r.prefix_len])[: len(prefix)] == prefix
-                   and r.prefix_len >= len(prefix))
+        return sum(
+            1
+            for r in self.running
+            if tuple(r.key[: r.prefix_len])[: len(prefix)] == prefix and r.prefix_len >= len(prefix)
+        )
 
     def checked_match(self, key) -> tuple[torch.Tensor, TreeNode]:
         n = self.ref_match_len(key)
@@ -463,9 +467,7 @@ class RadixCacheMachine(RuleBasedStateMachine):
         assert self.cache.total_size() == 0
 
 
-RadixCacheMachine.TestCase.settings = settings(
-    max_examples=150, stateful_step_count=30, deadline=None
-)
+RadixCacheMachine.TestCase.settings = settings(max_examples=150, stateful_step_count=30, deadline=None)
 test_radix_cache_state_machine = RadixCacheMachine.TestCase
 
 

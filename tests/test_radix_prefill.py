@@ -5,17 +5,20 @@ uncached prefix wait one step for the hit (in-batch prefix sharing).
 The oracle for outputs is the same engine with the radix cache off (greedy, so the texts
 must be equal); the oracle for work is the token count: a shared prefix is computed once.
 """
+
 import random
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-import minisglang as sgl
 from test_engine import assert_no_leak
 
-SYSTEM = ("<|system|>\nYou extract facts from the user's text and answer in JSON only: the keys are "
-          "name, age and city, in that order, with the values copied from the text exactly.\n")
+import minisglang as sgl
+
+SYSTEM = (
+    "<|system|>\nYou extract facts from the user's text and answer in JSON only: the keys are "
+    "name, age and city, in that order, with the values copied from the text exactly.\n"
+)
 NAMES = ["Li Lei", "Wang Fang", "Maria Lopez", "Ken Sato", "Olga", "Ahmed Khan"]
 CITIES = ["Beijing", "Paris", "Tokyo", "Berlin", "成都"]
 GREEDY = {"temperature": 0, "max_new_tokens": 6}
@@ -31,8 +34,10 @@ def engines():
 
 
 def prompt(i: int, rng: random.Random) -> str:
-    return (SYSTEM + f"<|user|>\nText {i}: {rng.choice(NAMES)} is {rng.randint(18, 90)} and lives in "
-            f"{rng.choice(CITIES)}.\n<|assistant|>\n")
+    return (
+        SYSTEM + f"<|user|>\nText {i}: {rng.choice(NAMES)} is {rng.randint(18, 90)} and lives in "
+        f"{rng.choice(CITIES)}.\n<|assistant|>\n"
+    )
 
 
 def shared_prefix_len(token_lists: list[list[int]]) -> int:
@@ -61,7 +66,7 @@ def test_a_cold_burst_computes_its_shared_prefix_once(engines, n, seed, policy):
     prompts = [prompt(i, rng) for i in range(n)]
     ids = [on.tokenizer.encode(p) for p in prompts]
     shared = shared_prefix_len(ids)
-    assert shared >= on.scheduler.config.in_batch_prefix_threshold   # the system prompt is long enough
+    assert shared >= on.scheduler.config.in_batch_prefix_threshold  # the system prompt is long enough
 
     empty_cache(on)
     start = len(on.trace)
@@ -79,12 +84,12 @@ def test_after_its_prefill_a_request_owns_no_prompt_slot(engines):
     empty_cache(on)
     s = on.scheduler
     req = on.submit(prompt(0, random.Random(1)), {"temperature": 0, "max_new_tokens": 20, "ignore_eos": True})
-    on.step()   # the prefill
+    on.step()  # the prefill
     n = len(req.origin_input_ids)
     assert req.kv_len == req.prefix_len == n
-    assert s.tree_cache.total_size() == s.tree_cache.protected_size() == n   # in the tree, locked
+    assert s.tree_cache.total_size() == s.tree_cache.protected_size() == n  # in the tree, locked
     assert s.token_to_kv_pool.available_size() + n == s.config.max_total_tokens
-    on.step()   # a decode step: that slot is the request's own
+    on.step()  # a decode step: that slot is the request's own
     assert req.kv_len == n + 1 and req.prefix_len == n
     assert s.token_to_kv_pool.available_size() + n + 1 == s.config.max_total_tokens
     slots, _ = s.tree_cache.match_prefix(req.origin_input_ids)
@@ -102,12 +107,12 @@ def test_a_batch_sharing_a_long_prefix_admits_one_and_the_rest_hit(engines):
     start = len(on.trace)
     on.step()
     first = [e for e in on.trace[start:] if e["event"] == "admit"]
-    assert len(first) == 1                                         # one computes the system prompt
+    assert len(first) == 1  # one computes the system prompt
     assert sum(e["event"] == "defer" for e in on.trace[start:]) == 3
     start = len(on.trace)
     on.step()
     hits = [e for e in on.trace[start:] if e["event"] == "prefix_hit"]
-    assert len(hits) == 3                                          # the other three, in one batch
+    assert len(hits) == 3  # the other three, in one batch
     while not all(r.released for r in reqs):
         on.step()
     assert_no_leak(on)
@@ -123,7 +128,7 @@ def test_without_in_batch_sharing_duplicates_are_freed_and_rows_repointed():
     reqs = [eng.submit(p, {"temperature": 0, "max_new_tokens": 8, "ignore_eos": True}) for p in prompts]
     eng.step()
     s = eng.scheduler
-    assert all(r.req_pool_idx is not None for r in reqs)          # one batch
+    assert all(r.req_pool_idx is not None for r in reqs)  # one batch
     ids = [r.origin_input_ids for r in reqs]
     shared = shared_prefix_len(ids)
     rows = [s.req_to_token_pool.req_to_token[r.req_pool_idx, :shared].tolist() for r in reqs]
@@ -174,7 +179,6 @@ def test_jump_forward_readmission_after_prefill_caching_matches_the_oracle():
     off.shutdown()
 
 
-
 def test_in_batch_sharing_never_defers_a_readmission_wave():
     """Requests that jump in one step bring the same forced text (`", "age": `) on top of
     different cached prefixes: they share no uncached token, so even at a threshold of one
@@ -196,7 +200,7 @@ def test_in_batch_sharing_never_defers_a_readmission_wave():
     waves = [e for e in events if e["event"] == "prefill" and e["step"] - 1 in jumped]
     assert [set(e["reqs"]) for e in waves] == [jumped[e["step"] - 1] for e in waves]
     assert len(waves) == len(jumped) and any(len(e["reqs"]) >= 2 for e in waves)
-    assert any(e["event"] == "defer" for e in events)             # the rule is on: the prompts shared SYSTEM
+    assert any(e["event"] == "defer" for e in events)  # the rule is on: the prompts shared SYSTEM
     assert [o["text"] for o in outs] == [o["text"] for o in off.generate(prompts, [params] * len(prompts))]
     assert_no_leak(eng)
     eng.shutdown()

@@ -5,6 +5,7 @@ match of a node starting at `i` may end), checked on every string up to length 4
 small alphabet against: the lazy automaton of the lowered tree, the automaton of the tree's
 lazy-dialect text parsed back, and `re.fullmatch` on the Python-dialect text.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -63,7 +64,7 @@ def ends(node: Regex, s: str, i: int) -> set[int]:
         while at and (node.high is None or count <= node.high):
             if count >= node.low:
                 out |= at
-            if count > len(s) + node.low:   # every position seen: nothing new can come
+            if count > len(s) + node.low:  # every position seen: nothing new can come
                 break
             at = {j for k in at for j in ends(node.body, s, k)}
             count += 1
@@ -99,8 +100,11 @@ def matches(node: Regex, s: str) -> bool:
 
 leaves = st.one_of(
     st.sampled_from(["a", "b", "ab", "é", "-a"]).map(lit),
-    st.lists(st.sampled_from([(ord("a"), ord("a")), (ord("a"), ord("b")), (ord("é"), ord("é")),
-                              (ord("-"), ord("-"))]), min_size=1, max_size=2).map(chars),
+    st.lists(
+        st.sampled_from([(ord("a"), ord("a")), (ord("a"), ord("b")), (ord("é"), ord("é")), (ord("-"), ord("-"))]),
+        min_size=1,
+        max_size=2,
+    ).map(chars),
     st.just(EPSILON),
 )
 
@@ -108,17 +112,21 @@ leaves = st.one_of(
 def composite(children: st.SearchStrategy[Regex]) -> st.SearchStrategy[Regex]:
     def nonempty(nodes: st.SearchStrategy[Regex]) -> st.SearchStrategy[Regex]:
         return nodes.filter(lambda n: not n.nullable)
+
     return st.one_of(
         st.lists(children, min_size=2, max_size=3).map(lambda ps: concat(*ps)),
         st.lists(children, min_size=2, max_size=3).map(alt),
         st.tuples(children, st.integers(0, 2), st.sampled_from([None, 0, 1, 2, 3])).map(
-            lambda t: repeat(t[0], t[1], None if t[2] is None else max(t[1], t[2]))),
+            lambda t: repeat(t[0], t[1], None if t[2] is None else max(t[1], t[2]))
+        ),
         st.tuples(children, children).map(lambda t: And(*t)),
         st.tuples(children, children).map(lambda t: Diff(*t)),
         children.map(Shared),
-        st.tuples(children, st.lists(st.tuples(nonempty(children), st.booleans()), min_size=1, max_size=3),
-                  st.none() | nonempty(children)).map(
-            lambda t: Members(t[0], tuple(m for m, _ in t[1]), tuple(r for _, r in t[1]), t[2])),
+        st.tuples(
+            children,
+            st.lists(st.tuples(nonempty(children), st.booleans()), min_size=1, max_size=3),
+            st.none() | nonempty(children),
+        ).map(lambda t: Members(t[0], tuple(m for m, _ in t[1]), tuple(r for _, r in t[1]), t[2])),
     )
 
 
@@ -158,7 +166,7 @@ def test_a_plain_tree_lowers_to_the_node_its_text_parses_to(tree):
     text = render(tree, "python")
     try:
         parsed = parse_regex(text, pool)
-    except RegexError:   # the empty language: the tree lowers to EMPTY
+    except RegexError:  # the empty language: the tree lowers to EMPTY
         assert lower(tree, pool) is pool.empty
         return
     pool_b = RegexPool()
@@ -171,21 +179,24 @@ def test_the_builders_simplify_as_the_compiler_always_did():
     assert alt([None]) is None
     assert alt([a, EPSILON]) == Repeat(a, 0, 1)
     assert concat(a, None, b) is None
-    assert concat(a, b) == Text("ab")   # neighbouring texts are one
+    assert concat(a, b) == Text("ab")  # neighbouring texts are one
     assert concat(concat(a, chars([(48, 57)])), b) == Seq((a, Chars(((48, 57),)), b))
     assert repeat(None, 0, 3) == EPSILON and repeat(None, 1, 3) is None
     assert repeat(a, 1, 1) is a and repeat(a, 0, 0) == EPSILON
     assert a + b == Text("ab")
 
 
-@pytest.mark.parametrize("tree, text", [
-    (concat(lit("{"), repeat(chars([(48, 57)]), 1, None), lit("}")), r"\{[0-9]+\}"),
-    (alt([lit("true"), lit("false")]), "(?:true|false)"),
-    (repeat(lit("ab"), 2, 5), "(?:ab){2,5}"),
-    (repeat(alt([lit("a"), lit("b")]), 0, 1), "(?:a|b)?"),
-    (chars([(0, 0x21), (0x23, 0x10FFFF)]), '[^"]'),
-    (lit('a.b'), r"a\.b"),
-])
+@pytest.mark.parametrize(
+    "tree, text",
+    [
+        (concat(lit("{"), repeat(chars([(48, 57)]), 1, None), lit("}")), r"\{[0-9]+\}"),
+        (alt([lit("true"), lit("false")]), "(?:true|false)"),
+        (repeat(lit("ab"), 2, 5), "(?:ab){2,5}"),
+        (repeat(alt([lit("a"), lit("b")]), 0, 1), "(?:a|b)?"),
+        (chars([(0, 0x21), (0x23, 0x10FFFF)]), '[^"]'),
+        (lit("a.b"), r"a\.b"),
+    ],
+)
 def test_python_text(tree, text):
     assert render(tree) == text
 
@@ -207,6 +218,7 @@ def test_a_member_that_matches_the_empty_string_is_refused():
 def test_equal_trees_are_equal_and_hash_alike():
     def build():
         return alt([concat(lit("a"), repeat(chars([(48, 57)]), 0, 3)), And(lit("b"), chars([(97, 98)]))])
+
     one, two = build(), build()
     assert one is not two and one == two and hash(one) == hash(two)
     assert len({one, two}) == 1
@@ -227,6 +239,7 @@ def test_a_long_chain_of_shared_parts_needs_no_deep_recursion():
     deep, rendered one definition at a time. Lowered, such a chain nests one level per part:
     200 parts lower and match; 5000 are refused by name (lazy_regex.MAX_NESTING), never a
     RecursionError or, in the compiled build, a crash."""
+
     def chain_of(n: int) -> Regex:
         chain = lit("}")
         for i in range(n):

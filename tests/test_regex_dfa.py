@@ -2,6 +2,7 @@
 
 Tests of minisglang/constrained/regex_dfa.py and python_regex.py.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -36,7 +37,7 @@ def check_against_re(pattern: str, strings=ALL_STRINGS) -> None:
     """CharDFA and ByteDFA agree with re.fullmatch on every string; char states = byte states."""
     dfa = compile_regex(pattern)
     byte_dfa = ByteDFA.from_char_dfa(dfa)
-    oracle = re.compile(pattern)   # Python's dialect: \d \w \s are Unicode-wide
+    oracle = re.compile(pattern)  # Python's dialect: \d \w \s are Unicode-wide
     for s in strings:
         expected = oracle.fullmatch(s) is not None
         assert dfa.accepts(s) == expected, (pattern, s)
@@ -58,8 +59,12 @@ KNOWN = {
     r"^2024-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])$": ["2024-01-31", "2024-13-01", "2024-02-00", "2024-12-3"],
     r"^#[0-9A-F]{6}$": ["#00FF7A", "#00ff7a", "#00FF7", "00FF7A0"],
     r"((25[0-5]|2[0-4]\d|1?\d?\d)\.){3}(25[0-5]|2[0-4]\d|1?\d?\d)": ["192.168.0.1", "256.1.1.1", "1.2.3", "0.0.0.0"],
-    r'\{"name": "[^"\\]{0,5}", "age": (0|[1-9][0-9]*)\}': ['{"name": "Bob", "age": 42}', '{"name": "Bob", "age": 042}',
-                                                          '{"name": "中文", "age": 0}', '{"name": "a\\"", "age": 1}'],
+    r'\{"name": "[^"\\]{0,5}", "age": (0|[1-9][0-9]*)\}': [
+        '{"name": "Bob", "age": 42}',
+        '{"name": "Bob", "age": 042}',
+        '{"name": "中文", "age": 0}',
+        '{"name": "a\\"", "age": 1}',
+    ],
     r"[\u4e00-\u9fa5]{2,3}": ["中文", "中文字", "中", "中文字典", "ab"],
     r"(😀|🎉)+!": ["😀!", "😀🎉😀!", "!", "😀"],
     r"[^a-zé]+": ["XYZ", "x", "é", "中文", "É\n"],
@@ -139,16 +144,20 @@ def test_every_state_can_still_reach_an_accepting_state(pattern):
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.sets(st.sampled_from("ab1é中\n\\\"]^-"), max_size=4), st.booleans(),
-       st.sets(st.sampled_from("ab1é中\n\\\"]^-"), max_size=4), st.booleans())
+@given(
+    st.sets(st.sampled_from('ab1é中\n\\"]^-'), max_size=4),
+    st.booleans(),
+    st.sets(st.sampled_from('ab1é中\n\\"]^-'), max_size=4),
+    st.booleans(),
+)
 def test_char_class_union_and_label(chars1, neg1, chars2, neg2):
     c1, c2 = CharClass(frozenset(chars1), neg1), CharClass(frozenset(chars2), neg2)
     union = c1.union(c2)
-    for ch in "ab1é中\n\\\"]^-xyz":
+    for ch in 'ab1é中\n\\"]^-xyz':
         assert (ch in union) == (ch in c1 or ch in c2)
     # The label is a regex that matches exactly the class's characters.
     label = union.label()
-    for ch in "ab1é中\n\\\"]^-xyz":
+    for ch in 'ab1é中\n\\"]^-xyz':
         if label in ("(any)", "(none)"):
             assert (ch in union) == (label == "(any)")
         else:
@@ -205,8 +214,26 @@ def _walk_many(byte_dfa: ByteDFA, matrix: np.ndarray, lengths: np.ndarray) -> np
     return state
 
 
-@pytest.mark.parametrize("char_class", [r'[^"\\]', ".", r"[^a-zé]", r"[\u4e00-\u9fa5]", "[😀-🙏]", r"[^\x00-\x1f\x7f-\x9f]",
-                                        r"\w", r"\W", r"\d", r"\D", r"\s", r"\S", r"[\w-]", r"[^\w\s]", r"[\d\s]"])
+@pytest.mark.parametrize(
+    "char_class",
+    [
+        r'[^"\\]',
+        ".",
+        r"[^a-zé]",
+        r"[\u4e00-\u9fa5]",
+        "[😀-🙏]",
+        r"[^\x00-\x1f\x7f-\x9f]",
+        r"\w",
+        r"\W",
+        r"\d",
+        r"\D",
+        r"\s",
+        r"\S",
+        r"[\w-]",
+        r"[^\w\s]",
+        r"[\d\s]",
+    ],
+)
 def test_byte_dfa_accepts_exactly_the_utf8_of_every_code_point_in_the_class(char_class, every_code_point_utf8):
     byte_dfa = ByteDFA.from_char_dfa(compile_regex(char_class))
     in_class = np.zeros(ALL_CODE_POINTS.shape[0], dtype=bool)
@@ -223,8 +250,11 @@ def test_byte_dfa_rejects_invalid_utf8(char_class):
     byte_dfa = ByteDFA.from_char_dfa(compile_regex(char_class))
     rng = np.random.default_rng(0)
     samples = [bytes(p) for p in itertools.product(range(256), repeat=2)]
-    samples += [bytes(rng.integers(0xC0, 256, 1).tolist() + rng.integers(0x80, 0xC0, n).tolist())
-                for n in (1, 2, 3) for _ in range(4_000)]
+    samples += [
+        bytes(rng.integers(0xC0, 256, 1).tolist() + rng.integers(0x80, 0xC0, n).tolist())
+        for n in (1, 2, 3)
+        for _ in range(4_000)
+    ]
     samples += [b"\xc0\x80", b"\xe0\x80\x80", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xf0\x80\x80\x80"]
     ends = _walk_many(byte_dfa, *_byte_matrix(samples))
     for data, end in zip(samples, ends.tolist()):
@@ -236,8 +266,21 @@ def test_byte_dfa_rejects_invalid_utf8(char_class):
         assert byte_dfa.is_final(end) == expected, data
 
 
-@pytest.mark.parametrize("lo,hi", [(0, 0x7F), (0x70, 0x90), (0x7F0, 0x810), (0x800, 0xFFFF), (0xFFF0, 0x10010),
-                                   (0x1234, 0x5678), (0xD700, 0xE0FF), (0x3FFF0, 0x40100), (0x10FF00, 0x10FFFF), (0x3FF, 0x400)])
+@pytest.mark.parametrize(
+    "lo,hi",
+    [
+        (0, 0x7F),
+        (0x70, 0x90),
+        (0x7F0, 0x810),
+        (0x800, 0xFFFF),
+        (0xFFF0, 0x10010),
+        (0x1234, 0x5678),
+        (0xD700, 0xE0FF),
+        (0x3FFF0, 0x40100),
+        (0x10FF00, 0x10FFFF),
+        (0x3FF, 0x400),
+    ],
+)
 def test_utf8_sequences_cover_exactly_the_encodings_of_the_range(lo, hi):
     sequences = utf8_sequences(lo, hi)
     expected = {chr(c).encode("utf-8") for c in range(lo, hi + 1) if not 0xD800 <= c <= 0xDFFF}
@@ -253,8 +296,9 @@ def test_utf8_sequences_cover_exactly_the_encodings_of_the_range(lo, hi):
     expected = sorted(expected)
     for i in rng.choice(len(expected), size=min(2000, len(expected)), replace=False):
         data = expected[i]
-        assert any(len(seq) == len(data) and all(a <= x <= b for x, (a, b) in zip(data, seq))
-                   for seq in sequences), data  # ... and everything that should be there
+        assert any(len(seq) == len(data) and all(a <= x <= b for x, (a, b) in zip(data, seq)) for seq in sequences), (
+            data
+        )  # ... and everything that should be there
 
 
 def test_intermediate_states_are_shared_and_numbered_after_the_char_states():
@@ -294,8 +338,14 @@ def test_numbering_is_identical_across_processes_with_different_hash_seeds():
     for seed in ("1", "12345"):
         env = dict(os.environ, PYTHONHASHSEED=seed)
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        out = subprocess.run([sys.executable, "-c", SERIALISE, json.dumps(DETERMINISM_PATTERNS)],
-                             env=env, cwd=root, capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [sys.executable, "-c", SERIALISE, json.dumps(DETERMINISM_PATTERNS)],
+            env=env,
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         outputs.add(out.stdout)
     assert len(outputs) == 1
     assert compile_regex(DETERMINISM_PATTERNS[0]) == compile_regex(DETERMINISM_PATTERNS[0])
@@ -312,20 +362,23 @@ def test_states_are_numbered_breadth_first_from_zero():
 # ---------------------------------------------------------------------------------------
 # Errors
 # ---------------------------------------------------------------------------------------
-@pytest.mark.parametrize("pattern,words", [
-    ("(ab", ["invalid regex", "'(ab'", "missing )"]),
-    ("a{2,1}", ["invalid regex", "min repeat greater than max repeat"]),
-    ("[z-a]", ["invalid regex", "bad character range"]),
-    ("a(?=b)", ["unsupported regex", "lookahead"]),
-    ("(?<=a)b", ["unsupported regex", "lookbehind"]),
-    (r"(a)\1", ["unsupported regex", "backreferences are not supported"]),
-    ("a$b", ["unsupported regex", "anchors other than a leading ^ and a trailing $"]),
-    ("(?i)a", ["unsupported regex", "inline flags"]),
-    ("a(?i:b)", ["unsupported regex", "inline flags"]),
-    ("(?a)\\w", ["unsupported regex", "inline flags"]),
-    (r"a[^\s\S]b", ["matches no string", "empty language", r"'a[^\s\S]b'"]),
-    ("[]a", ["invalid regex"]),
-])
+@pytest.mark.parametrize(
+    "pattern,words",
+    [
+        ("(ab", ["invalid regex", "'(ab'", "missing )"]),
+        ("a{2,1}", ["invalid regex", "min repeat greater than max repeat"]),
+        ("[z-a]", ["invalid regex", "bad character range"]),
+        ("a(?=b)", ["unsupported regex", "lookahead"]),
+        ("(?<=a)b", ["unsupported regex", "lookbehind"]),
+        (r"(a)\1", ["unsupported regex", "backreferences are not supported"]),
+        ("a$b", ["unsupported regex", "anchors other than a leading ^ and a trailing $"]),
+        ("(?i)a", ["unsupported regex", "inline flags"]),
+        ("a(?i:b)", ["unsupported regex", "inline flags"]),
+        ("(?a)\\w", ["unsupported regex", "inline flags"]),
+        (r"a[^\s\S]b", ["matches no string", "empty language", r"'a[^\s\S]b'"]),
+        ("[]a", ["invalid regex"]),
+    ],
+)
 def test_bad_regexes_raise_regex_error_naming_the_problem(pattern, words):
     with pytest.raises(RegexError) as info:
         compile_regex(pattern)
@@ -345,12 +398,20 @@ def test_a_regex_in_an_error_keeps_its_backslashes_single():
     assert "\\\\" not in str(info.value)
 
 
-@pytest.mark.parametrize("regex, shown", [
-    ("a\nb", r"'a\nb'"), ("a\x00b", r"'a\x00b'"), ("\t\r", r"'\t\r'"), ("a\x7fb\x85", r"'a\x7fb\x85'"),
-    ("a\u2028b", r"'a\u2028b'"), ("\xa0", r"'\xa0'"),
-    ("é中😀", "'é中😀'"),            # printable non-ASCII is shown as is
-    ("it's", "'it's'"), ('"', "'\"'"),  # a quote inside is left as is
-])
+@pytest.mark.parametrize(
+    "regex, shown",
+    [
+        ("a\nb", r"'a\nb'"),
+        ("a\x00b", r"'a\x00b'"),
+        ("\t\r", r"'\t\r'"),
+        ("a\x7fb\x85", r"'a\x7fb\x85'"),
+        ("a\u2028b", r"'a\u2028b'"),
+        ("\xa0", r"'\xa0'"),
+        ("é中😀", "'é中😀'"),  # printable non-ASCII is shown as is
+        ("it's", "'it's'"),
+        ('"', "'\"'"),  # a quote inside is left as is
+    ],
+)
 def test_a_regex_shows_what_does_not_print_escaped_and_the_rest_as_is(regex, shown):
     assert shown_regex(regex) == shown
 
@@ -367,10 +428,11 @@ def test_a_long_regex_is_cut_in_the_middle_with_its_length():
     regex = "\\d" + "a" * 5000 + "z$"
     shown = shown_regex(regex)
     assert shown == f"'\\d{'a' * 78}'...'{'a' * 38}z$' (5,004 characters)"
-    assert shown_regex("a" * 120) == f"'{'a' * 120}'"   # up to the limit: whole
+    assert shown_regex("a" * 120) == f"'{'a' * 120}'"  # up to the limit: whole
     assert shown_regex("ab" * 10, limit=6) == "'abab'...'ab' (20 characters)"
-    with pytest.raises(RegexError, match=re.escape(f"invalid regex '\\d{'a' * 78}'...'{'a' * 37}z$(' "
-                                                   "(5,005 characters): missing )")):
+    with pytest.raises(
+        RegexError, match=re.escape(f"invalid regex '\\d{'a' * 78}'...'{'a' * 37}z$(' (5,005 characters): missing )")
+    ):
         compile_regex(regex + "(")
 
 
@@ -406,6 +468,7 @@ def _near_the_classes() -> list[str]:
     """Characters in and next to each Unicode shorthand class: every range's two ends and
     their neighbours, and the characters the engines disagree on."""
     from minisglang.constrained.python_regex import shorthand_ranges
+
     codes = set()
     for letter in "dws":
         for lo, hi in shorthand_ranges(letter):
@@ -417,8 +480,23 @@ def _near_the_classes() -> list[str]:
 NEAR_THE_CLASSES = _near_the_classes()
 # Characters to build strings from: mostly near the classes, some from anywhere.
 DIALECT_CHARS = st.one_of(st.sampled_from(NEAR_THE_CLASSES), st.characters(exclude_categories=("Cs",)))
-DIALECT_REGEXES = [r"\w+", r"\W{4}", r"\d{1,3}", r"\D*", r"\s+", r"\S{2}", r".{1,3}", r"[\w-]+", r"[^\w\s]*",
-                   r"[\d\s]+", r"[^\D]+", r"\w\W\d", r"(\s|\d)+x?", r"[\S\n]{2}", r"a.b|\W"]
+DIALECT_REGEXES = [
+    r"\w+",
+    r"\W{4}",
+    r"\d{1,3}",
+    r"\D*",
+    r"\s+",
+    r"\S{2}",
+    r".{1,3}",
+    r"[\w-]+",
+    r"[^\w\s]*",
+    r"[\d\s]+",
+    r"[^\D]+",
+    r"\w\W\d",
+    r"(\s|\d)+x?",
+    r"[\S\n]{2}",
+    r"a.b|\W",
+]
 
 
 @pytest.fixture(scope="module")
@@ -459,6 +537,7 @@ def crawl_sizes(monkeypatch):
     import interegular.fsm
 
     from minisglang.constrained import regex_dfa
+
     sizes: list[int] = []
 
     def counted(alphabet, initial, final, follow):
@@ -469,6 +548,7 @@ def crawl_sizes(monkeypatch):
             made.add(regex_dfa._key(target))
             sizes[-1] = len(made)
             return target
+
         sizes.append(1)
         return regex_dfa._crawl(alphabet, initial, final, follow_counted)
 
@@ -476,13 +556,16 @@ def crawl_sizes(monkeypatch):
     return sizes
 
 
-@pytest.mark.parametrize("pattern", [r"(a|b)*a(a|b){16}", r"(a|b)*a(a|b){20}", r"([\s\S]*[aeiou][\s\S]{8}){6}",
-                                     r"(.*a.{6}){5}", r"[01]*1[01]{14}x"])
+@pytest.mark.parametrize(
+    "pattern",
+    [r"(a|b)*a(a|b){16}", r"(a|b)*a(a|b){20}", r"([\s\S]*[aeiou][\s\S]{8}){6}", r"(.*a.{6}){5}", r"[01]*1[01]{14}x"],
+)
 def test_exponential_dfas_stop_at_the_state_limit_while_being_built(pattern, crawl_sizes):
     """Each of these has a DFA of 2^15 states or more (before: minutes for the first one,
     every state made, then refused). The construction stops at the first state past its
     limit: no crawl makes more than `construction_limit` (+1, the one refused)."""
     from minisglang.constrained.regex_dfa import construction_limit
+
     with pytest.raises(RegexError, match=r"regex too complex: more than 1000 states \(max_fsm_states\)"):
         compile_regex(pattern, max_states=1000)
     assert crawl_sizes and max(crawl_sizes) <= construction_limit(1000) + 1 == 2001
@@ -514,10 +597,12 @@ def test_hopcroft_minimisation_equals_interegulars_reduce(pattern):
 
     from minisglang.constrained.python_regex import PythonRegex
     from minisglang.constrained.regex_dfa import Alphabet, _renumber, _strip_anchors
-    python = PythonRegex(_strip_anchors(pattern))   # what compile_regex gives interegular
+
+    python = PythonRegex(_strip_anchors(pattern))  # what compile_regex gives interegular
     alphabet = Alphabet(python.char_sets())
-    reduced = _renumber(interegular.parse_pattern(python.write(alphabet.representatives)).to_fsm().reduce(),
-                        pattern, alphabet)
+    reduced = _renumber(
+        interegular.parse_pattern(python.write(alphabet.representatives)).to_fsm().reduce(), pattern, alphabet
+    )
     ours = compile_regex(pattern)
     assert ours.num_states == reduced.num_states and ours.finals == reduced.finals
     assert ours.classes == reduced.classes and ours.transitions == reduced.transitions

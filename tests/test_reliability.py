@@ -9,6 +9,7 @@ does not depend on the batch: tests/test_engine.py checks that).
 
 Tests of minisglang/core.py (SamplingParams validation) and of what engine.py and scheduler.py give back.
 """
+
 import json
 import math
 import random
@@ -24,14 +25,19 @@ import minisglang as sgl
 import minisglang.scheduler as scheduler_module
 from minisglang.core import AbortKind, Req, SamplingParams
 
-PROMPTS = ["The capital of France is", "Email: ", "2024-", "Once upon a time, there was a little",
-           "<|user|>\nWhat is the date?\n<|assistant|>\n"]
+PROMPTS = [
+    "The capital of France is",
+    "Email: ",
+    "2024-",
+    "Once upon a time, there was a little",
+    "<|user|>\nWhat is the date?\n<|assistant|>\n",
+]
 GREEDY = {"temperature": 0, "max_new_tokens": 8, "ignore_eos": True}
 NUMBER = r"[0-9]{1,4}"
-RUNAWAY = r"(a|b)*a(a|b){6}"      # its DFA has 2**7 states: over the limit of 50 the engines here set
+RUNAWAY = r"(a|b)*a(a|b){6}"  # its DFA has 2**7 states: over the limit of 50 the engines here set
 
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")   # tests/conftest.py
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
 
 
 @pytest.fixture(scope="module")
@@ -74,6 +80,7 @@ def raising_for(is_victim, original):
         if any(concerned(a) for a in args):
             _raise()
         return original(*args, **kwargs)
+
     return hook
 
 
@@ -126,16 +133,21 @@ def test_sampling_params_must_be_a_dict():
 
 
 JSON_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.integers(min_value=-2**70, max_value=2**70)
-    | st.floats() | st.text(max_size=8),
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats()
+    | st.text(max_size=8),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
-    max_leaves=6)
+    max_leaves=6,
+)
 FIELDS = [f for f in SamplingParams.__dataclass_fields__]
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.dictionaries(st.sampled_from(FIELDS) | st.text(max_size=6), JSON_VALUES, max_size=6))
-@example({"temperature": 1e-40, "top_k": 1, "stop": "x", "seed": -2**63})
+@example({"temperature": 1e-40, "top_k": 1, "stop": "x", "seed": -(2**63)})
 @example({"json_schema": {"type": "object", "properties": {"a": {"type": "integer"}}}})
 def test_any_dict_validates_or_raises_value_error(d):
     """Never another exception; a dict that validates round-trips through to_dict()."""
@@ -182,7 +194,7 @@ def test_a_list_is_checked_whole_before_anything_is_queued(engine):
     with pytest.raises(ValueError, match="prompt must be a string, got a tuple"):
         engine.submit(("a",), GREEDY)
     after = engine.stats()
-    assert after.finished_by_reason == before.finished_by_reason   # nothing was even queued
+    assert after.finished_by_reason == before.finished_by_reason  # nothing was even queued
     assert_quiet_and_full(engine)
 
 
@@ -208,9 +220,9 @@ def test_a_per_request_hook_failure_aborts_only_that_request(engine, alone, monk
         if req.prompt == victim_prompt and hook != "release":
             assert req.finished_reason["type"] == "abort"
             assert req.finished_reason["message"].startswith("internal error while ")
-            assert req.finished_reason["kind"] == AbortKind.ENGINE   # the server's 500
+            assert req.finished_reason["kind"] == AbortKind.ENGINE  # the server's 500
             assert req.finished_reason["message"].endswith("RuntimeError: injected fault")
-        else:   # a failing release is logged; the request keeps its reason and its text
+        else:  # a failing release is logged; the request keeps its reason and its text
             assert req.finished_reason == {"type": "length", "length": 8}
             assert req.output_text == alone[req.prompt]
     assert [e["rid"] for e in engine.trace if e["event"] == "error"][-1] == reqs[1].rid
@@ -220,8 +232,9 @@ def test_a_per_request_hook_failure_aborts_only_that_request(engine, alone, monk
 def test_a_detokenizer_or_stop_check_failure_aborts_only_that_request(engine, alone, monkeypatch):
     reqs = [engine.submit(p, dict(GREEDY, stop=["@@"])) for p in PROMPTS[:3]]
     reqs[0].detokenizer.feed = lambda ids: 1 / 0
-    monkeypatch.setattr(engine.scheduler, "check_finished",
-                        raising_for(by_prompt(PROMPTS[2]), engine.scheduler.check_finished))
+    monkeypatch.setattr(
+        engine.scheduler, "check_finished", raising_for(by_prompt(PROMPTS[2]), engine.scheduler.check_finished)
+    )
     run_all(engine, reqs)
     monkeypatch.undo()
     assert "ZeroDivisionError" in reqs[0].finished_reason["message"]
@@ -230,9 +243,16 @@ def test_a_detokenizer_or_stop_check_failure_aborts_only_that_request(engine, al
     assert_quiet_and_full(engine)
 
 
-@pytest.mark.parametrize("where,phase", [
-    ("forward", "prefill"), ("forward", "decode"), ("sample", "prefill"), ("sample", "decode"),
-    ("poll_grammar_queue", "prefill")])                                          # hook 2: on arrival
+@pytest.mark.parametrize(
+    "where,phase",
+    [
+        ("forward", "prefill"),
+        ("forward", "decode"),
+        ("sample", "prefill"),
+        ("sample", "decode"),
+        ("poll_grammar_queue", "prefill"),
+    ],
+)  # hook 2: on arrival
 def test_a_batch_failure_aborts_that_batch_and_the_next_step_goes_on(engine, alone, monkeypatch, where, phase):
     """The batch holding the victim is aborted and its memory given back; requests that
     arrive afterwards are served exactly as if nothing had happened."""
@@ -249,15 +269,18 @@ def test_a_batch_failure_aborts_that_batch_and_the_next_step_goes_on(engine, alo
         forward = engine.model.forward
         current = {}
         monkeypatch.setattr(engine.scheduler, "run", _remember_batch(engine.scheduler.run, current))
-        monkeypatch.setattr(engine.model, "forward",
-                            lambda fb: _raise() if any(is_victim(r) for r in current["batch"].reqs) else forward(fb))
+        monkeypatch.setattr(
+            engine.model,
+            "forward",
+            lambda fb: _raise() if any(is_victim(r) for r in current["batch"].reqs) else forward(fb),
+        )
     elif where == "sample":
         monkeypatch.setattr(scheduler_module, "sample", raising_for(is_victim, scheduler_module.sample))
     else:
         monkeypatch.setattr(engine.stage, where, raising_for(is_victim, getattr(engine.stage, where)))
     run_all(engine, first)
     assert fired
-    for req in first:   # both were in the failing batch (prefilled together, decoded together)
+    for req in first:  # both were in the failing batch (prefilled together, decoded together)
         assert req.finished_reason["type"] == "abort"
         assert req.finished_reason["message"].endswith("RuntimeError: injected fault")
     assert_quiet_and_full(engine)
@@ -268,8 +291,9 @@ def test_a_batch_failure_aborts_that_batch_and_the_next_step_goes_on(engine, alo
     assert_quiet_and_full(engine)
 
 
-@pytest.mark.parametrize("where,phase", [("mask_logits", "prefill"), ("mask_logits", "decode"),
-                                         ("before_decode", "decode")])   # hook 3: decode only
+@pytest.mark.parametrize(
+    "where,phase", [("mask_logits", "prefill"), ("mask_logits", "decode"), ("before_decode", "decode")]
+)  # hook 3: decode only
 def test_a_mask_or_jump_failure_aborts_only_the_request_it_concerns(engine, alone, monkeypatch, where, phase):
     """Hooks 3 and 4 are called for the whole batch, but what fails in them is one request's
     grammar (a lazy automaton past its limit): the scheduler finds that request by calling
@@ -295,19 +319,26 @@ def test_a_readmission_cut_short_leaves_no_request_behind(engine, alone, monkeyp
     decode batch goes on."""
     reqs = [engine.submit(p, GREEDY) for p in PROMPTS[:2]]
     victim = reqs[0]
-    monkeypatch.setattr(engine.stage, "before_decode", lambda running: [
-        SimpleNamespace(req=victim, new_output_ids=list(victim.output_ids))] if victim in running else [])
+    monkeypatch.setattr(
+        engine.stage,
+        "before_decode",
+        lambda running: (
+            [SimpleNamespace(req=victim, new_output_ids=list(victim.output_ids))] if victim in running else []
+        ),
+    )
 
     def half_a_move(req, new_output_ids):
         engine.scheduler.release_memory(req)
         engine.scheduler.running.remove(req)
         _raise()
+
     monkeypatch.setattr(engine.scheduler, "readmit", half_a_move)
-    engine.generate(PROMPTS[2], GREEDY)          # steps until its own request is done
+    engine.generate(PROMPTS[2], GREEDY)  # steps until its own request is done
     run_all(engine, reqs)
     monkeypatch.undo()
-    assert victim.finished_reason["message"] == ("internal error while preparing the decode batch: "
-                                                 "RuntimeError: injected fault")
+    assert victim.finished_reason["message"] == (
+        "internal error while preparing the decode batch: RuntimeError: injected fault"
+    )
     assert reqs[1].output_text == alone[PROMPTS[1]]
     assert_quiet_and_full(engine)
 
@@ -346,7 +377,7 @@ def test_a_failing_mixed_forward_gives_back_the_memory_of_every_request_in_it(en
     def mixed():
         return current["batch"].decode_riders > 0
 
-    with pytest.MonkeyPatch.context() as fault:   # for this one step
+    with pytest.MonkeyPatch.context() as fault:  # for this one step
         if where == "forward":
             forward = engine.model.forward
             fault.setattr(engine.model, "forward", lambda fb: _raise() if mixed() else forward(fb))
@@ -357,10 +388,11 @@ def test_a_failing_mixed_forward_gives_back_the_memory_of_every_request_in_it(en
     assert current["batch"].prefill_reqs == [newcomer] and current["batch"].riders == [rider]
     for req in (rider, newcomer):
         assert req.released and req.finished_reason["message"] == (
-            "internal error while running its extend batch (forward, mask or sample): RuntimeError: injected fault")
+            "internal error while running its extend batch (forward, mask or sample): RuntimeError: injected fault"
+        )
     assert_quiet_and_full(engine)
     mixes = engine.scheduler.forward_counts["mixed"]
-    later = _serve_staggered(engine, PROMPTS[1:4])   # mixing still on, no fault
+    later = _serve_staggered(engine, PROMPTS[1:4])  # mixing still on, no fault
     assert engine.scheduler.forward_counts["mixed"] > mixes
     assert [r.output_text for r in later] == [alone[p] for p in PROMPTS[1:4]]
     monkeypatch.undo()
@@ -373,14 +405,14 @@ def test_a_jump_failure_in_a_mixed_step_aborts_only_its_request(engine, alone, m
     the others decode as if nothing had happened."""
     rider, newcomer = _start_a_mixed_step(engine, monkeypatch)
     bystander = engine.submit(PROMPTS[2], GREEDY)
-    engine.step()                                     # the bystander's prefill, the rider riding
-    monkeypatch.setattr(engine.stage, "before_decode",
-                        raising_for(lambda r: r is rider, engine.stage.before_decode))
+    engine.step()  # the bystander's prefill, the rider riding
+    monkeypatch.setattr(engine.stage, "before_decode", raising_for(lambda r: r is rider, engine.stage.before_decode))
     newcomer2 = engine.submit(PROMPTS[3], GREEDY)
     run_all(engine, [rider, newcomer, bystander, newcomer2])
     monkeypatch.undo()
-    assert rider.finished_reason["message"] == ("internal error while preparing the decode batch: "
-                                                "RuntimeError: injected fault")
+    assert rider.finished_reason["message"] == (
+        "internal error while preparing the decode batch: RuntimeError: injected fault"
+    )
     assert [r.output_text for r in (newcomer, bystander, newcomer2)] == [alone[p] for p in PROMPTS[1:4]]
     assert_quiet_and_full(engine)
 
@@ -389,6 +421,7 @@ def _remember_batch(run, current):
     def remembering(batch):
         current["batch"] = batch
         return run(batch)
+
     return remembering
 
 
@@ -406,11 +439,11 @@ def test_a_stream_closed_early_aborts_and_releases_its_request(engine, alone):
     reason = engine.stats().finished_by_reason
     stream = engine.generate(PROMPTS[3], dict(GREEDY, max_new_tokens=40), stream=True)
     next(stream)
-    del stream                      # dropped without close(): the generator's finaliser aborts
+    del stream  # dropped without close(): the generator's finaliser aborts
     assert_quiet_and_full(engine)
     assert engine.stats().finished_by_reason["abort"] == reason.get("abort", 0) + 1
     never_started = engine.generate(PROMPTS[3], GREEDY, stream=True)
-    assert engine.stats().idle     # queued only when iteration starts
+    assert engine.stats().idle  # queued only when iteration starts
     assert "".join(c["text"] for c in never_started) == alone[PROMPTS[3]]
     assert_quiet_and_full(engine)
 
@@ -424,6 +457,7 @@ def test_an_interrupt_inside_a_step_releases_the_batch_and_propagates(engine, al
         if len(calls) == 3:
             raise KeyboardInterrupt
         return forward(fb)
+
     monkeypatch.setattr(engine.model, "forward", interrupted)
     with pytest.raises(KeyboardInterrupt):
         engine.generate(PROMPTS[:3], GREEDY)
@@ -442,8 +476,10 @@ def test_an_error_in_generate_leaves_nothing_queued(engine, monkeypatch):
 
 
 def test_compile_failures_abort_only_their_request(engine):
-    outs = engine.generate([PROMPTS[2], PROMPTS[2], PROMPTS[2], PROMPTS[1]],
-                           [dict(GREEDY, regex="("), dict(GREEDY, regex=RUNAWAY), dict(GREEDY, regex=NUMBER), GREEDY])
+    outs = engine.generate(
+        [PROMPTS[2], PROMPTS[2], PROMPTS[2], PROMPTS[1]],
+        [dict(GREEDY, regex="("), dict(GREEDY, regex=RUNAWAY), dict(GREEDY, regex=NUMBER), GREEDY],
+    )
     assert outs[0]["meta_info"]["finish_reason"]["type"] == "abort"
     assert outs[1]["meta_info"]["finish_reason"]["type"] == "abort"
     assert "more than 50 states" in outs[1]["meta_info"]["finish_reason"]["message"]
@@ -465,7 +501,7 @@ def test_stats_count_what_happened():
         eng.step()
         stats = eng.stats()
         assert (stats.running, stats.free_request_slots) == (1, 3)
-        assert not stats.idle and not stats.pools_full        # the running request holds memory
+        assert not stats.idle and not stats.pools_full  # the running request holds memory
         eng.abort(req.rid)
         eng.step()
         stats = eng.stats()
@@ -474,7 +510,7 @@ def test_stats_count_what_happened():
         assert stats.prompt_tokens == sum(prompts)
         assert stats.generated_tokens == 3 * 3 + len(req.output_ids)
         cached = sum(o["meta_info"]["cached_tokens"] for o in outs) + req.cached_tokens
-        assert stats.cached_prompt_tokens == cached > 0       # c and d found the system prompt
+        assert stats.cached_prompt_tokens == cached > 0  # c and d found the system prompt
         assert stats.radix_hit_rate == cached / sum(prompts)
         assert stats.idle and stats.pools_full and stats.errors == 0
     finally:
@@ -489,23 +525,26 @@ SCHEMA = {"type": "object", "properties": {"age": {"type": "integer"}}, "require
 
 
 def random_params(rng, supports=frozenset({"regex"})):
-    params = {"temperature": rng.choice([0, 0.8, 1e-40]), "max_new_tokens": rng.randint(1, 6),
-              "seed": rng.randrange(2**32)}
+    params = {
+        "temperature": rng.choice([0, 0.8, 1e-40]),
+        "max_new_tokens": rng.randint(1, 6),
+        "seed": rng.randrange(2**32),
+    }
     if rng.random() < 0.15:
         params["stop"] = rng.choice([" ", ",", "\n", ["@", "."]])
     kind = rng.random()
     if kind < 0.03:
         params["regex"] = NUMBER
     elif kind < 0.04:
-        params["regex"] = "("                # invalid: the compile fails at once
+        params["regex"] = "("  # invalid: the compile fails at once
     elif kind < 0.05:
-        params["regex"] = RUNAWAY            # over the state limit
+        params["regex"] = RUNAWAY  # over the state limit
     elif kind < 0.08 and "json_schema" in supports:
-        params["json_schema"] = rng.choice([SCHEMA, '{"type": "object", "properties": 5}'])   # good, bad
+        params["json_schema"] = rng.choice([SCHEMA, '{"type": "object", "properties": 5}'])  # good, bad
     return params
 
 
-@pytest.mark.parametrize("stage,count", [("s1", 1000), ("s5", 500)])   # s5: compiles in workers, jumps
+@pytest.mark.parametrize("stage,count", [("s1", 1000), ("s5", 500)])  # s5: compiles in workers, jumps
 def test_no_leak_after_1000_mixed_requests(monkeypatch, stage, count):
     """Step API, lists with bad items, streams dropped early, client aborts, failing
     compiles, and faults in a per-request hook (#A) and in the forward (#F); afterwards the
@@ -516,18 +555,21 @@ def test_no_leak_after_1000_mixed_requests(monkeypatch, stage, count):
     monkeypatch.setattr(eng.stage, "advance", raising_for(lambda r: "#A" in r.prompt, eng.stage.advance))
     current, forward = {}, eng.model.forward
     monkeypatch.setattr(eng.scheduler, "run", _remember_batch(eng.scheduler.run, current))
-    monkeypatch.setattr(eng.model, "forward", lambda fb: _raise() if any("#F" in r.prompt for r in current["batch"].reqs)
-                        else forward(fb))
+    monkeypatch.setattr(
+        eng.model,
+        "forward",
+        lambda fb: _raise() if any("#F" in r.prompt for r in current["batch"].reqs) else forward(fb),
+    )
     bases = ["<|user|>\nWhat is the date?\n<|assistant|>\n", "The email of Wang Fang is", "Numbers: 1, 2, 3,"]
 
     def new_prompt():
         fault = rng.choices(["", " #A", " #F"], [0.94, 0.03, 0.03])[0]
-        return rng.choice(bases) + " " * rng.randint(0, 2) + str(rng.randint(0, 10**rng.randint(0, 9))) + fault
+        return rng.choice(bases) + " " * rng.randint(0, 2) + str(rng.randint(0, 10 ** rng.randint(0, 9))) + fault
 
     seen, refused, created = [], 0, 0
     while created < count:
         action = rng.random()
-        if action < 0.5:                                   # the step API
+        if action < 0.5:  # the step API
             created += 1
             if rng.random() < 0.05:
                 with pytest.raises(ValueError):
@@ -537,7 +579,7 @@ def test_no_leak_after_1000_mixed_requests(monkeypatch, stage, count):
                 seen.append(eng.submit(new_prompt(), random_params(rng, supports)))
             for _ in range(rng.randint(0, 2)):
                 eng.step()
-        elif action < 0.65:                                # a list, sometimes with a bad item
+        elif action < 0.65:  # a list, sometimes with a bad item
             n = rng.randint(1, 3)
             created += n
             params = [random_params(rng, supports) for _ in range(n)]
@@ -547,20 +589,23 @@ def test_no_leak_after_1000_mixed_requests(monkeypatch, stage, count):
                 with pytest.raises(ValueError, match=r"^item \d: "):
                     eng.generate([new_prompt() for _ in range(n)], params)
                 after = eng.stats()
-                assert (after.grammar_queue, after.waiting_queue, after.running) == \
-                    (queued.grammar_queue, queued.waiting_queue, queued.running)
+                assert (after.grammar_queue, after.waiting_queue, after.running) == (
+                    queued.grammar_queue,
+                    queued.waiting_queue,
+                    queued.running,
+                )
                 refused += n
             else:
                 for out in eng.generate([new_prompt() for _ in range(n)], params):
                     assert out["meta_info"]["finish_reason"] is not None
-        elif action < 0.8:                                 # a stream, often dropped early
+        elif action < 0.8:  # a stream, often dropped early
             created += 1
             stream = eng.generate(new_prompt(), random_params(rng, supports), stream=True)
-            for i, chunk in enumerate(stream):
+            for i, _chunk in enumerate(stream):
                 if i == rng.randint(0, 3):
                     break
             stream.close()
-        elif action < 0.9 and seen:                        # the client aborts
+        elif action < 0.9 and seen:  # the client aborts
             eng.abort(rng.choice(seen).rid)
         else:
             for _ in range(rng.randint(1, 4)):
@@ -576,8 +621,11 @@ def test_no_leak_after_1000_mixed_requests(monkeypatch, stage, count):
     for req in seen:
         reason = req.finished_reason
         if "#A" in req.prompt and req.output_ids and reason["type"] == "abort":
-            assert reason["message"] in ("aborted by the client", "internal error while processing its new token "
-                                         "(advance, detokenize, stop check): RuntimeError: injected fault")
+            assert reason["message"] in (
+                "aborted by the client",
+                "internal error while processing its new token "
+                "(advance, detokenize, stop check): RuntimeError: injected fault",
+            )
         if req.sampling_params.regex == NUMBER and reason["type"] == "stop":
             assert re.fullmatch(NUMBER, req.output_text)
         if req.sampling_params.json_schema == json.dumps(SCHEMA) and reason["type"] == "stop":
@@ -636,7 +684,7 @@ def test_trim_evicts_one_grammar_over_the_byte_bound_per_call(bundled_model_path
         for left in (3, 2, 1, 0):
             backend._trimmed = float("-inf")
             backend.trim()
-            assert [text for _, text in backend.cache] == regexes[len(regexes) - left:], backend.cache.keys()
+            assert [text for _, text in backend.cache] == regexes[len(regexes) - left :], backend.cache.keys()
         backend.max_bytes, backend.max_entries = 1 << 40, 2
         for regex in regexes:
             future, ready = backend.get_cached_or_future_value("regex", regex)
@@ -648,5 +696,6 @@ def test_trim_evicts_one_grammar_over_the_byte_bound_per_call(bundled_model_path
 
 def test_giving_free_memory_back_is_harmless_where_there_is_no_glibc():
     from minisglang.backends.base import give_back_free_memory
-    give_back_free_memory()   # (glibc: malloc_trim; elsewhere nothing)
+
+    give_back_free_memory()  # (glibc: malloc_trim; elsewhere nothing)
     give_back_free_memory()

@@ -8,6 +8,7 @@ grammar error: GRAMMAR, anything else: ENGINE); the oracle for the others is the
 run without the faulty request (greedy decoding does not depend on the batch:
 tests/test_engine.py). Both schedulers run: s1's plain step and s7's overlapped one.
 """
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -18,21 +19,23 @@ import minisglang.scheduler as scheduler_module
 from minisglang.core import AbortKind, Req
 
 GREEDY = {"temperature": 0, "max_new_tokens": 8}
-OTHERS = [("The capital of France is", {"regex": r"[A-Z][a-z]{2,8}"}),
-          ("Email: ", {"ignore_eos": True}),
-          ("2024-", {"regex": r"[0-9]{2}-[0-9]{2}"})]
+OTHERS = [
+    ("The capital of France is", {"regex": r"[A-Z][a-z]{2,8}"}),
+    ("Email: ", {"ignore_eos": True}),
+    ("2024-", {"regex": r"[0-9]{2}-[0-9]{2}"}),
+]
 VICTIM = ("Once upon a time", {"regex": r"[a-z ]{4,20}"})
 HOOKS = ["compile", "mask", "advance", "sampling", "detokenize", "stop_check"]
-GRAMMAR_HOOKS = ["compile", "mask", "advance"]    # where the stage's own grammar error can come from
+GRAMMAR_HOOKS = ["compile", "mask", "advance"]  # where the stage's own grammar error can come from
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")   # tests/conftest.py
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
 
 
 @pytest.fixture(scope="module", params=["s1", "s7-speculative"])
 def engine(request):
     eng = sgl.Engine(stage=request.param, max_total_tokens=2048, max_running_requests=8)
     if request.param.startswith("s7"):
-        assert eng.scheduler.forward_thread is not None   # the overlapped step is what runs
+        assert eng.scheduler.forward_thread is not None  # the overlapped step is what runs
     yield eng
     eng.shutdown()
 
@@ -72,8 +75,10 @@ class Injected:
 
     def concerns(self, arg) -> bool:
         items = arg if isinstance(arg, list) else [arg]
-        return any(isinstance(r, Req) and r.prompt == VICTIM[0] and not r.finished
-                   and len(r.output_ids) >= self.at_token for r in items)
+        return any(
+            isinstance(r, Req) and r.prompt == VICTIM[0] and not r.finished and len(r.output_ids) >= self.at_token
+            for r in items
+        )
 
     def wrap(self, original):
         def hook(*args, **kwargs):
@@ -81,20 +86,21 @@ class Injected:
                 self.fired += 1
                 raise self.error_class("injected fault")
             return original(*args, **kwargs)
+
         return hook
 
 
 def inject(engine, monkeypatch, hook: str, fault: Injected) -> None:
     """Install `fault` at `hook` (detokenize is installed on the victim after it is submitted)."""
     stage, sched = engine.stage, engine.scheduler
-    if hook == "compile":      # s1 compiles at arrival; s3 on hand the compile to a worker there
+    if hook == "compile":  # s1 compiles at arrival; s3 on hand the compile to a worker there
         monkeypatch.setattr(stage, "on_arrival", fault.wrap(stage.on_arrival))
-    elif hook == "mask":       # s1 masks the logits; s5 on fill packed mask rows (during the forward in s7)
+    elif hook == "mask":  # s1 masks the logits; s5 on fill packed mask rows (during the forward in s7)
         name = "batch_vocab_mask" if hasattr(stage, "batch_vocab_mask") else "mask_logits"
         monkeypatch.setattr(stage, name, fault.wrap(getattr(stage, name)))
     elif hook == "advance":
         monkeypatch.setattr(stage, "advance", fault.wrap(stage.advance))
-    elif hook == "sampling":   # both steps' own name for the sampler
+    elif hook == "sampling":  # both steps' own name for the sampler
         monkeypatch.setattr(scheduler_module, "sample", fault.wrap(scheduler_module.sample))
         monkeypatch.setattr(overlap_module, "sample", fault.wrap(overlap_module.sample))
     elif hook == "stop_check":
@@ -118,7 +124,7 @@ def faulty_run(engine, monkeypatch, hook: str, fault: Injected, victim_at: int =
         reqs = submit(engine, items)
         victim = reqs.pop(victim_at)
         others = reqs
-    if hook == "detokenize":   # the victim's own detokenizer, made when it was queued
+    if hook == "detokenize":  # the victim's own detokenizer, made when it was queued
         real_feed = victim.detokenizer.feed
 
         def feed(ids):
@@ -126,6 +132,7 @@ def faulty_run(engine, monkeypatch, hook: str, fault: Injected, victim_at: int =
                 fault.fired += 1
                 raise fault.error_class("injected fault")
             return real_feed(ids)
+
         victim.detokenizer.feed = feed
     run_all(engine, others + [victim])
     monkeypatch.undo()
@@ -146,24 +153,27 @@ def test_a_fault_at_a_hook_aborts_only_its_request_as_an_engine_error(engine, or
     fault = Injected(RuntimeError, at_token=0 if hook in ("compile", "sampling") else 2)
     victim, others = faulty_run(engine, monkeypatch, hook, fault)
     check(engine, oracle, victim, others, fault, AbortKind.ENGINE)
-    assert victim.finished_reason["message"].startswith("internal error while ")   # the server's 500
+    assert victim.finished_reason["message"].startswith("internal error while ")  # the server's 500
 
 
 @pytest.mark.parametrize("hook", GRAMMAR_HOOKS)
-def test_the_grammars_own_error_at_a_hook_aborts_only_its_request_as_a_grammar_error(engine, oracle, monkeypatch,
-                                                                                      hook):
-    grammar_error = engine.stage.grammar_errors[0]   # e.g. an automaton past its state limit
+def test_the_grammars_own_error_at_a_hook_aborts_only_its_request_as_a_grammar_error(engine, oracle, monkeypatch, hook):
+    grammar_error = engine.stage.grammar_errors[0]  # e.g. an automaton past its state limit
     fault = Injected(grammar_error, at_token=0 if hook == "compile" else 1)
     victim, others = faulty_run(engine, monkeypatch, hook, fault)
     check(engine, oracle, victim, others, fault, AbortKind.GRAMMAR)
-    assert victim.finished_reason["message"].startswith("the grammar failed while ")   # the client's 400
+    assert victim.finished_reason["message"].startswith("the grammar failed while ")  # the client's 400
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(hook=st.sampled_from([h for h in HOOKS if h != "sampling"]), victim_at=st.integers(0, len(OTHERS)),
-       at_token=st.integers(0, 6))
-def test_wherever_and_whenever_a_request_fails_the_others_are_unchanged(engine, oracle, monkeypatch, hook,
-                                                                         victim_at, at_token):
+@given(
+    hook=st.sampled_from([h for h in HOOKS if h != "sampling"]),
+    victim_at=st.integers(0, len(OTHERS)),
+    at_token=st.integers(0, 6),
+)
+def test_wherever_and_whenever_a_request_fails_the_others_are_unchanged(
+    engine, oracle, monkeypatch, hook, victim_at, at_token
+):
     """Any per-request hook, the victim anywhere in the batch, failing at any of its tokens:
     the others' outputs are the oracle's and nothing leaks. (A victim whose output ends
     before its fault's token finishes normally.)"""
@@ -182,7 +192,7 @@ def test_an_error_escaping_a_step_aborts_every_request_and_the_engine_serves_on(
     every request in the engine as the engine's error and gives back their memory; the
     caller sees the exception, and the next requests are served as before."""
     reqs = submit(engine, OTHERS + [VICTIM])
-    engine.step()   # admitted, some decoding: every queue holds something or has held it
+    engine.step()  # admitted, some decoding: every queue holds something or has held it
     monkeypatch.setattr(engine.scheduler, "schedule", _raise)
     with pytest.raises(RuntimeError, match="injected fault"):
         engine.step()

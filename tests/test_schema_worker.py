@@ -2,6 +2,7 @@
 
 Oracle: the schema compiler run in this process (the same text, the same refusal), and for
 the backend, `jsonschema` on what the grammar accepts."""
+
 from __future__ import annotations
 
 import json
@@ -15,13 +16,15 @@ from minisglang.backends.base import NORMALISE_MAX_CHARS
 from minisglang.backends.fsm_backend import FSMBackend
 from minisglang.constrained import schema_worker
 from minisglang.constrained.compile_service import CompileTimeout
-from minisglang.constrained.json_schema import InvalidSchemaError, build_regex_from_schema
+from minisglang.constrained.json_schema import build_regex_from_schema
 from minisglang.constrained.work_slices import Baton, CompileCancelled, FairCompilePool
 from minisglang.tokenizer import Tokenizer
 
-SCHEMAS = [{"type": "object", "properties": {"a": {"type": "integer"}, "b": {"enum": ["x", "y"]}}, "required": ["a"]},
-           {"type": "string", "pattern": "^(x|y)*x(x|y){14}$", "minLength": 16, "maxLength": 60},
-           {"type": "array", "items": {"type": "boolean"}, "maxItems": 3}]
+SCHEMAS = [
+    {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"enum": ["x", "y"]}}, "required": ["a"]},
+    {"type": "string", "pattern": "^(x|y)*x(x|y){14}$", "minLength": 16, "maxLength": 60},
+    {"type": "array", "items": {"type": "boolean"}, "maxItems": 3},
+]
 
 
 @pytest.mark.parametrize("schema", SCHEMAS)
@@ -56,13 +59,14 @@ def test_a_cancelled_compile_kills_its_child():
     def compile_and_say():
         started.set()
         return schema_worker.schema_regex_in_process(json.dumps(SCHEMAS[0]), {}, timeout=60)
+
     try:
         schema_worker.POLL_SECONDS = 0.001
         future, job = pool.submit("A", compile_and_say)
         started.wait(10)
         pool.cancel(job)
         try:
-            future.result(30)   # (a child may answer before the cancel is seen: then there is nothing to stop)
+            future.result(30)  # (a child may answer before the cancel is seen: then there is nothing to stop)
         except CompileCancelled:
             pass
     finally:
@@ -74,15 +78,21 @@ def test_a_cancelled_compile_kills_its_child():
 def test_the_fsm_backend_sends_a_large_schema_to_a_child_and_gets_the_same_grammar(bundled_model_path, monkeypatch):
     tok = Tokenizer.from_pretrained(bundled_model_path)
     # large as text (its descriptions), small as a grammar
-    schema = {"type": "object", "properties": {f"p{k}": {"enum": [f"w{k}_{j}" for j in range(3)],
-                                                         "description": "d" * 1000} for k in range(80)},
-              "required": ["p0"], "additionalProperties": False}
+    schema = {
+        "type": "object",
+        "properties": {
+            f"p{k}": {"enum": [f"w{k}_{j}" for j in range(3)], "description": "d" * 1000} for k in range(80)
+        },
+        "required": ["p0"],
+        "additionalProperties": False,
+    }
     text = json.dumps(schema)
     assert len(text) > NORMALISE_MAX_CHARS
     calls = []
     real = schema_worker.schema_regex_in_process
-    monkeypatch.setattr("minisglang.backends.fsm_backend.schema_regex_in_process",
-                        lambda *a, **k: calls.append(1) or real(*a, **k))
+    monkeypatch.setattr(
+        "minisglang.backends.fsm_backend.schema_regex_in_process", lambda *a, **k: calls.append(1) or real(*a, **k)
+    )
     in_child, here = FSMBackend(tok, tok.vocab_size), FSMBackend(tok, tok.vocab_size, compile_in="thread")
     try:
         assert in_child.schema_regex(text) == here.schema_regex(text) and calls == [1]

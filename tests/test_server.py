@@ -3,6 +3,7 @@
 
 Tests of minisglang/lang.py (the frontend) and of minisglang/server/ through the openai client.
 """
+
 import asyncio
 import json
 import re
@@ -17,11 +18,16 @@ import minisglang as sgl
 from minisglang import assistant, function, gen, system, user
 from minisglang.server import create_app, serving_in_thread
 
-PERSON = {"type": "object",
-          "properties": {"name": {"type": "string", "maxLength": 20},
-                         "age": {"type": "integer", "minimum": 0, "maximum": 200},
-                         "hobbies": {"type": "array", "items": {"type": "string", "maxLength": 12}, "maxItems": 4}},
-          "required": ["name", "age", "hobbies"], "additionalProperties": False}
+PERSON = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "maxLength": 20},
+        "age": {"type": "integer", "minimum": 0, "maximum": 200},
+        "hobbies": {"type": "array", "items": {"type": "string", "maxLength": 12}, "maxItems": 4},
+    },
+    "required": ["name", "age", "hobbies"],
+    "additionalProperties": False,
+}
 MODEL = "tiny-json-llama"
 ZH = "张三是一名软件工程师，今年28岁，平时喜欢编程、摄影和爬山。"
 
@@ -50,9 +56,12 @@ def test_an_unknown_model_is_a_404(client):
 
 def test_chat_with_json_schema_response_format(client):
     resp = client.chat.completions.create(
-        model="tiny-json-llama", temperature=0, max_tokens=120,
+        model="tiny-json-llama",
+        temperature=0,
+        max_tokens=120,
         messages=[{"role": "user", "content": "Extract name, age and hobbies as JSON:\n" + ZH}],
-        response_format={"type": "json_schema", "json_schema": {"name": "person", "schema": PERSON}})
+        response_format={"type": "json_schema", "json_schema": {"name": "person", "schema": PERSON}},
+    )
     choice = resp.choices[0]
     assert choice.finish_reason == "stop"
     jsonschema.validate(json.loads(choice.message.content), PERSON)
@@ -62,8 +71,14 @@ def test_chat_with_json_schema_response_format(client):
 
 
 def test_completions_with_regex_and_streaming(client):
-    kwargs = dict(model="tiny-json-llama", prompt="<|user|>\nWhen was she born?\n<|assistant|>\n",
-                  temperature=0.8, seed=3, max_tokens=20, extra_body={"regex": r"[0-9]{4}-[0-9]{2}-[0-9]{2}"})
+    kwargs = dict(
+        model="tiny-json-llama",
+        prompt="<|user|>\nWhen was she born?\n<|assistant|>\n",
+        temperature=0.8,
+        seed=3,
+        max_tokens=20,
+        extra_body={"regex": r"[0-9]{4}-[0-9]{2}-[0-9]{2}"},
+    )
     full = client.completions.create(**kwargs)
     assert re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", full.choices[0].text)
     chunks = list(client.completions.create(stream=True, **kwargs))
@@ -72,11 +87,15 @@ def test_completions_with_regex_and_streaming(client):
 
 
 def test_chat_streaming(client):
-    stream = list(client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}],
-                                                 max_tokens=10, temperature=0, stream=True))
+    stream = list(
+        client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": "Hi"}], max_tokens=10, temperature=0, stream=True
+        )
+    )
     text = "".join(c.choices[0].delta.content or "" for c in stream)
-    full = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}],
-                                          max_tokens=10, temperature=0)
+    full = client.chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": "Hi"}], max_tokens=10, temperature=0
+    )
     assert text == full.choices[0].message.content
     # OpenAI's shape: the role in the first delta only, no usage unless asked for.
     assert [c.choices[0].delta.role for c in stream] == ["assistant"] + [None] * (len(stream) - 1)
@@ -84,10 +103,15 @@ def test_chat_streaming(client):
 
 
 def test_streaming_usage_comes_last_with_no_choices_when_asked(client):
-    for create, kwargs in ((client.chat.completions.create, {"messages": [{"role": "user", "content": "Hi"}]}),
-                           (client.completions.create, {"prompt": "Date:"})):
-        chunks = list(create(model=MODEL, max_tokens=6, temperature=0, stream=True,
-                             stream_options={"include_usage": True}, **kwargs))
+    for create, kwargs in (
+        (client.chat.completions.create, {"messages": [{"role": "user", "content": "Hi"}]}),
+        (client.completions.create, {"prompt": "Date:"}),
+    ):
+        chunks = list(
+            create(
+                model=MODEL, max_tokens=6, temperature=0, stream=True, stream_options={"include_usage": True}, **kwargs
+            )
+        )
         last = chunks[-1]
         assert last.choices == [] and last.usage.completion_tokens >= 1
         assert all(c.usage is None and len(c.choices) == 1 for c in chunks[:-1])
@@ -98,31 +122,42 @@ def test_streaming_usage_comes_last_with_no_choices_when_asked(client):
 def test_cached_tokens_are_prompt_tokens_only(client):
     """A repeated prompt is served from the radix cache; with s4/s5 jump-forward re-admissions
     the cached count must still be at most the prompt (it was 43 and 63 for 19 tokens)."""
-    kwargs = dict(model=MODEL, temperature=0, max_tokens=120,
-                  messages=[{"role": "user", "content": "Extract name, age and hobbies as JSON:\n" + ZH}],
-                  response_format={"type": "json_schema", "json_schema": {"name": "person", "schema": PERSON}})
+    kwargs = dict(
+        model=MODEL,
+        temperature=0,
+        max_tokens=120,
+        messages=[{"role": "user", "content": "Extract name, age and hobbies as JSON:\n" + ZH}],
+        response_format={"type": "json_schema", "json_schema": {"name": "person", "schema": PERSON}},
+    )
     client.chat.completions.create(**kwargs)
     usage = client.chat.completions.create(**kwargs).usage
     cached = usage.prompt_tokens_details.cached_tokens
-    assert 0 < cached <= usage.prompt_tokens - 1      # the last prompt token is always computed
+    assert 0 < cached <= usage.prompt_tokens - 1  # the last prompt token is always computed
 
 
 def test_json_object_mode(client):
-    resp = client.chat.completions.create(model=MODEL, max_tokens=100, temperature=0,
-                                          messages=[{"role": "user", "content": "Give me JSON about Li Lei."}],
-                                          response_format={"type": "json_object"})
+    resp = client.chat.completions.create(
+        model=MODEL,
+        max_tokens=100,
+        temperature=0,
+        messages=[{"role": "user", "content": "Give me JSON about Li Lei."}],
+        response_format={"type": "json_object"},
+    )
     if resp.choices[0].finish_reason == "stop":
         assert isinstance(json.loads(resp.choices[0].message.content), dict)
 
 
-@pytest.mark.parametrize("body,needle", [
-    ({"prompt": "x", "regex": "(unclosed"}, "(unclosed"),
-    ({"prompt": "x", "json_schema": {"type": "integer", "multipleOf": 3}}, "multipleOf"),   # unbounded
-    ({"prompt": "x", "json_schema": "{not json"}, "json"),
-    ({"prompt": "x", "temprature": 1}, "temprature"),
-    ({"prompt": 5}, "prompt: must be a string"),
-    ({"prompt": "x", "response_format": {"type": "xml"}}, "response_format.type: must be one of"),
-])
+@pytest.mark.parametrize(
+    "body,needle",
+    [
+        ({"prompt": "x", "regex": "(unclosed"}, "(unclosed"),
+        ({"prompt": "x", "json_schema": {"type": "integer", "multipleOf": 3}}, "multipleOf"),  # unbounded
+        ({"prompt": "x", "json_schema": "{not json"}, "json"),
+        ({"prompt": "x", "temprature": 1}, "temprature"),
+        ({"prompt": 5}, "prompt: must be a string"),
+        ({"prompt": "x", "response_format": {"type": "xml"}}, "response_format.type: must be one of"),
+    ],
+)
 def test_bad_input_is_a_400_with_a_message(server, body, needle):
     r = httpx.post(server[0] + "/v1/completions", json=body, timeout=60)
     assert r.status_code == 400, r.text
@@ -130,16 +165,20 @@ def test_bad_input_is_a_400_with_a_message(server, body, needle):
 
 
 def test_malformed_body_is_a_400(server):
-    r = httpx.post(server[0] + "/v1/chat/completions", content=b"{nope", timeout=30,
-                   headers={"Content-Type": "application/json"})
+    r = httpx.post(
+        server[0] + "/v1/chat/completions", content=b"{nope", timeout=30, headers={"Content-Type": "application/json"}
+    )
     assert r.status_code == 400 and "not valid JSON" in r.json()["error"]["message"]
     r = httpx.post(server[0] + "/v1/chat/completions", json={"messages": "hi"}, timeout=30)
     assert r.status_code == 400 and "messages: must be a list" in r.json()["error"]["message"]
 
 
 def test_native_generate(server):
-    r = httpx.post(server[0] + "/generate", timeout=60,
-                   json={"text": "2024-", "sampling_params": {"regex": r"[0-9]{2}-[0-9]{2}", "temperature": 0}})
+    r = httpx.post(
+        server[0] + "/generate",
+        timeout=60,
+        json={"text": "2024-", "sampling_params": {"regex": r"[0-9]{2}-[0-9]{2}", "temperature": 0}},
+    )
     assert r.status_code == 200
     assert re.fullmatch(r"[0-9]{2}-[0-9]{2}", r.json()["text"])
     assert r.json()["meta_info"]["finish_reason"]["type"] == "stop"
@@ -157,10 +196,10 @@ def test_load_200_mixed_requests_with_client_aborts(server):
         elif kind == 1:
             body = {"prompt": "Date:", "max_tokens": 16, "regex": r"[0-9]{4}-[0-9]{2}-[0-9]{2}"}
         elif kind == 2:
-            body = {"prompt": "x", "regex": "[z-a]"}       # a 400, not a 500
+            body = {"prompt": "x", "regex": "[z-a]"}  # a 400, not a 500
         else:
             body = {"prompt": "Tell me a story", "max_tokens": 40, "stream": True}
-        if kind == 3 and i % 8 == 3:     # a client that leaves in the middle of a stream
+        if kind == 3 and i % 8 == 3:  # a client that leaves in the middle of a stream
             try:
                 async with http.stream("POST", url + "/v1/completions", json=body) as r:
                     async for _ in r.aiter_lines():
@@ -204,7 +243,7 @@ def test_frontend_on_a_local_engine_returns_valid_json(server):
 def test_same_program_runs_unchanged_against_the_server(server):
     local = info_extract.run(server[1], paragraph=ZH)
     remote = info_extract.run(sgl.RuntimeEndpoint(server[0]), paragraph=ZH)
-    assert remote["output"] == local["output"]          # greedy: the same text either way
+    assert remote["output"] == local["output"]  # greedy: the same text either way
 
 
 def test_explicit_state_style_and_multi_turn(server):

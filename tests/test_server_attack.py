@@ -4,6 +4,7 @@ Each test is one input that once gave a 5xx, a hang, or hurt another client's re
 now gets a clear answer for that request alone while everyone else is served and nothing
 leaks (`Engine.stats().pools_full`).
 """
+
 import decimal
 import json
 import re
@@ -16,18 +17,16 @@ import numpy as np
 import openai
 import pytest
 import torch
+from fastapi.testclient import TestClient
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from fastapi.testclient import TestClient
 
 import minisglang as sgl
 from minisglang.core import MAX_STOP_STRINGS, AbortKind
-from minisglang.protocol import (ChatCompletionRequest, CompletionRequest, GenerateRequest,
-                                 RequestError, parse)
+from minisglang.protocol import ChatCompletionRequest, CompletionRequest, GenerateRequest, RequestError, parse
 from minisglang.server import ServerOptions, create_app, serving_in_thread
 
-
-pytestmark = pytest.mark.usefixtures("one_torch_thread")   # tests/conftest.py
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +55,7 @@ def test_a_top_p_below_float32_range_samples_the_top_token(engine):
     greedy = engine.generate("Hello", GREEDY)
     tiny = engine.generate("Hello", dict(GREEDY, temperature=1.0, top_p=1e-300, seed=7))
     assert tiny["meta_info"]["finish_reason"] == {"type": "length", "length": 12}
-    assert tiny["output_ids"] == greedy["output_ids"]   # only the top token can be drawn
+    assert tiny["output_ids"] == greedy["output_ids"]  # only the top token can be drawn
     assert engine.stats().pools_full
 
 
@@ -69,17 +68,17 @@ def test_a_grammar_that_grows_past_its_limit_aborts_only_its_own_request(engine,
     before = engine.stats()
     alone = engine.generate("The weather", GREEDY)["text"]
     bystander = engine.submit("The weather", GREEDY)
-    engine.step()   # the bystander is prefilled first, so both share the next decode batch
+    engine.step()  # the bystander is prefilled first, so both share the next decode batch
     runaway = engine.submit("x", {"regex": RUNAWAY, "max_new_tokens": 40})
     run_all(engine, [bystander, runaway])
     assert bystander.output_text == alone
     assert bystander.finished_reason == {"type": "length", "length": 12}
     reason = runaway.finished_reason
     assert reason["type"] == "abort"
-    assert reason["message"].startswith("the grammar failed while ")   # the request's fault, not the engine's
-    assert reason["kind"] == AbortKind.GRAMMAR   # so the server answers 400, not 500
+    assert reason["message"].startswith("the grammar failed while ")  # the request's fault, not the engine's
+    assert reason["kind"] == AbortKind.GRAMMAR  # so the server answers 400, not 500
     assert "max_lazy_states" in reason["message"]
-    assert "hook" not in reason["message"]   # the stage's hook numbers are our names: the log keeps them
+    assert "hook" not in reason["message"]  # the stage's hook numbers are our names: the log keeps them
     after = engine.stats()
     assert after.pools_full and after.errors == before.errors and after.grammar_errors == before.grammar_errors + 1
     logged = [r for r in caplog.records if "max_lazy_states" in r.getMessage()]
@@ -92,8 +91,11 @@ def test_over_http_a_grammar_past_its_limit_is_a_400_and_others_are_served(engin
         results = {}
 
         def bystander():
-            results["ok"] = client.post("/v1/completions", json={"prompt": "The weather", "max_tokens": 30,
-                                                                 "temperature": 0, "ignore_eos": True})
+            results["ok"] = client.post(
+                "/v1/completions",
+                json={"prompt": "The weather", "max_tokens": 30, "temperature": 0, "ignore_eos": True},
+            )
+
         thread = threading.Thread(target=bystander)
         thread.start()
         bad = client.post("/v1/completions", json={"prompt": "x", "max_tokens": 40, "regex": RUNAWAY})
@@ -123,17 +125,24 @@ def client():
 JSON = {"content-type": "application/json"}
 
 
-@pytest.mark.parametrize("raw,needle", [
-    # Parsers disagree on which copy of a key counts (first, last, error): refuse the ambiguity.
-    (b'{"prompt": "hi", "max_tokens": "x", "max_tokens": 2}', 'the key "max_tokens" appears twice'),
-    (b'{"prompt": "hi", "max_tokens": 2, "json_schema": {"type": "string", "type": "integer"}}',
-     'the key "type" appears twice'),
-    (b'{"text": "hi", "sampling_params": {"max_new_tokens": 2, "max_new_tokens": 3}}',
-     'the key "max_new_tokens" appears twice'),
-    (b'\xef\xbb\xbf{"prompt": "hi", "max_tokens": 2}', "byte-order mark"),
-    (b'{"prompt": "\\ud800", "max_tokens": 2}', "surrogate pair"),
-    (b'{"prompt": "hi", "user": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nested too deeply"),
-])
+@pytest.mark.parametrize(
+    "raw,needle",
+    [
+        # Parsers disagree on which copy of a key counts (first, last, error): refuse the ambiguity.
+        (b'{"prompt": "hi", "max_tokens": "x", "max_tokens": 2}', 'the key "max_tokens" appears twice'),
+        (
+            b'{"prompt": "hi", "max_tokens": 2, "json_schema": {"type": "string", "type": "integer"}}',
+            'the key "type" appears twice',
+        ),
+        (
+            b'{"text": "hi", "sampling_params": {"max_new_tokens": 2, "max_new_tokens": 3}}',
+            'the key "max_new_tokens" appears twice',
+        ),
+        (b'\xef\xbb\xbf{"prompt": "hi", "max_tokens": 2}', "byte-order mark"),
+        (b'{"prompt": "\\ud800", "max_tokens": 2}', "surrogate pair"),
+        (b'{"prompt": "hi", "user": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nested too deeply"),
+    ],
+)
 def test_ambiguous_or_unreadable_json_is_a_400_that_says_why(client, raw, needle):
     path = "/generate" if raw.startswith(b'{"text"') else "/v1/completions"
     r = client.post(path, content=raw, headers=JSON)
@@ -145,6 +154,7 @@ def test_ambiguous_or_unreadable_json_is_a_400_that_says_why(client, raw, needle
 def test_a_client_that_hangs_up_inside_its_body_is_no_server_error(client):
     """The connection closed before the declared body arrived: the client's doing, so no 500
     is counted (a client repeating it made the server's error count meaningless)."""
+
     def refused_500() -> float:
         for line in client.get("/metrics").text.splitlines():
             if line.startswith('minisglang_refused_requests_total{status="500"}'):
@@ -153,8 +163,10 @@ def test_a_client_that_hangs_up_inside_its_body_is_no_server_error(client):
 
     before = refused_500()
     with socket.create_connection((client.base_url.host, client.base_url.port)) as s:
-        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                  b"Content-Length: 1000\r\n\r\n{\"prompt\":")
+        s.sendall(
+            b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b'Content-Length: 1000\r\n\r\n{"prompt":'
+        )
         time.sleep(0.3)
     time.sleep(0.5)
     assert refused_500() == before
@@ -166,8 +178,10 @@ def test_a_body_sent_too_slowly_is_a_408(client):
     host, port = client.base_url.host, client.base_url.port
     body = b'{"prompt": "hi", "max_tokens": 2}'
     with socket.create_connection((host, port), timeout=30) as s:
-        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                  b"Content-Length: %d\r\n\r\n" % len(body) + body[:10])   # and nothing more
+        s.sendall(
+            b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n" % len(body) + body[:10]
+        )  # and nothing more
         reply = b""
         while b"\r\n\r\n" not in reply or not reply.rstrip().endswith(b"}"):
             chunk = s.recv(4096)
@@ -175,8 +189,10 @@ def test_a_body_sent_too_slowly_is_a_408(client):
                 break
             reply += chunk
     assert reply.startswith(b"HTTP/1.1 408")
-    assert json.loads(reply.partition(b"\r\n\r\n")[2])["error"]["message"] == \
-        "the request body took longer than 1 s to arrive"
+    assert (
+        json.loads(reply.partition(b"\r\n\r\n")[2])["error"]["message"]
+        == "the request body took longer than 1 s to arrive"
+    )
     assert client.post("/v1/completions", json={"prompt": "hi", "max_tokens": 2}).status_code == 200
 
 
@@ -201,8 +217,10 @@ def test_native_generate_bounds_the_number_of_stop_strings(client):
     many = {"text": "hi", "sampling_params": {"max_new_tokens": 2, "stop": stops}}
     r = client.post("/generate", json=many)
     assert r.status_code == 400 and r.json()["error"]["param"] == "sampling_params"
-    assert f"stop has {MAX_STOP_STRINGS + 1} strings; the limit MAX_STOP_STRINGS is {MAX_STOP_STRINGS}" in \
-        r.json()["error"]["message"]
+    assert (
+        f"stop has {MAX_STOP_STRINGS + 1} strings; the limit MAX_STOP_STRINGS is {MAX_STOP_STRINGS}"
+        in r.json()["error"]["message"]
+    )
     many["sampling_params"]["stop"].pop()
     assert client.post("/generate", json=many).status_code == 200
 
@@ -212,10 +230,18 @@ def test_nothing_but_health_answers_without_the_api_key():
     eng = sgl.Engine(stage="s1", max_total_tokens=2000, max_running_requests=4)
     with TestClient(create_app(eng, ServerOptions(api_key="sekret"))) as c:
         assert c.get("/health").status_code == 200
-        for path in ("/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json", "/metrics", "/get_server_info",
-                     "/v1/models", "/v1/models/tiny-json-llama"):
+        for path in (
+            "/docs",
+            "/docs/oauth2-redirect",
+            "/redoc",
+            "/openapi.json",
+            "/metrics",
+            "/get_server_info",
+            "/v1/models",
+            "/v1/models/tiny-json-llama",
+        ):
             r = c.get(path)
-            assert r.status_code in (401, 404), path   # refused, or no such endpoint: either way nothing leaks
+            assert r.status_code in (401, 404), path  # refused, or no such endpoint: either way nothing leaks
             assert r.json()["error"]["message"], path
         assert c.get("/v1/models", headers={"authorization": "Bearer sekret"}).status_code == 200
 
@@ -226,9 +252,32 @@ VALID_BODIES = [
     b'{"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_object"}}',
     b'{"text": "hi", "sampling_params": {"max_new_tokens": 2, "regex": "[0-9]+"}, "stream": false}',
 ]
-PIECES = [b"\xff", b"\xef\xbb\xbf", b"\\ud800", b"\\udc00\\ud800", b"NaN", b"-Infinity", b"1e999", b"9" * 5000,
-          b'"max_tokens": 1,', b'"prompt": "x",', b"[" * 300, b"{", b"}", b"]", b",", b":", b'"', b"\\", b"\x00",
-          b"null", b"true", b'"\\u0000"', "é🎉".encode(), b" " * 10]
+PIECES = [
+    b"\xff",
+    b"\xef\xbb\xbf",
+    b"\\ud800",
+    b"\\udc00\\ud800",
+    b"NaN",
+    b"-Infinity",
+    b"1e999",
+    b"9" * 5000,
+    b'"max_tokens": 1,',
+    b'"prompt": "x",',
+    b"[" * 300,
+    b"{",
+    b"}",
+    b"]",
+    b",",
+    b":",
+    b'"',
+    b"\\",
+    b"\x00",
+    b"null",
+    b"true",
+    b'"\\u0000"',
+    "é🎉".encode(),
+    b" " * 10,
+]
 
 
 @st.composite
@@ -240,7 +289,7 @@ def mutated_bodies(draw) -> bytes:
         if draw(st.booleans()):
             body = body[:at] + draw(st.sampled_from(PIECES) | st.binary(max_size=4)) + body[at:]
         else:
-            body = body[:at] + body[at + draw(st.integers(1, 4)):]
+            body = body[:at] + body[at + draw(st.integers(1, 4)) :]
     return body
 
 
@@ -268,19 +317,23 @@ def test_a_forced_text_too_long_for_the_request_is_not_searched_at_every_step():
     eng.stage.jump.find_jump = lambda req: calls.append(req.rid) or find_jump(req)
     out = eng.generate("x", {"regex": "a{400}", "max_new_tokens": 8, "temperature": 0})
     assert out["meta_info"]["finish_reason"] == {"type": "length", "length": 8}
-    assert re.fullmatch("a+", out["text"])   # a prefix of the only string the regex allows
+    assert re.fullmatch("a+", out["text"])  # a prefix of the only string the regex allows
     assert len(calls) == 1
     short = eng.generate("x", {"regex": "abcdefgh[0-9]", "max_new_tokens": 8, "temperature": 0})
-    assert re.fullmatch("abcdefgh[0-9]", short["text"]) and eng.stage.jump.jumps >= 1   # short jumps still taken
+    assert re.fullmatch("abcdefgh[0-9]", short["text"]) and eng.stage.jump.jumps >= 1  # short jumps still taken
     assert eng.stats().pools_full
     eng.shutdown()
 
 
-@pytest.mark.parametrize("constraint, expected", [
-    # our regex reader (python_regex, shared by every backend) refuses an empty class first
-    ({"regex": "[^\\s\\S]"}, ("regex rejected by the 'llguidance' backend", "matches no string at all")),
-    ({"ebnf": "root ::= root"}, ("the grammar failed while masking its logits", "allows no text from here")),
-    ({"json_schema": {"$ref": "#"}}, ("the grammar failed while masking its logits", "allows no text from here"))])
+@pytest.mark.parametrize(
+    "constraint, expected",
+    [
+        # our regex reader (python_regex, shared by every backend) refuses an empty class first
+        ({"regex": "[^\\s\\S]"}, ("regex rejected by the 'llguidance' backend", "matches no string at all")),
+        ({"ebnf": "root ::= root"}, ("the grammar failed while masking its logits", "allows no text from here")),
+        ({"json_schema": {"$ref": "#"}}, ("the grammar failed while masking its logits", "allows no text from here")),
+    ],
+)
 def test_llguidance_in_its_error_state_aborts_instead_of_stopping_with_text_it_never_accepted(constraint, expected):
     """An empty language compiles, but llguidance's matcher then falls into its error state,
     where it still allows EOS: the request ended as a "stop" with "" (not a match of the
@@ -297,11 +350,14 @@ def test_llguidance_in_its_error_state_aborts_instead_of_stopping_with_text_it_n
     eng.shutdown()
 
 
-@pytest.mark.parametrize("path,body,field", [
-    ("/v1/completions", {"prompt": "x " * 5000, "max_tokens": 2}, "prompt"),
-    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}] * 3000, "max_tokens": 2}, "messages"),
-    ("/generate", {"text": "x " * 5000}, "text"),
-])
+@pytest.mark.parametrize(
+    "path,body,field",
+    [
+        ("/v1/completions", {"prompt": "x " * 5000, "max_tokens": 2}, "prompt"),
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}] * 3000, "max_tokens": 2}, "messages"),
+        ("/generate", {"text": "x " * 5000}, "text"),
+    ],
+)
 def test_a_prompt_too_long_names_the_field_it_came_from(client, path, body, field):
     """A chat request's prompt comes from `messages`, /generate's from `text`: the 400 says so."""
     r = client.post(path, json=body)
@@ -325,18 +381,21 @@ def test_the_openai_client_sees_error_objects_for_hostile_input(client):
     with pytest.raises(openai.BadRequestError) as too_many_stops:
         oa.completions.create(model=model, prompt="hi", max_tokens=2, stop=["a", "b", "c", "d", "e"])
     assert too_many_stops.value.body["param"] == "stop"
-    with pytest.raises(openai.BadRequestError) as bad_regex:   # s1 compiles on arrival: before any chunk
+    with pytest.raises(openai.BadRequestError) as bad_regex:  # s1 compiles on arrival: before any chunk
         list(oa.completions.create(model=model, prompt="hi", max_tokens=2, stream=True, extra_body={"regex": "(a"}))
     assert "regex" in bad_regex.value.body["message"]
     assert client.get("/health").status_code == 200
 
 
-@pytest.mark.parametrize("params,message", [
-    ({"ignore_eos": np.bool_(True)}, "ignore_eos must be true or false, got a numpy.bool"),   # was "got a bool"
-    ({"max_new_tokens": torch.tensor(3)}, "max_new_tokens must be an integer, got a torch.Tensor"),
-    ({"temperature": decimal.Decimal("0.5")}, "temperature must be a finite number, got a decimal.Decimal"),
-    ({"stop": ("a",)}, "stop must be a string or a list of strings, got a tuple"),
-])
+@pytest.mark.parametrize(
+    "params,message",
+    [
+        ({"ignore_eos": np.bool_(True)}, "ignore_eos must be true or false, got a numpy.bool"),  # was "got a bool"
+        ({"max_new_tokens": torch.tensor(3)}, "max_new_tokens must be an integer, got a torch.Tensor"),
+        ({"temperature": decimal.Decimal("0.5")}, "temperature must be a finite number, got a decimal.Decimal"),
+        ({"stop": ("a",)}, "stop must be a string or a list of strings, got a tuple"),
+    ],
+)
 def test_engine_errors_name_a_library_type_by_its_full_name(engine, params, message):
     with pytest.raises(ValueError) as info:
         engine.generate("hi", dict(params, max_new_tokens=params.get("max_new_tokens", 2)))
@@ -367,14 +426,20 @@ def test_a_length_left_unset_is_what_the_context_has_room_for():
         r = c.post("/generate", json={"text": long, "sampling_params": {"ignore_eos": True}})
         assert r.status_code == 200 and r.json()["meta_info"]["completion_tokens"] == 24
         short = c.post("/v1/completions", json={"prompt": "hi", "ignore_eos": True})
-        assert short.json()["usage"]["completion_tokens"] == 128   # the engine's default, where it fits
+        assert short.json()["usage"]["completion_tokens"] == 128  # the engine's default, where it fits
 
         for path, body, field in [
             ("/v1/completions", {"prompt": long, "max_tokens": 25}, "max_tokens"),
-            ("/v1/chat/completions", {"messages": [{"role": "user", "content": long}], "max_completion_tokens": 500},
-             "max_completion_tokens"),
-            ("/v1/chat/completions", {"messages": [{"role": "user", "content": long}], "max_tokens": 500},
-             "max_tokens"),
+            (
+                "/v1/chat/completions",
+                {"messages": [{"role": "user", "content": long}], "max_completion_tokens": 500},
+                "max_completion_tokens",
+            ),
+            (
+                "/v1/chat/completions",
+                {"messages": [{"role": "user", "content": long}], "max_tokens": 500},
+                "max_tokens",
+            ),
             ("/generate", {"text": long, "sampling_params": {"max_new_tokens": 25}}, "sampling_params.max_new_tokens"),
         ]:
             error = c.post(path, json=body).json()["error"]
@@ -404,51 +469,97 @@ def test_a_streaming_client_that_leaves_before_its_first_chunk_is_aborted():
                 break
             threading.Event().wait(0.05)
         finishes = [e["reason"] for e in eng.trace if e["event"] == "finish"]
-        assert finishes == [{"type": "abort", "kind": AbortKind.CANCELLED, "message": "aborted by the client"}]   # not {"type": "length", ...}
+        assert finishes == [
+            {"type": "abort", "kind": AbortKind.CANCELLED, "message": "aborted by the client"}
+        ]  # not {"type": "length", ...}
         assert httpx.post(url + "/v1/completions", json={"prompt": "x", "max_tokens": 3}).status_code == 200
     assert eng.stats().pools_full
 
 
-@pytest.mark.parametrize("headers,needle", [
-    ({"content-type": "application/json", "content-encoding": "gzip"}, 'Content-Encoding "gzip" is not supported'),
-    ({"content-type": "application/json; charset=utf-16"}, 'charset="utf-16"'),
-    ({"content-type": 'application/json; charset="latin-1"'}, 'charset="latin-1"'),
-])
+@pytest.mark.parametrize(
+    "headers,needle",
+    [
+        ({"content-type": "application/json", "content-encoding": "gzip"}, 'Content-Encoding "gzip" is not supported'),
+        ({"content-type": "application/json; charset=utf-16"}, 'charset="utf-16"'),
+        ({"content-type": 'application/json; charset="latin-1"'}, 'charset="latin-1"'),
+    ],
+)
 def test_a_compressed_or_non_utf8_body_is_a_415_that_says_so(client, headers, needle):
     """A gzip body or a UTF-16 one was a 400 "not valid JSON: expected value at line 1 column 1",
     which hides the cause: the header that announces it is refused, naming it."""
     import gzip
+
     raw = json.dumps({"prompt": "hi", "max_tokens": 2})
-    body = gzip.compress(raw.encode()) if "content-encoding" in headers else raw.encode(headers["content-type"]
-                                                                                        .split("=")[1].strip('"'))
+    body = (
+        gzip.compress(raw.encode())
+        if "content-encoding" in headers
+        else raw.encode(headers["content-type"].split("=")[1].strip('"'))
+    )
     r = client.post("/v1/completions", content=body, headers=headers)
     assert r.status_code == 415 and needle in r.json()["error"]["message"], r.text
     for fine in ("application/json; charset=utf-8", "application/json;charset=UTF-8", "Application/JSON"):
         assert client.post("/v1/completions", content=raw.encode(), headers={"content-type": fine}).status_code == 200
-    assert client.post("/v1/completions", content=raw.encode(), headers={
-        "content-type": "application/json", "content-encoding": "identity"}).status_code == 200
+    assert (
+        client.post(
+            "/v1/completions",
+            content=raw.encode(),
+            headers={"content-type": "application/json", "content-encoding": "identity"},
+        ).status_code
+        == 200
+    )
 
 
-LONG = "x" * 100_000   # a client value no error message may echo whole
+LONG = "x" * 100_000  # a client value no error message may echo whole
 
 
-@pytest.mark.parametrize("method,path,kwargs,status", [
-    ("POST", "/v1/completions", {"json": {"model": LONG, "prompt": "hi"}}, 404),
-    ("GET", "/v1/models/" + LONG[:10_000], {}, 404),
-    ("GET", "/v1/" + LONG[:10_000], {}, 404),
-    ("POST", "/v1/completions", {"json": {LONG: 1, "prompt": "hi"}}, 400),
-    ("POST", "/v1/completions", {"json": {**{f"{LONG[:100]}{i}": i for i in range(1000)}, "prompt": "hi"}}, 400),
-    ("POST", "/v1/completions", {"content": b"{}", "headers": {"content-type": LONG[:10_000]}}, 415),
-    ("POST", "/v1/completions", {"content": b"{}", "headers": {"content-type": "application/json",
-                                                               "content-encoding": LONG[:10_000]}}, 415),
-    ("POST", "/v1/chat/completions", {"json": {"messages": [{"role": "user", "content": "hi"}], "tools": [
-        {"type": "function", "function": {"name": "f"}}], "tool_choice": {"type": "function", "function": {
-            "name": LONG}}}}, 400),
-    ("POST", "/v1/chat/completions", {"json": {"messages": [{"role": "user", "content": "hi"}, {
-        "role": "tool", "tool_call_id": LONG, "content": "21"}]}}, 400),
-    ("POST", "/generate", {"json": {"text": "hi", "sampling_params": {f"{LONG[:1000]}{i}": 1 for i in range(100)}}},
-     400),
-])
+@pytest.mark.parametrize(
+    "method,path,kwargs,status",
+    [
+        ("POST", "/v1/completions", {"json": {"model": LONG, "prompt": "hi"}}, 404),
+        ("GET", "/v1/models/" + LONG[:10_000], {}, 404),
+        ("GET", "/v1/" + LONG[:10_000], {}, 404),
+        ("POST", "/v1/completions", {"json": {LONG: 1, "prompt": "hi"}}, 400),
+        ("POST", "/v1/completions", {"json": {**{f"{LONG[:100]}{i}": i for i in range(1000)}, "prompt": "hi"}}, 400),
+        ("POST", "/v1/completions", {"content": b"{}", "headers": {"content-type": LONG[:10_000]}}, 415),
+        (
+            "POST",
+            "/v1/completions",
+            {"content": b"{}", "headers": {"content-type": "application/json", "content-encoding": LONG[:10_000]}},
+            415,
+        ),
+        (
+            "POST",
+            "/v1/chat/completions",
+            {
+                "json": {
+                    "messages": [{"role": "user", "content": "hi"}],
+                    "tools": [{"type": "function", "function": {"name": "f"}}],
+                    "tool_choice": {"type": "function", "function": {"name": LONG}},
+                }
+            },
+            400,
+        ),
+        (
+            "POST",
+            "/v1/chat/completions",
+            {
+                "json": {
+                    "messages": [
+                        {"role": "user", "content": "hi"},
+                        {"role": "tool", "tool_call_id": LONG, "content": "21"},
+                    ]
+                }
+            },
+            400,
+        ),
+        (
+            "POST",
+            "/generate",
+            {"json": {"text": "hi", "sampling_params": {f"{LONG[:1000]}{i}": 1 for i in range(100)}}},
+            400,
+        ),
+    ],
+)
 def test_an_error_quotes_no_client_value_whole(client, method, path, kwargs, status):
     """A 100 KB model name came back whole in the 404; every client value an error quotes
     (a name, a field, a header, a path, an id) is shortened, and a message is at most
@@ -471,11 +582,14 @@ def raw_request(url: str, head: bytes) -> bytes:
     return reply
 
 
-@pytest.mark.parametrize("headers", [
-    [("X-Many-" + str(i), "v") for i in range(500)],        # many small headers: a small head
-    [("X-Big", "v" * 40_000)],                              # one large header
-    [("X-H" + str(i), "v" * 100) for i in range(10_000)],   # a 1 MB head: arrives in pieces
-])
+@pytest.mark.parametrize(
+    "headers",
+    [
+        [("X-Many-" + str(i), "v") for i in range(500)],  # many small headers: a small head
+        [("X-Big", "v" * 40_000)],  # one large header
+        [("X-H" + str(i), "v" * 100) for i in range(10_000)],  # a 1 MB head: arrives in pieces
+    ],
+)
 def test_too_many_or_too_large_headers_are_a_431_not_a_dropped_connection(client, headers):
     """A request with a large head was answered by closing the connection while the client
     still sent it: a reset, not an answer. Now it is a 431 with OpenAI's error body."""

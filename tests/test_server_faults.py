@@ -2,6 +2,7 @@
 that raises for some requests, the scheduler loop itself dying, and SIGTERM on a real
 `minisglang serve` process. Every good request still gets valid output, /health stays 200
 (or turns 503 and the process exits when the loop dies), and nothing leaks."""
+
 import asyncio
 import json
 import os
@@ -23,10 +24,16 @@ import minisglang as sgl
 from minisglang.server import ServerOptions, create_app, serving_in_thread
 
 DATE = r"[0-9]{4}-[0-9]{2}-[0-9]{2}"
-RUNAWAY = r"(a|b)*a(a|b){20}"     # its DFA has 2^21 states: the compile cannot finish in time
-SMALL = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12},
-                                          "age": {"type": "integer", "minimum": 0, "maximum": 120}},
-         "required": ["name", "age"], "additionalProperties": False}
+RUNAWAY = r"(a|b)*a(a|b){20}"  # its DFA has 2^21 states: the compile cannot finish in time
+SMALL = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "maxLength": 12},
+        "age": {"type": "integer", "minimum": 0, "maximum": 120},
+    },
+    "required": ["name", "age"],
+    "additionalProperties": False,
+}
 
 
 def rss_mb() -> float:
@@ -38,7 +45,7 @@ def wait_idle(engine, seconds: float = 60):
     deadline = time.monotonic() + seconds
     while not engine.stats().idle and time.monotonic() < deadline:
         time.sleep(0.05)
-    time.sleep(0.2)   # the loop publishes the last finish after its step
+    time.sleep(0.2)  # the loop publishes the last finish after its step
     return engine.stats()
 
 
@@ -75,9 +82,9 @@ async def sse_lines(http, url, body, leave_after: int | None = None) -> list[str
 async def mixed_request(http, url: str, i: int) -> str:
     """One request of the mix; returns its kind after checking what it got."""
     kind = ["date", "json", "plain", "stream", "leave_stream", "leave_wait", "boom", "date"][i % 8]
-    if i in (6, 30):   # two runaway compiles among the faults
+    if i in (6, 30):  # two runaway compiles among the faults
         r = await http.post(url + "/v1/completions", json={"prompt": "ab", "regex": RUNAWAY, "max_tokens": 30})
-        if r.status_code == 400:    # stopped by compile_timeout (an eager DFA) or a size limit
+        if r.status_code == 400:  # stopped by compile_timeout (an eager DFA) or a size limit
             assert re.search("longer than|limit|too large|too many", r.json()["error"]["message"]), r.text
             return "runaway"
         # s5's lazy automaton builds only the states it visits: no runaway there, a normal answer.
@@ -88,27 +95,39 @@ async def mixed_request(http, url: str, i: int) -> str:
         assert r.status_code == 200, r.text
         assert re.fullmatch(DATE, r.json()["choices"][0]["text"])
     elif kind == "json":
-        r = await http.post(url + "/v1/chat/completions", json={
-            "messages": [{"role": "user", "content": f"Li Lei is {20 + i} years old. JSON:"}], "max_tokens": 60,
-            "response_format": {"type": "json_schema", "json_schema": {"name": "p", "schema": SMALL}}})
+        r = await http.post(
+            url + "/v1/chat/completions",
+            json={
+                "messages": [{"role": "user", "content": f"Li Lei is {20 + i} years old. JSON:"}],
+                "max_tokens": 60,
+                "response_format": {"type": "json_schema", "json_schema": {"name": "p", "schema": SMALL}},
+            },
+        )
         assert r.status_code == 200, r.text
         jsonschema.validate(json.loads(r.json()["choices"][0]["message"]["content"]), SMALL)
     elif kind == "plain":
-        r = await http.post(url + "/v1/completions", json={"prompt": f"Numbers: {i},", "max_tokens": 12,
-                                                           "temperature": 0.7, "seed": i})
+        r = await http.post(
+            url + "/v1/completions", json={"prompt": f"Numbers: {i},", "max_tokens": 12, "temperature": 0.7, "seed": i}
+        )
         assert r.status_code == 200 and r.json()["choices"][0]["finish_reason"] in ("stop", "length")
     elif kind == "stream":
-        lines = await sse_lines(http, url + "/v1/completions", {"prompt": "Date:", "max_tokens": 16,
-                                                               "regex": DATE, "stream": True})
+        lines = await sse_lines(
+            http, url + "/v1/completions", {"prompt": "Date:", "max_tokens": 16, "regex": DATE, "stream": True}
+        )
         assert lines[-1] == "[DONE]"
         assert re.fullmatch(DATE, "".join(json.loads(x)["choices"][0]["text"] for x in lines[:-1]))
     elif kind == "leave_stream":
-        await sse_lines(http, url + "/v1/completions", {"prompt": "Tell me", "max_tokens": 400, "ignore_eos": True,
-                                                       "stream": True}, leave_after=2)
+        await sse_lines(
+            http,
+            url + "/v1/completions",
+            {"prompt": "Tell me", "max_tokens": 400, "ignore_eos": True, "stream": True},
+            leave_after=2,
+        )
     elif kind == "leave_wait":
         with pytest.raises(httpx.TimeoutException):
-            await http.post(url + "/v1/completions", timeout=0.4,
-                            json={"prompt": "Tell me", "max_tokens": 400, "ignore_eos": True})
+            await http.post(
+                url + "/v1/completions", timeout=0.4, json={"prompt": "Tell me", "max_tokens": 400, "ignore_eos": True}
+            )
     elif kind == "boom":
         r = await http.post(url + "/v1/completions", json={"prompt": f"BOOM {i}", "max_tokens": 8})
         assert r.status_code == 500 and "injected fault" in r.json()["error"]["message"], r.text
@@ -134,7 +153,7 @@ def test_mixed_load_with_faults_keeps_serving_and_leaks_nothing(faulty):
             await prober
         return kinds, health
 
-    asyncio.run(round_(8))                 # warm up: compiles, caches, allocator
+    asyncio.run(round_(8))  # warm up: compiles, caches, allocator
     wait_idle(engine)
     baseline = rss_mb()
     before = engine.stats().finished_by_reason.get("abort", 0)
@@ -158,20 +177,34 @@ def test_mixed_load_with_faults_keeps_serving_and_leaks_nothing(faulty):
 def test_a_runaway_compile_is_stopped_while_others_are_served():
     """s3 builds the whole DFA up front, so this regex really compiles for ever: its request
     gets a 400 at compile_timeout, and simple grammars are served meanwhile."""
-    engine = sgl.Engine(stage="s3", max_total_tokens=2000, max_running_requests=8, compile_timeout=3,
-                        max_fsm_states=10**8)   # (no state limit: the runaway compiles until the timeout)
+    engine = sgl.Engine(
+        stage="s3", max_total_tokens=2000, max_running_requests=8, compile_timeout=3, max_fsm_states=10**8
+    )  # (no state limit: the runaway compiles until the timeout)
     with serving_in_thread(create_app(engine)) as url:
-        assert httpx.post(url + "/v1/completions", timeout=60,      # workers started, DATE cached
-                          json={"prompt": "Date:", "max_tokens": 16, "regex": DATE}).status_code == 200
+        assert (
+            httpx.post(
+                url + "/v1/completions",
+                timeout=60,  # workers started, DATE cached
+                json={"prompt": "Date:", "max_tokens": 16, "regex": DATE},
+            ).status_code
+            == 200
+        )
 
         async def main():
             async with httpx.AsyncClient(timeout=60) as http:
-                runaway = asyncio.ensure_future(http.post(url + "/v1/completions", json={
-                    "prompt": "ab", "regex": RUNAWAY, "max_tokens": 30}))
+                runaway = asyncio.ensure_future(
+                    http.post(url + "/v1/completions", json={"prompt": "ab", "regex": RUNAWAY, "max_tokens": 30})
+                )
                 await asyncio.sleep(0.3)
-                dates = await asyncio.gather(*[http.post(url + "/v1/completions", json={
-                    "prompt": f"Day {i}:", "max_tokens": 16, "regex": DATE}) for i in range(4)])
-                behind = runaway.done()   # True would mean the dates waited for the runaway
+                dates = await asyncio.gather(
+                    *[
+                        http.post(
+                            url + "/v1/completions", json={"prompt": f"Day {i}:", "max_tokens": 16, "regex": DATE}
+                        )
+                        for i in range(4)
+                    ]
+                )
+                behind = runaway.done()  # True would mean the dates waited for the runaway
                 health = (await http.get(url + "/health")).status_code
                 return await runaway, dates, behind, health
 
@@ -188,15 +221,23 @@ def as_a_client_allowed_one_compile(script, **options):
     """`await script(post)` (post(regex, client=None) -> the response; `client`: the address
     an X-Forwarded-For header gives) against an s3 server that lets a client wait for one
     compile at a time (and has `options`); its result, once the engine is idle and whole."""
-    engine = sgl.Engine(stage="s3", max_total_tokens=2000, max_running_requests=8, compile_timeout=3,
-                        max_fsm_states=10**8)   # (no state limit: the runaway compiles until the timeout)
+    engine = sgl.Engine(
+        stage="s3", max_total_tokens=2000, max_running_requests=8, compile_timeout=3, max_fsm_states=10**8
+    )  # (no state limit: the runaway compiles until the timeout)
     with serving_in_thread(create_app(engine, ServerOptions(max_compiling_per_client=1, **options))) as url:
+
         async def main():
             async with httpx.AsyncClient(timeout=60) as http:
+
                 def post(regex, client=None):
-                    return http.post(url + "/v1/completions", json={"prompt": "ab", "regex": regex, "max_tokens": 30},
-                                     headers={"X-Forwarded-For": client} if client else {})
+                    return http.post(
+                        url + "/v1/completions",
+                        json={"prompt": "ab", "regex": regex, "max_tokens": 30},
+                        headers={"X-Forwarded-For": client} if client else {},
+                    )
+
                 return await script(post)
+
         out = asyncio.run(main())
         assert wait_idle(engine).pools_full
     return out
@@ -206,14 +247,14 @@ def test_a_client_waits_for_a_bounded_number_of_distinct_grammars():
     async def script(post):
         first = asyncio.ensure_future(post(RUNAWAY))
         await asyncio.sleep(0.5)
-        same = asyncio.ensure_future(post(RUNAWAY))          # shares the compile: allowed
-        other = await post(r"(a|b)*b(a|b){20}")              # a second grammar: refused
+        same = asyncio.ensure_future(post(RUNAWAY))  # shares the compile: allowed
+        other = await post(r"(a|b)*b(a|b){20}")  # a second grammar: refused
         return await first, await same, other
 
     first, same, other = as_a_client_allowed_one_compile(script)
     assert other.status_code == 429
     assert other.json()["error"]["type"] == "rate_limit_error" and "limit is 1" in other.json()["error"]["message"]
-    assert first.status_code == same.status_code == 400       # both stopped at compile_timeout
+    assert first.status_code == same.status_code == 400  # both stopped at compile_timeout
 
 
 @pytest.mark.parametrize("proxies", [None, "127.0.0.1", "192.0.2.7"])
@@ -223,8 +264,9 @@ def test_clients_behind_a_trusted_proxy_have_a_budget_each_and_others_cannot_pic
     127.0.0.1) names the client in X-Forwarded-For. By default no proxy is trusted, and a
     proxy that is not the test client (192.0.2.7) is not either: the header is ignored, and a
     local client cannot pick a fresh budget by sending it."""
+
     async def script(post):
-        runaway = asyncio.ensure_future(post(RUNAWAY, client="10.0.0.1"))   # client 1's one compile
+        runaway = asyncio.ensure_future(post(RUNAWAY, client="10.0.0.1"))  # client 1's one compile
         await asyncio.sleep(0.5)
         other_client = await post(r"[0-9]{3}", client="10.0.0.2")
         same_client = await post(r"[a-c]{4}", client="10.0.0.1")
@@ -235,12 +277,12 @@ def test_clients_behind_a_trusted_proxy_have_a_budget_each_and_others_cannot_pic
     assert runaway.status_code == 400 and same_client.status_code == 429
     if proxies == "127.0.0.1":
         assert other_client.status_code == 200 and re.fullmatch(r"[0-9]{3}", other_client.json()["choices"][0]["text"])
-    else:   # the header is not believed: all three are one client, the socket's address
+    else:  # the header is not believed: all three are one client, the socket's address
         assert other_client.status_code == 429, other_client.text
 
 
 def test_forwarded_allow_ips_must_be_a_string():
-    assert ServerOptions().forwarded_allow_ips is None   # trust no proxy unless told
+    assert ServerOptions().forwarded_allow_ips is None  # trust no proxy unless told
     with pytest.raises(ValueError, match="forwarded_allow_ips"):
         ServerOptions(forwarded_allow_ips=["127.0.0.1"])
 
@@ -248,12 +290,13 @@ def test_forwarded_allow_ips_must_be_a_string():
 def test_a_grammar_compiled_already_is_served_while_the_clients_budget_is_full():
     """The budget counts compiles a request would start: a regex in the cache costs none, so
     it is served while the same client's one allowed compile runs (it was refused with a 429)."""
+
     async def script(post):
-        warm = await post(DATE)                              # compiled and cached
-        runaway = asyncio.ensure_future(post(RUNAWAY))       # the budget's one compile
+        warm = await post(DATE)  # compiled and cached
+        runaway = asyncio.ensure_future(post(RUNAWAY))  # the budget's one compile
         await asyncio.sleep(0.5)
         cached = await post(DATE)
-        other = await post(r"(a|b)*b(a|b){20}")              # would start a compile: refused
+        other = await post(r"(a|b)*b(a|b){20}")  # would start a compile: refused
         return warm, await runaway, cached, other
 
     warm, runaway, cached, other = as_a_client_allowed_one_compile(script)
@@ -267,19 +310,23 @@ def test_a_client_that_leaves_its_compile_still_has_it_counted_until_it_ends():
     requests still waiting: a client could ask for a grammar, leave, and ask for another, again
     and again, queueing compiles without end (another client's regex then timed out waiting
     behind them). Now a compile counts against its client until it ends."""
-    engine = sgl.Engine(stage="s3", max_total_tokens=2000, max_running_requests=8, compile_timeout=3,
-                        max_fsm_states=10**8)   # (no state limit: the runaway compiles until the timeout)
+    engine = sgl.Engine(
+        stage="s3", max_total_tokens=2000, max_running_requests=8, compile_timeout=3, max_fsm_states=10**8
+    )  # (no state limit: the runaway compiles until the timeout)
     with serving_in_thread(create_app(engine, ServerOptions(max_compiling_per_client=1))) as url:
+
         def post(regex, **kwargs):
-            return httpx.post(url + "/v1/completions", json={"prompt": "ab", "regex": regex, "max_tokens": 30},
-                              **kwargs)
+            return httpx.post(
+                url + "/v1/completions", json={"prompt": "ab", "regex": regex, "max_tokens": 30}, **kwargs
+            )
+
         with pytest.raises(httpx.TimeoutException):
-            post(RUNAWAY, timeout=0.3)                    # asks for a compile that runs to compile_timeout, leaves
-        time.sleep(0.3)                                  # its request is aborted; its compile runs on
+            post(RUNAWAY, timeout=0.3)  # asks for a compile that runs to compile_timeout, leaves
+        time.sleep(0.3)  # its request is aborted; its compile runs on
         other = post(r"(a|b)*b(a|b){20}", timeout=60)
         assert other.status_code == 429, other.text
         assert "limit is 1" in other.json()["error"]["message"]
-        time.sleep(3.5)                                  # the first compile has ended (stopped at 3 s)
+        time.sleep(3.5)  # the first compile has ended (stopped at 3 s)
         assert post(DATE, timeout=60).status_code == 200
         assert wait_idle(engine).pools_full
 
@@ -288,15 +335,16 @@ def test_a_stream_whose_step_raises_ends_with_an_error_event_and_done(faulty):
     url, engine = faulty
     body = {"messages": [{"role": "user", "content": "FAIL3"}], "max_tokens": 12, "ignore_eos": True, "stream": True}
     with httpx.stream("POST", url + "/v1/chat/completions", timeout=60, json=body) as r:
-        assert r.status_code == 200     # tokens were out before the fault
+        assert r.status_code == 200  # tokens were out before the fault
         events = [line[6:] for line in r.iter_lines() if line.startswith("data: ")]
     assert events[-1] == "[DONE]"
     error = json.loads(events[-2])["error"]
     assert error["type"] == "server_error" and "injected fault" in error["message"]
     assert json.loads(events[0])["choices"][0]["delta"]["role"] == "assistant"
     # A fault before anything was streamed is a plain 500 response instead.
-    r = httpx.post(url + "/v1/chat/completions", timeout=60, json={**body, "messages": [
-        {"role": "user", "content": "BOOM"}]})
+    r = httpx.post(
+        url + "/v1/chat/completions", timeout=60, json={**body, "messages": [{"role": "user", "content": "BOOM"}]}
+    )
     assert r.status_code == 500 and "injected fault" in r.json()["error"]["message"]
 
 
@@ -304,17 +352,21 @@ def test_server_options_are_checked():
     with pytest.raises(ValueError, match="max_body_bytes must be >= 1"):
         ServerOptions(max_body_bytes=0, api_key="secret")
     with pytest.raises(TypeError):
-        ServerOptions(max_bodybytes=10)       # a typo is refused, not ignored
+        ServerOptions(max_bodybytes=10)  # a typo is refused, not ignored
 
 
 def test_a_non_streaming_client_that_leaves_is_aborted(faulty):
     url, engine = faulty
     with pytest.raises(httpx.TimeoutException):
-        httpx.post(url + "/v1/completions", timeout=0.5, json={"prompt": "LEAVER", "max_tokens": 600,
-                                                               "ignore_eos": True})
+        httpx.post(
+            url + "/v1/completions", timeout=0.5, json={"prompt": "LEAVER", "max_tokens": 600, "ignore_eos": True}
+        )
     wait_idle(engine)
-    finish = [e for e in engine.trace if e["event"] == "finish" and e["reason"]["type"] == "abort"
-              and "client" in e["reason"].get("message", "")]
+    finish = [
+        e
+        for e in engine.trace
+        if e["event"] == "finish" and e["reason"]["type"] == "abort" and "client" in e["reason"].get("message", "")
+    ]
     assert finish, "the request was not aborted"
     assert engine.stats().pools_full
 
@@ -322,15 +374,17 @@ def test_a_non_streaming_client_that_leaves_is_aborted(faulty):
 def test_a_chunked_upload_over_the_limit_is_413_on_loopback():
     engine = sgl.Engine(max_total_tokens=2000, max_running_requests=4)
     with serving_in_thread(create_app(engine, ServerOptions(max_body_bytes=50_000))) as url:
+
         def body():
             for _ in range(50):
                 yield b" " * 10_000
+
         r = httpx.post(url + "/v1/completions", content=body(), headers={"content-type": "application/json"})
         assert r.status_code == 413 and "50000" in r.json()["error"]["message"]
         assert httpx.get(url + "/health").status_code == 200
 
 
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")   # the loop re-raises, on purpose
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the loop re-raises, on purpose
 def test_when_the_loop_dies_health_is_503_and_everyone_gets_an_error():
     engine = sgl.Engine(max_total_tokens=2000, max_running_requests=4)
     fatal = threading.Event()
@@ -347,8 +401,11 @@ def test_when_the_loop_dies_health_is_503_and_everyone_gets_an_error():
         results = {}
 
         def long_stream():
-            with c.stream("POST", "/v1/completions", json={"prompt": "Tell me", "max_tokens": 900,
-                                                            "ignore_eos": True, "stream": True}) as r:
+            with c.stream(
+                "POST",
+                "/v1/completions",
+                json={"prompt": "Tell me", "max_tokens": 900, "ignore_eos": True, "stream": True},
+            ) as r:
                 results["lines"] = [x for x in r.iter_lines() if x.startswith("data: ")]
 
         t = threading.Thread(target=long_stream)
@@ -359,10 +416,10 @@ def test_when_the_loop_dies_health_is_503_and_everyone_gets_an_error():
         assert not t.is_alive()
         assert r.status_code == 503 and "stopped" in r.json()["error"]["message"]
         lines = results["lines"]
-        assert lines[-1] == "data: [DONE]" and "error" in json.loads(lines[-2][6:])   # not a cut
+        assert lines[-1] == "data: [DONE]" and "error" in json.loads(lines[-2][6:])  # not a cut
         # on_fatal runs on the dying loop thread right after it has answered everyone: wait for it
         assert fatal.wait(10), "the server's on_fatal was not called after the loop died"
-        stats = engine.stats()   # Engine.fail ran before on_fatal: the requests left, their memory is back
+        stats = engine.stats()  # Engine.fail ran before on_fatal: the requests left, their memory is back
         assert stats.idle and stats.pools_full, stats
         assert c.get("/health").status_code == 503
         assert c.post("/v1/completions", json={"prompt": "x", "max_tokens": 2}).status_code == 503
@@ -377,7 +434,7 @@ def test_health_is_503_while_a_step_hangs_and_200_again_when_it_returns():
 
     def step():
         if any("HANG" in r.prompt for r in engine.scheduler.running):
-            release.wait(60)   # a step that blocks until the test lets it go
+            release.wait(60)  # a step that blocks until the test lets it go
         return real_step()
 
     engine.step = step
@@ -389,18 +446,21 @@ def test_health_is_503_while_a_step_hangs_and_200_again_when_it_returns():
         return r
 
     with TestClient(create_app(engine, ServerOptions(stall_timeout=0.3))) as c:
-        time.sleep(0.6)   # idle for twice the limit
+        time.sleep(0.6)  # idle for twice the limit
         assert c.get("/health").json() == {"status": "ok"}
         answer = {}
-        t = threading.Thread(target=lambda: answer.update(r=c.post("/v1/completions", json={
-            "prompt": "HANG", "max_tokens": 3, "ignore_eos": True})))
+        t = threading.Thread(
+            target=lambda: answer.update(
+                r=c.post("/v1/completions", json={"prompt": "HANG", "max_tokens": 3, "ignore_eos": True})
+            )
+        )
         t.start()
         r = health_until(503)
         err = r.json()["error"]
         assert r.status_code == 503 and err["type"] == "server_error" and err["code"] == "scheduler_stalled"
         assert "stuck" in err["message"] and "inside one engine step" in err["message"] and "0.3 s" in err["message"]
         seconds = float(re.search(r"for ([\d.]+) s", err["message"]).group(1))
-        assert seconds >= 0.3   # shown to a tenth of a second
+        assert seconds >= 0.3  # shown to a tenth of a second
         assert c.get("/get_server_info").json()["scheduler"]["current_step_seconds"] > 0.3
         release.set()
         assert health_until(200).json() == {"status": "ok"}
@@ -453,12 +513,17 @@ def stream_in_thread(url: str, body: dict) -> tuple[threading.Thread, list[str],
 def test_sigterm_aborts_in_flight_requests_and_exits_within_5s():
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen([sys.executable, "-m", "minisglang.cli", "serve", "--port", str(port),
-                             "--drain-timeout", "1"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "minisglang.cli", "serve", "--port", str(port), "--drain-timeout", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         wait_healthy(url, proc)
-        t, lines, started = stream_in_thread(url, {"prompt": "Tell me", "max_tokens": 900, "ignore_eos": True,
-                                                   "stream": True})
+        t, lines, started = stream_in_thread(
+            url, {"prompt": "Tell me", "max_tokens": 900, "ignore_eos": True, "stream": True}
+        )
         assert started.wait(30)
         t0 = time.monotonic()
         proc.send_signal(signal.SIGTERM)
@@ -500,12 +565,18 @@ def test_a_server_whose_loop_dies_exits_non_zero(tmp_path):
     script.write_text(LOOP_DIES)
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen([sys.executable, str(script), str(port)], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     try:
         wait_healthy(url, proc)
-        t, lines, started = stream_in_thread(url, {"prompt": "Tell me", "max_tokens": 900, "ignore_eos": True,
-                                                   "stream": True})
+        t, lines, started = stream_in_thread(
+            url, {"prompt": "Tell me", "max_tokens": 900, "ignore_eos": True, "stream": True}
+        )
         assert started.wait(30)
         r = httpx.post(url + "/v1/completions", json={"prompt": "DIE", "max_tokens": 5, "ignore_eos": True}, timeout=30)
         assert r.status_code == 503
@@ -543,8 +614,11 @@ def test_compiles_take_turns_by_client_and_one_that_waited_behind_others_is_a_50
     gate = gated_compiles(engine)
 
     async def post(http, url, regex, client):
-        return await http.post(url + "/v1/completions", headers={"X-Forwarded-For": client},
-                               json={"prompt": "Say:", "max_tokens": 8, "regex": regex, "temperature": 0})
+        return await http.post(
+            url + "/v1/completions",
+            headers={"X-Forwarded-For": client},
+            json={"prompt": "Say:", "max_tokens": 8, "regex": regex, "temperature": 0},
+        )
 
     async def script(url):
         async with httpx.AsyncClient(timeout=60) as http:

@@ -5,6 +5,7 @@ hit, and the 400s for bad tools.
 
 The bundled model may or may not choose to call a tool on its own: the assertions hold for
 whatever it chooses, except where the constraint forces the choice (required, a named tool)."""
+
 import json
 import re
 
@@ -19,18 +20,32 @@ import minisglang as sgl
 from minisglang.server import create_app, serving_in_thread
 
 MODEL = "tiny-json-llama"
-WEATHER = {"type": "object",
-           "properties": {"city": {"type": "string", "maxLength": 20}, "unit": {"enum": ["celsius", "fahrenheit"]}},
-           "required": ["city"], "additionalProperties": False}
-TIME = {"type": "object", "properties": {"zone": {"type": "string", "maxLength": 12}},
-        "required": ["zone"], "additionalProperties": False}
-TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Current weather of a city",
-                                           "parameters": WEATHER}},
-         {"type": "function", "function": {"name": "get_time", "description": "Local time", "parameters": TIME}}]
+WEATHER = {
+    "type": "object",
+    "properties": {"city": {"type": "string", "maxLength": 20}, "unit": {"enum": ["celsius", "fahrenheit"]}},
+    "required": ["city"],
+    "additionalProperties": False,
+}
+TIME = {
+    "type": "object",
+    "properties": {"zone": {"type": "string", "maxLength": 12}},
+    "required": ["zone"],
+    "additionalProperties": False,
+}
+TOOLS = [
+    {
+        "type": "function",
+        "function": {"name": "get_weather", "description": "Current weather of a city", "parameters": WEATHER},
+    },
+    {"type": "function", "function": {"name": "get_time", "description": "Local time", "parameters": TIME}},
+]
 SCHEMAS = {"get_weather": WEATHER, "get_time": TIME}
 ASK = [{"role": "user", "content": "What is the weather in Paris right now?"}]
-PROMPTS = [ASK, [{"role": "user", "content": "What time is it in Tokyo?"}],
-           [{"role": "system", "content": "You are helpful."}, {"role": "user", "content": "李雷在北京，天气怎么样？"}]]
+PROMPTS = [
+    ASK,
+    [{"role": "user", "content": "What time is it in Tokyo?"}],
+    [{"role": "system", "content": "You are helpful."}, {"role": "user", "content": "李雷在北京，天气怎么样？"}],
+]
 
 
 @pytest.fixture(scope="module")
@@ -46,8 +61,9 @@ def client(server):
 
 
 def chat(client, **kwargs):
-    return client.chat.completions.create(model=MODEL, **{"messages": ASK, "tools": TOOLS, "max_tokens": 120,
-                                                          "temperature": 0, **kwargs})
+    return client.chat.completions.create(
+        model=MODEL, **{"messages": ASK, "tools": TOOLS, "max_tokens": 120, "temperature": 0, **kwargs}
+    )
 
 
 def check_calls(choice) -> list:
@@ -64,17 +80,19 @@ def check_calls(choice) -> list:
 @pytest.mark.parametrize("seed", [0, 1])
 def test_required_always_calls_and_the_arguments_validate(client, messages, seed):
     # Hot sampling: the model's own choice is as wild as it gets; the constraint still holds.
-    resp = chat(client, messages=messages, tool_choice="required", parallel_tool_calls=False,
-                temperature=1.5, seed=seed)
+    resp = chat(
+        client, messages=messages, tool_choice="required", parallel_tool_calls=False, temperature=1.5, seed=seed
+    )
     choice = resp.choices[0]
     assert len(check_calls(choice)) == 1 and choice.finish_reason == "tool_calls"
-    assert choice.message.content is None   # at_least_one: the answer starts with the call
+    assert choice.message.content is None  # at_least_one: the answer starts with the call
 
 
 def test_a_named_tool_is_the_one_called(client):
     for seed in range(3):
-        resp = chat(client, tool_choice={"type": "function", "function": {"name": "get_time"}},
-                    temperature=1.0, seed=seed)   # the question is about the weather: the choice forces get_time
+        resp = chat(
+            client, tool_choice={"type": "function", "function": {"name": "get_time"}}, temperature=1.0, seed=seed
+        )  # the question is about the weather: the choice forces get_time
         calls = check_calls(resp.choices[0])
         assert [c.function.name for c in calls] == ["get_time"] and resp.choices[0].finish_reason == "tool_calls"
 
@@ -100,10 +118,14 @@ def test_auto_calls_only_valid_tools_and_says_so(client):
                 assert choice.finish_reason in ("stop", "length") and "<tool_call>" not in choice.message.content
 
 
-PROPERTY_SCHEMAS = [{"type": "string", "maxLength": 8}, {"type": "integer", "minimum": -5, "maximum": 500},
-                    {"enum": ["red", "green", 3, None]}, {"type": "boolean"},
-                    {"type": "array", "items": {"type": "string", "maxLength": 4}, "maxItems": 2},
-                    {"type": "number", "minimum": 0, "maximum": 1}]
+PROPERTY_SCHEMAS = [
+    {"type": "string", "maxLength": 8},
+    {"type": "integer", "minimum": -5, "maximum": 500},
+    {"enum": ["red", "green", 3, None]},
+    {"type": "boolean"},
+    {"type": "array", "items": {"type": "string", "maxLength": 4}, "maxItems": 2},
+    {"type": "number", "minimum": 0, "maximum": 1},
+]
 
 
 @st.composite
@@ -112,11 +134,26 @@ def tool_lists(draw) -> list[dict]:
     names = draw(st.lists(st.from_regex(r"[a-z][a-z0-9_]{0,7}", fullmatch=True), min_size=1, max_size=3, unique=True))
     tools = []
     for name in names:
-        props = draw(st.dictionaries(st.sampled_from(["city", "n", "ok", "tags", "x"]), st.sampled_from(PROPERTY_SCHEMAS),
-                                     max_size=3))
+        props = draw(
+            st.dictionaries(
+                st.sampled_from(["city", "n", "ok", "tags", "x"]), st.sampled_from(PROPERTY_SCHEMAS), max_size=3
+            )
+        )
         required = draw(st.lists(st.sampled_from(sorted(props)), unique=True)) if props else []
-        tools.append({"type": "function", "function": {"name": name, "parameters": {
-            "type": "object", "properties": props, "required": required, "additionalProperties": False}}})
+        tools.append(
+            {
+                "type": "function",
+                "function": {
+                    "name": name,
+                    "parameters": {
+                        "type": "object",
+                        "properties": props,
+                        "required": required,
+                        "additionalProperties": False,
+                    },
+                },
+            }
+        )
     return tools
 
 
@@ -126,11 +163,18 @@ def test_any_tools_calls_validate_under_their_schema(client, tools, data):
     names = [t["function"]["name"] for t in tools]
     choice = data.draw(st.sampled_from(["required", "auto", *names]))
     tool_choice = choice if choice in ("required", "auto") else {"type": "function", "function": {"name": choice}}
-    resp = chat(client, tools=tools, tool_choice=tool_choice, temperature=1.0, seed=data.draw(st.integers(0, 99)),
-                max_tokens=200, parallel_tool_calls=data.draw(st.booleans()))
+    resp = chat(
+        client,
+        tools=tools,
+        tool_choice=tool_choice,
+        temperature=1.0,
+        seed=data.draw(st.integers(0, 99)),
+        max_tokens=200,
+        parallel_tool_calls=data.draw(st.booleans()),
+    )
     out = resp.choices[0]
     calls = out.message.tool_calls or []
-    for call in calls:   # max_tokens may cut the last one: then it is content, not a call
+    for call in calls:  # max_tokens may cut the last one: then it is content, not a call
         schema = next(t["function"]["parameters"] for t in tools if t["function"]["name"] == call.function.name)
         jsonschema.validate(json.loads(call.function.arguments), schema)
     if choice != "auto" and out.finish_reason != "length":
@@ -147,7 +191,7 @@ def reassemble(stream) -> tuple[str, list[tuple[str, str]], str]:
         delta = chunk.choices[0].delta
         content += delta.content or ""
         for tc in delta.tool_calls or []:
-            if tc.id is not None:   # a call's first delta: id, type and name
+            if tc.id is not None:  # a call's first delta: id, type and name
                 assert tc.index == len(calls) and tc.type == "function" and tc.id.startswith("call_")
                 calls[tc.index] = [tc.function.name, ""]
             else:
@@ -157,13 +201,16 @@ def reassemble(stream) -> tuple[str, list[tuple[str, str]], str]:
     return content, [tuple(c) for c in calls.values()], finish
 
 
-@pytest.mark.parametrize("kwargs", [
-    {"tool_choice": "required"},
-    {"tool_choice": "required", "parallel_tool_calls": False},
-    {"tool_choice": "auto", "messages": PROMPTS[2]},
-    {"tool_choice": {"type": "function", "function": {"name": "get_weather"}}},
-    {"tool_choice": "none", "max_tokens": 30},
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"tool_choice": "required"},
+        {"tool_choice": "required", "parallel_tool_calls": False},
+        {"tool_choice": "auto", "messages": PROMPTS[2]},
+        {"tool_choice": {"type": "function", "function": {"name": "get_weather"}}},
+        {"tool_choice": "none", "max_tokens": 30},
+    ],
+)
 def test_streamed_deltas_reassemble_into_the_response(client, kwargs):
     full = chat(client, **kwargs).choices[0]
     chunks = list(chat(client, stream=True, **kwargs))
@@ -179,18 +226,29 @@ def test_streamed_deltas_reassemble_into_the_response(client, kwargs):
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(tools=tool_lists(), data=st.data())
 def test_any_tools_stream_as_they_answer(client, tools, data):
-    choice = data.draw(st.sampled_from(["required", "auto", {"type": "function", "function": {
-        "name": tools[-1]["function"]["name"]}}]))
+    choice = data.draw(
+        st.sampled_from(["required", "auto", {"type": "function", "function": {"name": tools[-1]["function"]["name"]}}])
+    )
     kwargs = dict(tools=tools, tool_choice=choice, max_tokens=120, parallel_tool_calls=data.draw(st.booleans()))
     full = chat(client, **kwargs).choices[0]
     content, calls, finish = reassemble(chat(client, stream=True, **kwargs))
-    assert (content, calls, finish) == (full.message.content or "", [
-        (c.function.name, c.function.arguments) for c in full.message.tool_calls or []], full.finish_reason)
+    assert (content, calls, finish) == (
+        full.message.content or "",
+        [(c.function.name, c.function.arguments) for c in full.message.tool_calls or []],
+        full.finish_reason,
+    )
 
 
 def test_a_stream_with_usage_ends_with_the_usage_chunk(client):
-    chunks = list(chat(client, stream=True, stream_options={"include_usage": True}, tool_choice="required",
-                       parallel_tool_calls=False))
+    chunks = list(
+        chat(
+            client,
+            stream=True,
+            stream_options={"include_usage": True},
+            tool_choice="required",
+            parallel_tool_calls=False,
+        )
+    )
     assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens > 0
     assert reassemble(chunks[:-1])[2] == "tool_calls"
 
@@ -198,10 +256,21 @@ def test_a_stream_with_usage_ends_with_the_usage_chunk(client):
 def test_two_turn_conversation_with_a_tool_result(client):
     first = chat(client, tool_choice={"type": "function", "function": {"name": "get_weather"}}).choices[0]
     call = first.message.tool_calls[0]
-    messages = [*ASK, {"role": "assistant", "content": None,
-                       "tool_calls": [{"id": call.id, "type": "function",
-                                       "function": {"name": call.function.name, "arguments": call.function.arguments}}]},
-                {"role": "tool", "tool_call_id": call.id, "content": json.dumps({"temperature": 21, "sky": "sunny"})}]
+    messages = [
+        *ASK,
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.function.name, "arguments": call.function.arguments},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": call.id, "content": json.dumps({"temperature": 21, "sky": "sunny"})},
+    ]
     second = chat(client, messages=messages, tool_choice="none", max_tokens=40)
     choice = second.choices[0]
     assert choice.finish_reason in ("stop", "length") and choice.message.tool_calls is None
@@ -226,8 +295,9 @@ def test_looping_under_required_is_stopped_by_stop_after_first_or_max_tokens(cli
         else:
             assert choice.finish_reason == "tool_calls" and check_calls(choice)
         # stop_after_first: one call, then the end of the output
-        once = chat(client, tool_choice="required", parallel_tool_calls=False, temperature=1.2, seed=seed,
-                    max_tokens=60).choices[0]
+        once = chat(
+            client, tool_choice="required", parallel_tool_calls=False, temperature=1.2, seed=seed, max_tokens=60
+        ).choices[0]
         assert len(check_calls(once)) == 1 and once.finish_reason == "tool_calls"
 
 
@@ -242,7 +312,10 @@ def test_a_call_cut_by_max_tokens_is_length_and_comes_back_as_content(client):
     assert choice.message.tool_calls is None
     assert choice.message.content.startswith("<tool_call>") or "<tool_call>".startswith(choice.message.content)
     assert reassemble(chat(client, stream=True, tool_choice=NAMED, max_tokens=3)) == (
-        choice.message.content, [], "length")
+        choice.message.content,
+        [],
+        "length",
+    )
 
 
 def test_a_stop_string_that_cuts_a_call_is_stop_and_the_call_is_content(client):
@@ -263,7 +336,10 @@ def test_a_stop_string_in_the_end_tag_leaves_the_call_whole(client):
     assert len(check_calls(choice)) == 1 and choice.finish_reason == "tool_calls"
     assert choice.message.content is None
     assert reassemble(chat(client, stream=True, **kwargs)) == (
-        "", [("get_weather", choice.message.tool_calls[0].function.arguments)], "tool_calls")
+        "",
+        [("get_weather", choice.message.tool_calls[0].function.arguments)],
+        "tool_calls",
+    )
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -273,14 +349,20 @@ def test_wherever_a_stop_string_or_max_tokens_cuts_the_calls_parse_and_validate(
     text or by max_tokens: every call returned, streamed or not, json.loads and validates
     under its tool's schema, "tool_calls" comes only with whole calls, and the stream holds
     exactly what the response does."""
-    kwargs = dict(tool_choice=data.draw(st.sampled_from(["required", NAMED])), temperature=1.0,
-                  seed=data.draw(st.integers(0, 9)), max_tokens=60)
+    kwargs = dict(
+        tool_choice=data.draw(st.sampled_from(["required", NAMED])),
+        temperature=1.0,
+        seed=data.draw(st.integers(0, 9)),
+        max_tokens=60,
+    )
     whole = chat(client, **kwargs).choices[0]
-    written = "".join(f'<tool_call>{{"name": "{c.function.name}", "arguments": {c.function.arguments}}}</tool_call>'
-                      for c in whole.message.tool_calls or [])
+    written = "".join(
+        f'<tool_call>{{"name": "{c.function.name}", "arguments": {c.function.arguments}}}</tool_call>'
+        for c in whole.message.tool_calls or []
+    )
     if data.draw(st.booleans()) and written:
         start = data.draw(st.integers(0, len(written) - 1))
-        kwargs["stop"] = [written[start:start + data.draw(st.integers(1, 6))]]
+        kwargs["stop"] = [written[start : start + data.draw(st.integers(1, 6))]]
     else:
         kwargs["max_tokens"] = data.draw(st.integers(1, 40))
     resp = chat(client, **kwargs)
@@ -289,8 +371,11 @@ def test_wherever_a_stop_string_or_max_tokens_cuts_the_calls_parse_and_validate(
     if choice.finish_reason == "tool_calls":
         assert calls
     content, streamed, finish = reassemble(chat(client, stream=True, **kwargs))
-    assert (content, streamed, finish) == (choice.message.content or "", [
-        (c.function.name, c.function.arguments) for c in calls], choice.finish_reason)
+    assert (content, streamed, finish) == (
+        choice.message.content or "",
+        [(c.function.name, c.function.arguments) for c in calls],
+        choice.finish_reason,
+    )
 
 
 def test_tool_calls_are_counted_in_metrics(client, server):
@@ -298,7 +383,9 @@ def test_tool_calls_are_counted_in_metrics(client, server):
 
     def count() -> float:
         text = httpx.get(server + "/metrics").text
-        return sum(float(line.split()[1]) for line in text.splitlines() if line.startswith("minisglang_tool_calls_total"))
+        return sum(
+            float(line.split()[1]) for line in text.splitlines() if line.startswith("minisglang_tool_calls_total")
+        )
 
     before = count()
     chat(client, tool_choice="required", parallel_tool_calls=False)
@@ -308,9 +395,15 @@ def test_tool_calls_are_counted_in_metrics(client, server):
 @pytest.mark.parametrize("stream", [False, True])
 def test_response_format_structural_tag(client, stream):
     # SGLang's response_format {"type": "structural_tag"}: here one tag first, then only EOS.
-    fmt = {"type": "structural_tag", "triggers": ["<answer>"], "at_least_one": True, "stop_after_first": True,
-           "structures": [{"begin": "<answer>", "schema": {"type": "integer", "minimum": 0, "maximum": 99},
-                           "end": "</answer>"}]}
+    fmt = {
+        "type": "structural_tag",
+        "triggers": ["<answer>"],
+        "at_least_one": True,
+        "stop_after_first": True,
+        "structures": [
+            {"begin": "<answer>", "schema": {"type": "integer", "minimum": 0, "maximum": 99}, "end": "</answer>"}
+        ],
+    }
     kwargs = dict(model=MODEL, messages=ASK, max_tokens=30, temperature=1.0, seed=4, response_format=fmt)
     if stream:
         text = "".join(c.choices[0].delta.content or "" for c in client.chat.completions.create(stream=True, **kwargs))
@@ -321,8 +414,11 @@ def test_response_format_structural_tag(client, stream):
 
 
 def test_a_bad_structural_tag_is_a_400_naming_its_field(client):
-    fmt = {"type": "structural_tag", "triggers": ["<a>"],
-           "structures": [{"begin": "<b>", "schema": {"type": "integer"}, "end": "</b>"}]}
+    fmt = {
+        "type": "structural_tag",
+        "triggers": ["<a>"],
+        "structures": [{"begin": "<b>", "schema": {"type": "integer"}, "end": "</b>"}],
+    }
     with pytest.raises(openai.BadRequestError) as info:
         client.chat.completions.create(model=MODEL, messages=ASK, max_tokens=5, response_format=fmt)
     assert "structures[0].begin" in info.value.body["message"]
@@ -336,24 +432,48 @@ def refused(client, **kwargs) -> openai.BadRequestError:
     return info.value
 
 
-@pytest.mark.parametrize("kwargs,param,needle", [
-    ({"tools": [{"type": "function", "function": {"parameters": WEATHER}}]}, "tools[0].function.name", "required"),
-    ({"tools": [{"type": "function", "function": {"name": "get weather"}}]}, "tools[0].function.name", "letters"),
-    ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "array"}}}]},
-     "tools[0].function.parameters", "object"),
-    ({"tools": [{"type": "function", "function": {"name": "f", "parameters": "{}"}}]},
-     "tools[0].function.parameters", "JSON object"),
-    ({"tools": [{"type": "retrieval"}]}, "tools[0].type", "function"),
-    ({"tool_choice": {"type": "function", "function": {"name": "get_news"}}}, "tool_choice", "get_news"),
-    ({"tool_choice": "always"}, "tool_choice", "required"),
-    ({"tools": None, "tool_choice": "auto"}, "tool_choice", "only allowed when tools"),
-    ({"tools": TOOLS + TOOLS[:1]}, "tools[2].function.name", "twice"),
-    ({"response_format": {"type": "json_object"}}, "tools", "cannot also"),
-    ({"messages": ASK + [{"role": "tool", "tool_call_id": "call_x", "content": "21"}]}, "messages[1].tool_call_id",
-     "call_x"),
-    ({"messages": [{"role": "assistant", "tool_calls": [{"id": "c", "type": "function", "function": {
-        "name": "get_time", "arguments": "not json"}}]}]}, "messages[0].tool_calls[0].function.arguments", "JSON"),
-])
+@pytest.mark.parametrize(
+    "kwargs,param,needle",
+    [
+        ({"tools": [{"type": "function", "function": {"parameters": WEATHER}}]}, "tools[0].function.name", "required"),
+        ({"tools": [{"type": "function", "function": {"name": "get weather"}}]}, "tools[0].function.name", "letters"),
+        (
+            {"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "array"}}}]},
+            "tools[0].function.parameters",
+            "object",
+        ),
+        (
+            {"tools": [{"type": "function", "function": {"name": "f", "parameters": "{}"}}]},
+            "tools[0].function.parameters",
+            "JSON object",
+        ),
+        ({"tools": [{"type": "retrieval"}]}, "tools[0].type", "function"),
+        ({"tool_choice": {"type": "function", "function": {"name": "get_news"}}}, "tool_choice", "get_news"),
+        ({"tool_choice": "always"}, "tool_choice", "required"),
+        ({"tools": None, "tool_choice": "auto"}, "tool_choice", "only allowed when tools"),
+        ({"tools": TOOLS + TOOLS[:1]}, "tools[2].function.name", "twice"),
+        ({"response_format": {"type": "json_object"}}, "tools", "cannot also"),
+        (
+            {"messages": ASK + [{"role": "tool", "tool_call_id": "call_x", "content": "21"}]},
+            "messages[1].tool_call_id",
+            "call_x",
+        ),
+        (
+            {
+                "messages": [
+                    {
+                        "role": "assistant",
+                        "tool_calls": [
+                            {"id": "c", "type": "function", "function": {"name": "get_time", "arguments": "not json"}}
+                        ],
+                    }
+                ]
+            },
+            "messages[0].tool_calls[0].function.arguments",
+            "JSON",
+        ),
+    ],
+)
 def test_bad_tools_are_a_400_naming_the_field(client, kwargs, param, needle):
     err = refused(client, **kwargs)
     assert err.body["param"] == param and needle in err.body["message"], err.body
@@ -361,8 +481,10 @@ def test_bad_tools_are_a_400_naming_the_field(client, kwargs, param, needle):
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_an_unsupported_schema_keyword_is_a_400_naming_it(client, stream):
-    tags = {"type": "object", "properties": {"tags": {"type": "array", "items": {"type": "object"},
-                                                      "uniqueItems": True}}}
+    tags = {
+        "type": "object",
+        "properties": {"tags": {"type": "array", "items": {"type": "object"}, "uniqueItems": True}},
+    }
     tools = [*TOOLS, {"type": "function", "function": {"name": "tag", "parameters": tags}}]
     err = refused(client, tools=tools, tool_choice="auto", stream=stream)
     assert "uniqueItems" in err.body["message"]
@@ -381,6 +503,7 @@ def test_a_stage_before_s6_refuses_tools_naming_the_stage():
         err = resp.json()["error"]
         assert err["param"] == "tools" and "s6-function-calling" in err["message"] and "s5-backends" in err["message"]
         # tool_choice "none" asks for no constraint: the tools are only shown to the model.
-        ok = http.post("/v1/chat/completions", json={"messages": ASK, "tools": TOOLS, "tool_choice": "none",
-                                                     "max_tokens": 5})
+        ok = http.post(
+            "/v1/chat/completions", json={"messages": ASK, "tools": TOOLS, "tool_choice": "none", "max_tokens": 5}
+        )
         assert ok.status_code == 200 and "tool_calls" not in ok.json()["choices"][0]["message"]

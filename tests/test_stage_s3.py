@@ -2,6 +2,7 @@
 
 Tests of stages/s3_fsm_cache.py and constrained/compile_service.py, fsm_arrays.py, fsm_disk.py.
 """
+
 import json
 import os
 import re
@@ -12,16 +13,16 @@ import threading
 import numpy as np
 import pytest
 import torch
+from test_exercises_s3 import entry_of, refuse_the_callers_thread
 
 import minisglang as sgl
-from minisglang.stages.base import StageContext
-from minisglang.constrained.token_index import TokenIndex
 from minisglang.constrained import bitmask, compile_service, fsm_arrays, fsm_disk
 from minisglang.constrained.bitmask import with_rows
 from minisglang.constrained.token_fsm import ConstraintError, TokenFSM, compile_regex_index, compile_token_fsm
+from minisglang.constrained.token_index import TokenIndex
+from minisglang.stages.base import StageContext
 from minisglang.stages.s3_fsm_cache import FSMCache, FSMCacheStage
 from minisglang.tokenizer import Tokenizer
-from test_exercises_s3 import entry_of, refuse_the_callers_thread
 
 Q = "<|user|>\nWhen was she born?\n<|assistant|>\n"
 DATE = r"[0-9]{4}-[0-9]{2}-[0-9]{2}"
@@ -62,7 +63,7 @@ def test_concurrent_requests_for_one_regex_compile_once():
         started.wait()
         try:
             entries.append(cache.init_fsm_in_background("a+b"))
-        except Exception as e:   # a thread's error is lost unless the test raises it again
+        except Exception as e:  # a thread's error is lost unless the test raises it again
             errors.append(e)
 
     threads = [threading.Thread(target=ask) for _ in range(16)]
@@ -77,7 +78,8 @@ def test_concurrent_requests_for_one_regex_compile_once():
     entries[0].event.wait(5)
     assert calls == ["a+b"] and cache.compile_count == 1, (
         f"16 threads asking for 'a+b' at once: one compile expected; compiled {calls} "
-        f"(compile_count {cache.compile_count})")
+        f"(compile_count {cache.compile_count})"
+    )
     cache.shutdown()
 
 
@@ -85,8 +87,11 @@ def test_concurrent_requests_for_one_regex_compile_once():
 def test_engine_compiles_a_shared_regex_once():
     eng = make_engine()
     outs = eng.generate([Q] * 10, [{"regex": DATE, "temperature": 1.0, "seed": s} for s in range(10)])
-    aborted = [o["meta_info"]["finish_reason"].get("message") for o in outs
-               if o["meta_info"]["finish_reason"]["type"] == "abort"]
+    aborted = [
+        o["meta_info"]["finish_reason"].get("message")
+        for o in outs
+        if o["meta_info"]["finish_reason"]["type"] == "abort"
+    ]
     assert not aborted, f"{len(aborted)} of 10 requests were aborted: {aborted[0]}"
     n = eng.stage.cache.compile_count
     assert n == 1, f"10 requests for one regex compiled it {n} times, not once"
@@ -99,8 +104,9 @@ def test_cache_is_bounded_lru():
     eng = make_engine(max_cache_entries=2)
     for r in [r"[0-9]", r"[0-9][0-9]", r"[ab]", r"[cd]"]:
         out = eng.generate(Q, {"regex": r, "temperature": 0})
-        assert re.fullmatch(r, out["text"]), \
+        assert re.fullmatch(r, out["text"]), (
             f"regex {r}: text {out['text']!r}, finished {out['meta_info']['finish_reason']}"
+        )
     n = len(eng.stage.cache.entries)
     assert n <= 2, f"a cache of max_cache_entries=2 holds {n} entries after 4 regexes"
 
@@ -110,50 +116,58 @@ def test_nonblocking_queue_keeps_others_decoding():
     eng = make_engine()
     gate = gate_compiles(eng)
     other = eng.submit(Q, {"temperature": 0, "max_new_tokens": 30, "ignore_eos": True})
-    eng.step()                                   # prefill of the unconstrained request
+    eng.step()  # prefill of the unconstrained request
     slow = eng.submit(Q, {"regex": DATE, "temperature": 0})
     before = len(other.output_ids)
     for _ in range(10):
         eng.step()
     assert slow in eng.scheduler.grammar_queue, (
         f"the DATE request whose compile is held back left the grammar queue after 10 steps "
-        f"(finished: {slow.finished_reason}): it must wait there until its compile is done")
+        f"(finished: {slow.finished_reason}): it must wait there until its compile is done"
+    )
     decoded = len(other.output_ids) - before
-    assert decoded == 10, (f"an unconstrained request decoded {decoded} tokens in 10 steps while another "
-                           f"request's compile was held back: expected 10 (a compile must not block the batch)")
+    assert decoded == 10, (
+        f"an unconstrained request decoded {decoded} tokens in 10 steps while another "
+        f"request's compile was held back: expected 10 (a compile must not block the batch)"
+    )
     gate.set()
     while not slow.released:
         eng.step()
     assert re.fullmatch(DATE, slow.output_text), (
-        f"the DATE request, released after its compile, wrote {slow.output_text!r} (finished: {slow.finished_reason})")
+        f"the DATE request, released after its compile, wrote {slow.output_text!r} (finished: {slow.finished_reason})"
+    )
 
 
 @pytest.mark.task3_3
 def test_a_ready_grammar_is_not_held_up_by_a_slow_compile_before_it():
     eng = make_engine()
     gate = gate_compiles(eng, only=r"[0-9]{3}")
-    first = eng.submit(Q, {"regex": r"[0-9]{3}", "temperature": 0})     # slow compile
-    second = eng.submit(Q, {"regex": r"[0-9]{2}", "temperature": 0})    # fast compile
-    third = eng.submit(Q, {"temperature": 0, "max_new_tokens": 3})   # no grammar at all
+    first = eng.submit(Q, {"regex": r"[0-9]{3}", "temperature": 0})  # slow compile
+    second = eng.submit(Q, {"regex": r"[0-9]{2}", "temperature": 0})  # fast compile
+    third = eng.submit(Q, {"temperature": 0, "max_new_tokens": 3})  # no grammar at all
     entry = entry_of(eng.stage.cache, r"[0-9]{2}")
-    assert entry.event.wait(30), "the compile of '[0-9]{2}' did not finish in 30 s"   # a worker may be starting
+    assert entry.event.wait(30), "the compile of '[0-9]{2}' did not finish in 30 s"  # a worker may be starting
     for _ in range(5):
         eng.step()
     assert first in eng.scheduler.grammar_queue, (
-        f"first ('[0-9]{{3}}', compile held back) left the grammar queue (finished: {first.finished_reason})")
+        f"first ('[0-9]{{3}}', compile held back) left the grammar queue (finished: {first.finished_reason})"
+    )
     assert second.released and re.fullmatch(r"[0-9]{2}", second.output_text), (
         f"second ('[0-9]{{2}}', compiled) must be released and decode past first, whose compile is held back; "
-        f"released {second.released}, text {second.output_text!r}")
+        f"released {second.released}, text {second.output_text!r}"
+    )
     assert third.released, "third (no grammar) must never wait in the grammar queue; it was not released"
     gate.set()
     while not first.released:
         eng.step()
     assert re.fullmatch(r"[0-9]{3}", first.output_text), (
-        f"first ('[0-9]{{3}}') wrote {first.output_text!r} (finished: {first.finished_reason})")
+        f"first ('[0-9]{{3}}') wrote {first.output_text!r} (finished: {first.finished_reason})"
+    )
     admits = [e["rid"] for e in eng.trace if e["event"] == "admit"]
     assert admits.index(second.rid) < admits.index(first.rid), (
         "second (compiled first) must be admitted before first (compile held back): the queue releases "
-        "what is ready, not in arrival order only")
+        "what is ready, not in arrival order only"
+    )
 
 
 @pytest.mark.task3_3
@@ -162,10 +176,12 @@ def test_invalid_regex_in_background_aborts_with_message():
     outs = eng.generate([Q, Q], [{"regex": "[z-a]"}, {"regex": DATE, "temperature": 0}])
     reason = outs[0]["meta_info"]["finish_reason"]
     assert reason["type"] == "abort" and "[z-a]" in reason["message"], (
-        f"the request with the invalid regex '[z-a]' must be aborted with a message naming it; finished {reason}")
+        f"the request with the invalid regex '[z-a]' must be aborted with a message naming it; finished {reason}"
+    )
     assert re.fullmatch(DATE, outs[1]["text"]), (
         f"the DATE request beside it must still be served; wrote {outs[1]['text']!r} "
-        f"(finished {outs[1]['meta_info']['finish_reason']})")
+        f"(finished {outs[1]['meta_info']['finish_reason']})"
+    )
 
 
 @pytest.mark.task3_3
@@ -177,9 +193,12 @@ def test_compile_timeout_aborts_and_nobody_waits_forever():
     reason = outs[0]["meta_info"]["finish_reason"]
     assert reason["type"] == "abort" and "took longer than 0.05 s" in reason["message"], (
         f"a compile held back past compile_timeout=0.05 must abort its request with 'took longer than 0.05 s'; "
-        f"finished {reason}")
+        f"finished {reason}"
+    )
     other = outs[1]["meta_info"]["finish_reason"]
-    assert other["type"] == "length", f"the unconstrained request beside it must run to max_new_tokens; finished {other}"
+    assert other["type"] == "length", (
+        f"the unconstrained request beside it must run to max_new_tokens; finished {other}"
+    )
 
 
 def blocking_engine():
@@ -207,7 +226,8 @@ def test_blocking_mode_reports_compile_errors():
     out = eng.generate(Q, {"regex": "(a|"})
     reason = out["meta_info"]["finish_reason"]
     assert reason["type"] == "abort" and "(a|" in reason.get("message", ""), (
-        f"regex '(a|' does not compile: the request must end with an abort naming it; got {reason}")
+        f"regex '(a|' does not compile: the request must end with an abort naming it; got {reason}"
+    )
 
 
 def test_state_limit_aborts_with_message():
@@ -230,7 +250,7 @@ def test_disk_cache_survives_a_restart_and_ignores_corrupt_files(tmp_path):
     assert second.stage.service.compile_count == 0 and second.stage.service.disk.hits == 1
     assert a["text"] == b["text"]
 
-    files[0].write_bytes(files[0].read_bytes()[:200])   # a partial write
+    files[0].write_bytes(files[0].read_bytes()[:200])  # a partial write
     third = make_engine(grammar_cache_dir=str(tmp_path))
     c = third.generate(Q, {"regex": DATE, "temperature": 0})
     assert third.stage.service.compile_count == 1 and c["text"] == a["text"]
@@ -253,18 +273,26 @@ def test_process_compile_gives_the_same_fsm_as_the_thread_compile():
         direct = compile_token_fsm(DATE, tok, 10_000, vocab_size=tok.vocab_size)
         for fsm in (a, b):
             assert fsm.index.state_to_tokens == direct.index.state_to_tokens
-            assert (fsm.index.initial_state, fsm.index.final_states, fsm.index.eos_token_id) == \
-                (direct.index.initial_state, direct.index.final_states, direct.index.eos_token_id)
+            assert (fsm.index.initial_state, fsm.index.final_states, fsm.index.eos_token_id) == (
+                direct.index.initial_state,
+                direct.index.final_states,
+                direct.index.eos_token_id,
+            )
             assert torch.equal(fsm.bitmasks, direct.bitmasks)
-            assert all(torch.equal(torch.as_tensor(fsm.state_row[s]), torch.as_tensor(direct.state_row[s]))
-                       for s in direct.index.state_to_tokens)
+            assert all(
+                torch.equal(torch.as_tensor(fsm.state_row[s]), torch.as_tensor(direct.state_row[s]))
+                for s in direct.index.state_to_tokens
+            )
     finally:
         thread.shutdown()
         process.shutdown()
 
 
-@pytest.mark.parametrize("regex, opts", [("[z-a]", {}), (r"[a-z]{50}", {"max_fsm_states": 20}), ("[0-9]{3}", {})],
-                         ids=["invalid", "state-limit", "valid"])
+@pytest.mark.parametrize(
+    "regex, opts",
+    [("[z-a]", {}), (r"[a-z]{50}", {"max_fsm_states": 20}), ("[0-9]{3}", {})],
+    ids=["invalid", "state-limit", "valid"],
+)
 def test_errors_from_the_worker_keep_their_message(regex, opts):
     messages = {}
     for compile_in in ("thread", "process"):
@@ -313,15 +341,18 @@ def test_pack_rows_equals_s2_packing_bit_for_bit(extra):
     index = TokenIndex(table, 0, frozenset({2}), 5)
     packed = fsm_arrays.pack_rows(fsm_arrays.index_to_arrays(index), width)
     assert torch.equal(torch.from_numpy(packed), with_rows(TokenFSM("x", index), width).bitmasks)
-    assert packed[0, 0] < 0   # bit 31 set: a negative int32, as s2's pack_bits makes it
+    assert packed[0, 0] < 0  # bit 31 set: a negative int32, as s2's pack_bits makes it
     with pytest.raises(ValueError, match="outside the logits' width"):
         fsm_arrays.pack_rows(fsm_arrays.index_to_arrays(index), width - 1)
 
 
 def assert_same_fsm(fsm, oracle):
     assert fsm.index.state_to_tokens == oracle.index.state_to_tokens
-    assert (fsm.index.initial_state, fsm.index.final_states, fsm.index.eos_token_id) == \
-        (oracle.index.initial_state, oracle.index.final_states, oracle.index.eos_token_id)
+    assert (fsm.index.initial_state, fsm.index.final_states, fsm.index.eos_token_id) == (
+        oracle.index.initial_state,
+        oracle.index.final_states,
+        oracle.index.eos_token_id,
+    )
     assert fsm.bitmasks.dtype == torch.int32 and torch.equal(fsm.bitmasks, oracle.bitmasks)
     assert len(fsm.state_row) == len(oracle.state_row) and set(fsm.state_row) == set(oracle.state_row)
     for s in oracle.index.state_to_tokens:
@@ -336,7 +367,7 @@ def test_rows_packed_where_the_compile_runs_equal_s2_packing_here(compile_in, ex
     width = tok.vocab_size + extra
     oracles = {r: compile_token_fsm(r, tok, 10_000, vocab_size=width) for r in REGEXES}
     st = FSMCacheStage(StageContext(tok, width, torch.device("cpu"), {"compile_in": compile_in}))
-    if compile_in == "process":   # this process must not pack: only the worker (another process) may
+    if compile_in == "process":  # this process must not pack: only the worker (another process) may
         monkeypatch.setattr(fsm_arrays, "pack_rows", lambda *a: pytest.fail("packed on the scheduler's process"))
         monkeypatch.setattr(bitmask, "pack_bits", lambda *a: pytest.fail("packed on the scheduler's process"))
     try:
@@ -354,11 +385,11 @@ def test_a_warm_disk_fsm_equals_the_cold_one_and_packs_nothing(tmp_path, monkeyp
     finally:
         cold_stage.shutdown()
     assert cold_stage.service.compile_count == len(REGEXES)
-    for f in tmp_path.glob("fsm-*.npz"):   # the file holds the packed rows
+    for f in tmp_path.glob("fsm-*.npz"):  # the file holds the packed rows
         with np.load(f) as data:
             assert "bitmasks" in data.files and json.loads(str(data["meta"]))["format"] == fsm_disk.DISK_FORMAT
     monkeypatch.setattr(fsm_arrays, "pack_rows", lambda *a: pytest.fail("a warm-disk load packed the rows again"))
-    warm_stage = bare_stage("thread", grammar_cache_dir=str(tmp_path))   # any compile would pack here
+    warm_stage = bare_stage("thread", grammar_cache_dir=str(tmp_path))  # any compile would pack here
     try:
         for regex in REGEXES:
             assert_same_fsm(warm_stage.cache.get_fsm(regex, timeout=60), cold[regex])
@@ -369,9 +400,17 @@ def test_a_warm_disk_fsm_equals_the_cold_one_and_packs_nothing(tmp_path, monkeyp
 
 def test_disk_rows_of_another_width_are_ignored_and_rebuilt(tmp_path):
     tok = Tokenizer.from_pretrained(sgl.DEFAULT_MODEL_PATH)
-    stages = [FSMCacheStage(StageContext(tok, tok.vocab_size + extra, torch.device("cpu"),
-                                         {"compile_in": "thread", "grammar_cache_dir": str(tmp_path)}))
-              for extra in (0, 32)]
+    stages = [
+        FSMCacheStage(
+            StageContext(
+                tok,
+                tok.vocab_size + extra,
+                torch.device("cpu"),
+                {"compile_in": "thread", "grammar_cache_dir": str(tmp_path)},
+            )
+        )
+        for extra in (0, 32)
+    ]
     try:
         narrow = stages[0].cache.get_fsm(DATE, timeout=60)
         wide = stages[1].cache.get_fsm(DATE, timeout=60)
@@ -385,10 +424,10 @@ def test_disk_rows_of_another_width_are_ignored_and_rebuilt(tmp_path):
 def test_state_rows_are_made_on_first_use_and_answer_like_a_dict():
     bitmasks = torch.arange(12, dtype=torch.int32).view(3, 4)
     rows = fsm_arrays.StateRows(bitmasks, {5: 0, 7: 1, 9: 2})
-    assert dict.__len__(rows) == 0                            # nothing built yet
+    assert dict.__len__(rows) == 0  # nothing built yet
     assert len(rows) == 3 and list(rows) == [5, 7, 9] and 7 in rows and 8 not in rows
-    assert rows[7].data_ptr() == bitmasks[1].data_ptr()       # a view, not a copy
-    assert rows[7] is rows[7] and dict.__len__(rows) == 1     # built once
+    assert rows[7].data_ptr() == bitmasks[1].data_ptr()  # a view, not a copy
+    assert rows[7] is rows[7] and dict.__len__(rows) == 1  # built once
     assert rows.get(8) is None and torch.equal(rows.get(9), bitmasks[2])
     with pytest.raises(KeyError):
         rows[8]
@@ -397,7 +436,7 @@ def test_state_rows_are_made_on_first_use_and_answer_like_a_dict():
 def test_compile_nice_sets_the_workers_niceness():
     st = bare_stage("process", compile_nice=3)
     try:
-        st.cache.get_fsm(DATE, timeout=60)   # a worker that answered has set its niceness long before
+        st.cache.get_fsm(DATE, timeout=60)  # a worker that answered has set its niceness long before
         niceness = []
         for pid in st.service.worker_pids():
             with open(f"/proc/{pid}/stat") as f:
@@ -408,12 +447,15 @@ def test_compile_nice_sets_the_workers_niceness():
 
 
 def test_worker_replies_through_a_mapped_file_that_leaves_nothing_behind(tmp_path):
-    arrays = {"a": np.arange(7, dtype=np.int32), "b": np.arange(12, dtype=np.int32).reshape(3, 4) - 6,
-              "c": np.zeros(0, dtype=np.int32)}
+    arrays = {
+        "a": np.arange(7, dtype=np.int32),
+        "b": np.arange(12, dtype=np.int32).reshape(3, 4) - 6,
+        "c": np.zeros(0, dtype=np.int32),
+    }
     back = compile_service.arrays_from_file(*compile_service.arrays_to_file(arrays, str(tmp_path)))
-    assert not list(tmp_path.iterdir())                        # the name is gone, the mapping lives on
+    assert not list(tmp_path.iterdir())  # the name is gone, the mapping lives on
     assert all(np.array_equal(back[k], v) and back[k].dtype == v.dtype for k, v in arrays.items())
-    assert torch.equal(torch.from_numpy(back["b"]), torch.from_numpy(arrays["b"]))   # writable: no warning
+    assert torch.equal(torch.from_numpy(back["b"]), torch.from_numpy(arrays["b"]))  # writable: no warning
     st = bare_stage("process")
     reply_dir = st.service.reply_dir
     try:
@@ -437,7 +479,8 @@ def test_a_script_without_a_main_guard_still_gets_its_regex(tmp_path):
         "out = e.generate('<|user|>\\nWhen was she born?\\n<|assistant|>\\n',\n"
         "                 {'regex': r'[0-9]{4}-[0-9]{2}-[0-9]{2}', 'max_new_tokens': 16})\n"
         "print('RESULT', out['text'], out['meta_info']['finish_reason']['type'])\n"
-        "e.shutdown()\n")
+        "e.shutdown()\n"
+    )
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     result = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]

@@ -2,6 +2,7 @@
 
 Tests of stages/s4_jump_forward.py and constrained/jump_forward.py.
 """
+
 import re
 
 import pytest
@@ -37,13 +38,21 @@ def test_a_state_jumps_iff_one_single_character_edge_and_not_accepting():
         jumps = single and state not in dfa.finals
         if jumps:
             ((cls, nxt),) = edges.items()
-            why = (f"one edge of one character, not accepting: a jump, so char_edges[{state}] must be "
-                   f"({next(iter(cls.chars))!r}, {nxt}); it has no entry")
+            why = (
+                f"one edge of one character, not accepting: a jump, so char_edges[{state}] must be "
+                f"({next(iter(cls.chars))!r}, {nxt}); it has no entry"
+            )
         else:
-            why = ("it is accepting (the text may stop there)" if state in dfa.finals else
-                   f"it has {len(edges)} edges" if len(edges) != 1 else "its one edge takes many characters")
-            why += (f": a choice, so char_edges has no entry for it; got char_edges[{state}] = "
-                    f"{jm.char_edges.get(state)!r}")
+            why = (
+                "it is accepting (the text may stop there)"
+                if state in dfa.finals
+                else f"it has {len(edges)} edges"
+                if len(edges) != 1
+                else "its one edge takes many characters"
+            )
+            why += (
+                f": a choice, so char_edges has no entry for it; got char_edges[{state}] = {jm.char_edges.get(state)!r}"
+            )
         assert (state in jm.char_edges) == jumps, f"regex '{regex}', {edges_of(dfa, state)}: {why}"
 
 
@@ -74,8 +83,9 @@ def rule_map(regex):
 
 @pytest.mark.task4_2
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.sampled_from(["ab", "a", "b", "(a|b)", "c?", "x", "中文", "🎉", "[0-9]", "d+"]),
-                min_size=1, max_size=6))
+@given(
+    st.lists(st.sampled_from(["ab", "a", "b", "(a|b)", "c?", "x", "中文", "🎉", "[0-9]", "d+"]), min_size=1, max_size=6)
+)
 def test_jump_strings_are_exactly_the_forced_text(parts):
     """Oracle: from a jump state, the chain is the longest text every accepted word must continue with."""
     regex = "".join(parts)
@@ -85,25 +95,30 @@ def test_jump_strings_are_exactly_the_forced_text(parts):
         if jump is None:
             assert state not in jm.char_edges, (
                 f"regex '{regex}', {edges_of(dfa, state)}: char_edges[{state}] = {jm.char_edges.get(state)!r}, so "
-                f"its character is forced: jump_forward({state}) must return the forced text; got None")
+                f"its character is forced: jump_forward({state}) must return the forced text; got None"
+            )
             continue
         text, end = jump[0].decode("utf-8"), jump[1]
         walked = dfa.walk(state, text)
-        assert walked == end, (f"regex '{regex}': jump_forward({state}) returned {jump!r}, but reading {text!r} "
-                               f"from state {state} ends in state {walked}: the state returned is the one after "
-                               f"the jumped text")
+        assert walked == end, (
+            f"regex '{regex}': jump_forward({state}) returned {jump!r}, but reading {text!r} "
+            f"from state {state} ends in state {walked}: the state returned is the one after "
+            f"the jumped text"
+        )
         # every prefix of the chain is forced: one edge, one character, not accepting
         s = state
         for i, ch in enumerate(text):
             assert s not in dfa.finals and len(dfa.transitions.get(s, {})) == 1, (
                 f"regex '{regex}': jump_forward({state}) returned {jump!r}, but after {text[:i]!r} the chain is at "
                 f"{edges_of(dfa, s)}: {'the text may stop there' if s in dfa.finals else 'a choice of edges'}, "
-                f"so nothing more is forced and the jump must end there")
+                f"so nothing more is forced and the jump must end there"
+            )
             s = dfa.step(s, ch)
-        assert end not in jm.char_edges, (                   # followed to the next choice
+        assert end not in jm.char_edges, (  # followed to the next choice
             f"regex '{regex}': jump_forward({state}) returned {jump!r} and stops at state {end}, where "
             f"{jm.char_edges.get(end, ('?',))[0]!r} is still forced (char_edges[{end}] = {jm.char_edges.get(end)!r}): "
-            f"follow char_edges to the next choice")
+            f"follow char_edges to the next choice"
+        )
 
 
 @pytest.mark.task4_2
@@ -111,10 +126,11 @@ def test_byte_level_chain_finishes_a_half_generated_character():
     regex = "我喜欢(编程|摄影)。"
     dfa, byte_dfa, jm = rule_map(regex)
     first = "我".encode()[:1]
-    half = byte_dfa.walk_bytes(0, first)                  # the model produced one byte of 我
+    half = byte_dfa.walk_bytes(0, first)  # the model produced one byte of 我
     assert half >= byte_dfa.num_char_states, (
         f"test premise: in {regex!r} the first byte of 我 ({first!r}) leads to an intermediate state (>= "
-        f"num_char_states = {byte_dfa.num_char_states}); the byte DFA gave {half} (not jump_forward's fault)")
+        f"num_char_states = {byte_dfa.num_char_states}); the byte DFA gave {half} (not jump_forward's fault)"
+    )
     got = jm.jump_forward(half)
     want = ("我喜欢".encode()[1:], dfa.walk(0, "我喜欢"))
     # (b"\xe6" + data).decode() == "我喜欢" is data == want[0]: UTF-8 decodes one way only.
@@ -122,11 +138,14 @@ def test_byte_level_chain_finishes_a_half_generated_character():
         f"regex '{regex}', after the first byte of 我 ({first!r}, intermediate state {half}): the rest of 我, then "
         f"喜欢, is forced, so jump_forward({half}) must be {want!r} (the state after 我喜欢); got {got!r}"
         + (f", which reads {(first + bytes(got[0])).decode('utf-8', 'replace')!r}" if got else "")
-        + " (byte_edges finish the character, then char_edges go on to the next choice)")
+        + " (byte_edges finish the character, then char_edges go on to the next choice)"
+    )
     start, want = dfa.walk(0, "我喜欢摄"), ("影。".encode(), dfa.walk(0, "我喜欢摄影。"))
     got = jm.jump_forward(start)
-    assert got == want, (f"regex '{regex}', after '我喜欢摄' (state {start}): '影。' is forced to the end, so "
-                         f"jump_forward({start}) must be {want!r}; got {got!r}")
+    assert got == want, (
+        f"regex '{regex}', after '我喜欢摄' (state {start}): '影。' is forced to the end, so "
+        f"jump_forward({start}) must be {want!r}; got {got!r}"
+    )
 
 
 @pytest.mark.task4_2
@@ -134,16 +153,22 @@ def test_chain_walk_stops_at_the_next_choice():
     regex = r'\{"name": "[a-z]+", "age": [0-9]+\}'
     dfa, _, jm = rule_map(regex)
     got, want = jm.jump_forward(0), (b'{"name": "', dfa.walk(0, '{"name": "'))
-    assert got == want, (f"regex '{regex}': from state 0, '{{\"name\": \"' is forced and then [a-z] is a choice, "
-                         f"so jump_forward(0) must be {want!r}; got {got!r}")
+    assert got == want, (
+        f"regex '{regex}': from state 0, '{{\"name\": \"' is forced and then [a-z] is a choice, "
+        f"so jump_forward(0) must be {want!r}; got {got!r}"
+    )
     after = dfa.walk(0, '{"name": "li"')
     got, want = jm.jump_forward(after), (b', "age": ', dfa.walk(0, '{"name": "li", "age": '))
-    assert got == want, (f"regex '{regex}', after '{{\"name\": \"li\"' (state {after}): ', \"age\": ' is forced "
-                         f"and then [0-9] is a choice, so jump_forward({after}) must be {want!r}; got {got!r}")
+    assert got == want, (
+        f"regex '{regex}', after '{{\"name\": \"li\"' (state {after}): ', \"age\": ' is forced "
+        f"and then [0-9] is a choice, so jump_forward({after}) must be {want!r}; got {got!r}"
+    )
     choice = dfa.walk(0, '{"name": "')
     got = jm.jump_forward(choice)
-    assert got is None, (f'after {{"name": " the next character is a choice ([a-z]): nothing is forced, so '
-                         f"jump_forward(state {choice}) must be None; got {got!r}")
+    assert got is None, (
+        f'after {{"name": " the next character is a choice ([a-z]): nothing is forced, so '
+        f"jump_forward(state {choice}) must be None; got {got!r}"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -156,21 +181,25 @@ def engine():
 @pytest.mark.task4_3
 @pytest.mark.task4_4
 def test_json_with_fixed_keys_jumps_and_stays_valid(engine):
-    outs = engine.generate([Q] * 16, [{"regex": PERSON, "temperature": 1.0, "seed": s, "max_new_tokens": 60}
-                                      for s in range(16)])
+    outs = engine.generate(
+        [Q] * 16, [{"regex": PERSON, "temperature": 1.0, "seed": s, "max_new_tokens": 60} for s in range(16)]
+    )
     for seed, o in enumerate(outs):
         m = o["meta_info"]
         who = f"the PERSON request with seed {seed} (temperature 1.0, max_new_tokens 60)"
-        assert m["finish_reason"]["type"] == "stop", (f"{who} must stop at the end of its match; it finished with "
-                                                      f"{m['finish_reason']} after {o['text']!r}")
+        assert m["finish_reason"]["type"] == "stop", (
+            f"{who} must stop at the end of its match; it finished with {m['finish_reason']} after {o['text']!r}"
+        )
         assert re.fullmatch(PERSON, o["text"]), f"{who}: its output must match PERSON; got {o['text']!r}"
         assert m["completion_tokens"] > m["completion_tokens_wo_jump_forward"], (
             f"{who}: PERSON's fixed text (keys, quotes, commas) is jumped over, not sampled, so completion_tokens "
             f"({m['completion_tokens']}) must exceed completion_tokens_wo_jump_forward, the sampled ones "
             f"({m['completion_tokens_wo_jump_forward']}); the stage has taken {engine.stage.jumps} jump(s) and "
-            f"refused {engine.stage.refused} (retokenize returned None); output {o['text']!r}")
+            f"refused {engine.stage.refused} (retokenize returned None); output {o['text']!r}"
+        )
     assert any(e["event"] == "jump" for e in engine.trace), (
-        "16 PERSON requests and no 'jump' event in the engine's trace: no jump was taken")
+        "16 PERSON requests and no 'jump' event in the engine's trace: no jump was taken"
+    )
 
 
 @pytest.mark.task4_4
@@ -180,23 +209,28 @@ def test_readmission_hits_the_radix_cache_and_leaks_nothing(engine):
     engine.generate(Q, {"regex": PERSON, "temperature": 0, "max_new_tokens": 60})
     events = list(engine.trace)[before:]
     jumps = [e for e in events if e["event"] == "jump"]
-    readmits = [e for e in events if e["event"] == "admit"][1:]   # the first admission found an empty tree
-    assert jumps and len(readmits) >= len(jumps) - 1, (          # a jump that completes the match ends it
+    readmits = [e for e in events if e["event"] == "admit"][1:]  # the first admission found an empty tree
+    assert jumps and len(readmits) >= len(jumps) - 1, (  # a jump that completes the match ends it
         f"a greedy PERSON request: at least one jump, and a re-admission after each jump but perhaps the last (a "
         f"jump that completes the match ends the request); got {len(jumps)} jump(s) and {len(readmits)} "
-        f"re-admission(s)")
+        f"re-admission(s)"
+    )
     prompt_len = len(engine.tokenizer.encode(Q))
     # every re-admission takes at least the prompt (and usually most of the output) from the tree
     assert all(e["prefix_len"] >= prompt_len for e in readmits), (
         f"a greedy PERSON request: every re-admission must find at least the prompt ({prompt_len} tokens) in the "
         f"radix tree (readmit hands the KV to the tree through release_memory); the re-admissions found "
-        f"{[e['prefix_len'] for e in readmits]} tokens")
+        f"{[e['prefix_len'] for e in readmits]} tokens"
+    )
     s = engine.scheduler
     free, in_tree, total = s.token_to_kv_pool.available_size(), s.tree_cache.total_size(), s.config.max_total_tokens
-    assert free + in_tree == total, (f"after the request, free KV slots ({free}) + the tree's tokens ({in_tree}) "
-                                     f"must be all {total} slots; {total - free - in_tree} are lost (a leak)")
-    assert s.tree_cache.protected_size() == 0, (f"no request runs, so no tree node may stay locked; "
-                                                f"{s.tree_cache.protected_size()} tokens are")
+    assert free + in_tree == total, (
+        f"after the request, free KV slots ({free}) + the tree's tokens ({in_tree}) "
+        f"must be all {total} slots; {total - free - in_tree} are lost (a leak)"
+    )
+    assert s.tree_cache.protected_size() == 0, (
+        f"no request runs, so no tree node may stay locked; {s.tree_cache.protected_size()} tokens are"
+    )
 
 
 @pytest.mark.task4_4
@@ -207,15 +241,19 @@ def test_streaming_across_jumps_equals_final_text(engine):
     assert re.fullmatch(PERSON, final) and meta["completion_tokens"] > meta["completion_tokens_wo_jump_forward"], (
         f"the PERSON request with seed 3: its output must match PERSON, and jumps make completion_tokens exceed "
         f"completion_tokens_wo_jump_forward; got {final!r}, with {meta['completion_tokens']} and "
-        f"{meta['completion_tokens_wo_jump_forward']}")
+        f"{meta['completion_tokens_wo_jump_forward']}"
+    )
     chunks = list(engine.generate(Q, params, stream=True))
     streamed = "".join(c["text"] for c in chunks)
-    assert streamed == final, (f"the PERSON request with seed 3, streamed: its {len(chunks)} chunks must join to "
-                               f"the text it gave unstreamed, {final!r}; they join to {streamed!r} (after a jump "
-                               f"the stream goes on from the rewritten output)")
+    assert streamed == final, (
+        f"the PERSON request with seed 3, streamed: its {len(chunks)} chunks must join to "
+        f"the text it gave unstreamed, {final!r}; they join to {streamed!r} (after a jump "
+        f"the stream goes on from the rewritten output)"
+    )
     assert chunks[-1]["meta_info"]["completion_tokens"] == meta["completion_tokens"], (
         f"the PERSON request with seed 3: the last streamed chunk must count the {meta['completion_tokens']} "
-        f"completion tokens of the unstreamed run; it counts {chunks[-1]['meta_info']['completion_tokens']}")
+        f"completion tokens of the unstreamed run; it counts {chunks[-1]['meta_info']['completion_tokens']}"
+    )
 
 
 @pytest.mark.task4_3
@@ -226,17 +264,20 @@ def test_jump_is_refused_when_the_prompt_would_fuse(engine):
     out = engine.generate(prompt, {"regex": r"2345-abcdef[0-9]", "temperature": 0, "max_new_tokens": 30})
     assert re.fullmatch(r"2345-abcdef[0-9]", out["text"]), (
         f"prompt {prompt!r}, regex '2345-abcdef[0-9]' (greedy): the output must match the regex; got "
-        f"{out['text']!r}, finished with {out['meta_info']['finish_reason']}")
+        f"{out['text']!r}, finished with {out['meta_info']['finish_reason']}"
+    )
     assert engine.stage.refused > before, (
         f"prompt {prompt!r}, regex '2345-abcdef[0-9]': the forced '2345-abcdef' would fuse with the prompt's "
         f"last token ' 1', so retokenize must refuse that jump (return None) and stage.refused grow; it stayed "
-        f"{before}")
+        f"{before}"
+    )
 
 
 def test_chinese_and_emoji_inside_jumped_strings(engine):
     for regex in [r"我喜欢(编程|摄影|爬山)。谢谢！", r"(🎉|😀) 完成了 ✅ done", r"\{\"城市\": \"(北京|上海)\"\}"]:
-        outs = engine.generate([Q] * 4, [{"regex": regex, "temperature": 1.0, "seed": s, "max_new_tokens": 40}
-                                         for s in range(4)])
+        outs = engine.generate(
+            [Q] * 4, [{"regex": regex, "temperature": 1.0, "seed": s, "max_new_tokens": 40} for s in range(4)]
+        )
         for o in outs:
             assert re.fullmatch(regex, o["text"]), (regex, o["text"])
             assert o["meta_info"]["completion_tokens"] >= o["meta_info"]["completion_tokens_wo_jump_forward"]
@@ -255,8 +296,9 @@ def test_jump_forward_switch_off_equals_s3():
 @pytest.mark.slow
 def test_no_slot_leaks_after_many_jumping_requests():
     eng = sgl.Engine(stage="s4", max_total_tokens=2000, max_running_requests=16)
-    outs = eng.generate([Q] * 60, [{"regex": PERSON, "temperature": 1.0, "seed": s, "max_new_tokens": 60}
-                                   for s in range(60)])
+    outs = eng.generate(
+        [Q] * 60, [{"regex": PERSON, "temperature": 1.0, "seed": s, "max_new_tokens": 60} for s in range(60)]
+    )
     assert all(re.fullmatch(PERSON, o["text"]) for o in outs if o["meta_info"]["finish_reason"]["type"] == "stop")
     s = eng.scheduler
     assert s.token_to_kv_pool.available_size() + s.tree_cache.total_size() == 2000
@@ -274,7 +316,7 @@ def test_requests_that_jump_together_are_readmitted_in_one_prefill_of_their_chan
     names = ["Li Lei", "Anna Berg", "Ken Sato", "Maria Lopez", "Omar Khan", "Sara Novak"]
     prompts = [Q.replace("Li Lei", name) for name in names]
     reqs = [engine.submit(p, {"regex": PERSON, "temperature": 0, "max_new_tokens": 60}) for p in prompts]
-    who = {r.rid: name for r, name in zip(reqs, names)}     # requests by the name in their prompt
+    who = {r.rid: name for r, name in zip(reqs, names)}  # requests by the name in their prompt
     waves = 0
     while not all(r.released for r in reqs):
         before = {r.rid: (list(r.fill_ids), r.kv_len, getattr(r.grammar, "version", 0)) for r in reqs}
@@ -287,8 +329,9 @@ def test_requests_that_jump_together_are_readmitted_in_one_prefill_of_their_chan
         for r in jumped:
             old_ids, old_kv, _ = before[r.rid]
             new_ids = list(r.fill_ids)
-            shared = next((i for i, (a, b) in enumerate(zip(old_ids[:old_kv], new_ids)) if a != b),
-                          min(old_kv, len(new_ids)))
+            shared = next(
+                (i for i, (a, b) in enumerate(zip(old_ids[:old_kv], new_ids)) if a != b), min(old_kv, len(new_ids))
+            )
             expected += len(new_ids) - min(shared, len(new_ids) - 1)
             each.append(f"{who[r.rid]} {len(new_ids) - min(shared, len(new_ids) - 1)}")
         first = len(engine.trace)
@@ -296,20 +339,28 @@ def test_requests_that_jump_together_are_readmitted_in_one_prefill_of_their_chan
         forwards = [e for e in list(engine.trace)[first:] if e["event"] in ("prefill", "decode")]
         jumpers = sorted(who[r.rid] for r in jumped)
         got = [e["event"] for e in forwards]
-        assert got == ["prefill"], (f"wave {waves}: {jumpers} jumped, so the next step must run one forward, a "
-                                    f"prefill that re-admits them; it ran {got}")
+        assert got == ["prefill"], (
+            f"wave {waves}: {jumpers} jumped, so the next step must run one forward, a "
+            f"prefill that re-admits them; it ran {got}"
+        )
         took = sorted(who.get(rid, rid) for rid in forwards[0]["reqs"])
         assert set(forwards[0]["reqs"]) == {r.rid for r in jumped}, (
-            f"wave {waves}: the prefill must take exactly the requests that jumped, {jumpers}; it took {took}")
+            f"wave {waves}: the prefill must take exactly the requests that jumped, {jumpers}; it took {took}"
+        )
         assert forwards[0]["tokens"] == expected, (
             f"wave {waves}: the prefill must compute each jumper's tokens after the prefix it shares with what had "
             f"KV before the jump (the radix tree holds that prefix), {expected} in all ({', '.join(each)}); it "
-            f"computed {forwards[0]['tokens']}")
+            f"computed {forwards[0]['tokens']}"
+        )
     wrong = {who[r.rid]: r.output_text for r in reqs if not re.fullmatch(PERSON, r.output_text)}
-    assert waves >= 2 and not wrong, (f"six greedy PERSON requests: at least 2 waves of jumps, and every output "
-                                      f"matching PERSON; got {waves} wave(s), and these outputs that do not match: "
-                                      f"{wrong}")
+    assert waves >= 2 and not wrong, (
+        f"six greedy PERSON requests: at least 2 waves of jumps, and every output "
+        f"matching PERSON; got {waves} wave(s), and these outputs that do not match: "
+        f"{wrong}"
+    )
     free, in_tree, total = s.token_to_kv_pool.available_size(), s.tree_cache.total_size(), s.config.max_total_tokens
-    assert free + in_tree == total, (f"after the six requests, free KV slots ({free}) + the tree's tokens "
-                                     f"({in_tree}) must be all {total} slots; {total - free - in_tree} are lost "
-                                     f"(a leak)")
+    assert free + in_tree == total, (
+        f"after the six requests, free KV slots ({free}) + the tree's tokens "
+        f"({in_tree}) must be all {total} slots; {total - free - in_tree} are lost "
+        f"(a leak)"
+    )

@@ -1,18 +1,18 @@
 """Stage s5: the grammar interface, the backend's cache, and our fsm backend behind it."""
-import json
+
 import re
 import threading
 
 import pytest
 import torch
+from token_names import token_list
 
 import minisglang as sgl
-from minisglang.core import AbortKind
 from minisglang.backends.base import BaseGrammarBackend, InvalidGrammarObject, get_backend_class
-from minisglang.backends.fsm_backend import FSMBackend, FSMGrammar
+from minisglang.backends.fsm_backend import FSMBackend
 from minisglang.constrained.bitmask import unpack_bits
+from minisglang.core import AbortKind
 from minisglang.tokenizer import Tokenizer
-from token_names import token_list
 
 Q = "<|user|>\nExtract as JSON: Li Lei is 31 years old and lives in Paris.\n<|assistant|>\n"
 DATE = r"[0-9]{4}-[0-9]{2}-[0-9]{2}"
@@ -40,8 +40,9 @@ def compiled(backend, kind, text):
 def named(tokenizer, ids) -> str:
     """Token ids with their text, as "['20' (id 397), '24' (id 1285)]"; an id past the
     vocabulary (the logits' padding) as "padding (id N)"."""
-    return token_list(ids, lambda t: repr(tokenizer.decode([t], skip_special_tokens=False))
-                      if t < tokenizer.vocab_size else "padding")
+    return token_list(
+        ids, lambda t: repr(tokenizer.decode([t], skip_special_tokens=False)) if t < tokenizer.vocab_size else "padding"
+    )
 
 
 @pytest.mark.task5_1
@@ -54,25 +55,33 @@ def test_fsm_grammar_walks_like_the_token_index(backend, tokenizer):
     for t in ids:
         g.accept_token(t)
         state = index.next_state(state, t)
-        assert g.state == state, (f"regex '{regex}', '2024-11' as the tokens {named(tokenizer, ids)}: after "
-                                  f"accept_token({t}) ({tokenizer.decode([t])!r}) the state must be the token "
-                                  f"index's next_state, {state}; got {g.state}")
-    assert g.is_terminated(), (                 # accepting, and nothing but EOS may follow
+        assert g.state == state, (
+            f"regex '{regex}', '2024-11' as the tokens {named(tokenizer, ids)}: after "
+            f"accept_token({t}) ({tokenizer.decode([t])!r}) the state must be the token "
+            f"index's next_state, {state}; got {g.state}"
+        )
+    assert g.is_terminated(), (  # accepting, and nothing but EOS may follow
         f"regex '{regex}' after '2024-11' (state {g.state}): matched, and nothing but EOS may follow, so "
-        f"is_terminated() must be True; got False")
+        f"is_terminated() must be True; got False"
+    )
     g.rollback(2)
     assert not g.is_terminated(), (
         f"regex '{regex}': after '2024-11' and rollback(2) the grammar is back at {tokenizer.decode(ids[:-2])!r} "
-        f"(state {g.state}), where the match goes on, so is_terminated() must be False; got True")
+        f"(state {g.state}), where the match goes on, so is_terminated() must be False; got True"
+    )
     x = tokenizer.encode("x")[0]
     try:
         returned = g.copy().accept_token(x)
     except ValueError as error:
-        assert "not allowed" in str(error), (f"accept_token({x}) ('x') in the initial state of '{regex}' refused "
-                                             f"the token; its ValueError must say 'not allowed'; got: {error}")
+        assert "not allowed" in str(error), (
+            f"accept_token({x}) ('x') in the initial state of '{regex}' refused "
+            f"the token; its ValueError must say 'not allowed'; got: {error}"
+        )
     else:
-        pytest.fail(f"regex '{regex}': 'x' (id {x}) cannot start a match, so accept_token({x}) in the initial state "
-                    f"must raise ValueError ('... is not allowed ...'); it returned {returned!r}")
+        pytest.fail(
+            f"regex '{regex}': 'x' (id {x}) cannot start a match, so accept_token({x}) in the initial state "
+            f"must raise ValueError ('... is not allowed ...'); it returned {returned!r}"
+        )
 
 
 @pytest.mark.task5_1
@@ -84,22 +93,26 @@ def test_fsm_grammar_mask_rows_match_the_allowed_sets(backend, tokenizer):
         g.accept_token(t)
     g.fill_vocab_mask(mask, 1)
     allowed = unpack_bits(mask, backend.vocab_size)
-    assert allowed[0].all(), (                                # untouched row: all allowed
+    assert allowed[0].all(), (  # untouched row: all allowed
         f"fill_vocab_mask(mask, 1) fills row 1 only: row 0 must stay as allocate_vocab_mask made it, all allowed; "
         f"{int((~allowed[0]).sum())} of its {backend.vocab_size} ids are masked, e.g. "
-        f"{named(tokenizer, torch.nonzero(~allowed[0]).flatten()[:5].tolist())}")
+        f"{named(tokenizer, torch.nonzero(~allowed[0]).flatten()[:5].tolist())}"
+    )
     expect = torch.zeros(backend.vocab_size, dtype=torch.bool)
     expect[g.fsm.index.allowed_token_ids(g.state)] = True
-    extra, missing = (torch.nonzero(a & ~b).flatten()[:8].tolist() for a, b in ((allowed[1], expect),
-                                                                                 (expect, allowed[1])))
+    extra, missing = (
+        torch.nonzero(a & ~b).flatten()[:8].tolist() for a, b in ((allowed[1], expect), (expect, allowed[1]))
+    )
     assert torch.equal(allowed[1], expect), (
         f"regex '{regex}' after '{{\"a\": ' (state {g.state}): row 1 must allow exactly the token index's "
         f"{int(expect.sum())} tokens of that state; it also allows {named(tokenizer, extra)} and lacks "
-        f"{named(tokenizer, missing)} (at most 8 of each shown)")
-    assert not allowed[1, tokenizer.vocab_size:].any(), (      # the padded tail stays masked
+        f"{named(tokenizer, missing)} (at most 8 of each shown)"
+    )
+    assert not allowed[1, tokenizer.vocab_size :].any(), (  # the padded tail stays masked
         f"the logits are {backend.vocab_size} wide and the vocabulary {tokenizer.vocab_size} tokens: the padding "
         f"ids from {tokenizer.vocab_size} on must stay masked in row 1; it allows "
-        f"{(torch.nonzero(allowed[1, tokenizer.vocab_size:]).flatten() + tokenizer.vocab_size).tolist()}")
+        f"{(torch.nonzero(allowed[1, tokenizer.vocab_size :]).flatten() + tokenizer.vocab_size).tolist()}"
+    )
 
 
 def test_in_flight_compiles_are_shared_and_json_keys_normalised(tokenizer):
@@ -112,14 +125,15 @@ def test_in_flight_compiles_are_shared_and_json_keys_normalised(tokenizer):
     a = b.normalise("json_schema", '{"type": "integer", "minimum": 1}')
     assert a == b.normalise("json_schema", '{ "type":"integer",\n "minimum":1 }')
     # property order is key order in the output: it must not be normalised away
-    assert b.normalise("json_schema", '{"properties": {"a": {}, "b": {}}}') != \
-        b.normalise("json_schema", '{"properties": {"b": {}, "a": {}}}')
+    assert b.normalise("json_schema", '{"properties": {"a": {}, "b": {}}}') != b.normalise(
+        "json_schema", '{"properties": {"b": {}, "a": {}}}'
+    )
     gate.set()
     futures[0].result()
     assert b.compile_count == 1
     g1, ready1 = b.get_cached_or_future_value("regex", DATE)
     g2, _ = b.get_cached_or_future_value("regex", DATE)
-    assert ready1 and g1 is not g2 and g1.fsm is g2.fsm      # fresh matcher, shared compile
+    assert ready1 and g1 is not g2 and g1.fsm is g2.fsm  # fresh matcher, shared compile
     b.shutdown()
 
 
@@ -157,10 +171,15 @@ def test_default_stage_is_s5_with_the_fsm_backend(engine):
 
 
 def test_mixed_batch_regex_invalid_and_unconstrained(engine):
-    outs = engine.generate([Q] * 4, [{"regex": DATE, "temperature": 1.0, "seed": 1},
-                                     {"regex": "[z-a]"},
-                                     {"temperature": 0, "max_new_tokens": 8},
-                                     {"regex": r"(yes|no)", "temperature": 0}])
+    outs = engine.generate(
+        [Q] * 4,
+        [
+            {"regex": DATE, "temperature": 1.0, "seed": 1},
+            {"regex": "[z-a]"},
+            {"temperature": 0, "max_new_tokens": 8},
+            {"regex": r"(yes|no)", "temperature": 0},
+        ],
+    )
     assert re.fullmatch(DATE, outs[0]["text"])
     assert outs[1]["meta_info"]["finish_reason"]["type"] == "abort"
     assert "[z-a]" in outs[1]["meta_info"]["finish_reason"]["message"]
@@ -170,8 +189,9 @@ def test_mixed_batch_regex_invalid_and_unconstrained(engine):
 
 def test_jump_forward_through_the_interface(engine):
     regex = r'\{"name": "[A-Za-z ]{1,12}", "age": [1-9][0-9]?, "city": "(Paris|Rome|Beijing)"\}'
-    outs = engine.generate([Q] * 6, [{"regex": regex, "temperature": 1.0, "seed": s, "max_new_tokens": 60}
-                                     for s in range(6)])
+    outs = engine.generate(
+        [Q] * 6, [{"regex": regex, "temperature": 1.0, "seed": s, "max_new_tokens": 60} for s in range(6)]
+    )
     for o in outs:
         assert re.fullmatch(regex, o["text"])
         assert o["meta_info"]["completion_tokens"] > o["meta_info"]["completion_tokens_wo_jump_forward"]
@@ -192,16 +212,18 @@ def test_reasoning_gate_constrains_only_after_the_marker(engine):
     marker = tok.decode([free[k]])
     out = engine.generate(Q, {"regex": DATE, "think_end": marker, "temperature": 0, "max_new_tokens": 40})
     ids = out["output_ids"]
-    assert ids[:k + 1] == free[:k + 1]                   # nothing was masked while thinking
-    assert re.fullmatch(DATE, tok.decode(ids[k + 1:])), out["text"]
+    assert ids[: k + 1] == free[: k + 1]  # nothing was masked while thinking
+    assert re.fullmatch(DATE, tok.decode(ids[k + 1 :])), out["text"]
     assert out["meta_info"]["finish_reason"]["type"] == "stop"
 
 
 PERSON = r'\{"name": "[A-Za-z ]{1,12}", "age": [1-9][0-9]?, "city": "(Paris|Rome|Beijing)"\}'
 # A strict request: the model answers bare JSON, so the sampled thinking reaches the marker
 # (its third token) for every seed; to a loose one it writes a ```json fence only sometimes.
-STRICT_Q = ("<|user|>\nExtract name, age and city from the following text. Reply with JSON only.\n"
-            "Li Lei is 31 years old and lives in Paris.\n<|assistant|>\n")
+STRICT_Q = (
+    "<|user|>\nExtract name, age and city from the following text. Reply with JSON only.\n"
+    "Li Lei is 31 years old and lives in Paris.\n<|assistant|>\n"
+)
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -213,11 +235,12 @@ def test_a_jump_after_the_reasoning_gate_moves_only_the_answer(engine, seed):
     free = engine.generate(STRICT_Q, {"temperature": 0, "max_new_tokens": 8})["output_ids"]
     k = next(i for i in range(2, 8) if free[i] not in free[:i] and len(tok.encode(tok.decode([free[i]]))) == 1)
     marker = tok.decode([free[k]])
-    out = engine.generate(STRICT_Q, {"regex": PERSON, "think_end": marker, "temperature": 0.7, "seed": seed,
-                              "max_new_tokens": 60})
+    out = engine.generate(
+        STRICT_Q, {"regex": PERSON, "think_end": marker, "temperature": 0.7, "seed": seed, "max_new_tokens": 60}
+    )
     meta = out["meta_info"]
     assert meta["finish_reason"]["type"] == "stop", meta["finish_reason"]
-    assert meta["completion_tokens"] > meta["completion_tokens_wo_jump_forward"]   # it jumped
+    assert meta["completion_tokens"] > meta["completion_tokens_wo_jump_forward"]  # it jumped
     thinking, _, answer = out["text"].partition(marker)
     assert re.fullmatch(PERSON, answer), out["text"]
 
@@ -230,9 +253,10 @@ def test_json_schema_options_reach_the_compiler_and_typos_fail_at_start():
     engine = sgl.Engine(json_schema_options={"max_integer_digits": 2})
     try:
         for seed in range(3):
-            out = engine.generate("<|user|>\nA number\n<|assistant|>\n",
-                                  {"json_schema": {"type": "integer"}, "max_new_tokens": 12,
-                                   "temperature": 1.0, "seed": seed})
+            out = engine.generate(
+                "<|user|>\nA number\n<|assistant|>\n",
+                {"json_schema": {"type": "integer"}, "max_new_tokens": 12, "temperature": 1.0, "seed": seed},
+            )
             assert re.fullmatch(r"-?[0-9]{1,2}", out["text"]), out
     finally:
         engine.shutdown()
@@ -243,18 +267,22 @@ def test_a_long_forced_text_costs_each_step_a_bounded_jump(engine):
     cut at MAX_JUMP_BYTES, found too long for the request, and generation ends on length;
     no step builds the 100,000 states of the whole forced text (it used to take seconds of
     the scheduler's thread, and the state limit aborted the request)."""
-    out = engine.generate("<|user|>\nSay a.\n<|assistant|>\n",
-                          {"regex": "b?a{100000}", "max_new_tokens": 6, "temperature": 0})
+    out = engine.generate(
+        "<|user|>\nSay a.\n<|assistant|>\n", {"regex": "b?a{100000}", "max_new_tokens": 6, "temperature": 0}
+    )
     assert out["meta_info"]["finish_reason"]["type"] == "length", out["meta_info"]["finish_reason"]
     assert re.fullmatch(r"b?a*", out["text"])
 
 
-@pytest.mark.parametrize("schema,needle", [
-    ("[" * 100_000 + "]" * 100_000, "nests too deeply for the parser"),
-    ('{"a":' * 5000 + "1" + "}" * 5000, "nests too deeply for the parser"),
-    ('{"type": "array", "items": ' * 400 + "{}" + "}" * 400, "the schema nests too deeply"),
-    ('{"type": "string", "type": "integer"}', "gives the key 'type' twice"),
-])
+@pytest.mark.parametrize(
+    "schema,needle",
+    [
+        ("[" * 100_000 + "]" * 100_000, "nests too deeply for the parser"),
+        ('{"a":' * 5000 + "1" + "}" * 5000, "nests too deeply for the parser"),
+        ('{"type": "array", "items": ' * 400 + "{}" + "}" * 400, "the schema nests too deeply"),
+        ('{"type": "string", "type": "integer"}', "gives the key 'type' twice"),
+    ],
+)
 def test_a_schema_text_too_deep_or_ambiguous_is_refused_by_name(engine, schema, needle):
     """A json_schema given as text is read as strictly as the request body: nesting past
     Python's recursion limit (in the parser or the compiler) and a key given twice are the
@@ -266,7 +294,7 @@ def test_a_schema_text_too_deep_or_ambiguous_is_refused_by_name(engine, schema, 
 
 
 # -- the scheduler thread is every client's: grammar work within a per-step budget ----------------
-EXPENSIVE = r"(x|y)*x(x|y){9}"   # each new state's row needs many derivatives (a 2^10-state DFA)
+EXPENSIVE = r"(x|y)*x(x|y){9}"  # each new state's row needs many derivatives (a 2^10-state DFA)
 
 
 def _run_with_bystander(engine, regex: str):
@@ -311,8 +339,15 @@ def test_a_grammar_that_needs_more_work_than_max_grammar_seconds_is_aborted_nami
     assert other.finished_reason["type"] == "length", other.finished_reason
 
 
-@pytest.mark.parametrize("name, value", [("grammar_step_seconds", 0), ("max_grammar_seconds", -1),
-                                         ("grammar_step_seconds", "1"), ("max_grammar_seconds", True)])
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("grammar_step_seconds", 0),
+        ("max_grammar_seconds", -1),
+        ("grammar_step_seconds", "1"),
+        ("max_grammar_seconds", True),
+    ],
+)
 def test_grammar_budget_options_must_be_positive_seconds(name, value):
     with pytest.raises(ValueError, match=f"{name} must be a positive number of seconds"):
         sgl.Engine(stage="s5", **{name: value})

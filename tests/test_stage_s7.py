@@ -8,6 +8,7 @@ rollback, and tests/test_engine.py's leak check for the pools and the radix tree
 acceptance rules alone (greedy against one-at-a-time decoding, rejection sampling against
 the exact output law) and the mask chain are tested in tests/test_exercises_s7.py.
 """
+
 import dataclasses
 import json
 import os
@@ -27,22 +28,35 @@ from minisglang.speculative import forced_drafts, ngram_drafts
 from minisglang.stages.s7_speculative import RollbackReasonerGrammar, allows
 from minisglang.tokenizer import ChatPrompt, Tokenizer
 
-ALPHA = 1e-3   # each chi-square test fails a correct implementation with this probability (seeds fixed)
+ALPHA = 1e-3  # each chi-square test fails a correct implementation with this probability (seeds fixed)
 NAMES = ["Li Lei", "Anna Berg", "Ken Sato", "Maria Lopez", "Omar Khan", "Sara Novak"]
 CITIES = ["Paris", "Rome", "Beijing"]
 PERSON = r'\{"name": "[A-Za-z ]{1,12}", "age": [1-9][0-9]?, "city": "(Paris|Rome|Beijing)"\}'
-SCHEMA = json.dumps({"type": "object", "properties": {"name": {"type": "string", "maxLength": 16},
-                                                      "city": {"enum": CITIES}},
-                     "required": ["name", "city"], "additionalProperties": False})
+SCHEMA = json.dumps(
+    {
+        "type": "object",
+        "properties": {"name": {"type": "string", "maxLength": 16}, "city": {"enum": CITIES}},
+        "required": ["name", "city"],
+        "additionalProperties": False,
+    }
+)
 DATE = r"[0-9]{4}-[0-9]{2}-[0-9]{2}"
 CONSTRAINTS = [{}, {"regex": PERSON}, {"json_schema": SCHEMA}, {"regex": DATE}]
-PLAIN = ["The capital of France is", "Email: ", "2024-", "Once upon a time, there was a little",
-         "def add(a, b):", "1, 2, 3, 1, 2, 3, 1, 2,"]
+PLAIN = [
+    "The capital of France is",
+    "Email: ",
+    "2024-",
+    "Once upon a time, there was a little",
+    "def add(a, b):",
+    "1, 2, 3, 1, 2, 3, 1, 2,",
+]
 
 
 def chat(i: int, city: int = 0) -> str:
-    return (f"<|user|>\nExtract as JSON: {NAMES[i % len(NAMES)]} is {20 + 7 * i} years old and lives in "
-            f"{CITIES[(i + city) % len(CITIES)]}.\n<|assistant|>\n")
+    return (
+        f"<|user|>\nExtract as JSON: {NAMES[i % len(NAMES)]} is {20 + 7 * i} years old and lives in "
+        f"{CITIES[(i + city) % len(CITIES)]}.\n<|assistant|>\n"
+    )
 
 
 def two_sample_p_value(a: list, b: list) -> float:
@@ -67,20 +81,26 @@ def two_sample_p_value(a: list, b: list) -> float:
     dof = len(columns) - 1
     if dof == 0:
         return 1.0
-    return float(torch.special.gammaincc(torch.tensor(dof / 2, dtype=torch.float64),
-                                         torch.tensor(stat / 2, dtype=torch.float64)))
+    return float(
+        torch.special.gammaincc(torch.tensor(dof / 2, dtype=torch.float64), torch.tensor(stat / 2, dtype=torch.float64))
+    )
 
 
 # ------------------------------------------------------------------ draft sources
 def brute_ngram(tokens, k, min_n, max_n):
     """Every (n, start) with the tail's n tokens at `start` and a token after them; the
     longest n, then the latest start, proposes what follows."""
-    found = [(n, s) for n in range(min_n, max_n + 1) if n < len(tokens)
-             for s in range(len(tokens) - n) if tokens[s:s + n] == tokens[len(tokens) - n:]]
+    found = [
+        (n, s)
+        for n in range(min_n, max_n + 1)
+        if n < len(tokens)
+        for s in range(len(tokens) - n)
+        if tokens[s : s + n] == tokens[len(tokens) - n :]
+    ]
     if not found:
         return []
     n, s = max(found)
-    return tokens[s + n:s + n + k]
+    return tokens[s + n : s + n + k]
 
 
 @given(st.lists(st.integers(0, 3), max_size=40), st.integers(1, 6), st.integers(1, 3), st.integers(0, 3))
@@ -92,7 +112,7 @@ def test_ngram_drafts_follow_the_longest_latest_match(tokens, k, min_n, extra):
 def test_ngram_drafts_copy_from_the_prompt():
     prompt = [5, 6, 7, 8, 9, 10]
     assert ngram_drafts(prompt + [1, 6, 7], k=3) == [8, 9, 10]
-    assert ngram_drafts([1, 2, 3], k=3) == []     # no tail recurs
+    assert ngram_drafts([1, 2, 3], k=3) == []  # no tail recurs
     assert ngram_drafts([1, 2, 1], k=0) == []
 
 
@@ -184,7 +204,7 @@ def test_rollback_agrees_with_a_fresh_matcher_fed_the_kept_prefix(backends, toke
         walked.append(tok)
     back = data.draw(st.integers(0, len(walked)))
     g.rollback(back)
-    kept = walked[:len(walked) - back]
+    kept = walked[: len(walked) - back]
     oracle = fresh(backend, kind, text)
     for tok in kept:
         oracle.accept_token(tok)
@@ -218,7 +238,7 @@ def test_the_reasoning_gate_rolls_back_across_its_marker(backends, tokenizer, wo
     back = data.draw(st.integers(0, len(fed)))
     g.rollback(back)
     oracle = gate()
-    for tok in fed[:len(fed) - back]:
+    for tok in fed[: len(fed) - back]:
         oracle.accept_token(tok)
     width = tokenizer.vocab_size + 8
     assert (g.thinking, g.thought) == (oracle.thinking, oracle.thought)
@@ -228,7 +248,7 @@ def test_the_reasoning_gate_rolls_back_across_its_marker(backends, tokenizer, wo
 def test_allows_reads_one_bit(tokenizer):
     row = BaseGrammarObject.allocate_vocab_mask(100, 1)[0]
     row[:] = 0
-    row[31 >> 5] |= torch.tensor(1, dtype=torch.int32) << 31    # the sign bit of word 0
+    row[31 >> 5] |= torch.tensor(1, dtype=torch.int32) << 31  # the sign bit of word 0
     row[33 >> 5] |= 1 << (33 & 31)
     assert [t for t in range(100) if allows(row, t)] == [31, 33]
 
@@ -249,8 +269,7 @@ def engines(one_torch_thread):
 def set_drafting(engine, algorithm, k):
     """Change the s7 engine's draft source and k between tests (one engine serves all)."""
     stage = engine.stage
-    stage.options = dataclasses.replace(stage.options, speculative_algorithm=algorithm,
-                                        speculative_num_draft_tokens=k)
+    stage.options = dataclasses.replace(stage.options, speculative_algorithm=algorithm, speculative_num_draft_tokens=k)
 
 
 def greedy_requests(indices, constraint, max_new_tokens):
@@ -269,8 +288,13 @@ def s6_output_ids(e6, prompts, params):
     return _s6_outputs[key]
 
 
-@given(st.lists(st.integers(0, 40), min_size=1, max_size=4), st.sampled_from(range(len(CONSTRAINTS))),
-       st.sampled_from(ALGORITHMS), st.sampled_from([1, 2, 4, 8]), st.integers(4, 48))
+@given(
+    st.lists(st.integers(0, 40), min_size=1, max_size=4),
+    st.sampled_from(range(len(CONSTRAINTS))),
+    st.sampled_from(ALGORITHMS),
+    st.sampled_from([1, 2, 4, 8]),
+    st.integers(4, 48),
+)
 @settings(max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_greedy_outputs_equal_s6_token_for_token(engines, indices, c, algorithm, k, max_new_tokens):
     """Batches of prompts, constrained or not, every draft source and k: the same ids as
@@ -313,8 +337,11 @@ def test_forced_drafts_end_before_the_seam(engines, monkeypatch):
     assert len(seam) == 1
     verified = []
     accept = e7.scheduler.accept
-    monkeypatch.setattr(e7.scheduler, "accept",
-                        lambda req, rows, d, mask: verified.append((d, accept(req, rows, d, mask))) or verified[-1][1])
+    monkeypatch.setattr(
+        e7.scheduler,
+        "accept",
+        lambda req, rows, d, mask: verified.append((d, accept(req, rows, d, mask))) or verified[-1][1],
+    )
     prompts, params = greedy_requests(range(6), {"json_schema": SCHEMA}, 40)
     e7.generate(prompts, params)
     fed = [d for d, _ in verified if d]
@@ -327,6 +354,7 @@ def test_metrics_export_the_acceptance_rate(engines):
     """/metrics' numbers (ServerMetrics, fed each finished request's meta_info as the
     server does): drafts fed and kept, and their ratio; no rate before any draft."""
     from minisglang.metrics import ServerMetrics
+
     e6, e7 = engines
     set_drafting(e7, "FORCED+NGRAM", 4)
     metrics = ServerMetrics(e7)
@@ -335,8 +363,11 @@ def test_metrics_export_the_acceptance_rate(engines):
     metas = [o["meta_info"] for o in e7.generate(prompts, params)]
     for meta in metas:
         metrics.finished(meta)
-    values = {line.split()[0]: float(line.split()[1]) for line in metrics.render().decode().splitlines()
-              if line.startswith("minisglang_spec_")}
+    values = {
+        line.split()[0]: float(line.split()[1])
+        for line in metrics.render().decode().splitlines()
+        if line.startswith("minisglang_spec_")
+    }
     fed, kept = sum(m["spec_draft_tokens"] for m in metas), sum(m["spec_accepted_tokens"] for m in metas)
     assert 0 < kept <= fed
     assert values["minisglang_spec_draft_tokens_total"] == fed
@@ -383,10 +414,13 @@ def test_stop_string_inside_accepted_drafts(engines):
 def test_greedy_equals_s6_with_library_backends(backend):
     prompts = [chat(i) for i in range(3)]
     params = {"temperature": 0, "max_new_tokens": 40, "regex": PERSON}
-    with sgl.Engine(stage="s6", jump_forward=False, grammar_backend=backend) as e6, \
-         sgl.Engine(stage="s7", grammar_backend=backend, speculative_algorithm="FORCED+NGRAM") as e7:
-        assert [o["output_ids"] for o in e7.generate(prompts, params)] == \
-               [o["output_ids"] for o in e6.generate(prompts, params)]
+    with (
+        sgl.Engine(stage="s6", jump_forward=False, grammar_backend=backend) as e6,
+        sgl.Engine(stage="s7", grammar_backend=backend, speculative_algorithm="FORCED+NGRAM") as e7,
+    ):
+        assert [o["output_ids"] for o in e7.generate(prompts, params)] == [
+            o["output_ids"] for o in e6.generate(prompts, params)
+        ]
         assert e7.scheduler.forward_counts["verify"] > 0
         assert_no_leak(e7)
 
@@ -400,11 +434,14 @@ REPEAT = ("x: 1 2 1 2 1 2 1 2 1 2 1 2\ny:", r"( [12]){4}")
 FORBIDDING = ("1x 2y 3z 1x 2y 3z 1x 2y 3z: ", r"[1-3]( [1-3]){0,3}")
 
 
-@pytest.mark.parametrize("prompt,regex,sampling", [
-    (*REPEAT, {"temperature": 1.0}),
-    (*REPEAT, {"temperature": 1.5, "top_k": 2}),
-    (*FORBIDDING, {"temperature": 1.0}),
-])
+@pytest.mark.parametrize(
+    "prompt,regex,sampling",
+    [
+        (*REPEAT, {"temperature": 1.0}),
+        (*REPEAT, {"temperature": 1.5, "top_k": 2}),
+        (*FORBIDDING, {"temperature": 1.0}),
+    ],
+)
 def test_sampled_outputs_are_distributed_as_s6(engines, prompt, regex, sampling):
     """400 seeded requests to each engine: a two-sample chi-square test of the output
     texts (false-alarm rate ALPHA; the seeds are fixed, so the test is deterministic)."""
@@ -414,9 +451,9 @@ def test_sampled_outputs_are_distributed_as_s6(engines, prompt, regex, sampling)
     texts6 = [o["text"] for o in e6.generate([prompt] * 400, params)]
     before = e7.scheduler.forward_counts["verify"]
     texts7 = [o["text"] for o in e7.generate([prompt] * 400, params)]
-    assert e7.scheduler.forward_counts["verify"] > before      # drafts were verified
+    assert e7.scheduler.forward_counts["verify"] > before  # drafts were verified
     assert all(re.fullmatch(regex, t) for t in texts7)
-    assert len(set(texts6)) > 1                                 # a law to compare, not one output
+    assert len(set(texts6)) > 1  # a law to compare, not one output
     assert two_sample_p_value(texts6, texts7) > ALPHA
 
 
@@ -431,8 +468,13 @@ def test_pools_exact_after_mixed_requests_with_aborts(engines):
     for i in range(300):
         constraint = rng.choice(CONSTRAINTS)
         prompt = chat(i, city=rng.randrange(3)) if constraint or rng.random() < 0.5 else rng.choice(PLAIN)
-        params = {"temperature": rng.choice([0, 0, 1.0]), "max_new_tokens": rng.choice([1, 2, 3, 5, 9, 30]),
-                  "seed": i, "stop": rng.choice([[], [], ['"'], [", "], ["Paris"]]), **constraint}
+        params = {
+            "temperature": rng.choice([0, 0, 1.0]),
+            "max_new_tokens": rng.choice([1, 2, 3, 5, 9, 30]),
+            "seed": i,
+            "stop": rng.choice([[], [], ['"'], [", "], ["Paris"]]),
+            **constraint,
+        }
         specs.append((prompt, params, rng.random() < 0.15))
     reqs, pending, step = [], list(enumerate(specs)), 0
     while pending or not all(r.released for r, _ in reqs):
@@ -454,22 +496,27 @@ def test_pools_exact_after_mixed_requests_with_aborts(engines):
 
 
 # ------------------------------------------------------------------ options
-@pytest.mark.parametrize("options,message", [
-    ({"speculative_algorithm": "EAGLE"}, "speculative_algorithm must be"),
-    ({"speculative_num_draft_tokens": 0}, "speculative_num_draft_tokens must be an integer >= 1"),
-    ({"speculative_num_draft_tokens": True}, "speculative_num_draft_tokens must be an integer >= 1"),
-    ({"speculative_ngram_min_match_window_size": 3, "speculative_ngram_max_match_window_size": 2}, "is above"),
-    ({"jump_forward": True, "speculative_algorithm": "NGRAM"}, "jump_forward=True rewrites"),
-    ({"speculative_draft_tokens": 4}, "unknown option(s) 'speculative_draft_tokens'"),
-])
+@pytest.mark.parametrize(
+    "options,message",
+    [
+        ({"speculative_algorithm": "EAGLE"}, "speculative_algorithm must be"),
+        ({"speculative_num_draft_tokens": 0}, "speculative_num_draft_tokens must be an integer >= 1"),
+        ({"speculative_num_draft_tokens": True}, "speculative_num_draft_tokens must be an integer >= 1"),
+        ({"speculative_ngram_min_match_window_size": 3, "speculative_ngram_max_match_window_size": 2}, "is above"),
+        ({"jump_forward": True, "speculative_algorithm": "NGRAM"}, "jump_forward=True rewrites"),
+        ({"speculative_draft_tokens": 4}, "unknown option(s) 'speculative_draft_tokens'"),
+    ],
+)
 def test_bad_options_are_refused_by_name(options, message):
     from minisglang.stages.s7_speculative import SpeculativeOptions
+
     with pytest.raises(ValueError, match=re.escape(message)):
         SpeculativeOptions.parse(options, "s7-speculative")
 
 
 def test_jump_forward_alone_is_s6():
     from minisglang.stages.s7_speculative import SpeculativeOptions
-    assert SpeculativeOptions.parse({}, "s7-speculative").speculative_algorithm is None   # SGLang's default
+
+    assert SpeculativeOptions.parse({}, "s7-speculative").speculative_algorithm is None  # SGLang's default
     o = SpeculativeOptions.parse({"jump_forward": True}, "s7-speculative")
     assert o.jump_forward and o.speculative_algorithm is None

@@ -5,6 +5,7 @@ arrive in one step (s4+'s jumps, re-tokenization after a jump, multi-byte charac
 The oracle is the same request without stop strings (greedy): its text cut at the earliest
 occurrence of any stop string is what the request with them must answer, streamed or not.
 """
+
 import json
 import re
 
@@ -17,15 +18,23 @@ from minisglang.constrained.json_schema import build_regex_from_schema
 
 STAGES = ["s1", "s2", "s3", "s4", "s5", "s6"]
 CITY = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
-PERSON = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 8}, "age": {"type": "integer"}},
-          "required": ["name", "age"], "additionalProperties": False}
-COLOR = {"type": "object", "properties": {"color": {"enum": ["red", "green", "blue"]}, "ok": {"type": "boolean"}},
-         "required": ["color", "ok"], "additionalProperties": False}
+PERSON = {
+    "type": "object",
+    "properties": {"name": {"type": "string", "maxLength": 8}, "age": {"type": "integer"}},
+    "required": ["name", "age"],
+    "additionalProperties": False,
+}
+COLOR = {
+    "type": "object",
+    "properties": {"color": {"enum": ["red", "green", "blue"]}, "ok": {"type": "boolean"}},
+    "required": ["color", "ok"],
+    "additionalProperties": False,
+}
 REGEXES = [
-    r'\{"name": "[a-z]{1,8}", "city": "(Paris|Berlin|Tokyo)"\}',   # long forced runs: s4+ jump them
+    r'\{"name": "[a-z]{1,8}", "city": "(Paris|Berlin|Tokyo)"\}',  # long forced runs: s4+ jump them
     r"(yes|no), because [a-z ]{3,20}\.",
     r"2024-(0[1-9]|1[0-2])-[0-3][0-9]T[0-2][0-9]:[0-5][0-9]",
-    r"张三是[一二三四五六七八九十]{1,3}岁的[工程师学生老]{2,3}",          # multi-byte characters, forced and chosen
+    r"张三是[一二三四五六七八九十]{1,3}岁的[工程师学生老]{2,3}",  # multi-byte characters, forced and chosen
     r"[a-z]{2,12}",
 ]
 SCHEMAS = [CITY, PERSON, COLOR]
@@ -66,7 +75,7 @@ def cut_at_stops(text: str, stops: list[str]) -> tuple[str, str | None]:
         ending = [s for s in stops if text[:end].endswith(s)]
         if ending:
             s = max(ending, key=len)
-            return text[:end - len(s)], s
+            return text[: end - len(s)], s
     return text, None
 
 
@@ -81,18 +90,21 @@ def test_a_stop_string_inside_jumped_text_is_never_streamed(engines, stage):
     # `{`, the optional space of the whitespace policy (the model's choice), then the jumped `"`
     assert "".join(deltas) == final["text"] and re.fullmatch(r'\{ ?"', final["text"])
     assert meta["finish_reason"] == final["meta_info"]["finish_reason"] == {"type": "stop", "matched": "city"}
-    assert any(e["event"] == "jump" for e in eng.trace)   # the case under test: a jump wrote it
+    assert any(e["event"] == "jump" for e in eng.trace)  # the case under test: a jump wrote it
 
 
 @pytest.mark.parametrize("stage", STAGES)
-@pytest.mark.parametrize("regex,stops,expected,matched", [
-    ("abc", ["c"], "ab", "c"),              # the token that ends the grammar also completes the stop
-    ("abcd", ["d", "b"], "a", "b"),         # a later-listed stop string that ends sooner wins
-    ("abcd", ["abcd", "bc"], "a", "bc"),    # ends sooner, though another starts sooner
-    ("abcd", ["c", "bc"], "a", "bc"),       # both end at c: the longer one cuts
-    ("abcd", ["bcx", "cd"], "ab", "cd"),    # a partial match that fails, then one that completes
-    ("张三是[0-9]{2}", ["三"], "张", "三"),   # a multi-byte stop string inside forced text
-])
+@pytest.mark.parametrize(
+    "regex,stops,expected,matched",
+    [
+        ("abc", ["c"], "ab", "c"),  # the token that ends the grammar also completes the stop
+        ("abcd", ["d", "b"], "a", "b"),  # a later-listed stop string that ends sooner wins
+        ("abcd", ["abcd", "bc"], "a", "bc"),  # ends sooner, though another starts sooner
+        ("abcd", ["c", "bc"], "a", "bc"),  # both end at c: the longer one cuts
+        ("abcd", ["bcx", "cd"], "ab", "cd"),  # a partial match that fails, then one that completes
+        ("张三是[0-9]{2}", ["三"], "张", "三"),  # a multi-byte stop string inside forced text
+    ],
+)
 def test_the_text_ends_before_the_first_stop_string_to_appear(engines, stage, regex, stops, expected, matched):
     eng = engines(stage)
     params = {"regex": regex, "stop": stops, "max_new_tokens": 12, "temperature": 0}
@@ -111,8 +123,12 @@ def constraints(stage: str):
 
 
 @pytest.mark.parametrize("stage", STAGES)
-@settings(max_examples=8, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=8,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(data=st.data())
 def test_streamed_deltas_join_to_the_final_text_and_no_stop_string_is_shown(engines, stage, data):
     eng = engines(stage)
@@ -122,7 +138,8 @@ def test_streamed_deltas_join_to_the_final_text_and_no_stop_string_is_shown(engi
     # forced text as well as sampled), and arbitrary ones (that mostly do not).
     assert unstopped, "every constraint here writes at least one character"
     piece = st.integers(0, len(unstopped) - 1).flatmap(
-        lambda i: st.integers(i + 1, min(i + 6, len(unstopped))).map(lambda j: unstopped[i:j]))
+        lambda i: st.integers(i + 1, min(i + 6, len(unstopped))).map(lambda j: unstopped[i:j])
+    )
     stops = data.draw(st.lists(piece | st.text(min_size=1, max_size=4), min_size=1, max_size=3))
     params["stop"] = stops
     final = eng.generate(PROMPT, params)
@@ -138,4 +155,4 @@ def test_streamed_deltas_join_to_the_final_text_and_no_stop_string_is_shown(engi
         shown += d
         assert expected.startswith(shown)
     if "json_schema" in params and matched is None and final["meta_info"]["finish_reason"]["type"] == "stop":
-        json.loads(final["text"])   # not cut: the constraint's whole answer
+        json.loads(final["text"])  # not cut: the constraint's whole answer

@@ -2,6 +2,7 @@
 the semantics (exhaustively over short strings), token masks on real vocabularies, and
 generation through the Engine whose tool arguments validate under their schemas.
 """
+
 from __future__ import annotations
 
 import functools
@@ -15,30 +16,37 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from real_tokenizers import load
 
 import minisglang as sgl
 from minisglang.backends.base import GrammarError, InvalidGrammarObject, get_backend_class
 from minisglang.backends.llguidance_backend import LLGuidanceGrammar, lexer_conflict, structural_tag_lark
 from minisglang.constrained.json_schema import build_regex_from_schema
+from minisglang.constrained.lazy_byte_dfa import LazyByteDFA
 from minisglang.constrained.lazy_regex import RegexPool
 from minisglang.constrained.lazy_regex_parser import parse_regex
-from minisglang.constrained.lazy_byte_dfa import LazyByteDFA
 from minisglang.constrained.lazy_token_fsm import compile_lazy_token_fsm
-from minisglang.constrained.structural_tag import (FreeText, FreeTextByDifference, StructuralTag, StructuralTagError,
-                                                   TagLimits, parse_structural_tag, trigger_states)
+from minisglang.constrained.structural_tag import (
+    FreeText,
+    FreeTextByDifference,
+    StructuralTag,
+    StructuralTagError,
+    TagLimits,
+    parse_structural_tag,
+    trigger_states,
+)
 from minisglang.core import SamplingParams
-
-from real_tokenizers import load
 
 INTEGER = {"type": "integer", "minimum": 0, "maximum": 99}
 
 
 def spec_of(structures, triggers, **flags) -> StructuralTag:
-    return parse_structural_tag({"structures": [{"begin": b, "schema": s, "end": e} for b, s, e in structures],
-                                 "triggers": triggers, **flags})
+    return parse_structural_tag(
+        {"structures": [{"begin": b, "schema": s, "end": e} for b, s, e in structures], "triggers": triggers, **flags}
+    )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _schema_regex(schema_json: str) -> str:
     return build_regex_from_schema(schema_json)
 
@@ -52,7 +60,7 @@ def _bodies(spec: StructuralTag) -> list[re.Pattern]:
     return _compiled_bodies(tuple(json.dumps(s.schema) for s in spec.structures))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _compiled_bodies(schemas: tuple[str, ...]) -> list[re.Pattern]:
     return [re.compile(_schema_regex(schema)) for schema in schemas]
 
@@ -66,11 +74,11 @@ def reference_accepts(spec: StructuralTag, text: str) -> bool:
         if spec.stop_after_first and tags:
             return pos == len(text)
         found = [(text.find(t, pos), t) for t in spec.triggers if text.find(t, pos) >= 0]
-        if not found:   # free text to the end of the output
+        if not found:  # free text to the end of the output
             return not (spec.at_least_one and tags == 0)
         start, trigger = min(found)
         if spec.at_least_one and tags == 0 and start != pos:
-            return False   # xgrammar's rule: the output starts with the first tag
+            return False  # xgrammar's rule: the output starts with the first tag
         return any(tag_at(start, k, tags) for k, s in enumerate(spec.structures) if s.begin.startswith(trigger))
 
     def tag_at(start: int, k: int, tags: int) -> bool:
@@ -102,8 +110,8 @@ CASES = [
 @pytest.mark.parametrize("structures, triggers, alphabet, longest", CASES, ids=lambda x: None)
 def test_regex_equals_the_semantics_on_every_short_string(structures, triggers, alphabet, longest, flags):
     spec = spec_of(structures, triggers, **flags)
-    whole = re.compile(spec.to_regex(schema_regex))   # the plain form (state elimination)
-    pool = RegexPool()   # our automaton reads the form written for it (differences)
+    whole = re.compile(spec.to_regex(schema_regex))  # the plain form (state elimination)
+    pool = RegexPool()  # our automaton reads the form written for it (differences)
     dfa = LazyByteDFA(parse_regex(spec.to_regex(schema_regex, automaton="lazy"), pool, members=True), pool)
     accepted = 0
     for n in range(longest + 1):
@@ -164,8 +172,9 @@ def check_free_text_forms(triggers, texts) -> None:
 
 @pytest.mark.parametrize("triggers, alphabet, longest", TRIGGER_SETS, ids=lambda x: None)
 def test_free_text_by_difference_equals_a_scan_on_every_short_string(triggers, alphabet, longest):
-    check_free_text_forms(triggers, ("".join(chars) for n in range(longest + 1)
-                                     for chars in itertools.product(alphabet, repeat=n)))
+    check_free_text_forms(
+        triggers, ("".join(chars) for n in range(longest + 1) for chars in itertools.product(alphabet, repeat=n))
+    )
 
 
 @settings(max_examples=60, deadline=None)
@@ -173,7 +182,9 @@ def test_free_text_by_difference_equals_a_scan_on_every_short_string(triggers, a
 def test_free_text_by_difference_on_random_triggers(triggers, data):
     """Random triggers (none inside another), texts made of pieces of them."""
     triggers = [t for t in triggers if not any(t != u and t in u for u in triggers)]
-    pieces = st.sampled_from([t[i:j] for t in triggers for i in range(len(t)) for j in range(i + 1, len(t) + 1)] + ["x"])
+    pieces = st.sampled_from(
+        [t[i:j] for t in triggers for i in range(len(t)) for j in range(i + 1, len(t) + 1)] + ["x"]
+    )
     check_free_text_forms(tuple(triggers), data.draw(st.lists(st.lists(pieces, max_size=8).map("".join), max_size=20)))
 
 
@@ -185,8 +196,15 @@ def cjk_triggers(count: int, chars: int) -> list[str]:
 
 
 def cjk_spec(triggers: list[str]) -> StructuralTag:
-    return parse_structural_tag({"structures": [{"begin": t, "schema": {"type": "object", "properties": {
-        "x": {"type": "integer"}}}, "end": ""} for t in triggers], "triggers": triggers})
+    return parse_structural_tag(
+        {
+            "structures": [
+                {"begin": t, "schema": {"type": "object", "properties": {"x": {"type": "integer"}}}, "end": ""}
+                for t in triggers
+            ],
+            "triggers": triggers,
+        }
+    )
 
 
 def test_many_cjk_triggers_compile_lazily_with_few_states(bundled_tokenizer):
@@ -194,8 +212,7 @@ def test_many_cjk_triggers_compile_lazily_with_few_states(bundled_tokenizer):
     text with a near miss, then a tag, walks through an automaton of a bounded number of
     states (before: 6 such triggers of 8 characters made a 2.4 MB regex; 37 s, 380 MB)."""
     triggers = cjk_triggers(16, 10)
-    regex = cjk_spec(triggers).to_regex(functools.partial(build_regex_from_schema, automaton="lazy"),
-                                        automaton="lazy")
+    regex = cjk_spec(triggers).to_regex(functools.partial(build_regex_from_schema, automaton="lazy"), automaton="lazy")
     assert len(regex) < 6_000
     tok = bundled_tokenizer
     fsm = compile_lazy_token_fsm(regex, tok, len(tok.token_bytes), members=True)
@@ -205,7 +222,7 @@ def test_many_cjk_triggers_compile_lazily_with_few_states(bundled_tokenizer):
         assert token in fsm.index.allowed_token_ids(state)
         state = fsm.index.next_state(state, token)
     assert fsm.index.is_final(state)
-    assert not fsm.index.is_final(fsm.walk(tok.encode(triggers[5])))   # a trigger alone starts a tag
+    assert not fsm.index.is_final(fsm.walk(tok.encode(triggers[5])))  # a trigger alone starts a tag
     # the automaton's states: the triggers' byte prefixes and the tag's, not their product
     assert fsm.index.dfa.num_states < 2 * trigger_states(triggers)
 
@@ -227,27 +244,34 @@ def test_state_elimination_stops_at_its_limit_before_writing_past_it(monkeypatch
     assert 0 < largest[0] <= TagLimits.max_free_text_chars
     with pytest.raises(StructuralTagError, match=r"max_free_text_chars is 1,000\b"):
         spec.to_regex(schema_regex, limits=TagLimits(max_free_text_chars=1000))
-    assert cjk_spec(cjk_triggers(3, 8)).to_regex(schema_regex)   # a few triggers fit
+    assert cjk_spec(cjk_triggers(3, 8)).to_regex(schema_regex)  # a few triggers fit
 
 
 def test_triggers_that_overlap_in_many_ways_are_refused_in_the_lazy_form_too():
     """Five triggers end with 200 a's, five start with them: each of the latter has 1,000
     heads (b, ba, baa, ...), 500,000 characters in all, refused by the same limit."""
     triggers = [c + "a" * 200 for c in "bcdef"] + ["a" * 200 + c for c in "BCDEF"]
-    spec = parse_structural_tag({"structures": [{"begin": t, "schema": {}, "end": ""} for t in triggers],
-                                 "triggers": triggers})
+    spec = parse_structural_tag(
+        {"structures": [{"begin": t, "schema": {}, "end": ""} for t in triggers], "triggers": triggers}
+    )
     with pytest.raises(StructuralTagError, match="max_free_text_chars"):
         spec.to_regex(schema_regex, automaton="lazy")
 
 
-@pytest.mark.parametrize("triggers, limits, message", [
-    (["<t>"] * 2 + [f"<t{i}>" for i in range(200)], TagLimits(), "has 202 triggers; the limit max_triggers is 128"),
-    (["工" * 90], TagLimits(), "is 270 bytes long; the limit max_trigger_bytes is 256"),
-    (["x" * 5000], TagLimits(), "is 5,000 bytes long; the limit max_trigger_bytes is 256"),
-    ([f"{i:03d}" + "工" * 84 for i in range(64)], TagLimits(),
-     "an automaton of 16,137 states (their distinct prefixes, in bytes); the limit max_trigger_states is 4,096"),
-    (["<a>", "<b>"], TagLimits(max_triggers=1), "has 2 triggers; the limit max_triggers is 1"),
-])
+@pytest.mark.parametrize(
+    "triggers, limits, message",
+    [
+        (["<t>"] * 2 + [f"<t{i}>" for i in range(200)], TagLimits(), "has 202 triggers; the limit max_triggers is 128"),
+        (["工" * 90], TagLimits(), "is 270 bytes long; the limit max_trigger_bytes is 256"),
+        (["x" * 5000], TagLimits(), "is 5,000 bytes long; the limit max_trigger_bytes is 256"),
+        (
+            [f"{i:03d}" + "工" * 84 for i in range(64)],
+            TagLimits(),
+            "an automaton of 16,137 states (their distinct prefixes, in bytes); the limit max_trigger_states is 4,096",
+        ),
+        (["<a>", "<b>"], TagLimits(max_triggers=1), "has 2 triggers; the limit max_triggers is 1"),
+    ],
+)
 def test_trigger_limits_are_checked_when_the_spec_is_parsed(triggers, limits, message):
     spec = {"structures": [{"begin": triggers[-1], "schema": {}, "end": ""}], "triggers": triggers}
     with pytest.raises(StructuralTagError, match=re.escape(message)):
@@ -255,8 +279,8 @@ def test_trigger_limits_are_checked_when_the_spec_is_parsed(triggers, limits, me
 
 
 def test_trigger_states_counts_distinct_byte_prefixes():
-    assert trigger_states(["ab", "ac"]) == 2                 # "" and "a": a whole trigger is no state
-    assert trigger_states(["工"]) == 3                        # "", and two partial bytes
+    assert trigger_states(["ab", "ac"]) == 2  # "" and "a": a whole trigger is no state
+    assert trigger_states(["工"]) == 3  # "", and two partial bytes
     assert trigger_states(["<tool_call>"]) == len("<tool_call>")
 
 
@@ -264,34 +288,59 @@ def test_trigger_states_counts_distinct_byte_prefixes():
 GOOD = {"structures": [{"begin": "<t>", "schema": {"type": "object"}, "end": "</t>"}], "triggers": ["<t>"]}
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"structures": []}, "structural_tag.structures must be a non-empty list"),
-    ({"triggers": "<t>"}, "structural_tag.triggers must be a non-empty list"),
-    ({"extra": 1}, "unknown key(s) ['extra']"),
-    ({"type": "json_schema"}, "structural_tag.type must be 'structural_tag'"),
-    ({"structures": [{"begin": "x<t>", "schema": {}, "end": ""}]}, "structures[0].begin 'x<t>' starts with no trigger"),
-    ({"structures": [{"begin": "<t>", "schema": 3, "end": ""}]}, "structures[0].schema must be a JSON Schema"),
-    ({"structures": [{"begin": "<t>", "schema": {}, "end": "", "name": "f"}]}, "structures[0] has unknown key(s) ['name']"),
-    ({"structures": [{"begin": "<t>", "schema": {}}]}, "structures[0] is missing ['end']"),
-    ({"triggers": ["<t>", "<t"]}, "triggers[1] '<t' is inside triggers[0] '<t>'"),
-    ({"triggers": [""]}, "structural_tag.triggers[0] is empty"),
-    ({"at_least_one": 1}, "structural_tag.at_least_one must be true or false"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"structures": []}, "structural_tag.structures must be a non-empty list"),
+        ({"triggers": "<t>"}, "structural_tag.triggers must be a non-empty list"),
+        ({"extra": 1}, "unknown key(s) ['extra']"),
+        ({"type": "json_schema"}, "structural_tag.type must be 'structural_tag'"),
+        (
+            {"structures": [{"begin": "x<t>", "schema": {}, "end": ""}]},
+            "structures[0].begin 'x<t>' starts with no trigger",
+        ),
+        ({"structures": [{"begin": "<t>", "schema": 3, "end": ""}]}, "structures[0].schema must be a JSON Schema"),
+        (
+            {"structures": [{"begin": "<t>", "schema": {}, "end": "", "name": "f"}]},
+            "structures[0] has unknown key(s) ['name']",
+        ),
+        ({"structures": [{"begin": "<t>", "schema": {}}]}, "structures[0] is missing ['end']"),
+        ({"triggers": ["<t>", "<t"]}, "triggers[1] '<t' is inside triggers[0] '<t>'"),
+        ({"triggers": [""]}, "structural_tag.triggers[0] is empty"),
+        ({"at_least_one": 1}, "structural_tag.at_least_one must be true or false"),
+    ],
+)
 def test_a_bad_spec_names_the_field(change, message):
     with pytest.raises(StructuralTagError) as e:
         parse_structural_tag({**GOOD, **change})
     assert message in str(e.value)
 
 
-JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=4),
-                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
-                           max_leaves=8)
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=4),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=8,
+)
 SPEC_PARTS = st.fixed_dictionaries(
-    {}, optional={"structures": st.lists(st.fixed_dictionaries({}, optional={
-        "begin": st.sampled_from(["<t>", "<t>x", "x", ""]) | JSON_VALUES, "schema": st.just({}) | JSON_VALUES,
-        "end": st.just("</t>") | JSON_VALUES}) | JSON_VALUES, max_size=3),
+    {},
+    optional={
+        "structures": st.lists(
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "begin": st.sampled_from(["<t>", "<t>x", "x", ""]) | JSON_VALUES,
+                    "schema": st.just({}) | JSON_VALUES,
+                    "end": st.just("</t>") | JSON_VALUES,
+                },
+            )
+            | JSON_VALUES,
+            max_size=3,
+        ),
         "triggers": st.lists(st.sampled_from(["<t>", "<t", "t>", ""]) | JSON_VALUES, max_size=3),
-        "at_least_one": JSON_VALUES, "type": st.just("structural_tag") | JSON_VALUES})
+        "at_least_one": JSON_VALUES,
+        "type": st.just("structural_tag") | JSON_VALUES,
+    },
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -324,13 +373,22 @@ def test_sampling_params_take_a_dict_or_json_text_and_exclude_other_constraints(
 
 
 # ------------------------------------------------------------------ token level
-WEATHER = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12},
-                                            "days": {"type": "integer", "minimum": 1, "maximum": 7}},
-           "required": ["city", "days"]}
+WEATHER = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string", "maxLength": 12},
+        "days": {"type": "integer", "minimum": 1, "maximum": 7},
+    },
+    "required": ["city", "days"],
+}
 TIME = {"type": "object", "properties": {"zone": {"enum": ["UTC", "CET"]}}, "required": ["zone"]}
-TOOLS = {"structures": [{"begin": '<tool_call>{"name": "get_weather", "arguments": ', "schema": WEATHER, "end": "}</tool_call>"},
-                        {"begin": '<tool_call>{"name": "get_time", "arguments": ', "schema": TIME, "end": "}</tool_call>"}],
-         "triggers": ["<tool_call>"]}
+TOOLS = {
+    "structures": [
+        {"begin": '<tool_call>{"name": "get_weather", "arguments": ', "schema": WEATHER, "end": "}</tool_call>"},
+        {"begin": '<tool_call>{"name": "get_time", "arguments": ', "schema": TIME, "end": "}</tool_call>"},
+    ],
+    "triggers": ["<tool_call>"],
+}
 CALL = re.compile(r'<tool_call>\{"name": "(\w+)", "arguments": (.*?)\}</tool_call>', re.S)
 
 
@@ -351,8 +409,10 @@ def random_walk(fsm, rng, steps: int, start: list[int] = ()) -> tuple[list[int],
     return ids, False
 
 
-@pytest.mark.parametrize("tokenizer_name, flags", [("bundled", {}), ("bundled", {"at_least_one": True}),
-                                                   ("anthropic_65k", {"stop_after_first": True})])
+@pytest.mark.parametrize(
+    "tokenizer_name, flags",
+    [("bundled", {}), ("bundled", {"at_least_one": True}), ("anthropic_65k", {"stop_after_first": True})],
+)
 def test_random_walks_over_real_vocabularies_give_valid_tool_calls(tokenizer_name, flags):
     tok = load(tokenizer_name)
     spec = parse_structural_tag({**TOOLS, **flags})
@@ -366,8 +426,8 @@ def test_random_walks_over_real_vocabularies_give_valid_tool_calls(tokenizer_nam
         ids, ended = random_walk(fsm, rng, 120, starts[i % len(starts)])
         data = b"".join(tok.token_bytes[i] for i in ids)
         if spec.at_least_one:
-            assert data.startswith(b"<tool_call>"[:len(data)])
-        if ended:   # a walk cut short may stop inside a character; a complete one is UTF-8
+            assert data.startswith(b"<tool_call>"[: len(data)])
+        if ended:  # a walk cut short may stop inside a character; a complete one is UTF-8
             text = data.decode("utf-8")
             assert reference_accepts(spec, text)
             calls = CALL.findall(text)
@@ -375,7 +435,7 @@ def test_random_walks_over_real_vocabularies_give_valid_tool_calls(tokenizer_nam
             for name, args in calls:
                 jsonschema.validate(json.loads(args), schemas[name])
             complete += bool(calls)
-    assert complete > 0   # some walks made a complete call
+    assert complete > 0  # some walks made a complete call
 
 
 # ------------------------------------------------------------------ through the Engine
@@ -388,23 +448,26 @@ def engine():
 
 def test_engine_generates_tool_calls_whose_arguments_validate(engine):
     spec = {**TOOLS, "at_least_one": True, "stop_after_first": True}
-    outs = engine.generate(["What is the weather in Paris?", "What time is it?"],
-                           [{"structural_tag": spec, "max_new_tokens": 80, "temperature": 0.8, "seed": s} for s in (1, 2)])
+    outs = engine.generate(
+        ["What is the weather in Paris?", "What time is it?"],
+        [{"structural_tag": spec, "max_new_tokens": 80, "temperature": 0.8, "seed": s} for s in (1, 2)],
+    )
     schemas = {"get_weather": WEATHER, "get_time": TIME}
     for out in outs:
         assert out["meta_info"]["finish_reason"]["type"] == "stop", out
-        (name, args), = CALL.findall(out["text"])
+        ((name, args),) = CALL.findall(out["text"])
         assert CALL.fullmatch(out["text"])
         jsonschema.validate(json.loads(args), schemas[name])
 
 
 def test_a_bad_spec_aborts_only_its_request(engine):
     bad = {"structures": [{"begin": "x", "schema": {}, "end": ""}], "triggers": ["<t>"]}
-    outs = engine.generate(["a", "b"], [{"structural_tag": bad, "max_new_tokens": 4},
-                                        {"max_new_tokens": 4, "temperature": 0}])
+    outs = engine.generate(
+        ["a", "b"], [{"structural_tag": bad, "max_new_tokens": 4}, {"max_new_tokens": 4, "temperature": 0}]
+    )
     assert outs[0]["meta_info"]["finish_reason"]["type"] == "abort"
     assert "structures[0].begin 'x' starts with no trigger" in outs[0]["meta_info"]["finish_reason"]["message"]
-    assert outs[1]["meta_info"]["finish_reason"]["type"] in ("stop", "length")   # served as usual
+    assert outs[1]["meta_info"]["finish_reason"]["type"] in ("stop", "length")  # served as usual
 
 
 @pytest.mark.parametrize("stage", ["s1", "s3", "s5"])
@@ -427,7 +490,7 @@ def bundled_tokenizer():
     return load("bundled")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def backend(name: str):
     tok = load("bundled")
     return get_backend_class(name)(tok, len(tok.token_bytes))
@@ -461,9 +524,9 @@ def backend_accepts_all(grammar, tok, texts) -> dict[str, bool]:
     with it, without a walk; after a refusal the matcher is made again (a library's matcher may
     be unusable after a token it refused)."""
     verdicts = {}
-    m, walked, dead = grammar.copy(), [], None   # walked: the tokens m accepted; dead: a refused prefix
+    m, walked, dead = grammar.copy(), [], None  # walked: the tokens m accepted; dead: a refused prefix
     for tokens, text in sorted((tuple(tok.encode(text)), text) for text in texts):
-        if dead is not None and tokens[:len(dead)] == dead:
+        if dead is not None and tokens[: len(dead)] == dead:
             verdicts[text] = False
             continue
         dead = None
@@ -488,8 +551,9 @@ def backend_accepts_all(grammar, tok, texts) -> dict[str, bool]:
 @pytest.mark.parametrize("name", BACKENDS)
 @pytest.mark.parametrize("flags", FLAGS, ids=lambda f: "-".join(k for k, v in f.items() if v) or "plain")
 @pytest.mark.parametrize("structures, triggers, alphabet, longest", CASES, ids=lambda x: None)
-def test_every_backend_accepts_what_the_semantics_accept(name, structures, triggers, alphabet, longest, flags,
-                                                         bundled_tokenizer):
+def test_every_backend_accepts_what_the_semantics_accept(
+    name, structures, triggers, alphabet, longest, flags, bundled_tokenizer
+):
     spec = spec_of(structures, triggers, **flags)
     if name == "llguidance" and lexer_conflict(spec) is not None:
         with pytest.raises(GrammarError, match="llguidance cannot express this structural tag exactly"):
@@ -501,14 +565,16 @@ def test_every_backend_accepts_what_the_semantics_accept(name, structures, trigg
         assert got == reference_accepts(spec, text), (name, text)
 
 
-CALLS = ['<tool_call>{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}</tool_call>',
-         'Sure. <tool_call>{"name": "get_time", "arguments": {"zone": "UTC"}}</tool_call> Done.',
-         'a <tool_c',
-         '<tool_call>{"name": "get_time", "arguments": {"zone": "PST"}}</tool_call>',          # not in the enum
-         '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>',     # days missing
-         '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris", "days": 9}}</tool_call>',  # days > 7
-         '<tool_call>{"name": "set_alarm", "arguments": {}}</tool_call>',                      # no such tool
-         'text <tool_call> more text']                                                         # a trigger starts a tag
+CALLS = [
+    '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}</tool_call>',
+    'Sure. <tool_call>{"name": "get_time", "arguments": {"zone": "UTC"}}</tool_call> Done.',
+    "a <tool_c",
+    '<tool_call>{"name": "get_time", "arguments": {"zone": "PST"}}</tool_call>',  # not in the enum
+    '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>',  # days missing
+    '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris", "days": 9}}</tool_call>',  # days > 7
+    '<tool_call>{"name": "set_alarm", "arguments": {}}</tool_call>',  # no such tool
+    "text <tool_call> more text",
+]  # a trigger starts a tag
 
 
 @pytest.mark.parametrize("name", BACKENDS)
@@ -540,15 +606,24 @@ def test_outlines_refuses_structural_tags_clearly():
 def test_generation_under_each_library_backend_validates(name):
     e = sgl.Engine(stage="s6", grammar_backend=name)
     try:
-        outs = e.generate(["What is the weather in Paris?", "Time in Berlin?"],
-                          [{"structural_tag": {**TOOLS, "at_least_one": True, "stop_after_first": True},
-                            "max_new_tokens": 80, "temperature": 0.8, "seed": s} for s in (1, 2)])
+        outs = e.generate(
+            ["What is the weather in Paris?", "Time in Berlin?"],
+            [
+                {
+                    "structural_tag": {**TOOLS, "at_least_one": True, "stop_after_first": True},
+                    "max_new_tokens": 80,
+                    "temperature": 0.8,
+                    "seed": s,
+                }
+                for s in (1, 2)
+            ],
+        )
     finally:
         e.shutdown()
     schemas = {"get_weather": WEATHER, "get_time": TIME}
     for out in outs:
         assert out["meta_info"]["finish_reason"]["type"] == "stop", out
-        (name_, args), = CALL.findall(out["text"])
+        ((name_, args),) = CALL.findall(out["text"])
         jsonschema.validate(json.loads(args), schemas[name_])
 
 
@@ -559,10 +634,16 @@ def test_native_generate_api_takes_a_structural_tag():
 
     spec = {**TOOLS, "at_least_one": True, "stop_after_first": True}
     with serving_in_thread(create_app(sgl.Engine(stage="s6"))) as url:
-        ok = httpx.post(url + "/generate", json={"text": "Weather in Rome?", "sampling_params": {
-            "structural_tag": spec, "max_new_tokens": 80, "temperature": 0}}, timeout=120)
+        ok = httpx.post(
+            url + "/generate",
+            json={
+                "text": "Weather in Rome?",
+                "sampling_params": {"structural_tag": spec, "max_new_tokens": 80, "temperature": 0},
+            },
+            timeout=120,
+        )
         bad = httpx.post(url + "/generate", json={"text": "x", "sampling_params": {"structural_tag": 3}}, timeout=120)
     assert ok.status_code == 200
-    (name, args), = CALL.findall(ok.json()["text"])
+    ((name, args),) = CALL.findall(ok.json()["text"])
     jsonschema.validate(json.loads(args), {"get_weather": WEATHER, "get_time": TIME}[name])
-    assert bad.status_code == 400 and "structural_tag must be a string" in bad.text   # or an object
+    assert bad.status_code == 400 and "structural_tag must be a string" in bad.text  # or an object

@@ -1,4 +1,5 @@
 """Token index: reference == fast == lazy, and all equal a brute-force walk oracle."""
+
 from __future__ import annotations
 
 import itertools
@@ -7,6 +8,7 @@ from dataclasses import dataclass
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from real_tokenizers import anthropic_65k, bundled, mistral_sentencepiece
 
 from minisglang.constrained.regex_dfa import ByteDFA, compile_regex
 from minisglang.constrained.token_index import (
@@ -17,7 +19,6 @@ from minisglang.constrained.token_index import (
     build_index_fast,
     build_index_reference,
 )
-from real_tokenizers import anthropic_65k, bundled, mistral_sentencepiece
 
 
 def byte_dfa(pattern: str) -> ByteDFA:
@@ -65,8 +66,15 @@ def check_oracle(index: TokenIndex, dfa: ByteDFA, vocab, eos: int, prefix: bytes
 # Synthetic vocabularies (hypothesis)
 # ---------------------------------------------------------------------------------------
 CHARACTERS = [c.encode() for c in 'ab1"é中文']
-PIECES = CHARACTERS + ["é".encode()[:1], "é".encode()[1:], "中".encode()[:1], "中".encode()[1:2],
-                       "中".encode()[2:], "中".encode()[:2], "文".encode()[1:]]
+PIECES = CHARACTERS + [
+    "é".encode()[:1],
+    "é".encode()[1:],
+    "中".encode()[:1],
+    "中".encode()[1:2],
+    "中".encode()[2:],
+    "中".encode()[:2],
+    "文".encode()[1:],
+]
 SYNTHETIC_REGEXES = ["(ab|é)*1", "[^a]{0,3}", '"[^"]*"', "中+a?", "(a|中é)b*", "1{2,3}", ".b", "(中文|é)+", "a[^1]*"]
 
 token_strategy = st.one_of(

@@ -5,26 +5,26 @@ Tekkenizer; the sentencepiece library for the .model file; Hugging Face's own (R
 decoders and transformers' chat templating; plus the round-trip and streaming laws, as
 hypothesis properties, for every real tokenizer in tests/real_tokenizers.py.
 """
+
 from __future__ import annotations
 
 import base64
 import copy
-import shutil
 import json
 import random
+import shutil
 import unicodedata
 from pathlib import Path
 
 import pytest
+import real_tokenizers
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import models, pre_tokenizers
 
 import minisglang
-import real_tokenizers
-from minisglang.tokenizer import (BYTE_LEVEL, PLAIN, SENTENCEPIECE, IncrementalDetokenizer,
-                                  Tokenizer, detect_family)
+from minisglang.tokenizer import BYTE_LEVEL, PLAIN, SENTENCEPIECE, IncrementalDetokenizer, Tokenizer, detect_family
 
 # One text of each kind the law must hold for; no special-token strings in any of them.
 CORPUS = {
@@ -50,7 +50,7 @@ def slices(count: int, seed: int = 0) -> list[str]:
     out = []
     for _ in range(count):
         start = rng.randrange(len(text))
-        out.append(text[start:start + rng.randrange(1, 400)])
+        out.append(text[start : start + rng.randrange(1, 400)])
     return out
 
 
@@ -102,8 +102,28 @@ def test_no_implicit_prefix_space(real):
 # runs, JSON glue, and arbitrary unicode.
 _PIECES = st.one_of(
     st.text(max_size=8),
-    st.sampled_from(["hello", " world", "你好", "世界", "🙂", "👩‍👧", "{\"", "\": ", ", ",
-                     "  ", "\n\n", "\t", " ", "é", "ñ", "1234", "▁", "Ġ"]),
+    st.sampled_from(
+        [
+            "hello",
+            " world",
+            "你好",
+            "世界",
+            "🙂",
+            "👩‍👧",
+            '{"',
+            '": ',
+            ", ",
+            "  ",
+            "\n\n",
+            "\t",
+            " ",
+            "é",
+            "ñ",
+            "1234",
+            "▁",
+            "Ġ",
+        ]
+    ),
 )
 RANDOM_TEXT = st.lists(_PIECES, max_size=12).map("".join)
 PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -140,17 +160,23 @@ def test_encode_extended_reencodes_only_the_text_after_the_last_special_token(mo
     assert encoded == [prompt.rpartition("<|assistant|>")[2] + '{"name": "Li']
     # Ids before the last special token are kept as given, even ones encode() would not choose.
     last = max(i for i, t in enumerate(ids) if t in tok.special_token_ids)
-    cut = prompt.index("Lei") + 1                       # "L" | "ei": not the tokenizer's split
-    odd = tok_encode(prompt[:cut]) + tok_encode(prompt[cut:prompt.rindex("<|assistant|>")])
+    cut = prompt.index("Lei") + 1  # "L" | "ei": not the tokenizer's split
+    odd = tok_encode(prompt[:cut]) + tok_encode(prompt[cut : prompt.rindex("<|assistant|>")])
     assert odd != ids[:last]
-    assert tok.encode_extended(prompt, odd + ids[last:], "x") == odd + ids[last:last + 1] + tok_encode(
-        prompt.rpartition("<|assistant|>")[2] + "x")
+    assert tok.encode_extended(prompt, odd + ids[last:], "x") == odd + ids[last : last + 1] + tok_encode(
+        prompt.rpartition("<|assistant|>")[2] + "x"
+    )
 
 
 @pytest.mark.parametrize("strip", ["lstrip", "rstrip"])
-@pytest.mark.parametrize("text, more", [("<|user|>\nhi\n<|assistant|>\n  ok", "x"),
-                                        ("<|user|> a <|assistant|> ", " b"),
-                                        ("<|user|>\n<|assistant|>\t", "\t{")])
+@pytest.mark.parametrize(
+    "text, more",
+    [
+        ("<|user|>\nhi\n<|assistant|>\n  ok", "x"),
+        ("<|user|> a <|assistant|> ", " b"),
+        ("<|user|>\n<|assistant|>\t", "\t{"),
+    ],
+)
 def test_encode_extended_checks_the_tail_when_special_tokens_swallow_spaces(tmp_path, strip, text, more):
     """A special token that swallows the whitespace beside it (HF's lstrip/rstrip) makes
     the text after it encode differently on its own: the tail check sends these to the
@@ -235,11 +261,11 @@ def test_tekken_token_bytes_match_the_file():
 def tiktoken_encoding():
     """The tekken vocabulary loaded straight into tiktoken, the library tekken is run with."""
     import tiktoken
+
     data = json.loads(real_tokenizers.mistral_data_file(real_tokenizers.MISTRAL_TEKKEN_FILE).read_text())
     n_regular = data["config"]["default_vocab_size"] - data["config"]["default_num_special_tokens"]
     ranks = {base64.b64decode(e["token_bytes"]): e["rank"] for e in data["vocab"][:n_regular]}
-    encoding = tiktoken.Encoding("tekken", pat_str=data["config"]["pattern"], mergeable_ranks=ranks,
-                                 special_tokens={})
+    encoding = tiktoken.Encoding("tekken", pat_str=data["config"]["pattern"], mergeable_ranks=ranks, special_tokens={})
     return encoding, data["config"]["default_num_special_tokens"]
 
 
@@ -259,6 +285,7 @@ def test_tekken_encode_matches_tiktoken(tiktoken_encoding):
 @pytest.fixture(scope="module")
 def sentencepiece_processor():
     import sentencepiece
+
     path = real_tokenizers.mistral_data_file(real_tokenizers.MISTRAL_SENTENCEPIECE_FILE)
     return sentencepiece.SentencePieceProcessor(model_file=str(path))
 
@@ -306,6 +333,7 @@ def test_anthropic_token_bytes_match_hf_decoder():
 def test_bundled_matches_transformers():
     """The bundled model's tokenizer and chat template, against transformers."""
     from transformers import AutoTokenizer
+
     tok = real_tokenizers.bundled()
     ref = AutoTokenizer.from_pretrained(real_tokenizers.minisglang.DEFAULT_MODEL_PATH)
     for text in [*CORPUS.values(), *slices(50)]:
@@ -313,8 +341,9 @@ def test_bundled_matches_transformers():
     assert tok.eos_token_id == ref.eos_token_id
     messages = [{"role": "user", "content": CORPUS["json"]}]
     for gen in (True, False):
-        assert tok.apply_chat_template(messages, add_generation_prompt=gen) == \
-            ref.apply_chat_template(messages, tokenize=False, add_generation_prompt=gen)
+        assert tok.apply_chat_template(messages, add_generation_prompt=gen) == ref.apply_chat_template(
+            messages, tokenize=False, add_generation_prompt=gen
+        )
 
 
 def test_special_tokens_have_no_bytes_and_decode_as_text_when_kept(real):
@@ -357,8 +386,13 @@ def test_llama_style_tokenizer_json_drops_the_dummy_prefix(tmp_path):
     sp_tok = real_tokenizers.mistral_sentencepiece()
     spec = json.loads(sp_tok.hf.to_str())
     spec["pre_tokenizer"] = None
-    spec["normalizer"] = {"type": "Sequence", "normalizers": [
-        {"type": "Prepend", "prepend": "▁"}, {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}]}
+    spec["normalizer"] = {
+        "type": "Sequence",
+        "normalizers": [
+            {"type": "Prepend", "prepend": "▁"},
+            {"type": "Replace", "pattern": {"String": " "}, "content": "▁"},
+        ],
+    }
     (tmp_path / "tokenizer.json").write_text(json.dumps(spec), encoding="utf-8")
     (tmp_path / "tokenizer_config.json").write_text(json.dumps({"eos_token": "</s>"}))
     tok = Tokenizer.from_pretrained(tmp_path)
@@ -409,19 +443,23 @@ def chat_dir(tmp_path) -> Path:
     hf.pre_tokenizer = pre_tokenizers.Whitespace()
     hf.add_special_tokens(["[UNK]", "<SOS>", "<EOT>"])
     hf.save(str(tmp_path / "tokenizer.json"))
-    (tmp_path / "tokenizer_config.json").write_text(json.dumps(
-        {"eos_token": "<EOT>", "bos_token": "<SOS>", "chat_template": TEMPLATE}))
+    (tmp_path / "tokenizer_config.json").write_text(
+        json.dumps({"eos_token": "<EOT>", "bos_token": "<SOS>", "chat_template": TEMPLATE})
+    )
     return tmp_path
 
 
-MESSAGES = [{"role": "system", "content": "Answer in JSON."},
-            {"role": "user", "content": "名字: Alice <b>"},
-            {"role": "assistant", "content": '{"name": "Alice"}'},
-            {"role": "user", "content": "again"}]
+MESSAGES = [
+    {"role": "system", "content": "Answer in JSON."},
+    {"role": "user", "content": "名字: Alice <b>"},
+    {"role": "assistant", "content": '{"name": "Alice"}'},
+    {"role": "user", "content": "again"},
+]
 
 
 def test_chat_template_matches_transformers(chat_dir):
     from transformers import PreTrainedTokenizerFast
+
     ref = PreTrainedTokenizerFast.from_pretrained(str(chat_dir))
     tok = Tokenizer.from_pretrained(chat_dir)
     for gen in (True, False):
@@ -446,6 +484,7 @@ def test_chat_template_from_jinja_file_and_list_form(chat_dir):
 
 def test_chat_template_raise_exception(chat_dir):
     import jinja2
+
     tok = Tokenizer.from_pretrained(chat_dir)
     with pytest.raises(jinja2.TemplateError, match="bad role: tool"):
         tok.apply_chat_template([{"role": "tool", "content": "x"}])
@@ -513,30 +552,63 @@ def test_bad_ids_are_clear_errors():
 
 
 # The bundled model's chat format with tools (scripts/train_tiny_model.py CHAT_TEMPLATE).
-WEATHER_TOOL = {"type": "function", "function": {
-    "name": "get_weather", "description": "Get the weather",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
-TOOLS_HEADER = ('# Tools\nTo call a tool, answer with <tool_call>{"name": NAME, "arguments": ARGS}</tool_call>.\n'
-                '<tools>\n' + json.dumps(WEATHER_TOOL, ensure_ascii=False) + '\n</tools>')
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Get the weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
+}
+TOOLS_HEADER = (
+    '# Tools\nTo call a tool, answer with <tool_call>{"name": NAME, "arguments": ARGS}</tool_call>.\n'
+    "<tools>\n" + json.dumps(WEATHER_TOOL, ensure_ascii=False) + "\n</tools>"
+)
 TOOL_CONVERSATIONS = [
-    ([{"role": "user", "content": "hi"}], None,
-     "<|user|>\nhi\n"),
-    ([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}], [WEATHER_TOOL],
-     "<|system|>\nBe brief.\n\n" + TOOLS_HEADER + "\n<|user|>\nhi\n"),
-    ([{"role": "user", "content": "Weather in Paris?"},
-      {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function", "function": {
-          "name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
-      {"role": "tool", "tool_call_id": "call_1", "content": '{"temp": 20}'}], [WEATHER_TOOL],
-     "<|system|>\n" + TOOLS_HEADER + "\n<|user|>\nWeather in Paris?\n<|assistant|>\n"
-     '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call><|endoftext|>'
-     '<|tool|>\n{"temp": 20}\n'),
-    ([{"role": "user", "content": "Two cities"},
-      {"role": "assistant", "content": "Sure.", "tool_calls": [
-          {"function": {"name": "get_weather", "arguments": {"city": "Oslo"}}},
-          {"function": {"name": "get_weather", "arguments": {"city": "北京"}}}]}], [WEATHER_TOOL],
-     "<|system|>\n" + TOOLS_HEADER + "\n<|user|>\nTwo cities\n<|assistant|>\nSure."
-     '<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>'
-     '<tool_call>{"name": "get_weather", "arguments": {"city": "北京"}}</tool_call><|endoftext|>'),
+    ([{"role": "user", "content": "hi"}], None, "<|user|>\nhi\n"),
+    (
+        [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}],
+        [WEATHER_TOOL],
+        "<|system|>\nBe brief.\n\n" + TOOLS_HEADER + "\n<|user|>\nhi\n",
+    ),
+    (
+        [
+            {"role": "user", "content": "Weather in Paris?"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call_1", "content": '{"temp": 20}'},
+        ],
+        [WEATHER_TOOL],
+        "<|system|>\n" + TOOLS_HEADER + "\n<|user|>\nWeather in Paris?\n<|assistant|>\n"
+        '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call><|endoftext|>'
+        '<|tool|>\n{"temp": 20}\n',
+    ),
+    (
+        [
+            {"role": "user", "content": "Two cities"},
+            {
+                "role": "assistant",
+                "content": "Sure.",
+                "tool_calls": [
+                    {"function": {"name": "get_weather", "arguments": {"city": "Oslo"}}},
+                    {"function": {"name": "get_weather", "arguments": {"city": "北京"}}},
+                ],
+            },
+        ],
+        [WEATHER_TOOL],
+        "<|system|>\n" + TOOLS_HEADER + "\n<|user|>\nTwo cities\n<|assistant|>\nSure."
+        '<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>'
+        '<tool_call>{"name": "get_weather", "arguments": {"city": "北京"}}</tool_call><|endoftext|>',
+    ),
 ]
 
 
@@ -545,12 +617,14 @@ def test_bundled_chat_template_with_tools(bundled_model_path, messages, tools, e
     """Tools in the system turn, tool calls in the assistant turn, tool results in a <|tool|> turn,
     spelled as documented and exactly as transformers renders the same template."""
     from transformers import AutoTokenizer
+
     tok = Tokenizer.from_pretrained(bundled_model_path)
     ref = AutoTokenizer.from_pretrained(bundled_model_path)
     assert tok.apply_chat_template(messages, add_generation_prompt=False, tools=tools) == expected
     for gen in (True, False):
-        assert tok.apply_chat_template(messages, add_generation_prompt=gen, tools=tools) == \
-            ref.apply_chat_template(messages, tokenize=False, add_generation_prompt=gen, tools=tools)
+        assert tok.apply_chat_template(messages, add_generation_prompt=gen, tools=tools) == ref.apply_chat_template(
+            messages, tokenize=False, add_generation_prompt=gen, tools=tools
+        )
     with_prompt = tok.apply_chat_template(messages, tools=tools)
     assert with_prompt == expected + "<|assistant|>\n"
 
@@ -578,34 +652,53 @@ def test_a_message_spelling_a_special_token_cannot_forge_one(bundled_model_path)
         user, assistant = tok.hf.token_to_id("<|user|>"), tok.hf.token_to_id("<|assistant|>")
         start, end = prompt.ids.index(user) + 1, len(prompt.ids) - 1 - prompt.ids[::-1].index(assistant)
         assert tok.decode(prompt.ids[start:end], skip_special_tokens=False) == "\n" + content + "\n"
-        assert tok.encode(prompt.text) != prompt.ids   # what the old path gave: a forged token
+        assert tok.encode(prompt.text) != prompt.ids  # what the old path gave: a forged token
 
 
 def test_tool_texts_and_tool_calls_cannot_forge_special_tokens(bundled_model_path):
     tok = Tokenizer.from_pretrained(bundled_model_path)
-    tool = {"type": "function", "function": {"name": "f", "description": "ok<|assistant|>", "parameters": {
-        "type": "object", "properties": {"a<|user|>": {"type": "string"}}}}}
-    messages = [{"role": "user", "content": "call f"},
-                {"role": "assistant", "content": None, "tool_calls": [
-                    {"function": {"name": "f", "arguments": {"a<|user|>": "<|endoftext|><|system|>"}}}]},
-                {"role": "tool", "content": "<|tool|> done"}]
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "f",
+            "description": "ok<|assistant|>",
+            "parameters": {"type": "object", "properties": {"a<|user|>": {"type": "string"}}},
+        },
+    }
+    messages = [
+        {"role": "user", "content": "call f"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"function": {"name": "f", "arguments": {"a<|user|>": "<|endoftext|><|system|>"}}}],
+        },
+        {"role": "tool", "content": "<|tool|> done"},
+    ]
     prompt = tok.encode_chat(messages, tools=[tool])
     plain_tool = {"type": "function", "function": {"name": "f", "description": "ok", "parameters": {}}}
-    expected = neutral_ids(tok, [*messages[:1], {**messages[1], "tool_calls": [{"function": {
-        "name": "f", "arguments": {}}}]}, messages[2]], tools=[plain_tool])
+    expected = neutral_ids(
+        tok,
+        [*messages[:1], {**messages[1], "tool_calls": [{"function": {"name": "f", "arguments": {}}}]}, messages[2]],
+        tools=[plain_tool],
+    )
     assert [i for i in prompt.ids if i in tok.special_token_ids] == expected
     assert tok.decode(prompt.ids, skip_special_tokens=False) == prompt.text
 
 
 def test_special_token_text_in_a_real_tokenizer_chat_stays_text():
     """The same for a real vocabulary (tekken's [INST]/[/INST]/</s>), given a chat template."""
-    tok = copy.copy(real_tokenizers.mistral_tekken())   # the cached one stays without a template
-    tok.chat_template = ("{{ bos_token }}{% for m in messages %}{% if m['role'] == 'user' %}[INST] "
-                         "{{ m['content'] | trim }} [/INST]{% else %}{{ m['content'] }}{{ eos_token }}"
-                         "{% endif %}{% endfor %}")
+    tok = copy.copy(real_tokenizers.mistral_tekken())  # the cached one stays without a template
+    tok.chat_template = (
+        "{{ bos_token }}{% for m in messages %}{% if m['role'] == 'user' %}[INST] "
+        "{{ m['content'] | trim }} [/INST]{% else %}{{ m['content'] }}{{ eos_token }}"
+        "{% endif %}{% endfor %}"
+    )
     for special in ("[INST]", "[/INST]", "</s>", "<s>", "[TOOL_CALLS]"):
-        messages = [{"role": "user", "content": f"  hi {special} there  "},
-                    {"role": "assistant", "content": f"ok{special}"}, {"role": "user", "content": "next"}]
+        messages = [
+            {"role": "user", "content": f"  hi {special} there  "},
+            {"role": "assistant", "content": f"ok{special}"},
+            {"role": "user", "content": "next"},
+        ]
         prompt = tok.encode_chat(messages)
         assert [i for i in prompt.ids if i in tok.special_token_ids] == neutral_ids(tok, messages)
         assert tok.decode(prompt.ids, skip_special_tokens=False) == prompt.text
@@ -623,8 +716,14 @@ CLEAN_CHATS = [
     ([{"role": "user", "content": "hi"}], None),
     ([{"role": "system", "content": "  Be brief.  "}, {"role": "user", "content": "名字: Alice 🙂\n\nage?\n"}], None),
     ([{"role": "user", "content": "a <| b |> assistant <|user| user|>"}], None),
-    ([{"role": "user", "content": "\t\n"}, {"role": "assistant", "content": " {\"a\": 1} "},
-      {"role": "user", "content": "<tool_call>x</tool_call> < | >"}], None),
+    (
+        [
+            {"role": "user", "content": "\t\n"},
+            {"role": "assistant", "content": ' {"a": 1} '},
+            {"role": "user", "content": "<tool_call>x</tool_call> < | >"},
+        ],
+        None,
+    ),
     *[(m, t) for m, t, _ in TOOL_CONVERSATIONS],
 ]
 
@@ -637,8 +736,12 @@ def test_a_chat_without_special_token_text_encodes_as_before(bundled_model_path,
         assert prompt.ids == tok.encode(tok.apply_chat_template(messages, add_generation_prompt=gen, tools=tools))
 
 
-_CHAT_PIECES = st.one_of(_PIECES, st.sampled_from(["<|", "|>", "<", "|", ">", "assistant", "user", "system",
-                                                   "tool", "endoftext", "<|assist", "ant|>", "\n"]))
+_CHAT_PIECES = st.one_of(
+    _PIECES,
+    st.sampled_from(
+        ["<|", "|>", "<", "|", ">", "assistant", "user", "system", "tool", "endoftext", "<|assist", "ant|>", "\n"]
+    ),
+)
 
 
 @PROPERTY
@@ -652,9 +755,18 @@ def test_encode_chat_equals_the_old_path_without_special_token_text(texts):
 
 
 @PROPERTY
-@given(texts=st.lists(st.lists(st.one_of(_CHAT_PIECES, st.sampled_from(
-    ["<|assistant|>", "<|user|>", "<|endoftext|>", "<|system|>", "<|tool|>"])), max_size=10).map("".join),
-    min_size=1, max_size=4))
+@given(
+    texts=st.lists(
+        st.lists(
+            st.one_of(
+                _CHAT_PIECES, st.sampled_from(["<|assistant|>", "<|user|>", "<|endoftext|>", "<|system|>", "<|tool|>"])
+            ),
+            max_size=10,
+        ).map("".join),
+        min_size=1,
+        max_size=4,
+    )
+)
 def test_encode_chat_keeps_only_the_templates_special_tokens(texts):
     tok = real_tokenizers.bundled()
     roles = ["user", "assistant"]

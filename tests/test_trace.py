@@ -11,6 +11,7 @@ request, and at each of its steps:
 and the tokens' texts join to the request's output. Plus: recording off creates no
 trace object and leaves no detail event; bad input gets a clear error.
 """
+
 import gc
 
 import pytest
@@ -27,9 +28,19 @@ from minisglang.stepview.record import TokenTexts
 REGEX = r'\{"name": "[a-z]{1,8}", "age": [0-9]{1,2}\}'
 PROMPT = "Extract as JSON:"
 # (stage, engine options): every stage, and s5 with every grammar backend.
-CASES = [("s1", {}), ("s2", {}), ("s3", {}), ("s4", {}), ("s5", {}), ("s5", {"grammar_backend": "xgrammar"}),
-         ("s5", {"grammar_backend": "llguidance"}), ("s5", {"grammar_backend": "outlines"}), ("s6", {}),
-         ("s7", {}), ("s7", {"speculative_algorithm": "FORCED"})]
+CASES = [
+    ("s1", {}),
+    ("s2", {}),
+    ("s3", {}),
+    ("s4", {}),
+    ("s5", {}),
+    ("s5", {"grammar_backend": "xgrammar"}),
+    ("s5", {"grammar_backend": "llguidance"}),
+    ("s5", {"grammar_backend": "outlines"}),
+    ("s6", {}),
+    ("s7", {}),
+    ("s7", {"speculative_algorithm": "FORCED"}),
+]
 
 
 @pytest.fixture(scope="module")
@@ -47,8 +58,8 @@ def contexts(trace: Trace) -> list[list[int]]:
             jumps.setdefault(e.before_step, []).append(e.info)
     for step in trace.steps:
         for j in jumps.get(step.index, []):
-            assert ids[j["at"]:] == j["old_ids"], "a jump's seam must start from the ids the model had"
-            ids = ids[:j["at"]] + j["new_ids"]
+            assert ids[j["at"] :] == j["old_ids"], "a jump's seam must start from the ids the model had"
+            ids = ids[: j["at"]] + j["new_ids"]
         out.append(list(ids))
         ids.append(step.token)
     return out
@@ -68,15 +79,16 @@ def brute_force_allowed(tokenizer, vocab_width: int, pattern: str, text: str) ->
         try:
             piece = data.decode("utf-8")
         except UnicodeDecodeError:
-            continue   # (the test regex is ASCII: a piece of a character never fits)
+            continue  # (the test regex is ASCII: a piece of a character never fits)
         if partial_re.fullmatch(pattern, text + piece, partial=True) is not None:
             allowed.append(t)
     return allowed
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("stage,options", CASES, ids=[f"{s}-{'-'.join(map(str, o.values())) or 'default'}"
-                                                      for s, o in CASES])
+@pytest.mark.parametrize(
+    "stage,options", CASES, ids=[f"{s}-{'-'.join(map(str, o.values())) or 'default'}" for s, o in CASES]
+)
 def test_steps_match_the_oracles(stage, options, hf_model):
     engine = sgl.Engine(stage=stage, max_total_tokens=2048, **options)
     try:
@@ -101,7 +113,7 @@ def test_steps_match_the_oracles(stage, options, hf_model):
             allowed = brute_force_allowed(tok, vocab_width, REGEX, text)
             with torch.no_grad():
                 logits = hf_model(torch.tensor([prompt_ids + ctx])).logits[0, -1].float()
-            probs = torch.softmax(logits[:vocab_width], dim=-1)   # greedy: the view's T is 1
+            probs = torch.softmax(logits[:vocab_width], dim=-1)  # greedy: the view's T is 1
             assert step.token in allowed
             assert step.top[0].id == int(probs.argmax())
             if options.get("grammar_backend") == "llguidance":
@@ -117,7 +129,7 @@ def test_steps_match_the_oracles(stage, options, hf_model):
             if stage in ("s1", "s2", "s3", "s4"):
                 assert step.state == engine.stage.compile_fsm(REGEX).walk(ctx)
             elif options.get("grammar_backend") in ("xgrammar", "llguidance"):
-                assert step.state is None   # these libraries expose no state
+                assert step.state is None  # these libraries expose no state
             else:
                 assert isinstance(step.state, int)
     finally:
@@ -136,7 +148,7 @@ def test_sampling_mass_uses_the_request_temperature(s4_engine):
     trace = sgl.trace(s4_engine, PROMPT, params)
     assert all(s.temperature == 0.7 for s in trace.steps)
     assert all(0.0 <= s.mass <= 1.0 + 1e-6 for s in trace.steps)
-    assert trace.output_text == s4_engine.generate(PROMPT, params)["text"]   # same seed, same text
+    assert trace.output_text == s4_engine.generate(PROMPT, params)["text"]  # same seed, same text
 
 
 def test_the_page_is_self_contained(s4_engine):
@@ -171,8 +183,10 @@ def test_the_mass_plot_stands_alone_as_a_figure(s4_engine):
 
 def test_recording_off_costs_nothing(s4_engine, monkeypatch):
     """Without trace(), no recorder, no trace object and no detail event exist."""
+
     def refuse(*args, **kwargs):
         raise AssertionError("a trace object was created while not tracing")
+
     for cls in (StepRecorder, Trace, TraceStep):
         monkeypatch.setattr(cls, "__init__", refuse)
     scheduler = s4_engine.scheduler
@@ -199,6 +213,7 @@ def test_a_trace_restores_the_hook_it_found(s4_engine):
 
         def jump(self, req, new_ids):
             pass
+
     scheduler = s4_engine.scheduler
     other = scheduler.step_recorder = Counting()
     try:
@@ -237,10 +252,14 @@ def test_the_cli_writes_a_page(tmp_path, capsys):
     out = tmp_path / "t.html"
     schema = tmp_path / "schema.json"
     schema.write_text('{"type": "object", "properties": {"age": {"type": "integer"}}, "required": ["age"]}')
-    assert main(["trace", PROMPT, "--stage", "s6", "--json-schema", str(schema), "--max-new-tokens", "20",
-                 "-o", str(out)]) == 0
+    assert (
+        main(["trace", PROMPT, "--stage", "s6", "--json-schema", str(schema), "--max-new-tokens", "20", "-o", str(out)])
+        == 0
+    )
     page = out.read_text(encoding="utf-8")
     assert "wrote" in capsys.readouterr().out and page.count('data-step="') >= 3 and "json_schema" in page
-    assert main(["trace", PROMPT, "--stage", "s2", "--grammar-backend", "xgrammar", "--regex", "[0-9]+",
-                 "-o", str(out)]) == 2
+    assert (
+        main(["trace", PROMPT, "--stage", "s2", "--grammar-backend", "xgrammar", "--regex", "[0-9]+", "-o", str(out)])
+        == 2
+    )
     assert "unknown option(s) 'grammar_backend' for stage s2-batched-mask" in capsys.readouterr().err

@@ -7,6 +7,7 @@ trace at a 65k vocabulary (a random-weight model of the bundled shape with anthr
 tokenizer) must not be blank. Without chromium these tests are skipped with a reason
 that names what to install: scripts/setup.sh installs it (as root).
 """
+
 import io
 import json
 import shutil
@@ -21,12 +22,15 @@ CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 try:
     from selenium import webdriver
     from selenium.webdriver.common.keys import Keys
-except ImportError:   # pragma: no cover
+except ImportError:  # pragma: no cover
     webdriver = None
 MISSING = ([] if CHROMIUM else ["chromium"]) + ([] if CHROMEDRIVER else ["chromium-driver"])
 pytestmark = [
-    pytest.mark.skipif(bool(MISSING), reason=f"no headless browser: install it with `apt-get install "
-                       f"{' '.join(MISSING)}` (Debian; scripts/setup.sh does it as root)"),
+    pytest.mark.skipif(
+        bool(MISSING),
+        reason=f"no headless browser: install it with `apt-get install "
+        f"{' '.join(MISSING)}` (Debian; scripts/setup.sh does it as root)",
+    ),
     pytest.mark.skipif(webdriver is None, reason="selenium is not installed: pip install -e '.[test]'"),
 ]
 REGEX = r'\{"name": "[a-z]{1,8}", "age": [0-9]{1,2}\}'
@@ -53,7 +57,7 @@ def shown(driver) -> dict:
 
 
 def test_arrow_keys_step_through_the_trace(browser, tmp_path):
-    engine = sgl.Engine(stage="s2", max_total_tokens=2048)   # (no compile workers to start: quick)
+    engine = sgl.Engine(stage="s2", max_total_tokens=2048)  # (no compile workers to start: quick)
     try:
         trace = sgl.trace(engine, "Extract as JSON:", {"regex": REGEX, "temperature": 0, "max_new_tokens": 40})
     finally:
@@ -68,9 +72,14 @@ def test_arrow_keys_step_through_the_trace(browser, tmp_path):
             body.send_keys(Keys.ARROW_RIGHT)
         pressed = n
         step, got = trace.steps[n], shown(browser)
-        assert got == {"step": n, "state": str(step.state), "allowed": str(step.allowed),
-                       "node": trace.automaton.node_of[str(step.state)], "text": step.text}, f"step {n}"
-    body.send_keys(Keys.ARROW_RIGHT)   # past the end: stays on the last step
+        assert got == {
+            "step": n,
+            "state": str(step.state),
+            "allowed": str(step.allowed),
+            "node": trace.automaton.node_of[str(step.state)],
+            "text": step.text,
+        }, f"step {n}"
+    body.send_keys(Keys.ARROW_RIGHT)  # past the end: stays on the last step
     assert shown(browser)["step"] == len(trace.steps) - 1
     body.send_keys(Keys.ARROW_LEFT)
     assert shown(browser)["step"] == max(len(trace.steps) - 2, 0)
@@ -79,16 +88,27 @@ def test_arrow_keys_step_through_the_trace(browser, tmp_path):
 @pytest.fixture(scope="module")
 def model_65k(tmp_path_factory):
     """The bundled model's shape, random weights, anthropic's 65k tokenizer."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
     from real_tokenizers import ANTHROPIC_TOKENIZER_JSON, anthropic_65k
+    from transformers import LlamaConfig, LlamaForCausalLM
 
     folder = tmp_path_factory.mktemp("random65k")
     shape = json.loads((Path(sgl.DEFAULT_MODEL_PATH) / "config.json").read_text())
-    keys = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
-            "head_dim", "max_position_embeddings")
-    config = LlamaConfig(vocab_size=anthropic_65k().vocab_size, tie_word_embeddings=True, bos_token_id=0,
-                         eos_token_id=0, **{k: shape[k] for k in keys})
+    keys = (
+        "hidden_size",
+        "intermediate_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "num_key_value_heads",
+        "head_dim",
+        "max_position_embeddings",
+    )
+    config = LlamaConfig(
+        vocab_size=anthropic_65k().vocab_size,
+        tie_word_embeddings=True,
+        bos_token_id=0,
+        eos_token_id=0,
+        **{k: shape[k] for k in keys},
+    )
     torch.manual_seed(0)
     LlamaForCausalLM(config).save_pretrained(folder)
     shutil.copy(ANTHROPIC_TOKENIZER_JSON, folder / "tokenizer.json")
@@ -99,9 +119,15 @@ def test_a_65k_json_schema_trace_is_drawn(browser, tmp_path, model_65k):
     from PIL import Image
 
     engine = sgl.Engine(model_path=str(model_65k), stage="s6", max_total_tokens=2048)
-    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12},
-                                               "age": {"type": "integer", "minimum": 0, "maximum": 120}},
-              "required": ["name", "age"], "additionalProperties": False}
+    schema = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "maxLength": 12},
+            "age": {"type": "integer", "minimum": 0, "maximum": 120},
+        },
+        "required": ["name", "age"],
+        "additionalProperties": False,
+    }
     try:
         trace = sgl.trace(engine, "Person:", {"json_schema": schema, "temperature": 0, "max_new_tokens": 40})
     finally:

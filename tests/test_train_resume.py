@@ -1,5 +1,6 @@
 """scripts/train_tiny_model.py trains in sittings: stopped after a checkpoint and resumed,
 it takes exactly the steps (same batches, same losses, same weights) of an uninterrupted run."""
+
 import contextlib
 import io
 import json
@@ -15,9 +16,32 @@ sys.path.insert(0, str(REPO / "scripts"))
 import make_corpus  # noqa: E402
 import train_tiny_model  # noqa: E402
 
-TINY = ["--examples", "200", "--steps", "4", "--checkpoint-every", "2", "--tokens-per-batch", "256",
-        "--hidden", "32", "--intermediate", "64", "--layers", "2", "--vocab-size", "600", "--threads", "1",
-        "--copy-steps", "2", "--copy-mix", "2", "--copy-examples", "100"]  # steps: drill, drill, main, drill
+TINY = [
+    "--examples",
+    "200",
+    "--steps",
+    "4",
+    "--checkpoint-every",
+    "2",
+    "--tokens-per-batch",
+    "256",
+    "--hidden",
+    "32",
+    "--intermediate",
+    "64",
+    "--layers",
+    "2",
+    "--vocab-size",
+    "600",
+    "--threads",
+    "1",
+    "--copy-steps",
+    "2",
+    "--copy-mix",
+    "2",
+    "--copy-examples",
+    "100",
+]  # steps: drill, drill, main, drill
 
 
 def train(tmp: Path, name: str, *extra: str) -> str:
@@ -59,7 +83,7 @@ def test_resume_refuses_another_recipe(tmp_path):
 
 
 def _contains(seq: list[int], part: list[int]) -> bool:
-    return any(seq[i:i + len(part)] == part for i in range(len(seq) - len(part) + 1))
+    return any(seq[i : i + len(part)] == part for i in range(len(seq) - len(part) + 1))
 
 
 def test_a_copied_value_is_the_same_tokens_in_the_text_and_in_the_answer():
@@ -112,7 +136,16 @@ def test_every_epoch_is_a_fresh_corpus():
 def test_resume_in_a_later_epoch_equals_one_run(tmp_path):
     """Stopped and resumed in the second epoch (a fresh corpus made again on resume), the run
     takes the same batches as an uninterrupted one."""
-    extra = ["--examples", "8", "--copy-steps", "0", "--copy-mix", "0", "--tokens-per-batch", "1024"]  # 2 batches an epoch
+    extra = [
+        "--examples",
+        "8",
+        "--copy-steps",
+        "0",
+        "--copy-mix",
+        "0",
+        "--tokens-per-batch",
+        "1024",
+    ]  # 2 batches an epoch
     train(tmp_path, "whole", *extra, "--steps", "6", "--stop-after", "6")
     first = train(tmp_path, "split", *extra, "--steps", "6", "--stop-after", "3")
     assert "stopped after step 3" in first
@@ -135,8 +168,9 @@ def test_a_second_stage_starts_from_the_first_ones_weights_and_tokenizer(tmp_pat
     second = torch.load(tmp_path / "two" / "state" / "checkpoint.pt", weights_only=False)["model"]
     for key, value in first.items():  # learning rate 0: the weights are the first stage's
         assert torch.equal(second[key], value), key
-    assert ((tmp_path / "two" / "state" / "tokenizer" / "tokenizer.json").read_text()
-            == (snapshot / "tokenizer.json").read_text())
+    assert (tmp_path / "two" / "state" / "tokenizer" / "tokenizer.json").read_text() == (
+        snapshot / "tokenizer.json"
+    ).read_text()
 
 
 def test_average_last_saves_the_mean_of_the_last_snapshots(tmp_path):
@@ -163,12 +197,13 @@ def test_sort_pool_mixes_lengths_and_keeps_every_example_once():
     order = train_tiny_model.length_order(encoded, random.Random(1), sort_pool=16)
     assert sorted(order) == list(range(200)) and order != train_tiny_model.length_order(encoded, random.Random(1))
     for start in range(0, 200, 16):
-        run = [lengths[i] for i in order[start:start + 16]]
+        run = [lengths[i] for i in order[start : start + 16]]
         assert run == sorted(run)
     for pool in (0, 16):
         batches = train_tiny_model.make_batches(encoded, 128, 0, random.Random(2), pool)
-        assert sum(int((labels != -100).sum()) for _, labels in batches) == sum(n - p for n, p in
-                                                                               ((len(i), p) for i, p in encoded))
+        assert sum(int((labels != -100).sum()) for _, labels in batches) == sum(
+            n - p for n, p in ((len(i), p) for i, p in encoded)
+        )
 
 
 def test_a_checkpoint_older_than_an_option_resumes_with_its_default(tmp_path):

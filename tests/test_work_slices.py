@@ -3,6 +3,7 @@
 The invariant that makes slicing safe: work cut by OutOfTime and resumed gives exactly what
 the uncut work gives (a row, a search's verdict), because what each slice computed is kept.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -12,15 +13,15 @@ import time
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from minisglang.constrained.lazy_byte_dfa import LazyByteDFA
 from minisglang.constrained.lazy_regex import RegexPool
 from minisglang.constrained.lazy_regex_parser import parse_regex
-from minisglang.constrained.lazy_byte_dfa import LazyByteDFA
 from minisglang.constrained.lazy_token_fsm import LazyLimits, LazyStateIndex
 from minisglang.constrained.regex_dfa import RegexError
-from minisglang.constrained.work_slices import (Baton, CompileCancelled, FairCompilePool, OutOfTime, checkpoint,
-                                                deadline)
+from minisglang.constrained.work_slices import Baton, CompileCancelled, FairCompilePool, OutOfTime, checkpoint, deadline
 from minisglang.tokenizer import Tokenizer
 
 
@@ -30,18 +31,18 @@ def tok(bundled_model_path):
 
 
 def test_checkpoint_raises_only_past_a_deadline_and_after_kept_work():
-    checkpoint(kept=True)             # no deadline: nothing happens
+    checkpoint(kept=True)  # no deadline: nothing happens
     with deadline(60):
-        checkpoint(kept=True)         # well within it
+        checkpoint(kept=True)  # well within it
     with deadline(0):
         time.sleep(0.001)
-        checkpoint()                  # past it, but nothing kept yet: a slice always makes progress
+        checkpoint()  # past it, but nothing kept yet: a slice always makes progress
         with pytest.raises(OutOfTime):
             checkpoint(kept=True)
     with deadline(0):
         with pytest.raises(OutOfTime):
-            checkpoint(kept=True)     # this unit of work is kept: stopping after it loses nothing
-    checkpoint(kept=True)             # the deadline ended with its block
+            checkpoint(kept=True)  # this unit of work is kept: stopping after it loses nothing
+    checkpoint(kept=True)  # the deadline ended with its block
 
 
 def test_an_inner_deadline_never_extends_the_outer_one():
@@ -64,8 +65,13 @@ def _sliced(fn, seconds=2e-5, attempts=1_000_000):
 
 
 # Regexes whose rows need many derivatives (exponential DFAs, counting, intersections).
-HARD = [r"(x|y)*x(x|y){8}", r"([\s\S]*[aeiou][\s\S]{3}){2}", r"(?@and((a|b)*a(a|b){5})([ab]{6,12}))",
-        r'"(?@and([a-z]*q[a-z]{4})([^"\\]{5,9}))"', r"(ab|a)*b{3}(c|d){2,4}"]
+HARD = [
+    r"(x|y)*x(x|y){8}",
+    r"([\s\S]*[aeiou][\s\S]{3}){2}",
+    r"(?@and((a|b)*a(a|b){5})([ab]{6,12}))",
+    r'"(?@and([a-z]*q[a-z]{4})([^"\\]{5,9}))"',
+    r"(ab|a)*b{3}(c|d){2,4}",
+]
 
 
 @pytest.mark.parametrize("regex", HARD)
@@ -96,8 +102,12 @@ def test_a_row_built_in_slices_is_the_row_built_at_once(tok, regex):
 
 
 @settings(max_examples=25, deadline=None)
-@given(st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, max_size=4), st.integers(2, 7),
-       st.integers(0, 6), st.integers(1, 8))
+@given(
+    st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, max_size=4),
+    st.integers(2, 7),
+    st.integers(0, 6),
+    st.integers(1, 8),
+)
 def test_a_search_cut_anywhere_gives_the_search_s_verdict(head, n, low, span):
     """Whether an intersection is empty, decided in slices as small as one state, equals
     the verdict of the search done at once (and of brute force over short strings)."""
@@ -108,17 +118,20 @@ def test_a_search_cut_anywhere_gives_the_search_s_verdict(head, n, low, span):
     def verdict(parse) -> bool:
         try:
             parse()
-        except RegexError:   # "matches no string at all"
+        except RegexError:  # "matches no string at all"
             return False
         return True
 
     whole = verdict(lambda: parse_regex(text, RegexPool(), members=True))
-    pool = RegexPool()   # kept across slices: a cut search goes on from its frontier
+    pool = RegexPool()  # kept across slices: a cut search goes on from its frontier
     cut, _ = _sliced(lambda: verdict(lambda: parse_regex(text, pool, members=True)), seconds=1e-6)
     assert cut == whole, text
     # brute force: a common string, if any, has at most low + span characters
-    found = any(re.fullmatch(a, "".join(s)) and re.fullmatch(b, "".join(s))
-                for n_ in range(low + span + 1) for s in itertools.product("abc", repeat=n_))
+    found = any(
+        re.fullmatch(a, "".join(s)) and re.fullmatch(b, "".join(s))
+        for n_ in range(low + span + 1)
+        for s in itertools.product("abc", repeat=n_)
+    )
     assert found == whole, text
 
 
@@ -158,7 +171,7 @@ def test_compile_threads_run_freely_when_no_step_comes():
     pool = FairCompilePool(1, baton)
     baton.hold()
     future, _ = pool.submit("a", _counting_job, counter, stop)
-    time.sleep(0.3)   # no step for longer than IDLE: the engine is idle
+    time.sleep(0.3)  # no step for longer than IDLE: the engine is idle
     stop.set()
     assert future.result(5) > 0
     pool.shutdown()
@@ -220,13 +233,13 @@ def test_once_the_step_s_budget_is_spent_no_grammar_work_begins(tok):
         grammar = backend._compile_safely("regex", HARD[0])
         req = SimpleNamespace(rid=1, grammar=grammar)
         grammar.accept_token(grammar.fsm.index.allowed_token_ids(grammar.state)[0])
-        assert grammar.needs_work()   # a new state: its row is not made
+        assert grammar.needs_work()  # a new state: its row is not made
         work = GrammarWork(step_seconds=0.004, max_seconds=60, baton=Baton())
         work.left = 0.0
         assert not work.ready(req) and grammar.needs_work() and work.spent.get(1, 0.0) == 0.0
         work.left = 60.0
         assert work.ready(req) and not grammar.needs_work()
         work.left = 0.0
-        assert work.ready(req)   # nothing left to do: ready, whatever the budget
+        assert work.ready(req)  # nothing left to do: ready, whatever the budget
     finally:
         backend.shutdown()

@@ -7,6 +7,7 @@ Each test file knows its own vocabulary (a toy list of strings, a bytes table, a
 tokenizer), so it passes `name_of`, which turns one id into its shown text; the list's
 shape is the same everywhere.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable

@@ -1,4 +1,5 @@
 """Grammar backends behind the s5 interface (base.py): fsm (ours), xgrammar, outlines, llguidance."""
+
 from .base import (
     BaseGrammarBackend,
     BaseGrammarObject,
@@ -8,5 +9,11 @@ from .base import (
     register_backend,
 )
 
-__all__ = ["BaseGrammarBackend", "BaseGrammarObject", "GrammarError", "InvalidGrammarObject",
-           "get_backend_class", "register_backend"]
+__all__ = [
+    "BaseGrammarBackend",
+    "BaseGrammarObject",
+    "GrammarError",
+    "InvalidGrammarObject",
+    "get_backend_class",
+    "register_backend",
+]

@@ -13,6 +13,7 @@ Every backend fills the same mask format (int32, one bit per token, token t is b
 of word t // 32; xgrammar's and llguidance's format), so one `apply_vocab_mask` serves the
 whole batch whatever the backend.
 """
+
 from __future__ import annotations
 
 import collections
@@ -50,7 +51,7 @@ GIVE_BACK_EVERY = 10.0
 # How many recent grammar texts keep their normalised key and parsed form (`normalised`):
 # a request asks `is_cached` and then `get_cached_or_future_value` for the same text.
 NORMALISED_MEMO = 16
-register_backend = BACKENDS.register   # `@register_backend("xgrammar")`
+register_backend = BACKENDS.register  # `@register_backend("xgrammar")`
 
 
 class GrammarError(ValueError):
@@ -67,13 +68,41 @@ class IgnoredKeywordError(GrammarError):
 # what its library ignores, as `IgnoredKeyword`s, and refuses such a schema before compiling.
 
 # Keywords that say nothing about which values are valid: they may sit beside anything.
-ANNOTATIONS = frozenset({"$schema", "$id", "$anchor", "$comment", "$defs", "definitions", "title",
-                         "description", "default", "examples", "deprecated", "readOnly", "writeOnly",
-                         "contentMediaType", "contentEncoding", "contentSchema"})
+ANNOTATIONS = frozenset(
+    {
+        "$schema",
+        "$id",
+        "$anchor",
+        "$comment",
+        "$defs",
+        "definitions",
+        "title",
+        "description",
+        "default",
+        "examples",
+        "deprecated",
+        "readOnly",
+        "writeOnly",
+        "contentMediaType",
+        "contentEncoding",
+        "contentSchema",
+    }
+)
 # Where subschemas live: a map of them, one of them, or a list of them (draft 2020-12 and 7).
 _SCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties", "dependentSchemas", "dependencies")
-_SCHEMA_ONE = ("items", "additionalItems", "additionalProperties", "not", "if", "then", "else", "contains",
-               "propertyNames", "unevaluatedItems", "unevaluatedProperties")
+_SCHEMA_ONE = (
+    "items",
+    "additionalItems",
+    "additionalProperties",
+    "not",
+    "if",
+    "then",
+    "else",
+    "contains",
+    "propertyNames",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+)
 _SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems", "items")
 
 
@@ -85,7 +114,7 @@ class IgnoredKeyword:
     keyword: str
     how: str = ""
     applies: Callable[[dict], bool] = lambda schema: True
-    below_root: bool = False   # applies only in subschemas, not at the root
+    below_root: bool = False  # applies only in subschemas, not at the root
 
 
 def json_pointer(pointer: str, name: str | int) -> str:
@@ -98,7 +127,7 @@ def subschemas(schema: dict, pointer: str) -> Iterator[tuple[dict, str]]:
     for key, value in schema.items():
         if key in _SCHEMA_MAPS and isinstance(value, dict):
             for name, sub in value.items():
-                if isinstance(sub, dict):   # (draft 7 `dependencies` maps to lists too)
+                if isinstance(sub, dict):  # (draft 7 `dependencies` maps to lists too)
                     yield sub, json_pointer(json_pointer(pointer, key), name)
         elif key in _SCHEMA_ONE and isinstance(value, dict):
             yield value, json_pointer(pointer, key)
@@ -117,8 +146,9 @@ def rewrite_subschemas(schema: Any, rewrite: Callable[[dict, str], dict], pointe
     for key, value in schema.items():
         where = json_pointer(pointer, key)
         if key in _SCHEMA_MAPS and isinstance(value, dict):
-            out[key] = {name: rewrite_subschemas(sub, rewrite, json_pointer(where, name))
-                        for name, sub in value.items()}
+            out[key] = {
+                name: rewrite_subschemas(sub, rewrite, json_pointer(where, name)) for name, sub in value.items()
+            }
         elif key in _SCHEMA_ONE and isinstance(value, dict):
             out[key] = rewrite_subschemas(value, rewrite, where)
         elif key in _SCHEMA_LISTS and isinstance(value, list):
@@ -126,8 +156,9 @@ def rewrite_subschemas(schema: Any, rewrite: Callable[[dict, str], dict], pointe
     return rewrite(out, pointer)
 
 
-def find_ignored_keyword(schema: Any, ignored: tuple[IgnoredKeyword, ...],
-                         pointer: str = "#") -> tuple[IgnoredKeyword, str] | None:
+def find_ignored_keyword(
+    schema: Any, ignored: tuple[IgnoredKeyword, ...], pointer: str = "#"
+) -> tuple[IgnoredKeyword, str] | None:
     """The first (rule, JSON pointer) of `ignored` that applies somewhere in `schema`, or None.
 
     Every subschema counts, `$defs` included: a walk, not a text search, so a property
@@ -177,8 +208,15 @@ def pattern_meets_listed_name(schema: dict) -> bool:
     return False
 
 
-_JSON_TYPES = {"string": str, "integer": int, "number": (int, float), "boolean": bool, "object": dict,
-               "array": list, "null": type(None)}
+_JSON_TYPES = {
+    "string": str,
+    "integer": int,
+    "number": (int, float),
+    "boolean": bool,
+    "object": dict,
+    "array": list,
+    "null": type(None),
+}
 
 
 def is_whole(value) -> bool:
@@ -200,6 +238,7 @@ def values_outside_type(schema: dict) -> bool:
         if t == "integer":
             return is_whole(value)
         return isinstance(value, _JSON_TYPES.get(t, ())) and (t == "boolean" or not isinstance(value, bool))
+
     return not all(any(has(v, t) for t in types) for v in values)
 
 
@@ -247,8 +286,7 @@ def _disjoint(a: Any, b: Any) -> bool:
     if not (isinstance(a, dict) and isinstance(b, dict)):
         return False
     for name in set(a.get("required") or []) & set(b.get("required") or []):
-        pa, pb = (s.get("properties", {}).get(name) if isinstance(s.get("properties"), dict) else None
-                  for s in (a, b))
+        pa, pb = (s.get("properties", {}).get(name) if isinstance(s.get("properties"), dict) else None for s in (a, b))
         va, vb = _branch_values(pa), _branch_values(pb)
         if va is not None and vb is not None and not va & vb:
             return True
@@ -258,7 +296,7 @@ def _disjoint(a: Any, b: Any) -> bool:
 def overlapping_branches(schema: dict) -> bool:
     """`oneOf` has two branches we cannot show disjoint: "exactly one" is then not "any"."""
     branches = schema["oneOf"] if isinstance(schema["oneOf"], list) else []
-    return any(not _disjoint(a, b) for i, a in enumerate(branches) for b in branches[i + 1:])
+    return any(not _disjoint(a, b) for i, a in enumerate(branches) for b in branches[i + 1 :])
 
 
 def refuse_ignored_keywords(schema: Any, ignored: tuple[IgnoredKeyword, ...], library: str, backend: str) -> None:
@@ -268,9 +306,11 @@ def refuse_ignored_keywords(schema: Any, ignored: tuple[IgnoredKeyword, ...], li
     if found:
         rule, pointer = found
         how = f" {rule.how}" if rule.how else ""
-        raise IgnoredKeywordError(f"{library} does not enforce {rule.keyword!r}{how} (at {pointer}), so the "
-                           f"{backend!r} backend refuses this schema rather than generate output that breaks "
-                           f"it; use the 'fsm' grammar backend for this schema")
+        raise IgnoredKeywordError(
+            f"{library} does not enforce {rule.keyword!r}{how} (at {pointer}), so the "
+            f"{backend!r} backend refuses this schema rather than generate output that breaks "
+            f"it; use the 'fsm' grammar backend for this schema"
+        )
 
 
 # ------------------------------------------------------------------------ per request
@@ -281,7 +321,7 @@ class BaseGrammarObject:
     `jump_forward` is SGLang's `try_jump_forward` + `jump_forward_str_state` in one call.
     """
 
-    version = 0   # times the request's output was rewritten (an instance attribute once bumped)
+    version = 0  # times the request's output was rewritten (an instance attribute once bumped)
 
     def accept_token(self, token_id: int) -> None:
         """Advance by one sampled token; raise GrammarError if the grammar rejects it."""
@@ -365,7 +405,7 @@ class BaseGrammarObject:
         """Bring the matcher in line with the re-encoded output: roll back to the longest
         common prefix of the old and new ids, then accept the new tokens (the jump
         included). Matchers that can jump to `next_state` directly may override this."""
-        same = len(os.path.commonprefix([old_output_ids, new_output_ids]))   # works on lists too
+        same = len(os.path.commonprefix([old_output_ids, new_output_ids]))  # works on lists too
         if len(old_output_ids) > same:
             self.rollback(len(old_output_ids) - same)
         for token_id in new_output_ids[same:]:
@@ -405,15 +445,26 @@ class BaseGrammarBackend:
     """Compile-and-cache for one engine. Subclasses implement `compile(kind, text)`."""
 
     name = "base"
-    kinds: frozenset[str] = frozenset()    # which of "regex", "json_schema", "ebnf"
+    kinds: frozenset[str] = frozenset()  # which of "regex", "json_schema", "ebnf"
 
-    def __init__(self, tokenizer, vocab_size: int, *, max_entries: int = 128, max_bytes: int | None = None,
-                 compile_timeout: float = 30.0, threads: int = 2, **options: Any):
+    def __init__(
+        self,
+        tokenizer,
+        vocab_size: int,
+        *,
+        max_entries: int = 128,
+        max_bytes: int | None = None,
+        compile_timeout: float = 30.0,
+        threads: int = 2,
+        **options: Any,
+    ):
         if len(tokenizer.token_bytes) > vocab_size:
-            raise ValueError(f"the logits width {vocab_size} is smaller than the tokenizer's "
-                             f"vocabulary ({len(tokenizer.token_bytes)} ids)")
+            raise ValueError(
+                f"the logits width {vocab_size} is smaller than the tokenizer's "
+                f"vocabulary ({len(tokenizer.token_bytes)} ids)"
+            )
         self.tokenizer = tokenizer
-        self.vocab_size = vocab_size       # width of the logits (may exceed the tokenizer's)
+        self.vocab_size = vocab_size  # width of the logits (may exceed the tokenizer's)
         self.options = options
         self.max_entries, self.max_bytes = max_entries, max_bytes
         self.compile_timeout = compile_timeout
@@ -424,16 +475,17 @@ class BaseGrammarBackend:
         self.baton = Baton()
         self.pool = FairCompilePool(threads, self.baton, name=f"{self.name}-compile")
         self.cache: collections.OrderedDict[tuple[str, str], Future] = collections.OrderedDict()
-        self.jobs: dict[Future, CompileJob] = {}   # compiles not finished yet
-        self._trimmed = float("-inf")   # when `trim` last measured the cache (time.monotonic)
-        self._given_back = float("-inf")   # when `trim` last gave free heap back
+        self.jobs: dict[Future, CompileJob] = {}  # compiles not finished yet
+        self._trimmed = float("-inf")  # when `trim` last measured the cache (time.monotonic)
+        self._given_back = float("-inf")  # when `trim` last gave free heap back
         self.lock = threading.Lock()
         self.compile_count = 0
-        self.lookups = self.hits = 0       # asked for a grammar / found it compiled or compiling
+        self.lookups = self.hits = 0  # asked for a grammar / found it compiled or compiling
         self.compile_times = CompileTimes()
         # (kind, text) -> (its cache key, its parsed form): see `normalised`.
-        self._normalised: collections.OrderedDict[tuple[str, str], tuple[tuple[str, str], Any]] = \
+        self._normalised: collections.OrderedDict[tuple[str, str], tuple[tuple[str, str], Any]] = (
             collections.OrderedDict()
+        )
         self._normalised_lock = threading.Lock()
 
     def compile(self, kind: str, text: str) -> BaseGrammarObject:
@@ -472,10 +524,11 @@ class BaseGrammarBackend:
             try:
                 schema = load_schema(text)
                 return (kind, json.dumps(schema, separators=(",", ":"), ensure_ascii=False)), schema
-            except (InvalidSchemaError, RecursionError):   # (dumps too follows the nesting)
-                return (kind, text), None   # compile() reports it with its own message
+            except (InvalidSchemaError, RecursionError):  # (dumps too follows the nesting)
+                return (kind, text), None  # compile() reports it with its own message
         if kind == "structural_tag":
             from ..constrained.structural_tag import StructuralTagError, parse_structural_tag
+
             try:
                 spec = parse_structural_tag(text)
                 return (kind, spec.to_json()), spec
@@ -531,24 +584,26 @@ class BaseGrammarBackend:
         with self.lock:
             self.compile_count += 1
         if kind not in self.kinds:
-            return InvalidGrammarObject(f"the {self.name!r} grammar backend does not support {kind!r} "
-                                        f"(it supports {sorted(self.kinds)})")
+            return InvalidGrammarObject(
+                f"the {self.name!r} grammar backend does not support {kind!r} (it supports {sorted(self.kinds)})"
+            )
         start = time.perf_counter()
         try:
             if kind == "structural_tag":
                 from ..constrained.structural_tag import parse_structural_tag
+
                 grammar = self.compile_structural_tag(parsed if parsed is not None else parse_structural_tag(text))
             elif kind == "json_schema" and parsed is not None:
                 grammar = self.compile_schema(parsed, text)
             else:
                 grammar = self.compile(kind, text)
         except (CompileTimeout, CompileCancelled) as e:
-            with self.lock:   # a timeout may be the machine's load, not the grammar: never cached
+            with self.lock:  # a timeout may be the machine's load, not the grammar: never cached
                 self.cache.pop((kind, text), None)
             return InvalidGrammarObject(f"{kind} rejected by the {self.name!r} backend: {e}")
-        except Exception as e:   # every failure becomes a message for that one request
+        except Exception as e:  # every failure becomes a message for that one request
             return InvalidGrammarObject(f"{kind} rejected by the {self.name!r} backend: {e}")
-        with self.lock:   # its size is known now: make room before anyone is told it is done
+        with self.lock:  # its size is known now: make room before anyone is told it is done
             self.compile_times.record(time.perf_counter() - start)
             self._evict_lru(new=((kind, text), grammar.nbytes()))
         return grammar
@@ -557,9 +612,15 @@ class BaseGrammarBackend:
         """The grammar cache for /metrics: entries, bytes, lookups, hits, compile times."""
         with self.lock:
             done = [f for f in self.cache.values() if f.done() and not f.cancelled()]
-            return {"cache_entries": len(self.cache), "cache_bytes": sum(f.result().nbytes() for f in done),
-                    "compiling": len(self.cache) - len(done), "lookups": self.lookups, "hits": self.hits,
-                    "compiles": self.compile_count, "compile_seconds": self.compile_times}
+            return {
+                "cache_entries": len(self.cache),
+                "cache_bytes": sum(f.result().nbytes() for f in done),
+                "compiling": len(self.cache) - len(done),
+                "lookups": self.lookups,
+                "hits": self.hits,
+                "compiles": self.compile_count,
+                "compile_seconds": self.compile_times,
+            }
 
     def result(self, future: Future) -> BaseGrammarObject | None:
         """A fresh matcher if the compile finished, else None."""
@@ -636,25 +697,30 @@ def give_back_free_memory() -> None:
         try:
             _libc = ctypes.CDLL("libc.so.6")
             _libc.malloc_trim.argtypes = [ctypes.c_size_t]
-        except (OSError, AttributeError):   # not glibc
+        except (OSError, AttributeError):  # not glibc
             _libc = False
     if _libc:
         _libc.malloc_trim(0)
 
 
-_libc: Any = None   # glibc, once looked up (False: there is none)
+_libc: Any = None  # glibc, once looked up (False: there is none)
 
 
 def get_backend_class(name: str) -> type[BaseGrammarBackend]:
     import importlib
 
-    modules = {"fsm": "fsm_backend", "xgrammar": "xgrammar_backend", "outlines": "outlines_backend",
-               "llguidance": "llguidance_backend"}
+    modules = {
+        "fsm": "fsm_backend",
+        "xgrammar": "xgrammar_backend",
+        "outlines": "outlines_backend",
+        "llguidance": "llguidance_backend",
+    }
     if name not in modules:
         raise ValueError(f"unknown grammar backend {name!r}; known: {sorted(modules)}")
     try:
         importlib.import_module(f"minisglang.backends.{modules[name]}")
     except ImportError as e:
-        raise ImportError(f"grammar backend {name!r} needs its library: {e} "
-                          f"(pip install 'minisglang[backends]')") from e
+        raise ImportError(
+            f"grammar backend {name!r} needs its library: {e} (pip install 'minisglang[backends]')"
+        ) from e
     return BACKENDS.get(name)

@@ -13,6 +13,7 @@ By default (option `automaton="lazy"`) the regex is compiled lazily instead
 jump-forward strings are made when generation first reaches a state, so compile cost
 follows the regex, not the size of its DFA. `automaton="eager"` keeps the path above.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -37,15 +38,22 @@ if TYPE_CHECKING:  # pragma: no cover   (s6's file: an s5 checkout has no struct
 # The repeated bodies whose per-token counts a lazy backend computes when it starts (the
 # JSON compiler's string characters, digits, hex digits, an e-mail atom's characters, the
 # letters and digits of a domain label, with and without its hyphen).
-LAZY_PREPARED_BODIES = (STRING_CHAR, COUNTED_STRING_CHAR, "[0-9]", "[0-9a-fA-F]", r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]",
-                        "[A-Za-z0-9]", "[A-Za-z0-9-]")
+LAZY_PREPARED_BODIES = (
+    STRING_CHAR,
+    COUNTED_STRING_CHAR,
+    "[0-9]",
+    "[0-9a-fA-F]",
+    r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]",
+    "[A-Za-z0-9]",
+    "[A-Za-z0-9-]",
+)
 
 
 class FSMGrammar(BaseGrammarObject):
     def __init__(self, fsm: TokenFSM):
         self.fsm = fsm
         self.state = fsm.index.initial_state
-        self.history: list[int] = []       # states before each accepted token, for rollback
+        self.history: list[int] = []  # states before each accepted token, for rollback
         self.terminated = False
 
     def accept_token(self, token_id: int) -> None:
@@ -60,11 +68,11 @@ class FSMGrammar(BaseGrammarObject):
             raise GrammarError(f"token {token_id} is not allowed in state {self.state}")
         self.history.append(self.state)
         self.state = nxt
-        self.terminated = self.fsm.is_complete(nxt)   # accepting, and only EOS can follow
+        self.terminated = self.fsm.is_complete(nxt)  # accepting, and only EOS can follow
         # END SOLUTION
 
     def rollback(self, k: int) -> None:
-        if k == 0:   # nothing undone: an accepted EOS stays accepted
+        if k == 0:  # nothing undone: an accepted EOS stays accepted
             return
         for _ in range(k):
             self.state = self.history.pop()
@@ -102,7 +110,7 @@ class FSMGrammar(BaseGrammarObject):
         # END SOLUTION
 
     @classmethod
-    def fill_vocab_mask_batched(cls, entries: list[tuple[Any, int]], vocab_mask: torch.Tensor) -> None:   # FSMGrammar's
+    def fill_vocab_mask_batched(cls, entries: list[tuple[Any, int]], vocab_mask: torch.Tensor) -> None:  # FSMGrammar's
         """s2's fill: the precomputed rows of all entries, stacked and written in one copy."""
         if entries:
             rows = [idx for _, idx in entries]
@@ -123,10 +131,14 @@ class FSMBackend(BaseGrammarBackend):
     def __init__(self, tokenizer: Tokenizer, vocab_size: int, **kwargs: Any):
         super().__init__(tokenizer, vocab_size, **kwargs)
         o = self.options
-        settings = CompileSettings(vocab_size, max_states=int(o.get("max_fsm_states", 10_000)),
-                                   max_regex_chars=o.get("max_regex_chars", 100_000), jump_map=True,
-                                   memory_bytes=o.get("compile_memory_bytes", 4 << 30),
-                                   nice=int(o.get("compile_nice", 5)))
+        settings = CompileSettings(
+            vocab_size,
+            max_states=int(o.get("max_fsm_states", 10_000)),
+            max_regex_chars=o.get("max_regex_chars", 100_000),
+            jump_map=True,
+            memory_bytes=o.get("compile_memory_bytes", 4 << 30),
+            nice=int(o.get("compile_nice", 5)),
+        )
         # "lazy" (constrained/lazy_token_fsm.py): states and rows made as generation reaches
         # them, compiled in this process in about a millisecond; "eager": s1-s4's whole DFA
         # and index, compiled by the service.
@@ -138,18 +150,28 @@ class FSMBackend(BaseGrammarBackend):
         self.automaton = o.get("automaton", "lazy")
         if self.automaton not in ("lazy", "eager"):
             raise ValueError(f"unknown automaton {self.automaton!r}: 'lazy' or 'eager'")
-        self.lazy_limits = LazyLimits(**{k: int(o[k]) for k in ("max_lazy_states", "max_row_expansions",
-                                                               "max_regex_nodes") if o.get(k) is not None})
+        self.lazy_limits = LazyLimits(
+            **{
+                k: int(o[k])
+                for k in ("max_lazy_states", "max_row_expansions", "max_regex_nodes")
+                if o.get(k) is not None
+            }
+        )
         if self.automaton == "lazy":
-            self.service = None   # nothing worth a worker process: the start row takes ~1 ms
+            self.service = None  # nothing worth a worker process: the start row takes ~1 ms
             # Per-vocabulary work done now, not in the first grammars' tokens: the counts of
             # the bodies JSON grammars repeat (a string's character, a digit, a hex digit).
             prepare_vocabulary(tokenizer, vocab_size, LAZY_PREPARED_BODIES)
             return
         # The pool's threads each wait (without the GIL) on a worker: as many workers as threads.
-        self.service = CompileService(tokenizer, settings, workers=self.threads,
-                                      timeout=self.compile_timeout, compile_in=o.get("compile_in", "process"),
-                                      disk_dir=o.get("grammar_cache_dir"))
+        self.service = CompileService(
+            tokenizer,
+            settings,
+            workers=self.threads,
+            timeout=self.compile_timeout,
+            compile_in=o.get("compile_in", "process"),
+            disk_dir=o.get("grammar_cache_dir"),
+        )
 
     def compile(self, kind: str, text: str) -> FSMGrammar:
         if kind == "json_schema":
@@ -175,23 +197,34 @@ class FSMBackend(BaseGrammarBackend):
         # (10x ours: a 1.4 KB schema of mutually recursive objects ran 3.5 s to make 1M
         # characters we then refused).
         limit = self.options.get("max_regex_chars", 100_000)
-        options = {**({"max_regex_chars": limit} if limit is not None else {}), **self.schema_options,
-                   "automaton": self.automaton}
+        options = {
+            **({"max_regex_chars": limit} if limit is not None else {}),
+            **self.schema_options,
+            "automaton": self.automaton,
+        }
         options["whitespace"] = self.options.get("json_whitespace")
         if isinstance(schema, str) and len(schema) > NORMALISE_MAX_CHARS and self.options.get("compile_in") != "thread":
             # A large schema's compile would hold this process's GIL for seconds (the
             # compiler has no checkpoints): a child process writes its regex (schema_worker.py).
             # (The child sends its tree as lazy-dialect text, the one form that crosses the pipe;
             # this is the only place a compiled schema is parsed back.)
-            tree = parse_tree(schema_regex_in_process(schema, options, self.compile_timeout,
-                                                      self.options.get("compile_memory_bytes", 4 << 30),
-                                                      int(self.options.get("compile_nice", 5))), members=True)
+            tree = parse_tree(
+                schema_regex_in_process(
+                    schema,
+                    options,
+                    self.compile_timeout,
+                    self.options.get("compile_memory_bytes", 4 << 30),
+                    int(self.options.get("compile_nice", 5)),
+                ),
+                members=True,
+            )
         else:
             tree = build_schema_tree(schema, **options)
         size = text_size(tree)
         if limit is not None and size > limit:
-            raise ConstraintError(f"regex of {size:,} characters is longer than the limit of "
-                                  f"{limit:,} (option max_regex_chars)")
+            raise ConstraintError(
+                f"regex of {size:,} characters is longer than the limit of {limit:,} (option max_regex_chars)"
+            )
         return tree
 
     def compile_regex(self, regex: str | Regex, max_regex_chars: int | None, ours: bool = False) -> FSMGrammar:
@@ -199,9 +232,17 @@ class FSMBackend(BaseGrammarBackend):
         compiler (already length-checked), so its text may use the lazy automaton's private
         `(?@members...)` groups; a user's may not."""
         if self.automaton == "lazy":
-            return FSMGrammar(compile_lazy_token_fsm(regex, self.tokenizer, self.vocab_size, self.lazy_limits,
-                                                     max_regex_chars=max_regex_chars, members=ours))
-        assert self.service is not None   # made by __init__ for the eager automaton
+            return FSMGrammar(
+                compile_lazy_token_fsm(
+                    regex,
+                    self.tokenizer,
+                    self.vocab_size,
+                    self.lazy_limits,
+                    max_regex_chars=max_regex_chars,
+                    members=ours,
+                )
+            )
+        assert self.service is not None  # made by __init__ for the eager automaton
         return FSMGrammar(self.service.compile_fsm(regex if isinstance(regex, str) else render(regex)))
 
     def compile_structural_tag(self, spec: StructuralTag) -> FSMGrammar:

@@ -23,6 +23,7 @@ What this adapter adds:
   follow, the same rule as our fsm backend;
 - jump forward uses llguidance's forced bytes (`compute_ff_bytes`).
 """
+
 from __future__ import annotations
 
 import json
@@ -46,17 +47,17 @@ class _TokenizerSource:
     def __init__(self, tokenizer, vocab_size: int):
         self.tokenizer = tokenizer
         self.eos_token_id = tokenizer.eos_token_id
-        self.bos_token_id = None   # llguidance only uses it to strip a BOS from prompts
+        self.bos_token_id = None  # llguidance only uses it to strip a BOS from prompts
         self.special_token_ids = sorted(tokenizer.special_token_ids)
         tokens = []
         for token_id, data in enumerate(tokenizer.token_bytes):
             if token_id in tokenizer.special_token_ids:
                 data = b"\xff" + tokenizer.id_to_token(token_id).encode()
             tokens.append(data or b"")
-        self.tokens = tokens + [b""] * (vocab_size - len(tokens))   # padded logit columns
+        self.tokens = tokens + [b""] * (vocab_size - len(tokens))  # padded logit columns
 
     def __call__(self, text: str) -> list[int]:
-        if not isinstance(text, str):   # tells TokenizerWrapper to pass str, not bytes
+        if not isinstance(text, str):  # tells TokenizerWrapper to pass str, not bytes
             raise TypeError("our tokenizer encodes str")
         return self.tokenizer.encode(text)
 
@@ -64,24 +65,25 @@ class _TokenizerSource:
 def _check_mask(vocab_mask: torch.Tensor) -> None:
     """llguidance writes raw memory: the mask must be a contiguous int32 CPU tensor [B, W]."""
     if vocab_mask.dtype != torch.int32 or vocab_mask.device.type != "cpu" or not vocab_mask.is_contiguous():
-        raise ValueError(f"the vocab mask must be a contiguous int32 CPU tensor, got {vocab_mask.dtype} "
-                         f"on {vocab_mask.device} (contiguous: {vocab_mask.is_contiguous()})")
+        raise ValueError(
+            f"the vocab mask must be a contiguous int32 CPU tensor, got {vocab_mask.dtype} "
+            f"on {vocab_mask.device} (contiguous: {vocab_mask.is_contiguous()})"
+        )
 
 
 class LLGuidanceGrammar(BaseGrammarObject):
     """One request's `llg.LLMatcher`, a deep copy of the compiled matcher at its start."""
 
-    _executor: llg.LLExecutor | None = None   # one thread pool for all batches
+    _executor: llg.LLExecutor | None = None  # one thread pool for all batches
     _executor_lock = threading.Lock()
 
     def __init__(self, start: llg.LLMatcher):
-        self.start = start                     # never advanced: the template for copies
+        self.start = start  # never advanced: the template for copies
         self.matcher = start.deep_copy()
 
     def accept_token(self, token_id: int) -> None:
         if not self.matcher.consume_token(token_id):
-            raise GrammarError(f"token {token_id} is not allowed by the grammar here "
-                               f"({self.matcher.get_error()})")
+            raise GrammarError(f"token {token_id} is not allowed by the grammar here ({self.matcher.get_error()})")
 
     def rollback(self, k: int) -> None:
         if not self.matcher.rollback(k):
@@ -90,7 +92,7 @@ class LLGuidanceGrammar(BaseGrammarObject):
     def is_terminated(self) -> bool:
         return self.matcher.is_stopped() and not self.matcher.is_error()
 
-    def copy(self) -> "LLGuidanceGrammar":
+    def copy(self) -> LLGuidanceGrammar:
         return LLGuidanceGrammar(self.start)
 
     # llguidance writes straight into the tensor's memory. (Its llguidance.torch helpers
@@ -117,9 +119,10 @@ class LLGuidanceGrammar(BaseGrammarObject):
             if cls._executor is None:
                 cls._executor = llg.LLExecutor()
         batch, words = vocab_mask.shape
-        cls._executor.unsafe_compute_mask_ptr([(g.matcher, idx) for g, idx in entries], vocab_mask.data_ptr(),
-                                              words * vocab_mask.element_size(), batch)
-        for g, _ in entries:   # the scheduler then masks row by row to find whose grammar it was
+        cls._executor.unsafe_compute_mask_ptr(
+            [(g.matcher, idx) for g, idx in entries], vocab_mask.data_ptr(), words * vocab_mask.element_size(), batch
+        )
+        for g, _ in entries:  # the scheduler then masks row by row to find whose grammar it was
             g._refuse_error_state()
 
     # -- jump forward: the bytes the grammar forces from here ---------------------------
@@ -148,7 +151,7 @@ class LLGuidanceBackend(BaseGrammarBackend):
         if kind == "regex":
             grammar = llg.LLMatcher.grammar_from_regex(portable_regex(text))
         elif kind == "json_schema":
-            try:   # llguidance would report the column inside its own wrapper document
+            try:  # llguidance would report the column inside its own wrapper document
                 schema = load_schema(text)
             except InvalidSchemaError as e:
                 raise GrammarError(str(e)) from e
@@ -156,7 +159,7 @@ class LLGuidanceBackend(BaseGrammarBackend):
         else:
             try:
                 grammar = llg.LLMatcher.grammar_from_lark(any_to_lark(text))
-            except Exception as e:    # the GBNF -> Lark converter raises plain exceptions
+            except Exception as e:  # the GBNF -> Lark converter raises plain exceptions
                 raise GrammarError(f"cannot read the grammar: {e}") from e
         return self._matcher(grammar)
 
@@ -194,20 +197,25 @@ def lexer_conflict(spec) -> str | None:
     rests: dict[str, list[str]] = {}
     for i, s in enumerate(spec.structures):
         if not s.end or s.end[0].isspace() or s.end[0] in _NUMBER_GOES_ON:
-            return (f"structures[{i}].end {s.end!r} is empty or starts with whitespace or a number's "
-                    f"character, which the JSON value before it could swallow")
-        rests.setdefault(spec.trigger_of(s), []).append(s.begin[len(spec.trigger_of(s)):])
+            return (
+                f"structures[{i}].end {s.end!r} is empty or starts with whitespace or a number's "
+                f"character, which the JSON value before it could swallow"
+            )
+        rests.setdefault(spec.trigger_of(s), []).append(s.begin[len(spec.trigger_of(s)) :])
     for trigger, texts in rests.items():
         for a in texts:
             for b in texts:
                 if a is not b and b.startswith(a):
-                    return (f"after trigger {trigger!r} the begin text {a!r} is a prefix of {b!r}; "
-                            f"the lexer would take the longer one")
+                    return (
+                        f"after trigger {trigger!r} the begin text {a!r} is a prefix of {b!r}; "
+                        f"the lexer would take the longer one"
+                    )
     return None
 
 
 def structural_tag_lark(spec) -> str:
     """The Lark grammar of a StructuralTag (constrained/structural_tag.py semantics)."""
+
     def json_body(schema) -> str:
         schema = {"not": {}} if schema is False else {} if schema is True else schema
         return "%json " + json.dumps({**schema, "x-guidance": JSON_LAYOUT})
@@ -219,13 +227,26 @@ def structural_tag_lark(spec) -> str:
     lines = [f"trig_{j}[lazy]: TEXT {json.dumps(t)}" for j, t in enumerate(triggers)]
     for k, s in enumerate(spec.structures):
         j = triggers.index(spec.trigger_of(s))
-        rest = s.begin[len(triggers[j]):]
+        rest = s.begin[len(triggers[j]) :]
         lines.append(f"tag_{k}: trig_{j} {strings(rest)} {json_body(s.schema)} {strings(s.end)}")
         lines.append(f"first_{k}: {strings(s.begin)} {json_body(s.schema)} {strings(s.end)}")
     tag = " | ".join(f"tag_{k}" for k in range(len(spec.structures)))
     first = " | ".join(f"first_{k}" for k in range(len(spec.structures)))
-    start = {(False, False): "(tag)* TEXT_END", (True, False): "first (tag)* TEXT_END",
-             (False, True): "tag | TEXT_END", (True, True): "first"}[spec.at_least_one, spec.stop_after_first]
+    start = {
+        (False, False): "(tag)* TEXT_END",
+        (True, False): "first (tag)* TEXT_END",
+        (False, True): "tag | TEXT_END",
+        (True, True): "first",
+    }[spec.at_least_one, spec.stop_after_first]
     any_trigger = " | ".join(json.dumps(t) for t in triggers)
-    return "\n".join([f"start: {start}", f"tag: {tag}", f"first: {first}", *lines,
-                      r"TEXT: /(.|\n)*/", f"TEXT_END: TEXT & ~(TEXT ({any_trigger}) TEXT)", ""])
+    return "\n".join(
+        [
+            f"start: {start}",
+            f"tag: {tag}",
+            f"first: {first}",
+            *lines,
+            r"TEXT: /(.|\n)*/",
+            f"TEXT_END: TEXT & ~(TEXT ({any_trigger}) TEXT)",
+            "",
+        ]
+    )

@@ -30,6 +30,7 @@ Know also: outlines-core 0.2 builds no move from an accepting state into a non-a
 one (after "1" in `1(x1)*` no "x"; after "12" in `[0-9]+(\.[0-9]+)?` no lone "."). Its
 masks are then a subset of ours: outputs stay valid, some valid strings are unreachable.
 """
+
 from __future__ import annotations
 
 import json
@@ -40,45 +41,87 @@ from outlines_core import Guide, Index, Vocabulary
 from outlines_core.json_schema import build_regex_from_schema
 
 from ..constrained.json_schema import InvalidSchemaError, UnsupportedSchemaError, load_schema
+
 # The string contents (JSON text) in which a pattern finds a match: our fsm compiler's own
 # translation, so both backends read a `pattern` alike.
 from ..constrained.json_schema.patterns import _pattern_regex as pattern_over_json_text
-from ..constrained.regex_ast import NOTHING, render
 from ..constrained.python_regex import portable_regex
+from ..constrained.regex_ast import NOTHING, render
 from ..constrained.regex_dfa import shown_regex
-from .base import (ANNOTATIONS, BaseGrammarBackend, BaseGrammarObject, GrammarError, IgnoredKeyword, beside, beside_validation,
-                   overlapping_branches, refuse_ignored_keywords, register_backend, requires_unlisted,
-                   rewrite_subschemas, values_outside_type)
+from .base import (
+    ANNOTATIONS,
+    BaseGrammarBackend,
+    BaseGrammarObject,
+    GrammarError,
+    IgnoredKeyword,
+    beside,
+    beside_validation,
+    overlapping_branches,
+    refuse_ignored_keywords,
+    register_backend,
+    requires_unlisted,
+    rewrite_subschemas,
+    values_outside_type,
+)
 
-MAX_ROLLBACK = 1024   # states a Guide remembers for `rollback`
+MAX_ROLLBACK = 1024  # states a Guide remembers for `rollback`
 
 # Keywords outlines-core 0.2 accepts but does not enforce (found by running the
 # JSON-Schema-Test-Suite through this adapter, each checked alone in tests/test_backends.py).
-_ALWAYS_IGNORED = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
-                   "contains", "minContains", "maxContains", "minProperties",
-                   "maxProperties", "patternProperties", "propertyNames", "dependentRequired",
-                   "dependentSchemas", "dependencies", "unevaluatedProperties", "unevaluatedItems",
-                   "not", "if")
+_ALWAYS_IGNORED = (
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "multipleOf",
+    "contains",
+    "minContains",
+    "maxContains",
+    "minProperties",
+    "maxProperties",
+    "patternProperties",
+    "propertyNames",
+    "dependentRequired",
+    "dependentSchemas",
+    "dependencies",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+    "not",
+    "if",
+)
 # JSON must escape these inside a string; outlines-core writes property names raw.
 _MUST_ESCAPE = re.compile(r'["\\\x00-\x1f]')
 IGNORED = (
     *(IgnoredKeyword(k) for k in _ALWAYS_IGNORED),
-    IgnoredKeyword("uniqueItems", "", lambda s: s["uniqueItems"] is True),   # false asks nothing
+    IgnoredKeyword("uniqueItems", "", lambda s: s["uniqueItems"] is True),  # false asks nothing
     IgnoredKeyword("pattern", "beside 'minLength' or 'maxLength'", beside("minLength", "maxLength")),
     IgnoredKeyword("required", "for a property 'properties' does not list", requires_unlisted),
     IgnoredKeyword("oneOf", "with branches that may overlap (it checks 'anyOf' instead)", overlapping_branches),
-    IgnoredKeyword("enum", "beside keywords other than 'type', or with values of another type",
-                   values_outside_type),
+    IgnoredKeyword("enum", "beside keywords other than 'type', or with values of another type", values_outside_type),
     IgnoredKeyword("const", "beside keywords other than 'type', or of another type", values_outside_type),
     IgnoredKeyword("$ref", "beside other keywords", beside_validation("$ref")),
-    IgnoredKeyword("allOf", "with more than one subschema or beside other keywords (it joins their texts)",
-                   lambda s: not isinstance(s["allOf"], list) or len(s["allOf"]) > 1 or beside_validation("allOf")(s)),
+    IgnoredKeyword(
+        "allOf",
+        "with more than one subschema or beside other keywords (it joins their texts)",
+        lambda s: not isinstance(s["allOf"], list) or len(s["allOf"]) > 1 or beside_validation("allOf")(s),
+    ),
     # Its regex for "any value" is a bare `a|b|...`; put inside `[...]` it loses its brackets.
-    IgnoredKeyword("prefixItems", "with an item that allows any value", lambda s: isinstance(s["prefixItems"], list)
-                   and any(sub is True or (isinstance(sub, dict) and all(k in ANNOTATIONS for k in sub))
-                           for sub in s["prefixItems"])),
-    IgnoredKeyword("properties", "with a name JSON must escape (it writes the name raw)",
-                   lambda s: isinstance(s["properties"], dict) and any(_MUST_ESCAPE.search(n) for n in s["properties"])),
+    IgnoredKeyword(
+        "prefixItems",
+        "with an item that allows any value",
+        lambda s: (
+            isinstance(s["prefixItems"], list)
+            and any(
+                sub is True or (isinstance(sub, dict) and all(k in ANNOTATIONS for k in sub))
+                for sub in s["prefixItems"]
+            )
+        ),
+    ),
+    IgnoredKeyword(
+        "properties",
+        "with a name JSON must escape (it writes the name raw)",
+        lambda s: isinstance(s["properties"], dict) and any(_MUST_ESCAPE.search(n) for n in s["properties"]),
+    ),
 )
 
 
@@ -106,8 +149,9 @@ class OutlinesIndex:
 
     def only_eos_after(self, state: int) -> bool:
         if state not in self.eos_only:
-            self.eos_only[state] = (self.index.is_final_state(state)
-                                    and self.index.get_allowed_tokens(state) == [self.eos_token_id])
+            self.eos_only[state] = self.index.is_final_state(state) and self.index.get_allowed_tokens(state) == [
+                self.eos_token_id
+            ]
         return self.eos_only[state]
 
 
@@ -121,15 +165,15 @@ class OutlinesGrammar(BaseGrammarObject):
 
     def accept_token(self, token_id: int) -> None:
         if token_id == self.compiled.eos_token_id and self.guide.is_finished():
-            self.eos_accepted = True   # the Guide would loop on EOS; we just remember it
+            self.eos_accepted = True  # the Guide would loop on EOS; we just remember it
             return
         try:
             self.guide.advance(token_id, return_tokens=False)
-        except ValueError as e:   # "No next state found for the current state: ..."
+        except ValueError as e:  # "No next state found for the current state: ..."
             raise GrammarError(f"token {token_id} is not allowed by the grammar here ({e})") from e
 
     def rollback(self, k: int) -> None:
-        if k and self.eos_accepted:   # EOS did not move the Guide
+        if k and self.eos_accepted:  # EOS did not move the Guide
             self.eos_accepted, k = False, k - 1
         if k:
             self.guide.rollback_state(k)
@@ -137,11 +181,11 @@ class OutlinesGrammar(BaseGrammarObject):
     def is_terminated(self) -> bool:
         return self.eos_accepted or self.compiled.only_eos_after(self.guide.get_state())
 
-    def copy(self) -> "OutlinesGrammar":
+    def copy(self) -> OutlinesGrammar:
         return OutlinesGrammar(self.compiled)
 
     def fill_vocab_mask(self, vocab_mask: torch.Tensor, idx: int) -> None:
-        row = vocab_mask[idx]     # a row of a contiguous [B, W] tensor is contiguous
+        row = vocab_mask[idx]  # a row of a contiguous [B, W] tensor is contiguous
         self.guide.write_mask_into(row.data_ptr(), row.numel(), row.element_size())
 
 
@@ -161,19 +205,20 @@ class OutlinesBackend(BaseGrammarBackend):
     def __init__(self, tokenizer, vocab_size: int, **kwargs):
         super().__init__(tokenizer, vocab_size, **kwargs)
         if tokenizer.vocab_size > vocab_size:
-            raise ValueError(f"the logits width {vocab_size} is smaller than the tokenizer's "
-                             f"vocabulary ({tokenizer.vocab_size} ids)")
+            raise ValueError(
+                f"the logits width {vocab_size} is smaller than the tokenizer's vocabulary ({tokenizer.vocab_size} ids)"
+            )
         eos = tokenizer.eos_token_id
         ids_by_bytes: dict[bytes, list[int]] = {}
         for token_id, data in enumerate(tokenizer.token_bytes):
-            if data and token_id != eos:   # None: special or unused; b"": spells nothing
+            if data and token_id != eos:  # None: special or unused; b"": spells nothing
                 ids_by_bytes.setdefault(data, []).append(token_id)
         # Built once per engine and shared by every Index this backend compiles.
         self.vocabulary = Vocabulary(eos, ids_by_bytes)
 
     def compile(self, kind: str, text: str) -> OutlinesGrammar:
         if kind == "json_schema":
-            try:   # outlines-core would only say "Expected a valid JSON string."
+            try:  # outlines-core would only say "Expected a valid JSON string."
                 schema = load_schema(text)
             except InvalidSchemaError as e:
                 raise GrammarError(str(e)) from e
@@ -184,7 +229,7 @@ class OutlinesBackend(BaseGrammarBackend):
             except ValueError as e:
                 raise GrammarError(f"cannot turn the JSON schema into a regex: {e}") from e
         else:
-            regex = portable_regex(text)   # a RegexError says what is wrong, in Python's terms
+            regex = portable_regex(text)  # a RegexError says what is wrong, in Python's terms
         try:
             index = Index(regex, self.vocabulary)
         except ValueError as e:

@@ -23,6 +23,7 @@ What this adapter adds:
   rather than turned into a weaker grammar; and a string's minLength/maxLength become a
   `pattern`, because xgrammar's length-counted strings let raw control characters in.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,12 +34,25 @@ import torch
 import xgrammar as xgr
 
 from ..constrained.bitmask import pack_bits
-from ..constrained.python_regex import portable_regex
 from ..constrained.json_schema import InvalidSchemaError, load_schema
-from .base import (ANNOTATIONS, BaseGrammarBackend, BaseGrammarObject, GrammarError, IgnoredKeyword, beside,
-                   beside_validation, overlapping_branches, pattern_meets_listed_name, refuse_ignored_keywords, register_backend,
-                   requires_unlisted, rewrite_subschemas, values_outside_type,
-                   not_a_local_pointer, is_whole)
+from ..constrained.python_regex import portable_regex
+from .base import (
+    BaseGrammarBackend,
+    BaseGrammarObject,
+    GrammarError,
+    IgnoredKeyword,
+    beside,
+    beside_validation,
+    is_whole,
+    not_a_local_pointer,
+    overlapping_branches,
+    pattern_meets_listed_name,
+    refuse_ignored_keywords,
+    register_backend,
+    requires_unlisted,
+    rewrite_subschemas,
+    values_outside_type,
+)
 
 # xgrammar's C++ errors start with "[15:34:26] /project/cpp/regex_converter.cc:94: " and
 # sometimes "Check failed: (error.empty()) is false: ": noise for the person who sent it.
@@ -57,21 +71,28 @@ _TYPE_KEYWORDS = {
     "string": ("minLength", "maxLength", "pattern", "format"),
     "number": ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"),
     "array": ("minItems", "maxItems", "uniqueItems", "contains"),
-    "object": ("required", "minProperties", "maxProperties", "patternProperties", "propertyNames",
-               "dependentRequired"),
+    "object": ("required", "minProperties", "maxProperties", "patternProperties", "propertyNames", "dependentRequired"),
 }
 _TYPE_FROM = {"object": ("properties", "additionalProperties"), "array": ("items", "prefixItems")}
+
+
 def _untyped(kind: str):
     return lambda schema: "type" not in schema and not any(k in schema for k in _TYPE_FROM.get(kind, ()))
 
 
 IGNORED = (
-    *(IgnoredKeyword(k, f"in a schema without 'type' (xgrammar then allows any {kind})", _untyped(kind))
-      for kind, keywords in _TYPE_KEYWORDS.items() for k in keywords),
+    *(
+        IgnoredKeyword(k, f"in a schema without 'type' (xgrammar then allows any {kind})", _untyped(kind))
+        for kind, keywords in _TYPE_KEYWORDS.items()
+        for k in keywords
+    ),
     IgnoredKeyword("minLength", "beside 'pattern' or 'format'", beside("pattern", "format")),
     IgnoredKeyword("maxLength", "beside 'pattern' or 'format'", beside("pattern", "format")),
-    IgnoredKeyword("multipleOf", "unless the type is 'integer' and the multiple a whole number",
-                   lambda s: s.get("type") != "integer" or not is_whole(s["multipleOf"])),
+    IgnoredKeyword(
+        "multipleOf",
+        "unless the type is 'integer' and the multiple a whole number",
+        lambda s: s.get("type") != "integer" or not is_whole(s["multipleOf"]),
+    ),
     IgnoredKeyword("uniqueItems", "", lambda s: s["uniqueItems"] is True),
     IgnoredKeyword("contains"),
     IgnoredKeyword("dependentRequired"),
@@ -79,16 +100,17 @@ IGNORED = (
     IgnoredKeyword("dependencies"),
     IgnoredKeyword("required", "for a property 'properties' does not list", requires_unlisted),
     IgnoredKeyword("patternProperties", "for a name 'properties' lists", pattern_meets_listed_name),
-    IgnoredKeyword("allOf", "with more than one subschema or beside other keywords",
-                   lambda s: not isinstance(s["allOf"], list) or len(s["allOf"]) > 1
-                   or beside_validation("allOf")(s)),
+    IgnoredKeyword(
+        "allOf",
+        "with more than one subschema or beside other keywords",
+        lambda s: not isinstance(s["allOf"], list) or len(s["allOf"]) > 1 or beside_validation("allOf")(s),
+    ),
     IgnoredKeyword("anyOf", "beside keywords other than 'type'", beside_validation("anyOf", frozenset({"type"}))),
     IgnoredKeyword("oneOf", "beside keywords other than 'type'", beside_validation("oneOf", frozenset({"type"}))),
     IgnoredKeyword("oneOf", "with branches that may overlap (it checks 'anyOf' instead)", overlapping_branches),
     IgnoredKeyword("not"),
     IgnoredKeyword("if"),
-    IgnoredKeyword("enum", "beside keywords other than 'type', or with values of another type",
-                   values_outside_type),
+    IgnoredKeyword("enum", "beside keywords other than 'type', or with values of another type", values_outside_type),
     IgnoredKeyword("const", "beside keywords other than 'type', or of another type", values_outside_type),
     IgnoredKeyword("$ref", "other than a '#/...' JSON pointer", not_a_local_pointer),
     IgnoredKeyword("$ref", "beside other keywords", beside_validation("$ref")),
@@ -113,9 +135,11 @@ def _length_as_pattern(schema: dict, pointer: str) -> dict:
     if high is not None and low > high:
         raise GrammarError(f"minLength {low} is greater than maxLength {high} (at {pointer}): no string fits")
     if max(low, high or 0) > MAX_LENGTH_AS_PATTERN:
-        raise GrammarError(f"xgrammar lets raw control characters into a string counted by minLength/maxLength, "
-                           f"and as a pattern a bound above {MAX_LENGTH_AS_PATTERN} (at {pointer}) is too slow to "
-                           "compile; use the 'fsm' grammar backend for this schema")
+        raise GrammarError(
+            f"xgrammar lets raw control characters into a string counted by minLength/maxLength, "
+            f"and as a pattern a bound above {MAX_LENGTH_AS_PATTERN} (at {pointer}) is too slow to "
+            "compile; use the 'fsm' grammar backend for this schema"
+        )
     schema["pattern"] = f"^[\\s\\S]{{{int(low)},{'' if high is None else int(high)}}}$"
     return schema
 
@@ -123,13 +147,13 @@ def _length_as_pattern(schema: dict, pointer: str) -> dict:
 class XGrammarGrammar(BaseGrammarObject):
     """One request's `xgr.GrammarMatcher` over a shared `xgr.CompiledGrammar`."""
 
-    _batch_filler: xgr.BatchGrammarMatcher | None = None   # one thread pool for all batches
+    _batch_filler: xgr.BatchGrammarMatcher | None = None  # one thread pool for all batches
     _batch_lock = threading.Lock()
 
     def __init__(self, compiled: xgr.CompiledGrammar, stop_only_row: torch.Tensor):
         self.compiled = compiled
         self.matcher = xgr.GrammarMatcher(compiled)
-        self.stop_only_row = stop_only_row     # [W] int32: the row that allows only EOS
+        self.stop_only_row = stop_only_row  # [W] int32: the row that allows only EOS
         self.only_stop_left = False
 
     def accept_token(self, token_id: int) -> None:
@@ -155,7 +179,7 @@ class XGrammarGrammar(BaseGrammarObject):
     def is_terminated(self) -> bool:
         return self.matcher.is_terminated() or self.only_stop_left
 
-    def copy(self) -> "XGrammarGrammar":
+    def copy(self) -> XGrammarGrammar:
         return XGrammarGrammar(self.compiled, self.stop_only_row)
 
     def fill_vocab_mask(self, vocab_mask: torch.Tensor, idx: int) -> None:
@@ -168,7 +192,8 @@ class XGrammarGrammar(BaseGrammarObject):
             if cls._batch_filler is None:
                 cls._batch_filler = xgr.BatchGrammarMatcher()
         cls._batch_filler.batch_fill_next_token_bitmask(
-            [g.matcher for g, _ in entries], vocab_mask, [idx for _, idx in entries])
+            [g.matcher for g, _ in entries], vocab_mask, [idx for _, idx in entries]
+        )
 
     # -- jump forward: xgrammar finds the forced string itself --------------------------
     def try_jump_forward(self, tokenizer) -> str | None:
@@ -189,8 +214,9 @@ class XGrammarBackend(BaseGrammarBackend):
         super().__init__(tokenizer, vocab_size, **kwargs)
         # Built once per engine: for a 65k vocabulary this takes a noticeable moment.
         vocab = [b"" if data is None else data for data in tokenizer.token_bytes]
-        info = xgr.TokenizerInfo(vocab, xgr.VocabType.RAW, vocab_size=vocab_size,
-                                 stop_token_ids=[tokenizer.eos_token_id])
+        info = xgr.TokenizerInfo(
+            vocab, xgr.VocabType.RAW, vocab_size=vocab_size, stop_token_ids=[tokenizer.eos_token_id]
+        )
         # Our base class caches compiled grammars (LRU), so xgrammar's own cache is off.
         self.compiler = xgr.GrammarCompiler(info, max_threads=2, cache_enabled=False)
         only_eos = torch.zeros(vocab_size, dtype=torch.bool)
@@ -199,7 +225,7 @@ class XGrammarBackend(BaseGrammarBackend):
 
     def compile(self, kind: str, text: str) -> XGrammarGrammar:
         try:
-            if kind == "regex":   # (a RegexError says what is wrong with it, in Python's terms)
+            if kind == "regex":  # (a RegexError says what is wrong with it, in Python's terms)
                 compiled = self.compiler.compile_regex(portable_regex(text))
             elif kind == "json_schema":
                 compiled = self.compiler.compile_json_schema(self.enforced_schema(text), any_whitespace=False)
@@ -207,7 +233,7 @@ class XGrammarBackend(BaseGrammarBackend):
                 compiled = self.compiler.compile_grammar(text)
         except GrammarError:
             raise
-        except Exception as e:   # xgrammar raises RuntimeError/ValueError with a parser message
+        except Exception as e:  # xgrammar raises RuntimeError/ValueError with a parser message
             raise GrammarError(_clean_error(e)) from e
         return XGrammarGrammar(compiled, self.stop_only_row)
 
@@ -226,11 +252,21 @@ class XGrammarBackend(BaseGrammarBackend):
         """xgrammar's "triggered_tags" format: the same semantics as ours (at_least_one: the
         output starts with a tag). Its JSON allows any whitespace character between tokens,
         at most one in a row (ours: an optional space), so a small model cannot loop on them."""
-        tags = [{"begin": s.begin, "end": s.end,
-                 "content": {"type": "json_schema", "json_schema": s.schema, "max_whitespace_cnt": 1}}
-                for s in spec.structures]
-        fmt = {"type": "triggered_tags", "triggers": list(spec.triggers), "tags": tags,
-               "at_least_one": spec.at_least_one, "stop_after_first": spec.stop_after_first}
+        tags = [
+            {
+                "begin": s.begin,
+                "end": s.end,
+                "content": {"type": "json_schema", "json_schema": s.schema, "max_whitespace_cnt": 1},
+            }
+            for s in spec.structures
+        ]
+        fmt = {
+            "type": "triggered_tags",
+            "triggers": list(spec.triggers),
+            "tags": tags,
+            "at_least_one": spec.at_least_one,
+            "stop_after_first": spec.stop_after_first,
+        }
         try:
             compiled = self.compiler.compile_structural_tag({"type": "structural_tag", "format": fmt})
         except Exception as e:

@@ -1,4 +1,5 @@
 """Constrained decoding building blocks: regex -> DFA -> token index."""
+
 from minisglang.constrained import compiled_build
 
 # The lazy automaton's hot modules may also exist compiled by mypyc (scripts/setup.sh builds

@@ -9,6 +9,7 @@ format, so one `apply_bitmask` serves every grammar backend (stage s5).
 - `apply_bitmask_torch`: the readable apply, unpack + one `masked_fill_` (task 2_4);
 - `apply_bitmask`: the fast apply, a compiled CPU kernel (bitmask_kernel.py) where it can.
 """
+
 from __future__ import annotations
 
 import torch
@@ -76,8 +77,10 @@ def apply_bitmask(logits: torch.Tensor, mask: torch.Tensor) -> None:
     """
     if mask.shape[-1] * 32 < logits.shape[-1]:
         # The kernel would leave the uncovered columns allowed: never weaken a mask silently.
-        raise ValueError(f"a mask of {mask.shape[-1]} words covers {mask.shape[-1] * 32} tokens, "
-                         f"fewer than the logits' {logits.shape[-1]} columns")
+        raise ValueError(
+            f"a mask of {mask.shape[-1]} words covers {mask.shape[-1] * 32} tokens, "
+            f"fewer than the logits' {logits.shape[-1]} columns"
+        )
     if logits.device.type == "cpu" and logits.dtype == torch.float32 and logits.is_contiguous():
         from .bitmask_kernel import apply_bitmask_cpu  # numba: compiled on first use
 

@@ -9,6 +9,7 @@ string) is skipped, an all-zeros word (the common case after a key) becomes 32 `
 stores, and only mixed words are read bit by bit. Same result, a few times less memory
 traffic. It releases the GIL, so a background compile (stage s3) keeps running meanwhile.
 """
+
 from __future__ import annotations
 
 import numba

@@ -20,6 +20,7 @@ GIL most of the time and the batch decodes only in between (chapters/03-fsm-cach
 kept to compare); so does a service whose workers die while starting (a script without
 an `if __name__ == "__main__":` guard), with a warning that says how to fix it.
 """
+
 from __future__ import annotations
 
 import multiprocessing
@@ -75,16 +76,17 @@ class VocabularyBytes:
 class CompileSettings:
     """What every compile of one service is built for, and its bounds."""
 
-    vocab_size: int                      # the logits' width: the packed rows cover it
-    max_states: int = 10_000             # DFA states (option max_fsm_states)
+    vocab_size: int  # the logits' width: the packed rows cover it
+    max_states: int = 10_000  # DFA states (option max_fsm_states)
     max_regex_chars: int | None = 100_000  # checked before building anything
-    jump_map: bool = False               # also build stage s4's jump map (from the same DFA)
-    memory_bytes: int | None = 4 << 30   # per worker address space (RLIMIT_AS); None: unbounded
-    nice: int = 5                        # the workers' niceness (Unix)
+    jump_map: bool = False  # also build stage s4's jump map (from the same DFA)
+    memory_bytes: int | None = 4 << 30  # per worker address space (RLIMIT_AS); None: unbounded
+    nice: int = 5  # the workers' niceness (Unix)
 
 
 # -- replies through files in memory ----------------------------------------------------
-Layout = list[tuple[str, str, tuple[int, ...], int]]   # (name, dtype, shape, offset) per array
+Layout = list[tuple[str, str, tuple[int, ...], int]]  # (name, dtype, shape, offset) per array
+
 
 def arrays_to_file(arrays: Arrays, directory: str) -> tuple[str, Layout]:
     """(In a worker) write the arrays back to back into a new file in `directory`; return
@@ -98,7 +100,7 @@ def arrays_to_file(arrays: Arrays, directory: str) -> tuple[str, Layout]:
     with os.fdopen(fd, "wb") as f:
         for name, a in arrays.items():
             a = np.ascontiguousarray(a)
-            if a.nbytes:   # an empty array (a jump map with no byte edges) writes nothing
+            if a.nbytes:  # an empty array (a jump map with no byte edges) writes nothing
                 f.write(a.data.cast("B"))
             layout.append((name, a.dtype.str, a.shape, offset))
             offset += a.nbytes
@@ -111,14 +113,24 @@ def arrays_from_file(path: str, layout: Layout) -> Arrays:
     wants, and nothing is ever written back."""
     mapped = np.memmap(path, dtype=np.uint8, mode="c")
     os.unlink(path)
-    return {name: np.ndarray(shape, np.dtype(dtype), buffer=mapped, offset=offset) if 0 not in shape
-            else np.empty(shape, np.dtype(dtype)) for name, dtype, shape, offset in layout}
+    return {
+        name: np.ndarray(shape, np.dtype(dtype), buffer=mapped, offset=offset)
+        if 0 not in shape
+        else np.empty(shape, np.dtype(dtype))
+        for name, dtype, shape, offset in layout
+    }
 
 
 # -- the worker process ------------------------------------------------------------------
 def compile_for(regex: str, vocab: Vocabulary, settings: CompileSettings) -> Arrays:
-    return compile_arrays(regex, vocab, settings.max_states, settings.vocab_size,
-                          jump_map=settings.jump_map, max_regex_chars=settings.max_regex_chars)
+    return compile_arrays(
+        regex,
+        vocab,
+        settings.max_states,
+        settings.vocab_size,
+        jump_map=settings.jump_map,
+        max_regex_chars=settings.max_regex_chars,
+    )
 
 
 def _serve(conn: Connection, vocab: VocabularyBytes, settings: CompileSettings, reply_dir: str | None) -> None:
@@ -127,7 +139,7 @@ def _serve(conn: Connection, vocab: VocabularyBytes, settings: CompileSettings, 
     # Background work yields the CPU when cores are short (Unix only). Only a little: a
     # worker at nice 5 gets about a quarter of a core it shares with the scheduler (nice
     # 10: a tenth, and a 2 s compile took 18.8 s on a busy 2-CPU machine).
-    signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is for the scheduler, which stops us
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the scheduler, which stops us
     if settings.nice and hasattr(os, "nice"):
         os.nice(settings.nice)
     if settings.memory_bytes and resource is not None:
@@ -139,7 +151,7 @@ def _serve(conn: Connection, vocab: VocabularyBytes, settings: CompileSettings, 
     vocab_trie(vocab.token_bytes)
     try:
         _answer(conn, vocab, settings, reply_dir)
-    except (EOFError, OSError):   # the service is gone (closed its end, or exited): so are we
+    except (EOFError, OSError):  # the service is gone (closed its end, or exited): so are we
         return
 
 
@@ -157,11 +169,14 @@ def _answer(conn: Connection, vocab: VocabularyBytes, settings: CompileSettings,
         except ConstraintError as e:
             reply = ("error", str(e))
         except MemoryError:
-            reply = ("error", f"compiling regex {shown_regex(regex)} needs more memory than a compile worker may "
-                              f"use ({(settings.memory_bytes or 0) / 2**30:.1f} GiB, option compile_memory_bytes)")
+            reply = (
+                "error",
+                f"compiling regex {shown_regex(regex)} needs more memory than a compile worker may "
+                f"use ({(settings.memory_bytes or 0) / 2**30:.1f} GiB, option compile_memory_bytes)",
+            )
         except Exception as e:  # a bug in a compile must still answer its caller
             reply = ("error", f"compiling regex {shown_regex(regex)} failed: {type(e).__name__}: {e}")
-        del arrays   # give a big result back before waiting for the next regex
+        del arrays  # give a big result back before waiting for the next regex
         conn.send(reply)
 
 
@@ -170,12 +185,13 @@ class _Worker:
 
     def __init__(self, context: Any, vocab: VocabularyBytes, settings: CompileSettings, reply_dir: str | None):
         self.conn, child = context.Pipe()
-        self.process = context.Process(target=_serve, args=(child, vocab, settings, reply_dir),
-                                       name="minisglang-compile", daemon=True)
-        start_worker(self.process)   # (without re-running the user's script: worker_start.py)
+        self.process = context.Process(
+            target=_serve, args=(child, vocab, settings, reply_dir), name="minisglang-compile", daemon=True
+        )
+        start_worker(self.process)  # (without re-running the user's script: worker_start.py)
         child.close()
         self.ready = False
-        self.stopping = threading.Lock()   # a timeout's replacement and shutdown may race to stop it
+        self.stopping = threading.Lock()  # a timeout's replacement and shutdown may race to stop it
         self.stopped = False
 
     def stop(self) -> None:
@@ -197,20 +213,34 @@ class CompileService:
     CompileTimeout (after killing the worker) for one that takes too long.
     """
 
-    def __init__(self, tokenizer: NamedVocabulary, settings: CompileSettings, *, workers: int = 2,
-                 timeout: float = 30.0, compile_in: str = "process", disk_dir: str | os.PathLike[str] | None = None,
-                 startup_timeout: float = 120.0):
+    def __init__(
+        self,
+        tokenizer: NamedVocabulary,
+        settings: CompileSettings,
+        *,
+        workers: int = 2,
+        timeout: float = 30.0,
+        compile_in: str = "process",
+        disk_dir: str | os.PathLike[str] | None = None,
+        startup_timeout: float = 120.0,
+    ):
         if compile_in not in ("process", "thread"):
             raise ValueError(f"compile_in must be 'process' or 'thread', got {compile_in!r}")
         self.vocab = VocabularyBytes(tuple(tokenizer.token_bytes), tokenizer.eos_token_id)
         self.settings, self.timeout, self.startup_timeout = settings, timeout, startup_timeout
-        self.disk = FSMDiskCache(Path(disk_dir), tokenizer.fingerprint,
-                                 {"vocab_size": settings.vocab_size, "jump_map": settings.jump_map}) \
-            if disk_dir else None
-        self.compile_count = 0              # compiles actually run (not disk hits)
+        self.disk = (
+            FSMDiskCache(
+                Path(disk_dir),
+                tokenizer.fingerprint,
+                {"vocab_size": settings.vocab_size, "jump_map": settings.jump_map},
+            )
+            if disk_dir
+            else None
+        )
+        self.compile_count = 0  # compiles actually run (not disk hits)
         self.lock = threading.Lock()
-        self.broken = False                 # the workers died while starting: compile on threads
-        self.closed = False                 # shut down: a worker that stops answering is ours
+        self.broken = False  # the workers died while starting: compile on threads
+        self.closed = False  # shut down: a worker that stops answering is ours
         self.workers: list[_Worker] = []
         self.idle: queue.Queue[_Worker] = queue.Queue()
         if compile_in == "thread":
@@ -224,11 +254,15 @@ class CompileService:
             self.context.set_forkserver_preload([__name__])
         # Replies go through files in memory (/dev/shm, Linux) when there is such a place; a
         # directory of our own, so that shutdown removes what nobody picked up.
-        self.reply_dir = tempfile.mkdtemp(prefix="minisglang-fsm-", dir="/dev/shm") \
-            if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
-        self.remove_reply_dir = weakref.finalize(self, shutil.rmtree, self.reply_dir, True) \
-            if self.reply_dir else (lambda: None)
-        for _ in range(workers):   # started now: each builds its trie before the first request
+        self.reply_dir = (
+            tempfile.mkdtemp(prefix="minisglang-fsm-", dir="/dev/shm")
+            if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK)
+            else None
+        )
+        self.remove_reply_dir = (
+            weakref.finalize(self, shutil.rmtree, self.reply_dir, True) if self.reply_dir else (lambda: None)
+        )
+        for _ in range(workers):  # started now: each builds its trie before the first request
             self._add_worker()
 
     # -- the public calls -------------------------------------------------------------------
@@ -263,7 +297,7 @@ class CompileService:
     def shutdown(self) -> None:
         """Stop every worker now (a compile in progress is abandoned; its caller gets an error)."""
         self.closed = True
-        with self.lock:   # taken whole, so a timeout's `_replace` cannot add a worker after us
+        with self.lock:  # taken whole, so a timeout's `_replace` cannot add a worker after us
             workers, self.workers = list(self.workers), []
         for worker in workers:
             worker.stop()
@@ -293,21 +327,24 @@ class CompileService:
                 return compile_for(regex, self.vocab, self.settings)
             worker.conn.send(regex)
             if not worker.conn.poll(self.timeout):
-                self._replace(worker)   # the only way to stop a compile: kill its process
+                self._replace(worker)  # the only way to stop a compile: kill its process
                 # The state limit stops a DFA that grows past it while it is built (in well
                 # under a second); a compile within it can still be slow: a DFA of many
                 # states and the token index of each, or a limit set very high.
-                raise CompileTimeout(f"compiling regex {shown_regex(regex)} took longer than {self.timeout} s "
-                                     f"(option compile_timeout); it was stopped. The eager automaton builds "
-                                     f"every DFA state (up to max_fsm_states, {self.settings.max_states:,}) and "
-                                     f"its token row before the first token; the s5 fsm backend's lazy "
-                                     f"automaton builds only the states a generation reaches")
+                raise CompileTimeout(
+                    f"compiling regex {shown_regex(regex)} took longer than {self.timeout} s "
+                    f"(option compile_timeout); it was stopped. The eager automaton builds "
+                    f"every DFA state (up to max_fsm_states, {self.settings.max_states:,}) and "
+                    f"its token row before the first token; the s5 fsm backend's lazy "
+                    f"automaton builds only the states a generation reaches"
+                )
             status, reply = worker.conn.recv()
         except (EOFError, OSError) as e:
             code = worker.process.exitcode
             self._replace(worker)
-            raise ConstraintError(f"the compile worker died compiling regex {shown_regex(regex)} "
-                                  f"(exit code {code}: {type(e).__name__})") from None
+            raise ConstraintError(
+                f"the compile worker died compiling regex {shown_regex(regex)} (exit code {code}: {type(e).__name__})"
+            ) from None
         finally:
             if worker in self.workers:
                 self.idle.put(worker)
@@ -324,15 +361,19 @@ class CompileService:
                 worker.ready = True
                 return True
         except (EOFError, OSError):
-            if self.closed:   # we stopped it ourselves: nothing to warn about
+            if self.closed:  # we stopped it ourselves: nothing to warn about
                 return False
         # The usual cause: a script that starts an Engine at its top level. Each worker
         # re-runs the main script while it starts (forkserver and spawn do), and dies.
         self.broken = True
-        warnings.warn("minisglang: the regex compile workers died while starting, so regexes "
-                      "compile on a thread from now on (slower for the running batch). A script "
-                      "that creates an Engine at its top level must do so under "
-                      "`if __name__ == \"__main__\":` (see 'Safe importing of main module' in "
-                      "the multiprocessing docs), or pass compile_in=\"thread\".", RuntimeWarning, stacklevel=2)
+        warnings.warn(
+            "minisglang: the regex compile workers died while starting, so regexes "
+            "compile on a thread from now on (slower for the running batch). A script "
+            "that creates an Engine at its top level must do so under "
+            "`if __name__ == \"__main__\":` (see 'Safe importing of main module' in "
+            'the multiprocessing docs), or pass compile_in="thread".',
+            RuntimeWarning,
+            stacklevel=2,
+        )
         self.shutdown()
         return False

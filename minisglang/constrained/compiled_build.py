@@ -24,6 +24,7 @@ It is used only when all of these hold; otherwise the pure-Python files run:
   build's manifest): a source edited since the build is run as source, with one warning,
   never a stale compiled copy.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -37,7 +38,7 @@ from pathlib import Path
 # tests' monkeypatch seams, so they stay Python.
 COMPILED = ("lazy_regex", "lazy_byte_dfa")
 SOURCE_DIR = Path(__file__).resolve().parent
-BUILD_DIR = SOURCE_DIR.parents[1] / "build" / "mypyc"   # the repository's build/, git-ignored
+BUILD_DIR = SOURCE_DIR.parents[1] / "build" / "mypyc"  # the repository's build/, git-ignored
 MANIFEST = BUILD_DIR / "SOURCES"
 
 # What `use` decided: "compiled", or "pure (<why>)"; read by the tests and benchmarks.
@@ -77,5 +78,9 @@ def use(package_path: list[str]) -> None:
         return
     active = f"pure ({why})"
     if why.startswith("the compiled build is stale"):
-        warnings.warn(f"minisglang: {why}: running the lazy automaton as pure Python; rebuild with "
-                      "`python scripts/build_compiled.py`", RuntimeWarning, stacklevel=2)
+        warnings.warn(
+            f"minisglang: {why}: running the lazy automaton as pure Python; rebuild with "
+            "`python scripts/build_compiled.py`",
+            RuntimeWarning,
+            stacklevel=2,
+        )

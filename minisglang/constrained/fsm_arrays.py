@@ -15,6 +15,7 @@ what a worker process runs; `fsm_from_arrays` wraps the arrays into a `TokenFSM`
 no copy, and a state's dict and row view are made the first time a request reaches it
 (`StateTable`, `StateRows`). This module imports no torch, so a worker stays small.
 """
+
 from __future__ import annotations
 
 import collections.abc
@@ -33,19 +34,22 @@ def index_to_arrays(index: TokenIndex) -> Arrays:
     """A TokenIndex as flat int32 arrays (CSR by state)."""
     table = index.state_to_tokens
     if isinstance(table, StateTable):
-        return {k: v for k, v in table.arrays.items() if k in _INDEX_KEYS}   # it came as arrays
+        return {k: v for k, v in table.arrays.items() if k in _INDEX_KEYS}  # it came as arrays
     states = sorted(table)
     counts = [len(table[s]) for s in states]
     total = sum(counts)
     tokens = np.fromiter(itertools.chain.from_iterable(table[s].keys() for s in states), np.int32, total)
     nexts = np.fromiter(itertools.chain.from_iterable(table[s].values() for s in states), np.int32, total)
     rows = np.repeat(np.arange(len(states)), counts)
-    order = np.lexsort((tokens, rows))   # each state's tokens in increasing order
-    return {"states": np.array(states, dtype=np.int32),
-            "offsets": np.concatenate([[0], np.cumsum(counts)]).astype(np.int32),
-            "tokens": tokens[order], "nexts": nexts[order],
-            "header": np.array([index.initial_state, index.eos_token_id], dtype=np.int32),
-            "finals": np.array(sorted(index.final_states), dtype=np.int32)}
+    order = np.lexsort((tokens, rows))  # each state's tokens in increasing order
+    return {
+        "states": np.array(states, dtype=np.int32),
+        "offsets": np.concatenate([[0], np.cumsum(counts)]).astype(np.int32),
+        "tokens": tokens[order],
+        "nexts": nexts[order],
+        "header": np.array([index.initial_state, index.eos_token_id], dtype=np.int32),
+        "finals": np.array(sorted(index.final_states), dtype=np.int32),
+    }
 
 
 _INDEX_KEYS = ("states", "offsets", "tokens", "nexts", "header", "finals")
@@ -69,7 +73,7 @@ def pack_rows(arrays: Arrays, vocab_size: int) -> np.ndarray:
         hi = min(lo + chunk, len(states))
         bits = np.zeros((hi - lo, words * 32), dtype=bool)
         first, last = offsets[lo], offsets[hi]
-        bits[np.repeat(np.arange(hi - lo), np.diff(offsets[lo:hi + 1])), tokens[first:last]] = True
+        bits[np.repeat(np.arange(hi - lo), np.diff(offsets[lo : hi + 1])), tokens[first:last]] = True
         packed[lo:hi] = np.packbits(bits, axis=-1, bitorder="little").view("<i4")
     return packed
 
@@ -77,9 +81,11 @@ def pack_rows(arrays: Arrays, vocab_size: int) -> np.ndarray:
 def jump_map_to_arrays(jump_map) -> Arrays:
     char = [(s, ord(c), n) for s, (c, n) in sorted(jump_map.char_edges.items())]
     byte = [(s, b, n) for s, (b, n) in sorted(jump_map.byte_edges.items())]
-    return {"jump_char": np.array(char, dtype=np.int32).reshape(-1, 3),
-            "jump_byte": np.array(byte, dtype=np.int32).reshape(-1, 3),
-            "jump_states": np.array([jump_map.num_char_states], dtype=np.int32)}
+    return {
+        "jump_char": np.array(char, dtype=np.int32).reshape(-1, 3),
+        "jump_byte": np.array(byte, dtype=np.int32).reshape(-1, 3),
+        "jump_states": np.array([jump_map.num_char_states], dtype=np.int32),
+    }
 
 
 def jump_map_from_arrays(arrays: Arrays):
@@ -90,8 +96,15 @@ def jump_map_from_arrays(arrays: Arrays):
     return JumpForwardMap(char, byte, int(arrays["jump_states"][0]))
 
 
-def compile_arrays(regex: str, vocab: Vocabulary, max_states: int, vocab_size: int, *, jump_map: bool = False,
-                   max_regex_chars: int | None = None) -> Arrays:
+def compile_arrays(
+    regex: str,
+    vocab: Vocabulary,
+    max_states: int,
+    vocab_size: int,
+    *,
+    jump_map: bool = False,
+    max_regex_chars: int | None = None,
+) -> Arrays:
     """regex -> everything a TokenFSM needs, as flat arrays: the token index, the packed
     rows and (with `jump_map`) the jump map, all from ONE DFA. Raises ConstraintError."""
     dfa = compile_dfa(regex, max_states, max_regex_chars)
@@ -122,8 +135,8 @@ class StateTable(collections.abc.Mapping):
     def __getitem__(self, state: int) -> dict[int, int]:
         tokens = self.built.get(state)
         if tokens is None:
-            i = self.row[state]   # KeyError for an unknown state, as a dict would raise
-            lo, hi = self.arrays["offsets"][i:i + 2].tolist()
+            i = self.row[state]  # KeyError for an unknown state, as a dict would raise
+            lo, hi = self.arrays["offsets"][i : i + 2].tolist()
             tokens = dict(zip(self.arrays["tokens"][lo:hi].tolist(), self.arrays["nexts"][lo:hi].tolist()))
             self.built[state] = tokens
         return tokens
@@ -150,7 +163,7 @@ class StateRows(dict):
         self.bitmasks, self.row = bitmasks, row
 
     def __missing__(self, state: int):
-        view = self.bitmasks[self.row[state]]   # KeyError for an unknown state
+        view = self.bitmasks[self.row[state]]  # KeyError for an unknown state
         dict.__setitem__(self, state, view)
         return view
 
@@ -182,8 +195,12 @@ def index_from_arrays(a: Arrays) -> TokenIndex:
     rows = a.get("bitmasks")
     if rows is not None and (rows.dtype != np.int32 or rows.ndim != 2 or rows.shape[0] != len(a["states"])):
         raise ValueError(f"packed rows {rows.dtype} {rows.shape} do not fit {len(a['states'])} states")
-    return TokenIndex(state_to_tokens=StateTable(a), initial_state=initial,
-                      final_states=frozenset(a["finals"].tolist()), eos_token_id=eos)
+    return TokenIndex(
+        state_to_tokens=StateTable(a),
+        initial_state=initial,
+        final_states=frozenset(a["finals"].tolist()),
+        eos_token_id=eos,
+    )
 
 
 def fsm_from_arrays(regex: str, arrays: Arrays) -> TokenFSM:
@@ -192,12 +209,11 @@ def fsm_from_arrays(regex: str, arrays: Arrays) -> TokenFSM:
     import torch  # here, not at the top: compile workers import this module and need no torch
 
     index = index_from_arrays(arrays)
-    table = index.state_to_tokens   # a StateTable: its `row` numbers each state's packed row
+    table = index.state_to_tokens  # a StateTable: its `row` numbers each state's packed row
     assert isinstance(table, StateTable)
     bitmasks = torch.from_numpy(arrays["bitmasks"])
     jump = jump_map_from_arrays(arrays) if "jump_char" in arrays else None
-    return TokenFSM(regex, index, bitmasks=bitmasks, state_row=StateRows(bitmasks, table.row),
-                    jump_map=jump)
+    return TokenFSM(regex, index, bitmasks=bitmasks, state_row=StateRows(bitmasks, table.row), jump_map=jump)
 
 
 def arrays_nbytes(arrays: Arrays) -> int:

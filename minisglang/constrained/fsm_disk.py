@@ -5,6 +5,7 @@ the flat arrays of constrained/fsm_arrays.py and a JSON header with the key's pa
 checksum. Files are written atomically (a temporary file, then a rename); a corrupt,
 partial or foreign file is ignored and rebuilt, never trusted.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -19,7 +20,7 @@ import numpy as np
 
 from .fsm_arrays import Arrays, checksum
 
-DISK_FORMAT = 4   # 2: int32 arrays; 3: plus the packed rows and their width; 4: plus the jump map
+DISK_FORMAT = 4  # 2: int32 arrays; 3: plus the packed rows and their width; 4: plus the jump map
 
 
 class FSMDiskCache:
@@ -28,7 +29,7 @@ class FSMDiskCache:
     def __init__(self, directory: str | Path, fingerprint: str, meta: dict[str, Any] | None = None):
         self.directory = Path(directory)
         self.fingerprint = fingerprint
-        self.meta = meta or {}      # more facts a file must match (the rows' width, the jump map)
+        self.meta = meta or {}  # more facts a file must match (the rows' width, the jump map)
         self.hits = 0
         self.lock = threading.Lock()
 
@@ -38,8 +39,13 @@ class FSMDiskCache:
 
     def save(self, regex: str, arrays: Arrays) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
-        meta = {"format": DISK_FORMAT, "regex": regex, "fingerprint": self.fingerprint,
-                "checksum": checksum(arrays), **self.meta}
+        meta = {
+            "format": DISK_FORMAT,
+            "regex": regex,
+            "fingerprint": self.fingerprint,
+            "checksum": checksum(arrays),
+            **self.meta,
+        }
         # Write to a temporary file in the same directory, then rename: readers see either
         # no file or the whole file, never half of one.
         fd, tmp = tempfile.mkstemp(dir=self.directory, suffix=".tmp")
@@ -62,9 +68,13 @@ class FSMDiskCache:
                 arrays = {k: data[k] for k in data.files if k != "meta"}
         except Exception:  # corrupt or truncated: rebuild rather than trust it
             return None
-        if (meta.get("format") != DISK_FORMAT or meta.get("regex") != regex
-                or meta.get("fingerprint") != self.fingerprint or meta.get("checksum") != checksum(arrays)
-                or any(meta.get(k) != v for k, v in self.meta.items())):
+        if (
+            meta.get("format") != DISK_FORMAT
+            or meta.get("regex") != regex
+            or meta.get("fingerprint") != self.fingerprint
+            or meta.get("checksum") != checksum(arrays)
+            or any(meta.get(k) != v for k, v in self.meta.items())
+        ):
             return None
         with self.lock:
             self.hits += 1

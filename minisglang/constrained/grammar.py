@@ -4,6 +4,7 @@ It implements the `Grammar` protocol (core.py) that every stage's per-request gr
 answers, as s5's backend matchers do (backends/base.py `BaseGrammarObject`), so the parts
 stages share (s4's `JumpForward`) speak to either through the same methods.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

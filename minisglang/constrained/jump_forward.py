@@ -12,6 +12,7 @@ Two rules keep the walk honest (chapters/04-jump-forward.md):
   (a byte-DFA state numbered past the character states), the chain starts with the
   continuation bytes that are forced, so Chinese and emoji in fixed text work.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -40,8 +41,8 @@ class JumpForwardMap:
         char_edges = {}
         for state, edges in dfa.transitions.items():
             if len(edges) != 1 or state in dfa.finals:
-                continue   # a choice of edges, or a choice between stopping and going on
-            (char_class, nxt), = edges.items()
+                continue  # a choice of edges, or a choice between stopping and going on
+            ((char_class, nxt),) = edges.items()
             if not char_class.negated and len(char_class.chars) == 1:
                 char_edges[state] = (next(iter(char_class.chars)), nxt)
         byte_edges = {}
@@ -65,7 +66,7 @@ class JumpForwardMap:
             out.append(byte)
         seen = set()
         while state in self.char_edges and state not in seen:
-            seen.add(state)   # a DFA with no dead states cannot cycle here; guard anyway
+            seen.add(state)  # a DFA with no dead states cannot cycle here; guard anyway
             ch, state = self.char_edges[state]
             out += ch.encode("utf-8")
         return (bytes(out), state) if out else None
@@ -85,7 +86,7 @@ class JumpForwardMap:
         for state in sorted(kept):
             if state in self.char_edges:
                 jump = self.jump_forward(state)
-                assert jump is not None   # a state with a char edge forces at least that character
+                assert jump is not None  # a state with a char edge forces at least that character
                 chain, end = jump
                 edges.append((state, chain.decode("utf-8"), end))
             else:

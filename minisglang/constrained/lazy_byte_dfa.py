@@ -1,5 +1,6 @@
 """The lazy automaton's byte DFA: states are lazy_regex.py's regex nodes, made when first
 reached, and a state's row of 256 next states is computed on first visit (`LazyByteDFA`)."""
+
 from __future__ import annotations
 
 import bisect
@@ -13,7 +14,7 @@ from .work_slices import checkpoint
 # ---------------------------------------------------------------------------------------
 # The DFA, one state at a time
 # ---------------------------------------------------------------------------------------
-UNEXPLORED = -2   # a row not computed yet (a -1 in a computed row means "dead")
+UNEXPLORED = -2  # a row not computed yet (a -1 in a computed row means "dead")
 # (cuts, first) -> LazyByteDFA._layout's answer
 _LAYOUTS: dict[tuple[int, int], tuple[list[int], np.ndarray, np.ndarray, int]] = {}
 
@@ -31,14 +32,14 @@ class LazyByteDFA:
     def __init__(self, root: RegexNode, pool: RegexPool, max_states: int = 100_000):
         self.pool, self.max_states = pool, max_states
         self.nodes: list[RegexNode] = []
-        self.class_starts: list[list[int]] = []   # per state: where its byte classes start
-        self.missing_classes: list[int] = []   # per state: byte classes whose entry is not computed
-        self.fills = 0   # derivatives computed by `fill` (what a row's limit counts)
-        self.state_of: dict[int, int] = {}   # node uid -> state id
+        self.class_starts: list[list[int]] = []  # per state: where its byte classes start
+        self.missing_classes: list[int] = []  # per state: byte classes whose entry is not computed
+        self.fills = 0  # derivatives computed by `fill` (what a row's limit counts)
+        self.state_of: dict[int, int] = {}  # node uid -> state id
         self.table = np.full((64, 256), UNEXPLORED, dtype=np.int32)
         self.accepting = np.zeros(64, dtype=bool)
         self.expanded = np.zeros(64, dtype=bool)
-        self.class_first = np.zeros((64, 256), dtype=np.uint8)   # [state, byte]: the first byte of its class
+        self.class_first = np.zeros((64, 256), dtype=np.uint8)  # [state, byte]: the first byte of its class
         self.initial = self._state(root)
 
     @classmethod
@@ -62,8 +63,9 @@ class LazyByteDFA:
             if state >= self.max_states:
                 raise AutomatonLimitError(
                     f"regex too complex: generation reached more than {self.max_states:,} automaton "
-                    f"states (limit max_lazy_states)")
-            if state == self.table.shape[0]:   # grow by doubling
+                    f"states (limit max_lazy_states)"
+                )
+            if state == self.table.shape[0]:  # grow by doubling
                 self._grow()
             self.nodes.append(node)
             self.state_of[node.uid] = state
@@ -102,13 +104,17 @@ class LazyByteDFA:
         layout = _LAYOUTS.get(key)
         if layout is None:
             cuts, starts = key[0] | (1 << 256), []
-            while cuts:   # the set bits, lowest first
+            while cuts:  # the set bits, lowest first
                 low = cuts & -cuts
                 starts.append(low.bit_length() - 1)
                 cuts ^= low
             class_first = np.repeat(np.asarray(starts[:-1], dtype=np.uint8), np.diff(starts))
-            live = np.unpackbits(np.frombuffer(node.first.to_bytes(32, "little"), dtype=np.uint8),
-                                 bitorder="little")[class_first] == 1
+            live = (
+                np.unpackbits(np.frombuffer(node.first.to_bytes(32, "little"), dtype=np.uint8), bitorder="little")[
+                    class_first
+                ]
+                == 1
+            )
             row = np.where(live, UNEXPLORED, -1).astype(np.int32)
             if len(_LAYOUTS) >= 4096:
                 _LAYOUTS.clear()
@@ -131,13 +137,13 @@ class LazyByteDFA:
             nxt = self.pool.derivative(node, lo) if node.first >> lo & 1 else self.pool.empty
         except RecursionError:
             raise AutomatonLimitError(TOO_DEEP) from None
-        target = -1 if nxt.kind == EMPTY else self._state(nxt)   # (an AND's `first` may overstate)
-        self.table[state, lo:hi] = target   # `_state` may have grown the table: index it after
+        target = -1 if nxt.kind == EMPTY else self._state(nxt)  # (an AND's `first` may overstate)
+        self.table[state, lo:hi] = target  # `_state` may have grown the table: index it after
         self.fills += 1
         self.missing_classes[state] -= 1
         if self.missing_classes[state] == 0:
-            self.expanded[state] = True   # every entry computed
-        checkpoint(kept=True)   # the entry is stored: a row cut here resumes from it (work_slices.py)
+            self.expanded[state] = True  # every entry computed
+        checkpoint(kept=True)  # the entry is stored: a row cut here resumes from it (work_slices.py)
         return target
 
     def expand(self, state: int) -> None:

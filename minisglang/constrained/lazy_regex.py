@@ -42,6 +42,7 @@ Semantics are the eager DFA's: the regex must match the whole output (a leading 
 trailing `$` are ignored), and it reads as Python's `re` reads a str pattern
 (python_regex.py): `\\d \\w \\s` are Unicode-wide, `.` is anything but a newline.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -85,7 +86,7 @@ MAX_SEARCH_DERIVATIVES: Final = 300_000
 # pure one would otherwise stop at Python's recursion limit, and the compiled one (mypyc's
 # native calls run on the C stack, unchecked) crash the process past a few thousand levels.
 MAX_NESTING: Final = 256
-NEVER: Final = 1 << 40   # the min_len of the empty language
+NEVER: Final = 1 << 40  # the min_len of the empty language
 
 
 # A key of the pool's table: a CONCAT's (head uid << 32 | tail uid), or a tuple (kind, ...).
@@ -101,9 +102,11 @@ class AutomatonLimitError(RegexError):
 # alternatives each inside the one before, and the next derivative ran into Python's
 # recursion limit (a RecursionError that read "maximum recursion depth exceeded in
 # comparison", at compile or, worse, mid-generation as an internal error).
-TOO_DEEP = ("regex too complex: its automaton nests more deeply than the lazy automaton follows "
-            "(hundreds of optional copies of one piece in a row, or groups nested hundreds deep); write a "
-            "counted repetition such as (?:X){0,400} instead")
+TOO_DEEP = (
+    "regex too complex: its automaton nests more deeply than the lazy automaton follows "
+    "(hundreds of optional copies of one piece in a row, or groups nested hundreds deep); write a "
+    "counted repetition such as (?:X){0,400} instead"
+)
 
 
 class RegexNode:
@@ -121,20 +124,42 @@ class RegexNode:
     node with an empty language: the pool searches each new one).
     """
 
-    __slots__ = ("uid", "kind", "parts", "byte_set", "low", "high", "nullable", "first", "max_bound",
-                 "min_len", "key_len", "depth", "_cuts")
+    __slots__ = (
+        "uid",
+        "kind",
+        "parts",
+        "byte_set",
+        "low",
+        "high",
+        "nullable",
+        "first",
+        "max_bound",
+        "min_len",
+        "key_len",
+        "depth",
+        "_cuts",
+    )
     max_bound: int
     min_len: int
     key_len: int
     depth: int
 
-    def __init__(self, uid: int, kind: int, parts: tuple[RegexNode, ...] = (), byte_set: int = 0,
-                 low: int = 0, high: int | None = 0, nullable: bool = False, first: int = 0) -> None:
+    def __init__(
+        self,
+        uid: int,
+        kind: int,
+        parts: tuple[RegexNode, ...] = (),
+        byte_set: int = 0,
+        low: int = 0,
+        high: int | None = 0,
+        nullable: bool = False,
+        first: int = 0,
+    ) -> None:
         self.uid, self.kind, self.parts, self.byte_set = uid, kind, parts, byte_set
         self.low, self.high = low, high
-        self.nullable = nullable   # matches the empty string: an accepting state
-        self.first = first         # 256-bit int: the bytes some match can start with
-        self._cuts: int | None = None   # RegexPool.cuts, once computed
+        self.nullable = nullable  # matches the empty string: an accepting state
+        self.first = first  # 256-bit int: the bytes some match can start with
+        self._cuts: int | None = None  # RegexPool.cuts, once computed
         # max_bound: the largest repetition bound in the subtree (what `RegexPool.clip` may
         # lower). min_len: the fewest bytes a match takes (NEVER for the empty language).
         # key_len: how long RegexPool.key's text is at least (a tag letter, parentheses,
@@ -142,7 +167,7 @@ class RegexNode:
         # depth: how deeply the recursive walks (derivative, cuts, clip) go below this node;
         # a CONCAT's tail is walked in a loop, not a call, so it adds no level.
         # CONCAT and ALT first, in one pass each: most nodes a derivative makes are those.
-        if kind == CONCAT:   # key "c(HEAD TAIL)"
+        if kind == CONCAT:  # key "c(HEAD TAIL)"
             head, tail = parts
             self.depth = head.depth + 1 if head.depth >= tail.depth else tail.depth
             self.max_bound = head.max_bound if head.max_bound > tail.max_bound else tail.max_bound
@@ -168,7 +193,7 @@ class RegexNode:
         elif kind == MEMBERS:
             # max_bound 0: `clip` leaves it whole (a member's bounds are clipped once it is
             # in progress, as the head of a CONCAT); min_len: the required members left.
-            sep, members, left = parts[0], parts[2:], (high or 0) & ~low   # (a MEMBERS node's high is an int)
+            sep, members, left = parts[0], parts[2:], (high or 0) & ~low  # (a MEMBERS node's high is an int)
             needed = [m.min_len for i, m in enumerate(members) if left >> i & 1]
             self.max_bound = 0
             self.min_len = min(sum(needed) + sep.min_len * max(len(needed) - (not byte_set), 0), NEVER)
@@ -205,11 +230,11 @@ class RegexPool:
     def __init__(self, max_nodes: int = 2_000_000, searched_limit: int | None = MAX_SEARCH_DERIVATIVES):
         self.max_nodes = max_nodes
         self.searched_limit = searched_limit
-        self.searched = 0   # derivatives computed by the searches so far
+        self.searched = 0  # derivatives computed by the searches so far
         self._table: dict[PoolKey, RegexNode] = {}
         self._clipped: dict[tuple[int, int], RegexNode] = {}
         self._keys: dict[int, str | None] = {}
-        self._live: dict[int, bool] = {}   # AND/DIFF node uid -> whether its language is non-empty
+        self._live: dict[int, bool] = {}  # AND/DIFF node uid -> whether its language is non-empty
         # AND/DIFF node uid -> a cut search's (parent, frontier)
         self._searching: dict[int, tuple[dict[int, RegexNode | None], list[tuple[int, int, RegexNode]]]] = {}
         # Derivatives computed, keyed by `uid << 8 | byte`: one int per entry rather than a dict
@@ -222,18 +247,38 @@ class RegexPool:
     def __len__(self) -> int:
         return len(self._table)
 
-    def _make(self, key: PoolKey, kind: int, parts: tuple[RegexNode, ...] = (), byte_set: int = 0, low: int = 0,
-              high: int | None = 0, nullable: bool = False, first: int = 0) -> RegexNode:
+    def _make(
+        self,
+        key: PoolKey,
+        kind: int,
+        parts: tuple[RegexNode, ...] = (),
+        byte_set: int = 0,
+        low: int = 0,
+        high: int | None = 0,
+        nullable: bool = False,
+        first: int = 0,
+    ) -> RegexNode:
         """The node under `key`, made (RegexNode's fields) when there is none yet."""
         node = self._table.get(key)
         return node if node is not None else self._add(key, kind, parts, byte_set, low, high, nullable, first)
 
-    def _add(self, key: PoolKey, kind: int, parts: tuple[RegexNode, ...] = (), byte_set: int = 0, low: int = 0,
-             high: int | None = 0, nullable: bool = False, first: int = 0) -> RegexNode:
+    def _add(
+        self,
+        key: PoolKey,
+        kind: int,
+        parts: tuple[RegexNode, ...] = (),
+        byte_set: int = 0,
+        low: int = 0,
+        high: int | None = 0,
+        nullable: bool = False,
+        first: int = 0,
+    ) -> RegexNode:
         """A new node under `key` (which the table does not hold yet)."""
         if len(self._table) >= self.max_nodes:
-            raise AutomatonLimitError(f"regex too complex: its syntax tree and derivatives need more than "
-                                      f"{self.max_nodes:,} nodes (limit max_regex_nodes)")
+            raise AutomatonLimitError(
+                f"regex too complex: its syntax tree and derivatives need more than "
+                f"{self.max_nodes:,} nodes (limit max_regex_nodes)"
+            )
         node = RegexNode(len(self._table), kind, parts, byte_set, low, high, nullable, first)
         if node.depth > MAX_NESTING:
             raise AutomatonLimitError(TOO_DEEP)
@@ -259,7 +304,7 @@ class RegexPool:
         # An int key (the only kind of int key in the table): no tuple to build and hash on
         # every call, and none kept alive per node.
         key = head.uid << 32 | tail.uid
-        node = self._table.get(key)   # most calls (a derivative's) find the node: skip the rest
+        node = self._table.get(key)  # most calls (a derivative's) find the node: skip the rest
         if node is not None:
             return node
         first = head.first | tail.first if head.nullable else head.first
@@ -276,11 +321,11 @@ class RegexPool:
         merged, single-byte alternatives merged into one byte set, order canonical."""
         items = nodes if isinstance(nodes, list) else list(nodes)
         # The common cases of a derivative first, without the set work.
-        if len(items) == 1:   # a sequence whose head cannot be skipped (most of them)
-            return items[0]   # (EMPTY included: it is canonical too)
+        if len(items) == 1:  # a sequence whose head cannot be skipped (most of them)
+            return items[0]  # (EMPTY included: it is canonical too)
         items = [n for n in items if n.kind != EMPTY]
         if len(items) <= 1:
-            return items[0] if items else self.empty   # a node is canonical already
+            return items[0] if items else self.empty  # a node is canonical already
         members: dict[int, RegexNode] = {}
         bytes_mask = 0
         for node in items:
@@ -290,7 +335,7 @@ class RegexPool:
                     if m.kind == BYTES:
                         bytes_mask |= m.byte_set
                     else:
-                        members[m.uid] = m   # (an ALT holds no EMPTY)
+                        members[m.uid] = m  # (an ALT holds no EMPTY)
             elif kind == BYTES:
                 bytes_mask |= node.byte_set
             elif kind != EMPTY:
@@ -305,7 +350,7 @@ class RegexPool:
             return next(iter(members.values()))
         uids = sorted(members)
         key = (ALT, *uids)
-        found = self._table.get(key)   # most alternations a derivative makes exist already
+        found = self._table.get(key)  # most alternations a derivative makes exist already
         if found is not None:
             return found
         parts = tuple([members[uid] for uid in uids])
@@ -321,15 +366,16 @@ class RegexPool:
         derivative touches the values that still match, not all of them."""
         heads = [m.parts[0].uid for m in members.values() if m.kind == CONCAT]
         if len(heads) == len(set(heads)):
-            return members   # no two share a head (the common case: checked without grouping)
+            return members  # no two share a head (the common case: checked without grouping)
         by_head: dict[int, list[RegexNode]] = {}
         for m in members.values():
             if m.kind == CONCAT:
                 by_head.setdefault(m.parts[0].uid, []).append(m)
         out = {uid: m for uid, m in members.items() if m.kind != CONCAT}
         for group in by_head.values():
-            node = (group[0] if len(group) == 1
-                    else self.concat(group[0].parts[0], self.alt([m.parts[1] for m in group])))
+            node = (
+                group[0] if len(group) == 1 else self.concat(group[0].parts[0], self.alt([m.parts[1] for m in group]))
+            )
             out[node.uid] = node
         return out
 
@@ -342,12 +388,26 @@ class RegexPool:
         if low == 1 and high == 1:
             return body
         if body.kind == REPEAT and body.low == 0 and body.high is None and high is None:
-            return body   # (r*)* = (r*)+ = r*
-        return self._make((REPEAT, body.uid, low, high), REPEAT, parts=(body,), low=low, high=high,
-                          nullable=low == 0 or body.nullable, first=body.first)
+            return body  # (r*)* = (r*)+ = r*
+        return self._make(
+            (REPEAT, body.uid, low, high),
+            REPEAT,
+            parts=(body,),
+            low=low,
+            high=high,
+            nullable=low == 0 or body.nullable,
+            first=body.first,
+        )
 
-    def members(self, separator: RegexNode, members: list[RegexNode], required: list[bool],
-                extra: RegexNode | None = None, written: int = 0, started: bool = False) -> RegexNode:
+    def members(
+        self,
+        separator: RegexNode,
+        members: list[RegexNode],
+        required: list[bool],
+        extra: RegexNode | None = None,
+        written: int = 0,
+        started: bool = False,
+    ) -> RegexNode:
         """The members in any order, each at most once, the `required` ones present, one
         `separator` between two, and `extra` (None: none) any number of times anywhere.
         `written` (bitmask) and `started` are the state: what is done already.
@@ -362,30 +422,38 @@ class RegexPool:
         parts = (separator, extra, *members)
         first = 0
         for i, m in enumerate(parts[1:]):
-            if i == 0 or not written >> (i - 1) & 1:   # the extra, or a member still to write
+            if i == 0 or not written >> (i - 1) & 1:  # the extra, or a member still to write
                 first |= m.first
         if started:
             first = separator.first | (first if separator.nullable else 0)
             if not any(not written >> i & 1 for i in range(len(members))) and extra.kind == EMPTY:
-                first = 0   # everything written: only the end is left
-        return self._make((MEMBERS, *(p.uid for p in parts), written, required_mask, int(started)), MEMBERS,
-                          parts=parts, low=written, high=required_mask, byte_set=int(started),
-                          nullable=required_mask & ~written == 0, first=first)
+                first = 0  # everything written: only the end is left
+        return self._make(
+            (MEMBERS, *(p.uid for p in parts), written, required_mask, int(started)),
+            MEMBERS,
+            parts=parts,
+            low=written,
+            high=required_mask,
+            byte_set=int(started),
+            nullable=required_mask & ~written == 0,
+            first=first,
+        )
 
     def unfold(self, node: RegexNode) -> RegexNode:
         """A MEMBERS node as an ordinary one, one level deep: ε when every required member
         is written, or (separator, if started) a member not written yet and the rest."""
         separator, extra, *members = node.parts
         lead = separator if node.byte_set else self.epsilon
-        required = [bool((node.high or 0) >> i & 1) for i in range(len(members))]   # (an int for MEMBERS)
+        required = [bool((node.high or 0) >> i & 1) for i in range(len(members))]  # (an int for MEMBERS)
         options = [self.epsilon] if node.nullable else []
         for i, m in enumerate(members):
             if not node.low >> i & 1:
                 rest = self.members(separator, members, required, extra, node.low | 1 << i, True)
                 options.append(self.concat(lead, self.concat(m, rest)))
         if extra.kind != EMPTY:
-            options.append(self.concat(lead, self.concat(extra, self.members(separator, members, required, extra,
-                                                                               node.low, True))))
+            options.append(
+                self.concat(lead, self.concat(extra, self.members(separator, members, required, extra, node.low, True)))
+            )
         return self.alt(options)
 
     def intersect(self, a: RegexNode, b: RegexNode) -> RegexNode:
@@ -404,18 +472,18 @@ class RegexPool:
                 return self.empty
             if a is b:
                 return a
-            a, b = (a, b) if a.uid < b.uid else (b, a)   # commutative: one node for both orders
+            a, b = (a, b) if a.uid < b.uid else (b, a)  # commutative: one node for both orders
             first = a.first & b.first
-            if not first:   # no common first byte: at most the empty string in common
+            if not first:  # no common first byte: at most the empty string in common
                 return self.epsilon if a.nullable and b.nullable else self.empty
-            return self._make((AND, a.uid, b.uid), AND, parts=(a, b),
-                              nullable=a.nullable and b.nullable, first=first)
+            return self._make((AND, a.uid, b.uid), AND, parts=(a, b), nullable=a.nullable and b.nullable, first=first)
         if a.kind == EMPTY or a is b:
             return self.empty
         if b.kind == EMPTY or (not a.first & b.first and not b.nullable):
             return a
-        return self._make((DIFF, a.uid, b.uid), DIFF, parts=(a, b),
-                          nullable=a.nullable and not b.nullable, first=a.first)
+        return self._make(
+            (DIFF, a.uid, b.uid), DIFF, parts=(a, b), nullable=a.nullable and not b.nullable, first=a.first
+        )
 
     def _checked(self, node: RegexNode) -> RegexNode:
         """`node`, or EMPTY when it is an AND/DIFF node that matches nothing."""
@@ -451,21 +519,25 @@ class RegexPool:
             made = len(self._derivatives)
             try:
                 found = self._search_step(item[2], parent, frontier)
-            except OutOfTime:   # cut inside its step: searched again next time (what it added stays)
+            except OutOfTime:  # cut inside its step: searched again next time (what it added stays)
                 heapq.heappush(frontier, item)
                 self._searching[start.uid] = (parent, frontier)
                 raise
             if found is not None:
                 break
             if len(parent) > MAX_SET_SEARCH:
-                raise AutomatonLimitError(f"regex too complex: deciding whether an intersection or difference "
-                                          f"matches anything visited more than {MAX_SET_SEARCH:,} states")
+                raise AutomatonLimitError(
+                    f"regex too complex: deciding whether an intersection or difference "
+                    f"matches anything visited more than {MAX_SET_SEARCH:,} states"
+                )
             self.searched += len(self._derivatives) - made
             if self.searched_limit is not None and self.searched > self.searched_limit:
-                raise AutomatonLimitError(f"regex too complex: deciding whether its intersections and differences "
-                                          f"match anything took more than {self.searched_limit:,} derivatives")
+                raise AutomatonLimitError(
+                    f"regex too complex: deciding whether its intersections and differences "
+                    f"match anything took more than {self.searched_limit:,} derivatives"
+                )
             try:
-                checkpoint(kept=True)   # one more state searched: the frontier moved
+                checkpoint(kept=True)  # one more state searched: the frontier moved
             except OutOfTime:
                 self._searching[start.uid] = (parent, frontier)
                 raise
@@ -478,8 +550,9 @@ class RegexPool:
             found = parent[found.uid]
         return True
 
-    def _search_step(self, node: RegexNode, parent: dict[int, RegexNode | None],
-                     frontier: list[tuple[int, int, RegexNode]]) -> RegexNode | None:
+    def _search_step(
+        self, node: RegexNode, parent: dict[int, RegexNode | None], frontier: list[tuple[int, int, RegexNode]]
+    ) -> RegexNode | None:
         """One node of `_search`: `node` if it leads to a match at once, else None after
         adding its unseen AND/DIFF derivatives to the frontier (a heap: nearest a match
         first, then newest; see `_search`)."""
@@ -496,7 +569,7 @@ class RegexPool:
             if nxt.kind == EMPTY or self._live.get(nxt.uid) is False:
                 continue
             if nxt.kind not in (AND, DIFF) or self._live.get(nxt.uid):
-                return node   # an ordinary node never has an empty language
+                return node  # an ordinary node never has an empty language
             if nxt.uid not in parent:
                 parent[nxt.uid] = node
                 heapq.heappush(frontier, (nxt.min_len, -len(parent), nxt))
@@ -525,7 +598,7 @@ class RegexPool:
         done = self._clipped.get(key)
         if done is not None:
             return done
-        if node.kind == CONCAT:   # a long right spine: walk it, no recursion along it
+        if node.kind == CONCAT:  # a long right spine: walk it, no recursion along it
             # A tail that starts more than `length` bytes in is out of a token's reach: it
             # stays as it is, so a state whose big bounds are all far ahead is its own clip.
             spine, x, reach = [], node, 0
@@ -535,7 +608,7 @@ class RegexPool:
                 x = x.parts[1]
             if reach <= length and x.max_bound > length:
                 out = self.clip(x, length)
-            else:   # x stays, and so do the heads after the last one the clip changes
+            else:  # x stays, and so do the heads after the last one the clip changes
                 out = x
                 while spine and spine[-1].parts[0].max_bound <= length:
                     out = spine.pop()
@@ -543,10 +616,13 @@ class RegexPool:
                 out = self.concat(self.clip(part.parts[0], length), out)
         elif node.kind == ALT:
             out = self.alt([self.clip(m, length) for m in node.parts])
-        else:   # REPEAT
+        else:  # REPEAT
             cap = length + 1
-            out = self.repeat(self.clip(node.parts[0], length), min(node.low, cap),
-                              None if node.high is None or node.high > length else node.high)
+            out = self.repeat(
+                self.clip(node.parts[0], length),
+                min(node.low, cap),
+                None if node.high is None or node.high > length else node.high,
+            )
         self._clipped[key] = out
         return out
 
@@ -579,7 +655,7 @@ class RegexPool:
         else:
             parts: list[str] = []
             size = 0
-            for part in node.parts:   # stop at the first part that makes it too long
+            for part in node.parts:  # stop at the first part that makes it too long
                 text = self.key(part, limit)
                 size += len(text) + 1 if text is not None else limit + 1
                 if text is None or size > limit:
@@ -588,9 +664,13 @@ class RegexPool:
             if len(parts) < len(node.parts):
                 out = None
             else:
-                tag = {CONCAT: "c", ALT: "a", AND: "n", DIFF: "d",
-                       MEMBERS: f"m{node.low},{node.high},{node.byte_set}"}.get(
-                    node.kind, f"r{node.low},{node.high}")
+                tag = {
+                    CONCAT: "c",
+                    ALT: "a",
+                    AND: "n",
+                    DIFF: "d",
+                    MEMBERS: f"m{node.low},{node.high},{node.byte_set}",
+                }.get(node.kind, f"r{node.low},{node.high}")
                 out = f"{tag}({' '.join(parts)})"
                 out = out if len(out) <= limit else None
         self._keys[node.uid] = out
@@ -600,17 +680,17 @@ class RegexPool:
     def derivative(self, node: RegexNode, byte: int) -> RegexNode:
         """The regex of what may follow `byte` in a match of `node` (EMPTY: nothing)."""
         if not node.first >> byte & 1:
-            return self.empty   # no match starts with this byte (and no node hides an empty language)
+            return self.empty  # no match starts with this byte (and no node hides an empty language)
         memo = node.uid << 8 | byte
         done = self._derivatives.get(memo)
         if done is not None:
             return done
-        checkpoint()   # a new derivative may be large work: a slice may end here (work_slices.py)
+        checkpoint()  # a new derivative may be large work: a slice may end here (work_slices.py)
         kind = node.kind
-        if kind == MEMBERS:   # not the exercise's: the derivative of its one-level unfolding
+        if kind == MEMBERS:  # not the exercise's: the derivative of its one-level unfolding
             out = self._derivatives[memo] = self.derivative(self.unfold(node), byte)
             return out
-        if kind in (AND, DIFF):   # not the exercise's either: d(A op B) = dA op dB
+        if kind in (AND, DIFF):  # not the exercise's either: d(A op B) = dA op dB
             a, b = node.parts
             out = self._checked(self._set_node(kind, self.derivative(a, byte), self.derivative(b, byte)))
             self._derivatives[memo] = out
@@ -624,7 +704,7 @@ class RegexPool:
             (body,) = node.parts
             rest = self.repeat(body, max(node.low - 1, 0), None if node.high is None else node.high - 1)
             out = self.concat(self.derivative(body, byte), rest)
-        else:   # CONCAT: walk the right spine while the heads may be skipped (no recursion)
+        else:  # CONCAT: walk the right spine while the heads may be skipped (no recursion)
             options, x = [], node
             while True:
                 if x.kind != CONCAT:
@@ -650,7 +730,7 @@ class RegexPool:
             return node._cuts
         kind = node.kind
         if kind == BYTES:
-            out = (node.byte_set ^ (node.byte_set << 1)) | 1   # where membership changes
+            out = (node.byte_set ^ (node.byte_set << 1)) | 1  # where membership changes
         elif kind == ALT:
             out = 1
             for m in node.parts:
@@ -678,6 +758,7 @@ class RegexPool:
 
 def describe(node: RegexNode, limit: int = 60) -> str:
     """A short regex-like text of a node (for errors and debugging)."""
+
     def text(n: RegexNode) -> str:
         if n.kind == EMPTY:
             return "∅"
@@ -688,7 +769,7 @@ def describe(node: RegexNode, limit: int = 60) -> str:
             if len(bits) == 1:
                 return bytes(bits).decode("latin-1") if 0x20 < bits[0] < 0x7F else f"\\x{bits[0]:02x}"
             return f"[{len(bits)} bytes]"
-        if n.kind == CONCAT:   # along the spine in a loop (a long literal is a long spine)
+        if n.kind == CONCAT:  # along the spine in a loop (a long literal is a long spine)
             pieces: list[str] = []
             size = 0
             while n.kind == CONCAT and size <= limit:
@@ -704,5 +785,6 @@ def describe(node: RegexNode, limit: int = 60) -> str:
             return f"({text(n.parts[0])}{'&' if n.kind == AND else '-'}{text(n.parts[1])})"
         high = "" if n.high is None else n.high
         return f"({text(n.parts[0])}){{{n.low},{high}}}"
+
     out = text(node)
     return out if len(out) <= limit else out[: limit - 1] + "…"

@@ -3,6 +3,7 @@
 `RegexPool` (`parse_regex(pattern, pool)` -> the root node). A user's regex (`--regex`, a
 schema's `pattern` is translated by the compiler instead) takes this path; the JSON Schema
 compiler builds its tree directly."""
+
 from __future__ import annotations
 
 import re
@@ -48,7 +49,7 @@ from .work_slices import checkpoint
 # on first use): `\\w` is 733 ranges, the alternation of their UTF-8 byte sequences.
 SHORTHANDS = "dDwWsS"
 SINGLE_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "f": "\f", "v": "\v", "a": "\a"}
-ANCHOR_ESCAPES = "AZbB"   # \b is a backspace inside a class, a word boundary outside
+ANCHOR_ESCAPES = "AZbB"  # \b is a backspace inside a class, a word boundary outside
 
 
 # Group boundaries found by one C-speed scan: escapes and classes are skipped whole, so
@@ -66,9 +67,9 @@ class _Parser:
 
     def __init__(self, pattern: str, source: str):
         self.p, self.source, self.i = pattern, source, 0
-        self.group_nodes: dict[str, Regex] = {}   # group text -> node: a repeated group is parsed once
+        self.group_nodes: dict[str, Regex] = {}  # group text -> node: a repeated group is parsed once
         self.group_end: dict[int, int] = {}
-        self.definitions: dict[str, Regex] = {}   # (?@def:NAME(...)) -> its Shared node
+        self.definitions: dict[str, Regex] = {}  # (?@def:NAME(...)) -> its Shared node
         stack = []
         for m in _PAREN_SCAN.finditer(pattern):
             if m.group() == "(":
@@ -91,14 +92,14 @@ class _Parser:
             self.i += 1
             branches.append(self.sequence())
         out = alt(branches)
-        assert out is not None   # (no branch is None)
+        assert out is not None  # (no branch is None)
         return out
 
     def sequence(self) -> Regex:
         items: list[Regex] = []
         p = self.p
         while self.i < len(p) and p[self.i] not in "|)":
-            checkpoint()   # a long regex is parsed on a compile thread that yields to the scheduler
+            checkpoint()  # a long regex is parsed on a compile thread that yields to the scheduler
             run = _LITERAL_RUN.match(p, self.i)
             if run is not None:
                 # Plain characters read in one step (most of a JSON Schema's regex); the
@@ -107,7 +108,7 @@ class _Parser:
                 if end < len(p) and p[end] in _QUANTIFIER_START:
                     end -= 1
                 if end > self.i:
-                    items.append(Text(p[self.i:end]))
+                    items.append(Text(p[self.i : end]))
                     self.i = end
                     continue
             items.append(self.quantified(self.atom()))
@@ -123,9 +124,9 @@ class _Parser:
         if self.p.startswith("+", self.i):
             raise self.fail(f"possessive quantifier at position {self.i}")
         if self.p.startswith("?", self.i):
-            self.i += 1   # lazy: matches the same strings as greedy under fullmatch
+            self.i += 1  # lazy: matches the same strings as greedy under fullmatch
         out = repeat(node, *bounds)
-        assert out is not None   # (node is never None)
+        assert out is not None  # (node is never None)
         return out
 
     def quantifier(self) -> tuple[int, int | None] | None:
@@ -138,7 +139,7 @@ class _Parser:
             return simple
         if p[i] == "{":
             m = _BOUNDS.match(p, i)
-            if m and (m.group(1) or m.group(2)):   # `{}`, `{,}` and an unclosed `{` are literal
+            if m and (m.group(1) or m.group(2)):  # `{}`, `{,}` and an unclosed `{` are literal
                 low = int(m.group(1) or 0)
                 high = low if m.group(2) is None else (int(m.group(3)) if m.group(3) else None)
                 self.i = m.end()
@@ -172,7 +173,7 @@ class _Parser:
             self.i = end + 1
             return self.group_nodes[text]
         if p.startswith(REF_SYNTAX, start):
-            name = p[start + len(REF_SYNTAX):end]
+            name = p[start + len(REF_SYNTAX) : end]
             if name not in self.definitions:
                 raise self.fail(f"(?@ref:{name}) at position {start} comes before its (?@def:{name}...)")
             self.i = end + 1
@@ -184,7 +185,7 @@ class _Parser:
             if not p.startswith("))", self.i):
                 raise self.fail(f"a (?@def: group at position {start} must be (?@def:NAME(R))")
             self.i += 2
-            self.definitions[p[start + len(DEF_SYNTAX):name_end]] = Shared(body)
+            self.definitions[p[start + len(DEF_SYNTAX) : name_end]] = Shared(body)
             return EPSILON
         if p.startswith(MEMBERS_SYNTAX, start) or p.startswith(AND_SYNTAX, start) or p.startswith(DIFF_SYNTAX, start):
             node = self.members_group() if p.startswith(MEMBERS_SYNTAX, start) else self.set_group()
@@ -197,17 +198,24 @@ class _Parser:
             if ext.startswith(":"):
                 self.i += 2
             elif ext.startswith("P<"):
-                self.i = p.index(">", self.i) + 1   # a named group matches like a plain one
+                self.i = p.index(">", self.i) + 1  # a named group matches like a plain one
             elif ext.startswith("#"):
-                self.i = p.index(")", self.i) + 1   # a comment
+                self.i = p.index(")", self.i) + 1  # a comment
                 return EPSILON
             else:
-                kinds = {"=": "lookahead", "!": "lookahead", "<=": "lookbehind", "<!": "lookbehind",
-                         "P=": "group reference", ">": "atomic group", "(": "conditional group"}
+                kinds = {
+                    "=": "lookahead",
+                    "!": "lookahead",
+                    "<=": "lookbehind",
+                    "<!": "lookbehind",
+                    "P=": "group reference",
+                    ">": "atomic group",
+                    "(": "conditional group",
+                }
                 name = next((v for k, v in kinds.items() if ext.startswith(k)), "inline flags")
                 raise self.fail(f"{name} at position {start} is not supported")
         node = self.alternation()
-        self.i += 1   # the closing parenthesis (re.compile checked it is there)
+        self.i += 1  # the closing parenthesis (re.compile checked it is there)
         if text is not None:
             self.group_nodes[text] = node
         return node
@@ -225,8 +233,10 @@ class _Parser:
             flag = None if separator is None else p[self.i : self.i + 1]
             if flag is not None:
                 if flag not in "!~&" or not flag:
-                    raise self.fail(f"a (?@members group at position {start}: a member group must start "
-                                    f"with !, ~ or &, not {flag!r}")
+                    raise self.fail(
+                        f"a (?@members group at position {start}: a member group must start "
+                        f"with !, ~ or &, not {flag!r}"
+                    )
                 self.i += 1
             node = self.alternation()
             if not p.startswith(")", self.i):
@@ -294,13 +304,13 @@ class _Parser:
             self.i = m.end()
         elif c.isdigit():
             m = re.compile(r"[0-7]{2}").match(p, self.i)
-            if c in "1234567" and m:   # three octal digits: a character
+            if c in "1234567" and m:  # three octal digits: a character
                 ch = chr(int(c + m.group(), 8))
                 self.i = m.end()
             else:
                 raise self.fail(f"group reference \\{c} is not supported")
         else:
-            ch = c   # an escaped punctuation character is itself
+            ch = c  # an escaped punctuation character is itself
         return ch if in_class else self.literal(ch)
 
     def char_class(self) -> Regex:
@@ -340,14 +350,14 @@ def _check_with_python(pattern: str, body: str, members: bool) -> None:
     """Raise RegexError with Python's message when `re` rejects `body` (the pattern without
     its anchors; `members`: our private groups read as plain groups)."""
     try:
-        with warnings.catch_warnings():   # "possible nested set": we read `[[` as re does today
+        with warnings.catch_warnings():  # "possible nested set": we read `[[` as re does today
             warnings.simplefilter("ignore", FutureWarning)
             # Our private groups read as plain ones for this check (`(!M)` is a group
             # starting with a literal "!"): the rest must be a regex Python accepts.
             re.compile(_PRIVATE_GROUP.sub("(?:", body) if members else body)
     except re.error as e:
         raise RegexError(f"invalid regex {shown_regex(pattern)}: {e}") from None
-    except RecursionError:   # Python's own parser, on groups nested a few hundred deep
+    except RecursionError:  # Python's own parser, on groups nested a few hundred deep
         raise AutomatonLimitError(TOO_DEEP) from None
 
 
@@ -376,9 +386,9 @@ def parse_tree(pattern: str, members: bool = False) -> Regex:
         raise AutomatonLimitError(TOO_DEEP) from None
     except AutomatonLimitError:
         raise
-    except (RegexError, LookupError, ValueError, TypeError):   # (not a slice's OutOfTime)
+    except (RegexError, LookupError, ValueError, TypeError):  # (not a slice's OutOfTime)
         if members:
-            _check_with_python(pattern, body, members)   # Python's message when it rejects the text too
+            _check_with_python(pattern, body, members)  # Python's message when it rejects the text too
         raise
 
 

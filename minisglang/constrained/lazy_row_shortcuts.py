@@ -14,6 +14,7 @@ them with the eager index):
 - `_row_from_closure`: a state that keeps reading a wide byte set, every token made of it
   at once.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -58,10 +59,12 @@ class LazyRowShortcuts:
     words: int
     eos_token_id: int
     if TYPE_CHECKING:
+
         def _row_of(self, state: int, shared: bool = False) -> TokenRow: ...
         def _make_row(self, bits: np.ndarray, extra: np.ndarray, state: int) -> TokenRow: ...
-        def _walk(self, state: int, origin: int, short: bool, long: bool,
-                  starts: list[tuple[int, int]] | None = None) -> tuple[np.ndarray, np.ndarray]: ...
+        def _walk(
+            self, state: int, origin: int, short: bool, long: bool, starts: list[tuple[int, int]] | None = None
+        ) -> tuple[np.ndarray, np.ndarray]: ...
         def _walk_tokens(self, token_ids: np.ndarray, state: int) -> np.ndarray: ...
         def _node_key(self, kind: str, node: RegexNode) -> tuple | None: ...
         @staticmethod
@@ -69,11 +72,11 @@ class LazyRowShortcuts:
 
     def _init_shortcut_caches(self, vocab: Vocabulary) -> None:
         """The caches of the shortcuts (LazyStateIndex.__init__ calls this)."""
-        self._candidates: dict[int, np.ndarray | None] = {}   # byte set -> the token ids containing one
-        self._candidate_split: dict[int, tuple[np.ndarray, np.ndarray]] = {}   # byte set -> (short, long) ids
-        self._candidates_found: dict[tuple[int, int], np.ndarray] = {}   # (clipped state, byte set) -> ids read
-        self._reps: dict[int, np.ndarray | None] = {}   # body node uid -> `_repetitions(body)`
-        self._not_strings: set[int] = set()   # node uids `_row_from_strings` gave up on (too many steps)
+        self._candidates: dict[int, np.ndarray | None] = {}  # byte set -> the token ids containing one
+        self._candidate_split: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # byte set -> (short, long) ids
+        self._candidates_found: dict[tuple[int, int], np.ndarray] = {}  # (clipped state, byte set) -> ids read
+        self._reps: dict[int, np.ndarray | None] = {}  # body node uid -> `_repetitions(body)`
+        self._not_strings: set[int] = set()  # node uids `_row_from_strings` gave up on (too many steps)
         # A head's row is reused when at most this many tokens must be walked one by one.
         self.max_candidates = max(256, len(vocab.token_bytes) // 16)
 
@@ -130,7 +133,7 @@ class LazyRowShortcuts:
             pool = self.dfa.pool
             star = LazyByteDFA(pool.repeat(body, 0, None), pool, max_states=1024)
             todo, seen = [star.initial], {star.initial}
-            with unsliced():   # at most 64 states, on the side: a slice cut here would lose them
+            with unsliced():  # at most 64 states, on the side: a slice cut here would lose them
                 while todo and star.num_states <= 64:
                     s = todo.pop()
                     star.expand(s)
@@ -139,13 +142,14 @@ class LazyRowShortcuts:
                             seen.add(nxt)
                             todo.append(nxt)
             # Prefix-free: no state but `body*` itself accepts, so returning to it ends a repetition.
-            if star.num_states <= 64 and not star.accepting[1:star.num_states].any():
+            if star.num_states <= 64 and not star.accepting[1 : star.num_states].any():
                 arrays = self.arrays
                 found = np.empty(arrays.token_start.shape[0], dtype=np.int32)
-                token_repetitions(star.table, arrays.all_bytes, arrays.token_start, arrays.token_stop,
-                                  star.initial, found)
+                token_repetitions(
+                    star.table, arrays.all_bytes, arrays.token_start, arrays.token_stop, star.initial, found
+                )
             else:
-                found = False   # stored as "does not fit" (None means "not computed")
+                found = False  # stored as "does not fit" (None means "not computed")
             if key is not None:
                 SHARED_ROWS.put(key, found)
         self._reps[body.uid] = found if found is not False else None
@@ -171,8 +175,8 @@ class LazyRowShortcuts:
             tails.append(head.parts[1])
             head = head.parts[0]
         if head.kind == BYTES or head.first.bit_count() < PERMISSIVE:
-            return None   # a head that allows few bytes is cheap to walk as it is
-        rest_first = 0   # the bytes what follows the head can start with
+            return None  # a head that allows few bytes is cheap to walk as it is
+        rest_first = 0  # the bytes what follows the head can start with
         for tail in reversed(tails):
             rest_first |= tail.first
             if not tail.nullable:
@@ -212,26 +216,26 @@ class LazyRowShortcuts:
         steps = [0]
         heads = self._literal_heads((node,), steps, strict=True)
         if heads is None:
-            self._not_strings.add(node.uid)   # some match starts with no literal text: walk it
+            self._not_strings.add(node.uid)  # some match starts with no literal text: walk it
             return None
         if not self._fans_out(heads, steps):
-            return None   # a few strings: the compiled walk's states serve the next rows too
+            return None  # a few strings: the compiled walk's states serve the next rows too
         todo = [(parts, 0) for parts in heads]
         trie, arrays, has_items, pool = self.trie, self.arrays, self.arrays.has_items, self.dfa.pool
         reached: list[int] = []
-        stops: dict[tuple[RegexNode, ...], list[int]] = {}   # what is left -> the trie nodes it goes on from
+        stops: dict[tuple[RegexNode, ...], list[int]] = {}  # what is left -> the trie nodes it goes on from
         while todo:
             parts, at = todo.pop()
             if not parts:
-                continue   # a match ends here: no token goes on
+                continue  # a match ends here: no token goes on
             if steps[0] > MAX_STRING_STEPS:
                 self._not_strings.add(node.uid)
                 return None
-            child = arrays.children(trie, at).get(parts[0].byte_set.bit_length() - 1)   # (one byte)
+            child = arrays.children(trie, at).get(parts[0].byte_set.bit_length() - 1)  # (one byte)
             if child is None:
                 continue
             if has_items[child]:
-                return None   # a token longer than the trie goes on here: walk instead
+                return None  # a token longer than the trie goes on here: walk instead
             reached.append(child)
             for more in self._literal_heads(parts[1:], steps):
                 if more and not self._narrow(more[0]):
@@ -241,12 +245,14 @@ class LazyRowShortcuts:
         nodes = np.asarray(reached, dtype=np.int64)
         starts, ends = trie.end_start[nodes], trie.end_stop[nodes]
         lengths = ends - starts
-        extra = trie.end_tokens[np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
-                                + np.arange(int(lengths.sum()))]
+        extra = trie.end_tokens[
+            np.repeat(starts - (np.cumsum(lengths) - lengths), lengths) + np.arange(int(lengths.sum()))
+        ]
         bits = np.zeros(self.words, dtype=np.uint32)
         if stops:
-            pairs = sorted({(at, self.dfa._state(pool.concat_all(list(left))))
-                            for left, ats in stops.items() for at in ats})
+            pairs = sorted(
+                {(at, self.dfa._state(pool.concat_all(list(left)))) for left, ats in stops.items() for at in ats}
+            )
             more, longs = self._walk(state, state, short=True, long=True, starts=pairs)
             bits |= more
             extra = np.concatenate([extra, longs])
@@ -260,8 +266,12 @@ class LazyRowShortcuts:
         for _ in range(FAN_OUT_BYTES):
             if len(level) >= FAN_OUT or not level:
                 break
-            level = [more for parts in level for more in self._literal_heads(parts[1:], steps)
-                     if more and self._narrow(more[0])]
+            level = [
+                more
+                for parts in level
+                for more in self._literal_heads(parts[1:], steps)
+                if more and self._narrow(more[0])
+            ]
         return len(level) >= FAN_OUT
 
     @staticmethod
@@ -272,8 +282,9 @@ class LazyRowShortcuts:
         return part.kind == BYTES and part.byte_set.bit_count() == 1
 
     @classmethod
-    def _literal_heads(cls, parts: tuple[RegexNode, ...], steps: list[int],
-                       strict: bool = False) -> list[tuple[RegexNode, ...]] | None:
+    def _literal_heads(
+        cls, parts: tuple[RegexNode, ...], steps: list[int], strict: bool = False
+    ) -> list[tuple[RegexNode, ...]] | None:
         """The ways `parts` (a sequence) can begin, each a sequence whose first part is a
         byte set or a part the literal walk stops at (a repetition other than `R{0,1}`, an
         object's members), or empty (the sequence matched ε): sequences, alternations, ε
@@ -318,11 +329,11 @@ class LazyRowShortcuts:
         """
         dfa = self.dfa
         if dfa.nodes[state].first.bit_count() < CLOSURE_BYTES:
-            return None   # (no derivative spent on a narrow state)
+            return None  # (no derivative spent on a narrow state)
         dfa.expand(state)
         allowed = self._byte_set(dfa.table[state] >= 0)
         wide = allowed
-        for _ in range(4):   # shrink B until the states it reaches all allow it
+        for _ in range(4):  # shrink B until the states it reaches all allow it
             if wide.bit_count() < CLOSURE_BYTES:
                 return None
             reached, todo = set(), [state]
@@ -330,7 +341,7 @@ class LazyRowShortcuts:
                 x = todo.pop()
                 starts = dfa.class_starts[x]
                 for lo, hi in zip(starts[:-1], starts[1:]):
-                    if ((1 << hi) - (1 << lo)) & wide:   # a byte of B is in this class
+                    if ((1 << hi) - (1 << lo)) & wide:  # a byte of B is in this class
                         nxt = dfa.fill(x, lo)
                         if nxt >= 0 and nxt not in reached:
                             reached.add(nxt)

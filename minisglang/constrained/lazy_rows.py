@@ -1,5 +1,6 @@
 """Token rows of the lazy automaton (lazy_token_fsm.py) and the store of rows shared by every
 grammar over one vocabulary (SHARED_ROWS): the walk and its shortcuts both make and reuse them."""
+
 from __future__ import annotations
 
 import threading
@@ -29,8 +30,8 @@ class SharedRows:
 
     def __init__(self, capacity: int = 256, counts_capacity: int = 32):
         self.capacity, self.counts_capacity = capacity, counts_capacity
-        self._rows: OrderedDict[RowKey, object] = OrderedDict()   # a TokenRow, (bits, count) or long ids
-        self._counts: OrderedDict[RowKey, object] = OrderedDict()   # int32 [tokens] repetition counts or False
+        self._rows: OrderedDict[RowKey, object] = OrderedDict()  # a TokenRow, (bits, count) or long ids
+        self._counts: OrderedDict[RowKey, object] = OrderedDict()  # int32 [tokens] repetition counts or False
         self._lock = threading.Lock()
 
     def _store(self, key: RowKey) -> tuple[OrderedDict[RowKey, object], int]:

@@ -25,6 +25,7 @@ exactly like the eager one: `index.next_state`, `state_row[state]`, `jump_map.ju
 `is_complete`, `walk`. The numbers of states and of states built by one row's walk are
 bounded (`LazyLimits`); exceeding a bound raises AutomatonLimitError naming the option.
 """
+
 from __future__ import annotations
 
 import threading
@@ -83,7 +84,6 @@ class LazyLimits:
     max_regex_nodes: int = 2_000_000
 
 
-
 class LazyStateIndex(LazyRowShortcuts):
     """The TokenIndex interface over a LazyByteDFA: rows computed on first visit, cached.
 
@@ -104,18 +104,19 @@ class LazyStateIndex(LazyRowShortcuts):
         self.initial_state = dfa.initial
         self.eos_token_id = vocab.eos_token_id
         self.words = (vocab_size + 31) // 32
-        self.rows: dict[int, TokenRow] = {}            # state -> its row, for the states generation asked about
-        self._all_rows: dict[int, TokenRow] = {}       # the same and the rows of parts of states (heads, alternatives)
-        self.rows_by_key: dict[tuple[int, int], TokenRow] = {}   # (short state, long state) -> the shared row
-        self.short_rows: dict[int, np.ndarray] = {}   # clipped state -> uint32 bits [W] of its short tokens
-        self.long_found: dict[int, np.ndarray] = {}    # clipped state -> long token ids allowed
+        self.rows: dict[int, TokenRow] = {}  # state -> its row, for the states generation asked about
+        self._all_rows: dict[int, TokenRow] = {}  # the same and the rows of parts of states (heads, alternatives)
+        self.rows_by_key: dict[tuple[int, int], TokenRow] = {}  # (short state, long state) -> the shared row
+        self.short_rows: dict[int, np.ndarray] = {}  # clipped state -> uint32 bits [W] of its short tokens
+        self.long_found: dict[int, np.ndarray] = {}  # clipped state -> long token ids allowed
         self._follow_all = np.ones(self.trie.num_nodes, dtype=bool)
         self._marks_none = np.zeros(self.trie.num_nodes, dtype=bool)
         # Output buffers of the trie walk (4 of the trie's size, 2 for needed entries), reused under the lock.
-        self._buffers = [np.empty(self.trie.num_nodes, np.int64) for _ in range(4)] + \
-            [np.empty(4096, np.int64) for _ in range(3)]
-        self._init_shortcut_caches(vocab)   # the row shortcuts' caches (lazy_row_shortcuts.py)
-        self._lock = threading.RLock()   # the automaton and the caches grow under it (a row may ask for another)
+        self._buffers = [np.empty(self.trie.num_nodes, np.int64) for _ in range(4)] + [
+            np.empty(4096, np.int64) for _ in range(3)
+        ]
+        self._init_shortcut_caches(vocab)  # the row shortcuts' caches (lazy_row_shortcuts.py)
+        self._lock = threading.RLock()  # the automaton and the caches grow under it (a row may ask for another)
 
     def row(self, state: int) -> TokenRow:
         """The row of `state`, computed on the first call (no lock once it exists)."""
@@ -124,7 +125,7 @@ class LazyStateIndex(LazyRowShortcuts):
             with self._lock:
                 try:
                     row = self.rows[state] = self._row_of(state)
-                except RecursionError:   # a row path that follows nested nodes (clip, keys)
+                except RecursionError:  # a row path that follows nested nodes (clip, keys)
                     raise AutomatonLimitError(TOO_DEEP) from None
         return row
 
@@ -180,9 +181,11 @@ class LazyStateIndex(LazyRowShortcuts):
         # Most states are a long remainder of the grammar, with no short structure text:
         # they are never looked up in SHARED_ROWS (a state near the end is).
         share = pool.key(node) is not None
-        short, found = self._shared(self.short_rows, "short", short_state, share), \
-            self._shared(self.long_found, "long", long_state, share)
-        if short is None and found is None and long_state == short_state:   # one walk does both
+        short, found = (
+            self._shared(self.short_rows, "short", short_state, share),
+            self._shared(self.long_found, "long", long_state, share),
+        )
+        if short is None and found is None and long_state == short_state:  # one walk does both
             short, found = self._walk(short_state, state, short=True, long=True)
             self._keep(self.short_rows, "short", short_state, short, share)
             self._keep(self.long_found, "long", long_state, found, share)
@@ -217,7 +220,7 @@ class LazyStateIndex(LazyRowShortcuts):
         ids, bounds = self._long_tokens(node.first)
         if not ids.shape[0]:
             return np.zeros(0, dtype=np.int64)
-        walks: dict[int, list[int]] = {}   # clipped state -> the bounds it reads
+        walks: dict[int, list[int]] = {}  # clipped state -> the bounds it reads
         for bound in sorted(set(bounds.tolist())):
             # No clip longer than MAX_LONG_CLIP (each walks that many bytes of the sequence).
             clipped = dfa._state(dfa.pool.clip(node, bound)) if bound <= MAX_LONG_CLIP else state
@@ -242,8 +245,9 @@ class LazyStateIndex(LazyRowShortcuts):
             arrays = self.arrays
             ids = arrays.ids[self._byte_mask(first)[arrays.first_bytes()[arrays.ids]]]
             ids = ids[ids != self.eos_token_id]
-            bounds = np.asarray([_length_bound(n) for n in (arrays.token_stop[ids] - arrays.token_start[ids]).tolist()],
-                                dtype=np.int64)
+            bounds = np.asarray(
+                [_length_bound(n) for n in (arrays.token_stop[ids] - arrays.token_start[ids]).tolist()], dtype=np.int64
+            )
             order = np.argsort(bounds, kind="stable")
             if len(arrays._derived) >= 4096:
                 arrays._derived.clear()
@@ -279,10 +283,12 @@ class LazyStateIndex(LazyRowShortcuts):
         if self.dfa.fills - self._spent > self.limits.max_row_expansions:
             raise AutomatonLimitError(
                 f"regex too complex: the token row of automaton state {origin} ({describe(self.dfa.nodes[origin])}) "
-                f"would build more than {self.limits.max_row_expansions:,} states (limit max_row_expansions)")
+                f"would build more than {self.limits.max_row_expansions:,} states (limit max_row_expansions)"
+            )
 
-    def _walk(self, state: int, origin: int, short: bool, long: bool,
-              starts: list[tuple[int, int]] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def _walk(
+        self, state: int, origin: int, short: bool, long: bool, starts: list[tuple[int, int]] | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Walk the trie from `state`: (uint32 [W] the bits of the trie's tokens it can read,
         when `short`; int64 ids of the long tokens it can read, when `long`). `starts`: the
         walk begins at these (trie node, automaton state) pairs instead of the root in
@@ -298,14 +304,31 @@ class LazyStateIndex(LazyRowShortcuts):
         reached_nodes, reached_states = [], []
         while nodes.shape[0]:
             _, longs, pending, needs = walk_trie(
-                trie.child_start, trie.child_stop, trie.byte, trie.end_start, trie.end_stop, trie.end_tokens,
-                follow, marks, dfa.table, dfa.class_first, dfa.expanded, nodes, states, self.eos_token_id, bits,
-                *buffers, need_states, need_bytes, need_nodes)
+                trie.child_start,
+                trie.child_stop,
+                trie.byte,
+                trie.end_start,
+                trie.end_stop,
+                trie.end_tokens,
+                follow,
+                marks,
+                dfa.table,
+                dfa.class_first,
+                dfa.expanded,
+                nodes,
+                states,
+                self.eos_token_id,
+                bits,
+                *buffers,
+                need_states,
+                need_bytes,
+                need_nodes,
+            )
             if longs:
                 reached_nodes += buffers[0][:longs].tolist()
                 reached_states += buffers[1][:longs].tolist()
             if not pending:
-                break   # (most walks: every entry they read was computed)
+                break  # (most walks: every entry they read was computed)
             nodes, states = buffers[2][:pending].copy(), buffers[3][:pending].copy()
             # Fill the entries the pending pairs wait for (the rest of a byte class comes
             # with each; entries past the buffer are found again on the next pass), and
@@ -336,7 +359,7 @@ class LazyStateIndex(LazyRowShortcuts):
             if state < 0 or left <= 0 or dfa.missing_classes[state] > FILL_AHEAD_CLASSES:
                 continue
             for lo in dfa.class_starts[state][:-1]:
-                if budget > 0 and dfa.table[state, lo] == UNEXPLORED:   # (the table may grow: index it anew)
+                if budget > 0 and dfa.table[state, lo] == UNEXPLORED:  # (the table may grow: index it anew)
                     todo.append((dfa.fill(state, lo), left - 1))
                     budget -= 1
 
@@ -357,8 +380,9 @@ class LazyStateIndex(LazyRowShortcuts):
         """int64 the ids in `token_ids` (int64) whose bytes the automaton reads from `state`,
         each token walked on its own: no trie, no shared rows. The brute-force oracle the
         mask tests and benchmarks/bench_mask_oracle.py check the rows against."""
-        ids = token_ids[(self.arrays.token_stop[token_ids] > self.arrays.token_start[token_ids])
-                        & (token_ids != self.eos_token_id)]
+        ids = token_ids[
+            (self.arrays.token_stop[token_ids] > self.arrays.token_start[token_ids]) & (token_ids != self.eos_token_id)
+        ]
         with self._lock:
             return self._walk_tokens(ids, state)
 
@@ -407,7 +431,7 @@ class LazyStateIndex(LazyRowShortcuts):
             return -1
         start, stop = arrays.token_start[token_id], arrays.token_stop[token_id]
         if start == stop:
-            return -1   # a special token: no bytes, never allowed
+            return -1  # a special token: no bytes, never allowed
         end, at = walk_bytes(self.dfa.table, arrays.all_bytes, start, stop, state)
         if at < stop and end >= 0:
             with self._lock:
@@ -479,7 +503,7 @@ class LazyJumpForward:
         for _ in range(size - 1):
             byte = self._only_byte(state)
             if byte is None:
-                return None   # the lead byte is forced, the character is not
+                return None  # the lead byte is forced, the character is not
             data.append(byte)
             state = self.dfa.step(state, byte)
         return bytes(data), state
@@ -489,11 +513,11 @@ class LazyJumpForward:
         of them: the rest at the next jump) and the state there, or None."""
         out = bytearray()
         while (byte := self._only_byte(state)) is not None and 0x80 <= byte < 0xC0:
-            out.append(byte)   # finish the character the model stopped inside
+            out.append(byte)  # finish the character the model stopped inside
             state = self.dfa.step(state, byte)
         seen = set()
         while not self.dfa.is_final(state) and state not in seen and len(out) < MAX_JUMP_BYTES:
-            seen.add(state)   # live states cannot cycle without a choice; guard anyway
+            seen.add(state)  # live states cannot cycle without a choice; guard anyway
             forced = self._forced_char(state)
             if forced is None:
                 break
@@ -528,8 +552,14 @@ class LazyTokenFSM(TokenFSM):
         return self.index.nbytes()
 
 
-def compile_lazy_token_fsm(regex: str | Regex, vocab: Vocabulary, vocab_size: int, limits: LazyLimits | None = None,
-                           max_regex_chars: int | None = None, members: bool = False) -> LazyTokenFSM:
+def compile_lazy_token_fsm(
+    regex: str | Regex,
+    vocab: Vocabulary,
+    vocab_size: int,
+    limits: LazyLimits | None = None,
+    max_regex_chars: int | None = None,
+    members: bool = False,
+) -> LazyTokenFSM:
     """regex -> LazyTokenFSM with the start state's row computed. Raises ConstraintError.
 
     `regex` is text (parsed here), or a tree (regex_ast.py: what the JSON Schema compiler
@@ -543,21 +573,25 @@ def compile_lazy_token_fsm(regex: str | Regex, vocab: Vocabulary, vocab_size: in
         check_regex_length(regex, max_regex_chars)
     try:
         pool = RegexPool(limits.max_regex_nodes)
-        root = parse_regex(regex, pool, members) if isinstance(regex, str) else \
-            lower_checked(regex, pool, "of the JSON schema")
+        root = (
+            parse_regex(regex, pool, members)
+            if isinstance(regex, str)
+            else lower_checked(regex, pool, "of the JSON schema")
+        )
         if not isinstance(regex, str):
-            regex = render(regex, "lazy")   # (TokenFSM.regex: what error messages quote)
+            regex = render(regex, "lazy")  # (TokenFSM.regex: what error messages quote)
         dfa = LazyByteDFA(root, pool, limits.max_lazy_states)
         index = LazyStateIndex(dfa, vocab, vocab_size, limits)
         start = index.row(index.initial_state)
-    except RegexError as e:   # AutomatonLimitError included
+    except RegexError as e:  # AutomatonLimitError included
         raise ConstraintError(str(e)) from e
-    pool.searched_limit = None   # the compile's searches were bounded together; generation's one by one
+    pool.searched_limit = None  # the compile's searches were bounded together; generation's one by one
     if start.count == 0 and not index.is_final(index.initial_state):
         allowed = bytes(dfa.allowed_bytes(index.initial_state).tolist()[:12])
         error = VocabularyCannotSpellError(
             f"the vocabulary cannot spell any string that matches regex {shown_regex(regex)}: no token "
-            f"starts with the bytes the regex needs first ({allowed!r})")
+            f"starts with the bytes the regex needs first ({allowed!r})"
+        )
         raise ConstraintError(str(error)) from error
     return LazyTokenFSM(regex, index=index, state_row=LazyRowMap(index), jump_map=LazyJumpForward(dfa))
 
@@ -581,5 +615,12 @@ def prepare_vocabulary(vocab: Vocabulary, vocab_size: int, bodies: tuple[str, ..
         index.next_state(index.initial_state, allowed[0])
 
 
-__all__ = ["AutomatonLimitError", "LazyLimits", "LazyTokenFSM", "LazyStateIndex", "TokenRow",
-           "compile_lazy_token_fsm", "prepare_vocabulary"]
+__all__ = [
+    "AutomatonLimitError",
+    "LazyLimits",
+    "LazyTokenFSM",
+    "LazyStateIndex",
+    "TokenRow",
+    "compile_lazy_token_fsm",
+    "prepare_vocabulary",
+]

@@ -17,6 +17,7 @@ reports the nodes where they continue, and `walk_rests` reads their remaining by
 a flat byte buffer (`VocabArrays`), and so are the few tokens the advance step or a
 row's correction walks one by one (`walk_rests` over every token's bytes).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -24,13 +25,34 @@ from dataclasses import dataclass, field
 import numba
 import numpy as np
 
-UNEXPLORED = -2   # must equal lazy_regex.UNEXPLORED
+UNEXPLORED = -2  # must equal lazy_regex.UNEXPLORED
 
 
 @numba.njit(cache=True, nogil=True)
-def walk_trie(child_start, child_stop, byte, end_start, end_stop, end_tokens, follow, marks, table, class_first,
-              complete, start_nodes, start_states, eos, bits, long_nodes, long_states, pending_nodes, pending_states,
-              need_states, need_bytes, need_nodes):
+def walk_trie(
+    child_start,
+    child_stop,
+    byte,
+    end_start,
+    end_stop,
+    end_tokens,
+    follow,
+    marks,
+    table,
+    class_first,
+    complete,
+    start_nodes,
+    start_states,
+    eos,
+    bits,
+    long_nodes,
+    long_states,
+    pending_nodes,
+    pending_states,
+    need_states,
+    need_bytes,
+    need_nodes,
+):
     """Walk the trie from the (start_nodes[i], start_states[i]) pairs, following only the
     children with `follow[child]` set.
 
@@ -57,13 +79,13 @@ def walk_trie(child_start, child_stop, byte, end_start, end_stop, end_tokens, fo
         top -= 1
         node, state = stack_nodes[top], stack_states[top]
         missing = False
-        if not complete[state]:   # a state with every entry computed needs no check
+        if not complete[state]:  # a state with every entry computed needs no check
             for child in range(child_start[node], child_stop[node]):
                 if follow[child] and table[state, byte[child]] == UNEXPLORED:
                     missing = True
-                    need = class_first[state, byte[child]]   # one need per byte class
+                    need = class_first[state, byte[child]]  # one need per byte class
                     if needs > 0 and need_states[needs - 1] == state and need_bytes[needs - 1] == need:
-                        continue   # the same as the last one (most repeats are in a row)
+                        continue  # the same as the last one (most repeats are in a row)
                     if needs < need_states.shape[0]:
                         need_states[needs] = state
                         need_bytes[needs] = need
@@ -79,7 +101,7 @@ def walk_trie(child_start, child_stop, byte, end_start, end_stop, end_tokens, fo
                 continue
             nxt = table[state, byte[child]]
             if nxt < 0:
-                continue   # the automaton dies on this prefix: skip the whole subtree
+                continue  # the automaton dies on this prefix: skip the whole subtree
             if collect:
                 for k in range(end_start[child], end_stop[child]):
                     t = end_tokens[k]
@@ -98,8 +120,19 @@ def walk_trie(child_start, child_stop, byte, end_start, end_stop, end_tokens, fo
 
 
 @numba.njit(cache=True, nogil=True)
-def walk_rests(rest_start, rest_stop, rest_bytes, table, items, offsets, states,
-               out_items, pending_items, pending_offsets, pending_states):
+def walk_rests(
+    rest_start,
+    rest_stop,
+    rest_bytes,
+    table,
+    items,
+    offsets,
+    states,
+    out_items,
+    pending_items,
+    pending_offsets,
+    pending_states,
+):
     """Read the remaining bytes of long tokens: item i is `rest_bytes[rest_start[i]:rest_stop[i]]`.
 
     Starts each `items[j]` at byte `offsets[j]` of its rest in `states[j]`; writes the
@@ -188,7 +221,7 @@ def finish_row(bits, extra, eos, accepting):
         bits[eos >> 5] &= ~eos_bit
     count = 0
     for i in range(bits.shape[0]):
-        x = np.uint64(bits[i])   # the classic SWAR population count, in 64-bit arithmetic
+        x = np.uint64(bits[i])  # the classic SWAR population count, in 64-bit arithmetic
         x = x - ((x >> np.uint64(1)) & np.uint64(0x55555555))
         x = (x & np.uint64(0x33333333)) + ((x >> np.uint64(2)) & np.uint64(0x33333333))
         x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F)
@@ -217,16 +250,16 @@ class VocabArrays:
     items_of: dict[int, np.ndarray]
     leads_to: np.ndarray
     has_items: np.ndarray
-    max_bytes: int          # the longest token
-    max_short_bytes: int    # the longest token that ends inside the trie
+    max_bytes: int  # the longest token
+    max_short_bytes: int  # the longest token that ends inside the trie
     all_bytes: np.ndarray
     token_start: np.ndarray
     token_stop: np.ndarray
     containing: list[np.ndarray]
     height: np.ndarray
-    _first: list = field(default_factory=list, repr=False)   # [`first_bytes()`] once computed
-    _children: dict = field(default_factory=dict, repr=False)   # trie node -> `children(trie, node)`
-    _derived: dict = field(default_factory=dict, repr=False)    # what a grammar's index derives for the vocabulary
+    _first: list = field(default_factory=list, repr=False)  # [`first_bytes()`] once computed
+    _children: dict = field(default_factory=dict, repr=False)  # trie node -> `children(trie, node)`
+    _derived: dict = field(default_factory=dict, repr=False)  # what a grammar's index derives for the vocabulary
 
     def children(self, trie, node: int) -> dict[int, int]:
         """{byte: child} of a node of `trie` (this vocabulary's trie), cached: a walk in
@@ -272,15 +305,27 @@ class VocabArrays:
         token_stop = np.cumsum(lengths)
         owner = np.repeat(np.arange(lengths.shape[0]), lengths)
         all_bytes = np.frombuffer(b"".join(b or b"" for b in token_bytes), dtype=np.uint8).copy()
-        pairs = np.unique(all_bytes.astype(np.int64) * lengths.shape[0] + owner)   # (byte, token), sorted
+        pairs = np.unique(all_bytes.astype(np.int64) * lengths.shape[0] + owner)  # (byte, token), sorted
         bounds = np.searchsorted(pairs // lengths.shape[0], np.arange(257))
         containing = [pairs[a:b] % lengths.shape[0] for a, b in zip(bounds[:-1], bounds[1:])]
         long_ids = set(ids)
         short = [n for t, n in enumerate(lengths.tolist()) if t not in long_ids]
-        return cls(np.asarray(ids, dtype=np.int64), np.asarray(starts, dtype=np.int64),
-                   np.asarray(stops, dtype=np.int64), np.frombuffer(b"".join(chunks), dtype=np.uint8).copy(),
-                   items_of, leads_to, has_items, int(lengths.max(initial=0)), max(short, default=0),
-                   all_bytes, token_stop - lengths, token_stop, containing, trie_heights(trie))
+        return cls(
+            np.asarray(ids, dtype=np.int64),
+            np.asarray(starts, dtype=np.int64),
+            np.asarray(stops, dtype=np.int64),
+            np.frombuffer(b"".join(chunks), dtype=np.uint8).copy(),
+            items_of,
+            leads_to,
+            has_items,
+            int(lengths.max(initial=0)),
+            max(short, default=0),
+            all_bytes,
+            token_stop - lengths,
+            token_stop,
+            containing,
+            trie_heights(trie),
+        )
 
 
 def trie_heights(trie) -> np.ndarray:

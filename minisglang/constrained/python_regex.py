@@ -19,6 +19,7 @@ explicit ranges, the one syntax they all read alike.
 The classes are computed from `re` itself, once per process (a scan of every code point,
 about 0.1 s) and kept as ranges: `\\w` is 733 ranges, 133,548 code points.
 """
+
 from __future__ import annotations
 
 import array
@@ -34,13 +35,22 @@ except ImportError:  # pragma: no cover - Python 3.10
     import sre_parse  # type: ignore[no-redef,unused-ignore]  # 3.10's name
 
 MAX_CODE_POINT = 0x10FFFF
-Ranges = tuple[tuple[int, int], ...]   # sorted, disjoint, non-adjacent, inclusive
+Ranges = tuple[tuple[int, int], ...]  # sorted, disjoint, non-adjacent, inclusive
 
 _P = sre_parse
-_CATEGORIES = {_P.CATEGORY_DIGIT: "d", _P.CATEGORY_NOT_DIGIT: "D", _P.CATEGORY_WORD: "w",
-               _P.CATEGORY_NOT_WORD: "W", _P.CATEGORY_SPACE: "s", _P.CATEGORY_NOT_SPACE: "S"}
-_UNSUPPORTED = {_P.GROUPREF: "backreferences", _P.GROUPREF_EXISTS: "conditional groups",
-                _P.AT: "anchors other than a leading ^ and a trailing $"}
+_CATEGORIES = {
+    _P.CATEGORY_DIGIT: "d",
+    _P.CATEGORY_NOT_DIGIT: "D",
+    _P.CATEGORY_WORD: "w",
+    _P.CATEGORY_NOT_WORD: "W",
+    _P.CATEGORY_SPACE: "s",
+    _P.CATEGORY_NOT_SPACE: "S",
+}
+_UNSUPPORTED = {
+    _P.GROUPREF: "backreferences",
+    _P.GROUPREF_EXISTS: "conditional groups",
+    _P.AT: "anchors other than a leading ^ and a trailing $",
+}
 for _name, _what in (("ATOMIC_GROUP", "atomic groups"), ("POSSESSIVE_REPEAT", "possessive quantifiers")):
     if hasattr(_P, _name):
         _UNSUPPORTED[getattr(_P, _name)] = _what
@@ -103,18 +113,18 @@ def shorthand_ranges(letter: str) -> Ranges:
     if letter not in "dws":
         raise ValueError(f"no shorthand class \\{letter}")
     text, cut = _every_character()
-    gap = 0xE000 - 0xD800   # code points after the cut sit this much higher
+    gap = 0xE000 - 0xD800  # code points after the cut sit this much higher
     out = []
     for m in re.finditer(f"\\{letter}+", text):
         lo, hi = m.start(), m.end() - 1
-        if lo < cut <= hi:   # a run across the cut: two ranges, the surrogates left out
+        if lo < cut <= hi:  # a run across the cut: two ranges, the surrogates left out
             out += [(lo, cut - 1), (cut + gap, hi + gap)]
         else:
             out.append((lo + gap * (lo >= cut), hi + gap * (hi >= cut)))
     return normalize(out)
 
 
-DOT: Ranges = complement(((10, 10),))   # `.`: anything but a newline
+DOT: Ranges = complement(((10, 10),))  # `.`: anything but a newline
 
 
 def shorthand_name(ranges: Ranges) -> str | None:
@@ -137,7 +147,7 @@ class PythonRegex:
     """
 
     def __init__(self, body: str):
-        with warnings.catch_warnings():   # "possible nested set": read `[[` as re does today
+        with warnings.catch_warnings():  # "possible nested set": read `[[` as re does today
             warnings.simplefilter("ignore", FutureWarning)
             tree = sre_parse.parse(body)
         if tree.state.flags & ~re.UNICODE:
@@ -146,7 +156,7 @@ class PythonRegex:
         self._sets: dict[tuple[Any, ...], Ranges] = {}
         self._check(self.items)
 
-    def _check(self, items: list[Any]) -> None:   # sre_parse's (op, arg) items
+    def _check(self, items: list[Any]) -> None:  # sre_parse's (op, arg) items
         for op, arg in items:
             if op in (_P.ASSERT, _P.ASSERT_NOT):
                 raise NotWritable(f"{'lookbehind' if arg[0] < 0 else 'lookahead'} assertions are not supported")
@@ -185,6 +195,7 @@ class PythonRegex:
                 elif op is _P.BRANCH:
                     for branch in arg[1]:
                         visit(branch)
+
         visit(self.items)
         return found
 
@@ -200,7 +211,7 @@ class PythonRegex:
             if op in (_P.LITERAL, _P.NOT_LITERAL, _P.ANY, _P.IN):
                 ranges = self.char_set(op, arg)
                 part = write_set(ranges) if ranges else None
-            elif op in (_P.MAX_REPEAT, _P.MIN_REPEAT):   # laziness does not change a full match
+            elif op in (_P.MAX_REPEAT, _P.MIN_REPEAT):  # laziness does not change a full match
                 low, high, sub = arg
                 body = self._write(sub, write_set)
                 if body is None:
@@ -211,7 +222,7 @@ class PythonRegex:
             elif op is _P.SUBPATTERN:
                 part = self._write(arg[3], write_set)
                 part = None if part is None else f"(?:{part})"
-            else:   # BRANCH (_check refused every other op)
+            else:  # BRANCH (_check refused every other op)
                 options = [o for o in (self._write(b, write_set) for b in arg[1]) if o is not None]
                 part = f"(?:{'|'.join(options)})" if options else None
             if part is None:
@@ -279,12 +290,14 @@ def explicit_class(ranges: Ranges) -> str:
     (`.` is `[^\\u000a]`), or one character's escape alone. Surrogates are left out of a
     positive class (no engine reading UTF-8 has them) and so never split a negated one."""
     ranges = _without_surrogates(ranges)
-    if len(ranges) == 1 and ranges[0][0] == ranges[0][1]:   # one character: no brackets
+    if len(ranges) == 1 and ranges[0][0] == ranges[0][1]:  # one character: no brackets
         return escape_in_class(ranges[0][0])
     other = _without_surrogates(complement(ranges))
     negated = len(other) < len(ranges)
-    body = "".join(escape_in_class(lo) if lo == hi else f"{escape_in_class(lo)}-{escape_in_class(hi)}"
-                   for lo, hi in (other if negated else ranges))
+    body = "".join(
+        escape_in_class(lo) if lo == hi else f"{escape_in_class(lo)}-{escape_in_class(hi)}"
+        for lo, hi in (other if negated else ranges)
+    )
     return f"[{'^' if negated else ''}{body}]"
 
 
@@ -307,6 +320,7 @@ def portable_regex(regex: str) -> str:
     regex, the construct for an unsupported one, or an empty language.
     """
     from .regex_dfa import RegexError, _strip_anchors, shown_regex  # (regex_dfa imports this module)
+
     try:
         text = PythonRegex(_strip_anchors(regex)).write(explicit_class)
     except re.error as e:

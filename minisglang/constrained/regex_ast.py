@@ -19,6 +19,7 @@ alternation's duplicates and a table keyed by node cost one comparison per level
 string at all" is written None by the builders below (`alt`, `concat`, `repeat`), as the
 compiler needs it: a part with no value drops out of an alternation and voids a sequence.
 """
+
 from __future__ import annotations
 
 import functools
@@ -32,7 +33,7 @@ from .python_regex import normalize
 from .regex_dfa import RegexError, _complement, _escape_char, _remove_surrogates, utf8_sequences
 from .work_slices import checkpoint
 
-Ranges = tuple[tuple[int, int], ...]   # sorted, disjoint, inclusive code point ranges
+Ranges = tuple[tuple[int, int], ...]  # sorted, disjoint, inclusive code point ranges
 Dialect = Literal["python", "lazy"]
 # How long a `(?@ref:NAME)` is: what a shared sub-expression costs where it is used.
 REF_CHARS = len("(?@ref:") + 16 + len(")")
@@ -58,7 +59,7 @@ def _class_text(ranges: Ranges) -> str:
     that lists fewer ranges). Surrogates have no UTF-8 form: a negated class leaves them
     out of what it lists, as the automata do."""
     if not ranges:
-        return "[^\\x00-\\U0010ffff]"   # no character at all
+        return "[^\\x00-\\U0010ffff]"  # no character at all
     if len(ranges) == 1 and ranges[0][0] == ranges[0][1]:
         return _escape_char(chr(ranges[0][0]), in_class=False)
     others = _remove_surrogates(_complement(list(ranges)))
@@ -68,7 +69,8 @@ def _class_text(ranges: Ranges) -> str:
         first = _escape_char(chr(lo), in_class=True)
         if lo == hi:
             return first
-        return first + ("" if hi == lo + 1 else "-") + _escape_char(chr(hi), in_class=True)   # [89], [0-9]
+        return first + ("" if hi == lo + 1 else "-") + _escape_char(chr(hi), in_class=True)  # [89], [0-9]
+
     return ("[^" if negated else "[") + "".join(item(lo, hi) for lo, hi in (others if negated else ranges)) + "]"
 
 
@@ -94,8 +96,12 @@ class Regex:
     def __eq__(self, other: object) -> bool:
         if self is other:
             return True
-        return (type(other) is type(self) and isinstance(other, Regex) and other._hash == self._hash
-                and other._fields() == self._fields())
+        return (
+            type(other) is type(self)
+            and isinstance(other, Regex)
+            and other._hash == self._hash
+            and other._fields() == self._fields()
+        )
 
     def __hash__(self) -> int:
         return self._hash
@@ -105,7 +111,7 @@ class Regex:
         if not isinstance(other, Regex):
             return NotImplemented
         out = concat(self, other)
-        assert out is not None   # (both parts match something)
+        assert out is not None  # (both parts match something)
         return out
 
 
@@ -158,15 +164,15 @@ class Alt(Regex):
         return self.options
 
     def __post_init__(self) -> None:
-        self._cache(sum(o.size for o in self.options) + len(self.options) + 3,
-                    any(o.nullable for o in self.options))
+        self._cache(sum(o.size for o in self.options) + len(self.options) + 3, any(o.nullable for o in self.options))
 
 
 def _is_unit(node: Regex) -> bool:
     """Whether a quantifier may follow the lazy dialect's text of `node` directly: one
     character, a class, or a group."""
-    return (isinstance(node, (Chars, Alt, And, Diff, Members, Shared))
-            or (isinstance(node, Text) and len(node.text) == 1))
+    return isinstance(node, (Chars, Alt, And, Diff, Members, Shared)) or (
+        isinstance(node, Text) and len(node.text) == 1
+    )
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -252,8 +258,8 @@ class Shared(Regex):
         self._cache(REF_CHARS, self.body.nullable)
 
 
-EPSILON = Seq(())   # the empty string
-NOTHING = Chars(())   # no string at all (where a node is needed; the builders say None)
+EPSILON = Seq(())  # the empty string
+NOTHING = Chars(())  # no string at all (where a node is needed; the builders say None)
 
 
 # ---------------------------------------------------------------------------------------
@@ -277,12 +283,13 @@ def concat(*parts: Regex | None) -> Regex | None:
     """The parts in order; None when one matches nothing. Nested sequences are flattened and
     neighbouring texts joined (the text they write is the same)."""
     flat: list[Regex] = []
-    run: list[Text] = []   # neighbouring texts not joined yet
+    run: list[Text] = []  # neighbouring texts not joined yet
 
     def end_run() -> None:
         if run:
             flat.append(run[0] if len(run) == 1 else Text("".join(t.text for t in run)))
             run.clear()
+
     for part in parts:
         if part is None:
             return None
@@ -339,14 +346,14 @@ def render(node: Regex, dialect: Dialect = "python") -> str:
 class _Renderer:
     def __init__(self, dialect: Dialect):
         self.dialect = dialect
-        self.texts: dict[int, str] = {}   # id(node) -> its text: a shared node is written once
-        self.keep: list[Regex] = []   # (the nodes behind those ids stay alive)
-        self.definitions: dict[int, str] = {}   # id(Shared) -> its `(?@ref:NAME)` (lazy dialect)
-        self.written: list[str] = []   # the `(?@def:...)` groups, each after the ones it uses
+        self.texts: dict[int, str] = {}  # id(node) -> its text: a shared node is written once
+        self.keep: list[Regex] = []  # (the nodes behind those ids stay alive)
+        self.definitions: dict[int, str] = {}  # id(Shared) -> its `(?@ref:NAME)` (lazy dialect)
+        self.written: list[str] = []  # the `(?@def:...)` groups, each after the ones it uses
 
     def whole(self, node: Regex) -> str:
         try:
-            if self.dialect == "lazy":   # each definition after the ones it uses, none nested in another
+            if self.dialect == "lazy":  # each definition after the ones it uses, none nested in another
                 for shared in shared_in_order(node):
                     self.text(shared)
             body = self.text(node)
@@ -369,8 +376,7 @@ class _Renderer:
         return f"(?:{text})"
 
     def lazy_only(self, what: str) -> RegexError:
-        return RegexError(f"{what} has no Python regex syntax: only the lazy automaton reads it "
-                          "(automaton='lazy')")
+        return RegexError(f"{what} has no Python regex syntax: only the lazy automaton reads it (automaton='lazy')")
 
     def _text(self, node: Regex) -> str:
         if isinstance(node, Text):
@@ -378,7 +384,7 @@ class _Renderer:
         if isinstance(node, Chars):
             return _class_text(node.ranges)
         if isinstance(node, Seq):
-            return "".join(self.text(p) for p in node.parts)   # an Alt is a group already
+            return "".join(self.text(p) for p in node.parts)  # an Alt is a group already
         if isinstance(node, Alt):
             return "(?:" + "|".join(self.text(o) for o in node.options) + ")"
         if isinstance(node, Repeat):
@@ -391,8 +397,9 @@ class _Renderer:
             self.written.append(f"(?@def:{name}({body}))")
             return f"(?@ref:{name})"
         if self.dialect == "python":
-            raise self.lazy_only({And: "an intersection", Diff: "a difference",
-                                  Members: "members in any order"}[type(node)])
+            raise self.lazy_only(
+                {And: "an intersection", Diff: "a difference", Members: "members in any order"}[type(node)]
+            )
         if isinstance(node, (And, Diff)):
             op = "and" if isinstance(node, And) else "diff"
             return f"(?@{op}({self.text(node.a)})({self.text(node.b)}))"
@@ -465,7 +472,7 @@ def text_size(node: Regex) -> int:
             continue
         seen.add(id(n))
         if isinstance(n, Shared):
-            total += n.body.size + REF_CHARS + 2   # (?@def:NAME(body))
+            total += n.body.size + REF_CHARS + 2  # (?@def:NAME(body))
         todo.extend(children(n))
     return total
 
@@ -483,7 +490,7 @@ def lower(node: Regex, pool: RegexPool) -> RegexNode:
     or Python's recursion limit, RegexError for a bad members group."""
     lowering = _Lowering(pool)
     try:
-        for shared in shared_in_order(node):   # (see shared_in_order: no deep recursion)
+        for shared in shared_in_order(node):  # (see shared_in_order: no deep recursion)
             lowering.node(shared)
         return lowering.node(node)
     except RecursionError:
@@ -493,8 +500,8 @@ def lower(node: Regex, pool: RegexPool) -> RegexNode:
 class _Lowering:
     def __init__(self, pool: RegexPool):
         self.pool = pool
-        self.done: dict[int, RegexNode] = {}   # id(node) -> its pool node
-        self.keep: list[Regex] = []   # (the nodes behind those ids stay alive)
+        self.done: dict[int, RegexNode] = {}  # id(node) -> its pool node
+        self.keep: list[Regex] = []  # (the nodes behind those ids stay alive)
         self.classes: dict[Ranges, RegexNode] = {}
 
     def node(self, node: Regex) -> RegexNode:
@@ -510,7 +517,7 @@ class _Lowering:
             return pool.concat_all([pool.byte_set(1 << b) for b in node.text.encode("utf-8")])
         if isinstance(node, Chars):
             return self.ranges(node.ranges)
-        checkpoint()   # a large tree is lowered on a compile thread that yields to the scheduler
+        checkpoint()  # a large tree is lowered on a compile thread that yields to the scheduler
         if isinstance(node, Seq):
             return pool.concat_all([self.node(p) for p in node.parts])
         if isinstance(node, Alt):
@@ -530,8 +537,12 @@ class _Lowering:
         if any(m.kind == EMPTY and req for m, req in members):
             return pool.empty
         members = [(m, req) for m, req in members if m.kind != EMPTY]
-        return pool.members(self.node(node.separator), [m for m, _ in members], [req for _, req in members],
-                            None if node.extra is None else self.node(node.extra))
+        return pool.members(
+            self.node(node.separator),
+            [m for m, _ in members],
+            [req for _, req in members],
+            None if node.extra is None else self.node(node.extra),
+        )
 
     def ranges(self, ranges: Ranges) -> RegexNode:
         """Code point ranges -> the alternation of their UTF-8 byte sequences."""
@@ -539,19 +550,42 @@ class _Lowering:
         if out is not None:
             return out
         pool = self.pool
-        if ranges and ranges[-1][1] < 0x80:   # ASCII only: one byte set
+        if ranges and ranges[-1][1] < 0x80:  # ASCII only: one byte set
             out = pool.byte_set(sum((1 << (hi + 1)) - (1 << lo) for lo, hi in ranges))
         else:
             options = []
             for lo, hi in ranges:
                 for seq in _utf8_sequences(lo, hi):
-                    options.append(pool.concat_all([pool.byte_set((1 << (b_hi + 1)) - (1 << b_lo))
-                                                    for b_lo, b_hi in seq]))
+                    options.append(
+                        pool.concat_all([pool.byte_set((1 << (b_hi + 1)) - (1 << b_lo)) for b_lo, b_hi in seq])
+                    )
             out = pool.alt(options)
         self.classes[ranges] = out
         return out
 
 
-__all__ = ["EPSILON", "NOTHING", "Alt", "And", "Chars", "Diff", "Members", "Regex", "Repeat", "Seq", "Shared",
-           "Text", "alt", "chars", "concat", "difference", "intersect", "is_plain", "lit", "lower", "render",
-           "repeat", "text_size"]
+__all__ = [
+    "EPSILON",
+    "NOTHING",
+    "Alt",
+    "And",
+    "Chars",
+    "Diff",
+    "Members",
+    "Regex",
+    "Repeat",
+    "Seq",
+    "Shared",
+    "Text",
+    "alt",
+    "chars",
+    "concat",
+    "difference",
+    "intersect",
+    "is_plain",
+    "lit",
+    "lower",
+    "render",
+    "repeat",
+    "text_size",
+]

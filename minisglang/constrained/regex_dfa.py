@@ -21,6 +21,7 @@ The state numbering is deterministic (classes in sorted order, states in breadth
 order from state 0), so equal regexes give identical automata in every process: the FSM
 caches of later stages depend on this, as SGLang's first release did.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -70,8 +71,7 @@ def shown_regex(regex: str, limit: int = 120) -> str:
     if len(regex) <= limit:
         return "'" + "".join(map(_shown_char, regex)) + "'"
     head, tail = regex[: limit - limit // 3], regex[len(regex) - limit // 3 :]
-    return (f"'{''.join(map(_shown_char, head))}'...'{''.join(map(_shown_char, tail))}' "
-            f"({len(regex):,} characters)")
+    return f"'{''.join(map(_shown_char, head))}'...'{''.join(map(_shown_char, tail))}' ({len(regex):,} characters)"
 
 
 # ---------------------------------------------------------------------------------------
@@ -91,7 +91,7 @@ class CharClass:
         negated = 2 * size(ranges) > MAX_CODE_POINT + 1
         named = tuple(_complement(list(ranges))) if negated else ranges
         out = cls(_chars_of(named), negated)
-        out.__dict__["_named"] = list(named)   # what `_named` would compute, known already
+        out.__dict__["_named"] = list(named)  # what `_named` would compute, known already
         return out
 
     @functools.cached_property
@@ -102,7 +102,7 @@ class CharClass:
     def __contains__(self, ch: str) -> bool:
         return (ch in self.chars) != self.negated
 
-    def __repr__(self) -> str:   # its label: `\\w` names 133k characters
+    def __repr__(self) -> str:  # its label: `\\w` names 133k characters
         label = self.label()
         return f"CharClass({label if len(label) <= 80 else label[:60] + '...'})"
 
@@ -125,7 +125,7 @@ class CharClass:
         ranges = self._named
         if not ranges:
             return "(any)" if self.negated else "(none)"
-        if len(ranges) >= 10:   # the fewest ranges a shorthand class has (\s: 10)
+        if len(ranges) >= 10:  # the fewest ranges a shorthand class has (\s: 10)
             name = shorthand_name(tuple(self.code_point_ranges()))
             if name is not None:
                 return name
@@ -259,7 +259,7 @@ class CharDFA:
 # (cheap: 1,000 states take milliseconds).
 CONSTRUCTION_FACTOR = 2
 CONSTRUCTION_FLOOR = 1_000
-_limit = threading.local()   # .states: the most states one crawl may make here (None: no limit)
+_limit = threading.local()  # .states: the most states one crawl may make here (None: no limit)
 
 
 def construction_limit(max_states: int) -> int:
@@ -271,22 +271,23 @@ class _TooManyStates(Exception):
     """A crawl made more states than this thread's limit allows."""
 
 
-def _crawl(alphabet: interegular.fsm.Alphabet, initial: Any, final: Callable[[Any], bool],
-           follow: Callable[[Any, Any], Any]) -> FSM:
+def _crawl(
+    alphabet: interegular.fsm.Alphabet, initial: Any, final: Callable[[Any], bool], follow: Callable[[Any, Any], Any]
+) -> FSM:
     """interegular's crawl (see above), with a dict and this thread's state limit: the DFA
     whose states are what `follow` reaches from `initial`, numbered in breadth-first order."""
     limit = getattr(_limit, "states", None)
     states, number = [initial], {_key(initial): 0}
     finals: set[int] = set()
     transitions: dict[int, dict[Any, int]] = {}
-    for i, state in enumerate(states):   # the list grows while it is walked
+    for i, state in enumerate(states):  # the list grows while it is walked
         if final(state):
             finals.add(i)
         row = transitions[i] = {}
         for symbol in alphabet.by_transition:
             try:
                 target = follow(state, symbol)
-            except OblivionError:   # the dead state: no edge
+            except OblivionError:  # the dead state: no edge
                 continue
             key = _key(target)
             if key not in number:
@@ -295,8 +296,9 @@ def _crawl(alphabet: interegular.fsm.Alphabet, initial: Any, final: Callable[[An
                 number[key] = len(states)
                 states.append(target)
             row[symbol] = number[key]
-    return FSM(alphabet=alphabet, states=range(len(states)), initial=0, finals=finals, map=transitions,
-               __no_validation__=True)
+    return FSM(
+        alphabet=alphabet, states=range(len(states)), initial=0, finals=finals, map=transitions, __no_validation__=True
+    )
 
 
 def _key(state: Any) -> Hashable:
@@ -317,21 +319,21 @@ def _minimise(fsm: FSM) -> FSM:
     exponentially larger than the DFA: `(a|b){16}a(a|b)*` has 19 states, its reversal
     2^17. Dead states (those no final state is reachable from) are left out.
     """
-    dead = State(len(fsm.states))   # one explicit dead state: every missing edge goes there
+    dead = State(len(fsm.states))  # one explicit dead state: every missing edge goes there
     symbols = list(fsm.alphabet.by_transition)
-    sources: dict[tuple[Any, State], set[State]] = defaultdict(set)   # (symbol, target) -> the states with that edge
+    sources: dict[tuple[Any, State], set[State]] = defaultdict(set)  # (symbol, target) -> the states with that edge
     for state in [*fsm.states, dead]:
         row = fsm.map.get(state, {})
         for symbol in symbols:
             sources[symbol, row.get(symbol, dead)].add(state)
     finals = set(fsm.finals)
-    blocks = [b for b in (set(finals), {*fsm.states, dead} - finals) if b]   # (refined in place)
+    blocks = [b for b in (set(finals), {*fsm.states, dead} - finals) if b]  # (refined in place)
     block_of = {s: i for i, b in enumerate(blocks) for s in b}
-    pending = {min(range(len(blocks)), key=lambda i: len(blocks[i]))}   # splitters still to use
+    pending = {min(range(len(blocks)), key=lambda i: len(blocks[i]))}  # splitters still to use
     while pending:
         splitter = list(blocks[pending.pop()])
         for symbol in symbols:
-            into: dict[int, set[State]] = defaultdict(set)   # block -> its states with an edge into the splitter
+            into: dict[int, set[State]] = defaultdict(set)  # block -> its states with an edge into the splitter
             for target in splitter:
                 for source in sources.get((symbol, target), ()):
                     into[block_of[source]].add(source)
@@ -348,10 +350,18 @@ def _minimise(fsm: FSM) -> FSM:
                     pending.add(b)
     # A block's states agree on everything: one of them speaks for it.
     speaker = {i: next(iter(b)) for i, b in enumerate(blocks) if dead not in b}
-    transitions = {i: {symbol: block_of[t] for symbol, t in (fsm.map.get(s) or {}).items() if block_of[t] in speaker}
-                   for i, s in speaker.items()}
-    return FSM(alphabet=fsm.alphabet, states=set(speaker) | {block_of[fsm.initial]}, initial=block_of[fsm.initial],
-               finals={i for i, s in speaker.items() if s in finals}, map=transitions, __no_validation__=True)
+    transitions = {
+        i: {symbol: block_of[t] for symbol, t in (fsm.map.get(s) or {}).items() if block_of[t] in speaker}
+        for i, s in speaker.items()
+    }
+    return FSM(
+        alphabet=fsm.alphabet,
+        states=set(speaker) | {block_of[fsm.initial]},
+        initial=block_of[fsm.initial],
+        finals={i for i, s in speaker.items() if s in finals},
+        map=transitions,
+        __no_validation__=True,
+    )
 
 
 def compile_regex(pattern: str, max_states: int = 10_000) -> CharDFA:
@@ -368,7 +378,7 @@ def compile_regex(pattern: str, max_states: int = 10_000) -> CharDFA:
         raise RegexError(f"invalid regex {shown_regex(pattern)}: {e}") from None
     except NotWritable as e:
         raise RegexError(f"unsupported regex {shown_regex(pattern)}: {e}") from None
-    except RecursionError:   # Python's own parser, on groups nested a few hundred deep
+    except RecursionError:  # Python's own parser, on groups nested a few hundred deep
         raise RegexError(f"regex too complex: {shown_regex(pattern)} nests groups too deeply") from None
     alphabet = Alphabet(python.char_sets())
     text = python.write(alphabet.representatives)
@@ -425,7 +435,7 @@ class Alphabet:
     """
 
     def __init__(self, sets: set[Ranges]):
-        ordered = sorted(sets)   # a fixed order: equal regexes cut equal atoms
+        ordered = sorted(sets)  # a fixed order: equal regexes cut equal atoms
         cuts = sorted({0, MAX_CODE_POINT + 1} | {b for ranges in ordered for lo, hi in ranges for b in (lo, hi + 1)})
         # The signature of each elementary interval [cuts[k], cuts[k+1]): the sets holding it.
         signature = [0] * (len(cuts) - 1)
@@ -439,7 +449,7 @@ class Alphabet:
         self.unused: Ranges = normalize(atoms.pop(0, []))
         # representative character -> the code point ranges it stands for
         self.atom_of: dict[str, Ranges] = {chr(spans[0][0]): tuple(spans) for spans in atoms.values()}
-        members: list[list[str]] = [[] for _ in ordered]   # set -> its atoms' representatives
+        members: list[list[str]] = [[] for _ in ordered]  # set -> its atoms' representatives
         for sig, spans in atoms.items():
             for i in range(sig.bit_length()):
                 if sig >> i & 1:
@@ -465,7 +475,7 @@ def _check_size(parsed: Pattern, pattern: str, max_states: int) -> None:
     """Refuse a pattern whose size alone would exceed the limit: interegular spends minutes
     on huge repetitions, so they are caught on the parse tree before building anything."""
 
-    def positions(node: Any) -> int:   # a node of interegular's parse
+    def positions(node: Any) -> int:  # a node of interegular's parse
         """How many single-character positions the pattern expands to (a size estimate)."""
         if isinstance(node, Pattern):
             return sum(positions(o) for o in node.options)
@@ -503,8 +513,7 @@ def _renumber(fsm: FSM, pattern: str, alphabet: Alphabet) -> CharDFA:
     order = {c: i for i, c in enumerate(classes)}
 
     # 2. Live states: those from which an accepting state can be reached.
-    edges = {s: {class_of_key[k]: t for k, t in fsm.map.get(s, {}).items() if k in class_of_key}
-             for s in fsm.states}
+    edges = {s: {class_of_key[k]: t for k, t in fsm.map.get(s, {}).items() if k in class_of_key} for s in fsm.states}
     live = set(fsm.finals)
     changed = True
     while changed:

@@ -13,6 +13,7 @@ One child per schema: it exits after answering, so its memory goes back to the s
 once (a child kept for the next schema would keep its peak). Starting one costs a fork of
 the forkserver, milliseconds beside the compile of a schema this large.
 """
+
 from __future__ import annotations
 
 import multiprocessing
@@ -41,7 +42,7 @@ POLL_SECONDS = 0.02
 
 def _child(conn: Connection, schema: str, options: dict[str, Any], memory_bytes: int | None, nice: int) -> None:
     """Compile one schema and send ("ok", regex) or ("error", exception)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is for the server, which stops us
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the server, which stops us
     if nice and hasattr(os, "nice"):
         os.nice(nice)
     if memory_bytes and resource is not None:
@@ -50,9 +51,14 @@ def _child(conn: Connection, schema: str, options: dict[str, Any], memory_bytes:
     try:
         reply = ("ok", build_regex_from_schema(schema, **options))
     except MemoryError:
-        reply = ("error", ConstraintError(f"compiling the schema needs more memory than a compile worker may use "
-                                          f"({(memory_bytes or 0) / 2**30:.1f} GiB, option compile_memory_bytes)"))
-    except Exception as e:   # the compiler's refusal, sent as it is (its type and message)
+        reply = (
+            "error",
+            ConstraintError(
+                f"compiling the schema needs more memory than a compile worker may use "
+                f"({(memory_bytes or 0) / 2**30:.1f} GiB, option compile_memory_bytes)"
+            ),
+        )
+    except Exception as e:  # the compiler's refusal, sent as it is (its type and message)
         try:
             pickle.dumps(e)
         except Exception:
@@ -68,18 +74,21 @@ def _context() -> Any:
     method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
     context = multiprocessing.get_context(method)
     if method == "forkserver":
-        context.set_forkserver_preload([__name__])   # (if this starts the forkserver: the compiler imported once)
+        context.set_forkserver_preload([__name__])  # (if this starts the forkserver: the compiler imported once)
     return context
 
 
 def _died(exitcode: int | None) -> str:
-    return (f"the schema compile worker died (exit code {exitcode}); if it died while starting, the usual cause "
-            f"is a script that creates an Engine at its top level: do so under `if __name__ == \"__main__\":`, "
-            f"or pass compile_in=\"thread\"")
+    return (
+        f"the schema compile worker died (exit code {exitcode}); if it died while starting, the usual cause "
+        f'is a script that creates an Engine at its top level: do so under `if __name__ == "__main__":`, '
+        f'or pass compile_in="thread"'
+    )
 
 
-def schema_regex_in_process(schema: str, options: dict[str, Any], timeout: float,
-                            memory_bytes: int | None = 4 << 30, nice: int = 5) -> str:
+def schema_regex_in_process(
+    schema: str, options: dict[str, Any], timeout: float, memory_bytes: int | None = 4 << 30, nice: int = 5
+) -> str:
     """`build_regex_from_schema(schema, **options)`, computed in a child process.
 
     Raises what the compiler raised (InvalidSchemaError, a size limit ...), CompileTimeout
@@ -88,19 +97,21 @@ def schema_regex_in_process(schema: str, options: dict[str, Any], timeout: float
     killed in every case but the first."""
     context = _context()
     parent, child = context.Pipe(duplex=False)
-    process = context.Process(target=_child, args=(child, schema, options, memory_bytes, nice),
-                              name="minisglang-schema", daemon=True)
-    start_worker(process)   # (without re-running the user's script: worker_start.py)
+    process = context.Process(
+        target=_child, args=(child, schema, options, memory_bytes, nice), name="minisglang-schema", daemon=True
+    )
+    start_worker(process)  # (without re-running the user's script: worker_start.py)
     child.close()
     stop = time.monotonic() + timeout
     try:
         while not parent.poll(POLL_SECONDS):
-            checkpoint()   # CompileCancelled: nobody waits for this schema any more
+            checkpoint()  # CompileCancelled: nobody waits for this schema any more
             if not process.is_alive() and not parent.poll(0):
                 raise ConstraintError(_died(process.exitcode))
             if time.monotonic() > stop:
-                raise CompileTimeout(f"compiling the json_schema took longer than {timeout:g} s (option "
-                                     f"compile_timeout); it was stopped")
+                raise CompileTimeout(
+                    f"compiling the json_schema took longer than {timeout:g} s (option compile_timeout); it was stopped"
+                )
         status, reply = parent.recv()
     except EOFError:
         raise ConstraintError(_died(process.exitcode)) from None

@@ -43,6 +43,7 @@ for the lazy automaton `to_regex(..., automaton="lazy")` writes free text with i
 difference operator instead (`FreeTextByDifference`). The triggers are held to
 `TagLimits` when the spec is parsed, before anything is built.
 """
+
 from __future__ import annotations
 
 import json
@@ -55,7 +56,7 @@ _SPEC_KEYS = ("type", "structures", "triggers", "at_least_one", "stop_after_firs
 _STRUCTURE_KEYS = ("begin", "schema", "end")
 # Characters that mean something in a regex (outside or inside a class): written escaped.
 _REGEX_SPECIAL = set(".^$*+?{}[]()|\\-#&~ ")
-ANY_CHAR = r"[\s\S]"   # one character, whatever it is
+ANY_CHAR = r"[\s\S]"  # one character, whatever it is
 
 
 class StructuralTagError(ValueError):
@@ -102,17 +103,27 @@ class StructuralTag:
 
     def to_json(self) -> str:
         """Canonical JSON text: equal specs give equal text (a grammar cache key)."""
-        return json.dumps({"structures": [{"begin": s.begin, "schema": s.schema, "end": s.end}
-                                          for s in self.structures],
-                           "triggers": list(self.triggers), "at_least_one": self.at_least_one,
-                           "stop_after_first": self.stop_after_first}, separators=(",", ":"), ensure_ascii=False)
+        return json.dumps(
+            {
+                "structures": [{"begin": s.begin, "schema": s.schema, "end": s.end} for s in self.structures],
+                "triggers": list(self.triggers),
+                "at_least_one": self.at_least_one,
+                "stop_after_first": self.stop_after_first,
+            },
+            separators=(",", ":"),
+            ensure_ascii=False,
+        )
 
     def trigger_of(self, structure: TagStructure) -> str:
         """The one trigger `structure.begin` starts with."""
         return next(t for t in self.triggers if structure.begin.startswith(t))
 
-    def to_regex(self, schema_regex: Callable[[dict[str, Any] | bool], str], automaton: str = "eager",
-                 limits: TagLimits = TagLimits()) -> str:
+    def to_regex(
+        self,
+        schema_regex: Callable[[dict[str, Any] | bool], str],
+        automaton: str = "eager",
+        limits: TagLimits = TagLimits(),
+    ) -> str:
         """The regex of every output this spec accepts; `schema_regex(schema)` compiles one schema.
 
         `automaton`: which automaton reads it. "eager" (the default): a plain regex (`re`
@@ -125,11 +136,18 @@ class StructuralTag:
         free = (FreeTextByDifference if automaton == "lazy" else FreeText)(self.triggers, limits.max_free_text_chars)
         # Per structure: its trigger, and the regex of the tag after that trigger.
         trigger = [self.trigger_of(s) for s in self.structures]
-        body = [f"{literal(s.begin[len(t):])}(?:{self._schema_regex(i, schema_regex)}){literal(s.end)}"
-                for i, (s, t) in enumerate(zip(self.structures, trigger))]
+        body = [
+            f"{literal(s.begin[len(t) :])}(?:{self._schema_regex(i, schema_regex)}){literal(s.end)}"
+            for i, (s, t) in enumerate(zip(self.structures, trigger))
+        ]
         # One loop iteration: free text up to the first trigger t, then one of t's tags.
-        loop = _alt([free.until_trigger[t] + _alt([b for b, u in zip(body, trigger) if u == t])
-                     for t in self.triggers if t in trigger])
+        loop = _alt(
+            [
+                free.until_trigger[t] + _alt([b for b, u in zip(body, trigger) if u == t])
+                for t in self.triggers
+                if t in trigger
+            ]
+        )
         # A tag at the very start of the output (at_least_one: no free text before it).
         first = _alt([literal(t) + b for b, t in zip(body, trigger)])
         if self.at_least_one and self.stop_after_first:
@@ -173,8 +191,10 @@ def parse_structural_tag(spec: Any, limits: TagLimits = TagLimits()) -> Structur
         if key not in spec:
             raise StructuralTagError(f"structural_tag.{key} is missing")
         if not isinstance(spec[key], list) or not spec[key]:
-            raise StructuralTagError(f"structural_tag.{key} must be a non-empty list, got "
-                                     f"{'an empty list' if spec[key] == [] else _json_type(spec[key])}")
+            raise StructuralTagError(
+                f"structural_tag.{key} must be a non-empty list, got "
+                f"{'an empty list' if spec[key] == [] else _json_type(spec[key])}"
+            )
     triggers = _triggers(spec["triggers"], limits)
     for i, t in enumerate(triggers):
         for j, u in enumerate(triggers):
@@ -182,7 +202,8 @@ def parse_structural_tag(spec: Any, limits: TagLimits = TagLimits()) -> Structur
                 raise StructuralTagError(
                     f"structural_tag.triggers[{i}] {t!r} is {'the same as' if t == u else 'inside'} "
                     f"triggers[{j}] {u!r}: the first trigger in the text must be one place, so no trigger "
-                    f"may contain another")
+                    f"may contain another"
+                )
     structures = tuple(_structure(i, s, triggers) for i, s in enumerate(spec["structures"]))
     flags = {}
     for key in ("at_least_one", "stop_after_first"):
@@ -196,20 +217,25 @@ def _triggers(values: list[Any], limits: TagLimits) -> tuple[str, ...]:
     """The triggers, each a non-empty string, held to `limits` (the count first, so the
     later checks read a bounded number of them)."""
     if len(values) > limits.max_triggers:
-        raise StructuralTagError(f"structural_tag.triggers has {len(values)} triggers; the limit "
-                                 f"max_triggers is {limits.max_triggers}")
+        raise StructuralTagError(
+            f"structural_tag.triggers has {len(values)} triggers; the limit max_triggers is {limits.max_triggers}"
+        )
     triggers = []
     for i, value in enumerate(values):
         t = _text(f"structural_tag.triggers[{i}]", value, nonempty=True)
         size = len(t.encode("utf-8"))
         if size > limits.max_trigger_bytes:
-            raise StructuralTagError(f"structural_tag.triggers[{i}] {_clipped(t)} is {size:,} bytes long; "
-                                     f"the limit max_trigger_bytes is {limits.max_trigger_bytes}")
+            raise StructuralTagError(
+                f"structural_tag.triggers[{i}] {_clipped(t)} is {size:,} bytes long; "
+                f"the limit max_trigger_bytes is {limits.max_trigger_bytes}"
+            )
         triggers.append(t)
     states = trigger_states(triggers)
     if states > limits.max_trigger_states:
-        raise StructuralTagError(f"structural_tag.triggers make an automaton of {states:,} states (their distinct "
-                                 f"prefixes, in bytes); the limit max_trigger_states is {limits.max_trigger_states:,}")
+        raise StructuralTagError(
+            f"structural_tag.triggers make an automaton of {states:,} states (their distinct "
+            f"prefixes, in bytes); the limit max_trigger_states is {limits.max_trigger_states:,}"
+        )
     return tuple(triggers)
 
 
@@ -235,8 +261,9 @@ def _structure(i: int, s: Any, triggers: tuple[str, ...]) -> TagStructure:
         raise StructuralTagError(f"{where}.begin {begin!r} starts with no trigger (triggers: {list(triggers)})")
     schema = s["schema"]
     if not isinstance(schema, (dict, bool)):
-        raise StructuralTagError(f"{where}.schema must be a JSON Schema (an object or a boolean), "
-                                 f"got {_json_type(schema)}")
+        raise StructuralTagError(
+            f"{where}.schema must be a JSON Schema (an object or a boolean), got {_json_type(schema)}"
+        )
     return TagStructure(begin, schema, end)
 
 
@@ -248,8 +275,9 @@ def _text(where: str, value: Any, nonempty: bool = False) -> str:
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as e:
-        raise StructuralTagError(f"{where} is not valid Unicode text (a lone surrogate at character "
-                                 f"{e.start})") from None
+        raise StructuralTagError(
+            f"{where} is not valid Unicode text (a lone surrogate at character {e.start})"
+        ) from None
     return value
 
 
@@ -259,8 +287,15 @@ def _clipped(text: str, limit: int = 40) -> str:
 
 
 def _json_type(value: Any) -> str:
-    names = {bool: "a boolean", str: "a string", list: "a list", dict: "an object", type(None): "null",
-             int: "a number", float: "a number"}
+    names = {
+        bool: "a boolean",
+        str: "a string",
+        list: "a list",
+        dict: "an object",
+        type(None): "null",
+        int: "a number",
+        float: "a number",
+    }
     return names.get(type(value), f"a {type(value).__name__}")
 
 
@@ -292,8 +327,13 @@ def _star(regex: str) -> str:
 
 def _is_unit(regex: str) -> bool:
     """One atom a quantifier may follow: a group, a class or one (escaped) character, or "" (nothing)."""
-    if (regex == "" or len(regex) == 1 or (len(regex) == 2 and regex[0] == "\\")
-            or regex.startswith("\\x") and len(regex) == 4):
+    if (
+        regex == ""
+        or len(regex) == 1
+        or (len(regex) == 2 and regex[0] == "\\")
+        or regex.startswith("\\x")
+        and len(regex) == 4
+    ):
         return True
     if regex[0] in "([" and _closing(regex) == len(regex) - 1:
         return True
@@ -348,7 +388,7 @@ class FreeText:
     def __init__(self, triggers: tuple[str, ...], max_chars: int = TagLimits.max_free_text_chars):
         self.triggers = triggers
         prefixes = sorted({t[:i] for t in triggers for i in range(len(t))}, key=lambda p: (len(p), p))
-        self.states = {p: i for i, p in enumerate(prefixes)}     # prefix -> state; "" (root) is 0
+        self.states = {p: i for i, p in enumerate(prefixes)}  # prefix -> state; "" (root) is 0
         alphabet = {c for t in triggers for c in t}
         # Edges of the automaton as regexes: (from, to) -> regex; "END" and triggers are sinks.
         edges: dict[tuple[Any, Any], str] = {}
@@ -361,8 +401,9 @@ class FreeText:
                 if target != 0:
                     edges[src, target] = _char_class(chars, negated=False)
             # Every character that leads back to the root (all but those above) as one class.
-            leaving = (set().union(*(chars for target, chars in by_target.items() if target != 0))
-                       if by_target else set())
+            leaving = (
+                set().union(*(chars for target, chars in by_target.items() if target != 0)) if by_target else set()
+            )
             edges[src, 0] = _char_class(leaving, negated=True) if leaving else r"[\s\S]"
             edges[src, "END"] = ""
         for q in [self.states[p] for p in reversed(prefixes) if p]:
@@ -373,7 +414,8 @@ class FreeText:
                 raise StructuralTagError(
                     f"structural_tag.triggers: the regex of free text between these {len(triggers)} triggers would "
                     f"grow to {size:,} characters in state elimination; the limit max_free_text_chars is "
-                    f"{max_chars:,} (the lazy automaton, automaton='lazy', reads them without it)")
+                    f"{max_chars:,} (the lazy automaton, automaton='lazy', reads them without it)"
+                )
             self._eliminate(edges, order=[q])
         loop = _star(edges.get((0, 0), ""))
         self.until_end = loop + edges[0, "END"]
@@ -442,18 +484,19 @@ class FreeTextByDifference:
             bad = _alt([any_trigger + anything] + [literal(h) for h in sorted(heads)])
             self.until_trigger[t] = _difference(anything, anything + bad) + literal(t)
             size += len(self.until_trigger[t])
-            if size > max_chars:   # only triggers that overlap each other many times have many heads
+            if size > max_chars:  # only triggers that overlap each other many times have many heads
                 raise StructuralTagError(
                     f"structural_tag.triggers: the regex of free text between these {len(triggers)} triggers passes "
                     f"{size:,} characters (they overlap each other in many ways); the limit max_free_text_chars "
-                    f"is {max_chars:,}")
+                    f"is {max_chars:,}"
+                )
 
 
 def _heads(triggers: tuple[str, ...]) -> dict[str, set[str]]:
     """Each trigger t's heads (see FreeTextByDifference): u[:k] for each trigger u whose
     rest u[k:] (not empty) is a proper prefix of t. Every proper suffix of every trigger is
     listed once, so the work is the triggers' length times the longest one."""
-    before: dict[str, list[str]] = {}   # a proper suffix of a trigger -> what precedes it there
+    before: dict[str, list[str]] = {}  # a proper suffix of a trigger -> what precedes it there
     for u in triggers:
         for k in range(1, len(u)):
             before.setdefault(u[k:], []).append(u[:k])
@@ -470,10 +513,18 @@ def _size_after_eliminating(edges: dict[tuple[Any, Any], str], q: int) -> int:
     not touch q, plus each new path `in + (loop)* + out`, joined to an old edge by `(?:a|b)`."""
     into = [len(e) for (p, r), e in edges.items() if r == q and p != q]
     out = [len(e) for (p, r), e in edges.items() if p == q and r != q]
-    loop = len(edges.get((q, q), "")) + 5   # `(?:...)*`
+    loop = len(edges.get((q, q), "")) + 5  # `(?:...)*`
     untouched = sum(len(e) for (p, r), e in edges.items() if q not in (p, r))
     return untouched + len(out) * sum(into) + len(into) * sum(out) + len(into) * len(out) * (loop + 5)
 
 
-__all__ = ["FreeText", "FreeTextByDifference", "TagLimits", "StructuralTag", "StructuralTagError", "TagStructure",
-           "literal", "parse_structural_tag"]
+__all__ = [
+    "FreeText",
+    "FreeTextByDifference",
+    "TagLimits",
+    "StructuralTag",
+    "StructuralTagError",
+    "TagStructure",
+    "literal",
+    "parse_structural_tag",
+]

@@ -13,6 +13,7 @@ from it, so their state ids agree by construction. The frozen dataclass is the w
 contract: a stage that wants rows or a jump map asks for them when compiling, nobody
 attaches attributes later.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -49,8 +50,8 @@ class TokenFSM:
 
     regex: str
     index: TokenIndex
-    bitmasks: torch.Tensor | None = None              # [S, W] int32, row i for the i-th state in sorted order
-    state_row: Mapping[int, torch.Tensor] | None = None   # state -> its row of `bitmasks` (a view)
+    bitmasks: torch.Tensor | None = None  # [S, W] int32, row i for the i-th state in sorted order
+    state_row: Mapping[int, torch.Tensor] | None = None  # state -> its row of `bitmasks` (a view)
     jump_map: JumpForwardMap | None = None
 
     def is_complete(self, state: int) -> bool:
@@ -78,7 +79,7 @@ class TokenFSM:
 
     def nbytes(self) -> int:
         """Bytes of the arrays behind this FSM (what a byte-bounded cache counts)."""
-        arrays = getattr(self.index.state_to_tokens, "arrays", None)   # compiled as flat arrays
+        arrays = getattr(self.index.state_to_tokens, "arrays", None)  # compiled as flat arrays
         if arrays is not None:
             return sum(a.nbytes for a in arrays.values())
         return 0 if self.bitmasks is None else self.bitmasks.nbytes
@@ -91,8 +92,10 @@ class TokenFSM:
 def check_regex_length(regex: str, max_regex_chars: int | None) -> None:
     """Refuse a pattern longer than `max_regex_chars` before building anything from it."""
     if max_regex_chars is not None and len(regex) > max_regex_chars:
-        raise ConstraintError(f"regex of {len(regex):,} characters is longer than the limit of "
-                              f"{max_regex_chars:,} (option max_regex_chars)")
+        raise ConstraintError(
+            f"regex of {len(regex):,} characters is longer than the limit of "
+            f"{max_regex_chars:,} (option max_regex_chars)"
+        )
 
 
 def compile_dfa(regex: str, max_states: int, max_regex_chars: int | None = None) -> CharDFA:
@@ -117,14 +120,22 @@ def index_from_dfa(dfa: CharDFA, vocab: Vocabulary) -> tuple[ByteDFA, TokenIndex
         raise ConstraintError(str(e)) from e
 
 
-def compile_regex_index(regex: str, vocab: Vocabulary, max_states: int,
-                        max_regex_chars: int | None = None) -> TokenIndex:
+def compile_regex_index(
+    regex: str, vocab: Vocabulary, max_states: int, max_regex_chars: int | None = None
+) -> TokenIndex:
     """regex -> character DFA -> byte DFA -> token index over `vocab`'s exact bytes."""
     return index_from_dfa(compile_dfa(regex, max_states, max_regex_chars), vocab)[1]
 
 
-def compile_token_fsm(regex: str, vocab: Vocabulary, max_states: int, *, vocab_size: int | None = None,
-                      jump_map: bool = False, max_regex_chars: int | None = None) -> TokenFSM:
+def compile_token_fsm(
+    regex: str,
+    vocab: Vocabulary,
+    max_states: int,
+    *,
+    vocab_size: int | None = None,
+    jump_map: bool = False,
+    max_regex_chars: int | None = None,
+) -> TokenFSM:
     """regex -> TokenFSM, building the DFA once. `vocab_size` (the logits' width) adds the
     packed rows; `jump_map=True` adds the jump-forward map from the same DFA."""
     dfa = compile_dfa(regex, max_states, max_regex_chars)

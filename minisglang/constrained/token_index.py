@@ -13,6 +13,7 @@ Three builders give identical results:
   states at once with numpy (each trie node is one table lookup per state);
 - `LazyTokenIndex`: the fast walk, one state at a time, on first visit.
 """
+
 from __future__ import annotations
 
 from collections import deque
@@ -38,7 +39,7 @@ class TokenIndex:
     (or an empty one) allows nothing.
     """
 
-    state_to_tokens: Mapping[int, dict[int, int]]   # a dict, or fsm_arrays' StateTable over flat arrays
+    state_to_tokens: Mapping[int, dict[int, int]]  # a dict, or fsm_arrays' StateTable over flat arrays
     initial_state: int
     final_states: frozenset[int]
     eos_token_id: int
@@ -200,7 +201,7 @@ class VocabTrie:
         child_start = np.searchsorted(parent_arr, nodes, side="left")
         child_stop = np.searchsorted(parent_arr, nodes, side="right")
 
-        ends: list[tuple[int, int]] = []   # (trie node, token id)
+        ends: list[tuple[int, int]] = []  # (trie node, token id)
         long_tokens: dict[int, list[tuple[int, bytes]]] = {}
         for token_id, data in enumerate(vocab):
             if not data:
@@ -379,8 +380,9 @@ class _NamedTokens(Protocol):
     def id_to_token(self, token_id: int) -> str | None: ...
 
 
-def allowed_tokens_table(index: TokenIndex | LazyTokenIndex, tokenizer: _NamedTokens, state: int,
-                         limit: int = 20) -> str:
+def allowed_tokens_table(
+    index: TokenIndex | LazyTokenIndex, tokenizer: _NamedTokens, state: int, limit: int = 20
+) -> str:
     """A text table of the tokens allowed in `state`: id, token, its text, next state.
 
     `tokenizer` needs `token_bytes` (exact bytes per id) and `id_to_token(id)`.
@@ -396,7 +398,7 @@ def allowed_tokens_table(index: TokenIndex | LazyTokenIndex, tokenizer: _NamedTo
         if token_id == index.eos_token_id:
             lines.append(f"{token_id:>8}  {tokenizer.id_to_token(token_id)!s:<20} {'(end)':<20} -")
             continue
-        data = tokenizer.token_bytes[token_id] or b""   # an allowed token has bytes
+        data = tokenizer.token_bytes[token_id] or b""  # an allowed token has bytes
         try:
             text = repr(data.decode("utf-8"))
         except UnicodeDecodeError:

@@ -23,6 +23,7 @@ of an intersection's search, each item the regex parser reads):
 
 Anywhere else (a notebook, a test, an offline compile) `checkpoint` does nothing.
 """
+
 from __future__ import annotations
 
 import collections
@@ -43,10 +44,10 @@ class _ThreadSlices(threading.local):
     AttributeError each time, ~1.5 us per `checkpoint` (two reads), a fifth of the time of
     the derivatives it sits in (a derivative's recursion calls it a dozen times)."""
 
-    deadline: float | None = None   # `deadline`'s perf_counter stop
-    kept: bool = False              # a unit of work was kept since the slice began
-    baton: Baton | None = None      # `Baton.run`'s baton, on a compile thread
-    job: Any = None                 # the compile job this thread works for (its `cancelled`)
+    deadline: float | None = None  # `deadline`'s perf_counter stop
+    kept: bool = False  # a unit of work was kept since the slice began
+    baton: Baton | None = None  # `Baton.run`'s baton, on a compile thread
+    job: Any = None  # the compile job this thread works for (its `cancelled`)
 
 
 _local = _ThreadSlices()
@@ -115,13 +116,13 @@ class Baton:
     whose request left), the threads run freely: a hold only lasts while steps come.
     """
 
-    IDLE = 0.5   # seconds without a step after which compile threads run freely
+    IDLE = 0.5  # seconds without a step after which compile threads run freely
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
-        self._until = 0.0                  # end of the current lend window (perf_counter)
-        self._held_at = float("-inf")      # the last `hold` (perf_counter)
-        self._running = 0                  # compile threads inside `run` now
+        self._until = 0.0  # end of the current lend window (perf_counter)
+        self._held_at = float("-inf")  # the last `hold` (perf_counter)
+        self._running = 0  # compile threads inside `run` now
 
     def run(self, fn: Callable[..., T], *args: Any) -> T:
         """Call fn(*args) on this (compile) thread as work that yields to the scheduler."""
@@ -150,7 +151,7 @@ class Baton:
 
     def hold(self) -> None:
         """The scheduler takes the CPU for a step: compile threads stop at their next checkpoint."""
-        self._held_at = time.perf_counter()   # (one float store: no lock needed)
+        self._held_at = time.perf_counter()  # (one float store: no lock needed)
 
     def lend(self, seconds: float) -> None:
         """Let compile threads run for up to `seconds` (none if none is running), then take
@@ -184,7 +185,7 @@ class CompileJob:
     future: Future
     call: Callable[[], Any]
     submitted: float = field(default_factory=time.perf_counter)
-    started: float | None = None     # when a thread took it (perf_counter)
+    started: float | None = None  # when a thread took it (perf_counter)
     cancelled: bool = False
 
     def queued_seconds(self) -> float:
@@ -206,12 +207,12 @@ class FairCompilePool:
 
     def __init__(self, workers: int, baton: Baton, name: str = "compile"):
         self.workers, self.baton, self.name = workers, baton, name
-        self.per_client = max(1, workers - 1)   # one thread is always left for another client
+        self.per_client = max(1, workers - 1)  # one thread is always left for another client
         self._cond = threading.Condition()
-        self._queues: dict[str, collections.deque[CompileJob]] = {}   # client -> its waiting jobs, in turn order
+        self._queues: dict[str, collections.deque[CompileJob]] = {}  # client -> its waiting jobs, in turn order
         self._running: dict[str, int] = collections.Counter()
         self._threads: list[threading.Thread] = []
-        self._active: set[CompileJob] = set()   # jobs running now
+        self._active: set[CompileJob] = set()  # jobs running now
         self._closed = False
 
     def submit(self, client: str | None, fn: Callable[..., Any], *args: Any) -> tuple[Future, CompileJob]:
@@ -247,7 +248,7 @@ class FairCompilePool:
                 job = self._queues[client].popleft()
                 rest = self._queues.pop(client)
                 if rest:
-                    self._queues[client] = rest   # to the end of the turn order
+                    self._queues[client] = rest  # to the end of the turn order
                 return job
         return None
 
@@ -265,7 +266,7 @@ class FairCompilePool:
                 _local.job = job
                 try:
                     job.future.set_result(self.baton.run(job.call))
-                except BaseException as e:   # a compile's failure is its Future's result
+                except BaseException as e:  # a compile's failure is its Future's result
                     job.future.set_exception(e)
                 finally:
                     _local.job = None

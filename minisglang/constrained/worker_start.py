@@ -10,6 +10,7 @@ would, re-run in each worker, load a second model there and die trying to start 
 its own. So the workers are started with the main script hidden from that preparation:
 the child then has nothing of the script's to import, and the script needs no guard.
 """
+
 from __future__ import annotations
 
 import sys
@@ -29,7 +30,7 @@ def start_worker(process: BaseProcess) -> None:
         saved = {key: main.__dict__[key] for key in ("__file__", "__spec__") if main and key in main.__dict__}
         if main is not None:
             main.__dict__.pop("__file__", None)
-            main.__spec__ = None   # the attribute must exist; None means "not imported by name"
+            main.__spec__ = None  # the attribute must exist; None means "not imported by name"
         try:
             process.start()
         finally:

@@ -7,6 +7,7 @@ one bold edge labelled with the whole forced string, such as `', "age": '`. Draw
 the model never has to choose, one token at a time.
 Wrap the text in `minisglang.drawings.Drawing` to see or save it.
 """
+
 from __future__ import annotations
 
 from minisglang.constrained.jump_forward import JumpForwardMap
@@ -16,8 +17,9 @@ from minisglang.drawings.layout import Layout
 from minisglang.drawings.render import dot_escape, show_text
 
 
-def compressed_fsm_dot(dfa: CharDFA, jump_map: JumpForwardMap, layout: Layout = Layout(),
-                       title: str | None = None) -> str:
+def compressed_fsm_dot(
+    dfa: CharDFA, jump_map: JumpForwardMap, layout: Layout = Layout(), title: str | None = None
+) -> str:
     """DOT text for the compressed FSM of `dfa` (`jump_map` must be built from it).
 
     Kept states are drawn as in `char_dfa_dot` (double circles accept). A jump chain is one
@@ -28,8 +30,10 @@ def compressed_fsm_dot(dfa: CharDFA, jump_map: JumpForwardMap, layout: Layout = 
     for state, (ch, nxt) in jump_map.char_edges.items():
         # A map from another regex would draw nonsense silently; check each chain link.
         if state >= dfa.num_states or list(dfa.transitions[state].values()) != [nxt] or dfa.step(state, ch) != nxt:
-            raise ValueError(f"jump_map was not built from this DFA (regex {shown_regex(dfa.pattern)}): its state "
-                             f"{state} --{ch!r}--> {nxt} is not a single edge of the DFA")
+            raise ValueError(
+                f"jump_map was not built from this DFA (regex {shown_regex(dfa.pattern)}): its state "
+                f"{state} --{ch!r}--> {nxt} is not a single edge of the DFA"
+            )
     class_of_label = {c.label(): c for c in dfa.classes}  # compressed_edges gives labels
     chains: list[tuple[int, str, int]] = []
     merged: dict[tuple[int, int], CharClass] = {}

@@ -5,6 +5,7 @@
 as `{"` or `2024`). Comparing the two pictures is the point of chapter 1.
 Wrap the text in `minisglang.drawings.Drawing` to see or save it.
 """
+
 from __future__ import annotations
 
 from minisglang.constrained.regex_dfa import CharClass, CharDFA
@@ -67,8 +68,14 @@ def _token_text(tokenizer, token_id: int) -> str:
         return repr(data)
 
 
-def token_fsm_dot(index, tokenizer, max_tokens_per_edge: int = 6, max_edges: int = 80,
-                  layout: Layout = Layout(), title: str | None = None) -> str:
+def token_fsm_dot(
+    index,
+    tokenizer,
+    max_tokens_per_edge: int = 6,
+    max_edges: int = 80,
+    layout: Layout = Layout(),
+    title: str | None = None,
+) -> str:
     """DOT text for a token index (TokenIndex or LazyTokenIndex: the states visited so far).
 
     Edges are grouped per (source, destination) pair and labelled with up to
@@ -91,8 +98,12 @@ def token_fsm_dot(index, tokenizer, max_tokens_per_edge: int = 6, max_edges: int
         shown[src, dst] = [_token_text(tokenizer, t) for t in tokens[:max_tokens_per_edge]]
         if len(tokens) > max_tokens_per_edge:
             shown[src, dst].append(f"… +{len(tokens) - max_tokens_per_edge} more")
-    placement = layout.place(index.initial_state, pairs[:max_edges], sorted(states),
-                             {pair: "\n".join(texts) for pair, texts in shown.items()})
+    placement = layout.place(
+        index.initial_state,
+        pairs[:max_edges],
+        sorted(states),
+        {pair: "\n".join(texts) for pair, texts in shown.items()},
+    )
     lines = header("token_fsm", title, placement)
     lines += _states(sorted(states), index.initial_state, index.final_states, placement)
     for src, dst in pairs[:max_edges]:

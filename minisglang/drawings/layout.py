@@ -23,18 +23,19 @@ of its chains, and an edge back into an earlier row ends, like one into a later 
 dashed copy of its state at the end of its own row. Its rows are as long as their
 columns, which graphviz shares between rows, and as their copies allow.
 """
+
 from __future__ import annotations
 
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Literal
 
-PT_PER_PX = 0.75                  # graphviz sizes are in points (72 to the inch), a screen's px 96
-SLIDE_PX = (1920, 1080)           # a projected slide (full HD)
-SLIDE_MARGIN_PX = 120             # what the title, the start arrow and the margins take
-NODE_PT = 36.0                    # graphviz's default state circle: 0.5 inch
-SPACING_PT = 60.0                 # around an edge label, between two states (calibrated on renders)
-CHAR_EM = 0.6                     # Courier's advance (the edge font): 0.6 of the font size
+PT_PER_PX = 0.75  # graphviz sizes are in points (72 to the inch), a screen's px 96
+SLIDE_PX = (1920, 1080)  # a projected slide (full HD)
+SLIDE_MARGIN_PX = 120  # what the title, the start arrow and the margins take
+NODE_PT = 36.0  # graphviz's default state circle: 0.5 inch
+SPACING_PT = 60.0  # around an edge label, between two states (calibrated on renders)
+CHAR_EM = 0.6  # Courier's advance (the edge font): 0.6 of the font size
 
 
 @dataclass(frozen=True)
@@ -81,9 +82,15 @@ class Layout:
         size = f"{self.font_pt:g}"
         return [f"  graph [fontsize={size}];", f"  node [fontsize={size}];", f"  edge [fontsize={size}];"]
 
-    def place(self, initial: int, edges: list[tuple[int, int]], states: list[int],
-              labels: dict[tuple[int, int], str] | None = None, state_labels: dict[int, str] | None = None,
-              cut_back: bool = False) -> Placement:
+    def place(
+        self,
+        initial: int,
+        edges: list[tuple[int, int]],
+        states: list[int],
+        labels: dict[tuple[int, int], str] | None = None,
+        state_labels: dict[int, str] | None = None,
+        cut_back: bool = False,
+    ) -> Placement:
         """Where the states go: the direction, the font, and the rows. `labels` (the edge
         labels' text, lines split by newlines) lets a row's length be estimated; without
         them every edge counts as one character long. `state_labels`: the text drawn in a
@@ -95,7 +102,7 @@ class Layout:
         if limit is None and self.states_per_row is None:
             return Placement(lines, {})
         depth = (distances if cut_back else chain_depths)(initial, edges, states)
-        order = sorted(states, key=lambda s: (depth[s], s))   # chain_order, without cut_back
+        order = sorted(states, key=lambda s: (depth[s], s))  # chain_order, without cut_back
         rows = self._rows(order, edges, labels or {}, state_labels or {}, limit, depth if cut_back else None)
         if len(rows) == 1:
             return Placement(lines, {})
@@ -108,8 +115,15 @@ class Layout:
         copies = sorted({(row_of[a], b) for a, b in edges if a in row_of and b in row_of and row_of[a] != row_of[b]})
         return Placement(lines, row_of, copies)
 
-    def _rows(self, order: list[int], edges: list[tuple[int, int]], labels: dict[tuple[int, int], str],
-              state_labels: dict[int, str], limit: float | None, depth: dict[int, int] | None) -> list[list[int]]:
+    def _rows(
+        self,
+        order: list[int],
+        edges: list[tuple[int, int]],
+        labels: dict[tuple[int, int], str],
+        state_labels: dict[int, str],
+        limit: float | None,
+        depth: dict[int, int] | None,
+    ) -> list[list[int]]:
         """Cut `order` into segments at its clean seams, then fill rows with whole segments.
         A segment longer than a row is cut, if it is an optional part, where only its skip
         edge goes past (that edge then ends in a dashed copy); a loop or an alternation is
@@ -137,9 +151,14 @@ class Layout:
                 break
         return rows
 
-    def _fill_by_length(self, pieces: list[list[int]], edges: list[tuple[int, int]],
-                        labels: dict[tuple[int, int], str], state_labels: dict[int, str],
-                        limit: float | None) -> list[list[int]]:
+    def _fill_by_length(
+        self,
+        pieces: list[list[int]],
+        edges: list[tuple[int, int]],
+        labels: dict[tuple[int, int], str],
+        state_labels: dict[int, str],
+        limit: float | None,
+    ) -> list[list[int]]:
         """Rows of whole pieces, each filled while its estimated length stays within
         `limit` and its state count within `states_per_row`."""
         rows: list[list[int]] = []
@@ -158,7 +177,7 @@ class Layout:
             rows.append(row)
         if len(rows) > 1 and len(rows[-1]) == 1:
             last = rows.pop()
-            rows[-1] += last   # a lone last state: its dashed copy would take as much room
+            rows[-1] += last  # a lone last state: its dashed copy would take as much room
         return rows
 
     def _fill_by_columns(self, pieces: list[list[int]], depth: dict[int, int], count: int) -> list[list[int]]:
@@ -175,8 +194,14 @@ class Layout:
             row += piece
         return rows + [row] if row else rows
 
-    def _aligned_length(self, rows: list[list[int]], depth: dict[int, int], edges: list[tuple[int, int]],
-                        labels: dict[tuple[int, int], str], state_labels: dict[int, str]) -> float:
+    def _aligned_length(
+        self,
+        rows: list[list[int]],
+        depth: dict[int, int],
+        edges: list[tuple[int, int]],
+        labels: dict[tuple[int, int], str],
+        state_labels: dict[int, str],
+    ) -> float:
         """The estimated length of rows that share their columns: each column as long as
         its longest state in any row, then the column of the dashed copies that end rows."""
         columns: list[float] = []
@@ -193,18 +218,28 @@ class Layout:
                     copies = max(copies, self._circle(b, state_labels) + SPACING_PT)
         return sum(columns) + copies
 
-    def _length(self, segment: list[int], edges: list[tuple[int, int]], labels: dict[tuple[int, int], str],
-                state_labels: dict[int, str]) -> float:
+    def _length(
+        self,
+        segment: list[int],
+        edges: list[tuple[int, int]],
+        labels: dict[tuple[int, int], str],
+        state_labels: dict[int, str],
+    ) -> float:
         """A segment's estimated length in points along the drawing's direction."""
         return sum(self._widths(segment, edges, labels, state_labels))
 
-    def _widths(self, segment: list[int], edges: list[tuple[int, int]], labels: dict[tuple[int, int], str],
-                state_labels: dict[int, str]) -> list[float]:
+    def _widths(
+        self,
+        segment: list[int],
+        edges: list[tuple[int, int]],
+        labels: dict[tuple[int, int], str],
+        state_labels: dict[int, str],
+    ) -> list[float]:
         """Each state's estimated length in points along the drawing's direction: its
         circle, then the widest label (LR) or the tallest (TB) of the edges leaving it."""
         widths = []
         for s in segment:
-            out = [labels.get((a, b), "x") for a, b in edges if a == s and b != s] or [""]   # a loop sits above
+            out = [labels.get((a, b), "x") for a, b in edges if a == s and b != s] or [""]  # a loop sits above
             if self.rankdir == "LR":
                 label = max(len(line) for text in out for line in text.split("\n")) * CHAR_EM * self.font_pt
             else:
@@ -245,8 +280,11 @@ class Placement:
 
     def copy_lines(self, finals) -> list[str]:
         """The dashed copies (double circles where the state accepts)."""
-        return [f'  {self.copy_name(row, s)} [shape={"doublecircle" if s in finals else "circle"}, style=dashed, '
-                f'label="{s}"];' for row, s in self.copies]
+        return [
+            f"  {self.copy_name(row, s)} [shape={'doublecircle' if s in finals else 'circle'}, style=dashed, "
+            f'label="{s}"];'
+            for row, s in self.copies
+        ]
 
 
 def chain_order(initial: int, edges: list[tuple[int, int]], states: list[int]) -> list[int]:
@@ -274,7 +312,7 @@ def chain_depths(initial: int, edges: list[tuple[int, int]], states: list[int]) 
         if i < len(targets):
             stack.append((state, i + 1))
             nxt = targets[i]
-            if nxt not in on_path:   # an edge back onto the path is a loop: not a forward edge
+            if nxt not in on_path:  # an edge back onto the path is a loop: not a forward edge
                 forward.setdefault(state, []).append(nxt)
             if nxt not in seen:
                 seen.add(nxt)
@@ -284,7 +322,7 @@ def chain_depths(initial: int, edges: list[tuple[int, int]], states: list[int]) 
             on_path.discard(state)
             post.append(state)
     depth = {initial: 0}
-    for state in reversed(post):   # topological order: every forward edge's source first
+    for state in reversed(post):  # topological order: every forward edge's source first
         for nxt in forward.get(state, []):
             depth[nxt] = max(depth.get(nxt, 0), depth[state] + 1)
     far = max(depth.values()) + 1
@@ -310,8 +348,9 @@ def distances(initial: int, edges: list[tuple[int, int]], states: list[int]) -> 
     return {s: distance.get(s, far) for s in states}
 
 
-def seams(order: list[int], edges: list[tuple[int, int]], skip_edges: bool = False,
-          depth: dict[int, int] | None = None) -> list[int]:
+def seams(
+    order: list[int], edges: list[tuple[int, int]], skip_edges: bool = False, depth: dict[int, int] | None = None
+) -> list[int]:
     """The positions k in `order` where a row may end before order[k]: a clean seam, where
     every edge between the states before and the states from k on goes forward, into
     order[k]. With `skip_edges`, also where one forward edge goes past it (an optional

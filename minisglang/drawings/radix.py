@@ -7,6 +7,7 @@ Show it with ``Drawing(radix_tree_dot(cache))`` from ``minisglang.drawings.rende
 ``radix_tokens_dot`` draws the same tree for a slide: each token in a box of its own, so
 that where a text was cut into tokens shows (`minisglang viz --kind radix`).
 """
+
 from __future__ import annotations
 
 import html
@@ -25,7 +26,7 @@ def _nodes_in_order(cache: RadixCache) -> list[TreeNode]:
     """Every node of `cache`'s tree, the root first, breadth first and children in token
     order: the same tree always gives the same drawing, node names and all."""
     order = [cache.root_node]
-    for node in order:   # the list grows behind the loop: a queue
+    for node in order:  # the list grows behind the loop: a queue
         order.extend(node.children[t] for t in sorted(node.children))
     return order
 
@@ -52,7 +53,7 @@ def radix_tree_dot(
     names = {node: f"n{i}" for i, node in enumerate(order)}
     title = title or f"radix tree: {len(order)} nodes, {cache.total_size()} cached tokens"
     lines = [
-        f'digraph radix_tree {{ label="{dot_escape(title)}"; labelloc=t;',   # the title on top
+        f'digraph radix_tree {{ label="{dot_escape(title)}"; labelloc=t;',  # the title on top
         '  node [shape=box, fontname="monospace"];',
     ]
     for node in order:
@@ -87,8 +88,13 @@ def _token_cells(key: list[int], tokenizer) -> list[str]:
     return cells
 
 
-def radix_tokens_dot(cache: RadixCache, tokenizer=None, highlight: TreeNode | None = None, title: str | None = None,
-                     layout: Layout = Layout(rankdir="TB")) -> str:
+def radix_tokens_dot(
+    cache: RadixCache,
+    tokenizer=None,
+    highlight: TreeNode | None = None,
+    title: str | None = None,
+    layout: Layout = Layout(rankdir="TB"),
+) -> str:
     """DOT source of ``cache``'s tree with token boundaries visible, for a slide.
 
     Each node's tokens are boxed one by one (where a node's text is cut into tokens is the
@@ -100,16 +106,22 @@ def radix_tokens_dot(cache: RadixCache, tokenizer=None, highlight: TreeNode | No
     order = _nodes_in_order(cache)
     names = {node: f"n{i}" for i, node in enumerate(order)}
     title = title or f"radix tree: {len(order)} nodes, {cache.total_size()} cached tokens (one box per token)"
-    lines = [f'digraph radix_tokens {{ label="{dot_escape(title)}"; labelloc=t;', f"  rankdir={layout.rankdir};",
-             *layout.font_lines(), '  node [shape=plain, fontname="Courier"];']
+    lines = [
+        f'digraph radix_tokens {{ label="{dot_escape(title)}"; labelloc=t;',
+        f"  rankdir={layout.rankdir};",
+        *layout.font_lines(),
+        '  node [shape=plain, fontname="Courier"];',
+    ]
     for node in order:
         name = names[node]
         cells = ["<td>root</td>"] if node is cache.root_node else _token_cells(node.key, tokenizer)
         fill = f' bgcolor="{LOCKED_FILL}"' if node.lock_ref > 0 else ""
         border = f' color="{HIGHLIGHT_COLOR}" border="3"' if node is highlight else ' border="1"'
-        table = (f'<table cellspacing="3" cellborder="1"{border}{fill}><tr>{"".join(cells)}</tr>'
-                 f'<tr><td colspan="{len(cells)}" border="0">lock={node.lock_ref} slots={len(node.value)}</td></tr>'
-                 "</table>")
+        table = (
+            f'<table cellspacing="3" cellborder="1"{border}{fill}><tr>{"".join(cells)}</tr>'
+            f'<tr><td colspan="{len(cells)}" border="0">lock={node.lock_ref} slots={len(node.value)}</td></tr>'
+            "</table>"
+        )
         lines.append(f"  {name} [label=<{table}>];")
         if node.parent is not None:
             lines.append(f"  {names[node.parent]} -> {name};")

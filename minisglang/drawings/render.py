@@ -4,6 +4,7 @@ The drawing functions (fsm.py, radix.py) are pure: they return DOT text, which t
 read. `Drawing` wraps that text and calls the graphviz `dot` program only when a picture
 is actually wanted.
 """
+
 from __future__ import annotations
 
 import shutil

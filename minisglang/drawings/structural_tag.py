@@ -23,6 +23,7 @@ its own row.
 
 Wrap the text in `minisglang.drawings.Drawing` to see or save it.
 """
+
 from __future__ import annotations
 
 import re
@@ -31,7 +32,7 @@ from minisglang.constrained.structural_tag import FreeText, StructuralTag
 from minisglang.drawings.layout import Layout
 from minisglang.drawings.render import dot_escape, show_text
 
-BOLD = "style=bold, penwidth=2"   # forced text: the rest of a begin, an end
+BOLD = "style=bold, penwidth=2"  # forced text: the rest of a begin, an end
 # An edge that extends the match weighs more, so that graphviz keeps the chain of
 # prefixes straight and bends the edges back around it.
 CHAIN = "weight=10"
@@ -49,7 +50,7 @@ def _text_lines(text: str, width: int = 24) -> str:
     a space into lines, each in its own quotes, read one after the other (as Python reads
     'a' 'b'): the lines joined are exactly `text`."""
     lines = [""]
-    for piece in re.split(r"(?= )", text):   # each piece but the first starts with its space
+    for piece in re.split(r"(?= )", text):  # each piece but the first starts with its space
         if lines[-1] and len(lines[-1]) + len(piece) > width:
             lines.append(piece)
         else:
@@ -57,8 +58,9 @@ def _text_lines(text: str, width: int = 24) -> str:
     return "\n".join(show_text(line) for line in lines)
 
 
-def structural_tag_dot(tag: StructuralTag, names: list[str] | None = None, title: str | None = None,
-                       layout: Layout = Layout()) -> str:
+def structural_tag_dot(
+    tag: StructuralTag, names: list[str] | None = None, title: str | None = None, layout: Layout = Layout()
+) -> str:
     """DOT text for `tag`'s automaton (see the module doc). `names[k]` labels structure k's
     JSON box (default: "schema k"); `title` defaults to the triggers and the flags;
     `layout` gives the direction, the font size and where rows wrap."""
@@ -67,14 +69,17 @@ def structural_tag_dot(tag: StructuralTag, names: list[str] | None = None, title
     if len(names) != len(tag.structures):
         raise ValueError(f"{len(names)} names for {len(tag.structures)} structures")
     flags = [f for f in ("at_least_one", "stop_after_first") if getattr(tag, f)]
-    title = title or ("structural tag, triggers " + ", ".join(show_text(t) for t in tag.triggers)
-                      + (f" ({', '.join(flags)})" if flags else ""))
+    title = title or (
+        "structural tag, triggers "
+        + ", ".join(show_text(t) for t in tag.triggers)
+        + (f" ({', '.join(flags)})" if flags else "")
+    )
     # States are numbered for the layout: the prefix states keep FreeText's numbers (the
     # empty prefix, free text, is 0), then a state per trigger, a box per structure,
     # "only EOS" and the start state (each drawn only where the flags have it).
     shapes: dict[int, str] = {}
     texts: dict[int, str] = {}
-    edges: dict[tuple[int, int], tuple[str, str]] = {}   # (src, dst) -> (label, style)
+    edges: dict[tuple[int, int], tuple[str, str]] = {}  # (src, dst) -> (label, style)
     # Free text: the prefix states, where the output may end (a prefix of a trigger may
     # end it too). Under at_least_one they are reached only after a tag; under
     # stop_after_first a tag leads to "done" instead; with both, there is no free text.
@@ -93,7 +98,7 @@ def structural_tag_dot(tag: StructuralTag, names: list[str] | None = None, title
             target = free._next(prefix + c)
             by_target.setdefault(trigger_state[target[1]] if isinstance(target, tuple) else target, []).append(c)
         for target, chars in by_target.items():
-            if target != 0:   # the characters back to free text are not drawn: the legend says so
+            if target != 0:  # the characters back to free text are not drawn: the legend says so
                 extends = target not in prefix_of or len(prefix_of[target]) > len(prefix)
                 edges[state, target] = (_chars_label(chars), CHAIN if extends else "")
     # Each trigger completed: a small state, then one branch per tag that trigger starts.
@@ -105,7 +110,7 @@ def structural_tag_dot(tag: StructuralTag, names: list[str] | None = None, title
         shapes[state], texts[state] = "state", show_text(trigger)
     for k, s in enumerate(tag.structures):
         shapes[body_state[k]], texts[body_state[k]] = "box", "JSON value\n" + names[k]
-        edges[trigger_state[tag.trigger_of(s)], body_state[k]] = (_text_lines(s.begin[len(tag.trigger_of(s)):]), BOLD)
+        edges[trigger_state[tag.trigger_of(s)], body_state[k]] = (_text_lines(s.begin[len(tag.trigger_of(s)) :]), BOLD)
         edges[body_state[k], after] = (_text_lines(s.end), BOLD)
     initial = 0
     if tag.at_least_one:
@@ -115,12 +120,20 @@ def structural_tag_dot(tag: StructuralTag, names: list[str] | None = None, title
         shapes[start], texts[start] = "state", "start"
         for trigger, state in trigger_state.items():
             edges[start, state] = (show_text(trigger), "")
-    placement = layout.place(initial, list(edges), list(shapes), {pair: label for pair, (label, _) in edges.items()},
-                             texts, cut_back=True)
+    placement = layout.place(
+        initial, list(edges), list(shapes), {pair: label for pair, (label, _) in edges.items()}, texts, cut_back=True
+    )
     legend = ["from a state, each character without an edge goes back to free text"] if free_states else []
-    lines = ["digraph structural_tag {", f'  label="{_dot_text(chr(10).join([title, *legend]))}";', "  labelloc=t;",
-             '  node [fontname="Helvetica"];', '  edge [fontname="Helvetica"];', "  __start [shape=point];",
-             *placement.lines, f"  __start -> {initial};"]
+    lines = [
+        "digraph structural_tag {",
+        f'  label="{_dot_text(chr(10).join([title, *legend]))}";',
+        "  labelloc=t;",
+        '  node [fontname="Helvetica"];',
+        '  edge [fontname="Helvetica"];',
+        "  __start [shape=point];",
+        *placement.lines,
+        f"  __start -> {initial};",
+    ]
     for state, shape in shapes.items():
         lines.append(f"  {state} [{_node_attrs(shape, texts[state])}];")
     for row, state in placement.copies:

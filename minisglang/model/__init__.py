@@ -1,4 +1,5 @@
 """The model: a Llama-family forward pass over the token-slot KV pool, and its loader."""
+
 from minisglang.model.config import SUPPORTED_ARCHITECTURES, ModelConfig
 from minisglang.model.forward_batch import ForwardBatch, ForwardMode
 from minisglang.model.llama import LlamaForCausalLM

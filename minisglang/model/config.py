@@ -1,4 +1,5 @@
 """``ModelConfig``: the few numbers of a Hugging Face ``config.json`` our forward needs."""
+
 from __future__ import annotations
 
 import json

@@ -12,6 +12,7 @@ Two modes, as in SGLang:
   scheduler's ``mixed_prefill``).
 * DECODE: each request brings exactly one token, the one sampled in the previous step.
 """
+
 from __future__ import annotations
 
 import functools
@@ -33,11 +34,11 @@ class ExtendGroup:
     """EXTEND: some requests of the batch in one attention call, padded to the longest of
     them (``b`` requests, ``n`` = the most new tokens, ``L`` = the most keys)."""
 
-    rows: torch.LongTensor   # [T'] their new tokens' rows of the batch, request after request
-    req_rows: torch.LongTensor   # [T'] each new token's request in the group (the padded grid's row)
-    cols: torch.LongTensor   # [T'] its column in the padded grid (its index among its request's new tokens)
-    slots: torch.LongTensor   # [b, L] the KV slots of each request's keys
-    mask: torch.BoolTensor   # [b, n, L] which keys each query sees: its prefix and itself (causal)
+    rows: torch.LongTensor  # [T'] their new tokens' rows of the batch, request after request
+    req_rows: torch.LongTensor  # [T'] each new token's request in the group (the padded grid's row)
+    cols: torch.LongTensor  # [T'] its column in the padded grid (its index among its request's new tokens)
+    slots: torch.LongTensor  # [b, L] the KV slots of each request's keys
+    mask: torch.BoolTensor  # [b, n, L] which keys each query sees: its prefix and itself (causal)
 
 
 @dataclass
@@ -58,7 +59,7 @@ class ForwardBatch:
     # the radix tree shares); attention reads them once for the batch. 0 = none.
     shared_prefix_len: int = 0
 
-    DECODE_CHUNK = 8   # requests per decode attention call (see decode_chunks)
+    DECODE_CHUNK = 8  # requests per decode attention call (see decode_chunks)
 
     @property
     def batch_size(self) -> int:
@@ -78,7 +79,7 @@ class ForwardBatch:
         for rows in torch.argsort(self.seq_lens).split(self.DECODE_CHUNK):
             seq_lens = self.seq_lens[rows]
             max_len = int(seq_lens.max())
-            slots = table[self.req_pool_indices[rows], shared:max_len]                       # [b, L]
+            slots = table[self.req_pool_indices[rows], shared:max_len]  # [b, L]
             mask = torch.arange(shared, max_len, device=slots.device)[None, :] < seq_lens[:, None]  # [b, L]
             chunks.append((rows, slots, mask))
         return chunks
@@ -99,22 +100,22 @@ class ForwardBatch:
         device, table = self.input_ids.device, self.req_to_token_pool.req_to_token
         groups = []
         for reqs in members.values():
-            prefix = torch.tensor([self.extend_prefix_lens[i] for i in reqs], device=device)   # [b]
-            new = torch.tensor([self.extend_seq_lens[i] for i in reqs], device=device)        # [b]
+            prefix = torch.tensor([self.extend_prefix_lens[i] for i in reqs], device=device)  # [b]
+            new = torch.tensor([self.extend_seq_lens[i] for i in reqs], device=device)  # [b]
             max_new, max_len = int(new.max()), int((prefix + new).max())
             rows = torch.cat([torch.arange(starts[i], starts[i + 1], device=device) for i in reqs])
             req_rows = torch.repeat_interleave(torch.arange(len(reqs), device=device), new)
             cols = torch.arange(rows.shape[0], device=device) - torch.repeat_interleave(torch.cumsum(new, 0) - new, new)
-            slots = table[self.req_pool_indices[torch.tensor(reqs, device=device)], :max_len]             # [b, L]
-            query_pos = prefix[:, None] + torch.arange(max_new, device=device)[None, :]                  # [b, n]
-            mask = torch.arange(max_len, device=device)[None, None, :] <= query_pos[:, :, None]         # [b, n, L]
+            slots = table[self.req_pool_indices[torch.tensor(reqs, device=device)], :max_len]  # [b, L]
+            query_pos = prefix[:, None] + torch.arange(max_new, device=device)[None, :]  # [b, n]
+            mask = torch.arange(max_len, device=device)[None, None, :] <= query_pos[:, :, None]  # [b, n, L]
             groups.append(ExtendGroup(rows, req_rows, cols, slots, mask))
         return groups
 
     @functools.cached_property
     def shared_prefix_slots(self) -> torch.LongTensor:
         """DECODE: the KV slots ``[shared_prefix_len]`` every request of the batch starts with."""
-        return self.req_to_token_pool.req_to_token[self.req_pool_indices[0], :self.shared_prefix_len]
+        return self.req_to_token_pool.req_to_token[self.req_pool_indices[0], : self.shared_prefix_len]
 
     @classmethod
     def extend(
@@ -197,7 +198,7 @@ class ForwardBatch:
             extend_seq_lens=[1] * num_reqs,
             req_to_token_pool=req_to_token_pool,
             token_to_kv_pool=token_to_kv_pool,
-            shared_prefix_len=cls._shared_slots(req_to_token_pool.req_to_token[reqs, :min(seq_lens_before)]),
+            shared_prefix_len=cls._shared_slots(req_to_token_pool.req_to_token[reqs, : min(seq_lens_before)]),
         )
 
     @staticmethod
@@ -206,7 +207,7 @@ class ForwardBatch:
         same slot in every row (0 for a batch of one: nothing to share)."""
         if rows.shape[0] < 2 or rows.shape[1] == 0:
             return 0
-        same = (rows == rows[0]).all(0)                      # [n]
+        same = (rows == rows[0]).all(0)  # [n]
         return int(same.long().cumprod(0).sum())
 
     @staticmethod

@@ -10,6 +10,7 @@ Module and parameter names follow Hugging Face's (``model.layers.0.self_attn.q_p
 so a checkpoint's tensors load by name. ``T`` below is the number of new tokens in the
 batch, ``B`` the number of requests, ``H``/``Hkv`` query/KV heads, ``D`` the head size.
 """
+
 from __future__ import annotations
 
 import math
@@ -87,8 +88,9 @@ def gather_slots(buffer: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
     return buffer.index_select(1, slots.reshape(-1)).view(heads, *slots.shape, head_dim).transpose(0, 1)
 
 
-def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor,
-              scale: float, dtype: torch.dtype) -> torch.Tensor:
+def attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, scale: float, dtype: torch.dtype
+) -> torch.Tensor:
     """Masked softmax attention with grouped-query heads, computed in ``dtype``.
 
     q: ``[B, Tq, H, D]``; k, v: ``[B, Hkv, L, D]``; mask: ``[B, Tq, L]`` bool (True = may
@@ -100,14 +102,21 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Ten
     (`enable_gqa`), so the KV heads are never copied.
     """
     out = F.scaled_dot_product_attention(
-        q.to(dtype).transpose(1, 2), k.to(dtype), v.to(dtype),
-        attn_mask=mask[:, None], scale=scale, enable_gqa=True)  # [B, H, Tq, D]
+        q.to(dtype).transpose(1, 2), k.to(dtype), v.to(dtype), attn_mask=mask[:, None], scale=scale, enable_gqa=True
+    )  # [B, H, Tq, D]
     return out.transpose(1, 2).to(q.dtype)
 
 
-def decode_attention(q: torch.Tensor, k_shared: torch.Tensor, v_shared: torch.Tensor,
-                     k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor,
-                     scale: float, dtype: torch.dtype) -> torch.Tensor:
+def decode_attention(
+    q: torch.Tensor,
+    k_shared: torch.Tensor,
+    v_shared: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor,
+    scale: float,
+    dtype: torch.dtype,
+) -> torch.Tensor:
     """One query per request over two sets of keys: a prefix every request shares, then
     each request's own keys; exactly softmax attention over their concatenation.
 
@@ -124,17 +133,21 @@ def decode_attention(q: torch.Tensor, k_shared: torch.Tensor, v_shared: torch.Te
     """
     batch, heads, head_dim = q.shape
     kv_heads, shared = k.shape[0], k_shared.shape[1]
-    group = heads // kv_heads                                                       # GQA
-    qh = q.to(dtype).view(batch, kv_heads, group, head_dim).transpose(0, 1)         # [Hkv, B, G, D]
-    scores = torch.cat([
-        (qh.reshape(kv_heads, batch * group, head_dim) @ k_shared.to(dtype).transpose(1, 2))
-        .view(kv_heads, batch, group, shared),                                      # [Hkv, B, G, P]
-        (qh @ k.to(dtype).transpose(2, 3)).masked_fill(~mask[None, :, None, :], float("-inf")),  # [Hkv, B, G, L]
-    ], dim=-1)
+    group = heads // kv_heads  # GQA
+    qh = q.to(dtype).view(batch, kv_heads, group, head_dim).transpose(0, 1)  # [Hkv, B, G, D]
+    scores = torch.cat(
+        [
+            (qh.reshape(kv_heads, batch * group, head_dim) @ k_shared.to(dtype).transpose(1, 2)).view(
+                kv_heads, batch, group, shared
+            ),  # [Hkv, B, G, P]
+            (qh @ k.to(dtype).transpose(2, 3)).masked_fill(~mask[None, :, None, :], float("-inf")),  # [Hkv, B, G, L]
+        ],
+        dim=-1,
+    )
     probs = torch.softmax(scores * scale, dim=-1)
-    out = ((probs[..., :shared].reshape(kv_heads, batch * group, shared) @ v_shared.to(dtype))
-           .view(kv_heads, batch, group, head_dim)
-           + probs[..., shared:] @ v.to(dtype))                                     # [Hkv, B, G, D]
+    out = (probs[..., :shared].reshape(kv_heads, batch * group, shared) @ v_shared.to(dtype)).view(
+        kv_heads, batch, group, head_dim
+    ) + probs[..., shared:] @ v.to(dtype)  # [Hkv, B, G, D]
     return out.transpose(0, 1).reshape(batch, heads, head_dim).to(q.dtype)
 
 
@@ -145,7 +158,7 @@ class LlamaAttention(nn.Module):
         self.num_heads = config.num_heads
         self.num_kv_heads = config.num_kv_heads
         self.head_dim = config.head_dim
-        self.scale = config.head_dim ** -0.5
+        self.scale = config.head_dim**-0.5
         self.attention_dtype = attention_dtype
         qkv_bias = config.attention_bias
         self.q_proj = nn.Linear(config.hidden_size, config.num_heads * config.head_dim, bias=qkv_bias)
@@ -194,8 +207,14 @@ class LlamaAttention(nn.Module):
         b, n = group.mask.shape[:2]
         q_pad = q.new_zeros(b, n, *q.shape[1:])
         q_pad[group.req_rows, group.cols] = q
-        out = attention(q_pad, gather_slots(k_buffer, group.slots), gather_slots(v_buffer, group.slots), group.mask,
-                        self.scale, self.attention_dtype)
+        out = attention(
+            q_pad,
+            gather_slots(k_buffer, group.slots),
+            gather_slots(v_buffer, group.slots),
+            group.mask,
+            self.scale,
+            self.attention_dtype,
+        )
         return out[group.req_rows, group.cols]
 
     def _decode_attention(self, q, k_buffer, v_buffer, fb: ForwardBatch) -> torch.Tensor:
@@ -206,14 +225,20 @@ class LlamaAttention(nn.Module):
         whole batch. The rest is gathered per request, padded and masked, in the chunks of
         requests of similar length that `fb.decode_chunks` lists.
         """
-        prefix = fb.shared_prefix_slots                                                  # [P]
+        prefix = fb.shared_prefix_slots  # [P]
         k_shared, v_shared = k_buffer.index_select(1, prefix), v_buffer.index_select(1, prefix)
         out = torch.empty_like(q)
         for rows, slots, mask in fb.decode_chunks:
             out[rows] = decode_attention(
-                q[rows], k_shared, v_shared,
-                gather_slots(k_buffer, slots).transpose(0, 1), gather_slots(v_buffer, slots).transpose(0, 1),
-                mask, self.scale, self.attention_dtype)
+                q[rows],
+                k_shared,
+                v_shared,
+                gather_slots(k_buffer, slots).transpose(0, 1),
+                gather_slots(v_buffer, slots).transpose(0, 1),
+                mask,
+                self.scale,
+                self.attention_dtype,
+            )
         return out
 
 
@@ -252,11 +277,10 @@ class LlamaModel(nn.Module):
         # No random init (the loader fills every weight): under the loader's meta device,
         # Embedding's normal_ init imports torch._dynamo and with it triton, whose nanobind
         # objects are then reported as "nanobind: leaked ..." at every exit.
-        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size,
-                                         _weight=torch.empty(config.vocab_size, config.hidden_size))
-        self.layers = nn.ModuleList(
-            LlamaDecoderLayer(config, i, attention_dtype) for i in range(config.num_layers)
+        self.embed_tokens = nn.Embedding(
+            config.vocab_size, config.hidden_size, _weight=torch.empty(config.vocab_size, config.hidden_size)
         )
+        self.layers = nn.ModuleList(LlamaDecoderLayer(config, i, attention_dtype) for i in range(config.num_layers))
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
 
     def forward(self, fb: ForwardBatch) -> torch.Tensor:
@@ -277,8 +301,8 @@ class LlamaForCausalLM(nn.Module):
         self.config = config
         self.model = LlamaModel(config, attention_dtype)
         # Tied embeddings reuse embed_tokens.weight as the output matrix (see forward).
-        self.lm_head = None if config.tie_word_embeddings else nn.Linear(
-            config.hidden_size, config.vocab_size, bias=False
+        self.lm_head = (
+            None if config.tie_word_embeddings else nn.Linear(config.hidden_size, config.vocab_size, bias=False)
         )
 
     @property

@@ -5,6 +5,7 @@ A checkpoint directory holds ``config.json`` and its weights either in one
 Tensors are copied by name into a model whose parameters were never initialised
 (built on the ``meta`` device), so loading a large model costs no random init.
 """
+
 from __future__ import annotations
 
 import json
@@ -36,9 +37,7 @@ def find_weight_files(path: Path) -> list[Path]:
         return files
     if (path / SINGLE_FILE).is_file():
         return [path / SINGLE_FILE]
-    raise FileNotFoundError(
-        f"no weights in model directory {path}: looked for {SINGLE_FILE} and {SHARD_INDEX}"
-    )
+    raise FileNotFoundError(f"no weights in model directory {path}: looked for {SINGLE_FILE} and {SHARD_INDEX}")
 
 
 def load_model(

@@ -38,6 +38,7 @@ One module per job:
 
 The routes call only the `Engine`'s public methods; the engine never imports the server.
 """
+
 from .app import create_app, serve, serving_in_thread
 from .engine_loop import EngineLoop, EngineUnavailable
 from .errors import ABORT_ANSWERS, MAX_ERROR_MESSAGE, error_body
@@ -45,6 +46,19 @@ from .openai_shapes import openai_finish_reason, usage
 from .routes_openai import TOOLS_STAGE, stage_serves_tools
 from .state import ServerOptions, ServerState
 
-__all__ = ["ABORT_ANSWERS", "MAX_ERROR_MESSAGE", "TOOLS_STAGE", "EngineLoop", "EngineUnavailable", "ServerOptions",
-           "ServerState", "create_app", "error_body", "openai_finish_reason", "serve", "serving_in_thread",
-           "stage_serves_tools", "usage"]
+__all__ = [
+    "ABORT_ANSWERS",
+    "MAX_ERROR_MESSAGE",
+    "TOOLS_STAGE",
+    "EngineLoop",
+    "EngineUnavailable",
+    "ServerOptions",
+    "ServerState",
+    "create_app",
+    "error_body",
+    "openai_finish_reason",
+    "serve",
+    "serving_in_thread",
+    "stage_serves_tools",
+    "usage",
+]

@@ -1,5 +1,6 @@
 """The app around one engine (`create_app`), and running it: `serve` until SIGTERM, or
 `serving_in_thread` for tests, benchmarks and notebooks."""
+
 from __future__ import annotations
 
 import contextlib
@@ -24,8 +25,9 @@ from .http_limits import HeaderLimits, h11_protocol
 from .state import ServerOptions, ServerState, server_state
 
 
-def create_app(engine: Engine, options: ServerOptions | None = None,
-               on_fatal: Callable[[], None] | None = None) -> FastAPI:
+def create_app(
+    engine: Engine, options: ServerOptions | None = None, on_fatal: Callable[[], None] | None = None
+) -> FastAPI:
     """The FastAPI app around one engine. `on_fatal` is called if the scheduler loop dies.
 
     The app owns the engine while it runs: one app per engine, and the app's shutdown
@@ -33,9 +35,15 @@ def create_app(engine: Engine, options: ServerOptions | None = None,
     state = ServerState(engine, options or ServerOptions(), on_fatal)
     # No /docs, /redoc or /openapi.json: FastAPI serves them outside the API-key check, and the
     # handlers read raw bodies, so the generated schema would describe nothing but paths.
-    app = FastAPI(title="minisglang", lifespan=lifespan, dependencies=[Depends(check_api_key)],
-                  docs_url=None, redoc_url=None, openapi_url=None)
-    app.state.server = state   # what every route reads (state.server_state)
+    app = FastAPI(
+        title="minisglang",
+        lifespan=lifespan,
+        dependencies=[Depends(check_api_key)],
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
+    app.state.server = state  # what every route reads (state.server_state)
     add_error_handlers(app)
     app.add_middleware(HeaderLimits, options=state.options, refuse=lambda message: error_response(state, message, 431))
     app.include_router(routes_native.router)
@@ -60,17 +68,19 @@ def check_api_key(request: Request) -> None:
     auth = request.headers.get("authorization", "")
     scheme, _, key = auth.partition(" ")
     if scheme.lower() != "bearer" or not secrets.compare_digest(key.strip().encode(), api_key.encode()):
-        raise RequestError("invalid or missing API key: send the header 'Authorization: Bearer <key>'",
-                           status=401, code="invalid_api_key")
+        raise RequestError(
+            "invalid or missing API key: send the header 'Authorization: Bearer <key>'",
+            status=401,
+            code="invalid_api_key",
+        )
 
 
-def serve(engine: Engine, host: str = "127.0.0.1", port: int = 30000,
-          options: ServerOptions | None = None) -> int:
+def serve(engine: Engine, host: str = "127.0.0.1", port: int = 30000, options: ServerOptions | None = None) -> int:
     """Serve until SIGTERM/SIGINT (returns 0) or until the engine loop dies (returns 1)."""
     import uvicorn
 
     options = options or ServerOptions()
-    holder: dict[str, Any] = {}   # the uvicorn server, made after the app that on_fatal belongs to
+    holder: dict[str, Any] = {}  # the uvicorn server, made after the app that on_fatal belongs to
 
     def on_fatal() -> None:
         holder["server"].should_exit = True
@@ -80,7 +90,7 @@ def serve(engine: Engine, host: str = "127.0.0.1", port: int = 30000,
     app = create_app(engine, options, on_fatal)
 
     class Server(uvicorn.Server):
-        def handle_exit(self, sig, frame) -> None:   # SIGTERM / SIGINT: drain, then abort
+        def handle_exit(self, sig, frame) -> None:  # SIGTERM / SIGINT: drain, then abort
             loop = app.state.server.loop
             if loop is not None:
                 loop.start_draining()
@@ -119,9 +129,17 @@ def _uvicorn_config(app: FastAPI, host: str, port: int, **more: Any):
     proxies = options.forwarded_allow_ips
     # uvicorn reads X-Forwarded-For by default, and its forwarded_allow_ips=None means
     # $FORWARDED_ALLOW_IPS or 127.0.0.1: trusting no proxy takes proxy_headers=False.
-    return uvicorn.Config(app, host=host, port=port, log_level="warning", proxy_headers=bool(proxies),
-                          forwarded_allow_ips=proxies or None, http=h11_protocol(),
-                          h11_max_incomplete_event_size=options.max_header_bytes, **more)
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        proxy_headers=bool(proxies),
+        forwarded_allow_ips=proxies or None,
+        http=h11_protocol(),
+        h11_max_incomplete_event_size=options.max_header_bytes,
+        **more,
+    )
 
 
 @contextlib.contextmanager

@@ -6,6 +6,7 @@ queue; the loop submits, steps, and publishes each request's new text. So the sc
 stays single-threaded, exactly as in the offline `Engine`. If the loop dies, every request
 in flight and in the inbox is answered with `EngineUnavailable`.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -33,7 +34,7 @@ class EngineUnavailable(RuntimeError):
 
 def _send(loop: asyncio.AbstractEventLoop, q: asyncio.Queue, item: Any) -> None:
     """Hand `item` to a request's queue on its event loop (from the scheduler thread)."""
-    with contextlib.suppress(RuntimeError):   # that event loop is closed: nobody is listening any more
+    with contextlib.suppress(RuntimeError):  # that event loop is closed: nobody is listening any more
         loop.call_soon_threadsafe(q.put_nowait, item)
 
 
@@ -44,8 +45,9 @@ class EngineLoop:
     (serve() uses it to stop the process).
     """
 
-    def __init__(self, engine: Engine, options: ServerOptions, metrics: ServerMetrics,
-                 on_fatal: Callable[[], None] | None = None):
+    def __init__(
+        self, engine: Engine, options: ServerOptions, metrics: ServerMetrics, on_fatal: Callable[[], None] | None = None
+    ):
         self.engine, self.options, self.metrics, self.on_fatal = engine, options, metrics, on_fatal
         self.inbox: queue.Queue = queue.Queue()
         # rid -> (req, its chunk queue, the event loop that reads it, the client's address)
@@ -55,10 +57,10 @@ class EngineLoop:
         self.dead: BaseException | None = None
         self.drain_deadline: float | None = None
         # Step timing, written by the scheduler thread, read by /health and /get_server_info.
-        self.beat = time.monotonic()                     # when the loop last came round
-        self.step_started: float | None = None           # set while inside engine.step()
+        self.beat = time.monotonic()  # when the loop last came round
+        self.step_started: float | None = None  # set while inside engine.step()
         self.last_step_end: float | None = None
-        self._recent_steps: deque[tuple[float, float]] = deque()   # (end, seconds) of the last minute's steps
+        self._recent_steps: deque[tuple[float, float]] = deque()  # (end, seconds) of the last minute's steps
         self._steps_lock = threading.Lock()
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=self._run, name="minisglang-scheduler", daemon=True)
@@ -71,11 +73,12 @@ class EngineLoop:
     async def generate(self, req: Req, client: str) -> AsyncGenerator[dict[str, Any], None]:
         """Chunks of one request (see engine.stream_chunk); aborts it if the consumer leaves."""
         if not self.healthy:
-            raise EngineUnavailable("the server is shutting down" if self.dead is None
-                                    else f"the engine loop has stopped: {self.dead!r}")
+            raise EngineUnavailable(
+                "the server is shutting down" if self.dead is None else f"the engine loop has stopped: {self.dead!r}"
+            )
         out: asyncio.Queue = asyncio.Queue()
         self.inbox.put(("submit", req, out, asyncio.get_running_loop(), client))
-        if self.dead is not None:   # the loop died after the check above: nobody else will answer
+        if self.dead is not None:  # the loop died after the check above: nobody else will answer
             self._fail_inbox()
         finished = False
         try:
@@ -103,9 +106,11 @@ class EngineLoop:
         with self._steps_lock:
             longest = max((d for end, d in self._recent_steps if end >= now - 60), default=None)
         started, last = self.step_started, self.last_step_end
-        return {"last_step_age_seconds": None if last is None else now - last,
-                "longest_step_last_minute_seconds": longest,
-                "current_step_seconds": None if started is None else now - started}
+        return {
+            "last_step_age_seconds": None if last is None else now - last,
+            "longest_step_last_minute_seconds": longest,
+            "current_step_seconds": None if started is None else now - started,
+        }
 
     def start_draining(self) -> None:
         """Refuse new requests; abort those still running after `drain_timeout` seconds."""
@@ -124,7 +129,7 @@ class EngineLoop:
                     self._timed_step()
                 self._publish()
                 self.beat = time.monotonic()
-        except BaseException as e:   # noqa: BLE001 - whatever ended the loop, nobody may hang on it
+        except BaseException as e:  # noqa: BLE001 - whatever ended the loop, nobody may hang on it
             # The engine-wide fault path: every client is answered, the engine's requests are
             # aborted and leave (Engine.fail), and the server stops (on_fatal).
             self.dead = e
@@ -132,7 +137,7 @@ class EngineLoop:
             self._fail_inbox()
             try:
                 self.engine.fail(e)
-            except Exception:   # a scheduler too broken even for that: the process is ending anyway
+            except Exception:  # a scheduler too broken even for that: the process is ending anyway
                 logger.exception("the engine could not abort its requests after its loop died")
             if self.on_fatal is not None:
                 self.on_fatal()
@@ -141,7 +146,7 @@ class EngineLoop:
     def _timed_step(self) -> None:
         self.step_started = start = time.monotonic()
         try:
-            self.engine.step()   # the scheduler survives a request's error; anything else is fatal
+            self.engine.step()  # the scheduler survives a request's error; anything else is fatal
         finally:
             self.step_started = None
         self.last_step_end = end = time.monotonic()
@@ -200,18 +205,27 @@ class EngineLoop:
                     del self.compiling[who]
             mine = self.compiling.get(client, {})
             # A grammar compiled (or compiling) already costs nothing more: never refused.
-            if (grammar not in mine and len(mine) >= self.options.max_compiling_per_client
-                    and not engine.grammar_known(grammar)):
-                _send(loop, q, RequestError(
-                    f"too many grammars compiling for this client ({len(mine)}; the limit is "
-                    f"{self.options.max_compiling_per_client}): wait for one to finish", status=429,
-                    code="rate_limit_exceeded"))
+            if (
+                grammar not in mine
+                and len(mine) >= self.options.max_compiling_per_client
+                and not engine.grammar_known(grammar)
+            ):
+                _send(
+                    loop,
+                    q,
+                    RequestError(
+                        f"too many grammars compiling for this client ({len(mine)}; the limit is "
+                        f"{self.options.max_compiling_per_client}): wait for one to finish",
+                        status=429,
+                        code="rate_limit_exceeded",
+                    ),
+                )
                 return
-        self.active[req.rid] = (req, q, loop, client)   # first, so that a failure below reaches it
-        req.client = client   # compiles take turns by client (constrained/work_slices.py)
+        self.active[req.rid] = (req, q, loop, client)  # first, so that a failure below reaches it
+        req.client = client  # compiles take turns by client (constrained/work_slices.py)
         engine.add_request(req)
         handle = engine.compile_waited_on(req.rid) if grammar is not None else None
-        if handle is not None:   # (stages s3 on: a compile off the scheduler thread)
+        if handle is not None:  # (stages s3 on: a compile off the scheduler thread)
             self.compiling.setdefault(client, {})[grammar] = handle
 
     def _publish(self) -> None:
@@ -232,6 +246,5 @@ class EngineLoop:
         self._fail_all(EngineUnavailable("the server is shutting down"), abort=False)
         if self.dead is None and not self.thread.is_alive():
             self.engine.shutdown()
-        else:   # the scheduler is broken or stuck: do not step it again, only stop the compile workers
+        else:  # the scheduler is broken or stuck: do not step it again, only stop the compile workers
             self.engine.stop_workers()
-

@@ -5,6 +5,7 @@ Every error is `{"error": {"message", "type", "param", "code"}}`; a client value
 quotes is shortened where it is quoted (`short_value`), and a message is cut all the same
 past `MAX_ERROR_MESSAGE` characters.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -32,10 +33,20 @@ ABORT_ANSWERS: dict[AbortKind, tuple[int, str | None]] = {
     AbortKind.CANCELLED: (400, None),
 }
 
-_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "invalid_request_error",
-                405: "invalid_request_error", 408: "invalid_request_error", 413: "invalid_request_error",
-                415: "invalid_request_error", 431: "invalid_request_error",
-                422: "invalid_request_error", 429: "rate_limit_error", 500: "server_error", 503: "server_error"}
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    404: "invalid_request_error",
+    405: "invalid_request_error",
+    408: "invalid_request_error",
+    413: "invalid_request_error",
+    415: "invalid_request_error",
+    431: "invalid_request_error",
+    422: "invalid_request_error",
+    429: "rate_limit_error",
+    500: "server_error",
+    503: "server_error",
+}
 
 
 # Every client value an error message quotes is shortened where it is quoted (short_value);
@@ -46,15 +57,24 @@ MAX_ERROR_MESSAGE = 1000
 def error_body(message: str, status: int, param: str | None = None, code: str | None = None) -> dict[str, Any]:
     """OpenAI's error object."""
     if len(message) > MAX_ERROR_MESSAGE:
-        message = f"{message[:MAX_ERROR_MESSAGE - 200]} ... {message[-150:]} (message cut: {len(message):,} characters)"
+        message = (
+            f"{message[: MAX_ERROR_MESSAGE - 200]} ... {message[-150:]} (message cut: {len(message):,} characters)"
+        )
     if param is not None and len(param) > 200:
         param = param[:197] + "..."
-    return {"error": {"message": message, "type": _ERROR_TYPES.get(status, "server_error"),
-                      "param": param, "code": code}}
+    return {
+        "error": {"message": message, "type": _ERROR_TYPES.get(status, "server_error"), "param": param, "code": code}
+    }
 
 
-def error_response(state: ServerState, message: str, status: int, param: str | None = None,
-                   code: str | None = None, retry_after: int | None = None) -> JSONResponse:
+def error_response(
+    state: ServerState,
+    message: str,
+    status: int,
+    param: str | None = None,
+    code: str | None = None,
+    retry_after: int | None = None,
+) -> JSONResponse:
     """An error answer, counted in the metrics' refused requests."""
     state.metrics.refused.labels(status=str(status)).inc()
     headers = None if retry_after is None else {"Retry-After": str(retry_after)}
@@ -84,8 +104,10 @@ async def _unavailable(request: Request, exc: EngineUnavailable) -> JSONResponse
 
 async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
     path = short_value(request.url.path)
-    messages = {404: f"no such endpoint: {short_value(request.method)} {path}",
-                405: f"method {short_value(request.method)} is not allowed on {path}"}
+    messages = {
+        404: f"no such endpoint: {short_value(request.method)} {path}",
+        405: f"method {short_value(request.method)} is not allowed on {path}",
+    }
     return error_response(server_state(request), messages.get(exc.status_code, str(exc.detail)), exc.status_code)
 
 
@@ -102,7 +124,11 @@ def add_error_handlers(app: FastAPI) -> None:
     its own status, EngineUnavailable 503, FastAPI's own 404/405/validation errors, and
     anything else 500 (naming only the exception's type)."""
     handlers: list[tuple[type[Exception], Any]] = [
-        (RequestError, _request_error), (EngineUnavailable, _unavailable), (StarletteHTTPException, _http_error),
-        (RequestValidationError, _validation_error), (Exception, _internal)]
+        (RequestError, _request_error),
+        (EngineUnavailable, _unavailable),
+        (StarletteHTTPException, _http_error),
+        (RequestValidationError, _validation_error),
+        (Exception, _internal),
+    ]
     for exc_class, handler in handlers:
         app.add_exception_handler(exc_class, handler)

@@ -2,6 +2,7 @@
 many or too large headers (431, `HeaderLimits` and `h11_protocol`), and a body that is not
 uncompressed UTF-8 JSON (415), too large (413) or too slow to arrive (408) (`read_body`).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -30,18 +31,21 @@ async def read_body(request: Request, options: ServerOptions) -> bytes:
     ctype, _, ctype_params = request.headers.get("content-type", "").partition(";")
     ctype = ctype.strip().lower()
     if ctype != "application/json":
-        raise RequestError(f"Content-Type must be application/json, got {short_value(ctype) if ctype else 'none'}",
-                           status=415)
+        raise RequestError(
+            f"Content-Type must be application/json, got {short_value(ctype) if ctype else 'none'}", status=415
+        )
     # The body is read as UTF-8 JSON bytes: a compressed body or another charset would only
     # fail later as "not valid JSON", which hides the cause.
     charset = re.search(r"charset\s*=\s*\"?([^\s;\"]*)", ctype_params, re.IGNORECASE)
     if charset and charset.group(1).lower() not in ("utf-8", "utf8"):
-        raise RequestError("the body must be UTF-8 JSON; Content-Type says "
-                           f"charset={short_value(charset.group(1))}", status=415)
+        raise RequestError(
+            f"the body must be UTF-8 JSON; Content-Type says charset={short_value(charset.group(1))}", status=415
+        )
     encoding = request.headers.get("content-encoding", "identity").strip().lower()
     if encoding not in ("", "identity"):
-        raise RequestError(f"Content-Encoding {short_value(encoding)} is not supported: send the body uncompressed",
-                           status=415)
+        raise RequestError(
+            f"Content-Encoding {short_value(encoding)} is not supported: send the body uncompressed", status=415
+        )
     limit = options.max_body_bytes
     declared = request.headers.get("content-length", "")
     too_big = RequestError(f"the request body is larger than the limit of {limit} bytes", status=413)
@@ -51,15 +55,16 @@ async def read_body(request: Request, options: ServerOptions) -> bytes:
     try:
         # A client that sends a byte now and then would otherwise hold its connection for ever.
         async with asyncio.timeout(options.body_timeout):
-            async for part in request.stream():   # also counts a chunked body that declares no length
+            async for part in request.stream():  # also counts a chunked body that declares no length
                 size += len(part)
                 if size > limit:
                     raise too_big
                 parts.append(part)
     except TimeoutError:
-        raise RequestError(f"the request body took longer than {options.body_timeout:g} s to arrive",
-                           status=408) from None
-    except ClientDisconnect:   # the client's doing, not a server error: no 500, no traceback
+        raise RequestError(
+            f"the request body took longer than {options.body_timeout:g} s to arrive", status=408
+        ) from None
+    except ClientDisconnect:  # the client's doing, not a server error: no 500, no traceback
         raise RequestError("the client closed the connection before its request body arrived") from None
     return b"".join(parts)
 
@@ -80,8 +85,13 @@ class HeaderLimits:
         if scope["type"] == "http":
             headers = scope["headers"]
             # "METHOD /path?query HTTP/1.1\r\n", then "name: value\r\n" per header
-            size = (len(scope["method"]) + len(scope.get("raw_path") or b"") + len(scope["query_string"]) + 12
-                    + sum(len(name) + len(value) + 4 for name, value in headers))
+            size = (
+                len(scope["method"])
+                + len(scope.get("raw_path") or b"")
+                + len(scope["query_string"])
+                + 12
+                + sum(len(name) + len(value) + 4 for name, value in headers)
+            )
             message = None
             if len(headers) > self.options.max_headers:
                 message = f"the request has {len(headers)} headers; the limit is {self.options.max_headers}"
@@ -123,23 +133,34 @@ def h11_protocol():
             self.conn = Connection(h11.SERVER, config.h11_max_incomplete_event_size)
             self.limit, self.draining = config.h11_max_incomplete_event_size, False
 
-        def send_400_response(self, msg: str) -> None:   # uvicorn's hook for a head h11 refused
+        def send_400_response(self, msg: str) -> None:  # uvicorn's hook for a head h11 refused
             e = self.conn.error
             status = 431 if e is not None and e.error_status_hint == 431 else 400
-            message = (f"the request's headers are larger than the limit of {self.limit} bytes" if status == 431
-                       else f"the request is not valid HTTP/1.1 ({e or msg})")
+            message = (
+                f"the request's headers are larger than the limit of {self.limit} bytes"
+                if status == 431
+                else f"the request is not valid HTTP/1.1 ({e or msg})"
+            )
             body = json.dumps(error_body(message, status)).encode()
-            for event in (h11.Response(status_code=status, reason=HTTPStatus(status).phrase.encode(), headers=[
-                    (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                    (b"connection", b"close")]), h11.Data(data=body), h11.EndOfMessage()):
+            for event in (
+                h11.Response(
+                    status_code=status,
+                    reason=HTTPStatus(status).phrase.encode(),
+                    headers=[
+                        (b"content-type", b"application/json"),
+                        (b"content-length", str(len(body)).encode()),
+                        (b"connection", b"close"),
+                    ],
+                ),
+                h11.Data(data=body),
+                h11.EndOfMessage(),
+            ):
                 self.transport.write(self.conn.send(event))
             self.draining = True
-            self.loop.call_later(1.0, self.transport.close)   # the client has a second to finish sending
+            self.loop.call_later(1.0, self.transport.close)  # the client has a second to finish sending
 
         def data_received(self, data: bytes) -> None:
             if not self.draining:
                 super().data_received(data)
 
     return Protocol
-
-

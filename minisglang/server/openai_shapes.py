@@ -4,6 +4,7 @@ A *shape* is called as `shape(text, meta, streaming)`: with streaming False, onc
 the whole text; with streaming True, once per chunk, returning one event or a list of
 them. The chat shapes remember what they sent (the role goes in the first delta only).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -20,14 +21,17 @@ def usage(meta: dict[str, Any]) -> dict[str, Any]:
     """OpenAI's usage object; cached tokens are prompt tokens (the scheduler counts the first
     admission's hit only), so never more than prompt_tokens."""
     prompt = meta["prompt_tokens"]
-    return {"prompt_tokens": prompt, "completion_tokens": meta["completion_tokens"],
-            "total_tokens": prompt + meta["completion_tokens"],
-            "prompt_tokens_details": {"cached_tokens": meta["cached_tokens"]},
-            "completion_tokens_wo_jump_forward": meta["completion_tokens_wo_jump_forward"]}
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": meta["completion_tokens"],
+        "total_tokens": prompt + meta["completion_tokens"],
+        "prompt_tokens_details": {"cached_tokens": meta["cached_tokens"]},
+        "completion_tokens_wo_jump_forward": meta["completion_tokens_wo_jump_forward"],
+    }
 
 
 def openai_finish_reason(meta: dict[str, Any], made_calls: bool = False) -> str | None:
-    """"stop", "length" or "abort"; "tool_calls" for an output that stopped after making calls."""
+    """ "stop", "length" or "abort"; "tool_calls" for an output that stopped after making calls."""
     reason = meta["finish_reason"]
     if reason is None:
         return None
@@ -36,10 +40,15 @@ def openai_finish_reason(meta: dict[str, Any], made_calls: bool = False) -> str 
 
 def completion_shape(rid: str, created: int, model_id: str) -> Shape:
     """/v1/completions: a text_completion (with usage when not streaming)."""
+
     def shape(text: str, meta: dict[str, Any], streaming: bool) -> dict[str, Any]:
-        out = {"id": rid, "object": "text_completion", "created": created, "model": model_id,
-               "choices": [{"index": 0, "text": text, "logprobs": None,
-                            "finish_reason": openai_finish_reason(meta)}]}
+        out = {
+            "id": rid,
+            "object": "text_completion",
+            "created": created,
+            "model": model_id,
+            "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": openai_finish_reason(meta)}],
+        }
         return out if streaming else {**out, "usage": usage(meta)}
 
     return shape
@@ -53,19 +62,32 @@ def chat_shape(rid: str, created: int, model_id: str) -> Shape:
         head = {"id": rid, "created": created, "model": model_id}
         if streaming:
             delta: dict[str, Any] = {"content": text} if text else {}
-            if not sent_role[0]:   # OpenAI sends the role in the first delta only
+            if not sent_role[0]:  # OpenAI sends the role in the first delta only
                 delta, sent_role[0] = {"role": "assistant", "content": text}, True
-            return {**head, "object": "chat.completion.chunk",
-                    "choices": [{"index": 0, "delta": delta, "finish_reason": openai_finish_reason(meta)}]}
-        return {**head, "object": "chat.completion",
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                             "finish_reason": openai_finish_reason(meta)}], "usage": usage(meta)}
+            return {
+                **head,
+                "object": "chat.completion.chunk",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": openai_finish_reason(meta)}],
+            }
+        return {
+            **head,
+            "object": "chat.completion",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text},
+                    "finish_reason": openai_finish_reason(meta),
+                }
+            ],
+            "usage": usage(meta),
+        }
 
     return shape
 
 
-def tool_call_shape(rid: str, created: int, model_id: str, body: ChatCompletionRequest,
-                    metrics: ServerMetrics) -> Shape:
+def tool_call_shape(
+    rid: str, created: int, model_id: str, body: ChatCompletionRequest, metrics: ServerMetrics
+) -> Shape:
     """The chat `shape` of a request whose output may hold tool calls: the output is read
     by a ToolCallParser; a stream's event becomes a list of chunks (content, then calls)."""
     head = {"id": rid, "created": created, "model": model_id}
@@ -84,22 +106,38 @@ def tool_call_shape(rid: str, created: int, model_id: str, body: ChatCompletionR
         final = meta["finish_reason"] is not None
         events = parser.feed(text) + (parser.finish() if final else [])
         if not streaming:
-            calls = [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-                     for c in parser.calls]
+            calls = [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                for c in parser.calls
+            ]
             message: dict[str, Any] = {"role": "assistant", "content": parser.content or (None if calls else "")}
             if calls:
                 message["tool_calls"] = calls
-            return {**head, "object": "chat.completion", "usage": usage(meta),
-                    "choices": [{"index": 0, "message": message, "finish_reason": finished(meta)}]}
+            return {
+                **head,
+                "object": "chat.completion",
+                "usage": usage(meta),
+                "choices": [{"index": 0, "message": message, "finish_reason": finished(meta)}],
+            }
         deltas = openai_deltas(events)
-        if not sent_role[0]:   # OpenAI sends the role in the first delta only
+        if not sent_role[0]:  # OpenAI sends the role in the first delta only
             deltas = [{"role": "assistant", **(deltas[0] if deltas else {"content": ""})}, *deltas[1:]]
             sent_role[0] = True
         if final and not deltas:
             deltas = [{}]
-        return [{**head, "object": "chat.completion.chunk",
-                 "choices": [{"index": 0, "delta": d,
-                              "finish_reason": finished(meta) if final and i == len(deltas) - 1 else None}]}
-                for i, d in enumerate(deltas)]
+        return [
+            {
+                **head,
+                "object": "chat.completion.chunk",
+                "choices": [
+                    {
+                        "index": 0,
+                        "delta": d,
+                        "finish_reason": finished(meta) if final and i == len(deltas) - 1 else None,
+                    }
+                ],
+            }
+            for i, d in enumerate(deltas)
+        ]
 
     return shape

@@ -1,5 +1,6 @@
 """SGLang's native endpoints and the operator's: POST /generate, GET /health, /metrics
 (Prometheus) and /get_server_info."""
+
 from __future__ import annotations
 
 from dataclasses import asdict
@@ -25,10 +26,23 @@ async def native(request: Request) -> Response:
     state = server_state(request)
     body = await parse_body(GenerateRequest, request, state.options)
     given = (body.sampling_params or {}).get("max_new_tokens") is not None
-    req = await run_in_threadpool(make_req, state, body.text, body.to_sampling_params(), "text",
-                                  "sampling_params.max_new_tokens" if given else None)
-    return await answer(state, request, req, lambda text, meta, streaming: {"text": text, "meta_info": meta},
-                        body.stream, False, "sampling_params")
+    req = await run_in_threadpool(
+        make_req,
+        state,
+        body.text,
+        body.to_sampling_params(),
+        "text",
+        "sampling_params.max_new_tokens" if given else None,
+    )
+    return await answer(
+        state,
+        request,
+        req,
+        lambda text, meta, streaming: {"text": text, "meta_info": meta},
+        body.stream,
+        False,
+        "sampling_params",
+    )
 
 
 @router.get("/health", response_model=None)
@@ -42,9 +56,14 @@ async def health(request: Request) -> dict[str, str] | Response:
     stalled = loop.stalled_for()
     if stalled > options.stall_timeout:
         where = "inside one engine step" if loop.step_started is not None else "outside a step"
-        return error_response(state, f"unhealthy: the scheduler is stuck: it has not come round for {stalled:.1f} s "
-                              f"({where}) while requests wait; the limit (stall_timeout) is "
-                              f"{options.stall_timeout:g} s", 503, code="scheduler_stalled")
+        return error_response(
+            state,
+            f"unhealthy: the scheduler is stuck: it has not come round for {stalled:.1f} s "
+            f"({where}) while requests wait; the limit (stall_timeout) is "
+            f"{options.stall_timeout:g} s",
+            503,
+            code="scheduler_stalled",
+        )
     return {"status": "ok"}
 
 
@@ -58,7 +77,11 @@ def prometheus_metrics(request: Request) -> Response:
 async def server_info(request: Request) -> dict[str, Any]:
     state = server_state(request)
     engine, options = state.engine, state.options
-    return {"model": state.model_id, "model_path": engine.model_path, **engine.settings(),
-            "limits": {k: v for k, v in asdict(options).items() if k != "api_key"},
-            "api_key_required": options.api_key is not None,
-            "scheduler": state.loop.step_timings() if state.loop is not None else None}
+    return {
+        "model": state.model_id,
+        "model_path": engine.model_path,
+        **engine.settings(),
+        "limits": {k: v for k, v in asdict(options).items() if k != "api_key"},
+        "api_key_required": options.api_key is not None,
+        "scheduler": state.loop.step_timings() if state.loop is not None else None,
+    }

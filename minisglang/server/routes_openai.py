@@ -2,6 +2,7 @@
 /v1/chat/completions (stream=true gives server-sent events). Chat also takes `tools`,
 `tool_choice` and `parallel_tool_calls`: the calls are a structural tag (function_call.py),
 which stage TOOLS_STAGE and later know."""
+
 from __future__ import annotations
 
 import re
@@ -41,7 +42,7 @@ async def models(request: Request) -> dict[str, Any]:
 
 
 @router.get("/v1/models/{name:path}", response_model=None)
-async def one_model(request: Request, name: str) -> dict[str, Any]:   # what the openai client's models.retrieve() asks
+async def one_model(request: Request, name: str) -> dict[str, Any]:  # what the openai client's models.retrieve() asks
     state = server_state(request)
     check_model(state, name)
     return state.model_card
@@ -52,8 +53,14 @@ async def completions(request: Request) -> Response:
     state = server_state(request)
     body = await parse_body(CompletionRequest, request, state.options)
     check_model(state, body.model)
-    req = await run_in_threadpool(make_req, state, body.prompt, body.to_sampling_params(), "prompt",
-                                  "max_tokens" if body.max_tokens is not None else None)
+    req = await run_in_threadpool(
+        make_req,
+        state,
+        body.prompt,
+        body.to_sampling_params(),
+        "prompt",
+        "max_tokens" if body.max_tokens is not None else None,
+    )
     shape = completion_shape(f"cmpl-{uuid.uuid4().hex[:12]}", int(time.time()), state.model_id)
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
     return await answer(state, request, req, shape, body.stream, include_usage, body.grammar_field())
@@ -67,28 +74,37 @@ async def chat(request: Request) -> Response:
     params = body.to_sampling_params()
     calls_possible = body.tool_constraint() is not None
     if calls_possible and not stage_serves_tools(state.engine.stage_tag):
-        raise RequestError(f"tools: tool calls need stage {TOOLS_STAGE} or later; this server runs "
-                           f"stage {state.engine.stage_tag}", param="tools")
+        raise RequestError(
+            f"tools: tool calls need stage {TOOLS_STAGE} or later; this server runs stage {state.engine.stage_tag}",
+            param="tools",
+        )
     req = await run_in_threadpool(render_and_tokenize, state, body, params)
     rid, created = f"chatcmpl-{uuid.uuid4().hex[:12]}", int(time.time())
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
-    if calls_possible:   # read the output for calls
+    if calls_possible:  # read the output for calls
         try:
-            return await answer(state, request, req, tool_call_shape(rid, created, state.model_id, body, state.metrics),
-                                body.stream, include_usage)
+            return await answer(
+                state,
+                request,
+                req,
+                tool_call_shape(rid, created, state.model_id, body, state.metrics),
+                body.stream,
+                include_usage,
+            )
         except RequestError as e:
             raise tool_refusal(e, body) from None
-    return await answer(state, request, req, chat_shape(rid, created, state.model_id), body.stream, include_usage,
-                        body.grammar_field())
+    return await answer(
+        state, request, req, chat_shape(rid, created, state.model_id), body.stream, include_usage, body.grammar_field()
+    )
 
 
 def render(state: ServerState, body: ChatCompletionRequest, tools: list[dict[str, Any]] | None) -> ChatPrompt:
     """The chat's prompt through the model's template, with `tools` described in it."""
-    try:   # special tokens come from the template only, never from a message's text
+    try:  # special tokens come from the template only, never from a message's text
         return state.engine.tokenizer.encode_chat(body.message_dicts(), tools=tools)
-    except ValueError as e:   # a lone surrogate, or special-token text the template changed
+    except ValueError as e:  # a lone surrogate, or special-token text the template changed
         raise RequestError(f"messages: {e}", param="messages") from e
-    except Exception as e:   # the template's own raise_exception (e.g. roles out of order)
+    except Exception as e:  # the template's own raise_exception (e.g. roles out of order)
         raise RequestError(f"messages: the chat template refused them: {e}", param="messages") from e
 
 
@@ -111,10 +127,13 @@ def render_and_tokenize(state: ServerState, body: ChatCompletionRequest, params:
         alone = len(without.ids)
         if alone >= state.max_context:
             raise
-        raise RequestError(f"tools: the {len(tools)} tools' descriptions, which the chat template writes into "
-                           f"the prompt, make it longer than the model's context of {state.max_context} tokens "
-                           f"(the messages alone take {alone}; at least one new token must fit): send fewer "
-                           "or shorter tools", param="tools") from None
+        raise RequestError(
+            f"tools: the {len(tools)} tools' descriptions, which the chat template writes into "
+            f"the prompt, make it longer than the model's context of {state.max_context} tokens "
+            f"(the messages alone take {alone}; at least one new token must fit): send fewer "
+            "or shorter tools",
+            param="tools",
+        ) from None
 
 
 def tool_refusal(e: RequestError, body: ChatCompletionRequest) -> RequestError:

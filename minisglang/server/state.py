@@ -1,4 +1,5 @@
 """What every route reads: the server's options and `ServerState`, one per app."""
+
 from __future__ import annotations
 
 import time
@@ -21,11 +22,11 @@ if TYPE_CHECKING:  # pragma: no cover
 class ServerOptions:
     """The server's limits (`minisglang serve --help` lists them)."""
 
-    api_key: str | None = None          # when set, every endpoint but /health needs "Bearer <key>"
+    api_key: str | None = None  # when set, every endpoint but /health needs "Bearer <key>"
     max_body_bytes: int = 4 * 1024 * 1024
-    max_compiling_per_client: int = 8   # distinct grammars a client (an IP address) may wait for at once; 429 above
-    drain_timeout: float = 2.0          # on SIGTERM: seconds in-flight requests get before their abort
-    body_timeout: float = 30.0          # seconds a client may take to send its body; 408 after (slow senders)
+    max_compiling_per_client: int = 8  # distinct grammars a client (an IP address) may wait for at once; 429 above
+    drain_timeout: float = 2.0  # on SIGTERM: seconds in-flight requests get before their abort
+    body_timeout: float = 30.0  # seconds a client may take to send its body; 408 after (slow senders)
     # /health turns 503 when the scheduler loop has been stuck this many seconds (in one step,
     # or anywhere else) while requests wait; an idle loop comes round every 50 ms.
     stall_timeout: float = 5.0
@@ -40,14 +41,22 @@ class ServerOptions:
     forwarded_allow_ips: str | None = None
 
     def __post_init__(self):
-        for name, low in (("max_body_bytes", 1), ("max_compiling_per_client", 1), ("drain_timeout", 0),
-                          ("body_timeout", 0.001), ("stall_timeout", 0.001), ("max_header_bytes", 1024),
-                          ("max_headers", 16)):
+        for name, low in (
+            ("max_body_bytes", 1),
+            ("max_compiling_per_client", 1),
+            ("drain_timeout", 0),
+            ("body_timeout", 0.001),
+            ("stall_timeout", 0.001),
+            ("max_header_bytes", 1024),
+            ("max_headers", 16),
+        ):
             if not getattr(self, name) >= low:
                 raise ValueError(f"server option {name} must be >= {low}, got {getattr(self, name)!r}")
         if self.forwarded_allow_ips is not None and not isinstance(self.forwarded_allow_ips, str):
-            raise ValueError(f"server option forwarded_allow_ips must be None or a string of addresses, got "
-                             f"{self.forwarded_allow_ips!r}")
+            raise ValueError(
+                f"server option forwarded_allow_ips must be None or a string of addresses, got "
+                f"{self.forwarded_allow_ips!r}"
+            )
 
 
 @dataclass
@@ -58,7 +67,7 @@ class ServerState:
 
     engine: Engine
     options: ServerOptions
-    on_fatal: Callable[[], None] | None = None   # called once if the scheduler loop dies
+    on_fatal: Callable[[], None] | None = None  # called once if the scheduler loop dies
     loop: EngineLoop | None = None
     metrics: ServerMetrics = field(init=False)
     model_id: str = field(init=False)
@@ -74,8 +83,12 @@ class ServerState:
         # are; x2 leaves room for a normalizer that shortens text before tokenizing.
         self.max_prompt_bytes = 2 * self.max_context * max_bytes_per_token(self.engine.tokenizer)
         # OpenAI's model object; `created` is when this server started serving it.
-        self.model_card = {"id": self.model_id, "object": "model", "created": int(time.time()),
-                           "owned_by": "minisglang"}
+        self.model_card = {
+            "id": self.model_id,
+            "object": "model",
+            "created": int(time.time()),
+            "owned_by": "minisglang",
+        }
 
     def step_timings(self) -> dict[str, float | None]:
         """The scheduler loop's step times (EngineLoop.step_timings); none before it starts."""

@@ -4,6 +4,7 @@ text arrives; either way a client that leaves is noticed and its request aborted
 An abort before anything was sent is an error response (its status from ABORT_ANSWERS);
 one after the stream began ends the stream with an error event and `[DONE]`, not a cut.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -25,6 +26,7 @@ from .state import ServerState
 # A request's chunks, as EngineLoop.generate yields them; closing it aborts the request.
 Chunks = AsyncGenerator[dict[str, Any], None]
 
+
 async def first_chunk(gen: Chunks, grammar_field: str | None) -> dict[str, Any]:
     """The first chunk; an abort before anything was sent becomes an error response, not a stream."""
     chunk = await gen.__anext__()
@@ -38,8 +40,7 @@ async def until_disconnected(request: Request) -> None:
         await asyncio.sleep(0.1)
 
 
-async def unless_disconnected(request: Request, gen: Chunks,
-                              wait: Awaitable[Any]) -> asyncio.Future:
+async def unless_disconnected(request: Request, gen: Chunks, wait: Awaitable[Any]) -> asyncio.Future:
     """Run `wait` (a coroutine reading `gen`) while watching the client: if it leaves
     first, `wait` is cancelled and `gen` closed (which aborts its request). Returns the
     finished or cancelled task."""
@@ -72,8 +73,9 @@ def sse(obj: Any) -> str:
     return f"data: {json.dumps(obj, ensure_ascii=False)}\n\n"
 
 
-async def events(gen: Chunks, first: dict[str, Any], shape: Shape, include_usage: bool,
-                 grammar_field: str | None) -> AsyncIterator[str]:
+async def events(
+    gen: Chunks, first: dict[str, Any], shape: Shape, include_usage: bool, grammar_field: str | None
+) -> AsyncIterator[str]:
     """The stream's events from its first chunk on, then `[DONE]`; an abort or the loop's
     death on the way ends it with an error event. Closing it aborts the request."""
     try:
@@ -83,7 +85,7 @@ async def events(gen: Chunks, first: dict[str, Any], shape: Shape, include_usage
                 refuse_abort(chunk["meta_info"], grammar_field)
             # The request may finish a chunk before its last: the reason goes with the last only.
             meta = chunk["meta_info"] if chunk["final"] else {**chunk["meta_info"], "finish_reason": None}
-            out = shape(chunk["text"], meta, True)   # one event, or a list of them (tools)
+            out = shape(chunk["text"], meta, True)  # one event, or a list of them (tools)
             for sent in out if isinstance(out, list) else [out]:
                 yield sse(sent)
             if chunk["final"]:
@@ -91,16 +93,23 @@ async def events(gen: Chunks, first: dict[str, Any], shape: Shape, include_usage
             chunk = await gen.__anext__()
         if include_usage and sent is not None:
             yield sse({**sent, "choices": [], "usage": usage(chunk["meta_info"])})
-    except (RequestError, EngineUnavailable) as e:   # the stream ends with a reason, not a cut
+    except (RequestError, EngineUnavailable) as e:  # the stream ends with a reason, not a cut
         status, param = (e.status, e.param) if isinstance(e, RequestError) else (503, None)
         yield sse(error_body(str(e), status, param))
     finally:
-        await gen.aclose()   # a client that left aborts its request
+        await gen.aclose()  # a client that left aborts its request
     yield "data: [DONE]\n\n"
 
 
-async def answer(state: ServerState, request: Request, req: Req, shape: Shape, stream: bool, include_usage: bool,
-                 grammar_field: str | None = None) -> Response:
+async def answer(
+    state: ServerState,
+    request: Request,
+    req: Req,
+    shape: Shape,
+    stream: bool,
+    include_usage: bool,
+    grammar_field: str | None = None,
+) -> Response:
     """Queue `req`; answer with one JSON body, or with server-sent events when streaming.
     `grammar_field`: the request's field its grammar came from (errors about it name it)."""
     if state.loop is None:

@@ -9,6 +9,7 @@ request kind, structural tags (tool calls); s7 is s6 whose decode step drafts se
 and verifies them in one forward (speculative decoding under a grammar). Reusable automata
 (compiling, packing, the jump map, the compile service) live in constrained/.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -35,12 +36,19 @@ STAGE_FILES: dict[str, list[str]] = {
     "s2-batched-mask": ["constrained/bitmask.py", "constrained/bitmask_kernel.py"],
     "s3-fsm-cache": ["constrained/compile_service.py", "constrained/fsm_arrays.py", "constrained/fsm_disk.py"],
     "s4-jump-forward": ["constrained/jump_forward.py", "drawings/compressed.py"],
-    "s5-backends": ["backends", "constrained/json_schema", "constrained/lazy_regex.py",
-                    "constrained/lazy_regex_parser.py", "constrained/regex_ast.py", "constrained/lazy_byte_dfa.py",
-                    "constrained/lazy_token_fsm.py",
-                    "constrained/lazy_row_shortcuts.py",
-                    "constrained/lazy_rows.py", "constrained/lazy_trie_walk.py",
-                    "constrained/schema_worker.py"],
+    "s5-backends": [
+        "backends",
+        "constrained/json_schema",
+        "constrained/lazy_regex.py",
+        "constrained/lazy_regex_parser.py",
+        "constrained/regex_ast.py",
+        "constrained/lazy_byte_dfa.py",
+        "constrained/lazy_token_fsm.py",
+        "constrained/lazy_row_shortcuts.py",
+        "constrained/lazy_rows.py",
+        "constrained/lazy_trie_walk.py",
+        "constrained/schema_worker.py",
+    ],
     "s6-function-calling": ["constrained/structural_tag.py", "drawings/structural_tag.py"],
     "s7-speculative": ["speculative.py"],
 }

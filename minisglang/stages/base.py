@@ -19,6 +19,7 @@ at any of them: it is the engine before constrained decoding existed, and it ref
 constrained requests with a clear message rather than ignoring the constraint. Each stage
 declares the engine options it reads as a `StageOptions` dataclass (`Stage.Options`).
 """
+
 from __future__ import annotations
 
 import time
@@ -35,7 +36,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..tokenizer import Tokenizer
 
 STAGES = Registry("stage", attr="tag")
-register = STAGES.register      # `@register("s1-masked-fill")` makes a stage reachable by its tag
+register = STAGES.register  # `@register("s1-masked-fill")` makes a stage reachable by its tag
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ class StageContext:
     """What a stage may know about the engine it serves."""
 
     tokenizer: Tokenizer
-    vocab_size: int            # width of the logits (may exceed the tokenizer's vocabulary)
+    vocab_size: int  # width of the logits (may exceed the tokenizer's vocabulary)
     device: torch.device
     options: dict[str, Any] = field(default_factory=dict)
 
@@ -69,8 +70,10 @@ class StageOptions:
         valid = [f.name for f in fields(cls)]
         unknown = sorted(set(given) - set(valid))
         if unknown:
-            raise ValueError(f"unknown option(s) {', '.join(map(repr, unknown))} for stage {stage}; "
-                             f"its options are: {', '.join(valid) or '(none)'}")
+            raise ValueError(
+                f"unknown option(s) {', '.join(map(repr, unknown))} for stage {stage}; "
+                f"its options are: {', '.join(valid) or '(none)'}"
+            )
         return cls(**given)
 
     @staticmethod
@@ -109,13 +112,21 @@ class Stage:
             kinds = sorted(self.supports - {"think_end"})
             first_stage = {"regex": "s1-masked-fill", "structural_tag": "s6-function-calling"}
             arrives = first_stage.get(constraint[0], "s5-backends")
-            req.finish("abort", AbortKind.CLIENT,
-                       message=f"stage {self.tag} does not support {constraint[0]!r} constraints"
-                       + (f" (it supports {kinds})" if kinds else "") + f"; {constraint[0]} needs stage {arrives}")
+            req.finish(
+                "abort",
+                AbortKind.CLIENT,
+                message=f"stage {self.tag} does not support {constraint[0]!r} constraints"
+                + (f" (it supports {kinds})" if kinds else "")
+                + f"; {constraint[0]} needs stage {arrives}",
+            )
             return True
         if p.think_end is not None and "think_end" not in self.supports:
-            req.finish("abort", AbortKind.CLIENT, message=f"stage {self.tag} cannot honour think_end (the reasoning "
-                       f"gate arrives in s5-backends); it would constrain the thinking too")
+            req.finish(
+                "abort",
+                AbortKind.CLIENT,
+                message=f"stage {self.tag} cannot honour think_end (the reasoning "
+                f"gate arrives in s5-backends); it would constrain the thinking too",
+            )
             return True
         return False
 

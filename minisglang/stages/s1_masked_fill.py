@@ -16,6 +16,7 @@ Read with chapters/01-masked-fill.md. What this stage adds to the bare engine:
 What it costs: the compile blocks every other request (s3 fixes that), and the mask loop
 is one Python iteration and one full-vocabulary row per request per step (s2 fixes that).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -31,22 +32,23 @@ from .base import Stage, StageOptions, register
 
 @dataclass(frozen=True)
 class MaskedFillOptions(StageOptions):
-    max_fsm_states: int = 10_000           # a regex whose DFA has more states is refused
+    max_fsm_states: int = 10_000  # a regex whose DFA has more states is refused
     max_regex_chars: int | None = 100_000  # a longer regex is refused before anything is built
 
 
 @register("s1-masked-fill")
 class MaskedFillStage(Stage):
     Options = MaskedFillOptions
-    options: MaskedFillOptions   # what __init__ parses with Options
+    options: MaskedFillOptions  # what __init__ parses with Options
     supports = frozenset({"regex"})
     grammar_errors = (ConstraintError, RegexError)
 
     # -- compile (hook 1: on arrival) ----------------------------------------------------
     def compile_fsm(self, regex: str) -> TokenFSM:
         """regex -> TokenFSM (constrained/token_fsm.py); raises ConstraintError."""
-        return compile_token_fsm(regex, self.ctx.tokenizer, self.options.max_fsm_states,
-                                 max_regex_chars=self.options.max_regex_chars)
+        return compile_token_fsm(
+            regex, self.ctx.tokenizer, self.options.max_fsm_states, max_regex_chars=self.options.max_regex_chars
+        )
 
     def on_arrival(self, req: Req) -> None:
         constraint = req.sampling_params.constraint()
@@ -54,7 +56,7 @@ class MaskedFillStage(Stage):
             return
         kind, text = constraint
         try:
-            fsm = self.compile_fsm(text)   # blocks the scheduler: the point of s3
+            fsm = self.compile_fsm(text)  # blocks the scheduler: the point of s3
         except ConstraintError as e:
             req.finish("abort", AbortKind.GRAMMAR, message=str(e))
             return
@@ -83,8 +85,12 @@ class MaskedFillStage(Stage):
             row = self.allowed_mask(req.grammar).to(logits.device)
             if not bool(row.any()):
                 # Never sample from an all -inf row: end this request with a clear reason.
-                req.finish("abort", AbortKind.GRAMMAR, message=f"no token is allowed in FSM state {req.grammar.state} "
-                           f"of regex {shown_regex(req.grammar.fsm.regex)}")
+                req.finish(
+                    "abort",
+                    AbortKind.GRAMMAR,
+                    message=f"no token is allowed in FSM state {req.grammar.state} "
+                    f"of regex {shown_regex(req.grammar.fsm.regex)}",
+                )
                 continue
             logits[i].masked_fill_(~row, float("-inf"))
         # END SOLUTION

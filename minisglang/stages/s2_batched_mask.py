@@ -21,6 +21,7 @@ stage does the same:
 
 Everything else (compiling at arrival, advancing the state) is s1's.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -38,7 +39,7 @@ from .s1_masked_fill import MaskedFillOptions, MaskedFillStage
 
 @dataclass(frozen=True)
 class BatchedMaskOptions(MaskedFillOptions):
-    mask_apply: str = "kernel"   # "kernel" (compiled, CPU) or "torch" (the readable apply)
+    mask_apply: str = "kernel"  # "kernel" (compiled, CPU) or "torch" (the readable apply)
 
     def __post_init__(self) -> None:
         self.check_choice("mask_apply", self.mask_apply, ("kernel", "torch"))
@@ -68,8 +69,10 @@ class BatchedMaskStage(MaskedFillStage):
     def fill_mask(self, mask: torch.Tensor, reqs: list[Req[FSMState]]) -> None:
         """Write each request's row into `mask` [B, W]: one stack of precomputed rows."""
         # BEGIN SOLUTION task2_3
-        rows = [self.all_allowed if req.grammar is None or req.finished
-                else req.grammar.fsm.state_row[req.grammar.state] for req in reqs]
+        rows = [
+            self.all_allowed if req.grammar is None or req.finished else req.grammar.fsm.state_row[req.grammar.state]
+            for req in reqs
+        ]
         torch.stack(rows, out=mask)
         # END SOLUTION
 
@@ -83,6 +86,10 @@ class BatchedMaskStage(MaskedFillStage):
             # A state with no allowed token has an all-zero row: end the request, never sample it.
             grammar = req.grammar
             if grammar is not None and not req.finished and not grammar.fsm.index.state_to_tokens.get(grammar.state):
-                req.finish("abort", AbortKind.GRAMMAR, message=f"no token is allowed in FSM state {grammar.state} "
-                           f"of regex {shown_regex(grammar.fsm.regex)}")
+                req.finish(
+                    "abort",
+                    AbortKind.GRAMMAR,
+                    message=f"no token is allowed in FSM state {grammar.state} "
+                    f"of regex {shown_regex(grammar.fsm.regex)}",
+                )
         self.apply(logits, mask.to(logits.device))

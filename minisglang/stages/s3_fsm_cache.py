@@ -24,6 +24,7 @@ running request stalled meanwhile. This stage rebuilds, in order, what SGLang di
    keeps at most `max_cache_entries` FSMs and `grammar_cache_bytes` bytes (least recently
    used leave first).
 """
+
 from __future__ import annotations
 
 import collections
@@ -63,16 +64,23 @@ class FSMCache:
     result)` makes it ready to mask; `sizeof(fsm)` is what `max_bytes` counts.
     """
 
-    def __init__(self, compile_index: Callable[[str], Any], make_fsm: Callable[[str, Any], Any],
-                 fingerprint: str, max_entries: int = 64, threads: int = 2, max_bytes: int | None = None,
-                 sizeof: Callable[[Any], int] = lambda fsm: 0):
+    def __init__(
+        self,
+        compile_index: Callable[[str], Any],
+        make_fsm: Callable[[str, Any], Any],
+        fingerprint: str,
+        max_entries: int = 64,
+        threads: int = 2,
+        max_bytes: int | None = None,
+        sizeof: Callable[[Any], int] = lambda fsm: 0,
+    ):
         self.compile_index, self.make_fsm, self.sizeof = compile_index, make_fsm, sizeof
         self.fingerprint = fingerprint
         self.max_entries, self.max_bytes = max_entries, max_bytes
         self.entries: collections.OrderedDict[str, CacheEntry] = collections.OrderedDict()
         self.lock = threading.Lock()
         self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="fsm-compile")
-        self.compile_count = 0                # compiles started (not memory hits)
+        self.compile_count = 0  # compiles started (not memory hits)
 
     def key(self, regex: str) -> str:
         return hashlib.sha256(json.dumps([regex, self.fingerprint]).encode()).hexdigest()
@@ -81,7 +89,7 @@ class FSMCache:
         """The entry for `regex`, starting its compile if nobody has yet."""
         # BEGIN SOLUTION task3_1
         key = self.key(regex)
-        with self.lock:   # check-and-insert must be one step, or two threads compile twice
+        with self.lock:  # check-and-insert must be one step, or two threads compile twice
             entry = self.entries.get(key)
             if entry is not None:
                 self.entries.move_to_end(key)
@@ -119,10 +127,10 @@ class FSMCache:
             entry.value = self.make_fsm(regex, self.compile_index(regex))
             entry.nbytes = self.sizeof(entry.value)
             with self.lock:
-                self._evict_lru()   # now that its size is known (before anyone is told it is done)
+                self._evict_lru()  # now that its size is known (before anyone is told it is done)
         except CompileTimeout as e:
             entry.error = str(e)
-            with self.lock:   # a timeout may be the machine's load, not the regex: never cached
+            with self.lock:  # a timeout may be the machine's load, not the regex: never cached
                 if self.entries.get(key) is entry:
                     del self.entries[key]
         except ConstraintError as e:
@@ -163,18 +171,23 @@ class GrammarQueue:
     with futures for handles.
     """
 
-    def __init__(self, timeout: float, is_done: Callable[[Any], bool], take: Callable[[Req, Any], None],
-                 max_pending: int):
+    def __init__(
+        self, timeout: float, is_done: Callable[[Any], bool], take: Callable[[Req, Any], None], max_pending: int
+    ):
         self.timeout, self.is_done, self.take, self.max_pending = timeout, is_done, take, max_pending
-        self.pending: dict[int, Waiting] = {}   # rid -> what it waits on
+        self.pending: dict[int, Waiting] = {}  # rid -> what it waits on
 
     def full(self) -> bool:
         """True when `max_pending` distinct compiles are already waited on."""
         return len({id(w.handle) for w in self.pending.values()}) >= self.max_pending
 
     def refuse(self, req: Req) -> None:
-        req.finish("abort", AbortKind.BUSY, message=f"too many grammars are compiling at once ({self.max_pending}, "
-                   f"option max_pending_compiles); retry later")
+        req.finish(
+            "abort",
+            AbortKind.BUSY,
+            message=f"too many grammars are compiling at once ({self.max_pending}, "
+            f"option max_pending_compiles); retry later",
+        )
 
     def wait_for(self, req: Req, handle: Any) -> None:
         self.pending[req.rid] = Waiting(handle, time.monotonic())
@@ -187,16 +200,19 @@ class GrammarQueue:
         ready = []
         for req in queue:
             waiting = self.pending.get(req.rid)
-            if waiting is None:             # unconstrained (or compiled at arrival): never waits
+            if waiting is None:  # unconstrained (or compiled at arrival): never waits
                 ready.append(req)
                 continue
             if self.is_done(waiting.handle):
                 self.take(req, waiting.handle)
             elif time.monotonic() - waiting.since > self.timeout:
-                req.finish("abort", AbortKind.GRAMMAR, message=f"compiling the {req.sampling_params.constraint()[0]} "
-                           f"took longer than {self.timeout} s")
+                req.finish(
+                    "abort",
+                    AbortKind.GRAMMAR,
+                    message=f"compiling the {req.sampling_params.constraint()[0]} took longer than {self.timeout} s",
+                )
             else:
-                continue                    # still compiling: the ones behind it go on
+                continue  # still compiling: the ones behind it go on
             del self.pending[req.rid]
             ready.append(req)
         return ready
@@ -208,16 +224,16 @@ class GrammarQueue:
 
 @dataclass(frozen=True)
 class FSMCacheOptions(BatchedMaskOptions):
-    grammar_queue: str = "nonblocking"        # or "blocking" (the first release)
-    compile_timeout: float = 30.0             # seconds; the worker is killed after it
-    compile_in: str = "process"               # or "thread" (shares the scheduler's GIL)
-    compile_workers: int = 2                  # compiles at once
-    compile_nice: int = 5                     # the workers' niceness (Unix)
+    grammar_queue: str = "nonblocking"  # or "blocking" (the first release)
+    compile_timeout: float = 30.0  # seconds; the worker is killed after it
+    compile_in: str = "process"  # or "thread" (shares the scheduler's GIL)
+    compile_workers: int = 2  # compiles at once
+    compile_nice: int = 5  # the workers' niceness (Unix)
     compile_memory_bytes: int | None = 4 << 30  # per worker address space (Unix)
-    max_pending_compiles: int = 64            # distinct compiles waited on at once
-    max_cache_entries: int = 64               # compiled FSMs kept in memory ...
+    max_pending_compiles: int = 64  # distinct compiles waited on at once
+    max_cache_entries: int = 64  # compiled FSMs kept in memory ...
     grammar_cache_bytes: int | None = 1 << 30  # ... and at most this many bytes of them
-    grammar_cache_dir: str | None = None      # a directory turns the disk cache on
+    grammar_cache_dir: str | None = None  # a directory turns the disk cache on
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -229,7 +245,7 @@ class FSMCacheOptions(BatchedMaskOptions):
 class FSMCacheStage(BatchedMaskStage):
     Options = FSMCacheOptions
     options: FSMCacheOptions
-    builds_jump_map = False   # s4 asks the compile for its jump map too
+    builds_jump_map = False  # s4 asks the compile for its jump map too
 
     def __init__(self, ctx: StageContext):
         super().__init__(ctx)
@@ -237,17 +253,34 @@ class FSMCacheStage(BatchedMaskStage):
         self.mode = o.grammar_queue
         self.compile_timeout = o.compile_timeout
         self.service = CompileService(
-            ctx.tokenizer, CompileSettings(ctx.vocab_size, o.max_fsm_states, o.max_regex_chars,
-                                           self.builds_jump_map, o.compile_memory_bytes, o.compile_nice),
-            workers=o.compile_workers, timeout=o.compile_timeout, compile_in=o.compile_in,
-            disk_dir=o.grammar_cache_dir)
+            ctx.tokenizer,
+            CompileSettings(
+                ctx.vocab_size,
+                o.max_fsm_states,
+                o.max_regex_chars,
+                self.builds_jump_map,
+                o.compile_memory_bytes,
+                o.compile_nice,
+            ),
+            workers=o.compile_workers,
+            timeout=o.compile_timeout,
+            compile_in=o.compile_in,
+            disk_dir=o.grammar_cache_dir,
+        )
         # The cache's threads do the bookkeeping; in process mode they only wait on a worker
         # (waiting releases the GIL) and wrap its arrays into an FSM.
-        self.cache = FSMCache(self.service.compile_arrays, fsm_from_arrays, ctx.tokenizer.fingerprint,
-                              max_entries=o.max_cache_entries, threads=o.compile_workers,
-                              max_bytes=o.grammar_cache_bytes, sizeof=TokenFSM.nbytes)
-        self.queue = GrammarQueue(o.compile_timeout, lambda entry: entry.event.is_set(), self.take_compiled,
-                                  o.max_pending_compiles)
+        self.cache = FSMCache(
+            self.service.compile_arrays,
+            fsm_from_arrays,
+            ctx.tokenizer.fingerprint,
+            max_entries=o.max_cache_entries,
+            threads=o.compile_workers,
+            max_bytes=o.grammar_cache_bytes,
+            sizeof=TokenFSM.nbytes,
+        )
+        self.queue = GrammarQueue(
+            o.compile_timeout, lambda entry: entry.event.is_set(), self.take_compiled, o.max_pending_compiles
+        )
         self.pending = self.queue.pending
 
     def has_grammar(self, constraint: tuple[str, str]) -> bool:
@@ -262,7 +295,7 @@ class FSMCacheStage(BatchedMaskStage):
             return
         regex = constraint[1]
         if self.mode == "blocking":
-            try:   # the first release: the scheduler thread waits right here
+            try:  # the first release: the scheduler thread waits right here
                 fsm = self.cache.get_fsm(regex, timeout=self.compile_timeout)
             except ConstraintError as e:
                 req.finish("abort", AbortKind.GRAMMAR, message=str(e))

@@ -26,6 +26,7 @@ Counting (#174/#189): `completion_tokens` is every token after the prompt, jumpe
 `completion_tokens_wo_jump_forward` counts only the sampled ones.
 Engine option: `jump_forward=False` turns the jumps off (then this stage is s3).
 """
+
 from __future__ import annotations
 
 import functools
@@ -57,8 +58,8 @@ class JumpForward:
 
     def __init__(self, tokenizer: Tokenizer):
         self.tokenizer = tokenizer
-        self.jumps = 0            # jumps taken, for notebooks and benchmarks
-        self.refused = 0          # jumps refused because retokenization changed the prompt
+        self.jumps = 0  # jumps taken, for notebooks and benchmarks
+        self.refused = 0  # jumps refused because retokenization changed the prompt
         self.longest_token = max((len(b) for b in tokenizer.token_bytes if b), default=1)
         # Requests whose forced text was too long for them once: finding it again costs as much
         # (xgrammar took 1.2 s a step for `"a"{1000000}`), and jumping is only a speed-up.
@@ -98,8 +99,8 @@ class JumpForward:
         """Bring the grammar to the end of the new output; finish if the jump completed the match."""
         g = constrained(req)
         g.jump_and_retokenize(req.output_ids, new_output_ids, next_state)
-        g.version += 1            # the output is rewritten: a stream restarts its text (#665)
-        if g.is_terminated():   # nothing left to sample: it leaves at the next step
+        g.version += 1  # the output is rewritten: a stream restarts its text (#665)
+        if g.is_terminated():  # nothing left to sample: it leaves at the next step
             req.finish("stop", matched=None)
 
     def leave_the_seam_to_the_model(self, req: Req, new_output_ids: list[int]) -> list[int] | None:
@@ -130,7 +131,7 @@ class JumpForward:
         if allowed is None:
             return True
         vocab = self.tokenizer.token_bytes
-        head = vocab[last] or b""   # an extendable token has bytes
+        head = vocab[last] or b""  # an extendable token has bytes
         spelled = (vocab[t] for t in allowed)
         return any(b is not None and len(b) > len(head) and b.startswith(head) for b in spelled)
 
@@ -150,29 +151,29 @@ class JumpForward:
             new_text = (out_bytes + jump_bytes).decode("utf-8")
         except UnicodeDecodeError:
             return None
-        all_ids = tok.encode_extended(req.prompt, req.origin_input_ids, new_text)   # = encode(prompt + text)
+        all_ids = tok.encode_extended(req.prompt, req.origin_input_ids, new_text)  # = encode(prompt + text)
         prompt_len = len(req.origin_input_ids)
         if all_ids[:prompt_len] != req.origin_input_ids:
-            return None   # the prompt's last token fused with the output: its KV would be wrong
+            return None  # the prompt's last token fused with the output: its KV would be wrong
         new_output_ids = all_ids[prompt_len:]
         if b"".join(tok.token_bytes[t] or b"" for t in new_output_ids) != out_bytes + jump_bytes:
-            return None   # the re-encoding is not byte-exact (normalisation): never trust it
+            return None  # the re-encoding is not byte-exact (normalisation): never trust it
         if len(new_output_ids) >= req.sampling_params.max_new_tokens:
-            return None   # the jump would end the request at the length limit: decode instead
+            return None  # the jump would end the request at the length limit: decode instead
         return new_output_ids
         # END SOLUTION
 
 
 @dataclass(frozen=True)
 class JumpForwardOptions(FSMCacheOptions):
-    jump_forward: bool = True    # False: this stage is s3
+    jump_forward: bool = True  # False: this stage is s3
 
 
 @register("s4-jump-forward")
 class JumpForwardStage(FSMCacheStage):
     Options = JumpForwardOptions
     options: JumpForwardOptions
-    builds_jump_map = True       # the compile service adds the jump map, from the same DFA
+    builds_jump_map = True  # the compile service adds the jump map, from the same DFA
 
     def __init__(self, ctx: StageContext):
         super().__init__(ctx)

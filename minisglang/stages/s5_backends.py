@@ -27,6 +27,7 @@ automaton in s3's worker processes (constrained/compile_service.py) with its bou
 disk cache. The other backends compile on threads, bounded by the timeout from the
 caller's side only.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -58,7 +59,7 @@ class ReasonerGrammar(BaseGrammarObject):
 
     def __init__(self, inner: BaseGrammarObject, think_end_id: int, eos_token_id: int):
         self.inner, self.think_end_id, self.eos_token_id, self.thinking = inner, think_end_id, eos_token_id, True
-        self.thought = 0      # tokens accepted while thinking, the marker included
+        self.thought = 0  # tokens accepted while thinking, the marker included
 
     def accept_token(self, token_id: int) -> None:
         if self.thinking:
@@ -74,7 +75,7 @@ class ReasonerGrammar(BaseGrammarObject):
         if not self.thinking:
             self.inner.fill_vocab_mask(vocab_mask, idx)
             return
-        word, bit = divmod(self.eos_token_id, 32)   # the row stays all ones, but for EOS
+        word, bit = divmod(self.eos_token_id, 32)  # the row stays all ones, but for EOS
         vocab_mask[idx, word] &= ~(torch.tensor(1, dtype=torch.int32) << bit)
 
     def try_jump_forward(self, tokenizer):
@@ -93,15 +94,15 @@ class ReasonerGrammar(BaseGrammarObject):
         if self.think_end_id not in new_output_ids:
             raise GrammarError("a jump re-encoded the think_end marker into another token")
         self.thought = new_output_ids.index(self.think_end_id) + 1
-        self.inner = self.inner.copy()     # at its start: it accepts the whole answer again
-        for token_id in new_output_ids[self.thought:]:
+        self.inner = self.inner.copy()  # at its start: it accepts the whole answer again
+        for token_id in new_output_ids[self.thought :]:
             self.inner.accept_token(token_id)
 
-    def copy(self) -> "ReasonerGrammar":
+    def copy(self) -> ReasonerGrammar:
         return ReasonerGrammar(self.inner.copy(), self.think_end_id, self.eos_token_id)
 
     def prepare(self, seconds: float | None = None) -> bool:
-        return self.thinking or self.inner.prepare(seconds)   # (thinking: every token but EOS, no work)
+        return self.thinking or self.inner.prepare(seconds)  # (thinking: every token but EOS, no work)
 
     def needs_work(self) -> bool:
         return not self.thinking and self.inner.needs_work()
@@ -121,11 +122,11 @@ class GrammarWork:
     def __init__(self, step_seconds: float, max_seconds: float, baton: Baton):
         self.step_seconds, self.max_seconds, self.baton = step_seconds, max_seconds, baton
         self.left = step_seconds
-        self.spent: dict[int, float] = {}   # rid -> seconds of grammar work so far
+        self.spent: dict[int, float] = {}  # rid -> seconds of grammar work so far
 
     def begin_step(self) -> None:
         self.baton.hold()
-        self.baton.lend(self.step_seconds)   # compile threads run only now (none running: no wait)
+        self.baton.lend(self.step_seconds)  # compile threads run only now (none running: no wait)
         self.left = self.step_seconds
 
     @contextlib.contextmanager
@@ -141,8 +142,10 @@ class GrammarWork:
             self.left -= took
             spent = self.spent[req.rid] = self.spent.get(req.rid, 0.0) + took
             if spent > self.max_seconds:
-                raise GrammarError(f"the grammar needed more than {self.max_seconds:g} s of work to choose its "
-                                   f"tokens (limit max_grammar_seconds)")
+                raise GrammarError(
+                    f"the grammar needed more than {self.max_seconds:g} s of work to choose its "
+                    f"tokens (limit max_grammar_seconds)"
+                )
 
     def ready(self, req: Req) -> bool:
         """Whether the grammar's next mask is ready, after a slice of work on it if not.
@@ -184,18 +187,18 @@ class BudgetedJumpForward(JumpForward):
 
 @dataclass(frozen=True)
 class BackendOptions(StageOptions):
-    grammar_backend: str = "fsm"            # "fsm", "xgrammar", "outlines" or "llguidance"
+    grammar_backend: str = "fsm"  # "fsm", "xgrammar", "outlines" or "llguidance"
     jump_forward: bool = True
-    compile_timeout: float = 30.0           # seconds; the fsm backend's worker is killed after it
-    max_pending_compiles: int = 64          # distinct compiles waited on at once
-    max_entries: int = 128                  # compiled grammars kept in memory ...
+    compile_timeout: float = 30.0  # seconds; the fsm backend's worker is killed after it
+    max_pending_compiles: int = 64  # distinct compiles waited on at once
+    max_entries: int = 128  # compiled grammars kept in memory ...
     # ... and at most this many bytes of them, measured again as lazy grammars grow (`trim`):
     # 48 MiB, so a server's memory comes back near its start after hostile grammars (four
     # `([\s\S]*[aeiou][\s\S]{N}){6}` grammars grow 40-60 MB each in 64 tokens: at 128 MiB
     # two of them stayed, and RSS ended 32% over its start; at 48 MiB, 15%)
     grammar_cache_bytes: int | None = 48 << 20
-    compile_workers: int = 2                # compiles at once
-    json_whitespace: str | None = None      # whitespace allowed between JSON tokens (regex)
+    compile_workers: int = 2  # compiles at once
+    json_whitespace: str | None = None  # whitespace allowed between JSON tokens (regex)
     # our JSON Schema compiler's other choices (constrained/json_schema.py SchemaOptions:
     # bounded numerals, any_order, extra_properties, unknown_formats, ...); checked at start
     json_schema_options: dict | None = None
@@ -226,15 +229,24 @@ class BackendOptions(StageOptions):
 
     def backend_options(self) -> dict:
         """The fields a backend's constructor takes as keywords."""
-        return {"automaton": self.automaton, "max_lazy_states": self.max_lazy_states,
-                "max_row_expansions": self.max_row_expansions, "max_regex_nodes": self.max_regex_nodes,
-                "max_entries": self.max_entries, "max_bytes": self.grammar_cache_bytes,
-                "compile_timeout": self.compile_timeout, "threads": self.compile_workers,
-                "json_whitespace": self.json_whitespace, "json_schema_options": self.json_schema_options,
-                "max_fsm_states": self.max_fsm_states,
-                "max_regex_chars": self.max_regex_chars, "compile_in": self.compile_in,
-                "compile_nice": self.compile_nice, "compile_memory_bytes": self.compile_memory_bytes,
-                "grammar_cache_dir": self.grammar_cache_dir}
+        return {
+            "automaton": self.automaton,
+            "max_lazy_states": self.max_lazy_states,
+            "max_row_expansions": self.max_row_expansions,
+            "max_regex_nodes": self.max_regex_nodes,
+            "max_entries": self.max_entries,
+            "max_bytes": self.grammar_cache_bytes,
+            "compile_timeout": self.compile_timeout,
+            "threads": self.compile_workers,
+            "json_whitespace": self.json_whitespace,
+            "json_schema_options": self.json_schema_options,
+            "max_fsm_states": self.max_fsm_states,
+            "max_regex_chars": self.max_regex_chars,
+            "compile_in": self.compile_in,
+            "compile_nice": self.compile_nice,
+            "compile_memory_bytes": self.compile_memory_bytes,
+            "grammar_cache_dir": self.grammar_cache_dir,
+        }
 
 
 @register("s5-backends")
@@ -245,7 +257,7 @@ class BackendStage(Stage):
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        warm_up_apply_kernel(ctx.device)     # every backend's apply_vocab_mask uses s2's kernel
+        warm_up_apply_kernel(ctx.device)  # every backend's apply_vocab_mask uses s2's kernel
         o = self.options
         self.backend = get_backend_class(o.grammar_backend)(ctx.tokenizer, ctx.vocab_size, **o.backend_options())
         self.queue = GrammarQueue(o.compile_timeout, Future.done, self.take_compiled, o.max_pending_compiles)
@@ -266,8 +278,12 @@ class BackendStage(Stage):
         if think_end is not None:
             ids = self.ctx.tokenizer.encode(think_end)
             if len(ids) != 1:
-                req.finish("abort", AbortKind.CLIENT, message=f"think_end {think_end!r} must be one token of this "
-                           f"tokenizer, it encodes to {len(ids)} tokens")
+                req.finish(
+                    "abort",
+                    AbortKind.CLIENT,
+                    message=f"think_end {think_end!r} must be one token of this "
+                    f"tokenizer, it encodes to {len(ids)} tokens",
+                )
                 return
         if not self.has_grammar(constraint) and self.queue.full():
             self.queue.refuse(req)
@@ -292,7 +308,7 @@ class BackendStage(Stage):
         compiling = {rid: w.handle for rid, w in self.queue.pending.items() if not w.handle.done()}
         ready = self.queue.poll_grammar_queue(queue)
         for req in ready:
-            if req.rid in compiling and not compiling[req.rid].done():   # it left on the timeout
+            if req.rid in compiling and not compiling[req.rid].done():  # it left on the timeout
                 self.timed_out(req, compiling[req.rid])
         return ready
 
@@ -309,8 +325,9 @@ class BackendStage(Stage):
             req.finished_reason.update(
                 kind=AbortKind.BUSY,
                 message=f"the server was too busy to compile the {req.sampling_params.constraint()[0]} within "
-                        f"{timeout:g} s (it waited {queued:.1f} s behind other compiles); retry later",
-                retry_after=max(1, round(timeout / 2)))
+                f"{timeout:g} s (it waited {queued:.1f} s behind other compiles); retry later",
+                retry_after=max(1, round(timeout / 2)),
+            )
 
     def take_compiled(self, req: Req, future: Future) -> None:
         self.attach(req, self.backend.result(future))
@@ -327,7 +344,7 @@ class BackendStage(Stage):
             return True
         if not self.work.ready(req):
             return False
-        if req.grammar.is_terminated():   # the work showed the match complete: nothing to sample
+        if req.grammar.is_terminated():  # the work showed the match complete: nothing to sample
             req.finish("stop", matched=None)
         return True
 
@@ -363,7 +380,7 @@ class BackendStage(Stage):
             by_class.setdefault(type(grammar), []).append((grammar, i))
         for cls, entries in by_class.items():
             cls.fill_vocab_mask_batched(entries, mask)
-        for grammar, i in live:
+        for _grammar, i in live:
             if not bool(mask[i].any()):
                 reqs[i].finish("abort", AbortKind.GRAMMAR, message="the grammar allows no token here")
         return mask
@@ -387,7 +404,7 @@ class BackendStage(Stage):
         self.queue.forget(req)
         self.work.forget(req)
         if req.grammar is not None:
-            self.backend.trim()   # its grammar may have grown the cache past grammar_cache_bytes
+            self.backend.trim()  # its grammar may have grown the cache past grammar_cache_bytes
         super().release(req)
 
     def stats(self) -> dict:

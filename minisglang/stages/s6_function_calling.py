@@ -13,6 +13,7 @@ backend compiles it with its `compile_structural_tag(spec)` (ours, xgrammar's tr
 tags, llguidance's lazy lexemes; outlines refuses). A spec with a mistake aborts only its
 request, with a message naming the field.
 """
+
 from __future__ import annotations
 
 from .base import register

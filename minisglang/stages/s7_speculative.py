@@ -30,6 +30,7 @@ Each request's `meta_info` counts `spec_verify_ct` (verify forwards, SGLang's na
 `spec_draft_tokens` (drafts fed) and `spec_accepted_tokens` (drafts kept); the server's
 `/metrics` sums them into the acceptance rate. Engine options: `SpeculativeOptions` below.
 """
+
 from __future__ import annotations
 
 import functools
@@ -54,13 +55,13 @@ ALGORITHMS = (None, "NGRAM", "FORCED", "FORCED+NGRAM")
 
 @dataclass(frozen=True)
 class SpeculativeOptions(BackendOptions):
-    jump_forward: bool = False   # the forced text is drafted instead ("FORCED")
+    jump_forward: bool = False  # the forced text is drafted instead ("FORCED")
     # None: no drafts (s6 without jump-forward; SGLang's default too: on a CPU with the
     # bundled model drafts cost more than they save, benchmarks/results/speculative.md);
     # "NGRAM": prompt lookup (SGLang's); "FORCED": the grammar's forced text;
     # "FORCED+NGRAM": forced text, then lookup.
     speculative_algorithm: str | None = None
-    speculative_num_draft_tokens: int = 4   # k, drafts per request per verify forward
+    speculative_num_draft_tokens: int = 4  # k, drafts per request per verify forward
     # Prompt lookup matches the last n tokens, n from max down to min.
     speculative_ngram_min_match_window_size: int = 1
     speculative_ngram_max_match_window_size: int = 4
@@ -81,20 +82,26 @@ class SpeculativeOptions(BackendOptions):
             raise ValueError(f"chunked_prefill_size must be None (off) or an integer >= 1, not {size!r}")
         if not isinstance(self.disable_overlap_schedule, bool):
             raise ValueError(f"disable_overlap_schedule must be True or False, not {self.disable_overlap_schedule!r}")
-        for name in ("speculative_num_draft_tokens", "speculative_ngram_min_match_window_size",
-                     "speculative_ngram_max_match_window_size"):
+        for name in (
+            "speculative_num_draft_tokens",
+            "speculative_ngram_min_match_window_size",
+            "speculative_ngram_max_match_window_size",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an integer >= 1, not {value!r}")
         if self.speculative_ngram_min_match_window_size > self.speculative_ngram_max_match_window_size:
-            raise ValueError(f"speculative_ngram_min_match_window_size ({self.speculative_ngram_min_match_window_size})"
-                             f" is above speculative_ngram_max_match_window_size "
-                             f"({self.speculative_ngram_max_match_window_size})")
+            raise ValueError(
+                f"speculative_ngram_min_match_window_size ({self.speculative_ngram_min_match_window_size})"
+                f" is above speculative_ngram_max_match_window_size "
+                f"({self.speculative_ngram_max_match_window_size})"
+            )
         if self.jump_forward and self.speculative_algorithm is not None:
-            raise ValueError("jump_forward=True rewrites a request's output between steps, which drafts cannot "
-                             "meet; with speculative decoding the forced text is drafted instead "
-                             "(speculative_algorithm='FORCED'): set jump_forward=False or speculative_algorithm=None")
-
+            raise ValueError(
+                "jump_forward=True rewrites a request's output between steps, which drafts cannot "
+                "meet; with speculative decoding the forced text is drafted instead "
+                "(speculative_algorithm='FORCED'): set jump_forward=False or speculative_algorithm=None"
+            )
 
     @property
     def overlap(self) -> bool:
@@ -108,7 +115,7 @@ class RollbackReasonerGrammar(ReasonerGrammar):
 
     def __init__(self, inner: BaseGrammarObject, think_end_id: int, eos_token_id: int):
         super().__init__(inner, think_end_id, eos_token_id)
-        self.accepted = 0     # tokens accepted in all, thinking and answer
+        self.accepted = 0  # tokens accepted in all, thinking and answer
 
     def accept_token(self, token_id: int) -> None:
         super().accept_token(token_id)
@@ -119,7 +126,7 @@ class RollbackReasonerGrammar(ReasonerGrammar):
         if min(k, answer):
             self.inner.rollback(min(k, answer))
         into_thinking = k - min(k, answer)
-        if into_thinking:          # back before the marker: thinking again
+        if into_thinking:  # back before the marker: thinking again
             self.thought -= into_thinking
             self.thinking = True
         self.accepted -= k
@@ -150,12 +157,13 @@ class SpeculativeScheduler(OverlapScheduler):
 
     stage: SpeculativeStage
 
-    def __init__(self, model: Any, tokenizer: Any, stage: SpeculativeStage, config: SchedulerConfig,
-                 *args: Any, **kwargs: Any) -> None:
+    def __init__(
+        self, model: Any, tokenizer: Any, stage: SpeculativeStage, config: SchedulerConfig, *args: Any, **kwargs: Any
+    ) -> None:
         # s7's scheduling options are the stage's (s1-s6 do not know them).
         config = replace(config, chunked_prefill_size=stage.options.chunked_prefill_size)
         super().__init__(model, tokenizer, stage, config, *args, **kwargs)
-        self.forward_counts["verify"] = 0     # decode steps that were verify forwards
+        self.forward_counts["verify"] = 0  # decode steps that were verify forwards
         if stage.options.overlap:
             self.forward_thread = ForwardThread(model)
 
@@ -163,10 +171,10 @@ class SpeculativeScheduler(OverlapScheduler):
     def fill_masks(self, reqs: list[Req]) -> torch.Tensor | None:
         try:
             return self.stage.batch_vocab_mask(reqs)
-        except Exception:   # find whose grammar failed, as Scheduler.sample does
+        except Exception:  # find whose grammar failed, as Scheduler.sample does
             for req in reqs:
                 self.try_for(req, "masking its logits", lambda r: self.stage.batch_vocab_mask([r]), None)
-            return self.stage.batch_vocab_mask(reqs)   # the failed ones' rows are left empty
+            return self.stage.batch_vocab_mask(reqs)  # the failed ones' rows are left empty
 
     def apply_masks(self, logits: torch.Tensor, reqs: list[Req], masks: Any) -> None:
         if masks is not None:
@@ -174,7 +182,7 @@ class SpeculativeScheduler(OverlapScheduler):
 
     def add_request(self, req: Req) -> None:
         if self.stage.options.speculative_algorithm is not None:
-            req.spec_verify_ct = 0     # meta_info reports the counts from now on
+            req.spec_verify_ct = 0  # meta_info reports the counts from now on
         super().add_request(req)
 
     # -- 1 + 2: drafts and their mask rows, before the forward ---------------------------
@@ -184,21 +192,27 @@ class SpeculativeScheduler(OverlapScheduler):
             return batch
         none: list[int] = []
         drafts = [self.try_for(req, "drafting its next tokens", self.stage.propose_drafts, none) for req in batch.reqs]
-        if not any(drafts):   # no guesses this step: a plain decode is cheaper
+        if not any(drafts):  # no guesses this step: a plain decode is cheaper
             return batch
         # Every constrained request needs its rows, those without drafts too (one row: s6's mask).
         nothing: tuple[list[int], torch.Tensor | None] = ([], None)
-        chains = [nothing if req.finished else
-                  self.try_for(req, "masking its drafts", functools.partial(self.stage.mask_chain, drafts=d),
-                               nothing)
-                  for req, d in zip(batch.reqs, drafts)]
+        chains = [
+            nothing
+            if req.finished
+            else self.try_for(req, "masking its drafts", functools.partial(self.stage.mask_chain, drafts=d), nothing)
+            for req, d in zip(batch.reqs, drafts)
+        ]
         for req in [r for r in batch.reqs if r.finished]:
             self.release_request(req)
         keep = [i for i, r in enumerate(batch.reqs) if not r.finished]
         if not keep:
             return None
-        return VerifyBatch(ForwardMode.DECODE, [batch.reqs[i] for i in keep],
-                           drafts=[chains[i][0] for i in keep], masks=[chains[i][1] for i in keep])
+        return VerifyBatch(
+            ForwardMode.DECODE,
+            [batch.reqs[i] for i in keep],
+            drafts=[chains[i][0] for i in keep],
+            masks=[chains[i][1] for i in keep],
+        )
 
     # -- 3: one extend forward over every draft ------------------------------------------
     def run(self, batch: ScheduledBatch) -> torch.Tensor:
@@ -209,10 +223,16 @@ class SpeculativeScheduler(OverlapScheduler):
         new_ids = [[r.fill_ids[-1]] + d for r, d in zip(reqs, batch.drafts)]
         out_cache_loc = self.alloc_kv(sum(map(len, new_ids)))
         with self._free_on_error(out_cache_loc):
-            fb = ForwardBatch.extend([cast(int, r.req_pool_idx) for r in reqs], [r.kv_len for r in reqs], new_ids,
-                                     out_cache_loc, self.req_to_token_pool, self.token_to_kv_pool)
+            fb = ForwardBatch.extend(
+                [cast(int, r.req_pool_idx) for r in reqs],
+                [r.kv_len for r in reqs],
+                new_ids,
+                out_cache_loc,
+                self.req_to_token_pool,
+                self.token_to_kv_pool,
+            )
         for req, ids in zip(reqs, new_ids):
-            req.kv_len += len(ids)    # the drafts' KV too, until `keep_kv` frees what was not kept
+            req.kv_len += len(ids)  # the drafts' KV too, until `keep_kv` frees what was not kept
         self.forward_counts["verify"] += 1
         self.record_event("verify", None, reqs=[r.rid for r in reqs], drafts=[len(d) for d in batch.drafts])
         logits: torch.Tensor = self.model.forward(fb, return_all_logits=True)
@@ -227,9 +247,9 @@ class SpeculativeScheduler(OverlapScheduler):
         kept: list[list[int]] = []
         start = 0
         for req, drafts, mask in zip(batch.reqs, batch.drafts, batch.masks):
-            rows = logits[start:start + len(drafts) + 1]
+            rows = logits[start : start + len(drafts) + 1]
             start += len(drafts) + 1
-            keep: list[int] = []   # what a request whose verify failed keeps
+            keep: list[int] = []  # what a request whose verify failed keeps
             with self.isolate([req], "verifying its drafts", hook=4):
                 keep = self.accept(req, rows, drafts, mask)
             kept.append(keep)
@@ -247,7 +267,7 @@ class SpeculativeScheduler(OverlapScheduler):
             recorder.after_mask(rows, [req] * len(rows), drafts)
         if is_greedy(req):
             return accept_greedy(rows, drafts)
-        rows = rows.cpu()     # the generators are CPU ones (see sampler.sample)
+        rows = rows.cpu()  # the generators are CPU ones (see sampler.sample)
         probs = torch.stack([distribution(row, req) for row in rows])
         return accept_sampled(probs, drafts, req.generator or self.generator)
 
@@ -261,7 +281,7 @@ class SpeculativeScheduler(OverlapScheduler):
                 req.spec_verify_ct = (req.spec_verify_ct or 0) + 1
                 req.spec_draft_tokens += len(drafts)
                 before = len(req.output_ids)
-                for tok in tokens:   # as s6 would, one at a time: a finish drops the rest
+                for tok in tokens:  # as s6 would, one at a time: a finish drops the rest
                     self.append_token(req, tok)
                     if req.finished:
                         break
@@ -277,7 +297,7 @@ class SpeculativeScheduler(OverlapScheduler):
             return
         keep = len(req.fill_ids) - 1
         if req.kv_len > keep:
-            self.token_to_kv_pool.free(self.req_to_token_pool.req_to_token[req.req_pool_idx, keep:req.kv_len])
+            self.token_to_kv_pool.free(self.req_to_token_pool.req_to_token[req.req_pool_idx, keep : req.kv_len])
             req.kv_len = keep
 
 
@@ -307,9 +327,12 @@ class SpeculativeStage(FunctionCallingStage):
         if "FORCED" in algorithm and req.grammar is not None:
             drafts = self.forced_text_drafts(req, k)
         if "NGRAM" in algorithm and len(drafts) < k:
-            drafts += ngram_drafts(req.fill_ids + drafts, k - len(drafts),
-                                   o.speculative_ngram_min_match_window_size,
-                                   o.speculative_ngram_max_match_window_size)
+            drafts += ngram_drafts(
+                req.fill_ids + drafts,
+                k - len(drafts),
+                o.speculative_ngram_min_match_window_size,
+                o.speculative_ngram_max_match_window_size,
+            )
         return drafts
 
     def forced_text_drafts(self, req: Req, k: int) -> list[int]:
@@ -327,8 +350,13 @@ class SpeculativeStage(FunctionCallingStage):
         # for `"a"{1000000}`): s4's rule, the request drafts no more forced text.
         if len(forced) >= req.sampling_params.max_new_tokens * jump.longest_token:
             jump.no_more_jumps.add(req)
-        return forced_drafts(forced, k, self.ctx.tokenizer.encode, jump.longest_token,
-                             lambda ids: jump.could_merge_further(req, req.output_ids + ids[:-1], ids[-1]))
+        return forced_drafts(
+            forced,
+            k,
+            self.ctx.tokenizer.encode,
+            jump.longest_token,
+            lambda ids: jump.could_merge_further(req, req.output_ids + ids[:-1], ids[-1]),
+        )
 
     # -- 2: the mask chain -------------------------------------------------------------------
     def mask_chain(self, req: Req, drafts: list[int]) -> tuple[list[int], torch.Tensor | None]:
@@ -343,7 +371,7 @@ class SpeculativeStage(FunctionCallingStage):
         if g is None:
             return drafts, None
         rows = BaseGrammarObject.allocate_vocab_mask(self.ctx.vocab_size, len(drafts) + 1)
-        g.fill_vocab_mask(rows, 0)   # `ready` made this row before the step
+        g.fill_vocab_mask(rows, 0)  # `ready` made this row before the step
         if not bool(rows[0].any()):
             # (s5's mask_logits' words)
             req.finish("abort", AbortKind.GRAMMAR, message="the grammar allows no token here")
@@ -353,16 +381,16 @@ class SpeculativeStage(FunctionCallingStage):
         try:
             for i, draft in enumerate(drafts):
                 if not allows(rows[i], draft):
-                    return drafts[:i], rows[:i + 1]
+                    return drafts[:i], rows[: i + 1]
                 g.accept_token(draft)
                 accepted += 1
                 if not self.work.ready(req):
-                    return drafts[:i], rows[:i + 1]
-                if g.is_terminated():   # the request ends with this draft: no row after it is read
-                    return drafts[:i + 1], rows[:i + 2]
+                    return drafts[:i], rows[: i + 1]
+                if g.is_terminated():  # the request ends with this draft: no row after it is read
+                    return drafts[: i + 1], rows[: i + 2]
                 g.fill_vocab_mask(rows, i + 1)
                 if not bool(rows[i + 1].any()):
-                    return drafts[:i], rows[:i + 1]
+                    return drafts[:i], rows[: i + 1]
             return drafts, rows
         finally:
             g.rollback(accepted)

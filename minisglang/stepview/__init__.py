@@ -9,6 +9,7 @@
 record.py says what is recorded (and how the scheduler's hook stays free when off),
 automaton.py draws the automaton, html.py makes the page.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -23,8 +24,13 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["StepRecorder", "TopToken", "Trace", "TraceEvent", "TraceStep", "TraceToken", "trace"]
 
 
-def trace(engine: Engine, prompt: str | ChatPrompt, sampling_params: dict | SamplingParams | None = None,
-          top_k: int = 10, draw: bool = True) -> Trace:
+def trace(
+    engine: Engine,
+    prompt: str | ChatPrompt,
+    sampling_params: dict | SamplingParams | None = None,
+    top_k: int = 10,
+    draw: bool = True,
+) -> Trace:
     """Run one request on `engine` and return its `Trace`: per decode step the grammar's
     state, the model's `top_k` tokens before and after the mask, the allowed count, the
     probability mass the mask kept and the token chosen; the jumps, re-admissions, drafts
@@ -37,22 +43,29 @@ def trace(engine: Engine, prompt: str | ChatPrompt, sampling_params: dict | Samp
         raise ValueError(f"top_k must be an integer >= 1, got {top_k!r}")
     scheduler = engine.scheduler
     recorder = StepRecorder(scheduler, engine.tokenizer, top_k)
-    req = engine.make_request(prompt, sampling_params)   # checked before anything is recorded
+    req = engine.make_request(prompt, sampling_params)  # checked before anything is recorded
     recorder.watch(req.rid)
     with engine._lock:
         previous = scheduler.step_recorder
         scheduler.step_recorder = recorder if previous is None else Recorders(previous, recorder)
         start = scheduler.step_count
     try:
-        engine._run_until_done([req])   # generate's loop: queued, stepped, abandoned on any exit
+        engine._run_until_done([req])  # generate's loop: queued, stepped, abandoned on any exit
     finally:
         with engine._lock:
             scheduler.step_recorder = previous
     events = [e for e in scheduler.trace if e.get("rid") == req.rid and e["step"] >= start]
     stage = engine.stage
     backend = getattr(getattr(stage, "backend", None), "name", None)
-    result = Trace.from_events(events, engine.tokenizer, prompt=req.prompt, params=req.sampling_params.to_dict(),
-                               stage=stage.tag, backend=backend, output_text=req.output_text)
+    result = Trace.from_events(
+        events,
+        engine.tokenizer,
+        prompt=req.prompt,
+        params=req.sampling_params.to_dict(),
+        stage=stage.tag,
+        backend=backend,
+        output_text=req.output_text,
+    )
     if draw:
         from .automaton import draw_automaton
 

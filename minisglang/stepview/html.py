@@ -8,6 +8,7 @@ step is an element `<li data-step="i" data-state=... data-allowed=... data-mass=
 for tests and curious students; the numbers a step shows come from one JSON block that
 the script reads (so a 200-step trace at a 65k vocabulary stays well under 1 MB).
 """
+
 from __future__ import annotations
 
 import html
@@ -19,8 +20,12 @@ from .automaton import Automaton
 from .record import Trace, TraceEvent
 
 COLOURS = {"sampled": "#d8ecff", "forced": "#ffe0b2", "jumped": "#c8e6c9", "draft": "#e1bee7"}
-HOW = {"sampled": "sampled", "forced": "forced (the only allowed token)", "jumped": "jumped (forced text)",
-       "draft": "draft accepted (s7)"}
+HOW = {
+    "sampled": "sampled",
+    "forced": "forced (the only allowed token)",
+    "jumped": "jumped (forced text)",
+    "draft": "draft accepted (s7)",
+}
 PLOT_W, PLOT_H = 900, 170
 
 
@@ -32,14 +37,15 @@ def event_text(e: TraceEvent) -> str:
     """One line a reader understands, for one event."""
     i = e.info
     if e.kind == "jump":
-        return (f"jump-forward: forced text {i['forced']!r}; re-cut at token {i['at']}: {i['old']} → {i['new']}, "
-                f"then re-admitted")
+        return (
+            f"jump-forward: forced text {i['forced']!r}; re-cut at token {i['at']}: {i['old']} → {i['new']}, "
+            f"then re-admitted"
+        )
     if e.kind == "admit":
         hit = i.get("prefix_len", 0)
         return f"admitted (prefill); the radix tree supplied {hit} tokens" if hit else "admitted (prefill)"
     if e.kind == "drafts":
-        return (f"drafts (s7): proposed {i['proposed_text']}, accepted {i['accepted']}, "
-                f"rejected {i['rejected']}")
+        return f"drafts (s7): proposed {i['proposed_text']}, accepted {i['accepted']}, rejected {i['rejected']}"
     if e.kind == "finish":
         reason = i.get("reason") or {}
         extra = {k: v for k, v in reason.items() if k != "type"}
@@ -61,18 +67,29 @@ def page_data(trace: Trace) -> dict[str, Any]:
             jumps.setdefault(e.before_step, []).append(e)
     steps, boxes = [], 0
     for s in trace.steps:
-        keep, new = boxes, []   # type: tuple[int, list[list[Any]]]
+        keep, new = boxes, []  # type: tuple[int, list[list[Any]]]
         for j in jumps.get(s.index, []):
             keep = min(keep, j.info["at"])
-            new = new[:max(j.info["at"] - keep, 0)] + [[t, "jumped"] for t in j.info["new"]]
+            new = new[: max(j.info["at"] - keep, 0)] + [[t, "jumped"] for t in j.info["new"]]
         new.append([s.token_text, s.how, 1] if s.special else [s.token_text, s.how])
         boxes = keep + len(new)
-        steps.append({"state": s.state, "node": None if auto is None else auto.node_of.get(str(s.state)),
-                      "allowed": s.allowed, "vocab": s.vocab, "mass": _round(s.mass), "t": s.temperature,
-                      "tok": s.token_text, "how": s.how,
-                      "top": [[t.text, _round(t.prob), int(t.allowed)] for t in s.top],
-                      "after": [[t.text, _round(t.prob)] for t in s.top_after],
-                      "ev": events.get(s.index, []), "keep": keep, "add": new})
+        steps.append(
+            {
+                "state": s.state,
+                "node": None if auto is None else auto.node_of.get(str(s.state)),
+                "allowed": s.allowed,
+                "vocab": s.vocab,
+                "mass": _round(s.mass),
+                "t": s.temperature,
+                "tok": s.token_text,
+                "how": s.how,
+                "top": [[t.text, _round(t.prob), int(t.allowed)] for t in s.top],
+                "after": [[t.text, _round(t.prob)] for t in s.top_after],
+                "ev": events.get(s.index, []),
+                "keep": keep,
+                "add": new,
+            }
+        )
     return {"steps": steps, "end": events.get(len(trace.steps), []), "colours": COLOURS, "how": HOW}
 
 
@@ -84,22 +101,29 @@ def mass_plot(trace: Trace, title: str | None = None) -> str:
     x = lambda i: 50 + (PLOT_W - 70) * (i / max(n - 1, 1))  # noqa: E731
     y = lambda m: 15 + (PLOT_H - 45) * (1 - m)  # noqa: E731
     points = " ".join(f"{x(i):.1f},{y(s.mass):.1f}" for i, s in enumerate(trace.steps))
-    grid = "".join(f'<line x1="50" x2="{PLOT_W - 20}" y1="{y(m):.1f}" y2="{y(m):.1f}" class="grid"/>'
-                   f'<text x="44" y="{y(m) + 6:.1f}" text-anchor="end">{m:g}</text>' for m in (0, 0.5, 1))
+    grid = "".join(
+        f'<line x1="50" x2="{PLOT_W - 20}" y1="{y(m):.1f}" y2="{y(m):.1f}" class="grid"/>'
+        f'<text x="44" y="{y(m) + 6:.1f}" text-anchor="end">{m:g}</text>'
+        for m in (0, 0.5, 1)
+    )
     standalone = title is not None
     head = ' xmlns="http://www.w3.org/2000/svg"' if standalone else ""
     marker = "" if standalone else f'<line class="marker" x1="50" x2="50" y1="10" y2="{PLOT_H - 28}"/>'
-    svg = (f'<svg{head} class="plot" viewBox="0 0 {PLOT_W} {PLOT_H}" width="{PLOT_W}" height="{PLOT_H}" '
-           f'role="img" aria-label="mass kept per step">'
-           + (f"<title>{html.escape(title)}</title><style>{PLOT_STYLE}</style>" if title is not None else "")
-           + f'{grid}<polyline points="{points}" class="mass"/>{marker}'
-           f'<text x="{PLOT_W / 2}" y="{PLOT_H - 6}" text-anchor="middle">step (mass the mask kept)</text></svg>')
+    svg = (
+        f'<svg{head} class="plot" viewBox="0 0 {PLOT_W} {PLOT_H}" width="{PLOT_W}" height="{PLOT_H}" '
+        f'role="img" aria-label="mass kept per step">'
+        + (f"<title>{html.escape(title)}</title><style>{PLOT_STYLE}</style>" if title is not None else "")
+        + f'{grid}<polyline points="{points}" class="mass"/>{marker}'
+        f'<text x="{PLOT_W / 2}" y="{PLOT_H - 6}" text-anchor="middle">step (mass the mask kept)</text></svg>'
+    )
     return svg + "\n" if standalone else svg
 
 
 # A standalone plot's own styles (the page's CSS gives the same classes these looks).
-PLOT_STYLE = (".grid{stroke:#ddd}.mass{fill:none;stroke:#1976d2;stroke-width:3}"
-              "text{font-family:Helvetica,Arial,sans-serif;font-size:18px;fill:#444}")
+PLOT_STYLE = (
+    ".grid{stroke:#ddd}.mass{fill:none;stroke:#1976d2;stroke-width:3}"
+    "text{font-family:Helvetica,Arial,sans-serif;font-size:18px;fill:#444}"
+)
 
 
 def automaton_svg(auto: Automaton | None) -> str:
@@ -113,7 +137,7 @@ def automaton_svg(auto: Automaton | None) -> str:
 
         try:
             svg = render_dot(auto.dot, "svg").decode("utf-8")
-            auto.svg = svg[svg.index("<svg"):]   # without the XML prolog and DOCTYPE
+            auto.svg = svg[svg.index("<svg") :]  # without the XML prolog and DOCTYPE
         except GraphvizNotFoundError as e:
             return f'<p class="note">{html.escape(str(e))}</p>'
     return f'<p class="note">{html.escape(auto.note)}</p><div class="svgbox">{auto.svg}</div>'
@@ -195,20 +219,28 @@ SCRIPT = """
 def trace_body(trace: Trace, root_id: str, page: bool) -> str:
     """The step view's markup, styles and script, in one element with id `root_id`."""
     data = json.dumps(page_data(trace), ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
-    constraint = next(((k, v) for k in ("regex", "json_schema", "ebnf", "structural_tag")
-                       if (v := trace.params.get(k)) is not None), None)
-    shown = "unconstrained" if constraint is None else (
-        f"{constraint[0]}: {constraint[1][:300]}" + ("…" if len(constraint[1]) > 300 else ""))
+    constraint = next(
+        ((k, v) for k in ("regex", "json_schema", "ebnf", "structural_tag") if (v := trace.params.get(k)) is not None),
+        None,
+    )
+    shown = (
+        "unconstrained"
+        if constraint is None
+        else (f"{constraint[0]}: {constraint[1][:300]}" + ("…" if len(constraint[1]) > 300 else ""))
+    )
     where = trace.stage + (f", backend {trace.backend}" if trace.backend else "")
-    items = "".join(f'<li data-step="{s.index}" data-state="{html.escape(str(s.state))}" data-allowed="{s.allowed}" '
-                    f'data-mass="{_round(s.mass)}"></li>' for s in trace.steps)
+    items = "".join(
+        f'<li data-step="{s.index}" data-state="{html.escape(str(s.state))}" data-allowed="{s.allowed}" '
+        f'data-mass="{_round(s.mass)}"></li>'
+        for s in trace.steps
+    )
     legend = "".join(f'<span style="background:{c}">{html.escape(HOW[k])}</span>' for k, c in COLOURS.items())
     stop = trace.stop_reason or {}
-    return f"""<div class="tv" id="{root_id}" tabindex="0"{' data-page="1"' if page else ''}>
+    return f"""<div class="tv" id="{root_id}" tabindex="0"{' data-page="1"' if page else ""}>
 <style>{CSS}</style>
 <h1>Step view: {html.escape(trace.prompt[:120])}</h1>
 <div class="meta">{html.escape(shown)}<br>stage {html.escape(where)} · {len(trace.steps)} steps ·
-stop: {html.escape(str(stop.get('type')))} · temperature {trace.params.get('temperature')}</div>
+stop: {html.escape(str(stop.get("type")))} · temperature {trace.params.get("temperature")}</div>
 <div class="bar"><button class="prev" title="previous step (←)">←</button>
 <input class="slider" type="range" min="0" max="0" value="0" aria-label="step">
 <button class="next" title="next step (→)">→</button><span class="stepno"></span></div>
@@ -230,12 +262,16 @@ mass kept <b class="mass"></b> (at T=<span class="temp"></span>) · chosen <b cl
 def trace_page(trace: Trace) -> str:
     """The whole page (what `Trace.save` writes)."""
     body = trace_body(trace, "trace", page=True)
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-            f"<title>minisglang trace: {html.escape(trace.prompt[:60])}</title></head><body>{body}</body></html>\n")
+    return (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>minisglang trace: {html.escape(trace.prompt[:60])}</title></head><body>{body}</body></html>\n"
+    )
 
 
 def trace_fragment(trace: Trace) -> str:
     """For Jupyter: the page in an iframe (its styles and keys stay its own)."""
     page = trace_page(trace)
-    return (f'<iframe id="tv-{uuid.uuid4().hex[:8]}" srcdoc="{html.escape(page, quote=True)}" '
-            f'style="width:100%;height:1000px;border:1px solid #ccc"></iframe>')
+    return (
+        f'<iframe id="tv-{uuid.uuid4().hex[:8]}" srcdoc="{html.escape(page, quote=True)}" '
+        f'style="width:100%;height:1000px;border:1px solid #ccc"></iframe>'
+    )

@@ -9,6 +9,7 @@ recorder writes "token", "jump_forward" and "drafts" events into that same list,
 the requests it watches. `Trace.from_events` turns the events of one request into the
 typed `Trace` that the page (html.py) draws.
 """
+
 from __future__ import annotations
 
 import os
@@ -89,9 +90,9 @@ class StepRecorder:
     def __init__(self, scheduler: Any, tokenizer: Tokenizer, top_k: int = 10):
         self.scheduler, self.tokenizer, self.top_k = scheduler, tokenizer, top_k
         self.watched: set[int] = set()
-        self._before: dict[int, list[dict[str, Any]]] = {}    # rid -> this step's rows, before the mask
-        self._pending: dict[int, list[dict[str, Any]]] = {}   # rid -> rows waiting for their token
-        self.grammars: dict[int, Any] = {}                    # rid -> its grammar (for the drawing)
+        self._before: dict[int, list[dict[str, Any]]] = {}  # rid -> this step's rows, before the mask
+        self._pending: dict[int, list[dict[str, Any]]] = {}  # rid -> rows waiting for their token
+        self.grammars: dict[int, Any] = {}  # rid -> its grammar (for the drawing)
 
     def watch(self, rid: int) -> None:
         self.watched.add(rid)
@@ -102,15 +103,20 @@ class StepRecorder:
         for i, req in enumerate(reqs):
             if req.rid not in self.watched or req.finished:
                 continue
-            if i == 0 or reqs[i - 1] is not req:   # (s7's verify passes one request's rows in a run)
+            if i == 0 or reqs[i - 1] is not req:  # (s7's verify passes one request's rows in a run)
                 self._before[req.rid], self._pending[req.rid] = [], []
                 self.grammars.setdefault(req.rid, req.grammar)
             t = view_temperature(req)
             logp = torch.log_softmax(scaled(logits[i], t), dim=-1)
             top = torch.topk(logp, min(self.top_k, logp.numel()))
-            self._before[req.rid].append({"ids": top.indices, "top": list(zip(top.indices.tolist(),
-                                                                            top.values.exp().tolist())),
-                                          "logp": logp, "temperature": t})
+            self._before[req.rid].append(
+                {
+                    "ids": top.indices,
+                    "top": list(zip(top.indices.tolist(), top.values.exp().tolist())),
+                    "logp": logp,
+                    "temperature": t,
+                }
+            )
 
     def after_mask(self, logits: torch.Tensor, reqs: list[Req], drafts: list[int] | None = None) -> None:
         """Pair each kept row with what the mask did: allowed count, mass kept, top-k after."""
@@ -118,14 +124,14 @@ class StepRecorder:
             before = self._before.get(req.rid)
             if req.rid not in self.watched or not before:
                 continue
-            position = len(self._pending[req.rid])   # 0, but at s7's later verify positions
+            position = len(self._pending[req.rid])  # 0, but at s7's later verify positions
             b = before[position]
             t = b["temperature"]
             logp = torch.log_softmax(scaled(logits[i], t), dim=-1)
             forbidden = int(torch.count_nonzero(torch.isneginf(logp)))
             allowed = logp.numel() - forbidden
             top_allowed = torch.isfinite(logp[b["ids"].to(logp.device)]).tolist()
-            if all(top_allowed):   # the mask kept the k favourites: they are the top after it too
+            if all(top_allowed):  # the mask kept the k favourites: they are the top after it too
                 top_after = torch.topk(logp[b["ids"].to(logp.device)], len(top_allowed))
                 after_ids = b["ids"][top_after.indices.to(b["ids"].device)].tolist()
             else:
@@ -140,10 +146,17 @@ class StepRecorder:
             state = grammar_state(grammar)
             if position:
                 state = state_after(grammar, state, (drafts or [])[:position])
-            self._pending[req.rid].append({
-                "state": state, "allowed": allowed, "vocab": int(logp.numel()), "mass": kept, "temperature": t,
-                "top": [[tok, p, ok] for (tok, p), ok in zip(b["top"], top_allowed)],
-                "top_after": [[tok, p] for tok, p in zip(after_ids, probs_after) if p > 0]})
+            self._pending[req.rid].append(
+                {
+                    "state": state,
+                    "allowed": allowed,
+                    "vocab": int(logp.numel()),
+                    "mass": kept,
+                    "temperature": t,
+                    "top": [[tok, p, ok] for (tok, p), ok in zip(b["top"], top_allowed)],
+                    "top_after": [[tok, p] for tok, p in zip(after_ids, probs_after) if p > 0],
+                }
+            )
         if drafts is not None and reqs and reqs[0].rid in self.watched:
             self.scheduler.record_event("drafts", reqs[0], proposed=list(drafts))
 
@@ -163,8 +176,7 @@ class StepRecorder:
             return
         old = req.output_ids
         same = len(os.path.commonprefix([old, new_output_ids]))
-        self.scheduler.record_event("jump_forward", req, at=same, old=list(old[same:]),
-                                    new=list(new_output_ids[same:]))
+        self.scheduler.record_event("jump_forward", req, at=same, old=list(old[same:]), new=list(new_output_ids[same:]))
 
 
 class Recorders:
@@ -227,7 +239,7 @@ class TraceStep:
     token_text: str
     how: str
     text: str
-    special: bool = False     # the token is a special one (EOS): `token_text` is its name, not text
+    special: bool = False  # the token is a special one (EOS): `token_text` is its name, not text
 
 
 @dataclass(frozen=True)
@@ -267,7 +279,7 @@ class Trace:
     events: list[TraceEvent]
     tokens: list[TraceToken]
     stop_reason: dict[str, Any] | None
-    automaton: Any = None     # an html.Automaton (the drawing), made by `minisglang.trace`
+    automaton: Any = None  # an html.Automaton (the drawing), made by `minisglang.trace`
 
     @classmethod
     def from_events(cls, events: list[dict[str, Any]], tokenizer: Tokenizer, **fields: Any) -> Trace:
@@ -275,8 +287,8 @@ class Trace:
         texts = TokenTexts(tokenizer)
         steps: list[TraceStep] = []
         out: list[TraceEvent] = []
-        tokens: list[tuple[int, str]] = []    # (id, how) of the output so far
-        data = bytearray()                     # and its bytes
+        tokens: list[tuple[int, str]] = []  # (id, how) of the output so far
+        data = bytearray()  # and its bytes
         stop = None
         for e in events:
             kind = e["event"]
@@ -293,32 +305,52 @@ class Trace:
                     how = "forced"
                 tokens.append((e["token"], how))
                 data += tokenizer.decode_bytes([e["token"]])
-                steps.append(TraceStep(
-                    index=len(steps), engine_step=e["step"], state=e.get("state"),
-                    allowed=e.get("allowed", 0), vocab=e.get("vocab", 0), mass=e.get("mass", 1.0),
-                    temperature=e.get("temperature", 1.0),
-                    top=[TopToken(t, texts.one(t), p, a) for t, p, a in e.get("top", [])],
-                    top_after=[TopToken(t, texts.one(t), p) for t, p in e.get("top_after", [])],
-                    token=e["token"], token_text=texts.one(e["token"]), how=how,
-                    text=data.decode("utf-8", errors="replace"), special=texts.special(e["token"])))
+                steps.append(
+                    TraceStep(
+                        index=len(steps),
+                        engine_step=e["step"],
+                        state=e.get("state"),
+                        allowed=e.get("allowed", 0),
+                        vocab=e.get("vocab", 0),
+                        mass=e.get("mass", 1.0),
+                        temperature=e.get("temperature", 1.0),
+                        top=[TopToken(t, texts.one(t), p, a) for t, p, a in e.get("top", [])],
+                        top_after=[TopToken(t, texts.one(t), p) for t, p in e.get("top_after", [])],
+                        token=e["token"],
+                        token_text=texts.one(e["token"]),
+                        how=how,
+                        text=data.decode("utf-8", errors="replace"),
+                        special=texts.special(e["token"]),
+                    )
+                )
                 continue
             info = {k: v for k, v in e.items() if k not in ("step", "event", "rid")}
             if kind == "jump_forward":
                 at, old, new = info["at"], info["old"], info["new"]
                 head = [t for t, _ in tokens[:at]]
-                forced = texts.join(head + new)[len(texts.join(head + old)):]
-                info = {"forced": forced, "at": at, "old": [texts.one(t) for t in old],
-                        "new": [texts.one(t) for t in new], "old_ids": old, "new_ids": new}
+                forced = texts.join(head + new)[len(texts.join(head + old)) :]
+                info = {
+                    "forced": forced,
+                    "at": at,
+                    "old": [texts.one(t) for t in old],
+                    "new": [texts.one(t) for t in new],
+                    "old_ids": old,
+                    "new_ids": new,
+                }
                 tokens = tokens[:at] + [(t, "jumped") for t in new]
                 data = bytearray(tokenizer.decode_bytes([t for t, _ in tokens]))
                 kind = "jump"
             elif kind == "drafts":
-                info = {"proposed": info["proposed"], "proposed_text": [texts.one(t) for t in info["proposed"]],
-                        "accepted": 0, "rejected": len(info["proposed"])}
+                info = {
+                    "proposed": info["proposed"],
+                    "proposed_text": [texts.one(t) for t in info["proposed"]],
+                    "accepted": 0,
+                    "rejected": len(info["proposed"]),
+                }
             elif kind == "finish":
                 stop = info.get("reason")
             elif kind in ("jump", "arrive", "prefix_hit", "cache_prefill"):
-                continue   # "jump" is recorded in full as jump_forward; a hit is in "admit"
+                continue  # "jump" is recorded in full as jump_forward; a hit is in "admit"
             out.append(TraceEvent(kind, len(steps), e["step"], info))
         final = [TraceToken(t, text, how) for (t, how), text in zip(tokens, texts.split([t for t, _ in tokens]))]
         return cls(steps=steps, events=out, tokens=final, stop_reason=stop, **fields)
@@ -375,6 +407,6 @@ class TokenTexts:
         for t in ids:
             data += self.tokenizer.decode_bytes([t])
             text = data.decode("utf-8", errors="ignore")
-            out.append(text[len(done):])
+            out.append(text[len(done) :])
             done = text
         return out

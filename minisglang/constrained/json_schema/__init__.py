@@ -101,6 +101,7 @@ The package, one job per module (each rule of the compiler is a mixin of `_Schem
   with: regex_parts.py (regex_ast's tree builders), string_chars.py, formats.py, patterns.py, pattern_length.py,
   values.py.
 """
+
 from minisglang.constrained.json_schema.build import build_regex_from_schema, build_schema_tree
 from minisglang.constrained.json_schema.errors import (
     InvalidSchemaError,
@@ -121,9 +122,25 @@ from minisglang.constrained.json_schema.string_chars import ALL_CHARACTERS, COUN
 from minisglang.constrained.json_schema.values import short_value
 
 __all__ = [
-    "ALL_CHARACTERS", "ANY_VALUE_NESTING", "COUNTED_STRING_CHAR", "DEFAULT_MAX_REGEX_CHARS", "DEFAULT_WHITESPACE",
-    "FORMATS", "LAZY_ANY_VALUE_NESTING", "SHORT_FORMATS", "STRING_CHAR", "UNSUPPORTED_KEYWORDS",
-    "InvalidSchemaError", "SchemaOptions", "SchemaTooLargeError", "UnsupportedSchemaError",
-    "build_regex_from_schema", "build_schema_tree", "load_schema", "repeated_key", "short_value", "shown_numeral",
+    "ALL_CHARACTERS",
+    "ANY_VALUE_NESTING",
+    "COUNTED_STRING_CHAR",
+    "DEFAULT_MAX_REGEX_CHARS",
+    "DEFAULT_WHITESPACE",
+    "FORMATS",
+    "LAZY_ANY_VALUE_NESTING",
+    "SHORT_FORMATS",
+    "STRING_CHAR",
+    "UNSUPPORTED_KEYWORDS",
+    "InvalidSchemaError",
+    "SchemaOptions",
+    "SchemaTooLargeError",
+    "UnsupportedSchemaError",
+    "build_regex_from_schema",
+    "build_schema_tree",
+    "load_schema",
+    "repeated_key",
+    "short_value",
+    "shown_numeral",
     "underflows",
 ]

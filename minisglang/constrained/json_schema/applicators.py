@@ -1,5 +1,6 @@
 """In-place applicators rewritten into one flat schema: $ref and allOf merged, `not` written
 with positive keywords, if/then/else and dependencies as anyOf, unevaluated* as additional*."""
+
 from __future__ import annotations
 
 from minisglang.constrained.json_schema.compiler_base import _CompilerBase
@@ -31,8 +32,9 @@ def _other_types(types: list[str]) -> list[str]:
 def _not_types(types: list[str], path: str) -> dict:
     """A schema for the values whose type is none of `types`."""
     if "integer" in types and "number" not in types:  # the numbers with a fraction remain
-        return {"anyOf": [{"type": _other_types([*types, "number"])},
-                          {"type": "number", FRACTIONAL: True, NOT_AT: path}]}
+        return {
+            "anyOf": [{"type": _other_types([*types, "number"])}, {"type": "number", FRACTIONAL: True, NOT_AT: path}]
+        }
     return {"type": _other_types(types)}
 
 
@@ -54,8 +56,9 @@ _OPPOSITE_BOUNDS = {
 def _excluding(values: list, path: str) -> dict:
     """A schema for every JSON value except `values` (scalars): per type, what is left."""
     if any(isinstance(v, (list, dict)) for v in values):
-        raise UnsupportedSchemaError(f"keyword 'not' at {path}: excluding array or object values "
-                                     "cannot be written exactly")
+        raise UnsupportedSchemaError(
+            f"keyword 'not' at {path}: excluding array or object values cannot be written exactly"
+        )
     numbers = sorted({v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)})
     strings = sorted({v for v in values if isinstance(v, str)})
     booleans = [b for b in (True, False) if not any(v is b for v in values)]
@@ -68,8 +71,13 @@ def _excluding(values: list, path: str) -> dict:
     # numbers: the open ranges between the excluded ones
     edges = [None, *numbers, None]
     for low, high in zip(edges, edges[1:]):
-        branches.append({"type": "number", **({} if low is None else {"exclusiveMinimum": low}),
-                         **({} if high is None else {"exclusiveMaximum": high})})
+        branches.append(
+            {
+                "type": "number",
+                **({} if low is None else {"exclusiveMinimum": low}),
+                **({} if high is None else {"exclusiveMaximum": high}),
+            }
+        )
     return {"anyOf": branches}
 
 
@@ -95,15 +103,28 @@ def _dependency_cases(schema: dict, path: str) -> list[dict]:
             elif isinstance(then, (dict, bool)) and keyword != "dependentRequired":
                 present = {"required": [name], "allOf": [then]}
             else:
-                raise InvalidSchemaError(f"'{keyword}' at {where} must be an array of property names"
-                                         + ("" if keyword == "dependentRequired" else " or a schema"))
+                raise InvalidSchemaError(
+                    f"'{keyword}' at {where} must be an array of property names"
+                    + ("" if keyword == "dependentRequired" else " or a schema")
+                )
             cases.append({"anyOf": [{"properties": {name: False}}, present]})
     return cases
 
 
 # Keywords that apply subschemas to the same value: they may evaluate properties or items.
-IN_PLACE_APPLICATORS = ("allOf", "anyOf", "oneOf", "not", "if", "then", "else", "$ref", "$dynamicRef",
-                        "dependentSchemas", "dependencies")
+IN_PLACE_APPLICATORS = (
+    "allOf",
+    "anyOf",
+    "oneOf",
+    "not",
+    "if",
+    "then",
+    "else",
+    "$ref",
+    "$dynamicRef",
+    "dependentSchemas",
+    "dependencies",
+)
 
 
 def _unevaluated_as_additional(schema: dict) -> dict:
@@ -144,13 +165,21 @@ class _ApplicatorRules(_CompilerBase):
         if not isinstance(schema, dict):
             raise InvalidSchemaError(f"the schema at {path} must be an object or a boolean, got {schema!r}")
         schema = _unevaluated_as_additional(schema)
-        parts = [{k: v for k, v in schema.items() if k not in ANNOTATION_KEYWORDS
-                  and k not in ("$ref", "allOf", "not", "if", "then", "else") and k not in DEPENDENCY_KEYWORDS}]
+        parts = [
+            {
+                k: v
+                for k, v in schema.items()
+                if k not in ANNOTATION_KEYWORDS
+                and k not in ("$ref", "allOf", "not", "if", "then", "else")
+                and k not in DEPENDENCY_KEYWORDS
+            }
+        ]
         if "if" in schema:  # (if and then) or (not if and else): two disjoint cases
             condition = self._flatten(schema["if"], f"{path}/if", [], chain, False)
             otherwise = self.negation(condition, f"{path}/if")
-            cases = {"anyOf": [_both(schema["if"], schema.get("then", True)),
-                               _both(otherwise, schema.get("else", True))]}
+            cases = {
+                "anyOf": [_both(schema["if"], schema.get("then", True)), _both(otherwise, schema.get("else", True))]
+            }
             parts.append(self._flatten(cases, path, refs, chain, cut))
         if "not" in schema:
             negated = self._flatten(schema["not"], f"{path}/not", [], chain, False)
@@ -209,7 +238,7 @@ class _ApplicatorRules(_CompilerBase):
                 cases.extend({"type": "object", "properties": {name: False}} for name in value)
             elif keyword in _OPPOSITE_BOUNDS:  # a value of the bound's type on the other side
                 kind, opposite = _OPPOSITE_BOUNDS[keyword]
-                if keyword in _NUMBER_BOUNDS:   # refused in the schema's own words, not the opposite's
+                if keyword in _NUMBER_BOUNDS:  # refused in the schema's own words, not the opposite's
                     _decimal(value, keyword, path)
                 bound = opposite(value)
                 if bound is not None:
@@ -221,12 +250,22 @@ class _ApplicatorRules(_CompilerBase):
                     if failing is not False:
                         cases.append({"type": "object", "required": [name], "properties": {name: failing}})
             elif keyword == "anyOf" and isinstance(value, list):
-                cases.append({"allOf": [self.negation(self._flatten(b, f"{path}/anyOf/{i}", [], frozenset(), False),
-                                                      f"{path}/anyOf/{i}") for i, b in enumerate(value)]})
+                cases.append(
+                    {
+                        "allOf": [
+                            self.negation(
+                                self._flatten(b, f"{path}/anyOf/{i}", [], frozenset(), False), f"{path}/anyOf/{i}"
+                            )
+                            for i, b in enumerate(value)
+                        ]
+                    }
+                )
             else:
-                raise UnsupportedSchemaError(f"keyword 'not' at {path}: the negation of '{keyword}' cannot be "
-                                             "written exactly (supported: type, const, enum, required, bounds, "
-                                             "anyOf, pattern)")
+                raise UnsupportedSchemaError(
+                    f"keyword 'not' at {path}: the negation of '{keyword}' cannot be "
+                    "written exactly (supported: type, const, enum, required, bounds, "
+                    "anyOf, pattern)"
+                )
         if not cases:
             return False  # not {} (or of a keyword that every value satisfies): nothing
         return cases[0] if len(cases) == 1 else {"anyOf": cases}

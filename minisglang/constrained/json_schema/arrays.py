@@ -1,4 +1,5 @@
 """The compiler's rules for JSON arrays: prefixItems/items, min/maxItems, uniqueItems and contains."""
+
 from __future__ import annotations
 
 import functools
@@ -46,8 +47,9 @@ class _ArrayRules(_CompilerBase):
             self.check_size(sum(r.size for r in prefix_regexes), f"{path}/prefixItems/{i}")
         if schema.get("uniqueItems") is True and not (max_items is not None and max_items <= 1):
             if prefix is not None:
-                raise UnsupportedSchemaError(f"keyword 'uniqueItems' at {path} together with prefixItems "
-                                             "is not supported")
+                raise UnsupportedSchemaError(
+                    f"keyword 'uniqueItems' at {path} together with prefixItems is not supported"
+                )
             return self._unique_array(True if items is None else items, min_items, max_items, path)
         if items is not None:
             item_regex = self.value(items, path_items)
@@ -64,13 +66,18 @@ class _ArrayRules(_CompilerBase):
         values = _finite_values(flat) if isinstance(flat, dict) else None
         if values is None and isinstance(flat, dict) and set(flat) == {"type"}:
             types = set(_types(flat, path))
-            values = [None] * ("null" in types) + [True, False] * ("boolean" in types) \
-                if types <= {"null", "boolean"} else None
+            values = (
+                [None] * ("null" in types) + [True, False] * ("boolean" in types)
+                if types <= {"null", "boolean"}
+                else None
+            )
         if flat is False:
             values = []
         if values is None:
-            raise UnsupportedSchemaError(f"keyword 'uniqueItems' at {path} is supported only for items with at most "
-                                         f"{MAX_UNIQUE_VALUES} possible values (const, enum, boolean, null)")
+            raise UnsupportedSchemaError(
+                f"keyword 'uniqueItems' at {path} is supported only for items with at most "
+                f"{MAX_UNIQUE_VALUES} possible values (const, enum, boolean, null)"
+            )
         distinct: list = []
         for v in values:
             if not any(_json_equal(v, d) for d in distinct):
@@ -78,16 +85,19 @@ class _ArrayRules(_CompilerBase):
         regexes = [self.value(_both(items, {"const": v}), f"{path}/items") for v in distinct]
         regexes = [r for r in regexes if r is not None]
         if len(regexes) > MAX_UNIQUE_VALUES:
-            raise UnsupportedSchemaError(f"keyword 'uniqueItems' at {path}: {len(regexes)} possible item values, "
-                                         f"more than {MAX_UNIQUE_VALUES} (every arrangement is written out)")
+            raise UnsupportedSchemaError(
+                f"keyword 'uniqueItems' at {path}: {len(regexes)} possible item values, "
+                f"more than {MAX_UNIQUE_VALUES} (every arrangement is written out)"
+            )
         ws, sep = self.ws, self.sep
 
         @functools.cache
         def rest(used: frozenset[int], lead: Regex) -> Regex | None:
             options = [EPSILON] if len(used) >= min_items else []
             if max_items is None or len(used) < max_items:
-                options += [_concat(lead, regexes[i], rest(used | {i}, sep))
-                            for i in range(len(regexes)) if i not in used]
+                options += [
+                    _concat(lead, regexes[i], rest(used | {i}, sep)) for i in range(len(regexes)) if i not in used
+                ]
             return _alt(options)
 
         return _concat(OPEN_BRACKET, ws, rest(frozenset(), EPSILON), ws, CLOSE_BRACKET)
@@ -103,9 +113,11 @@ class _ArrayRules(_CompilerBase):
         min_items, max_items = _count(schema, "minItems", path) or 0, _count(schema, "maxItems", path)
         other = [k for k in ("prefixItems", "uniqueItems") if k in schema and schema[k] is not False]
         if other or isinstance(schema.get("items"), list) or (min_items > lo and max_items is None):
-            raise UnsupportedSchemaError(f"keyword 'contains' at {path} together with "
-                                         f"{', '.join(other) or 'minItems (without maxItems) or a tuple'} "
-                                         "is not supported")
+            raise UnsupportedSchemaError(
+                f"keyword 'contains' at {path} together with "
+                f"{', '.join(other) or 'minItems (without maxItems) or a tuple'} "
+                "is not supported"
+            )
         if hi is not None and hi < lo:
             return None
         items = schema.get("items", True)
@@ -120,7 +132,8 @@ class _ArrayRules(_CompilerBase):
             raise UnsupportedSchemaError(
                 f"keyword 'contains' at {path}: the item regexes with and without a match take "
                 f"{item_chars} characters (limit {MAX_CONTAINS_ITEM_CHARS}); give 'items' a "
-                "narrower schema")
+                "narrower schema"
+            )
         ws, sep = self.ws, self.sep
         if max_items is not None:
             elements = self._counted_contains(yes, no, lo, hi, min_items, max_items, path)
@@ -137,8 +150,9 @@ class _ArrayRules(_CompilerBase):
             options.append(_concat(no, no_tail))
         return _concat(OPEN_BRACKET, ws, _alt(options), ws, CLOSE_BRACKET)
 
-    def _counted_contains(self, yes: Regex | None, no: Regex | None, lo: int, hi: int | None, min_items: int,
-                          max_items: int, path: str) -> Regex | None:
+    def _counted_contains(
+        self, yes: Regex | None, no: Regex | None, lo: int, hi: int | None, min_items: int, max_items: int, path: str
+    ) -> Regex | None:
         """The elements of an array of min_items..max_items items, lo..hi of them Y (`yes`),
         the others N (`no`): a walk over (items so far, Ys so far). Where Y and N lead to
         the same count (enough Ys and no maxContains) they share one tail, so the text
@@ -150,8 +164,9 @@ class _ArrayRules(_CompilerBase):
             options = [EPSILON] if i >= min_items and j >= lo else []
             if i < max_items:
                 lead = sep if i else EPSILON
-                after_yes = None if yes is None or (hi is not None and j >= hi) else \
-                    (min(j + 1, lo) if hi is None else j + 1)
+                after_yes = (
+                    None if yes is None or (hi is not None and j >= hi) else (min(j + 1, lo) if hi is None else j + 1)
+                )
                 if after_yes == j:  # Y and N both keep the count: one tail for both
                     options.append(_concat(lead, _alt([yes, no]), rest(i + 1, j)))
                 else:
@@ -162,10 +177,12 @@ class _ArrayRules(_CompilerBase):
             regex = _alt(options)
             self.check_size(regex.size if regex is not None else 0, f"{path}/contains")
             return regex
+
         return rest(0, 0)
 
-    def _array_regex(self, prefix: list[Regex], items: Regex | None, min_items: int,
-                     max_items: int | None) -> Regex | None:
+    def _array_regex(
+        self, prefix: list[Regex], items: Regex | None, min_items: int, max_items: int | None
+    ) -> Regex | None:
         """`[` elements `]`: element i matches prefix[i], later ones `items` (None: no more)."""
         # BEGIN SOLUTION task5_2
         ws, sep = self.ws, self.sep

@@ -1,6 +1,7 @@
 """The top-level compile: `build_schema_tree` checks the options and the whitespace regex, runs
 the compiler and says why a schema with no value has none; `build_regex_from_schema` is the
 same as regex text."""
+
 from __future__ import annotations
 
 import functools
@@ -20,8 +21,9 @@ from minisglang.constrained.regex_ast import Regex, render, text_size
 from minisglang.constrained.regex_dfa import RegexError, compile_regex, shown_regex
 
 
-def build_regex_from_schema(schema: dict | str | bool, whitespace: str | None = None,
-                            max_ref_depth: int = 5, **options) -> str:
+def build_regex_from_schema(
+    schema: dict | str | bool, whitespace: str | None = None, max_ref_depth: int = 5, **options
+) -> str:
     """The regex text of the JSON texts of the values `schema` accepts: `build_schema_tree`
     rendered (regex_ast.render) in Python's syntax, or with automaton="lazy" in the lazy
     dialect (its private groups: only `parse_regex(..., members=True)` reads those)."""
@@ -29,8 +31,9 @@ def build_regex_from_schema(schema: dict | str | bool, whitespace: str | None = 
     return render(tree, "lazy" if options.get("automaton") == "lazy" else "python")
 
 
-def build_schema_tree(schema: dict | str | bool, whitespace: str | None = None,
-                      max_ref_depth: int = 5, **options) -> Regex:
+def build_schema_tree(
+    schema: dict | str | bool, whitespace: str | None = None, max_ref_depth: int = 5, **options
+) -> Regex:
     """The regex (regex_ast.py's tree) of the JSON texts of the values `schema` accepts (see
     the package doc). The lazy automaton reads it directly (regex_ast.lower).
 
@@ -49,21 +52,25 @@ def build_schema_tree(schema: dict | str | bool, whitespace: str | None = None,
     if isinstance(schema, str):
         schema = load_schema(schema)
     if not isinstance(schema, (dict, bool)):
-        raise InvalidSchemaError(
-            f"a schema must be a JSON object or a boolean, got {type(schema).__name__}")
+        raise InvalidSchemaError(f"a schema must be a JSON object or a boolean, got {type(schema).__name__}")
     ws = _checked_whitespace(DEFAULT_WHITESPACE if whitespace is None else whitespace)
     compiler = _SchemaCompiler(schema, ws, opts)
     try:
         regex = compiler.value(schema, "#")
         if regex is None and compiler.empty_because is not None:
-            raise UnsupportedSchemaError(f"the schema has no value that minisglang writes: "
-                                         f"{compiler.empty_because}; there is nothing to generate")
+            raise UnsupportedSchemaError(
+                f"the schema has no value that minisglang writes: "
+                f"{compiler.empty_because}; there is nothing to generate"
+            )
         if regex is None:
-            raise UnsupportedSchemaError(f"the schema accepts no JSON value{_why_empty(compiler.empty_parts)}: "
-                                         "there is nothing to generate")
-    except RecursionError:   # the compiler follows the schema's nesting (hundreds of levels)
-        raise InvalidSchemaError(f"the schema nests too deeply: the compiler follows each level, and this one "
-                                 f"goes past Python's recursion limit ({sys.getrecursionlimit()})") from None
+            raise UnsupportedSchemaError(
+                f"the schema accepts no JSON value{_why_empty(compiler.empty_parts)}: there is nothing to generate"
+            )
+    except RecursionError:  # the compiler follows the schema's nesting (hundreds of levels)
+        raise InvalidSchemaError(
+            f"the schema nests too deeply: the compiler follows each level, and this one "
+            f"goes past Python's recursion limit ({sys.getrecursionlimit()})"
+        ) from None
     compiler.check_size(text_size(regex), "#")
     return regex
 
@@ -86,19 +93,24 @@ def _checked_whitespace(ws: str) -> Regex:
     for row in dfa.transitions.values():
         for cls in row:
             if cls.negated or not cls.chars <= set(" \t\n\r"):
-                raise ValueError(f"whitespace regex {shown_regex(ws)} matches {cls.label()}, which is not JSON "
-                                 "whitespace (only space, \\t, \\n and \\r are)")
+                raise ValueError(
+                    f"whitespace regex {shown_regex(ws)} matches {cls.label()}, which is not JSON "
+                    "whitespace (only space, \\t, \\n and \\r are)"
+                )
     return parse_tree(ws)
 
 
 def _why_empty(parts: list[tuple[str, dict | bool]]) -> str:
-    """" (at PATH: WHY)" for the first part with no value, its commonest causes named; ""
+    """ " (at PATH: WHY)" for the first part with no value, its commonest causes named; ""
     when no part was found (a cached $ref)."""
     if not parts:
         return ""
     path, schema = parts[0]
-    why = ("nothing matches it (false, parts of allOf/not/if that exclude each other, or a $ref cut at "
-           "max_ref_depth)") if schema is False else "; ".join(_contradictions(schema)) or "no value matches it"
+    why = (
+        ("nothing matches it (false, parts of allOf/not/if that exclude each other, or a $ref cut at max_ref_depth)")
+        if schema is False
+        else "; ".join(_contradictions(schema)) or "no value matches it"
+    )
     more = f", and {len(parts) - 1} more part(s)" if len(parts) > 1 else ""
     return f" (at {path}: {why}{more})"
 
@@ -108,15 +120,19 @@ def _contradictions(schema: dict) -> list[str]:
     upper one (numbers, lengths, items, properties), a range with no integer in it, an
     enum with no value of the schema's types."""
     found, types = [], set(_types(schema, "#"))
+
     def given(*keywords: str) -> list[tuple[str, Decimal]]:
         return [(k, _decimal(schema[k], k, "#")) for k in keywords if type(schema.get(k)) in (int, float)]
+
     lows, highs = given("minimum", "exclusiveMinimum"), given("maximum", "exclusiveMaximum")
     if lows and highs:
         (lk, lo), (hk, hi) = max(lows, key=lambda kv: kv[1]), min(highs, key=lambda kv: kv[1])
         lo_strict, hi_strict = lk.startswith("exclusive"), hk.startswith("exclusive")
+
         def none_between(step: Decimal | int) -> bool:
             first, last = _multiple_span(step, lo, lo_strict, hi, hi_strict)
             return first > last
+
         between = f"{lk} {short_value(schema[lk])} and {hk} {short_value(schema[hk])}"
         step = schema.get("multipleOf")
         if lo > hi or (lo == hi and (lo_strict or hi_strict)):
@@ -125,8 +141,11 @@ def _contradictions(schema: dict) -> list[str]:
             found.append(f"no integer lies between {between}")
         elif type(step) in (int, float) and step > 0 and none_between(_decimal(step, "multipleOf", "#")):
             found.append(f"no multiple of {short_value(step)} lies between {between}")
-    for low, high, what in (("minLength", "maxLength", "string length"), ("minItems", "maxItems", "item count"),
-                            ("minProperties", "maxProperties", "property count")):
+    for low, high, what in (
+        ("minLength", "maxLength", "string length"),
+        ("minItems", "maxItems", "item count"),
+        ("minProperties", "maxProperties", "property count"),
+    ):
         if isinstance(schema.get(low), int) and isinstance(schema.get(high), int) and schema[low] > schema[high]:
             found.append(f"{low} {schema[low]} is above {high} {schema[high]}: no {what} fits")
     values = _finite_values(schema)

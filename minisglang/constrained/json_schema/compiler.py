@@ -1,5 +1,6 @@
 """The schema compiler: one flattened schema -> its regex, by type (the rules of the other
 modules put together), anyOf/oneOf and const/enum."""
+
 from __future__ import annotations
 
 import json
@@ -39,9 +40,15 @@ class _SchemaCompiler(_ApplicatorRules, _NumberRules, _StringRules, _ArrayRules,
             return self._enum(schema, path)
         if "number" in types:  # the number regex writes integers too
             types = [t for t in types if t != "integer"]
-        builders = {"object": self._object, "array": self._array, "string": self._string,
-                    "number": self._number, "integer": self._number,
-                    "boolean": lambda s, p: _alt([lit("true"), lit("false")]), "null": lambda s, p: lit("null")}
+        builders = {
+            "object": self._object,
+            "array": self._array,
+            "string": self._string,
+            "number": self._number,
+            "integer": self._number,
+            "boolean": lambda s, p: _alt([lit("true"), lit("false")]),
+            "null": lambda s, p: lit("null"),
+        }
         return _alt([builders[t](schema, path) for t in types])
 
     def _combination(self, schema: dict, path: str) -> Regex | None:
@@ -53,23 +60,42 @@ class _SchemaCompiler(_ApplicatorRules, _NumberRules, _StringRules, _ArrayRules,
         rest = {k: v for k, v in schema.items() if k != keyword}
         merged = [self.flatten({"allOf": [rest, b]}, f"{path}/{keyword}/{i}") for i, b in enumerate(branches)]
         if keyword == "oneOf":  # "exactly one" = "at least one" only when no value fits two branches
-            exact = [self.flatten({"allOf": [rest, b]}, f"{path}/oneOf/{i}", cut_deep_refs=False)[0]
-                     for i, b in enumerate(branches)]
-            overlapping = [(i, j) for i in range(len(exact)) for j in range(i + 1, len(exact))
-                           if not self._disjoint(exact[i], exact[j], path)]
+            exact = [
+                self.flatten({"allOf": [rest, b]}, f"{path}/oneOf/{i}", cut_deep_refs=False)[0]
+                for i, b in enumerate(branches)
+            ]
+            overlapping = [
+                (i, j)
+                for i in range(len(exact))
+                for j in range(i + 1, len(exact))
+                if not self._disjoint(exact[i], exact[j], path)
+            ]
             if overlapping:  # branch i and not each branch it may overlap: exact when negatable
                 try:
-                    merged = [self.flatten({"allOf": [rest, b] + [
-                        self.negation(self._flatten(branches[j], f"{path}/oneOf/{j}", [], frozenset(), False),
-                                      f"{path}/oneOf/{j}") for j in range(len(branches)) if (min(i, j), max(i, j))
-                        in overlapping]}, f"{path}/oneOf/{i}") for i, b in enumerate(branches)]
+                    merged = [
+                        self.flatten(
+                            {
+                                "allOf": [rest, b]
+                                + [
+                                    self.negation(
+                                        self._flatten(branches[j], f"{path}/oneOf/{j}", [], frozenset(), False),
+                                        f"{path}/oneOf/{j}",
+                                    )
+                                    for j in range(len(branches))
+                                    if (min(i, j), max(i, j)) in overlapping
+                                ]
+                            },
+                            f"{path}/oneOf/{i}",
+                        )
+                        for i, b in enumerate(branches)
+                    ]
                 except UnsupportedSchemaError as e:
                     i, j = overlapping[0]
                     raise UnsupportedSchemaError(
                         f"'oneOf' at {path}: branches {i} and {j} may both accept a value, and we can "
                         "only prove disjointness by type, const/enum, or a required property with "
-                        f"disjoint schemas, or negate a branch exactly ({e}); use anyOf if overlaps are fine") \
-                        from None
+                        f"disjoint schemas, or negate a branch exactly ({e}); use anyOf if overlaps are fine"
+                    ) from None
         options: list[Regex | None] = []
         chars = 0
         for i, (flat, refs) in enumerate(merged):
@@ -90,8 +116,11 @@ class _SchemaCompiler(_ApplicatorRules, _NumberRules, _StringRules, _ArrayRules,
             return True
         values_a, values_b = _finite_values(a), _finite_values(b)
         for values, types in ((values_a, types_b), (values_b, types_a)):
-            if values is not None and types is not None and \
-                    not any(_type_allows(types, _json_type_of(v)) for v in values):
+            if (
+                values is not None
+                and types is not None
+                and not any(_type_allows(types, _json_type_of(v)) for v in values)
+            ):
                 return True
         if values_a is not None and values_b is not None:
             if not any(_json_equal(x, y) for x in values_a for y in values_b):
@@ -114,16 +143,21 @@ class _SchemaCompiler(_ApplicatorRules, _NumberRules, _StringRules, _ArrayRules,
                 raise InvalidSchemaError(f"'enum' at {path} must be an array, got {schema['enum']!r}")
             values = schema["enum"]
         if "const" in schema:
-            values = [v for v in (values if values is not None else [schema["const"]])
-                      if _json_equal(v, schema["const"])]
+            values = [
+                v for v in (values if values is not None else [schema["const"]]) if _json_equal(v, schema["const"])
+            ]
         rest = {k: v for k, v in schema.items() if k not in ("enum", "const")}
         if set(rest) == {"type"}:  # the common case, exactly
             types = set(_types(rest, path))
             values = [v for v in values if _type_allows(types, _json_type_of(v))]
         elif rest:  # keep the values the rest of the schema accepts (its regex is sound)
             rest_regex = self._flat_value(rest, path)
-            values = [v for v in values if rest_regex is not None and
-                      self.matches(rest_regex, json.dumps(v, separators=(",", ":"), ensure_ascii=False))]
+            values = [
+                v
+                for v in values
+                if rest_regex is not None
+                and self.matches(rest_regex, json.dumps(v, separators=(",", ":"), ensure_ascii=False))
+            ]
         return _alt([_literal(v, self.ws) for v in values])
 
     def _any_value(self, nesting: int) -> Regex:

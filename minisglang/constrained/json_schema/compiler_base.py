@@ -1,5 +1,6 @@
 """The state of one compile and what every rule uses: the entry point `value`, size checks,
 shared definitions (automaton="lazy") and the matchers that test a value against a regex."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -26,6 +27,7 @@ class _CompilerBase(_ResourceIndex):
     """One compile's state and the operations the rules share (each rule's module adds a mixin)."""
 
     if TYPE_CHECKING:  # what the other rules' mixins add, for the rules that call each other
+
         def flatten(self, schema, path: str, cut_deep_refs: bool = True) -> tuple[dict | bool, list[str]]: ...
         def _flatten(self, schema, path: str, refs: list[str], chain: frozenset, cut: bool) -> dict | bool: ...
         def negation(self, flat: dict | bool, path: str) -> dict | bool: ...
@@ -34,13 +36,13 @@ class _CompilerBase(_ResourceIndex):
 
     def __init__(self, root: dict | bool, ws: Regex, options: SchemaOptions):
         self.root = root
-        self.ws = ws   # the whitespace regex: after `{`, `[`, `,`, `:` and before `}`, `]`
-        self.sep = _concat(lit(","), ws)   # between two members or elements
+        self.ws = ws  # the whitespace regex: after `{`, `[`, `,`, `:` and before `}`, `]`
+        self.sep = _concat(lit(","), ws)  # between two members or elements
         self.options = options
         self.max_ref_depth = options.max_ref_depth
         self.active_refs: Counter[str] = Counter()  # $ref target -> expansions on the current path
         self.any_values: dict[int, Regex] = {}
-        self.empty_because: str | None = None   # see note_empty
+        self.empty_because: str | None = None  # see note_empty
         # (path, flattened schema) of the innermost parts with no value, while their parents
         # have none either: why a schema with no value has none (see `value`).
         self.empty_parts: list[tuple[str, dict | bool]] = []
@@ -52,8 +54,8 @@ class _CompilerBase(_ResourceIndex):
         # The regex of each `$ref` compiled so far (see `_ref_key`): a target used many
         # times, or by every level of a recursion, is compiled once per expansion depth.
         self.ref_values: dict[tuple, Regex | None] = {}
-        self.ref_targets: dict[tuple[str, str], str] = {}   # (base URI, $ref) -> the target's pointer
-        self.matchers: dict[Regex, Callable[[str], bool]] = {}   # regex -> its `_matcher`
+        self.ref_targets: dict[tuple[str, str], str] = {}  # (base URI, $ref) -> the target's pointer
+        self.matchers: dict[Regex, Callable[[str], bool]] = {}  # regex -> its `_matcher`
         # The nodes the lazy automaton reads, for the checks (`matches`, `language_empty`):
         # one pool per compile, so a sub-expression two checks share is made once.
         self.pool = RegexPool()
@@ -74,9 +76,9 @@ class _CompilerBase(_ResourceIndex):
         with self.expanding(refs):
             regex = self._flat_value(flat, path)
         if regex is not None:
-            del self.empty_parts[mark:]   # its empty parts were optional or alternatives: not why
+            del self.empty_parts[mark:]  # its empty parts were optional or alternatives: not why
         elif len(self.empty_parts) == mark:
-            self.empty_parts.append((path, flat))   # empty, and no part of it is: the cause is here
+            self.empty_parts.append((path, flat))  # empty, and no part of it is: the cause is here
         self.check_size(0 if regex is None else regex.size, path)
         regex = self.shared(regex)
         self.check_size(self.definitions_chars, path)
@@ -95,8 +97,11 @@ class _CompilerBase(_ResourceIndex):
         not once per depth: 3 object definitions that refer to each other (a 429-character
         schema) ran for minutes at max_ref_depth 5 on the lazy automaton, whose shared
         regex never grew past max_regex_chars to stop it."""
-        if not isinstance(schema, dict) or "$ref" not in schema or \
-                any(k != "$ref" and k not in ANNOTATION_KEYWORDS for k in schema):
+        if (
+            not isinstance(schema, dict)
+            or "$ref" not in schema
+            or any(k != "$ref" and k not in ANNOTATION_KEYWORDS for k in schema)
+        ):
             return None
         base, ref = self.base_uri(path), schema["$ref"]
         target_path = self.ref_targets.get((base, ref)) if isinstance(ref, str) else None
@@ -116,8 +121,12 @@ class _CompilerBase(_ResourceIndex):
         (a 10 MB regex for a 40 KB Kubernetes schema); shared, the text grows with the
         schema. A plain regex (automaton="eager") has no such syntax: it stays written out.
         """
-        if regex is None or self.options.automaton != "lazy" or regex.size < SHARE_MIN_CHARS \
-                or isinstance(regex, Shared):
+        if (
+            regex is None
+            or self.options.automaton != "lazy"
+            or regex.size < SHARE_MIN_CHARS
+            or isinstance(regex, Shared)
+        ):
             return regex
         node = self.definitions.get(regex)
         if node is None:
@@ -131,8 +140,12 @@ class _CompilerBase(_ResourceIndex):
         is the names'), else _string_except's trie (a few hundred characters per name)."""
         if self.options.automaton != "lazy":
             return _string_except(names)
-        writings = _alt([_concat(lit('"'), *(_json_string_chars([(ord(c), ord(c))], every=True) for c in name),
-                                 lit('"')) for name in names])
+        writings = _alt(
+            [
+                _concat(lit('"'), *(_json_string_chars([(ord(c), ord(c))], every=True) for c in name), lit('"'))
+                for name in names
+            ]
+        )
         out = self.shared(Diff(STRING, writings) if writings is not None else STRING)
         assert out is not None
         return out
@@ -180,7 +193,8 @@ class _CompilerBase(_ResourceIndex):
             raise SchemaTooLargeError(
                 f"the schema at {path} needs a regex of more than max_regex_chars={limit:,} characters "
                 f"({chars:,} so far): its parts are repeated (nested $ref, allOf, anyOf, many optional "
-                "properties); simplify the schema, lower max_ref_depth, or raise max_regex_chars")
+                "properties); simplify the schema, lower max_ref_depth, or raise max_regex_chars"
+            )
 
     @contextmanager
     def expanding(self, refs: list[str]):
@@ -195,4 +209,3 @@ class _CompilerBase(_ResourceIndex):
         policy of ours, not the schema's meaning): an error for a schema with no values names it."""
         if self.empty_because is None:
             self.empty_because = reason
-

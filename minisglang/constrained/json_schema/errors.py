@@ -1,4 +1,5 @@
 """The errors of the JSON Schema compiler: a schema we refuse (and why) or one that is not valid."""
+
 from __future__ import annotations
 
 

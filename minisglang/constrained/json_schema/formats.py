@@ -1,4 +1,5 @@
 """String formats, strict enough that jsonschema's FormatChecker accepts every match."""
+
 from __future__ import annotations
 
 import functools
@@ -14,9 +15,11 @@ except ImportError:  # pragma: no cover - Python 3.10
 
 _YEAR = r"(?:[0-9]{3}[1-9]|[0-9]{2}[1-9]0|[0-9][1-9]00|[1-9]000)"  # 0001..9999
 _LEAP_YEAR = r"(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:0[48]|[2468][048]|[13579][26])00)"
-_DATE = (rf"(?:{_YEAR}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])"
-         r"|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)|02-(?:0[1-9]|1[0-9]|2[0-8]))"
-         rf"|{_LEAP_YEAR}-02-29)")
+_DATE = (
+    rf"(?:{_YEAR}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])"
+    r"|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)|02-(?:0[1-9]|1[0-9]|2[0-8]))"
+    rf"|{_LEAP_YEAR}-02-29)"
+)
 # Fractions of a second: at most 9 digits (nanoseconds), or a model can write digits until
 # max_new_tokens (the bundled one did, 4 runs out of 4, for a greedy `format: "time"`).
 _TIME = r"(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{1,9})?(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
@@ -24,8 +27,10 @@ _ATOM = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"  # RFC 5322 atom characters
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"  # a DNS label
 _PCT = r"%[0-9A-Fa-f]{2}"
 _PCHAR = rf"(?:[A-Za-z0-9._~!$&'()*+,;=:@-]|{_PCT})"  # RFC 3986 path character
-_AUTHORITY = (rf"(?:(?:[A-Za-z0-9._~!$&'()*+,;=:-]|{_PCT})*@)?"  # userinfo@
-              rf"(?:[A-Za-z0-9._~!$&'()*+,;=-]|{_PCT})*(?::[0-9]*)?")  # host:port
+_AUTHORITY = (
+    rf"(?:(?:[A-Za-z0-9._~!$&'()*+,;=:-]|{_PCT})*@)?"  # userinfo@
+    rf"(?:[A-Za-z0-9._~!$&'()*+,;=-]|{_PCT})*(?::[0-9]*)?"
+)  # host:port
 _HOST_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,60}[A-Za-z0-9])?"  # at most 62 characters
 _SEGMENT_NC = rf"(?:[A-Za-z0-9._~!$&'()*+,;=@-]|{_PCT})"  # a path character but ':' (RFC 3986 segment-nz-nc)
 _QUERY_FRAGMENT = rf"(?:\?(?:{_PCHAR}|[/?])*)?(?:#(?:{_PCHAR}|[/?])*)?"
@@ -39,8 +44,10 @@ FORMATS = {
     "email": rf"{_ATOM}(?:\.{_ATOM})*@{_LABEL}(?:\.{_LABEL})+",
     "uuid": r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}",
     "ipv4": r"(?:(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])\.){3}(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])",
-    "uri": (rf"[A-Za-z][A-Za-z0-9+.-]*:(?://{_AUTHORITY}(?:/{_PCHAR}*)*|/?(?:{_PCHAR}+(?:/{_PCHAR}*)*)?)"
-            rf"(?:\?(?:{_PCHAR}|[/?])*)?(?:#(?:{_PCHAR}|[/?])*)?"),
+    "uri": (
+        rf"[A-Za-z][A-Za-z0-9+.-]*:(?://{_AUTHORITY}(?:/{_PCHAR}*)*|/?(?:{_PCHAR}+(?:/{_PCHAR}*)*)?)"
+        rf"(?:\?(?:{_PCHAR}|[/?])*)?(?:#(?:{_PCHAR}|[/?])*)?"
+    ),
     # at most 4 labels of at most 62 characters: within the 253 that a host name may have
     "hostname": rf"{_HOST_LABEL}(?:\.{_HOST_LABEL}){{0,3}}",
     # the full form, or "::" with up to 7 groups on one side
@@ -50,8 +57,10 @@ FORMATS = {
     "json-pointer": r"(?:/(?:[A-Za-z0-9._ -]|~[01])*)*",
 }
 # A relative reference: a network path, an absolute path, or a path whose first segment has no ':'.
-FORMATS["uri-reference"] = (rf"(?:{FORMATS['uri']}|(?://{_AUTHORITY}(?:/{_PCHAR}*)*|/(?:{_PCHAR}+(?:/{_PCHAR}*)*)?"
-                            rf"|{_SEGMENT_NC}+(?:/{_PCHAR}*)*)?{_QUERY_FRAGMENT})")
+FORMATS["uri-reference"] = (
+    rf"(?:{FORMATS['uri']}|(?://{_AUTHORITY}(?:/{_PCHAR}*)*|/(?:{_PCHAR}+(?:/{_PCHAR}*)*)?"
+    rf"|{_SEGMENT_NC}+(?:/{_PCHAR}*)*)?{_QUERY_FRAGMENT})"
+)
 # Shorter forms of the formats whose strings have no length limit, for a format with
 # maxLength: a sound subset (every match is valid) of at most a known length.
 _SHORT_LABEL = r"[a-z0-9](?:[a-z0-9-]{0,14}[a-z0-9])?"  # at most 16 characters
@@ -88,6 +97,8 @@ def _format_with_length(fmt: str, min_length: int, max_length: int | None, path:
         lo, hi = _length_range(regex)
         if lo >= min_length and (max_length is None or (hi is not None and hi <= max_length)):
             return rx(regex)
-    raise UnsupportedSchemaError(f"'format': {fmt!r} together with 'minLength'/'maxLength' at {path} is supported "
-                                 "only when every string of the format (or of its short form) has a length within "
-                                 "the bounds")
+    raise UnsupportedSchemaError(
+        f"'format': {fmt!r} together with 'minLength'/'maxLength' at {path} is supported "
+        "only when every string of the format (or of its short form) has a length within "
+        "the bounds"
+    )

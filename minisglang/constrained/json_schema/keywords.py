@@ -1,6 +1,7 @@
 """The keywords the compiler knows: JSON's types, the keywords of each type, the annotations it
 ignores, the ones it refuses, and the private keywords it adds itself while rewriting `not`;
 the types a schema's keywords allow."""
+
 from __future__ import annotations
 
 from minisglang.constrained.json_schema.errors import InvalidSchemaError, UnsupportedSchemaError
@@ -8,20 +9,49 @@ from minisglang.constrained.json_schema.values import _json_type_of, _type_allow
 
 JSON_TYPES = ("object", "array", "string", "number", "integer", "boolean", "null")
 # Keywords that only describe (or only hold subschemas for $ref): nothing to constrain.
-ANNOTATION_KEYWORDS = frozenset({
-    "$schema", "$id", "$anchor", "$dynamicAnchor", "$comment", "$vocabulary", "$defs",
-    "definitions", "title", "description", "default", "examples", "deprecated", "readOnly",
-    "writeOnly", "contentMediaType", "contentEncoding", "contentSchema",
-})
+ANNOTATION_KEYWORDS = frozenset(
+    {
+        "$schema",
+        "$id",
+        "$anchor",
+        "$dynamicAnchor",
+        "$comment",
+        "$vocabulary",
+        "$defs",
+        "definitions",
+        "title",
+        "description",
+        "default",
+        "examples",
+        "deprecated",
+        "readOnly",
+        "writeOnly",
+        "contentMediaType",
+        "contentEncoding",
+        "contentSchema",
+    }
+)
 # Keywords that constrain values and that we do not implement: always an error.
-UNSUPPORTED_KEYWORDS = frozenset({
-    "unevaluatedItems", "unevaluatedProperties", "$dynamicRef", "$recursiveRef",
-    "$recursiveAnchor",
-})
+UNSUPPORTED_KEYWORDS = frozenset(
+    {
+        "unevaluatedItems",
+        "unevaluatedProperties",
+        "$dynamicRef",
+        "$recursiveRef",
+        "$recursiveAnchor",
+    }
+)
 # The keywords of each type; a schema without "type" gets the types whose keywords it uses.
 TYPE_KEYWORDS = {
-    "object": ("properties", "required", "additionalProperties", "minProperties", "maxProperties",
-               "patternProperties", "propertyNames"),
+    "object": (
+        "properties",
+        "required",
+        "additionalProperties",
+        "minProperties",
+        "maxProperties",
+        "patternProperties",
+        "propertyNames",
+    ),
     "array": ("items", "prefixItems", "minItems", "maxItems", "contains"),
     "string": ("minLength", "maxLength", "pattern", "format"),
     "number": ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"),
@@ -48,10 +78,32 @@ NOT_PATTERNS = "$minisglang:notPatterns"
 
 
 # Every keyword that constrains a value (the rest are annotations or unknown: ignored).
-CONSTRAINING_KEYWORDS = frozenset({
-    *(k for keywords in TYPE_KEYWORDS.values() for k in keywords), *UNSUPPORTED_KEYWORDS, *DEPENDENCY_KEYWORDS,
-    "type", "enum", "const", "uniqueItems", "minContains", "maxContains", "anyOf", "oneOf", "allOf", "not", "if",
-    "then", "else", "$ref", EXCLUDED_STRINGS, FRACTIONAL, NOT_AT, MORE_PATTERNS, NOT_PATTERNS})
+CONSTRAINING_KEYWORDS = frozenset(
+    {
+        *(k for keywords in TYPE_KEYWORDS.values() for k in keywords),
+        *UNSUPPORTED_KEYWORDS,
+        *DEPENDENCY_KEYWORDS,
+        "type",
+        "enum",
+        "const",
+        "uniqueItems",
+        "minContains",
+        "maxContains",
+        "anyOf",
+        "oneOf",
+        "allOf",
+        "not",
+        "if",
+        "then",
+        "else",
+        "$ref",
+        EXCLUDED_STRINGS,
+        FRACTIONAL,
+        NOT_AT,
+        MORE_PATTERNS,
+        NOT_PATTERNS,
+    }
+)
 
 
 def _check_keywords(schema: dict, path: str) -> None:
@@ -91,8 +143,9 @@ def _types(schema: dict, path: str) -> list[str]:
         declared = schema["type"]
         names = [declared] if isinstance(declared, str) else declared
         if not isinstance(names, list) or not all(isinstance(n, str) and n in JSON_TYPES for n in names):
-            raise InvalidSchemaError(f"'type' at {path} must be one of {', '.join(JSON_TYPES)} "
-                                     f"or an array of them, got {declared!r}")
+            raise InvalidSchemaError(
+                f"'type' at {path} must be one of {', '.join(JSON_TYPES)} or an array of them, got {declared!r}"
+            )
         return [t for t in JSON_TYPES if t in names]
     used = [t for t, keywords in TYPE_KEYWORDS.items() if any(k in schema for k in keywords)]
     if not used:

@@ -1,4 +1,5 @@
 """A schema's JSON text -> the schema, read as strictly as a request body (and its error wording)."""
+
 from __future__ import annotations
 
 import json
@@ -13,6 +14,7 @@ def load_schema(text: str) -> Any:
     object gives a key twice (parsers disagree on which copy counts, so the request body
     refuses it too: `{"type": "string", "type": "integer"}` must not quietly mean integers),
     or when it nests deeper than Python's parser can follow."""
+
     def refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         twice = repeated_key(pairs)
         if twice is not None:
@@ -22,8 +24,10 @@ def load_schema(text: str) -> Any:
     def refuse_underflow(numeral: str) -> float:
         value = float(numeral)
         if underflows(numeral, value):
-            raise InvalidSchemaError(f"the schema holds the number {shown_numeral(numeral)}, which is below the "
-                                     f"smallest double ({5e-324}) and reads as 0; write 0 or a larger number")
+            raise InvalidSchemaError(
+                f"the schema holds the number {shown_numeral(numeral)}, which is below the "
+                f"smallest double ({5e-324}) and reads as 0; write 0 or a larger number"
+            )
         return value
 
     try:

@@ -1,4 +1,5 @@
 """allOf: merging two schemas into one with the meaning of both."""
+
 from __future__ import annotations
 
 from minisglang.constrained.json_schema.errors import InvalidSchemaError, UnsupportedSchemaError
@@ -58,10 +59,14 @@ def _merge(a: dict | bool, b: dict | bool, path: str) -> dict | bool:
         elif keyword not in CONSTRAINING_KEYWORDS:
             pass  # an annotation or unknown keyword: ignored, whatever its values
         elif keyword not in ("properties", "additionalProperties", "prefixItems", "items"):
-            raise UnsupportedSchemaError(f"'allOf' at {path}: two subschemas give '{keyword}' different values "
-                                         f"({merged[keyword]!r} and {value!r}), which we cannot merge")
-    for keywords, merge in ((("properties", "additionalProperties"), _merge_properties),
-                            (("prefixItems", "items"), _merge_items)):
+            raise UnsupportedSchemaError(
+                f"'allOf' at {path}: two subschemas give '{keyword}' different values "
+                f"({merged[keyword]!r} and {value!r}), which we cannot merge"
+            )
+    for keywords, merge in (
+        (("properties", "additionalProperties"), _merge_properties),
+        (("prefixItems", "items"), _merge_items),
+    ):
         if any(k in a for k in keywords) and any(k in b for k in keywords):  # they interact
             for k in keywords:
                 merged.pop(k, None)
@@ -74,8 +79,20 @@ def _merge(a: dict | bool, b: dict | bool, path: str) -> dict | bool:
 MAX_ANYOF_COMBINATIONS = 512
 # Keywords a branch may only mean something through the compiler ($ref targets, negation,
 # ...): pairs holding one stay {"allOf": [x, y]}, merged (and checked) when compiled.
-_NEEDS_COMPILER = frozenset({"$ref", "$id", "allOf", "not", "if", "then", "else", "unevaluatedProperties",
-                             "unevaluatedItems", *DEPENDENCY_KEYWORDS})
+_NEEDS_COMPILER = frozenset(
+    {
+        "$ref",
+        "$id",
+        "allOf",
+        "not",
+        "if",
+        "then",
+        "else",
+        "unevaluatedProperties",
+        "unevaluatedItems",
+        *DEPENDENCY_KEYWORDS,
+    }
+)
 
 
 def _anyof_pairs(a: list, b: list, path: str) -> list:
@@ -98,15 +115,23 @@ def _anyof_pairs(a: list, b: list, path: str) -> list:
             if len(pairs) > MAX_ANYOF_COMBINATIONS:
                 raise UnsupportedSchemaError(
                     f"'allOf' at {path}: its 'anyOf's combine into more than {MAX_ANYOF_COMBINATIONS} "
-                    "branches (each anyOf multiplies the others); write the allowed combinations as one anyOf")
+                    "branches (each anyOf multiplies the others); write the allowed combinations as one anyOf"
+                )
     return pairs
 
 
 def _plain_merge(x, y, path: str):
     """x and y merged when both are plain schemas (False if they contradict), else {"allOf": [x, y]}."""
-    plain = [{} if s is True else s if s is False else
-             {k: v for k, v in s.items() if k not in ANNOTATION_KEYWORDS}
-             if isinstance(s, dict) and not _NEEDS_COMPILER & s.keys() else None for s in (x, y)]
+    plain = [
+        {}
+        if s is True
+        else s
+        if s is False
+        else {k: v for k, v in s.items() if k not in ANNOTATION_KEYWORDS}
+        if isinstance(s, dict) and not _NEEDS_COMPILER & s.keys()
+        else None
+        for s in (x, y)
+    ]
     if plain[0] is None or plain[1] is None:
         return {"allOf": [x, y]}
     try:
@@ -132,8 +157,10 @@ def _merge_properties(a: dict, b: dict, path: str) -> dict:
     """
     props_a, props_b = a.get("properties", {}), b.get("properties", {})
     extra_a, extra_b = a.get("additionalProperties", True), b.get("additionalProperties", True)
-    properties = {name: _both(props_a.get(name, extra_a), props_b.get(name, extra_b))
-                  for name in list(props_a) + [n for n in props_b if n not in props_a]}
+    properties = {
+        name: _both(props_a.get(name, extra_a), props_b.get(name, extra_b))
+        for name in list(props_a) + [n for n in props_b if n not in props_a]
+    }
     out = {"properties": properties} if properties else {}
     extra = _both(extra_a, extra_b)
     if extra is not True and extra != {}:
@@ -149,8 +176,10 @@ def _merge_items(a: dict, b: dict, path: str) -> dict:
     prefix_a, prefix_b = a.get("prefixItems", []), b.get("prefixItems", [])
     items_a, items_b = a.get("items", True), b.get("items", True)
     n = max(len(prefix_a), len(prefix_b))
-    prefix = [_both(prefix_a[i] if i < len(prefix_a) else items_a, prefix_b[i] if i < len(prefix_b) else items_b)
-              for i in range(n)]
+    prefix = [
+        _both(prefix_a[i] if i < len(prefix_a) else items_a, prefix_b[i] if i < len(prefix_b) else items_b)
+        for i in range(n)
+    ]
     out = {"prefixItems": prefix} if prefix else {}
     items = _both(items_a, items_b)
     if items is not True and items != {}:

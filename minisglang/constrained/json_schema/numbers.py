@@ -1,5 +1,6 @@
 """Numbers: exact ranges over decimal numerals, digit limits for unbounded numbers, and
 multipleOf (the compiler's `_number` rules)."""
+
 from __future__ import annotations
 
 import math
@@ -34,18 +35,22 @@ POINT_ZERO = _repeat(lit(".0"), 0, 1)
 def _unbounded_number(options: SchemaOptions, integer: bool) -> Regex:
     """Any integer (or number, with fraction and exponent) within the options' digit limits
     (none with bound_numbers off)."""
+
     def digits(lo: int, limit: int) -> Regex | None:
         return _repeat(DIGIT, lo, limit if options.bound_numbers else None)
+
     nonzero = _concat(NONZERO_DIGIT, digits(0, options.max_integer_digits - 1))
     if integer:
         out = _alt([ZERO, _concat(OPTIONAL_MINUS, nonzero)])
     else:
         fraction = _concat(POINT, digits(1, options.max_fraction_digits))
-        exponent = _concat(chars([(ord("E"), ord("E")), (ord("e"), ord("e"))]),
-                           _repeat(chars([(ord("+"), ord("+")), (ord("-"), ord("-"))]), 0, 1),
-                           digits(1, options.max_exponent_digits))
+        exponent = _concat(
+            chars([(ord("E"), ord("E")), (ord("e"), ord("e"))]),
+            _repeat(chars([(ord("+"), ord("+")), (ord("-"), ord("-"))]), 0, 1),
+            digits(1, options.max_exponent_digits),
+        )
         out = _concat(OPTIONAL_MINUS, _alt([ZERO, nonzero]), _repeat(fraction, 0, 1), _repeat(exponent, 0, 1))
-    assert out is not None   # (every part matches something)
+    assert out is not None  # (every part matches something)
     return out
 
 
@@ -60,8 +65,9 @@ def _decimal_digits(x: Decimal) -> tuple[tuple[int, ...], int]:
     return tuple(int(c) for c in whole + fraction.rstrip("0")), len(whole)
 
 
-def _magnitude_range(low: Decimal, low_strict: bool, high: Decimal | None, high_strict: bool,
-                     fraction: bool, max_fraction: int) -> Regex | None:
+def _magnitude_range(
+    low: Decimal, low_strict: bool, high: Decimal | None, high_strict: bool, fraction: bool, max_fraction: int
+) -> Regex | None:
     """Unsigned numerals `(0|[1-9][0-9]*)(\\.[0-9]{1,max_fraction})?` with low <(=) value <(=) high.
 
     Numerals are split by their count n of integer digits; for each n the digits are
@@ -123,15 +129,17 @@ def _magnitude_range(low: Decimal, low_strict: bool, high: Decimal | None, high_
             options.append(_concat(POINT if i == n else EPSILON, step))
         return _alt(options)
 
-    options = [rest(n, 0, n == lo_len, n == hi_len)
-               for n in range(lo_len, (hi_len if high is not None else lo_len) + 1)]
+    options = [
+        rest(n, 0, n == lo_len, n == hi_len) for n in range(lo_len, (hi_len if high is not None else lo_len) + 1)
+    ]
     if high is None:  # numerals with more integer digits than `low`
         options.append(_concat(NONZERO_DIGIT, _repeat(DIGIT, lo_len, None), frac_any))
     return _alt(options)
 
 
-def _number_range(lo: Decimal | None, lo_strict: bool, hi: Decimal | None, hi_strict: bool,
-                  fraction: bool, max_fraction: int) -> Regex | None:
+def _number_range(
+    lo: Decimal | None, lo_strict: bool, hi: Decimal | None, hi_strict: bool, fraction: bool, max_fraction: int
+) -> Regex | None:
     """Decimal numerals (no exponent; no fraction if `fraction` is False; at most
     `max_fraction` fraction digits) in the bounds."""
     # -0 (a bound of -0.0, or -0.5 rounded up for an integer) is 0: drop the sign.
@@ -164,20 +172,32 @@ def _multiple_span(step: Decimal | int, lo: Decimal, lo_strict: bool, hi: Decima
     return int(first), int(last)
 
 
-def _decimal_multiples(step: Decimal, given, lo: Decimal | None, lo_strict: bool, hi: Decimal | None,
-                       hi_strict: bool, path: str, note_empty: Callable[[str], None] | None = None) -> Regex | None:
+def _decimal_multiples(
+    step: Decimal,
+    given,
+    lo: Decimal | None,
+    lo_strict: bool,
+    hi: Decimal | None,
+    hi_strict: bool,
+    path: str,
+    note_empty: Callable[[str], None] | None = None,
+) -> Regex | None:
     """The multiples of a fractional `step` between both bounds, listed (at most
     MAX_LISTED_MULTIPLES). Only those that a validator's float division also accepts
     (x / step an integer in binary floating point, as jsonschema computes it: 0.29 / 0.01
     is 28.999999999999996) are written: valid both exactly and in floats. `note_empty`
     hears why when there are multiples but none of them passes that division."""
     if lo is None or hi is None:
-        raise UnsupportedSchemaError(f"keyword 'multipleOf' at {path}: a fractional multipleOf ({given!r}) is "
-                                     "supported only between a minimum and a maximum")
+        raise UnsupportedSchemaError(
+            f"keyword 'multipleOf' at {path}: a fractional multipleOf ({given!r}) is "
+            "supported only between a minimum and a maximum"
+        )
     first, last = _multiple_span(step, lo, lo_strict, hi, hi_strict)
     if last - first + 1 > MAX_LISTED_MULTIPLES:
-        raise UnsupportedSchemaError(f"keyword 'multipleOf' at {path}: more than {MAX_LISTED_MULTIPLES} multiples "
-                                     f"of {given!r} between the bounds")
+        raise UnsupportedSchemaError(
+            f"keyword 'multipleOf' at {path}: more than {MAX_LISTED_MULTIPLES} multiples "
+            f"of {given!r} between the bounds"
+        )
     texts = []
     for n in range(int(first), int(last) + 1):
         text = format((n * step).normalize(), "f")
@@ -186,8 +206,10 @@ def _decimal_multiples(step: Decimal, given, lo: Decimal | None, lo_strict: bool
             # a whole multiple is also written as json.dumps writes a float: 3.0
             texts.append(lit(text) if "." in text else _concat(lit("0" if text == "-0" else text), POINT_ZERO))
     if not texts and last >= first and note_empty is not None:
-        note_empty(f"keyword 'multipleOf' at {path}: no multiple of {given!r} between the bounds divides by it "
-                   "exactly in binary floating point (x / multipleOf, as validators compute it)")
+        note_empty(
+            f"keyword 'multipleOf' at {path}: no multiple of {given!r} between the bounds divides by it "
+            "exactly in binary floating point (x / multipleOf, as validators compute it)"
+        )
     return _alt(texts)
 
 
@@ -201,11 +223,18 @@ class _NumberRules(_CompilerBase):
             if integer:
                 return None
             if any(k in schema for k in _NUMBER_BOUNDS):
-                raise UnsupportedSchemaError(f"keyword 'not' at {schema[NOT_AT]}: 'not integer' together with "
-                                             "minimum/maximum bounds is not supported")
+                raise UnsupportedSchemaError(
+                    f"keyword 'not' at {schema[NOT_AT]}: 'not integer' together with "
+                    "minimum/maximum bounds is not supported"
+                )
             whole = _concat(NONZERO_DIGIT, _repeat(DIGIT, 0, self.options.max_integer_digits - 1))
-            return _concat(OPTIONAL_MINUS, _alt([ZERO, whole]), POINT,
-                           _repeat(DIGIT, 0, self.options.max_fraction_digits - 1), NONZERO_DIGIT)
+            return _concat(
+                OPTIONAL_MINUS,
+                _alt([ZERO, whole]),
+                POINT,
+                _repeat(DIGIT, 0, self.options.max_fraction_digits - 1),
+                NONZERO_DIGIT,
+            )
         step, decimal_step = 1, None
         if "multipleOf" in schema:  # m = p/q: integers -> multiples of p; numbers: listed multiples of m
             m = _decimal(schema["multipleOf"], "multipleOf", path)
@@ -232,8 +261,9 @@ class _NumberRules(_CompilerBase):
             whole = "number" in _types(schema, path)
             return _concat(self._multiples(step, lo, lo_strict, hi, hi_strict, path), POINT_ZERO if whole else EPSILON)
         if decimal_step is not None:
-            return _decimal_multiples(decimal_step, schema["multipleOf"], lo, lo_strict, hi, hi_strict, path,
-                                      self.note_empty)
+            return _decimal_multiples(
+                decimal_step, schema["multipleOf"], lo, lo_strict, hi, hi_strict, path, self.note_empty
+            )
         if lo is None and hi is None:
             return _unbounded_number(self.options, integer)
         if integer:  # integer bounds: round inwards, then they are inclusive
@@ -256,12 +286,15 @@ class _NumberRules(_CompilerBase):
         if regex is None and not integer and nonempty:
             # Numbers lie in the range, but none with the fraction digits we write: our policy, not the schema's.
             given = " and ".join(f"{k} {short_value(schema[k])}" for k in (lo_keyword, hi_keyword) if k)
-            self.note_empty(f"no number with at most {self.options.max_fraction_digits} fraction digits (the "
-                            f"option max_fraction_digits) lies in the range {given} at {path}")
+            self.note_empty(
+                f"no number with at most {self.options.max_fraction_digits} fraction digits (the "
+                f"option max_fraction_digits) lies in the range {given} at {path}"
+            )
         return regex
 
-    def _multiples(self, step: int, lo: Decimal | None, lo_strict: bool, hi: Decimal | None, hi_strict: bool,
-                   path: str) -> Regex | None:
+    def _multiples(
+        self, step: int, lo: Decimal | None, lo_strict: bool, hi: Decimal | None, hi_strict: bool, path: str
+    ) -> Regex | None:
         """The integer multiples of `step` in the bounds: listed when both bounds leave at
         most MAX_LISTED_MULTIPLES; without bounds, when step divides 10^j (j <= 3), by
         their last j digits."""
@@ -281,4 +314,5 @@ class _NumberRules(_CompilerBase):
                 return _alt([*zero, _concat(sign, nonzero)])
         raise UnsupportedSchemaError(
             f"keyword 'multipleOf' at {path}: multiples of {step} are supported within bounds holding at most "
-            f"{MAX_LISTED_MULTIPLES} of them, or with no bound other than 0 when {step} divides 1000")
+            f"{MAX_LISTED_MULTIPLES} of them, or with no bound other than 0 when {step} divides 1000"
+        )

@@ -1,5 +1,6 @@
 """The compiler's rules for JSON objects: properties in order or any order, patternProperties,
 additionalProperties, propertyNames and min/maxProperties."""
+
 from __future__ import annotations
 
 import functools
@@ -28,8 +29,9 @@ def _searches(pattern: str, name: str, path: str) -> bool:
     try:
         return re.search(pattern, name) is not None
     except re.error as e:
-        raise UnsupportedSchemaError(f"'patternProperties' at {path}: {shown_regex(pattern)} is not a regex we "
-                                     f"can read: {e}") from None
+        raise UnsupportedSchemaError(
+            f"'patternProperties' at {path}: {shown_regex(pattern)} is not a regex we can read: {e}"
+        ) from None
 
 
 class _ObjectRules(_CompilerBase):
@@ -55,13 +57,18 @@ class _ObjectRules(_CompilerBase):
         key_regex = None if names_free else self.value(_both({"type": "string"}, names), f"{path}/propertyNames")
 
         def name_allowed(name: str) -> bool:  # our regex is sound: a match is a valid name
-            return names_free or (key_regex is not None and any(
-                self.matches(key_regex, json.dumps(name, ensure_ascii=a)) for a in (True, False)))
+            return names_free or (
+                key_regex is not None
+                and any(self.matches(key_regex, json.dumps(name, ensure_ascii=a)) for a in (True, False))
+            )
 
         def member(name: str, subschemas: list, where: str) -> Regex | None:
             """`"name": value` with a value valid for every subschema; None: no value fits."""
-            value = self.value(subschemas[0] if len(subschemas) == 1 else {"allOf": subschemas}, where) \
-                if name_allowed(name) else None
+            value = (
+                self.value(subschemas[0] if len(subschemas) == 1 else {"allOf": subschemas}, where)
+                if name_allowed(name)
+                else None
+            )
             return _concat(_string_literal(name), COLON, self.ws, value)
 
         members = []  # (regex of `"key": value`, required)
@@ -77,27 +84,33 @@ class _ObjectRules(_CompilerBase):
         for name in dict.fromkeys(required):
             if name not in properties:  # required, not listed: patternProperties or additionalProperties
                 matching = [s for p, s in patterns.items() if _searches(p, name, f"{path}/patternProperties")]
-                regex = member(name, matching or [True if additional is None else additional],
-                               f"{path}/additionalProperties")
+                regex = member(
+                    name, matching or [True if additional is None else additional], f"{path}/additionalProperties"
+                )
                 if regex is None:
                     return None
                 members.append((regex, True))
         listed = list(properties) + [r for r in required if r not in properties]
         counts = (_count(schema, "minProperties", path) or 0, _count(schema, "maxProperties", path))
         if patterns and self.options.automaton == "lazy":
-            entries = self._key_regions(patterns, listed, additional, None if names_free else key_regex,
-                                        "properties" in schema, path)
+            entries = self._key_regions(
+                patterns, listed, additional, None if names_free else key_regex, "properties" in schema, path
+            )
         elif patterns:
             entries = self._pattern_entries(patterns, listed, additional, names_free, path)
         elif additional is False or ("properties" in schema and not self.options.extra_properties):
             entries = []
         else:
-            extra_value = self._any_value(self.nesting - 1) if additional is None or additional is True \
+            extra_value = (
+                self._any_value(self.nesting - 1)
+                if additional is None or additional is True
                 else self.value(additional, f"{path}/additionalProperties")
+            )
             if "properties" in schema:  # extra_properties: unlisted keys after the listed ones
                 if not names_free:
-                    raise UnsupportedSchemaError(f"keyword 'propertyNames' at {path} is not supported together "
-                                                 "with the option extra_properties")
+                    raise UnsupportedSchemaError(
+                        f"keyword 'propertyNames' at {path} is not supported together with the option extra_properties"
+                    )
                 key = self.key_except(listed)
             else:  # a map
                 key = STRING if names_free else key_regex
@@ -108,17 +121,21 @@ class _ObjectRules(_CompilerBase):
         if counts[0] > len(members) and not one_entry:  # a repeated key counts once: entries do not prove the count
             raise UnsupportedSchemaError(
                 f"keyword 'minProperties' at {path} is not supported on an object with unlisted keys "
-                "(a regex cannot keep keys distinct)")
+                "(a regex cannot keep keys distinct)"
+            )
         if "properties" not in schema or (counts[1] is not None and all(req for _, req in members)):
             # every member is required: a map (the entries counted against maxProperties)
             return self._map_regex(members, self.shared(_alt(entries)), counts[1], at_least_one=one_entry)
         if counts[1] is not None:
-            raise UnsupportedSchemaError(f"keyword 'maxProperties' at {path} is not supported on an object with "
-                                         "both optional listed properties and unlisted keys")
+            raise UnsupportedSchemaError(
+                f"keyword 'maxProperties' at {path} is not supported on an object with "
+                "both optional listed properties and unlisted keys"
+            )
         return self._members_regex(members, path, self.shared(_alt(entries)))
 
-    def _key_regions(self, patterns: dict, listed: list[str], additional, key_regex: Regex | None,
-                     has_properties: bool, path: str) -> list[Regex]:
+    def _key_regions(
+        self, patterns: dict, listed: list[str], additional, key_regex: Regex | None, has_properties: bool, path: str
+    ) -> list[Regex]:
         """The `"key": value` regexes of the unlisted keys, for the lazy automaton, exactly.
 
         A key gets the value of every pattern it matches, and additionalProperties' when it
@@ -129,8 +146,10 @@ class _ObjectRules(_CompilerBase):
         listed member), and within propertyNames' `key_regex`. Empty regions are skipped.
         """
         if len(patterns) > MAX_KEY_PATTERNS:
-            raise UnsupportedSchemaError(f"keyword 'patternProperties' at {path}: more than {MAX_KEY_PATTERNS} "
-                                         "patterns (their keys are split into 2^n regions)")
+            raise UnsupportedSchemaError(
+                f"keyword 'patternProperties' at {path}: more than {MAX_KEY_PATTERNS} "
+                "patterns (their keys are split into 2^n regions)"
+            )
         where = [f"{path}/patternProperties/{_pointer_token(p)}" for p in patterns]
         narrow = [_concat(QUOTE, _pattern_regex(p, w), QUOTE) for p, w in zip(patterns, where)]
         wide = [_concat(QUOTE, _pattern_regex(p, w, wide=True), QUOTE) for p, w in zip(patterns, where)]
@@ -141,13 +160,20 @@ class _ObjectRules(_CompilerBase):
         for size in range(1, len(patterns) + 1):
             for chosen in itertools.combinations(range(len(patterns)), size):
                 others = [wide[j] for j in range(len(patterns)) if j not in chosen and wide[j] is not None]
-                regions.append(([narrow[i] for i in chosen] + base, others,
-                                [list(patterns.values())[i] for i in chosen], where[chosen[0]]))
+                regions.append(
+                    (
+                        [narrow[i] for i in chosen] + base,
+                        others,
+                        [list(patterns.values())[i] for i in chosen],
+                        where[chosen[0]],
+                    )
+                )
         extra_allowed = self.options.extra_properties or (additional is not None and not has_properties)
         if additional is not False and extra_allowed:
             value = True if additional is None else additional
-            regions.append((base or [STRING], [w for w in wide if w is not None], [value],
-                            f"{path}/additionalProperties"))
+            regions.append(
+                (base or [STRING], [w for w in wide if w is not None], [value], f"{path}/additionalProperties")
+            )
         entries = []
         for keys, others, values, at in regions:
             key = self.intersection(keys, at)
@@ -164,8 +190,9 @@ class _ObjectRules(_CompilerBase):
                 entries.append(_concat(key, COLON, self.ws, value))
         return entries
 
-    def _pattern_entries(self, patterns: dict, listed: list[str], additional, names_free: bool,
-                         path: str) -> list[Regex]:
+    def _pattern_entries(
+        self, patterns: dict, listed: list[str], additional, names_free: bool, path: str
+    ) -> list[Regex]:
         """The `"key": value` regexes of patternProperties, one per pattern, for a plain
         regex (the lazy automaton: _key_regions).
 
@@ -174,12 +201,16 @@ class _ObjectRules(_CompilerBase):
         pattern get no entry, so additionalProperties must not allow any (false or absent).
         """
         if additional not in (None, False) or (additional is None and self.options.extra_properties):
-            raise UnsupportedSchemaError(f"keyword 'patternProperties' at {path} together with "
-                                         "additionalProperties is not supported (the keys no pattern matches; "
-                                         "with automaton='lazy' it is)")
+            raise UnsupportedSchemaError(
+                f"keyword 'patternProperties' at {path} together with "
+                "additionalProperties is not supported (the keys no pattern matches; "
+                "with automaton='lazy' it is)"
+            )
         if not names_free:
-            raise UnsupportedSchemaError(f"keyword 'patternProperties' at {path} together with propertyNames "
-                                         "is not supported (with automaton='lazy' it is)")
+            raise UnsupportedSchemaError(
+                f"keyword 'patternProperties' at {path} together with propertyNames "
+                "is not supported (with automaton='lazy' it is)"
+            )
         keys, entries = [], []  # keys: (pattern, key regex, its wide form, whether it has an entry)
         for pattern, sub in patterns.items():
             where = f"{path}/patternProperties/{_pointer_token(pattern)}"
@@ -193,23 +224,32 @@ class _ObjectRules(_CompilerBase):
                     raise UnsupportedSchemaError(
                         f"keyword 'patternProperties' at {where}: the pattern also matches the listed property "
                         f"{name!r}, and a regex cannot keep that key from being written twice "
-                        "(with automaton='lazy' it can)")
+                        "(with automaton='lazy' it can)"
+                    )
             for other_pattern, other, other_wide, other_written in keys:
                 # A key one of them writes that the other matches too (in Python's reading).
-                if (value is not None and other_wide is not None and not self.language_empty(And(key, other_wide),
-                                                                                             where)) or \
-                        (other_written and wide is not None and not self.language_empty(And(other, wide), where)):
+                if (
+                    value is not None
+                    and other_wide is not None
+                    and not self.language_empty(And(key, other_wide), where)
+                ) or (other_written and wide is not None and not self.language_empty(And(other, wide), where)):
                     raise UnsupportedSchemaError(
                         f"keyword 'patternProperties' at {where}: some key matches both {shown_regex(pattern)} and "
                         f"{shown_regex(other_pattern)}, and its value would have to fit both "
-                        "(with automaton='lazy' it can)")
+                        "(with automaton='lazy' it can)"
+                    )
             keys.append((pattern, key, wide, value is not None))
             if value is not None:
                 entries.append(_concat(key, COLON, self.ws, value))
         return entries
 
-    def _members_regex(self, members: list[tuple[Regex, bool]], path: str, extra: Regex | None = None,
-                       counts: tuple[int, int | None] = (0, None)) -> Regex | None:
+    def _members_regex(
+        self,
+        members: list[tuple[Regex, bool]],
+        path: str,
+        extra: Regex | None = None,
+        counts: tuple[int, int | None] = (0, None),
+    ) -> Regex | None:
         """`{` the members, optional ones may be left out, then any number of `extra`
         entries (None: none) `}`. Members come in schema order (O(n^2) regex size), or in
         any order with the any_order option: for the lazy automaton one `Members`
@@ -232,8 +272,11 @@ class _ObjectRules(_CompilerBase):
             return None
         if extra is not None:  # after the members (or alone), each behind a comma
             more = _repeat(_concat(sep, extra), 0, None)
-            firsts = [option for first in firsts
-                      for option in ([_concat(extra, more), EPSILON] if first == EPSILON else [_concat(first, more)])]
+            firsts = [
+                option
+                for first in firsts
+                for option in ([_concat(extra, more), EPSILON] if first == EPSILON else [_concat(first, more)])
+            ]
         return _concat(OPEN_BRACE, ws, _alt(firsts), ws, CLOSE_BRACE)
 
     def _ordered_firsts(self, members: list[tuple[Regex, bool]], path: str) -> list[Regex]:
@@ -251,6 +294,7 @@ class _ObjectRules(_CompilerBase):
                 tails.append(self.shared(_concat(behind_comma(member, req), tails[-1])))
             rest = tails[::-1].__getitem__
         else:  # joined on demand, so a huge object meets the size bound before all of it is written
+
             def rest(k: int) -> Regex:
                 return _concat(*(behind_comma(m, req) for m, req in members[k:]))
 
@@ -265,8 +309,9 @@ class _ObjectRules(_CompilerBase):
             firsts.append(EPSILON)  # all optional: the object may be empty
         return firsts
 
-    def _counted_members(self, members: list[tuple[Regex, bool]], counts: tuple[int, int | None],
-                         path: str) -> Regex | None:
+    def _counted_members(
+        self, members: list[tuple[Regex, bool]], counts: tuple[int, int | None], path: str
+    ) -> Regex | None:
         """The object's contents in schema order with lo..hi members written (counts).
 
         `rest(k, n, started)`: members[k:] after n written (n stops counting at lo when
@@ -292,15 +337,17 @@ class _ObjectRules(_CompilerBase):
 
         return rest(0, 0, False)
 
-    def _any_order_firsts(self, members: list[tuple[Regex, bool]], path: str,
-                          counts: tuple[int, int | None] = (0, None)) -> list[Regex]:
+    def _any_order_firsts(
+        self, members: list[tuple[Regex, bool]], path: str, counts: tuple[int, int | None] = (0, None)
+    ) -> list[Regex]:
         """The object's contents with the members in any order, split by the first one
         (with lo..hi members written: counts)."""
         limit = self.options.max_any_order_properties
         if len(members) > limit:
             raise UnsupportedSchemaError(
                 f"option any_order at {path}: the object has {len(members)} properties, more than "
-                f"max_any_order_properties={limit} (every order is written out: n! alternatives)")
+                f"max_any_order_properties={limit} (every order is written out: n! alternatives)"
+            )
         sep = self.sep
 
         lo, hi = counts
@@ -320,8 +367,9 @@ class _ObjectRules(_CompilerBase):
         firsts = [f for f in firsts if f is not None]
         return firsts + ([EPSILON] if not any(req for _, req in members) and lo == 0 else [])
 
-    def _map_regex(self, members: list[tuple[Regex, bool]], entry: Regex, most: int | None = None,
-                   at_least_one: bool = False) -> Regex | None:
+    def _map_regex(
+        self, members: list[tuple[Regex, bool]], entry: Regex, most: int | None = None, at_least_one: bool = False
+    ) -> Regex | None:
         """`{` the required members, then any number of `entry` (at most `most` entries in
         all: maxProperties; a repeated key only lowers the count; `at_least_one`: without
         members, one entry or more: minProperties 1) `}`."""
@@ -335,6 +383,9 @@ class _ObjectRules(_CompilerBase):
         elif more == 0:
             body = EPSILON
         else:
-            body = _repeat(_concat(entry, _repeat(_concat(sep, entry), 0, None if more is None else more - 1)),
-                           1 if at_least_one else 0, 1)
+            body = _repeat(
+                _concat(entry, _repeat(_concat(sep, entry), 0, None if more is None else more - 1)),
+                1 if at_least_one else 0,
+                1,
+            )
         return _concat(OPEN_BRACE, ws, body, ws, CLOSE_BRACE)

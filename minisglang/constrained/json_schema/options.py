@@ -1,4 +1,5 @@
 """How the compiler writes a schema's JSON texts: SchemaOptions and the defaults behind its policies."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -79,8 +80,14 @@ class SchemaOptions:
     automaton: str = "eager"
 
     def __post_init__(self) -> None:
-        for name in ("max_ref_depth", "max_integer_digits", "max_fraction_digits", "max_exponent_digits",
-                     "max_any_order_properties", "max_regex_chars"):
+        for name in (
+            "max_ref_depth",
+            "max_integer_digits",
+            "max_fraction_digits",
+            "max_exponent_digits",
+            "max_any_order_properties",
+            "max_regex_chars",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < (0 if name == "max_ref_depth" else 1):
                 raise ValueError(f"option {name} must be a positive integer, got {value!r}")

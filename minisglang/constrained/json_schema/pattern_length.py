@@ -1,5 +1,6 @@
 """`pattern` with minLength/maxLength: the pattern's matches of a length in the window, for
 a plain regex (the lazy automaton intersects instead)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -47,7 +48,7 @@ def _pattern_with_length(pattern: str, path: str, min_length: int, max_length: i
     for branch in _top_branches(list(_parsed_pattern(pattern, path))):
         starts = bool(branch) and branch[0] in _STARTS
         ends = bool(branch) and branch[-1] in _ENDS
-        middle = branch[int(starts):len(branch) - int(ends)]
+        middle = branch[int(starts) : len(branch) - int(ends)]
         body = _pieces(middle, pattern, path)
         if body is None:
             continue  # this branch matches nothing
@@ -62,13 +63,16 @@ def _pattern_with_length(pattern: str, path: str, min_length: int, max_length: i
                 raise UnsupportedSchemaError(
                     f"'pattern' {shown_regex(pattern)} with 'minLength'/'maxLength' at {path}: a pattern without a "
                     "leading ^ can be intersected with a length only when it is one character class "
-                    "and there is no maxLength")
+                    "and there is no maxLength"
+                )
         options.append(_window(tuple(pieces), min_length, max_length, {}))
     regex = _alt(options)
     if regex is not None and text_size(regex) > MAX_LENGTH_WINDOW_REGEX:
-        raise UnsupportedSchemaError(f"'pattern' {shown_regex(pattern)} with 'minLength'/'maxLength' at {path}: the "
-                                     f"exact intersection needs a regex of {text_size(regex)} characters (limit "
-                                     f"{MAX_LENGTH_WINDOW_REGEX})")
+        raise UnsupportedSchemaError(
+            f"'pattern' {shown_regex(pattern)} with 'minLength'/'maxLength' at {path}: the "
+            f"exact intersection needs a regex of {text_size(regex)} characters (limit "
+            f"{MAX_LENGTH_WINDOW_REGEX})"
+        )
     return regex
 
 
@@ -92,7 +96,8 @@ def _pieces(items: list, pattern: str, path: str) -> list[_Piece] | None:
             if unit is None:
                 raise UnsupportedSchemaError(
                     f"'pattern' {shown_regex(pattern)} with 'minLength'/'maxLength' at {path}: only repeats of "
-                    "fixed-width parts can be intersected with a length exactly")
+                    "fixed-width parts can be intersected with a length exactly"
+                )
             if unit[0] is None:  # the repeated part matches nothing: only zero times
                 if lo > 0:
                     return None
@@ -108,7 +113,8 @@ def _pieces(items: list, pattern: str, path: str) -> list[_Piece] | None:
             if unit is None:
                 raise UnsupportedSchemaError(
                     f"'pattern' {shown_regex(pattern)} with 'minLength'/'maxLength' at {path}: alternatives of "
-                    "different widths cannot be intersected with a length exactly")
+                    "different widths cannot be intersected with a length exactly"
+                )
             if unit[0] is None:
                 return None
             out.append(_Piece(unit[0], unit[1], 1, 1))
@@ -130,7 +136,8 @@ def _fixed_width(items: list, pattern: str, path: str) -> tuple[Regex | None, in
         elif op is _P.SUBPATTERN:
             if arg[1] or arg[2]:
                 raise UnsupportedSchemaError(
-                    f"'pattern' {shown_regex(pattern)} at {path}: inline flags such as (?i:...) are not supported")
+                    f"'pattern' {shown_regex(pattern)} at {path}: inline flags such as (?i:...) are not supported"
+                )
             sub = _fixed_width(list(arg[3]), pattern, path)
             if sub is None:
                 return None

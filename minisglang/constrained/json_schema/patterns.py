@@ -1,5 +1,6 @@
 """`pattern`: Python's regex parser reads it; we write the same language over JSON text
 (a JSON Schema pattern is a search: `^...$` pins both ends)."""
+
 from __future__ import annotations
 
 import re
@@ -30,15 +31,20 @@ _ASCII_CATEGORIES: dict = {  # \d \w \s, ASCII only: what ECMA-262 and Python bo
 # The ASCII characters EITHER engine puts in a class (Python's \s also has \x1c-\x1f):
 # what a negated class `[^\s]` must leave out. So `\S` is ASCII minus these.
 _EITHER_ASCII_CATEGORIES: dict = {**_ASCII_CATEGORIES, _P.CATEGORY_SPACE: [(0x09, 0x0D), (0x1C, 0x20)]}
-for _cat, _neg in ((_P.CATEGORY_DIGIT, _P.CATEGORY_NOT_DIGIT), (_P.CATEGORY_WORD, _P.CATEGORY_NOT_WORD),
-                   (_P.CATEGORY_SPACE, _P.CATEGORY_NOT_SPACE)):
+for _cat, _neg in (
+    (_P.CATEGORY_DIGIT, _P.CATEGORY_NOT_DIGIT),
+    (_P.CATEGORY_WORD, _P.CATEGORY_NOT_WORD),
+    (_P.CATEGORY_SPACE, _P.CATEGORY_NOT_SPACE),
+):
     _ASCII_CATEGORIES[_neg] = _intersect(_complement(_EITHER_ASCII_CATEGORIES[_cat]), [(0, 0x7F)])
     _EITHER_ASCII_CATEGORIES[_neg] = _intersect(_complement(_ASCII_CATEGORIES[_cat]), [(0, 0x7F)])
 # `.`: every character but the line terminators of ECMA-262 (Python's `.` excludes only \n)
 _DOT: Ranges = _complement([(0x0A, 0x0A), (0x0D, 0x0D), (0x2028, 0x2029)])
 _UNSUPPORTED_REGEX_OPS = {
-    _P.GROUPREF: "backreferences", _P.ASSERT: "lookaround assertions",
-    _P.ASSERT_NOT: "lookaround assertions", _P.GROUPREF_EXISTS: "conditional groups",
+    _P.GROUPREF: "backreferences",
+    _P.ASSERT: "lookaround assertions",
+    _P.ASSERT_NOT: "lookaround assertions",
+    _P.GROUPREF_EXISTS: "conditional groups",
     _P.AT: "anchors (^, $, \\b) other than a leading ^ and a trailing $",
 }
 for _name, _what in (("ATOMIC_GROUP", "atomic groups"), ("POSSESSIVE_REPEAT", "possessive repeats")):
@@ -51,12 +57,14 @@ def _parsed_pattern(pattern: str, path: str):
     try:
         tree = sre_parse.parse(pattern)
     except re.error as e:
-        raise UnsupportedSchemaError(f"'pattern' {shown_regex(pattern)} at {path} is not a regex we can read: "
-                                     f"{e}") from None
+        raise UnsupportedSchemaError(
+            f"'pattern' {shown_regex(pattern)} at {path} is not a regex we can read: {e}"
+        ) from None
     flags = getattr(tree, "state", getattr(tree, "pattern", None)).flags
     if flags & (re.IGNORECASE | re.MULTILINE | re.DOTALL | re.VERBOSE):
-        raise UnsupportedSchemaError(f"'pattern' {shown_regex(pattern)} at {path}: inline flags such as (?i) "
-                                     "are not supported")
+        raise UnsupportedSchemaError(
+            f"'pattern' {shown_regex(pattern)} at {path}: inline flags such as (?i) are not supported"
+        )
     return tree
 
 
@@ -93,10 +101,15 @@ def _pattern_regex(pattern: str, path: str, wide: bool = False) -> Regex | None:
     for branch in _top_branches(list(_parsed_pattern(pattern, path))):  # unanchored ends: any text around
         starts = bool(branch) and branch[0] in _STARTS
         ends = bool(branch) and branch[-1] in _ENDS
-        body = _translate_regex(branch[int(starts):len(branch) - int(ends)], pattern, path, wide)
+        body = _translate_regex(branch[int(starts) : len(branch) - int(ends)], pattern, path, wide)
         # Python's `$` also matches before a last "\n"; a superset must hold that string too.
-        end = any_text if not ends else _repeat(_json_string_chars([(10, 10)], every=True), 0, 1) \
-            if wide and branch[-1] == (_P.AT, _P.AT_END) else EPSILON
+        end = (
+            any_text
+            if not ends
+            else _repeat(_json_string_chars([(10, 10)], every=True), 0, 1)
+            if wide and branch[-1] == (_P.AT, _P.AT_END)
+            else EPSILON
+        )
         options.append(_concat(EPSILON if starts else any_text, body, end))
     return _alt(options)
 
@@ -115,7 +128,8 @@ def _translate_regex(items: list, pattern: str, path: str, wide: bool = False) -
             _, add_flags, del_flags, sub = arg
             if add_flags or del_flags:
                 raise UnsupportedSchemaError(
-                    f"'pattern' {shown_regex(pattern)} at {path}: inline flags such as (?i:...) are not supported")
+                    f"'pattern' {shown_regex(pattern)} at {path}: inline flags such as (?i:...) are not supported"
+                )
             part = _translate_regex(list(sub), pattern, path, wide)
         elif op is _P.BRANCH:
             part = _alt([_translate_regex(list(b), pattern, path, wide) for b in arg[1]])
@@ -160,6 +174,6 @@ def _item_ranges(op, arg, wide: bool = False) -> Ranges:
         return [(arg, arg)]
     if op is _P.NOT_LITERAL:
         return _complement([(arg, arg)])
-    if op is _P.ANY:   # Python's `.`: all but "\n"
+    if op is _P.ANY:  # Python's `.`: all but "\n"
         return _complement([(10, 10)]) if wide else _DOT
     return _class_ranges(arg, wide)

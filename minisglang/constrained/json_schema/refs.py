@@ -1,4 +1,5 @@
 """`$ref` targets: the schema resources ($id) and anchors of one document, and JSON pointers into it."""
+
 from __future__ import annotations
 
 from urllib.parse import unquote, urldefrag, urljoin
@@ -27,8 +28,8 @@ class _ResourceIndex:
     """Finds the target of a `$ref` in the root schema (mixed into _SchemaCompiler)."""
 
     root: dict | bool
-    resources: dict[str, str]   # absolute URI ($id) -> its pointer
-    anchors: dict[tuple[str, str], str]   # (URI, $anchor) -> its pointer
+    resources: dict[str, str]  # absolute URI ($id) -> its pointer
+    anchors: dict[tuple[str, str], str]  # (URI, $anchor) -> its pointer
 
     def _index(self, node, base: str, pointer: str) -> None:
         """Record every schema resource ($id, resolved against its parent's) and $anchor
@@ -69,8 +70,10 @@ class _ResourceIndex:
             raise InvalidSchemaError(f"'$ref' at {path} must be a string, got {ref!r}")
         uri, fragment = urldefrag(urljoin(self.base_uri(path), ref))
         if uri not in self.resources:
-            raise UnsupportedSchemaError(f"'$ref' {ref!r} at {path}: {uri!r} is not a schema resource of this "
-                                         "document (only local refs, $id and $anchor in it are supported)")
+            raise UnsupportedSchemaError(
+                f"'$ref' {ref!r} at {path}: {uri!r} is not a schema resource of this "
+                "document (only local refs, $id and $anchor in it are supported)"
+            )
         pointer = self.resources[uri]
         if fragment and not fragment.startswith("/"):
             if (uri, unquote(fragment)) not in self.anchors:

@@ -1,6 +1,7 @@
 """Regex building blocks: the tree builders of regex_ast.py under the names the rules use, and
 regex literals of the compiler's own source read once. Every builder returns a node, or None
 for "matches nothing"."""
+
 from __future__ import annotations
 
 import functools
@@ -11,8 +12,19 @@ from minisglang.constrained.regex_ast import alt as _alt
 from minisglang.constrained.regex_ast import concat as _concat
 from minisglang.constrained.regex_ast import repeat as _repeat
 
-__all__ = ["DIGIT", "EPSILON", "NONZERO_DIGIT", "Regex", "_alt", "_concat", "_digit_class", "_repeat", "chars", "lit",
-           "rx"]
+__all__ = [
+    "DIGIT",
+    "EPSILON",
+    "NONZERO_DIGIT",
+    "Regex",
+    "_alt",
+    "_concat",
+    "_digit_class",
+    "_repeat",
+    "chars",
+    "lit",
+    "rx",
+]
 
 
 @functools.lru_cache(maxsize=1024)

@@ -1,4 +1,5 @@
 """The characters inside JSON strings: code point ranges written as JSON text (raw or escaped)."""
+
 from __future__ import annotations
 
 import functools
@@ -31,8 +32,7 @@ SHORT_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "\b": "b", "\f": "f", "\n": "n"
 
 def _intersect(a: Ranges, b: Ranges) -> Ranges:
     """The code points in both range lists."""
-    return [(max(lo1, lo2), min(hi1, hi2)) for lo1, hi1 in a for lo2, hi2 in b
-            if max(lo1, lo2) <= min(hi1, hi2)]
+    return [(max(lo1, lo2), min(hi1, hi2)) for lo1, hi1 in a for lo2, hi2 in b if max(lo1, lo2) <= min(hi1, hi2)]
 
 
 def _class_regex(ranges: Ranges) -> Regex:
@@ -82,8 +82,12 @@ def _surrogate_pairs(lo: int, hi: int) -> list[Regex | None]:
     last_high, last_low = divmod(hi - 0x10000, 0x400)
 
     def pairs(high_lo: int, high_hi: int, low_lo: int, low_hi: int) -> Regex | None:
-        return _concat(lit("\\u"), _hex_range(0xD800 + high_lo, 0xD800 + high_hi),
-                       lit("\\u"), _hex_range(0xDC00 + low_lo, 0xDC00 + low_hi))
+        return _concat(
+            lit("\\u"),
+            _hex_range(0xD800 + high_lo, 0xD800 + high_hi),
+            lit("\\u"),
+            _hex_range(0xDC00 + low_lo, 0xDC00 + low_hi),
+        )
 
     if first_high == last_high:
         return [pairs(first_high, first_high, first_low, last_low)]
@@ -115,10 +119,15 @@ def _json_string_chars(ranges: Ranges, counted: bool = False, every: bool = Fals
         ranges_escaped = _intersect(ranges, [(0x00, 0x1F)])
         raw = _intersect(ranges, RAW_STRING_CHARACTERS)
         letters = [letter for ch, letter in SHORT_ESCAPES.items() if _intersect(ranges, [(ord(ch), ord(ch))])]
-        return _alt([_class_regex(raw) if raw else None,
-                     _concat(lit("\\"), _class_regex([(ord(c), ord(c)) for c in letters])) if letters else None,
-                     _concat(lit("\\u"), _alt([_hex_range(lo, hi) for lo, hi in ranges_escaped]))
-                     if ranges_escaped else None])
+        return _alt(
+            [
+                _class_regex(raw) if raw else None,
+                _concat(lit("\\"), _class_regex([(ord(c), ord(c)) for c in letters])) if letters else None,
+                _concat(lit("\\u"), _alt([_hex_range(lo, hi) for lo, hi in ranges_escaped]))
+                if ranges_escaped
+                else None,
+            ]
+        )
     options: list[Regex | None] = []
     raw = _intersect(ranges, RAW_STRING_CHARACTERS)
     if raw:
@@ -139,10 +148,12 @@ def _json_string_chars(ranges: Ranges, counted: bool = False, every: bool = Fals
 # surrogate, or a surrogate pair (one character above U+FFFF, as Python's len counts it).
 # Written out by hand: `_json_string_chars(ALL_CHARACTERS)` means nearly the same (it
 # leaves out escapes json.dumps never writes, such as \u0041) but gives a larger automaton.
-STRING_CHAR = (r'(?:[^\x00-\x1f"\\]|\\["/\\bfnrt]|\\u(?:[0-9a-cA-Ce-fE-F][0-9a-fA-F]{3}|[dD][0-7][0-9a-fA-F]{2})'
-               r'|\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2})')
+STRING_CHAR = (
+    r'(?:[^\x00-\x1f"\\]|\\["/\\bfnrt]|\\u(?:[0-9a-cA-Ce-fE-F][0-9a-fA-F]{3}|[dD][0-7][0-9a-fA-F]{2})'
+    r"|\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+)
 STRING_CHAR_NODE = rx(STRING_CHAR)
-STRING = _concat(lit('"'), _repeat(STRING_CHAR_NODE, 0, None), lit('"'))   # any JSON string
+STRING = _concat(lit('"'), _repeat(STRING_CHAR_NODE, 0, None), lit('"'))  # any JSON string
 # One character of a string with minLength/maxLength: raw or a short escape only. Counting
 # repeats the character automaton once per position; with \uXXXX escapes it has 13 states
 # instead of 2, and interegular's build time grows quadratically with the states
@@ -167,15 +178,16 @@ def _string_except(words: list[str]) -> Regex:
             tails = frozenset(w[1:] for w in suffixes if w[:1] == c)
             options.append(_concat(_json_string_chars([(ord(c), ord(c))]), rest(tails)))
         return _alt(options)
+
     out = _concat(lit('"'), rest(frozenset(words)), lit('"'))
-    assert out is not None   # (any text but the words: never nothing)
+    assert out is not None  # (any text but the words: never nothing)
     return out
 
 
 def _string_literal(text: str) -> Regex:
     """The JSON string `text`, each character in any form json.dumps may write it."""
     out = _concat(lit('"'), *map(_json_char, text), lit('"'))
-    assert out is not None   # (every character has a writing)
+    assert out is not None  # (every character has a writing)
     return out
 
 

@@ -1,4 +1,5 @@
 """The compiler's rule for a JSON string: format, pattern, minLength/maxLength and excluded values."""
+
 from __future__ import annotations
 
 from minisglang.constrained.json_schema.compiler_base import _CompilerBase
@@ -30,7 +31,8 @@ class _StringRules(_CompilerBase):
             if self.options.unknown_formats == "error":
                 raise UnsupportedSchemaError(
                     f"'format': {schema['format']!r} at {path} is not supported (supported: "
-                    f"{', '.join(sorted(FORMATS))}; the option unknown_formats='annotation' ignores it)")
+                    f"{', '.join(sorted(FORMATS))}; the option unknown_formats='annotation' ignores it)"
+                )
             schema = {k: v for k, v in schema.items() if k != "format"}  # an annotation: any string
         if self.options.automaton == "lazy":
             if max_length is not None and max_length < (min_length or 0):
@@ -52,16 +54,21 @@ class _StringRules(_CompilerBase):
             return self.intersection(parts, path) if parts else STRING
         if MORE_PATTERNS in schema:
             shown = ", ".join(shown_regex(p) for p in [schema["pattern"], *schema[MORE_PATTERNS]])
-            raise UnsupportedSchemaError(f"'allOf' at {path}: a string must match several 'pattern's "
-                                         f"([{shown}]); only automaton='lazy' intersects them")
+            raise UnsupportedSchemaError(
+                f"'allOf' at {path}: a string must match several 'pattern's "
+                f"([{shown}]); only automaton='lazy' intersects them"
+            )
         if NOT_PATTERNS in schema:
-            raise UnsupportedSchemaError(f"keyword 'not' at {schema[NOT_AT]}: the negation of 'pattern' is written "
-                                         "only for automaton='lazy'")
+            raise UnsupportedSchemaError(
+                f"keyword 'not' at {schema[NOT_AT]}: the negation of 'pattern' is written only for automaton='lazy'"
+            )
         if EXCLUDED_STRINGS in schema:  # `not` of string values: only for otherwise free strings
             if any(k in schema for k in ("format", "pattern")) or has_length:
-                raise UnsupportedSchemaError(f"keyword 'not' at {schema[NOT_AT]}: excluding string values from a "
-                                             "string with pattern, format or length bounds cannot be written exactly "
-                                             "(with automaton='lazy' it can)")
+                raise UnsupportedSchemaError(
+                    f"keyword 'not' at {schema[NOT_AT]}: excluding string values from a "
+                    "string with pattern, format or length bounds cannot be written exactly "
+                    "(with automaton='lazy' it can)"
+                )
             return _string_except(schema[EXCLUDED_STRINGS])
         if "format" in schema:
             fmt = schema["format"]

@@ -1,4 +1,5 @@
 """Schema values: JSON types and equality of values, exact numbers, counts and literal JSON texts."""
+
 from __future__ import annotations
 
 import json
@@ -45,20 +46,23 @@ def _decimal(value, keyword: str, path: str) -> Decimal:
     (Python's json makes 1e999 inf, JavaScript both), so validators disagree on it."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InvalidSchemaError(f"'{keyword}' at {path} must be a number, got {short_value(value)}")
-    if isinstance(value, int):   # exact, however long: no float(value), which overflows
+    if isinstance(value, int):  # exact, however long: no float(value), which overflows
         if abs(value) > sys.float_info.max:
             try:
                 digits = str(len(str(abs(value))))
-            except ValueError:   # past sys.get_int_max_str_digits()
+            except ValueError:  # past sys.get_int_max_str_digits()
                 digits = f"more than {sys.get_int_max_str_digits()}"
             raise UnsupportedSchemaError(
                 f"'{keyword}' at {path} is out of range: an integer of {digits} digits, beyond the largest "
-                f"double ({sys.float_info.max:.17g}), which most JSON parsers read as infinity")
+                f"double ({sys.float_info.max:.17g}), which most JSON parsers read as infinity"
+            )
         return Decimal(value)
     if not math.isfinite(value):
-        raise InvalidSchemaError(f"'{keyword}' at {path} must be a finite number, got {value!r} (a JSON number "
-                                 f"beyond the largest double, {sys.float_info.max:.17g}, such as 1e999, reads "
-                                 "as infinity)")
+        raise InvalidSchemaError(
+            f"'{keyword}' at {path} must be a finite number, got {value!r} (a JSON number "
+            f"beyond the largest double, {sys.float_info.max:.17g}, such as 1e999, reads "
+            "as infinity)"
+        )
     return Decimal(repr(value))
 
 
@@ -96,6 +100,8 @@ def _literal(value, ws: Regex) -> Regex | None:
     if isinstance(value, list):
         items = [_concat(*([sep] if i else []), _literal(v, ws)) for i, v in enumerate(value)]
         return _concat(lit("["), ws, *items, ws, lit("]"))
-    members = [_concat(*([sep] if i else []), _string_literal(k), lit(":"), ws, _literal(v, ws))
-               for i, (k, v) in enumerate(value.items())]
+    members = [
+        _concat(*([sep] if i else []), _string_literal(k), lit(":"), ws, _literal(v, ws))
+        for i, (k, v) in enumerate(value.items())
+    ]
     return _concat(lit("{"), ws, *members, ws, lit("}"))
