@@ -94,7 +94,7 @@ class TokenToKVPool:
         # The free map lives on the CPU: alloc/free are scheduler bookkeeping, not model math.
         self._is_free = torch.ones(size, dtype=torch.bool)
 
-    def alloc(self, n: int) -> torch.LongTensor | None:
+    def alloc(self, n: int) -> torch.Tensor | None:
         """Take ``n`` free KV slots; returns their ids ``[n]`` (int64, on the pool's
         device), or ``None`` when fewer than ``n`` are free (nothing is taken then)."""
         if n < 0:

@@ -617,7 +617,7 @@ class Scheduler:
             raise
 
     # ------------------------------------------------------------------ memory
-    def alloc_kv(self, n: int) -> torch.LongTensor:
+    def alloc_kv(self, n: int) -> torch.Tensor:
         """n free KV slots, evicting least-recently-used radix leaves when short."""
         short = n - self.token_to_kv_pool.available_size()
         if short > 0:

@@ -206,6 +206,7 @@ def _protobuf_fields(buf: bytes) -> Iterable[tuple[int, int | bytes]]:
     while i < len(buf):
         key, i = varint(i)
         number, wire_type = key >> 3, key & 7
+        value: int | bytes
         if wire_type == 0:
             value, i = varint(i)
         elif wire_type == 2:
@@ -217,6 +218,22 @@ def _protobuf_fields(buf: bytes) -> Iterable[tuple[int, int | bytes]]:
         else:
             raise ValueError(f"unsupported protobuf wire type {wire_type}")
         yield number, value
+
+
+def _int_field(fields: dict[int, int | bytes], number: int, default: int) -> int:
+    """A varint field of a message read by `_protobuf_fields` (``default`` when absent)."""
+    value = fields.get(number, default)
+    if not isinstance(value, int):
+        raise ValueError(f"protobuf field {number} should be a number, got {len(value)} bytes")
+    return value
+
+
+def _bytes_field(fields: dict[int, int | bytes], number: int, default: bytes) -> bytes:
+    """A length-delimited or fixed-size field of a message read by `_protobuf_fields`."""
+    value = fields.get(number, default)
+    if not isinstance(value, bytes):
+        raise ValueError(f"protobuf field {number} should be bytes or a message, got the number {value}")
+    return value
 
 
 class Tokenizer:
@@ -285,7 +302,7 @@ class Tokenizer:
         if template is None and (folder / "chat_template.jinja").is_file():
             template = (folder / "chat_template.jinja").read_text(encoding="utf-8")
         template_tokens = {
-            k: _token_content(v) for k, v in config.items() if k.endswith("_token") and _token_content(v) is not None
+            k: content for k, v in config.items() if k.endswith("_token") and (content := _token_content(v)) is not None
         }
         eos = template_tokens.get("eos_token")
         eos_id = hf.token_to_id(eos) if eos is not None else None
@@ -307,24 +324,31 @@ class Tokenizer:
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"no SentencePiece model file at {path}")
-        pieces, trainer, normalizer = [], {}, {}
+        pieces: list[tuple[str, float, int]] = []
+        trainer: dict[int, int | bytes] = {}
+        normalizer: dict[int, int | bytes] = {}
         for number, value in _protobuf_fields(path.read_bytes()):
-            if number == 1:  # ModelProto.pieces: piece=1, score=2 (float32), type=3
-                fields = dict(_protobuf_fields(value))
-                pieces.append(
-                    (fields.get(1, b"").decode(), struct.unpack("<f", fields.get(2, b"\0\0\0\0"))[0], fields.get(3, 1))
-                )
+            if number not in (1, 2, 3):  # ModelProto: pieces, trainer_spec, normalizer_spec
+                continue
+            if not isinstance(value, bytes):
+                raise ValueError(f"{path}: ModelProto field {number} should be a message, got the number {value}")
+            message = dict(_protobuf_fields(value))
+            if number == 1:  # a piece: piece=1, score=2 (float32), type=3
+                score = struct.unpack("<f", _bytes_field(message, 2, b"\0\0\0\0"))[0]
+                pieces.append((_bytes_field(message, 1, b"").decode(), score, _int_field(message, 3, 1)))
             elif number == 2:
-                trainer = dict(_protobuf_fields(value))
-            elif number == 3:
-                normalizer = dict(_protobuf_fields(value))
-        if trainer.get(3, 1) != 2:  # TrainerSpec.model_type, 2 = BPE (1 = unigram, the default)
-            raise ValueError(f"{path}: only SentencePiece BPE models are supported (model_type={trainer.get(3, 1)})")
-        norm_name = normalizer.get(1, b"identity").decode()
-        if norm_name != "identity" or normalizer.get(4, 1):
+                trainer = message
+            else:
+                normalizer = message
+        model_type = _int_field(trainer, 3, 1)  # TrainerSpec.model_type, 2 = BPE (1 = unigram, the default)
+        if model_type != 2:
+            raise ValueError(f"{path}: only SentencePiece BPE models are supported (model_type={model_type})")
+        norm_name = _bytes_field(normalizer, 1, b"identity").decode()
+        remove_extra_whitespaces = _int_field(normalizer, 4, 1)
+        if norm_name != "identity" or remove_extra_whitespaces:
             raise ValueError(
                 f"{path}: SentencePiece normalizer {norm_name!r} (remove_extra_whitespaces="
-                f"{bool(normalizer.get(4, 1))}) is not supported; only 'identity' is"
+                f"{bool(remove_extra_whitespaces)}) is not supported; only 'identity' is"
             )
 
         NORMAL, UNKNOWN, CONTROL, USER_DEFINED = 1, 2, 3, 4  # SentencePiece.Type
@@ -343,7 +367,7 @@ class Tokenizer:
             models.BPE(
                 vocab,
                 [(left, right) for *_, left, right in ranked],
-                byte_fallback=bool(trainer.get(35, 0)),
+                byte_fallback=bool(_int_field(trainer, 35, 0)),
                 unk_token=unk,
                 fuse_unk=True,
             )
@@ -355,7 +379,9 @@ class Tokenizer:
         )
         hf.add_tokens([AddedToken(p, special=False, normalized=False) for p, _, kind in pieces if kind == USER_DEFINED])
         # TrainerSpec bos_id/eos_id are int32; -1 ("none") arrives as a 64-bit varint.
-        bos_id, eos_id = (v - (1 << 64) if v >= 1 << 63 else v for v in (trainer.get(41, 1), trainer.get(42, 2)))
+        bos_id, eos_id = (
+            v - (1 << 64) if v >= 1 << 63 else v for v in (_int_field(trainer, 41, 1), _int_field(trainer, 42, 2))
+        )
         if eos_id < 0:
             raise ValueError(f"{path}: this SentencePiece model has no end-of-sequence piece")
         template_tokens = {"eos_token": pieces[eos_id][0]}
@@ -555,7 +581,10 @@ class Tokenizer:
 
         marked_messages = [{k: v if k == "role" else mark(v) for k, v in m.items()} for m in messages]
         marked = self.apply_chat_template(marked_messages, add_generation_prompt, mark(tools))
-        spans, plain, start, balanced = [], [], None, True
+        spans: list[tuple[int, int]] = []
+        plain: list[str] = []
+        start: int | None = None
+        balanced = True
         for ch in marked:
             if ch == open_mark:
                 balanced = balanced and start is None

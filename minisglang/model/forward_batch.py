@@ -34,11 +34,11 @@ class ExtendGroup:
     """EXTEND: some requests of the batch in one attention call, padded to the longest of
     them (``b`` requests, ``n`` = the most new tokens, ``L`` = the most keys)."""
 
-    rows: torch.LongTensor  # [T'] their new tokens' rows of the batch, request after request
-    req_rows: torch.LongTensor  # [T'] each new token's request in the group (the padded grid's row)
-    cols: torch.LongTensor  # [T'] its column in the padded grid (its index among its request's new tokens)
-    slots: torch.LongTensor  # [b, L] the KV slots of each request's keys
-    mask: torch.BoolTensor  # [b, n, L] which keys each query sees: its prefix and itself (causal)
+    rows: torch.Tensor  # int64 [T'] their new tokens' rows of the batch, request after request
+    req_rows: torch.Tensor  # int64 [T'] each new token's request in the group (the padded grid's row)
+    cols: torch.Tensor  # int64 [T'] its column in the padded grid (its index among its request's new tokens)
+    slots: torch.Tensor  # int64 [b, L] the KV slots of each request's keys
+    mask: torch.Tensor  # bool [b, n, L] which keys each query sees: its prefix and itself (causal)
 
 
 @dataclass
@@ -46,11 +46,11 @@ class ForwardBatch:
     """One forward step. ``T`` = new tokens in the batch, ``B`` = requests."""
 
     mode: ForwardMode
-    input_ids: torch.LongTensor  # [T] new tokens of all requests, concatenated
-    positions: torch.LongTensor  # [T] position of each new token in its sequence
-    out_cache_loc: torch.LongTensor  # [T] KV slot where each new token's K/V is written
-    req_pool_indices: torch.LongTensor  # [B] request slot of each request
-    seq_lens: torch.LongTensor  # [B] length of each request after this step
+    input_ids: torch.Tensor  # int64 [T] new tokens of all requests, concatenated
+    positions: torch.Tensor  # int64 [T] position of each new token in its sequence
+    out_cache_loc: torch.Tensor  # int64 [T] KV slot where each new token's K/V is written
+    req_pool_indices: torch.Tensor  # int64 [B] request slot of each request
+    seq_lens: torch.Tensor  # int64 [B] length of each request after this step
     extend_prefix_lens: list[int]  # [B] cached tokens before this step
     extend_seq_lens: list[int]  # [B] new tokens in this step (decode: all 1)
     req_to_token_pool: ReqToTokenPool
@@ -66,7 +66,7 @@ class ForwardBatch:
         return len(self.extend_seq_lens)
 
     @functools.cached_property
-    def decode_chunks(self) -> list[tuple[torch.LongTensor, torch.LongTensor, torch.BoolTensor]]:
+    def decode_chunks(self) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
         """DECODE: the requests in chunks of `DECODE_CHUNK`, sorted by length, each as (its
         rows of the batch ``[b]``, the KV slots of its positions after the shared prefix
         ``[b, L]`` up to its own longest, which of those each request has ``[b, L]``).
@@ -113,7 +113,7 @@ class ForwardBatch:
         return groups
 
     @functools.cached_property
-    def shared_prefix_slots(self) -> torch.LongTensor:
+    def shared_prefix_slots(self) -> torch.Tensor:
         """DECODE: the KV slots ``[shared_prefix_len]`` every request of the batch starts with."""
         return self.req_to_token_pool.req_to_token[self.req_pool_indices[0], : self.shared_prefix_len]
 
@@ -123,7 +123,7 @@ class ForwardBatch:
         req_pool_indices: list[int],
         prefix_lens: list[int],
         new_token_ids: list[list[int]],
-        out_cache_loc: torch.LongTensor,
+        out_cache_loc: torch.Tensor,
         req_to_token_pool: ReqToTokenPool,
         token_to_kv_pool: TokenToKVPool,
     ) -> ForwardBatch:
@@ -168,7 +168,7 @@ class ForwardBatch:
         req_pool_indices: list[int],
         seq_lens_before: list[int],
         last_token_ids: list[int],
-        out_cache_loc: torch.LongTensor,
+        out_cache_loc: torch.Tensor,
         req_to_token_pool: ReqToTokenPool,
         token_to_kv_pool: TokenToKVPool,
     ) -> ForwardBatch:
@@ -181,8 +181,8 @@ class ForwardBatch:
                 f"{len(seq_lens_before)} lengths, {len(last_token_ids)} tokens"
             )
         out_cache_loc = cls._check_slots(out_cache_loc, num_reqs, req_to_token_pool)
-        for before in seq_lens_before:
-            cls._check_fits(before + 1, req_to_token_pool)
+        for length in seq_lens_before:
+            cls._check_fits(length + 1, req_to_token_pool)
         device = req_to_token_pool.device
         reqs = torch.tensor(req_pool_indices, dtype=torch.int64, device=device)
         before = torch.tensor(seq_lens_before, dtype=torch.int64, device=device)
@@ -211,7 +211,7 @@ class ForwardBatch:
         return int(same.long().cumprod(0).sum())
 
     @staticmethod
-    def _check_slots(out_cache_loc, expected: int, pool: ReqToTokenPool) -> torch.LongTensor:
+    def _check_slots(out_cache_loc, expected: int, pool: ReqToTokenPool) -> torch.Tensor:
         """``out_cache_loc`` as an int64 tensor on the pool's device, one slot per new token."""
         out_cache_loc = torch.as_tensor(out_cache_loc, dtype=torch.int64).to(pool.device).flatten()
         if out_cache_loc.numel() != expected:

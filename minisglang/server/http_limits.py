@@ -51,16 +51,20 @@ async def read_body(request: Request, options: ServerOptions) -> bytes:
     too_big = RequestError(f"the request body is larger than the limit of {limit} bytes", status=413)
     if declared.isdigit() and int(declared) > limit:
         raise too_big
-    parts, size = [], 0
+
+    async def collect() -> list[bytes]:
+        parts, size = [], 0
+        async for part in request.stream():  # also counts a chunked body that declares no length
+            size += len(part)
+            if size > limit:
+                raise too_big
+            parts.append(part)
+        return parts
+
     try:
         # A client that sends a byte now and then would otherwise hold its connection for ever.
-        async with asyncio.timeout(options.body_timeout):
-            async for part in request.stream():  # also counts a chunked body that declares no length
-                size += len(part)
-                if size > limit:
-                    raise too_big
-                parts.append(part)
-    except TimeoutError:
+        parts = await asyncio.wait_for(collect(), options.body_timeout)
+    except asyncio.TimeoutError:  # the builtin TimeoutError from Python 3.11 on
         raise RequestError(
             f"the request body took longer than {options.body_timeout:g} s to arrive", status=408
         ) from None
@@ -130,11 +134,13 @@ def h11_protocol():
     class Protocol(H11Protocol):
         def __init__(self, config, *args, **kwargs):
             super().__init__(config, *args, **kwargs)
-            self.conn = Connection(h11.SERVER, config.h11_max_incomplete_event_size)
+            # uvicorn types self.conn as h11's class; ours is kept beside it for its `error`.
+            self.reader = Connection(h11.SERVER, config.h11_max_incomplete_event_size)
+            self.conn = self.reader
             self.limit, self.draining = config.h11_max_incomplete_event_size, False
 
         def send_400_response(self, msg: str) -> None:  # uvicorn's hook for a head h11 refused
-            e = self.conn.error
+            e = self.reader.error
             status = 431 if e is not None and e.error_status_hint == 431 else 400
             message = (
                 f"the request's headers are larger than the limit of {self.limit} bytes"

@@ -142,7 +142,7 @@ def tool_refusal(e: RequestError, body: ChatCompletionRequest) -> RequestError:
     if e.status != 400 or "structural_tag" not in str(e):
         return e
     choice = body.tool_choice_value()
-    names = [choice.name] if choice.mode == "function" else [t.name for t in body.function_tools()]
+    names = [choice.name] if choice.mode == "function" and choice.name else [t.name for t in body.function_tools()]
     param = "tools"
     if (m := re.search(r"structures\[(\d+)\]", str(e))) and int(m.group(1)) < len(names):
         tool_index = [t.name for t in body.function_tools()].index(names[int(m.group(1))])
