@@ -169,10 +169,12 @@ class _Parser:
         start, p = self.i, self.p
         end = self.group_end.get(start)
         text = p[start : end + 1] if end is not None else None
-        if text is not None and text in self.group_nodes:
+        if end is not None and text in self.group_nodes:
             self.i = end + 1
             return self.group_nodes[text]
         if p.startswith(REF_SYNTAX, start):
+            if end is None:
+                raise self.fail(f"the (?@ref: group at position {start} is not closed")
             name = p[start + len(REF_SYNTAX) : end]
             if name not in self.definitions:
                 raise self.fail(f"(?@ref:{name}) at position {start} comes before its (?@def:{name}...)")
@@ -276,14 +278,18 @@ class _Parser:
         self.i += 1
         return (And if intersect else Diff)(*operands)
 
-    def escape(self, in_class: bool = False) -> Regex | list[tuple[int, int]] | str:
-        """Outside a class: a node. Inside: a one-character string or a list of ranges."""
+    def escape(self) -> Regex:
+        """An escape outside a class: a character's node or a shorthand's (`\\d`) set."""
+        item = self.escaped(in_class=False)
+        return self.literal(item) if isinstance(item, str) else Chars(normalize(item))
+
+    def escaped(self, in_class: bool) -> str | list[tuple[int, int]]:
+        """The escape at the cursor: one character, or a shorthand's ranges (`\\d`, `\\w`)."""
         p = self.p
         c = p[self.i + 1]
         self.i += 2
         if c in SHORTHANDS:
-            ranges = list(shorthand_ranges(c))
-            return ranges if in_class else Chars(normalize(ranges))
+            return list(shorthand_ranges(c))
         if c == "b" and in_class:
             ch = "\b"
         elif c in ANCHOR_ESCAPES:
@@ -300,6 +306,7 @@ class _Parser:
             self.i = close + 1
         elif c == "0" or (c in "1234567" and in_class):
             m = re.compile(r"[0-7]{0,2}").match(p, self.i)
+            assert m is not None  # it matches the empty string too
             ch = chr(int(c + m.group(), 8))
             self.i = m.end()
         elif c.isdigit():
@@ -311,7 +318,7 @@ class _Parser:
                 raise self.fail(f"group reference \\{c} is not supported")
         else:
             ch = c  # an escaped punctuation character is itself
-        return ch if in_class else self.literal(ch)
+        return ch
 
     def char_class(self) -> Regex:
         p = self.p
@@ -323,7 +330,7 @@ class _Parser:
         while first or p[self.i] != "]":
             first = False
             if p[self.i] == "\\":
-                item = self.escape(in_class=True)
+                item = self.escaped(in_class=True)
                 if isinstance(item, list):
                     ranges.extend(item)
                     continue
@@ -334,7 +341,10 @@ class _Parser:
             if p[self.i] == "-" and p[self.i + 1] != "]":
                 self.i += 1
                 if p[self.i] == "\\":
-                    hi = ord(self.escape(in_class=True))
+                    end = self.escaped(in_class=True)
+                    if isinstance(end, list):  # `[a-\\d]` (re.compile rejects it first)
+                        raise self.fail(f"bad character range at position {self.i}")
+                    hi = ord(end)
                 else:
                     hi = ord(p[self.i])
                     self.i += 1
