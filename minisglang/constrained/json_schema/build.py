@@ -8,6 +8,7 @@ import functools
 import sys
 from dataclasses import fields
 from decimal import Decimal
+from typing import Any
 
 from minisglang.constrained.json_schema.compiler import _SchemaCompiler
 from minisglang.constrained.json_schema.errors import InvalidSchemaError, UnsupportedSchemaError
@@ -22,7 +23,7 @@ from minisglang.constrained.regex_dfa import RegexError, compile_regex, shown_re
 
 
 def build_regex_from_schema(
-    schema: dict | str | bool, whitespace: str | None = None, max_ref_depth: int = 5, **options
+    schema: dict[str, Any] | str | bool, whitespace: str | None = None, max_ref_depth: int = 5, **options: Any
 ) -> str:
     """The regex text of the JSON texts of the values `schema` accepts: `build_schema_tree`
     rendered (regex_ast.render) in Python's syntax, or with automaton="lazy" in the lazy
@@ -32,7 +33,7 @@ def build_regex_from_schema(
 
 
 def build_schema_tree(
-    schema: dict | str | bool, whitespace: str | None = None, max_ref_depth: int = 5, **options
+    schema: dict[str, Any] | str | bool, whitespace: str | None = None, max_ref_depth: int = 5, **options: Any
 ) -> Regex:
     """The regex (regex_ast.py's tree) of the JSON texts of the values `schema` accepts (see
     the package doc). The lazy automaton reads it directly (regex_ast.lower).
@@ -100,22 +101,22 @@ def _checked_whitespace(ws: str) -> Regex:
     return parse_tree(ws)
 
 
-def _why_empty(parts: list[tuple[str, dict | bool]]) -> str:
+def _why_empty(parts: list[tuple[str, dict[str, Any] | bool]]) -> str:
     """ " (at PATH: WHY)" for the first part with no value, its commonest causes named; ""
     when no part was found (a cached $ref)."""
     if not parts:
         return ""
     path, schema = parts[0]
     why = (
-        ("nothing matches it (false, parts of allOf/not/if that exclude each other, or a $ref cut at max_ref_depth)")
-        if schema is False
-        else "; ".join(_contradictions(schema)) or "no value matches it"
+        "; ".join(_contradictions(schema)) or "no value matches it"
+        if isinstance(schema, dict)
+        else "nothing matches it (false, parts of allOf/not/if that exclude each other, or a $ref cut at max_ref_depth)"
     )
     more = f", and {len(parts) - 1} more part(s)" if len(parts) > 1 else ""
     return f" (at {path}: {why}{more})"
 
 
-def _contradictions(schema: dict) -> list[str]:
+def _contradictions(schema: dict[str, Any]) -> list[str]:
     """The keywords of one flattened schema that leave no value: a lower bound above the
     upper one (numbers, lengths, items, properties), a range with no integer in it, an
     enum with no value of the schema's types."""
@@ -139,7 +140,12 @@ def _contradictions(schema: dict) -> list[str]:
             found.append(f"no number lies between {between}")
         elif "integer" in types and "number" not in types and none_between(1):
             found.append(f"no integer lies between {between}")
-        elif type(step) in (int, float) and step > 0 and none_between(_decimal(step, "multipleOf", "#")):
+        elif (
+            isinstance(step, (int, float))
+            and not isinstance(step, bool)
+            and step > 0
+            and none_between(_decimal(step, "multipleOf", "#"))
+        ):
             found.append(f"no multiple of {short_value(step)} lies between {between}")
     for low, high, what in (
         ("minLength", "maxLength", "string length"),

@@ -4,6 +4,8 @@ modules put together), anyOf/oneOf and const/enum."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import Any
 
 from minisglang.constrained.json_schema.applicators import _ApplicatorRules
 from minisglang.constrained.json_schema.arrays import _ArrayRules
@@ -27,10 +29,10 @@ class _SchemaCompiler(_ApplicatorRules, _NumberRules, _StringRules, _ArrayRules,
     """Compiles the subschemas of one root schema; remembers which $refs are being expanded."""
 
     # -- one flattened schema -----------------------------------------------------------
-    def _flat_value(self, schema: dict | bool, path: str) -> Regex | None:
+    def _flat_value(self, schema: dict[str, Any] | bool, path: str) -> Regex | None:
         if schema is False:
             return None
-        if not schema:  # {} or true: any value
+        if schema is True or not schema:  # {} or true: any value
             return self._any_value(self.nesting)
         _check_keywords(schema, path)
         if "anyOf" in schema or "oneOf" in schema:
@@ -40,7 +42,7 @@ class _SchemaCompiler(_ApplicatorRules, _NumberRules, _StringRules, _ArrayRules,
             return self._enum(schema, path)
         if "number" in types:  # the number regex writes integers too
             types = [t for t in types if t != "integer"]
-        builders = {
+        builders: dict[str, Callable[[dict[str, Any], str], Regex | None]] = {
             "object": self._object,
             "array": self._array,
             "string": self._string,
@@ -51,7 +53,7 @@ class _SchemaCompiler(_ApplicatorRules, _NumberRules, _StringRules, _ArrayRules,
         }
         return _alt([builders[t](schema, path) for t in types])
 
-    def _combination(self, schema: dict, path: str) -> Regex | None:
+    def _combination(self, schema: dict[str, Any], path: str) -> Regex | None:
         """anyOf: any branch (each merged with the sibling keywords); oneOf: disjoint branches."""
         keyword = "anyOf" if "anyOf" in schema else "oneOf"
         branches = schema[keyword]
@@ -105,10 +107,11 @@ class _SchemaCompiler(_ApplicatorRules, _NumberRules, _StringRules, _ArrayRules,
             self.check_size(chars, f"{path}/{keyword}/{i}")
         return _alt(options)
 
-    def _disjoint(self, a: dict | bool, b: dict | bool, path: str, depth: int = 0) -> bool:
+    def _disjoint(self, a: dict[str, Any] | bool, b: dict[str, Any] | bool, path: str, depth: int = 0) -> bool:
         """Whether no value can be valid for both exact (uncut) flattened schemas: a proof, or False."""
         if a is False or b is False:
             return True
+        assert a is not True and b is not True  # flattened: flatten writes `true` as {}
         if depth > 10:  # deep recursive schemas: give up proving
             return False
         types_a, types_b = _declared_types(a, path), _declared_types(b, path)
@@ -135,17 +138,16 @@ class _SchemaCompiler(_ApplicatorRules, _NumberRules, _StringRules, _ArrayRules,
                     return True
         return False
 
-    def _enum(self, schema: dict, path: str) -> Regex | None:
+    def _enum(self, schema: dict[str, Any], path: str) -> Regex | None:
         """const / enum: the listed values that the other keywords accept too."""
-        values = None
         if "enum" in schema:
             if not isinstance(schema["enum"], list):
                 raise InvalidSchemaError(f"'enum' at {path} must be an array, got {schema['enum']!r}")
-            values = schema["enum"]
+            values: list[Any] = schema["enum"]
+        else:  # (_flat_value calls this for a schema with const or enum)
+            values = [schema["const"]]
         if "const" in schema:
-            values = [
-                v for v in (values if values is not None else [schema["const"]]) if _json_equal(v, schema["const"])
-            ]
+            values = [v for v in values if _json_equal(v, schema["const"])]
         rest = {k: v for k, v in schema.items() if k not in ("enum", "const")}
         if set(rest) == {"type"}:  # the common case, exactly
             types = set(_types(rest, path))
@@ -166,7 +168,11 @@ class _SchemaCompiler(_ApplicatorRules, _NumberRules, _StringRules, _ArrayRules,
             options = [STRING, _unbounded_number(self.options, False), lit("true"), lit("false"), lit("null")]
             if nesting > 0:
                 inner = self._any_value(nesting - 1)
+                member = _concat(STRING, lit(":"), self.ws, inner)
+                assert member is not None  # (every part matches something)
                 options.append(self._array_regex([], inner, 0, None))
-                options.append(self._map_regex([], _concat(STRING, lit(":"), self.ws, inner)))
-            self.any_values[nesting] = self.shared(_alt(options))
+                options.append(self._map_regex([], member))
+            any_value = self.shared(_alt(options))
+            assert any_value is not None  # (a string, at least)
+            self.any_values[nesting] = any_value
         return self.any_values[nesting]

@@ -4,9 +4,9 @@ shared definitions (automaton="lazy") and the matchers that test a value against
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from minisglang.constrained.json_schema.errors import SchemaTooLargeError, UnsupportedSchemaError
 from minisglang.constrained.json_schema.keywords import ANNOTATION_KEYWORDS
@@ -15,12 +15,16 @@ from minisglang.constrained.json_schema.refs import ROOT_URI, _ResourceIndex
 from minisglang.constrained.json_schema.regex_parts import Regex, _alt, _concat, lit
 from minisglang.constrained.json_schema.string_chars import STRING, _json_string_chars, _string_except
 from minisglang.constrained.lazy_byte_dfa import LazyByteDFA
-from minisglang.constrained.lazy_regex import EMPTY, RegexPool
-from minisglang.constrained.regex_ast import And, Diff, Shared, lower
+from minisglang.constrained.lazy_regex import EMPTY, RegexNode, RegexPool
+from minisglang.constrained.regex_ast import And, Shared, difference, lower
 from minisglang.constrained.regex_dfa import RegexError
 
 # A subschema's regex at least this long is written once and referred to (automaton="lazy").
 SHARE_MIN_CHARS = 64
+
+# What the regex of a `$ref` depends on (see `_ref_key`): its target's pointer, the base URI
+# at the $ref, and how often each $ref is being expanded on the way there.
+RefKey = tuple[str, str, tuple[tuple[str, int], ...]]
 
 
 class _CompilerBase(_ResourceIndex):
@@ -28,13 +32,17 @@ class _CompilerBase(_ResourceIndex):
 
     if TYPE_CHECKING:  # what the other rules' mixins add, for the rules that call each other
 
-        def flatten(self, schema, path: str, cut_deep_refs: bool = True) -> tuple[dict | bool, list[str]]: ...
-        def _flatten(self, schema, path: str, refs: list[str], chain: frozenset, cut: bool) -> dict | bool: ...
-        def negation(self, flat: dict | bool, path: str) -> dict | bool: ...
-        def _flat_value(self, schema: dict | bool, path: str) -> Regex | None: ...
+        def flatten(
+            self, schema: object, path: str, cut_deep_refs: bool = True
+        ) -> tuple[dict[str, Any] | bool, list[str]]: ...
+        def _flatten(
+            self, schema: object, path: str, refs: list[str], chain: frozenset[str], cut: bool
+        ) -> dict[str, Any] | bool: ...
+        def negation(self, flat: dict[str, Any] | bool, path: str) -> dict[str, Any] | bool: ...
+        def _flat_value(self, schema: dict[str, Any] | bool, path: str) -> Regex | None: ...
         def _any_value(self, nesting: int) -> Regex: ...
 
-    def __init__(self, root: dict | bool, ws: Regex, options: SchemaOptions):
+    def __init__(self, root: dict[str, Any] | bool, ws: Regex, options: SchemaOptions):
         self.root = root
         self.ws = ws  # the whitespace regex: after `{`, `[`, `,`, `:` and before `}`, `]`
         self.sep = _concat(lit(","), ws)  # between two members or elements
@@ -45,7 +53,7 @@ class _CompilerBase(_ResourceIndex):
         self.empty_because: str | None = None  # see note_empty
         # (path, flattened schema) of the innermost parts with no value, while their parents
         # have none either: why a schema with no value has none (see `value`).
-        self.empty_parts: list[tuple[str, dict | bool]] = []
+        self.empty_parts: list[tuple[str, dict[str, Any] | bool]] = []
         self.nesting = LAZY_ANY_VALUE_NESTING if options.automaton == "lazy" else ANY_VALUE_NESTING
         # automaton="lazy": shared sub-expressions, each once (see `shared`), and their total
         # length (checked against max_regex_chars as they are made).
@@ -53,7 +61,7 @@ class _CompilerBase(_ResourceIndex):
         self.definitions_chars = 0
         # The regex of each `$ref` compiled so far (see `_ref_key`): a target used many
         # times, or by every level of a recursion, is compiled once per expansion depth.
-        self.ref_values: dict[tuple, Regex | None] = {}
+        self.ref_values: dict[RefKey, Regex | None] = {}
         self.ref_targets: dict[tuple[str, str], str] = {}  # (base URI, $ref) -> the target's pointer
         self.matchers: dict[Regex, Callable[[str], bool]] = {}  # regex -> its `_matcher`
         # The nodes the lazy automaton reads, for the checks (`matches`, `language_empty`):
@@ -66,7 +74,7 @@ class _CompilerBase(_ResourceIndex):
         self._index(root, ROOT_URI, "#")
 
     # -- entry point ------------------------------------------------------------------
-    def value(self, schema, path: str) -> Regex | None:
+    def value(self, schema: object, path: str) -> Regex | None:
         """The regex of the JSON texts of the values `schema` accepts; None if there are none."""
         key = self._ref_key(schema, path)
         if key is not None and key in self.ref_values:
@@ -86,7 +94,7 @@ class _CompilerBase(_ResourceIndex):
             self.ref_values[key] = regex
         return regex
 
-    def _ref_key(self, schema, path: str) -> tuple | None:
+    def _ref_key(self, schema: object, path: str) -> RefKey | None:
         """For a schema that is a `$ref` and nothing else (annotations aside), what its regex
         depends on: the target, the base URI at `path` (the target's own relative $refs are
         resolved against it) and how often each $ref is being expanded on the way here (the
@@ -146,7 +154,7 @@ class _CompilerBase(_ResourceIndex):
                 for name in names
             ]
         )
-        out = self.shared(Diff(STRING, writings) if writings is not None else STRING)
+        out = self.shared(difference(STRING, writings))
         assert out is not None
         return out
 
@@ -159,7 +167,7 @@ class _CompilerBase(_ResourceIndex):
             matcher = self.matchers[regex] = lambda t: dfa.matches(t.encode("utf-8"))
         return matcher(text)
 
-    def lowered(self, regex: Regex, path: str):
+    def lowered(self, regex: Regex, path: str) -> RegexNode:
         """`regex` in the lazy automaton's nodes (this compile's pool)."""
         try:
             return lower(regex, self.pool)
@@ -170,12 +178,13 @@ class _CompilerBase(_ResourceIndex):
         """The texts every part matches (lazy automaton only: `And` nodes); None
         when there is none, decided on the lazy automaton (so no branch hides an empty
         language). Parts are whole regexes, a None part matches nothing."""
-        if any(part is None for part in parts):
+        regexes = [part for part in parts if part is not None]
+        if len(regexes) < len(parts):  # a part matches nothing
             return None
-        regex = parts[0]
-        for part in parts[1:]:
+        regex = regexes[0]
+        for part in regexes[1:]:
             regex = And(regex, part)
-        return regex if len(parts) == 1 or not self.language_empty(regex, path) else None
+        return regex if len(regexes) == 1 or not self.language_empty(regex, path) else None
 
     def language_empty(self, regex: Regex, path: str) -> bool:
         """Whether one of our regexes (intersections and differences included) matches nothing."""
@@ -197,7 +206,7 @@ class _CompilerBase(_ResourceIndex):
             )
 
     @contextmanager
-    def expanding(self, refs: list[str]):
+    def expanding(self, refs: list[str]) -> Iterator[None]:
         self.active_refs.update(refs)
         try:
             yield

@@ -10,7 +10,7 @@ from minisglang.constrained.json_schema.regex_parts import Regex, rx
 try:  # Python's own regex parser, used to read (and check) `pattern` keywords
     import re._parser as sre_parse  # Python >= 3.11
 except ImportError:  # pragma: no cover - Python 3.10
-    import sre_parse  # type: ignore[no-redef]
+    import sre_parse
 
 
 _YEAR = r"(?:[0-9]{3}[1-9]|[0-9]{2}[1-9]0|[0-9][1-9]00|[1-9]000)"  # 0001..9999

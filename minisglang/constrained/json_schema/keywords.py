@@ -4,6 +4,8 @@ the types a schema's keywords allow."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from minisglang.constrained.json_schema.errors import InvalidSchemaError, UnsupportedSchemaError
 from minisglang.constrained.json_schema.values import _json_type_of, _type_allows
 
@@ -106,14 +108,14 @@ CONSTRAINING_KEYWORDS = frozenset(
 )
 
 
-def _check_keywords(schema: dict, path: str) -> None:
+def _check_keywords(schema: dict[str, Any], path: str) -> None:
     """Refuse every keyword we do not implement."""
     for keyword in schema:
         if keyword in UNSUPPORTED_KEYWORDS:
             raise UnsupportedSchemaError(f"keyword '{keyword}' at {path} is not supported")
 
 
-def _declared_types(schema: dict, path: str) -> set[str] | None:
+def _declared_types(schema: dict[str, Any], path: str) -> set[str] | None:
     """The types a value of `schema` can have, as far as "type", const or enum say; None: any."""
     types = None
     if "type" in schema:
@@ -129,15 +131,16 @@ def _types_overlap(a: set[str], b: set[str]) -> bool:
     return bool(a & b) or ("integer" in a and "number" in b) or ("number" in a and "integer" in b)
 
 
-def _finite_values(schema: dict) -> list | None:
+def _finite_values(schema: dict[str, Any]) -> list[Any] | None:
     if "const" in schema:
         return [schema["const"]]
-    if isinstance(schema.get("enum"), list):
-        return schema["enum"]
+    enum = schema.get("enum")
+    if isinstance(enum, list):
+        return enum
     return None
 
 
-def _types(schema: dict, path: str) -> list[str]:
+def _types(schema: dict[str, Any], path: str) -> list[str]:
     """The types to generate, in a fixed order: "type", or inferred from the keywords used."""
     if "type" in schema:
         declared = schema["type"]

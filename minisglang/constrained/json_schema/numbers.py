@@ -7,6 +7,7 @@ import math
 from collections.abc import Callable
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from fractions import Fraction
+from typing import Any
 
 from minisglang.constrained.json_schema.compiler_base import _CompilerBase
 from minisglang.constrained.json_schema.errors import InvalidSchemaError, UnsupportedSchemaError
@@ -118,20 +119,18 @@ def _magnitude_range(
             first = 1 if i == 0 and n > 1 else 0  # no leading zeros
             a = digit(lo_digits, i) if tight_lo else 0
             b = digit(hi_digits, i) if tight_hi else 9
-            steps: list[list] = []  # [first digit, last digit, rest of the numeral]
+            steps: list[tuple[int, int, Regex | None]] = []  # (first digit, last digit, rest of the numeral)
             for d in range(max(a, first), b + 1):
                 after = rest(n, i + 1, tight_lo and d == a, tight_hi and d == b)
                 if steps and steps[-1][2] == after:  # neighbouring digits with the same rest
-                    steps[-1][1] = d
+                    steps[-1] = (steps[-1][0], d, after)
                 else:
-                    steps.append([d, d, after])
+                    steps.append((d, d, after))
             step = _alt([_concat(_digit_class(lo, hi), after) for lo, hi, after in steps])
             options.append(_concat(POINT if i == n else EPSILON, step))
         return _alt(options)
 
-    options = [
-        rest(n, 0, n == lo_len, n == hi_len) for n in range(lo_len, (hi_len if high is not None else lo_len) + 1)
-    ]
+    options = [rest(n, 0, n == lo_len, n == hi_len) for n in range(lo_len, (lo_len if hi_len is None else hi_len) + 1)]
     if high is None:  # numerals with more integer digits than `low`
         options.append(_concat(NONZERO_DIGIT, _repeat(DIGIT, lo_len, None), frac_any))
     return _alt(options)
@@ -174,7 +173,7 @@ def _multiple_span(step: Decimal | int, lo: Decimal, lo_strict: bool, hi: Decima
 
 def _decimal_multiples(
     step: Decimal,
-    given,
+    given: float,
     lo: Decimal | None,
     lo_strict: bool,
     hi: Decimal | None,
@@ -216,7 +215,7 @@ def _decimal_multiples(
 class _NumberRules(_CompilerBase):
     """integer and number (mixed into _SchemaCompiler)."""
 
-    def _number(self, schema: dict, path: str) -> Regex | None:
+    def _number(self, schema: dict[str, Any], path: str) -> Regex | None:
         """integer or number with minimum/maximum/exclusive bounds, as an exact numeral range."""
         integer = "number" not in _types(schema, path)
         if FRACTIONAL in schema:  # `not integer`: a nonzero last fraction digit, no exponent
@@ -227,10 +226,10 @@ class _NumberRules(_CompilerBase):
                     f"keyword 'not' at {schema[NOT_AT]}: 'not integer' together with "
                     "minimum/maximum bounds is not supported"
                 )
-            whole = _concat(NONZERO_DIGIT, _repeat(DIGIT, 0, self.options.max_integer_digits - 1))
+            nonzero = _concat(NONZERO_DIGIT, _repeat(DIGIT, 0, self.options.max_integer_digits - 1))
             return _concat(
                 OPTIONAL_MINUS,
-                _alt([ZERO, whole]),
+                _alt([ZERO, nonzero]),
                 POINT,
                 _repeat(DIGIT, 0, self.options.max_fraction_digits - 1),
                 NONZERO_DIGIT,
@@ -275,7 +274,9 @@ class _NumberRules(_CompilerBase):
         # One bound only: the other is the digit limit, a power of ten (exclusive) beyond the
         # given bound, so that numerals have at most max_integer_digits integer digits.
         limit = Decimal(10) ** self.options.max_integer_digits
-        while abs(lo if hi is None else hi) >= limit:
+        given_bound = lo if hi is None else hi
+        assert given_bound is not None  # (no bound at all returned above)
+        while abs(given_bound) >= limit:
             limit *= 10
         if lo is None and self.options.bound_numbers:
             lo, lo_strict = -limit, True

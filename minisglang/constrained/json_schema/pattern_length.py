@@ -11,6 +11,7 @@ from minisglang.constrained.json_schema.patterns import (
     _P,
     _STARTS,
     _UNSUPPORTED_REGEX_OPS,
+    ParsedItem,
     _item_ranges,
     _parsed_pattern,
     _top_branches,
@@ -76,7 +77,7 @@ def _pattern_with_length(pattern: str, path: str, min_length: int, max_length: i
     return regex
 
 
-def _search_prefix(items: list, ends: bool) -> list[_Piece]:
+def _search_prefix(items: list[ParsedItem], ends: bool) -> list[_Piece]:
     """The text before an unanchored match of the parsed regex `items`. "Contains a
     character of class C" is written as "no C, then the first C" (one way to match: the
     automaton stays small); otherwise any text."""
@@ -86,7 +87,7 @@ def _search_prefix(items: list, ends: bool) -> list[_Piece]:
     return [_Piece(COUNTED_STRING_CHAR_NODE, 1, 0, None)]
 
 
-def _pieces(items: list, pattern: str, path: str) -> list[_Piece] | None:
+def _pieces(items: list[ParsedItem], pattern: str, path: str) -> list[_Piece] | None:
     """A parsed regex as pieces (None: it matches nothing), or UnsupportedSchemaError."""
     out = []
     for op, arg in items:
@@ -121,7 +122,7 @@ def _pieces(items: list, pattern: str, path: str) -> list[_Piece] | None:
     return out
 
 
-def _fixed_width(items: list, pattern: str, path: str) -> tuple[Regex | None, int] | None:
+def _fixed_width(items: list[ParsedItem], pattern: str, path: str) -> tuple[Regex | None, int] | None:
     """(regex, width) when every match of the parsed regex has the same number of
     characters (regex None: no match at all); None when widths vary."""
     parts, width = [], 0
@@ -160,7 +161,9 @@ def _fixed_width(items: list, pattern: str, path: str) -> tuple[Regex | None, in
     return _concat(*parts), width
 
 
-def _window(pieces: tuple[_Piece, ...], lo: int, hi: int | None, memo: dict) -> Regex | None:
+def _window(
+    pieces: tuple[_Piece, ...], lo: int, hi: int | None, memo: dict[tuple[int, int, int | None], Regex | None]
+) -> Regex | None:
     """The concatenation of `pieces` restricted to total widths lo..hi (hi None: no limit)."""
     key = (len(pieces), lo, hi)
     if key in memo:
@@ -177,7 +180,7 @@ def _window(pieces: tuple[_Piece, ...], lo: int, hi: int | None, memo: dict) -> 
     else:
         first, rest = pieces[0], pieces[1:]
         rest_least = least - first.width * first.lo
-        steps: list[list] = []  # [fewest, most repeats, regex of the rest]
+        steps: list[tuple[int, int | None, Regex | None]] = []  # (fewest, most repeats, regex of the rest)
         count = first.lo
         while first.hi is None or count <= first.hi:
             used = count * first.width
@@ -185,11 +188,11 @@ def _window(pieces: tuple[_Piece, ...], lo: int, hi: int | None, memo: dict) -> 
                 break
             after = _window(rest, lo - used, None if hi is None else hi - used, memo)
             if steps and steps[-1][2] == after:
-                steps[-1][1] = count
+                steps[-1] = (steps[-1][0], count, after)
             else:
-                steps.append([count, count, after])
+                steps.append((count, count, after))
             if hi is None and lo - used <= rest_least:  # longer prefixes leave the rest free
-                steps[-1][1] = first.hi
+                steps[-1] = (steps[-1][0], first.hi, after)
                 break
             count += 1
         result = _alt([_concat(_repeat(first.unit, a, b), after) for a, b, after in steps])

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from minisglang.constrained.json_schema.errors import UnsupportedSchemaError
 from minisglang.constrained.json_schema.regex_parts import EPSILON, Regex, _alt, _concat, _repeat
@@ -19,18 +20,21 @@ from minisglang.constrained.regex_dfa import _complement, shown_regex
 try:  # Python's own regex parser, used to read (and check) `pattern` keywords
     import re._parser as sre_parse  # Python >= 3.11
 except ImportError:  # pragma: no cover - Python 3.10
-    import sre_parse  # type: ignore[no-redef]
+    import sre_parse
 
+# One item of Python's parse of a regex: (op, arg), the shape of arg set by op. The ops are
+# named ints; re._parser has no type stubs, so both are Any to the type checker.
+ParsedItem = tuple[int, Any]
 
 _P = sre_parse
-_ASCII_CATEGORIES: dict = {  # \d \w \s, ASCII only: what ECMA-262 and Python both accept
+_ASCII_CATEGORIES: dict[int, Ranges] = {  # \d \w \s, ASCII only: what ECMA-262 and Python both accept
     _P.CATEGORY_DIGIT: [(0x30, 0x39)],
     _P.CATEGORY_WORD: [(0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)],
     _P.CATEGORY_SPACE: [(0x09, 0x0D), (0x20, 0x20)],
 }
 # The ASCII characters EITHER engine puts in a class (Python's \s also has \x1c-\x1f):
 # what a negated class `[^\s]` must leave out. So `\S` is ASCII minus these.
-_EITHER_ASCII_CATEGORIES: dict = {**_ASCII_CATEGORIES, _P.CATEGORY_SPACE: [(0x09, 0x0D), (0x1C, 0x20)]}
+_EITHER_ASCII_CATEGORIES: dict[int, Ranges] = {**_ASCII_CATEGORIES, _P.CATEGORY_SPACE: [(0x09, 0x0D), (0x1C, 0x20)]}
 for _cat, _neg in (
     (_P.CATEGORY_DIGIT, _P.CATEGORY_NOT_DIGIT),
     (_P.CATEGORY_WORD, _P.CATEGORY_NOT_WORD),
@@ -40,7 +44,7 @@ for _cat, _neg in (
     _EITHER_ASCII_CATEGORIES[_neg] = _intersect(_complement(_ASCII_CATEGORIES[_cat]), [(0, 0x7F)])
 # `.`: every character but the line terminators of ECMA-262 (Python's `.` excludes only \n)
 _DOT: Ranges = _complement([(0x0A, 0x0A), (0x0D, 0x0D), (0x2028, 0x2029)])
-_UNSUPPORTED_REGEX_OPS = {
+_UNSUPPORTED_REGEX_OPS: dict[int, str] = {
     _P.GROUPREF: "backreferences",
     _P.ASSERT: "lookaround assertions",
     _P.ASSERT_NOT: "lookaround assertions",
@@ -52,23 +56,23 @@ for _name, _what in (("ATOMIC_GROUP", "atomic groups"), ("POSSESSIVE_REPEAT", "p
         _UNSUPPORTED_REGEX_OPS[getattr(_P, _name)] = _what
 
 
-def _parsed_pattern(pattern: str, path: str):
-    """Python's parse of `pattern`, or UnsupportedSchemaError if it is unreadable or sets flags."""
+def _parsed_pattern(pattern: str, path: str) -> Any:
+    """Python's parse of `pattern` (a list of ParsedItem), or UnsupportedSchemaError if it is
+    unreadable or sets flags."""
     try:
         tree = sre_parse.parse(pattern)
     except re.error as e:
         raise UnsupportedSchemaError(
             f"'pattern' {shown_regex(pattern)} at {path} is not a regex we can read: {e}"
         ) from None
-    flags = getattr(tree, "state", getattr(tree, "pattern", None)).flags
-    if flags & (re.IGNORECASE | re.MULTILINE | re.DOTALL | re.VERBOSE):
+    if tree.state.flags & (re.IGNORECASE | re.MULTILINE | re.DOTALL | re.VERBOSE):
         raise UnsupportedSchemaError(
             f"'pattern' {shown_regex(pattern)} at {path}: inline flags such as (?i) are not supported"
         )
     return tree
 
 
-def _top_branches(items: list) -> list[list]:
+def _top_branches(items: list[ParsedItem]) -> list[list[ParsedItem]]:
     """The alternatives of a parsed regex, looking into a group that is a whole alternative
     (so `^$|(^a+$)` has the anchored branches `^$` and `^a+$`). Python's parser moves a
     prefix every branch shares in front (`^$|^a$` -> `^(?:$|a$)`): it is put back."""
@@ -114,7 +118,7 @@ def _pattern_regex(pattern: str, path: str, wide: bool = False) -> Regex | None:
     return _alt(options)
 
 
-def _translate_regex(items: list, pattern: str, path: str, wide: bool = False) -> Regex | None:
+def _translate_regex(items: list[ParsedItem], pattern: str, path: str, wide: bool = False) -> Regex | None:
     """Python's parse of a regex -> our regex for the same characters written as JSON text
     (`wide`: see _pattern_regex)."""
     out = []
@@ -142,7 +146,7 @@ def _translate_regex(items: list, pattern: str, path: str, wide: bool = False) -
     return _concat(*out)
 
 
-def _class_ranges(items: list, wide: bool = False) -> Ranges:
+def _class_ranges(items: list[ParsedItem], wide: bool = False) -> Ranges:
     """A parsed character class `[...]` -> its code point ranges (`wide`: a superset of
     what Python's class holds, else a subset that ECMA-262's holds too)."""
     negate = any(op is _P.NEGATE for op, _ in items)
@@ -168,7 +172,7 @@ def _class_ranges(items: list, wide: bool = False) -> Ranges:
     return ranges
 
 
-def _item_ranges(op, arg, wide: bool = False) -> Ranges:
+def _item_ranges(op: int, arg: Any, wide: bool = False) -> Ranges:
     """The characters of one parsed single-character item (literal, negated literal, ., class)."""
     if op is _P.LITERAL:
         return [(arg, arg)]

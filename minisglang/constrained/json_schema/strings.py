@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from minisglang.constrained.json_schema.compiler_base import _CompilerBase
 from minisglang.constrained.json_schema.errors import InvalidSchemaError, UnsupportedSchemaError
 from minisglang.constrained.json_schema.formats import FORMATS, _format_with_length, format_node
@@ -18,7 +20,7 @@ from minisglang.constrained.regex_dfa import shown_regex
 class _StringRules(_CompilerBase):
     """A JSON string (mixed into _SchemaCompiler)."""
 
-    def _string(self, schema: dict, path: str) -> Regex | None:
+    def _string(self, schema: dict[str, Any], path: str) -> Regex | None:
         """A JSON string: `format`, `pattern`, minLength/maxLength characters, values a `not`
         excludes. For the lazy automaton any of them together is their intersection (one
         `And` node); a plain regex has exact forms for some pairs only."""
