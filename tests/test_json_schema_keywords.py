@@ -15,7 +15,7 @@ import jsonschema
 import pytest
 from test_json_schema import assert_sound, is_valid
 
-from minisglang.constrained.json_schema import UnsupportedSchemaError, build_regex_from_schema
+from minisglang.constrained.json_schema import InvalidSchemaError, UnsupportedSchemaError, build_regex_from_schema
 
 
 def oracle_for(schema):
@@ -319,6 +319,13 @@ def test_excluded_strings_are_sound_in_every_spelling():
 def test_not_that_cannot_be_written_exactly_names_keyword_and_place(schema, message):
     with pytest.raises(UnsupportedSchemaError, match=re.escape(message)):
         build_regex_from_schema(schema)
+
+
+def test_not_of_an_enum_that_is_no_array_is_an_invalid_schema():
+    """The negation reads enum's values itself: a malformed one is the schema's error, as
+    outside `not` (it was a TypeError from iterating None)."""
+    with pytest.raises(InvalidSchemaError, match=re.escape("'enum' at #/properties/x/not must be an array, got 5")):
+        build_regex_from_schema({"properties": {"x": {"not": {"enum": 5}}}})
 
 
 # ---------------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ import functools
 import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, overload
 
 from .lazy_regex import EMPTY, TOO_DEEP, AutomatonLimitError, RegexNode, RegexPool
 from .python_regex import normalize
@@ -110,9 +110,7 @@ class Regex:
         """`a + b`: a then b (`concat`)."""
         if not isinstance(other, Regex):
             return NotImplemented
-        out = concat(self, other)
-        assert out is not None  # (both parts match something)
-        return out
+        return concat(self, other)
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -258,7 +256,7 @@ class Shared(Regex):
         self._cache(REF_CHARS, self.body.nullable)
 
 
-EPSILON = Seq(())  # the empty string
+EPSILON: Regex = Seq(())  # the empty string (typed Regex: it stands where any node may)
 NOTHING = Chars(())  # no string at all (where a node is needed; the builders say None)
 
 
@@ -279,6 +277,11 @@ def chars(ranges: Iterable[tuple[int, int]]) -> Regex:
     return Chars(out)
 
 
+# Typed twice: with every part a node the sequence is one too (only a None part voids it).
+@overload
+def concat(*parts: Regex) -> Regex: ...
+@overload
+def concat(*parts: Regex | None) -> Regex | None: ...
 def concat(*parts: Regex | None) -> Regex | None:
     """The parts in order; None when one matches nothing. Nested sequences are flattened and
     neighbouring texts joined (the text they write is the same)."""
@@ -315,6 +318,11 @@ def alt(options: Iterable[Regex | None]) -> Regex | None:
     return unique[0] if len(unique) == 1 else Alt(tuple(unique))
 
 
+# Typed twice, as concat: a node repeated is a node (EPSILON when high is 0).
+@overload
+def repeat(body: Regex, low: int, high: int | None) -> Regex: ...
+@overload
+def repeat(body: Regex | None, low: int, high: int | None) -> Regex | None: ...
 def repeat(body: Regex | None, low: int, high: int | None) -> Regex | None:
     """`body` low..high times (high None: no bound); None when that matches nothing."""
     if body is None or body == EPSILON:

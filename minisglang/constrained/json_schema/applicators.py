@@ -3,6 +3,9 @@ with positive keywords, if/then/else and dependencies as anyOf, unevaluated* as 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, Literal
+
 from minisglang.constrained.json_schema.compiler_base import _CompilerBase
 from minisglang.constrained.json_schema.errors import InvalidSchemaError, UnsupportedSchemaError
 from minisglang.constrained.json_schema.keywords import (
@@ -29,7 +32,7 @@ def _other_types(types: list[str]) -> list[str]:
     return [t for t in JSON_TYPES if t not in types and t != "integer" or (t == "integer" and "number" not in types)]
 
 
-def _not_types(types: list[str], path: str) -> dict:
+def _not_types(types: list[str], path: str) -> dict[str, Any]:
     """A schema for the values whose type is none of `types`."""
     if "integer" in types and "number" not in types:  # the numbers with a fraction remain
         return {
@@ -39,7 +42,7 @@ def _not_types(types: list[str], path: str) -> dict:
 
 
 # keyword -> (the type it constrains, its opposite bound as keywords; None: no value)
-_OPPOSITE_BOUNDS = {
+_OPPOSITE_BOUNDS: dict[str, tuple[str, Callable[[float], dict[str, float] | None]]] = {
     "minLength": ("string", lambda n: None if n <= 0 else {"maxLength": n - 1}),
     "maxLength": ("string", lambda n: {"minLength": n + 1}),
     "minItems": ("array", lambda n: None if n <= 0 else {"maxItems": n - 1}),
@@ -53,7 +56,7 @@ _OPPOSITE_BOUNDS = {
 }
 
 
-def _excluding(values: list, path: str) -> dict:
+def _excluding(values: list[object], path: str) -> dict[str, Any]:
     """A schema for every JSON value except `values` (scalars): per type, what is left."""
     if any(isinstance(v, (list, dict)) for v in values):
         raise UnsupportedSchemaError(
@@ -62,7 +65,7 @@ def _excluding(values: list, path: str) -> dict:
     numbers = sorted({v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)})
     strings = sorted({v for v in values if isinstance(v, str)})
     booleans = [b for b in (True, False) if not any(v is b for v in values)]
-    branches: list[dict] = [{"type": "object"}, {"type": "array"}]
+    branches: list[dict[str, Any]] = [{"type": "object"}, {"type": "array"}]
     if not any(v is None for v in values):
         branches.append({"type": "null"})
     if booleans:
@@ -81,7 +84,7 @@ def _excluding(values: list, path: str) -> dict:
     return {"anyOf": branches}
 
 
-def _dependency_cases(schema: dict, path: str) -> list[dict]:
+def _dependency_cases(schema: dict[str, Any], path: str) -> list[dict[str, Any]]:
     """dependentRequired/dependentSchemas/dependencies as anyOf schemas to AND with the rest.
 
     "if `a` is present, then S" is exactly anyOf [`a` absent, `a` present and S]; the two
@@ -127,7 +130,7 @@ IN_PLACE_APPLICATORS = (
 )
 
 
-def _unevaluated_as_additional(schema: dict) -> dict:
+def _unevaluated_as_additional(schema: dict[str, Any]) -> dict[str, Any]:
     """unevaluatedProperties/unevaluatedItems where they mean additionalProperties/items.
 
     Without in-place applicators, the properties (items) a schema evaluates are exactly
@@ -150,7 +153,9 @@ def _unevaluated_as_additional(schema: dict) -> dict:
 class _ApplicatorRules(_CompilerBase):
     """$ref, allOf, not, if/then/else and dependencies flattened (mixed into _SchemaCompiler)."""
 
-    def flatten(self, schema, path: str, cut_deep_refs: bool = True) -> tuple[dict | bool, list[str]]:
+    def flatten(
+        self, schema: object, path: str, cut_deep_refs: bool = True
+    ) -> tuple[dict[str, Any] | Literal[False], list[str]]:
         """Resolve top-level $ref and allOf by merging; return (schema or False, refs expanded).
 
         With `cut_deep_refs`, a $ref expanded max_ref_depth times already gives False (the
@@ -159,13 +164,15 @@ class _ApplicatorRules(_CompilerBase):
         refs: list[str] = []
         return self._flatten(schema, path, refs, frozenset(), cut_deep_refs), refs
 
-    def _flatten(self, schema, path: str, refs: list[str], chain: frozenset, cut: bool) -> dict | bool:
+    def _flatten(
+        self, schema: object, path: str, refs: list[str], chain: frozenset[str], cut: bool
+    ) -> dict[str, Any] | Literal[False]:
         if schema is True or schema is False:
             return {} if schema else False
         if not isinstance(schema, dict):
             raise InvalidSchemaError(f"the schema at {path} must be an object or a boolean, got {schema!r}")
         schema = _unevaluated_as_additional(schema)
-        parts = [
+        parts: list[dict[str, Any] | Literal[False]] = [
             {
                 k: v
                 for k, v in schema.items()
@@ -203,12 +210,12 @@ class _ApplicatorRules(_CompilerBase):
             if not isinstance(subschemas, list) or not subschemas:
                 raise InvalidSchemaError(f"'allOf' at {path} must be a non-empty array of schemas")
             parts.extend(self._flatten(s, f"{path}/allOf/{i}", refs, chain, cut) for i, s in enumerate(subschemas))
-        merged: dict | bool = parts[0]
+        merged = parts[0]
         for part in parts[1:]:
             merged = _merge(merged, part, path)
         return merged
 
-    def negation(self, flat: dict | bool, path: str) -> dict | bool:
+    def negation(self, flat: dict[str, Any] | bool, path: str) -> dict[str, Any] | Literal[False]:
         """A schema for "not `flat`" (an exact, flattened schema), or UnsupportedSchemaError.
 
         not (k1 and k2 ...) = (not k1) or (not k2) ...: each keyword's negation is written
@@ -217,7 +224,8 @@ class _ApplicatorRules(_CompilerBase):
         """
         if flat is False:
             return {}
-        cases: list = []
+        assert flat is not True  # flattened: `true` is written {}
+        cases: list[dict[str, Any]] = []
         for keyword, value in flat.items():
             if keyword == "type":
                 cases.append(_not_types(_types({"type": value}, path), path))
@@ -233,7 +241,10 @@ class _ApplicatorRules(_CompilerBase):
             elif keyword == NOT_PATTERNS:
                 cases.extend({"type": "string", "pattern": pattern} for pattern in value)
             elif keyword in ("const", "enum"):
-                cases.append(_excluding(_finite_values({keyword: value}), path))
+                values = _finite_values({keyword: value})
+                if values is None:
+                    raise InvalidSchemaError(f"'enum' at {path} must be an array, got {value!r}")
+                cases.append(_excluding(values, path))
             elif keyword == "required":  # (other types satisfy `required`: their negation fails)
                 cases.extend({"type": "object", "properties": {name: False}} for name in value)
             elif keyword in _OPPOSITE_BOUNDS:  # a value of the bound's type on the other side

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 from minisglang.constrained.json_schema.compiler_base import _CompilerBase
 from minisglang.constrained.json_schema.errors import InvalidSchemaError, UnsupportedSchemaError
@@ -23,7 +24,7 @@ OPEN_BRACKET, CLOSE_BRACKET = lit("["), lit("]")
 class _ArrayRules(_CompilerBase):
     """A JSON array (mixed into _SchemaCompiler)."""
 
-    def _array(self, schema: dict, path: str) -> Regex | None:
+    def _array(self, schema: dict[str, Any], path: str) -> Regex | None:
         """A JSON array: prefixItems, then items (absent: a tuple after prefixItems, else any
         values), minItems/maxItems; or with `contains`, see _contains_array."""
         if "contains" in schema and (_count(schema, "minContains", path) != 0 or "maxContains" in schema):
@@ -59,7 +60,7 @@ class _ArrayRules(_CompilerBase):
             item_regex = self._any_value(self.nesting - 1)
         return self._array_regex(prefix_regexes, item_regex, min_items, max_items)
 
-    def _unique_array(self, items, min_items: int, max_items: int | None, path: str) -> Regex | None:
+    def _unique_array(self, items: Any, min_items: int, max_items: int | None, path: str) -> Regex | None:
         """uniqueItems over an item schema with a few possible values (const, enum,
         boolean, null): every arrangement of distinct values, as a tree of choices."""
         flat = self._flatten(items, f"{path}/items", [], frozenset(), False)
@@ -78,7 +79,7 @@ class _ArrayRules(_CompilerBase):
                 f"keyword 'uniqueItems' at {path} is supported only for items with at most "
                 f"{MAX_UNIQUE_VALUES} possible values (const, enum, boolean, null)"
             )
-        distinct: list = []
+        distinct: list[object] = []
         for v in values:
             if not any(_json_equal(v, d) for d in distinct):
                 distinct.append(v)
@@ -93,7 +94,7 @@ class _ArrayRules(_CompilerBase):
 
         @functools.cache
         def rest(used: frozenset[int], lead: Regex) -> Regex | None:
-            options = [EPSILON] if len(used) >= min_items else []
+            options: list[Regex | None] = [EPSILON] if len(used) >= min_items else []
             if max_items is None or len(used) < max_items:
                 options += [
                     _concat(lead, regexes[i], rest(used | {i}, sep)) for i in range(len(regexes)) if i not in used
@@ -102,7 +103,7 @@ class _ArrayRules(_CompilerBase):
 
         return _concat(OPEN_BRACKET, ws, rest(frozenset(), EPSILON), ws, CLOSE_BRACKET)
 
-    def _contains_array(self, schema: dict, path: str) -> Regex | None:
+    def _contains_array(self, schema: dict[str, Any], path: str) -> Regex | None:
         """An array with minContains..maxContains items that match `contains` (default 1..):
 
         with Y = an item matching `contains` and N = one that does not (`not contains`,
@@ -161,7 +162,7 @@ class _ArrayRules(_CompilerBase):
 
         @functools.cache
         def rest(i: int, j: int) -> Regex | None:
-            options = [EPSILON] if i >= min_items and j >= lo else []
+            options: list[Regex | None] = [EPSILON] if i >= min_items and j >= lo else []
             if i < max_items:
                 lead = sep if i else EPSILON
                 after_yes = (

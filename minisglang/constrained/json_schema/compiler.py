@@ -165,7 +165,8 @@ class _SchemaCompiler(_ApplicatorRules, _NumberRules, _StringRules, _ArrayRules,
     def _any_value(self, nesting: int) -> Regex:
         """Any JSON value with containers nested at most `nesting` levels deep."""
         if nesting not in self.any_values:
-            options = [STRING, _unbounded_number(self.options, False), lit("true"), lit("false"), lit("null")]
+            options: list[Regex | None] = [STRING, _unbounded_number(self.options, False)]
+            options += [lit("true"), lit("false"), lit("null")]
             if nesting > 0:
                 inner = self._any_value(nesting - 1)
                 member = _concat(STRING, lit(":"), self.ws, inner)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, Literal
+
 from minisglang.constrained.json_schema.errors import InvalidSchemaError, UnsupportedSchemaError
 from minisglang.constrained.json_schema.keywords import (
     ANNOTATION_KEYWORDS,
@@ -19,8 +21,11 @@ _TAKE_MAX = ("minLength", "minItems", "minimum", "exclusiveMinimum", "minPropert
 _TAKE_MIN = ("maxLength", "maxItems", "maximum", "exclusiveMaximum", "maxProperties")
 
 
-def _merge(a: dict | bool, b: dict | bool, path: str) -> dict | bool:
-    """One schema that accepts exactly the values both accept (False: none), or an error."""
+def _merge(
+    a: dict[str, Any] | Literal[False], b: dict[str, Any] | Literal[False], path: str
+) -> dict[str, Any] | Literal[False]:
+    """One schema that accepts exactly the values both accept (False: none), or an error.
+    `a` and `b` are flattened or plain schemas: `true` is written {}."""
     if a is False or b is False:
         return False
     merged = dict(a)
@@ -95,7 +100,7 @@ _NEEDS_COMPILER = frozenset(
 )
 
 
-def _anyof_pairs(a: list, b: list, path: str) -> list:
+def _anyof_pairs(a: object, b: object, path: str) -> list[dict[str, Any]]:
     """The branches of (anyOf a) and (anyOf b): every pair, less the pairs that accept nothing.
 
     Pairs of plain branches (type, bounds, const, properties...) are merged at once, so a
@@ -120,7 +125,7 @@ def _anyof_pairs(a: list, b: list, path: str) -> list:
     return pairs
 
 
-def _plain_merge(x, y, path: str):
+def _plain_merge(x: Any, y: Any, path: str) -> dict[str, Any] | Literal[False]:
     """x and y merged when both are plain schemas (False if they contradict), else {"allOf": [x, y]}."""
     plain = [
         {}
@@ -140,8 +145,9 @@ def _plain_merge(x, y, path: str):
         return {"allOf": [x, y]}
 
 
-def _both(x, y):
-    """The schema {allOf: [x, y]}, simplified when one of them is `true`."""
+def _both(x: Any, y: Any) -> Any:
+    """The schema {allOf: [x, y]}, simplified when one of them is `true`. x and y are
+    subschemas as the schema writes them: JSON values, checked when compiled."""
     if x is True or x == {}:
         return y
     if y is True or y == {}:
@@ -149,7 +155,7 @@ def _both(x, y):
     return {"allOf": [x, y]}
 
 
-def _merge_properties(a: dict, b: dict, path: str) -> dict:
+def _merge_properties(a: dict[str, Any], b: dict[str, Any], path: str) -> dict[str, Any]:
     """properties/additionalProperties of both: a key's value must satisfy both schemas.
 
     A key that one schema does not list falls under that schema's additionalProperties
@@ -168,7 +174,7 @@ def _merge_properties(a: dict, b: dict, path: str) -> dict:
     return out
 
 
-def _merge_items(a: dict, b: dict, path: str) -> dict:
+def _merge_items(a: dict[str, Any], b: dict[str, Any], path: str) -> dict[str, Any]:
     """prefixItems/items of both: element i must satisfy both schemas' rule for position i."""
     for s in (a, b):
         if isinstance(s.get("items"), list):

@@ -7,6 +7,8 @@ import functools
 import itertools
 import json
 import re
+from collections.abc import Callable
+from typing import Any
 
 from minisglang.constrained.json_schema.compiler_base import _CompilerBase
 from minisglang.constrained.json_schema.errors import InvalidSchemaError, UnsupportedSchemaError
@@ -37,7 +39,7 @@ def _searches(pattern: str, name: str, path: str) -> bool:
 class _ObjectRules(_CompilerBase):
     """A JSON object (mixed into _SchemaCompiler)."""
 
-    def _object(self, schema: dict, path: str) -> Regex | None:
+    def _object(self, schema: dict[str, Any], path: str) -> Regex | None:
         """A JSON object: `properties` in order (required ones always), keys of
         `patternProperties` after them, or a map (see the additionalProperties policy in the
         module doc); `propertyNames` limits every key."""
@@ -62,7 +64,7 @@ class _ObjectRules(_CompilerBase):
                 and any(self.matches(key_regex, json.dumps(name, ensure_ascii=a)) for a in (True, False))
             )
 
-        def member(name: str, subschemas: list, where: str) -> Regex | None:
+        def member(name: str, subschemas: list[Any], where: str) -> Regex | None:
             """`"name": value` with a value valid for every subschema; None: no value fits."""
             value = (
                 self.value(subschemas[0] if len(subschemas) == 1 else {"allOf": subschemas}, where)
@@ -111,8 +113,8 @@ class _ObjectRules(_CompilerBase):
                     raise UnsupportedSchemaError(
                         f"keyword 'propertyNames' at {path} is not supported together with the option extra_properties"
                     )
-                key = self.key_except(listed)
-            else:  # a map
+                key: Regex | None = self.key_except(listed)
+            else:  # a map (None: propertyNames allows no key)
                 key = STRING if names_free else key_regex
             entries = [] if extra_value is None or key is None else [_concat(key, COLON, self.ws, extra_value)]
         if not entries:
@@ -134,7 +136,13 @@ class _ObjectRules(_CompilerBase):
         return self._members_regex(members, path, self.shared(_alt(entries)))
 
     def _key_regions(
-        self, patterns: dict, listed: list[str], additional, key_regex: Regex | None, has_properties: bool, path: str
+        self,
+        patterns: dict[str, Any],
+        listed: list[str],
+        additional: Any,
+        key_regex: Regex | None,
+        has_properties: bool,
+        path: str,
     ) -> list[Regex]:
         """The `"key": value` regexes of the unlisted keys, for the lazy automaton, exactly.
 
@@ -154,12 +162,13 @@ class _ObjectRules(_CompilerBase):
         narrow = [_concat(QUOTE, _pattern_regex(p, w), QUOTE) for p, w in zip(patterns, where)]
         wide = [_concat(QUOTE, _pattern_regex(p, w, wide=True), QUOTE) for p, w in zip(patterns, where)]
         # Our key strings never decode to a listed name (`_string_except` writes no other form of one).
-        base = [self.key_except(listed)] if listed else []
+        base: list[Regex | None] = [self.key_except(listed)] if listed else []
         base += [key_regex] if key_regex is not None else []
-        regions = []  # (key regex, value schemas, where)
+        # (the key regexes to intersect, the keys to remove, value schemas, where)
+        regions: list[tuple[list[Regex | None], list[Regex], list[Any], str]] = []
         for size in range(1, len(patterns) + 1):
             for chosen in itertools.combinations(range(len(patterns)), size):
-                others = [wide[j] for j in range(len(patterns)) if j not in chosen and wide[j] is not None]
+                others = [w for j, w in enumerate(wide) if j not in chosen and w is not None]
                 regions.append(
                     (
                         [narrow[i] for i in chosen] + base,
@@ -177,8 +186,9 @@ class _ObjectRules(_CompilerBase):
         entries = []
         for keys, others, values, at in regions:
             key = self.intersection(keys, at)
-            if key is not None and others:
-                key = Diff(key, _alt(others))
+            excluded = _alt(others)  # None: no other pattern
+            if key is not None and excluded is not None:
+                key = Diff(key, excluded)
                 key = None if self.language_empty(key, at) else key
             if key is None:
                 continue
@@ -191,7 +201,7 @@ class _ObjectRules(_CompilerBase):
         return entries
 
     def _pattern_entries(
-        self, patterns: dict, listed: list[str], additional, names_free: bool, path: str
+        self, patterns: dict[str, Any], listed: list[str], additional: Any, names_free: bool, path: str
     ) -> list[Regex]:
         """The `"key": value` regexes of patternProperties, one per pattern, for a plain
         regex (the lazy automaton: _key_regions).
@@ -211,7 +221,8 @@ class _ObjectRules(_CompilerBase):
                 f"keyword 'patternProperties' at {path} together with propertyNames "
                 "is not supported (with automaton='lazy' it is)"
             )
-        keys, entries = [], []  # keys: (pattern, key regex, its wide form, whether it has an entry)
+        keys: list[tuple[str, Regex, Regex | None, bool]] = []  # (pattern, key regex, its wide form, has an entry)
+        entries: list[Regex] = []
         for pattern, sub in patterns.items():
             where = f"{path}/patternProperties/{_pointer_token(pattern)}"
             key = _concat(QUOTE, _pattern_regex(pattern, where), QUOTE)
@@ -288,10 +299,13 @@ class _ObjectRules(_CompilerBase):
             return _concat(sep, member) if req else _repeat(_concat(sep, member), 0, 1)
 
         # rest(k): members[k:], each behind a comma.
+        rest: Callable[[int], Regex]
         if self.options.automaton == "lazy":  # each rest one shared sub-expression: O(n) text, not O(n^2)
             tails = [EPSILON]
             for member, req in reversed(members):
-                tails.append(self.shared(_concat(behind_comma(member, req), tails[-1])))
+                tail = self.shared(_concat(behind_comma(member, req), tails[-1]))
+                assert tail is not None  # (shared marks a node, never voids it)
+                tails.append(tail)
             rest = tails[::-1].__getitem__
         else:  # joined on demand, so a huge object meets the size bound before all of it is written
 
@@ -357,22 +371,26 @@ class _ObjectRules(_CompilerBase):
             """The members in `left` that follow, in any order, each behind a comma."""
             written = len(members) - len(left)
             done = not any(members[i][1] for i in left) and written >= lo
-            options = [EPSILON] if done else []
+            options: list[Regex | None] = [EPSILON] if done else []
             if hi is None or written < hi:
                 options += [_concat(sep, members[i][0], rest(left - {i})) for i in sorted(left)]
             return _alt(options)
 
         everyone = frozenset(range(len(members)))
         firsts = [_concat(members[i][0], rest(everyone - {i})) for i in sorted(everyone)] if hi != 0 else []
-        firsts = [f for f in firsts if f is not None]
-        return firsts + ([EPSILON] if not any(req for _, req in members) and lo == 0 else [])
+        empty = [EPSILON] if not any(req for _, req in members) and lo == 0 else []
+        return [f for f in firsts if f is not None] + empty
 
     def _map_regex(
-        self, members: list[tuple[Regex, bool]], entry: Regex, most: int | None = None, at_least_one: bool = False
+        self,
+        members: list[tuple[Regex, bool]],
+        entry: Regex | None,
+        most: int | None = None,
+        at_least_one: bool = False,
     ) -> Regex | None:
-        """`{` the required members, then any number of `entry` (at most `most` entries in
-        all: maxProperties; a repeated key only lowers the count; `at_least_one`: without
-        members, one entry or more: minProperties 1) `}`."""
+        """`{` the required members, then any number of `entry` (None: no entry; at most
+        `most` entries in all: maxProperties; a repeated key only lowers the count;
+        `at_least_one`: without members, one entry or more: minProperties 1) `}`."""
         ws, sep = self.ws, self.sep
         if most is not None and most < len(members):
             return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from typing import Any
 from urllib.parse import unquote, urldefrag, urljoin
 
 from minisglang.constrained.json_schema.errors import InvalidSchemaError, UnsupportedSchemaError
@@ -15,7 +16,7 @@ def _pointer_token(key: str) -> str:
     return key.replace("~", "~0").replace("/", "~1")
 
 
-def _step(node, token: str):
+def _step(node: object, token: str) -> object:
     """node[token] for a JSON pointer token (an object key or a list index); None if absent."""
     if isinstance(node, dict):
         return node.get(token)
@@ -27,11 +28,11 @@ def _step(node, token: str):
 class _ResourceIndex:
     """Finds the target of a `$ref` in the root schema (mixed into _SchemaCompiler)."""
 
-    root: dict | bool
+    root: dict[str, Any] | bool
     resources: dict[str, str]  # absolute URI ($id) -> its pointer
     anchors: dict[tuple[str, str], str]  # (URI, $anchor) -> its pointer
 
-    def _index(self, node, base: str, pointer: str) -> None:
+    def _index(self, node: object, base: str, pointer: str) -> None:
         """Record every schema resource ($id, resolved against its parent's) and $anchor
         under `node`; values of const/enum/default/examples are data, not schemas."""
         if isinstance(node, list):
@@ -51,7 +52,8 @@ class _ResourceIndex:
 
     def base_uri(self, path: str) -> str:
         """The base URI at a JSON pointer: the innermost $id on the way from the root."""
-        node, base = self.root, ROOT_URI
+        node: object = self.root
+        base = ROOT_URI
         if isinstance(node, dict) and isinstance(node.get("$id"), str):
             base = urldefrag(urljoin(base, node["$id"]))[0]
         for token in path[2:].split("/") if len(path) > 1 else []:
@@ -62,7 +64,7 @@ class _ResourceIndex:
                 base = urldefrag(urljoin(base, node["$id"]))[0]
         return base
 
-    def resolve(self, ref, path: str) -> tuple[object, str]:
+    def resolve(self, ref: object, path: str) -> tuple[object, str]:
         """A $ref -> (target, its JSON pointer from the root). The ref is resolved against
         the base URI at `path`; it may name a resource of this document ($id), an anchor
         in it ($anchor) and a JSON pointer inside it. Other documents are not fetched."""
@@ -81,7 +83,7 @@ class _ResourceIndex:
             pointer = self.anchors[(uri, unquote(fragment))]
         elif fragment:
             pointer = pointer + fragment if pointer != "#" else "#" + fragment
-        target = self.root
+        target: object = self.root
         for token in pointer[2:].split("/") if len(pointer) > 1 else []:
             target = _step(target, unquote(token).replace("~1", "/").replace("~0", "~"))
             if target is None:

@@ -6,6 +6,7 @@ import json
 import math
 import sys
 from decimal import Decimal
+from typing import Any
 
 from minisglang.constrained.json_schema.errors import InvalidSchemaError, UnsupportedSchemaError
 from minisglang.constrained.json_schema.loading import shown_numeral
@@ -13,7 +14,7 @@ from minisglang.constrained.json_schema.regex_parts import Regex, _alt, _concat,
 from minisglang.constrained.json_schema.string_chars import _string_literal
 
 
-def _json_type_of(value) -> str:
+def _json_type_of(value: object) -> str:
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -27,7 +28,7 @@ def _type_allows(types: set[str], value_type: str) -> bool:
     return value_type in types or (value_type == "integer" and "number" in types)
 
 
-def _json_equal(a, b) -> bool:
+def _json_equal(a: object, b: object) -> bool:
     """JSON equality: 1 == 1.0, but true != 1, and lists/objects compare element-wise."""
     if isinstance(a, bool) or isinstance(b, bool):
         return type(a) is type(b) and a == b
@@ -40,7 +41,7 @@ def _json_equal(a, b) -> bool:
     return a == b
 
 
-def _decimal(value, keyword: str, path: str) -> Decimal:
+def _decimal(value: object, keyword: str, path: str) -> Decimal:
     """A number keyword's value, exactly. Within a double's range only: a JSON number
     beyond it (1e999, or an integer of 310 digits) reads as infinity in most parsers
     (Python's json makes 1e999 inf, JavaScript both), so validators disagree on it."""
@@ -66,7 +67,7 @@ def _decimal(value, keyword: str, path: str) -> Decimal:
     return Decimal(repr(value))
 
 
-def short_value(value) -> str:
+def short_value(value: object) -> str:
     """A value for an error message (a keyword's, a request field's): its JSON text, cut after 40 characters."""
     try:
         text = json.dumps(value, ensure_ascii=False)
@@ -75,7 +76,7 @@ def short_value(value) -> str:
     return shown_numeral(text)
 
 
-def _count(schema: dict, keyword: str, path: str) -> int | None:
+def _count(schema: dict[str, Any], keyword: str, path: str) -> int | None:
     """A non-negative integer keyword (minLength, ...), None when absent."""
     value = schema.get(keyword)
     if value is None:
@@ -85,7 +86,7 @@ def _count(schema: dict, keyword: str, path: str) -> int | None:
     return int(value)
 
 
-def _literal(value, ws: Regex) -> Regex | None:
+def _literal(value: object, ws: Regex) -> Regex | None:
     """The JSON text of one value; numbers equal to an integer also as `n` and `n.0`."""
     if value is None or isinstance(value, bool):
         return lit(json.dumps(value))
@@ -100,6 +101,7 @@ def _literal(value, ws: Regex) -> Regex | None:
     if isinstance(value, list):
         items = [_concat(*([sep] if i else []), _literal(v, ws)) for i, v in enumerate(value)]
         return _concat(lit("["), ws, *items, ws, lit("]"))
+    assert isinstance(value, dict)  # a JSON value: an object is the one kind left
     members = [
         _concat(*([sep] if i else []), _string_literal(k), lit(":"), ws, _literal(v, ws))
         for i, (k, v) in enumerate(value.items())
