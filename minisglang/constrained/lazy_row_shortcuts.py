@@ -17,13 +17,13 @@ them with the eager index):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, overload
 
 import numpy as np
 
 from .lazy_byte_dfa import LazyByteDFA
 from .lazy_regex import ALT, BYTES, CONCAT, EPSILON, REPEAT, RegexNode
-from .lazy_rows import SHARED_ROWS, TokenRow
+from .lazy_rows import SHARED_ROWS, RowKey, TokenRow
 from .lazy_trie_walk import VocabArrays, token_repetitions
 from .token_fsm import Vocabulary
 from .token_index import VocabTrie
@@ -66,7 +66,7 @@ class LazyRowShortcuts:
             self, state: int, origin: int, short: bool, long: bool, starts: list[tuple[int, int]] | None = None
         ) -> tuple[np.ndarray, np.ndarray]: ...
         def _walk_tokens(self, token_ids: np.ndarray, state: int) -> np.ndarray: ...
-        def _node_key(self, kind: str, node: RegexNode) -> tuple | None: ...
+        def _node_key(self, kind: str, node: RegexNode) -> RowKey | None: ...
         @staticmethod
         def _byte_mask(byte_set: int) -> np.ndarray: ...
 
@@ -152,7 +152,7 @@ class LazyRowShortcuts:
                 found = False  # stored as "does not fit" (None means "not computed")
             if key is not None:
                 SHARED_ROWS.put(key, found)
-        self._reps[body.uid] = found if found is not False else None
+        self._reps[body.uid] = found if isinstance(found, np.ndarray) else None  # (False: does not fit)
         return self._reps[body.uid]
 
     def _row_from_head(self, state: int) -> TokenRow | None:
@@ -253,8 +253,8 @@ class LazyRowShortcuts:
             pairs = sorted(
                 {(at, self.dfa._state(pool.concat_all(list(left)))) for left, ats in stops.items() for at in ats}
             )
-            more, longs = self._walk(state, state, short=True, long=True, starts=pairs)
-            bits |= more
+            walked, longs = self._walk(state, state, short=True, long=True, starts=pairs)
+            bits |= walked
             extra = np.concatenate([extra, longs])
         return self._make_row(bits, extra[extra != self.eos_token_id], state)
 
@@ -281,6 +281,16 @@ class LazyRowShortcuts:
         alternative, which the automaton's states would merge: there the walk is cheaper.)"""
         return part.kind == BYTES and part.byte_set.bit_count() == 1
 
+    @overload
+    @classmethod
+    def _literal_heads(
+        cls, parts: tuple[RegexNode, ...], steps: list[int], strict: Literal[False] = False
+    ) -> list[tuple[RegexNode, ...]]: ...
+    @overload
+    @classmethod
+    def _literal_heads(
+        cls, parts: tuple[RegexNode, ...], steps: list[int], strict: bool
+    ) -> list[tuple[RegexNode, ...]] | None: ...
     @classmethod
     def _literal_heads(
         cls, parts: tuple[RegexNode, ...], steps: list[int], strict: bool = False
@@ -336,7 +346,8 @@ class LazyRowShortcuts:
         for _ in range(4):  # shrink B until the states it reaches all allow it
             if wide.bit_count() < CLOSURE_BYTES:
                 return None
-            reached, todo = set(), [state]
+            reached: set[int] = set()
+            todo = [state]
             while todo and len(reached) <= CLOSURE_STATES:
                 x = todo.pop()
                 starts = dfa.class_starts[x]

@@ -39,7 +39,7 @@ from .lazy_byte_dfa import UNEXPLORED, LazyByteDFA
 from .lazy_regex import TOO_DEEP, AutomatonLimitError, RegexNode, RegexPool, describe
 from .lazy_regex_parser import lower_checked, parse_regex
 from .lazy_row_shortcuts import LazyRowShortcuts
-from .lazy_rows import SHARED_ROWS, TokenRow
+from .lazy_rows import SHARED_ROWS, RowKey, TokenRow
 from .lazy_trie_walk import finish_row, vocab_arrays, walk_bytes, walk_rests, walk_trie
 from .regex_ast import Regex, render
 from .regex_dfa import RegexError, shown_regex
@@ -137,7 +137,8 @@ class LazyStateIndex(LazyRowShortcuts):
         if row is not None:
             return row
         key = self._shared_key("row", state) if shared else None
-        row = None if key is None else SHARED_ROWS.get(key)
+        stored = None if key is None else SHARED_ROWS.get(key)
+        row = stored if isinstance(stored, TokenRow) else None
         if row is None:
             self._spent = self.dfa.fills
             # The shortcuts first (lazy_row_shortcuts.py: each None when its shape does not fit),
@@ -254,26 +255,27 @@ class LazyStateIndex(LazyRowShortcuts):
             found = arrays._derived[key] = (ids[order], bounds[order])
         return found
 
-    def _shared_key(self, kind: str, state: int) -> tuple | None:
+    def _shared_key(self, kind: str, state: int) -> RowKey | None:
         return self._node_key(kind, self.dfa.nodes[state])
 
-    def _node_key(self, kind: str, node: RegexNode) -> tuple | None:
+    def _node_key(self, kind: str, node: RegexNode) -> RowKey | None:
         """The SHARED_ROWS key of what `kind` says about `node` (None: its text is too long)."""
         text = self.dfa.pool.key(node)
         return None if text is None else (self.trie, self.words, self.eos_token_id, kind, text)
 
-    def _shared(self, cache: dict, kind: str, state: int, share: bool = True):
+    def _shared(self, cache: dict[int, np.ndarray], kind: str, state: int, share: bool = True) -> np.ndarray | None:
         """`cache[state]`, else (when `share`) what another grammar stored for the same
         structure, else None."""
         if state < 0 or state in cache or not share:
             return cache.get(state)
         key = self._shared_key(kind, state)
         found = None if key is None else SHARED_ROWS.get(key)
-        if found is not None:
-            cache[state] = found
+        if not isinstance(found, np.ndarray):
+            return None
+        cache[state] = found
         return found
 
-    def _keep(self, cache: dict, kind: str, state: int, value, share: bool = True) -> None:
+    def _keep(self, cache: dict[int, np.ndarray], kind: str, state: int, value: np.ndarray, share: bool = True) -> None:
         cache[state] = value
         if share and (key := self._shared_key(kind, state)) is not None:
             SHARED_ROWS.put(key, value)
@@ -297,7 +299,7 @@ class LazyStateIndex(LazyRowShortcuts):
         follow = self._follow_all if short else info.leads_to
         marks = info.has_items if long else self._marks_none
         bits = np.zeros(self.words if short else 0, dtype=np.uint32)
-        buffers, (need_states, need_bytes, need_nodes) = self._buffers[:4], self._buffers[4:]
+        long_nodes, long_states, pending_nodes, pending_states, need_states, need_bytes, need_nodes = self._buffers
         # (np.array of a list: a third of np.full's cost, and most rows start at the root.)
         nodes = np.array([0] if starts is None else [n for n, _ in starts], dtype=np.int64)
         states = np.array([state] if starts is None else [s for _, s in starts], dtype=np.int64)
@@ -319,17 +321,20 @@ class LazyStateIndex(LazyRowShortcuts):
                 states,
                 self.eos_token_id,
                 bits,
-                *buffers,
+                long_nodes,
+                long_states,
+                pending_nodes,
+                pending_states,
                 need_states,
                 need_bytes,
                 need_nodes,
             )
             if longs:
-                reached_nodes += buffers[0][:longs].tolist()
-                reached_states += buffers[1][:longs].tolist()
+                reached_nodes += long_nodes[:longs].tolist()
+                reached_states += long_states[:longs].tolist()
             if not pending:
                 break  # (most walks: every entry they read was computed)
-            nodes, states = buffers[2][:pending].copy(), buffers[3][:pending].copy()
+            nodes, states = pending_nodes[:pending].copy(), pending_states[:pending].copy()
             # Fill the entries the pending pairs wait for (the rest of a byte class comes
             # with each; entries past the buffer are found again on the next pass), and
             # ahead as far as a token below the waiting trie node still reads.
@@ -369,12 +374,13 @@ class LazyStateIndex(LazyRowShortcuts):
         arrays = self.arrays
         if not nodes:
             return np.zeros(0, dtype=np.int64)
-        items = [arrays.items_of[n] for n in nodes]
-        states = np.repeat(np.asarray(states, dtype=np.int64), [len(i) for i in items])
-        items = np.concatenate(items)
-        found = self._run_items(arrays.rest_start, arrays.rest_stop, arrays.rest_bytes, items, states, origin)
-        found_ids = arrays.ids[found]
-        return found_ids[found_ids != self.eos_token_id]
+        per_node = [arrays.items_of[n] for n in nodes]
+        starts = np.repeat(np.asarray(states, dtype=np.int64), [len(i) for i in per_node])
+        items = np.concatenate(per_node)
+        found = self._run_items(arrays.rest_start, arrays.rest_stop, arrays.rest_bytes, items, starts, origin)
+        found_ids: np.ndarray = arrays.ids[found]
+        kept: np.ndarray = found_ids[found_ids != self.eos_token_id]
+        return kept
 
     def readable_tokens(self, state: int, token_ids: np.ndarray) -> np.ndarray:
         """int64 the ids in `token_ids` (int64) whose bytes the automaton reads from `state`,
@@ -392,7 +398,15 @@ class LazyStateIndex(LazyRowShortcuts):
         states = np.full(token_ids.shape[0], state, dtype=np.int64)
         return self._run_items(arrays.token_start, arrays.token_stop, arrays.all_bytes, token_ids, states, state)
 
-    def _run_items(self, starts, stops, data, items: np.ndarray, states: np.ndarray, origin: int) -> np.ndarray:
+    def _run_items(
+        self,
+        starts: np.ndarray,
+        stops: np.ndarray,
+        data: np.ndarray,
+        items: np.ndarray,
+        states: np.ndarray,
+        origin: int,
+    ) -> np.ndarray:
         """The items i (byte strings `data[starts[i]:stops[i]]`, each from `states`) the
         automaton reads to their end: the compiled loop, with missing entries filled."""
         dfa = self.dfa
@@ -418,7 +432,8 @@ class LazyStateIndex(LazyRowShortcuts):
     def allowed_token_ids(self, state: int) -> list[int]:
         """Sorted ids of the tokens allowed in `state` (EOS included when accepting)."""
         bits = np.unpackbits(self.row(state).packed.numpy().view(np.uint8), bitorder="little")
-        return np.flatnonzero(bits).tolist()
+        ids: list[int] = np.flatnonzero(bits).tolist()
+        return ids
 
     def next_state(self, state: int, token_id: int) -> int:
         """The state after `token_id`; -1 for EOS and for tokens that are not allowed.
@@ -461,7 +476,7 @@ class LazyStateIndex(LazyRowShortcuts):
         return self.dfa.nbytes() + short + sum(r.nbytes for r in list(self.rows.values()))
 
 
-class LazyRowMap(Mapping):
+class LazyRowMap(Mapping[int, torch.Tensor]):
     """{state: packed row} as TokenFSM.state_row, each row computed on first lookup."""
 
     def __init__(self, index: LazyStateIndex):
@@ -530,9 +545,12 @@ class LazyJumpForward:
 class LazyTokenFSM(TokenFSM):
     """A TokenFSM whose index, rows and jump map are all computed on demand."""
 
-    index: LazyStateIndex = field(default=None)
-    state_row: LazyRowMap = field(default=None)
-    jump_map: LazyJumpForward = field(default=None)
+    # The same fields as TokenFSM's, narrowed; keyword-only, as no default fits them.
+    # (LazyStateIndex and LazyJumpForward answer what TokenFSM's users ask of its index and jump
+    # map, without being those classes: one is computed on demand, the other walks the automaton.)
+    index: LazyStateIndex = field(kw_only=True)  # type: ignore[assignment]
+    state_row: LazyRowMap = field(kw_only=True)
+    jump_map: LazyJumpForward = field(kw_only=True)  # type: ignore[assignment]
 
     def build_row(self, state: int) -> None:
         self.index.row(state)

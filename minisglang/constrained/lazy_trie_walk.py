@@ -20,39 +20,42 @@ row's correction walks one by one (`walk_rests` over every token's bytes).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numba
 import numpy as np
+
+from minisglang.constrained.token_index import VocabTrie
 
 UNEXPLORED = -2  # must equal lazy_regex.UNEXPLORED
 
 
 @numba.njit(cache=True, nogil=True)
 def walk_trie(
-    child_start,
-    child_stop,
-    byte,
-    end_start,
-    end_stop,
-    end_tokens,
-    follow,
-    marks,
-    table,
-    class_first,
-    complete,
-    start_nodes,
-    start_states,
-    eos,
-    bits,
-    long_nodes,
-    long_states,
-    pending_nodes,
-    pending_states,
-    need_states,
-    need_bytes,
-    need_nodes,
-):
+    child_start: np.ndarray,
+    child_stop: np.ndarray,
+    byte: np.ndarray,
+    end_start: np.ndarray,
+    end_stop: np.ndarray,
+    end_tokens: np.ndarray,
+    follow: np.ndarray,
+    marks: np.ndarray,
+    table: np.ndarray,
+    class_first: np.ndarray,
+    complete: np.ndarray,
+    start_nodes: np.ndarray,
+    start_states: np.ndarray,
+    eos: int,
+    bits: np.ndarray,
+    long_nodes: np.ndarray,
+    long_states: np.ndarray,
+    pending_nodes: np.ndarray,
+    pending_states: np.ndarray,
+    need_states: np.ndarray,
+    need_bytes: np.ndarray,
+    need_nodes: np.ndarray,
+) -> tuple[int, int, int, int]:
     """Walk the trie from the (start_nodes[i], start_states[i]) pairs, following only the
     children with `follow[child]` set.
 
@@ -121,18 +124,18 @@ def walk_trie(
 
 @numba.njit(cache=True, nogil=True)
 def walk_rests(
-    rest_start,
-    rest_stop,
-    rest_bytes,
-    table,
-    items,
-    offsets,
-    states,
-    out_items,
-    pending_items,
-    pending_offsets,
-    pending_states,
-):
+    rest_start: np.ndarray,
+    rest_stop: np.ndarray,
+    rest_bytes: np.ndarray,
+    table: np.ndarray,
+    items: np.ndarray,
+    offsets: np.ndarray,
+    states: np.ndarray,
+    out_items: np.ndarray,
+    pending_items: np.ndarray,
+    pending_offsets: np.ndarray,
+    pending_states: np.ndarray,
+) -> tuple[int, int]:
     """Read the remaining bytes of long tokens: item i is `rest_bytes[rest_start[i]:rest_stop[i]]`.
 
     Starts each `items[j]` at byte `offsets[j]` of its rest in `states[j]`; writes the
@@ -166,7 +169,7 @@ def walk_rests(
 
 
 @numba.njit(cache=True, nogil=True)
-def walk_bytes(table, data, start, stop, state):
+def walk_bytes(table: np.ndarray, data: np.ndarray, start: int, stop: int, state: int) -> tuple[int, int]:
     """Walk `data[start:stop]` from `state`: (end state or -1 if it dies, position reached).
 
     Stops early at an UNEXPLORED entry: then the position is < stop and the state is the
@@ -183,7 +186,9 @@ def walk_bytes(table, data, start, stop, state):
 
 
 @numba.njit(cache=True, nogil=True)
-def token_repetitions(table, data, token_start, token_stop, start, out):
+def token_repetitions(
+    table: np.ndarray, data: np.ndarray, token_start: np.ndarray, token_stop: np.ndarray, start: int, out: np.ndarray
+) -> None:
     """How many repetitions of a body C each token spells, read by the automaton of `C*`.
 
     `table` (int32 [S, 256]) is that automaton, every entry reachable from `start` (the
@@ -207,7 +212,7 @@ def token_repetitions(table, data, token_start, token_stop, start, out):
 
 
 @numba.njit(cache=True, nogil=True)
-def finish_row(bits, extra, eos, accepting):
+def finish_row(bits: np.ndarray, extra: np.ndarray, eos: int, accepting: bool) -> int:
     """Complete a token row in place: set the bits of the ids `extra` (int64) in `bits`
     (uint32 [W]), the EOS bit iff `accepting`; return how many tokens other than EOS it
     allows (a population count, word by word)."""
@@ -257,11 +262,13 @@ class VocabArrays:
     token_stop: np.ndarray
     containing: list[np.ndarray]
     height: np.ndarray
-    _first: list = field(default_factory=list, repr=False)  # [`first_bytes()`] once computed
-    _children: dict = field(default_factory=dict, repr=False)  # trie node -> `children(trie, node)`
-    _derived: dict = field(default_factory=dict, repr=False)  # what a grammar's index derives for the vocabulary
+    _first: list[np.ndarray] = field(default_factory=list, repr=False)  # [`first_bytes()`] once computed
+    # trie node -> `children(trie, node)`
+    _children: dict[int, dict[int, int]] = field(default_factory=dict, repr=False)
+    # what a grammar's index derives for the vocabulary: (what, byte set, EOS id) -> (ids, bounds)
+    _derived: dict[tuple[str, int, int], tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
 
-    def children(self, trie, node: int) -> dict[int, int]:
+    def children(self, trie: VocabTrie, node: int) -> dict[int, int]:
         """{byte: child} of a node of `trie` (this vocabulary's trie), cached: a walk in
         Python (an enum's values) comes back to the same nodes grammar after grammar."""
         found = self._children.get(node)
@@ -283,7 +290,7 @@ class VocabArrays:
         return self._first[0]
 
     @classmethod
-    def build(cls, trie, token_bytes) -> VocabArrays:
+    def build(cls, trie: VocabTrie, token_bytes: Sequence[bytes | None]) -> VocabArrays:
         ids: list[int] = []
         starts, stops, chunks, items_of, offset = [], [], [], {}, 0
         leads_to = np.zeros(trie.num_nodes, dtype=bool)
@@ -328,7 +335,7 @@ class VocabArrays:
         )
 
 
-def trie_heights(trie) -> np.ndarray:
+def trie_heights(trie: VocabTrie) -> np.ndarray:
     """int64 [nodes]: the most bytes a path below each node of `trie` spells (0 at a leaf).
     The nodes are numbered level by level, so each level is one range of ids, children after
     their parents: the levels are done deepest first, one array call each."""
@@ -342,10 +349,10 @@ def trie_heights(trie) -> np.ndarray:
     return height
 
 
-_ARRAYS_CACHE: dict[int, tuple[object, VocabArrays]] = {}
+_ARRAYS_CACHE: dict[int, tuple[VocabTrie, VocabArrays]] = {}
 
 
-def vocab_arrays(trie, token_bytes) -> VocabArrays:
+def vocab_arrays(trie: VocabTrie, token_bytes: Sequence[bytes | None]) -> VocabArrays:
     """The VocabArrays of `trie` (itself cached per vocabulary by token_index.vocab_trie)."""
     entry = _ARRAYS_CACHE.get(id(trie))
     if entry is None or entry[0] is not trie:
