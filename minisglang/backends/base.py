@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 
@@ -318,6 +318,9 @@ def refuse_ignored_keywords(schema: Any, ignored: tuple[IgnoredKeyword, ...], li
 
 
 # ------------------------------------------------------------------------ per request
+GrammarObjectT = TypeVar("GrammarObjectT", bound="BaseGrammarObject")
+
+
 class BaseGrammarObject:
     """One request's matcher. Subclasses implement the methods that raise here.
 
@@ -372,8 +375,11 @@ class BaseGrammarObject:
         raise NotImplementedError
 
     @classmethod
-    def fill_vocab_mask_batched(cls, entries: list[tuple[BaseGrammarObject, int]], vocab_mask: torch.Tensor) -> None:
-        """Fill many rows; backends with a batched kernel override this."""
+    def fill_vocab_mask_batched(
+        cls: type[GrammarObjectT], entries: list[tuple[GrammarObjectT, int]], vocab_mask: torch.Tensor
+    ) -> None:
+        """Fill many rows, each of a matcher of this class (the stage groups them by class);
+        backends with a batched kernel override this."""
         for grammar, idx in entries:
             grammar.fill_vocab_mask(vocab_mask, idx)
 
