@@ -94,9 +94,23 @@ def cut_at_stop_string(req: Req) -> None:
         return
     _, pos, i = min(hits)
     req.output_text = req.output_text[:pos]
-    if req.finished and req.finished_reason["type"] != "abort":
+    if req.finished_reason is not None and req.finished_reason["type"] != "abort":
         req.finished_reason = None  # the text ends at the stop string, so that is the reason
     req.finish("stop", matched=stops[i])
+
+
+def pool_row(req: Req) -> int:
+    """`req`'s row of the request-to-token table, which it holds from admission until it leaves."""
+    assert req.req_pool_idx is not None, f"{req!r} holds no row of the request-to-token table"
+    return req.req_pool_idx
+
+
+class _PlaceholderSlots:
+    """The KV pool of the in-batch scratch tree (`Scheduler._in_batch_tree`): its slot ids are
+    placeholders, and it never evicts, so nothing is ever freed."""
+
+    def free(self, slots: torch.Tensor) -> None:
+        raise RuntimeError("the in-batch scratch tree holds placeholder slots: it never evicts")
 
 
 @dataclass
@@ -367,7 +381,7 @@ class Scheduler:
             out_cache_loc = self.alloc_kv(sum(len(x) for x in new_ids))
             with self._free_on_error(out_cache_loc):
                 fb = ForwardBatch.extend(
-                    [r.req_pool_idx for r in fed],
+                    [pool_row(r) for r in fed],
                     starts,
                     new_ids,
                     out_cache_loc,
@@ -390,7 +404,7 @@ class Scheduler:
             out_cache_loc = self.alloc_kv(len(reqs))
             with self._free_on_error(out_cache_loc):
                 fb = ForwardBatch.decode(
-                    [r.req_pool_idx for r in reqs],
+                    [pool_row(r) for r in reqs],
                     [r.kv_len for r in reqs],
                     [r.fill_ids[-1] for r in reqs],
                     out_cache_loc,
@@ -499,6 +513,7 @@ class Scheduler:
         Memory is released whatever the flush or the stage's release raise: a request that
         leaves never keeps its slots.
         """
+        assert req.finished_reason is not None  # only a finished request leaves
         with self.isolate([req], "flushing its detokenizer"):
             if req.detokenizer is not None and not isinstance(req.finished_reason.get("matched"), str):
                 req.output_text += req.detokenizer.flush()  # a stop string already trimmed the text
@@ -514,6 +529,7 @@ class Scheduler:
 
     def count_finished(self, req: Req) -> None:
         t = self.totals
+        assert req.finished_reason is not None  # it counts requests that finished
         reason = req.finished_reason["type"]
         t.finished_by_reason[reason] = t.finished_by_reason.get(reason, 0) + 1
         t.prompt_tokens += len(req.origin_input_ids)
@@ -639,7 +655,7 @@ class Scheduler:
             # after we were admitted: the tree keeps its own copy, ours are freed.
             self.token_to_kv_pool.free(slots[req.prefix_len : already])
             self.tree_cache.dec_lock_ref(req.last_node)
-        self.req_to_token_pool.free(req.req_pool_idx)
+        self.req_to_token_pool.free(pool_row(req))
         req.req_pool_idx, req.last_node, req.kv_len, req.prefix_len = None, None, 0, 0
 
     def cache_prefilled(self, req: Req) -> None:
@@ -718,7 +734,8 @@ class Scheduler:
 
         # A mixed forward also computes one token per running request: they are in the prefill
         # budget (SGLang's PrefillAdder counts its mixed-in decodes the same way).
-        chosen, prefill_tokens = [], len(self.running) if self.config.mixed_prefill else 0
+        chosen: list[Req] = []
+        prefill_tokens = len(self.running) if self.config.mixed_prefill else 0
         chunk, chunk_tokens = self.config.chunked_prefill_size, 0  # prompt tokens only, riders aside
         in_batch = self._in_batch_tree()
         match = {}
@@ -787,7 +804,7 @@ class Scheduler:
         are placeholders and it frees nothing); None when in-batch sharing is off."""
         if self.tree_cache.disable or self.config.in_batch_prefix_threshold <= 0:
             return None
-        return RadixCache(token_to_kv_pool=None)
+        return RadixCache(token_to_kv_pool=_PlaceholderSlots())
 
     @staticmethod
     def _remaining_new_tokens(req: Req) -> int:

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 
@@ -38,6 +38,7 @@ from ..registry import Registry
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..constrained.structural_tag import StructuralTag
+    from ..tokenizer import Tokenizer
 
 BACKENDS = Registry("grammar backend")
 # A grammar text longer than this is not normalised on the scheduler thread (`normalise`).
@@ -66,6 +67,9 @@ class IgnoredKeywordError(GrammarError):
 # A library that compiles a schema but skips a keyword hands back a WEAKER grammar: its
 # outputs may break the schema (xgrammar's `uniqueItems` -> `[1, 1]`). So each adapter lists
 # what its library ignores, as `IgnoredKeyword`s, and refuses such a schema before compiling.
+
+# A schema object as `load_schema` reads it: keyword -> any JSON value (checked where used).
+SchemaObject = dict[str, Any]
 
 # Keywords that say nothing about which values are valid: they may sit beside anything.
 ANNOTATIONS = frozenset(
@@ -113,7 +117,7 @@ class IgnoredKeyword:
 
     keyword: str
     how: str = ""
-    applies: Callable[[dict], bool] = lambda schema: True
+    applies: Callable[[SchemaObject], bool] = lambda schema: True
     below_root: bool = False  # applies only in subschemas, not at the root
 
 
@@ -122,7 +126,7 @@ def json_pointer(pointer: str, name: str | int) -> str:
     return f"{pointer}/{str(name).replace('~', '~0').replace('/', '~1')}"
 
 
-def subschemas(schema: dict, pointer: str) -> Iterator[tuple[dict, str]]:
+def subschemas(schema: SchemaObject, pointer: str) -> Iterator[tuple[SchemaObject, str]]:
     """(subschema, its JSON pointer) for each schema object directly inside `schema`."""
     for key, value in schema.items():
         if key in _SCHEMA_MAPS and isinstance(value, dict):
@@ -137,7 +141,7 @@ def subschemas(schema: dict, pointer: str) -> Iterator[tuple[dict, str]]:
                     yield sub, json_pointer(json_pointer(pointer, key), i)
 
 
-def rewrite_subschemas(schema: Any, rewrite: Callable[[dict, str], dict], pointer: str = "#") -> Any:
+def rewrite_subschemas(schema: Any, rewrite: Callable[[SchemaObject, str], SchemaObject], pointer: str = "#") -> Any:
     """A copy of `schema` in which every schema object, innermost first, is replaced by
     `rewrite(its copy, its JSON pointer)`; `schema` itself is left as it was."""
     if not isinstance(schema, dict):
@@ -176,24 +180,24 @@ def find_ignored_keyword(
 
 
 # Conditions the adapters' lists share (each takes the subschema holding the keyword).
-def beside(*others: str) -> Callable[[dict], bool]:
+def beside(*others: str) -> Callable[[SchemaObject], bool]:
     """The keyword sits beside one of `others`."""
     return lambda schema: any(k in schema for k in others)
 
 
-def beside_validation(keyword: str, allowed: frozenset[str] = frozenset()) -> Callable[[dict], bool]:
+def beside_validation(keyword: str, allowed: frozenset[str] = frozenset()) -> Callable[[SchemaObject], bool]:
     """The keyword sits beside a keyword that validates (not an annotation, not in `allowed`)."""
     return lambda schema: any(k not in ANNOTATIONS and k not in allowed and k != keyword for k in schema)
 
 
-def requires_unlisted(schema: dict) -> bool:
+def requires_unlisted(schema: SchemaObject) -> bool:
     """`required` names a property that `properties` does not list."""
     properties = schema.get("properties")
     listed = properties if isinstance(properties, dict) else {}
     return isinstance(schema["required"], list) and any(name not in listed for name in schema["required"])
 
 
-def pattern_meets_listed_name(schema: dict) -> bool:
+def pattern_meets_listed_name(schema: SchemaObject) -> bool:
     """A `patternProperties` pattern matches a name `properties` lists (both then apply to
     it), or cannot be read by Python's `re` (so we cannot tell)."""
     properties = schema.get("properties")
@@ -208,7 +212,7 @@ def pattern_meets_listed_name(schema: dict) -> bool:
     return False
 
 
-_JSON_TYPES = {
+_JSON_TYPES: dict[str, type | tuple[type, ...]] = {
     "string": str,
     "integer": int,
     "number": (int, float),
@@ -219,12 +223,12 @@ _JSON_TYPES = {
 }
 
 
-def is_whole(value) -> bool:
+def is_whole(value: object) -> bool:
     """A JSON number with no fraction (2 and 2.0; not true)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and float(value).is_integer()
 
 
-def values_outside_type(schema: dict) -> bool:
+def values_outside_type(schema: SchemaObject) -> bool:
     """`enum`/`const` beside anything but `type`, or a value of another type (libraries
     write the listed values and skip the rest of the schema)."""
     if any(k not in ANNOTATIONS and k not in ("type", "enum", "const") for k in schema):
@@ -234,7 +238,7 @@ def values_outside_type(schema: dict) -> bool:
     types = [schema["type"]] if isinstance(schema["type"], str) else schema["type"]
     values = [schema["const"]] if "const" in schema else schema.get("enum") or []
 
-    def has(value, t):
+    def has(value: object, t: str) -> bool:
         if t == "integer":
             return is_whole(value)
         return isinstance(value, _JSON_TYPES.get(t, ())) and (t == "boolean" or not isinstance(value, bool))
@@ -242,7 +246,7 @@ def values_outside_type(schema: dict) -> bool:
     return not all(any(has(v, t) for t in types) for v in values)
 
 
-def not_a_local_pointer(schema: dict) -> bool:
+def not_a_local_pointer(schema: SchemaObject) -> bool:
     """`$ref` is not `#` or a `#/...` JSON pointer (an anchor, a relative or remote URI)."""
     ref = schema["$ref"]
     return not isinstance(ref, str) or not (ref == "#" or ref.startswith("#/"))
@@ -293,7 +297,7 @@ def _disjoint(a: Any, b: Any) -> bool:
     return False
 
 
-def overlapping_branches(schema: dict) -> bool:
+def overlapping_branches(schema: SchemaObject) -> bool:
     """`oneOf` has two branches we cannot show disjoint: "exactly one" is then not "any"."""
     branches = schema["oneOf"] if isinstance(schema["oneOf"], list) else []
     return any(not _disjoint(a, b) for i, a in enumerate(branches) for b in branches[i + 1 :])
@@ -314,6 +318,9 @@ def refuse_ignored_keywords(schema: Any, ignored: tuple[IgnoredKeyword, ...], li
 
 
 # ------------------------------------------------------------------------ per request
+GrammarObjectT = TypeVar("GrammarObjectT", bound="BaseGrammarObject")
+
+
 class BaseGrammarObject:
     """One request's matcher. Subclasses implement the methods that raise here.
 
@@ -368,8 +375,11 @@ class BaseGrammarObject:
         raise NotImplementedError
 
     @classmethod
-    def fill_vocab_mask_batched(cls, entries: list[tuple[BaseGrammarObject, int]], vocab_mask: torch.Tensor) -> None:
-        """Fill many rows; backends with a batched kernel override this."""
+    def fill_vocab_mask_batched(
+        cls: type[GrammarObjectT], entries: list[tuple[GrammarObjectT, int]], vocab_mask: torch.Tensor
+    ) -> None:
+        """Fill many rows, each of a matcher of this class (the stage groups them by class);
+        backends with a batched kernel override this."""
         for grammar, idx in entries:
             grammar.fill_vocab_mask(vocab_mask, idx)
 
@@ -383,7 +393,7 @@ class BaseGrammarObject:
         apply_bitmask(logits, vocab_mask)
 
     # -- jump forward (a backend may return None: it does not jump) ----------------------
-    def try_jump_forward(self, tokenizer) -> Any | None:
+    def try_jump_forward(self, tokenizer: Tokenizer) -> Any | None:
         """Something `jump_forward_str_state` understands, or None when nothing is forced."""
         return None
 
@@ -391,7 +401,7 @@ class BaseGrammarObject:
         """(forced bytes, the state after them)."""
         raise NotImplementedError
 
-    def jump_forward(self, tokenizer) -> tuple[bytes, Any] | None:
+    def jump_forward(self, tokenizer: Tokenizer) -> tuple[bytes, Any] | None:
         """(forced bytes, the state after them), or None when nothing is forced."""
         helper = self.try_jump_forward(tokenizer)
         return None if helper is None else self.jump_forward_str_state(helper)
@@ -449,7 +459,7 @@ class BaseGrammarBackend:
 
     def __init__(
         self,
-        tokenizer,
+        tokenizer: Tokenizer,
         vocab_size: int,
         *,
         max_entries: int = 128,
@@ -474,8 +484,8 @@ class BaseGrammarBackend:
         # take turns (constrained/work_slices.py).
         self.baton = Baton()
         self.pool = FairCompilePool(threads, self.baton, name=f"{self.name}-compile")
-        self.cache: collections.OrderedDict[tuple[str, str], Future] = collections.OrderedDict()
-        self.jobs: dict[Future, CompileJob] = {}  # compiles not finished yet
+        self.cache: collections.OrderedDict[tuple[str, str], Future[BaseGrammarObject]] = collections.OrderedDict()
+        self.jobs: dict[Future[BaseGrammarObject], CompileJob] = {}  # compiles not finished yet
         self._trimmed = float("-inf")  # when `trim` last measured the cache (time.monotonic)
         self._given_back = float("-inf")  # when `trim` last gave free heap back
         self.lock = threading.Lock()
@@ -622,7 +632,7 @@ class BaseGrammarBackend:
                 "compile_seconds": self.compile_times,
             }
 
-    def result(self, future: Future) -> BaseGrammarObject | None:
+    def result(self, future: Future[BaseGrammarObject]) -> BaseGrammarObject | None:
         """A fresh matcher if the compile finished, else None."""
         return future.result().copy() if future.done() else None
 
@@ -665,16 +675,16 @@ class BaseGrammarBackend:
                 total -= size[key]
                 evicted_for_bytes |= not over_entries
 
-    def _forget_job(self, future: Future) -> None:
+    def _forget_job(self, future: Future[BaseGrammarObject]) -> None:
         with self.lock:
             self.jobs.pop(future, None)
 
-    def queued_seconds(self, future: Future) -> float:
+    def queued_seconds(self, future: Future[BaseGrammarObject]) -> float:
         """How long the compile behind `future` waited for a thread (0 once it is done)."""
         job = self.jobs.get(future)
         return 0.0 if job is None else job.queued_seconds()
 
-    def cancel(self, future: Future) -> None:
+    def cancel(self, future: Future[BaseGrammarObject]) -> None:
         """Stop the compile behind `future` (its requests gave up on it) and forget it: it
         never becomes a cache entry, and what it built is freed."""
         with self.lock:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import threading
+from typing import TYPE_CHECKING, Any
 
 import llguidance as llg
 import torch
@@ -37,14 +38,20 @@ from ..constrained.json_schema import InvalidSchemaError, load_schema
 from ..constrained.python_regex import portable_regex
 from .base import BaseGrammarBackend, BaseGrammarObject, GrammarError, register_backend
 
+if TYPE_CHECKING:  # pragma: no cover   (JsonCompileOptions is a TypedDict of llguidance's stubs only)
+    from llguidance._lib import JsonCompileOptions
+
+    from ..constrained.structural_tag import StructuralTag
+    from ..tokenizer import Tokenizer
+
 # json.dumps' layout; llguidance's default would allow any run of whitespace.
-JSON_LAYOUT = {"item_separator": ", ", "key_separator": ": ", "whitespace_flexible": False}
+JSON_LAYOUT: JsonCompileOptions = {"item_separator": ", ", "key_separator": ": ", "whitespace_flexible": False}
 
 
 class _TokenizerSource:
     """What `llg.TokenizerWrapper` reads to build an `LLTokenizer` from our tokenizer."""
 
-    def __init__(self, tokenizer, vocab_size: int):
+    def __init__(self, tokenizer: Tokenizer, vocab_size: int):
         self.tokenizer = tokenizer
         self.eos_token_id = tokenizer.eos_token_id
         self.bos_token_id = None  # llguidance only uses it to strip a BOS from prompts
@@ -112,7 +119,7 @@ class LLGuidanceGrammar(BaseGrammarObject):
             raise GrammarError(f"the grammar allows no text from here (llguidance: {reason})")
 
     @classmethod
-    def fill_vocab_mask_batched(cls, entries, vocab_mask: torch.Tensor) -> None:
+    def fill_vocab_mask_batched(cls, entries: list[tuple[LLGuidanceGrammar, int]], vocab_mask: torch.Tensor) -> None:
         """All rows in one call to llguidance's multithreaded executor."""
         _check_mask(vocab_mask)
         with cls._executor_lock:
@@ -126,7 +133,7 @@ class LLGuidanceGrammar(BaseGrammarObject):
             g._refuse_error_state()
 
     # -- jump forward: the bytes the grammar forces from here ---------------------------
-    def try_jump_forward(self, tokenizer) -> bytes | None:
+    def try_jump_forward(self, tokenizer: Tokenizer) -> bytes | None:
         # Trailing spaces stay with the model: byte-level vocabularies glue a space to the
         # next word (" 31"), and a model handed "age": " must write "31" the unusual way.
         return self.matcher.compute_ff_bytes().rstrip(b" ") or None
@@ -140,7 +147,7 @@ class LLGuidanceGrammar(BaseGrammarObject):
 class LLGuidanceBackend(BaseGrammarBackend):
     kinds = frozenset({"regex", "json_schema", "ebnf", "structural_tag"})
 
-    def __init__(self, tokenizer, vocab_size: int, **kwargs):
+    def __init__(self, tokenizer: Tokenizer, vocab_size: int, **kwargs: Any):
         super().__init__(tokenizer, vocab_size, **kwargs)
         # Built once per engine: it walks the whole vocabulary into a token trie.
         self.lltokenizer = llg.LLTokenizer(llg.TokenizerWrapper(_TokenizerSource(tokenizer, vocab_size)))
@@ -170,7 +177,7 @@ class LLGuidanceBackend(BaseGrammarBackend):
             raise GrammarError(start.get_error())
         return LLGuidanceGrammar(start)
 
-    def compile_structural_tag(self, spec) -> LLGuidanceGrammar:
+    def compile_structural_tag(self, spec: StructuralTag) -> LLGuidanceGrammar:
         """The spec as a Lark grammar with llguidance's lazy lexemes (its docs/syntax.md, "tool
         calling"): `trig[lazy]: TEXT "<tool_call>"` ends at the FIRST place the text reaches a
         trigger. Free text before the end of the output is TEXT without any trigger
@@ -186,7 +193,7 @@ class LLGuidanceBackend(BaseGrammarBackend):
 _NUMBER_GOES_ON = set("0123456789.eE+-")
 
 
-def lexer_conflict(spec) -> str | None:
+def lexer_conflict(spec: StructuralTag) -> str | None:
     """Why llguidance's greedy lexer would not read this spec as our semantics do, or None.
 
     Its lexer takes the longest lexeme, where the semantics (a regular language) may split a
@@ -213,10 +220,10 @@ def lexer_conflict(spec) -> str | None:
     return None
 
 
-def structural_tag_lark(spec) -> str:
+def structural_tag_lark(spec: StructuralTag) -> str:
     """The Lark grammar of a StructuralTag (constrained/structural_tag.py semantics)."""
 
-    def json_body(schema) -> str:
+    def json_body(schema: dict[str, Any] | bool) -> str:
         schema = {"not": {}} if schema is False else {} if schema is True else schema
         return "%json " + json.dumps({**schema, "x-guidance": JSON_LAYOUT})
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import TYPE_CHECKING, Any
 
 import torch
 from outlines_core import Guide, Index, Vocabulary
@@ -54,6 +55,7 @@ from .base import (
     BaseGrammarObject,
     GrammarError,
     IgnoredKeyword,
+    SchemaObject,
     beside,
     beside_validation,
     overlapping_branches,
@@ -63,6 +65,9 @@ from .base import (
     rewrite_subschemas,
     values_outside_type,
 )
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..tokenizer import Tokenizer
 
 MAX_ROLLBACK = 1024  # states a Guide remembers for `rollback`
 
@@ -125,7 +130,7 @@ IGNORED = (
 )
 
 
-def _pattern_as_json_text(schema: dict, pointer: str) -> dict:
+def _pattern_as_json_text(schema: SchemaObject, pointer: str) -> SchemaObject:
     """`pattern` rewritten over the JSON text of the string: outlines-core puts the pattern
     between the quotes as it is, so `[^a]` would match a raw `"`, `\\` or newline there
     (invalid JSON, or another string once decoded). Our compiler's translation matches the
@@ -202,7 +207,7 @@ def _regex_problem(regex: str, library_message: str) -> str:
 class OutlinesBackend(BaseGrammarBackend):
     kinds = frozenset({"regex", "json_schema"})
 
-    def __init__(self, tokenizer, vocab_size: int, **kwargs):
+    def __init__(self, tokenizer: Tokenizer, vocab_size: int, **kwargs: Any):
         super().__init__(tokenizer, vocab_size, **kwargs)
         if tokenizer.vocab_size > vocab_size:
             raise ValueError(

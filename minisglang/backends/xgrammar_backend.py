@@ -29,6 +29,8 @@ from __future__ import annotations
 import json
 import re
 import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import torch
 import xgrammar as xgr
@@ -41,6 +43,7 @@ from .base import (
     BaseGrammarObject,
     GrammarError,
     IgnoredKeyword,
+    SchemaObject,
     beside,
     beside_validation,
     is_whole,
@@ -53,6 +56,10 @@ from .base import (
     rewrite_subschemas,
     values_outside_type,
 )
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..constrained.structural_tag import StructuralTag
+    from ..tokenizer import Tokenizer
 
 # xgrammar's C++ errors start with "[15:34:26] /project/cpp/regex_converter.cc:94: " and
 # sometimes "Check failed: (error.empty()) is false: ": noise for the person who sent it.
@@ -76,7 +83,7 @@ _TYPE_KEYWORDS = {
 _TYPE_FROM = {"object": ("properties", "additionalProperties"), "array": ("items", "prefixItems")}
 
 
-def _untyped(kind: str):
+def _untyped(kind: str) -> Callable[[SchemaObject], bool]:
     return lambda schema: "type" not in schema and not any(k in schema for k in _TYPE_FROM.get(kind, ()))
 
 
@@ -125,7 +132,7 @@ IGNORED = (
 MAX_LENGTH_AS_PATTERN = 1000
 
 
-def _length_as_pattern(schema: dict, pointer: str) -> dict:
+def _length_as_pattern(schema: SchemaObject, pointer: str) -> SchemaObject:
     """A string's minLength/maxLength written as a `pattern` (lengths beside a pattern or
     format are refused before): xgrammar's length-counted strings allow raw U+0000-U+001F,
     which JSON forbids inside a string, and its patterns do not."""
@@ -186,7 +193,7 @@ class XGrammarGrammar(BaseGrammarObject):
         self.matcher.fill_next_token_bitmask(vocab_mask, idx)
 
     @classmethod
-    def fill_vocab_mask_batched(cls, entries, vocab_mask: torch.Tensor) -> None:
+    def fill_vocab_mask_batched(cls, entries: list[tuple[XGrammarGrammar, int]], vocab_mask: torch.Tensor) -> None:
         """All rows in one call to xgrammar's multithreaded batch filler."""
         with cls._batch_lock:
             if cls._batch_filler is None:
@@ -196,7 +203,7 @@ class XGrammarGrammar(BaseGrammarObject):
         )
 
     # -- jump forward: xgrammar finds the forced string itself --------------------------
-    def try_jump_forward(self, tokenizer) -> str | None:
+    def try_jump_forward(self, tokenizer: Tokenizer) -> str | None:
         # Trailing spaces stay with the model: byte-level vocabularies glue a space to the
         # next word (" 31"), and a model handed "age": " must write "31" the unusual way.
         return self.matcher.find_jump_forward_string().rstrip(" ") or None
@@ -210,7 +217,7 @@ class XGrammarGrammar(BaseGrammarObject):
 class XGrammarBackend(BaseGrammarBackend):
     kinds = frozenset({"regex", "json_schema", "ebnf", "structural_tag"})
 
-    def __init__(self, tokenizer, vocab_size: int, **kwargs):
+    def __init__(self, tokenizer: Tokenizer, vocab_size: int, **kwargs: Any):
         super().__init__(tokenizer, vocab_size, **kwargs)
         # Built once per engine: for a 65k vocabulary this takes a noticeable moment.
         vocab = [b"" if data is None else data for data in tokenizer.token_bytes]
@@ -248,7 +255,7 @@ class XGrammarBackend(BaseGrammarBackend):
         refuse_ignored_keywords(schema, IGNORED, "xgrammar", "xgrammar")
         return json.dumps(rewrite_subschemas(schema, _length_as_pattern), ensure_ascii=False)
 
-    def compile_structural_tag(self, spec) -> XGrammarGrammar:
+    def compile_structural_tag(self, spec: StructuralTag) -> XGrammarGrammar:
         """xgrammar's "triggered_tags" format: the same semantics as ours (at_least_one: the
         output starts with a tag). Its JSON allows any whitespace character between tokens,
         at most one in a row (ours: an optional space), so a small model cannot loop on them."""

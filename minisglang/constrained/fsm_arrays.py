@@ -21,11 +21,18 @@ from __future__ import annotations
 import collections.abc
 import hashlib
 import itertools
+from collections.abc import Iterator, KeysView
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .token_fsm import TokenFSM, Vocabulary, compile_dfa, index_from_dfa
 from .token_index import TokenIndex
+
+if TYPE_CHECKING:  # pragma: no cover   (not at run time: a worker needs no torch; jump_forward is s4's file)
+    import torch
+
+    from .jump_forward import JumpForwardMap
 
 Arrays = dict[str, np.ndarray]
 
@@ -78,7 +85,7 @@ def pack_rows(arrays: Arrays, vocab_size: int) -> np.ndarray:
     return packed
 
 
-def jump_map_to_arrays(jump_map) -> Arrays:
+def jump_map_to_arrays(jump_map: JumpForwardMap) -> Arrays:
     char = [(s, ord(c), n) for s, (c, n) in sorted(jump_map.char_edges.items())]
     byte = [(s, b, n) for s, (b, n) in sorted(jump_map.byte_edges.items())]
     return {
@@ -88,7 +95,7 @@ def jump_map_to_arrays(jump_map) -> Arrays:
     }
 
 
-def jump_map_from_arrays(arrays: Arrays):
+def jump_map_from_arrays(arrays: Arrays) -> JumpForwardMap:
     from .jump_forward import JumpForwardMap  # stage s4's file: a checkout of s3 has none
 
     char = {s: (chr(c), n) for s, c, n in arrays["jump_char"].tolist()}
@@ -118,7 +125,7 @@ def compile_arrays(
     return arrays
 
 
-class StateTable(collections.abc.Mapping):
+class StateTable(collections.abc.Mapping[int, dict[int, int]]):
     """{state: {token_id: next_state}} read from flat arrays; a state's dict is built the
     first time someone asks for it.
 
@@ -141,14 +148,14 @@ class StateTable(collections.abc.Mapping):
             self.built[state] = tokens
         return tokens
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[int]:
         return iter(self.row)
 
     def __len__(self) -> int:
         return len(self.row)
 
 
-class StateRows(dict):
+class StateRows(dict[int, "torch.Tensor"]):
     """`TokenFSM.state_row` ({state: a view of its packed row}), each view made the first
     time a state is asked for.
 
@@ -158,34 +165,36 @@ class StateRows(dict):
     `__missing__`. Length, membership and iteration answer for every state, built or not.
     """
 
-    def __init__(self, bitmasks, row: dict[int, int]):
+    def __init__(self, bitmasks: torch.Tensor, row: dict[int, int]):
         super().__init__()
         self.bitmasks, self.row = bitmasks, row
 
-    def __missing__(self, state: int):
+    def __missing__(self, state: int) -> torch.Tensor:
         view = self.bitmasks[self.row[state]]  # KeyError for an unknown state
         dict.__setitem__(self, state, view)
         return view
 
-    def get(self, state, default=None):
+    # dict's own `get` and views would see only the states built so far; these answer for
+    # every state, so their signatures differ from dict's (the ignores below).
+    def get(self, state: int, default: torch.Tensor | None = None) -> torch.Tensor | None:  # type: ignore[override]
         return self[state] if state in self.row else default
 
-    def __contains__(self, state) -> bool:
+    def __contains__(self, state: object) -> bool:
         return state in self.row
 
     def __len__(self) -> int:
         return len(self.row)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[int]:
         return iter(self.row)
 
-    def keys(self):
+    def keys(self) -> KeysView[int]:  # type: ignore[override]
         return self.row.keys()
 
-    def items(self):
+    def items(self) -> Iterator[tuple[int, torch.Tensor]]:  # type: ignore[override]
         return ((s, self[s]) for s in self.row)
 
-    def values(self):
+    def values(self) -> Iterator[torch.Tensor]:  # type: ignore[override]
         return (self[s] for s in self.row)
 
 

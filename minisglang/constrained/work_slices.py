@@ -182,7 +182,7 @@ class CompileJob:
     """One compile of the pool: who asked, its Future, and what it cost so far."""
 
     client: str
-    future: Future
+    future: Future[Any]  # what `call` returns: the pool runs any compile
     call: Callable[[], Any]
     submitted: float = field(default_factory=time.perf_counter)
     started: float | None = None  # when a thread took it (perf_counter)
@@ -215,9 +215,10 @@ class FairCompilePool:
         self._active: set[CompileJob] = set()  # jobs running now
         self._closed = False
 
-    def submit(self, client: str | None, fn: Callable[..., Any], *args: Any) -> tuple[Future, CompileJob]:
+    def submit(self, client: str | None, fn: Callable[..., T], *args: Any) -> tuple[Future[T], CompileJob]:
         """Queue fn(*args) for `client` (None: one anonymous client); (its Future, the job)."""
-        job = CompileJob(client or "", Future(), lambda: fn(*args))
+        future: Future[T] = Future()
+        job = CompileJob(client or "", future, lambda: fn(*args))
         with self._cond:
             if self._closed:
                 raise RuntimeError("the compile pool is shut down")
@@ -227,7 +228,7 @@ class FairCompilePool:
                 self._threads.append(thread)
                 thread.start()
             self._cond.notify()
-        return job.future, job
+        return future, job
 
     def cancel(self, job: CompileJob) -> None:
         """Stop `job`: dropped if it has not started, else stopped at its next checkpoint."""

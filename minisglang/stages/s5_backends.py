@@ -35,7 +35,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -45,9 +45,12 @@ from ..constrained.regex_dfa import RegexError
 from ..constrained.token_fsm import ConstraintError
 from ..constrained.work_slices import Baton, OutOfTime, deadline
 from ..core import AbortKind, Req
-from .base import Readmit, Stage, StageOptions, register
+from .base import Readmit, Stage, StageContext, StageOptions, register
 from .s3_fsm_cache import GrammarQueue
 from .s4_jump_forward import JumpForward
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..tokenizer import Tokenizer
 
 
 class ReasonerGrammar(BaseGrammarObject):
@@ -78,13 +81,13 @@ class ReasonerGrammar(BaseGrammarObject):
         word, bit = divmod(self.eos_token_id, 32)  # the row stays all ones, but for EOS
         vocab_mask[idx, word] &= ~(torch.tensor(1, dtype=torch.int32) << bit)
 
-    def try_jump_forward(self, tokenizer):
+    def try_jump_forward(self, tokenizer: Tokenizer) -> Any | None:
         return None if self.thinking else self.inner.try_jump_forward(tokenizer)
 
-    def jump_forward_str_state(self, helper):
+    def jump_forward_str_state(self, helper: Any) -> tuple[bytes, Any]:
         return self.inner.jump_forward_str_state(helper)
 
-    def jump_and_retokenize(self, old_output_ids, new_output_ids, next_state) -> None:
+    def jump_and_retokenize(self, old_output_ids: list[int], new_output_ids: list[int], next_state: Any) -> None:
         """The inner matcher saw only the answer: hand it the ids after the thinking. If the
         re-encoding re-cut the thinking itself, the answer starts where its text did."""
         n = self.thought
@@ -147,14 +150,16 @@ class GrammarWork:
                     f"tokens (limit max_grammar_seconds)"
                 )
 
-    def ready(self, req: Req) -> bool:
+    def ready(self, req: Req[BaseGrammarObject]) -> bool:
         """Whether the grammar's next mask is ready, after a slice of work on it if not.
         Once the step's budget is spent no work begins: a slice always does one unit of
         work before it may stop, and a unit can be a whole trie walk (several ms)."""
-        if self.left <= 0 and req.grammar.needs_work():
+        grammar = req.grammar
+        assert grammar is not None  # the stage asks only about requests with a grammar
+        if self.left <= 0 and grammar.needs_work():
             return False
         with self.slice(req):
-            return req.grammar.prepare(max(self.left, 0.0))
+            return grammar.prepare(max(self.left, 0.0))
 
     def forget(self, req: Req) -> None:
         self.spent.pop(req.rid, None)
@@ -166,7 +171,7 @@ class BudgetedJumpForward(JumpForward):
     decodes as usual; the work goes on next step from the states it made). Moving the
     grammar is never cut: it runs outside any slice."""
 
-    def __init__(self, tokenizer, work: GrammarWork):
+    def __init__(self, tokenizer: Tokenizer, work: GrammarWork):
         super().__init__(tokenizer)
         self.work = work
 
@@ -201,7 +206,7 @@ class BackendOptions(StageOptions):
     json_whitespace: str | None = None  # whitespace allowed between JSON tokens (regex)
     # our JSON Schema compiler's other choices (constrained/json_schema.py SchemaOptions:
     # bounded numerals, any_order, extra_properties, unknown_formats, ...); checked at start
-    json_schema_options: dict | None = None
+    json_schema_options: dict[str, Any] | None = None
     # our own backend ("fsm") only: s1's and s3's bounds, workers and disk cache
     max_fsm_states: int = 10_000
     max_regex_chars: int | None = 100_000
@@ -227,7 +232,7 @@ class BackendOptions(StageOptions):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 raise ValueError(f"{name} must be a positive number of seconds, not {value!r}")
 
-    def backend_options(self) -> dict:
+    def backend_options(self) -> dict[str, Any]:
         """The fields a backend's constructor takes as keywords."""
         return {
             "automaton": self.automaton,
@@ -252,10 +257,11 @@ class BackendOptions(StageOptions):
 @register("s5-backends")
 class BackendStage(Stage):
     Options = BackendOptions
+    options: BackendOptions  # what __init__ parses with Options
     supports = frozenset({"regex", "json_schema", "ebnf", "think_end"})
     grammar_errors = (ConstraintError, RegexError, GrammarError)
 
-    def __init__(self, ctx):
+    def __init__(self, ctx: StageContext):
         super().__init__(ctx)
         warm_up_apply_kernel(ctx.device)  # every backend's apply_vocab_mask uses s2's kernel
         o = self.options
@@ -312,7 +318,7 @@ class BackendStage(Stage):
                 self.timed_out(req, compiling[req.rid])
         return ready
 
-    def timed_out(self, req: Req, future: Future) -> None:
+    def timed_out(self, req: Req, future: Future[BaseGrammarObject]) -> None:
         """A request gave up on its compile: stop the compile if no one else waits for it
         (it would go on using CPU and memory), and when the compile spent more than half
         the timeout waiting for a thread, behind other clients' compiles, say the server was
@@ -322,15 +328,19 @@ class BackendStage(Stage):
             self.backend.cancel(future)
         timeout = self.queue.timeout
         if queued > timeout / 2 and req.finished_reason is not None:
+            constraint = req.sampling_params.constraint()
+            assert constraint is not None  # it waited for a compile: it has a grammar
             req.finished_reason.update(
                 kind=AbortKind.BUSY,
-                message=f"the server was too busy to compile the {req.sampling_params.constraint()[0]} within "
+                message=f"the server was too busy to compile the {constraint[0]} within "
                 f"{timeout:g} s (it waited {queued:.1f} s behind other compiles); retry later",
                 retry_after=max(1, round(timeout / 2)),
             )
 
-    def take_compiled(self, req: Req, future: Future) -> None:
-        self.attach(req, self.backend.result(future))
+    def take_compiled(self, req: Req, future: Future[BaseGrammarObject]) -> None:
+        grammar = self.backend.result(future)
+        assert grammar is not None  # the queue hands a compile over only once it is done
+        self.attach(req, grammar)
 
     # -- every step: grammar work within a budget ----------------------------------------------
     def begin_step(self) -> None:
@@ -375,7 +385,7 @@ class BackendStage(Stage):
         if not live:
             return None
         mask = BaseGrammarObject.allocate_vocab_mask(self.ctx.vocab_size, len(reqs))
-        by_class: dict[type, list] = {}
+        by_class: dict[type[BaseGrammarObject], list[tuple[BaseGrammarObject, int]]] = {}
         for grammar, i in live:
             by_class.setdefault(type(grammar), []).append((grammar, i))
         for cls, entries in by_class.items():
@@ -407,7 +417,7 @@ class BackendStage(Stage):
             self.backend.trim()  # its grammar may have grown the cache past grammar_cache_bytes
         super().release(req)
 
-    def stats(self) -> dict:
+    def stats(self) -> dict[str, Any]:
         """The backend's grammar cache numbers (for the server's /metrics)."""
         return self.backend.stats()
 
