@@ -669,3 +669,33 @@ def test_every_output_an_accepted_schema_allows_validates(backends, tokenizer, n
         t = data.draw(st.sampled_from(choices), label="token")
         g.accept_token(t)
         ids.append(t)
+
+
+def _byte_token(tokenizer, byte: int) -> int:
+    """The id of the bundled vocabulary's one-byte token for `byte` (its byte fallback)."""
+    return next(
+        i
+        for i in range(tokenizer.vocab_size)
+        if tokenizer.decode_bytes([i], skip_special_tokens=False) == bytes([byte])
+    )
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+@pytest.mark.parametrize("schema", [{**S, "minLength": 1, "maxLength": 4}, S, {**S, "pattern": "^.{2}$"}])
+def test_no_backend_lets_a_string_hold_a_surrogate(backends, tokenizer, name, schema):
+    """After `"` and the byte ED, a string may go on with 80-9F (U+D000-D7FF) but never with
+    A0-BF: ED A0-BF is a surrogate (U+D800-DFFF) encoded, which is not UTF-8, so the output
+    could not be decoded. (xgrammar read the `[\\s\\S]` of a length-counted string as every
+    code point and allowed it.)"""
+    width = tokenizer.vocab_size + PAD
+    g = compiled(backends[name], "json_schema", json.dumps(schema))
+    assert not isinstance(g, InvalidGrammarObject), g.message
+    for t in tokenizer.encode('"', add_special_tokens=False):
+        g.accept_token(t)
+    lead = _byte_token(tokenizer, 0xED)
+    assert mask_row(g, width)[lead], f"{name}: a string of {schema} does not allow the lead byte ED (U+D000-DFFF)"
+    g.accept_token(lead)
+    row = mask_row(g, width)
+    assert row[_byte_token(tokenizer, 0x9F)], f"{name}: ED 9F (U+D7C0-D7FF, valid UTF-8) is refused in {schema}"
+    surrogates = [b for b in range(0xA0, 0xC0) if row[_byte_token(tokenizer, b)]]
+    assert not surrogates, f"{name}: {schema} lets a string hold ED {surrogates[0]:02X}, a surrogate: not UTF-8"

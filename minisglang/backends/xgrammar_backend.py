@@ -127,7 +127,7 @@ IGNORED = (
     # resolves every `#/...` against the root document.
     IgnoredKeyword("$id", "inside a subschema (a new base for its '$ref's)", below_root=True),
 )
-# Longest minLength/maxLength written as a pattern: compiling `[\s\S]{0,n}` grows with n
+# Longest minLength/maxLength written as a pattern: compiling `[^\ud800-\udfff]{0,n}` grows with n
 # (1,000: about 1 s; 5,000: 25 s).
 MAX_LENGTH_AS_PATTERN = 1000
 
@@ -135,7 +135,8 @@ MAX_LENGTH_AS_PATTERN = 1000
 def _length_as_pattern(schema: SchemaObject, pointer: str) -> SchemaObject:
     """A string's minLength/maxLength written as a `pattern` (lengths beside a pattern or
     format are refused before): xgrammar's length-counted strings allow raw U+0000-U+001F,
-    which JSON forbids inside a string, and its patterns do not."""
+    which JSON forbids inside a string, and its patterns do not. The pattern's character is any
+    code point but a surrogate (see Utf8Guard: a surrogate's bytes are not UTF-8)."""
     if "minLength" not in schema and "maxLength" not in schema:
         return schema
     low, high = schema.pop("minLength", 0), schema.pop("maxLength", None)
@@ -147,8 +148,38 @@ def _length_as_pattern(schema: SchemaObject, pointer: str) -> SchemaObject:
             f"and as a pattern a bound above {MAX_LENGTH_AS_PATTERN} (at {pointer}) is too slow to "
             "compile; use the 'fsm' grammar backend for this schema"
         )
-    schema["pattern"] = f"^[\\s\\S]{{{int(low)},{'' if high is None else int(high)}}}$"
+    schema["pattern"] = f"^[^\\ud800-\\udfff]{{{int(low)},{'' if high is None else int(high)}}}$"
     return schema
+
+
+# After these lead bytes UTF-8 allows a narrower second byte than 80-BF (RFC 3629): E0 A0-BF
+# and F0 90-BF (no overlong form), ED 80-9F (no surrogate), F4 80-8F (nothing past U+10FFFF).
+NARROW_SECOND_BYTE = {0xE0: (0xA0, 0xBF), 0xED: (0x80, 0x9F), 0xF0: (0x90, 0xBF), 0xF4: (0x80, 0x8F)}
+
+
+class Utf8Guard:
+    """The rows that keep an output UTF-8 where xgrammar does not: it reads a character class
+    such as `[\\s\\S]`, `.` or a JSON string's character as every code point, surrogates
+    included, and so lets the byte ED (a lead) be followed by A0-BF: the bytes of U+D800-DFFF,
+    which no UTF-8 decoder accepts. `rows[lead]` (int32 [W], packed) allows the tokens that
+    may follow an output ending in `lead`: those whose first byte is a second byte UTF-8
+    allows after it, and those without bytes (special tokens: the grammar decides)."""
+
+    def __init__(self, token_bytes: list[bytes], width: int):
+        self.token_bytes = token_bytes
+        first = torch.tensor([data[0] if data else -1 for data in token_bytes], dtype=torch.int64)
+        self.rows: dict[int, torch.Tensor] = {}
+        for lead, (lo, hi) in NARROW_SECOND_BYTE.items():
+            allowed = torch.zeros(width, dtype=torch.bool)
+            allowed[: first.numel()] = ((first >= lo) & (first <= hi)) | (first < 0)
+            self.rows[lead] = pack_bits(allowed)
+
+    def lead_after(self, lead: int | None, token_id: int) -> int | None:
+        """The narrow lead the output ends in after `token_id` (None: none)."""
+        data = self.token_bytes[token_id] if token_id < len(self.token_bytes) else b""
+        if not data:
+            return lead  # a special token adds no byte
+        return data[-1] if data[-1] in NARROW_SECOND_BYTE else None
 
 
 class XGrammarGrammar(BaseGrammarObject):
@@ -157,15 +188,18 @@ class XGrammarGrammar(BaseGrammarObject):
     _batch_filler: xgr.BatchGrammarMatcher | None = None  # one thread pool for all batches
     _batch_lock = threading.Lock()
 
-    def __init__(self, compiled: xgr.CompiledGrammar, stop_only_row: torch.Tensor):
+    def __init__(self, compiled: xgr.CompiledGrammar, stop_only_row: torch.Tensor, guard: Utf8Guard):
         self.compiled = compiled
         self.matcher = xgr.GrammarMatcher(compiled)
         self.stop_only_row = stop_only_row  # [W] int32: the row that allows only EOS
         self.only_stop_left = False
+        self.guard = guard
+        self.leads: list[int | None] = [None]  # per accepted token: the narrow lead the output ends in
 
     def accept_token(self, token_id: int) -> None:
         if not self.matcher.accept_token(token_id):
             raise GrammarError(f"token {token_id} is not allowed by the grammar here")
+        self.leads.append(self.guard.lead_after(self.leads[-1], token_id))
         self.only_stop_left = self._nothing_but_stop_can_follow()
 
     def _nothing_but_stop_can_follow(self) -> bool:
@@ -174,12 +208,19 @@ class XGrammarGrammar(BaseGrammarObject):
             return False
         row = torch.empty((1, self.stop_only_row.numel()), dtype=torch.int32)
         self.matcher.fill_next_token_bitmask(row, 0)
+        self._guard_row(row, 0)
         return torch.equal(row[0], self.stop_only_row)
+
+    def _guard_row(self, vocab_mask: torch.Tensor, idx: int) -> None:
+        lead = self.leads[-1]
+        if lead is not None:
+            vocab_mask[idx] &= self.guard.rows[lead]
 
     def rollback(self, k: int) -> None:
         if k == 0:
             return
         self.matcher.rollback(k)
+        del self.leads[-k:]
         # The state rolled back to may leave only EOS (a speculative draft went past it).
         self.only_stop_left = self._nothing_but_stop_can_follow()
 
@@ -187,10 +228,11 @@ class XGrammarGrammar(BaseGrammarObject):
         return self.matcher.is_terminated() or self.only_stop_left
 
     def copy(self) -> XGrammarGrammar:
-        return XGrammarGrammar(self.compiled, self.stop_only_row)
+        return XGrammarGrammar(self.compiled, self.stop_only_row, self.guard)
 
     def fill_vocab_mask(self, vocab_mask: torch.Tensor, idx: int) -> None:
         self.matcher.fill_next_token_bitmask(vocab_mask, idx)
+        self._guard_row(vocab_mask, idx)
 
     @classmethod
     def fill_vocab_mask_batched(cls, entries: list[tuple[XGrammarGrammar, int]], vocab_mask: torch.Tensor) -> None:
@@ -201,6 +243,8 @@ class XGrammarGrammar(BaseGrammarObject):
         cls._batch_filler.batch_fill_next_token_bitmask(
             [g.matcher for g, _ in entries], vocab_mask, [idx for _, idx in entries]
         )
+        for g, idx in entries:
+            g._guard_row(vocab_mask, idx)
 
     # -- jump forward: xgrammar finds the forced string itself --------------------------
     def try_jump_forward(self, tokenizer: Tokenizer) -> str | None:
@@ -229,6 +273,7 @@ class XGrammarBackend(BaseGrammarBackend):
         only_eos = torch.zeros(vocab_size, dtype=torch.bool)
         only_eos[tokenizer.eos_token_id] = True
         self.stop_only_row = pack_bits(only_eos)
+        self.guard = Utf8Guard(vocab, vocab_size)
 
     def compile(self, kind: str, text: str) -> XGrammarGrammar:
         try:
@@ -242,7 +287,7 @@ class XGrammarBackend(BaseGrammarBackend):
             raise
         except Exception as e:  # xgrammar raises RuntimeError/ValueError with a parser message
             raise GrammarError(_clean_error(e)) from e
-        return XGrammarGrammar(compiled, self.stop_only_row)
+        return XGrammarGrammar(compiled, self.stop_only_row, self.guard)
 
     @staticmethod
     def enforced_schema(text: str) -> str:
@@ -278,4 +323,4 @@ class XGrammarBackend(BaseGrammarBackend):
             compiled = self.compiler.compile_structural_tag({"type": "structural_tag", "format": fmt})
         except Exception as e:
             raise GrammarError(_clean_error(e)) from e
-        return XGrammarGrammar(compiled, self.stop_only_row)
+        return XGrammarGrammar(compiled, self.stop_only_row, self.guard)
