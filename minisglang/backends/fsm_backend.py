@@ -25,7 +25,7 @@ from ..constrained.json_schema import COUNTED_STRING_CHAR, STRING_CHAR, build_re
 from ..constrained.lazy_regex_parser import parse_tree
 from ..constrained.lazy_token_fsm import LazyLimits, LazyTokenFSM, compile_lazy_token_fsm, prepare_vocabulary
 from ..constrained.regex_ast import Regex, render, text_size
-from ..constrained.schema_worker import schema_regex_in_process
+from ..constrained.schema_worker import schema_regex_in_process, start_ahead
 from ..constrained.token_fsm import ConstraintError, TokenFSM
 from ..constrained.work_slices import OutOfTime, deadline
 from .base import NORMALISE_MAX_CHARS, BaseGrammarBackend, BaseGrammarObject, GrammarError, register_backend
@@ -142,6 +142,11 @@ class FSMBackend(BaseGrammarBackend):
                                                                "max_regex_nodes") if o.get(k) is not None})
         if self.automaton == "lazy":
             self.service = None   # nothing worth a worker process: the start row takes ~1 ms
+            if o.get("compile_in") != "thread":
+                # A schema past NORMALISE_MAX_CHARS is compiled in a child process (`schema_tree`):
+                # what forks those children starts now (its imports overlap the preparation
+                # below), not in the first such schema's compile.
+                start_ahead()
             # Per-vocabulary work done now, not in the first grammars' tokens: the counts of
             # the bodies JSON grammars repeat (a string's character, a digit, a hex digit).
             prepare_vocabulary(tokenizer, vocab_size, LAZY_PREPARED_BODIES)
