@@ -89,6 +89,7 @@ def test_the_fsm_backend_sends_a_large_schema_to_a_child_and_gets_the_same_gramm
     try:
         assert in_child.schema_regex(text) == here.schema_regex(text) and calls == [1]
         grammar = in_child._compile_safely("json_schema", text)
+        assert grammar.fsm.regex == here.compile("json_schema", text).fsm.regex   # (the child's text, kept)
         instance = '{"p0":"w0_1","p7":"w7_2"}'
         for t in tok.encode(instance):
             grammar.prepare()

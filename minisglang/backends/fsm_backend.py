@@ -158,7 +158,8 @@ class FSMBackend(BaseGrammarBackend):
 
     def compile(self, kind: str, text: str) -> FSMGrammar:
         if kind == "json_schema":
-            return self.compile_regex(self.schema_tree(text), None, ours=True)
+            tree, written = self._schema_tree(text)
+            return self.compile_regex(tree, None, ours=True, text=written)
         return self.compile_regex(text, self.options.get("max_regex_chars", 100_000))
 
     def compile_schema(self, schema: Any, text: str) -> FSMGrammar:
@@ -173,6 +174,10 @@ class FSMBackend(BaseGrammarBackend):
     def schema_tree(self, schema: str | dict[str, Any] | bool) -> Regex:
         """Our JSON Schema compiler with this engine's options; a regex longer than
         `max_regex_chars` is refused here."""
+        return self._schema_tree(schema)[0]
+
+    def _schema_tree(self, schema: str | dict[str, Any] | bool) -> tuple[Regex, str | None]:
+        """`schema_tree`, and the tree's text when a child process wrote it (else None)."""
         # The compiler may use the lazy automaton's own operators (any-order members) only
         # when that automaton reads the regex. It gets the same length limit, which it checks
         # as the parts are composed: a schema whose regex would blow up stops at the first
@@ -188,24 +193,27 @@ class FSMBackend(BaseGrammarBackend):
             # compiler has no checkpoints): a child process writes its regex (schema_worker.py).
             # (The child sends its tree as lazy-dialect text, the one form that crosses the pipe;
             # this is the only place a compiled schema is parsed back.)
-            tree = parse_tree(schema_regex_in_process(schema, options, self.compile_timeout,
-                                                      self.options.get("compile_memory_bytes", 4 << 30),
-                                                      int(self.options.get("compile_nice", 5))), members=True)
+            written = schema_regex_in_process(schema, options, self.compile_timeout,
+                                              self.options.get("compile_memory_bytes", 4 << 30),
+                                              int(self.options.get("compile_nice", 5)))
+            tree = parse_tree(written, members=True)
         else:
-            tree = build_schema_tree(schema, **options)
+            tree, written = build_schema_tree(schema, **options), None
         size = text_size(tree)
         if limit is not None and size > limit:
             raise ConstraintError(f"regex of {size:,} characters is longer than the limit of "
                                   f"{limit:,} (option max_regex_chars)")
-        return tree
+        return tree, written
 
-    def compile_regex(self, regex: str | Regex, max_regex_chars: int | None, ours: bool = False) -> FSMGrammar:
+    def compile_regex(self, regex: str | Regex, max_regex_chars: int | None, ours: bool = False,
+                      text: str | None = None) -> FSMGrammar:
         """`regex`: text, or our JSON Schema compiler's tree. `ours`: it was written by our
         compiler (already length-checked), so its text may use the lazy automaton's private
-        `(?@members...)` groups; a user's may not."""
+        `(?@members...)` groups; a user's may not. `text`: the tree's text in this automaton's
+        dialect, when a child process wrote it (not rendered again)."""
         if self.automaton == "lazy":
             return FSMGrammar(compile_lazy_token_fsm(regex, self.tokenizer, self.vocab_size, self.lazy_limits,
-                                                     max_regex_chars=max_regex_chars, members=ours))
+                                                     max_regex_chars=max_regex_chars, members=ours, text=text))
         assert self.service is not None   # made by __init__ for the eager automaton
         return FSMGrammar(self.service.compile_fsm(regex if isinstance(regex, str) else render(regex)))
 
