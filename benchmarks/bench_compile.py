@@ -214,8 +214,9 @@ def accepts_whole(grammar, ids: list[int], width: int, eos: int) -> bool:
     return bool(unpack_bits(mask[0], width)[eos])
 
 
-def bench_real(label: str, tokenizer: Tokenizer, files, args) -> list[str]:
-    """One row per system of `args.systems` over the drawn `files` (see the module doc)."""
+def bench_real(label: str, tokenizer: Tokenizer, files, args, slowest: list[str]) -> list[str]:
+    """One row per system of `args.systems` over the drawn `files` (see the module doc);
+    each system's three slowest compiles are appended to `slowest`, one line."""
     width, eos = tokenizer.vocab_size + PAD, tokenizer.eos_token_id
     rows = []
     for system, name, options in SYSTEMS:
@@ -227,12 +228,14 @@ def bench_real(label: str, tokenizer: Tokenizer, files, args) -> list[str]:
             gc.collect()
             gc.freeze()
         compile_s, step_s, cpu_s, refused, walked, rejected, fp, invalid = [], [], [], 0, 0, 0, 0, 0
-        for _, schema, instance, invalids in files:
+        compiled_names = []
+        for file_name, schema, instance, invalids in files:
             grammar, seconds, error = compile_once(backend, schema)
             if grammar is None or isinstance(grammar, InvalidGrammarObject):
                 refused += 1
                 continue
             compile_s.append(seconds)
+            compiled_names.append(file_name)
             if instance is not None:
                 ids = tokenizer.encode(json.dumps(instance, ensure_ascii=False))
                 per_token, _, _, problem = walk(grammar.copy(), ids, width, None, cpu_s)
@@ -251,6 +254,8 @@ def bench_real(label: str, tokenizer: Tokenizer, files, args) -> list[str]:
             f"| {walked} ({rejected}) | {len(step_s):,} | {fp}/{invalid} |"
         )
         print(rows[-1], flush=True)
+        top = sorted(zip(compile_s, compiled_names), reverse=True)[:3]
+        slowest.append(f"{label}, {who}: " + ", ".join(f"{n.removesuffix('.json')} {ms(t)} ms" for t, n in top))
     return rows
 
 
@@ -262,11 +267,12 @@ def main_real(args) -> None:
         ("anthropic 65k", anthropic_65k),
         ("mistral tekken 131k", mistral_tekken),
     ]
+    slowest: list[str] = []
     rows = [
         row
         for label, make in vocabularies
         if label.split()[-1] in args.vocabularies
-        for row in bench_real(label, make(), files, args)
+        for row in bench_real(label, make(), files, args, slowest)
     ]
     text = "\n".join(
         [
@@ -277,6 +283,10 @@ def main_real(args) -> None:
             "| per token CPU p50 / p99 (us) | instances walked (rejected) | steps | false positives |",
             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
             *rows,
+            "",
+            "Slowest compiles (file, wall time):",
+            "",
+            *[f"- {line}" for line in slowest],
             "",
             machine_line(
                 f"load average {load_before:.1f} before the run",

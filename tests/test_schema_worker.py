@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import threading
+from pathlib import Path
 
 import jsonschema
 import pytest
@@ -16,7 +18,7 @@ from minisglang.backends.base import NORMALISE_MAX_CHARS
 from minisglang.backends.fsm_backend import FSMBackend
 from minisglang.constrained import schema_worker
 from minisglang.constrained.compile_service import CompileTimeout
-from minisglang.constrained.json_schema import build_regex_from_schema
+from minisglang.constrained.json_schema import InvalidSchemaError, build_regex_from_schema
 from minisglang.constrained.work_slices import Baton, CompileCancelled, FairCompilePool
 from minisglang.tokenizer import Tokenizer
 
@@ -97,6 +99,7 @@ def test_the_fsm_backend_sends_a_large_schema_to_a_child_and_gets_the_same_gramm
     try:
         assert in_child.schema_regex(text) == here.schema_regex(text) and calls == [1]
         grammar = in_child._compile_safely("json_schema", text)
+        assert grammar.fsm.regex == here.compile("json_schema", text).fsm.regex  # (the child's text, kept)
         instance = '{"p0":"w0_1","p7":"w7_2"}'
         for t in tok.encode(instance):
             grammar.prepare()
@@ -107,3 +110,56 @@ def test_the_fsm_backend_sends_a_large_schema_to_a_child_and_gets_the_same_gramm
     finally:
         in_child.shutdown()
         here.shutdown()
+
+
+def descendants() -> set[int]:
+    """The pids of this process's descendants (children, and theirs), read from /proc."""
+    parent_of = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()  # (after the command's name)
+        except (OSError, IndexError):
+            continue  # a process that ended while we read
+        parent_of[int(stat.parent.name)] = int(fields[1])
+    found, frontier = set(), {os.getpid()}
+    while frontier:
+        frontier = {pid for pid, ppid in parent_of.items() if ppid in frontier} - found
+        found |= frontier
+    return found
+
+
+def is_forkserver(pid: int) -> bool:
+    try:
+        return b"multiprocessing.forkserver" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(
+    not Path("/proc/self/stat").exists() or "forkserver" not in multiprocessing.get_all_start_methods(),
+    reason="reads processes from Linux's /proc; the forkserver is Unix only",
+)
+def test_the_forkserver_starts_ahead_once_and_compiles_leave_no_process_behind():
+    """`start_ahead` (a backend's start-up) starts the one forkserver; the compiles after it,
+    answered, refused or stopped at their timeout, leave no process that was not there before."""
+    schema_worker.start_ahead()
+    schema_worker.start_ahead()  # a second backend's start: nothing more
+    before = descendants()
+    assert len([pid for pid in before if is_forkserver(pid)]) == 1
+    slow = {"type": "object", "properties": {f"p{k}": {"enum": ["a" * 40, "b" * 40]} for k in range(3000)}}
+    for _ in range(2):
+        assert schema_worker.schema_regex_in_process(json.dumps(SCHEMAS[0]), {}, timeout=60)
+        with pytest.raises(InvalidSchemaError):
+            schema_worker.schema_regex_in_process('{"type": "strin"}', {}, timeout=60)
+        with pytest.raises(CompileTimeout):
+            schema_worker.schema_regex_in_process(json.dumps(slow), {}, timeout=0.0)
+    assert not descendants() - before  # (not `==`: another test's leftovers may end meanwhile)
+
+
+def test_a_lazy_backend_starts_the_forkserver_unless_it_compiles_on_threads(bundled_model_path, monkeypatch):
+    tok = Tokenizer.from_pretrained(bundled_model_path)
+    calls = []
+    monkeypatch.setattr("minisglang.backends.fsm_backend.start_ahead", lambda: calls.append(1))
+    for options in ({}, {"compile_in": "thread"}):
+        FSMBackend(tok, tok.vocab_size, **options).shutdown()
+    assert calls == [1]

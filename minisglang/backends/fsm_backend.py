@@ -26,7 +26,7 @@ from ..constrained.json_schema import COUNTED_STRING_CHAR, STRING_CHAR, build_re
 from ..constrained.lazy_regex_parser import parse_tree
 from ..constrained.lazy_token_fsm import LazyLimits, LazyTokenFSM, compile_lazy_token_fsm, prepare_vocabulary
 from ..constrained.regex_ast import Regex, render, text_size
-from ..constrained.schema_worker import schema_regex_in_process
+from ..constrained.schema_worker import schema_regex_in_process, start_ahead
 from ..constrained.token_fsm import ConstraintError, TokenFSM
 from ..constrained.work_slices import OutOfTime, deadline
 from .base import NORMALISE_MAX_CHARS, BaseGrammarBackend, BaseGrammarObject, GrammarError, register_backend
@@ -159,6 +159,11 @@ class FSMBackend(BaseGrammarBackend):
         )
         if self.automaton == "lazy":
             self.service = None  # nothing worth a worker process: the start row takes ~1 ms
+            if o.get("compile_in") != "thread":
+                # A schema past NORMALISE_MAX_CHARS is compiled in a child process (`schema_tree`):
+                # what forks those children starts now (its imports overlap the preparation
+                # below), not in the first such schema's compile.
+                start_ahead()
             # Per-vocabulary work done now, not in the first grammars' tokens: the counts of
             # the bodies JSON grammars repeat (a string's character, a digit, a hex digit).
             prepare_vocabulary(tokenizer, vocab_size, LAZY_PREPARED_BODIES)
@@ -175,7 +180,8 @@ class FSMBackend(BaseGrammarBackend):
 
     def compile(self, kind: str, text: str) -> FSMGrammar:
         if kind == "json_schema":
-            return self.compile_regex(self.schema_tree(text), None, ours=True)
+            tree, written = self._schema_tree(text)
+            return self.compile_regex(tree, None, ours=True, text=written)
         return self.compile_regex(text, self.options.get("max_regex_chars", 100_000))
 
     def compile_schema(self, schema: Any, text: str) -> FSMGrammar:
@@ -190,6 +196,10 @@ class FSMBackend(BaseGrammarBackend):
     def schema_tree(self, schema: str | dict[str, Any] | bool) -> Regex:
         """Our JSON Schema compiler with this engine's options; a regex longer than
         `max_regex_chars` is refused here."""
+        return self._schema_tree(schema)[0]
+
+    def _schema_tree(self, schema: str | dict[str, Any] | bool) -> tuple[Regex, str | None]:
+        """`schema_tree`, and the tree's text when a child process wrote it (else None)."""
         # The compiler may use the lazy automaton's own operators (any-order members) only
         # when that automaton reads the regex. It gets the same length limit, which it checks
         # as the parts are composed: a schema whose regex would blow up stops at the first
@@ -208,29 +218,30 @@ class FSMBackend(BaseGrammarBackend):
             # compiler has no checkpoints): a child process writes its regex (schema_worker.py).
             # (The child sends its tree as lazy-dialect text, the one form that crosses the pipe;
             # this is the only place a compiled schema is parsed back.)
-            tree = parse_tree(
-                schema_regex_in_process(
-                    schema,
-                    options,
-                    self.compile_timeout,
-                    self.options.get("compile_memory_bytes", 4 << 30),
-                    int(self.options.get("compile_nice", 5)),
-                ),
-                members=True,
+            child_text = schema_regex_in_process(
+                schema,
+                options,
+                self.compile_timeout,
+                self.options.get("compile_memory_bytes", 4 << 30),
+                int(self.options.get("compile_nice", 5)),
             )
+            tree, written = parse_tree(child_text, members=True), child_text
         else:
-            tree = build_schema_tree(schema, **options)
+            tree, written = build_schema_tree(schema, **options), None
         size = text_size(tree)
         if limit is not None and size > limit:
             raise ConstraintError(
                 f"regex of {size:,} characters is longer than the limit of {limit:,} (option max_regex_chars)"
             )
-        return tree
+        return tree, written
 
-    def compile_regex(self, regex: str | Regex, max_regex_chars: int | None, ours: bool = False) -> FSMGrammar:
+    def compile_regex(
+        self, regex: str | Regex, max_regex_chars: int | None, ours: bool = False, text: str | None = None
+    ) -> FSMGrammar:
         """`regex`: text, or our JSON Schema compiler's tree. `ours`: it was written by our
         compiler (already length-checked), so its text may use the lazy automaton's private
-        `(?@members...)` groups; a user's may not."""
+        `(?@members...)` groups; a user's may not. `text`: the tree's text in this automaton's
+        dialect, when a child process wrote it (not rendered again)."""
         if self.automaton == "lazy":
             return FSMGrammar(
                 compile_lazy_token_fsm(
@@ -240,6 +251,7 @@ class FSMBackend(BaseGrammarBackend):
                     self.lazy_limits,
                     max_regex_chars=max_regex_chars,
                     members=ours,
+                    text=text,
                 )
             )
         assert self.service is not None  # made by __init__ for the eager automaton
