@@ -571,10 +571,16 @@ IGNORED_CASES = [
     ("outlines", {**INT, "if": {"minimum": 0}, "then": {"maximum": 5}}, "if", "#"),
     ("outlines", {"oneOf": [INT, {**INT, "multipleOf": 2}]}, "oneOf", "#"),
     ("outlines", {"allOf": [{}, {"type": "number"}]}, "allOf", "#"),
-    ("outlines", {"type": "array", "prefixItems": [{}], "items": False}, "prefixItems", "#"),
     ("outlines", {"type": "object", "required": ["a"], "additionalProperties": INT}, "required", "#"),
     ("outlines", {"enum": ["abc", "a"], "maxLength": 2}, "enum", "#"),
     ("outlines", {"type": "object", "properties": {"a\nb": INT}}, "properties", "#"),
+    ("outlines", {**S, "format": "date", "maxLength": 12}, "format", "#"),
+    # llguidance writes these classes' JSON escapes too widely: `[^"]` took `\"`
+    ("llguidance", {**S, "pattern": '^[^"]+$'}, "pattern", "#"),
+    ("llguidance", {**S, "pattern": "^[\\x00-\\x1f]$"}, "pattern", "#"),
+    ("llguidance", {"type": "object", "patternProperties": {'^[^"]$': INT}}, "patternProperties", "#"),
+    ("llguidance", {"type": "number", "exclusiveMinimum": 0, "maximum": 0.5}, "exclusiveMinimum", "#"),
+    ("llguidance", {"type": "number", "exclusiveMaximum": 0, "minimum": -0.9}, "exclusiveMaximum", "#"),
 ]
 
 
@@ -616,8 +622,14 @@ ENFORCED = {
         {**S, "maxLength": 3},
         {"enum": ["a\nb", 'c"d']},
         {"type": "array", "prefixItems": [INT, S]},
+        {"type": "array", "prefixItems": [{}], "items": False},
     ],
-    "llguidance": [{**S, "pattern": "^a+$", "maxLength": 2}, {**INT, "minimum": 1}],
+    "llguidance": [
+        {**S, "pattern": "^a+$", "maxLength": 2},
+        {**INT, "minimum": 1},
+        {**S, "pattern": "^[^\\n]$"},
+        {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+    ],
 }
 
 
@@ -640,6 +652,12 @@ WALKED = [
         "additionalProperties": False,
     },
     {"type": "array", "items": {"oneOf": [INT, S]}, "maxItems": 2},
+    # (found by random walks over JSONSchemaBench schemas and edge cases, reduced by hand)
+    {"type": "object", "properties": {"a": {}, "b": INT}, "required": ["a", "b"]},
+    {"type": "array", "prefixItems": [{}], "items": False},
+    {**S, "format": "date-time"},
+    {**S, "format": "uri"},
+    {**S, "pattern": "^[0-9]{1,3}(\\.[0-9]{1,2})?$"},
 ]
 
 
@@ -649,7 +667,8 @@ WALKED = [
 @given(data=st.data())
 def test_every_output_an_accepted_schema_allows_validates(backends, tokenizer, name, schema, data):
     """Random walks over the adapter's masks: every text that ends with EOS parses as JSON
-    (no raw control character inside a string) and validates (jsonschema is the oracle)."""
+    (no raw control character inside a string) and validates (jsonschema is the oracle,
+    formats checked)."""
     width = tokenizer.vocab_size + PAD
     g = compiled(backends[name], "json_schema", json.dumps(schema))
     assert not isinstance(g, InvalidGrammarObject), g.message
@@ -663,7 +682,7 @@ def test_every_output_an_accepted_schema_allows_validates(backends, tokenizer, n
         ):
             g.accept_token(tokenizer.eos_token_id)
             text = tokenizer.decode_bytes(ids, skip_special_tokens=False).decode("utf-8")
-            jsonschema.validate(json.loads(text), schema)
+            jsonschema.validate(json.loads(text), schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
             return
         choices = [t for t in choices if t != tokenizer.eos_token_id]
         t = data.draw(st.sampled_from(choices), label="token")
@@ -699,3 +718,70 @@ def test_no_backend_lets_a_string_hold_a_surrogate(backends, tokenizer, name, sc
     assert row[_byte_token(tokenizer, 0x9F)], f"{name}: ED 9F (U+D7C0-D7FF, valid UTF-8) is refused in {schema}"
     surrogates = [b for b in range(0xA0, 0xC0) if row[_byte_token(tokenizer, b)]]
     assert not surrogates, f"{name}: {schema} lets a string hold ED {surrogates[0]:02X}, a surrogate: not UTF-8"
+
+
+# ------------------------------------------- outputs a library allowed that break the schema
+def accepts_json(backend, tokenizer, schema, text: str) -> bool:
+    """Whether the backend's matcher for `schema` takes `text` and then allows EOS."""
+    grammar = compiled(backend, "json_schema", json.dumps(schema))
+    assert not isinstance(grammar, InvalidGrammarObject), grammar.message
+    try:
+        for token_id in tokenizer.encode(text):
+            grammar.accept_token(token_id)
+    except GrammarError:
+        return False
+    return bool(mask_row(grammar, tokenizer.vocab_size + PAD)[tokenizer.eos_token_id])
+
+
+# (backend, schema, a text the library took though the schema rejects it, a text it accepts)
+BROKEN_BEFORE = [
+    # outlines-core wrote `{}` as a bare `a|b|...`, splitting the object's regex
+    (
+        "outlines",
+        {"type": "object", "properties": {"a": {}, "b": INT}, "required": ["a", "b"]},
+        "651",
+        '{"a": [1], "b": 2}',
+    ),
+    # its formats: a raw `"` in a uri, a non-ASCII digit in a date, a time without offset
+    ("outlines", {**S, "format": "uri"}, '"urn:a:"]"', '"urn:a:b"'),
+    ("outlines", {**S, "format": "date"}, '"396\u0663-05-09"', '"2024-02-29"'),
+    ("outlines", {**S, "format": "time"}, '"06:29:39"', '"06:29:39Z"'),
+    # xgrammar: an ipv4 with a leading zero; a pattern's range of control characters written
+    # raw; \A and \Z read as letters; an optional group's first character skipped
+    ("xgrammar", {**S, "format": "ipv4"}, '"01.77.147.245"', '"1.77.147.245"'),
+    ("xgrammar", {**S, "pattern": "^[\\u0000-\\u001f]{1,3}$"}, '"\x1f"', '"\\n"'),
+    ("xgrammar", {**S, "pattern": "\\Aab\\Z"}, '"AabZ"', '"ab"'),
+    ("xgrammar", {**S, "pattern": "^5(x[0-9]{1,3})?Z$"}, '"52Z"', '"5x2Z"'),
+    ("xgrammar", {**S, "format": "time"}, '"06:29:1945172307Z"', '"06:29:19Z"'),  # (its fraction's `?`)
+    # llguidance: a leap second at any minute
+    ("llguidance", {**S, "format": "time"}, '"21:09:60Z"', '"21:09:59Z"'),
+]
+
+
+@pytest.mark.parametrize(
+    "name, schema, wrong, right", BROKEN_BEFORE, ids=[f"{n}-{i}" for i, (n, *_) in enumerate(BROKEN_BEFORE)]
+)
+def test_a_library_no_longer_takes_what_the_schema_rejects(backends, tokenizer, name, schema, wrong, right):
+    for text, valid in [(wrong, False), (right, True)]:
+        try:
+            value = json.loads(text)
+            jsonschema.validate(value, schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+            oracle = True
+        except (json.JSONDecodeError, jsonschema.ValidationError):
+            oracle = False
+        assert oracle == valid, (text, "the oracle disagrees with the case")
+        assert accepts_json(backends[name], tokenizer, schema, text) == valid, (name, schema, text)
+
+
+@pytest.mark.parametrize("name", LIBRARIES)
+def test_format_beside_pattern_is_refused(backends, name):
+    """xgrammar enforced only the format: '2.2.2.2' passed `pattern: ^1`."""
+    g = compiled(backends[name], "json_schema", json.dumps({**S, "format": "ipv4", "pattern": "^1"}))
+    assert isinstance(g, InvalidGrammarObject) and "'format' 'ipv4' beside 'pattern'" in g.message, g
+
+
+def test_xgrammar_writes_an_optional_mark_as_a_count():
+    from minisglang.backends.xgrammar_backend import optional_as_count
+
+    assert optional_as_count(r"(?:a\.[0-9]+)?b?[?]\?") == r"(?:a\.[0-9]+){0,1}b{0,1}[?]\?"
+    assert optional_as_count("[]?]?") == "[]?]{0,1}"

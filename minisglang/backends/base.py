@@ -32,7 +32,7 @@ import torch
 
 from ..constrained.bitmask import all_allowed_mask, apply_bitmask
 from ..constrained.compile_service import CompileTimeout
-from ..constrained.json_schema import InvalidSchemaError, load_schema
+from ..constrained.json_schema import FORMATS, InvalidSchemaError, load_schema
 from ..constrained.work_slices import Baton, CompileCancelled, CompileJob, FairCompilePool
 from ..registry import Registry
 
@@ -315,6 +315,25 @@ def refuse_ignored_keywords(schema: Any, ignored: tuple[IgnoredKeyword, ...], li
             f"{backend!r} backend refuses this schema rather than generate output that breaks "
             f"it; use the 'fsm' grammar backend for this schema"
         )
+
+
+def format_as_pattern(schema: SchemaObject, pointer: str) -> SchemaObject:
+    """`rewrite_subschemas` step: a `format` the fsm backend knows becomes the `pattern` of
+    its strings (FORMATS, ASCII, each match accepted by jsonschema's FormatChecker). The
+    libraries' own formats let through what the format forbids (outlines-core: a raw `"` in a
+    `uri`, Unicode digits in a `date`; xgrammar: an `ipv4` with leading zeros; llguidance:
+    a leap second at any minute), so every backend writes the same, checked, strings."""
+    fmt = schema.get("format")
+    if not isinstance(fmt, str) or fmt not in FORMATS:
+        return schema  # an unknown format: the library's to refuse or to read as an annotation
+    if "pattern" in schema:
+        raise GrammarError(
+            f"'format' {fmt!r} beside 'pattern' (at {pointer}) needs both enforced at once, "
+            "which this backend cannot do; use the 'fsm' grammar backend for this schema"
+        )
+    del schema["format"]
+    schema["pattern"] = f"^(?:{FORMATS[fmt]})$"
+    return schema
 
 
 # ------------------------------------------------------------------------ per request

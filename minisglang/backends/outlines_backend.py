@@ -19,6 +19,10 @@ What this adapter adds:
   would reject (IGNORED);
 - it puts a `pattern` between the quotes as it is, where `[^a]` matches a raw newline or
   `"`: each pattern is first rewritten over the string's JSON text (what our compiler does);
+- its "any value" regex is a bare alternation, which split the regex of an object holding
+  it (`{"properties": {"a": {}}}` matched `651`): such a subschema gets every type listed;
+- its formats let a raw `"` into a `uri` and Unicode digits into a `date`: a known `format`
+  becomes the fsm backend's pattern for it (`format_as_pattern`);
 - a `regex` reads as Python's `re` reads it (constrained/python_regex.py): outlines-core's
   Rust regex has its own Unicode `\\w` (combining marks in, '²' out) and `\\s`
   ('\\x1c' out), so it is handed the regex with every character set spelled out
@@ -58,6 +62,7 @@ from .base import (
     SchemaObject,
     beside,
     beside_validation,
+    format_as_pattern,
     overlapping_branches,
     refuse_ignored_keywords,
     register_backend,
@@ -110,24 +115,28 @@ IGNORED = (
         "with more than one subschema or beside other keywords (it joins their texts)",
         lambda s: not isinstance(s["allOf"], list) or len(s["allOf"]) > 1 or beside_validation("allOf")(s),
     ),
-    # Its regex for "any value" is a bare `a|b|...`; put inside `[...]` it loses its brackets.
-    IgnoredKeyword(
-        "prefixItems",
-        "with an item that allows any value",
-        lambda s: (
-            isinstance(s["prefixItems"], list)
-            and any(
-                sub is True or (isinstance(sub, dict) and all(k in ANNOTATIONS for k in sub))
-                for sub in s["prefixItems"]
-            )
-        ),
-    ),
+    # (after `format_as_pattern` a format is a pattern, which outlines-core drops beside lengths)
+    IgnoredKeyword("format", "beside 'minLength' or 'maxLength'", beside("minLength", "maxLength")),
     IgnoredKeyword(
         "properties",
         "with a name JSON must escape (it writes the name raw)",
         lambda s: isinstance(s["properties"], dict) and any(_MUST_ESCAPE.search(n) for n in s["properties"]),
     ),
 )
+
+
+# Every JSON type: a subschema that allows any value is given them all (`_any_value_typed`).
+ANY_TYPE = ("null", "boolean", "number", "string", "array", "object")
+
+
+def _any_value_typed(schema: SchemaObject, pointer: str) -> SchemaObject:
+    """A subschema that allows any value (only annotations, e.g. `{}`) gets every type
+    listed: outlines-core writes "any value" as a bare `a|b|...`, which inside an object or
+    array regex splits the whole regex (`{"properties": {"a": {}}}` matched `651`), while
+    a listed type is bracketed. The root's regex is whole, so it stays as it is."""
+    if pointer != "#" and all(k in ANNOTATIONS for k in schema):
+        return {**schema, "type": list(ANY_TYPE)}
+    return schema
 
 
 def _pattern_as_json_text(schema: SchemaObject, pointer: str) -> SchemaObject:
@@ -228,7 +237,9 @@ class OutlinesBackend(BaseGrammarBackend):
             except InvalidSchemaError as e:
                 raise GrammarError(str(e)) from e
             refuse_ignored_keywords(schema, IGNORED, "outlines-core", "outlines")
-            text = json.dumps(rewrite_subschemas(schema, _pattern_as_json_text), ensure_ascii=False)
+            for step in (_any_value_typed, format_as_pattern, _pattern_as_json_text):
+                schema = rewrite_subschemas(schema, step)
+            text = json.dumps(schema, ensure_ascii=False)
             try:
                 regex = build_regex_from_schema(text, self.options.get("json_whitespace"))
             except ValueError as e:

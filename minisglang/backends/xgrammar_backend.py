@@ -21,7 +21,11 @@ What this adapter adds:
 - a `json_schema` that uses a keyword xgrammar compiles but does not enforce (IGNORED,
   found by running the JSON-Schema-Test-Suite through this adapter) is refused, naming it,
   rather than turned into a weaker grammar; and a string's minLength/maxLength become a
-  `pattern`, because xgrammar's length-counted strings let raw control characters in.
+  `pattern`, because xgrammar's length-counted strings let raw control characters in;
+- a `pattern` is rewritten over the string's JSON text (our compiler's translation): xgrammar
+  puts its characters between the quotes as they are (a `\\n` in it wrote a raw newline);
+- a known `format` becomes the fsm backend's pattern for it (`format_as_pattern`): xgrammar's
+  `ipv4` allows leading zeros, and beside a `pattern` it enforced only the format.
 """
 
 from __future__ import annotations
@@ -36,8 +40,13 @@ import torch
 import xgrammar as xgr
 
 from ..constrained.bitmask import pack_bits
-from ..constrained.json_schema import InvalidSchemaError, load_schema
+from ..constrained.json_schema import InvalidSchemaError, UnsupportedSchemaError, load_schema
+
+# The string contents (JSON text) in which a pattern finds a match: our fsm compiler's own
+# translation, so every backend reads a `pattern` alike.
+from ..constrained.json_schema.patterns import _pattern_regex as pattern_over_json_text
 from ..constrained.python_regex import portable_regex
+from ..constrained.regex_ast import render
 from .base import (
     BaseGrammarBackend,
     BaseGrammarObject,
@@ -46,6 +55,7 @@ from .base import (
     SchemaObject,
     beside,
     beside_validation,
+    format_as_pattern,
     is_whole,
     not_a_local_pointer,
     overlapping_branches,
@@ -150,6 +160,51 @@ def _length_as_pattern(schema: SchemaObject, pointer: str) -> SchemaObject:
         )
     schema["pattern"] = f"^[^\\ud800-\\udfff]{{{int(low)},{'' if high is None else int(high)}}}$"
     return schema
+
+
+def _pattern_as_json_text(schema: SchemaObject, pointer: str) -> SchemaObject:
+    """`pattern` rewritten over the JSON text of the string (our compiler's translation, as
+    the outlines adapter does): xgrammar puts a pattern's characters between the quotes as
+    they are, so `[\\x00-\\x1f]` or a `\\n` wrote a raw control character (invalid JSON), and it
+    read `\\A`, `\\Z` as letters and skipped a `$` in the middle. The translation writes each
+    character the way JSON allows and refuses what it cannot read exactly."""
+    if isinstance(schema.get("pattern"), str):
+        try:
+            translated = pattern_over_json_text(schema["pattern"], pointer)
+        except UnsupportedSchemaError as e:
+            raise GrammarError(str(e)) from e
+        if translated is None:
+            raise GrammarError(f"'pattern' {schema['pattern']!r} at {pointer} matches no string")
+        # Anchored: xgrammar searches a pattern (as JSON Schema says), the translation is whole.
+        schema["pattern"] = f"^(?:{optional_as_count(render(translated))})$"
+    return schema
+
+
+def optional_as_count(regex: str) -> str:
+    """`regex` with each `?` quantifier written `{0,1}`: in a JSON string's pattern xgrammar
+    lets an optional group's first character be skipped when a repeat follows it
+    (`^y(x[0-9]+)?y$` took "y5y"); `{0,1}` reads right. (Our renderer writes no lazy
+    quantifier, so a `?` outside a class is a quantifier unless it opens `(?:`.)"""
+    out, i, in_class = [], 0, False
+    while i < len(regex):
+        c = regex[i]
+        if c == "\\":
+            out.append(regex[i : i + 2])
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+            if regex[i + 1 : i + 2] == "]":  # a `]` first in a class is a character
+                out.append("[]")
+                i += 2
+                continue
+        elif c == "?" and not (out and out[-1] == "("):
+            c = "{0,1}"
+        out.append(c)
+        i += 1
+    return "".join(out)
 
 
 # After these lead bytes UTF-8 allows a narrower second byte than 80-BF (RFC 3629): E0 A0-BF
@@ -298,7 +353,11 @@ class XGrammarBackend(BaseGrammarBackend):
         except InvalidSchemaError as e:
             raise GrammarError(str(e)) from e
         refuse_ignored_keywords(schema, IGNORED, "xgrammar", "xgrammar")
-        return json.dumps(rewrite_subschemas(schema, _length_as_pattern), ensure_ascii=False)
+        # (lengths last: their pattern is over the string's characters, and a length beside a
+        # pattern or format was refused above)
+        for step in (format_as_pattern, _pattern_as_json_text, _length_as_pattern):
+            schema = rewrite_subschemas(schema, step)
+        return json.dumps(schema, ensure_ascii=False)
 
     def compile_structural_tag(self, spec: StructuralTag) -> XGrammarGrammar:
         """xgrammar's "triggered_tags" format: the same semantics as ours (at_least_one: the
