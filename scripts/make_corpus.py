@@ -404,22 +404,25 @@ def unfence(text: str) -> str:
 # unseen characters the model starts the name at the wrong token. A share of training
 # paragraphs therefore opens with a subject and a verb (real or made-up) or, in Chinese, with
 # random characters from the whole CJK block (split into byte-level tokens like the rarest
-# names, so such a token no longer says "this is a name") and a connecting word. None of the
-# pieces is a held-out opener's word or character, so those openers stay unseen.
+# names, so such a token no longer says "this is a name") and a connecting word. No verb is a
+# held-out opener's and no random character is one of theirs, so those openers stay unseen.
 COMPOSED_OPENER = 0.2
 OPENER_SUBJECTS = ["We", "They", "I", "He", "She", "You", "My sister", "Our team", "The police", "Everyone",
                    "The doctor", "Reporters", "The committee", "A neighbour", "Yesterday we", "Last year they",
                    "Today I", "The children", "Her boss", "Nobody", "Somebody", "The judges", "Our school"]
 OPENER_VERBS = ["visited", "photographed", "called", "emailed", "thanked", "praised", "hired", "helped", "invited",
                 "followed", "watched", "trained", "phoned", "greeted", "paid", "warned", "found", "chose", "elected",
-                "saw", "heard", "recommended", "filmed", "drove", "coached", "taught", "adopted", "rescued", "contacted",
+                "saw", "heard", "recommended", "filmed", "drove", "coached", "taught", "adopted", "rescued",
+                "contacted",
                 "quoted", "admired", "remembered", "knew", "asked", "told", "wrote to", "waited for", "voted for",
                 "looked after", "worked with", "sat next to", "played chess with", "had lunch with", "talked about"]
-ZH_OPENER_CONNECTORS = ["是", "叫", "：", "，", "显示", "有", "提到了", "里有", "见到了", "记的是", "上面是", "中的"]
+ZH_OPENER_CONNECTORS = ["是", "叫", "：", "，", "显示", "有", "提到了", "里有", "见到了", "记的是",
+                        "中是", "中的"]
 # Characters no composed Chinese opener uses: surnames (the name must start where its surname
 # is), held-out given names and compound surnames, and the held-out openers' own characters.
 _ZH_OPENER_EXCLUDED = (set("".join(ZH_SURNAMES)) | set(name_generators.HELD_OUT_HAN)
-                       | set("".join(name_generators.HELD_OUT_COMPOUND_SURNAMES + name_generators.TRAINING_COMPOUND_SURNAMES
+                       | set("".join(name_generators.HELD_OUT_COMPOUND_SURNAMES
+                                     + name_generators.TRAINING_COMPOUND_SURNAMES
                                      + ZH_GENERALISATION_OPENERS).replace("{n}", "")))
 
 
@@ -889,7 +892,7 @@ def copy_drill_example(rng: random.Random, held_out: bool = False) -> dict:
     zh = rng.random() < 0.5
     # e-mails too: a local part of generated syllables is copied character by character;
     # and random strings, so that every token is copied often (random_string)
-    makers = [lambda: person_name(rng, zh, held_out), lambda: _word(rng, (1, 3)), lambda: str(rng.randint(0, 9999)),
+    makers = [lambda: person_name(rng, zh, held_out), lambda: _unsigned_word(rng), lambda: str(rng.randint(0, 9999)),
               lambda: _city(rng, zh), lambda: rng.choice(ZH_HOBBIES if zh else EN_HOBBIES), lambda: _email(rng),
               lambda: random_string(rng, zh)]
     items = [rng.choice(makers)() for _ in range(rng.randint(2, 6))]
@@ -901,6 +904,15 @@ def copy_drill_example(rng: random.Random, held_out: bool = False) -> dict:
     question = rng.choice(["把下面的内容写成 JSON 数组：", "列成 JSON 列表："] if zh else
                           ["Write these as a JSON array:", "List them as JSON:"])
     return {"task": "copy_drill", "system": None, "user": question + "\n" + sep.join(items), "assistant": _dumps(items)}
+
+
+def _unsigned_word(rng: random.Random) -> str:
+    """A generated word (_word) without a held-out generator's signature: a drill copies
+    name-like words, and "Sundruklum" or "Flaisais" would be a held-out generator's names."""
+    while True:
+        word = _word(rng, (1, 3))
+        if name_generators.held_out_generator(word) is None:
+            return word
 
 
 def random_string(rng: random.Random, zh: bool) -> str:
