@@ -915,15 +915,29 @@ def _unsigned_word(rng: random.Random) -> str:
             return word
 
 
+# The characters a drill's random Chinese string is half made of: those of the corpus's own
+# Chinese pools and drill questions (so 容 of 内容, in every copy-drill question and never in an
+# answer, is copied too), less the held-out given-name characters and the held-out openers'.
+DRILL_HAN = sorted(set("".join(ZH_GIVEN + ZH_SURNAMES + ZH_CITY_CHARS + ZH_HOBBIES + ZH_JOBS + ZH_CITIES
+                               + name_generators.TRAINING_COMPOUND_SURNAMES)
+                       + "照抄下面的内容重复一遍把写成数组列表"
+                       + "中文数字阿拉伯这些是多少用回答")
+                   - set(name_generators.HELD_OUT_HAN)
+                   - set("".join(ZH_GENERALISATION_OPENERS).replace("{n}", "")))
+
+
 def random_string(rng: random.Random, zh: bool) -> str:
     """A string with no structure to copy: 3-12 random letters (sometimes capitalised) or 1-4
-    random CJK characters. Stage 8's names went wrong at the tokens copied least (median 8
-    times an epoch against about 500 for a name's tokens; 容 never): random strings split into
-    the whole vocabulary's tokens. None has a held-out generator's signature, and the
-    characters are those of composed openers (no held-out character)."""
+    CJK characters, each from DRILL_HAN or (half the time) from anywhere in the block. Stage
+    8's names went wrong at the tokens copied least (median 8 times an epoch against about
+    500 for a name's tokens; 容 never): random strings copy the vocabulary's rare tokens. None
+    has a held-out generator's signature or holds a held-out compound surname or character."""
     while True:
         if zh:
-            text = random_han(rng, rng.randint(1, 4))
+            text = "".join(rng.choice(DRILL_HAN) if rng.random() < 0.5 else random_han(rng, 1)
+                           for _ in range(rng.randint(1, 4)))
+            if any(s in text for s in name_generators.HELD_OUT_COMPOUND_SURNAMES):
+                continue
         else:
             text = "".join(rng.choice(name_generators.LETTERS) for _ in range(rng.randint(3, 12)))
             text = text.capitalize() if rng.random() < 0.5 else text

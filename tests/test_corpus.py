@@ -179,6 +179,7 @@ def test_random_strings_have_no_held_out_signature(seed, zh):
     assert name_generators.held_out_generator(text) is None
     if zh:
         assert 1 <= len(text) <= 4 and not set(text) & set(name_generators.HELD_OUT_HAN)
+        assert not [s for s in name_generators.HELD_OUT_COMPOUND_SURNAMES if s in text]
         assert all(name_generators.CJK_FIRST <= ord(c) <= name_generators.CJK_LAST for c in text)
     else:
         assert 3 <= len(text) <= 12 and text.isalpha() and text[1:].islower()
