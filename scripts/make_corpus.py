@@ -1065,6 +1065,124 @@ def unfence(text: str) -> str:
     return text
 
 
+# Openers composed from pieces (issue 33, stage 9). Stage 8 missed 92% of the held-out texts
+# opening "We interviewed NAME" and 95% of those opening "档案里写着NAME" (against 5-28% for
+# the other held-out openers): after an unseen verb ("We visited", "We zorbled": 0/40) or
+# unseen characters the model starts the name at the wrong token. A share of training
+# paragraphs therefore opens with a subject and a verb (real or made-up) or, in Chinese, with
+# random characters from the whole CJK block (split into byte-level tokens like the rarest
+# names, so such a token no longer says "this is a name") and a connecting word. No verb is a
+# held-out opener's and no random character is one of theirs, so those openers stay unseen.
+COMPOSED_OPENER = 0.2
+OPENER_SUBJECTS = [
+    "We",
+    "They",
+    "I",
+    "He",
+    "She",
+    "You",
+    "My sister",
+    "Our team",
+    "The police",
+    "Everyone",
+    "The doctor",
+    "Reporters",
+    "The committee",
+    "A neighbour",
+    "Yesterday we",
+    "Last year they",
+    "Today I",
+    "The children",
+    "Her boss",
+    "Nobody",
+    "Somebody",
+    "The judges",
+    "Our school",
+]
+OPENER_VERBS = [
+    "visited",
+    "photographed",
+    "called",
+    "emailed",
+    "thanked",
+    "praised",
+    "hired",
+    "helped",
+    "invited",
+    "followed",
+    "watched",
+    "trained",
+    "phoned",
+    "greeted",
+    "paid",
+    "warned",
+    "found",
+    "chose",
+    "elected",
+    "saw",
+    "heard",
+    "recommended",
+    "filmed",
+    "drove",
+    "coached",
+    "taught",
+    "adopted",
+    "rescued",
+    "contacted",
+    "quoted",
+    "admired",
+    "remembered",
+    "knew",
+    "asked",
+    "told",
+    "wrote to",
+    "waited for",
+    "voted for",
+    "looked after",
+    "worked with",
+    "sat next to",
+    "played chess with",
+    "had lunch with",
+    "talked about",
+]
+ZH_OPENER_CONNECTORS = ["是", "叫", "：", "，", "显示", "有", "提到了", "里有", "见到了", "记的是", "中是", "中的"]
+# Characters no composed Chinese opener uses: surnames (the name must start where its surname
+# is), held-out given names and compound surnames, and the held-out openers' own characters.
+_ZH_OPENER_EXCLUDED = (
+    set("".join(ZH_SURNAMES))
+    | set(name_generators.HELD_OUT_HAN)
+    | set(
+        "".join(
+            name_generators.HELD_OUT_COMPOUND_SURNAMES
+            + name_generators.TRAINING_COMPOUND_SURNAMES
+            + ZH_GENERALISATION_OPENERS
+        ).replace("{n}", "")
+    )
+)
+
+
+def random_han(rng: random.Random, n: int) -> str:
+    """``n`` random characters of the CJK block, none of them excluded (_ZH_OPENER_EXCLUDED)."""
+    chars = []
+    while len(chars) < n:
+        ch = chr(rng.randint(name_generators.CJK_FIRST, name_generators.CJK_LAST))
+        if ch not in _ZH_OPENER_EXCLUDED:
+            chars.append(ch)
+    return "".join(chars)
+
+
+def composed_opener(rng: random.Random, zh: bool) -> str:
+    """A training opener made of pieces: "Our team photographed {n}, who", "We zorbled {n}, who",
+    "鞅瀣显示{n}，" ({n} is the name)."""
+    if zh:
+        head = random_han(rng, rng.randint(1, 4))
+        if rng.random() < 0.3:
+            head = rng.choice(ZH_FILLER) + head
+        return head + rng.choice(ZH_OPENER_CONNECTORS) + "{n}，"
+    verb = rng.choice(OPENER_VERBS) if rng.random() < 0.6 else _word(rng, (1, 2)).lower() + rng.choice(["ed", "s"])
+    return f"{rng.choice(OPENER_SUBJECTS)} {verb} " + "{n}" + rng.choice([", who", ", who", ". This person"])
+
+
 def _filler(rng: random.Random, zh: bool) -> str:
     """Made-up connecting words: 1-3 generated lowercase words, or 1-3 filler characters."""
     if zh:
@@ -1101,6 +1219,8 @@ def _paragraph(
         made_up, made_up_opener = _made_up_phrasings(rng, zh)
         fact_pools = {k: made_up[k] if rng.random() < 0.6 else pool for k, pool in fact_pools.items()}
         openers = made_up_opener if rng.random() < 0.6 else openers
+    if not held_out and rng.random() < COMPOSED_OPENER:
+        openers = ([composed_opener(rng, zh)], [])
     if zh:
         age = facts["age"] if rng.random() < 0.7 else zh_number(facts["age"])
         values = dict(
@@ -1871,14 +1991,16 @@ def copy_drill_example(rng: random.Random, held_out: bool = False) -> dict:
     a copy, so a tiny model forms the attention that finds the earlier occurrence of the
     current token and emits the one after it (an induction head) in a few hundred steps."""
     zh = rng.random() < 0.5
-    # e-mails too: a local part of generated syllables is copied character by character
+    # e-mails too: a local part of generated syllables is copied character by character;
+    # and random strings, so that every token is copied often (random_string)
     makers = [
         lambda: person_name(rng, zh, held_out),
-        lambda: _word(rng, (1, 3)),
+        lambda: _unsigned_word(rng),
         lambda: str(rng.randint(0, 9999)),
         lambda: _city(rng, zh),
         lambda: rng.choice(ZH_HOBBIES if zh else EN_HOBBIES),
         lambda: _email(rng),
+        lambda: random_string(rng, zh),
     ]
     items = [rng.choice(makers)() for _ in range(rng.randint(2, 6))]
     sep = "、" if zh else ", "
@@ -1896,6 +2018,57 @@ def copy_drill_example(rng: random.Random, held_out: bool = False) -> dict:
         else ["Write these as a JSON array:", "List them as JSON:"]
     )
     return {"task": "copy_drill", "system": None, "user": question + "\n" + sep.join(items), "assistant": _dumps(items)}
+
+
+def _unsigned_word(rng: random.Random) -> str:
+    """A generated word (_word) without a held-out generator's signature: a drill copies
+    name-like words, and "Sundruklum" or "Flaisais" would be a held-out generator's names."""
+    while True:
+        word = _word(rng, (1, 3))
+        if name_generators.held_out_generator(word) is None:
+            return word
+
+
+# The characters a drill's random Chinese string is half made of: those of the corpus's own
+# Chinese pools and drill questions (so 容 of 内容, in every copy-drill question and never in an
+# answer, is copied too), less the held-out given-name characters and the held-out openers'.
+DRILL_HAN = sorted(
+    set(
+        "".join(
+            ZH_GIVEN
+            + ZH_SURNAMES
+            + ZH_CITY_CHARS
+            + ZH_HOBBIES
+            + ZH_JOBS
+            + ZH_CITIES
+            + name_generators.TRAINING_COMPOUND_SURNAMES
+        )
+        + "照抄下面的内容重复一遍把写成数组列表"
+        + "中文数字阿拉伯这些是多少用回答"
+    )
+    - set(name_generators.HELD_OUT_HAN)
+    - set("".join(ZH_GENERALISATION_OPENERS).replace("{n}", ""))
+)
+
+
+def random_string(rng: random.Random, zh: bool) -> str:
+    """A string with no structure to copy: 3-12 random letters (sometimes capitalised) or 1-4
+    CJK characters, each from DRILL_HAN or (half the time) from anywhere in the block. Stage
+    8's names went wrong at the tokens copied least (median 8 times an epoch against about
+    500 for a name's tokens; 容 never): random strings copy the vocabulary's rare tokens. None
+    has a held-out generator's signature or holds a held-out compound surname or character."""
+    while True:
+        if zh:
+            text = "".join(
+                rng.choice(DRILL_HAN) if rng.random() < 0.5 else random_han(rng, 1) for _ in range(rng.randint(1, 4))
+            )
+            if any(s in text for s in name_generators.HELD_OUT_COMPOUND_SURNAMES):
+                continue
+        else:
+            text = "".join(rng.choice(name_generators.LETTERS) for _ in range(rng.randint(3, 12)))
+            text = text.capitalize() if rng.random() < 0.5 else text
+        if name_generators.held_out_generator(text) is None:
+            return text
 
 
 def numeral_drill_example(rng: random.Random, held_out: bool = False) -> dict:

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "scripts"))
 import make_corpus  # noqa: E402
+import name_generators  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -168,6 +169,72 @@ def test_copy_drill_corpus_is_seeded_and_trains_on_training_names_only():
     assert set(tasks) == {"copy_drill", "zh_number"} and 0.1 < tasks.count("zh_number") / len(tasks) < 0.3
     # e-mails are copied too (the model copied none right before they were drilled)
     assert any("@" in ex["assistant"] for ex in a if ex["task"] == "copy_drill")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.booleans(), st.sampled_from(["Kel Vor", "张伟", "诸葛明", "Anna van Velde"]))
+def test_composed_openers_end_where_the_name_starts(seed, zh, name):
+    """Issue 33, stage 9: a composed opener holds the name once, nothing before it can be read
+    as the start of a Chinese name (no surname character), and it never holds a held-out
+    opener's words or characters."""
+    rng = random.Random(seed)
+    opener = make_corpus.composed_opener(rng, zh)
+    text = opener.format(n=name)
+    assert opener.count("{n}") == 1 and text.index(name) == opener.index("{n}")
+    head = opener.split("{n}")[0]
+    held = [
+        o.replace("{n}", "").strip(" ，,")
+        for o in make_corpus.EN_GENERALISATION_OPENERS + make_corpus.ZH_GENERALISATION_OPENERS
+    ]
+    assert not [h for h in held if h in text]
+    if zh:
+        assert not set(head) & (set("".join(make_corpus.ZH_SURNAMES)) | set(name_generators.HELD_OUT_HAN))
+        # a held-out opener's character only in a connecting word or filler (是, 里, 这), never a random one
+        trained = set("".join(make_corpus.ZH_OPENER_CONNECTORS) + "".join(make_corpus.ZH_FILLER))
+        assert set(head) & set("".join(make_corpus.ZH_GENERALISATION_OPENERS)) <= trained
+    else:
+        assert head.split(" ")[0] in {s.split(" ")[0] for s in make_corpus.OPENER_SUBJECTS}
+        assert "interview" not in head
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.booleans())
+def test_random_strings_have_no_held_out_signature(seed, zh):
+    text = make_corpus.random_string(random.Random(seed), zh)
+    assert name_generators.held_out_generator(text) is None
+    if zh:
+        assert 1 <= len(text) <= 4 and not set(text) & set(name_generators.HELD_OUT_HAN)
+        assert not [s for s in name_generators.HELD_OUT_COMPOUND_SURNAMES if s in text]
+        assert all(name_generators.CJK_FIRST <= ord(c) <= name_generators.CJK_LAST for c in text)
+    else:
+        assert 3 <= len(text) <= 12 and text.isalpha() and text[1:].islower()
+
+
+def test_training_uses_composed_openers_and_drills_random_strings():
+    corpus = make_corpus.make_corpus(2000, seed=4)
+    subjects = tuple(s + " " for s in make_corpus.OPENER_SUBJECTS)
+    en = [
+        ex["user"].split("\n", 1)[1]
+        for ex in corpus
+        if ex["task"] == "extract_person" and not any("\u4e00" <= c <= "\u9fff" for c in ex["user"].split("\n", 1)[1])
+    ]
+    composed = [t for t in en if t.startswith(subjects)]
+    assert 0.03 < len(composed) / len(en) < 0.3
+    drills = make_corpus.copy_drill_corpus(2000, seed=4)
+    items = [
+        item
+        for ex in drills
+        if ex["task"] == "copy_drill"
+        for item in ex["user"].split("\n", 1)[1].replace("、", ", ").split(", ")
+    ]
+    known = set(
+        "".join(make_corpus.ZH_GIVEN + make_corpus.ZH_SURNAMES + make_corpus.ZH_HOBBIES + make_corpus.ZH_CITIES)
+    )
+    assert any(all("\u4e00" <= c <= "\u9fff" and c not in known for c in item) for item in items)
+    # no drill name, word or random string has a held-out generator's signature (hobbies and
+    # e-mails may: "fishing" starts with a held-out word, but it is never a name)
+    others = [item for item in items if item not in make_corpus.EN_HOBBIES and "@" not in item]
+    assert not [item for item in others if name_generators.held_out_generator(item) is not None]
 
 
 @pytest.mark.parametrize(
