@@ -4,6 +4,7 @@ name, and features a stage cannot honour refused (issue 14 item 5)."""
 from __future__ import annotations
 
 import re
+import threading
 import time
 
 import pytest
@@ -63,6 +64,19 @@ def test_a_compile_that_times_out_is_killed_and_its_worker_replaced(tok, regex):
         assert fsm.is_complete(fsm.walk(tok.encode("12345", add_special_tokens=False)))
     finally:
         svc.shutdown()
+
+
+def test_a_compile_asked_after_shutdown_is_refused_not_run_on_a_thread(tok):
+    """A compile that reaches a shut-down process service (queued before the shutdown) ends
+    with an error naming it; it used to fall back to compiling on a thread of its own, which
+    for a runaway regex kept the process alive for minutes after every test had passed."""
+    svc = service(tok)
+    assert svc.compile_fsm("[ab]c").walk(tok.encode("ac", add_special_tokens=False)) >= 0
+    svc.shutdown()
+    threads = threading.active_count()
+    with pytest.raises(ConstraintError, match="shut down before regex"):
+        svc.compile_fsm("(a|aa)*b")
+    assert threading.active_count() == threads
 
 
 def test_a_regex_longer_than_the_limit_fails_before_building(tok):

@@ -319,11 +319,19 @@ class CompileService:
                 self._add_worker()
 
     def _compile(self, regex: str) -> Arrays:
+        if self.closed and not self.broken:
+            # Shut down: a compile queued before it must not run on a thread of its own after
+            # it (a runaway regex would keep the process alive for minutes).
+            raise ConstraintError(f"the compile service was shut down before regex {shown_regex(regex)} compiled")
         if self.broken or not self.workers:
             return compile_for(regex, self.vocab, self.settings)
         worker = self.idle.get()
         try:
             if not worker.ready and not self._wait_ready(worker):
+                if self.closed and not self.broken:
+                    raise ConstraintError(
+                        f"the compile service was shut down before regex {shown_regex(regex)} compiled"
+                    )
                 return compile_for(regex, self.vocab, self.settings)
             worker.conn.send(regex)
             if not worker.conn.poll(self.timeout):
