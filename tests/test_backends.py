@@ -785,3 +785,19 @@ def test_xgrammar_writes_an_optional_mark_as_a_count():
 
     assert optional_as_count(r"(?:a\.[0-9]+)?b?[?]\?") == r"(?:a\.[0-9]+){0,1}b{0,1}[?]\?"
     assert optional_as_count("[]?]?") == "[]?]{0,1}"
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_a_pattern_of_an_astral_character_is_read_as_one_code_point(backends, tokenizer, name):
+    """`\\ud83d\\ude00` in a JSON Schema pattern is one character, U+1F600 (ECMA-262 with the
+    u flag): its UTF-8 or its escape may start the string, a surrogate's lead (ED) may not. xgrammar
+    read the two escapes as two surrogates and walked into ED, then found no UTF-8 way on."""
+    width = tokenizer.vocab_size + PAD
+    g = compiled(backends[name], "json_schema", json.dumps({**S, "pattern": "^\ud83d\ude00+$"}))
+    assert not isinstance(g, InvalidGrammarObject), g.message
+    for t in tokenizer.encode('"', add_special_tokens=False):
+        g.accept_token(t)
+    row = mask_row(g, width)
+    assert not row[_byte_token(tokenizer, 0xED)], f"{name}: a surrogate's lead ED is allowed for U+1F600"
+    firsts = {tokenizer.decode_bytes([t], skip_special_tokens=False)[:1] for t in row.nonzero().flatten().tolist()}
+    assert firsts & {b"\xf0", b"\\"}, f"{name}: neither U+1F600's bytes nor its escape can start: {firsts}"
