@@ -318,21 +318,21 @@ class CompileService:
                 self.workers.remove(worker)
                 self._add_worker()
 
-    def _compile(self, regex: str) -> Arrays:
+    def _on_this_thread(self, regex: str) -> Arrays:
+        """The compile without a worker: only when the workers died while starting. After a
+        shutdown a queued compile is refused: run on a thread of its own, a runaway regex
+        would keep the process alive for minutes."""
         if self.closed and not self.broken:
-            # Shut down: a compile queued before it must not run on a thread of its own after
-            # it (a runaway regex would keep the process alive for minutes).
             raise ConstraintError(f"the compile service was shut down before regex {shown_regex(regex)} compiled")
-        if self.broken or not self.workers:
-            return compile_for(regex, self.vocab, self.settings)
+        return compile_for(regex, self.vocab, self.settings)
+
+    def _compile(self, regex: str) -> Arrays:
+        if self.closed or self.broken or not self.workers:
+            return self._on_this_thread(regex)
         worker = self.idle.get()
         try:
             if not worker.ready and not self._wait_ready(worker):
-                if self.closed and not self.broken:
-                    raise ConstraintError(
-                        f"the compile service was shut down before regex {shown_regex(regex)} compiled"
-                    )
-                return compile_for(regex, self.vocab, self.settings)
+                return self._on_this_thread(regex)
             worker.conn.send(regex)
             if not worker.conn.poll(self.timeout):
                 self._replace(worker)  # the only way to stop a compile: kill its process
