@@ -10,8 +10,8 @@ With overlap, the forward runs on a worker thread (torch releases the GIL inside
 operator) and the scheduler thread does, meanwhile, the work that does not need step
 N's logits:
 
-    schedule N | forward N ..................... | sample N | record N
-               | process N-1 | masks N | hook 2 |
+    schedule N | forward N ................................. | sample N | record N
+               | process N-1 | masks N | hook 2 | build N+1 |
 
 - process N-1: the tokens sampled at the end of the previous step were only appended
   (`record_token`: all the forward of N needs is the ids); their grammar step (hook 5),
@@ -27,9 +27,16 @@ N's logits:
   sampled and its KV slot is given back, as if it had sat the step out.
 - hook 2: requests whose grammar compiled during the forward move to the waiting queue
   (the next step's admission would find them too: taking them in is work done early).
+- next batch: when step N+1 can only be the same requests decoding again (nothing waits
+  for admission, every row picks a token), batch N+1 is built now (its KV slots,
+  positions and rows of the request-to-token table) with its input ids left blank; after
+  sampling N they are written in and it is launched at once. SGLang does the same with
+  placeholder ids the GPU resolves (`resolve_future_token_ids`). If anything changed
+  meanwhile (a request finished or arrived), the early batch gives its slots back and the
+  step schedules as usual.
 
-What stays on the critical path: building batch N (admission, the batch's tensors),
-applying the mask, sampling, and appending the ids. Each step records in the trace an
+What stays on the critical path: applying the mask, sampling, appending the ids, and
+(when the next batch could not be built early) building batch N. Each step records in the trace an
 "overlap" event naming the work done during the forward, how long each part took and
 how long the scheduler then waited for the forward (benchmarks/bench_overlap.py).
 
@@ -91,6 +98,8 @@ class OverlapScheduler(Scheduler):
         super().__init__(*args, **kwargs)
         # Requests whose newest token was appended but not yet processed (hook 5, text, stop).
         self.unprocessed: list[Req] = []
+        # The next decode batch, built during the last forward (`build_next_decode`).
+        self.next_decode: tuple[ScheduledBatch, ForwardBatch] | None = None
 
     # ------------------------------------------------------------------ the step
     @torch.inference_mode()
@@ -105,25 +114,27 @@ class OverlapScheduler(Scheduler):
             self.process_tokens([r for r in self.unprocessed if self.sure_to_finish(r)])
             self.release_aborted()
             self._admit_ready_grammars()
-            batch = self.schedule()
+            built = self.take_next_decode()
+            batch = built[0] if built is not None else self.schedule()
         if batch is None:  # no forward to hide the rest behind
             self.process_tokens(list(self.unprocessed))
             self.leave_finished()
             if self.grammar_queue and not self.sat_out:
                 self.stage.wait_for_compiles(0.005)  # only compiles are pending: leave them the CPU
         else:
-            self.overlapped_step(batch, parts)
+            self.overlapped_step(batch, parts, built[1] if built is not None else None)
         done, self.finished = self.finished, []
         return done
 
-    def overlapped_step(self, batch: ScheduledBatch, parts: dict[str, float]) -> None:
-        """Launch the forward of `batch`, do what does not need its logits, then sample."""
+    def overlapped_step(self, batch: ScheduledBatch, parts: dict[str, float], fb: ForwardBatch | None = None) -> None:
+        """Launch the forward of `batch` (`fb`, when it was built during the last forward),
+        do what does not need its logits, then sample."""
         assert self.forward_thread is not None
         # As in Scheduler.step: a failure aborts the batch and the loop goes on; the batch's
         # memory is given back only once its forward is done with it (forward_settled).
         with self.isolate_batch(batch) as fault, self.forward_settled() as launched:
             with self.timed(parts, "schedule"):
-                forward = self.forward_thread.launch(self.forward_batch(batch))
+                forward = self.forward_thread.launch(fb if fb is not None else self.forward_batch(batch))
                 launched.append(forward)
             during: dict[str, float] = {}
             with self.timed(during, "process_tokens"):
@@ -132,6 +143,8 @@ class OverlapScheduler(Scheduler):
                 picking, masks = self.prepare_masks(batch)
             with self.timed(during, "grammar_queue"):
                 self._admit_ready_grammars()
+            with self.timed(during, "next_batch"):
+                self.build_next_decode(batch, picking)
             waited = time.perf_counter()
             logits, forward_s = forward.result()
             waited = time.perf_counter() - waited
@@ -140,6 +153,7 @@ class OverlapScheduler(Scheduler):
             with self.timed(parts, "sample"):
                 next_token_ids = self.sample_picking(batch, logits, picking, masks)
         if fault.error is not None:
+            self.drop_next_decode()  # its requests were aborted with the batch
             return
         with self.timed(parts, "record"):
             self.record_results(batch, next_token_ids)
@@ -152,6 +166,7 @@ class OverlapScheduler(Scheduler):
             during_forward=during,
             waited_s=waited,
             exposed=parts,
+            built_early=fb is not None,
         )
 
     @staticmethod
@@ -175,6 +190,56 @@ class OverlapScheduler(Scheduler):
             yield
         finally:
             parts[name] = parts.get(name, 0.0) + time.perf_counter() - start
+
+    # ------------------------------------------------------------------ the next batch, early
+    def build_next_decode(self, batch: ScheduledBatch, picking: list[bool]) -> None:
+        """During forward N of a decode batch, build forward N+1 of the same requests: its KV
+        slots, positions and table rows; only its input ids, the tokens forward N is about to
+        give, are written later (`take_next_decode`). SGLang builds its next batch the same
+        way, with placeholder ids that the GPU fills in (`resolve_future_token_ids`).
+
+        Not built when the next batch could be another: a prefill or chunk may come, a row
+        gives its token up, or the pool is short (building must never evict)."""
+        self.next_decode = None
+        if batch.mode != ForwardMode.DECODE or not all(picking) or self.step_recorder is not None:
+            return
+        if self.waiting_queue or self.chunked_req is not None:
+            return
+        # A request whose token N reaches its length limit leaves before step N+1.
+        reqs = [r for r in batch.reqs if not r.finished and len(r.output_ids) + 1 < r.sampling_params.max_new_tokens]
+        if reqs and self.token_to_kv_pool.available_size() >= len(reqs):
+            self.next_decode = (
+                ScheduledBatch(ForwardMode.DECODE, reqs),
+                self.decode_forward_batch(reqs, [0] * len(reqs)),
+            )
+
+    def take_next_decode(self) -> tuple[ScheduledBatch, ForwardBatch] | None:
+        """The batch built during the last forward, its input ids written, if `schedule()`
+        would give the same one now: every running request in it, in order, each with its
+        token of the last step appended, and nothing waiting to be admitted. Otherwise its
+        slots go back and the step schedules as usual."""
+        built, self.next_decode = self.next_decode, None
+        if built is None:
+            return None
+        batch, fb = built
+        sampled = {r.rid for r in self.unprocessed}
+        if (
+            self.waiting_queue
+            or self.chunked_req is not None
+            or self.running != batch.reqs
+            or not all(r.rid in sampled and not r.finished for r in batch.reqs)
+        ):
+            self.token_to_kv_pool.free(fb.out_cache_loc)
+            return None
+        fb.input_ids = torch.tensor([r.fill_ids[-1] for r in batch.reqs], dtype=torch.int64, device=fb.input_ids.device)
+        self.start_decode(batch.reqs)
+        return batch, fb
+
+    def drop_next_decode(self) -> None:
+        """Give back the slots of a batch built early that will never run."""
+        if self.next_decode is not None:
+            self.token_to_kv_pool.free(self.next_decode[1].out_cache_loc)
+            self.next_decode = None
 
     # ------------------------------------------------------------------ its parts
     def sure_to_finish(self, req: Req) -> bool:
@@ -263,8 +328,13 @@ class OverlapScheduler(Scheduler):
         self.leave_finished()
 
     def shutdown(self) -> None:
+        self.drop_next_decode()
         if self.forward_thread is not None:
             self.forward_thread.shutdown()
+
+    def fail_all(self, error: BaseException) -> None:
+        self.drop_next_decode()
+        super().fail_all(error)
 
     def abort(self, rid: int, message: str = "aborted by the client") -> bool:
         """As the plain step: a token sampled before the abort is processed first, so a request

@@ -401,21 +401,30 @@ class Scheduler:
                 **({"chunk": batch.chunk.rid} if batch.chunk is not None else {}),
             )
         else:
-            out_cache_loc = self.alloc_kv(len(reqs))
-            with self._free_on_error(out_cache_loc):
-                fb = ForwardBatch.decode(
-                    [pool_row(r) for r in reqs],
-                    [r.kv_len for r in reqs],
-                    [r.fill_ids[-1] for r in reqs],
-                    out_cache_loc,
-                    self.req_to_token_pool,
-                    self.token_to_kv_pool,
-                )
-            for req in reqs:
-                req.kv_len += 1
-            self.forward_counts["decode"] += 1
-            self.record_event("decode", None, reqs=[r.rid for r in reqs])
+            fb = self.decode_forward_batch(reqs, [r.fill_ids[-1] for r in reqs])
+            self.start_decode(reqs)
         return fb
+
+    def decode_forward_batch(self, reqs: list[Req], last_ids: list[int]) -> ForwardBatch:
+        """A DECODE forward of `reqs` feeding `last_ids`: one KV slot allocated per request,
+        written in its row of the request-to-token table at its position `kv_len`."""
+        out_cache_loc = self.alloc_kv(len(reqs))
+        with self._free_on_error(out_cache_loc):
+            return ForwardBatch.decode(
+                [pool_row(r) for r in reqs],
+                [r.kv_len for r in reqs],
+                last_ids,
+                out_cache_loc,
+                self.req_to_token_pool,
+                self.token_to_kv_pool,
+            )
+
+    def start_decode(self, reqs: list[Req]) -> None:
+        """A decode forward of `reqs` is launched: each owns one more KV slot."""
+        for req in reqs:
+            req.kv_len += 1
+        self.forward_counts["decode"] += 1
+        self.record_event("decode", None, reqs=[r.rid for r in reqs])
 
     def sample(self, batch: ScheduledBatch, logits: torch.Tensor) -> list[int]:
         """Mask (hook 4), then sample one token per request; -1 for a request the mask aborted."""

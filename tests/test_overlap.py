@@ -171,10 +171,28 @@ def test_the_tokens_are_processed_and_the_masks_filled_while_the_forward_runs(en
     assert sum(seen["advance"]) >= len(seen["advance"]) - 4 > 0
     events = [e for e in eng.trace[since:] if e["event"] == "overlap"]
     assert events and all(
-        set(e["during_forward"]) == {"process_tokens", "fill_masks", "grammar_queue"}
+        set(e["during_forward"]) == {"process_tokens", "fill_masks", "grammar_queue", "next_batch"}
         and set(e["exposed"]) == {"schedule", "sample", "record"}
         for e in events
     )
+    assert_no_leak(eng)
+
+
+def test_a_steady_decode_builds_each_next_batch_during_the_forward_before(eng):
+    """With the same requests decoding step after step, forward N+1's batch (its KV slots,
+    positions, table rows) is built while forward N runs and only its input ids are written
+    after sampling; the outputs are those of the plain step, and the early batches that were
+    not used (a request finished, one arrived) gave their slots back."""
+    arrivals = [(0, chat(i), PARAMS["regex"]) for i in range(3)] + [(0, PLAIN[1], PARAMS["greedy"])]
+    arrivals.append((9, PLAIN[2], PARAMS["eos"]))  # arrives mid-way: the early batch is dropped
+    oracle = outcome(run(eng, arrivals, {}, overlap=False))
+    since = len(eng.trace)
+    got = run(eng, arrivals, {}, overlap=True)
+    assert outcome(got) == oracle
+    laps = [e for e in eng.trace[since:] if e["event"] == "overlap" and e["mode"] == "decode"]
+    early = [e["built_early"] for e in laps]
+    assert sum(early) >= len(early) // 2 > 0, early
+    assert eng.scheduler.next_decode is None
     assert_no_leak(eng)
 
 
