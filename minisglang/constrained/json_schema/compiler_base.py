@@ -4,9 +4,9 @@ shared definitions (automaton="lazy") and the matchers that test a value against
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from minisglang.constrained.json_schema.errors import SchemaTooLargeError, UnsupportedSchemaError
 from minisglang.constrained.json_schema.keywords import ANNOTATION_KEYWORDS
@@ -22,9 +22,11 @@ from minisglang.constrained.regex_dfa import RegexError
 # A subschema's regex at least this long is written once and referred to (automaton="lazy").
 SHARE_MIN_CHARS = 64
 
-# What the regex of a `$ref` depends on (see `_ref_key`): its target's pointer, the base URI
-# at the $ref, and how often each $ref is being expanded on the way there.
-RefKey = tuple[str, str, tuple[tuple[str, int], ...]]
+# A `$ref` compiled (see `_ref_key`): its target's pointer and the base URI at the $ref.
+RefKey = tuple[str, str]
+# The $refs whose expansion depths a compile of a target read (sorted), and those depths.
+RefDepths = tuple[tuple[str, ...], tuple[int, ...]]
+_NOT_COMPILED = object()  # (a regex may be None: no value)
 
 
 class _CompilerBase(_ResourceIndex):
@@ -59,9 +61,11 @@ class _CompilerBase(_ResourceIndex):
         # length (checked against max_regex_chars as they are made).
         self.definitions: dict[Regex, Shared] = {}
         self.definitions_chars = 0
-        # The regex of each `$ref` compiled so far (see `_ref_key`): a target used many
-        # times, or by every level of a recursion, is compiled once per expansion depth.
-        self.ref_values: dict[RefKey, Regex | None] = {}
+        # The regex of each `$ref` compiled so far (see `value`): a target used many times, or
+        # by every level of a recursion, is compiled once per depth of the $refs it reads.
+        self.ref_values: dict[RefKey, dict[tuple[str, ...], dict[tuple[int, ...], Regex | None]]] = {}
+        # One set per $ref being compiled, innermost last: the $refs whose depth it read.
+        self.depths_read: list[set[str]] = []
         self.ref_targets: dict[tuple[str, str], str] = {}  # (base URI, $ref) -> the target's pointer
         self.matchers: dict[Regex, Callable[[str], bool]] = {}  # regex -> its `_matcher`
         # The nodes the lazy automaton reads, for the checks (`matches`, `language_empty`):
@@ -77,12 +81,18 @@ class _CompilerBase(_ResourceIndex):
     def value(self, schema: object, path: str) -> Regex | None:
         """The regex of the JSON texts of the values `schema` accepts; None if there are none."""
         key = self._ref_key(schema, path)
-        if key is not None and key in self.ref_values:
-            return self.ref_values[key]
-        flat, refs = self.flatten(schema, path)
-        mark = len(self.empty_parts)
-        with self.expanding(refs):
-            regex = self._flat_value(flat, path)
+        if key is not None:
+            done = self._compiled_ref(key)
+            if done is not _NOT_COMPILED:
+                return cast("Regex | None", done)
+            self.depths_read.append(set())
+        try:
+            flat, refs = self.flatten(schema, path)
+            mark = len(self.empty_parts)
+            with self.expanding(refs):
+                regex = self._flat_value(flat, path)
+        finally:
+            read = self.depths_read.pop() if key is not None else set()
         if regex is not None:
             del self.empty_parts[mark:]  # its empty parts were optional or alternatives: not why
         elif len(self.empty_parts) == mark:
@@ -91,20 +101,47 @@ class _CompilerBase(_ResourceIndex):
         regex = self.shared(regex)
         self.check_size(self.definitions_chars, path)
         if key is not None:
-            self.ref_values[key] = regex
+            names = tuple(sorted(read))
+            depths = tuple(self.active_refs[r] for r in names)  # (as they were when it began)
+            self.ref_values.setdefault(key, {}).setdefault(names, {})[depths] = regex
+            self._note_read(names)
         return regex
 
-    def _ref_key(self, schema: object, path: str) -> RefKey | None:
-        """For a schema that is a `$ref` and nothing else (annotations aside), what its regex
-        depends on: the target, the base URI at `path` (the target's own relative $refs are
-        resolved against it) and how often each $ref is being expanded on the way here (the
-        max_ref_depth cut). None for any other schema.
+    def _compiled_ref(self, key: RefKey) -> object:
+        """The regex of the $ref `key` compiled before where each $ref it read has the depth it
+        has now (the caller then depends on those depths too); else _NOT_COMPILED."""
+        for names, by_depths in self.ref_values.get(key, {}).items():
+            regex = by_depths.get(tuple(self.active_refs[r] for r in names), _NOT_COMPILED)
+            if regex is not _NOT_COMPILED:
+                self._note_read(names)
+                return regex
+        return _NOT_COMPILED
 
-        Without this, each use of a $ref compiled its target again: 500 properties referring
-        to a 2,000-value enum took 6 s, and a recursion compiled its target once per path,
-        not once per depth: 3 object definitions that refer to each other (a 429-character
+    def ref_depth(self, target: str) -> int:
+        """How often the $ref target `target` is being expanded on the current path, noted
+        as read by the $ref compiled now (the max_ref_depth cut reads it)."""
+        self._note_read((target,))
+        return self.active_refs[target]
+
+    def _note_read(self, names: Iterable[str]) -> None:
+        if self.depths_read:
+            self.depths_read[-1].update(names)
+
+    def _ref_key(self, schema: object, path: str) -> RefKey | None:
+        """For a schema that is a `$ref` and nothing else (annotations aside): its target and
+        the base URI at `path` (the target's own relative $refs are resolved against it).
+        None for any other schema.
+
+        Its regex also depends on how often some $refs are being expanded on the way here
+        (the max_ref_depth cut), but only on those its compile reads (`ref_depth`): `value`
+        keeps the regex of each target under the depths its compile read. Without this,
+        each use of a $ref compiled its target again: 500 properties referring to a
+        2,000-value enum took 6 s, and a recursion compiled its target once per path, not
+        once per depth: 3 object definitions that refer to each other (a 429-character
         schema) ran for minutes at max_ref_depth 5 on the lazy automaton, whose shared
-        regex never grew past max_regex_chars to stop it."""
+        regex never grew past max_regex_chars to stop it. Keyed by every $ref's depth, a
+        definition used inside a recursion (a SARIF `stack` inside each nested `exception`)
+        was compiled once per depth of that recursion, which it never reads."""
         if (
             not isinstance(schema, dict)
             or "$ref" not in schema
@@ -116,8 +153,7 @@ class _CompilerBase(_ResourceIndex):
         if target_path is None:
             target_path = self.resolve(ref, path)[1]
             self.ref_targets[base, ref] = target_path
-        depths = tuple(sorted((r, n) for r, n in self.active_refs.items() if n > 0))
-        return target_path, base, depths
+        return target_path, base
 
     def shared(self, regex: Regex | None) -> Regex | None:
         """For the lazy automaton, a subschema's long regex is marked to be written once: a
