@@ -226,14 +226,14 @@ class FSMBackend(BaseGrammarBackend):
                 int(self.options.get("compile_nice", 5)),
             )
             tree, written = parse_tree(child_text, members=True), child_text
-        else:
-            tree, written = build_schema_tree(schema, **options), None
-        size = text_size(tree)
-        if limit is not None and size > limit:
-            raise ConstraintError(
-                f"regex of {size:,} characters is longer than the limit of {limit:,} (option max_regex_chars)"
-            )
-        return tree, written
+            size = text_size(tree)  # (the tree read back: the child checked the one it built)
+            if limit is not None and size > limit:
+                raise ConstraintError(
+                    f"regex of {size:,} characters is longer than the limit of {limit:,} (option max_regex_chars)"
+                )
+            return tree, written
+        # (build_schema_tree checks text_size against the same limit, given as its option)
+        return build_schema_tree(schema, **options), None
 
     def compile_regex(
         self, regex: str | Regex, max_regex_chars: int | None, ours: bool = False, text: str | None = None

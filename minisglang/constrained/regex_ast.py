@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 import hashlib
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, overload
 
 from .lazy_regex import EMPTY, TOO_DEEP, AutomatonLimitError, RegexNode, RegexPool
@@ -245,15 +245,21 @@ class Shared(Regex):
     """`body`, written once in the lazy dialect (`(?@def:NAME(body))` in front, `(?@ref:NAME)`
     where it is used) and in full in the Python dialect. Only a mark for the text: the
     automaton shares every repeated sub-expression anyway (lowering and the pool's
-    hash-consing make each one node)."""
+    hash-consing make each one node).
+
+    `uses`: the Shared nodes nearest under `body` (none of them inside another), in the
+    order a walk meets them; worked out once here, so that `shared_in_order` and
+    `text_size` step from definition to definition instead of walking every node."""
 
     body: Regex
+    uses: tuple[Shared, ...] = field(init=False, repr=False)  # (not compared: it follows from body)
 
     def _fields(self) -> tuple[object, ...]:
         return (self.body,)
 
     def __post_init__(self) -> None:
         self._cache(REF_CHARS, self.body.nullable)
+        object.__setattr__(self, "uses", _nearest_shared(self.body))
 
 
 EPSILON: Regex = Seq(())  # the empty string (typed Regex: it stands where any node may)
@@ -447,42 +453,53 @@ def children(node: Regex) -> Sequence[Regex]:
     return ()
 
 
+def _nearest_shared(node: Regex) -> tuple[Shared, ...]:
+    """The Shared nodes under `node` (itself, if it is one) that no other Shared node under
+    it holds, each once, in the order a depth-first walk meets them (children in order).
+    A walk with its own stack: a tree may nest deeper than Python's recursion limit."""
+    found: dict[int, Shared] = {}  # id -> node, in the order met
+    seen: set[int] = set()
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, Shared):
+            found.setdefault(id(n), n)
+            continue
+        if id(n) in seen or isinstance(n, (Text, Chars)):
+            continue
+        seen.add(id(n))
+        stack.extend(reversed(children(n)))
+    return tuple(found.values())
+
+
 def shared_in_order(node: Regex) -> list[Shared]:
     """The Shared nodes under `node` (itself included), each after the ones its body uses.
 
     A walk with its own stack, no recursion: a schema's shared parts may chain thousands
     deep (an object's member list, each tail shared), and handling them in this order
-    keeps every other walk (render, lower) within one body's nesting."""
+    keeps every other walk (render, lower) within one body's nesting. It steps along each
+    Shared node's `uses`, so it walks the nodes outside every Shared body only: the same
+    order as a walk of every node, depth first, each Shared node after its body."""
     out: list[Shared] = []
     seen: set[int] = set()
-    stack: list[tuple[Regex, bool]] = [(node, False)]
+    stack: list[tuple[Shared, bool]] = [(s, False) for s in reversed(_nearest_shared(node))]
     while stack:
-        n, children_done = stack.pop()
-        if children_done:
-            if isinstance(n, Shared):
-                out.append(n)
+        shared, uses_done = stack.pop()
+        if uses_done:
+            out.append(shared)
             continue
-        if id(n) in seen:
+        if id(shared) in seen:
             continue
-        seen.add(id(n))
-        stack.append((n, True))
-        stack.extend((c, False) for c in reversed(children(n)))
+        seen.add(id(shared))
+        stack.append((shared, True))
+        stack.extend((u, False) for u in reversed(shared.uses))
     return out
 
 
 def text_size(node: Regex) -> int:
     """About how long the lazy dialect's text of `node` is: its size plus each shared
     definition it uses, once (the length limits of the backends read this)."""
-    total, seen, todo = node.size, set(), [node]
-    while todo:
-        n = todo.pop()
-        if id(n) in seen:
-            continue
-        seen.add(id(n))
-        if isinstance(n, Shared):
-            total += n.body.size + REF_CHARS + 2  # (?@def:NAME(body))
-        todo.extend(children(n))
-    return total
+    return node.size + sum(s.body.size + REF_CHARS + 2 for s in shared_in_order(node))  # (?@def:NAME(body))
 
 
 # ---------------------------------------------------------------------------------------
