@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, overload
@@ -39,10 +40,17 @@ Dialect = Literal["python", "lazy"]
 REF_CHARS = len("(?@ref:") + 16 + len(")")
 
 
-@functools.lru_cache(maxsize=4096)
-def _escaped_len(c: str) -> int:
-    """How long one character is in regex text (`.` is `\\.`)."""
-    return len(_escape_char(c, in_class=False))
+# Characters that stand for themselves in regex text are most of a schema's literal text.
+_PLAIN_TEXT = re.compile(r"[^\\.^$*+?()\[\]{}|]*")
+
+
+@functools.lru_cache(maxsize=16384)
+def _escaped_text(text: str) -> str:
+    """`text` as regex text (`a.b` is `a\\.b`): a Text node's size and its rendering,
+    worked out once per text (keys and punctuation come back in every schema)."""
+    if text.isascii() and text.isprintable() and _PLAIN_TEXT.fullmatch(text):
+        return text
+    return "".join(_escape_char(c, in_class=False) for c in text)
 
 
 def _quantifier(low: int, high: int | None) -> str:
@@ -89,7 +97,7 @@ class Regex:
 
     def _cache(self, size: int, nullable: bool) -> None:
         # (The dataclasses are frozen: their own fields are set once, these cached ones too.)
-        object.__setattr__(self, "_hash", hash((type(self).__name__, *self._fields())))
+        object.__setattr__(self, "_hash", hash((type(self), *self._fields())))
         object.__setattr__(self, "size", size)
         object.__setattr__(self, "nullable", nullable)
 
@@ -123,7 +131,7 @@ class Text(Regex):
         return (self.text,)
 
     def __post_init__(self) -> None:
-        self._cache(sum(map(_escaped_len, self.text)), not self.text)
+        self._cache(len(_escaped_text(self.text)), not self.text)
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -149,7 +157,7 @@ class Seq(Regex):
         return self.parts
 
     def __post_init__(self) -> None:
-        self._cache(sum(p.size for p in self.parts), all(p.nullable for p in self.parts))
+        self._cache(sum([p.size for p in self.parts]), all([p.nullable for p in self.parts]))
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -162,7 +170,9 @@ class Alt(Regex):
         return self.options
 
     def __post_init__(self) -> None:
-        self._cache(sum(o.size for o in self.options) + len(self.options) + 3, any(o.nullable for o in self.options))
+        self._cache(
+            sum([o.size for o in self.options]) + len(self.options) + 3, any([o.nullable for o in self.options])
+        )
 
 
 def _is_unit(node: Regex) -> bool:
@@ -293,22 +303,19 @@ def concat(*parts: Regex | None) -> Regex | None:
     neighbouring texts joined (the text they write is the same)."""
     flat: list[Regex] = []
     run: list[Text] = []  # neighbouring texts not joined yet
-
-    def end_run() -> None:
-        if run:
-            flat.append(run[0] if len(run) == 1 else Text("".join(t.text for t in run)))
-            run.clear()
-
     for part in parts:
         if part is None:
             return None
-        for p in part.parts if isinstance(part, Seq) else (part,):
-            if isinstance(p, Text):
+        for p in part.parts if type(part) is Seq else (part,):
+            if type(p) is Text:
                 run.append(p)
-            else:
-                end_run()
-                flat.append(p)
-    end_run()
+                continue
+            if run:  # (written out twice, here and below: a nested function per call cost more)
+                flat.append(run[0] if len(run) == 1 else Text("".join([t.text for t in run])))
+                run.clear()
+            flat.append(p)
+    if run:
+        flat.append(run[0] if len(run) == 1 else Text("".join([t.text for t in run])))
     return flat[0] if len(flat) == 1 else Seq(tuple(flat))
 
 
@@ -394,7 +401,7 @@ class _Renderer:
 
     def _text(self, node: Regex) -> str:
         if isinstance(node, Text):
-            return "".join(_escape_char(c, in_class=False) for c in node.text)
+            return _escaped_text(node.text)
         if isinstance(node, Chars):
             return _class_text(node.ranges)
         if isinstance(node, Seq):
@@ -528,6 +535,7 @@ class _Lowering:
         self.done: dict[int, RegexNode] = {}  # id(node) -> its pool node
         self.keep: list[Regex] = []  # (the nodes behind those ids stay alive)
         self.classes: dict[Ranges, RegexNode] = {}
+        self.texts: dict[str, RegexNode] = {}
 
     def node(self, node: Regex) -> RegexNode:
         out = self.done.get(id(node))
@@ -538,8 +546,13 @@ class _Lowering:
 
     def _node(self, node: Regex) -> RegexNode:
         pool = self.pool
-        if isinstance(node, Text):
-            return pool.concat_all([pool.byte_set(1 << b) for b in node.text.encode("utf-8")])
+        if isinstance(node, Text):  # (the same text in another node: lowered once)
+            out = self.texts.get(node.text)
+            if out is None:
+                out = self.texts[node.text] = pool.concat_all(
+                    [pool.byte_set(1 << b) for b in node.text.encode("utf-8")]
+                )
+            return out
         if isinstance(node, Chars):
             return self.ranges(node.ranges)
         checkpoint()  # a large tree is lowered on a compile thread that yields to the scheduler
