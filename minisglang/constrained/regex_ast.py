@@ -404,6 +404,7 @@ class _Renderer:
             return _escaped_text(node.text)
         if isinstance(node, Chars):
             return _class_text(node.ranges)
+        checkpoint()  # a large tree is rendered on a compile thread that yields to the scheduler
         if isinstance(node, Seq):
             return "".join(self.text(p) for p in node.parts)  # an Alt is a group already
         if isinstance(node, Alt):

@@ -9,6 +9,7 @@ from typing import Any
 
 from minisglang.constrained.json_schema.applicators import _ApplicatorRules
 from minisglang.constrained.json_schema.arrays import _ArrayRules
+from minisglang.constrained.json_schema.budget import tick
 from minisglang.constrained.json_schema.errors import InvalidSchemaError, UnsupportedSchemaError
 from minisglang.constrained.json_schema.keywords import (
     _check_keywords,
@@ -160,7 +161,11 @@ class _SchemaCompiler(_ApplicatorRules, _NumberRules, _StringRules, _ArrayRules,
                 if rest_regex is not None
                 and self.matches(rest_regex, json.dumps(v, separators=(",", ":"), ensure_ascii=False))
             ]
-        return _alt([_literal(v, self.ws) for v in values])
+        literals = []
+        for v in values:  # (an enum may hold thousands of values: a checkpoint per value)
+            tick(self.budget, path)
+            literals.append(_literal(v, self.ws))
+        return _alt(literals)
 
     def _any_value(self, nesting: int) -> Regex:
         """Any JSON value with containers nested at most `nesting` levels deep."""

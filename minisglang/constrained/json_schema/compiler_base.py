@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, cast
 
+from minisglang.constrained.json_schema.budget import CpuBudget, tick
 from minisglang.constrained.json_schema.errors import SchemaTooLargeError, UnsupportedSchemaError
 from minisglang.constrained.json_schema.keywords import ANNOTATION_KEYWORDS
 from minisglang.constrained.json_schema.options import ANY_VALUE_NESTING, LAZY_ANY_VALUE_NESTING, SchemaOptions
@@ -44,8 +45,9 @@ class _CompilerBase(_ResourceIndex):
         def _flat_value(self, schema: dict[str, Any] | bool, path: str) -> Regex | None: ...
         def _any_value(self, nesting: int) -> Regex: ...
 
-    def __init__(self, root: dict[str, Any] | bool, ws: Regex, options: SchemaOptions):
+    def __init__(self, root: dict[str, Any] | bool, ws: Regex, options: SchemaOptions, budget: CpuBudget | None = None):
         self.root = root
+        self.budget = budget  # CPU time this compile may take (None: no limit), checked at each `value`
         self.ws = ws  # the whitespace regex: after `{`, `[`, `,`, `:` and before `}`, `]`
         self.sep = _concat(lit(","), ws)  # between two members or elements
         self.options = options
@@ -80,6 +82,7 @@ class _CompilerBase(_ResourceIndex):
     # -- entry point ------------------------------------------------------------------
     def value(self, schema: object, path: str) -> Regex | None:
         """The regex of the JSON texts of the values `schema` accepts; None if there are none."""
+        tick(self.budget, path)  # (a compile thread yields to the scheduler here: the compiler's checkpoint)
         key = self._ref_key(schema, path)
         if key is not None:
             done = self._compiled_ref(key)
