@@ -95,9 +95,10 @@ class Regex:
     def _fields(self) -> tuple[object, ...]:
         raise NotImplementedError
 
-    def _cache(self, size: int, nullable: bool) -> None:
+    def _cache(self, key: tuple[object, ...], size: int, nullable: bool) -> None:
+        """Set the cached fields; `key` is the class and the fields (what the hash is of)."""
         # (The dataclasses are frozen: their own fields are set once, these cached ones too.)
-        object.__setattr__(self, "_hash", hash((type(self), *self._fields())))
+        object.__setattr__(self, "_hash", hash(key))
         object.__setattr__(self, "size", size)
         object.__setattr__(self, "nullable", nullable)
 
@@ -131,7 +132,7 @@ class Text(Regex):
         return (self.text,)
 
     def __post_init__(self) -> None:
-        self._cache(len(_escaped_text(self.text)), not self.text)
+        self._cache((Text, self.text), len(_escaped_text(self.text)), not self.text)
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -144,7 +145,7 @@ class Chars(Regex):
         return (self.ranges,)
 
     def __post_init__(self) -> None:
-        self._cache(len(_class_text(self.ranges)), False)
+        self._cache((Chars, self.ranges), len(_class_text(self.ranges)), False)
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -157,7 +158,8 @@ class Seq(Regex):
         return self.parts
 
     def __post_init__(self) -> None:
-        self._cache(sum([p.size for p in self.parts]), all([p.nullable for p in self.parts]))
+        parts = self.parts
+        self._cache((Seq, *parts), sum([p.size for p in parts]), all([p.nullable for p in parts]))
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -170,8 +172,9 @@ class Alt(Regex):
         return self.options
 
     def __post_init__(self) -> None:
+        options = self.options
         self._cache(
-            sum([o.size for o in self.options]) + len(self.options) + 3, any([o.nullable for o in self.options])
+            (Alt, *options), sum([o.size for o in options]) + len(options) + 3, any([o.nullable for o in options])
         )
 
 
@@ -196,7 +199,11 @@ class Repeat(Regex):
 
     def __post_init__(self) -> None:
         group = 0 if _is_unit(self.body) else len("(?:)")
-        self._cache(self.body.size + group + len(_quantifier(self.low, self.high)), self.low == 0 or self.body.nullable)
+        self._cache(
+            (Repeat, self.body, self.low, self.high),
+            self.body.size + group + len(_quantifier(self.low, self.high)),
+            self.low == 0 or self.body.nullable,
+        )
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -210,7 +217,7 @@ class And(Regex):
         return (self.a, self.b)
 
     def __post_init__(self) -> None:
-        self._cache(self.a.size + self.b.size + 11, self.a.nullable and self.b.nullable)
+        self._cache((And, self.a, self.b), self.a.size + self.b.size + 11, self.a.nullable and self.b.nullable)
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -224,7 +231,7 @@ class Diff(Regex):
         return (self.a, self.b)
 
     def __post_init__(self) -> None:
-        self._cache(self.a.size + self.b.size + 12, self.a.nullable and not self.b.nullable)
+        self._cache((Diff, self.a, self.b), self.a.size + self.b.size + 12, self.a.nullable and not self.b.nullable)
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -247,7 +254,11 @@ class Members(Regex):
         if any(m.nullable for m in self.members):
             raise RegexError("a member of a (?@members ...) group must match a non-empty string")
         size = self.separator.size + sum(m.size + 3 for m in self.members) + 13
-        self._cache(size + (0 if self.extra is None else self.extra.size + 3), not any(self.required))
+        self._cache(
+            (Members, *self._fields()),
+            size + (0 if self.extra is None else self.extra.size + 3),
+            not any(self.required),
+        )
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -268,7 +279,7 @@ class Shared(Regex):
         return (self.body,)
 
     def __post_init__(self) -> None:
-        self._cache(REF_CHARS, self.body.nullable)
+        self._cache((Shared, self.body), REF_CHARS, self.body.nullable)
         object.__setattr__(self, "uses", _nearest_shared(self.body))
 
 

@@ -14,7 +14,7 @@ from minisglang.constrained.json_schema.keywords import ANNOTATION_KEYWORDS
 from minisglang.constrained.json_schema.options import ANY_VALUE_NESTING, LAZY_ANY_VALUE_NESTING, SchemaOptions
 from minisglang.constrained.json_schema.refs import ROOT_URI, _ResourceIndex
 from minisglang.constrained.json_schema.regex_parts import Regex, _alt, _concat, lit
-from minisglang.constrained.json_schema.string_chars import STRING, _json_string_chars, _string_except
+from minisglang.constrained.json_schema.string_chars import STRING, _json_char, _string_except
 from minisglang.constrained.lazy_byte_dfa import LazyByteDFA
 from minisglang.constrained.lazy_regex import EMPTY, RegexNode, RegexPool
 from minisglang.constrained.regex_ast import And, Shared, difference, lower
@@ -187,12 +187,7 @@ class _CompilerBase(_ResourceIndex):
         is the names'), else _string_except's trie (a few hundred characters per name)."""
         if self.options.automaton != "lazy":
             return _string_except(names)
-        writings = _alt(
-            [
-                _concat(lit('"'), *(_json_string_chars([(ord(c), ord(c))], every=True) for c in name), lit('"'))
-                for name in names
-            ]
-        )
+        writings = _alt([_concat(lit('"'), *(_json_char(c, every=True) for c in name), lit('"')) for name in names])
         out = self.shared(difference(STRING, writings))
         assert out is not None
         return out

@@ -192,8 +192,8 @@ def _string_literal(text: str) -> Regex:
 
 
 @functools.lru_cache(maxsize=4096)
-def _json_char(ch: str) -> Regex | None:
+def _json_char(ch: str, every: bool = False) -> Regex | None:
     """`_json_string_chars` of the one character `ch`, remembered: keys and enum values
     repeat a few letters, and the range arithmetic per character was the slowest part
-    of compiling a 240-value enum."""
-    return _json_string_chars([(ord(ch), ord(ch))])
+    of compiling a 240-value enum (`every`: as there, every form JSON allows)."""
+    return _json_string_chars([(ord(ch), ord(ch))], every=every)
