@@ -3,6 +3,7 @@ multipleOf (the compiler's `_number` rules)."""
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
@@ -33,9 +34,11 @@ OPTIONAL_MINUS = _repeat(MINUS, 0, 1)
 POINT_ZERO = _repeat(lit(".0"), 0, 1)
 
 
+@functools.lru_cache(maxsize=64)
 def _unbounded_number(options: SchemaOptions, integer: bool) -> Regex:
     """Any integer (or number, with fraction and exponent) within the options' digit limits
-    (none with bound_numbers off)."""
+    (none with bound_numbers off). Remembered: every unbounded number of every schema
+    compiled with the same options is this same tree."""
 
     def digits(lo: int, limit: int) -> Regex | None:
         return _repeat(DIGIT, lo, limit if options.bound_numbers else None)
