@@ -20,10 +20,15 @@ from minisglang.constrained.json_schema.keywords import (
 )
 from minisglang.constrained.json_schema.numbers import _NumberRules, _unbounded_number
 from minisglang.constrained.json_schema.objects import _ObjectRules
+from minisglang.constrained.json_schema.options import SchemaOptions
 from minisglang.constrained.json_schema.regex_parts import Regex, _alt, _concat, lit
 from minisglang.constrained.json_schema.string_chars import STRING
 from minisglang.constrained.json_schema.strings import _StringRules
 from minisglang.constrained.json_schema.values import _json_equal, _json_type_of, _literal, _type_allows
+
+# `_any_value`'s trees by (nesting, whitespace, options), as compiles made them: every
+# schema with an unconstrained value (`{}`, an array's missing `items`) needs the same one.
+ANY_VALUES: dict[tuple[int, Regex, SchemaOptions], Regex] = {}
 
 
 class _SchemaCompiler(_ApplicatorRules, _NumberRules, _StringRules, _ArrayRules, _ObjectRules):
@@ -170,6 +175,10 @@ class _SchemaCompiler(_ApplicatorRules, _NumberRules, _StringRules, _ArrayRules,
     def _any_value(self, nesting: int) -> Regex:
         """Any JSON value with containers nested at most `nesting` levels deep."""
         if nesting not in self.any_values:
+            made = ANY_VALUES.get((nesting, self.ws, self.options))
+            if made is not None and self.adopt(made):  # (made by an earlier compile: the same tree)
+                self.any_values[nesting] = made
+                return made
             options: list[Regex | None] = [STRING, _unbounded_number(self.options, False)]
             options += [lit("true"), lit("false"), lit("null")]
             if nesting > 0:
@@ -181,4 +190,6 @@ class _SchemaCompiler(_ApplicatorRules, _NumberRules, _StringRules, _ArrayRules,
             any_value = self.shared(_alt(options))
             assert any_value is not None  # (a string, at least)
             self.any_values[nesting] = any_value
+            if len(ANY_VALUES) < 64:
+                ANY_VALUES[nesting, self.ws, self.options] = any_value
         return self.any_values[nesting]

@@ -17,7 +17,7 @@ from minisglang.constrained.json_schema.regex_parts import Regex, _alt, _concat,
 from minisglang.constrained.json_schema.string_chars import STRING, _json_char, _string_except
 from minisglang.constrained.lazy_byte_dfa import LazyByteDFA
 from minisglang.constrained.lazy_regex import EMPTY, RegexNode, RegexPool
-from minisglang.constrained.regex_ast import And, Shared, difference, lower
+from minisglang.constrained.regex_ast import And, Shared, difference, lower, shared_in_order
 from minisglang.constrained.regex_dfa import RegexError
 
 # A subschema's regex at least this long is written once and referred to (automaton="lazy").
@@ -180,6 +180,20 @@ class _CompilerBase(_ResourceIndex):
             node = self.definitions[regex] = Shared(regex)
             self.definitions_chars += regex.size
         return node
+
+    def adopt(self, regex: Regex) -> bool:
+        """Take a tree an earlier compile made as if this compile had made it: its Shared
+        nodes become this compile's definitions (counted against max_regex_chars as `shared`
+        counts them). False, with nothing taken, when this compile already has an equal
+        definition of its own (two nodes of one definition would write it twice)."""
+        nodes = shared_in_order(regex)
+        if any(self.definitions.get(s.body, s) is not s for s in nodes):
+            return False
+        for s in nodes:
+            if s.body not in self.definitions:
+                self.definitions[s.body] = s
+                self.definitions_chars += s.body.size
+        return True
 
     def key_except(self, names: list[str]) -> Regex:
         """A JSON string that decodes to none of `names` (an unlisted key). For the lazy
