@@ -160,6 +160,18 @@ def _number_range(
     return _alt(options)
 
 
+@functools.lru_cache(maxsize=1024)
+def _remembered_range(
+    lo: str | None, lo_strict: bool, hi: str | None, hi_strict: bool, fraction: bool, max_fraction: int
+) -> Regex | None:
+    """`_number_range` of bounds given as Decimal text (which keeps a Decimal's digits and
+    exponent exactly), remembered: the same bounds (0, 100, the digit limits) come back in
+    schema after schema."""
+    low = None if lo is None else Decimal(lo)
+    high = None if hi is None else Decimal(hi)
+    return _number_range(low, lo_strict, high, hi_strict, fraction, max_fraction)
+
+
 # multipleOf within bounds lists the multiples: at most this many.
 MAX_LISTED_MULTIPLES = 256
 
@@ -285,7 +297,14 @@ class _NumberRules(_CompilerBase):
             lo, lo_strict = -limit, True
         if hi is None and self.options.bound_numbers:
             hi, hi_strict = limit, True
-        regex = _number_range(lo, lo_strict, hi, hi_strict, not integer, self.options.max_fraction_digits)
+        regex = _remembered_range(
+            None if lo is None else str(lo),
+            lo_strict,
+            None if hi is None else str(hi),
+            hi_strict,
+            not integer,
+            self.options.max_fraction_digits,
+        )
         nonempty = lo is None or hi is None or lo < hi or (lo == hi and not (lo_strict or hi_strict))
         if regex is None and not integer and nonempty:
             # Numbers lie in the range, but none with the fraction digits we write: our policy, not the schema's.
