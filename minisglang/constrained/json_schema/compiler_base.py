@@ -76,6 +76,7 @@ class _CompilerBase(_ResourceIndex):
         # Schema resources: absolute URI ($id) -> its pointer; (URI, $anchor) -> pointer.
         self.resources: dict[str, str] = {}
         self.anchors: dict[tuple[str, str], str] = {}
+        self.places: dict[str, tuple[object, str]] = {}
         self.resources[ROOT_URI] = "#"
         self._index(root, ROOT_URI, "#")
 
