@@ -77,6 +77,7 @@ class _CompilerBase(_ResourceIndex):
         self.resources: dict[str, str] = {}
         self.anchors: dict[tuple[str, str], str] = {}
         self.places: dict[str, tuple[object, str]] = {}
+        self.targets: dict[tuple[str, str], tuple[object, str]] = {}
         self.resources[ROOT_URI] = "#"
         self._index(root, ROOT_URI, "#")
 
@@ -93,7 +94,10 @@ class _CompilerBase(_ResourceIndex):
         try:
             flat, refs = self.flatten(schema, path)
             mark = len(self.empty_parts)
-            with self.expanding(refs):
+            if refs:
+                with self.expanding(refs):
+                    regex = self._flat_value(flat, path)
+            else:  # (most subschemas: no context manager to enter)
                 regex = self._flat_value(flat, path)
         finally:
             read = self.depths_read.pop() if key is not None else set()

@@ -32,6 +32,7 @@ class _ResourceIndex:
     resources: dict[str, str]  # absolute URI ($id) -> its pointer
     anchors: dict[tuple[str, str], str]  # (URI, $anchor) -> its pointer
     places: dict[str, tuple[object, str]]  # JSON pointer -> (its node, its base URI): see `_at`
+    targets: dict[tuple[str, str], tuple[object, str]]  # (base URI, $ref) -> `resolve`'s answer
 
     def _index(self, node: object, base: str, pointer: str) -> None:
         """Record every schema resource ($id, resolved against its parent's) and $anchor
@@ -80,7 +81,14 @@ class _ResourceIndex:
         in it ($anchor) and a JSON pointer inside it. Other documents are not fetched."""
         if not isinstance(ref, str):
             raise InvalidSchemaError(f"'$ref' at {path} must be a string, got {ref!r}")
-        uri, fragment = urldefrag(urljoin(self.base_uri(path), ref))
+        base = self.base_uri(path)
+        found = self.targets.get((base, ref))  # (each use of a $ref resolves it again)
+        if found is None:
+            found = self.targets[base, ref] = self._resolved(base, ref, path)
+        return found
+
+    def _resolved(self, base: str, ref: str, path: str) -> tuple[object, str]:
+        uri, fragment = urldefrag(urljoin(base, ref))
         if uri not in self.resources:
             raise UnsupportedSchemaError(
                 f"'$ref' {ref!r} at {path}: {uri!r} is not a schema resource of this "
