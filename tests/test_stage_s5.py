@@ -346,11 +346,22 @@ def test_a_grammar_that_needs_more_work_than_max_grammar_seconds_is_aborted_nami
         ("max_grammar_seconds", -1),
         ("grammar_step_seconds", "1"),
         ("max_grammar_seconds", True),
+        ("schema_cpu_seconds", 0),
+        ("schema_cpu_seconds", "0.1"),
     ],
 )
 def test_grammar_budget_options_must_be_positive_seconds(name, value):
     with pytest.raises(ValueError, match=f"{name} must be a positive number of seconds"):
         sgl.Engine(stage="s5", **{name: value})
+
+
+def test_schema_cpu_seconds_reaches_the_fsm_backend():
+    """The engine's option is the backend's budget for a schema compiled in this process."""
+    engine = sgl.Engine(stage="s5", schema_cpu_seconds=0.25)
+    try:
+        assert engine.stage.backend.options["schema_cpu_seconds"] == 0.25
+    finally:
+        engine.shutdown()
 
 
 def test_a_lazy_grammar_that_grew_past_the_cache_bytes_is_evicted_when_its_request_leaves():

@@ -25,6 +25,7 @@ import torch
 from ..constrained.compile_service import CompileService, CompileSettings
 from ..constrained.json_schema import (
     COUNTED_STRING_CHAR,
+    IN_PROCESS_SECONDS,
     STRING_CHAR,
     CompileBudgetError,
     CpuBudget,
@@ -57,13 +58,12 @@ LAZY_PREPARED_BODIES = (
 )
 
 # Where a JSON Schema is compiled (`schema_tree`). In this process, on a compile thread that
-# yields to the scheduler at each subschema, for at most IN_PROCESS_SCHEMA_CPU_SECONDS of CPU
-# (option `schema_cpu_seconds`; the largest compile of 100 held-out MaskBench schemas took
-# 31 ms), then in a child process (constrained/schema_worker.py), which holds none of our
-# locks and takes what the compile built with it when it exits. A text over
-# IN_PROCESS_SCHEMA_CHARS goes to the child at once: its parse alone (no checkpoint) would
-# hold the GIL for milliseconds, and a schema that large rarely compiles within the budget.
-IN_PROCESS_SCHEMA_CPU_SECONDS = 0.1
+# yields to the scheduler at each subschema, for at most `schema_cpu_seconds` of CPU
+# (json_schema/budget.py's IN_PROCESS_SECONDS by default), then in a child process
+# (constrained/schema_worker.py), which holds none of our locks and takes what the compile
+# built with it when it exits. A text over IN_PROCESS_SCHEMA_CHARS goes to the child at once:
+# its parse alone (no checkpoint) would hold the GIL for milliseconds, and a schema that large
+# rarely compiles within the budget.
 IN_PROCESS_SCHEMA_CHARS = 256 * 1024
 
 
@@ -238,7 +238,7 @@ class FSMBackend(BaseGrammarBackend):
             return self._schema_tree_in_child(schema, options, limit)
         # Here, as long as it takes at most schema_cpu_seconds of CPU (its compile thread
         # yields to the scheduler at every subschema meanwhile); past that, in a child.
-        budget = CpuBudget(float(self.options.get("schema_cpu_seconds", IN_PROCESS_SCHEMA_CPU_SECONDS)))
+        budget = CpuBudget(float(self.options.get("schema_cpu_seconds", IN_PROCESS_SECONDS)))
         try:
             # (build_schema_tree checks text_size against the same limit, given as its option)
             return build_schema_tree(schema, budget=budget, **options), None

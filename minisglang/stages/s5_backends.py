@@ -41,6 +41,7 @@ import torch
 
 from ..backends.base import BaseGrammarObject, GrammarError, InvalidGrammarObject, get_backend_class
 from ..constrained.bitmask import warm_up_apply_kernel
+from ..constrained.json_schema import IN_PROCESS_SECONDS
 from ..constrained.regex_dfa import RegexError
 from ..constrained.token_fsm import ConstraintError
 from ..constrained.work_slices import Baton, OutOfTime, deadline
@@ -213,6 +214,9 @@ class BackendOptions(StageOptions):
     compile_in: str = "process"
     compile_nice: int = 5
     compile_memory_bytes: int | None = 4 << 30
+    # CPU seconds a JSON Schema's compile may take in this process (on a compile thread that
+    # yields at every subschema) before it is compiled again in a child process
+    schema_cpu_seconds: float = IN_PROCESS_SECONDS
     grammar_cache_dir: str | None = None
     # our own backend's automaton: "lazy" (states made on first visit) or "eager" (s1-s4's,
     # through the compile service), and the lazy one's bounds (None: its defaults)
@@ -227,7 +231,7 @@ class BackendOptions(StageOptions):
     max_regex_nodes: int | None = None
 
     def __post_init__(self) -> None:
-        for name in ("grammar_step_seconds", "max_grammar_seconds"):
+        for name in ("grammar_step_seconds", "max_grammar_seconds", "schema_cpu_seconds"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 raise ValueError(f"{name} must be a positive number of seconds, not {value!r}")
@@ -250,6 +254,7 @@ class BackendOptions(StageOptions):
             "compile_in": self.compile_in,
             "compile_nice": self.compile_nice,
             "compile_memory_bytes": self.compile_memory_bytes,
+            "schema_cpu_seconds": self.schema_cpu_seconds,
             "grammar_cache_dir": self.grammar_cache_dir,
         }
 

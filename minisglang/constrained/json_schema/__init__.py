@@ -103,7 +103,7 @@ The package, one job per module (each rule of the compiler is a mixin of `_Schem
   values.py.
 """
 
-from minisglang.constrained.json_schema.budget import CpuBudget
+from minisglang.constrained.json_schema.budget import IN_PROCESS_SECONDS, CpuBudget
 from minisglang.constrained.json_schema.build import build_regex_from_schema, build_schema_tree
 from minisglang.constrained.json_schema.errors import (
     CompileBudgetError,
@@ -137,6 +137,7 @@ __all__ = [
     "UNSUPPORTED_KEYWORDS",
     "CompileBudgetError",
     "CpuBudget",
+    "IN_PROCESS_SECONDS",
     "InvalidSchemaError",
     "SchemaOptions",
     "SchemaTooLargeError",
