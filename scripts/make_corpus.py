@@ -21,6 +21,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import random
 import sys
@@ -2001,6 +2002,7 @@ def copy_drill_example(rng: random.Random, held_out: bool = False) -> dict:
         lambda: rng.choice(ZH_HOBBIES if zh else EN_HOBBIES),
         lambda: _email(rng),
         lambda: random_string(rng, zh),
+        lambda: vocab_string(rng, zh),
     ]
     items = [rng.choice(makers)() for _ in range(rng.randint(2, 6))]
     sep = "、" if zh else ", "
@@ -2067,6 +2069,45 @@ def random_string(rng: random.Random, zh: bool) -> str:
         else:
             text = "".join(rng.choice(name_generators.LETTERS) for _ in range(rng.randint(3, 12)))
             text = text.capitalize() if rng.random() < 0.5 else text
+        if name_generators.held_out_generator(text) is None:
+            return text
+
+
+# The bundled model's tokenizer (every stage after the first keeps it): vocab_string copies its tokens.
+TOKENIZER_FILE = Path(__file__).resolve().parent.parent / "minisglang" / "assets" / "tiny-json-llama" / "tokenizer.json"
+
+
+@functools.cache
+def vocab_letter_tokens() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The tokenizer's tokens that are letters, decoded: (Latin-letter tokens such as "Book" or
+    "urant", single Han characters). Left out: the held-out openers' words and characters and
+    the held-out given-name characters (as in DRILL_HAN), so a drill never writes them."""
+    from tokenizers import Tokenizer  # only the corpus's drills need it
+
+    tok = Tokenizer.from_file(str(TOKENIZER_FILE))
+    pieces = [tok.decode([i]) for i in range(tok.get_vocab_size())]
+    opener_text = " ".join(EN_GENERALISATION_OPENERS).lower()
+    latin = [p for p in pieces if p.isascii() and p.isalpha() and (len(p) < 3 or p.lower() not in opener_text)]
+    excluded_han = set(name_generators.HELD_OUT_HAN) | set("".join(ZH_GENERALISATION_OPENERS).replace("{n}", ""))
+    han = [p for p in pieces if len(p) == 1 and "\u4e00" <= p <= "\u9fff" and p not in excluded_han]
+    return tuple(sorted(set(latin))), tuple(sorted(set(han)))
+
+
+def vocab_string(rng: random.Random, zh: bool) -> str:
+    """2-3 random Latin-letter tokens of the tokenizer written together ("qoBookurant"), or 2-4
+    of its Han characters. A token no answer holds is a token the model has never emitted: the
+    bundled model's answers in one epoch held 3,470 of its 4,096 tokens, and names starting
+    with the held-out `Book` lost it (`Bookvoun Brolgea` -> `Brolgea`). A string that merely
+    holds such a word after other letters has no held-out signature (held_out_generator
+    checks the start of each letter run), and none is kept that has one."""
+    latin, han = vocab_letter_tokens()
+    while True:
+        if zh:
+            text = "".join(rng.choice(han) for _ in range(rng.randint(2, 4)))
+            if any(s in text for s in name_generators.HELD_OUT_COMPOUND_SURNAMES):
+                continue
+        else:
+            text = "".join(rng.choice(latin) for _ in range(rng.randint(2, 3)))
         if name_generators.held_out_generator(text) is None:
             return text
 
