@@ -21,7 +21,8 @@ Per step, measured with `time.perf_counter` around `model.forward` and `Engine.s
 
     python benchmarks/bench_overlap.py [--batch 64] [--steps 40] [--repeats 3]
 
-Prints the table; writes benchmarks/results/overlap.md.
+Prints the table; writes benchmarks/results/overlap.md and, from the last overlapped run of
+the 65k model, the timeline of three typical full-batch steps (overlap-timeline.svg, chapter 08).
 """
 
 from __future__ import annotations
@@ -37,11 +38,13 @@ import torch
 from _results import machine_line, write_results  # benchmarks/_results.py
 
 import minisglang
+from minisglang.drawings.timeline import overlap_timeline
 from minisglang.engine import Engine
 from minisglang.tokenizer import ChatPrompt
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 RESULTS = Path(__file__).parent / "results" / "overlap.md"
+TIMELINE = RESULTS.parent / "overlap-timeline.svg"
 REGEX = r'\{"name": "[a-z ]{1,40}", "note": "[a-z ]{1,40}"\}'
 
 
@@ -97,7 +100,7 @@ def serve(model_path: str, overlap: bool, batch: int, steps: int) -> dict:
         params = {"regex": REGEX, "temperature": 0, "max_new_tokens": steps}
         eng.generate(ChatPrompt("", [5, 6, 7]), params)  # compile the regex, warm up
         reqs = [eng.submit(ChatPrompt("", [10 + i % 50, 20 + i % 7, 30]), params) for i in range(batch)]
-        rows = []
+        rows, full_steps = [], []
         while not all(r.released for r in reqs):
             first, calls = len(eng.scheduler.trace), len(forward_s)
             start = time.perf_counter()
@@ -114,16 +117,27 @@ def serve(model_path: str, overlap: bool, batch: int, steps: int) -> dict:
                     row["forward_trace"] = lap[0]["forward_s"]
                     row["waited"] = lap[0]["waited_s"]
                 rows.append(row)
-        return {"rows": rows, "vocab": eng.model.config.vocab_size}
+                full_steps.extend(lap)
+        return {"rows": rows, "vocab": eng.model.config.vocab_size, "trace": full_steps}
     finally:
         eng.shutdown()
+
+
+def typical_steps(events: list[dict], n: int) -> list[dict]:
+    """The `n` consecutive overlap events whose summed time is the median of all such runs
+    of `n` (a busy machine's stalls then stay out of the picture, as out of the medians)."""
+    took = lambda e: e["forward_s"] + sum(e["during_forward"].values()) + sum(e["exposed"].values())  # noqa: E731
+    windows = sorted(range(len(events) - n + 1), key=lambda i: sum(took(e) for e in events[i : i + n]))
+    start = windows[len(windows) // 2]
+    return events[start : start + n]
 
 
 def median(rows: list[dict], key: str) -> float:
     return statistics.median(r[key] for r in rows)
 
 
-def measure(name: str, model_path: str, batch: int, steps: int, repeats: int) -> list[str]:
+def measure(name: str, model_path: str, batch: int, steps: int, repeats: int) -> tuple[list[str], list[dict]]:
+    """The table's row for one model, and the last overlapped run's full-batch trace events."""
     plain, over = [], []
     for _ in range(repeats):  # alternate, so a busy moment of the machine hits both
         plain += serve(model_path, False, batch, steps)["rows"]
@@ -141,7 +155,7 @@ def measure(name: str, model_path: str, batch: int, steps: int, repeats: int) ->
         f"| {name} | {vocab} | {len(plain)} / {len(over)} | {ms(step_p)} | {ms(fwd_p)} | {ms(cpu_p)} | "
         f"{ms(step_o)} | {ms(fwd_o)} | {ms(during)} | {ms(exposed)} | {ms(median(over, 'waited'))} | "
         f"{hidden_trace:.0%} | {hidden_clock:.0%} |"
-    ]
+    ], got["trace"]
 
 
 def main() -> None:
@@ -163,14 +177,21 @@ def main() -> None:
         "hidden (trace) | hidden (clock) |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    lines += measure("bundled tiny-json-llama", minisglang.DEFAULT_MODEL_PATH, args.batch, args.steps, args.repeats)
+    lines += measure("bundled tiny-json-llama", minisglang.DEFAULT_MODEL_PATH, args.batch, args.steps, args.repeats)[0]
     with tempfile.TemporaryDirectory() as tmp:
         path = random_model_65k(Path(tmp))
-        lines += measure("random weights, same shape", str(path), args.batch, args.steps, args.repeats)
+        row, trace = measure("random weights, same shape", str(path), args.batch, args.steps, args.repeats)
+        lines += row
+    title = f"s7 overlap, batch {args.batch}, 65k vocabulary: 3 typical full-batch decode steps of a real run"
+    overlap_timeline(typical_steps(trace, 3), steps=3, title=title).save(TIMELINE)
     lines += [
         "",
         "hidden (trace) = min(work during forward, overlap forward) / (work during forward + work "
         "exposed); hidden (clock) = (plain step - overlap step) / plain CPU work.",
+        "",
+        f"![three typical full-batch steps of the 65k overlapped run]({TIMELINE.name}) (the timeline: "
+        "forward thread above, scheduler thread below; green ran during the forward, orange did not, "
+        "grey is the scheduler waiting for the logits)",
         "",
         machine_line(f"{time.perf_counter() - start:.0f} s in all"),
     ]

@@ -20,7 +20,10 @@ N's logits:
   nothing and its token dropped; the KV it wrote is valid and goes to the radix tree
   with the rest. A request sure to finish (its length limit reached, or EOS) is
   processed before the batch is built instead: it must not join the batch (the budget
-  reserved no slot for it).
+  reserved no slot for it). So a request that its grammar or a stop string ends holds its
+  place in the running batch one step longer than without overlap, and a request waiting
+  for that place is admitted a step later (SGLang's overlap scheduler does the same). The
+  outputs are the same; only an abort at a fixed step can see the delay (fewer tokens).
 - masks N: the grammars have taken token N-1, so the packed mask rows for step N can be
   filled (s5's `batch_vocab_mask`); the logits only need them applied. A grammar whose
   row does not fit this step's budget (s5's `ready`) gives its row up: its token is not
@@ -349,4 +352,8 @@ class OverlapScheduler(Scheduler):
     def _finish(self, req: Req) -> None:
         if req in self.unprocessed:  # its last token was sampled before it left: it is output
             self.process_tokens([req])
+        if self.next_decode is not None and req in self.next_decode[0].reqs:
+            # It may leave outside a step (a closed stream): the early batch would hold a
+            # KV slot of a request that is gone until some later step dropped it.
+            self.drop_next_decode()
         super()._finish(req)

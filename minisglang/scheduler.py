@@ -760,8 +760,7 @@ class Scheduler:
             extend = len(req.fill_ids) - len(prefix)
             need = extend + self._remaining_new_tokens(req)
             if (
-                need > budget
-                or prefill_tokens + extend > self.config.max_prefill_tokens
+                prefill_tokens + extend > self.config.max_prefill_tokens
                 and chosen
                 or len(self.running) + len(chosen) >= self.config.max_running_requests
             ):
@@ -769,9 +768,14 @@ class Scheduler:
             cut = chunk is not None and chunk_tokens + extend > chunk
             if cut and chosen:
                 break  # it would be cut: it waits until it is first, and goes alone
+            # Its cached prefix, once locked, can no longer be evicted to make room: the budget
+            # counted it as room, so the check is made with the lock taken (and undone if it fails).
+            locked = -self.tree_cache.inc_lock_ref(node)
+            if need + locked > budget:
+                self.tree_cache.dec_lock_ref(node)
+                break
             chunk_tokens += extend
-            budget -= need
-            budget += self.tree_cache.inc_lock_ref(node)  # locked prefix is no longer evictable (<= 0)
+            budget -= need + locked
             prefill_tokens += extend
             chosen.append(req)
             if cut:

@@ -19,13 +19,14 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
-# A schema past NORMALISE_MAX_CHARS (64 KiB): the s5 fsm backend compiles it in a worker.
+# A schema past IN_PROCESS_SCHEMA_CHARS (256 KiB, fsm_backend.py): the s5 fsm backend compiles
+# it in a worker.
 BIG_SCHEMA = {
     "type": "object",
     "properties": {"n": {"type": "integer", "minimum": 0, "maximum": 99}},
     "required": ["n"],
     "additionalProperties": False,
-    "description": "x" * (70 * 1024),
+    "description": "x" * (260 * 1024),
 }
 
 

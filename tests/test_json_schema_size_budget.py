@@ -325,6 +325,33 @@ def test_mutual_recursion_compiles_once_per_combination_of_depths(monkeypatch):
     assert len(objects) <= 3 * 6**3 and len(regex) < 100_000
 
 
+def recursion_using_a_definition() -> dict:
+    """SARIF's shape: an `exception` holds inner exceptions (a recursion) and a `stack`,
+    a definition that never refers back to `exception`."""
+    stack = {"type": "object", "properties": {"frames": {"type": "array", "items": {"type": "string"}}}}
+    exception = {
+        "type": "object",
+        "properties": {
+            "message": {"type": "string"},
+            "stack": {"$ref": "#/$defs/stack"},
+            "inner": {"type": "array", "items": {"$ref": "#/$defs/exception"}},
+        },
+    }
+    return {"$defs": {"stack": stack, "exception": exception}, "$ref": "#/$defs/exception"}
+
+
+def test_a_definition_inside_a_recursion_compiles_once():
+    """`exception` is compiled once per depth of its own recursion (depths 0-4 at
+    max_ref_depth 5: the sixth level is cut); `stack` reads no depth, so it is compiled
+    once, not once per level of `exception` (5 + 5 objects when keyed by every depth)."""
+    objects = count_calls(monkeypatch := pytest.MonkeyPatch(), "_object")
+    try:
+        build_regex_from_schema(recursion_using_a_definition(), automaton="lazy")
+    finally:
+        monkeypatch.undo()
+    assert len(objects) == 5 + 1
+
+
 def test_the_lazy_definitions_count_against_the_limit():
     """Each definition is short, but (5 + 1)^6 combinations of depths make one each: their
     total is checked as they are made, not only the final regex."""
@@ -356,6 +383,7 @@ def test_compiling_each_ref_once_changes_no_regex(monkeypatch):
         (nested_lists(5), {}),
         (mutual_objects(3), {"max_ref_depth": 3}),
         (self_referring(4), {"max_ref_depth": 4}),
+        (recursion_using_a_definition(), {}),
     ]
     for automaton in ("lazy", "eager"):
         once = [build(s, automaton=automaton, **o) for s, o in schemas]

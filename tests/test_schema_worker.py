@@ -14,8 +14,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from minisglang.backends.base import NORMALISE_MAX_CHARS
-from minisglang.backends.fsm_backend import FSMBackend
+from minisglang.backends.fsm_backend import IN_PROCESS_SCHEMA_CHARS, FSMBackend
 from minisglang.constrained import schema_worker
 from minisglang.constrained.compile_service import CompileTimeout
 from minisglang.constrained.json_schema import InvalidSchemaError, build_regex_from_schema
@@ -83,13 +82,13 @@ def test_the_fsm_backend_sends_a_large_schema_to_a_child_and_gets_the_same_gramm
     schema = {
         "type": "object",
         "properties": {
-            f"p{k}": {"enum": [f"w{k}_{j}" for j in range(3)], "description": "d" * 1000} for k in range(80)
+            f"p{k}": {"enum": [f"w{k}_{j}" for j in range(3)], "description": "d" * 4000} for k in range(80)
         },
         "required": ["p0"],
         "additionalProperties": False,
     }
     text = json.dumps(schema)
-    assert len(text) > NORMALISE_MAX_CHARS
+    assert len(text) > IN_PROCESS_SCHEMA_CHARS
     calls = []
     real = schema_worker.schema_regex_in_process
     monkeypatch.setattr(
@@ -110,6 +109,37 @@ def test_the_fsm_backend_sends_a_large_schema_to_a_child_and_gets_the_same_gramm
     finally:
         in_child.shutdown()
         here.shutdown()
+
+
+def test_a_compile_past_its_cpu_budget_moves_to_a_child_and_gets_the_same_grammar(bundled_model_path, monkeypatch):
+    """A small text whose compile outgrows schema_cpu_seconds in this process (a counting
+    clock: 8 s pass by its second reading) is compiled again in a child; one within the
+    budget (10^9 s) stays here. Oracle: the backend that compiles everything on its own thread."""
+    from minisglang.constrained.json_schema import budget
+
+    tok = Tokenizer.from_pretrained(bundled_model_path)
+    schema = {"type": "object", "properties": {f"p{k}": {"type": "integer"} for k in range(20)}, "required": ["p0"]}
+    text = json.dumps(schema)
+    readings = iter(range(0, 10**6, 8))
+    monkeypatch.setattr(budget, "CLOCK", lambda: float(next(readings)))
+    calls = []
+    real = schema_worker.schema_regex_in_process
+    monkeypatch.setattr(
+        "minisglang.backends.fsm_backend.schema_regex_in_process", lambda *a, **k: calls.append(1) or real(*a, **k)
+    )
+    moved = FSMBackend(tok, tok.vocab_size, schema_cpu_seconds=5)
+    kept = FSMBackend(tok, tok.vocab_size, schema_cpu_seconds=10**9)
+    here = FSMBackend(tok, tok.vocab_size, compile_in="thread")
+    try:
+        assert moved.compile("json_schema", text).fsm.regex == here.compile("json_schema", text).fsm.regex
+        assert calls == [1]
+        moved.compile_schema(schema, text)  # (a schema parsed for its cache key goes to the child as JSON)
+        assert calls == [1, 1]
+        assert kept.compile("json_schema", text).fsm.regex == here.compile("json_schema", text).fsm.regex
+        assert calls == [1, 1]
+    finally:
+        for backend in (moved, kept, here):
+            backend.shutdown()
 
 
 def descendants() -> set[int]:

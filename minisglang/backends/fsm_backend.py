@@ -17,19 +17,27 @@ follows the regex, not the size of its DFA. `automaton="eager"` keeps the path a
 from __future__ import annotations
 
 import contextlib
+import json
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from ..constrained.compile_service import CompileService, CompileSettings
-from ..constrained.json_schema import COUNTED_STRING_CHAR, STRING_CHAR, build_regex_from_schema, build_schema_tree
+from ..constrained.json_schema import (
+    COUNTED_STRING_CHAR,
+    STRING_CHAR,
+    CompileBudgetError,
+    CpuBudget,
+    build_regex_from_schema,
+    build_schema_tree,
+)
 from ..constrained.lazy_regex_parser import parse_tree
 from ..constrained.lazy_token_fsm import LazyLimits, LazyTokenFSM, compile_lazy_token_fsm, prepare_vocabulary
 from ..constrained.regex_ast import Regex, render, text_size
 from ..constrained.schema_worker import schema_regex_in_process, start_ahead
 from ..constrained.token_fsm import ConstraintError, TokenFSM
 from ..constrained.work_slices import OutOfTime, deadline
-from .base import NORMALISE_MAX_CHARS, BaseGrammarBackend, BaseGrammarObject, GrammarError, register_backend
+from .base import BaseGrammarBackend, BaseGrammarObject, GrammarError, register_backend
 
 if TYPE_CHECKING:  # pragma: no cover   (s6's file: an s5 checkout has no structural_tag.py)
     from ..constrained.structural_tag import StructuralTag
@@ -47,6 +55,16 @@ LAZY_PREPARED_BODIES = (
     "[A-Za-z0-9]",
     "[A-Za-z0-9-]",
 )
+
+# Where a JSON Schema is compiled (`schema_tree`). In this process, on a compile thread that
+# yields to the scheduler at each subschema, for at most IN_PROCESS_SCHEMA_CPU_SECONDS of CPU
+# (option `schema_cpu_seconds`; the largest compile of 100 held-out MaskBench schemas took
+# 31 ms), then in a child process (constrained/schema_worker.py), which holds none of our
+# locks and takes what the compile built with it when it exits. A text over
+# IN_PROCESS_SCHEMA_CHARS goes to the child at once: its parse alone (no checkpoint) would
+# hold the GIL for milliseconds, and a schema that large rarely compiles within the budget.
+IN_PROCESS_SCHEMA_CPU_SECONDS = 0.1
+IN_PROCESS_SCHEMA_CHARS = 256 * 1024
 
 
 class FSMGrammar(BaseGrammarObject):
@@ -160,9 +178,10 @@ class FSMBackend(BaseGrammarBackend):
         if self.automaton == "lazy":
             self.service = None  # nothing worth a worker process: the start row takes ~1 ms
             if o.get("compile_in") != "thread":
-                # A schema past NORMALISE_MAX_CHARS is compiled in a child process (`schema_tree`):
-                # what forks those children starts now (its imports overlap the preparation
-                # below), not in the first such schema's compile.
+                # A schema past IN_PROCESS_SCHEMA_CHARS, or whose compile outgrows its CPU
+                # budget, is compiled in a child process (`schema_tree`): what forks those
+                # children starts now (its imports overlap the preparation below), not in the
+                # first such schema's compile.
                 start_ahead()
             # Per-vocabulary work done now, not in the first grammars' tokens: the counts of
             # the bodies JSON grammars repeat (a string's character, a digit, a hex digit).
@@ -213,27 +232,38 @@ class FSMBackend(BaseGrammarBackend):
             "automaton": self.automaton,
         }
         options["whitespace"] = self.options.get("json_whitespace")
-        if isinstance(schema, str) and len(schema) > NORMALISE_MAX_CHARS and self.options.get("compile_in") != "thread":
-            # A large schema's compile would hold this process's GIL for seconds (the
-            # compiler has no checkpoints): a child process writes its regex (schema_worker.py).
-            # (The child sends its tree as lazy-dialect text, the one form that crosses the pipe;
-            # this is the only place a compiled schema is parsed back.)
-            child_text = schema_regex_in_process(
-                schema,
-                options,
-                self.compile_timeout,
-                self.options.get("compile_memory_bytes", 4 << 30),
-                int(self.options.get("compile_nice", 5)),
-            )
-            tree, written = parse_tree(child_text, members=True), child_text
-        else:
-            tree, written = build_schema_tree(schema, **options), None
-        size = text_size(tree)
+        if self.options.get("compile_in") == "thread":  # no child processes: all of it here
+            return build_schema_tree(schema, **options), None
+        if isinstance(schema, str) and len(schema) > IN_PROCESS_SCHEMA_CHARS:
+            return self._schema_tree_in_child(schema, options, limit)
+        # Here, as long as it takes at most schema_cpu_seconds of CPU (its compile thread
+        # yields to the scheduler at every subschema meanwhile); past that, in a child.
+        budget = CpuBudget(float(self.options.get("schema_cpu_seconds", IN_PROCESS_SCHEMA_CPU_SECONDS)))
+        try:
+            # (build_schema_tree checks text_size against the same limit, given as its option)
+            return build_schema_tree(schema, budget=budget, **options), None
+        except CompileBudgetError:
+            text = schema if isinstance(schema, str) else json.dumps(schema, ensure_ascii=False)
+            return self._schema_tree_in_child(text, options, limit)
+
+    def _schema_tree_in_child(self, text: str, options: dict[str, Any], limit: int | None) -> tuple[Regex, str]:
+        """The schema's tree written by a child process (schema_worker.py), and its text. The
+        child sends the tree as lazy-dialect text, the one form that crosses the pipe; this is
+        the only place a compiled schema is parsed back."""
+        child_text = schema_regex_in_process(
+            text,
+            options,
+            self.compile_timeout,
+            self.options.get("compile_memory_bytes", 4 << 30),
+            int(self.options.get("compile_nice", 5)),
+        )
+        tree = parse_tree(child_text, members=True)
+        size = text_size(tree)  # (the tree read back: the child checked the one it built)
         if limit is not None and size > limit:
             raise ConstraintError(
                 f"regex of {size:,} characters is longer than the limit of {limit:,} (option max_regex_chars)"
             )
-        return tree, written
+        return tree, child_text
 
     def compile_regex(
         self, regex: str | Regex, max_regex_chars: int | None, ours: bool = False, text: str | None = None

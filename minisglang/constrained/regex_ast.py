@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, overload
 
 from .lazy_regex import EMPTY, TOO_DEEP, AutomatonLimitError, RegexNode, RegexPool
@@ -39,10 +40,17 @@ Dialect = Literal["python", "lazy"]
 REF_CHARS = len("(?@ref:") + 16 + len(")")
 
 
-@functools.lru_cache(maxsize=4096)
-def _escaped_len(c: str) -> int:
-    """How long one character is in regex text (`.` is `\\.`)."""
-    return len(_escape_char(c, in_class=False))
+# Characters that stand for themselves in regex text are most of a schema's literal text.
+_PLAIN_TEXT = re.compile(r"[^\\.^$*+?()\[\]{}|]*")
+
+
+@functools.lru_cache(maxsize=16384)
+def _escaped_text(text: str) -> str:
+    """`text` as regex text (`a.b` is `a\\.b`): a Text node's size and its rendering,
+    worked out once per text (keys and punctuation come back in every schema)."""
+    if text.isascii() and text.isprintable() and _PLAIN_TEXT.fullmatch(text):
+        return text
+    return "".join(_escape_char(c, in_class=False) for c in text)
 
 
 def _quantifier(low: int, high: int | None) -> str:
@@ -87,9 +95,10 @@ class Regex:
     def _fields(self) -> tuple[object, ...]:
         raise NotImplementedError
 
-    def _cache(self, size: int, nullable: bool) -> None:
+    def _cache(self, key: tuple[object, ...], size: int, nullable: bool) -> None:
+        """Set the cached fields; `key` is the class and the fields (what the hash is of)."""
         # (The dataclasses are frozen: their own fields are set once, these cached ones too.)
-        object.__setattr__(self, "_hash", hash((type(self).__name__, *self._fields())))
+        object.__setattr__(self, "_hash", hash(key))
         object.__setattr__(self, "size", size)
         object.__setattr__(self, "nullable", nullable)
 
@@ -123,7 +132,7 @@ class Text(Regex):
         return (self.text,)
 
     def __post_init__(self) -> None:
-        self._cache(sum(map(_escaped_len, self.text)), not self.text)
+        self._cache((Text, self.text), len(_escaped_text(self.text)), not self.text)
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -136,7 +145,7 @@ class Chars(Regex):
         return (self.ranges,)
 
     def __post_init__(self) -> None:
-        self._cache(len(_class_text(self.ranges)), False)
+        self._cache((Chars, self.ranges), len(_class_text(self.ranges)), False)
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -149,7 +158,8 @@ class Seq(Regex):
         return self.parts
 
     def __post_init__(self) -> None:
-        self._cache(sum(p.size for p in self.parts), all(p.nullable for p in self.parts))
+        parts = self.parts
+        self._cache((Seq, *parts), sum([p.size for p in parts]), all([p.nullable for p in parts]))
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -162,7 +172,10 @@ class Alt(Regex):
         return self.options
 
     def __post_init__(self) -> None:
-        self._cache(sum(o.size for o in self.options) + len(self.options) + 3, any(o.nullable for o in self.options))
+        options = self.options
+        self._cache(
+            (Alt, *options), sum([o.size for o in options]) + len(options) + 3, any([o.nullable for o in options])
+        )
 
 
 def _is_unit(node: Regex) -> bool:
@@ -186,7 +199,11 @@ class Repeat(Regex):
 
     def __post_init__(self) -> None:
         group = 0 if _is_unit(self.body) else len("(?:)")
-        self._cache(self.body.size + group + len(_quantifier(self.low, self.high)), self.low == 0 or self.body.nullable)
+        self._cache(
+            (Repeat, self.body, self.low, self.high),
+            self.body.size + group + len(_quantifier(self.low, self.high)),
+            self.low == 0 or self.body.nullable,
+        )
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -200,7 +217,7 @@ class And(Regex):
         return (self.a, self.b)
 
     def __post_init__(self) -> None:
-        self._cache(self.a.size + self.b.size + 11, self.a.nullable and self.b.nullable)
+        self._cache((And, self.a, self.b), self.a.size + self.b.size + 11, self.a.nullable and self.b.nullable)
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -214,7 +231,7 @@ class Diff(Regex):
         return (self.a, self.b)
 
     def __post_init__(self) -> None:
-        self._cache(self.a.size + self.b.size + 12, self.a.nullable and not self.b.nullable)
+        self._cache((Diff, self.a, self.b), self.a.size + self.b.size + 12, self.a.nullable and not self.b.nullable)
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -237,7 +254,11 @@ class Members(Regex):
         if any(m.nullable for m in self.members):
             raise RegexError("a member of a (?@members ...) group must match a non-empty string")
         size = self.separator.size + sum(m.size + 3 for m in self.members) + 13
-        self._cache(size + (0 if self.extra is None else self.extra.size + 3), not any(self.required))
+        self._cache(
+            (Members, *self._fields()),
+            size + (0 if self.extra is None else self.extra.size + 3),
+            not any(self.required),
+        )
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -245,15 +266,21 @@ class Shared(Regex):
     """`body`, written once in the lazy dialect (`(?@def:NAME(body))` in front, `(?@ref:NAME)`
     where it is used) and in full in the Python dialect. Only a mark for the text: the
     automaton shares every repeated sub-expression anyway (lowering and the pool's
-    hash-consing make each one node)."""
+    hash-consing make each one node).
+
+    `uses`: the Shared nodes nearest under `body` (none of them inside another), in the
+    order a walk meets them; worked out once here, so that `shared_in_order` and
+    `text_size` step from definition to definition instead of walking every node."""
 
     body: Regex
+    uses: tuple[Shared, ...] = field(init=False, repr=False)  # (not compared: it follows from body)
 
     def _fields(self) -> tuple[object, ...]:
         return (self.body,)
 
     def __post_init__(self) -> None:
-        self._cache(REF_CHARS, self.body.nullable)
+        self._cache((Shared, self.body), REF_CHARS, self.body.nullable)
+        object.__setattr__(self, "uses", _nearest_shared(self.body))
 
 
 EPSILON: Regex = Seq(())  # the empty string (typed Regex: it stands where any node may)
@@ -287,22 +314,19 @@ def concat(*parts: Regex | None) -> Regex | None:
     neighbouring texts joined (the text they write is the same)."""
     flat: list[Regex] = []
     run: list[Text] = []  # neighbouring texts not joined yet
-
-    def end_run() -> None:
-        if run:
-            flat.append(run[0] if len(run) == 1 else Text("".join(t.text for t in run)))
-            run.clear()
-
     for part in parts:
         if part is None:
             return None
-        for p in part.parts if isinstance(part, Seq) else (part,):
-            if isinstance(p, Text):
+        for p in part.parts if type(part) is Seq else (part,):
+            if type(p) is Text:
                 run.append(p)
-            else:
-                end_run()
-                flat.append(p)
-    end_run()
+                continue
+            if run:  # (written out twice, here and below: a nested function per call cost more)
+                flat.append(run[0] if len(run) == 1 else Text("".join([t.text for t in run])))
+                run.clear()
+            flat.append(p)
+    if run:
+        flat.append(run[0] if len(run) == 1 else Text("".join([t.text for t in run])))
     return flat[0] if len(flat) == 1 else Seq(tuple(flat))
 
 
@@ -388,9 +412,10 @@ class _Renderer:
 
     def _text(self, node: Regex) -> str:
         if isinstance(node, Text):
-            return "".join(_escape_char(c, in_class=False) for c in node.text)
+            return _escaped_text(node.text)
         if isinstance(node, Chars):
             return _class_text(node.ranges)
+        checkpoint()  # a large tree is rendered on a compile thread that yields to the scheduler
         if isinstance(node, Seq):
             return "".join(self.text(p) for p in node.parts)  # an Alt is a group already
         if isinstance(node, Alt):
@@ -447,42 +472,53 @@ def children(node: Regex) -> Sequence[Regex]:
     return ()
 
 
+def _nearest_shared(node: Regex) -> tuple[Shared, ...]:
+    """The Shared nodes under `node` (itself, if it is one) that no other Shared node under
+    it holds, each once, in the order a depth-first walk meets them (children in order).
+    A walk with its own stack: a tree may nest deeper than Python's recursion limit."""
+    found: dict[int, Shared] = {}  # id -> node, in the order met
+    seen: set[int] = set()
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, Shared):
+            found.setdefault(id(n), n)
+            continue
+        if id(n) in seen or isinstance(n, (Text, Chars)):
+            continue
+        seen.add(id(n))
+        stack.extend(reversed(children(n)))
+    return tuple(found.values())
+
+
 def shared_in_order(node: Regex) -> list[Shared]:
     """The Shared nodes under `node` (itself included), each after the ones its body uses.
 
     A walk with its own stack, no recursion: a schema's shared parts may chain thousands
     deep (an object's member list, each tail shared), and handling them in this order
-    keeps every other walk (render, lower) within one body's nesting."""
+    keeps every other walk (render, lower) within one body's nesting. It steps along each
+    Shared node's `uses`, so it walks the nodes outside every Shared body only: the same
+    order as a walk of every node, depth first, each Shared node after its body."""
     out: list[Shared] = []
     seen: set[int] = set()
-    stack: list[tuple[Regex, bool]] = [(node, False)]
+    stack: list[tuple[Shared, bool]] = [(s, False) for s in reversed(_nearest_shared(node))]
     while stack:
-        n, children_done = stack.pop()
-        if children_done:
-            if isinstance(n, Shared):
-                out.append(n)
+        shared, uses_done = stack.pop()
+        if uses_done:
+            out.append(shared)
             continue
-        if id(n) in seen:
+        if id(shared) in seen:
             continue
-        seen.add(id(n))
-        stack.append((n, True))
-        stack.extend((c, False) for c in reversed(children(n)))
+        seen.add(id(shared))
+        stack.append((shared, True))
+        stack.extend((u, False) for u in reversed(shared.uses))
     return out
 
 
 def text_size(node: Regex) -> int:
     """About how long the lazy dialect's text of `node` is: its size plus each shared
     definition it uses, once (the length limits of the backends read this)."""
-    total, seen, todo = node.size, set(), [node]
-    while todo:
-        n = todo.pop()
-        if id(n) in seen:
-            continue
-        seen.add(id(n))
-        if isinstance(n, Shared):
-            total += n.body.size + REF_CHARS + 2  # (?@def:NAME(body))
-        todo.extend(children(n))
-    return total
+    return node.size + sum(s.body.size + REF_CHARS + 2 for s in shared_in_order(node))  # (?@def:NAME(body))
 
 
 # ---------------------------------------------------------------------------------------
@@ -511,6 +547,7 @@ class _Lowering:
         self.done: dict[int, RegexNode] = {}  # id(node) -> its pool node
         self.keep: list[Regex] = []  # (the nodes behind those ids stay alive)
         self.classes: dict[Ranges, RegexNode] = {}
+        self.texts: dict[str, RegexNode] = {}
 
     def node(self, node: Regex) -> RegexNode:
         out = self.done.get(id(node))
@@ -521,8 +558,13 @@ class _Lowering:
 
     def _node(self, node: Regex) -> RegexNode:
         pool = self.pool
-        if isinstance(node, Text):
-            return pool.concat_all([pool.byte_set(1 << b) for b in node.text.encode("utf-8")])
+        if isinstance(node, Text):  # (the same text in another node: lowered once)
+            out = self.texts.get(node.text)
+            if out is None:
+                out = self.texts[node.text] = pool.concat_all(
+                    [pool.byte_set(1 << b) for b in node.text.encode("utf-8")]
+                )
+            return out
         if isinstance(node, Chars):
             return self.ranges(node.ranges)
         checkpoint()  # a large tree is lowered on a compile thread that yields to the scheduler

@@ -1,13 +1,16 @@
 """A large JSON Schema turned into regex text in a process of its own (issue 30).
 
-The schema compiler (the json_schema package) is pure Python with no checkpoints: on a compile thread
-it holds the GIL for its whole run, and four 3.9 MB schemas (a JSON parse, then 3 s of
-compiling each) made every step of the scheduler wait for the GIL at each torch operation:
-a bystander's p99 went 2.6-20x its baseline. Schema -> regex text is a pure function, so a
+The schema compiler (the json_schema package) is pure Python: four 3.9 MB schemas compiled
+on compile threads (a JSON parse, then 3 s of compiling each), back when it had no
+checkpoints, made every step of the scheduler wait for the GIL at each torch operation: a
+bystander's p99 went 2.6-20x its baseline. Schema -> regex text is a pure function, so a
 large schema is compiled in a child process: the compile thread only waits on a pipe
 (without the GIL), and what the compile built (a 3.9 MB schema is ~10^5 dicts) dies with
 the child instead of growing the server. The parent gets the regex text back, or the
 compiler's own exception, and reads the text as it would have read the compiler's result.
+The fsm backend sends a schema here when its text is over 256 KiB, or when its compile in
+the server ran past its CPU budget (json_schema/budget.py; the compiler now checkpoints at
+every subschema, so until then its thread yields to the scheduler).
 
 One child per schema: it exits after answering, so its memory goes back to the system at
 once (a child kept for the next schema would keep its peak). Starting one costs a fork of

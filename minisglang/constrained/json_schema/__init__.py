@@ -91,7 +91,8 @@ itself does.
 
 The package, one job per module (each rule of the compiler is a mixin of `_SchemaCompiler`):
 - build.py: `build_schema_tree` and `build_regex_from_schema`, the top-level compile;
-  loading.py: `load_schema`.
+  loading.py: `load_schema`; budget.py: the CPU time a compile may take in this process,
+  checked (with the compile thread's checkpoint) at every subschema.
 - options.py (SchemaOptions, the policies' defaults), keywords.py (the keywords we know),
   errors.py.
 - compiler_base.py (one compile's state, size checks, shared definitions), compiler.py
@@ -102,8 +103,10 @@ The package, one job per module (each rule of the compiler is a mixin of `_Schem
   values.py.
 """
 
+from minisglang.constrained.json_schema.budget import CpuBudget
 from minisglang.constrained.json_schema.build import build_regex_from_schema, build_schema_tree
 from minisglang.constrained.json_schema.errors import (
+    CompileBudgetError,
     InvalidSchemaError,
     SchemaTooLargeError,
     UnsupportedSchemaError,
@@ -132,6 +135,8 @@ __all__ = [
     "SHORT_FORMATS",
     "STRING_CHAR",
     "UNSUPPORTED_KEYWORDS",
+    "CompileBudgetError",
+    "CpuBudget",
     "InvalidSchemaError",
     "SchemaOptions",
     "SchemaTooLargeError",

@@ -200,7 +200,7 @@ class _ApplicatorRules(_CompilerBase):
             # Only the $refs on the way down count: one flatten never meets a target twice
             # along a path (`chain` refuses that), so repeats in `refs` are siblings (allOf
             # of two equal $refs), one expansion at this level, not a deeper recursion.
-            if cut and self.active_refs[target_path] >= self.max_ref_depth:
+            if cut and self.ref_depth(target_path) >= self.max_ref_depth:
                 return False  # recursion unrolled max_ref_depth times: stop here
             if target_path not in refs:
                 refs.append(target_path)

@@ -10,6 +10,7 @@ from dataclasses import fields
 from decimal import Decimal
 from typing import Any
 
+from minisglang.constrained.json_schema.budget import CpuBudget
 from minisglang.constrained.json_schema.compiler import _SchemaCompiler
 from minisglang.constrained.json_schema.errors import InvalidSchemaError, UnsupportedSchemaError
 from minisglang.constrained.json_schema.keywords import _finite_values, _types
@@ -33,7 +34,11 @@ def build_regex_from_schema(
 
 
 def build_schema_tree(
-    schema: dict[str, Any] | str | bool, whitespace: str | None = None, max_ref_depth: int = 5, **options: Any
+    schema: dict[str, Any] | str | bool,
+    whitespace: str | None = None,
+    max_ref_depth: int = 5,
+    budget: CpuBudget | None = None,
+    **options: Any,
 ) -> Regex:
     """The regex (regex_ast.py's tree) of the JSON texts of the values `schema` accepts (see
     the package doc). The lazy automaton reads it directly (regex_ast.lower).
@@ -41,9 +46,9 @@ def build_schema_tree(
     `schema` is a dict or its JSON text; `whitespace` is the regex allowed at each place
     JSON allows whitespace (default DEFAULT_WHITESPACE; it must match the empty string and
     only JSON whitespace); `max_ref_depth` bounds how often one `$ref` is expanded along a
-    path; `options` are the other fields of SchemaOptions (an unknown name is a
-    ValueError). Raises InvalidSchemaError, UnsupportedSchemaError, or ValueError for a
-    bad option.
+    path; `budget` bounds the compile's CPU time (budget.py: CompileBudgetError past it);
+    `options` are the other fields of SchemaOptions (an unknown name is a ValueError).
+    Raises InvalidSchemaError, UnsupportedSchemaError, or ValueError for a bad option.
     """
     known = {f.name for f in fields(SchemaOptions)} - {"whitespace", "max_ref_depth"}
     unknown = sorted(set(options) - known)
@@ -55,7 +60,7 @@ def build_schema_tree(
     if not isinstance(schema, (dict, bool)):
         raise InvalidSchemaError(f"a schema must be a JSON object or a boolean, got {type(schema).__name__}")
     ws = _checked_whitespace(DEFAULT_WHITESPACE if whitespace is None else whitespace)
-    compiler = _SchemaCompiler(schema, ws, opts)
+    compiler = _SchemaCompiler(schema, ws, opts, budget)
     try:
         regex = compiler.value(schema, "#")
         if regex is None and compiler.empty_because is not None:

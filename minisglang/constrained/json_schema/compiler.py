@@ -9,6 +9,7 @@ from typing import Any
 
 from minisglang.constrained.json_schema.applicators import _ApplicatorRules
 from minisglang.constrained.json_schema.arrays import _ArrayRules
+from minisglang.constrained.json_schema.budget import tick
 from minisglang.constrained.json_schema.errors import InvalidSchemaError, UnsupportedSchemaError
 from minisglang.constrained.json_schema.keywords import (
     _check_keywords,
@@ -19,10 +20,15 @@ from minisglang.constrained.json_schema.keywords import (
 )
 from minisglang.constrained.json_schema.numbers import _NumberRules, _unbounded_number
 from minisglang.constrained.json_schema.objects import _ObjectRules
+from minisglang.constrained.json_schema.options import SchemaOptions
 from minisglang.constrained.json_schema.regex_parts import Regex, _alt, _concat, lit
 from minisglang.constrained.json_schema.string_chars import STRING
 from minisglang.constrained.json_schema.strings import _StringRules
 from minisglang.constrained.json_schema.values import _json_equal, _json_type_of, _literal, _type_allows
+
+# `_any_value`'s trees by (nesting, whitespace, options), as compiles made them: every
+# schema with an unconstrained value (`{}`, an array's missing `items`) needs the same one.
+ANY_VALUES: dict[tuple[int, Regex, SchemaOptions], Regex] = {}
 
 
 class _SchemaCompiler(_ApplicatorRules, _NumberRules, _StringRules, _ArrayRules, _ObjectRules):
@@ -160,11 +166,19 @@ class _SchemaCompiler(_ApplicatorRules, _NumberRules, _StringRules, _ArrayRules,
                 if rest_regex is not None
                 and self.matches(rest_regex, json.dumps(v, separators=(",", ":"), ensure_ascii=False))
             ]
-        return _alt([_literal(v, self.ws) for v in values])
+        literals = []
+        for v in values:  # (an enum may hold thousands of values: a checkpoint per value)
+            tick(self.budget, path)
+            literals.append(_literal(v, self.ws))
+        return _alt(literals)
 
     def _any_value(self, nesting: int) -> Regex:
         """Any JSON value with containers nested at most `nesting` levels deep."""
         if nesting not in self.any_values:
+            made = ANY_VALUES.get((nesting, self.ws, self.options))
+            if made is not None and self.adopt(made):  # (made by an earlier compile: the same tree)
+                self.any_values[nesting] = made
+                return made
             options: list[Regex | None] = [STRING, _unbounded_number(self.options, False)]
             options += [lit("true"), lit("false"), lit("null")]
             if nesting > 0:
@@ -176,4 +190,6 @@ class _SchemaCompiler(_ApplicatorRules, _NumberRules, _StringRules, _ArrayRules,
             any_value = self.shared(_alt(options))
             assert any_value is not None  # (a string, at least)
             self.any_values[nesting] = any_value
+            if len(ANY_VALUES) < 64:
+                ANY_VALUES[nesting, self.ws, self.options] = any_value
         return self.any_values[nesting]

@@ -4,27 +4,30 @@ shared definitions (automaton="lazy") and the matchers that test a value against
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
+from minisglang.constrained.json_schema.budget import CpuBudget, tick
 from minisglang.constrained.json_schema.errors import SchemaTooLargeError, UnsupportedSchemaError
 from minisglang.constrained.json_schema.keywords import ANNOTATION_KEYWORDS
 from minisglang.constrained.json_schema.options import ANY_VALUE_NESTING, LAZY_ANY_VALUE_NESTING, SchemaOptions
 from minisglang.constrained.json_schema.refs import ROOT_URI, _ResourceIndex
 from minisglang.constrained.json_schema.regex_parts import Regex, _alt, _concat, lit
-from minisglang.constrained.json_schema.string_chars import STRING, _json_string_chars, _string_except
+from minisglang.constrained.json_schema.string_chars import STRING, _json_char, _string_except
 from minisglang.constrained.lazy_byte_dfa import LazyByteDFA
 from minisglang.constrained.lazy_regex import EMPTY, RegexNode, RegexPool
-from minisglang.constrained.regex_ast import And, Shared, difference, lower
+from minisglang.constrained.regex_ast import And, Shared, difference, lower, shared_in_order
 from minisglang.constrained.regex_dfa import RegexError
 
 # A subschema's regex at least this long is written once and referred to (automaton="lazy").
 SHARE_MIN_CHARS = 64
 
-# What the regex of a `$ref` depends on (see `_ref_key`): its target's pointer, the base URI
-# at the $ref, and how often each $ref is being expanded on the way there.
-RefKey = tuple[str, str, tuple[tuple[str, int], ...]]
+# A `$ref` compiled (see `_ref_key`): its target's pointer and the base URI at the $ref.
+RefKey = tuple[str, str]
+# The $refs whose expansion depths a compile of a target read (sorted), and those depths.
+RefDepths = tuple[tuple[str, ...], tuple[int, ...]]
+_NOT_COMPILED = object()  # (a regex may be None: no value)
 
 
 class _CompilerBase(_ResourceIndex):
@@ -42,8 +45,9 @@ class _CompilerBase(_ResourceIndex):
         def _flat_value(self, schema: dict[str, Any] | bool, path: str) -> Regex | None: ...
         def _any_value(self, nesting: int) -> Regex: ...
 
-    def __init__(self, root: dict[str, Any] | bool, ws: Regex, options: SchemaOptions):
+    def __init__(self, root: dict[str, Any] | bool, ws: Regex, options: SchemaOptions, budget: CpuBudget | None = None):
         self.root = root
+        self.budget = budget  # CPU time this compile may take (None: no limit), checked at each `value`
         self.ws = ws  # the whitespace regex: after `{`, `[`, `,`, `:` and before `}`, `]`
         self.sep = _concat(lit(","), ws)  # between two members or elements
         self.options = options
@@ -59,9 +63,11 @@ class _CompilerBase(_ResourceIndex):
         # length (checked against max_regex_chars as they are made).
         self.definitions: dict[Regex, Shared] = {}
         self.definitions_chars = 0
-        # The regex of each `$ref` compiled so far (see `_ref_key`): a target used many
-        # times, or by every level of a recursion, is compiled once per expansion depth.
-        self.ref_values: dict[RefKey, Regex | None] = {}
+        # The regex of each `$ref` compiled so far (see `value`): a target used many times, or
+        # by every level of a recursion, is compiled once per depth of the $refs it reads.
+        self.ref_values: dict[RefKey, dict[tuple[str, ...], dict[tuple[int, ...], Regex | None]]] = {}
+        # One set per $ref being compiled, innermost last: the $refs whose depth it read.
+        self.depths_read: list[set[str]] = []
         self.ref_targets: dict[tuple[str, str], str] = {}  # (base URI, $ref) -> the target's pointer
         self.matchers: dict[Regex, Callable[[str], bool]] = {}  # regex -> its `_matcher`
         # The nodes the lazy automaton reads, for the checks (`matches`, `language_empty`):
@@ -70,19 +76,31 @@ class _CompilerBase(_ResourceIndex):
         # Schema resources: absolute URI ($id) -> its pointer; (URI, $anchor) -> pointer.
         self.resources: dict[str, str] = {}
         self.anchors: dict[tuple[str, str], str] = {}
+        self.places: dict[str, tuple[object, str]] = {}
+        self.targets: dict[tuple[str, str], tuple[object, str]] = {}
         self.resources[ROOT_URI] = "#"
         self._index(root, ROOT_URI, "#")
 
     # -- entry point ------------------------------------------------------------------
     def value(self, schema: object, path: str) -> Regex | None:
         """The regex of the JSON texts of the values `schema` accepts; None if there are none."""
+        tick(self.budget, path)  # (a compile thread yields to the scheduler here: the compiler's checkpoint)
         key = self._ref_key(schema, path)
-        if key is not None and key in self.ref_values:
-            return self.ref_values[key]
-        flat, refs = self.flatten(schema, path)
-        mark = len(self.empty_parts)
-        with self.expanding(refs):
-            regex = self._flat_value(flat, path)
+        if key is not None:
+            done = self._compiled_ref(key)
+            if done is not _NOT_COMPILED:
+                return cast("Regex | None", done)
+            self.depths_read.append(set())
+        try:
+            flat, refs = self.flatten(schema, path)
+            mark = len(self.empty_parts)
+            if refs:
+                with self.expanding(refs):
+                    regex = self._flat_value(flat, path)
+            else:  # (most subschemas: no context manager to enter)
+                regex = self._flat_value(flat, path)
+        finally:
+            read = self.depths_read.pop() if key is not None else set()
         if regex is not None:
             del self.empty_parts[mark:]  # its empty parts were optional or alternatives: not why
         elif len(self.empty_parts) == mark:
@@ -91,20 +109,47 @@ class _CompilerBase(_ResourceIndex):
         regex = self.shared(regex)
         self.check_size(self.definitions_chars, path)
         if key is not None:
-            self.ref_values[key] = regex
+            names = tuple(sorted(read))
+            depths = tuple(self.active_refs[r] for r in names)  # (as they were when it began)
+            self.ref_values.setdefault(key, {}).setdefault(names, {})[depths] = regex
+            self._note_read(names)
         return regex
 
-    def _ref_key(self, schema: object, path: str) -> RefKey | None:
-        """For a schema that is a `$ref` and nothing else (annotations aside), what its regex
-        depends on: the target, the base URI at `path` (the target's own relative $refs are
-        resolved against it) and how often each $ref is being expanded on the way here (the
-        max_ref_depth cut). None for any other schema.
+    def _compiled_ref(self, key: RefKey) -> object:
+        """The regex of the $ref `key` compiled before where each $ref it read has the depth it
+        has now (the caller then depends on those depths too); else _NOT_COMPILED."""
+        for names, by_depths in self.ref_values.get(key, {}).items():
+            regex = by_depths.get(tuple(self.active_refs[r] for r in names), _NOT_COMPILED)
+            if regex is not _NOT_COMPILED:
+                self._note_read(names)
+                return regex
+        return _NOT_COMPILED
 
-        Without this, each use of a $ref compiled its target again: 500 properties referring
-        to a 2,000-value enum took 6 s, and a recursion compiled its target once per path,
-        not once per depth: 3 object definitions that refer to each other (a 429-character
+    def ref_depth(self, target: str) -> int:
+        """How often the $ref target `target` is being expanded on the current path, noted
+        as read by the $ref compiled now (the max_ref_depth cut reads it)."""
+        self._note_read((target,))
+        return self.active_refs[target]
+
+    def _note_read(self, names: Iterable[str]) -> None:
+        if self.depths_read:
+            self.depths_read[-1].update(names)
+
+    def _ref_key(self, schema: object, path: str) -> RefKey | None:
+        """For a schema that is a `$ref` and nothing else (annotations aside): its target and
+        the base URI at `path` (the target's own relative $refs are resolved against it).
+        None for any other schema.
+
+        Its regex also depends on how often some $refs are being expanded on the way here
+        (the max_ref_depth cut), but only on those its compile reads (`ref_depth`): `value`
+        keeps the regex of each target under the depths its compile read. Without this,
+        each use of a $ref compiled its target again: 500 properties referring to a
+        2,000-value enum took 6 s, and a recursion compiled its target once per path, not
+        once per depth: 3 object definitions that refer to each other (a 429-character
         schema) ran for minutes at max_ref_depth 5 on the lazy automaton, whose shared
-        regex never grew past max_regex_chars to stop it."""
+        regex never grew past max_regex_chars to stop it. Keyed by every $ref's depth, a
+        definition used inside a recursion (a SARIF `stack` inside each nested `exception`)
+        was compiled once per depth of that recursion, which it never reads."""
         if (
             not isinstance(schema, dict)
             or "$ref" not in schema
@@ -116,8 +161,7 @@ class _CompilerBase(_ResourceIndex):
         if target_path is None:
             target_path = self.resolve(ref, path)[1]
             self.ref_targets[base, ref] = target_path
-        depths = tuple(sorted((r, n) for r, n in self.active_refs.items() if n > 0))
-        return target_path, base, depths
+        return target_path, base
 
     def shared(self, regex: Regex | None) -> Regex | None:
         """For the lazy automaton, a subschema's long regex is marked to be written once: a
@@ -142,18 +186,27 @@ class _CompilerBase(_ResourceIndex):
             self.definitions_chars += regex.size
         return node
 
+    def adopt(self, regex: Regex) -> bool:
+        """Take a tree an earlier compile made as if this compile had made it: its Shared
+        nodes become this compile's definitions (counted against max_regex_chars as `shared`
+        counts them). False, with nothing taken, when this compile already has an equal
+        definition of its own (two nodes of one definition would write it twice)."""
+        nodes = shared_in_order(regex)
+        if any(self.definitions.get(s.body, s) is not s for s in nodes):
+            return False
+        for s in nodes:
+            if s.body not in self.definitions:
+                self.definitions[s.body] = s
+                self.definitions_chars += s.body.size
+        return True
+
     def key_except(self, names: list[str]) -> Regex:
         """A JSON string that decodes to none of `names` (an unlisted key). For the lazy
         automaton any string minus every JSON writing of each name (a `Diff` node: its size
         is the names'), else _string_except's trie (a few hundred characters per name)."""
         if self.options.automaton != "lazy":
             return _string_except(names)
-        writings = _alt(
-            [
-                _concat(lit('"'), *(_json_string_chars([(ord(c), ord(c))], every=True) for c in name), lit('"'))
-                for name in names
-            ]
-        )
+        writings = _alt([_concat(lit('"'), *(_json_char(c, every=True) for c in name), lit('"')) for name in names])
         out = self.shared(difference(STRING, writings))
         assert out is not None
         return out

@@ -11,5 +11,10 @@ class SchemaTooLargeError(UnsupportedSchemaError):
     """The schema's regex would be longer than the option max_regex_chars."""
 
 
+class CompileBudgetError(UnsupportedSchemaError):
+    """The compile took more CPU time in this process than its budget (budget.py): the fsm
+    backend then compiles the schema in a child process; anyone else gets this refusal."""
+
+
 class InvalidSchemaError(ValueError):
     """The input is not a valid JSON Schema (bad JSON, wrong keyword value types, bad $ref)."""

@@ -3,6 +3,7 @@ multipleOf (the compiler's `_number` rules)."""
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
@@ -33,9 +34,11 @@ OPTIONAL_MINUS = _repeat(MINUS, 0, 1)
 POINT_ZERO = _repeat(lit(".0"), 0, 1)
 
 
+@functools.lru_cache(maxsize=64)
 def _unbounded_number(options: SchemaOptions, integer: bool) -> Regex:
     """Any integer (or number, with fraction and exponent) within the options' digit limits
-    (none with bound_numbers off)."""
+    (none with bound_numbers off). Remembered: every unbounded number of every schema
+    compiled with the same options is this same tree."""
 
     def digits(lo: int, limit: int) -> Regex | None:
         return _repeat(DIGIT, lo, limit if options.bound_numbers else None)
@@ -155,6 +158,18 @@ def _number_range(
         high, high_strict = (None, False) if lo is None else (-lo, lo_strict)
         options.append(_concat(MINUS, _magnitude_range(low, low_strict, high, high_strict, fraction, max_fraction)))
     return _alt(options)
+
+
+@functools.lru_cache(maxsize=1024)
+def _remembered_range(
+    lo: str | None, lo_strict: bool, hi: str | None, hi_strict: bool, fraction: bool, max_fraction: int
+) -> Regex | None:
+    """`_number_range` of bounds given as Decimal text (which keeps a Decimal's digits and
+    exponent exactly), remembered: the same bounds (0, 100, the digit limits) come back in
+    schema after schema."""
+    low = None if lo is None else Decimal(lo)
+    high = None if hi is None else Decimal(hi)
+    return _number_range(low, lo_strict, high, hi_strict, fraction, max_fraction)
 
 
 # multipleOf within bounds lists the multiples: at most this many.
@@ -282,7 +297,14 @@ class _NumberRules(_CompilerBase):
             lo, lo_strict = -limit, True
         if hi is None and self.options.bound_numbers:
             hi, hi_strict = limit, True
-        regex = _number_range(lo, lo_strict, hi, hi_strict, not integer, self.options.max_fraction_digits)
+        regex = _remembered_range(
+            None if lo is None else str(lo),
+            lo_strict,
+            None if hi is None else str(hi),
+            hi_strict,
+            not integer,
+            self.options.max_fraction_digits,
+        )
         nonempty = lo is None or hi is None or lo < hi or (lo == hi and not (lo_strict or hi_strict))
         if regex is None and not integer and nonempty:
             # Numbers lie in the range, but none with the fraction digits we write: our policy, not the schema's.

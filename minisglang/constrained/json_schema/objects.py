@@ -74,6 +74,7 @@ class _ObjectRules(_CompilerBase):
             return _concat(_string_literal(name), COLON, self.ws, value)
 
         members = []  # (regex of `"key": value`, required)
+        chars = 0  # their total size so far
         for name, sub in properties.items():
             matching = [s for p, s in patterns.items() if _searches(p, name, f"{path}/patternProperties")]
             regex = member(name, [sub, *matching], f"{path}/properties/{name}")
@@ -82,7 +83,8 @@ class _ObjectRules(_CompilerBase):
                     return None
                 continue
             members.append((regex, name in required))
-            self.check_size(sum(m.size for m, _ in members), f"{path}/properties/{name}")
+            chars += regex.size
+            self.check_size(chars, f"{path}/properties/{name}")
         for name in dict.fromkeys(required):
             if name not in properties:  # required, not listed: patternProperties or additionalProperties
                 matching = [s for p, s in patterns.items() if _searches(p, name, f"{path}/patternProperties")]

@@ -31,6 +31,8 @@ class _ResourceIndex:
     root: dict[str, Any] | bool
     resources: dict[str, str]  # absolute URI ($id) -> its pointer
     anchors: dict[tuple[str, str], str]  # (URI, $anchor) -> its pointer
+    places: dict[str, tuple[object, str]]  # JSON pointer -> (its node, its base URI): see `_at`
+    targets: dict[tuple[str, str], tuple[object, str]]  # (base URI, $ref) -> `resolve`'s answer
 
     def _index(self, node: object, base: str, pointer: str) -> None:
         """Record every schema resource ($id, resolved against its parent's) and $anchor
@@ -52,17 +54,26 @@ class _ResourceIndex:
 
     def base_uri(self, path: str) -> str:
         """The base URI at a JSON pointer: the innermost $id on the way from the root."""
+        return self._at(path)[1]
+
+    def _at(self, path: str) -> tuple[object, str]:
+        """(the node at `path`, None past a missing step; the base URI there), remembered
+        per path and worked out from the parent's: the compiler asks at every $ref, and its
+        paths share their prefixes."""
+        done = self.places.get(path)
+        if done is not None:
+            return done
         node: object = self.root
         base = ROOT_URI
+        if len(path) > 1:  # (a pointer is "#" and its tokens, each after a "/")
+            parent, token = path.rsplit("/", 1) if "/" in path else ("#", path[2:])
+            node, base = self._at(parent)
+            if node is not None:
+                node = _step(node, unquote(token).replace("~1", "/").replace("~0", "~"))
         if isinstance(node, dict) and isinstance(node.get("$id"), str):
             base = urldefrag(urljoin(base, node["$id"]))[0]
-        for token in path[2:].split("/") if len(path) > 1 else []:
-            node = _step(node, unquote(token).replace("~1", "/").replace("~0", "~"))
-            if node is None:
-                break
-            if isinstance(node, dict) and isinstance(node.get("$id"), str):
-                base = urldefrag(urljoin(base, node["$id"]))[0]
-        return base
+        done = self.places[path] = (node, base)
+        return done
 
     def resolve(self, ref: object, path: str) -> tuple[object, str]:
         """A $ref -> (target, its JSON pointer from the root). The ref is resolved against
@@ -70,7 +81,14 @@ class _ResourceIndex:
         in it ($anchor) and a JSON pointer inside it. Other documents are not fetched."""
         if not isinstance(ref, str):
             raise InvalidSchemaError(f"'$ref' at {path} must be a string, got {ref!r}")
-        uri, fragment = urldefrag(urljoin(self.base_uri(path), ref))
+        base = self.base_uri(path)
+        found = self.targets.get((base, ref))  # (each use of a $ref resolves it again)
+        if found is None:
+            found = self.targets[base, ref] = self._resolved(base, ref, path)
+        return found
+
+    def _resolved(self, base: str, ref: str, path: str) -> tuple[object, str]:
+        uri, fragment = urldefrag(urljoin(base, ref))
         if uri not in self.resources:
             raise UnsupportedSchemaError(
                 f"'$ref' {ref!r} at {path}: {uri!r} is not a schema resource of this "

@@ -105,16 +105,24 @@ def _surrogate_pairs(lo: int, hi: int) -> list[Regex | None]:
 
 
 def _json_string_chars(ranges: Ranges, counted: bool = False, every: bool = False) -> Regex | None:
-    """One character of a JSON string's content, for the characters in `ranges`.
+    """`_json_chars_of` the characters in `ranges` (any order, overlaps allowed)."""
+    return _json_chars_of(tuple(normalize(ranges)), counted, every)
+
+
+@functools.lru_cache(maxsize=4096)
+def _json_chars_of(key: tuple[tuple[int, int], ...], counted: bool, every: bool) -> Regex | None:
+    """One character of a JSON string's content, for the characters in `key` (sorted,
+    disjoint ranges). Remembered: a pattern's classes and a key's letters come back in schema
+    after schema, and the range arithmetic (hex digits of escapes) is not cheap.
 
     Every form json.dumps may write a character in is matched: raw, a short escape
     (`\\"`, `\\n`, also `\\/`), or `\\uXXXX` for control and non-ASCII characters (a
     surrogate pair for characters above U+FFFF). `counted`: non-ASCII raw only, as in
     COUNTED_STRING_CHAR (a smaller automaton to repeat). `every`: also `\\u0041` for `A`,
     every form JSON allows (what a set we take away from another must hold). None if
-    `ranges` is empty.
+    `key` holds no range.
     """
-    ranges = list(normalize(ranges))
+    ranges = list(key)
     if counted:
         ranges_escaped = _intersect(ranges, [(0x00, 0x1F)])
         raw = _intersect(ranges, RAW_STRING_CHARACTERS)
@@ -192,8 +200,8 @@ def _string_literal(text: str) -> Regex:
 
 
 @functools.lru_cache(maxsize=4096)
-def _json_char(ch: str) -> Regex | None:
+def _json_char(ch: str, every: bool = False) -> Regex | None:
     """`_json_string_chars` of the one character `ch`, remembered: keys and enum values
     repeat a few letters, and the range arithmetic per character was the slowest part
-    of compiling a 240-value enum."""
-    return _json_string_chars([(ord(ch), ord(ch))])
+    of compiling a 240-value enum (`every`: as there, every form JSON allows)."""
+    return _json_string_chars([(ord(ch), ord(ch))], every=every)
