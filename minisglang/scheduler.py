@@ -312,7 +312,7 @@ class Scheduler:
         new_reqs = self.get_new_prefill_batch()
         if new_reqs:
             # A rider's one slot is in the budget: admission reserved every running request's rest.
-            riders = self.ready_reqs(self.running) if mixed else []
+            riders = self.ready_reqs(self.riders_for_prefill()) if mixed else []
             # A prompt longer than the chunk is admitted alone (see get_new_prefill_batch).
             cut = self.prefill_end(new_reqs[0]) < len(new_reqs[0].fill_ids)
             self.chunked_req = new_reqs[0] if cut else None
@@ -325,6 +325,11 @@ class Scheduler:
         if decoding:
             return ScheduledBatch(ForwardMode.DECODE, decoding)
         return None
+
+    def riders_for_prefill(self) -> list[Req]:
+        """The running requests that may decode inside a mixed prefill forward (all of them;
+        s7 keeps out those a ride would change, see SpeculativeScheduler)."""
+        return self.running
 
     def ready_reqs(self, reqs: list[Req]) -> list[Req]:
         """The requests of `reqs` whose grammar can mask their next logits now (in their

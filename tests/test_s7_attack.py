@@ -174,7 +174,7 @@ def test_a_prefix_hit_locked_at_admission_does_not_run_the_pool_dry(stage):
 
 
 def test_a_seeded_speculative_request_does_not_depend_on_what_else_arrives():
-    """FAILS (found by this file, second round): with drafts (NGRAM) and `mixed_prefill`, a
+    """Found by this file (second round): with drafts (NGRAM) and `mixed_prefill`, a
     seeded request's tokens change when another request arrives while it decodes. Alone, it
     verifies drafts every step (rejection sampling: one uniform draw per draft, then a
     multinomial); when B's prefill comes, A rides that forward as a plain decode with no
@@ -183,8 +183,9 @@ def test_a_seeded_speculative_request_does_not_depend_on_what_else_arrives():
     batches agreed; FORCED without mixed_prefill too.) The output is still distributed as
     s6's, but a seed no longer fixes it, which the default stage promises
     (test_engine.py's seeded sampling does not depend on the batch).
-    Suspected cause: `SpeculativeScheduler.schedule` drafts only for DECODE batches; the
-    riders of a mixed EXTEND batch draft nothing. (A seed fixes tokens only up to float
+    Cause: `SpeculativeScheduler.schedule` drafts only for DECODE batches; the riders of a
+    mixed EXTEND batch draft nothing. Now a seeded sampling request does not ride while
+    drafting is on (`riders_for_prefill`): it sits that step out. (A seed fixes tokens only up to float
     batch non-invariance, in every stage: a decode row's logits differ by ~5e-6 between a
     batch of 3 and 1, which flipped one seeded token in ~150 random batches; here most
     seeds differ, from the first draw on, so it is the draws, not the floats.)"""

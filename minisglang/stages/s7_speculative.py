@@ -185,6 +185,15 @@ class SpeculativeScheduler(OverlapScheduler):
             req.spec_verify_ct = 0  # meta_info reports the counts from now on
         super().add_request(req)
 
+    def riders_for_prefill(self) -> list[Req]:
+        """A seeded sampling request does not ride a mixed prefill while drafting is on: riding,
+        it would sample one token without drafts, reading its generator otherwise than the
+        verify steps it takes alone, and its seed would no longer fix its output whatever else
+        arrives. It sits that step out instead (as every request does without mixed_prefill)."""
+        if self.stage.options.speculative_algorithm is None:
+            return self.running
+        return [r for r in self.running if r.sampling_params.seed is None or is_greedy(r)]
+
     # -- 1 + 2: drafts and their mask rows, before the forward ---------------------------
     def schedule(self) -> ScheduledBatch | None:
         batch = super().schedule()
