@@ -118,6 +118,8 @@ class SamplingParams:
                     raise ValueError(
                         f"{name} must be a JSON object or a JSON string; this dict is not JSON ({e})"
                     ) from None
+            elif value is not None and not isinstance(value, str):  # check_text would say "a string" only
+                raise ValueError(f"{name} must be a JSON object (a dict) or its JSON text, got {_type_name(value)}")
         self.validate()
 
     @classmethod

@@ -327,6 +327,28 @@ def test_drafts_are_kept_and_counted(engines):
     assert "spec_verify_ct" not in e7.generate(prompts[0], params)["meta_info"]
 
 
+def test_a_step_whose_drafts_the_grammar_cuts_is_a_plain_decode(engines, monkeypatch):
+    """Prompt lookup proposes what follows the output in the prompt (`= ` after `x`, a digit
+    after `= `); the regex allows neither there, so the mask chain cuts every draft: the step
+    is a decode forward, not an extend forward that verifies nothing (found by a stranger's
+    attack). The output is s6's."""
+    e6, e7 = engines
+    set_drafting(e7, "NGRAM", 4)
+    proposed, propose = [], e7.stage.propose_drafts
+    monkeypatch.setattr(e7.stage, "propose_drafts", lambda req: proposed.append(propose(req)) or proposed[-1])
+    prompt, params = (
+        "x = 1; x = 2; x = 3; x = 4; x =",
+        {"regex": "x = [a-z]{1,5}", "temperature": 0, "max_new_tokens": 9},
+    )
+    since = len(e7.trace)
+    out = e7.generate(prompt, params)
+    assert any(proposed), "prompt lookup proposed nothing: the test shows nothing"
+    verifies = [e for e in e7.trace[since:] if e["event"] == "verify"]
+    assert all(any(n > 0 for n in e["drafts"]) for e in verifies), verifies
+    assert out["output_ids"] == e6.generate(prompt, params)["output_ids"]
+    assert_no_leak(e7)
+
+
 def test_forced_drafts_end_before_the_seam(engines, monkeypatch):
     """JSON allows a space after `":`, and the model writes `": "` as one token: the forced
     text `name":` is drafted as `name` alone (drafting `":` too, the verify rejected it

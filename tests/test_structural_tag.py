@@ -646,4 +646,4 @@ def test_native_generate_api_takes_a_structural_tag():
     assert ok.status_code == 200
     ((name, args),) = CALL.findall(ok.json()["text"])
     jsonschema.validate(json.loads(args), {"get_weather": WEATHER, "get_time": TIME}[name])
-    assert bad.status_code == 400 and "structural_tag must be a string" in bad.text  # or an object
+    assert bad.status_code == 400 and "structural_tag must be a JSON object (a dict) or its JSON text" in bad.text

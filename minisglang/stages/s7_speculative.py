@@ -216,6 +216,8 @@ class SpeculativeScheduler(OverlapScheduler):
         keep = [i for i, r in enumerate(batch.reqs) if not r.finished]
         if not keep:
             return None
+        if not any(chains[i][0] for i in keep):  # the grammar cut every draft: a plain decode
+            return ScheduledBatch(ForwardMode.DECODE, [batch.reqs[i] for i in keep])
         return VerifyBatch(
             ForwardMode.DECODE,
             [batch.reqs[i] for i in keep],
