@@ -33,7 +33,9 @@ class LazyByteDFA:
         self.pool, self.max_states = pool, max_states
         self.nodes: list[RegexNode] = []
         self.class_starts: list[list[int]] = []  # per state: where its byte classes start
-        self.missing_classes: list[int] = []  # per state: byte classes whose entry is not computed
+        # per state: bit lo set = the live byte class starting at byte lo has no entry yet (an
+        # int, so `fill_ahead` finds what is left without reading the numpy table)
+        self.missing: list[int] = []
         self.fills = 0  # derivatives computed by `fill` (what a row's limit counts)
         self.state_of: dict[int, int] = {}  # node uid -> state id
         self.table = np.full((64, 256), UNEXPLORED, dtype=np.int32)
@@ -77,7 +79,7 @@ class LazyByteDFA:
             self.class_starts.append(starts)
             self.class_first[state] = class_first
             self.table[state] = row
-            self.missing_classes.append(live)
+            self.missing.append(live)
             self.expanded[state] = live == 0
         return state
 
@@ -96,10 +98,11 @@ class LazyByteDFA:
 
     def _layout(self, node: RegexNode) -> tuple[list[int], np.ndarray, np.ndarray, int]:
         """A new state's byte classes: (the first byte of each and 256, uint8 [256] the first
-        byte of each byte's class, int32 [256] its table row before any derivative, how many
-        classes are live). A class no match starts with leads nowhere: its entries are -1
-        from the start, so no walk stops for it and no `fill` is spent on it. Cached by
-        (classes, first bytes), for every automaton: most states share one of a few."""
+        byte of each byte's class, int32 [256] its table row before any derivative, the live
+        classes: bit lo set for each class starting at lo that a match can start with). A
+        class no match starts with leads nowhere: its entries are -1 from the start, so no
+        walk stops for it and no `fill` is spent on it. Cached by (classes, first bytes), for
+        every automaton: most states share one of a few."""
         key = (self.pool.cuts(node), node.first)
         layout = _LAYOUTS.get(key)
         if layout is None:
@@ -118,7 +121,7 @@ class LazyByteDFA:
             row = np.where(live, UNEXPLORED, -1).astype(np.int32)
             if len(_LAYOUTS) >= 4096:
                 _LAYOUTS.clear()
-            layout = _LAYOUTS[key] = (starts, class_first, row, sum(node.first >> lo & 1 for lo in starts[:-1]))
+            layout = _LAYOUTS[key] = (starts, class_first, row, key[0] & node.first)
         return layout
 
     def _class_starts(self, state: int) -> list[int]:
@@ -140,11 +143,30 @@ class LazyByteDFA:
         target = -1 if nxt.kind == EMPTY else self._state(nxt)  # (an AND's `first` may overstate)
         self.table[state, lo:hi] = target  # `_state` may have grown the table: index it after
         self.fills += 1
-        self.missing_classes[state] -= 1
-        if self.missing_classes[state] == 0:
+        self.missing[state] &= ~(1 << lo)
+        if not self.missing[state]:
             self.expanded[state] = True  # every entry computed
         checkpoint(kept=True)  # the entry is stored: a row cut here resumes from it (work_slices.py)
         return target
+
+    def fill_ahead(self, state: int, reach: int, classes: int, budget: int, stop: int) -> None:
+        """Compute ahead of a walk: the missing entries of `state` and of the states they
+        lead to, along the states with at most `classes` entries left to compute (a key's
+        letters: one live byte each), at most `budget` derivatives, `reach` bytes deep,
+        stopping once `fills` reaches `stop` (LazyStateIndex._fill_forced says why)."""
+        todo = [(state, reach)]
+        while todo and budget > 0 and self.fills < stop:
+            state, left = todo.pop()
+            if state < 0 or left <= 0:
+                continue
+            missing = self.missing[state]
+            if missing.bit_count() > classes:
+                continue
+            while missing and budget > 0:  # the missing classes, lowest first
+                low = missing & -missing
+                missing ^= low
+                todo.append((self.fill(state, low.bit_length() - 1), left - 1))
+                budget -= 1
 
     def expand(self, state: int) -> None:
         """Compute the whole row of `state`: one derivative per byte class."""

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .lazy_byte_dfa import UNEXPLORED, LazyByteDFA
+from .lazy_byte_dfa import LazyByteDFA
 from .lazy_regex import TOO_DEEP, AutomatonLimitError, RegexNode, RegexPool, describe
 from .lazy_regex_parser import lower_checked, parse_regex
 from .lazy_row_shortcuts import LazyRowShortcuts
@@ -356,17 +356,10 @@ class LazyStateIndex(LazyRowShortcuts):
         below the waiting node; unbounded, a row of five keys filled each key to its end
         and on into its value, 106 derivatives where tokens read at most 12 bytes: 69
         with the bound). Never more than half the row's max_row_expansions: the
-        look-ahead alone does not make a row fail its limit."""
-        dfa, todo = self.dfa, [(state, reach)]
+        look-ahead alone does not make a row fail its limit. (The loop is the automaton's
+        `fill_ahead`, compiled with it.)"""
         stop = self._spent + self.limits.max_row_expansions // 2
-        while todo and budget > 0 and dfa.fills < stop:
-            state, left = todo.pop()
-            if state < 0 or left <= 0 or dfa.missing_classes[state] > FILL_AHEAD_CLASSES:
-                continue
-            for lo in dfa.class_starts[state][:-1]:
-                if budget > 0 and dfa.table[state, lo] == UNEXPLORED:  # (the table may grow: index it anew)
-                    todo.append((dfa.fill(state, lo), left - 1))
-                    budget -= 1
+        self.dfa.fill_ahead(state, reach, FILL_AHEAD_CLASSES, budget, stop)
 
     def _walk_rests(self, nodes: list[int], states: list[int], origin: int) -> np.ndarray:
         """int64 ids of the long tokens that go on from the reached (trie node, state) pairs
