@@ -412,13 +412,14 @@ class LazyStateIndex(LazyRowShortcuts):
             items, offsets, states = (p[:pending].copy() for p in pend)
             # One item per (state, next byte) walks on to its end here, filling the entries it
             # meets; the others mostly follow the same path (runs of one character), so the
-            # next pass moves them along without filling one byte per pass.
-            seen, at = set(), starts[items] + offsets
-            for item, position, s, byte in zip(items.tolist(), at.tolist(), states.tolist(), data[at].tolist()):
-                if (s, byte) not in seen:
-                    seen.add((s, byte))
-                    self._read(s, data, position, int(stops[item]))
-                    self._charge(origin)
+            # next pass moves them along without filling one byte per pass. (The first item of
+            # each pair, in order, found by numpy: a loop over hundreds of pending tokens cost
+            # ~40 us of Python.)
+            at = starts[items] + offsets
+            first = np.sort(np.unique(states * 256 + data[at], return_index=True)[1])
+            for item, position, s in zip(items[first].tolist(), at[first].tolist(), states[first].tolist()):
+                self._read(s, data, position, int(stops[item]))
+                self._charge(origin)
         return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
 
     # -- the TokenIndex interface ---------------------------------------------------------

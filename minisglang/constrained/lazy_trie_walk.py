@@ -265,8 +265,9 @@ class VocabArrays:
     _first: list[np.ndarray] = field(default_factory=list, repr=False)  # [`first_bytes()`] once computed
     # trie node -> `children(trie, node)`
     _children: dict[int, dict[int, int]] = field(default_factory=dict, repr=False)
-    # what a grammar's index derives for the vocabulary: (what, byte set, EOS id) -> (ids, bounds)
-    _derived: dict[tuple[str, int, int], tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
+    # what a grammar's index derives for the vocabulary: (what, byte set, EOS id) -> two id arrays
+    # (LazyStateIndex._long_tokens, LazyRowShortcuts._containing; None: too many to list)
+    _derived: dict[tuple[str, int, int], tuple[np.ndarray, np.ndarray] | None] = field(default_factory=dict, repr=False)
 
     def children(self, trie: VocabTrie, node: int) -> dict[int, int]:
         """{byte: child} of a node of `trie` (this vocabulary's trie), cached: a walk in
