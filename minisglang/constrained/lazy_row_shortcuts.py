@@ -205,8 +205,8 @@ class LazyRowShortcuts:
         not begin with literal text, more than MAX_STRING_STEPS steps, or a token longer
         than the trie reached inside the text.
         """
-        node = self.dfa.nodes[state]
-        if node.first.bit_count() < 2 or node.uid in self._not_strings or (self.dfa.table[state] >= 0).any():
+        dfa, node = self.dfa, self.dfa.nodes[state]
+        if node.first.bit_count() < 2 or node.uid in self._not_strings or dfa.missing[state] != dfa.live(state):
             # One first byte (inside a key, `":`, `, "`): the strings branch further on, if at
             # all, and checking for that on every such row cost more than it saved. Entries
             # computed: the compiled walk through them is cheaper.
