@@ -111,10 +111,12 @@ class LazyStateIndex(LazyRowShortcuts):
         self.long_found: dict[int, np.ndarray] = {}  # clipped state -> long token ids allowed
         self._follow_all = np.ones(self.trie.num_nodes, dtype=bool)
         self._marks_none = np.zeros(self.trie.num_nodes, dtype=bool)
-        # Output buffers of the trie walk (4 of the trie's size, 2 for needed entries), reused under the lock.
+        # Output buffers of the trie walk (4 of the trie's size, 3 for needed entries) and its
+        # stack (2, grown when a walk starts from more pairs), reused under the lock.
         self._buffers = [np.empty(self.trie.num_nodes, np.int64) for _ in range(4)] + [
             np.empty(4096, np.int64) for _ in range(3)
         ]
+        self._stack = [np.empty(self.trie.num_nodes + 64, np.int64) for _ in range(2)]
         self._init_shortcut_caches(vocab)  # the row shortcuts' caches (lazy_row_shortcuts.py)
         self._lock = threading.RLock()  # the automaton and the caches grow under it (a row may ask for another)
 
@@ -305,6 +307,8 @@ class LazyStateIndex(LazyRowShortcuts):
         states = np.array([state] if starts is None else [s for _, s in starts], dtype=np.int64)
         reached_nodes, reached_states = [], []
         while nodes.shape[0]:
+            if self._stack[0].shape[0] < trie.num_nodes + nodes.shape[0]:
+                self._stack = [np.empty(trie.num_nodes + nodes.shape[0], np.int64) for _ in range(2)]
             _, longs, pending, needs = walk_trie(
                 trie.child_start,
                 trie.child_stop,
@@ -328,6 +332,7 @@ class LazyStateIndex(LazyRowShortcuts):
                 need_states,
                 need_bytes,
                 need_nodes,
+                *self._stack,
             )
             if longs:
                 reached_nodes += long_nodes[:longs].tolist()
