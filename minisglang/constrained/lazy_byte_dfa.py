@@ -106,7 +106,7 @@ class LazyByteDFA:
         indexing ~0.2-0.4 us (six of them were a fifth of a derivative's cost). The arrays
         stay numpy: the compiled walks (lazy_trie_walk.py) read them."""
         self._table_bytes = self.table.data.cast("B")  # 1,024 bytes a state
-        self._cells = self._table_bytes.cast("i")  # the entries, flat: state * 256 + byte
+        self._cells = self._table_bytes.cast("i")  # the entries (int32: C's int), flat: state * 256 + byte
         self._class_first_bytes = self.class_first.data.cast("B")
         self._accepting = self.accepting.data.cast("B")  # (bool as a byte)
         self._expanded = self.expanded.data.cast("B")
@@ -114,11 +114,11 @@ class LazyByteDFA:
     def _layout(self, node: RegexNode) -> tuple[list[int], bytes, bytes, int]:
         """A new state's byte classes: (the first byte of each and 256, uint8 [256] the first
         byte of each byte's class, int32 [256] its table row before any derivative (both as
-        bytes, what `_state` copies into the tables), the live
-        classes: bit lo set for each class starting at lo that a match can start with). A
-        class no match starts with leads nowhere: its entries are -1 from the start, so no
-        walk stops for it and no `fill` is spent on it. Cached by (classes, first bytes), for
-        every automaton: most states share one of a few."""
+        bytes, which `_state` copies into the tables), the live classes: bit lo set for each
+        class starting at lo that a match can start with). A class no match starts with
+        leads nowhere: its entries are -1 from the start, so no walk stops for it and no
+        `fill` is spent on it. Cached by (classes, first bytes), for every automaton: most
+        states share one of a few."""
         key = (self.pool.cuts(node), node.first)
         layout = _LAYOUTS.get(key)
         if layout is None:
