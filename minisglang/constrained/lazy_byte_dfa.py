@@ -4,6 +4,7 @@ reached, and a state's row of 256 next states is computed on first visit (`LazyB
 from __future__ import annotations
 
 import bisect
+import sys
 
 import numpy as np
 
@@ -15,8 +16,9 @@ from .work_slices import checkpoint
 # The DFA, one state at a time
 # ---------------------------------------------------------------------------------------
 UNEXPLORED = -2  # a row not computed yet (a -1 in a computed row means "dead")
+_ORDER = sys.byteorder  # numpy's int32 in memory (`fill` writes the table's bytes)
 # (cuts, first) -> LazyByteDFA._layout's answer
-_LAYOUTS: dict[tuple[int, int], tuple[list[int], np.ndarray, np.ndarray, int]] = {}
+_LAYOUTS: dict[tuple[int, int], tuple[list[int], bytes, bytes, int]] = {}
 
 
 class LazyByteDFA:
@@ -33,13 +35,16 @@ class LazyByteDFA:
         self.pool, self.max_states = pool, max_states
         self.nodes: list[RegexNode] = []
         self.class_starts: list[list[int]] = []  # per state: where its byte classes start
-        self.missing_classes: list[int] = []  # per state: byte classes whose entry is not computed
+        # per state: bit lo set = the live byte class starting at byte lo has no entry yet (an
+        # int, so `fill_ahead` finds what is left without reading the numpy table)
+        self.missing: list[int] = []
         self.fills = 0  # derivatives computed by `fill` (what a row's limit counts)
         self.state_of: dict[int, int] = {}  # node uid -> state id
         self.table = np.full((64, 256), UNEXPLORED, dtype=np.int32)
         self.accepting = np.zeros(64, dtype=bool)
         self.expanded = np.zeros(64, dtype=bool)
         self.class_first = np.zeros((64, 256), dtype=np.uint8)  # [state, byte]: the first byte of its class
+        self._views()
         self.initial = self._state(root)
 
     @classmethod
@@ -69,16 +74,16 @@ class LazyByteDFA:
                 self._grow()
             self.nodes.append(node)
             self.state_of[node.uid] = state
-            self.accepting[state] = node.nullable
             try:
                 starts, class_first, row, live = self._layout(node)
             except RecursionError:
                 raise AutomatonLimitError(TOO_DEEP) from None
             self.class_starts.append(starts)
-            self.class_first[state] = class_first
-            self.table[state] = row
-            self.missing_classes.append(live)
-            self.expanded[state] = live == 0
+            self._class_first_bytes[state * 256 : state * 256 + 256] = class_first
+            self._table_bytes[state * 1024 : state * 1024 + 1024] = row
+            self.missing.append(live)
+            self._accepting[state] = node.nullable
+            self._expanded[state] = live == 0
         return state
 
     def _grow(self) -> None:
@@ -93,13 +98,27 @@ class LazyByteDFA:
             new = np.empty((2 * n, *old.shape[1:]), dtype=old.dtype)
             new[:n] = old
             setattr(self, name, new)
+        self._views()
 
-    def _layout(self, node: RegexNode) -> tuple[list[int], np.ndarray, np.ndarray, int]:
+    def _views(self) -> None:
+        """Memoryviews of the per-state arrays, through which a new state and an entry are
+        written: from compiled code a memoryview's item or slice costs ~0.05 us, numpy's
+        indexing ~0.2-0.4 us (six of them were a fifth of a derivative's cost). The arrays
+        stay numpy: the compiled walks (lazy_trie_walk.py) read them."""
+        self._table_bytes = self.table.data.cast("B")  # 1,024 bytes a state
+        self._cells = self._table_bytes.cast("i")  # the entries (int32: C's int), flat: state * 256 + byte
+        self._class_first_bytes = self.class_first.data.cast("B")
+        self._accepting = self.accepting.data.cast("B")  # (bool as a byte)
+        self._expanded = self.expanded.data.cast("B")
+
+    def _layout(self, node: RegexNode) -> tuple[list[int], bytes, bytes, int]:
         """A new state's byte classes: (the first byte of each and 256, uint8 [256] the first
-        byte of each byte's class, int32 [256] its table row before any derivative, how many
-        classes are live). A class no match starts with leads nowhere: its entries are -1
-        from the start, so no walk stops for it and no `fill` is spent on it. Cached by
-        (classes, first bytes), for every automaton: most states share one of a few."""
+        byte of each byte's class, int32 [256] its table row before any derivative (both as
+        bytes, which `_state` copies into the tables), the live classes: bit lo set for each
+        class starting at lo that a match can start with). A class no match starts with
+        leads nowhere: its entries are -1 from the start, so no walk stops for it and no
+        `fill` is spent on it. Cached by (classes, first bytes), for every automaton: most
+        states share one of a few."""
         key = (self.pool.cuts(node), node.first)
         layout = _LAYOUTS.get(key)
         if layout is None:
@@ -115,11 +134,17 @@ class LazyByteDFA:
                 ]
                 == 1
             )
-            row = np.where(live, UNEXPLORED, -1).astype(np.int32)
+            row = np.where(live, UNEXPLORED, -1).astype(np.int32).tobytes()
             if len(_LAYOUTS) >= 4096:
                 _LAYOUTS.clear()
-            layout = _LAYOUTS[key] = (starts, class_first, row, sum(node.first >> lo & 1 for lo in starts[:-1]))
+            layout = _LAYOUTS[key] = (starts, class_first.tobytes(), row, key[0] & node.first)  # (`live`)
         return layout
+
+    def live(self, state: int) -> int:
+        """The live byte classes of `state` (bit lo set for each class starting at lo that a
+        match can start with): `missing[state]` before any entry is computed."""
+        node = self.nodes[state]
+        return self.pool.cuts(node) & node.first
 
     def _class_starts(self, state: int) -> list[int]:
         """The first byte of each byte class of `state`, and 256 at the end."""
@@ -127,7 +152,7 @@ class LazyByteDFA:
 
     def fill(self, state: int, byte: int) -> int:
         """Compute `table[state, byte]` and the rest of its byte class (one derivative)."""
-        done = int(self.table[state, byte])
+        done: int = self._cells[state * 256 + byte]
         if done != UNEXPLORED:
             return done
         node, starts = self.nodes[state], self.class_starts[state]
@@ -138,13 +163,35 @@ class LazyByteDFA:
         except RecursionError:
             raise AutomatonLimitError(TOO_DEEP) from None
         target = -1 if nxt.kind == EMPTY else self._state(nxt)  # (an AND's `first` may overstate)
-        self.table[state, lo:hi] = target  # `_state` may have grown the table: index it after
+        # The class's entries in one copy (after `_state`, which may have grown the table).
+        self._table_bytes[(state * 256 + lo) * 4 : (state * 256 + hi) * 4] = target.to_bytes(4, _ORDER, signed=True) * (
+            hi - lo
+        )
         self.fills += 1
-        self.missing_classes[state] -= 1
-        if self.missing_classes[state] == 0:
-            self.expanded[state] = True  # every entry computed
+        self.missing[state] &= ~(1 << lo)
+        if not self.missing[state]:
+            self._expanded[state] = True  # every entry computed
         checkpoint(kept=True)  # the entry is stored: a row cut here resumes from it (work_slices.py)
         return target
+
+    def fill_ahead(self, state: int, reach: int, classes: int, budget: int, stop: int) -> None:
+        """Compute ahead of a walk: the missing entries of `state` and of the states they
+        lead to, along the states with at most `classes` entries left to compute (a key's
+        letters: one live byte each), at most `budget` derivatives, `reach` bytes deep,
+        stopping once `fills` reaches `stop` (LazyStateIndex._fill_forced says why)."""
+        todo = [(state, reach)]
+        while todo and budget > 0 and self.fills < stop:
+            state, left = todo.pop()
+            if state < 0 or left <= 0:
+                continue
+            missing = self.missing[state]
+            if missing.bit_count() > classes:
+                continue
+            while missing and budget > 0:  # the missing classes, lowest first
+                low = missing & -missing
+                missing ^= low
+                todo.append((self.fill(state, low.bit_length() - 1), left - 1))
+                budget -= 1
 
     def expand(self, state: int) -> None:
         """Compute the whole row of `state`: one derivative per byte class."""

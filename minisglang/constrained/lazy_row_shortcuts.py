@@ -72,8 +72,6 @@ class LazyRowShortcuts:
 
     def _init_shortcut_caches(self, vocab: Vocabulary) -> None:
         """The caches of the shortcuts (LazyStateIndex.__init__ calls this)."""
-        self._candidates: dict[int, np.ndarray | None] = {}  # byte set -> the token ids containing one
-        self._candidate_split: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # byte set -> (short, long) ids
         self._candidates_found: dict[tuple[int, int], np.ndarray] = {}  # (clipped state, byte set) -> ids read
         self._reps: dict[int, np.ndarray | None] = {}  # body node uid -> `_repetitions(body)`
         self._not_strings: set[int] = set()  # node uids `_row_from_strings` gave up on (too many steps)
@@ -207,8 +205,8 @@ class LazyRowShortcuts:
         not begin with literal text, more than MAX_STRING_STEPS steps, or a token longer
         than the trie reached inside the text.
         """
-        node = self.dfa.nodes[state]
-        if node.first.bit_count() < 2 or node.uid in self._not_strings or (self.dfa.table[state] >= 0).any():
+        dfa, node = self.dfa, self.dfa.nodes[state]
+        if node.first.bit_count() < 2 or node.uid in self._not_strings or dfa.missing[state] != dfa.live(state):
             # One first byte (inside a key, `":`, `, "`): the strings branch further on, if at
             # all, and checking for that on every such row cost more than it saved. Entries
             # computed: the compiled walk through them is cheaper.
@@ -387,16 +385,12 @@ class LazyRowShortcuts:
         """bool [256] -> the 256-bit int with bit b set where mask[b]."""
         return int.from_bytes(np.packbits(mask, bitorder="little").tobytes(), "little")
 
-    def _walk_candidates(self, byte_set: int, candidates: np.ndarray, state: int) -> np.ndarray:
-        """int64 the `candidates` (`_containing(byte_set)`) whose bytes the automaton reads
-        from `state`. Those in the trie are walked from `clip(state, max_short_bytes)` and
-        remembered there: the positions of a long bounded string (`C{0,119}"...`,
+    def _walk_candidates(self, byte_set: int, split: tuple[np.ndarray, np.ndarray], state: int) -> np.ndarray:
+        """int64 the candidates `split` (`_containing(byte_set)`) whose bytes the automaton
+        reads from `state`. Those in the trie are walked from `clip(state, max_short_bytes)`
+        and remembered there: the positions of a long bounded string (`C{0,119}"...`,
         `C{0,118}"...`) are one clipped state, so their candidates are walked once."""
         arrays, dfa = self.arrays, self.dfa
-        split = self._candidate_split.get(byte_set)
-        if split is None:
-            short = arrays.token_stop[candidates] - arrays.token_start[candidates] <= arrays.max_short_bytes
-            split = self._candidate_split[byte_set] = (candidates[short], candidates[~short])
         clipped = dfa._state(dfa.pool.clip(dfa.nodes[state], arrays.max_short_bytes))
         found = self._candidates_found.get((clipped, byte_set))
         if found is None:
@@ -405,15 +399,22 @@ class LazyRowShortcuts:
             found = np.concatenate([found, self._walk_tokens(split[1], state)])
         return found
 
-    def _containing(self, byte_set: int) -> np.ndarray | None:
-        """int64 sorted ids of the tokens (EOS excluded) with a byte in `byte_set` (256-bit
-        int); None when there may be more than `max_candidates`."""
-        if byte_set in self._candidates:
-            return self._candidates[byte_set]
-        parts = [self.arrays.containing[b] for b in range(256) if byte_set >> b & 1]
+    def _containing(self, byte_set: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """The tokens (EOS excluded) with a byte in `byte_set` (256-bit int), as int64 sorted
+        ids (those in the trie, those longer); None when there may be more than
+        `max_candidates`. Cached for the vocabulary: grammar after grammar asks for the same
+        few sets (a closing quote), and finding them took ~25 us of Python per grammar."""
+        arrays, key = self.arrays, ("containing", byte_set, self.eos_token_id)
+        if key in arrays._derived:
+            return arrays._derived[key]
+        parts = [arrays.containing[b] for b in range(256) if byte_set >> b & 1]
         found = None
         if sum(p.shape[0] for p in parts) <= self.max_candidates:
-            found = np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
-            found = found[found != self.eos_token_id]
-        self._candidates[byte_set] = found
+            ids = np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
+            ids = ids[ids != self.eos_token_id]
+            short = arrays.token_stop[ids] - arrays.token_start[ids] <= arrays.max_short_bytes
+            found = (ids[short], ids[~short])
+        if len(arrays._derived) >= 4096:
+            arrays._derived.clear()
+        arrays._derived[key] = found
         return found

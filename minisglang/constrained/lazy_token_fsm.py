@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .lazy_byte_dfa import UNEXPLORED, LazyByteDFA
+from .lazy_byte_dfa import LazyByteDFA
 from .lazy_regex import TOO_DEEP, AutomatonLimitError, RegexNode, RegexPool, describe
 from .lazy_regex_parser import lower_checked, parse_regex
 from .lazy_row_shortcuts import LazyRowShortcuts
@@ -111,10 +111,12 @@ class LazyStateIndex(LazyRowShortcuts):
         self.long_found: dict[int, np.ndarray] = {}  # clipped state -> long token ids allowed
         self._follow_all = np.ones(self.trie.num_nodes, dtype=bool)
         self._marks_none = np.zeros(self.trie.num_nodes, dtype=bool)
-        # Output buffers of the trie walk (4 of the trie's size, 2 for needed entries), reused under the lock.
+        # Output buffers of the trie walk (4 of the trie's size, 3 for needed entries) and its
+        # stack (2, grown when a walk starts from more pairs), reused under the lock.
         self._buffers = [np.empty(self.trie.num_nodes, np.int64) for _ in range(4)] + [
             np.empty(4096, np.int64) for _ in range(3)
         ]
+        self._stack = [np.empty(self.trie.num_nodes + 64, np.int64) for _ in range(2)]
         self._init_shortcut_caches(vocab)  # the row shortcuts' caches (lazy_row_shortcuts.py)
         self._lock = threading.RLock()  # the automaton and the caches grow under it (a row may ask for another)
 
@@ -305,6 +307,8 @@ class LazyStateIndex(LazyRowShortcuts):
         states = np.array([state] if starts is None else [s for _, s in starts], dtype=np.int64)
         reached_nodes, reached_states = [], []
         while nodes.shape[0]:
+            if self._stack[0].shape[0] < trie.num_nodes + nodes.shape[0]:
+                self._stack = [np.empty(trie.num_nodes + nodes.shape[0], np.int64) for _ in range(2)]
             _, longs, pending, needs = walk_trie(
                 trie.child_start,
                 trie.child_stop,
@@ -328,6 +332,7 @@ class LazyStateIndex(LazyRowShortcuts):
                 need_states,
                 need_bytes,
                 need_nodes,
+                *self._stack,
             )
             if longs:
                 reached_nodes += long_nodes[:longs].tolist()
@@ -356,17 +361,10 @@ class LazyStateIndex(LazyRowShortcuts):
         below the waiting node; unbounded, a row of five keys filled each key to its end
         and on into its value, 106 derivatives where tokens read at most 12 bytes: 69
         with the bound). Never more than half the row's max_row_expansions: the
-        look-ahead alone does not make a row fail its limit."""
-        dfa, todo = self.dfa, [(state, reach)]
+        look-ahead alone does not make a row fail its limit. (The loop is the automaton's
+        `fill_ahead`, compiled with it.)"""
         stop = self._spent + self.limits.max_row_expansions // 2
-        while todo and budget > 0 and dfa.fills < stop:
-            state, left = todo.pop()
-            if state < 0 or left <= 0 or dfa.missing_classes[state] > FILL_AHEAD_CLASSES:
-                continue
-            for lo in dfa.class_starts[state][:-1]:
-                if budget > 0 and dfa.table[state, lo] == UNEXPLORED:  # (the table may grow: index it anew)
-                    todo.append((dfa.fill(state, lo), left - 1))
-                    budget -= 1
+        self.dfa.fill_ahead(state, reach, FILL_AHEAD_CLASSES, budget, stop)
 
     def _walk_rests(self, nodes: list[int], states: list[int], origin: int) -> np.ndarray:
         """int64 ids of the long tokens that go on from the reached (trie node, state) pairs
@@ -419,13 +417,14 @@ class LazyStateIndex(LazyRowShortcuts):
             items, offsets, states = (p[:pending].copy() for p in pend)
             # One item per (state, next byte) walks on to its end here, filling the entries it
             # meets; the others mostly follow the same path (runs of one character), so the
-            # next pass moves them along without filling one byte per pass.
-            seen, at = set(), starts[items] + offsets
-            for item, position, s, byte in zip(items.tolist(), at.tolist(), states.tolist(), data[at].tolist()):
-                if (s, byte) not in seen:
-                    seen.add((s, byte))
-                    self._read(s, data, position, int(stops[item]))
-                    self._charge(origin)
+            # next pass moves them along without filling one byte per pass. (The first item of
+            # each pair, in order, found by numpy: a loop over hundreds of pending tokens cost
+            # ~40 us of Python.)
+            at = starts[items] + offsets
+            first = np.sort(np.unique(states * 256 + data[at], return_index=True)[1])
+            for item, position, s in zip(items[first].tolist(), at[first].tolist(), states[first].tolist()):
+                self._read(s, data, position, int(stops[item]))
+                self._charge(origin)
         return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
 
     # -- the TokenIndex interface ---------------------------------------------------------

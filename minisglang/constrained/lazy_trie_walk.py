@@ -55,9 +55,13 @@ def walk_trie(
     need_states: np.ndarray,
     need_bytes: np.ndarray,
     need_nodes: np.ndarray,
+    stack_nodes: np.ndarray,
+    stack_states: np.ndarray,
 ) -> tuple[int, int, int, int]:
     """Walk the trie from the (start_nodes[i], start_states[i]) pairs, following only the
-    children with `follow[child]` set.
+    children with `follow[child]` set. `stack_nodes` and `stack_states` are the walk's stack,
+    the caller's buffers of at least (trie nodes + start pairs) entries: allocated here, at
+    65k (129k nodes) they cost ~10 us a call, as much as a typical row's whole walk.
 
     When `bits` (uint32 [W]) is not empty, sets bit t % 32 of `bits[t // 32]` for every
     token t found, EOS skipped; writes the reached (node, state) pairs of the nodes with
@@ -69,8 +73,6 @@ def walk_trie(
     first byte of each byte's class), `complete` (bool [S]: every entry computed) and
     `follow`, `marks` (bool [nodes]).
     """
-    stack_nodes = np.empty(child_start.shape[0] + start_nodes.shape[0], dtype=np.int64)
-    stack_states = np.empty(child_start.shape[0] + start_nodes.shape[0], dtype=np.int64)
     top = 0
     for i in range(start_nodes.shape[0]):
         stack_nodes[top] = start_nodes[i]
@@ -265,8 +267,9 @@ class VocabArrays:
     _first: list[np.ndarray] = field(default_factory=list, repr=False)  # [`first_bytes()`] once computed
     # trie node -> `children(trie, node)`
     _children: dict[int, dict[int, int]] = field(default_factory=dict, repr=False)
-    # what a grammar's index derives for the vocabulary: (what, byte set, EOS id) -> (ids, bounds)
-    _derived: dict[tuple[str, int, int], tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
+    # what a grammar's index derives for the vocabulary: (what, byte set, EOS id) -> two id arrays
+    # (LazyStateIndex._long_tokens, LazyRowShortcuts._containing; None: too many to list)
+    _derived: dict[tuple[str, int, int], tuple[np.ndarray, np.ndarray] | None] = field(default_factory=dict, repr=False)
 
     def children(self, trie: VocabTrie, node: int) -> dict[int, int]:
         """{byte: child} of a node of `trie` (this vocabulary's trie), cached: a walk in
