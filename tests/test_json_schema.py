@@ -509,6 +509,18 @@ def test_the_format_oracle_checks_every_format_we_support():
     assert set(FORMATS) <= set(FORMAT_CHECKER.checkers), "install jsonschema[format] (rfc3339/rfc3986 validators)"
 
 
+def test_the_compilers_own_regexes_are_read_as_python_reads_them():
+    """rx reads the compiler's own regexes without asking `re.compile` first: each one is
+    a regex Python accepts, and the tree is the one a checked parse gives."""
+    from minisglang.constrained.json_schema.regex_parts import rx
+    from minisglang.constrained.json_schema.string_chars import COUNTED_STRING_CHAR, STRING_CHAR
+    from minisglang.constrained.lazy_regex_parser import parse_tree
+
+    for text in [*FORMATS.values(), *SHORT_FORMATS.values(), STRING_CHAR, COUNTED_STRING_CHAR]:
+        re.compile(text)
+        assert rx(text) == parse_tree(text), text
+
+
 @pytest.mark.parametrize("fmt", sorted(FORMATS))
 def test_format_strings_pass_jsonschemas_format_checker(fmt):
     assert_sound({"type": "string", "format": fmt}, n=200)

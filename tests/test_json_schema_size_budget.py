@@ -352,6 +352,24 @@ def test_a_definition_inside_a_recursion_compiles_once():
     assert len(objects) == 5 + 1
 
 
+def recursion_with_an_inline_definition() -> dict:
+    """The same shape, `stack` written inline in `exception` instead of behind a $ref."""
+    schema = recursion_using_a_definition()
+    schema["$defs"]["exception"]["properties"]["stack"] = schema["$defs"].pop("stack")
+    return schema
+
+
+def test_an_inline_subschema_inside_a_recursion_compiles_once():
+    """A subschema that is no $ref is met once per level of the recursion around it too;
+    it reads no depth, so it is compiled once (5 + 5 objects when compiled at each level)."""
+    objects = count_calls(monkeypatch := pytest.MonkeyPatch(), "_object")
+    try:
+        build_regex_from_schema(recursion_with_an_inline_definition(), automaton="lazy")
+    finally:
+        monkeypatch.undo()
+    assert len(objects) == 5 + 1
+
+
 def test_the_lazy_definitions_count_against_the_limit():
     """Each definition is short, but (5 + 1)^6 combinations of depths make one each: their
     total is checked as they are made, not only the final regex."""
@@ -364,9 +382,10 @@ def test_the_lazy_definitions_count_against_the_limit():
 
 
 def test_compiling_each_ref_once_changes_no_regex(monkeypatch):
-    """The suite's schemas, the linked-data shape and the recursions above (at a depth the
-    compile-per-use took under a second for), both automata: the same regex, or the same
-    error, as when every use of a $ref was compiled again."""
+    """The suite's schemas (some with an `$id` below the root: only $refs are kept there),
+    the linked-data shape and the recursions above (at a depth the compile-per-use took
+    under a second for), both automata: the same regex, or the same error, as when every
+    use of a $ref (and every subschema) was compiled again."""
     from minisglang.constrained.json_schema.compiler import _SchemaCompiler
 
     def build(schema, **options):
@@ -384,11 +403,12 @@ def test_compiling_each_ref_once_changes_no_regex(monkeypatch):
         (mutual_objects(3), {"max_ref_depth": 3}),
         (self_referring(4), {"max_ref_depth": 4}),
         (recursion_using_a_definition(), {}),
+        (recursion_with_an_inline_definition(), {}),
     ]
     for automaton in ("lazy", "eager"):
         once = [build(s, automaton=automaton, **o) for s, o in schemas]
         with monkeypatch.context() as m:
-            m.setattr(_SchemaCompiler, "_ref_key", lambda self, schema, path: None)
+            m.setattr(_SchemaCompiler, "_value_key", lambda self, schema, path: None)
             every_use = [build(s, automaton=automaton, **o) for s, o in schemas]
         assert once == every_use, automaton
 

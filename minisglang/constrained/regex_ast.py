@@ -85,22 +85,25 @@ def _class_text(ranges: Ranges) -> str:
 class Regex:
     """A node of the tree (one of the dataclasses below). `size`: about how many characters
     its text takes in the lazy dialect (a Shared node counts as its reference), what the
-    compiler checks against max_regex_chars; `nullable`: it matches the empty string."""
+    compiler checks against max_regex_chars; `nullable`: it matches the empty string;
+    `has_shared`: it is or holds a Shared node (the walks for Shared nodes skip the rest)."""
 
-    __slots__ = ("_hash", "size", "nullable")
+    __slots__ = ("_hash", "size", "nullable", "has_shared")
     _hash: int
     size: int
     nullable: bool
+    has_shared: bool
 
     def _fields(self) -> tuple[object, ...]:
         raise NotImplementedError
 
-    def _cache(self, key: tuple[object, ...], size: int, nullable: bool) -> None:
+    def _cache(self, key: tuple[object, ...], size: int, nullable: bool, has_shared: bool = False) -> None:
         """Set the cached fields; `key` is the class and the fields (what the hash is of)."""
         # (The dataclasses are frozen: their own fields are set once, these cached ones too.)
         object.__setattr__(self, "_hash", hash(key))
         object.__setattr__(self, "size", size)
         object.__setattr__(self, "nullable", nullable)
+        object.__setattr__(self, "has_shared", has_shared)
 
     def __eq__(self, other: object) -> bool:
         if self is other:
@@ -159,7 +162,12 @@ class Seq(Regex):
 
     def __post_init__(self) -> None:
         parts = self.parts
-        self._cache((Seq, *parts), sum([p.size for p in parts]), all([p.nullable for p in parts]))
+        self._cache(
+            (Seq, *parts),
+            sum([p.size for p in parts]),
+            all([p.nullable for p in parts]),
+            any([p.has_shared for p in parts]),
+        )
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -174,7 +182,10 @@ class Alt(Regex):
     def __post_init__(self) -> None:
         options = self.options
         self._cache(
-            (Alt, *options), sum([o.size for o in options]) + len(options) + 3, any([o.nullable for o in options])
+            (Alt, *options),
+            sum([o.size for o in options]) + len(options) + 3,
+            any([o.nullable for o in options]),
+            any([o.has_shared for o in options]),
         )
 
 
@@ -203,6 +214,7 @@ class Repeat(Regex):
             (Repeat, self.body, self.low, self.high),
             self.body.size + group + len(_quantifier(self.low, self.high)),
             self.low == 0 or self.body.nullable,
+            self.body.has_shared,
         )
 
 
@@ -217,7 +229,8 @@ class And(Regex):
         return (self.a, self.b)
 
     def __post_init__(self) -> None:
-        self._cache((And, self.a, self.b), self.a.size + self.b.size + 11, self.a.nullable and self.b.nullable)
+        a, b = self.a, self.b
+        self._cache((And, a, b), a.size + b.size + 11, a.nullable and b.nullable, a.has_shared or b.has_shared)
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -231,7 +244,8 @@ class Diff(Regex):
         return (self.a, self.b)
 
     def __post_init__(self) -> None:
-        self._cache((Diff, self.a, self.b), self.a.size + self.b.size + 12, self.a.nullable and not self.b.nullable)
+        a, b = self.a, self.b
+        self._cache((Diff, a, b), a.size + b.size + 12, a.nullable and not b.nullable, a.has_shared or b.has_shared)
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -258,6 +272,7 @@ class Members(Regex):
             (Members, *self._fields()),
             size + (0 if self.extra is None else self.extra.size + 3),
             not any(self.required),
+            any([n.has_shared for n in children(self)]),
         )
 
 
@@ -279,8 +294,8 @@ class Shared(Regex):
         return (self.body,)
 
     def __post_init__(self) -> None:
-        self._cache((Shared, self.body), REF_CHARS, self.body.nullable)
-        object.__setattr__(self, "uses", _nearest_shared(self.body))
+        self._cache((Shared, self.body), REF_CHARS, self.body.nullable, True)
+        object.__setattr__(self, "uses", _nearest_shared(self.body) if self.body.has_shared else ())
 
 
 EPSILON: Regex = Seq(())  # the empty string (typed Regex: it stands where any node may)
@@ -475,7 +490,8 @@ def children(node: Regex) -> Sequence[Regex]:
 def _nearest_shared(node: Regex) -> tuple[Shared, ...]:
     """The Shared nodes under `node` (itself, if it is one) that no other Shared node under
     it holds, each once, in the order a depth-first walk meets them (children in order).
-    A walk with its own stack: a tree may nest deeper than Python's recursion limit."""
+    A walk with its own stack: a tree may nest deeper than Python's recursion limit. It
+    skips the parts with no Shared node (`has_shared`): a JSON string, a number, a key."""
     found: dict[int, Shared] = {}  # id -> node, in the order met
     seen: set[int] = set()
     stack = [node]
@@ -484,7 +500,7 @@ def _nearest_shared(node: Regex) -> tuple[Shared, ...]:
         if isinstance(n, Shared):
             found.setdefault(id(n), n)
             continue
-        if id(n) in seen or isinstance(n, (Text, Chars)):
+        if id(n) in seen or not n.has_shared:
             continue
         seen.add(id(n))
         stack.extend(reversed(children(n)))

@@ -23,8 +23,9 @@ from minisglang.constrained.regex_dfa import RegexError
 # A subschema's regex at least this long is written once and referred to (automaton="lazy").
 SHARE_MIN_CHARS = 64
 
-# A `$ref` compiled (see `_ref_key`): its target's pointer and the base URI at the $ref.
-RefKey = tuple[str, str]
+# A subschema compiled (see `_value_key`): a `$ref`'s target pointer and the base URI at the
+# $ref, or any other subschema's id() and "".
+RefKey = tuple[str | int, str]
 # The $refs whose expansion depths a compile of a target read (sorted), and those depths.
 RefDepths = tuple[tuple[str, ...], tuple[int, ...]]
 _NOT_COMPILED = object()  # (a regex may be None: no value)
@@ -69,6 +70,7 @@ class _CompilerBase(_ResourceIndex):
         # One set per $ref being compiled, innermost last: the $refs whose depth it read.
         self.depths_read: list[set[str]] = []
         self.ref_targets: dict[tuple[str, str], str] = {}  # (base URI, $ref) -> the target's pointer
+        self.kept: list[object] = []  # the subschemas keyed by id() in ref_values (their ids stay theirs)
         self.matchers: dict[Regex, Callable[[str], bool]] = {}  # regex -> its `_matcher`
         # The nodes the lazy automaton reads, for the checks (`matches`, `language_empty`):
         # one pool per compile, so a sub-expression two checks share is made once.
@@ -79,16 +81,18 @@ class _CompilerBase(_ResourceIndex):
         self.places: dict[str, tuple[object, str]] = {}
         self.targets: dict[tuple[str, str], tuple[object, str]] = {}
         self.resources[ROOT_URI] = "#"
+        self.one_base = True
         self._index(root, ROOT_URI, "#")
 
     # -- entry point ------------------------------------------------------------------
     def value(self, schema: object, path: str) -> Regex | None:
         """The regex of the JSON texts of the values `schema` accepts; None if there are none."""
         tick(self.budget, path)  # (a compile thread yields to the scheduler here: the compiler's checkpoint)
-        key = self._ref_key(schema, path)
+        key = self._value_key(schema, path)
         if key is not None:
             done = self._compiled_ref(key)
-            if done is not _NOT_COMPILED:
+            # (a subschema's None is compiled again: where it is empty goes into the error message)
+            if done is not _NOT_COMPILED and (done is not None or isinstance(key[0], str)):
                 return cast("Regex | None", done)
             self.depths_read.append(set())
         try:
@@ -112,6 +116,8 @@ class _CompilerBase(_ResourceIndex):
             names = tuple(sorted(read))
             depths = tuple(self.active_refs[r] for r in names)  # (as they were when it began)
             self.ref_values.setdefault(key, {}).setdefault(names, {})[depths] = regex
+            if isinstance(key[0], int):
+                self.kept.append(schema)
             self._note_read(names)
         return regex
 
@@ -135,10 +141,14 @@ class _CompilerBase(_ResourceIndex):
         if self.depths_read:
             self.depths_read[-1].update(names)
 
-    def _ref_key(self, schema: object, path: str) -> RefKey | None:
-        """For a schema that is a `$ref` and nothing else (annotations aside): its target and
-        the base URI at `path` (the target's own relative $refs are resolved against it).
-        None for any other schema.
+    def _value_key(self, schema: object, path: str) -> RefKey | None:
+        """The key `value` keeps the regex of `schema` under: for a schema that is a `$ref`
+        and nothing else (annotations aside), its target and the base URI at `path` (the
+        target's own relative $refs are resolved against it); for any other object schema in
+        a document whose base URI is the same everywhere (no `$id` below the root), the
+        schema object itself (its id()): a definition inside a recursion (an inline property,
+        an anyOf) is met once per level, and compiles the same at every level unless it
+        reads a depth. None for other schemas.
 
         Its regex also depends on how often some $refs are being expanded on the way here
         (the max_ref_depth cut), but only on those its compile reads (`ref_depth`): `value`
@@ -150,12 +160,10 @@ class _CompilerBase(_ResourceIndex):
         regex never grew past max_regex_chars to stop it. Keyed by every $ref's depth, a
         definition used inside a recursion (a SARIF `stack` inside each nested `exception`)
         was compiled once per depth of that recursion, which it never reads."""
-        if (
-            not isinstance(schema, dict)
-            or "$ref" not in schema
-            or any(k != "$ref" and k not in ANNOTATION_KEYWORDS for k in schema)
-        ):
+        if not isinstance(schema, dict):
             return None
+        if "$ref" not in schema or any(k != "$ref" and k not in ANNOTATION_KEYWORDS for k in schema):
+            return (id(schema), "") if self.one_base else None
         base, ref = self.base_uri(path), schema["$ref"]
         target_path = self.ref_targets.get((base, ref)) if isinstance(ref, str) else None
         if target_path is None:

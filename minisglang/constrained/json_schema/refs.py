@@ -33,6 +33,7 @@ class _ResourceIndex:
     anchors: dict[tuple[str, str], str]  # (URI, $anchor) -> its pointer
     places: dict[str, tuple[object, str]]  # JSON pointer -> (its node, its base URI): see `_at`
     targets: dict[tuple[str, str], tuple[object, str]]  # (base URI, $ref) -> `resolve`'s answer
+    one_base: bool  # no `$id` below the root changes the base URI: every subschema has the root's
 
     def _index(self, node: object, base: str, pointer: str) -> None:
         """Record every schema resource ($id, resolved against its parent's) and $anchor
@@ -44,8 +45,10 @@ class _ResourceIndex:
         if not isinstance(node, dict):
             return
         if isinstance(node.get("$id"), str):
-            base = urldefrag(urljoin(base, node["$id"]))[0]
+            parent, base = base, urldefrag(urljoin(base, node["$id"]))[0]
             self.resources.setdefault(base, pointer)
+            if pointer != "#" and base != parent:
+                self.one_base = False
         if isinstance(node.get("$anchor"), str):
             self.anchors.setdefault((base, node["$anchor"]), pointer)
         for key, value in node.items():

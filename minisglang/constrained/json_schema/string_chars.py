@@ -192,8 +192,11 @@ def _string_except(words: list[str]) -> Regex:
     return out
 
 
+@functools.lru_cache(maxsize=16384)
 def _string_literal(text: str) -> Regex:
-    """The JSON string `text`, each character in any form json.dumps may write it."""
+    """The JSON string `text`, each character in any form json.dumps may write it;
+    remembered: an object's keys are written again at each level of a recursion and in
+    schema after schema (a tree is never changed, so compiles may share one)."""
     out = _concat(lit('"'), *map(_json_char, text), lit('"'))
     assert out is not None  # (every character has a writing)
     return out
