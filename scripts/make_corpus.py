@@ -2017,7 +2017,8 @@ def copy_drill_example(rng: random.Random, held_out: bool = False) -> dict:
         lambda: rng.choice(ZH_HOBBIES if zh else EN_HOBBIES),
         lambda: _email(rng),
         lambda: random_string(rng, zh),
-        # three times in the list: rare tokens need hundreds of emissions, not a few (stage 12)
+        # four times in the list: rare tokens need a hundred emissions, not a few (stage 12)
+        lambda: vocab_string(rng, zh),
         lambda: vocab_string(rng, zh),
         lambda: vocab_string(rng, zh),
         lambda: vocab_string(rng, zh),
@@ -2112,10 +2113,10 @@ def vocab_letter_tokens() -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 
 # Stage 11's drills emitted each letter token about 5 times an epoch, `Book` 26 times in the
-# whole run, too few to move it (teacher-forced probability 0.001 at a name's start): half of a
-# vocab_string's tokens are drawn from those that the main corpus's answers rarely hold.
-RARE_TOKEN_SHARE = 0.5
-RARE_BELOW = 3  # a token is rare when a 4,000-example sample of answers holds it fewer times
+# whole run, too few to move it (teacher-forced probability 0.001 at a name's start): three in four
+# of a vocab_string's tokens are drawn from those that the main corpus's answers never hold.
+RARE_TOKEN_SHARE = 0.75
+RARE_BELOW = 1  # a token is rare when a 4,000-example sample of answers holds it fewer times
 
 
 @functools.cache
@@ -2136,7 +2137,7 @@ def rare_letter_tokens() -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 def vocab_string(rng: random.Random, zh: bool) -> str:
     """2-3 random Latin-letter tokens of the tokenizer written together ("qoBookurant"), or 2-4
-    of its Han characters, each half the time one that answers rarely hold (rare_letter_tokens).
+    of its Han characters, each 3 times in 4 one that answers never hold (rare_letter_tokens).
     A token no answer holds is a token the model has never emitted: the bundled model's answers
     in one epoch held 3,470 of its 4,096 tokens, and names starting with the held-out `Book` lost
     it (`Bookvoun Brolgea` -> `Brolgea`). A string that merely holds such a word after other
