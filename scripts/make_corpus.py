@@ -1172,6 +1172,20 @@ def random_han(rng: random.Random, n: int) -> str:
     return "".join(chars)
 
 
+# Stage 11 answered `档案` to every text opening "档案里写着NAME": 档 and 案 are byte-level like a
+# rare name's characters, and 里写着 is no connector it had seen. A share of composed openers
+# therefore ends in a made-up connector of the vocabulary's own single-token characters (写 and
+# 里 are such tokens), so the name starts at its surname whatever word comes before it.
+MADE_UP_CONNECTOR = 0.4
+
+
+def made_up_connector(rng: random.Random) -> str:
+    """1-3 single-token Han characters (vocab_letter_tokens), none of them excluded
+    (_ZH_OPENER_EXCLUDED: no surname, held-out character or held-out opener's character)."""
+    han = [c for c in vocab_letter_tokens()[1] if c not in _ZH_OPENER_EXCLUDED]
+    return "".join(rng.choice(han) for _ in range(rng.randint(1, 3)))
+
+
 def composed_opener(rng: random.Random, zh: bool) -> str:
     """A training opener made of pieces: "Our team photographed {n}, who", "We zorbled {n}, who",
     "鞅瀣显示{n}，" ({n} is the name)."""
@@ -1179,7 +1193,13 @@ def composed_opener(rng: random.Random, zh: bool) -> str:
         head = random_han(rng, rng.randint(1, 4))
         if rng.random() < 0.3:
             head = rng.choice(ZH_FILLER) + head
-        return head + rng.choice(ZH_OPENER_CONNECTORS) + "{n}，"
+        connector = rng.choice(ZH_OPENER_CONNECTORS)
+        # drawn from a side generator seeded by the opener so far: the corpus's own draws stay
+        # as they were, and so do eval_extraction's held-out sets (they exclude its requests)
+        side = random.Random(head + connector)
+        if side.random() < MADE_UP_CONNECTOR:
+            connector = made_up_connector(side)
+        return head + connector + "{n}，"
     verb = rng.choice(OPENER_VERBS) if rng.random() < 0.6 else _word(rng, (1, 2)).lower() + rng.choice(["ed", "s"])
     return f"{rng.choice(OPENER_SUBJECTS)} {verb} " + "{n}" + rng.choice([", who", ", who", ". This person"])
 
@@ -2002,6 +2022,10 @@ def copy_drill_example(rng: random.Random, held_out: bool = False) -> dict:
         lambda: rng.choice(ZH_HOBBIES if zh else EN_HOBBIES),
         lambda: _email(rng),
         lambda: random_string(rng, zh),
+        # four times in the list: rare tokens need a hundred emissions, not a few (stage 12)
+        lambda: vocab_string(rng, zh),
+        lambda: vocab_string(rng, zh),
+        lambda: vocab_string(rng, zh),
         lambda: vocab_string(rng, zh),
     ]
     items = [rng.choice(makers)() for _ in range(rng.randint(2, 6))]
@@ -2093,21 +2117,50 @@ def vocab_letter_tokens() -> tuple[tuple[str, ...], tuple[str, ...]]:
     return tuple(sorted(set(latin))), tuple(sorted(set(han)))
 
 
+# Stage 11's drills emitted each letter token about 5 times an epoch, `Book` 26 times in the
+# whole run, too few to move it (teacher-forced probability 0.001 at a name's start): three in four
+# of a vocab_string's tokens are drawn from those that the main corpus's answers never hold.
+RARE_TOKEN_SHARE = 0.75
+RARE_BELOW = 1  # a token is rare when a 4,000-example sample of answers holds it fewer times
+
+
+@functools.cache
+def rare_letter_tokens() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The vocab_letter_tokens (Latin, Han) that the answers of make_corpus(4000, seed=0) hold
+    fewer than RARE_BELOW times: the tokens the model is almost never asked to emit."""
+    from collections import Counter
+
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(TOKENIZER_FILE))
+    counts = Counter(i for ex in make_corpus(4000, seed=0) for i in tok.encode(ex["assistant"]).ids)
+    latin, han = vocab_letter_tokens()
+    return tuple(t for t in latin if counts[tok.token_to_id(t)] < RARE_BELOW), tuple(
+        t for t in han if counts[tok.encode(t).ids[0]] < RARE_BELOW
+    )
+
+
 def vocab_string(rng: random.Random, zh: bool) -> str:
     """2-3 random Latin-letter tokens of the tokenizer written together ("qoBookurant"), or 2-4
-    of its Han characters. A token no answer holds is a token the model has never emitted: the
-    bundled model's answers in one epoch held 3,470 of its 4,096 tokens, and names starting
-    with the held-out `Book` lost it (`Bookvoun Brolgea` -> `Brolgea`). A string that merely
-    holds such a word after other letters has no held-out signature (held_out_generator
-    checks the start of each letter run), and none is kept that has one."""
+    of its Han characters, each 3 times in 4 one that answers never hold (rare_letter_tokens).
+    A token no answer holds is a token the model has never emitted: the bundled model's answers
+    in one epoch held 3,470 of its 4,096 tokens, and names starting with the held-out `Book` lost
+    it (`Bookvoun Brolgea` -> `Brolgea`). A string that merely holds such a word after other
+    letters has no held-out signature (held_out_generator checks the start of each letter run),
+    and none is kept that has one."""
     latin, han = vocab_letter_tokens()
+    rare_latin, rare_han = rare_letter_tokens()
+
+    def pick(pool: tuple[str, ...], rare: tuple[str, ...]) -> str:
+        return rng.choice(rare if rare and rng.random() < RARE_TOKEN_SHARE else pool)
+
     while True:
         if zh:
-            text = "".join(rng.choice(han) for _ in range(rng.randint(2, 4)))
+            text = "".join(pick(han, rare_han) for _ in range(rng.randint(2, 4)))
             if any(s in text for s in name_generators.HELD_OUT_COMPOUND_SURNAMES):
                 continue
         else:
-            text = "".join(rng.choice(latin) for _ in range(rng.randint(2, 3)))
+            text = "".join(pick(latin, rare_latin) for _ in range(rng.randint(2, 3)))
         if name_generators.held_out_generator(text) is None:
             return text
 

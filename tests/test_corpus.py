@@ -414,3 +414,48 @@ def test_copy_drills_emit_nearly_every_letter_token(decoded_vocab):
     for ex in make_corpus.copy_drill_corpus(10000, seed=3):
         emitted.update(tok.encode(ex["assistant"], add_special_tokens=False).ids)
     assert len(emitted & letter_ids) >= 0.9 * len(letter_ids)
+
+
+def test_rare_tokens_are_never_in_the_sampled_answers_and_drills_emit_them_more(decoded_vocab):
+    """Issue 33, stage 12: rare_letter_tokens are letter tokens that no answer of the sample
+    holds (brute force over the answers' text), and the drills emit them more often than the
+    other letter tokens (stage 11's drills emitted `Book` 10 times in a 40,000-drill epoch)."""
+    tok, vocab = decoded_vocab
+    latin, han = make_corpus.vocab_letter_tokens()
+    rare_latin, rare_han = make_corpus.rare_letter_tokens()
+    assert set(rare_latin) <= set(latin) and set(rare_han) <= set(han) and "Book" in rare_latin
+    answers = "\n".join(ex["assistant"] for ex in make_corpus.make_corpus(4000, seed=0))
+    assert not [t for t in rare_han if t in answers]  # a Han token never held is never written
+    held = set()
+    for ex in make_corpus.make_corpus(4000, seed=0):
+        held.update(tok.encode(ex["assistant"], add_special_tokens=False).ids)
+    assert not {vocab[t] for t in rare_latin + rare_han} & held
+    counts: dict[int, int] = {}
+    for ex in make_corpus.copy_drill_corpus(10000, seed=5):
+        for i in tok.encode(ex["assistant"], add_special_tokens=False).ids:
+            counts[i] = counts.get(i, 0) + 1
+    rare = sorted(counts.get(vocab[t], 0) for t in rare_latin + rare_han)
+    other = sorted(counts.get(vocab[t], 0) for t in set(latin + han) - set(rare_latin + rare_han))
+    assert rare[len(rare) // 2] > other[len(other) // 2]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_made_up_connectors_are_single_tokens_never_a_surname_or_held_out(decoded_vocab, seed):
+    """Stage 12's made-up connectors (for "档案里写着NAME", which stage 11 always answered `档案`):
+    1-3 characters, each one token of the tokenizer, none a surname's, a held-out name's or a
+    held-out opener's."""
+    _, vocab = decoded_vocab
+    connector = make_corpus.made_up_connector(random.Random(seed))
+    assert 1 <= len(connector) <= 3 and all(c in vocab for c in connector)
+    banned = set("".join(make_corpus.ZH_SURNAMES)) | set(name_generators.HELD_OUT_HAN)
+    banned |= set("".join(make_corpus.ZH_GENERALISATION_OPENERS).replace("{n}", ""))
+    assert not set(connector) & banned
+
+
+def test_some_composed_openers_end_in_a_connector_never_listed():
+    rng = random.Random(12)
+    openers = [make_corpus.composed_opener(rng, True) for _ in range(400)]
+    listed = tuple(c + "{n}，" for c in make_corpus.ZH_OPENER_CONNECTORS)
+    share = sum(not o.endswith(listed) for o in openers) / len(openers)
+    assert 0.2 < share < 0.6
