@@ -1198,7 +1198,8 @@ def composed_opener(rng: random.Random, zh: bool) -> str:
         # as they were, and so do eval_extraction's held-out sets (they exclude its requests)
         side = random.Random(head + connector)
         if side.random() < MADE_UP_CONNECTOR:
-            connector = made_up_connector(side)
+            # ended by a listed one (stage 13b): what comes after 是 up to ， is the name, whole
+            connector = made_up_connector(side) + side.choice(ZH_OPENER_CONNECTORS)
         return head + connector + "{n}，"
     verb = rng.choice(OPENER_VERBS) if rng.random() < 0.6 else _word(rng, (1, 2)).lower() + rng.choice(["ed", "s"])
     return f"{rng.choice(OPENER_SUBJECTS)} {verb} " + "{n}" + rng.choice([", who", ", who", ". This person"])
