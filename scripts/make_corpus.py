@@ -1198,35 +1198,10 @@ def composed_opener(rng: random.Random, zh: bool) -> str:
         # as they were, and so do eval_extraction's held-out sets (they exclude its requests)
         side = random.Random(head + connector)
         if side.random() < MADE_UP_CONNECTOR:
-            # ended by a listed one (stage 13b): what comes after 是 up to ， is the name, whole
-            connector = made_up_connector(side) + side.choice(ZH_OPENER_CONNECTORS)
+            connector = made_up_connector(side)
         return head + connector + "{n}，"
     verb = rng.choice(OPENER_VERBS) if rng.random() < 0.6 else _word(rng, (1, 2)).lower() + rng.choice(["ed", "s"])
     return f"{rng.choice(OPENER_SUBJECTS)} {verb} " + "{n}" + rng.choice([", who", ", who", ". This person"])
-
-
-# Stage 12 answered 孙国 to "这位是公孙国": its made-up connectors taught "the name starts at a
-# surname character", so a held-out compound surname lost its first character. After a listed
-# connector a share of training names therefore gets an invented first character (no surname,
-# held-out or opener character, so never 公孙 or 东方): the name is everything after 是 up to ，.
-INVENTED_SURNAME = 0.5
-
-
-def with_invented_surname(opener: str, name: str) -> str:
-    """``name`` or, after a listed connector and for a share of names (INVENTED_SURNAME),
-    ``name`` behind one more character: "是{n}，" with 张伟 -> 鹂张伟 (a two-character surname)."""
-    # a side generator seeded by opener and name, so the corpus's own draws stay as they were
-    side = random.Random(opener + name)
-    if not any(opener.endswith(c + "{n}，") for c in ZH_OPENER_CONNECTORS) or side.random() >= INVENTED_SURNAME:
-        return name
-    if side.random() < 0.5:  # half a vocabulary token (like 公, 东), half a byte-level character
-        first = side.choice([c for c in vocab_letter_tokens()[1] if c not in _ZH_OPENER_EXCLUDED])
-    else:
-        first = random_han(side, 1)
-    invented = first + name
-    if is_held_out(invented) or name_generators.held_out_generator(invented) is not None:
-        return name
-    return invented
 
 
 def _filler(rng: random.Random, zh: bool) -> str:
@@ -1267,8 +1242,6 @@ def _paragraph(
         openers = made_up_opener if rng.random() < 0.6 else openers
     if not held_out and rng.random() < COMPOSED_OPENER:
         openers = ([composed_opener(rng, zh)], [])
-        if zh:  # the answer is written from facts, so it holds the invented surname too
-            name = facts["name"] = with_invented_surname(openers[0][0], name)
     if zh:
         age = facts["age"] if rng.random() < 0.7 else zh_number(facts["age"])
         values = dict(

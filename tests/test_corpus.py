@@ -453,56 +453,9 @@ def test_made_up_connectors_are_single_tokens_never_a_surname_or_held_out(decode
     assert not set(connector) & banned
 
 
-def test_composed_openers_end_in_a_listed_connector_some_after_made_up_ones(decoded_vocab):
-    """Stage 12's made-up connectors (single-token characters, where a random head's characters
-    are nearly all byte-level) are ended by a listed connector since stage 13b, so a Chinese
-    composed opener always ends in one."""
-    _, vocab = decoded_vocab
+def test_some_composed_openers_end_in_a_connector_never_listed():
     rng = random.Random(12)
     openers = [make_corpus.composed_opener(rng, True) for _ in range(400)]
-    listed = sorted(make_corpus.ZH_OPENER_CONNECTORS, key=len, reverse=True)
-    made_up = 0
-    for opener in openers:
-        head = opener.removesuffix("{n}，")
-        connector = next((c for c in listed if head.endswith(c)), None)
-        assert connector is not None
-        made_up += head[: -len(connector)][-1] in vocab
-    assert 0.25 < made_up / len(openers) < 0.6
-
-
-def test_invented_surnames_follow_a_listed_connector_and_are_never_held_out():
-    """Stage 13 (stage 12 answered 孙国 to "这位是公孙国"): after a listed connector about half
-    of the names gain a first character that is no surname's and no held-out compound
-    surname's (composed openers always end in a listed connector)."""
-    rng = random.Random(13)
-    surname_chars = set("".join(make_corpus.ZH_SURNAMES))
-    held = set("".join(name_generators.HELD_OUT_COMPOUND_SURNAMES)) | set(name_generators.HELD_OUT_HAN)
     listed = tuple(c + "{n}，" for c in make_corpus.ZH_OPENER_CONNECTORS)
-    invented = 0
-    after_listed = 0
-    for _ in range(400):
-        opener = make_corpus.composed_opener(rng, True)
-        name = make_corpus.person_name(rng, True, False)
-        out = make_corpus.with_invented_surname(opener, name)
-        assert opener.endswith(listed)
-        after_listed += 1
-        if out != name:
-            invented += 1
-            assert out[1:] == name and out[0] not in surname_chars | held
-            assert not make_corpus.is_held_out(out) and name_generators.held_out_generator(out) is None
-    assert 0.3 < invented / after_listed < 0.7
-
-
-def test_training_answers_hold_the_invented_surname_the_text_shows():
-    """The answer is written from the same name the paragraph shows, invented character included."""
-    rng = random.Random(5)
-    surname_chars = set("".join(make_corpus.ZH_SURNAMES))
-    seen = 0
-    for _ in range(2000):
-        ex = make_corpus.person_example(rng)
-        answer = json.loads(make_corpus.unfence(ex["assistant"]))
-        name = answer.get("name", "")
-        if len(name) > 2 and "\u4e00" <= name[0] <= "\u9fff" and name[0] not in surname_chars:
-            assert name in ex["user"]
-            seen += 1
-    assert seen > 0
+    share = sum(not o.endswith(listed) for o in openers) / len(openers)
+    assert 0.2 < share < 0.6
