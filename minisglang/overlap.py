@@ -155,8 +155,7 @@ class OverlapScheduler(Scheduler):
                 logits = logits[1:]  # the unfinished prompt picks no token
             with self.timed(parts, "sample"):
                 next_token_ids = self.sample_picking(batch, logits, picking, masks)
-        if fault.error is not None:
-            self.drop_next_decode()  # its requests were aborted with the batch
+        if fault.error is not None:  # (the early batch went with its requests: `_finish`)
             return
         with self.timed(parts, "record"):
             self.record_results(batch, next_token_ids)
@@ -221,10 +220,9 @@ class OverlapScheduler(Scheduler):
         would give the same one now: every running request in it, in order, each with its
         token of the last step appended, and nothing waiting to be admitted. Otherwise its
         slots go back and the step schedules as usual."""
-        built, self.next_decode = self.next_decode, None
-        if built is None:
+        if self.next_decode is None:
             return None
-        batch, fb = built
+        batch, fb = self.next_decode
         sampled = {r.rid for r in self.unprocessed}
         if (
             self.waiting_queue
@@ -232,8 +230,9 @@ class OverlapScheduler(Scheduler):
             or self.running != batch.reqs
             or not all(r.rid in sampled and not r.finished for r in batch.reqs)
         ):
-            self.token_to_kv_pool.free(fb.out_cache_loc)
+            self.drop_next_decode()
             return None
+        self.next_decode = None
         fb.input_ids = torch.tensor([r.fill_ids[-1] for r in batch.reqs], dtype=torch.int64, device=fb.input_ids.device)
         self.start_decode(batch.reqs)
         return batch, fb
@@ -335,10 +334,6 @@ class OverlapScheduler(Scheduler):
         if self.forward_thread is not None:
             self.forward_thread.shutdown()
 
-    def fail_all(self, error: BaseException) -> None:
-        self.drop_next_decode()
-        super().fail_all(error)
-
     def abort(self, rid: int, message: str = "aborted by the client") -> bool:
         """As the plain step: a token sampled before the abort is processed first, so a request
         that its last token finished (a stop string, say) keeps that finish, as it would have
@@ -353,7 +348,7 @@ class OverlapScheduler(Scheduler):
         if req in self.unprocessed:  # its last token was sampled before it left: it is output
             self.process_tokens([req])
         if self.next_decode is not None and req in self.next_decode[0].reqs:
-            # It may leave outside a step (a closed stream): the early batch would hold a
-            # KV slot of a request that is gone until some later step dropped it.
+            # Whichever way it leaves (an aborted batch, an engine fault, a closed stream outside
+            # a step), the early batch would hold a KV slot of a request that is gone.
             self.drop_next_decode()
         super()._finish(req)
