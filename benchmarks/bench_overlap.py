@@ -77,12 +77,13 @@ def random_model_65k(folder: Path) -> Path:
     return folder
 
 
-def serve(model_path: str, overlap: bool, batch: int, steps: int) -> dict:
+def serve(model_path: str, overlap: bool, batch: int, steps: int, device: str = "cpu") -> dict:
     """Serve one batch; per full-batch decode step: the step's and the forward's seconds,
     and (overlapped) the trace's parts."""
     eng = Engine(
         model_path=model_path,
         stage="s7",
+        device=device,
         disable_overlap_schedule=not overlap,
         max_total_tokens=batch * 200,
         max_running_requests=batch,
@@ -124,11 +125,20 @@ def serve(model_path: str, overlap: bool, batch: int, steps: int) -> dict:
 
 
 def typical_steps(events: list[dict], n: int) -> list[dict]:
-    """The `n` consecutive overlap events whose summed time is the median of all such runs
-    of `n` (a busy machine's stalls then stay out of the picture, as out of the medians)."""
-    took = lambda e: e["forward_s"] + sum(e["during_forward"].values()) + sum(e["exposed"].values())  # noqa: E731
-    windows = sorted(range(len(events) - n + 1), key=lambda i: sum(took(e) for e in events[i : i + n]))
-    start = windows[len(windows) // 2]
+    """The `n` consecutive overlap events closest, part by part, to the median step: the
+    window whose parts (the forward and each named piece of work) are nearest their medians
+    over the run. (A window picked by its total time alone can hide one 10 ms outlier behind
+    short parts elsewhere, and the picture then disagrees with the table.)"""
+
+    def parts(e: dict) -> dict[str, float]:
+        named = {f"during:{k}": v for k, v in e["during_forward"].items()}
+        named.update({f"exposed:{k}": v for k, v in e["exposed"].items()})
+        return {"forward": e["forward_s"], **named}
+
+    keys = sorted({k for e in events for k in parts(e)})
+    medians = {k: statistics.median(parts(e).get(k, 0.0) for e in events) for k in keys}
+    off = [sum(abs(parts(e).get(k, 0.0) - m) for k, m in medians.items()) for e in events]
+    start = min(range(len(events) - n + 1), key=lambda i: sum(off[i : i + n]))
     return events[start : start + n]
 
 
@@ -136,26 +146,41 @@ def median(rows: list[dict], key: str) -> float:
     return statistics.median(r[key] for r in rows)
 
 
-def measure(name: str, model_path: str, batch: int, steps: int, repeats: int) -> tuple[list[str], list[dict]]:
-    """The table's row for one model, and the last overlapped run's full-batch trace events."""
+def measure_steps(model_path: str, batch: int, steps: int, repeats: int, device: str = "cpu") -> dict:
+    """Medians (seconds) of the plain and the overlapped full-batch steps of one model, the
+    two hidden fractions, and the last overlapped run's full-batch trace events."""
     plain, over = [], []
     for _ in range(repeats):  # alternate, so a busy moment of the machine hits both
-        plain += serve(model_path, False, batch, steps)["rows"]
-        got = serve(model_path, True, batch, steps)
+        plain += serve(model_path, False, batch, steps, device)["rows"]
+        got = serve(model_path, True, batch, steps, device)
         over += got["rows"]
-    vocab = got["vocab"]
-    step_p, fwd_p = median(plain, "step"), median(plain, "forward")
-    cpu_p = step_p - fwd_p
-    step_o, fwd_o = median(over, "step"), median(over, "forward_trace")
-    during, exposed = median(over, "during"), median(over, "exposed")
-    hidden_trace = min(during, fwd_o) / (during + exposed)
-    hidden_clock = (step_p - step_o) / cpu_p if cpu_p > 0 else float("nan")
-    ms = lambda s: f"{1000 * s:.2f}"  # noqa: E731
+    m = {
+        "vocab": got["vocab"],
+        "steps": (len(plain), len(over)),
+        "step_plain": median(plain, "step"),
+        "forward_plain": median(plain, "forward"),
+        "step_overlap": median(over, "step"),
+        "forward_overlap": median(over, "forward_trace"),
+        "during": median(over, "during"),
+        "exposed": median(over, "exposed"),
+        "waited": median(over, "waited"),
+        "trace": got["trace"],
+    }
+    m["cpu_plain"] = m["step_plain"] - m["forward_plain"]
+    m["hidden_trace"] = min(m["during"], m["forward_overlap"]) / (m["during"] + m["exposed"])
+    m["hidden_clock"] = (m["step_plain"] - m["step_overlap"]) / m["cpu_plain"] if m["cpu_plain"] > 0 else float("nan")
+    return m
+
+
+def measure(name: str, model_path: str, batch: int, steps: int, repeats: int) -> tuple[list[str], list[dict]]:
+    """The table's row for one model, and the last overlapped run's full-batch trace events."""
+    m = measure_steps(model_path, batch, steps, repeats)
+    ms = lambda key: f"{1000 * m[key]:.2f}"  # noqa: E731
     return [
-        f"| {name} | {vocab} | {len(plain)} / {len(over)} | {ms(step_p)} | {ms(fwd_p)} | {ms(cpu_p)} | "
-        f"{ms(step_o)} | {ms(fwd_o)} | {ms(during)} | {ms(exposed)} | {ms(median(over, 'waited'))} | "
-        f"{hidden_trace:.0%} | {hidden_clock:.0%} |"
-    ], got["trace"]
+        f"| {name} | {m['vocab']} | {m['steps'][0]} / {m['steps'][1]} | {ms('step_plain')} | {ms('forward_plain')} | "
+        f"{ms('cpu_plain')} | {ms('step_overlap')} | {ms('forward_overlap')} | {ms('during')} | {ms('exposed')} | "
+        f"{ms('waited')} | {m['hidden_trace']:.0%} | {m['hidden_clock']:.0%} |"
+    ], m["trace"]
 
 
 def main() -> None:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Issue 18's GPU ratios in one table: s4/s3 requests/s at batch 64, minisglang vs
-# transformers + outlines-core at batch 32, the mask cost per step (benchmarks/device_check.py).
+# Issues 18's and 34's GPU ratios in one table: s4/s3 requests/s at batch 64, minisglang vs
+# transformers + outlines-core at batch 32, the mask cost per step, s7's drafts against s6
+# and overlap's hidden share (benchmarks/device_check.py).
 #
 #   bash benchmarks/device_check.sh                 # on a CUDA GPU: under 8 minutes, writes results/device_check.md
 #   bash benchmarks/device_check.sh --smoke --device cpu   # tiny sizes: proves it runs end to end

@@ -85,6 +85,8 @@ class ForwardThread:
         start = time.perf_counter()
         with torch.inference_mode():  # a thread-local mode: the scheduler's does not reach here
             logits = self.model.forward(fb)
+            if logits.is_cuda:  # done means the logits are there: the scheduler thread must not wait on them
+                torch.cuda.current_stream(logits.device).synchronize()
         return logits, time.perf_counter() - start
 
     def shutdown(self) -> None:

@@ -26,14 +26,16 @@ def test_smoke_run_prints_one_table_with_every_check():
     lines = done.stdout.splitlines()
     start = lines.index("| check | measured | target | verdict |")
     rows = [line for line in lines[start + 2 :] if line.startswith("|")]
-    assert len(rows) == 3, rows
-    jump, versus, mask = rows
+    assert len(rows) == 5, rows
+    jump, versus, mask, speculative, overlap = rows
     assert re.search(
         r"s4 / s3 .*\| \d+\.\d\dx \(s3 [\d.]+/s, s4 [\d.]+/s; valid \d/2, \d/2\) \| >= 1\.5x \| (met|\*\*missed\*\*) \|$",
         jump,
     )
     assert re.search(r"transformers \+ outlines-core .*\| \d+\.\d\dx .*\| >= 3x \| (met|\*\*missed\*\*) \|$", versus)
     assert re.search(r"mask per decode step .*\| \d+\.\d\d ms \(\d+% of an s3 decode step", mask)
+    assert re.search(r"speculative: .*\| \d+\.\d\dx requests/s; .* \d+\.\d\dx; same text as s6 2/2 \|", speculative)
+    assert re.search(r"overlap: .*\| \d+% by the trace, -?\d+% by the clock .*\| >= 70% \(trace\) \|", overlap)
     assert "device CPU" in done.stdout
     # A smoke run's numbers mean nothing: it leaves the results file alone.
     assert (results.read_text(encoding="utf-8") if results.exists() else None) == before
