@@ -2199,10 +2199,18 @@ def copy_drill_corpus(n_examples: int, seed: int = 0) -> list[dict]:
     ]
 
 
+def long_document_example(rng: random.Random, held_out: bool = False) -> dict:
+    """A long extraction prompt (rules and a schema, the facts among filler): scripts/long_documents.py."""
+    import long_documents  # imported here: it builds on this module's pools and paragraphs
+
+    return long_documents.long_document_example(rng, held_out)
+
+
 # The task mix: extraction dominates because it is what the chapters demonstrate; tool
 # calls are chapter 07's; copying is the skill both need.
 TASKS = [
-    (person_example, 0.53),
+    (person_example, 0.45),
+    (long_document_example, 0.08),
     (tool_example, 0.22),
     (copy_example, 0.10),
     (numeral_drill_example, 0.02),
