@@ -82,7 +82,7 @@ def main() -> None:
     began = time.perf_counter()
 
     tok = Tokenizer.from_pretrained(minisglang.DEFAULT_MODEL_PATH)
-    extraction, _, _ = workload(tok, args.requests, 1.0, args.seed)
+    extraction, _, _, _ = workload(tok, args.requests, 1.0, args.seed)
     greedy = {"temperature": 0, "max_new_tokens": args.max_new_tokens}
     workloads = {
         "extraction (Person schema)": (extraction, {**greedy, "json_schema": json.dumps(SCHEMA)}),

@@ -26,7 +26,8 @@ Each grammar is compiled before its system's timed run (compile time is chapter 
 subject). Per system: requests/s (requests over the time from the first arrival to the last
 answer), TTFT (arrival to the first output token computed: the engine's `first_token_time`;
 for transformers the processor's first call of the batch, i.e. after its prefill), latency
-(arrival to the answer) p50/p99, and validity (`jsonschema` on every output). For the
+(arrival to the answer) p50/p99, validity (`jsonschema` on every output) and whether the answer is
+right (name and age, and all five fields, equal to the facts the document states). For the
 profile: prefill tokens computed, forwards, and the share of the wall time each part took.
 
     python benchmarks/bench_extraction_service.py [--requests 256] [--rate R] [--quick]
@@ -182,14 +183,16 @@ def document(rng: random.Random, tok: Tokenizer, zh: bool, target_tokens: int) -
     return sep.join(sentences), {"name": name, "age": age, "city": city, "occupation": job, "hobbies": hobbies}
 
 
-def workload(tok: Tokenizer, n: int, rate: float, seed: int) -> tuple[list[str], list[float], str]:
-    """(prompts, arrival offsets in seconds, shared instruction) for `n` requests (seeded)."""
+def workload(tok: Tokenizer, n: int, rate: float, seed: int) -> tuple[list[str], list[float], str, list[dict]]:
+    """(prompts, arrival offsets in seconds, shared instruction, the facts each document
+    states) for `n` requests (seeded)."""
     rng = random.Random(seed)
     system = instruction(tok)
-    prompts, arrivals, t = [], [], 0.0
+    prompts, arrivals, stated, t = [], [], [], 0.0
     for i in range(n):
         zh = i % 2 == 1
-        text, _ = document(rng, tok, zh, rng.randint(50, 400))
+        text, facts = document(rng, tok, zh, rng.randint(50, 400))
+        stated.append(facts)
         ask = (
             "从以下文本中提取这个人的信息，只输出 JSON。"
             if zh
@@ -202,7 +205,17 @@ def workload(tok: Tokenizer, n: int, rate: float, seed: int) -> tuple[list[str],
         )
         arrivals.append(t)
         t += rng.expovariate(rate)
-    return prompts, arrivals, system
+    return prompts, arrivals, system, stated
+
+
+def right(text: str, facts: dict, keys: tuple[str, ...]) -> bool:
+    """Whether the answer `text` states `keys` of `facts` exactly (valid is not right: a
+    grammar makes any model's answer valid, only the model makes it right)."""
+    try:
+        answer = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(answer, dict) and all(answer.get(k) == facts[k] for k in keys)
 
 
 # ------------------------------------------------------------------------------ minisglang
@@ -361,7 +374,7 @@ def main() -> None:
         args.requests = min(args.requests, 64)
 
     tok = Tokenizer.from_pretrained(args.model_path)
-    prompts, arrivals, system = workload(tok, args.requests, args.rate, args.seed)
+    prompts, arrivals, system, stated = workload(tok, args.requests, args.rate, args.seed)
     params = {
         "json_schema": json.dumps(SCHEMA, ensure_ascii=False),
         "temperature": 0,
@@ -421,13 +434,15 @@ def main() -> None:
         "",
         f"Schema: `{json.dumps(SCHEMA, ensure_ascii=False)}`",
         "",
-        "| system | valid (jsonschema) | requests/s | TTFT p50 (s) | TTFT p99 (s) | latency p50 (s) "
-        "| latency p99 (s) | output tokens | CPU s | CPU share | load before |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| system | valid (jsonschema) | name and age right | all five fields right | requests/s | TTFT p50 (s) "
+        "| TTFT p99 (s) | latency p50 (s) | latency p99 (s) | output tokens | CPU s | CPU share | load before |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, r in results.items():
+        name_age = sum(right(t, f, ("name", "age")) for t, f in zip(r["texts"], stated))
+        every = sum(right(t, f, tuple(SCHEMA["properties"])) for t, f in zip(r["texts"], stated))
         lines.append(
-            f"| {name} | {sum(map(valid, r['texts']))}/{n} | {n / r['wall']:.2f} "
+            f"| {name} | {sum(map(valid, r['texts']))}/{n} | {name_age}/{n} | {every}/{n} | {n / r['wall']:.2f} "
             f"| {pct(r['ttft'], 50):.2f} | {pct(r['ttft'], 99):.2f} | {pct(r['latency'], 50):.2f} "
             f"| {pct(r['latency'], 99):.2f} | {r['output_tokens']} | {r['cpu']:.1f} | {r['cpu'] / r['wall']:.0%} "
             f"| {loads[name]:.1f} |"

@@ -213,7 +213,7 @@ def main() -> None:
         args.requests = min(args.requests, 16)
 
     tok = Tokenizer.from_pretrained(args.model_path)
-    extraction, _, _ = workload(tok, args.requests, 1.0, args.seed)
+    extraction, _, _, _ = workload(tok, args.requests, 1.0, args.seed)
     greedy = {"temperature": 0, "max_new_tokens": args.max_new_tokens}
     workloads = {
         "extraction": (extraction, {**greedy, "json_schema": json.dumps(SCHEMA, ensure_ascii=False)}),

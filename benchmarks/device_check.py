@@ -126,7 +126,7 @@ def check_transformers(args, device) -> tuple:
     """minisglang (s5, fsm) against transformers + outlines-core, one batch of --hf-batch requests."""
     engine = Engine(args.model_path, device=args.device)
     tok = engine.tokenizer
-    chats, _, _ = workload(tok, args.hf_batch, rate=1.0, seed=0)
+    chats, _, _, _ = workload(tok, args.hf_batch, rate=1.0, seed=0)
     schema = json.dumps(SCHEMA, ensure_ascii=False)
     params = {"json_schema": schema, "temperature": 0, "max_new_tokens": args.hf_max_new_tokens}
     hf = AutoModelForCausalLM.from_pretrained(args.model_path, dtype=torch.float32).to(device).eval()
@@ -207,7 +207,7 @@ def check_speculative(args, device) -> tuple:
     names = [ORACLE, "s7 FORCED+NGRAM, k=4"]
     options = speculative_systems([4])
     engine = Engine(args.model_path, device=args.device, **options[names[0]])
-    chats, _, _ = workload(engine.tokenizer, args.jf_batch, rate=1.0, seed=0)
+    chats, _, _, _ = workload(engine.tokenizer, args.jf_batch, rate=1.0, seed=0)
     engine.shutdown()
     params = {
         "json_schema": json.dumps(SCHEMA, ensure_ascii=False),
