@@ -84,7 +84,8 @@ def test_some_chinese_given_names_contain_numerals(train):
         share = sum(any(c in numerals for c in n[1:]) for n in names) / len(names)
         assert 0.05 < share < 0.3
     answers = [json.loads(make_corpus.unfence(ex["assistant"])) for ex in train if ex["task"] == "extract_person"]
-    assert any(set(a["name"][1:]) & numerals and "age" in a for a in answers)
+    # (a one-key request, SHORT_REQUEST, may ask for another key than the name)
+    assert any(set(a.get("name", "")[1:]) & numerals and "age" in a for a in answers)
 
 
 ZH_NUMERALS = {make_corpus.zh_number(n): n for n in range(100)}  # the inverse, by brute force
