@@ -74,19 +74,17 @@ from corpus.pools import (  # noqa: E402
     DEMO_NAMES,
     EN_FIRST,
     EN_HOBBIES,
-    EN_JOBS,
     EN_LAST,
     NUMERAL_NAME_SHARE,
     RARE_HAN,
     ZH_CITIES,
     ZH_GIVEN,
     ZH_HOBBIES,
-    ZH_JOBS,
     ZH_NUMERAL_GIVEN,
     ZH_SURNAMES,
 )
 from corpus.tool_calls import TOOL_ECHO_REQUESTS, TOOL_FAMILIES, tool_example  # noqa: E402
-from corpus.values import _city, _email, _join, _phone, is_held_out, person_name  # noqa: E402
+from corpus.values import _city, _join, is_held_out, person_facts, person_name  # noqa: E402
 from corpus.vocab_tokens import TOKENIZER_FILE, vocab_letter_tokens  # noqa: E402
 
 # What the other scripts, the tests and the benchmarks use (and the model card names).
@@ -97,7 +95,6 @@ __all__ = [
     "EN_FIRST",
     "EN_GENERALISATION_OPENERS",
     "EN_HOBBIES",
-    "EN_JOBS",
     "EN_LAST",
     "EN_LOOSE",
     "EN_OPENERS",
@@ -123,7 +120,6 @@ __all__ = [
     "ZH_GENERALISATION_OPENERS",
     "ZH_GIVEN",
     "ZH_HOBBIES",
-    "ZH_JOBS",
     "ZH_LOOSE",
     "ZH_NUMERAL_GIVEN",
     "ZH_OPENERS",
@@ -132,10 +128,8 @@ __all__ = [
     "ZH_SURNAMES",
     "_city",
     "_dumps",
-    "_email",
     "_join",
     "_paragraph",
-    "_phone",
     "_pick",
     "composed_opener",
     "copy_drill_corpus",
@@ -148,6 +142,7 @@ __all__ = [
     "make_corpus",
     "numeral_drill_example",
     "person_example",
+    "person_facts",
     "person_name",
     "random_string",
     "rare_letter_tokens",

@@ -5,7 +5,8 @@ above it:
 - ``pools.py``: the pools of facts (names, name characters, cities, jobs, hobbies; the small
   tasks' tables) and ``DEMO_NAMES``, the demo's names that are never generated.
 - ``values.py``: the values of facts, generated and spelled: ``person_name`` (held out by
-  ``is_held_out``), ``_city``, ``_email``, ``_phone``, ``_word``, dates, ``_join``.
+  ``is_held_out``), ``person_facts`` (city, e-mail, phone, occupation, hobbies), ``_city``,
+  ``_email``, ``_phone``, ``_word``, dates, ``_join``.
 - ``phrasings.py``: the fixed (training, held-out) phrasings: facts, openers, systems,
   strict and loose instructions, ``_pick``; the course's running example (``SEED_*``).
 - ``example_format.py``: an example's dict, ``_dumps`` (the answers' JSON), ``unfence``,

@@ -6,8 +6,7 @@ from __future__ import annotations
 import random
 
 from .paragraphs import _paragraph
-from .pools import EN_HOBBIES, EN_JOBS, ZH_HOBBIES, ZH_JOBS
-from .values import _city, _email, _phone, _word, person_name
+from .values import _city, _email, _word, person_facts, person_name
 
 
 def copy_example(rng: random.Random, held_out: bool = False) -> dict:
@@ -21,11 +20,7 @@ def copy_example(rng: random.Random, held_out: bool = False) -> dict:
         facts = {
             "name": person_name(rng, zh, held_out),
             "age": rng.randint(18, 90),
-            "city": _city(rng, zh),
-            "email": _email(rng),
-            "phone": _phone(rng, zh),
-            "occupation": rng.choice(ZH_JOBS if zh else EN_JOBS),
-            "hobbies": rng.sample(ZH_HOBBIES if zh else EN_HOBBIES, rng.randint(1, 3)),
+            **person_facts(rng, zh, max_hobbies=3),
             "birthday": "2000-01-01",
         }
         text = _paragraph(rng, facts, ["name"] + rng.sample(["age", "city", "occupation", "hobbies"], 2), zh, held_out)

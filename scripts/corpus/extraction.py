@@ -8,8 +8,7 @@ import random
 from .example_format import _dumps
 from .paragraphs import _paragraph
 from .phrasings import EN_LOOSE, EN_STRICT, EN_SYSTEMS, STRICT_SYSTEMS, ZH_LOOSE, ZH_STRICT, ZH_SYSTEMS, _pick
-from .pools import EN_HOBBIES, EN_JOBS, ZH_HOBBIES, ZH_JOBS
-from .values import _city, _email, _join, _phone, person_name
+from .values import _join, person_facts, person_name
 
 # The one key order every extraction answer uses; a prompt mentions a subset of these keys.
 KEY_ORDER = ["name", "age", "city", "email", "phone", "occupation", "hobbies", "birthday"]
@@ -38,11 +37,7 @@ def person_example(rng: random.Random, held_out: bool = False) -> dict:
     facts = {
         "name": person_name(rng, zh, held_out),
         "age": age,
-        "city": _city(rng, zh),
-        "email": _email(rng),
-        "phone": _phone(rng, zh),
-        "occupation": rng.choice(ZH_JOBS if zh else EN_JOBS),
-        "hobbies": rng.sample(ZH_HOBBIES if zh else EN_HOBBIES, rng.randint(1, 4)),
+        **person_facts(rng, zh, max_hobbies=4),
         "birthday": f"{by}-{bm:02d}-{bd:02d}",
     }
     text = _paragraph(rng, facts, mentioned, zh, held_out)

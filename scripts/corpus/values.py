@@ -16,6 +16,8 @@ from .pools import (
     DOMAINS,
     EN_CITIES,
     EN_FIRST,
+    EN_HOBBIES,
+    EN_JOBS,
     EN_LAST,
     MONTHS,
     NICKNAMES,
@@ -25,6 +27,8 @@ from .pools import (
     ZH_CITIES,
     ZH_CITY_CHARS,
     ZH_GIVEN,
+    ZH_HOBBIES,
+    ZH_JOBS,
     ZH_NUMERAL_GIVEN,
     ZH_SURNAMES,
 )
@@ -125,3 +129,16 @@ def _city(rng: random.Random, zh: bool) -> str:
     if zh:
         return "".join(rng.sample(ZH_CITY_CHARS, 2))
     return _word(rng, (2, 3)) + rng.choice(["", "", " City", "ville", " Bay"])
+
+
+def person_facts(rng: random.Random, zh: bool, max_hobbies: int) -> dict:
+    """A person's facts besides name, age and birthday, drawn in this order: city, email,
+    phone, occupation and 1 to ``max_hobbies`` hobbies (every text about a person draws them
+    so; the order of the draws is what keeps a seeded corpus the same)."""
+    return {
+        "city": _city(rng, zh),
+        "email": _email(rng),
+        "phone": _phone(rng, zh),
+        "occupation": rng.choice(ZH_JOBS if zh else EN_JOBS),
+        "hobbies": rng.sample(ZH_HOBBIES if zh else EN_HOBBIES, rng.randint(1, max_hobbies)),
+    }
