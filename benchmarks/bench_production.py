@@ -100,7 +100,7 @@ TEMPERATURE = 0.7
 
 # The evaluation prompts: people described in one or two sentences, in English or Chinese.
 # The instructions and system prompts are ones the bundled model saw in training
-# (scripts/make_corpus.py); the people and sentences are drawn here.
+# (scripts/corpus/phrasings.py); the people and sentences are drawn here.
 EN_SYSTEM = "You are an information extraction assistant. Output valid JSON only."
 ZH_SYSTEM = "你是一个信息抽取助手，只输出合法 JSON，不要输出任何解释。"  # the course's extraction example
 EN_INSTRUCTION = "Extract name, age, hobbies from the following text. Reply with JSON only."

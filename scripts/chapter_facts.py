@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 COURSE = REPO / "COURSE.md"
 JUMP_RESULTS = REPO / "benchmarks" / "results" / "jump_forward.md"
 
-# Notebook 04's request. The instruction is one of the corpus's own phrasings (make_corpus.py's
+# Notebook 04's request. The instruction is one of the corpus's own phrasings (corpus/phrasings.py's
 # EN_LOOSE), so the bundled model copies the name; with "Extract as JSON:" it wrote 12 spaces.
 INSTRUCTION = "Extract name, age and city from the text as JSON."
 TEXT = "Li Lei is 31 years old and lives in Paris."

@@ -26,16 +26,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import make_corpus  # noqa: E402
 
-FIELD_SCHEMAS = {
-    "name": {"type": "string"},
-    "age": {"type": "integer"},
-    "city": {"type": "string"},
-    "email": {"type": "string"},
-    "phone": {"type": "string"},
-    "occupation": {"type": "string"},
-    "hobbies": {"type": "array", "items": {"type": "string"}},
-    "birthday": {"type": "string"},
-}
 # The fields the target is about (issue 18): a name, a number and a list.
 HEADLINE_FIELDS = ("name", "age", "hobbies")
 
@@ -44,7 +34,7 @@ def extraction_schema(keys: list[str]) -> dict:
     """The JSON Schema of an answer with exactly ``keys``, in that order, all required."""
     return {
         "type": "object",
-        "properties": {k: FIELD_SCHEMAS[k] for k in keys},
+        "properties": {k: make_corpus.FIELD_SCHEMAS[k] for k in keys},
         "required": list(keys),
         "additionalProperties": False,
     }

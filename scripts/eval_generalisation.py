@@ -52,11 +52,7 @@ def generalisation_example(rng: random.Random, generator: str, fields: list[str]
     facts = {
         "name": name,
         "age": age,
-        "city": make_corpus._city(rng, zh),
-        "email": make_corpus._email(rng),
-        "phone": make_corpus._phone(rng, zh),
-        "occupation": rng.choice(make_corpus.ZH_JOBS if zh else make_corpus.EN_JOBS),
-        "hobbies": rng.sample(make_corpus.ZH_HOBBIES if zh else make_corpus.EN_HOBBIES, rng.randint(1, 3)),
+        **make_corpus.person_facts(rng, zh, max_hobbies=3),
         "birthday": f"{2025 - age}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}",
     }
     others = rng.sample([k for k in make_corpus.KEY_ORDER if k not in fields], rng.randint(0, 3))

@@ -17,7 +17,7 @@ import random
 import re
 
 # ---------------------------------------------------------------- training generators
-# The corpus's first inventory (make_corpus._word uses it for words, cities and e-mails too):
+# The corpus's first inventory (corpus/values.py's _word uses it for words, cities and e-mails too):
 # onset + vowel + coda, e.g. "Velorin", "Kasumar".
 ONSETS = [
     "b",

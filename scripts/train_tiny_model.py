@@ -681,6 +681,8 @@ Seeded (corpus, tokenizer, initialisation, batch order per epoch); CPU float32 k
 still differ slightly between machines and thread counts.
 
 ## Corpus (scripts/make_corpus.py, seed {args.seed})
+The names `make_corpus.X` in this card are scripts/make_corpus.py's; its imports say which
+module of the package scripts/corpus/ holds each.
 Every epoch is a fresh corpus of {len(corpus)} chat examples (`epoch_corpus`: epoch 0 is seed
 {args.seed}, each later epoch its own seed), so no example is ever seen twice and answers cannot
 be memorised. Epoch 0: {len(encoded)} examples kept under {args.max_len} tokens, {n_tokens} tokens of which

@@ -1,7 +1,7 @@
-"""The training corpus of the bundled model (scripts/make_corpus.py): seeded, grounded in its
-text (every answer value can be copied from the request), tool calls valid under their
-tools' schemas (jsonschema is the oracle), and held-out names and phrasings disjoint from
-training."""
+"""The training corpus of the bundled model (scripts/make_corpus.py, its code the package
+scripts/corpus/): seeded, grounded in its text (every answer value can be copied from the
+request), tool calls valid under their tools' schemas (jsonschema is the oracle), and
+held-out names and phrasings disjoint from training."""
 
 import json
 import random
@@ -17,6 +17,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "scripts"))
 import make_corpus  # noqa: E402
 import name_generators  # noqa: E402
+from corpus import drills as corpus_drills  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -83,6 +84,7 @@ def test_some_chinese_given_names_contain_numerals(train):
         share = sum(any(c in numerals for c in n[1:]) for n in names) / len(names)
         assert 0.05 < share < 0.3
     answers = [json.loads(make_corpus.unfence(ex["assistant"])) for ex in train if ex["task"] == "extract_person"]
+    # (a one-key request, SHORT_REQUEST, may ask for another key than the name)
     assert any(set(a.get("name", "")[1:]) & numerals and "age" in a for a in answers)
 
 
@@ -221,7 +223,8 @@ def test_training_uses_composed_openers_and_drills_random_strings(monkeypatch):
     composed = [t for t in en if t.startswith(subjects)]
     assert 0.03 < len(composed) / len(en) < 0.3
     cities, make_city = set(), make_corpus._city
-    monkeypatch.setattr(make_corpus, "_city", lambda rng, zh: cities.add(c := make_city(rng, zh)) or c)
+    # the drills' own reference to _city (scripts/corpus/drills.py), where copy_drill_example looks it up
+    monkeypatch.setattr(corpus_drills, "_city", lambda rng, zh: cities.add(c := make_city(rng, zh)) or c)
     drills = make_corpus.copy_drill_corpus(2000, seed=4)
     items = [
         item

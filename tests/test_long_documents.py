@@ -1,4 +1,4 @@
-"""scripts/long_documents.py: long extraction prompts (rules and a schema as the system turn,
+"""scripts/corpus/long_documents.py: long extraction prompts (rules and a schema as the system turn,
 the facts among filler). Each answer validates under the schema its prompt states
 (jsonschema is the oracle), its values are in the document, and none of the extraction
 service benchmark's own sentences is trained on (it stays a test of the prompt's shape)."""
@@ -16,8 +16,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "scripts"))
 sys.path.insert(0, str(REPO / "benchmarks"))
 import bench_extraction_service as service  # noqa: E402
-import long_documents  # noqa: E402
 import make_corpus  # noqa: E402
+from corpus import long_documents  # noqa: E402
 
 
 def schema_of(system: str) -> dict:

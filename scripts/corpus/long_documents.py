@@ -12,7 +12,7 @@ to that, so the service's tables did not show it.
 These examples are that kind of prompt with their own words: rules, schema descriptions,
 requests and filler sentences written for training, none of them the benchmark's, so the
 benchmark stays a test of the shape rather than of its sentences. The facts are said by
-make_corpus's own paragraphs (its names, phrasings and distractors), cut into sentences
+paragraphs.py's own paragraphs (its names, phrasings and distractors), cut into sentences
 with filler between them; sometimes another person is mentioned in passing.
 """
 
@@ -21,8 +21,10 @@ from __future__ import annotations
 import json
 import random
 
-import make_corpus
-from eval_extraction import FIELD_SCHEMAS  # the field schemas the evaluation asks with
+from .example_format import _dumps
+from .extraction import FIELD_SCHEMAS, KEY_ORDER
+from .paragraphs import _paragraph
+from .values import person_facts, person_name
 
 # How long a document grows, in characters (about 3 per token in English and 1 per token in
 # Chinese with the bundled tokenizer): up to ~450 tokens, as the service's longest.
@@ -170,27 +172,20 @@ def long_document_example(rng: random.Random, held_out: bool = False) -> dict:
     """One long extraction prompt: rules and a schema as the system turn, a request and a
     document (the person's facts among filler) as the user turn, the JSON as the answer."""
     zh = rng.random() < 0.5
-    keys = ["name"] + rng.sample(make_corpus.KEY_ORDER[1:], rng.randint(2, 5))
-    keys = [k for k in make_corpus.KEY_ORDER if k in keys]
-    mentioned = keys + rng.sample([k for k in make_corpus.KEY_ORDER if k not in keys], rng.randint(0, 2))
+    keys = ["name"] + rng.sample(KEY_ORDER[1:], rng.randint(2, 5))
+    keys = [k for k in KEY_ORDER if k in keys]
+    mentioned = keys + rng.sample([k for k in KEY_ORDER if k not in keys], rng.randint(0, 2))
     age = rng.randint(18, 90)
-    facts = {
-        "name": make_corpus.person_name(rng, zh, held_out),
-        "age": age,
-        "city": make_corpus._city(rng, zh),
-        "email": make_corpus._email(rng),
-        "phone": make_corpus._phone(rng, zh),
-        "occupation": rng.choice(make_corpus.ZH_JOBS if zh else make_corpus.EN_JOBS),
-        "hobbies": rng.sample(make_corpus.ZH_HOBBIES if zh else make_corpus.EN_HOBBIES, rng.randint(1, 4)),
-        "birthday": f"{2025 - age}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}",
-    }
+    name = person_name(rng, zh, held_out)
+    facts = {"name": name, "age": age, **person_facts(rng, zh, 4)}
+    facts["birthday"] = f"{2025 - age}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
     values = sorted((v for v in facts.values() if isinstance(v, str)), key=len, reverse=True)
-    sentences = _sentences(make_corpus._paragraph(rng, facts, mentioned, zh, held_out), zh, values)
+    sentences = _sentences(_paragraph(rng, facts, mentioned, zh, held_out), zh, values)
     filler, passing = (ZH_FILLER, ZH_PASSING) if zh else (EN_FILLER, EN_PASSING)
     low, high = ZH_CHARS if zh else EN_CHARS
     target = rng.randint(low, high)
     if rng.random() < 0.3:  # someone else, in passing: the answer is still about the facts' person
-        other = make_corpus.person_name(rng, zh, held_out)
+        other = person_name(rng, zh, held_out)
         if other != facts["name"]:
             sentences.insert(rng.randint(0, len(sentences)), rng.choice(passing).format(n=other))
     while sum(map(len, sentences)) < target:
@@ -201,5 +196,5 @@ def long_document_example(rng: random.Random, held_out: bool = False) -> dict:
         "task": "extract_long",
         "system": _system(rng, _schema(rng, keys, zh), zh),
         "user": ask + "\n" + document,
-        "assistant": make_corpus._dumps({k: facts[k] for k in keys}),
+        "assistant": _dumps({k: facts[k] for k in keys}),
     }
