@@ -253,6 +253,35 @@ def test_decode_reads_a_shared_prefix_once(pair, chunk, monkeypatch):
         logits = out[: len(reqs)]
 
 
+@pytest.mark.parametrize("new_tokens", [(3, 3, 4, 4), (5, 1, 2, 8)])
+def test_short_extends_read_a_shared_prefix_once(pair, new_tokens):
+    """s7's verify forward: each request brings its last token and drafts (a few new tokens)
+    behind a system prompt whose KV slots they share. Groups of such requests read the
+    prefix once (`ExtendGroup.shared`, `cascade_attention`), and every new token's logits
+    still equal transformers'. A group whose requests share nothing, or one request alone,
+    attends as before (shared 0)."""
+    gen = torch.Generator().manual_seed(6)
+    system = random_ids(gen, pair.vocab, 9)
+    first, _ = prefill(pair, [system])
+    owner = first.req_pool_indices.tolist()[0]
+    seqs = [system + random_ids(gen, pair.vocab, n) for n in (2, 6, 4, 9)]
+    reqs = [pair.req_pool.alloc() for _ in seqs]
+    for req in reqs:  # a radix hit: the prefix's slots, not a copy of its K/V
+        pair.req_pool.req_to_token[req, :9] = pair.req_pool.req_to_token[owner, :9]
+    prefill(pair, seqs, [9] * len(seqs), reqs)
+    longer = [s + random_ids(gen, pair.vocab, n) for s, n in zip(seqs, new_tokens)]
+    fb, logits = prefill(pair, longer, [len(s) for s in seqs], reqs)
+    shared = {g.shared for g in fb.extend_groups if len(g.slots) > 1}
+    assert shared == {9}, shared
+    start = 0
+    for seq, before in zip(longer, seqs):
+        ref = pair.reference(seq)[len(before) :]
+        torch.testing.assert_close(logits[start : start + len(ref)], ref, atol=ATOL, rtol=0)
+        start += len(ref)
+    lone, _ = prefill(pair, [random_ids(gen, pair.vocab, 5) for _ in range(2)])
+    assert [g.shared for g in lone.extend_groups] == [0]
+
+
 def test_shared_prefix_len_counts_leading_equal_slots():
     """The shared prefix is the leading columns equal in every row, never a later run."""
     rows = torch.tensor([[4, 5, 6, 7, 9], [4, 5, 6, 8, 9], [4, 5, 6, 7, 9]])

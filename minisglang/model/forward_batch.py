@@ -39,6 +39,9 @@ class ExtendGroup:
     cols: torch.Tensor  # int64 [T'] its column in the padded grid (its index among its request's new tokens)
     slots: torch.Tensor  # int64 [b, L] the KV slots of each request's keys
     mask: torch.Tensor  # bool [b, n, L] which keys each query sees: its prefix and itself (causal)
+    # Leading key columns in the same slots for every request, before every query (a system
+    # prompt the radix tree shares): read once for the group. 0 = none, or a prefill group.
+    shared: int = 0
 
 
 @dataclass
@@ -56,10 +59,14 @@ class ForwardBatch:
     req_to_token_pool: ReqToTokenPool
     token_to_kv_pool: TokenToKVPool
     # DECODE: the first positions whose KV slots are the same for every request (a prefix
-    # the radix tree shares); attention reads them once for the batch. 0 = none.
+    # the radix tree shares); attention reads them once for the batch. 0 = none. (EXTEND:
+    # per group, `ExtendGroup.shared`.)
     shared_prefix_len: int = 0
 
     DECODE_CHUNK = 8  # requests per decode attention call (see decode_chunks)
+    # EXTEND groups of at most this many new tokens per request read a shared prefix once
+    # (`cascade_attention` spells the softmax out: fine for a few queries, not a prompt's).
+    CASCADE_MAX_NEW = 16
 
     @property
     def batch_size(self) -> int:
@@ -109,7 +116,8 @@ class ForwardBatch:
             slots = table[self.req_pool_indices[torch.tensor(reqs, device=device)], :max_len]  # [b, L]
             query_pos = prefix[:, None] + torch.arange(max_new, device=device)[None, :]  # [b, n]
             mask = torch.arange(max_len, device=device)[None, None, :] <= query_pos[:, :, None]  # [b, n, L]
-            groups.append(ExtendGroup(rows, req_rows, cols, slots, mask))
+            shared = self._shared_slots(slots[:, : int(prefix.min())]) if max_new <= self.CASCADE_MAX_NEW else 0
+            groups.append(ExtendGroup(rows, req_rows, cols, slots, mask, shared))
         return groups
 
     @functools.cached_property

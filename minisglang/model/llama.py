@@ -107,7 +107,7 @@ def attention(
     return out.transpose(1, 2).to(q.dtype)
 
 
-def decode_attention(
+def cascade_attention(
     q: torch.Tensor,
     k_shared: torch.Tensor,
     v_shared: torch.Tensor,
@@ -117,38 +117,44 @@ def decode_attention(
     scale: float,
     dtype: torch.dtype,
 ) -> torch.Tensor:
-    """One query per request over two sets of keys: a prefix every request shares, then
-    each request's own keys; exactly softmax attention over their concatenation.
+    """A few queries per request over two sets of keys: a prefix every request shares and
+    every query sees, then each request's own keys; exactly softmax attention over their
+    concatenation.
 
-    q: ``[B, H, D]``; k_shared, v_shared: ``[Hkv, P, D]`` (one copy for the batch, P may
+    q: ``[B, Tq, H, D]``; k_shared, v_shared: ``[Hkv, P, D]`` (one copy for the batch, P may
     be 0); k, v: ``[Hkv, B, L, D]`` head-major, as `index_select` gathers them from the
-    pool; mask: ``[B, L]`` bool over the own keys -> ``[B, H, D]``.
+    pool; mask: ``[B, Tq, L]`` bool over the own keys -> ``[B, Tq, H, D]``.
     The shared keys meet every query in one matrix product per KV head instead of being
     gathered B times: with a 340-token system prompt that halves what a decode step copies
     (the shared-prefix "cascade" attention of Hydragen and FlashInfer, in plain tensor
     ops). Both parts' scores go through one softmax, so nothing needs merging. With one
-    query per request the scores are only ``[B, H, P + L]``, so spelling the softmax out
-    costs nothing, and it reads the head-major K/V in place (the fused kernel of
-    `attention` is for prefills, where scores would be ``[B, H, T, L]``).
+    query per request (a decode) or a few (s7's verify: the last token and its drafts) the
+    scores are only ``[B, H, Tq, P + L]``, so spelling the softmax out costs little, and it
+    reads the head-major K/V in place (the fused kernel of `attention` is for prefills,
+    where scores would be ``[B, H, T, L]``).
     """
-    batch, heads, head_dim = q.shape
+    batch, tq, heads, head_dim = q.shape
     kv_heads, shared = k.shape[0], k_shared.shape[1]
-    group = heads // kv_heads  # GQA
-    qh = q.to(dtype).view(batch, kv_heads, group, head_dim).transpose(0, 1)  # [Hkv, B, G, D]
+    group = heads // kv_heads  # GQA: a query row per (query, head of the group)
+    rows = tq * group
+    qh = q.to(dtype).view(batch, tq, kv_heads, group, head_dim).permute(2, 0, 1, 3, 4)
+    qh = qh.reshape(kv_heads, batch, rows, head_dim)  # [Hkv, B, Tq*G, D]
+    own = mask[:, :, None, :].expand(batch, tq, group, mask.shape[-1]).reshape(batch, rows, -1)  # [B, Tq*G, L]
     scores = torch.cat(
         [
-            (qh.reshape(kv_heads, batch * group, head_dim) @ k_shared.to(dtype).transpose(1, 2)).view(
-                kv_heads, batch, group, shared
-            ),  # [Hkv, B, G, P]
-            (qh @ k.to(dtype).transpose(2, 3)).masked_fill(~mask[None, :, None, :], float("-inf")),  # [Hkv, B, G, L]
+            (qh.reshape(kv_heads, batch * rows, head_dim) @ k_shared.to(dtype).transpose(1, 2)).view(
+                kv_heads, batch, rows, shared
+            ),  # [Hkv, B, Tq*G, P]
+            (qh @ k.to(dtype).transpose(2, 3)).masked_fill(~own[None], float("-inf")),  # [Hkv, B, Tq*G, L]
         ],
         dim=-1,
     )
     probs = torch.softmax(scores * scale, dim=-1)
-    out = (probs[..., :shared].reshape(kv_heads, batch * group, shared) @ v_shared.to(dtype)).view(
-        kv_heads, batch, group, head_dim
-    ) + probs[..., shared:] @ v.to(dtype)  # [Hkv, B, G, D]
-    return out.transpose(0, 1).reshape(batch, heads, head_dim).to(q.dtype)
+    out = (probs[..., :shared].reshape(kv_heads, batch * rows, shared) @ v_shared.to(dtype)).view(
+        kv_heads, batch, rows, head_dim
+    ) + probs[..., shared:] @ v.to(dtype)  # [Hkv, B, Tq*G, D]
+    out = out.view(kv_heads, batch, tq, group, head_dim).permute(1, 2, 0, 3, 4)  # [B, Tq, Hkv, G, D]
+    return out.reshape(batch, tq, heads, head_dim).to(q.dtype)
 
 
 class LlamaAttention(nn.Module):
@@ -203,10 +209,27 @@ class LlamaAttention(nn.Module):
 
     def _padded_extend_attention(self, q, k_buffer, v_buffer, group: ExtendGroup) -> torch.Tensor:
         """One group's attention call. q: ``[T', H, D]`` (its new tokens, request after
-        request) -> ``[T', H, D]``. Padded query rows attend to key 0 only and are dropped."""
+        request) -> ``[T', H, D]``. Padded query rows are computed and dropped. A group of a
+        few new tokens per request behind a prefix they all share (`ExtendGroup.shared`: s7's
+        verify, riders, jump re-admissions under one system prompt) reads that prefix once,
+        as a decode does (`cascade_attention`); a prompt's prefill goes through the fused
+        kernel."""
         b, n = group.mask.shape[:2]
         q_pad = q.new_zeros(b, n, *q.shape[1:])
         q_pad[group.req_rows, group.cols] = q
+        if group.shared:  # a few queries each behind a prefix they all share: read it once
+            shared = group.slots[0, : group.shared]
+            out = cascade_attention(
+                q_pad,
+                k_buffer.index_select(1, shared),
+                v_buffer.index_select(1, shared),
+                gather_slots(k_buffer, group.slots[:, group.shared :]).transpose(0, 1),
+                gather_slots(v_buffer, group.slots[:, group.shared :]).transpose(0, 1),
+                group.mask[:, :, group.shared :],
+                self.scale,
+                self.attention_dtype,
+            )
+            return out[group.req_rows, group.cols]
         out = attention(
             q_pad,
             gather_slots(k_buffer, group.slots),
@@ -229,16 +252,16 @@ class LlamaAttention(nn.Module):
         k_shared, v_shared = k_buffer.index_select(1, prefix), v_buffer.index_select(1, prefix)
         out = torch.empty_like(q)
         for rows, slots, mask in fb.decode_chunks:
-            out[rows] = decode_attention(
-                q[rows],
+            out[rows] = cascade_attention(
+                q[rows, None],
                 k_shared,
                 v_shared,
                 gather_slots(k_buffer, slots).transpose(0, 1),
                 gather_slots(v_buffer, slots).transpose(0, 1),
-                mask,
+                mask[:, None],
                 self.scale,
                 self.attention_dtype,
-            )
+            )[:, 0]
         return out
 
 
