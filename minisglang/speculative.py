@@ -10,7 +10,8 @@ Draft sources (each proposes at most k tokens to follow the request's tokens):
 
 - `ngram_drafts`: prompt lookup, SGLang's "NGRAM" (Saxena 2023): find the last n tokens
   earlier in prompt + output, propose what followed them there. An extraction answer
-  is mostly copied from its prompt, so these are often right.
+  is mostly copied from its prompt, so these are often right. (`NgramIndex` gives the
+  same drafts from an index of the request's n-grams, what the stage uses per request.)
 - `forced_drafts`: the text the grammar forces from its state (s4's jump map, xgrammar's
   `find_jump_forward_string`, llguidance's fast-forward bytes), tokenized on its own. The
   grammar allows every one of them; the model still decides whether it would have
@@ -57,6 +58,63 @@ def ngram_drafts(tokens: list[int], k: int, min_n: int = 1, max_n: int = 4) -> l
             if tokens[start : start + n] == tail:
                 return tokens[start + n : start + n + k]
     return []
+
+
+class NgramIndex:
+    """`ngram_drafts` for a request whose tokens only grow, without scanning them.
+
+    `ngram_drafts` reads the whole prompt and output back to front for every n at every
+    step: ~0.4 ms for a 500-token request with no match in Python, 25 ms a step for a batch
+    of 64 on chapter 06's extraction service. This keeps, for every n-gram (n from `min_n`
+    to `max_n`) of the tokens but the last, its latest start, updated as tokens are
+    appended (SGLang's NGRAM keeps a trie of the request's n-grams for the same reason);
+    a lookup is then a few dictionary reads. `drafts(tokens, k, extra)` is exactly
+    `ngram_drafts(tokens + extra, k, min_n, max_n)`.
+    """
+
+    def __init__(self, min_n: int = 1, max_n: int = 4):
+        self.min_n, self.max_n = min_n, max_n
+        self.tokens: list[int] = []
+        # n-gram -> its latest start s among the n-grams of tokens[:-1] (s + n <= len - 1)
+        self.latest: dict[tuple[int, ...], int] = {}
+
+    def sync(self, tokens: list[int]) -> None:
+        """Take in what `tokens` (this request's, which only grow) added since the last call."""
+        if len(tokens) < len(self.tokens) or tokens[:1] != self.tokens[:1]:
+            self.tokens, self.latest = [], {}  # not the same request's tokens: start again
+        for token in tokens[len(self.tokens) :]:
+            end = len(self.tokens)  # the n-grams ending here now have a token after them
+            for n in range(self.min_n, min(self.max_n, end) + 1):
+                self.latest[tuple(self.tokens[end - n : end])] = end - n
+            self.tokens.append(token)
+
+    def drafts(self, tokens: list[int], k: int, extra: list[int] | None = None) -> list[int]:
+        """Up to `k` tokens that followed the latest earlier occurrence of the longest tail
+        of `tokens` + `extra` (what `ngram_drafts` proposes); `extra` (drafts not yet
+        accepted, at most a few) is not indexed."""
+        self.sync(tokens)
+        extra = extra or []
+        seq_len, base = len(self.tokens) + len(extra), len(self.tokens)
+        if k <= 0:
+            return []
+
+        def at(i: int) -> int:
+            return self.tokens[i] if i < base else extra[i - base]
+
+        for n in range(min(self.max_n, seq_len - 1), self.min_n - 1, -1):
+            tail = [at(i) for i in range(seq_len - n, seq_len)]
+            start = None
+            # Occurrences the index does not hold: those ending at or after `base - 1`
+            # (they reach the last indexed token or the extra ones), latest first.
+            for s in range(seq_len - n - 1, max(base - n - 1, -1), -1):
+                if all(at(s + j) == tail[j] for j in range(n)):
+                    start = s
+                    break
+            if start is None:
+                start = self.latest.get(tuple(tail))
+            if start is not None:
+                return [at(i) for i in range(start + n, min(start + n + k, seq_len))]
+        return []
 
 
 def forced_drafts(

@@ -24,7 +24,7 @@ from test_engine import assert_no_leak
 import minisglang as sgl
 from minisglang.backends.base import BaseGrammarObject, get_backend_class
 from minisglang.constrained.bitmask import unpack_bits
-from minisglang.speculative import forced_drafts, ngram_drafts
+from minisglang.speculative import NgramIndex, forced_drafts, ngram_drafts
 from minisglang.stages.s7_speculative import RollbackReasonerGrammar, allows
 from minisglang.tokenizer import ChatPrompt, Tokenizer
 
@@ -107,6 +107,26 @@ def brute_ngram(tokens, k, min_n, max_n):
 def test_ngram_drafts_follow_the_longest_latest_match(tokens, k, min_n, extra):
     max_n = min_n + extra
     assert ngram_drafts(tokens, k, min_n, max_n) == brute_ngram(tokens, k, min_n, max_n)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.lists(st.integers(0, 3), max_size=12), min_size=1, max_size=6),
+    st.lists(st.integers(0, 3), max_size=5),
+    st.integers(1, 6),
+    st.integers(1, 3),
+    st.integers(0, 3),
+)
+def test_the_ngram_index_drafts_what_the_scan_drafts_as_tokens_grow(chunks, extra, k, min_n, more):
+    """NgramIndex over a request whose tokens grow chunk by chunk (prompt, then accepted
+    tokens), with unaccepted drafts after them: the same drafts as ngram_drafts' scan."""
+    max_n = min_n + more
+    index, tokens = NgramIndex(min_n, max_n), []
+    for chunk in chunks:
+        tokens = tokens + chunk
+        assert index.drafts(tokens, k) == ngram_drafts(tokens, k, min_n, max_n)
+        assert index.drafts(tokens, k, extra) == ngram_drafts(tokens + extra, k, min_n, max_n)
+    assert index.drafts(tokens[:2], k) == ngram_drafts(tokens[:2], k, min_n, max_n)  # another request's: rebuilt
 
 
 def test_ngram_drafts_copy_from_the_prompt():

@@ -34,6 +34,7 @@ Each request's `meta_info` counts `spec_verify_ct` (verify forwards, SGLang's na
 from __future__ import annotations
 
 import functools
+import weakref
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
@@ -45,7 +46,7 @@ from ..model.forward_batch import ForwardBatch, ForwardMode
 from ..overlap import ForwardThread, OverlapScheduler
 from ..sampler import distribution, is_greedy
 from ..scheduler import ScheduledBatch, SchedulerConfig
-from ..speculative import accept_greedy, accept_sampled, forced_drafts, ngram_drafts
+from ..speculative import NgramIndex, accept_greedy, accept_sampled, forced_drafts
 from .base import register
 from .s5_backends import BackendOptions, ReasonerGrammar
 from .s6_function_calling import FunctionCallingStage
@@ -338,13 +339,17 @@ class SpeculativeStage(FunctionCallingStage):
         if "FORCED" in algorithm and req.grammar is not None:
             drafts = self.forced_text_drafts(req, k)
         if "NGRAM" in algorithm and len(drafts) < k:
-            drafts += ngram_drafts(
-                req.fill_ids + drafts,
-                k - len(drafts),
-                o.speculative_ngram_min_match_window_size,
-                o.speculative_ngram_max_match_window_size,
-            )
+            index = self.ngram_indexes.get(req)
+            if index is None:  # the request's n-grams, kept as it grows (`ngram_drafts`, indexed)
+                index = NgramIndex(o.speculative_ngram_min_match_window_size, o.speculative_ngram_max_match_window_size)
+                self.ngram_indexes[req] = index
+            drafts += index.drafts(req.fill_ids, k - len(drafts), drafts)
         return drafts
+
+    @functools.cached_property
+    def ngram_indexes(self) -> weakref.WeakKeyDictionary[Req, NgramIndex]:
+        """Each drafting request's `NgramIndex` (gone with the request)."""
+        return weakref.WeakKeyDictionary()
 
     def forced_text_drafts(self, req: Req, k: int) -> list[int]:
         """The grammar's forced text (s4's jump, found within the step's grammar budget),
