@@ -29,6 +29,11 @@ from .values import person_facts, person_name
 # How long a document grows, in characters (about 3 per token in English and 1 per token in
 # Chinese with the bundled tokenizer): up to ~450 tokens, as the service's longest.
 EN_CHARS, ZH_CHARS = (100, 1200), (40, 420)
+# Half the documents say the facts in 2-3 paragraphs, each naming the person again ("Sara
+# Rossi is 44. ... Sara Rossi lives in Sydney."), as the service's documents do: with one
+# paragraph the name is said once, and a model at stage 14's step 2,000 took the document's
+# first words for it.
+SPLIT_FACTS = 0.5
 
 EN_RULES = [
     "You extract facts about a person from a document and answer with one JSON object.",
@@ -180,7 +185,18 @@ def long_document_example(rng: random.Random, held_out: bool = False) -> dict:
     facts = {"name": name, "age": age, **person_facts(rng, zh, 4)}
     facts["birthday"] = f"{2025 - age}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
     values = sorted((v for v in facts.values() if isinstance(v, str)), key=len, reverse=True)
-    sentences = _sentences(_paragraph(rng, facts, mentioned, zh, held_out), zh, values)
+    others = [k for k in mentioned if k != "name"]
+    if rng.random() < SPLIT_FACTS:  # the facts in 2-3 paragraphs, each naming the person again
+        rng.shuffle(others)
+        cuts = sorted(rng.sample(range(1, len(others)), min(len(others) - 1, rng.randint(1, 2))))
+        groups = [others[a:b] for a, b in zip([0, *cuts], [*cuts, len(others)])]
+    else:
+        groups = [others]
+    sentences = [
+        sentence
+        for group in groups
+        for sentence in _sentences(_paragraph(rng, facts, ["name", *group], zh, held_out), zh, values)
+    ]
     filler, passing = (ZH_FILLER, ZH_PASSING) if zh else (EN_FILLER, EN_PASSING)
     low, high = ZH_CHARS if zh else EN_CHARS
     target = rng.randint(low, high)
