@@ -1264,6 +1264,62 @@ MUTATIONS = [
         "float(torch.rand((), generator=generator))",
         "float(torch.rand(()))",
     ),
+    # Stage s7 worked through as a stranger: mistakes only generated examples caught (the run
+    # where every draft is allowed, tied maxima), or nothing did (a 0-d tensor for a token id
+    # compares equal to its int; a row filled beyond the budget gives the same answer); 7_3's
+    # tensor was caught, but blamed on the mask.
+    (
+        "task7_1",
+        "every draft allowed: the row after the last one dropped",
+        "    return drafts, rows\nfinally:",
+        "    return drafts, rows[:-1]\nfinally:",
+    ),
+    (
+        "task7_1",
+        "every draft allowed: the last draft left out",
+        "    return drafts, rows\nfinally:",
+        "    return drafts[:-1], rows[:-1]\nfinally:",
+    ),
+    (
+        "task7_1",
+        "the loop stops before the last draft",
+        "for i, draft in enumerate(drafts):",
+        "for i, draft in enumerate(drafts[:-1]):",
+    ),
+    (
+        "task7_1",
+        "every draft allowed: the last one not rolled back",
+        "    return drafts, rows\nfinally:",
+        "    accepted -= 1\n    return drafts, rows\nfinally:",
+    ),
+    (
+        "task7_1",
+        "the next row filled before the budget is asked (made anyway, unbounded)",
+        "        if not self.work.ready(req):\n            return drafts[:i], rows[: i + 1]\n"
+        "        if g.is_terminated():  # the request ends with this draft: no row after it is read\n"
+        "            return drafts[: i + 1], rows[: i + 2]\n        g.fill_vocab_mask(rows, i + 1)\n",
+        "        g.fill_vocab_mask(rows, i + 1)\n        if not self.work.ready(req):\n"
+        "            return drafts[:i], rows[: i + 1]\n        if g.is_terminated():\n"
+        "            return drafts[: i + 1], rows[: i + 2]\n",
+    ),
+    (
+        "task7_2",
+        "a draft kept when it ties with the row's maximum, not only when it is the argmax",
+        "for pick, draft in zip(picks, drafts):\n    if pick != draft:",
+        "for i, draft in enumerate(drafts):\n    if logits[i, draft] != logits[i].max():",
+    ),
+    (
+        "task7_2",
+        "the model's token returned as a 0-d tensor (equal to its int in a comparison)",
+        "picks = logits.argmax(dim=-1).tolist()",
+        "picks = list(logits.argmax(dim=-1))",
+    ),
+    (
+        "task7_3",
+        "the token after the last draft returned as a tensor, not an int",
+        "out.append(int(torch.multinomial(probs[len(drafts)], 1, generator=generator)))",
+        "out.append(torch.multinomial(probs[len(drafts)], 1, generator=generator)[0])",
+    ),
 ]
 
 

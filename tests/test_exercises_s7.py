@@ -279,6 +279,32 @@ def test_the_chain_ends_with_the_draft_that_ends_the_match(stage):
     )
 
 
+@pytest.mark.task7_1
+@pytest.mark.parametrize("prefix_len", [0, 1])
+def test_every_draft_allowed_keeps_them_all_with_a_row_after_the_last(stage, prefix_len):
+    """`1[0-9]*`, the text 1234 split into a prefix and the drafts, each of which the grammar
+    allows and none of which ends the match: every draft is kept, with one row per draft and
+    the row after the last (where the model chooses its own token), and the grammar is rolled
+    back by all of them."""
+    regex = r"1[0-9]*"
+    text = [ID[b"1"], ID[b"2"], ID[b"3"], ID[b"4"]]
+    prefix, drafts = text[:prefix_len], text[prefix_len:]
+    req = request_at(regex, prefix)
+    kept, rows = stage.mask_chain(req, drafts)
+    where = f"regex {regex!r} after {spelled(prefix)!r}, drafts {named(drafts)}"
+    assert kept == drafts, f"{where}: the grammar allows every draft, so all are kept; mask_chain kept {named(kept)}"
+    assert rows.shape[0] == len(drafts) + 1, (
+        f"{where}: {len(drafts)} drafts kept need {len(drafts) + 1} rows (the last chooses the model's own token "
+        f"after the last draft); got {rows.shape[0]}"
+    )
+    for i in range(len(drafts) + 1):
+        assert_row(rows, i, regex, prefix + drafts[:i], len(drafts))
+    assert req.grammar.accepted == prefix, (
+        f"{where}: after mask_chain the grammar must hold the prefix {named(prefix)} again (roll back every "
+        f"draft it accepted, the last one included); it holds {named(req.grammar.accepted)}"
+    )
+
+
 class BudgetedOracleGrammar(OracleGrammar):
     """The oracle matcher whose next row does not fit this step's grammar budget once it
     holds `ready_until` tokens: `ready` says False there (as s5's lazy automaton may)."""
@@ -292,6 +318,17 @@ class BudgetedOracleGrammar(OracleGrammar):
 
     def prepare(self, seconds: float | None = None) -> bool:
         return len(self.accepted) < self.ready_until
+
+    def fill_vocab_mask(self, vocab_mask: torch.Tensor, idx: int) -> None:
+        # A real matcher would make this row anyway, with no bound on the time it takes: the
+        # very work the step's budget was to cut short.
+        if self.needs_work():
+            raise GrammarError(
+                f"mask_chain filled row {idx} after {spelled(self.accepted)!r}, where self.work.ready(req) says "
+                f"False (the row does not fit this step's grammar budget): ask the budget right after accepting "
+                f"a draft, before filling the next row"
+            )
+        super().fill_vocab_mask(vocab_mask, idx)
 
 
 @pytest.mark.task7_1
@@ -379,6 +416,25 @@ def test_a_state_not_ready_stops_the_chain_even_where_the_match_could_end(stage)
 # ---------------------------------------------------------------------------------------
 # task7_2: greedy acceptance
 # ---------------------------------------------------------------------------------------
+def token_ids(got, name: str) -> list[int]:
+    """`got`, what `name` returned, if it is a list of Python ints (token ids). A 0-d tensor
+    compares equal to its int (`[torch.tensor(2)] == [2]` is True), so without this check a
+    solution that returns tensors would pass the comparisons below and hand the engine tensors
+    for token ids."""
+    if isinstance(got, list) and all(type(t) is int for t in got):
+        return got
+    kinds = sorted({type(t).__name__ for t in got}) if isinstance(got, list | tuple) else []
+    raise AssertionError(
+        f"{name} must return a list of Python ints (token ids); it returned a {type(got).__name__}"
+        + (f" holding {', '.join(kinds)}" if kinds else "")
+        + f": {got!r} (int(...) a tensor's value, or .tolist() a tensor of ids)"
+    )
+
+
+def greedy(logits: torch.Tensor, drafts: list[int]) -> list[int]:
+    return token_ids(accept_greedy(logits, drafts), "accept_greedy")
+
+
 def one_at_a_time_greedy(logits: torch.Tensor, drafts: list[int]) -> list[int]:
     """The oracle: decode greedily one position at a time; the forward saw position i + 1
     only if the token at i was the draft, so stop at the first disagreement."""
@@ -430,7 +486,7 @@ def test_greedy_acceptance_equals_one_token_at_a_time(seed, m, vocab):
     drafts = [
         p if torch.rand((), generator=g) < 0.7 else int(torch.randint(0, vocab, (), generator=g)) for p in picks[:m]
     ]
-    got = accept_greedy(logits, drafts)
+    got = greedy(logits, drafts)
     want = one_at_a_time_greedy(logits, drafts)
     assert got == want, f"{greedy_story(logits, drafts, want)}; accept_greedy gave {got}"
 
@@ -438,9 +494,9 @@ def test_greedy_acceptance_equals_one_token_at_a_time(seed, m, vocab):
 @pytest.mark.task7_2
 def test_all_drafts_kept_then_the_models_own_token():
     logits = torch.tensor([[0.0, 5.0, 1.0], [3.0, 0.0, 1.0], [0.0, 1.0, 2.0]])
-    got = accept_greedy(logits, [1, 0])
+    got = greedy(logits, [1, 0])
     assert got == [1, 0, 2], f"{greedy_story(logits, [1, 0], [1, 0, 2])}; accept_greedy gave {got}"
-    got = accept_greedy(logits[:1], [])  # no drafts: one plain greedy step
+    got = greedy(logits[:1], [])  # no drafts: one plain greedy step
     assert got == [1], f"{greedy_story(logits[:1], [], [1])}; accept_greedy gave {got}"
 
 
@@ -449,22 +505,41 @@ def test_a_draft_the_mask_forbids_is_replaced_by_the_best_allowed_token():
     """The model's raw favourite (token 1) is masked at position 0: the draft 1 is not
     kept; the best allowed token (2) is the request's token, and nothing after it."""
     logits = torch.tensor([[0.0, float("-inf"), 1.0], [0.0, 9.0, 0.0]])
-    got = accept_greedy(logits, [1])
+    got = greedy(logits, [1])
     assert got == [2], f"token 1 is masked (-inf) in row 0; {greedy_story(logits, [1], [2])}; accept_greedy gave {got}"
-    got = accept_greedy(logits, [2])
+    got = greedy(logits, [2])
     assert got == [2, 1], f"{greedy_story(logits, [2], [2, 1])}; accept_greedy gave {got}"
     # The model agrees with the second draft, but after the first disagreement nothing counts.
     logits = torch.tensor([[0.0, float("-inf"), 1.0], [0.0, 9.0, 0.0], [0.0, 0.0, 7.0]])
-    got = accept_greedy(logits, [1, 1])
+    got = greedy(logits, [1, 1])
     assert got == [2], (
         f"{greedy_story(logits, [1, 1], [2])} (row 1 agrees with draft 1, but after the first "
         f"disagreement nothing counts); accept_greedy gave {got}"
     )
 
 
+@pytest.mark.task7_2
+def test_a_draft_tied_with_the_maximum_is_kept_only_where_argmax_picks_it():
+    """Rows with tied maxima: greedy decoding one token at a time takes the lowest id of the
+    tie (torch.argmax, s6's sampler), so a draft that ties with a lower id is not kept, however
+    high its logit; a draft that is that lowest id is."""
+    logits = torch.tensor([[2.0, 2.0, 0.0], [0.0, 1.0, 1.0]])
+    got = greedy(logits, [1])
+    assert got == [0], (
+        f"{greedy_story(logits, [1], [0])} (draft 1 has the row's highest logit, tied with token 0: "
+        f"one token at a time, s6 writes 0 there); accept_greedy gave {got}"
+    )
+    got = greedy(logits, [0])
+    assert got == [0, 1], f"{greedy_story(logits, [0], [0, 1])}; accept_greedy gave {got}"
+
+
 # ---------------------------------------------------------------------------------------
 # task7_3: rejection sampling under a mask
 # ---------------------------------------------------------------------------------------
+def sampled(probs: torch.Tensor, drafts: list[int], generator: torch.Generator) -> list[int]:
+    return token_ids(accept_sampled(probs, drafts, generator), "accept_sampled")
+
+
 def chi_square_p_value(observed: list[int], expected: list[float]) -> float:
     """Pearson's test of counts against expected counts (categories with expectation
     below 5 pooled into one); the p-value from the chi-square survival function."""
@@ -557,7 +632,7 @@ def test_rejection_sampling_gives_the_target_distribution(case):
     counts = dict.fromkeys(exact, 0)
     n = 20000
     for _ in range(n):
-        out = tuple(accept_sampled(probs, drafts, g))
+        out = tuple(sampled(probs, drafts, g))
         assert out in counts, (
             f"case {case}, drafts {drafts}: accept_sampled returned {list(out)}, which these "
             f"rows cannot give: {why_impossible(probs, drafts, out)}"
@@ -581,7 +656,7 @@ def test_a_forbidden_draft_is_rejected_without_a_draw():
     probs = torch.tensor([[0.0, 0.2, 0.3, 0.5], [0.2, 0.3, 0.5, 0.0]])
     for seed in range(30):
         g1, g2 = torch.Generator().manual_seed(seed), torch.Generator().manual_seed(seed)
-        got = accept_sampled(probs, [0], g1)
+        got = sampled(probs, [0], g1)
         want = [int(torch.multinomial(probs[0], 1, generator=g2))]
         assert got == want, (
             f"seed {seed}: draft 0 has probability 0 in row 0, so it is rejected without drawing a "
@@ -600,13 +675,13 @@ def test_only_the_requests_generator_is_drawn_from():
         for seed in range(10):
             torch.manual_seed(1000 + seed)
             before = torch.get_rng_state()
-            first = accept_sampled(probs, drafts, torch.Generator().manual_seed(seed))
+            first = sampled(probs, drafts, torch.Generator().manual_seed(seed))
             assert torch.equal(torch.get_rng_state(), before), (
                 f"seed {seed}: accept_sampled changed the global RNG (torch.rand or torch.multinomial "
                 f"without generator=); use only the request's generator"
             )
             torch.manual_seed(2000 + seed)
-            again = accept_sampled(probs, drafts, torch.Generator().manual_seed(seed))
+            again = sampled(probs, drafts, torch.Generator().manual_seed(seed))
             assert again == first, (
                 f"seed {seed}: the same generator seed gave {first} and then {again} "
                 f"(the global RNG was seeded differently in between)"
@@ -632,7 +707,7 @@ def test_a_seeded_request_draws_its_numbers_in_the_pages_order():
     probs = torch.tensor([[0.3, 0.3, 0.4, 0.0], [0.1, 0.2, 0.3, 0.4], [0.25, 0.25, 0.25, 0.25]])
     for drafts, tokens in SEEDED_TOKENS.items():
         for seed, want in enumerate(tokens):
-            got = accept_sampled(probs, list(drafts), torch.Generator().manual_seed(seed))
+            got = sampled(probs, list(drafts), torch.Generator().manual_seed(seed))
             assert got == want, (
                 f"drafts {list(drafts)}, seed {seed}: the page's order of draws gives {want}, your accept_sampled {got}"
             )
@@ -642,11 +717,11 @@ def test_a_seeded_request_draws_its_numbers_in_the_pages_order():
 def test_a_certain_draft_is_always_kept_and_one_token_follows():
     probs = torch.tensor([[0.0, 1.0, 0.0], [0.0, 0.0, 2.0], [3.0, 0.0, 0.0]])  # rows need not sum to 1
     for seed in range(20):
-        got = accept_sampled(probs, [1, 2], torch.Generator().manual_seed(seed))
+        got = sampled(probs, [1, 2], torch.Generator().manual_seed(seed))
         assert got == [1, 2, 0], (
             f"seed {seed}: rows 0, 1 and 2 allow only 1, 2 and 0 (weights 1, 2, 3: a row "
             f"need not sum to 1), so drafts [1, 2] are always kept and 0 follows: expected "
             f"[1, 2, 0]; accept_sampled gave {got}"
         )
-        got = accept_sampled(probs[2:], [], torch.Generator().manual_seed(seed))
+        got = sampled(probs[2:], [], torch.Generator().manual_seed(seed))
         assert got == [0], f"seed {seed}: no drafts, one row allowing only 0: expected [0]; accept_sampled gave {got}"
