@@ -305,6 +305,17 @@ def test_every_draft_allowed_keeps_them_all_with_a_row_after_the_last(stage, pre
     )
 
 
+def rollback_hint(held: list[int], prefix: list[int]) -> str:
+    """Why a chain that stopped after accepting a draft it does not keep left the grammar
+    holding `held` instead of `prefix`, in words, for a failure message."""
+    if len(held) > len(prefix):
+        return (
+            f" ({len(held) - len(prefix)} token(s) too many: roll back every token the grammar accepted, the draft "
+            f"that reached this state too, though it is not kept; count what it accepted, not the drafts kept)"
+        )
+    return " (rolled back too far, into the prefix: roll back exactly the tokens the chain accepted, once)"
+
+
 class BudgetedOracleGrammar(OracleGrammar):
     """The oracle matcher whose next row does not fit this step's grammar budget once it
     holds `ready_until` tokens: `ready` says False there (as s5's lazy automaton may)."""
@@ -360,6 +371,7 @@ def test_the_chain_stops_before_a_state_the_budget_could_not_prepare(stage, pref
         f"regex {regex!r}, drafts {named(drafts)}: the chain must leave the "
         f"grammar holding the prefix {named(prefix)}; it holds "
         f"{named(req.grammar.accepted)}"
+        f"{rollback_hint(req.grammar.accepted, prefix)}"
     )
 
 
@@ -395,6 +407,7 @@ def test_the_chain_stops_before_a_state_that_allows_nothing(stage, dead_after):
         f"drafts {named(drafts)} on a grammar that allows nothing after "
         f"{dead_after} token(s): the chain must leave the grammar at the start; it "
         f"holds {named(req.grammar.accepted)}"
+        f"{rollback_hint(req.grammar.accepted, [])}"
     )
 
 
