@@ -1315,6 +1315,18 @@ MUTATIONS = [
         "picks = list(logits.argmax(dim=-1))",
     ),
     (
+        "task7_1",
+        "the kept drafts counted from the loop's index (no drafts: the index is never set)",
+        "    return drafts, rows\nfinally:",
+        "    return drafts[: i + 1], rows[: i + 2]\nfinally:",
+    ),
+    (
+        "task7_3",
+        "the rejected draft zeroed in the caller's row (no copy)",
+        "residual = probs[i].clone()",
+        "residual = probs[i]",
+    ),
+    (
         "task7_3",
         "the token after the last draft returned as a tensor, not an int",
         "out.append(int(torch.multinomial(probs[len(drafts)], 1, generator=generator)))",

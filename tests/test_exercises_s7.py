@@ -280,6 +280,23 @@ def test_the_chain_ends_with_the_draft_that_ends_the_match(stage):
 
 
 @pytest.mark.task7_1
+def test_no_drafts_gives_the_one_row_s6_would_fill(stage):
+    """A request without drafts in a verify step (another request has some): the chain keeps
+    nothing and returns row 0 alone, the mask s6 fills, with the grammar untouched."""
+    req = request_at(r"(yes|no)", [ID[b"y"]])
+    kept, rows = stage.mask_chain(req, [])
+    assert kept == [] and rows.shape[0] == 1, (
+        f"regex '(yes|no)' after 'y', no drafts: nothing is kept and one row returned (the mask for the next "
+        f"token); got {named(kept)} with {rows.shape[0]} row(s)"
+    )
+    assert_row(rows, 0, r"(yes|no)", [ID[b"y"]], 0)
+    assert req.grammar.accepted == [ID[b"y"]], (
+        f"regex '(yes|no)' after 'y', no drafts: the grammar must still hold ['y']; it holds "
+        f"{named(req.grammar.accepted)}"
+    )
+
+
+@pytest.mark.task7_1
 @pytest.mark.parametrize("prefix_len", [0, 1])
 def test_every_draft_allowed_keeps_them_all_with_a_row_after_the_last(stage, prefix_len):
     """`1[0-9]*`, the text 1234 split into a prefix and the drafts, each of which the grammar
@@ -444,8 +461,24 @@ def token_ids(got, name: str) -> list[int]:
     )
 
 
+def unchanged(before: torch.Tensor, after: torch.Tensor, name: str, what: str) -> None:
+    """`name` must leave its `what` argument as it was: the engine reads the rows again, and a
+    test that calls it 20000 times on the same rows would otherwise judge rows it rewrote."""
+    if torch.equal(before, after):
+        return
+    changed = (before != after).nonzero().tolist()[:4]
+    raise AssertionError(
+        f"{name} changed its {what} argument in place (at [row, token] {changed}: "
+        f"{[float(before[i, t]) for i, t in changed]} -> {[float(after[i, t]) for i, t in changed]}): "
+        f"work on a copy (.clone()) of a row before setting a token's entry"
+    )
+
+
 def greedy(logits: torch.Tensor, drafts: list[int]) -> list[int]:
-    return token_ids(accept_greedy(logits, drafts), "accept_greedy")
+    before = logits.clone()
+    got = accept_greedy(logits, drafts)
+    unchanged(before, logits, "accept_greedy", "logits")
+    return token_ids(got, "accept_greedy")
 
 
 def one_at_a_time_greedy(logits: torch.Tensor, drafts: list[int]) -> list[int]:
@@ -550,7 +583,10 @@ def test_a_draft_tied_with_the_maximum_is_kept_only_where_argmax_picks_it():
 # task7_3: rejection sampling under a mask
 # ---------------------------------------------------------------------------------------
 def sampled(probs: torch.Tensor, drafts: list[int], generator: torch.Generator) -> list[int]:
-    return token_ids(accept_sampled(probs, drafts, generator), "accept_sampled")
+    before = probs.clone()
+    got = accept_sampled(probs, drafts, generator)
+    unchanged(before, probs, "accept_sampled", "probs")
+    return token_ids(got, "accept_sampled")
 
 
 def chi_square_p_value(observed: list[int], expected: list[float]) -> float:
