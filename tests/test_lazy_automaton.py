@@ -32,7 +32,8 @@ from minisglang.constrained.lazy_byte_dfa import LazyByteDFA
 from minisglang.constrained.lazy_regex import AutomatonLimitError, RegexError, RegexPool
 from minisglang.constrained.lazy_regex_parser import parse_regex
 from minisglang.constrained.lazy_token_fsm import LazyLimits, compile_lazy_token_fsm
-from minisglang.constrained.regex_dfa import ByteDFA, _strip_anchors, compile_regex
+from minisglang.constrained.regex_ast import Shared, alt, chars, concat, lit, render, repeat
+from minisglang.constrained.regex_dfa import ByteDFA, _strip_anchors, compile_regex, shown_regex
 from minisglang.constrained.token_fsm import ConstraintError, compile_token_fsm
 from minisglang.constrained.token_index import VocabTrie
 
@@ -554,6 +555,25 @@ def test_bad_regexes_raise_regex_error_naming_the_problem(pattern, words):
 def test_a_vocabulary_that_cannot_start_the_regex_is_refused():
     with pytest.raises(ConstraintError, match="cannot spell"):
         compile_lazy_token_fsm("q+", SMALL_VOCAB, 32)
+    tree = concat(lit("q"), repeat(chars([(ord("a"), ord("b"))]), 0, None))  # the same, as a tree: its text is quoted
+    with pytest.raises(ConstraintError, match=re.escape(f"regex {shown_regex(render(tree, 'lazy'))}: no token")):
+        compile_lazy_token_fsm(tree, SMALL_VOCAB, 32)
+
+
+def test_a_trees_regex_text_is_rendered_when_first_read():
+    """A tree's automaton is built from the tree; `regex` renders its text (lazy dialect)
+    on the first read only, and text given with the tree (a child's) is kept as it is."""
+    shared = Shared(concat(lit("a"), repeat(chars([(ord("1"), ord("1"))]), 0, 3)))
+    tree = alt([concat(shared, lit("z"), shared), lit("b")])
+    assert tree is not None
+    fsm = compile_lazy_token_fsm(tree, SMALL_VOCAB, 32)
+    assert fsm.__dict__["regex"] is tree  # not rendered by the compile
+    text = fsm.regex
+    assert text == render(tree, "lazy") and fsm.regex is text  # rendered once, then kept
+    assert fsm.walk([1, 4, 1, 3]) >= 0 and fsm.walk([2]) >= 0  # "az" + "a1"; "b"
+    kept = compile_lazy_token_fsm(tree, SMALL_VOCAB, 32, text="(?:the child's text)")
+    assert kept.regex == "(?:the child's text)"
+    assert compile_lazy_token_fsm("a+", SMALL_VOCAB, 32).regex == "a+"
 
 
 @pytest.mark.filterwarnings("ignore:Possible nested set:FutureWarning")
