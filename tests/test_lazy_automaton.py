@@ -252,6 +252,18 @@ def test_key_len_never_exceeds_the_key_text(pattern):
         assert text is not None and node.key_len <= len(text)
 
 
+@given(st.binary(max_size=12), st.binary(max_size=4))
+def test_a_literal_is_the_concatenation_of_its_bytes(data, before):
+    """`RegexPool.literal` (what lowering a tree's text uses) makes the nodes, in the same
+    order, that concat_all of one byte set per byte makes: the same node, the same uids."""
+    one, other = RegexPool(), RegexPool()
+    for pool in (one, other):  # some nodes there already, so that found and new ones both occur
+        pool.concat_all([pool.byte_set(1 << b) for b in before])
+    node = one.literal(data)
+    assert node is one.concat_all([one.byte_set(1 << b) for b in data])
+    assert other.concat_all([other.byte_set(1 << b) for b in data]).uid == node.uid and len(other) == len(one)
+
+
 def test_derivatives_of_a_star_stay_finite():
     dfa = lazy_dfa(r"((a|b)*c|(ab)+)*")
     rng = random.Random(0)
