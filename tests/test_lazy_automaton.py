@@ -36,6 +36,7 @@ from minisglang.constrained.regex_ast import Shared, alt, chars, concat, lit, re
 from minisglang.constrained.regex_dfa import ByteDFA, _strip_anchors, compile_regex, shown_regex
 from minisglang.constrained.token_fsm import ConstraintError, compile_token_fsm
 from minisglang.constrained.token_index import VocabTrie
+from minisglang.constrained.work_slices import OutOfTime, checkpoint, deadline
 
 BEHAVIOUR_REGEXES = sorted({regex for regex, _ in CASES})
 ALL_KNOWN = sorted(set(BEHAVIOUR_REGEXES) | set(KNOWN))
@@ -583,6 +584,11 @@ def test_a_trees_regex_text_is_rendered_when_first_read():
     text = fsm.regex
     assert text == render(tree, "lazy") and fsm.regex is text  # rendered once, then kept
     assert fsm.walk([1, 4, 1, 3]) >= 0 and fsm.walk([2]) >= 0  # "az" + "a1"; "b"
+    again, expected = compile_lazy_token_fsm(tree, SMALL_VOCAB, 32), render(tree, "lazy")
+    with deadline(0.0):  # a slice of grammar work already spent, with work kept in it
+        with pytest.raises(OutOfTime):
+            checkpoint(kept=True)
+        assert again.regex == expected  # an error message's read is not cut
     kept = compile_lazy_token_fsm(tree, SMALL_VOCAB, 32, text="(?:the child's text)")
     assert kept.regex == "(?:the child's text)"
     assert compile_lazy_token_fsm("a+", SMALL_VOCAB, 32).regex == "a+"

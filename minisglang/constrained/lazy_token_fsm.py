@@ -45,6 +45,7 @@ from .regex_ast import Regex, render
 from .regex_dfa import RegexError, shown_regex
 from .token_fsm import ConstraintError, TokenFSM, Vocabulary, check_regex_length
 from .token_index import VocabularyCannotSpellError, vocab_trie
+from .work_slices import unsliced
 
 # A row's walk fills ahead along states with at most this many entries left to compute, at
 # most FILL_AHEAD derivatives per entry it waited for (measured at 65k, side by side: per
@@ -555,7 +556,10 @@ class RegexText:
             raise AttributeError(self.key)
         value: str | Regex = fsm.__dict__[self.key]
         if not isinstance(value, str):
-            value = fsm.__dict__[self.key] = render(value, "lazy")
+            # Read by an error message, perhaps inside a spent slice of grammar work: the
+            # render's checkpoints must not cut it there (the text is kept only when whole).
+            with unsliced():
+                value = fsm.__dict__[self.key] = render(value, "lazy")
         return value
 
     def __set__(self, fsm: object, value: str | Regex) -> None:
