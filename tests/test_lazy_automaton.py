@@ -32,9 +32,11 @@ from minisglang.constrained.lazy_byte_dfa import LazyByteDFA
 from minisglang.constrained.lazy_regex import AutomatonLimitError, RegexError, RegexPool
 from minisglang.constrained.lazy_regex_parser import parse_regex
 from minisglang.constrained.lazy_token_fsm import LazyLimits, compile_lazy_token_fsm
-from minisglang.constrained.regex_dfa import ByteDFA, _strip_anchors, compile_regex
+from minisglang.constrained.regex_ast import Shared, alt, chars, concat, lit, render, repeat
+from minisglang.constrained.regex_dfa import ByteDFA, _strip_anchors, compile_regex, shown_regex
 from minisglang.constrained.token_fsm import ConstraintError, compile_token_fsm
 from minisglang.constrained.token_index import VocabTrie
+from minisglang.constrained.work_slices import OutOfTime, checkpoint, deadline
 
 BEHAVIOUR_REGEXES = sorted({regex for regex, _ in CASES})
 ALL_KNOWN = sorted(set(BEHAVIOUR_REGEXES) | set(KNOWN))
@@ -249,6 +251,18 @@ def test_key_len_never_exceeds_the_key_text(pattern):
     for node in list(pool._table.values()):
         text = pool.key(node, limit=10**9)
         assert text is not None and node.key_len <= len(text)
+
+
+@given(st.binary(max_size=12), st.binary(max_size=4))
+def test_a_literal_is_the_concatenation_of_its_bytes(data, before):
+    """`RegexPool.literal` (what lowering a tree's text uses) makes the nodes, in the same
+    order, that concat_all of one byte set per byte makes: the same node, the same uids."""
+    one, other = RegexPool(), RegexPool()
+    for pool in (one, other):  # some nodes there already, so that found and new ones both occur
+        pool.concat_all([pool.byte_set(1 << b) for b in before])
+    node = one.literal(data)
+    assert node is one.concat_all([one.byte_set(1 << b) for b in data])
+    assert other.concat_all([other.byte_set(1 << b) for b in data]).uid == node.uid and len(other) == len(one)
 
 
 def test_derivatives_of_a_star_stay_finite():
@@ -554,6 +568,30 @@ def test_bad_regexes_raise_regex_error_naming_the_problem(pattern, words):
 def test_a_vocabulary_that_cannot_start_the_regex_is_refused():
     with pytest.raises(ConstraintError, match="cannot spell"):
         compile_lazy_token_fsm("q+", SMALL_VOCAB, 32)
+    tree = concat(lit("q"), repeat(chars([(ord("a"), ord("b"))]), 0, None))  # the same, as a tree: its text is quoted
+    with pytest.raises(ConstraintError, match=re.escape(f"regex {shown_regex(render(tree, 'lazy'))}: no token")):
+        compile_lazy_token_fsm(tree, SMALL_VOCAB, 32)
+
+
+def test_a_trees_regex_text_is_rendered_when_first_read():
+    """A tree's automaton is built from the tree; `regex` renders its text (lazy dialect)
+    on the first read only, and text given with the tree (a child's) is kept as it is."""
+    shared = Shared(concat(lit("a"), repeat(chars([(ord("1"), ord("1"))]), 0, 3)))
+    tree = alt([concat(shared, lit("z"), shared), lit("b")])
+    assert tree is not None
+    fsm = compile_lazy_token_fsm(tree, SMALL_VOCAB, 32)
+    assert fsm.__dict__["regex"] is tree  # not rendered by the compile
+    text = fsm.regex
+    assert text == render(tree, "lazy") and fsm.regex is text  # rendered once, then kept
+    assert fsm.walk([1, 4, 1, 3]) >= 0 and fsm.walk([2]) >= 0  # "az" + "a1"; "b"
+    again, expected = compile_lazy_token_fsm(tree, SMALL_VOCAB, 32), render(tree, "lazy")
+    with deadline(0.0):  # a slice of grammar work already spent, with work kept in it
+        with pytest.raises(OutOfTime):
+            checkpoint(kept=True)
+        assert again.regex == expected  # an error message's read is not cut
+    kept = compile_lazy_token_fsm(tree, SMALL_VOCAB, 32, text="(?:the child's text)")
+    assert kept.regex == "(?:the child's text)"
+    assert compile_lazy_token_fsm("a+", SMALL_VOCAB, 32).regex == "a+"
 
 
 @pytest.mark.filterwarnings("ignore:Possible nested set:FutureWarning")

@@ -45,6 +45,7 @@ from .regex_ast import Regex, render
 from .regex_dfa import RegexError, shown_regex
 from .token_fsm import ConstraintError, TokenFSM, Vocabulary, check_regex_length
 from .token_index import VocabularyCannotSpellError, vocab_trie
+from .work_slices import unsliced
 
 # A row's walk fills ahead along states with at most this many entries left to compute, at
 # most FILL_AHEAD derivatives per entry it waited for (measured at 65k, side by side: per
@@ -540,10 +541,37 @@ class LazyJumpForward:
         return (bytes(out), state) if out else None
 
 
+class RegexText:
+    """The `regex` field of a LazyTokenFSM (a descriptor): given regex text, or the JSON
+    Schema compiler's tree, which is rendered into text (lazy dialect, `render`) the first
+    time the field is read, and kept. The automaton is built from the tree; its text is
+    read only by error messages, drawings and benchmarks, and rendering a large schema's
+    tree at every compile was ~10% of a p95 compile (benchmarks/results/compile.md)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.key = name  # the instance's __dict__ holds the text (or the tree) under the field's name
+
+    def __get__(self, fsm: object, owner: type | None = None) -> str:
+        if fsm is None:  # asked of the class (dataclasses looking for a default): there is none
+            raise AttributeError(self.key)
+        value: str | Regex = fsm.__dict__[self.key]
+        if not isinstance(value, str):
+            # Read by an error message, perhaps inside a spent slice of grammar work: the
+            # render's checkpoints must not cut it there (the text is kept only when whole).
+            with unsliced():
+                value = fsm.__dict__[self.key] = render(value, "lazy")
+        return value
+
+    def __set__(self, fsm: object, value: str | Regex) -> None:
+        fsm.__dict__[self.key] = value  # (only the dataclass's __init__ sets it: the class is frozen)
+
+
 @dataclass(frozen=True, eq=False)
 class LazyTokenFSM(TokenFSM):
-    """A TokenFSM whose index, rows and jump map are all computed on demand."""
+    """A TokenFSM whose index, rows and jump map are all computed on demand, and whose
+    regex text is rendered when first read (`RegexText`)."""
 
+    regex: RegexText = RegexText()
     # The same fields as TokenFSM's, narrowed; keyword-only, as no default fits them.
     # (LazyStateIndex and LazyJumpForward answer what TokenFSM's users ask of its index and jump
     # map, without being those classes: one is computed on demand, the other walks the automaton.)
@@ -586,8 +614,8 @@ def compile_lazy_token_fsm(
     state whose continuation the vocabulary cannot spell gets an empty row, as in the eager
     index. `members`: the text may hold the lazy dialect's private groups (`(?@members...)`).
     `text`: the lazy-dialect text of a tree `regex`, when the caller has it (a schema compiled
-    in a child process arrives as text), kept as TokenFSM.regex instead of rendering the tree
-    again (7 ms of a 67 KB schema's ~100 ms compile).
+    in a child process arrives as text), kept as TokenFSM.regex; without it the tree is kept
+    there and rendered only if the text is read (`RegexText`).
     """
     limits = limits or LazyLimits()
     if isinstance(regex, str):
@@ -599,8 +627,8 @@ def compile_lazy_token_fsm(
             if isinstance(regex, str)
             else lower_checked(regex, pool, "of the JSON schema")
         )
-        if not isinstance(regex, str):
-            regex = text if text is not None else render(regex, "lazy")  # (TokenFSM.regex: what errors quote)
+        if text is not None:  # (TokenFSM.regex: what errors quote; a tree is rendered when read)
+            regex = text
         dfa = LazyByteDFA(root, pool, limits.max_lazy_states)
         index = LazyStateIndex(dfa, vocab, vocab_size, limits)
         start = index.row(index.initial_state)
@@ -609,8 +637,9 @@ def compile_lazy_token_fsm(
     pool.searched_limit = None  # the compile's searches were bounded together; generation's one by one
     if start.count == 0 and not index.is_final(index.initial_state):
         allowed = bytes(dfa.allowed_bytes(index.initial_state).tolist()[:12])
+        shown = shown_regex(regex if isinstance(regex, str) else render(regex, "lazy"))
         error = VocabularyCannotSpellError(
-            f"the vocabulary cannot spell any string that matches regex {shown_regex(regex)}: no token "
+            f"the vocabulary cannot spell any string that matches regex {shown}: no token "
             f"starts with the bytes the regex needs first ({allowed!r})"
         )
         raise ConstraintError(str(error)) from error

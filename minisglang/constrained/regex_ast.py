@@ -577,9 +577,7 @@ class _Lowering:
         if isinstance(node, Text):  # (the same text in another node: lowered once)
             out = self.texts.get(node.text)
             if out is None:
-                out = self.texts[node.text] = pool.concat_all(
-                    [pool.byte_set(1 << b) for b in node.text.encode("utf-8")]
-                )
+                out = self.texts[node.text] = pool.literal(node.text.encode("utf-8"))
             return out
         if isinstance(node, Chars):
             return self.ranges(node.ranges)
