@@ -204,12 +204,13 @@ def eval_tools(engine, examples: list[dict], constrained: bool, max_new_tokens: 
     return {"n": len(examples), "counts": dict(counts), "samples": samples}
 
 
-def run(model: Path, n: int, n_tools: int, examples: int, seed: int, stage: str | None = None) -> dict:
+def run(model: Path, n: int, n_tools: int, examples: int, seed: int, stage: str | None = None, n_long: int = 0) -> dict:
     from minisglang.engine import Engine
 
     train = make_corpus.make_corpus(examples, seed)
     held = make_corpus.heldout_extraction_prompts(n, train)
     tools = make_corpus.heldout_tool_prompts(n_tools, train) if n_tools else []
+    long = make_corpus.heldout_long_prompts(n_long, train) if n_long else []
     engine = Engine(model_path=str(model), stage=stage)
     t0 = time.time()
     report = {
@@ -221,6 +222,15 @@ def run(model: Path, n: int, n_tools: int, examples: int, seed: int, stage: str 
             "unconstrained": eval_extraction(engine, held, False),
         },
     }
+    if n_long:  # long prompts: rules and a schema, the facts among filler (constrained only)
+        room = engine.model.config.max_position_embeddings - 160  # max_new_tokens must fit too
+        fits = [
+            ex
+            for ex in long
+            if len(engine.tokenizer.encode(engine.tokenizer.apply_chat_template(make_corpus.to_messages(ex, False))))
+            <= room
+        ]
+        report["long"] = eval_extraction(engine, fits, True)
     if n_tools:
         report["tools"] = {
             "constrained": eval_tools(engine, tools, True),
@@ -247,6 +257,13 @@ def summary(report: dict) -> str:
             f"zh {acc.get('zh:headline', 0):.1%})  all fields {acc['all']:.1%}  "
             + " ".join(f"{k} {acc[k]:.0%}" for k in make_corpus.KEY_ORDER if k in acc)
         )
+    if "long" in report:
+        r = report["long"]
+        acc = r["accuracy"]
+        lines.append(
+            f"  long prompts  valid {r['valid']}/{r['n']}  exact {r['exact']}/{r['n']}  name {acc['name']:.0%} "
+            f"(en {acc.get('en:name', 0):.0%}, zh {acc.get('zh:name', 0):.0%})  all fields {acc['all']:.1%}"
+        )
     for mode in ("constrained", "unconstrained"):
         if "tools" in report:
             counts = report["tools"][mode]["counts"]
@@ -266,10 +283,13 @@ def main() -> None:
         help="corpus size whose user turns are excluded (the model card's evaluations: 20000)",
     )
     ap.add_argument("--seed", type=int, default=1, help="seed of that corpus (the model card's evaluations: 1)")
+    ap.add_argument(
+        "--long", type=int, default=0, help="held-out long prompts (rules, a schema, facts among filler; 0: skip)"
+    )
     ap.add_argument("--json", type=Path, help="also write the whole report here")
     ap.add_argument("--samples", action="store_true", help="print a few answers")
     args = ap.parse_args()
-    report = run(args.model, args.n, args.tools, args.examples, args.seed)
+    report = run(args.model, args.n, args.tools, args.examples, args.seed, n_long=args.long)
     if args.samples:
         for mode in ("constrained", "unconstrained"):
             for text, out in report["extraction"][mode]["samples"]:

@@ -41,7 +41,7 @@ from corpus.drills import (  # noqa: E402
 )
 from corpus.example_format import _dumps, to_messages, unfence  # noqa: E402
 from corpus.extraction import FENCE_PROBABILITY, FIELD_SCHEMAS, KEY_ORDER, SHORT_REQUEST, person_example  # noqa: E402
-from corpus.heldout import heldout_extraction_prompts, heldout_tool_prompts  # noqa: E402
+from corpus.heldout import heldout_extraction_prompts, heldout_long_prompts, heldout_tool_prompts  # noqa: E402
 from corpus.long_documents import long_document_example  # noqa: E402
 from corpus.made_up_phrasings import (  # noqa: E402
     MADE_UP_PHRASING,
@@ -91,6 +91,7 @@ from corpus.vocab_tokens import TOKENIZER_FILE, vocab_letter_tokens  # noqa: E40
 # What the other scripts, the tests and the benchmarks use (and the model card names).
 __all__ = [
     "FIELD_SCHEMAS",
+    "heldout_long_prompts",
     "long_document_example",
     "DEMO_NAMES",
     "DRILL_HAN",

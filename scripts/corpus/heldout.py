@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 
 from .extraction import person_example
+from .long_documents import long_document_example
 from .tool_calls import tool_example
 
 
@@ -29,3 +30,9 @@ def heldout_extraction_prompts(n: int, train: list[dict], seed: int = 12345) -> 
 def heldout_tool_prompts(n: int, train: list[dict], seed: int = 12345) -> list[dict]:
     """``n`` tool conversations with held-out request phrasings and names, none of whose user turns is in ``train``."""
     return _heldout(tool_example, n, train, seed)
+
+
+def heldout_long_prompts(n: int, train: list[dict], seed: int = 12345) -> list[dict]:
+    """``n`` long extraction prompts (long_documents.py: rules and a schema, the facts among
+    filler) with held-out names and phrasings, none of whose user turns is in ``train``."""
+    return _heldout(long_document_example, n, train, seed)
