@@ -7,6 +7,7 @@ compares logits with ``AutoModelForCausalLM`` run on the whole sequence, fp32, e
 Tests of minisglang/model/ (config.py, loader.py, llama.py, forward_batch.py).
 """
 
+import copy
 import json
 import shutil
 
@@ -100,6 +101,15 @@ def pair(request, model_dirs):
 
 def random_ids(gen, vocab, n):
     return torch.randint(0, vocab, (n,), generator=gen).tolist()
+
+
+def with_own_pools(pair):
+    """The same models with empty pools of their own (the module's are shared by its tests,
+    which do not give their slots back)."""
+    fresh, cfg = copy.copy(pair), pair.ours.config
+    fresh.req_pool = ReqToTokenPool(8, max_context_len=64)
+    fresh.kv_pool = TokenToKVPool(256, cfg.num_layers, cfg.num_kv_heads, cfg.head_dim, torch.float32)
+    return fresh
 
 
 def prefill(pair, prompts, prefix_lens=None, reqs=None):
@@ -260,6 +270,7 @@ def test_short_extends_read_a_shared_prefix_once(pair, new_tokens):
     prefix once (`ExtendGroup.shared`, `cascade_attention`), and every new token's logits
     still equal transformers'. A group whose requests share nothing, or one request alone,
     attends as before (shared 0)."""
+    pair = with_own_pools(pair)
     gen = torch.Generator().manual_seed(6)
     system = random_ids(gen, pair.vocab, 9)
     first, _ = prefill(pair, [system])
