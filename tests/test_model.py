@@ -220,6 +220,21 @@ def test_batched_decode_steps(pair):
             )
 
 
+def behind_a_shared_prompt(pair, gen, suffix_lens):
+    """A 9-token system prompt prefilled once, then one request per suffix length whose
+    first 9 positions are that prompt's KV slots (a radix hit: the slots, not a copy of the
+    K/V), its own suffix prefilled: (sequences, request slots, the suffixes' logits)."""
+    system = random_ids(gen, pair.vocab, 9)
+    first, _ = prefill(pair, [system])
+    owner = first.req_pool_indices.tolist()[0]
+    seqs = [system + random_ids(gen, pair.vocab, n) for n in suffix_lens]
+    reqs = [pair.req_pool.alloc() for _ in seqs]
+    for req in reqs:
+        pair.req_pool.req_to_token[req, :9] = pair.req_pool.req_to_token[owner, :9]
+    _, logits = prefill(pair, seqs, [9] * len(seqs), reqs)
+    return seqs, reqs, logits
+
+
 @pytest.mark.parametrize("chunk", [8, 2])
 def test_decode_reads_a_shared_prefix_once(pair, chunk, monkeypatch):
     """Four requests whose first 9 positions sit in the same KV slots (a system prompt the
@@ -229,14 +244,7 @@ def test_decode_reads_a_shared_prefix_once(pair, chunk, monkeypatch):
     With chunks of 2 the requests attend in length order, two by two, out of batch order."""
     monkeypatch.setattr(ForwardBatch, "DECODE_CHUNK", chunk)
     gen = torch.Generator().manual_seed(5)
-    system = random_ids(gen, pair.vocab, 9)
-    first, _ = prefill(pair, [system])
-    owner = first.req_pool_indices.tolist()[0]
-    seqs = [system + random_ids(gen, pair.vocab, n) for n in (1, 7, 3, 12)]
-    reqs = [pair.req_pool.alloc() for _ in seqs]
-    for req in reqs:  # a radix hit: the prefix's slots, not a copy of its K/V
-        pair.req_pool.req_to_token[req, :9] = pair.req_pool.req_to_token[owner, :9]
-    _, all_logits = prefill(pair, seqs, [9] * len(seqs), reqs)
+    seqs, reqs, all_logits = behind_a_shared_prompt(pair, gen, (1, 7, 3, 12))
     logits = all_logits[torch.tensor([len(s) - 9 for s in seqs]).cumsum(0) - 1]
     other = random_ids(gen, pair.vocab, 11)  # shares no slot with the others
     other_fb, other_logits = prefill(pair, [other])
@@ -272,14 +280,7 @@ def test_short_extends_read_a_shared_prefix_once(pair, new_tokens):
     attends as before (shared 0)."""
     pair = with_own_pools(pair)
     gen = torch.Generator().manual_seed(6)
-    system = random_ids(gen, pair.vocab, 9)
-    first, _ = prefill(pair, [system])
-    owner = first.req_pool_indices.tolist()[0]
-    seqs = [system + random_ids(gen, pair.vocab, n) for n in (2, 6, 4, 9)]
-    reqs = [pair.req_pool.alloc() for _ in seqs]
-    for req in reqs:  # a radix hit: the prefix's slots, not a copy of its K/V
-        pair.req_pool.req_to_token[req, :9] = pair.req_pool.req_to_token[owner, :9]
-    prefill(pair, seqs, [9] * len(seqs), reqs)
+    seqs, reqs, _ = behind_a_shared_prompt(pair, gen, (2, 6, 4, 9))
     longer = [s + random_ids(gen, pair.vocab, n) for s, n in zip(seqs, new_tokens)]
     fb, logits = prefill(pair, longer, [len(s) for s in seqs], reqs)
     shared = {g.shared for g in fb.extend_groups if len(g.slots) > 1}
