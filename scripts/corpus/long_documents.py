@@ -24,16 +24,11 @@ import random
 from .example_format import _dumps
 from .extraction import FIELD_SCHEMAS, KEY_ORDER
 from .paragraphs import _paragraph
-from .values import _word, person_facts, person_name
+from .values import person_facts, person_name
 
 # How long a document grows, in characters (about 3 per token in English and 1 per token in
 # Chinese with the bundled tokenizer): up to ~450 tokens, as the service's longest.
 EN_CHARS, ZH_CHARS = (100, 1200), (40, 420)
-# Half the documents say the facts in 2-3 paragraphs, each naming the person again ("Sara
-# Rossi is 44. ... Sara Rossi lives in Sydney."), as the service's documents do: with one
-# paragraph the name is said once, and a model at stage 14's step 2,000 took the document's
-# first words for it.
-SPLIT_FACTS = 0.5
 
 EN_RULES = [
     "You extract facts about a person from a document and answer with one JSON object.",
@@ -131,126 +126,6 @@ ZH_FILLER = [
     "我们的项目提前一周完成了。",
     "房子后面的花园里开满了玫瑰。",
 ]
-# Filler made up from parts (about 6,000 English and 4,000 Chinese sentences, some with a
-# made-up name of a place or club): stage 14 learned to skip its 36 fixed sentences, not
-# filler (the service's documents with their own filler: name and age right in 2 of 48; the
-# same facts without the filler: 41 of 48). Half a document's filler is made this way.
-EN_SUBJECTS = [
-    "The bus",
-    "A neighbour",
-    "The old library",
-    "Our office",
-    "The city council",
-    "A small shop",
-    "The team",
-    "The weather",
-    "Most visitors",
-    "The museum",
-    "A delivery van",
-    "The school",
-    "The market",
-    "The bridge",
-    "Nobody",
-    "Everyone",
-    "The new cafe",
-    "The night train",
-    "The park",
-    "The bakery",
-    "The hospital",
-    "My cousin",
-]
-EN_PREDICATES = [
-    "was late again",
-    "closed early",
-    "opened a new branch",
-    "raised its prices",
-    "was repainted",
-    "stayed empty",
-    "got very busy",
-    "was cancelled",
-    "moved to a new street",
-    "changed its timetable",
-    "made the local news",
-    "needed repairs",
-    "was quieter than usual",
-    "ran out of bread",
-    "hired two new people",
-    "lost its old sign",
-    "asked for more volunteers",
-    "put up a notice",
-    "smelled of fresh paint",
-    "looked different",
-]
-EN_TIMES = [
-    "",
-    " last week",
-    " on Monday",
-    " this spring",
-    " in April",
-    " after the summer",
-    " yesterday",
-    " every morning",
-    " at night",
-    " again this year",
-]
-EN_PLACES = [" club", " shop", " bridge", " festival", " square", " garage"]
-ZH_SUBJECTS = [
-    "公交车",
-    "邻居",
-    "老图书馆",
-    "办公室",
-    "市政府",
-    "小商店",
-    "球队",
-    "天气",
-    "游客",
-    "博物馆",
-    "送货车",
-    "学校",
-    "菜市场",
-    "大桥",
-    "新开的咖啡馆",
-    "夜班火车",
-    "公园",
-    "面包店",
-    "医院",
-    "我表哥",
-]
-ZH_PREDICATES = [
-    "又晚点了",
-    "很早就关门了",
-    "开了一家分店",
-    "涨价了",
-    "重新刷了漆",
-    "一直空着",
-    "变得很热闹",
-    "被取消了",
-    "搬到了新街上",
-    "换了时刻表",
-    "上了本地新闻",
-    "需要修理",
-    "比平时安静",
-    "面包卖完了",
-    "招了两个新人",
-    "贴了一张通知",
-    "看起来不一样了",
-    "需要更多志愿者",
-]
-ZH_CITIES_FOR_FILLER = ["东城", "南湖", "西山", "北港", "青河"]  # made-up town names
-ZH_TIMES = ["", "上周", "周一", "今年春天", "四月", "夏天以后", "昨天", "每天早上", "晚上", "今年又"]
-
-
-def made_up_filler(rng: random.Random, zh: bool) -> str:
-    """One sentence of filler from parts (time, subject, what happened)."""
-    if zh:
-        subject = rng.choice(ZH_SUBJECTS) if rng.random() < 0.85 else rng.choice(ZH_CITIES_FOR_FILLER) + "的广场"
-        return rng.choice(ZH_TIMES) + subject + rng.choice(ZH_PREDICATES) + "。"
-    subject = rng.choice(EN_SUBJECTS)
-    if rng.random() < 0.15:  # a made-up place: filler words the model has never seen either
-        subject = "The " + _word(rng).capitalize() + rng.choice(EN_PLACES)
-    return subject + " " + rng.choice(EN_PREDICATES) + rng.choice(EN_TIMES) + "."
-
-
 EN_PASSING = ["{n} called about the invoice.", "A letter for {n} arrived yesterday.", "{n} was not at the meeting."]
 ZH_PASSING = ["{n}打电话问了发票的事。", "昨天有一封给{n}的信。", "{n}没有来开会。"]
 
@@ -305,18 +180,7 @@ def long_document_example(rng: random.Random, held_out: bool = False) -> dict:
     facts = {"name": name, "age": age, **person_facts(rng, zh, 4)}
     facts["birthday"] = f"{2025 - age}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
     values = sorted((v for v in facts.values() if isinstance(v, str)), key=len, reverse=True)
-    others = [k for k in mentioned if k != "name"]
-    if rng.random() < SPLIT_FACTS:  # the facts in 2-3 paragraphs, each naming the person again
-        rng.shuffle(others)
-        cuts = sorted(rng.sample(range(1, len(others)), min(len(others) - 1, rng.randint(1, 2))))
-        groups = [others[a:b] for a, b in zip([0, *cuts], [*cuts, len(others)])]
-    else:
-        groups = [others]
-    sentences = [
-        sentence
-        for group in groups
-        for sentence in _sentences(_paragraph(rng, facts, ["name", *group], zh, held_out), zh, values)
-    ]
+    sentences = _sentences(_paragraph(rng, facts, mentioned, zh, held_out), zh, values)
     filler, passing = (ZH_FILLER, ZH_PASSING) if zh else (EN_FILLER, EN_PASSING)
     low, high = ZH_CHARS if zh else EN_CHARS
     target = rng.randint(low, high)
@@ -325,8 +189,7 @@ def long_document_example(rng: random.Random, held_out: bool = False) -> dict:
         if other != facts["name"]:
             sentences.insert(rng.randint(0, len(sentences)), rng.choice(passing).format(n=other))
     while sum(map(len, sentences)) < target:
-        line = rng.choice(filler) if rng.random() < 0.5 else made_up_filler(rng, zh)
-        sentences.insert(rng.randint(0, len(sentences)), line)  # the facts keep their order
+        sentences.insert(rng.randint(0, len(sentences)), rng.choice(filler))  # the facts keep their order
     document = ("" if zh else " ").join(sentences)
     ask = rng.choice(ZH_ASKS if zh and rng.random() < 0.8 else EN_ASKS)
     return {
