@@ -148,6 +148,10 @@ ZH_FILLER = [
 ]
 
 
+ASK_EN = "Extract the person from this text. Reply with JSON only."
+ASK_ZH = "从以下文本中提取这个人的信息，只输出 JSON。"
+
+
 # ------------------------------------------------------------------------------ the workload
 def instruction(tok: Tokenizer, target_tokens: int = 300) -> str:
     """The shared system prompt: rules, then the schema; rules repeat until ~target_tokens."""
@@ -193,11 +197,7 @@ def workload(tok: Tokenizer, n: int, rate: float, seed: int) -> tuple[list[str],
         zh = i % 2 == 1
         text, facts = document(rng, tok, zh, rng.randint(50, 400))
         stated.append(facts)
-        ask = (
-            "从以下文本中提取这个人的信息，只输出 JSON。"
-            if zh
-            else "Extract the person from this text. Reply with JSON only."
-        )
+        ask = ASK_ZH if zh else ASK_EN
         prompts.append(
             tok.apply_chat_template(
                 [{"role": "system", "content": system}, {"role": "user", "content": ask + "\n" + text}]
@@ -344,6 +344,35 @@ def serve_transformers(
 
 
 # ------------------------------------------------------------------------------ report
+def rearranged(prompt: str, facts: dict, order: str) -> str:
+    """`prompt` with its document's sentences rearranged: "facts only" keeps the sentences
+    that name the person, "facts first" and "facts last" put them before or after the
+    others (the filler). A probe of what a model cannot read past (`--probe`)."""
+    zh = ASK_ZH in prompt
+    start = prompt.index(ASK_ZH if zh else ASK_EN) + len(ASK_ZH if zh else ASK_EN) + 1
+    end = prompt.index("\n", start)
+    stop = "。" if zh else ". "
+    sentences = [x if x.endswith((".", "。")) else x + stop.strip() for x in prompt[start:end].split(stop) if x]
+    named = [x for x in sentences if facts["name"] in x]
+    others = [x for x in sentences if facts["name"] not in x]
+    chosen = {"facts only": named, "facts first": named + others, "facts last": others + named}[order]
+    return prompt[:start] + ("" if zh else " ").join(chosen) + prompt[end:]
+
+
+def probe(model_path: str, n: int) -> None:
+    """Name and age right on `n` of the workload's requests as they are and rearranged
+    (`rearranged`), greedy, s5: which part of the documents a model cannot read past."""
+    engine = Engine(model_path)
+    prompts, _, _, stated = workload(engine.tokenizer, n, 32.0, 0)
+    params = {"json_schema": json.dumps(SCHEMA, ensure_ascii=False), "temperature": 0, "max_new_tokens": 96}
+    for order in ("as is", "facts only", "facts first", "facts last"):
+        asked = prompts if order == "as is" else [rearranged(p, f, order) for p, f in zip(prompts, stated)]
+        outs = engine.generate(asked, [params] * n)
+        hits = sum(right(o["text"], f, ("name", "age")) for o, f in zip(outs, stated))
+        print(f"{order:12s} name and age right {hits}/{n}", flush=True)
+    engine.shutdown()
+
+
 def valid(text: str) -> bool:
     try:
         jsonschema.validate(json.loads(text), SCHEMA)
@@ -369,7 +398,11 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=default_torch_threads(), help="torch threads, every system")
     ap.add_argument("--quick", action="store_true", help="64 requests (a smoke run)")
     ap.add_argument("--output", type=Path, default=RESULTS)
+    ap.add_argument("--probe", type=int, default=0, help="only probe N requests' accuracy, rearranged (no timing)")
     args = ap.parse_args()
+    if args.probe:
+        probe(args.model_path, args.probe)
+        return
     if args.quick:
         args.requests = min(args.requests, 64)
 

@@ -33,3 +33,28 @@ def test_each_prompt_states_its_facts_and_right_scores_against_them():
         assert service.right(wrong, facts, ("name", "city"))
         assert not service.right("{not json", facts, ("name",))
         assert not service.right("[1]", facts, ("name",))
+
+
+def test_the_probe_rearranges_only_the_document():
+    """`rearranged` keeps the instruction and the turns around the document; "facts only"
+    keeps exactly the sentences naming the person, in order, and "facts first" / "facts
+    last" hold the same sentences as the document, the named ones first or last."""
+    tok = Tokenizer.from_pretrained(minisglang.DEFAULT_MODEL_PATH)
+    prompts, _, _, stated = service.workload(tok, 6, 32.0, seed=5)
+    for prompt, facts in zip(prompts, stated):
+        zh = service.ASK_ZH in prompt
+        ask = service.ASK_ZH if zh else service.ASK_EN
+        head, rest = prompt.split(ask + "\n")
+        document, tail = rest.split("\n", 1)
+        stop = "。" if zh else "."
+        count = lambda text: sorted(x.strip() for x in text.split(stop) if x.strip())  # noqa: E731
+        only = service.rearranged(prompt, facts, "facts only")
+        assert only.startswith(head + ask + "\n") and only.endswith("\n" + tail)
+        kept = only[len(head + ask) + 1 : -len(tail) - 1]
+        assert count(kept) == sorted(x for x in count(document) if facts["name"] in x)
+        for order in ("facts first", "facts last"):
+            moved = service.rearranged(prompt, facts, order)[len(head + ask) + 1 : -len(tail) - 1]
+            assert count(moved) == count(document)
+            sentences = [x for x in moved.split(stop) if x.strip()]
+            named = [facts["name"] in x for x in sentences]
+            assert named == sorted(named, reverse=order == "facts first")
