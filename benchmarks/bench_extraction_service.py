@@ -349,7 +349,8 @@ def rearranged(prompt: str, facts: dict, order: str) -> str:
     that name the person, "facts first" and "facts last" put them before or after the
     others (the filler). A probe of what a model cannot read past (`--probe`)."""
     zh = ASK_ZH in prompt
-    start = prompt.index(ASK_ZH if zh else ASK_EN) + len(ASK_ZH if zh else ASK_EN) + 1
+    ask = ASK_ZH if zh else ASK_EN
+    start = prompt.index(ask) + len(ask) + 1
     end = prompt.index("\n", start)
     stop = "。" if zh else ". "
     sentences = [x if x.endswith((".", "。")) else x + stop.strip() for x in prompt[start:end].split(stop) if x]

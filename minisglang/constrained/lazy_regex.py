@@ -319,11 +319,7 @@ class RegexPool:
     def literal(self, data: bytes) -> RegexNode:
         """These bytes in order: `concat_all` of one byte set per byte, made in one call (the
         JSON Schema compiler's trees are mostly literal text: keys, punctuation)."""
-        heads = [self.byte_set(1 << b) for b in data]
-        out = self.epsilon
-        for head in reversed(heads):
-            out = self.concat(head, out)
-        return out
+        return self.concat_all([self.byte_set(1 << b) for b in data])
 
     def alt(self, nodes: Iterable[RegexNode]) -> RegexNode:
         """Any of `nodes`, as a set: nested alternatives flattened, EMPTY dropped, duplicates
