@@ -44,6 +44,7 @@ from corpus.extraction import FENCE_PROBABILITY, FIELD_SCHEMAS, KEY_ORDER, SHORT
 from corpus.heldout import heldout_extraction_prompts, heldout_long_prompts, heldout_tool_prompts  # noqa: E402
 from corpus.long_documents import long_document_example  # noqa: E402
 from corpus.made_up_phrasings import (  # noqa: E402
+    MADE_UP_CONNECTOR,
     MADE_UP_PHRASING,
     OPENER_SUBJECTS,
     ZH_FILLER,
@@ -105,6 +106,7 @@ __all__ = [
     "EN_STRICT",
     "FENCE_PROBABILITY",
     "KEY_ORDER",
+    "MADE_UP_CONNECTOR",
     "MADE_UP_PHRASING",
     "NUMERAL_DRILL_SHARE",
     "NUMERAL_NAME_SHARE",

@@ -460,11 +460,11 @@ CJK_FIRST, CJK_LAST = 0x4E00, 0x9FA5
 def training_zh_name(rng: random.Random, classic, zh_given: list[str], zh_surnames: list[str]) -> str:
     """A Chinese training name: make_corpus's own (``classic(rng)``) half the time, else one
     with a character from anywhere in the CJK block, a doubled given character that is not
-    last (张婷婷玉), a rarer or random two-character surname (two in five end in a listed
+    last (张婷婷玉), a rarer or random two-character surname (one in four ends in a listed
     one-character surname), or a three-character given name.
     (Characters outside the given-name pool are most of these: they are the ones a model
     copies worst, issue 33.)"""
-    kind = rng.choices(["classic", "any_han", "doubled", "surname", "long"], [42, 20, 8, 23, 7])[0]
+    kind = rng.choices(["classic", "any_han", "doubled", "surname", "long"], [46, 20, 8, 19, 7])[0]
     if kind == "classic":
         return classic(rng)
     surname, given = rng.choice(zh_surnames), [rng.choice(zh_given) for _ in range(rng.choice([1, 2]))]
@@ -477,8 +477,6 @@ def training_zh_name(rng: random.Random, classic, zh_given: list[str], zh_surnam
         char = rng.choice(zh_given)
         given = [char, char, rng.choice(zh_given)]
     elif kind == "surname":
-        # weighted towards X孙 and X方 (stage 17): stage 14 still cut 公孙 to 孙 after an unseen
-        # connector in one name of six
         surname = rng.choice(
             [
                 rng.choice(TRAINING_COMPOUND_SURNAMES),
@@ -488,10 +486,6 @@ def training_zh_name(rng: random.Random, classic, zh_given: list[str], zh_surnam
                 # 公孙, 长孙 and 东方 end in a surname, and a model that knows only 孙 drops 公
                 rng.choice([rng.choice(zh_given), chr(rng.randint(CJK_FIRST, CJK_LAST))])
                 + rng.choice([s for s in zh_surnames if len(s) == 1]),
-            ]
-            + [
-                rng.choice([rng.choice(zh_given), chr(rng.randint(CJK_FIRST, CJK_LAST))])
-                + rng.choice([s for s in zh_surnames if len(s) == 1])
             ]
         )
     else:

@@ -461,4 +461,4 @@ def test_some_composed_openers_end_in_a_connector_never_listed():
     openers = [make_corpus.composed_opener(rng, True) for _ in range(400)]
     listed = tuple(c + "{n}，" for c in make_corpus.ZH_OPENER_CONNECTORS)
     share = sum(not o.endswith(listed) for o in openers) / len(openers)
-    assert 0.2 < share < 0.6
+    assert abs(share - make_corpus.MADE_UP_CONNECTOR) < 0.1  # (a made-up one may happen to be listed)
