@@ -122,15 +122,15 @@ def forced_drafts(
     k: int,
     encode: Callable[[str], list[int]],
     longest_token: int,
-    could_merge: Callable[[list[int]], bool] | None = None,
+    seam: Callable[[list[int]], int] | None = None,
 ) -> list[int]:
     """The first `k` tokens of the grammar's forced bytes, encoded on their own.
 
     Only the first (k + 1) * `longest_token` bytes are encoded (a grammar may force a
     megabyte; k tokens never need more than that), cut back to whole UTF-8 characters.
-    When the k tokens reach the forced text's end and `could_merge(tokens)` says the model
-    could write a longer token starting with the last one's bytes, the last is dropped
-    (the seam: with it, the verify would always reject `":` where the model writes `": "`).
+    When the k tokens reach the forced text's end, `seam(tokens)` says how many of them to
+    keep: the model may write the last one, or the last few, as part of one longer token
+    (the seam: the verify would always reject `":` where the model writes `": "`).
     """
     if k <= 0 or not forced:
         return []
@@ -138,8 +138,8 @@ def forced_drafts(
     text = head.decode("utf-8", errors="ignore") if len(head) == len(forced) else _whole_chars(head)
     ids = encode(text) if text else []
     # More than k tokens: the k-th is inside the forced text, not at its seam.
-    if len(ids) <= k and ids and could_merge is not None and could_merge(ids):
-        return ids[:-1]
+    if len(ids) <= k and ids and seam is not None:
+        return ids[: seam(ids)]
     return ids[:k]
 
 

@@ -364,3 +364,37 @@ def test_requests_that_jump_together_are_readmitted_in_one_prefill_of_their_chan
         f"({in_tree}) must be all {total} slots; {total - free - in_tree} are lost "
         f"(a leak)"
     )
+
+
+class _ListsNothing:
+    """A grammar that cannot list what it allows (as the library matchers): `allowed_after` None."""
+
+    def allowed_after(self, output_ids):
+        return None
+
+
+def test_the_seam_given_back_may_be_several_tokens():
+    """A forced `", "arguments": {` is encoded `", "` `arguments` `": ` `{`, where the model
+    writes `": {"` (one token across the grammar's choice after `{`): both `": ` and `{` go back
+    to the model, `arguments` stays (no token starts with `arguments": {`). A forced `", "age":`
+    gives back only `":`."""
+    from types import SimpleNamespace
+
+    from minisglang.stages.s4_jump_forward import JumpForward
+    from minisglang.tokenizer import Tokenizer
+
+    tok = Tokenizer.from_pretrained(sgl.DEFAULT_MODEL_PATH)
+    jf = JumpForward(tok)
+    req = SimpleNamespace(rid="r", grammar=_ListsNothing())
+    vocab = tok.token_bytes
+    for forced, given_back in [(', "arguments": {', '": {'), (', "age":', '":')]:
+        ids = tok.encode('"' + forced)
+        keep = jf.keep_before_seam(req, ids, floor=0)
+        assert b"".join(vocab[t] for t in ids[keep:]) == given_back.encode(), [vocab[t] for t in ids]
+        merged = given_back.encode() + b'"'
+        assert any(b and b.startswith(given_back.encode()) and len(b) > len(given_back) for b in vocab), merged
+        assert jf.keep_before_seam(req, ids, floor=len(ids)) == len(ids)  # never below the floor
+    # A bisect over the sorted spellings agrees with a scan of the vocabulary.
+    for head in [b'": ', b'": {', b"arguments", b'arguments": {', b"{", b"\xff\xfe", b"zz"]:
+        scan = any(b and len(b) > len(head) and b.startswith(head) for b in vocab)
+        assert jf.starts_a_longer_token(head) == scan, head

@@ -166,12 +166,13 @@ def test_forced_drafts_leave_the_seam_to_the_model(tokenizer):
     longest = max(len(b) for b in tokenizer.token_bytes if b)
     forced = b'", "age":'
     ids = tokenizer.encode(forced.decode())
-    merges = []
-    assert forced_drafts(forced, 8, tokenizer.encode, longest, lambda d: merges.append(d) or True) == ids[:-1]
-    assert merges == [ids]
-    assert forced_drafts(forced, 8, tokenizer.encode, longest, lambda d: False) == ids
-    assert forced_drafts(forced, len(ids) - 1, tokenizer.encode, longest, lambda d: True) == ids[:-1]
-    assert forced_drafts(forced, 1, tokenizer.encode, longest, lambda d: True) == ids[:1]
+    asked = []
+    assert forced_drafts(forced, 8, tokenizer.encode, longest, lambda d: asked.append(d) or len(d) - 1) == ids[:-1]
+    assert asked == [ids]
+    assert forced_drafts(forced, 8, tokenizer.encode, longest, len) == ids
+    assert forced_drafts(forced, 8, tokenizer.encode, longest, lambda d: len(d) - 2) == ids[:-2]
+    assert forced_drafts(forced, len(ids) - 1, tokenizer.encode, longest, lambda d: 0) == ids[:-1]
+    assert forced_drafts(forced, 1, tokenizer.encode, longest, lambda d: 0) == ids[:1]
 
 
 # ------------------------------------------------------------------ acceptance

@@ -29,6 +29,7 @@ Engine option: `jump_forward=False` turns the jumps off (then this stage is s3).
 
 from __future__ import annotations
 
+import bisect
 import functools
 import weakref
 from dataclasses import dataclass
@@ -104,43 +105,64 @@ class JumpForward:
             req.finish("stop", matched=None)
 
     def leave_the_seam_to_the_model(self, req: Req, new_output_ids: list[int]) -> list[int] | None:
-        """Drop the jump's last token when the model could have merged it with what follows.
+        """Give back the end of the jump that the model could have merged with what follows.
 
         A jump ends where the grammar offers a choice, often in the middle of what the model
         would write as one token: after `{"name":` the model was trained on `": "` as one
         token, and a forced `":` leaves it at a seam it never saw (the derailing measured in
-        chapter 05). Giving that last piece back lets the model choose the merged token
-        itself. Returns None when too little jump would be left.
+        chapter 05). Giving that piece back lets the model choose the merged token itself.
+        The piece may be more than one token: a forced `", "arguments": {` ends in `": ` and
+        `{`, where the model writes `": {"` (`keep_before_seam`). Returns None when too
+        little jump would be left.
         """
-        kept = new_output_ids[:-1]
-        if not self.could_merge_further(req, kept, new_output_ids[-1]):
-            return new_output_ids
         tok = self.tokenizer
-        gained = len(tok.decode_bytes(kept)) - len(tok.decode_bytes(req.output_ids))
+        before = len(tok.decode_bytes(req.output_ids))
+        keep = self.keep_before_seam(req, new_output_ids, floor=0)
+        if keep == len(new_output_ids):
+            return new_output_ids
+        kept = new_output_ids[:keep]
+        gained = len(tok.decode_bytes(kept)) - before  # (negative: the seam reaches into the old output)
         return kept if gained >= 2 else None
 
-    def could_merge_further(self, req: Req, kept: list[int], last: int) -> bool:
-        """After `kept`, might the model write a longer token that starts with `last`'s bytes?
+    def keep_before_seam(self, req: Req, ids: list[int], floor: int) -> int:
+        """How many of the output `ids` to keep (at least `floor`): the tail the model could
+        write as part of one longer token is given back, token by token from the end, while
+        a token of the vocabulary (one the grammar allows there) starts with the tail's
+        bytes and goes on."""
+        vocab = self.tokenizer.token_bytes
+        keep, given = len(ids), b""
+        while keep > floor:
+            head = (vocab[ids[keep - 1]] or b"") + given
+            if not self.could_merge_further(req, ids[: keep - 1], head):
+                break
+            keep, given = keep - 1, head
+        return keep
+
+    def could_merge_further(self, req: Req, kept: list[int], head: bytes) -> bool:
+        """After `kept`, might the model write a longer token that starts with `head`?
 
         Only if the vocabulary has one; and then, if the grammar can list what it allows
         after `kept` (our FSM can, library matchers cannot cheaply), only if it allows one.
         """
-        if last not in self.extendable_tokens:
+        if not self.starts_a_longer_token(head):
             return False
         allowed = constrained(req).allowed_after(kept)
         if allowed is None:
             return True
         vocab = self.tokenizer.token_bytes
-        head = vocab[last] or b""  # an extendable token has bytes
         spelled = (vocab[t] for t in allowed)
         return any(b is not None and len(b) > len(head) and b.startswith(head) for b in spelled)
 
+    def starts_a_longer_token(self, head: bytes) -> bool:
+        """Whether some token of the vocabulary starts with `head` and is longer."""
+        spellings = self.sorted_spellings
+        i = bisect.bisect_right(spellings, head)  # the first spelling after `head` itself
+        return i < len(spellings) and spellings[i].startswith(head)
+
     @functools.cached_property
-    def extendable_tokens(self) -> frozenset[int]:
-        """Ids of the tokens whose bytes are a proper prefix of another token's (computed once)."""
-        vocab = self.tokenizer.token_bytes
-        prefixes = {b[:i] for b in vocab if b for i in range(1, len(b))}
-        return frozenset(i for i, b in enumerate(vocab) if b and b in prefixes)
+    def sorted_spellings(self) -> list[bytes]:
+        """Every token's bytes, sorted (the tokens that start with some bytes are then one run)."""
+        return sorted({b for b in self.tokenizer.token_bytes if b})
 
     def retokenize(self, req: Req, jump_bytes: bytes) -> list[int] | None:
         """Output ids for prompt + output + jump, re-encoded; None when the jump must be refused."""

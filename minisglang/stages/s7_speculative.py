@@ -371,7 +371,7 @@ class SpeculativeStage(FunctionCallingStage):
             k,
             self.ctx.tokenizer.encode,
             jump.longest_token,
-            lambda ids: jump.could_merge_further(req, req.output_ids + ids[:-1], ids[-1]),
+            lambda ids: jump.keep_before_seam(req, req.output_ids + ids, len(req.output_ids)) - len(req.output_ids),
         )
 
     # -- 2: the mask chain -------------------------------------------------------------------
