@@ -310,7 +310,8 @@ def test_some_training_requests_ask_for_one_or_two_keys(train):
     short answers are the keys the instruction lists, in key order, name first when asked."""
     extract = [ex for ex in train if ex["task"] == "extract_person"]
     short = [ex for ex in extract if len(json.loads(make_corpus.unfence(ex["assistant"]))) <= 2]
-    assert 0.05 < len(short) / len(extract) < 0.3
+    # (a share of the requests that list fields: SHORT_REQUEST of them, and some lists are short anyway)
+    assert 0.5 * make_corpus.SHORT_REQUEST < len(short) / len(extract) < make_corpus.SHORT_REQUEST + 0.1
     pairs = [list(json.loads(make_corpus.unfence(ex["assistant"]))) for ex in short]
     assert ["name", "age"] in pairs and any(len(p) == 1 for p in pairs)
     for ex, keys in zip(short, pairs):
