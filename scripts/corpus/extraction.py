@@ -31,7 +31,7 @@ FENCE_PROBABILITY = 0.5
 # ("name and age"): without them a model has never closed an answer after two keys, and
 # asked for name and age it writes `"age": 24, "age": 24, ...` or an age that runs on in
 # digits (issue 33). Held-out requests keep 3+ keys, so eval_extraction's sets stay the same.
-SHORT_REQUEST = 0.45  # 0.2 until stage 17, 0.3 for stages 17-18
+SHORT_REQUEST = 0.3  # 0.2 until stage 17 (stage 19 tried 0.45: no better)
 
 
 def person_example(rng: random.Random, held_out: bool = False) -> dict:
