@@ -483,6 +483,11 @@ def run(model: Path, per_family: int, seed: int, fields: list[str]) -> dict:
         "fields": fields,
         "tables": {k: score(exs, outputs, k) for k in ("family", "position", "distractor", "age_words")},
         "misses": misses,
+        "rows": [
+            {k: ex[k] for k in ("family", "position", "distractor", "age_words", "text", "answer")}
+            | {"got": text, "loop": is_loop(text, reason)}
+            for ex, (text, reason) in zip(exs, outputs)
+        ],
         "seconds": round(time.time() - t0, 1),
     }
 
@@ -493,7 +498,7 @@ def main() -> None:
     ap.add_argument("--per-family", type=int, default=40)
     ap.add_argument("--fields", default="name,age,hobbies")
     ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--json", type=Path, help="also write the report (tables and misses) here")
+    ap.add_argument("--json", type=Path, help="also write the report (tables, misses, every answer) here")
     args = ap.parse_args()
     report = run(args.model, args.per_family, args.seed, args.fields.split(","))
     hob = "hobbies" in report["fields"]
