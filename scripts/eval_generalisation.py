@@ -129,6 +129,18 @@ def score(examples: list[dict], outputs: list[tuple[str, dict | None]]) -> dict:
     return table
 
 
+def outputs_and_reasons(engine, prompts: list[str], params: dict) -> list[tuple[str, dict | None]]:
+    """Each prompt's (text, finish_reason), generated in chunks; an abort is an error here."""
+    outputs = []
+    for i in range(0, len(prompts), eval_extraction.CHUNK):
+        for out in engine.generate(prompts[i : i + eval_extraction.CHUNK], params):
+            reason = out["meta_info"]["finish_reason"]
+            if reason and reason.get("type") == "abort":
+                raise RuntimeError(f"request aborted by the engine: {reason.get('message')}")
+            outputs.append((out["text"], reason))
+    return outputs
+
+
 def run(model: Path, per_generator: int, seed: int = 33, fields: list[str] = FIELDS) -> dict:
     from minisglang.engine import Engine
 
@@ -141,13 +153,7 @@ def run(model: Path, per_generator: int, seed: int = 33, fields: list[str] = FIE
         "max_new_tokens": MAX_NEW_TOKENS,
         "json_schema": eval_extraction.extraction_schema(check_fields(fields)),
     }
-    outputs = []
-    for i in range(0, len(prompts), eval_extraction.CHUNK):
-        for out in engine.generate(prompts[i : i + eval_extraction.CHUNK], params):
-            reason = out["meta_info"]["finish_reason"]
-            if reason and reason.get("type") == "abort":
-                raise RuntimeError(f"request aborted by the engine: {reason.get('message')}")
-            outputs.append((out["text"], reason))
+    outputs = outputs_and_reasons(engine, prompts, params)
     engine.shutdown()
     misses = [
         (ex["generator"], ex["user"].split("\n", 1)[1], text)

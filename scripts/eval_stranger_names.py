@@ -41,9 +41,15 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from eval_generalisation import (  # noqa: E402  (the loop rule: max_new_tokens inside a string)
+    is_loop,
+    outputs_and_reasons,
 
 MAX_NEW_TOKENS = 96
 CHUNK = 32
@@ -400,23 +406,6 @@ def schema(fields: list[str]) -> dict:
 # ---------------------------------------------------------------- scoring
 
 
-def ends_inside_string(text: str) -> bool:
-    inside = escaped = False
-    for ch in text:
-        if escaped:
-            escaped = False
-        elif ch == "\\":
-            escaped = inside
-        elif ch == '"':
-            inside = not inside
-    return inside
-
-
-def is_loop(text: str, reason: dict | None) -> bool:
-    """An answer that ran into max_new_tokens inside a string."""
-    return bool(reason) and reason.get("type") == "length" and ends_inside_string(text)
-
-
 def parse(text: str) -> dict:
     try:
         value = json.loads(text)
@@ -463,13 +452,7 @@ def run(model: Path, per_family: int, seed: int, fields: list[str]) -> dict:
     t0 = time.time()
     prompts = [engine.tokenizer.apply_chat_template([{"role": "user", "content": ex["user"]}]) for ex in exs]
     params = {"temperature": 0, "max_new_tokens": MAX_NEW_TOKENS, "json_schema": json.dumps(schema(fields))}
-    outputs: list[tuple[str, dict | None]] = []
-    for i in range(0, len(prompts), CHUNK):
-        for out in engine.generate(prompts[i : i + CHUNK], params):
-            reason = out["meta_info"]["finish_reason"]
-            if reason and reason.get("type") == "abort":
-                raise RuntimeError(f"request aborted by the engine: {reason.get('message')}")
-            outputs.append((out["text"], reason))
+    outputs = outputs_and_reasons(engine, prompts, params)
     engine.shutdown()
     misses = [
         {"family": ex["family"], "text": ex["text"], "want": ex["answer"], "got": text}
