@@ -50,9 +50,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from eval_generalisation import (  # noqa: E402  (the loop rule: max_new_tokens inside a string)
     is_loop,
     outputs_and_reasons,
+)
 
 MAX_NEW_TOKENS = 96
-CHUNK = 32
 ALL_FIELDS = ["name", "age", "hobbies"]
 
 # ---------------------------------------------------------------- English-script name families
