@@ -482,14 +482,25 @@ def main() -> None:
     ap.add_argument("--fields", default="name,age,hobbies")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--json", type=Path, help="also write the report (tables, misses, every answer) here")
+    ap.add_argument("--results", type=Path, help="a results file to write this run's section into (under --label)")
+    ap.add_argument("--label", default=None, help="heading of that section (default: the model and fields)")
     args = ap.parse_args()
     report = run(args.model, args.per_family, args.seed, args.fields.split(","))
     hob = "hobbies" in report["fields"]
-    print(f"{report['model']}: fields {','.join(report['fields'])}, {args.per_family}/family, seed {args.seed}, "
-          f"{report['seconds']} s")  # fmt: skip
-    for key, table in report["tables"].items():
-        print()
-        print(markdown(table, key, hob))
+    head = (
+        f"`{report['model']}`: fields {', '.join(report['fields'])}, {args.per_family} texts per family, "
+        f"seed {args.seed}, greedy and schema-constrained, max_new_tokens {MAX_NEW_TOKENS}; {report['seconds']} s."
+    )
+    text = "\n\n".join([head, *(markdown(table, key, hob) for key, table in report["tables"].items())])
+    if not args.results:
+        print(text)
+    else:  # (write_section prints it)
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+        from _results import model_checksum, write_section
+
+        label = args.label or f"{args.model}, {','.join(report['fields'])}"
+        body = f"## {label}\n\n{text}\n\nWeights sha256 {model_checksum(args.model)}.\n"
+        write_section(body, args.results, f"## {label}")
     if args.json:
         args.json.write_text(json.dumps(report, ensure_ascii=False, indent=1))
 
