@@ -463,18 +463,3 @@ def test_some_composed_openers_end_in_a_connector_never_listed():
     listed = tuple(c + "{n}，" for c in make_corpus.ZH_OPENER_CONNECTORS)
     share = sum(not o.endswith(listed) for o in openers) / len(openers)
     assert abs(share - make_corpus.MADE_UP_CONNECTOR) < 0.1  # (a made-up one may happen to be listed)
-
-
-def test_rare_start_names_and_a_given_opener():
-    """Stage 20's drill: names that start with a character from anywhere in the CJK block, none
-    with a held-out signature, and a paragraph that opens with the opener its caller chose."""
-    from corpus.values import rare_start_name
-
-    rng = random.Random(20)
-    names = [rare_start_name(rng) for _ in range(300)]
-    assert all(name_generators.held_out_generator(n) is None for n in names)
-    assert all(3 <= len(n) <= 4 for n in names)
-    assert sum(n[0] not in "".join(make_corpus.ZH_SURNAMES) for n in names) > 250
-    facts = {"name": names[0], "age": 30, **make_corpus.person_facts(rng, True, 3), "birthday": "1995-01-02"}
-    text = make_corpus._paragraph(rng, facts, ["name", "age", "city"], True, False, opener="鞅瀣显示{n}，")
-    assert text.startswith("鞅瀣显示" + names[0] + "，")
