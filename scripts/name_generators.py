@@ -307,21 +307,6 @@ APOSTROPHE_PREFIXES = ["O'", "D'", "M'", "L'"]
 # The letters of random-letter names (every letter, no structure).
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
-
-def rare_start_zh_name(rng: random.Random, zh_given: list[str], zh_surnames: list[str]) -> str:
-    """A Chinese training name that starts with a character from anywhere in the CJK block:
-    a two-character surname of such a character and another (or a listed one-character
-    surname: X孙), then one or two given-name characters. (No held-out signature is checked
-    here: person_name's callers check it.)"""
-    second = (
-        chr(rng.randint(CJK_FIRST, CJK_LAST))
-        if rng.random() < 0.5
-        else rng.choice([s for s in zh_surnames if len(s) == 1])
-    )
-    given = "".join(rng.choice(zh_given) for _ in range(rng.choice([1, 2])))
-    return chr(rng.randint(CJK_FIRST, CJK_LAST)) + second + given
-
-
 # ---------------------------------------------------------------- held-out generators
 # Consonant clusters that no training inventory has: a held-out "foreign" syllable starts with one.
 HELD_OUT_CLUSTERS = ["kw", "pf", "zv", "bj", "hj", "gv", "dl", "fn"]

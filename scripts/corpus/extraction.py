@@ -6,10 +6,9 @@ from __future__ import annotations
 import random
 
 from .example_format import _dumps
-from .made_up_phrasings import composed_opener
 from .paragraphs import _paragraph
 from .phrasings import EN_LOOSE, EN_STRICT, EN_SYSTEMS, STRICT_SYSTEMS, ZH_LOOSE, ZH_STRICT, ZH_SYSTEMS, _pick
-from .values import _join, person_facts, person_name, rare_start_name
+from .values import _join, person_facts, person_name
 
 # The one key order every extraction answer uses; a prompt mentions a subset of these keys.
 KEY_ORDER = ["name", "age", "city", "email", "phone", "occupation", "hobbies", "birthday"]
@@ -32,13 +31,6 @@ FENCE_PROBABILITY = 0.5
 # ("name and age"): without them a model has never closed an answer after two keys, and
 # asked for name and age it writes `"age": 24, "age": 24, ...` or an age that runs on in
 # digits (issue 33). Held-out requests keep 3+ keys, so eval_extraction's sets stay the same.
-# A share of Chinese training paragraphs names a person whose name starts with a rare
-# character right after a composed opener of rare characters and a made-up connector
-# ("鞅瀣显示X孙玲，"): stages 14-19 took the opener's first characters for the name, or cut the
-# name's first, in most texts that open "档案里写着端木石，" (an unseen opener before a compound
-# surname), a pair that was ~1% of their Chinese paragraphs (stage 20).
-RARE_NAME_AFTER_OPENER = 0.08
-
 SHORT_REQUEST = 0.3  # 0.2 until stage 17 (stage 19 tried 0.45: no better)
 
 
@@ -59,11 +51,7 @@ def person_example(rng: random.Random, held_out: bool = False) -> dict:
         **person_facts(rng, zh, max_hobbies=4),
         "birthday": f"{by}-{bm:02d}-{bd:02d}",
     }
-    opener = None
-    if zh and not held_out and rng.random() < RARE_NAME_AFTER_OPENER:
-        facts["name"] = rare_start_name(rng)
-        opener = composed_opener(rng, True)
-    text = _paragraph(rng, facts, mentioned, zh, held_out, opener=opener)
+    text = _paragraph(rng, facts, mentioned, zh, held_out)
 
     strict = rng.random() < 0.5
     instr_zh = zh if rng.random() < 0.8 else not zh  # sometimes instruction and text differ in language

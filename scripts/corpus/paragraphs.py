@@ -21,18 +21,11 @@ from .values import _join, _spell_date, person_name
 
 
 def _paragraph(
-    rng: random.Random,
-    facts: dict,
-    mentioned: list[str],
-    zh: bool,
-    held_out: bool,
-    generalisation: bool = False,
-    opener: str | None = None,
+    rng: random.Random, facts: dict, mentioned: list[str], zh: bool, held_out: bool, generalisation: bool = False
 ) -> str:
     """Say the ``mentioned`` facts (besides the name) in a shuffled order, in one or two
     sentences; in training, sometimes with made-up words (MADE_UP_PHRASING). A held-out
-    paragraph for eval_generalisation (``generalisation``) opens with one of its own openers;
-    ``opener`` (with ``{n}`` for the name) is the one to use, when the caller chose it."""
+    paragraph for eval_generalisation (``generalisation``) opens with one of its own openers."""
     if generalisation and not held_out:
         raise ValueError("generalisation paragraphs use held-out phrasings: pass held_out=True")
     order = [k for k in mentioned if k != "name"]
@@ -47,8 +40,6 @@ def _paragraph(
         openers = made_up_opener if rng.random() < 0.6 else openers
     if not held_out and rng.random() < COMPOSED_OPENER:
         openers = ([composed_opener(rng, zh)], [])
-    if opener is not None:
-        openers = ([opener], [])
     if zh:
         age = facts["age"] if rng.random() < 0.7 else zh_number(facts["age"])
         values = dict(

@@ -123,15 +123,6 @@ def person_name(rng: random.Random, zh: bool, held_out: bool) -> str:
             return name
 
 
-def rare_start_name(rng: random.Random) -> str:
-    """A Chinese training name that starts with a rare character (name_generators.rare_start_zh_name),
-    with person_name's checks: not held out, not a demo name, no held-out generator's signature."""
-    while True:
-        name = name_generators.rare_start_zh_name(rng, ZH_GIVEN, ZH_SURNAMES)
-        if not is_held_out(name) and name not in DEMO_NAMES and name_generators.held_out_generator(name) is None:
-            return name
-
-
 def _city(rng: random.Random, zh: bool) -> str:
     if rng.random() < 0.6:
         return rng.choice(ZH_CITIES if zh else EN_CITIES)
