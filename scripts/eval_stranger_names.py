@@ -260,7 +260,8 @@ _ZH_DIGITS = "零一二三四五六七八九"
 
 
 def english_number(n: int) -> str:
-    """``n`` (10-99) in English words: 34 -> "thirty-four"."""
+    """``n`` (10-99) in English words: 34 -> "thirty-four". (Written apart from the corpus's
+    numerals on purpose: this script's texts must not share the training generators' code.)"""
     if n < 20:
         return _TEENS[n - 10]
     tens, ones = divmod(n, 10)
