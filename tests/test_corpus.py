@@ -466,15 +466,3 @@ def test_some_composed_openers_end_in_a_connector_never_listed():
     listed = tuple(c + "{n}，" for c in make_corpus.ZH_OPENER_CONNECTORS)
     share = sum(not o.endswith(listed) for o in openers) / len(openers)
     assert abs(share - make_corpus.MADE_UP_CONNECTOR) < 0.1  # (a made-up one may happen to be listed)
-
-
-def test_english_numerals_and_their_drill():
-    from corpus.numerals import en_numeral_drill_example
-
-    assert [en_number(n) for n in (7, 13, 40, 75, 99)] == ["seven", "thirteen", "forty", "seventy-five", "ninety-nine"]
-    rng = random.Random(22)
-    for _ in range(200):
-        ex = en_numeral_drill_example(rng)
-        answer = json.loads(ex["assistant"])
-        ages = answer if isinstance(answer, list) else [answer["age"]]
-        assert all(en_number(a) in ex["user"] for a in ages)

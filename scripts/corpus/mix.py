@@ -7,7 +7,7 @@ import random
 from .copy_requests import copy_example
 from .extraction import person_example
 from .long_documents import long_document_example
-from .numerals import en_numeral_drill_example, numeral_drill_example
+from .numerals import numeral_drill_example
 from .small_tasks import (
     colour_example,
     date_example,
@@ -26,9 +26,8 @@ TASKS = [
     (person_example, 0.45),
     (long_document_example, 0.08),
     (tool_example, 0.25),
-    (copy_example, 0.05),
+    (copy_example, 0.07),
     (numeral_drill_example, 0.02),
-    (en_numeral_drill_example, 0.02),  # (stage 22)
     (date_example, 0.025),
     (email_example, 0.025),
     (ip_example, 0.025),

@@ -53,26 +53,3 @@ def numeral_drill_example(rng: random.Random, held_out: bool = False) -> dict:
     )
     question = rng.choice(["这个人几岁？以 JSON 输出：", "How old is this person? Answer as JSON:"])
     return {"task": "zh_number", "system": None, "user": question + "\n" + sentence, "assistant": _dumps({"age": age})}
-
-
-def en_numeral_drill_example(rng: random.Random, held_out: bool = False) -> dict:
-    """English number words to digits (seventy-five -> 75), as numeral_drill_example drills
-    Chinese numerals: 1-4 ages, alone or in a sentence about a named person, answered as a JSON
-    list or ``{"age": N}`` (stage 22: stage 21 read ages in words right 6 times in 227)."""
-    ages = [rng.randint(1, 99) for _ in range(rng.randint(1, 4))]
-    if rng.random() < 0.5:
-        question = rng.choice(
-            ["Write these numbers as digits, as a JSON list:", "What are these numbers? Answer with a JSON list:"]
-        )
-        return {
-            "task": "en_number",
-            "system": None,
-            "user": question + "\n" + ", ".join(en_number(a) for a in ages),
-            "assistant": _dumps(ages),
-        }
-    name, age = person_name(rng, False, held_out), ages[0]
-    sentence = rng.choice(
-        ["{n} is {a} years old.", "{n} turned {a} this year.", "{n}, {a}, lives next door.", "At {a}, {n} still runs."]
-    ).format(n=name, a=en_number(age))
-    question = rng.choice(["How old is this person? Answer as JSON:", "这个人几岁？以 JSON 输出："])
-    return {"task": "en_number", "system": None, "user": question + "\n" + sentence, "assistant": _dumps({"age": age})}
