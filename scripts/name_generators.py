@@ -409,22 +409,14 @@ def training_part(rng: random.Random, first: bool, first_names: list[str], last_
     return part[:1].upper() + part[1:]
 
 
-# Letters with diacritics a training name part may take (stage 21), by the plain letter.
-DIACRITICS = {
-    "a": "áàâäãå", "c": "çč", "e": "éèêë", "i": "íìîï", "n": "ñń", "o": "óòôöõø",
-    "s": "šś", "u": "úùûü", "z": "žźż", "l": "ł", "r": "ř", "y": "ý",
-}  # fmt: skip
-
-
 def training_en_name(rng: random.Random, first_names: list[str], last_names: list[str], nicknames: list[str]) -> str:
     """A Latin-script training name: 1-3 parts from the training generators, sometimes
     hyphenated, with an apostrophe, an initial, a particle or a nickname in quotes."""
-    # (stage 21: 4-5 parts too; a stranger's names of 3+ words came back cut to their first two)
-    n_parts = rng.choices([1, 2, 3, 4, 5], [5, 68, 15, 8, 4])[0]
+    n_parts = rng.choices([1, 2, 3], [5, 80, 15])[0]
     parts = [training_part(rng, i == 0, first_names, last_names) for i in range(n_parts)]
-    decoration = rng.choices(
-        ["none", "hyphen", "apostrophe", "initial", "particle", "nickname", "diacritic"], [54, 10, 8, 8, 8, 6, 6]
-    )[0]
+    decoration = rng.choices(["none", "hyphen", "apostrophe", "initial", "particle", "nickname"], [60, 10, 8, 8, 8, 6])[
+        0
+    ]
     if decoration == "hyphen":
         i = rng.randrange(len(parts))
         parts[i] += "-" + training_part(rng, i == 0, first_names, last_names)
@@ -442,16 +434,6 @@ def training_en_name(rng: random.Random, first_names: list[str], last_names: lis
         parts.insert(len(parts) - 1, rng.choice(PARTICLES))
     elif decoration == "nickname" and len(parts) >= 2:
         parts.insert(1, f'"{rng.choice(nicknames)}"')
-    elif decoration == "diacritic":
-        # (stage 21) a letter or two with a diacritic: several byte-level tokens in the middle
-        # of a part, which a stranger's Slavic names had and no training name did
-        i = rng.randrange(len(parts))
-        for _ in range(rng.choice([1, 1, 2])):
-            spots = [j for j, ch in enumerate(parts[i]) if ch.lower() in DIACRITICS]
-            if spots:
-                j = rng.choice(spots)
-                accented = rng.choice(DIACRITICS[parts[i][j].lower()])
-                parts[i] = parts[i][:j] + (accented.upper() if parts[i][j].isupper() else accented) + parts[i][j + 1 :]
     return " ".join(parts)
 
 
@@ -475,10 +457,6 @@ TRAINING_COMPOUND_SURNAMES = [
 CJK_FIRST, CJK_LAST = 0x4E00, 0x9FA5
 
 
-# Characters Chinese writes foreign names with (by sound), for the "foreign" training names.
-TRANSLITERATION_CHARS = "阿巴贝比波布达德迪多杜厄法菲弗格哈赫霍吉加杰卡凯科库拉莱利洛卢鲁马梅米莫穆纳内尼诺努帕佩皮珀普萨塞斯索苏塔泰特托图瓦维沃西希谢亚耶伊尤扎泽兹"
-
-
 def training_zh_name(rng: random.Random, classic, zh_given: list[str], zh_surnames: list[str]) -> str:
     """A Chinese training name: make_corpus's own (``classic(rng)``) half the time, else one
     with a character from anywhere in the CJK block, a doubled given character that is not
@@ -486,14 +464,9 @@ def training_zh_name(rng: random.Random, classic, zh_given: list[str], zh_surnam
     one-character surname), or a three-character given name.
     (Characters outside the given-name pool are most of these: they are the ones a model
     copies worst, issue 33.)"""
-    kind = rng.choices(["classic", "any_han", "doubled", "surname", "long", "foreign"], [44, 20, 8, 19, 7, 2])[0]
+    kind = rng.choices(["classic", "any_han", "doubled", "surname", "long"], [46, 20, 8, 19, 7])[0]
     if kind == "classic":
         return classic(rng)
-    if kind == "foreign":  # (stage 21) a transliterated foreign name: 2-3 parts joined by a middle dot
-        return "·".join(
-            "".join(rng.choice(TRANSLITERATION_CHARS) for _ in range(rng.randint(1, 3)))
-            for _ in range(rng.choice([2, 2, 3]))
-        )
     surname, given = rng.choice(zh_surnames), [rng.choice(zh_given) for _ in range(rng.choice([1, 2]))]
     if kind == "any_han":
         for i in rng.sample(range(len(given)), rng.randint(1, len(given))):

@@ -18,8 +18,6 @@ sys.path.insert(0, str(REPO / "scripts"))
 import make_corpus  # noqa: E402
 import name_generators  # noqa: E402
 from corpus import drills as corpus_drills  # noqa: E402
-from corpus.made_up_phrasings import COMPOSED_OPENER  # noqa: E402
-from corpus.numerals import en_number  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -139,8 +137,7 @@ def test_extraction_answers_are_grounded_and_in_key_order(seed, held_out):
         if key in answer:
             assert answer[key] in text  # copied verbatim from the paragraph
     if "age" in answer:
-        spelled = (str(answer["age"]), make_corpus.zh_number(answer["age"]) + "岁", en_number(answer["age"]))
-        assert any(a in text for a in spelled)
+        assert str(answer["age"]) in text or make_corpus.zh_number(answer["age"]) + "岁" in text
     for hobby in answer.get("hobbies", []):
         assert hobby in text
     if "birthday" in answer:
@@ -224,7 +221,7 @@ def test_training_uses_composed_openers_and_drills_random_strings(monkeypatch):
         if ex["task"] == "extract_person" and not any("\u4e00" <= c <= "\u9fff" for c in ex["user"].split("\n", 1)[1])
     ]
     composed = [t for t in en if t.startswith(subjects)]
-    assert 0.03 < len(composed) / len(en) < COMPOSED_OPENER + 0.1
+    assert 0.03 < len(composed) / len(en) < 0.3
     cities, make_city = set(), make_corpus._city
     # the drills' own reference to _city (scripts/corpus/drills.py), where copy_drill_example looks it up
     monkeypatch.setattr(corpus_drills, "_city", lambda rng, zh: cities.add(c := make_city(rng, zh)) or c)

@@ -20,20 +20,6 @@ def zh_number(n: int) -> str:
     return ("" if tens == 1 else ZH_DIGITS[tens]) + "十" + (ZH_DIGITS[ones] if ones else "")
 
 
-EN_ONES = "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen".split()
-EN_TENS = "_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()
-
-
-def en_number(n: int) -> str:
-    """A number below 100 in English words: 35 -> thirty-five, 40 -> forty, 7 -> seven."""
-    if not 0 <= n < 100:
-        raise ValueError(f"en_number handles 0..99, got {n}")
-    if n < 20:
-        return EN_ONES[n]
-    tens, ones = divmod(n, 10)
-    return EN_TENS[tens] + ("-" + EN_ONES[ones] if ones else "")
-
-
 def numeral_drill_example(rng: random.Random, held_out: bool = False) -> dict:
     """Chinese-numeral ages to digits, the one conversion an extraction answer needs
     (三十五岁 -> 35): 1-4 ages, alone or in a short sentence about a named person (whose

@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 
 from .made_up_phrasings import COMPOSED_OPENER, MADE_UP_PHRASING, _made_up_phrasings, composed_opener
-from .numerals import en_number, zh_number
+from .numerals import zh_number
 from .phrasings import (
     EN_FACTS,
     EN_GENERALISATION_OPENERS,
@@ -53,20 +53,18 @@ def _paragraph(
         pronoun = rng.choice("他她")
         pieces = [opener + parts[0]] + [(pronoun if rng.random() < 0.2 else "") + p for p in parts[1:]]
         return "，".join(pieces).replace("，，", "，") + "。"
-    # (stage 21) English ages in words in a share of training paragraphs, as Chinese ones are
-    # in numerals: a stranger's texts said "aged seventy-five", which no training text did
-    words = not held_out and rng.random() < EN_AGE_IN_WORDS
     values = dict(
         facts,
-        age=en_number(facts["age"]) if words else facts["age"],
         hobbies=_join(facts["hobbies"], False),
         birthday=_spell_date(*map(int, facts["birthday"].split("-")), False, rng),
     )
     an = "an" if facts["occupation"][0] in "aeiou" else "a"
     if {"age", "occupation"} <= set(order) and rng.random() < 0.3:
         # "Maria Lopez is a 41-year-old nurse from Madrid who enjoys ...": three facts at once
-        article = "an" if str(values["age"])[0] in "8e" or facts["age"] in (11, 18) else "a"
-        head = f"{name} is {article} {values['age']}-year-old {facts['occupation']}"
+        head = (
+            f"{name} is {'an' if str(facts['age'])[0] == '8' or facts['age'] in (11, 18) else 'a'} "
+            f"{facts['age']}-year-old {facts['occupation']}"
+        )
         rest = [k for k in order if k not in ("age", "occupation")]
         if "city" in rest and rng.random() < 0.6:
             head += f" from {facts['city']}"
@@ -93,7 +91,6 @@ def _paragraph(
 # a second person (issue 33): the name is then found by what the text says about it, not
 # by its place at the start, and the answer is about the person the facts are about.
 LATE_NAME = 0.15
-EN_AGE_IN_WORDS = 0.2
 LATE_NAME_TEMPLATES = [
     "The person who {facts} is called {n}.",
     "Here is someone who {facts}. The name is {n}.",
