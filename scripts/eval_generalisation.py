@@ -108,7 +108,13 @@ def ends_inside_string(text: str) -> bool:
 
 def is_loop(text: str, finish_reason: dict | None) -> bool:
     """An answer that ran into max_new_tokens inside a string: a repeat loop."""
-    return bool(finish_reason) and finish_reason.get("type") == "length" and ends_inside_string(text)
+    return ran_on(finish_reason) and ends_inside_string(text)
+
+
+def ran_on(finish_reason: dict | None) -> bool:
+    """An answer that ran into max_new_tokens anywhere: a loop, or an unbounded integer whose
+    digits run on (`"age": 5711179418819778...`), which the loop count does not see."""
+    return bool(finish_reason) and finish_reason.get("type") == "length"
 
 
 def score(examples: list[dict], outputs: list[tuple[str, dict | None]]) -> dict:
@@ -117,7 +123,8 @@ def score(examples: list[dict], outputs: list[tuple[str, dict | None]]) -> dict:
     table: dict[str, dict] = {}
     for ex, (text, reason) in zip(examples, outputs):
         row = table.setdefault(
-            ex["generator"], {"lang": ex["lang"], "n": 0, "name": 0, "age": 0, "both": 0, "hobbies": 0, "loops": 0}
+            ex["generator"],
+            {"lang": ex["lang"], "n": 0, "name": 0, "age": 0, "both": 0, "hobbies": 0, "loops": 0, "ran_on": 0},
         )
         ref, got = json.loads(ex["assistant"]), eval_extraction.parse_object(text) or {}
         row["n"] += 1
@@ -126,6 +133,7 @@ def score(examples: list[dict], outputs: list[tuple[str, dict | None]]) -> dict:
         row["both"] += got.get("name") == ref["name"] and got.get("age") == ref["age"]
         row["hobbies"] += "hobbies" in ref and got.get("hobbies") == ref["hobbies"]
         row["loops"] += is_loop(text, reason)
+        row["ran_on"] += ran_on(reason)
     return table
 
 
@@ -176,8 +184,8 @@ def run(model: Path, per_generator: int, seed: int = 33, fields: list[str] = FIE
 def markdown(report: dict, label: str) -> str:
     """The report as a results-file section: one row per generator, then English and Chinese pooled."""
     rows = [
-        "| generator | texts | n | name | age | name+age exact | hobbies | repeat loops |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
+        "| generator | texts | n | name | age | name+age exact | hobbies | repeat loops | hit max_new_tokens |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     pooled: dict[str, dict] = {}
     for gen, r in report["table"].items():
@@ -185,15 +193,15 @@ def markdown(report: dict, label: str) -> str:
         rows.append(
             f"| {gen} | {'English' if r['lang'] == 'en' else 'Chinese'} | {r['n']} | {r['name'] / r['n']:.1%} "
             f"| {r['age'] / r['n']:.1%} | {r['both']}/{r['n']} ({r['both'] / r['n']:.1%}) | {hobbies} "
-            f"| {r['loops']} |"
+            f"| {r['loops']} | {r['ran_on']} |"
         )
-        p = pooled.setdefault(r["lang"], {"n": 0, "both": 0, "loops": 0})
+        p = pooled.setdefault(r["lang"], {"n": 0, "both": 0, "loops": 0, "ran_on": 0})
         for k in p:
             p[k] += r[k]
     for lang, p in pooled.items():
         rows.append(
             f"| **all {'English' if lang == 'en' else 'Chinese'}** | | {p['n']} | | | "
-            f"{p['both']}/{p['n']} ({p['both'] / p['n']:.1%}) | | {p['loops']} |"
+            f"{p['both']}/{p['n']} ({p['both'] / p['n']:.1%}) | | {p['loops']} | {p['ran_on']} |"
         )
     misses = "\n".join(f"- {gen}: `{text}` -> `{out}`" for gen, text, out in report["misses"][:8])
     return (

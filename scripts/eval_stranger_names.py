@@ -50,6 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from eval_generalisation import (  # noqa: E402  (the loop rule: max_new_tokens inside a string)
     is_loop,
     outputs_and_reasons,
+    ran_on,
 )
 
 MAX_NEW_TOKENS = 96
@@ -416,11 +417,14 @@ def parse(text: str) -> dict:
 
 
 def score(exs: list[dict], outputs: list[tuple[str, dict | None]], key: str = "family") -> dict:
-    """Per value of ``key``: n, name, age, both, hobbies (exact), distractor answered, loops."""
+    """Per value of ``key``: n, name, age, both, hobbies (exact), distractor answered, loops and
+    answers that hit max_new_tokens anywhere (ran_on)."""
     table: dict[str, dict] = {}
     for ex, (text, reason) in zip(exs, outputs):
         group = str(ex[key]) if key != "distractor" else ("distractor" if ex["distractor"] else "alone")
-        row = table.setdefault(group, dict.fromkeys(["n", "name", "age", "both", "hobbies", "distractor", "loops"], 0))
+        row = table.setdefault(
+            group, dict.fromkeys(["n", "name", "age", "both", "hobbies", "distractor", "loops", "ran_on"], 0)
+        )
         got, ref = parse(text), ex["answer"]
         row["n"] += 1
         row["name"] += got.get("name") == ref["name"]
@@ -429,11 +433,12 @@ def score(exs: list[dict], outputs: list[tuple[str, dict | None]], key: str = "f
         row["hobbies"] += "hobbies" in ref and got.get("hobbies") == ref["hobbies"]
         row["distractor"] += ex["distractor"] is not None and got.get("name") == ex["distractor"]
         row["loops"] += is_loop(text, reason)
+        row["ran_on"] += ran_on(reason)
     return table
 
 
 def markdown(table: dict, title: str, hobbies: bool) -> str:
-    cols = ["n", "name", "age", "both"] + (["hobbies"] if hobbies else []) + ["distractor", "loops"]
+    cols = ["n", "name", "age", "both"] + (["hobbies"] if hobbies else []) + ["distractor", "loops", "ran_on"]
     lines = [f"| {title} | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
     total = dict.fromkeys(cols, 0)
     for group, row in table.items():

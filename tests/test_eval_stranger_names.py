@@ -87,5 +87,5 @@ def test_score_counts_right_answers_distractors_and_loops():
     loop = '{"name": "ab ab ab ab'
     table = stranger.score([ex] * 3, [(right, {"type": "stop"}), (wrong, {"type": "stop"}), (loop, {"type": "length"})])
     row = table[ex["family"]]
-    assert row == {"n": 3, "name": 1, "age": 2, "both": 1, "hobbies": 2, "distractor": 1, "loops": 1}
+    assert row == {"n": 3, "name": 1, "age": 2, "both": 1, "hobbies": 2, "distractor": 1, "loops": 1, "ran_on": 1}
     assert "| **all** | 3 |" in stranger.markdown(table, "family", True)

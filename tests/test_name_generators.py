@@ -178,11 +178,11 @@ def test_loops_and_scoring_of_hand_written_answers():
     ]
     row = eval_generalisation.score(examples, outputs)["tail_repeat"]
     # a field counts only in an answer that parses: the cut third answer has no right name
-    assert row == {"lang": "en", "n": 3, "name": 1, "age": 1, "both": 1, "hobbies": 0, "loops": 1}
+    assert row == {"lang": "en", "n": 3, "name": 1, "age": 1, "both": 1, "hobbies": 0, "loops": 1, "ran_on": 2}
     assert eval_generalisation.is_loop('{"name": "a\\"', {"type": "length"})
     assert not eval_generalisation.is_loop('{"name": "a"', {"type": "length"})
     assert not eval_generalisation.is_loop('{"name": "a', {"type": "stop"})
     # asked for name and age only, hobbies are not scored
     two = [{"generator": "long_cv", "lang": "en", "assistant": '{"name": "Mivazote Kel", "age": 30}'}]
     row = eval_generalisation.score(two, [('{"name": "Mivazote Kel", "age": 30}', {"type": "stop"})])["long_cv"]
-    assert row == {"lang": "en", "n": 1, "name": 1, "age": 1, "both": 1, "hobbies": 0, "loops": 0}
+    assert row == {"lang": "en", "n": 1, "name": 1, "age": 1, "both": 1, "hobbies": 0, "loops": 0, "ran_on": 0}
