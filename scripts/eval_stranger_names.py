@@ -47,6 +47,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from eval_extraction import extraction_schema, parse_object  # noqa: E402
 from eval_generalisation import (  # noqa: E402  (the loop rule: max_new_tokens inside a string)
     is_loop,
     outputs_and_reasons,
@@ -392,28 +393,11 @@ def examples(per_family: int, seed: int, fields: list[str]) -> list[dict]:
 
 
 def schema(fields: list[str]) -> dict:
-    props = {
-        "name": {"type": "string"},
-        "age": {"type": "integer"},
-        "hobbies": {"type": "array", "items": {"type": "string"}},
-    }
-    return {
-        "type": "object",
-        "properties": {k: props[k] for k in check_fields(fields)},
-        "required": check_fields(fields),
-        "additionalProperties": False,
-    }
+    """The answer's JSON Schema: the project's own for these keys (eval_extraction's), all required."""
+    return extraction_schema(check_fields(fields))
 
 
 # ---------------------------------------------------------------- scoring
-
-
-def parse(text: str) -> dict:
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 def score(exs: list[dict], outputs: list[tuple[str, dict | None]], key: str = "family") -> dict:
@@ -425,7 +409,7 @@ def score(exs: list[dict], outputs: list[tuple[str, dict | None]], key: str = "f
         row = table.setdefault(
             group, dict.fromkeys(["n", "name", "age", "both", "hobbies", "distractor", "loops", "ran_on"], 0)
         )
-        got, ref = parse(text), ex["answer"]
+        got, ref = parse_object(text) or {}, ex["answer"]
         row["n"] += 1
         row["name"] += got.get("name") == ref["name"]
         row["age"] += got.get("age") == ref["age"]
@@ -463,7 +447,8 @@ def run(model: Path, per_family: int, seed: int, fields: list[str]) -> dict:
     misses = [
         {"family": ex["family"], "text": ex["text"], "want": ex["answer"], "got": text}
         for ex, (text, _) in zip(exs, outputs)
-        if {k: parse(text).get(k) for k in ("name", "age")} != {k: ex["answer"][k] for k in ("name", "age")}
+        if {k: (parse_object(text) or {}).get(k) for k in ("name", "age")}
+        != {k: ex["answer"][k] for k in ("name", "age")}
     ]
     return {
         "model": str(model),

@@ -115,13 +115,12 @@ class JumpForward:
         `{`, where the model writes `": {"` (`keep_before_seam`). Returns None when too
         little jump would be left.
         """
-        tok = self.tokenizer
-        before = len(tok.decode_bytes(req.output_ids))
         keep = self.keep_before_seam(req, new_output_ids, floor=0)
         if keep == len(new_output_ids):
             return new_output_ids
-        kept = new_output_ids[:keep]
-        gained = len(tok.decode_bytes(kept)) - before  # (negative: the seam reaches into the old output)
+        kept, tok = new_output_ids[:keep], self.tokenizer
+        # (negative: the seam reaches into the old output)
+        gained = len(tok.decode_bytes(kept)) - len(tok.decode_bytes(req.output_ids))
         return kept if gained >= 2 else None
 
     def keep_before_seam(self, req: Req, ids: list[int], floor: int) -> int:
