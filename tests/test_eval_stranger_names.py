@@ -10,16 +10,17 @@ import pytest
 from script_modules import REPO, load_script
 
 stranger = load_script(REPO / "scripts" / "eval_stranger_names.py")
+FIRST = stranger.load_set("first")
 
 FIELDS = ["name", "age", "hobbies"]
 EXAMPLES = stranger.examples(12, 5, FIELDS)
 
 
 def test_every_family_has_its_share_and_at_least_five_english_and_two_chinese_families():
-    langs = [lang for lang, _ in stranger.FAMILIES.values()]
+    langs = [lang for lang, _ in FIRST.families.values()]
     assert langs.count("en") >= 5 and langs.count("zh") >= 2
-    assert len(EXAMPLES) == 12 * len(stranger.FAMILIES)
-    for family in stranger.FAMILIES:
+    assert len(EXAMPLES) == 12 * len(FIRST.families)
+    for family in FIRST.families:
         assert sum(ex["family"] == family for ex in EXAMPLES) == 12
 
 
@@ -29,7 +30,7 @@ def test_the_text_holds_the_reference_answer(ex):
     assert ex["text"].count(ans["name"]) == 1, "the name appears exactly once"
     assert ex["user"].endswith("\n" + ex["text"])
     age = ans["age"]
-    spelled = stranger.chinese_number(age) if ex["lang"] == "zh" else stranger.english_number(age)
+    spelled = FIRST.spell[ex["lang"]](age)
     assert (spelled if ex["age_words"] else str(age)) in ex["text"]
     assert 18 <= age <= 90
     assert all(h in ex["text"] for h in ans["hobbies"]) and ans["hobbies"]
@@ -67,16 +68,16 @@ def test_fields_and_schema():
     ("n", "en", "zh"), [(18, "eighteen", "十八"), (34, "thirty-four", "三十四"), (90, "ninety", "九十")]
 )
 def test_numbers_in_words(n, en, zh):
-    assert stranger.english_number(n) == en and stranger.chinese_number(n) == zh
+    assert FIRST.spell["en"](n) == en and FIRST.spell["zh"](n) == zh
 
 
 def test_name_shapes():
     rng = random.Random(0)
-    _, long_ = stranger.FAMILIES["long"]
-    _, short = stranger.FAMILIES["short"]
+    _, long_ = FIRST.families["long"]
+    _, short = FIRST.families["short"]
     assert all(35 <= len(long_(rng)) <= 50 for _ in range(50))
     assert all(len(short(rng).replace(" ", "")) <= 4 for _ in range(50))
-    _, rare = stranger.FAMILIES["zh_rare_chars"]
+    _, rare = FIRST.families["zh_rare_chars"]
     assert all(all("\u4e00" <= c <= "\u9fff" for c in rare(rng)) for _ in range(20))
 
 
