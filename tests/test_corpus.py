@@ -18,7 +18,6 @@ sys.path.insert(0, str(REPO / "scripts"))
 import make_corpus  # noqa: E402
 import name_generators  # noqa: E402
 from corpus import drills as corpus_drills  # noqa: E402
-from corpus.paragraphs import APPOSITION, APPOSITION_AGES  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -464,21 +463,3 @@ def test_some_composed_openers_end_in_a_connector_never_listed():
     listed = tuple(c + "{n}，" for c in make_corpus.ZH_OPENER_CONNECTORS)
     share = sum(not o.endswith(listed) for o in openers) / len(openers)
     assert abs(share - make_corpus.MADE_UP_CONNECTOR) < 0.1  # (a made-up one may happen to be listed)
-
-
-def test_some_english_paragraphs_put_the_age_between_commas_after_the_name(train):
-    """Stage 23: "Anna Berg, aged 34, lives in Oslo." opens some English training paragraphs."""
-    en = [
-        (json.loads(ex["assistant"].removeprefix("```json\n").removesuffix("\n```")), ex["user"].split("\n", 1)[1])
-        for ex in train
-        if ex["task"] == "extract_person" and not any("\u4e00" <= c <= "\u9fff" for c in ex["user"])
-    ]
-    forms = [f.split("{}") for f in APPOSITION_AGES]
-    opened = [
-        text
-        for answer, text in en
-        if "name" in answer
-        and "age" in answer
-        and any(text.split(". ", 1)[0].find(f"{answer['name']}, {a}{answer['age']}{b},") >= 0 for a, b in forms)
-    ]
-    assert 0.02 < len(opened) / len(en) < APPOSITION

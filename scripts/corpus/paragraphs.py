@@ -72,12 +72,6 @@ def _paragraph(
         parts = [_pick(rng, fact_pools[k], held_out).format(values[k], an=an) for k in rest]
         text = head + (f" who {_join(parts, False)}." if parts else ".")
         return text if held_out else _with_distractor(rng, text, name)
-    if not held_out and "age" in order and len(order) > 1 and rng.random() < APPOSITION:
-        # "Anna Berg, aged 34, lives in Oslo.": the age between commas right after the name
-        rest = [k for k in order if k != "age"]
-        parts = [_pick(rng, fact_pools[k], held_out).format(values[k], an=an) for k in rest]
-        age = rng.choice(APPOSITION_AGES).format(facts["age"])
-        return _with_distractor(rng, f"{name}, {age}, {_join(parts, False)}.", name)
     parts = [_pick(rng, fact_pools[k], held_out).format(values[k], an=an) for k in order]
     if not held_out and rng.random() < LATE_NAME:
         text = rng.choice(LATE_NAME_TEMPLATES).format(facts=_join(parts, False), n=name)
@@ -93,10 +87,6 @@ def _paragraph(
     return text if held_out else _with_distractor(rng, text, name)
 
 
-# A stranger's texts (scripts/eval_stranger_names.py) open with "{n}, aged {a}, ...", a form no
-# training paragraph had: stage 18 answered the age or the next words as the name in all 52.
-APPOSITION = 0.12
-APPOSITION_AGES = ["aged {}", "{}", "age {}", "{} years old", "now {}", "just {}"]
 # English training paragraphs sometimes name the person only after the facts, or mention
 # a second person (issue 33): the name is then found by what the text says about it, not
 # by its place at the start, and the answer is about the person the facts are about.
