@@ -5,6 +5,7 @@ held-out names and phrasings disjoint from training."""
 
 import json
 import random
+import re
 import sys
 from pathlib import Path
 
@@ -18,6 +19,7 @@ sys.path.insert(0, str(REPO / "scripts"))
 import make_corpus  # noqa: E402
 import name_generators  # noqa: E402
 from corpus import drills as corpus_drills  # noqa: E402
+from corpus.paragraphs import ZH_AGE_AFTER_NAME  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -463,3 +465,15 @@ def test_some_composed_openers_end_in_a_connector_never_listed():
     listed = tuple(c + "{n}，" for c in make_corpus.ZH_OPENER_CONNECTORS)
     share = sum(not o.endswith(listed) for o in openers) / len(openers)
     assert abs(share - make_corpus.MADE_UP_CONNECTOR) < 0.1  # (a made-up one may happen to be listed)
+
+
+def test_some_chinese_paragraphs_put_the_age_straight_after_the_name(train):
+    """Stage 24: "高娟48岁，爱好是摄影。" (no word between name and age) in some Chinese training paragraphs."""
+    zh = [
+        (json.loads(ex["assistant"].removeprefix("```json\n").removesuffix("\n```")), ex["user"].split("\n", 1)[1])
+        for ex in train
+        if ex["task"] == "extract_person" and any("\u4e00" <= c <= "\u9fff" for c in ex["user"].split("\n", 1)[1])
+    ]
+    named = [(answer, text) for answer, text in zh if "name" in answer]
+    straight = [t for a, t in named if re.search(re.escape(a["name"]) + r"([0-9]+|[一二三四五六七八九十]+)岁", t)]
+    assert 0.04 < len(straight) / len(named) < ZH_AGE_AFTER_NAME + 0.05

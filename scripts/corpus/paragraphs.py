@@ -5,6 +5,7 @@ the name after the facts or a second person beside it."""
 from __future__ import annotations
 
 import random
+import zlib
 
 from .made_up_phrasings import COMPOSED_OPENER, MADE_UP_PHRASING, _made_up_phrasings, composed_opener
 from .numerals import zh_number
@@ -50,6 +51,15 @@ def _paragraph(
         )
         parts = [_pick(rng, fact_pools[k], held_out).format(values[k]) for k in order]
         opener = _pick(rng, openers, held_out).format(n=name)
+        # "高娟48岁，爱好是摄影。": the age straight after the name, with no word between. Chosen by
+        # the name's hash, not by rng, so every other example (and the held-out sets, which skip
+        # the training user turns) stays as it was.
+        pick = zlib.crc32(name.encode())
+        if not held_out and "age" in order and pick % 1000 < ZH_AGE_AFTER_NAME * 1000:
+            at = order.index("age")
+            parts.insert(0, ["{}岁", "{}岁了"][pick // 1000 % 2].format(values["age"]))
+            del parts[at + 1]
+            opener = ZH_NAME_LAST_OPENERS[pick // 2000 % len(ZH_NAME_LAST_OPENERS)].format(n=name)
         pronoun = rng.choice("他她")
         pieces = [opener + parts[0]] + [(pronoun if rng.random() < 0.2 else "") + p for p in parts[1:]]
         return "，".join(pieces).replace("，，", "，") + "。"
@@ -87,6 +97,11 @@ def _paragraph(
     return text if held_out else _with_distractor(rng, text, name)
 
 
+# bench_production's Chinese texts say "{n}{a}岁" with nothing between name and age; issue 33's
+# stages 11-18 lost it (stage 18 took "高娟48岁" for the name in 24 of 100, stage 4 in 4), as only
+# ~1% of their Chinese paragraphs had the age straight after the name.
+ZH_AGE_AFTER_NAME = 0.12
+ZH_NAME_LAST_OPENERS = [o for o in ZH_OPENERS[0] if o.endswith("{n}")]
 # English training paragraphs sometimes name the person only after the facts, or mention
 # a second person (issue 33): the name is then found by what the text says about it, not
 # by its place at the start, and the answer is about the person the facts are about.
