@@ -380,20 +380,13 @@ def demo_table(rows: list[tuple[str, str, str]]) -> list[str]:
 
 
 def training_steps(model: Path) -> str:
-    """The steps of all the stages its MODEL_CARD.md's "## Reproduce" section lists, one
-    command each (a stage stopped early counts its ``--stop-after``); "? steps" without one."""
+    """The training steps behind these weights, from its MODEL_CARD.md's line "Steps behind these
+    weights: ..." (the card's Reproduce section also lists stages that were not kept, so only the
+    card can say which stages the weights descend from); "? steps" without one."""
     card = model / "MODEL_CARD.md"
     text = card.read_text(encoding="utf-8") if card.exists() else ""
-    section = re.search(r"^## Reproduce.*?(?=^## |\Z)", text, re.S | re.M)
-    stages = []
-    for command in re.findall(r"```\n(.*?)```", section[0], re.S) if section else []:
-        m = re.search(r"--stop-after (\d+)", command) or re.search(r"--steps (\d+)", command)
-        if m:
-            stages.append(int(m[1]))
-    if not stages:
-        return "? steps"
-    parts = f" ({' + '.join(f'{n:,}' for n in stages)})" if len(stages) > 1 else ""
-    return f"{sum(stages):,} steps{parts}"
+    line = re.search(r"^Steps behind these weights: (.+?)\.?$", text, re.M)
+    return line[1] if line else "? steps"
 
 
 def report(

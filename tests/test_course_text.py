@@ -32,6 +32,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import sys
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +40,9 @@ from pathlib import Path
 import pytest
 
 from minisglang.checkout import find_solution_regions
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+from requote_tables import is_columns_of, quoted_tables, requote, table_cells  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "minisglang"
@@ -455,34 +459,6 @@ def test_every_test_the_text_names_exists(path: Path):
 # ---------------------------------------------------------------------------------------------
 # 4. Numbers quoted from a benchmark's results file
 
-RESULTS_LINK = re.compile(r"benchmarks/results/([\w-]+\.md)")
-
-
-def table_cells(row: str) -> list[str]:
-    return [" ".join(c.replace("–", "-").split()) for c in row.strip().strip("|").split("|")]
-
-
-def quoted_tables(path: Path) -> list[tuple[int, str, list[str]]]:
-    """(line, results file, data rows) for every table that starts within 12 lines after a
-    link to benchmarks/results/FILE.md: the chapter says it quotes that file."""
-    lines = path.read_text(encoding="utf-8").splitlines()
-    found, link, link_at, i = [], None, -100, 0
-    while i < len(lines):
-        m = RESULTS_LINK.search(lines[i])
-        if m:
-            link, link_at = m[1], i
-        if lines[i].startswith("|"):
-            j = i
-            while j < len(lines) and lines[j].startswith("|"):
-                j += 1
-            if link and i - link_at <= 12:
-                found.append((i + 1, link, lines[i + 2 : j]))  # skip the header and the |---| line
-            i = j
-        else:
-            i += 1
-    return found
-
-
 QUOTED = [(path, *t) for path in CHAPTERS for t in quoted_tables(path)]
 
 
@@ -499,10 +475,6 @@ def test_a_quoted_results_table_equals_the_results_file(path: Path, line: int, r
         for r in (ROOT / "benchmarks" / "results" / results).read_text(encoding="utf-8").splitlines()
         if r.startswith("|")
     ]
-
-    def is_columns_of(cells, row):
-        it = iter(row)
-        return all(any(c == r for r in it) for c in cells)
 
     stale = [r for r in rows if not any(is_columns_of(table_cells(r), s) for s in source)]
     assert not stale, (
@@ -581,3 +553,18 @@ def test_every_benchmark_script_is_named_in_the_benchmarks_readme():
     assert len(scripts) > 10  # the oracle itself: the directory was found
     missing = [name for name in scripts if f"`{name}`" not in readme]
     assert not missing, f"benchmarks/README.md does not name {missing}"
+
+
+def test_requote_brings_a_stale_quoted_row_back_to_its_results_file(tmp_path):
+    """scripts/requote_tables.py rewrites a quoted row from the results file after a rerun,
+    choosing the row that agrees in the most cells when first cells repeat."""
+    chapter = ROOT / "chapters" / "07-function-calling.md"
+    line, results, rows = next(t for t in quoted_tables(chapter) if t[1] == "tool_calls.md")
+    text = chapter.read_text(encoding="utf-8")
+    cells = rows[2].split("|")
+    cells[3] = " 999/80 (1%) "  # a number the rerun changed; the labels (backend, tool_choice) kept
+    stale = "|".join(cells)
+    copy = tmp_path / chapter.name
+    copy.write_text(text.replace(rows[2], stale, 1), encoding="utf-8")
+    assert requote(copy, write=True) == []
+    assert copy.read_text(encoding="utf-8") == text

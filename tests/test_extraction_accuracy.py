@@ -184,3 +184,17 @@ def test_demo_table_keeps_one_row_per_text(bench):
     assert len(lines) == 2 + len(bench.demo.TEXTS)
     assert all(line.startswith("| ") and line.count("|") == 4 for line in lines[2:])
     assert "(not valid)" in lines[2]
+
+
+def test_training_steps_come_from_the_cards_lineage_line(bench, tmp_path):
+    """The results file's step count is the card's "Steps behind these weights" line, not a sum of
+    every command in its Reproduce section (which lists stages that were not kept)."""
+    assert bench.training_steps(tmp_path) == "? steps"
+    (tmp_path / "MODEL_CARD.md").write_text(
+        "## Reproduce\n```\ntrain.py --steps 9999\n```\nSteps behind these weights: 1,000 + 2,000 = 3,000 steps.\n",
+        encoding="utf-8",
+    )
+    assert bench.training_steps(tmp_path) == "1,000 + 2,000 = 3,000 steps"
+    import minisglang
+
+    assert re.match(r"[0-9,]+ steps\b", bench.training_steps(Path(minisglang.DEFAULT_MODEL_PATH)))
