@@ -163,10 +163,13 @@ def test_a_prefix_hit_locked_at_admission_does_not_run_the_pool_dry(stage):
     chat = PROMPTS[4]
     long_tail = " x dog 9 9 x 9 9 dog dog x 9 dog x x dog cat dog cat 9 cat 9 x dog cat dog x cat dog x dog x x"
     long_tail += " cat cat x dog x 9 9 x x cat x x x 9 x 9 dog 9 9"
+    # ignore_eos: each request takes exactly the tokens the pool's arithmetic was sized for,
+    # whatever the bundled model would answer
+    greedy = {"temperature": 0, "ignore_eos": True}
     arrivals = [
-        (0, "The capital of France is", {"temperature": 0, "max_new_tokens": 8}),  # A
-        (1, chat + long_tail, {"temperature": 0, "max_new_tokens": 2}),  # B
-        (0, chat, {"temperature": 0, "max_new_tokens": 5}),  # C
+        (0, "The capital of France is", {**greedy, "max_new_tokens": 8}),  # A
+        (1, chat + long_tail, {**greedy, "max_new_tokens": 2}),  # B
+        (0, chat, {**greedy, "max_new_tokens": 5}),  # C
     ]
     out = drive(eng, arrivals)
     assert [r[2]["type"] for r in out] == ["length", "length", "length"], [r[2] for r in out]

@@ -188,7 +188,8 @@ def test_invalid_regex_in_background_aborts_with_message():
 def test_compile_timeout_aborts_and_nobody_waits_forever():
     eng = make_engine(compile_timeout=0.05)
     gate = gate_compiles(eng)
-    outs = eng.generate([Q, Q], [{"regex": DATE}, {"temperature": 0, "max_new_tokens": 4}])
+    # ignore_eos: the request beside it must run its 4 tokens whatever the model would answer
+    outs = eng.generate([Q, Q], [{"regex": DATE}, {"temperature": 0, "max_new_tokens": 4, "ignore_eos": True}])
     gate.set()
     reason = outs[0]["meta_info"]["finish_reason"]
     assert reason["type"] == "abort" and "took longer than 0.05 s" in reason["message"], (

@@ -424,9 +424,14 @@ def test_eos_inside_drafts_ends_the_request_there(engines, monkeypatch):
     e6, e7 = engines
     set_drafting(e7, "NGRAM", 8)
     tok = e7.tokenizer
-    question = tok.encode(chat(1))
-    answer = e6.generate(ChatPrompt(chat(1), question), {"temperature": 0, "max_new_tokens": 40})["output_ids"]
-    assert answer[-1] == tok.eos_token_id
+    # the first of these chats whose greedy answer ends in EOS within 40 tokens (which one
+    # depends on the bundled model)
+    for i in range(8):
+        question = tok.encode(chat(i))
+        answer = e6.generate(ChatPrompt(chat(i), question), {"temperature": 0, "max_new_tokens": 40})["output_ids"]
+        if answer[-1] == tok.eos_token_id:
+            break
+    assert answer[-1] == tok.eos_token_id, "no chat's answer ends in EOS within 40 tokens"
     ids = question + answer + question
     prompt = ChatPrompt(tok.decode(ids), ids)
     drafted = []
