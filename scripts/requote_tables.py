@@ -81,6 +81,17 @@ def results_tables(text: str) -> list[list[list[str]]]:
     return tables
 
 
+def is_label(cell: str) -> bool:
+    """A cell that names a row (`fsm`, `auto`, `s7 NGRAM, k=2`) rather than a measured value."""
+    return re.search(r"[A-Za-z]{2}", cell) is not None and not re.fullmatch(r"\**(met|missed)\**", cell)
+
+
+def agreement(candidate: list[str], old: list[str]) -> tuple[int, int]:
+    """How well a source row matches an old quoted row: equal label cells, then equal cells."""
+    pairs = list(zip(candidate, old))
+    return sum(a == b for a, b in pairs if is_label(b)), sum(a == b for a, b in pairs)
+
+
 def requote(path: Path, write: bool) -> list[str]:
     """Rewrite ``path``'s stale quoted rows from their results files; return what could not be."""
     lines = path.read_text(encoding="utf-8").splitlines()
@@ -93,7 +104,8 @@ def requote(path: Path, write: bool) -> list[str]:
             if any(is_columns_of(cells, r) for t in tables for r in t):
                 continue
             # the source row with the same first cell that agrees with the old row in the most
-            # cells ("fsm | required" is not "fsm | auto")
+            # label cells, then in the most cells ("fsm | required" is not "fsm | auto", and a
+            # row that shares its numbers with the old row is not the old row's label)
             candidates = [
                 [r[i] for i in at]
                 for t in tables
@@ -101,7 +113,7 @@ def requote(path: Path, write: bool) -> list[str]:
                 for r in t[1:]
                 if r[0] == cells[0]
             ]
-            new = max(candidates, key=lambda c: sum(a == b for a, b in zip(c, cells)), default=None)
+            new = max(candidates, key=lambda c: agreement(c, cells), default=None)
             where = f"{path.name}:{line_no + 2 + k}"
             if new is None:
                 problems.append(f"{where}: no row {cells[0]!r} under these columns in {results}")

@@ -555,6 +555,13 @@ def test_every_benchmark_script_is_named_in_the_benchmarks_readme():
     assert not missing, f"benchmarks/README.md does not name {missing}"
 
 
+@pytest.mark.parametrize("path,line,results,rows", QUOTED, ids=lambda v: v.name if isinstance(v, Path) else str(v))
+def test_a_quoted_table_repeats_no_row(path: Path, line: int, results: str, rows: list[str]):
+    """Two equal rows in one quoted table are a copy gone wrong (a rerun quoted one backend's
+    row under two labels' places), which the row-by-row check above cannot see."""
+    assert len(set(rows)) == len(rows), f"{path.relative_to(ROOT)}:{line}: a row appears twice"
+
+
 def test_requote_brings_a_stale_quoted_row_back_to_its_results_file(tmp_path):
     """scripts/requote_tables.py rewrites a quoted row from the results file after a rerun,
     choosing the row that agrees in the most cells when first cells repeat."""
