@@ -19,7 +19,6 @@ the scripts themselves print (and can write) the full tables.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import subprocess
 import sys
@@ -81,15 +80,11 @@ def production_texts(model: str) -> None:
         prompts = bench_production.chat_prompts(engine, [messages for messages, _, _ in data])
         params = {"json_schema": bench_production.SCHEMA, "temperature": 0, "max_new_tokens": 128}
         outs = engine.generate(prompts, [params] * len(prompts))
-    right = {"English": [0, 0, 0], "Chinese": [0, 0, 0]}  # texts, names, ages
-    for (_, truth, zh), out in zip(data, outs):
-        answer = json.loads(out["text"]) if out["meta_info"]["finish_reason"]["type"] == "stop" else {}
-        row = right["Chinese" if zh else "English"]
-        row[0] += 1
-        row[1] += answer.get("name") == truth["name"]
-        row[2] += answer.get("age") == truth["age"]
-    for language, (n, names, ages) in right.items():
-        print(f"{language} names {names}/{n}, ages {ages}/{n}")
+    for language, chinese in (("English", False), ("Chinese", True)):
+        # bench_production's own scoring (exact name and age among the valid answers), by language
+        mine = [i for i, (_, _, zh) in enumerate(data) if zh == chinese]
+        s = bench_production.score([outs[i] for i in mine], [data[i] for i in mine])
+        print(f"{language} names {s['name']}/{len(mine)}, ages {s['age']}/{len(mine)}")
 
 
 def judge(model: str, dry_run: bool) -> None:
