@@ -30,6 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from corpus.copy_requests import copy_example  # noqa: E402
+from corpus.document_kinds import DOCUMENT_KINDS, document_example  # noqa: E402
 from corpus.drills import (  # noqa: E402
     DRILL_HAN,
     NUMERAL_DRILL_SHARE,
@@ -95,6 +96,7 @@ __all__ = [
     "heldout_long_prompts",
     "long_document_example",
     "DEMO_NAMES",
+    "DOCUMENT_KINDS",
     "DRILL_HAN",
     "EN_FACTS",
     "EN_FIRST",
@@ -141,6 +143,7 @@ __all__ = [
     "copy_drill_corpus",
     "copy_drill_example",
     "copy_example",
+    "document_example",
     "heldout_extraction_prompts",
     "heldout_tool_prompts",
     "is_held_out",

@@ -16,7 +16,10 @@ above it:
 - ``made_up_phrasings.py``: made-up connecting words, ``composed_opener``,
   ``made_up_connector``.
 - ``paragraphs.py``: ``_paragraph``, a text about a person (late names, distractors).
-- ``extraction.py``: ``person_example``, ``KEY_ORDER`` and ``FIELD_SCHEMAS``.
+- ``extraction.py``: ``person_example``, ``extraction_request`` (the request and answer
+  around a text), ``KEY_ORDER`` and ``FIELD_SCHEMAS``.
+- ``document_kinds.py``: ``document_example``, a text in one of ``DOCUMENT_KINDS`` (e-mails,
+  chats, forms, a CSV row, notices, sick notes, text messages...) with its request and answer.
 - ``long_documents.py``: ``long_document_example``, a long prompt (rules and a schema, the
   facts among filler) as the extraction service sends.
 - ``small_tasks.py``: dates, e-mails, IPv4, phones, colours, Q&A, prose.

@@ -52,7 +52,17 @@ def person_example(rng: random.Random, held_out: bool = False) -> dict:
         "birthday": f"{by}-{bm:02d}-{bd:02d}",
     }
     text = _paragraph(rng, facts, mentioned, zh, held_out)
+    return extraction_request(rng, facts, mentioned, text, zh, held_out)
 
+
+def extraction_request(
+    rng: random.Random, facts: dict, mentioned: list[str], text: str, zh: bool, held_out: bool
+) -> dict:
+    """The request and answer around a ``text`` that states the ``mentioned`` facts: an
+    instruction (strict or loose, in the text's language 4 times in 5) that lists some of
+    the keys or asks for all of them, maybe a system prompt, and the JSON answer in
+    KEY_ORDER (fenced half the time when the request is loose); person_example and
+    document_kinds.document_example both end with it."""
     strict = rng.random() < 0.5
     instr_zh = zh if rng.random() < 0.8 else not zh  # sometimes instruction and text differ in language
     instr = _pick(
