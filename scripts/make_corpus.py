@@ -54,7 +54,7 @@ from corpus.made_up_phrasings import (  # noqa: E402
     made_up_connector,
 )
 from corpus.mix import make_corpus  # noqa: E402
-from corpus.numerals import numeral_drill_example, zh_number  # noqa: E402
+from corpus.numerals import en_number, numeral_drill_example, zh_number  # noqa: E402
 from corpus.paragraphs import _paragraph  # noqa: E402
 from corpus.phrasings import (  # noqa: E402
     EN_FACTS,
@@ -161,6 +161,7 @@ __all__ = [
     "vocab_letter_tokens",
     "vocab_string",
     "zh_number",
+    "en_number",
 ]
 
 

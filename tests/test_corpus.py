@@ -140,7 +140,12 @@ def test_extraction_answers_are_grounded_and_in_key_order(seed, held_out):
         if key in answer:
             assert answer[key] in text  # copied verbatim from the paragraph
     if "age" in answer:
-        assert str(answer["age"]) in text or make_corpus.zh_number(answer["age"]) + "岁" in text
+        spelled = (
+            str(answer["age"]),
+            make_corpus.zh_number(answer["age"]) + "岁",
+            make_corpus.en_number(answer["age"]),
+        )
+        assert any(s in text for s in spelled)
     for hobby in answer.get("hobbies", []):
         assert hobby in text
     if "birthday" in answer:
@@ -332,9 +337,8 @@ def test_held_out_sets_are_byte_identical_to_before_issue_33():
         for held in (make_corpus.heldout_extraction_prompts(200, train), make_corpus.heldout_tool_prompts(100, train))
     ]
     # (the tool set skips held-out requests that the training corpus happens to hold, such as
-    # "What is 4 + 3?": since document_example joined the mix (0.10 of it), one more of them
-    # is in make_corpus(20000, 1), so one of the 100 tool requests is the next draw: 12f93aad229760e0 before)
-    assert digests == ["520178ec41f95835", "e287448b6aea3130"]
+    # "What is 4 + 3?": a change to the mix can move one in or out; this mix moves none)
+    assert digests == ["520178ec41f95835", "12f93aad229760e0"]
 
 
 def test_held_out_tool_requests_are_not_trained(train):
@@ -489,7 +493,7 @@ def _document_draws(n: int, seed: int = 0) -> list[tuple[str, dict]]:
 
 
 def _age_stated(age: int, text: str) -> bool:
-    spelled = (str(age), corpus_documents.en_number(age), make_corpus.zh_number(age))
+    spelled = (str(age), make_corpus.en_number(age), make_corpus.zh_number(age))
     return any(
         re.search(rf"(?<![0-9A-Za-z\-一二三四五六七八九十]){re.escape(s)}(?![0-9A-Za-z\-一二三四五六七八九十])", text)
         for s in spelled
@@ -541,4 +545,15 @@ def test_every_document_kind_is_drawn_and_draws_are_seeded():
     "n,spelled", [(0, "zero"), (13, "thirteen"), (20, "twenty"), (42, "forty-two"), (99, "ninety-nine")]
 )
 def test_en_number(n, spelled):
-    assert corpus_documents.en_number(n) == spelled
+    assert make_corpus.en_number(n) == spelled
+
+
+def test_some_english_training_paragraphs_spell_the_age_in_words(train):
+    rows = [
+        (json.loads(make_corpus.unfence(ex["assistant"])), ex["user"])
+        for ex in train
+        if ex["task"] == "extract_person" and not any("\u4e00" <= c <= "\u9fff" for c in ex["user"])
+    ]
+    aged = [(a["age"], user) for a, user in rows if isinstance(a, dict) and "age" in a]
+    share = sum(make_corpus.en_number(age) in user for age, user in aged) / len(aged)
+    assert 0.1 < share < 0.35

@@ -11,7 +11,7 @@ import random
 import re
 
 from .extraction import KEY_ORDER, extraction_request
-from .numerals import zh_number
+from .numerals import en_number, zh_number
 from .values import _join, _spell_date, person_facts, person_name
 
 # Titles and honorifics written around a name (before it in English, after it in Chinese);
@@ -26,23 +26,6 @@ GENDERED = {
     "先生": "他",
     "女士": "她",
 }  # how often the subject is called by a title somewhere in the text
-
-EN_ONES = (
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
-    "seventeen eighteen nineteen"
-).split()
-EN_TENS = "_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()
-
-
-def en_number(n: int) -> str:
-    """A number below 100 in English words: 42 -> "forty-two", 18 -> "eighteen"."""
-    if not 0 <= n < 100:
-        raise ValueError(f"en_number handles 0..99, got {n}")
-    if n < 20:
-        return EN_ONES[n]
-    tens, ones = divmod(n, 10)
-    return EN_TENS[tens] + (f"-{EN_ONES[ones]}" if ones else "")
-
 
 # Labels of a form's fields, several per key, so a model reads the label, not its spelling.
 EN_LABELS = {

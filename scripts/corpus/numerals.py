@@ -1,4 +1,5 @@
-"""Chinese numerals: an age spelled in them (三十五), and the drill that reads them back to digits."""
+"""Numbers in words: an age spelled in Chinese numerals (三十五) or English words (forty-two), and
+the drill that reads Chinese numerals back to digits."""
 
 from __future__ import annotations
 
@@ -18,6 +19,23 @@ def zh_number(n: int) -> str:
     if tens == 0:
         return ZH_DIGITS[ones]
     return ("" if tens == 1 else ZH_DIGITS[tens]) + "十" + (ZH_DIGITS[ones] if ones else "")
+
+
+EN_ONES = (
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+    "seventeen eighteen nineteen"
+).split()
+EN_TENS = "_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()
+
+
+def en_number(n: int) -> str:
+    """A number below 100 in English words: 42 -> "forty-two", 18 -> "eighteen"."""
+    if not 0 <= n < 100:
+        raise ValueError(f"en_number handles 0..99, got {n}")
+    if n < 20:
+        return EN_ONES[n]
+    tens, ones = divmod(n, 10)
+    return EN_TENS[tens] + (f"-{EN_ONES[ones]}" if ones else "")
 
 
 def numeral_drill_example(rng: random.Random, held_out: bool = False) -> dict:

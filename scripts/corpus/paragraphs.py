@@ -8,7 +8,7 @@ import random
 import zlib
 
 from .made_up_phrasings import COMPOSED_OPENER, MADE_UP_PHRASING, _made_up_phrasings, composed_opener
-from .numerals import zh_number
+from .numerals import en_number, zh_number
 from .phrasings import (
     EN_FACTS,
     EN_GENERALISATION_OPENERS,
@@ -65,6 +65,8 @@ def _paragraph(
         return "，".join(pieces).replace("，，", "，") + "。"
     values = dict(
         facts,
+        # "is forty-two years old": in training only, so the held-out sets stay as they were
+        age=en_number(facts["age"]) if not held_out and rng.random() < EN_AGE_WORDS else facts["age"],
         hobbies=_join(facts["hobbies"], False),
         birthday=_spell_date(*map(int, facts["birthday"].split("-")), False, rng),
     )
@@ -102,6 +104,9 @@ def _paragraph(
 # ~1% of their Chinese paragraphs had the age straight after the name.
 ZH_AGE_AFTER_NAME = 0.12
 ZH_NAME_LAST_OPENERS = [o for o in ZH_OPENERS[0] if o.endswith("{n}")]
+# English ages in words ("forty-two") in a share of training paragraphs: until stage 27 no
+# English training text spelled an age, and texts that do were answered with a wrong age.
+EN_AGE_WORDS = 0.2
 # English training paragraphs sometimes name the person only after the facts, or mention
 # a second person (issue 33): the name is then found by what the text says about it, not
 # by its place at the start, and the answer is about the person the facts are about.
