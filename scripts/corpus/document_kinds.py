@@ -18,14 +18,15 @@ from .values import _join, _spell_date, person_facts, person_name
 # the answer's name never holds one.
 EN_TITLES = ["Dr.", "Prof.", "Mr.", "Ms.", "Mrs.", "Capt.", "Coach", "Sgt."]
 ZH_TITLES = ["教授", "老师", "先生", "女士", "经理", "同学", "医生", "主任", "师傅"]
-TITLED = 0.35
+TITLED = 0.35  # how often the subject is called by a title somewhere in the text
+# A gendered title fixes the pronoun the text uses for its person.
 GENDERED = {
     "Mr.": "He",
     "Ms.": "She",
     "Mrs.": "She",
     "先生": "他",
     "女士": "她",
-}  # how often the subject is called by a title somewhere in the text
+}
 
 # Labels of a form's fields, several per key, so a model reads the label, not its spelling.
 EN_LABELS = {
