@@ -8,7 +8,9 @@ of scripts/stranger_sets/ each (its docstring says what it holds and what its wr
 to): ``--set first`` (the default) is the first outsider's 17 families of real-world naming
 traditions in start/middle/end sentences; ``--set second`` is a second outsider's, written
 without reading the first's lists or templates: other traditions, names in capitals or with
-titles around them, in emails, chat logs, forms, CSV lines and dialogues. This file only turns
+titles around them, in emails, chat logs, forms, CSV lines and dialogues; ``--set third`` is a
+third's, blind to both: 25 families in 22 kinds of pasted text (tickets, invoices, obituaries,
+快递单, 病历, 群公告...), only the person asked about given an age. This file only turns
 a set into texts (the same seed gives the same texts) and scores the answers.
 
 Measured, greedy and schema-constrained (``{"name": string, "age": integer, "hobbies": array of

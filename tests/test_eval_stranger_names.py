@@ -17,12 +17,18 @@ stranger = load_script(REPO / "scripts" / "eval_stranger_names.py")
 FIRST = stranger.load_set("first")
 
 SECOND = stranger.load_set("second")
-SETS = {"first": FIRST, "second": SECOND}
+THIRD = stranger.load_set("third")
+SETS = {"first": FIRST, "second": SECOND, "third": THIRD}
 
 FIELDS = ["name", "age", "hobbies"]
 EXAMPLES = stranger.examples(12, 5, FIELDS)
 SECOND_EXAMPLES = stranger.examples(12, 5, FIELDS, "second")
-BOTH = [("first", ex) for ex in EXAMPLES] + [("second", ex) for ex in SECOND_EXAMPLES]
+THIRD_EXAMPLES = stranger.examples(12, 5, FIELDS, "third")
+BOTH = (
+    [("first", ex) for ex in EXAMPLES]
+    + [("second", ex) for ex in SECOND_EXAMPLES]
+    + [("third", ex) for ex in THIRD_EXAMPLES]
+)
 
 
 def test_every_family_has_its_share_and_at_least_five_english_and_two_chinese_families():
@@ -136,7 +142,7 @@ def test_every_answer_is_grounded_in_its_text(set_name, ex):
     assert ex["text"].count(ans["name"]) == 1, "the name, exactly as answered, appears once"
     assert ex["user"].endswith("\n" + ex["text"])
     assert 18 <= ans["age"] <= 90 and _age_count(ex, names.spell) >= 1
-    if set_name == "second":  # one number only can be the age: the distractor never has one
+    if set_name in ("second", "third"):  # one number only can be the age: the distractor never has one
         assert _age_count(ex, names.spell) == 1
     assert ans["hobbies"] and all(h in ex["text"] for h in ans["hobbies"])
     assert not re.search(r"\{[nahd]\}", ex["text"]), "every placeholder was filled"
@@ -194,9 +200,31 @@ def test_the_second_sets_names_hold_no_titles_and_keep_their_case():
 
 
 def test_an_unknown_set_is_refused_by_name(monkeypatch, capsys):
-    with pytest.raises(ValueError, match="unknown name set 'third': choose one of first, second"):
-        stranger.load_set("third")
-    monkeypatch.setattr(sys, "argv", ["eval_stranger_names.py", "--model", "nowhere", "--set", "third"])
+    with pytest.raises(ValueError, match="unknown name set 'fourth': choose one of first, second, third"):
+        stranger.load_set("fourth")
+    monkeypatch.setattr(sys, "argv", ["eval_stranger_names.py", "--model", "nowhere", "--set", "fourth"])
     with pytest.raises(SystemExit):
         stranger.main()  # refused before any model is loaded
-    assert "unknown --set 'third': choose one of first, second" in capsys.readouterr().err
+    assert "unknown --set 'fourth': choose one of first, second, third" in capsys.readouterr().err
+
+
+def test_the_third_set_has_its_controls_kinds_and_untitled_names():
+    langs = [lang for lang, _ in THIRD.families.values()]
+    assert langs.count("en") >= 12 and langs.count("zh") >= 6
+    assert THIRD.families["control_plain_en"][0] == "en" and THIRD.families["control_plain_zh"][0] == "zh"
+    assert len(THIRD.templates["en"]) >= 10 and len(THIRD.templates["zh"]) >= 6
+    assert len(THIRD.instructions["en"]) >= 4 and len(THIRD.instructions["zh"]) >= 4
+    for lang, groups in THIRD.templates.items():  # each language has texts with and without a second person
+        templates = [t for ts in groups.values() for t in ts]
+        assert any("{d}" in t for t in templates) and any("{d}" not in t for t in templates), lang
+    exs = stranger.examples(40, 7, FIELDS, "third")
+    assert {ex["kind"] for ex in exs} == set(THIRD.templates["en"]) | set(THIRD.templates["zh"])
+    rng = random.Random(3)
+    for family, (_, make) in THIRD.families.items():
+        for _ in range(30):
+            name = make(rng)
+            assert name == name.strip() and "  " not in name, family
+            assert not re.match(r"(Dr|Prof|Mr|Ms|Mrs|Miss)\.? ", name), family
+            assert not name.endswith(("先生", "女士", "老师", "医生")), family
+    assert [THIRD.spell["en"](n) for n in (18, 40, 47, 90)] == ["eighteen", "forty", "forty-seven", "ninety"]
+    assert [THIRD.spell["zh"](n) for n in (18, 40, 47, 90)] == ["十八", "四十", "四十七", "九十"]

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 # The set's name -> its module in this package. A set is added here and nowhere else.
-SETS = {"first": "stranger_sets.first", "second": "stranger_sets.second"}
+SETS = {"first": "stranger_sets.first", "second": "stranger_sets.second", "third": "stranger_sets.third"}
 
 
 @dataclass(frozen=True)
