@@ -5,7 +5,7 @@ A stage that wins on the project's own held-out generators can lose on texts mad
 showed). So a candidate is judged on all of them, side by side with the bundled model:
 
 - scripts/eval_generalisation.py, name/age/hobbies and name/age (the project's held-out generators);
-- scripts/eval_stranger_names.py, `--set first` and `--set second` (two outsiders' names and texts);
+- scripts/eval_stranger_names.py, `--set first`, `second` and `third` (three outsiders' names and texts);
 - scripts/eval_extraction.py (the held-out sets and tool calls);
 - `minisglang demo` (its three texts: constrained exact, unconstrained fenced);
 - bench_production.py's part-4 texts, greedy and schema-constrained (names and ages by language).
@@ -39,6 +39,11 @@ MEASURES = [
         "outsiders, second set",
         ["scripts/eval_stranger_names.py", "--model", "{m}", "--set", "second"],
         r"^\| \*\*all\*\* \| 720",
+    ),
+    (
+        "outsiders, third set",
+        ["scripts/eval_stranger_names.py", "--model", "{m}", "--set", "third"],
+        r"^\| \*\*all\*\* \| 1000",
     ),
     (
         "held-out sets and tools",

@@ -52,7 +52,7 @@ def steps(label: str) -> list[tuple[str, list[str]]]:
                 + ["--label", f"{prefix}{label}, name, age and hobbies"]
                 + ["--results", f"{RESULTS}/extraction_stranger.md"],
             )
-            for which, prefix in (("first", ""), ("second", "second set: "))
+            for which, prefix in (("first", ""), ("second", "second set: "), ("third", "third set: "))
         ),
         ("bench_extraction_service", ["benchmarks/bench_extraction_service.py"]),
         # the probe only prints (its log is read by hand: chapter 06 quotes it)

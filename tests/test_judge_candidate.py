@@ -30,5 +30,5 @@ def test_every_measure_runs_an_existing_script_with_flags_it_declares():
 
 def test_the_outsiders_and_the_production_texts_are_among_the_measures():
     labels = [label for label, _, _ in judge_candidate.MEASURES]
-    assert any("second set" in label for label in labels)
+    assert any("second set" in label for label in labels) and any("third set" in label for label in labels)
     assert any("bench_production" in label for label in labels)

@@ -35,7 +35,7 @@ def test_every_results_file_a_chapter_quotes_from_the_model_is_rerun():
 def test_the_label_heads_the_new_sections():
     argvs = [argv for _, argv in rerun_model_benches.steps("stage 99 (bundled)")]
     labels = [argv[argv.index("--label") + 1] for argv in argvs if "--label" in argv]
-    assert len(labels) == 4 and all("stage 99 (bundled)" in label for label in labels)
+    assert len(labels) == 5 and all("stage 99 (bundled)" in label for label in labels)
 
 
 def test_resume_from_a_step_and_refuse_an_unknown_one():
