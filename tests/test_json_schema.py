@@ -312,6 +312,54 @@ def test_number_bounds_are_exact_over_decimal_numerals(lo, hi, lo_exclusive, hi_
         assert bool(regex.fullmatch(text)) == (inside and not never_written), text
 
 
+def _numerals_near(x: float) -> list[str]:
+    """Numerals that json.loads may round onto `x` or just past it: x's neighbours a few units
+    of the 20th fraction digit away, and the shortest spellings of the doubles beside it."""
+    exact, unit = Decimal(x), Decimal(1).scaleb(-20)
+    near = [format((exact + k * unit).quantize(unit), "f") for k in (-3, -1, 0, 1, 3)]
+    beside = [repr(math.nextafter(x, d)) for d in (-math.inf, math.inf)]
+    return [t for t in near + beside + [repr(x)] if "e" not in t]
+
+
+@settings(deadline=None)
+@given(
+    st.floats(-1e6, 1e6, allow_nan=False) | st.sampled_from([0.1, 0.3, 1.0, 100.0, 0.0, -2.5, 1e-7]),
+    st.sampled_from(["exclusiveMaximum", "exclusiveMinimum", "not const", "not minimum"]),
+)
+@example(0.1, "exclusiveMaximum")  # 0.09999999999999999999 parses to 0.1 (a stranger's attack, 2026-12-04)
+@example(0.1, "exclusiveMinimum")
+@example(1.0, "not const")
+def test_no_numeral_parses_onto_an_excluded_number(x, keyword):
+    """Bounds are compared with the double a numeral parses to, as a validator does: a numeral
+    inside an exclusive bound (or beside an excluded value) with more digits than a double holds
+    must not be written when it rounds onto the bound; the nearest double inside still is."""
+    schema = {
+        "exclusiveMaximum": {"type": "number", "exclusiveMaximum": x},
+        "exclusiveMinimum": {"type": "number", "exclusiveMinimum": x},
+        "not const": {"type": "number", "not": {"const": x}},
+        "not minimum": {"type": "number", "not": {"minimum": x}},
+    }[keyword]
+    regex = re.compile(build_regex_from_schema(schema))
+    for text in _numerals_near(x):
+        if regex.fullmatch(text):
+            assert is_valid(json.loads(text), schema), text
+    inside = repr(math.nextafter(x, math.inf if keyword == "exclusiveMinimum" else -math.inf))
+    if "e" not in inside and len(inside.partition(".")[2]) <= 20:
+        assert regex.fullmatch(inside), inside  # narrowed to doubles, not emptied
+
+
+@pytest.mark.parametrize("whole", [0, 1, 7, -3, 123456789, 10**13])
+def test_not_integer_writes_no_numeral_that_parses_to_a_whole_number(whole):
+    schema = {"type": "number", "not": {"type": "integer"}}
+    regex = re.compile(build_regex_from_schema(schema))
+    for digits in range(1, 21):
+        for delta in (Decimal(1).scaleb(-digits), -Decimal(1).scaleb(-digits)):
+            text = format(Decimal(whole) + delta, "f")
+            if regex.fullmatch(text):
+                assert is_valid(json.loads(text), schema), text
+    assert regex.fullmatch(f"{whole}.5") and not regex.fullmatch(f"{whole}.00000000000000000001")
+
+
 @settings(deadline=None)
 @given(st.floats(allow_nan=False, allow_infinity=False) | st.integers(-(10**18) + 1, 10**18 - 1))
 def test_unbounded_numbers_match_json_dumps_including_exponents(x):

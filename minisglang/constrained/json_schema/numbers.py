@@ -227,6 +227,42 @@ def _decimal_multiples(
     return _alt(texts)
 
 
+# A numeral parses (json.loads, as every validator does) to the nearest double, and a double
+# holds about 15 significant decimal digits (DBL_DIG): a numeral with more can round onto a
+# value the schema excludes (0.09999999999999999999 is 0.1, 1.00000000000000000001 is 1.0).
+DOUBLE_DIGITS = 15
+
+
+def _double_inside(bound: Decimal, below: bool, fraction_digits: int) -> Decimal:
+    """The inclusive bound that replaces an exclusive one on a number: the double next to
+    `bound` on the inside (below it for a maximum), written shortest, rounded further
+    inwards to `fraction_digits`. Every numeral up to it parses to that double or one
+    further inside, never to the bound (found by a stranger's attack, 2026-12-04)."""
+    double = math.nextafter(float(bound), -math.inf if below else math.inf)
+    inside = Decimal(repr(double))
+    step = Decimal(1).scaleb(-fraction_digits)
+    exponent = inside.as_tuple().exponent
+    assert isinstance(exponent, int)  # (a finite double)
+    if exponent < -fraction_digits:  # e.g. 5e-324 next to 0
+        inside = inside.quantize(step, rounding=ROUND_FLOOR if below else ROUND_CEILING)
+    return inside
+
+
+def _fractional_numerals(options: SchemaOptions) -> Regex:
+    """`not integer`: a numeral with a nonzero last fraction digit, no exponent, and at most
+    DOUBLE_DIGITS significant digits, so the double it parses to is not a whole number."""
+    fraction_digits = min(options.max_fraction_digits, DOUBLE_DIGITS)
+    zero = _concat(ZERO, POINT, _repeat(DIGIT, 0, fraction_digits - 1), NONZERO_DIGIT)
+    whole = [  # k integer digits leave DOUBLE_DIGITS - k for the fraction
+        _concat(NONZERO_DIGIT, _repeat(DIGIT, k - 1, k - 1), POINT, _repeat(DIGIT, 0, left - 1), NONZERO_DIGIT)
+        for k in range(1, min(options.max_integer_digits, DOUBLE_DIGITS - 1) + 1)
+        if (left := min(fraction_digits, DOUBLE_DIGITS - k)) >= 1
+    ]
+    out = _concat(OPTIONAL_MINUS, _alt([zero, *whole]))
+    assert out is not None
+    return out
+
+
 class _NumberRules(_CompilerBase):
     """integer and number (mixed into _SchemaCompiler)."""
 
@@ -241,14 +277,7 @@ class _NumberRules(_CompilerBase):
                     f"keyword 'not' at {schema[NOT_AT]}: 'not integer' together with "
                     "minimum/maximum bounds is not supported"
                 )
-            nonzero = _concat(NONZERO_DIGIT, _repeat(DIGIT, 0, self.options.max_integer_digits - 1))
-            return _concat(
-                OPTIONAL_MINUS,
-                _alt([ZERO, nonzero]),
-                POINT,
-                _repeat(DIGIT, 0, self.options.max_fraction_digits - 1),
-                NONZERO_DIGIT,
-            )
+            return _fractional_numerals(self.options)
         step, decimal_step = 1, None
         if "multipleOf" in schema:  # m = p/q: integers -> multiples of p; numbers: listed multiples of m
             m = _decimal(schema["multipleOf"], "multipleOf", path)
@@ -271,6 +300,14 @@ class _NumberRules(_CompilerBase):
                 bound = _decimal(schema[keyword], keyword, path)
                 if hi is None or bound < hi or (bound == hi and strict):
                     hi, hi_strict, hi_keyword = bound, strict, keyword
+        # (whether the schema's range holds numbers at all, before the bounds move inwards below)
+        nonempty = lo is None or hi is None or lo < hi or (lo == hi and not (lo_strict or hi_strict))
+        if not integer and step == 1 and decimal_step is None:
+            digits = self.options.max_fraction_digits
+            if hi is not None and hi_strict:
+                hi, hi_strict = _double_inside(hi, True, digits), False
+            if lo is not None and lo_strict:
+                lo, lo_strict = _double_inside(lo, False, digits), False
         if step > 1:  # a number (not integer) type may also write them as json.dumps writes 4.0
             whole = "number" in _types(schema, path)
             return _concat(self._multiples(step, lo, lo_strict, hi, hi_strict, path), POINT_ZERO if whole else EPSILON)
@@ -305,13 +342,13 @@ class _NumberRules(_CompilerBase):
             not integer,
             self.options.max_fraction_digits,
         )
-        nonempty = lo is None or hi is None or lo < hi or (lo == hi and not (lo_strict or hi_strict))
         if regex is None and not integer and nonempty:
             # Numbers lie in the range, but none with the fraction digits we write: our policy, not the schema's.
             given = " and ".join(f"{k} {short_value(schema[k])}" for k in (lo_keyword, hi_keyword) if k)
             self.note_empty(
                 f"no number with at most {self.options.max_fraction_digits} fraction digits (the "
-                f"option max_fraction_digits) lies in the range {given} at {path}"
+                f"option max_fraction_digits) lies in the range {given} at {path} (as the double it "
+                "parses to: a numeral that rounds onto an exclusive bound is not written)"
             )
         return regex
 
