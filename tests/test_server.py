@@ -147,6 +147,25 @@ def test_json_object_mode(client):
         assert isinstance(json.loads(resp.choices[0].message.content), dict)
 
 
+def test_matched_stop_tells_a_cut_answer_from_a_whole_one(client):
+    """A client's stop string may cut a constrained answer (finish_reason "stop" all the same,
+    as OpenAI and SGLang do); SGLang's `matched_stop` names it; a whole one has None (its
+    grammar ended it) or EOS's token id."""
+    kwargs = dict(
+        model=MODEL,
+        max_tokens=100,
+        temperature=0,
+        messages=[{"role": "user", "content": "Extract name and age: Li Lei is 31 years old."}],
+        response_format={"type": "json_schema", "json_schema": {"name": "person", "schema": PERSON}},
+    )
+    whole = client.chat.completions.create(**kwargs).choices[0]
+    assert whole.finish_reason == "stop" and not isinstance(whole.model_extra["matched_stop"], str)
+    json.loads(whole.message.content)
+    cut = client.chat.completions.create(**kwargs, stop=[","]).choices[0]
+    assert cut.finish_reason == "stop" and cut.model_extra["matched_stop"] == ","
+    assert whole.message.content.startswith(cut.message.content) and "," not in cut.message.content
+
+
 @pytest.mark.parametrize(
     "body,needle",
     [

@@ -38,6 +38,15 @@ def openai_finish_reason(meta: dict[str, Any], made_calls: bool = False) -> str 
     return "tool_calls" if made_calls and reason["type"] == "stop" else str(reason["type"])
 
 
+def matched_stop(meta: dict[str, Any]) -> str | int | None:
+    """SGLang's `matched_stop`: the stop string or stop token id (EOS) that ended the output;
+    None where the grammar ended it, or max_tokens. A constrained answer is whole when its
+    grammar or EOS ends it; a client's own stop string can cut it anywhere (finish_reason is
+    "stop" all the same), and a string here is how the client tells."""
+    reason = meta["finish_reason"]
+    return None if reason is None else reason.get("matched")
+
+
 def completion_shape(rid: str, created: int, model_id: str) -> Shape:
     """/v1/completions: a text_completion (with usage when not streaming)."""
 
@@ -47,7 +56,15 @@ def completion_shape(rid: str, created: int, model_id: str) -> Shape:
             "object": "text_completion",
             "created": created,
             "model": model_id,
-            "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": openai_finish_reason(meta)}],
+            "choices": [
+                {
+                    "index": 0,
+                    "text": text,
+                    "logprobs": None,
+                    "finish_reason": openai_finish_reason(meta),
+                    "matched_stop": matched_stop(meta),
+                }
+            ],
         }
         return out if streaming else {**out, "usage": usage(meta)}
 
@@ -67,7 +84,14 @@ def chat_shape(rid: str, created: int, model_id: str) -> Shape:
             return {
                 **head,
                 "object": "chat.completion.chunk",
-                "choices": [{"index": 0, "delta": delta, "finish_reason": openai_finish_reason(meta)}],
+                "choices": [
+                    {
+                        "index": 0,
+                        "delta": delta,
+                        "finish_reason": openai_finish_reason(meta),
+                        "matched_stop": matched_stop(meta),
+                    }
+                ],
             }
         return {
             **head,
@@ -77,6 +101,7 @@ def chat_shape(rid: str, created: int, model_id: str) -> Shape:
                     "index": 0,
                     "message": {"role": "assistant", "content": text},
                     "finish_reason": openai_finish_reason(meta),
+                    "matched_stop": matched_stop(meta),
                 }
             ],
             "usage": usage(meta),
@@ -117,7 +142,14 @@ def tool_call_shape(
                 **head,
                 "object": "chat.completion",
                 "usage": usage(meta),
-                "choices": [{"index": 0, "message": message, "finish_reason": finished(meta)}],
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": message,
+                        "finish_reason": finished(meta),
+                        "matched_stop": matched_stop(meta),
+                    }
+                ],
             }
         deltas = openai_deltas(events)
         if not sent_role[0]:  # OpenAI sends the role in the first delta only
@@ -134,6 +166,7 @@ def tool_call_shape(
                         "index": 0,
                         "delta": d,
                         "finish_reason": finished(meta) if final and i == len(deltas) - 1 else None,
+                        "matched_stop": matched_stop(meta) if final and i == len(deltas) - 1 else None,
                     }
                 ],
             }
