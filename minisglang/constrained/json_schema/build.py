@@ -73,9 +73,12 @@ def build_schema_tree(
                 f"the schema accepts no JSON value{_why_empty(compiler.empty_parts)}: there is nothing to generate"
             )
     except RecursionError:  # the compiler follows the schema's nesting (hundreds of levels)
+        # (a wide schema can nest its pattern without nesting itself: minProperties over
+        # hundreds of optional properties builds one level per property)
         raise InvalidSchemaError(
-            f"the schema nests too deeply: the compiler follows each level, and this one "
-            f"goes past Python's recursion limit ({sys.getrecursionlimit()})"
+            f"the schema nests too deeply, or its pattern does (hundreds of optional properties "
+            f"under minProperties nest one level each): the compiler follows each level, and "
+            f"this one goes past Python's recursion limit ({sys.getrecursionlimit()})"
         ) from None
     compiler.check_size(text_size(regex), "#")
     return regex
