@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import warnings
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -94,9 +95,11 @@ def misquoted_class(pattern: str) -> bool:
     """Whether `pattern` has a character class holding both U+0000 and U+001F but not both
     `"` and `\\`: llguidance (1.9) writes such a class over the string's JSON text with every
     short escape, so `[^"]` let `\\"` through (a `"` in the string) and `[\\x00-\\x1f]` let
-    `\\"` and `\\\\` through. (A pattern Python cannot read is llguidance's to refuse.)"""
+    `\\"` and `\\\\` through. (A pattern Python cannot read is refused by `read_otherwise`.)"""
     try:
-        items = sre_parse.parse(pattern)
+        with warnings.catch_warnings():  # (read_otherwise refuses what Python warns about)
+            warnings.simplefilter("ignore", FutureWarning)
+            items = sre_parse.parse(pattern)
     except (re.error, OverflowError, RecursionError):
         return False
     for op, arg in _single_characters(items):
@@ -105,6 +108,21 @@ def misquoted_class(pattern: str) -> bool:
             if _holds(chars, 0x00) and _holds(chars, 0x1F) and not (_holds(chars, 0x22) and _holds(chars, 0x5C)):
                 return True
     return False
+
+
+def read_otherwise(pattern: str) -> bool:
+    """Whether llguidance's Rust regex may read `pattern` otherwise than Python and ECMA-262
+    do: a pattern Python cannot read or reads with a flag (`(?i)`, `\\z`, `\\x{41}`, `\\p{L}`:
+    Rust takes them all), or one Python warns another engine reads differently (`&&`, `--`,
+    `~~`, `||` or `[:` inside a class: Rust's class intersection and POSIX classes; in
+    `[a-z&&[^aeiou]]` Python and JavaScript see a class and a literal `]`)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        try:
+            items = sre_parse.parse(pattern)
+        except (re.error, FutureWarning, OverflowError, RecursionError):
+            return True
+    return bool(items.state.flags & (re.IGNORECASE | re.MULTILINE | re.DOTALL | re.VERBOSE))
 
 
 def _bound(schema: SchemaObject, *keywords: str) -> float | None:
@@ -128,6 +146,10 @@ def _zero_ceiling_above_minus_one(schema: SchemaObject) -> bool:
     return _bound(schema, "exclusiveMaximum") == 0 and bottom is not None and bottom > -1
 
 
+_READ_OTHERWISE = (
+    "as Python and ECMA-262 read it: its Rust regex reads this pattern otherwise (a flag, an escape "
+    "Python refuses, or '&&', '--', '~~', '||' or '[:' inside a class)"
+)
 _MISQUOTED = "with a character class that holds U+0000-U+001F but not both '\"' and '\\' (it allows every escape)"
 # Keywords llguidance compiles but gets wrong in these cases (found by random walks over its
 # masks, tests/test_backends.py): the schema is refused, naming the keyword.
@@ -137,6 +159,14 @@ IGNORED = (
         "patternProperties",
         _MISQUOTED,
         lambda s: isinstance(s["patternProperties"], dict) and any(map(misquoted_class, s["patternProperties"])),
+    ),
+    IgnoredKeyword(
+        "pattern", _READ_OTHERWISE, lambda s: isinstance(s["pattern"], str) and read_otherwise(s["pattern"])
+    ),
+    IgnoredKeyword(
+        "patternProperties",
+        _READ_OTHERWISE,
+        lambda s: isinstance(s["patternProperties"], dict) and any(map(read_otherwise, s["patternProperties"])),
     ),
     IgnoredKeyword("exclusiveMinimum", "of 0 with a maximum under 1 (it allows 0)", _zero_floor_below_one),
     IgnoredKeyword("exclusiveMaximum", "of 0 with a minimum over -1 (it allows -0)", _zero_ceiling_above_minus_one),
