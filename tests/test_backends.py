@@ -562,6 +562,18 @@ IGNORED_CASES = [
         "#",
     ),
     ("xgrammar", {"type": "integer", "enum": [1, 5], "minimum": 2}, "enum", "#"),
+    # xgrammar writes at most 6 fraction digits: between these bounds it wrote no number at all,
+    # and the object closed as `{"x": }` (a stranger's attack)
+    ("xgrammar", {"type": "number", "minimum": 1e-7, "maximum": 5e-7}, "minimum", "#"),
+    (
+        "xgrammar",
+        {
+            "type": "object",
+            "properties": {"x": {"type": "number", "exclusiveMinimum": 0.5, "exclusiveMaximum": 0.500001}},
+        },
+        "exclusiveMinimum",
+        "#/properties/x",
+    ),
     ("xgrammar", {"$defs": {"p": {**INT, "$anchor": "p"}}, "$ref": "#p"}, "$ref", "#"),
     ("xgrammar", {"$defs": {"p": INT}, "$ref": "#/$defs/p", "type": "integer", "minimum": 2}, "$ref", "#"),
     ("outlines", {**S, "pattern": "^a+$", "maxLength": 2}, "pattern", "#"),
@@ -589,6 +601,17 @@ IGNORED_CASES = [
     ("llguidance", {"type": "number", "exclusiveMinimum": 0, "maximum": 0.5}, "exclusiveMinimum", "#"),
     ("llguidance", {"type": "number", "exclusiveMaximum": 0, "minimum": -0.9}, "exclusiveMaximum", "#"),
 ]
+
+
+def test_xgrammar_keeps_bounds_that_hold_a_number_it_writes(backends, tokenizer):
+    """The refusal above is only for bounds with no number of 6 fraction digits between them."""
+    for schema, text in [
+        ({"type": "number", "minimum": 1e-7, "maximum": 1e-6}, "0.000001"),
+        ({"type": "number", "minimum": 0.5, "maximum": 0.5}, "0.5"),
+    ]:
+        grammar = backends["xgrammar"].compile("json_schema", json.dumps(schema))
+        for token in tokenizer.encode(text):
+            grammar.accept_token(token)
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,10 @@ What this adapter adds:
   (`portable_regex`), and `(?i)` and the like are refused;
 - `ebnf` accepts the GBNF dialect (llama.cpp and xgrammar: `root ::= "yes" | "no"`) or
   llguidance's Lark dialect (`start: "yes" | "no"`); llguidance's `any_to_lark` tells
-  them apart and converts GBNF to Lark, so the same EBNF text works here and on xgrammar;
+  them apart and converts GBNF to Lark, so the same EBNF text works here and on xgrammar,
+  except string escapes: `"\\x41BC"` is "ABC" here and U+41BC in xgrammar, which reads every
+  hex digit after `\\x`, and `\\u00e9` is refused here (a stranger's attack found it; not
+  reconciled: write such characters as themselves);
 - `json_schema` output is laid out like `json.dumps`: `", "` and `": "`, no other
   whitespace (llguidance's default free whitespace lets a small model loop on spaces);
 - `is_terminated` is llguidance's `is_stopped()`: EOS accepted, or nothing but EOS can

@@ -31,9 +31,11 @@ What this adapter adds:
 from __future__ import annotations
 
 import json
+import math
 import re
 import threading
 from collections.abc import Callable
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -97,7 +99,42 @@ def _untyped(kind: str) -> Callable[[SchemaObject], bool]:
     return lambda schema: "type" not in schema and not any(k in schema for k in _TYPE_FROM.get(kind, ()))
 
 
+# xgrammar (0.2) writes a bounded number with at most this many fraction digits.
+XGRAMMAR_FRACTION_DIGITS = 6
+
+
+def _bounds_hold_no_short_number(schema: SchemaObject) -> bool:
+    """A number (not integer) schema whose bounds hold no numeral of at most
+    XGRAMMAR_FRACTION_DIGITS fraction digits: xgrammar's number then matches nothing, and the
+    object around it closed with no value (`{"x": }`, finish_reason "stop": a stranger's
+    attack, minimum 1e-7 and maximum 5e-7)."""
+    if schema.get("type", "number") != "number":
+        return False
+    scale = Decimal(10) ** XGRAMMAR_FRACTION_DIGITS
+    lows, highs = [], []  # the bounds in units of the last fraction digit, rounded inwards
+    for keyword in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
+        value = schema.get(keyword)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            continue
+        units = Decimal(repr(value)) * scale  # the number as the schema writes it (1e-6, not its double)
+        if keyword == "minimum":
+            lows.append(units.to_integral_value(ROUND_CEILING))
+        elif keyword == "exclusiveMinimum":
+            lows.append(units.to_integral_value(ROUND_FLOOR) + 1)
+        elif keyword == "maximum":
+            highs.append(units.to_integral_value(ROUND_FLOOR))
+        else:
+            highs.append(units.to_integral_value(ROUND_CEILING) - 1)
+    low, high = (max(lows) if lows else None), (min(highs) if highs else None)
+    return low is not None and high is not None and low > high
+
+
+_SHORT_NUMBERS = (
+    f"when no number of at most {XGRAMMAR_FRACTION_DIGITS} fraction digits lies in the bounds (it writes none)"
+)
+
 IGNORED = (
+    *(IgnoredKeyword(k, _SHORT_NUMBERS, _bounds_hold_no_short_number) for k in ("minimum", "exclusiveMinimum")),
     *(
         IgnoredKeyword(k, f"in a schema without 'type' (xgrammar then allows any {kind})", _untyped(kind))
         for kind, keywords in _TYPE_KEYWORDS.items()
