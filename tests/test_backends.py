@@ -597,7 +597,7 @@ IGNORED_CASES = [
     ("llguidance", {**S, "pattern": "^[[:digit:]]+$"}, "pattern", "#"),
     ("llguidance", {**S, "pattern": "^(?i)ab$"}, "pattern", "#"),
     ("llguidance", {"type": "object", "properties": {"a": {**S, "pattern": "\\x{41}"}}}, "pattern", "#/properties/a"),
-    ("llguidance", {"type": "object", "patternProperties": {"^\\p{L}$": INT}}, "patternProperties", "#"),
+    ("llguidance", {"type": "object", "patternProperties": {"[a-z--q]": INT}}, "patternProperties", "#"),
     ("llguidance", {"type": "number", "exclusiveMinimum": 0, "maximum": 0.5}, "exclusiveMinimum", "#"),
     ("llguidance", {"type": "number", "exclusiveMaximum": 0, "minimum": -0.9}, "exclusiveMaximum", "#"),
 ]

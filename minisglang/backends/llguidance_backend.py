@@ -113,19 +113,29 @@ def misquoted_class(pattern: str) -> bool:
     return False
 
 
+# Syntax only Rust's regex has (an inline flag group, `\\x{41}`, `\\z`), after an even run of
+# backslashes: JavaScript reads each otherwise or refuses it.
+_RUST_ONLY = re.compile(r"(?<!\\)(?:\\\\)*(?:\(\?[a-zA-Z-]+[:)]|\\x\{|\\z)")
+
+
 def read_otherwise(pattern: str) -> bool:
-    """Whether llguidance's Rust regex may read `pattern` otherwise than Python and ECMA-262
-    do: a pattern Python cannot read or reads with a flag (`(?i)`, `\\z`, `\\x{41}`, `\\p{L}`:
-    Rust takes them all), or one Python warns another engine reads differently (`&&`, `--`,
-    `~~`, `||` or `[:` inside a class: Rust's class intersection and POSIX classes; in
-    `[a-z&&[^aeiou]]` Python and JavaScript see a class and a literal `]`)."""
+    """Whether llguidance's Rust regex reads `pattern` otherwise than ECMA-262 (JSON Schema's
+    dialect) and Python do: syntax only Rust has (`(?i)`, `\\x{41}`, `\\z`), or what Python
+    warns another engine reads differently (`&&`, `--`, `~~`, `||` or `[:` inside a class:
+    Rust's class operations and POSIX classes; in `[a-z&&[^aeiou]]` Python and JavaScript see
+    a class and a literal `]`). Other patterns Python cannot read but ECMA-262 can
+    (`\\p{Letter}`) are left to llguidance, which reads them as ECMA-262 does."""
+    if _RUST_ONLY.search(pattern):
+        return True
     with warnings.catch_warnings():
         warnings.simplefilter("error", FutureWarning)
         try:
-            items = sre_parse.parse(pattern)
-        except (re.error, FutureWarning, OverflowError, RecursionError):
+            sre_parse.parse(pattern)
+        except FutureWarning:
             return True
-    return bool(items.state.flags & (re.IGNORECASE | re.MULTILINE | re.DOTALL | re.VERBOSE))
+        except (re.error, OverflowError, RecursionError):
+            return False
+    return False
 
 
 def _bound(schema: SchemaObject, *keywords: str) -> float | None:
@@ -150,8 +160,8 @@ def _zero_ceiling_above_minus_one(schema: SchemaObject) -> bool:
 
 
 _READ_OTHERWISE = (
-    "as Python and ECMA-262 read it: its Rust regex reads this pattern otherwise (a flag, an escape "
-    "Python refuses, or '&&', '--', '~~', '||' or '[:' inside a class)"
+    "as ECMA-262 and Python read it: its Rust regex reads this pattern otherwise (an inline flag, "
+    "\\x{..}, \\z, or '&&', '--', '~~', '||' or '[:' inside a class)"
 )
 _MISQUOTED = "with a character class that holds U+0000-U+001F but not both '\"' and '\\' (it allows every escape)"
 # Keywords llguidance compiles but gets wrong in these cases (found by random walks over its
