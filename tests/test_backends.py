@@ -831,3 +831,11 @@ def test_a_pattern_of_an_astral_character_is_read_as_one_code_point(backends, to
     assert not row[_byte_token(tokenizer, 0xED)], f"{name}: a surrogate's lead ED is allowed for U+1F600"
     firsts = {tokenizer.decode_bytes([t], skip_special_tokens=False)[:1] for t in row.nonzero().flatten().tolist()}
     assert firsts & {b"\xf0", b"\\"}, f"{name}: neither U+1F600's bytes nor its escape can start: {firsts}"
+
+
+def test_llguidance_names_a_grammar_nested_past_its_reader(backends):
+    """500 nested parentheses: the GBNF reader is recursive Python; the refusal says what is
+    wrong with the grammar, not Python's "maximum recursion depth" (a stranger's attack)."""
+    with pytest.raises(GrammarError) as refused:
+        backends["llguidance"].compile("ebnf", "root ::= " + "(" * 500 + '"a"' + ")" * 500)
+    assert "nests too deeply" in str(refused.value) and "recursion depth" not in str(refused.value)

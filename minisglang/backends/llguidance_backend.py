@@ -306,6 +306,11 @@ class LLGuidanceBackend(BaseGrammarBackend):
         else:
             try:
                 grammar = llg.LLMatcher.grammar_from_lark(any_to_lark(text))
+            except RecursionError:  # the converter is recursive Python: say what, not Python's words
+                raise GrammarError(
+                    "cannot read the grammar: it nests too deeply (hundreds of levels of parentheses or "
+                    "rules) for the GBNF reader"
+                ) from None
             except Exception as e:  # the GBNF -> Lark converter raises plain exceptions
                 raise GrammarError(f"cannot read the grammar: {e}") from e
         return self._matcher(grammar)
