@@ -38,13 +38,14 @@ def openai_finish_reason(meta: dict[str, Any], made_calls: bool = False) -> str 
     return "tool_calls" if made_calls and reason["type"] == "stop" else str(reason["type"])
 
 
-def matched_stop(meta: dict[str, Any]) -> str | int | None:
-    """SGLang's `matched_stop`: the stop string or stop token id (EOS) that ended the output;
-    None where the grammar ended it, or max_tokens. A constrained answer is whole when its
-    grammar or EOS ends it; a client's own stop string can cut it anywhere (finish_reason is
-    "stop" all the same), and a string here is how the client tells."""
-    reason = meta["finish_reason"]
-    return None if reason is None else reason.get("matched")
+def ending(meta: dict[str, Any], reason: str | None) -> dict[str, Any]:
+    """A choice's `finish_reason` (`reason`: None until the last chunk) and SGLang's
+    `matched_stop`: the stop string or stop token id (EOS) that ended the output; None where
+    the grammar ended it, or max_tokens. A constrained answer is whole when its grammar or EOS
+    ends it; a client's own stop string can cut it anywhere (finish_reason is "stop" all the
+    same), and a string in `matched_stop` is how the client tells."""
+    matched = None if reason is None or meta["finish_reason"] is None else meta["finish_reason"].get("matched")
+    return {"finish_reason": reason, "matched_stop": matched}
 
 
 def completion_shape(rid: str, created: int, model_id: str) -> Shape:
@@ -56,15 +57,7 @@ def completion_shape(rid: str, created: int, model_id: str) -> Shape:
             "object": "text_completion",
             "created": created,
             "model": model_id,
-            "choices": [
-                {
-                    "index": 0,
-                    "text": text,
-                    "logprobs": None,
-                    "finish_reason": openai_finish_reason(meta),
-                    "matched_stop": matched_stop(meta),
-                }
-            ],
+            "choices": [{"index": 0, "text": text, "logprobs": None, **ending(meta, openai_finish_reason(meta))}],
         }
         return out if streaming else {**out, "usage": usage(meta)}
 
@@ -84,14 +77,7 @@ def chat_shape(rid: str, created: int, model_id: str) -> Shape:
             return {
                 **head,
                 "object": "chat.completion.chunk",
-                "choices": [
-                    {
-                        "index": 0,
-                        "delta": delta,
-                        "finish_reason": openai_finish_reason(meta),
-                        "matched_stop": matched_stop(meta),
-                    }
-                ],
+                "choices": [{"index": 0, "delta": delta, **ending(meta, openai_finish_reason(meta))}],
             }
         return {
             **head,
@@ -100,8 +86,7 @@ def chat_shape(rid: str, created: int, model_id: str) -> Shape:
                 {
                     "index": 0,
                     "message": {"role": "assistant", "content": text},
-                    "finish_reason": openai_finish_reason(meta),
-                    "matched_stop": matched_stop(meta),
+                    **ending(meta, openai_finish_reason(meta)),
                 }
             ],
             "usage": usage(meta),
@@ -142,14 +127,7 @@ def tool_call_shape(
                 **head,
                 "object": "chat.completion",
                 "usage": usage(meta),
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": message,
-                        "finish_reason": finished(meta),
-                        "matched_stop": matched_stop(meta),
-                    }
-                ],
+                "choices": [{"index": 0, "message": message, **ending(meta, finished(meta))}],
             }
         deltas = openai_deltas(events)
         if not sent_role[0]:  # OpenAI sends the role in the first delta only
@@ -165,8 +143,7 @@ def tool_call_shape(
                     {
                         "index": 0,
                         "delta": d,
-                        "finish_reason": finished(meta) if final and i == len(deltas) - 1 else None,
-                        "matched_stop": matched_stop(meta) if final and i == len(deltas) - 1 else None,
+                        **ending(meta, finished(meta) if final and i == len(deltas) - 1 else None),
                     }
                 ],
             }
