@@ -223,6 +223,16 @@ _JSON_TYPES: dict[str, type | tuple[type, ...]] = {
 }
 
 
+def number_bound(schema: SchemaObject, *keywords: str) -> float | None:
+    """The first of `keywords` (minimum, exclusiveMaximum, ...) that `schema` has as a JSON
+    number (not a boolean), or None."""
+    for k in keywords:
+        value = schema.get(k)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return value
+    return None
+
+
 def is_whole(value: object) -> bool:
     """A JSON number with no fraction (2 and 2.0; not true)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and float(value).is_integer()

@@ -37,7 +37,7 @@ import json
 import re
 import threading
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import llguidance as llg
@@ -57,6 +57,7 @@ from .base import (
     IgnoredKeyword,
     SchemaObject,
     format_as_pattern,
+    number_bound,
     refuse_ignored_keywords,
     register_backend,
     rewrite_subschemas,
@@ -138,25 +139,16 @@ def read_otherwise(pattern: str) -> bool:
     return False
 
 
-def _bound(schema: SchemaObject, *keywords: str) -> float | None:
-    """The first of `keywords` that `schema` has as a number, or None."""
-    for k in keywords:
-        value = schema.get(k)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return value
-    return None
-
-
 def _zero_floor_below_one(schema: SchemaObject) -> bool:
     """exclusiveMinimum 0 with a maximum under 1: llguidance (1.9) then allows 0 itself."""
-    top = _bound(schema, "maximum", "exclusiveMaximum")
-    return _bound(schema, "exclusiveMinimum") == 0 and top is not None and top < 1
+    top = number_bound(schema, "maximum", "exclusiveMaximum")
+    return number_bound(schema, "exclusiveMinimum") == 0 and top is not None and top < 1
 
 
 def _zero_ceiling_above_minus_one(schema: SchemaObject) -> bool:
     """exclusiveMaximum 0 with a minimum over -1: llguidance (1.9) then allows -0."""
-    bottom = _bound(schema, "minimum", "exclusiveMinimum")
-    return _bound(schema, "exclusiveMaximum") == 0 and bottom is not None and bottom > -1
+    bottom = number_bound(schema, "minimum", "exclusiveMinimum")
+    return number_bound(schema, "exclusiveMaximum") == 0 and bottom is not None and bottom > -1
 
 
 _READ_OTHERWISE = (
@@ -166,21 +158,23 @@ _READ_OTHERWISE = (
 _MISQUOTED = "with a character class that holds U+0000-U+001F but not both '\"' and '\\' (it allows every escape)"
 # Keywords llguidance compiles but gets wrong in these cases (found by random walks over its
 # masks, tests/test_backends.py): the schema is refused, naming the keyword.
+
+
+def _pattern_rules(how: str, test: Callable[[str], bool]) -> tuple[IgnoredKeyword, IgnoredKeyword]:
+    """A `pattern`, and a `patternProperties` key, that `test` says llguidance gets wrong."""
+    return (
+        IgnoredKeyword("pattern", how, lambda s: isinstance(s["pattern"], str) and test(s["pattern"])),
+        IgnoredKeyword(
+            "patternProperties",
+            how,
+            lambda s: isinstance(s["patternProperties"], dict) and any(map(test, s["patternProperties"])),
+        ),
+    )
+
+
 IGNORED = (
-    IgnoredKeyword("pattern", _MISQUOTED, lambda s: isinstance(s["pattern"], str) and misquoted_class(s["pattern"])),
-    IgnoredKeyword(
-        "patternProperties",
-        _MISQUOTED,
-        lambda s: isinstance(s["patternProperties"], dict) and any(map(misquoted_class, s["patternProperties"])),
-    ),
-    IgnoredKeyword(
-        "pattern", _READ_OTHERWISE, lambda s: isinstance(s["pattern"], str) and read_otherwise(s["pattern"])
-    ),
-    IgnoredKeyword(
-        "patternProperties",
-        _READ_OTHERWISE,
-        lambda s: isinstance(s["patternProperties"], dict) and any(map(read_otherwise, s["patternProperties"])),
-    ),
+    *_pattern_rules(_MISQUOTED, misquoted_class),
+    *_pattern_rules(_READ_OTHERWISE, read_otherwise),
     IgnoredKeyword("exclusiveMinimum", "of 0 with a maximum under 1 (it allows 0)", _zero_floor_below_one),
     IgnoredKeyword("exclusiveMaximum", "of 0 with a minimum over -1 (it allows -0)", _zero_ceiling_above_minus_one),
 )

@@ -60,6 +60,7 @@ from .base import (
     format_as_pattern,
     is_whole,
     not_a_local_pointer,
+    number_bound,
     overlapping_branches,
     pattern_meets_listed_name,
     refuse_ignored_keywords,
@@ -113,8 +114,8 @@ def _bounds_hold_no_short_number(schema: SchemaObject) -> bool:
     scale = Decimal(10) ** XGRAMMAR_FRACTION_DIGITS
     lows, highs = [], []  # the bounds in units of the last fraction digit, rounded inwards
     for keyword in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
-        value = schema.get(keyword)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        value = number_bound(schema, keyword)
+        if value is None or not math.isfinite(value):
             continue
         units = Decimal(repr(value)) * scale  # the number as the schema writes it (1e-6, not its double)
         if keyword == "minimum":
