@@ -99,7 +99,8 @@ def misquoted_class(pattern: str) -> bool:
     """Whether `pattern` has a character class holding both U+0000 and U+001F but not both
     `"` and `\\`: llguidance (1.9) writes such a class over the string's JSON text with every
     short escape, so `[^"]` let `\\"` through (a `"` in the string) and `[\\x00-\\x1f]` let
-    `\\"` and `\\\\` through. (A pattern Python cannot read is refused by `read_otherwise`.)"""
+    `\\"` and `\\\\` through. (A pattern Python cannot read is left to llguidance, unless
+    `read_otherwise` refuses it.)"""
     try:
         with warnings.catch_warnings():  # (read_otherwise refuses what Python warns about)
             warnings.simplefilter("ignore", FutureWarning)

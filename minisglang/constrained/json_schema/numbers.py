@@ -302,7 +302,8 @@ class _NumberRules(_CompilerBase):
                     hi, hi_strict, hi_keyword = bound, strict, keyword
         # (whether the schema's range holds numbers at all, before the bounds move inwards below)
         nonempty = lo is None or hi is None or lo < hi or (lo == hi and not (lo_strict or hi_strict))
-        if not integer and step == 1 and decimal_step is None:
+        as_doubles = not integer and step == 1 and decimal_step is None and (lo_strict or hi_strict)
+        if as_doubles:
             digits = self.options.max_fraction_digits
             if hi is not None and hi_strict:
                 hi, hi_strict = _double_inside(hi, True, digits), False
@@ -347,8 +348,12 @@ class _NumberRules(_CompilerBase):
             given = " and ".join(f"{k} {short_value(schema[k])}" for k in (lo_keyword, hi_keyword) if k)
             self.note_empty(
                 f"no number with at most {self.options.max_fraction_digits} fraction digits (the "
-                f"option max_fraction_digits) lies in the range {given} at {path} (as the double it "
-                "parses to: a numeral that rounds onto an exclusive bound is not written)"
+                f"option max_fraction_digits) lies in the range {given} at {path}"
+                + (
+                    " (as the double it parses to: a numeral that rounds onto an exclusive bound is not written)"
+                    if as_doubles
+                    else ""
+                )
             )
         return regex
 
