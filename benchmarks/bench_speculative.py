@@ -33,7 +33,7 @@ and whether every output text equals s6's (greedy: it must). Then, side by side 
 extraction requests, what skipping the forced text costs each way: s4's jumps and their
 re-admission prefills, against the forced drafts' verify forwards.
 
-    python benchmarks/bench_speculative.py [--requests 64] [--quick]
+    python benchmarks/bench_speculative.py [--requests 64] [--repeats 3] [--quick]
 
 Prints the tables; writes benchmarks/results/speculative.md.
 """
@@ -54,6 +54,7 @@ from bench_extraction_service import SCHEMA, valid, workload
 
 import minisglang
 from minisglang.engine import Engine, default_torch_threads
+from minisglang.model.forward_batch import ForwardMode
 from minisglang.tokenizer import Tokenizer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
@@ -112,6 +113,23 @@ def serve(engine: Engine, prompts: list[str], params: dict) -> dict:
         return chosen
 
     s.get_new_prefill_batch = admit_and_count
+    model, seconds = s.model, {"prefill": 0.0, "decode": 0.0}
+    decode_forwards: list[tuple[int, int, float]] = []  # (requests, tokens fed, seconds) per decode or verify
+    forward = model.forward
+
+    def timed_forward(fb, return_all_logits: bool = False):
+        """The model's forward, its seconds counted as a prompt's (a prefill: an extend that
+        does not ask for every position's logits) or a decode's (a decode, or a verify)."""
+        began = time.perf_counter()
+        try:
+            return forward(fb, return_all_logits=return_all_logits)
+        finally:
+            kind = "prefill" if fb.mode == ForwardMode.EXTEND and not return_all_logits else "decode"
+            seconds[kind] += time.perf_counter() - began
+            if kind == "decode":
+                decode_forwards.append((fb.batch_size, fb.input_ids.numel(), time.perf_counter() - began))
+
+    model.forward = timed_forward
     wall, cpu = time.perf_counter(), time.process_time()
     try:
         reqs = [engine.make_request(prompt, params) for prompt in prompts]
@@ -121,6 +139,7 @@ def serve(engine: Engine, prompts: list[str], params: dict) -> dict:
             engine.step()
     finally:
         del s.get_new_prefill_batch
+        del model.forward
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     events = list(s.trace)[first:]
     counts = {kind: s.forward_counts.get(kind, 0) - forwards.get(kind, 0) for kind in ("decode", "verify", "prefill")}
@@ -128,6 +147,9 @@ def serve(engine: Engine, prompts: list[str], params: dict) -> dict:
         "texts": [r.output_text for r in reqs],
         "wall": wall,
         "cpu": cpu,
+        "prefill_seconds": seconds["prefill"],
+        "decode_forward_samples": decode_forwards,
+        "decode_seconds": seconds["decode"],
         "decode_forwards": counts["decode"],
         "verify_forwards": counts["verify"],
         "prefill_forwards": counts["prefill"],
@@ -145,10 +167,11 @@ def serve(engine: Engine, prompts: list[str], params: dict) -> dict:
 def table(results: dict[str, dict], n: int, validity: bool) -> list[str]:
     base = results[ORACLE]
     rows = [
-        "| system | requests/s | CPU s | decode forwards | verify forwards | (decode + verify) / s6's decode "
+        "| system | requests/s | CPU s | prefill forwards' s | decode + verify forwards' s "
+        "| decode forwards | verify forwards | (decode + verify) / s6's decode "
         "| prefill forwards | prefill tokens | drafts fed | drafts kept | kept / fed | kept per request-verify "
         "| output tokens per request-forward | valid | same text as s6 |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, r in results.items():
         steps = r["decode_forwards"] + r["verify_forwards"]
@@ -157,7 +180,8 @@ def table(results: dict[str, dict], n: int, validity: bool) -> list[str]:
         same = sum(a == b for a, b in zip(r["texts"], base["texts"]))
         ok = f"{sum(map(valid, r['texts']))}/{n}" if validity else "-"
         rows.append(
-            f"| {name} | {n / r['wall']:.2f} | {r['cpu']:.1f} | {r['decode_forwards']} "
+            f"| {name} | {n / r['wall']:.2f} | {r['cpu']:.1f} | {r['prefill_seconds']:.2f} | {r['decode_seconds']:.2f} "
+            f"| {r['decode_forwards']} "
             f"| {r['verify_forwards']} | {steps / base['decode_forwards']:.2f} | {r['prefill_forwards']} | {r['prefill_tokens']} "
             f"| {r['drafted']} | {r['kept']} | {rate} | {per_verify} "
             f"| {r['output_tokens'] / (r['output_tokens'] - r['kept']):.2f} | {ok} | {same}/{n} |"
@@ -170,9 +194,37 @@ def fastest(results: dict[str, dict], n: int) -> str:
     speedups = {name: base["wall"] / r["wall"] for name, r in results.items()}
     best = max((name for name in results if name.startswith("s7")), key=speedups.__getitem__)
     steps = (results[best]["decode_forwards"] + results[best]["verify_forwards"]) / base["decode_forwards"]
+    # Amdahl: drafts shorten only the decoding; the prompts' forwards and the rest stay.
+    rest = base["wall"] - base["decode_seconds"]
     return (
         f"Fastest s7 system here: {best}, {speedups[best]:.2f}x s6's requests/s; its forwards (decode + "
-        f"verify) are {steps:.2f}x s6's decode forwards."
+        f"verify) are {steps:.2f}x s6's decode forwards. Drafts shorten only the decoding: s6 spent "
+        f"{base['decode_seconds']:.2f} s of its {base['wall']:.2f} s in decode forwards and "
+        f"{base['prefill_seconds']:.2f} s in prefill forwards, so decoding for free would give at most "
+        f"{base['wall'] / rest:.2f}x s6's requests/s here, and decoding in half the time "
+        f"{base['wall'] / (rest + base['decode_seconds'] / 2):.2f}x."
+    )
+
+
+def forward_cost(results: dict[str, dict]) -> str:
+    """A line: the decode phase's forwards fitted as seconds = a + b x requests + c x tokens
+    fed (least squares over every system's decode and verify forwards), and what that
+    leaves speculative decoding on this machine."""
+    samples = [x for r in results.values() for x in r["decode_forward_samples"]]
+    design = torch.tensor([[1.0, b, n] for b, n, _ in samples], dtype=torch.float64)
+    secs = torch.tensor([[t] for _, _, t in samples], dtype=torch.float64)
+    a, per_request, per_token = (1000 * torch.linalg.lstsq(design, secs).solution).flatten().tolist()
+    base = results[ORACLE]["decode_forward_samples"]
+    batch = round(sum(b for b, _, _ in base) / len(base))  # s6's requests per decode forward
+    decode, verify = a + (per_request + per_token) * batch, a + (per_request + 5 * per_token) * batch
+    return (
+        f"The decode phase's forwards on this machine, fitted over the {len(samples)} decode and verify forwards "
+        f"above: {a:.1f} ms + {per_request:.3f} ms per request (reading its KV) + {per_token:.3f} ms per token fed "
+        f"(the weights' arithmetic), so a decode of {batch} requests (s6's mean) costs ~{decode:.0f} ms and a "
+        f"verify of {batch} requests with 4 drafts each ~{verify:.0f} ms ({verify / decode:.1f}x): on a CPU every token fed is arithmetic, "
+        f"kept or not, and a verify pays for its rejected drafts. On a GPU a forward of 64 tokens or 320 costs "
+        f"about the same (it waits on reading the weights and the KV), and the forwards column is what times it "
+        f"(benchmarks/device_check.sh)."
     )
 
 
@@ -206,11 +258,12 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=default_torch_threads(), help="torch threads")
     ap.add_argument("--k", type=int, nargs="+", default=[2, 4, 8], help="NGRAM's draft counts")
-    ap.add_argument("--quick", action="store_true", help="16 requests (a smoke run)")
+    ap.add_argument("--repeats", type=int, default=3, help="runs of each system, alternated (the median is reported)")
+    ap.add_argument("--quick", action="store_true", help="16 requests, one run (a smoke run)")
     ap.add_argument("--output", type=Path, default=RESULTS)
     args = ap.parse_args()
     if args.quick:
-        args.requests = min(args.requests, 16)
+        args.requests, args.repeats = min(args.requests, 16), 1
 
     tok = Tokenizer.from_pretrained(args.model_path)
     extraction, _, _, _ = workload(tok, args.requests, 1.0, args.seed)
@@ -222,22 +275,32 @@ def main() -> None:
     results: dict[str, dict[str, dict]] = {w: {} for w in workloads}
     loads = {}
     began = time.perf_counter()
+    engines = {}
     for name, options in systems(args.k).items():
         options = dict(options)
         draft_seam = options.pop("draft_seam", False)
-        engine = Engine(args.model_path, torch_threads=args.threads, **options)
+        engine = engines[name] = Engine(args.model_path, torch_threads=args.threads, **options)
         if draft_seam:  # the stage's seam check says "never merges": the seam token is drafted
             engine.stage.jump.could_merge_further = lambda *a: False
         engine.generate(tok.apply_chat_template([{"role": "user", "content": "Hi"}]), workloads["extraction"][1])
-        loads[name] = os.getloadavg()[0]
-        for workload_name, (prompts, params) in workloads.items():
-            print(f"serving {args.requests} {workload_name} requests: {name} ...", flush=True)
-            results[workload_name][name] = r = serve(engine, prompts, params)
-            print(
-                f"  {args.requests / r['wall']:.2f} requests/s, {r['decode_forwards']} decode + "
-                f"{r['verify_forwards']} verify forwards",
-                flush=True,
-            )
+    # Every system serves each workload `repeats` times, the systems alternating, and the run
+    # with the median wall time is reported: this machine's other jobs come and go.
+    runs: dict[str, dict[str, list[dict]]] = {w: {name: [] for name in engines} for w in workloads}
+    for rep in range(args.repeats):
+        for name, engine in engines.items():
+            loads.setdefault(name, os.getloadavg()[0])
+            for workload_name, (prompts, params) in workloads.items():
+                print(f"serving {args.requests} {workload_name} requests: {name} (run {rep + 1}) ...", flush=True)
+                runs[workload_name][name].append(r := serve(engine, prompts, params))
+                print(
+                    f"  {args.requests / r['wall']:.2f} requests/s, {r['decode_forwards']} decode + "
+                    f"{r['verify_forwards']} verify forwards",
+                    flush=True,
+                )
+    for workload_name, by_system in runs.items():
+        for name, rs in by_system.items():
+            results[workload_name][name] = sorted(rs, key=lambda r: r["wall"])[len(rs) // 2]
+    for engine in engines.values():
         engine.shutdown()
     minutes = (time.perf_counter() - began) / 60
 
@@ -248,8 +311,9 @@ def main() -> None:
             "",
             f"{n} greedy requests per workload, all submitted at once (so the batches do not depend on the machine's "
             f"speed; the counts move by a few drafts between runs, as a step's grammar work is bounded in seconds), "
-            f"max_new_tokens {args.max_new_tokens}; every system serves the same requests, one system after another. "
-            f"Requests/s and CPU seconds are this shared machine's, at the load averages below: read them as rough. "
+            f"max_new_tokens {args.max_new_tokens}; every system serves the same requests {args.repeats} times, the "
+            f"systems taking turns, and each row is its run with the median wall time. Requests/s and seconds are "
+            f"this shared machine's, at the load averages below: read them as rough. "
             f"Model checksum {model_checksum(args.model_path)}.",
             "",
             "## Extraction service (schema-constrained)",
@@ -259,6 +323,8 @@ def main() -> None:
             *table(results["extraction"], n, validity=True),
             "",
             fastest(results["extraction"], n),
+            "",
+            forward_cost(results["extraction"]),
             "",
             "## Free text (no grammar)",
             "",

@@ -143,6 +143,29 @@ def forced_drafts(
     return ids[:k]
 
 
+def seam_token(head: bytes, allowed: list[tuple[bytes, int]]) -> int | None:
+    """The token to draft across a forced text's seam, or None.
+
+    `head`: the forced text's end that the model writes merged with what follows (`":`);
+    `allowed`: (spelling, id) of the tokens the grammar allows there that start with
+    `head` and are longer (`": `, `": "`, `": "+` for a string value; `": ` alone for a
+    number). Read as a trie, they continue `head` byte by byte: follow it while every
+    one of them agrees on the next byte, and take the deepest token on that path. Where
+    they part (`": "` then `+` or `(`), the next byte is the model's choice, not the
+    grammar's or the vocabulary's: `": "` for a string value, `": ["` for an array, `": `
+    for a number. The model was trained on text its tokenizer cut into the longest
+    tokens, so it writes these; when it does not, the verify rejects the draft.
+    """
+    path, best = head, None
+    spelled = dict(allowed)
+    while True:
+        following = {b[len(path)] for b in spelled if len(b) > len(path) and b.startswith(path)}
+        if len(following) != 1:
+            return best
+        path += bytes(following)
+        best = spelled.get(path, best)
+
+
 def _whole_chars(data: bytes) -> str:
     """`data` up to its last complete UTF-8 character (a cut may split one)."""
     for cut in range(len(data), max(len(data) - 4, -1), -1):

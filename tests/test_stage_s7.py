@@ -24,7 +24,7 @@ from test_engine import assert_no_leak
 import minisglang as sgl
 from minisglang.backends.base import BaseGrammarObject, get_backend_class
 from minisglang.constrained.bitmask import unpack_bits
-from minisglang.speculative import NgramIndex, forced_drafts, ngram_drafts
+from minisglang.speculative import NgramIndex, forced_drafts, ngram_drafts, seam_token
 from minisglang.stages.s7_speculative import RollbackReasonerGrammar, allows
 from minisglang.tokenizer import ChatPrompt, Tokenizer
 
@@ -372,12 +372,13 @@ def test_a_step_whose_drafts_the_grammar_cuts_is_a_plain_decode(engines, monkeyp
 
 def test_forced_drafts_end_before_the_seam(engines, monkeypatch):
     """JSON allows a space after `":`, and the model writes `": "` as one token: the forced
-    text `name":` is drafted as `name` alone (drafting `":` too, the verify rejected it
-    every time), and most forced drafts are then kept."""
+    text `name":` is not drafted as `name` and `":` (the verify rejected `":` every time)
+    but as `name` and `": "` (the token across the seam, `seam_token`), and most forced
+    drafts are then kept."""
     e6, e7 = engines
     set_drafting(e7, "FORCED", 4)
-    seam = e7.tokenizer.encode('":')
-    assert len(seam) == 1
+    seam, across = e7.tokenizer.encode('":'), e7.tokenizer.encode('": "')
+    assert len(seam) == 1 and len(across) == 1
     verified = []
     accept = e7.scheduler.accept
     monkeypatch.setattr(
@@ -390,7 +391,40 @@ def test_forced_drafts_end_before_the_seam(engines, monkeypatch):
     fed = [d for d, _ in verified if d]
     kept = sum(len(os.path.commonprefix([d, out])) for d, out in verified)
     assert fed and not any(d[-1] == seam[0] for d in fed)
+    assert any(d[-1] == across[0] and out[: len(d)] == d for d, out in verified), "no seam token drafted and kept"
     assert kept >= 0.7 * sum(map(len, fed))
+
+
+def deepest_agreed(head: bytes, allowed: list[bytes]) -> bytes | None:
+    """seam_token's oracle: the longest allowed token that every allowed token agrees with
+    (each is a prefix of it, or it of each): no choice before its last byte."""
+    agreed = [t for t in allowed if all(u.startswith(t) or t.startswith(u) for u in allowed)]
+    return max(agreed, key=len, default=None)
+
+
+@given(
+    st.binary(min_size=1, max_size=2),
+    st.lists(st.binary(min_size=1, max_size=3), max_size=6, unique=True),
+)
+def test_seam_token_is_the_deepest_token_every_allowed_token_agrees_with(head, tails):
+    allowed = [head + t for t in tails]
+    chosen = seam_token(head, [(b, i) for i, b in enumerate(allowed)])
+    expected = deepest_agreed(head, allowed)
+    assert (None if chosen is None else allowed[chosen]) == expected
+
+
+def test_seam_token_for_each_kind_of_json_value(tokenizer):
+    """Among the tokens the grammar allows after a forced `":` (spelled out here as the
+    vocabulary has them): a string value's, a number's, an array's."""
+    ids = {b: i for i, b in enumerate(tokenizer.token_bytes) if b}
+    after = {b: i for b, i in ids.items() if b.startswith(b'":') and len(b) > 2}
+    assert {b'": ', b'": "', b'": ["'} <= after.keys()
+    string = [(b, i) for b, i in after.items() if b in (b'": ', b'": "') or b.startswith(b'": "')]
+    assert seam_token(b'":', string) == ids[b'": "']
+    assert seam_token(b'":', [(b'": ', ids[b'": '])]) == ids[b'": ']
+    assert seam_token(b'":', [(b'": ', ids[b'": ']), (b'": ["', ids[b'": ["'])]) == ids[b'": ["']
+    # The grammar unknown (every such token of the vocabulary): they part after `": `.
+    assert seam_token(b'":', list(after.items())) == ids[b'": ']
 
 
 def test_metrics_export_the_acceptance_rate(engines):

@@ -39,9 +39,11 @@ class ExtendGroup:
     cols: torch.Tensor  # int64 [T'] its column in the padded grid (its index among its request's new tokens)
     slots: torch.Tensor  # int64 [b, L] the KV slots of each request's keys
     mask: torch.Tensor  # bool [b, n, L] which keys each query sees: its prefix and itself (causal)
-    # Leading key columns in the same slots for every request, before every query (a system
-    # prompt the radix tree shares): read once for the group. 0 = none, or a prefill group.
-    shared: int = 0
+    # A group of a few new tokens per request (s7's verify, riders, re-admissions): how many
+    # leading key columns sit in the same slots for every request, before every query (a
+    # system prompt the radix tree shares, read once for the group; 0: none). None: a
+    # prefill group, whose many queries go through the fused kernel.
+    shared: int | None = None
 
 
 @dataclass
@@ -93,14 +95,26 @@ class ForwardBatch:
 
     @functools.cached_property
     def extend_groups(self) -> list[ExtendGroup]:
-        """EXTEND: the requests grouped by their count of new tokens (1 | 2 | 3-4 | 5-8 | ...),
-        one padded attention call each. jump-forward's re-admissions (chapter 04) bring 2
-        or 3 new tokens each, and padding forty of them to a 400-token prompt of the same
-        prefill batch made that batch's attention ~25x the work it needed. Every layer
-        attends over the same groups, so they are built once per forward (on first use)."""
+        """EXTEND: the requests in groups, one padded attention call each. Prompts go by their
+        count of new tokens (1 | 2 | 3-4 | 5-8 | ...): jump-forward's re-admissions
+        (chapter 04) bring 2 or 3 new tokens each, and padding forty of them to a 400-token
+        prompt of the same prefill batch made that batch's attention ~25x the work it
+        needed. Requests with at most `CASCADE_MAX_NEW` new tokens (s7's verify, riders,
+        re-admissions) go as a decode's do, `DECODE_CHUNK` at a time sorted by length:
+        one pad for 48 verifying requests of 100-440 own keys gathered ~60% more keys than
+        they have. Every layer attends over the same groups, so they are built once per
+        forward (on first use)."""
         members: dict[int, list[int]] = {}
+        few = []
         for i, n in enumerate(self.extend_seq_lens):
-            members.setdefault((n - 1).bit_length(), []).append(i)
+            if n <= self.CASCADE_MAX_NEW:
+                few.append(i)
+            else:
+                members.setdefault((n - 1).bit_length(), []).append(i)
+        few.sort(key=lambda i: self.extend_prefix_lens[i] + self.extend_seq_lens[i])
+        for c in range(0, len(few), self.DECODE_CHUNK):
+            # (in batch order within a chunk: a lone group is the batch's rows as they are)
+            members[-1 - c] = sorted(few[c : c + self.DECODE_CHUNK])  # (negative keys: never a prompt's)
         starts = [0]
         for n in self.extend_seq_lens:
             starts.append(starts[-1] + n)
@@ -116,7 +130,7 @@ class ForwardBatch:
             slots = table[self.req_pool_indices[torch.tensor(reqs, device=device)], :max_len]  # [b, L]
             query_pos = prefix[:, None] + torch.arange(max_new, device=device)[None, :]  # [b, n]
             mask = torch.arange(max_len, device=device)[None, None, :] <= query_pos[:, :, None]  # [b, n, L]
-            shared = self._shared_slots(slots[:, : int(prefix.min())]) if max_new <= self.CASCADE_MAX_NEW else 0
+            shared = self._shared_slots(slots[:, : int(prefix.min())]) if max_new <= self.CASCADE_MAX_NEW else None
             groups.append(ExtendGroup(rows, req_rows, cols, slots, mask, shared))
         return groups
 

@@ -217,7 +217,7 @@ class LlamaAttention(nn.Module):
         b, n = group.mask.shape[:2]
         q_pad = q.new_zeros(b, n, *q.shape[1:])
         q_pad[group.req_rows, group.cols] = q
-        if group.shared:  # a few queries each behind a prefix they all share: read it once
+        if group.shared is not None:  # a few queries each: scores are small, the shared prefix read once
             shared = group.slots[0, : group.shared]
             out = cascade_attention(
                 q_pad,

@@ -33,6 +33,7 @@ Each request's `meta_info` counts `spec_verify_ct` (verify forwards, SGLang's na
 
 from __future__ import annotations
 
+import bisect
 import functools
 import weakref
 from dataclasses import dataclass, field, replace
@@ -46,7 +47,7 @@ from ..model.forward_batch import ForwardBatch, ForwardMode
 from ..overlap import ForwardThread, OverlapScheduler
 from ..sampler import distribution, is_greedy
 from ..scheduler import ScheduledBatch, SchedulerConfig
-from ..speculative import NgramIndex, accept_greedy, accept_sampled, forced_drafts
+from ..speculative import NgramIndex, accept_greedy, accept_sampled, forced_drafts, seam_token
 from .base import register
 from .s5_backends import BackendOptions, ReasonerGrammar
 from .s6_function_calling import FunctionCallingStage
@@ -366,13 +367,55 @@ class SpeculativeStage(FunctionCallingStage):
         # for `"a"{1000000}`): s4's rule, the request drafts no more forced text.
         if len(forced) >= req.sampling_params.max_new_tokens * jump.longest_token:
             jump.no_more_jumps.add(req)
-        return forced_drafts(
+        ids = forced_drafts(
             forced,
             k,
             self.ctx.tokenizer.encode,
             jump.longest_token,
             lambda ids: jump.keep_before_seam(req, req.output_ids + ids, len(req.output_ids)) - len(req.output_ids),
         )
+        # The piece left to the model: draft the token the model writes across it.
+        head = forced[len(self.ctx.tokenizer.decode_bytes(ids)) :]
+        if len(ids) < k and 0 < len(head) < jump.longest_token and jump.starts_a_longer_token(head):
+            across = self.seam_draft(req, ids, head)
+            if across is not None:
+                ids.append(across)
+        return ids
+
+    def seam_draft(self, req: Req, ids: list[int], head: bytes) -> int | None:
+        """After the forced drafts `ids`, the token that continues the forced text's last
+        bytes `head` as far as every token the grammar allows there agrees (`seam_token`):
+        the grammar is walked over `ids`, fills that position's row, and is rolled back."""
+        g = req.grammar
+        if g is None:
+            return None
+        row = BaseGrammarObject.allocate_vocab_mask(self.ctx.vocab_size, 1)
+        accepted = 0
+        try:
+            for token_id in ids:
+                g.accept_token(token_id)
+                accepted += 1
+            if not self.work.ready(req):  # this step's grammar budget is spent: no guess
+                return None
+            g.fill_vocab_mask(row, 0)
+        finally:
+            g.rollback(accepted)
+        return seam_token(head, [(b, t) for b, t in self.spelled_after(head) if allows(row[0], t)])
+
+    def spelled_after(self, head: bytes) -> list[tuple[bytes, int]]:
+        """(spelling, id) of every token longer than `head` that starts with it."""
+        spellings = self.sorted_tokens
+        i = bisect.bisect_right(spellings, (head, self.ctx.vocab_size))
+        out = []
+        while i < len(spellings) and spellings[i][0].startswith(head):
+            out.append(spellings[i])
+            i += 1
+        return out
+
+    @functools.cached_property
+    def sorted_tokens(self) -> list[tuple[bytes, int]]:
+        """Every token's (spelling, id), sorted: those that start with some bytes are one run."""
+        return sorted((b, t) for t, b in enumerate(self.ctx.tokenizer.token_bytes) if b)
 
     # -- 2: the mask chain -------------------------------------------------------------------
     def mask_chain(self, req: Req, drafts: list[int]) -> tuple[list[int], torch.Tensor | None]:
