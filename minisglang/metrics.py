@@ -49,6 +49,11 @@ class ServerMetrics:
             ["status"],
             registry=self.registry,
         )
+        self.disconnects = Counter(
+            "minisglang_client_disconnects",
+            "Requests whose client left before the answer (their work aborted)",
+            registry=self.registry,
+        )
         self.tool_calls = Counter(
             "minisglang_tool_calls", "Tool calls in chat completions' answers", registry=self.registry
         )

@@ -515,6 +515,32 @@ def test_if_that_cannot_be_negated_names_the_place():
         build_regex_from_schema(schema)
 
 
+@pytest.mark.parametrize(
+    ("schema", "place"),
+    [
+        (
+            {"type": "object", "if": {"required": ["a"]}, "then": {"properties": {"b": {"pattern": "(?<=x)"}}}},
+            "#/then/properties/b/pattern",
+        ),
+        ({"if": {"minimum": 3}, "then": {"type": "integer"}, "else": {"multipleOf": -1}}, "#/else"),
+        (
+            {"type": "object", "properties": {"x": {"if": {"minimum": 3}, "then": {"multipleOf": 0}}}},
+            "#/properties/x/then",
+        ),
+        (
+            {"type": "object", "dependentSchemas": {"a": {"properties": {"b": {"pattern": "(?=y)"}}}}},
+            "#/dependentSchemas/a/properties/b/pattern",
+        ),
+    ],
+)
+def test_an_error_inside_then_else_or_a_dependency_names_the_users_place(schema, place):
+    """if/then/else and dependencies are compiled as an anyOf the compiler writes; an error in
+    a branch names where that branch is in the user's schema, not the internal `#/anyOf/0`."""
+    with pytest.raises((UnsupportedSchemaError, InvalidSchemaError)) as info:
+        build_regex_from_schema(schema)
+    assert f" at {place}" in str(info.value) and "anyOf" not in str(info.value)
+
+
 # ---------------------------------------------------------------------------------------
 # contains / minContains / maxContains: N* (Y N*){lo,hi}
 # ---------------------------------------------------------------------------------------

@@ -172,6 +172,14 @@ def test_mixed_load_with_faults_keeps_serving_and_leaks_nothing(faulty):
     aborted = stats.finished_by_reason.get("abort", 0) - before
     assert kinds.count("boom") + kinds.count("runaway") <= aborted <= faults, (aborted, faults)
     assert rss_mb() - baseline < 200, (baseline, rss_mb())
+    # A client that left is counted as one, not as a refused request (it was never answered).
+    counts = {
+        line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+        for line in httpx.get(url + "/metrics").text.splitlines()
+        if line.startswith(("minisglang_refused_requests_total", "minisglang_client_disconnects_total"))
+    }
+    assert counts.get('minisglang_refused_requests_total{status="400"}', 0) <= kinds.count("runaway") + 1, counts
+    assert counts["minisglang_client_disconnects_total"] >= 1, counts
 
 
 def test_a_runaway_compile_is_stopped_while_others_are_served():

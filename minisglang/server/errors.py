@@ -12,7 +12,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..constrained.json_schema import short_value
@@ -79,6 +79,17 @@ def error_response(
     state.metrics.refused.labels(status=str(status)).inc()
     headers = None if retry_after is None else {"Retry-After": str(retry_after)}
     return JSONResponse(error_body(message, status, param, code), status_code=status, headers=headers)
+
+
+# nginx's status for a client that closed its request before the answer (no standard one)
+CLIENT_CLOSED_REQUEST = 499
+
+
+def client_left(state: ServerState) -> Response:
+    """The answer to a client that disconnected before it: nobody reads it. Counted as a
+    departure, not a refusal (`minisglang_client_disconnects`), with nginx's status 499."""
+    state.metrics.disconnects.inc()
+    return Response(status_code=CLIENT_CLOSED_REQUEST)
 
 
 def refuse_abort(meta: dict[str, Any], grammar_field: str | None = None) -> None:

@@ -19,7 +19,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from ..core import Req
 from ..protocol import RequestError
 from .engine_loop import EngineUnavailable
-from .errors import error_body, error_response, refuse_abort
+from .errors import client_left, error_body, refuse_abort
 from .openai_shapes import Shape, usage
 from .state import ServerState
 
@@ -120,7 +120,7 @@ async def answer(
         # A client that leaves is noticed while we wait, and its request aborted.
         work = await unless_disconnected(request, gen, collect(gen, grammar_field))
         if work.cancelled():
-            return error_response(state, "the client disconnected", 400)
+            return client_left(state)
         text, meta = work.result()
         return JSONResponse(shape(text, meta, False))
 
@@ -129,7 +129,7 @@ async def answer(
     # string's possible start) until the end.
     work = await unless_disconnected(request, gen, first_chunk(gen, grammar_field))
     if work.cancelled():
-        return error_response(state, "the client disconnected", 400)
+        return client_left(state)
     try:
         first = work.result()
     except Exception:

@@ -11,6 +11,7 @@ from minisglang.constrained.json_schema.errors import InvalidSchemaError, Unsupp
 from minisglang.constrained.json_schema.keywords import (
     _NUMBER_BOUNDS,
     ANNOTATION_KEYWORDS,
+    BRANCHES_AT,
     DEPENDENCY_KEYWORDS,
     EXCLUDED_STRINGS,
     FRACTIONAL,
@@ -110,7 +111,7 @@ def _dependency_cases(schema: dict[str, Any], path: str) -> list[dict[str, Any]]
                     f"'{keyword}' at {where} must be an array of property names"
                     + ("" if keyword == "dependentRequired" else " or a schema")
                 )
-            cases.append({"anyOf": [{"properties": {name: False}}, present]})
+            cases.append({"anyOf": [{"properties": {name: False}}, present], BRANCHES_AT: [where, where]})
     return cases
 
 
@@ -185,7 +186,11 @@ class _ApplicatorRules(_CompilerBase):
             condition = self._flatten(schema["if"], f"{path}/if", [], chain, False)
             otherwise = self.negation(condition, f"{path}/if")
             cases = {
-                "anyOf": [_both(schema["if"], schema.get("then", True)), _both(otherwise, schema.get("else", True))]
+                "anyOf": [_both(schema["if"], schema.get("then", True)), _both(otherwise, schema.get("else", True))],
+                BRANCHES_AT: [
+                    f"{path}/then" if "then" in schema else f"{path}/if",
+                    f"{path}/else" if "else" in schema else f"{path}/if",
+                ],
             }
             parts.append(self._flatten(cases, path, refs, chain, cut))
         if "not" in schema:
@@ -233,7 +238,7 @@ class _ApplicatorRules(_CompilerBase):
                 cases.append({"type": "integer"})
             elif keyword == EXCLUDED_STRINGS:
                 cases.append({"enum": list(value)})
-            elif keyword == NOT_AT:
+            elif keyword in (NOT_AT, BRANCHES_AT):
                 continue
             elif keyword in ("pattern", MORE_PATTERNS):  # a string none of them... one of them misses
                 for pattern in [value] if keyword == "pattern" else value:

@@ -12,6 +12,7 @@ from minisglang.constrained.json_schema.arrays import _ArrayRules
 from minisglang.constrained.json_schema.budget import tick
 from minisglang.constrained.json_schema.errors import InvalidSchemaError, UnsupportedSchemaError
 from minisglang.constrained.json_schema.keywords import (
+    BRANCHES_AT,
     _check_keywords,
     _declared_types,
     _finite_values,
@@ -65,8 +66,12 @@ class _SchemaCompiler(_ApplicatorRules, _NumberRules, _StringRules, _ArrayRules,
         branches = schema[keyword]
         if not isinstance(branches, list) or not branches:
             raise InvalidSchemaError(f"'{keyword}' at {path} must be a non-empty array of schemas")
-        rest = {k: v for k, v in schema.items() if k != keyword}
-        merged = [self.flatten({"allOf": [rest, b]}, f"{path}/{keyword}/{i}") for i, b in enumerate(branches)]
+        rest = {k: v for k, v in schema.items() if k not in (keyword, BRANCHES_AT)}
+        # where each branch is in the user's schema (an anyOf the compiler wrote says)
+        labels = schema.get(BRANCHES_AT)
+        at = labels if isinstance(labels, list) and len(labels) == len(branches) else None
+        where = [at[i] if at else f"{path}/{keyword}/{i}" for i in range(len(branches))]
+        merged = [self.flatten({"allOf": [rest, b]}, where[i]) for i, b in enumerate(branches)]
         if keyword == "oneOf":  # "exactly one" = "at least one" only when no value fits two branches
             exact = [
                 self.flatten({"allOf": [rest, b]}, f"{path}/oneOf/{i}", cut_deep_refs=False)[0]
@@ -108,9 +113,9 @@ class _SchemaCompiler(_ApplicatorRules, _NumberRules, _StringRules, _ArrayRules,
         chars = 0
         for i, (flat, refs) in enumerate(merged):
             with self.expanding(refs):
-                options.append(self._flat_value(flat, f"{path}/{keyword}/{i}"))
+                options.append(self._flat_value(flat, where[i]))
             chars += options[-1].size if options[-1] is not None else 0
-            self.check_size(chars, f"{path}/{keyword}/{i}")
+            self.check_size(chars, where[i])
         return _alt(options)
 
     def _disjoint(self, a: dict[str, Any] | bool, b: dict[str, Any] | bool, path: str, depth: int = 0) -> bool:

@@ -73,6 +73,9 @@ EXCLUDED_STRINGS = "$minisglang:excludedStrings"
 FRACTIONAL = "$minisglang:fractional"
 # Where the `not` behind the two keywords above is, for error messages.
 NOT_AT = "$minisglang:notAt"
+# Where each branch of an anyOf the compiler wrote (if/then/else, dependencies) is in the
+# user's schema, for error messages: `#/then/...`, not the internal `#/anyOf/0/...`.
+BRANCHES_AT = "$minisglang:branchesAt"
 # Patterns a string must also match (allOf of two `pattern`s), and must not match (`not`
 # of a `pattern`): only the lazy automaton can write these (intersection, difference).
 MORE_PATTERNS = "$minisglang:morePatterns"
@@ -102,6 +105,7 @@ CONSTRAINING_KEYWORDS = frozenset(
         EXCLUDED_STRINGS,
         FRACTIONAL,
         NOT_AT,
+        BRANCHES_AT,
         MORE_PATTERNS,
         NOT_PATTERNS,
     }

@@ -7,6 +7,7 @@ from typing import Any, Literal
 from minisglang.constrained.json_schema.errors import InvalidSchemaError, UnsupportedSchemaError
 from minisglang.constrained.json_schema.keywords import (
     ANNOTATION_KEYWORDS,
+    BRANCHES_AT,
     CONSTRAINING_KEYWORDS,
     DEPENDENCY_KEYWORDS,
     EXCLUDED_STRINGS,
@@ -55,8 +56,8 @@ def _merge(
             merged[keyword] = sorted(set(merged[keyword]) | set(value))
         elif keyword == "pattern":  # both must match: kept for the string's intersection
             merged[MORE_PATTERNS] = sorted(set(merged.get(MORE_PATTERNS, [])) | {value})
-        elif keyword == NOT_AT:
-            pass  # the first `not` names the place
+        elif keyword in (NOT_AT, BRANCHES_AT):
+            pass  # the first `not` names the place; anyOf's labels are settled below
         elif keyword == "anyOf":  # (a1 or a2) and (b1 or b2) = any of the pairs
             merged["anyOf"] = _anyof_pairs(merged["anyOf"], value, path)
             if not merged["anyOf"]:
@@ -68,6 +69,8 @@ def _merge(
                 f"'allOf' at {path}: two subschemas give '{keyword}' different values "
                 f"({merged[keyword]!r} and {value!r}), which we cannot merge"
             )
+    if "anyOf" in a and "anyOf" in b:  # the branches are pairs now: no one label names one
+        merged.pop(BRANCHES_AT, None)
     for keywords, merge in (
         (("properties", "additionalProperties"), _merge_properties),
         (("prefixItems", "items"), _merge_items),
