@@ -14,6 +14,7 @@ import json
 import os
 import random
 import re
+import types
 
 import pytest
 import torch
@@ -393,6 +394,28 @@ def test_forced_drafts_end_before_the_seam(engines, monkeypatch):
     assert fed and not any(d[-1] == seam[0] for d in fed)
     assert any(d[-1] == across[0] and out[: len(d)] == d for d, out in verified), "no seam token drafted and kept"
     assert kept >= 0.7 * sum(map(len, fed))
+
+
+def test_a_seam_guess_the_grammar_refuses_is_no_guess(engines):
+    """The token across the seam is a guess: a grammar that refuses the forced drafts on the
+    way there (GrammarError) gives no seam draft, and is rolled back to where it was."""
+    from minisglang.backends.base import GrammarError
+
+    class Refusing:
+        accepted = 0
+
+        def accept_token(self, token_id):
+            if self.accepted:
+                raise GrammarError("refused")
+            self.accepted += 1
+
+        def rollback(self, k):
+            self.accepted -= k
+
+    _, e7 = engines
+    req = types.SimpleNamespace(grammar=Refusing())
+    assert e7.stage.seam_draft(req, [1, 2], b'":') is None
+    assert req.grammar.accepted == 0
 
 
 def deepest_agreed(head: bytes, allowed: list[bytes]) -> bytes | None:

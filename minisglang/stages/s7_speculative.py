@@ -41,7 +41,7 @@ from typing import Any, cast
 
 import torch
 
-from ..backends.base import BaseGrammarObject
+from ..backends.base import BaseGrammarObject, GrammarError
 from ..core import AbortKind, Req
 from ..model.forward_batch import ForwardBatch, ForwardMode
 from ..overlap import ForwardThread, OverlapScheduler
@@ -398,6 +398,8 @@ class SpeculativeStage(FunctionCallingStage):
             if not self.work.ready(req):  # this step's grammar budget is spent: no guess
                 return None
             g.fill_vocab_mask(row, 0)
+        except GrammarError:  # a draft the grammar refuses (the mask chain cuts it too): no guess
+            return None
         finally:
             g.rollback(accepted)
         return seam_token(head, [(b, t) for b, t in self.spelled_after(head) if allows(row[0], t)])
