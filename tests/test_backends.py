@@ -600,6 +600,14 @@ IGNORED_CASES = [
     ("llguidance", {"type": "object", "patternProperties": {"[a-z--q]": INT}}, "patternProperties", "#"),
     ("llguidance", {"type": "number", "exclusiveMinimum": 0, "maximum": 0.5}, "exclusiveMinimum", "#"),
     ("llguidance", {"type": "number", "exclusiveMaximum": 0, "minimum": -0.9}, "exclusiveMaximum", "#"),
+    # an empty list accepts no value: the libraries wrote "", `{"a": }` or a whole object with
+    # finish_reason "stop" (a stranger's attack); fsm and llguidance refuse these themselves
+    ("xgrammar", {"anyOf": []}, "anyOf", "#"),
+    ("xgrammar", {"type": "object", "properties": {"a": {"type": []}}}, "type", "#/properties/a"),
+    ("xgrammar", {"type": "array", "items": {"oneOf": []}, "minItems": 1}, "oneOf", "#/items"),
+    ("outlines", {"enum": []}, "enum", "#"),
+    ("outlines", {"type": "object", "required": ["a"], "properties": {"a": {"enum": []}}}, "enum", "#/properties/a"),
+    ("outlines", {"anyOf": [{"allOf": []}, S]}, "allOf", "#/anyOf/0"),
 ]
 
 
@@ -631,6 +639,7 @@ def test_keywords_a_library_ignores_are_refused_by_name(backends, name, schema, 
 # Schemas each adapter must still compile: what its library does enforce (precision).
 ENFORCED = {
     "xgrammar": [
+        {"type": "object", "properties": {"a": INT}, "required": []},  # an empty list that asks nothing
         {**A, "uniqueItems": False},
         {"oneOf": [INT, S]},
         {**S, "maxLength": 3},
@@ -646,6 +655,7 @@ ENFORCED = {
         },
     ],
     "outlines": [
+        {"type": "object", "properties": {"a": INT}, "required": []},  # an empty list that asks nothing
         {**A, "uniqueItems": False},
         {"oneOf": [INT, S]},
         {**S, "pattern": "^[^a]{3}$"},

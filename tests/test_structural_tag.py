@@ -601,6 +601,25 @@ def test_every_backend_agrees_on_tool_calls(name, bundled_tokenizer):
             assert backend_accepts(grammar, bundled_tokenizer, text) == reference_accepts(spec, text), (flags, text)
 
 
+@pytest.mark.parametrize(
+    ("name", "schema", "keyword"),
+    [
+        ("xgrammar", {"anyOf": []}, "anyOf"),  # it wrote `"arguments": }` (a stranger's attack)
+        ("xgrammar", {"type": "array", "items": {"type": "integer"}, "uniqueItems": True}, "uniqueItems"),
+        ("llguidance", {"type": "string", "pattern": "^[a-z&&[^aeiou]]{3}$"}, "pattern"),
+    ],
+)
+def test_a_structures_schema_is_refused_as_a_json_schema_request_would_be(name, schema, keyword):
+    """A library backend checks a structure's schema (a tool's parameters) as it checks a
+    json_schema request's: a keyword its library would not enforce is refused, naming the
+    structure, instead of a tool call that breaks the schema."""
+    spec = parse_structural_tag(
+        {**TOOLS, "structures": [{"begin": "<f>", "schema": schema, "end": "</f>"}], "triggers": ["<f>"]}
+    )
+    with pytest.raises(GrammarError, match=rf"structural_tag\.structures\[0\]\.schema: .*does not enforce '{keyword}'"):
+        backend(name).compile_structural_tag(spec)
+
+
 def test_llguidance_refusal_is_needed(bundled_tokenizer):
     """Case 3 compiled anyway: llguidance's greedy lexer rejects a string the semantics accept
     ("ab1" + 1 + "b" + free "a": after the trigger "ab" it reads the longer begin's "1" as JSON)."""

@@ -190,6 +190,21 @@ def beside_validation(keyword: str, allowed: frozenset[str] = frozenset()) -> Ca
     return lambda schema: any(k not in ANNOTATIONS and k not in allowed and k != keyword for k in schema)
 
 
+def empty_array(keyword: str) -> Callable[[SchemaObject], bool]:
+    """The keyword's value is an empty array (`"anyOf": []`)."""
+    return lambda schema: schema[keyword] == []
+
+
+# An empty enum, anyOf, oneOf, allOf or type list accepts no value (or is not a schema at
+# all), and a library that compiles it anyway writes some text: `""`, `{"a": }` or a whole
+# object with finish_reason "stop" (a stranger's attack, 2026-12-04). The fsm backend and
+# llguidance refuse these themselves; the adapters of the others list them as ignored.
+EMPTY_ARRAYS = tuple(
+    IgnoredKeyword(k, "when its array is empty (it accepts no value; the library writes one anyway)", empty_array(k))
+    for k in ("enum", "anyOf", "oneOf", "allOf", "type")
+)
+
+
 def requires_unlisted(schema: SchemaObject) -> bool:
     """`required` names a property that `properties` does not list."""
     properties = schema.get("properties")

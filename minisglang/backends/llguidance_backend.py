@@ -295,9 +295,7 @@ class LLGuidanceBackend(BaseGrammarBackend):
                 schema = load_schema(text)
             except InvalidSchemaError as e:
                 raise GrammarError(str(e)) from e
-            refuse_ignored_keywords(schema, IGNORED, "llguidance", "llguidance")
-            schema = rewrite_subschemas(schema, format_as_pattern)
-            grammar = llg.LLMatcher.grammar_from_json_schema(schema, overrides=JSON_LAYOUT)
+            grammar = llg.LLMatcher.grammar_from_json_schema(enforced_schema(schema), overrides=JSON_LAYOUT)
         else:
             try:
                 grammar = llg.LLMatcher.grammar_from_lark(any_to_lark(text))
@@ -325,7 +323,15 @@ class LLGuidanceBackend(BaseGrammarBackend):
         problem = lexer_conflict(spec)
         if problem is not None:
             raise GrammarError(f"llguidance cannot express this structural tag exactly: {problem}")
-        return self._matcher(llg.LLMatcher.grammar_from_lark(structural_tag_lark(spec)))
+        # Each schema refused or rewritten as for a json_schema request (they once went unchecked).
+        return self._matcher(llg.LLMatcher.grammar_from_lark(structural_tag_lark(spec.with_schemas(enforced_schema))))
+
+
+def enforced_schema(schema: Any) -> Any:
+    """The schema llguidance is given: refused if it uses a keyword llguidance gets wrong
+    (IGNORED), formats rewritten as our checked patterns."""
+    refuse_ignored_keywords(schema, IGNORED, "llguidance", "llguidance")
+    return rewrite_subschemas(schema, format_as_pattern)
 
 
 # A JSON number can go on with these; llguidance's lexer is greedy, so an end starting with

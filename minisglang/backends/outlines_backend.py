@@ -55,6 +55,7 @@ from ..constrained.regex_ast import NOTHING, render
 from ..constrained.regex_dfa import shown_regex
 from .base import (
     ANNOTATIONS,
+    EMPTY_ARRAYS,
     BaseGrammarBackend,
     BaseGrammarObject,
     GrammarError,
@@ -102,6 +103,7 @@ _ALWAYS_IGNORED = (
 # JSON must escape these inside a string; outlines-core writes property names raw.
 _MUST_ESCAPE = re.compile(r'["\\\x00-\x1f]')
 IGNORED = (
+    *EMPTY_ARRAYS,
     *(IgnoredKeyword(k) for k in _ALWAYS_IGNORED),
     IgnoredKeyword("uniqueItems", "", lambda s: s["uniqueItems"] is True),  # false asks nothing
     IgnoredKeyword("pattern", "beside 'minLength' or 'maxLength'", beside("minLength", "maxLength")),

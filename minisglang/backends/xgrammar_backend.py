@@ -50,6 +50,7 @@ from ..constrained.json_schema.patterns import _pattern_regex as pattern_over_js
 from ..constrained.python_regex import portable_regex
 from ..constrained.regex_ast import render
 from .base import (
+    EMPTY_ARRAYS,
     BaseGrammarBackend,
     BaseGrammarObject,
     GrammarError,
@@ -135,6 +136,7 @@ _SHORT_NUMBERS = (
 )
 
 IGNORED = (
+    *EMPTY_ARRAYS,
     *(IgnoredKeyword(k, _SHORT_NUMBERS, _bounds_hold_no_short_number) for k in ("minimum", "exclusiveMinimum")),
     *(
         IgnoredKeyword(k, f"in a schema without 'type' (xgrammar then allows any {kind})", _untyped(kind))
@@ -401,6 +403,9 @@ class XGrammarBackend(BaseGrammarBackend):
         """xgrammar's "triggered_tags" format: the same semantics as ours (at_least_one: the
         output starts with a tag). Its JSON allows any whitespace character between tokens,
         at most one in a row (ours: an optional space), so a small model cannot loop on them."""
+        # Each schema refused or rewritten as for a json_schema request: a tool's parameters
+        # once reached xgrammar unchecked (`{"anyOf": []}` wrote `"arguments": }`).
+        spec = spec.with_schemas(lambda schema: json.loads(self.enforced_schema(json.dumps(schema))))
         tags = [
             {
                 "begin": s.begin,

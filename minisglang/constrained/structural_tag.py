@@ -48,8 +48,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 # The keys a spec may have; "type" may only say "structural_tag" (SGLang's response_format).
 _SPEC_KEYS = ("type", "structures", "triggers", "at_least_one", "stop_after_first")
@@ -161,8 +163,21 @@ class StructuralTag:
     def _schema_regex(self, i: int, schema_regex: Callable[[dict[str, Any] | bool], str]) -> str:
         """Structure i's schema compiled; the compiler's error says which structure it is, so
         a server can name the tool (its errors are ValueError subclasses with one message)."""
+        return self._with_structure_named(i, schema_regex)
+
+    def with_schemas(self, rewrite: Callable[[dict[str, Any] | bool], dict[str, Any] | bool]) -> StructuralTag:
+        """This tag with each structure's schema passed through `rewrite` (a library backend's
+        refusals and rewrites, the same as for its json_schema requests); an error names the
+        structure, as `_schema_regex`'s does."""
+        structures = tuple(
+            replace(s, schema=self._with_structure_named(i, rewrite)) for i, s in enumerate(self.structures)
+        )
+        return replace(self, structures=structures)
+
+    def _with_structure_named(self, i: int, use: Callable[[dict[str, Any] | bool], T]) -> T:
+        """`use(structure i's schema)`; its error (a ValueError subclass) says which structure."""
         try:
-            return schema_regex(self.structures[i].schema)
+            return use(self.structures[i].schema)
         except ValueError as e:
             raise type(e)(f"structural_tag.structures[{i}].schema: {e}") from e
 
