@@ -31,6 +31,9 @@ drafts), each row already masked by the grammar's mask at that position:
   sample from p with d taken out. Each output token is then distributed exactly as p,
   the masked target distribution; a draft the grammar forbids has p(d) = 0 and is
   rejected without a draw.
+- `seeded_scores`: the same law for a seeded request, its randomness fixed by (seed,
+  position) (an exponential race), so that `accept_greedy` on the scores keeps the same
+  tokens whatever drafts the request was offered.
 """
 
 from __future__ import annotations
@@ -189,6 +192,38 @@ def accept_greedy(logits: torch.Tensor, drafts: list[int]) -> list[int]:
     out.append(picks[len(out)])
     return out
     # END SOLUTION
+
+
+def seeded_scores(probs: torch.Tensor, seed: int, first_position: int) -> torch.Tensor:
+    """probs: [m + 1, V], row i a target distribution at output position first_position + i
+    -> scores [m + 1, V] whose argmax in row i is distributed exactly as row i, with all the
+    randomness fixed by (seed, position): `accept_greedy` on them is a seeded request's
+    acceptance, and its output cannot depend on the drafts.
+
+    Rejection sampling draws once per draft, so a request that was offered fewer drafts (the
+    step's grammar budget cut them, a stranger found) reads its generator otherwise and
+    writes another text. The exponential race reads none of that: each position has its own
+    noise E(v) ~ Exp(1), drawn from a generator seeded by (seed, position), and the token is
+    the v with the largest p(v) / E(v), which is v with probability p(v) / sum(p) (the
+    Gumbel-max trick in another dress). A draft is kept when it is that token: with
+    probability p(d), as rejection sampling keeps it, and the token after a rejected draft
+    is the race's winner, distributed as p without d, as rejection sampling's residual is.
+    """
+    scores = torch.empty_like(probs)
+    for i, row in enumerate(probs):
+        generator = torch.Generator().manual_seed(_position_seed(seed, first_position + i))
+        noise = torch.empty(row.shape, dtype=torch.float64).exponential_(generator=generator)
+        scores[i] = (torch.log(row.double()) - torch.log(noise)).to(scores.dtype)  # log p - log E
+    return scores
+
+
+def _position_seed(seed: int, position: int) -> int:
+    """A generator seed for one output position of a seeded request (splitmix64's mixing:
+    nearby seeds and positions give unrelated streams)."""
+    x = (seed * 0x9E3779B97F4A7C15 + position + 1) % 2**64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) % 2**64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) % 2**64
+    return (x ^ (x >> 31)) % 2**63
 
 
 def accept_sampled(probs: torch.Tensor, drafts: list[int], generator: torch.Generator) -> list[int]:

@@ -10,6 +10,7 @@ pools. The first three tests are what it found (each a minimal case, the two bug
 the one inherent delay of overlap stated as it is); the property tests after them found nothing.
 """
 
+import dataclasses
 import itertools
 import json
 import random
@@ -197,6 +198,44 @@ def test_a_seeded_speculative_request_does_not_depend_on_what_else_arrives():
     alone = drive(eng, [a])[0]
     with_b = drive(eng, [a, (3, "Hello", {"temperature": 0, "max_new_tokens": 2})])[0]
     assert with_b == alone
+    eng.shutdown()
+
+
+def test_a_seeded_speculative_request_does_not_depend_on_its_drafts():
+    """Found by a stranger (third round, 2026-12-04): beside requests with an expensive
+    regex, 2 of 8 seeded requests under FORCED+NGRAM wrote another text than alone (5 of 8
+    with a smaller grammar budget). The step's grammar budget is shared, and when it ran out
+    a request's mask chain or forced-text search was cut short: it was offered fewer
+    drafts, rejection sampling drew once per draft, and every later token read the
+    generator elsewhere. Now a seeded sampling request's tokens after the first are the
+    winners of an exponential race whose noise is fixed by (seed, position)
+    (`speculative.seeded_scores`): the drafts decide only how many of them one forward
+    yields. So any draft source, any k, any budget gives the same text."""
+    eng = engine(speculative_algorithm="FORCED+NGRAM")
+    prompts = ["Li Lei is 31 and lives in Paris. JSON:", "1, 2, 3, 4, 5,", "Name: Ada Lovelace, age 36."] * 2
+    params = [
+        {"temperature": 1.0, "seed": 7 + i, "max_new_tokens": 24, **({"json_schema": SCHEMAS[0]} if i % 3 == 0 else {})}
+        for i in range(len(prompts))
+    ]
+    texts = {}
+    for label, algorithm, k, budget in [
+        ("FORCED+NGRAM k=4", "FORCED+NGRAM", 4, None),
+        ("NGRAM k=2", "NGRAM", 2, None),
+        ("FORCED k=1", "FORCED", 1, None),
+        ("FORCED+NGRAM k=8, a starved budget", "FORCED+NGRAM", 8, 1e-5),
+    ]:
+        eng.stage.options = dataclasses.replace(
+            eng.stage.options, speculative_algorithm=algorithm, speculative_num_draft_tokens=k
+        )
+        work = eng.stage.work
+        saved, work.step_seconds = work.step_seconds, budget or work.step_seconds
+        try:
+            texts[label] = [o["text"] for o in eng.generate(prompts, params)]
+        finally:
+            work.step_seconds = saved
+    first = texts.pop("FORCED+NGRAM k=4")
+    assert len(set(first)) > 1
+    assert all(other == first for other in texts.values()), texts
     eng.shutdown()
 
 

@@ -539,6 +539,7 @@ REPEAT = ("x: 1 2 1 2 1 2 1 2 1 2 1 2\ny:", r"( [12]){4}")
 FORBIDDING = ("1x 2y 3z 1x 2y 3z 1x 2y 3z: ", r"[1-3]( [1-3]){0,3}")
 
 
+@pytest.mark.parametrize("seeded", [True, False], ids=["seeded: the exponential race", "unseeded: rejection sampling"])
 @pytest.mark.parametrize(
     "prompt,regex,sampling",
     [
@@ -547,12 +548,18 @@ FORBIDDING = ("1x 2y 3z 1x 2y 3z 1x 2y 3z: ", r"[1-3]( [1-3]){0,3}")
         (*FORBIDDING, {"temperature": 1.0}),
     ],
 )
-def test_sampled_outputs_are_distributed_as_s6(engines, prompt, regex, sampling):
-    """400 seeded requests to each engine: a two-sample chi-square test of the output
-    texts (false-alarm rate ALPHA; the seeds are fixed, so the test is deterministic)."""
+def test_sampled_outputs_are_distributed_as_s6(engines, prompt, regex, sampling, seeded):
+    """400 requests to each engine: a two-sample chi-square test of the output texts
+    (false-alarm rate ALPHA). Seeded requests go through `seeded_scores`, unseeded ones
+    through `accept_sampled` with the engine's generator, seeded here: either way the test
+    is deterministic."""
     e6, e7 = engines
     set_drafting(e7, "FORCED+NGRAM", 4)
-    params = [{"regex": regex, "max_new_tokens": 24, "seed": seed, **sampling} for seed in range(400)]
+    e6.scheduler.generator.manual_seed(6)
+    e7.scheduler.generator.manual_seed(7)
+    params = [
+        {"regex": regex, "max_new_tokens": 24, **({"seed": seed} if seeded else {}), **sampling} for seed in range(400)
+    ]
     texts6 = [o["text"] for o in e6.generate([prompt] * 400, params)]
     before = e7.scheduler.forward_counts["verify"]
     texts7 = [o["text"] for o in e7.generate([prompt] * 400, params)]

@@ -17,7 +17,9 @@ or the grammar forces. This stage keeps s6 and changes the decode step:
             KV (s0's extend attention) gives the model's logits at every position;
 4. accept:  greedy keeps the longest run of drafts equal to the masked argmax, then the
             model's own token; sampling uses rejection sampling against the masked
-            distribution, so the output is distributed exactly as s6's;
+            distribution, so the output is distributed exactly as s6's (a seeded request
+            the same law with its noise fixed by seed and position, `seeded_scores`, so
+            its text does not depend on the drafts it was offered);
 5. process: the kept tokens go through s6's hook 5 one by one (EOS, a stop string or
             the length limit may end the request inside them: the rest are dropped), and
             the KV slots of everything not kept are freed at once.
@@ -47,7 +49,7 @@ from ..model.forward_batch import ForwardBatch, ForwardMode
 from ..overlap import ForwardThread, OverlapScheduler
 from ..sampler import distribution, is_greedy
 from ..scheduler import ScheduledBatch, SchedulerConfig
-from ..speculative import NgramIndex, accept_greedy, accept_sampled, forced_drafts, seam_token
+from ..speculative import NgramIndex, accept_greedy, accept_sampled, forced_drafts, seam_token, seeded_scores
 from .base import register
 from .s5_backends import BackendOptions, ReasonerGrammar
 from .s6_function_calling import FunctionCallingStage
@@ -137,6 +139,12 @@ class RollbackReasonerGrammar(ReasonerGrammar):
         return RollbackReasonerGrammar(self.inner.copy(), self.think_end_id, self.eos_token_id)
 
 
+def coupled(req: Req) -> bool:
+    """A seeded sampling request: its tokens after the first are chosen by `seeded_scores`,
+    so its text depends on its seed alone, not on the drafts it was offered."""
+    return req.sampling_params.seed is not None and not is_greedy(req)
+
+
 def allows(row: torch.Tensor, token_id: int) -> bool:
     """Whether the packed mask row [W] int32 has `token_id`'s bit set."""
     return bool(int(row[token_id >> 5]) >> (token_id & 31) & 1)
@@ -203,7 +211,9 @@ class SpeculativeScheduler(OverlapScheduler):
             return batch
         none: list[int] = []
         drafts = [self.try_for(req, "drafting its next tokens", self.stage.propose_drafts, none) for req in batch.reqs]
-        if not any(drafts):  # no guesses this step: a plain decode is cheaper
+        # No guesses this step: a plain decode is cheaper, unless a seeded request samples (it
+        # always goes through the verify's acceptance, `seeded_scores`, drafts or none).
+        if not any(drafts) and not any(map(coupled, batch.reqs)):
             return batch
         # Every constrained request needs its rows, those without drafts too (one row: s6's mask).
         nothing: tuple[list[int], torch.Tensor | None] = ([], None)
@@ -218,8 +228,8 @@ class SpeculativeScheduler(OverlapScheduler):
         keep = [i for i, r in enumerate(batch.reqs) if not r.finished]
         if not keep:
             return None
-        if not any(chains[i][0] for i in keep):  # the grammar cut every draft: a plain decode
-            return ScheduledBatch(ForwardMode.DECODE, [batch.reqs[i] for i in keep])
+        if not any(chains[i][0] for i in keep) and not any(coupled(batch.reqs[i]) for i in keep):
+            return ScheduledBatch(ForwardMode.DECODE, [batch.reqs[i] for i in keep])  # the grammar cut every draft
         return VerifyBatch(
             ForwardMode.DECODE,
             [batch.reqs[i] for i in keep],
@@ -282,6 +292,9 @@ class SpeculativeScheduler(OverlapScheduler):
             return accept_greedy(rows, drafts)
         rows = rows.cpu()  # the generators are CPU ones (see sampler.sample)
         probs = torch.stack([distribution(row, req) for row in rows])
+        if coupled(req):  # its text fixed by its seed, whatever drafts it was offered
+            seed = cast(int, req.sampling_params.seed)
+            return accept_greedy(seeded_scores(probs, seed, len(req.output_ids)), drafts)
         return accept_sampled(probs, drafts, req.generator or self.generator)
 
     # -- 5: process the kept tokens, free the rest's KV ------------------------------------
