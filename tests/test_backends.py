@@ -499,6 +499,9 @@ DIALECT_MASK_CASES = [
     (r"\W{4}", "!\u2028\x1c ", "!\u2028\x1c "),
     (r"[^\w\s]+x", "!-x", "€-x"),
     (r"\d{2}\s.", "٣9\u3000\u2028", "٣9\u3000\u2028"),
+    # every character: once written `[^]`, which llguidance's Rust and outlines-core refused
+    # (a stranger's attack)
+    (r"[\s\S]{2}x[\d\D]", "艳\nx9", "a\nx9"),
 ]
 
 

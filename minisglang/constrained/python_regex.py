@@ -293,7 +293,8 @@ def explicit_class(ranges: Ranges) -> str:
     if len(ranges) == 1 and ranges[0][0] == ranges[0][1]:  # one character: no brackets
         return escape_in_class(ranges[0][0])
     other = _without_surrogates(complement(ranges))
-    negated = len(other) < len(ranges)
+    # (every character: `[^]` says so in JavaScript alone; Rust and Python refuse it)
+    negated = 0 < len(other) < len(ranges)
     body = "".join(
         escape_in_class(lo) if lo == hi else f"{escape_in_class(lo)}-{escape_in_class(hi)}"
         for lo, hi in (other if negated else ranges)
