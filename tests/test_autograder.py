@@ -1332,6 +1332,34 @@ MUTATIONS = [
         "out.append(int(torch.multinomial(probs[len(drafts)], 1, generator=generator)))",
         "out.append(torch.multinomial(probs[len(drafts)], 1, generator=generator)[0])",
     ),
+    # A stranger's plausible mistakes that the tests let through (2026-12-04), and the fixed
+    # input that now catches each: `ab?` (EOS and one token after `a`), a reused mask buffer,
+    # `[  ]` under maxItems 0, and `_eliminate` over two states.
+    (
+        "task5_1",
+        "terminated: final with at most two tokens allowed (may stop taken for must stop)",
+        "self.terminated = self.fsm.is_complete(nxt)",
+        "self.terminated = index.is_final(nxt) and len(index.allowed_token_ids(nxt)) <= 2",
+    ),
+    (
+        "task5_1",
+        "fill ANDs the state's row into the buffer instead of writing it",
+        "vocab_mask[idx] = self.fsm.state_row[self.state]",
+        "vocab_mask[idx] &= self.fsm.state_row[self.state]",
+    ),
+    (
+        "task5_2",
+        "maxItems 0: one whitespace inside []",
+        "elements = EPSILON",
+        "return OPEN_BRACKET + ws + CLOSE_BRACKET",
+    ),
+    ("task6_1", "_eliminate: only the first state of `order`", "for q in order:", "for q in order[:1]:"),
+    (
+        "task6_1",
+        "_eliminate: the old edges into and out of q left in place",
+        "    for key in [k for k in edges if q in k]:\n        del edges[key]\n",
+        "",
+    ),
 ]
 
 

@@ -193,7 +193,8 @@ def test_rollback_returns_to_the_mask_of_k_tokens_ago(synthetic_backend, regex, 
 
 
 @pytest.mark.task5_1
-@pytest.mark.parametrize("regex", REGEXES)
+# (+ `ab?`: after `a`, EOS and `b`: a state that may stop, which must not stop)
+@pytest.mark.parametrize("regex", [*REGEXES, "ab?"])
 def test_every_state_masks_and_terminates_as_the_oracle_says(synthetic_backend, regex):
     """The walk test's checks at every state the matcher reaches (breadth first: a fresh
     matcher walks each path), not at the states a random walk happens to visit."""
@@ -254,6 +255,20 @@ def test_a_walk_through_the_start_state_again_is_accepted(synthetic_backend, reg
             f"regex {regex!r} after {text[: i + 1]!r}: the row must allow exactly {sorted(want)}"
         )
     assert g.is_terminated(), f"regex {regex!r}: after {text!r} only EOS may follow: terminated"
+
+
+@pytest.mark.task5_1
+def test_a_row_is_written_whatever_the_buffer_held(synthetic_backend):
+    """fill_vocab_mask writes its row: a buffer reused from another state's row (the s7
+    chain and the server reuse theirs) ends holding this state's row, not an AND of both."""
+    g = start(synthetic_backend, "(yes|no)")
+    fresh = allowed_row(g)
+    mask = g.allocate_vocab_mask(VOCAB_SIZE, 1)
+    g.accept_token(next(t for t in sorted(oracle_allowed("(yes|no)", b"")) if VOCAB[t].startswith(b"y")))
+    g.fill_vocab_mask(mask, 0)  # the row after `y`
+    g.rollback(1)
+    g.fill_vocab_mask(mask, 0)  # the start state's, into the same buffer
+    assert torch.equal(unpack_bits(mask, VOCAB_SIZE)[0], fresh[0])
 
 
 @pytest.mark.task5_1
@@ -368,6 +383,18 @@ def test_arrays_accept_exactly_the_valid_lists(schema):
     for value in INSTANCES:
         for text in texts(value):
             assert dfa.accepts(text) == (value in expected), (text, schema)
+
+
+@pytest.mark.task5_2
+@pytest.mark.parametrize("bounds", [{"maxItems": 0}, {"prefixItems": [{"type": "integer"}], "maxItems": 0}])
+def test_an_array_of_no_items_is_spelt_as_any_empty_array(bounds):
+    """maxItems 0 leaves one array, `[]`, with whitespace where JSON allows it: the same
+    spellings as the empty array of a free list (`[ ]` and `[  ]` too with the default
+    whitespace, one optional space after `[` and one before `]`)."""
+    only = compile_regex(build_regex_from_schema({"type": "array", **bounds}))
+    free = compile_regex(build_regex_from_schema({"type": "array"}))
+    for text in ("[]", "[ ]", "[  ]", "[   ]"):
+        assert only.accepts(text) == free.accepts(text), text
 
 
 @pytest.mark.task5_2

@@ -158,6 +158,24 @@ def test_next_takes_the_longest_suffix_over_every_trigger(text, want):
 
 
 @pytest.mark.task6_1
+def test_eliminating_states_leaves_one_edge_from_start_to_end():
+    """`_eliminate` removes every state of `order`, each with every edge into or out of it:
+    a chain 0 -a-> 1 -b-> 2 -c-> END beside 0 -""-> END ends as the one edge 0 -> END whose
+    label is the chain's language, and nothing else is left to count (the size check reads
+    what is left: leftover edges once refused a four-trigger tool-call format)."""
+    edges = {(0, 1): "a", (1, 2): "b", (2, "END"): "c", (0, "END"): ""}
+    FreeText._eliminate(edges, [1, 2])
+    assert list(edges) == [(0, "END")]
+    label = edges[0, "END"]
+    assert {t for t in ("", "abc", "ab", "a", "abcc", "c") if re.fullmatch(label, t)} == {"", "abc"}
+    loop = {(0, 1): "a", (1, 1): "x", (1, "END"): "b"}
+    FreeText._eliminate(loop, [1])
+    assert (
+        list(loop) == [(0, "END")] and re.fullmatch(loop[0, "END"], "axxb") and not re.fullmatch(loop[0, "END"], "ab x")
+    )
+
+
+@pytest.mark.task6_1
 def test_the_tag_regex_keeps_the_three_promises():
     """Through `StructuralTag.to_regex`: a trigger in free text is refused unless a valid
     call follows; a call whose arguments break the schema is refused; a call cut before its
