@@ -21,9 +21,10 @@ Systems:
 * s6 with s4's jump-forward (re-tokenize, re-admit, prefill the forced text);
 * s7 without drafts (`speculative_algorithm=None`);
 * s7 NGRAM (prompt lookup) with k = 2, 4, 8 draft tokens;
-* s7 FORCED (the grammar's forced text only), k = 4, and the same with the seam token
-  drafted (the forced text's last token, which the model writes merged with what follows:
-  s7 before it left that token to the model; the stage's seam check is switched off here);
+* s7 FORCED (the grammar's forced text only), k = 4, and the same with the last forced
+  piece drafted (the forced text's last token, which the model writes merged with what
+  follows; s7 leaves it out and drafts the token across the seam instead: the stage's seam
+  check is switched off here);
 * s7 FORCED+NGRAM (forced text, then lookup), k = 4.
 
 Per system: requests/s, CPU seconds of this process, decode forwards (s6) and verify
@@ -64,7 +65,7 @@ RESULTS = Path(__file__).parent / "results" / "speculative.md"
 ORACLE = "s6, one token per forward"
 JUMP = "s6 + jump-forward (s4's)"
 FORCED = "s7 FORCED, k=4"
-SEAM = "s7 FORCED, k=4, seam token drafted"
+SEAM = "s7 FORCED, k=4, last forced piece drafted"
 
 
 def systems(k_values: list[int]) -> dict[str, dict]:
@@ -280,7 +281,7 @@ def main() -> None:
         options = dict(options)
         draft_seam = options.pop("draft_seam", False)
         engine = engines[name] = Engine(args.model_path, torch_threads=args.threads, **options)
-        if draft_seam:  # the stage's seam check says "never merges": the seam token is drafted
+        if draft_seam:  # the stage's seam check says "never merges": the last forced piece is drafted
             engine.stage.jump.could_merge_further = lambda *a: False
         engine.generate(tok.apply_chat_template([{"role": "user", "content": "Hi"}]), workloads["extraction"][1])
     # Every system serves each workload `repeats` times, the systems alternating, and the run
@@ -340,8 +341,9 @@ def main() -> None:
             "A jump re-tokenizes the output and re-admits the request: its forced text is prefilled in a prefill "
             "forward (re-admission prefill forwards: those that re-admitted a request; tokens: what they computed for "
             "the re-admitted requests, the radix tree supplying the rest). A forced draft is fed to the "
-            'verify forward the request takes anyway. "Seam token drafted": the forced text\'s last token (`":`) '
-            'drafted too, which the model, writing `": "` as one token, rejects.',
+            'verify forward the request takes anyway. "Last forced piece drafted": the forced '
+            'text\'s last token (`":`) drafted too, which the model, writing `": "` as one token, rejects (s7 '
+            'drafts the token across the seam in its place, `": "`).',
             "",
             *jump_table(results["extraction"]),
             "",

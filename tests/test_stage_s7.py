@@ -392,7 +392,9 @@ def test_forced_drafts_end_before_the_seam(engines, monkeypatch):
     fed = [d for d, _ in verified if d]
     kept = sum(len(os.path.commonprefix([d, out])) for d, out in verified)
     assert fed and not any(d[-1] == seam[0] for d in fed)
-    assert any(d[-1] == across[0] and out[: len(d)] == d for d, out in verified), "no seam token drafted and kept"
+    assert any(d[-1] == across[0] and out[: len(d)] == d for d, out in verified), (
+        "no token across the seam drafted and kept"
+    )
     assert kept >= 0.7 * sum(map(len, fed))
 
 

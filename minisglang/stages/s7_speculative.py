@@ -61,7 +61,8 @@ ALGORITHMS = (None, "NGRAM", "FORCED", "FORCED+NGRAM")
 class SpeculativeOptions(BackendOptions):
     jump_forward: bool = False  # the forced text is drafted instead ("FORCED")
     # None: no drafts (s6 without jump-forward; SGLang's default too: on a CPU with the
-    # bundled model drafts cost more than they save, benchmarks/results/speculative.md);
+    # bundled model prompt lookup costs more than it saves and forced drafts break about even,
+    # benchmarks/results/speculative.md);
     # "NGRAM": prompt lookup (SGLang's); "FORCED": the grammar's forced text;
     # "FORCED+NGRAM": forced text, then lookup.
     speculative_algorithm: str | None = None
