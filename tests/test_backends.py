@@ -611,6 +611,22 @@ IGNORED_CASES = [
     ("outlines", {"enum": []}, "enum", "#"),
     ("outlines", {"type": "object", "required": ["a"], "properties": {"a": {"enum": []}}}, "enum", "#/properties/a"),
     ("outlines", {"anyOf": [{"allOf": []}, S]}, "allOf", "#/anyOf/0"),
+    # a stranger's differential fuzzing (jsonschema on every "stop" output, 558 schemas a backend):
+    # xgrammar drops an integer multipleOf beside a bound or past 1024 ("16" for multipleOf 5)
+    ("xgrammar", {**INT, "multipleOf": 5, "maximum": 100}, "multipleOf", "#"),
+    ("xgrammar", {**INT, "multipleOf": 1025}, "multipleOf", "#"),
+    # `[1]` and `[1.0]` are one value: no oneOf branch pair is disjoint by them
+    ("xgrammar", {"oneOf": [{"const": [1]}, {"const": [1.0]}]}, "oneOf", "#"),
+    # xgrammar and llguidance read numbers as doubles (9007199254740993 wrote ...992)
+    ("xgrammar", {"const": 9223372036854775809}, "const", "#"),
+    ("llguidance", {**INT, "minimum": 9007199254740993}, "minimum", "#"),
+    ("llguidance", {"type": "object", "properties": {"a": {"enum": [[1, 2**60]]}}}, "enum", "#/properties/a"),
+    # llguidance reads \D, \W, \S over ASCII, Python's jsonschema over Unicode ("٣" for \D)
+    ("llguidance", {**S, "pattern": "^\\D$"}, "pattern", "#"),
+    ("llguidance", {**S, "pattern": "^[^\\w.]+$"}, "pattern", "#"),
+    # outlines-core ignores min/maxItems beside prefixItems, and writes keys inside values raw
+    ("outlines", {"prefixItems": [{"const": 1}], "minItems": 2}, "minItems", "#"),
+    ("outlines", {"const": {'a"': 1}}, "const", "#"),
 ]
 
 
@@ -642,6 +658,8 @@ def test_keywords_a_library_ignores_are_refused_by_name(backends, name, schema, 
 # Schemas each adapter must still compile: what its library does enforce (precision).
 ENFORCED = {
     "xgrammar": [
+        {"const": 2**53},  # every integer up to 2**53 is a double
+        {"oneOf": [{"const": [1]}, {"const": [2]}]},  # disjoint values inside arrays
         {"type": "object", "properties": {"a": INT}, "required": []},  # an empty list that asks nothing
         {**A, "uniqueItems": False},
         {"oneOf": [INT, S]},
@@ -658,6 +676,7 @@ ENFORCED = {
         },
     ],
     "outlines": [
+        {"prefixItems": [{"const": 1}]},
         {"type": "object", "properties": {"a": INT}, "required": []},  # an empty list that asks nothing
         {**A, "uniqueItems": False},
         {"oneOf": [INT, S]},
@@ -668,6 +687,7 @@ ENFORCED = {
         {"type": "array", "prefixItems": [{}], "items": False},
     ],
     "llguidance": [
+        {**S, "pattern": "^\\d+\\s\\w+$"},  # the plain shorthands: a subset of Python's reading
         {**S, "pattern": "^a+$", "maxLength": 2},
         {**INT, "minimum": 1},
         {**S, "pattern": "^[^\\n]$"},
@@ -798,6 +818,13 @@ BROKEN_BEFORE = [
     ("xgrammar", {**S, "format": "time"}, '"06:29:1945172307Z"', '"06:29:19Z"'),  # (its fraction's `?`)
     # llguidance: a leap second at any minute
     ("llguidance", {**S, "format": "time"}, '"21:09:60Z"', '"21:09:59Z"'),
+    # xgrammar wrote a name pattern's `"` raw inside the name (a stranger's fuzzing)
+    (
+        "xgrammar",
+        {"type": "object", "patternProperties": {'^"': {"type": "boolean"}}, "additionalProperties": False},
+        '{""": true}',
+        '{"\\"a": true}',
+    ),
 ]
 
 

@@ -205,6 +205,33 @@ EMPTY_ARRAYS = tuple(
 )
 
 
+def holds_inexact_integer(value: Any) -> bool:
+    """Whether `value` (a number, or a const/enum value) holds an integer past 2**53, where
+    not every integer is a double."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return abs(value) > 2**53
+    if isinstance(value, list):
+        return any(map(holds_inexact_integer, value))
+    if isinstance(value, dict):
+        return any(map(holds_inexact_integer, value.values()))
+    return False
+
+
+# xgrammar and llguidance read a schema's numbers as doubles: `const 9007199254740993` came
+# out 9007199254740992, a const past int64 `9.223372036854776e+18` (a stranger's fuzzing).
+def inexact_integer(keyword: str) -> Callable[[SchemaObject], bool]:
+    """The keyword's value holds an integer past 2**53."""
+    return lambda schema: holds_inexact_integer(schema[keyword])
+
+
+INEXACT_INTEGERS = tuple(
+    IgnoredKeyword(k, "holding an integer past 2**53 (it reads the number as a double)", inexact_integer(k))
+    for k in ("const", "enum", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
+)
+
+
 def requires_unlisted(schema: SchemaObject) -> bool:
     """`required` names a property that `properties` does not list."""
     properties = schema.get("properties")
@@ -278,10 +305,23 @@ def not_a_local_pointer(schema: SchemaObject) -> bool:
 
 
 def _value_key(value: Any) -> str:
-    """Equal JSON values get equal keys (1 and 1.0 are one number; true is not 1)."""
+    """Equal JSON values get equal keys (1 and 1.0 are one number, inside arrays and objects
+    too: `[1]` and `[1.0]` are one value, a stranger found; true is not 1)."""
+    return json.dumps(_numbers_as_floats(value), sort_keys=True)
+
+
+def _numbers_as_floats(value: Any) -> Any:
+    """`value` with every number a float (and tagged, so the string "1.0" stays apart)."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return f"number {float(value)!r}"
-    return json.dumps(value, sort_keys=True)
+        try:
+            return ["number", float(value)]
+        except OverflowError:  # an integer past the double's range: itself
+            return ["number", value]
+    if isinstance(value, list):
+        return [_numbers_as_floats(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _numbers_as_floats(v) for k, v in value.items()}
+    return value
 
 
 def _branch_values(branch: Any) -> set[str] | None:

@@ -51,6 +51,7 @@ from ..constrained.json_schema import InvalidSchemaError, load_schema
 from ..constrained.json_schema.patterns import _item_ranges as item_ranges
 from ..constrained.python_regex import portable_regex
 from .base import (
+    INEXACT_INTEGERS,
     BaseGrammarBackend,
     BaseGrammarObject,
     GrammarError,
@@ -140,6 +141,29 @@ def read_otherwise(pattern: str) -> bool:
     return False
 
 
+def negated_shorthand(pattern: str) -> bool:
+    """Whether `pattern` holds `\\D`, `\\W`, `\\S`, or `\\d`, `\\w`, `\\s` in a negated class: ECMA-262
+    reads the shorthands over ASCII (llguidance with it), Python over Unicode (jsonschema
+    with it), so their negations differ: llguidance's `^\\D$` wrote "٣", a digit to Python
+    (a stranger's fuzzing). The plain shorthands are a subset of Python's: left alone."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            items = sre_parse.parse(pattern)
+    except (re.error, OverflowError, RecursionError):
+        return False
+    negated = {sre_parse.CATEGORY_NOT_DIGIT, sre_parse.CATEGORY_NOT_WORD, sre_parse.CATEGORY_NOT_SPACE}
+    plain = {sre_parse.CATEGORY_DIGIT, sre_parse.CATEGORY_WORD, sre_parse.CATEGORY_SPACE}
+    for op, arg in _single_characters(items):
+        if op != sre_parse.IN:
+            continue
+        is_negated = any(o == sre_parse.NEGATE for o, _ in arg)
+        categories = {a for o, a in arg if o == sre_parse.CATEGORY}
+        if categories & negated or (is_negated and categories & plain):
+            return True
+    return False
+
+
 def _zero_floor_below_one(schema: SchemaObject) -> bool:
     """exclusiveMinimum 0 with a maximum under 1: llguidance (1.9) then allows 0 itself."""
     top = number_bound(schema, "maximum", "exclusiveMaximum")
@@ -155,6 +179,10 @@ def _zero_ceiling_above_minus_one(schema: SchemaObject) -> bool:
 _READ_OTHERWISE = (
     "as ECMA-262 and Python read it: its Rust regex reads this pattern otherwise (an inline flag, "
     "\\x{..}, \\z, or '&&', '--', '~~', '||' or '[:' inside a class)"
+)
+_NEGATED_SHORTHAND = (
+    "with \\D, \\W, \\S or a negated class of \\d, \\w, \\s (it reads them over ASCII, as ECMA-262 "
+    "does; Python's jsonschema over Unicode)"
 )
 _MISQUOTED = "with a character class that holds U+0000-U+001F but not both '\"' and '\\' (it allows every escape)"
 # Keywords llguidance compiles but gets wrong in these cases (found by random walks over its
@@ -174,6 +202,8 @@ def _pattern_rules(how: str, test: Callable[[str], bool]) -> tuple[IgnoredKeywor
 
 
 IGNORED = (
+    *INEXACT_INTEGERS,
+    *_pattern_rules(_NEGATED_SHORTHAND, negated_shorthand),
     *_pattern_rules(_MISQUOTED, misquoted_class),
     *_pattern_rules(_READ_OTHERWISE, read_otherwise),
     IgnoredKeyword("exclusiveMinimum", "of 0 with a maximum under 1 (it allows 0)", _zero_floor_below_one),

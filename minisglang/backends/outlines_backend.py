@@ -102,8 +102,26 @@ _ALWAYS_IGNORED = (
 )
 # JSON must escape these inside a string; outlines-core writes property names raw.
 _MUST_ESCAPE = re.compile(r'["\\\x00-\x1f]')
+
+
+def raw_key(value: Any) -> bool:
+    """Whether a const/enum value holds an object key JSON must escape (outlines-core writes
+    keys inside values raw: `{"a\\"": 1}` came out `{ "a"": 1 }`, a stranger's fuzzing)."""
+    if isinstance(value, list):
+        return any(map(raw_key, value))
+    if isinstance(value, dict):
+        return any(_MUST_ESCAPE.search(k) for k in value) or any(map(raw_key, value.values()))
+    return False
+
+
 IGNORED = (
     *EMPTY_ARRAYS,
+    IgnoredKeyword("minItems", "beside 'prefixItems'", beside("prefixItems")),
+    IgnoredKeyword("maxItems", "beside 'prefixItems'", beside("prefixItems")),
+    IgnoredKeyword(
+        "const", "with an object key JSON must escape (it writes the key raw)", lambda s: raw_key(s["const"])
+    ),
+    IgnoredKeyword("enum", "with an object key JSON must escape (it writes the key raw)", lambda s: raw_key(s["enum"])),
     *(IgnoredKeyword(k) for k in _ALWAYS_IGNORED),
     IgnoredKeyword("uniqueItems", "", lambda s: s["uniqueItems"] is True),  # false asks nothing
     IgnoredKeyword("pattern", "beside 'minLength' or 'maxLength'", beside("minLength", "maxLength")),

@@ -51,6 +51,7 @@ from ..constrained.python_regex import portable_regex
 from ..constrained.regex_ast import render
 from .base import (
     EMPTY_ARRAYS,
+    INEXACT_INTEGERS,
     BaseGrammarBackend,
     BaseGrammarObject,
     GrammarError,
@@ -60,6 +61,7 @@ from .base import (
     beside_validation,
     format_as_pattern,
     is_whole,
+    json_pointer,
     not_a_local_pointer,
     number_bound,
     overlapping_branches,
@@ -137,6 +139,7 @@ _SHORT_NUMBERS = (
 
 IGNORED = (
     *EMPTY_ARRAYS,
+    *INEXACT_INTEGERS,
     *(IgnoredKeyword(k, _SHORT_NUMBERS, _bounds_hold_no_short_number) for k in ("minimum", "exclusiveMinimum")),
     *(
         IgnoredKeyword(k, f"in a schema without 'type' (xgrammar then allows any {kind})", _untyped(kind))
@@ -147,8 +150,14 @@ IGNORED = (
     IgnoredKeyword("maxLength", "beside 'pattern' or 'format'", beside("pattern", "format")),
     IgnoredKeyword(
         "multipleOf",
-        "unless the type is 'integer' and the multiple a whole number",
-        lambda s: s.get("type") != "integer" or not is_whole(s["multipleOf"]),
+        # (beside a bound it logs "ignoring multipleOf"; past 1024 it ignores it too: a stranger's fuzzing)
+        "unless the type is 'integer', the multiple a whole number up to 1024, and no bound beside it",
+        lambda s: (
+            s.get("type") != "integer"
+            or not is_whole(s["multipleOf"])
+            or s["multipleOf"] > 1024
+            or any(k in s for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"))
+        ),
     ),
     IgnoredKeyword("uniqueItems", "", lambda s: s["uniqueItems"] is True),
     IgnoredKeyword("contains"),
@@ -200,6 +209,27 @@ def _length_as_pattern(schema: SchemaObject, pointer: str) -> SchemaObject:
         )
     schema["pattern"] = f"^[^\\ud800-\\udfff]{{{int(low)},{'' if high is None else int(high)}}}$"
     return schema
+
+
+def _pattern_properties_as_json_text(schema: SchemaObject, pointer: str) -> SchemaObject:
+    """`patternProperties`' name patterns rewritten over the names' JSON text, as `pattern` is
+    (`_pattern_as_json_text`): xgrammar wrote a `"` of `^\"` raw inside a name (invalid JSON)
+    and dropped a lookahead without a word (a stranger's fuzzing); the translation escapes
+    what JSON escapes and refuses what it cannot read exactly."""
+    names = schema.get("patternProperties")
+    if not isinstance(names, dict):
+        return schema
+    rewritten = {}
+    for name_pattern, sub in names.items():
+        where = json_pointer(json_pointer(pointer, "patternProperties"), name_pattern)
+        try:
+            translated = pattern_over_json_text(name_pattern, where)
+        except UnsupportedSchemaError as e:
+            raise GrammarError(str(e)) from e
+        if translated is None:
+            raise GrammarError(f"the name pattern {name_pattern!r} at {where} matches no name")
+        rewritten[f"^(?:{optional_as_count(render(translated))})$"] = sub  # (anchored, as `pattern` is)
+    return {**schema, "patternProperties": rewritten}
 
 
 def _pattern_as_json_text(schema: SchemaObject, pointer: str) -> SchemaObject:
@@ -395,7 +425,7 @@ class XGrammarBackend(BaseGrammarBackend):
         refuse_ignored_keywords(schema, IGNORED, "xgrammar", "xgrammar")
         # (lengths last: their pattern is over the string's characters, and a length beside a
         # pattern or format was refused above)
-        for step in (format_as_pattern, _pattern_as_json_text, _length_as_pattern):
+        for step in (format_as_pattern, _pattern_as_json_text, _pattern_properties_as_json_text, _length_as_pattern):
             schema = rewrite_subschemas(schema, step)
         return json.dumps(schema, ensure_ascii=False)
 
