@@ -61,6 +61,18 @@ class Failure:
     marked: list[str] = field(default_factory=list)  # the test's own tasks, when moved to raised_in's row
 
 
+# A reason longer than this is cut: a student's `raise ValueError("long " * 400_000)` once
+# printed 6 MB on the instructor's terminal (an instructor's test).
+MAX_REASON = 2000
+
+
+def shortened(reason: str) -> str:
+    """`reason`, cut to MAX_REASON characters with a note of how much was left out."""
+    if len(reason) <= MAX_REASON:
+        return reason
+    return f"{reason[:MAX_REASON]} ... ({len(reason) - MAX_REASON:,} more characters)"
+
+
 @dataclass
 class FileError:
     """A student's file that does not compile or import: the tests never ran."""
@@ -325,7 +337,7 @@ def _collect(events, done, report: GradeReport, files, package: Path, cwd: Path,
             if not e["passed"]:
                 failure = Failure(
                     e["test"],
-                    e["reason"],
+                    shortened(e["reason"]),
                     _where(e.get("path"), e.get("line"), package, cwd),
                     e.get("example"),
                     e.get("timed_out", False),
@@ -400,7 +412,7 @@ def syntax_errors(package: Path) -> list[FileError]:
     errors = []
     for path in sorted(package.rglob("*.py")):
         try:
-            compile(path.read_text(encoding="utf-8"), str(path), "exec")
+            compile(path.read_text(encoding="utf-8-sig"), str(path), "exec")  # (a BOM is fine for Python)
         except SyntaxError as e:
             errors.append(FileError(str(path.relative_to(package.parent)), e.lineno, f"{type(e).__name__}: {e.msg}"))
         except (UnicodeDecodeError, ValueError) as e:
@@ -653,13 +665,21 @@ def grade(
 ) -> int:
     """Grade the reference, one student copy, or a class (all the stage's tasks, or those
     `only` names); exit status 0 only when all passed."""
-    select_tasks(stage, only)  # a misspelt task fails before any test runs
+    tasks = select_tasks(stage, only)  # a misspelt task fails before any test runs
     targets: list[str | None] = [*impls] if impls else [None]  # None: the reference
-    reports = [run_task_tests(stage, impl, test_timeout=test_timeout, only=only) for impl in targets]
-    for r in reports:
+    reports = []
+    for impl in targets:
+        try:
+            r = run_task_tests(stage, impl, test_timeout=test_timeout, only=only)
+        except Exception as e:  # one copy the grader cannot run must not lose the class's rows
+            if len(targets) == 1:
+                raise
+            why = shortened(f"the grader could not run this copy: {type(e).__name__}: {e}")
+            r = GradeReport(stage, impl, {t: TaskResult(t, failed=[Failure("(the whole copy)", why)]) for t in tasks})
+        reports.append(r)
         if verbose:
             print(r.output)
-        print(format_report(r))
+        print(format_report(r), flush=True)  # each copy's report as soon as it is graded
         print()
     if len(reports) > 1:
         print(format_class_table(reports))

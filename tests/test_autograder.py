@@ -248,6 +248,39 @@ def test_grade_rejects_a_directory_without_a_package(tmp_path):
         run_task_tests("s2", impl=tmp_path)
 
 
+def test_a_copy_the_grader_cannot_run_keeps_the_rest_of_the_class(tmp_path, capsys):
+    """An instructor's test: one copy the grader could not run (here, no package at all) used
+    to end the whole class's run with a traceback and no row; now it gets its own row."""
+    from minisglang.grading import grade
+
+    first, second = tmp_path / "no package", tmp_path / "typo"
+    first.mkdir()
+    assert grade("s2", [str(first), str(second)], only=["2_1"]) == 1
+    out = capsys.readouterr().out
+    assert out.count("the grader could not run this copy: FileNotFoundError") == 2, out
+    assert "holds no minisglang package" in out and str(second) in out
+
+
+def test_a_byte_order_mark_is_no_syntax_error(tmp_path):
+    """Python reads a UTF-8 BOM; a copy saved with one was once reported with a SyntaxError
+    per file (U+FEFF) though every test passed."""
+    from minisglang.grading import syntax_errors
+
+    package = tmp_path / "minisglang"
+    package.mkdir()
+    (package / "__init__.py").write_bytes(b"\xef\xbb\xbfx = 1\r\n")
+    (package / "broken.py").write_text("def f(:\n")
+    assert [e.path for e in syntax_errors(package)] == ["minisglang/broken.py"]
+
+
+def test_a_long_reason_is_cut():
+    from minisglang.grading import MAX_REASON, shortened
+
+    assert shortened("short") == "short"
+    cut = shortened("x" * (MAX_REASON + 500))
+    assert len(cut) < MAX_REASON + 50 and cut.endswith("(500 more characters)")
+
+
 def test_grading_the_reference_passes_every_task():
     """The grader end to end on the reference (s2, the quickest stage). That the reference
     passes every task's tests at every stage is what the rest of this suite shows: the
