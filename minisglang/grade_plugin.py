@@ -7,6 +7,7 @@ Events: {"event": "start", "test", "markers", "time"} when a test starts; {"even
 test that timed out, where every thread was waiting, from faulthandler, in the graded files;
 raised_in: the task, as "3_3", whose solution region holds the innermost graded frame of the
 error's traceback, if any);
+{"event": "collected", "tests": {test: markers}} once the run's tests are chosen;
 {"event": "collect_error", "path", "text"} when a test file cannot be imported; with
 $MINISGLANG_GRADE_TRACE set (the reference only: `minisglang prerequisites`), {"event": "ran",
 "test", "tasks"} before each finish: every task whose solution region ran a line during that
@@ -66,6 +67,8 @@ def pytest_collection_modifyitems(config, items):
 def pytest_collection_finish(session):
     for item in session.items:
         _markers_of[item.nodeid] = _task_markers(item)
+    # What this run will try: a test that never reports (the process died first) is one of these.
+    _emit({"event": "collected", "tests": _markers_of})
 
 
 def pytest_collectreport(report):

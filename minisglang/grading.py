@@ -212,6 +212,7 @@ def run_task_tests(
     cwd = impl if impl is not None else tests_dir.parent
     deadline = time.monotonic() + total_timeout
     done: dict[str, tuple[list[str], Failure | None]] = {}
+    chosen: dict[str, list[str]] = {}  # every test a run set out to run -> its tasks
     outputs = []
     with tempfile.TemporaryDirectory(prefix="minisglang-grade-") as tmp:
         events_path, skip_path = Path(tmp) / "events.jsonl", Path(tmp) / "skip.json"
@@ -226,6 +227,11 @@ def run_task_tests(
             stuck, output, returncode = _run_until_stuck(cmd, env, cwd, events_path, test_timeout, deadline)
             outputs.append(output)
             events = _read_events(events_path)
+            for e in events:
+                if e["event"] == "collected":
+                    chosen.update(e["tests"])
+            if stuck is None and returncode == 5 and done:
+                break  # every test left was skipped (done before a kill): nothing more to run
             if stuck is None and returncode not in (0, 1) and not events:
                 # pytest itself failed (a bad option, a broken plugin): nothing to explain
                 raise RuntimeError(f"the graded test run failed (exit status {returncode}):\n{output[-3000:]}")
@@ -237,6 +243,16 @@ def run_task_tests(
             done[nodeid] = (markers, Failure(nodeid, why, timed_out=True, stacks=stacks))
             if time.monotonic() >= deadline:
                 break
+    # A test that never reported: the process ended before it (os._exit, a KeyboardInterrupt,
+    # a crash); an instructor's test once read "ok" for a task after 2 of its 7 tests.
+    ended = f"exit status {returncode}" if stuck is None else "stopped by the grader"
+    for nodeid, markers in chosen.items():
+        if nodeid not in done:
+            why = (
+                f"did not run: the test process ended before it ({ended}; an os._exit, "
+                "a KeyboardInterrupt or a crash in an earlier test?)"
+            )
+            done[nodeid] = (markers, Failure(nodeid, why))
     for nodeid, (markers, failure) in done.items():
         for t in markers:
             if t in report.tasks:

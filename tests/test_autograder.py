@@ -261,6 +261,23 @@ def test_a_copy_the_grader_cannot_run_keeps_the_rest_of_the_class(tmp_path, caps
     assert "holds no minisglang package" in out and str(second) in out
 
 
+def test_a_test_process_that_dies_leaves_its_unrun_tests_failed(tmp_path):
+    """An instructor's test: a copy whose code calls os._exit ended pytest in its first test,
+    and the tests after it went unreported, so a task could read "ok" on some of its tests.
+    Every test a run set out to run and never reported is now a failure that says so."""
+    checkout("s2", tmp_path / "exits")
+    _plant(
+        tmp_path / "exits",
+        _region_file("task2_1"),
+        "    v = allowed.shape[-1]\n",
+        "    import os\n    os._exit(0)\n    v = allowed.shape[-1]\n",
+    )
+    report = run_task_tests("s2", impl=tmp_path / "exits", only=["2_1"], test_timeout=20)
+    row = report.tasks["task2_1"]
+    assert not row.ok and not row.passed
+    assert any(f.reason.startswith("did not run: the test process ended before it") for f in row.failed), row.failed
+
+
 def test_a_byte_order_mark_is_no_syntax_error(tmp_path):
     """Python reads a UTF-8 BOM; a copy saved with one was once reported with a SyntaxError
     per file (U+FEFF) though every test passed."""
