@@ -570,6 +570,8 @@ def _cause_notes(
         if not own or not all(f.test not in runs or f"task{other}" in runs[f.test] for f in own):
             continue
         mine, theirs = score[task[4:]], score[other]
+        if not theirs[1] + theirs[2] + mine[1] + mine[2]:
+            continue  # no test ran either task's code (the tests could not be imported): no evidence
         counts = (
             f"its code ran in {theirs[1]} failing and {theirs[2]} passing tests, {task[4:]}'s in "
             f"{mine[1]} failing and {mine[2]} passing"
