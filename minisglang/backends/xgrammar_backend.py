@@ -211,42 +211,42 @@ def _length_as_pattern(schema: SchemaObject, pointer: str) -> SchemaObject:
     return schema
 
 
+def _over_json_text(pattern: str, where: str, what: str, thing: str) -> str:
+    """`pattern` (over a decoded string) as an anchored regex over the string's JSON text:
+    our compiler's translation, which writes each character the way JSON allows and refuses
+    what it cannot read exactly. Anchored: xgrammar searches a pattern (as JSON Schema says),
+    the translation is whole. `what` and `thing` name the pattern and its strings in errors."""
+    try:
+        translated = pattern_over_json_text(pattern, where)
+    except UnsupportedSchemaError as e:
+        raise GrammarError(str(e)) from e
+    if translated is None:
+        raise GrammarError(f"{what} {pattern!r} at {where} matches no {thing}")
+    return f"^(?:{optional_as_count(render(translated))})$"
+
+
 def _pattern_properties_as_json_text(schema: SchemaObject, pointer: str) -> SchemaObject:
-    """`patternProperties`' name patterns rewritten over the names' JSON text, as `pattern` is
-    (`_pattern_as_json_text`): xgrammar wrote a `"` of `^\"` raw inside a name (invalid JSON)
-    and dropped a lookahead without a word (a stranger's fuzzing); the translation escapes
-    what JSON escapes and refuses what it cannot read exactly."""
+    """`patternProperties`' name patterns rewritten over the names' JSON text, as `pattern` is:
+    xgrammar wrote a `"` of `^\"` raw inside a name (invalid JSON) and dropped a lookahead
+    without a word (a stranger's fuzzing)."""
     names = schema.get("patternProperties")
     if not isinstance(names, dict):
         return schema
-    rewritten = {}
-    for name_pattern, sub in names.items():
-        where = json_pointer(json_pointer(pointer, "patternProperties"), name_pattern)
-        try:
-            translated = pattern_over_json_text(name_pattern, where)
-        except UnsupportedSchemaError as e:
-            raise GrammarError(str(e)) from e
-        if translated is None:
-            raise GrammarError(f"the name pattern {name_pattern!r} at {where} matches no name")
-        rewritten[f"^(?:{optional_as_count(render(translated))})$"] = sub  # (anchored, as `pattern` is)
+    where = json_pointer(pointer, "patternProperties")
+    rewritten = {
+        _over_json_text(name_pattern, json_pointer(where, name_pattern), "the name pattern", "name"): sub
+        for name_pattern, sub in names.items()
+    }
     return {**schema, "patternProperties": rewritten}
 
 
 def _pattern_as_json_text(schema: SchemaObject, pointer: str) -> SchemaObject:
-    """`pattern` rewritten over the JSON text of the string (our compiler's translation, as
-    the outlines adapter does): xgrammar puts a pattern's characters between the quotes as
-    they are, so `[\\x00-\\x1f]` or a `\\n` wrote a raw control character (invalid JSON), and it
-    read `\\A`, `\\Z` as letters and skipped a `$` in the middle. The translation writes each
-    character the way JSON allows and refuses what it cannot read exactly."""
+    """`pattern` rewritten over the JSON text of the string (as the outlines adapter does):
+    xgrammar puts a pattern's characters between the quotes as they are, so `[\\x00-\\x1f]`
+    or a `\\n` wrote a raw control character (invalid JSON), and it read `\\A`, `\\Z` as
+    letters and skipped a `$` in the middle."""
     if isinstance(schema.get("pattern"), str):
-        try:
-            translated = pattern_over_json_text(schema["pattern"], pointer)
-        except UnsupportedSchemaError as e:
-            raise GrammarError(str(e)) from e
-        if translated is None:
-            raise GrammarError(f"'pattern' {schema['pattern']!r} at {pointer} matches no string")
-        # Anchored: xgrammar searches a pattern (as JSON Schema says), the translation is whole.
-        schema["pattern"] = f"^(?:{optional_as_count(render(translated))})$"
+        schema["pattern"] = _over_json_text(schema["pattern"], pointer, "'pattern'", "string")
     return schema
 
 
