@@ -33,6 +33,7 @@ import torch
 from ..constrained.bitmask import all_allowed_mask, apply_bitmask
 from ..constrained.compile_service import CompileTimeout
 from ..constrained.json_schema import FORMATS, InvalidSchemaError, load_schema
+from ..constrained.json_schema.keywords import _NUMBER_BOUNDS
 from ..constrained.work_slices import Baton, CompileCancelled, CompileJob, FairCompilePool
 from ..registry import Registry
 
@@ -70,6 +71,8 @@ class IgnoredKeywordError(GrammarError):
 
 # A schema object as `load_schema` reads it: keyword -> any JSON value (checked where used).
 SchemaObject = dict[str, Any]
+# The keywords that bound a number (the JSON Schema compiler's list, for the adapters' rules).
+NUMBER_BOUNDS = _NUMBER_BOUNDS
 
 # Keywords that say nothing about which values are valid: they may sit beside anything.
 ANNOTATIONS = frozenset(
@@ -190,9 +193,13 @@ def beside_validation(keyword: str, allowed: frozenset[str] = frozenset()) -> Ca
     return lambda schema: any(k not in ANNOTATIONS and k not in allowed and k != keyword for k in schema)
 
 
-def empty_array(keyword: str) -> Callable[[SchemaObject], bool]:
-    """The keyword's value is an empty array (`"anyOf": []`)."""
-    return lambda schema: schema[keyword] == []
+def value_holds(keyword: str, test: Callable[[Any], bool]) -> Callable[[SchemaObject], bool]:
+    """The keyword's value passes `test` (`"anyOf": []` for an empty list)."""
+    return lambda schema: test(schema[keyword])
+
+
+def _empty_list(value: Any) -> bool:
+    return isinstance(value, list) and not value
 
 
 # An empty enum, anyOf, oneOf, allOf or type list accepts no value (or is not a schema at
@@ -200,7 +207,9 @@ def empty_array(keyword: str) -> Callable[[SchemaObject], bool]:
 # object with finish_reason "stop" (a stranger's attack, 2026-12-04). The fsm backend and
 # llguidance refuse these themselves; the adapters of the others list them as ignored.
 EMPTY_ARRAYS = tuple(
-    IgnoredKeyword(k, "when its array is empty (it accepts no value; the library writes one anyway)", empty_array(k))
+    IgnoredKeyword(
+        k, "when its array is empty (it accepts no value; the library writes one anyway)", value_holds(k, _empty_list)
+    )
     for k in ("enum", "anyOf", "oneOf", "allOf", "type")
 )
 
@@ -221,14 +230,11 @@ def holds_inexact_integer(value: Any) -> bool:
 
 # xgrammar and llguidance read a schema's numbers as doubles: `const 9007199254740993` came
 # out 9007199254740992, a const past int64 `9.223372036854776e+18` (a stranger's fuzzing).
-def inexact_integer(keyword: str) -> Callable[[SchemaObject], bool]:
-    """The keyword's value holds an integer past 2**53."""
-    return lambda schema: holds_inexact_integer(schema[keyword])
-
-
 INEXACT_INTEGERS = tuple(
-    IgnoredKeyword(k, "holding an integer past 2**53 (it reads the number as a double)", inexact_integer(k))
-    for k in ("const", "enum", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
+    IgnoredKeyword(
+        k, "holding an integer past 2**53 (it reads the number as a double)", value_holds(k, holds_inexact_integer)
+    )
+    for k in ("const", "enum", *NUMBER_BOUNDS, "multipleOf")
 )
 
 

@@ -69,6 +69,7 @@ from .base import (
     register_backend,
     requires_unlisted,
     rewrite_subschemas,
+    value_holds,
     values_outside_type,
 )
 
@@ -118,10 +119,10 @@ IGNORED = (
     *EMPTY_ARRAYS,
     IgnoredKeyword("minItems", "beside 'prefixItems'", beside("prefixItems")),
     IgnoredKeyword("maxItems", "beside 'prefixItems'", beside("prefixItems")),
-    IgnoredKeyword(
-        "const", "with an object key JSON must escape (it writes the key raw)", lambda s: raw_key(s["const"])
+    *(
+        IgnoredKeyword(k, "with an object key JSON must escape (it writes the key raw)", value_holds(k, raw_key))
+        for k in ("const", "enum")
     ),
-    IgnoredKeyword("enum", "with an object key JSON must escape (it writes the key raw)", lambda s: raw_key(s["enum"])),
     *(IgnoredKeyword(k) for k in _ALWAYS_IGNORED),
     IgnoredKeyword("uniqueItems", "", lambda s: s["uniqueItems"] is True),  # false asks nothing
     IgnoredKeyword("pattern", "beside 'minLength' or 'maxLength'", beside("minLength", "maxLength")),

@@ -52,6 +52,7 @@ from ..constrained.regex_ast import render
 from .base import (
     EMPTY_ARRAYS,
     INEXACT_INTEGERS,
+    NUMBER_BOUNDS,
     BaseGrammarBackend,
     BaseGrammarObject,
     GrammarError,
@@ -116,7 +117,7 @@ def _bounds_hold_no_short_number(schema: SchemaObject) -> bool:
         return False
     scale = Decimal(10) ** XGRAMMAR_FRACTION_DIGITS
     lows, highs = [], []  # the bounds in units of the last fraction digit, rounded inwards
-    for keyword in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
+    for keyword in NUMBER_BOUNDS:
         value = number_bound(schema, keyword)
         if value is None or not math.isfinite(value):
             continue
@@ -156,7 +157,7 @@ IGNORED = (
             s.get("type") != "integer"
             or not is_whole(s["multipleOf"])
             or s["multipleOf"] > 1024
-            or any(k in s for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"))
+            or any(k in s for k in NUMBER_BOUNDS)
         ),
     ),
     IgnoredKeyword("uniqueItems", "", lambda s: s["uniqueItems"] is True),
