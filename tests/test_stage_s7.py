@@ -416,7 +416,7 @@ def test_a_seam_guess_the_grammar_refuses_is_no_guess(engines):
 
     _, e7 = engines
     req = types.SimpleNamespace(grammar=Refusing())
-    assert e7.stage.seam_draft(req, [1, 2], b'":') is None
+    assert e7.stage.seam_draft(req, [1, 2], b'":', e7.stage.spelled_after(b'":')) is None
     assert req.grammar.accepted == 0
 
 

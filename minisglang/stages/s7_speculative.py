@@ -390,16 +390,18 @@ class SpeculativeStage(FunctionCallingStage):
         )
         # The piece left to the model: draft the token the model writes across it.
         head = forced[len(self.ctx.tokenizer.decode_bytes(ids)) :]
-        if len(ids) < k and 0 < len(head) < jump.longest_token and jump.starts_a_longer_token(head):
-            across = self.seam_draft(req, ids, head)
+        longer = self.spelled_after(head) if len(ids) < k and head else []
+        if longer:  # (none: the forced text was drafted to its end, or k cut it first)
+            across = self.seam_draft(req, ids, head, longer)
             if across is not None:
                 ids.append(across)
         return ids
 
-    def seam_draft(self, req: Req, ids: list[int], head: bytes) -> int | None:
+    def seam_draft(self, req: Req, ids: list[int], head: bytes, longer: list[tuple[bytes, int]]) -> int | None:
         """After the forced drafts `ids`, the token that continues the forced text's last
-        bytes `head` as far as every token the grammar allows there agrees (`seam_token`):
-        the grammar is walked over `ids`, fills that position's row, and is rolled back."""
+        bytes `head` as far as every token the grammar allows there agrees (`seam_token`),
+        of the tokens `longer` than `head` that start with it (`spelled_after`): the grammar
+        is walked over `ids`, fills that position's row, and is rolled back."""
         g = req.grammar
         if g is None:
             return None
@@ -416,7 +418,7 @@ class SpeculativeStage(FunctionCallingStage):
             return None
         finally:
             g.rollback(accepted)
-        return seam_token(head, [(b, t) for b, t in self.spelled_after(head) if allows(row[0], t)])
+        return seam_token(head, [(b, t) for b, t in longer if allows(row[0], t)])
 
     def spelled_after(self, head: bytes) -> list[tuple[bytes, int]]:
         """(spelling, id) of every token longer than `head` that starts with it."""
