@@ -114,21 +114,18 @@ def serve(engine: Engine, prompts: list[str], params: dict) -> dict:
         return chosen
 
     s.get_new_prefill_batch = admit_and_count
-    model, seconds = s.model, {"prefill": 0.0, "decode": 0.0}
-    decode_forwards: list[tuple[int, int, float]] = []  # (requests, tokens fed, seconds) per decode or verify
+    model, timed = s.model, []  # (kind, requests, tokens fed, seconds) of every forward
     forward = model.forward
 
     def timed_forward(fb, return_all_logits: bool = False):
-        """The model's forward, its seconds counted as a prompt's (a prefill: an extend that
-        does not ask for every position's logits) or a decode's (a decode, or a verify)."""
+        """The model's forward, timed as a prompt's (a prefill: an extend that does not ask
+        for every position's logits) or a decode's (a decode, or a verify)."""
         began = time.perf_counter()
         try:
             return forward(fb, return_all_logits=return_all_logits)
         finally:
             kind = "prefill" if fb.mode == ForwardMode.EXTEND and not return_all_logits else "decode"
-            seconds[kind] += time.perf_counter() - began
-            if kind == "decode":
-                decode_forwards.append((fb.batch_size, fb.input_ids.numel(), time.perf_counter() - began))
+            timed.append((kind, fb.batch_size, fb.input_ids.numel(), time.perf_counter() - began))
 
     model.forward = timed_forward
     wall, cpu = time.perf_counter(), time.process_time()
@@ -148,9 +145,9 @@ def serve(engine: Engine, prompts: list[str], params: dict) -> dict:
         "texts": [r.output_text for r in reqs],
         "wall": wall,
         "cpu": cpu,
-        "prefill_seconds": seconds["prefill"],
-        "decode_forward_samples": decode_forwards,
-        "decode_seconds": seconds["decode"],
+        "prefill_seconds": sum(t for kind, _, _, t in timed if kind == "prefill"),
+        "decode_forward_samples": [(b, n, t) for kind, b, n, t in timed if kind == "decode"],
+        "decode_seconds": sum(t for kind, _, _, t in timed if kind == "decode"),
         "decode_forwards": counts["decode"],
         "verify_forwards": counts["verify"],
         "prefill_forwards": counts["prefill"],
