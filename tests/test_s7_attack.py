@@ -10,7 +10,6 @@ pools. The first three tests are what it found (each a minimal case, the two bug
 the one inherent delay of overlap stated as it is); the property tests after them found nothing.
 """
 
-import dataclasses
 import itertools
 import json
 import random
@@ -21,6 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_engine import assert_no_leak
+from test_stage_s7 import set_drafting
 
 import minisglang as sgl
 
@@ -224,9 +224,7 @@ def test_a_seeded_speculative_request_does_not_depend_on_its_drafts():
         ("FORCED k=1", "FORCED", 1, None),
         ("FORCED+NGRAM k=8, a starved budget", "FORCED+NGRAM", 8, 1e-5),
     ]:
-        eng.stage.options = dataclasses.replace(
-            eng.stage.options, speculative_algorithm=algorithm, speculative_num_draft_tokens=k
-        )
+        set_drafting(eng, algorithm, k)
         work = eng.stage.work
         saved, work.step_seconds = work.step_seconds, budget or work.step_seconds
         try:
