@@ -112,15 +112,14 @@ class ForwardBatch:
             else:
                 members.setdefault((n - 1).bit_length(), []).append(i)
         few.sort(key=lambda i: self.extend_prefix_lens[i] + self.extend_seq_lens[i])
-        for c in range(0, len(few), self.DECODE_CHUNK):
-            # (in batch order within a chunk: a lone group is the batch's rows as they are)
-            members[-1 - c] = sorted(few[c : c + self.DECODE_CHUNK])  # (negative keys: never a prompt's)
+        # (in batch order within a chunk: a lone group is the batch's rows as they are)
+        chunks = [sorted(few[c : c + self.DECODE_CHUNK]) for c in range(0, len(few), self.DECODE_CHUNK)]
         starts = [0]
         for n in self.extend_seq_lens:
             starts.append(starts[-1] + n)
         device, table = self.input_ids.device, self.req_to_token_pool.req_to_token
         groups = []
-        for reqs in members.values():
+        for reqs in [*members.values(), *chunks]:
             prefix = torch.tensor([self.extend_prefix_lens[i] for i in reqs], device=device)  # [b]
             new = torch.tensor([self.extend_seq_lens[i] for i in reqs], device=device)  # [b]
             max_new, max_len = int(new.max()), int((prefix + new).max())
