@@ -458,6 +458,62 @@ def test_a_long_forced_text_is_jumped_in_pieces_of_bounded_work():
     assert not fsm.index.is_final(state) and fsm.index.next_state(state, 1) >= 0
 
 
+ONLY_BYTE_REGEXES = [
+    r'"[^"]{1,20}", "b": [0-9]{1,3}',
+    "中xx中|(é|è)y",
+    "(?@and(ab*c|ad)(a(b{2})*c|ae))",  # an AND whose `first` overstates
+    "(?@diff([a-z]{1,3})(a[a-z]))x",
+    "(?@and(.*)(x+))yz",
+    "(?@diff(a[a-z])(a[b-z]))",  # after `a`: only `a` is left, [b-z] overstated
+    "(?@and((ab|cd)e)(ab.|cx.))",  # `c` overstated at the start
+]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(ONLY_BYTE_REGEXES) | REGEXES)
+def test_only_byte_is_the_single_byte_of_the_whole_row(pattern):
+    """`LazyByteDFA.only_byte` (the jump search's question, asked without expanding the
+    row) answers what the expanded row says: its one byte, or None for none or several."""
+    try:
+        dfa = LazyByteDFA.from_regex(pattern, members=True)
+    except RegexError:
+        return
+    seen, queue = {dfa.initial}, [dfa.initial]
+    while queue and len(seen) < 300:
+        state = queue.pop()
+        only = dfa.only_byte(state)  # (first: before the row is expanded)
+        allowed = dfa.allowed_bytes(state).tolist()
+        assert only == (allowed[0] if len(allowed) == 1 else None), (pattern, state, allowed)
+        for byte in allowed:
+            nxt = dfa.step(state, byte)
+            if nxt not in seen:
+                seen.add(nxt)
+                queue.append(nxt)
+
+
+def test_the_jump_search_builds_few_states_beyond_generations():
+    """s4's jump and s7's forced drafts ask the forced text at every step: the states they
+    build beyond what the rows of the same token path build stay few (expanding each
+    state's whole byte row nearly doubled them and reached `max_lazy_states` first)."""
+    tokenizer = bundled()
+    regex = r'\{"a": "[^"]{1,20}", "b": "[^"]{1,20}", "c": "[^"]{1,20}", "d": [0-9]{1,3}\}'
+
+    def states_after_walk(seed: int, jump: bool) -> int:
+        fsm = compile_lazy_token_fsm(regex, tokenizer, len(tokenizer.token_bytes))
+        rng, state = random.Random(seed), fsm.index.initial_state
+        for _ in range(60):
+            if jump:
+                fsm.jump_map.jump_forward(state)
+            allowed = [t for t in fsm.index.allowed_token_ids(state) if t != tokenizer.eos_token_id]
+            if not allowed:
+                break
+            state = fsm.index.next_state(state, rng.choice(allowed))
+        return fsm.index.dfa.num_states
+
+    for seed in range(3):
+        assert states_after_walk(seed, True) <= 1.1 * states_after_walk(seed, False) + 5
+
+
 # ---------------------------------------------------------------------------------------
 # Limits and bad input
 # ---------------------------------------------------------------------------------------

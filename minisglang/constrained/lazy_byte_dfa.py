@@ -216,6 +216,26 @@ class LazyByteDFA:
         state = self.walk_bytes(self.initial, data)
         return state >= 0 and self.is_final(state)
 
+    def only_byte(self, state: int) -> int | None:
+        """The one byte that can follow `state`, or None (no byte, or more than one).
+
+        Derives only the live classes, lowest first, and stops at a second byte: expanding
+        the whole row (`allowed_bytes`) built a state for every class, and the forced-text
+        searches of s4 and s7 ask this at every step, nearly doubling the states a grammar
+        builds (and reaching `max_lazy_states` where generation alone did not). A class is
+        derived even when live, since an AND/DIFF node's `first` may overstate."""
+        starts, live, found = self.class_starts[state], self.live(state), -1
+        while live:
+            low = live & -live
+            live ^= low
+            lo = low.bit_length() - 1
+            if self.fill(state, lo) < 0:
+                continue  # (an overstated class)
+            if found >= 0 or starts[bisect.bisect_right(starts, lo)] - lo > 1:
+                return None  # a second byte: a second class, or a class of two or more
+            found = lo
+        return found if found >= 0 else None
+
     def allowed_bytes(self, state: int) -> np.ndarray:
         """The bytes that can follow in `state` (sorted int array)."""
         self.expand(state)

@@ -503,20 +503,16 @@ class LazyJumpForward:
 
     dfa: LazyByteDFA
 
-    def _only_byte(self, state: int) -> int | None:
-        allowed = self.dfa.allowed_bytes(state)
-        return int(allowed[0]) if allowed.shape[0] == 1 else None
-
     def _forced_char(self, state: int) -> tuple[bytes, int] | None:
         """(the one character that must follow `state`, the state after it) or None."""
-        lead = self._only_byte(state)
+        lead = self.dfa.only_byte(state)
         if lead is None:
             return None
         size = 1 if lead < 0x80 else 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4
         data = bytearray([lead])
         state = self.dfa.step(state, lead)
         for _ in range(size - 1):
-            byte = self._only_byte(state)
+            byte = self.dfa.only_byte(state)
             if byte is None:
                 return None  # the lead byte is forced, the character is not
             data.append(byte)
@@ -527,7 +523,7 @@ class LazyJumpForward:
         """The forced bytes from `state` up to the next choice (at most about MAX_JUMP_BYTES
         of them: the rest at the next jump) and the state there, or None."""
         out = bytearray()
-        while (byte := self._only_byte(state)) is not None and 0x80 <= byte < 0xC0:
+        while (byte := self.dfa.only_byte(state)) is not None and 0x80 <= byte < 0xC0:
             out.append(byte)  # finish the character the model stopped inside
             state = self.dfa.step(state, byte)
         seen = set()
