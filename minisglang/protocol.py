@@ -177,6 +177,15 @@ class _SamplingFields(_Strict):
             raise ValueError("only n=1 is supported")
         return n
 
+    @field_validator("n", "stream", mode="before")
+    @classmethod
+    def _null_is_the_default(cls, value: Any, info: ValidationInfo) -> Any:
+        """OpenAI documents n as "integer or null" and stream as "boolean or null"."""
+        if value is None:
+            assert info.field_name is not None
+            return cls.model_fields[info.field_name].default
+        return value
+
     @field_validator("stop", mode="before")
     @classmethod
     def _stop_strings(cls, stop: Any) -> Any:
@@ -193,11 +202,13 @@ class _SamplingFields(_Strict):
             raise ValueError("must be -1 (off) or >= 1")
         return k
 
-    @model_validator(mode="after")
-    def _stream_options_need_stream(self):
-        if self.stream_options is not None and not self.stream:
-            raise ValueError("stream_options is only allowed when stream is true")
-        return self
+    @field_validator("stream_options")
+    @classmethod
+    def _stream_options_need_stream(cls, options: StreamOptions | None, info: ValidationInfo) -> StreamOptions | None:
+        # (a field validator, not the model's: the error then names the field)
+        if options is not None and not info.data.get("stream"):
+            raise ValueError("only allowed when stream is true")
+        return options
 
     def sampling_params(self, max_tokens: int | None) -> SamplingParams:
         """These fields as the engine's SamplingParams (its own checks raise RequestError)."""
@@ -237,6 +248,10 @@ class _SamplingFields(_Strict):
         return next((k for k in ("regex", "ebnf", "json_schema") if getattr(self, k) is not None), None)
 
 
+# OpenAI's (and SGLang's) default max_tokens of a completion; a chat's is the context's room.
+COMPLETION_DEFAULT_MAX_TOKENS = 16
+
+
 class CompletionRequest(_SamplingFields):
     """POST /v1/completions."""
 
@@ -257,7 +272,7 @@ class CompletionRequest(_SamplingFields):
     _unsupported = _neutral_only(_UNSUPPORTED_COMPLETION)
 
     def to_sampling_params(self) -> SamplingParams:
-        return self.sampling_params(self.max_tokens)
+        return self.sampling_params(self.max_tokens if self.max_tokens is not None else COMPLETION_DEFAULT_MAX_TOKENS)
 
 
 # OpenAI's limit on the tools of one request; each is a schema to compile.
@@ -322,16 +337,27 @@ class ToolCallMessage(_Strict):
 
 
 class ChatMessage(_Strict):
-    role: Literal["system", "user", "assistant", "tool"]
+    # "developer": OpenAI's newer name for system instructions (the template gets "system").
+    role: Literal["developer", "system", "user", "assistant", "tool"]
     # A string, or OpenAI's list of text parts [{"type": "text", "text": ...}] (joined here);
     # null only for an assistant message that makes tool calls.
     content: Any = None
     name: str | None = None
     tool_calls: list[ToolCallMessage] | None = None  # role assistant
     tool_call_id: str | None = None  # role tool: the call this answers
+    # Fields of an assistant message OpenAI answers with, sent back as they came
+    # (`message.model_dump()`): accepted when null, or for a refusal its text (as content).
+    refusal: str | None = None
+    annotations: list[Any] | None = None
+    audio: None = None
+    function_call: None = None
 
     @model_validator(mode="after")
     def _fields_of_the_role(self) -> ChatMessage:
+        if (self.refusal is not None or self.annotations) and self.role != "assistant":
+            raise ValueError(f"refusal and annotations belong to assistant messages, not to role {self.role!r}")
+        if self.content is None and self.refusal is not None:
+            self.content = self.refusal  # (what the model said, for the template)
         if self.content is None and not (self.role == "assistant" and self.tool_calls):
             raise ValueError("content is required (it may be null only in an assistant message with tool_calls)")
         if self.tool_calls is not None and self.role != "assistant":
@@ -352,6 +378,13 @@ class ChatMessage(_Strict):
             for p in content
         ):
             return "".join(p["text"] for p in content)
+        for i, p in enumerate(content if isinstance(content, list) else []):
+            if isinstance(p, dict) and p.get("type") == "text" and set(p) != {"type", "text"}:
+                extra = sorted(set(p) - {"type", "text"})
+                raise ValueError(
+                    f'part [{i}]: a text part is {{"type": "text", "text": string}}; '
+                    f"{short_value(extra) if extra else 'its text'} {'is not known' if extra else 'is missing'}"
+                )
         raise ValueError(
             'must be a string or a list of {"type": "text", "text": string} parts '
             "(images, audio and files are not supported)"
@@ -386,11 +419,12 @@ class ChatCompletionRequest(_SamplingFields):
 
     _unsupported = _neutral_only(_UNSUPPORTED_CHAT)
 
-    @model_validator(mode="after")
-    def _one_length_limit(self):
-        if self.max_tokens is not None and self.max_completion_tokens is not None:
+    @field_validator("max_completion_tokens")
+    @classmethod
+    def _one_length_limit(cls, limit: int | None, info: ValidationInfo) -> int | None:
+        if limit is not None and info.data.get("max_tokens") is not None:
             raise ValueError("give max_tokens or max_completion_tokens, not both")
-        return self
+        return limit
 
     @field_validator("tool_choice")
     @classmethod
@@ -472,8 +506,10 @@ class ChatCompletionRequest(_SamplingFields):
         return tool_constraint(self.function_tools(), choice, self.parallel_tool_calls is not False)
 
     def tool_dicts(self) -> list[dict[str, Any]] | None:
-        """The tools as the chat template lists them (OpenAI's shape, unset fields left out)."""
-        if not self.tools:
+        """The tools as the chat template lists them (OpenAI's shape, unset fields left out);
+        none under tool_choice "none", which asks for a message (as SGLang's template call
+        does: a model shown tools writes call markup, as plain text, all the same)."""
+        if not self.tools or self.tool_choice == "none":
             return None
         return [t.model_dump(exclude_none=True) for t in self.tools]
 
@@ -482,7 +518,7 @@ class ChatCompletionRequest(_SamplingFields):
         "tool_calls" in assistant messages that made calls, "tool_call_id" in tool results)."""
         out = []
         for m in self.messages:
-            d: dict[str, Any] = {"role": m.role, "content": m.content}
+            d: dict[str, Any] = {"role": "system" if m.role == "developer" else m.role, "content": m.content}
             if m.tool_calls:
                 d["tool_calls"] = [c.model_dump() for c in m.tool_calls]
             if m.tool_call_id is not None:
@@ -560,6 +596,8 @@ def _sentence(err: Mapping[str, Any]) -> str:
         return "is not a known field"
     if kind == "finite_number":
         return "must be a finite number"
+    if kind == "none_required":
+        return f"not supported by minisglang (leave it out or send null), got {short_value(err.get('input'))}"
     if kind == "literal_error":
         return f"must be one of {ctx.get('expected')}, got {short_value(err.get('input'))}"
     bounds = {"greater_than_equal": ">=", "greater_than": ">", "less_than_equal": "<=", "less_than": "<"}

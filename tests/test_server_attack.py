@@ -414,22 +414,29 @@ def prompt_of(tokenizer, n: int) -> str:
 def test_a_length_left_unset_is_what_the_context_has_room_for():
     """A 1000-token prompt without max_tokens was a 400 'prompt (1000 tokens) + max_new_tokens
     (128) exceeds the model's context', naming a field the client never sent (OpenAI's
-    max_tokens defaults to the room left). Now an unset length is the engine's default cut to
-    the room; a length the client did give and that cannot fit is a 400 naming its field."""
+    max_tokens defaults to the room left). Now an unset length is a chat's room, a
+    completion's 16 or /generate's 128 cut to the room; a length the client did give and
+    that cannot fit is a 400 naming its field."""
     eng = sgl.Engine(stage="s1", max_total_tokens=3000, max_running_requests=4)
     context = eng.scheduler.max_context_len
-    long = prompt_of(eng.tokenizer, context - 24)
+    long = prompt_of(eng.tokenizer, context - 8)
     with TestClient(create_app(eng)) as c:
         r = c.post("/v1/completions", json={"prompt": long, "ignore_eos": True})
         assert r.status_code == 200, r.text
-        assert r.json()["usage"]["completion_tokens"] == 24 and r.json()["choices"][0]["finish_reason"] == "length"
+        assert r.json()["usage"]["completion_tokens"] == 8 and r.json()["choices"][0]["finish_reason"] == "length"
         r = c.post("/generate", json={"text": long, "sampling_params": {"ignore_eos": True}})
-        assert r.status_code == 200 and r.json()["meta_info"]["completion_tokens"] == 24
+        assert r.status_code == 200 and r.json()["meta_info"]["completion_tokens"] == 8
         short = c.post("/v1/completions", json={"prompt": "hi", "ignore_eos": True})
-        assert short.json()["usage"]["completion_tokens"] == 128  # the engine's default, where it fits
+        assert short.json()["usage"]["completion_tokens"] == 16  # OpenAI's (and SGLang's) default
+        r = c.post("/generate", json={"text": "hi", "sampling_params": {"ignore_eos": True}})
+        assert r.json()["meta_info"]["completion_tokens"] == 128  # the engine's default, where it fits
+        # A chat runs until the model stops or the context is full (OpenAI's), not 128.
+        chat = {"messages": [{"role": "user", "content": "hi"}], "ignore_eos": True}
+        r = c.post("/v1/chat/completions", json=chat)
+        assert r.json()["usage"]["completion_tokens"] == context - r.json()["usage"]["prompt_tokens"] > 128
 
         for path, body, field in [
-            ("/v1/completions", {"prompt": long, "max_tokens": 25}, "max_tokens"),
+            ("/v1/completions", {"prompt": long, "max_tokens": 9}, "max_tokens"),
             (
                 "/v1/chat/completions",
                 {"messages": [{"role": "user", "content": long}], "max_completion_tokens": 500},
@@ -440,13 +447,13 @@ def test_a_length_left_unset_is_what_the_context_has_room_for():
                 {"messages": [{"role": "user", "content": long}], "max_tokens": 500},
                 "max_tokens",
             ),
-            ("/generate", {"text": long, "sampling_params": {"max_new_tokens": 25}}, "sampling_params.max_new_tokens"),
+            ("/generate", {"text": long, "sampling_params": {"max_new_tokens": 9}}, "sampling_params.max_new_tokens"),
         ]:
             error = c.post(path, json=body).json()["error"]
             assert error["param"] == field, (path, error)
             assert error["message"].startswith(f"{field}: the prompt has ")
             assert "at most" in error["message"] and f"context of {context}" in error["message"]
-        assert c.post("/v1/completions", json={"prompt": long, "max_tokens": 24}).status_code == 200
+        assert c.post("/v1/completions", json={"prompt": long, "max_tokens": 8}).status_code == 200
 
         empty = c.post("/v1/completions", json={"prompt": "", "max_tokens": 2}).json()["error"]
         assert empty["param"] == "prompt" and empty["message"] == "prompt: the prompt is empty (no tokens)"

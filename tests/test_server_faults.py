@@ -262,6 +262,7 @@ def test_a_client_waits_for_a_bounded_number_of_distinct_grammars():
     first, same, other = as_a_client_allowed_one_compile(script)
     assert other.status_code == 429
     assert other.json()["error"]["type"] == "rate_limit_error" and "limit is 1" in other.json()["error"]["message"]
+    assert other.headers["Retry-After"] == "1"  # (the openai client waits that long before it retries)
     assert first.status_code == same.status_code == 400  # both stopped at compile_timeout
 
 
@@ -354,6 +355,31 @@ def test_a_stream_whose_step_raises_ends_with_an_error_event_and_done(faulty):
         url + "/v1/chat/completions", timeout=60, json={**body, "messages": [{"role": "user", "content": "BOOM"}]}
     )
     assert r.status_code == 500 and "injected fault" in r.json()["error"]["message"]
+
+
+def disconnects(url: str) -> float:
+    metrics = httpx.get(url + "/metrics").text.splitlines()
+    return float(next(line for line in metrics if line.startswith("minisglang_client_disconnects_total")).split()[-1])
+
+
+def test_a_client_that_closes_its_stream_midway_is_counted_as_one_that_left(faulty):
+    """The counter counted clients that left before the first event only (a stranger's
+    find): one that closes the stream after some events is a departure too."""
+    url, engine = faulty
+    before = disconnects(url)
+    body = {"prompt": "Once", "max_tokens": 300, "ignore_eos": True, "stream": True}
+    lines = asyncio.run(left_after(url + "/v1/completions", body, 3))
+    assert len(lines) == 3 and wait_idle(engine).pools_full
+    deadline = time.time() + 10
+    while disconnects(url) < before + 1 and time.time() < deadline:
+        time.sleep(0.05)
+    assert disconnects(url) == before + 1
+    assert not [e for e in engine.trace if e["event"] == "finish" and e["reason"].get("length") == 300]
+
+
+async def left_after(url: str, body: dict, n: int) -> list[str]:
+    async with httpx.AsyncClient(timeout=60) as http:
+        return await sse_lines(http, url, body, leave_after=n)
 
 
 def test_server_options_are_checked():

@@ -80,7 +80,11 @@ def refusal(model_cls, body) -> RequestError:
             "response_format.at_least_one",
             "true or false",
         ),
-        ({"prompt": "x", "stream_options": {"include_usage": True}}, None, "only allowed when stream is true"),
+        (
+            {"prompt": "x", "stream_options": {"include_usage": True}},
+            "stream_options",
+            "only allowed when stream is true",
+        ),
     ],
 )
 def test_completion_fields_are_refused_with_a_sentence_naming_them(body, param, needle):
@@ -105,12 +109,19 @@ def test_completion_fields_are_refused_with_a_sentence_naming_them(body, param, 
             "messages[0].content",
             "images",
         ),
+        (
+            {"messages": [{"role": "user", "content": [{"type": "text", "text": "a", "cache": 1}]}]},
+            "messages[0].content",
+            '["cache"] is not known',
+        ),
+        ({"messages": [*HI, {"role": "assistant", "content": "x", "audio": {"id": "a"}}]}, "messages[1].audio", "null"),
+        ({"messages": [{"role": "user", "content": "x", "refusal": "no"}]}, "messages[0]", "belong to assistant"),
         ({"messages": HI, "tools": [{"type": "function"}]}, "tools[0].function", "is required"),
         ({"messages": HI, "tool_choice": "none"}, "tool_choice", "only allowed when tools are given"),
         ({"messages": HI, "functions": [{"name": "f"}]}, "functions", "not supported"),
         ({"messages": HI, "logprobs": True}, "logprobs", "not supported"),
         ({"messages": HI, "top_logprobs": 3}, "top_logprobs", "not supported"),
-        ({"messages": HI, "max_tokens": 3, "max_completion_tokens": 4}, None, "not both"),
+        ({"messages": HI, "max_tokens": 3, "max_completion_tokens": 4}, "max_completion_tokens", "not both"),
         ({"messages": HI, "regex": "a", "response_format": {"type": "json_object"}}, None, "not both"),
     ],
 )
@@ -118,6 +129,30 @@ def test_chat_fields_are_refused(body, param, needle):
     err = refusal(ChatCompletionRequest, body)
     assert err.status == 400 and needle in str(err)
     assert err.param == param or (param is None and err.param in (None, "response_format"))
+
+
+def test_what_an_openai_client_sends_back_is_accepted():
+    """Found by a stranger writing an app with the openai client: the `developer` role (the
+    newer system message), an assistant message dumped with its null fields
+    (`message.model_dump()`), a refusal sent back, `n` and `stream` as null."""
+    dumped = {"role": "assistant", "content": "Hello.", "refusal": None, "audio": None, "function_call": None}
+    dumped.update(tool_calls=None, annotations=[])
+    refused = {"role": "assistant", "content": None, "refusal": "I cannot."}
+    body = {
+        "messages": [{"role": "developer", "content": "Be brief."}, *HI, dumped, *HI, refused],
+        "n": None,
+        "stream": None,
+    }
+    request = parse(ChatCompletionRequest, json.dumps(body).encode())
+    request.to_sampling_params()
+    assert (request.n, request.stream) == (1, False)
+    assert request.message_dicts() == [
+        {"role": "system", "content": "Be brief."},
+        *HI,
+        {"role": "assistant", "content": "Hello."},
+        *HI,
+        {"role": "assistant", "content": "I cannot."},
+    ]
 
 
 def test_neutral_values_of_unsupported_fields_are_accepted():

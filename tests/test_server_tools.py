@@ -253,6 +253,15 @@ def test_a_stream_with_usage_ends_with_the_usage_chunk(client):
     assert reassemble(chunks[:-1])[2] == "tool_calls"
 
 
+def test_tool_choice_none_leaves_the_tools_out_of_the_prompt(client):
+    """ "none" asks for a message: the template is not shown the tools (a model shown them
+    wrote call markup as the answer's text, a stranger's find), as SGLang's does not."""
+    with_tools = chat(client, tool_choice="auto", max_tokens=1).usage.prompt_tokens
+    without = chat(client, tool_choice="none", max_tokens=1).usage.prompt_tokens
+    plain = client.chat.completions.create(model=MODEL, messages=ASK, max_tokens=1)
+    assert without == plain.usage.prompt_tokens < with_tools
+
+
 def test_two_turn_conversation_with_a_tool_result(client):
     first = chat(client, tool_choice={"type": "function", "function": {"name": "get_weather"}}).choices[0]
     call = first.message.tool_calls[0]
@@ -276,7 +285,7 @@ def test_two_turn_conversation_with_a_tool_result(client):
     assert choice.finish_reason in ("stop", "length") and choice.message.tool_calls is None
     assert isinstance(choice.message.content, str)
     # The second prompt holds the first turn, its call and the result: longer than the question alone.
-    assert second.usage.prompt_tokens > chat(client, max_tokens=1).usage.prompt_tokens
+    assert second.usage.prompt_tokens > chat(client, tool_choice="none", max_tokens=1).usage.prompt_tokens
     # The same history through the other tool choices: still a valid call (or an answer) each time.
     again = chat(client, messages=messages, tool_choice="required", parallel_tool_calls=False).choices[0]
     assert len(check_calls(again)) == 1

@@ -218,6 +218,7 @@ class EngineLoop:
                         f"{self.options.max_compiling_per_client}): wait for one to finish",
                         status=429,
                         code="rate_limit_exceeded",
+                        retry_after=1,  # (compiles take a second or less: the openai client waits this long)
                     ),
                 )
                 return

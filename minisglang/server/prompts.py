@@ -10,6 +10,9 @@ from ..protocol import RequestError
 from ..tokenizer import ChatPrompt
 from .state import ServerState
 
+# OpenAI's error code for a prompt (and output) that does not fit the model's context.
+CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded"
+
 
 def check_model(state: ServerState, name: str | None) -> None:
     """A request naming a model names this server's (404 otherwise); naming none is fine."""
@@ -28,18 +31,24 @@ def make_req(
     params: SamplingParams,
     field: str = "prompt",
     length_field: str | None = None,
+    fill_room: bool = False,
 ) -> Req:
     """Tokenize (in the thread pool, never on the scheduler or event-loop thread); errors
     name `field`, the request's field the prompt came from. A chat comes encoded already.
 
     `length_field` names the field the client set the output's length with (None: it set
-    none). An unset length is the engine's default cut to what the context has room for,
-    as in OpenAI's API: a long prompt is not refused for a limit the client never gave."""
+    none). An unset length is what the context has room for when `fill_room` (a chat, as
+    in OpenAI's API: it runs until the model stops or the context is full), else the
+    request's default cut to that room: a long prompt is never refused for a limit the
+    client never gave. (Admission reserves a request's whole room in the KV pool: a chat
+    without max_tokens holds more of it than one with.)"""
     max_context = state.max_context
     text = prompt.text if isinstance(prompt, ChatPrompt) else prompt
     if len(text.encode("utf-8", "surrogatepass")) > state.max_prompt_bytes:
         raise RequestError(
-            f"{field}: the prompt is longer than the model's context of {max_context} tokens", param=field
+            f"{field}: the prompt is longer than the model's context of {max_context} tokens",
+            param=field,
+            code=CONTEXT_LENGTH_EXCEEDED,
         )
     try:
         req = state.engine.make_request(prompt, params)
@@ -53,14 +62,20 @@ def make_req(
             f"{field}: the prompt has {prompt_len} tokens, the model's context "
             f"{max_context} (and at least one new token must fit)",
             param=field,
+            code=CONTEXT_LENGTH_EXCEEDED,
         )
     room = max_context - prompt_len
-    if params.max_new_tokens > room:
+    if length_field is None and fill_room:
+        # (and what the KV pool can hold beside the prompt: a model's context may be longer)
+        pool = state.engine.scheduler.config.max_total_tokens
+        params.max_new_tokens = max(min(room, pool - prompt_len), 1)
+    elif params.max_new_tokens > room:
         if length_field is not None:
             raise RequestError(
                 f"{length_field}: the prompt has {prompt_len} tokens, so at most {room} new "
                 f"tokens fit in the model's context of {max_context}; got {params.max_new_tokens}",
                 param=length_field,
+                code=CONTEXT_LENGTH_EXCEEDED,
             )
         params.max_new_tokens = room  # this request's own params (built from its body)
     return req

@@ -20,7 +20,7 @@ from ..stages import STAGE_MODULES
 from ..tokenizer import ChatPrompt
 from .http_limits import parse_body
 from .openai_shapes import chat_shape, completion_shape, tool_call_shape
-from .prompts import check_model, make_req
+from .prompts import CONTEXT_LENGTH_EXCEEDED, check_model, make_req
 from .state import ServerState, server_state
 from .streaming import answer
 
@@ -115,7 +115,7 @@ def render_and_tokenize(state: ServerState, body: ChatCompletionRequest, params:
     length_field = next((k for k in ("max_completion_tokens", "max_tokens") if getattr(body, k) is not None), None)
     prompt = render(state, body, tools)
     try:
-        return make_req(state, prompt, params, "messages", length_field)
+        return make_req(state, prompt, params, "messages", length_field, fill_room=True)
     except RequestError as e:
         if not tools or e.param != "messages" or "context" not in str(e):
             raise
@@ -133,6 +133,7 @@ def render_and_tokenize(state: ServerState, body: ChatCompletionRequest, params:
             f"(the messages alone take {alone}; at least one new token must fit): send fewer "
             "or shorter tools",
             param="tools",
+            code=CONTEXT_LENGTH_EXCEEDED,
         ) from None
 
 

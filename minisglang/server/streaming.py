@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from fastapi import Request
@@ -74,10 +74,17 @@ def sse(obj: Any) -> str:
 
 
 async def events(
-    gen: Chunks, first: dict[str, Any], shape: Shape, include_usage: bool, grammar_field: str | None
+    gen: Chunks,
+    first: dict[str, Any],
+    shape: Shape,
+    include_usage: bool,
+    grammar_field: str | None,
+    left: Callable[[], None],
 ) -> AsyncIterator[str]:
     """The stream's events from its first chunk on, then `[DONE]`; an abort or the loop's
-    death on the way ends it with an error event. Closing it aborts the request."""
+    death on the way ends it with an error event. Closing it aborts the request; a client
+    that closes it before its end is counted by `left` (as `client_left` counts one that
+    leaves before the first event)."""
     try:
         chunk, sent = first, None
         while True:
@@ -96,6 +103,9 @@ async def events(
     except (RequestError, EngineUnavailable) as e:  # the stream ends with a reason, not a cut
         status, param = (e.status, e.param) if isinstance(e, RequestError) else (503, None)
         yield sse(error_body(str(e), status, param))
+    except (GeneratorExit, asyncio.CancelledError):  # the client closed the stream (the server cancels it)
+        left()
+        raise
     finally:
         await gen.aclose()  # a client that left aborts its request
     yield "data: [DONE]\n\n"
@@ -135,4 +145,7 @@ async def answer(
     except Exception:
         await gen.aclose()
         raise
-    return StreamingResponse(events(gen, first, shape, include_usage, grammar_field), media_type="text/event-stream")
+    return StreamingResponse(
+        events(gen, first, shape, include_usage, grammar_field, state.metrics.disconnects.inc),
+        media_type="text/event-stream",
+    )
