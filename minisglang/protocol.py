@@ -450,14 +450,21 @@ class ChatCompletionRequest(_SamplingFields):
         constraint = self.tool_constraint()
         if constraint is None:
             return params
-        if params.constraint() is not None:
-            raise RequestError(
-                "tools: a request with tools cannot also give response_format or "
-                "regex/ebnf/json_schema (the tool calls are the constraint)",
-                param="tools",
-            )
+        d = params.to_dict()
+        given = params.constraint()
+        if given is not None:
+            # OpenAI's response_format beside tools: the answer is a tool call or a message in
+            # that format (the tag's content_schema; under "required" or a named tool, calls only).
+            if given[0] != "json_schema":
+                raise RequestError(
+                    f"tools: a request with tools cannot also give {given[0]} (a JSON Schema, as "
+                    "response_format or json_schema, can: the answer is then calls or that message)",
+                    param="tools",
+                )
+            del d["json_schema"]
+            constraint.value["content_schema"] = json.loads(given[1])
         try:
-            return SamplingParams.from_dict({**params.to_dict(), constraint.kind: constraint.value})
+            return SamplingParams.from_dict({**d, constraint.kind: constraint.value})
         except (TypeError, ValueError) as e:
             raise RequestError(f"tools: {e}", param="tools") from e
 

@@ -422,6 +422,35 @@ def test_response_format_structural_tag(client, stream):
     assert m and 0 <= json.loads(m.group(1)) <= 99
 
 
+ANSWER = {"type": "object", "properties": {"answer": {"type": "string"}, "n": {"type": "integer"}}, "required": ["n"]}
+
+
+@pytest.mark.parametrize("choice", ["auto", "required", {"type": "function", "function": {"name": "get_weather"}}])
+@pytest.mark.parametrize("fmt", ["json_schema", "json_object"])
+def test_tools_beside_response_format_answer_with_calls_or_a_message_in_the_format(client, choice, fmt):
+    """OpenAI's semantics, which the OpenAI Agents SDK sends on every turn (a stranger's
+    find: it was a 400): the answer is tool calls or content in the response format; under
+    "required" or a named tool, calls only. Hot sampling over questions that invite either."""
+    schema = ANSWER if fmt == "json_schema" else {"type": "object"}
+    response_format = (
+        {"type": fmt} if fmt == "json_object" else {"type": fmt, "json_schema": {"name": "a", "schema": schema}}
+    )
+    kinds = set()
+    for seed, question in enumerate(["What is the weather in Paris?", "Give me a number as JSON.", "Hello there"] * 2):
+        messages = [{"role": "user", "content": question}]
+        choice_ = chat(
+            client, messages=messages, tool_choice=choice, response_format=response_format, temperature=1.2, seed=seed
+        ).choices[0]
+        if choice_.message.tool_calls:
+            assert check_calls(choice_) and not choice_.message.content and choice_.finish_reason == "tool_calls"
+            kinds.add("calls")
+        elif choice_.finish_reason == "stop":
+            assert choice == "auto", choice_
+            jsonschema.validate(json.loads(choice_.message.content), schema)
+            kinds.add("message")
+    assert kinds == ({"calls", "message"} if choice == "auto" else {"calls"}), kinds
+
+
 def test_a_bad_structural_tag_is_a_400_naming_its_field(client):
     fmt = {
         "type": "structural_tag",
@@ -461,7 +490,12 @@ def refused(client, **kwargs) -> openai.BadRequestError:
         ({"tool_choice": "always"}, "tool_choice", "required"),
         ({"tools": None, "tool_choice": "auto"}, "tool_choice", "only allowed when tools"),
         ({"tools": TOOLS + TOOLS[:1]}, "tools[2].function.name", "twice"),
-        ({"response_format": {"type": "json_object"}}, "tools", "cannot also"),
+        ({"extra_body": {"regex": "[0-9]+"}}, "tools", "cannot also give regex"),
+        (
+            {"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "nope"}}}},
+            "response_format",
+            "content_schema",
+        ),
         (
             {"messages": ASK + [{"role": "tool", "tool_call_id": "call_x", "content": "21"}]},
             "messages[1].tool_call_id",

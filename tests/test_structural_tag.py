@@ -126,6 +126,65 @@ def test_regex_equals_the_semantics_on_every_short_string(structures, triggers, 
     assert accepted > 0
 
 
+def reference_with_content(spec: StructuralTag, text: str) -> bool:
+    """content_schema's semantics as a scan: a message (its schema's regex matches the whole
+    text, which holds no trigger; not under at_least_one), or tags back to back to the end
+    (one only under stop_after_first)."""
+    message = re.compile(schema_regex(spec.content_schema))
+    if not spec.at_least_one and message.fullmatch(text) and not any(t in text for t in spec.triggers):
+        return True
+    bodies = _bodies(spec)
+
+    def tags_from(pos: int, tags: int) -> bool:
+        if pos == len(text):
+            return tags > 0
+        if spec.stop_after_first and tags:
+            return False
+        for k, st_ in enumerate(spec.structures):
+            if text.startswith(st_.begin, pos):
+                body = pos + len(st_.begin)
+                for stop in range(body, len(text) + 1):
+                    if bodies[k].fullmatch(text[body:stop]) and text.startswith(st_.end, stop):
+                        if tags_from(stop + len(st_.end), tags + 1):
+                            return True
+        return False
+
+    return tags_from(0, 0)
+
+
+# (structures, triggers, alphabet, longest, content schema): a message that may hold a trigger.
+CONTENT_CASES = [
+    (*CASES[0], INTEGER),
+    ([("<a", INTEGER, ">")], ["<a"], '"<a>1', 6, {"type": "string", "maxLength": 3}),
+    (*CASES[2][:2], '<ab=1>"', 6, {"type": "string"}),
+]
+
+
+@pytest.mark.parametrize("flags", FLAGS, ids=lambda f: "-".join(k for k, v in f.items() if v) or "plain")
+@pytest.mark.parametrize("structures, triggers, alphabet, longest, content", CONTENT_CASES, ids=lambda x: None)
+def test_a_content_schema_is_a_message_without_triggers_or_tags_only(
+    structures, triggers, alphabet, longest, content, flags
+):
+    """OpenAI's response_format beside tools: the output is a message in the format (no
+    trigger inside it: the parser would cut it there) or calls only; the lazy automaton's
+    regex equals that on every short string."""
+    spec = spec_of(structures, triggers, **flags, content_schema=content)
+    match = lazy_matcher(spec.to_regex(schema_regex, automaton="lazy"))
+    accepted = {True: 0, False: 0}
+    for n in range(longest + 1):
+        for chars in itertools.product(alphabet, repeat=n):
+            text = "".join(chars)
+            expected = reference_with_content(spec, text)
+            assert match(text) == expected, text
+            accepted[expected] += 1
+    assert accepted[True] >= 2  # (a message or two, and tags)
+    with pytest.raises(StructuralTagError, match="content_schema needs the lazy automaton"):
+        spec.to_regex(schema_regex)
+    assert json.loads(spec.to_json())["content_schema"] == content
+    with pytest.raises(StructuralTagError, match="content_schema must be a JSON Schema"):
+        spec_of(structures, triggers, content_schema=[])
+
+
 # ------------------------------------------------------------------ free text for the lazy automaton
 # (triggers, alphabet, longest string): those of tests/test_exercises_s6.py (a trigger that
 # overlaps itself, two sharing a prefix, two overlapping each other, "abab", "bd" ending
@@ -628,6 +687,15 @@ def test_llguidance_refusal_is_needed(bundled_tokenizer):
     lark = llg.LLMatcher.grammar_from_lark(structural_tag_lark(spec))
     grammar = LLGuidanceGrammar(llg.LLMatcher(backend("llguidance").lltokenizer, lark, log_level=0))
     assert reference_accepts(spec, "ab11ba") and not backend_accepts(grammar, bundled_tokenizer, "ab11ba")
+
+
+@pytest.mark.parametrize("name", ["xgrammar", "llguidance"])
+def test_the_libraries_refuse_a_content_schema_by_name(name):
+    compiled = backend(name)._compile_safely("structural_tag", json.dumps({**TOOLS, "content_schema": {}}))
+    assert isinstance(compiled, InvalidGrammarObject)
+    assert (
+        "cannot compile structural_tag.content_schema" in compiled.message and "'fsm' backend can" in compiled.message
+    )
 
 
 def test_outlines_refuses_structural_tags_clearly():

@@ -598,6 +598,9 @@ class BaseGrammarBackend:
         overrides this; by default `compile` reads the text again."""
         return self.compile("json_schema", text)
 
+    # Whether compile_structural_tag reads a spec's content_schema (the lazy automaton's does).
+    reads_content_schema = False
+
     def compile_structural_tag(self, spec: StructuralTag) -> BaseGrammarObject:
         """Compile a structural tag (stage s6, constrained/structural_tag.py) into a matcher."""
         raise GrammarError(f"the {self.name!r} grammar backend cannot compile structural tags")
@@ -692,7 +695,14 @@ class BaseGrammarBackend:
             if kind == "structural_tag":
                 from ..constrained.structural_tag import parse_structural_tag
 
-                grammar = self.compile_structural_tag(parsed if parsed is not None else parse_structural_tag(text))
+                spec = parsed if parsed is not None else parse_structural_tag(text)
+                if spec.content_schema is not None and not self.reads_content_schema:
+                    raise GrammarError(
+                        f"the {self.name!r} grammar backend cannot compile structural_tag.content_schema (a "
+                        "JSON message beside tool calls, with no trigger inside it: OpenAI's response_format "
+                        "beside tools, under tool_choice 'auto'); the 'fsm' backend can"
+                    )
+                grammar = self.compile_structural_tag(spec)
             elif kind == "json_schema" and parsed is not None:
                 grammar = self.compile_schema(parsed, text)
             else:

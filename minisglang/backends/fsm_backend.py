@@ -287,6 +287,8 @@ class FSMBackend(BaseGrammarBackend):
         assert self.service is not None  # made by __init__ for the eager automaton
         return FSMGrammar(self.service.compile_fsm(regex if isinstance(regex, str) else render(regex)))
 
+    reads_content_schema = True  # (the lazy automaton's; the eager one refuses it by name)
+
     def compile_structural_tag(self, spec: StructuralTag) -> FSMGrammar:
         """The spec as one regex (constrained/structural_tag.py). `max_regex_chars` bounds each
         schema's regex, not their sum: the automaton's own limits bound the rest."""

@@ -21,6 +21,11 @@ against a direct Python matcher):
   tag. Free text may follow it unless `stop_after_first`.
 - `stop_after_first`: after the first complete tag only EOS may follow.
 - EOS is never allowed inside a tag (the regex has no accepting state there).
+- `content_schema` (minisglang's, for OpenAI's response_format beside tools): the output is
+  either a message, one JSON value valid under this schema with no trigger inside it, or
+  tags only, back to back (no free text: free text would be a message outside the
+  schema). With `at_least_one`, tags only. Only the lazy automaton reads it (it needs the
+  difference operator to keep triggers out of the message).
 
 Restrictions (each a clear `StructuralTagError` naming the field): every begin starts
 with a trigger; no trigger is a substring of another (then "the first trigger in the
@@ -54,7 +59,7 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 # The keys a spec may have; "type" may only say "structural_tag" (SGLang's response_format).
-_SPEC_KEYS = ("type", "structures", "triggers", "at_least_one", "stop_after_first")
+_SPEC_KEYS = ("type", "structures", "triggers", "at_least_one", "stop_after_first", "content_schema")
 _STRUCTURE_KEYS = ("begin", "schema", "end")
 # Characters that mean something in a regex (outside or inside a class): written escaped.
 _REGEX_SPECIAL = set(".^$*+?{}[]()|\\-#&~ ")
@@ -102,15 +107,18 @@ class StructuralTag:
     triggers: tuple[str, ...]
     at_least_one: bool = False
     stop_after_first: bool = False
+    content_schema: dict[str, Any] | bool | None = None
 
     def to_json(self) -> str:
         """Canonical JSON text: equal specs give equal text (a grammar cache key)."""
+        content = {} if self.content_schema is None else {"content_schema": self.content_schema}
         return json.dumps(
             {
                 "structures": [{"begin": s.begin, "schema": s.schema, "end": s.end} for s in self.structures],
                 "triggers": list(self.triggers),
                 "at_least_one": self.at_least_one,
                 "stop_after_first": self.stop_after_first,
+                **content,
             },
             separators=(",", ":"),
             ensure_ascii=False,
@@ -152,6 +160,19 @@ class StructuralTag:
         )
         # A tag at the very start of the output (at_least_one: no free text before it).
         first = _alt([literal(t) + b for b, t in zip(body, trigger)])
+        if self.content_schema is not None:  # a message, or tags only
+            if automaton != "lazy":
+                raise StructuralTagError(
+                    "structural_tag.content_schema needs the lazy automaton (it keeps the triggers "
+                    "out of the message with the difference operator)"
+                )
+            tags = first if self.stop_after_first else f"(?:{first})+"
+            if self.at_least_one:
+                return tags
+            anything = f"{ANY_CHAR}*"
+            any_trigger = _alt([literal(t) for t in self.triggers])
+            message = self._with_content_schema(schema_regex)
+            return _alt([_difference(message, f"{anything}{any_trigger}{anything}"), tags])
         if self.at_least_one and self.stop_after_first:
             return first
         if self.at_least_one:
@@ -165,6 +186,14 @@ class StructuralTag:
         a server can name the tool (its errors are ValueError subclasses with one message)."""
         return self._with_structure_named(i, schema_regex)
 
+    def _with_content_schema(self, use: Callable[[dict[str, Any] | bool], T]) -> T:
+        """`use(content_schema)`; its error says it is the content schema's."""
+        assert self.content_schema is not None
+        try:
+            return use(self.content_schema)
+        except ValueError as e:
+            raise type(e)(f"structural_tag.content_schema: {e}") from e
+
     def with_schemas(self, rewrite: Callable[[dict[str, Any] | bool], dict[str, Any] | bool]) -> StructuralTag:
         """This tag with each structure's schema passed through `rewrite` (a library backend's
         refusals and rewrites, the same as for its json_schema requests); an error names the
@@ -172,7 +201,8 @@ class StructuralTag:
         structures = tuple(
             replace(s, schema=self._with_structure_named(i, rewrite)) for i, s in enumerate(self.structures)
         )
-        return replace(self, structures=structures)
+        content = None if self.content_schema is None else self._with_content_schema(rewrite)
+        return replace(self, structures=structures, content_schema=content)
 
     def _with_structure_named(self, i: int, use: Callable[[dict[str, Any] | bool], T]) -> T:
         """`use(structure i's schema)`; its error (a ValueError subclass) says which structure."""
@@ -225,7 +255,12 @@ def parse_structural_tag(spec: Any, limits: TagLimits = TagLimits()) -> Structur
         flags[key] = spec.get(key, False)
         if not isinstance(flags[key], bool):
             raise StructuralTagError(f"structural_tag.{key} must be true or false, got {_json_type(flags[key])}")
-    return StructuralTag(structures, triggers, **flags)
+    content = spec.get("content_schema")
+    if content is not None and not isinstance(content, (dict, bool)):
+        raise StructuralTagError(
+            f"structural_tag.content_schema must be a JSON Schema (an object or a boolean), got {_json_type(content)}"
+        )
+    return StructuralTag(structures, triggers, **flags, content_schema=content)
 
 
 def _triggers(values: list[Any], limits: TagLimits) -> tuple[str, ...]:

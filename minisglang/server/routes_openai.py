@@ -142,6 +142,9 @@ def tool_refusal(e: RequestError, body: ChatCompletionRequest) -> RequestError:
     request's terms: param "tools", or the tool's parameters when the message names its structure."""
     if e.status != 400 or "structural_tag" not in str(e):
         return e
+    if "structural_tag.content_schema" in str(e):  # the message's format, beside the tools
+        field = body.grammar_field() or "response_format"
+        return RequestError(f"{field}: {e}", param=field)
     choice = body.tool_choice_value()
     names = [choice.name] if choice.mode == "function" and choice.name else [t.name for t in body.function_tools()]
     param = "tools"
