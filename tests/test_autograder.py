@@ -780,6 +780,12 @@ MUTATIONS = [
     ("task3_1", "a hit does not refresh the entry's LRU place", "    self.entries.move_to_end(key)\n", ""),
     (
         "task3_1",
+        "a failed compile's entry replaced at the next lookup (a bad regex compiled again for every request)",
+        "    if entry is not None:\n",
+        "    if entry is not None and entry.error is None:\n",
+    ),
+    (
+        "task3_1",
         "the lookup outside the lock (two threads both miss, both compile)",
         "with self.lock:  # check-and-insert must be one step, or two threads compile twice\n"
         "    entry = self.entries.get(key)\n",

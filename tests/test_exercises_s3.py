@@ -236,6 +236,36 @@ def test_the_bound_holds_as_soon_as_an_entry_is_inserted_even_for_failed_compile
     cache.shutdown()
 
 
+@pytest.mark.task3_1
+def test_a_failed_compile_is_cached_a_second_lookup_returns_its_entry():
+    """A compile that failed is the regex's answer, cached like a finished one: the next
+    lookup moves and returns the same entry and starts nothing (only `_compile` drops an
+    entry, after a timeout). A lookup that replaces a failed entry compiles a bad regex
+    again for every request that sends it."""
+    calls: list[str] = []
+
+    def compile_index(regex):
+        calls.append(regex)
+        raise ConstraintError(f"bad regex {regex}")
+
+    cache = FSMCache(compile_index, lambda regex, index: index, "fp")
+    try:
+        first = cache.init_fsm_in_background("bad")
+        assert first.event.wait(5) and first.error == "bad regex bad", (
+            f"the compile of 'bad' raises ConstraintError('bad regex bad'): its entry must be done with "
+            f"that error within 5 s; done {first.event.is_set()}, error {first.error!r}"
+        )
+        second = cache.init_fsm_in_background("bad")
+        second.event.wait(5)
+        assert second is first and calls == ["bad"], (
+            f"init_fsm_in_background('bad') after its compile failed: an entry found under the key is "
+            f"returned as it is, error and all, and nothing is submitted; got "
+            f"{'the same' if second is first else 'a new'} entry, compiles {calls}"
+        )
+    finally:
+        cache.shutdown()
+
+
 class OwnedLock:
     """A lock that knows which thread holds it (threading.Lock does not say)."""
 
