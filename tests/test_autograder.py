@@ -930,6 +930,12 @@ MUTATIONS = [
     ("task4_4", "the KV not handed to the tree", "self.release_memory(req)", "pass"),
     (
         "task4_4",
+        "output_text decoded by the tokenizer, the new detokenizer never fed (new ids ending mid-character)",
+        "req.output_text = req.detokenizer.feed(req.output_ids)",
+        "req.output_text = self.tokenizer.decode(req.output_ids)",
+    ),
+    (
+        "task4_4",
         "queued at the front, ahead of the requests already waiting",
         "self.waiting_queue.append(req)",
         "self.waiting_queue.insert(0, req)",

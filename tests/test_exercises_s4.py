@@ -486,6 +486,36 @@ def test_readmit_restarts_the_detokenizer_even_in_the_middle_of_a_character(tok)
 
 
 @pytest.mark.task4_4
+def test_readmit_feeds_the_new_detokenizer_new_ids_that_end_in_the_middle_of_a_character(tok):
+    """The new ids may themselves end half-way through a character: the seam rule
+    (`leave_the_seam_to_the_model`) gives back a character's last byte when a longer token
+    starts with it. After a forced 名字之 where 。 may come next, this vocabulary cuts 之 as
+    b'\\xe4\\xb9' + b'\\x8b' and also has b'\\x8b。': the jump keeps [名, 字, b'\\xe4\\xb9'] and
+    the model writes b'\\x8b。' (the engine does this with the regex `名字之(。|!)`). The
+    new detokenizer must hold the half character, so it is fed the new ids: an output_text
+    from `tokenizer.decode` of them ends in U+FFFD, and a fresh unfed detokenizer then reads
+    b'\\x8b' alone (the client got '名字��。')."""
+    req = Req(prompt=Q, origin_input_ids=tok.encode(Q), sampling_params=SamplingParams(max_new_tokens=64))
+    req.output_ids = tok.encode(Q + "名")[len(req.origin_input_ids) :]
+    req.detokenizer = IncrementalDetokenizer(tok)
+    req.output_text = req.detokenizer.feed(req.output_ids)
+    new_ids = tok.encode(Q + "名字之")[len(req.origin_input_ids) :][:-1]  # without 之's last byte
+    assert tok.decode_bytes(new_ids).endswith(b"\xe4\xb9"), "the vocabulary changed: pick another character"
+    parts = SchedulerParts(tok, req)
+    Scheduler.readmit(parts, req, new_ids)
+    assert req.output_text == "名字", (
+        f"the new ids spell 名字 and the first two bytes of 之: a fresh detokenizer fed the new ids "
+        f"gives output_text '名字' (it holds the half character); got {req.output_text!r}"
+    )
+    more = [tok.token_bytes.index("之。".encode()[2:])]
+    fed = req.detokenizer.feed(more)
+    assert fed == "之。", (
+        f"after readmit the detokenizer must hold the half character of the new ids (feed them to "
+        f"it): the next token b'\\x8b。' then gives '之。'; got {fed!r}"
+    )
+
+
+@pytest.mark.task4_4
 def test_readmit_queues_the_request_behind_those_already_waiting(tok):
     """A jumper goes to the end of the waiting queue: put first, requests that jump often
     would overtake, turn after turn, the ones that arrived before them (as in SGLang, whose
