@@ -24,6 +24,7 @@ from test_regex_dfa import DIALECT_CHARS, DIALECT_REGEXES
 import minisglang as sgl
 from minisglang.backends.base import GrammarError, IgnoredKeywordError, InvalidGrammarObject, get_backend_class
 from minisglang.constrained.bitmask import unpack_bits
+from minisglang.constrained.python_regex import portable_regex
 from minisglang.stages.s5_backends import ReasonerGrammar
 from minisglang.tokenizer import Tokenizer
 
@@ -527,6 +528,41 @@ def test_what_no_automaton_reads_like_python_is_refused_by_every_backend(backend
         g = compiled(backends[name], "regex", regex)
         assert isinstance(g, InvalidGrammarObject), (name, regex)
         assert phrase in g.message and "regex rejected" in g.message, g.message
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+@pytest.mark.parametrize("regex", [r"[\^a]{2}", r"[a^]{2}", r"[\^-_]{2}"])
+def test_a_class_whose_first_character_is_a_caret_is_not_negated(backends, tokenizer, name, regex):
+    """xgrammar read `[\\u005ea]` (how `[\\^a]` was handed to it) as `[^a]` and wrote '万都'
+    under finish_reason "stop" (fuzz3). Every first token allowed spells '^', 'a' or '_' only."""
+    g = compiled(backends[name], "regex", regex)
+    assert not isinstance(g, InvalidGrammarObject), g.message
+    allowed = torch.nonzero(mask_row(g, tokenizer.vocab_size + PAD)).flatten().tolist()
+    spelled = {tokenizer.token_bytes[t] for t in allowed}
+    assert spelled and all(data and set(data) <= set(b"^a_") for data in spelled), sorted(map(repr, spelled))[:5]
+    for text in ("^a", "a^", "^^") if "a" in regex else ("^_", "_^"):
+        g = compiled(backends[name], "regex", regex)
+        for t in tokenizer.encode(text):
+            g.accept_token(t)
+        assert g.is_terminated() or mask_row(g, tokenizer.vocab_size + PAD)[tokenizer.eos_token_id], (regex, text)
+
+
+def test_a_caret_never_leads_a_spelled_out_class():
+    assert portable_regex(r"[\^a]") == r"[a\u005e]"
+    assert portable_regex(r"[\^-_x]") == r"[\u005fx\u005e]"
+    assert portable_regex(r"[^\^a]") == r"[^\u005ea]"  # negated: a caret after the first one is a character
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_a_class_of_lone_surrogates_matches_nothing(backends, name):
+    """No UTF-8 text holds a lone surrogate: `[\\ud800-\\udfff]?a` is "a" in every backend, and
+    `\\ud83d` alone an empty language, said so (the libraries were handed `[]` and answered
+    "Empty character class" or "unclosed character class")."""
+    g = compiled(backends[name], "regex", r"[\ud800-\udfff]?a")
+    assert not isinstance(g, InvalidGrammarObject), g.message
+    for regex in ("[\ud800-\udfff]", r"\ud83d\ude00", "\ud83d"):  # (the fsm backend's: a codec error)
+        g = compiled(backends[name], "regex", regex)
+        assert isinstance(g, InvalidGrammarObject) and "matches no string" in g.message, (regex, g.message)
 
 
 # ------------------------------------------------- never a weaker grammar (issue 30, item 8)

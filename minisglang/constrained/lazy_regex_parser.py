@@ -56,7 +56,7 @@ ANCHOR_ESCAPES = "AZbB"  # \b is a backspace inside a class, a word boundary out
 # the parentheses left are the real ones.
 _PAREN_SCAN = re.compile(r"\\.|\[\^?\]?(?:\\.|[^\]\\])*\]|[()]", re.S)
 # A run of plain characters (a key's name, a structure's text): no special meaning.
-_LITERAL_RUN = re.compile(r"[^\\\[\](){}|.*+?^$]+")
+_LITERAL_RUN = re.compile(r"[^\\\[\](){}|.*+?^$\ud800-\udfff]+")  # (a lone surrogate: `literal`)
 _QUANTIFIER_START = "*+?{"
 _SIMPLE_QUANTIFIERS = {"*": (0, None), "+": (1, None), "?": (0, 1)}
 _BOUNDS = re.compile(r"\{(\d*)(,(\d*))?\}")
@@ -163,6 +163,8 @@ class _Parser:
         return self.literal(c)
 
     def literal(self, ch: str) -> Regex:
+        if "\ud800" <= ch <= "\udfff":  # a lone surrogate: read as a class of it (no UTF-8 text holds one)
+            return Chars(((ord(ch), ord(ch)),))
         return lit(ch)
 
     def group(self) -> Regex:

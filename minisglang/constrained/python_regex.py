@@ -210,7 +210,9 @@ class PythonRegex:
         for op, arg in items:
             if op in (_P.LITERAL, _P.NOT_LITERAL, _P.ANY, _P.IN):
                 ranges = self.char_set(op, arg)
-                part = write_set(ranges) if ranges else None
+                # (a set of lone surrogates only, `[\ud800-\udfff]`, matches no UTF-8 text:
+                # empty, not a `[]` that each engine refuses in words about a class never written)
+                part = write_set(ranges) if _without_surrogates(ranges) else None
             elif op in (_P.MAX_REPEAT, _P.MIN_REPEAT):  # laziness does not change a full match
                 low, high, sub = arg
                 body = self._write(sub, write_set)
@@ -295,11 +297,19 @@ def explicit_class(ranges: Ranges) -> str:
     other = _without_surrogates(complement(ranges))
     # (every character: `[^]` says so in JavaScript alone; Rust and Python refuse it)
     negated = 0 < len(other) < len(ranges)
+    items = list(other if negated else ranges)
+    if not negated and items[0][0] == CARET:
+        # xgrammar turns `[\u005ea]` (and `[\^a]`) into its EBNF class `[^a]`: a leading
+        # caret, however escaped, negates there. So '^' goes last, where it is a character.
+        lo, hi = items.pop(0)
+        items = ([(lo + 1, hi)] if hi > lo else []) + items + [(CARET, CARET)]
     body = "".join(
-        escape_in_class(lo) if lo == hi else f"{escape_in_class(lo)}-{escape_in_class(hi)}"
-        for lo, hi in (other if negated else ranges)
+        escape_in_class(lo) if lo == hi else f"{escape_in_class(lo)}-{escape_in_class(hi)}" for lo, hi in items
     )
     return f"[{'^' if negated else ''}{body}]"
+
+
+CARET = ord("^")
 
 
 def _without_surrogates(ranges: Ranges) -> Ranges:
