@@ -388,6 +388,38 @@ def test_a_prompt_longer_than_the_context_is_refused_before_tokenizing(client, e
     assert "context" in openai_error(r, 400)["message"] and not calls
 
 
+def test_a_chat_too_long_for_the_context_is_refused_before_tokenizing(client, engine, monkeypatch):
+    """A chat was tokenized whole before the same check (a stranger's attack: 3 MB of
+    message held the GIL for 5 s in Hugging Face's encode, and every client waited); also
+    when the tools make it long, and the messages alone are checked again."""
+    calls, hf = [], engine.tokenizer.hf
+
+    class Spy:  # the tokenizer's Hugging Face object, counting encodes
+        def __getattr__(self, name):
+            return getattr(hf, name)
+
+        def encode(self, *args, **kwargs):
+            calls.append(1)
+            return hf.encode(*args, **kwargs)
+
+    monkeypatch.setattr(engine.tokenizer, "hf", Spy())
+    long = [{"role": "user", "content": "hello world " * 10_000}]  # 120 KB: under the body limit
+    for body in ({"messages": long}, {"messages": long, "tools": [{"type": "function", "function": {"name": "f"}}]}):
+        error = openai_error(client.post("/v1/chat/completions", json={**body, "max_tokens": 2}), 400)
+        assert error["param"] == "messages" and "context" in error["message"], error
+        assert error["code"] == "context_length_exceeded"
+    assert not calls
+
+
+def test_forged_special_tokens_are_found_in_time_linear_in_the_messages(engine):
+    """Each token was checked against every message's span (16,000 messages spelling
+    "<|user|>": 29 s of one request's CPU, a stranger's attack): now a bisection."""
+    messages = [{"role": "user", "content": "<|user|>"}] * 4000
+    prompt = engine.tokenizer.encode_chat(messages)
+    user = engine.tokenizer.hf.token_to_id("<|user|>")
+    assert prompt.ids.count(user) == 4000  # the template's own, one a message; the forged ones are text
+
+
 def test_tools_too_long_for_the_context_are_named_not_the_messages(client):
     """128 tools (OpenAI's limit) once got "messages: the prompt has 3652 tokens", blaming a
     one-word message for the descriptions the chat template writes from the tools."""

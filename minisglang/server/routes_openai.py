@@ -17,7 +17,7 @@ from starlette.concurrency import run_in_threadpool
 from ..core import Req, SamplingParams
 from ..protocol import ChatCompletionRequest, CompletionRequest, RequestError
 from ..stages import STAGE_MODULES
-from ..tokenizer import ChatPrompt
+from ..tokenizer import ChatPrompt, PromptTooLong
 from .http_limits import parse_body
 from .openai_shapes import chat_shape, completion_shape, tool_call_shape
 from .prompts import CONTEXT_LENGTH_EXCEEDED, check_model, make_req
@@ -101,7 +101,13 @@ async def chat(request: Request) -> Response:
 def render(state: ServerState, body: ChatCompletionRequest, tools: list[dict[str, Any]] | None) -> ChatPrompt:
     """The chat's prompt through the model's template, with `tools` described in it."""
     try:  # special tokens come from the template only, never from a message's text
-        return state.engine.tokenizer.encode_chat(body.message_dicts(), tools=tools)
+        return state.engine.tokenizer.encode_chat(body.message_dicts(), tools=tools, max_bytes=state.max_prompt_bytes)
+    except PromptTooLong:  # (make_req says so in its words: the same check, on the text)
+        raise RequestError(
+            f"messages: the prompt is longer than the model's context of {state.max_context} tokens",
+            param="messages",
+            code=CONTEXT_LENGTH_EXCEEDED,
+        ) from None
     except ValueError as e:  # a lone surrogate, or special-token text the template changed
         raise RequestError(f"messages: {e}", param="messages") from e
     except Exception as e:  # the template's own raise_exception (e.g. roles out of order)
@@ -113,18 +119,17 @@ def render_and_tokenize(state: ServerState, body: ChatCompletionRequest, params:
     tools when the messages alone would fit."""
     tools = body.tool_dicts()
     length_field = next((k for k in ("max_completion_tokens", "max_tokens") if getattr(body, k) is not None), None)
-    prompt = render(state, body, tools)
     try:
-        return make_req(state, prompt, params, "messages", length_field, fill_room=True)
+        return make_req(state, render(state, body, tools), params, "messages", length_field, fill_room=True)
     except RequestError as e:
         if not tools or e.param != "messages" or "context" not in str(e):
             raise
         # The template writes each tool's description into the prompt: when the messages
         # alone fit, the tools are what does not (128 tools once blamed a one-word message).
-        without = render(state, body, None)
-        if len(without.text.encode("utf-8", "surrogatepass")) > state.max_prompt_bytes:
-            raise
-        alone = len(without.ids)
+        try:
+            alone = len(render(state, body, None).ids)
+        except RequestError:
+            raise e from None
         if alone >= state.max_context:
             raise
         raise RequestError(
