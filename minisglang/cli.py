@@ -296,6 +296,7 @@ def cmd_serve(args) -> int:
     given = {
         "api_key": args.api_key or os.environ.get("MINISGLANG_API_KEY"),
         "max_body_bytes": args.max_body_bytes,
+        "max_json_containers": args.max_json_containers,
         "max_compiling_per_client": args.max_compiling_per_client,
         "drain_timeout": args.drain_timeout,
         "body_timeout": args.body_timeout,
@@ -487,6 +488,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--api-key", default=None, help="require 'Authorization: Bearer KEY' (default: $MINISGLANG_API_KEY, else none)"
     )
     sv.add_argument("--max-body-bytes", type=int, default=None, help="larger bodies get 413 (default 4 MiB)")
+    sv.add_argument(
+        "--max-json-containers",
+        type=int,
+        default=None,
+        help="a body with more JSON arrays and objects ('[' and '{') is refused before it is parsed (default 100000)",
+    )
     sv.add_argument(
         "--max-compiling-per-client",
         type=int,

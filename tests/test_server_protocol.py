@@ -381,6 +381,17 @@ def test_a_chunked_body_without_length_is_cut_at_the_limit(client):
     openai_error(r, 413)
 
 
+def test_a_body_of_too_many_arrays_and_objects_is_refused_before_it_is_parsed(client, monkeypatch):
+    """A stranger's 2.9 MB of nested empty lists took 1.1 s of every client's time to parse
+    (a Python list each, under the GIL), only to be refused; now counted first."""
+    parsed = []
+    monkeypatch.setattr("minisglang.server.http_limits.parse", lambda *a: parsed.append(1))
+    body = '{"prompt": "x", "json_schema": ' + "[" * 150_000  # (under this app's 200 KB; never parsed)
+    r = client.post("/v1/completions", content=body, headers={"content-type": "application/json"})
+    error = openai_error(r, 400)
+    assert "150,001" in error["message"] and "max_json_containers" in error["message"] and not parsed
+
+
 def test_a_prompt_longer_than_the_context_is_refused_before_tokenizing(client, engine, monkeypatch):
     calls = []
     monkeypatch.setattr(engine.tokenizer, "encode", lambda *a, **k: calls.append(1) or [1])
