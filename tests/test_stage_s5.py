@@ -339,6 +339,76 @@ def test_a_grammar_that_needs_more_work_than_max_grammar_seconds_is_aborted_nami
     assert other.finished_reason["type"] == "length", other.finished_reason
 
 
+@pytest.mark.parametrize("backend", ["xgrammar", "llguidance"])
+@pytest.mark.parametrize("where", ["mask", "token"])
+def test_a_grammar_call_slower_than_max_grammar_call_seconds_aborts_its_request(backend, where, monkeypatch):
+    """A library's mask or token is native code no slice can cut, and it ran on the
+    scheduler thread uncharged (a stranger's ambiguous EBNF took 2-3 s a token there, every
+    client waiting). Now each call is timed and charged: one past max_grammar_call_seconds
+    aborts its request by name (the clock here makes that call 1 s long), the bystander goes on."""
+    engine = sgl.Engine(stage="s5", grammar_backend=backend, jump_forward=False)
+    grammar_class = type(engine.stage.backend._compile_safely("regex", "[a-z]+"))
+    clock = [0.0]
+    engine.stage.work.clock = lambda: clock[0]
+    if where == "mask":
+        fill = grammar_class.fill_vocab_mask_batched
+
+        def slow_fill(cls, entries, mask):
+            clock[0] += 1.0  # this call "took" a second
+            fill(entries, mask)
+
+        one = grammar_class.fill_vocab_mask
+
+        def slow_one(self, mask, i):  # (the batch's slow row, filled again alone)
+            clock[0] += 1.0
+            one(self, mask, i)
+
+        monkeypatch.setattr(grammar_class, "fill_vocab_mask_batched", classmethod(slow_fill))
+        monkeypatch.setattr(grammar_class, "fill_vocab_mask", slow_one)
+    else:
+        accept = grammar_class.accept_token
+
+        def slow_accept(self, token_id):
+            clock[0] += 1.0
+            accept(self, token_id)
+
+        monkeypatch.setattr(grammar_class, "accept_token", slow_accept)
+    try:
+        slow_req, other, _ = _run_with_bystander(engine, "[a-z]+")
+    finally:
+        engine.shutdown()
+    reason = slow_req.finished_reason
+    assert reason["type"] == "abort" and reason["kind"] == AbortKind.GRAMMAR, reason
+    assert (
+        f"one {where} of its grammar took 1.00 s" in reason["message"]
+        and "max_grammar_call_seconds" in reason["message"]
+    )
+    assert other.finished_reason["type"] == "length", other.finished_reason
+
+
+def test_a_grammar_whose_calls_take_more_than_a_steps_budget_sits_out_steps(monkeypatch):
+    """Below the per-call limit, a call that took more than the step's budget is paid back
+    by sitting out steps (a step's budget each), so the bystander decodes meanwhile (an
+    ambiguous EBNF on xgrammar: 40 of a bystander's tokens took 2.8 s, now 0.5 s)."""
+    engine = sgl.Engine(stage="s5", grammar_backend="xgrammar", jump_forward=False, grammar_step_seconds=0.01)
+    grammar_class = type(engine.stage.backend._compile_safely("regex", "[a-z]+"))
+    clock, accept = [0.0], grammar_class.accept_token
+
+    def slow_accept(self, token_id):
+        clock[0] += 0.1  # ten steps' budget
+        accept(self, token_id)
+
+    engine.stage.work.clock = lambda: clock[0]
+    monkeypatch.setattr(grammar_class, "accept_token", slow_accept)
+    try:
+        slow, other, trace = _run_with_bystander(engine, "[a-z]+")
+    finally:
+        engine.shutdown()
+    sat_out = [e["step"] for e in trace if e["event"] == "sit_out" and e.get("rid") == slow.rid]
+    assert len(sat_out) >= 9 * min(len(slow.output_ids) - 1, 3), (len(sat_out), len(slow.output_ids))
+    assert other.finished_reason["type"] == "length" and slow.finished_reason["type"] != "abort"
+
+
 @pytest.mark.parametrize(
     "name, value",
     [
@@ -348,6 +418,7 @@ def test_a_grammar_that_needs_more_work_than_max_grammar_seconds_is_aborted_nami
         ("max_grammar_seconds", True),
         ("schema_cpu_seconds", 0),
         ("schema_cpu_seconds", "0.1"),
+        ("max_grammar_call_seconds", 0),
     ],
 )
 def test_grammar_budget_options_must_be_positive_seconds(name, value):

@@ -123,10 +123,13 @@ class GrammarWork:
     grammar costs its own request time, and every other request a few milliseconds a step.
     """
 
-    def __init__(self, step_seconds: float, max_seconds: float, baton: Baton):
+    def __init__(self, step_seconds: float, max_seconds: float, baton: Baton, max_call_seconds: float = 0.25):
         self.step_seconds, self.max_seconds, self.baton = step_seconds, max_seconds, baton
+        self.max_call_seconds = max_call_seconds
+        self.clock = time.perf_counter  # what times the uncuttable calls (`charge`)
         self.left = step_seconds
         self.spent: dict[int, float] = {}  # rid -> seconds of grammar work so far
+        self.owed: dict[int, float] = {}  # rid -> uncuttable seconds past the step's budget, not yet sat out
 
     def begin_step(self) -> None:
         self.baton.hold()
@@ -151,12 +154,34 @@ class GrammarWork:
                     f"tokens (limit max_grammar_seconds)"
                 )
 
+    def charge(self, req: Req, took: float, what: str) -> str | None:
+        """Charge `took` seconds of one uncuttable call of `req`'s grammar (a library's mask
+        or token: native code no slice can stop) to the request; the reason to abort it when
+        that one call passed `max_call_seconds` (every request of the batch waited for it: an
+        ambiguous EBNF grammar's masks grew to 2-3 s a token in xgrammar and llguidance, a
+        stranger's attack) or its grammar's work in all passed `max_seconds`, else None."""
+        spent = self.spent[req.rid] = self.spent.get(req.rid, 0.0) + took
+        if took > self.step_seconds:  # paid back by sitting out steps (`ready`)
+            self.owed[req.rid] = self.owed.get(req.rid, 0.0) + took - self.step_seconds
+        if took > self.max_call_seconds:
+            return (
+                f"one {what} of its grammar took {took:.2f} s on the scheduler thread, where every "
+                f"request waits for it (limit max_grammar_call_seconds, {self.max_call_seconds:g} s)"
+            )
+        if spent > self.max_seconds:
+            return f"the grammar needed more than {self.max_seconds:g} s of work (limit max_grammar_seconds)"
+        return None
+
     def ready(self, req: Req[BaseGrammarObject]) -> bool:
         """Whether the grammar's next mask is ready, after a slice of work on it if not.
         Once the step's budget is spent no work begins: a slice always does one unit of
         work before it may stop, and a unit can be a whole trie walk (several ms)."""
         grammar = req.grammar
         assert grammar is not None  # the stage asks only about requests with a grammar
+        owed = self.owed.get(req.rid, 0.0)
+        if owed > 0:  # its last uncuttable call took more than a step's budget: it sits out
+            self.owed[req.rid] = owed - self.step_seconds  # a step's budget per step sat out
+            return False
         if self.left <= 0 and grammar.needs_work():
             return False
         with self.slice(req):
@@ -164,6 +189,7 @@ class GrammarWork:
 
     def forget(self, req: Req) -> None:
         self.spent.pop(req.rid, None)
+        self.owed.pop(req.rid, None)
 
 
 class BudgetedJumpForward(JumpForward):
@@ -226,12 +252,15 @@ class BackendOptions(StageOptions):
     # request's grammar may need in all (constrained/work_slices.py).
     grammar_step_seconds: float = 0.004
     max_grammar_seconds: float = 30.0
+    # One call of a request's grammar that no slice can cut (a library's mask or token, in
+    # native code) may take this long; its request is aborted past it (GrammarWork.charge).
+    max_grammar_call_seconds: float = 0.25
     max_lazy_states: int | None = None
     max_row_expansions: int | None = None
     max_regex_nodes: int | None = None
 
     def __post_init__(self) -> None:
-        for name in ("grammar_step_seconds", "max_grammar_seconds", "schema_cpu_seconds"):
+        for name in ("grammar_step_seconds", "max_grammar_seconds", "max_grammar_call_seconds", "schema_cpu_seconds"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 raise ValueError(f"{name} must be a positive number of seconds, not {value!r}")
@@ -272,7 +301,9 @@ class BackendStage(Stage):
         o = self.options
         self.backend = get_backend_class(o.grammar_backend)(ctx.tokenizer, ctx.vocab_size, **o.backend_options())
         self.queue = GrammarQueue(o.compile_timeout, Future.done, self.take_compiled, o.max_pending_compiles)
-        self.work = GrammarWork(o.grammar_step_seconds, o.max_grammar_seconds, self.backend.baton)
+        self.work = GrammarWork(
+            o.grammar_step_seconds, o.max_grammar_seconds, self.backend.baton, o.max_grammar_call_seconds
+        )
         self.jump = BudgetedJumpForward(ctx.tokenizer, self.work)
 
     # -- hook 1: arrival ---------------------------------------------------------------
@@ -394,21 +425,43 @@ class BackendStage(Stage):
         for grammar, i in live:
             by_class.setdefault(type(grammar), []).append((grammar, i))
         for cls, entries in by_class.items():
+            start = self.work.clock()
             cls.fill_vocab_mask_batched(entries, mask)
+            if self.work.clock() - start > self.work.max_call_seconds:
+                self.find_slow_masks(entries, mask, reqs)  # whose? (a batched call cannot say)
         for _grammar, i in live:
+            if reqs[i].finished:
+                continue
             if not bool(mask[i].any()):
                 reqs[i].finish("abort", AbortKind.GRAMMAR, message="the grammar allows no token here")
         return mask
+
+    def find_slow_masks(
+        self, entries: list[tuple[BaseGrammarObject, int]], mask: torch.Tensor, reqs: list[Req]
+    ) -> None:
+        """After a batched fill slower than one call may be: each row filled again alone and
+        timed, and a request whose row alone was too slow aborted (GrammarWork.charge)."""
+        for grammar, i in entries:
+            start = self.work.clock()
+            grammar.fill_vocab_mask(mask, i)
+            reason = self.work.charge(reqs[i], self.work.clock() - start, "mask")
+            if reason is not None:
+                reqs[i].finish("abort", AbortKind.GRAMMAR, message=reason)
 
     # -- hook 5: advance -----------------------------------------------------------------
     def advance(self, req: Req, token_id: int) -> None:
         g = req.grammar
         if g is None:
             return
+        start = self.work.clock()
         try:
             g.accept_token(token_id)
         except GrammarError as e:
             req.finish("abort", AbortKind.GRAMMAR, message=f"the grammar rejected a sampled token: {e}")
+            return
+        reason = self.work.charge(req, self.work.clock() - start, "token")
+        if reason is not None:
+            req.finish("abort", AbortKind.GRAMMAR, message=reason)
             return
         # Whether the match is complete is known once the new state's row is made: within
         # this step's budget, else when `ready` finishes the work.
