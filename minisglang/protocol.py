@@ -149,6 +149,10 @@ class ResponseFormat(_Strict):
 _TAG_FIELDS = ("structures", "triggers", "at_least_one", "stop_after_first")
 
 
+# OpenAI's most choices (`n`) of one request.
+MAX_CHOICES = 128
+
+
 class _SamplingFields(_Strict):
     """Fields shared by /v1/completions and /v1/chat/completions (OpenAI's, plus SGLang's extras)."""
 
@@ -156,7 +160,7 @@ class _SamplingFields(_Strict):
     max_tokens: int | None = Field(None, ge=1)
     temperature: float | None = Field(None, ge=0, le=2, allow_inf_nan=False)
     top_p: float | None = Field(None, gt=0, le=1, allow_inf_nan=False)
-    n: int = 1
+    n: int = Field(1, ge=1, le=MAX_CHOICES)  # choices; the server also bounds it by its batch (prompts.py)
     stop: str | list[str] | None = None
     seed: int | None = Field(None, ge=0, lt=2**63)
     stream: bool = False
@@ -169,13 +173,6 @@ class _SamplingFields(_Strict):
     regex: str | None = None
     ebnf: str | None = None
     json_schema: dict[str, Any] | str | None = None
-
-    @field_validator("n")
-    @classmethod
-    def _one_choice(cls, n: int) -> int:
-        if n != 1:
-            raise ValueError("only n=1 is supported")
-        return n
 
     @field_validator("n", "stream", mode="before")
     @classmethod

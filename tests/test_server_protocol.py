@@ -48,7 +48,8 @@ def refusal(model_cls, body) -> RequestError:
         ({"prompt": "x", "top_p": 0}, "top_p", "> 0"),
         ({"prompt": "x", "seed": -1}, "seed", ">= 0"),
         ({"prompt": "x", "seed": 2**64}, "seed", "<"),
-        ({"prompt": "x", "n": 2}, "n", "only n=1"),
+        ({"prompt": "x", "n": 0}, "n", ">= 1"),
+        ({"prompt": "x", "n": 129}, "n", "<= 128"),  # OpenAI's most; the server's batch may bound it lower
         ({"prompt": "x", "temprature": 1}, "temprature", "not a known field"),
         ({"prompt": ["a", "b"]}, "prompt", "must be a string"),
         ({"max_tokens": 3}, "prompt", "is required"),

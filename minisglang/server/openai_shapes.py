@@ -3,6 +3,8 @@
 A *shape* is called as `shape(text, meta, streaming)`: with streaming False, once, with
 the whole text; with streaming True, once per chunk, returning one event or a list of
 them. The chat shapes remember what they sent (the role goes in the first delta only).
+A request with `n` choices has one shape per choice, made with its `index`; `one_body`
+joins their bodies.
 """
 
 from __future__ import annotations
@@ -17,17 +19,28 @@ from ..protocol import ChatCompletionRequest
 Shape = Callable[[str, dict[str, Any], bool], Any]
 
 
-def usage(meta: dict[str, Any]) -> dict[str, Any]:
-    """OpenAI's usage object; cached tokens are prompt tokens (the scheduler counts the first
-    admission's hit only), so never more than prompt_tokens."""
-    prompt = meta["prompt_tokens"]
+def usage(*metas: dict[str, Any]) -> dict[str, Any]:
+    """OpenAI's usage object of the choices of one prompt: the prompt counted once, the
+    completions summed. Cached tokens are prompt tokens (the scheduler counts the first
+    admission's hit only), so never more than prompt_tokens: of several choices, the fewest
+    (the prompt's count is that of the choice that computed it; the others hit its KV)."""
+    prompt = metas[0]["prompt_tokens"]
+    completion = sum(m["completion_tokens"] for m in metas)
     return {
         "prompt_tokens": prompt,
-        "completion_tokens": meta["completion_tokens"],
-        "total_tokens": prompt + meta["completion_tokens"],
-        "prompt_tokens_details": {"cached_tokens": meta["cached_tokens"]},
-        "completion_tokens_wo_jump_forward": meta["completion_tokens_wo_jump_forward"],
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "prompt_tokens_details": {"cached_tokens": min(m["cached_tokens"] for m in metas)},
+        "completion_tokens_wo_jump_forward": sum(m["completion_tokens_wo_jump_forward"] for m in metas),
     }
+
+
+def one_body(bodies: list[dict[str, Any]], metas: list[dict[str, Any]]) -> dict[str, Any]:
+    """The body of a request with n choices, from each choice's body (`shape`'s, not
+    streaming) and last meta_info: the choices in order, their usage summed."""
+    if len(bodies) == 1:
+        return bodies[0]
+    return {**bodies[0], "choices": [c for b in bodies for c in b["choices"]], "usage": usage(*metas)}
 
 
 def openai_finish_reason(meta: dict[str, Any], made_calls: bool = False) -> str | None:
@@ -48,8 +61,8 @@ def ending(meta: dict[str, Any], reason: str | None) -> dict[str, Any]:
     return {"finish_reason": reason, "matched_stop": matched}
 
 
-def completion_shape(rid: str, created: int, model_id: str) -> Shape:
-    """/v1/completions: a text_completion (with usage when not streaming)."""
+def completion_shape(rid: str, created: int, model_id: str, index: int = 0) -> Shape:
+    """/v1/completions: a text_completion (with usage when not streaming), of choice `index`."""
 
     def shape(text: str, meta: dict[str, Any], streaming: bool) -> dict[str, Any]:
         out = {
@@ -57,15 +70,15 @@ def completion_shape(rid: str, created: int, model_id: str) -> Shape:
             "object": "text_completion",
             "created": created,
             "model": model_id,
-            "choices": [{"index": 0, "text": text, "logprobs": None, **ending(meta, openai_finish_reason(meta))}],
+            "choices": [{"index": index, "text": text, "logprobs": None, **ending(meta, openai_finish_reason(meta))}],
         }
         return out if streaming else {**out, "usage": usage(meta)}
 
     return shape
 
 
-def chat_shape(rid: str, created: int, model_id: str) -> Shape:
-    """/v1/chat/completions without tools: a chat.completion, or its chunks' deltas."""
+def chat_shape(rid: str, created: int, model_id: str, index: int = 0) -> Shape:
+    """/v1/chat/completions without tools: a chat.completion, or its chunks' deltas, of choice `index`."""
     sent_role = [False]
 
     def shape(text: str, meta: dict[str, Any], streaming: bool) -> dict[str, Any]:
@@ -77,14 +90,14 @@ def chat_shape(rid: str, created: int, model_id: str) -> Shape:
             return {
                 **head,
                 "object": "chat.completion.chunk",
-                "choices": [{"index": 0, "delta": delta, **ending(meta, openai_finish_reason(meta))}],
+                "choices": [{"index": index, "delta": delta, **ending(meta, openai_finish_reason(meta))}],
             }
         return {
             **head,
             "object": "chat.completion",
             "choices": [
                 {
-                    "index": 0,
+                    "index": index,
                     "message": {"role": "assistant", "content": text},
                     **ending(meta, openai_finish_reason(meta)),
                 }
@@ -96,10 +109,11 @@ def chat_shape(rid: str, created: int, model_id: str) -> Shape:
 
 
 def tool_call_shape(
-    rid: str, created: int, model_id: str, body: ChatCompletionRequest, metrics: ServerMetrics
+    rid: str, created: int, model_id: str, body: ChatCompletionRequest, metrics: ServerMetrics, index: int = 0
 ) -> Shape:
-    """The chat `shape` of a request whose output may hold tool calls: the output is read
-    by a ToolCallParser; a stream's event becomes a list of chunks (content, then calls)."""
+    """The chat `shape` of choice `index` of a request whose output may hold tool calls: the
+    output is read by its own ToolCallParser; a stream's event becomes a list of chunks
+    (content, then calls)."""
     head = {"id": rid, "created": created, "model": model_id}
     parser = ToolCallParser([t.name for t in body.function_tools()])
     sent_role = [False]
@@ -127,7 +141,7 @@ def tool_call_shape(
                 **head,
                 "object": "chat.completion",
                 "usage": usage(meta),
-                "choices": [{"index": 0, "message": message, **ending(meta, finished(meta))}],
+                "choices": [{"index": index, "message": message, **ending(meta, finished(meta))}],
             }
         deltas = openai_deltas(events)
         if not sent_role[0]:  # OpenAI sends the role in the first delta only
@@ -141,7 +155,7 @@ def tool_call_shape(
                 "object": "chat.completion.chunk",
                 "choices": [
                     {
-                        "index": 0,
+                        "index": index,
                         "delta": d,
                         **ending(meta, finished(meta) if final and i == len(deltas) - 1 else None),
                     }

@@ -1,8 +1,10 @@
 """From a request's text to a queued-ready `Req`: the model it names, and its prompt
 tokenized (in the thread pool, never on the scheduler's or the event loop's thread) and
-checked against the model's context."""
+checked against the model's context; and a request's `n` choices as one `Req` each."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from ..constrained.json_schema import short_value
 from ..core import Req, SamplingParams
@@ -79,3 +81,28 @@ def make_req(
             )
         params.max_new_tokens = room  # this request's own params (built from its body)
     return req
+
+
+def choice_reqs(state: ServerState, req: Req, n: int) -> list[Req]:
+    """The `n` choices of one prompt: `req` and n - 1 copies, each an independent sample.
+
+    Choice i samples with seed + i, so choice 0 is the answer n=1 gives with that seed
+    (without a seed, every choice draws from the scheduler's generator; at temperature 0
+    every choice is the same greedy text). The choices are queued together and may all run
+    in one batch, so `n` may not exceed the batch's rows (max_running_requests).
+
+    They share their prompt's KV through the radix cache: the first admitted computes it,
+    and the others, which would compute the same tokens beside it in one prefill, wait a
+    step and hit them in the tree instead (the scheduler's in-batch prefix check, for at
+    least in_batch_prefix_threshold shared tokens): n choices cost one prompt's prefill, not
+    n. (A short prompt is computed again: cheaper than a step's wait.)"""
+    rows = state.engine.scheduler.config.max_running_requests
+    if n > rows:
+        raise RequestError(
+            f"n: at most {rows} choices (this server runs at most {rows} requests at once); got {n}", param="n"
+        )
+    params, seed = req.sampling_params, req.sampling_params.seed
+    return [req] + [
+        Req(req.prompt, list(req.origin_input_ids), replace(params, seed=None if seed is None else seed + i))
+        for i in range(1, n)
+    ]

@@ -37,8 +37,8 @@ async def native(request: Request) -> Response:
     return await answer(
         state,
         request,
-        req,
-        lambda text, meta, streaming: {"text": text, "meta_info": meta},
+        [req],
+        [lambda text, meta, streaming: {"text": text, "meta_info": meta}],
         body.stream,
         False,
         "sampling_params",

@@ -20,7 +20,7 @@ from ..stages import STAGE_MODULES
 from ..tokenizer import ChatPrompt, PromptTooLong
 from .http_limits import parse_body
 from .openai_shapes import chat_shape, completion_shape, tool_call_shape
-from .prompts import CONTEXT_LENGTH_EXCEEDED, check_model, make_req
+from .prompts import CONTEXT_LENGTH_EXCEEDED, check_model, choice_reqs, make_req
 from .state import ServerState, server_state
 from .streaming import answer
 
@@ -61,9 +61,11 @@ async def completions(request: Request) -> Response:
         "prompt",
         "max_tokens" if body.max_tokens is not None else None,
     )
-    shape = completion_shape(f"cmpl-{uuid.uuid4().hex[:12]}", int(time.time()), state.model_id)
+    rid, created = f"cmpl-{uuid.uuid4().hex[:12]}", int(time.time())
+    shapes = [completion_shape(rid, created, state.model_id, i) for i in range(body.n)]
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
-    return await answer(state, request, req, shape, body.stream, include_usage, body.grammar_field())
+    reqs = choice_reqs(state, req, body.n)
+    return await answer(state, request, reqs, shapes, body.stream, include_usage, body.grammar_field())
 
 
 @router.post("/v1/chat/completions")
@@ -79,23 +81,17 @@ async def chat(request: Request) -> Response:
             param="tools",
         )
     req = await run_in_threadpool(render_and_tokenize, state, body, params)
+    reqs = choice_reqs(state, req, body.n)
     rid, created = f"chatcmpl-{uuid.uuid4().hex[:12]}", int(time.time())
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
-    if calls_possible:  # read the output for calls
+    if calls_possible:  # read each choice's output for calls, on its own
+        shapes = [tool_call_shape(rid, created, state.model_id, body, state.metrics, i) for i in range(body.n)]
         try:
-            return await answer(
-                state,
-                request,
-                req,
-                tool_call_shape(rid, created, state.model_id, body, state.metrics),
-                body.stream,
-                include_usage,
-            )
+            return await answer(state, request, reqs, shapes, body.stream, include_usage)
         except RequestError as e:
             raise tool_refusal(e, body) from None
-    return await answer(
-        state, request, req, chat_shape(rid, created, state.model_id), body.stream, include_usage, body.grammar_field()
-    )
+    shapes = [chat_shape(rid, created, state.model_id, i) for i in range(body.n)]
+    return await answer(state, request, reqs, shapes, body.stream, include_usage, body.grammar_field())
 
 
 def render(state: ServerState, body: ChatCompletionRequest, tools: list[dict[str, Any]] | None) -> ChatPrompt:

@@ -1,5 +1,6 @@
-"""Answering one queued request: a JSON body when it is done, or server-sent events as its
-text arrives; either way a client that leaves is noticed and its request aborted.
+"""Answering one queued request, or one per choice (`n`): a JSON body when they are done,
+or server-sent events as their text arrives; either way a client that leaves is noticed and
+its requests aborted, and an error in one choice is the whole request's.
 
 An abort before anything was sent is an error response (its status from ABORT_ANSWERS);
 one after the stream began ends the stream with an error event and `[DONE]`, not a cut.
@@ -10,8 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
-from typing import Any
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
+from typing import Any, TypeVar
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -20,11 +21,14 @@ from ..core import Req
 from ..protocol import RequestError
 from .engine_loop import EngineUnavailable
 from .errors import client_left, error_body, refuse_abort
-from .openai_shapes import Shape, usage
+from .openai_shapes import Shape, one_body, usage
 from .state import ServerState
 
 # A request's chunks, as EngineLoop.generate yields them; closing it aborts the request.
 Chunks = AsyncGenerator[dict[str, Any], None]
+# Several requests' chunks as they come, each with its choice's index (`arrivals`).
+Arrivals = AsyncGenerator[tuple[int, dict[str, Any]], None]
+T = TypeVar("T")
 
 
 async def first_chunk(gen: Chunks, grammar_field: str | None) -> dict[str, Any]:
@@ -40,10 +44,10 @@ async def until_disconnected(request: Request) -> None:
         await asyncio.sleep(0.1)
 
 
-async def unless_disconnected(request: Request, gen: Chunks, wait: Awaitable[Any]) -> asyncio.Future:
-    """Run `wait` (a coroutine reading `gen`) while watching the client: if it leaves
-    first, `wait` is cancelled and `gen` closed (which aborts its request). Returns the
-    finished or cancelled task."""
+async def unless_disconnected(request: Request, wait: Awaitable[Any]) -> asyncio.Future:
+    """Run `wait` (a coroutine reading chunks, see `all_or_abort`) while watching the client:
+    if it leaves first, `wait` is cancelled (which aborts its requests). Returns the finished
+    or cancelled task."""
     work = asyncio.ensure_future(wait)
     watch = asyncio.ensure_future(until_disconnected(request))
     try:
@@ -54,8 +58,52 @@ async def unless_disconnected(request: Request, gen: Chunks, wait: Awaitable[Any
             work.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await work
-            await gen.aclose()
     return work
+
+
+async def abort_all(gens: list[Chunks], reading: Iterable[asyncio.Future]) -> None:
+    """Cancel the tasks `reading` the chunks, then close every one of `gens`: each request
+    not finished is aborted."""
+    reading = list(reading)
+    for task in reading:
+        task.cancel()
+    await asyncio.gather(*reading, return_exceptions=True)
+    for gen in gens:
+        await gen.aclose()
+
+
+async def all_or_abort(gens: list[Chunks], read: Callable[[Chunks], Awaitable[T]]) -> list[T]:
+    """`read` of each choice's chunks, side by side. The first error (or a cancel: the client
+    left) is the whole request's, as with one choice: the others are cancelled and every
+    request aborted."""
+    reading = [asyncio.ensure_future(read(gen)) for gen in gens]
+    try:
+        return list(await asyncio.gather(*reading))
+    except BaseException:
+        await abort_all(gens, reading)
+        raise
+
+
+async def arrivals(gens: list[Chunks], firsts: list[dict[str, Any]]) -> Arrivals:
+    """(choice index, chunk) for every choice's chunks as they come, starting with its first
+    chunk (`firsts`, read already); ends after every choice's final chunk. Closing it aborts
+    the requests of the choices not finished."""
+    reading: dict[asyncio.Future, int] = {}  # the read of each unfinished choice's next chunk
+    try:
+        for i, chunk in enumerate(firsts):
+            yield i, chunk
+            if not chunk["final"]:
+                reading[asyncio.ensure_future(gens[i].__anext__())] = i
+        while reading:
+            done, _ = await asyncio.wait(reading, return_when=asyncio.FIRST_COMPLETED)
+            for task in sorted(done, key=reading.__getitem__):
+                i = reading.pop(task)
+                chunk = task.result()
+                yield i, chunk
+                if not chunk["final"]:
+                    reading[asyncio.ensure_future(gens[i].__anext__())] = i
+    finally:
+        await abort_all(gens, reading)
 
 
 async def collect(gen: Chunks, grammar_field: str | None) -> tuple[str, dict[str, Any]]:
@@ -74,32 +122,31 @@ def sse(obj: Any) -> str:
 
 
 async def events(
-    gen: Chunks,
-    first: dict[str, Any],
-    shape: Shape,
+    chunks: Arrivals,
+    shapes: list[Shape],
     include_usage: bool,
     grammar_field: str | None,
     left: Callable[[], None],
 ) -> AsyncIterator[str]:
-    """The stream's events from its first chunk on, then `[DONE]`; an abort or the loop's
-    death on the way ends it with an error event. Closing it aborts the request; a client
-    that closes it before its end is counted by `left` (as `client_left` counts one that
-    leaves before the first event)."""
+    """The stream's events from the choices' `chunks` (`arrivals`), each shaped by its
+    choice's shape, then `[DONE]`; an abort of any choice or the loop's death on the way ends
+    it with an error event. Closing it aborts the requests; a client that closes it before
+    its end is counted by `left` (as `client_left` counts one that leaves before the first
+    event)."""
     try:
-        chunk, sent = first, None
-        while True:
+        sent: dict[str, Any] | None = None  # the last event sent
+        last: dict[int, dict[str, Any]] = {}  # each finished choice's last meta_info
+        async for i, chunk in chunks:
             if chunk["final"]:
                 refuse_abort(chunk["meta_info"], grammar_field)
+                last[i] = chunk["meta_info"]
             # The request may finish a chunk before its last: the reason goes with the last only.
             meta = chunk["meta_info"] if chunk["final"] else {**chunk["meta_info"], "finish_reason": None}
-            out = shape(chunk["text"], meta, True)  # one event, or a list of them (tools)
+            out = shapes[i](chunk["text"], meta, True)  # one event, or a list of them (tools)
             for sent in out if isinstance(out, list) else [out]:
                 yield sse(sent)
-            if chunk["final"]:
-                break
-            chunk = await gen.__anext__()
         if include_usage and sent is not None:
-            yield sse({**sent, "choices": [], "usage": usage(chunk["meta_info"])})
+            yield sse({**sent, "choices": [], "usage": usage(*(last[i] for i in sorted(last)))})
     except (RequestError, EngineUnavailable) as e:  # the stream ends with a reason, not a cut
         status, param = (e.status, e.param) if isinstance(e, RequestError) else (503, None)
         yield sse(error_body(str(e), status, param))
@@ -107,45 +154,43 @@ async def events(
         left()
         raise
     finally:
-        await gen.aclose()  # a client that left aborts its request
+        await chunks.aclose()  # a client that left aborts its requests
     yield "data: [DONE]\n\n"
 
 
 async def answer(
     state: ServerState,
     request: Request,
-    req: Req,
-    shape: Shape,
+    reqs: list[Req],
+    shapes: list[Shape],
     stream: bool,
     include_usage: bool,
     grammar_field: str | None = None,
 ) -> Response:
-    """Queue `req`; answer with one JSON body, or with server-sent events when streaming.
+    """Queue `reqs`, one per choice (`shapes[i]` shapes choice i); answer with one JSON body,
+    or with server-sent events when streaming, which begin once every choice has begun.
     `grammar_field`: the request's field its grammar came from (errors about it name it)."""
     if state.loop is None:
         raise EngineUnavailable("the server is starting")
     client = request.client.host if request.client else "unknown"
-    gen = state.loop.generate(req, client)
+    gens = [state.loop.generate(req, client) for req in reqs]
     if not stream:
-        # A client that leaves is noticed while we wait, and its request aborted.
-        work = await unless_disconnected(request, gen, collect(gen, grammar_field))
+        # A client that leaves is noticed while we wait, and its requests aborted.
+        work = await unless_disconnected(request, all_or_abort(gens, lambda gen: collect(gen, grammar_field)))
         if work.cancelled():
             return client_left(state)
-        text, meta = work.result()
-        return JSONResponse(shape(text, meta, False))
+        done = work.result()
+        bodies = [shape(text, meta, False) for shape, (text, meta) in zip(shapes, done)]
+        return JSONResponse(one_body(bodies, [meta for _, meta in done]))
 
-    # Until the first chunk, nothing is sent, so a client that leaves is noticed only by
-    # watching: its request may wait in a queue, or its text be held back (a long stop
+    # Until the first chunks, nothing is sent, so a client that leaves is noticed only by
+    # watching: its requests may wait in a queue, or their text be held back (a long stop
     # string's possible start) until the end.
-    work = await unless_disconnected(request, gen, first_chunk(gen, grammar_field))
+    work = await unless_disconnected(request, all_or_abort(gens, lambda gen: first_chunk(gen, grammar_field)))
     if work.cancelled():
         return client_left(state)
-    try:
-        first = work.result()
-    except Exception:
-        await gen.aclose()
-        raise
+    firsts = work.result()  # (an error has aborted every request already)
     return StreamingResponse(
-        events(gen, first, shape, include_usage, grammar_field, state.metrics.disconnects.inc),
+        events(arrivals(gens, firsts), shapes, include_usage, grammar_field, state.metrics.disconnects.inc),
         media_type="text/event-stream",
     )
