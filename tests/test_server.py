@@ -13,6 +13,7 @@ import httpx
 import jsonschema
 import openai
 import pytest
+from test_server_faults import wait_idle
 
 import minisglang as sgl
 from minisglang import assistant, function, gen, system, user
@@ -133,6 +134,126 @@ def test_cached_tokens_are_prompt_tokens_only(client):
     usage = client.chat.completions.create(**kwargs).usage
     cached = usage.prompt_tokens_details.cached_tokens
     assert 0 < cached <= usage.prompt_tokens - 1  # the last prompt token is always computed
+
+
+# ---------------------------------------------------------------------- n choices
+CHAT_HOT = dict(
+    model=MODEL, messages=[{"role": "user", "content": "Tell me about Paris."}], max_tokens=12, temperature=0.9
+)
+
+
+def by_choice(chunks, text_of) -> tuple[dict[int, str], dict[int, list]]:
+    """A stream's text and finish_reasons (one per chunk) by choice index; every chunk has one choice."""
+    texts: dict[int, str] = {}
+    finishes: dict[int, list] = {}
+    for chunk in chunks:
+        assert len(chunk.choices) == 1 and chunk.usage is None
+        choice = chunk.choices[0]
+        texts[choice.index] = texts.get(choice.index, "") + (text_of(choice) or "")
+        finishes.setdefault(choice.index, []).append(choice.finish_reason)
+    return texts, finishes
+
+
+def test_n_choices_are_the_answers_of_seeds_s_to_s_plus_n_minus_1(client):
+    """Choice i samples with seed + i: choice 0 is the n=1 answer with the seed. The usage
+    counts the prompt once and sums the completions."""
+    resp = client.chat.completions.create(n=3, seed=7, **CHAT_HOT)
+    singles = [client.chat.completions.create(seed=7 + i, **CHAT_HOT) for i in range(3)]
+    assert [c.index for c in resp.choices] == [0, 1, 2]
+    assert [c.message.content for c in resp.choices] == [s.choices[0].message.content for s in singles]
+    assert len({c.message.content for c in resp.choices}) > 1  # independent samples
+    assert [c.finish_reason for c in resp.choices] == [s.choices[0].finish_reason for s in singles]
+    assert resp.usage.prompt_tokens == singles[0].usage.prompt_tokens
+    assert resp.usage.completion_tokens == sum(s.usage.completion_tokens for s in singles)
+    assert resp.usage.total_tokens == resp.usage.prompt_tokens + resp.usage.completion_tokens
+    assert resp.usage.prompt_tokens_details.cached_tokens < resp.usage.prompt_tokens
+
+
+def test_n_greedy_choices_are_one_text(client):
+    resp = client.completions.create(model=MODEL, prompt="Date:", n=3, temperature=0, max_tokens=8)
+    assert [c.index for c in resp.choices] == [0, 1, 2] and len({c.text for c in resp.choices}) == 1
+
+
+@pytest.mark.parametrize("endpoint", ["chat", "completions"])
+def test_n_choices_stream_by_index_each_with_its_finish_reason(client, endpoint):
+    if endpoint == "chat":
+        create, kwargs = client.chat.completions.create, CHAT_HOT
+        text_of, whole_text = (lambda c: c.delta.content), (lambda c: c.message.content)
+    else:
+        create = client.completions.create
+        kwargs = dict(model=MODEL, prompt="Numbers: 1, 2,", stop=["5"], max_tokens=12, temperature=0.9)
+        text_of = whole_text = lambda c: c.text
+    full = create(n=3, seed=11, **kwargs)
+    chunks = list(create(n=3, seed=11, stream=True, stream_options={"include_usage": True}, **kwargs))
+    texts, finishes = by_choice(chunks[:-1], text_of)
+    assert texts == {c.index: whole_text(c) for c in full.choices}
+    for c in full.choices:  # each choice's reason, in its last chunk only
+        assert finishes[c.index] == [None] * (len(finishes[c.index]) - 1) + [c.finish_reason]
+    usage = chunks[-1].usage
+    assert chunks[-1].choices == [] and (usage.prompt_tokens, usage.completion_tokens) == (
+        full.usage.prompt_tokens,
+        full.usage.completion_tokens,
+    )
+    if endpoint == "chat":  # each choice's first delta, and only it, has the role
+        first: dict[int, str | None] = {}
+        for c in chunks[:-1]:
+            first.setdefault(c.choices[0].index, c.choices[0].delta.role)
+        assert first == dict.fromkeys(range(3), "assistant")
+        assert sum(c.choices[0].delta.role is not None for c in chunks[:-1]) == 3
+
+
+def test_n_beyond_the_batch_is_a_400_naming_n(client):
+    """The choices are queued together: no more than the batch's rows (64 here)."""
+    with pytest.raises(openai.BadRequestError) as info:
+        client.completions.create(model=MODEL, prompt="x", n=65, max_tokens=2)
+    assert info.value.body["param"] == "n" and "at most 64" in info.value.body["message"]
+
+
+def test_a_client_that_leaves_a_stream_of_two_choices_aborts_both(server):
+    url, engine = server
+    body = {"prompt": "Tell me", "n": 2, "max_tokens": 400, "ignore_eos": True, "stream": True}
+    aborted = engine.stats().finished_by_reason.get("abort", 0)
+
+    async def leave() -> set[int]:
+        seen: set[int] = set()
+        async with httpx.AsyncClient(timeout=60) as http, http.stream("POST", url + "/v1/completions", json=body) as r:
+            async for line in r.aiter_lines():
+                if line.startswith("data: "):
+                    seen.add(json.loads(line[6:])["choices"][0]["index"])
+                    if seen == {0, 1}:
+                        return seen
+        return seen
+
+    assert asyncio.run(leave()) == {0, 1}
+    stats = wait_idle(engine)
+    assert stats.idle and stats.pools_full, stats
+    assert stats.finished_by_reason.get("abort", 0) == aborted + 2
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_error_in_one_choice_is_the_requests_and_aborts_the_others(server, monkeypatch, stream):
+    """Choice 1 (seed 501) fails at its fourth token: the request fails with its error, as
+    n=1 would (a 500, or an error event once the stream began), and nothing leaks."""
+    url, engine = server
+    advance = engine.stage.advance
+
+    def advance_or_fail(req, token_id):
+        if req.sampling_params.seed == 501 and len(req.output_ids) > 3:
+            raise RuntimeError("injected fault in choice 1")
+        return advance(req, token_id)
+
+    monkeypatch.setattr(engine.stage, "advance", advance_or_fail)
+    aborted = engine.stats().finished_by_reason.get("abort", 0)
+    body = {"prompt": "Tell me", "n": 3, "seed": 500, "temperature": 0.8, "max_tokens": 300, "ignore_eos": True}
+    r = httpx.post(url + "/v1/completions", json={**body, "stream": stream}, timeout=60)
+    if stream:
+        events = [line[6:] for line in r.text.splitlines() if line.startswith("data: ")]
+        assert events[-1] == "[DONE]" and "injected fault in choice 1" in json.loads(events[-2])["error"]["message"]
+    else:
+        assert r.status_code == 500 and "injected fault in choice 1" in r.json()["error"]["message"], r.text
+    stats = wait_idle(engine)
+    assert stats.idle and stats.pools_full, stats
+    assert stats.finished_by_reason.get("abort", 0) == aborted + 3  # none of the 300-token choices ran on
 
 
 def test_json_object_mode(client):

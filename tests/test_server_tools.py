@@ -451,6 +451,36 @@ def test_tools_beside_response_format_answer_with_calls_or_a_message_in_the_form
     assert kinds == ({"calls", "message"} if choice == "auto" else {"calls"}), kinds
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_each_of_n_choices_reads_its_own_calls(client, stream):
+    """n=3 under "required": every choice makes its own valid calls, streamed under its own
+    index; choice 0 is the n=1 answer with the seed."""
+    kwargs = dict(tool_choice="required", temperature=1.2, seed=5)
+    full = chat(client, n=3, **kwargs)
+    assert [c.index for c in full.choices] == [0, 1, 2]
+    assert all(check_calls(c) and c.finish_reason == "tool_calls" for c in full.choices)
+    calls = [[(t.function.name, t.function.arguments) for t in c.message.tool_calls] for c in full.choices]
+    alone = chat(client, **kwargs).choices[0].message.tool_calls
+    assert calls[0] == [(t.function.name, t.function.arguments) for t in alone]
+    if stream:
+        chunks = list(chat(client, n=3, stream=True, **kwargs))
+        for i in range(3):
+            mine = [c for c in chunks if c.choices[0].index == i]
+            assert reassemble(mine) == ("", calls[i], "tool_calls")
+
+
+def test_each_of_n_choices_validates_under_the_response_format(client):
+    fmt = {"type": "json_schema", "json_schema": {"name": "weather", "schema": WEATHER}}
+    resp = client.chat.completions.create(
+        model=MODEL, messages=ASK, n=4, temperature=1.2, seed=2, max_tokens=80, response_format=fmt
+    )
+    assert [c.index for c in resp.choices] == [0, 1, 2, 3]
+    for c in resp.choices:
+        assert c.finish_reason == "stop"
+        jsonschema.validate(json.loads(c.message.content), WEATHER)
+    assert len({c.message.content for c in resp.choices}) > 1
+
+
 def test_a_bad_structural_tag_is_a_400_naming_its_field(client):
     fmt = {
         "type": "structural_tag",
