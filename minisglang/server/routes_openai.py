@@ -61,10 +61,10 @@ async def completions(request: Request) -> Response:
         "prompt",
         "max_tokens" if body.max_tokens is not None else None,
     )
+    reqs = choice_reqs(state, req, body.n)
     rid, created = f"cmpl-{uuid.uuid4().hex[:12]}", int(time.time())
     shapes = [completion_shape(rid, created, state.model_id, i) for i in range(body.n)]
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
-    reqs = choice_reqs(state, req, body.n)
     return await answer(state, request, reqs, shapes, body.stream, include_usage, body.grammar_field())
 
 
