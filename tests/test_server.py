@@ -209,19 +209,26 @@ def test_n_beyond_the_batch_is_a_400_naming_n(client):
     assert info.value.body["param"] == "n" and "at most 64" in info.value.body["message"]
 
 
-def test_a_client_that_leaves_a_stream_of_two_choices_aborts_both(server):
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_client_that_leaves_two_choices_aborts_both(server, stream):
+    """Mid-stream (after both choices' first events), or while waiting for the whole answer."""
     url, engine = server
-    body = {"prompt": "Tell me", "n": 2, "max_tokens": 400, "ignore_eos": True, "stream": True}
+    body = {"prompt": "Tell me", "n": 2, "max_tokens": 400, "ignore_eos": True, "stream": stream}
     aborted = engine.stats().finished_by_reason.get("abort", 0)
 
     async def leave() -> set[int]:
         seen: set[int] = set()
-        async with httpx.AsyncClient(timeout=60) as http, http.stream("POST", url + "/v1/completions", json=body) as r:
-            async for line in r.aiter_lines():
-                if line.startswith("data: "):
-                    seen.add(json.loads(line[6:])["choices"][0]["index"])
-                    if seen == {0, 1}:
-                        return seen
+        async with httpx.AsyncClient(timeout=60) as http:
+            if not stream:
+                with pytest.raises(httpx.TimeoutException):
+                    await http.post(url + "/v1/completions", json=body, timeout=0.4)
+                return {0, 1}
+            async with http.stream("POST", url + "/v1/completions", json=body) as r:
+                async for line in r.aiter_lines():
+                    if line.startswith("data: "):
+                        seen.add(json.loads(line[6:])["choices"][0]["index"])
+                        if seen == {0, 1}:
+                            return seen
         return seen
 
     assert asyncio.run(leave()) == {0, 1}
