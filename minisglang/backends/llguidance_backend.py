@@ -16,10 +16,12 @@ What this adapter adds:
   (`portable_regex`), and `(?i)` and the like are refused;
 - `ebnf` accepts the GBNF dialect (llama.cpp and xgrammar: `root ::= "yes" | "no"`) or
   llguidance's Lark dialect (`start: "yes" | "no"`); llguidance's `any_to_lark` tells
-  them apart and converts GBNF to Lark, so the same EBNF text works here and on xgrammar,
-  except string escapes: `"\\x41BC"` is "ABC" here and U+41BC in xgrammar, which reads every
-  hex digit after `\\x`, and `\\u00e9` is refused here (a stranger's attack found it; not
-  reconciled: write such characters as themselves);
+  them apart and converts GBNF to Lark, so most EBNF text works here and on xgrammar, but
+  not all (two strangers' attacks; not reconciled): string escapes (`"\\x41BC"` is "ABC"
+  here and U+41BC in xgrammar, which reads every hex digit after `\\x`; `\\u00e9` is refused
+  here), some valid GBNF the converter refuses (`("a"*){2}`, `"a"{0}`, `[\\^a]`, a line
+  that starts with `|`: its message quotes the Lark text it made), and a rule made only of
+  terminals, which becomes one greedy lexeme (`r ::= "a"{1,3}` in `r r ")"` refuses `aa)`);
 - `json_schema` output is laid out like `json.dumps`: `", "` and `": "`, no other
   whitespace (llguidance's default free whitespace lets a small model loop on spaces);
 - `is_terminated` is llguidance's `is_stopped()`: EOS accepted, or nothing but EOS can
