@@ -325,6 +325,8 @@ SERVE_ENGINE_OPTIONS = (
     "torch_threads",
     "mixed_prefill",
     "disable_radix_cache",
+    "chunked_prefill_size",
+    "speculative_algorithm",
 )
 
 
@@ -484,6 +486,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="running requests decode inside each prefill forward (SGLang #1013; off by default)",
     )
     sv.add_argument("--disable-radix-cache", action="store_true", default=None, help="no prefix reuse between requests")
+    sv.add_argument(
+        "--chunked-prefill-size",
+        type=int,
+        default=None,
+        help="s7: a long prompt is prefilled this many tokens a step (default off; with --mixed-prefill the "
+        "running requests decode in those forwards, so a long prompt does not stall them)",
+    )
+    sv.add_argument(
+        "--speculative-algorithm",
+        default=None,
+        help="s7: NGRAM, FORCED or FORCED+NGRAM drafts (default none; chapter 08 measures each)",
+    )
     sv.add_argument(
         "--api-key", default=None, help="require 'Authorization: Bearer KEY' (default: $MINISGLANG_API_KEY, else none)"
     )

@@ -101,6 +101,10 @@ def test_serve_passes_the_engine_options_it_is_given(monkeypatch):
             "8",
             "--compile-timeout",
             "2.5",
+            "--chunked-prefill-size",
+            "256",
+            "--speculative-algorithm",
+            "FORCED",
         ]
     )
     assert seen == {
@@ -112,6 +116,8 @@ def test_serve_passes_the_engine_options_it_is_given(monkeypatch):
         "max_total_tokens": 4096,
         "max_running_requests": 8,
         "compile_timeout": 2.5,
+        "chunked_prefill_size": 256,
+        "speculative_algorithm": "FORCED",
     }
     seen.clear()
     main(["serve"])
