@@ -7,7 +7,9 @@ says which tokens and why:
 - llguidance forces bytes the grammar leaves no choice about: where forced bytes exist it
   allows only their canonical tokenization, a subset of the fsm's tokens;
 - outlines-core 0.2.x builds no transition from an accepting state into a non-accepting
-  one (after "1" in `1(x1)*` no "x"), so on regexes with such moves it allows a subset.
+  one (after "1" in `1(x1)*` no "x"): a narrower language, so the outlines adapter refuses a
+  regex where its bounded check finds such a move (`dropped_after_a_match`), and these tests
+  expect that refusal (`drops_moves`) where they used to expect a subset.
 """
 
 import json
@@ -124,8 +126,19 @@ def test_the_regex_subset_is_the_one_asked_for():
     assert len(REGEX_CASES) == 6
 
 
+DROPS_MOVES = "leaves out what may follow a complete match"
+
+
+def drops_moves(backend, regex: str) -> bool:
+    """Whether `backend` is outlines and refuses `regex` for the moves outlines-core drops."""
+    grammar = compiled(backend, "regex", regex)
+    return isinstance(grammar, InvalidGrammarObject) and DROPS_MOVES in grammar.message
+
+
 def test_stopped_regex_outputs_fully_match(engine):
-    assert_stopped_outputs_match(engine, REGEX_CASES, SEEDS, min_stopped=0.8)
+    cases = [(rx, q) for rx, q in REGEX_CASES if not drops_moves(engine.stage.backend, rx)]
+    assert len(cases) >= len(REGEX_CASES) // 2  # (outlines refuses some: drops_moves)
+    assert_stopped_outputs_match(engine, cases, SEEDS, min_stopped=0.8)
 
 
 def test_json_schema_outputs_validate(engine):
@@ -208,7 +221,10 @@ def test_mixed_batch_of_every_kind(engine):
         ],
         params,
     )
-    assert reason(outs[0])["type"] == "stop" and re.fullmatch(regex, outs[0]["text"])
+    if drops_moves(engine.stage.backend, regex):
+        assert reason(outs[0])["type"] == "abort" and DROPS_MOVES in reason(outs[0])["message"]
+    else:
+        assert reason(outs[0])["type"] == "stop" and re.fullmatch(regex, outs[0]["text"])
     if reason(outs[1])["type"] == "stop":
         jsonschema.validate(json.loads(outs[1]["text"]), PLACE)
     else:
@@ -265,7 +281,8 @@ def test_reasoning_gate_constrains_only_after_the_marker(engine):
 
 
 # -------------------------------------------------------------- masks against fsm's
-# (regex, a string it matches, whether outlines-core's index equals ours on it)
+# (regex, a string it matches, whether outlines-core's index equals ours on it: where it does
+# not, the outlines adapter refuses the regex, drops_moves)
 MASK_CASES = [
     (r"[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])", "2024-02-29", True),
     (r'\{"name": "[A-Za-z ]{1,20}", "age": [0-9]{1,3}\}', '{"name": "Li Lei", "age": 31}', True),
@@ -290,6 +307,9 @@ def check_against_fsm(
 @pytest.mark.parametrize("name", LIBRARIES)
 @pytest.mark.parametrize("regex, text, outlines_exact", MASK_CASES)
 def test_masks_match_the_fsm_backend_along_a_match(backends, tokenizer, name, regex, text, outlines_exact):
+    if name == "outlines" and not outlines_exact:
+        assert drops_moves(backends[name], regex)
+        return
     width = tokenizer.vocab_size + PAD
     lib, fsm = compiled(backends[name], "regex", regex), compiled(backends["fsm"], "regex", regex)
     ids = tokenizer.encode(text)
@@ -301,17 +321,23 @@ def test_masks_match_the_fsm_backend_along_a_match(backends, tokenizer, name, re
     assert lib.is_terminated() == fsm.is_terminated()
 
 
-def test_outlines_core_drops_moves_out_of_an_accepting_state(backends, tokenizer):
-    """Why MASK_CASES marks some regexes inexact for outlines (outlines-core 0.2.x)."""
-    width = tokenizer.vocab_size + PAD
+def test_outlines_core_drops_moves_out_of_an_accepting_state_and_the_adapter_refuses(backends, tokenizer):
+    """Why MASK_CASES marks some regexes inexact for outlines (outlines-core 0.2.x): its own
+    index has no move from an accepting state into a non-accepting one, so the adapter
+    refuses the regex by name instead of serving a narrower language (a stranger's fuzzing
+    found 323 of 1,084 regexes so; it had been served as a subset)."""
+    from outlines_core import Guide, Index
+
     regex = r"[a-z ]*x"
-    lib, fsm = compiled(backends["outlines"], "regex", regex), compiled(backends["fsm"], "regex", regex)
+    guide = Guide(Index(regex, backends["outlines"].vocabulary))
     for t in tokenizer.encode("x"):
-        lib.accept_token(t)
-        fsm.accept_token(t)
-    missing = mask_row(fsm, width) & ~mask_row(lib, width)
-    letter_a = tokenizer.encode("a")[0]
-    assert missing[letter_a]  # "xa..." is a valid prefix, but "x" was accepting and "xa" is not
+        guide.advance(t, return_tokens=False)
+    assert tokenizer.encode("a")[0] not in guide.get_tokens()  # "xa..." is a valid prefix
+    grammar = compiled(backends["outlines"], "regex", regex)
+    assert isinstance(grammar, InvalidGrammarObject) and DROPS_MOVES in grammar.message
+    assert "x' it allows no" in grammar.message and "'fsm' backend" in grammar.message
+    for fine in [r"[0-9]{4}-[0-9]{2}", r'\{"a": [0-9]+\}', r"[a-z]+@[a-z]+\.(com|org)"]:
+        assert not drops_moves(backends["outlines"], fine), fine
 
 
 @pytest.mark.parametrize("name", LIBRARIES)
@@ -472,25 +498,9 @@ def test_every_backend_reads_shorthand_classes_and_dot_as_python_does(backends, 
     ids = tokenizer.encode(text)
     assume(b"".join(tokenizer.token_bytes[i] for i in ids) == text.encode("utf-8"))
     expected = re.fullmatch(pattern, text) is not None
-    if name == "outlines" and expected and _leaves_an_accepting_state_mid_character(tokenizer, pattern, ids):
-        return  # outlines-core drops such a move (module docstring): no dialect question here
+    if drops_moves(backends[name], pattern):
+        return  # refused: outlines-core drops such a move (module docstring), no dialect question here
     assert accepts(backends[name], tokenizer, pattern, text) == expected, (name, pattern, text)
-
-
-def _leaves_an_accepting_state_mid_character(tokenizer, pattern: str, ids: list[int]) -> bool:
-    """Whether a token of `ids` starts where the text so far matches and ends in the middle
-    of a character (a non-accepting state), the move outlines-core 0.2 leaves out."""
-    done, was_match = b"", re.fullmatch(pattern, "") is not None
-    for token_id in ids:
-        done += tokenizer.token_bytes[token_id]
-        try:
-            now_match = re.fullmatch(pattern, done.decode("utf-8")) is not None
-        except UnicodeDecodeError:
-            now_match = False
-        if was_match and not now_match:
-            return True
-        was_match = now_match
-    return False
 
 
 # (regex, a match; a match outlines-core can walk: a character of several bytes only where
@@ -509,10 +519,13 @@ DIALECT_MASK_CASES = [
 @pytest.mark.parametrize("name", LIBRARIES)
 @pytest.mark.parametrize("regex, text, outlines_text", DIALECT_MASK_CASES)
 def test_dialect_masks_match_the_fsm_backend_along_a_match(backends, tokenizer, name, regex, text, outlines_text):
-    """The libraries' masks for Unicode classes against ours (exact, but outlines-core's)."""
+    """The libraries' masks for Unicode classes against ours (exact; outlines refuses what its
+    core would serve narrower)."""
     if name == "outlines":
+        if drops_moves(backends[name], regex):
+            return
         text = outlines_text
-    test_masks_match_the_fsm_backend_along_a_match(backends, tokenizer, name, regex, text, outlines_exact=False)
+    test_masks_match_the_fsm_backend_along_a_match(backends, tokenizer, name, regex, text, outlines_exact=True)
 
 
 @pytest.mark.parametrize("name", BACKENDS)

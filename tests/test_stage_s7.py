@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from test_engine import assert_no_leak
 
 import minisglang as sgl
-from minisglang.backends.base import BaseGrammarObject, get_backend_class
+from minisglang.backends.base import BaseGrammarObject, InvalidGrammarObject, get_backend_class
 from minisglang.constrained.bitmask import unpack_bits
 from minisglang.speculative import NgramIndex, forced_drafts, ngram_drafts, seam_token
 from minisglang.stages.s7_speculative import RollbackReasonerGrammar, allows
@@ -216,6 +216,9 @@ def test_rollback_agrees_with_a_fresh_matcher_fed_the_kept_prefix(backends, toke
     kind, text = data.draw(st.sampled_from(GRAMMARS))
     width = tokenizer.vocab_size + 8
     g = fresh(backend, kind, text)
+    if isinstance(g, InvalidGrammarObject):  # outlines-core would serve it narrower: refused
+        assert name == "outlines" and "leaves out what may follow a complete match" in g.message, g.message
+        return
     walked = []
     for _ in range(data.draw(st.integers(1, 12))):
         if g.is_terminated():

@@ -50,9 +50,11 @@ from ..constrained.json_schema import InvalidSchemaError, UnsupportedSchemaError
 # The string contents (JSON text) in which a pattern finds a match: our fsm compiler's own
 # translation, so both backends read a `pattern` alike.
 from ..constrained.json_schema.patterns import _pattern_regex as pattern_over_json_text
+from ..constrained.lazy_token_fsm import compile_lazy_token_fsm
 from ..constrained.python_regex import portable_regex
 from ..constrained.regex_ast import NOTHING, render
-from ..constrained.regex_dfa import shown_regex
+from ..constrained.regex_dfa import RegexError, shown_regex
+from ..constrained.token_fsm import ConstraintError
 from .base import (
     ANNOTATIONS,
     EMPTY_ARRAYS,
@@ -224,6 +226,49 @@ class OutlinesGrammar(BaseGrammarObject):
         self.guide.write_mask_into(row.data_ptr(), row.numel(), row.element_size())
 
 
+# Transitions of an Index `dropped_after_a_match` reads at most (the check is bounded: a
+# large JSON schema's index has millions; the regexes the bug was found on have a few hundred).
+MAX_CHECKED_TRANSITIONS = 50_000
+
+
+def dropped_after_a_match(index: Index, regex: str, tokenizer: Tokenizer, vocab_size: int) -> str | None:
+    """What outlines-core 0.2.14's `index` leaves out after a complete match, or None.
+
+    Its index sometimes offers only EOS in a state that already matches and could go on
+    (a stranger's fuzzing: after `0` the number regex `-?(0|[1-9][0-9]*)(\\.[0-9]+)?` allows no
+    `.`, `é+` stops after one `é`; 323 of 1,084 regexes lost some valid string): a narrower
+    language, never an invalid output, but a grammar weakened silently. So the index's
+    states are walked breadth first (at most MAX_CHECKED_TRANSITIONS) beside our own lazy
+    automaton of the same regex, and each matching state's tokens are compared with ours."""
+    try:
+        ours = compile_lazy_token_fsm(regex, tokenizer, vocab_size)
+    except (ConstraintError, RegexError):  # a regex only outlines-core reads: not checked
+        return None
+    eos, start = tokenizer.eos_token_id, index.get_initial_state()
+    seen, queue, budget = {start: ours.index.initial_state}, [start], MAX_CHECKED_TRANSITIONS
+    text: dict[int, str] = {start: ""}
+    while queue and budget > 0:
+        state = queue.pop(0)
+        mine = seen[state]
+        allowed = [t for t in index.get_allowed_tokens(state) if t != eos]
+        if index.is_final_state(state):
+            missing = set(ours.index.allowed_token_ids(mine)) - set(allowed) - {eos}
+            if missing:
+                token = tokenizer.decode([min(missing)])
+                return (
+                    f"outlines-core's index of this regex leaves out what may follow a complete match: after "
+                    f"{text[state]!r} it allows no {token!r}, which the regex allows (an outlines-core bug)"
+                )
+        budget -= len(allowed)
+        for token in allowed:
+            nxt = index.get_next_state(state, token)
+            if nxt is not None and nxt not in seen:
+                seen[nxt] = ours.index.next_state(mine, token)
+                text[nxt] = text[state] + tokenizer.decode([token])
+                queue.append(nxt)
+    return None
+
+
 def _regex_problem(regex: str, library_message: str) -> str:
     """A message that names what is wrong with `regex` (Python's `re` is more specific)."""
     try:
@@ -271,4 +316,9 @@ class OutlinesBackend(BaseGrammarBackend):
             index = Index(regex, self.vocabulary)
         except ValueError as e:
             raise GrammarError(_regex_problem(text if kind == "regex" else regex, str(e))) from e
+        dropped = dropped_after_a_match(index, regex, self.tokenizer, self.vocab_size)
+        if dropped is not None:
+            raise GrammarError(
+                f"{dropped}; the 'outlines' backend refuses it rather than stop early: use the 'fsm' backend"
+            )
         return OutlinesGrammar(OutlinesIndex(index, self.tokenizer.eos_token_id))
