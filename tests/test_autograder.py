@@ -1424,6 +1424,21 @@ MUTATIONS = [
         "    for key in [k for k in edges if q in k]:\n        del edges[key]\n",
         "",
     ),
+    # Student 05's wrong solutions of task 5_1 (2026-12-05): each already failed, kept here so
+    # that a fixed input goes on catching it (the stage's advance catches only GrammarError;
+    # `bitmasks` rows are numbered in sorted state order, not by state id).
+    (
+        "task5_1",
+        "a refused token raises ValueError, not GrammarError (the stage's advance lets it escape)",
+        'raise GrammarError(f"token {token_id} is not allowed',
+        'raise ValueError(f"token {token_id} is not allowed',
+    ),
+    (
+        "task5_1",
+        "fill indexes `bitmasks` by the state id instead of `state_row`",
+        "vocab_mask[idx] = self.fsm.state_row[self.state]",
+        "vocab_mask[idx] = self.fsm.bitmasks[self.state]",
+    ),
 ]
 
 

@@ -132,8 +132,23 @@ def test_a_refused_token_raises_and_leaves_the_state_alone(synthetic_backend, re
     assert torch.equal(before, want), f"regex {regex!r} after {b''.join(pieces)!r}: {row_diff(before, want)}"
     # Specials, the empty token, EOS where the text is unfinished, and every other misfit.
     for token in [t for t in range(len(VOCAB)) if not before[t]]:
-        with pytest.raises(GrammarError, match=f"token {token} is not allowed"):
+        try:
             g.accept_token(token)
+        except GrammarError as error:
+            assert f"token {token} is not allowed" in str(error), (
+                f"regex {regex!r}: the GrammarError refusing token {token} must say 'token {token} is not "
+                f"allowed'; got: {error}"
+            )
+        except Exception as error:  # the student's exception, named in the message
+            pytest.fail(
+                f"regex {regex!r} after {b''.join(pieces)!r}: refusing token {token}, accept_token must raise "
+                f"GrammarError (the stage aborts the request on it; anything else stops the engine's step); "
+                f"it raised {type(error).__name__}: {error}"
+            )
+        else:
+            pytest.fail(
+                f"regex {regex!r} after {b''.join(pieces)!r}: token {token} is refused, yet accept_token returned"
+            )
         assert torch.equal(allowed_row(g)[0], before), f"refusing token {token} moved the matcher"
 
 

@@ -8,7 +8,7 @@ import torch
 from token_names import token_list
 
 import minisglang as sgl
-from minisglang.backends.base import BaseGrammarBackend, InvalidGrammarObject, get_backend_class
+from minisglang.backends.base import BaseGrammarBackend, GrammarError, InvalidGrammarObject, get_backend_class
 from minisglang.backends.fsm_backend import FSMBackend
 from minisglang.constrained.bitmask import unpack_bits
 from minisglang.core import AbortKind
@@ -72,15 +72,19 @@ def test_fsm_grammar_walks_like_the_token_index(backend, tokenizer):
     x = tokenizer.encode("x")[0]
     try:
         returned = g.copy().accept_token(x)
-    except ValueError as error:
+    except Exception as error:  # the student's exception, named in the message
+        assert isinstance(error, GrammarError), (
+            f"accept_token({x}) ('x') in the initial state of '{regex}' must raise GrammarError (the stage "
+            f"aborts the request on it); it raised {type(error).__name__}: {error}"
+        )
         assert "not allowed" in str(error), (
             f"accept_token({x}) ('x') in the initial state of '{regex}' refused "
-            f"the token; its ValueError must say 'not allowed'; got: {error}"
+            f"the token; its GrammarError must say 'not allowed'; got: {error}"
         )
     else:
         pytest.fail(
             f"regex '{regex}': 'x' (id {x}) cannot start a match, so accept_token({x}) in the initial state "
-            f"must raise ValueError ('... is not allowed ...'); it returned {returned!r}"
+            f"must raise GrammarError ('... is not allowed ...'); it returned {returned!r}"
         )
 
 
