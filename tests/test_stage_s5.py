@@ -390,20 +390,36 @@ def test_a_grammar_call_slower_than_max_grammar_call_seconds_aborts_its_request(
     assert other.finished_reason["type"] == "length", other.finished_reason
 
 
-def test_a_grammar_whose_calls_take_more_than_a_steps_budget_sits_out_steps(monkeypatch):
+@pytest.mark.parametrize("where", ["mask", "token"])
+def test_a_grammar_whose_calls_take_more_than_a_steps_budget_sits_out_steps(where, monkeypatch):
     """Below the per-call limit, a call that took more than the step's budget is paid back
     by sitting out steps (a step's budget each), so the bystander decodes meanwhile (an
     ambiguous EBNF on xgrammar: 40 of a bystander's tokens took 2.8 s, now 0.5 s)."""
     engine = sgl.Engine(stage="s5", grammar_backend="xgrammar", jump_forward=False, grammar_step_seconds=0.01)
     grammar_class = type(engine.stage.backend._compile_safely("regex", "[a-z]+"))
-    clock, accept = [0.0], grammar_class.accept_token
-
-    def slow_accept(self, token_id):
-        clock[0] += 0.1  # ten steps' budget
-        accept(self, token_id)
-
+    clock = [0.0]
     engine.stage.work.clock = lambda: clock[0]
-    monkeypatch.setattr(grammar_class, "accept_token", slow_accept)
+    if where == "token":
+        accept = grammar_class.accept_token
+
+        def slow_accept(self, token_id):
+            clock[0] += 0.1  # ten steps' budget
+            accept(self, token_id)
+
+        monkeypatch.setattr(grammar_class, "accept_token", slow_accept)
+    else:  # a 100 ms mask, under max_grammar_call_seconds (a student found it uncharged)
+        fill, one = grammar_class.fill_vocab_mask_batched, grammar_class.fill_vocab_mask
+
+        def slow_fill(cls, entries, mask):
+            clock[0] += 0.1
+            fill(entries, mask)
+
+        def slow_one(self, mask, i):
+            clock[0] += 0.1
+            one(self, mask, i)
+
+        monkeypatch.setattr(grammar_class, "fill_vocab_mask_batched", classmethod(slow_fill))
+        monkeypatch.setattr(grammar_class, "fill_vocab_mask", slow_one)
     try:
         slow, other, trace = _run_with_bystander(engine, "[a-z]+")
     finally:

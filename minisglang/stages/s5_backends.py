@@ -427,7 +427,7 @@ class BackendStage(Stage):
         for cls, entries in by_class.items():
             start = self.work.clock()
             cls.fill_vocab_mask_batched(entries, mask)
-            if self.work.clock() - start > self.work.max_call_seconds:
+            if self.work.clock() - start > self.work.step_seconds:
                 self.find_slow_masks(entries, mask, reqs)  # whose? (a batched call cannot say)
         for _grammar, i in live:
             if reqs[i].finished:
@@ -439,8 +439,10 @@ class BackendStage(Stage):
     def find_slow_masks(
         self, entries: list[tuple[BaseGrammarObject, int]], mask: torch.Tensor, reqs: list[Req]
     ) -> None:
-        """After a batched fill slower than one call may be: each row filled again alone and
-        timed, and a request whose row alone was too slow aborted (GrammarWork.charge)."""
+        """After a batched fill slower than the step's budget (the whole batch's rows take
+        ~1 ms in the libraries): each row filled again alone, timed and charged
+        (GrammarWork.charge), so a slow row's request sits out steps or, past
+        max_grammar_call_seconds, is aborted. The batch is filled twice only in such steps."""
         for grammar, i in entries:
             start = self.work.clock()
             grammar.fill_vocab_mask(mask, i)
