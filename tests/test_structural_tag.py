@@ -66,6 +66,20 @@ def _compiled_bodies(schemas: tuple[str, ...]) -> list[re.Pattern]:
     return [re.compile(_schema_regex(schema)) for schema in schemas]
 
 
+def tag_ends(spec: StructuralTag, bodies: list[re.Pattern], text: str, start: int, k: int) -> list[int]:
+    """Where a tag of structure k that starts at `start` may end: its begin, a body its
+    schema's regex matches, its end."""
+    s = spec.structures[k]
+    if not text.startswith(s.begin, start):
+        return []
+    body = start + len(s.begin)
+    return [
+        stop + len(s.end)
+        for stop in range(body, len(text) + 1)
+        if bodies[k].fullmatch(text[body:stop]) and text.startswith(s.end, stop)
+    ]
+
+
 def reference_accepts(spec: StructuralTag, text: str) -> bool:
     """The module doc's semantics, written as a scan (no regex of the whole): free text up to
     the first trigger; there one of its begins, a body the schema's regex matches, the end."""
@@ -83,15 +97,7 @@ def reference_accepts(spec: StructuralTag, text: str) -> bool:
         return any(tag_at(start, k, tags) for k, s in enumerate(spec.structures) if s.begin.startswith(trigger))
 
     def tag_at(start: int, k: int, tags: int) -> bool:
-        s = spec.structures[k]
-        if not text.startswith(s.begin, start):
-            return False
-        body = start + len(s.begin)
-        for stop in range(body, len(text) + 1):
-            if bodies[k].fullmatch(text[body:stop]) and text.startswith(s.end, stop):
-                if free_from(stop + len(s.end), tags + 1):
-                    return True
-        return False
+        return any(free_from(end, tags + 1) for end in tag_ends(spec, bodies, text, start, k))
 
     return free_from(0, 0)
 
@@ -140,14 +146,11 @@ def reference_with_content(spec: StructuralTag, text: str) -> bool:
             return tags > 0
         if spec.stop_after_first and tags:
             return False
-        for k, st_ in enumerate(spec.structures):
-            if text.startswith(st_.begin, pos):
-                body = pos + len(st_.begin)
-                for stop in range(body, len(text) + 1):
-                    if bodies[k].fullmatch(text[body:stop]) and text.startswith(st_.end, stop):
-                        if tags_from(stop + len(st_.end), tags + 1):
-                            return True
-        return False
+        return any(
+            tags_from(end, tags + 1)
+            for k in range(len(spec.structures))
+            for end in tag_ends(spec, bodies, text, pos, k)
+        )
 
     return tags_from(0, 0)
 
