@@ -535,6 +535,31 @@ def test_greedy_equals_s6_with_library_backends(backend):
         assert_no_leak(e7)
 
 
+@pytest.mark.parametrize("backend", ["xgrammar", "llguidance"])
+def test_a_match_that_ends_inside_the_kept_tokens_ends_there_whatever_the_budget(backend):
+    """s5's hook 5 finishes a request whose match is complete only when the step's grammar
+    budget lets it look (else `ready` does, the next step). With a starved budget s7 fed the
+    verify's next kept token to the ended match and aborted the request ("the grammar
+    rejected a sampled token") where s6 stops: found by helper s7lib."""
+    prompt, params = (
+        "Repeat: abcabcabc abcabc",
+        {"regex": "(é|ü|日本)+[a-z]{0,3}", "max_new_tokens": 12, "temperature": 0},
+    )
+    opts = {"grammar_backend": backend, "grammar_step_seconds": 1e-7}
+    with (
+        sgl.Engine(stage="s6", jump_forward=False, **opts) as e6,
+        sgl.Engine(stage="s7", speculative_algorithm="NGRAM", speculative_num_draft_tokens=1, **opts) as e7,
+    ):
+        out6, out7 = e6.generate(prompt, params), e7.generate(prompt, params)
+        assert (
+            out7["meta_info"]["finish_reason"]
+            == out6["meta_info"]["finish_reason"]
+            == {"type": "stop", "matched": None}
+        )
+        assert out7["output_ids"] == out6["output_ids"]
+        assert_no_leak(e7)
+
+
 # Two small grammars: on the first, prompt lookup keeps proposing the pattern's next
 # tokens, which the model finds likely but not certain (so acceptance decides the
 # output's law: keeping every allowed draft, or drawing a rejected position from p

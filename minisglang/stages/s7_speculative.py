@@ -308,7 +308,14 @@ class SpeculativeScheduler(OverlapScheduler):
                 req.spec_verify_ct = (req.spec_verify_ct or 0) + 1
                 req.spec_draft_tokens += len(drafts)
                 before = len(req.output_ids)
-                for tok in tokens:  # as s6 would, one at a time: a finish drops the rest
+                for j, tok in enumerate(tokens):  # as s6 would, one at a time: a finish drops the rest
+                    # Hook 5 finishes a request whose match is complete only when the step's
+                    # grammar budget lets it look (s5's `advance`; else `ready` does it next
+                    # step, before s6 samples again). Here the next kept token would be fed to
+                    # an ended match: look now, on a state the mask chain already prepared.
+                    if j and req.grammar is not None and req.grammar.is_terminated():
+                        req.finish("stop", matched=None)
+                        break
                     self.append_token(req, tok)
                     if req.finished:
                         break
