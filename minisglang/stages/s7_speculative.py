@@ -101,6 +101,12 @@ class SpeculativeOptions(BackendOptions):
                 f" is above speculative_ngram_max_match_window_size "
                 f"({self.speculative_ngram_max_match_window_size})"
             )
+        if self.grammar_backend == "outlines" and "FORCED" in (self.speculative_algorithm or ""):
+            raise ValueError(
+                f"speculative_algorithm={self.speculative_algorithm!r} drafts the grammar's forced text, which "
+                "the 'outlines' backend cannot find (outlines-core has no jump-forward): it would draft "
+                "nothing; use 'NGRAM', or grammar_backend 'fsm', 'xgrammar' or 'llguidance'"
+            )
         if self.jump_forward and self.speculative_algorithm is not None:
             raise ValueError(
                 "jump_forward=True rewrites a request's output between steps, which drafts cannot "
