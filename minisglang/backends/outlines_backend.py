@@ -50,7 +50,7 @@ from ..constrained.json_schema import InvalidSchemaError, UnsupportedSchemaError
 # The string contents (JSON text) in which a pattern finds a match: our fsm compiler's own
 # translation, so both backends read a `pattern` alike.
 from ..constrained.json_schema.patterns import _pattern_regex as pattern_over_json_text
-from ..constrained.lazy_token_fsm import compile_lazy_token_fsm
+from ..constrained.lazy_token_fsm import compile_lazy_token_fsm, prepare_vocabulary
 from ..constrained.python_regex import portable_regex
 from ..constrained.regex_ast import NOTHING, render
 from ..constrained.regex_dfa import RegexError, shown_regex
@@ -226,26 +226,31 @@ class OutlinesGrammar(BaseGrammarObject):
         self.guide.write_mask_into(row.data_ptr(), row.numel(), row.element_size())
 
 
-# Transitions of an Index `dropped_after_a_match` reads at most (the check is bounded: a
-# large JSON schema's index has millions; the regexes the bug was found on have a few hundred).
-MAX_CHECKED_TRANSITIONS = 50_000
+# Transitions of an Index `dropped_after_a_match` reads at most, breadth first (a large JSON
+# schema's index has millions; the bug shows at the first matching states, a few levels in).
+# A JSON schema's: an object or an array matches only at its end, where nothing follows,
+# and a bare value (a number: `0` then `.5`) matches within a token or two; 2,000 costs
+# ~10 ms of a compile, 50,000 cost 250 ms (outlines-core's own compile: ~3 ms).
+MAX_CHECKED_TRANSITIONS = {"regex": 10_000, "json_schema": 2_000}
 
 
-def dropped_after_a_match(index: Index, regex: str, tokenizer: Tokenizer, vocab_size: int) -> str | None:
+def dropped_after_a_match(
+    index: Index, regex: str, tokenizer: Tokenizer, vocab_size: int, budget: int = MAX_CHECKED_TRANSITIONS["regex"]
+) -> str | None:
     """What outlines-core 0.2.14's `index` leaves out after a complete match, or None.
 
     Its index sometimes offers only EOS in a state that already matches and could go on
     (a stranger's fuzzing: after `0` the number regex `-?(0|[1-9][0-9]*)(\\.[0-9]+)?` allows no
     `.`, `é+` stops after one `é`; 323 of 1,084 regexes lost some valid string): a narrower
     language, never an invalid output, but a grammar weakened silently. So the index's
-    states are walked breadth first (at most MAX_CHECKED_TRANSITIONS) beside our own lazy
+    states are walked breadth first (at most `budget` moves) beside our own lazy
     automaton of the same regex, and each matching state's tokens are compared with ours."""
     try:
         ours = compile_lazy_token_fsm(regex, tokenizer, vocab_size)
     except (ConstraintError, RegexError):  # a regex only outlines-core reads: not checked
         return None
     eos, start = tokenizer.eos_token_id, index.get_initial_state()
-    seen, queue, budget = {start: ours.index.initial_state}, [start], MAX_CHECKED_TRANSITIONS
+    seen, queue = {start: ours.index.initial_state}, [start]
     text: dict[int, str] = {start: ""}
     while queue and budget > 0:
         state = queue.pop(0)
@@ -295,6 +300,9 @@ class OutlinesBackend(BaseGrammarBackend):
                 ids_by_bytes.setdefault(data, []).append(token_id)
         # Built once per engine and shared by every Index this backend compiles.
         self.vocabulary = Vocabulary(eos, ids_by_bytes)
+        # Our lazy automaton checks each index (`dropped_after_a_match`): its vocabulary is
+        # prepared now, as the fsm backend's is, not in the first compile (~0.25 s at 4k).
+        prepare_vocabulary(tokenizer, vocab_size)
 
     def compile(self, kind: str, text: str) -> OutlinesGrammar:
         if kind == "json_schema":
@@ -316,7 +324,7 @@ class OutlinesBackend(BaseGrammarBackend):
             index = Index(regex, self.vocabulary)
         except ValueError as e:
             raise GrammarError(_regex_problem(text if kind == "regex" else regex, str(e))) from e
-        dropped = dropped_after_a_match(index, regex, self.tokenizer, self.vocab_size)
+        dropped = dropped_after_a_match(index, regex, self.tokenizer, self.vocab_size, MAX_CHECKED_TRANSITIONS[kind])
         if dropped is not None:
             raise GrammarError(
                 f"{dropped}; the 'outlines' backend refuses it rather than stop early: use the 'fsm' backend"
