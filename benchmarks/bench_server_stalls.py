@@ -14,7 +14,13 @@ while an attacker sends one class of expensive requests at a time:
 * huge_think_end: a 3.6 MB think_end (refused before any work);
 * big_schemas: four ~3.9 MB schemas;
 * generated classes: nested quantifiers over alternations, a long bounded repeat after a
-  star, 16 long triggers, a big enum in a pattern.
+  star, 16 long triggers, a big enum in a pattern;
+* a stranger's classes (stop 49), each refused with a 400 and each once a stall of seconds:
+  long_chat (two 3.8 MB chat messages: tokenized whole before the size check),
+  nested_lists (two 2.9 MB bodies of 570,000 empty lists: parsed under the GIL),
+  forged_specials (four chats of 8,000 messages spelling `<|user|>`: a quadratic scan),
+  ambiguous_ebnf (an EBNF whose library masks grow to seconds a token; with
+  `--grammar-backend xgrammar` or `llguidance`, as our fsm backend refuses EBNF).
 
 For each class it reports the bystander's p50 / p99 / max latency and their ratio to the
 baseline, what the attacker got (status, finish reason or error, seconds), and the
@@ -22,9 +28,10 @@ server's RSS before, at its peak and after. Targets (issue 30): bystander p99 <=
 max <= 0.5 s over the baseline; the expensive request finishes or gets a 400 naming a
 limit; RSS back within 25% of its start.
 
-    python benchmarks/bench_server_stalls.py [--seconds 8] [--only pattern,vowels]
+    python benchmarks/bench_server_stalls.py [--seconds 8] [--only pattern,vowels] [--grammar-backend B]
 
-Prints the table; writes its section of benchmarks/results/server_faults.md.
+Prints the table; writes its section of benchmarks/results/server_faults.md (a run with
+--only or another backend writes a section of its own, named after them).
 """
 
 from __future__ import annotations
@@ -72,7 +79,8 @@ def big_schema(i: int) -> dict:
 
 
 def attacks() -> dict[str, list[tuple[str, dict]]]:
-    """class -> the (client, /generate body) requests the attacker sends at once."""
+    """class -> the (client, body) requests the attacker sends at once; a body with "messages"
+    goes to /v1/chat/completions, any other to /generate."""
 
     def gen(sp: dict, text: str = "Write.", n: int = 64) -> dict:
         return {"text": f"<|user|>\n{text}\n<|assistant|>\n", "sampling_params": {"max_new_tokens": n, **sp}}
@@ -114,6 +122,23 @@ def attacks() -> dict[str, list[tuple[str, dict]]]:
             )
         ],
         "enum_in_pattern": [("attacker", gen({"json_schema": json.dumps(string_schema(f"^({words})+$", 5, 80))}))],
+        "long_chat": [("attacker", {"messages": [{"role": "user", "content": "hello world " * 320_000}]})] * 2,
+        "nested_lists": [("attacker", gen({"json_schema": {"x": [[[]]] * 570_000}}))] * 2,
+        "forged_specials": [("attacker", {"messages": [{"role": "user", "content": "<|user|>"}] * 8_000})] * 4,
+        "ambiguous_ebnf": [
+            (
+                "attacker",
+                {
+                    "text": "x",  # (a bare prompt: the model writes on; after a chat turn it stops at once)
+                    "sampling_params": {
+                        "ebnf": 'root ::= a\na ::= a a a | a a | "x" | "y" | "xy" | "yx" | ""',
+                        "temperature": 1.0,
+                        "seed": 3,
+                        "max_new_tokens": 300,
+                    },
+                },
+            )
+        ],
     }
 
 
@@ -146,13 +171,16 @@ async def bystander(http: httpx.AsyncClient, url: str, stop: asyncio.Event, out:
 async def attack(http: httpx.AsyncClient, url: str, client: str, body: dict) -> str:
     t0 = time.perf_counter()
     try:
-        r = await http.post(url + "/generate", json=body, headers={"X-Forwarded-For": CLIENTS[client]}, timeout=300)
+        path = "/v1/chat/completions" if "messages" in body else "/generate"
+        r = await http.post(url + path, json=body, headers={"X-Forwarded-For": CLIENTS[client]}, timeout=300)
     except httpx.HTTPError as e:
         return f"{type(e).__name__} after {time.perf_counter() - t0:.1f} s"
     took = time.perf_counter() - t0
     if r.status_code != 200:
         message = r.json().get("error", {}).get("message", r.text)[:90]
         return f"{r.status_code} {message!r} after {took:.1f} s"
+    if "choices" in r.json():
+        return f"200 {r.json()['choices'][0]['finish_reason']!r} after {took:.1f} s"
     reason = r.json()["meta_info"]["finish_reason"]
     text = reason.get("message", reason["type"])[:90] if isinstance(reason, dict) else str(reason)
     return f"200 {text!r} after {took:.1f} s"
@@ -210,6 +238,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=float, default=8.0, help="bystander time per class (at least)")
     ap.add_argument("--only", default="", help="comma-separated classes")
+    ap.add_argument("--grammar-backend", default=None, help="the server's backend (default: fsm)")
     args = ap.parse_args()
     port = free_port()
     server = subprocess.Popen(
@@ -220,6 +249,7 @@ def main() -> None:
             str(port),
             "--forwarded-allow-ips",
             "127.0.0.1",
+            *(["--grammar-backend", args.grammar_backend] if args.grammar_backend else []),
         ],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
@@ -240,8 +270,11 @@ def main() -> None:
     finally:
         server.terminate()
         server.wait(30)
+    section = SECTION
+    if args.only or args.grammar_backend:
+        section += f" ({args.grammar_backend or 'fsm'} backend: {args.only or 'every class'})"
     head = [
-        SECTION,
+        section,
         "",
         "Bystander: 1-token completions one after another from its own client; the attacker's "
         "class of requests at the same time (`python benchmarks/bench_server_stalls.py`). "
@@ -252,7 +285,7 @@ def main() -> None:
         "| what the attacker got | server RSS start / peak / end (MB) |",
         "|---|---|---|---|---|---|",
     ]
-    write_section("\n".join(head + rows + ["", machine_line(f"{took:.0f} s")]), RESULTS, SECTION)
+    write_section("\n".join(head + rows + ["", machine_line(f"{took:.0f} s")]), RESULTS, section)
 
 
 if __name__ == "__main__":

@@ -112,6 +112,13 @@ class ReasonerGrammar(BaseGrammarObject):
         return not self.thinking and self.inner.needs_work()
 
 
+# A request whose uncuttable call took t past the step's budget sits out SIT_OUT * t of
+# steps' budgets: the other requests keep at least SIT_OUT / (SIT_OUT + 1) of the scheduler
+# (an ambiguous EBNF on xgrammar: with 1, a bystander's p99 went 9 -> 612 ms; see
+# benchmarks/results/server_faults.md).
+SIT_OUT = 4
+
+
 class GrammarWork:
     """The scheduler thread's budget for grammar work (constrained/work_slices.py).
 
@@ -123,7 +130,7 @@ class GrammarWork:
     grammar costs its own request time, and every other request a few milliseconds a step.
     """
 
-    def __init__(self, step_seconds: float, max_seconds: float, baton: Baton, max_call_seconds: float = 0.25):
+    def __init__(self, step_seconds: float, max_seconds: float, baton: Baton, max_call_seconds: float = 0.1):
         self.step_seconds, self.max_seconds, self.baton = step_seconds, max_seconds, baton
         self.max_call_seconds = max_call_seconds
         self.clock = time.perf_counter  # what times the uncuttable calls (`charge`)
@@ -161,8 +168,8 @@ class GrammarWork:
         ambiguous EBNF grammar's masks grew to 2-3 s a token in xgrammar and llguidance, a
         stranger's attack) or its grammar's work in all passed `max_seconds`, else None."""
         spent = self.spent[req.rid] = self.spent.get(req.rid, 0.0) + took
-        if took > self.step_seconds:  # paid back by sitting out steps (`ready`)
-            self.owed[req.rid] = self.owed.get(req.rid, 0.0) + took - self.step_seconds
+        if took > self.step_seconds:  # paid back by sitting out steps (`ready`), SIT_OUT times over
+            self.owed[req.rid] = self.owed.get(req.rid, 0.0) + SIT_OUT * (took - self.step_seconds)
         if took > self.max_call_seconds:
             return (
                 f"one {what} of its grammar took {took:.2f} s on the scheduler thread, where every "
@@ -254,7 +261,7 @@ class BackendOptions(StageOptions):
     max_grammar_seconds: float = 30.0
     # One call of a request's grammar that no slice can cut (a library's mask or token, in
     # native code) may take this long; its request is aborted past it (GrammarWork.charge).
-    max_grammar_call_seconds: float = 0.25
+    max_grammar_call_seconds: float = 0.1
     max_lazy_states: int | None = None
     max_row_expansions: int | None = None
     max_regex_nodes: int | None = None
