@@ -137,6 +137,7 @@ class GrammarWork:
         self.left = step_seconds
         self.spent: dict[int, float] = {}  # rid -> seconds of grammar work so far
         self.owed: dict[int, float] = {}  # rid -> uncuttable seconds past the step's budget, not yet sat out
+        self.charged: set[int] = set()  # rids with an uncuttable call charged
 
     def begin_step(self) -> None:
         self.baton.hold()
@@ -166,11 +167,15 @@ class GrammarWork:
         or token: native code no slice can stop) to the request; the reason to abort it when
         that one call passed `max_call_seconds` (every request of the batch waited for it: an
         ambiguous EBNF grammar's masks grew to 2-3 s a token in xgrammar and llguidance, a
-        stranger's attack) or its grammar's work in all passed `max_seconds`, else None."""
+        stranger's attack) or its grammar's work in all passed `max_seconds`, else None. A
+        request's first charged call is never aborted for its length (a library may build its
+        lexer then: llguidance's first mask of a large schema), only paid back."""
+        first = req.rid not in self.charged
+        self.charged.add(req.rid)
         spent = self.spent[req.rid] = self.spent.get(req.rid, 0.0) + took
         if took > self.step_seconds:  # paid back by sitting out steps (`ready`), SIT_OUT times over
             self.owed[req.rid] = self.owed.get(req.rid, 0.0) + SIT_OUT * (took - self.step_seconds)
-        if took > self.max_call_seconds:
+        if took > self.max_call_seconds and not first:
             return (
                 f"one {what} of its grammar took {took:.2f} s on the scheduler thread, where every "
                 f"request waits for it (limit max_grammar_call_seconds, {self.max_call_seconds:g} s)"
@@ -197,6 +202,7 @@ class GrammarWork:
     def forget(self, req: Req) -> None:
         self.spent.pop(req.rid, None)
         self.owed.pop(req.rid, None)
+        self.charged.discard(req.rid)
 
 
 class BudgetedJumpForward(JumpForward):
