@@ -37,6 +37,7 @@ masks are then a subset of ours: outputs stay valid, some valid strings are unre
 
 from __future__ import annotations
 
+import collections
 import json
 import re
 from typing import TYPE_CHECKING, Any
@@ -250,10 +251,10 @@ def dropped_after_a_match(
     except (ConstraintError, RegexError):  # a regex only outlines-core reads: not checked
         return None
     eos, start = tokenizer.eos_token_id, index.get_initial_state()
-    seen, queue = {start: ours.index.initial_state}, [start]
+    seen, queue = {start: ours.index.initial_state}, collections.deque([start])
     text: dict[int, str] = {start: ""}
     while queue and budget > 0:
-        state = queue.pop(0)
+        state = queue.popleft()
         mine = seen[state]
         allowed = [t for t in index.get_allowed_tokens(state) if t != eos]
         if index.is_final_state(state):

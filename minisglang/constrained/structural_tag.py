@@ -171,7 +171,7 @@ class StructuralTag:
                 return tags
             anything = f"{ANY_CHAR}*"
             any_trigger = _alt([literal(t) for t in self.triggers])
-            message = self._with_content_schema(schema_regex)
+            message = _named("content_schema", self.content_schema, schema_regex)
             return _alt([_difference(message, f"{anything}{any_trigger}{anything}"), tags])
         if self.at_least_one and self.stop_after_first:
             return first
@@ -186,14 +186,6 @@ class StructuralTag:
         a server can name the tool (its errors are ValueError subclasses with one message)."""
         return self._with_structure_named(i, schema_regex)
 
-    def _with_content_schema(self, use: Callable[[dict[str, Any] | bool], T]) -> T:
-        """`use(content_schema)`; its error says it is the content schema's."""
-        assert self.content_schema is not None
-        try:
-            return use(self.content_schema)
-        except ValueError as e:
-            raise type(e)(f"structural_tag.content_schema: {e}") from e
-
     def with_schemas(self, rewrite: Callable[[dict[str, Any] | bool], dict[str, Any] | bool]) -> StructuralTag:
         """This tag with each structure's schema passed through `rewrite` (a library backend's
         refusals and rewrites, the same as for its json_schema requests); an error names the
@@ -201,15 +193,20 @@ class StructuralTag:
         structures = tuple(
             replace(s, schema=self._with_structure_named(i, rewrite)) for i, s in enumerate(self.structures)
         )
-        content = None if self.content_schema is None else self._with_content_schema(rewrite)
+        content = None if self.content_schema is None else _named("content_schema", self.content_schema, rewrite)
         return replace(self, structures=structures, content_schema=content)
 
     def _with_structure_named(self, i: int, use: Callable[[dict[str, Any] | bool], T]) -> T:
         """`use(structure i's schema)`; its error (a ValueError subclass) says which structure."""
-        try:
-            return use(self.structures[i].schema)
-        except ValueError as e:
-            raise type(e)(f"structural_tag.structures[{i}].schema: {e}") from e
+        return _named(f"structures[{i}].schema", self.structures[i].schema, use)
+
+
+def _named(where: str, schema: dict[str, Any] | bool, use: Callable[[dict[str, Any] | bool], T]) -> T:
+    """`use(schema)`; its error (a ValueError subclass) says where in the tag the schema is."""
+    try:
+        return use(schema)
+    except ValueError as e:
+        raise type(e)(f"structural_tag.{where}: {e}") from e
 
 
 # ------------------------------------------------------------------------- parsing

@@ -16,6 +16,16 @@ from .state import ServerState
 CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded"
 
 
+def prompt_too_long(state: ServerState, field: str) -> RequestError:
+    """The refusal of a prompt whose text alone is longer than the context holds (measured
+    in bytes before it is tokenized: `max_prompt_bytes`)."""
+    return RequestError(
+        f"{field}: the prompt is longer than the model's context of {state.max_context} tokens",
+        param=field,
+        code=CONTEXT_LENGTH_EXCEEDED,
+    )
+
+
 def check_model(state: ServerState, name: str | None) -> None:
     """A request naming a model names this server's (404 otherwise); naming none is fine."""
     if name is not None and name != state.model_id:
@@ -47,11 +57,7 @@ def make_req(
     max_context = state.max_context
     text = prompt.text if isinstance(prompt, ChatPrompt) else prompt
     if len(text.encode("utf-8", "surrogatepass")) > state.max_prompt_bytes:
-        raise RequestError(
-            f"{field}: the prompt is longer than the model's context of {max_context} tokens",
-            param=field,
-            code=CONTEXT_LENGTH_EXCEEDED,
-        )
+        raise prompt_too_long(state, field)
     try:
         req = state.engine.make_request(prompt, params)
     except ValueError as e:  # e.g. a lone surrogate in the prompt

@@ -20,7 +20,7 @@ from ..stages import STAGE_MODULES
 from ..tokenizer import ChatPrompt, PromptTooLong
 from .http_limits import parse_body
 from .openai_shapes import chat_shape, completion_shape, tool_call_shape
-from .prompts import CONTEXT_LENGTH_EXCEEDED, check_model, choice_reqs, make_req
+from .prompts import CONTEXT_LENGTH_EXCEEDED, check_model, choice_reqs, make_req, prompt_too_long
 from .state import ServerState, server_state
 from .streaming import answer
 
@@ -98,12 +98,8 @@ def render(state: ServerState, body: ChatCompletionRequest, tools: list[dict[str
     """The chat's prompt through the model's template, with `tools` described in it."""
     try:  # special tokens come from the template only, never from a message's text
         return state.engine.tokenizer.encode_chat(body.message_dicts(), tools=tools, max_bytes=state.max_prompt_bytes)
-    except PromptTooLong:  # (make_req says so in its words: the same check, on the text)
-        raise RequestError(
-            f"messages: the prompt is longer than the model's context of {state.max_context} tokens",
-            param="messages",
-            code=CONTEXT_LENGTH_EXCEEDED,
-        ) from None
+    except PromptTooLong:  # (make_req's check, made on the text before it is tokenized)
+        raise prompt_too_long(state, "messages") from None
     except ValueError as e:  # a lone surrogate, or special-token text the template changed
         raise RequestError(f"messages: {e}", param="messages") from e
     except Exception as e:  # the template's own raise_exception (e.g. roles out of order)

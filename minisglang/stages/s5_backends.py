@@ -459,9 +459,15 @@ class BackendStage(Stage):
         for grammar, i in entries:
             start = self.work.clock()
             grammar.fill_vocab_mask(mask, i)
-            reason = self.work.charge(reqs[i], self.work.clock() - start, "mask")
-            if reason is not None:
-                reqs[i].finish("abort", AbortKind.GRAMMAR, message=reason)
+            self.charge_call(reqs[i], start, "mask")
+
+    def charge_call(self, req: Req, start: float, what: str) -> bool:
+        """Charge the uncuttable call begun at `start` to `req` (GrammarWork.charge), and
+        abort the request if that says so; whether it was aborted."""
+        reason = self.work.charge(req, self.work.clock() - start, what)
+        if reason is not None:
+            req.finish("abort", AbortKind.GRAMMAR, message=reason)
+        return reason is not None
 
     # -- hook 5: advance -----------------------------------------------------------------
     def advance(self, req: Req, token_id: int) -> None:
@@ -474,9 +480,7 @@ class BackendStage(Stage):
         except GrammarError as e:
             req.finish("abort", AbortKind.GRAMMAR, message=f"the grammar rejected a sampled token: {e}")
             return
-        reason = self.work.charge(req, self.work.clock() - start, "token")
-        if reason is not None:
-            req.finish("abort", AbortKind.GRAMMAR, message=reason)
+        if self.charge_call(req, start, "token"):
             return
         # Whether the match is complete is known once the new state's row is made: within
         # this step's budget, else when `ready` finishes the work.
