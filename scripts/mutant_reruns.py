@@ -1,4 +1,4 @@
-"""Rerun every plausible mistake (MUTATIONS in tests/test_autograder.py) N times, each time with
+"""Rerun every plausible mistake (MUTATIONS in tests/plausible_mistakes.py) N times, each time with
 a fresh random hypothesis seed, the way a student meets the grader; say how often each is caught.
 
 The suite runs each mutant once, derandomized: that proves "caught with the fixed seed", not
@@ -33,7 +33,7 @@ from tqdm import tqdm
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 import mutants  # noqa: E402
-from test_autograder import MUTATIONS  # noqa: E402
+from plausible_mistakes import MUTATIONS  # noqa: E402
 
 from minisglang.checkout import task_key  # noqa: E402
 
