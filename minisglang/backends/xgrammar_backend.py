@@ -376,6 +376,8 @@ class XGrammarGrammar(BaseGrammarObject):
     def try_jump_forward(self, tokenizer: Tokenizer) -> str | None:
         # Trailing spaces stay with the model: byte-level vocabularies glue a space to the
         # next word (" 31"), and a model handed "age": " must write "31" the unusual way.
+        if self.matcher.is_terminated():  # past EOS nothing is forced (and xgrammar raises)
+            return None
         return self.matcher.find_jump_forward_string().rstrip(" ") or None
 
     def jump_forward_str_state(self, helper: str) -> tuple[bytes, None]:
