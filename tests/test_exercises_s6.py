@@ -62,6 +62,23 @@ TRIGGER_SETS = [
 ]
 
 
+def build_free_text(triggers) -> FreeText:
+    """`FreeText(triggers)`, with a KeyError of its `__init__` (given code) explained: after
+    the elimination it reads the edge from state 0 to each trigger's sink, and finds none
+    when `_next` never returned that sink or `_eliminate` lost the paths into it."""
+    try:
+        return FreeText(tuple(triggers))
+    except KeyError as e:
+        pytest.fail(
+            f"triggers {tuple(triggers)}: FreeText found no edge {e.args[0]!r} once the prefix states were "
+            "eliminated. Either _next never returns ('trigger', t) (does it check for a whole trigger at the "
+            "end of the text, for every trigger, before the suffixes?) or _eliminate dropped the paths from a "
+            "removed state into the sinks (\"END\" and ('trigger', t) have no edges out, but edges into them "
+            "must be rerouted like any other)",
+            pytrace=False,
+        )
+
+
 def first_trigger_end(text: str, triggers) -> int | None:
     """Where the first trigger in `text` ends (the earliest end), or None: the oracle, a plain scan."""
     for end in range(1, len(text) + 1):
@@ -76,7 +93,7 @@ def test_free_text_regexes_equal_a_scan_on_every_short_string(triggers, alphabet
     """`until_end` matches exactly the texts with no trigger in them; `until_trigger[t]`
     exactly the texts whose first trigger is t and ends the text. Every string over the
     alphabet up to `longest` characters, matched with Python's `re`."""
-    free = FreeText(triggers)
+    free = build_free_text(triggers)
     until_end = re.compile(free.until_end)
     until = {t: re.compile(free.until_trigger[t]) for t in triggers}
     for n in range(longest + 1):
@@ -110,7 +127,7 @@ def test_free_text_regexes_on_random_triggers(triggers, data):
         [t[i:j] for t in triggers for i in range(len(t)) for j in range(i + 1, len(t) + 1)] + ["x"]
     )
     texts = data.draw(st.lists(st.lists(pieces, max_size=8).map("".join), min_size=1, max_size=20))
-    free = FreeText(tuple(triggers))
+    free = build_free_text(triggers)
     for text in texts:
         end = first_trigger_end(text, triggers)
         assert bool(re.fullmatch(free.until_end, text)) == (end is None), (triggers, text)
@@ -165,13 +182,24 @@ def test_eliminating_states_leaves_one_edge_from_start_to_end():
     what is left: leftover edges once refused a four-trigger tool-call format)."""
     edges = {(0, 1): "a", (1, 2): "b", (2, "END"): "c", (0, "END"): ""}
     FreeText._eliminate(edges, [1, 2])
-    assert list(edges) == [(0, "END")]
+    assert list(edges) == [(0, "END")], (
+        f"_eliminate(chain 0 -a-> 1 -b-> 2 -c-> END, 0 -''-> END, order [1, 2]) must leave only the edge "
+        f"(0, 'END'); left {edges} (every edge into or out of a removed state goes, and each state of "
+        "`order` is removed with the edges as the states before it left them)"
+    )
     label = edges[0, "END"]
-    assert {t for t in ("", "abc", "ab", "a", "abcc", "c") if re.fullmatch(label, t)} == {"", "abc"}
+    matched = {t for t in ("", "abc", "ab", "a", "abcc", "c") if re.fullmatch(label, t)}
+    assert matched == {"", "abc"}, (
+        f"the edge (0, 'END') must match exactly '' (the old edge, the empty word: keep it as an alternative) "
+        f"and 'abc' (the path through 1 and 2); its label {label!r} matches {sorted(matched)}"
+    )
     loop = {(0, 1): "a", (1, 1): "x", (1, "END"): "b"}
     FreeText._eliminate(loop, [1])
     assert (
         list(loop) == [(0, "END")] and re.fullmatch(loop[0, "END"], "axxb") and not re.fullmatch(loop[0, "END"], "ab x")
+    ), (
+        f"_eliminate(0 -a-> 1, 1 -x-> 1, 1 -b-> END, order [1]) must leave one edge (0, 'END') matching "
+        f"'a', any number of 'x', 'b'; left {loop}"
     )
 
 
@@ -180,6 +208,7 @@ def test_the_tag_regex_keeps_the_three_promises():
     """Through `StructuralTag.to_regex`: a trigger in free text is refused unless a valid
     call follows; a call whose arguments break the schema is refused; a call cut before its
     end cannot end the output."""
+    build_free_text([TRIGGER])  # the free text to_regex builds (a KeyError there explained)
     spec = parse_structural_tag(
         {
             "structures": [
