@@ -774,4 +774,28 @@ MUTATIONS = [
         "vocab_mask[idx] = self.fsm.state_row[self.state]",
         "vocab_mask[idx] = self.fsm.bitmasks[self.state]",
     ),
+    # Student 0607's wrong solutions of task 6_1 (2026-12-05): each already failed, two of them
+    # (the sink's name, the snapshot of the edges) only on one test each; kept so they stay caught.
+    (
+        "task6_1",
+        "_next: the sink named by the whole text, not by the trigger it ends with",
+        'return ("trigger", t)',
+        'return ("trigger", text)',
+    ),
+    (
+        "task6_1",
+        "_eliminate: edges into and out of q read from a snapshot taken before the first state",
+        'for q in order:\n    loop = _star(edges.pop((q, q), ""))\n'
+        "    into = [(p, e) for (p, r), e in edges.items() if r == q]\n"
+        "    out = [(r, e) for (p, r), e in edges.items() if p == q]",
+        'snapshot = dict(edges)\nfor q in order:\n    loop = _star(edges.pop((q, q), ""))\n'
+        "    into = [(p, e) for (p, r), e in snapshot.items() if r == q and p != q and (p, r) in edges]\n"
+        "    out = [(r, e) for (p, r), e in snapshot.items() if p == q and r != q and (p, r) in edges]",
+    ),
+    (
+        "task6_1",
+        "_eliminate: only paths to numbered states rerouted (paths to END and the trigger sinks lost)",
+        "out = [(r, e) for (p, r), e in edges.items() if p == q]",
+        "out = [(r, e) for (p, r), e in edges.items() if p == q and isinstance(r, int)]",
+    ),
 ]
