@@ -84,7 +84,7 @@ class EngineStats:
     cached_prompt_tokens: int  # of those, supplied by the radix tree
     generated_tokens: int
     errors: int  # exceptions a step caught (each aborted only its requests)
-    grammar_errors: int = 0  # requests whose own grammar failed mid-generation (past a limit)
+    grammar_errors: int = 0  # requests aborted by their own grammar (refused, failed, or past a limit)
 
     @property
     def radix_hit_rate(self) -> float:

@@ -180,7 +180,7 @@ class _EngineCollector:
             ("step_errors", "Exceptions a step caught (each aborted only its requests)", st.errors),
             (
                 "grammar_errors",
-                "Requests whose own grammar failed mid-generation (the client's error)",
+                "Requests aborted by their own grammar: refused, failed, or past a limit (the client's error)",
                 st.grammar_errors,
             ),
         ]:

@@ -142,7 +142,7 @@ class SchedulerTotals:
     cached_prompt_tokens: int = 0  # of those, supplied by the radix tree
     completion_tokens: int = 0  # every output token, sampled or jumped
     errors: int = 0  # exceptions caught by a step (each aborted its requests)
-    grammar_errors: int = 0  # of a request's own grammar (past a limit): a client's error, not ours
+    grammar_errors: int = 0  # requests aborted by their own grammar (refused, failed, past a limit): the client's error
 
 
 @dataclass
@@ -546,6 +546,8 @@ class Scheduler:
         assert req.finished_reason is not None  # it counts requests that finished
         reason = req.finished_reason["type"]
         t.finished_by_reason[reason] = t.finished_by_reason.get(reason, 0) + 1
+        # Counted here, not where each abort is made: s5 aborts past its grammar limits itself.
+        t.grammar_errors += reason == "abort" and req.finished_reason["kind"] is AbortKind.GRAMMAR
         t.prompt_tokens += len(req.origin_input_ids)
         t.cached_prompt_tokens += req.cached_tokens  # prompt tokens only (see get_new_prefill_batch)
         t.completion_tokens += len(req.output_ids)
@@ -613,7 +615,6 @@ class Scheduler:
             )
             message = f"internal error while {where}: {type(error).__name__}: {error}"
         else:  # the request's own grammar: one line (a client sending such grammars must not fill the log)
-            self.totals.grammar_errors += len(reqs)
             logger.warning(
                 "step %d: the grammar of %d request(s) failed while %s: %s", self.step_count, len(reqs), logged, error
             )

@@ -96,6 +96,23 @@ def stream_left(engine, monkeypatch):
     return added[0].finished_reason
 
 
+def matcher_refuses_its_own_mask(engine, monkeypatch):
+    """The grammar's accept refuses the token its own mask allowed (xgrammar 0.2.9 does, after
+    `"{2}` before a class of 3-byte characters): the library's fault, not the request's."""
+    from minisglang.backends.base import GrammarError
+
+    req = engine.submit("Hi", {**GREEDY, "regex": "[0-9]{3}"})
+    while req.grammar is None or not engine.stage.work.ready(req):
+        engine.step()
+
+    def refuse(token_id):
+        raise GrammarError(f"token {token_id} is not allowed by the grammar here")
+
+    monkeypatch.setattr(req.grammar, "accept_token", refuse)
+    run(engine, [req])
+    return req.finished_reason
+
+
 def compile_queue_full(engine, monkeypatch):
     # max_pending_compiles=1: a second distinct grammar arriving before the first is polled is refused.
     first = engine.submit("Hi", {**GREEDY, "regex": "[0-9]{3}"})
@@ -161,6 +178,13 @@ CALL_SITES = [
         "must be one token",
     ),
     (
+        "s5: the matcher refuses a token its own mask allowed",
+        "s5",
+        matcher_refuses_its_own_mask,
+        AbortKind.ENGINE,
+        "its grammar is not at fault",
+    ),
+    (
         "s5: the backend refuses the grammar",
         "s5",
         generated("Hi", {"regex": "(a"}),
@@ -175,8 +199,11 @@ CALL_SITES = [
 )
 def test_each_abort_call_site_gives_its_kind(request, monkeypatch, engine_name, trigger, kind, needle):
     engine = request.getfixturevalue(engine_name)
+    counted = engine.scheduler.totals.grammar_errors
     reason = trigger(engine, monkeypatch)
     assert reason["type"] == "abort" and reason["kind"] == kind and needle in reason["message"], reason
+    # /metrics' grammar_errors counts every grammar abort, s5's own (past a time limit) too
+    assert engine.scheduler.totals.grammar_errors - counted == (kind is AbortKind.GRAMMAR)
     assert "internal" not in reason  # the kind replaced it
     monkeypatch.undo()
     assert submit_and_run(engine, "Hello", {})["type"] in ("length", "stop")  # the engine serves on

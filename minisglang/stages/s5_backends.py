@@ -478,7 +478,15 @@ class BackendStage(Stage):
         try:
             g.accept_token(token_id)
         except GrammarError as e:
-            req.finish("abort", AbortKind.GRAMMAR, message=f"the grammar rejected a sampled token: {e}")
+            # The token was sampled under this grammar's own mask (an empty mask aborts before
+            # sampling), so mask and matcher disagree: the backend's fault, not the request's.
+            # (xgrammar 0.2.9 does, after `"{2}` before a class of 3-byte characters.)
+            req.finish(
+                "abort",
+                AbortKind.ENGINE,
+                message=f"the {self.options.grammar_backend} grammar backend's mask allowed a token its "
+                f"matcher then refused ({e}); the request is stopped, its grammar is not at fault",
+            )
             return
         if self.charge_call(req, start, "token"):
             return
