@@ -798,4 +798,34 @@ MUTATIONS = [
         "out = [(r, e) for (p, r), e in edges.items() if p == q]",
         "out = [(r, e) for (p, r), e in edges.items() if p == q and isinstance(r, int)]",
     ),
+    # Student 126's wrong solutions that passed (2026-12-05), each with the test that catches it now.
+    (
+        "task1_3",
+        "rows kept by state number alone (two regexes share state numbers)",
+        "row = torch.zeros(self.ctx.vocab_size, dtype=torch.bool)\nallowed = grammar.fsm.index.allowed_token_ids(grammar.state)\n"
+        "if allowed:\n    row[torch.tensor(allowed, dtype=torch.long)] = True\nreturn row",
+        'cache = self.__dict__.setdefault("_rows_by_state", {})\nif grammar.state not in cache:\n'
+        "    row = torch.zeros(self.ctx.vocab_size, dtype=torch.bool)\n"
+        "    allowed = grammar.fsm.index.allowed_token_ids(grammar.state)\n"
+        "    if allowed:\n        row[torch.tensor(allowed, dtype=torch.long)] = True\n"
+        "    cache[grammar.state] = row\nreturn cache[grammar.state]",
+    ),
+    (
+        "task6_1",
+        "_eliminate: a self-loop starred without a group (`ab*` for `(ab)*`)",
+        'loop = _star(edges.pop((q, q), ""))',
+        'loop = edges.pop((q, q), "")\n    loop = loop + "*" if loop else ""',
+    ),
+    (
+        "task7_3",
+        "a certain draft (p = 1) kept without drawing its uniform",
+        "    if p_draft > 0 and float(torch.rand((), generator=generator)) < p_draft:",
+        "    if p_draft >= 1.0 or (p_draft > 0 and float(torch.rand((), generator=generator)) < p_draft):",
+    ),
+    (
+        "task7_2",
+        "the argmax of a float16 softmax (rounding makes ties)",
+        "picks = logits.argmax(dim=-1).tolist()",
+        "picks = torch.softmax(logits.float(), dim=-1).half().argmax(dim=-1).tolist()",
+    ),
 ]

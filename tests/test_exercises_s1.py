@@ -402,6 +402,23 @@ def test_allowed_mask_is_the_allowed_set_as_a_bool_row(regex):
 
 
 @pytest.mark.task1_3
+def test_one_stage_gives_each_grammar_its_own_rows():
+    """One stage serves many regexes at once: their states share numbers (every automaton
+    starts at 0), so a row kept by state number alone masks one request with another's row
+    (a stranger's cache did, and passed the tests above, which ask one regex a stage)."""
+    stage = make_stage()
+    digits, words = compiled(r"[0-9]{4}"), compiled(r"(yes|no)")
+    for fsm in (digits, words, digits):
+        for state, tokens in fsm.index.state_to_tokens.items():
+            got = set(torch.nonzero(stage.allowed_mask(FSMState(fsm, state))).flatten().tolist())
+            assert got == set(tokens), (
+                f"regex {fsm.regex!r}, state {state}, asked after another regex's states: the row must "
+                f"be this regex's (it allows {sorted(got - set(tokens))[:8]} and lacks "
+                f"{sorted(set(tokens) - got)[:8]}); is a row kept by its state number alone?"
+            )
+
+
+@pytest.mark.task1_3
 def test_allowed_mask_of_a_state_with_no_tokens_is_all_false():
     stage, fsm = make_stage(), compiled(r"(yes|no)")
     row = stage.allowed_mask(FSMState(fsm, 10_000))

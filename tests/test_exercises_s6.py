@@ -59,6 +59,7 @@ TRIGGER_SETS = [
     (("abab",), "ab", 11),
     (("abc", "bd"), "abcd", 7),
     (("ax", "aab"), "abx", 7),
+    (("babb",), "ab", 8),  # a self-loop of two characters: `ab*` for `(ab)*` is caught here
 ]
 
 

@@ -577,6 +577,14 @@ def test_a_draft_tied_with_the_maximum_is_kept_only_where_argmax_picks_it():
     )
     got = greedy(logits, [0])
     assert got == [0, 1], f"{greedy_story(logits, [0], [0, 1])}; accept_greedy gave {got}"
+    # Close but not tied: a solution that compares rounded numbers (a float16 softmax) makes a
+    # tie that is not there and keeps token 1 where s6 writes 2.
+    logits = torch.tensor([[0.0, 10.0, 10.0002], [1.0, 0.0, 0.0]])
+    got = greedy(logits, [2])
+    assert got == [2, 0], (
+        f"{greedy_story(logits, [2], [2, 0])} (10.0002 > 10.0: no tie, compare the logits as they are); "
+        f"accept_greedy gave {got}"
+    )
 
 
 # ---------------------------------------------------------------------------------------
@@ -745,6 +753,7 @@ SEEDED_TOKENS = {
     (3, 0): [[2], [0], [1], [0], [2], [1], [0], [1]],  # draft 3 forbidden: no uniform is drawn
     (1,): [[2], [0], [0], [1, 1], [2], [0], [0], [2]],
 }
+CERTAIN_FIRST_TOKENS = [[1, 1], [1, 2, 2], [1, 2, 0], [1, 2, 2], [1, 1], [1, 2, 0], [1, 3], [1, 2, 0]]
 
 
 @pytest.mark.task7_3
@@ -760,6 +769,15 @@ def test_a_seeded_request_draws_its_numbers_in_the_pages_order():
             assert got == want, (
                 f"drafts {list(drafts)}, seed {seed}: the page's order of draws gives {want}, your accept_sampled {got}"
             )
+    # A certain draft (p = 1, a token the grammar forces) still draws its uniform: skipping it
+    # keeps the law and shifts every later draw (a stranger's "optimisation" did).
+    certain = torch.tensor([[0.0, 1.0, 0.0, 0.0], [0.3, 0.2, 0.4, 0.1], [0.25, 0.25, 0.25, 0.25]])
+    for seed, want in enumerate(CERTAIN_FIRST_TOKENS):
+        got = sampled(certain, [1, 2], torch.Generator().manual_seed(seed))
+        assert got == want, (
+            f"drafts [1, 2], the first certain (p = 1), seed {seed}: the page's order of draws (one uniform "
+            f"for every draft the grammar allows, a certain one too) gives {want}, your accept_sampled {got}"
+        )
 
 
 @pytest.mark.task7_3
