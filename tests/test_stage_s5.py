@@ -11,7 +11,8 @@ import minisglang as sgl
 from minisglang.backends.base import BaseGrammarBackend, GrammarError, InvalidGrammarObject, get_backend_class
 from minisglang.backends.fsm_backend import FSMBackend
 from minisglang.constrained.bitmask import unpack_bits
-from minisglang.core import AbortKind
+from minisglang.core import AbortKind, Req, SamplingParams
+from minisglang.stages import s5_backends as s5
 from minisglang.tokenizer import Tokenizer
 
 Q = "<|user|>\nExtract as JSON: Li Lei is 31 years old and lives in Paris.\n<|assistant|>\n"
@@ -353,7 +354,7 @@ def test_a_grammar_call_slower_than_max_grammar_call_seconds_aborts_its_request(
     engine = sgl.Engine(stage="s5", grammar_backend=backend, jump_forward=False)
     grammar_class = type(engine.stage.backend._compile_safely("regex", "[a-z]+"))
     clock = [0.0]
-    engine.stage.work.clock = lambda: clock[0]
+    engine.stage.work.clock = engine.stage.work.cpu_clock = lambda: clock[0]
     if where == "mask":
         fill = grammar_class.fill_vocab_mask_batched
 
@@ -390,6 +391,20 @@ def test_a_grammar_call_slower_than_max_grammar_call_seconds_aborts_its_request(
     assert other.finished_reason["type"] == "length", other.finished_reason
 
 
+def test_a_long_call_on_a_loaded_machine_is_paid_back_not_aborted():
+    """The call limit reads the scheduler thread's CPU time beside the wall clock: a call that
+    waited for a busy core (wall 1 s, CPU 1 ms) is paid back by sitting out, never aborted
+    (two strangers' valid requests got 400s at a load of 5 on 2 cores); one whose own work
+    took as long is aborted."""
+    work = s5.GrammarWork(step_seconds=0.004, max_seconds=10.0, baton=None, max_call_seconds=0.1)
+    req = Req("x", [1], SamplingParams())
+    assert work.charge(req, 0.01, "mask", cpu=0.01) is None  # the first call is never aborted
+    assert work.charge(req, 1.0, "mask", cpu=0.001) is None
+    assert work.owed[req.rid] > 1.0  # paid back: sits out for what the others waited
+    reason = work.charge(req, 1.0, "token", cpu=0.9)
+    assert reason is not None and "one token of its grammar took 1.00 s" in reason
+
+
 @pytest.mark.parametrize("where", ["mask", "token"])
 def test_a_grammar_whose_calls_take_more_than_a_steps_budget_sits_out_steps(where, monkeypatch):
     """Below the per-call limit, a call that took more than the step's budget is paid back
@@ -398,7 +413,7 @@ def test_a_grammar_whose_calls_take_more_than_a_steps_budget_sits_out_steps(wher
     engine = sgl.Engine(stage="s5", grammar_backend="xgrammar", jump_forward=False, grammar_step_seconds=0.01)
     grammar_class = type(engine.stage.backend._compile_safely("regex", "[a-z]+"))
     clock = [0.0]
-    engine.stage.work.clock = lambda: clock[0]
+    engine.stage.work.clock = engine.stage.work.cpu_clock = lambda: clock[0]
     if where == "token":
         accept = grammar_class.accept_token
 

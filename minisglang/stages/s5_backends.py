@@ -133,7 +133,11 @@ class GrammarWork:
     def __init__(self, step_seconds: float, max_seconds: float, baton: Baton, max_call_seconds: float = 0.1):
         self.step_seconds, self.max_seconds, self.baton = step_seconds, max_seconds, baton
         self.max_call_seconds = max_call_seconds
-        self.clock = time.perf_counter  # what times the uncuttable calls (`charge`)
+        self.clock = time.perf_counter  # what times the uncuttable calls (`charge`): what others waited
+        # and the scheduler thread's own CPU time: a call is aborted for its length only when
+        # both are long, so a loaded machine (other processes on its cores) aborts no one
+        # (two strangers' valid requests got 400s at a load of 5 on 2 cores)
+        self.cpu_clock = time.thread_time
         self.left = step_seconds
         self.spent: dict[int, float] = {}  # rid -> seconds of grammar work so far
         self.owed: dict[int, float] = {}  # rid -> uncuttable seconds past the step's budget, not yet sat out
@@ -162,20 +166,29 @@ class GrammarWork:
                     f"tokens (limit max_grammar_seconds)"
                 )
 
-    def charge(self, req: Req, took: float, what: str) -> str | None:
+    def stamp(self) -> tuple[float, float]:
+        """(wall, thread CPU) now: the start of an uncuttable call (`charge`)."""
+        return self.clock(), self.cpu_clock()
+
+    def since(self, start: tuple[float, float]) -> tuple[float, float]:
+        """(wall, thread CPU) seconds since `start` (a `stamp`)."""
+        return self.clock() - start[0], self.cpu_clock() - start[1]
+
+    def charge(self, req: Req, took: float, what: str, cpu: float | None = None) -> str | None:
         """Charge `took` seconds of one uncuttable call of `req`'s grammar (a library's mask
         or token: native code no slice can stop) to the request; the reason to abort it when
         that one call passed `max_call_seconds` (every request of the batch waited for it: an
         ambiguous EBNF grammar's masks grew to 2-3 s a token in xgrammar and llguidance, a
         stranger's attack) or its grammar's work in all passed `max_seconds`, else None. A
         request's first charged call is never aborted for its length (a library may build its
-        lexer then: llguidance's first mask of a large schema), only paid back."""
+        lexer then: llguidance's first mask of a large schema), only paid back. `cpu`: the
+        call's thread CPU seconds (None: as `took`); the call limit needs both past it."""
         first = req.rid not in self.charged
         self.charged.add(req.rid)
         spent = self.spent[req.rid] = self.spent.get(req.rid, 0.0) + took
         if took > self.step_seconds:  # paid back by sitting out steps (`ready`), SIT_OUT times over
             self.owed[req.rid] = self.owed.get(req.rid, 0.0) + SIT_OUT * (took - self.step_seconds)
-        if took > self.max_call_seconds and not first:
+        if min(took, took if cpu is None else cpu) > self.max_call_seconds and not first:
             return (
                 f"one {what} of its grammar took {took:.2f} s on the scheduler thread, where every "
                 f"request waits for it (limit max_grammar_call_seconds, {self.max_call_seconds:g} s)"
@@ -457,14 +470,15 @@ class BackendStage(Stage):
         (GrammarWork.charge), so a slow row's request sits out steps or, past
         max_grammar_call_seconds, is aborted. The batch is filled twice only in such steps."""
         for grammar, i in entries:
-            start = self.work.clock()
+            start = self.work.stamp()
             grammar.fill_vocab_mask(mask, i)
             self.charge_call(reqs[i], start, "mask")
 
-    def charge_call(self, req: Req, start: float, what: str) -> bool:
-        """Charge the uncuttable call begun at `start` to `req` (GrammarWork.charge), and
-        abort the request if that says so; whether it was aborted."""
-        reason = self.work.charge(req, self.work.clock() - start, what)
+    def charge_call(self, req: Req, start: tuple[float, float], what: str) -> bool:
+        """Charge the uncuttable call begun at `start` (GrammarWork.stamp) to `req`
+        (GrammarWork.charge), and abort the request if that says so; whether it was aborted."""
+        took, cpu = self.work.since(start)
+        reason = self.work.charge(req, took, what, cpu)
         if reason is not None:
             req.finish("abort", AbortKind.GRAMMAR, message=reason)
         return reason is not None
@@ -474,7 +488,7 @@ class BackendStage(Stage):
         g = req.grammar
         if g is None:
             return
-        start = self.work.clock()
+        start = self.work.stamp()
         try:
             g.accept_token(token_id)
         except GrammarError as e:
