@@ -207,6 +207,15 @@ def test_max_properties_on_maps_counts_entries(schema):
             {"type": "object", "properties": {"x": {"type": "object", "minProperties": 2}}},
             "keyword 'minProperties' at #/properties/x is not supported on an object with unlisted keys",
         ),
+        (  # optional listed properties beside unlisted keys: no regex here counts them (a fuzzer's `{}`)
+            {
+                "type": "object",
+                "properties": {"a": {"type": "integer"}},
+                "patternProperties": {"^x": {"type": "integer"}},
+                "minProperties": 1,
+            },
+            "keyword 'minProperties' at # is not supported on an object with unlisted keys",
+        ),
         ({"dependentRequired": {"a": "b"}}, "'dependentRequired' at #/dependentRequired/a must be an array"),
         ({"dependentSchemas": {"a": ["b"]}}, "'dependentSchemas' at #/dependentSchemas/a must be a schema"),
     ],

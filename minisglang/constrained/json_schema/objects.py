@@ -122,10 +122,13 @@ class _ObjectRules(_CompilerBase):
         if not entries:
             return self._members_regex(members, path, counts=counts)
         one_entry = not members and "properties" not in schema and counts[0] == 1  # one key is distinct
-        if counts[0] > len(members) and not one_entry:  # a repeated key counts once: entries do not prove the count
+        # Only required members prove the count: a repeated unlisted key counts once, and the
+        # members' regex below does not count the optional ones (a stranger's fuzzer found
+        # `{}` allowed under minProperties 1 with an optional property and patternProperties).
+        if counts[0] > sum(req for _, req in members) and not one_entry:
             raise UnsupportedSchemaError(
-                f"keyword 'minProperties' at {path} is not supported on an object with unlisted keys "
-                "(a regex cannot keep keys distinct)"
+                f"keyword 'minProperties' at {path} is not supported on an object with unlisted keys, "
+                "beyond what its required properties make (a regex cannot keep keys distinct)"
             )
         if "properties" not in schema or (counts[1] is not None and all(req for _, req in members)):
             # every member is required: a map (the entries counted against maxProperties)
