@@ -216,6 +216,9 @@ def test_max_properties_on_maps_counts_entries(schema):
             },
             "keyword 'minProperties' at # is not supported on an object with unlisted keys",
         ),
+        ({"const": "\ud800"}, "holds a lone surrogate, U+D800"),  # (was an assert with no message)
+        ({"enum": ["a", "b\udfff"]}, "holds a lone surrogate, U+DFFF"),
+        ({"type": "object", "properties": {"\udc00": {}}, "required": ["\udc00"]}, "holds a lone surrogate, U+DC00"),
         ({"dependentRequired": {"a": "b"}}, "'dependentRequired' at #/dependentRequired/a must be an array"),
         ({"dependentSchemas": {"a": ["b"]}}, "'dependentSchemas' at #/dependentSchemas/a must be a schema"),
     ],

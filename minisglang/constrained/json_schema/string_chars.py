@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 
+from minisglang.constrained.json_schema.errors import UnsupportedSchemaError
 from minisglang.constrained.json_schema.regex_parts import (
     EPSILON,
     Regex,
@@ -197,8 +198,14 @@ def _string_literal(text: str) -> Regex:
     """The JSON string `text`, each character in any form json.dumps may write it;
     remembered: an object's keys are written again at each level of a recursion and in
     schema after schema (a tree is never changed, so compiles may share one)."""
+    lone = next((ch for ch in text if 0xD800 <= ord(ch) <= 0xDFFF), None)
+    if lone is not None:  # (no raw UTF-8 writing: the assert below failed with no message)
+        raise UnsupportedSchemaError(
+            f"the string {text!r} holds a lone surrogate, U+{ord(lone):04X}, which UTF-8 cannot encode "
+            "(only a \\u escape writes it): not supported in a const, enum value or property name"
+        )
     out = _concat(lit('"'), *map(_json_char, text), lit('"'))
-    assert out is not None  # (every character has a writing)
+    assert out is not None  # (every other character has a writing)
     return out
 
 
