@@ -310,6 +310,45 @@ def not_a_local_pointer(schema: SchemaObject) -> bool:
     return not isinstance(ref, str) or not (ref == "#" or ref.startswith("#/"))
 
 
+def recursive_ref(schema: Any) -> str | None:
+    """The JSON pointer of a local `$ref` that leads back into itself (a recursive schema:
+    a tree, a linked list), or None. Each `#...` target's subtree is followed through the
+    `$ref`s inside it; a target met again on the way closes a cycle."""
+    if not isinstance(schema, dict):
+        return None
+    refs: dict[str, list[tuple[str, str]]] = {}  # pointer -> (pointer of each local $ref below it, its target)
+
+    def collect(node: SchemaObject, pointer: str) -> list[tuple[str, str]]:
+        found = []
+        ref = node.get("$ref")
+        if isinstance(ref, str) and (ref == "#" or ref.startswith("#/")):
+            found.append((json_pointer(pointer, "$ref"), ref))
+        for sub, at in subschemas(node, pointer):
+            found += collect(sub, at)
+        refs[pointer] = found
+        return found
+
+    collect(schema, "#")
+    on_path: set[str] = set()
+    done: set[str] = set()
+
+    def follow(target: str) -> str | None:
+        if target in done or target not in refs:  # (a pointer to no schema: the compiler's to refuse)
+            return None
+        on_path.add(target)
+        for where, next_target in refs[target]:
+            if next_target in on_path:
+                return where
+            closing = follow(next_target)
+            if closing is not None:
+                return closing
+        on_path.discard(target)
+        done.add(target)
+        return None
+
+    return follow("#")
+
+
 def _value_key(value: Any) -> str:
     """Equal JSON values get equal keys (1 and 1.0 are one number, inside arrays and objects
     too: `[1]` and `[1.0]` are one value, a stranger found; true is not 1)."""
@@ -379,13 +418,17 @@ def refuse_ignored_keywords(schema: Any, ignored: tuple[IgnoredKeyword, ...], li
     would ignore a keyword of `schema`; the fsm backend enforces or refuses every keyword itself."""
     found = find_ignored_keyword(schema, ignored)
     if found:
-        rule, pointer = found
-        how = f" {rule.how}" if rule.how else ""
-        raise IgnoredKeywordError(
-            f"{library} does not enforce {rule.keyword!r}{how} (at {pointer}), so the "
-            f"{backend!r} backend refuses this schema rather than generate output that breaks "
-            f"it; use the 'fsm' grammar backend for this schema"
-        )
+        raise ignored_keyword_error(*found, library, backend)
+
+
+def ignored_keyword_error(rule: IgnoredKeyword, pointer: str, library: str, backend: str) -> IgnoredKeywordError:
+    """The refusal of a schema whose `rule.keyword` at `pointer` `library` would not enforce."""
+    how = f" {rule.how}" if rule.how else ""
+    return IgnoredKeywordError(
+        f"{library} does not enforce {rule.keyword!r}{how} (at {pointer}), so the "
+        f"{backend!r} backend refuses this schema rather than generate output that breaks "
+        f"it; use the 'fsm' grammar backend for this schema"
+    )
 
 
 def format_as_pattern(schema: SchemaObject, pointer: str) -> SchemaObject:

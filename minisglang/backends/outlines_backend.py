@@ -67,7 +67,9 @@ from .base import (
     beside,
     beside_validation,
     format_as_pattern,
+    ignored_keyword_error,
     overlapping_branches,
+    recursive_ref,
     refuse_ignored_keywords,
     register_backend,
     requires_unlisted,
@@ -104,6 +106,9 @@ _ALWAYS_IGNORED = (
     "not",
     "if",
 )
+# A `$ref` into itself (recursive_ref): outlines-core unrolls the recursion a few levels and then
+# writes the innermost level without its required members (a stranger's fuzzer: `{"v": 9, }`).
+RECURSION = IgnoredKeyword("$ref", "that leads back into itself (the recursion is cut after a few levels)")
 # JSON must escape these inside a string; outlines-core writes property names raw.
 _MUST_ESCAPE = re.compile(r'["\\\x00-\x1f]')
 
@@ -128,6 +133,10 @@ IGNORED = (
     ),
     *(IgnoredKeyword(k) for k in _ALWAYS_IGNORED),
     IgnoredKeyword("uniqueItems", "", lambda s: s["uniqueItems"] is True),  # false asks nothing
+    # (these three found by a stranger's fuzzer: `maxLength` beside `anyOf` let `"]<tool_call>{"` through)
+    IgnoredKeyword("anyOf", "beside keywords other than 'type'", beside_validation("anyOf", frozenset({"type"}))),
+    IgnoredKeyword("oneOf", "beside keywords other than 'type'", beside_validation("oneOf", frozenset({"type"}))),
+    IgnoredKeyword("$id", "inside a subschema (a new base for its '$ref's)", below_root=True),
     IgnoredKeyword("pattern", "beside 'minLength' or 'maxLength'", beside("minLength", "maxLength")),
     IgnoredKeyword("required", "for a property 'properties' does not list", requires_unlisted),
     IgnoredKeyword("oneOf", "with branches that may overlap (it checks 'anyOf' instead)", overlapping_branches),
@@ -312,6 +321,9 @@ class OutlinesBackend(BaseGrammarBackend):
             except InvalidSchemaError as e:
                 raise GrammarError(str(e)) from e
             refuse_ignored_keywords(schema, IGNORED, "outlines-core", "outlines")
+            looped = recursive_ref(schema)
+            if looped is not None:
+                raise ignored_keyword_error(RECURSION, looped, "outlines-core", "outlines")
             for step in (_any_value_typed, format_as_pattern, _pattern_as_json_text):
                 schema = rewrite_subschemas(schema, step)
             text = json.dumps(schema, ensure_ascii=False)
