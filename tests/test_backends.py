@@ -924,6 +924,15 @@ def test_format_beside_pattern_is_refused(backends, name):
     assert isinstance(g, InvalidGrammarObject) and "'format' 'ipv4' beside 'pattern'" in g.message, g
 
 
+@pytest.mark.parametrize("name", BACKENDS)
+@pytest.mark.parametrize("fmt", ["idn-email", "regex", "made-up"])
+def test_a_format_no_backend_writes_is_refused_not_read_as_an_annotation(backends, name, fmt):
+    """xgrammar read `idn-email` as an annotation and wrote `": {"` under finish_reason stop
+    (a stranger's fuzzer); every backend now refuses a format it cannot write, by name."""
+    g = compiled(backends[name], "json_schema", json.dumps({**S, "format": fmt}))
+    assert isinstance(g, InvalidGrammarObject) and f"'format': {fmt!r} at # is not supported" in g.message, g
+
+
 def test_xgrammar_writes_an_optional_mark_as_a_count():
     from minisglang.backends.xgrammar_backend import optional_as_count
 

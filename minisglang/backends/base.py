@@ -438,8 +438,11 @@ def format_as_pattern(schema: SchemaObject, pointer: str) -> SchemaObject:
     `uri`, Unicode digits in a `date`; xgrammar: an `ipv4` with leading zeros; llguidance:
     a leap second at any minute), so every backend writes the same, checked, strings."""
     fmt = schema.get("format")
-    if not isinstance(fmt, str) or fmt not in FORMATS:
-        return schema  # an unknown format: the library's to refuse or to read as an annotation
+    if not isinstance(fmt, str):
+        return schema
+    if fmt not in FORMATS:  # refused as the fsm backend refuses it (xgrammar read `idn-email` as
+        # an annotation and wrote `": {"` under stop: a stranger's fuzzer)
+        raise GrammarError(f"'format': {fmt!r} at {pointer} is not supported (supported: {', '.join(sorted(FORMATS))})")
     if "pattern" in schema:
         raise GrammarError(
             f"'format' {fmt!r} beside 'pattern' (at {pointer}) needs both enforced at once, "
