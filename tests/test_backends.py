@@ -925,6 +925,20 @@ def test_format_beside_pattern_is_refused(backends, name):
 
 
 @pytest.mark.parametrize("name", BACKENDS)
+def test_a_boolean_root_schema_compiles(backends, tokenizer, name):
+    """`true` allows any JSON value (llguidance refused it, asking for an object; outlines-core
+    reads it as `{}` now, whose numbers it cannot finish, and says that)."""
+    g = compiled(backends[name], "json_schema", "true")
+    if name == "outlines":
+        assert isinstance(g, InvalidGrammarObject) and "leaves out what may follow a complete match" in g.message
+        return
+    assert not isinstance(g, InvalidGrammarObject), g.message
+    for t in tokenizer.encode('[1, "a"]'):
+        g.accept_token(t)
+    assert mask_row(g, tokenizer.vocab_size + PAD)[tokenizer.eos_token_id]
+
+
+@pytest.mark.parametrize("name", BACKENDS)
 @pytest.mark.parametrize("fmt", ["idn-email", "regex", "made-up"])
 def test_a_format_no_backend_writes_is_refused_not_read_as_an_annotation(backends, name, fmt):
     """xgrammar read `idn-email` as an annotation and wrote `": {"` under finish_reason stop

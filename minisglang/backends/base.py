@@ -431,6 +431,12 @@ def ignored_keyword_error(rule: IgnoredKeyword, pointer: str, library: str, back
     )
 
 
+def as_object_schema(schema: Any) -> Any:
+    """A boolean schema as an object (`true` as `{}`, `false` as `{"not": {}}`), for libraries
+    that read only objects; any other schema as it is."""
+    return {"not": {}} if schema is False else {} if schema is True else schema
+
+
 def format_as_pattern(schema: SchemaObject, pointer: str) -> SchemaObject:
     """`rewrite_subschemas` step: a `format` the fsm backend knows becomes the `pattern` of
     its strings (FORMATS, ASCII, each match accepted by jsonschema's FormatChecker). The

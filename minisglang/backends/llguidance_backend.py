@@ -59,6 +59,7 @@ from .base import (
     GrammarError,
     IgnoredKeyword,
     SchemaObject,
+    as_object_schema,
     format_as_pattern,
     number_bound,
     refuse_ignored_keywords,
@@ -361,9 +362,10 @@ class LLGuidanceBackend(BaseGrammarBackend):
 
 def enforced_schema(schema: Any) -> Any:
     """The schema llguidance is given: refused if it uses a keyword llguidance gets wrong
-    (IGNORED), formats rewritten as our checked patterns."""
+    (IGNORED), formats rewritten as our checked patterns, a boolean schema as an object
+    (llguidance refused `true` with "Expecting object schema to apply options")."""
     refuse_ignored_keywords(schema, IGNORED, "llguidance", "llguidance")
-    return rewrite_subschemas(schema, format_as_pattern)
+    return rewrite_subschemas(as_object_schema(schema), format_as_pattern)
 
 
 # A JSON number can go on with these; llguidance's lexer is greedy, so an end starting with
@@ -402,8 +404,7 @@ def structural_tag_lark(spec: StructuralTag) -> str:
     """The Lark grammar of a StructuralTag (constrained/structural_tag.py semantics)."""
 
     def json_body(schema: dict[str, Any] | bool) -> str:
-        schema = {"not": {}} if schema is False else {} if schema is True else schema
-        return "%json " + json.dumps({**schema, "x-guidance": JSON_LAYOUT})
+        return "%json " + json.dumps({**as_object_schema(schema), "x-guidance": JSON_LAYOUT})
 
     def strings(*texts: str) -> str:
         return " ".join(json.dumps(t) for t in texts if t)

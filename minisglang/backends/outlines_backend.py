@@ -64,6 +64,7 @@ from .base import (
     GrammarError,
     IgnoredKeyword,
     SchemaObject,
+    as_object_schema,
     beside,
     beside_validation,
     format_as_pattern,
@@ -320,6 +321,7 @@ class OutlinesBackend(BaseGrammarBackend):
                 schema = load_schema(text)
             except InvalidSchemaError as e:
                 raise GrammarError(str(e)) from e
+            schema = as_object_schema(schema)  # (outlines-core reads no boolean schema)
             refuse_ignored_keywords(schema, IGNORED, "outlines-core", "outlines")
             looped = recursive_ref(schema)
             if looped is not None:
