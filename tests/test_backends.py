@@ -588,6 +588,16 @@ def test_a_class_of_lone_surrogates_matches_nothing(backends, name):
 A, INT, S = {"type": "array", "items": {"type": "integer"}}, {"type": "integer"}, {"type": "string"}
 IGNORED_CASES = [
     ("xgrammar", {**A, "uniqueItems": True}, "uniqueItems", "#"),
+    # (a stranger's fuzzer: each library's grammar took `{"a": 1, "a": 2}` for two keys, and
+    # xgrammar `{"xy": 1}` under a `^x` string pattern and a `y$` integer one)
+    ("xgrammar", {"type": "object", "additionalProperties": INT, "minProperties": 2}, "minProperties", "#"),
+    ("llguidance", {"type": "object", "patternProperties": {"^x": S}, "minProperties": 2}, "minProperties", "#"),
+    (
+        "xgrammar",
+        {"type": "object", "patternProperties": {"^x": S, "y$": INT}, "additionalProperties": False},
+        "patternProperties",
+        "#",
+    ),
     # (a stranger's fuzzer: outlines-core dropped these, and wrote invalid output under stop)
     ("outlines", {"anyOf": [S, INT], "maxLength": 1}, "anyOf", "#"),
     ("outlines", {"oneOf": [S, {"type": "null"}], "minLength": 1}, "oneOf", "#"),
@@ -742,6 +752,8 @@ ENFORCED = {
         {"$defs": {"p": {**INT, "minimum": 2}}, "$ref": "#/$defs/p"},
         {"type": "integer", "enum": [1, 2]},
         {"type": "object", "properties": {"a": INT}, "required": ["a"], "minProperties": 1},
+        {"type": "object", "properties": {"a": INT, "b": INT}, "minProperties": 2},  # no unlisted key: none repeats
+        {"type": "object", "patternProperties": {"^x": S}, "additionalProperties": False},  # one pattern
         {
             "oneOf": [
                 {"type": "object", "properties": {"k": {"const": "a"}}, "required": ["k"]},

@@ -98,4 +98,6 @@ def test_the_xgrammar_and_llguidance_adapters_have_no_false_positive_on_the_suit
     counts = conformance.run_suite(conformance.adapter_accepts(backend), progress=False)
     assert counts.false_positives == [], "accepted but invalid:\n" + "\n".join(counts.false_positives)
     assert counts.refused <= counts.compile_errors < counts.cases
-    assert (counts.refused > 0) == (backend == "xgrammar")  # llguidance refuses what it ignores itself
+    # xgrammar's many IGNORED rules; llguidance refuses what it ignores itself, but for a
+    # minProperties a repeated key could meet (base.REPEATED_KEYS: the suite's 4 such schemas)
+    assert counts.refused == 4 if backend == "llguidance" else counts.refused > 4

@@ -54,6 +54,7 @@ from ..constrained.json_schema.patterns import _item_ranges as item_ranges
 from ..constrained.python_regex import portable_regex
 from .base import (
     INEXACT_INTEGERS,
+    REPEATED_KEYS,
     BaseGrammarBackend,
     BaseGrammarObject,
     GrammarError,
@@ -211,6 +212,7 @@ IGNORED = (
     *_pattern_rules(_READ_OTHERWISE, read_otherwise),
     IgnoredKeyword("exclusiveMinimum", "of 0 with a maximum under 1 (it allows 0)", _zero_floor_below_one),
     IgnoredKeyword("exclusiveMaximum", "of 0 with a minimum over -1 (it allows -0)", _zero_ceiling_above_minus_one),
+    REPEATED_KEYS,
 )
 
 

@@ -53,6 +53,7 @@ from .base import (
     EMPTY_ARRAYS,
     INEXACT_INTEGERS,
     NUMBER_BOUNDS,
+    REPEATED_KEYS,
     BaseGrammarBackend,
     BaseGrammarObject,
     GrammarError,
@@ -167,6 +168,13 @@ IGNORED = (
     IgnoredKeyword("dependencies"),
     IgnoredKeyword("required", "for a property 'properties' does not list", requires_unlisted),
     IgnoredKeyword("patternProperties", "for a name 'properties' lists", pattern_meets_listed_name),
+    # (found by a stranger's fuzzer: `{"xy": 1}` under `^x` strings and `y$` integers)
+    IgnoredKeyword(
+        "patternProperties",
+        "with more than one pattern (a key two patterns match must meet both schemas)",
+        lambda s: isinstance(s["patternProperties"], dict) and len(s["patternProperties"]) > 1,
+    ),
+    REPEATED_KEYS,
     IgnoredKeyword(
         "allOf",
         "with more than one subschema or beside other keywords",
