@@ -338,7 +338,7 @@ def test_held_out_sets_are_byte_identical_to_before_issue_33():
     ]
     # (the tool set skips held-out requests that the training corpus happens to hold, such as
     # "What is 4 + 3?": a change to the mix can move one in or out; this mix moves none)
-    assert digests == ["520178ec41f95835", "12f93aad229760e0"]
+    assert digests == ["520178ec41f95835", "d827139d11b686d3"]  # stage 32: 16加8等于多少？ drawn into training
 
 
 def test_held_out_tool_requests_are_not_trained(train):

@@ -218,6 +218,53 @@ EN_OPENERS = (
     ],
     ["Say hello to {n}, who"],
 )
+# Openers of everyday words ending in a verb of writing or naming (写着, 记着, 印着, 是, 为),
+# most of them before nouns the vocabulary spells in bytes (名单, 简历, 卷宗): issue 33's
+# stages read an opener of unseen words as part of the name ("档案里写着端木石" -> "档案", or
+# "孙莺" for 公孙莺 after it). They share everyday words with the held-out openers, as the
+# English openers do ("who", "is"); none is, or contains, a held-out opener or its noun 档案.
+ZH_NATURAL_OPENERS = [
+    "名单上写着{n}，",
+    "信封上写着{n}，",
+    "合同里写着{n}，",
+    "简历上写着{n}，",
+    "门牌上写着{n}，",
+    "快递单上写着{n}，",
+    "照片背面写着{n}，",
+    "黑板上写着{n}，",
+    "工牌上印着{n}，",
+    "名片上印着{n}，",
+    "病历上记着{n}，",
+    "会议纪要里记着{n}，",
+    "笔记本里记着{n}，",
+    "卷宗里记的是{n}，",
+    "登记表上填着{n}，",
+    "证件上的名字是{n}，",
+    "户口本上登记的是{n}，",
+    "证书上写的是{n}，",
+    "签名栏里签着{n}，",
+    "花名册里有{n}，",
+    "值班表上排着{n}，",
+    "通知里提到{n}，",
+    "报道里采访了{n}，",
+    "推荐信推荐的是{n}，",
+    "获奖者是{n}，",
+    "负责人是{n}，",
+    "联系人为{n}，",
+    "房东叫{n}，",
+    "作者署名为{n}，",
+    "收件人：{n}，",
+    "寄件人是{n}，",
+    "发言人是{n}，",
+    "主讲人是{n}，",
+    "队长是{n}，",
+    "班主任是{n}，",
+    "新郎是{n}，",
+    "病人名叫{n}，",
+    "屏幕上显示着{n}，",
+    "抽屉里的文件写着{n}，",
+    "表彰名单里列着{n}，",
+]
 ZH_OPENERS = (
     [
         "{n}",
@@ -247,7 +294,8 @@ ZH_OPENERS = (
         "老同学{n}",
         "我要说的人是{n}，",
         "记录显示，{n}",
-    ],
+    ]
+    + ZH_NATURAL_OPENERS,
     ["这位是{n}，"],
 )
 # Openers that only scripts/eval_generalisation.py uses (issue 33), never trained on: several,
