@@ -377,6 +377,32 @@ def test_a_client_that_closes_its_stream_midway_is_counted_as_one_that_left(faul
     assert not [e for e in engine.trace if e["event"] == "finish" and e["reason"].get("length") == 300]
 
 
+def refused_400(url: str) -> float:
+    metrics = httpx.get(url + "/metrics").text.splitlines()
+    line = next((ln for ln in metrics if ln.startswith('minisglang_refused_requests_total{status="400"}')), None)
+    return 0.0 if line is None else float(line.split()[-1])
+
+
+def test_a_client_that_closes_before_its_body_arrives_is_a_departure_not_a_refusal(faulty):
+    """It was answered as a refused 400 (a stranger's find): it is a client that left."""
+    import socket
+    from urllib.parse import urlparse
+
+    url, engine = faulty
+    before, refused = disconnects(url), refused_400(url)
+    where = urlparse(url)
+    with socket.create_connection((where.hostname, where.port)) as sock:
+        sock.sendall(
+            b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b'Content-Length: 1000\r\n\r\n{"prompt": "Once'
+        )
+    deadline = time.time() + 10
+    while disconnects(url) < before + 1 and time.time() < deadline:
+        time.sleep(0.05)
+    assert disconnects(url) == before + 1 and refused_400(url) == refused
+    assert httpx.get(url + "/health").status_code == 200
+
+
 async def left_after(url: str, body: dict, n: int) -> list[str]:
     async with httpx.AsyncClient(timeout=60) as http:
         return await sse_lines(http, url, body, leave_after=n)

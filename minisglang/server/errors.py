@@ -14,6 +14,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from ..constrained.json_schema import short_value
 from ..core import AbortKind
@@ -126,19 +127,25 @@ async def _validation_error(request: Request, exc: RequestValidationError) -> JS
     return error_response(server_state(request), "the request is malformed", 400)
 
 
+async def _client_gone(request: Request, exc: ClientDisconnect) -> Response:
+    # (before its body arrived: counted as a departure, not as a 400 refusal, a stranger found)
+    return client_left(server_state(request))
+
+
 async def _internal(request: Request, exc: Exception) -> JSONResponse:
     return error_response(server_state(request), f"internal server error ({type(exc).__name__})", 500)
 
 
 def add_error_handlers(app: FastAPI) -> None:
     """Answer every exception a handler raises with OpenAI's error body: a RequestError with
-    its own status, EngineUnavailable 503, FastAPI's own 404/405/validation errors, and
-    anything else 500 (naming only the exception's type)."""
+    its own status, EngineUnavailable 503, FastAPI's own 404/405/validation errors, a client
+    gone before its body arrived 499 (`client_left`), and anything else 500 (naming only the exception's type)."""
     handlers: list[tuple[type[Exception], Any]] = [
         (RequestError, _request_error),
         (EngineUnavailable, _unavailable),
         (StarletteHTTPException, _http_error),
         (RequestValidationError, _validation_error),
+        (ClientDisconnect, _client_gone),
         (Exception, _internal),
     ]
     for exc_class, handler in handlers:

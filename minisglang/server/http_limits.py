@@ -16,7 +16,6 @@ from fastapi import Request
 from fastapi.responses import Response
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
-from starlette.requests import ClientDisconnect
 
 from ..constrained.json_schema import short_value
 from ..protocol import RequestError, parse
@@ -68,8 +67,6 @@ async def read_body(request: Request, options: ServerOptions) -> bytes:
         raise RequestError(
             f"the request body took longer than {options.body_timeout:g} s to arrive", status=408
         ) from None
-    except ClientDisconnect:  # the client's doing, not a server error: no 500, no traceback
-        raise RequestError("the client closed the connection before its request body arrived") from None
     return b"".join(parts)
 
 

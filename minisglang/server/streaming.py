@@ -116,9 +116,14 @@ async def collect(gen: Chunks, grammar_field: str | None) -> tuple[str, dict[str
     return text, meta
 
 
+# Line breaks to Python's and JavaScript's line readers (str.splitlines, httpx's and requests'
+# iter_lines): written raw in a `data:` line they cut an event in half (a stranger's find).
+_LINE_BREAKS = str.maketrans({"\u0085": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
+
+
 def sse(obj: Any) -> str:
-    """One server-sent event carrying `obj` as JSON."""
-    return f"data: {json.dumps(obj, ensure_ascii=False)}\n\n"
+    """One server-sent event carrying `obj` as JSON, on one line for every line reader."""
+    return f"data: {json.dumps(obj, ensure_ascii=False).translate(_LINE_BREAKS)}\n\n"
 
 
 async def events(
