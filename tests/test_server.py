@@ -331,6 +331,20 @@ def test_native_generate(server):
     assert r.json()["meta_info"]["finish_reason"]["type"] == "stop"
 
 
+def test_native_generate_streams_the_text_so_far_as_sglang_does(server):
+    """Each event holds the whole text so far (SGLang's default; its clients print
+    `text[len(seen):]`), the last one the answer the same request gets unstreamed."""
+    body = {"text": "Once upon", "sampling_params": {"temperature": 0, "max_new_tokens": 12, "ignore_eos": True}}
+    whole = httpx.post(server[0] + "/generate", timeout=60, json=body).json()["text"]
+    texts = []
+    with httpx.stream("POST", server[0] + "/generate", timeout=60, json={**body, "stream": True}) as r:
+        for line in r.iter_lines():
+            if line.startswith("data: ") and line != "data: [DONE]":
+                texts.append(json.loads(line[6:])["text"])
+    assert len(texts) > 2 and texts[-1] == whole
+    assert all(later.startswith(earlier) for earlier, later in zip(texts, texts[1:])), texts
+
+
 @pytest.mark.slow
 def test_load_200_mixed_requests_with_client_aborts(server):
     """Bounded load on loopback: zero server errors, and afterwards no slot is leaked."""

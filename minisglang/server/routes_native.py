@@ -14,6 +14,7 @@ from ..metrics import CONTENT_TYPE
 from ..protocol import GenerateRequest
 from .errors import error_response
 from .http_limits import parse_body
+from .openai_shapes import Shape
 from .prompts import make_req
 from .state import server_state
 from .streaming import answer
@@ -34,15 +35,22 @@ async def native(request: Request) -> Response:
         "text",
         "sampling_params.max_new_tokens" if given else None,
     )
-    return await answer(
-        state,
-        request,
-        [req],
-        [lambda text, meta, streaming: {"text": text, "meta_info": meta}],
-        body.stream,
-        False,
-        "sampling_params",
-    )
+    return await answer(state, request, [req], [text_so_far()], body.stream, False, "sampling_params")
+
+
+def text_so_far() -> Shape:
+    """/generate's body: each streamed event holds the text so far, as SGLang's does (its
+    `incremental_streaming_output` is off by default; its clients read `text[len(seen):]`).
+    Ours sent each event's new text only, and an SGLang client joined the wrong pieces."""
+    seen: list[str] = []
+
+    def shape(text: str, meta: dict[str, Any], streaming: bool) -> dict[str, Any]:
+        if streaming:
+            seen.append(text)
+            text = "".join(seen)
+        return {"text": text, "meta_info": meta}
+
+    return shape
 
 
 @router.get("/health", response_model=None)
