@@ -531,24 +531,91 @@ class ChatCompletionRequest(_SamplingFields):
         return out
 
 
+# SGLang's sampling parameters minisglang does not implement, accepted at a neutral value
+# (SGLang's own client, RuntimeEndpoint, sends several on every request: a stranger's find);
+# any other value is refused by name. A null anywhere in sampling_params means "the default".
+_SGLANG_NEUTRAL = {
+    "n": (1,),
+    "min_p": (0, 0.0),
+    "frequency_penalty": (0, 0.0),
+    "presence_penalty": (0, 0.0),
+    "repetition_penalty": (1, 1.0),
+    "min_new_tokens": (0,),
+    "skip_special_tokens": (True,),
+    "spaces_between_special_tokens": (True,),
+    "no_stop_trim": (False,),
+    "stop_token_ids": ([],),
+    "stop_regex": ([],),
+    "logit_bias": ({},),
+    "custom_params": ({},),
+}
+_SGLANG_ALIASES = {"sampling_seed": "seed"}  # SGLang's newer name for the seed
+_UNSUPPORTED_GENERATE = {
+    "return_logprob": (None, False),
+    "logprob_start_len": (None, -1),
+    "top_logprobs_num": (None, 0),
+    "return_text_in_logprobs": (None, False),
+    "input_ids": (None,),
+}
+
+
 class GenerateRequest(_Strict):
     """POST /generate (SGLang's native API): the Engine's own sampling-params dict."""
 
     text: str
     sampling_params: dict[str, Any] | None = None
     stream: bool = False
+    # SGLang's fields minisglang does not implement, refused unless neutral (_UNSUPPORTED_GENERATE).
+    return_logprob: Any = None
+    logprob_start_len: Any = None
+    top_logprobs_num: Any = None
+    return_text_in_logprobs: Any = None
+    input_ids: Any = None
+
+    _unsupported = _neutral_only(_UNSUPPORTED_GENERATE)
+
+    @field_validator("text", mode="before")
+    @classmethod
+    def _one_text(cls, value: Any) -> Any:
+        if isinstance(value, list):  # (pydantic would say only "must be a string")
+            raise ValueError("a list of prompts (a batch) is not supported here: send one request per prompt")
+        return value
+
+    def given_sampling_params(self) -> dict[str, Any]:
+        """The client's sampling_params without nulls (a default), SGLang's aliases read as
+        ours, and SGLang's unimplemented parameters dropped where neutral (refused if not)."""
+        given = {k: v for k, v in (self.sampling_params or {}).items() if v is not None}
+        for alias, name in _SGLANG_ALIASES.items():
+            if alias in given:
+                if name in given:
+                    raise RequestError(
+                        f"sampling_params.{alias}: the same parameter as sampling_params.{name}: send one",
+                        param=f"sampling_params.{alias}",
+                    )
+                given[name] = given.pop(alias)
+        for key, neutral in _SGLANG_NEUTRAL.items():
+            if key in given:
+                value = given.pop(key)
+                if not any(type(value) is type(v) and value == v for v in neutral):
+                    allowed = " or ".join(json.dumps(v) for v in neutral)
+                    raise RequestError(
+                        f"sampling_params.{key}: not supported by minisglang (leave it out or send {allowed})",
+                        param=f"sampling_params.{key}",
+                    )
+        return given
 
     def to_sampling_params(self) -> SamplingParams:
+        given = self.given_sampling_params()
         # The keys are the client's: named here shortened (SamplingParams.from_dict quotes them whole).
         known = {f.name for f in dataclasses.fields(SamplingParams)}
-        unknown = [k for k in self.sampling_params or {} if k not in known]
+        unknown = [k for k in given if k not in known]
         if unknown:
             raise RequestError(
                 f"sampling_params: unknown sampling parameter(s) {short_value(unknown)}; known: {sorted(known)}",
                 param="sampling_params",
             )
         try:
-            params = SamplingParams.from_dict(self.sampling_params)
+            params = SamplingParams.from_dict(given)
         except (TypeError, ValueError) as e:  # (the number and size of stop strings included: core.py)
             raise RequestError(f"sampling_params: {e}", param="sampling_params") from e
         return params

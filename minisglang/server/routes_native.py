@@ -1,5 +1,5 @@
 """SGLang's native endpoints and the operator's: POST /generate, GET /health, /metrics
-(Prometheus) and /get_server_info."""
+(Prometheus), /get_server_info and /get_model_info."""
 
 from __future__ import annotations
 
@@ -93,3 +93,10 @@ async def server_info(request: Request) -> dict[str, Any]:
         "api_key_required": options.api_key is not None,
         "scheduler": state.loop.step_timings() if state.loop is not None else None,
     }
+
+
+@router.get("/get_model_info", response_model=None)
+async def model_info(request: Request) -> dict[str, Any]:
+    """SGLang's model info (its client, RuntimeEndpoint, asks for it when it starts)."""
+    engine = server_state(request).engine
+    return {"model_path": engine.model_path, "tokenizer_path": engine.model_path, "is_generation": True}
