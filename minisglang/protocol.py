@@ -534,7 +534,7 @@ class ChatCompletionRequest(_SamplingFields):
 # SGLang's sampling parameters minisglang does not implement, accepted at a neutral value
 # (SGLang's own client, RuntimeEndpoint, sends several on every request: a stranger's find);
 # any other value is refused by name. A null anywhere in sampling_params means "the default".
-_SGLANG_NEUTRAL = {
+_SGLANG_NEUTRAL: dict[str, tuple[Any, ...]] = {
     "n": (1,),
     "min_p": (0, 0.0),
     "frequency_penalty": (0, 0.0),

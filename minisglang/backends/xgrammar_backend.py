@@ -68,10 +68,12 @@ from .base import (
     number_bound,
     overlapping_branches,
     pattern_meets_listed_name,
+    recursive_ref,
     refuse_ignored_keywords,
     register_backend,
     requires_unlisted,
     rewrite_subschemas,
+    subschemas,
     values_outside_type,
 )
 
@@ -322,8 +324,11 @@ class XGrammarGrammar(BaseGrammarObject):
     _batch_filler: xgr.BatchGrammarMatcher | None = None  # one thread pool for all batches
     _batch_lock = threading.Lock()
 
-    def __init__(self, compiled: xgr.CompiledGrammar, stop_only_row: torch.Tensor, guard: Utf8Guard):
+    def __init__(
+        self, compiled: xgr.CompiledGrammar, stop_only_row: torch.Tensor, guard: Utf8Guard, jumps: bool = True
+    ):
         self.compiled = compiled
+        self.jumps = jumps  # False: find_jump_forward_string is never asked (see JUMP_MAX_MIN_ITEMS)
         self.matcher = xgr.GrammarMatcher(compiled)
         self.stop_only_row = stop_only_row  # [W] int32: the row that allows only EOS
         self.only_stop_left = False
@@ -362,7 +367,7 @@ class XGrammarGrammar(BaseGrammarObject):
         return self.matcher.is_terminated() or self.only_stop_left
 
     def copy(self) -> XGrammarGrammar:
-        return XGrammarGrammar(self.compiled, self.stop_only_row, self.guard)
+        return XGrammarGrammar(self.compiled, self.stop_only_row, self.guard, self.jumps)
 
     def fill_vocab_mask(self, vocab_mask: torch.Tensor, idx: int) -> None:
         self.matcher.fill_next_token_bitmask(vocab_mask, idx)
@@ -384,13 +389,36 @@ class XGrammarGrammar(BaseGrammarObject):
     def try_jump_forward(self, tokenizer: Tokenizer) -> str | None:
         # Trailing spaces stay with the model: byte-level vocabularies glue a space to the
         # next word (" 31"), and a model handed "age": " must write "31" the unusual way.
-        if self.matcher.is_terminated():  # past EOS nothing is forced (and xgrammar raises)
+        if not self.jumps or self.matcher.is_terminated():  # past EOS nothing is forced (and xgrammar raises)
             return None
         return self.matcher.find_jump_forward_string().rstrip(" ") or None
 
     def jump_forward_str_state(self, helper: str) -> tuple[bytes, None]:
         # The matcher is not moved here: jump_and_retokenize feeds it the new tokens.
         return helper.encode("utf-8"), None
+
+
+# xgrammar's find_jump_forward_string writes out every forced character, at a cost that grows
+# with the square of their number (a 1,000-item minItems array of nulls: 74 ms a call; 100,000:
+# 22 s, then out of memory, the whole engine waiting; a stranger's fuzzer), and it never returns
+# for a recursion whose members are all required. Such a schema is served without jumps.
+JUMP_MAX_MIN_ITEMS = 256
+
+
+def _jumps_are_bounded(schema_text: str) -> bool:
+    """Whether xgrammar's jump-forward search stays small on this schema: no minItems past
+    JUMP_MAX_MIN_ITEMS and no recursive `$ref`."""
+    schema = json.loads(schema_text)
+    if recursive_ref(schema) is not None:
+        return False
+    stack = [schema] if isinstance(schema, dict) else []
+    while stack:
+        node = stack.pop()
+        least = node.get("minItems")
+        if isinstance(least, (int, float)) and least > JUMP_MAX_MIN_ITEMS:
+            return False
+        stack += [sub for sub, _ in subschemas(node, "#")]
+    return True
 
 
 @register_backend("xgrammar")
@@ -416,7 +444,9 @@ class XGrammarBackend(BaseGrammarBackend):
             if kind == "regex":  # (a RegexError says what is wrong with it, in Python's terms)
                 compiled = self.compiler.compile_regex(portable_regex(text))
             elif kind == "json_schema":
-                compiled = self.compiler.compile_json_schema(self.enforced_schema(text), any_whitespace=False)
+                enforced = self.enforced_schema(text)
+                compiled = self.compiler.compile_json_schema(enforced, any_whitespace=False)
+                return XGrammarGrammar(compiled, self.stop_only_row, self.guard, jumps=_jumps_are_bounded(enforced))
             else:
                 compiled = self.compiler.compile_grammar(text)
         except GrammarError:
