@@ -35,8 +35,15 @@ settings.register_profile("minisglang", deadline=None)
 # two distinct failures come back as an ExceptionGroup whose first line says only "Hypothesis
 # found 2 distinct failures", and the grader shows a student that line.
 # (Nor its "Explanation: these lines were always and only run by failing test cases".)
+# And no example database: it was written into the graded copy (.hypothesis), so a copy's
+# grade depended on the gradings before it and on a .hypothesis folder a student handed in
+# (a stranger's wrong solution passed once, then failed five times running).
 settings.register_profile(
-    "minisglang-grade", deadline=None, report_multiple_bugs=False, phases=[p for p in Phase if p is not Phase.explain]
+    "minisglang-grade",
+    deadline=None,
+    report_multiple_bugs=False,
+    phases=[p for p in Phase if p is not Phase.explain],
+    database=None,
 )
 # CI's (`make test` passes --hypothesis-profile=ci): the same example counts, but each test's
 # examples follow from its name (derandomize), so a red run is red again on a contributor's

@@ -332,6 +332,9 @@ def _region_file(task: str) -> str:
     return str(all_tasks()[task][0].relative_to(PACKAGE_DIR))
 
 
+GRADED_CLASS_ROOT: list[Path] = []
+
+
 @pytest.fixture(scope="module")
 def graded_class(tmp_path_factory):
     """Four s1 copies graded as a class: one with a syntax error, one importing a module that
@@ -364,6 +367,7 @@ def graded_class(tmp_path_factory):
     ]
     # The time limit: a grader that hung on the loop would be stopped here and fail the test.
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=REPO_TESTS.parent)
+    GRADED_CLASS_ROOT.append(root)  # (where the copies are: grading must leave no file in them)
     return proc, json.loads(report.read_text())
 
 
@@ -426,6 +430,15 @@ def test_a_hypothesis_failure_shows_its_failing_example(graded_class):
     for f in examples:
         assert f["example"].startswith(("Failing test case:", "Falsifying example:"))
         assert f["example"].splitlines()[0] + "\n" in proc.stdout.split(f["reason"], 1)[1]
+
+
+def test_grading_keeps_no_hypothesis_examples_in_the_copies(graded_class):
+    """A copy's grade must not depend on the gradings before it: hypothesis's example
+    database (.hypothesis) was written into the copy, and a stranger's wrong solution passed
+    once, then failed five times running, until it was deleted."""
+    # (.hypothesis/constants is a cache of the source's literals, the same whatever ran before)
+    found = list(GRADED_CLASS_ROOT[0].rglob(".hypothesis/examples"))
+    assert not found, f"grading kept hypothesis's failing examples in the copies: {found}"
 
 
 def test_the_class_table_has_one_row_per_student_and_one_column_per_task(graded_class):
