@@ -88,16 +88,22 @@ _UNSUPPORTED_CHAT = {
 }
 
 
+def _not_neutral(value: Any, neutral: tuple[Any, ...]) -> str | None:
+    """Why `value` of an unsupported parameter is refused, or None when it is one of `neutral`."""
+    # Comparing types too keeps `true` from passing for 1 and `0` for false.
+    if any(type(value) is type(v) and value == v for v in neutral):
+        return None
+    return f"not supported by minisglang (leave it out or send {' or '.join(json.dumps(v) for v in neutral)})"
+
+
 def _neutral_only(table: dict[str, tuple[Any, ...]]):
     """A field validator refusing an unsupported field unless it has a neutral value."""
 
     def check(cls, value: Any, info: ValidationInfo) -> Any:
         assert info.field_name is not None  # a field validator always knows its field
-        neutral = table[info.field_name]
-        # Comparing types too keeps `true` from passing for 1 and `0` for false.
-        if not any(type(value) is type(v) and value == v for v in neutral):
-            allowed = " or ".join(json.dumps(v) for v in neutral)
-            raise ValueError(f"not supported by minisglang (leave it out or send {allowed})")
+        why = _not_neutral(value, table[info.field_name])
+        if why is not None:
+            raise ValueError(why)
         return value
 
     return field_validator(*table, mode="after")(classmethod(check))
@@ -594,14 +600,9 @@ class GenerateRequest(_Strict):
                     )
                 given[name] = given.pop(alias)
         for key, neutral in _SGLANG_NEUTRAL.items():
-            if key in given:
-                value = given.pop(key)
-                if not any(type(value) is type(v) and value == v for v in neutral):
-                    allowed = " or ".join(json.dumps(v) for v in neutral)
-                    raise RequestError(
-                        f"sampling_params.{key}: not supported by minisglang (leave it out or send {allowed})",
-                        param=f"sampling_params.{key}",
-                    )
+            why = _not_neutral(given.pop(key), neutral) if key in given else None
+            if why is not None:
+                raise RequestError(f"sampling_params.{key}: {why}", param=f"sampling_params.{key}")
         return given
 
     def to_sampling_params(self) -> SamplingParams:
