@@ -282,7 +282,7 @@ class Tokenizer:
         self._special_text = {i: added[i].content.encode() for i in self.special_token_ids}
         texts = sorted({added[i].content for i in self.special_token_ids}, key=len, reverse=True)
         self._special_pattern = re.compile("|".join(map(re.escape, texts))) if texts else None
-        self._hf_text_only: HFTokenizer | None = None  # see _encode_as_text
+        self._hf_text_only: HFTokenizer | None = None  # see encode_as_text
         self.fingerprint: str = self._compute_fingerprint()
 
     # ----------------------------------------------------------------- constructors
@@ -650,7 +650,7 @@ class Tokenizer:
             if any(forged(i) for i in stretch):
                 begin = offsets[prev][1] if prev >= 0 else 0
                 end = offsets[nxt][0] if nxt < len(ids) else len(text)
-                out += self._encode_as_text(text[begin:end])
+                out += self.encode_as_text(text[begin:end])
             else:
                 out += ids[prev + 1 : nxt]
             if nxt < len(ids):
@@ -658,7 +658,7 @@ class Tokenizer:
             prev = nxt
         return out
 
-    def _encode_as_text(self, text: str) -> list[int]:
+    def encode_as_text(self, text: str) -> list[int]:
         """``encode(text)`` with special-token strings encoded as ordinary text.
 
         Uses a copy of the tokenizer with Hugging Face's `encode_special_tokens` switched on,

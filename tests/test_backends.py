@@ -936,6 +936,23 @@ def test_format_beside_pattern_is_refused(backends, name):
     assert isinstance(g, InvalidGrammarObject) and "'format' 'ipv4' beside 'pattern'" in g.message, g
 
 
+@pytest.mark.parametrize("name", BACKENDS)
+def test_a_grammar_that_spells_a_special_tokens_text_writes_it_as_text(backends, tokenizer, name):
+    """`a<|user|>` asks for the text "<|user|>", not the special token: llguidance's mask
+    allowed the special id (its vocabulary's encoder read the text as one), then its matcher
+    refused the token, and every such request aborted (a stranger's fuzzer)."""
+    special = tokenizer.encode("<|user|>")
+    assert len(special) == 1 and special[0] in tokenizer.special_token_ids
+    g = compiled(backends[name], "regex", r"a<\|user\|>")
+    assert not isinstance(g, InvalidGrammarObject), g.message
+    g.accept_token(tokenizer.encode("a")[0])
+    assert not mask_row(g, tokenizer.vocab_size + PAD)[special[0]]
+    for t in tokenizer.encode_as_text("<|user|>"):
+        assert mask_row(g, tokenizer.vocab_size + PAD)[t]
+        g.accept_token(t)
+    assert g.is_terminated()
+
+
 def test_xgrammar_serves_without_jumps_where_its_search_would_grow(backends):
     """xgrammar's jump-forward search writes out every forced character at a cost growing
     with their square: a 200-byte schema of 1,000,000 forced nulls took the engine past 22 GB

@@ -234,7 +234,10 @@ class _TokenizerSource:
     def __call__(self, text: str) -> list[int]:
         if not isinstance(text, str):  # tells TokenizerWrapper to pass str, not bytes
             raise TypeError("our tokenizer encodes str")
-        return self.tokenizer.encode(text)
+        # A grammar's text is text: a string that spells a special token ("<|tool|>" in a const)
+        # must be its ordinary tokens, or the mask allows the special id and the matcher then
+        # refuses it (a stranger's fuzzer: every such grammar aborted).
+        return self.tokenizer.encode_as_text(text)
 
 
 def _check_mask(vocab_mask: torch.Tensor) -> None:
