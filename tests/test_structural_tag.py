@@ -701,6 +701,21 @@ def test_the_libraries_refuse_a_content_schema_by_name(name):
     )
 
 
+@pytest.mark.parametrize("name", ["fsm", "xgrammar", "llguidance"])
+def test_a_trigger_that_begins_no_structure_is_kept_out_of_free_text_or_refused(bundled_tokenizer, name):
+    """llguidance let the unused trigger " " into free text under finish_reason stop, and
+    xgrammar failed an internal check (a stranger's fuzzer): both refuse it by name now; the
+    fsm backend keeps it out of the free text, as the semantics say."""
+    spec = {"structures": [{"begin": "<a>", "schema": {}, "end": "</a>"}], "triggers": ["<a>", "<b>"]}
+    compiled = backend(name)._compile_safely("structural_tag", json.dumps(spec))
+    if name != "fsm":
+        assert isinstance(compiled, InvalidGrammarObject) and "trigger '<b>' begins no structure" in compiled.message
+        return
+    assert not isinstance(compiled, InvalidGrammarObject), compiled.message
+    verdicts = backend_accepts_all(compiled, bundled_tokenizer, ["x <a>1</a>", "x <b> y", "<b><a>{}</a>", "plain"])
+    assert verdicts == {"x <a>1</a>": True, "x <b> y": False, "<b><a>{}</a>": False, "plain": True}
+
+
 def test_outlines_refuses_structural_tags_clearly():
     compiled = backend("outlines")._compile_safely("structural_tag", json.dumps(TOOLS))
     assert isinstance(compiled, InvalidGrammarObject)

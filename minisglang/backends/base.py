@@ -449,6 +449,18 @@ def ignored_keyword_error(rule: IgnoredKeyword, pointer: str, library: str, back
     )
 
 
+def refuse_unused_triggers(spec: StructuralTag, library: str) -> None:
+    """Raise GrammarError if a trigger begins no structure: the libraries' grammars keep only
+    the triggers that start a tag out of the free text (llguidance wrote the unused trigger
+    " " into free text under finish_reason stop; xgrammar failed an internal check)."""
+    unused = spec.unused_triggers()
+    if unused:
+        raise GrammarError(
+            f"trigger {unused[0]!r} begins no structure: {library} cannot keep it out of the free "
+            "text; drop it from 'triggers', or use the 'fsm' grammar backend"
+        )
+
+
 def as_object_schema(schema: Any) -> Any:
     """A boolean schema as an object (`true` as `{}`, `false` as `{"not": {}}`), for libraries
     that read only objects; any other schema as it is."""

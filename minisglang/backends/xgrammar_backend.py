@@ -70,6 +70,7 @@ from .base import (
     pattern_meets_listed_name,
     recursive_ref,
     refuse_ignored_keywords,
+    refuse_unused_triggers,
     register_backend,
     requires_unlisted,
     rewrite_subschemas,
@@ -476,6 +477,7 @@ class XGrammarBackend(BaseGrammarBackend):
         at most one in a row (ours: an optional space), so a small model cannot loop on them."""
         # Each schema refused or rewritten as for a json_schema request: a tool's parameters
         # once reached xgrammar unchecked (`{"anyOf": []}` wrote `"arguments": }`).
+        refuse_unused_triggers(spec, "xgrammar")
         spec = spec.with_schemas(lambda schema: json.loads(self.enforced_schema(json.dumps(schema))))
         tags = [
             {
