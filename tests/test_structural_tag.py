@@ -716,6 +716,28 @@ def test_a_trigger_that_begins_no_structure_is_kept_out_of_free_text_or_refused(
     assert verdicts == {"x <a>1</a>": True, "x <b> y": False, "<b><a>{}</a>": False, "plain": True}
 
 
+@pytest.mark.parametrize(
+    "name, schema",
+    [
+        ("xgrammar", {"type": "array", "prefixItems": [{"type": "integer"}], "maxItems": 0}),
+        ("llguidance", {"type": "array", "items": {"type": "integer"}, "uniqueItems": True}),
+    ],
+)
+def test_a_librarys_error_for_a_tag_names_the_structure_at_fault(name, schema):
+    """The library compiles the whole tag at once and its error named no structure (xgrammar:
+    "maxItems is less than the number of prefixItems"; llguidance quoted our Lark lines): the
+    schema that fails alone is named, so the server can name the tool (a stranger's fuzzer)."""
+    spec = {
+        "structures": [
+            {"begin": "<a>", "schema": {"type": "object"}, "end": "</a>"},
+            {"begin": "<b>", "schema": schema, "end": "</b>"},
+        ],
+        "triggers": ["<a>", "<b>"],
+    }
+    compiled = backend(name)._compile_safely("structural_tag", json.dumps(spec))
+    assert isinstance(compiled, InvalidGrammarObject) and "structural_tag.structures[1].schema" in compiled.message
+
+
 def test_outlines_refuses_structural_tags_clearly():
     compiled = backend("outlines")._compile_safely("structural_tag", json.dumps(TOOLS))
     assert isinstance(compiled, InvalidGrammarObject)

@@ -683,6 +683,17 @@ class BaseGrammarBackend:
     # Whether compile_structural_tag reads a spec's content_schema (the lazy automaton's does).
     reads_content_schema = False
 
+    def structure_at_fault(self, spec: StructuralTag, error: GrammarError) -> GrammarError:
+        """A library's error for a whole structural tag, named by the structure whose schema
+        alone fails the same way (each compiled as a json_schema request), so a server can
+        name the tool; `error` itself when every schema compiles alone."""
+        for i, structure in enumerate(spec.structures):
+            try:
+                self.compile("json_schema", json.dumps(structure.schema, ensure_ascii=False))
+            except GrammarError as alone:
+                return GrammarError(f"structural_tag.structures[{i}].schema: {alone}")
+        return error
+
     def compile_structural_tag(self, spec: StructuralTag) -> BaseGrammarObject:
         """Compile a structural tag (stage s6, constrained/structural_tag.py) into a matcher."""
         raise GrammarError(f"the {self.name!r} grammar backend cannot compile structural tags")

@@ -364,7 +364,11 @@ class LLGuidanceBackend(BaseGrammarBackend):
         if problem is not None:
             raise GrammarError(f"llguidance cannot express this structural tag exactly: {problem}")
         # Each schema refused or rewritten as for a json_schema request (they once went unchecked).
-        return self._matcher(llg.LLMatcher.grammar_from_lark(structural_tag_lark(spec.with_schemas(enforced_schema))))
+        lark = llg.LLMatcher.grammar_from_lark(structural_tag_lark(spec.with_schemas(enforced_schema)))
+        try:
+            return self._matcher(lark)
+        except GrammarError as e:  # (its error quotes our Lark lines, not the tool: a stranger's fuzzer)
+            raise self.structure_at_fault(spec, e) from e
 
 
 def enforced_schema(schema: Any) -> Any:

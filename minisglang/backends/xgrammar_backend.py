@@ -496,6 +496,6 @@ class XGrammarBackend(BaseGrammarBackend):
         }
         try:
             compiled = self.compiler.compile_structural_tag({"type": "structural_tag", "format": fmt})
-        except Exception as e:
-            raise GrammarError(_clean_error(e)) from e
+        except Exception as e:  # (its error names no tag: a stranger's fuzzer read "Schema 'false' ...")
+            raise self.structure_at_fault(spec, GrammarError(_clean_error(e))) from e
         return XGrammarGrammar(compiled, self.stop_only_row, self.guard)
