@@ -157,7 +157,8 @@ def serve(engine: Engine, prompts: list[str], params: dict) -> dict:
         "readmit_tokens": readmitted["tokens"],
         "kept": sum(r.spec_accepted_tokens for r in reqs),
         "drafted": sum(r.spec_draft_tokens for r in reqs),
-        "verifies_per_request": sum(r.spec_verify_ct or 0 for r in reqs),
+        # (from the trace: spec_verify_ct counts a request's plain decodes too, as SGLang does)
+        "verifies_per_request": sum(len(e["reqs"]) for e in events if e["event"] == "verify"),
         "jumps": sum(e["event"] == "jump" for e in events),
     }
 

@@ -347,6 +347,13 @@ def test_drafts_are_kept_and_counted(engines):
     kept = sum(o["meta_info"]["spec_accepted_tokens"] for o in out)
     tokens = sum(o["meta_info"]["completion_tokens"] for o in out)
     assert kept > 0 and verifies < tokens
+    for o in out:  # every decode forward counts, drafts or none (SGLang's count): each gave 1 + kept
+        meta = o["meta_info"]  # tokens, the prefill 1, and a finish may drop one counted token
+        assert meta["completion_tokens"] - 1 <= meta["spec_verify_ct"] + meta["spec_accepted_tokens"]
+        assert meta["spec_verify_ct"] + meta["spec_accepted_tokens"] <= meta["completion_tokens"], meta
+    set_drafting(e7, "NGRAM", 4)
+    plain = e7.generate("Hello", {"max_new_tokens": 5, "temperature": 0, "ignore_eos": True})["meta_info"]
+    assert plain["spec_verify_ct"] == plain["completion_tokens"] - 1 - plain["spec_accepted_tokens"], plain
     assert "spec_verify_ct" not in e6.generate(prompts[0], params)["meta_info"]
     set_drafting(e7, None, 4)
     assert "spec_verify_ct" not in e7.generate(prompts[0], params)["meta_info"]

@@ -28,7 +28,8 @@ The invariant: a draft is kept only if the grammar allows it at its position and
 model would have chosen it there. So greedy output equals s6's (with `jump_forward=False`)
 token for token, and the forced text is taken without s4's re-tokenizing and
 re-admission. Jump-forward is off here: its forced text is a draft instead.
-Each request's `meta_info` counts `spec_verify_ct` (verify forwards, SGLang's name),
+Each request's `meta_info` counts `spec_verify_ct` (its decode forwards, each a verify of
+its drafts or of none, as SGLang counts them),
 `spec_draft_tokens` (drafts fed) and `spec_accepted_tokens` (drafts kept); the server's
 `/metrics` sums them into the acceptance rate. Engine options: `SpeculativeOptions` below.
 """
@@ -307,6 +308,12 @@ class SpeculativeScheduler(OverlapScheduler):
     # -- 5: process the kept tokens, free the rest's KV ------------------------------------
     def process_results(self, batch: ScheduledBatch, next_token_ids: list) -> None:
         if not isinstance(batch, VerifyBatch):
+            # A decode with no drafts is a verify of none: SGLang counts every decode step of
+            # a speculative server in spec_verify_ct, and its clients read completion_tokens /
+            # spec_verify_ct as the accept length (0 verifies divided by zero: a stranger's find).
+            for req in batch.reqs if batch.mode == ForwardMode.DECODE else batch.riders:
+                if req.spec_verify_ct is not None and not req.finished:
+                    req.spec_verify_ct += 1
             super().process_results(batch, next_token_ids)
             return
         for req, drafts, tokens in zip(batch.reqs, batch.drafts, next_token_ids):
