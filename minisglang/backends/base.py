@@ -472,12 +472,18 @@ def format_as_pattern(schema: SchemaObject, pointer: str) -> SchemaObject:
     its strings (FORMATS, ASCII, each match accepted by jsonschema's FormatChecker). The
     libraries' own formats let through what the format forbids (outlines-core: a raw `"` in a
     `uri`, Unicode digits in a `date`; xgrammar: an `ipv4` with leading zeros; llguidance:
-    a leap second at any minute), so every backend writes the same, checked, strings."""
+    a leap second at any minute), so every backend writes the same, checked, strings. Any
+    other format is refused where a string may carry it, as the fsm backend refuses it."""
     fmt = schema.get("format")
     if not isinstance(fmt, str):
         return schema
-    if fmt not in FORMATS:  # refused as the fsm backend refuses it (xgrammar read `idn-email` as
-        # an annotation and wrote `": {"` under stop: a stranger's fuzzer)
+    if fmt not in FORMATS:
+        types = schema.get("type")
+        if types is not None and "string" not in (types if isinstance(types, list) else [types]):
+            del schema["format"]  # on no string it asserts nothing (OpenAPI's `int32`), as in the fsm backend
+            return schema
+        # refused as the fsm backend refuses it (xgrammar read `idn-email` as an annotation and
+        # wrote `": {"` under stop: a stranger's fuzzer)
         raise GrammarError(f"'format': {fmt!r} at {pointer} is not supported (supported: {', '.join(sorted(FORMATS))})")
     if "pattern" in schema:
         raise GrammarError(
