@@ -618,6 +618,10 @@ class GenerateRequest(_Strict):
         try:
             params = SamplingParams.from_dict(given)
         except (TypeError, ValueError) as e:  # (the number and size of stop strings included: core.py)
+            # SamplingParams' messages start with the field they are about: `param` names it
+            field = str(e).split(" ", 1)[0]
+            if field in known:
+                raise RequestError(f"sampling_params.{e}", param=f"sampling_params.{field}") from e
             raise RequestError(f"sampling_params: {e}", param="sampling_params") from e
         return params
 

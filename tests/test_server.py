@@ -348,9 +348,12 @@ def test_native_generate_takes_what_sglangs_own_client_sends(server):
         ({"sampling_params": {"seed": 1, "sampling_seed": 1}}, "sampling_params.sampling_seed"),
         ({"return_logprob": True}, "return_logprob"),
         ({"text": ["a", "b"]}, "text"),
+        ({"sampling_params": {"top_p": 2}}, "sampling_params.top_p"),
     ):
         r = httpx.post(url + "/generate", timeout=30, json={"text": "Code:", **bad})
         assert r.status_code == 400 and field in r.json()["error"]["message"], (bad, r.text)
+        if field.startswith("sampling_params."):  # the error body's `param` names the field too
+            assert r.json()["error"]["param"] == field, r.text
 
 
 def test_native_generate_streams_the_text_so_far_as_sglang_does(server):

@@ -216,7 +216,7 @@ def test_native_generate_bounds_the_number_of_stop_strings(client):
     stops = [f"s{i}" for i in range(MAX_STOP_STRINGS + 1)]
     many = {"text": "hi", "sampling_params": {"max_new_tokens": 2, "stop": stops}}
     r = client.post("/generate", json=many)
-    assert r.status_code == 400 and r.json()["error"]["param"] == "sampling_params"
+    assert r.status_code == 400 and r.json()["error"]["param"] == "sampling_params.stop"
     assert (
         f"stop has {MAX_STOP_STRINGS + 1} strings; the limit MAX_STOP_STRINGS is {MAX_STOP_STRINGS}"
         in r.json()["error"]["message"]

@@ -286,7 +286,7 @@ def test_openai_fields_map_onto_sampling_params():
 
 def test_native_generate_takes_the_engines_sampling_params():
     err = refusal(GenerateRequest, {"text": "x", "sampling_params": {"max_new_tokens": 0}})
-    assert err.param == "sampling_params" and "max_new_tokens" in str(err)
+    assert err.param == "sampling_params.max_new_tokens" and "sampling_params.max_new_tokens must be" in str(err)
     assert "stream" in str(refusal(GenerateRequest, {"text": "x", "stream": 1}))
 
 
