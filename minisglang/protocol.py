@@ -465,7 +465,10 @@ class ChatCompletionRequest(_SamplingFields):
                     param="tools",
                 )
             del d["json_schema"]
-            constraint.value["content_schema"] = json.loads(given[1])
+            # (under "required" or a named tool the answer is calls only: the format plays no
+            # part, and xgrammar and llguidance, which read no content_schema, serve it)
+            if not constraint.value.get("at_least_one"):
+                constraint.value["content_schema"] = json.loads(given[1])
         try:
             return SamplingParams.from_dict({**d, constraint.kind: constraint.value})
         except (TypeError, ValueError) as e:

@@ -15,10 +15,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import minisglang as sgl
+from minisglang.backends.base import InvalidGrammarObject, get_backend_class
 from minisglang.constrained.json_schema import build_regex_from_schema
 from minisglang.protocol import ChatCompletionRequest, CompletionRequest, GenerateRequest, RequestError, parse
 from minisglang.server import ServerOptions, create_app
 from minisglang.stages import default_stage
+from minisglang.tokenizer import Tokenizer
 
 MODEL = "tiny-json-llama"
 KEY = "sk-test-123"
@@ -154,6 +156,30 @@ def test_what_an_openai_client_sends_back_is_accepted():
         *HI,
         {"role": "assistant", "content": "I cannot."},
     ]
+
+
+@pytest.mark.parametrize(
+    "choice, content",
+    [("auto", True), (None, True), ("required", False), ({"type": "function", "function": {"name": "f"}}, False)],
+)
+def test_response_format_beside_tools_is_a_content_schema_only_where_a_message_may_answer(choice, content):
+    """Under "required" or a named tool the answer is calls only, so the format plays no
+    part: it was added anyway, and xgrammar and llguidance (which read no content_schema)
+    refused the Agents SDK's tools + output type on every turn (a stranger's find)."""
+    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+    fmt = {"type": "json_schema", "json_schema": {"name": "out", "schema": {"type": "object"}}}
+    body = {
+        "messages": HI,
+        "tools": [tool],
+        "response_format": fmt,
+        **({} if choice is None else {"tool_choice": choice}),
+    }
+    tag = json.loads(parse(ChatCompletionRequest, json.dumps(body).encode()).to_sampling_params().structural_tag)
+    assert ("content_schema" in tag) == content, tag
+    if not content:  # a library backend serves it
+        tokenizer = Tokenizer.from_pretrained(sgl.DEFAULT_MODEL_PATH)
+        backend = get_backend_class("xgrammar")(tokenizer, len(tokenizer.token_bytes))
+        assert not isinstance(backend._compile_safely("structural_tag", json.dumps(tag)), InvalidGrammarObject)
 
 
 def test_neutral_values_of_unsupported_fields_are_accepted():
