@@ -508,14 +508,22 @@ class ChatCompletionRequest(_SamplingFields):
                 param="tool_choice",
             )
         called: set[str] = set()
+        waiting: dict[str, int] = {}  # call id -> its assistant message, while no tool message answered it
         for i, m in enumerate(self.messages):
+            if waiting and m.role != "tool":
+                _unanswered(waiting, f"before messages[{i}]")
             called.update(c.id for c in m.tool_calls or [])
-            if m.role == "tool" and m.tool_call_id not in called:
-                raise RequestError(
-                    f"messages[{i}].tool_call_id: {short_value(m.tool_call_id)} is the id of no "
-                    "tool call of an earlier assistant message",
-                    param=f"messages[{i}].tool_call_id",
-                )
+            waiting.update((c.id, i) for c in m.tool_calls or [])
+            if m.role == "tool":
+                if m.tool_call_id not in called:
+                    raise RequestError(
+                        f"messages[{i}].tool_call_id: {short_value(m.tool_call_id)} is the id of no "
+                        "tool call of an earlier assistant message",
+                        param=f"messages[{i}].tool_call_id",
+                    )
+                waiting.pop(m.tool_call_id, None)
+        if waiting:
+            _unanswered(waiting, "at the end of messages")
         return tool_constraint(self.function_tools(), choice, self.parallel_tool_calls is not False)
 
     def tool_dicts(self) -> list[dict[str, Any]] | None:
@@ -538,6 +546,18 @@ class ChatCompletionRequest(_SamplingFields):
                 d["tool_call_id"] = m.tool_call_id
             out.append(d)
         return out
+
+
+def _unanswered(waiting: dict[str, int], where: str) -> None:
+    """Refuse a chat whose assistant tool calls are not each answered by a tool message right
+    after them (OpenAI refuses it: a stranger's agent sent one result for two calls)."""
+    first = min(waiting.values())
+    ids = [call for call, at in waiting.items() if at == first]
+    raise RequestError(
+        f"messages[{first}].tool_calls: no tool message answers the call(s) {short_value(ids)} {where} "
+        "(each call's result is a tool message right after its assistant message)",
+        param=f"messages[{first}].tool_calls",
+    )
 
 
 # SGLang's sampling parameters minisglang does not implement, accepted at a neutral value

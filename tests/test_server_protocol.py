@@ -182,6 +182,30 @@ def test_response_format_beside_tools_is_a_content_schema_only_where_a_message_m
         assert not isinstance(backend._compile_safely("structural_tag", json.dumps(tag)), InvalidGrammarObject)
 
 
+def test_every_tool_call_is_answered_right_after_its_assistant_message():
+    """OpenAI refuses a history whose assistant tool calls lack a tool message each, right
+    after them; ours accepted one result for two calls, a user turn between the results, and
+    calls with no result at all (a stranger's agent). The results may come in any order."""
+    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+
+    def call(i: str) -> dict:
+        return {"id": i, "type": "function", "function": {"name": "f", "arguments": "{}"}}
+
+    asked = {"role": "assistant", "content": None, "tool_calls": [call("a"), call("b")]}
+    a, b = ({"role": "tool", "tool_call_id": i, "content": "1"} for i in "ab")
+    for history in ([asked, b, a], [asked, a, b, *HI]):
+        parse(
+            ChatCompletionRequest, json.dumps({"messages": [*HI, *history], "tools": [tool]}).encode()
+        ).tool_constraint()
+    for history, where in (
+        ([asked, a, *HI], "before messages[3]"),
+        ([asked, a, *HI, b], "before messages[3]"),
+        ([asked], "at the end"),
+    ):
+        err = refusal(ChatCompletionRequest, {"messages": [*HI, *history], "tools": [tool]})
+        assert err.param == "messages[1].tool_calls" and where in str(err), err
+
+
 def test_neutral_values_of_unsupported_fields_are_accepted():
     parse(
         CompletionRequest,
