@@ -165,7 +165,7 @@ class _SamplingFields(_Strict):
     model: str | None = None  # None: the served model (vLLM does the same)
     max_tokens: int | None = Field(None, ge=1)
     temperature: float | None = Field(None, ge=0, le=2, allow_inf_nan=False)
-    top_p: float | None = Field(None, gt=0, le=1, allow_inf_nan=False)
+    top_p: float | None = Field(None, ge=0, le=1, allow_inf_nan=False)  # 0: greedy (sampling_params)
     n: int = Field(1, ge=1, le=MAX_CHOICES)  # choices; the server also bounds it by its batch (prompts.py)
     stop: str | list[str] | None = None
     seed: int | None = Field(None, ge=0, lt=2**63)
@@ -220,6 +220,8 @@ class _SamplingFields(_Strict):
             for k in ("temperature", "top_p", "top_k", "seed", "ignore_eos", "regex", "ebnf", "json_schema")
             if getattr(self, k) is not None
         }
+        if d.get("top_p") == 0:  # OpenAI's top_p takes 0: the nucleus of the top token alone, greedy
+            d.update(top_p=1.0, temperature=0.0)
         if max_tokens is not None:
             d["max_new_tokens"] = max_tokens
         if self.stop is not None:

@@ -47,7 +47,7 @@ def refusal(model_cls, body) -> RequestError:
         ({"prompt": "x", "top_k": 0}, "top_k", "-1 (off) or >= 1"),
         ({"prompt": "x", "temperature": 3}, "temperature", "<= 2"),
         ({"prompt": "x", "temperature": "hot"}, "temperature", "must be a number"),
-        ({"prompt": "x", "top_p": 0}, "top_p", "> 0"),
+        ({"prompt": "x", "top_p": -0.1}, "top_p", ">= 0"),  # (0 is OpenAI's greedy)
         ({"prompt": "x", "seed": -1}, "seed", ">= 0"),
         ({"prompt": "x", "seed": 2**64}, "seed", "<"),
         ({"prompt": "x", "n": 0}, "n", ">= 1"),
@@ -180,6 +180,13 @@ def test_response_format_beside_tools_is_a_content_schema_only_where_a_message_m
         tokenizer = Tokenizer.from_pretrained(sgl.DEFAULT_MODEL_PATH)
         backend = get_backend_class("xgrammar")(tokenizer, len(tokenizer.token_bytes))
         assert not isinstance(backend._compile_safely("structural_tag", json.dumps(tag)), InvalidGrammarObject)
+
+
+def test_top_p_zero_is_greedy_as_in_openais_api():
+    """OpenAI takes top_p 0 (only the most likely token); it was refused ("must be > 0")."""
+    request = parse(ChatCompletionRequest, json.dumps({"messages": HI, "top_p": 0, "temperature": 1}).encode())
+    params = request.to_sampling_params()
+    assert (params.temperature, params.top_p) == (0.0, 1.0)
 
 
 def test_every_tool_call_is_answered_right_after_its_assistant_message():
