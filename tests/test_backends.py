@@ -953,6 +953,18 @@ def test_a_grammar_that_spells_a_special_tokens_text_writes_it_as_text(backends,
     assert g.is_terminated()
 
 
+def test_xgrammar_reads_an_integers_bounds_with_a_fraction_as_whole_bounds(backends, tokenizer):
+    """xgrammar refused `minimum: 1.5` on an integer ("must be a whole number", a stranger's
+    fuzzer): the bounds are rounded inwards, exactly the integers the schema allows."""
+    schema = {"type": "integer", "minimum": 1.5, "exclusiveMaximum": 4.5}
+    width = tokenizer.vocab_size + PAD
+    for text, allowed in (("1", False), ("2", True), ("4", True), ("5", False)):
+        g = compiled(backends["xgrammar"], "json_schema", json.dumps(schema))
+        assert not isinstance(g, InvalidGrammarObject), g.message
+        ids = tokenizer.encode(text)
+        assert len(ids) == 1 and bool(mask_row(g, width)[ids[0]]) == allowed, text
+
+
 def test_xgrammar_serves_without_jumps_where_its_search_would_grow(backends):
     """xgrammar's jump-forward search writes out every forced character at a cost growing
     with their square: a 200-byte schema of 1,000,000 forced nulls took the engine past 22 GB

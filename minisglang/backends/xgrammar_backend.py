@@ -203,6 +203,28 @@ IGNORED = (
 MAX_LENGTH_AS_PATTERN = 1000
 
 
+def _whole_integer_bounds(schema: SchemaObject, pointer: str) -> SchemaObject:
+    """An integer's bounds with a fraction as the whole bounds they mean (`minimum: 1.5` is
+    `minimum: 2`, `exclusiveMaximum: 3.5` is `maximum: 3`): xgrammar refused them, saying
+    "Integer constraint must be a whole number" (a stranger's fuzzer). Exact: no integer lies
+    between a bound with a fraction and the whole number it rounds to, inwards."""
+    if schema.get("type") != "integer":
+        return schema
+    for key, inwards, inclusive in (
+        ("minimum", math.ceil, "minimum"),
+        ("exclusiveMinimum", math.ceil, "minimum"),
+        ("maximum", math.floor, "maximum"),
+        ("exclusiveMaximum", math.floor, "maximum"),
+    ):
+        value = schema.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and not is_whole(value):
+            bound = inwards(schema.pop(key))
+            if inclusive in schema:  # a bound of each kind: the tighter one holds
+                bound = max(bound, schema[inclusive]) if inclusive == "minimum" else min(bound, schema[inclusive])
+            schema[inclusive] = bound
+    return schema
+
+
 def _length_as_pattern(schema: SchemaObject, pointer: str) -> SchemaObject:
     """A string's minLength/maxLength written as a `pattern` (lengths beside a pattern or
     format are refused before): xgrammar's length-counted strings allow raw U+0000-U+001F,
@@ -464,6 +486,7 @@ class XGrammarBackend(BaseGrammarBackend):
             schema = load_schema(text)
         except InvalidSchemaError as e:
             raise GrammarError(str(e)) from e
+        schema = rewrite_subschemas(schema, _whole_integer_bounds)  # (before the rules, which read whole bounds)
         refuse_ignored_keywords(schema, IGNORED, "xgrammar", "xgrammar")
         # (lengths last: their pattern is over the string's characters, and a length beside a
         # pattern or format was refused above)
