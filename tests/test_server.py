@@ -120,6 +120,15 @@ def test_streaming_usage_comes_last_with_no_choices_when_asked(client):
         assert last.usage.total_tokens == last.usage.prompt_tokens + last.usage.completion_tokens
 
 
+def test_with_include_usage_every_chunk_carries_usage_null_until_the_last(server):
+    """OpenAI's stream_options.include_usage: "all other chunks will also include a usage
+    field, but with a null value" (ours left it out: a stranger's agent)."""
+    body = {"prompt": "Date:", "max_tokens": 4, "stream": True, "stream_options": {"include_usage": True}}
+    with httpx.stream("POST", server[0] + "/v1/completions", timeout=60, json=body) as r:
+        events = [json.loads(line[6:]) for line in r.iter_lines() if line.startswith("data: {")]
+    assert all("usage" in e and e["usage"] is None for e in events[:-1]) and events[-1]["usage"]["total_tokens"]
+
+
 def test_cached_tokens_are_prompt_tokens_only(client):
     """A repeated prompt is served from the radix cache; with s4/s5 jump-forward re-admissions
     the cached count must still be at most the prompt (it was 43 and 63 for 19 tokens)."""

@@ -149,7 +149,8 @@ async def events(
             meta = chunk["meta_info"] if chunk["final"] else {**chunk["meta_info"], "finish_reason": None}
             out = shapes[i](chunk["text"], meta, True)  # one event, or a list of them (tools)
             for sent in out if isinstance(out, list) else [out]:
-                yield sse(sent)
+                # OpenAI's: with include_usage every chunk has `usage`, null until the last
+                yield sse({**sent, "usage": None} if include_usage else sent)
         if include_usage and sent is not None:
             yield sse({**sent, "choices": [], "usage": usage(*(last[i] for i in sorted(last)))})
     except (RequestError, EngineUnavailable) as e:  # the stream ends with a reason, not a cut
