@@ -521,4 +521,5 @@ class XGrammarBackend(BaseGrammarBackend):
             compiled = self.compiler.compile_structural_tag({"type": "structural_tag", "format": fmt})
         except Exception as e:  # (its error names no tag: a stranger's fuzzer read "Schema 'false' ...")
             raise self.structure_at_fault(spec, GrammarError(_clean_error(e))) from e
-        return XGrammarGrammar(compiled, self.stop_only_row, self.guard)
+        jumps = all(_jumps_are_bounded(json.dumps(s.schema)) for s in spec.structures)  # (a tool's schema too)
+        return XGrammarGrammar(compiled, self.stop_only_row, self.guard, jumps=jumps)
