@@ -329,6 +329,12 @@ def test_malformed_body_is_a_400(server):
     assert r.status_code == 400 and "messages: must be a list" in r.json()["error"]["message"]
 
 
+def test_server_info_says_the_load(server):
+    info = httpx.get(server[0] + "/get_server_info", timeout=30).json()
+    load = info["load"]
+    assert load["running"] >= 0 and 0 <= load["free_kv_slots"] <= load["total_kv_slots"], load
+
+
 def test_native_generate(server):
     r = httpx.post(
         server[0] + "/generate",

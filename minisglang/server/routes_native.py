@@ -85,6 +85,7 @@ def prometheus_metrics(request: Request) -> Response:
 async def server_info(request: Request) -> dict[str, Any]:
     state = server_state(request)
     engine, options = state.engine, state.options
+    stats = engine.stats()
     return {
         "model": state.model_id,
         "model_path": engine.model_path,
@@ -92,7 +93,12 @@ async def server_info(request: Request) -> dict[str, Any]:
         "limits": {k: v for k, v in asdict(options).items() if k != "api_key"},
         "api_key_required": options.api_key is not None,
         "scheduler": state.loop.step_timings() if state.loop is not None else None,
+        # (what /metrics exports, here too: a stranger looked for the load in this answer first)
+        "load": {k: getattr(stats, k) for k in _LOAD},
     }
+
+
+_LOAD = ("running", "waiting_queue", "grammar_queue", "free_kv_slots", "total_kv_slots", "free_request_slots")
 
 
 @router.get("/get_model_info", response_model=None)
