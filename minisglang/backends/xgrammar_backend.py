@@ -61,6 +61,7 @@ from .base import (
     SchemaObject,
     beside,
     beside_validation,
+    find_ignored_keyword,
     format_as_pattern,
     is_whole,
     json_pointer,
@@ -74,7 +75,6 @@ from .base import (
     register_backend,
     requires_unlisted,
     rewrite_subschemas,
-    subschemas,
     values_outside_type,
 )
 
@@ -426,22 +426,16 @@ class XGrammarGrammar(BaseGrammarObject):
 # 22 s, then out of memory, the whole engine waiting; a stranger's fuzzer), and it never returns
 # for a recursion whose members are all required. Such a schema is served without jumps.
 JUMP_MAX_MIN_ITEMS = 256
+# (a rule for find_ignored_keyword, the one walk over every subschema: not a refusal here)
+_LONG_FORCED_ARRAY = IgnoredKeyword(
+    "minItems", "", lambda s: isinstance(s["minItems"], (int, float)) and s["minItems"] > JUMP_MAX_MIN_ITEMS
+)
 
 
-def _jumps_are_bounded(schema_text: str) -> bool:
+def _jumps_are_bounded(schema: Any) -> bool:
     """Whether xgrammar's jump-forward search stays small on this schema: no minItems past
     JUMP_MAX_MIN_ITEMS and no recursive `$ref`."""
-    schema = json.loads(schema_text)
-    if recursive_ref(schema) is not None:
-        return False
-    stack = [schema] if isinstance(schema, dict) else []
-    while stack:
-        node = stack.pop()
-        least = node.get("minItems")
-        if isinstance(least, (int, float)) and least > JUMP_MAX_MIN_ITEMS:
-            return False
-        stack += [sub for sub, _ in subschemas(node, "#")]
-    return True
+    return recursive_ref(schema) is None and find_ignored_keyword(schema, (_LONG_FORCED_ARRAY,)) is None
 
 
 @register_backend("xgrammar")
@@ -468,7 +462,8 @@ class XGrammarBackend(BaseGrammarBackend):
                 compiled = self.compiler.compile_regex(portable_regex(text))
             elif kind == "json_schema":
                 enforced = self.enforced_schema(text)
-                compiled = self.compiler.compile_json_schema(enforced, any_whitespace=False)
+                enforced_text = json.dumps(enforced, ensure_ascii=False)
+                compiled = self.compiler.compile_json_schema(enforced_text, any_whitespace=False)
                 return XGrammarGrammar(compiled, self.stop_only_row, self.guard, jumps=_jumps_are_bounded(enforced))
             else:
                 compiled = self.compiler.compile_grammar(text)
@@ -479,9 +474,9 @@ class XGrammarBackend(BaseGrammarBackend):
         return XGrammarGrammar(compiled, self.stop_only_row, self.guard)
 
     @staticmethod
-    def enforced_schema(text: str) -> str:
-        """The schema text xgrammar is given: refused if it uses a keyword xgrammar ignores,
-        string lengths rewritten as patterns."""
+    def enforced_schema(text: str) -> Any:
+        """The schema xgrammar is given (as JSON text): refused if it uses a keyword xgrammar
+        ignores, string lengths rewritten as patterns."""
         try:
             schema = load_schema(text)
         except InvalidSchemaError as e:
@@ -492,7 +487,7 @@ class XGrammarBackend(BaseGrammarBackend):
         # pattern or format was refused above)
         for step in (format_as_pattern, _pattern_as_json_text, _pattern_properties_as_json_text, _length_as_pattern):
             schema = rewrite_subschemas(schema, step)
-        return json.dumps(schema, ensure_ascii=False)
+        return schema
 
     def compile_structural_tag(self, spec: StructuralTag) -> XGrammarGrammar:
         """xgrammar's "triggered_tags" format: the same semantics as ours (at_least_one: the
@@ -501,7 +496,7 @@ class XGrammarBackend(BaseGrammarBackend):
         # Each schema refused or rewritten as for a json_schema request: a tool's parameters
         # once reached xgrammar unchecked (`{"anyOf": []}` wrote `"arguments": }`).
         refuse_unused_triggers(spec, "xgrammar")
-        spec = spec.with_schemas(lambda schema: json.loads(self.enforced_schema(json.dumps(schema))))
+        spec = spec.with_schemas(lambda schema: self.enforced_schema(json.dumps(schema)))
         tags = [
             {
                 "begin": s.begin,
@@ -521,5 +516,5 @@ class XGrammarBackend(BaseGrammarBackend):
             compiled = self.compiler.compile_structural_tag({"type": "structural_tag", "format": fmt})
         except Exception as e:  # (its error names no tag: a stranger's fuzzer read "Schema 'false' ...")
             raise self.structure_at_fault(spec, GrammarError(_clean_error(e))) from e
-        jumps = all(_jumps_are_bounded(json.dumps(s.schema)) for s in spec.structures)  # (a tool's schema too)
+        jumps = all(_jumps_are_bounded(s.schema) for s in spec.structures)  # (a tool's schema too)
         return XGrammarGrammar(compiled, self.stop_only_row, self.guard, jumps=jumps)
