@@ -96,6 +96,14 @@ def _not_neutral(value: Any, neutral: tuple[Any, ...]) -> str | None:
     return f"not supported by minisglang (leave it out or send {' or '.join(json.dumps(v) for v in neutral)})"
 
 
+def engine_field(error: Exception) -> str:
+    """The engine's name of the field a SamplingParams error is about: its message starts with
+    it ("stop[0] is empty" -> "stop", "structural_tag.structures[0]..." -> "structural_tag");
+    "" when it starts with none."""
+    found = re.match(r"\w*", str(error))  # \w* matches, if only the empty string
+    return found.group() if found else ""
+
+
 def _neutral_only(table: dict[str, tuple[Any, ...]]):
     """A field validator refusing an unsupported field unless it has a neutral value."""
 
@@ -237,11 +245,9 @@ class _SamplingFields(_Strict):
         try:
             return SamplingParams.from_dict(d)
         except (TypeError, ValueError) as e:
-            # The engine's message starts with its own name of the field ("stop[0] is empty",
-            # "structural_tag.structures[0]..."): the constraint response_format made is named
-            # as that field, the others are this request's fields of the same name.
-            name = re.match(r"\w*", str(e))  # \w* matches, if only the empty string
-            engine_name = name.group() if name else ""
+            # The constraint response_format made is named as that field, the others are this
+            # request's fields of the same name.
+            engine_name = engine_field(e)
             if fmt is not None and engine_name == fmt[0]:
                 raise RequestError(f"response_format: {e}", param="response_format") from e
             raise RequestError(str(e), param=engine_name if engine_name in type(self).model_fields else None) from e
@@ -643,8 +649,7 @@ class GenerateRequest(_Strict):
         try:
             params = SamplingParams.from_dict(given)
         except (TypeError, ValueError) as e:  # (the number and size of stop strings included: core.py)
-            # SamplingParams' messages start with the field they are about: `param` names it
-            field = str(e).split(" ", 1)[0]
+            field = engine_field(e)
             if field in known:
                 raise RequestError(f"sampling_params.{e}", param=f"sampling_params.{field}") from e
             raise RequestError(f"sampling_params: {e}", param="sampling_params") from e
