@@ -13,6 +13,7 @@ says which tokens and why:
 """
 
 import json
+import multiprocessing
 import re
 
 import jsonschema
@@ -25,6 +26,8 @@ from test_regex_dfa import DIALECT_CHARS, DIALECT_REGEXES
 
 import minisglang as sgl
 from minisglang.backends.base import GrammarError, IgnoredKeywordError, InvalidGrammarObject, get_backend_class
+from minisglang.backends.outlines_backend import OutlinesGrammar
+from minisglang.constrained import child_process
 from minisglang.constrained.bitmask import unpack_bits
 from minisglang.constrained.python_regex import portable_regex
 from minisglang.stages.s5_backends import ReasonerGrammar
@@ -439,6 +442,28 @@ def test_compile_errors_name_the_problem(backends, name):
         g = compiled(backends[name], kind, text)
         assert isinstance(g, InvalidGrammarObject), (kind, text)
         assert f"{kind} rejected by the '{name}' backend" in g.message and phrase in g.message, g.message
+
+
+def test_an_outlines_index_past_compile_timeout_is_stopped_and_frees_its_thread(tokenizer):
+    """outlines-core's DFA of this 25-character regex takes ~30 s to build (exponential in the
+    bounds): its child is killed at compile_timeout, the request gets an error that says so,
+    no process is left computing, and the next grammar compiles (the thread is free)."""
+
+    def kept_children() -> set[int | None]:  # (the module's backends keep theirs)
+        return {p.pid for p in multiprocessing.active_children() if p.name == child_process.CHILD_NAME}
+
+    before = kept_children()
+    backend = get_backend_class("outlines")(tokenizer, tokenizer.vocab_size + PAD, compile_timeout=0.5, threads=1)
+    try:
+        g = compiled(backend, "regex", "[a-z]{1,300}x[a-z]{1,300}")
+        assert isinstance(g, InvalidGrammarObject)
+        assert "outlines-core's index of regex '[a-z]{1,300}x[a-z]{1,300}' took longer than 0.5 s" in g.message
+        assert kept_children() <= before, "the child computing the index was stopped"
+        assert not backend.is_cached("regex", "[a-z]{1,300}x[a-z]{1,300}"), "a timeout may be load: never cached"
+        assert isinstance(compiled(backend, "regex", "x[a-z]{1,3}"), OutlinesGrammar)
+    finally:
+        backend.shutdown()
+    assert kept_children() <= before
 
 
 def test_logits_narrower_than_the_vocabulary_are_refused(tokenizer):

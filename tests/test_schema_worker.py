@@ -15,7 +15,7 @@ import jsonschema
 import pytest
 
 from minisglang.backends.fsm_backend import IN_PROCESS_SCHEMA_CHARS, FSMBackend
-from minisglang.constrained import schema_worker
+from minisglang.constrained import child_process, schema_worker
 from minisglang.constrained.compile_service import CompileTimeout
 from minisglang.constrained.json_schema import InvalidSchemaError, build_regex_from_schema
 from minisglang.constrained.work_slices import Baton, CompileCancelled, FairCompilePool
@@ -48,21 +48,21 @@ def test_a_compile_past_its_timeout_is_stopped_and_its_child_gone():
     slow = {"type": "object", "properties": {f"p{k}": {"enum": ["a" * 40, "b" * 40]} for k in range(3000)}}
     with pytest.raises(CompileTimeout, match="compile_timeout"):
         schema_worker.schema_regex_in_process(json.dumps(slow), {}, timeout=0.0)
-    assert not [p for p in multiprocessing.active_children() if p.name == "minisglang-schema"]
+    assert not [p for p in multiprocessing.active_children() if p.name == child_process.CHILD_NAME]
 
 
 def test_a_cancelled_compile_kills_its_child():
     """The compile thread waits at `checkpoint`s; cancelled, it stops there and kills the child."""
     pool = FairCompilePool(1, Baton())
     started = threading.Event()
-    real_poll = schema_worker.POLL_SECONDS
+    real_poll = child_process.POLL_SECONDS
 
     def compile_and_say():
         started.set()
         return schema_worker.schema_regex_in_process(json.dumps(SCHEMAS[0]), {}, timeout=60)
 
     try:
-        schema_worker.POLL_SECONDS = 0.001
+        child_process.POLL_SECONDS = 0.001
         future, job = pool.submit("A", compile_and_say)
         started.wait(10)
         pool.cancel(job)
@@ -71,9 +71,9 @@ def test_a_cancelled_compile_kills_its_child():
         except CompileCancelled:
             pass
     finally:
-        schema_worker.POLL_SECONDS = real_poll
+        child_process.POLL_SECONDS = real_poll
         pool.shutdown()
-    assert not [p for p in multiprocessing.active_children() if p.name == "minisglang-schema"]
+    assert not [p for p in multiprocessing.active_children() if p.name == child_process.CHILD_NAME]
 
 
 def test_the_fsm_backend_sends_a_large_schema_to_a_child_and_gets_the_same_grammar(bundled_model_path, monkeypatch):
@@ -172,8 +172,8 @@ def is_forkserver(pid: int) -> bool:
 def test_the_forkserver_starts_ahead_once_and_compiles_leave_no_process_behind():
     """`start_ahead` (a backend's start-up) starts the one forkserver; the compiles after it,
     answered, refused or stopped at their timeout, leave no process that was not there before."""
-    schema_worker.start_ahead()
-    schema_worker.start_ahead()  # a second backend's start: nothing more
+    child_process.start_ahead()
+    child_process.start_ahead()  # a second backend's start: nothing more
     before = descendants()
     assert len([pid for pid in before if is_forkserver(pid)]) == 1
     slow = {"type": "object", "properties": {f"p{k}": {"enum": ["a" * 40, "b" * 40]} for k in range(3000)}}

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from ..constrained.child_process import start_ahead
 from ..constrained.compile_service import CompileService, CompileSettings
 from ..constrained.json_schema import (
     COUNTED_STRING_CHAR,
@@ -35,7 +36,7 @@ from ..constrained.json_schema import (
 from ..constrained.lazy_regex_parser import parse_tree
 from ..constrained.lazy_token_fsm import LazyLimits, LazyTokenFSM, compile_lazy_token_fsm, prepare_vocabulary
 from ..constrained.regex_ast import Regex, render, text_size
-from ..constrained.schema_worker import schema_regex_in_process, start_ahead
+from ..constrained.schema_worker import schema_regex_in_process
 from ..constrained.token_fsm import ConstraintError, TokenFSM
 from ..constrained.work_slices import OutOfTime, deadline
 from .base import BaseGrammarBackend, BaseGrammarObject, GrammarError, register_backend

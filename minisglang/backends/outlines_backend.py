@@ -28,7 +28,12 @@ What this adapter adds:
   ('\\x1c' out), so it is handed the regex with every character set spelled out
   (`portable_regex`), and `(?i)` and the like are refused;
 - outlines-core's invalid-regex message is the same for every mistake ("Failed to build
-  DFA"), so Python's `re` is asked for a message that names the problem.
+  DFA"), so Python's `re` is asked for a message that names the problem;
+- its `Index` is built in a child process (constrained/child_process.py; `compile_in="thread"`
+  builds it here): its DFA grows exponentially on some short regexes (`[a-z]{1,300}x[a-z]{1,300}`:
+  29 s), a thread cannot be stopped, and two such compiles held both compile threads, so every
+  other client's grammar waited and timed out. The child is killed at `compile_timeout` or when
+  the compile's requests leave, and its memory is bounded by `compile_memory_bytes`.
 
 Know also: outlines-core 0.2 builds no move from an accepting state into a non-accepting
 one (after "1" in `1(x1)*` no "x"; after "12" in `[0-9]+(\.[0-9]+)?` no lone "."). Its
@@ -46,6 +51,7 @@ import torch
 from outlines_core import Guide, Index, Vocabulary
 from outlines_core.json_schema import build_regex_from_schema
 
+from ..constrained.child_process import KeptChildren, start_ahead
 from ..constrained.json_schema import InvalidSchemaError, UnsupportedSchemaError, load_schema
 
 # The string contents (JSON text) in which a pattern finds a match: our fsm compiler's own
@@ -314,6 +320,12 @@ class OutlinesBackend(BaseGrammarBackend):
         # Our lazy automaton checks each index (`dropped_after_a_match`): its vocabulary is
         # prepared now, as the fsm backend's is, not in the first compile (~0.25 s at 4k).
         prepare_vocabulary(tokenizer, vocab_size)
+        self.children: KeptChildren | None = None  # (compile_in="thread": none)
+        if self.options.get("compile_in", "process") == "process":
+            start_ahead()
+            self.children = KeptChildren(
+                self.options.get("compile_memory_bytes", 4 << 30), int(self.options.get("compile_nice", 5))
+            )
 
     def compile(self, kind: str, text: str) -> OutlinesGrammar:
         if kind == "json_schema":
@@ -336,7 +348,9 @@ class OutlinesBackend(BaseGrammarBackend):
         else:
             regex = portable_regex(text)  # a RegexError says what is wrong, in Python's terms
         try:
-            index = Index(regex, self.vocabulary)
+            index = self._index(regex)
+        except ConstraintError:  # the child's timeout, cancel or death: said as it is
+            raise
         except ValueError as e:
             raise GrammarError(_regex_problem(text if kind == "regex" else regex, str(e))) from e
         dropped = dropped_after_a_match(index, regex, self.tokenizer, self.vocab_size, MAX_CHECKED_TRANSITIONS[kind])
@@ -345,3 +359,20 @@ class OutlinesBackend(BaseGrammarBackend):
                 f"{dropped}; the 'outlines' backend refuses it rather than stop early: use the 'fsm' backend"
             )
         return OutlinesGrammar(OutlinesIndex(index, self.tokenizer.eos_token_id))
+
+    def _index(self, regex: str) -> Index:
+        """outlines-core's Index of `regex` over our vocabulary, built in a child process
+        unless the backend compiles on threads (both are picklable; the 4k vocabulary is 34 KB)."""
+        if self.children is None:
+            return Index(regex, self.vocabulary)
+        return self.children.call(
+            Index,
+            (regex, self.vocabulary),
+            timeout=self.compile_timeout,
+            what=f"outlines-core's index of regex {shown_regex(regex)}",
+        )
+
+    def shutdown(self) -> None:
+        super().shutdown()
+        if self.children is not None:
+            self.children.shutdown()

@@ -1,0 +1,90 @@
+"""constrained/child_process.py: a compile in a child process, stopped at its timeout or cancel.
+
+Oracle: the same function called in this process (the same result, the same exception)."""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import threading
+import time
+
+import pytest
+
+from minisglang.constrained import child_process
+from minisglang.constrained.child_process import KeptChildren, call_in_child
+from minisglang.constrained.compile_service import CompileTimeout
+from minisglang.constrained.token_fsm import ConstraintError
+from minisglang.constrained.work_slices import Baton, CompileCancelled, FairCompilePool
+
+
+def children() -> list[multiprocessing.process.BaseProcess]:
+    return [p for p in multiprocessing.active_children() if p.name == child_process.CHILD_NAME]
+
+
+def test_a_one_shot_child_answers_as_this_process_would_and_leaves():
+    assert call_in_child(math.comb, (40, 20), timeout=60, what="a sum") == math.comb(40, 20)
+    with pytest.raises(ValueError) as there:
+        call_in_child(math.sqrt, (-1.0,), timeout=60, what="a root")
+    with pytest.raises(ValueError) as here:
+        math.sqrt(-1.0)
+    assert str(there.value) == str(here.value)
+    assert not children()
+
+
+def test_kept_children_answer_many_calls_with_one_process():
+    kept = KeptChildren()
+    try:
+        assert [kept.call(math.factorial, (n,), timeout=60, what="n!") for n in range(8)] == [
+            math.factorial(n) for n in range(8)
+        ]
+        assert len(children()) == 1
+        with pytest.raises(ValueError, match="math domain error"):
+            kept.call(math.sqrt, (-1.0,), timeout=60, what="a root")
+        assert len(children()) == 1, "a refusal is an answer: the child stays"
+    finally:
+        kept.shutdown()
+    assert not children()
+
+
+def test_a_kept_child_past_its_timeout_is_killed_and_the_next_call_gets_a_new_one():
+    kept = KeptChildren()
+    try:
+        with pytest.raises(CompileTimeout, match=r"the nap took longer than 0\.2 s \(option compile_timeout\)"):
+            kept.call(time.sleep, (60,), timeout=0.2, what="the nap")
+        assert not children(), "the child that ran past its timeout is gone"
+        assert kept.call(math.factorial, (5,), timeout=60, what="5!") == 120
+    finally:
+        kept.shutdown()
+
+
+def test_a_kept_child_that_dies_is_an_error_naming_the_compile():
+    kept = KeptChildren()
+    try:
+        with pytest.raises(ConstraintError, match="the child process running the exit died"):
+            kept.call(child_process.os._exit, (3,), timeout=60, what="the exit")
+        assert kept.call(math.factorial, (3,), timeout=60, what="3!") == 6
+    finally:
+        kept.shutdown()
+
+
+def test_a_cancelled_call_kills_its_kept_child():
+    """The compile thread waits at `checkpoint`s; cancelled, it stops there and kills the child."""
+    pool = FairCompilePool(1, Baton())
+    kept = KeptChildren()
+    started = threading.Event()
+
+    def nap():
+        started.set()
+        return kept.call(time.sleep, (60,), timeout=120, what="the nap")
+
+    try:
+        future, job = pool.submit("A", nap)
+        started.wait(10)
+        pool.cancel(job)
+        with pytest.raises(CompileCancelled):
+            future.result(60)
+        assert not children()
+    finally:
+        pool.shutdown()
+        kept.shutdown()
