@@ -33,7 +33,7 @@ def test_a_one_shot_child_answers_as_this_process_would_and_leaves():
 
 
 def test_kept_children_answer_many_calls_with_one_process():
-    kept = KeptChildren()
+    kept = KeptChildren()  # (one started ahead: the calls use it)
     try:
         assert [kept.call(math.factorial, (n,), timeout=60, what="n!") for n in range(8)] == [
             math.factorial(n) for n in range(8)
@@ -48,7 +48,7 @@ def test_kept_children_answer_many_calls_with_one_process():
 
 
 def test_a_kept_child_past_its_timeout_is_killed_and_the_next_call_gets_a_new_one():
-    kept = KeptChildren()
+    kept = KeptChildren(ahead=0)
     try:
         with pytest.raises(CompileTimeout, match=r"the nap took longer than 0\.2 s \(option compile_timeout\)"):
             kept.call(time.sleep, (60,), timeout=0.2, what="the nap")
@@ -59,7 +59,7 @@ def test_a_kept_child_past_its_timeout_is_killed_and_the_next_call_gets_a_new_on
 
 
 def test_a_kept_child_that_dies_is_an_error_naming_the_compile():
-    kept = KeptChildren()
+    kept = KeptChildren(ahead=0)
     try:
         with pytest.raises(ConstraintError, match="the child process running the exit died"):
             kept.call(child_process.os._exit, (3,), timeout=60, what="the exit")
@@ -71,7 +71,7 @@ def test_a_kept_child_that_dies_is_an_error_naming_the_compile():
 def test_a_cancelled_call_kills_its_kept_child():
     """The compile thread waits at `checkpoint`s; cancelled, it stops there and kills the child."""
     pool = FairCompilePool(1, Baton())
-    kept = KeptChildren()
+    kept = KeptChildren(ahead=0)
     started = threading.Event()
 
     def nap():

@@ -192,12 +192,14 @@ class KeptChildren:
     its peak memory between calls: the one-shot `call_in_child` suits a compile that
     builds many Python objects (a large schema), this one a library's native compile."""
 
-    def __init__(self, memory_bytes: int | None = 4 << 30, nice: int = 5):
+    def __init__(self, memory_bytes: int | None = 4 << 30, nice: int = 5, ahead: int = 1):
         self.memory_bytes, self.nice = memory_bytes, nice
         self.idle: queue.SimpleQueue[tuple[Any, Connection]] = queue.SimpleQueue()
         self.closed = False
         self.lock = threading.Lock()
         self.running: set[tuple[Any, Connection]] = set()
+        for _ in range(ahead):  # started now, so that the first compile does not wait for one
+            self.idle.put(self._start())
 
     def call(self, function: Callable[..., Any], args: tuple[Any, ...], *, timeout: float, what: str) -> Any:
         """`function(*args)` in a kept child: as `call_in_child`."""
@@ -230,17 +232,20 @@ class KeptChildren:
         try:
             child = self.idle.get_nowait()
         except queue.Empty:
-            context = _context()
-            conn, end = context.Pipe()
-            process = context.Process(
-                target=_kept_child, args=(end, self.memory_bytes, self.nice), name=CHILD_NAME, daemon=True
-            )
-            start_worker(process)
-            end.close()
-            child = (process, conn)
+            child = self._start()
         with self.lock:
             self.running.add(child)
         return child
+
+    def _start(self) -> tuple[Any, Connection]:
+        context = _context()
+        conn, end = context.Pipe()
+        process = context.Process(
+            target=_kept_child, args=(end, self.memory_bytes, self.nice), name=CHILD_NAME, daemon=True
+        )
+        start_worker(process)  # (without re-running the user's script: worker_start.py)
+        end.close()
+        return process, conn
 
     def _give_back(self, child: tuple[Any, Connection]) -> None:
         with self.lock:
