@@ -2,7 +2,7 @@
 
 minisglang generate "prompt" --regex '[0-9]{3}'   # one request
 minisglang demo                                  # constrained vs unconstrained, side by side
-minisglang stages                                # the six stages and what each adds
+minisglang stages                                # the seven stages and what each adds
 minisglang trace "prompt" --regex '[0-9]{3}' -o t.html   # one request, step by step
 """
 
