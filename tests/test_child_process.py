@@ -68,6 +68,19 @@ def test_a_kept_child_that_dies_is_an_error_naming_the_compile():
         kept.shutdown()
 
 
+def test_a_kept_child_killed_while_idle_is_replaced_not_an_error():
+    kept = KeptChildren()
+    try:
+        assert kept.call(math.factorial, (4,), timeout=60, what="4!") == 24
+        (idle,) = children()
+        idle.kill()
+        idle.join(10)
+        assert kept.call(math.factorial, (4,), timeout=60, what="4!") == 24
+        assert [p.pid for p in children()] != [idle.pid]
+    finally:
+        kept.shutdown()
+
+
 def test_a_cancelled_call_kills_its_kept_child():
     """The compile thread waits at `checkpoint`s; cancelled, it stops there and kills the child."""
     pool = FairCompilePool(1, Baton())

@@ -229,10 +229,15 @@ class KeptChildren:
         with self.lock:
             if self.closed:
                 raise ConstraintError("the compile children were shut down")
-        try:
-            child = self.idle.get_nowait()
-        except queue.Empty:
-            child = self._start()
+        child = None
+        while child is None:
+            try:
+                child = self.idle.get_nowait()
+            except queue.Empty:
+                child = self._start()
+            if not child[0].is_alive():  # died while idle (the OOM killer, a kill by hand)
+                _stop(*child)
+                child = None
         with self.lock:
             self.running.add(child)
         return child
