@@ -466,6 +466,72 @@ def test_an_outlines_index_past_compile_timeout_is_stopped_and_frees_its_thread(
     assert kept_children() <= before
 
 
+def nested_anyof(depth: int) -> dict:
+    """A schema whose xgrammar compile doubles with each level (the subschema is written
+    twice at every level): a stranger's 1.2 MB, 13 levels, held both compile threads for minutes."""
+    schema: dict = {"type": "string", "maxLength": 10}
+    for i in range(depth):
+        schema = {
+            "anyOf": [
+                {
+                    "type": "object",
+                    "properties": {f"a{i}": schema, f"b{i}": {"type": "integer"}},
+                    "required": [f"a{i}"],
+                },
+                {"type": "array", "items": schema},
+            ]
+        }
+    return schema
+
+
+def test_a_large_xgrammar_compile_past_compile_timeout_is_stopped_and_frees_its_thread(tokenizer):
+    before = {p.pid for p in multiprocessing.active_children() if p.name == child_process.CHILD_NAME}
+    backend = get_backend_class("xgrammar")(tokenizer, tokenizer.vocab_size + PAD, compile_timeout=0.5, threads=1)
+    try:
+        g = compiled(backend, "json_schema", json.dumps(nested_anyof(13)))
+        assert isinstance(g, InvalidGrammarObject)
+        assert "xgrammar's compile_json_schema of a 1,5" in g.message and "took longer than 0.5 s" in g.message, (
+            g.message
+        )
+        assert {p.pid for p in multiprocessing.active_children() if p.name == child_process.CHILD_NAME} <= before
+        assert not compiled(backend, "regex", "[a-z]+x").is_terminated()  # the thread is free
+    finally:
+        backend.shutdown()
+
+
+def test_a_large_xgrammar_grammar_from_its_child_masks_as_one_compiled_here(tokenizer):
+    """Over IN_THREAD_CHARS a grammar compiles in a child and comes back as JSON, or, too big to
+    send (library_children.XGRAMMAR_SEND_BYTES), is compiled again here: the masks are those of
+    the same grammar compiled on the thread, along a valid output."""
+    from minisglang.backends.xgrammar_backend import IN_THREAD_CHARS
+
+    enum = {"enum": [f"value-{i}-x" for i in range(3000)]}
+    wide = {
+        "anyOf": [
+            {
+                "type": "object",
+                "properties": {f"k{j}": {"anyOf": [{"type": "string"}, {"type": "integer"}]} for j in range(40)},
+            }
+            for _ in range(12)
+        ]
+    }
+    cases = [(enum, '"value-2999-x"'), (wide, '{"k0": 1, "k3": "x"}')]
+    here = get_backend_class("xgrammar")(tokenizer, tokenizer.vocab_size + PAD, compile_in="thread")
+    there = get_backend_class("xgrammar")(tokenizer, tokenizer.vocab_size + PAD)
+    try:
+        for schema, output in cases:
+            text = json.dumps(schema)
+            assert len(text) > IN_THREAD_CHARS
+            a, b = compiled(here, "json_schema", text), compiled(there, "json_schema", text)
+            for token in tokenizer.encode(output):
+                assert torch.equal(mask_row(a, tokenizer.vocab_size + PAD), mask_row(b, tokenizer.vocab_size + PAD))
+                a.accept_token(token)
+                b.accept_token(token)
+    finally:
+        here.shutdown()
+        there.shutdown()
+
+
 def test_logits_narrower_than_the_vocabulary_are_refused(tokenizer):
     for name in LIBRARIES:
         with pytest.raises(ValueError, match="smaller than the tokenizer's vocabulary"):

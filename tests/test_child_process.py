@@ -17,9 +17,18 @@ from minisglang.constrained.compile_service import CompileTimeout
 from minisglang.constrained.token_fsm import ConstraintError
 from minisglang.constrained.work_slices import Baton, CompileCancelled, FairCompilePool
 
+_OTHERS: set[int | None] = set()  # children of other tests' backends (a module's fixtures keep theirs)
+
+
+@pytest.fixture(autouse=True)
+def others():
+    _OTHERS.clear()
+    _OTHERS.update(p.pid for p in multiprocessing.active_children() if p.name == child_process.CHILD_NAME)
+
 
 def children() -> list[multiprocessing.process.BaseProcess]:
-    return [p for p in multiprocessing.active_children() if p.name == child_process.CHILD_NAME]
+    """The compile children this test started."""
+    return [p for p in multiprocessing.active_children() if p.name == child_process.CHILD_NAME and p.pid not in _OTHERS]
 
 
 def test_a_one_shot_child_answers_as_this_process_would_and_leaves():

@@ -44,15 +44,21 @@ def test_a_refusal_comes_back_as_the_compiler_s_own(text):
     assert str(there.value) == str(here.value)
 
 
+def compile_children() -> set[int | None]:
+    return {p.pid for p in multiprocessing.active_children() if p.name == child_process.CHILD_NAME}
+
+
 def test_a_compile_past_its_timeout_is_stopped_and_its_child_gone():
+    before = compile_children()  # (other tests' backends keep children of their own)
     slow = {"type": "object", "properties": {f"p{k}": {"enum": ["a" * 40, "b" * 40]} for k in range(3000)}}
     with pytest.raises(CompileTimeout, match="compile_timeout"):
         schema_worker.schema_regex_in_process(json.dumps(slow), {}, timeout=0.0)
-    assert not [p for p in multiprocessing.active_children() if p.name == child_process.CHILD_NAME]
+    assert compile_children() <= before
 
 
 def test_a_cancelled_compile_kills_its_child():
     """The compile thread waits at `checkpoint`s; cancelled, it stops there and kills the child."""
+    before = compile_children()
     pool = FairCompilePool(1, Baton())
     started = threading.Event()
     real_poll = child_process.POLL_SECONDS
@@ -73,7 +79,7 @@ def test_a_cancelled_compile_kills_its_child():
     finally:
         child_process.POLL_SECONDS = real_poll
         pool.shutdown()
-    assert not [p for p in multiprocessing.active_children() if p.name == child_process.CHILD_NAME]
+    assert compile_children() <= before
 
 
 def test_the_fsm_backend_sends_a_large_schema_to_a_child_and_gets_the_same_grammar(bundled_model_path, monkeypatch):
@@ -159,9 +165,12 @@ def descendants() -> set[int]:
 
 
 def is_forkserver(pid: int) -> bool:
+    """The forkserver itself: its children (compile children) carry its command line too,
+    but their parent is the forkserver, not this process."""
     try:
-        return b"multiprocessing.forkserver" in Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
+        parent = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        return parent == os.getpid() and b"multiprocessing.forkserver" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (OSError, IndexError):
         return False
 
 

@@ -29,7 +29,7 @@ What this adapter adds:
   (`portable_regex`), and `(?i)` and the like are refused;
 - outlines-core's invalid-regex message is the same for every mistake ("Failed to build
   DFA"), so Python's `re` is asked for a message that names the problem;
-- its `Index` is built in a child process (constrained/child_process.py; `compile_in="thread"`
+- its `Index` is built in a kept child process (constrained/library_children.py; `compile_in="thread"`
   builds it here): its DFA grows exponentially on some short regexes (`[a-z]{1,300}x[a-z]{1,300}`:
   29 s), a thread cannot be stopped, and two such compiles held both compile threads, so every
   other client's grammar waited and timed out. The child is killed at `compile_timeout` or when
@@ -51,6 +51,7 @@ import torch
 from outlines_core import Guide, Index, Vocabulary
 from outlines_core.json_schema import build_regex_from_schema
 
+from ..constrained import library_children
 from ..constrained.child_process import KeptChildren, start_ahead
 from ..constrained.json_schema import InvalidSchemaError, UnsupportedSchemaError, load_schema
 
@@ -324,7 +325,9 @@ class OutlinesBackend(BaseGrammarBackend):
         if self.options.get("compile_in", "process") == "process":
             start_ahead()
             self.children = KeptChildren(
-                self.options.get("compile_memory_bytes", 4 << 30), int(self.options.get("compile_nice", 5))
+                self.options.get("compile_memory_bytes", 4 << 30),
+                int(self.options.get("compile_nice", 5)),
+                setup=(library_children.outlines_setup, (eos, ids_by_bytes)),
             )
 
     def compile(self, kind: str, text: str) -> OutlinesGrammar:
@@ -361,13 +364,13 @@ class OutlinesBackend(BaseGrammarBackend):
         return OutlinesGrammar(OutlinesIndex(index, self.tokenizer.eos_token_id))
 
     def _index(self, regex: str) -> Index:
-        """outlines-core's Index of `regex` over our vocabulary, built in a child process
-        unless the backend compiles on threads (both are picklable; the 4k vocabulary is 34 KB)."""
+        """outlines-core's Index of `regex` over our vocabulary, built in a kept child process
+        (constrained/library_children.py) unless the backend compiles on threads."""
         if self.children is None:
             return Index(regex, self.vocabulary)
         return self.children.call(
-            Index,
-            (regex, self.vocabulary),
+            library_children.outlines_index,
+            (regex,),
             timeout=self.compile_timeout,
             what=f"outlines-core's index of regex {shown_regex(regex)}",
         )

@@ -41,7 +41,10 @@ from typing import TYPE_CHECKING, Any
 import torch
 import xgrammar as xgr
 
+from ..constrained import library_children
 from ..constrained.bitmask import pack_bits
+from ..constrained.child_process import KeptChildren, start_ahead
+from ..constrained.compile_service import CompileTimeout
 from ..constrained.json_schema import InvalidSchemaError, UnsupportedSchemaError, load_schema
 
 # The string contents (JSON text) in which a pattern finds a match: our fsm compiler's own
@@ -49,6 +52,7 @@ from ..constrained.json_schema import InvalidSchemaError, UnsupportedSchemaError
 from ..constrained.json_schema.patterns import _pattern_regex as pattern_over_json_text
 from ..constrained.python_regex import portable_regex
 from ..constrained.regex_ast import render
+from ..constrained.work_slices import CompileCancelled
 from .base import (
     EMPTY_ARRAYS,
     INEXACT_INTEGERS,
@@ -438,6 +442,12 @@ def _jumps_are_bounded(schema: Any) -> bool:
     return recursive_ref(schema) is None and find_ignored_keyword(schema, (_LONG_FORCED_ARRAY,)) is None
 
 
+# A grammar text up to this long compiles on the compile thread (milliseconds: xgrammar's
+# compile grows with the grammar's size; regexes with large counts, 5,000-value enums,
+# minItems 5,000 all compiled in under 0.1 s at 4k); a longer one in a kept child process.
+IN_THREAD_CHARS = 16_384
+
+
 @register_backend("xgrammar")
 class XGrammarBackend(BaseGrammarBackend):
     kinds = frozenset({"regex", "json_schema", "ebnf", "structural_tag"})
@@ -450,7 +460,22 @@ class XGrammarBackend(BaseGrammarBackend):
             vocab, xgr.VocabType.RAW, vocab_size=vocab_size, stop_token_ids=[tokenizer.eos_token_id]
         )
         # Our base class caches compiled grammars (LRU), so xgrammar's own cache is off.
+        self.info = info
         self.compiler = xgr.GrammarCompiler(info, max_threads=2, cache_enabled=False)
+        # A large grammar compiles in a kept child process (constrained/library_children.py),
+        # killed at compile_timeout: a nested anyOf that repeats its subschema doubles
+        # xgrammar's compile at every level (13 levels, a 1.2 MB schema: minutes), and no
+        # thread can be stopped. The child imports torch (a second to start, started at the
+        # first large grammar), so small grammars, whose compiles take milliseconds, stay here.
+        self.children: KeptChildren | None = None  # (compile_in="thread": none)
+        if self.options.get("compile_in", "process") == "process":
+            start_ahead()
+            self.children = KeptChildren(
+                self.options.get("compile_memory_bytes", 4 << 30),
+                int(self.options.get("compile_nice", 5)),
+                ahead=0,
+                setup=(library_children.xgrammar_setup, (info.serialize_json(),)),
+            )
         only_eos = torch.zeros(vocab_size, dtype=torch.bool)
         only_eos[tokenizer.eos_token_id] = True
         self.stop_only_row = pack_bits(only_eos)
@@ -459,15 +484,15 @@ class XGrammarBackend(BaseGrammarBackend):
     def compile(self, kind: str, text: str) -> XGrammarGrammar:
         try:
             if kind == "regex":  # (a RegexError says what is wrong with it, in Python's terms)
-                compiled = self.compiler.compile_regex(portable_regex(text))
+                compiled = self._compiled("compile_regex", portable_regex(text))
             elif kind == "json_schema":
                 enforced = self.enforced_schema(text)
                 enforced_text = json.dumps(enforced, ensure_ascii=False)
-                compiled = self.compiler.compile_json_schema(enforced_text, any_whitespace=False)
+                compiled = self._compiled("compile_json_schema", enforced_text, any_whitespace=False)
                 return XGrammarGrammar(compiled, self.stop_only_row, self.guard, jumps=_jumps_are_bounded(enforced))
             else:
-                compiled = self.compiler.compile_grammar(text)
-        except GrammarError:
+                compiled = self._compiled("compile_grammar", text)
+        except (GrammarError, CompileTimeout, CompileCancelled):
             raise
         except Exception as e:  # xgrammar raises RuntimeError/ValueError with a parser message
             raise GrammarError(_clean_error(e)) from e
@@ -513,8 +538,32 @@ class XGrammarBackend(BaseGrammarBackend):
             "stop_after_first": spec.stop_after_first,
         }
         try:
-            compiled = self.compiler.compile_structural_tag({"type": "structural_tag", "format": fmt})
+            compiled = self._compiled("compile_structural_tag", {"type": "structural_tag", "format": fmt})
+        except (CompileTimeout, CompileCancelled):
+            raise
         except Exception as e:  # (its error names no tag: a stranger's fuzzer read "Schema 'false' ...")
             raise self.structure_at_fault(spec, GrammarError(_clean_error(e))) from e
         jumps = all(_jumps_are_bounded(s.schema) for s in spec.structures)  # (a tool's schema too)
         return XGrammarGrammar(compiled, self.stop_only_row, self.guard, jumps=jumps)
+
+    def _compiled(self, method: str, grammar: Any, **kwargs: Any) -> xgr.CompiledGrammar:
+        """`self.compiler.<method>(grammar, **kwargs)`: here if its text is small (or the
+        backend compiles on threads), else in a kept child, whose grammar comes back as JSON;
+        one too big to send back is compiled again here (the child showed it ends in time)."""
+        text = grammar if isinstance(grammar, str) else json.dumps(grammar, ensure_ascii=False)
+        if self.children is not None and len(text) > IN_THREAD_CHARS:
+            sent = self.children.call(
+                library_children.xgrammar_compile,
+                (method, (grammar,), kwargs),
+                timeout=self.compile_timeout,
+                what=f"xgrammar's {method} of a {len(text):,}-character grammar",
+            )
+            if sent is not None:
+                return xgr.CompiledGrammar.deserialize_json(sent, self.info)
+        compiled: xgr.CompiledGrammar = getattr(self.compiler, method)(grammar, **kwargs)
+        return compiled
+
+    def shutdown(self) -> None:
+        super().shutdown()
+        if self.children is not None:
+            self.children.shutdown()

@@ -81,12 +81,20 @@ def _child(conn: Connection, call: tuple[Any, ...], memory_bytes: int | None, ni
     conn.close()
 
 
-def _kept_child(conn: Connection, memory_bytes: int | None, nice: int) -> None:
-    """Calls answered one after another until the parent sends None or goes away."""
+def _kept_child(
+    conn: Connection, memory_bytes: int | None, nice: int, setup: tuple[Callable[..., Any], tuple[Any, ...]] | None
+) -> None:
+    """`setup` run once (what every call needs: a library's vocabulary), then calls answered
+    one after another until the parent sends None or goes away. A failed setup is every
+    call's answer."""
     _limits(memory_bytes, nice)
+    failed = None
+    if setup is not None:
+        status, failed = _run((setup[0], setup[1], {}, "the compile child's setup"), memory_bytes)
+        failed = failed if status == "error" else None
     try:
         while (call := conn.recv()) is not None:
-            conn.send(_run(call, memory_bytes))
+            conn.send(("error", failed) if failed is not None else _run(call, memory_bytes))
     except (EOFError, OSError):  # the parent closed its end, or exited: so do we
         return
 
@@ -192,8 +200,16 @@ class KeptChildren:
     its peak memory between calls: the one-shot `call_in_child` suits a compile that
     builds many Python objects (a large schema), this one a library's native compile."""
 
-    def __init__(self, memory_bytes: int | None = 4 << 30, nice: int = 5, ahead: int = 1):
-        self.memory_bytes, self.nice = memory_bytes, nice
+    def __init__(
+        self,
+        memory_bytes: int | None = 4 << 30,
+        nice: int = 5,
+        ahead: int = 1,
+        setup: tuple[Callable[..., Any], tuple[Any, ...]] | None = None,
+    ):
+        """`setup`: (function, args) each child runs once when it starts (picklable; say, a
+        library's vocabulary kept in a module of the child for its calls to use)."""
+        self.memory_bytes, self.nice, self.setup = memory_bytes, nice, setup
         self.idle: queue.SimpleQueue[tuple[Any, Connection]] = queue.SimpleQueue()
         self.closed = False
         self.lock = threading.Lock()
@@ -246,7 +262,7 @@ class KeptChildren:
         context = _context()
         conn, end = context.Pipe()
         process = context.Process(
-            target=_kept_child, args=(end, self.memory_bytes, self.nice), name=CHILD_NAME, daemon=True
+            target=_kept_child, args=(end, self.memory_bytes, self.nice, self.setup), name=CHILD_NAME, daemon=True
         )
         start_worker(process)  # (without re-running the user's script: worker_start.py)
         end.close()

@@ -48,6 +48,7 @@ STAGE_FILES: dict[str, list[str]] = {
         "constrained/lazy_rows.py",
         "constrained/lazy_trie_walk.py",
         "constrained/child_process.py",
+        "constrained/library_children.py",
         "constrained/schema_worker.py",
     ],
     "s6-function-calling": ["constrained/structural_tag.py", "drawings/structural_tag.py"],

@@ -263,8 +263,9 @@ class BackendOptions(StageOptions):
     # our own backend ("fsm") only: s1's and s3's bounds, workers and disk cache
     max_fsm_states: int = 10_000
     max_regex_chars: int | None = 100_000
-    # where the fsm backend's eager compiles, large schemas and outlines-core's indexes are
-    # built: "process" (a child, killed at compile_timeout) or "thread"; the child's bounds
+    # where the fsm backend's eager compiles and large schemas, outlines-core's indexes and
+    # xgrammar's large grammars are built: "process" (a child, killed at compile_timeout) or
+    # "thread"; the child's bounds
     compile_in: str = "process"
     compile_nice: int = 5
     compile_memory_bytes: int | None = 4 << 30
