@@ -21,7 +21,15 @@ from minisglang.constrained.lazy_regex import RegexPool
 from minisglang.constrained.lazy_regex_parser import parse_regex
 from minisglang.constrained.lazy_token_fsm import LazyLimits, LazyStateIndex
 from minisglang.constrained.regex_dfa import RegexError
-from minisglang.constrained.work_slices import Baton, CompileCancelled, FairCompilePool, OutOfTime, checkpoint, deadline
+from minisglang.constrained.work_slices import (
+    Baton,
+    CompileCancelled,
+    FairCompilePool,
+    OutOfTime,
+    checkpoint,
+    deadline,
+    outside,
+)
 from minisglang.tokenizer import Tokenizer
 
 
@@ -199,6 +207,36 @@ def test_clients_take_turns_and_one_client_cannot_hold_every_thread():
     assert job_a2.started is None and job_a2.queued_seconds() > 0
     gate.set()
     assert [f.result(5) for f in (a1, a2, b1)] == ["a1", "a2", "b1"]
+    pool.shutdown()
+
+
+def test_jobs_waiting_for_children_hold_no_thread_or_window_another_client_needs():
+    """Two clients' compiles wait in child processes (`outside`) and fill both threads: a
+    third client's compile still runs at once, on a thread the pool adds, and the baton does
+    not count the two (a lend window waits for none: they use no CPU); a cancel still
+    reaches them."""
+    baton = Baton()
+    pool = FairCompilePool(2, baton)
+    gate, both_out = threading.Event(), threading.Barrier(3)
+
+    def in_child(name):
+        with outside():
+            both_out.wait(5)
+            while not gate.wait(0.01):
+                checkpoint()  # (a cancel is seen here)
+        return name
+
+    a, _ = pool.submit("A", in_child, "a")
+    b, job_b = pool.submit("B", in_child, "b")
+    both_out.wait(5)
+    assert baton.running == 0, "a job waiting for a child is no compile thread a lend waits for"
+    c, _ = pool.submit("C", lambda: "c")
+    assert c.result(5) == "c" and not a.done() and not b.done()
+    pool.cancel(job_b)
+    with pytest.raises(CompileCancelled):
+        b.result(5)
+    gate.set()
+    assert a.result(5) == "a"
     pool.shutdown()
 
 

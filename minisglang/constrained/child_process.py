@@ -33,7 +33,7 @@ from typing import Any
 
 from .compile_service import CompileTimeout
 from .token_fsm import ConstraintError
-from .work_slices import checkpoint
+from .work_slices import checkpoint, outside
 from .worker_start import start_worker
 
 try:
@@ -173,12 +173,15 @@ def _answer(conn: Connection, process: Any, timeout: float, what: str, memory_by
     died) otherwise, and the caller stops the child."""
     stop = time.monotonic() + timeout
     try:
-        while not conn.poll(POLL_SECONDS):
-            checkpoint()  # CompileCancelled: nobody waits for this compile any more
-            if not process.is_alive() and not conn.poll(0):
-                raise ConstraintError(_died(what, process.exitcode, memory_bytes))
-            if time.monotonic() > stop:
-                raise CompileTimeout(f"{what} took longer than {timeout:g} s (option compile_timeout); it was stopped")
+        with outside():  # (the compile thread only waits: its pool may serve another client)
+            while not conn.poll(POLL_SECONDS):
+                checkpoint()  # CompileCancelled: nobody waits for this compile any more
+                if not process.is_alive() and not conn.poll(0):
+                    raise ConstraintError(_died(what, process.exitcode, memory_bytes))
+                if time.monotonic() > stop:
+                    raise CompileTimeout(
+                        f"{what} took longer than {timeout:g} s (option compile_timeout); it was stopped"
+                    )
         answer: tuple[str, Any] = conn.recv()
     except EOFError:
         raise ConstraintError(_died(what, process.exitcode, memory_bytes)) from None

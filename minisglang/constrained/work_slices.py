@@ -48,6 +48,8 @@ class _ThreadSlices(threading.local):
     kept: bool = False  # a unit of work was kept since the slice began
     baton: Baton | None = None  # `Baton.run`'s baton, on a compile thread
     job: Any = None  # the compile job this thread works for (its `cancelled`)
+    pool: Any = None  # the FairCompilePool of this compile thread
+    outside: bool = False  # inside `outside()`: waiting for another process
 
 
 _local = _ThreadSlices()
@@ -74,7 +76,8 @@ def checkpoint(kept: bool = False) -> None:
         return
     baton = _local.baton
     if baton is not None:
-        baton.wait_for_turn()
+        if not _local.outside:
+            baton.wait_for_turn()
         job = _local.job
         if job is not None and job.cancelled:
             raise CompileCancelled("the compile was cancelled")
@@ -103,6 +106,31 @@ def unsliced() -> Iterator[None]:
         yield
     finally:
         _local.deadline = outer
+
+
+@contextlib.contextmanager
+def outside() -> Iterator[None]:
+    """Within the block this compile thread only waits for another process (a child doing
+    the compile, constrained/child_process.py) and takes no CPU: it leaves the scheduler's
+    lend windows (`checkpoint` only looks for a cancel), and its pool may start another
+    thread meanwhile. So a child's minutes hold neither the scheduler's windows (a lend
+    waits for the compile threads that run) nor the thread another client's compile needs
+    (two clients' runaway compiles held both threads, and a third client's waited 30 s)."""
+    baton, pool = _local.baton, _local.pool
+    if baton is None or _local.outside:
+        yield
+        return
+    baton.step_out()
+    if pool is not None:
+        pool.step_out()
+    _local.outside = True
+    try:
+        yield
+    finally:
+        _local.outside = False
+        if pool is not None:
+            pool.step_in()
+        baton.step_in()
 
 
 class Baton:
@@ -167,6 +195,16 @@ class Baton:
             self._until = 0.0
             self._held_at = time.perf_counter()
 
+    def step_out(self) -> None:
+        """This compile thread waits for another process now (`outside`): not one a lend waits for."""
+        with self._cond:
+            self._running -= 1
+            self._cond.notify_all()
+
+    def step_in(self) -> None:
+        with self._cond:
+            self._running += 1
+
     @property
     def running(self) -> int:
         """Compile threads working (or waiting for a window) now."""
@@ -205,9 +243,14 @@ class FairCompilePool:
     cancelled (`cancel`), which stops it at its next checkpoint and frees what it built.
     """
 
+    # Threads beyond `workers` for jobs that wait for a child process (`outside`): each is a
+    # child computing, so they are bounded too.
+    MAX_OUTSIDE = 4
+
     def __init__(self, workers: int, baton: Baton, name: str = "compile"):
         self.workers, self.baton, self.name = workers, baton, name
         self.per_client = max(1, workers - 1)  # one thread is always left for another client
+        self._outside = 0  # running jobs that wait for a child process now
         self._cond = threading.Condition()
         self._queues: dict[str, collections.deque[CompileJob]] = {}  # client -> its waiting jobs, in turn order
         self._running: dict[str, int] = collections.Counter()
@@ -223,12 +266,31 @@ class FairCompilePool:
             if self._closed:
                 raise RuntimeError("the compile pool is shut down")
             self._queues.setdefault(job.client, collections.deque()).append(job)
-            if len(self._threads) < self.workers:
-                thread = threading.Thread(target=self._work, name=f"{self.name}_{len(self._threads)}", daemon=True)
-                self._threads.append(thread)
-                thread.start()
+            self._add_thread()
             self._cond.notify()
         return future, job
+
+    def _add_thread(self) -> None:
+        """Threads (the lock held) for the queued jobs that no idle thread can take, up to
+        `workers`, plus one for each running job that waits for a child (MAX_OUTSIDE at most)."""
+        limit = self.workers + min(self._outside, self.MAX_OUTSIDE)
+        queued = sum(map(len, self._queues.values()))
+        while len(self._threads) < limit and len(self._threads) - len(self._active) < queued:
+            thread = threading.Thread(target=self._work, name=f"{self.name}_{len(self._threads)}", daemon=True)
+            self._threads.append(thread)
+            thread.start()
+
+    def step_out(self) -> None:
+        """A running job waits for a child process now (`outside`): another thread may take
+        the next client's job meanwhile."""
+        with self._cond:
+            self._outside += 1
+            self._add_thread()
+            self._cond.notify()
+
+    def step_in(self) -> None:
+        with self._cond:
+            self._outside -= 1
 
     def cancel(self, job: CompileJob) -> None:
         """Stop `job`: dropped if it has not started, else stopped at its next checkpoint."""
@@ -244,6 +306,8 @@ class FairCompilePool:
         and fewer than `per_client` running. (Strict even when no other client waits: a
         thread kept free is there for the next client at once, and compiles of ours share
         one GIL, so a second thread for the same client would not finish its work sooner.)"""
+        if len(self._active) - self._outside >= self.workers:
+            return None  # (every CPU slot is taken: an extra thread only serves jobs beside children)
         for client in [c for c, q in self._queues.items() if q]:
             if self._running[client] < self.per_client or not client:
                 job = self._queues[client].popleft()
@@ -264,13 +328,13 @@ class FairCompilePool:
                 self._active.add(job)
             if job.future.set_running_or_notify_cancel():
                 job.started = time.perf_counter()
-                _local.job = job
+                _local.job, _local.pool = job, self
                 try:
                     job.future.set_result(self.baton.run(job.call))
                 except BaseException as e:  # a compile's failure is its Future's result
                     job.future.set_exception(e)
                 finally:
-                    _local.job = None
+                    _local.job = _local.pool = None
             with self._cond:
                 self._running[job.client] -= 1
                 self._active.discard(job)
