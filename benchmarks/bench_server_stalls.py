@@ -11,6 +11,11 @@ while an attacker sends one class of expensive requests at a time:
 * vowels: four `([\\s\\S]*[aeiou][\\s\\S]{N}){6}` regexes at temperature 2;
 * slow_then_trivial: two slow schemas from one client, then another client's trivial fresh
   regex (its latency is the attacker column: the compile pool serves clients in turn);
+* runaway_compiles (stop 51): two clients each send a 25-character regex whose outlines-core
+  DFA takes minutes and a 1.2 MB nested anyOf whose xgrammar compile does, then another
+  client's trivial fresh regex (with `--grammar-backend outlines` or `xgrammar`: the
+  libraries' compiles run in kept children, killed at compile_timeout, and the waiting
+  threads step out of the pool; on threads they held both compile threads for minutes);
 * huge_think_end: a 3.6 MB think_end (refused before any work);
 * big_schemas: four ~3.9 MB schemas;
 * generated classes: nested quantifiers over alternations, a long bounded repeat after a
@@ -50,7 +55,7 @@ import httpx
 from _results import machine_line, write_section  # benchmarks/_results.py (scripts run from benchmarks/)
 
 RESULTS = Path(__file__).parent / "results" / "server_faults.md"
-CLIENTS = {"attacker": "10.0.1.1", "other": "10.0.1.2"}  # (the bystander is 10.0.0.2)
+CLIENTS = {"attacker": "10.0.1.1", "attacker2": "10.0.1.3", "other": "10.0.1.2"}  # (the bystander is 10.0.0.2)
 SECTION = "## Expensive grammars beside a bystander (issue 30)"
 ROOT = Path(__file__).resolve().parent.parent
 CJK = "的是不了人我在有他这中大来上国个到说们为子和你地出道也时年得就那要下以生会自着去之过家学对可她里后小么心多天而能好都然没日于起还发成事只作当想看文无开手十用主行方又如前所本见经头面公同三已老从动两长知民样现分将外但身些与高意进把法此实回二理美点月明其种声全工己话儿者向情部正名定女问力机给等几很业最间新什打便位因重被走电四第门相次东政海口使教西再平真听世气信北少关并内加化由却代军产入先山五太水万市眼体别处总才场师书比住员九笑性通目华报立马命张活难神数件安表原车白应路期叫死常提感金何更反合放做系计或司利受光王果亲界及今京务制解各任至清物台象记边共风战干接它许八特觉望直服毛林题建南度统色字请交爱让认算论百吃义科怎元社术结六功指思非流每青管夫连远资队跟带花快条院变联言权往展该"
@@ -76,6 +81,16 @@ def big_schema(i: int) -> dict:
     """About 3.9 MB: an object with 20,000 optional properties, each an enum of strings."""
     words = [f"w{i}_{k}_" + "x" * 40 for k in range(20)]
     return {"type": "object", "properties": {f"p{i}_{k}": {"enum": words} for k in range(3000)}}
+
+
+def nested_anyof(depth: int) -> dict:
+    """A ~1.2 MB schema (13 levels) whose subschema appears twice at every level: xgrammar's
+    compile doubles per level (minutes)."""
+    schema: dict = {"type": "string", "maxLength": 10}
+    for i in range(depth):
+        obj = {"type": "object", "properties": {f"a{i}": schema, f"b{i}": {"type": "integer"}}, "required": [f"a{i}"]}
+        schema = {"anyOf": [obj, {"type": "array", "items": schema}]}
+    return schema
 
 
 def attacks() -> dict[str, list[tuple[str, dict]]]:
@@ -122,6 +137,15 @@ def attacks() -> dict[str, list[tuple[str, dict]]]:
             )
         ],
         "enum_in_pattern": [("attacker", gen({"json_schema": json.dumps(string_schema(f"^({words})+$", 5, 80))}))],
+        # two clients' compiles that outlive compile_timeout in a library (outlines-core's DFA of
+        # the regex, xgrammar's of the schema; each client's second waits behind its first),
+        # then another client's trivial fresh regex (its latency is the attacker column)
+        "runaway_compiles": [
+            (client, gen(sp))
+            for client in ("attacker", "attacker2")
+            for sp in ({"regex": "[a-z]{0,800}x[a-z]{300}"}, {"json_schema": json.dumps(nested_anyof(13))})
+        ]
+        + [("other", gen({"regex": "B0[0-9]{3}"}, n=8))],
         "long_chat": [("attacker", {"messages": [{"role": "user", "content": "hello world " * 320_000}]})] * 2,
         "nested_lists": [("attacker", gen({"json_schema": {"x": [[[]]] * 570_000}}))] * 2,
         "forged_specials": [("attacker", {"messages": [{"role": "user", "content": "<|user|>"}] * 8_000})] * 4,
@@ -224,7 +248,9 @@ async def run(url: str, pid: int, seconds: float, only: list[str] | None) -> lis
             await task
             outcomes = [j.result() if j.done() else "still running after 240 s" for j in jobs]
             p50, p99, mx = stats(lat)
-            shown = outcomes[-1] if name == "slow_then_trivial" else "; ".join(sorted(set(outcomes)))
+            shown = (
+                outcomes[-1] if name in ("slow_then_trivial", "runaway_compiles") else "; ".join(sorted(set(outcomes)))
+            )
             rows.append(
                 f"| {name} | {p50 * 1e3:.0f} / {p99 * 1e3:.0f} / {mx * 1e3:.0f} | {p99 / b99:.1f} / "
                 f"{mx / bmax:.1f} | +{(mx - bmax) * 1e3:.0f} | {shown} | {start_rss:.0f} / {peak:.0f} / "
