@@ -828,4 +828,12 @@ MUTATIONS = [
         "picks = logits.argmax(dim=-1).tolist()",
         "picks = torch.softmax(logits.float(), dim=-1).half().argmax(dim=-1).tolist()",
     ),
+    # Student 345's wrong solutions of s3-s5 that passed (2026-12-05), each with the test that
+    # catches it now.
+    (
+        "task3_3",
+        "a request with a constraint taken for a pending one (one given its grammar at arrival crashes the poll)",
+        "if waiting is None:",
+        "if req.sampling_params.constraint() is None:",
+    ),
 ]

@@ -629,3 +629,35 @@ def test_poll_uses_only_is_done_and_take_and_names_the_constraint_kind():
     assert queue.pending == {}, (
         f"both requests were released, so none is pending; still there: {[rids.get(rid, rid) for rid in queue.pending]}"
     )
+
+
+@pytest.mark.task3_3
+def test_poll_releases_a_constrained_request_that_is_not_pending_at_once():
+    """Not in `pending` means ready, whatever the request's constraint: s3's blocking mode
+    compiles at arrival and s5 gives a grammar found in its cache at arrival, so such a
+    request has its grammar and waits for nothing (look in `pending`, not at the regex)."""
+    asked = []
+    queue = GrammarQueue(
+        timeout=1.0,
+        is_done=lambda h: asked.append("is_done") or True,
+        take=lambda r, h: asked.append("take"),
+        max_pending=8,
+    )
+    compiled = Req(prompt="p", origin_input_ids=[0], sampling_params=SamplingParams(regex=DATE))
+    compiled.grammar = "its grammar, given at arrival"
+    try:
+        got = queue.poll_grammar_queue([compiled])
+    except Exception as error:
+        pytest.fail(
+            f"a request with a regex whose grammar was given at arrival is not in pending: poll must release it at "
+            f"once (a request not in self.pending is ready, constrained or not); it raised "
+            f"{type(error).__name__}: {error}"
+        )
+    assert got == [compiled] and asked == [], (
+        f"a request with a regex whose grammar was given at arrival is not in pending: poll releases it at once "
+        f"without is_done or take; got {labels(got, {id(compiled): 'compiled'})}, calls {asked}"
+    )
+    assert compiled.grammar == "its grammar, given at arrival" and not compiled.finished, (
+        f"the released request keeps the grammar it was given; grammar {compiled.grammar!r}, "
+        f"finished {compiled.finished_reason}"
+    )
