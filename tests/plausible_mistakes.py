@@ -836,4 +836,10 @@ MUTATIONS = [
         "if waiting is None:",
         "if req.sampling_params.constraint() is None:",
     ),
+    (
+        "task3_3",
+        "pending requests released first, then the others (an unconstrained request overtaken)",
+        "for req in queue:",
+        "for req in [r for r in queue if r.rid in self.pending] + [r for r in queue if r.rid not in self.pending]:",
+    ),
 ]

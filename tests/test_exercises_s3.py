@@ -661,3 +661,18 @@ def test_poll_releases_a_constrained_request_that_is_not_pending_at_once():
         f"the released request keeps the grammar it was given; grammar {compiled.grammar!r}, "
         f"finished {compiled.finished_reason}"
     )
+
+
+@pytest.mark.task3_3
+def test_poll_keeps_queue_order_when_an_unconstrained_request_comes_first():
+    """Ready requests leave in queue order, whichever kind: an unconstrained one ahead of a
+    grammar request stays ahead (walk the queue, not `pending` and then the rest)."""
+    queue = GrammarQueue(timeout=1.0, is_done=lambda h: h.done, take=lambda r, h: None, max_pending=8)
+    free = Req(prompt="p", origin_input_ids=[0], sampling_params=SamplingParams())
+    done = Req(prompt="p", origin_input_ids=[0], sampling_params=SamplingParams(regex=DATE))
+    queue.wait_for(done, FakeHandle(True, "its grammar"))
+    got = queue.poll_grammar_queue([free, done])
+    assert got == [free, done], (
+        f"queue [free (no regex), done (compiled)]: both are ready and leave in queue order, [free, done]; got "
+        f"{labels(got, {id(free): 'free', id(done): 'done'})}"
+    )
