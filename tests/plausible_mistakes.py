@@ -842,4 +842,16 @@ MUTATIONS = [
         "for req in queue:",
         "for req in [r for r in queue if r.rid in self.pending] + [r for r in queue if r.rid not in self.pending]:",
     ),
+    (
+        "task3_3",
+        "a wait of exactly the timeout aborted (the page: longer than the timeout)",
+        "time.monotonic() - waiting.since > self.timeout",
+        "time.monotonic() - waiting.since >= self.timeout",
+    ),
+    (
+        "task3_3",
+        "the wait compared in whole milliseconds (a wait 0.5 ms past the timeout goes on)",
+        "time.monotonic() - waiting.since > self.timeout",
+        "int((time.monotonic() - waiting.since) * 1000) > self.timeout * 1000",
+    ),
 ]

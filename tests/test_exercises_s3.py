@@ -11,6 +11,7 @@ import collections
 import threading
 import time
 from dataclasses import dataclass
+from unittest import mock
 
 import pytest
 import torch
@@ -676,3 +677,22 @@ def test_poll_keeps_queue_order_when_an_unconstrained_request_comes_first():
         f"queue [free (no regex), done (compiled)]: both are ready and leave in queue order, [free, done]; got "
         f"{labels(got, {id(free): 'free', id(done): 'done'})}"
     )
+
+
+@pytest.mark.task3_3
+def test_poll_aborts_only_a_wait_longer_than_the_timeout_to_the_last_fraction():
+    """`self.timeout` is a limit in seconds, compared as a float: a request that has waited
+    exactly 5.0 s of a 5 s timeout waits on, one that has waited 5.0005 s is aborted (the
+    clock, `time.monotonic`, is fixed by the test)."""
+    for waited, aborted in ((5.0, False), (5.0005, True)):
+        queue = GrammarQueue(timeout=5.0, is_done=lambda h: h.done, take=lambda r, h: None, max_pending=8)
+        req = Req(prompt="p", origin_input_ids=[0], sampling_params=SamplingParams(regex=DATE))
+        queue.wait_for(req, FakeHandle(False, "never"))
+        queue.pending[req.rid].since = 100.0
+        with mock.patch.object(time, "monotonic", return_value=100.0 + waited):
+            got = queue.poll_grammar_queue([req])
+        want = "aborted and released" if aborted else "left waiting (not longer than the timeout)"
+        assert (got, bool(req.finished)) == (([req], True) if aborted else ([], False)), (
+            f"a request still compiling that has waited {waited} s, timeout 5.0 s: it must be {want}; poll returned "
+            f"{labels(got, {id(req): 'req'})}, finished {req.finished_reason}"
+        )
