@@ -854,4 +854,10 @@ MUTATIONS = [
         "time.monotonic() - waiting.since > self.timeout",
         "int((time.monotonic() - waiting.since) * 1000) > self.timeout * 1000",
     ),
+    (
+        "task3_2",
+        "the timeout cut to whole seconds (0.9 s waits 0 s)",
+        "if not entry.event.wait(timeout):",
+        "if not entry.event.wait(None if timeout is None else int(timeout)):",
+    ),
 ]

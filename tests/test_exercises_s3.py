@@ -473,6 +473,51 @@ def test_get_fsm_with_timeout_zero_does_not_wait(stage):
     )
 
 
+class CompileFinishingAt:
+    """An entry's event for a compile that finishes `at` seconds after the lookup, on a
+    simulated clock (no test waits in real time): `wait(t)` moves the clock on by `t` (to
+    the end with `None`) and says whether the compile is done by then."""
+
+    def __init__(self, at: float):
+        self.at, self.clock = at, 0.0
+
+    def is_set(self) -> bool:
+        return self.clock >= self.at
+
+    def wait(self, timeout=None) -> bool:
+        self.clock = self.at if timeout is None else min(self.clock + timeout, max(self.clock, self.at))
+        return self.is_set()
+
+
+def finished_entry_seen_late(regex: str, at: float) -> FSMCache:
+    """A cache whose compile of `regex` is done (its value stored) but whose event says so
+    only `at` simulated seconds after the next lookup starts waiting."""
+    cache, _ = counting_cache()
+    entry = cache.init_fsm_in_background(regex)
+    assert entry.event.wait(5), f"test premise: the toy compile of {regex!r} finishes at once"
+    entry.event = CompileFinishingAt(at)
+    return cache
+
+
+@pytest.mark.task3_2
+def test_get_fsm_waits_a_timeout_of_less_than_a_second():
+    """A timeout is seconds as a float: 0.9 s is 0.9 s, not 0 (`int(0.9)`): a compile that
+    finishes 0.3 s into a 0.9 s wait is returned (a simulated clock: the test does not wait)."""
+    cache = finished_entry_seen_late("a+b", at=0.3)
+    try:
+        got = cache.get_fsm("a+b", timeout=0.9)
+    except ConstraintError as error:
+        pytest.fail(
+            f"get_fsm('a+b', timeout=0.9) on a compile that finishes after 0.3 s must return its FSM: wait on the "
+            f"entry's event for the timeout as given, a float; it raised ConstraintError: {error}"
+        )
+    finally:
+        cache.shutdown()
+    assert got == ("fsm", "a+b"), (
+        f"get_fsm('a+b', timeout=0.9) must return the entry's value ('fsm', 'a+b'); got {got!r}"
+    )
+
+
 # ------------------------------------------------------------------------- task3_3
 def arrive(stage, regex: str | None) -> Req:
     req = Req(prompt="p", origin_input_ids=[0], sampling_params=SamplingParams(regex=regex))
