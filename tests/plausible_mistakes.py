@@ -860,4 +860,10 @@ MUTATIONS = [
         "if not entry.event.wait(timeout):",
         "if not entry.event.wait(None if timeout is None else int(timeout)):",
     ),
+    (
+        "task3_2",
+        "the timeout printed with :g (1.0 reads 1 s; the page: {timeout} as given)",
+        "took longer than {timeout} s",
+        "took longer than {timeout:g} s",
+    ),
 ]

@@ -518,6 +518,24 @@ def test_get_fsm_waits_a_timeout_of_less_than_a_second():
     )
 
 
+@pytest.mark.task3_2
+def test_the_timeout_message_names_the_timeout_as_the_caller_gave_it():
+    """`{timeout}` as the page writes it: a timeout of 1.0 reads "1.0 s", not "1 s" (`:g`)
+    (a compile that needs 10 s on a simulated clock: the test does not wait)."""
+    cache = finished_entry_seen_late("a+b", at=10.0)
+    want = "compiling regex 'a+b' took longer than 1.0 s"
+    try:
+        error = raises_constraint_error(
+            lambda: cache.get_fsm("a+b", timeout=1.0),
+            f"get_fsm('a+b', timeout=1.0) on a compile that needs 10 s must raise ConstraintError({want!r})",
+        )
+    finally:
+        cache.shutdown()
+    assert str(error) == want, (
+        f"get_fsm('a+b', timeout=1.0) timed out: expected the message {want!r}; got {str(error)!r}"
+    )
+
+
 # ------------------------------------------------------------------------- task3_3
 def arrive(stage, regex: str | None) -> Req:
     req = Req(prompt="p", origin_input_ids=[0], sampling_params=SamplingParams(regex=regex))
