@@ -866,4 +866,10 @@ MUTATIONS = [
         "took longer than {timeout} s",
         "took longer than {timeout:g} s",
     ),
+    (
+        "task3_2",
+        "a compile error tested for truth (an empty message returns None)",
+        "if entry.error is not None:",
+        "if entry.error:",
+    ),
 ]

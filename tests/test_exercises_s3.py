@@ -536,6 +536,25 @@ def test_the_timeout_message_names_the_timeout_as_the_caller_gave_it():
     )
 
 
+@pytest.mark.task3_2
+def test_get_fsm_raises_a_compile_error_even_with_an_empty_message():
+    """A failed compile is one whose `entry.error is not None`: an error with an empty
+    message is still an error (`if entry.error:` would return the entry's value, None)."""
+
+    def compile_index(regex):
+        raise ConstraintError("")
+
+    cache = FSMCache(compile_index, lambda regex, index: index, "fp")
+    try:
+        raises_constraint_error(
+            lambda: cache.get_fsm("x", timeout=5),
+            "get_fsm('x', timeout=5) on a compile that failed with ConstraintError('') must raise "
+            "ConstraintError (entry.error is '', not None: test `entry.error is not None`)",
+        )
+    finally:
+        cache.shutdown()
+
+
 # ------------------------------------------------------------------------- task3_3
 def arrive(stage, regex: str | None) -> Req:
     req = Req(prompt="p", origin_input_ids=[0], sampling_params=SamplingParams(regex=regex))
