@@ -872,4 +872,10 @@ MUTATIONS = [
         "if entry.error is not None:",
         "if entry.error:",
     ),
+    (
+        "task3_1",
+        "evicted only when the count is over (the byte bound never applies at insert)",
+        "    self.entries[key] = entry\n    self._evict_lru()\n",
+        "    self.entries[key] = entry\n    if len(self.entries) > self.max_entries:\n        self._evict_lru()\n",
+    ),
 ]

@@ -267,6 +267,26 @@ def test_a_failed_compile_is_cached_a_second_lookup_returns_its_entry():
         cache.shutdown()
 
 
+@pytest.mark.task3_1
+def test_the_byte_bound_evicts_a_finished_entry_at_the_next_insert():
+    """`_evict_lru` runs at every insert, not only when the count is over `max_entries`: it
+    also keeps `max_bytes`. An entry that came out over the byte bound could not evict
+    itself (it was still compiling when `_compile` evicted), so the next insert must."""
+    cache = FSMCache(lambda r: r, lambda r, x: x, "fp", max_entries=64, max_bytes=10, sizeof=lambda fsm: 100)
+    later = gate(cache, "B")  # B's own compile must not do the eviction for the insert
+    try:
+        assert cache.init_fsm_in_background("A").event.wait(5), "test premise: the toy compile of A finishes at once"
+        cache.init_fsm_in_background("B")
+        assert cache.key("A") not in cache.entries, (
+            "max_bytes=10, every FSM 100 bytes: A finished (100 bytes cached), then B was inserted; the insert must "
+            "evict A, the least recently used finished entry over the byte bound (call self._evict_lru() at every "
+            "insert, not only when len(self.entries) > self.max_entries)"
+        )
+    finally:
+        later.set()
+        cache.shutdown()
+
+
 class OwnedLock:
     """A lock that knows which thread holds it (threading.Lock does not say)."""
 
