@@ -878,4 +878,10 @@ MUTATIONS = [
         "    self.entries[key] = entry\n    self._evict_lru()\n",
         "    self.entries[key] = entry\n    if len(self.entries) > self.max_entries:\n        self._evict_lru()\n",
     ),
+    (
+        "task3_1",
+        "a hit moved to the LRU end only when its compile is finished",
+        "        self.entries.move_to_end(key)\n",
+        "        if entry.event.is_set():\n            self.entries.move_to_end(key)\n",
+    ),
 ]

@@ -287,6 +287,32 @@ def test_the_byte_bound_evicts_a_finished_entry_at_the_next_insert():
         cache.shutdown()
 
 
+@pytest.mark.task3_1
+def test_a_hit_on_a_running_compile_makes_it_the_most_recent():
+    """Every hit moves its entry to the end, finished or not: a request for a regex still
+    compiling uses it as much as one for a finished regex. max_entries=2: A (compiling), B
+    (done), A again, then C: B is the least recently used, so B goes and A stays."""
+    cache, _ = counting_cache(max_entries=2)
+    opened = gate(cache, "A")
+    try:
+        a = cache.init_fsm_in_background("A")  # compiling
+        cache.init_fsm_in_background("B").event.wait(5)
+        assert cache.init_fsm_in_background("A") is a, "test premise: a hit returns the entry"
+        opened.set()
+        a.event.wait(5)
+        cache.init_fsm_in_background("C")
+        names = {cache.key(r): r for r in "ABC"}
+        got = [names.get(k, k) for k in cache.entries]
+        assert got == ["A", "C"], (
+            f"max_entries=2: A (still compiling), B (done), A again (a hit while A compiles), A done, then C: B "
+            f"is the least recently used and must go, entries ['A', 'C']; got {got} (move a hit to the end even "
+            f"when its compile is still running)"
+        )
+    finally:
+        opened.set()
+        cache.shutdown()
+
+
 class OwnedLock:
     """A lock that knows which thread holds it (threading.Lock does not say)."""
 
