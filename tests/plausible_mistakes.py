@@ -884,4 +884,22 @@ MUTATIONS = [
         "        self.entries.move_to_end(key)\n",
         "        if entry.event.is_set():\n            self.entries.move_to_end(key)\n",
     ),
+    (
+        "task4_3",
+        "the byte-exact check on the jump alone (a normalised output passes)",
+        'if b"".join(tok.token_bytes[t] or b"" for t in new_output_ids) != out_bytes + jump_bytes:',
+        'if not b"".join(tok.token_bytes[t] or b"" for t in new_output_ids).endswith(jump_bytes):',
+    ),
+    (
+        "task4_3",
+        "the byte-exact check on the output alone (a normalised jump passes)",
+        'if b"".join(tok.token_bytes[t] or b"" for t in new_output_ids) != out_bytes + jump_bytes:',
+        'if not b"".join(tok.token_bytes[t] or b"" for t in new_output_ids).startswith(out_bytes):',
+    ),
+    (
+        "task4_3",
+        "the byte-exact check on the length alone (a lowercased output passes)",
+        'if b"".join(tok.token_bytes[t] or b"" for t in new_output_ids) != out_bytes + jump_bytes:',
+        'if len(b"".join(tok.token_bytes[t] or b"" for t in new_output_ids)) != len(out_bytes + jump_bytes):',
+    ),
 ]

@@ -416,6 +416,20 @@ def test_retokenize_refuses_a_normalised_output_even_when_the_prompt_is_kept():
         f"output 'e', jump ':' (nothing to normalise): the jump is taken, ids ['e' (2), ':' (1)]; "
         f"got {toy_ids(toy, got)}"
     )
+    # Compare all of output + jump, byte for byte: a check of the jump's bytes alone, of the
+    # output's alone, or of the length alone lets one of these through.
+    lower = GreedyTokenizer(["x", ":", "a", "A"], normalise=str.lower)
+    for case_toy, output, jump, changed in (
+        (toy, "e\u0301", ":", "the output 'e\\u0301' becomes 'é', the jump ':' stays"),
+        (toy, ":", "e\u0301", "the output ':' stays, the jump 'e\\u0301' becomes 'é'"),
+        (lower, "A", ":", "a lowercasing tokenizer: 'A:' becomes 'a:', as many bytes"),
+    ):
+        req = toy_request("x:", [0, 1], [case_toy.vocab.index(c) for c in output])
+        got = JumpForward(case_toy).retokenize(req, jump.encode())
+        assert got is None, (
+            f"prompt 'x:' (kept), output {ascii(output)}, jump {ascii(jump)}: {changed}; the new output's bytes are not "
+            f"output + jump: refuse (None); got {toy_ids(case_toy, got)}"
+        )
 
 
 @pytest.mark.task4_3
