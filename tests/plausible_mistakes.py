@@ -902,4 +902,10 @@ MUTATIONS = [
         'if b"".join(tok.token_bytes[t] or b"" for t in new_output_ids) != out_bytes + jump_bytes:',
         'if len(b"".join(tok.token_bytes[t] or b"" for t in new_output_ids)) != len(out_bytes + jump_bytes):',
     ),
+    (
+        "task4_2",
+        "no guard against revisiting a state (a cycle of forced characters is walked forever)",
+        "while state in self.char_edges and state not in seen:",
+        "while state in self.char_edges:",
+    ),
 ]
