@@ -908,4 +908,10 @@ MUTATIONS = [
         "while state in self.char_edges and state not in seen:",
         "while state in self.char_edges:",
     ),
+    (
+        "task5_2",
+        "whitespace before each comma too (`[0 ,0]` accepted)",
+        "ws, sep = self.ws, self.sep",
+        "ws, sep = self.ws, self.ws + self.sep",
+    ),
 ]

@@ -429,8 +429,16 @@ def test_whitespace_comes_from_the_option():
     for text, ok in [("[1,2]", True), ("[1, 2]", False), ("[ 1]", False)]:
         assert compact.accepts(text) == ok, f"whitespace='': {text!r} must be {'accepted' if ok else 'refused'}"
     free = compile_regex(build_regex_from_schema(schema, whitespace=r"[ \n]*"))
-    for text, ok in [("[\n  1,\n  2\n]", True), ("[\t1]", False)]:
+    for text, ok in [("[\n  1,\n  2\n]", True), ("[\t1]", False), ("[1 ,2]", False)]:
         assert free.accepts(text) == ok, f"whitespace=[ \\n]*: {text!r} must be {'accepted' if ok else 'refused'}"
+    # The default whitespace goes after `[`, before `]` and after each comma: never before a comma.
+    for each in (schema, {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "integer"}]}):
+        default = compile_regex(build_regex_from_schema(each))
+        for text, ok in [("[1, 2]", True), ("[ 1,2 ]", True), ("[1 ,2]", False), ("[1 , 2]", False)]:
+            assert default.accepts(text) == ok, (
+                f"{json.dumps(each)} with the default whitespace: {text!r} must be "
+                f"{'accepted' if ok else 'refused'} (whitespace right after [, right before ] and after each comma)"
+            )
 
 
 @pytest.mark.task5_2
