@@ -914,4 +914,10 @@ MUTATIONS = [
         "ws, sep = self.ws, self.sep",
         "ws, sep = self.ws, self.ws + self.sep",
     ),
+    (
+        "task5_1",
+        "the refusal names the state the index answered (-1), not the matcher's",
+        'raise GrammarError(f"token {token_id} is not allowed in state {self.state}")',
+        'raise GrammarError(f"token {token_id} is not allowed in state {nxt}")',
+    ),
 ]

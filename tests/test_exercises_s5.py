@@ -132,12 +132,14 @@ def test_a_refused_token_raises_and_leaves_the_state_alone(synthetic_backend, re
     assert torch.equal(before, want), f"regex {regex!r} after {b''.join(pieces)!r}: {row_diff(before, want)}"
     # Specials, the empty token, EOS where the text is unfinished, and every other misfit.
     for token in [t for t in range(len(VOCAB)) if not before[t]]:
+        state = g.state
         try:
             g.accept_token(token)
         except GrammarError as error:
-            assert f"token {token} is not allowed" in str(error), (
-                f"regex {regex!r}: the GrammarError refusing token {token} must say 'token {token} is not "
-                f"allowed'; got: {error}"
+            want = f"token {token} is not allowed in state {state}"
+            assert str(error) == want, (
+                f"regex {regex!r}: the GrammarError refusing token {token} must say {want!r} (the state the "
+                f"matcher is in, not the -1 the index answered); got: {error}"
             )
         except Exception as error:  # the student's exception, named in the message
             pytest.fail(
