@@ -828,4 +828,96 @@ MUTATIONS = [
         "picks = logits.argmax(dim=-1).tolist()",
         "picks = torch.softmax(logits.float(), dim=-1).half().argmax(dim=-1).tolist()",
     ),
+    # Student 345's wrong solutions of s3-s5 that passed (2026-12-05), each with the test that
+    # catches it now.
+    (
+        "task3_3",
+        "a request with a constraint taken for a pending one (one given its grammar at arrival crashes the poll)",
+        "if waiting is None:",
+        "if req.sampling_params.constraint() is None:",
+    ),
+    (
+        "task3_3",
+        "pending requests released first, then the others (an unconstrained request overtaken)",
+        "for req in queue:",
+        "for req in [r for r in queue if r.rid in self.pending] + [r for r in queue if r.rid not in self.pending]:",
+    ),
+    (
+        "task3_3",
+        "a wait of exactly the timeout aborted (the page: longer than the timeout)",
+        "time.monotonic() - waiting.since > self.timeout",
+        "time.monotonic() - waiting.since >= self.timeout",
+    ),
+    (
+        "task3_3",
+        "the wait compared in whole milliseconds (a wait 0.5 ms past the timeout goes on)",
+        "time.monotonic() - waiting.since > self.timeout",
+        "int((time.monotonic() - waiting.since) * 1000) > self.timeout * 1000",
+    ),
+    (
+        "task3_2",
+        "the timeout cut to whole seconds (0.9 s waits 0 s)",
+        "if not entry.event.wait(timeout):",
+        "if not entry.event.wait(None if timeout is None else int(timeout)):",
+    ),
+    (
+        "task3_2",
+        "the timeout printed with :g (1.0 reads 1 s; the page: {timeout} as given)",
+        "took longer than {timeout} s",
+        "took longer than {timeout:g} s",
+    ),
+    (
+        "task3_2",
+        "a compile error tested for truth (an empty message returns None)",
+        "if entry.error is not None:",
+        "if entry.error:",
+    ),
+    (
+        "task3_1",
+        "evicted only when the count is over (the byte bound never applies at insert)",
+        "    self.entries[key] = entry\n    self._evict_lru()\n",
+        "    self.entries[key] = entry\n    if len(self.entries) > self.max_entries:\n        self._evict_lru()\n",
+    ),
+    (
+        "task3_1",
+        "a hit moved to the LRU end only when its compile is finished",
+        "        self.entries.move_to_end(key)\n",
+        "        if entry.event.is_set():\n            self.entries.move_to_end(key)\n",
+    ),
+    (
+        "task4_3",
+        "the byte-exact check on the jump alone (a normalised output passes)",
+        'if b"".join(tok.token_bytes[t] or b"" for t in new_output_ids) != out_bytes + jump_bytes:',
+        'if not b"".join(tok.token_bytes[t] or b"" for t in new_output_ids).endswith(jump_bytes):',
+    ),
+    (
+        "task4_3",
+        "the byte-exact check on the output alone (a normalised jump passes)",
+        'if b"".join(tok.token_bytes[t] or b"" for t in new_output_ids) != out_bytes + jump_bytes:',
+        'if not b"".join(tok.token_bytes[t] or b"" for t in new_output_ids).startswith(out_bytes):',
+    ),
+    (
+        "task4_3",
+        "the byte-exact check on the length alone (a lowercased output passes)",
+        'if b"".join(tok.token_bytes[t] or b"" for t in new_output_ids) != out_bytes + jump_bytes:',
+        'if len(b"".join(tok.token_bytes[t] or b"" for t in new_output_ids)) != len(out_bytes + jump_bytes):',
+    ),
+    (
+        "task4_2",
+        "no guard against revisiting a state (a cycle of forced characters is walked forever)",
+        "while state in self.char_edges and state not in seen:",
+        "while state in self.char_edges:",
+    ),
+    (
+        "task5_2",
+        "whitespace before each comma too (`[0 ,0]` accepted)",
+        "ws, sep = self.ws, self.sep",
+        "ws, sep = self.ws, self.ws + self.sep",
+    ),
+    (
+        "task5_1",
+        "the refusal names the state the index answered (-1), not the matcher's",
+        'raise GrammarError(f"token {token_id} is not allowed in state {self.state}")',
+        'raise GrammarError(f"token {token_id} is not allowed in state {nxt}")',
+    ),
 ]

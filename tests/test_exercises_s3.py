@@ -11,6 +11,7 @@ import collections
 import threading
 import time
 from dataclasses import dataclass
+from unittest import mock
 
 import pytest
 import torch
@@ -266,6 +267,52 @@ def test_a_failed_compile_is_cached_a_second_lookup_returns_its_entry():
         cache.shutdown()
 
 
+@pytest.mark.task3_1
+def test_the_byte_bound_evicts_a_finished_entry_at_the_next_insert():
+    """`_evict_lru` runs at every insert, not only when the count is over `max_entries`: it
+    also keeps `max_bytes`. An entry that came out over the byte bound could not evict
+    itself (it was still compiling when `_compile` evicted), so the next insert must."""
+    cache = FSMCache(lambda r: r, lambda r, x: x, "fp", max_entries=64, max_bytes=10, sizeof=lambda fsm: 100)
+    later = gate(cache, "B")  # B's own compile must not do the eviction for the insert
+    try:
+        assert cache.init_fsm_in_background("A").event.wait(5), "test premise: the toy compile of A finishes at once"
+        cache.init_fsm_in_background("B")
+        assert cache.key("A") not in cache.entries, (
+            "max_bytes=10, every FSM 100 bytes: A finished (100 bytes cached), then B was inserted; the insert must "
+            "evict A, the least recently used finished entry over the byte bound (call self._evict_lru() at every "
+            "insert, not only when len(self.entries) > self.max_entries)"
+        )
+    finally:
+        later.set()
+        cache.shutdown()
+
+
+@pytest.mark.task3_1
+def test_a_hit_on_a_running_compile_makes_it_the_most_recent():
+    """Every hit moves its entry to the end, finished or not: a request for a regex still
+    compiling uses it as much as one for a finished regex. max_entries=2: A (compiling), B
+    (done), A again, then C: B is the least recently used, so B goes and A stays."""
+    cache, _ = counting_cache(max_entries=2)
+    opened = gate(cache, "A")
+    try:
+        a = cache.init_fsm_in_background("A")  # compiling
+        cache.init_fsm_in_background("B").event.wait(5)
+        assert cache.init_fsm_in_background("A") is a, "test premise: a hit returns the entry"
+        opened.set()
+        a.event.wait(5)
+        cache.init_fsm_in_background("C")
+        names = {cache.key(r): r for r in "ABC"}
+        got = [names.get(k, k) for k in cache.entries]
+        assert got == ["A", "C"], (
+            f"max_entries=2: A (still compiling), B (done), A again (a hit while A compiles), A done, then C: B "
+            f"is the least recently used and must go, entries ['A', 'C']; got {got} (move a hit to the end even "
+            f"when its compile is still running)"
+        )
+    finally:
+        opened.set()
+        cache.shutdown()
+
+
 class OwnedLock:
     """A lock that knows which thread holds it (threading.Lock does not say)."""
 
@@ -472,6 +519,88 @@ def test_get_fsm_with_timeout_zero_does_not_wait(stage):
     )
 
 
+class CompileFinishingAt:
+    """An entry's event for a compile that finishes `at` seconds after the lookup, on a
+    simulated clock (no test waits in real time): `wait(t)` moves the clock on by `t` (to
+    the end with `None`) and says whether the compile is done by then."""
+
+    def __init__(self, at: float):
+        self.at, self.clock = at, 0.0
+
+    def is_set(self) -> bool:
+        return self.clock >= self.at
+
+    def wait(self, timeout=None) -> bool:
+        self.clock = self.at if timeout is None else min(self.clock + timeout, max(self.clock, self.at))
+        return self.is_set()
+
+
+def finished_entry_seen_late(regex: str, at: float) -> FSMCache:
+    """A cache whose compile of `regex` is done (its value stored) but whose event says so
+    only `at` simulated seconds after the next lookup starts waiting."""
+    cache, _ = counting_cache()
+    entry = cache.init_fsm_in_background(regex)
+    assert entry.event.wait(5), f"test premise: the toy compile of {regex!r} finishes at once"
+    entry.event = CompileFinishingAt(at)
+    return cache
+
+
+@pytest.mark.task3_2
+def test_get_fsm_waits_a_timeout_of_less_than_a_second():
+    """A timeout is seconds as a float: 0.9 s is 0.9 s, not 0 (`int(0.9)`): a compile that
+    finishes 0.3 s into a 0.9 s wait is returned (a simulated clock: the test does not wait)."""
+    cache = finished_entry_seen_late("a+b", at=0.3)
+    try:
+        got = cache.get_fsm("a+b", timeout=0.9)
+    except ConstraintError as error:
+        pytest.fail(
+            f"get_fsm('a+b', timeout=0.9) on a compile that finishes after 0.3 s must return its FSM: wait on the "
+            f"entry's event for the timeout as given, a float; it raised ConstraintError: {error}"
+        )
+    finally:
+        cache.shutdown()
+    assert got == ("fsm", "a+b"), (
+        f"get_fsm('a+b', timeout=0.9) must return the entry's value ('fsm', 'a+b'); got {got!r}"
+    )
+
+
+@pytest.mark.task3_2
+def test_the_timeout_message_names_the_timeout_as_the_caller_gave_it():
+    """`{timeout}` as the page writes it: a timeout of 1.0 reads "1.0 s", not "1 s" (`:g`)
+    (a compile that needs 10 s on a simulated clock: the test does not wait)."""
+    cache = finished_entry_seen_late("a+b", at=10.0)
+    want = "compiling regex 'a+b' took longer than 1.0 s"
+    try:
+        error = raises_constraint_error(
+            lambda: cache.get_fsm("a+b", timeout=1.0),
+            f"get_fsm('a+b', timeout=1.0) on a compile that needs 10 s must raise ConstraintError({want!r})",
+        )
+    finally:
+        cache.shutdown()
+    assert str(error) == want, (
+        f"get_fsm('a+b', timeout=1.0) timed out: expected the message {want!r}; got {str(error)!r}"
+    )
+
+
+@pytest.mark.task3_2
+def test_get_fsm_raises_a_compile_error_even_with_an_empty_message():
+    """A failed compile is one whose `entry.error is not None`: an error with an empty
+    message is still an error (`if entry.error:` would return the entry's value, None)."""
+
+    def compile_index(regex):
+        raise ConstraintError("")
+
+    cache = FSMCache(compile_index, lambda regex, index: index, "fp")
+    try:
+        raises_constraint_error(
+            lambda: cache.get_fsm("x", timeout=5),
+            "get_fsm('x', timeout=5) on a compile that failed with ConstraintError('') must raise "
+            "ConstraintError (entry.error is '', not None: test `entry.error is not None`)",
+        )
+    finally:
+        cache.shutdown()
+
+
 # ------------------------------------------------------------------------- task3_3
 def arrive(stage, regex: str | None) -> Req:
     req = Req(prompt="p", origin_input_ids=[0], sampling_params=SamplingParams(regex=regex))
@@ -629,3 +758,69 @@ def test_poll_uses_only_is_done_and_take_and_names_the_constraint_kind():
     assert queue.pending == {}, (
         f"both requests were released, so none is pending; still there: {[rids.get(rid, rid) for rid in queue.pending]}"
     )
+
+
+@pytest.mark.task3_3
+def test_poll_releases_a_constrained_request_that_is_not_pending_at_once():
+    """Not in `pending` means ready, whatever the request's constraint: s3's blocking mode
+    compiles at arrival and s5 gives a grammar found in its cache at arrival, so such a
+    request has its grammar and waits for nothing (look in `pending`, not at the regex)."""
+    asked = []
+    queue = GrammarQueue(
+        timeout=1.0,
+        is_done=lambda h: asked.append("is_done") or True,
+        take=lambda r, h: asked.append("take"),
+        max_pending=8,
+    )
+    compiled = Req(prompt="p", origin_input_ids=[0], sampling_params=SamplingParams(regex=DATE))
+    compiled.grammar = "its grammar, given at arrival"
+    try:
+        got = queue.poll_grammar_queue([compiled])
+    except Exception as error:
+        pytest.fail(
+            f"a request with a regex whose grammar was given at arrival is not in pending: poll must release it at "
+            f"once (a request not in self.pending is ready, constrained or not); it raised "
+            f"{type(error).__name__}: {error}"
+        )
+    assert got == [compiled] and asked == [], (
+        f"a request with a regex whose grammar was given at arrival is not in pending: poll releases it at once "
+        f"without is_done or take; got {labels(got, {id(compiled): 'compiled'})}, calls {asked}"
+    )
+    assert compiled.grammar == "its grammar, given at arrival" and not compiled.finished, (
+        f"the released request keeps the grammar it was given; grammar {compiled.grammar!r}, "
+        f"finished {compiled.finished_reason}"
+    )
+
+
+@pytest.mark.task3_3
+def test_poll_keeps_queue_order_when_an_unconstrained_request_comes_first():
+    """Ready requests leave in queue order, whichever kind: an unconstrained one ahead of a
+    grammar request stays ahead (walk the queue, not `pending` and then the rest)."""
+    queue = GrammarQueue(timeout=1.0, is_done=lambda h: h.done, take=lambda r, h: None, max_pending=8)
+    free = Req(prompt="p", origin_input_ids=[0], sampling_params=SamplingParams())
+    done = Req(prompt="p", origin_input_ids=[0], sampling_params=SamplingParams(regex=DATE))
+    queue.wait_for(done, FakeHandle(True, "its grammar"))
+    got = queue.poll_grammar_queue([free, done])
+    assert got == [free, done], (
+        f"queue [free (no regex), done (compiled)]: both are ready and leave in queue order, [free, done]; got "
+        f"{labels(got, {id(free): 'free', id(done): 'done'})}"
+    )
+
+
+@pytest.mark.task3_3
+def test_poll_aborts_only_a_wait_longer_than_the_timeout_to_the_last_fraction():
+    """`self.timeout` is a limit in seconds, compared as a float: a request that has waited
+    exactly 5.0 s of a 5 s timeout waits on, one that has waited 5.0005 s is aborted (the
+    clock, `time.monotonic`, is fixed by the test)."""
+    for waited, aborted in ((5.0, False), (5.0005, True)):
+        queue = GrammarQueue(timeout=5.0, is_done=lambda h: h.done, take=lambda r, h: None, max_pending=8)
+        req = Req(prompt="p", origin_input_ids=[0], sampling_params=SamplingParams(regex=DATE))
+        queue.wait_for(req, FakeHandle(False, "never"))
+        queue.pending[req.rid].since = 100.0
+        with mock.patch.object(time, "monotonic", return_value=100.0 + waited):
+            got = queue.poll_grammar_queue([req])
+        want = "aborted and released" if aborted else "left waiting (not longer than the timeout)"
+        assert (got, bool(req.finished)) == (([req], True) if aborted else ([], False)), (
+            f"a request still compiling that has waited {waited} s, timeout 5.0 s: it must be {want}; poll returned "
+            f"{labels(got, {id(req): 'req'})}, finished {req.finished_reason}"
+        )

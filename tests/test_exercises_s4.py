@@ -151,6 +151,48 @@ def test_jump_is_the_longest_common_continuation_of_every_accepted_string(parts)
                 )
 
 
+class CountedEdges(dict):
+    """A map's `char_edges` that fail the test once a walk has read `limit` of them: a walk
+    that goes round a cycle of forced characters forever is stopped at once, not by the
+    grader's time limit."""
+
+    def __init__(self, edges: dict, limit: int = 100):
+        super().__init__(edges)
+        self.reads, self.limit = 0, limit
+
+    def _read(self) -> None:
+        self.reads += 1
+        if self.reads > self.limit:
+            raise AssertionError(
+                f"jump_forward read char_edges {self.limit} times on a map of {len(self)} states whose forced "
+                f"characters go round in a cycle: guard against revisiting a state (a set of the states seen)"
+            )
+
+    def __contains__(self, key):
+        self._read()
+        return super().__contains__(key)
+
+    def __getitem__(self, key):
+        self._read()
+        return super().__getitem__(key)
+
+    def get(self, key, default=None):
+        self._read()
+        return super().get(key, default)
+
+
+@pytest.mark.task4_2
+def test_jump_forward_stops_on_a_cycle_of_forced_characters():
+    """The page asks for a guard against revisiting a state: a hand-built map whose forced
+    characters cycle (0 -a-> 1 -b-> 0; a real DFA's never do) must not be walked forever."""
+    jm = JumpForwardMap(CountedEdges({0: ("a", 1), 1: ("b", 0)}), {}, 2)
+    got = jm.jump_forward(0)
+    assert got in {(b"ab", 0), (b"a", 1)}, (
+        f"jump_forward(0) on the cycle 0 -a-> 1 -b-> 0 must stop where it would revisit a state, with the "
+        f"characters it walked: (b'ab', 0) (or (b'a', 1), stopping before the step back); got {got!r}"
+    )
+
+
 @pytest.mark.task4_1
 @pytest.mark.parametrize("regex, done", [("x[^x]", "x"), ("[^b]b", ""), ('"[^"]"', '"')])
 def test_one_edge_of_many_characters_is_a_choice_not_a_jump(regex, done):
@@ -416,6 +458,20 @@ def test_retokenize_refuses_a_normalised_output_even_when_the_prompt_is_kept():
         f"output 'e', jump ':' (nothing to normalise): the jump is taken, ids ['e' (2), ':' (1)]; "
         f"got {toy_ids(toy, got)}"
     )
+    # Compare all of output + jump, byte for byte: a check of the jump's bytes alone, of the
+    # output's alone, or of the length alone lets one of these through.
+    lower = GreedyTokenizer(["x", ":", "a", "A"], normalise=str.lower)
+    for case_toy, output, jump, changed in (
+        (toy, "e\u0301", ":", "the output 'e\\u0301' becomes 'é', the jump ':' stays"),
+        (toy, ":", "e\u0301", "the output ':' stays, the jump 'e\\u0301' becomes 'é'"),
+        (lower, "A", ":", "a lowercasing tokenizer: 'A:' becomes 'a:', as many bytes"),
+    ):
+        req = toy_request("x:", [0, 1], [case_toy.vocab.index(c) for c in output])
+        got = JumpForward(case_toy).retokenize(req, jump.encode())
+        assert got is None, (
+            f"prompt 'x:' (kept), output {ascii(output)}, jump {ascii(jump)}: {changed}; the new output's bytes are not "
+            f"output + jump: refuse (None); got {toy_ids(case_toy, got)}"
+        )
 
 
 @pytest.mark.task4_3

@@ -132,12 +132,14 @@ def test_a_refused_token_raises_and_leaves_the_state_alone(synthetic_backend, re
     assert torch.equal(before, want), f"regex {regex!r} after {b''.join(pieces)!r}: {row_diff(before, want)}"
     # Specials, the empty token, EOS where the text is unfinished, and every other misfit.
     for token in [t for t in range(len(VOCAB)) if not before[t]]:
+        state = g.state
         try:
             g.accept_token(token)
         except GrammarError as error:
-            assert f"token {token} is not allowed" in str(error), (
-                f"regex {regex!r}: the GrammarError refusing token {token} must say 'token {token} is not "
-                f"allowed'; got: {error}"
+            want = f"token {token} is not allowed in state {state}"
+            assert str(error) == want, (
+                f"regex {regex!r}: the GrammarError refusing token {token} must say {want!r} (the state the "
+                f"matcher is in, not the -1 the index answered); got: {error}"
             )
         except Exception as error:  # the student's exception, named in the message
             pytest.fail(
@@ -429,8 +431,16 @@ def test_whitespace_comes_from_the_option():
     for text, ok in [("[1,2]", True), ("[1, 2]", False), ("[ 1]", False)]:
         assert compact.accepts(text) == ok, f"whitespace='': {text!r} must be {'accepted' if ok else 'refused'}"
     free = compile_regex(build_regex_from_schema(schema, whitespace=r"[ \n]*"))
-    for text, ok in [("[\n  1,\n  2\n]", True), ("[\t1]", False)]:
+    for text, ok in [("[\n  1,\n  2\n]", True), ("[\t1]", False), ("[1 ,2]", False)]:
         assert free.accepts(text) == ok, f"whitespace=[ \\n]*: {text!r} must be {'accepted' if ok else 'refused'}"
+    # The default whitespace goes after `[`, before `]` and after each comma: never before a comma.
+    for each in (schema, {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "integer"}]}):
+        default = compile_regex(build_regex_from_schema(each))
+        for text, ok in [("[1, 2]", True), ("[ 1,2 ]", True), ("[1 ,2]", False), ("[1 , 2]", False)]:
+            assert default.accepts(text) == ok, (
+                f"{json.dumps(each)} with the default whitespace: {text!r} must be "
+                f"{'accepted' if ok else 'refused'} (whitespace right after [, right before ] and after each comma)"
+            )
 
 
 @pytest.mark.task5_2
