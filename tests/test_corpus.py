@@ -220,17 +220,6 @@ def test_random_strings_have_no_held_out_signature(seed, zh):
         assert 3 <= len(text) <= 12 and text.isalpha() and text[1:].islower()
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.integers(0, 2**32 - 1), st.booleans())
-def test_repeat_strings_repeat_a_piece_without_a_held_out_signature(seed, zh):
-    """Stage 39's drill: a piece written twice or more (digits, letters, Han), never the
-    held-out tail_repeat's shape (a 3+ letter piece twice at the very end of a letter run)."""
-    text = corpus_drills.repeat_string(random.Random(seed), zh)
-    assert name_generators.held_out_generator(text) is None
-    assert not [s for s in name_generators.HELD_OUT_COMPOUND_SURNAMES if s in text]
-    assert re.search(r"(..+?)[-' ]?\1", text, re.IGNORECASE), text
-
-
 def test_training_uses_composed_openers_and_drills_random_strings(monkeypatch):
     corpus = make_corpus.make_corpus(2000, seed=4)
     subjects = tuple(s + " " for s in make_corpus.OPENER_SUBJECTS)

@@ -37,7 +37,6 @@ def copy_drill_example(rng: random.Random, held_out: bool = False) -> dict:
         lambda: rng.choice(ZH_HOBBIES if zh else EN_HOBBIES),
         lambda: _email(rng),
         lambda: random_string(rng, zh),
-        lambda: repeat_string(rng, zh),
         # four times in the list: rare tokens need a hundred emissions, not a few (stage 12)
         lambda: vocab_string(rng, zh),
         lambda: vocab_string(rng, zh),
@@ -146,7 +145,9 @@ def vocab_string(rng: random.Random, zh: bool) -> str:
     and none is kept that has one."""
     latin, han = vocab_letter_tokens()
     rare_latin, rare_han = rare_letter_tokens()
-    pick = functools.partial(_pick, rng)
+
+    def pick(pool: tuple[str, ...], rare: tuple[str, ...]) -> str:
+        return rng.choice(rare if rare and rng.random() < RARE_TOKEN_SHARE else pool)
 
     while True:
         if zh:
@@ -155,43 +156,6 @@ def vocab_string(rng: random.Random, zh: bool) -> str:
                 continue
         else:
             text = "".join(pick(latin, rare_latin) for _ in range(rng.randint(2, 3)))
-        if name_generators.held_out_generator(text) is None:
-            return text
-
-
-def _pick(rng: random.Random, pool: tuple[str, ...], rare: tuple[str, ...]) -> str:
-    """A token of `pool`, RARE_TOKEN_SHARE of the time one of `rare` instead."""
-    return rng.choice(rare if rare and rng.random() < RARE_TOKEN_SHARE else pool)
-
-
-def repeat_string(rng: random.Random, zh: bool) -> str:
-    """A string whose piece repeats and then goes on or stops: "4545", "123123-7", "Kot-kot",
-    "Zel Zel", "dorkdorka", "春花春花", each letter or Han piece made of the tokenizer's own
-    tokens as vocab_string draws them (rare ones most often). After the second piece a copy
-    must tell the second occurrence from the first by what came before it, not by the piece
-    itself (stage 36 looped on `Drangreaxkotkot...`). Letter pieces never repeat at the very
-    end of a letter run: that is the held-out tail_repeat generator's signature, and none is
-    kept that has one."""
-    latin, han = vocab_letter_tokens()
-    rare_latin, rare_han = rare_letter_tokens()
-    pick = functools.partial(_pick, rng)
-    while True:
-        kind = "han" if zh else rng.choice(["digits", "separated", "then_letters"])
-        if kind == "han":
-            piece = "".join(pick(han, rare_han) for _ in range(rng.randint(2, 3)))
-            text = piece * 2 + rng.choice(["", "", pick(han, rare_han)])
-            if any(s in text for s in name_generators.HELD_OUT_COMPOUND_SURNAMES):
-                continue
-        elif kind == "digits":
-            piece = "".join(rng.choice("0123456789") for _ in range(rng.randint(2, 3)))
-            text = piece * rng.choice([2, 2, 3]) + rng.choice(["", "", "-" + str(rng.randint(0, 99))])
-        else:
-            piece = pick(latin, rare_latin).lower()
-            if kind == "separated":
-                sep = rng.choice(["-", " ", "'"])
-                text = sep.join([piece.capitalize(), piece if sep != " " else piece.capitalize()])
-            else:
-                text = (piece * 2 + pick(latin, rare_latin).lower()).capitalize()
         if name_generators.held_out_generator(text) is None:
             return text
 
