@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import torch
 
 from ..constrained.bitmask import all_allowed_mask, apply_bitmask
+from ..constrained.child_process import KeptChildren, start_ahead
 from ..constrained.compile_service import CompileTimeout
 from ..constrained.json_schema import FORMATS, InvalidSchemaError, load_schema
 from ..constrained.json_schema.keywords import _NUMBER_BOUNDS
@@ -675,6 +676,21 @@ class BaseGrammarBackend:
             collections.OrderedDict()
         )
         self._normalised_lock = threading.Lock()
+        self.children: KeptChildren | None = None  # a library's compile children (`start_children`)
+
+    def start_children(self, setup: tuple[Callable[..., Any], tuple[Any, ...]], ahead: int = 1) -> None:
+        """Kept child processes for a library's native compiles (constrained/child_process.py,
+        `setup` run once in each), unless the backend compiles on threads (option
+        `compile_in="thread"`): `self.children`, stopped by `shutdown`."""
+        if self.options.get("compile_in", "process") != "process":
+            return
+        start_ahead()
+        self.children = KeptChildren(
+            self.options.get("compile_memory_bytes", 4 << 30),
+            int(self.options.get("compile_nice", 5)),
+            ahead=ahead,
+            setup=setup,
+        )
 
     def compile(self, kind: str, text: str) -> BaseGrammarObject:
         """Compile one grammar into a matcher at its start (runs on a pool thread)."""
@@ -895,6 +911,8 @@ class BaseGrammarBackend:
 
     def shutdown(self) -> None:
         self.pool.shutdown()
+        if self.children is not None:
+            self.children.shutdown()
 
 
 def give_back_free_memory() -> None:

@@ -52,7 +52,6 @@ from outlines_core import Guide, Index, Vocabulary
 from outlines_core.json_schema import build_regex_from_schema
 
 from ..constrained import library_children
-from ..constrained.child_process import KeptChildren, start_ahead
 from ..constrained.json_schema import InvalidSchemaError, UnsupportedSchemaError, load_schema
 
 # The string contents (JSON text) in which a pattern finds a match: our fsm compiler's own
@@ -321,14 +320,7 @@ class OutlinesBackend(BaseGrammarBackend):
         # Our lazy automaton checks each index (`dropped_after_a_match`): its vocabulary is
         # prepared now, as the fsm backend's is, not in the first compile (~0.25 s at 4k).
         prepare_vocabulary(tokenizer, vocab_size)
-        self.children: KeptChildren | None = None  # (compile_in="thread": none)
-        if self.options.get("compile_in", "process") == "process":
-            start_ahead()
-            self.children = KeptChildren(
-                self.options.get("compile_memory_bytes", 4 << 30),
-                int(self.options.get("compile_nice", 5)),
-                setup=(library_children.outlines_setup, (eos, ids_by_bytes)),
-            )
+        self.start_children(setup=(library_children.outlines_setup, (eos, ids_by_bytes)))
 
     def compile(self, kind: str, text: str) -> OutlinesGrammar:
         if kind == "json_schema":
@@ -374,8 +366,3 @@ class OutlinesBackend(BaseGrammarBackend):
             timeout=self.compile_timeout,
             what=f"outlines-core's index of regex {shown_regex(regex)}",
         )
-
-    def shutdown(self) -> None:
-        super().shutdown()
-        if self.children is not None:
-            self.children.shutdown()

@@ -43,7 +43,6 @@ import xgrammar as xgr
 
 from ..constrained import library_children
 from ..constrained.bitmask import pack_bits
-from ..constrained.child_process import KeptChildren, start_ahead
 from ..constrained.compile_service import CompileTimeout
 from ..constrained.json_schema import InvalidSchemaError, UnsupportedSchemaError, load_schema
 
@@ -467,15 +466,7 @@ class XGrammarBackend(BaseGrammarBackend):
         # xgrammar's compile at every level (13 levels, a 1.2 MB schema: minutes), and no
         # thread can be stopped. The child imports torch (a second to start, started at the
         # first large grammar), so small grammars, whose compiles take milliseconds, stay here.
-        self.children: KeptChildren | None = None  # (compile_in="thread": none)
-        if self.options.get("compile_in", "process") == "process":
-            start_ahead()
-            self.children = KeptChildren(
-                self.options.get("compile_memory_bytes", 4 << 30),
-                int(self.options.get("compile_nice", 5)),
-                ahead=0,
-                setup=(library_children.xgrammar_setup, (info.serialize_json(),)),
-            )
+        self.start_children(setup=(library_children.xgrammar_setup, (info.serialize_json(),)), ahead=0)
         only_eos = torch.zeros(vocab_size, dtype=torch.bool)
         only_eos[tokenizer.eos_token_id] = True
         self.stop_only_row = pack_bits(only_eos)
@@ -562,8 +553,3 @@ class XGrammarBackend(BaseGrammarBackend):
                 return xgr.CompiledGrammar.deserialize_json(sent, self.info)
         compiled: xgr.CompiledGrammar = getattr(self.compiler, method)(grammar, **kwargs)
         return compiled
-
-    def shutdown(self) -> None:
-        super().shutdown()
-        if self.children is not None:
-            self.children.shutdown()
