@@ -563,8 +563,21 @@ def _cause_notes(
     tests is probably right, code that ran in failing tests and few passing ones probably
     not. The note names the other task when its score is higher, "either" when they tie.
     `runs` (test id -> the tasks whose code it runs on the reference) leaves out tests
-    traced before they existed: those count as running every task. `score`: `_suspicion`'s."""
-    own = [f for f in report.tasks[task].failed if not _STUB.match(f.reason)]
+    traced before they existed: those count as running every task. `score`: `_suspicion`'s.
+
+    A task still blank (its region the stub, or a failure that ran into its own stub) is named
+    as blank instead: its own stub fails its tests first, whatever the other tasks do (an
+    instructor saw a blank 2_3 told to "fix 2_1 first")."""
+    failed = report.tasks[task].failed
+    if task in report.blank or any(task[4:] in f.blank for f in failed):
+        if all((m := _STUB.match(f.reason)) and m["task"] == task[4:] for f in failed):
+            return []  # every failure already reads "taskN_M: write this"
+        return [
+            "",
+            f"NOTE {task}: still blank in your copy (its region is the checkout's stub): its tests "
+            "cannot pass until it is written; write it, then grade again",
+        ]
+    own = [f for f in failed if not _STUB.match(f.reason)]
     notes = []
     for other in failing:
         if not own or not all(f.test not in runs or f"task{other}" in runs[f.test] for f in own):

@@ -948,3 +948,36 @@ def test_a_note_names_the_likelier_culprit_when_a_tasks_failures_all_run_another
     assert found == {"task3_1": [], "task3_3": []}, (
         f"3_1 fails c1 (its own code only), 3_3 fails u (its own only): each row is its own fault: {found}"
     )
+
+
+def test_a_blank_task_is_named_blank_not_blamed_on_another_task(tmp_path, monkeypatch):
+    """An instructor's class: carol's 2_3 was blank (a stub failure, and an engine test's wrong
+    answer after it), her 2_1 written and wrong, and 2_3's row said "2_1's code, the likelier
+    culprit ... fix 2_1 first". A blank task's NOTE says it is blank; a written one's still
+    weighs the other task."""
+    from minisglang import grading
+
+    runs = {"p1": ["task2_1"], "p2": ["task2_1"], "p3": ["task2_1"], "f": ["task2_1", "task2_3"]}
+    runs["s"] = ["task2_1", "task2_3"]
+    path = tmp_path / "prerequisites.json"
+    path.write_text(json.dumps({"tasks": {"task2_1": [], "task2_3": ["task2_1"]}, "tests": runs}))
+    monkeypatch.setattr(grading, "PREREQUISITES_FILE", path)
+    wrong = [grading.Failure(t, "AssertionError: wrong words") for t in ("p1", "p2", "p3")]
+    stub = grading.Failure("f", "NotImplementedError: task2_3: write this", blank=["2_3"])
+    answer = grading.Failure("s", "AssertionError: s1 and s2 differ", blank=["2_3"])
+    tasks = {
+        "task2_1": grading.TaskResult("task2_1", failed=wrong),
+        "task2_3": grading.TaskResult("task2_3", failed=[stub, answer]),
+    }
+    out = grading.format_report(grading.GradeReport("s2", "/carol", tasks, blank=["task2_3"]))
+    notes = [line for line in out.splitlines() if line.startswith("NOTE task2_3:")]
+    assert len(notes) == 1 and "still blank in your copy" in notes[0] and "2_1" not in notes[0], out
+    # written (no stub ran), the same outcomes blame 2_1 as before
+    answer.blank = []
+    tasks["task2_3"].failed = [answer]
+    out = grading.format_report(grading.GradeReport("s2", "/carol", tasks))
+    assert "fix 2_1 first" in out and "still blank" not in out, out
+    # every failure its own stub's "write this": that already says blank, no NOTE
+    tasks["task2_3"].failed = [stub]
+    out = grading.format_report(grading.GradeReport("s2", "/carol", tasks, blank=["task2_3"]))
+    assert "NOTE task2_3" not in out, out
