@@ -113,6 +113,7 @@ class GradeReport:
         return all(r.ok for r in self.tasks.values())
 
     def to_json(self) -> dict:
+        prerequisites = load_prerequisites()
         return {
             "stage": self.stage,
             "impl": self.impl,
@@ -121,7 +122,14 @@ class GradeReport:
             "failed": sum(len(r.failed) for r in self.tasks.values()),
             "file_errors": [asdict(e) for e in self.file_errors],
             "tasks": {
-                t: {"ok": r.ok, "passed": r.passed, "failed": [asdict(f) for f in r.failed]}
+                t: {
+                    "ok": r.ok,
+                    "status": task_status(t, self, prerequisites),
+                    "blank": t in self.blank,
+                    "needs": task_needs(t, self, prerequisites),
+                    "passed": r.passed,
+                    "failed": [asdict(f) for f in r.failed],
+                }
                 for t, r in self.tasks.items()
             },
         }
@@ -474,12 +482,7 @@ def format_report(report: GradeReport) -> str:
     for t, r in report.tasks.items():
         total = len(r.passed) + len(r.failed)
         status = "no tests!" if total == 0 else ("ok" if r.ok else "FAIL")
-        waits = _waits_for(t, r.failed)
-        if r.failed and t not in report.blank:
-            # The whole chain at once: every task whose code this one's tests run that is
-            # still blank, not only the first stub a failure happened to run into.
-            chain = [b[4:] for b in needed_tasks(t, prerequisites) if b in report.blank]
-            waits = sorted({*waits, *chain}, key=lambda b: task_key(f"task{b}"))
+        waits = task_needs(t, report, prerequisites)
         if waits:  # the failures run into other tasks' stubs: say which, in the row
             status += f" (needs {', '.join(waits)})"
         lines.append(f"{t:10s} {len(r.passed):6d} {len(r.failed):6d}  {status}")
@@ -533,6 +536,49 @@ def format_report(report: GradeReport) -> str:
                 )
                 lines += [f"    {line}" for line in f.stacks[:40]]
     return "\n".join(lines)
+
+
+def task_needs(task: str, report: GradeReport, prerequisites: dict[str, list[str]]) -> list[str]:
+    """The blank tasks ("2_3") that `task`, written and failing, waits for: every one whose code
+    its tests run, the whole chain at once, not only the first stub a failure ran into. None
+    when a failure is the task's own (a test that ran and met no other task's stub: the task's
+    own code is wrong, whatever else is blank; an instructor saw carol's 2_4 read
+    "needs 2_3" though its own apply tests failed), nor for a blank task."""
+    r = report.tasks[task]
+    if not r.failed or task in report.blank:
+        return []
+    if any(_ran(f) and not _other_blanks(task, f) for f in r.failed):
+        return []
+    chain = [b[4:] for b in needed_tasks(task, prerequisites) if b in report.blank]
+    return sorted({*_waits_for(task, r.failed), *chain}, key=lambda b: task_key(f"task{b}"))
+
+
+def task_status(task: str, report: GradeReport, prerequisites: dict[str, list[str]]) -> str:
+    """One word for the class table and the JSON: "ok", "blank" (the task's region is still
+    the stub), "needs" (`task_needs`: its tests cannot tell until those are written), "fail",
+    or "no tests"."""
+    r = report.tasks[task]
+    if r.ok:
+        return "ok"
+    if not r.failed:
+        return "no tests"
+    if task in report.blank:
+        return "blank"
+    return "needs" if task_needs(task, report, prerequisites) else "fail"
+
+
+# Failures of tests that never ran the copy's code: its tests could not be imported, the run
+# ended first, or the grader could not run the copy at all. They tell nothing of the task's code.
+_UNRUN = (
+    "the tests could not be imported",
+    "did not run:",
+    "the grader could not run this copy",
+    "timed out before any test started",
+)
+
+
+def _ran(failure: Failure) -> bool:
+    return not failure.reason.startswith(_UNRUN)
 
 
 def _failing_prerequisites(task: str, report: GradeReport, prerequisites: dict[str, list[str]]) -> list[str]:
@@ -655,21 +701,34 @@ def _indent(text: str, limit: int = 12) -> str:
 
 
 def format_class_table(reports: list[GradeReport]) -> str:
-    """One row per student (their directory's name), one column per task: passed/total."""
+    """One row per student (their directory's name), one column per task: "ok", "blank" (the
+    region still the stub), "needs 2_3" (every failure ran into that blank task: its own
+    tests cannot tell), else passed/total."""
     tasks = list(reports[0].tasks)
     names = short_names([r.impl or "reference" for r in reports])
     width = max([7, *map(len, names)])
-    head = f"{'student':{width}s} " + " ".join(f"{t:>8s}" for t in tasks) + "    total"
-    lines = [head, "-" * len(head)]
-    for name, r in zip(names, reports):
+    prerequisites = load_prerequisites()
+    rows = []
+    for r in reports:
         cells = []
         for t in tasks:
             res = r.tasks[t]
-            total = len(res.passed) + len(res.failed)
-            cells.append(f"{'ok' if res.ok else f'{len(res.passed)}/{total}':>8s}")
+            status = task_status(t, r, prerequisites)
+            if status in ("ok", "blank"):
+                cells.append(status)
+            elif status == "needs":
+                cells.append(f"needs {','.join(task_needs(t, r, prerequisites))}")
+            else:
+                cells.append(f"{len(res.passed)}/{len(res.passed) + len(res.failed)}")
+        rows.append(cells)
+    widths = [max([8, len(t), *(len(cells[i]) for cells in rows)]) for i, t in enumerate(tasks)]
+    head = f"{'student':{width}s} " + " ".join(f"{t:>{w}s}" for t, w in zip(tasks, widths)) + "    total"
+    lines = [head, "-" * len(head)]
+    for name, r, cells in zip(names, reports, rows):
         done = sum(res.ok for res in r.tasks.values())
         note = "  (code error)" if r.file_errors else ""
-        lines.append(f"{name:{width}s} " + " ".join(cells) + f"  {done:3d}/{len(tasks)}{note}")
+        row = " ".join(f"{c:>{w}s}" for c, w in zip(cells, widths))
+        lines.append(f"{name:{width}s} {row}  {done:3d}/{len(tasks)}{note}")
     return "\n".join(lines)
 
 

@@ -981,3 +981,79 @@ def test_a_blank_task_is_named_blank_not_blamed_on_another_task(tmp_path, monkey
     tasks["task2_3"].failed = [stub]
     out = grading.format_report(grading.GradeReport("s2", "/carol", tasks, blank=["task2_3"]))
     assert "NOTE task2_3" not in out, out
+
+
+def test_the_class_table_says_blank_and_needs_only_where_the_tasks_own_tests_cannot_tell(tmp_path, monkeypatch):
+    """An instructor's class: an all-blank copy read `0/3 0/3 0/7 0/7`, like wrong work, and
+    carol's 2_4 read "FAIL (needs 2_3)" though its own apply tests (which run no 2_3) failed.
+    A stub's task reads `blank`; "needs" stays where every failure ran into the blank task."""
+    from minisglang import grading
+
+    path = tmp_path / "prerequisites.json"
+    path.write_text(json.dumps({"tasks": {"task2_1": [], "task2_3": ["task2_1"], "task2_4": ["task2_3"]}}))
+    monkeypatch.setattr(grading, "PREREQUISITES_FILE", path)
+    F, R = grading.Failure, grading.TaskResult
+
+    def stub(test, task, also=()):
+        return F(test, f"NotImplementedError: task{task}: write this", blank=[task, *also])
+
+    blank = grading.GradeReport(
+        "s2",
+        "/class/dave",
+        {
+            "task2_1": R("task2_1", failed=[stub("p", "2_1")]),
+            "task2_3": R("task2_3", failed=[stub("e", "2_1", ["2_3"])]),
+            "task2_4": R("task2_4", failed=[stub("a", "2_4"), stub("e", "2_1", ["2_3"])]),
+        },
+        blank=["task2_1", "task2_3", "task2_4"],
+    )
+    carol = grading.GradeReport(  # 2_3 blank; 2_4's own apply test wrong, its engine test needs 2_3
+        "s2",
+        "/class/carol",
+        {
+            "task2_1": R("task2_1", passed=["p"]),
+            "task2_3": R("task2_3", failed=[stub("e", "2_3")]),
+            "task2_4": R("task2_4", failed=[F("a", "RuntimeError: shapes"), stub("e", "2_3")]),
+        },
+        blank=["task2_3"],
+    )
+    jo = grading.GradeReport(  # 2_4 written; every failure runs the blank 2_3: its tests cannot tell
+        "s2",
+        "/class/jo",
+        {
+            "task2_1": R("task2_1", passed=["p"]),
+            "task2_3": R("task2_3", failed=[stub("e", "2_3")]),
+            "task2_4": R("task2_4", passed=["a"], failed=[stub("e", "2_3")]),
+        },
+        blank=["task2_3"],
+    )
+    erin = grading.GradeReport(  # a syntax error: no test ran; the blank 2_3 is all that is known
+        "s2",
+        "/class/erin",
+        {
+            t: R(t, failed=[F("tests/t.py", "the tests could not be imported: x.py:9: SyntaxError")])
+            for t in blank.tasks
+        },
+        blank=["task2_3"],
+    )
+    table = grading.format_class_table([blank, carol, jo, erin]).splitlines()
+    rows = {line.split()[0]: line.split()[1:] for line in table[2:]}
+    assert rows["dave"] == ["blank", "blank", "blank", "0/3"], table
+    assert rows["carol"] == ["ok", "blank", "0/2", "1/3"], table
+    assert rows["jo"] == ["ok", "blank", "needs", "2_3", "1/3"], table
+    assert rows["erin"] == ["0/1", "blank", "needs", "2_3", "0/3"], table  # cannot tell: keeps "needs"
+    status = {line.split()[0]: line for line in grading.format_report(carol).splitlines() if line.startswith("task")}
+    assert status["task2_4"].endswith("FAIL"), status
+    status = {line.split()[0]: line for line in grading.format_report(jo).splitlines() if line.startswith("task")}
+    assert status["task2_4"].endswith("FAIL (needs 2_3)"), status
+    data = carol.to_json()["tasks"]
+    assert [data[t]["status"] for t in carol.tasks] == ["ok", "blank", "fail"], data
+    assert data["task2_3"]["blank"] and not data["task2_4"]["blank"] and data["task2_4"]["needs"] == []
+    assert jo.to_json()["tasks"]["task2_4"] | {"passed": 0, "failed": 0} == {
+        "ok": False,
+        "status": "needs",
+        "blank": False,
+        "needs": ["2_3"],
+        "passed": 0,
+        "failed": 0,
+    }
