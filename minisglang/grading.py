@@ -732,6 +732,22 @@ def format_class_table(reports: list[GradeReport]) -> str:
     return "\n".join(lines)
 
 
+def format_class_summary(reports: list[GradeReport]) -> str:
+    """One row per task: how many copies passed it, failed it, wait on a blank task its tests
+    run (`needs`), or left it blank; each copy counts once per task, so a row sums to the class."""
+    prerequisites = load_prerequisites()
+    kinds = ("passed", "failed", "needs", "blank")
+    head = f"{'task':10s} " + " ".join(f"{k:>6s}" for k in kinds) + f"   (of {len(reports)} copies)"
+    lines = [head, "-" * len(head)]
+    for t in reports[0].tasks:
+        counts = dict.fromkeys(kinds, 0)
+        for r in reports:
+            status = task_status(t, r, prerequisites)
+            counts[{"ok": "passed", "blank": "blank", "needs": "needs"}.get(status, "failed")] += 1
+        lines.append(f"{t:10s} " + " ".join(f"{counts[k]:6d}" for k in kinds))
+    return "\n".join(lines)
+
+
 def short_names(paths: list[str]) -> list[str]:
     """The fewest trailing path parts that tell the paths apart: ~/class/alice/s2 and
     ~/class/bob/s2 are "alice/s2" and "bob/s2"."""
@@ -773,6 +789,8 @@ def grade(
         print()
     if len(reports) > 1:
         print(format_class_table(reports))
+        print()
+        print(format_class_summary(reports))
     if json_path:
         data = [r.to_json() for r in reports]
         Path(json_path).write_text(json.dumps(data if len(reports) > 1 else data[0], indent=2, ensure_ascii=False))
@@ -785,6 +803,7 @@ __all__ = [
     "select_tasks",
     "format_report",
     "format_class_table",
+    "format_class_summary",
     "grade",
     "stage_number",
     "GradeReport",

@@ -443,14 +443,18 @@ def test_grading_keeps_no_hypothesis_examples_in_the_copies(graded_class):
 
 def test_the_class_table_has_one_row_per_student_and_one_column_per_task(graded_class):
     proc, reports = graded_class
-    table = proc.stdout[proc.stdout.index("student ") :]
-    header, rule, *rows = table.strip().splitlines()[:-1]  # the last line: "wrote FILE"
+    table, summary = proc.stdout[proc.stdout.index("student ") :].split("\n\n", 1)
+    header, rule, *rows = table.strip().splitlines()
     assert header.split() == ["student", *sorted(all_tasks("s1"), key=task_key), "total"]
     assert [r.split()[0] for r in rows] == ["syntax", "imports", "bugs", "good"]
     assert rows[0].endswith("0/5  (code error)") and rows[1].endswith("0/5  (code error)")
     assert rows[2].split()[1] == "ok" and rows[2].split()[2] != "ok" and rows[2].endswith("2/5")
     assert rows[3].split()[1:] == ["ok"] * 5 + ["5/5"]
     assert [r["ok"] for r in reports] == [False, False, False, True]
+    # then the class summary: per task, how many copies passed it, failed it, ...
+    counts = {line.split()[0]: line.split()[1:] for line in summary.splitlines() if line.startswith("task")}
+    assert summary.startswith("task") and "(of 4 copies)" in summary.splitlines()[0], summary
+    assert counts["task1_1"] == ["2", "2", "0", "0"] and counts["task1_3"] == ["1", "3", "0", "0"], summary
     assert reports[3]["failed"] == 0 and reports[3]["passed"] > 0
 
 
@@ -1057,3 +1061,31 @@ def test_the_class_table_says_blank_and_needs_only_where_the_tasks_own_tests_can
         "passed": 0,
         "failed": 0,
     }
+
+
+def test_a_class_ends_with_one_table_of_each_tasks_passed_failed_and_blank_copies(monkeypatch, capsys):
+    """An instructor with 30 students wanted one table: per task, how many passed, failed or
+    left it blank. It follows the per-student table, which stays."""
+    from minisglang import grading
+
+    F, R = grading.Failure, grading.TaskResult
+    stub = F("t::s", "NotImplementedError: task2_1: write this", blank=["2_1"])
+    canned = {
+        "/c/alice": grading.GradeReport("s2", "/c/alice", {"task2_1": R("task2_1", passed=["t::s"])}),
+        "/c/bob": grading.GradeReport("s2", "/c/bob", {"task2_1": R("task2_1", failed=[F("t::s", "AssertionError")])}),
+        "/c/dave": grading.GradeReport("s2", "/c/dave", {"task2_1": R("task2_1", failed=[stub])}, blank=["task2_1"]),
+        "/c/erin": grading.GradeReport("s2", "/c/erin", {"task2_1": R("task2_1", failed=[stub])}, blank=["task2_1"]),
+    }
+    monkeypatch.setattr(grading, "run_task_tests", lambda stage, impl, test_timeout, only: canned[impl])
+    assert grading.grade("s2", list(canned), only=["2_1"]) == 1
+    out = capsys.readouterr().out
+    students, summary = out[out.index("student ") :].strip().split("\n\n")
+    assert [line.split() for line in students.splitlines()[2:]] == [
+        ["alice", "ok", "1/1"],
+        ["bob", "0/1", "0/1"],
+        ["dave", "blank", "0/1"],
+        ["erin", "blank", "0/1"],
+    ], students
+    head, rule, row = summary.splitlines()
+    assert head.split() == ["task", "passed", "failed", "needs", "blank", "(of", "4", "copies)"], summary
+    assert row.split() == ["task2_1", "1", "1", "0", "2"], summary
