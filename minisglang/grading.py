@@ -186,35 +186,8 @@ def run_task_tests(
         file_errors=syntax_errors(package),
         blank=blank_tasks(package),
     )
-    # Only the files that test this stage's tasks: a checkout of s3 has no s4 modules for the
-    # other test files to import.
-    files = {
-        f: [t for t in tasks if re.search(rf"pytest\.mark\.{t}\b", f.read_text(encoding="utf-8"))]
-        for f in sorted(tests_dir.glob("test_*.py"))
-    }
-    files = {f: ts for f, ts in files.items() if ts}
-    # --tb=native: Python's own tracebacks. The report reads only the error's last line and the
-    # stubs it names; pytest's long form (source and locals of every frame) took half the time
-    # of grading a blank copy, 288 failures.
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        *map(str, files),
-        "-q",
-        "-p",
-        PLUGIN_NAME,
-        "-p",
-        "no:cacheprovider",
-        "-m",
-        " or ".join(tasks),
-        "--continue-on-collection-errors",
-        "-o",
-        "addopts=--strict-markers",
-        "--tb=native",
-    ]
-    if importlib.util.find_spec("pytest_timeout") is not None:  # a plugin pytest loads itself
-        cmd += [f"--timeout={test_timeout:g}"]
+    files = _test_files(tests_dir, tasks)
+    cmd = _pytest_cmd(files, tasks, test_timeout)
     # `python -m` puts the working directory first on sys.path: run from the copy being
     # graded, so that its `minisglang` is the one imported.
     cwd = impl if impl is not None else tests_dir.parent
@@ -243,7 +216,16 @@ def run_task_tests(
             if stuck is None and returncode not in (0, 1) and not events:
                 # pytest itself failed (a bad option, a broken plugin): nothing to explain
                 raise RuntimeError(f"the graded test run failed (exit status {returncode}):\n{output[-3000:]}")
-            _collect(events, done, report, files, package, Path(cwd), tests_dir.parent)
+            _collect(
+                events,
+                done,
+                report,
+                files,
+                package,
+                Path(cwd),
+                tests_dir.parent,
+                lambda: reference_tests(tasks, tests_dir),
+            )
             if stuck is None:
                 break
             nodeid, markers, why = stuck
@@ -268,6 +250,82 @@ def run_task_tests(
     attribute_failures(report)
     report.output = "\n".join(outputs)
     return report
+
+
+def _test_files(tests_dir: Path, tasks: list[str]) -> dict[Path, list[str]]:
+    """The test files that test `tasks`, each with the ones it tests. Only those: a checkout
+    of s3 has no s4 modules for the other test files to import."""
+    files = {
+        f: [t for t in tasks if re.search(rf"pytest\.mark\.{t}\b", f.read_text(encoding="utf-8"))]
+        for f in sorted(tests_dir.glob("test_*.py"))
+    }
+    return {f: ts for f, ts in files.items() if ts}
+
+
+def _pytest_cmd(files: dict[Path, list[str]], tasks: list[str], test_timeout: float) -> list[str]:
+    # --tb=native: Python's own tracebacks. The report reads only the error's last line and the
+    # stubs it names; pytest's long form (source and locals of every frame) took half the time
+    # of grading a blank copy, 288 failures.
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        *map(str, files),
+        "-q",
+        "-p",
+        PLUGIN_NAME,
+        "-p",
+        "no:cacheprovider",
+        "-m",
+        " or ".join(tasks),
+        "--continue-on-collection-errors",
+        "-o",
+        "addopts=--strict-markers",
+        "--tb=native",
+    ]
+    if importlib.util.find_spec("pytest_timeout") is not None:  # a plugin pytest loads itself
+        cmd += [f"--timeout={test_timeout:g}"]
+    return cmd
+
+
+_REFERENCE_TESTS: dict[tuple[str, ...], dict[str, list[str]]] = {}
+
+
+def reference_tests(tasks: list[str], tests_dir: Path = REPO_TESTS) -> dict[str, list[str]]:
+    """Test id -> its tasks (of `tasks`), as pytest collects them against the reference (run
+    from `tests_dir`'s parent, as grading the reference does): the real tests of a copy whose
+    test files could not be imported, so that each of its tasks scores 0 of its real count
+    (an instructor's class: a syntax error read 0/1 per task beside the others' 0/3 and 0/7).
+    {} where the reference's collection fails too. Collected once per process and tests."""
+    key = (str(tests_dir), *tasks)
+    if key not in _REFERENCE_TESTS:
+        files = _test_files(tests_dir, tasks)
+        collected: dict[str, list[str]] = {}
+        with tempfile.TemporaryDirectory(prefix="minisglang-collect-") as tmp:
+            events_path = Path(tmp) / "events.jsonl"
+            shutil.copy(grade_plugin.__file__, Path(tmp) / f"{PLUGIN_NAME}.py")
+            env = dict(os.environ, MINISGLANG_PURE="1")
+            env.pop(IMPL_ENV, None)
+            env.pop(grade_plugin.SKIP_ENV, None)
+            env["PYTHONPATH"] = env.get("PYTHONPATH", "") + os.pathsep + tmp
+            env[grade_plugin.EVENTS_ENV] = str(events_path)
+            try:
+                subprocess.run(
+                    [*_pytest_cmd(files, tasks, DEFAULT_TEST_TIMEOUT), "--collect-only"],
+                    env=env,
+                    cwd=tests_dir.parent,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    timeout=600,
+                )
+            except subprocess.TimeoutExpired:
+                pass
+            for e in _read_events(events_path):
+                if e["event"] == "collected":
+                    collected.update(e["tests"])
+        tests = {test: [m for m in markers if m in tasks] for test, markers in collected.items()}
+        _REFERENCE_TESTS[key] = {test: markers for test, markers in tests.items() if markers}
+    return _REFERENCE_TESTS[key]
 
 
 def attribute_failures(report: GradeReport) -> None:
@@ -350,9 +408,10 @@ def _running_test(events_path: Path) -> tuple[str, list[str], float] | None:
     return None
 
 
-def _collect(events, done, report: GradeReport, files, package: Path, cwd: Path, rootdir: Path) -> None:
+def _collect(events, done, report: GradeReport, files, package: Path, cwd: Path, rootdir: Path, reference=dict) -> None:
     """Fold one run's events into `done` (test -> failure or None) and the report's errors.
-    Test ids are relative to pytest's `rootdir`; traceback paths to `cwd`, where it ran."""
+    Test ids are relative to pytest's `rootdir`; traceback paths to `cwd`, where it ran.
+    `reference()`: `reference_tests`, the tests a file that cannot be imported holds."""
     for e in events:
         if e["event"] == "ran":
             report.ran[e["test"]] = e["tasks"]
@@ -380,13 +439,22 @@ def _collect(events, done, report: GradeReport, files, package: Path, cwd: Path,
             ):
                 report.file_errors.append(err)
             path = (rootdir / e["path"]).resolve()
+            why = f"the tests could not be imported: {err}"
             for f, tasks in files.items():
                 if f.resolve() == path:
+                    # Each of the file's tests fails, as many as the reference collects there;
+                    # one per task where it collects none.
+                    mine = {
+                        test: [t for t in markers if t in tasks]
+                        for test, markers in reference().items()
+                        if test.startswith(f"{e['path']}::")
+                    }
+                    mine = {test: markers for test, markers in mine.items() if markers}
+                    for test, markers in mine.items():
+                        done.setdefault(test, (markers, Failure(test, why)))
                     for t in tasks:
-                        done[f"{e['path']}::<import>[{t}]"] = (
-                            [t],
-                            Failure(e["path"], f"the tests could not be imported: {err}"),
-                        )
+                        if not any(t in markers for markers in mine.values()):
+                            done[f"{e['path']}::<import>[{t}]"] = ([t], Failure(e["path"], why))
 
 
 def _where(path: str | None, line: int | None, package: Path, cwd: Path | None = None) -> str | None:
@@ -623,7 +691,7 @@ def _cause_notes(
             f"NOTE {task}: still blank in your copy (its region is the checkout's stub): its tests "
             "cannot pass until it is written; write it, then grade again",
         ]
-    own = [f for f in failed if not _STUB.match(f.reason)]
+    own = [f for f in failed if not _STUB.match(f.reason) and _ran(f)]
     notes = []
     for other in failing:
         if not own or not all(f.test not in runs or f"task{other}" in runs[f.test] for f in own):
@@ -652,7 +720,7 @@ def _suspicion(report: GradeReport, runs: dict[str, list[str]]) -> dict[str, tup
     """Task ("3_3") -> (Ochiai score, failing tests that ran its code, passing ones) over this
     run's tests: failed(t) / sqrt(all failed * (failed(t) + passed(t)))."""
     passed = {test for r in report.tasks.values() for test in r.passed}
-    failed = {f.test for r in report.tasks.values() for f in r.failed}
+    failed = {f.test for r in report.tasks.values() for f in r.failed if _ran(f)}
     out = {}
     for task in report.tasks:
         ran = [test for test, tasks in runs.items() if task in tasks]
@@ -781,7 +849,13 @@ def grade(
             if len(targets) == 1:
                 raise
             why = shortened(f"the grader could not run this copy: {type(e).__name__}: {e}")
-            r = GradeReport(stage, impl, {t: TaskResult(t, failed=[Failure("(the whole copy)", why)]) for t in tasks})
+            r = GradeReport(stage, impl, {t: TaskResult(t) for t in tasks})
+            for test, markers in reference_tests(tasks).items():  # each task's real tests fail
+                failure = Failure(test, why)
+                for t in markers:
+                    r.tasks[t].failed.append(failure)
+            for res in r.tasks.values():
+                res.failed = res.failed or [Failure("(the whole copy)", why)]
         reports.append(r)
         if verbose:
             print(r.output)

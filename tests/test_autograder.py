@@ -252,6 +252,7 @@ def test_grade_rejects_a_directory_without_a_package(tmp_path):
 def test_a_copy_the_grader_cannot_run_keeps_the_rest_of_the_class(tmp_path, capsys):
     """An instructor's test: one copy the grader could not run (here, no package at all) used
     to end the whole class's run with a traceback and no row; now it gets its own row."""
+    from minisglang import grading
     from minisglang.grading import grade
 
     first, second = tmp_path / "no package", tmp_path / "typo"
@@ -260,6 +261,9 @@ def test_a_copy_the_grader_cannot_run_keeps_the_rest_of_the_class(tmp_path, caps
     out = capsys.readouterr().out
     assert out.count("the grader could not run this copy: FileNotFoundError") == 2, out
     assert "holds no minisglang package" in out and str(second) in out
+    # each scores 0 of the task's real tests (the reference's), as a copy graded does
+    real = len(grading.reference_tests(["task2_1"]))
+    assert real > 1 and re.search(rf"^typo +0/{real} +0/1$", out, re.M), out
 
 
 def test_a_test_process_that_dies_leaves_its_unrun_tests_failed(tmp_path):
@@ -385,6 +389,8 @@ def test_a_syntax_error_is_reported_with_file_and_line(graded_class):
     for task in all_tasks("s1"):
         failures = syntax["tasks"][task]["failed"]
         assert failures and all("SyntaxError" in f["reason"] for f in failures)
+        # every test of the task fails, as many as the untouched copy passes (not one per file)
+        assert len(failures) == len(reports[3]["tasks"][task]["passed"]), (task, failures)
 
 
 def test_an_import_error_is_reported_with_file_and_line(graded_class):
@@ -1089,3 +1095,34 @@ def test_a_class_ends_with_one_table_of_each_tasks_passed_failed_and_blank_copie
     head, rule, row = summary.splitlines()
     assert head.split() == ["task", "passed", "failed", "needs", "blank", "(of", "4", "copies)"], summary
     assert row.split() == ["task2_1", "1", "1", "0", "2"], summary
+
+
+def test_a_copy_whose_tests_cannot_be_imported_scores_zero_of_each_tasks_real_tests(tmp_path):
+    """An instructor's class: erin's syntax error scored 0/1 per task (one failure per task
+    and test file) beside the others' 0/3 and 0/7. Each test the reference collects in the
+    file that cannot be imported now fails, so the row reads 0/3 and 0/2 here; and no NOTE
+    weighs tasks by tests that never ran."""
+    from minisglang import grading
+
+    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    task3_2: x\n    task3_3: x\n")
+    queue = "def poll(items):\n    return items[0]\n\n\ndef get(items):\n    return poll(items)\n"
+    for root in (tmp_path, tmp_path / "copy"):  # the reference (beside the tests) and a copy
+        (root / "minisglang").mkdir(parents=True)
+        (root / "minisglang" / "__init__.py").write_text("")
+        (root / "minisglang" / "queue.py").write_text(queue)
+    (tmp_path / "copy" / "minisglang" / "queue.py").write_text(queue.replace("(items):\n    return poll", "(items:"))
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "test_q.py").write_text(
+        "import pytest\nfrom minisglang import queue\n\n\n@pytest.mark.task3_2\n"
+        "@pytest.mark.parametrize('n', [1, 2])\ndef test_get(n):\n    assert queue.get([n]) == n\n\n\n"
+        "@pytest.mark.task3_2\n@pytest.mark.task3_3\ndef test_both():\n    assert queue.get([0]) == queue.poll([0])\n\n\n"
+        "@pytest.mark.task3_3\ndef test_poll():\n    assert queue.poll([5]) == 5\n"
+    )
+    report = run_task_tests("s3", impl=tmp_path / "copy", tests_dir=tests, only=["3_2", "3_3"])
+    assert report.file_errors and "SyntaxError" in str(report.file_errors[0])
+    assert {t: len(r.failed) for t, r in report.tasks.items()} == {"task3_2": 3, "task3_3": 2}, report.tasks
+    assert all(f.reason.startswith("the tests could not be imported") for r in report.tasks.values() for f in r.failed)
+    assert grading.format_class_table([report]).splitlines()[2].split()[1:3] == ["0/3", "0/2"]
+    out = format_report(report)
+    assert "NOTE" not in out and "FAIL task3_2 (3 tests: test_get [2 cases], test_both)" in out, out
