@@ -113,6 +113,7 @@ class GradeReport:
         return all(r.ok for r in self.tasks.values())
 
     def to_json(self) -> dict:
+        prerequisites = load_prerequisites()
         return {
             "stage": self.stage,
             "impl": self.impl,
@@ -121,7 +122,14 @@ class GradeReport:
             "failed": sum(len(r.failed) for r in self.tasks.values()),
             "file_errors": [asdict(e) for e in self.file_errors],
             "tasks": {
-                t: {"ok": r.ok, "passed": r.passed, "failed": [asdict(f) for f in r.failed]}
+                t: {
+                    "ok": r.ok,
+                    "status": task_status(t, self, prerequisites),
+                    "blank": t in self.blank,
+                    "needs": task_needs(t, self, prerequisites),
+                    "passed": r.passed,
+                    "failed": [asdict(f) for f in r.failed],
+                }
                 for t, r in self.tasks.items()
             },
         }
@@ -178,35 +186,8 @@ def run_task_tests(
         file_errors=syntax_errors(package),
         blank=blank_tasks(package),
     )
-    # Only the files that test this stage's tasks: a checkout of s3 has no s4 modules for the
-    # other test files to import.
-    files = {
-        f: [t for t in tasks if re.search(rf"pytest\.mark\.{t}\b", f.read_text(encoding="utf-8"))]
-        for f in sorted(tests_dir.glob("test_*.py"))
-    }
-    files = {f: ts for f, ts in files.items() if ts}
-    # --tb=native: Python's own tracebacks. The report reads only the error's last line and the
-    # stubs it names; pytest's long form (source and locals of every frame) took half the time
-    # of grading a blank copy, 288 failures.
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        *map(str, files),
-        "-q",
-        "-p",
-        PLUGIN_NAME,
-        "-p",
-        "no:cacheprovider",
-        "-m",
-        " or ".join(tasks),
-        "--continue-on-collection-errors",
-        "-o",
-        "addopts=--strict-markers",
-        "--tb=native",
-    ]
-    if importlib.util.find_spec("pytest_timeout") is not None:  # a plugin pytest loads itself
-        cmd += [f"--timeout={test_timeout:g}"]
+    files = _test_files(tests_dir, tasks)
+    cmd = _pytest_cmd(files, tasks, test_timeout)
     # `python -m` puts the working directory first on sys.path: run from the copy being
     # graded, so that its `minisglang` is the one imported.
     cwd = impl if impl is not None else tests_dir.parent
@@ -235,7 +216,16 @@ def run_task_tests(
             if stuck is None and returncode not in (0, 1) and not events:
                 # pytest itself failed (a bad option, a broken plugin): nothing to explain
                 raise RuntimeError(f"the graded test run failed (exit status {returncode}):\n{output[-3000:]}")
-            _collect(events, done, report, files, package, Path(cwd), tests_dir.parent)
+            _collect(
+                events,
+                done,
+                report,
+                files,
+                package,
+                Path(cwd),
+                tests_dir.parent,
+                lambda: reference_tests(tasks, tests_dir),
+            )
             if stuck is None:
                 break
             nodeid, markers, why = stuck
@@ -260,6 +250,82 @@ def run_task_tests(
     attribute_failures(report)
     report.output = "\n".join(outputs)
     return report
+
+
+def _test_files(tests_dir: Path, tasks: list[str]) -> dict[Path, list[str]]:
+    """The test files that test `tasks`, each with the ones it tests. Only those: a checkout
+    of s3 has no s4 modules for the other test files to import."""
+    files = {
+        f: [t for t in tasks if re.search(rf"pytest\.mark\.{t}\b", f.read_text(encoding="utf-8"))]
+        for f in sorted(tests_dir.glob("test_*.py"))
+    }
+    return {f: ts for f, ts in files.items() if ts}
+
+
+def _pytest_cmd(files: dict[Path, list[str]], tasks: list[str], test_timeout: float) -> list[str]:
+    # --tb=native: Python's own tracebacks. The report reads only the error's last line and the
+    # stubs it names; pytest's long form (source and locals of every frame) took half the time
+    # of grading a blank copy, 288 failures.
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        *map(str, files),
+        "-q",
+        "-p",
+        PLUGIN_NAME,
+        "-p",
+        "no:cacheprovider",
+        "-m",
+        " or ".join(tasks),
+        "--continue-on-collection-errors",
+        "-o",
+        "addopts=--strict-markers",
+        "--tb=native",
+    ]
+    if importlib.util.find_spec("pytest_timeout") is not None:  # a plugin pytest loads itself
+        cmd += [f"--timeout={test_timeout:g}"]
+    return cmd
+
+
+_REFERENCE_TESTS: dict[tuple[str, ...], dict[str, list[str]]] = {}
+
+
+def reference_tests(tasks: list[str], tests_dir: Path = REPO_TESTS) -> dict[str, list[str]]:
+    """Test id -> its tasks (of `tasks`), as pytest collects them against the reference (run
+    from `tests_dir`'s parent, as grading the reference does): the real tests of a copy whose
+    test files could not be imported, so that each of its tasks scores 0 of its real count
+    (an instructor's class: a syntax error read 0/1 per task beside the others' 0/3 and 0/7).
+    {} where the reference's collection fails too. Collected once per process and tests."""
+    key = (str(tests_dir), *tasks)
+    if key not in _REFERENCE_TESTS:
+        files = _test_files(tests_dir, tasks)
+        collected: dict[str, list[str]] = {}
+        with tempfile.TemporaryDirectory(prefix="minisglang-collect-") as tmp:
+            events_path = Path(tmp) / "events.jsonl"
+            shutil.copy(grade_plugin.__file__, Path(tmp) / f"{PLUGIN_NAME}.py")
+            env = dict(os.environ, MINISGLANG_PURE="1")
+            env.pop(IMPL_ENV, None)
+            env.pop(grade_plugin.SKIP_ENV, None)
+            env["PYTHONPATH"] = env.get("PYTHONPATH", "") + os.pathsep + tmp
+            env[grade_plugin.EVENTS_ENV] = str(events_path)
+            try:
+                subprocess.run(
+                    [*_pytest_cmd(files, tasks, DEFAULT_TEST_TIMEOUT), "--collect-only"],
+                    env=env,
+                    cwd=tests_dir.parent,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    timeout=600,
+                )
+            except subprocess.TimeoutExpired:
+                pass
+            for e in _read_events(events_path):
+                if e["event"] == "collected":
+                    collected.update(e["tests"])
+        tests = {test: [m for m in markers if m in tasks] for test, markers in collected.items()}
+        _REFERENCE_TESTS[key] = {test: markers for test, markers in tests.items() if markers}
+    return _REFERENCE_TESTS[key]
 
 
 def attribute_failures(report: GradeReport) -> None:
@@ -342,9 +408,10 @@ def _running_test(events_path: Path) -> tuple[str, list[str], float] | None:
     return None
 
 
-def _collect(events, done, report: GradeReport, files, package: Path, cwd: Path, rootdir: Path) -> None:
+def _collect(events, done, report: GradeReport, files, package: Path, cwd: Path, rootdir: Path, reference=dict) -> None:
     """Fold one run's events into `done` (test -> failure or None) and the report's errors.
-    Test ids are relative to pytest's `rootdir`; traceback paths to `cwd`, where it ran."""
+    Test ids are relative to pytest's `rootdir`; traceback paths to `cwd`, where it ran.
+    `reference()`: `reference_tests`, the tests a file that cannot be imported holds."""
     for e in events:
         if e["event"] == "ran":
             report.ran[e["test"]] = e["tasks"]
@@ -372,13 +439,22 @@ def _collect(events, done, report: GradeReport, files, package: Path, cwd: Path,
             ):
                 report.file_errors.append(err)
             path = (rootdir / e["path"]).resolve()
+            why = f"the tests could not be imported: {err}"
             for f, tasks in files.items():
                 if f.resolve() == path:
+                    # Each of the file's tests fails, as many as the reference collects there;
+                    # one per task where it collects none.
+                    mine = {
+                        test: [t for t in markers if t in tasks]
+                        for test, markers in reference().items()
+                        if test.startswith(f"{e['path']}::")
+                    }
+                    mine = {test: markers for test, markers in mine.items() if markers}
+                    for test, markers in mine.items():
+                        done.setdefault(test, (markers, Failure(test, why)))
                     for t in tasks:
-                        done[f"{e['path']}::<import>[{t}]"] = (
-                            [t],
-                            Failure(e["path"], f"the tests could not be imported: {err}"),
-                        )
+                        if not any(t in markers for markers in mine.values()):
+                            done[f"{e['path']}::<import>[{t}]"] = ([t], Failure(e["path"], why))
 
 
 def _where(path: str | None, line: int | None, package: Path, cwd: Path | None = None) -> str | None:
@@ -474,12 +550,7 @@ def format_report(report: GradeReport) -> str:
     for t, r in report.tasks.items():
         total = len(r.passed) + len(r.failed)
         status = "no tests!" if total == 0 else ("ok" if r.ok else "FAIL")
-        waits = _waits_for(t, r.failed)
-        if r.failed and t not in report.blank:
-            # The whole chain at once: every task whose code this one's tests run that is
-            # still blank, not only the first stub a failure happened to run into.
-            chain = [b[4:] for b in needed_tasks(t, prerequisites) if b in report.blank]
-            waits = sorted({*waits, *chain}, key=lambda b: task_key(f"task{b}"))
+        waits = task_needs(t, report, prerequisites)
         if waits:  # the failures run into other tasks' stubs: say which, in the row
             status += f" (needs {', '.join(waits)})"
         lines.append(f"{t:10s} {len(r.passed):6d} {len(r.failed):6d}  {status}")
@@ -535,6 +606,49 @@ def format_report(report: GradeReport) -> str:
     return "\n".join(lines)
 
 
+def task_needs(task: str, report: GradeReport, prerequisites: dict[str, list[str]]) -> list[str]:
+    """The blank tasks ("2_3") that `task`, written and failing, waits for: every one whose code
+    its tests run, the whole chain at once, not only the first stub a failure ran into. None
+    when a failure is the task's own (a test that ran and met no other task's stub: the task's
+    own code is wrong, whatever else is blank; an instructor saw carol's 2_4 read
+    "needs 2_3" though its own apply tests failed), nor for a blank task."""
+    r = report.tasks[task]
+    if not r.failed or task in report.blank:
+        return []
+    if any(_ran(f) and not _other_blanks(task, f) for f in r.failed):
+        return []
+    chain = [b[4:] for b in needed_tasks(task, prerequisites) if b in report.blank]
+    return sorted({*_waits_for(task, r.failed), *chain}, key=lambda b: task_key(f"task{b}"))
+
+
+def task_status(task: str, report: GradeReport, prerequisites: dict[str, list[str]]) -> str:
+    """One word for the class table and the JSON: "ok", "blank" (the task's region is still
+    the stub), "needs" (`task_needs`: its tests cannot tell until those are written), "fail",
+    or "no tests"."""
+    r = report.tasks[task]
+    if r.ok:
+        return "ok"
+    if not r.failed:
+        return "no tests"
+    if task in report.blank:
+        return "blank"
+    return "needs" if task_needs(task, report, prerequisites) else "fail"
+
+
+# Failures of tests that never ran the copy's code: its tests could not be imported, the run
+# ended first, or the grader could not run the copy at all. They tell nothing of the task's code.
+_UNRUN = (
+    "the tests could not be imported",
+    "did not run:",
+    "the grader could not run this copy",
+    "timed out before any test started",
+)
+
+
+def _ran(failure: Failure) -> bool:
+    return not failure.reason.startswith(_UNRUN)
+
+
 def _failing_prerequisites(task: str, report: GradeReport, prerequisites: dict[str, list[str]]) -> list[str]:
     """The other graded tasks ("3_3") that `task`'s tests run and that fail their own tests
     with code written (not a stub): the likely cause of a wrong answer in `task`'s tests,
@@ -563,8 +677,21 @@ def _cause_notes(
     tests is probably right, code that ran in failing tests and few passing ones probably
     not. The note names the other task when its score is higher, "either" when they tie.
     `runs` (test id -> the tasks whose code it runs on the reference) leaves out tests
-    traced before they existed: those count as running every task. `score`: `_suspicion`'s."""
-    own = [f for f in report.tasks[task].failed if not _STUB.match(f.reason)]
+    traced before they existed: those count as running every task. `score`: `_suspicion`'s.
+
+    A task still blank (its region the stub, or a failure that ran into its own stub) is named
+    as blank instead: its own stub fails its tests first, whatever the other tasks do (an
+    instructor saw a blank 2_3 told to "fix 2_1 first")."""
+    failed = report.tasks[task].failed
+    if task in report.blank or any(task[4:] in f.blank for f in failed):
+        if all((m := _STUB.match(f.reason)) and m["task"] == task[4:] for f in failed):
+            return []  # every failure already reads "taskN_M: write this"
+        return [
+            "",
+            f"NOTE {task}: still blank in your copy (its region is the checkout's stub): its tests "
+            "cannot pass until it is written; write it, then grade again",
+        ]
+    own = [f for f in failed if not _STUB.match(f.reason) and _ran(f)]
     notes = []
     for other in failing:
         if not own or not all(f.test not in runs or f"task{other}" in runs[f.test] for f in own):
@@ -593,7 +720,7 @@ def _suspicion(report: GradeReport, runs: dict[str, list[str]]) -> dict[str, tup
     """Task ("3_3") -> (Ochiai score, failing tests that ran its code, passing ones) over this
     run's tests: failed(t) / sqrt(all failed * (failed(t) + passed(t)))."""
     passed = {test for r in report.tasks.values() for test in r.passed}
-    failed = {f.test for r in report.tasks.values() for f in r.failed}
+    failed = {f.test for r in report.tasks.values() for f in r.failed if _ran(f)}
     out = {}
     for task in report.tasks:
         ran = [test for test, tasks in runs.items() if task in tasks]
@@ -642,21 +769,50 @@ def _indent(text: str, limit: int = 12) -> str:
 
 
 def format_class_table(reports: list[GradeReport]) -> str:
-    """One row per student (their directory's name), one column per task: passed/total."""
+    """One row per student (their directory's name), one column per task: "ok", "blank" (the
+    region still the stub), "needs 2_3" (every failure ran into that blank task: its own
+    tests cannot tell), else passed/total."""
     tasks = list(reports[0].tasks)
     names = short_names([r.impl or "reference" for r in reports])
     width = max([7, *map(len, names)])
-    head = f"{'student':{width}s} " + " ".join(f"{t:>8s}" for t in tasks) + "    total"
-    lines = [head, "-" * len(head)]
-    for name, r in zip(names, reports):
+    prerequisites = load_prerequisites()
+    rows = []
+    for r in reports:
         cells = []
         for t in tasks:
             res = r.tasks[t]
-            total = len(res.passed) + len(res.failed)
-            cells.append(f"{'ok' if res.ok else f'{len(res.passed)}/{total}':>8s}")
+            status = task_status(t, r, prerequisites)
+            if status in ("ok", "blank"):
+                cells.append(status)
+            elif status == "needs":
+                cells.append(f"needs {','.join(task_needs(t, r, prerequisites))}")
+            else:
+                cells.append(f"{len(res.passed)}/{len(res.passed) + len(res.failed)}")
+        rows.append(cells)
+    widths = [max([8, len(t), *(len(cells[i]) for cells in rows)]) for i, t in enumerate(tasks)]
+    head = f"{'student':{width}s} " + " ".join(f"{t:>{w}s}" for t, w in zip(tasks, widths)) + "    total"
+    lines = [head, "-" * len(head)]
+    for name, r, cells in zip(names, reports, rows):
         done = sum(res.ok for res in r.tasks.values())
         note = "  (code error)" if r.file_errors else ""
-        lines.append(f"{name:{width}s} " + " ".join(cells) + f"  {done:3d}/{len(tasks)}{note}")
+        row = " ".join(f"{c:>{w}s}" for c, w in zip(cells, widths))
+        lines.append(f"{name:{width}s} {row}  {done:3d}/{len(tasks)}{note}")
+    return "\n".join(lines)
+
+
+def format_class_summary(reports: list[GradeReport]) -> str:
+    """One row per task: how many copies passed it, failed it, wait on a blank task its tests
+    run (`needs`), or left it blank; each copy counts once per task, so a row sums to the class."""
+    prerequisites = load_prerequisites()
+    kinds = ("passed", "failed", "needs", "blank")
+    head = f"{'task':10s} " + " ".join(f"{k:>6s}" for k in kinds) + f"   (of {len(reports)} copies)"
+    lines = [head, "-" * len(head)]
+    for t in reports[0].tasks:
+        counts = dict.fromkeys(kinds, 0)
+        for r in reports:
+            status = task_status(t, r, prerequisites)
+            counts[{"ok": "passed", "blank": "blank", "needs": "needs"}.get(status, "failed")] += 1
+        lines.append(f"{t:10s} " + " ".join(f"{counts[k]:6d}" for k in kinds))
     return "\n".join(lines)
 
 
@@ -693,7 +849,13 @@ def grade(
             if len(targets) == 1:
                 raise
             why = shortened(f"the grader could not run this copy: {type(e).__name__}: {e}")
-            r = GradeReport(stage, impl, {t: TaskResult(t, failed=[Failure("(the whole copy)", why)]) for t in tasks})
+            r = GradeReport(stage, impl, {t: TaskResult(t) for t in tasks})
+            for test, markers in reference_tests(tasks).items():  # each task's real tests fail
+                failure = Failure(test, why)
+                for t in markers:
+                    r.tasks[t].failed.append(failure)
+            for res in r.tasks.values():
+                res.failed = res.failed or [Failure("(the whole copy)", why)]
         reports.append(r)
         if verbose:
             print(r.output)
@@ -701,6 +863,8 @@ def grade(
         print()
     if len(reports) > 1:
         print(format_class_table(reports))
+        print()
+        print(format_class_summary(reports))
     if json_path:
         data = [r.to_json() for r in reports]
         Path(json_path).write_text(json.dumps(data if len(reports) > 1 else data[0], indent=2, ensure_ascii=False))
@@ -713,6 +877,7 @@ __all__ = [
     "select_tasks",
     "format_report",
     "format_class_table",
+    "format_class_summary",
     "grade",
     "stage_number",
     "GradeReport",

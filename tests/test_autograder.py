@@ -252,6 +252,7 @@ def test_grade_rejects_a_directory_without_a_package(tmp_path):
 def test_a_copy_the_grader_cannot_run_keeps_the_rest_of_the_class(tmp_path, capsys):
     """An instructor's test: one copy the grader could not run (here, no package at all) used
     to end the whole class's run with a traceback and no row; now it gets its own row."""
+    from minisglang import grading
     from minisglang.grading import grade
 
     first, second = tmp_path / "no package", tmp_path / "typo"
@@ -260,6 +261,9 @@ def test_a_copy_the_grader_cannot_run_keeps_the_rest_of_the_class(tmp_path, caps
     out = capsys.readouterr().out
     assert out.count("the grader could not run this copy: FileNotFoundError") == 2, out
     assert "holds no minisglang package" in out and str(second) in out
+    # each scores 0 of the task's real tests (the reference's), as a copy graded does
+    real = len(grading.reference_tests(["task2_1"]))
+    assert real > 1 and re.search(rf"^typo +0/{real} +0/1$", out, re.M), out
 
 
 def test_a_test_process_that_dies_leaves_its_unrun_tests_failed(tmp_path):
@@ -385,6 +389,8 @@ def test_a_syntax_error_is_reported_with_file_and_line(graded_class):
     for task in all_tasks("s1"):
         failures = syntax["tasks"][task]["failed"]
         assert failures and all("SyntaxError" in f["reason"] for f in failures)
+        # every test of the task fails, as many as the untouched copy passes (not one per file)
+        assert len(failures) == len(reports[3]["tasks"][task]["passed"]), (task, failures)
 
 
 def test_an_import_error_is_reported_with_file_and_line(graded_class):
@@ -443,14 +449,18 @@ def test_grading_keeps_no_hypothesis_examples_in_the_copies(graded_class):
 
 def test_the_class_table_has_one_row_per_student_and_one_column_per_task(graded_class):
     proc, reports = graded_class
-    table = proc.stdout[proc.stdout.index("student ") :]
-    header, rule, *rows = table.strip().splitlines()[:-1]  # the last line: "wrote FILE"
+    table, summary = proc.stdout[proc.stdout.index("student ") :].split("\n\n", 1)
+    header, rule, *rows = table.strip().splitlines()
     assert header.split() == ["student", *sorted(all_tasks("s1"), key=task_key), "total"]
     assert [r.split()[0] for r in rows] == ["syntax", "imports", "bugs", "good"]
     assert rows[0].endswith("0/5  (code error)") and rows[1].endswith("0/5  (code error)")
     assert rows[2].split()[1] == "ok" and rows[2].split()[2] != "ok" and rows[2].endswith("2/5")
     assert rows[3].split()[1:] == ["ok"] * 5 + ["5/5"]
     assert [r["ok"] for r in reports] == [False, False, False, True]
+    # then the class summary: per task, how many copies passed it, failed it, ...
+    counts = {line.split()[0]: line.split()[1:] for line in summary.splitlines() if line.startswith("task")}
+    assert summary.startswith("task") and "(of 4 copies)" in summary.splitlines()[0], summary
+    assert counts["task1_1"] == ["2", "2", "0", "0"] and counts["task1_3"] == ["1", "3", "0", "0"], summary
     assert reports[3]["failed"] == 0 and reports[3]["passed"] > 0
 
 
@@ -948,3 +958,171 @@ def test_a_note_names_the_likelier_culprit_when_a_tasks_failures_all_run_another
     assert found == {"task3_1": [], "task3_3": []}, (
         f"3_1 fails c1 (its own code only), 3_3 fails u (its own only): each row is its own fault: {found}"
     )
+
+
+def test_a_blank_task_is_named_blank_not_blamed_on_another_task(tmp_path, monkeypatch):
+    """An instructor's class: carol's 2_3 was blank (a stub failure, and an engine test's wrong
+    answer after it), her 2_1 written and wrong, and 2_3's row said "2_1's code, the likelier
+    culprit ... fix 2_1 first". A blank task's NOTE says it is blank; a written one's still
+    weighs the other task."""
+    from minisglang import grading
+
+    runs = {"p1": ["task2_1"], "p2": ["task2_1"], "p3": ["task2_1"], "f": ["task2_1", "task2_3"]}
+    runs["s"] = ["task2_1", "task2_3"]
+    path = tmp_path / "prerequisites.json"
+    path.write_text(json.dumps({"tasks": {"task2_1": [], "task2_3": ["task2_1"]}, "tests": runs}))
+    monkeypatch.setattr(grading, "PREREQUISITES_FILE", path)
+    wrong = [grading.Failure(t, "AssertionError: wrong words") for t in ("p1", "p2", "p3")]
+    stub = grading.Failure("f", "NotImplementedError: task2_3: write this", blank=["2_3"])
+    answer = grading.Failure("s", "AssertionError: s1 and s2 differ", blank=["2_3"])
+    tasks = {
+        "task2_1": grading.TaskResult("task2_1", failed=wrong),
+        "task2_3": grading.TaskResult("task2_3", failed=[stub, answer]),
+    }
+    out = grading.format_report(grading.GradeReport("s2", "/carol", tasks, blank=["task2_3"]))
+    notes = [line for line in out.splitlines() if line.startswith("NOTE task2_3:")]
+    assert len(notes) == 1 and "still blank in your copy" in notes[0] and "2_1" not in notes[0], out
+    # written (no stub ran), the same outcomes blame 2_1 as before
+    answer.blank = []
+    tasks["task2_3"].failed = [answer]
+    out = grading.format_report(grading.GradeReport("s2", "/carol", tasks))
+    assert "fix 2_1 first" in out and "still blank" not in out, out
+    # every failure its own stub's "write this": that already says blank, no NOTE
+    tasks["task2_3"].failed = [stub]
+    out = grading.format_report(grading.GradeReport("s2", "/carol", tasks, blank=["task2_3"]))
+    assert "NOTE task2_3" not in out, out
+
+
+def test_the_class_table_says_blank_and_needs_only_where_the_tasks_own_tests_cannot_tell(tmp_path, monkeypatch):
+    """An instructor's class: an all-blank copy read `0/3 0/3 0/7 0/7`, like wrong work, and
+    carol's 2_4 read "FAIL (needs 2_3)" though its own apply tests (which run no 2_3) failed.
+    A stub's task reads `blank`; "needs" stays where every failure ran into the blank task."""
+    from minisglang import grading
+
+    path = tmp_path / "prerequisites.json"
+    path.write_text(json.dumps({"tasks": {"task2_1": [], "task2_3": ["task2_1"], "task2_4": ["task2_3"]}}))
+    monkeypatch.setattr(grading, "PREREQUISITES_FILE", path)
+    F, R = grading.Failure, grading.TaskResult
+
+    def stub(test, task, also=()):
+        return F(test, f"NotImplementedError: task{task}: write this", blank=[task, *also])
+
+    blank = grading.GradeReport(
+        "s2",
+        "/class/dave",
+        {
+            "task2_1": R("task2_1", failed=[stub("p", "2_1")]),
+            "task2_3": R("task2_3", failed=[stub("e", "2_1", ["2_3"])]),
+            "task2_4": R("task2_4", failed=[stub("a", "2_4"), stub("e", "2_1", ["2_3"])]),
+        },
+        blank=["task2_1", "task2_3", "task2_4"],
+    )
+    carol = grading.GradeReport(  # 2_3 blank; 2_4's own apply test wrong, its engine test needs 2_3
+        "s2",
+        "/class/carol",
+        {
+            "task2_1": R("task2_1", passed=["p"]),
+            "task2_3": R("task2_3", failed=[stub("e", "2_3")]),
+            "task2_4": R("task2_4", failed=[F("a", "RuntimeError: shapes"), stub("e", "2_3")]),
+        },
+        blank=["task2_3"],
+    )
+    jo = grading.GradeReport(  # 2_4 written; every failure runs the blank 2_3: its tests cannot tell
+        "s2",
+        "/class/jo",
+        {
+            "task2_1": R("task2_1", passed=["p"]),
+            "task2_3": R("task2_3", failed=[stub("e", "2_3")]),
+            "task2_4": R("task2_4", passed=["a"], failed=[stub("e", "2_3")]),
+        },
+        blank=["task2_3"],
+    )
+    erin = grading.GradeReport(  # a syntax error: no test ran; the blank 2_3 is all that is known
+        "s2",
+        "/class/erin",
+        {
+            t: R(t, failed=[F("tests/t.py", "the tests could not be imported: x.py:9: SyntaxError")])
+            for t in blank.tasks
+        },
+        blank=["task2_3"],
+    )
+    table = grading.format_class_table([blank, carol, jo, erin]).splitlines()
+    rows = {line.split()[0]: line.split()[1:] for line in table[2:]}
+    assert rows["dave"] == ["blank", "blank", "blank", "0/3"], table
+    assert rows["carol"] == ["ok", "blank", "0/2", "1/3"], table
+    assert rows["jo"] == ["ok", "blank", "needs", "2_3", "1/3"], table
+    assert rows["erin"] == ["0/1", "blank", "needs", "2_3", "0/3"], table  # cannot tell: keeps "needs"
+    status = {line.split()[0]: line for line in grading.format_report(carol).splitlines() if line.startswith("task")}
+    assert status["task2_4"].endswith("FAIL"), status
+    status = {line.split()[0]: line for line in grading.format_report(jo).splitlines() if line.startswith("task")}
+    assert status["task2_4"].endswith("FAIL (needs 2_3)"), status
+    data = carol.to_json()["tasks"]
+    assert [data[t]["status"] for t in carol.tasks] == ["ok", "blank", "fail"], data
+    assert data["task2_3"]["blank"] and not data["task2_4"]["blank"] and data["task2_4"]["needs"] == []
+    assert jo.to_json()["tasks"]["task2_4"] | {"passed": 0, "failed": 0} == {
+        "ok": False,
+        "status": "needs",
+        "blank": False,
+        "needs": ["2_3"],
+        "passed": 0,
+        "failed": 0,
+    }
+
+
+def test_a_class_ends_with_one_table_of_each_tasks_passed_failed_and_blank_copies(monkeypatch, capsys):
+    """An instructor with 30 students wanted one table: per task, how many passed, failed or
+    left it blank. It follows the per-student table, which stays."""
+    from minisglang import grading
+
+    F, R = grading.Failure, grading.TaskResult
+    stub = F("t::s", "NotImplementedError: task2_1: write this", blank=["2_1"])
+    canned = {
+        "/c/alice": grading.GradeReport("s2", "/c/alice", {"task2_1": R("task2_1", passed=["t::s"])}),
+        "/c/bob": grading.GradeReport("s2", "/c/bob", {"task2_1": R("task2_1", failed=[F("t::s", "AssertionError")])}),
+        "/c/dave": grading.GradeReport("s2", "/c/dave", {"task2_1": R("task2_1", failed=[stub])}, blank=["task2_1"]),
+        "/c/erin": grading.GradeReport("s2", "/c/erin", {"task2_1": R("task2_1", failed=[stub])}, blank=["task2_1"]),
+    }
+    monkeypatch.setattr(grading, "run_task_tests", lambda stage, impl, test_timeout, only: canned[impl])
+    assert grading.grade("s2", list(canned), only=["2_1"]) == 1
+    out = capsys.readouterr().out
+    students, summary = out[out.index("student ") :].strip().split("\n\n")
+    assert [line.split() for line in students.splitlines()[2:]] == [
+        ["alice", "ok", "1/1"],
+        ["bob", "0/1", "0/1"],
+        ["dave", "blank", "0/1"],
+        ["erin", "blank", "0/1"],
+    ], students
+    head, rule, row = summary.splitlines()
+    assert head.split() == ["task", "passed", "failed", "needs", "blank", "(of", "4", "copies)"], summary
+    assert row.split() == ["task2_1", "1", "1", "0", "2"], summary
+
+
+def test_a_copy_whose_tests_cannot_be_imported_scores_zero_of_each_tasks_real_tests(tmp_path):
+    """An instructor's class: erin's syntax error scored 0/1 per task (one failure per task
+    and test file) beside the others' 0/3 and 0/7. Each test the reference collects in the
+    file that cannot be imported now fails, so the row reads 0/3 and 0/2 here; and no NOTE
+    weighs tasks by tests that never ran."""
+    from minisglang import grading
+
+    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    task3_2: x\n    task3_3: x\n")
+    queue = "def poll(items):\n    return items[0]\n\n\ndef get(items):\n    return poll(items)\n"
+    for root in (tmp_path, tmp_path / "copy"):  # the reference (beside the tests) and a copy
+        (root / "minisglang").mkdir(parents=True)
+        (root / "minisglang" / "__init__.py").write_text("")
+        (root / "minisglang" / "queue.py").write_text(queue)
+    (tmp_path / "copy" / "minisglang" / "queue.py").write_text(queue.replace("(items):\n    return poll", "(items:"))
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "test_q.py").write_text(
+        "import pytest\nfrom minisglang import queue\n\n\n@pytest.mark.task3_2\n"
+        "@pytest.mark.parametrize('n', [1, 2])\ndef test_get(n):\n    assert queue.get([n]) == n\n\n\n"
+        "@pytest.mark.task3_2\n@pytest.mark.task3_3\ndef test_both():\n    assert queue.get([0]) == queue.poll([0])\n\n\n"
+        "@pytest.mark.task3_3\ndef test_poll():\n    assert queue.poll([5]) == 5\n"
+    )
+    report = run_task_tests("s3", impl=tmp_path / "copy", tests_dir=tests, only=["3_2", "3_3"])
+    assert report.file_errors and "SyntaxError" in str(report.file_errors[0])
+    assert {t: len(r.failed) for t, r in report.tasks.items()} == {"task3_2": 3, "task3_3": 2}, report.tasks
+    assert all(f.reason.startswith("the tests could not be imported") for r in report.tasks.values() for f in r.failed)
+    assert grading.format_class_table([report]).splitlines()[2].split()[1:3] == ["0/3", "0/2"]
+    out = format_report(report)
+    assert "NOTE" not in out and "FAIL task3_2 (3 tests: test_get [2 cases], test_both)" in out, out
