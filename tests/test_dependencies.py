@@ -39,6 +39,7 @@ EXTRA_OF_FILE = {
     "backends/xgrammar_backend.py": "backends",
     "backends/outlines_backend.py": "backends",
     "backends/llguidance_backend.py": "backends",
+    "constrained/library_children.py": "backends",
 }
 
 
