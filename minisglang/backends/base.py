@@ -678,13 +678,16 @@ class BaseGrammarBackend:
         self._normalised_lock = threading.Lock()
         self.children: KeptChildren | None = None  # a library's compile children (`start_children`)
 
-    def start_children(self, setup: tuple[Callable[..., Any], tuple[Any, ...]], ahead: int = 1) -> None:
+    def start_children(
+        self, setup: tuple[Callable[..., Any], tuple[Any, ...]], ahead: int = 1, preload: tuple[str, ...] = ()
+    ) -> None:
         """Kept child processes for a library's native compiles (constrained/child_process.py,
-        `setup` run once in each), unless the backend compiles on threads (option
-        `compile_in="thread"`): `self.children`, stopped by `shutdown`."""
+        `setup` run once in each, `preload` imported once by the forkserver if this starts
+        it), unless the backend compiles on threads (option `compile_in="thread"`):
+        `self.children`, stopped by `shutdown`."""
         if self.options.get("compile_in", "process") != "process":
             return
-        start_ahead()
+        start_ahead(*preload)
         self.children = KeptChildren(
             self.options.get("compile_memory_bytes", 4 << 30),
             int(self.options.get("compile_nice", 5)),

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import collections
 import json
+import pickle
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -196,9 +197,10 @@ def _pattern_as_json_text(schema: SchemaObject, pointer: str) -> SchemaObject:
 class OutlinesIndex:
     """One compiled regex: the shared `Index`, and which states leave only EOS (memoised)."""
 
-    def __init__(self, index: Index, eos_token_id: int):
+    def __init__(self, index: Index, eos_token_id: int, nbytes: int):
         self.index = index
         self.eos_token_id = eos_token_id
+        self.nbytes = nbytes  # the pickled index's size: what the byte-bounded cache counts
         self.eos_only: dict[int, bool] = {}
 
     def only_eos_after(self, state: int) -> bool:
@@ -237,6 +239,9 @@ class OutlinesGrammar(BaseGrammarObject):
 
     def copy(self) -> OutlinesGrammar:
         return OutlinesGrammar(self.compiled)
+
+    def nbytes(self) -> int:
+        return self.compiled.nbytes
 
     def fill_vocab_mask(self, vocab_mask: torch.Tensor, idx: int) -> None:
         row = vocab_mask[idx]  # a row of a contiguous [B, W] tensor is contiguous
@@ -300,6 +305,11 @@ def _regex_problem(regex: str, library_message: str) -> str:
     return f"outlines-core cannot compile the regex {shown_regex(regex)}: {library_message}"
 
 
+# An index bigger than this is refused when the grammar cache has no byte bound of its own:
+# a stranger's `.{0,5000}z{k}` indexes were 330 MB pickled, 0.8 s of GIL to read back each.
+MAX_INDEX_BYTES = 256 << 20
+
+
 @register_backend("outlines")
 class OutlinesBackend(BaseGrammarBackend):
     kinds = frozenset({"regex", "json_schema"})
@@ -343,26 +353,35 @@ class OutlinesBackend(BaseGrammarBackend):
         else:
             regex = portable_regex(text)  # a RegexError says what is wrong, in Python's terms
         try:
-            index = self._index(regex)
+            data = self._index(regex)
         except ConstraintError:  # the child's timeout, cancel or death: said as it is
             raise
         except ValueError as e:
             raise GrammarError(_regex_problem(text if kind == "regex" else regex, str(e))) from e
+        limit = self.max_bytes if self.max_bytes is not None else MAX_INDEX_BYTES
+        if len(data) > limit:  # (read back, it would hold the GIL ~0.25 s per 100 MB, and the memory)
+            raise GrammarError(
+                f"outlines-core's index of this regex is {len(data) / 2**20:.0f} MiB, more than the whole grammar "
+                f"cache may hold ({limit / 2**20:.0f} MiB, option grammar_cache_bytes); the 'fsm' backend builds "
+                "only the states a generation reaches"
+            )
+        index = pickle.loads(data)
         dropped = dropped_after_a_match(index, regex, self.tokenizer, self.vocab_size, MAX_CHECKED_TRANSITIONS[kind])
         if dropped is not None:
             raise GrammarError(
                 f"{dropped}; the 'outlines' backend refuses it rather than stop early: use the 'fsm' backend"
             )
-        return OutlinesGrammar(OutlinesIndex(index, self.tokenizer.eos_token_id))
+        return OutlinesGrammar(OutlinesIndex(index, self.tokenizer.eos_token_id, len(data)))
 
-    def _index(self, regex: str) -> Index:
-        """outlines-core's Index of `regex` over our vocabulary, built in a kept child process
-        (constrained/library_children.py) unless the backend compiles on threads."""
+    def _index(self, regex: str) -> bytes:
+        """outlines-core's Index of `regex` over our vocabulary, pickled: built in a kept child
+        process (constrained/library_children.py) unless the backend compiles on threads."""
         if self.children is None:
-            return Index(regex, self.vocabulary)
-        return self.children.call(
+            return pickle.dumps(Index(regex, self.vocabulary))
+        data: bytes = self.children.call(
             library_children.outlines_index,
             (regex,),
             timeout=self.compile_timeout,
             what=f"outlines-core's index of regex {shown_regex(regex)}",
         )
+        return data

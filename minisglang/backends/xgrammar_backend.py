@@ -51,7 +51,7 @@ from ..constrained.json_schema import InvalidSchemaError, UnsupportedSchemaError
 from ..constrained.json_schema.patterns import _pattern_regex as pattern_over_json_text
 from ..constrained.python_regex import portable_regex
 from ..constrained.regex_ast import render
-from ..constrained.work_slices import CompileCancelled
+from ..constrained.work_slices import CompileCancelled, outside
 from .base import (
     EMPTY_ARRAYS,
     INEXACT_INTEGERS,
@@ -361,6 +361,11 @@ class XGrammarGrammar(BaseGrammarObject):
         self.guard = guard
         self.leads: list[int | None] = [None]  # per accepted token: the narrow lead the output ends in
 
+    def nbytes(self) -> int:
+        """The compiled grammar's size as xgrammar counts it (a 300-string schema: 45-70 MB;
+        counted as 0, a client filled the 128-entry cache at ~53 MB an entry)."""
+        return int(self.compiled.memory_size_bytes)
+
     def accept_token(self, token_id: int) -> None:
         if not self.matcher.accept_token(token_id):
             raise GrammarError(f"token {token_id} is not allowed by the grammar here")
@@ -441,12 +446,6 @@ def _jumps_are_bounded(schema: Any) -> bool:
     return recursive_ref(schema) is None and find_ignored_keyword(schema, (_LONG_FORCED_ARRAY,)) is None
 
 
-# A grammar text up to this long compiles on the compile thread (milliseconds: xgrammar's
-# compile grows with the grammar's size; regexes with large counts, 5,000-value enums,
-# minItems 5,000 all compiled in under 0.1 s at 4k); a longer one in a kept child process.
-IN_THREAD_CHARS = 16_384
-
-
 @register_backend("xgrammar")
 class XGrammarBackend(BaseGrammarBackend):
     kinds = frozenset({"regex", "json_schema", "ebnf", "structural_tag"})
@@ -461,12 +460,12 @@ class XGrammarBackend(BaseGrammarBackend):
         # Our base class caches compiled grammars (LRU), so xgrammar's own cache is off.
         self.info = info
         self.compiler = xgr.GrammarCompiler(info, max_threads=2, cache_enabled=False)
-        # A large grammar compiles in a kept child process (constrained/library_children.py),
-        # killed at compile_timeout: a nested anyOf that repeats its subschema doubles
-        # xgrammar's compile at every level (13 levels, a 1.2 MB schema: minutes), and no
-        # thread can be stopped. The child imports torch (a second to start, started at the
-        # first large grammar), so small grammars, whose compiles take milliseconds, stay here.
-        self.start_children(setup=(library_children.xgrammar_setup, (info.serialize_json(),)), ahead=0)
+        # Grammars compile in a kept child process (constrained/library_children.py), killed
+        # at compile_timeout: a nested anyOf that repeats its subschema doubles xgrammar's
+        # compile at every level (13 levels, a 1.2 MB schema: minutes), a 3 KB schema of 60
+        # strings with maxLength 1000 takes over 30 s, and no thread can be stopped. (The
+        # forkserver imports xgrammar, and torch with it, once: a child then starts at once.)
+        self.start_children(setup=(library_children.xgrammar_setup, (info.serialize_json(),)), preload=("xgrammar",))
         only_eos = torch.zeros(vocab_size, dtype=torch.bool)
         only_eos[tokenizer.eos_token_id] = True
         self.stop_only_row = pack_bits(only_eos)
@@ -538,18 +537,21 @@ class XGrammarBackend(BaseGrammarBackend):
         return XGrammarGrammar(compiled, self.stop_only_row, self.guard, jumps=jumps)
 
     def _compiled(self, method: str, grammar: Any, **kwargs: Any) -> xgr.CompiledGrammar:
-        """`self.compiler.<method>(grammar, **kwargs)`: here if its text is small (or the
-        backend compiles on threads), else in a kept child, whose grammar comes back as JSON;
-        one too big to send back is compiled again here (the child showed it ends in time)."""
-        text = grammar if isinstance(grammar, str) else json.dumps(grammar, ensure_ascii=False)
-        if self.children is not None and len(text) > IN_THREAD_CHARS:
-            sent = self.children.call(
-                library_children.xgrammar_compile,
-                (method, (grammar,), kwargs),
-                timeout=self.compile_timeout,
-                what=f"xgrammar's {method} of a {len(text):,}-character grammar",
-            )
-            if sent is not None:
-                return xgr.CompiledGrammar.deserialize_json(sent, self.info)
-        compiled: xgr.CompiledGrammar = getattr(self.compiler, method)(grammar, **kwargs)
+        """`self.compiler.<method>(grammar, **kwargs)`, in a kept child (unless the backend
+        compiles on threads), whose grammar comes back as JSON. One too big to send back is
+        compiled again here, the child having shown that it ends in time; meanwhile this
+        thread steps out of the pool (`outside`), so it holds no thread another client needs."""
+        if self.children is None:
+            compiled: xgr.CompiledGrammar = getattr(self.compiler, method)(grammar, **kwargs)
+            return compiled
+        sent = self.children.call(
+            library_children.xgrammar_compile,
+            (method, (grammar,), kwargs),
+            timeout=self.compile_timeout,
+            what=f"xgrammar's {method}",
+        )
+        if sent is not None:
+            return xgr.CompiledGrammar.deserialize_json(sent, self.info)
+        with outside():
+            compiled = getattr(self.compiler, method)(grammar, **kwargs)
         return compiled

@@ -103,22 +103,28 @@ def _limit(memory_bytes: int | None) -> str:
     return f"{(memory_bytes or 0) / 2**30:.1f} GiB, option compile_memory_bytes"
 
 
+# What the forkserver imports when it starts, so that no child imports it again: the schema
+# compiler, the usual child's work, and what a backend's `start_ahead` adds (xgrammar).
+_PRELOAD = ["minisglang.constrained.json_schema"]
+
+
 def _context() -> Any:
     # forkserver: a clean process (no threads) forks each child in milliseconds; plain fork
     # would copy torch's threads. (As compile_service.py; spawn where there is no forkserver.)
     method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
     context = multiprocessing.get_context(method)
     if method == "forkserver":
-        # (if this starts the forkserver: the schema compiler, the usual child's work, imported once)
-        context.set_forkserver_preload(["minisglang.constrained.json_schema"])
+        context.set_forkserver_preload(list(_PRELOAD))  # (read only when this starts it)
     return context
 
 
-def start_ahead() -> None:
+def start_ahead(*preload: str) -> None:
     """Start the forkserver that forks the children now, so that no compile waits for it; it
-    imports the schema compiler in its own process (~0.35 s of CPU) while the caller goes on.
-    Does nothing where it runs already (`ensure_running` restarts one that died) and where
+    imports the schema compiler (~0.35 s of CPU) and the modules `preload` names in its own
+    process while the caller goes on. Does nothing where it runs already (`ensure_running`
+    restarts one that died; its children then import what it lacks themselves) and where
     there is no forkserver (spawn starts each child from nothing anyway)."""
+    _PRELOAD.extend(m for m in preload if m not in _PRELOAD)
     if _context().get_start_method() == "forkserver":
         import multiprocessing.forkserver  # (Unix only)
 
@@ -212,7 +218,7 @@ class KeptChildren:
     ):
         """`setup`: (function, args) each child runs once when it starts (picklable; say, a
         library's vocabulary kept in a module of the child for its calls to use)."""
-        self.memory_bytes, self.nice, self.setup = memory_bytes, nice, setup
+        self.memory_bytes, self.nice, self.setup, self.ahead = memory_bytes, nice, setup, ahead
         self.idle: queue.SimpleQueue[tuple[Any, Connection]] = queue.SimpleQueue()
         self.closed = False
         self.lock = threading.Lock()
@@ -283,4 +289,7 @@ class KeptChildren:
     def _drop(self, child: tuple[Any, Connection]) -> None:
         with self.lock:
             self.running.discard(child)
+            replace = self.ahead and not self.closed and self.idle.empty()
         _stop(*child)
+        if replace:  # (its replacement starts now, not in the next compile: a start can take a second)
+            self.idle.put(self._start())

@@ -7,7 +7,7 @@ GIL most of the time and the batch decodes only in between (chapters/03-fsm-cach
 - a compile that outlives `timeout` is really stopped: its worker is killed (its memory
   returns to the system) and replaced, and the caller gets `CompileTimeout`. A thread
   could not be stopped, which is why llguidance (stage s5), which compiles on threads, is
-  bounded only from the caller's side (outlines-core's indexes and xgrammar's large
+  bounded only from the caller's side (outlines-core's indexes and xgrammar's
   grammars are built in kept children: library_children.py);
 - each worker may use at most `memory_bytes` of address space (RLIMIT_AS, Unix): a
   blow-up ends as a clear error for that regex instead of taking the machine down;

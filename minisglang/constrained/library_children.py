@@ -11,8 +11,8 @@ a second or more per child).
 Each child starts with a setup call that builds the library's vocabulary once (`_LIBRARY`);
 its compiles then use it. Results go back pickled: an outlines-core `Index` pickles itself,
 an xgrammar `CompiledGrammar` as its JSON (`serialize_json`), read back in the parent with
-the backend's own TokenizerInfo. xgrammar imports torch, so its child takes a second to
-start and the backend sends it only large grammars (xgrammar_backend.py).
+the backend's own TokenizerInfo. xgrammar imports torch (a second): the forkserver that
+forks the children imports it once (`start_ahead`'s preload).
 """
 
 from __future__ import annotations
@@ -29,11 +29,14 @@ def outlines_setup(eos_token_id: int, ids_by_bytes: dict[bytes, list[int]]) -> N
     _LIBRARY["outlines"] = Vocabulary(eos_token_id, ids_by_bytes)
 
 
-def outlines_index(regex: str) -> Any:
-    """outlines-core's `Index` of `regex` over the child's vocabulary."""
+def outlines_index(regex: str) -> bytes:
+    """outlines-core's `Index` of `regex` over the child's vocabulary, pickled (the parent
+    reads its size before it reads it back)."""
+    import pickle
+
     from outlines_core import Index
 
-    return Index(regex, _LIBRARY["outlines"])
+    return pickle.dumps(Index(regex, _LIBRARY["outlines"]))
 
 
 def xgrammar_setup(tokenizer_info_json: str) -> None:

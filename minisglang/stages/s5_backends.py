@@ -264,7 +264,7 @@ class BackendOptions(StageOptions):
     max_fsm_states: int = 10_000
     max_regex_chars: int | None = 100_000
     # where the fsm backend's eager compiles and large schemas, outlines-core's indexes and
-    # xgrammar's large grammars are built: "process" (a child, killed at compile_timeout) or
+    # xgrammar's grammars are built: "process" (a child, killed at compile_timeout) or
     # "thread"; the child's bounds
     compile_in: str = "process"
     compile_nice: int = 5
