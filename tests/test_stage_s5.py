@@ -2,6 +2,7 @@
 
 import re
 import threading
+import time
 
 import pytest
 import torch
@@ -484,5 +485,28 @@ def test_a_lazy_grammar_that_grew_past_the_cache_bytes_is_evicted_when_its_reque
         assert re.fullmatch(regex, out["text"]) or out["meta_info"]["finish_reason"]["type"] == "length"
         assert grammar.nbytes() > 2_000_000, "the automaton did not grow: the test tests nothing"
         assert not backend.is_cached("regex", regex), "a grammar past grammar_cache_bytes stayed cached"
+    finally:
+        engine.shutdown()
+
+
+def test_a_request_that_leaves_while_its_grammar_compiles_stops_the_compile():
+    """A client gone while its grammar compiled left the compile running (a stranger's outlines
+    child computed at 98% CPU until compile_timeout): the request's release cancels a compile
+    that no other request waits for, and the child computing it is stopped."""
+    engine = sgl.Engine(stage="s5", grammar_backend="outlines", compile_timeout=120)
+    try:
+        backend = engine.stage.backend
+        req = engine.submit("Hello", {"regex": "[a-z]{1,300}x[a-z]{1,300}", "max_new_tokens": 4})
+        deadline = time.monotonic() + 60
+        while not backend.children.running and time.monotonic() < deadline:  # its child computes
+            engine.step()
+        assert backend.children.running, "the compile reached its child"
+        assert engine.abort(req.rid)
+        while backend.children.running and time.monotonic() < deadline:
+            engine.step()
+            time.sleep(0.01)
+        assert not backend.children.running, "the compile of the request that left was stopped"
+        assert req.finished_reason["type"] == "abort"
+        assert not backend.is_cached("regex", "[a-z]{1,300}x[a-z]{1,300}")
     finally:
         engine.shutdown()

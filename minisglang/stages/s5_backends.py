@@ -389,8 +389,7 @@ class BackendStage(Stage):
         the timeout waiting for a thread, behind other clients' compiles, say the server was
         too busy (a 503 with Retry-After), not that the grammar was too slow (a 400)."""
         queued = self.backend.queued_seconds(future)
-        if not any(w.handle is future for w in self.queue.pending.values()):
-            self.backend.cancel(future)
+        self.cancel_if_unwanted(future)
         timeout = self.queue.timeout
         if queued > timeout / 2 and req.finished_reason is not None:
             constraint = req.sampling_params.constraint()
@@ -512,8 +511,17 @@ class BackendStage(Stage):
         if self.work.ready(req) and g.is_terminated():
             req.finish("stop", matched=token_id if token_id == self.ctx.tokenizer.eos_token_id else None)
 
+    def cancel_if_unwanted(self, future: Future[BaseGrammarObject]) -> None:
+        """Stop the compile behind `future` when no request waits for it any more: it would go
+        on using CPU and memory (a library's child process, for up to compile_timeout)."""
+        if not future.done() and not any(w.handle is future for w in self.queue.pending.values()):
+            self.backend.cancel(future)
+
     def release(self, req: Req) -> None:
+        waiting = self.queue.pending.get(req.rid)
         self.queue.forget(req)
+        if waiting is not None:  # it left while its grammar compiled (an abort, a client gone)
+            self.cancel_if_unwanted(waiting.handle)
         self.work.forget(req)
         if req.grammar is not None:
             self.backend.trim()  # its grammar may have grown the cache past grammar_cache_bytes
