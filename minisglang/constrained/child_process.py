@@ -44,6 +44,7 @@ except ImportError:  # pragma: no cover
 # How often the waiting compile thread looks up from the pipe: to stop a child whose
 # request left (`checkpoint` raises CompileCancelled) or that ran past its timeout.
 POLL_SECONDS = 0.02
+STARTUP_SECONDS = 120.0  # the most a kept child may take to start (a busy machine, a big import)
 CHILD_NAME = "minisglang-compile-child"
 
 
@@ -93,6 +94,7 @@ def _kept_child(
         status, failed = _run((setup[0], setup[1], {}, "the compile child's setup"), memory_bytes)
         failed = failed if status == "error" else None
     try:
+        conn.send(("ready", None))
         while (call := conn.recv()) is not None:
             conn.send(("error", failed) if failed is not None else _run(call, memory_bytes))
     except (EOFError, OSError):  # the parent closed its end, or exited: so do we
@@ -268,6 +270,9 @@ class KeptChildren:
         return child
 
     def _start(self) -> tuple[Any, Connection]:
+        """A new child, once it is ready (its setup done): a compile's timeout then counts its
+        compile alone. (A child whose forkserver did not preload its library imports it
+        itself: xgrammar brings torch, ~1.2 s, which a first compile timed as its own.)"""
         context = _context()
         conn, end = context.Pipe()
         process = context.Process(
@@ -275,7 +280,14 @@ class KeptChildren:
         )
         start_worker(process)  # (without re-running the user's script: worker_start.py)
         end.close()
-        return process, conn
+        try:
+            if conn.poll(STARTUP_SECONDS):
+                conn.recv()
+                return process, conn
+        except (EOFError, OSError):
+            pass
+        _stop(process, conn)
+        raise ConstraintError(_died("the compile child's start", process.exitcode, self.memory_bytes))
 
     def _give_back(self, child: tuple[Any, Connection]) -> None:
         with self.lock:
