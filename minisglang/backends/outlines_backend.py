@@ -353,7 +353,7 @@ class OutlinesBackend(BaseGrammarBackend):
         else:
             regex = portable_regex(text)  # a RegexError says what is wrong, in Python's terms
         try:
-            data = self._index(regex)
+            index, data = self._index(regex)
         except ConstraintError:  # the child's timeout, cancel or death: said as it is
             raise
         except ValueError as e:
@@ -365,7 +365,8 @@ class OutlinesBackend(BaseGrammarBackend):
                 f"cache may hold ({limit / 2**20:.0f} MiB, option grammar_cache_bytes); the 'fsm' backend builds "
                 "only the states a generation reaches"
             )
-        index = pickle.loads(data)
+        if index is None:
+            index = pickle.loads(data)
         dropped = dropped_after_a_match(index, regex, self.tokenizer, self.vocab_size, MAX_CHECKED_TRANSITIONS[kind])
         if dropped is not None:
             raise GrammarError(
@@ -373,15 +374,18 @@ class OutlinesBackend(BaseGrammarBackend):
             )
         return OutlinesGrammar(OutlinesIndex(index, self.tokenizer.eos_token_id, len(data)))
 
-    def _index(self, regex: str) -> bytes:
-        """outlines-core's Index of `regex` over our vocabulary, pickled: built in a kept child
-        process (constrained/library_children.py) unless the backend compiles on threads."""
+    def _index(self, regex: str) -> tuple[Index | None, bytes]:
+        """outlines-core's Index of `regex` over our vocabulary, built in a kept child process
+        (constrained/library_children.py) unless the backend compiles on threads: the index
+        when it was built here (None: read it back from the bytes), and its pickled bytes,
+        whose size the cache counts."""
         if self.children is None:
-            return pickle.dumps(Index(regex, self.vocabulary))
+            index = Index(regex, self.vocabulary)
+            return index, pickle.dumps(index)
         data: bytes = self.children.call(
             library_children.outlines_index,
             (regex,),
             timeout=self.compile_timeout,
             what=f"outlines-core's index of regex {shown_regex(regex)}",
         )
-        return data
+        return None, data

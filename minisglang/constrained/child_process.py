@@ -207,7 +207,8 @@ class KeptChildren:
     """Child processes kept between calls, one per caller at a time: `call` is
     `call_in_child` without a process start (~13 ms through the forkserver, against the
     1-3 ms of a typical outlines-core index). A child whose call ran past its timeout, was
-    cancelled or died is killed, and the next call starts a new one. A kept child keeps
+    cancelled or died is killed, and a new one starts at once (`ahead` of them are kept
+    ready) or with the next call. A kept child keeps
     its peak memory between calls: the one-shot `call_in_child` suits a compile that
     builds many Python objects (a large schema), this one a library's native compile."""
 
@@ -281,7 +282,9 @@ class KeptChildren:
         start_worker(process)  # (without re-running the user's script: worker_start.py)
         end.close()
         try:
-            if conn.poll(STARTUP_SECONDS):
+            with outside():  # (a compile thread only waits, as for a compile)
+                started = conn.poll(STARTUP_SECONDS)
+            if started:
                 conn.recv()
                 return process, conn
         except (EOFError, OSError):
