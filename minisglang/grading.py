@@ -196,10 +196,8 @@ def run_task_tests(
     chosen: dict[str, list[str]] = {}  # every test a run set out to run -> its tasks
     outputs = []
     with tempfile.TemporaryDirectory(prefix="minisglang-grade-") as tmp:
-        events_path, skip_path = Path(tmp) / "events.jsonl", Path(tmp) / "skip.json"
-        shutil.copy(grade_plugin.__file__, Path(tmp) / f"{PLUGIN_NAME}.py")
-        env["PYTHONPATH"] = env.get("PYTHONPATH", "") + os.pathsep + tmp
-        env.update({grade_plugin.EVENTS_ENV: str(events_path), grade_plugin.SKIP_ENV: str(skip_path)})
+        events_path, skip_path = _with_plugin(env, Path(tmp)), Path(tmp) / "skip.json"
+        env[grade_plugin.SKIP_ENV] = str(skip_path)
         if trace:
             env[grade_plugin.TRACE_ENV] = "1"
         while True:
@@ -252,6 +250,16 @@ def run_task_tests(
     return report
 
 
+def _with_plugin(env: dict[str, str], tmp: Path) -> Path:
+    """Put the grading plugin where `env`'s pytest imports it (a copy in `tmp`, on its
+    PYTHONPATH) and point its events at a file in `tmp`: that file's path."""
+    shutil.copy(grade_plugin.__file__, tmp / f"{PLUGIN_NAME}.py")
+    env["PYTHONPATH"] = env.get("PYTHONPATH", "") + os.pathsep + str(tmp)
+    events_path = tmp / "events.jsonl"
+    env[grade_plugin.EVENTS_ENV] = str(events_path)
+    return events_path
+
+
 def _test_files(tests_dir: Path, tasks: list[str]) -> dict[Path, list[str]]:
     """The test files that test `tasks`, each with the ones it tests. Only those: a checkout
     of s3 has no s4 modules for the other test files to import."""
@@ -302,13 +310,10 @@ def reference_tests(tasks: list[str], tests_dir: Path = REPO_TESTS) -> dict[str,
         files = _test_files(tests_dir, tasks)
         collected: dict[str, list[str]] = {}
         with tempfile.TemporaryDirectory(prefix="minisglang-collect-") as tmp:
-            events_path = Path(tmp) / "events.jsonl"
-            shutil.copy(grade_plugin.__file__, Path(tmp) / f"{PLUGIN_NAME}.py")
             env = dict(os.environ, MINISGLANG_PURE="1")
             env.pop(IMPL_ENV, None)
             env.pop(grade_plugin.SKIP_ENV, None)
-            env["PYTHONPATH"] = env.get("PYTHONPATH", "") + os.pathsep + tmp
-            env[grade_plugin.EVENTS_ENV] = str(events_path)
+            events_path = _with_plugin(env, Path(tmp))
             try:
                 subprocess.run(
                     [*_pytest_cmd(files, tasks, DEFAULT_TEST_TIMEOUT), "--collect-only"],
