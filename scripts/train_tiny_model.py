@@ -208,6 +208,37 @@ def answer_loss(model: LlamaForCausalLM, ids: torch.Tensor, labels: torch.Tensor
     return torch.nn.functional.cross_entropy(logits, targets[keep])
 
 
+def expand_blocks(model: LlamaForCausalLM, layers: int) -> LlamaForCausalLM:
+    """The same function with ``layers`` decoder blocks: block expansion (LLaMA Pro, Wu et
+    al. 2024). Each new block is a copy of the block before it with its two output
+    projections (attention's ``o_proj``, the MLP's ``down_proj``) zeroed, so it adds nothing
+    to the residual stream until training moves it: the grown model starts exactly where the
+    small one ended, with more depth to learn what it could not (copying a repeated tail)."""
+    old = list(model.model.layers)
+    extra = layers - len(old)
+    # new blocks spread evenly: after every len(old)/extra old blocks
+    after = {round((i + 1) * len(old) / extra) - 1 for i in range(extra)}
+    config = model.config
+    config.num_hidden_layers = layers
+    grown = LlamaForCausalLM(config)
+    new_layers = []
+    for i, block in enumerate(old):
+        new_layers.append(block)
+        if i in after:
+            twin = type(block)(config, layer_idx=0)
+            twin.load_state_dict(block.state_dict())
+            torch.nn.init.zeros_(twin.self_attn.o_proj.weight)
+            torch.nn.init.zeros_(twin.mlp.down_proj.weight)
+            new_layers.append(twin)
+    for idx, block in enumerate(new_layers):
+        block.self_attn.layer_idx = idx
+    grown.model.embed_tokens = model.model.embed_tokens
+    grown.model.norm = model.model.norm
+    grown.model.layers = torch.nn.ModuleList(new_layers)
+    grown.tie_weights()
+    return grown
+
+
 def lr_at(step: int, steps: int, peak: float, warmup: int) -> float:
     """Linear warm-up, then cosine decay to a tenth of the peak."""
     if step < warmup:
@@ -269,6 +300,12 @@ def main(argv: list[str] | None = None) -> None:
         default=None,
         help="a second stage: start from this checkpoint directory's weights and tokenizer "
         "(fresh optimizer and schedule) instead of from nothing",
+    )
+    ap.add_argument(
+        "--train-new-only",
+        action="store_true",
+        help="with --init-from and more --layers than it has: train only the new blocks "
+        "(LLaMA Pro's recipe; the old blocks and embeddings stay as they were)",
     )
     ap.add_argument(
         "--sort-pool",
@@ -353,11 +390,23 @@ def train(args) -> None:
     # initialised on the CPU, so the same seed gives the same start anywhere; the optimizer
     # state loaded below follows the parameters to the device
     model = LlamaForCausalLM.from_pretrained(args.init_from) if args.init_from else LlamaForCausalLM(config)
+    if args.init_from and args.layers > model.config.num_hidden_layers:
+        old_blocks = set(map(id, model.model.layers))
+        model = expand_blocks(model, args.layers)
+        if args.train_new_only:
+            for p in model.parameters():
+                p.requires_grad_(False)
+            for block in model.model.layers:
+                if id(block) not in old_blocks:
+                    block.requires_grad_(True)
+    elif args.train_new_only:
+        raise SystemExit("--train-new-only needs --init-from and more --layers than its model has")
     model = model.float().to(args.device)
     n_params = sum(p.numel() for p in model.parameters())
     print(f"model: {n_params / 1e6:.2f}M parameters")
-    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
-    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+    trained = [p for p in model.parameters() if p.requires_grad]
+    decay = [p for p in trained if p.dim() >= 2]
+    no_decay = [p for p in trained if p.dim() < 2]
     opt = torch.optim.AdamW(
         [{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
         lr=args.lr,
@@ -540,7 +589,7 @@ def run_probes(model, tokenizer, probes: dict, device: str) -> str:
 
 
 # Options added after checkpoints were made: such a checkpoint was made with this value.
-RECIPE_DEFAULTS = {"sort_pool": 0}
+RECIPE_DEFAULTS = {"sort_pool": 0, "train_new_only": False}
 
 
 def recipe(args) -> dict:

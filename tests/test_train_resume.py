@@ -173,6 +173,30 @@ def test_a_second_stage_starts_from_the_first_ones_weights_and_tokenizer(tmp_pat
     ).read_text()
 
 
+def test_expand_blocks_starts_as_the_small_model_and_trains_only_new_blocks(tmp_path):
+    """More --layers than the --init-from model: block expansion (LLaMA Pro). The grown model
+    computes the small one's logits exactly, and --train-new-only moves the new blocks only."""
+    from transformers import LlamaForCausalLM
+
+    train(tmp_path, "one", "--stop-after", "4")
+    snapshot = tmp_path / "one" / "state" / "step-4"
+    small = LlamaForCausalLM.from_pretrained(snapshot).float().eval()
+    ids = torch.randint(0, small.config.vocab_size, (2, 12))
+    grown = train_tiny_model.expand_blocks(LlamaForCausalLM.from_pretrained(snapshot).float(), 3).eval()
+    assert len(grown.model.layers) == 3
+    assert torch.equal(grown(ids).logits, small(ids).logits)
+
+    extra = ["--init-from", str(snapshot), "--seed", "1", "--copy-steps", "0", "--layers", "3", "--lr", "1e-2"]
+    train(tmp_path, "two", *extra, "--train-new-only", "--steps", "2", "--stop-after", "2")
+    before = torch.load(tmp_path / "one" / "state" / "checkpoint.pt", weights_only=False)["model"]
+    after = torch.load(tmp_path / "two" / "state" / "checkpoint.pt", weights_only=False)["model"]
+    # two old blocks: the new one goes after the second (layers.2), the old ones keep their names
+    for key, value in before.items():
+        assert torch.equal(after[key], value), key
+    new = [k for k in after if k.startswith("model.layers.2.")]
+    assert new and any(not torch.equal(after[k], before[k.replace("layers.2", "layers.1")]) for k in new)
+
+
 def test_average_last_saves_the_mean_of_the_last_snapshots(tmp_path):
     """--average-last N: the saved model is the mean of the last N snapshots' weights."""
     from safetensors.torch import load_file
