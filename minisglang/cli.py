@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
 
 
 def _engine(args):
@@ -188,6 +189,23 @@ def _automaton_dot(args, layout) -> str:
     return compressed_fsm_dot(dfa, JumpForwardMap.build(dfa, ByteDFA.from_char_dfa(dfa)), layout)
 
 
+def _tag_dot(args, layout) -> str:
+    """The DOT text of a structural tag given as JSON text or ``@FILE`` (chapter 07)."""
+    from .constrained.structural_tag import parse_structural_tag
+    from .drawings.structural_tag import structural_tag_dot
+
+    if args.regex is None:
+        raise ValueError("--kind tag draws a structural tag: give its JSON, or @FILE with it")
+    spec = args.regex
+    if spec.startswith("@"):
+        try:
+            spec = Path(spec[1:]).read_text()
+        except OSError as e:
+            raise ValueError(f"cannot read the structural tag file {spec[1:]!r}: {e.strerror}") from None
+    tag = parse_structural_tag(spec)
+    return structural_tag_dot(tag, layout=layout)
+
+
 def cmd_viz(args) -> int:
     """Draw a regex's automaton (character DFA, token-level FSM, or compressed jump FSM),
     or the radix cache some prompts leave behind, laid out for a slide."""
@@ -197,6 +215,8 @@ def cmd_viz(args) -> int:
         layout = _layout(args)
         if args.kind == "radix":
             dot = _radix_dot(args, layout)
+        elif args.kind == "tag":
+            dot = _tag_dot(args, layout)
         elif args.regex is None:
             raise ValueError(f"--kind {args.kind} draws a regex: give one (minisglang viz REGEX --kind {args.kind})")
         else:
@@ -375,14 +395,17 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("stages", help="list the stages")
     s.set_defaults(func=cmd_stages)
 
-    v = sub.add_parser("viz", help="draw a regex's automaton, or a radix cache (DOT text, or a file with -o)")
+    v = sub.add_parser(
+        "viz", help="draw a regex's automaton, a structural tag, or a radix cache (DOT text, or a file with -o)"
+    )
     v.add_argument(
         "regex",
         nargs="?",
         default=None,
-        help="the regex to draw (with --kind radix: the constraint the prompts run under, if any)",
+        help="the regex to draw (with --kind radix: the constraint the prompts run under, if any; "
+        "with --kind tag: a structural tag's JSON, or @FILE holding it)",
     )
-    v.add_argument("--kind", choices=["char", "token", "compressed", "radix"], default="char")
+    v.add_argument("--kind", choices=["char", "token", "compressed", "tag", "radix"], default="char")
     v.add_argument("-o", "--output", help="FILE.svg / .png / .pdf (default: print DOT)")
     v.add_argument("--model-path", default=None, help="tokenizer (and model, for --kind radix) (default: bundled)")
     v.add_argument(

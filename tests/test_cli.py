@@ -38,6 +38,37 @@ def test_viz_prints_dot_without_output(capsys):
     assert capsys.readouterr().out.startswith("digraph")
 
 
+TAG = (
+    '{"triggers": ["<tool_call>"], "structures": [{"begin": "<tool_call>{\\"name\\": \\"get_weather\\", '
+    '\\"arguments\\": ", "schema": {"type": "object"}, "end": "}</tool_call>"}]}'
+)
+
+
+def test_viz_draws_a_structural_tag_from_json_or_a_file(tmp_path, capsys):
+    assert main(["viz", TAG, "--kind", "tag"]) == 0
+    dot = capsys.readouterr().out
+    assert dot.startswith("digraph") and "get_weather" in dot and "tool_call" in dot
+    spec = tmp_path / "tag.json"
+    spec.write_text(TAG)
+    out = tmp_path / "tag.svg"
+    assert main(["viz", f"@{spec}", "--kind", "tag", "-o", str(out)]) == 0
+    assert out.read_text().lstrip().startswith(("<?xml", "<svg"))
+
+
+@pytest.mark.parametrize(
+    "given, named",
+    [
+        (None, "give its JSON"),
+        ("@/no/such/tag.json", "cannot read the structural tag file"),
+        ('{"triggers": ["<a>"]}', "structural_tag.structures is missing"),
+        ("{not json", "not valid JSON"),
+    ],
+)
+def test_viz_tag_names_what_is_wrong(given, named, capsys):
+    assert main(["viz", *([given] if given else []), "--kind", "tag"]) == 2
+    assert named in capsys.readouterr().err
+
+
 def test_fsm_allowed_lists_tokens(capsys):
     assert main(["fsm-allowed", r"[0-9]{4}-[0-9]{2}", "--after", "20"]) == 0
     out = capsys.readouterr().out
