@@ -131,3 +131,38 @@ def test_solutions_points_at_the_walkthrough(capsys):
         last = capsys.readouterr().out.rstrip("\n").splitlines()[-1]
         assert last.startswith("# why, and the wrong solutions each test catches: instructors/"), (stage, last)
         assert (REPO / last.split(": ", 1)[1]).exists(), (stage, last)
+
+
+CHEAP = ("viz", "fsm-allowed")  # seconds each; generate, trace and grade run a model or a test suite
+
+
+def kit_assignments(text: str) -> list[str]:
+    """The shell variables a kit's fenced blocks set (`DATE='...'`), which its commands use."""
+    return [line.strip() for line in text.splitlines() if re.match(r"^\s*[A-Z_]+=", line)]
+
+
+def shell_argv(assignments: list[str], command: str) -> list[str]:
+    """`command`'s arguments after `minisglang`, as bash expands them after `assignments`."""
+    import subprocess
+
+    script = "\n".join([*assignments, 'printf "%s\\0" ' + command.split(None, 1)[1]])
+    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True).stdout
+    return out.split("\0")[:-1]
+
+
+def test_every_cheap_kit_command_runs(tmp_path, monkeypatch, capsys):
+    """The kits' drawings and token lists run as written (their shell variables set as the kit
+    sets them): a demo that parses but fails on its regex or its --after text fails here."""
+    monkeypatch.chdir(tmp_path)
+    ran = 0
+    for path in KIT_FILES:
+        text = path.read_text(encoding="utf-8")
+        for command in kit_commands(text):
+            argv = shell_argv(kit_assignments(text), command)
+            if argv[0] not in CHEAP or "radix" in argv:
+                continue
+            code = main(argv)
+            err = capsys.readouterr().err
+            assert code == 0, f"{path.relative_to(REPO)}: `{command}` exited {code}: {err}"
+            ran += 1
+    assert ran >= 20
