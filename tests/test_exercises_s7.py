@@ -760,8 +760,10 @@ CERTAIN_FIRST_TOKENS = [[1, 1], [1, 2, 2], [1, 2, 0], [1, 2, 2], [1, 1], [1, 2, 
 def test_a_seeded_request_draws_its_numbers_in_the_pages_order():
     """One seed, the same tokens wherever it runs: the uniform before the rejection's draw,
     one uniform per draft the grammar allows and none otherwise. A solution that draws in
-    another order can keep the right distribution and still give a seeded request other
-    tokens than every other server running the same course."""
+    another order can keep the right distribution and still give other tokens from the same
+    generator state (the engine's generator of an `Engine(seed=...)`) than every other server
+    running the same course. (A request with a `seed` of its own never comes here: its tokens
+    are `seeded_scores`'s.)"""
     probs = torch.tensor([[0.3, 0.3, 0.4, 0.0], [0.1, 0.2, 0.3, 0.4], [0.25, 0.25, 0.25, 0.25]])
     for drafts, tokens in SEEDED_TOKENS.items():
         for seed, want in enumerate(tokens):
