@@ -1,7 +1,7 @@
 """A realistic extraction service: minisglang against transformers + outlines-core.
 
 The workload (seeded): `--requests` (256) extraction requests, half English, half Chinese.
-Every prompt starts with the same instruction (~300 tokens of the bundled tokenizer: the
+Every prompt starts with the same instruction (~340 tokens of the bundled tokenizer: the
 task, the rules and the JSON schema with its descriptions), then a document of 50-400
 tokens about one person (facts scattered among everyday sentences), and asks for the
 person as JSON. Outputs vary in length (1-4 hobbies, names and jobs of any length). The
