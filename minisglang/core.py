@@ -91,6 +91,8 @@ class SamplingParams:
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = -1
+    # Drop tokens less likely than min_p times the most likely one (0: off; SGLang's, vLLM's).
+    min_p: float = 0.0
     max_new_tokens: int = 128
     stop: list[str] = field(default_factory=list)
     seed: int | None = None
@@ -141,12 +143,14 @@ class SamplingParams:
 
     def validate(self) -> None:
         """Check every field's type and range; ValueError names the field and what is allowed."""
-        for name in ("temperature", "top_p"):
+        for name in ("temperature", "top_p", "min_p"):
             setattr(self, name, _finite_float(name, getattr(self, name)))
         if self.temperature < 0:
             raise ValueError(f"temperature must be >= 0 (0 means greedy), got {self.temperature}")
         if not 0 < self.top_p <= 1:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if not 0 <= self.min_p <= 1:
+            raise ValueError(f"min_p must be in [0, 1] (0 means off), got {self.min_p}")
         for name in ("top_k", "max_new_tokens"):
             value = getattr(self, name)
             if not _is_int(value):

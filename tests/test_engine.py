@@ -58,6 +58,15 @@ def test_seeded_sampling_does_not_depend_on_the_batch(engine):
     assert mixed[1]["text"] == alone
 
 
+def test_min_p_one_samples_the_greedy_text(engine):
+    """min_p 1 keeps only the most likely token at each step: sampling at temperature 1,
+    whatever the seed, gives the greedy text (the bundled model has no exact ties here)."""
+    greedy = engine.generate(PROMPTS[1], {"temperature": 0, "max_new_tokens": 12})["text"]
+    for seed in (1, 2, 3):
+        out = engine.generate(PROMPTS[1], {"temperature": 1.0, "min_p": 1.0, "seed": seed, "max_new_tokens": 12})
+        assert out["text"] == greedy
+
+
 def test_shared_prefix_reports_cached_tokens(engine):
     system = "<|system|>\nYou extract facts from text and answer in JSON only.\n"
     prompts = [system + f"<|user|>\nText number {i}: Li Lei is {20 + i} years old.\n<|assistant|>\n" for i in range(6)]
