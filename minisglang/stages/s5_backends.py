@@ -24,8 +24,9 @@ Engine options: `BackendOptions` below. Our own backend ("fsm") is lazy by defau
 (constrained/lazy_token_fsm.py: a start row in about a millisecond, the other states and
 rows made as generation reaches them); with `automaton="eager"` it compiles the whole
 automaton in s3's worker processes (constrained/compile_service.py) with its bounds and
-disk cache. The other backends compile on threads, bounded by the timeout from the
-caller's side only.
+disk cache. xgrammar and outlines-core compile in kept child processes that
+`compile_timeout` kills (constrained/child_process.py; `compile_in="thread"` keeps them on
+threads), llguidance on a thread, bounded by the timeout from the caller's side only.
 """
 
 from __future__ import annotations
@@ -254,7 +255,7 @@ class BudgetedJumpForward(JumpForward):
 class BackendOptions(StageOptions):
     grammar_backend: str = "fsm"  # "fsm", "xgrammar", "outlines" or "llguidance"
     jump_forward: bool = True
-    compile_timeout: float = 30.0  # seconds; the fsm backend's worker is killed after it
+    compile_timeout: float = 30.0  # seconds; a compile's child process is killed after it
     max_pending_compiles: int = 64  # distinct compiles waited on at once
     max_entries: int = 128  # compiled grammars kept in memory ...
     # ... and at most this many bytes of them, measured again as lazy grammars grow (`trim`):
