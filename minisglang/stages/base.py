@@ -22,16 +22,14 @@ declares the engine options it reads as a `StageOptions` dataclass (`Stage.Optio
 
 from __future__ import annotations
 
-import math
 import time
-import types
 import typing
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ..core import AbortKind
+from ..core import AbortKind, check_declared_type
 from ..registry import Registry
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -86,7 +84,7 @@ class StageOptions:
         options = cls(**given)  # the stage's own checks (__post_init__) first: their words are sharper
         hints = typing.get_type_hints(cls)
         for name in given:
-            check_declared_type(name, getattr(options, name), hints[name])
+            check_declared_type(name, getattr(options, name), hints[name], positive=name not in SIGNED_OPTIONS)
         return options
 
     @staticmethod
@@ -94,29 +92,6 @@ class StageOptions:
         if value not in choices:
             *first, last = map(repr, choices)
             raise ValueError(f"{name} must be {', '.join(first) + ' or ' if first else ''}{last}, not {value!r}")
-
-
-def check_declared_type(name: str, value: Any, hint: Any) -> None:
-    """ValueError unless `value` has the type `hint` declares (bool, int, float, str, a dict,
-    each maybe `| None`); an int or float outside SIGNED_OPTIONS must also be above 0."""
-    union = typing.get_origin(hint) in (typing.Union, types.UnionType)
-    kinds = [typing.get_origin(h) or h for h in (typing.get_args(hint) if union else (hint,))]
-    if value is None and type(None) in kinds:
-        return
-    if isinstance(value, bool):
-        ok = bool in kinds
-    elif isinstance(value, int):
-        ok = int in kinds or float in kinds
-    elif isinstance(value, float):
-        ok = float in kinds and math.isfinite(value)
-    else:
-        ok = Any in kinds or any(k not in (bool, int, float) and isinstance(value, k) for k in kinds)
-    if not ok:
-        words = {bool: "True or False", int: "an integer", float: "a finite number", str: "a string", dict: "a dict"}
-        wanted = " or ".join(words.get(k, "None" if k is type(None) else getattr(k, "__name__", str(k))) for k in kinds)
-        raise ValueError(f"{name} must be {wanted}, not {value!r}")
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and name not in SIGNED_OPTIONS and value <= 0:
-        raise ValueError(f"{name} must be above 0, not {value!r}")
 
 
 @register("s0-unconstrained")
