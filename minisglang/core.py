@@ -12,6 +12,8 @@ import json
 import math
 import numbers
 import time
+import types
+import typing
 from collections.abc import Collection
 from dataclasses import asdict, dataclass, field, fields
 from enum import Enum
@@ -80,6 +82,30 @@ def check_text(name: str, value: Any) -> None:
         raise ValueError(f"{name} is not valid Unicode text (a lone surrogate at character {e.start})") from None
 
 
+def check_declared_type(name: str, value: Any, hint: Any, positive: bool = True) -> None:
+    """ValueError naming the option `name` unless `value` has the type `hint` declares (bool,
+    int, float, str, a dict, each maybe `| None`; an int where a float is declared) and, when
+    `positive`, is a number above 0 if a number. ("false" is truthy: a flag takes True or False.)"""
+    union = typing.get_origin(hint) in (typing.Union, types.UnionType)
+    kinds = [typing.get_origin(h) or h for h in (typing.get_args(hint) if union else (hint,))]
+    if value is None and type(None) in kinds:
+        return
+    if isinstance(value, bool):
+        ok = bool in kinds
+    elif isinstance(value, int):
+        ok = int in kinds or float in kinds
+    elif isinstance(value, float):
+        ok = float in kinds and math.isfinite(value)
+    else:
+        ok = Any in kinds or any(k not in (bool, int, float) and isinstance(value, k) for k in kinds)
+    if not ok:
+        words = {bool: "True or False", int: "an integer", float: "a finite number", str: "a string", dict: "a dict"}
+        wanted = " or ".join(words.get(k, "None" if k is type(None) else getattr(k, "__name__", str(k))) for k in kinds)
+        raise ValueError(f"{name} must be {wanted}, not {value!r}")
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and positive and value <= 0:
+        raise ValueError(f"{name} must be above 0, not {value!r}")
+
+
 @dataclass
 class SamplingParams:
     """What one request asks for. `temperature` 0 (or below `GREEDY_TEMPERATURE`) means greedy.
@@ -91,6 +117,8 @@ class SamplingParams:
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = -1
+    # Drop tokens less likely than min_p times the most likely one (0: off; SGLang's, vLLM's).
+    min_p: float = 0.0
     max_new_tokens: int = 128
     stop: list[str] = field(default_factory=list)
     seed: int | None = None
@@ -141,12 +169,14 @@ class SamplingParams:
 
     def validate(self) -> None:
         """Check every field's type and range; ValueError names the field and what is allowed."""
-        for name in ("temperature", "top_p"):
+        for name in ("temperature", "top_p", "min_p"):
             setattr(self, name, _finite_float(name, getattr(self, name)))
         if self.temperature < 0:
             raise ValueError(f"temperature must be >= 0 (0 means greedy), got {self.temperature}")
         if not 0 < self.top_p <= 1:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if not 0 <= self.min_p <= 1:
+            raise ValueError(f"min_p must be in [0, 1] (0 means off), got {self.min_p}")
         for name in ("top_k", "max_new_tokens"):
             value = getattr(self, name)
             if not _is_int(value):

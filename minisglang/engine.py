@@ -127,8 +127,16 @@ class Engine:
     ):
         from . import DEFAULT_MODEL_PATH
 
-        if not isinstance(mixed_prefill, bool):  # "no" is truthy: refuse it rather than mix by surprise
-            raise ValueError(f"mixed_prefill must be True or False, got {mixed_prefill!r}")
+        # Checked before the model loads (SchedulerConfig refuses a bad value by name).
+        config = SchedulerConfig(
+            max_total_tokens=max_total_tokens,
+            max_running_requests=max_running_requests,
+            max_prefill_tokens=max_prefill_tokens,
+            schedule_policy=schedule_policy,
+            disable_radix_cache=disable_radix_cache,
+            in_batch_prefix_threshold=in_batch_prefix_threshold,
+            mixed_prefill=mixed_prefill,
+        )
         # torch's thread count is one per process: the last Engine built sets it.
         if torch_threads is None:
             torch_threads = default_torch_threads()
@@ -143,15 +151,6 @@ class Engine:
         stage_cls = get_stage_class(stage or default_stage())
         ctx = StageContext(self.tokenizer, self.model.config.vocab_size, self.device, stage_options)
         self.stage = stage_cls(ctx)
-        config = SchedulerConfig(
-            max_total_tokens=max_total_tokens,
-            max_running_requests=max_running_requests,
-            max_prefill_tokens=max_prefill_tokens,
-            schedule_policy=schedule_policy,
-            disable_radix_cache=disable_radix_cache,
-            in_batch_prefix_threshold=in_batch_prefix_threshold,
-            mixed_prefill=mixed_prefill,
-        )
         scheduler_class = self.stage.scheduler_class or Scheduler
         self.scheduler = scheduler_class(self.model, self.tokenizer, self.stage, config, self.device, seed=seed)
         # The scheduler is single-threaded; the lock lets a server thread and direct calls share it.

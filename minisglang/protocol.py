@@ -183,6 +183,7 @@ class _SamplingFields(_Strict):
     response_format: ResponseFormat | None = None
     # SGLang's extra sampling fields.
     top_k: int | None = None
+    min_p: float | None = Field(None, ge=0, le=1, allow_inf_nan=False)
     ignore_eos: bool | None = None
     regex: str | None = None
     ebnf: str | None = None
@@ -225,7 +226,7 @@ class _SamplingFields(_Strict):
         """These fields as the engine's SamplingParams (its own checks raise RequestError)."""
         d: dict[str, Any] = {
             k: getattr(self, k)
-            for k in ("temperature", "top_p", "top_k", "seed", "ignore_eos", "regex", "ebnf", "json_schema")
+            for k in ("temperature", "top_p", "top_k", "min_p", "seed", "ignore_eos", "regex", "ebnf", "json_schema")
             if getattr(self, k) is not None
         }
         if d.get("top_p") == 0:  # OpenAI's top_p takes 0: the nucleus of the top token alone, greedy

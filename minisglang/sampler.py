@@ -55,9 +55,9 @@ def sample_row(row: torch.Tensor, req: Req, generator: torch.Generator) -> int:
 
 
 def distribution(row: torch.Tensor, req: Req) -> torch.Tensor:
-    """row: [V] logits -> the (unnormalised after top-k/top-p) probabilities a sampling
-    request draws from: temperature, then top-k, then top-p. s7's rejection sampling
-    compares drafts against exactly this distribution."""
+    """row: [V] logits -> the (unnormalised after top-k/top-p/min-p) probabilities a sampling
+    request draws from: temperature, then top-k, then top-p, then min-p. s7's rejection
+    sampling compares drafts against exactly this distribution."""
     p = req.sampling_params
     probs = torch.softmax(row / p.temperature, dim=-1)
     if p.top_k > 0 and p.top_k < probs.numel():
@@ -69,4 +69,7 @@ def distribution(row: torch.Tensor, req: Req) -> torch.Tensor:
         keep = torch.cumsum(sorted_probs, 0) - sorted_probs < p.top_p
         keep[0] = True  # also when top_p is below float32's range (1e-300 rounds to 0)
         probs = torch.zeros_like(probs).scatter(0, order, sorted_probs * keep)
+    if p.min_p > 0.0:
+        # Relative to the most likely token, which top-k and top-p always keep (SGLang's order).
+        probs = torch.where(probs >= p.min_p * probs.max(), probs, torch.zeros_like(probs))
     return probs

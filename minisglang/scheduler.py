@@ -57,13 +57,14 @@ import collections
 import contextlib
 import logging
 import time
+import typing
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
 import torch
 
-from .core import AbortKind, Req
+from .core import AbortKind, Req, check_declared_type
 from .memory_pool import ReqToTokenPool, TokenToKVPool
 from .model.forward_batch import ForwardBatch, ForwardMode
 from .radix_cache import RadixCache
@@ -131,6 +132,20 @@ class SchedulerConfig:
     # chunk per step (SGLang's chunked prefill; None: off, a prompt goes in one forward).
     chunked_prefill_size: int | None = None
     trace_limit: int = 100_000  # events kept for notebooks (oldest dropped)
+
+    def __post_init__(self) -> None:
+        """Each field of its declared type, a number above 0 (the threshold: 0 or above), a
+        known policy: ValueError naming the field now, not an error in every request's step
+        (`schedule_policy="fifo"`, `max_prefill_tokens="4k"`), nor a truthy string taken
+        for True (`disable_radix_cache="no"` turned the radix cache off)."""
+        hints = typing.get_type_hints(SchedulerConfig)
+        for f in fields(self):
+            positive = f.name != "in_batch_prefix_threshold"
+            check_declared_type(f.name, getattr(self, f.name), hints[f.name], positive=positive)
+        if (threshold := self.in_batch_prefix_threshold) < 0:
+            raise ValueError(f"in_batch_prefix_threshold must be 0 (off) or above, not {threshold}")
+        if self.schedule_policy not in ("lpm", "fcfs"):
+            raise ValueError(f"schedule_policy must be 'lpm' or 'fcfs', not {self.schedule_policy!r}")
 
 
 @dataclass

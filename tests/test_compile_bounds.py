@@ -3,6 +3,7 @@ name, and features a stage cannot honour refused (issue 14 item 5)."""
 
 from __future__ import annotations
 
+import math
 import re
 import threading
 import time
@@ -241,6 +242,40 @@ def test_the_engine_refuses_a_misspelt_backend_option():
 def test_a_bad_option_value_names_the_choices(tok, name, value):
     with pytest.raises(ValueError, match=rf"{name} must be '.*' or '.*', not '{value}'"):
         get_stage_class("s4")(StageContext(tok, tok.vocab_size, torch.device("cpu"), {name: value}))
+
+
+@pytest.mark.parametrize(
+    "stage, name, value, message",
+    [
+        ("s4", "jump_forward", "false", "jump_forward must be True or False, not 'false'"),  # truthy: jumps on
+        ("s5", "jump_forward", 0, "jump_forward must be True or False, not 0"),
+        ("s5", "max_entries", "many", "max_entries must be an integer, not 'many'"),
+        ("s1", "max_fsm_states", 1e4, "max_fsm_states must be an integer, not 10000.0"),
+        ("s5", "max_regex_chars", "1000", "max_regex_chars must be an integer or None, not '1000'"),
+        ("s3", "compile_timeout", "soon", "compile_timeout must be a finite number, not 'soon'"),
+        ("s3", "compile_timeout", math.nan, "compile_timeout must be a finite number, not nan"),
+        ("s5", "json_schema_options", ["any_order"], "json_schema_options must be a dict or None, not ['any_order']"),
+        ("s5", "compile_workers", 0, "compile_workers must be above 0, not 0"),  # no compile would ever run
+        ("s5", "compile_timeout", -5, "compile_timeout must be above 0, not -5"),
+        ("s3", "max_pending_compiles", -1, "max_pending_compiles must be above 0, not -1"),
+        ("s5", "grammar_cache_bytes", 0, "grammar_cache_bytes must be above 0, not 0"),
+    ],
+)
+def test_an_option_not_of_its_declared_type_or_not_above_zero_is_refused_by_name(tok, stage, name, value, message):
+    """These were accepted: `jump_forward="false"` turned jumps on, `compile_workers=0` left
+    every compile waiting for its timeout, `max_entries="many"` failed at the first compile."""
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        get_stage_class(stage)(StageContext(tok, tok.vocab_size, torch.device("cpu"), {name: value}))
+
+
+def test_declared_types_accept_what_they_declare(tok):
+    """An int where a float is declared, None where `| None` is, a negative niceness."""
+    options = {"compile_timeout": 3, "max_regex_chars": None, "compile_nice": 0, "json_schema_options": {}}
+    stage = get_stage_class("s5")(StageContext(tok, tok.vocab_size, torch.device("cpu"), options))
+    try:
+        assert stage.options.compile_timeout == 3 and stage.options.max_regex_chars is None
+    finally:
+        stage.shutdown()
 
 
 STAGES_WITHOUT_GATE = [

@@ -555,6 +555,48 @@ def test_every_benchmark_script_is_named_in_the_benchmarks_readme():
     assert not missing, f"benchmarks/README.md does not name {missing}"
 
 
+def modules_the_contributing_table_covers() -> set[str]:
+    """The package files CONTRIBUTING.md's "Where a module's tests are" table names, relative
+    to minisglang/: a path, a bare name in the directory of the row's first path, a folder
+    (`model/`: every file under it), a glob (`constrained/lazy_*.py`) and a range of stages
+    (`stages/s1_masked_fill.py` ... `s7_speculative.py`)."""
+    text = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    section = text.split("## Where a module's tests are")[1].split("\n## ")[0]
+    files = sorted(str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py"))
+    covered: set[str] = set()
+    for row in section.splitlines():
+        if not row.startswith("| `"):
+            continue
+        cell = row.split("|")[1]
+        names = re.findall(r"`([^`]+)`", cell)
+        first = next((n for n in names if "/" in n.rstrip("/")), "")
+        folder = first.rsplit("/", 1)[0] + "/" if "/" in first.rstrip("/") else ""
+        paths = [n if "/" in n else folder + n for n in names]
+        for pattern in paths:
+            covered.update(f for f in files if f.startswith(pattern) if pattern.endswith("/"))
+            covered.update(f for f in files if re.fullmatch(re.escape(pattern).replace(r"\*", "[^/]*"), f))
+        if " ... " in cell and len(paths) == 2:
+            covered.update(f for f in files if paths[0] <= f <= paths[1] and f.startswith(folder))
+    return covered
+
+
+def test_every_modules_tests_are_found_by_its_name_or_in_the_contributing_table():
+    """CONTRIBUTING.md: a module x.py's tests are tests/test_x.py (test_<package>_x.py for a
+    package's module); where not, its table says where they are. A module found neither way
+    (the step view's, library_children.py) left a newcomer searching."""
+    covered = modules_the_contributing_table_covers()
+    assert {"sampler.py", "model/llama.py", "stages/s3_fsm_cache.py", "constrained/lazy_rows.py"} <= covered
+    lost = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = str(path.relative_to(PACKAGE))
+        if path.name == "__init__.py" or rel in covered:
+            continue
+        by_name = [f"test_{path.stem}.py", f"test_{path.parent.name}_{path.stem}.py"]
+        if not any((ROOT / "tests" / name).exists() for name in by_name):
+            lost.append(rel)
+    assert not lost, f"no tests/test_<module>.py and no row in CONTRIBUTING.md's table: {lost}"
+
+
 @pytest.mark.parametrize("path,line,results,rows", QUOTED, ids=lambda v: v.name if isinstance(v, Path) else str(v))
 def test_a_quoted_table_repeats_no_row(path: Path, line: int, results: str, rows: list[str]):
     """Two equal rows in one quoted table are a copy gone wrong (a rerun quoted one backend's

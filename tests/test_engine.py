@@ -4,6 +4,7 @@ Tests of minisglang/engine.py and minisglang/sampler.py (seeded sampling, batch 
 """
 
 import random
+import re
 
 import pytest
 
@@ -56,6 +57,15 @@ def test_seeded_sampling_does_not_depend_on_the_batch(engine):
         [{"temperature": 1.0, "max_new_tokens": 16}, p, {"temperature": 0.7, "max_new_tokens": 5}],
     )
     assert mixed[1]["text"] == alone
+
+
+def test_min_p_one_samples_the_greedy_text(engine):
+    """min_p 1 keeps only the most likely token at each step: sampling at temperature 1,
+    whatever the seed, gives the greedy text (the bundled model has no exact ties here)."""
+    greedy = engine.generate(PROMPTS[1], {"temperature": 0, "max_new_tokens": 12})["text"]
+    for seed in (1, 2, 3):
+        out = engine.generate(PROMPTS[1], {"temperature": 1.0, "min_p": 1.0, "seed": seed, "max_new_tokens": 12})
+        assert out["text"] == greedy
 
 
 def test_shared_prefix_reports_cached_tokens(engine):
@@ -178,6 +188,24 @@ def test_torch_threads_is_checked_and_set():
         assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize(
+    "option, value, message",
+    [
+        ("disable_radix_cache", "no", "disable_radix_cache must be True or False, not 'no'"),  # truthy: cache off
+        ("schedule_policy", "fifo", "schedule_policy must be 'lpm' or 'fcfs', not 'fifo'"),
+        ("max_prefill_tokens", "4k", "max_prefill_tokens must be an integer, not '4k'"),
+        ("max_running_requests", 0, "max_running_requests must be above 0, not 0"),
+        ("in_batch_prefix_threshold", -1, "in_batch_prefix_threshold must be 0 (off) or above, not -1"),
+    ],
+)
+def test_a_bad_scheduler_option_is_refused_by_name_before_the_model_loads(option, value, message, monkeypatch):
+    """schedule_policy "fifo" and max_prefill_tokens "4k" were accepted and then aborted every
+    request at its first step; disable_radix_cache "no" turned the cache off."""
+    monkeypatch.setattr("minisglang.engine.load_model", lambda *a, **k: pytest.fail("the model was loaded"))
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        sgl.Engine(stage="s0", **{option: value})
 
 
 def test_sampling_params_from_dict():

@@ -229,7 +229,7 @@ def test_random_arrivals_give_the_same_texts_and_leak_nothing(engines, stage, po
 
 
 def test_mixed_prefill_must_be_a_bool():
-    with pytest.raises(ValueError, match="mixed_prefill must be True or False, got 'no'"):
+    with pytest.raises(ValueError, match="mixed_prefill must be True or False, not 'no'"):
         sgl.Engine(stage="s0", mixed_prefill="no")
 
 

@@ -48,6 +48,8 @@ def refusal(model_cls, body) -> RequestError:
         ({"prompt": "x", "temperature": 3}, "temperature", "<= 2"),
         ({"prompt": "x", "temperature": "hot"}, "temperature", "must be a number"),
         ({"prompt": "x", "top_p": -0.1}, "top_p", ">= 0"),  # (0 is OpenAI's greedy)
+        ({"prompt": "x", "min_p": 1.5}, "min_p", "<= 1"),
+        ({"prompt": "x", "min_p": "0.1"}, "min_p", "must be a number"),
         ({"prompt": "x", "seed": -1}, "seed", ">= 0"),
         ({"prompt": "x", "seed": 2**64}, "seed", "<"),
         ({"prompt": "x", "n": 0}, "n", ">= 1"),
@@ -332,12 +334,13 @@ def test_openai_fields_map_onto_sampling_params():
                 "max_tokens": 9,
                 "stop": "\n",
                 "temperature": 0,
+                "min_p": 0.25,
                 "response_format": {"type": "json_schema", "json_schema": {"name": "p", "schema": {"type": "integer"}}},
             }
         ).encode(),
     )
     sp = p.to_sampling_params()
-    assert (sp.max_new_tokens, sp.stop, sp.temperature) == (9, ["\n"], 0)
+    assert (sp.max_new_tokens, sp.stop, sp.temperature, sp.min_p) == (9, ["\n"], 0, 0.25)
     assert json.loads(sp.json_schema) == {"type": "integer"}
 
 

@@ -251,6 +251,42 @@ def test_a_jump_after_the_reasoning_gate_moves_only_the_answer(engine, seed):
     assert re.fullmatch(PERSON, answer), out["text"]
 
 
+@pytest.mark.parametrize(
+    "backend, option, value",
+    [
+        ("xgrammar", "json_schema_options", {"any_order": True}),
+        ("xgrammar", "json_schema_options", {"no_such_option": 1}),
+        ("llguidance", "json_whitespace", "[ \\n]*"),
+        ("outlines", "automaton", "eager"),
+        ("llguidance", "compile_in", "thread"),
+        ("xgrammar", "max_fsm_states", 50),
+    ],
+)
+def test_an_option_the_backend_does_not_read_is_refused_not_ignored(tokenizer, backend, option, value):
+    """Our automaton's options set on a library backend used to be accepted and ignored (a
+    schema's any_order on xgrammar, even a misspelt key of json_schema_options): the stage
+    refuses them by name before the backend is built."""
+    options = {"grammar_backend": backend, option: value}
+    ctx = s5.StageContext(tokenizer, tokenizer.vocab_size, torch.device("cpu"), options)
+    with pytest.raises(ValueError, match=rf"^{option} is not read by the '{backend}' grammar backend"):
+        s5.BackendStage(ctx)
+
+
+def test_each_backend_reads_its_own_options_and_the_defaults_pass_everywhere():
+    """`own_options` names only options of BACKEND_SPECIFIC_OPTIONS, which are BackendOptions
+    fields; ours reads them all; every backend takes the defaults, and what it reads."""
+    fields = set(s5.BackendOptions.__dataclass_fields__)
+    assert s5.BACKEND_SPECIFIC_OPTIONS <= fields
+    assert FSMBackend.own_options == s5.BACKEND_SPECIFIC_OPTIONS
+    for name in ("fsm", "xgrammar", "outlines", "llguidance"):
+        cls = get_backend_class(name)
+        assert cls.own_options <= s5.BACKEND_SPECIFIC_OPTIONS, name
+        s5.BackendOptions(grammar_backend=name).check_read_by(cls)
+    s5.BackendOptions(grammar_backend="outlines", json_whitespace="[ ]*", compile_nice=3).check_read_by(
+        get_backend_class("outlines")
+    )
+
+
 def test_json_schema_options_reach_the_compiler_and_typos_fail_at_start():
     """`json_schema_options` is SchemaOptions for our backend: a typo fails when the engine
     starts, and a setting (here at most 2 integer digits) holds in what is generated."""

@@ -55,6 +55,9 @@ GIVE_BACK_EVERY = 10.0
 # a request asks `is_cached` and then `get_cached_or_future_value` for the same text.
 NORMALISED_MEMO = 16
 register_backend = BACKENDS.register  # `@register_backend("xgrammar")`
+# The engine options `start_children` reads: a backend that compiles in kept children lists
+# them in its `own_options`.
+CHILD_OPTIONS = frozenset({"compile_in", "compile_nice", "compile_memory_bytes"})
 
 
 class GrammarError(ValueError):
@@ -635,6 +638,10 @@ class BaseGrammarBackend:
 
     name = "base"
     kinds: frozenset[str] = frozenset()  # which of "regex", "json_schema", "ebnf"
+    # The engine options of stages/s5_backends.py's BACKEND_SPECIFIC_OPTIONS this backend
+    # reads (our automaton's bounds, the JSON whitespace, ...): the stage refuses one of the
+    # others set away from its default, since this backend would ignore it.
+    own_options: frozenset[str] = frozenset()
 
     def __init__(
         self,

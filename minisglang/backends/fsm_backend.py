@@ -39,7 +39,7 @@ from ..constrained.regex_ast import Regex, render, text_size
 from ..constrained.schema_worker import schema_regex_in_process
 from ..constrained.token_fsm import ConstraintError, TokenFSM
 from ..constrained.work_slices import OutOfTime, deadline
-from .base import BaseGrammarBackend, BaseGrammarObject, GrammarError, register_backend
+from .base import CHILD_OPTIONS, BaseGrammarBackend, BaseGrammarObject, GrammarError, register_backend
 
 if TYPE_CHECKING:  # pragma: no cover   (s6's file: an s5 checkout has no structural_tag.py)
     from ..constrained.structural_tag import StructuralTag
@@ -146,6 +146,18 @@ class FSMGrammar(BaseGrammarObject):
 @register_backend("fsm")
 class FSMBackend(BaseGrammarBackend):
     kinds = frozenset({"regex", "json_schema", "structural_tag"})
+    own_options = CHILD_OPTIONS | {
+        "json_whitespace",
+        "json_schema_options",
+        "automaton",
+        "max_fsm_states",
+        "max_regex_chars",
+        "max_lazy_states",
+        "max_row_expansions",
+        "max_regex_nodes",
+        "schema_cpu_seconds",
+        "grammar_cache_dir",
+    }
 
     def __init__(self, tokenizer: Tokenizer, vocab_size: int, **kwargs: Any):
         super().__init__(tokenizer, vocab_size, **kwargs)

@@ -65,6 +65,7 @@ from ..constrained.regex_dfa import RegexError, shown_regex
 from ..constrained.token_fsm import ConstraintError
 from .base import (
     ANNOTATIONS,
+    CHILD_OPTIONS,
     EMPTY_ARRAYS,
     BaseGrammarBackend,
     BaseGrammarObject,
@@ -313,6 +314,7 @@ MAX_INDEX_BYTES = 256 << 20
 @register_backend("outlines")
 class OutlinesBackend(BaseGrammarBackend):
     kinds = frozenset({"regex", "json_schema"})
+    own_options = CHILD_OPTIONS | {"json_whitespace"}  # (outlines-core's schema-to-regex takes it)
 
     def __init__(self, tokenizer: Tokenizer, vocab_size: int, **kwargs: Any):
         super().__init__(tokenizer, vocab_size, **kwargs)

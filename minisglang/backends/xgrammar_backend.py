@@ -53,6 +53,7 @@ from ..constrained.python_regex import portable_regex
 from ..constrained.regex_ast import render
 from ..constrained.work_slices import CompileCancelled, outside
 from .base import (
+    CHILD_OPTIONS,
     EMPTY_ARRAYS,
     INEXACT_INTEGERS,
     NUMBER_BOUNDS,
@@ -449,6 +450,7 @@ def _jumps_are_bounded(schema: Any) -> bool:
 @register_backend("xgrammar")
 class XGrammarBackend(BaseGrammarBackend):
     kinds = frozenset({"regex", "json_schema", "ebnf", "structural_tag"})
+    own_options = CHILD_OPTIONS
 
     def __init__(self, tokenizer: Tokenizer, vocab_size: int, **kwargs: Any):
         super().__init__(tokenizer, vocab_size, **kwargs)

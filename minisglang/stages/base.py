@@ -23,12 +23,13 @@ declares the engine options it reads as a `StageOptions` dataclass (`Stage.Optio
 from __future__ import annotations
 
 import time
+import typing
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ..core import AbortKind
+from ..core import AbortKind, check_declared_type
 from ..registry import Registry
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -57,12 +58,18 @@ class StageContext:
     options: dict[str, Any] = field(default_factory=dict)
 
 
+# Number options that may be zero or negative (a niceness); every other count, size or time is > 0.
+SIGNED_OPTIONS = frozenset({"compile_nice"})
+
+
 @dataclass(frozen=True)
 class StageOptions:
     """The engine options a stage reads (`Engine(stage=..., **options)`), as declared fields.
 
     Each stage subclasses this with its own; `parse` refuses a key no field declares, so a
-    typo is an error rather than a silently ignored setting.
+    typo is an error rather than a silently ignored setting, and a value that is not of its
+    field's declared type (`jump_forward="false"` is truthy: it would turn jumps on), or a
+    count, size or time that is not above 0 (outside SIGNED_OPTIONS).
     """
 
     @classmethod
@@ -74,7 +81,11 @@ class StageOptions:
                 f"unknown option(s) {', '.join(map(repr, unknown))} for stage {stage}; "
                 f"its options are: {', '.join(valid) or '(none)'}"
             )
-        return cls(**given)
+        options = cls(**given)  # the stage's own checks (__post_init__) first: their words are sharper
+        hints = typing.get_type_hints(cls)
+        for name in given:
+            check_declared_type(name, getattr(options, name), hints[name], positive=name not in SIGNED_OPTIONS)
+        return options
 
     @staticmethod
     def check_choice(name: str, value: Any, choices: tuple) -> None:

@@ -24,8 +24,9 @@ Engine options: `BackendOptions` below. Our own backend ("fsm") is lazy by defau
 (constrained/lazy_token_fsm.py: a start row in about a millisecond, the other states and
 rows made as generation reaches them); with `automaton="eager"` it compiles the whole
 automaton in s3's worker processes (constrained/compile_service.py) with its bounds and
-disk cache. The other backends compile on threads, bounded by the timeout from the
-caller's side only.
+disk cache. xgrammar and outlines-core compile in kept child processes that
+`compile_timeout` kills (constrained/child_process.py; `compile_in="thread"` keeps them on
+threads), llguidance on a thread, bounded by the timeout from the caller's side only.
 """
 
 from __future__ import annotations
@@ -34,12 +35,19 @@ import contextlib
 import time
 from collections.abc import Iterator
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ..backends.base import BaseGrammarObject, GrammarError, InvalidGrammarObject, get_backend_class
+from ..backends.base import (
+    CHILD_OPTIONS,
+    BaseGrammarBackend,
+    BaseGrammarObject,
+    GrammarError,
+    InvalidGrammarObject,
+    get_backend_class,
+)
 from ..constrained.bitmask import warm_up_apply_kernel
 from ..constrained.json_schema import IN_PROCESS_SECONDS
 from ..constrained.regex_dfa import RegexError
@@ -247,7 +255,7 @@ class BudgetedJumpForward(JumpForward):
 class BackendOptions(StageOptions):
     grammar_backend: str = "fsm"  # "fsm", "xgrammar", "outlines" or "llguidance"
     jump_forward: bool = True
-    compile_timeout: float = 30.0  # seconds; the fsm backend's worker is killed after it
+    compile_timeout: float = 30.0  # seconds; a compile's child process is killed after it
     max_pending_compiles: int = 64  # distinct compiles waited on at once
     max_entries: int = 128  # compiled grammars kept in memory ...
     # ... and at most this many bytes of them, measured again as lazy grammars grow (`trim`):
@@ -294,6 +302,18 @@ class BackendOptions(StageOptions):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 raise ValueError(f"{name} must be a positive number of seconds, not {value!r}")
 
+    def check_read_by(self, backend: type[BaseGrammarBackend]) -> None:
+        """ValueError naming an option of BACKEND_SPECIFIC_OPTIONS set away from its default
+        that `backend` does not read (its `own_options`): set, it would change nothing, so
+        `json_schema_options={"any_order": True}` on xgrammar is an error, not ignored."""
+        for f in fields(self):
+            if f.name in BACKEND_SPECIFIC_OPTIONS - backend.own_options and getattr(self, f.name) != f.default:
+                reads = ", ".join(sorted(backend.own_options)) or "none of them"
+                raise ValueError(
+                    f"{f.name} is not read by the {self.grammar_backend!r} grammar backend, so it would "
+                    f"change nothing (of the backend-specific options it reads {reads}); leave it out"
+                )
+
     def backend_options(self) -> dict[str, Any]:
         """The fields a backend's constructor takes as keywords."""
         return {
@@ -317,6 +337,22 @@ class BackendOptions(StageOptions):
         }
 
 
+# The options above that only some backends read (each backend's `own_options` names its
+# own); the others every backend reads (its cache, compile threads, timeout, child bounds).
+BACKEND_SPECIFIC_OPTIONS = CHILD_OPTIONS | {
+    "json_whitespace",
+    "json_schema_options",
+    "automaton",
+    "max_fsm_states",
+    "max_regex_chars",
+    "max_lazy_states",
+    "max_row_expansions",
+    "max_regex_nodes",
+    "schema_cpu_seconds",
+    "grammar_cache_dir",
+}
+
+
 @register("s5-backends")
 class BackendStage(Stage):
     Options = BackendOptions
@@ -328,7 +364,9 @@ class BackendStage(Stage):
         super().__init__(ctx)
         warm_up_apply_kernel(ctx.device)  # every backend's apply_vocab_mask uses s2's kernel
         o = self.options
-        self.backend = get_backend_class(o.grammar_backend)(ctx.tokenizer, ctx.vocab_size, **o.backend_options())
+        backend_class = get_backend_class(o.grammar_backend)
+        o.check_read_by(backend_class)
+        self.backend = backend_class(ctx.tokenizer, ctx.vocab_size, **o.backend_options())
         self.queue = GrammarQueue(o.compile_timeout, Future.done, self.take_compiled, o.max_pending_compiles)
         self.work = GrammarWork(
             o.grammar_step_seconds, o.max_grammar_seconds, self.backend.baton, o.max_grammar_call_seconds

@@ -192,7 +192,9 @@ class SpeculativeScheduler(OverlapScheduler):
         except Exception:  # find whose grammar failed, as Scheduler.sample does
             for req in reqs:
                 self.try_for(req, "masking its logits", lambda r: self.stage.batch_vocab_mask([r]), None)
-            return self.stage.batch_vocab_mask(reqs)  # the failed ones' rows are left empty
+            # The failed ones are finished now: their rows stay as allocated (every token
+            # allowed), and sample_picking reads no finished request's row.
+            return self.stage.batch_vocab_mask(reqs)
 
     def apply_masks(self, logits: torch.Tensor, reqs: list[Req], masks: Any) -> None:
         if masks is not None:
