@@ -7,7 +7,12 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 VENV=.venv
 STAMP=$VENV/.minisglang-setup
-want=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)
+# The stamp hashes what the install depends on: pyproject's dependency lists (not its tool
+# settings: a new pytest marker must not reinstall torch) and this script.
+deps=$($PY -c 'import json, tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]
+print(json.dumps([p.get("dependencies"), p.get("optional-dependencies")], sort_keys=True))' 2>/dev/null \
+  || cat pyproject.toml)
+want=$( (echo "$deps"; cat scripts/setup.sh) | sha256sum | cut -c1-16)
 
 # 1. graphviz's `dot` renders the FSM and radix-tree drawings.
 if ! command -v dot >/dev/null 2>&1; then
