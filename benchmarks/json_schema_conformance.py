@@ -79,7 +79,7 @@ def error_reason(error: Exception) -> str:
 
 
 def is_refusal(error: Exception) -> bool:
-    """True for an adapter's refusal of a keyword its library ignores (base.IgnoredKeywordError)."""
+    """True for an adapter's refusal of a keyword its library ignores (ignored_keywords.IgnoredKeywordError)."""
     return type(error).__name__ == "IgnoredKeywordError"
 
 

@@ -53,11 +53,14 @@ from ..constrained.json_schema import InvalidSchemaError, load_schema
 from ..constrained.json_schema.patterns import _item_ranges as item_ranges
 from ..constrained.python_regex import portable_regex
 from .base import (
-    INEXACT_INTEGERS,
-    REPEATED_KEYS,
     BaseGrammarBackend,
     BaseGrammarObject,
     GrammarError,
+    register_backend,
+)
+from .ignored_keywords import (
+    INEXACT_INTEGERS,
+    REPEATED_KEYS,
     IgnoredKeyword,
     SchemaObject,
     as_object_schema,
@@ -65,7 +68,6 @@ from .base import (
     number_bound,
     refuse_ignored_keywords,
     refuse_unused_triggers,
-    register_backend,
     rewrite_subschemas,
 )
 

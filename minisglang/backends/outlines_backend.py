@@ -64,12 +64,15 @@ from ..constrained.regex_ast import NOTHING, render
 from ..constrained.regex_dfa import RegexError, shown_regex
 from ..constrained.token_fsm import ConstraintError
 from .base import (
-    ANNOTATIONS,
     CHILD_OPTIONS,
-    EMPTY_ARRAYS,
     BaseGrammarBackend,
     BaseGrammarObject,
     GrammarError,
+    register_backend,
+)
+from .ignored_keywords import (
+    ANNOTATIONS,
+    EMPTY_ARRAYS,
     IgnoredKeyword,
     SchemaObject,
     as_object_schema,
@@ -80,7 +83,6 @@ from .base import (
     overlapping_branches,
     recursive_ref,
     refuse_ignored_keywords,
-    register_backend,
     requires_unlisted,
     rewrite_subschemas,
     value_holds,

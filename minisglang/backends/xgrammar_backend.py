@@ -54,13 +54,16 @@ from ..constrained.regex_ast import render
 from ..constrained.work_slices import CompileCancelled, outside
 from .base import (
     CHILD_OPTIONS,
+    BaseGrammarBackend,
+    BaseGrammarObject,
+    GrammarError,
+    register_backend,
+)
+from .ignored_keywords import (
     EMPTY_ARRAYS,
     INEXACT_INTEGERS,
     NUMBER_BOUNDS,
     REPEATED_KEYS,
-    BaseGrammarBackend,
-    BaseGrammarObject,
-    GrammarError,
     IgnoredKeyword,
     SchemaObject,
     beside,
@@ -76,7 +79,6 @@ from .base import (
     recursive_ref,
     refuse_ignored_keywords,
     refuse_unused_triggers,
-    register_backend,
     requires_unlisted,
     rewrite_subschemas,
     values_outside_type,

@@ -1,0 +1,455 @@
+"""What a library's JSON Schema support ignores, and the refusal that keeps a grammar whole.
+
+A library that compiles a schema but skips a keyword hands back a WEAKER grammar: its
+outputs may break the schema (xgrammar's `uniqueItems` -> `[1, 1]`). So each library
+adapter (xgrammar_backend.py, outlines_backend.py, llguidance_backend.py) lists what its
+library ignores, as `IgnoredKeyword` rules built from the predicates here, and refuses such
+a schema by name (`IgnoredKeywordError`, with the keyword's JSON pointer) before compiling.
+The shared schema rewrites the adapters use (a `format` as a `pattern`, a bare type as an
+object schema) live here too. Read with chapters/05-backends.md.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..constrained.json_schema import FORMATS
+from ..constrained.json_schema.keywords import _NUMBER_BOUNDS
+from .base import GrammarError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..constrained.structural_tag import StructuralTag
+
+
+class IgnoredKeywordError(GrammarError):
+    """A schema refused because the backend's library would not enforce one of its keywords."""
+
+
+# A schema object as `load_schema` reads it: keyword -> any JSON value (checked where used).
+SchemaObject = dict[str, Any]
+# The keywords that bound a number (the JSON Schema compiler's list, for the adapters' rules).
+NUMBER_BOUNDS = _NUMBER_BOUNDS
+
+# Keywords that say nothing about which values are valid: they may sit beside anything.
+ANNOTATIONS = frozenset(
+    {
+        "$schema",
+        "$id",
+        "$anchor",
+        "$comment",
+        "$defs",
+        "definitions",
+        "title",
+        "description",
+        "default",
+        "examples",
+        "deprecated",
+        "readOnly",
+        "writeOnly",
+        "contentMediaType",
+        "contentEncoding",
+        "contentSchema",
+    }
+)
+# Where subschemas live: a map of them, one of them, or a list of them (draft 2020-12 and 7).
+_SCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties", "dependentSchemas", "dependencies")
+_SCHEMA_ONE = (
+    "items",
+    "additionalItems",
+    "additionalProperties",
+    "not",
+    "if",
+    "then",
+    "else",
+    "contains",
+    "propertyNames",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+)
+_SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems", "items")
+
+
+@dataclass(frozen=True)
+class IgnoredKeyword:
+    """`keyword` is compiled but not enforced where `applies(subschema)` holds (the subschema
+    that holds the keyword); `how` finishes the sentence "does not enforce 'keyword' ..."."""
+
+    keyword: str
+    how: str = ""
+    applies: Callable[[SchemaObject], bool] = lambda schema: True
+    below_root: bool = False  # applies only in subschemas, not at the root
+
+
+def json_pointer(pointer: str, name: str | int) -> str:
+    """`pointer` + one more step, escaped as RFC 6901 says (`~` -> `~0`, `/` -> `~1`)."""
+    return f"{pointer}/{str(name).replace('~', '~0').replace('/', '~1')}"
+
+
+def subschemas(schema: SchemaObject, pointer: str) -> Iterator[tuple[SchemaObject, str]]:
+    """(subschema, its JSON pointer) for each schema object directly inside `schema`."""
+    for key, value in schema.items():
+        if key in _SCHEMA_MAPS and isinstance(value, dict):
+            for name, sub in value.items():
+                if isinstance(sub, dict):  # (draft 7 `dependencies` maps to lists too)
+                    yield sub, json_pointer(json_pointer(pointer, key), name)
+        elif key in _SCHEMA_ONE and isinstance(value, dict):
+            yield value, json_pointer(pointer, key)
+        elif key in _SCHEMA_LISTS and isinstance(value, list):
+            for i, sub in enumerate(value):
+                if isinstance(sub, dict):
+                    yield sub, json_pointer(json_pointer(pointer, key), i)
+
+
+def rewrite_subschemas(schema: Any, rewrite: Callable[[SchemaObject, str], SchemaObject], pointer: str = "#") -> Any:
+    """A copy of `schema` in which every schema object, innermost first, is replaced by
+    `rewrite(its copy, its JSON pointer)`; `schema` itself is left as it was."""
+    if not isinstance(schema, dict):
+        return schema
+    out = dict(schema)
+    for key, value in schema.items():
+        where = json_pointer(pointer, key)
+        if key in _SCHEMA_MAPS and isinstance(value, dict):
+            out[key] = {
+                name: rewrite_subschemas(sub, rewrite, json_pointer(where, name)) for name, sub in value.items()
+            }
+        elif key in _SCHEMA_ONE and isinstance(value, dict):
+            out[key] = rewrite_subschemas(value, rewrite, where)
+        elif key in _SCHEMA_LISTS and isinstance(value, list):
+            out[key] = [rewrite_subschemas(sub, rewrite, json_pointer(where, i)) for i, sub in enumerate(value)]
+    return rewrite(out, pointer)
+
+
+def find_ignored_keyword(
+    schema: Any, ignored: tuple[IgnoredKeyword, ...], pointer: str = "#"
+) -> tuple[IgnoredKeyword, str] | None:
+    """The first (rule, JSON pointer) of `ignored` that applies somewhere in `schema`, or None.
+
+    Every subschema counts, `$defs` included: a walk, not a text search, so a property
+    named "uniqueItems" or an enum value "not" is not mistaken for the keyword."""
+    if not isinstance(schema, dict):
+        return None
+    for rule in ignored:
+        if rule.keyword in schema and (pointer != "#" or not rule.below_root) and rule.applies(schema):
+            return rule, pointer
+    for sub, where in subschemas(schema, pointer):
+        found = find_ignored_keyword(sub, ignored, where)
+        if found:
+            return found
+    return None
+
+
+# Conditions the adapters' lists share (each takes the subschema holding the keyword).
+def beside(*others: str) -> Callable[[SchemaObject], bool]:
+    """The keyword sits beside one of `others`."""
+    return lambda schema: any(k in schema for k in others)
+
+
+def beside_validation(keyword: str, allowed: frozenset[str] = frozenset()) -> Callable[[SchemaObject], bool]:
+    """The keyword sits beside a keyword that validates (not an annotation, not in `allowed`)."""
+    return lambda schema: any(k not in ANNOTATIONS and k not in allowed and k != keyword for k in schema)
+
+
+def value_holds(keyword: str, test: Callable[[Any], bool]) -> Callable[[SchemaObject], bool]:
+    """The keyword's value passes `test` (`"anyOf": []` for an empty list)."""
+    return lambda schema: test(schema[keyword])
+
+
+def _empty_list(value: Any) -> bool:
+    return isinstance(value, list) and not value
+
+
+# An empty enum, anyOf, oneOf, allOf or type list accepts no value (or is not a schema at
+# all), and a library that compiles it anyway writes some text: `""`, `{"a": }` or a whole
+# object with finish_reason "stop" (a stranger's attack, 2026-12-04). The fsm backend and
+# llguidance refuse these themselves; the adapters of the others list them as ignored.
+EMPTY_ARRAYS = tuple(
+    IgnoredKeyword(
+        k, "when its array is empty (it accepts no value; the library writes one anyway)", value_holds(k, _empty_list)
+    )
+    for k in ("enum", "anyOf", "oneOf", "allOf", "type")
+)
+
+
+def holds_inexact_integer(value: Any) -> bool:
+    """Whether `value` (a number, or a const/enum value) holds an integer past 2**53, where
+    not every integer is a double."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return abs(value) > 2**53
+    if isinstance(value, list):
+        return any(map(holds_inexact_integer, value))
+    if isinstance(value, dict):
+        return any(map(holds_inexact_integer, value.values()))
+    return False
+
+
+# xgrammar and llguidance read a schema's numbers as doubles: `const 9007199254740993` came
+# out 9007199254740992, a const past int64 `9.223372036854776e+18` (a stranger's fuzzing).
+INEXACT_INTEGERS = tuple(
+    IgnoredKeyword(
+        k, "holding an integer past 2**53 (it reads the number as a double)", value_holds(k, holds_inexact_integer)
+    )
+    for k in ("const", "enum", *NUMBER_BOUNDS, "multipleOf")
+)
+
+
+def requires_unlisted(schema: SchemaObject) -> bool:
+    """`required` names a property that `properties` does not list."""
+    properties = schema.get("properties")
+    listed = properties if isinstance(properties, dict) else {}
+    return isinstance(schema["required"], list) and any(name not in listed for name in schema["required"])
+
+
+def pattern_meets_listed_name(schema: SchemaObject) -> bool:
+    """A `patternProperties` pattern matches a name `properties` lists (both then apply to
+    it), or cannot be read by Python's `re` (so we cannot tell)."""
+    properties = schema.get("properties")
+    listed = properties if isinstance(properties, dict) else {}
+    patterns = schema["patternProperties"] if isinstance(schema["patternProperties"], dict) else {}
+    for pattern in patterns:
+        try:
+            if any(re.search(pattern, name) for name in listed):
+                return True
+        except re.error:
+            return True
+    return False
+
+
+_JSON_TYPES: dict[str, type | tuple[type, ...]] = {
+    "string": str,
+    "integer": int,
+    "number": (int, float),
+    "boolean": bool,
+    "object": dict,
+    "array": list,
+    "null": type(None),
+}
+
+
+def number_bound(schema: SchemaObject, *keywords: str) -> float | None:
+    """The first of `keywords` (minimum, exclusiveMaximum, ...) that `schema` has as a JSON
+    number (not a boolean), or None."""
+    for k in keywords:
+        value = schema.get(k)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return value
+    return None
+
+
+def is_whole(value: object) -> bool:
+    """A JSON number with no fraction (2 and 2.0; not true)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and float(value).is_integer()
+
+
+def values_outside_type(schema: SchemaObject) -> bool:
+    """`enum`/`const` beside anything but `type`, or a value of another type (libraries
+    write the listed values and skip the rest of the schema)."""
+    if any(k not in ANNOTATIONS and k not in ("type", "enum", "const") for k in schema):
+        return True
+    if "type" not in schema:
+        return False
+    types = [schema["type"]] if isinstance(schema["type"], str) else schema["type"]
+    values = [schema["const"]] if "const" in schema else schema.get("enum") or []
+
+    def has(value: object, t: str) -> bool:
+        if t == "integer":
+            return is_whole(value)
+        return isinstance(value, _JSON_TYPES.get(t, ())) and (t == "boolean" or not isinstance(value, bool))
+
+    return not all(any(has(v, t) for t in types) for v in values)
+
+
+def repeated_keys_may_count(schema: SchemaObject) -> bool:
+    """`minProperties` asks for more keys than the required ones while keys the schema does
+    not list may be written: a grammar counts `{"a": 1, "a": 2}` as two, a parser keeps one
+    (xgrammar and llguidance allowed it; the fsm backend refuses the same shape itself)."""
+    least, required = schema["minProperties"], schema.get("required", [])
+    extra = schema.get("additionalProperties", None if "properties" in schema else True)
+    unlisted = (extra is not None and extra is not False) or "patternProperties" in schema
+    # (one key is one key, repeated or not: only two or more can be miscounted)
+    return isinstance(least, int) and isinstance(required, list) and least > max(1, len(set(required))) and unlisted
+
+
+REPEATED_KEYS = IgnoredKeyword(
+    "minProperties",
+    "beyond the required properties where unlisted keys may be written (a repeated key counts twice)",
+    repeated_keys_may_count,
+)
+
+
+def not_a_local_pointer(schema: SchemaObject) -> bool:
+    """`$ref` is not `#` or a `#/...` JSON pointer (an anchor, a relative or remote URI)."""
+    ref = schema["$ref"]
+    return not isinstance(ref, str) or not (ref == "#" or ref.startswith("#/"))
+
+
+def recursive_ref(schema: Any) -> str | None:
+    """The JSON pointer of a local `$ref` that leads back into itself (a recursive schema:
+    a tree, a linked list), or None. Each `#...` target's subtree is followed through the
+    `$ref`s inside it; a target met again on the way closes a cycle."""
+    if not isinstance(schema, dict):
+        return None
+    refs: dict[str, list[tuple[str, str]]] = {}  # pointer -> (pointer of each local $ref below it, its target)
+
+    def collect(node: SchemaObject, pointer: str) -> list[tuple[str, str]]:
+        found = []
+        ref = node.get("$ref")
+        if isinstance(ref, str) and (ref == "#" or ref.startswith("#/")):
+            found.append((json_pointer(pointer, "$ref"), ref))
+        for sub, at in subschemas(node, pointer):
+            found += collect(sub, at)
+        refs[pointer] = found
+        return found
+
+    collect(schema, "#")
+    on_path: set[str] = set()
+    done: set[str] = set()
+
+    def follow(target: str) -> str | None:
+        if target in done or target not in refs:  # (a pointer to no schema: the compiler's to refuse)
+            return None
+        on_path.add(target)
+        for where, next_target in refs[target]:
+            if next_target in on_path:
+                return where
+            closing = follow(next_target)
+            if closing is not None:
+                return closing
+        on_path.discard(target)
+        done.add(target)
+        return None
+
+    return follow("#")
+
+
+def _value_key(value: Any) -> str:
+    """Equal JSON values get equal keys (1 and 1.0 are one number, inside arrays and objects
+    too: `[1]` and `[1.0]` are one value, a stranger found; true is not 1)."""
+    return json.dumps(_numbers_as_floats(value), sort_keys=True)
+
+
+def _numbers_as_floats(value: Any) -> Any:
+    """`value` with every number a float (and tagged, so the string "1.0" stays apart)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            return ["number", float(value)]
+        except OverflowError:  # an integer past the double's range: itself
+            return ["number", value]
+    if isinstance(value, list):
+        return [_numbers_as_floats(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _numbers_as_floats(v) for k, v in value.items()}
+    return value
+
+
+def _branch_values(branch: Any) -> set[str] | None:
+    """The keys of the only values `branch` allows (its const or enum), or None."""
+    if not isinstance(branch, dict):
+        return None
+    if "const" in branch:
+        return {_value_key(branch["const"])}
+    if isinstance(branch.get("enum"), list):
+        return {_value_key(v) for v in branch["enum"]}
+    return None
+
+
+def _branch_types(branch: Any) -> set[str] | None:
+    """The JSON types `branch` allows (from `type`; an integer is a number), or None."""
+    if not isinstance(branch, dict) or "type" not in branch:
+        return None
+    types = {branch["type"]} if isinstance(branch["type"], str) else set(branch["type"])
+    return types | {"number"} if "integer" in types else types
+
+
+def _disjoint(a: Any, b: Any) -> bool:
+    """True if no value can satisfy both branches, by their types, their values, or a
+    required property whose values differ (a tagged union: {"kind": {"const": "a"}})."""
+    ta, tb = _branch_types(a), _branch_types(b)
+    if ta is not None and tb is not None and not ta & tb:
+        return True
+    va, vb = _branch_values(a), _branch_values(b)
+    if va is not None and vb is not None and not va & vb:
+        return True
+    if not (isinstance(a, dict) and isinstance(b, dict)):
+        return False
+    for name in set(a.get("required") or []) & set(b.get("required") or []):
+        pa, pb = (s.get("properties", {}).get(name) if isinstance(s.get("properties"), dict) else None for s in (a, b))
+        va, vb = _branch_values(pa), _branch_values(pb)
+        if va is not None and vb is not None and not va & vb:
+            return True
+    return False
+
+
+def overlapping_branches(schema: SchemaObject) -> bool:
+    """`oneOf` has two branches we cannot show disjoint: "exactly one" is then not "any"."""
+    branches = schema["oneOf"] if isinstance(schema["oneOf"], list) else []
+    return any(not _disjoint(a, b) for i, a in enumerate(branches) for b in branches[i + 1 :])
+
+
+def refuse_ignored_keywords(schema: Any, ignored: tuple[IgnoredKeyword, ...], library: str, backend: str) -> None:
+    """Raise GrammarError naming the keyword, where it is and the backend, if `library`
+    would ignore a keyword of `schema`; the fsm backend enforces or refuses every keyword itself."""
+    found = find_ignored_keyword(schema, ignored)
+    if found:
+        raise ignored_keyword_error(*found, library, backend)
+
+
+def ignored_keyword_error(rule: IgnoredKeyword, pointer: str, library: str, backend: str) -> IgnoredKeywordError:
+    """The refusal of a schema whose `rule.keyword` at `pointer` `library` would not enforce."""
+    how = f" {rule.how}" if rule.how else ""
+    return IgnoredKeywordError(
+        f"{library} does not enforce {rule.keyword!r}{how} (at {pointer}), so the "
+        f"{backend!r} backend refuses this schema rather than generate output that breaks "
+        f"it; use the 'fsm' grammar backend for this schema"
+    )
+
+
+def refuse_unused_triggers(spec: StructuralTag, library: str) -> None:
+    """Raise GrammarError if a trigger begins no structure: the libraries' grammars keep only
+    the triggers that start a tag out of the free text (llguidance wrote the unused trigger
+    " " into free text under finish_reason stop; xgrammar failed an internal check)."""
+    unused = spec.unused_triggers()
+    if unused:
+        raise GrammarError(
+            f"trigger {unused[0]!r} begins no structure: {library} cannot keep it out of the free "
+            "text; drop it from 'triggers', or use the 'fsm' grammar backend"
+        )
+
+
+def as_object_schema(schema: Any) -> Any:
+    """A boolean schema as an object (`true` as `{}`, `false` as `{"not": {}}`), for libraries
+    that read only objects; any other schema as it is."""
+    return {"not": {}} if schema is False else {} if schema is True else schema
+
+
+def format_as_pattern(schema: SchemaObject, pointer: str) -> SchemaObject:
+    """`rewrite_subschemas` step: a `format` the fsm backend knows becomes the `pattern` of
+    its strings (FORMATS, ASCII, each match accepted by jsonschema's FormatChecker). The
+    libraries' own formats let through what the format forbids (outlines-core: a raw `"` in a
+    `uri`, Unicode digits in a `date`; xgrammar: an `ipv4` with leading zeros; llguidance:
+    a leap second at any minute), so every backend writes the same, checked, strings. Any
+    other format is refused where a string may carry it, as the fsm backend refuses it."""
+    fmt = schema.get("format")
+    if not isinstance(fmt, str):
+        return schema
+    if fmt not in FORMATS:
+        types = schema.get("type")
+        if types is not None and "string" not in (types if isinstance(types, list) else [types]):
+            del schema["format"]  # on no string it asserts nothing (OpenAPI's `int32`), as in the fsm backend
+            return schema
+        # refused as the fsm backend refuses it (xgrammar read `idn-email` as an annotation and
+        # wrote `": {"` under stop: a stranger's fuzzer)
+        raise GrammarError(f"'format': {fmt!r} at {pointer} is not supported (supported: {', '.join(sorted(FORMATS))})")
+    if "pattern" in schema:
+        raise GrammarError(
+            f"'format' {fmt!r} beside 'pattern' (at {pointer}) needs both enforced at once, "
+            "which this backend cannot do; use the 'fsm' grammar backend for this schema"
+        )
+    del schema["format"]
+    schema["pattern"] = f"^(?:{FORMATS[fmt]})$"
+    return schema
