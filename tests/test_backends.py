@@ -99,8 +99,7 @@ def backends(tokenizer):
     value (14k characters of regex) took 26-30 s beside a loaded machine's other jobs, and
     these tests are about what compiles, not how fast (the timeout has its own tests)."""
     made = {
-        name: get_backend_class(name)(tokenizer, tokenizer.vocab_size + PAD, compile_timeout=300.0)
-        for name in BACKENDS
+        name: get_backend_class(name)(tokenizer, tokenizer.vocab_size + PAD, compile_timeout=300.0) for name in BACKENDS
     }
     yield made
     for b in made.values():
