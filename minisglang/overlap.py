@@ -283,8 +283,9 @@ class OverlapScheduler(Scheduler):
         return None
 
     def apply_masks(self, logits: torch.Tensor, reqs: list[Req], masks: Any) -> None:
-        """Mask `logits` (row i: reqs[i]) with what `fill_masks` made."""
-        self.stage.mask_logits(logits, reqs)
+        """Mask `logits` (row i: reqs[i]) with what `fill_masks` made; by default hook 4
+        at sampling time, a failing grammar aborting its own request only (`mask_each`)."""
+        self.mask_each(logits, reqs)
 
     def sample_picking(self, batch: ScheduledBatch, logits: torch.Tensor, picking: list[bool], masks: Any) -> list[int]:
         """One token per picking row (-1 for the others), the masks applied first."""

@@ -452,15 +452,7 @@ class Scheduler:
         recorder = self.step_recorder
         if recorder is not None:
             recorder.before_mask(logits, batch.reqs)
-        try:
-            self.stage.mask_logits(logits, batch.reqs)
-        except Exception:
-            # Find whose grammar failed: mask row by row (a mask set again is the same mask) and
-            # abort only the requests that fail alone; one grammar must not take its batch down.
-            for i, req in enumerate(batch.reqs):
-                if not req.finished:
-                    with self.isolate([req], "masking its logits", hook=4):
-                        self.stage.mask_logits(logits[i : i + 1], [req])
+        self.mask_each(logits, batch.reqs)
         if recorder is not None:
             recorder.after_mask(logits, batch.reqs)
         live = [i for i, r in enumerate(batch.reqs) if not r.finished]
@@ -471,6 +463,19 @@ class Scheduler:
             for i, tok in zip(live, picked):
                 ids[i] = tok
         return ids
+
+    def mask_each(self, logits: torch.Tensor, reqs: list[Req]) -> None:
+        """Hook 4 on `logits` [len(reqs), V] (row i: reqs[i]), in place; a request whose
+        grammar fails is aborted alone (`isolate`), the others masked as if it had not been."""
+        try:
+            self.stage.mask_logits(logits, reqs)
+        except Exception:
+            # Find whose grammar failed: mask row by row (a mask set again is the same mask) and
+            # abort only the requests that fail alone; one grammar must not take its batch down.
+            for i, req in enumerate(reqs):
+                if not req.finished:
+                    with self.isolate([req], "masking its logits", hook=4):
+                        self.stage.mask_logits(logits[i : i + 1], [req])
 
     def process_results(self, batch: ScheduledBatch, next_token_ids: list[int]) -> None:
         """Append each sampled token, advance its grammar (hook 5), finish whoever is done."""

@@ -9,6 +9,8 @@ run without the faulty request (greedy decoding does not depend on the batch:
 tests/test_engine.py). Both schedulers run: s1's plain step and s7's overlapped one.
 """
 
+import types
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -210,3 +212,20 @@ def test_an_error_escaping_a_step_aborts_every_request_and_the_engine_serves_on(
 
 def _raise(*args, **kwargs):
     raise RuntimeError("injected fault")
+
+
+@pytest.mark.parametrize("engine", ["s7-speculative"], indirect=True)
+def test_the_overlap_schedulers_own_mask_path_aborts_only_the_failing_request(engine, oracle, monkeypatch):
+    """OverlapScheduler's default masks (hook 4 at sampling time, what a stage without s7's
+    packed rows gets) go through `Scheduler.mask_each`: a grammar failing there aborts its own
+    request, not the batch (s7 fills packed rows instead, so only this test walks that path)."""
+    sched = engine.scheduler
+    monkeypatch.setattr(sched, "fill_masks", types.MethodType(overlap_module.OverlapScheduler.fill_masks, sched))
+    monkeypatch.setattr(sched, "apply_masks", types.MethodType(overlap_module.OverlapScheduler.apply_masks, sched))
+    fault = Injected(RuntimeError, at_token=2)
+    monkeypatch.setattr(engine.stage, "mask_logits", fault.wrap(engine.stage.mask_logits))
+    reqs = submit(engine, OTHERS[:1] + [VICTIM] + OTHERS[1:])
+    victim = reqs.pop(1)
+    run_all(engine, reqs + [victim])
+    monkeypatch.undo()
+    check(engine, oracle, victim, reqs, fault, AbortKind.ENGINE)
