@@ -7,7 +7,10 @@ constraint layer plugs in"):
 2. `poll_grammar_queue(q)`    which requests waiting for a grammar may go on (s3)
 3. `before_decode(running)`   just before a decode step: which requests to re-admit
                               (s4 jumps forward; the scheduler's `readmit` does the move)
-4. `mask_logits(logits, reqs)` forbid the tokens the grammar does not allow (s1, s2)
+4. `mask_logits(logits, reqs)` forbid the tokens the grammar does not allow (s1, s2); from
+                              s5 on in two halves, `batch_vocab_mask(reqs)` fills the packed
+                              rows and `BaseGrammarObject.apply_vocab_mask` applies them, so that s7's overlapped
+                              step fills them during the forward (overlap.py `fill_masks`)
 5. `advance(req, token_id)`   after sampling: move the grammar state, maybe finish (s1)
 
 plus `release(req)` when a request leaves the engine, and two calls that keep one

@@ -254,7 +254,7 @@ class BudgetedJumpForward(JumpForward):
 @dataclass(frozen=True)
 class BackendOptions(StageOptions):
     grammar_backend: str = "fsm"  # "fsm", "xgrammar", "outlines" or "llguidance"
-    jump_forward: bool = True
+    jump_forward: bool = True  # where the backend can jump: outlines-core's matchers offer none (chapter 05)
     compile_timeout: float = 30.0  # seconds; a compile's child process is killed after it
     max_pending_compiles: int = 64  # distinct compiles waited on at once
     max_entries: int = 128  # compiled grammars kept in memory ...
