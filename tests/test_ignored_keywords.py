@@ -1,0 +1,375 @@
+"""The library backends never hand back a weaker grammar (issue 30, item 8): a keyword a
+library compiles without enforcing is refused by name (backends/ignored_keywords.py), the
+keywords it does enforce still compile, and every output an accepted schema allows validates.
+
+Oracles: `jsonschema` for outputs; the JSON-Schema-Test-Suite run through each adapter
+(benchmarks/json_schema_conformance.py) found the cases, each checked alone here.
+"""
+
+import json
+
+import jsonschema
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_backends import (  # noqa: F401  (backends, tokenizer: test_backends' fixtures)
+    BACKENDS,
+    INT,
+    LIBRARIES,
+    PAD,
+    A,
+    S,
+    _byte_token,
+    accepts,
+    backends,
+    compiled,
+    mask_row,
+    tokenizer,
+)
+
+from minisglang.backends.base import GrammarError, InvalidGrammarObject
+from minisglang.backends.ignored_keywords import IgnoredKeywordError
+
+# ------------------------------------------------- never a weaker grammar (issue 30, item 8)
+# (backend, schema, the keyword the refusal names, where): each one a keyword its library
+# compiles without enforcing, found by running the JSON-Schema-Test-Suite through the adapter
+# (benchmarks/json_schema_conformance.py) and checked alone here.
+IGNORED_CASES = [
+    ("xgrammar", {**A, "uniqueItems": True}, "uniqueItems", "#"),
+    # (a stranger's fuzzer: each library's grammar took `{"a": 1, "a": 2}` for two keys, and
+    # xgrammar `{"xy": 1}` under a `^x` string pattern and a `y$` integer one)
+    ("xgrammar", {"type": "object", "additionalProperties": INT, "minProperties": 2}, "minProperties", "#"),
+    ("llguidance", {"type": "object", "patternProperties": {"^x": S}, "minProperties": 2}, "minProperties", "#"),
+    (
+        "xgrammar",
+        {"type": "object", "patternProperties": {"^x": S, "y$": INT}, "additionalProperties": False},
+        "patternProperties",
+        "#",
+    ),
+    # (a stranger's fuzzer: outlines-core dropped these, and wrote invalid output under stop)
+    ("outlines", {"anyOf": [S, INT], "maxLength": 1}, "anyOf", "#"),
+    ("outlines", {"oneOf": [S, {"type": "null"}], "minLength": 1}, "oneOf", "#"),
+    (
+        "outlines",
+        {
+            "$defs": {"x": {"$id": "http://e.com/x", "$defs": {"y": {"type": "boolean"}}, "$ref": "#/$defs/y"}},
+            "$ref": "#/$defs/x",
+        },
+        "$id",
+        "#/$defs/x",
+    ),
+    (
+        "outlines",
+        {
+            "type": "object",
+            "properties": {"v": INT, "kids": {"type": "array", "items": {"$ref": "#"}}},
+            "required": ["v", "kids"],
+        },
+        "$ref",
+        "#/properties/kids/items/$ref",
+    ),
+    (
+        "xgrammar",
+        {"type": "object", "properties": {"a/b": {**A, "uniqueItems": True}}},
+        "uniqueItems",
+        "#/properties/a~1b",
+    ),
+    ("xgrammar", {**A, "contains": {"const": 1}}, "contains", "#"),
+    ("xgrammar", {"allOf": [{**INT, "minimum": 1}, {**INT, "maximum": 3}]}, "allOf", "#"),
+    ("xgrammar", {**INT, "minimum": 0, "anyOf": [{**INT, "maximum": 5}, {**INT, "minimum": 9}]}, "anyOf", "#"),
+    ("xgrammar", {"oneOf": [INT, {**INT, "minimum": 2}]}, "oneOf", "#"),
+    ("xgrammar", {**INT, "if": {"minimum": 0}, "then": {"maximum": 5}}, "if", "#"),
+    ("xgrammar", {**INT, "not": {"const": 1}}, "not", "#"),
+    ("xgrammar", {**S, "pattern": "^a+$", "maxLength": 2}, "maxLength", "#"),
+    ("xgrammar", {"type": "number", "multipleOf": 0.5}, "multipleOf", "#"),
+    ("xgrammar", {"maxLength": 2}, "maxLength", "#"),
+    (
+        "xgrammar",
+        {"type": "object", "properties": {"a": INT, "b": INT}, "dependentRequired": {"a": ["b"]}},
+        "dependentRequired",
+        "#",
+    ),
+    ("xgrammar", {"type": "object", "required": ["a"], "additionalProperties": INT}, "required", "#"),
+    (
+        "xgrammar",
+        {"type": "object", "properties": {"ab": S}, "patternProperties": {"^a": {**S, "maxLength": 1}}},
+        "patternProperties",
+        "#",
+    ),
+    ("xgrammar", {"type": "integer", "enum": [1, 5], "minimum": 2}, "enum", "#"),
+    # xgrammar writes at most 6 fraction digits: between these bounds it wrote no number at all,
+    # and the object closed as `{"x": }` (a stranger's attack)
+    ("xgrammar", {"type": "number", "minimum": 1e-7, "maximum": 5e-7}, "minimum", "#"),
+    (
+        "xgrammar",
+        {
+            "type": "object",
+            "properties": {"x": {"type": "number", "exclusiveMinimum": 0.5, "exclusiveMaximum": 0.500001}},
+        },
+        "exclusiveMinimum",
+        "#/properties/x",
+    ),
+    ("xgrammar", {"$defs": {"p": {**INT, "$anchor": "p"}}, "$ref": "#p"}, "$ref", "#"),
+    ("xgrammar", {"$defs": {"p": INT}, "$ref": "#/$defs/p", "type": "integer", "minimum": 2}, "$ref", "#"),
+    ("outlines", {**S, "pattern": "^a+$", "maxLength": 2}, "pattern", "#"),
+    ("outlines", {**INT, "minimum": 1}, "minimum", "#"),
+    ("outlines", {**A, "uniqueItems": True}, "uniqueItems", "#"),
+    ("outlines", {**INT, "not": {"const": 1}}, "not", "#"),
+    ("outlines", {**INT, "if": {"minimum": 0}, "then": {"maximum": 5}}, "if", "#"),
+    ("outlines", {"oneOf": [INT, {**INT, "multipleOf": 2}]}, "oneOf", "#"),
+    ("outlines", {"allOf": [{}, {"type": "number"}]}, "allOf", "#"),
+    ("outlines", {"type": "object", "required": ["a"], "additionalProperties": INT}, "required", "#"),
+    ("outlines", {"enum": ["abc", "a"], "maxLength": 2}, "enum", "#"),
+    ("outlines", {"type": "object", "properties": {"a\nb": INT}}, "properties", "#"),
+    ("outlines", {**S, "format": "date", "maxLength": 12}, "format", "#"),
+    # llguidance writes these classes' JSON escapes too widely: `[^"]` took `\"`
+    ("llguidance", {**S, "pattern": '^[^"]+$'}, "pattern", "#"),
+    ("llguidance", {**S, "pattern": "^[\\x00-\\x1f]$"}, "pattern", "#"),
+    ("llguidance", {"type": "object", "patternProperties": {'^[^"]$': INT}}, "patternProperties", "#"),
+    # its Rust regex reads these otherwise than Python and JavaScript (a stranger's attack: the
+    # first wrote "gbl", a class intersection, where Python and JS see a class and a literal ']')
+    ("llguidance", {**S, "pattern": "^[a-z&&[^aeiou]]{3}$"}, "pattern", "#"),
+    ("llguidance", {**S, "pattern": "^[[:digit:]]+$"}, "pattern", "#"),
+    ("llguidance", {**S, "pattern": "^(?i)ab$"}, "pattern", "#"),
+    ("llguidance", {"type": "object", "properties": {"a": {**S, "pattern": "\\x{41}"}}}, "pattern", "#/properties/a"),
+    ("llguidance", {"type": "object", "patternProperties": {"[a-z--q]": INT}}, "patternProperties", "#"),
+    ("llguidance", {"type": "number", "exclusiveMinimum": 0, "maximum": 0.5}, "exclusiveMinimum", "#"),
+    ("llguidance", {"type": "number", "exclusiveMaximum": 0, "minimum": -0.9}, "exclusiveMaximum", "#"),
+    # an empty list accepts no value: the libraries wrote "", `{"a": }` or a whole object with
+    # finish_reason "stop" (a stranger's attack); fsm and llguidance refuse these themselves
+    ("xgrammar", {"anyOf": []}, "anyOf", "#"),
+    ("xgrammar", {"type": "object", "properties": {"a": {"type": []}}}, "type", "#/properties/a"),
+    ("xgrammar", {"type": "array", "items": {"oneOf": []}, "minItems": 1}, "oneOf", "#/items"),
+    ("outlines", {"enum": []}, "enum", "#"),
+    ("outlines", {"type": "object", "required": ["a"], "properties": {"a": {"enum": []}}}, "enum", "#/properties/a"),
+    ("outlines", {"anyOf": [{"allOf": []}, S]}, "allOf", "#/anyOf/0"),
+    # a stranger's differential fuzzing (jsonschema on every "stop" output, 558 schemas a backend):
+    # xgrammar drops an integer multipleOf beside a bound or past 1024 ("16" for multipleOf 5)
+    ("xgrammar", {**INT, "multipleOf": 5, "maximum": 100}, "multipleOf", "#"),
+    ("xgrammar", {**INT, "multipleOf": 1025}, "multipleOf", "#"),
+    # `[1]` and `[1.0]` are one value: no oneOf branch pair is disjoint by them
+    ("xgrammar", {"oneOf": [{"const": [1]}, {"const": [1.0]}]}, "oneOf", "#"),
+    # xgrammar and llguidance read numbers as doubles (9007199254740993 wrote ...992)
+    ("xgrammar", {"const": 9223372036854775809}, "const", "#"),
+    ("llguidance", {**INT, "minimum": 9007199254740993}, "minimum", "#"),
+    ("llguidance", {"type": "object", "properties": {"a": {"enum": [[1, 2**60]]}}}, "enum", "#/properties/a"),
+    # llguidance reads \D, \W, \S over ASCII, Python's jsonschema over Unicode ("٣" for \D)
+    ("llguidance", {**S, "pattern": "^\\D$"}, "pattern", "#"),
+    ("llguidance", {**S, "pattern": "^[^\\w.]+$"}, "pattern", "#"),
+    # outlines-core ignores min/maxItems beside prefixItems, and writes keys inside values raw
+    ("outlines", {"prefixItems": [{"const": 1}], "minItems": 2}, "minItems", "#"),
+    ("outlines", {"const": {'a"': 1}}, "const", "#"),
+]
+
+
+def test_xgrammar_keeps_bounds_that_hold_a_number_it_writes(backends, tokenizer):
+    """The refusal above is only for bounds with no number of 6 fraction digits between them."""
+    for schema, text in [
+        ({"type": "number", "minimum": 1e-7, "maximum": 1e-6}, "0.000001"),
+        ({"type": "number", "minimum": 0.5, "maximum": 0.5}, "0.5"),
+    ]:
+        grammar = backends["xgrammar"].compile("json_schema", json.dumps(schema))
+        for token in tokenizer.encode(text):
+            grammar.accept_token(token)
+
+
+@pytest.mark.parametrize(
+    "name, schema, keyword, where", IGNORED_CASES, ids=[f"{n}-{k}-{i}" for i, (n, _, k, _) in enumerate(IGNORED_CASES)]
+)
+def test_keywords_a_library_ignores_are_refused_by_name(backends, name, schema, keyword, where):
+    with pytest.raises(IgnoredKeywordError) as refused:
+        backends[name].compile("json_schema", json.dumps(schema))
+    message = str(refused.value)
+    assert f"does not enforce {keyword!r}" in message and f"(at {where})" in message, message
+    assert f"the {name!r} backend refuses" in message and "'fsm' grammar backend" in message, message
+    # Through the request path: the same words end that request (HTTP 400 in the server).
+    g = compiled(backends[name], "json_schema", json.dumps(schema))
+    assert isinstance(g, InvalidGrammarObject) and f"does not enforce {keyword!r}" in g.message
+
+
+# Schemas each adapter must still compile: what its library does enforce (precision).
+ENFORCED = {
+    "xgrammar": [
+        {"const": 2**53},  # every integer up to 2**53 is a double
+        {"oneOf": [{"const": [1]}, {"const": [2]}]},  # disjoint values inside arrays
+        {"type": "object", "properties": {"a": INT}, "required": []},  # an empty list that asks nothing
+        {**A, "uniqueItems": False},
+        {"oneOf": [INT, S]},
+        {**S, "maxLength": 3},
+        {**INT, "multipleOf": 3},
+        {"$defs": {"p": {**INT, "minimum": 2}}, "$ref": "#/$defs/p"},
+        {"type": "integer", "enum": [1, 2]},
+        {"type": "object", "properties": {"a": INT}, "required": ["a"], "minProperties": 1},
+        {"type": "object", "properties": {"a": INT, "b": INT}, "minProperties": 2},  # no unlisted key: none repeats
+        {"type": "object", "patternProperties": {"^x": S}, "additionalProperties": False},  # one pattern
+        {
+            "oneOf": [
+                {"type": "object", "properties": {"k": {"const": "a"}}, "required": ["k"]},
+                {"type": "object", "properties": {"k": {"const": "b"}}, "required": ["k"]},
+            ]
+        },
+    ],
+    "outlines": [
+        {"prefixItems": [{"const": 1}]},
+        {"type": "object", "properties": {"a": INT}, "required": []},  # an empty list that asks nothing
+        {**A, "uniqueItems": False},
+        {"oneOf": [INT, S]},
+        {**S, "pattern": "^[^a]{3}$"},
+        {**S, "maxLength": 3},
+        {"enum": ["a\nb", 'c"d']},
+        {"type": "array", "prefixItems": [INT, S]},
+        {"type": "array", "prefixItems": [{}], "items": False},
+    ],
+    "llguidance": [
+        {**S, "pattern": "^\\d+\\s\\w+$"},  # the plain shorthands: a subset of Python's reading
+        {**S, "pattern": "^a+$", "maxLength": 2},
+        {**INT, "minimum": 1},
+        {**S, "pattern": "^[^\\n]$"},
+        {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+    ],
+}
+
+
+@pytest.mark.parametrize("name", LIBRARIES)
+def test_keywords_a_library_enforces_still_compile(backends, name):
+    for schema in ENFORCED[name]:
+        backends[name].compile("json_schema", json.dumps(schema))
+
+
+# Schemas the adapters accept whose outputs an adapter once got wrong: a raw newline from
+# outlines-core's pattern `[^a]`, raw control characters from xgrammar's maxLength strings.
+WALKED = [
+    {**S, "pattern": "^[^a]{3}$"},
+    {**S, "pattern": "^.{2}$"},
+    {**S, "maxLength": 3},
+    {
+        "type": "object",
+        "properties": {"t": {**S, "minLength": 1, "maxLength": 4}, "n": {"enum": [1, "x"]}},
+        "required": ["t", "n"],
+        "additionalProperties": False,
+    },
+    {"type": "array", "items": {"oneOf": [INT, S]}, "maxItems": 2},
+    # (found by random walks over JSONSchemaBench schemas and edge cases, reduced by hand)
+    {"type": "object", "properties": {"a": {}, "b": INT}, "required": ["a", "b"]},
+    {"type": "array", "prefixItems": [{}], "items": False},
+    {**S, "format": "date-time"},
+    {**S, "format": "uri"},
+    {**S, "pattern": "^[0-9]{1,3}(\\.[0-9]{1,2})?$"},
+]
+
+
+@pytest.mark.parametrize("name", LIBRARIES)
+@pytest.mark.parametrize("schema", WALKED, ids=[f"schema{i}" for i in range(len(WALKED))])
+@settings(max_examples=12, deadline=None)
+@given(data=st.data())
+def test_every_output_an_accepted_schema_allows_validates(backends, tokenizer, name, schema, data):
+    """Random walks over the adapter's masks: every text that ends with EOS parses as JSON
+    (no raw control character inside a string) and validates (jsonschema is the oracle,
+    formats checked)."""
+    width = tokenizer.vocab_size + PAD
+    g = compiled(backends[name], "json_schema", json.dumps(schema))
+    assert not isinstance(g, InvalidGrammarObject), g.message
+    ids = []
+    for _ in range(40):
+        row = mask_row(g, width)
+        choices = row.nonzero().flatten().tolist()
+        assert choices, "a live state allows no token"
+        if tokenizer.eos_token_id in choices and (
+            choices == [tokenizer.eos_token_id] or data.draw(st.booleans(), label="stop if allowed")
+        ):
+            g.accept_token(tokenizer.eos_token_id)
+            text = tokenizer.decode_bytes(ids, skip_special_tokens=False).decode("utf-8")
+            jsonschema.validate(json.loads(text), schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+            return
+        choices = [t for t in choices if t != tokenizer.eos_token_id]
+        t = data.draw(st.sampled_from(choices), label="token")
+        g.accept_token(t)
+        ids.append(t)
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+@pytest.mark.parametrize("schema", [{**S, "minLength": 1, "maxLength": 4}, S, {**S, "pattern": "^.{2}$"}])
+def test_no_backend_lets_a_string_hold_a_surrogate(backends, tokenizer, name, schema):
+    """After `"` and the byte ED, a string may go on with 80-9F (U+D000-D7FF) but never with
+    A0-BF: ED A0-BF is a surrogate (U+D800-DFFF) encoded, which is not UTF-8, so the output
+    could not be decoded. (xgrammar read the `[\\s\\S]` of a length-counted string as every
+    code point and allowed it.)"""
+    width = tokenizer.vocab_size + PAD
+    g = compiled(backends[name], "json_schema", json.dumps(schema))
+    assert not isinstance(g, InvalidGrammarObject), g.message
+    for t in tokenizer.encode('"', add_special_tokens=False):
+        g.accept_token(t)
+    lead = _byte_token(tokenizer, 0xED)
+    assert mask_row(g, width)[lead], f"{name}: a string of {schema} does not allow the lead byte ED (U+D000-DFFF)"
+    g.accept_token(lead)
+    row = mask_row(g, width)
+    assert row[_byte_token(tokenizer, 0x9F)], f"{name}: ED 9F (U+D7C0-D7FF, valid UTF-8) is refused in {schema}"
+    surrogates = [b for b in range(0xA0, 0xC0) if row[_byte_token(tokenizer, b)]]
+    assert not surrogates, f"{name}: {schema} lets a string hold ED {surrogates[0]:02X}, a surrogate: not UTF-8"
+
+
+# ------------------------------------------- outputs a library allowed that break the schema
+def accepts_json(backend, tokenizer, schema, text: str) -> bool:
+    """Whether the backend's matcher for `schema` takes `text` and then allows EOS."""
+    grammar = compiled(backend, "json_schema", json.dumps(schema))
+    assert not isinstance(grammar, InvalidGrammarObject), grammar.message
+    try:
+        for token_id in tokenizer.encode(text):
+            grammar.accept_token(token_id)
+    except GrammarError:
+        return False
+    return bool(mask_row(grammar, tokenizer.vocab_size + PAD)[tokenizer.eos_token_id])
+
+
+# (backend, schema, a text the library took though the schema rejects it, a text it accepts)
+BROKEN_BEFORE = [
+    # outlines-core wrote `{}` as a bare `a|b|...`, splitting the object's regex
+    (
+        "outlines",
+        {"type": "object", "properties": {"a": {}, "b": INT}, "required": ["a", "b"]},
+        "651",
+        '{"a": [1], "b": 2}',
+    ),
+    # its formats: a raw `"` in a uri, a non-ASCII digit in a date, a time without offset
+    ("outlines", {**S, "format": "uri"}, '"urn:a:"]"', '"urn:a:b"'),
+    ("outlines", {**S, "format": "date"}, '"396\u0663-05-09"', '"2024-02-29"'),
+    ("outlines", {**S, "format": "time"}, '"06:29:39"', '"06:29:39Z"'),
+    # xgrammar: an ipv4 with a leading zero; a pattern's range of control characters written
+    # raw; \A and \Z read as letters; an optional group's first character skipped
+    ("xgrammar", {**S, "format": "ipv4"}, '"01.77.147.245"', '"1.77.147.245"'),
+    ("xgrammar", {**S, "pattern": "^[\\u0000-\\u001f]{1,3}$"}, '"\x1f"', '"\\n"'),
+    ("xgrammar", {**S, "pattern": "\\Aab\\Z"}, '"AabZ"', '"ab"'),
+    ("xgrammar", {**S, "pattern": "^5(x[0-9]{1,3})?Z$"}, '"52Z"', '"5x2Z"'),
+    ("xgrammar", {**S, "format": "time"}, '"06:29:1945172307Z"', '"06:29:19Z"'),  # (its fraction's `?`)
+    # llguidance: a leap second at any minute
+    ("llguidance", {**S, "format": "time"}, '"21:09:60Z"', '"21:09:59Z"'),
+    # xgrammar wrote a name pattern's `"` raw inside the name (a stranger's fuzzing)
+    (
+        "xgrammar",
+        {"type": "object", "patternProperties": {'^"': {"type": "boolean"}}, "additionalProperties": False},
+        '{""": true}',
+        '{"\\"a": true}',
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "name, schema, wrong, right", BROKEN_BEFORE, ids=[f"{n}-{i}" for i, (n, *_) in enumerate(BROKEN_BEFORE)]
+)
+def test_a_library_no_longer_takes_what_the_schema_rejects(backends, tokenizer, name, schema, wrong, right):
+    for text, valid in [(wrong, False), (right, True)]:
+        try:
+            value = json.loads(text)
+            jsonschema.validate(value, schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+            oracle = True
+        except (json.JSONDecodeError, jsonschema.ValidationError):
+            oracle = False
+        assert oracle == valid, (text, "the oracle disagrees with the case")
+        assert accepts_json(backends[name], tokenizer, schema, text) == valid, (name, schema, text)
+
+
+@pytest.mark.parametrize("name", LIBRARIES)
+def test_format_beside_pattern_is_refused(backends, name):
+    """xgrammar enforced only the format: '2.2.2.2' passed `pattern: ^1`."""
+    g = compiled(backends[name], "json_schema", json.dumps({**S, "format": "ipv4", "pattern": "^1"}))
+    assert isinstance(g, InvalidGrammarObject) and "'format' 'ipv4' beside 'pattern'" in g.message, g
