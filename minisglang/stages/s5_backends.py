@@ -41,13 +41,13 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..backends.base import (
-    CHILD_OPTIONS,
     BaseGrammarBackend,
     BaseGrammarObject,
     GrammarError,
     InvalidGrammarObject,
     get_backend_class,
 )
+from ..backends.fsm_backend import FSMBackend
 from ..constrained.bitmask import warm_up_apply_kernel
 from ..constrained.json_schema import IN_PROCESS_SECONDS
 from ..constrained.regex_dfa import RegexError
@@ -338,19 +338,9 @@ class BackendOptions(StageOptions):
 
 
 # The options above that only some backends read (each backend's `own_options` names its
-# own); the others every backend reads (its cache, compile threads, timeout, child bounds).
-BACKEND_SPECIFIC_OPTIONS = CHILD_OPTIONS | {
-    "json_whitespace",
-    "json_schema_options",
-    "automaton",
-    "max_fsm_states",
-    "max_regex_chars",
-    "max_lazy_states",
-    "max_row_expansions",
-    "max_regex_nodes",
-    "schema_cpu_seconds",
-    "grammar_cache_dir",
-}
+# own; our fsm backend reads every one of them, the libraries fewer); the others every
+# backend reads (its cache, compile threads, timeout, child bounds).
+BACKEND_SPECIFIC_OPTIONS = FSMBackend.own_options
 
 
 @register("s5-backends")
