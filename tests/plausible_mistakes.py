@@ -920,4 +920,18 @@ MUTATIONS = [
         'raise GrammarError(f"token {token_id} is not allowed in state {self.state}")',
         'raise GrammarError(f"token {token_id} is not allowed in state {nxt}")',
     ),
+    # Student 67's wrong solutions of s6-s7 that passed (2026-12-05), each with the test that
+    # catches it now.
+    (
+        "task7_2",
+        "the argmax read off a descending sort (not stable: a tie across a wide row goes to a higher id)",
+        "picks = logits.argmax(dim=-1).tolist()",
+        "picks = logits.sort(dim=-1, descending=True).indices[:, 0].tolist()",
+    ),
+    (
+        "task7_2",
+        "the argmax read off topk(1) (a tie goes to whichever id topk returns, not the lowest)",
+        "picks = logits.argmax(dim=-1).tolist()",
+        "picks = logits.topk(1, dim=-1).indices[:, 0].tolist()",
+    ),
 ]

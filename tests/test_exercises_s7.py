@@ -585,6 +585,18 @@ def test_a_draft_tied_with_the_maximum_is_kept_only_where_argmax_picks_it():
         f"{greedy_story(logits, [2], [2, 0])} (10.0002 > 10.0: no tie, compare the logits as they are); "
         f"accept_greedy gave {got}"
     )
+    # Rows as wide as a vocabulary, tied across many tokens (a flat row, or the mask's few
+    # allowed tokens at one logit): a descending sort or a topk is not stable there (on CPU
+    # too, from 8 or 17 tokens), so its first index is not argmax's lowest id.
+    for vocab in (8, 17, 64, 1000):
+        masked = torch.full((2, vocab), float("-inf")).index_fill_(1, torch.arange(3, vocab, 4), 1.0)
+        for logits in (torch.zeros(2, vocab), masked):
+            low = int((logits[0] == logits[0].max()).nonzero()[0])
+            got = greedy(logits, [low])
+            assert got == [low, low], f"{greedy_story(logits, [low], [low, low])}; accept_greedy gave {got}"
+            high = int((logits[0] == logits[0].max()).nonzero()[-1])
+            got = greedy(logits, [high])
+            assert got == [low], f"{greedy_story(logits, [high], [low])}; accept_greedy gave {got}"
 
 
 # ---------------------------------------------------------------------------------------
