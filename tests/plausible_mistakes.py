@@ -934,4 +934,10 @@ MUTATIONS = [
         "picks = logits.argmax(dim=-1).tolist()",
         "picks = logits.topk(1, dim=-1).indices[:, 0].tolist()",
     ),
+    (
+        "task7_1",
+        "accept_token judges the draft (its GrammarError stops the chain), not the row: a draft the row forbids is kept",
+        "        if not allows(rows[i], draft):\n            return drafts[:i], rows[: i + 1]\n        g.accept_token(draft)\n",
+        "        try:\n            g.accept_token(draft)\n        except GrammarError:\n            return drafts[:i], rows[: i + 1]\n",
+    ),
 ]

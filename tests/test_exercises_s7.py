@@ -240,7 +240,8 @@ def test_the_chain_leaves_the_grammar_where_it_was(stage, case):
 @pytest.mark.task7_1
 def test_the_chain_stops_at_a_forbidden_draft(stage):
     """`(yes|no)`: y, e allowed, then x is not: two drafts kept, three rows (the third is
-    the row where the model chooses its own token instead of x)."""
+    the row where the model chooses its own token instead of x). And the row is the judge:
+    on a matcher whose rows forbid a token its `accept_token` takes, that draft stops the chain."""
     req = request_at(r"(yes|no)", [])
     drafts = [ID[b"y"], ID[b"e"], ID[b"x"], ID[b"s"]]
     kept, rows = stage.mask_chain(req, drafts)
@@ -253,6 +254,34 @@ def test_the_chain_stops_at_a_forbidden_draft(stage):
         f"own token instead of 'x'); got {rows.shape[0]}"
     )
     assert_row(rows, 2, r"(yes|no)", drafts[:2], len(kept))
+    # The row judges the draft, not `accept_token`: a matcher's mask may be narrower than
+    # what it accepts (xgrammar's UTF-8 guard), so a draft the row forbids stops the chain
+    # even where accepting it would not raise.
+    regex, drafts = r"(yes|yak|no)", [ID[b"y"], ID[b"e"], ID[b"s"]]
+    req = Req(prompt="p", origin_input_ids=[2], sampling_params=SamplingParams(regex=regex))
+    req.grammar = GuardedOracleGrammar(regex, [], guarded={ID[b"e"]})
+    kept, rows = stage.mask_chain(req, drafts)
+    assert kept == [ID[b"y"]] and rows.shape[0] == 2, (
+        f"regex {regex!r} on a matcher whose rows forbid 'e' (though its accept_token would take "
+        f"it), drafts {named(drafts)}: the row decides, so the chain keeps {named(drafts[:1])} with 2 rows "
+        f"(check allows(row, draft) before accepting the draft); got {named(kept)} with {rows.shape[0]} row(s)"
+    )
+    assert req.grammar.accepted == [], (
+        f"the chain must leave the grammar at the start; it holds {named(req.grammar.accepted)}"
+        f"{rollback_hint(req.grammar.accepted, [])}"
+    )
+
+
+class GuardedOracleGrammar(OracleGrammar):
+    """The oracle matcher whose rows also forbid the `guarded` tokens, which `accept_token`
+    (the oracle's allowed set) still takes, as xgrammar's UTF-8 guard narrows its matcher's mask."""
+
+    def __init__(self, regex: str, accepted: list[int], guarded: set[int]):
+        super().__init__(regex, accepted)
+        self.guarded = guarded
+
+    def fill_vocab_mask(self, vocab_mask: torch.Tensor, idx: int) -> None:
+        vocab_mask[idx] = pack(self.allowed() - self.guarded)
 
 
 @pytest.mark.task7_1
