@@ -940,4 +940,19 @@ MUTATIONS = [
         "        if not allows(rows[i], draft):\n            return drafts[:i], rows[: i + 1]\n        g.accept_token(draft)\n",
         "        try:\n            g.accept_token(draft)\n        except GrammarError:\n            return drafts[:i], rows[: i + 1]\n",
     ),
+    (
+        "task6_2",
+        "closed whenever the depth is 0 outside a string, `opened` or not (whitespace before the value ends it)",
+        "    self.depth -= 1\n    return self.opened and self.depth <= 0\nreturn False",
+        "    self.depth -= 1\nreturn not self.in_string and self.depth <= 0",
+    ),
+    (
+        "task6_2",
+        "the depth kept on the class, shared by every scan (a call cut short leaves the next scan deep)",
+        'elif ch in "{[":\n    self.depth += 1\n    self.opened = True\nelif ch in "}]":\n    self.depth -= 1\n',
+        'elif ch in "{[":\n    _JsonScan.shared_depth = getattr(_JsonScan, "shared_depth", 0) + 1\n'
+        "    self.depth = _JsonScan.shared_depth\n    self.opened = True\n"
+        'elif ch in "}]":\n    _JsonScan.shared_depth = getattr(_JsonScan, "shared_depth", 0) - 1\n'
+        "    self.depth = _JsonScan.shared_depth\n",
+    ),
 ]

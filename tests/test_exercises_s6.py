@@ -415,3 +415,35 @@ def test_text_after_the_arguments_that_is_not_the_end_tag_is_content():
         f"{text!r}: what follows the arguments and is not the end tag "
         f"is content, {'} and then ' + TRIGGER[:4]!r}; got {content!r}"
     )
+
+
+@pytest.mark.task6_2
+@pytest.mark.parametrize("space", [" ", "\n  ", "\t"])
+def test_whitespace_before_the_arguments_is_not_their_end(space):
+    """JSON allows whitespace before a value (a model may write `"arguments":  {` or a newline):
+    the scan closes on the bracket that closes the value, never on the whitespace before it."""
+    args = space + '{"q": [1, {"r": "}"}]}'
+    text = "Checking. " + format_call("search", args) + " Done"
+    content, calls = parse_tool_calls(text, NAMES)
+    assert [(c.name, c.arguments) for c in calls] == [("search", args)], (
+        f"the arguments of {text!r} read back as {[c.arguments for c in calls]}: whitespace before the value is "
+        f"not its end (the value closes when a closing bracket brings the depth back to 0 after an opening one)"
+    )
+    assert content == "Checking.  Done", f"the content of {text!r} must be 'Checking.  Done'; got {content!r}"
+
+
+@pytest.mark.task6_2
+def test_a_call_cut_short_leaves_nothing_for_the_next_scan():
+    """An output that ends inside a call's arguments (brackets still open) is content; the
+    next output's call, read by another parser, is read back whole: each scan holds its own
+    state (its fields), nothing shared between scans."""
+    cut = "Let me see. " + format_call("search", '{"q": [1, {"r": [')[: -len(CALL_END)]
+    content, calls = parse_tool_calls(cut, NAMES)
+    assert calls == [] and content == cut, f"{cut!r}: the call is cut short, so all of it is content; got {calls}"
+    args = '{"q": 2}'
+    text = format_call("get_weather", args)
+    content, calls = parse_tool_calls(text, NAMES)
+    assert [(c.name, c.arguments) for c in calls] == [("get_weather", args)], (
+        f"after an output cut inside a call's arguments, {text!r} read back as {[c.arguments for c in calls]} "
+        f"(content {content!r}): a new scan must start at depth 0, whatever an earlier one was left holding"
+    )
