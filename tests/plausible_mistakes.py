@@ -955,4 +955,10 @@ MUTATIONS = [
         'elif ch in "}]":\n    _JsonScan.shared_depth = getattr(_JsonScan, "shared_depth", 0) - 1\n'
         "    self.depth = _JsonScan.shared_depth\n",
     ),
+    (
+        "task6_2",
+        "a string also quoted with ' (the apostrophe of what's ends the string)",
+        "    elif ch == '\"':\n        self.in_string = False\nelif ch == '\"':\n    self.in_string = True\n",
+        '    elif ch in "\\"\'":\n        self.in_string = False\nelif ch in "\\"\'":\n    self.in_string = True\n',
+    ),
 ]

@@ -293,7 +293,7 @@ def test_engine_tool_calls_validate_under_their_schemas():
 # task6_2: reading the calls back
 # ---------------------------------------------------------------------------------------
 # Characters that a scanner must treat with care inside a string; the rest are plain.
-TRICKY = '{}[]"\\:,' + "</>" + "é北 \n\t"
+TRICKY = '{}[]"\\:,' + "</>'" + "é北 \n\t"
 strings = st.text(alphabet=st.sampled_from(list(TRICKY) + list("abc")), max_size=8)
 scalars = st.one_of(st.none(), st.booleans(), st.integers(-(10**6), 10**6), strings)
 values = st.recursive(
@@ -337,6 +337,7 @@ def test_the_scan_closes_exactly_where_the_json_value_ends(value, layout, after)
         '{"a": [1, {"b": "]"}], "c": {}}',  # nesting, and a bracket inside a string
         '{"end": "}</tool_call>"}',  # the end tag itself inside the arguments
         '{"u": "\\u007d\\\\\\""}',  # \u escapes, an escaped backslash, then an escaped quote
+        '{"q": "what\'s in [it]? {x}"}',  # an apostrophe is no quote in JSON: the string goes on
         "{}",
     ],
 )
