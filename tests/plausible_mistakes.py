@@ -961,4 +961,10 @@ MUTATIONS = [
         "    elif ch == '\"':\n        self.in_string = False\nelif ch == '\"':\n    self.in_string = True\n",
         '    elif ch in "\\"\'":\n        self.in_string = False\nelif ch in "\\"\'":\n    self.in_string = True\n',
     ),
+    (
+        "task7_1",
+        "the caller's drafts cut in place (del drafts[i:]) and returned, not a slice",
+        "        if not allows(rows[i], draft):\n            return drafts[:i], rows[: i + 1]\n",
+        "        if not allows(rows[i], draft):\n            del drafts[i:]\n            return drafts, rows[: i + 1]\n",
+    ),
 ]

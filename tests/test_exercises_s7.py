@@ -245,6 +245,10 @@ def test_the_chain_stops_at_a_forbidden_draft(stage):
     req = request_at(r"(yes|no)", [])
     drafts = [ID[b"y"], ID[b"e"], ID[b"x"], ID[b"s"]]
     kept, rows = stage.mask_chain(req, drafts)
+    assert drafts == [ID[b"y"], ID[b"e"], ID[b"x"], ID[b"s"]], (
+        f"mask_chain changed its drafts argument in place (now {named(drafts)}): return the kept drafts as a new "
+        f"list (a slice), and leave the caller's as it was"
+    )
     assert kept == [ID[b"y"], ID[b"e"]], (
         f"regex '(yes|no)', drafts {named(drafts)}: 'y' and 'e' are allowed, 'x' is not after 'ye', so the chain "
         f"keeps {named(drafts[:2])} and stops; got {named(kept)}"
