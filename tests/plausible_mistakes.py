@@ -920,4 +920,51 @@ MUTATIONS = [
         'raise GrammarError(f"token {token_id} is not allowed in state {self.state}")',
         'raise GrammarError(f"token {token_id} is not allowed in state {nxt}")',
     ),
+    # Student 67's wrong solutions of s6-s7 that passed (2026-12-05), each with the test that
+    # catches it now.
+    (
+        "task7_2",
+        "the argmax read off a descending sort (not stable: a tie across a wide row goes to a higher id)",
+        "picks = logits.argmax(dim=-1).tolist()",
+        "picks = logits.sort(dim=-1, descending=True).indices[:, 0].tolist()",
+    ),
+    (
+        "task7_2",
+        "the argmax read off topk(1) (a tie goes to whichever id topk returns, not the lowest)",
+        "picks = logits.argmax(dim=-1).tolist()",
+        "picks = logits.topk(1, dim=-1).indices[:, 0].tolist()",
+    ),
+    (
+        "task7_1",
+        "accept_token judges the draft (its GrammarError stops the chain), not the row: a draft the row forbids is kept",
+        "        if not allows(rows[i], draft):\n            return drafts[:i], rows[: i + 1]\n        g.accept_token(draft)\n",
+        "        try:\n            g.accept_token(draft)\n        except GrammarError:\n            return drafts[:i], rows[: i + 1]\n",
+    ),
+    (
+        "task6_2",
+        "closed whenever the depth is 0 outside a string, `opened` or not (whitespace before the value ends it)",
+        "    self.depth -= 1\n    return self.opened and self.depth <= 0\nreturn False",
+        "    self.depth -= 1\nreturn not self.in_string and self.depth <= 0",
+    ),
+    (
+        "task6_2",
+        "the depth kept on the class, shared by every scan (a call cut short leaves the next scan deep)",
+        'elif ch in "{[":\n    self.depth += 1\n    self.opened = True\nelif ch in "}]":\n    self.depth -= 1\n',
+        'elif ch in "{[":\n    _JsonScan.shared_depth = getattr(_JsonScan, "shared_depth", 0) + 1\n'
+        "    self.depth = _JsonScan.shared_depth\n    self.opened = True\n"
+        'elif ch in "}]":\n    _JsonScan.shared_depth = getattr(_JsonScan, "shared_depth", 0) - 1\n'
+        "    self.depth = _JsonScan.shared_depth\n",
+    ),
+    (
+        "task6_2",
+        "a string also quoted with ' (the apostrophe of what's ends the string)",
+        "    elif ch == '\"':\n        self.in_string = False\nelif ch == '\"':\n    self.in_string = True\n",
+        '    elif ch in "\\"\'":\n        self.in_string = False\nelif ch in "\\"\'":\n    self.in_string = True\n',
+    ),
+    (
+        "task7_1",
+        "the caller's drafts cut in place (del drafts[i:]) and returned, not a slice",
+        "        if not allows(rows[i], draft):\n            return drafts[:i], rows[: i + 1]\n",
+        "        if not allows(rows[i], draft):\n            del drafts[i:]\n            return drafts, rows[: i + 1]\n",
+    ),
 ]

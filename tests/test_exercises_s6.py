@@ -63,6 +63,32 @@ TRIGGER_SETS = [
 ]
 
 
+def wrong_next(triggers: tuple[str, ...]) -> str | None:
+    """The first prefix-and-character where `_next` answers otherwise than the page (a whole
+    trigger's sink, else the state of the longest suffix that starts a trigger), in words."""
+    free = FreeText.__new__(FreeText)
+    prefixes = sorted({t[:i] for t in triggers for i in range(len(t))}, key=lambda p: (len(p), p))
+    free.triggers, free.states = triggers, {p: i for i, p in enumerate(prefixes)}
+    for p in prefixes:
+        for c in sorted({c for t in triggers for c in t}):
+            text = p + c
+            ends = [t for t in triggers if text.endswith(t)]
+            suffix = next(text[i:] for i in range(len(text) + 1) if text[i:] in free.states)
+            want = ("trigger", ends[0]) if ends else free.states[suffix]
+            try:
+                got = free._next(text)
+            except Exception as e:  # noqa: BLE001 (a message, the failure itself is raised elsewhere)
+                return f"_next({text!r}) raised {type(e).__name__}: {e}"
+            if got != want:
+                why = (
+                    f"it ends with the trigger {ends[0]!r}"
+                    if ends
+                    else f"its longest suffix that starts a trigger is {suffix!r}"
+                )
+                return f"_next({text!r}) returned {got!r}, but {why}: {want!r} (states: {free.states})"
+    return None
+
+
 def build_free_text(triggers) -> FreeText:
     """`FreeText(triggers)`, with a KeyError of its `__init__` (given code) explained: after
     the elimination it reads the edge from state 0 to each trigger's sink, and finds none
@@ -70,6 +96,9 @@ def build_free_text(triggers) -> FreeText:
     try:
         return FreeText(tuple(triggers))
     except KeyError as e:
+        wrong = wrong_next(tuple(triggers))
+        if wrong:
+            pytest.fail(f"triggers {tuple(triggers)}: FreeText found no edge {e.args[0]!r}; {wrong}", pytrace=False)
         pytest.fail(
             f"triggers {tuple(triggers)}: FreeText found no edge {e.args[0]!r} once the prefix states were "
             "eliminated. Either _next never returns ('trigger', t) (does it check for a whole trigger at the "
@@ -88,6 +117,23 @@ def first_trigger_end(text: str, triggers) -> int | None:
     return None
 
 
+def wrong_match(triggers, name: str, matched: bool, text: str, end: int | None) -> str:
+    """A failure message: which regex matched or refused `text`, and why the scan says otherwise."""
+    if end is None:
+        scan = "holds no trigger"
+    else:
+        first = next(t for t in triggers if text[:end].endswith(t))
+        scan = f"holds the trigger {first!r} first, at text[{end - len(first)}:{end}]"
+        scan += "" if end == len(text) else f", and goes on after it ({text[end:]!r})"
+    if name == "until_end":
+        should = "free text that holds no trigger" if matched else "free text without a trigger, so it must match"
+    else:
+        should = f"free text whose first trigger is {name[14:-1]} and ends the text"
+        should = should if matched else should + ", so it must match"
+    verb = "accepts" if matched else "refuses"
+    return f"triggers {triggers}: {name} {verb} {text!r}, which {scan}; {name} is {should}"
+
+
 @pytest.mark.task6_1
 @pytest.mark.parametrize("triggers, alphabet, longest", TRIGGER_SETS, ids=lambda x: None)
 def test_free_text_regexes_equal_a_scan_on_every_short_string(triggers, alphabet, longest):
@@ -101,13 +147,13 @@ def test_free_text_regexes_equal_a_scan_on_every_short_string(triggers, alphabet
         for chars in itertools.product(alphabet, repeat=n):
             text = "".join(chars)
             end = first_trigger_end(text, triggers)
-            assert bool(until_end.fullmatch(text)) == (end is None), (
-                f"triggers {triggers}: until_end {'accepts' if end is not None else 'refuses'} {text!r}"
+            assert bool(until_end.fullmatch(text)) == (end is None), wrong_match(
+                triggers, "until_end", end is not None, text, end
             )
             for t, regex in until.items():
                 want = end == len(text) and text.endswith(t)
-                assert bool(regex.fullmatch(text)) == want, (
-                    f"triggers {triggers}: until_trigger[{t!r}] {'refuses' if want else 'accepts'} {text!r}"
+                assert bool(regex.fullmatch(text)) == want, wrong_match(
+                    triggers, f"until_trigger[{t!r}]", not want, text, end
                 )
 
 
@@ -131,10 +177,14 @@ def test_free_text_regexes_on_random_triggers(triggers, data):
     free = build_free_text(triggers)
     for text in texts:
         end = first_trigger_end(text, triggers)
-        assert bool(re.fullmatch(free.until_end, text)) == (end is None), (triggers, text)
+        assert bool(re.fullmatch(free.until_end, text)) == (end is None), wrong_match(
+            triggers, "until_end", end is not None, text, end
+        )
         for t in triggers:
             want = end == len(text) and text.endswith(t)
-            assert bool(re.fullmatch(free.until_trigger[t], text)) == want, (triggers, t, text)
+            assert bool(re.fullmatch(free.until_trigger[t], text)) == want, wrong_match(
+                triggers, f"until_trigger[{t!r}]", not want, text, end
+            )
 
 
 @pytest.mark.task6_1
@@ -293,7 +343,7 @@ def test_engine_tool_calls_validate_under_their_schemas():
 # task6_2: reading the calls back
 # ---------------------------------------------------------------------------------------
 # Characters that a scanner must treat with care inside a string; the rest are plain.
-TRICKY = '{}[]"\\:,' + "</>" + "é北 \n\t"
+TRICKY = '{}[]"\\:,' + "</>'" + "é北 \n\t"
 strings = st.text(alphabet=st.sampled_from(list(TRICKY) + list("abc")), max_size=8)
 scalars = st.one_of(st.none(), st.booleans(), st.integers(-(10**6), 10**6), strings)
 values = st.recursive(
@@ -337,6 +387,7 @@ def test_the_scan_closes_exactly_where_the_json_value_ends(value, layout, after)
         '{"a": [1, {"b": "]"}], "c": {}}',  # nesting, and a bracket inside a string
         '{"end": "}</tool_call>"}',  # the end tag itself inside the arguments
         '{"u": "\\u007d\\\\\\""}',  # \u escapes, an escaped backslash, then an escaped quote
+        '{"q": "what\'s in [it]? {x}"}',  # an apostrophe is no quote in JSON: the string goes on
         "{}",
     ],
 )
@@ -414,4 +465,36 @@ def test_text_after_the_arguments_that_is_not_the_end_tag_is_content():
     assert content == "} and then " + TRIGGER[:4], (
         f"{text!r}: what follows the arguments and is not the end tag "
         f"is content, {'} and then ' + TRIGGER[:4]!r}; got {content!r}"
+    )
+
+
+@pytest.mark.task6_2
+@pytest.mark.parametrize("space", [" ", "\n  ", "\t"])
+def test_whitespace_before_the_arguments_is_not_their_end(space):
+    """JSON allows whitespace before a value (a model may write `"arguments":  {` or a newline):
+    the scan closes on the bracket that closes the value, never on the whitespace before it."""
+    args = space + '{"q": [1, {"r": "}"}]}'
+    text = "Checking. " + format_call("search", args) + " Done"
+    content, calls = parse_tool_calls(text, NAMES)
+    assert [(c.name, c.arguments) for c in calls] == [("search", args)], (
+        f"the arguments of {text!r} read back as {[c.arguments for c in calls]}: whitespace before the value is "
+        f"not its end (the value closes when a closing bracket brings the depth back to 0 after an opening one)"
+    )
+    assert content == "Checking.  Done", f"the content of {text!r} must be 'Checking.  Done'; got {content!r}"
+
+
+@pytest.mark.task6_2
+def test_a_call_cut_short_leaves_nothing_for_the_next_scan():
+    """An output that ends inside a call's arguments (brackets still open) is content; the
+    next output's call, read by another parser, is read back whole: each scan holds its own
+    state (its fields), nothing shared between scans."""
+    cut = "Let me see. " + format_call("search", '{"q": [1, {"r": [')[: -len(CALL_END)]
+    content, calls = parse_tool_calls(cut, NAMES)
+    assert calls == [] and content == cut, f"{cut!r}: the call is cut short, so all of it is content; got {calls}"
+    args = '{"q": 2}'
+    text = format_call("get_weather", args)
+    content, calls = parse_tool_calls(text, NAMES)
+    assert [(c.name, c.arguments) for c in calls] == [("get_weather", args)], (
+        f"after an output cut inside a call's arguments, {text!r} read back as {[c.arguments for c in calls]} "
+        f"(content {content!r}): a new scan must start at depth 0, whatever an earlier one was left holding"
     )

@@ -240,10 +240,15 @@ def test_the_chain_leaves_the_grammar_where_it_was(stage, case):
 @pytest.mark.task7_1
 def test_the_chain_stops_at_a_forbidden_draft(stage):
     """`(yes|no)`: y, e allowed, then x is not: two drafts kept, three rows (the third is
-    the row where the model chooses its own token instead of x)."""
+    the row where the model chooses its own token instead of x). And the row is the judge:
+    on a matcher whose rows forbid a token its `accept_token` takes, that draft stops the chain."""
     req = request_at(r"(yes|no)", [])
     drafts = [ID[b"y"], ID[b"e"], ID[b"x"], ID[b"s"]]
     kept, rows = stage.mask_chain(req, drafts)
+    assert drafts == [ID[b"y"], ID[b"e"], ID[b"x"], ID[b"s"]], (
+        f"mask_chain changed its drafts argument in place (now {named(drafts)}): return the kept drafts as a new "
+        f"list (a slice), and leave the caller's as it was"
+    )
     assert kept == [ID[b"y"], ID[b"e"]], (
         f"regex '(yes|no)', drafts {named(drafts)}: 'y' and 'e' are allowed, 'x' is not after 'ye', so the chain "
         f"keeps {named(drafts[:2])} and stops; got {named(kept)}"
@@ -253,6 +258,34 @@ def test_the_chain_stops_at_a_forbidden_draft(stage):
         f"own token instead of 'x'); got {rows.shape[0]}"
     )
     assert_row(rows, 2, r"(yes|no)", drafts[:2], len(kept))
+    # The row judges the draft, not `accept_token`: a matcher's mask may be narrower than
+    # what it accepts (xgrammar's UTF-8 guard), so a draft the row forbids stops the chain
+    # even where accepting it would not raise.
+    regex, drafts = r"(yes|yak|no)", [ID[b"y"], ID[b"e"], ID[b"s"]]
+    req = Req(prompt="p", origin_input_ids=[2], sampling_params=SamplingParams(regex=regex))
+    req.grammar = GuardedOracleGrammar(regex, [], guarded={ID[b"e"]})
+    kept, rows = stage.mask_chain(req, drafts)
+    assert kept == [ID[b"y"]] and rows.shape[0] == 2, (
+        f"regex {regex!r} on a matcher whose rows forbid 'e' (though its accept_token would take "
+        f"it), drafts {named(drafts)}: the row decides, so the chain keeps {named(drafts[:1])} with 2 rows "
+        f"(check allows(row, draft) before accepting the draft); got {named(kept)} with {rows.shape[0]} row(s)"
+    )
+    assert req.grammar.accepted == [], (
+        f"the chain must leave the grammar at the start; it holds {named(req.grammar.accepted)}"
+        f"{rollback_hint(req.grammar.accepted, [])}"
+    )
+
+
+class GuardedOracleGrammar(OracleGrammar):
+    """The oracle matcher whose rows also forbid the `guarded` tokens, which `accept_token`
+    (the oracle's allowed set) still takes, as xgrammar's UTF-8 guard narrows its matcher's mask."""
+
+    def __init__(self, regex: str, accepted: list[int], guarded: set[int]):
+        super().__init__(regex, accepted)
+        self.guarded = guarded
+
+    def fill_vocab_mask(self, vocab_mask: torch.Tensor, idx: int) -> None:
+        vocab_mask[idx] = pack(self.allowed() - self.guarded)
 
 
 @pytest.mark.task7_1
@@ -585,6 +618,18 @@ def test_a_draft_tied_with_the_maximum_is_kept_only_where_argmax_picks_it():
         f"{greedy_story(logits, [2], [2, 0])} (10.0002 > 10.0: no tie, compare the logits as they are); "
         f"accept_greedy gave {got}"
     )
+    # Rows as wide as a vocabulary, tied across many tokens (a flat row, or the mask's few
+    # allowed tokens at one logit): a descending sort or a topk is not stable there (on CPU
+    # too, from 8 or 17 tokens), so its first index is not argmax's lowest id.
+    for vocab in (8, 17, 64, 1000):
+        masked = torch.full((2, vocab), float("-inf")).index_fill_(1, torch.arange(3, vocab, 4), 1.0)
+        for logits in (torch.zeros(2, vocab), masked):
+            low = int((logits[0] == logits[0].max()).nonzero()[0])
+            got = greedy(logits, [low])
+            assert got == [low, low], f"{greedy_story(logits, [low], [low, low])}; accept_greedy gave {got}"
+            high = int((logits[0] == logits[0].max()).nonzero()[-1])
+            got = greedy(logits, [high])
+            assert got == [low], f"{greedy_story(logits, [high], [low])}; accept_greedy gave {got}"
 
 
 # ---------------------------------------------------------------------------------------
