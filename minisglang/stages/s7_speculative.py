@@ -158,6 +158,38 @@ def allows(row: torch.Tensor, token_id: int) -> bool:
     return bool(int(row[token_id >> 5]) >> (token_id & 31) & 1)
 
 
+class ChargedGrammar:
+    """`grammar` as the mask chain and the seam guess walk it: each library call (a token, a
+    mask row: native code no slice can cut) is timed and charged to `req` as s5 charges
+    hook 4's masks and hook 5's tokens (`charge_call`): a call past the step's budget makes
+    the request sit out steps, one past max_grammar_call_seconds aborts it. Uncharged, a
+    request whose every step was a verify (a seeded sample, drafts each step) filled its
+    masks on the scheduler thread at any cost: 1 s masks ran 25 times where s6 aborted
+    after the first. Once its request is aborted, a row allows nothing: the chain ends there."""
+
+    def __init__(self, stage: SpeculativeStage, req: Req, grammar: BaseGrammarObject):
+        self.stage, self.req, self.grammar = stage, req, grammar
+
+    def accept_token(self, token_id: int) -> None:
+        start = self.stage.work.stamp()
+        self.grammar.accept_token(token_id)
+        self.stage.charge_call(self.req, start, "token")
+
+    def fill_vocab_mask(self, vocab_mask: torch.Tensor, idx: int) -> None:
+        if not self.req.finished:
+            start = self.stage.work.stamp()
+            self.grammar.fill_vocab_mask(vocab_mask, idx)
+            if not self.stage.charge_call(self.req, start, "mask"):
+                return
+        vocab_mask[idx] = 0
+
+    def is_terminated(self) -> bool:
+        return self.grammar.is_terminated()
+
+    def rollback(self, k: int) -> None:
+        self.grammar.rollback(k)
+
+
 @dataclass
 class VerifyBatch(ScheduledBatch):
     """A decode step with drafts: request i feeds its last token and `drafts[i]` in one
@@ -422,9 +454,9 @@ class SpeculativeStage(FunctionCallingStage):
         bytes `head` as far as every token the grammar allows there agrees (`seam_token`),
         of the tokens `longer` than `head` that start with it (`spelled_after`): the grammar
         is walked over `ids`, fills that position's row, and is rolled back."""
-        g = req.grammar
-        if g is None:
+        if req.grammar is None:
             return None
+        g = ChargedGrammar(self, req, req.grammar)
         row = BaseGrammarObject.allocate_vocab_mask(self.ctx.vocab_size, 1)
         accepted = 0
         try:
@@ -464,9 +496,9 @@ class SpeculativeStage(FunctionCallingStage):
         state whose row this step's grammar budget could not make or that allows nothing
         (the next step meets it as s6 would); after one that ends the match, nothing can
         follow. None for an unconstrained request."""
-        g = req.grammar
-        if g is None:
+        if req.grammar is None:
             return drafts, None
+        g = ChargedGrammar(self, req, req.grammar)
         rows = BaseGrammarObject.allocate_vocab_mask(self.ctx.vocab_size, len(drafts) + 1)
         g.fill_vocab_mask(rows, 0)  # `ready` made this row before the step
         if not bool(rows[0].any()):
