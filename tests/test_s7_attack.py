@@ -124,7 +124,11 @@ def test_overlap_admits_a_step_later_behind_a_grammar_finish_and_only_an_abort_c
     ]
     outs: dict[tuple[bool, bool], list] = {}
     for disable in (True, False):
-        eng = engine(max_running_requests=1, disable_overlap_schedule=disable)
+        # A wide grammar budget: the step at which B is admitted must not depend on the load.
+        # (With s5's 4 ms budget, a call of A's grammar that waited for a busy core made A sit
+        # out steps, and B was admitted later without overlap: one run in three failed at a
+        # load of 4 on 2 cores; grammar_step_seconds=1e-7 fails every run.)
+        eng = engine(max_running_requests=1, disable_overlap_schedule=disable, grammar_step_seconds=60.0)
         for aborted in (False, True):
             outs[disable, aborted] = drive(eng, arrivals, {1: 5} if aborted else {})
         eng.shutdown()
