@@ -192,8 +192,10 @@ def test_a_seeded_speculative_request_does_not_depend_on_what_else_arrives():
     s6's, but a seed no longer fixes it, which the default stage promises
     (test_engine.py's seeded sampling does not depend on the batch).
     Cause: `SpeculativeScheduler.schedule` drafts only for DECODE batches; the riders of a
-    mixed EXTEND batch draft nothing. Now a seeded sampling request does not ride while
-    drafting is on (`riders_for_prefill`): it sits that step out. (A seed fixes tokens only up to float
+    mixed EXTEND batch draft nothing. Then a seeded sampling request did not ride while
+    drafting was on: it sat that step out (and a stream of arrivals starved it); now it rides
+    and its token is the winner of the race a verify would run (`race_riders`,
+    `speculative.seeded_scores`). (A seed fixes tokens only up to float
     batch non-invariance, in every stage: a decode row's logits differ by ~5e-6 between a
     batch of 3 and 1, which flipped one seeded token in ~150 random batches; here most
     seeds differ, from the first draw on, so it is the draws, not the floats.)"""

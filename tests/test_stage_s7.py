@@ -614,6 +614,35 @@ def test_the_mask_chains_library_calls_are_charged_as_s6_charges_them(algorithm,
         engine.shutdown()
 
 
+def test_a_seeded_request_rides_mixed_prefills_and_keeps_its_text():
+    """With drafting on and mixed_prefill, a seeded sampling request sat out every prefill
+    step (it must not read its generator as a rider), so a stream of other clients'
+    arrivals, one a step, kept it from decoding: 203 steps for its 20-token answer beside
+    200 arrivals, where a greedy or unseeded request took 6 (found by helper spec_attack).
+    It now rides, its token the winner of the same race a verify would run: the same text
+    as alone, in about as many steps."""
+    with sgl.Engine(stage="s7", speculative_algorithm="FORCED+NGRAM", mixed_prefill=True) as eng:
+        params = {"regex": "[a-z]{3}@[a-z]{3}\\.com", "max_new_tokens": 20, "temperature": 0.8, "seed": 5}
+
+        def run(arrivals: int) -> tuple[list[int], int]:
+            req = eng.submit("Email: ", dict(params))
+            steps = 0
+            while not req.released:
+                if steps < arrivals:
+                    eng.submit(f"Hello {steps}", {"max_new_tokens": 2, "temperature": 0})
+                eng.step()
+                steps += 1
+            while eng.has_work():
+                eng.step()
+            return req.output_ids, steps
+
+        alone, alone_steps = run(0)
+        beside, beside_steps = run(100)
+        assert beside == alone
+        assert beside_steps <= alone_steps + 5, (alone_steps, beside_steps)
+        assert_no_leak(eng)
+
+
 # Two small grammars: on the first, prompt lookup keeps proposing the pattern's next
 # tokens, which the model finds likely but not certain (so acceptance decides the
 # output's law: keeping every allowed draft, or drawing a rejected position from p
