@@ -132,8 +132,18 @@ def assert_row(rows: torch.Tensor, i: int, regex: str, before: list[int], kept: 
 @pytest.fixture(scope="module")
 def stage():
     """Stage s7 over the synthetic vocabulary (the chain reads its vocabulary size and its
-    grammar work budget; its fsm backend compiles nothing here)."""
-    made = make_stage(SpeculativeStage, compile_in="thread", automaton="eager")
+    grammar work budget; its fsm backend compiles nothing here). The oracle grammars are
+    slow Python: the budget is made wide enough that no call of theirs is charged past it
+    (the chain's library calls are charged to their request, and a slow one cuts the chain:
+    not what these tests are about)."""
+    made = make_stage(
+        SpeculativeStage,
+        compile_in="thread",
+        automaton="eager",
+        grammar_step_seconds=60.0,
+        max_grammar_call_seconds=60.0,
+        max_grammar_seconds=3600.0,
+    )
     yield made
     made.shutdown()
 

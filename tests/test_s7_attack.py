@@ -124,7 +124,11 @@ def test_overlap_admits_a_step_later_behind_a_grammar_finish_and_only_an_abort_c
     ]
     outs: dict[tuple[bool, bool], list] = {}
     for disable in (True, False):
-        eng = engine(max_running_requests=1, disable_overlap_schedule=disable)
+        # A wide grammar budget: the step at which B is admitted must not depend on the load.
+        # (With s5's 4 ms budget, a call of A's grammar that waited for a busy core made A sit
+        # out steps, and B was admitted later without overlap: one run in three failed at a
+        # load of 4 on 2 cores; grammar_step_seconds=1e-7 fails every run.)
+        eng = engine(max_running_requests=1, disable_overlap_schedule=disable, grammar_step_seconds=60.0)
         for aborted in (False, True):
             outs[disable, aborted] = drive(eng, arrivals, {1: 5} if aborted else {})
         eng.shutdown()
@@ -188,8 +192,10 @@ def test_a_seeded_speculative_request_does_not_depend_on_what_else_arrives():
     s6's, but a seed no longer fixes it, which the default stage promises
     (test_engine.py's seeded sampling does not depend on the batch).
     Cause: `SpeculativeScheduler.schedule` drafts only for DECODE batches; the riders of a
-    mixed EXTEND batch draft nothing. Now a seeded sampling request does not ride while
-    drafting is on (`riders_for_prefill`): it sits that step out. (A seed fixes tokens only up to float
+    mixed EXTEND batch draft nothing. Then a seeded sampling request did not ride while
+    drafting was on: it sat that step out (and a stream of arrivals starved it); now it rides
+    and its token is the winner of the race a verify would run (`race_riders`,
+    `speculative.seeded_scores`). (A seed fixes tokens only up to float
     batch non-invariance, in every stage: a decode row's logits differ by ~5e-6 between a
     batch of 3 and 1, which flipped one seeded token in ~150 random batches; here most
     seeds differ, from the first draw on, so it is the draws, not the floats.)"""

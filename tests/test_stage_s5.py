@@ -545,3 +545,23 @@ def test_a_request_that_leaves_while_its_grammar_compiles_stops_the_compile():
         assert not backend.is_cached("regex", "[a-z]{1,300}x[a-z]{1,300}")
     finally:
         engine.shutdown()
+
+
+@pytest.mark.parametrize("backend", ["fsm", "xgrammar", "llguidance"])
+def test_a_match_that_ends_at_the_length_limit_stops_whatever_is_left_of_the_budget(backend):
+    """Hook 5 read whether the match had ended only within the step's grammar budget; at
+    the length limit the request then finished by "length" instead of "stop" when the
+    budget was spent, so one request's finish reason changed with the load (and s7, whose
+    mask chains spend the budget, said "length" where s6 said "stop": found by helper
+    spec_attack). A row made already (a library has none to make, a lazy state visited
+    before) is read whatever is left of the budget."""
+    prompt = "<|user|>\nExtract as JSON: Li Lei is 27 years old and lives in Paris.\n<|assistant|>\n"
+    params = {"regex": r"(abc|abd|abe)+x", "max_new_tokens": 4, "temperature": 0}
+    with sgl.Engine(stage="s5", grammar_backend=backend, jump_forward=False) as engine:
+        roomy = engine.generate(prompt, params)
+        assert len(roomy["output_ids"]) == 4 and re.fullmatch(params["regex"], roomy["text"]), roomy
+        assert roomy["meta_info"]["finish_reason"] == {"type": "stop", "matched": None}
+        engine.stage.work.step_seconds = 1e-7  # every step's budget spent at once
+        starved = engine.generate(prompt, params)
+    assert starved["output_ids"] == roomy["output_ids"]
+    assert starved["meta_info"]["finish_reason"] == roomy["meta_info"]["finish_reason"]

@@ -425,7 +425,7 @@ def test_a_seam_guess_the_grammar_refuses_is_no_guess(engines):
             self.accepted -= k
 
     _, e7 = engines
-    req = types.SimpleNamespace(grammar=Refusing())
+    req = types.SimpleNamespace(grammar=Refusing(), rid=-1, finished=False)  # (its calls are charged to it)
     assert e7.stage.seam_draft(req, [1, 2], b'":', e7.stage.spelled_after(b'":')) is None
     assert req.grammar.accepted == 0
 
@@ -570,6 +570,77 @@ def test_a_match_that_ends_inside_the_kept_tokens_ends_there_whatever_the_budget
         )
         assert out7["output_ids"] == out6["output_ids"]
         assert_no_leak(e7)
+
+
+@pytest.mark.parametrize("algorithm", ["NGRAM", "FORCED"])
+def test_the_mask_chains_library_calls_are_charged_as_s6_charges_them(algorithm, monkeypatch):
+    """s5 times each library mask and token (native code no slice can cut) and charges it to
+    its request: one past max_grammar_call_seconds aborts it. s7's mask chain filled a row
+    per draft (and row 0) uncharged, and a seeded sample verifies at every step: with 1 s
+    masks (a fake clock, as tests/test_stage_s5.py makes them) it ran to its length limit,
+    25 masks of a second each on the scheduler thread, where s6 aborts at the first charged
+    one (found by helper spec_attack). The bystander goes on."""
+    engine = sgl.Engine(
+        stage="s7", grammar_backend="xgrammar", speculative_algorithm=algorithm, speculative_num_draft_tokens=4
+    )
+    grammar_class = type(engine.stage.backend._compile_safely("regex", "(aaa |bbb )+"))
+    clock = [0.0]
+    engine.stage.work.clock = engine.stage.work.cpu_clock = lambda: clock[0]
+    fill, one = grammar_class.fill_vocab_mask_batched, grammar_class.fill_vocab_mask
+
+    def slow_fill(cls, entries, mask):
+        clock[0] += 1.0
+        fill(entries, mask)
+
+    def slow_one(self, mask, i):
+        clock[0] += 1.0
+        one(self, mask, i)
+
+    monkeypatch.setattr(grammar_class, "fill_vocab_mask_batched", classmethod(slow_fill))
+    monkeypatch.setattr(grammar_class, "fill_vocab_mask", slow_one)
+    try:
+        slow = engine.submit(
+            "aaa bbb aaa bbb aaa bbb aaa",
+            {"regex": "(aaa |bbb )+", "temperature": 0.7, "seed": 1, "max_new_tokens": 24},
+        )
+        other = engine.submit("Email: ", {"temperature": 0, "max_new_tokens": 4})
+        while not (slow.released and other.released):
+            engine.step()
+        reason = slow.finished_reason
+        assert reason["type"] == "abort" and "one mask of its grammar took 1.00 s" in reason["message"], reason
+        assert other.finished_reason["type"] == "length", other.finished_reason
+        assert_no_leak(engine)
+    finally:
+        engine.shutdown()
+
+
+def test_a_seeded_request_rides_mixed_prefills_and_keeps_its_text():
+    """With drafting on and mixed_prefill, a seeded sampling request sat out every prefill
+    step (it must not read its generator as a rider), so a stream of other clients'
+    arrivals, one a step, kept it from decoding: 203 steps for its 20-token answer beside
+    200 arrivals, where a greedy or unseeded request took 6 (found by helper spec_attack).
+    It now rides, its token the winner of the same race a verify would run: the same text
+    as alone, in about as many steps."""
+    with sgl.Engine(stage="s7", speculative_algorithm="FORCED+NGRAM", mixed_prefill=True) as eng:
+        params = {"regex": "[a-z]{3}@[a-z]{3}\\.com", "max_new_tokens": 20, "temperature": 0.8, "seed": 5}
+
+        def run(arrivals: int) -> tuple[list[int], int]:
+            req = eng.submit("Email: ", dict(params))
+            steps = 0
+            while not req.released:
+                if steps < arrivals:
+                    eng.submit(f"Hello {steps}", {"max_new_tokens": 2, "temperature": 0})
+                eng.step()
+                steps += 1
+            while eng.has_work():
+                eng.step()
+            return req.output_ids, steps
+
+        alone, alone_steps = run(0)
+        beside, beside_steps = run(100)
+        assert beside == alone
+        assert beside_steps <= alone_steps + 5, (alone_steps, beside_steps)
+        assert_no_leak(eng)
 
 
 # Two small grammars: on the first, prompt lookup keeps proposing the pattern's next

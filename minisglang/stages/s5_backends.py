@@ -535,8 +535,12 @@ class BackendStage(Stage):
         if self.charge_call(req, start, "token"):
             return
         # Whether the match is complete is known once the new state's row is made: within
-        # this step's budget, else when `ready` finishes the work.
-        if self.work.ready(req) and g.is_terminated():
+        # this step's budget, else when `ready` finishes the work. A row made already (a
+        # library's matcher has none to make; a lazy state visited before) costs nothing to
+        # read, whatever is left of the budget: at the length limit, reading it or not chose
+        # between "stop" and "length" for the same request (by the load, and s7's mask chains
+        # spend the step's budget: s7 said "length" where s6 said "stop").
+        if (not g.needs_work() or self.work.ready(req)) and g.is_terminated():
             req.finish("stop", matched=token_id if token_id == self.ctx.tokenizer.eos_token_id else None)
 
     def cancel_if_unwanted(self, future: Future[BaseGrammarObject]) -> None:

@@ -158,6 +158,38 @@ def allows(row: torch.Tensor, token_id: int) -> bool:
     return bool(int(row[token_id >> 5]) >> (token_id & 31) & 1)
 
 
+class ChargedGrammar:
+    """`grammar` as the mask chain and the seam guess walk it: each library call (a token, a
+    mask row: native code no slice can cut) is timed and charged to `req` as s5 charges
+    hook 4's masks and hook 5's tokens (`charge_call`): a call past the step's budget makes
+    the request sit out steps, one past max_grammar_call_seconds aborts it. Uncharged, a
+    request whose every step was a verify (a seeded sample, drafts each step) filled its
+    masks on the scheduler thread at any cost: 1 s masks ran 25 times where s6 aborted
+    after the first. Once its request is aborted, a row allows nothing: the chain ends there."""
+
+    def __init__(self, stage: SpeculativeStage, req: Req, grammar: BaseGrammarObject):
+        self.stage, self.req, self.grammar = stage, req, grammar
+
+    def accept_token(self, token_id: int) -> None:
+        start = self.stage.work.stamp()
+        self.grammar.accept_token(token_id)
+        self.stage.charge_call(self.req, start, "token")
+
+    def fill_vocab_mask(self, vocab_mask: torch.Tensor, idx: int) -> None:
+        if not self.req.finished:
+            start = self.stage.work.stamp()
+            self.grammar.fill_vocab_mask(vocab_mask, idx)
+            if not self.stage.charge_call(self.req, start, "mask"):
+                return
+        vocab_mask[idx] = 0
+
+    def is_terminated(self) -> bool:
+        return self.grammar.is_terminated()
+
+    def rollback(self, k: int) -> None:
+        self.grammar.rollback(k)
+
+
 @dataclass
 class VerifyBatch(ScheduledBatch):
     """A decode step with drafts: request i feeds its last token and `drafts[i]` in one
@@ -204,15 +236,6 @@ class SpeculativeScheduler(OverlapScheduler):
         if self.stage.options.speculative_algorithm is not None:
             req.spec_verify_ct = 0  # meta_info reports the counts from now on
         super().add_request(req)
-
-    def riders_for_prefill(self) -> list[Req]:
-        """A seeded sampling request does not ride a mixed prefill while drafting is on: riding,
-        it would sample one token without drafts, reading its generator otherwise than the
-        verify steps it takes alone, and its seed would no longer fix its output whatever else
-        arrives. It sits that step out instead (as every request does without mixed_prefill)."""
-        if self.stage.options.speculative_algorithm is None:
-            return self.running
-        return [r for r in self.running if r.sampling_params.seed is None or is_greedy(r)]
 
     # -- 1 + 2: drafts and their mask rows, before the forward ---------------------------
     def schedule(self) -> ScheduledBatch | None:
@@ -275,7 +298,10 @@ class SpeculativeScheduler(OverlapScheduler):
     def sample(self, batch: ScheduledBatch, logits: torch.Tensor) -> list:
         """A verify batch: for each request, the tokens it keeps (drafts, then the model's)."""
         if not isinstance(batch, VerifyBatch):
-            return super().sample(batch, logits)
+            ids = super().sample(batch, logits)
+            if batch.mode == ForwardMode.EXTEND and self.stage.options.speculative_algorithm is not None:
+                self.race_riders(batch, logits, ids)
+            return ids
         logits = logits.float()
         kept: list[list[int]] = []
         start = 0
@@ -287,6 +313,23 @@ class SpeculativeScheduler(OverlapScheduler):
                 keep = self.accept(req, rows, drafts, mask)
             kept.append(keep)
         return kept
+
+    def race_riders(self, batch: ScheduledBatch, logits: torch.Tensor, ids: list[int]) -> None:
+        """A seeded sampling request that rode a mixed prefill takes the token a verify of no
+        drafts would give it (`accept`: the race of `seeded_scores` at its position), not a
+        draw from its generator: its seed then fixes its text whether it rides or verifies.
+        (It used to sit out every prefill step instead, and a stream of other clients'
+        arrivals, one a step, kept it from decoding at all: 203 steps for a 20-token answer
+        beside 200 arrivals, 6 for a greedy or unseeded one.)"""
+        first = len(batch.reqs) - batch.decode_riders
+        for i, req in enumerate(batch.riders, start=first):
+            if ids[i] < 0 or req.finished or not coupled(req):
+                continue
+            with self.isolate([req], "sampling its token", hook=4):
+                row = logits[i : i + 1].float().clone()  # unmasked: mask it as hook 4 does
+                self.stage.mask_logits(row, [req])
+                if not req.finished:
+                    ids[i] = self.accept(req, row, [], None)[0]
 
     def accept(self, req: Req, rows: torch.Tensor, drafts: list[int], mask: torch.Tensor | None) -> list[int]:
         """Mask each position's logits with its row of the chain, then keep the drafts the
@@ -424,9 +467,9 @@ class SpeculativeStage(FunctionCallingStage):
         bytes `head` as far as every token the grammar allows there agrees (`seam_token`),
         of the tokens `longer` than `head` that start with it (`spelled_after`): the grammar
         is walked over `ids`, fills that position's row, and is rolled back."""
-        g = req.grammar
-        if g is None:
+        if req.grammar is None:
             return None
+        g = ChargedGrammar(self, req, req.grammar)
         row = BaseGrammarObject.allocate_vocab_mask(self.ctx.vocab_size, 1)
         accepted = 0
         try:
@@ -466,9 +509,9 @@ class SpeculativeStage(FunctionCallingStage):
         state whose row this step's grammar budget could not make or that allows nothing
         (the next step meets it as s6 would); after one that ends the match, nothing can
         follow. None for an unconstrained request."""
-        g = req.grammar
-        if g is None:
+        if req.grammar is None:
             return drafts, None
+        g = ChargedGrammar(self, req, req.grammar)
         rows = BaseGrammarObject.allocate_vocab_mask(self.ctx.vocab_size, len(drafts) + 1)
         g.fill_vocab_mask(rows, 0)  # `ready` made this row before the step
         if not bool(rows[0].any()):
