@@ -146,6 +146,9 @@ def attacks() -> dict[str, list[tuple[str, dict]]]:
             for sp in ({"regex": "[a-z]{0,800}x[a-z]{300}"}, {"json_schema": json.dumps(nested_anyof(13))})
         ]
         + [("other", gen({"regex": "B0[0-9]{3}"}, n=8))],
+        # one client's backlog of long requests that fill the KV pool: the one waiting first
+        # does not fit, and FCFS admission held every other client's request behind it
+        "long_backlog": [("attacker", gen({"ignore_eos": True}, "alpha beta gamma delta " * 90, 200))] * 48,
         "long_chat": [("attacker", {"messages": [{"role": "user", "content": "hello world " * 320_000}]})] * 2,
         "nested_lists": [("attacker", gen({"json_schema": {"x": [[[]]] * 570_000}}))] * 2,
         "forged_specials": [("attacker", {"messages": [{"role": "user", "content": "<|user|>"}] * 8_000})] * 4,

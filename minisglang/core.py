@@ -322,6 +322,9 @@ class Req(Generic[GrammarT]):
     sampled_tokens: int = 0  # tokens chosen by the sampler (not jumped)
     arrival_time: float = field(default_factory=time.perf_counter)
     client: str | None = None  # who sent it (the server's client address): compiles take turns by client
+    # Requests of other clients admitted past this one while it did not fit (the scheduler's
+    # admission: a client's request too big for the room left holds back only its own client).
+    passed_by: int = 0
     first_token_time: float | None = None
     finish_time: float | None = None
     # s7's speculative decoding (None: the stage does not draft): verify forwards this

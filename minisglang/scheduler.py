@@ -74,6 +74,10 @@ from .tokenizer import IncrementalDetokenizer, Tokenizer
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
+# How many requests of other clients may be admitted past a waiting request too big for the
+# room left (`get_new_prefill_batch`); after that it holds everyone back until it fits, as
+# FCFS does, so a stream of small requests cannot starve it.
+MAX_PASSED_BY = 32
 
 
 def cut_at_stop_string(req: Req) -> None:
@@ -770,11 +774,21 @@ class Scheduler:
         # A mixed forward also computes one token per running request: they are in the prefill
         # budget (SGLang's PrefillAdder counts its mixed-in decodes the same way).
         chosen: list[Req] = []
+        # A request too big for the room left holds back its own client's later requests, not
+        # another client's (one client's backlog of long requests kept a 20-token request of
+        # another client waiting 120 steps with room for it); a request passed MAX_PASSED_BY
+        # times holds back everyone. In-process requests (no client) stay plain FCFS.
+        held: set[str] = set()
+        too_big: Req | None = None
         prefill_tokens = len(self.running) if self.config.mixed_prefill else 0
         chunk, chunk_tokens = self.config.chunked_prefill_size, 0  # prompt tokens only, riders aside
         in_batch = self._in_batch_tree()
         match = {}
         for req in self.ready_reqs(list(self.waiting_queue)):
+            if req.client in held:
+                continue
+            if too_big is not None and too_big.passed_by >= MAX_PASSED_BY:
+                break
             # Match all but the last token: the model must compute at least one position.
             prefix, node = match[req.rid] = self.tree_cache.match_prefix(req.fill_ids[:-1])
             if in_batch is not None:
@@ -799,7 +813,14 @@ class Scheduler:
             locked = -self.tree_cache.inc_lock_ref(node)
             if need + locked > budget:
                 self.tree_cache.dec_lock_ref(node)
-                break
+                if req.client is None or req.passed_by >= MAX_PASSED_BY:
+                    break
+                held.add(req.client)
+                too_big = too_big or req
+                continue
+            if too_big is not None:
+                too_big.passed_by += 1
+                self.record_event("pass", req, past=too_big.rid)
             chunk_tokens += extend
             budget -= need + locked
             prefill_tokens += extend

@@ -1,0 +1,90 @@
+"""Admission across clients (minisglang/scheduler.py `get_new_prefill_batch`): a waiting
+request too big for the room left holds back its own client's later requests, not another
+client's, and only `MAX_PASSED_BY` times; requests without a client (in-process) stay FCFS.
+
+Oracles: the admission order itself (the trace's `admit` events, a step at a time) and the
+outputs, which greedy decoding makes independent of the batch (tests/test_engine.py).
+"""
+
+import pytest
+from test_engine import assert_no_leak
+
+import minisglang as sgl
+import minisglang.scheduler as scheduler_module
+
+LONG = {"temperature": 0, "max_new_tokens": 400, "ignore_eos": True}
+SMALL = {"temperature": 0, "max_new_tokens": 8, "ignore_eos": True}
+
+
+@pytest.fixture(scope="module")
+def engine():
+    eng = sgl.Engine(stage="s0", max_total_tokens=1024, max_running_requests=16)
+    yield eng
+    eng.shutdown()
+
+
+def submit(engine, prompt: str, params: dict, client: str | None):
+    req = engine.submit(prompt, params)
+    req.client = client  # what the server sets (its client's address)
+    return req
+
+
+def admitted_step(engine, req) -> int:
+    return next(e["step"] for e in engine.trace if e["event"] == "admit" and e.get("rid") == req.rid)
+
+
+def run(engine, reqs) -> None:
+    for _ in range(3000):
+        if all(r.released for r in reqs):
+            return
+        engine.step()
+    raise AssertionError("the requests did not finish")
+
+
+def backlog(engine, client):
+    """Three long requests: the first two fill most of the 1,024 slots, the third must wait."""
+    return [submit(engine, f"Story {i}: once upon a time", LONG, client) for i in range(3)]
+
+
+def test_another_clients_small_request_passes_a_request_that_does_not_fit(engine):
+    long = backlog(engine, "10.0.0.1")
+    engine.step()
+    engine.step()
+    assert long[2] in engine.scheduler.waiting_queue  # no room for its 400 tokens
+    own = submit(engine, "2024-", SMALL, "10.0.0.1")  # the same client: behind its own request
+    other = submit(engine, "Email: ", SMALL, "10.0.0.2")
+    engine.step()
+    assert other.req_pool_idx is not None and other not in engine.scheduler.waiting_queue
+    assert own in engine.scheduler.waiting_queue
+    assert long[2].passed_by == 1
+    run(engine, [*long, own, other])
+    assert admitted_step(engine, own) >= admitted_step(engine, long[2])  # FCFS within a client
+    alone = sgl.Engine.generate(engine, "Email: ", SMALL)
+    assert other.output_ids == alone["output_ids"]
+    assert_no_leak(engine)
+
+
+def test_without_clients_the_queue_stays_first_come_first_served(engine):
+    long = backlog(engine, None)
+    engine.step()
+    engine.step()
+    small = submit(engine, "Email: ", SMALL, None)
+    engine.step()
+    assert small in engine.scheduler.waiting_queue and long[2].passed_by == 0
+    run(engine, [*long, small])
+    assert admitted_step(engine, small) >= admitted_step(engine, long[2])
+    assert_no_leak(engine)
+
+
+def test_a_request_passed_max_times_holds_everyone_back_until_it_fits(engine, monkeypatch):
+    monkeypatch.setattr(scheduler_module, "MAX_PASSED_BY", 2)
+    long = backlog(engine, "10.0.0.1")
+    engine.step()
+    engine.step()
+    others = [submit(engine, f"Email {i}: ", SMALL, f"10.0.0.{2 + i}") for i in range(4)]
+    engine.step()
+    assert long[2].passed_by == 2
+    assert [o in engine.scheduler.waiting_queue for o in others] == [False, False, True, True]
+    run(engine, [*long, *others])
+    assert all(admitted_step(engine, o) >= admitted_step(engine, long[2]) for o in others[2:])
+    assert_no_leak(engine)
