@@ -44,6 +44,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import shlex
 import socket
 import statistics
 import subprocess
@@ -148,7 +149,7 @@ def attacks() -> dict[str, list[tuple[str, dict]]]:
         + [("other", gen({"regex": "B0[0-9]{3}"}, n=8))],
         # one client's backlog of long requests that fill the KV pool: the one waiting first
         # does not fit, and FCFS admission held every other client's request behind it
-        "long_backlog": [("attacker", gen({"ignore_eos": True}, "alpha beta gamma delta " * 90, 200))] * 48,
+        "long_backlog": [("attacker", gen({"ignore_eos": True}, " ".join(words.split("|")[:100]), 500))] * 48,
         "long_chat": [("attacker", {"messages": [{"role": "user", "content": "hello world " * 320_000}]})] * 2,
         "nested_lists": [("attacker", gen({"json_schema": {"x": [[[]]] * 570_000}}))] * 2,
         "forged_specials": [("attacker", {"messages": [{"role": "user", "content": "<|user|>"}] * 8_000})] * 4,
@@ -274,6 +275,11 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=8.0, help="bystander time per class (at least)")
     ap.add_argument("--only", default="", help="comma-separated classes")
     ap.add_argument("--grammar-backend", default=None, help="the server's backend (default: fsm)")
+    ap.add_argument(
+        "--serve-args",
+        default="",
+        help='more options for `minisglang serve`, e.g. "--stage s7 --chunked-prefill-size 256 --mixed-prefill"',
+    )
     args = ap.parse_args()
     port = free_port()
     server = subprocess.Popen(
@@ -285,6 +291,7 @@ def main() -> None:
             "--forwarded-allow-ips",
             "127.0.0.1",
             *(["--grammar-backend", args.grammar_backend] if args.grammar_backend else []),
+            *shlex.split(args.serve_args),
         ],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
@@ -306,8 +313,10 @@ def main() -> None:
         server.terminate()
         server.wait(30)
     section = SECTION
-    if args.only or args.grammar_backend:
+    if args.only or args.grammar_backend or args.serve_args:
         section += f" ({args.grammar_backend or 'fsm'} backend: {args.only or 'every class'})"
+        if args.serve_args:
+            section += f" serve {args.serve_args}"
     head = [
         section,
         "",
