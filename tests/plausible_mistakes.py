@@ -920,4 +920,11 @@ MUTATIONS = [
         'raise GrammarError(f"token {token_id} is not allowed in state {self.state}")',
         'raise GrammarError(f"token {token_id} is not allowed in state {nxt}")',
     ),
+    # Student 12's wrong solutions that passed (2026-12-05), each with the test that catches it now.
+    (
+        "task1_1",
+        "the numpy table read (numpy integers leak into the index)",
+        "state = rows[state][b]",
+        "state = self.table[state, b]",
+    ),
 ]

@@ -252,6 +252,12 @@ def test_walk_bytes_edge_cases():
     )
     rest, whole = dfa.walk_bytes(inside, zh[1:] + "文".encode()), dfa.walk_bytes(0, "中文".encode())
     assert rest == whole, f"(中文|é)+a?: from half of 中, the rest of 中文 must end in state {whole}; got {rest}"
+    for data in (zh, "中文".encode(), b"a"):  # a state, a final state, -1
+        got = dfa.walk_bytes(0, data)
+        assert type(got) is int, (  # a numpy integer (self.table[s, b]) leaks into every state of the index
+            f"(中文|é)+a?: walk_bytes(0, {data!r}) must return a Python int, as the signature says (read "
+            f"self._rows, not the numpy table); got {type(got).__name__} {got!r}"
+        )
     for text in ["a", "中中"]:
         got = dfa.walk_bytes(0, text.encode())
         assert got == -1, f"(中文|é)+a?: no match starts with {text!r}, so walk_bytes must be -1; got {got}"
