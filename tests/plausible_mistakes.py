@@ -927,4 +927,5 @@ MUTATIONS = [
         "state = rows[state][b]",
         "state = self.table[state, b]",
     ),
+    ("task1_2", "the progress bar's total never grown (the bar overruns a total of 1)", "        bar.total += 1\n", ""),
 ]

@@ -358,6 +358,41 @@ def test_reference_walk_next_states_and_reachability():
     )
 
 
+class CountingBar:
+    """Stands in for tqdm in build_index_reference: records the total and the updates."""
+
+    made: list[CountingBar] = []
+
+    def __init__(self, total=None, **kwargs):
+        self.total, self.n, self.closed = total, 0, False
+        CountingBar.made.append(self)
+
+    def update(self, n=1):
+        self.n += n
+
+    def close(self):
+        self.closed = True
+
+
+@pytest.mark.task1_2
+def test_reference_walk_grows_the_progress_bar_by_each_new_state(monkeypatch):
+    """The sheet: each end state seen for the first time adds one to `bar.total`, so the bar
+    ends at its total, one per state of the index (without it the bar overruns a total of 1)."""
+    from minisglang.constrained import token_index
+
+    monkeypatch.setattr(token_index, "tqdm", CountingBar)
+    for regex in (r"(yes|no)", r"1[0-9]*", REGEXES[0]):
+        CountingBar.made.clear()
+        index = build_index_reference(byte_dfa(regex), VOCAB, EOS, progress=False)
+        (bar,) = CountingBar.made
+        states = len(index.state_to_tokens)
+        assert bar.n == states and bar.total == states, (
+            f"regex {regex!r}: the index has {states} states and the loop updated the bar {bar.n} times, so "
+            f"its total must end at {states}; it is {bar.total} (bar.total += 1 for each state added to the "
+            f"worklist)"
+        )
+
+
 # Infinite languages whose token walks come back to the start state 0 (the text, one
 # single-character token at a time). State 0 is a live state like any other: a walk that
 # treats it as "dead" passes every finite language and fails here, every run.
