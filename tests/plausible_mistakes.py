@@ -928,4 +928,21 @@ MUTATIONS = [
         "state = self.table[state, b]",
     ),
     ("task1_2", "the progress bar's total never grown (the bar overruns a total of 1)", "        bar.total += 1\n", ""),
+    (
+        "task1_3",
+        "one row per (regex, state) cached and handed out again (a caller's in-place edit corrupts it)",
+        "row = torch.zeros(self.ctx.vocab_size, dtype=torch.bool)\nallowed = grammar.fsm.index.allowed_token_ids(grammar.state)\n"
+        "if allowed:\n    row[torch.tensor(allowed, dtype=torch.long)] = True\nreturn row",
+        'cache = self.__dict__.setdefault("_rows", {})\nkey = (grammar.fsm.regex, grammar.state)\nif key not in cache:\n'
+        "    row = torch.zeros(self.ctx.vocab_size, dtype=torch.bool)\n"
+        "    allowed = grammar.fsm.index.allowed_token_ids(grammar.state)\n"
+        "    if allowed:\n        row[torch.tensor(allowed, dtype=torch.long)] = True\n"
+        "    cache[key] = row\nreturn cache[key]",
+    ),
+    (
+        "task1_3",
+        "one buffer refilled and returned by every call",
+        "row = torch.zeros(self.ctx.vocab_size, dtype=torch.bool)\n",
+        'row = self.__dict__.setdefault("_row", torch.zeros(self.ctx.vocab_size, dtype=torch.bool))\nrow.zero_()\n',
+    ),
 ]

@@ -460,6 +460,29 @@ def test_one_stage_gives_each_grammar_its_own_rows():
 
 
 @pytest.mark.task1_3
+def test_allowed_mask_returns_a_new_row_each_call():
+    """The caller owns its row: a mask_logits may invert it in place, and a row kept from an
+    earlier call must not change under a later one. A row cached and handed out again (or
+    one buffer refilled each call) passes every test that reads each row at once."""
+    stage, fsm = make_stage(), compiled(r"(yes|no)")
+    start = set(fsm.index.allowed_token_ids(0))
+    first = stage.allowed_mask(FSMState(fsm, 0))
+    kept = first.clone()
+    after_y = fsm.index.next_state(0, VOCAB.index(b"y"))
+    stage.allowed_mask(FSMState(fsm, after_y))
+    assert torch.equal(first, kept), (
+        f"(yes|no): the row of state 0 changed when the row of state {after_y} was asked for (now True at "
+        f"{torch.nonzero(first).flatten().tolist()[:8]}): each call must return a new tensor, not a shared buffer"
+    )
+    first.logical_not_()  # what a caller inverting its row in place does
+    again = set(torch.nonzero(stage.allowed_mask(FSMState(fsm, 0))).flatten().tolist())
+    assert again == start, (
+        f"(yes|no) at state 0, asked again after the caller inverted its first row in place: the row must "
+        f"allow {sorted(start)}; got {sorted(again)[:8]}... (a cached row was handed out twice)"
+    )
+
+
+@pytest.mark.task1_3
 def test_allowed_mask_of_a_state_with_no_tokens_is_all_false():
     stage, fsm = make_stage(), compiled(r"(yes|no)")
     row = stage.allowed_mask(FSMState(fsm, 10_000))
