@@ -945,4 +945,13 @@ MUTATIONS = [
         "row = torch.zeros(self.ctx.vocab_size, dtype=torch.bool)\n",
         'row = self.__dict__.setdefault("_row", torch.zeros(self.ctx.vocab_size, dtype=torch.bool))\nrow.zero_()\n',
     ),
+    (
+        "task1_5",
+        "EOS in a state that does not accept aborts instead of stopping",
+        '    req.finish("stop", matched=token_id)\n',
+        "    if not index.is_final(g.state):\n"
+        '        req.finish("abort", AbortKind.GRAMMAR, message=f"EOS is not allowed in state {g.state}")\n'
+        "        return\n"
+        '    req.finish("stop", matched=token_id)\n',
+    ),
 ]

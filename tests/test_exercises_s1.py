@@ -714,8 +714,9 @@ def test_advance_finish_rules():
 @pytest.mark.task1_5
 @pytest.mark.parametrize("regex, text", [(r"1[0-9]*", b"12"), (r"(yes|no)", b"n"), (r'"[^"]*"', b'"')])
 def test_eos_leaves_the_state_where_it_is(regex, text):
-    """The spec: EOS finishes the request and leaves the FSM state unchanged (the state
-    that accepted; a later look at the request, e.g. for a trace, still sees where it ended)."""
+    """The spec: EOS finishes the request with a stop and leaves the FSM state unchanged (the
+    state that accepted; a later look at the request, e.g. for a trace, still sees where it
+    ended), whether or not the state accepts."""
     stage, fsm = make_stage(), compiled(regex)
     req = make_req(fsm)
     for piece in (text[i : i + 1] for i in range(len(text))):
@@ -726,8 +727,13 @@ def test_eos_leaves_the_state_where_it_is(regex, text):
         assert req.finished_reason == {"type": "stop", "matched": EOS}, (
             f"regex {regex!r}, EOS after {text!r} (a match): expected a stop matched by EOS; got {req.finished_reason}"
         )
-    else:  # EOS where the match is incomplete: the mask never offers it; still no move to -1
+    else:  # EOS where the match is incomplete: the mask never offers it; still a stop, and no move to -1
         stage.advance(req, EOS)
+        assert req.finished_reason == {"type": "stop", "matched": EOS}, (
+            f"regex {regex!r}, EOS after {text!r} (not a match yet): the sheet's rule is the same in every "
+            f"state, EOS finishes with a stop matched by EOS (the mask only offers it where it is a match); "
+            f"got {req.finished_reason}"
+        )
     assert req.grammar.state == before, f"EOS moved the state {before} -> {req.grammar.state}"
 
 
