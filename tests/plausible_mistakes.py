@@ -954,4 +954,11 @@ MUTATIONS = [
         "        return\n"
         '    req.finish("stop", matched=token_id)\n',
     ),
+    (
+        "task2_4",
+        "the caller's mask inverted in place to get the forbidden bits",
+        "allowed = unpack_bits(mask.to(logits.device), logits.shape[-1])\nlogits.masked_fill_(~allowed,",
+        "mask.bitwise_not_()\nforbidden = unpack_bits(mask.to(logits.device), logits.shape[-1])\n"
+        "logits.masked_fill_(forbidden,",
+    ),
 ]

@@ -258,19 +258,26 @@ def test_apply_mask_sets_minus_inf_where_the_bit_is_zero(batch, v, seed):
     # Random words: the bits past the vocabulary in the last word are set too, and ignored.
     mask = torch.randint(-(2**31), 2**31, (batch, (v + 31) // 32), dtype=torch.int64, generator=gen).to(torch.int32)
     expected = logits.masked_fill(~oracle_unpack(mask, v), float("-inf"))
+    given = mask.clone()
     apply_bitmask_torch(logits, mask)
     wrong = (logits != expected).nonzero().tolist()[:5]
     assert torch.equal(logits, expected), (
         f"apply on {batch} rows of {v} logits: -inf exactly where the bit is 0; wrong at (row, token) {wrong} (first 5)"
     )
+    assert torch.equal(mask, given), "apply_bitmask_torch changed its mask: only the logits are written in place"
 
 
 @pytest.mark.task2_4
 def test_apply_mask_all_ones_changes_nothing():
     logits = torch.randn(3, 77)
     before = logits.clone()
-    apply_bitmask_torch(logits, torch.full((3, 3), -1, dtype=torch.int32))
+    all_ones = torch.full((3, 3), -1, dtype=torch.int32)
+    apply_bitmask_torch(logits, all_ones)
     assert torch.equal(logits, before), "a mask of all ones (every word -1) must leave the logits as they were"
+    assert (all_ones == -1).all(), (  # the mask may be an FSM's precomputed rows, or read again by the caller
+        f"apply_bitmask_torch changed its mask of all ones into {all_ones[0].tolist()} (row 0): only the logits "
+        f"are written in place, never the mask"
+    )
     one = torch.zeros(1, 3, dtype=torch.int32)
     one[0, 2] = 1 << (76 - 64)  # only the last real token
     apply_bitmask_torch(logits[:1], one)
