@@ -961,4 +961,5 @@ MUTATIONS = [
         "mask.bitwise_not_()\nforbidden = unpack_bits(mask.to(logits.device), logits.shape[-1])\n"
         "logits.masked_fill_(forbidden,",
     ),
+    ("task2_2", "_BIT left on the CPU (a mask on a GPU is shifted by a CPU tensor)", "_BIT.to(mask.device)", "_BIT"),
 ]

@@ -150,6 +150,27 @@ def test_unpack_bits_corner_words():
 
 
 @pytest.mark.task2_2
+def test_unpack_bits_works_on_the_masks_device():
+    """The mask lives where the logits do (a GPU in production): every tensor unpack_bits
+    combines with it must be on its device. The grader has no GPU, so it uses torch's "meta"
+    device (shapes, no data), which refuses to mix with a CPU tensor as a GPU does."""
+    mask = torch.zeros(2, 3, dtype=torch.int32, device="meta")
+    try:
+        got = unpack_bits(mask, 70)
+    except (RuntimeError, NotImplementedError) as e:
+        if "copy out of meta" in str(e) or "no data" in str(e):
+            return  # a round trip through the CPU (numpy): slow on a GPU, but not wrong
+        raise AssertionError(
+            f"unpack_bits of a mask on another device than the CPU failed: {str(e).splitlines()[0]} (is a "
+            f"tensor of yours, such as _BIT, still on the CPU? move it with .to(mask.device))"
+        ) from None
+    assert got.device == mask.device and got.shape == (2, 70) and got.dtype == torch.bool, (
+        f"unpack_bits of int32 [2, 3] words on device {mask.device} for 70 tokens: bool [2, 70] on that device "
+        f"expected; got {got.dtype} {tuple(got.shape)} on {got.device}"
+    )
+
+
+@pytest.mark.task2_2
 @settings(max_examples=50, deadline=None)
 @given(shapes, st.integers(0, 2**32 - 1))
 def test_oracle_pack_then_unpack_round_trip(shape, seed):
