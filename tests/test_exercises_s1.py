@@ -522,6 +522,15 @@ def expected_masked(logits: torch.Tensor, reqs: list[Req]) -> torch.Tensor:
     return out
 
 
+def first_difference(got: torch.Tensor, want: torch.Tensor, rows: list[int]) -> str:
+    """Where the first wrong row goes wrong: a column, the value expected and the one found."""
+    if not rows:
+        return ""
+    i = rows[0]
+    j = int((got[i] != want[i]).nonzero()[0])
+    return f"; row {i}, column {j}: expected {want[i, j].item()}, got {got[i, j].item()}"
+
+
 @st.composite
 def batches(draw, fsm_of=compiled, max_size: int = 8) -> list[Req]:
     """Requests in random FSM states (FSMs from `fsm_of(regex)`), some unconstrained, some
@@ -555,6 +564,7 @@ def test_mask_logits_masks_each_constrained_row(reqs, seed):
     assert not wrong_rows, (
         f"mask_logits on {len(reqs)} requests: the rows {wrong_rows} differ from the oracle "
         f"(-inf exactly where the request's state allows no token, the logit elsewhere)"
+        + first_difference(logits, expected, wrong_rows)
     )
     for i, (req, was_stuck, reason) in enumerate(zip(reqs, stuck, before)):
         if was_stuck:  # e.g. after the first two bytes of 文, which no token can finish
@@ -608,10 +618,12 @@ def test_mask_logits_masks_row_i_for_request_i_and_skips_the_others():
     expected = expected_masked(logits, reqs)
     stage.mask_logits(logits, reqs)
     names = ["unconstrained (left alone)", "finished (left alone)", "(yes|no) at its start", "1[0-9]* at its start"]
-    wrong = [names[i] for i in range(4) if not torch.equal(logits[i], expected[i])]
+    rows = [i for i in range(4) if not torch.equal(logits[i], expected[i])]
+    wrong = [names[i] for i in rows]
     assert not wrong, (
         f"a batch of [unconstrained, finished, (yes|no), 1[0-9]*]: these rows differ from the oracle "
         f"(-inf outside request i's allowed set in row i; other rows untouched): {wrong}"
+        + first_difference(logits, expected, rows)
     )
 
 

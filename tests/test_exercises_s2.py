@@ -304,7 +304,8 @@ def test_apply_mask_all_ones_changes_nothing():
     apply_bitmask_torch(logits[:1], one)
     assert torch.isinf(logits[0, :76]).all() and logits[0, 76] == before[0, 76], (
         f"a mask allowing only token 76 (bit 12 of word 2): tokens 0..75 must be -inf and token 76 kept; "
-        f"-inf at {torch.isinf(logits[0]).nonzero().flatten().tolist()[-5:]} (last 5)"
+        f"tokens left unmasked {(~torch.isinf(logits[0, :76])).nonzero().flatten().tolist()[:8]} (first 8), "
+        f"token 76 {logits[0, 76].item()} (was {before[0, 76].item()})"
     )
 
 
