@@ -962,4 +962,10 @@ MUTATIONS = [
         "logits.masked_fill_(forbidden,",
     ),
     ("task2_2", "_BIT left on the CPU (a mask on a GPU is shifted by a CPU tensor)", "_BIT.to(mask.device)", "_BIT"),
+    (
+        "task1_2",
+        "visited = the walked states, not the queued ones (a state queued twice is walked twice)",
+        "    if end not in seen:\n        seen.add(end)\n",
+        "    if end not in state_to_tokens and end != state:\n",
+    ),
 ]

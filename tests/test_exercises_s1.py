@@ -386,7 +386,12 @@ def test_reference_walk_grows_the_progress_bar_by_each_new_state(monkeypatch):
         index = build_index_reference(byte_dfa(regex), VOCAB, EOS, progress=False)
         (bar,) = CountingBar.made
         states = len(index.state_to_tokens)
-        assert bar.n == states and bar.total == states, (
+        assert bar.n == states, (
+            f"regex {regex!r}: the index has {states} states, but the loop took {bar.n} states off the worklist: "
+            f"a state was queued again before its first walk was done (check `seen`, the queued states, not "
+            f"the walked ones)"
+        )
+        assert bar.total == states, (
             f"regex {regex!r}: the index has {states} states and the loop updated the bar {bar.n} times, so "
             f"its total must end at {states}; it is {bar.total} (bar.total += 1 for each state added to the "
             f"worklist)"
