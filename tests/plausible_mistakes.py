@@ -968,4 +968,13 @@ MUTATIONS = [
         "    if end not in seen:\n        seen.add(end)\n",
         "    if end not in state_to_tokens and end != state:\n",
     ),
+    (
+        "task2_1",
+        "one output buffer per shape kept between calls (a second FSM's packing overwrites the first's rows)",
+        "return torch.where(packed >= 2**31, packed - 2**32, packed).to(torch.int32)",
+        'out = pack_bits.__dict__.setdefault("buffers", {}).setdefault(\n'
+        "    tuple(packed.shape), torch.empty(packed.shape, dtype=torch.int32)\n"
+        ")\n"
+        "return out.copy_(torch.where(packed >= 2**31, packed - 2**32, packed))",
+    ),
 ]

@@ -83,10 +83,17 @@ def test_pack_bits_matches_the_layout_oracle(shape, seed):
 @pytest.mark.task2_1
 def test_pack_bits_corner_rows():
     v = 70  # three words, the last one using 6 bits
-    got = pack_bits(torch.ones(v, dtype=torch.bool)).tolist()
+    all_ones = pack_bits(torch.ones(v, dtype=torch.bool))
+    got = all_ones.tolist()
     assert got == [-1, -1, 2**6 - 1], f"70 tokens all allowed: [-1, -1, 63] (the last word's 6 low bits); got {got}"
     got = pack_bits(torch.zeros(v, dtype=torch.bool)).tolist()
     assert got == [0, 0, 0], f"70 tokens none allowed: [0, 0, 0]; got {got}"
+    # with_rows packs each FSM's rows in one call: two automata with as many states make two
+    # calls of the same shape, and the first FSM's rows must outlive the second call.
+    assert all_ones.tolist() == [-1, -1, 2**6 - 1], (
+        f"the words of 70 tokens all allowed became {all_ones.tolist()} when pack_bits packed another row of the "
+        f"same shape: each call must return a new tensor, not a buffer kept between calls"
+    )
     only = torch.zeros(v, dtype=torch.bool)
     only[63] = True  # bit 31 of word 1
     got = pack_bits(only).tolist()
