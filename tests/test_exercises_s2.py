@@ -152,7 +152,7 @@ def test_unpack_bits_corner_words():
         have = set(got[r].nonzero().flatten().tolist())
         assert have == want, (
             f"row {r}, words {mask[r].tolist()}: the allowed tokens are {sorted(want)}; "
-            f"got also {sorted(have - want)[:8]} and not {sorted(want - have)[:8]}"
+            f"got these too {sorted(have - want)[:8]}, and these are missing {sorted(want - have)[:8]}"
         )
 
 
@@ -237,7 +237,8 @@ def test_fill_mask_writes_each_requests_state_row(reqs):
     mask = stage.allocate_mask(len(reqs))
     stage.fill_mask(mask, reqs)
     assert mask.dtype == torch.int32 and mask.shape == (len(reqs), (VOCAB_SIZE + 31) // 32), (
-        f"fill_mask must fill the allocated int32 mask in place; it is now {mask.dtype} {tuple(mask.shape)}"
+        f"fill_mask must fill the allocated int32 mask of shape {(len(reqs), (VOCAB_SIZE + 31) // 32)} in place; "
+        f"it is now {mask.dtype} {tuple(mask.shape)} (an out= of another shape, as torch.cat's, resizes it)"
     )
     wrong = [
         i
