@@ -137,13 +137,17 @@ def pytest_exception_interact(node, call, report):
     # After logreport: add whose code the error came from, for the grader's rows.
     failure = _failed.get(report.nodeid)
     if failure is not None and call.excinfo is not None:
-        failure["raised_in"] = raised_in(call.excinfo.value)
+        failure["raised_in"] = raised_in(call.excinfo.value, timed_out=bool(failure.get("timed_out")))
 
 
-def raised_in(error: BaseException | None) -> str | None:
+def raised_in(error: BaseException | None, timed_out: bool = False) -> str | None:
     """The task ("3_3") whose solution region holds the innermost frame of `error`'s
-    traceback (or of the error it was raised from) that lies in a region, if one does."""
-    found = None
+    traceback (or of the error it was raised from) that lies in a region, if one does.
+
+    A timeout is different: the alarm stops a loop wherever it happens to be, often in a
+    function the loop calls (task 1_2's endless worklist, stopped inside 1_1's walk_bytes).
+    So when the stopped stack runs through the regions of several tasks, none is named."""
+    found: list[str] = []
     seen: set[int] = set()
     while error is not None and id(error) not in seen:
         seen.add(id(error))
@@ -151,10 +155,10 @@ def raised_in(error: BaseException | None) -> str | None:
         while tb is not None:
             for first, last, task in _regions_of_file(tb.tb_frame.f_code.co_filename):
                 if first <= tb.tb_lineno <= last:
-                    found = task[4:]
+                    found.append(task[4:])
             tb = tb.tb_next
-        if found is not None:
-            return found
+        if found:
+            return None if timed_out and len(set(found)) > 1 else found[-1]
         error = error.__cause__ or error.__context__
     return None
 

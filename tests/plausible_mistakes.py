@@ -967,4 +967,61 @@ MUTATIONS = [
         "        if not allows(rows[i], draft):\n            return drafts[:i], rows[: i + 1]\n",
         "        if not allows(rows[i], draft):\n            del drafts[i:]\n            return drafts, rows[: i + 1]\n",
     ),
+    # Student 12's wrong solutions that passed (2026-12-05), each with the test that catches it now.
+    (
+        "task1_1",
+        "the numpy table read (numpy integers leak into the index)",
+        "state = rows[state][b]",
+        "state = self.table[state, b]",
+    ),
+    ("task1_2", "the progress bar's total never grown (the bar overruns a total of 1)", "        bar.total += 1\n", ""),
+    (
+        "task1_3",
+        "one row per (regex, state) cached and handed out again (a caller's in-place edit corrupts it)",
+        "row = torch.zeros(self.ctx.vocab_size, dtype=torch.bool)\nallowed = grammar.fsm.index.allowed_token_ids(grammar.state)\n"
+        "if allowed:\n    row[torch.tensor(allowed, dtype=torch.long)] = True\nreturn row",
+        'cache = self.__dict__.setdefault("_rows", {})\nkey = (grammar.fsm.regex, grammar.state)\nif key not in cache:\n'
+        "    row = torch.zeros(self.ctx.vocab_size, dtype=torch.bool)\n"
+        "    allowed = grammar.fsm.index.allowed_token_ids(grammar.state)\n"
+        "    if allowed:\n        row[torch.tensor(allowed, dtype=torch.long)] = True\n"
+        "    cache[key] = row\nreturn cache[key]",
+    ),
+    (
+        "task1_3",
+        "one buffer refilled and returned by every call",
+        "row = torch.zeros(self.ctx.vocab_size, dtype=torch.bool)\n",
+        'row = self.__dict__.setdefault("_row", torch.zeros(self.ctx.vocab_size, dtype=torch.bool))\nrow.zero_()\n',
+    ),
+    (
+        "task1_5",
+        "EOS in a state that does not accept aborts instead of stopping",
+        '    req.finish("stop", matched=token_id)\n',
+        "    if not index.is_final(g.state):\n"
+        '        req.finish("abort", AbortKind.GRAMMAR, message=f"EOS is not allowed in state {g.state}")\n'
+        "        return\n"
+        '    req.finish("stop", matched=token_id)\n',
+    ),
+    (
+        "task2_4",
+        "the caller's mask inverted in place to get the forbidden bits",
+        "allowed = unpack_bits(mask.to(logits.device), logits.shape[-1])\nlogits.masked_fill_(~allowed,",
+        "mask.bitwise_not_()\nforbidden = unpack_bits(mask.to(logits.device), logits.shape[-1])\n"
+        "logits.masked_fill_(forbidden,",
+    ),
+    ("task2_2", "_BIT left on the CPU (a mask on a GPU is shifted by a CPU tensor)", "_BIT.to(mask.device)", "_BIT"),
+    (
+        "task1_2",
+        "visited = the walked states, not the queued ones (a state queued twice is walked twice)",
+        "    if end not in seen:\n        seen.add(end)\n",
+        "    if end not in state_to_tokens and end != state:\n",
+    ),
+    (
+        "task2_1",
+        "one output buffer per shape kept between calls (a second FSM's packing overwrites the first's rows)",
+        "return torch.where(packed >= 2**31, packed - 2**32, packed).to(torch.int32)",
+        'out = pack_bits.__dict__.setdefault("buffers", {}).setdefault(\n'
+        "    tuple(packed.shape), torch.empty(packed.shape, dtype=torch.int32)\n"
+        ")\n"
+        "return out.copy_(torch.where(packed >= 2**31, packed - 2**32, packed))",
+    ),
 ]

@@ -413,6 +413,10 @@ def test_an_infinite_loop_fails_as_timed_out_and_names_the_test(graded_class):
     assert all(f["test"].startswith("tests/test_exercises_s1.py::test_") for f in loops)
     name = loops[0]["test"].split("::")[1].split("[")[0]
     assert re.search(rf"^FAIL task1_2 .*{name}.*\n  timed out", proc.stdout, re.M), proc.stdout
+    # The alarm stops the endless worklist (1_2) wherever it is, often inside the walk_bytes
+    # it calls (1_1): a stack through two tasks' regions blames neither (it blamed 1_1).
+    assert all(f.get("raised_in") in (None, "1_2") for f in loops), loops
+    assert "the error came from task 1_1's code" not in proc.stdout, proc.stdout
     # The other tasks were still graded after the loop was stopped.
     assert bugs["tasks"]["task1_1"]["ok"] and bugs["tasks"]["task1_5"]["ok"]
 
@@ -860,6 +864,34 @@ def test_a_blank_task_is_found_in_the_copy(tmp_path):
     assert [t for t in blank if task_key(t)[0] <= 2] == sorted(all_tasks("s2"), key=task_key), (
         f"a `--only` copy of s2 has s2's tasks blank and s1's written; blank_tasks found {blank}"
     )
+
+
+def test_a_timeout_through_two_tasks_regions_blames_neither(tmp_path):
+    """An endless worklist (task 1_2) is stopped wherever the alarm finds it, most often
+    inside the walk_bytes it calls (task 1_1): a stack through both regions names neither
+    (it named 1_1, sending the student to code that was fine). Any other error still names
+    the innermost region, and a timeout inside one task's regions names that task."""
+    from minisglang import grade_plugin
+
+    pkg = tmp_path / "minisglang"
+    pkg.mkdir()
+    src = pkg / "walk.py"
+    src.write_text(
+        "def walk():\n    # BEGIN SOLUTION task1_1\n    raise TimeoutError('the alarm')\n    # END SOLUTION\n\n\n"
+        "def build():\n    # BEGIN SOLUTION task1_2\n    while True:\n        walk()\n    # END SOLUTION\n\n\n"
+        "def spin():\n    # BEGIN SOLUTION task1_2\n    raise TimeoutError('the alarm')\n    # END SOLUTION\n"
+    )
+    namespace: dict = {}
+    exec(compile(src.read_text(), str(src), "exec"), namespace)
+    errors = {}
+    for name in ("build", "spin"):
+        try:
+            namespace[name]()
+        except TimeoutError as e:
+            errors[name] = e
+    assert grade_plugin.raised_in(errors["build"]) == "1_1"
+    assert grade_plugin.raised_in(errors["build"], timed_out=True) is None
+    assert grade_plugin.raised_in(errors["spin"], timed_out=True) == "1_2"
 
 
 def test_an_error_raised_in_another_tasks_code_counts_in_that_tasks_row(tmp_path):

@@ -252,6 +252,12 @@ def test_walk_bytes_edge_cases():
     )
     rest, whole = dfa.walk_bytes(inside, zh[1:] + "文".encode()), dfa.walk_bytes(0, "中文".encode())
     assert rest == whole, f"(中文|é)+a?: from half of 中, the rest of 中文 must end in state {whole}; got {rest}"
+    for data in (zh, "中文".encode(), b"a"):  # a state, a final state, -1
+        got = dfa.walk_bytes(0, data)
+        assert type(got) is int, (  # a numpy integer (self.table[s, b]) leaks into every state of the index
+            f"(中文|é)+a?: walk_bytes(0, {data!r}) must return a Python int, as the signature says (read "
+            f"self._rows, not the numpy table); got {type(got).__name__} {got!r}"
+        )
     for text in ["a", "中中"]:
         got = dfa.walk_bytes(0, text.encode())
         assert got == -1, f"(中文|é)+a?: no match starts with {text!r}, so walk_bytes must be -1; got {got}"
@@ -352,6 +358,46 @@ def test_reference_walk_next_states_and_reachability():
     )
 
 
+class CountingBar:
+    """Stands in for tqdm in build_index_reference: records the total and the updates."""
+
+    made: list[CountingBar] = []
+
+    def __init__(self, total=None, **kwargs):
+        self.total, self.n, self.closed = total, 0, False
+        CountingBar.made.append(self)
+
+    def update(self, n=1):
+        self.n += n
+
+    def close(self):
+        self.closed = True
+
+
+@pytest.mark.task1_2
+def test_reference_walk_grows_the_progress_bar_by_each_new_state(monkeypatch):
+    """The sheet: each end state seen for the first time adds one to `bar.total`, so the bar
+    ends at its total, one per state of the index (without it the bar overruns a total of 1)."""
+    from minisglang.constrained import token_index
+
+    monkeypatch.setattr(token_index, "tqdm", CountingBar)
+    for regex in (r"(yes|no)", r"1[0-9]*", REGEXES[0]):
+        CountingBar.made.clear()
+        index = build_index_reference(byte_dfa(regex), VOCAB, EOS, progress=False)
+        (bar,) = CountingBar.made
+        states = len(index.state_to_tokens)
+        assert bar.n == states, (
+            f"regex {regex!r}: the index has {states} states, but the loop took {bar.n} states off the worklist: "
+            f"a state was queued again before its first walk was done (check `seen`, the queued states, not "
+            f"the walked ones)"
+        )
+        assert bar.total == states, (
+            f"regex {regex!r}: the index has {states} states and the loop updated the bar {bar.n} times, so "
+            f"its total must end at {states}; it is {bar.total} (bar.total += 1 for each state added to the "
+            f"worklist)"
+        )
+
+
 # Infinite languages whose token walks come back to the start state 0 (the text, one
 # single-character token at a time). State 0 is a live state like any other: a walk that
 # treats it as "dead" passes every finite language and fails here, every run.
@@ -419,6 +465,29 @@ def test_one_stage_gives_each_grammar_its_own_rows():
 
 
 @pytest.mark.task1_3
+def test_allowed_mask_returns_a_new_row_each_call():
+    """The caller owns its row: a mask_logits may invert it in place, and a row kept from an
+    earlier call must not change under a later one. A row cached and handed out again (or
+    one buffer refilled each call) passes every test that reads each row at once."""
+    stage, fsm = make_stage(), compiled(r"(yes|no)")
+    start = set(fsm.index.allowed_token_ids(0))
+    first = stage.allowed_mask(FSMState(fsm, 0))
+    kept = first.clone()
+    after_y = fsm.index.next_state(0, VOCAB.index(b"y"))
+    stage.allowed_mask(FSMState(fsm, after_y))
+    assert torch.equal(first, kept), (
+        f"(yes|no): the row of state 0 changed when the row of state {after_y} was asked for (now True at "
+        f"{torch.nonzero(first).flatten().tolist()[:8]}): each call must return a new tensor, not a shared buffer"
+    )
+    first.logical_not_()  # what a caller inverting its row in place does
+    again = set(torch.nonzero(stage.allowed_mask(FSMState(fsm, 0))).flatten().tolist())
+    assert again == start, (
+        f"(yes|no) at state 0, asked again after the caller inverted its first row in place: the row must "
+        f"allow {sorted(start)}; got {sorted(again)[:8]}... (a cached row was handed out twice)"
+    )
+
+
+@pytest.mark.task1_3
 def test_allowed_mask_of_a_state_with_no_tokens_is_all_false():
     stage, fsm = make_stage(), compiled(r"(yes|no)")
     row = stage.allowed_mask(FSMState(fsm, 10_000))
@@ -458,6 +527,15 @@ def expected_masked(logits: torch.Tensor, reqs: list[Req]) -> torch.Tensor:
     return out
 
 
+def first_difference(got: torch.Tensor, want: torch.Tensor, rows: list[int]) -> str:
+    """Where the first wrong row goes wrong: a column, the value expected and the one found."""
+    if not rows:
+        return ""
+    i = rows[0]
+    j = int((got[i] != want[i]).nonzero()[0])
+    return f"; row {i}, column {j}: expected {want[i, j].item()}, got {got[i, j].item()}"
+
+
 @st.composite
 def batches(draw, fsm_of=compiled, max_size: int = 8) -> list[Req]:
     """Requests in random FSM states (FSMs from `fsm_of(regex)`), some unconstrained, some
@@ -491,6 +569,7 @@ def test_mask_logits_masks_each_constrained_row(reqs, seed):
     assert not wrong_rows, (
         f"mask_logits on {len(reqs)} requests: the rows {wrong_rows} differ from the oracle "
         f"(-inf exactly where the request's state allows no token, the logit elsewhere)"
+        + first_difference(logits, expected, wrong_rows)
     )
     for i, (req, was_stuck, reason) in enumerate(zip(reqs, stuck, before)):
         if was_stuck:  # e.g. after the first two bytes of 文, which no token can finish
@@ -544,10 +623,12 @@ def test_mask_logits_masks_row_i_for_request_i_and_skips_the_others():
     expected = expected_masked(logits, reqs)
     stage.mask_logits(logits, reqs)
     names = ["unconstrained (left alone)", "finished (left alone)", "(yes|no) at its start", "1[0-9]* at its start"]
-    wrong = [names[i] for i in range(4) if not torch.equal(logits[i], expected[i])]
+    rows = [i for i in range(4) if not torch.equal(logits[i], expected[i])]
+    wrong = [names[i] for i in rows]
     assert not wrong, (
         f"a batch of [unconstrained, finished, (yes|no), 1[0-9]*]: these rows differ from the oracle "
         f"(-inf outside request i's allowed set in row i; other rows untouched): {wrong}"
+        + first_difference(logits, expected, rows)
     )
 
 
@@ -650,8 +731,9 @@ def test_advance_finish_rules():
 @pytest.mark.task1_5
 @pytest.mark.parametrize("regex, text", [(r"1[0-9]*", b"12"), (r"(yes|no)", b"n"), (r'"[^"]*"', b'"')])
 def test_eos_leaves_the_state_where_it_is(regex, text):
-    """The spec: EOS finishes the request and leaves the FSM state unchanged (the state
-    that accepted; a later look at the request, e.g. for a trace, still sees where it ended)."""
+    """The spec: EOS finishes the request with a stop and leaves the FSM state unchanged (the
+    state that accepted; a later look at the request, e.g. for a trace, still sees where it
+    ended), whether or not the state accepts."""
     stage, fsm = make_stage(), compiled(regex)
     req = make_req(fsm)
     for piece in (text[i : i + 1] for i in range(len(text))):
@@ -662,8 +744,13 @@ def test_eos_leaves_the_state_where_it_is(regex, text):
         assert req.finished_reason == {"type": "stop", "matched": EOS}, (
             f"regex {regex!r}, EOS after {text!r} (a match): expected a stop matched by EOS; got {req.finished_reason}"
         )
-    else:  # EOS where the match is incomplete: the mask never offers it; still no move to -1
+    else:  # EOS where the match is incomplete: the mask never offers it; still a stop, and no move to -1
         stage.advance(req, EOS)
+        assert req.finished_reason == {"type": "stop", "matched": EOS}, (
+            f"regex {regex!r}, EOS after {text!r} (not a match yet): the sheet's rule is the same in every "
+            f"state, EOS finishes with a stop matched by EOS (the mask only offers it where it is a match); "
+            f"got {req.finished_reason}"
+        )
     assert req.grammar.state == before, f"EOS moved the state {before} -> {req.grammar.state}"
 
 

@@ -83,10 +83,17 @@ def test_pack_bits_matches_the_layout_oracle(shape, seed):
 @pytest.mark.task2_1
 def test_pack_bits_corner_rows():
     v = 70  # three words, the last one using 6 bits
-    got = pack_bits(torch.ones(v, dtype=torch.bool)).tolist()
+    all_ones = pack_bits(torch.ones(v, dtype=torch.bool))
+    got = all_ones.tolist()
     assert got == [-1, -1, 2**6 - 1], f"70 tokens all allowed: [-1, -1, 63] (the last word's 6 low bits); got {got}"
     got = pack_bits(torch.zeros(v, dtype=torch.bool)).tolist()
     assert got == [0, 0, 0], f"70 tokens none allowed: [0, 0, 0]; got {got}"
+    # with_rows packs each FSM's rows in one call: two automata with as many states make two
+    # calls of the same shape, and the first FSM's rows must outlive the second call.
+    assert all_ones.tolist() == [-1, -1, 2**6 - 1], (
+        f"the words of 70 tokens all allowed became {all_ones.tolist()} when pack_bits packed another row of the "
+        f"same shape: each call must return a new tensor, not a buffer kept between calls"
+    )
     only = torch.zeros(v, dtype=torch.bool)
     only[63] = True  # bit 31 of word 1
     got = pack_bits(only).tolist()
@@ -145,8 +152,29 @@ def test_unpack_bits_corner_words():
         have = set(got[r].nonzero().flatten().tolist())
         assert have == want, (
             f"row {r}, words {mask[r].tolist()}: the allowed tokens are {sorted(want)}; "
-            f"got also {sorted(have - want)[:8]} and not {sorted(want - have)[:8]}"
+            f"got these too {sorted(have - want)[:8]}, and these are missing {sorted(want - have)[:8]}"
         )
+
+
+@pytest.mark.task2_2
+def test_unpack_bits_works_on_the_masks_device():
+    """The mask lives where the logits do (a GPU in production): every tensor unpack_bits
+    combines with it must be on its device. The grader has no GPU, so it uses torch's "meta"
+    device (shapes, no data), which refuses to mix with a CPU tensor as a GPU does."""
+    mask = torch.zeros(2, 3, dtype=torch.int32, device="meta")
+    try:
+        got = unpack_bits(mask, 70)
+    except (RuntimeError, NotImplementedError) as e:
+        if "copy out of meta" in str(e) or "no data" in str(e):
+            return  # a round trip through the CPU (numpy): slow on a GPU, but not wrong
+        raise AssertionError(
+            f"unpack_bits of a mask on another device than the CPU failed: {str(e).splitlines()[0]} (is a "
+            f"tensor of yours, such as _BIT, still on the CPU? move it with .to(mask.device))"
+        ) from None
+    assert got.device == mask.device and got.shape == (2, 70) and got.dtype == torch.bool, (
+        f"unpack_bits of int32 [2, 3] words on device {mask.device} for 70 tokens: bool [2, 70] on that device "
+        f"expected; got {got.dtype} {tuple(got.shape)} on {got.device}"
+    )
 
 
 @pytest.mark.task2_2
@@ -209,7 +237,8 @@ def test_fill_mask_writes_each_requests_state_row(reqs):
     mask = stage.allocate_mask(len(reqs))
     stage.fill_mask(mask, reqs)
     assert mask.dtype == torch.int32 and mask.shape == (len(reqs), (VOCAB_SIZE + 31) // 32), (
-        f"fill_mask must fill the allocated int32 mask in place; it is now {mask.dtype} {tuple(mask.shape)}"
+        f"fill_mask must fill the allocated int32 mask of shape {(len(reqs), (VOCAB_SIZE + 31) // 32)} in place; "
+        f"it is now {mask.dtype} {tuple(mask.shape)} (an out= of another shape, as torch.cat's, resizes it)"
     )
     wrong = [
         i
@@ -258,25 +287,33 @@ def test_apply_mask_sets_minus_inf_where_the_bit_is_zero(batch, v, seed):
     # Random words: the bits past the vocabulary in the last word are set too, and ignored.
     mask = torch.randint(-(2**31), 2**31, (batch, (v + 31) // 32), dtype=torch.int64, generator=gen).to(torch.int32)
     expected = logits.masked_fill(~oracle_unpack(mask, v), float("-inf"))
+    given = mask.clone()
     apply_bitmask_torch(logits, mask)
     wrong = (logits != expected).nonzero().tolist()[:5]
     assert torch.equal(logits, expected), (
         f"apply on {batch} rows of {v} logits: -inf exactly where the bit is 0; wrong at (row, token) {wrong} (first 5)"
     )
+    assert torch.equal(mask, given), "apply_bitmask_torch changed its mask: only the logits are written in place"
 
 
 @pytest.mark.task2_4
 def test_apply_mask_all_ones_changes_nothing():
     logits = torch.randn(3, 77)
     before = logits.clone()
-    apply_bitmask_torch(logits, torch.full((3, 3), -1, dtype=torch.int32))
+    all_ones = torch.full((3, 3), -1, dtype=torch.int32)
+    apply_bitmask_torch(logits, all_ones)
     assert torch.equal(logits, before), "a mask of all ones (every word -1) must leave the logits as they were"
+    assert (all_ones == -1).all(), (  # the mask may be an FSM's precomputed rows, or read again by the caller
+        f"apply_bitmask_torch changed its mask of all ones into {all_ones[0].tolist()} (row 0): only the logits "
+        f"are written in place, never the mask"
+    )
     one = torch.zeros(1, 3, dtype=torch.int32)
     one[0, 2] = 1 << (76 - 64)  # only the last real token
     apply_bitmask_torch(logits[:1], one)
     assert torch.isinf(logits[0, :76]).all() and logits[0, 76] == before[0, 76], (
         f"a mask allowing only token 76 (bit 12 of word 2): tokens 0..75 must be -inf and token 76 kept; "
-        f"-inf at {torch.isinf(logits[0]).nonzero().flatten().tolist()[-5:]} (last 5)"
+        f"tokens left unmasked {(~torch.isinf(logits[0, :76])).nonzero().flatten().tolist()[:8]} (first 8), "
+        f"token 76 {logits[0, 76].item()} (was {before[0, 76].item()})"
     )
 
 
