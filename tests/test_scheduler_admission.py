@@ -88,3 +88,27 @@ def test_a_request_passed_max_times_holds_everyone_back_until_it_fits(engine, mo
     run(engine, [*long, *others])
     assert all(admitted_step(engine, o) >= admitted_step(engine, long[2]) for o in others[2:])
     assert_no_leak(engine)
+
+
+def test_lpm_counts_cache_hits_ranked_ahead_as_passes(engine, monkeypatch):
+    """lpm (the engine's default) ranks other clients' newer requests that hit the cache ahead
+    of an older request that does not fit: they pass it too, and once it has been passed
+    MAX_PASSED_BY times it ranks first and holds everyone back. (Counting only the requests
+    admitted from behind it, a stream of cache hits kept it waiting for as long as it lasted.)"""
+    monkeypatch.setattr(scheduler_module, "MAX_PASSED_BY", 2)
+    assert engine.scheduler.config.schedule_policy == "lpm"
+    sgl.Engine.generate(engine, "Email: hello there", SMALL)  # the prefix the stream hits
+    long = backlog(engine, "10.0.0.1")
+    engine.step()
+    engine.step()
+    hits = [submit(engine, f"Email: hello there {i}", SMALL, f"10.0.1.{i}") for i in range(3)]
+    engine.step()
+    assert all(h not in engine.scheduler.waiting_queue for h in hits)  # ranked ahead, admitted
+    assert long[2].passed_by == 3
+    later = [submit(engine, f"Email: hello there {i}", SMALL, f"10.0.2.{i}") for i in range(2)]
+    engine.step()
+    assert all(r in engine.scheduler.waiting_queue for r in later)  # behind it now
+    assert engine.scheduler.waiting_queue[0] is long[2]
+    run(engine, [*long, *hits, *later])
+    assert all(admitted_step(engine, r) >= admitted_step(engine, long[2]) for r in later)
+    assert_no_leak(engine)
