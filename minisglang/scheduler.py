@@ -842,6 +842,9 @@ class Scheduler:
             req.last_node, req.prefix_len = node, len(prefix)
             self.req_to_token_pool.req_to_token[req.req_pool_idx, : len(prefix)] = prefix
             req.kv_len = len(prefix)  # its KV so far: the cached prefix
+            # Its wait is over: an s4 re-admission waits afresh (a count kept from the first
+            # wait made its re-admission hold everyone back the first time it did not fit).
+            req.passed_by = 0
             if not req.output_ids:
                 # Cached PROMPT tokens, counted at the first admission only: an s4 re-admission
                 # hits the prompt and output this request computed itself (a 19-token prompt

@@ -112,3 +112,38 @@ def test_lpm_counts_cache_hits_ranked_ahead_as_passes(engine, monkeypatch):
     run(engine, [*long, *hits, *later])
     assert all(admitted_step(engine, r) >= admitted_step(engine, long[2]) for r in later)
     assert_no_leak(engine)
+
+
+def test_a_readmission_after_a_jump_is_passed_afresh(monkeypatch):
+    """s4's jump puts a running request back in the waiting queue (`Scheduler.readmit`). Its
+    count of passes starts again: a count kept from its first wait made it hold everyone back
+    the first time its re-admission did not fit (another client's 4-token request waited)."""
+    monkeypatch.setattr(scheduler_module, "MAX_PASSED_BY", 1)
+    eng = sgl.Engine(stage="s0", max_total_tokens=256, schedule_policy="fcfs")
+
+    def sub(prompt, n, client):
+        return submit(eng, prompt, {"temperature": 0, "max_new_tokens": n, "ignore_eos": True}, client)
+
+    x = sub("Story x: once", 100, "x")
+    eng.step()
+    a = sub("Story a: once", 160, "a")  # no room while x runs
+    s1 = sub("Email: ", 4, "s")
+    eng.step()
+    assert a.passed_by == 1  # s1 passed it
+    run(eng, [x])
+    while a.req_pool_idx is None:
+        eng.step()
+    y = sub("Story y: once", 70, "y")
+    eng.step()
+    eng.step()
+    z = sub("Story z: once upon", 100, "z")  # no room while a and y run
+    eng.step()
+    assert z in eng.scheduler.waiting_queue
+    eng.scheduler.readmit(a, list(a.output_ids))  # a jump (of no tokens)
+    s2 = sub("Email: x", 4, "s2")
+    eng.step()  # z (first in the queue) fits, a then does not: s2 passes it
+    assert z.req_pool_idx is not None and a in eng.scheduler.waiting_queue
+    assert s2 not in eng.scheduler.waiting_queue and a.passed_by == 1
+    run(eng, [x, a, s1, y, z, s2])
+    assert_no_leak(eng)
+    eng.shutdown()
