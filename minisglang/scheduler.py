@@ -868,10 +868,11 @@ class Scheduler:
                 if req.client not in heads or req.rid < heads[req.client].rid:
                     heads[req.client] = req
         for head in heads.values():
-            for req in chosen:
-                if req.client != head.client and req.rid > head.rid and rank[req.rid] < rank[head.rid]:
-                    head.passed_by += 1
-                    self.record_event("pass", req, past=head.rid)
+            ahead = rank[head.rid]
+            by = [r.rid for r in chosen if r.client != head.client and r.rid > head.rid and rank[r.rid] < ahead]
+            if by:  # one event a head (a thousand clients' heads passed by 32 made 32,000 events)
+                head.passed_by += len(by)
+                self.record_event("passed", head, by=by)
 
     def continue_chunked_prefill(self, req: Req) -> list[Req]:
         """`req` (in chunked prefill), for its next chunk; before its last chunk (whose logits

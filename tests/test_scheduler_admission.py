@@ -105,6 +105,8 @@ def test_lpm_counts_cache_hits_ranked_ahead_as_passes(engine, monkeypatch):
     engine.step()
     assert all(h not in engine.scheduler.waiting_queue for h in hits)  # ranked ahead, admitted
     assert long[2].passed_by == 3
+    passed = [e for e in engine.trace if e["event"] == "passed" and e["rid"] == long[2].rid]
+    assert [e["by"] for e in passed] == [[h.rid for h in hits]]  # one event, naming who passed
     later = [submit(engine, f"Email: hello there {i}", SMALL, f"10.0.2.{i}") for i in range(2)]
     engine.step()
     assert all(r in engine.scheduler.waiting_queue for r in later)  # behind it now
