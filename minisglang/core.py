@@ -323,7 +323,8 @@ class Req(Generic[GrammarT]):
     arrival_time: float = field(default_factory=time.perf_counter)
     client: str | None = None  # who sent it (the server's client address): compiles take turns by client
     # Requests of other clients admitted past this one while it did not fit (the scheduler's
-    # admission: a client's request too big for the room left holds back only its own client).
+    # admission: a client's request too big for the room left holds back only its own client);
+    # reset at each admission.
     passed_by: int = 0
     first_token_time: float | None = None
     finish_time: float | None = None

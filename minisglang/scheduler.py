@@ -763,11 +763,15 @@ class Scheduler:
             1 + self._remaining_new_tokens(r) for r in self.waiting_queue
         ):
             return []
-        if self.config.schedule_policy == "lpm":
+        lpm = self.config.schedule_policy == "lpm"
+        if lpm:
             # Rank by cached prefix length (a read-only walk: a backlog of a hundred requests
             # is ranked at every step, and only the few admitted need their slots).
             cached = {req.rid: self.tree_cache.match_len(req.fill_ids[:-1]) for req in self.waiting_queue}
-            self.waiting_queue.sort(key=lambda r: -cached[r.rid])  # stable: ties stay FCFS
+            # A request passed MAX_PASSED_BY times goes first, whatever its prefix: ranked by
+            # prefix alone, a big request without a cache hit waited behind other clients' hits
+            # for as long as they kept coming (none of them counted as passing it).
+            self.waiting_queue.sort(key=lambda r: (r.passed_by < MAX_PASSED_BY, -cached[r.rid]))  # stable
         elif self.config.schedule_policy != "fcfs":
             raise ValueError(f"unknown schedule policy {self.config.schedule_policy!r}")
 
@@ -829,6 +833,8 @@ class Scheduler:
                 break
             if in_batch is not None:
                 in_batch.insert(req.fill_ids, torch.zeros(len(req.fill_ids), dtype=torch.int64))
+        if lpm and chosen:
+            self._count_passes_ranked_ahead(chosen)
         for req in chosen:
             self.waiting_queue.remove(req)
             prefix, node = match[req.rid]
@@ -836,6 +842,9 @@ class Scheduler:
             req.last_node, req.prefix_len = node, len(prefix)
             self.req_to_token_pool.req_to_token[req.req_pool_idx, : len(prefix)] = prefix
             req.kv_len = len(prefix)  # its KV so far: the cached prefix
+            # Its wait is over: an s4 re-admission waits afresh (a count kept from the first
+            # wait made its re-admission hold everyone back the first time it did not fit).
+            req.passed_by = 0
             if not req.output_ids:
                 # Cached PROMPT tokens, counted at the first admission only: an s4 re-admission
                 # hits the prompt and output this request computed itself (a 19-token prompt
@@ -845,6 +854,25 @@ class Scheduler:
             if len(prefix):
                 self.record_event("prefix_hit", req, tokens=len(prefix))
         return chosen
+
+    def _count_passes_ranked_ahead(self, chosen: list[Req]) -> None:
+        """lpm ranks a newer request with a cache hit ahead of an older one without: each
+        client's oldest waiting request counts, as passing it, every request of another client
+        that arrived after it and was admitted this step from a rank ahead of it (admission's
+        loop counts those admitted from behind it). `waiting_queue` is still in rank order."""
+        rank = {req.rid: i for i, req in enumerate(self.waiting_queue)}
+        admitted = {req.rid for req in chosen}
+        heads: dict[str, Req] = {}
+        for req in self.waiting_queue:
+            if req.client is not None and req.rid not in admitted:
+                if req.client not in heads or req.rid < heads[req.client].rid:
+                    heads[req.client] = req
+        for head in heads.values():
+            ahead = rank[head.rid]
+            by = [r.rid for r in chosen if r.client != head.client and r.rid > head.rid and rank[r.rid] < ahead]
+            if by:  # one event a head (a thousand clients' heads passed by 32 made 32,000 events)
+                head.passed_by += len(by)
+                self.record_event("passed", head, by=by)
 
     def continue_chunked_prefill(self, req: Req) -> list[Req]:
         """`req` (in chunked prefill), for its next chunk; before its last chunk (whose logits

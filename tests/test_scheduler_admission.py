@@ -88,3 +88,64 @@ def test_a_request_passed_max_times_holds_everyone_back_until_it_fits(engine, mo
     run(engine, [*long, *others])
     assert all(admitted_step(engine, o) >= admitted_step(engine, long[2]) for o in others[2:])
     assert_no_leak(engine)
+
+
+def test_lpm_counts_cache_hits_ranked_ahead_as_passes(engine, monkeypatch):
+    """lpm (the engine's default) ranks other clients' newer requests that hit the cache ahead
+    of an older request that does not fit: they pass it too, and once it has been passed
+    MAX_PASSED_BY times it ranks first and holds everyone back. (Counting only the requests
+    admitted from behind it, a stream of cache hits kept it waiting for as long as it lasted.)"""
+    monkeypatch.setattr(scheduler_module, "MAX_PASSED_BY", 2)
+    assert engine.scheduler.config.schedule_policy == "lpm"
+    sgl.Engine.generate(engine, "Email: hello there", SMALL)  # the prefix the stream hits
+    long = backlog(engine, "10.0.0.1")
+    engine.step()
+    engine.step()
+    hits = [submit(engine, f"Email: hello there {i}", SMALL, f"10.0.1.{i}") for i in range(3)]
+    engine.step()
+    assert all(h not in engine.scheduler.waiting_queue for h in hits)  # ranked ahead, admitted
+    assert long[2].passed_by == 3
+    passed = [e for e in engine.trace if e["event"] == "passed" and e["rid"] == long[2].rid]
+    assert [e["by"] for e in passed] == [[h.rid for h in hits]]  # one event, naming who passed
+    later = [submit(engine, f"Email: hello there {i}", SMALL, f"10.0.2.{i}") for i in range(2)]
+    engine.step()
+    assert all(r in engine.scheduler.waiting_queue for r in later)  # behind it now
+    assert engine.scheduler.waiting_queue[0] is long[2]
+    run(engine, [*long, *hits, *later])
+    assert all(admitted_step(engine, r) >= admitted_step(engine, long[2]) for r in later)
+    assert_no_leak(engine)
+
+
+def test_a_readmission_after_a_jump_is_passed_afresh(monkeypatch):
+    """s4's jump puts a running request back in the waiting queue (`Scheduler.readmit`). Its
+    count of passes starts again: a count kept from its first wait made it hold everyone back
+    the first time its re-admission did not fit (another client's 4-token request waited)."""
+    monkeypatch.setattr(scheduler_module, "MAX_PASSED_BY", 1)
+    eng = sgl.Engine(stage="s0", max_total_tokens=256, schedule_policy="fcfs")
+
+    def sub(prompt, n, client):
+        return submit(eng, prompt, {"temperature": 0, "max_new_tokens": n, "ignore_eos": True}, client)
+
+    x = sub("Story x: once", 100, "x")
+    eng.step()
+    a = sub("Story a: once", 160, "a")  # no room while x runs
+    s1 = sub("Email: ", 4, "s")
+    eng.step()
+    assert a.passed_by == 1  # s1 passed it
+    run(eng, [x])
+    while a.req_pool_idx is None:
+        eng.step()
+    y = sub("Story y: once", 70, "y")
+    eng.step()
+    eng.step()
+    z = sub("Story z: once upon", 100, "z")  # no room while a and y run
+    eng.step()
+    assert z in eng.scheduler.waiting_queue
+    eng.scheduler.readmit(a, list(a.output_ids))  # a jump (of no tokens)
+    s2 = sub("Email: x", 4, "s2")
+    eng.step()  # z (first in the queue) fits, a then does not: s2 passes it
+    assert z.req_pool_idx is not None and a in eng.scheduler.waiting_queue
+    assert s2 not in eng.scheduler.waiting_queue and a.passed_by == 1
+    run(eng, [x, a, s1, y, z, s2])
+    assert_no_leak(eng)
+    eng.shutdown()
