@@ -213,6 +213,7 @@ class Scheduler:
         self.tree_cache = RadixCache(self.token_to_kv_pool, disable=config.disable_radix_cache)
         self.grammar_queue: list[Req] = []  # waiting for their grammar to compile (s3)
         self.waiting_queue: list[Req] = []  # ready to be prefilled
+        self.queue_entries = 0  # requests put in the waiting queue so far (`enqueue`)
         self.running: list[Req] = []  # decoding
         self.chunked_req: Req | None = None  # admitted, its prompt prefilled in part (chunked prefill)
         self.sat_out = 0  # requests that sat out this step (grammar work not done)
@@ -735,7 +736,7 @@ class Scheduler:
         req.output_text = req.detokenizer.feed(req.output_ids)
         req.detok_offset = len(req.output_ids)
         self.running.remove(req)
-        self.waiting_queue.append(req)  # re-admitted by the next prefill, with a prefix hit
+        self.enqueue(req)  # re-admitted by the next prefill, with a prefix hit
         # END SOLUTION
         cut_at_stop_string(req)  # the forced text may hold a stop string
         self.record_event("jump", req, tokens=len(req.output_ids))
@@ -763,17 +764,7 @@ class Scheduler:
             1 + self._remaining_new_tokens(r) for r in self.waiting_queue
         ):
             return []
-        lpm = self.config.schedule_policy == "lpm"
-        if lpm:
-            # Rank by cached prefix length (a read-only walk: a backlog of a hundred requests
-            # is ranked at every step, and only the few admitted need their slots).
-            cached = {req.rid: self.tree_cache.match_len(req.fill_ids[:-1]) for req in self.waiting_queue}
-            # A request passed MAX_PASSED_BY times goes first, whatever its prefix: ranked by
-            # prefix alone, a big request without a cache hit waited behind other clients' hits
-            # for as long as they kept coming (none of them counted as passing it).
-            self.waiting_queue.sort(key=lambda r: (r.passed_by < MAX_PASSED_BY, -cached[r.rid]))  # stable
-        elif self.config.schedule_policy != "fcfs":
-            raise ValueError(f"unknown schedule policy {self.config.schedule_policy!r}")
+        order = self._admission_order()
 
         # A mixed forward also computes one token per running request: they are in the prefill
         # budget (SGLang's PrefillAdder counts its mixed-in decodes the same way).
@@ -788,7 +779,7 @@ class Scheduler:
         chunk, chunk_tokens = self.config.chunked_prefill_size, 0  # prompt tokens only, riders aside
         in_batch = self._in_batch_tree()
         match = {}
-        for req in self.ready_reqs(list(self.waiting_queue)):
+        for req in self.ready_reqs(order):
             if req.client in held:
                 continue
             if too_big is not None and too_big.passed_by >= MAX_PASSED_BY:
@@ -833,8 +824,8 @@ class Scheduler:
                 break
             if in_batch is not None:
                 in_batch.insert(req.fill_ids, torch.zeros(len(req.fill_ids), dtype=torch.int64))
-        if lpm and chosen:
-            self._count_passes_ranked_ahead(chosen)
+        if chosen:
+            self._count_passes_ranked_ahead(chosen, order)
         for req in chosen:
             self.waiting_queue.remove(req)
             prefix, node = match[req.rid]
@@ -855,21 +846,50 @@ class Scheduler:
                 self.record_event("prefix_hit", req, tokens=len(prefix))
         return chosen
 
-    def _count_passes_ranked_ahead(self, chosen: list[Req]) -> None:
-        """lpm ranks a newer request with a cache hit ahead of an older one without: each
-        client's oldest waiting request counts, as passing it, every request of another client
-        that arrived after it and was admitted this step from a rank ahead of it (admission's
-        loop counts those admitted from behind it). `waiting_queue` is still in rank order."""
-        rank = {req.rid: i for i, req in enumerate(self.waiting_queue)}
+    def _admission_order(self) -> list[Req]:
+        """The waiting queue in the order admission tries it. Each client's requests in the
+        policy's order (lpm: longest cached prefix first, ties by arrival; fcfs: arrival), and
+        clients take turns: a client's k-th request in that order ranks with every other
+        client's k-th, counting the requests it already has running, so one client's backlog
+        (of rows, of long prompts prefilled a chunk a step) waits behind another client's
+        first request. A request passed MAX_PASSED_BY times goes first of all. With one client
+        (every in-process request) this is the policy's order."""
+        policy = self.config.schedule_policy
+        if policy == "lpm":
+            # Rank by cached prefix length (a read-only walk: a backlog of a hundred requests
+            # is ranked at every step, and only the few admitted need their slots).
+            cached = {req.rid: self.tree_cache.match_len(req.fill_ids[:-1]) for req in self.waiting_queue}
+            by_policy = sorted(self.waiting_queue, key=lambda r: -cached[r.rid])  # stable: ties stay FCFS
+        elif policy == "fcfs":
+            by_policy = list(self.waiting_queue)
+        else:
+            raise ValueError(f"unknown schedule policy {policy!r}")
+        turns = collections.Counter(r.client for r in self.running)
+        turn = {}
+        for req in by_policy:
+            turn[req.rid] = turns[req.client]
+            turns[req.client] += 1
+        return sorted(by_policy, key=lambda r: (r.passed_by < MAX_PASSED_BY, turn[r.rid]))
+
+    def _count_passes_ranked_ahead(self, chosen: list[Req], order: list[Req]) -> None:
+        """The admission order may rank a newer request ahead of an older one (lpm's cache
+        hits, another client's turn): each client's longest-waiting request counts, as passing
+        it, every request of another client that entered the queue after it and was admitted this step
+        from a rank ahead of it (admission's loop counts those admitted from behind it)."""
+        rank = {req.rid: i for i, req in enumerate(order)}
         admitted = {req.rid for req in chosen}
         heads: dict[str, Req] = {}
         for req in self.waiting_queue:
             if req.client is not None and req.rid not in admitted:
-                if req.client not in heads or req.rid < heads[req.client].rid:
+                if req.client not in heads or req.queued_seq < heads[req.client].queued_seq:
                     heads[req.client] = req
         for head in heads.values():
             ahead = rank[head.rid]
-            by = [r.rid for r in chosen if r.client != head.client and r.rid > head.rid and rank[r.rid] < ahead]
+            by = [
+                r.rid
+                for r in chosen
+                if r.client != head.client and r.queued_seq > head.queued_seq and rank[r.rid] < ahead
+            ]
             if by:  # one event a head (a thousand clients' heads passed by 32 made 32,000 events)
                 head.passed_by += len(by)
                 self.record_event("passed", head, by=by)
@@ -913,7 +933,14 @@ class Scheduler:
             if req.finished:
                 self._finish(req)
             else:
-                self.waiting_queue.append(req)
+                self.enqueue(req)
+
+    def enqueue(self, req: Req) -> None:
+        """Put `req` at the end of the waiting queue; its place in the order of entry (a
+        re-admission enters again) is what counting passes compares."""
+        self.queue_entries += 1
+        req.queued_seq = self.queue_entries
+        self.waiting_queue.append(req)
 
     def record_event(self, kind: str, req: Req | None, **info: Any) -> None:
         self.trace.append(

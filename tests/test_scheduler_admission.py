@@ -77,17 +77,43 @@ def test_without_clients_the_queue_stays_first_come_first_served(engine):
 
 
 def test_a_request_passed_max_times_holds_everyone_back_until_it_fits(engine, monkeypatch):
+    """Other clients' first requests take their turn ahead of a client's third (fcfs too): the
+    four that fit pass it in one step; passed MAX_PASSED_BY times or more, it goes first and
+    holds everyone back until it fits."""
     monkeypatch.setattr(scheduler_module, "MAX_PASSED_BY", 2)
+    monkeypatch.setattr(engine.scheduler.config, "schedule_policy", "fcfs")
     long = backlog(engine, "10.0.0.1")
     engine.step()
     engine.step()
     others = [submit(engine, f"Email {i}: ", SMALL, f"10.0.0.{2 + i}") for i in range(4)]
     engine.step()
-    assert long[2].passed_by == 2
-    assert [o in engine.scheduler.waiting_queue for o in others] == [False, False, True, True]
-    run(engine, [*long, *others])
-    assert all(admitted_step(engine, o) >= admitted_step(engine, long[2]) for o in others[2:])
+    assert all(o not in engine.scheduler.waiting_queue for o in others)
+    assert long[2].passed_by == 4
+    later = [submit(engine, f"Email {i}: ", SMALL, f"10.0.1.{i}") for i in range(2)]
+    engine.step()
+    assert all(r in engine.scheduler.waiting_queue for r in later)  # behind it now
+    run(engine, [*long, *others, *later])
+    assert all(admitted_step(engine, r) >= admitted_step(engine, long[2]) for r in later)
     assert_no_leak(engine)
+
+
+def test_clients_take_turns_at_the_rows_and_at_chunked_prefill():
+    """A client's backlog that fits still waits its turn: another client's request gets the
+    next free row (max_running_requests) and the next prefill after the prompt being chunked,
+    not a place behind the whole backlog. One client alone keeps the policy's order."""
+    eng = sgl.Engine(stage="s7", max_total_tokens=4096, max_running_requests=4, chunked_prefill_size=32)
+    try:
+        sp = {"temperature": 0, "max_new_tokens": 6, "ignore_eos": True}
+        backlog = [submit(eng, f"Document {i}: " + "lorem ipsum dolor " * 12, sp, "10.0.0.1") for i in range(12)]
+        eng.step()
+        other = submit(eng, "Email: ", sp, "10.0.0.2")
+        run(eng, [*backlog, other])
+        admitted = sorted(backlog + [other], key=lambda r: admitted_step(eng, r))
+        assert admitted.index(other) <= 5, [r.rid for r in admitted]  # not behind the 12
+        assert [r.rid for r in admitted if r is not other] == [r.rid for r in backlog]  # its own in order
+        assert_no_leak(eng)
+    finally:
+        eng.shutdown()
 
 
 def test_lpm_counts_cache_hits_ranked_ahead_as_passes(engine, monkeypatch):
