@@ -585,10 +585,10 @@ def test_llguidance_refuses_a_mask_it_cannot_write_into(backends, tokenizer):
 
 
 # ---------------------------------------------------------------- one regex dialect
-def accepts(backend, tokenizer, regex: str, text: str) -> bool:
-    """Whether the backend's matcher takes `text` (as the tokenizer writes it) and then
-    allows EOS: the whole text matches."""
-    grammar = compiled(backend, "regex", regex)
+def accepts(backend, tokenizer, regex: str, text: str, kind: str = "regex") -> bool:
+    """Whether the backend's matcher for `regex` (or another grammar `kind`'s text) takes
+    `text` (as the tokenizer writes it) and then allows EOS: the whole text matches."""
+    grammar = compiled(backend, kind, regex)
     assert not isinstance(grammar, InvalidGrammarObject), grammar.message
     try:
         for token_id in tokenizer.encode(text):

@@ -27,7 +27,7 @@ from test_backends import (  # noqa: F401  (backends, tokenizer: test_backends' 
     tokenizer,
 )
 
-from minisglang.backends.base import GrammarError, InvalidGrammarObject
+from minisglang.backends.base import InvalidGrammarObject
 from minisglang.backends.ignored_keywords import IgnoredKeywordError
 
 # ------------------------------------------------- never a weaker grammar (issue 30, item 8)
@@ -311,14 +311,7 @@ def test_no_backend_lets_a_string_hold_a_surrogate(backends, tokenizer, name, sc
 # ------------------------------------------- outputs a library allowed that break the schema
 def accepts_json(backend, tokenizer, schema, text: str) -> bool:
     """Whether the backend's matcher for `schema` takes `text` and then allows EOS."""
-    grammar = compiled(backend, "json_schema", json.dumps(schema))
-    assert not isinstance(grammar, InvalidGrammarObject), grammar.message
-    try:
-        for token_id in tokenizer.encode(text):
-            grammar.accept_token(token_id)
-    except GrammarError:
-        return False
-    return bool(mask_row(grammar, tokenizer.vocab_size + PAD)[tokenizer.eos_token_id])
+    return accepts(backend, tokenizer, json.dumps(schema), text, kind="json_schema")
 
 
 # (backend, schema, a text the library took though the schema rejects it, a text it accepts)
