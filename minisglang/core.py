@@ -326,7 +326,6 @@ class Req(Generic[GrammarT]):
     # admission: a client's request too big for the room left holds back only its own client);
     # reset at each admission.
     passed_by: int = 0
-    queued_seq: int = 0  # when it last entered the waiting queue (Scheduler.enqueue's count)
     first_token_time: float | None = None
     finish_time: float | None = None
     # s7's speculative decoding (None: the stage does not draft): verify forwards this

@@ -212,8 +212,7 @@ class Scheduler:
         )
         self.tree_cache = RadixCache(self.token_to_kv_pool, disable=config.disable_radix_cache)
         self.grammar_queue: list[Req] = []  # waiting for their grammar to compile (s3)
-        self.waiting_queue: list[Req] = []  # ready to be prefilled
-        self.queue_entries = 0  # requests put in the waiting queue so far (`enqueue`)
+        self.waiting_queue: list[Req] = []  # ready to be prefilled, in the order they entered it
         self.running: list[Req] = []  # decoding
         self.chunked_req: Req | None = None  # admitted, its prompt prefilled in part (chunked prefill)
         self.sat_out = 0  # requests that sat out this step (grammar work not done)
@@ -736,7 +735,7 @@ class Scheduler:
         req.output_text = req.detokenizer.feed(req.output_ids)
         req.detok_offset = len(req.output_ids)
         self.running.remove(req)
-        self.enqueue(req)  # re-admitted by the next prefill, with a prefix hit
+        self.waiting_queue.append(req)  # re-admitted by the next prefill, with a prefix hit
         # END SOLUTION
         cut_at_stop_string(req)  # the forced text may hold a stop string
         self.record_event("jump", req, tokens=len(req.output_ids))
@@ -877,19 +876,16 @@ class Scheduler:
         it, every request of another client that entered the queue after it and was admitted this step
         from a rank ahead of it (admission's loop counts those admitted from behind it)."""
         rank = {req.rid: i for i, req in enumerate(order)}
+        # The waiting queue is in the order requests entered it (a re-admission enters again).
+        entered = {req.rid: i for i, req in enumerate(self.waiting_queue)}
         admitted = {req.rid for req in chosen}
         heads: dict[str, Req] = {}
-        for req in self.waiting_queue:
+        for req in self.waiting_queue:  # each client's first, the longest waiting
             if req.client is not None and req.rid not in admitted:
-                if req.client not in heads or req.queued_seq < heads[req.client].queued_seq:
-                    heads[req.client] = req
+                heads.setdefault(req.client, req)
         for head in heads.values():
-            ahead = rank[head.rid]
-            by = [
-                r.rid
-                for r in chosen
-                if r.client != head.client and r.queued_seq > head.queued_seq and rank[r.rid] < ahead
-            ]
+            ahead, since = rank[head.rid], entered[head.rid]
+            by = [r.rid for r in chosen if r.client != head.client and entered[r.rid] > since and rank[r.rid] < ahead]
             if by:  # one event a head (a thousand clients' heads passed by 32 made 32,000 events)
                 head.passed_by += len(by)
                 self.record_event("passed", head, by=by)
@@ -933,14 +929,7 @@ class Scheduler:
             if req.finished:
                 self._finish(req)
             else:
-                self.enqueue(req)
-
-    def enqueue(self, req: Req) -> None:
-        """Put `req` at the end of the waiting queue; its place in the order of entry (a
-        re-admission enters again) is what counting passes compares."""
-        self.queue_entries += 1
-        req.queued_seq = self.queue_entries
-        self.waiting_queue.append(req)
+                self.waiting_queue.append(req)
 
     def record_event(self, kind: str, req: Req | None, **info: Any) -> None:
         self.trace.append(
