@@ -851,8 +851,8 @@ class Scheduler:
         clients take turns: a client's k-th request in that order ranks with every other
         client's k-th, counting the requests it already has running, so one client's backlog
         (of rows, of long prompts prefilled a chunk a step) waits behind another client's
-        first request. A request passed MAX_PASSED_BY times goes first of all. With one client
-        (every in-process request) this is the policy's order."""
+        first request. A request passed MAX_PASSED_BY times goes first of all, then a
+        client's s4 re-admissions. Without clients (every in-process request) this is the policy's order."""
         policy = self.config.schedule_policy
         if policy == "lpm":
             # Rank by cached prefix length (a read-only walk: a backlog of a hundred requests
@@ -863,11 +863,19 @@ class Scheduler:
             by_policy = list(self.waiting_queue)
         else:
             raise ValueError(f"unknown schedule policy {policy!r}")
-        turns = collections.Counter(r.client for r in self.running)
-        turn = {}
+        # An s4 re-admission (a request with output) was running until its jump: it keeps its
+        # place ahead of every new request (turn -1), and counts as running for its client's
+        # turns. Ranked at its client's third turn, another client's first request took its row,
+        # and the jump stalled it until another of its client's requests ended (59 steps; 1
+        # before). A request passed MAX_PASSED_BY times still goes first: a stream of jumps
+        # would otherwise keep a prompt to be cut (it must be first) waiting for as long as it lasted.
+        back = [r for r in by_policy if r.client is not None and r.output_ids]
+        turns = collections.Counter(r.client for r in self.running + back)
+        turn = {r.rid: -1 for r in back}
         for req in by_policy:
-            turn[req.rid] = turns[req.client]
-            turns[req.client] += 1
+            if req.rid not in turn:
+                turn[req.rid] = turns[req.client]
+                turns[req.client] += 1
         return sorted(by_policy, key=lambda r: (r.passed_by < MAX_PASSED_BY, turn[r.rid]))
 
     def _count_passes_ranked_ahead(self, chosen: list[Req], order: list[Req]) -> None:
