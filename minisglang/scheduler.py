@@ -812,7 +812,7 @@ class Scheduler:
                 held.add(req.client)
                 too_big = too_big or req
                 continue
-            if too_big is not None:
+            if too_big is not None and not req.output_ids:  # a re-admission passes nobody (see below)
                 too_big.passed_by += 1
                 self.record_event("pass", req, past=too_big.rid)
             chunk_tokens += extend
@@ -893,7 +893,14 @@ class Scheduler:
                 heads.setdefault(req.client, req)
         for head in heads.values():
             ahead, since = rank[head.rid], entered[head.rid]
-            by = [r.rid for r in chosen if r.client != head.client and entered[r.rid] > since and rank[r.rid] < ahead]
+            # An s4 re-admission was running until its jump: it takes back its place, it passes
+            # nobody (counted, every jump of another client's request was a pass: a waiting
+            # request was passed MAX_PASSED_BY times by jumps alone, and held everyone back).
+            by = [
+                r.rid
+                for r in chosen
+                if r.client != head.client and not r.output_ids and entered[r.rid] > since and rank[r.rid] < ahead
+            ]
             if by:  # one event a head (a thousand clients' heads passed by 32 made 32,000 events)
                 head.passed_by += len(by)
                 self.record_event("passed", head, by=by)

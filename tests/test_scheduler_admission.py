@@ -202,3 +202,26 @@ def test_a_readmission_keeps_its_place_ahead_of_new_requests():
         assert_no_leak(eng)
     finally:
         eng.shutdown()
+
+
+def test_a_readmission_does_not_count_as_passing_anyone():
+    """Another client's jumps are not passes: its re-admissions take back the room they had.
+    (Counted, every jump of a running request passed the waiting request once, and jumps
+    alone brought it to MAX_PASSED_BY, after which it held everyone back.)"""
+    eng = sgl.Engine(stage="s0", max_total_tokens=600)
+    try:
+        sp = [{"temperature": 0, "max_new_tokens": 120 + 100 * i, "ignore_eos": True} for i in range(2)]
+        a = [submit(eng, f"Story A{i}: once upon a time", sp[i], "a") for i in range(2)]
+        eng.step()
+        eng.step()
+        big = submit(eng, "Story B: far far away", LONG | {"max_new_tokens": 300}, "b")  # no room while a's run
+        eng.step()
+        for _ in range(3):
+            eng.scheduler.readmit(a[1], list(a[1].output_ids))  # a jump (of no tokens)
+            eng.step()
+            assert a[1] in eng.scheduler.running and big in eng.scheduler.waiting_queue
+        assert big.passed_by == 0
+        run(eng, [*a, big])
+        assert_no_leak(eng)
+    finally:
+        eng.shutdown()
