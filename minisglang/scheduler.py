@@ -764,6 +764,11 @@ class Scheduler:
         ):
             return []
         order = self._admission_order()
+        # A client's s4 re-admission keeps the room it had while running: no new request may
+        # take it (a waiting request passed MAX_PASSED_BY times fitted in the room a jump gave
+        # back, and the jumped request waited 119 steps, until another request ended).
+        kept = {r.rid: self._remaining_new_tokens(r) for r in order if r.client is not None and r.output_ids}
+        budget -= sum(kept.values())
 
         # A mixed forward also computes one token per running request: they are in the prefill
         # budget (SGLang's PrefillAdder counts its mixed-in decodes the same way).
@@ -781,8 +786,8 @@ class Scheduler:
         for req in self.ready_reqs(order):
             if req.client in held:
                 continue
-            if too_big is not None and too_big.passed_by >= MAX_PASSED_BY:
-                break
+            if too_big is not None and too_big.passed_by >= MAX_PASSED_BY and not (req.client and req.output_ids):
+                continue  # it holds back everyone but s4 re-admissions, which take back their room
             # Match all but the last token: the model must compute at least one position.
             prefix, node = match[req.rid] = self.tree_cache.match_prefix(req.fill_ids[:-1])
             if in_batch is not None:
@@ -805,18 +810,19 @@ class Scheduler:
             # Its cached prefix, once locked, can no longer be evicted to make room: the budget
             # counted it as room, so the check is made with the lock taken (and undone if it fails).
             locked = -self.tree_cache.inc_lock_ref(node)
-            if need + locked > budget:
+            if need + locked > budget + kept.get(req.rid, 0):
                 self.tree_cache.dec_lock_ref(node)
-                if req.client is None or req.passed_by >= MAX_PASSED_BY:
+                if req.client is None:
                     break
                 held.add(req.client)
-                too_big = too_big or req
+                if too_big is None or req.passed_by >= MAX_PASSED_BY:
+                    too_big = req
                 continue
             if too_big is not None and not req.output_ids:  # a re-admission passes nobody (see below)
                 too_big.passed_by += 1
                 self.record_event("pass", req, past=too_big.rid)
             chunk_tokens += extend
-            budget -= need + locked
+            budget -= need + locked - kept.get(req.rid, 0)
             prefill_tokens += extend
             chosen.append(req)
             if cut:

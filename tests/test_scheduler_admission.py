@@ -225,3 +225,32 @@ def test_a_readmission_does_not_count_as_passing_anyone():
         assert_no_leak(eng)
     finally:
         eng.shutdown()
+
+
+def test_a_readmission_keeps_its_room_from_a_request_passed_max_times():
+    """A jump gives back its request's room only to the request itself: a waiting request
+    passed MAX_PASSED_BY times (it holds everyone back) neither takes that room nor holds
+    the re-admission back. (It took it: the jumped request waited 119 steps, until another
+    request ended.)"""
+    eng = sgl.Engine(stage="s0", max_total_tokens=600)
+    try:
+        sp = [{"temperature": 0, "max_new_tokens": 120 + 100 * i, "ignore_eos": True} for i in range(2)]
+        a = [submit(eng, f"Story A{i}: once upon a time", sp[i], "a") for i in range(2)]
+        eng.step()
+        eng.step()
+        big = submit(eng, "Story B: far far away", LONG | {"max_new_tokens": 300}, "b")  # no room while a's run
+        eng.step()
+        big.passed_by = scheduler_module.MAX_PASSED_BY
+        eng.scheduler.readmit(a[1], list(a[1].output_ids))  # a jump (of no tokens)
+        eng.step()
+        assert a[1] in eng.scheduler.running and big in eng.scheduler.waiting_queue
+        small = submit(eng, "Email: ", SMALL, "c")
+        eng.step()
+        assert small in eng.scheduler.waiting_queue  # big still holds everyone else back
+        run(eng, [*a, big, small])
+        assert admitted_step(eng, small) >= admitted_step(eng, big)
+        alone = sgl.Engine.generate(eng, "Story A1: once upon a time", sp[1])
+        assert a[1].output_ids == alone["output_ids"]
+        assert_no_leak(eng)
+    finally:
+        eng.shutdown()
