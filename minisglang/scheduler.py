@@ -764,6 +764,11 @@ class Scheduler:
         ):
             return []
         order = self._admission_order()
+        # A client's s4 re-admission keeps the room it had while running: no new request may
+        # take it (a waiting request passed MAX_PASSED_BY times fitted in the room a jump gave
+        # back, and the jumped request waited 119 steps, until another request ended).
+        kept = {r.rid: self._remaining_new_tokens(r) for r in order if r.client is not None and r.output_ids}
+        budget -= sum(kept.values())
 
         # A mixed forward also computes one token per running request: they are in the prefill
         # budget (SGLang's PrefillAdder counts its mixed-in decodes the same way).
@@ -781,8 +786,8 @@ class Scheduler:
         for req in self.ready_reqs(order):
             if req.client in held:
                 continue
-            if too_big is not None and too_big.passed_by >= MAX_PASSED_BY:
-                break
+            if too_big is not None and too_big.passed_by >= MAX_PASSED_BY and not (req.client and req.output_ids):
+                continue  # it holds back everyone but s4 re-admissions, which take back their room
             # Match all but the last token: the model must compute at least one position.
             prefix, node = match[req.rid] = self.tree_cache.match_prefix(req.fill_ids[:-1])
             if in_batch is not None:
@@ -805,18 +810,19 @@ class Scheduler:
             # Its cached prefix, once locked, can no longer be evicted to make room: the budget
             # counted it as room, so the check is made with the lock taken (and undone if it fails).
             locked = -self.tree_cache.inc_lock_ref(node)
-            if need + locked > budget:
+            if need + locked > budget + kept.get(req.rid, 0):
                 self.tree_cache.dec_lock_ref(node)
-                if req.client is None or req.passed_by >= MAX_PASSED_BY:
+                if req.client is None:
                     break
                 held.add(req.client)
-                too_big = too_big or req
+                if too_big is None or req.passed_by >= MAX_PASSED_BY:
+                    too_big = req
                 continue
-            if too_big is not None:
+            if too_big is not None and not req.output_ids:  # a re-admission passes nobody (see below)
                 too_big.passed_by += 1
                 self.record_event("pass", req, past=too_big.rid)
             chunk_tokens += extend
-            budget -= need + locked
+            budget -= need + locked - kept.get(req.rid, 0)
             prefill_tokens += extend
             chosen.append(req)
             if cut:
@@ -851,8 +857,8 @@ class Scheduler:
         clients take turns: a client's k-th request in that order ranks with every other
         client's k-th, counting the requests it already has running, so one client's backlog
         (of rows, of long prompts prefilled a chunk a step) waits behind another client's
-        first request. A request passed MAX_PASSED_BY times goes first of all. With one client
-        (every in-process request) this is the policy's order."""
+        first request. A request passed MAX_PASSED_BY times goes first of all, then a
+        client's s4 re-admissions. Without clients (every in-process request) this is the policy's order."""
         policy = self.config.schedule_policy
         if policy == "lpm":
             # Rank by cached prefix length (a read-only walk: a backlog of a hundred requests
@@ -863,11 +869,19 @@ class Scheduler:
             by_policy = list(self.waiting_queue)
         else:
             raise ValueError(f"unknown schedule policy {policy!r}")
-        turns = collections.Counter(r.client for r in self.running)
-        turn = {}
+        # An s4 re-admission (a request with output) was running until its jump: it keeps its
+        # place ahead of every new request (turn -1), and counts as running for its client's
+        # turns. Ranked at its client's third turn, another client's first request took its row,
+        # and the jump stalled it until another of its client's requests ended (59 steps; 1
+        # before). A request passed MAX_PASSED_BY times still goes first: a stream of jumps
+        # would otherwise keep a prompt to be cut (it must be first) waiting for as long as it lasted.
+        back = [r for r in by_policy if r.client is not None and r.output_ids]
+        turns = collections.Counter(r.client for r in self.running + back)
+        turn = {r.rid: -1 for r in back}
         for req in by_policy:
-            turn[req.rid] = turns[req.client]
-            turns[req.client] += 1
+            if req.rid not in turn:
+                turn[req.rid] = turns[req.client]
+                turns[req.client] += 1
         return sorted(by_policy, key=lambda r: (r.passed_by < MAX_PASSED_BY, turn[r.rid]))
 
     def _count_passes_ranked_ahead(self, chosen: list[Req], order: list[Req]) -> None:
@@ -885,7 +899,14 @@ class Scheduler:
                 heads.setdefault(req.client, req)
         for head in heads.values():
             ahead, since = rank[head.rid], entered[head.rid]
-            by = [r.rid for r in chosen if r.client != head.client and entered[r.rid] > since and rank[r.rid] < ahead]
+            # An s4 re-admission was running until its jump: it takes back its place, it passes
+            # nobody (counted, every jump of another client's request was a pass: a waiting
+            # request was passed MAX_PASSED_BY times by jumps alone, and held everyone back).
+            by = [
+                r.rid
+                for r in chosen
+                if r.client != head.client and not r.output_ids and entered[r.rid] > since and rank[r.rid] < ahead
+            ]
             if by:  # one event a head (a thousand clients' heads passed by 32 made 32,000 events)
                 head.passed_by += len(by)
                 self.record_event("passed", head, by=by)

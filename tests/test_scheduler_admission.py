@@ -145,7 +145,8 @@ def test_lpm_counts_cache_hits_ranked_ahead_as_passes(engine, monkeypatch):
 def test_a_readmission_after_a_jump_is_passed_afresh(monkeypatch):
     """s4's jump puts a running request back in the waiting queue (`Scheduler.readmit`). Its
     count of passes starts again: a count kept from its first wait made it hold everyone back
-    the first time its re-admission did not fit (another client's 4-token request waited)."""
+    the first time its re-admission did not fit (another client's 4-token request waited).
+    (It now goes back first: see the next test.)"""
     monkeypatch.setattr(scheduler_module, "MAX_PASSED_BY", 1)
     eng = sgl.Engine(stage="s0", max_total_tokens=256, schedule_policy="fcfs")
 
@@ -168,10 +169,88 @@ def test_a_readmission_after_a_jump_is_passed_afresh(monkeypatch):
     eng.step()
     assert z in eng.scheduler.waiting_queue
     eng.scheduler.readmit(a, list(a.output_ids))  # a jump (of no tokens)
+    assert a.passed_by == 0  # reset when it was admitted
     s2 = sub("Email: x", 4, "s2")
-    eng.step()  # z (first in the queue) fits, a then does not: s2 passes it
-    assert z.req_pool_idx is not None and a in eng.scheduler.waiting_queue
-    assert s2 not in eng.scheduler.waiting_queue and a.passed_by == 1
+    eng.step()  # a re-admission goes first (it was running): a fits, z then does not
+    assert a in eng.scheduler.running and z in eng.scheduler.waiting_queue
+    assert s2 not in eng.scheduler.waiting_queue  # it passes z
     run(eng, [x, a, s1, y, z, s2])
     assert_no_leak(eng)
     eng.shutdown()
+
+
+def test_a_readmission_keeps_its_place_ahead_of_new_requests():
+    """A jump must not cost its request its row: client a runs on every row, b's first request
+    waits; a's jump (`Scheduler.readmit`) frees a row, and the re-admission takes it back
+    ahead of b's request (ranked at a's third turn, it waited until another of a's requests
+    ended, 59 steps: lpm, the default, had put its long cache hit first)."""
+    eng = sgl.Engine(stage="s0", max_total_tokens=2048, max_running_requests=3)
+    try:
+        sp = [{"temperature": 0, "max_new_tokens": 60 + 100 * i, "ignore_eos": True} for i in range(3)]
+        a = [submit(eng, f"Story A{i}: once upon a time", sp[i], "a") for i in range(3)]
+        eng.step()
+        eng.step()
+        b = submit(eng, "Email: ", {"temperature": 0, "max_new_tokens": 300, "ignore_eos": True}, "b")
+        eng.step()
+        assert all(r in eng.scheduler.running for r in a) and b in eng.scheduler.waiting_queue
+        eng.scheduler.readmit(a[2], list(a[2].output_ids))  # a jump (of no tokens)
+        eng.step()
+        assert a[2] in eng.scheduler.running and b in eng.scheduler.waiting_queue
+        run(eng, [*a, b])
+        alone = sgl.Engine.generate(eng, "Story A2: once upon a time", sp[2])
+        assert a[2].output_ids == alone["output_ids"]
+        assert_no_leak(eng)
+    finally:
+        eng.shutdown()
+
+
+def test_a_readmission_does_not_count_as_passing_anyone():
+    """Another client's jumps are not passes: its re-admissions take back the room they had.
+    (Counted, every jump of a running request passed the waiting request once, and jumps
+    alone brought it to MAX_PASSED_BY, after which it held everyone back.)"""
+    eng = sgl.Engine(stage="s0", max_total_tokens=600)
+    try:
+        sp = [{"temperature": 0, "max_new_tokens": 120 + 100 * i, "ignore_eos": True} for i in range(2)]
+        a = [submit(eng, f"Story A{i}: once upon a time", sp[i], "a") for i in range(2)]
+        eng.step()
+        eng.step()
+        big = submit(eng, "Story B: far far away", LONG | {"max_new_tokens": 300}, "b")  # no room while a's run
+        eng.step()
+        for _ in range(3):
+            eng.scheduler.readmit(a[1], list(a[1].output_ids))  # a jump (of no tokens)
+            eng.step()
+            assert a[1] in eng.scheduler.running and big in eng.scheduler.waiting_queue
+        assert big.passed_by == 0
+        run(eng, [*a, big])
+        assert_no_leak(eng)
+    finally:
+        eng.shutdown()
+
+
+def test_a_readmission_keeps_its_room_from_a_request_passed_max_times():
+    """A jump gives back its request's room only to the request itself: a waiting request
+    passed MAX_PASSED_BY times (it holds everyone back) neither takes that room nor holds
+    the re-admission back. (It took it: the jumped request waited 119 steps, until another
+    request ended.)"""
+    eng = sgl.Engine(stage="s0", max_total_tokens=600)
+    try:
+        sp = [{"temperature": 0, "max_new_tokens": 120 + 100 * i, "ignore_eos": True} for i in range(2)]
+        a = [submit(eng, f"Story A{i}: once upon a time", sp[i], "a") for i in range(2)]
+        eng.step()
+        eng.step()
+        big = submit(eng, "Story B: far far away", LONG | {"max_new_tokens": 300}, "b")  # no room while a's run
+        eng.step()
+        big.passed_by = scheduler_module.MAX_PASSED_BY
+        eng.scheduler.readmit(a[1], list(a[1].output_ids))  # a jump (of no tokens)
+        eng.step()
+        assert a[1] in eng.scheduler.running and big in eng.scheduler.waiting_queue
+        small = submit(eng, "Email: ", SMALL, "c")
+        eng.step()
+        assert small in eng.scheduler.waiting_queue  # big still holds everyone else back
+        run(eng, [*a, big, small])
+        assert admitted_step(eng, small) >= admitted_step(eng, big)
+        alone = sgl.Engine.generate(eng, "Story A1: once upon a time", sp[1])
+        assert a[1].output_ids == alone["output_ids"]
+        assert_no_leak(eng)
+    finally:
+        eng.shutdown()
