@@ -204,18 +204,25 @@ def test_a_readmission_keeps_its_place_ahead_of_new_requests():
         eng.shutdown()
 
 
+def two_running_one_waiting(eng):
+    """Client a's two requests running in a 600-slot pool, and client b's 300-token request
+    waiting for room they leave none of."""
+    sp = [{"temperature": 0, "max_new_tokens": 120 + 100 * i, "ignore_eos": True} for i in range(2)]
+    a = [submit(eng, f"Story A{i}: once upon a time", sp[i], "a") for i in range(2)]
+    eng.step()
+    eng.step()
+    big = submit(eng, "Story B: far far away", LONG | {"max_new_tokens": 300}, "b")
+    eng.step()
+    return a, big
+
+
 def test_a_readmission_does_not_count_as_passing_anyone():
     """Another client's jumps are not passes: its re-admissions take back the room they had.
     (Counted, every jump of a running request passed the waiting request once, and jumps
     alone brought it to MAX_PASSED_BY, after which it held everyone back.)"""
     eng = sgl.Engine(stage="s0", max_total_tokens=600)
     try:
-        sp = [{"temperature": 0, "max_new_tokens": 120 + 100 * i, "ignore_eos": True} for i in range(2)]
-        a = [submit(eng, f"Story A{i}: once upon a time", sp[i], "a") for i in range(2)]
-        eng.step()
-        eng.step()
-        big = submit(eng, "Story B: far far away", LONG | {"max_new_tokens": 300}, "b")  # no room while a's run
-        eng.step()
+        a, big = two_running_one_waiting(eng)
         for _ in range(3):
             eng.scheduler.readmit(a[1], list(a[1].output_ids))  # a jump (of no tokens)
             eng.step()
@@ -234,12 +241,7 @@ def test_a_readmission_keeps_its_room_from_a_request_passed_max_times():
     request ended.)"""
     eng = sgl.Engine(stage="s0", max_total_tokens=600)
     try:
-        sp = [{"temperature": 0, "max_new_tokens": 120 + 100 * i, "ignore_eos": True} for i in range(2)]
-        a = [submit(eng, f"Story A{i}: once upon a time", sp[i], "a") for i in range(2)]
-        eng.step()
-        eng.step()
-        big = submit(eng, "Story B: far far away", LONG | {"max_new_tokens": 300}, "b")  # no room while a's run
-        eng.step()
+        a, big = two_running_one_waiting(eng)
         big.passed_by = scheduler_module.MAX_PASSED_BY
         eng.scheduler.readmit(a[1], list(a[1].output_ids))  # a jump (of no tokens)
         eng.step()
@@ -249,7 +251,9 @@ def test_a_readmission_keeps_its_room_from_a_request_passed_max_times():
         assert small in eng.scheduler.waiting_queue  # big still holds everyone else back
         run(eng, [*a, big, small])
         assert admitted_step(eng, small) >= admitted_step(eng, big)
-        alone = sgl.Engine.generate(eng, "Story A1: once upon a time", sp[1])
+        alone = sgl.Engine.generate(
+            eng, "Story A1: once upon a time", {"temperature": 0, "max_new_tokens": 220, "ignore_eos": True}
+        )
         assert a[1].output_ids == alone["output_ids"]
         assert_no_leak(eng)
     finally:
