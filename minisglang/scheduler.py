@@ -80,6 +80,12 @@ T = TypeVar("T")
 MAX_PASSED_BY = 32
 
 
+def returning(req: Req) -> bool:
+    """A server client's s4 re-admission: a request with output back in the waiting queue
+    after its jump, which admission lets take back the place and room it had while running."""
+    return req.client is not None and bool(req.output_ids)
+
+
 def cut_at_stop_string(req: Req) -> None:
     """End the output before the stop string that appears first in it, and finish the
     request there.
@@ -767,7 +773,7 @@ class Scheduler:
         # A client's s4 re-admission keeps the room it had while running: no new request may
         # take it (a waiting request passed MAX_PASSED_BY times fitted in the room a jump gave
         # back, and the jumped request waited 119 steps, until another request ended).
-        kept = {r.rid: self._remaining_new_tokens(r) for r in order if r.client is not None and r.output_ids}
+        kept = {r.rid: self._remaining_new_tokens(r) for r in order if returning(r)}
         budget -= sum(kept.values())
 
         # A mixed forward also computes one token per running request: they are in the prefill
@@ -786,7 +792,7 @@ class Scheduler:
         for req in self.ready_reqs(order):
             if req.client in held:
                 continue
-            if too_big is not None and too_big.passed_by >= MAX_PASSED_BY and not (req.client and req.output_ids):
+            if too_big is not None and too_big.passed_by >= MAX_PASSED_BY and not returning(req):
                 continue  # it holds back everyone but s4 re-admissions, which take back their room
             # Match all but the last token: the model must compute at least one position.
             prefix, node = match[req.rid] = self.tree_cache.match_prefix(req.fill_ids[:-1])
@@ -875,7 +881,7 @@ class Scheduler:
         # and the jump stalled it until another of its client's requests ended (59 steps; 1
         # before). A request passed MAX_PASSED_BY times still goes first: a stream of jumps
         # would otherwise keep a prompt to be cut (it must be first) waiting for as long as it lasted.
-        back = [r for r in by_policy if r.client is not None and r.output_ids]
+        back = [r for r in by_policy if returning(r)]
         turns = collections.Counter(r.client for r in self.running + back)
         turn = {r.rid: -1 for r in back}
         for req in by_policy:
