@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..constrained.json_schema import FORMATS
-from ..constrained.json_schema.keywords import _NUMBER_BOUNDS
+from ..constrained.json_schema.keywords import _NUMBER_BOUNDS, ANNOTATION_KEYWORDS
 from .base import GrammarError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -34,27 +34,10 @@ SchemaObject = dict[str, Any]
 # The keywords that bound a number (the JSON Schema compiler's list, for the adapters' rules).
 NUMBER_BOUNDS = _NUMBER_BOUNDS
 
-# Keywords that say nothing about which values are valid: they may sit beside anything.
-ANNOTATIONS = frozenset(
-    {
-        "$schema",
-        "$id",
-        "$anchor",
-        "$comment",
-        "$defs",
-        "definitions",
-        "title",
-        "description",
-        "default",
-        "examples",
-        "deprecated",
-        "readOnly",
-        "writeOnly",
-        "contentMediaType",
-        "contentEncoding",
-        "contentSchema",
-    }
-)
+# Keywords that say nothing about which values are valid: they may sit beside anything. Our
+# compiler's annotations but two, which change how other keywords are read (`$dynamicAnchor`
+# what a `$dynamicRef` resolves to, `$vocabulary` which keywords apply): not counted here.
+ANNOTATIONS = ANNOTATION_KEYWORDS - {"$dynamicAnchor", "$vocabulary"}
 # Where subschemas live: a map of them, one of them, or a list of them (draft 2020-12 and 7).
 _SCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties", "dependentSchemas", "dependencies")
 _SCHEMA_ONE = (
