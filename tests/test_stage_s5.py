@@ -441,6 +441,23 @@ def test_a_long_call_on_a_loaded_machine_is_paid_back_not_aborted():
     assert reason is not None and "one token of its grammar took 1.00 s" in reason
 
 
+def make_masks_slow(monkeypatch, grammar_class, clock: list[float], seconds: float) -> None:
+    """Every mask `grammar_class` fills (batched or one row) advances the fake `clock` the
+    stage's grammar budget reads by `seconds`: a slow native mask, without the wait."""
+    fill, one = grammar_class.fill_vocab_mask_batched, grammar_class.fill_vocab_mask
+
+    def slow_fill(cls, entries, mask):
+        clock[0] += seconds
+        fill(entries, mask)
+
+    def slow_one(self, mask, i):
+        clock[0] += seconds
+        one(self, mask, i)
+
+    monkeypatch.setattr(grammar_class, "fill_vocab_mask_batched", classmethod(slow_fill))
+    monkeypatch.setattr(grammar_class, "fill_vocab_mask", slow_one)
+
+
 @pytest.mark.parametrize("where", ["mask", "token"])
 def test_a_grammar_whose_calls_take_more_than_a_steps_budget_sits_out_steps(where, monkeypatch):
     """Below the per-call limit, a call that took more than the step's budget is paid back
@@ -459,18 +476,7 @@ def test_a_grammar_whose_calls_take_more_than_a_steps_budget_sits_out_steps(wher
 
         monkeypatch.setattr(grammar_class, "accept_token", slow_accept)
     else:  # a 50 ms mask, under max_grammar_call_seconds (a student found it uncharged)
-        fill, one = grammar_class.fill_vocab_mask_batched, grammar_class.fill_vocab_mask
-
-        def slow_fill(cls, entries, mask):
-            clock[0] += 0.05
-            fill(entries, mask)
-
-        def slow_one(self, mask, i):
-            clock[0] += 0.05
-            one(self, mask, i)
-
-        monkeypatch.setattr(grammar_class, "fill_vocab_mask_batched", classmethod(slow_fill))
-        monkeypatch.setattr(grammar_class, "fill_vocab_mask", slow_one)
+        make_masks_slow(monkeypatch, grammar_class, clock, 0.05)
     try:
         slow, other, trace = _run_with_bystander(engine, "[a-z]+")
     finally:

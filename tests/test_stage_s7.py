@@ -21,6 +21,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_engine import assert_no_leak
+from test_stage_s5 import make_masks_slow
 
 import minisglang as sgl
 from minisglang.backends.base import BaseGrammarObject, InvalidGrammarObject, get_backend_class
@@ -586,18 +587,7 @@ def test_the_mask_chains_library_calls_are_charged_as_s6_charges_them(algorithm,
     grammar_class = type(engine.stage.backend._compile_safely("regex", "(aaa |bbb )+"))
     clock = [0.0]
     engine.stage.work.clock = engine.stage.work.cpu_clock = lambda: clock[0]
-    fill, one = grammar_class.fill_vocab_mask_batched, grammar_class.fill_vocab_mask
-
-    def slow_fill(cls, entries, mask):
-        clock[0] += 1.0
-        fill(entries, mask)
-
-    def slow_one(self, mask, i):
-        clock[0] += 1.0
-        one(self, mask, i)
-
-    monkeypatch.setattr(grammar_class, "fill_vocab_mask_batched", classmethod(slow_fill))
-    monkeypatch.setattr(grammar_class, "fill_vocab_mask", slow_one)
+    make_masks_slow(monkeypatch, grammar_class, clock, 1.0)
     try:
         slow = engine.submit(
             "aaa bbb aaa bbb aaa bbb aaa",
