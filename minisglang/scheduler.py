@@ -895,14 +895,16 @@ class Scheduler:
         hits, another client's turn): each client's longest-waiting request counts, as passing
         it, every request of another client that entered the queue after it and was admitted this step
         from a rank ahead of it (admission's loop counts those admitted from behind it)."""
-        rank = {req.rid: i for i, req in enumerate(order)}
-        # The waiting queue is in the order requests entered it (a re-admission enters again).
-        entered = {req.rid: i for i, req in enumerate(self.waiting_queue)}
         admitted = {req.rid for req in chosen}
         heads: dict[str, Req] = {}
         for req in self.waiting_queue:  # each client's first, the longest waiting
             if req.client is not None and req.rid not in admitted:
                 heads.setdefault(req.client, req)
+        if not heads:  # (in-process requests have no client: nobody to count for)
+            return
+        rank = {req.rid: i for i, req in enumerate(order)}
+        # The waiting queue is in the order requests entered it (a re-admission enters again).
+        entered = {req.rid: i for i, req in enumerate(self.waiting_queue)}
         for head in heads.values():
             ahead, since = rank[head.rid], entered[head.rid]
             # An s4 re-admission was running until its jump: it takes back its place, it passes
