@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 
@@ -143,8 +144,6 @@ def kit_assignments(text: str) -> list[str]:
 
 def shell_argv(assignments: list[str], command: str) -> list[str]:
     """`command`'s arguments after `minisglang`, as bash expands them after `assignments`."""
-    import subprocess
-
     script = "\n".join([*assignments, 'printf "%s\\0" ' + command.split(None, 1)[1]])
     out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True).stdout
     return out.split("\0")[:-1]
