@@ -209,7 +209,7 @@ def answer_loss(model: LlamaForCausalLM, ids: torch.Tensor, labels: torch.Tensor
 
 
 def expand_blocks(model: LlamaForCausalLM, layers: int) -> LlamaForCausalLM:
-    """The same function with ``layers`` decoder blocks: block expansion (LLaMA Pro, Wu et
+    """`model`, grown in place to the same function with ``layers`` decoder blocks: block expansion (LLaMA Pro, Wu et
     al. 2024). Each new block is a copy of the block before it with its two output
     projections (attention's ``o_proj``, the MLP's ``down_proj``) zeroed, so it adds nothing
     to the residual stream until training moves it: the grown model starts exactly where the
@@ -218,25 +218,20 @@ def expand_blocks(model: LlamaForCausalLM, layers: int) -> LlamaForCausalLM:
     extra = layers - len(old)
     # new blocks spread evenly: after every len(old)/extra old blocks
     after = {round((i + 1) * len(old) / extra) - 1 for i in range(extra)}
-    config = model.config
-    config.num_hidden_layers = layers
-    grown = LlamaForCausalLM(config)
+    model.config.num_hidden_layers = layers
     new_layers = []
     for i, block in enumerate(old):
         new_layers.append(block)
         if i in after:
-            twin = type(block)(config, layer_idx=0)
+            twin = type(block)(model.config, layer_idx=0)
             twin.load_state_dict(block.state_dict())
             torch.nn.init.zeros_(twin.self_attn.o_proj.weight)
             torch.nn.init.zeros_(twin.mlp.down_proj.weight)
             new_layers.append(twin)
     for idx, block in enumerate(new_layers):
         block.self_attn.layer_idx = idx
-    grown.model.embed_tokens = model.model.embed_tokens
-    grown.model.norm = model.model.norm
-    grown.model.layers = torch.nn.ModuleList(new_layers)
-    grown.tie_weights()
-    return grown
+    model.model.layers = torch.nn.ModuleList(new_layers)  # (in place: embeddings and norm stay)
+    return model
 
 
 def lr_at(step: int, steps: int, peak: float, warmup: int) -> float:
