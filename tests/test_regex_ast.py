@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from minisglang.constrained.lazy_byte_dfa import LazyByteDFA
-from minisglang.constrained.lazy_regex import AutomatonLimitError, RegexPool
+from minisglang.constrained.lazy_regex import EMPTY, MAX_NESTING, AutomatonLimitError, RegexPool
 from minisglang.constrained.lazy_regex_parser import parse_regex, parse_tree
 from minisglang.constrained.regex_ast import (
     EPSILON,
@@ -232,6 +232,28 @@ def test_a_deep_tree_is_an_automaton_limit_not_a_crash():
         lower(deep, RegexPool())
     with pytest.raises(AutomatonLimitError, match="nests more deeply"):
         render(deep)
+
+
+def test_both_builds_refuse_a_tree_at_the_same_depth():
+    """regex_ast is compiled by mypyc too, where a native call has no recursion limit: render
+    and lower count their nesting against MAX_NESTING, so a tree 256 nodes deep is read and
+    one 257 deep is refused by name in either build (run it with MINISGLANG_PURE=1 too)."""
+
+    def nested(levels: int) -> Regex:  # 2 * levels + 1 nodes deep
+        deep = lit("a")
+        for _ in range(levels):
+            deep = Alt((lit("b"), Seq((lit("c"), deep))))
+        return deep
+
+    assert 2 * 127 + 1 <= MAX_NESTING < 2 * 128 + 1
+    fits, too_deep = nested(127), nested(128)
+    assert lower(fits, RegexPool()).kind != EMPTY
+    assert re.fullmatch(render(fits), "c" * 127 + "a") and render(fits, "lazy")
+    for dialect in ("python", "lazy"):
+        with pytest.raises(AutomatonLimitError, match="nests more deeply"):
+            render(too_deep, dialect)
+    with pytest.raises(AutomatonLimitError, match="nests more deeply"):
+        lower(too_deep, RegexPool())
 
 
 def test_a_long_chain_of_shared_parts_needs_no_deep_recursion():

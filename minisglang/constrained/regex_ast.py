@@ -29,7 +29,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, overload
 
-from .lazy_regex import EMPTY, TOO_DEEP, AutomatonLimitError, RegexNode, RegexPool
+from .lazy_regex import EMPTY, MAX_NESTING, TOO_DEEP, AutomatonLimitError, RegexNode, RegexPool
 from .python_regex import normalize
 from .regex_dfa import RegexError, _complement, _escape_char, _remove_surrogates, utf8_sequences
 from .work_slices import checkpoint
@@ -397,6 +397,7 @@ class _Renderer:
         self.keep: list[Regex] = []  # (the nodes behind those ids stay alive)
         self.definitions: dict[int, str] = {}  # id(Shared) -> its `(?@ref:NAME)` (lazy dialect)
         self.written: list[str] = []  # the `(?@def:...)` groups, each after the ones it uses
+        self.depth = 0  # how many `text` calls are open (see `text`)
 
     def whole(self, node: Regex) -> str:
         try:
@@ -404,14 +405,20 @@ class _Renderer:
                 for shared in shared_in_order(node):
                     self.text(shared)
             body = self.text(node)
-        except RecursionError:
+        except RecursionError:  # (the pure build called from deep in a stack: refused the same way)
             raise AutomatonLimitError(TOO_DEEP) from None
         return "".join(self.written) + body
 
     def text(self, node: Regex) -> str:
         done = self.texts.get(id(node))
         if done is None:
+            # Nesting is counted, not left to Python's recursion limit: the compiled build
+            # (mypyc's native calls run on the C stack) would crash where the pure one stops.
+            self.depth += 1
+            if self.depth > MAX_NESTING:
+                raise AutomatonLimitError(TOO_DEEP)
             done = self.texts[id(node)] = self._text(node)
+            self.depth -= 1
             self.keep.append(node)
         return done
 
@@ -431,10 +438,18 @@ class _Renderer:
         if isinstance(node, Chars):
             return _class_text(node.ranges)
         checkpoint()  # a large tree is rendered on a compile thread that yields to the scheduler
+        # (Loops, not generator expressions: one Python frame per level of the tree, not two,
+        # so the pure build reaches MAX_NESTING well inside Python's recursion limit.)
         if isinstance(node, Seq):
-            return "".join(self.text(p) for p in node.parts)  # an Alt is a group already
+            texts = []
+            for p in node.parts:
+                texts.append(self.text(p))
+            return "".join(texts)  # an Alt is a group already
         if isinstance(node, Alt):
-            return "(?:" + "|".join(self.text(o) for o in node.options) + ")"
+            texts = []
+            for o in node.options:
+                texts.append(self.text(o))
+            return "(?:" + "|".join(texts) + ")"
         if isinstance(node, Repeat):
             return self.atom(node.body) + _quantifier(node.low, node.high)
         if isinstance(node, Shared):
@@ -547,13 +562,13 @@ _utf8_sequences = functools.lru_cache(maxsize=4096)(utf8_sequences)
 def lower(node: Regex, pool: RegexPool) -> RegexNode:
     """The pool node of `node` (characters become their UTF-8 bytes). A sub-tree used in
     several places is lowered once. Raises AutomatonLimitError past the pool's node limit
-    or Python's recursion limit, RegexError for a bad members group."""
+    or when the tree nests more than MAX_NESTING deep, RegexError for a bad members group."""
     lowering = _Lowering(pool)
     try:
         for shared in shared_in_order(node):  # (see shared_in_order: no deep recursion)
             lowering.node(shared)
         return lowering.node(node)
-    except RecursionError:
+    except RecursionError:  # (the pure build called from deep in a stack: refused the same way)
         raise AutomatonLimitError(TOO_DEEP) from None
 
 
@@ -564,11 +579,16 @@ class _Lowering:
         self.keep: list[Regex] = []  # (the nodes behind those ids stay alive)
         self.classes: dict[Ranges, RegexNode] = {}
         self.texts: dict[str, RegexNode] = {}
+        self.depth = 0  # how many `node` calls are open (counted as in _Renderer.text)
 
     def node(self, node: Regex) -> RegexNode:
         out = self.done.get(id(node))
         if out is None:
+            self.depth += 1
+            if self.depth > MAX_NESTING:
+                raise AutomatonLimitError(TOO_DEEP)
             out = self.done[id(node)] = self._node(node)
+            self.depth -= 1
             self.keep.append(node)
         return out
 
@@ -582,10 +602,15 @@ class _Lowering:
         if isinstance(node, Chars):
             return self.ranges(node.ranges)
         checkpoint()  # a large tree is lowered on a compile thread that yields to the scheduler
+        parts: list[RegexNode] = []  # (loops, not comprehensions: see _Renderer._text)
         if isinstance(node, Seq):
-            return pool.concat_all([self.node(p) for p in node.parts])
+            for p in node.parts:
+                parts.append(self.node(p))
+            return pool.concat_all(parts)
         if isinstance(node, Alt):
-            return pool.alt([self.node(o) for o in node.options])
+            for o in node.options:
+                parts.append(self.node(o))
+            return pool.alt(parts)
         if isinstance(node, Repeat):
             return pool.repeat(self.node(node.body), node.low, node.high)
         if isinstance(node, Shared):
