@@ -21,7 +21,7 @@ from minisglang.checkout import checkout
 from minisglang.cli import build_parser, main
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_autograder import solution_only_lines  # noqa: E402
+from test_checkout import solution_only_lines  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 KITS = REPO / "instructors"
