@@ -307,6 +307,14 @@ def compile_times(tokenizer: Tokenizer, regex: str, disk_dir: Path, stage_cls=FS
     }
 
 
+GAP_TARGET = 1.2  # issue target: while a grammar compiles, max and median step gaps <= 1.2x the control's
+
+
+def gap_target_met(m: dict) -> bool:
+    """Whether a run's gap ratios meet GAP_TARGET: both the max and the median ratio."""
+    return m["max_ratio"] <= GAP_TARGET and m["median_ratio"] <= GAP_TARGET
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model-path", default=None, help="checkpoint directory (default: the bundled model)")
@@ -397,8 +405,7 @@ def main() -> None:
                 f"all {len(rs)} runs: the compile outlasted the {rs[0]['outlasted']}-step decode |" + " |" * 8
             )
             continue
-        met = m["max_ratio"] <= 1.2 and m["median_ratio"] <= 1.2
-        target = "-" if mode == "blocking" else ("met" if met else "**missed**")
+        target = "-" if mode == "blocking" else ("met" if gap_target_met(m) else "**missed**")
         admission = "(in the gap)" if mode == "blocking" else f"{m['admission'] * 1e3:.0f}"
         lines.append(
             f"| {kind} | {compile_in} | {mode} | {m['compile']:.2f} | {m['gaps']:.0f} | "
@@ -429,7 +436,8 @@ def main() -> None:
                     f"- {kind}, stage s5 with the fsm backend ({what}): longest gap {d5['during_max'] * 1e3:.0f} ms "
                     f"(control {d5['normal_max'] * 1e3:.0f} ms): max during / max normal **{d5['max_ratio']:.2f}x**, "
                     f"median during / median normal **{d5['median_ratio']:.2f}x** "
-                    f"({'met' if d5['max_ratio'] <= 1.2 else 'missed'}: target <= 1.2x). Each run, max / median: "
+                    f"({'met' if gap_target_met(d5) else 'missed'}: target both <= {GAP_TARGET}x). "
+                    "Each run, max / median: "
                     + ", ".join(
                         f"{r['max_ratio']:.2f}x / {r['median_ratio']:.2f}x" for r in done[kind, name, "nonblocking"]
                     )
