@@ -46,7 +46,12 @@ QUIET = settings(
 
 
 def engine(stage: str = S7, **options) -> sgl.Engine:
-    """An engine whose grammars are compiled already, so every arrival is step-exact."""
+    """An engine whose grammars are compiled already, so every arrival is step-exact. Its
+    grammar budget is a minute a step: the default 4 ms is wall-clock, and on a loaded machine
+    a row that ran past it made its request sit out a step in one engine of a pair and not in
+    the other (an abort then cut them at different tokens: the full suite beside a training
+    run, 2026-12-05)."""
+    options.setdefault("grammar_step_seconds", 60.0)
     eng = sgl.Engine(stage=stage, **options)
     for r in REGEXES:
         eng.generate("x", {"regex": r, "max_new_tokens": 1})
