@@ -319,11 +319,7 @@ HELD_OUT_COMPOUND_SURNAMES = ["端木", "皇甫", "慕容", "令狐", "公孙", 
 CV_CONSONANTS = "bcdfghjklmnpqrstvwxz"
 CV_VOWELS = "aeiou"
 _LONG_CV = re.compile(f"(?:[{CV_CONSONANTS}][{CV_VOWELS}]){{4,}}")
-# The held-out tail_repeat is a held-out *inventory* of a trained shape since stage 50: a plain
-# consonant-vowel-coda piece of the CV letters written twice at the end ("Brudeldel"). Training
-# names end in repeated pieces of other shapes ("Zolbraibrai", "Kebrelbrel"); before stage 50 the
-# whole shape was held out and twenty stages still looped on it (training/MODEL_CARD.md).
-_TAIL_REPEAT = re.compile(rf"[a-z]*?([{CV_CONSONANTS}][{CV_VOWELS}][lnrmsdt])\1")
+_TAIL_REPEAT = re.compile(r"[a-z]*?([a-z]{3,})\1")
 _HAN = re.compile(r"[\u4e00-\u9fff]")
 
 
@@ -369,12 +365,13 @@ def _random_letters(rng: random.Random) -> str:
 
 
 def _repeated(rng: random.Random) -> str:
-    """A part with a repeated piece: "kaka", "lolomar", "zelzelan", "mivalulu", "zolbraibrai"
-    (the caller redraws a part with a held-out signature, such as tail_repeat's plain
-    consonant-vowel-coda piece repeated at the end)."""
+    """A part with a repeated piece: "kaka", "lolomar", "zelzelan", "mivalulu" (a piece of
+    3+ letters is never repeated at the very end: that is the held-out tail_repeat)."""
     piece = rng.choice(ONSETS) + rng.choice(VOWELS) + rng.choice(CODAS)
     times = rng.choice([2, 2, 2, 3])
     where = rng.choice(["alone", "start", "middle", "end"])
+    if len(piece) > 2 and where in ("alone", "end"):
+        where = "start"
     head = _syllable_word(rng, 1) if where in ("middle", "end") else ""
     tail = _syllable_word(rng, rng.randint(1, 2)) if where in ("start", "middle") else ""
     if tail and len(piece) > 2 and rng.random() < 0.5:

@@ -338,9 +338,7 @@ def test_held_out_sets_are_byte_identical_to_before_issue_33():
     ]
     # (the tool set skips held-out requests that the training corpus happens to hold, such as
     # "What is 4 + 3?": a change to the mix can move one in or out; this mix moves none)
-    # stage 32: 16加8等于多少？ drawn into training; stage 50 (training names end in repeated
-    # pieces): one play_song call drawn into training, a conversation needing no tool in its place
-    assert digests == ["520178ec41f95835", "12f93aad229760e0"]
+    assert digests == ["520178ec41f95835", "d827139d11b686d3"]  # stage 32: 16加8等于多少？ drawn into training
 
 
 def test_held_out_tool_requests_are_not_trained(train):
@@ -434,8 +432,8 @@ def test_copy_drills_emit_nearly_every_letter_token(decoded_vocab):
 
 def test_rare_tokens_are_never_in_the_sampled_answers_and_drills_emit_them_more(decoded_vocab):
     """Issue 33, stage 12: rare_letter_tokens are letter tokens that no answer of the sample
-    holds (brute force over the answers' text), and the drills emit them as often as the
-    other letter tokens at least (stage 11's drills emitted `Book` 10 times in a 40,000-drill epoch)."""
+    holds (brute force over the answers' text), and the drills emit them more often than the
+    other letter tokens (stage 11's drills emitted `Book` 10 times in a 40,000-drill epoch)."""
     tok, vocab = decoded_vocab
     latin, han = make_corpus.vocab_letter_tokens()
     rare_latin, rare_han = make_corpus.rare_letter_tokens()
@@ -452,9 +450,7 @@ def test_rare_tokens_are_never_in_the_sampled_answers_and_drills_emit_them_more(
             counts[i] = counts.get(i, 0) + 1
     rare = sorted(counts.get(vocab[t], 0) for t in rare_latin + rare_han)
     other = sorted(counts.get(vocab[t], 0) for t in set(latin + han) - set(rare_latin + rare_han))
-    # (stage 50's names end in repeated pieces, which spend more picks on common letter
-    # tokens: the medians went 17 > 16 to 16 = 16; stage 11 emitted `Book` 10 times in 40,000)
-    assert rare[len(rare) // 2] >= max(other[len(other) // 2], 10)
+    assert rare[len(rare) // 2] > other[len(other) // 2]
 
 
 @settings(max_examples=100, deadline=None)
