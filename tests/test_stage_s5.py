@@ -368,6 +368,26 @@ def test_an_expensive_grammar_sits_out_while_others_decode_and_its_output_is_unc
     assert re.fullmatch(EXPENSIVE, slow.output_text) or slow.finished_reason["type"] == "length", slow.output_text
 
 
+@pytest.mark.parametrize("stage", ["s5", "s6", "s7"])
+def test_a_match_complete_at_the_length_limit_says_stop_whatever_the_budget(stage):
+    """A match that ends exactly at max_new_tokens finishes "stop": whether it is complete is
+    known once its last state's row is made, and with a 10 us step budget that row was left
+    for a next step that never came, so the same answer said "length" (a client reads that as
+    a cut answer). At the limit the row is made whatever the budget."""
+    regex = "(ab|cd)(ef|gh)(ij|kl)(mn|op)"
+    reasons = {}
+    for budget in (60.0, 1e-5):
+        with sgl.Engine(stage=stage, grammar_step_seconds=budget) as eng:
+            free = eng.generate("x", {"regex": regex, "max_new_tokens": 30, "temperature": 0})
+            assert free["meta_info"]["finish_reason"]["type"] == "stop"
+            n = free["meta_info"]["completion_tokens"]
+        with sgl.Engine(stage=stage, grammar_step_seconds=budget) as eng:  # a fresh automaton: no row made
+            out = eng.generate("x", {"regex": regex, "max_new_tokens": n, "temperature": 0})
+        assert out["text"] == free["text"] and re.fullmatch(regex, out["text"])
+        reasons[budget] = out["meta_info"]["finish_reason"]["type"]
+    assert reasons == {60.0: "stop", 1e-5: "stop"}, reasons
+
+
 def test_a_grammar_that_needs_more_work_than_max_grammar_seconds_is_aborted_naming_it():
     engine = sgl.Engine(stage="s5", grammar_step_seconds=1e-5, max_grammar_seconds=1e-4)
     try:

@@ -539,8 +539,11 @@ class BackendStage(Stage):
         # library's matcher has none to make; a lazy state visited before) costs nothing to
         # read, whatever is left of the budget: at the length limit, reading it or not chose
         # between "stop" and "length" for the same request (by the load, and s7's mask chains
-        # spend the step's budget: s7 said "length" where s6 said "stop").
-        if (not g.needs_work() or self.work.ready(req)) and g.is_terminated():
+        # spend the step's budget: s7 said "length" where s6 said "stop"). At the length limit
+        # the row is made whatever the budget: this is the request's last token, and a client
+        # reads "length" as a cut answer (with a 10 us budget a complete match said "length").
+        at_limit = len(req.output_ids) >= req.sampling_params.max_new_tokens
+        if (not g.needs_work() or at_limit or self.work.ready(req)) and g.is_terminated():
             req.finish("stop", matched=token_id if token_id == self.ctx.tokenizer.eos_token_id else None)
 
     def cancel_if_unwanted(self, future: Future[BaseGrammarObject]) -> None:
