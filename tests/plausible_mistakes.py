@@ -1024,4 +1024,12 @@ MUTATIONS = [
         ")\n"
         "return out.copy_(torch.where(packed >= 2**31, packed - 2**32, packed))",
     ),
+    # Student 345's second round (2026-12-05, afternoon): wrong solutions of s3-s5 that passed,
+    # each with the test that catches it now.
+    (
+        "task3_1",
+        "the compile submitted with the regex for its key (a timed-out compile is never dropped: cached for good)",
+        "self.pool.submit(self._compile, key, regex, entry)",
+        "self.pool.submit(self._compile, regex, regex, entry)",
+    ),
 ]

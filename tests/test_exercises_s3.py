@@ -16,6 +16,7 @@ from unittest import mock
 import pytest
 import torch
 
+from minisglang.constrained.compile_service import CompileTimeout
 from minisglang.constrained.regex_dfa import ByteDFA, compile_regex
 from minisglang.constrained.token_fsm import ConstraintError
 from minisglang.constrained.token_index import build_index_reference
@@ -310,6 +311,36 @@ def test_a_hit_on_a_running_compile_makes_it_the_most_recent():
         )
     finally:
         opened.set()
+        cache.shutdown()
+
+
+@pytest.mark.task3_1
+def test_a_timed_out_compile_is_dropped_and_the_next_lookup_compiles_again():
+    """A compile that timed out may have met a loaded machine, not a bad regex: `_compile`
+    drops its entry, found under the key it was given, so the next lookup starts a new
+    compile. Submit `self._compile(key, regex, entry)` with the entry's own key: given
+    another (the regex), the timeout stays cached and every later request fails at once."""
+    calls: list[str] = []
+
+    def compile_index(regex):
+        calls.append(regex)
+        if len(calls) == 1:
+            raise CompileTimeout(f"compiling regex {regex!r} took longer than 1 s")
+        return regex
+
+    cache = FSMCache(compile_index, lambda regex, index: ("fsm", index), "fp")
+    try:
+        first = cache.init_fsm_in_background("a+")
+        assert first.event.wait(5) and first.error is not None, "test premise: the first compile times out"
+        second = cache.init_fsm_in_background("a+")
+        assert second.event.wait(5), "test premise: the second compile finishes at once"
+        assert second is not first and second.value == ("fsm", "a+") and calls == ["a+", "a+"], (
+            f"the first compile of 'a+' timed out, so _compile dropped its entry: the next lookup must start a "
+            f"new compile and get its FSM; got {'the timed-out entry again' if second is first else 'a new entry'} "
+            f"(error {second.error!r}), compiles {calls} (submit self._compile(key, regex, entry) with the key "
+            f"the entry is stored under, self.key(regex))"
+        )
+    finally:
         cache.shutdown()
 
 
