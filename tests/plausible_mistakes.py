@@ -1032,4 +1032,10 @@ MUTATIONS = [
         "self.pool.submit(self._compile, key, regex, entry)",
         "self.pool.submit(self._compile, regex, regex, entry)",
     ),
+    (
+        "task3_2",
+        "no timeout read as a default of 30 s (the page: None waits as long as the compile takes)",
+        "if not entry.event.wait(timeout):",
+        "if not entry.event.wait(30.0 if timeout is None else timeout):",
+    ),
 ]

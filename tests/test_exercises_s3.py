@@ -596,6 +596,23 @@ def test_get_fsm_waits_a_timeout_of_less_than_a_second():
 
 
 @pytest.mark.task3_2
+def test_get_fsm_without_a_timeout_waits_as_long_as_the_compile_takes():
+    """`timeout=None` is no limit: a compile that needs an hour (a simulated clock: the test
+    does not wait) is waited for and returned, never cut at a default of the solution's own."""
+    cache = finished_entry_seen_late("a+b", at=3600.0)
+    try:
+        got = cache.get_fsm("a+b")
+    except ConstraintError as error:
+        pytest.fail(
+            f"get_fsm('a+b') (timeout None: no limit) on a compile that takes an hour must wait and return its "
+            f"FSM: pass the timeout to the event's wait as it is, None included; it raised ConstraintError: {error}"
+        )
+    finally:
+        cache.shutdown()
+    assert got == ("fsm", "a+b"), f"get_fsm('a+b') must return the entry's value ('fsm', 'a+b'); got {got!r}"
+
+
+@pytest.mark.task3_2
 def test_the_timeout_message_names_the_timeout_as_the_caller_gave_it():
     """`{timeout}` as the page writes it: a timeout of 1.0 reads "1.0 s", not "1 s" (`:g`)
     (a compile that needs 10 s on a simulated clock: the test does not wait)."""
