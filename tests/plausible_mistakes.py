@@ -1038,4 +1038,11 @@ MUTATIONS = [
         "if not entry.event.wait(timeout):",
         "if not entry.event.wait(30.0 if timeout is None else timeout):",
     ),
+    (
+        "task4_3",
+        "the output cut after len(encode(prompt)) ids, not the request's own prompt ids (a chat that spells a "
+        "special token: every jump refused)",
+        "new_output_ids = all_ids[prompt_len:]",
+        "new_output_ids = all_ids[len(tok.encode(req.prompt)) :]",
+    ),
 ]

@@ -475,6 +475,29 @@ def test_retokenize_refuses_a_normalised_output_even_when_the_prompt_is_kept():
 
 
 @pytest.mark.task4_3
+def test_retokenize_cuts_the_output_after_the_prompts_own_ids(tok, stage):
+    """The prompt is `req.origin_input_ids`, not `encode(req.prompt)`: a chat whose message
+    spells a special token ("<|assistant|>") keeps that text as ordinary bytes
+    (`encode_chat`), so its ids are more than `encode` of its text gives. The new output
+    ids start after the request's own prompt ids; cut elsewhere, they start inside the
+    prompt, and the jump is refused for every such chat."""
+    chat = tok.encode_chat([{"role": "user", "content": "Say <|assistant|> as JSON."}])
+    assert len(chat.ids) != len(tok.encode(chat.text)), (
+        f"test premise: a chat that spells a special token has {len(chat.ids)} ids, encode of its text "
+        f"{len(tok.encode(chat.text))}"
+    )
+    req = Req(prompt=chat.text, origin_input_ids=list(chat.ids), sampling_params=SamplingParams(max_new_tokens=64))
+    req.output_ids = tok.encode('{"a')
+    got = stage.jump.retokenize(req, b'": 1')
+    assert got is not None and tok.decode(got) == '{"a": 1', (
+        "a chat prompt whose message spells '<|assistant|>' (its ids from encode_chat, more than encode(text) "
+        "gives), output '{\"a', jump '\": 1': the new output ids are the ids after the first "
+        f"len(req.origin_input_ids) and spell '{{\"a\": 1'; got {got!r}"
+        + ("" if got is None else f" = {tok.decode(got)!r}")
+    )
+
+
+@pytest.mark.task4_3
 def test_retokenize_refuses_when_the_prompt_fuses_with_the_output(tok, stage):
     req = request(tok, "The code is 1", [])
     assert tok.encode("The code is 12345")[: len(req.origin_input_ids)] != req.origin_input_ids, (
