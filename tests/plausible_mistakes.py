@@ -1045,4 +1045,16 @@ MUTATIONS = [
         "new_output_ids = all_ids[prompt_len:]",
         "new_output_ids = all_ids[len(tok.encode(req.prompt)) :]",
     ),
+    (
+        "task5_1",
+        "completeness asks for the state's token list before is_final (every step lists a JSON string's vocabulary)",
+        "self.terminated = self.fsm.is_complete(nxt)  # accepting, and only EOS can follow",
+        "self.terminated = index.allowed_token_ids(nxt) == [index.eos_token_id] and index.is_final(nxt)",
+    ),
+    (
+        "task5_1",
+        "completeness read off the token list alone (right, but every state's tokens listed at every step)",
+        "self.terminated = self.fsm.is_complete(nxt)  # accepting, and only EOS can follow",
+        "self.terminated = index.allowed_token_ids(nxt) == [index.eos_token_id]",
+    ),
 ]

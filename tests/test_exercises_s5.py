@@ -26,6 +26,7 @@ import itertools
 import json
 import re
 import threading
+from unittest import mock
 
 import jsonschema
 import pytest
@@ -286,6 +287,31 @@ def test_a_row_is_written_whatever_the_buffer_held(synthetic_backend):
     g.rollback(1)
     g.fill_vocab_mask(mask, 0)  # the start state's, into the same buffer
     assert torch.equal(unpack_bits(mask, VOCAB_SIZE)[0], fresh[0])
+
+
+@pytest.mark.task5_1
+def test_accept_token_lists_no_tokens_of_a_state_that_is_not_final(synthetic_backend):
+    """Whether the match is complete asks `is_final` first (the page's hint): listing a
+    state's allowed tokens costs as much as the state allows (inside a JSON string, most of
+    the vocabulary, sorted, at every step), and a state that does not accept cannot be
+    complete. After `y` of `(yes|no)` the state does not accept: its tokens are never listed."""
+    g = start(synthetic_backend, "(yes|no)")
+    index = g.fsm.index
+    y = next(t for t in sorted(oracle_allowed("(yes|no)", b"")) if VOCAB[t] == b"y")
+    listed: list[int] = []
+    real = index.allowed_token_ids
+
+    def listing(state):
+        listed.append(state)
+        return real(state)
+
+    with mock.patch.object(index, "allowed_token_ids", listing):
+        g.accept_token(y)
+    assert not index.is_final(g.state), "test premise: after 'y' of (yes|no) the state does not accept"
+    assert g.state not in listed, (
+        f"accept_token('y') listed the allowed tokens of state {g.state}, which does not accept: ask "
+        f"index.is_final(state) first and list the tokens only of an accepting state (or use self.fsm.is_complete)"
+    )
 
 
 @pytest.mark.task5_1
