@@ -1033,6 +1033,18 @@ MUTATIONS = [
         "self.pool.submit(self._compile, regex, regex, entry)",
     ),
     (
+        "task3_1",
+        "the key of the stripped regex (`ab ` served the FSM of `ab`)",
+        "key = self.key(regex)",
+        "key = self.key(regex.strip())",
+    ),
+    (
+        "task3_1",
+        "the key of the lowercased regex (`AB` served the FSM of `ab`)",
+        "key = self.key(regex)",
+        "key = self.key(regex.lower())",
+    ),
+    (
         "task3_2",
         "no timeout read as a default of 30 s (the page: None waits as long as the compile takes)",
         "if not entry.event.wait(timeout):",

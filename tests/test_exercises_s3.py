@@ -344,6 +344,26 @@ def test_a_timed_out_compile_is_dropped_and_the_next_lookup_compiles_again():
         cache.shutdown()
 
 
+@pytest.mark.task3_1
+def test_regexes_that_differ_only_in_spaces_or_case_are_compiled_apart():
+    """The key is `self.key(regex)` of the regex exactly as given: a space is a character
+    of the language and `a` is not `A`. A key of a tidied regex (stripped, lowercased)
+    serves the FSM of `ab` to a request for `ab ` or `AB`, whose outputs then break it."""
+    cache, calls = counting_cache()
+    regexes = ["ab", "ab ", " ab", "AB"]
+    try:
+        entries = [cache.init_fsm_in_background(r) for r in regexes]
+        for e in entries:
+            assert e.event.wait(5), "test premise: the toy compiles finish at once"
+        got = [e.value for e in entries]
+        assert got == [("fsm", r) for r in regexes] and sorted(calls) == sorted(regexes), (
+            f"{regexes} are four languages: each needs its own compile and entry; got the values {got} and "
+            f"compiles {calls} (key each regex by self.key(regex), the regex exactly as given)"
+        )
+    finally:
+        cache.shutdown()
+
+
 class OwnedLock:
     """A lock that knows which thread holds it (threading.Lock does not say)."""
 
