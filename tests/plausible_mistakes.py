@@ -1058,6 +1058,13 @@ MUTATIONS = [
         "new_output_ids = all_ids[len(tok.encode(req.prompt)) :]",
     ),
     (
+        "task4_4",
+        "the jumper put back at its place by arrival time, not at the end (ahead of requests that came after it)",
+        "self.waiting_queue.append(req)  # re-admitted by the next prefill, with a prefix hit",
+        "at = next(\n    (i for i, r in enumerate(self.waiting_queue) if r.arrival_time > req.arrival_time),\n"
+        "    len(self.waiting_queue),\n)\nself.waiting_queue.insert(at, req)",
+    ),
+    (
         "task5_1",
         "completeness asks for the state's token list before is_final (every step lists a JSON string's vocabulary)",
         "self.terminated = self.fsm.is_complete(nxt)  # accepting, and only EOS can follow",

@@ -598,12 +598,14 @@ def test_readmit_feeds_the_new_detokenizer_new_ids_that_end_in_the_middle_of_a_c
 def test_readmit_queues_the_request_behind_those_already_waiting(tok):
     """A jumper goes to the end of the waiting queue: put first, requests that jump often
     would overtake, turn after turn, the ones that arrived before them (as in SGLang, whose
-    scheduler extends the waiting queue with the jumpers)."""
+    scheduler extends the waiting queue with the jumpers). The end, not the jumper's place by
+    arrival time: the request waiting here arrived after the jumper and still goes first."""
 
     def new_req():
         return Req(prompt=Q, origin_input_ids=tok.encode(Q), sampling_params=SamplingParams(max_new_tokens=64))
 
-    waiting, jumper = new_req(), new_req()
+    jumper, waiting = new_req(), new_req()
+    waiting.arrival_time = jumper.arrival_time + 1.0  # it arrived a second after the jumper
     jumper.output_ids = tok.encode('{"')
     jumper.detokenizer = IncrementalDetokenizer(tok)
     jumper.output_text = jumper.detokenizer.feed(jumper.output_ids)
@@ -612,7 +614,8 @@ def test_readmit_queues_the_request_behind_those_already_waiting(tok):
     Scheduler.readmit(parts, jumper, tok.encode('{"name": "'))
     order = ["the waiting request" if r is waiting else "the jumper" for r in parts.waiting_queue]
     assert parts.waiting_queue == [waiting, jumper], (
-        f"a request was already waiting: the jumper goes to the END of waiting_queue; got the order {order}"
+        f"a request was already waiting (it arrived after the jumper): the jumper goes to the END of "
+        f"waiting_queue, whatever the arrival times; got the order {order}"
     )
 
 
