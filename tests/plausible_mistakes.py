@@ -1058,6 +1058,13 @@ MUTATIONS = [
         "new_output_ids = all_ids[len(tok.encode(req.prompt)) :]",
     ),
     (
+        "task4_3",
+        "the whole of prompt + text encoded again (a chat whose message spells a special token: its text becomes "
+        "the special token, and every jump is refused)",
+        "all_ids = tok.encode_extended(req.prompt, req.origin_input_ids, new_text)  # = encode(prompt + text)",
+        "all_ids = tok.encode(req.prompt + new_text)",
+    ),
+    (
         "task4_4",
         "the jumper put back at its place by arrival time, not at the end (ahead of requests that came after it)",
         "self.waiting_queue.append(req)  # re-admitted by the next prefill, with a prefix hit",

@@ -480,7 +480,8 @@ def test_retokenize_cuts_the_output_after_the_prompts_own_ids(tok, stage):
     spells a special token ("<|assistant|>") keeps that text as ordinary bytes
     (`encode_chat`), so its ids are more than `encode` of its text gives. The new output
     ids start after the request's own prompt ids; cut elsewhere, they start inside the
-    prompt, and the jump is refused for every such chat."""
+    prompt, and the jump is refused for every such chat. So is it when prompt + text is
+    encoded whole (`tok.encode`): the message's text becomes the special token there."""
     chat = tok.encode_chat([{"role": "user", "content": "Say <|assistant|> as JSON."}])
     assert len(chat.ids) != len(tok.encode(chat.text)), (
         f"test premise: a chat that spells a special token has {len(chat.ids)} ids, encode of its text "
