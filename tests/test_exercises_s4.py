@@ -359,7 +359,8 @@ class GreedyTokenizer:
         return self.encode(text + more)  # no special tokens: everything is re-encoded
 
     def decode_bytes(self, ids: list[int]) -> bytes:
-        return b"".join(self.token_bytes[i] for i in ids)
+        # As Tokenizer.decode_bytes: a special token (its token_bytes entry None) gives nothing.
+        return b"".join(self.token_bytes[i] or b"" for i in ids)
 
     def decode(self, ids: list[int]) -> str:
         return self.decode_bytes(ids).decode("utf-8", errors="replace")
