@@ -1045,6 +1045,12 @@ MUTATIONS = [
         "key = self.key(regex.lower())",
     ),
     (
+        "task3_3",
+        "the kind guessed from the request's fields (regex, else json_schema: an ebnf request's timeout misnamed)",
+        "{req.sampling_params.constraint()[0]}",
+        "{'regex' if req.sampling_params.regex is not None else 'json_schema'}",
+    ),
+    (
         "task3_2",
         "no timeout read as a default of 30 s (the page: None waits as long as the compile takes)",
         "if not entry.event.wait(timeout):",

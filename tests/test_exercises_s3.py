@@ -829,6 +829,33 @@ def test_poll_uses_only_is_done_and_take_and_names_the_constraint_kind():
 
 
 @pytest.mark.task3_3
+def test_a_timeout_names_every_kind_of_constraint_as_constraint_gives_it():
+    """The kind is `req.sampling_params.constraint()[0]`, whichever of the four it is: a
+    guess from the request's fields ("regex if it has one, else json_schema") names an
+    ebnf or structural_tag request's grammar wrongly."""
+    texts = {
+        "regex": "a+",
+        "json_schema": '{"type": "integer"}',
+        "ebnf": 'root ::= "a"',
+        "structural_tag": '{"structures": [], "triggers": []}',
+    }
+    queue = GrammarQueue(timeout=1.0, is_done=lambda h: h.done, take=lambda req, h: None, max_pending=8)
+    reqs = {
+        kind: Req(prompt="p", origin_input_ids=[0], sampling_params=SamplingParams(**{kind: text}))
+        for kind, text in texts.items()
+    }
+    for req in reqs.values():
+        queue.wait_for(req, FakeHandle(False, "never"))
+        queue.pending[req.rid].since -= 60
+    queue.poll_grammar_queue(list(reqs.values()))
+    got = {kind: (req.finished_reason or {}).get("message") for kind, req in reqs.items()}
+    want = {kind: f"compiling the {kind} took longer than 1.0 s" for kind in texts}
+    assert got == want, (
+        f"one request of each kind, each past the 1.0 s timeout: expected the messages {want}; got {got}"
+    )
+
+
+@pytest.mark.task3_3
 def test_poll_releases_a_constrained_request_that_is_not_pending_at_once():
     """Not in `pending` means ready, whatever the request's constraint: s3's blocking mode
     compiles at arrival and s5 gives a grammar found in its cache at arrival, so such a
