@@ -1089,4 +1089,10 @@ MUTATIONS = [
         "self.terminated = self.fsm.is_complete(nxt)  # accepting, and only EOS can follow",
         "self.terminated = index.allowed_token_ids(nxt) == [index.eos_token_id]",
     ),
+    (
+        "task5_1",
+        "the row written from idx to the end of the mask (vocab_mask[idx:]: the later rows overwritten)",
+        "vocab_mask[idx] = self.fsm.state_row[self.state]",
+        "vocab_mask[idx:] = self.fsm.state_row[self.state]",
+    ),
 ]
