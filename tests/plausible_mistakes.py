@@ -1095,4 +1095,10 @@ MUTATIONS = [
         "vocab_mask[idx] = self.fsm.state_row[self.state]",
         "vocab_mask[idx:] = self.fsm.state_row[self.state]",
     ),
+    (
+        "task4_1",
+        "only ASCII characters jump (a forced 程 after 编 is not an edge)",
+        "if not char_class.negated and len(char_class.chars) == 1:",
+        "if not char_class.negated and len(char_class.chars) == 1 and ord(next(iter(char_class.chars))) < 128:",
+    ),
 ]
