@@ -1101,4 +1101,10 @@ MUTATIONS = [
         "if not char_class.negated and len(char_class.chars) == 1:",
         "if not char_class.negated and len(char_class.chars) == 1 and ord(next(iter(char_class.chars))) < 128:",
     ),
+    (
+        "task4_2",
+        "None unless a whole character was appended (the forced rest of a half-written character dropped)",
+        "return (bytes(out), state) if out else None",
+        "return (bytes(out), state) if seen else None",
+    ),
 ]
