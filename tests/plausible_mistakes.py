@@ -1107,4 +1107,10 @@ MUTATIONS = [
         "return (bytes(out), state) if out else None",
         "return (bytes(out), state) if seen else None",
     ),
+    (
+        "task5_2",
+        "a prefix element optional from the one before min_items (minItems 2 of a 2-element prefix: [8] accepted)",
+        "return more if i < min_items else _repeat(more, 0, 1)",
+        "return more if i + 1 < min_items else _repeat(more, 0, 1)",
+    ),
 ]

@@ -537,6 +537,14 @@ def array_family(draw, depth: int = 1):
 @pytest.mark.task5_2
 @settings(max_examples=25, deadline=None)
 @given(array_family())
+# minItems equal to the prefix's length (the grid has none): its last element is required too.
+@example(
+    schema={
+        "type": "array",
+        "prefixItems": [{"type": "integer", "minimum": 0, "maximum": 20}] * 2,
+        "minItems": 2,
+    }
+)
 def test_every_string_the_automaton_accepts_is_a_valid_array(schema):
     try:
         build_regex_from_schema(schema)
