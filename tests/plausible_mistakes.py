@@ -1071,6 +1071,12 @@ MUTATIONS = [
         "all_ids = tok.encode(req.prompt + new_text)",
     ),
     (
+        "task4_3",
+        "a jump refused when the new output has fewer ids than the old (letters re-encoded as one word)",
+        "return new_output_ids",
+        "if len(new_output_ids) < len(req.output_ids):\n    return None\nreturn new_output_ids",
+    ),
+    (
         "task4_4",
         "the jumper put back at its place by arrival time, not at the end (ahead of requests that came after it)",
         "self.waiting_queue.append(req)  # re-admitted by the next prefill, with a prefix hit",

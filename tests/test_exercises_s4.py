@@ -502,6 +502,23 @@ def test_retokenize_cuts_the_output_after_the_prompts_own_ids(tok, stage):
 
 
 @pytest.mark.task4_3
+def test_retokenize_may_give_fewer_ids_than_the_output_had(tok, stage):
+    """The model may have written a word a letter at a time; re-encoded with the jump it
+    is one token: the new output is shorter than the old, and that is no reason to refuse
+    (the page's refusals: not UTF-8, the prompt changed, the bytes changed, max_new_tokens)."""
+    req = request(tok, PROMPTS[0], list("Paris"))
+    want = tok.encode(PROMPTS[0] + 'Paris"')[len(req.origin_input_ids) :]
+    assert len(want) < len(req.output_ids), (
+        f"test premise: 'Paris\"' encodes in fewer tokens ({len(want)}) than the five letters written one by one"
+    )
+    got = stage.jump.retokenize(req, b'"')
+    assert got == want, (
+        f"output 'Paris' as five one-letter tokens, jump '\"': the new output is the tokenizer's own "
+        f"{[tok.decode([t]) for t in want]} ({want}), fewer ids than before; got {got!r}"
+    )
+
+
+@pytest.mark.task4_3
 def test_retokenize_refuses_when_the_prompt_fuses_with_the_output(tok, stage):
     req = request(tok, "The code is 1", [])
     assert tok.encode("The code is 12345")[: len(req.origin_input_ids)] != req.origin_input_ids, (
