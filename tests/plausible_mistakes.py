@@ -1114,6 +1114,15 @@ MUTATIONS = [
         "return (bytes(out), state) if seen else None",
     ),
     (
+        "task4_2",
+        "the byte walk stops short of a character state that does not jump (程's last byte left to the model)",
+        "while state >= self.num_char_states and state in self.byte_edges:\n    byte, state = self.byte_edges[state]\n"
+        "    out.append(byte)\n",
+        "while state >= self.num_char_states and state in self.byte_edges:\n    byte, nxt = self.byte_edges[state]\n"
+        "    if nxt < self.num_char_states and nxt not in self.char_edges:\n        break\n    state = nxt\n"
+        "    out.append(byte)\n",
+    ),
+    (
         "task5_2",
         "a prefix element optional from the one before min_items (minItems 2 of a 2-element prefix: [8] accepted)",
         "return more if i < min_items else _repeat(more, 0, 1)",

@@ -124,6 +124,7 @@ def test_char_edges_are_the_states_where_every_accepted_string_goes_on_alike(par
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.sampled_from(sorted(FINITE)), min_size=1, max_size=5))
 @example(parts=["(中|丰)"])  # after the shared first byte: a jump of bytes alone, no whole character
+@example(parts=["(编程|摄影)"])  # after 编 and the first byte of 程: its last two bytes, then a choice
 def test_jump_is_the_longest_common_continuation_of_every_accepted_string(parts):
     """Task 4_2 alone: the map it walks is built here by brute force, not by task 4_1."""
     regex = "".join(parts)
