@@ -1077,6 +1077,19 @@ MUTATIONS = [
         "if len(new_output_ids) < len(req.output_ids):\n    return None\nreturn new_output_ids",
     ),
     (
+        "task4_3",
+        "a jump refused while the output is empty (nothing to re-encode: the schema's opening text never jumps)",
+        "tok = self.tokenizer\n",
+        "tok = self.tokenizer\nif not req.output_ids:\n    return None\n",
+    ),
+    (
+        "task4_3",
+        "a jump refused when it rewrites the model's own tokens (the page keeps the tokenizer's spelling)",
+        "return new_output_ids",
+        "if new_output_ids[: max(len(req.output_ids) - 1, 0)] != req.output_ids[:-1]:\n    return None\n"
+        "return new_output_ids",
+    ),
+    (
         "task4_4",
         "the jumper put back at its place by arrival time, not at the end (ahead of requests that came after it)",
         "self.waiting_queue.append(req)  # re-admitted by the next prefill, with a prefix hit",

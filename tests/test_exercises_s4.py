@@ -277,6 +277,8 @@ JUMPS = ['", "age": ', '": "', "2345-", "中文", ", ", "}"]
 @given(
     st.sampled_from(PROMPTS), st.lists(st.sampled_from(PIECES), max_size=6), st.sampled_from(JUMPS), st.integers(1, 30)
 )
+# A jump before the model wrote anything (a JSON schema's opening text) is re-encoded too.
+@example(prompt=PROMPTS[0], pieces=[], jump='", "age": ', max_new=30)
 def test_retokenize_is_the_tokenizers_own_encoding_or_a_refusal(tok, stage, prompt, pieces, jump, max_new):
     req = request(tok, prompt, pieces, max_new)
     got = stage.jump.retokenize(req, jump.encode())
