@@ -1057,6 +1057,12 @@ MUTATIONS = [
         "if not entry.event.wait(30.0 if timeout is None else timeout):",
     ),
     (
+        "task3_2",
+        "the timeout waited twice (a compile done between 1 and 2 timeouts is returned, not a timeout)",
+        "if not entry.event.wait(timeout):",
+        "entry.event.wait(timeout)\nif not entry.event.wait(timeout):",
+    ),
+    (
         "task4_3",
         "the output cut after len(encode(prompt)) ids, not the request's own prompt ids (a chat that spells a "
         "special token: every jump refused)",

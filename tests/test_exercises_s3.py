@@ -616,6 +616,22 @@ def test_get_fsm_waits_a_timeout_of_less_than_a_second():
 
 
 @pytest.mark.task3_2
+def test_get_fsm_waits_the_timeout_once_not_more():
+    """The timeout bounds the whole wait: a compile that finishes 1.5 s in, with a timeout
+    of 1.0 s, has timed out (a simulated clock). A second wait after the first (or a loop
+    that waits the timeout again) would return its FSM instead."""
+    cache = finished_entry_seen_late("a+b", at=1.5)
+    try:
+        raises_constraint_error(
+            lambda: cache.get_fsm("a+b", timeout=1.0),
+            "get_fsm('a+b', timeout=1.0) on a compile that finishes after 1.5 s must raise ConstraintError (the "
+            "timeout is the whole wait: one event.wait(timeout))",
+        )
+    finally:
+        cache.shutdown()
+
+
+@pytest.mark.task3_2
 def test_get_fsm_without_a_timeout_waits_as_long_as_the_compile_takes():
     """`timeout=None` is no limit: a compile that needs an hour (a simulated clock: the test
     does not wait) is waited for and returned, never cut at a default of the solution's own."""
