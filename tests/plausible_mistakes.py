@@ -1051,6 +1051,15 @@ MUTATIONS = [
         "{'regex' if req.sampling_params.regex is not None else 'json_schema'}",
     ),
     (
+        "task3_3",
+        "one take per compile, its grammar handed to every request of that compile (they advance one state)",
+        "if self.is_done(waiting.handle):\n        self.take(req, waiting.handle)\n",
+        'if self.is_done(waiting.handle):\n        grammars = self.__dict__.setdefault("_taken", {})\n'
+        "        if id(waiting.handle) not in grammars:\n            self.take(req, waiting.handle)\n"
+        "            grammars[id(waiting.handle)] = req.grammar\n        else:\n"
+        "            req.grammar = grammars[id(waiting.handle)]\n",
+    ),
+    (
         "task3_2",
         "no timeout read as a default of 30 s (the page: None waits as long as the compile takes)",
         "if not entry.event.wait(timeout):",

@@ -845,6 +845,35 @@ def test_poll_uses_only_is_done_and_take_and_names_the_constraint_kind():
 
 
 @pytest.mark.task3_3
+def test_each_request_of_one_compile_gets_its_own_grammar_through_take():
+    """Requests that wait on one compile share its FSM, never a grammar: `take(req, handle)`
+    once per request gives each its own state to advance. A grammar taken once and handed
+    to the others (or kept for a later request on the same handle) moves them all together."""
+    taken = []
+
+    def take(req, handle):
+        taken.append(req)
+        req.grammar = object()  # a fresh state of the request's own
+
+    queue = GrammarQueue(timeout=1.0, is_done=lambda h: h.done, take=take, max_pending=8)
+    handle = FakeHandle(True, "one compile")
+    first, second = (Req(prompt="p", origin_input_ids=[0], sampling_params=SamplingParams(regex="a+")) for _ in "12")
+    later = Req(prompt="p", origin_input_ids=[0], sampling_params=SamplingParams(regex="a+"))
+    names = {id(first): "first", id(second): "second", id(later): "later"}
+    queue.wait_for(first, handle)
+    queue.wait_for(second, handle)
+    queue.poll_grammar_queue([first, second])
+    queue.wait_for(later, handle)  # the same compile, found in the cache later
+    queue.poll_grammar_queue([later])
+    assert taken == [first, second, later], (
+        f"three requests on one finished compile (two in one poll, one in the next): take(req, handle) once for "
+        f"each, in order; take was called for {labels(taken, names)}"
+    )
+    grammars = {id(first.grammar), id(second.grammar), id(later.grammar)}
+    assert len(grammars) == 3, "each request needs a grammar of its own (from its own take), not a shared one"
+
+
+@pytest.mark.task3_3
 def test_a_timeout_names_every_kind_of_constraint_as_constraint_gives_it():
     """The kind is `req.sampling_params.constraint()[0]`, whichever of the four it is: a
     guess from the request's fields ("regex if it has one, else json_schema") names an
