@@ -1024,4 +1024,136 @@ MUTATIONS = [
         ")\n"
         "return out.copy_(torch.where(packed >= 2**31, packed - 2**32, packed))",
     ),
+    # Student 345's second round (2026-12-05, afternoon): wrong solutions of s3-s5 that passed,
+    # each with the test that catches it now.
+    (
+        "task3_1",
+        "the compile submitted with the regex for its key (a timed-out compile is never dropped: cached for good)",
+        "self.pool.submit(self._compile, key, regex, entry)",
+        "self.pool.submit(self._compile, regex, regex, entry)",
+    ),
+    (
+        "task3_1",
+        "the key of the stripped regex (`ab ` served the FSM of `ab`)",
+        "key = self.key(regex)",
+        "key = self.key(regex.strip())",
+    ),
+    (
+        "task3_1",
+        "the key of the lowercased regex (`AB` served the FSM of `ab`)",
+        "key = self.key(regex)",
+        "key = self.key(regex.lower())",
+    ),
+    (
+        "task3_3",
+        "the kind guessed from the request's fields (regex, else json_schema: an ebnf request's timeout misnamed)",
+        "{req.sampling_params.constraint()[0]}",
+        "{'regex' if req.sampling_params.regex is not None else 'json_schema'}",
+    ),
+    (
+        "task3_3",
+        "one take per compile, its grammar handed to every request of that compile (they advance one state)",
+        "if self.is_done(waiting.handle):\n        self.take(req, waiting.handle)\n",
+        'if self.is_done(waiting.handle):\n        grammars = self.__dict__.setdefault("_taken", {})\n'
+        "        if id(waiting.handle) not in grammars:\n            self.take(req, waiting.handle)\n"
+        "            grammars[id(waiting.handle)] = req.grammar\n        else:\n"
+        "            req.grammar = grammars[id(waiting.handle)]\n",
+    ),
+    (
+        "task3_2",
+        "no timeout read as a default of 30 s (the page: None waits as long as the compile takes)",
+        "if not entry.event.wait(timeout):",
+        "if not entry.event.wait(30.0 if timeout is None else timeout):",
+    ),
+    (
+        "task3_2",
+        "the timeout waited twice (a compile done between 1 and 2 timeouts is returned, not a timeout)",
+        "if not entry.event.wait(timeout):",
+        "entry.event.wait(timeout)\nif not entry.event.wait(timeout):",
+    ),
+    (
+        "task4_3",
+        "the output cut after len(encode(prompt)) ids, not the request's own prompt ids (a chat that spells a "
+        "special token: every jump refused)",
+        "new_output_ids = all_ids[prompt_len:]",
+        "new_output_ids = all_ids[len(tok.encode(req.prompt)) :]",
+    ),
+    (
+        "task4_3",
+        "the whole of prompt + text encoded again (a chat whose message spells a special token: its text becomes "
+        "the special token, and every jump is refused)",
+        "all_ids = tok.encode_extended(req.prompt, req.origin_input_ids, new_text)  # = encode(prompt + text)",
+        "all_ids = tok.encode(req.prompt + new_text)",
+    ),
+    (
+        "task4_3",
+        "a jump refused when the new output has fewer ids than the old (letters re-encoded as one word)",
+        "return new_output_ids",
+        "if len(new_output_ids) < len(req.output_ids):\n    return None\nreturn new_output_ids",
+    ),
+    (
+        "task4_3",
+        "a jump refused while the output is empty (nothing to re-encode: the schema's opening text never jumps)",
+        "tok = self.tokenizer\n",
+        "tok = self.tokenizer\nif not req.output_ids:\n    return None\n",
+    ),
+    (
+        "task4_3",
+        "a jump refused when it rewrites the model's own tokens (the page keeps the tokenizer's spelling)",
+        "return new_output_ids",
+        "if new_output_ids[: max(len(req.output_ids) - 1, 0)] != req.output_ids[:-1]:\n    return None\n"
+        "return new_output_ids",
+    ),
+    (
+        "task4_4",
+        "the jumper put back at its place by arrival time, not at the end (ahead of requests that came after it)",
+        "self.waiting_queue.append(req)  # re-admitted by the next prefill, with a prefix hit",
+        "at = next(\n    (i for i, r in enumerate(self.waiting_queue) if r.arrival_time > req.arrival_time),\n"
+        "    len(self.waiting_queue),\n)\nself.waiting_queue.insert(at, req)",
+    ),
+    (
+        "task5_1",
+        "completeness asks for the state's token list before is_final (every step lists a JSON string's vocabulary)",
+        "self.terminated = self.fsm.is_complete(nxt)  # accepting, and only EOS can follow",
+        "self.terminated = index.allowed_token_ids(nxt) == [index.eos_token_id] and index.is_final(nxt)",
+    ),
+    (
+        "task5_1",
+        "completeness read off the token list alone (right, but every state's tokens listed at every step)",
+        "self.terminated = self.fsm.is_complete(nxt)  # accepting, and only EOS can follow",
+        "self.terminated = index.allowed_token_ids(nxt) == [index.eos_token_id]",
+    ),
+    (
+        "task5_1",
+        "the row written from idx to the end of the mask (vocab_mask[idx:]: the later rows overwritten)",
+        "vocab_mask[idx] = self.fsm.state_row[self.state]",
+        "vocab_mask[idx:] = self.fsm.state_row[self.state]",
+    ),
+    (
+        "task4_1",
+        "only ASCII characters jump (a forced 程 after 编 is not an edge)",
+        "if not char_class.negated and len(char_class.chars) == 1:",
+        "if not char_class.negated and len(char_class.chars) == 1 and ord(next(iter(char_class.chars))) < 128:",
+    ),
+    (
+        "task4_2",
+        "None unless a whole character was appended (the forced rest of a half-written character dropped)",
+        "return (bytes(out), state) if out else None",
+        "return (bytes(out), state) if seen else None",
+    ),
+    (
+        "task4_2",
+        "the byte walk stops short of a character state that does not jump (程's last byte left to the model)",
+        "while state >= self.num_char_states and state in self.byte_edges:\n    byte, state = self.byte_edges[state]\n"
+        "    out.append(byte)\n",
+        "while state >= self.num_char_states and state in self.byte_edges:\n    byte, nxt = self.byte_edges[state]\n"
+        "    if nxt < self.num_char_states and nxt not in self.char_edges:\n        break\n    state = nxt\n"
+        "    out.append(byte)\n",
+    ),
+    (
+        "task5_2",
+        "a prefix element optional from the one before min_items (minItems 2 of a 2-element prefix: [8] accepted)",
+        "return more if i < min_items else _repeat(more, 0, 1)",
+        "return more if i + 1 < min_items else _repeat(more, 0, 1)",
+    ),
 ]

@@ -16,6 +16,7 @@ from unittest import mock
 import pytest
 import torch
 
+from minisglang.constrained.compile_service import CompileTimeout
 from minisglang.constrained.regex_dfa import ByteDFA, compile_regex
 from minisglang.constrained.token_fsm import ConstraintError
 from minisglang.constrained.token_index import build_index_reference
@@ -313,6 +314,56 @@ def test_a_hit_on_a_running_compile_makes_it_the_most_recent():
         cache.shutdown()
 
 
+@pytest.mark.task3_1
+def test_a_timed_out_compile_is_dropped_and_the_next_lookup_compiles_again():
+    """A compile that timed out may have met a loaded machine, not a bad regex: `_compile`
+    drops its entry, found under the key it was given, so the next lookup starts a new
+    compile. Submit `self._compile(key, regex, entry)` with the entry's own key: given
+    another (the regex), the timeout stays cached and every later request fails at once."""
+    calls: list[str] = []
+
+    def compile_index(regex):
+        calls.append(regex)
+        if len(calls) == 1:
+            raise CompileTimeout(f"compiling regex {regex!r} took longer than 1 s")
+        return regex
+
+    cache = FSMCache(compile_index, lambda regex, index: ("fsm", index), "fp")
+    try:
+        first = cache.init_fsm_in_background("a+")
+        assert first.event.wait(5) and first.error is not None, "test premise: the first compile times out"
+        second = cache.init_fsm_in_background("a+")
+        assert second.event.wait(5), "test premise: the second compile finishes at once"
+        assert second is not first and second.value == ("fsm", "a+") and calls == ["a+", "a+"], (
+            f"the first compile of 'a+' timed out, so _compile dropped its entry: the next lookup must start a "
+            f"new compile and get its FSM; got {'the timed-out entry again' if second is first else 'a new entry'} "
+            f"(error {second.error!r}), compiles {calls} (submit self._compile(key, regex, entry) with the key "
+            f"the entry is stored under, self.key(regex))"
+        )
+    finally:
+        cache.shutdown()
+
+
+@pytest.mark.task3_1
+def test_regexes_that_differ_only_in_spaces_or_case_are_compiled_apart():
+    """The key is `self.key(regex)` of the regex exactly as given: a space is a character
+    of the language and `a` is not `A`. A key of a tidied regex (stripped, lowercased)
+    serves the FSM of `ab` to a request for `ab ` or `AB`, whose outputs then break it."""
+    cache, calls = counting_cache()
+    regexes = ["ab", "ab ", " ab", "AB"]
+    try:
+        entries = [cache.init_fsm_in_background(r) for r in regexes]
+        for e in entries:
+            assert e.event.wait(5), "test premise: the toy compiles finish at once"
+        got = [e.value for e in entries]
+        assert got == [("fsm", r) for r in regexes] and sorted(calls) == sorted(regexes), (
+            f"{regexes} are four languages: each needs its own compile and entry; got the values {got} and "
+            f"compiles {calls} (key each regex by self.key(regex), the regex exactly as given)"
+        )
+    finally:
+        cache.shutdown()
+
+
 class OwnedLock:
     """A lock that knows which thread holds it (threading.Lock does not say)."""
 
@@ -565,6 +616,39 @@ def test_get_fsm_waits_a_timeout_of_less_than_a_second():
 
 
 @pytest.mark.task3_2
+def test_get_fsm_waits_the_timeout_once_not_more():
+    """The timeout bounds the whole wait: a compile that finishes 1.5 s in, with a timeout
+    of 1.0 s, has timed out (a simulated clock). A second wait after the first (or a loop
+    that waits the timeout again) would return its FSM instead."""
+    cache = finished_entry_seen_late("a+b", at=1.5)
+    try:
+        raises_constraint_error(
+            lambda: cache.get_fsm("a+b", timeout=1.0),
+            "get_fsm('a+b', timeout=1.0) on a compile that finishes after 1.5 s must raise ConstraintError (the "
+            "timeout is the whole wait: one event.wait(timeout))",
+        )
+    finally:
+        cache.shutdown()
+
+
+@pytest.mark.task3_2
+def test_get_fsm_without_a_timeout_waits_as_long_as_the_compile_takes():
+    """`timeout=None` is no limit: a compile that needs an hour (a simulated clock: the test
+    does not wait) is waited for and returned, never cut at a default of the solution's own."""
+    cache = finished_entry_seen_late("a+b", at=3600.0)
+    try:
+        got = cache.get_fsm("a+b")
+    except ConstraintError as error:
+        pytest.fail(
+            f"get_fsm('a+b') (timeout None: no limit) on a compile that takes an hour must wait and return its "
+            f"FSM: pass the timeout to the event's wait as it is, None included; it raised ConstraintError: {error}"
+        )
+    finally:
+        cache.shutdown()
+    assert got == ("fsm", "a+b"), f"get_fsm('a+b') must return the entry's value ('fsm', 'a+b'); got {got!r}"
+
+
+@pytest.mark.task3_2
 def test_the_timeout_message_names_the_timeout_as_the_caller_gave_it():
     """`{timeout}` as the page writes it: a timeout of 1.0 reads "1.0 s", not "1 s" (`:g`)
     (a compile that needs 10 s on a simulated clock: the test does not wait)."""
@@ -757,6 +841,62 @@ def test_poll_uses_only_is_done_and_take_and_names_the_constraint_kind():
     rids = {late.rid: "late", ready.rid: "ready"}
     assert queue.pending == {}, (
         f"both requests were released, so none is pending; still there: {[rids.get(rid, rid) for rid in queue.pending]}"
+    )
+
+
+@pytest.mark.task3_3
+def test_each_request_of_one_compile_gets_its_own_grammar_through_take():
+    """Requests that wait on one compile share its FSM, never a grammar: `take(req, handle)`
+    once per request gives each its own state to advance. A grammar taken once and handed
+    to the others (or kept for a later request on the same handle) moves them all together."""
+    taken = []
+
+    def take(req, handle):
+        taken.append(req)
+        req.grammar = object()  # a fresh state of the request's own
+
+    queue = GrammarQueue(timeout=1.0, is_done=lambda h: h.done, take=take, max_pending=8)
+    handle = FakeHandle(True, "one compile")
+    first, second = (Req(prompt="p", origin_input_ids=[0], sampling_params=SamplingParams(regex="a+")) for _ in "12")
+    later = Req(prompt="p", origin_input_ids=[0], sampling_params=SamplingParams(regex="a+"))
+    names = {id(first): "first", id(second): "second", id(later): "later"}
+    queue.wait_for(first, handle)
+    queue.wait_for(second, handle)
+    queue.poll_grammar_queue([first, second])
+    queue.wait_for(later, handle)  # the same compile, found in the cache later
+    queue.poll_grammar_queue([later])
+    assert taken == [first, second, later], (
+        f"three requests on one finished compile (two in one poll, one in the next): take(req, handle) once for "
+        f"each, in order; take was called for {labels(taken, names)}"
+    )
+    grammars = {id(first.grammar), id(second.grammar), id(later.grammar)}
+    assert len(grammars) == 3, "each request needs a grammar of its own (from its own take), not a shared one"
+
+
+@pytest.mark.task3_3
+def test_a_timeout_names_every_kind_of_constraint_as_constraint_gives_it():
+    """The kind is `req.sampling_params.constraint()[0]`, whichever of the four it is: a
+    guess from the request's fields ("regex if it has one, else json_schema") names an
+    ebnf or structural_tag request's grammar wrongly."""
+    texts = {
+        "regex": "a+",
+        "json_schema": '{"type": "integer"}',
+        "ebnf": 'root ::= "a"',
+        "structural_tag": '{"structures": [], "triggers": []}',
+    }
+    queue = GrammarQueue(timeout=1.0, is_done=lambda h: h.done, take=lambda req, h: None, max_pending=8)
+    reqs = {
+        kind: Req(prompt="p", origin_input_ids=[0], sampling_params=SamplingParams(**{kind: text}))
+        for kind, text in texts.items()
+    }
+    for req in reqs.values():
+        queue.wait_for(req, FakeHandle(False, "never"))
+        queue.pending[req.rid].since -= 60
+    queue.poll_grammar_queue(list(reqs.values()))
+    got = {kind: (req.finished_reason or {}).get("message") for kind, req in reqs.items()}
+    want = {kind: f"compiling the {kind} took longer than 1.0 s" for kind in texts}
+    assert got == want, (
+        f"one request of each kind, each past the 1.0 s timeout: expected the messages {want}; got {got}"
     )
 
 

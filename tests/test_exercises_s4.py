@@ -12,7 +12,7 @@ import unicodedata
 
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from token_names import token_list
 
@@ -103,6 +103,7 @@ def expected_byte_edges(byte_dfa) -> dict[int, tuple[int, int]]:
 @pytest.mark.task4_1
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.sampled_from(sorted(FINITE)), min_size=1, max_size=5))
+@example(parts=["(编程|摄影)"])  # states past a non-ASCII choice jump too (程, 影)
 def test_char_edges_are_the_states_where_every_accepted_string_goes_on_alike(parts):
     regex = "".join(parts)
     dfa = compile_regex(regex)
@@ -122,6 +123,8 @@ def test_char_edges_are_the_states_where_every_accepted_string_goes_on_alike(par
 @pytest.mark.task4_2
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.sampled_from(sorted(FINITE)), min_size=1, max_size=5))
+@example(parts=["(中|丰)"])  # after the shared first byte: a jump of bytes alone, no whole character
+@example(parts=["(编程|摄影)"])  # after 编 and the first byte of 程: its last two bytes, then a choice
 def test_jump_is_the_longest_common_continuation_of_every_accepted_string(parts):
     """Task 4_2 alone: the map it walks is built here by brute force, not by task 4_1."""
     regex = "".join(parts)
@@ -274,6 +277,8 @@ JUMPS = ['", "age": ', '": "', "2345-", "中文", ", ", "}"]
 @given(
     st.sampled_from(PROMPTS), st.lists(st.sampled_from(PIECES), max_size=6), st.sampled_from(JUMPS), st.integers(1, 30)
 )
+# A jump before the model wrote anything (a JSON schema's opening text) is re-encoded too.
+@example(prompt=PROMPTS[0], pieces=[], jump='", "age": ', max_new=30)
 def test_retokenize_is_the_tokenizers_own_encoding_or_a_refusal(tok, stage, prompt, pieces, jump, max_new):
     req = request(tok, prompt, pieces, max_new)
     got = stage.jump.retokenize(req, jump.encode())
@@ -359,7 +364,8 @@ class GreedyTokenizer:
         return self.encode(text + more)  # no special tokens: everything is re-encoded
 
     def decode_bytes(self, ids: list[int]) -> bytes:
-        return b"".join(self.token_bytes[i] for i in ids)
+        # As Tokenizer.decode_bytes: a special token (its token_bytes entry None) gives nothing.
+        return b"".join(self.token_bytes[i] or b"" for i in ids)
 
     def decode(self, ids: list[int]) -> str:
         return self.decode_bytes(ids).decode("utf-8", errors="replace")
@@ -475,6 +481,47 @@ def test_retokenize_refuses_a_normalised_output_even_when_the_prompt_is_kept():
 
 
 @pytest.mark.task4_3
+def test_retokenize_cuts_the_output_after_the_prompts_own_ids(tok, stage):
+    """The prompt is `req.origin_input_ids`, not `encode(req.prompt)`: a chat whose message
+    spells a special token ("<|assistant|>") keeps that text as ordinary bytes
+    (`encode_chat`), so its ids are more than `encode` of its text gives. The new output
+    ids start after the request's own prompt ids; cut elsewhere, they start inside the
+    prompt, and the jump is refused for every such chat. So is it when prompt + text is
+    encoded whole (`tok.encode`): the message's text becomes the special token there."""
+    chat = tok.encode_chat([{"role": "user", "content": "Say <|assistant|> as JSON."}])
+    assert len(chat.ids) != len(tok.encode(chat.text)), (
+        f"test premise: a chat that spells a special token has {len(chat.ids)} ids, encode of its text "
+        f"{len(tok.encode(chat.text))}"
+    )
+    req = Req(prompt=chat.text, origin_input_ids=list(chat.ids), sampling_params=SamplingParams(max_new_tokens=64))
+    req.output_ids = tok.encode('{"a')
+    got = stage.jump.retokenize(req, b'": 1')
+    assert got is not None and tok.decode(got) == '{"a": 1', (
+        "a chat prompt whose message spells '<|assistant|>' (its ids from encode_chat, more than encode(text) "
+        "gives), output '{\"a', jump '\": 1': the new output ids are the ids after the first "
+        f"len(req.origin_input_ids) and spell '{{\"a\": 1'; got {got!r}"
+        + ("" if got is None else f" = {tok.decode(got)!r}")
+    )
+
+
+@pytest.mark.task4_3
+def test_retokenize_may_give_fewer_ids_than_the_output_had(tok, stage):
+    """The model may have written a word a letter at a time; re-encoded with the jump it
+    is one token: the new output is shorter than the old, and that is no reason to refuse
+    (the page's refusals: not UTF-8, the prompt changed, the bytes changed, max_new_tokens)."""
+    req = request(tok, PROMPTS[0], list("Paris"))
+    want = tok.encode(PROMPTS[0] + 'Paris"')[len(req.origin_input_ids) :]
+    assert len(want) < len(req.output_ids), (
+        f"test premise: 'Paris\"' encodes in fewer tokens ({len(want)}) than the five letters written one by one"
+    )
+    got = stage.jump.retokenize(req, b'"')
+    assert got == want, (
+        f"output 'Paris' as five one-letter tokens, jump '\"': the new output is the tokenizer's own "
+        f"{[tok.decode([t]) for t in want]} ({want}), fewer ids than before; got {got!r}"
+    )
+
+
+@pytest.mark.task4_3
 def test_retokenize_refuses_when_the_prompt_fuses_with_the_output(tok, stage):
     req = request(tok, "The code is 1", [])
     assert tok.encode("The code is 12345")[: len(req.origin_input_ids)] != req.origin_input_ids, (
@@ -575,12 +622,14 @@ def test_readmit_feeds_the_new_detokenizer_new_ids_that_end_in_the_middle_of_a_c
 def test_readmit_queues_the_request_behind_those_already_waiting(tok):
     """A jumper goes to the end of the waiting queue: put first, requests that jump often
     would overtake, turn after turn, the ones that arrived before them (as in SGLang, whose
-    scheduler extends the waiting queue with the jumpers)."""
+    scheduler extends the waiting queue with the jumpers). The end, not the jumper's place by
+    arrival time: the request waiting here arrived after the jumper and still goes first."""
 
     def new_req():
         return Req(prompt=Q, origin_input_ids=tok.encode(Q), sampling_params=SamplingParams(max_new_tokens=64))
 
-    waiting, jumper = new_req(), new_req()
+    jumper, waiting = new_req(), new_req()
+    waiting.arrival_time = jumper.arrival_time + 1.0  # it arrived a second after the jumper
     jumper.output_ids = tok.encode('{"')
     jumper.detokenizer = IncrementalDetokenizer(tok)
     jumper.output_text = jumper.detokenizer.feed(jumper.output_ids)
@@ -589,7 +638,8 @@ def test_readmit_queues_the_request_behind_those_already_waiting(tok):
     Scheduler.readmit(parts, jumper, tok.encode('{"name": "'))
     order = ["the waiting request" if r is waiting else "the jumper" for r in parts.waiting_queue]
     assert parts.waiting_queue == [waiting, jumper], (
-        f"a request was already waiting: the jumper goes to the END of waiting_queue; got the order {order}"
+        f"a request was already waiting (it arrived after the jumper): the jumper goes to the END of "
+        f"waiting_queue, whatever the arrival times; got the order {order}"
     )
 
 

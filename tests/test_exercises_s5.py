@@ -26,11 +26,12 @@ import itertools
 import json
 import re
 import threading
+from unittest import mock
 
 import jsonschema
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from test_exercises_s1 import EOS, REGEXES, TOKENIZER, VOCAB, VOCAB_SIZE, oracle_allowed
 from test_json_schema import assert_sound
@@ -88,6 +89,8 @@ def row_diff(got: torch.Tensor, want: torch.Tensor) -> str:
 @pytest.mark.task5_1
 @settings(max_examples=60, deadline=None)
 @given(st.sampled_from(REGEXES), st.lists(st.integers(0, 10_000), min_size=1, max_size=14), st.integers(0, 2))
+# Row 0 of 3: a fill that writes from its row on (`vocab_mask[idx:]`) changes rows 1 and 2.
+@example(regex=r"(yes|no)", choices=[0, 0], row=0)
 def test_walk_masks_and_termination_equal_brute_force(synthetic_backend, regex, choices, row):
     g = start(synthetic_backend, regex)
     prefix = b""
@@ -286,6 +289,31 @@ def test_a_row_is_written_whatever_the_buffer_held(synthetic_backend):
     g.rollback(1)
     g.fill_vocab_mask(mask, 0)  # the start state's, into the same buffer
     assert torch.equal(unpack_bits(mask, VOCAB_SIZE)[0], fresh[0])
+
+
+@pytest.mark.task5_1
+def test_accept_token_lists_no_tokens_of_a_state_that_is_not_final(synthetic_backend):
+    """Whether the match is complete asks `is_final` first (the page's hint): listing a
+    state's allowed tokens costs as much as the state allows (inside a JSON string, most of
+    the vocabulary, sorted, at every step), and a state that does not accept cannot be
+    complete. After `y` of `(yes|no)` the state does not accept: its tokens are never listed."""
+    g = start(synthetic_backend, "(yes|no)")
+    index = g.fsm.index
+    y = next(t for t in sorted(oracle_allowed("(yes|no)", b"")) if VOCAB[t] == b"y")
+    listed: list[int] = []
+    real = index.allowed_token_ids
+
+    def listing(state):
+        listed.append(state)
+        return real(state)
+
+    with mock.patch.object(index, "allowed_token_ids", listing):
+        g.accept_token(y)
+    assert not index.is_final(g.state), "test premise: after 'y' of (yes|no) the state does not accept"
+    assert g.state not in listed, (
+        f"accept_token('y') listed the allowed tokens of state {g.state}, which does not accept: ask "
+        f"index.is_final(state) first and list the tokens only of an accepting state (or use self.fsm.is_complete)"
+    )
 
 
 @pytest.mark.task5_1
@@ -509,6 +537,14 @@ def array_family(draw, depth: int = 1):
 @pytest.mark.task5_2
 @settings(max_examples=25, deadline=None)
 @given(array_family())
+# minItems equal to the prefix's length (the grid has none): its last element is required too.
+@example(
+    schema={
+        "type": "array",
+        "prefixItems": [{"type": "integer", "minimum": 0, "maximum": 20}] * 2,
+        "minItems": 2,
+    }
+)
 def test_every_string_the_automaton_accepts_is_a_valid_array(schema):
     try:
         build_regex_from_schema(schema)
