@@ -388,6 +388,25 @@ def test_a_match_complete_at_the_length_limit_says_stop_whatever_the_budget(stag
     assert reasons == {60.0: "stop", 1e-5: "stop"}, reasons
 
 
+def test_a_budget_spent_before_the_rows_still_lets_the_longest_waiting_request_work():
+    """s4's jump searches run before the rows each step; with a 1 us budget they spent it
+    every step, no row work began, and the request waited 5.9 million steps (90 s) until
+    max_grammar_seconds aborted it. The request that has waited longest now works one slice
+    a step past the budget: the answer comes, the same as with a minute's budget."""
+    regex = "(ab|cd)(ef|gh)(ij|kl)(mn|op)"
+    outs = {}
+    for budget in (60.0, 1e-6):
+        with sgl.Engine(stage="s5", grammar_step_seconds=budget, max_grammar_seconds=2.0) as eng:
+            req = eng.submit("x", {"regex": regex, "max_new_tokens": 30, "temperature": 0})
+            steps = 0
+            while eng.has_work() and steps < 100_000:
+                eng.step()
+                steps += 1
+            outs[budget] = (req.output_text, req.finished_reason["type"])
+    assert outs[1e-6] == outs[60.0] and outs[60.0][1] == "stop", outs
+    assert re.fullmatch(regex, outs[60.0][0])
+
+
 def test_a_grammar_that_needs_more_work_than_max_grammar_seconds_is_aborted_naming_it():
     engine = sgl.Engine(stage="s5", grammar_step_seconds=1e-5, max_grammar_seconds=1e-4)
     try:

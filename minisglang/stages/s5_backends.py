@@ -150,11 +150,18 @@ class GrammarWork:
         self.spent: dict[int, float] = {}  # rid -> seconds of grammar work so far
         self.owed: dict[int, float] = {}  # rid -> uncuttable seconds past the step's budget, not yet sat out
         self.charged: set[int] = set()  # rids with an uncuttable call charged
+        # rid -> the step in which it first found the budget spent before its work began,
+        # longest waiting first: from the next step on, the first of them works anyway (`ready`)
+        self.starved: dict[int, int] = {}
+        self.steps = 0
+        self.rescued = False  # this step's one slice past the budget is given
 
     def begin_step(self) -> None:
         self.baton.hold()
         self.baton.lend(self.step_seconds)  # compile threads run only now (none running: no wait)
         self.left = self.step_seconds
+        self.steps += 1
+        self.rescued = False
 
     @contextlib.contextmanager
     def slice(self, req: Req) -> Iterator[None]:
@@ -216,7 +223,16 @@ class GrammarWork:
             self.owed[req.rid] = owed - self.step_seconds  # a step's budget per step sat out
             return False
         if self.left <= 0 and grammar.needs_work():
-            return False
+            # Work done earlier in the step (s4's jump searches come first) can spend the whole
+            # budget step after step: with grammar_step_seconds=1e-6 a request waited 5.9
+            # million steps for a row until max_grammar_seconds aborted it. So the request that
+            # has waited longest, since a step before this one, works anyway: one slice a step,
+            # one unit of work, then it stops.
+            since = self.starved.setdefault(req.rid, self.steps)
+            if self.rescued or since == self.steps or next(iter(self.starved)) != req.rid:
+                return False
+            self.rescued = True
+        self.starved.pop(req.rid, None)
         with self.slice(req):
             return grammar.prepare(max(self.left, 0.0))
 
@@ -224,6 +240,7 @@ class GrammarWork:
         self.spent.pop(req.rid, None)
         self.owed.pop(req.rid, None)
         self.charged.discard(req.rid)
+        self.starved.pop(req.rid, None)
 
 
 class BudgetedJumpForward(JumpForward):
