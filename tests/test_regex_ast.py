@@ -224,6 +224,41 @@ def test_equal_trees_are_equal_and_hash_alike():
     assert len({one, two}) == 1
 
 
+def test_two_deep_equal_trees_compare_without_recursion():
+    """Two trees built apart but equal are compared node by node (a dict of definitions, an
+    alternation's duplicates). Recursing through `==`, 300 levels ran into Python's recursion
+    limit, and in the compiled build a comparison there aborted the whole process ("fatal:
+    out of memory": a schema with two equal patterns nested 232 groups deep did it). Every
+    kind of node nests here, 7000 deep; a difference at the bottom is still found."""
+
+    def deep(bottom: str) -> Regex:
+        node = lit(bottom)
+        for _ in range(1000):
+            node = Alt((lit("b"), Seq((lit("c"), Repeat(node, 0, None)))))
+            node = Members(lit(","), (And(node, lit("x")), lit("y")), (True, False), lit("e"))
+            node = Shared(Diff(node, lit("z")))
+        return node
+
+    one, two, other = deep("a"), deep("a"), deep("d")
+    assert one is not two and one == two and hash(one) == hash(two) and len({one, two}) == 1
+    assert one != other and not (one == other)
+
+
+@pytest.mark.timeout(20)
+def test_equal_trees_that_share_sub_trees_compare_each_pair_once():
+    """A compiled schema reuses a sub-tree in several places (a member in several
+    alternatives): 64 levels of two uses each are 2^64 paths, but only 64 pairs to compare."""
+
+    def shared_twice(bottom: str) -> Regex:
+        node = lit(bottom)
+        for _ in range(64):
+            node = Alt((Seq((lit("a"), node)), Seq((lit("b"), node))))
+        return node
+
+    one, two, other = shared_twice("c"), shared_twice("c"), shared_twice("d")
+    assert one is not two and one == two and one != other
+
+
 def test_a_deep_tree_is_an_automaton_limit_not_a_crash():
     deep = lit("a")
     for _ in range(5000):

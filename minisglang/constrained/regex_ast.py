@@ -95,6 +95,7 @@ class Regex:
     has_shared: bool
 
     def _fields(self) -> tuple[object, ...]:
+        """What the node is (its dataclass fields), each node under it one item (`__eq__`)."""
         raise NotImplementedError
 
     def _cache(self, key: tuple[object, ...], size: int, nullable: bool, has_shared: bool = False) -> None:
@@ -106,14 +107,29 @@ class Regex:
         object.__setattr__(self, "has_shared", has_shared)
 
     def __eq__(self, other: object) -> bool:
-        if self is other:
-            return True
-        return (
-            type(other) is type(self)
-            and isinstance(other, Regex)
-            and other._hash == self._hash
-            and other._fields() == self._fields()
-        )
+        # Node by node, with a stack of the pairs left to compare: two equal trees built apart
+        # may nest deeper than Python's recursion limit, and comparing their fields with `==`
+        # recursed once per level (in the compiled build, a comparison that met the limit
+        # aborted the whole process instead of raising). Each pair is compared once: a tree
+        # uses a sub-tree in several places, and the paths to it can be exponentially many.
+        todo: list[tuple[Regex, object]] = [(self, other)]
+        seen: set[tuple[int, int]] = set()
+        while todo:
+            a, b = todo.pop()
+            if a is b or (id(a), id(b)) in seen:
+                continue
+            seen.add((id(a), id(b)))
+            if type(b) is not type(a) or not isinstance(b, Regex) or b._hash != a._hash:
+                return False
+            fields_a, fields_b = a._fields(), b._fields()
+            if len(fields_a) != len(fields_b):
+                return False
+            for x, y in zip(fields_a, fields_b):
+                if isinstance(x, Regex):
+                    todo.append((x, y))
+                elif x != y:  # a text, ranges, a bound, the required flags (no node inside)
+                    return False
+        return True
 
     def __hash__(self) -> int:
         return self._hash
@@ -260,7 +276,7 @@ class Members(Regex):
     extra: Regex | None = None
 
     def _fields(self) -> tuple[object, ...]:
-        return (self.separator, self.members, self.required, self.extra)
+        return (self.separator, *self.members, self.required, self.extra)
 
     def __post_init__(self) -> None:
         if len(self.members) != len(self.required):
