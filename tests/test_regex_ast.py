@@ -259,6 +259,19 @@ def test_equal_trees_that_share_sub_trees_compare_each_pair_once():
     assert one is not two and one == two and one != other
 
 
+def test_a_node_added_to_something_else_is_a_type_error():
+    """`a + b` is `concat(a, b)`; a node after something that is not a node (`sum` starts
+    from 0) is a TypeError in both builds (the compiled one recursed to a RecursionError)."""
+    assert render(lit("a") + chars([(48, 57)])) == "a[0-9]"
+    assert render(sum([lit("a"), lit("b")], EPSILON)) == "ab"
+    with pytest.raises(TypeError, match="unsupported operand type"):
+        sum([lit("a"), lit("b")])
+    with pytest.raises(TypeError):
+        "x" + lit("a")
+    with pytest.raises(TypeError):
+        lit("a") + "x"
+
+
 def test_a_deep_tree_is_an_automaton_limit_not_a_crash():
     deep = lit("a")
     for _ in range(5000):

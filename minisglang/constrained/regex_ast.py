@@ -140,6 +140,12 @@ class Regex:
             return NotImplemented
         return concat(self, other)
 
+    def __radd__(self, other: object) -> Regex:
+        """`x + a` with x not a node (`sum(nodes)` starts from 0): a TypeError. Written out
+        for the compiled build: without it Python found `__add__`'s own slot under the name
+        `__radd__` and called it again, over and over, to a RecursionError."""
+        raise TypeError(f"unsupported operand type(s) for +: {type(other).__name__!r} and {type(self).__name__!r}")
+
 
 @dataclass(frozen=True, eq=False, slots=True)
 class Text(Regex):
