@@ -8,8 +8,10 @@ lazy-dialect text parsed back, and `re.fullmatch` on the Python-dialect text.
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import re
+import sys
 
 import pytest
 from hypothesis import given, settings
@@ -302,6 +304,25 @@ def test_both_builds_refuse_a_tree_at_the_same_depth():
             render(too_deep, dialect)
     with pytest.raises(AutomatonLimitError, match="nests more deeply"):
         lower(too_deep, RegexPool())
+
+
+def test_a_tree_lowers_alike_however_deep_the_callers_stack():
+    """The schema compiler lowers an intersection's parts deep inside a nested schema: with
+    60 frames of Python's recursion limit left there, a tree 255 nodes deep is still read.
+    Walked by recursion, the pure build ran out of frames and refused it as too deep, while
+    the compiled build (native calls, no Python frames) read it: the two builds answered a
+    schema nested 130 arrays deep around a 120-group pattern intersection differently."""
+    fits = lit("a")
+    for _ in range(127):
+        fits = Alt((lit("b"), Seq((lit("c"), fits))))
+
+    def down(levels: int) -> tuple[object, ...]:  # one frame per level
+        if levels:
+            return down(levels - 1)
+        return lower(fits, RegexPool()).kind, render(fits), render(fits, "lazy")
+
+    kind, python_text, lazy_text = down(sys.getrecursionlimit() - len(inspect.stack(0)) - 60)
+    assert kind != EMPTY and python_text == render(fits) and lazy_text == render(fits, "lazy")
 
 
 def test_a_long_chain_of_shared_parts_needs_no_deep_recursion():

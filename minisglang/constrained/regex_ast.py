@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, overload
 
@@ -419,7 +419,6 @@ class _Renderer:
         self.keep: list[Regex] = []  # (the nodes behind those ids stay alive)
         self.definitions: dict[int, str] = {}  # id(Shared) -> its `(?@ref:NAME)` (lazy dialect)
         self.written: list[str] = []  # the `(?@def:...)` groups, each after the ones it uses
-        self.depth = 0  # how many `text` calls are open (see `text`)
 
     def whole(self, node: Regex) -> str:
         try:
@@ -427,21 +426,17 @@ class _Renderer:
                 for shared in shared_in_order(node):
                     self.text(shared)
             body = self.text(node)
-        except RecursionError:  # (the pure build called from deep in a stack: refused the same way)
+        except RecursionError:  # (Python's stack used up already where this was called)
             raise AutomatonLimitError(TOO_DEEP) from None
         return "".join(self.written) + body
 
     def text(self, node: Regex) -> str:
         done = self.texts.get(id(node))
         if done is None:
-            # Nesting is counted, not left to Python's recursion limit: the compiled build
-            # (mypyc's native calls run on the C stack) would crash where the pure one stops.
-            self.depth += 1
-            if self.depth > MAX_NESTING:
-                raise AutomatonLimitError(TOO_DEEP)
-            done = self.texts[id(node)] = self._text(node)
-            self.depth -= 1
-            self.keep.append(node)
+            for n in _new_nodes_below_first(node, self.texts):  # (no recursion: see there)
+                self.texts[id(n)] = self._text(n)
+                self.keep.append(n)
+            done = self.texts[id(node)]
         return done
 
     def atom(self, node: Regex) -> str:
@@ -460,8 +455,7 @@ class _Renderer:
         if isinstance(node, Chars):
             return _class_text(node.ranges)
         checkpoint()  # a large tree is rendered on a compile thread that yields to the scheduler
-        # (Loops, not generator expressions: one Python frame per level of the tree, not two,
-        # so the pure build reaches MAX_NESTING well inside Python's recursion limit.)
+        # (The nodes under `node` are written already, `text` saw to it: these calls find them.)
         if isinstance(node, Seq):
             texts = []
             for p in node.parts:
@@ -492,6 +486,32 @@ class _Renderer:
         groups = "".join(f"({'!' if req else '~'}{self.text(m)})" for m, req in zip(node.members, node.required))
         extra = "" if node.extra is None else f"(&{self.text(node.extra)})"
         return f"(?@members({self.text(node.separator)}){groups}{extra})"
+
+
+def _new_nodes_below_first(root: Regex, done: Container[int]) -> list[Regex]:
+    """The nodes under `root` (itself included) whose ids `done` does not hold, each once and
+    after the nodes under it: the order in which `render` and `lower` make them, so that
+    making one only reads its children's results. A walk with its own stack, not recursion:
+    how deep Python's stack already is where a compile asks (deep inside a schema) must not
+    decide, and compiled code has no recursion limit at all. A tree nested more than
+    MAX_NESTING new nodes deep is refused, in both builds alike (the automaton's own limit)."""
+    order: list[Regex] = []
+    seen: set[int] = set()
+    stack: list[tuple[Regex, int, bool]] = [(root, 1, False)]  # (node, its depth, children pushed)
+    while stack:
+        node, depth, expanded = stack.pop()
+        if expanded:
+            order.append(node)
+            continue
+        if id(node) in done or id(node) in seen:
+            continue
+        if depth > MAX_NESTING:
+            raise AutomatonLimitError(TOO_DEEP)
+        seen.add(id(node))
+        stack.append((node, depth, True))
+        for child in reversed(children(node)):
+            stack.append((child, depth + 1, False))
+    return order
 
 
 def is_plain(node: Regex) -> bool:
@@ -590,7 +610,7 @@ def lower(node: Regex, pool: RegexPool) -> RegexNode:
         for shared in shared_in_order(node):  # (see shared_in_order: no deep recursion)
             lowering.node(shared)
         return lowering.node(node)
-    except RecursionError:  # (the pure build called from deep in a stack: refused the same way)
+    except RecursionError:  # (Python's stack used up already where this was called)
         raise AutomatonLimitError(TOO_DEEP) from None
 
 
@@ -601,17 +621,14 @@ class _Lowering:
         self.keep: list[Regex] = []  # (the nodes behind those ids stay alive)
         self.classes: dict[Ranges, RegexNode] = {}
         self.texts: dict[str, RegexNode] = {}
-        self.depth = 0  # how many `node` calls are open (counted as in _Renderer.text)
 
     def node(self, node: Regex) -> RegexNode:
         out = self.done.get(id(node))
         if out is None:
-            self.depth += 1
-            if self.depth > MAX_NESTING:
-                raise AutomatonLimitError(TOO_DEEP)
-            out = self.done[id(node)] = self._node(node)
-            self.depth -= 1
-            self.keep.append(node)
+            for n in _new_nodes_below_first(node, self.done):  # (as in _Renderer.text)
+                self.done[id(n)] = self._node(n)
+                self.keep.append(n)
+            out = self.done[id(node)]
         return out
 
     def _node(self, node: Regex) -> RegexNode:
@@ -624,7 +641,7 @@ class _Lowering:
         if isinstance(node, Chars):
             return self.ranges(node.ranges)
         checkpoint()  # a large tree is lowered on a compile thread that yields to the scheduler
-        parts: list[RegexNode] = []  # (loops, not comprehensions: see _Renderer._text)
+        parts: list[RegexNode] = []  # (the nodes under `node` are lowered already: see `node`)
         if isinstance(node, Seq):
             for p in node.parts:
                 parts.append(self.node(p))
