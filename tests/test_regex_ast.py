@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import os
 import re
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -259,6 +262,43 @@ def test_equal_trees_that_share_sub_trees_compare_each_pair_once():
 
     one, two, other = shared_twice("c"), shared_twice("c"), shared_twice("d")
     assert one is not two and one == two and one != other
+
+
+# A child process: what this guards against killed the process that ran it.
+EDGE_OF_THE_STACK = """
+from minisglang.constrained.regex_ast import chars, concat, lit, repeat
+
+def at_depth(n, table, key):  # one frame per level
+    return at_depth(n - 1, table, key) if n else table.get(key)
+
+found = 0
+for i in range(1000):
+    one, two = (concat(lit(f"k{i}"), repeat(chars([(48, 57)]), 0, None)) for _ in range(2))
+    if abs(hash(one)) < 2**62:  # (hashes this small the compiled build compares natively)
+        continue
+    found += 1
+    for n in range(900, 1000):  # the end of Python's stack met at every point of a lookup
+        try:
+            assert at_depth(n, {one: 1}, two) == 1
+        except RecursionError:
+            pass
+    if found == 3:
+        break
+print("survived", found)
+"""
+
+
+def test_equal_trees_looked_up_at_the_end_of_the_stack_raise_recursion_error():
+    """A dict lookup that finds an equal tree compares the two; met at the end of Python's
+    stack it must raise RecursionError (the schema compiler turns that into "the schema nests
+    too deeply"). The compiled build compared the cached hashes there, and mypyc's
+    comparison of two large ints aborted the process ("fatal: out of memory")."""
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root)}  # (MINISGLANG_PURE, if set, picks the build)
+    done = subprocess.run(
+        [sys.executable, "-c", EDGE_OF_THE_STACK], cwd=root, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0 and done.stdout.split() == ["survived", "3"], done.stderr[-2000:]
 
 
 def test_a_node_added_to_something_else_is_a_type_error():

@@ -119,7 +119,10 @@ class Regex:
             if a is b or (id(a), id(b)) in seen:
                 continue
             seen.add((id(a), id(b)))
-            if type(b) is not type(a) or not isinstance(b, Regex) or b._hash != a._hash:
+            # (Not their cached hashes: a dict compared those already, and in the compiled build
+            # two hashes past 62 bits are compared by a call back into Python, which at the end
+            # of Python's stack aborts the process instead of raising RecursionError.)
+            if type(b) is not type(a) or not isinstance(b, Regex):
                 return False
             fields_a, fields_b = a._fields(), b._fields()
             if len(fields_a) != len(fields_b):
