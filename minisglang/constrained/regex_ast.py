@@ -116,9 +116,6 @@ class Regex:
         seen: set[tuple[int, int]] = set()
         while todo:
             a, b = todo.pop()
-            if a is b or (id(a), id(b)) in seen:
-                continue
-            seen.add((id(a), id(b)))
             # (Not their cached hashes: a dict compared those already, and in the compiled build
             # two hashes past 62 bits are compared by a call back into Python, which at the end
             # of Python's stack aborts the process instead of raising RecursionError.)
@@ -128,10 +125,17 @@ class Regex:
             if len(fields_a) != len(fields_b):
                 return False
             for x, y in zip(fields_a, fields_b):
-                if isinstance(x, Regex):
+                if x is y:
+                    continue
+                if not isinstance(x, Regex):  # a text, ranges, a bound, the required flags
+                    if x != y:
+                        return False
+                elif isinstance(x, Text):  # (most nodes: compared here, not one more turn)
+                    if not (isinstance(y, Text) and x.text == y.text):
+                        return False
+                elif (id(x), id(y)) not in seen:
+                    seen.add((id(x), id(y)))
                     todo.append((x, y))
-                elif x != y:  # a text, ranges, a bound, the required flags (no node inside)
-                    return False
         return True
 
     def __hash__(self) -> int:
