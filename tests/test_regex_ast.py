@@ -8,8 +8,13 @@ lazy-dialect text parsed back, and `re.fullmatch` on the Python-dialect text.
 
 from __future__ import annotations
 
+import inspect
 import itertools
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -224,6 +229,91 @@ def test_equal_trees_are_equal_and_hash_alike():
     assert len({one, two}) == 1
 
 
+def test_two_deep_equal_trees_compare_without_recursion():
+    """Two trees built apart but equal are compared node by node (a dict of definitions, an
+    alternation's duplicates). Recursing through `==`, 300 levels ran into Python's recursion
+    limit, and in the compiled build a comparison there aborted the whole process ("fatal:
+    out of memory": a schema with two equal patterns nested 232 groups deep did it). Every
+    kind of node nests here, 7000 deep; a difference at the bottom is still found."""
+
+    def deep(bottom: str) -> Regex:
+        node = lit(bottom)
+        for _ in range(1000):
+            node = Alt((lit("b"), Seq((lit("c"), Repeat(node, 0, None)))))
+            node = Members(lit(","), (And(node, lit("x")), lit("y")), (True, False), lit("e"))
+            node = Shared(Diff(node, lit("z")))
+        return node
+
+    one, two, other = deep("a"), deep("a"), deep("d")
+    assert one is not two and one == two and hash(one) == hash(two) and len({one, two}) == 1
+    assert one != other and not (one == other)
+
+
+@pytest.mark.timeout(20)
+def test_equal_trees_that_share_sub_trees_compare_each_pair_once():
+    """A compiled schema reuses a sub-tree in several places (a member in several
+    alternatives): 64 levels of two uses each are 2^64 paths, but only 64 pairs to compare."""
+
+    def shared_twice(bottom: str) -> Regex:
+        node = lit(bottom)
+        for _ in range(64):
+            node = Alt((Seq((lit("a"), node)), Seq((lit("b"), node))))
+        return node
+
+    one, two, other = shared_twice("c"), shared_twice("c"), shared_twice("d")
+    assert one is not two and one == two and one != other
+
+
+# A child process: what this guards against killed the process that ran it.
+EDGE_OF_THE_STACK = """
+from minisglang.constrained.regex_ast import chars, concat, lit, repeat
+
+def at_depth(n, table, key):  # one frame per level
+    return at_depth(n - 1, table, key) if n else table.get(key)
+
+found = 0
+for i in range(1000):
+    one, two = (concat(lit(f"k{i}"), repeat(chars([(48, 57)]), 0, None)) for _ in range(2))
+    if abs(hash(one)) < 2**62:  # (hashes this small the compiled build compares natively)
+        continue
+    found += 1
+    for n in range(900, 1000):  # the end of Python's stack met at every point of a lookup
+        try:
+            assert at_depth(n, {one: 1}, two) == 1
+        except RecursionError:
+            pass
+    if found == 3:
+        break
+print("survived", found)
+"""
+
+
+def test_equal_trees_looked_up_at_the_end_of_the_stack_raise_recursion_error():
+    """A dict lookup that finds an equal tree compares the two; met at the end of Python's
+    stack it must raise RecursionError (the schema compiler turns that into "the schema nests
+    too deeply"). The compiled build compared the cached hashes there, and mypyc's
+    comparison of two large ints aborted the process ("fatal: out of memory")."""
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root)}  # (MINISGLANG_PURE, if set, picks the build)
+    done = subprocess.run(
+        [sys.executable, "-c", EDGE_OF_THE_STACK], cwd=root, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0 and done.stdout.split() == ["survived", "3"], done.stderr[-2000:]
+
+
+def test_a_node_added_to_something_else_is_a_type_error():
+    """`a + b` is `concat(a, b)`; a node after something that is not a node (`sum` starts
+    from 0) is a TypeError in both builds (the compiled one recursed to a RecursionError)."""
+    assert render(lit("a") + chars([(48, 57)])) == "a[0-9]"
+    assert render(sum([lit("a"), lit("b")], EPSILON)) == "ab"
+    with pytest.raises(TypeError, match="unsupported operand type"):
+        sum([lit("a"), lit("b")])
+    with pytest.raises(TypeError):
+        "x" + lit("a")
+    with pytest.raises(TypeError):
+        lit("a") + "x"
+
+
 def test_a_deep_tree_is_an_automaton_limit_not_a_crash():
     deep = lit("a")
     for _ in range(5000):
@@ -254,6 +344,25 @@ def test_both_builds_refuse_a_tree_at_the_same_depth():
             render(too_deep, dialect)
     with pytest.raises(AutomatonLimitError, match="nests more deeply"):
         lower(too_deep, RegexPool())
+
+
+def test_a_tree_lowers_alike_however_deep_the_callers_stack():
+    """The schema compiler lowers an intersection's parts deep inside a nested schema: with
+    60 frames of Python's recursion limit left there, a tree 255 nodes deep is still read.
+    Walked by recursion, the pure build ran out of frames and refused it as too deep, while
+    the compiled build (native calls, no Python frames) read it: the two builds answered a
+    schema nested 130 arrays deep around a 120-group pattern intersection differently."""
+    fits = lit("a")
+    for _ in range(127):
+        fits = Alt((lit("b"), Seq((lit("c"), fits))))
+
+    def down(levels: int) -> tuple[object, ...]:  # one frame per level
+        if levels:
+            return down(levels - 1)
+        return lower(fits, RegexPool()).kind, render(fits), render(fits, "lazy")
+
+    kind, python_text, lazy_text = down(sys.getrecursionlimit() - len(inspect.stack(0)) - 60)
+    assert kind != EMPTY and python_text == render(fits) and lazy_text == render(fits, "lazy")
 
 
 def test_a_long_chain_of_shared_parts_needs_no_deep_recursion():

@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, overload
 
@@ -95,6 +95,7 @@ class Regex:
     has_shared: bool
 
     def _fields(self) -> tuple[object, ...]:
+        """What the node is (its dataclass fields), each node under it one item (`__eq__`)."""
         raise NotImplementedError
 
     def _cache(self, key: tuple[object, ...], size: int, nullable: bool, has_shared: bool = False) -> None:
@@ -106,14 +107,36 @@ class Regex:
         object.__setattr__(self, "has_shared", has_shared)
 
     def __eq__(self, other: object) -> bool:
-        if self is other:
-            return True
-        return (
-            type(other) is type(self)
-            and isinstance(other, Regex)
-            and other._hash == self._hash
-            and other._fields() == self._fields()
-        )
+        # Node by node, with a stack of the pairs left to compare: two equal trees built apart
+        # may nest deeper than Python's recursion limit, and comparing their fields with `==`
+        # recursed once per level (in the compiled build, a comparison that met the limit
+        # aborted the whole process instead of raising). Each pair is compared once: a tree
+        # uses a sub-tree in several places, and the paths to it can be exponentially many.
+        todo: list[tuple[Regex, object]] = [(self, other)]
+        seen: set[tuple[int, int]] = set()
+        while todo:
+            a, b = todo.pop()
+            # (Not their cached hashes: a dict compared those already, and in the compiled build
+            # two hashes past 62 bits are compared by a call back into Python, which at the end
+            # of Python's stack aborts the process instead of raising RecursionError.)
+            if type(b) is not type(a) or not isinstance(b, Regex):
+                return False
+            fields_a, fields_b = a._fields(), b._fields()
+            if len(fields_a) != len(fields_b):
+                return False
+            for x, y in zip(fields_a, fields_b):
+                if x is y:
+                    continue
+                if not isinstance(x, Regex):  # a text, ranges, a bound, the required flags
+                    if x != y:
+                        return False
+                elif isinstance(x, Text):  # (most nodes: compared here, not one more turn)
+                    if not (isinstance(y, Text) and x.text == y.text):
+                        return False
+                elif (id(x), id(y)) not in seen:
+                    seen.add((id(x), id(y)))
+                    todo.append((x, y))
+        return True
 
     def __hash__(self) -> int:
         return self._hash
@@ -123,6 +146,12 @@ class Regex:
         if not isinstance(other, Regex):
             return NotImplemented
         return concat(self, other)
+
+    def __radd__(self, other: object) -> Regex:
+        """`x + a` with x not a node (`sum(nodes)` starts from 0): a TypeError. Written out
+        for the compiled build: without it Python found `__add__`'s own slot under the name
+        `__radd__` and called it again, over and over, to a RecursionError."""
+        raise TypeError(f"unsupported operand type(s) for +: {type(other).__name__!r} and {type(self).__name__!r}")
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -260,7 +289,7 @@ class Members(Regex):
     extra: Regex | None = None
 
     def _fields(self) -> tuple[object, ...]:
-        return (self.separator, self.members, self.required, self.extra)
+        return (self.separator, *self.members, self.required, self.extra)
 
     def __post_init__(self) -> None:
         if len(self.members) != len(self.required):
@@ -397,7 +426,6 @@ class _Renderer:
         self.keep: list[Regex] = []  # (the nodes behind those ids stay alive)
         self.definitions: dict[int, str] = {}  # id(Shared) -> its `(?@ref:NAME)` (lazy dialect)
         self.written: list[str] = []  # the `(?@def:...)` groups, each after the ones it uses
-        self.depth = 0  # how many `text` calls are open (see `text`)
 
     def whole(self, node: Regex) -> str:
         try:
@@ -405,21 +433,17 @@ class _Renderer:
                 for shared in shared_in_order(node):
                     self.text(shared)
             body = self.text(node)
-        except RecursionError:  # (the pure build called from deep in a stack: refused the same way)
+        except RecursionError:  # (Python's stack used up already where this was called)
             raise AutomatonLimitError(TOO_DEEP) from None
         return "".join(self.written) + body
 
     def text(self, node: Regex) -> str:
         done = self.texts.get(id(node))
         if done is None:
-            # Nesting is counted, not left to Python's recursion limit: the compiled build
-            # (mypyc's native calls run on the C stack) would crash where the pure one stops.
-            self.depth += 1
-            if self.depth > MAX_NESTING:
-                raise AutomatonLimitError(TOO_DEEP)
-            done = self.texts[id(node)] = self._text(node)
-            self.depth -= 1
-            self.keep.append(node)
+            for n in _new_nodes_below_first(node, self.texts):  # (no recursion: see there)
+                self.texts[id(n)] = self._text(n)
+                self.keep.append(n)
+            done = self.texts[id(node)]
         return done
 
     def atom(self, node: Regex) -> str:
@@ -438,8 +462,7 @@ class _Renderer:
         if isinstance(node, Chars):
             return _class_text(node.ranges)
         checkpoint()  # a large tree is rendered on a compile thread that yields to the scheduler
-        # (Loops, not generator expressions: one Python frame per level of the tree, not two,
-        # so the pure build reaches MAX_NESTING well inside Python's recursion limit.)
+        # (The nodes under `node` are written already, `text` saw to it: these calls find them.)
         if isinstance(node, Seq):
             texts = []
             for p in node.parts:
@@ -470,6 +493,32 @@ class _Renderer:
         groups = "".join(f"({'!' if req else '~'}{self.text(m)})" for m, req in zip(node.members, node.required))
         extra = "" if node.extra is None else f"(&{self.text(node.extra)})"
         return f"(?@members({self.text(node.separator)}){groups}{extra})"
+
+
+def _new_nodes_below_first(root: Regex, done: Container[int]) -> list[Regex]:
+    """The nodes under `root` (itself included) whose ids `done` does not hold, each once and
+    after the nodes under it: the order in which `render` and `lower` make them, so that
+    making one only reads its children's results. A walk with its own stack, not recursion:
+    how deep Python's stack already is where a compile asks (deep inside a schema) must not
+    decide, and compiled code has no recursion limit at all. A tree nested more than
+    MAX_NESTING new nodes deep is refused, in both builds alike (the automaton's own limit)."""
+    order: list[Regex] = []
+    seen: set[int] = set()
+    stack: list[tuple[Regex, int, bool]] = [(root, 1, False)]  # (node, its depth, children pushed)
+    while stack:
+        node, depth, expanded = stack.pop()
+        if expanded:
+            order.append(node)
+            continue
+        if id(node) in done or id(node) in seen:
+            continue
+        if depth > MAX_NESTING:
+            raise AutomatonLimitError(TOO_DEEP)
+        seen.add(id(node))
+        stack.append((node, depth, True))
+        for child in reversed(children(node)):
+            stack.append((child, depth + 1, False))
+    return order
 
 
 def is_plain(node: Regex) -> bool:
@@ -568,7 +617,7 @@ def lower(node: Regex, pool: RegexPool) -> RegexNode:
         for shared in shared_in_order(node):  # (see shared_in_order: no deep recursion)
             lowering.node(shared)
         return lowering.node(node)
-    except RecursionError:  # (the pure build called from deep in a stack: refused the same way)
+    except RecursionError:  # (Python's stack used up already where this was called)
         raise AutomatonLimitError(TOO_DEEP) from None
 
 
@@ -579,17 +628,14 @@ class _Lowering:
         self.keep: list[Regex] = []  # (the nodes behind those ids stay alive)
         self.classes: dict[Ranges, RegexNode] = {}
         self.texts: dict[str, RegexNode] = {}
-        self.depth = 0  # how many `node` calls are open (counted as in _Renderer.text)
 
     def node(self, node: Regex) -> RegexNode:
         out = self.done.get(id(node))
         if out is None:
-            self.depth += 1
-            if self.depth > MAX_NESTING:
-                raise AutomatonLimitError(TOO_DEEP)
-            out = self.done[id(node)] = self._node(node)
-            self.depth -= 1
-            self.keep.append(node)
+            for n in _new_nodes_below_first(node, self.done):  # (as in _Renderer.text)
+                self.done[id(n)] = self._node(n)
+                self.keep.append(n)
+            out = self.done[id(node)]
         return out
 
     def _node(self, node: Regex) -> RegexNode:
@@ -602,7 +648,7 @@ class _Lowering:
         if isinstance(node, Chars):
             return self.ranges(node.ranges)
         checkpoint()  # a large tree is lowered on a compile thread that yields to the scheduler
-        parts: list[RegexNode] = []  # (loops, not comprehensions: see _Renderer._text)
+        parts: list[RegexNode] = []  # (the nodes under `node` are lowered already: see `node`)
         if isinstance(node, Seq):
             for p in node.parts:
                 parts.append(self.node(p))
