@@ -388,6 +388,30 @@ def test_a_match_complete_at_the_length_limit_says_stop_whatever_the_budget(stag
     assert reasons == {60.0: "stop", 1e-5: "stop"}, reasons
 
 
+def test_a_requests_last_token_makes_no_row_past_the_budget(monkeypatch):
+    """Whether a match is over at max_new_tokens is read from the automaton's structure when
+    the row is not made (`is_over`): making that row there whatever the budget (as a first fix
+    of the "length" above did) let every request with max_new_tokens=1 and a costly grammar
+    build a whole row on the scheduler thread, outside any slice."""
+    from minisglang.constrained import work_slices
+    from minisglang.constrained.lazy_token_fsm import LazyStateIndex
+
+    unsliced, row, main = [], LazyStateIndex.row, threading.main_thread()
+
+    def watched(self, state):
+        # (on the scheduler's thread: a compile thread makes the first row, lent the CPU by the baton)
+        if state not in self.rows and work_slices._local.deadline is None and threading.current_thread() is main:
+            unsliced.append(state)
+        return row(self, state)
+
+    with sgl.Engine(stage="s5", grammar_step_seconds=1e-5) as eng:
+        monkeypatch.setattr(LazyStateIndex, "row", watched)  # (after start-up: it prepares the vocabulary)
+        for n in (1, 2, 3):
+            out = eng.generate(Q, {"regex": EXPENSIVE, "max_new_tokens": n, "temperature": 0})
+            assert out["meta_info"]["finish_reason"]["type"] == "length", out["meta_info"]
+    assert not unsliced, f"rows made outside the step's budget: {unsliced}"
+
+
 def test_a_budget_spent_before_the_rows_still_lets_the_longest_waiting_request_work():
     """s4's jump searches run before the rows each step; with a 1 us budget they spent it
     every step, no row work began, and the request waited 5.9 million steps (90 s) until

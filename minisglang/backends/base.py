@@ -104,6 +104,13 @@ class BaseGrammarObject:
         the scheduler starts none once a step's budget is spent."""
         return False
 
+    def is_over(self) -> bool:
+        """Whether the match is over, as `is_terminated` says, without doing `prepare`'s work
+        (a check): asked of a request's last token, whose next row no one will sample from.
+        Here: known only once the work is done (False before); the lazy automaton reads it
+        from its structure."""
+        return not self.needs_work() and self.is_terminated()
+
     def nbytes(self) -> int:
         """Bytes of the compiled grammar behind this matcher, as far as we can tell (what the
         backend's byte-bounded cache counts); 0 when a library does not say."""

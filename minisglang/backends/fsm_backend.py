@@ -117,6 +117,11 @@ class FSMGrammar(BaseGrammarObject):
         """The lazy automaton's row of the current state is not made yet (an eager FSM made all)."""
         return isinstance(self.fsm, LazyTokenFSM) and self.state not in self.fsm.index.rows
 
+    def is_over(self) -> bool:
+        if isinstance(self.fsm, LazyTokenFSM) and self.needs_work():
+            return self.fsm.ends(self.state)
+        return self.is_terminated()
+
     def copy(self) -> FSMGrammar:
         return FSMGrammar(self.fsm)
 

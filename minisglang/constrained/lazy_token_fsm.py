@@ -589,6 +589,12 @@ class LazyTokenFSM(TokenFSM):
         row = self.index.rows.get(state)
         return row is not None and self.index.is_final(state) and row.count == 0
 
+    def ends(self, state: int) -> bool:
+        """Accepting, and no byte can follow: the match is over, read from the state's regex
+        without making its row (is_complete, where every byte is a token; a state some byte
+        could follow but no token can is not seen as over: it says False)."""
+        return self.index.is_final(state) and self.index.dfa.nodes[state].first == 0
+
     def nbytes(self) -> int:
         return self.index.nbytes()
 

@@ -119,6 +119,9 @@ class ReasonerGrammar(BaseGrammarObject):
     def needs_work(self) -> bool:
         return not self.thinking and self.inner.needs_work()
 
+    def is_over(self) -> bool:
+        return not self.thinking and self.inner.is_over()
+
 
 # A request whose uncuttable call took t past the step's budget sits out SIT_OUT * t of
 # steps' budgets: the other requests keep at least SIT_OUT / (SIT_OUT + 1) of the scheduler
@@ -556,11 +559,13 @@ class BackendStage(Stage):
         # library's matcher has none to make; a lazy state visited before) costs nothing to
         # read, whatever is left of the budget: at the length limit, reading it or not chose
         # between "stop" and "length" for the same request (by the load, and s7's mask chains
-        # spend the step's budget: s7 said "length" where s6 said "stop"). At the length limit
-        # the row is made whatever the budget: this is the request's last token, and a client
-        # reads "length" as a cut answer (with a 10 us budget a complete match said "length").
+        # spend the step's budget: s7 said "length" where s6 said "stop"). At the length limit,
+        # without the row, the grammar tells from its structure (`is_over`): a client reads
+        # "length" as a cut answer (a 10 us budget made a complete match say "length"), and
+        # making that row whatever the budget let any request with max_new_tokens=1 and a
+        # costly grammar stall every other client.
         at_limit = len(req.output_ids) >= req.sampling_params.max_new_tokens
-        if (not g.needs_work() or at_limit or self.work.ready(req)) and g.is_terminated():
+        if (not g.needs_work() or self.work.ready(req)) and g.is_terminated() or at_limit and g.is_over():
             req.finish("stop", matched=token_id if token_id == self.ctx.tokenizer.eos_token_id else None)
 
     def cancel_if_unwanted(self, future: Future[BaseGrammarObject]) -> None:
