@@ -95,13 +95,16 @@ def generate_schemas(seed: int, count: int) -> list[tuple[dict, object]]:
     """
     rng = random.Random(seed)
     out = []
-    for _ in range(count):
+    while len(out) < count:
         defs: dict = {}
         schema, instance = _object(rng, depth=0, defs=defs)
         if defs:
             schema["$defs"] = {name: s for name, (s, _) in defs.items()}
-        jsonschema.validate(instance, schema)  # the walk must be a valid document
-        out.append((schema, instance))
+        # The walk must be a valid document. A definition that refers to itself is made twice
+        # and the instance may fit the one not kept: such a draw is skipped (seed 16's sample,
+        # the results' own, never has one, so it is what it was).
+        if jsonschema.Draft202012Validator(schema).is_valid(instance):
+            out.append((schema, instance))
     return out
 
 
