@@ -412,6 +412,36 @@ def test_a_requests_last_token_makes_no_row_past_the_budget(monkeypatch):
     assert not unsliced, f"rows made outside the step's budget: {unsliced}"
 
 
+def test_a_jump_makes_no_row_past_the_budget(monkeypatch):
+    """After s4's jump the stage asked whether the match was over with `is_terminated`, which
+    made the landing state's row on the scheduler thread, outside any slice (every jump of
+    `[ab]Q{8}` then a costly tail did). It reads the structure (`is_over`) instead; the row is
+    made by `ready`, within the budget, and the answer is the same as with a minute's budget."""
+    from minisglang.constrained import work_slices
+    from minisglang.constrained.lazy_token_fsm import LazyStateIndex
+
+    unsliced, row, main = [], LazyStateIndex.row, threading.main_thread()
+
+    def watched(self, state):
+        if state not in self.rows and work_slices._local.deadline is None and threading.current_thread() is main:
+            unsliced.append(state)
+        return row(self, state)
+
+    regex = "[ab]QQQQQQQQ" + EXPENSIVE
+    outs = {}
+    for budget in (60.0, 1e-5):
+        with sgl.Engine(stage="s5", grammar_step_seconds=budget) as eng:
+            monkeypatch.setattr(LazyStateIndex, "row", watched)  # (after start-up: it prepares the vocabulary)
+            out = eng.generate("Write:", {"regex": regex, "max_new_tokens": 30, "temperature": 0})
+            monkeypatch.undo()
+            assert eng.scheduler.stage.jumps >= 1  # (the Q's were jumped, not sampled)
+        outs[budget] = (out["text"], out["meta_info"]["finish_reason"]["type"])
+        if budget != 60.0:
+            assert not unsliced, f"rows made outside the step's budget: {unsliced}"
+        unsliced.clear()
+    assert outs[1e-5] == outs[60.0] and "QQQQQQQQ" in outs[60.0][0], outs
+
+
 def test_a_budget_spent_before_the_rows_still_lets_the_longest_waiting_request_work():
     """s4's jump searches run before the rows each step; with a 1 us budget they spent it
     every step, no row work began, and the request waited 5.9 million steps (90 s) until

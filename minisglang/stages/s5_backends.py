@@ -263,6 +263,19 @@ class BudgetedJumpForward(JumpForward):
         except OutOfTime:
             return None
 
+    def move_grammar(self, req: Req, new_output_ids: list[int], next_state: Any) -> None:
+        """s4's move, but whether the jump ended the match is read from the automaton's
+        structure (`is_over`), not by making the landing state's row: s4's `is_terminated`
+        made that row on the scheduler thread outside any slice, for every jump. A match
+        that only the row shows complete is finished by `ready`, within the budget, before
+        the request's next token."""
+        g = req.grammar
+        assert isinstance(g, BaseGrammarObject)  # only a constrained request jumps
+        g.jump_and_retokenize(req.output_ids, new_output_ids, next_state)
+        g.version += 1  # the output is rewritten: a stream restarts its text (#665)
+        if g.is_over():  # nothing left to sample: it leaves at the next step
+            req.finish("stop", matched=None)
+
     def leave_the_seam_to_the_model(self, req: Req, new_output_ids: list[int]) -> list[int] | None:
         try:
             with self.work.slice(req):
