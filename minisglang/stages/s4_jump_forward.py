@@ -101,8 +101,12 @@ class JumpForward:
         g = constrained(req)
         g.jump_and_retokenize(req.output_ids, new_output_ids, next_state)
         g.version += 1  # the output is rewritten: a stream restarts its text (#665)
-        if g.is_terminated():  # nothing left to sample: it leaves at the next step
+        if self.jump_ended(req):  # nothing left to sample: it leaves at the next step
             req.finish("stop", matched=None)
+
+    def jump_ended(self, req: Req) -> bool:
+        """Whether the jump completed the match (after `move_grammar` moved the grammar)."""
+        return constrained(req).is_terminated()
 
     def leave_the_seam_to_the_model(self, req: Req, new_output_ids: list[int]) -> list[int] | None:
         """Give back the end of the jump that the model could have merged with what follows.

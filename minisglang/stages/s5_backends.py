@@ -263,18 +263,14 @@ class BudgetedJumpForward(JumpForward):
         except OutOfTime:
             return None
 
-    def move_grammar(self, req: Req, new_output_ids: list[int], next_state: Any) -> None:
-        """s4's move, but whether the jump ended the match is read from the automaton's
-        structure (`is_over`), not by making the landing state's row: s4's `is_terminated`
-        made that row on the scheduler thread outside any slice, for every jump. A match
-        that only the row shows complete is finished by `ready`, within the budget, before
-        the request's next token."""
+    def jump_ended(self, req: Req) -> bool:
+        """Read from the automaton's structure (`is_over`), not by making the landing state's
+        row: s4's `is_terminated` made that row on the scheduler thread outside any slice,
+        for every jump. A match that only the row shows complete is finished by `ready`,
+        within the budget, before the request's next token."""
         g = req.grammar
         assert isinstance(g, BaseGrammarObject)  # only a constrained request jumps
-        g.jump_and_retokenize(req.output_ids, new_output_ids, next_state)
-        g.version += 1  # the output is rewritten: a stream restarts its text (#665)
-        if g.is_over():  # nothing left to sample: it leaves at the next step
-            req.finish("stop", matched=None)
+        return g.is_over()
 
     def leave_the_seam_to_the_model(self, req: Req, new_output_ids: list[int]) -> list[int] | None:
         try:
@@ -578,7 +574,7 @@ class BackendStage(Stage):
         # making that row whatever the budget let any request with max_new_tokens=1 and a
         # costly grammar stall every other client.
         at_limit = len(req.output_ids) >= req.sampling_params.max_new_tokens
-        if (not g.needs_work() or self.work.ready(req)) and g.is_terminated() or at_limit and g.is_over():
+        if ((not g.needs_work() or self.work.ready(req)) and g.is_terminated()) or (at_limit and g.is_over()):
             req.finish("stop", matched=token_id if token_id == self.ctx.tokenizer.eos_token_id else None)
 
     def cancel_if_unwanted(self, future: Future[BaseGrammarObject]) -> None:
