@@ -464,15 +464,9 @@ class _Renderer:
         checkpoint()  # a large tree is rendered on a compile thread that yields to the scheduler
         # (The nodes under `node` are written already, `text` saw to it: these calls find them.)
         if isinstance(node, Seq):
-            texts = []
-            for p in node.parts:
-                texts.append(self.text(p))
-            return "".join(texts)  # an Alt is a group already
+            return "".join(self.text(p) for p in node.parts)  # an Alt is a group already
         if isinstance(node, Alt):
-            texts = []
-            for o in node.options:
-                texts.append(self.text(o))
-            return "(?:" + "|".join(texts) + ")"
+            return "(?:" + "|".join(self.text(o) for o in node.options) + ")"
         if isinstance(node, Repeat):
             return self.atom(node.body) + _quantifier(node.low, node.high)
         if isinstance(node, Shared):
@@ -648,15 +642,11 @@ class _Lowering:
         if isinstance(node, Chars):
             return self.ranges(node.ranges)
         checkpoint()  # a large tree is lowered on a compile thread that yields to the scheduler
-        parts: list[RegexNode] = []  # (the nodes under `node` are lowered already: see `node`)
+        # (The nodes under `node` are lowered already, `node` saw to it: these calls find them.)
         if isinstance(node, Seq):
-            for p in node.parts:
-                parts.append(self.node(p))
-            return pool.concat_all(parts)
+            return pool.concat_all([self.node(p) for p in node.parts])
         if isinstance(node, Alt):
-            for o in node.options:
-                parts.append(self.node(o))
-            return pool.alt(parts)
+            return pool.alt([self.node(o) for o in node.options])
         if isinstance(node, Repeat):
             return pool.repeat(self.node(node.body), node.low, node.high)
         if isinstance(node, Shared):
