@@ -27,7 +27,7 @@ from test_regex_dfa import DIALECT_CHARS, DIALECT_REGEXES
 import minisglang as sgl
 from minisglang.backends.base import GrammarError, InvalidGrammarObject, get_backend_class
 from minisglang.backends.outlines_backend import OutlinesGrammar
-from minisglang.constrained import child_process
+from minisglang.constrained import child_process, python_regex
 from minisglang.constrained.bitmask import unpack_bits
 from minisglang.constrained.python_regex import portable_regex
 from minisglang.stages.s5_backends import ReasonerGrammar
@@ -457,6 +457,21 @@ def test_compile_errors_name_the_problem(backends, name):
         g = compiled(backends[name], kind, text)
         assert isinstance(g, InvalidGrammarObject), (kind, text)
         assert f"{kind} rejected by the '{name}' backend" in g.message and phrase in g.message, g.message
+
+
+def test_the_fsm_backend_finds_shorthand_classes_before_any_compile(tokenizer):
+    """`\\s`, `\\d`, `\\w` are found over every code point (~50 ms, no checkpoint inside): a
+    backend does it when it starts, so no client's compile holds the others' steps for it."""
+    python_regex.shorthand_ranges.cache_clear()
+    backend = get_backend_class("fsm")(tokenizer, tokenizer.vocab_size)
+    try:
+        found = python_regex.shorthand_ranges.cache_info().misses
+        assert found >= 6  # all six classes, the upper-case complements too
+        grammar = compiled(backend, "regex", r"\s\d\w\S\D\W(x|\s)")
+        assert not isinstance(grammar, InvalidGrammarObject)
+        assert python_regex.shorthand_ranges.cache_info().misses == found  # the compile found none anew
+    finally:
+        backend.shutdown()
 
 
 def test_an_outlines_index_past_compile_timeout_is_stopped_and_frees_its_thread(tokenizer):

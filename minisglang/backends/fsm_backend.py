@@ -35,6 +35,7 @@ from ..constrained.json_schema import (
 )
 from ..constrained.lazy_regex_parser import parse_tree
 from ..constrained.lazy_token_fsm import LazyLimits, LazyTokenFSM, compile_lazy_token_fsm, prepare_vocabulary
+from ..constrained.python_regex import prepare_shorthands
 from ..constrained.regex_ast import Regex, render, text_size
 from ..constrained.schema_worker import schema_regex_in_process
 from ..constrained.token_fsm import ConstraintError, TokenFSM
@@ -204,6 +205,7 @@ class FSMBackend(BaseGrammarBackend):
             # Per-vocabulary work done now, not in the first grammars' tokens: the counts of
             # the bodies JSON grammars repeat (a string's character, a digit, a hex digit).
             prepare_vocabulary(tokenizer, vocab_size, LAZY_PREPARED_BODIES)
+            prepare_shorthands()  # per-process tables, likewise (python_regex.py)
             return
         # The pool's threads each wait (without the GIL) on a worker: as many workers as threads.
         self.service = CompileService(
