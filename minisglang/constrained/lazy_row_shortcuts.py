@@ -3,7 +3,7 @@ without (or with less of) the plain trie walk of lazy_token_fsm.py.
 
 `LazyStateIndex._row_of` tries them in this order and walks the trie when none fits; each
 returns None when its shape does not fit, and a row it returns holds exactly the tokens the
-walk would allow (tests/test_lazy_row_paths.py and tests/test_lazy_automaton.py compare
+walk would allow (tests/test_lazy_row_shortcuts.py and tests/test_lazy_automaton.py compare
 them with the eager index):
 - `_row_from_alternatives`: a permissive alternation `A|B|...`, the union of its members' rows;
 - `_row_from_repeat`: a permissive repetition `C{lo,hi}`, from C's per-token counts;

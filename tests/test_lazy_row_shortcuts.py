@@ -1,7 +1,11 @@
-"""The lazy token FSM's shortcut rows (constrained/lazy_row_shortcuts.py) and long-token walks
-(constrained/lazy_token_fsm.py) against the eager index and the brute-force mask oracle: a
-shortcut may only change how a row is computed, never which tokens it holds.
+"""The lazy token FSM's shared and shortcut rows (constrained/lazy_row_shortcuts.py) and
+long-token walks (constrained/lazy_token_fsm.py) against the eager index and the brute-force
+mask oracle: a shortcut may only change how a row is computed, never which tokens it holds.
 
+- clipped states (RegexPool.clip) read like the state up to their length, and the positions
+  of a long bounded string share one walk;
+- `_row_from_head`, `_row_from_alternatives`, `_row_from_repeat` (per-token repetition
+  counts, also prepared with the vocabulary), and rows shared by two grammars (SHARED_ROWS);
 - `_row_from_strings`: a state whose matches begin with literal text (an enum's values, an
   object's keys) is walked through the vocabulary trie along its syntax tree, without
   automaton states for the positions inside the text;
@@ -14,17 +18,27 @@ shortcut may only change how a row is computed, never which tokens it holds.
 from __future__ import annotations
 
 import random
+import re
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from real_tokenizers import bundled
-from test_lazy_automaton import LONG_VOCAB, SMALL_VOCAB, compare_along_walks
-from test_regex_dfa import REGEXES
+from test_lazy_automaton import SMALL_VOCAB, Vocab, compare_along_walks, sample_match
+from test_regex_dfa import ALL_STRINGS, REGEXES
 
 from minisglang.constrained.json_schema import build_regex_from_schema
+from minisglang.constrained.lazy_byte_dfa import LazyByteDFA
+from minisglang.constrained.lazy_regex import RegexPool
+from minisglang.constrained.lazy_regex_parser import parse_regex
 from minisglang.constrained.lazy_token_fsm import compile_lazy_token_fsm
 from minisglang.constrained.token_fsm import ConstraintError, compile_token_fsm
+
+LONG_VOCAB = Vocab(
+    [None, b'"', b"a", b" ", b"  ", b"ab", b" " * 40, b" " * 64, b"a" * 33 + b'"', b" " * 100 + b'"', b'a"', b"-" * 48],
+    eos_token_id=0,
+)
 
 ENUM_SHAPES = [
     r'"(Rome_1|item_(5|9|15)|北京_3|value_30)", ?"x"',  # values, then the rest of an object
@@ -215,3 +229,171 @@ def test_generated_regexes_with_a_row_path_everywhere_equal_the_eager_index(requ
     request.getfixturevalue(everywhere)
     if spellable(pattern, vocab):
         compare_along_walks(pattern, vocab, walks=3, steps=12)
+
+
+# ---------------------------------------------------------------------------------------
+# Rows shared between states: clipped bounds, a head's row, alternatives, other grammars
+# ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "pattern", [r'"[^"]{0,60}"', r"(ab|c){3,40}x", r"a{0,50}b|a{20,30}c", r"(a{2,}b){0,45}", r"((a|bb){5,70}1)*z?"]
+)
+def test_a_clipped_node_reads_like_the_node_up_to_its_length(pattern):
+    """RegexPool.clip(node, L): every string of at most L bytes is viable (and accepted)
+    in the clipped node exactly when it is in the node, in every state along the way."""
+    pool = RegexPool()
+    dfa = LazyByteDFA(parse_regex(pattern, pool), pool)
+    rng = random.Random(pattern)
+    length = 8
+    state = dfa.initial
+    for _ in range(60):  # states along a random walk
+        clipped = dfa._state(pool.clip(dfa.nodes[state], length))
+        for s in ALL_STRINGS[:400] + [sample_match(dfa, rng, 12).decode("latin-1")[:length] for _ in range(5)]:
+            data = s.encode("latin-1", "replace")[:length]
+            a, b = dfa.walk_bytes(state, data), dfa.walk_bytes(clipped, data)
+            assert (a >= 0) == (b >= 0) and (a < 0 or dfa.is_final(a) == dfa.is_final(b)), (pattern, state, data)
+        allowed = dfa.allowed_bytes(state).tolist()
+        if not allowed:
+            break
+        state = dfa.step(state, rng.choice(allowed))
+
+
+def test_the_positions_of_a_long_bounded_string_share_one_walk():
+    tokenizer = bundled()
+    fsm = compile_lazy_token_fsm('"[^"]{0,1000}"', tokenizer, 4096)
+    index = fsm.index
+    state = index.initial_state
+    for token in tokenizer.encode('"' + "hello world " * 30):
+        state = index.next_state(state, token)
+        index.row(state)
+    assert state >= 0
+    # 360 characters in, every token's state has a row, but the trie was walked a few times.
+    assert index.num_states > 50 and len(index.short_rows) < 8
+
+
+@pytest.mark.parametrize("pattern", [r'"[^"]{0,80}"', r'"[^"]{0,200}"x?', r'"[ a]*"', r'( {0,70}|a{3,90})"'])
+def test_tokens_longer_than_the_trie_in_bounded_strings_match_the_eager_index(pattern):
+    compare_along_walks(pattern, LONG_VOCAB, walks=6, steps=40)
+
+
+@pytest.fixture
+def share_everything(monkeypatch):
+    """Make every head and alternative take the shared-row paths, whatever its size."""
+    import minisglang.constrained.lazy_row_shortcuts as shortcuts
+    import minisglang.constrained.lazy_token_fsm as lazy
+
+    monkeypatch.setattr(shortcuts, "PERMISSIVE", 0)
+    lazy.SHARED_ROWS.clear()
+    yield
+    lazy.SHARED_ROWS.clear()
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
+@given(REGEXES)
+def test_rows_built_from_heads_and_alternatives_equal_the_eager_index(share_everything, pattern):
+    try:
+        compile_token_fsm(pattern, SMALL_VOCAB, 10_000)
+    except ConstraintError:
+        return
+    compare_along_walks(pattern, SMALL_VOCAB, walks=3, steps=12)
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        r"a*b",
+        r"(ab)*1",
+        r"[ab]*\n?1",
+        r"(a|b1)*z",
+        r"((a|b)*1|z)*b",
+        r"(a{2,9}b?){1,5}1",
+        r"(é|a)*中",
+        r"(b|1)?(a*|z)1",
+    ],
+)
+def test_heads_and_alternatives_on_chosen_shapes(share_everything, pattern):
+    compare_along_walks(pattern, SMALL_VOCAB, walks=8, steps=15)
+
+
+JSON_CHAR = r'([^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})'
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        r'"[^"]{0,5}"',
+        JSON_CHAR + r'{0,3}"',
+        JSON_CHAR + r'{2,7}"x',
+        JSON_CHAR + "*",
+        r"(é|a){1,3}b",
+        r"(a|ab){0,4}1",
+        r"(ab|b){0,6}",
+        r"[ab]{0,2}(1|z)",
+        # a nullable body: `(C*)?` reads any number of C in its one repetition
+        r"(.*)?",
+        r"((.)*)?",
+        r"([^x]*){0,2}",
+        r"([^x]?){0,2}",
+    ],
+)
+def test_rows_of_bounded_repetitions_from_token_counts_equal_the_eager_index(share_everything, pattern):
+    """A repetition's row from its per-token counts (`_row_from_repeat`), bit for bit; a body
+    that is not prefix-free (a|ab) falls back to the walk."""
+    if '"' not in pattern:
+        compare_along_walks(pattern, SMALL_VOCAB, walks=8, steps=15)
+    compare_along_walks(pattern, bundled(), walks=3, steps=12, oracle_every=1)
+
+
+def test_repetition_counts_are_per_token_and_refuse_ambiguous_bodies():
+    tokenizer = bundled()
+    fsm = compile_lazy_token_fsm(r"[a-z]{0,3}", tokenizer, 4096)
+    index, pool = fsm.index, fsm.index.dfa.pool
+    counts = index._repetitions(index.dfa.nodes[index.initial_state].parts[0])
+    for t, data in enumerate(tokenizer.token_bytes):
+        assert counts[t] == (len(data) if data and re.fullmatch(rb"[a-z]+", data) else -1), (t, data)
+    assert index._repetitions(parse_regex("a|ab", pool)) is None  # "a" then "b": one repetition or two?
+
+
+def test_counts_prepared_with_the_vocabulary_equal_the_counts_a_grammar_computes_and_outlive_rows():
+    """prepare_vocabulary (a lazy backend's start) stores the repetition counts a grammar's
+    first `C{lo,hi}` row would compute: the same numbers (digits against a fullmatch oracle,
+    a JSON string's character against a fresh grammar's own count), and rows written
+    afterwards, however many, do not push them out."""
+    import minisglang.constrained.lazy_token_fsm as lazy
+    from minisglang.backends.fsm_backend import LAZY_PREPARED_BODIES
+
+    tokenizer = bundled()
+    lazy.SHARED_ROWS.clear()
+    try:
+        fresh = {}
+        for body in LAZY_PREPARED_BODIES:  # computed lazily, each on a cleared cache
+            lazy.SHARED_ROWS.clear()
+            index = compile_lazy_token_fsm(f"(?:{body}){{0,7}}x", tokenizer, 4096).index
+            fresh[body] = index._repetitions(index.dfa.nodes[index.initial_state].parts[0].parts[0]).copy()
+        lazy.SHARED_ROWS.clear()
+        lazy.prepare_vocabulary(tokenizer, 4096, LAZY_PREPARED_BODIES)
+        for i in range(3 * lazy.SHARED_ROWS.capacity):  # rows of other grammars fill the row store
+            lazy.SHARED_ROWS.put((None, 0, 0, "row", str(i)), object())
+        prepared = {key[-1]: counts for key, counts in lazy.SHARED_ROWS._counts.items()}
+        assert len(prepared) == len(LAZY_PREPARED_BODIES)
+        for body, counts in fresh.items():
+            pool = lazy.RegexPool()
+            assert np.array_equal(prepared[pool.key(lazy.parse_regex(body, pool))], counts), body
+        digits = prepared[lazy.RegexPool().key(lazy.parse_regex("[0-9]", lazy.RegexPool()))]
+        for t, data in enumerate(tokenizer.token_bytes):
+            assert digits[t] == (len(data) if data and re.fullmatch(rb"[0-9]+", data) else -1), (t, data)
+    finally:
+        lazy.SHARED_ROWS.clear()
+
+
+def test_rows_shared_by_two_grammars_are_the_same_objects_and_exact(share_everything):
+    import minisglang.constrained.lazy_token_fsm as lazy
+
+    tokenizer = bundled()
+    first = compile_lazy_token_fsm(r'\{"a": "[^"]{0,40}"\}', tokenizer, 4096)
+    first.walk(tokenizer.encode('{"a": "xy'))
+    stored = len(lazy.SHARED_ROWS._rows)
+    assert stored > 0
+    compare_along_walks(r'\[1, "[^"]{0,40}"\]', tokenizer, walks=2, steps=25, oracle_every=1)
+    compare_along_walks(r'\{"a": "[^"]{0,40}"\}', tokenizer, walks=2, steps=25, oracle_every=1)

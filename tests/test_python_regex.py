@@ -1,0 +1,48 @@
+"""Python's regex dialect as our automata read it (constrained/python_regex.py): `\\d \\w \\s`,
+their complements and `.` hold exactly the code points Python's `re` gives them (found by `re`
+itself over every code point), and inline flags are refused. The oracle is `re.fullmatch`;
+the automaton is the lazy one (its rows are built on demand, so each character's bytes are
+walked). The eager DFA's own reading: tests/test_regex_dfa.py; every backend's:
+tests/test_backends.py."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_lazy_automaton import accepts, lazy_dfa
+from test_regex_dfa import DIALECT_CHARS, DIALECT_REGEXES
+
+from minisglang.constrained.lazy_regex import RegexError
+
+
+@pytest.fixture(scope="module")
+def dialect_lazy_dfas():
+    return {rx: lazy_dfa(rx) for rx in DIALECT_REGEXES}
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.sampled_from(DIALECT_REGEXES), st.lists(DIALECT_CHARS, max_size=5).map("".join))
+def test_shorthand_classes_and_dot_read_as_python_does(dialect_lazy_dfas, pattern, text):
+    """Characters in and next to each Unicode class ('٣', '艳', '\\x1c', '\\u2028', '_')."""
+    assert accepts(dialect_lazy_dfas[pattern], text) == (re.fullmatch(pattern, text) is not None), (pattern, text)
+
+
+@pytest.mark.parametrize("pattern", [r"\w", r"\W", r"\d", r"\D", r"\s", r"\S", ".", r"[\w-]", r"[^\w\s]"])
+def test_each_shorthand_class_holds_exactly_pythons_code_points(pattern):
+    """Every code point, against `re` itself (the lazy automaton's rows are built on demand,
+    so this walks each character's bytes)."""
+    dfa = lazy_dfa(pattern)
+    for code in range(0x110000):
+        if 0xD800 <= code <= 0xDFFF or (code > 0x3000 and code % 7):  # every 7th above U+3000
+            continue
+        ch = chr(code)
+        assert accepts(dfa, ch) == (re.fullmatch(pattern, ch) is not None), (pattern, hex(code))
+
+
+def test_inline_flags_are_refused_in_the_lazy_automaton_too():
+    for pattern in ["(?i)a", "a(?i:b)", "(?a)\\w", "(?s).", "(?x)a b"]:
+        with pytest.raises(RegexError, match="inline flags"):
+            lazy_dfa(pattern)
