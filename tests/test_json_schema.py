@@ -1,10 +1,13 @@
-"""The JSON Schema -> regex compiler (minisglang/constrained/json_schema/, every module).
+"""The JSON Schema -> regex compiler (minisglang/constrained/json_schema/) as a whole: whitespace,
+strings, const and enum, objects, arrays, the applicators, types and inference, errors, and
+property tests over a family of schemas; and the oracle helpers the topic files share.
+(By topic: test_json_schema_formats.py, _refs.py, _patterns.py, _numbers.py, _keywords.py,
+_options.py, _allof.py and the others.)
 
 Oracles: `jsonschema` (draft 2020-12, with its FormatChecker) judges every string that a
-random walk on the regex's DFA produces (soundness); `json.dumps` writes valid instances
-that the regex must match (completeness where the module promises it); Python's `re` is a
-second regex engine; `Decimal` comparison judges number ranges; `re.search` on the
-decoded string judges `pattern`; `datetime.date.fromisoformat` judges dates.
+random walk on the regex's DFA produces (soundness, `assert_sound`); `json.dumps` writes
+valid instances that the regex must match (completeness where the module promises it);
+Python's `re` is a second regex engine.
 """
 
 from __future__ import annotations
@@ -26,17 +29,13 @@ from minisglang.constrained.json_schema import (
     ALL_CHARACTERS,
     ANY_VALUE_NESTING,
     DEFAULT_WHITESPACE,
-    FORMATS,
-    SHORT_FORMATS,
     STRING_CHAR,
     UNSUPPORTED_KEYWORDS,
     InvalidSchemaError,
     UnsupportedSchemaError,
     build_regex_from_schema,
 )
-from minisglang.constrained.json_schema.formats import _length_range
 from minisglang.constrained.json_schema.string_chars import _hex_range, _json_string_chars
-from minisglang.constrained.lazy_regex_parser import parse_tree
 from minisglang.constrained.regex_ast import render
 from minisglang.constrained.regex_dfa import CharDFA, compile_regex
 
@@ -211,6 +210,17 @@ def test_length_bounded_string_is_sound():
     assert_sound({"type": "string", "minLength": 2, "maxLength": 3})
 
 
+def test_hex_ranges_are_exact():
+    rng = random.Random(0)
+    for _ in range(40):
+        lo = rng.randrange(0x100)
+        hi = rng.randrange(lo, 0x100)
+        regex = re.compile(render(_hex_range(lo, hi, width=2)))
+        for v in range(0x100):
+            for text in {f"{v:02x}", f"{v:02X}", f"{v:02x}".capitalize()}:
+                assert bool(regex.fullmatch(text)) == (lo <= v <= hi), (lo, hi, text)
+
+
 # ---------------------------------------------------------------------------------------
 # const and enum
 # ---------------------------------------------------------------------------------------
@@ -250,196 +260,6 @@ def test_enum_keeps_only_values_the_other_keywords_accept():
     assert not any(matches(schema, t) for t in ('"abc"', "3", "null"))
     with pytest.raises(UnsupportedSchemaError, match="accepts no JSON value"):
         build_regex_from_schema({"type": "integer", "enum": ["a"]})
-
-
-# ---------------------------------------------------------------------------------------
-# Formats
-# ---------------------------------------------------------------------------------------
-def test_the_format_oracle_checks_every_format_we_support():
-    assert set(FORMATS) <= set(FORMAT_CHECKER.checkers), "install jsonschema[format] (rfc3339/rfc3986 validators)"
-
-
-def test_the_compilers_own_regexes_are_read_as_python_reads_them():
-    """rx reads the compiler's own regexes without asking `re.compile` first: each one is
-    a regex Python accepts, and the tree is the one a checked parse gives."""
-    from minisglang.constrained.json_schema.regex_parts import rx
-    from minisglang.constrained.json_schema.string_chars import COUNTED_STRING_CHAR, STRING_CHAR
-    from minisglang.constrained.lazy_regex_parser import parse_tree
-
-    for text in [*FORMATS.values(), *SHORT_FORMATS.values(), STRING_CHAR, COUNTED_STRING_CHAR]:
-        re.compile(text)
-        assert rx(text) == parse_tree(text), text
-
-
-@pytest.mark.parametrize("fmt", sorted(FORMATS))
-def test_format_strings_pass_jsonschemas_format_checker(fmt):
-    assert_sound({"type": "string", "format": fmt}, n=200)
-
-
-def test_date_is_exact_including_leap_years():
-    regex = re.compile(FORMATS["date"])
-    for year in (0, 1, 4, 100, 400, 1900, 2000, 2023, 2024, 9999):
-        for month in range(0, 14):
-            for day in range(0, 33):
-                text = f"{year:04d}-{month:02d}-{day:02d}"
-                try:
-                    real = datetime.date.fromisoformat(text) is not None
-                except ValueError:
-                    real = False
-                assert bool(regex.fullmatch(text)) == real, text
-
-
-@settings(deadline=None)
-@given(st.dates(), st.uuids(), st.ip_addresses(v=4), st.datetimes(timezones=st.just(datetime.timezone.utc)))
-def test_formats_match_what_python_writes(date, uuid, ip, moment):
-    assert matches({"format": "date"}, json.dumps(date.isoformat()))
-    assert matches({"format": "uuid"}, json.dumps(str(uuid)))
-    assert matches({"format": "ipv4"}, json.dumps(str(ip)))
-    assert matches({"format": "date-time"}, json.dumps(moment.isoformat()))
-    assert matches({"format": "time"}, json.dumps(moment.timetz().isoformat()))
-
-
-@pytest.mark.parametrize("fmt,prefix", [("time", ""), ("date-time", "2024-05-01T")])
-def test_a_time_has_at_most_nine_fraction_digits(fmt, prefix):
-    """Seconds end within nanoseconds: with `\\.[0-9]+` the bundled model, greedy, wrote
-    fraction digits until max_new_tokens (4 runs out of 4)."""
-    assert matches({"format": fmt}, json.dumps(f"{prefix}13:12:12.123456789Z"))
-    assert not matches({"format": fmt}, json.dumps(f"{prefix}13:12:12.1234567891Z"))
-    assert matches({"format": fmt}, json.dumps(f"{prefix}13:12:12+02:00"))
-
-
-@pytest.mark.parametrize(
-    "text",
-    [
-        "user@example.com",
-        "a.b+c@d-e.example.org",
-        "https://example.com/a/b?c=d#e",
-        "urn:isbn:0451450523",
-        "mailto:x@y.z",
-    ],
-)
-def test_common_emails_and_uris_match(text):
-    fmt = "email" if "@" in text and ":" not in text else "uri"
-    assert matches({"format": fmt}, json.dumps(text)) and is_valid(text, {"format": fmt})
-
-
-# ---------------------------------------------------------------------------------------
-# pattern: a search over the decoded string, written over its JSON text
-# ---------------------------------------------------------------------------------------
-PATTERN_ALPHABET = ["a", "b", "1", "_", '"', "\\", "\n", "é", "😀"]
-# (pattern, complete): complete = matches json.dumps of every alphabet string re.search accepts;
-# \w, \s, `.`, [^\d] are narrowed to ASCII (sound, not complete)
-PATTERNS = [
-    ("^[ab]+$", True),
-    ("b", True),
-    ("^a|b$", True),
-    ("^(ab|1)*$", True),
-    ("[^a]", True),
-    ("^[0-9]{2,3}$", True),
-    ("a?b", True),
-    ('^["\\\\]$', True),
-    ("é", True),
-    ("^😀+", True),
-    ("^\\d\\d$", True),
-    ("^[^b]*$", True),
-    ("^(?:a|é){1,2}$", True),
-    ("", True),
-    ("^\\w+$", False),
-    ("^.$", False),
-    ("^[^\\d]$", False),
-    ("^\\S+$", False),
-]
-
-
-@pytest.mark.parametrize("pattern, complete", PATTERNS)
-def test_pattern_is_a_search_over_the_decoded_string(pattern, complete):
-    schema = {"type": "string", "pattern": pattern}
-    regex = re.compile(build_regex_from_schema(schema))
-    dfa = dfa_of(regex.pattern)
-    for k in range(4):
-        for chars in itertools.product(PATTERN_ALPHABET, repeat=k):
-            s = "".join(chars)
-            expected = re.search(pattern, s) is not None
-            for text in serialisations(s):
-                got = regex.fullmatch(text) is not None
-                assert got == dfa.accepts(text), text
-                if got:
-                    assert expected, f"{text!r} accepted but {pattern!r} finds nothing in it"
-                elif expected and complete and not ("$" in pattern and s.endswith("\n")):
-                    pytest.fail(f"{text!r} rejected but {pattern!r} finds a match in it")
-
-
-@pytest.mark.parametrize(
-    "pattern, message",
-    [
-        ("a(?=b)", "lookaround assertions"),
-        ("(a)\\1", "backreferences"),
-        ("a\\bc", "anchors"),
-        ("a^b", "anchors"),
-        ("(?i)a", "inline flags"),
-        ("\\p{L}", "not a regex we can read"),
-    ],
-)
-def test_unsupported_patterns_are_refused_by_name(pattern, message):
-    with pytest.raises(UnsupportedSchemaError, match=re.escape(message)) as info:
-        build_regex_from_schema({"type": "object", "properties": {"x": {"type": "string", "pattern": pattern}}})
-    assert "#/properties/x/pattern" in str(info.value)
-
-
-@pytest.mark.parametrize("fmt", sorted(SHORT_FORMATS))
-def test_short_format_strings_pass_the_checker_and_fit_their_length(fmt):
-    """The short forms used with maxLength: sound, and no longer than they claim."""
-    lo, hi = _length_range(SHORT_FORMATS[fmt])
-    schema = {"type": "string", "format": fmt, "minLength": lo, "maxLength": hi}
-    assert build_regex_from_schema(schema) == render(parse_tree(f'"{SHORT_FORMATS[fmt]}"'))  # the short form itself
-    assert_sound(schema, n=200)
-
-
-@pytest.mark.parametrize(
-    "schema",
-    [
-        {"type": "string", "format": "date", "maxLength": 10},
-        {"type": "string", "format": "uuid", "minLength": 36},
-        {"type": "string", "format": "uri", "maxLength": 2048},
-        {"type": "string", "format": "email", "maxLength": 255, "minLength": 3},
-        {"type": "string", "format": "date-time", "maxLength": 30},
-    ],
-)
-def test_format_with_length_bounds_is_sound(schema):
-    assert_sound(schema, n=200)
-
-
-@pytest.mark.parametrize(
-    "schema",
-    [
-        {"type": "string", "format": "date", "maxLength": 9},
-        {"type": "string", "format": "uri", "maxLength": 20},
-        {"type": "string", "format": "email", "minLength": 10},
-    ],
-)
-def test_format_with_length_that_does_not_fit_names_both(schema):
-    with pytest.raises(
-        UnsupportedSchemaError,
-        match=re.escape(f"'format': {schema['format']!r} together with 'minLength'/'maxLength' at #"),
-    ):
-        build_regex_from_schema(schema)
-
-
-def test_pattern_with_format_is_refused():
-    """(pattern with minLength/maxLength is an exact intersection: test_json_schema_keywords.py)"""
-    with pytest.raises(UnsupportedSchemaError, match="'format' together with"):
-        build_regex_from_schema({"type": "string", "format": "date", "pattern": "^2"})
-
-
-def test_hex_ranges_are_exact():
-    rng = random.Random(0)
-    for _ in range(40):
-        lo = rng.randrange(0x100)
-        hi = rng.randrange(lo, 0x100)
-        regex = re.compile(render(_hex_range(lo, hi, width=2)))
-        for v in range(0x100):
-            for text in {f"{v:02x}", f"{v:02X}", f"{v:02x}".capitalize()}:
-                assert bool(regex.fullmatch(text)) == (lo <= v <= hi), (lo, hi, text)
 
 
 # ---------------------------------------------------------------------------------------
@@ -632,116 +452,6 @@ def test_all_of_conflicts_are_refused_by_name():
     # Two patterns: the lazy automaton intersects them (tests/test_json_schema_patterns.py).
     with pytest.raises(UnsupportedSchemaError, match="'allOf' at #: a string must match several 'pattern's"):
         build_regex_from_schema({"allOf": [{"pattern": "a"}, {"pattern": "b"}]})
-
-
-# ---------------------------------------------------------------------------------------
-# $ref and $defs
-# ---------------------------------------------------------------------------------------
-@pytest.mark.parametrize(
-    "ref, defs_key", [("#/$defs/x~1y", "$defs"), ("#/definitions/x~1y", "definitions"), ("#/$defs/x%2Fy", "$defs")]
-)
-def test_local_refs(ref, defs_key):
-    schema = {defs_key: {"x/y": {"type": "integer"}}, "type": "array", "items": {"$ref": ref}}
-    assert matches(schema, "[1, 2]") and not matches(schema, '["a"]')
-
-
-TREE = {
-    "type": "object",
-    "properties": {"v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#"}}},
-    "required": ["v"],
-}
-
-
-def tree(depth: int) -> dict:
-    return {"v": depth, "kids": [tree(depth - 1)] if depth else []}
-
-
-@pytest.mark.parametrize("max_ref_depth", [0, 1, 3])
-def test_recursion_is_unrolled_to_the_depth_bound(max_ref_depth):
-    regex = re.compile(build_regex_from_schema(TREE, max_ref_depth=max_ref_depth))
-    for depth in range(5):
-        assert bool(regex.fullmatch(json.dumps(tree(depth)))) == (depth <= max_ref_depth)
-
-
-def test_recursive_schema_is_sound():
-    assert_sound(TREE, max_ref_depth=2)
-
-
-@pytest.mark.parametrize(
-    "schema, error, message",
-    [
-        ({"$defs": {"a": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"}, InvalidSchemaError, "refers to itself"),
-        ({"$ref": "#/$defs/missing"}, InvalidSchemaError, "points to nothing"),
-        (
-            {"$ref": "https://example.com/s.json"},
-            UnsupportedSchemaError,
-            "'$ref' 'https://example.com/s.json' at #: 'https://example.com/s.json' is not a schema resource of this "
-            "document",
-        ),
-        ({"$ref": "#anchor"}, InvalidSchemaError, "'$ref' '#anchor' at #: no $anchor 'anchor'"),
-        (
-            {"$defs": {"a": {"$id": "a.json"}}, "properties": {"x": {"$ref": "b.json"}}},
-            UnsupportedSchemaError,
-            "'$ref' 'b.json' at #/properties/x",
-        ),
-    ],
-)
-def test_bad_refs(schema, error, message):
-    with pytest.raises(error, match=re.escape(message)):
-        build_regex_from_schema(schema)
-
-
-def test_refs_to_ids_and_anchors_in_the_document():
-    """$ref resolves against the base URI where it stands (the innermost $id), as in
-    JSON Schema 2020-12; `enum` values that look like schemas are not resources."""
-    small = {"type": "integer", "minimum": 0, "maximum": 3}
-    cases = [
-        ({"$defs": {"a": {"$anchor": "small", **small}}, "$ref": "#small"}, [0, 3], [4, "x"]),
-        (
-            {
-                "$id": "http://example.com/root.json",
-                "$defs": {"a": {"$id": "int.json", **small}},
-                "properties": {"x": {"$ref": "int.json"}},
-                "required": ["x"],
-            },
-            [{"x": 2}],
-            [{"x": 5}],
-        ),
-        (
-            {
-                "$id": "http://example.com/root.json",
-                "$defs": {
-                    "a": {"$id": "nested/", "$defs": {"b": {"$id": "b.json", **small}}},
-                    "c": {"$ref": "nested/b.json"},
-                },
-                "$ref": "#/$defs/c",
-            },
-            [1],
-            [9],
-        ),
-        (
-            {
-                "$defs": {"a": {"$id": "http://example.com/a.json", "$defs": {"s": small}}},
-                "$ref": "http://example.com/a.json#/$defs/s",
-            },
-            [1],
-            [-1],
-        ),
-        (
-            {
-                "$defs": {"a": {"$id": "http://example.com/a.json", "$anchor": "here", **small}},
-                "$ref": "http://example.com/a.json#here",
-            },
-            [1],
-            [7],
-        ),
-    ]
-    for schema, good, bad in cases:
-        regex = re.compile(build_regex_from_schema(schema))
-        for value in good + bad:
-            assert bool(regex.fullmatch(json.dumps(value))) == is_valid(value, schema) == (value in good), value
-    with pytest.raises(UnsupportedSchemaError, match="is not a schema resource"):
-        build_regex_from_schema({"enum": [{"$id": "http://example.com/e.json"}], "$ref": "http://example.com/e.json"})
 
 
 # ---------------------------------------------------------------------------------------

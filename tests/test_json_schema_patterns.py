@@ -1,10 +1,12 @@
-"""`pattern` keywords read as jsonschema reads them (Python's `re.search`): alternatives
+"""`pattern` keywords read as jsonschema reads them (Python's `re.search` over the decoded
+string, written over its JSON text; patterns we cannot read are refused by name): alternatives
 whose shared prefix Python's parser moved in front (`^$|^a$` is parsed `^(?:$|a$)`), and
 anchored alternatives inside a group (`^$|(^a+$)`); and how deep a free value may nest
 for each automaton. Covers constrained/json_schema/patterns.py."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 
@@ -12,10 +14,12 @@ import jsonschema
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_json_schema import dfa_of, serialisations
 
 from minisglang.constrained.json_schema import (
     ANY_VALUE_NESTING,
     LAZY_ANY_VALUE_NESTING,
+    UnsupportedSchemaError,
     build_regex_from_schema,
 )
 from minisglang.constrained.lazy_byte_dfa import LazyByteDFA
@@ -130,3 +134,66 @@ def test_the_eager_automaton_refuses_several_patterns_naming_the_keyword(schema,
 
     with pytest.raises(UnsupportedSchemaError, match=f"{keyword}.*automaton='lazy'"):
         build_regex_from_schema(schema)
+
+
+# ---------------------------------------------------------------------------------------
+# pattern: a search over the decoded string, written over its JSON text
+# ---------------------------------------------------------------------------------------
+PATTERN_ALPHABET = ["a", "b", "1", "_", '"', "\\", "\n", "é", "😀"]
+# (pattern, complete): complete = matches json.dumps of every alphabet string re.search accepts;
+# \w, \s, `.`, [^\d] are narrowed to ASCII (sound, not complete)
+SEARCH_PATTERNS = [
+    ("^[ab]+$", True),
+    ("b", True),
+    ("^a|b$", True),
+    ("^(ab|1)*$", True),
+    ("[^a]", True),
+    ("^[0-9]{2,3}$", True),
+    ("a?b", True),
+    ('^["\\\\]$', True),
+    ("é", True),
+    ("^😀+", True),
+    ("^\\d\\d$", True),
+    ("^[^b]*$", True),
+    ("^(?:a|é){1,2}$", True),
+    ("", True),
+    ("^\\w+$", False),
+    ("^.$", False),
+    ("^[^\\d]$", False),
+    ("^\\S+$", False),
+]
+
+
+@pytest.mark.parametrize("pattern, complete", SEARCH_PATTERNS)
+def test_pattern_is_a_search_over_the_decoded_string(pattern, complete):
+    schema = {"type": "string", "pattern": pattern}
+    regex = re.compile(build_regex_from_schema(schema))
+    dfa = dfa_of(regex.pattern)
+    for k in range(4):
+        for chars in itertools.product(PATTERN_ALPHABET, repeat=k):
+            s = "".join(chars)
+            expected = re.search(pattern, s) is not None
+            for text in serialisations(s):
+                got = regex.fullmatch(text) is not None
+                assert got == dfa.accepts(text), text
+                if got:
+                    assert expected, f"{text!r} accepted but {pattern!r} finds nothing in it"
+                elif expected and complete and not ("$" in pattern and s.endswith("\n")):
+                    pytest.fail(f"{text!r} rejected but {pattern!r} finds a match in it")
+
+
+@pytest.mark.parametrize(
+    "pattern, message",
+    [
+        ("a(?=b)", "lookaround assertions"),
+        ("(a)\\1", "backreferences"),
+        ("a\\bc", "anchors"),
+        ("a^b", "anchors"),
+        ("(?i)a", "inline flags"),
+        ("\\p{L}", "not a regex we can read"),
+    ],
+)
+def test_unsupported_patterns_are_refused_by_name(pattern, message):
+    with pytest.raises(UnsupportedSchemaError, match=re.escape(message)) as info:
+        build_regex_from_schema({"type": "object", "properties": {"x": {"type": "string", "pattern": pattern}}})
+    assert "#/properties/x/pattern" in str(info.value)
