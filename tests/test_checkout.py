@@ -228,3 +228,27 @@ def test_solutions_prints_the_reference_regions_for_instructors(capsys):
     assert capsys.readouterr().err == "error: task1_1 belongs to stage s1, not s2\n"
     assert main(["grade", "--stage", "s2", "--impl", "/nonexistent/dir"]) == 2
     assert "holds no minisglang package" in capsys.readouterr().err
+
+
+def test_the_sheets_sample_grader_output_points_at_the_stubs_of_an_untouched_copy():
+    """exercises/sN.md shows what grading an untouched copy prints: `raised at FILE:LINE` under
+    each task's NotImplementedError. That line must be the task's stub in a student copy (all
+    regions blanked), or a student is sent to the wrong place; it went stale twice as the
+    blanked files were edited (line 409 for 625, 114 for 116)."""
+    sheets = sorted((PACKAGE_DIR.parent / "exercises").glob("s[0-9]*.md"))
+    cited = 0
+    for sheet in sheets:
+        text = sheet.read_text(encoding="utf-8")
+        for task, path, line in re.findall(
+            r"NotImplementedError: (task\d+_\d+): write this\n\s*raised at minisglang/(\S+):(\d+)", text
+        ):
+            source = (PACKAGE_DIR / path).read_text(encoding="utf-8")
+            stub_lines = blank_solutions(source, set(all_tasks())).splitlines()
+            assert stub_lines[int(line) - 1].strip() == f'raise NotImplementedError("{task}: write this")', (
+                sheet.name,
+                task,
+                f"{path}:{line}",
+                [i + 1 for i, s in enumerate(stub_lines) if f'"{task}: write this"' in s],
+            )
+            cited += 1
+    assert cited >= 4  # s1, s2 and s4 show one or two each
