@@ -211,8 +211,9 @@ def run_task_tests(
                     chosen.update(e["tests"])
             if stuck is None and returncode == 5 and done:
                 break  # every test left was skipped (done before a kill): nothing more to run
-            if stuck is None and returncode not in (0, 1) and not events:
-                # pytest itself failed (a bad option, a broken plugin): nothing to explain
+            if impl is None and stuck is None and returncode not in (0, 1) and not events:
+                # pytest itself failed (a bad option, a broken plugin): nothing to explain. (A
+                # copy's run that ends so is the copy's doing: `_unrun_tasks` below says how.)
                 raise RuntimeError(f"the graded test run failed (exit status {returncode}):\n{output[-3000:]}")
             _collect(
                 events,
@@ -245,6 +246,8 @@ def run_task_tests(
         for t in markers:
             if t in report.tasks:
                 (report.tasks[t].passed.append(nodeid) if failure is None else report.tasks[t].failed.append(failure))
+    if impl is not None and (stuck is not None or returncode not in (0, 1, 5)):
+        _unrun_tasks(report, tasks, tests_dir, "\n".join(outputs), ended, stuck, package, Path(cwd))
     attribute_failures(report)
     report.output = "\n".join(outputs)
     return report
@@ -609,6 +612,42 @@ def format_report(report: GradeReport) -> str:
                 )
                 lines += [f"    {line}" for line in f.stacks[:40]]
     return "\n".join(lines)
+
+
+def _unrun_tasks(
+    report: GradeReport,
+    tasks: list[str],
+    tests_dir: Path,
+    output: str,
+    ended: str,
+    stuck: tuple[str, list[str], str] | None,
+    package: Path,
+    cwd: Path,
+) -> None:
+    """A task none of whose tests reported, in a run that ended abnormally: the run ended
+    before it chose them (a copy that calls sys.exit or os._exit, or loops, while it is
+    imported). Each of the task's real tests fails with what ended the run and, where the
+    traceback names a line of the copy, that line is an error in its code; an instructor's
+    test once read "no tests!", 0 passed and 0 failed, with no reason."""
+    unrun = [t for t in tasks if not report.tasks[t].passed and not report.tasks[t].failed]
+    if not unrun:
+        return
+    # pytest prints an exception that escapes its collection as INTERNALERROR lines.
+    text = "\n".join(line.removeprefix("INTERNALERROR>") for line in output.splitlines())
+    err = _import_error(text, package, cwd) if text.strip() else None
+    if stuck is not None and stuck[0] == "<collection>":
+        detail = f"{stuck[2]}: a loop while the copy was imported?"
+    elif err is None:
+        detail = "it printed nothing: an os._exit or a crash while the copy was imported?"
+    else:
+        detail = err.message + (f" (at {err.path}:{err.line})" if err.line else "")
+        if err.line and err not in report.file_errors:
+            report.file_errors.append(err)
+    why = shortened(f"did not run: the test run ended before these tests started ({ended}); {detail}")
+    real = reference_tests(unrun, tests_dir)
+    for t in unrun:
+        mine = [test for test, markers in real.items() if t in markers]
+        report.tasks[t].failed += [Failure(test, why) for test in mine] or [Failure("(the whole copy)", why)]
 
 
 def task_needs(task: str, report: GradeReport, prerequisites: dict[str, list[str]]) -> list[str]:

@@ -75,6 +75,37 @@ def test_a_test_process_that_dies_leaves_its_unrun_tests_failed(tmp_path):
     assert any(f.reason.startswith("did not run: the test process ended before it") for f in row.failed), row.failed
 
 
+@pytest.mark.parametrize(
+    "ending, said",
+    [
+        ('import sys\nsys.exit("debug stop")\n', "SystemExit: debug stop"),
+        ("import os\nos._exit(3)\n", "it printed nothing"),
+    ],
+)
+def test_a_copy_that_ends_the_process_while_imported_fails_every_test_and_says_why(tmp_path, ending, said):
+    """An instructor's test: a copy whose file calls sys.exit (a leftover debugging line) while
+    it is imported ended pytest's collection before it chose a test; the copy's row read
+    "no tests!", 0 passed and 0 failed, with no reason (sys.exit), or lost its blank tasks
+    behind "the graded test run failed (exit status 3):" and nothing after it (os._exit).
+    Every one of the task's real tests now fails, saying what ended the run and where."""
+    from minisglang import grading
+
+    checkout("s2", tmp_path / "exits", student=True)
+    _plant(tmp_path / "exits", _region_file("task2_1"), "\nimport ", "\n" + ending + "import ")
+    report = run_task_tests("s2", impl=tmp_path / "exits", only=["2_1"], test_timeout=20)
+    row = report.tasks["task2_1"]
+    real = len(grading.reference_tests(["task2_1"]))
+    assert not row.passed and len(row.failed) == real > 1, row.failed
+    for f in row.failed:
+        assert f.reason.startswith("did not run: the test run ended before") and said in f.reason, f.reason
+    text = format_report(report)
+    assert "no tests!" not in text and said in text, text
+    assert "task2_1" in report.blank and grading.task_status("task2_1", report, {}) == "blank"
+    if "SystemExit" in said:  # the traceback names the line: an error in the copy's code
+        (error,) = report.file_errors
+        assert error.path == "minisglang/" + _region_file("task2_1") and error.line, error
+
+
 def test_a_byte_order_mark_is_no_syntax_error(tmp_path):
     """Python reads a UTF-8 BOM; a copy saved with one was once reported with a SyntaxError
     per file (U+FEFF) though every test passed."""
