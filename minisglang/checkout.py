@@ -196,6 +196,11 @@ def checkout(
     return out
 
 
+def _stage_file(package: Path, tag: str) -> Path:
+    """The stage's module in `package` (a checkout holds those of its stage and the earlier ones)."""
+    return package / "stages" / f"{STAGE_MODULES[tag].rsplit('.', 1)[1]}.py"
+
+
 def carry_forward(out: Path, from_dir: Path, tasks: set[str]) -> set[str]:
     """Copy the bodies of the student's regions of `tasks` from their package in `from_dir`
     into the package `out`; returns the tasks whose code was carried (not still a stub)."""
@@ -226,6 +231,15 @@ def carry_forward(out: Path, from_dir: Path, tasks: set[str]) -> set[str]:
             if key[0] not in tasks:
                 continue
             if key not in theirs:
+                held = [n for n, t in enumerate(STAGE_MODULES) if _stage_file(src_pkg, t).exists()]
+                number = task_key(key[0])[0]
+                if held and max(held) < number:  # an older stage's copy: that file or region is not in it yet
+                    raise ValueError(
+                        f"{from_dir} is a checkout of stage s{max(held)}: it holds no task {number}_*, "
+                        f"such as task {key[0][4:]}. Pass the checkout of the stage just before this one "
+                        f"(--from YOUR_S{max(task_key(t)[0] for t in tasks)}_DIR), or, in a course that skipped the "
+                        "stages between, --only (the earlier stages' tasks keep the reference)"
+                    )
                 raise ValueError(
                     f"{from_dir} has no region {key[0]} in function {key[1]}() (were its "
                     "# BEGIN SOLUTION / # END SOLUTION comments removed?)"
