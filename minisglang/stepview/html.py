@@ -140,7 +140,11 @@ def automaton_svg(auto: Automaton | None) -> str:
             auto.svg = svg[svg.index("<svg") :]  # without the XML prolog and DOCTYPE
         except GraphvizNotFoundError as e:
             return f'<p class="note">{html.escape(str(e))}</p>'
-    return f'<p class="note">{html.escape(auto.note)}</p><div class="svgbox">{auto.svg}</div>'
+    return (
+        f'<p class="note">{html.escape(auto.note)} · click the drawing (or press z) to fit or zoom it</p>'
+        f'<div class="svgbox" title="click (or z): fit the drawing into the column, or show it at its own size">'
+        f"{auto.svg}</div>"
+    )
 
 
 CSS = """
@@ -150,7 +154,8 @@ CSS = """
 .tv .bar input{flex:1;height:28px}.tv button{font-size:22px;padding:2px 14px}
 .tv .cols{display:flex;gap:24px;flex-wrap:wrap}.tv .col{flex:1;min-width:480px}
 .tv .svgbox{overflow:auto;max-height:520px;border:1px solid #ddd}
-.tv .svgbox svg{max-width:100%;height:auto}
+.tv .svgbox svg{max-width:100%;height:auto;cursor:zoom-in}
+.tv .svgbox.full svg{max-width:none;cursor:zoom-out}
 .tv g.node.current ellipse{fill:#ffd54f;stroke:#e65100;stroke-width:4}
 .tv .out{font-family:Menlo,Consolas,monospace;font-size:22px;white-space:pre-wrap;word-break:break-all;
   border:1px solid #ccc;padding:8px;min-height:2em}
@@ -173,7 +178,7 @@ SCRIPT = """
   var data=JSON.parse(root.querySelector('script.tv-data').textContent);
   var steps=data.steps, n=steps.length, cur=0;
   var $=function(c){return root.querySelector(c)};
-  var slider=$('.slider'), out=$('.out'), nodes={};
+  var slider=$('.slider'), out=$('.out'), nodes={}, box=$('.svgbox'), drawn=box&&box.querySelector('svg');
   root.querySelectorAll('g.node').forEach(function(g){var t=g.querySelector('title');if(t)nodes[t.textContent]=g;});
   function esc(s){return s.replace(/[&<>]/g,function(c){return {'&':'&amp;','<':'&lt;','>':'&gt;'}[c];});}
   function shown(t){return "'"+t.replace(/ /g,'\\u2423').replace(/\\n/g,'\\\\n')+"'";}
@@ -184,6 +189,7 @@ SCRIPT = """
     root.querySelectorAll('li[data-step]').forEach(function(li){li.classList.toggle('current',+li.dataset.step===cur);});
     root.querySelectorAll('g.node.current').forEach(function(g){g.classList.remove('current');});
     if(s.node!==null&&nodes[s.node])nodes[s.node].classList.add('current');
+    reveal();
     $('.state').textContent=s.state===null?'(not exposed)':s.state;
     $('.allowed').textContent=s.allowed; $('.vocab').textContent=s.vocab;
     $('.mass').textContent=(100*s.mass).toPrecision(4)+'%'; $('.temp').textContent=s.t;
@@ -203,12 +209,24 @@ SCRIPT = """
     $('.events').innerHTML=ev.length?ev.map(function(e){return '<li>'+esc(e)+'</li>';}).join(''):'<li>(none)</li>';
     var m=$('.plot .marker'), x=50+(__W__-70)*(n>1?cur/(n-1):0); m.setAttribute('x1',x); m.setAttribute('x2',x);
   }
+  // A drawing fitted into the column below 60% of its size has labels under ~8 px on a
+  // projector: show it at its own size instead, the box scrolled to the current node.
+  function reveal(){var g=root.querySelector('g.node.current');
+    if(!box||!g||!box.classList.contains('full'))return;
+    var b=box.getBoundingClientRect(), r=g.getBoundingClientRect();
+    box.scrollLeft+=(r.left+r.right-b.left-b.right)/2; box.scrollTop+=(r.top+r.bottom-b.top-b.bottom)/2;}
+  function zoom(){if(!box)return; box.classList.toggle('full'); reveal();}
+  if(drawn&&drawn.viewBox&&drawn.viewBox.baseVal&&drawn.viewBox.baseVal.width){
+    var own=drawn.viewBox.baseVal.width*4/3;  // graphviz's units are points
+    if(box.clientWidth<0.6*own)box.classList.add('full');}
+  if(box)box.addEventListener('click',zoom);
   slider.max=Math.max(n-1,0); slider.addEventListener('input',function(){show(+slider.value);});
   $('.prev').addEventListener('click',function(){show(cur-1);});
   $('.next').addEventListener('click',function(){show(cur+1);});
   function key(e){if(e.key==='ArrowRight'){show(cur+1);e.preventDefault();}
     else if(e.key==='ArrowLeft'){show(cur-1);e.preventDefault();}
-    else if(e.key==='Home'){show(0);e.preventDefault();}else if(e.key==='End'){show(n-1);e.preventDefault();}}
+    else if(e.key==='Home'){show(0);e.preventDefault();}else if(e.key==='End'){show(n-1);e.preventDefault();}
+    else if(e.key==='z'){zoom();e.preventDefault();}}
   root.addEventListener('keydown',key);
   if(root.dataset.page)document.addEventListener('keydown',function(e){if(!root.contains(e.target))key(e);});
   show(0);
