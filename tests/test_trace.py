@@ -246,6 +246,34 @@ def test_token_texts_join_to_the_decoded_text(ids):
     assert "".join(texts.split(ids)) == bundled().decode_bytes(ids).decode("utf-8", errors="ignore")
 
 
+def test_the_cli_traces_s7_with_drafts(tmp_path, capsys):
+    """An instructor's test: chapter 08's session plan could not show a draft live (trace and
+    generate had no switch for drafting, off by default), only in notebook 08. Both now take
+    serve's --speculative-algorithm (and --speculative-num-draft-tokens)."""
+    import json
+    import re
+
+    from minisglang.cli import main
+
+    person = r'\{"name": "[A-Za-z ]{1,12}", "age": [1-9][0-9]?, "city": "(Paris|Rome|Beijing)"\}'
+    prompt = (
+        "<|user|>\nExtract name, age and city from the text as JSON.\n"
+        "Li Lei is 31 years old and lives in Paris.\n<|assistant|>\n"
+    )
+    out = tmp_path / "s7.html"
+    flags = ["--stage", "s7", "--regex", person, "--speculative-algorithm", "FORCED"]
+    assert main(["trace", prompt, *flags, "--speculative-num-draft-tokens", "3", "-o", str(out)]) == 0
+    data = json.loads(re.search(r'class="tv-data">(.*?)</script>', out.read_text(encoding="utf-8"), re.S)[1])
+    assert any(step["how"] == "draft" for step in data["steps"]), data["steps"]
+    assert any("drafts (s7)" in event for step in data["steps"] for event in step["ev"])
+    capsys.readouterr()
+    assert main(["generate", prompt, *flags]) == 0
+    meta = json.loads(capsys.readouterr().err.strip().splitlines()[-1])
+    assert meta["spec_verify_ct"] and meta["completion_tokens"] > meta["spec_verify_ct"], meta
+    assert main(["trace", prompt, "--stage", "s4", "--regex", person, "--speculative-algorithm", "FORCED"]) == 2
+    assert "speculative_algorithm" in capsys.readouterr().err
+
+
 def test_the_cli_writes_a_page(tmp_path, capsys):
     from minisglang.cli import main
 
