@@ -162,10 +162,12 @@ def run_task_tests(
     total_timeout: float = 1800,
     only: list[str] | None = None,
     trace: bool = False,
+    collect_timeout: float | None = None,
 ) -> GradeReport:
     """Run the stage's task tests (or those of the tasks `only` names) against `impl`
     (None = reference) and explain the failures. `trace` (the reference only): also record
-    in `report.ran`, per test, every task whose solution region it ran."""
+    in `report.ran`, per test, every task whose solution region it ran. `collect_timeout`:
+    seconds a run may take to collect its tests (default: 120, or the per-test grace if longer)."""
     tasks = select_tasks(stage, only)
     package = PACKAGE_DIR
     # The source is what is graded (and traced): never the reference's compiled build.
@@ -203,7 +205,9 @@ def run_task_tests(
         while True:
             skip_path.write_text(json.dumps(sorted(done)))
             events_path.write_text("")
-            stuck, output, returncode = _run_until_stuck(cmd, env, cwd, events_path, test_timeout, deadline)
+            stuck, output, returncode = _run_until_stuck(
+                cmd, env, cwd, events_path, test_timeout, deadline, collect_timeout
+            )
             outputs.append(output)
             events = _read_events(events_path)
             for e in events:
@@ -230,8 +234,8 @@ def run_task_tests(
             nodeid, markers, why = stuck
             stacks = grade_plugin.thread_stacks(str(events_path) + ".stacks")
             done[nodeid] = (markers, Failure(nodeid, why, timed_out=True, stacks=stacks))
-            if time.monotonic() >= deadline:
-                break
+            if time.monotonic() >= deadline or nodeid == "<collection>":
+                break  # (a run that could not collect its tests would not the next time either)
     # A test that never reported: the process ended before it (os._exit, a KeyboardInterrupt,
     # a crash); an instructor's test once read "ok" for a task after 2 of its 7 tests.
     ended = f"exit status {returncode}" if stuck is None else "stopped by the grader"
@@ -355,10 +359,16 @@ def attribute_failures(report: GradeReport) -> None:
                 report.tasks[other].failed.append(f)
 
 
-def _run_until_stuck(cmd, env, cwd, events_path: Path, test_timeout: float, deadline: float):
-    """Run pytest; kill it if one test runs far past its timeout (or the whole run past the
-    deadline). Returns ((test, markers, reason) or None, pytest's output, its exit status)."""
+def _run_until_stuck(
+    cmd, env, cwd, events_path: Path, test_timeout: float, deadline: float, collect_timeout: float | None = None
+):
+    """Run pytest; kill it if one test runs far past its timeout, if it has not collected its
+    tests within `collect_timeout` (a copy that loops while it is imported: pytest-timeout
+    times tests, not collection), or if the whole run passes the deadline. Returns ((test,
+    markers, reason) or None, pytest's output, its exit status)."""
     grace = 1.5 * test_timeout + 10  # pytest-timeout fires first when it can
+    collect_limit = max(grace, 120.0) if collect_timeout is None else collect_timeout
+    started = time.monotonic()
     with tempfile.TemporaryFile("w+") as out:
         # A session of its own, so that a kill also ends the processes it started (the s3
         # compile workers of a stuck test).
@@ -383,6 +393,8 @@ def _run_until_stuck(cmd, env, cwd, events_path: Path, test_timeout: float, dead
                     if running
                     else ("<collection>", [], "timed out before any test started")
                 )
+            elif running is None and now - started > collect_limit and not _collected(events_path):
+                stuck = ("<collection>", [], f"timed out: no test started within {collect_limit:g} s")
             if stuck is not None:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
@@ -404,6 +416,11 @@ def _read_events(events_path: Path) -> list[dict]:
         except json.JSONDecodeError:
             continue
     return events
+
+
+def _collected(events_path: Path) -> bool:
+    """Whether the run has chosen its tests (the plugin's "collected" event)."""
+    return any(e["event"] == "collected" for e in _read_events(events_path))
 
 
 def _running_test(events_path: Path) -> tuple[str, list[str], float] | None:
@@ -636,7 +653,7 @@ def _unrun_tasks(
     text = "\n".join(line.removeprefix("INTERNALERROR>") for line in output.splitlines())
     err = _import_error(text, package, cwd) if text.strip() else None
     if stuck is not None and stuck[0] == "<collection>":
-        detail = f"{stuck[2]}: a loop while the copy was imported?"
+        detail = f"{stuck[2].removeprefix('timed out: ')}: a loop while the copy was imported?"
     elif err is None:
         detail = "it printed nothing: an os._exit or a crash while the copy was imported?"
     else:

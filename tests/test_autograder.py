@@ -16,6 +16,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import mutants
@@ -104,6 +105,23 @@ def test_a_copy_that_ends_the_process_while_imported_fails_every_test_and_says_w
     if "SystemExit" in said:  # the traceback names the line: an error in the copy's code
         (error,) = report.file_errors
         assert error.path == "minisglang/" + _region_file("task2_1") and error.line, error
+
+
+def test_a_copy_that_loops_while_imported_is_stopped_soon_and_says_so(tmp_path):
+    """An instructor's test: a copy that loops while it is imported (a student's own try of
+    a function at the bottom of its file, calling a walk that never ends) started no test,
+    and the grader waited for the whole run's limit, 30 minutes, before it gave that copy
+    up and went on with the class. A run that has not collected its tests within its
+    collection limit is stopped, and each of the task's tests fails saying why."""
+    checkout("s2", tmp_path / "loops", student=True)
+    _plant(tmp_path / "loops", _region_file("task2_1"), "\nimport ", "\nwhile True:\n    pass\nimport ")
+    started = time.monotonic()
+    report = run_task_tests("s2", impl=tmp_path / "loops", only=["2_1"], test_timeout=5, collect_timeout=15)
+    assert time.monotonic() - started < 120
+    row = report.tasks["task2_1"]
+    assert not row.passed and len(row.failed) > 1, row.failed
+    for f in row.failed:
+        assert "no test started within 15 s" in f.reason and "while the copy was imported" in f.reason, f.reason
 
 
 def test_a_byte_order_mark_is_no_syntax_error(tmp_path):
