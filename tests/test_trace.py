@@ -274,6 +274,28 @@ def test_the_cli_traces_s7_with_drafts(tmp_path, capsys):
     assert "speculative_algorithm" in capsys.readouterr().err
 
 
+def test_a_run_of_sit_outs_is_one_line_of_the_events():
+    """An instructor's test: in notebook 08's step view (a loaded machine), the events before
+    one step listed "sat out this step (its grammar's work did not fit the step's budget)"
+    four times over, then the drafts: a projector's list of identical lines. A run of them
+    is now one line that counts the steps."""
+    from types import SimpleNamespace
+
+    from minisglang.stepview.html import page_data
+    from minisglang.stepview.record import TraceEvent
+
+    step = TraceStep(0, 5, 0, 3, 10, 1.0, 0.0, [], [], 1, "a", "draft", "a")
+    events = [TraceEvent("sit_out", 0, n) for n in range(1, 5)]
+    events.append(TraceEvent("drafts", 0, 5, {"proposed_text": "['a']", "accepted": 1, "rejected": 0}))
+    events.append(TraceEvent("sit_out", 1, 6))
+    data = page_data(SimpleNamespace(automaton=None, steps=[step], events=events))
+    assert data["steps"][0]["ev"] == [
+        "sat out 4 steps (its grammar's work did not fit the step's budget)",
+        "drafts (s7): proposed ['a'], accepted 1, rejected 0",
+    ]
+    assert data["end"] == ["sat out this step (its grammar's work did not fit the step's budget)"]
+
+
 def test_the_cli_writes_a_page(tmp_path, capsys):
     from minisglang.cli import main
 

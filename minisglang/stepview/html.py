@@ -61,8 +61,16 @@ def page_data(trace: Trace) -> dict[str, Any]:
     auto = trace.automaton if isinstance(trace.automaton, Automaton) else None
     events: dict[int, list[str]] = {}
     jumps: dict[int, list[TraceEvent]] = {}
+    sat_out: dict[int, int] = {}  # the steps a run of sit-outs has lasted, at the end of a step's list
     for e in trace.events:
-        events.setdefault(e.before_step, []).append(event_text(e))
+        lines = events.setdefault(e.before_step, [])
+        if e.kind == "sit_out" and sat_out.get(e.before_step):
+            # One line for a run: a loaded machine's notebook 08 once listed four identical ones.
+            sat_out[e.before_step] += 1
+            lines[-1] = f"sat out {sat_out[e.before_step]} steps (its grammar's work did not fit the step's budget)"
+            continue
+        sat_out[e.before_step] = 1 if e.kind == "sit_out" else 0
+        lines.append(event_text(e))
         if e.kind == "jump":
             jumps.setdefault(e.before_step, []).append(e)
     steps, boxes = [], 0
