@@ -274,6 +274,32 @@ def test_the_cli_traces_s7_with_drafts(tmp_path, capsys):
     assert "speculative_algorithm" in capsys.readouterr().err
 
 
+def test_a_jumps_recut_of_written_text_is_not_shown_as_forced_text():
+    """An instructor's test: chapter 04's re-cut (seed 91: the model writes the name's end as
+    `i` `at` `is`, the jump re-encodes it as `ia` `tis`) showed `ia` and `tis` in the step
+    view's green "jumped (forced text)", though not one of their letters was forced: the
+    lesson is that they are the model's own text, split again. Tokens of the re-encoding
+    that spell only what was already written are now "re-cut"; those with forced text, jumped."""
+    from minisglang.stepview.html import page_data
+
+    person = r'\{"name": "[A-Za-z ]{1,12}", "age": [1-9][0-9]?, "city": "(Paris|Rome|Beijing)"\}'
+    prompt = (
+        "<|user|>\nExtract name, age and city from the text as JSON.\n"
+        "Li Lei is 31 years old and lives in Paris.\n<|assistant|>\n"
+    )
+    engine = sgl.Engine(stage="s4", max_total_tokens=2048)
+    try:
+        trace = sgl.trace(engine, prompt, {"regex": person, "temperature": 1.0, "seed": 91, "max_new_tokens": 60})
+    finally:
+        engine.shutdown()
+    how = [(t.text, t.how) for t in trace.tokens]
+    assert ("ia", "recut") in how and ("tis", "recut") in how and ("age", "jumped") in how, how
+    (jump,) = [e for e in trace.events if e.kind == "jump" and "ia" in e.info["new"]]
+    boxes = page_data(trace)["steps"][jump.before_step]["add"]
+    assert [b[:2] for b in boxes[:2]] == [["ia", "recut"], ["tis", "recut"]], boxes
+    assert ["age", "jumped"] in [b[:2] for b in boxes], boxes
+
+
 def test_a_run_of_sit_outs_is_one_line_of_the_events():
     """An instructor's test: in notebook 08's step view (a loaded machine), the events before
     one step listed "sat out this step (its grammar's work did not fit the step's budget)"

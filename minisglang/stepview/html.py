@@ -19,11 +19,12 @@ from typing import Any
 from .automaton import Automaton
 from .record import Trace, TraceEvent
 
-COLOURS = {"sampled": "#d8ecff", "forced": "#ffe0b2", "jumped": "#c8e6c9", "draft": "#e1bee7"}
+COLOURS = {"sampled": "#d8ecff", "forced": "#ffe0b2", "jumped": "#c8e6c9", "recut": "#fff59d", "draft": "#e1bee7"}
 HOW = {
     "sampled": "sampled",
     "forced": "forced (the only allowed token)",
     "jumped": "jumped (forced text)",
+    "recut": "re-cut (written text, split again by a jump)",
     "draft": "draft accepted (s7)",
 }
 PLOT_W, PLOT_H = 900, 170
@@ -78,7 +79,8 @@ def page_data(trace: Trace) -> dict[str, Any]:
         keep, new = boxes, []  # type: tuple[int, list[list[Any]]]
         for j in jumps.get(s.index, []):
             keep = min(keep, j.info["at"])
-            new = new[: max(j.info["at"] - keep, 0)] + [[t, "jumped"] for t in j.info["new"]]
+            kinds = j.info.get("new_how") or ["jumped"] * len(j.info["new"])
+            new = new[: max(j.info["at"] - keep, 0)] + [[t, k] for t, k in zip(j.info["new"], kinds)]
         new.append([s.token_text, s.how, 1] if s.special else [s.token_text, s.how])
         boxes = keep + len(new)
         steps.append(
