@@ -196,9 +196,12 @@ def checkout(
     return out
 
 
-def _stage_file(package: Path, tag: str) -> Path:
-    """The stage's module in `package` (a checkout holds those of its stage and the earlier ones)."""
-    return package / "stages" / f"{STAGE_MODULES[tag].rsplit('.', 1)[1]}.py"
+def copy_stage(package: Path) -> int | None:
+    """The number of the newest stage whose module `package` holds (a checkout of sN holds
+    those of s0..sN only), or None where it holds none."""
+    modules = [package / "stages" / f"{module.rsplit('.', 1)[1]}.py" for module in STAGE_MODULES.values()]
+    held = [n for n, path in enumerate(modules) if path.exists()]
+    return max(held) if held else None
 
 
 def carry_forward(out: Path, from_dir: Path, tasks: set[str]) -> set[str]:
@@ -231,11 +234,11 @@ def carry_forward(out: Path, from_dir: Path, tasks: set[str]) -> set[str]:
             if key[0] not in tasks:
                 continue
             if key not in theirs:
-                held = [n for n, t in enumerate(STAGE_MODULES) if _stage_file(src_pkg, t).exists()]
+                held = copy_stage(src_pkg)
                 number = task_key(key[0])[0]
-                if held and max(held) < number:  # an older stage's copy: that file or region is not in it yet
+                if held is not None and held < number:  # an older stage's copy: that file or region is not in it yet
                     raise ValueError(
-                        f"{from_dir} is a checkout of stage s{max(held)}: it holds no task {number}_*, "
+                        f"{from_dir} is a checkout of stage s{held}: it holds no task {number}_*, "
                         f"such as task {key[0][4:]}. Pass the checkout of the stage just before this one "
                         f"(--from YOUR_S{max(task_key(t)[0] for t in tasks)}_DIR), or, in a course that skipped the "
                         "stages between, --only (the earlier stages' tasks keep the reference)"

@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import grade_plugin
-from .checkout import PACKAGE_DIR, all_tasks, find_solution_regions, is_stub, stage_number, task_key
+from .checkout import PACKAGE_DIR, all_tasks, copy_stage, find_solution_regions, is_stub, stage_number, task_key
 
 REPO_TESTS = PACKAGE_DIR.parent / "tests"
 PLUGIN_NAME = "minisglang_grade_plugin"  # grade_plugin.py, copied under this name for the run
@@ -178,6 +178,13 @@ def run_task_tests(
         if not (package / "__init__.py").exists():
             raise FileNotFoundError(
                 f"{impl} holds no minisglang package (make it with `minisglang checkout {stage} {impl} --student`)"
+            )
+        held = copy_stage(package)
+        if held is not None and held < stage_number(stage):
+            # (its tests would fail to import a later stage's module: "an error in your code")
+            raise ValueError(
+                f"{impl} is a checkout of stage s{held}, not {stage}: grade it with --stage s{held}, or bring "
+                f"it to {stage} with `minisglang checkout {stage} NEW_DIR --student --from ...`"
             )
         env["PYTHONPATH"] = str(impl) + os.pathsep + env.get("PYTHONPATH", "")
         env[IMPL_ENV] = str(impl)

@@ -124,6 +124,22 @@ def test_a_copy_that_loops_while_imported_is_stopped_soon_and_says_so(tmp_path):
         assert "no test started within 15 s" in f.reason and "while the copy was imported" in f.reason, f.reason
 
 
+def test_a_copy_of_an_earlier_stage_is_named_as_such_not_as_a_code_error(tmp_path, capsys):
+    """An instructor's test: `grade --stage s7 --impl` of a class's s4 copies (a slip of the
+    directory) said "ERROR in your code: (the tests): ModuleNotFoundError: No module named
+    'minisglang.backends'" and "(code error)" in each student's row. The copy is now named for
+    what it is, before any test runs."""
+    from minisglang.grading import grade
+
+    checkout("s1", tmp_path / "s1", student=True)
+    with pytest.raises(ValueError, match=r"is a checkout of stage s1, not s2"):
+        run_task_tests("s2", impl=tmp_path / "s1", only=["2_1"])
+    assert grade("s2", [str(tmp_path / "s1"), str(tmp_path / "s1")], only=["2_1"]) == 1
+    out = capsys.readouterr().out
+    assert out.count("the grader could not run this copy: ValueError") == 2 and "code error" not in out, out
+    assert "minisglang checkout s2" in out, out
+
+
 def test_a_byte_order_mark_is_no_syntax_error(tmp_path):
     """Python reads a UTF-8 BOM; a copy saved with one was once reported with a SyntaxError
     per file (U+FEFF) though every test passed."""
