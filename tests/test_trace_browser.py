@@ -79,6 +79,13 @@ def test_arrow_keys_step_through_the_trace(browser, tmp_path):
             "node": trace.automaton.node_of[str(step.state)],
             "text": step.text,
         }, f"step {n}"
+    # Each legend item stays whole on one line (an instructor saw "re-cut (... split again by"
+    # and "a jump)" on two, at 1920x1080).
+    broken = browser.execute_script(
+        "return [...document.querySelectorAll('.legend span')].filter(s => s.getClientRects().length > 1)"
+        ".map(s => s.textContent);"
+    )
+    assert broken == [], broken
     body.send_keys(Keys.ARROW_RIGHT)  # past the end: stays on the last step
     assert shown(browser)["step"] == len(trace.steps) - 1
     body.send_keys(Keys.ARROW_LEFT)

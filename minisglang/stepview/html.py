@@ -24,7 +24,7 @@ HOW = {
     "sampled": "sampled",
     "forced": "forced (the only allowed token)",
     "jumped": "jumped (forced text)",
-    "recut": "re-cut (written text, split again by a jump)",
+    "recut": "re-cut (written text, split again)",
     "draft": "draft accepted (s7)",
 }
 PLOT_W, PLOT_H = 900, 170
@@ -179,7 +179,7 @@ CSS = """
 .tv .stats b{font-size:24px}.tv .ev{color:#6a1b9a}
 .tv .plot .grid{stroke:#ddd}.tv .plot .mass{fill:none;stroke:#1976d2;stroke-width:3}
 .tv .plot .marker{stroke:#e65100;stroke-width:3}.tv .plot text{font-size:18px;fill:#444}
-.tv .legend span{padding:0 6px;margin-right:8px;border:1px solid #888;border-radius:4px}
+.tv .legend span{display:inline-block;padding:0 6px;margin:0 8px 4px 0;border:1px solid #888;border-radius:4px}
 .tv ol.steps{display:none}.tv .note{color:#555;font-size:18px}
 """
 
