@@ -300,6 +300,18 @@ def test_a_jumps_recut_of_written_text_is_not_shown_as_forced_text():
     assert ["age", "jumped"] in [b[:2] for b in boxes], boxes
 
 
+def test_the_path_view_speaks_of_bold_jumps_only_where_a_jump_was_drawn():
+    """An instructor's test: chapter 08's projected step view (s7 drafts, no jump) said "bold:
+    a jump's forced text" above a drawing without a bold edge."""
+    engine = sgl.Engine(stage="s7", max_total_tokens=2048, speculative_algorithm="FORCED")
+    try:
+        trace = sgl.trace(engine, PROMPT, {"regex": REGEX, "temperature": 0, "max_new_tokens": 40})
+    finally:
+        engine.shutdown()
+    assert trace.automaton.kind == "path" and not any(e.kind == "jump" for e in trace.events)
+    assert "bold" not in trace.automaton.note and "style=bold" not in trace.automaton.dot, trace.automaton.note
+
+
 def test_a_run_of_sit_outs_is_one_line_of_the_events():
     """An instructor's test: in notebook 08's step view (a loaded machine), the events before
     one step listed "sat out this step (its grammar's work did not fit the step's budget)"
