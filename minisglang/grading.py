@@ -862,7 +862,9 @@ def format_class_table(reports: list[GradeReport]) -> str:
     lines = [head, "-" * len(head)]
     for name, r, cells in zip(names, reports, rows):
         done = sum(res.ok for res in r.tasks.values())
-        note = "  (code error)" if r.file_errors else ""
+        ran = any(not f.reason.startswith(_UNRUN) for res in r.tasks.values() for f in res.failed)
+        ran = ran or any(res.passed for res in r.tasks.values())
+        note = "  (code error)" if r.file_errors else "" if ran else "  (no test ran)"
         row = " ".join(f"{c:>{w}s}" for c, w in zip(cells, widths))
         lines.append(f"{name:{width}s} {row}  {done:3d}/{len(tasks)}{note}")
     return "\n".join(lines)

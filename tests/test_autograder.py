@@ -56,7 +56,7 @@ def test_a_copy_the_grader_cannot_run_keeps_the_rest_of_the_class(tmp_path, caps
     assert "holds no minisglang package" in out and str(second) in out
     # each scores 0 of the task's real tests (the reference's), as a copy graded does
     real = len(grading.reference_tests(["task2_1"]))
-    assert real > 1 and re.search(rf"^typo +0/{real} +0/1$", out, re.M), out
+    assert real > 1 and re.search(rf"^typo +0/{real} +0/1  \(no test ran\)$", out, re.M), out
 
 
 def test_a_test_process_that_dies_leaves_its_unrun_tests_failed(tmp_path):
@@ -102,9 +102,13 @@ def test_a_copy_that_ends_the_process_while_imported_fails_every_test_and_says_w
     text = format_report(report)
     assert "no tests!" not in text and said in text, text
     assert "task2_1" in report.blank and grading.task_status("task2_1", report, {}) == "blank"
+    table = grading.format_class_table([report])
     if "SystemExit" in said:  # the traceback names the line: an error in the copy's code
         (error,) = report.file_errors
         assert error.path == "minisglang/" + _region_file("task2_1") and error.line, error
+        assert table.endswith("(code error)"), table
+    else:  # nothing to point at: the class table still says that none of the copy's tests ran
+        assert table.endswith("(no test ran)"), table
 
 
 def test_a_copy_that_loops_while_imported_is_stopped_soon_and_says_so(tmp_path):
@@ -900,7 +904,8 @@ def test_the_class_table_says_blank_and_needs_only_where_the_tasks_own_tests_can
     assert rows["dave"] == ["blank", "blank", "blank", "0/3"], table
     assert rows["carol"] == ["ok", "blank", "0/2", "1/3"], table
     assert rows["jo"] == ["ok", "blank", "needs", "2_3", "1/3"], table
-    assert rows["erin"] == ["0/1", "blank", "needs", "2_3", "0/3"], table  # cannot tell: keeps "needs"
+    # cannot tell: keeps "needs"; and none of its tests ran
+    assert rows["erin"] == ["0/1", "blank", "needs", "2_3", "0/3", "(no", "test", "ran)"], table
     status = {line.split()[0]: line for line in grading.format_report(carol).splitlines() if line.startswith("task")}
     assert status["task2_4"].endswith("FAIL"), status
     status = {line.split()[0]: line for line in grading.format_report(jo).splitlines() if line.startswith("task")}
