@@ -167,7 +167,8 @@ def run_task_tests(
     """Run the stage's task tests (or those of the tasks `only` names) against `impl`
     (None = reference) and explain the failures. `trace` (the reference only): also record
     in `report.ran`, per test, every task whose solution region it ran. `collect_timeout`:
-    seconds a run may take to collect its tests (default: 120, or the per-test grace if longer)."""
+    seconds a copy's run may take to collect its tests (default: 120, or the per-test grace if
+    longer; the reference's, no limit)."""
     tasks = select_tasks(stage, only)
     package = PACKAGE_DIR
     # The source is what is graded (and traced): never the reference's compiled build.
@@ -201,6 +202,8 @@ def run_task_tests(
     # graded, so that its `minisglang` is the one imported.
     cwd = impl if impl is not None else tests_dir.parent
     deadline = time.monotonic() + total_timeout
+    if impl is None and collect_timeout is None:
+        collect_timeout = float("inf")  # the reference never loops while imported: never stop its collection
     done: dict[str, tuple[list[str], Failure | None]] = {}
     chosen: dict[str, list[str]] = {}  # every test a run set out to run -> its tasks
     outputs = []
