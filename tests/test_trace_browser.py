@@ -127,6 +127,17 @@ def test_a_large_automaton_is_readable_on_a_projector(browser, tmp_path):
         got = drawing(browser)
         assert got["label_px"] >= 14 and got["visible"], f"step {n}: {got}"
         body.send_keys(Keys.ARROW_RIGHT)
+    # On a 1280x720 projector the mass plot (900 wide) stays inside its column, under the
+    # automaton's column, not over it (it ran 250 px into it).
+    browser.set_window_size(1280, 720)
+    try:
+        over = browser.execute_script(
+            "var p = document.querySelector('svg.plot'), c = p.closest('.col');"
+            "return p.getBoundingClientRect().right - c.getBoundingClientRect().right;"
+        )
+    finally:
+        browser.set_window_size(1920, 1080)
+    assert over <= 1, f"the mass plot runs {over:.0f} px past its column at 1280x720"
     browser.find_element("css selector", ".svgbox svg").click()
     fitted = drawing(browser)
     assert fitted["svg"] <= fitted["box"] + 1 and fitted["label_px"] < 14, fitted

@@ -177,6 +177,7 @@ CSS = """
 .tv tr.no td.t{text-decoration:line-through;color:#b00}
 .tv .pbar{display:inline-block;height:14px;background:#1976d2;vertical-align:middle}
 .tv .stats b{font-size:24px}.tv .ev{color:#6a1b9a}
+.tv svg.plot{max-width:100%;height:auto}
 .tv .plot .grid{stroke:#ddd}.tv .plot .mass{fill:none;stroke:#1976d2;stroke-width:3}
 .tv .plot .marker{stroke:#e65100;stroke-width:3}.tv .plot text{font-size:18px;fill:#444}
 .tv .legend span{display:inline-block;padding:0 6px;margin:0 8px 4px 0;border:1px solid #888;border-radius:4px}
