@@ -97,6 +97,9 @@ def cmd_trace(args) -> int:
     result.save(args.output)
     stop = result.stop_reason or {}
     print(f"wrote {args.output}: {len(result.steps)} steps, stop {stop.get('type')}; output {result.output_text!r}")
+    if stop.get("type") == "abort":  # why, where the reader of the terminal sees it
+        kind = getattr(stop.get("kind"), "value", stop.get("kind"))
+        print(f"aborted ({kind}): {stop.get('message')}", file=sys.stderr)
     return 0 if stop.get("type") != "abort" else 1
 
 

@@ -334,6 +334,27 @@ def test_a_run_of_sit_outs_is_one_line_of_the_events():
     assert data["end"] == ["sat out this step (its grammar's work did not fit the step's budget)"]
 
 
+def test_the_cli_says_why_a_traced_request_was_aborted(tmp_path, capsys):
+    """An instructor's test: `trace --stage s1 --json-schema ...` printed "wrote t.html: 0 steps,
+    stop abort; output ''" and nothing of why (s1 takes regexes only); the page itself showed
+    the kind as "<AbortKind.CLIENT: 'client'>". The command line now prints the reason, and
+    the page the kind's name."""
+    from minisglang.cli import main
+    from minisglang.stepview.html import page_data
+
+    out = tmp_path / "t.html"
+    assert main(["trace", PROMPT, "--stage", "s1", "--json-schema", '{"type": "object"}', "-o", str(out)]) == 1
+    captured = capsys.readouterr()
+    assert "json_schema needs stage s5-backends" in captured.err, captured
+    engine = sgl.Engine(stage="s1", max_total_tokens=2048)
+    try:
+        trace = sgl.trace(engine, PROMPT, {"json_schema": '{"type": "object"}', "max_new_tokens": 4})
+    finally:
+        engine.shutdown()
+    (end,) = page_data(trace)["end"]
+    assert "AbortKind" not in end and "'kind': 'client'" in end, end
+
+
 def test_the_cli_writes_a_page(tmp_path, capsys):
     from minisglang.cli import main
 

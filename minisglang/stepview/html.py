@@ -49,7 +49,7 @@ def event_text(e: TraceEvent) -> str:
         return f"drafts (s7): proposed {i['proposed_text']}, accepted {i['accepted']}, rejected {i['rejected']}"
     if e.kind == "finish":
         reason = i.get("reason") or {}
-        extra = {k: v for k, v in reason.items() if k != "type"}
+        extra = {k: getattr(v, "value", v) for k, v in reason.items() if k != "type"}  # an AbortKind by its name
         return f"finished: {reason.get('type')}" + (f" {extra}" if extra else "")
     if e.kind == "sit_out":
         return "sat out this step (its grammar's work did not fit the step's budget)"
