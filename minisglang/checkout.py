@@ -196,6 +196,14 @@ def checkout(
     return out
 
 
+def copy_stage(package: Path) -> int | None:
+    """The number of the newest stage whose module `package` holds (a checkout of sN holds
+    those of s0..sN only), or None where it holds none."""
+    modules = [package / "stages" / f"{module.rsplit('.', 1)[1]}.py" for module in STAGE_MODULES.values()]
+    held = [n for n, path in enumerate(modules) if path.exists()]
+    return max(held) if held else None
+
+
 def carry_forward(out: Path, from_dir: Path, tasks: set[str]) -> set[str]:
     """Copy the bodies of the student's regions of `tasks` from their package in `from_dir`
     into the package `out`; returns the tasks whose code was carried (not still a stub)."""
@@ -226,6 +234,15 @@ def carry_forward(out: Path, from_dir: Path, tasks: set[str]) -> set[str]:
             if key[0] not in tasks:
                 continue
             if key not in theirs:
+                held = copy_stage(src_pkg)
+                number = task_key(key[0])[0]
+                if held is not None and held < number:  # an older stage's copy: that file or region is not in it yet
+                    raise ValueError(
+                        f"{from_dir} is a checkout of stage s{held}: it holds no task {number}_*, "
+                        f"such as task {key[0][4:]}. Pass the checkout of the stage just before this one "
+                        f"(--from YOUR_S{max(task_key(t)[0] for t in tasks)}_DIR), or, in a course that skipped the "
+                        "stages between, --only (the earlier stages' tasks keep the reference)"
+                    )
                 raise ValueError(
                     f"{from_dir} has no region {key[0]} in function {key[1]}() (were its "
                     "# BEGIN SOLUTION / # END SOLUTION comments removed?)"

@@ -15,10 +15,16 @@ import sys
 from pathlib import Path
 
 
-def _engine(args):
+def _engine(args, **options):
     from .engine import Engine
 
-    return Engine(model_path=args.model_path, stage=args.stage, seed=args.seed or 0)
+    return Engine(model_path=args.model_path, stage=args.stage, seed=args.seed or 0, **options, **_drafting(args))
+
+
+def _drafting(args) -> dict:
+    """s7's drafting options the command line gave (`generate`, `trace`); the rest keep the defaults."""
+    keys = ("speculative_algorithm", "speculative_num_draft_tokens")
+    return {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
 
 
 def _params(args) -> dict:
@@ -35,7 +41,11 @@ def _params(args) -> dict:
 
 
 def cmd_generate(args) -> int:
-    engine = _engine(args)
+    try:
+        engine = _engine(args)
+    except ValueError as e:  # an option the stage does not take
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     prompt = args.prompt
     if args.chat:
         prompt = engine.tokenizer.encode_chat([{"role": "user", "content": prompt}])
@@ -62,12 +72,11 @@ def _file_or_text(value: str | None) -> str | None:
 
 def cmd_trace(args) -> int:
     """Run one request with the step view on and write its page."""
-    from .engine import Engine
     from .stepview import trace
 
     options = {} if args.grammar_backend is None else {"grammar_backend": args.grammar_backend}
     try:
-        engine = Engine(model_path=args.model_path, stage=args.stage, seed=args.seed or 0, **options)
+        engine = _engine(args, **options)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -88,6 +97,9 @@ def cmd_trace(args) -> int:
     result.save(args.output)
     stop = result.stop_reason or {}
     print(f"wrote {args.output}: {len(result.steps)} steps, stop {stop.get('type')}; output {result.output_text!r}")
+    if stop.get("type") == "abort":  # why, where the reader of the terminal sees it
+        kind = getattr(stop.get("kind"), "value", stop.get("kind"))
+        print(f"aborted ({kind}): {stop.get('message')}", file=sys.stderr)
     return 0 if stop.get("type") != "abort" else 1
 
 
@@ -361,6 +373,16 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--stage", default=None, help="s1..s7 or a full tag (default: s6, or a checkout's newest)")
         p.add_argument("--seed", type=int, default=None)
 
+    def drafting_args(p):
+        p.add_argument(
+            "--speculative-algorithm",
+            default=None,
+            help="s7: NGRAM, FORCED or FORCED+NGRAM drafts (default none: drafting is off)",
+        )
+        p.add_argument(
+            "--speculative-num-draft-tokens", type=int, default=None, help="s7: drafts per verify (default 4)"
+        )
+
     g = sub.add_parser("generate", help="generate for one prompt")
     engine_args(g)
     g.add_argument("prompt")
@@ -372,6 +394,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--stop", action="append", default=[])
     g.add_argument("--chat", action="store_true", help="wrap the prompt in the chat template")
     g.add_argument("--stream", action="store_true")
+    drafting_args(g)
     g.set_defaults(func=cmd_generate)
 
     t = sub.add_parser("trace", help="one request step by step, as an HTML page (the step view)")
@@ -386,6 +409,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--max-new-tokens", type=int, default=64)
     t.add_argument("--top-k", type=int, default=10, help="the model's top tokens shown per step")
     t.add_argument("-o", "--output", default="trace.html", help="the page to write (default trace.html)")
+    drafting_args(t)
     t.set_defaults(func=cmd_trace)
 
     d = sub.add_parser("demo", help="extraction prompts, unconstrained vs constrained")

@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import grade_plugin
-from .checkout import PACKAGE_DIR, all_tasks, find_solution_regions, is_stub, stage_number, task_key
+from .checkout import PACKAGE_DIR, all_tasks, copy_stage, find_solution_regions, is_stub, stage_number, task_key
 
 REPO_TESTS = PACKAGE_DIR.parent / "tests"
 PLUGIN_NAME = "minisglang_grade_plugin"  # grade_plugin.py, copied under this name for the run
@@ -162,10 +162,13 @@ def run_task_tests(
     total_timeout: float = 1800,
     only: list[str] | None = None,
     trace: bool = False,
+    collect_timeout: float | None = None,
 ) -> GradeReport:
     """Run the stage's task tests (or those of the tasks `only` names) against `impl`
     (None = reference) and explain the failures. `trace` (the reference only): also record
-    in `report.ran`, per test, every task whose solution region it ran."""
+    in `report.ran`, per test, every task whose solution region it ran. `collect_timeout`:
+    seconds a copy's run may take to collect its tests (default: 120, or the per-test grace if
+    longer; the reference's, no limit)."""
     tasks = select_tasks(stage, only)
     package = PACKAGE_DIR
     # The source is what is graded (and traced): never the reference's compiled build.
@@ -176,6 +179,13 @@ def run_task_tests(
         if not (package / "__init__.py").exists():
             raise FileNotFoundError(
                 f"{impl} holds no minisglang package (make it with `minisglang checkout {stage} {impl} --student`)"
+            )
+        held = copy_stage(package)
+        if held is not None and held < stage_number(stage):
+            # (its tests would fail to import a later stage's module: "an error in your code")
+            raise ValueError(
+                f"{impl} is a checkout of stage s{held}, not {stage}: grade it with --stage s{held}, or bring "
+                f"it to {stage} with `minisglang checkout {stage} NEW_DIR --student --from ...`"
             )
         env["PYTHONPATH"] = str(impl) + os.pathsep + env.get("PYTHONPATH", "")
         env[IMPL_ENV] = str(impl)
@@ -192,6 +202,8 @@ def run_task_tests(
     # graded, so that its `minisglang` is the one imported.
     cwd = impl if impl is not None else tests_dir.parent
     deadline = time.monotonic() + total_timeout
+    if impl is None and collect_timeout is None:
+        collect_timeout = float("inf")  # the reference never loops while imported: never stop its collection
     done: dict[str, tuple[list[str], Failure | None]] = {}
     chosen: dict[str, list[str]] = {}  # every test a run set out to run -> its tasks
     outputs = []
@@ -203,7 +215,9 @@ def run_task_tests(
         while True:
             skip_path.write_text(json.dumps(sorted(done)))
             events_path.write_text("")
-            stuck, output, returncode = _run_until_stuck(cmd, env, cwd, events_path, test_timeout, deadline)
+            stuck, output, returncode = _run_until_stuck(
+                cmd, env, cwd, events_path, test_timeout, deadline, collect_timeout
+            )
             outputs.append(output)
             events = _read_events(events_path)
             for e in events:
@@ -211,8 +225,9 @@ def run_task_tests(
                     chosen.update(e["tests"])
             if stuck is None and returncode == 5 and done:
                 break  # every test left was skipped (done before a kill): nothing more to run
-            if stuck is None and returncode not in (0, 1) and not events:
-                # pytest itself failed (a bad option, a broken plugin): nothing to explain
+            if impl is None and stuck is None and returncode not in (0, 1) and not events:
+                # pytest itself failed (a bad option, a broken plugin): nothing to explain. (A
+                # copy's run that ends so is the copy's doing: `_unrun_tasks` below says how.)
                 raise RuntimeError(f"the graded test run failed (exit status {returncode}):\n{output[-3000:]}")
             _collect(
                 events,
@@ -229,8 +244,8 @@ def run_task_tests(
             nodeid, markers, why = stuck
             stacks = grade_plugin.thread_stacks(str(events_path) + ".stacks")
             done[nodeid] = (markers, Failure(nodeid, why, timed_out=True, stacks=stacks))
-            if time.monotonic() >= deadline:
-                break
+            if time.monotonic() >= deadline or nodeid == "<collection>":
+                break  # (a run that could not collect its tests would not the next time either)
     # A test that never reported: the process ended before it (os._exit, a KeyboardInterrupt,
     # a crash); an instructor's test once read "ok" for a task after 2 of its 7 tests.
     ended = f"exit status {returncode}" if stuck is None else "stopped by the grader"
@@ -245,6 +260,8 @@ def run_task_tests(
         for t in markers:
             if t in report.tasks:
                 (report.tasks[t].passed.append(nodeid) if failure is None else report.tasks[t].failed.append(failure))
+    if impl is not None and (stuck is not None or returncode not in (0, 1, 5)):
+        _unrun_tasks(report, tasks, tests_dir, "\n".join(outputs), ended, stuck, package, Path(cwd))
     attribute_failures(report)
     report.output = "\n".join(outputs)
     return report
@@ -352,10 +369,16 @@ def attribute_failures(report: GradeReport) -> None:
                 report.tasks[other].failed.append(f)
 
 
-def _run_until_stuck(cmd, env, cwd, events_path: Path, test_timeout: float, deadline: float):
-    """Run pytest; kill it if one test runs far past its timeout (or the whole run past the
-    deadline). Returns ((test, markers, reason) or None, pytest's output, its exit status)."""
+def _run_until_stuck(
+    cmd, env, cwd, events_path: Path, test_timeout: float, deadline: float, collect_timeout: float | None = None
+):
+    """Run pytest; kill it if one test runs far past its timeout, if it has not collected its
+    tests within `collect_timeout` (a copy that loops while it is imported: pytest-timeout
+    times tests, not collection), or if the whole run passes the deadline. Returns ((test,
+    markers, reason) or None, pytest's output, its exit status)."""
     grace = 1.5 * test_timeout + 10  # pytest-timeout fires first when it can
+    collect_limit = max(grace, 120.0) if collect_timeout is None else collect_timeout
+    started = time.monotonic()
     with tempfile.TemporaryFile("w+") as out:
         # A session of its own, so that a kill also ends the processes it started (the s3
         # compile workers of a stuck test).
@@ -380,6 +403,8 @@ def _run_until_stuck(cmd, env, cwd, events_path: Path, test_timeout: float, dead
                     if running
                     else ("<collection>", [], "timed out before any test started")
                 )
+            elif running is None and now - started > collect_limit and not _collected(events_path):
+                stuck = ("<collection>", [], f"timed out: no test started within {collect_limit:g} s")
             if stuck is not None:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
@@ -401,6 +426,11 @@ def _read_events(events_path: Path) -> list[dict]:
         except json.JSONDecodeError:
             continue
     return events
+
+
+def _collected(events_path: Path) -> bool:
+    """Whether the run has chosen its tests (the plugin's "collected" event)."""
+    return any(e["event"] == "collected" for e in _read_events(events_path))
 
 
 def _running_test(events_path: Path) -> tuple[str, list[str], float] | None:
@@ -611,6 +641,42 @@ def format_report(report: GradeReport) -> str:
     return "\n".join(lines)
 
 
+def _unrun_tasks(
+    report: GradeReport,
+    tasks: list[str],
+    tests_dir: Path,
+    output: str,
+    ended: str,
+    stuck: tuple[str, list[str], str] | None,
+    package: Path,
+    cwd: Path,
+) -> None:
+    """A task none of whose tests reported, in a run that ended abnormally: the run ended
+    before it chose them (a copy that calls sys.exit or os._exit, or loops, while it is
+    imported). Each of the task's real tests fails with what ended the run and, where the
+    traceback names a line of the copy, that line is an error in its code; an instructor's
+    test once read "no tests!", 0 passed and 0 failed, with no reason."""
+    unrun = [t for t in tasks if not report.tasks[t].passed and not report.tasks[t].failed]
+    if not unrun:
+        return
+    # pytest prints an exception that escapes its collection as INTERNALERROR lines.
+    text = "\n".join(line.removeprefix("INTERNALERROR>") for line in output.splitlines())
+    err = _import_error(text, package, cwd) if text.strip() else None
+    if stuck is not None and stuck[0] == "<collection>":
+        detail = f"{stuck[2].removeprefix('timed out: ')}: a loop while the copy was imported?"
+    elif err is None:
+        detail = "it printed nothing: an os._exit or a crash while the copy was imported?"
+    else:
+        detail = err.message + (f" (at {err.path}:{err.line})" if err.line else "")
+        if err.line and err not in report.file_errors:
+            report.file_errors.append(err)
+    why = shortened(f"did not run: the test run ended before these tests started ({ended}); {detail}")
+    real = reference_tests(unrun, tests_dir)
+    for t in unrun:
+        mine = [test for test, markers in real.items() if t in markers]
+        report.tasks[t].failed += [Failure(test, why) for test in mine] or [Failure("(the whole copy)", why)]
+
+
 def task_needs(task: str, report: GradeReport, prerequisites: dict[str, list[str]]) -> list[str]:
     """The blank tasks ("2_3") that `task`, written and failing, waits for: every one whose code
     its tests run, the whole chain at once, not only the first stub a failure ran into. None
@@ -799,7 +865,9 @@ def format_class_table(reports: list[GradeReport]) -> str:
     lines = [head, "-" * len(head)]
     for name, r, cells in zip(names, reports, rows):
         done = sum(res.ok for res in r.tasks.values())
-        note = "  (code error)" if r.file_errors else ""
+        ran = any(not f.reason.startswith(_UNRUN) for res in r.tasks.values() for f in res.failed)
+        ran = ran or any(res.passed for res in r.tasks.values())
+        note = "  (code error)" if r.file_errors else "" if ran else "  (no test ran)"
         row = " ".join(f"{c:>{w}s}" for c, w in zip(cells, widths))
         lines.append(f"{name:{width}s} {row}  {done:3d}/{len(tasks)}{note}")
     return "\n".join(lines)

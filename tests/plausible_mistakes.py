@@ -1156,4 +1156,31 @@ MUTATIONS = [
         "return more if i < min_items else _repeat(more, 0, 1)",
         "return more if i + 1 < min_items else _repeat(more, 0, 1)",
     ),
+    # An instructor's fake class (2026-12-05): three wrong solutions of their own invention.
+    (
+        "task1_3",
+        "EOS allowed in every state (the model may always stop)",
+        "return row",
+        "row[grammar.fsm.index.eos_token_id] = True\nreturn row",
+    ),
+    (
+        "task4_2",
+        "the jumped bytes returned with the state the walk started from, not the one it reached",
+        "out = bytearray()\nwhile state >= self.num_char_states and state in self.byte_edges:\n"
+        "    byte, state = self.byte_edges[state]\n    out.append(byte)\nseen = set()\n"
+        "while state in self.char_edges and state not in seen:\n    seen.add(state)  # a DFA with no dead states "
+        'cannot cycle here; guard anyway\n    ch, state = self.char_edges[state]\n    out += ch.encode("utf-8")\n'
+        "return (bytes(out), state) if out else None",
+        "out, start = bytearray(), state\nwhile state >= self.num_char_states and state in self.byte_edges:\n"
+        "    byte, state = self.byte_edges[state]\n    out.append(byte)\nseen = set()\n"
+        "while state in self.char_edges and state not in seen:\n    seen.add(state)  # a DFA with no dead states "
+        'cannot cycle here; guard anyway\n    ch, state = self.char_edges[state]\n    out += ch.encode("utf-8")\n'
+        "return (bytes(out), start) if out else None",
+    ),
+    (
+        "task7_3",
+        "the rejection's token drawn with the global generator, not the request's",
+        "out.append(int(torch.multinomial(residual, 1, generator=generator)))",
+        "out.append(int(torch.multinomial(residual, 1)))",
+    ),
 ]

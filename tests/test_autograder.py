@@ -16,6 +16,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import mutants
@@ -55,7 +56,7 @@ def test_a_copy_the_grader_cannot_run_keeps_the_rest_of_the_class(tmp_path, caps
     assert "holds no minisglang package" in out and str(second) in out
     # each scores 0 of the task's real tests (the reference's), as a copy graded does
     real = len(grading.reference_tests(["task2_1"]))
-    assert real > 1 and re.search(rf"^typo +0/{real} +0/1$", out, re.M), out
+    assert real > 1 and re.search(rf"^typo +0/{real} +0/1  \(no test ran\)$", out, re.M), out
 
 
 def test_a_test_process_that_dies_leaves_its_unrun_tests_failed(tmp_path):
@@ -73,6 +74,74 @@ def test_a_test_process_that_dies_leaves_its_unrun_tests_failed(tmp_path):
     row = report.tasks["task2_1"]
     assert not row.ok and not row.passed
     assert any(f.reason.startswith("did not run: the test process ended before it") for f in row.failed), row.failed
+
+
+@pytest.mark.parametrize(
+    "ending, said",
+    [
+        ('import sys\nsys.exit("debug stop")\n', "SystemExit: debug stop"),
+        ("import os\nos._exit(3)\n", "it printed nothing"),
+    ],
+)
+def test_a_copy_that_ends_the_process_while_imported_fails_every_test_and_says_why(tmp_path, ending, said):
+    """An instructor's test: a copy whose file calls sys.exit (a leftover debugging line) while
+    it is imported ended pytest's collection before it chose a test; the copy's row read
+    "no tests!", 0 passed and 0 failed, with no reason (sys.exit), or lost its blank tasks
+    behind "the graded test run failed (exit status 3):" and nothing after it (os._exit).
+    Every one of the task's real tests now fails, saying what ended the run and where."""
+    from minisglang import grading
+
+    checkout("s2", tmp_path / "exits", student=True)
+    _plant(tmp_path / "exits", _region_file("task2_1"), "\nimport ", "\n" + ending + "import ")
+    report = run_task_tests("s2", impl=tmp_path / "exits", only=["2_1"], test_timeout=20)
+    row = report.tasks["task2_1"]
+    real = len(grading.reference_tests(["task2_1"]))
+    assert not row.passed and len(row.failed) == real > 1, row.failed
+    for f in row.failed:
+        assert f.reason.startswith("did not run: the test run ended before") and said in f.reason, f.reason
+    text = format_report(report)
+    assert "no tests!" not in text and said in text, text
+    assert "task2_1" in report.blank and grading.task_status("task2_1", report, {}) == "blank"
+    table = grading.format_class_table([report])
+    if "SystemExit" in said:  # the traceback names the line: an error in the copy's code
+        (error,) = report.file_errors
+        assert error.path == "minisglang/" + _region_file("task2_1") and error.line, error
+        assert table.endswith("(code error)"), table
+    else:  # nothing to point at: the class table still says that none of the copy's tests ran
+        assert table.endswith("(no test ran)"), table
+
+
+def test_a_copy_that_loops_while_imported_is_stopped_soon_and_says_so(tmp_path):
+    """An instructor's test: a copy that loops while it is imported (a student's own try of
+    a function at the bottom of its file, calling a walk that never ends) started no test,
+    and the grader waited for the whole run's limit, 30 minutes, before it gave that copy
+    up and went on with the class. A run that has not collected its tests within its
+    collection limit is stopped, and each of the task's tests fails saying why."""
+    checkout("s2", tmp_path / "loops", student=True)
+    _plant(tmp_path / "loops", _region_file("task2_1"), "\nimport ", "\nwhile True:\n    pass\nimport ")
+    started = time.monotonic()
+    report = run_task_tests("s2", impl=tmp_path / "loops", only=["2_1"], test_timeout=5, collect_timeout=15)
+    assert time.monotonic() - started < 120
+    row = report.tasks["task2_1"]
+    assert not row.passed and len(row.failed) > 1, row.failed
+    for f in row.failed:
+        assert "no test started within 15 s" in f.reason and "while the copy was imported" in f.reason, f.reason
+
+
+def test_a_copy_of_an_earlier_stage_is_named_as_such_not_as_a_code_error(tmp_path, capsys):
+    """An instructor's test: `grade --stage s7 --impl` of a class's s4 copies (a slip of the
+    directory) said "ERROR in your code: (the tests): ModuleNotFoundError: No module named
+    'minisglang.backends'" and "(code error)" in each student's row. The copy is now named for
+    what it is, before any test runs."""
+    from minisglang.grading import grade
+
+    checkout("s1", tmp_path / "s1", student=True)
+    with pytest.raises(ValueError, match=r"is a checkout of stage s1, not s2"):
+        run_task_tests("s2", impl=tmp_path / "s1", only=["2_1"])
+    assert grade("s2", [str(tmp_path / "s1"), str(tmp_path / "s1")], only=["2_1"]) == 1
+    out = capsys.readouterr().out
+    assert out.count("the grader could not run this copy: ValueError") == 2 and "code error" not in out, out
+    assert "minisglang checkout s2" in out, out
 
 
 def test_a_byte_order_mark_is_no_syntax_error(tmp_path):
@@ -835,7 +904,8 @@ def test_the_class_table_says_blank_and_needs_only_where_the_tasks_own_tests_can
     assert rows["dave"] == ["blank", "blank", "blank", "0/3"], table
     assert rows["carol"] == ["ok", "blank", "0/2", "1/3"], table
     assert rows["jo"] == ["ok", "blank", "needs", "2_3", "1/3"], table
-    assert rows["erin"] == ["0/1", "blank", "needs", "2_3", "0/3"], table  # cannot tell: keeps "needs"
+    # cannot tell: keeps "needs"; and none of its tests ran
+    assert rows["erin"] == ["0/1", "blank", "needs", "2_3", "0/3", "(no", "test", "ran)"], table
     status = {line.split()[0]: line for line in grading.format_report(carol).splitlines() if line.startswith("task")}
     assert status["task2_4"].endswith("FAIL"), status
     status = {line.split()[0]: line for line in grading.format_report(jo).splitlines() if line.startswith("task")}

@@ -215,6 +215,19 @@ def test_from_refuses_a_copy_whose_region_comments_are_gone(tmp_path):
         checkout("s2", tmp_path / "s2b", student=True, from_dir=tmp_path / "nothing")
 
 
+def test_from_a_checkout_of_an_older_stage_says_which_stage_and_what_to_do(tmp_path, capsys):
+    """An instructor's test: a course of chapters 01, 04 and 08 checked s4 out `--from ~/s1`;
+    the copy was refused with "~/s1 has no region task2_4 in function apply_bitmask_torch()
+    (were its # BEGIN SOLUTION / # END SOLUTION comments removed?)", blaming the student for a
+    file an s1 checkout never has. The refusal now names the stage the copy is and the ways on."""
+    assert main(["checkout", "s1", str(tmp_path / "s1"), "--student"]) == 0
+    capsys.readouterr()
+    assert main(["checkout", "s4", str(tmp_path / "s4"), "--student", "--from", str(tmp_path / "s1")]) == 2
+    err = capsys.readouterr().err
+    assert "is a checkout of stage s1" in err and "task 2_" in err, err
+    assert "--from YOUR_S3_DIR" in err and "--only" in err and "comments removed" not in err, err
+
+
 def test_solutions_prints_the_reference_regions_for_instructors(capsys):
     assert main(["solutions", "s1", "--task", "1_2"]) == 0
     out = capsys.readouterr().out

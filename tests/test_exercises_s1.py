@@ -1,6 +1,6 @@
 """Exercise tests of stage s1-masked-fill (`minisglang grade --stage s1`).
 
-Each test carries the marker of the task it grades:
+Each graded test carries the marker of the task it grades:
 
 - task1_1  ByteDFA.walk_bytes: walk a token's bytes through the byte DFA
 - task1_2  the reference token index walk: the allowed set of one state
@@ -457,10 +457,16 @@ def test_one_stage_gives_each_grammar_its_own_rows():
     for fsm in (digits, words, digits):
         for state, tokens in fsm.index.state_to_tokens.items():
             got = set(torch.nonzero(stage.allowed_mask(FSMState(fsm, state))).flatten().tolist())
+            alone = set(torch.nonzero(make_stage().allowed_mask(FSMState(fsm, state))).flatten().tolist())
             assert got == set(tokens), (
                 f"regex {fsm.regex!r}, state {state}, asked after another regex's states: the row must "
                 f"be this regex's (it allows {sorted(got - set(tokens))[:8]} and lacks "
-                f"{sorted(set(tokens) - got)[:8]}); is a row kept by its state number alone?"
+                f"{sorted(set(tokens) - got)[:8]}); "
+                + (
+                    "is a row kept by its state number alone?"
+                    if alone == set(tokens)
+                    else "it is wrong on a fresh stage too, asked first: the row itself, not a kept one"
+                )
             )
 
 
@@ -479,12 +485,40 @@ def test_allowed_mask_returns_a_new_row_each_call():
         f"(yes|no): the row of state 0 changed when the row of state {after_y} was asked for (now True at "
         f"{torch.nonzero(first).flatten().tolist()[:8]}): each call must return a new tensor, not a shared buffer"
     )
+    was = set(torch.nonzero(first).flatten().tolist())
     first.logical_not_()  # what a caller inverting its row in place does
     again = set(torch.nonzero(stage.allowed_mask(FSMState(fsm, 0))).flatten().tolist())
     assert again == start, (
         f"(yes|no) at state 0, asked again after the caller inverted its first row in place: the row must "
-        f"allow {sorted(start)}; got {sorted(again)[:8]}... (a cached row was handed out twice)"
+        f"allow {sorted(start)}; got {sorted(again)[:8]}... "
+        + (
+            "(a cached row was handed out twice)"
+            if was == start
+            else f"(the first row was already wrong, {sorted(was)[:8]}: the row itself, not a cache)"
+        )
     )
+
+
+def test_a_wrong_row_is_not_blamed_on_a_cache(monkeypatch):
+    """An instructor's test: a student's row that also allows EOS in every state (no cache
+    anywhere) failed two tests saying "is a row kept by its state number alone?" and "a
+    cached row was handed out twice", sending the student after a cache they never wrote.
+    Those hints now come only where the row asked first is right."""
+
+    class EosEverywhere(MaskedFillStage):
+        def allowed_mask(self, grammar):
+            row = super().allowed_mask(grammar)
+            row[EOS] = True
+            return row
+
+    original = make_stage
+    monkeypatch.setitem(globals(), "make_stage", lambda **kw: original(EosEverywhere, **kw))
+    for test in (test_one_stage_gives_each_grammar_its_own_rows, test_allowed_mask_returns_a_new_row_each_call):
+        with pytest.raises(AssertionError) as failed:
+            test()
+        message = str(failed.value)
+        assert "cache" not in message.replace("not a cache", "") and "state number alone" not in message, message
+        assert "the row itself" in message, message
 
 
 @pytest.mark.task1_3

@@ -246,6 +246,115 @@ def test_token_texts_join_to_the_decoded_text(ids):
     assert "".join(texts.split(ids)) == bundled().decode_bytes(ids).decode("utf-8", errors="ignore")
 
 
+def test_the_cli_traces_s7_with_drafts(tmp_path, capsys):
+    """An instructor's test: chapter 08's session plan could not show a draft live (trace and
+    generate had no switch for drafting, off by default), only in notebook 08. Both now take
+    serve's --speculative-algorithm (and --speculative-num-draft-tokens)."""
+    import json
+    import re
+
+    from minisglang.cli import main
+
+    person = r'\{"name": "[A-Za-z ]{1,12}", "age": [1-9][0-9]?, "city": "(Paris|Rome|Beijing)"\}'
+    prompt = (
+        "<|user|>\nExtract name, age and city from the text as JSON.\n"
+        "Li Lei is 31 years old and lives in Paris.\n<|assistant|>\n"
+    )
+    out = tmp_path / "s7.html"
+    flags = ["--stage", "s7", "--regex", person, "--speculative-algorithm", "FORCED"]
+    assert main(["trace", prompt, *flags, "--speculative-num-draft-tokens", "3", "-o", str(out)]) == 0
+    data = json.loads(re.search(r'class="tv-data">(.*?)</script>', out.read_text(encoding="utf-8"), re.S)[1])
+    assert any(step["how"] == "draft" for step in data["steps"]), data["steps"]
+    assert any("drafts (s7)" in event for step in data["steps"] for event in step["ev"])
+    capsys.readouterr()
+    assert main(["generate", prompt, *flags]) == 0
+    meta = json.loads(capsys.readouterr().err.strip().splitlines()[-1])
+    assert meta["spec_verify_ct"] and meta["completion_tokens"] > meta["spec_verify_ct"], meta
+    assert main(["trace", prompt, "--stage", "s4", "--regex", person, "--speculative-algorithm", "FORCED"]) == 2
+    assert "speculative_algorithm" in capsys.readouterr().err
+
+
+def test_a_jumps_recut_of_written_text_is_not_shown_as_forced_text():
+    """An instructor's test: chapter 04's re-cut (seed 91: the model writes the name's end as
+    `i` `at` `is`, the jump re-encodes it as `ia` `tis`) showed `ia` and `tis` in the step
+    view's green "jumped (forced text)", though not one of their letters was forced: the
+    lesson is that they are the model's own text, split again. Tokens of the re-encoding
+    that spell only what was already written are now "re-cut"; those with forced text, jumped."""
+    from minisglang.stepview.html import page_data
+
+    person = r'\{"name": "[A-Za-z ]{1,12}", "age": [1-9][0-9]?, "city": "(Paris|Rome|Beijing)"\}'
+    prompt = (
+        "<|user|>\nExtract name, age and city from the text as JSON.\n"
+        "Li Lei is 31 years old and lives in Paris.\n<|assistant|>\n"
+    )
+    engine = sgl.Engine(stage="s4", max_total_tokens=2048)
+    try:
+        trace = sgl.trace(engine, prompt, {"regex": person, "temperature": 1.0, "seed": 91, "max_new_tokens": 60})
+    finally:
+        engine.shutdown()
+    how = [(t.text, t.how) for t in trace.tokens]
+    assert ("ia", "recut") in how and ("tis", "recut") in how and ("age", "jumped") in how, how
+    (jump,) = [e for e in trace.events if e.kind == "jump" and "ia" in e.info["new"]]
+    boxes = page_data(trace)["steps"][jump.before_step]["add"]
+    assert [b[:2] for b in boxes[:2]] == [["ia", "recut"], ["tis", "recut"]], boxes
+    assert ["age", "jumped"] in [b[:2] for b in boxes], boxes
+
+
+def test_the_path_view_speaks_of_bold_jumps_only_where_a_jump_was_drawn():
+    """An instructor's test: chapter 08's projected step view (s7 drafts, no jump) said "bold:
+    a jump's forced text" above a drawing without a bold edge."""
+    engine = sgl.Engine(stage="s7", max_total_tokens=2048, speculative_algorithm="FORCED")
+    try:
+        trace = sgl.trace(engine, PROMPT, {"regex": REGEX, "temperature": 0, "max_new_tokens": 40})
+    finally:
+        engine.shutdown()
+    assert trace.automaton.kind == "path" and not any(e.kind == "jump" for e in trace.events)
+    assert "bold" not in trace.automaton.note and "style=bold" not in trace.automaton.dot, trace.automaton.note
+
+
+def test_a_run_of_sit_outs_is_one_line_of_the_events():
+    """An instructor's test: in notebook 08's step view (a loaded machine), the events before
+    one step listed "sat out this step (its grammar's work did not fit the step's budget)"
+    four times over, then the drafts: a projector's list of identical lines. A run of them
+    is now one line that counts the steps."""
+    from types import SimpleNamespace
+
+    from minisglang.stepview.html import page_data
+    from minisglang.stepview.record import TraceEvent
+
+    step = TraceStep(0, 5, 0, 3, 10, 1.0, 0.0, [], [], 1, "a", "draft", "a")
+    events = [TraceEvent("sit_out", 0, n) for n in range(1, 5)]
+    events.append(TraceEvent("drafts", 0, 5, {"proposed_text": "['a']", "accepted": 1, "rejected": 0}))
+    events.append(TraceEvent("sit_out", 1, 6))
+    data = page_data(SimpleNamespace(automaton=None, steps=[step], events=events))
+    assert data["steps"][0]["ev"] == [
+        "sat out 4 steps (its grammar's work did not fit the step's budget)",
+        "drafts (s7): proposed ['a'], accepted 1, rejected 0",
+    ]
+    assert data["end"] == ["sat out this step (its grammar's work did not fit the step's budget)"]
+
+
+def test_the_cli_says_why_a_traced_request_was_aborted(tmp_path, capsys):
+    """An instructor's test: `trace --stage s1 --json-schema ...` printed "wrote t.html: 0 steps,
+    stop abort; output ''" and nothing of why (s1 takes regexes only); the page itself showed
+    the kind as "<AbortKind.CLIENT: 'client'>". The command line now prints the reason, and
+    the page the kind's name."""
+    from minisglang.cli import main
+    from minisglang.stepview.html import page_data
+
+    out = tmp_path / "t.html"
+    assert main(["trace", PROMPT, "--stage", "s1", "--json-schema", '{"type": "object"}', "-o", str(out)]) == 1
+    captured = capsys.readouterr()
+    assert "json_schema needs stage s5-backends" in captured.err, captured
+    engine = sgl.Engine(stage="s1", max_total_tokens=2048)
+    try:
+        trace = sgl.trace(engine, PROMPT, {"json_schema": '{"type": "object"}', "max_new_tokens": 4})
+    finally:
+        engine.shutdown()
+    (end,) = page_data(trace)["end"]
+    assert "AbortKind" not in end and "'kind': 'client'" in end, end
+
+
 def test_the_cli_writes_a_page(tmp_path, capsys):
     from minisglang.cli import main
 

@@ -79,10 +79,70 @@ def test_arrow_keys_step_through_the_trace(browser, tmp_path):
             "node": trace.automaton.node_of[str(step.state)],
             "text": step.text,
         }, f"step {n}"
+    # Each legend item stays whole on one line (an instructor saw "re-cut (... split again by"
+    # and "a jump)" on two, at 1920x1080).
+    broken = browser.execute_script(
+        "return [...document.querySelectorAll('.legend span')].filter(s => s.getClientRects().length > 1)"
+        ".map(s => s.textContent);"
+    )
+    assert broken == [], broken
     body.send_keys(Keys.ARROW_RIGHT)  # past the end: stays on the last step
     assert shown(browser)["step"] == len(trace.steps) - 1
     body.send_keys(Keys.ARROW_LEFT)
     assert shown(browser)["step"] == max(len(trace.steps) - 2, 0)
+
+
+def drawing(driver) -> dict:
+    """The automaton's drawing as the page shows it: the height of its labels (px), whether
+    the highlighted node lies inside the box's visible part, and the box's and drawing's widths."""
+    return driver.execute_script("""
+        var box = document.querySelector('.svgbox'), svg = box.querySelector('svg');
+        var t = svg.querySelector('g.node text'), g = svg.querySelector('g.node.current');
+        var b = box.getBoundingClientRect(), r = g ? g.getBoundingClientRect() : null;
+        var font = parseFloat(t.getAttribute('font-size')) * t.getScreenCTM().a;  // (pt -> px in the CTM)
+        return {label_px: font, box: b.width, svg: svg.getBoundingClientRect().width,
+                visible: !!r && r.left >= b.left && r.right <= b.right && r.top >= b.top && r.bottom <= b.bottom};""")
+
+
+def test_a_large_automaton_is_readable_on_a_projector(browser, tmp_path):
+    """An instructor's test: chapter 04's session plan projects the step view of the
+    PERSON regex; its automaton (1704 pt wide) was shrunk into the page's column, labels
+    about 7 px high on a 1920x1080 screen, unreadable. A drawing that would shrink that far
+    is shown at its own size, the box scrolled to the highlighted node at every step; a
+    click (or z) fits it into the column for an overview, and another brings it back."""
+    person = r'\{"name": "[A-Za-z ]{1,12}", "age": [1-9][0-9]?, "city": "(Paris|Rome|Beijing)"\}'
+    prompt = (
+        "<|user|>\nExtract name, age and city from the text as JSON.\n"
+        "Li Lei is 31 years old and lives in Paris.\n<|assistant|>\n"
+    )
+    engine = sgl.Engine(stage="s2", max_total_tokens=2048)
+    try:
+        trace = sgl.trace(engine, prompt, {"regex": person, "temperature": 0, "max_new_tokens": 60})
+    finally:
+        engine.shutdown()
+    browser.get(trace.save(tmp_path / "person.html").as_uri())
+    assert browser.get_log("browser") == [], "the page's script raised"
+    body = browser.find_element("tag name", "body")
+    for n in range(len(trace.steps)):
+        got = drawing(browser)
+        assert got["label_px"] >= 14 and got["visible"], f"step {n}: {got}"
+        body.send_keys(Keys.ARROW_RIGHT)
+    # On a 1280x720 projector the mass plot (900 wide) stays inside its column, under the
+    # automaton's column, not over it (it ran 250 px into it).
+    browser.set_window_size(1280, 720)
+    try:
+        over = browser.execute_script(
+            "var p = document.querySelector('svg.plot'), c = p.closest('.col');"
+            "return p.getBoundingClientRect().right - c.getBoundingClientRect().right;"
+        )
+    finally:
+        browser.set_window_size(1920, 1080)
+    assert over <= 1, f"the mass plot runs {over:.0f} px past its column at 1280x720"
+    browser.find_element("css selector", ".svgbox svg").click()
+    fitted = drawing(browser)
+    assert fitted["svg"] <= fitted["box"] + 1 and fitted["label_px"] < 14, fitted
+    body.send_keys("z")
+    assert drawing(browser)["label_px"] >= 14
 
 
 @pytest.fixture(scope="module")

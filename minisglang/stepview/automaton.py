@@ -141,5 +141,6 @@ def path_view(trace: Trace) -> Automaton:
         "\n".join(lines) + "\n",
         node_of,
         "path",
-        "the states this request went through and the tokens it took (bold: a jump's forced text)",
+        "the states this request went through and the tokens it took"
+        + (" (bold: a jump's forced text)" if bold else ""),  # (no jump at s7, nor at s5-s6 without one)
     )

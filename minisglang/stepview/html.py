@@ -19,11 +19,12 @@ from typing import Any
 from .automaton import Automaton
 from .record import Trace, TraceEvent
 
-COLOURS = {"sampled": "#d8ecff", "forced": "#ffe0b2", "jumped": "#c8e6c9", "draft": "#e1bee7"}
+COLOURS = {"sampled": "#d8ecff", "forced": "#ffe0b2", "jumped": "#c8e6c9", "recut": "#fff59d", "draft": "#e1bee7"}
 HOW = {
     "sampled": "sampled",
     "forced": "forced (the only allowed token)",
     "jumped": "jumped (forced text)",
+    "recut": "re-cut (written text, split again)",
     "draft": "draft accepted (s7)",
 }
 PLOT_W, PLOT_H = 900, 170
@@ -48,7 +49,7 @@ def event_text(e: TraceEvent) -> str:
         return f"drafts (s7): proposed {i['proposed_text']}, accepted {i['accepted']}, rejected {i['rejected']}"
     if e.kind == "finish":
         reason = i.get("reason") or {}
-        extra = {k: v for k, v in reason.items() if k != "type"}
+        extra = {k: getattr(v, "value", v) for k, v in reason.items() if k != "type"}  # an AbortKind by its name
         return f"finished: {reason.get('type')}" + (f" {extra}" if extra else "")
     if e.kind == "sit_out":
         return "sat out this step (its grammar's work did not fit the step's budget)"
@@ -61,8 +62,16 @@ def page_data(trace: Trace) -> dict[str, Any]:
     auto = trace.automaton if isinstance(trace.automaton, Automaton) else None
     events: dict[int, list[str]] = {}
     jumps: dict[int, list[TraceEvent]] = {}
+    sat_out: dict[int, int] = {}  # the steps a run of sit-outs has lasted, at the end of a step's list
     for e in trace.events:
-        events.setdefault(e.before_step, []).append(event_text(e))
+        lines = events.setdefault(e.before_step, [])
+        if e.kind == "sit_out" and sat_out.get(e.before_step):
+            # One line for a run: a loaded machine's notebook 08 once listed four identical ones.
+            sat_out[e.before_step] += 1
+            lines[-1] = f"sat out {sat_out[e.before_step]} steps (its grammar's work did not fit the step's budget)"
+            continue
+        sat_out[e.before_step] = 1 if e.kind == "sit_out" else 0
+        lines.append(event_text(e))
         if e.kind == "jump":
             jumps.setdefault(e.before_step, []).append(e)
     steps, boxes = [], 0
@@ -70,7 +79,8 @@ def page_data(trace: Trace) -> dict[str, Any]:
         keep, new = boxes, []  # type: tuple[int, list[list[Any]]]
         for j in jumps.get(s.index, []):
             keep = min(keep, j.info["at"])
-            new = new[: max(j.info["at"] - keep, 0)] + [[t, "jumped"] for t in j.info["new"]]
+            kinds = j.info.get("new_how") or ["jumped"] * len(j.info["new"])
+            new = new[: max(j.info["at"] - keep, 0)] + [[t, k] for t, k in zip(j.info["new"], kinds)]
         new.append([s.token_text, s.how, 1] if s.special else [s.token_text, s.how])
         boxes = keep + len(new)
         steps.append(
@@ -140,7 +150,11 @@ def automaton_svg(auto: Automaton | None) -> str:
             auto.svg = svg[svg.index("<svg") :]  # without the XML prolog and DOCTYPE
         except GraphvizNotFoundError as e:
             return f'<p class="note">{html.escape(str(e))}</p>'
-    return f'<p class="note">{html.escape(auto.note)}</p><div class="svgbox">{auto.svg}</div>'
+    return (
+        f'<p class="note">{html.escape(auto.note)} · click the drawing (or press z) to fit or zoom it</p>'
+        f'<div class="svgbox" title="click (or z): fit the drawing into the column, or show it at its own size">'
+        f"{auto.svg}</div>"
+    )
 
 
 CSS = """
@@ -150,7 +164,8 @@ CSS = """
 .tv .bar input{flex:1;height:28px}.tv button{font-size:22px;padding:2px 14px}
 .tv .cols{display:flex;gap:24px;flex-wrap:wrap}.tv .col{flex:1;min-width:480px}
 .tv .svgbox{overflow:auto;max-height:520px;border:1px solid #ddd}
-.tv .svgbox svg{max-width:100%;height:auto}
+.tv .svgbox svg{max-width:100%;height:auto;cursor:zoom-in}
+.tv .svgbox.full svg{max-width:none;cursor:zoom-out}
 .tv g.node.current ellipse{fill:#ffd54f;stroke:#e65100;stroke-width:4}
 .tv .out{font-family:Menlo,Consolas,monospace;font-size:22px;white-space:pre-wrap;word-break:break-all;
   border:1px solid #ccc;padding:8px;min-height:2em}
@@ -162,9 +177,10 @@ CSS = """
 .tv tr.no td.t{text-decoration:line-through;color:#b00}
 .tv .pbar{display:inline-block;height:14px;background:#1976d2;vertical-align:middle}
 .tv .stats b{font-size:24px}.tv .ev{color:#6a1b9a}
+.tv svg.plot{max-width:100%;height:auto}
 .tv .plot .grid{stroke:#ddd}.tv .plot .mass{fill:none;stroke:#1976d2;stroke-width:3}
 .tv .plot .marker{stroke:#e65100;stroke-width:3}.tv .plot text{font-size:18px;fill:#444}
-.tv .legend span{padding:0 6px;margin-right:8px;border:1px solid #888;border-radius:4px}
+.tv .legend span{display:inline-block;padding:0 6px;margin:0 8px 4px 0;border:1px solid #888;border-radius:4px}
 .tv ol.steps{display:none}.tv .note{color:#555;font-size:18px}
 """
 
@@ -173,7 +189,7 @@ SCRIPT = """
   var data=JSON.parse(root.querySelector('script.tv-data').textContent);
   var steps=data.steps, n=steps.length, cur=0;
   var $=function(c){return root.querySelector(c)};
-  var slider=$('.slider'), out=$('.out'), nodes={};
+  var slider=$('.slider'), out=$('.out'), nodes={}, box=$('.svgbox'), drawn=box&&box.querySelector('svg');
   root.querySelectorAll('g.node').forEach(function(g){var t=g.querySelector('title');if(t)nodes[t.textContent]=g;});
   function esc(s){return s.replace(/[&<>]/g,function(c){return {'&':'&amp;','<':'&lt;','>':'&gt;'}[c];});}
   function shown(t){return "'"+t.replace(/ /g,'\\u2423').replace(/\\n/g,'\\\\n')+"'";}
@@ -184,6 +200,7 @@ SCRIPT = """
     root.querySelectorAll('li[data-step]').forEach(function(li){li.classList.toggle('current',+li.dataset.step===cur);});
     root.querySelectorAll('g.node.current').forEach(function(g){g.classList.remove('current');});
     if(s.node!==null&&nodes[s.node])nodes[s.node].classList.add('current');
+    reveal();
     $('.state').textContent=s.state===null?'(not exposed)':s.state;
     $('.allowed').textContent=s.allowed; $('.vocab').textContent=s.vocab;
     $('.mass').textContent=(100*s.mass).toPrecision(4)+'%'; $('.temp').textContent=s.t;
@@ -203,12 +220,24 @@ SCRIPT = """
     $('.events').innerHTML=ev.length?ev.map(function(e){return '<li>'+esc(e)+'</li>';}).join(''):'<li>(none)</li>';
     var m=$('.plot .marker'), x=50+(__W__-70)*(n>1?cur/(n-1):0); m.setAttribute('x1',x); m.setAttribute('x2',x);
   }
+  // A drawing fitted into the column below 60% of its size has labels under ~8 px on a
+  // projector: show it at its own size instead, the box scrolled to the current node.
+  function reveal(){var g=root.querySelector('g.node.current');
+    if(!box||!g||!box.classList.contains('full'))return;
+    var b=box.getBoundingClientRect(), r=g.getBoundingClientRect();
+    box.scrollLeft+=(r.left+r.right-b.left-b.right)/2; box.scrollTop+=(r.top+r.bottom-b.top-b.bottom)/2;}
+  function zoom(){if(!box)return; box.classList.toggle('full'); reveal();}
+  if(drawn&&drawn.viewBox&&drawn.viewBox.baseVal&&drawn.viewBox.baseVal.width){
+    var own=drawn.viewBox.baseVal.width*4/3;  // graphviz's units are points
+    if(box.clientWidth<0.6*own)box.classList.add('full');}
+  if(box)box.addEventListener('click',zoom);
   slider.max=Math.max(n-1,0); slider.addEventListener('input',function(){show(+slider.value);});
   $('.prev').addEventListener('click',function(){show(cur-1);});
   $('.next').addEventListener('click',function(){show(cur+1);});
   function key(e){if(e.key==='ArrowRight'){show(cur+1);e.preventDefault();}
     else if(e.key==='ArrowLeft'){show(cur-1);e.preventDefault();}
-    else if(e.key==='Home'){show(0);e.preventDefault();}else if(e.key==='End'){show(n-1);e.preventDefault();}}
+    else if(e.key==='Home'){show(0);e.preventDefault();}else if(e.key==='End'){show(n-1);e.preventDefault();}
+    else if(e.key==='z'){zoom();e.preventDefault();}}
   root.addEventListener('keydown',key);
   if(root.dataset.page)document.addEventListener('keydown',function(e){if(!root.contains(e.target))key(e);});
   show(0);

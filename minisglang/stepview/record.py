@@ -258,7 +258,7 @@ class TraceEvent:
 @dataclass(frozen=True)
 class TraceToken:
     """One token of the final output, its text, and how it came ("sampled", "forced",
-    "jumped", "draft")."""
+    "jumped", "recut": written text a jump's re-encoding split again, "draft")."""
 
     id: int
     text: str
@@ -329,6 +329,12 @@ class Trace:
                 at, old, new = info["at"], info["old"], info["new"]
                 head = [t for t, _ in tokens[:at]]
                 forced = texts.join(head + new)[len(texts.join(head + old)) :]
+                # A token of the re-encoding that spells only text already written is that
+                # text split again ("recut": seed 91's `i` `at` `is` -> `ia` `tis`), not forced.
+                written, end, kinds = len(tokenizer.decode_bytes(old)), 0, []
+                for t in new:
+                    end += len(tokenizer.decode_bytes([t]))
+                    kinds.append("recut" if end <= written else "jumped")
                 info = {
                     "forced": forced,
                     "at": at,
@@ -336,8 +342,9 @@ class Trace:
                     "new": [texts.one(t) for t in new],
                     "old_ids": old,
                     "new_ids": new,
+                    "new_how": kinds,
                 }
-                tokens = tokens[:at] + [(t, "jumped") for t in new]
+                tokens = tokens[:at] + list(zip(new, kinds))
                 data = bytearray(tokenizer.decode_bytes([t for t, _ in tokens]))
                 kind = "jump"
             elif kind == "drafts":
