@@ -277,6 +277,30 @@ def test_a_number_keyword_beyond_a_double_is_refused_naming_it(keyword):
         assert matches({"type": "number", keyword: 10**308 * (1 if "ax" in keyword else -1)}, "0")
 
 
+@pytest.mark.parametrize(
+    "schema, beyond",
+    [
+        ({"type": "number", "exclusiveMinimum": 1.7976931348623157e308}, "exclusiveMinimum 1.7976931348623157e+308"),
+        ({"type": "number", "exclusiveMaximum": -1.7976931348623157e308}, "exclusiveMaximum -1.7976931348623157e+308"),
+        (
+            {"type": "number", "exclusiveMinimum": 1.7976931348623157e308, "exclusiveMaximum": 123.456},
+            "exclusiveMinimum 1.7976931348623157e+308",
+        ),
+    ],
+)
+def test_an_exclusive_bound_at_the_largest_double_leaves_no_double_and_says_so(schema, beyond):
+    """No double lies beyond +-DBL_MAX (the next one is infinity): the compile failed on an
+    empty AssertionError (a stranger's differential fuzzing, 2026-12-05); it says so now."""
+    for automaton in ("eager", "lazy"):
+        with pytest.raises(UnsupportedSchemaError) as info:
+            build_regex_from_schema(schema, automaton=automaton)
+        assert "no value that minisglang writes" in str(info.value) and f"beyond {beyond}" in str(info.value)
+    # next to other types, the numbers beyond are left out and the rest compiles (soundly)
+    negated = {"not": {"type": "integer", "maximum": 1.7976931348623157e308}}
+    assert_sound(negated)
+    assert matches(negated, "1.5") and matches(negated, "null") and not matches(negated, "2")
+
+
 @settings(deadline=None)
 @given(st.integers(1, 3), st.integers(1, 3), st.sampled_from([None, -7, 0, 5]), st.sampled_from([None, 8, 150]))
 def test_digit_limited_numbers_agree_with_jsonschema_on_all_short_numerals(digits, frac, lo, hi):

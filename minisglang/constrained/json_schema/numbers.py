@@ -233,12 +233,15 @@ def _decimal_multiples(
 DOUBLE_DIGITS = 15
 
 
-def _double_inside(bound: Decimal, below: bool, fraction_digits: int) -> Decimal:
+def _double_inside(bound: Decimal, below: bool, fraction_digits: int) -> Decimal | None:
     """The inclusive bound that replaces an exclusive one on a number: the double next to
     `bound` on the inside (below it for a maximum), written shortest, rounded further
     inwards to `fraction_digits`. Every numeral up to it parses to that double or one
-    further inside, never to the bound (found by a stranger's attack, 2026-12-04)."""
+    further inside, never to the bound (found by a stranger's attack, 2026-12-04). None
+    when no double lies inside: beyond +-DBL_MAX comes only infinity."""
     double = math.nextafter(float(bound), -math.inf if below else math.inf)
+    if not math.isfinite(double):
+        return None
     inside = Decimal(repr(double))
     step = Decimal(1).scaleb(-fraction_digits)
     exponent = inside.as_tuple().exponent
@@ -305,6 +308,13 @@ class _NumberRules(_CompilerBase):
         as_doubles = not integer and step == 1 and decimal_step is None and (lo_strict or hi_strict)
         if as_doubles:
             digits = self.options.max_fraction_digits
+            bounds = ((hi_keyword, hi, hi_strict, True), (lo_keyword, lo, lo_strict, False))
+            for exclusive, edge, strict, below in bounds:
+                if edge is not None and strict and _double_inside(edge, below, digits) is None:
+                    # (an exclusive bound at +-DBL_MAX: a numeral beyond it parses to infinity)
+                    given = short_value(schema[str(exclusive)])
+                    self.note_empty(f"no double lies beyond {exclusive} {given} at {path}")
+                    return None
             if hi is not None and hi_strict:
                 hi, hi_strict = _double_inside(hi, True, digits), False
             if lo is not None and lo_strict:
