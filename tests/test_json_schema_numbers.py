@@ -301,6 +301,20 @@ def test_an_exclusive_bound_at_the_largest_double_leaves_no_double_and_says_so(s
     assert matches(negated, "1.5") and matches(negated, "null") and not matches(negated, "2")
 
 
+@pytest.mark.parametrize("step, factor", [(1.1, 11), (0.7, 7), (2.2, 11)])
+def test_integer_multiples_of_a_fractional_multipleof_are_written_only_where_floats_divide(step, factor):
+    """{"type": "integer", "multipleOf": 1.1} wrote 33 (30 x 1.1), which jsonschema refuses: it
+    divides in floats, and 33 / 1.1 is 29.999999999999996 (a stranger's differential fuzzing,
+    2026-12-05). The integers written are exactly the multiples a validator accepts."""
+    schema = {"type": "integer", "multipleOf": step, "exclusiveMinimum": 3, "maximum": 250}
+    regex = build_regex_from_schema(schema)
+    written = [n for n in range(-5, 260) if re.fullmatch(regex, str(n))]
+    assert written == [n for n in range(4, 251) if n % factor == 0 and is_valid(n, schema)]
+    assert len(written) < len(range(factor, 251, factor))  # (some multiples do not divide in floats)
+    with pytest.raises(UnsupportedSchemaError, match="divides by it exactly in binary floating point"):
+        build_regex_from_schema({"type": "integer", "multipleOf": 1.1, "minimum": 33, "maximum": 33})
+
+
 @settings(deadline=None)
 @given(st.integers(1, 3), st.integers(1, 3), st.sampled_from([None, -7, 0, 5]), st.sampled_from([None, 8, 150]))
 def test_digit_limited_numbers_agree_with_jsonschema_on_all_short_numerals(digits, frac, lo, hi):

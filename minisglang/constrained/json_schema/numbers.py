@@ -321,7 +321,8 @@ class _NumberRules(_CompilerBase):
                 lo, lo_strict = _double_inside(lo, False, digits), False
         if step > 1:  # a number (not integer) type may also write them as json.dumps writes 4.0
             whole = "number" in _types(schema, path)
-            return _concat(self._multiples(step, lo, lo_strict, hi, hi_strict, path), POINT_ZERO if whole else EPSILON)
+            multiples = self._multiples(step, lo, lo_strict, hi, hi_strict, path, schema["multipleOf"])
+            return _concat(multiples, POINT_ZERO if whole else EPSILON)
         if decimal_step is not None:
             return _decimal_multiples(
                 decimal_step, schema["multipleOf"], lo, lo_strict, hi, hi_strict, path, self.note_empty
@@ -368,15 +369,33 @@ class _NumberRules(_CompilerBase):
         return regex
 
     def _multiples(
-        self, step: int, lo: Decimal | None, lo_strict: bool, hi: Decimal | None, hi_strict: bool, path: str
+        self,
+        step: int,
+        lo: Decimal | None,
+        lo_strict: bool,
+        hi: Decimal | None,
+        hi_strict: bool,
+        path: str,
+        given: Any = None,
     ) -> Regex | None:
         """The integer multiples of `step` in the bounds: listed when both bounds leave at
         most MAX_LISTED_MULTIPLES; without bounds, when step divides 10^j (j <= 3), by
-        their last j digits."""
+        their last j digits. `given`: the schema's multipleOf, whose integer multiples
+        these are (11 for 1.1); a float one is listed only where a validator's float
+        division also finds a whole number (33 / 1.1 is 29.999999999999996)."""
         if lo is not None and hi is not None:
             first, last = _multiple_span(step, lo, lo_strict, hi, hi_strict)
             if last - first + 1 <= MAX_LISTED_MULTIPLES:
-                return _alt([lit(str(n * step)) for n in range(first, last + 1)])
+                listed = [n * step for n in range(first, last + 1)]
+                if isinstance(given, float) and given != step:
+                    kept = [n for n in listed if math.isfinite(q := n / given) and int(q) == q]
+                    if listed and not kept:
+                        self.note_empty(
+                            f"keyword 'multipleOf' at {path}: no multiple of {given!r} between the bounds divides "
+                            "by it exactly in binary floating point (x / multipleOf, as validators compute it)"
+                        )
+                    listed = kept
+                return _alt([lit(str(n)) for n in listed])
         elif (lo is None or lo == 0) and (hi is None or hi == 0) and not (lo == 0 and hi == 0):
             j = next((j for j in range(1, 4) if 10**j % step == 0), None)
             digits = self.options.max_integer_digits
