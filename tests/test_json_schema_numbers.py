@@ -315,6 +315,23 @@ def test_integer_multiples_of_a_fractional_multipleof_are_written_only_where_flo
         build_regex_from_schema({"type": "integer", "multipleOf": 1.1, "minimum": 33, "maximum": 33})
 
 
+def test_integer_multiples_of_a_float_multipleof_are_exact_doubles():
+    """{"type": "integer", "multipleOf": 50.0} wrote 197935100221588850, which jsonschema refuses:
+    it divides in floats, and a numeral of 18 digits is rounded to a double first (a stranger's
+    differential fuzzing, 2026-12-05). Written by last digits, such multiples have at most 15
+    digits; listed, they are kept only where the float division is whole. An int multipleOf
+    (exact modulo in validators) keeps the 18 digits."""
+    for schema in ({"type": "integer", "multipleOf": 50.0}, {"type": ["integer", "number"], "multipleOf": 100.0}):
+        regex = build_regex_from_schema(schema)
+        assert not re.fullmatch(regex, "197935100221588800") and not re.fullmatch(regex, "1979351002215800")
+        assert re.fullmatch(regex, "197935100221500") and is_valid(197935100221500, schema)
+    assert re.fullmatch(build_regex_from_schema({"type": "integer", "multipleOf": 50}), "197935100221588850")
+    listed = {"type": "integer", "multipleOf": 50.0, "minimum": 2**54, "maximum": 2**54 + 5000}
+    regex = build_regex_from_schema(listed)
+    written = [n for n in range(2**54, 2**54 + 5001, 2) if re.fullmatch(regex, str(n))]
+    assert written == [n for n in range(2**54, 2**54 + 5001, 2) if n % 50 == 0 and is_valid(n, listed)]
+
+
 @settings(deadline=None)
 @given(st.integers(1, 3), st.integers(1, 3), st.sampled_from([None, -7, 0, 5]), st.sampled_from([None, 8, 150]))
 def test_digit_limited_numbers_agree_with_jsonschema_on_all_short_numerals(digits, frac, lo, hi):

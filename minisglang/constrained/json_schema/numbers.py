@@ -382,12 +382,14 @@ class _NumberRules(_CompilerBase):
         most MAX_LISTED_MULTIPLES; without bounds, when step divides 10^j (j <= 3), by
         their last j digits. `given`: the schema's multipleOf, whose integer multiples
         these are (11 for 1.1); a float one is listed only where a validator's float
-        division also finds a whole number (33 / 1.1 is 29.999999999999996)."""
+        division also finds a whole number (33 / 1.1 is 29.999999999999996), and written
+        by last digits with at most DOUBLE_DIGITS digits: a longer numeral is rounded to a
+        double before the division (197935100221588850 / 50.0 is not whole)."""
         if lo is not None and hi is not None:
             first, last = _multiple_span(step, lo, lo_strict, hi, hi_strict)
             if last - first + 1 <= MAX_LISTED_MULTIPLES:
                 listed = [n * step for n in range(first, last + 1)]
-                if isinstance(given, float) and given != step:
+                if isinstance(given, float):
                     kept = [n for n in listed if math.isfinite(q := n / given) and int(q) == q]
                     if listed and not kept:
                         self.note_empty(
@@ -399,6 +401,8 @@ class _NumberRules(_CompilerBase):
         elif (lo is None or lo == 0) and (hi is None or hi == 0) and not (lo == 0 and hi == 0):
             j = next((j for j in range(1, 4) if 10**j % step == 0), None)
             digits = self.options.max_integer_digits
+            if isinstance(given, float):  # (every numeral an exact double)
+                digits = min(digits, DOUBLE_DIGITS)
             if j is not None and digits > j:
                 small = [lit(str(n)) for n in range(step, 10**j, step)]  # fewer than j+1 digits
                 endings = _alt([lit(str(n).zfill(j)) for n in range(0, 10**j, step)])
