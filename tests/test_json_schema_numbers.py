@@ -320,12 +320,23 @@ def test_integer_multiples_of_a_float_multipleof_are_exact_doubles():
     it divides in floats, and a numeral of 18 digits is rounded to a double first (a stranger's
     differential fuzzing, 2026-12-05). Written by last digits, such multiples have at most 15
     digits; listed, they are kept only where the float division is whole. An int multipleOf
-    (exact modulo in validators) keeps the 18 digits."""
+    (exact modulo in validators) keeps the 18 digits, unless the numeral may end in ".0"
+    (a number type), which makes it a double."""
     for schema in ({"type": "integer", "multipleOf": 50.0}, {"type": ["integer", "number"], "multipleOf": 100.0}):
         regex = build_regex_from_schema(schema)
         assert not re.fullmatch(regex, "197935100221588800") and not re.fullmatch(regex, "1979351002215800")
         assert re.fullmatch(regex, "197935100221500") and is_valid(197935100221500, schema)
     assert re.fullmatch(build_regex_from_schema({"type": "integer", "multipleOf": 50}), "197935100221588850")
+    # a number type writes 4.0 too, which parses to a double: 652688732428265945.0 % 5 is 1.0
+    number = {"type": "number", "multipleOf": 5}
+    regex = build_regex_from_schema(number)
+    assert not re.fullmatch(regex, "652688732428265945.0") and not re.fullmatch(regex, "652688732428265940")
+    assert re.fullmatch(regex, "652688732428265.0") and is_valid(652688732428265.0, number)
+    listed = {"type": "number", "multipleOf": 5, "minimum": 2**54, "maximum": 2**54 + 500}
+    regex = build_regex_from_schema(listed)
+    for n in range(2**54, 2**54 + 501):
+        for text in (str(n), f"{n}.0"):
+            assert not re.fullmatch(regex, text) or is_valid(json.loads(text), listed), text
     listed = {"type": "integer", "multipleOf": 50.0, "minimum": 2**54, "maximum": 2**54 + 5000}
     regex = build_regex_from_schema(listed)
     written = [n for n in range(2**54, 2**54 + 5001, 2) if re.fullmatch(regex, str(n))]

@@ -227,6 +227,15 @@ def _decimal_multiples(
     return _alt(texts)
 
 
+def _validator_multiple(value: int | float, given: int | float) -> bool:
+    """Whether `value` is a multiple of `given` as jsonschema decides it: a float multipleOf
+    divides in floats, an int one takes the remainder (exact for an int value)."""
+    if isinstance(given, float):
+        quotient = value / given
+        return math.isfinite(quotient) and int(quotient) == quotient
+    return value % given == 0
+
+
 # A numeral parses (json.loads, as every validator does) to the nearest double, and a double
 # holds about 15 significant decimal digits (DBL_DIG): a numeral with more can round onto a
 # value the schema excludes (0.09999999999999999999 is 0.1, 1.00000000000000000001 is 1.0).
@@ -321,7 +330,7 @@ class _NumberRules(_CompilerBase):
                 lo, lo_strict = _double_inside(lo, False, digits), False
         if step > 1:  # a number (not integer) type may also write them as json.dumps writes 4.0
             whole = "number" in _types(schema, path)
-            multiples = self._multiples(step, lo, lo_strict, hi, hi_strict, path, schema["multipleOf"])
+            multiples = self._multiples(step, lo, lo_strict, hi, hi_strict, path, schema["multipleOf"], whole)
             return _concat(multiples, POINT_ZERO if whole else EPSILON)
         if decimal_step is not None:
             return _decimal_multiples(
@@ -377,20 +386,27 @@ class _NumberRules(_CompilerBase):
         hi_strict: bool,
         path: str,
         given: Any = None,
+        as_double: bool = False,
     ) -> Regex | None:
         """The integer multiples of `step` in the bounds: listed when both bounds leave at
         most MAX_LISTED_MULTIPLES; without bounds, when step divides 10^j (j <= 3), by
         their last j digits. `given`: the schema's multipleOf, whose integer multiples
-        these are (11 for 1.1); a float one is listed only where a validator's float
-        division also finds a whole number (33 / 1.1 is 29.999999999999996), and written
-        by last digits with at most DOUBLE_DIGITS digits: a longer numeral is rounded to a
-        double before the division (197935100221588850 / 50.0 is not whole)."""
+        these are (11 for 1.1), checked as a validator checks them: a float one divides in
+        floats (33 / 1.1 is 29.999999999999996). `as_double`: each may also be written
+        with ".0" (json.dumps' 4.0), which parses to a double. Listed ones are kept only
+        where the validator agrees; written by last digits, they have at most
+        DOUBLE_DIGITS digits when a double is divided (a float multipleOf, or ".0"): a
+        longer numeral is rounded first (197935100221588850 / 50.0 is not whole)."""
         if lo is not None and hi is not None:
             first, last = _multiple_span(step, lo, lo_strict, hi, hi_strict)
             if last - first + 1 <= MAX_LISTED_MULTIPLES:
                 listed = [n * step for n in range(first, last + 1)]
-                if isinstance(given, float):
-                    kept = [n for n in listed if math.isfinite(q := n / given) and int(q) == q]
+                if isinstance(given, (int, float)) and not isinstance(given, bool):
+                    kept = [
+                        n
+                        for n in listed
+                        if _validator_multiple(n, given) and (not as_double or _validator_multiple(float(n), given))
+                    ]
                     if listed and not kept:
                         self.note_empty(
                             f"keyword 'multipleOf' at {path}: no multiple of {given!r} between the bounds divides "
@@ -401,7 +417,7 @@ class _NumberRules(_CompilerBase):
         elif (lo is None or lo == 0) and (hi is None or hi == 0) and not (lo == 0 and hi == 0):
             j = next((j for j in range(1, 4) if 10**j % step == 0), None)
             digits = self.options.max_integer_digits
-            if isinstance(given, float):  # (every numeral an exact double)
+            if isinstance(given, float) or as_double:  # (every numeral an exact double)
                 digits = min(digits, DOUBLE_DIGITS)
             if j is not None and digits > j:
                 small = [lit(str(n)) for n in range(step, 10**j, step)]  # fewer than j+1 digits
