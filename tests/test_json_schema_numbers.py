@@ -343,6 +343,31 @@ def test_integer_multiples_of_a_float_multipleof_are_exact_doubles():
     assert written == [n for n in range(2**54, 2**54 + 5001, 2) if n % 50 == 0 and is_valid(n, listed)]
 
 
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "number", "maximum": 123456789012345678},
+        {"type": "number", "minimum": -123456789012345678},
+        {"type": "number", "exclusiveMaximum": 123456789012345678},
+        {"type": "number", "minimum": 123456789012345600, "maximum": 123456789012345678, "multipleOf": 0.5},
+        {"type": "number", "minimum": 123456789012345600, "maximum": 123456789012345678, "multipleOf": 2},
+        {"type": ["integer", "number"], "minimum": 9007199254740993, "maximum": 9007199254741011},
+    ],
+)
+def test_an_integer_bound_no_double_holds_is_kept_by_numerals_that_parse_to_doubles(schema):
+    """{"type": "number", "maximum": 123456789012345678} wrote 123456789012345677.9, which parses
+    to 123456789012345680.0, above the maximum (validators compare the double with the integer
+    exactly): a stranger's differential fuzzing, 2026-12-05. Every numeral near the bound that
+    the regex matches is valid."""
+    regex = build_regex_from_schema(schema)
+    bound = schema.get("maximum", schema.get("exclusiveMaximum", schema.get("minimum")))
+    texts = [str(bound + d) + tail for d in range(-40, 41) for tail in ("", ".0", ".5", ".9", ".99")]
+    matched = [t for t in texts if re.fullmatch(regex, t)]
+    assert matched and all(is_valid(json.loads(t), schema) for t in matched), [
+        t for t in matched if not is_valid(json.loads(t), schema)
+    ]
+
+
 @settings(deadline=None)
 @given(st.integers(1, 3), st.integers(1, 3), st.sampled_from([None, -7, 0, 5]), st.sampled_from([None, 8, 150]))
 def test_digit_limited_numbers_agree_with_jsonschema_on_all_short_numerals(digits, frac, lo, hi):

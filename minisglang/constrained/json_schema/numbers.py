@@ -236,6 +236,29 @@ def _validator_multiple(value: int | float, given: int | float) -> bool:
     return value % given == 0
 
 
+def _int_bound_as_double(value: Any, below: bool) -> Decimal | None:
+    """For a bound that is an integer no double holds (past 2^53), an inclusive bound that
+    numerals parsed to doubles keep as well: the nearest double inside it (below it for a
+    maximum); None for any other bound. A numeral
+    that parses to a double (a fraction, ".0") is compared as that double, exactly with the
+    integer: 123456789012345677.9 is 123456789012345680.0, above maximum
+    123456789012345678 (found by a stranger's differential fuzzing, 2026-12-05)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    try:
+        double = float(value)
+    except OverflowError:  # (past the largest double: refused as out of range elsewhere)
+        return None
+    if double == value:
+        return None
+    if (double > value) == below:  # rounded outwards
+        double = math.nextafter(double, -math.inf if below else math.inf)
+    # Written shortest (a numeral up to it parses at most to that double), and no further out
+    # than the integer itself (which integer numerals are compared with exactly).
+    shortest = Decimal(repr(double))
+    return min(shortest, Decimal(value)) if below else max(shortest, Decimal(value))
+
+
 # A numeral parses (json.loads, as every validator does) to the nearest double, and a double
 # holds about 15 significant decimal digits (DBL_DIG): a numeral with more can round onto a
 # value the schema excludes (0.09999999999999999999 is 0.1, 1.00000000000000000001 is 1.0).
@@ -314,6 +337,11 @@ class _NumberRules(_CompilerBase):
                     hi, hi_strict, hi_keyword = bound, strict, keyword
         # (whether the schema's range holds numbers at all, before the bounds move inwards below)
         nonempty = lo is None or hi is None or lo < hi or (lo == hi and not (lo_strict or hi_strict))
+        if "number" in _types(schema, path):  # numerals with a fraction or ".0": doubles
+            if lo is not None and (inside := _int_bound_as_double(schema[str(lo_keyword)], False)) is not None:
+                lo, lo_strict = inside, False
+            if hi is not None and (inside := _int_bound_as_double(schema[str(hi_keyword)], True)) is not None:
+                hi, hi_strict = inside, False
         as_doubles = not integer and step == 1 and decimal_step is None and (lo_strict or hi_strict)
         if as_doubles:
             digits = self.options.max_fraction_digits
