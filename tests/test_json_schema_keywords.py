@@ -201,6 +201,20 @@ def test_min_properties_beyond_the_listed_keys_blames_the_policy_not_the_schema(
 
 
 @pytest.mark.parametrize(
+    "keys",
+    [{}, {"additionalProperties": {"type": "integer"}}, {"patternProperties": {"^p": {}}}],
+)
+def test_min_properties_above_max_properties_on_a_map_writes_nothing(keys):
+    """{"type": "object", "minProperties": 1, "maxProperties": 0} wrote {} (maxProperties 0 left
+    no entry and minProperties 1 was forgotten): a stranger's differential fuzzing, 2026-12-05."""
+    schema = {"type": "object", "minProperties": 1, "maxProperties": 0, **keys}
+    assert not is_valid({}, schema)
+    for automaton in ("eager", "lazy"):
+        with pytest.raises(UnsupportedSchemaError, match="minProperties 1 is above maxProperties 0"):
+            build_regex_from_schema(schema, automaton=automaton)
+
+
+@pytest.mark.parametrize(
     "schema",
     [
         {"type": "object", "additionalProperties": {"type": "integer"}, "maxProperties": 2},

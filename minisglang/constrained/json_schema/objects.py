@@ -409,6 +409,8 @@ class _ObjectRules(_CompilerBase):
             listed = [_concat(sep, m) if i else m for i, (m, _) in enumerate(members)]
             body = _concat(*listed, _repeat(_concat(sep, entry), 0, more))
         elif more == 0:
+            if at_least_one:  # minProperties 1, maxProperties 0
+                return None
             body = EPSILON
         else:
             body = _repeat(
