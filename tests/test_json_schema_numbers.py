@@ -368,6 +368,21 @@ def test_an_integer_bound_no_double_holds_is_kept_by_numerals_that_parse_to_doub
     ]
 
 
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"allOf": [{"not": {"type": "integer"}}, {"type": ["integer", "number"], "multipleOf": 6.6}]},
+        {"type": "number", "multipleOf": 0.5, "not": {"type": "integer"}},
+    ],
+)
+def test_not_integer_with_multipleof_is_refused_by_name(schema):
+    """`not integer` wrote its fractional numerals and dropped a sibling multipleOf:
+    1998879.4 for a multipleOf of 6.6 (a stranger's differential fuzzing, 2026-12-05)."""
+    for automaton in ("eager", "lazy"):
+        with pytest.raises(UnsupportedSchemaError, match="'not integer' together with multipleOf is not supported"):
+            build_regex_from_schema(schema, automaton=automaton)
+
+
 @settings(deadline=None)
 @given(st.integers(1, 3), st.integers(1, 3), st.sampled_from([None, -7, 0, 5]), st.sampled_from([None, 8, 150]))
 def test_digit_limited_numbers_agree_with_jsonschema_on_all_short_numerals(digits, frac, lo, hi):

@@ -312,6 +312,10 @@ class _NumberRules(_CompilerBase):
                     f"keyword 'not' at {schema[NOT_AT]}: 'not integer' together with "
                     "minimum/maximum bounds is not supported"
                 )
+            if "multipleOf" in schema:  # (its fractional numerals are no multiples of anything)
+                raise UnsupportedSchemaError(
+                    f"keyword 'not' at {schema[NOT_AT]}: 'not integer' together with multipleOf is not supported"
+                )
             return _fractional_numerals(self.options)
         step, decimal_step = 1, None
         if "multipleOf" in schema:  # m = p/q: integers -> multiples of p; numbers: listed multiples of m
