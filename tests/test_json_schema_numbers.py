@@ -277,6 +277,112 @@ def test_a_number_keyword_beyond_a_double_is_refused_naming_it(keyword):
         assert matches({"type": "number", keyword: 10**308 * (1 if "ax" in keyword else -1)}, "0")
 
 
+@pytest.mark.parametrize(
+    "schema, beyond",
+    [
+        ({"type": "number", "exclusiveMinimum": 1.7976931348623157e308}, "exclusiveMinimum 1.7976931348623157e+308"),
+        ({"type": "number", "exclusiveMaximum": -1.7976931348623157e308}, "exclusiveMaximum -1.7976931348623157e+308"),
+        (
+            {"type": "number", "exclusiveMinimum": 1.7976931348623157e308, "exclusiveMaximum": 123.456},
+            "exclusiveMinimum 1.7976931348623157e+308",
+        ),
+    ],
+)
+def test_an_exclusive_bound_at_the_largest_double_leaves_no_double_and_says_so(schema, beyond):
+    """No double lies beyond +-DBL_MAX (the next one is infinity): the compile failed on an
+    empty AssertionError (a stranger's differential fuzzing, 2026-12-05); it says so now."""
+    for automaton in ("eager", "lazy"):
+        with pytest.raises(UnsupportedSchemaError) as info:
+            build_regex_from_schema(schema, automaton=automaton)
+        assert "no value that minisglang writes" in str(info.value) and f"beyond {beyond}" in str(info.value)
+    # next to other types, the numbers beyond are left out and the rest compiles (soundly)
+    negated = {"not": {"type": "integer", "maximum": 1.7976931348623157e308}}
+    assert_sound(negated)
+    assert matches(negated, "1.5") and matches(negated, "null") and not matches(negated, "2")
+
+
+@pytest.mark.parametrize("step, factor", [(1.1, 11), (0.7, 7), (2.2, 11)])
+def test_integer_multiples_of_a_fractional_multipleof_are_written_only_where_floats_divide(step, factor):
+    """{"type": "integer", "multipleOf": 1.1} wrote 33 (30 x 1.1), which jsonschema refuses: it
+    divides in floats, and 33 / 1.1 is 29.999999999999996 (a stranger's differential fuzzing,
+    2026-12-05). The integers written are exactly the multiples a validator accepts."""
+    schema = {"type": "integer", "multipleOf": step, "exclusiveMinimum": 3, "maximum": 250}
+    regex = build_regex_from_schema(schema)
+    written = [n for n in range(-5, 260) if re.fullmatch(regex, str(n))]
+    assert written == [n for n in range(4, 251) if n % factor == 0 and is_valid(n, schema)]
+    assert len(written) < len(range(factor, 251, factor))  # (some multiples do not divide in floats)
+    with pytest.raises(UnsupportedSchemaError, match="divides by it exactly in binary floating point"):
+        build_regex_from_schema({"type": "integer", "multipleOf": 1.1, "minimum": 33, "maximum": 33})
+
+
+def test_integer_multiples_of_a_float_multipleof_are_exact_doubles():
+    """{"type": "integer", "multipleOf": 50.0} wrote 197935100221588850, which jsonschema refuses:
+    it divides in floats, and a numeral of 18 digits is rounded to a double first (a stranger's
+    differential fuzzing, 2026-12-05). Written by last digits, such multiples have at most 15
+    digits; listed, they are kept only where the float division is whole. An int multipleOf
+    (exact modulo in validators) keeps the 18 digits, unless the numeral may end in ".0"
+    (a number type), which makes it a double."""
+    for schema in ({"type": "integer", "multipleOf": 50.0}, {"type": ["integer", "number"], "multipleOf": 100.0}):
+        regex = build_regex_from_schema(schema)
+        assert not re.fullmatch(regex, "197935100221588800") and not re.fullmatch(regex, "1979351002215800")
+        assert re.fullmatch(regex, "197935100221500") and is_valid(197935100221500, schema)
+    assert re.fullmatch(build_regex_from_schema({"type": "integer", "multipleOf": 50}), "197935100221588850")
+    # a number type writes 4.0 too, which parses to a double: 652688732428265945.0 % 5 is 1.0
+    number = {"type": "number", "multipleOf": 5}
+    regex = build_regex_from_schema(number)
+    assert not re.fullmatch(regex, "652688732428265945.0") and not re.fullmatch(regex, "652688732428265940")
+    assert re.fullmatch(regex, "652688732428265.0") and is_valid(652688732428265.0, number)
+    listed = {"type": "number", "multipleOf": 5, "minimum": 2**54, "maximum": 2**54 + 500}
+    regex = build_regex_from_schema(listed)
+    for n in range(2**54, 2**54 + 501):
+        for text in (str(n), f"{n}.0"):
+            assert not re.fullmatch(regex, text) or is_valid(json.loads(text), listed), text
+    listed = {"type": "integer", "multipleOf": 50.0, "minimum": 2**54, "maximum": 2**54 + 5000}
+    regex = build_regex_from_schema(listed)
+    written = [n for n in range(2**54, 2**54 + 5001, 2) if re.fullmatch(regex, str(n))]
+    assert written == [n for n in range(2**54, 2**54 + 5001, 2) if n % 50 == 0 and is_valid(n, listed)]
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "number", "maximum": 123456789012345678},
+        {"type": "number", "minimum": -123456789012345678},
+        {"type": "number", "exclusiveMaximum": 123456789012345678},
+        {"type": "number", "minimum": 123456789012345600, "maximum": 123456789012345678, "multipleOf": 0.5},
+        {"type": "number", "minimum": 123456789012345600, "maximum": 123456789012345678, "multipleOf": 2},
+        {"type": ["integer", "number"], "minimum": 9007199254740993, "maximum": 9007199254741011},
+    ],
+)
+def test_an_integer_bound_no_double_holds_is_kept_by_numerals_that_parse_to_doubles(schema):
+    """{"type": "number", "maximum": 123456789012345678} wrote 123456789012345677.9, which parses
+    to 123456789012345680.0, above the maximum (validators compare the double with the integer
+    exactly): a stranger's differential fuzzing, 2026-12-05. Every numeral near the bound that
+    the regex matches is valid."""
+    regex = build_regex_from_schema(schema)
+    bound = schema.get("maximum", schema.get("exclusiveMaximum", schema.get("minimum")))
+    texts = [str(bound + d) + tail for d in range(-40, 41) for tail in ("", ".0", ".5", ".9", ".99")]
+    matched = [t for t in texts if re.fullmatch(regex, t)]
+    assert matched and all(is_valid(json.loads(t), schema) for t in matched), [
+        t for t in matched if not is_valid(json.loads(t), schema)
+    ]
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"allOf": [{"not": {"type": "integer"}}, {"type": ["integer", "number"], "multipleOf": 6.6}]},
+        {"type": "number", "multipleOf": 0.5, "not": {"type": "integer"}},
+    ],
+)
+def test_not_integer_with_multipleof_is_refused_by_name(schema):
+    """`not integer` wrote its fractional numerals and dropped a sibling multipleOf:
+    1998879.4 for a multipleOf of 6.6 (a stranger's differential fuzzing, 2026-12-05)."""
+    for automaton in ("eager", "lazy"):
+        with pytest.raises(UnsupportedSchemaError, match="'not integer' together with multipleOf is not supported"):
+            build_regex_from_schema(schema, automaton=automaton)
+
+
 @settings(deadline=None)
 @given(st.integers(1, 3), st.integers(1, 3), st.sampled_from([None, -7, 0, 5]), st.sampled_from([None, 8, 150]))
 def test_digit_limited_numbers_agree_with_jsonschema_on_all_short_numerals(digits, frac, lo, hi):

@@ -38,10 +38,14 @@ options of SchemaOptions change some of them):
   model cannot write digits until max_new_tokens; one bound makes the other a power of
   ten; fractions are always limited (option bound_numbers=False: no digit limits). The
   seconds of a `time` / `date-time` have at most 9 fraction digits, for the same reason.
+  Multiples of a float multipleOf (50.0), and a number's whole multiples that may end in
+  ".0", have at most 15 digits: the double a validator divides is then the numeral.
 - A number is compared as the double it parses to, as validators do: an exclusive bound (also
   from `not` of a const, enum or bound) becomes the nearest double inside it, inclusive, so
   that no numeral of more digits than a double holds rounds onto it (0.09999999999999999999
   is 0.1); `not integer` writes at most 15 significant digits (1.00000000000000000001 is 1.0).
+  A bound that is an integer no double holds (past 2^53) becomes the nearest double inside
+  it, for the numerals that parse to doubles (123456789012345677.9 is 123456789012345680.0).
 - `format`s we do not know are an error (option unknown_formats="annotation": any string).
   A format with minLength/maxLength is written when every string of it, or of its short
   form (SHORT_FORMATS: e.g. `https://` URIs of at most 143 characters), fits the bounds.

@@ -72,7 +72,7 @@ def _merge(
     if "anyOf" in a and "anyOf" in b:  # the branches are pairs now: no one label names one
         merged.pop(BRANCHES_AT, None)
     for keywords, merge in (
-        (("properties", "additionalProperties"), _merge_properties),
+        (("properties", "additionalProperties", "patternProperties"), _merge_properties),
         (("prefixItems", "items"), _merge_items),
     ):
         if any(k in a for k in keywords) and any(k in b for k in keywords):  # they interact
@@ -159,10 +159,14 @@ def _both(x: Any, y: Any) -> Any:
 
 
 def _merge_properties(a: dict[str, Any], b: dict[str, Any], path: str) -> dict[str, Any]:
-    """properties/additionalProperties of both: a key's value must satisfy both schemas.
+    """properties/additionalProperties/patternProperties of both: a key's value must satisfy both schemas.
 
     A key that one schema does not list falls under that schema's additionalProperties
-    (absent: anything).
+    (absent: anything), a listed name even when the schema's patterns match it (stricter
+    than JSON Schema, never weaker). Both schemas' patternProperties are the same (different
+    ones are refused by `_merge`), or one has none: then a key its patterns match falls under
+    the other's additionalProperties too (found by a stranger's differential fuzzing: allOf of
+    {"additionalProperties": false} and {"patternProperties": {"^[0-9]+$": {}}} wrote {"1": 1}).
     """
     props_a, props_b = a.get("properties", {}), b.get("properties", {})
     extra_a, extra_b = a.get("additionalProperties", True), b.get("additionalProperties", True)
@@ -170,7 +174,19 @@ def _merge_properties(a: dict[str, Any], b: dict[str, Any], path: str) -> dict[s
         name: _both(props_a.get(name, extra_a), props_b.get(name, extra_b))
         for name in list(props_a) + [n for n in props_b if n not in props_a]
     }
-    out = {"properties": properties} if properties else {}
+    out: dict[str, Any] = {"properties": properties} if properties else {}
+    patterns_a, patterns_b = a.get("patternProperties"), b.get("patternProperties")
+    if patterns_a is not None and patterns_b is not None and patterns_a != patterns_b:
+        raise UnsupportedSchemaError(
+            f"'allOf' at {path}: two subschemas give 'patternProperties' different values "
+            f"({patterns_a!r} and {patterns_b!r}), which we cannot merge"
+        )
+    if isinstance(patterns_a, dict) and patterns_b is None:
+        out["patternProperties"] = {p: _both(schema, extra_b) for p, schema in patterns_a.items()}
+    elif isinstance(patterns_b, dict) and patterns_a is None:
+        out["patternProperties"] = {p: _both(schema, extra_a) for p, schema in patterns_b.items()}
+    elif patterns_a is not None:
+        out["patternProperties"] = patterns_a
     extra = _both(extra_a, extra_b)
     if extra is not True and extra != {}:
         out["additionalProperties"] = extra

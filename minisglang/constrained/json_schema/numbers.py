@@ -227,18 +227,53 @@ def _decimal_multiples(
     return _alt(texts)
 
 
+def _validator_multiple(value: int | float, given: int | float) -> bool:
+    """Whether `value` is a multiple of `given` as jsonschema decides it: a float multipleOf
+    divides in floats, an int one takes the remainder (exact for an int value)."""
+    if isinstance(given, float):
+        quotient = value / given
+        return math.isfinite(quotient) and int(quotient) == quotient
+    return value % given == 0
+
+
+def _int_bound_as_double(value: Any, below: bool) -> Decimal | None:
+    """For a bound that is an integer no double holds (past 2^53), an inclusive bound that
+    numerals parsed to doubles keep as well: the nearest double inside it (below it for a
+    maximum); None for any other bound. A numeral
+    that parses to a double (a fraction, ".0") is compared as that double, exactly with the
+    integer: 123456789012345677.9 is 123456789012345680.0, above maximum
+    123456789012345678 (found by a stranger's differential fuzzing, 2026-12-05)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    try:
+        double = float(value)
+    except OverflowError:  # (past the largest double: refused as out of range elsewhere)
+        return None
+    if double == value:
+        return None
+    if (double > value) == below:  # rounded outwards
+        double = math.nextafter(double, -math.inf if below else math.inf)
+    # Written shortest (a numeral up to it parses at most to that double), and no further out
+    # than the integer itself (which integer numerals are compared with exactly).
+    shortest = Decimal(repr(double))
+    return min(shortest, Decimal(value)) if below else max(shortest, Decimal(value))
+
+
 # A numeral parses (json.loads, as every validator does) to the nearest double, and a double
 # holds about 15 significant decimal digits (DBL_DIG): a numeral with more can round onto a
 # value the schema excludes (0.09999999999999999999 is 0.1, 1.00000000000000000001 is 1.0).
 DOUBLE_DIGITS = 15
 
 
-def _double_inside(bound: Decimal, below: bool, fraction_digits: int) -> Decimal:
+def _double_inside(bound: Decimal, below: bool, fraction_digits: int) -> Decimal | None:
     """The inclusive bound that replaces an exclusive one on a number: the double next to
     `bound` on the inside (below it for a maximum), written shortest, rounded further
     inwards to `fraction_digits`. Every numeral up to it parses to that double or one
-    further inside, never to the bound (found by a stranger's attack, 2026-12-04)."""
+    further inside, never to the bound (found by a stranger's attack, 2026-12-04). None
+    when no double lies inside: beyond +-DBL_MAX comes only infinity."""
     double = math.nextafter(float(bound), -math.inf if below else math.inf)
+    if not math.isfinite(double):
+        return None
     inside = Decimal(repr(double))
     step = Decimal(1).scaleb(-fraction_digits)
     exponent = inside.as_tuple().exponent
@@ -277,6 +312,10 @@ class _NumberRules(_CompilerBase):
                     f"keyword 'not' at {schema[NOT_AT]}: 'not integer' together with "
                     "minimum/maximum bounds is not supported"
                 )
+            if "multipleOf" in schema:  # (its fractional numerals are no multiples of anything)
+                raise UnsupportedSchemaError(
+                    f"keyword 'not' at {schema[NOT_AT]}: 'not integer' together with multipleOf is not supported"
+                )
             return _fractional_numerals(self.options)
         step, decimal_step = 1, None
         if "multipleOf" in schema:  # m = p/q: integers -> multiples of p; numbers: listed multiples of m
@@ -302,16 +341,29 @@ class _NumberRules(_CompilerBase):
                     hi, hi_strict, hi_keyword = bound, strict, keyword
         # (whether the schema's range holds numbers at all, before the bounds move inwards below)
         nonempty = lo is None or hi is None or lo < hi or (lo == hi and not (lo_strict or hi_strict))
+        if "number" in _types(schema, path):  # numerals with a fraction or ".0": doubles
+            if lo is not None and (inside := _int_bound_as_double(schema[str(lo_keyword)], False)) is not None:
+                lo, lo_strict = inside, False
+            if hi is not None and (inside := _int_bound_as_double(schema[str(hi_keyword)], True)) is not None:
+                hi, hi_strict = inside, False
         as_doubles = not integer and step == 1 and decimal_step is None and (lo_strict or hi_strict)
         if as_doubles:
             digits = self.options.max_fraction_digits
+            bounds = ((hi_keyword, hi, hi_strict, True), (lo_keyword, lo, lo_strict, False))
+            for exclusive, edge, strict, below in bounds:
+                if edge is not None and strict and _double_inside(edge, below, digits) is None:
+                    # (an exclusive bound at +-DBL_MAX: a numeral beyond it parses to infinity)
+                    given = short_value(schema[str(exclusive)])
+                    self.note_empty(f"no double lies beyond {exclusive} {given} at {path}")
+                    return None
             if hi is not None and hi_strict:
                 hi, hi_strict = _double_inside(hi, True, digits), False
             if lo is not None and lo_strict:
                 lo, lo_strict = _double_inside(lo, False, digits), False
         if step > 1:  # a number (not integer) type may also write them as json.dumps writes 4.0
             whole = "number" in _types(schema, path)
-            return _concat(self._multiples(step, lo, lo_strict, hi, hi_strict, path), POINT_ZERO if whole else EPSILON)
+            multiples = self._multiples(step, lo, lo_strict, hi, hi_strict, path, schema["multipleOf"], whole)
+            return _concat(multiples, POINT_ZERO if whole else EPSILON)
         if decimal_step is not None:
             return _decimal_multiples(
                 decimal_step, schema["multipleOf"], lo, lo_strict, hi, hi_strict, path, self.note_empty
@@ -358,18 +410,47 @@ class _NumberRules(_CompilerBase):
         return regex
 
     def _multiples(
-        self, step: int, lo: Decimal | None, lo_strict: bool, hi: Decimal | None, hi_strict: bool, path: str
+        self,
+        step: int,
+        lo: Decimal | None,
+        lo_strict: bool,
+        hi: Decimal | None,
+        hi_strict: bool,
+        path: str,
+        given: Any = None,
+        as_double: bool = False,
     ) -> Regex | None:
         """The integer multiples of `step` in the bounds: listed when both bounds leave at
         most MAX_LISTED_MULTIPLES; without bounds, when step divides 10^j (j <= 3), by
-        their last j digits."""
+        their last j digits. `given`: the schema's multipleOf, whose integer multiples
+        these are (11 for 1.1), checked as a validator checks them: a float one divides in
+        floats (33 / 1.1 is 29.999999999999996). `as_double`: each may also be written
+        with ".0" (json.dumps' 4.0), which parses to a double. Listed ones are kept only
+        where the validator agrees; written by last digits, they have at most
+        DOUBLE_DIGITS digits when a double is divided (a float multipleOf, or ".0"): a
+        longer numeral is rounded first (197935100221588850 / 50.0 is not whole)."""
         if lo is not None and hi is not None:
             first, last = _multiple_span(step, lo, lo_strict, hi, hi_strict)
             if last - first + 1 <= MAX_LISTED_MULTIPLES:
-                return _alt([lit(str(n * step)) for n in range(first, last + 1)])
+                listed = [n * step for n in range(first, last + 1)]
+                if isinstance(given, (int, float)) and not isinstance(given, bool):
+                    kept = [
+                        n
+                        for n in listed
+                        if _validator_multiple(n, given) and (not as_double or _validator_multiple(float(n), given))
+                    ]
+                    if listed and not kept:
+                        self.note_empty(
+                            f"keyword 'multipleOf' at {path}: no multiple of {given!r} between the bounds divides "
+                            "by it exactly in binary floating point (x / multipleOf, as validators compute it)"
+                        )
+                    listed = kept
+                return _alt([lit(str(n)) for n in listed])
         elif (lo is None or lo == 0) and (hi is None or hi == 0) and not (lo == 0 and hi == 0):
             j = next((j for j in range(1, 4) if 10**j % step == 0), None)
             digits = self.options.max_integer_digits
+            if isinstance(given, float) or as_double:  # (every numeral an exact double)
+                digits = min(digits, DOUBLE_DIGITS)
             if j is not None and digits > j:
                 small = [lit(str(n)) for n in range(step, 10**j, step)]  # fewer than j+1 digits
                 endings = _alt([lit(str(n).zfill(j)) for n in range(0, 10**j, step)])

@@ -104,6 +104,11 @@ class _ObjectRules(_CompilerBase):
             entries = self._pattern_entries(patterns, listed, additional, names_free, path)
         elif additional is False or ("properties" in schema and not self.options.extra_properties):
             entries = []
+            if additional is None and counts[0] > len(members):  # our policy leaves too few keys
+                self.note_empty(
+                    f"minProperties {counts[0]} at {path} asks for more keys than the {len(members)} listed, and "
+                    "an object with properties and no additionalProperties gets no other keys (option extra_properties)"
+                )
         else:
             extra_value = (
                 self._any_value(self.nesting - 1)
@@ -404,6 +409,8 @@ class _ObjectRules(_CompilerBase):
             listed = [_concat(sep, m) if i else m for i, (m, _) in enumerate(members)]
             body = _concat(*listed, _repeat(_concat(sep, entry), 0, more))
         elif more == 0:
+            if at_least_one:  # minProperties 1, maxProperties 0
+                return None
             body = EPSILON
         else:
             body = _repeat(
