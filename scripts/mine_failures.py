@@ -43,10 +43,62 @@ MINE_SEED_BASE = 777_000_000_000
 EXTRACTION_TASKS = ("extract_person", "extract_long")
 
 
-def mining_examples(n: int, seed: int) -> list[dict]:
-    """The extraction examples among ``n`` training examples of the mining seed ``seed``."""
+def mining_examples(n: int, seed: int, repeat_names: bool = False) -> list[dict]:
+    """The extraction examples among ``n`` training examples of the mining seed ``seed``; with
+    ``repeat_names``, each with its person's name swapped for one with a repeated piece
+    (``with_repeated_name``; those that cannot be swapped are left out)."""
     corpus = make_corpus.make_corpus(n, MINE_SEED_BASE + seed)
-    return [ex for ex in corpus if ex.get("task") in EXTRACTION_TASKS and not ex.get("tools")]
+    examples = [ex for ex in corpus if ex.get("task") in EXTRACTION_TASKS and not ex.get("tools")]
+    if repeat_names:
+        rng = random.Random(MINE_SEED_BASE + seed + 1)
+        swapped = (with_repeated_name(ex, rng) for ex in examples)
+        examples = [ex for ex in swapped if ex is not None]
+    return examples
+
+
+_REPEAT_EN = re.compile(r"([a-z]{2,})\1", re.IGNORECASE)
+
+
+def has_repeat(name: str) -> bool:
+    """A name with a piece written twice in a row: letters (`Penpenja`, `Zairzairzairshy`) or a
+    Chinese character (张婷婷玉)."""
+    return bool(_REPEAT_EN.search(name)) or any(a == b and "\u4e00" <= a <= "\u9fff" for a, b in zip(name, name[1:]))
+
+
+def repeated_name(rng: random.Random, zh: bool) -> str:
+    """A training name (the corpus's own generators) that has a repeated piece and no held-out
+    generator's signature, drawn again until it has."""
+    from corpus.values import person_name
+
+    while True:
+        name = person_name(rng, zh, held_out=False)
+        if has_repeat(name) and '"' not in name:
+            return name
+
+
+def with_repeated_name(ex: dict, rng: random.Random) -> dict | None:
+    """The example with its person's name, wherever the text and the answer write it, swapped for
+    a training name with a repeated piece (``repeated_name``); None when the name cannot be
+    swapped cleanly (absent, quoted, or part of a longer word)."""
+    try:
+        ref = json.loads(make_corpus.unfence(ex["assistant"]))
+    except ValueError:
+        return None
+    name = ref.get("name") if isinstance(ref, dict) else None
+    if not isinstance(name, str) or len(name) < 2 or '"' in name or "\\" in name:
+        return None
+    zh = bool(re.search(r"[\u4e00-\u9fff]", name))
+    bound = "" if zh else r"(?<![A-Za-z])"
+    end = "" if zh else r"(?![A-Za-z])"
+    pattern = re.compile(bound + re.escape(name) + end)
+    if not pattern.search(ex["user"]) or ex["user"].count(name) != len(pattern.findall(ex["user"])):
+        return None
+    new = repeated_name(rng, zh)
+    answer = ex["assistant"].replace(json.dumps(name, ensure_ascii=False), json.dumps(new, ensure_ascii=False))
+    out = {**ex, "user": pattern.sub(lambda _: new, ex["user"]), "assistant": answer}
+    if json.loads(make_corpus.unfence(answer)).get("name") != new:
+        return None
+    return out
 
 
 def value_labels(answer: str) -> list[bool]:
@@ -246,11 +298,16 @@ def main() -> None:
     ap.add_argument("--examples", type=int, default=20000, help="training examples drawn (extraction ones are mined)")
     ap.add_argument("--seed", type=int, default=0, help="mining seed (offset by MINE_SEED_BASE)")
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument(
+        "--repeat-names",
+        action="store_true",
+        help="swap each text's person for a training name with a repeated piece (Penpenja, 张婷婷玉)",
+    )
     ap.add_argument("--fields", default=None, help="keep misses in these keys only (comma-separated; default all)")
     ap.add_argument("--check", type=int, default=0, help="check N mined and N unmined examples with the engine")
     args = ap.parse_args()
     t0 = time.time()
-    examples = mining_examples(args.examples, args.seed)
+    examples = mining_examples(args.examples, args.seed, args.repeat_names)
     mined = mine(args.model, examples, args.fields.split(",") if args.fields else None)
     for ex in mined:
         assert all(name_generators.held_out_generator(n) is None for n in names_of(ex))

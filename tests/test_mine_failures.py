@@ -2,6 +2,7 @@
 from training texts only (never a held-out generator, opener or set), well-formed for training."""
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -100,3 +101,21 @@ def test_mined_examples_are_well_formed():
         assert m["key"] in make_corpus.KEY_ORDER
     only = mine_failures.mine(MODEL, examples, ["name", "age"])
     assert only and {ex["mined"]["key"] for ex in only} <= {"name", "age"}
+
+
+def test_repeat_names_swap_in_training_names_with_a_repeated_piece():
+    """--repeat-names: each text's person renamed, in the text and the answer alike, with a
+    training name that has a repeated piece; never a held-out generator's name."""
+    plain = mine_failures.mining_examples(300, 2)
+    examples = mine_failures.mining_examples(300, 2, repeat_names=True)
+    assert len(examples) > len(plain) // 2
+    langs = set()
+    for ex in examples:
+        (name,) = mine_failures.names_of(ex)
+        assert mine_failures.has_repeat(name), name
+        assert name_generators.held_out_generator(name) is None and not make_corpus.is_held_out(name), name
+        assert name in ex["user"]
+        langs.add(bool(re.search(r"[\u4e00-\u9fff]", name)))
+    assert langs == {True, False}
+    assert mine_failures.has_repeat("Penpenja") and mine_failures.has_repeat("张婷婷玉")
+    assert not mine_failures.has_repeat("Penja") and not mine_failures.has_repeat("张婷玉")
