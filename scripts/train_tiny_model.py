@@ -284,6 +284,18 @@ def main(argv: list[str] | None = None) -> None:
         "without them the model loses half its copying once the main corpus starts",
     )
     ap.add_argument(
+        "--mined",
+        type=Path,
+        default=None,
+        help="a JSON-lines file of mined failure states (scripts/mine_failures.py) to mix into the corpus",
+    )
+    ap.add_argument(
+        "--mined-mix",
+        type=float,
+        default=0.0,
+        help="with --mined: every epoch's corpus gains this share of --examples drawn from the mined file",
+    )
+    ap.add_argument(
         "--probe-every",
         type=int,
         default=0,
@@ -337,7 +349,10 @@ def train(args) -> None:
     if ckpt is not None and {**RECIPE_DEFAULTS, **ckpt["recipe"]} != recipe(args):
         raise SystemExit(f"--resume: {ckpt_path} was made by another recipe: {ckpt['recipe']} != {recipe(args)}")
 
-    corpus = epoch_corpus(args.examples, args.seed, 0)
+    mined = load_mined(args.mined) if args.mined else []
+    if args.mined and not (0 < args.mined_mix and mined):
+        raise SystemExit("--mined needs a --mined-mix above 0 and a file with at least one example")
+    corpus = epoch_corpus(args.examples, args.seed, 0, mined, args.mined_mix)
     tok_dir, enc_path = args.state / "tokenizer", args.state / "encoded.pt"
     if ckpt is not None and tok_dir.exists() and enc_path.exists():
         tokenizer = PreTrainedTokenizerFast.from_pretrained(tok_dir)
@@ -438,7 +453,9 @@ def train(args) -> None:
                 examples = (
                     encoded
                     if epoch == 0
-                    else encode_examples(tokenizer, epoch_corpus(args.examples, args.seed, epoch), args.max_len)
+                    else encode_examples(
+                        tokenizer, epoch_corpus(args.examples, args.seed, epoch, mined, args.mined_mix), args.max_len
+                    )
                 )
                 batches = make_batches(
                     examples, args.tokens_per_batch, eos_id, random.Random(args.seed * 100003 + epoch), args.sort_pool
@@ -513,13 +530,36 @@ def average_snapshots(state: Path, steps: int, every: int, n: int) -> dict[str, 
     return mean
 
 
-def epoch_corpus(n_examples: int, seed: int, epoch: int) -> list[dict]:
+def epoch_corpus(
+    n_examples: int, seed: int, epoch: int, mined: list[dict] | None = None, mined_mix: float = 0.0
+) -> list[dict]:
     """The main corpus of one training epoch: epoch 0 is ``make_corpus(n_examples, seed)``
     (the tokenizer is trained on it and the held-out prompts are checked against it), every
     later epoch a corpus of its own seed. No example repeats, so the model cannot memorise
     answers and must learn to copy them (with one 20,000-example corpus repeated, the
-    training loss fell when the second epoch began while held-out accuracy fell with it)."""
-    return make_corpus.make_corpus(n_examples, seed if epoch == 0 else seed * 1_000_003 + epoch)
+    training loss fell when the second epoch began while held-out accuracy fell with it).
+    With ``mined`` (scripts/mine_failures.py: training examples the starting model answers
+    wrong) and ``mined_mix`` R, the corpus gains R * ``n_examples`` of them: ``mined_share``."""
+    corpus = make_corpus.make_corpus(n_examples, seed if epoch == 0 else seed * 1_000_003 + epoch)
+    return corpus + mined_share(mined, round(mined_mix * n_examples), seed, epoch) if mined else corpus
+
+
+def load_mined(path: Path) -> list[dict]:
+    """The mined examples of a scripts/mine_failures.py file (its ``"mined"`` records dropped)."""
+    with open(path, encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    return [{k: v for k, v in row.items() if k != "mined"} for row in rows]
+
+
+def mined_share(mined: list[dict], n: int, seed: int, epoch: int) -> list[dict]:
+    """Epoch ``epoch``'s ``n`` mined examples: the pool in one seeded order, taken in turn, so
+    that no example repeats before the whole pool has been used."""
+    if not mined or n <= 0:
+        return []
+    order = list(range(len(mined)))
+    random.Random(seed * 7919 + 17).shuffle(order)
+    start = epoch * n
+    return [mined[order[(start + i) % len(order)]] for i in range(n)]
 
 
 def batch_source(step: int, copy_steps: int, copy_mix: int) -> tuple[str, int]:
@@ -584,7 +624,7 @@ def run_probes(model, tokenizer, probes: dict, device: str) -> str:
 
 
 # Options added after checkpoints were made: such a checkpoint was made with this value.
-RECIPE_DEFAULTS = {"sort_pool": 0, "train_new_only": False}
+RECIPE_DEFAULTS = {"sort_pool": 0, "train_new_only": False, "mined": None, "mined_mix": 0.0}
 
 
 def recipe(args) -> dict:

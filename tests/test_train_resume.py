@@ -239,3 +239,38 @@ def test_a_checkpoint_older_than_an_option_resumes_with_its_default(tmp_path):
     torch.save(ckpt, path)
     train(tmp_path, "old", "--resume", "--stop-after", "4")
     assert torch.load(path, weights_only=False)["step"] == 4
+
+
+def _mined_file(tmp: Path, n: int) -> Path:
+    """A file as scripts/mine_failures.py writes: training extraction examples with a "mined" record."""
+    rows = [ex for ex in make_corpus.make_corpus(200, 99) if ex["task"] == "extract_person"][:n]
+    path = tmp / "mined.jsonl"
+    with open(path, "w", encoding="utf-8") as f:
+        for ex in rows:
+            f.write(json.dumps({**ex, "mined": {"at": 10, "kind": "over"}}, ensure_ascii=False) + "\n")
+    return path
+
+
+def test_mined_examples_join_every_epoch_without_repeats(tmp_path):
+    """--mined FILE --mined-mix R: every epoch's corpus gains R * --examples of the mined examples
+    (their "mined" records dropped), taken from the pool in turn, none twice before all are used."""
+    mined = train_tiny_model.load_mined(_mined_file(tmp_path, 25))
+    assert len(mined) == 25 and all("mined" not in ex for ex in mined)
+    epochs = [train_tiny_model.epoch_corpus(100, 0, e, mined, 0.1) for e in range(3)]
+    assert epochs[0][:100] == make_corpus.make_corpus(100, 0)
+    shares = [[json.dumps(ex) for ex in corpus[100:]] for corpus in epochs]
+    assert [len(s) for s in shares] == [10, 10, 10]
+    assert len(set(shares[0] + shares[1])) == 20  # no repeat before the pool's 25 are used
+    assert set(shares[0] + shares[1] + shares[2]) == {json.dumps(ex) for ex in mined}
+    assert train_tiny_model.epoch_corpus(100, 0, 1, mined, 0.1) == epochs[1]  # seeded: a resume sees the same
+
+
+def test_training_with_mined_examples_resumes_and_needs_a_mix(tmp_path):
+    path = _mined_file(tmp_path, 10)
+    printed = train(tmp_path, "m", "--mined", str(path), "--mined-mix", "0.1", "--stop-after", "2")
+    assert "corpus: 220 examples" in printed
+    train(tmp_path, "m", "--mined", str(path), "--mined-mix", "0.1", "--resume", "--stop-after", "3")
+    with pytest.raises(SystemExit, match="was made by another recipe"):
+        train(tmp_path, "m", "--resume")
+    with pytest.raises(SystemExit, match="--mined-mix"):
+        train(tmp_path, "n", "--mined", str(path))
