@@ -87,7 +87,7 @@ def test_mining_examples_are_training_extraction_texts_only():
 def test_mined_examples_are_well_formed():
     """Mined with the bundled model: each is a training example with its right answer, and its
     record says where the greedy answer leaves it, inside a value."""
-    examples = mine_failures.mining_examples(300, 5)
+    examples = mine_failures.mining_examples(150, 5)
     mined = mine_failures.mine(MODEL, examples)
     assert mined, "the bundled model gets some training texts wrong"
     users = {ex["user"] for ex in examples}
