@@ -187,7 +187,6 @@ def run_task_tests(
                 f"{impl} is a checkout of stage s{held}, not {stage}: grade it with --stage s{held}, or bring "
                 f"it to {stage} with `minisglang checkout {stage} NEW_DIR --student --from ...`"
             )
-        env["PYTHONPATH"] = str(impl) + os.pathsep + env.get("PYTHONPATH", "")
         env[IMPL_ENV] = str(impl)
     report = GradeReport(
         stage,
@@ -198,9 +197,8 @@ def run_task_tests(
     )
     files = _test_files(tests_dir, tasks)
     cmd = _pytest_cmd(files, tasks, test_timeout)
-    # `python -m` puts the working directory first on sys.path: run from the copy being
-    # graded, so that its `minisglang` is the one imported.
-    cwd = impl if impl is not None else tests_dir.parent
+    cwd = tests_dir.parent
+    where_from = tests_dir.parent if impl is None else impl  # what the paths in pytest's output are relative to
     deadline = time.monotonic() + total_timeout
     if impl is None and collect_timeout is None:
         collect_timeout = float("inf")  # the reference never loops while imported: never stop its collection
@@ -208,6 +206,15 @@ def run_task_tests(
     chosen: dict[str, list[str]] = {}  # every test a run set out to run -> its tasks
     outputs = []
     with tempfile.TemporaryDirectory(prefix="minisglang-grade-") as tmp:
+        if impl is not None:
+            # The copy's package, and only it, first on sys.path (`python -m` puts the working
+            # directory there): a folder holding a link to it. Not the copy's own folder, where
+            # a student's scratch random.py beside the package replaced the standard library's
+            # (pytest could not start: every task read "no tests!", with no reason).
+            cwd = Path(tmp) / "graded-copy"
+            cwd.mkdir()
+            (cwd / "minisglang").symlink_to(package, target_is_directory=True)
+            env["PYTHONPATH"] = str(cwd) + os.pathsep + env.get("PYTHONPATH", "")
         events_path, skip_path = _with_plugin(env, Path(tmp)), Path(tmp) / "skip.json"
         env[grade_plugin.SKIP_ENV] = str(skip_path)
         if trace:
@@ -218,8 +225,11 @@ def run_task_tests(
             stuck, output, returncode = _run_until_stuck(
                 cmd, env, cwd, events_path, test_timeout, deadline, collect_timeout
             )
-            outputs.append(output)
             events = _read_events(events_path)
+            if impl is not None:  # paths through the link are the copy's own
+                output = output.replace(str(cwd), str(impl))
+                events = json.loads(json.dumps(events).replace(json.dumps(str(cwd))[1:-1], json.dumps(str(impl))[1:-1]))
+            outputs.append(output)
             for e in events:
                 if e["event"] == "collected":
                     chosen.update(e["tests"])
@@ -235,7 +245,7 @@ def run_task_tests(
                 report,
                 files,
                 package,
-                Path(cwd),
+                where_from,
                 tests_dir.parent,
                 lambda: reference_tests(tasks, tests_dir),
             )
@@ -261,7 +271,7 @@ def run_task_tests(
             if t in report.tasks:
                 (report.tasks[t].passed.append(nodeid) if failure is None else report.tasks[t].failed.append(failure))
     if impl is not None and (stuck is not None or returncode not in (0, 1, 5)):
-        _unrun_tasks(report, tasks, tests_dir, "\n".join(outputs), ended, stuck, package, Path(cwd))
+        _unrun_tasks(report, tasks, tests_dir, "\n".join(outputs), ended, stuck, package, where_from)
     attribute_failures(report)
     report.output = "\n".join(outputs)
     return report

@@ -980,3 +980,35 @@ def test_a_copy_whose_tests_cannot_be_imported_scores_zero_of_each_tasks_real_te
     assert grading.format_class_table([report]).splitlines()[2].split()[1:3] == ["0/3", "0/2"]
     out = format_report(report)
     assert "NOTE" not in out and "FAIL task3_2 (3 tests: test_get [2 cases], test_both)" in out, out
+
+
+# ------------------------------------------------------------------- copies made other ways
+def _toy_class(root: Path, module: str, tests: str) -> Path:
+    """A reference package `minisglang.queue` (`module`) with its tests (`tests`, marked with
+    tasks 3_2 and 3_3) in `root`, and a copy of the package in root/copy: its path."""
+    (root / "pytest.ini").write_text("[pytest]\nmarkers =\n    task3_2: x\n    task3_3: x\n")
+    for where in (root, root / "copy"):
+        (where / "minisglang").mkdir(parents=True)
+        (where / "minisglang" / "__init__.py").write_text("")
+        (where / "minisglang" / "queue.py").write_text(module)
+    (root / "tests").mkdir()
+    (root / "tests" / "test_q.py").write_text(tests)
+    return root / "copy"
+
+
+TOY_QUEUE = "def poll(items):\n    # BEGIN SOLUTION task3_2\n    return items[0]\n    # END SOLUTION\n"
+TOY_TESTS = (
+    "import pytest\nfrom minisglang import queue\n\n\n@pytest.mark.task3_2\n"
+    "@pytest.mark.parametrize('n', [1, 2])\ndef test_poll(n):\n    assert queue.poll([n]) == n\n"
+)
+
+
+def test_only_the_copys_package_is_imported_from_it(tmp_path):
+    """An attacker's test: a student's scratch random.py at the copy's root, beside its package,
+    replaced the standard library's random (the copy's folder was first on sys.path): pytest
+    could not start, and every task read "no tests!" with no reason, the copy's correct code
+    never graded. Only the copy's package is imported from it."""
+    copy = _toy_class(tmp_path, TOY_QUEUE, TOY_TESTS)
+    (copy / "random.py").write_text("print('my scratch file')\n")
+    report = run_task_tests("s3", impl=copy, tests_dir=tmp_path / "tests", only=["3_2"])
+    assert report.tasks["task3_2"].ok and len(report.tasks["task3_2"].passed) == 2, format_report(report)
