@@ -42,6 +42,7 @@ REPO_TESTS = PACKAGE_DIR.parent / "tests"
 PLUGIN_NAME = "minisglang_grade_plugin"  # grade_plugin.py, copied under this name for the run
 IMPL_ENV = "MINISGLANG_IMPL"  # tests/conftest.py checks that minisglang came from there
 DEFAULT_TEST_TIMEOUT = 60.0
+EXIT_GRACE = 30.0  # seconds a test process may take to exit after its tests (then it is stopped)
 EXERCISES_DIR = PACKAGE_DIR.parent / "exercises"
 PREREQUISITES_FILE = EXERCISES_DIR / "prerequisites.json"  # written by `minisglang prerequisites --write`
 
@@ -107,6 +108,7 @@ class GradeReport:
     output: str = ""  # pytest's own output, every run of it (for --verbose)
     blank: list[str] = field(default_factory=list)  # tasks ("task4_4") still a stub in the copy
     ran: dict[str, list[str]] = field(default_factory=dict)  # trace=True: test -> tasks whose regions it ran
+    notes: list[str] = field(default_factory=list)  # what the copy's tests left running
 
     @property
     def ok(self) -> bool:
@@ -121,6 +123,7 @@ class GradeReport:
             "passed": sum(len(r.passed) for r in self.tasks.values()),
             "failed": sum(len(r.failed) for r in self.tasks.values()),
             "file_errors": [asdict(e) for e in self.file_errors],
+            "notes": self.notes,
             "tasks": {
                 t: {
                     "ok": r.ok,
@@ -222,9 +225,10 @@ def run_task_tests(
         while True:
             skip_path.write_text(json.dumps(sorted(done)))
             events_path.write_text("")
-            stuck, output, returncode = _run_until_stuck(
+            stuck, output, returncode, left = _run_until_stuck(
                 cmd, env, cwd, events_path, test_timeout, deadline, collect_timeout
             )
+            report.notes += [n for n in left if n not in report.notes]
             events = _read_events(events_path)
             if impl is not None:  # paths through the link are the copy's own
                 output = output.replace(str(cwd), str(impl))
@@ -384,8 +388,11 @@ def _run_until_stuck(
 ):
     """Run pytest; kill it if one test runs far past its timeout, if it has not collected its
     tests within `collect_timeout` (a copy that loops while it is imported: pytest-timeout
-    times tests, not collection), or if the whole run passes the deadline. Returns ((test,
-    markers, reason) or None, pytest's output, its exit status)."""
+    times tests, not collection), or if the whole run passes the deadline. A process that
+    has finished its tests and still runs EXIT_GRACE seconds later (a thread that is not a daemon
+    keeps it alive) is stopped too, and whatever it started that still runs ends with it.
+    Returns ((test, markers, reason) or None, pytest's output, its exit status, notes for the
+    copy's report on what it left running)."""
     grace = 1.5 * test_timeout + 10  # pytest-timeout fires first when it can
     collect_limit = max(grace, 120.0) if collect_timeout is None else collect_timeout
     started = time.monotonic()
@@ -395,12 +402,23 @@ def _run_until_stuck(
         proc = subprocess.Popen(
             cmd, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, text=True, start_new_session=True
         )
-        stuck = None
+        stuck, ended, left = None, None, []
         while proc.poll() is None:
             time.sleep(0.2)
             running = _running_test(events_path)
             now = time.monotonic()
-            if running is not None and time.time() - running[2] > grace:
+            if ended is None and (status := _end_status(events_path)) is not None:
+                ended = (status, now)  # pytest is done: the process has EXIT_GRACE to end
+            if ended is not None:
+                if now - ended[1] > EXIT_GRACE:
+                    left.append(
+                        f"the test process did not exit {EXIT_GRACE:g} s after its tests ended (a thread that is "
+                        "not a daemon, still running?): the grader stopped it"
+                    )
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+                    break
+            elif running is not None and time.time() - running[2] > grace:
                 stuck = (
                     running[0],
                     running[1],
@@ -420,7 +438,7 @@ def _run_until_stuck(
                 proc.wait()
                 break
         out.seek(0)
-        return stuck, out.read(), proc.returncode
+        return stuck, out.read(), proc.returncode if ended is None else ended[0], left
 
 
 def _read_events(events_path: Path) -> list[dict]:
@@ -436,6 +454,11 @@ def _read_events(events_path: Path) -> list[dict]:
         except json.JSONDecodeError:
             continue
     return events
+
+
+def _end_status(events_path: Path) -> int | None:
+    """pytest's exit status, once the plugin says pytest is done (its "end" event)."""
+    return next((e["status"] for e in _read_events(events_path) if e["event"] == "end"), None)
 
 
 def _collected(events_path: Path) -> bool:
@@ -602,6 +625,7 @@ def format_report(report: GradeReport) -> str:
     npass = sum(len(r.passed) for r in report.tasks.values())
     nfail = sum(len(r.failed) for r in report.tasks.values())
     lines.append(f"{npass} passed, {nfail} failed")
+    lines += [f"NOTE: {n}" for n in report.notes]
     runs = load_test_runs()
     score = _suspicion(report, runs)
     for t, r in report.tasks.items():

@@ -1012,3 +1012,21 @@ def test_only_the_copys_package_is_imported_from_it(tmp_path):
     (copy / "random.py").write_text("print('my scratch file')\n")
     report = run_task_tests("s3", impl=copy, tests_dir=tmp_path / "tests", only=["3_2"])
     assert report.tasks["task3_2"].ok and len(report.tasks["task3_2"].passed) == 2, format_report(report)
+
+
+def test_a_thread_left_running_does_not_hold_up_the_class(tmp_path, monkeypatch):
+    """An attacker's test: a copy whose code starts a thread that is not a daemon and never
+    ends passed its tests, and then its test process waited for that thread to exit: the grader
+    waited for the whole run's limit (30 minutes) before it went on to the next copy, and said
+    nothing. A process still running EXIT_GRACE seconds after its tests ended is stopped, and
+    the copy's report says so; the tests' results stand."""
+    from minisglang import grading
+
+    monkeypatch.setattr(grading, "EXIT_GRACE", 2.0, raising=False)
+    forever = "    import threading, time\n    threading.Thread(target=time.sleep, args=(1000,)).start()\n"
+    copy = _toy_class(tmp_path, TOY_QUEUE.replace("    return items[0]", forever + "    return items[0]"), TOY_TESTS)
+    started = time.monotonic()
+    report = run_task_tests("s3", impl=copy, tests_dir=tmp_path / "tests", only=["3_2"], total_timeout=90)
+    assert time.monotonic() - started < 60
+    out = format_report(report)
+    assert report.tasks["task3_2"].ok and "NOTE: the test process did not exit 2 s after its tests ended" in out, out
