@@ -437,6 +437,13 @@ def _run_until_stuck(
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
                 break
+        # What the run started and left running (a child process of the copy's code) ends too.
+        if stuck is None and not left and _group_alive(proc.pid, wait=3.0):
+            left.append("the tests left a process running (started by your code?): the grader ended it")
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
         out.seek(0)
         return stuck, out.read(), proc.returncode if ended is None else ended[0], left
 
@@ -454,6 +461,24 @@ def _read_events(events_path: Path) -> list[dict]:
         except json.JSONDecodeError:
             continue
     return events
+
+
+def _group_alive(group: int, wait: float = 0.0) -> bool:
+    """Whether a process of process group `group` still runs (not only exited, waiting to be
+    reaped) after `wait` seconds: the reference's own compile workers may take a moment to end
+    after the test process. Reads /proc: False where there is none."""
+    until = time.monotonic() + wait
+    while True:
+        alive = False
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()  # after "pid (name)": state, ppid, pgrp
+            except (OSError, IndexError):
+                continue
+            alive = alive or (fields[2] == str(group) and fields[0] != "Z")
+        if not alive or time.monotonic() >= until:
+            return alive
+        time.sleep(0.1)
 
 
 def _end_status(events_path: Path) -> int | None:

@@ -1030,3 +1030,31 @@ def test_a_thread_left_running_does_not_hold_up_the_class(tmp_path, monkeypatch)
     assert time.monotonic() - started < 60
     out = format_report(report)
     assert report.tasks["task3_2"].ok and "NOTE: the test process did not exit 2 s after its tests ended" in out, out
+
+
+def test_a_process_a_copy_left_running_is_ended(tmp_path):
+    """An attacker's test: a copy whose code starts a process and leaves it running passed its
+    tests, and the process outlived the grading (an instructor's machine collects them, class
+    after class: a copy could as well leave one that prints until the disk is full). What the
+    test run left in its process group ends with it, and the report says so."""
+    pids = tmp_path / "pids"
+    leave = (
+        f"    import subprocess\n    print(subprocess.Popen(['sleep', '1000']).pid, file=open({str(pids)!r}, 'a'))\n"
+    )
+    copy = _toy_class(tmp_path, TOY_QUEUE.replace("    return items[0]", leave + "    return items[0]"), TOY_TESTS)
+    report = run_task_tests("s3", impl=copy, tests_dir=tmp_path / "tests", only=["3_2"])
+    left = [int(pid) for pid in pids.read_text().split()]
+    time.sleep(1)
+    try:
+        running = [
+            pid for pid in left if Path(f"/proc/{pid}").exists() and " Z " not in Path(f"/proc/{pid}/stat").read_text()
+        ]
+        assert len(left) == 2 and not running, (left, running)
+    finally:
+        for pid in left:
+            try:
+                os.kill(pid, 9)
+            except ProcessLookupError:
+                pass
+    out = format_report(report)
+    assert report.tasks["task3_2"].ok and "NOTE: the tests left a process running" in out, out
