@@ -586,7 +586,7 @@ def blank_tasks(package: Path) -> list[str]:
         try:
             lines = path.read_text(encoding="utf-8").splitlines()
             regions = find_solution_regions("\n".join(lines))
-        except (UnicodeDecodeError, ValueError):  # syntax_errors or the tests report these
+        except (OSError, UnicodeDecodeError, ValueError):  # syntax_errors or the tests report these
             continue
         blank.update(task for task, begin, end in regions if is_stub(lines[begin + 1 : end], task))
     return sorted(blank, key=task_key)
@@ -596,12 +596,17 @@ def syntax_errors(package: Path) -> list[FileError]:
     """Every .py file of the package that does not compile: file, line, message."""
     errors = []
     for path in sorted(package.rglob("*.py")):
+        if path.is_dir():
+            continue  # a folder named notes.py: no module (Python imports no such thing)
         try:
             compile(path.read_text(encoding="utf-8-sig"), str(path), "exec")  # (a BOM is fine for Python)
         except SyntaxError as e:
             errors.append(FileError(str(path.relative_to(package.parent)), e.lineno, f"{type(e).__name__}: {e.msg}"))
         except (UnicodeDecodeError, ValueError) as e:
             errors.append(FileError(str(path.relative_to(package.parent)), None, f"{type(e).__name__}: {e}"))
+        except OSError as e:  # a link to a file that is not there, a file the grader may not read
+            why = "a link to a file that is not there" if path.is_symlink() and not path.exists() else e.strerror
+            errors.append(FileError(str(path.relative_to(package.parent)), None, f"cannot be read: {why}"))
     return errors
 
 

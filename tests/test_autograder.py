@@ -1058,3 +1058,18 @@ def test_a_process_a_copy_left_running_is_ended(tmp_path):
                 pass
     out = format_report(report)
     assert report.tasks["task3_2"].ok and "NOTE: the tests left a process running" in out, out
+
+
+def test_a_folder_named_like_a_module_or_a_broken_link_is_no_grader_crash(tmp_path):
+    """An attacker's test: a copy holding a folder named notes.py, or a link to a file that is
+    not there (a copy made with links, moved), stopped the grader with a traceback before any
+    test ran (IsADirectoryError, FileNotFoundError from its syntax check); in a class, the
+    copy read "the grader could not run this copy". The folder is no module; the broken link
+    is named as a file of the copy that cannot be read; the tests run."""
+    copy = _toy_class(tmp_path, TOY_QUEUE, TOY_TESTS)
+    (copy / "minisglang" / "notes.py").mkdir()
+    (copy / "minisglang" / "helper.py").symlink_to(tmp_path / "gone" / "helper.py")
+    report = run_task_tests("s3", impl=copy, tests_dir=tmp_path / "tests", only=["3_2"])
+    assert report.tasks["task3_2"].ok, format_report(report)
+    (error,) = report.file_errors
+    assert error.path == "minisglang/helper.py" and "cannot be read" in error.message, error
