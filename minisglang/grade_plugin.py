@@ -28,6 +28,7 @@ import re
 import signal
 import threading
 import time
+import tokenize
 from pathlib import Path
 
 EVENTS_ENV = "MINISGLANG_GRADE_EVENTS"
@@ -211,8 +212,9 @@ def _regions_of_file(filename: str) -> list[tuple[int, int, str]]:
         regions, opened = [], None
         if "/minisglang/" in filename and "/tests/" not in filename and filename.endswith(".py"):
             try:
-                lines = open(filename, encoding="utf-8").read().splitlines()
-            except OSError:
+                with tokenize.open(filename) as f:  # in the encoding its coding line names (Latin-1)
+                    lines = f.read().splitlines()
+            except (OSError, SyntaxError, UnicodeDecodeError):
                 lines = []
             for i, line in enumerate(lines, start=1):
                 m = _BEGIN.match(line)

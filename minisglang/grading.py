@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tokenize
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -584,9 +585,10 @@ def blank_tasks(package: Path) -> list[str]:
     blank: set[str] = set()
     for path in package.rglob("*.py"):
         try:
-            lines = path.read_text(encoding="utf-8").splitlines()
+            with tokenize.open(path) as f:  # in the encoding its coding line names, as Python reads it
+                lines = f.read().splitlines()
             regions = find_solution_regions("\n".join(lines))
-        except (OSError, UnicodeDecodeError, ValueError):  # syntax_errors or the tests report these
+        except (OSError, SyntaxError, UnicodeDecodeError, ValueError):  # syntax_errors or the tests report these
             continue
         blank.update(task for task, begin, end in regions if is_stub(lines[begin + 1 : end], task))
     return sorted(blank, key=task_key)
@@ -599,7 +601,8 @@ def syntax_errors(package: Path) -> list[FileError]:
         if path.is_dir():
             continue  # a folder named notes.py: no module (Python imports no such thing)
         try:
-            compile(path.read_text(encoding="utf-8-sig"), str(path), "exec")  # (a BOM is fine for Python)
+            # The bytes, as Python reads them: a BOM, or a coding line (Latin-1), is no error.
+            compile(path.read_bytes(), str(path), "exec")
         except SyntaxError as e:
             errors.append(FileError(str(path.relative_to(package.parent)), e.lineno, f"{type(e).__name__}: {e.msg}"))
         except (UnicodeDecodeError, ValueError) as e:

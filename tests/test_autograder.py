@@ -1073,3 +1073,19 @@ def test_a_folder_named_like_a_module_or_a_broken_link_is_no_grader_crash(tmp_pa
     assert report.tasks["task3_2"].ok, format_report(report)
     (error,) = report.file_errors
     assert error.path == "minisglang/helper.py" and "cannot be read" in error.message, error
+
+
+def test_a_file_in_the_encoding_its_coding_line_names_is_graded(tmp_path):
+    """An attacker's test: a copy whose file is saved in Latin-1 with the coding line that
+    Python reads (`# -*- coding: latin-1 -*-`, valid Python) was reported as an error in the
+    copy (UnicodeDecodeError, "(code error)" in the class table), and when a test's error was
+    raised in that file, the grader's plugin failed reading it (INTERNALERROR): every test
+    read "did not run". The file is read in its own encoding."""
+    wrong = "# -*- coding: latin-1 -*-\n" + TOY_QUEUE.replace("return items[0]", "raise ValueError('\xe9tat vide')")
+    copy = _toy_class(tmp_path, TOY_QUEUE, TOY_TESTS)
+    (copy / "minisglang" / "queue.py").write_bytes(wrong.encode("latin-1"))
+    report = run_task_tests("s3", impl=copy, tests_dir=tmp_path / "tests", only=["3_2"])
+    assert not report.file_errors, report.file_errors
+    failed = report.tasks["task3_2"].failed
+    assert len(failed) == 2 and all(f.reason == "ValueError: \xe9tat vide" for f in failed), format_report(report)
+    assert all(f.where == "minisglang/queue.py:4" and f.raised_in == "3_2" for f in failed), failed
