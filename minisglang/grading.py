@@ -397,7 +397,7 @@ def _run_until_stuck(
     grace = 1.5 * test_timeout + 10  # pytest-timeout fires first when it can
     collect_limit = max(grace, 120.0) if collect_timeout is None else collect_timeout
     started = time.monotonic()
-    with tempfile.TemporaryFile("w+") as out:
+    with tempfile.TemporaryFile() as out:
         # A session of its own, so that a kill also ends the processes it started (the s3
         # compile workers of a stuck test).
         proc = subprocess.Popen(
@@ -445,8 +445,27 @@ def _run_until_stuck(
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+        return stuck, _head_and_tail(out), proc.returncode if ended is None else ended[0], left
+
+
+# A run's output kept (its head and its tail, in bytes): a copy that printed 500 MB per call
+# in a failing test once left the grader holding 7.7 GB (an attacker's test).
+MAX_OUTPUT = 1_000_000
+
+
+def _head_and_tail(out) -> str:
+    """The text of the binary file `out`, at most MAX_OUTPUT bytes of it: its head (a
+    fifth) and its tail, where pytest writes its summary and the errors the report reads."""
+    size = out.seek(0, os.SEEK_END)
+    head = MAX_OUTPUT // 5
+    if size <= MAX_OUTPUT:
         out.seek(0)
-        return stuck, out.read(), proc.returncode if ended is None else ended[0], left
+        return out.read().decode("utf-8", "replace")
+    out.seek(0)
+    first = out.read(head).decode("utf-8", "replace")
+    out.seek(size - (MAX_OUTPUT - head))
+    last = out.read().decode("utf-8", "replace")
+    return f"{first}\n... ({size - MAX_OUTPUT:,} bytes of pytest's output left out) ...\n{last}"
 
 
 def _read_events(events_path: Path) -> list[dict]:

@@ -1089,3 +1089,17 @@ def test_a_file_in_the_encoding_its_coding_line_names_is_graded(tmp_path):
     failed = report.tasks["task3_2"].failed
     assert len(failed) == 2 and all(f.reason == "ValueError: \xe9tat vide" for f in failed), format_report(report)
     assert all(f.where == "minisglang/queue.py:4" and f.raised_in == "3_2" for f in failed), failed
+
+
+def test_a_copy_that_prints_without_end_leaves_the_grader_a_bounded_output(tmp_path):
+    """An attacker's test: a copy whose failing code printed 500 MB per call (pytest shows a
+    failing test's output) left the grader holding all of it, read whole into memory and kept
+    in each copy's report for --verbose: 7.7 GB of the grader's memory for one copy of a
+    class. The grader keeps the head and the tail of a run's output, the test still named."""
+    loud = "    print('x' * (1 << 20))\n" * 12 + "    raise ValueError('loud')\n"
+    copy = _toy_class(tmp_path, TOY_QUEUE.replace("    return items[0]\n", loud), TOY_TESTS)
+    report = run_task_tests("s3", impl=copy, tests_dir=tmp_path / "tests", only=["3_2"])
+    failed = report.tasks["task3_2"].failed
+    assert len(failed) == 2 and all(f.reason == "ValueError: loud" for f in failed), failed
+    assert len(report.output) < 2 << 20, len(report.output)  # of 24 MB printed
+    assert "bytes of pytest's output left out" in report.output and "failed" in report.output[-1000:]
