@@ -43,6 +43,7 @@ REPO_TESTS = PACKAGE_DIR.parent / "tests"
 PLUGIN_NAME = "minisglang_grade_plugin"  # grade_plugin.py, copied under this name for the run
 IMPL_ENV = "MINISGLANG_IMPL"  # tests/conftest.py checks that minisglang came from there
 DEFAULT_TEST_TIMEOUT = 60.0
+MAX_CRASHES = 20  # runs of a copy that may end during a test, each started again after that test
 EXIT_GRACE = 30.0  # seconds a test process may take to exit after its tests (then it is stopped)
 EXERCISES_DIR = PACKAGE_DIR.parent / "exercises"
 PREREQUISITES_FILE = EXERCISES_DIR / "prerequisites.json"  # written by `minisglang prerequisites --write`
@@ -209,6 +210,7 @@ def run_task_tests(
     done: dict[str, tuple[list[str], Failure | None]] = {}
     chosen: dict[str, list[str]] = {}  # every test a run set out to run -> its tasks
     outputs = []
+    crashes = 0  # runs that ended during a test
     with tempfile.TemporaryDirectory(prefix="minisglang-grade-") as tmp:
         if impl is not None:
             # The copy's package, and only it, first on sys.path (`python -m` puts the working
@@ -255,7 +257,16 @@ def run_task_tests(
                 lambda: reference_tests(tasks, tests_dir),
             )
             if stuck is None:
-                break
+                # A test that started and never finished: the process ended during it (a
+                # KeyboardInterrupt, an os._exit, a crash in the code it ran). That test fails,
+                # saying so, and the tests after it run in a new process: a KeyboardInterrupt in
+                # 1_1's code once left 1_3-1_5, whose code was right, 0 ("did not run").
+                running = _running_test(events_path)
+                if running is None or crashes >= MAX_CRASHES or time.monotonic() >= deadline:
+                    break
+                crashes += 1
+                done[running[0]] = (running[1], _ended_during(running[0], returncode, output, package, where_from))
+                continue
             nodeid, markers, why = stuck
             stacks = grade_plugin.thread_stacks(str(events_path) + ".stacks")
             done[nodeid] = (markers, Failure(nodeid, why, timed_out=True, stacks=stacks))
@@ -280,6 +291,24 @@ def run_task_tests(
     attribute_failures(report)
     report.output = "\n".join(outputs)
     return report
+
+
+def _ended_during(test: str, returncode: int, output: str, package: Path, where_from: Path) -> Failure:
+    """The failure of `test`, during which the test process ended (`returncode`; `output`,
+    pytest's, may name the line)."""
+    tail = output[-20_000:]
+    if "KeyboardInterrupt" in tail:
+        what = "a KeyboardInterrupt"
+    elif returncode < 0:
+        name = signal.Signals(-returncode).name if -returncode in signal.valid_signals() else -returncode
+        what = f"killed by {name}: a crash?"
+    else:
+        what = f"exit status {returncode}: an os._exit?"
+    err = _import_error(tail, package, where_from) if tail.strip() else None
+    where = f"{err.path}:{err.line}" if err is not None and err.line else None
+    return Failure(
+        test, f"the test process ended during this test ({what}); the tests after it ran in a new one", where
+    )
 
 
 def _with_plugin(env: dict[str, str], tmp: Path) -> Path:

@@ -73,7 +73,9 @@ def test_a_test_process_that_dies_leaves_its_unrun_tests_failed(tmp_path):
     report = run_task_tests("s2", impl=tmp_path / "exits", only=["2_1"], test_timeout=20)
     row = report.tasks["task2_1"]
     assert not row.ok and not row.passed
-    assert any(f.reason.startswith("did not run: the test process ended before it") for f in row.failed), row.failed
+    # (each test ends the process in its turn: each fails so, the next runs in a new process)
+    ended = ("did not run: the test process ended before it", "the test process ended during this test")
+    assert all(f.reason.startswith(ended) for f in row.failed), row.failed
 
 
 @pytest.mark.parametrize(
@@ -1103,3 +1105,24 @@ def test_a_copy_that_prints_without_end_leaves_the_grader_a_bounded_output(tmp_p
     assert len(failed) == 2 and all(f.reason == "ValueError: loud" for f in failed), failed
     assert len(report.output) < 2 << 20, len(report.output)  # of 24 MB printed
     assert "bytes of pytest's output left out" in report.output and "failed" in report.output[-1000:]
+
+
+def test_a_test_that_ends_the_process_costs_only_itself(tmp_path):
+    """An attacker's test: a KeyboardInterrupt raised in task 3_2's code ended pytest in 3_2's
+    first test, and every test after it read "did not run: the test process ended before it
+    (... in an earlier test?)", 3_3's too, whose code is right: 0 of 5 tasks for one line,
+    and no word of which test ended the run. The test during which the process ended fails
+    saying so, and the tests after it run in a new process."""
+    module = TOY_QUEUE.replace("    return items[0]", "    raise KeyboardInterrupt") + (
+        "\n\ndef size(items):\n    # BEGIN SOLUTION task3_3\n    return len(items)\n    # END SOLUTION\n"
+    )
+    tests = TOY_TESTS + "\n\n@pytest.mark.task3_3\ndef test_size():\n    assert queue.size([1, 2]) == 2\n"
+    copy = _toy_class(tmp_path, module, tests)
+    report = run_task_tests("s3", impl=copy, tests_dir=tmp_path / "tests", only=["3_2", "3_3"])
+    out = format_report(report)
+    assert report.tasks["task3_3"].ok, out
+    failed = report.tasks["task3_2"].failed
+    assert len(failed) == 2, out
+    for f in failed:
+        assert f.reason.startswith("the test process ended during this test (a KeyboardInterrupt)"), f
+        assert f.where == "minisglang/queue.py:3", f
