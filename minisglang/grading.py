@@ -698,7 +698,12 @@ def format_report(report: GradeReport) -> str:
     prerequisites = load_prerequisites()
     for t, r in report.tasks.items():
         total = len(r.passed) + len(r.failed)
-        status = "no tests!" if total == 0 else ("ok" if r.ok else "FAIL")
+        moved = _moved_out(t, report)
+        status = "no tests!" if total + len(moved) == 0 else ("ok" if r.ok else "FAIL")
+        if not r.failed and not r.passed and moved:  # (not "no tests!": an attacker's 1_2 read so)
+            rows = sorted({o[4:] for o, res in report.tasks.items() for f in res.failed if f in moved})
+            count = len(moved)
+            status += f" (its {count} failing test{'s are' if count > 1 else ' is'} counted in {', '.join(rows)}'s row)"
         waits = task_needs(t, report, prerequisites)
         if waits:  # the failures run into other tasks' stubs: say which, in the row
             status += f" (needs {', '.join(waits)})"
@@ -754,6 +759,11 @@ def format_report(report: GradeReport) -> str:
                 )
                 lines += [f"    {line}" for line in f.stacks[:40]]
     return "\n".join(lines)
+
+
+def _moved_out(task: str, report: GradeReport) -> list[Failure]:
+    """The failures of `task`'s tests that `attribute_failures` counted in another task's row."""
+    return [f for t, r in report.tasks.items() if t != task for f in r.failed if task in f.marked]
 
 
 def _unrun_tasks(
@@ -815,7 +825,7 @@ def task_status(task: str, report: GradeReport, prerequisites: dict[str, list[st
     if r.ok:
         return "ok"
     if not r.failed:
-        return "no tests"
+        return "fail" if _moved_out(task, report) else "no tests"
     if task in report.blank:
         return "blank"
     return "needs" if task_needs(task, report, prerequisites) else "fail"
@@ -973,7 +983,8 @@ def format_class_table(reports: list[GradeReport]) -> str:
             elif status == "needs":
                 cells.append(f"needs {','.join(task_needs(t, r, prerequisites))}")
             else:
-                cells.append(f"{len(res.passed)}/{len(res.passed) + len(res.failed)}")
+                total = len(res.passed) + len(res.failed) + len(_moved_out(t, r))
+                cells.append(f"{len(res.passed)}/{total}")
         rows.append(cells)
     widths = [max([8, len(t), *(len(cells[i]) for cells in rows)]) for i, t in enumerate(tasks)]
     head = f"{'student':{width}s} " + " ".join(f"{t:>{w}s}" for t, w in zip(tasks, widths)) + "    total"

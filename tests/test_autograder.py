@@ -1126,3 +1126,28 @@ def test_a_test_that_ends_the_process_costs_only_itself(tmp_path):
     for f in failed:
         assert f.reason.startswith("the test process ended during this test (a KeyboardInterrupt)"), f
         assert f.where == "minisglang/queue.py:3", f
+
+
+def test_a_task_whose_every_failure_counts_in_another_row_reads_fail_not_no_tests():
+    """An attacker's test: an s1 copy whose 1_1 code raised (SystemExit, a GeneratorExit, any
+    error) failed all of 1_2's tests in 1_1's code, and those failures were counted in 1_1's
+    row (1_1 fails its own tests too): 1_2's row read "no tests!", 0 passed and 0 failed, and
+    "0/0" in the class table, as if it had no tests. It reads FAIL, says where its tests
+    failed, and counts them."""
+    from minisglang import grading
+
+    moved = grading.Failure("t::get", "SystemExit: 0", raised_in="3_3")
+    report = grading.GradeReport(
+        "s3",
+        "/x",
+        {
+            "task3_2": grading.TaskResult("task3_2", failed=[moved]),
+            "task3_3": grading.TaskResult("task3_3", failed=[grading.Failure("t::poll", "SystemExit: 0")]),
+        },
+    )
+    grading.attribute_failures(report)
+    assert not report.tasks["task3_2"].failed and moved.marked == ["task3_2"]  # (counted in 3_3's row)
+    out = format_report(report)
+    assert "no tests" not in out and "FAIL (its 1 failing test is counted in 3_3's row)" in out, out
+    assert grading.task_status("task3_2", report, {}) == "fail"
+    assert grading.format_class_table([report]).splitlines()[2].split()[1:3] == ["0/1", "0/2"]
