@@ -655,6 +655,9 @@ def syntax_errors(package: Path) -> list[FileError]:
             errors.append(FileError(str(path.relative_to(package.parent)), e.lineno, f"{type(e).__name__}: {e.msg}"))
         except (UnicodeDecodeError, ValueError) as e:
             errors.append(FileError(str(path.relative_to(package.parent)), None, f"{type(e).__name__}: {e}"))
+        except (RecursionError, MemoryError) as e:  # one expression nested too deep: no import either
+            msg = f"{type(e).__name__}: an expression too deep for Python to compile"
+            errors.append(FileError(str(path.relative_to(package.parent)), None, msg))
         except OSError as e:  # a link to a file that is not there, a file the grader may not read
             why = "a link to a file that is not there" if path.is_symlink() and not path.exists() else e.strerror
             errors.append(FileError(str(path.relative_to(package.parent)), None, f"cannot be read: {why}"))

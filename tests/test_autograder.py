@@ -1151,3 +1151,21 @@ def test_a_task_whose_every_failure_counts_in_another_row_reads_fail_not_no_test
     assert "no tests" not in out and "FAIL (its 1 failing test is counted in 3_3's row)" in out, out
     assert grading.task_status("task3_2", report, {}) == "fail"
     assert grading.format_class_table([report]).splitlines()[2].split()[1:3] == ["0/1", "0/2"]
+
+
+def test_a_file_too_deep_for_the_compiler_is_named_not_a_grader_crash(tmp_path):
+    """An attacker's test: a copy's file holding one expression too deep for Python's compiler
+    (`x = ------...1`, `1 + 1 + ...`) stopped the grader's syntax check with a MemoryError or
+    a RecursionError (not a SyntaxError), before any test ran: a traceback, or "the grader could
+    not run this copy" in a class. Python cannot import the file either: it is named as an
+    error in the copy."""
+    from minisglang.grading import syntax_errors
+
+    package = tmp_path / "minisglang"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "deep.py").write_text("x = " + "-" * 100_000 + "1\n")
+    (package / "long.py").write_text("x = 1" + " + 1" * 2_000_000 + "\n")
+    errors = {e.path: e.message for e in syntax_errors(package)}
+    assert errors.keys() == {"minisglang/deep.py", "minisglang/long.py"}, errors
+    assert all("too deep for Python to compile" in m for m in errors.values()), errors
