@@ -180,11 +180,13 @@ def run_task_tests(
     env = dict(os.environ, MINISGLANG_PURE="1")
     if impl is not None:
         impl = Path(impl).resolve()
-        package = impl / "minisglang"
+        package = (impl / "minisglang").resolve()  # a link to the student's package elsewhere: graded there
         if not (package / "__init__.py").exists():
             raise FileNotFoundError(
                 f"{impl} holds no minisglang package (make it with `minisglang checkout {stage} {impl} --student`)"
             )
+        if package == PACKAGE_DIR.resolve():
+            raise ValueError(f"{impl / 'minisglang'} is a link to the reference package ({PACKAGE_DIR}), not a copy")
         held = copy_stage(package)
         if held is not None and held < stage_number(stage):
             # (its tests would fail to import a later stage's module: "an error in your code")
@@ -192,7 +194,7 @@ def run_task_tests(
                 f"{impl} is a checkout of stage s{held}, not {stage}: grade it with --stage s{held}, or bring "
                 f"it to {stage} with `minisglang checkout {stage} NEW_DIR --student --from ...`"
             )
-        env[IMPL_ENV] = str(impl)
+        env[IMPL_ENV] = str(package.parent)
     report = GradeReport(
         stage,
         None if impl is None else str(impl),

@@ -1169,3 +1169,21 @@ def test_a_file_too_deep_for_the_compiler_is_named_not_a_grader_crash(tmp_path):
     errors = {e.path: e.message for e in syntax_errors(package)}
     assert errors.keys() == {"minisglang/deep.py", "minisglang/long.py"}, errors
     assert all("too deep for Python to compile" in m for m in errors.values()), errors
+
+
+def test_a_copy_whose_package_is_a_link_is_graded_where_it_leads(tmp_path):
+    """An attacker's test: a copy whose minisglang folder is a link to the student's package
+    elsewhere failed every test with "RuntimeError: grading DIR but minisglang was imported
+    from DIR/minisglang/__init__.py" (tests/conftest.py compared the package's real path with
+    DIR). It is graded where the link leads; a link to the reference package itself is refused
+    as no copy (it passed nothing before, for the same reason)."""
+
+    checkout("s1", tmp_path / "elsewhere")
+    (tmp_path / "linked").mkdir()
+    (tmp_path / "linked" / "minisglang").symlink_to(tmp_path / "elsewhere" / "minisglang")
+    report = run_task_tests("s1", impl=tmp_path / "linked", only=["1_1"])
+    assert report.tasks["task1_1"].ok, format_report(report)
+    (tmp_path / "reference").mkdir()
+    (tmp_path / "reference" / "minisglang").symlink_to(PACKAGE_DIR)
+    with pytest.raises(ValueError, match="is a link to the reference package"):
+        run_task_tests("s1", impl=tmp_path / "reference", only=["1_1"])
