@@ -694,6 +694,17 @@ def needed_tasks(task: str, data: dict[str, list[str]]) -> list[str]:
 
 
 # ---------------------------------------------------------------------- printing
+# What a terminal obeys: control characters (but the line feed and the tab), and the marks that
+# reverse the direction of text. A copy's error message held cursor moves and erasures, which
+# rewrote its own report on the instructor's screen (an attacker's test).
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _shown(text: str) -> str:
+    """`text` with every character a terminal would obey written as its escape (\\x1b)."""
+    return _CONTROL.sub(lambda m: m[0].encode("unicode_escape").decode("ascii"), text)
+
+
 def format_report(report: GradeReport) -> str:
     """The per-task table, then each failing test with its reason."""
     lines = [f"grading stage {report.stage} against {report.impl or 'the reference'}"]
@@ -763,7 +774,7 @@ def format_report(report: GradeReport) -> str:
                     "  possible deadlock (or a loop): where each thread was when the test was stopped, in your files:"
                 )
                 lines += [f"    {line}" for line in f.stacks[:40]]
-    return "\n".join(lines)
+    return _shown("\n".join(lines))
 
 
 def _moved_out(task: str, report: GradeReport) -> list[Failure]:
@@ -1001,7 +1012,7 @@ def format_class_table(reports: list[GradeReport]) -> str:
         note = "  (code error)" if r.file_errors else "" if ran else "  (no test ran)"
         row = " ".join(f"{c:>{w}s}" for c, w in zip(cells, widths))
         lines.append(f"{name:{width}s} {row}  {done:3d}/{len(tasks)}{note}")
-    return "\n".join(lines)
+    return _shown("\n".join(lines))
 
 
 def format_class_summary(reports: list[GradeReport]) -> str:
@@ -1062,7 +1073,7 @@ def grade(
                 res.failed = res.failed or [Failure("(the whole copy)", why)]
         reports.append(r)
         if verbose:
-            print(r.output)
+            print(_shown(r.output))
         print(format_report(r), flush=True)  # each copy's report as soon as it is graded
         print()
     if len(reports) > 1:

@@ -1187,3 +1187,22 @@ def test_a_copy_whose_package_is_a_link_is_graded_where_it_leads(tmp_path):
     (tmp_path / "reference" / "minisglang").symlink_to(PACKAGE_DIR)
     with pytest.raises(ValueError, match="is a link to the reference package"):
         run_task_tests("s1", impl=tmp_path / "reference", only=["1_1"])
+
+
+def test_a_copys_text_reaches_the_terminal_with_its_control_characters_shown_not_obeyed():
+    """An attacker's test: a copy whose error message held terminal escape sequences (cursor up,
+    erase line: `raise ValueError("\\x1b[1A\\x1b[2K...")`) had them printed as they were in its
+    report, where the instructor's terminal obeyed them: the message could erase its own FAIL
+    lines, or write "ok" over them. Control characters a copy wrote are shown escaped."""
+    from minisglang import grading
+
+    sneaky = "ValueError: \x1b[1A\x1b[2Ktask1_1         3      0  ok\x1b[8m"
+    report = grading.GradeReport(
+        "s1",
+        "/class/\x1b[2Jmallory",
+        {"task1_1": grading.TaskResult("task1_1", failed=[grading.Failure("t::w", sneaky, example="x = '\r ok'")])},
+        file_errors=[grading.FileError("minisglang/\u202eyp.py", 3, "SyntaxError: \x07")],
+    )
+    out = format_report(report) + grading.format_class_table([report])
+    assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f\u202a-\u202e]", out), repr(out)
+    assert "ValueError: \\x1b[1A\\x1b[2Ktask1_1" in out and "\\u202e" in out, out
