@@ -194,7 +194,6 @@ def run_task_tests(
                 f"{impl} is a checkout of stage s{held}, not {stage}: grade it with --stage s{held}, or bring "
                 f"it to {stage} with `minisglang checkout {stage} NEW_DIR --student --from ...`"
             )
-        env[IMPL_ENV] = str(package.parent)
     report = GradeReport(
         stage,
         None if impl is None else str(impl),
@@ -216,13 +215,16 @@ def run_task_tests(
     with tempfile.TemporaryDirectory(prefix="minisglang-grade-") as tmp:
         if impl is not None:
             # The copy's package, and only it, first on sys.path (`python -m` puts the working
-            # directory there): a folder holding a link to it. Not the copy's own folder, where
+            # directory there): a folder holding a copy of it. Not the copy's own folder, where
             # a student's scratch random.py beside the package replaced the standard library's
-            # (pytest could not start: every task read "no tests!", with no reason).
+            # (pytest could not start: every task read "no tests!", with no reason). And its
+            # source only: a .pyc shipped in its __pycache__ ("unchecked-hash": Python never
+            # compares it with the source) once passed a task whose source was the stub.
             cwd = Path(tmp) / "graded-copy"
             cwd.mkdir()
-            (cwd / "minisglang").symlink_to(package, target_is_directory=True)
+            shutil.copytree(package, cwd / "minisglang", symlinks=True, ignore=_compiled)
             env["PYTHONPATH"] = str(cwd) + os.pathsep + env.get("PYTHONPATH", "")
+            env[IMPL_ENV] = str(cwd)
         events_path, skip_path = _with_plugin(env, Path(tmp)), Path(tmp) / "skip.json"
         env[grade_plugin.SKIP_ENV] = str(skip_path)
         if trace:
@@ -293,6 +295,11 @@ def run_task_tests(
     attribute_failures(report)
     report.output = "\n".join(outputs)
     return report
+
+
+def _compiled(folder: str, names: list[str]) -> list[str]:
+    """The compiled code in `folder` (a copytree ignore): Python would run it instead of the source."""
+    return [n for n in names if n == "__pycache__" or n.endswith((".pyc", ".pyo", ".so", ".pyd"))]
 
 
 def _ended_during(test: str, returncode: int, output: str, package: Path, where_from: Path) -> Failure:

@@ -1206,3 +1206,20 @@ def test_a_copys_text_reaches_the_terminal_with_its_control_characters_shown_not
     out = format_report(report) + grading.format_class_table([report])
     assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f\u202a-\u202e]", out), repr(out)
     assert "ValueError: \\x1b[1A\\x1b[2Ktask1_1" in out and "\\u202e" in out, out
+
+
+def test_the_grader_runs_the_copys_source_not_bytecode_it_ships(tmp_path):
+    """An attacker's test: a copy whose source of task 3_2 is wrong (or the stub), shipped with
+    a __pycache__ .pyc compiled from a right one in "unchecked-hash" mode (Python then never
+    compares it with the source; git keeps such a file), passed 3_2: the grader ran code
+    that no reader of the copy's source could see. The copy's package is now run from a copy
+    of it without its compiled files."""
+    import py_compile
+
+    copy = _toy_class(tmp_path, TOY_QUEUE, TOY_TESTS)
+    source = copy / "minisglang" / "queue.py"
+    py_compile.compile(str(source), invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH, doraise=True)
+    source.write_text(TOY_QUEUE.replace("return items[0]", "return None"))
+    assert list((copy / "minisglang" / "__pycache__").glob("queue.*.pyc"))
+    report = run_task_tests("s3", impl=copy, tests_dir=tmp_path / "tests", only=["3_2"])
+    assert not report.tasks["task3_2"].passed and len(report.tasks["task3_2"].failed) == 2, format_report(report)
