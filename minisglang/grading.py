@@ -125,7 +125,7 @@ class GradeReport:
             "passed": sum(len(r.passed) for r in self.tasks.values()),
             "failed": sum(len(r.failed) for r in self.tasks.values()),
             "file_errors": [asdict(e) for e in self.file_errors],
-            "notes": self.notes,
+            "notes": self.notes + _stub_passes(self),
             "tasks": {
                 t: {
                     "ok": r.ok,
@@ -734,7 +734,7 @@ def format_report(report: GradeReport) -> str:
     npass = sum(len(r.passed) for r in report.tasks.values())
     nfail = sum(len(r.failed) for r in report.tasks.values())
     lines.append(f"{npass} passed, {nfail} failed")
-    lines += [f"NOTE: {n}" for n in report.notes]
+    lines += [f"NOTE: {n}" for n in report.notes + _stub_passes(report)]
     runs = load_test_runs()
     score = _suspicion(report, runs)
     for t, r in report.tasks.items():
@@ -782,6 +782,18 @@ def format_report(report: GradeReport) -> str:
                 )
                 lines += [f"    {line}" for line in f.stacks[:40]]
     return _shown("\n".join(lines))
+
+
+def _stub_passes(report: GradeReport) -> list[str]:
+    """A note for each task that passed with its region still the checkout's stub, which fails
+    every task's tests: its code is elsewhere, or what ran was not the tests (a copy that
+    patched the grader's plugin read ok in every task; the grader is no sandbox)."""
+    return [
+        f"{t[4:]} passed with its region still the checkout's stub: its code is elsewhere, or the "
+        "copy's code changed what the tests report (read it)"
+        for t, r in report.tasks.items()
+        if r.ok and t in report.blank
+    ]
 
 
 def _moved_out(task: str, report: GradeReport) -> list[Failure]:
@@ -1017,6 +1029,8 @@ def format_class_table(reports: list[GradeReport]) -> str:
         ran = any(not f.reason.startswith(_UNRUN) for res in r.tasks.values() for f in res.failed)
         ran = ran or any(res.passed for res in r.tasks.values())
         note = "  (code error)" if r.file_errors else "" if ran else "  (no test ran)"
+        if _stub_passes(r):
+            note += "  (passed with a stub: read its code)"
         row = " ".join(f"{c:>{w}s}" for c, w in zip(cells, widths))
         lines.append(f"{name:{width}s} {row}  {done:3d}/{len(tasks)}{note}")
     return _shown("\n".join(lines))

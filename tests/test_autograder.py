@@ -1223,3 +1223,22 @@ def test_the_grader_runs_the_copys_source_not_bytecode_it_ships(tmp_path):
     assert list((copy / "minisglang" / "__pycache__").glob("queue.*.pyc"))
     report = run_task_tests("s3", impl=copy, tests_dir=tmp_path / "tests", only=["3_2"])
     assert not report.tasks["task3_2"].passed and len(report.tasks["task3_2"].failed) == 2, format_report(report)
+
+
+def test_a_task_that_passes_with_its_stub_in_place_is_pointed_out():
+    """An attacker's test: a blank s1 copy with four lines in its __init__.py (the grader's
+    plugin patched to report no failure) read "ok" in every task and 5/5 in the class table,
+    though the grader had found every task's region still the checkout's stub, which fails
+    every task's tests (test_every_task_fails_on_blank_stubs). The grader cannot stop such a
+    copy (COURSE.md: it is no sandbox), but it says what it saw: a pass with the stub in place."""
+    from minisglang import grading
+
+    report = grading.GradeReport(
+        "s3",
+        "/class/mallory",
+        {"task3_2": grading.TaskResult("task3_2", passed=["t::a"]), "task3_3": grading.TaskResult("task3_3")},
+        blank=["task3_2"],
+    )
+    out = format_report(report)
+    assert "NOTE: 3_2 passed with its region still the checkout's stub" in out, out
+    assert grading.format_class_table([report]).endswith("(passed with a stub: read its code)")
