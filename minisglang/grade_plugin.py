@@ -8,6 +8,7 @@ test that timed out, where every thread was waiting, from faulthandler, in the g
 raised_in: the task, as "3_3", whose solution region holds the innermost graded frame of the
 error's traceback, if any);
 {"event": "collected", "tests": {test: markers}} once the run's tests are chosen;
+{"event": "end", "status"} when pytest is done (the process may still wait for a thread);
 {"event": "collect_error", "path", "text"} when a test file cannot be imported; with
 $MINISGLANG_GRADE_TRACE set (the reference only: `minisglang prerequisites`), {"event": "ran",
 "test", "tasks"} before each finish: every task whose solution region ran a line during that
@@ -27,6 +28,7 @@ import re
 import signal
 import threading
 import time
+import tokenize
 from pathlib import Path
 
 EVENTS_ENV = "MINISGLANG_GRADE_EVENTS"
@@ -37,7 +39,7 @@ _markers_of: dict[str, list[str]] = {}
 _failed: dict[str, dict] = {}
 _EXAMPLE = re.compile(r"^(Falsifying example|Failing test case):", re.M)
 _STUB = re.compile(r"task(\d+_\d+): write this")
-_stacks = {"file": None, "timeout": None}
+_stacks: dict = {"file": None, "timeout": None}  # and "status", pytest's exit status once it has one
 
 
 def _stacks_path() -> str | None:
@@ -74,6 +76,17 @@ def pytest_collection_finish(session):
 def pytest_collectreport(report):
     if report.failed:
         _emit({"event": "collect_error", "path": report.nodeid or str(report.fspath), "text": report.longreprtext})
+
+
+def pytest_sessionfinish(session, exitstatus):
+    _stacks["status"] = int(exitstatus)
+
+
+def pytest_unconfigure(config):
+    # pytest is done; what is left is the interpreter's exit, which waits for every thread that
+    # is not a daemon: the grader stops a process that has said this and still runs.
+    if "status" in _stacks:
+        _emit({"event": "end", "status": _stacks["status"]})
 
 
 def pytest_configure(config):
@@ -199,8 +212,9 @@ def _regions_of_file(filename: str) -> list[tuple[int, int, str]]:
         regions, opened = [], None
         if "/minisglang/" in filename and "/tests/" not in filename and filename.endswith(".py"):
             try:
-                lines = open(filename, encoding="utf-8").read().splitlines()
-            except OSError:
+                with tokenize.open(filename) as f:  # in the encoding its coding line names (Latin-1)
+                    lines = f.read().splitlines()
+            except (OSError, SyntaxError, UnicodeDecodeError):
                 lines = []
             for i, line in enumerate(lines, start=1):
                 m = _BEGIN.match(line)

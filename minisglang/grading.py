@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tokenize
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -42,6 +43,8 @@ REPO_TESTS = PACKAGE_DIR.parent / "tests"
 PLUGIN_NAME = "minisglang_grade_plugin"  # grade_plugin.py, copied under this name for the run
 IMPL_ENV = "MINISGLANG_IMPL"  # tests/conftest.py checks that minisglang came from there
 DEFAULT_TEST_TIMEOUT = 60.0
+MAX_CRASHES = 20  # runs of a copy that may end during a test, each started again after that test
+EXIT_GRACE = 30.0  # seconds a test process may take to exit after its tests (then it is stopped)
 EXERCISES_DIR = PACKAGE_DIR.parent / "exercises"
 PREREQUISITES_FILE = EXERCISES_DIR / "prerequisites.json"  # written by `minisglang prerequisites --write`
 
@@ -107,6 +110,7 @@ class GradeReport:
     output: str = ""  # pytest's own output, every run of it (for --verbose)
     blank: list[str] = field(default_factory=list)  # tasks ("task4_4") still a stub in the copy
     ran: dict[str, list[str]] = field(default_factory=dict)  # trace=True: test -> tasks whose regions it ran
+    notes: list[str] = field(default_factory=list)  # what the copy's tests left running
 
     @property
     def ok(self) -> bool:
@@ -121,6 +125,7 @@ class GradeReport:
             "passed": sum(len(r.passed) for r in self.tasks.values()),
             "failed": sum(len(r.failed) for r in self.tasks.values()),
             "file_errors": [asdict(e) for e in self.file_errors],
+            "notes": self.notes + _stub_passes(self),
             "tasks": {
                 t: {
                     "ok": r.ok,
@@ -175,11 +180,13 @@ def run_task_tests(
     env = dict(os.environ, MINISGLANG_PURE="1")
     if impl is not None:
         impl = Path(impl).resolve()
-        package = impl / "minisglang"
+        package = (impl / "minisglang").resolve()  # a link to the student's package elsewhere: graded there
         if not (package / "__init__.py").exists():
             raise FileNotFoundError(
                 f"{impl} holds no minisglang package (make it with `minisglang checkout {stage} {impl} --student`)"
             )
+        if package == PACKAGE_DIR.resolve():
+            raise ValueError(f"{impl / 'minisglang'} is a link to the reference package ({PACKAGE_DIR}), not a copy")
         held = copy_stage(package)
         if held is not None and held < stage_number(stage):
             # (its tests would fail to import a later stage's module: "an error in your code")
@@ -187,8 +194,6 @@ def run_task_tests(
                 f"{impl} is a checkout of stage s{held}, not {stage}: grade it with --stage s{held}, or bring "
                 f"it to {stage} with `minisglang checkout {stage} NEW_DIR --student --from ...`"
             )
-        env["PYTHONPATH"] = str(impl) + os.pathsep + env.get("PYTHONPATH", "")
-        env[IMPL_ENV] = str(impl)
     report = GradeReport(
         stage,
         None if impl is None else str(impl),
@@ -198,16 +203,28 @@ def run_task_tests(
     )
     files = _test_files(tests_dir, tasks)
     cmd = _pytest_cmd(files, tasks, test_timeout)
-    # `python -m` puts the working directory first on sys.path: run from the copy being
-    # graded, so that its `minisglang` is the one imported.
-    cwd = impl if impl is not None else tests_dir.parent
+    cwd = tests_dir.parent
+    where_from = tests_dir.parent if impl is None else impl  # what the paths in pytest's output are relative to
     deadline = time.monotonic() + total_timeout
     if impl is None and collect_timeout is None:
         collect_timeout = float("inf")  # the reference never loops while imported: never stop its collection
     done: dict[str, tuple[list[str], Failure | None]] = {}
     chosen: dict[str, list[str]] = {}  # every test a run set out to run -> its tasks
     outputs = []
+    crashes = 0  # runs that ended during a test
     with tempfile.TemporaryDirectory(prefix="minisglang-grade-") as tmp:
+        if impl is not None:
+            # The copy's package, and only it, first on sys.path (`python -m` puts the working
+            # directory there): a folder holding a copy of it. Not the copy's own folder, where
+            # a student's scratch random.py beside the package replaced the standard library's
+            # (pytest could not start: every task read "no tests!", with no reason). And its
+            # source only: a .pyc shipped in its __pycache__ ("unchecked-hash": Python never
+            # compares it with the source) once passed a task whose source was the stub.
+            cwd = Path(tmp) / "graded-copy"
+            cwd.mkdir()
+            shutil.copytree(package, cwd / "minisglang", symlinks=True, ignore=_compiled)
+            env["PYTHONPATH"] = str(cwd) + os.pathsep + env.get("PYTHONPATH", "")
+            env[IMPL_ENV] = str(cwd)
         events_path, skip_path = _with_plugin(env, Path(tmp)), Path(tmp) / "skip.json"
         env[grade_plugin.SKIP_ENV] = str(skip_path)
         if trace:
@@ -215,11 +232,15 @@ def run_task_tests(
         while True:
             skip_path.write_text(json.dumps(sorted(done)))
             events_path.write_text("")
-            stuck, output, returncode = _run_until_stuck(
+            stuck, output, returncode, left = _run_until_stuck(
                 cmd, env, cwd, events_path, test_timeout, deadline, collect_timeout
             )
-            outputs.append(output)
+            report.notes += [n for n in left if n not in report.notes]
             events = _read_events(events_path)
+            if impl is not None:  # paths through the link are the copy's own
+                output = output.replace(str(cwd), str(impl))
+                events = json.loads(json.dumps(events).replace(json.dumps(str(cwd))[1:-1], json.dumps(str(impl))[1:-1]))
+            outputs.append(output)
             for e in events:
                 if e["event"] == "collected":
                     chosen.update(e["tests"])
@@ -235,12 +256,21 @@ def run_task_tests(
                 report,
                 files,
                 package,
-                Path(cwd),
+                where_from,
                 tests_dir.parent,
                 lambda: reference_tests(tasks, tests_dir),
             )
             if stuck is None:
-                break
+                # A test that started and never finished: the process ended during it (a
+                # KeyboardInterrupt, an os._exit, a crash in the code it ran). That test fails,
+                # saying so, and the tests after it run in a new process: a KeyboardInterrupt in
+                # 1_1's code once left 1_3-1_5, whose code was right, 0 ("did not run").
+                running = _running_test(events_path)
+                if running is None or crashes >= MAX_CRASHES or time.monotonic() >= deadline:
+                    break
+                crashes += 1
+                done[running[0]] = (running[1], _ended_during(running[0], returncode, output, package, where_from))
+                continue
             nodeid, markers, why = stuck
             stacks = grade_plugin.thread_stacks(str(events_path) + ".stacks")
             done[nodeid] = (markers, Failure(nodeid, why, timed_out=True, stacks=stacks))
@@ -261,10 +291,33 @@ def run_task_tests(
             if t in report.tasks:
                 (report.tasks[t].passed.append(nodeid) if failure is None else report.tasks[t].failed.append(failure))
     if impl is not None and (stuck is not None or returncode not in (0, 1, 5)):
-        _unrun_tasks(report, tasks, tests_dir, "\n".join(outputs), ended, stuck, package, Path(cwd))
+        _unrun_tasks(report, tasks, tests_dir, "\n".join(outputs), ended, stuck, package, where_from)
     attribute_failures(report)
     report.output = "\n".join(outputs)
     return report
+
+
+def _compiled(folder: str, names: list[str]) -> list[str]:
+    """The compiled code in `folder` (a copytree ignore): Python would run it instead of the source."""
+    return [n for n in names if n == "__pycache__" or n.endswith((".pyc", ".pyo", ".so", ".pyd"))]
+
+
+def _ended_during(test: str, returncode: int, output: str, package: Path, where_from: Path) -> Failure:
+    """The failure of `test`, during which the test process ended (`returncode`; `output`,
+    pytest's, may name the line)."""
+    tail = output[-20_000:]
+    if "KeyboardInterrupt" in tail:
+        what = "a KeyboardInterrupt"
+    elif returncode < 0:
+        name = signal.Signals(-returncode).name if -returncode in signal.valid_signals() else -returncode
+        what = f"killed by {name}: a crash?"
+    else:
+        what = f"exit status {returncode}: an os._exit?"
+    err = _import_error(tail, package, where_from) if tail.strip() else None
+    where = f"{err.path}:{err.line}" if err is not None and err.line else None
+    return Failure(
+        test, f"the test process ended during this test ({what}); the tests after it ran in a new one", where
+    )
 
 
 def _with_plugin(env: dict[str, str], tmp: Path) -> Path:
@@ -374,23 +427,37 @@ def _run_until_stuck(
 ):
     """Run pytest; kill it if one test runs far past its timeout, if it has not collected its
     tests within `collect_timeout` (a copy that loops while it is imported: pytest-timeout
-    times tests, not collection), or if the whole run passes the deadline. Returns ((test,
-    markers, reason) or None, pytest's output, its exit status)."""
+    times tests, not collection), or if the whole run passes the deadline. A process that
+    has finished its tests and still runs EXIT_GRACE seconds later (a thread that is not a daemon
+    keeps it alive) is stopped too, and whatever it started that still runs ends with it.
+    Returns ((test, markers, reason) or None, pytest's output, its exit status, notes for the
+    copy's report on what it left running)."""
     grace = 1.5 * test_timeout + 10  # pytest-timeout fires first when it can
     collect_limit = max(grace, 120.0) if collect_timeout is None else collect_timeout
     started = time.monotonic()
-    with tempfile.TemporaryFile("w+") as out:
+    with tempfile.TemporaryFile() as out:
         # A session of its own, so that a kill also ends the processes it started (the s3
         # compile workers of a stuck test).
         proc = subprocess.Popen(
             cmd, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, text=True, start_new_session=True
         )
-        stuck = None
+        stuck, ended, left = None, None, []
         while proc.poll() is None:
             time.sleep(0.2)
             running = _running_test(events_path)
             now = time.monotonic()
-            if running is not None and time.time() - running[2] > grace:
+            if ended is None and (status := _end_status(events_path)) is not None:
+                ended = (status, now)  # pytest is done: the process has EXIT_GRACE to end
+            if ended is not None:
+                if now - ended[1] > EXIT_GRACE:
+                    left.append(
+                        f"the test process did not exit {EXIT_GRACE:g} s after its tests ended (a thread that is "
+                        "not a daemon, still running?): the grader stopped it"
+                    )
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+                    break
+            elif running is not None and time.time() - running[2] > grace:
                 stuck = (
                     running[0],
                     running[1],
@@ -409,8 +476,34 @@ def _run_until_stuck(
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
                 break
+        # What the run started and left running (a child process of the copy's code) ends too.
+        if stuck is None and not left and _group_alive(proc.pid, wait=3.0):
+            left.append("the tests left a process running (started by your code?): the grader ended it")
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        return stuck, _head_and_tail(out), proc.returncode if ended is None else ended[0], left
+
+
+# A run's output kept (its head and its tail, in bytes): a copy that printed 500 MB per call
+# in a failing test once left the grader holding 7.7 GB (an attacker's test).
+MAX_OUTPUT = 1_000_000
+
+
+def _head_and_tail(out) -> str:
+    """The text of the binary file `out`, at most MAX_OUTPUT bytes of it: its head (a
+    fifth) and its tail, where pytest writes its summary and the errors the report reads."""
+    size = out.seek(0, os.SEEK_END)
+    head = MAX_OUTPUT // 5
+    if size <= MAX_OUTPUT:
         out.seek(0)
-        return stuck, out.read(), proc.returncode
+        return out.read().decode("utf-8", "replace")
+    out.seek(0)
+    first = out.read(head).decode("utf-8", "replace")
+    out.seek(size - (MAX_OUTPUT - head))
+    last = out.read().decode("utf-8", "replace")
+    return f"{first}\n... ({size - MAX_OUTPUT:,} bytes of pytest's output left out) ...\n{last}"
 
 
 def _read_events(events_path: Path) -> list[dict]:
@@ -426,6 +519,29 @@ def _read_events(events_path: Path) -> list[dict]:
         except json.JSONDecodeError:
             continue
     return events
+
+
+def _group_alive(group: int, wait: float = 0.0) -> bool:
+    """Whether a process of process group `group` still runs (not only exited, waiting to be
+    reaped) after `wait` seconds: the reference's own compile workers may take a moment to end
+    after the test process. Reads /proc: False where there is none."""
+    until = time.monotonic() + wait
+    while True:
+        alive = False
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()  # after "pid (name)": state, ppid, pgrp
+            except (OSError, IndexError):
+                continue
+            alive = alive or (fields[2] == str(group) and fields[0] != "Z")
+        if not alive or time.monotonic() >= until:
+            return alive
+        time.sleep(0.1)
+
+
+def _end_status(events_path: Path) -> int | None:
+    """pytest's exit status, once the plugin says pytest is done (its "end" event)."""
+    return next((e["status"] for e in _read_events(events_path) if e["event"] == "end"), None)
 
 
 def _collected(events_path: Path) -> bool:
@@ -526,9 +642,10 @@ def blank_tasks(package: Path) -> list[str]:
     blank: set[str] = set()
     for path in package.rglob("*.py"):
         try:
-            lines = path.read_text(encoding="utf-8").splitlines()
+            with tokenize.open(path) as f:  # in the encoding its coding line names, as Python reads it
+                lines = f.read().splitlines()
             regions = find_solution_regions("\n".join(lines))
-        except (UnicodeDecodeError, ValueError):  # syntax_errors or the tests report these
+        except (OSError, SyntaxError, UnicodeDecodeError, ValueError):  # syntax_errors or the tests report these
             continue
         blank.update(task for task, begin, end in regions if is_stub(lines[begin + 1 : end], task))
     return sorted(blank, key=task_key)
@@ -538,12 +655,21 @@ def syntax_errors(package: Path) -> list[FileError]:
     """Every .py file of the package that does not compile: file, line, message."""
     errors = []
     for path in sorted(package.rglob("*.py")):
+        if path.is_dir():
+            continue  # a folder named notes.py: no module (Python imports no such thing)
         try:
-            compile(path.read_text(encoding="utf-8-sig"), str(path), "exec")  # (a BOM is fine for Python)
+            # The bytes, as Python reads them: a BOM, or a coding line (Latin-1), is no error.
+            compile(path.read_bytes(), str(path), "exec")
         except SyntaxError as e:
             errors.append(FileError(str(path.relative_to(package.parent)), e.lineno, f"{type(e).__name__}: {e.msg}"))
         except (UnicodeDecodeError, ValueError) as e:
             errors.append(FileError(str(path.relative_to(package.parent)), None, f"{type(e).__name__}: {e}"))
+        except (RecursionError, MemoryError) as e:  # one expression nested too deep: no import either
+            msg = f"{type(e).__name__}: an expression too deep for Python to compile"
+            errors.append(FileError(str(path.relative_to(package.parent)), None, msg))
+        except OSError as e:  # a link to a file that is not there, a file the grader may not read
+            why = "a link to a file that is not there" if path.is_symlink() and not path.exists() else e.strerror
+            errors.append(FileError(str(path.relative_to(package.parent)), None, f"cannot be read: {why}"))
     return errors
 
 
@@ -575,6 +701,17 @@ def needed_tasks(task: str, data: dict[str, list[str]]) -> list[str]:
 
 
 # ---------------------------------------------------------------------- printing
+# What a terminal obeys: control characters (but the line feed and the tab), and the marks that
+# reverse the direction of text. A copy's error message held cursor moves and erasures, which
+# rewrote its own report on the instructor's screen (an attacker's test).
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _shown(text: str) -> str:
+    """`text` with every character a terminal would obey written as its escape (\\x1b)."""
+    return _CONTROL.sub(lambda m: m[0].encode("unicode_escape").decode("ascii"), text)
+
+
 def format_report(report: GradeReport) -> str:
     """The per-task table, then each failing test with its reason."""
     lines = [f"grading stage {report.stage} against {report.impl or 'the reference'}"]
@@ -584,7 +721,12 @@ def format_report(report: GradeReport) -> str:
     prerequisites = load_prerequisites()
     for t, r in report.tasks.items():
         total = len(r.passed) + len(r.failed)
-        status = "no tests!" if total == 0 else ("ok" if r.ok else "FAIL")
+        moved = _moved_out(t, report)
+        status = "no tests!" if total + len(moved) == 0 else ("ok" if r.ok else "FAIL")
+        if not r.failed and not r.passed and moved:  # (not "no tests!": an attacker's 1_2 read so)
+            rows = sorted({o[4:] for o, res in report.tasks.items() for f in res.failed if f in moved})
+            count = len(moved)
+            status += f" (its {count} failing test{'s are' if count > 1 else ' is'} counted in {', '.join(rows)}'s row)"
         waits = task_needs(t, report, prerequisites)
         if waits:  # the failures run into other tasks' stubs: say which, in the row
             status += f" (needs {', '.join(waits)})"
@@ -592,6 +734,7 @@ def format_report(report: GradeReport) -> str:
     npass = sum(len(r.passed) for r in report.tasks.values())
     nfail = sum(len(r.failed) for r in report.tasks.values())
     lines.append(f"{npass} passed, {nfail} failed")
+    lines += [f"NOTE: {n}" for n in report.notes + _stub_passes(report)]
     runs = load_test_runs()
     score = _suspicion(report, runs)
     for t, r in report.tasks.items():
@@ -638,7 +781,24 @@ def format_report(report: GradeReport) -> str:
                     "  possible deadlock (or a loop): where each thread was when the test was stopped, in your files:"
                 )
                 lines += [f"    {line}" for line in f.stacks[:40]]
-    return "\n".join(lines)
+    return _shown("\n".join(lines))
+
+
+def _stub_passes(report: GradeReport) -> list[str]:
+    """A note for each task that passed with its region still the checkout's stub, which fails
+    every task's tests: its code is elsewhere, or what ran was not the tests (a copy that
+    patched the grader's plugin read ok in every task; the grader is no sandbox)."""
+    return [
+        f"{t[4:]} passed with its region still the checkout's stub: its code is elsewhere, or the "
+        "copy's code changed what the tests report (read it)"
+        for t, r in report.tasks.items()
+        if r.ok and t in report.blank
+    ]
+
+
+def _moved_out(task: str, report: GradeReport) -> list[Failure]:
+    """The failures of `task`'s tests that `attribute_failures` counted in another task's row."""
+    return [f for t, r in report.tasks.items() if t != task for f in r.failed if task in f.marked]
 
 
 def _unrun_tasks(
@@ -700,7 +860,7 @@ def task_status(task: str, report: GradeReport, prerequisites: dict[str, list[st
     if r.ok:
         return "ok"
     if not r.failed:
-        return "no tests"
+        return "fail" if _moved_out(task, report) else "no tests"
     if task in report.blank:
         return "blank"
     return "needs" if task_needs(task, report, prerequisites) else "fail"
@@ -858,7 +1018,8 @@ def format_class_table(reports: list[GradeReport]) -> str:
             elif status == "needs":
                 cells.append(f"needs {','.join(task_needs(t, r, prerequisites))}")
             else:
-                cells.append(f"{len(res.passed)}/{len(res.passed) + len(res.failed)}")
+                total = len(res.passed) + len(res.failed) + len(_moved_out(t, r))
+                cells.append(f"{len(res.passed)}/{total}")
         rows.append(cells)
     widths = [max([8, len(t), *(len(cells[i]) for cells in rows)]) for i, t in enumerate(tasks)]
     head = f"{'student':{width}s} " + " ".join(f"{t:>{w}s}" for t, w in zip(tasks, widths)) + "    total"
@@ -868,9 +1029,11 @@ def format_class_table(reports: list[GradeReport]) -> str:
         ran = any(not f.reason.startswith(_UNRUN) for res in r.tasks.values() for f in res.failed)
         ran = ran or any(res.passed for res in r.tasks.values())
         note = "  (code error)" if r.file_errors else "" if ran else "  (no test ran)"
+        if _stub_passes(r):
+            note += "  (passed with a stub: read its code)"
         row = " ".join(f"{c:>{w}s}" for c, w in zip(cells, widths))
         lines.append(f"{name:{width}s} {row}  {done:3d}/{len(tasks)}{note}")
-    return "\n".join(lines)
+    return _shown("\n".join(lines))
 
 
 def format_class_summary(reports: list[GradeReport]) -> str:
@@ -931,7 +1094,7 @@ def grade(
                 res.failed = res.failed or [Failure("(the whole copy)", why)]
         reports.append(r)
         if verbose:
-            print(r.output)
+            print(_shown(r.output))
         print(format_report(r), flush=True)  # each copy's report as soon as it is graded
         print()
     if len(reports) > 1:

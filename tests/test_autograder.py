@@ -73,7 +73,9 @@ def test_a_test_process_that_dies_leaves_its_unrun_tests_failed(tmp_path):
     report = run_task_tests("s2", impl=tmp_path / "exits", only=["2_1"], test_timeout=20)
     row = report.tasks["task2_1"]
     assert not row.ok and not row.passed
-    assert any(f.reason.startswith("did not run: the test process ended before it") for f in row.failed), row.failed
+    # (each test ends the process in its turn: each fails so, the next runs in a new process)
+    ended = ("did not run: the test process ended before it", "the test process ended during this test")
+    assert all(f.reason.startswith(ended) for f in row.failed), row.failed
 
 
 @pytest.mark.parametrize(
@@ -980,3 +982,263 @@ def test_a_copy_whose_tests_cannot_be_imported_scores_zero_of_each_tasks_real_te
     assert grading.format_class_table([report]).splitlines()[2].split()[1:3] == ["0/3", "0/2"]
     out = format_report(report)
     assert "NOTE" not in out and "FAIL task3_2 (3 tests: test_get [2 cases], test_both)" in out, out
+
+
+# ------------------------------------------------------------------- copies made other ways
+def _toy_class(root: Path, module: str, tests: str) -> Path:
+    """A reference package `minisglang.queue` (`module`) with its tests (`tests`, marked with
+    tasks 3_2 and 3_3) in `root`, and a copy of the package in root/copy: its path."""
+    (root / "pytest.ini").write_text("[pytest]\nmarkers =\n    task3_2: x\n    task3_3: x\n")
+    for where in (root, root / "copy"):
+        (where / "minisglang").mkdir(parents=True)
+        (where / "minisglang" / "__init__.py").write_text("")
+        (where / "minisglang" / "queue.py").write_text(module)
+    (root / "tests").mkdir()
+    (root / "tests" / "test_q.py").write_text(tests)
+    return root / "copy"
+
+
+TOY_QUEUE = "def poll(items):\n    # BEGIN SOLUTION task3_2\n    return items[0]\n    # END SOLUTION\n"
+TOY_TESTS = (
+    "import pytest\nfrom minisglang import queue\n\n\n@pytest.mark.task3_2\n"
+    "@pytest.mark.parametrize('n', [1, 2])\ndef test_poll(n):\n    assert queue.poll([n]) == n\n"
+)
+
+
+def test_only_the_copys_package_is_imported_from_it(tmp_path):
+    """An attacker's test: a student's scratch random.py at the copy's root, beside its package,
+    replaced the standard library's random (the copy's folder was first on sys.path): pytest
+    could not start, and every task read "no tests!" with no reason, the copy's correct code
+    never graded. Only the copy's package is imported from it."""
+    copy = _toy_class(tmp_path, TOY_QUEUE, TOY_TESTS)
+    (copy / "random.py").write_text("print('my scratch file')\n")
+    report = run_task_tests("s3", impl=copy, tests_dir=tmp_path / "tests", only=["3_2"])
+    assert report.tasks["task3_2"].ok and len(report.tasks["task3_2"].passed) == 2, format_report(report)
+
+
+def test_a_thread_left_running_does_not_hold_up_the_class(tmp_path, monkeypatch):
+    """An attacker's test: a copy whose code starts a thread that is not a daemon and never
+    ends passed its tests, and then its test process waited for that thread to exit: the grader
+    waited for the whole run's limit (30 minutes) before it went on to the next copy, and said
+    nothing. A process still running EXIT_GRACE seconds after its tests ended is stopped, and
+    the copy's report says so; the tests' results stand."""
+    from minisglang import grading
+
+    monkeypatch.setattr(grading, "EXIT_GRACE", 2.0, raising=False)
+    forever = "    import threading, time\n    threading.Thread(target=time.sleep, args=(1000,)).start()\n"
+    copy = _toy_class(tmp_path, TOY_QUEUE.replace("    return items[0]", forever + "    return items[0]"), TOY_TESTS)
+    started = time.monotonic()
+    report = run_task_tests("s3", impl=copy, tests_dir=tmp_path / "tests", only=["3_2"], total_timeout=90)
+    assert time.monotonic() - started < 60
+    out = format_report(report)
+    assert report.tasks["task3_2"].ok and "NOTE: the test process did not exit 2 s after its tests ended" in out, out
+
+
+def test_a_process_a_copy_left_running_is_ended(tmp_path):
+    """An attacker's test: a copy whose code starts a process and leaves it running passed its
+    tests, and the process outlived the grading (an instructor's machine collects them, class
+    after class: a copy could as well leave one that prints until the disk is full). What the
+    test run left in its process group ends with it, and the report says so."""
+    pids = tmp_path / "pids"
+    leave = (
+        f"    import subprocess\n    print(subprocess.Popen(['sleep', '1000']).pid, file=open({str(pids)!r}, 'a'))\n"
+    )
+    copy = _toy_class(tmp_path, TOY_QUEUE.replace("    return items[0]", leave + "    return items[0]"), TOY_TESTS)
+    report = run_task_tests("s3", impl=copy, tests_dir=tmp_path / "tests", only=["3_2"])
+    left = [int(pid) for pid in pids.read_text().split()]
+    time.sleep(1)
+    try:
+        running = [
+            pid for pid in left if Path(f"/proc/{pid}").exists() and " Z " not in Path(f"/proc/{pid}/stat").read_text()
+        ]
+        assert len(left) == 2 and not running, (left, running)
+    finally:
+        for pid in left:
+            try:
+                os.kill(pid, 9)
+            except ProcessLookupError:
+                pass
+    out = format_report(report)
+    assert report.tasks["task3_2"].ok and "NOTE: the tests left a process running" in out, out
+
+
+def test_a_folder_named_like_a_module_or_a_broken_link_is_no_grader_crash(tmp_path):
+    """An attacker's test: a copy holding a folder named notes.py, or a link to a file that is
+    not there (a copy made with links, moved), stopped the grader with a traceback before any
+    test ran (IsADirectoryError, FileNotFoundError from its syntax check); in a class, the
+    copy read "the grader could not run this copy". The folder is no module; the broken link
+    is named as a file of the copy that cannot be read; the tests run."""
+    copy = _toy_class(tmp_path, TOY_QUEUE, TOY_TESTS)
+    (copy / "minisglang" / "notes.py").mkdir()
+    (copy / "minisglang" / "helper.py").symlink_to(tmp_path / "gone" / "helper.py")
+    report = run_task_tests("s3", impl=copy, tests_dir=tmp_path / "tests", only=["3_2"])
+    assert report.tasks["task3_2"].ok, format_report(report)
+    (error,) = report.file_errors
+    assert error.path == "minisglang/helper.py" and "cannot be read" in error.message, error
+
+
+def test_a_file_in_the_encoding_its_coding_line_names_is_graded(tmp_path):
+    """An attacker's test: a copy whose file is saved in Latin-1 with the coding line that
+    Python reads (`# -*- coding: latin-1 -*-`, valid Python) was reported as an error in the
+    copy (UnicodeDecodeError, "(code error)" in the class table), and when a test's error was
+    raised in that file, the grader's plugin failed reading it (INTERNALERROR): every test
+    read "did not run". The file is read in its own encoding."""
+    wrong = "# -*- coding: latin-1 -*-\n" + TOY_QUEUE.replace("return items[0]", "raise ValueError('\xe9tat vide')")
+    copy = _toy_class(tmp_path, TOY_QUEUE, TOY_TESTS)
+    (copy / "minisglang" / "queue.py").write_bytes(wrong.encode("latin-1"))
+    report = run_task_tests("s3", impl=copy, tests_dir=tmp_path / "tests", only=["3_2"])
+    assert not report.file_errors, report.file_errors
+    failed = report.tasks["task3_2"].failed
+    assert len(failed) == 2 and all(f.reason == "ValueError: \xe9tat vide" for f in failed), format_report(report)
+    assert all(f.where == "minisglang/queue.py:4" and f.raised_in == "3_2" for f in failed), failed
+
+
+def test_a_copy_that_prints_without_end_leaves_the_grader_a_bounded_output(tmp_path):
+    """An attacker's test: a copy whose failing code printed 500 MB per call (pytest shows a
+    failing test's output) left the grader holding all of it, read whole into memory and kept
+    in each copy's report for --verbose: 7.7 GB of the grader's memory for one copy of a
+    class. The grader keeps the head and the tail of a run's output, the test still named."""
+    loud = "    print('x' * (1 << 20))\n" * 12 + "    raise ValueError('loud')\n"
+    copy = _toy_class(tmp_path, TOY_QUEUE.replace("    return items[0]\n", loud), TOY_TESTS)
+    report = run_task_tests("s3", impl=copy, tests_dir=tmp_path / "tests", only=["3_2"])
+    failed = report.tasks["task3_2"].failed
+    assert len(failed) == 2 and all(f.reason == "ValueError: loud" for f in failed), failed
+    assert len(report.output) < 2 << 20, len(report.output)  # of 24 MB printed
+    assert "bytes of pytest's output left out" in report.output and "failed" in report.output[-1000:]
+
+
+def test_a_test_that_ends_the_process_costs_only_itself(tmp_path):
+    """An attacker's test: a KeyboardInterrupt raised in task 3_2's code ended pytest in 3_2's
+    first test, and every test after it read "did not run: the test process ended before it
+    (... in an earlier test?)", 3_3's too, whose code is right: 0 of 5 tasks for one line,
+    and no word of which test ended the run. The test during which the process ended fails
+    saying so, and the tests after it run in a new process."""
+    module = TOY_QUEUE.replace("    return items[0]", "    raise KeyboardInterrupt") + (
+        "\n\ndef size(items):\n    # BEGIN SOLUTION task3_3\n    return len(items)\n    # END SOLUTION\n"
+    )
+    tests = TOY_TESTS + "\n\n@pytest.mark.task3_3\ndef test_size():\n    assert queue.size([1, 2]) == 2\n"
+    copy = _toy_class(tmp_path, module, tests)
+    report = run_task_tests("s3", impl=copy, tests_dir=tmp_path / "tests", only=["3_2", "3_3"])
+    out = format_report(report)
+    assert report.tasks["task3_3"].ok, out
+    failed = report.tasks["task3_2"].failed
+    assert len(failed) == 2, out
+    for f in failed:
+        assert f.reason.startswith("the test process ended during this test (a KeyboardInterrupt)"), f
+        assert f.where == "minisglang/queue.py:3", f
+
+
+def test_a_task_whose_every_failure_counts_in_another_row_reads_fail_not_no_tests():
+    """An attacker's test: an s1 copy whose 1_1 code raised (SystemExit, a GeneratorExit, any
+    error) failed all of 1_2's tests in 1_1's code, and those failures were counted in 1_1's
+    row (1_1 fails its own tests too): 1_2's row read "no tests!", 0 passed and 0 failed, and
+    "0/0" in the class table, as if it had no tests. It reads FAIL, says where its tests
+    failed, and counts them."""
+    from minisglang import grading
+
+    moved = grading.Failure("t::get", "SystemExit: 0", raised_in="3_3")
+    report = grading.GradeReport(
+        "s3",
+        "/x",
+        {
+            "task3_2": grading.TaskResult("task3_2", failed=[moved]),
+            "task3_3": grading.TaskResult("task3_3", failed=[grading.Failure("t::poll", "SystemExit: 0")]),
+        },
+    )
+    grading.attribute_failures(report)
+    assert not report.tasks["task3_2"].failed and moved.marked == ["task3_2"]  # (counted in 3_3's row)
+    out = format_report(report)
+    assert "no tests" not in out and "FAIL (its 1 failing test is counted in 3_3's row)" in out, out
+    assert grading.task_status("task3_2", report, {}) == "fail"
+    assert grading.format_class_table([report]).splitlines()[2].split()[1:3] == ["0/1", "0/2"]
+
+
+def test_a_file_too_deep_for_the_compiler_is_named_not_a_grader_crash(tmp_path):
+    """An attacker's test: a copy's file holding one expression too deep for Python's compiler
+    (`x = ------...1`, `1 + 1 + ...`) stopped the grader's syntax check with a MemoryError or
+    a RecursionError (not a SyntaxError), before any test ran: a traceback, or "the grader could
+    not run this copy" in a class. Python cannot import the file either: it is named as an
+    error in the copy."""
+    from minisglang.grading import syntax_errors
+
+    package = tmp_path / "minisglang"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "deep.py").write_text("x = " + "-" * 100_000 + "1\n")
+    (package / "long.py").write_text("x = 1" + " + 1" * 2_000_000 + "\n")
+    errors = {e.path: e.message for e in syntax_errors(package)}
+    assert errors.keys() == {"minisglang/deep.py", "minisglang/long.py"}, errors
+    assert all("too deep for Python to compile" in m for m in errors.values()), errors
+
+
+def test_a_copy_whose_package_is_a_link_is_graded_where_it_leads(tmp_path):
+    """An attacker's test: a copy whose minisglang folder is a link to the student's package
+    elsewhere failed every test with "RuntimeError: grading DIR but minisglang was imported
+    from DIR/minisglang/__init__.py" (tests/conftest.py compared the package's real path with
+    DIR). It is graded where the link leads; a link to the reference package itself is refused
+    as no copy (it passed nothing before, for the same reason)."""
+
+    checkout("s1", tmp_path / "elsewhere")
+    (tmp_path / "linked").mkdir()
+    (tmp_path / "linked" / "minisglang").symlink_to(tmp_path / "elsewhere" / "minisglang")
+    report = run_task_tests("s1", impl=tmp_path / "linked", only=["1_1"])
+    assert report.tasks["task1_1"].ok, format_report(report)
+    (tmp_path / "reference").mkdir()
+    (tmp_path / "reference" / "minisglang").symlink_to(PACKAGE_DIR)
+    with pytest.raises(ValueError, match="is a link to the reference package"):
+        run_task_tests("s1", impl=tmp_path / "reference", only=["1_1"])
+
+
+def test_a_copys_text_reaches_the_terminal_with_its_control_characters_shown_not_obeyed():
+    """An attacker's test: a copy whose error message held terminal escape sequences (cursor up,
+    erase line: `raise ValueError("\\x1b[1A\\x1b[2K...")`) had them printed as they were in its
+    report, where the instructor's terminal obeyed them: the message could erase its own FAIL
+    lines, or write "ok" over them. Control characters a copy wrote are shown escaped."""
+    from minisglang import grading
+
+    sneaky = "ValueError: \x1b[1A\x1b[2Ktask1_1         3      0  ok\x1b[8m"
+    report = grading.GradeReport(
+        "s1",
+        "/class/\x1b[2Jmallory",
+        {"task1_1": grading.TaskResult("task1_1", failed=[grading.Failure("t::w", sneaky, example="x = '\r ok'")])},
+        file_errors=[grading.FileError("minisglang/\u202eyp.py", 3, "SyntaxError: \x07")],
+    )
+    out = format_report(report) + grading.format_class_table([report])
+    assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f\u202a-\u202e]", out), repr(out)
+    assert "ValueError: \\x1b[1A\\x1b[2Ktask1_1" in out and "\\u202e" in out, out
+
+
+def test_the_grader_runs_the_copys_source_not_bytecode_it_ships(tmp_path):
+    """An attacker's test: a copy whose source of task 3_2 is wrong (or the stub), shipped with
+    a __pycache__ .pyc compiled from a right one in "unchecked-hash" mode (Python then never
+    compares it with the source; git keeps such a file), passed 3_2: the grader ran code
+    that no reader of the copy's source could see. The copy's package is now run from a copy
+    of it without its compiled files."""
+    import py_compile
+
+    copy = _toy_class(tmp_path, TOY_QUEUE, TOY_TESTS)
+    source = copy / "minisglang" / "queue.py"
+    py_compile.compile(str(source), invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH, doraise=True)
+    source.write_text(TOY_QUEUE.replace("return items[0]", "return None"))
+    assert list((copy / "minisglang" / "__pycache__").glob("queue.*.pyc"))
+    report = run_task_tests("s3", impl=copy, tests_dir=tmp_path / "tests", only=["3_2"])
+    assert not report.tasks["task3_2"].passed and len(report.tasks["task3_2"].failed) == 2, format_report(report)
+
+
+def test_a_task_that_passes_with_its_stub_in_place_is_pointed_out():
+    """An attacker's test: a blank s1 copy with four lines in its __init__.py (the grader's
+    plugin patched to report no failure) read "ok" in every task and 5/5 in the class table,
+    though the grader had found every task's region still the checkout's stub, which fails
+    every task's tests (test_every_task_fails_on_blank_stubs). The grader cannot stop such a
+    copy (COURSE.md: it is no sandbox), but it says what it saw: a pass with the stub in place."""
+    from minisglang import grading
+
+    report = grading.GradeReport(
+        "s3",
+        "/class/mallory",
+        {"task3_2": grading.TaskResult("task3_2", passed=["t::a"]), "task3_3": grading.TaskResult("task3_3")},
+        blank=["task3_2"],
+    )
+    out = format_report(report)
+    assert "NOTE: 3_2 passed with its region still the checkout's stub" in out, out
+    assert grading.format_class_table([report]).endswith("(passed with a stub: read its code)")
