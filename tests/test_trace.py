@@ -43,6 +43,14 @@ CASES = [
 ]
 
 
+# Chapter 04's session plan projects this request's step view (instructors/04-jump-forward).
+PERSON = r'\{"name": "[A-Za-z ]{1,12}", "age": [1-9][0-9]?, "city": "(Paris|Rome|Beijing)"\}'
+PERSON_PROMPT = (
+    "<|user|>\nExtract name, age and city from the text as JSON.\n"
+    "Li Lei is 31 years old and lives in Paris.\n<|assistant|>\n"
+)
+
+
 @pytest.fixture(scope="module")
 def hf_model(bundled_model_path):
     return LlamaForCausalLM.from_pretrained(bundled_model_path, dtype=torch.float32).eval()
@@ -255,11 +263,7 @@ def test_the_cli_traces_s7_with_drafts(tmp_path, capsys):
 
     from minisglang.cli import main
 
-    person = r'\{"name": "[A-Za-z ]{1,12}", "age": [1-9][0-9]?, "city": "(Paris|Rome|Beijing)"\}'
-    prompt = (
-        "<|user|>\nExtract name, age and city from the text as JSON.\n"
-        "Li Lei is 31 years old and lives in Paris.\n<|assistant|>\n"
-    )
+    person, prompt = PERSON, PERSON_PROMPT
     out = tmp_path / "s7.html"
     flags = ["--stage", "s7", "--regex", person, "--speculative-algorithm", "FORCED"]
     assert main(["trace", prompt, *flags, "--speculative-num-draft-tokens", "3", "-o", str(out)]) == 0
@@ -282,11 +286,7 @@ def test_a_jumps_recut_of_written_text_is_not_shown_as_forced_text():
     that spell only what was already written are now "re-cut"; those with forced text, jumped."""
     from minisglang.stepview.html import page_data
 
-    person = r'\{"name": "[A-Za-z ]{1,12}", "age": [1-9][0-9]?, "city": "(Paris|Rome|Beijing)"\}'
-    prompt = (
-        "<|user|>\nExtract name, age and city from the text as JSON.\n"
-        "Li Lei is 31 years old and lives in Paris.\n<|assistant|>\n"
-    )
+    person, prompt = PERSON, PERSON_PROMPT
     engine = sgl.Engine(stage="s4", max_total_tokens=2048)
     try:
         trace = sgl.trace(engine, prompt, {"regex": person, "temperature": 1.0, "seed": 91, "max_new_tokens": 60})

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_trace import PERSON, PERSON_PROMPT
 
 import minisglang as sgl
 
@@ -110,11 +111,7 @@ def test_a_large_automaton_is_readable_on_a_projector(browser, tmp_path):
     about 7 px high on a 1920x1080 screen, unreadable. A drawing that would shrink that far
     is shown at its own size, the box scrolled to the highlighted node at every step; a
     click (or z) fits it into the column for an overview, and another brings it back."""
-    person = r'\{"name": "[A-Za-z ]{1,12}", "age": [1-9][0-9]?, "city": "(Paris|Rome|Beijing)"\}'
-    prompt = (
-        "<|user|>\nExtract name, age and city from the text as JSON.\n"
-        "Li Lei is 31 years old and lives in Paris.\n<|assistant|>\n"
-    )
+    person, prompt = PERSON, PERSON_PROMPT
     engine = sgl.Engine(stage="s2", max_total_tokens=2048)
     try:
         trace = sgl.trace(engine, prompt, {"regex": person, "temperature": 0, "max_new_tokens": 60})
