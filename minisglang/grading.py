@@ -265,7 +265,7 @@ def run_task_tests(
                 # KeyboardInterrupt, an os._exit, a crash in the code it ran). That test fails,
                 # saying so, and the tests after it run in a new process: a KeyboardInterrupt in
                 # 1_1's code once left 1_3-1_5, whose code was right, 0 ("did not run").
-                running = _running_test(events_path)
+                running = _running_test(_read_events(events_path))
                 if running is None or crashes >= MAX_CRASHES or time.monotonic() >= deadline:
                     break
                 crashes += 1
@@ -444,9 +444,10 @@ def _run_until_stuck(
         stuck, ended, left = None, None, []
         while proc.poll() is None:
             time.sleep(0.2)
-            running = _running_test(events_path)
+            events = _read_events(events_path)  # (once a tick: the three questions below read them)
+            running = _running_test(events)
             now = time.monotonic()
-            if ended is None and (status := _end_status(events_path)) is not None:
+            if ended is None and (status := _end_status(events)) is not None:
                 ended = (status, now)  # pytest is done: the process has EXIT_GRACE to end
             if ended is not None:
                 if now - ended[1] > EXIT_GRACE:
@@ -470,7 +471,7 @@ def _run_until_stuck(
                     if running
                     else ("<collection>", [], "timed out before any test started")
                 )
-            elif running is None and now - started > collect_limit and not _collected(events_path):
+            elif running is None and now - started > collect_limit and not _collected(events):
                 stuck = ("<collection>", [], f"timed out: no test started within {collect_limit:g} s")
             if stuck is not None:
                 os.killpg(proc.pid, signal.SIGKILL)
@@ -539,19 +540,19 @@ def _group_alive(group: int, wait: float = 0.0) -> bool:
         time.sleep(0.1)
 
 
-def _end_status(events_path: Path) -> int | None:
-    """pytest's exit status, once the plugin says pytest is done (its "end" event)."""
-    return next((e["status"] for e in _read_events(events_path) if e["event"] == "end"), None)
+def _end_status(events: list[dict]) -> int | None:
+    """pytest's exit status, once the plugin said pytest is done (its "end" event) in `events`."""
+    return next((e["status"] for e in events if e["event"] == "end"), None)
 
 
-def _collected(events_path: Path) -> bool:
-    """Whether the run has chosen its tests (the plugin's "collected" event)."""
-    return any(e["event"] == "collected" for e in _read_events(events_path))
+def _collected(events: list[dict]) -> bool:
+    """Whether the run has chosen its tests (the plugin's "collected" event) in `events`."""
+    return any(e["event"] == "collected" for e in events)
 
 
-def _running_test(events_path: Path) -> tuple[str, list[str], float] | None:
-    """The test that started last and has not finished, with its markers and start time."""
-    for event in reversed(_read_events(events_path)):
+def _running_test(events: list[dict]) -> tuple[str, list[str], float] | None:
+    """The test that started last in `events` and has not finished, with its markers and start time."""
+    for event in reversed(events):
         if event["event"] == "start":
             return event["test"], event["markers"], event["time"]
         if event["event"] == "finish":
