@@ -279,7 +279,7 @@ def cmd_grade(args) -> int:
 def cmd_prerequisites(args) -> int:
     from . import prerequisites
     from .checkout import all_tasks
-    from .grading import load_prerequisites
+    from .grade_report import load_prerequisites
 
     stages = args.stage or sorted({f"s{t[4:].split('_')[0]}" for t in all_tasks()}, key=lambda s: int(s[1:]))
     try:
