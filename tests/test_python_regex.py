@@ -1,6 +1,6 @@
 """Python's regex dialect as our automata read it (constrained/python_regex.py): `\\d \\w \\s`,
 their complements and `.` hold exactly the code points Python's `re` gives them (found by `re`
-itself over every code point), and inline flags are refused. The oracle is `re.fullmatch`;
+itself over every code point), and inline flags are refused (but `(?u)`, no flag in a str pattern). The oracle is `re.fullmatch`;
 the automaton is the lazy one (its rows are built on demand, so each character's bytes are
 walked). The eager DFA's own reading: tests/test_regex_dfa.py; every backend's:
 tests/test_backends.py."""
@@ -46,3 +46,20 @@ def test_inline_flags_are_refused_in_the_lazy_automaton_too():
     for pattern in ["(?i)a", "a(?i:b)", "(?a)\\w", "(?s).", "(?x)a b"]:
         with pytest.raises(RegexError, match="inline flags"):
             lazy_dfa(pattern)
+
+
+@pytest.mark.parametrize("pattern", [r"(?u)\w+", r"(?u:\w)x", r"a(?u:[^\W\d])*"])
+def test_the_unicode_flag_a_str_pattern_has_anyway_is_read_as_no_flag(pattern):
+    """A stranger's fuzzer: `(?u)` was refused as inline flags here and read by the eager
+    DFA; in a str pattern Python's matching is Unicode already, so the flag changes nothing."""
+    dfa = lazy_dfa(pattern)
+    for text in ["é", "艳٣_", "ax", "a", "a1", "x", "é x", "٣x", "aéz"]:
+        assert accepts(dfa, text) == (re.fullmatch(pattern, text) is not None), (pattern, text)
+
+
+@pytest.mark.parametrize("pattern", ["a{,4294967295}", "a{4294967296}", "(ab){2,99999999999}"])
+def test_a_repetition_bound_too_large_for_python_is_a_regex_error(pattern):
+    """A stranger's fuzzer: Python's parser raises OverflowError for a bound past 2**32 - 2,
+    which left the parser as that, not as the RegexError every other invalid regex is."""
+    with pytest.raises(RegexError, match="invalid regex .*repetition number is too large"):
+        lazy_dfa(pattern)

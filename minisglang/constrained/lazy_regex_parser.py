@@ -206,6 +206,10 @@ class _Parser:
             elif ext.startswith("#"):
                 self.i = p.index(")", self.i) + 1  # a comment
                 return EPSILON
+            elif ext in ("u)", "u:"):  # Unicode matching, which a str pattern has anyway: no flag at all
+                self.i += 3
+                if ext == "u)":
+                    return EPSILON
             else:
                 kinds = {
                     "=": "lookahead",
@@ -367,7 +371,7 @@ def _check_with_python(pattern: str, body: str, members: bool) -> None:
             # Our private groups read as plain ones for this check (`(!M)` is a group
             # starting with a literal "!"): the rest must be a regex Python accepts.
             re.compile(_PRIVATE_GROUP.sub("(?:", body) if members else body)
-    except re.error as e:
+    except (re.error, OverflowError) as e:  # (OverflowError: a repetition bound past 2**32 - 2)
         raise RegexError(f"invalid regex {shown_regex(pattern)}: {e}") from None
     except RecursionError:  # Python's own parser, on groups nested a few hundred deep
         raise AutomatonLimitError(TOO_DEEP) from None
