@@ -804,3 +804,27 @@ def test_one_of_that_cannot_be_negated_says_why():
     dfa = LazyByteDFA.from_regex(build_regex_from_schema(schema, automaton="lazy"), members=True)
     for text, valid in [("a", True), ("xb", True), ("ab", False), ("x", False)]:
         assert dfa.matches(json.dumps(text).encode()) == valid, text
+
+
+@pytest.mark.parametrize(
+    "schema, reason",
+    [
+        ({"oneOf": [{"type": "integer"}, {"type": "number", "minimum": 2}]}, "'not integer' together with minimum"),
+        ({"oneOf": [{"type": "string", "minLength": 2}, {"type": "string", "pattern": "^a"}]}, "negation of 'pattern'"),
+    ],
+)
+def test_a_one_of_refused_for_its_negation_names_the_one_of_not_a_not_the_user_never_wrote(schema, reason):
+    """A stranger's fuzzer: the negation the rewrite adds is compiled with the branches' values,
+    after the check that names the oneOf, so these read "keyword 'not' at #/oneOf/0: ..."."""
+    with pytest.raises(UnsupportedSchemaError) as refused:
+        build_regex_from_schema(schema)
+    message = str(refused.value)
+    assert message.startswith("'oneOf' at #: branches 0 and 1 may both accept a value"), message
+    assert reason in message and "use anyOf if overlaps are fine" in message, message
+
+
+def test_a_one_of_branch_refused_on_its_own_says_so_in_its_own_words():
+    schema = {"oneOf": [{"type": "string", "minLength": 2}, {"type": "string", "pattern": "(?=a)"}]}
+    with pytest.raises(ValueError, match="lookaround assertions are not supported") as refused:
+        build_regex_from_schema(schema)
+    assert str(refused.value).startswith("'pattern' '(?=a)' at #/oneOf/1/pattern"), str(refused.value)

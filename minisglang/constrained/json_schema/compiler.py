@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 from minisglang.constrained.json_schema.applicators import _ApplicatorRules
 from minisglang.constrained.json_schema.arrays import _ArrayRules
@@ -71,44 +71,56 @@ class _SchemaCompiler(_ApplicatorRules, _NumberRules, _StringRules, _ArrayRules,
         labels = schema.get(BRANCHES_AT)
         at = labels if isinstance(labels, list) and len(labels) == len(branches) else None
         where = [at[i] if at else f"{path}/{keyword}/{i}" for i in range(len(branches))]
-        merged = [self.flatten({"allOf": [rest, b]}, where[i]) for i, b in enumerate(branches)]
-        if keyword == "oneOf":  # "exactly one" = "at least one" only when no value fits two branches
-            exact = [
-                self.flatten({"allOf": [rest, b]}, f"{path}/oneOf/{i}", cut_deep_refs=False)[0]
+        plain = [self.flatten({"allOf": [rest, b]}, where[i]) for i, b in enumerate(branches)]
+        if keyword == "anyOf":
+            return self._branch_values(plain, where)
+        # oneOf: "exactly one" is "at least one" only when no value fits two branches
+        exact = [
+            self.flatten({"allOf": [rest, b]}, f"{path}/oneOf/{i}", cut_deep_refs=False)[0]
+            for i, b in enumerate(branches)
+        ]
+        overlapping = [
+            (i, j)
+            for i in range(len(exact))
+            for j in range(i + 1, len(exact))
+            if not self._disjoint(exact[i], exact[j], path)
+        ]
+        if not overlapping:
+            return self._branch_values(plain, where)
+        try:  # branch i and not each branch it may overlap: exact when negatable
+            negated = [
+                self.flatten(
+                    {
+                        "allOf": [rest, b]
+                        + [
+                            self.negation(
+                                self._flatten(branches[j], f"{path}/oneOf/{j}", [], frozenset(), False),
+                                f"{path}/oneOf/{j}",
+                            )
+                            for j in range(len(branches))
+                            if (min(i, j), max(i, j)) in overlapping
+                        ]
+                    },
+                    f"{path}/oneOf/{i}",
+                )
                 for i, b in enumerate(branches)
             ]
-            overlapping = [
-                (i, j)
-                for i in range(len(exact))
-                for j in range(i + 1, len(exact))
-                if not self._disjoint(exact[i], exact[j], path)
-            ]
-            if overlapping:  # branch i and not each branch it may overlap: exact when negatable
-                try:
-                    merged = [
-                        self.flatten(
-                            {
-                                "allOf": [rest, b]
-                                + [
-                                    self.negation(
-                                        self._flatten(branches[j], f"{path}/oneOf/{j}", [], frozenset(), False),
-                                        f"{path}/oneOf/{j}",
-                                    )
-                                    for j in range(len(branches))
-                                    if (min(i, j), max(i, j)) in overlapping
-                                ]
-                            },
-                            f"{path}/oneOf/{i}",
-                        )
-                        for i, b in enumerate(branches)
-                    ]
-                except UnsupportedSchemaError as e:
-                    i, j = overlapping[0]
-                    raise UnsupportedSchemaError(
-                        f"'oneOf' at {path}: branches {i} and {j} may both accept a value, and we can "
-                        "only prove disjointness by type, const/enum, or a required property with "
-                        f"disjoint schemas, or negate a branch exactly ({e}); use anyOf if overlaps are fine"
-                    ) from None
+            return self._branch_values(negated, where)
+        except UnsupportedSchemaError as e:
+            # A branch that fails on its own says so in its own words; otherwise the refusal is
+            # the negation this rewrite wrote (a 'not' the user never did: name the oneOf).
+            self._branch_values(plain, where)
+            i, j = overlapping[0]
+            raise UnsupportedSchemaError(
+                f"'oneOf' at {path}: branches {i} and {j} may both accept a value, and we can "
+                "only prove disjointness by type, const/enum, or a required property with "
+                f"disjoint schemas, or negate a branch exactly ({e}); use anyOf if overlaps are fine"
+            ) from None
+
+    def _branch_values(
+        self, merged: list[tuple[dict[str, Any] | Literal[False], list[str]]], where: list[str]
+    ) -> Regex | None:
+        """The alternation of the flattened branches' values (`where`: each branch's path)."""
         options: list[Regex | None] = []
         chars = 0
         for i, (flat, refs) in enumerate(merged):
