@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 import shutil
 import textwrap
+import tokenize
 from pathlib import Path
 
 from .stages import STAGE_FILES, STAGE_MODULES, resolve_tag
@@ -200,7 +201,9 @@ def copy_stage(package: Path) -> int | None:
     """The number of the newest stage whose module `package` holds (a checkout of sN holds
     those of s0..sN only), or None where it holds none."""
     modules = [package / "stages" / f"{module.rsplit('.', 1)[1]}.py" for module in STAGE_MODULES.values()]
-    held = [n for n, path in enumerate(modules) if path.exists()]
+    held = [
+        n for n, path in enumerate(modules) if path.exists() or path.is_symlink()
+    ]  # (a link to nothing is held too)
     return max(held) if held else None
 
 
@@ -214,8 +217,18 @@ def carry_forward(out: Path, from_dir: Path, tasks: set[str]) -> set[str]:
             "passed to `minisglang checkout ... --student` earlier)"
         )
     theirs: dict[tuple[str, str, int], list[str]] = {}
+    unreadable: list[str] = []  # (named if a region is then missing: it may be in one of them)
     for path in sorted(src_pkg.rglob("*.py")):
-        text = path.read_text(encoding="utf-8")
+        if path.is_dir():
+            continue  # a folder named notes.py: no module
+        try:
+            with tokenize.open(path) as f:  # in the encoding its coding line names, as Python reads it
+                text = f.read()
+        except (OSError, SyntaxError, UnicodeDecodeError) as e:  # a dangling link, a wrong coding line
+            dangling = path.is_symlink() and not path.exists()
+            why = "a link to a file that is not there" if dangling else f"{type(e).__name__}: {e}"
+            unreadable.append(f"{path.relative_to(from_dir)} ({why})")
+            continue
         try:
             keys = region_keys(text)
         except ValueError as e:
@@ -245,7 +258,9 @@ def carry_forward(out: Path, from_dir: Path, tasks: set[str]) -> set[str]:
                     )
                 raise ValueError(
                     f"{from_dir} has no region {key[0]} in function {key[1]}() (were its "
-                    "# BEGIN SOLUTION / # END SOLUTION comments removed?)"
+                    "# BEGIN SOLUTION / # END SOLUTION comments removed?"
+                    + (f" These files could not be read: {'; '.join(unreadable)}" if unreadable else "")
+                    + ")"
                 )
             if is_stub(theirs[key], key[0]):
                 continue

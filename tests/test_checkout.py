@@ -265,3 +265,31 @@ def test_the_sheets_sample_grader_output_points_at_the_stubs_of_an_untouched_cop
             )
             cited += 1
     assert cited >= 4  # s1, s2 and s4 show one or two each
+
+
+def test_from_reads_a_copy_with_odd_files_as_python_would(tmp_path):
+    """A stranger's attack on the grader found these crash `checkout --from` (the grader reads
+    them since): a folder named like a module, a link to nothing, a Latin-1 file with its coding
+    line. The student's code is carried past them; a region that sits in a file that cannot be
+    read is missing, and the refusal names that file."""
+    checkout("s1", tmp_path / "s1", student=True)
+    pkg = tmp_path / "s1" / "minisglang"
+    (pkg / "notes.py").mkdir()
+    (pkg / "gone.py").symlink_to(tmp_path / "nowhere.py")
+    (pkg / "scratch.py").write_bytes('# -*- coding: latin-1 -*-\nCAFE = "café"\n'.encode("latin-1"))
+    (path,) = all_tasks("s1")["task1_1"]
+    mine = tmp_path / "s1" / path.relative_to(PACKAGE_DIR.parent)
+    stub = '        raise NotImplementedError("task1_1: write this")\n'
+    own = "        return -1  # my own\n"
+    mine.write_text(mine.read_text(encoding="utf-8").replace(stub, own), encoding="utf-8")
+    out = checkout("s2", tmp_path / "s2", student=True, from_dir=tmp_path / "s1")
+    assert own in "".join(p.read_text(encoding="utf-8") for p in out.rglob("*.py"))
+    (region,) = all_tasks("s1")["task1_3"]
+    lost = tmp_path / "s1" / region.relative_to(PACKAGE_DIR.parent)
+    lost.unlink()
+    lost.symlink_to(tmp_path / "nowhere-either.py")
+    with pytest.raises(
+        ValueError,
+        match=r"no region task1_\d .*could not be read: .*" + lost.name + r" \(a link to a file that is not there\)",
+    ):
+        checkout("s2", tmp_path / "s2b", student=True, from_dir=tmp_path / "s1")
