@@ -12,6 +12,8 @@ docstrings and the two comments stay. A task `taskN_M` belongs to stage sN. With
 previous checkout, found by task and enclosing function (not by file: code moves). With
 `--only`, the earlier stages' regions keep the reference and only STAGE's tasks (and the
 later stages' regions in the files it ships) are blanked: a class that starts mid-course.
+Both: the student's own code of the stages their copy holds, the reference for the stages
+the course skipped (a course of chapters 01, 04 and 08 takes s4 `--only --from ~/s1`).
 """
 
 from __future__ import annotations
@@ -143,8 +145,6 @@ def checkout(
         raise ValueError("--from only makes sense with --student")
     if only and not student:
         raise ValueError("--only only makes sense with --student")
-    if only and from_dir is not None:
-        raise ValueError("--only keeps the reference of the earlier stages; --from brings your own: choose one")
     tag = resolve_tag(stage)
     tags = list(STAGE_MODULES)
     later_tags = tags[tags.index(tag) + 1 :]
@@ -177,12 +177,18 @@ def checkout(
                 path.write_text(blanked, encoding="utf-8")
         tasks = {t for t in all_tasks() if task_key(t)[0] <= number}
         earlier = sorted((t for t in tasks if task_key(t)[0] < number), key=task_key)
-        kept = carry_forward(out, Path(from_dir), set(earlier)) if from_dir is not None else set()
+        carried = set(earlier)
+        if only and from_dir is not None:  # yours where your copy has them, the reference for the stages it lacks
+            held = copy_stage(student_package(Path(from_dir)))
+            carried = {t for t in earlier if held is not None and task_key(t)[0] <= held}
+        kept = carry_forward(out, Path(from_dir), carried) if from_dir is not None else set()
         if only:
-            if notes is not None and earlier:
+            if notes is not None and kept:
+                notes.append(f"kept your own {', '.join(sorted(kept, key=task_key))} from {from_dir}")
+            reference = [t[4:] for t in earlier if t not in kept]
+            if notes is not None and reference:
                 notes.append(
-                    f"tasks {', '.join(t[4:] for t in earlier)} hold the reference (--only): "
-                    f"only stage s{number}'s tasks are blank"
+                    f"tasks {', '.join(reference)} hold the reference (--only): only stage s{number}'s tasks are blank"
                 )
         elif notes is not None:
             if kept:
@@ -207,15 +213,21 @@ def copy_stage(package: Path) -> int | None:
     return max(held) if held else None
 
 
-def carry_forward(out: Path, from_dir: Path, tasks: set[str]) -> set[str]:
-    """Copy the bodies of the student's regions of `tasks` from their package in `from_dir`
-    into the package `out`; returns the tasks whose code was carried (not still a stub)."""
+def student_package(from_dir: Path) -> Path:
+    """The minisglang package of a student's earlier checkout (`from_dir` or the package itself)."""
     src_pkg = from_dir / "minisglang" if (from_dir / "minisglang").is_dir() else from_dir
     if not (src_pkg / "__init__.py").exists():
         raise FileNotFoundError(
             f"{from_dir} holds no minisglang package (the directory you "
             "passed to `minisglang checkout ... --student` earlier)"
         )
+    return src_pkg
+
+
+def carry_forward(out: Path, from_dir: Path, tasks: set[str]) -> set[str]:
+    """Copy the bodies of the student's regions of `tasks` from their package in `from_dir`
+    into the package `out`; returns the tasks whose code was carried (not still a stub)."""
+    src_pkg = student_package(from_dir)
     theirs: dict[tuple[str, str, int], list[str]] = {}
     unreadable: list[str] = []  # (named if a region is then missing: it may be in one of them)
     for path in sorted(src_pkg.rglob("*.py")):
@@ -254,7 +266,8 @@ def carry_forward(out: Path, from_dir: Path, tasks: set[str]) -> set[str]:
                         f"{from_dir} is a checkout of stage s{held}: it holds no task {number}_*, "
                         f"such as task {key[0][4:]}. Pass the checkout of the stage just before this one "
                         f"(--from YOUR_S{max(task_key(t)[0] for t in tasks)}_DIR), or, in a course that skipped the "
-                        "stages between, --only (the earlier stages' tasks keep the reference)"
+                        "stages between, add --only (yours for the stages your copy holds, the reference for "
+                        "the others)"
                     )
                 raise ValueError(
                     f"{from_dir} has no region {key[0]} in function {key[1]}() (were its "

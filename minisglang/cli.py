@@ -471,7 +471,10 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument(
         "--only",
         action="store_true",
-        help="with --student: blank only this stage's tasks (the earlier stages keep the reference)",
+        help=(
+            "with --student: blank only this stage's tasks (the earlier stages keep the reference; with --from, "
+            "yours where your copy has them)"
+        ),
     )
     c.set_defaults(func=cmd_checkout)
 
