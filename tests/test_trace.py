@@ -189,6 +189,32 @@ def test_the_mass_plot_stands_alone_as_a_figure(s4_engine):
         assert abs(y - (15 + (PLOT_H - 45) * (1 - step.mass))) < 0.06, (step.index, step.mass, y)
 
 
+def test_the_standalone_mass_plot_numbers_its_steps(s4_engine):
+    """A figure's caption names steps ("the run is steps 22 to 127"): the standalone plot
+    labels step numbers under the line, each under its step's point, and keeps its own
+    axis label clear of them."""
+    import xml.etree.ElementTree as ET
+
+    from minisglang.stepview.html import mass_plot
+
+    trace = sgl.trace(s4_engine, PROMPT, {"regex": REGEX, "temperature": 1.0, "seed": 3, "max_new_tokens": 40})
+    root = ET.fromstring(mass_plot(trace, title="a title"))
+    ns = "{http://www.w3.org/2000/svg}"
+    xs = [float(p.split(",")[0]) for p in root.find(f"{ns}polyline").get("points").split()]
+    bottom = max(float(p.split(",")[1]) for p in root.find(f"{ns}polyline").get("points").split())
+    ticks = {int(t.text): t for t in root.iter(f"{ns}text") if t.get("class") == "step"}
+    assert 0 in ticks and len(ticks) >= 3, sorted(ticks)
+    for step, text in ticks.items():
+        assert 0 <= step < len(trace.steps)
+        assert abs(float(text.get("x")) - xs[step]) < 0.06, (step, text.get("x"), xs[step])
+    (label,) = [t for t in root.iter(f"{ns}text") if t.text and t.text.startswith("step (")]
+    assert float(label.get("y")) > max(float(t.get("y")) for t in ticks.values()) + 15
+    assert float(root.get("height")) > float(label.get("y"))
+    assert min(float(t.get("y")) for t in ticks.values()) > bottom
+    # the page's inline plot keeps its marker and no step labels
+    assert 'class="step"' not in mass_plot(trace)
+
+
 def test_recording_off_costs_nothing(s4_engine, monkeypatch):
     """Without trace(), no recorder, no trace object and no detail event exist."""
 

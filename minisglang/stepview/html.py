@@ -119,12 +119,23 @@ def mass_plot(trace: Trace, title: str | None = None) -> str:
     standalone = title is not None
     head = ' xmlns="http://www.w3.org/2000/svg"' if standalone else ""
     marker = "" if standalone else f'<line class="marker" x1="50" x2="50" y1="10" y2="{PLOT_H - 28}"/>'
+    # A figure's caption names steps, so the standalone plot numbers them under the line (the
+    # page has its marker instead); its axis label moves down below the numbers.
+    height, ticks = PLOT_H, ""
+    if standalone:
+        every = next(e for e in (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 10**9) if n / e <= 10)
+        ticks = "".join(
+            f'<line x1="{x(i):.1f}" x2="{x(i):.1f}" y1="{y(0):.1f}" y2="{y(0) + 5:.1f}" class="grid"/>'
+            f'<text class="step" x="{x(i):.1f}" y="{y(0) + 22:.1f}" text-anchor="middle">{i}</text>'
+            for i in range(0, n, every)
+        )
+        height = PLOT_H + 24
     svg = (
-        f'<svg{head} class="plot" viewBox="0 0 {PLOT_W} {PLOT_H}" width="{PLOT_W}" height="{PLOT_H}" '
+        f'<svg{head} class="plot" viewBox="0 0 {PLOT_W} {height}" width="{PLOT_W}" height="{height}" '
         f'role="img" aria-label="mass kept per step">'
         + (f"<title>{html.escape(title)}</title><style>{PLOT_STYLE}</style>" if title is not None else "")
-        + f'{grid}<polyline points="{points}" class="mass"/>{marker}'
-        f'<text x="{PLOT_W / 2}" y="{PLOT_H - 6}" text-anchor="middle">step (mass the mask kept)</text></svg>'
+        + f'{grid}{ticks}<polyline points="{points}" class="mass"/>{marker}'
+        f'<text x="{PLOT_W / 2}" y="{height - 6}" text-anchor="middle">step (mass the mask kept)</text></svg>'
     )
     return svg + "\n" if standalone else svg
 
