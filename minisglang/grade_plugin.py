@@ -9,7 +9,8 @@ raised_in: the task, as "3_3", whose solution region holds the innermost graded 
 error's traceback, if any);
 {"event": "collected", "tests": {test: markers}} once the run's tests are chosen;
 {"event": "end", "status"} when pytest is done (the process may still wait for a thread);
-{"event": "collect_error", "path", "text"} when a test file cannot be imported; with
+{"event": "collect_error", "path", "text"} when a test file cannot be imported;
+{"event": "os_exit", "status", "path", "line"} when code calls os._exit (where it was called); with
 $MINISGLANG_GRADE_TRACE set (the reference only: `minisglang prerequisites`), {"event": "ran",
 "test", "tasks"} before each finish: every task whose solution region ran a line during that
 test (its setup included: a module's shared fixture counts for the first test that builds it).
@@ -26,10 +27,12 @@ import json
 import os
 import re
 import signal
+import sys
 import threading
 import time
 import tokenize
 from pathlib import Path
+from typing import NoReturn
 
 EVENTS_ENV = "MINISGLANG_GRADE_EVENTS"
 SKIP_ENV = "MINISGLANG_GRADE_SKIP"  # JSON list of test ids a restarted run leaves out
@@ -89,7 +92,19 @@ def pytest_unconfigure(config):
         _emit({"event": "end", "status": _stacks["status"]})
 
 
+_real_exit = os._exit
+
+
+def _noted_exit(status: int) -> NoReturn:
+    """os._exit, after noting where it was called: the process ends at once (no traceback, no
+    output), and a student's leftover `os._exit` once read only "it printed nothing"."""
+    caller = sys._getframe(1)
+    _emit({"event": "os_exit", "status": status, "path": caller.f_code.co_filename, "line": caller.f_lineno})
+    _real_exit(status)
+
+
 def pytest_configure(config):
+    os._exit = _noted_exit  # (before the copy is imported: collection comes after)
     if os.environ.get(TRACE_ENV):
         _start_tracing()
     if config.pluginmanager.hasplugin("timeout"):

@@ -183,11 +183,12 @@ def run_task_tests(
                 # KeyboardInterrupt, an os._exit, a crash in the code it ran). That test fails,
                 # saying so, and the tests after it run in a new process: a KeyboardInterrupt in
                 # 1_1's code once left 1_3-1_5, whose code was right, 0 ("did not run").
-                running = _running_test(_read_events(events_path))
+                running = _running_test(events)
                 if running is None or crashes >= MAX_CRASHES or time.monotonic() >= deadline:
                     break
                 crashes += 1
-                done[running[0]] = (running[1], _ended_during(running[0], returncode, output, package, where_from))
+                ended_in = _ended_during(running[0], returncode, output, package, where_from, events)
+                done[running[0]] = (running[1], ended_in)
                 continue
             nodeid, markers, why = stuck
             stacks = grade_plugin.thread_stacks(str(events_path) + ".stacks")
@@ -209,7 +210,8 @@ def run_task_tests(
             if t in report.tasks:
                 (report.tasks[t].passed.append(nodeid) if failure is None else report.tasks[t].failed.append(failure))
     if impl is not None and (stuck is not None or returncode not in (0, 1, 5)):
-        _unrun_tasks(report, tasks, tests_dir, "\n".join(outputs), ended, stuck, package, where_from)
+        exit_call = _exit_call(events, package, where_from)
+        _unrun_tasks(report, tasks, tests_dir, "\n".join(outputs), ended, stuck, package, where_from, exit_call)
     attribute_failures(report)
     report.output = "\n".join(outputs)
     return report
@@ -220,11 +222,25 @@ def _compiled(folder: str, names: list[str]) -> list[str]:
     return [n for n in names if n == "__pycache__" or n.endswith((".pyc", ".pyo", ".so", ".pyd"))]
 
 
-def _ended_during(test: str, returncode: int, output: str, package: Path, where_from: Path) -> Failure:
+def _exit_call(events: list[dict], package: Path, where_from: Path) -> tuple[str, str] | None:
+    """(`os._exit(N)`, FILE:LINE) of the copy's last call to os._exit in these events (the
+    plugin notes it before the process ends), or None."""
+    for e in reversed(events):
+        if e["event"] == "os_exit" and (where := _where(e.get("path"), e.get("line"), package, where_from)):
+            return f"os._exit({e.get('status')})", where
+    return None
+
+
+def _ended_during(
+    test: str, returncode: int, output: str, package: Path, where_from: Path, events: list[dict]
+) -> Failure:
     """The failure of `test`, during which the test process ended (`returncode`; `output`,
-    pytest's, may name the line)."""
+    pytest's, may name the line; `events`, the run's, name an os._exit's)."""
     tail = output[-20_000:]
-    if "KeyboardInterrupt" in tail:
+    exit_call = _exit_call(events, package, where_from)
+    if exit_call is not None:
+        what = f"{exit_call[0]} at {exit_call[1]}"
+    elif "KeyboardInterrupt" in tail:
         what = "a KeyboardInterrupt"
     elif returncode < 0:
         name = signal.Signals(-returncode).name if -returncode in signal.valid_signals() else -returncode
@@ -232,7 +248,7 @@ def _ended_during(test: str, returncode: int, output: str, package: Path, where_
     else:
         what = f"exit status {returncode}: an os._exit?"
     err = _import_error(tail, package, where_from) if tail.strip() else None
-    where = f"{err.path}:{err.line}" if err is not None and err.line else None
+    where = exit_call[1] if exit_call else f"{err.path}:{err.line}" if err is not None and err.line else None
     return Failure(
         test, f"the test process ended during this test ({what}); the tests after it ran in a new one", where
     )
@@ -582,12 +598,14 @@ def _unrun_tasks(
     stuck: tuple[str, list[str], str] | None,
     package: Path,
     cwd: Path,
+    exit_call: tuple[str, str] | None = None,
 ) -> None:
     """A task none of whose tests reported, in a run that ended abnormally: the run ended
     before it chose them (a copy that calls sys.exit or os._exit, or loops, while it is
     imported). Each of the task's real tests fails with what ended the run and, where the
-    traceback names a line of the copy, that line is an error in its code; an instructor's
-    test once read "no tests!", 0 passed and 0 failed, with no reason."""
+    traceback (or `exit_call`: an os._exit's call and FILE:LINE) names a line of the copy,
+    that line is an error in its code; an instructor's test once read "no tests!", 0 passed
+    and 0 failed, with no reason."""
     unrun = [t for t in tasks if not report.tasks[t].passed and not report.tasks[t].failed]
     if not unrun:
         return
@@ -596,6 +614,12 @@ def _unrun_tasks(
     err = _import_error(text, package, cwd) if text.strip() else None
     if stuck is not None and stuck[0] == "<collection>":
         detail = f"{stuck[2].removeprefix('timed out: ')}: a loop while the copy was imported?"
+    elif exit_call is not None:
+        detail = f"{exit_call[0]} at {exit_call[1]}, while the copy was imported"
+        path, line = exit_call[1].rsplit(":", 1)
+        error = FileError(path, int(line), f"{exit_call[0]} while the copy was imported")
+        if error not in report.file_errors:
+            report.file_errors.append(error)
     elif err is None:
         detail = "it printed nothing: an os._exit or a crash while the copy was imported?"
     else:

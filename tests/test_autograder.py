@@ -83,7 +83,7 @@ def test_a_test_process_that_dies_leaves_its_unrun_tests_failed(tmp_path):
     "ending, said",
     [
         ('import sys\nsys.exit("debug stop")\n', "SystemExit: debug stop"),
-        ("import os\nos._exit(3)\n", "it printed nothing"),
+        ("import os\nos._exit(3)\n", "os._exit(3) at minisglang/"),
     ],
 )
 def test_a_copy_that_ends_the_process_while_imported_fails_every_test_and_says_why(tmp_path, ending, said):
@@ -105,13 +105,11 @@ def test_a_copy_that_ends_the_process_while_imported_fails_every_test_and_says_w
     text = format_report(report)
     assert "no tests!" not in text and said in text, text
     assert "task2_1" in report.blank and grade_report.task_status("task2_1", report, {}) == "blank"
-    table = grade_report.format_class_table([report])
-    if "SystemExit" in said:  # the traceback names the line: an error in the copy's code
-        (error,) = report.file_errors
-        assert error.path == "minisglang/" + _region_file("task2_1") and error.line, error
-        assert table.endswith("(code error)"), table
-    else:  # nothing to point at: the class table still says that none of the copy's tests ran
-        assert table.endswith("(no test ran)"), table
+    # The line is an error in the copy's code: sys.exit's traceback names it; os._exit prints
+    # nothing (it once read only "it printed nothing"), and the grader's plugin noted the call.
+    (error,) = report.file_errors
+    assert error.path == "minisglang/" + _region_file("task2_1") and error.line, error
+    assert grade_report.format_class_table([report]).endswith("(code error)")
 
 
 def test_a_copy_that_loops_while_imported_is_stopped_soon_and_says_so(tmp_path):
@@ -674,7 +672,6 @@ def test_an_error_raised_in_another_tasks_code_counts_in_that_tasks_row(tmp_path
     assert [f.test.rsplit("::", 1)[-1] for f in report.tasks["task3_2"].failed] == ["test_get_refuses_nothing"], out
     assert "(a test of 3_2; counted here: the error came from task 3_3's code)" in out, out
     # The same failure, where 3_3 passes its own tests: it stays in 3_2's row.
-    from minisglang import grading
 
     stays = grade_report.Failure("t::get", "IndexError: list index out of range", raised_in="3_3")
     alone = grade_report.GradeReport(
@@ -895,6 +892,15 @@ def test_a_test_that_ends_the_process_costs_only_itself(tmp_path):
     assert len(failed) == 2, out
     for f in failed:
         assert f.reason.startswith("the test process ended during this test (a KeyboardInterrupt)"), f
+        assert f.where == "minisglang/queue.py:3", f
+    # The same with an os._exit, which ends the process with no traceback: the plugin noted the call.
+    (tmp_path / "exit").mkdir()
+    copy = _toy_class(tmp_path / "exit", module.replace("raise KeyboardInterrupt", "import os; os._exit(7)"), tests)
+    report = run_task_tests("s3", impl=copy, tests_dir=tmp_path / "exit" / "tests", only=["3_2", "3_3"])
+    failed = report.tasks["task3_2"].failed
+    assert report.tasks["task3_3"].ok and len(failed) == 2, format_report(report)
+    for f in failed:
+        assert f.reason.startswith("the test process ended during this test (os._exit(7) at minisglang/queue.py:3)"), f
         assert f.where == "minisglang/queue.py:3", f
 
 
