@@ -238,6 +238,52 @@ def test_the_next_head_on_a_kept_alive_connection_has_its_deadline_too(client):
     assert reply.startswith(b"HTTP/1.1 408") and 0.5 < took < 10, (reply[:200], took)
 
 
+def test_a_stream_nobody_reads_is_ended_after_write_timeout():
+    """A client that opened a stream and never read it held its connection, and every chunk the
+    engine made for it, for as long as it stayed connected (32 choices of 1000 tokens unread:
+    85 MB of the server's memory, kept until the client closed). Now a connection whose
+    answer has waited write_timeout seconds in a full send buffer is closed, and its requests
+    aborted as a client's that left."""
+    import uvicorn
+
+    from minisglang.server.app import _uvicorn_config
+
+    eng = sgl.Engine(stage="s1", max_total_tokens=8000, max_running_requests=8)
+    body = {"prompt": "Tell me", "n": 8, "max_tokens": 600, "ignore_eos": True, "stream": True}
+    data = json.dumps(body).encode()
+    # Small kernel buffers on both sides (accepted sockets inherit the listener's): the
+    # server's send buffer is full after a few hundred events, not after megabytes.
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    server = uvicorn.Server(_uvicorn_config(create_app(eng, ServerOptions(write_timeout=1.0)), "127.0.0.1", 0))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
+    thread.start()
+    try:
+        while not server.started:
+            time.sleep(0.02)
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # and nothing read
+            s.connect(listener.getsockname())
+            s.sendall(
+                b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Content-Length: %d\r\n\r\n" % len(data) + data
+            )
+            deadline = time.monotonic() + 60
+            while not (eng.stats().idle and eng.stats().finished_by_reason) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            reasons = [e["reason"]["type"] for e in eng.trace if e["event"] == "finish"]
+        assert reasons == ["abort"] * 8, reasons  # not ["length"] * 8: 4800 tokens nobody read
+        url = "http://{}:{}".format(*listener.getsockname())
+        assert httpx.post(url + "/v1/completions", json={"prompt": "x", "max_tokens": 3}).status_code == 200
+    finally:
+        server.should_exit = True
+        thread.join(30)
+        listener.close()
+    assert eng.stats().pools_full
+
+
 def test_one_model_can_be_retrieved_as_the_openai_client_does(client):
     listed = client.get("/v1/models").json()["data"][0]
     assert set(listed) == {"id", "object", "created", "owned_by"} and isinstance(listed["created"], int)

@@ -111,9 +111,10 @@ class HeaderLimits:
         await self.app(scope, receive, send)
 
 
-def h11_protocol(header_timeout: float):
+def h11_protocol(options: ServerOptions):
     """uvicorn's h11 protocol, answering a request head it cannot read in OpenAI's error shape,
-    and one that does not arrive within `header_timeout` seconds.
+    and one that does not arrive within `header_timeout` seconds; closing a connection whose
+    client leaves its answer unread for `write_timeout` seconds.
 
     h11 stops reading a head that grows past `h11_max_incomplete_event_size` while it
     arrives (a head that arrives whole is measured by HeaderLimits). uvicorn then answers
@@ -127,7 +128,14 @@ def h11_protocol(header_timeout: float):
     a head, stayed open for ever, and a thousand of them took every file descriptor of a server
     under `ulimit -n 1024` (a stranger's find: every other client timed out). Here the head has
     `header_timeout` seconds from the connection's opening or the answer before; one begun and
-    not finished is a 408, a connection that sent nothing is closed."""
+    not finished is a 408, a connection that sent nothing is closed.
+
+    Nor has uvicorn a deadline for writing: a client that opened a stream and read none of it
+    kept its connection and every chunk the engine made for it (queued while the send waited)
+    for as long as it stayed connected. Here a send buffer that stays full (the transport's
+    pause_writing, with no resume_writing) for `write_timeout` seconds closes the connection:
+    the app then sees the client leave, and aborts its requests."""
+    header_timeout, write_timeout = options.header_timeout, options.write_timeout
     import h11
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
@@ -151,6 +159,7 @@ def h11_protocol(header_timeout: float):
             self.conn = self.reader
             self.limit, self.draining = config.h11_max_incomplete_event_size, False
             self.head_deadline: asyncio.TimerHandle | None = None
+            self.write_deadline: asyncio.TimerHandle | None = None
 
         def send_400_response(self, msg: str) -> None:  # uvicorn's hook for a head h11 refused
             e = self.reader.error
@@ -198,8 +207,9 @@ def h11_protocol(header_timeout: float):
                 self.await_head()  # the next request's
 
         def connection_lost(self, exc: Exception | None) -> None:
-            if self.head_deadline is not None:
-                self.head_deadline.cancel()
+            for deadline in (self.head_deadline, self.write_deadline):
+                if deadline is not None:
+                    deadline.cancel()
             super().connection_lost(exc)
 
         def await_head(self) -> None:
@@ -222,5 +232,22 @@ def h11_protocol(header_timeout: float):
                 b"content-length: %d\r\nconnection: close\r\n\r\n" % len(body) + body
             )
             self.close_soon()
+
+        # -- the answer's deadline
+        def pause_writing(self) -> None:  # the send buffer is full: the client is not reading
+            super().pause_writing()
+            if self.write_deadline is None:
+                self.write_deadline = self.loop.call_later(write_timeout, self.answer_unread)
+
+        def resume_writing(self) -> None:
+            if self.write_deadline is not None:
+                self.write_deadline.cancel()
+                self.write_deadline = None
+            super().resume_writing()
+
+        def answer_unread(self) -> None:
+            self.write_deadline = None
+            if not self.transport.is_closing():
+                self.transport.abort()  # (close() would wait for the unread buffer to drain)
 
     return Protocol

@@ -36,6 +36,10 @@ class ServerOptions:
     # from the answer before: 408 after (a connection that sent nothing is closed). Without it
     # a connection that never finished its head held a file descriptor for ever.
     header_timeout: float = 30.0
+    # Seconds an answer may wait in a full send buffer (the client reads none of it) before the
+    # connection is closed and its requests aborted: a stream nobody read held its connection
+    # and every chunk made for it for as long as the client stayed connected.
+    write_timeout: float = 60.0
     # /health turns 503 when the scheduler loop has been stuck this many seconds (in one step,
     # or anywhere else) while requests wait; an idle loop comes round every 50 ms.
     stall_timeout: float = 5.0
@@ -57,6 +61,7 @@ class ServerOptions:
             ("drain_timeout", 0),
             ("body_timeout", 0.001),
             ("header_timeout", 0.001),
+            ("write_timeout", 0.001),
             ("stall_timeout", 0.001),
             ("max_header_bytes", 1024),
             ("max_headers", 16),
