@@ -332,6 +332,8 @@ def cmd_serve(args) -> int:
         "max_compiling_per_client": args.max_compiling_per_client,
         "drain_timeout": args.drain_timeout,
         "body_timeout": args.body_timeout,
+        "header_timeout": args.header_timeout,
+        "write_timeout": args.write_timeout,
         "forwarded_allow_ips": args.forwarded_allow_ips,
         "stall_timeout": args.stall_timeout,
         "max_header_bytes": args.max_header_bytes,
@@ -575,6 +577,20 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=None,
         help="seconds a client may take to send its request body; 408 after (default 30)",
+    )
+    sv.add_argument(
+        "--header-timeout",
+        type=float,
+        default=None,
+        help="seconds a connection may take to send a request's line and headers; 408 after, "
+        "and a connection that sent nothing is closed (default 30)",
+    )
+    sv.add_argument(
+        "--write-timeout",
+        type=float,
+        default=None,
+        help="seconds an answer may wait unread in a full send buffer before the connection is "
+        "closed and its requests aborted (default 60)",
     )
     sv.add_argument(
         "--max-header-bytes",

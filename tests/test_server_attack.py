@@ -116,7 +116,7 @@ def test_over_http_a_grammar_past_its_limit_is_a_400_and_others_are_served(engin
 def client():
     """A loopback server on its own engine (s1: no compile workers to start)."""
     eng = sgl.Engine(stage="s1", max_total_tokens=2000, max_running_requests=8)
-    with serving_in_thread(create_app(eng, ServerOptions(body_timeout=1.0))) as url:
+    with serving_in_thread(create_app(eng, ServerOptions(body_timeout=1.0, header_timeout=1.0))) as url:
         with httpx.Client(base_url=url, timeout=60) as c:
             yield c
     assert eng.stats().pools_full
@@ -194,6 +194,94 @@ def test_a_body_sent_too_slowly_is_a_408(client):
         == "the request body took longer than 1 s to arrive"
     )
     assert client.post("/v1/completions", json={"prompt": "hi", "max_tokens": 2}).status_code == 200
+
+
+def read_until_closed(sock: socket.socket) -> tuple[bytes, float]:
+    """Everything the server sends on `sock` until it closes the connection, and how long that took."""
+    start, reply = time.monotonic(), b""
+    while chunk := sock.recv(4096):
+        reply += chunk
+    return reply, time.monotonic() - start
+
+
+@pytest.mark.parametrize("sent", [b"", b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n", b"G"])
+def test_a_request_head_that_never_arrives_ends_its_connection(client, sent):
+    """The body had a deadline (body_timeout) but the head before it had none: a connection
+    that sent nothing, or part of a request line and headers, stayed open for ever, and 1020
+    of them took every file descriptor of a server under `ulimit -n 1024`: every other client
+    then timed out. Now the head has header_timeout seconds: an unfinished head gets a 408,
+    a connection that sent nothing is closed as an idle keep-alive one is."""
+    with socket.create_connection((client.base_url.host, client.base_url.port), timeout=30) as s:
+        s.sendall(sent)
+        reply, took = read_until_closed(s)
+    assert 0.5 < took < 10
+    if not sent:
+        assert reply == b""
+    else:
+        assert reply.startswith(b"HTTP/1.1 408"), reply[:200]
+        error = json.loads(reply.partition(b"\r\n\r\n")[2])["error"]
+        assert error["message"] == "the request's line and headers took longer than 1 s to arrive"
+    assert client.post("/v1/completions", json={"prompt": "hi", "max_tokens": 2}).status_code == 200
+
+
+def test_the_next_head_on_a_kept_alive_connection_has_its_deadline_too(client):
+    """After an answer, the connection waits for the next head: one begun and never finished
+    is a 408 after header_timeout, like the first."""
+    with socket.create_connection((client.base_url.host, client.base_url.port), timeout=30) as s:
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        first = b""
+        while not first.endswith(b'{"status":"ok"}'):  # the whole first answer
+            first += s.recv(4096)
+        assert first.startswith(b"HTTP/1.1 200"), first
+        s.sendall(b"GET /health HTTP/1.1\r\n")
+        reply, took = read_until_closed(s)
+    assert reply.startswith(b"HTTP/1.1 408") and 0.5 < took < 10, (reply[:200], took)
+
+
+def test_a_stream_nobody_reads_is_ended_after_write_timeout():
+    """A client that opened a stream and never read it held its connection, and every chunk the
+    engine made for it, for as long as it stayed connected (32 choices of 1000 tokens unread:
+    85 MB of the server's memory, kept until the client closed). Now a connection whose
+    answer has waited write_timeout seconds in a full send buffer is closed, and its requests
+    aborted as a client's that left."""
+    import uvicorn
+
+    from minisglang.server.app import _uvicorn_config
+
+    eng = sgl.Engine(stage="s1", max_total_tokens=8000, max_running_requests=8)
+    body = {"prompt": "Tell me", "n": 8, "max_tokens": 600, "ignore_eos": True, "stream": True}
+    data = json.dumps(body).encode()
+    # Small kernel buffers on both sides (accepted sockets inherit the listener's): the
+    # server's send buffer is full after a few hundred events, not after megabytes.
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    server = uvicorn.Server(_uvicorn_config(create_app(eng, ServerOptions(write_timeout=1.0)), "127.0.0.1", 0))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
+    thread.start()
+    try:
+        while not server.started:
+            time.sleep(0.02)
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # and nothing read
+            s.connect(listener.getsockname())
+            s.sendall(
+                b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Content-Length: %d\r\n\r\n" % len(data) + data
+            )
+            deadline = time.monotonic() + 60
+            while not (eng.stats().idle and eng.stats().finished_by_reason) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            reasons = [e["reason"]["type"] for e in eng.trace if e["event"] == "finish"]
+        assert reasons == ["abort"] * 8, reasons  # not ["length"] * 8: 4800 tokens nobody read
+        url = "http://{}:{}".format(*listener.getsockname())
+        assert httpx.post(url + "/v1/completions", json={"prompt": "x", "max_tokens": 3}).status_code == 200
+    finally:
+        server.should_exit = True
+        thread.join(30)
+        listener.close()
+    assert eng.stats().pools_full
 
 
 def test_one_model_can_be_retrieved_as_the_openai_client_does(client):

@@ -136,7 +136,7 @@ def _uvicorn_config(app: FastAPI, host: str, port: int, **more: Any):
         log_level="warning",
         proxy_headers=bool(proxies),
         forwarded_allow_ips=proxies or None,
-        http=h11_protocol(),
+        http=h11_protocol(options),
         h11_max_incomplete_event_size=options.max_header_bytes,
         **more,
     )

@@ -111,15 +111,31 @@ class HeaderLimits:
         await self.app(scope, receive, send)
 
 
-def h11_protocol():
-    """uvicorn's h11 protocol, answering a request head it cannot read in OpenAI's error shape.
+def h11_protocol(options: ServerOptions):
+    """uvicorn's h11 protocol, answering a request head it cannot read in OpenAI's error shape,
+    and one that does not arrive within `header_timeout` seconds; closing a connection whose
+    client leaves its answer unread for `write_timeout` seconds.
 
     h11 stops reading a head that grows past `h11_max_incomplete_event_size` while it
     arrives (a head that arrives whole is measured by HeaderLimits). uvicorn then answers
     a plain-text 400 and closes at once, and closing while the client still sends resets
     the connection: the client sees a dropped connection, not the answer. Here the answer
     is a 431 (or a 400 for malformed HTTP) with OpenAI's body, and what the client still
-    sends is read and dropped for a moment before the connection closes."""
+    sends is read and dropped for a moment before the connection closes.
+
+    uvicorn gives a head no deadline (its keep-alive timeout starts only after an answer, and
+    ends at the first byte of the next head): a connection that sent nothing, or a few bytes of
+    a head, stayed open for ever, and a thousand of them took every file descriptor of a server
+    under `ulimit -n 1024` (a stranger's find: every other client timed out). Here the head has
+    `header_timeout` seconds from the connection's opening or the answer before; one begun and
+    not finished is a 408, a connection that sent nothing is closed.
+
+    Nor has uvicorn a deadline for writing: a client that opened a stream and read none of it
+    kept its connection and every chunk the engine made for it (queued while the send waited)
+    for as long as it stayed connected. Here a send buffer that stays full (the transport's
+    pause_writing, with no resume_writing) for `write_timeout` seconds closes the connection:
+    the app then sees the client leave, and aborts its requests."""
+    header_timeout, write_timeout = options.header_timeout, options.write_timeout
     import h11
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
@@ -142,6 +158,8 @@ def h11_protocol():
             self.reader = Connection(h11.SERVER, config.h11_max_incomplete_event_size)
             self.conn = self.reader
             self.limit, self.draining = config.h11_max_incomplete_event_size, False
+            self.head_deadline: asyncio.TimerHandle | None = None
+            self.write_deadline: asyncio.TimerHandle | None = None
 
         def send_400_response(self, msg: str) -> None:  # uvicorn's hook for a head h11 refused
             e = self.reader.error
@@ -166,11 +184,70 @@ def h11_protocol():
                 h11.EndOfMessage(),
             ):
                 self.transport.write(self.conn.send(event))
+            self.close_soon()
+
+        def close_soon(self) -> None:
+            """Close after a second in which what the client still sends is read and dropped
+            (closing at once while it sends resets the connection, and the answer is lost)."""
             self.draining = True
             self.loop.call_later(1.0, self.transport.close)  # the client has a second to finish sending
 
         def data_received(self, data: bytes) -> None:
             if not self.draining:
                 super().data_received(data)
+
+        # -- the head's deadline
+        def connection_made(self, transport) -> None:
+            super().connection_made(transport)
+            self.await_head()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing():
+                self.await_head()  # the next request's
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            for deadline in (self.head_deadline, self.write_deadline):
+                if deadline is not None:
+                    deadline.cancel()
+            super().connection_lost(exc)
+
+        def await_head(self) -> None:
+            if self.head_deadline is not None:
+                self.head_deadline.cancel()
+            self.head_deadline = self.loop.call_later(header_timeout, self.head_too_slow)
+
+        def head_too_slow(self) -> None:
+            self.head_deadline = None
+            if self.conn.their_state is not h11.IDLE or self.draining or self.transport.is_closing():
+                return  # the head arrived (its body has body_timeout), or the connection is ending
+            if not self.conn.trailing_data[0]:  # nothing of a head: an idle connection
+                self.transport.close()
+                return
+            message = f"the request's line and headers took longer than {header_timeout:g} s to arrive"
+            body = json.dumps(error_body(message, 408)).encode()
+            # (written raw: h11 sends no response before it has read a request)
+            self.transport.write(
+                b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
+                b"content-length: %d\r\nconnection: close\r\n\r\n" % len(body) + body
+            )
+            self.close_soon()
+
+        # -- the answer's deadline
+        def pause_writing(self) -> None:  # the send buffer is full: the client is not reading
+            super().pause_writing()
+            if self.write_deadline is None:
+                self.write_deadline = self.loop.call_later(write_timeout, self.answer_unread)
+
+        def resume_writing(self) -> None:
+            if self.write_deadline is not None:
+                self.write_deadline.cancel()
+                self.write_deadline = None
+            super().resume_writing()
+
+        def answer_unread(self) -> None:
+            self.write_deadline = None
+            if not self.transport.is_closing():
+                self.transport.abort()  # (close() would wait for the unread buffer to drain)
 
     return Protocol

@@ -32,6 +32,14 @@ class ServerOptions:
     max_compiling_per_client: int = 8  # distinct grammars a client (an IP address) may wait for at once; 429 above
     drain_timeout: float = 2.0  # on SIGTERM: seconds in-flight requests get before their abort
     body_timeout: float = 30.0  # seconds a client may take to send its body; 408 after (slow senders)
+    # Seconds a connection may take to send a request's line and headers, from its opening or
+    # from the answer before: 408 after (a connection that sent nothing is closed). Without it
+    # a connection that never finished its head held a file descriptor for ever.
+    header_timeout: float = 30.0
+    # Seconds an answer may wait in a full send buffer (the client reads none of it) before the
+    # connection is closed and its requests aborted: a stream nobody read held its connection
+    # and every chunk made for it for as long as the client stayed connected.
+    write_timeout: float = 60.0
     # /health turns 503 when the scheduler loop has been stuck this many seconds (in one step,
     # or anywhere else) while requests wait; an idle loop comes round every 50 ms.
     stall_timeout: float = 5.0
@@ -52,6 +60,8 @@ class ServerOptions:
             ("max_compiling_per_client", 1),
             ("drain_timeout", 0),
             ("body_timeout", 0.001),
+            ("header_timeout", 0.001),
+            ("write_timeout", 0.001),
             ("stall_timeout", 0.001),
             ("max_header_bytes", 1024),
             ("max_headers", 16),

@@ -84,13 +84,42 @@ async def all_or_abort(gens: list[Chunks], read: Callable[[Chunks], Awaitable[T]
         raise
 
 
-async def arrivals(gens: list[Chunks], firsts: list[dict[str, Any]]) -> Arrivals:
-    """(choice index, chunk) for every choice's chunks as they come, starting with its first
-    chunk (`firsts`, read already); ends after every choice's final chunk. Closing it aborts
-    the requests of the choices not finished."""
-    reading: dict[asyncio.Future, int] = {}  # the read of each unfinished choice's next chunk
+async def first_arrivals(
+    gens: list[Chunks], grammar_field: str | None
+) -> tuple[list[tuple[int, dict[str, Any]]], dict[asyncio.Future, int]]:
+    """The first chunks of the choices that begin first (one at least), each with its index,
+    and the reads of the others' first chunks (choice index by read). An abort among those
+    first chunks, an error, or a cancel (the client left) is the whole request's: the reads
+    are cancelled and every request aborted, as `all_or_abort` does.
+
+    Not every choice's first chunk: choices that do not all fit in the KV cache at once
+    run a few at a time, and a stream that waited for the last one to begin sent nothing
+    while the first ones ran to their end (a stranger's n=40: 43 s of silence)."""
+    reading: dict[asyncio.Future, int] = {asyncio.ensure_future(gen.__anext__()): i for i, gen in enumerate(gens)}
+    firsts: list[tuple[int, dict[str, Any]]] = []
     try:
-        for i, chunk in enumerate(firsts):
+        done, _ = await asyncio.wait(reading, return_when=asyncio.FIRST_COMPLETED)
+        for task in sorted(done, key=reading.__getitem__):
+            i = reading.pop(task)
+            chunk = task.result()
+            if chunk["final"]:
+                refuse_abort(chunk["meta_info"], grammar_field)
+            firsts.append((i, chunk))
+    except BaseException:
+        await abort_all(gens, reading)
+        raise
+    return firsts, reading
+
+
+async def arrivals(
+    gens: list[Chunks], firsts: list[tuple[int, dict[str, Any]]], reading: dict[asyncio.Future, int]
+) -> Arrivals:
+    """(choice index, chunk) for every choice's chunks as they come: first the chunks of
+    `firsts`, then those of the reads under way (`reading`, by choice index) and the next;
+    ends after every choice's final chunk (`first_arrivals` gives the two). Closing it
+    aborts the requests of the choices not finished."""
+    try:
+        for i, chunk in firsts:
             yield i, chunk
             if not chunk["final"]:
                 reading[asyncio.ensure_future(gens[i].__anext__())] = i
@@ -174,7 +203,7 @@ async def answer(
     grammar_field: str | None = None,
 ) -> Response:
     """Queue `reqs`, one per choice (`shapes[i]` shapes choice i); answer with one JSON body,
-    or with server-sent events when streaming, which begin once every choice has begun.
+    or with server-sent events when streaming, which begin once a choice has begun.
     `grammar_field`: the request's field its grammar came from (errors about it name it)."""
     if state.loop is None:
         raise EngineUnavailable("the server is starting")
@@ -189,14 +218,15 @@ async def answer(
         bodies = [shape(text, meta, False) for shape, (text, meta) in zip(shapes, done)]
         return JSONResponse(one_body(bodies, [meta for _, meta in done]))
 
-    # Until the first chunks, nothing is sent, so a client that leaves is noticed only by
+    # Until a first chunk, nothing is sent, so a client that leaves is noticed only by
     # watching: its requests may wait in a queue, or their text be held back (a long stop
-    # string's possible start) until the end.
-    work = await unless_disconnected(request, all_or_abort(gens, lambda gen: first_chunk(gen, grammar_field)))
+    # string's possible start) until the end. The stream begins with the first choice that
+    # begins; an abort of a choice that begins later is an error event.
+    work = await unless_disconnected(request, first_arrivals(gens, grammar_field))
     if work.cancelled():
         return client_left(state)
-    firsts = work.result()  # (an error has aborted every request already)
+    firsts, reading = work.result()  # (an error has aborted every request already)
     return StreamingResponse(
-        events(arrivals(gens, firsts), shapes, include_usage, grammar_field, state.metrics.disconnects.inc),
+        events(arrivals(gens, firsts, reading), shapes, include_usage, grammar_field, state.metrics.disconnects.inc),
         media_type="text/event-stream",
     )
