@@ -327,6 +327,9 @@ class ToolDef(_Strict):
 class CalledFunction(_Strict):
     name: ToolName
     arguments: str  # JSON text of an object, as OpenAI sends it
+    # What the openai client's `chat.completions.parse()` adds (the arguments as its strict
+    # tool's model): sent back with the message it parsed; `arguments` is what counts.
+    parsed_arguments: Any = None
 
     @field_validator("arguments")
     @classmethod
@@ -363,11 +366,14 @@ class ChatMessage(_Strict):
     annotations: list[Any] | None = None
     audio: None = None
     function_call: None = None
+    # What `chat.completions.parse()` adds: the content as the response_format's model, sent
+    # back with the message (`messages.append(completion.choices[0].message)`); ignored.
+    parsed: Any = None
 
     @model_validator(mode="after")
     def _fields_of_the_role(self) -> ChatMessage:
-        if (self.refusal is not None or self.annotations) and self.role != "assistant":
-            raise ValueError(f"refusal and annotations belong to assistant messages, not to role {self.role!r}")
+        if (self.refusal is not None or self.annotations or self.parsed is not None) and self.role != "assistant":
+            raise ValueError(f"refusal, annotations and parsed belong to assistant messages, not to role {self.role!r}")
         if self.content is None and self.refusal is not None:
             self.content = self.refusal  # (what the model said, for the template)
         if self.content is None and not (self.role == "assistant" and self.tool_calls):
@@ -550,7 +556,7 @@ class ChatCompletionRequest(_SamplingFields):
         for m in self.messages:
             d: dict[str, Any] = {"role": "system" if m.role == "developer" else m.role, "content": m.content}
             if m.tool_calls:
-                d["tool_calls"] = [c.model_dump() for c in m.tool_calls]
+                d["tool_calls"] = [c.model_dump(exclude={"function": {"parsed_arguments"}}) for c in m.tool_calls]
             if m.tool_call_id is not None:
                 d["tool_call_id"] = m.tool_call_id
             out.append(d)
