@@ -47,6 +47,7 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
+from urllib.parse import unquote
 
 TRIGGER = "<tool_call>"
 CALL_END = "}</tool_call>"  # closes the {"name": ..., "arguments": ...} object, then the tag
@@ -87,12 +88,37 @@ def arguments_schema(parameters: dict | None) -> dict:
 
     No parameters means a function without arguments (`{}`); a schema without "type" gets
     "type": "object", because OpenAI's arguments are always an object (adding it
-    intersects the schema with "is an object", it drops nothing else)."""
+    intersects the schema with "is an object", it drops nothing else). Except a root
+    `$ref` to an object schema ({"$ref": "#/$defs/M", "$defs": ...}, as zod-to-json-schema
+    and others write a model): it is an object already, and the xgrammar backend refuses a
+    `$ref` beside another keyword, so the added "type" got the tool refused."""
     if parameters is None:
         return {"type": "object", "properties": {}, "additionalProperties": False}
-    if "type" not in parameters:
+    if "type" not in parameters and not _refers_to_an_object(parameters):
         return {**parameters, "type": "object"}
     return parameters
+
+
+def _refers_to_an_object(schema: dict) -> bool:
+    """Whether `schema` is a `$ref` (a "#/..." pointer into itself, through at most a few
+    more such refs) to a schema of "type": "object"."""
+    node: object = schema
+    for _ in range(8):  # (a loop of refs is the compiler's to refuse)
+        ref = node.get("$ref") if isinstance(node, dict) else None
+        if not isinstance(ref, str) or not ref.startswith("#/"):
+            return False
+        node = schema
+        for token in ref[2:].split("/"):
+            token = unquote(token).replace("~1", "/").replace("~0", "~")
+            if isinstance(node, dict) and token in node:
+                node = node[token]
+            elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+                node = node[int(token)]
+            else:
+                return False
+        if isinstance(node, dict) and node.get("type") == "object":
+            return True
+    return False
 
 
 @dataclass(frozen=True)
