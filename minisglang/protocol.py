@@ -349,6 +349,10 @@ class ToolCallMessage(_Strict):
     id: str = Field(min_length=1, max_length=128)
     type: Literal["function"]
     function: CalledFunction
+    # The call's place in the delta stream: the openai client's stream accumulator
+    # (`chat.completions.stream()`, ChatCompletionStreamState) keeps it in the message it
+    # builds, and sends it back with that message; it plays no part in the prompt.
+    index: int | None = None
 
 
 class ChatMessage(_Strict):
@@ -556,7 +560,9 @@ class ChatCompletionRequest(_SamplingFields):
         for m in self.messages:
             d: dict[str, Any] = {"role": "system" if m.role == "developer" else m.role, "content": m.content}
             if m.tool_calls:
-                d["tool_calls"] = [c.model_dump(exclude={"function": {"parsed_arguments"}}) for c in m.tool_calls]
+                d["tool_calls"] = [
+                    c.model_dump(exclude={"index": True, "function": {"parsed_arguments"}}) for c in m.tool_calls
+                ]
             if m.tool_call_id is not None:
                 d["tool_call_id"] = m.tool_call_id
             out.append(d)

@@ -177,6 +177,20 @@ def test_a_message_from_the_openai_clients_parse_is_accepted_back():
     assert err.param == "messages[0]" and "belong to assistant" in str(err)
 
 
+def test_a_message_from_the_openai_clients_stream_is_accepted_back():
+    """Found by a stranger's streaming tool loop: `with client.chat.completions.stream(...)
+    as s: ...; messages.append(s.get_final_completion().choices[0].message)`. The client's
+    accumulator keeps each call's stream `index` in that message and sends it back: the
+    next turn was refused (400, "messages[1].tool_calls[0].index: is not a known field")."""
+    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    asked = {"role": "assistant", "content": "", "tool_calls": [{**call, "index": 0}]}
+    answer = {"role": "tool", "tool_call_id": "c1", "content": "2"}
+    request = parse(ChatCompletionRequest, json.dumps({"messages": [*HI, asked, answer], "tools": [tool]}).encode())
+    request.to_sampling_params()
+    assert request.message_dicts()[1] == {"role": "assistant", "content": "", "tool_calls": [call]}
+
+
 @pytest.mark.parametrize(
     "choice, content",
     [("auto", True), (None, True), ("required", False), ({"type": "function", "function": {"name": "f"}}, False)],
