@@ -15,6 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from openai.lib.streaming.chat import ChatCompletionStreamState
 
 import minisglang as sgl
 from minisglang.server import create_app, serving_in_thread
@@ -221,6 +222,31 @@ def test_streamed_deltas_reassemble_into_the_response(client, kwargs):
     assert chunks[0].choices[0].delta.role == "assistant"
     assert [c.choices[0].delta.role for c in chunks[1:]] == [None] * (len(chunks) - 1)
     assert all(c.choices[0].finish_reason is None for c in chunks[:-1])
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"tool_choice": "required"},
+        {"tool_choice": "auto", "messages": PROMPTS[2]},
+        {"tool_choice": "required", "max_tokens": 3},
+        {"tool_choice": "none", "max_tokens": 10},
+    ],
+)
+def test_the_openai_clients_stream_accumulator_builds_the_response_message(client, kwargs):
+    """A stranger's streaming app (`client.chat.completions.stream`) got content "" for an
+    answer of calls only, where the same request answered content null: the role was sent
+    ahead of the answer with content "". It now comes with the answer's first delta:
+    content null and the first call, or the first content."""
+    full = chat(client, **kwargs).choices[0].message
+    state = ChatCompletionStreamState()  # what `client.chat.completions.stream` accumulates with
+    for chunk in chat(client, stream=True, **kwargs):
+        state.handle_chunk(chunk)
+    streamed = state.current_completion_snapshot.choices[0].message
+    assert streamed.content == full.content
+    assert [(c.id[:5], c.function.name, c.function.arguments) for c in streamed.tool_calls or []] == [
+        (c.id[:5], c.function.name, c.function.arguments) for c in full.tool_calls or []
+    ]
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
