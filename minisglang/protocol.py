@@ -119,6 +119,10 @@ def _neutral_only(table: dict[str, tuple[Any, ...]]):
 
 class StreamOptions(_Strict):
     include_usage: bool = False
+    # OpenAI pads its stream's deltas with random `obfuscation` text (a side-channel
+    # mitigation) unless this is false, as its docs advise on trusted links; ours sends no
+    # padding either way, so both values are accepted (false was refused: a stranger's find).
+    include_obfuscation: bool | None = None
 
 
 class JsonSchemaFormat(_Strict):

@@ -160,6 +160,17 @@ def test_what_an_openai_client_sends_back_is_accepted():
     ]
 
 
+def test_stream_options_include_obfuscation_is_accepted():
+    """The openai client's stream_options has include_obfuscation, which OpenAI's docs
+    advise setting to false on trusted links: such a stream was refused (400, "is not a known field")."""
+    for value in (False, True, None):
+        body = {"messages": HI, "stream": True, "stream_options": {"include_usage": True, "include_obfuscation": value}}
+        request = parse(ChatCompletionRequest, json.dumps(body).encode())
+        assert request.stream_options is not None and request.stream_options.include_usage
+    err = refusal(ChatCompletionRequest, {"messages": HI, "stream": True, "stream_options": {"include_obfuscation": 1}})
+    assert err.param == "stream_options.include_obfuscation"
+
+
 def test_a_message_from_the_openai_clients_parse_is_accepted_back():
     """Found by a stranger's tool loop: `client.chat.completions.parse(..., tools=[
     openai.pydantic_function_tool(M)])`, then `messages.append(completion.choices[0].message)`
