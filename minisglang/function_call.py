@@ -14,6 +14,7 @@ and `parallel_tool_calls` into that constraint (the idea of SGLang's
     tool_choice "auto"      one structure per tool; free text until the trigger
     tool_choice "required"  the same with at_least_one: no end of output before a call
     a named function        only that tool, at_least_one and stop_after_first
+    allowed_tools           "auto" or "required" over the allowed tools only
 
 For a named function SGLang may instead use a JSON-schema constraint with the begin forced;
 we use the structural tag with one structure, at_least_one and stop_after_first, because it
@@ -123,10 +124,13 @@ def _refers_to_an_object(schema: dict) -> bool:
 
 @dataclass(frozen=True)
 class ToolChoice:
-    """OpenAI's tool_choice: "none", "auto", "required", or one named function."""
+    """OpenAI's tool_choice: "none", "auto", "required", or one named function; or
+    {"type": "allowed_tools", ...}: "auto" or "required" among `allowed` only (the prompt
+    still lists every tool, which is what OpenAI's form is for: a prefix the cache keeps)."""
 
     mode: Literal["none", "auto", "required", "function"]
     name: str | None = None  # the function's name when mode is "function"
+    allowed: tuple[str, ...] | None = None  # the tools it may call (allowed_tools); None: all
 
 
 @dataclass(frozen=True)
@@ -149,6 +153,11 @@ def tool_constraint(
         if not chosen:
             raise ValueError(f"tool_choice names the function {choice.name!r}, which is not in tools")
         tools = chosen
+    if choice.allowed is not None:
+        missing = [n for n in choice.allowed if n not in {t.name for t in tools}]
+        if missing:
+            raise ValueError(f"tool_choice allows the function {missing[0]!r}, which is not in tools")
+        tools = [t for t in tools if t.name in choice.allowed]
     structures = [{"begin": call_begin(t.name), "schema": t.parameters, "end": CALL_END} for t in tools]
     return ToolConstraint(
         "structural_tag",

@@ -291,6 +291,19 @@ class CompletionRequest(_SamplingFields):
         return self.sampling_params(self.max_tokens if self.max_tokens is not None else COMPLETION_DEFAULT_MAX_TOKENS)
 
 
+def _named_function(choice: dict) -> bool:
+    """Whether `choice["function"]` is {"name": a string} (tool_choice's way to name a tool)."""
+    function = choice.get("function")
+    return isinstance(function, dict) and set(function) == {"name"} and isinstance(function["name"], str)
+
+
+def _a_function(tool: Any) -> bool:
+    """Whether `tool` is {"type": "function", "function": {"name": a string}} (allowed_tools' tools)."""
+    if not isinstance(tool, dict) or set(tool) != {"type", "function"}:
+        return False
+    return tool["type"] == "function" and _named_function(tool)
+
+
 # OpenAI's limit on the tools of one request; each is a schema to compile.
 MAX_TOOLS = 128
 
@@ -461,14 +474,26 @@ class ChatCompletionRequest(_SamplingFields):
             isinstance(choice, dict)
             and set(choice) == {"type", "function"}
             and choice["type"] == "function"
-            and isinstance(choice["function"], dict)
-            and set(choice["function"]) == {"name"}
-            and isinstance(choice["function"]["name"], str)
+            and _named_function(choice)
+        ):
+            return choice
+        allowed = choice.get("allowed_tools") if isinstance(choice, dict) else None
+        if (
+            isinstance(choice, dict)
+            and set(choice) == {"type", "allowed_tools"}
+            and choice["type"] == "allowed_tools"
+            and isinstance(allowed, dict)
+            and set(allowed) == {"mode", "tools"}
+            and allowed["mode"] in ("auto", "required")
+            and isinstance(allowed["tools"], list)
+            and allowed["tools"]
+            and all(_a_function(t) for t in allowed["tools"])
         ):
             return choice
         raise ValueError(
-            'must be "none", "auto", "required" or {"type": "function", "function": {"name": '
-            f"NAME}}}}, got {short_value(choice)}"
+            'must be "none", "auto", "required", {"type": "function", "function": {"name": '
+            'NAME}} or {"type": "allowed_tools", "allowed_tools": {"mode": "auto" or "required", '
+            f'"tools": [{{"type": "function", "function": {{"name": NAME}}}}, ...]}}}}, got {short_value(choice)}'
         )
 
     def to_sampling_params(self) -> SamplingParams:
@@ -504,6 +529,9 @@ class ChatCompletionRequest(_SamplingFields):
     def tool_choice_value(self) -> ToolChoice:
         """tool_choice as function_call's ToolChoice; OpenAI's default is "auto" with tools."""
         choice = self.tool_choice
+        if isinstance(choice, dict) and choice["type"] == "allowed_tools":
+            allowed = choice["allowed_tools"]
+            return ToolChoice(allowed["mode"], allowed=tuple(t["function"]["name"] for t in allowed["tools"]))
         if isinstance(choice, dict):
             return ToolChoice("function", choice["function"]["name"])
         return ToolChoice(choice or ("auto" if self.tools else "none"))
@@ -530,6 +558,12 @@ class ChatCompletionRequest(_SamplingFields):
                 f"tool_choice: the function {short_value(choice.name)} is not in tools ({short_value(names)})",
                 param="tool_choice",
             )
+        for i, name in enumerate(choice.allowed or ()):
+            if name not in names:
+                field = f"tool_choice.allowed_tools.tools[{i}].function.name"
+                raise RequestError(
+                    f"{field}: the function {short_value(name)} is not in tools ({short_value(names)})", param=field
+                )
         called: set[str] = set()
         waiting: dict[str, int] = {}  # call id -> its assistant message, while no tool message answered it
         for i, m in enumerate(self.messages):

@@ -99,6 +99,16 @@ def test_tool_names_are_openais(name):
         FunctionTool(name, {})
 
 
+def test_allowed_tools_is_auto_or_required_over_those_tools_only():
+    for mode in ("auto", "required"):
+        c = tool_constraint([WEATHER, TIME], ToolChoice(mode, allowed=("get_time",)))
+        assert c is not None
+        assert [s["begin"] for s in c.value["structures"]] == [call_begin("get_time")]
+        assert c.value["at_least_one"] == (mode == "required") and not c.value["stop_after_first"]
+    with pytest.raises(ValueError, match="get_news"):
+        tool_constraint([WEATHER, TIME], ToolChoice("auto", allowed=("get_news",)))
+
+
 def test_a_root_ref_to_an_object_gets_no_type_beside_it():
     """A stranger's tool whose parameters are a root $ref to an object ({"$ref":
     "#/$defs/M", "$defs": ...}, zod-to-json-schema's shape) was refused by the xgrammar

@@ -518,6 +518,32 @@ def test_a_bad_structural_tag_is_a_400_naming_its_field(client):
     assert "structures[0].begin" in info.value.body["message"]
 
 
+def allowed(mode: str, *names: str) -> dict:
+    tools = [{"type": "function", "function": {"name": n}} for n in names]
+    return {"type": "allowed_tools", "allowed_tools": {"mode": mode, "tools": tools}}
+
+
+def test_allowed_tools_restricts_the_calls_to_its_tools(client):
+    """OpenAI's tool_choice {"type": "allowed_tools", ...} (mode "auto" or "required" among
+    some of the tools, every tool still in the prompt) was refused with a 400: a stranger's
+    client program that keeps its tool list whole for the prompt cache could not use it."""
+    for seed in range(3):
+        only_time = chat(client, tool_choice=allowed("required", "get_time"), temperature=1.0, seed=seed)
+        calls = check_calls(only_time.choices[0])
+        assert calls and {c.function.name for c in calls} == {"get_time"}
+        auto = chat(client, tool_choice=allowed("auto", "get_time"), temperature=1.0, seed=seed).choices[0]
+        assert {c.function.name for c in check_calls(auto)} <= {"get_time"}
+    # the prompt lists every tool, as under "auto"
+    assert (
+        chat(client, tool_choice=allowed("auto", "get_time"), max_tokens=1).usage.prompt_tokens
+        == chat(client, tool_choice="auto", max_tokens=1).usage.prompt_tokens
+    )
+    err = refused(client, tool_choice=allowed("required", "get_time", "get_news"))
+    assert err.body["param"] == "tool_choice.allowed_tools.tools[1].function.name" and "get_news" in err.message
+    for bad in (allowed("none", "get_time"), allowed("auto"), {"type": "allowed_tools", "allowed_tools": {}}):
+        assert refused(client, tool_choice=bad).body["param"] == "tool_choice"
+
+
 # ---------------------------------------------------------------------- refusals
 def refused(client, **kwargs) -> openai.BadRequestError:
     with pytest.raises(openai.BadRequestError) as info:
