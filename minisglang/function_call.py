@@ -14,6 +14,7 @@ and `parallel_tool_calls` into that constraint (the idea of SGLang's
     tool_choice "auto"      one structure per tool; free text until the trigger
     tool_choice "required"  the same with at_least_one: no end of output before a call
     a named function        only that tool, at_least_one and stop_after_first
+    allowed_tools           "auto" or "required" over the allowed tools only
 
 For a named function SGLang may instead use a JSON-schema constraint with the begin forced;
 we use the structural tag with one structure, at_least_one and stop_after_first, because it
@@ -47,6 +48,7 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
+from urllib.parse import unquote
 
 TRIGGER = "<tool_call>"
 CALL_END = "}</tool_call>"  # closes the {"name": ..., "arguments": ...} object, then the tag
@@ -87,20 +89,48 @@ def arguments_schema(parameters: dict | None) -> dict:
 
     No parameters means a function without arguments (`{}`); a schema without "type" gets
     "type": "object", because OpenAI's arguments are always an object (adding it
-    intersects the schema with "is an object", it drops nothing else)."""
+    intersects the schema with "is an object", it drops nothing else). Except a root
+    `$ref` to an object schema ({"$ref": "#/$defs/M", "$defs": ...}, as zod-to-json-schema
+    and others write a model): it is an object already, and the xgrammar backend refuses a
+    `$ref` beside another keyword, so the added "type" got the tool refused."""
     if parameters is None:
         return {"type": "object", "properties": {}, "additionalProperties": False}
-    if "type" not in parameters:
+    if "type" not in parameters and not _refers_to_an_object(parameters):
         return {**parameters, "type": "object"}
     return parameters
 
 
+def _refers_to_an_object(schema: dict) -> bool:
+    """Whether `schema` is a `$ref` (a "#/..." pointer into itself, through at most a few
+    more such refs) to a schema of "type": "object"."""
+    node: object = schema
+    for _ in range(8):  # (a loop of refs is the compiler's to refuse)
+        ref = node.get("$ref") if isinstance(node, dict) else None
+        if not isinstance(ref, str) or not ref.startswith("#/"):
+            return False
+        node = schema
+        for token in ref[2:].split("/"):
+            token = unquote(token).replace("~1", "/").replace("~0", "~")
+            if isinstance(node, dict) and token in node:
+                node = node[token]
+            elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+                node = node[int(token)]
+            else:
+                return False
+        if isinstance(node, dict) and node.get("type") == "object":
+            return True
+    return False
+
+
 @dataclass(frozen=True)
 class ToolChoice:
-    """OpenAI's tool_choice: "none", "auto", "required", or one named function."""
+    """OpenAI's tool_choice: "none", "auto", "required", or one named function; or
+    {"type": "allowed_tools", ...}: "auto" or "required" among `allowed` only (the prompt
+    still lists every tool, which is what OpenAI's form is for: a prefix the cache keeps)."""
 
     mode: Literal["none", "auto", "required", "function"]
     name: str | None = None  # the function's name when mode is "function"
+    allowed: tuple[str, ...] | None = None  # the tools it may call (allowed_tools); None: all
 
 
 @dataclass(frozen=True)
@@ -123,6 +153,11 @@ def tool_constraint(
         if not chosen:
             raise ValueError(f"tool_choice names the function {choice.name!r}, which is not in tools")
         tools = chosen
+    if choice.allowed is not None:
+        missing = [n for n in choice.allowed if n not in {t.name for t in tools}]
+        if missing:
+            raise ValueError(f"tool_choice allows the function {missing[0]!r}, which is not in tools")
+        tools = [t for t in tools if t.name in choice.allowed]
     structures = [{"begin": call_begin(t.name), "schema": t.parameters, "end": CALL_END} for t in tools]
     return ToolConstraint(
         "structural_tag",

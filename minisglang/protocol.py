@@ -119,6 +119,10 @@ def _neutral_only(table: dict[str, tuple[Any, ...]]):
 
 class StreamOptions(_Strict):
     include_usage: bool = False
+    # OpenAI pads its stream's deltas with random `obfuscation` text (a side-channel
+    # mitigation) unless this is false, as its docs advise on trusted links; ours sends no
+    # padding either way, so both values are accepted (false was refused: a stranger's find).
+    include_obfuscation: bool | None = None
 
 
 class JsonSchemaFormat(_Strict):
@@ -287,6 +291,19 @@ class CompletionRequest(_SamplingFields):
         return self.sampling_params(self.max_tokens if self.max_tokens is not None else COMPLETION_DEFAULT_MAX_TOKENS)
 
 
+def _named_function(choice: dict) -> bool:
+    """Whether `choice["function"]` is {"name": a string} (tool_choice's way to name a tool)."""
+    function = choice.get("function")
+    return isinstance(function, dict) and set(function) == {"name"} and isinstance(function["name"], str)
+
+
+def _a_function(tool: Any) -> bool:
+    """Whether `tool` is {"type": "function", "function": {"name": a string}} (allowed_tools' tools)."""
+    if not isinstance(tool, dict) or set(tool) != {"type", "function"}:
+        return False
+    return tool["type"] == "function" and _named_function(tool)
+
+
 # OpenAI's limit on the tools of one request; each is a schema to compile.
 MAX_TOOLS = 128
 
@@ -327,6 +344,9 @@ class ToolDef(_Strict):
 class CalledFunction(_Strict):
     name: ToolName
     arguments: str  # JSON text of an object, as OpenAI sends it
+    # What the openai client's `chat.completions.parse()` adds (the arguments as its strict
+    # tool's model): sent back with the message it parsed; `arguments` is what counts.
+    parsed_arguments: Any = None
 
     @field_validator("arguments")
     @classmethod
@@ -346,6 +366,10 @@ class ToolCallMessage(_Strict):
     id: str = Field(min_length=1, max_length=128)
     type: Literal["function"]
     function: CalledFunction
+    # The call's place in the delta stream: the openai client's stream accumulator
+    # (`chat.completions.stream()`, ChatCompletionStreamState) keeps it in the message it
+    # builds, and sends it back with that message; it plays no part in the prompt.
+    index: int | None = None
 
 
 class ChatMessage(_Strict):
@@ -363,11 +387,14 @@ class ChatMessage(_Strict):
     annotations: list[Any] | None = None
     audio: None = None
     function_call: None = None
+    # What `chat.completions.parse()` adds: the content as the response_format's model, sent
+    # back with the message (`messages.append(completion.choices[0].message)`); ignored.
+    parsed: Any = None
 
     @model_validator(mode="after")
     def _fields_of_the_role(self) -> ChatMessage:
-        if (self.refusal is not None or self.annotations) and self.role != "assistant":
-            raise ValueError(f"refusal and annotations belong to assistant messages, not to role {self.role!r}")
+        if (self.refusal is not None or self.annotations or self.parsed is not None) and self.role != "assistant":
+            raise ValueError(f"refusal, annotations and parsed belong to assistant messages, not to role {self.role!r}")
         if self.content is None and self.refusal is not None:
             self.content = self.refusal  # (what the model said, for the template)
         if self.content is None and not (self.role == "assistant" and self.tool_calls):
@@ -447,14 +474,26 @@ class ChatCompletionRequest(_SamplingFields):
             isinstance(choice, dict)
             and set(choice) == {"type", "function"}
             and choice["type"] == "function"
-            and isinstance(choice["function"], dict)
-            and set(choice["function"]) == {"name"}
-            and isinstance(choice["function"]["name"], str)
+            and _named_function(choice)
+        ):
+            return choice
+        allowed = choice.get("allowed_tools") if isinstance(choice, dict) else None
+        if (
+            isinstance(choice, dict)
+            and set(choice) == {"type", "allowed_tools"}
+            and choice["type"] == "allowed_tools"
+            and isinstance(allowed, dict)
+            and set(allowed) == {"mode", "tools"}
+            and allowed["mode"] in ("auto", "required")
+            and isinstance(allowed["tools"], list)
+            and allowed["tools"]
+            and all(_a_function(t) for t in allowed["tools"])
         ):
             return choice
         raise ValueError(
-            'must be "none", "auto", "required" or {"type": "function", "function": {"name": '
-            f"NAME}}}}, got {short_value(choice)}"
+            'must be "none", "auto", "required", {"type": "function", "function": {"name": '
+            'NAME}} or {"type": "allowed_tools", "allowed_tools": {"mode": "auto" or "required", '
+            f'"tools": [{{"type": "function", "function": {{"name": NAME}}}}, ...]}}}}, got {short_value(choice)}'
         )
 
     def to_sampling_params(self) -> SamplingParams:
@@ -490,6 +529,9 @@ class ChatCompletionRequest(_SamplingFields):
     def tool_choice_value(self) -> ToolChoice:
         """tool_choice as function_call's ToolChoice; OpenAI's default is "auto" with tools."""
         choice = self.tool_choice
+        if isinstance(choice, dict) and choice["type"] == "allowed_tools":
+            allowed = choice["allowed_tools"]
+            return ToolChoice(allowed["mode"], allowed=tuple(t["function"]["name"] for t in allowed["tools"]))
         if isinstance(choice, dict):
             return ToolChoice("function", choice["function"]["name"])
         return ToolChoice(choice or ("auto" if self.tools else "none"))
@@ -516,6 +558,12 @@ class ChatCompletionRequest(_SamplingFields):
                 f"tool_choice: the function {short_value(choice.name)} is not in tools ({short_value(names)})",
                 param="tool_choice",
             )
+        for i, name in enumerate(choice.allowed or ()):
+            if name not in names:
+                field = f"tool_choice.allowed_tools.tools[{i}].function.name"
+                raise RequestError(
+                    f"{field}: the function {short_value(name)} is not in tools ({short_value(names)})", param=field
+                )
         called: set[str] = set()
         waiting: dict[str, int] = {}  # call id -> its assistant message, while no tool message answered it
         for i, m in enumerate(self.messages):
@@ -550,7 +598,9 @@ class ChatCompletionRequest(_SamplingFields):
         for m in self.messages:
             d: dict[str, Any] = {"role": "system" if m.role == "developer" else m.role, "content": m.content}
             if m.tool_calls:
-                d["tool_calls"] = [c.model_dump() for c in m.tool_calls]
+                d["tool_calls"] = [
+                    c.model_dump(exclude={"index": True, "function": {"parsed_arguments"}}) for c in m.tool_calls
+                ]
             if m.tool_call_id is not None:
                 d["tool_call_id"] = m.tool_call_id
             out.append(d)

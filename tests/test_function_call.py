@@ -8,6 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import minisglang as sgl
+from minisglang.backends.base import InvalidGrammarObject, get_backend_class
 from minisglang.function_call import (
     CALL_END,
     TRIGGER,
@@ -22,6 +24,7 @@ from minisglang.function_call import (
     parse_tool_calls,
     tool_constraint,
 )
+from minisglang.tokenizer import Tokenizer
 
 WEATHER = FunctionTool(
     "get_weather", {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
@@ -94,6 +97,42 @@ def test_arguments_are_always_an_object():
 def test_tool_names_are_openais(name):
     with pytest.raises(ValueError, match="tool name"):
         FunctionTool(name, {})
+
+
+def test_allowed_tools_is_auto_or_required_over_those_tools_only():
+    for mode in ("auto", "required"):
+        c = tool_constraint([WEATHER, TIME], ToolChoice(mode, allowed=("get_time",)))
+        assert c is not None
+        assert [s["begin"] for s in c.value["structures"]] == [call_begin("get_time")]
+        assert c.value["at_least_one"] == (mode == "required") and not c.value["stop_after_first"]
+    with pytest.raises(ValueError, match="get_news"):
+        tool_constraint([WEATHER, TIME], ToolChoice("auto", allowed=("get_news",)))
+
+
+def test_a_root_ref_to_an_object_gets_no_type_beside_it():
+    """A stranger's tool whose parameters are a root $ref to an object ({"$ref":
+    "#/$defs/M", "$defs": ...}, zod-to-json-schema's shape) was refused by the xgrammar
+    backend ("'$ref' beside other keywords"): the "type" arguments_schema added was the other keyword."""
+    model = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    for params in (
+        {"$ref": "#/$defs/M", "$defs": {"M": model}},
+        {"$ref": "#/definitions/A", "definitions": {"A": {"$ref": "#/definitions/M~1x"}, "M/x": model}},
+    ):
+        assert arguments_schema(params) is params
+    for not_an_object in (
+        {"$ref": "#/$defs/S", "$defs": {"S": {"type": "string"}}},
+        {"$ref": "#/$defs/none"},
+        {"$ref": "#/$defs/A", "$defs": {"A": {"$ref": "#/$defs/A"}}},
+        {"$ref": "https://example.com/m.json"},
+    ):
+        assert arguments_schema(not_an_object)["type"] == "object"
+
+    tokenizer = Tokenizer.from_pretrained(sgl.DEFAULT_MODEL_PATH)
+    backend = get_backend_class("xgrammar")(tokenizer, len(tokenizer.token_bytes))
+    tool = FunctionTool("f", arguments_schema({"$ref": "#/$defs/M", "$defs": {"M": model}}))
+    tag = tool_constraint([tool], ToolChoice("required"))
+    assert tag is not None
+    assert not isinstance(backend._compile_safely("structural_tag", json.dumps(tag.value)), InvalidGrammarObject)
 
 
 # ---------------------------------------------------------------------- text -> calls

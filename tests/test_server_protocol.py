@@ -160,6 +160,48 @@ def test_what_an_openai_client_sends_back_is_accepted():
     ]
 
 
+def test_stream_options_include_obfuscation_is_accepted():
+    """The openai client's stream_options has include_obfuscation, which OpenAI's docs
+    advise setting to false on trusted links: such a stream was refused (400, "is not a known field")."""
+    for value in (False, True, None):
+        body = {"messages": HI, "stream": True, "stream_options": {"include_usage": True, "include_obfuscation": value}}
+        request = parse(ChatCompletionRequest, json.dumps(body).encode())
+        assert request.stream_options is not None and request.stream_options.include_usage
+    err = refusal(ChatCompletionRequest, {"messages": HI, "stream": True, "stream_options": {"include_obfuscation": 1}})
+    assert err.param == "stream_options.include_obfuscation"
+
+
+def test_a_message_from_the_openai_clients_parse_is_accepted_back():
+    """Found by a stranger's tool loop: `client.chat.completions.parse(..., tools=[
+    openai.pydantic_function_tool(M)])`, then `messages.append(completion.choices[0].message)`
+    and the tool results. The client sends that message with `parsed` and each call's
+    `function.parsed_arguments`: the next turn was refused (400, "is not a known field")."""
+    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}}
+    sent = {**call, "function": {**call["function"], "parsed_arguments": {"a": 1}}}
+    asked = {"role": "assistant", "content": None, "tool_calls": [sent], "parsed": None, "refusal": None}
+    answer = {"role": "tool", "tool_call_id": "c1", "content": "2"}
+    request = parse(ChatCompletionRequest, json.dumps({"messages": [*HI, asked, answer], "tools": [tool]}).encode())
+    request.to_sampling_params()
+    assert request.message_dicts()[1] == {"role": "assistant", "content": None, "tool_calls": [call]}
+    err = refusal(ChatCompletionRequest, {"messages": [{"role": "user", "content": "x", "parsed": {"a": 1}}]})
+    assert err.param == "messages[0]" and "belong to assistant" in str(err)
+
+
+def test_a_message_from_the_openai_clients_stream_is_accepted_back():
+    """Found by a stranger's streaming tool loop: `with client.chat.completions.stream(...)
+    as s: ...; messages.append(s.get_final_completion().choices[0].message)`. The client's
+    accumulator keeps each call's stream `index` in that message and sends it back: the
+    next turn was refused (400, "messages[1].tool_calls[0].index: is not a known field")."""
+    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    asked = {"role": "assistant", "content": "", "tool_calls": [{**call, "index": 0}]}
+    answer = {"role": "tool", "tool_call_id": "c1", "content": "2"}
+    request = parse(ChatCompletionRequest, json.dumps({"messages": [*HI, asked, answer], "tools": [tool]}).encode())
+    request.to_sampling_params()
+    assert request.message_dicts()[1] == {"role": "assistant", "content": "", "tool_calls": [call]}
+
+
 @pytest.mark.parametrize(
     "choice, content",
     [("auto", True), (None, True), ("required", False), ({"type": "function", "function": {"name": "f"}}, False)],

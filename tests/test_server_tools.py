@@ -15,6 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from openai.lib.streaming.chat import ChatCompletionStreamState
 
 import minisglang as sgl
 from minisglang.server import create_app, serving_in_thread
@@ -221,6 +222,31 @@ def test_streamed_deltas_reassemble_into_the_response(client, kwargs):
     assert chunks[0].choices[0].delta.role == "assistant"
     assert [c.choices[0].delta.role for c in chunks[1:]] == [None] * (len(chunks) - 1)
     assert all(c.choices[0].finish_reason is None for c in chunks[:-1])
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"tool_choice": "required"},
+        {"tool_choice": "auto", "messages": PROMPTS[2]},
+        {"tool_choice": "required", "max_tokens": 3},
+        {"tool_choice": "none", "max_tokens": 10},
+    ],
+)
+def test_the_openai_clients_stream_accumulator_builds_the_response_message(client, kwargs):
+    """A stranger's streaming app (`client.chat.completions.stream`) got content "" for an
+    answer of calls only, where the same request answered content null: the role was sent
+    ahead of the answer with content "". It now comes with the answer's first delta:
+    content null and the first call, or the first content."""
+    full = chat(client, **kwargs).choices[0].message
+    state = ChatCompletionStreamState()  # what `client.chat.completions.stream` accumulates with
+    for chunk in chat(client, stream=True, **kwargs):
+        state.handle_chunk(chunk)
+    streamed = state.current_completion_snapshot.choices[0].message
+    assert streamed.content == full.content
+    assert [(c.id[:5], c.function.name, c.function.arguments) for c in streamed.tool_calls or []] == [
+        (c.id[:5], c.function.name, c.function.arguments) for c in full.tool_calls or []
+    ]
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -490,6 +516,32 @@ def test_a_bad_structural_tag_is_a_400_naming_its_field(client):
     with pytest.raises(openai.BadRequestError) as info:
         client.chat.completions.create(model=MODEL, messages=ASK, max_tokens=5, response_format=fmt)
     assert "structures[0].begin" in info.value.body["message"]
+
+
+def allowed(mode: str, *names: str) -> dict:
+    tools = [{"type": "function", "function": {"name": n}} for n in names]
+    return {"type": "allowed_tools", "allowed_tools": {"mode": mode, "tools": tools}}
+
+
+def test_allowed_tools_restricts_the_calls_to_its_tools(client):
+    """OpenAI's tool_choice {"type": "allowed_tools", ...} (mode "auto" or "required" among
+    some of the tools, every tool still in the prompt) was refused with a 400: a stranger's
+    client program that keeps its tool list whole for the prompt cache could not use it."""
+    for seed in range(3):
+        only_time = chat(client, tool_choice=allowed("required", "get_time"), temperature=1.0, seed=seed)
+        calls = check_calls(only_time.choices[0])
+        assert calls and {c.function.name for c in calls} == {"get_time"}
+        auto = chat(client, tool_choice=allowed("auto", "get_time"), temperature=1.0, seed=seed).choices[0]
+        assert {c.function.name for c in check_calls(auto)} <= {"get_time"}
+    # the prompt lists every tool, as under "auto"
+    assert (
+        chat(client, tool_choice=allowed("auto", "get_time"), max_tokens=1).usage.prompt_tokens
+        == chat(client, tool_choice="auto", max_tokens=1).usage.prompt_tokens
+    )
+    err = refused(client, tool_choice=allowed("required", "get_time", "get_news"))
+    assert err.body["param"] == "tool_choice.allowed_tools.tools[1].function.name" and "get_news" in err.message
+    for bad in (allowed("none", "get_time"), allowed("auto"), {"type": "allowed_tools", "allowed_tools": {}}):
+        assert refused(client, tool_choice=bad).body["param"] == "tool_choice"
 
 
 # ---------------------------------------------------------------------- refusals

@@ -113,7 +113,7 @@ def tool_call_shape(
 ) -> Shape:
     """The chat `shape` of choice `index` of a request whose output may hold tool calls: the
     output is read by its own ToolCallParser; a stream's event becomes a list of chunks
-    (content, then calls)."""
+    (content, then calls), empty until the answer's first delta (which carries the role)."""
     head = {"id": rid, "created": created, "model": model_id}
     parser = ToolCallParser([t.name for t in body.function_tools()])
     sent_role = [False]
@@ -145,7 +145,14 @@ def tool_call_shape(
             }
         deltas = openai_deltas(events)
         if not sent_role[0]:  # OpenAI sends the role in the first delta only
-            deltas = [{"role": "assistant", **(deltas[0] if deltas else {"content": ""})}, *deltas[1:]]
+            if not deltas and not final:
+                # ... with what the answer begins with: its content, or "content": null and
+                # its first call, as the message's content is null when calls come first (a
+                # role sent ahead with content "" made a client's stream of calls end with
+                # content "", where the same request answered null)
+                return []
+            first = deltas[0] if deltas else {"content": ""}
+            deltas = [{"role": "assistant", "content": first.pop("content", None), **first}, *deltas[1:]]
             sent_role[0] = True
         if final and not deltas:
             deltas = [{}]

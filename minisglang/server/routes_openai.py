@@ -143,7 +143,9 @@ def tool_refusal(e: RequestError, body: ChatCompletionRequest) -> RequestError:
         field = body.grammar_field() or "response_format"
         return RequestError(f"{field}: {e}", param=field)
     choice = body.tool_choice_value()
-    names = [choice.name] if choice.mode == "function" and choice.name else [t.name for t in body.function_tools()]
+    names = [t.name for t in body.function_tools()]  # the tools the tag has a structure for, in order
+    names = [choice.name] if choice.mode == "function" and choice.name else names
+    names = [n for n in names if choice.allowed is None or n in choice.allowed]
     param = "tools"
     if (m := re.search(r"structures\[(\d+)\]", str(e))) and int(m.group(1)) < len(names):
         tool_index = [t.name for t in body.function_tools()].index(names[int(m.group(1))])
