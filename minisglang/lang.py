@@ -55,6 +55,30 @@ class Message:
     content: str | Gen
 
 
+# SGLang's gen() arguments that minisglang does not implement. Each is refused by name: passed
+# on, the local Engine would refuse it as an unknown sampling parameter, while a server may
+# take some of them (`n` is OpenAI's; RuntimeEndpoint keeps choices[0]) and give the program
+# a silently different meaning.
+_SGLANG_UNSUPPORTED = {
+    "choices": "SGLang's select; write regex='yes|no' (an alternation) instead",
+    "choices_method": "SGLang's select",
+    "n": "several samples per gen; run the program again with another seed",
+    "min_tokens": "a minimum length",
+    "stop_token_ids": "stop tokens by id; give stop strings",
+    "stop_regex": "stop by regex",
+    "frequency_penalty": "penalties",
+    "presence_penalty": "penalties",
+    "return_logprob": "logprobs",
+    "logprob_start_len": "logprobs",
+    "top_logprobs_num": "logprobs",
+    "return_text_in_logprobs": "logprobs",
+    "dtype": "typed gens (gen_int, gen_string); write regex=r'-?[0-9]+' instead",
+}
+# The other sampling arguments gen passes on: SamplingParams fields both backends take (the
+# server refuses structural_tag and think_end by name; they are the local Engine's).
+GEN_EXTRA = ("top_p", "top_k", "min_p", "seed", "ignore_eos", "ebnf", "structural_tag", "think_end")
+
+
 def gen(
     name: str,
     max_tokens: int = 256,
@@ -64,6 +88,15 @@ def gen(
     stop: list[str] | str | None = None,
     **extra: Any,
 ) -> Gen:
+    """A generated turn, stored under `name`. Arguments minisglang lacks raise ValueError naming them."""
+    for key in extra:
+        if key in _SGLANG_UNSUPPORTED:
+            raise ValueError(f"gen({key}=...) is not supported by minisglang ({_SGLANG_UNSUPPORTED[key]})")
+        if key not in GEN_EXTRA:
+            raise ValueError(
+                f"gen() got an unknown argument {key!r}; it takes max_tokens, temperature, regex, "
+                f"json_schema, stop and {', '.join(GEN_EXTRA)}"
+            )
     params = {"max_new_tokens": max_tokens, "temperature": temperature, **extra}
     for key, value in (("regex", regex), ("json_schema", json_schema), ("stop", stop)):
         if value is not None:

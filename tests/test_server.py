@@ -459,3 +459,16 @@ def test_explicit_state_style_and_multi_turn(server):
     assert re.fullmatch(r"[A-Z][a-z]{2,12}", state["country"])
     assert re.fullmatch(r"[A-Z][a-z]{2,12}", state["capital"])
     assert [m["role"] for m in state.messages] == ["user", "assistant", "user", "assistant"]
+
+
+@pytest.mark.parametrize(
+    "arg",
+    [{"n": 2}, {"choices": ["yes", "no"]}, {"dtype": int}, {"min_tokens": 3}, {"presence_penalty": 0.5}, {"nope": 1}],
+)
+def test_gen_refuses_an_argument_minisglang_lacks_by_name_on_every_backend(arg):
+    # n=2 went to the server as OpenAI's n and the program kept one of two choices; dtype=int
+    # died in the JSON encoder; the local Engine named max_new_tokens' neighbours instead.
+    (name,) = arg
+    with pytest.raises(ValueError, match=rf"\b{name}\b"):
+        gen("x", max_tokens=5, **arg)
+    gen("x", max_tokens=5, top_k=3, seed=1, ignore_eos=False)  # what both backends take passes
