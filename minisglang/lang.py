@@ -81,14 +81,19 @@ GEN_EXTRA = ("top_p", "top_k", "min_p", "seed", "ignore_eos", "ebnf", "structura
 
 def gen(
     name: str,
-    max_tokens: int = 256,
-    temperature: float = 0.0,
+    max_tokens: int | None = None,
+    temperature: float | None = None,
     regex: str | None = None,
     json_schema: dict | str | None = None,
     stop: list[str] | str | None = None,
     **extra: Any,
 ) -> Gen:
-    """A generated turn, stored under `name`. Arguments minisglang lacks raise ValueError naming them."""
+    """A generated turn, stored under `name`. Arguments minisglang lacks raise ValueError naming them.
+
+    None is SGLang's "not given", for every argument: max_tokens 256 and temperature 0 (greedy),
+    and the backend's default for the others (passed on, the local Engine refused a None that
+    the server read as its default).
+    """
     for key in extra:
         if key in _SGLANG_UNSUPPORTED:
             raise ValueError(f"gen({key}=...) is not supported by minisglang ({_SGLANG_UNSUPPORTED[key]})")
@@ -97,7 +102,11 @@ def gen(
                 f"gen() got an unknown argument {key!r}; it takes max_tokens, temperature, regex, "
                 f"json_schema, stop and {', '.join(GEN_EXTRA)}"
             )
-    params = {"max_new_tokens": max_tokens, "temperature": temperature, **extra}
+    params = {
+        "max_new_tokens": 256 if max_tokens is None else max_tokens,
+        "temperature": 0.0 if temperature is None else temperature,
+        **{key: value for key, value in extra.items() if value is not None},
+    }
     for key, value in (("regex", regex), ("json_schema", json_schema), ("stop", stop)):
         if value is not None:
             params[key] = value

@@ -472,3 +472,17 @@ def test_gen_refuses_an_argument_minisglang_lacks_by_name_on_every_backend(arg):
     with pytest.raises(ValueError, match=rf"\b{name}\b"):
         gen("x", max_tokens=5, **arg)
     gen("x", max_tokens=5, top_k=3, seed=1, ignore_eos=False)  # what both backends take passes
+
+
+def test_a_gen_argument_given_as_none_is_the_default_on_both_backends(server):
+    # SGLang's gen writes None for "not given"; the local Engine refused max_new_tokens=None
+    # ("must be an integer, got null") while the server took it as its default.
+    @function
+    def nones(s):
+        s += user("Extract name, age and hobbies as JSON:\n" + ZH)
+        s += assistant(gen("out", max_tokens=None, temperature=None, top_p=None, seed=None, regex=r"[0-9]{2}"))
+
+    local = nones.run(server[1])
+    remote = nones.run(sgl.RuntimeEndpoint(server[0]))
+    assert re.fullmatch(r"[0-9]{2}", local["out"])
+    assert remote["out"] == local["out"]  # temperature None is greedy on both
