@@ -102,6 +102,12 @@ def gen(
                 f"gen() got an unknown argument {key!r}; it takes max_tokens, temperature, regex, "
                 f"json_schema, stop and {', '.join(GEN_EXTRA)}"
             )
+    if json_schema is not None:
+        _check_schema(json_schema)
+    given = [key for key, value in (("regex", regex), ("json_schema", json_schema)) if value is not None]
+    given += [key for key in ("ebnf", "structural_tag") if extra.get(key) is not None]
+    if len(given) > 1:
+        raise ValueError(f"gen() takes one constraint, got {' and '.join(given)}")
     params = {
         "max_new_tokens": 256 if max_tokens is None else max_tokens,
         "temperature": 0.0 if temperature is None else temperature,
@@ -111,6 +117,22 @@ def gen(
         if value is not None:
             params[key] = value
     return Gen(name, params)
+
+
+def _check_schema(schema: Any) -> None:
+    """A json_schema is a JSON object or its text: checked here, where the program calls gen
+    (RuntimeEndpoint parses the text to send it as response_format, and died in json.loads)."""
+    if isinstance(schema, str):
+        try:
+            schema = json.loads(schema)
+        except ValueError as e:
+            raise ValueError(f"gen(json_schema=...): this string is not JSON ({e})") from None
+    if not isinstance(schema, dict):
+        raise ValueError(f"gen(json_schema=...) must be a JSON Schema object (a dict) or its text, got {schema!r:.80}")
+    try:
+        json.dumps(schema, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"gen(json_schema=...): this dict is not JSON ({e})") from None
 
 
 def _role(role: str):

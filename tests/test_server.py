@@ -486,3 +486,20 @@ def test_a_gen_argument_given_as_none_is_the_default_on_both_backends(server):
     remote = nones.run(sgl.RuntimeEndpoint(server[0]))
     assert re.fullmatch(r"[0-9]{2}", local["out"])
     assert remote["out"] == local["out"]  # temperature None is greedy on both
+
+
+@pytest.mark.parametrize(
+    "kwargs, needle",
+    [
+        ({"json_schema": "{not json"}, "json_schema=...\\): this string is not JSON"),
+        ({"json_schema": "[1, 2]"}, "json_schema=...\\) must be a JSON Schema object"),
+        ({"json_schema": {"type": {1, 2}}}, "json_schema=...\\): this dict is not JSON"),
+        ({"regex": "a+", "json_schema": {"type": "string"}}, "one constraint, got regex and json_schema"),
+    ],
+)
+def test_a_bad_json_schema_or_two_constraints_fail_at_the_gen_call(kwargs, needle):
+    # A schema text that is not JSON died in json.loads inside RuntimeEndpoint.chat (a
+    # JSONDecodeError naming nothing) and was an abort on the local Engine; regex beside a
+    # json_schema was refused by the server as a "response_format" the program never wrote.
+    with pytest.raises(ValueError, match=needle):
+        gen("x", max_tokens=5, **kwargs)
