@@ -41,12 +41,25 @@ class GenText(str):
         return str(self)
 
 
+# SGLang's completion style (`s += "Q: " + gen(...)`): text and gens in one stream, no roles.
+# A minisglang program is chat messages, and a gen is a whole assistant turn.
+_TEXT_WITH_GEN = (
+    "text joined to a gen(...) (SGLang's completion style) is not supported: a minisglang program is chat "
+    "messages, and a gen is a whole assistant turn; write s += user(text) then s += assistant(gen(...))"
+)
+
+
 @dataclass
 class Gen:
     """A placeholder for generated text: `gen("name", max_tokens=..., regex=... | json_schema=...)`."""
 
     name: str
     params: dict[str, Any]
+
+    def __add__(self, other: object):
+        raise TypeError(_TEXT_WITH_GEN)
+
+    __radd__ = __add__
 
 
 @dataclass
@@ -160,6 +173,10 @@ class ProgramState:
     outputs: dict[str, GenText] = field(default_factory=dict)
 
     def __iadd__(self, msg: Message) -> ProgramState:
+        if isinstance(msg, (str, Gen)):
+            raise TypeError(f"s += {type(msg).__name__}: {_TEXT_WITH_GEN}")
+        if not isinstance(msg, Message):
+            raise TypeError(f"s += takes system(...), user(...) or assistant(...), got {type(msg).__name__}")
         if isinstance(msg.content, Gen):
             if msg.role != "assistant":
                 raise ValueError("gen(...) can only fill an assistant message")

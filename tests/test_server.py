@@ -503,3 +503,19 @@ def test_a_bad_json_schema_or_two_constraints_fail_at_the_gen_call(kwargs, needl
     # json_schema was refused by the server as a "response_format" the program never wrote.
     with pytest.raises(ValueError, match=needle):
         gen("x", max_tokens=5, **kwargs)
+
+
+def test_sglangs_completion_style_is_refused_by_name():
+    # `s += gen(...)` and `s += "text"` died in __iadd__ with "'Gen' object has no attribute
+    # 'content'"; `"Q: " + gen(...)` with Python's "can only concatenate str".
+    state = sgl.lang.ProgramState(backend=None)
+    for bad in (gen("x", max_tokens=5), "The capital of France is"):
+        with pytest.raises(TypeError, match="completion style"):
+            state += bad
+    with pytest.raises(TypeError, match="s \\+= takes system"):
+        state += 42
+    with pytest.raises(TypeError, match="completion style"):
+        "Answer: " + gen("x", max_tokens=5)
+    with pytest.raises(TypeError, match="completion style"):
+        gen("x", max_tokens=5) + "."
+    assert state.messages == []
