@@ -150,6 +150,10 @@ def _check_schema(schema: Any) -> None:
 
 def _role(role: str):
     def make(content: str | Gen) -> Message:
+        # Checked here, in both styles: the local chat template died on a non-string inside
+        # Jinja ("can only concatenate str (not "int")") while the server answered a 400.
+        if not isinstance(content, (str, Gen)):
+            raise TypeError(f"{role}(...) takes a string or gen(...), got {type(content).__name__}")
         msg = Message(role, content)
         state = _current.get()
         if state is not None:  # implicit style: the call itself adds the message

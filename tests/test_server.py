@@ -519,3 +519,18 @@ def test_sglangs_completion_style_is_refused_by_name():
     with pytest.raises(TypeError, match="completion style"):
         gen("x", max_tokens=5) + "."
     assert state.messages == []
+
+
+@pytest.mark.parametrize("content", [42, None, ["a", "b"]])
+def test_a_message_that_is_not_text_is_refused_in_both_styles(content):
+    # user(42) died inside the local chat template (Jinja: "can only concatenate str (not
+    # "int") to str") while RuntimeEndpoint got the server's 400.
+    with pytest.raises(TypeError, match=r"user\(\.\.\.\) takes a string or gen\(\.\.\.\), got"):
+        user(content)
+
+    @function
+    def implicit():
+        system(content)
+
+    with pytest.raises(TypeError, match=r"system\(\.\.\.\) takes a string"):
+        implicit.run(sgl.lang.LocalBackend(None))
