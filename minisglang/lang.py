@@ -184,6 +184,8 @@ class ProgramState:
         if isinstance(msg.content, Gen):
             if msg.role != "assistant":
                 raise ValueError("gen(...) can only fill an assistant message")
+            if not self.messages:  # the server refuses an empty chat; the local Engine generated noise
+                raise ValueError("gen(...) needs a message before it: start the program with system(...) or user(...)")
             text, meta = self.backend.chat(self.messages, msg.content.params)
             out = GenText(text)
             out.meta_info = meta

@@ -534,3 +534,15 @@ def test_a_message_that_is_not_text_is_refused_in_both_styles(content):
 
     with pytest.raises(TypeError, match=r"system\(\.\.\.\) takes a string"):
         implicit.run(sgl.lang.LocalBackend(None))
+
+
+def test_a_gen_with_no_message_before_it_is_refused_on_both_backends(server):
+    # The local Engine generated from the bare generation prompt (invalid UTF-8 noise) while
+    # the server answered 400 "messages: must have at least 1 item(s)".
+    @function
+    def gen_first(s):
+        s += assistant(gen("x", max_tokens=8))
+
+    for backend in (server[1], sgl.RuntimeEndpoint(server[0])):
+        with pytest.raises(ValueError, match="needs a message before it"):
+            gen_first.run(backend)
