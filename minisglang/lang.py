@@ -168,12 +168,19 @@ def _role(role: str):
 system, user, assistant = _role("system"), _role("user"), _role("assistant")
 
 
+class _Messages(list):
+    """The chat so far: a list, and callable as SGLang's `state.messages()` (a method there)."""
+
+    def __call__(self) -> list[dict[str, str]]:
+        return self
+
+
 @dataclass
 class ProgramState:
     """The running program: its backend, the messages so far, and the named outputs."""
 
     backend: Any
-    messages: list[dict[str, str]] = field(default_factory=list)
+    messages: list[dict[str, str]] = field(default_factory=_Messages)
     outputs: dict[str, GenText] = field(default_factory=dict)
 
     def __iadd__(self, msg: Message) -> ProgramState:

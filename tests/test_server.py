@@ -546,3 +546,16 @@ def test_a_gen_with_no_message_before_it_is_refused_on_both_backends(server):
     for backend in (server[1], sgl.RuntimeEndpoint(server[0])):
         with pytest.raises(ValueError, match="needs a message before it"):
             gen_first.run(backend)
+
+
+def test_state_messages_is_also_sglangs_method(server):
+    # SGLang's quick start reads `for m in state.messages():`; here it raised "'list' object is
+    # not callable".
+    @function
+    def one_turn(s):
+        s += user("Extract name, age and hobbies as JSON:\n" + ZH)
+        s += assistant(gen("x", max_tokens=4))
+
+    state = one_turn.run(server[1])
+    assert state.messages() == state.messages
+    assert [m["role"] for m in state.messages()] == ["user", "assistant"]
