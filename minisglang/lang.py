@@ -265,6 +265,16 @@ class RuntimeEndpoint:
             raise RuntimeError(f"{self.base_url}{path} answered {e.code}: {e.read().decode(errors='replace')}") from e
 
 
+# SGLang's SglFunction.run takes these as defaults for every gen (and streaming, threads).
+_SGLANG_RUN_ARGS = frozenset(
+    {
+        "max_new_tokens", "stop", "stop_token_ids", "stop_regex", "temperature", "top_p", "top_k", "min_p",
+        "frequency_penalty", "presence_penalty", "ignore_eos", "return_logprob", "logprob_start_len",
+        "top_logprobs_num", "return_text_in_logprobs", "stream", "use_thread",
+    }
+)  # fmt: skip
+
+
 class SglFunction:
     """What `@function` makes: call `.run(backend, **arguments)`."""
 
@@ -274,7 +284,18 @@ class SglFunction:
         self.explicit_state = bool(params) and params[0] == "s"
 
     def run(self, backend, **kwargs: Any) -> ProgramState:
+        given = [key for key in kwargs if key in _SGLANG_RUN_ARGS]
+        if given:  # passed on, they reached the program as its own arguments
+            raise ValueError(
+                f"run({given[0]}=...) is SGLang's run-level default for every gen, which minisglang does not "
+                "support: give sampling arguments to each gen(...) (streaming and threads are not supported)"
+            )
         if not hasattr(backend, "chat"):
+            if not (hasattr(backend, "generate") and hasattr(backend, "tokenizer")):
+                raise TypeError(
+                    f"run(backend, ...): the first argument is the backend (an Engine or a RuntimeEndpoint), got "
+                    f"{type(backend).__name__}; the program's own arguments are passed by name"
+                )
             backend = LocalBackend(backend)
         state = ProgramState(backend)
         if self.explicit_state:

@@ -559,3 +559,21 @@ def test_state_messages_is_also_sglangs_method(server):
     state = one_turn.run(server[1])
     assert state.messages() == state.messages
     assert [m["role"] for m in state.messages()] == ["user", "assistant"]
+
+
+def test_sglangs_run_level_arguments_and_a_positional_program_argument_are_refused():
+    # run(temperature=0.5) or run(stream=True) reached the program as its own keyword
+    # arguments ("f() got an unexpected keyword argument", or silently taken by **kwargs);
+    # run("text", ...) made a LocalBackend of the string.
+    seen = []
+
+    @function
+    def takes_anything(s, **kwargs):
+        seen.append(kwargs)
+
+    for key, value in (("temperature", 0.5), ("stream", True), ("max_new_tokens", 8)):
+        with pytest.raises(ValueError, match=rf"run\({key}=\.\.\.\) is SGLang's run-level"):
+            takes_anything.run(sgl.lang.LocalBackend(None), **{key: value})
+    assert seen == []
+    with pytest.raises(TypeError, match="the first argument is the backend"):
+        takes_anything.run("What is the capital of France?")
