@@ -115,6 +115,9 @@ def gen(
                 f"gen() got an unknown argument {key!r}; it takes max_tokens, temperature, regex, "
                 f"json_schema, stop and {', '.join(GEN_EXTRA)}"
             )
+    if max_tokens is not None and (not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1):
+        # (the local Engine's own check named its field, max_new_tokens, which the program never wrote)
+        raise ValueError(f"gen(max_tokens=...) must be an integer >= 1, got {max_tokens!r:.40}")
     if json_schema is not None:
         _check_schema(json_schema)
     given = [key for key, value in (("regex", regex), ("json_schema", json_schema)) if value is not None]

@@ -577,3 +577,11 @@ def test_sglangs_run_level_arguments_and_a_positional_program_argument_are_refus
     assert seen == []
     with pytest.raises(TypeError, match="the first argument is the backend"):
         takes_anything.run("What is the capital of France?")
+
+
+@pytest.mark.parametrize("bad", [-1, 0, 5.0, "5", True])
+def test_a_bad_max_tokens_is_named_as_the_program_wrote_it(bad):
+    # The local Engine said "max_new_tokens must be an integer >= 1", a name the program never
+    # wrote (the server said max_tokens).
+    with pytest.raises(ValueError, match=r"gen\(max_tokens=\.\.\.\) must be an integer >= 1"):
+        gen("x", max_tokens=bad)
