@@ -301,14 +301,17 @@ class SglFunction:
                 )
             backend = LocalBackend(backend)
         state = ProgramState(backend)
-        if self.explicit_state:
-            self.fn(state, **kwargs)
-        else:
-            token = _current.set(state)
-            try:
+        # The implicit style's current state is this program's, or none in the explicit style:
+        # an explicit program run inside an implicit one otherwise added its messages (and ran
+        # its gens) in the outer program too, through the outer's current state.
+        token = _current.set(None if self.explicit_state else state)
+        try:
+            if self.explicit_state:
+                self.fn(state, **kwargs)
+            else:
                 self.fn(**kwargs)
-            finally:
-                _current.reset(token)
+        finally:
+            _current.reset(token)
         return state
 
 

@@ -585,3 +585,35 @@ def test_a_bad_max_tokens_is_named_as_the_program_wrote_it(bad):
     # wrote (the server said max_tokens).
     with pytest.raises(ValueError, match=r"gen\(max_tokens=\.\.\.\) must be an integer >= 1"):
         gen("x", max_tokens=bad)
+
+
+class _Echo:
+    """A backend that answers every turn with the number of messages it was sent."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def chat(self, messages, params):
+        self.calls += 1
+        return str(len(messages)), {}
+
+
+def test_an_explicit_program_run_inside_an_implicit_one_stays_its_own():
+    # The inner program's user(...) and assistant(gen(...)) also went into the outer program
+    # (through the implicit style's current state), and its gen ran twice.
+    @function
+    def inner(s, q):
+        s += user(q)
+        s += assistant(gen("a", max_tokens=3))
+
+    @function
+    def outer():
+        system("outer")
+        answer = inner.run(backend, q="inner question")["a"]
+        user("outer question " + answer)
+        assistant(gen("b", max_tokens=3))
+
+    backend = _Echo()
+    state = outer.run(backend)
+    assert [m["role"] for m in state.messages] == ["system", "user", "assistant"]
+    assert state["b"] == "2" and backend.calls == 2
