@@ -282,6 +282,9 @@ class SglFunction:
     """What `@function` makes: call `.run(backend, **arguments)`."""
 
     def __init__(self, fn: Callable):
+        if inspect.iscoroutinefunction(fn) or inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
+            # run calls the body once and reads nothing back: such a body would never run
+            raise TypeError(f"@function takes a plain def; {fn.__name__} is async or a generator")
         self.fn = fn
         params = list(inspect.signature(fn).parameters)
         self.explicit_state = bool(params) and params[0] == "s"

@@ -617,3 +617,18 @@ def test_an_explicit_program_run_inside_an_implicit_one_stays_its_own():
     state = outer.run(backend)
     assert [m["role"] for m in state.messages] == ["system", "user", "assistant"]
     assert state["b"] == "2" and backend.calls == 2
+
+
+def test_an_async_or_generator_program_is_refused_at_the_decorator():
+    # run called the body, got a coroutine (or generator) back and returned an empty state:
+    # the program silently never ran ("coroutine was never awaited").
+    async def co(s):
+        s += user("hi")
+
+    def generator(s):
+        s += user("hi")
+        yield
+
+    for fn in (co, generator):
+        with pytest.raises(TypeError, match="takes a plain def"):
+            function(fn)
