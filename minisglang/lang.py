@@ -245,7 +245,15 @@ class RuntimeEndpoint:
             else:
                 body[key] = value  # regex, ebnf: SGLang-style extra fields
         resp = self._post("/v1/chat/completions", body)
-        return resp["choices"][0]["message"]["content"], resp.get("usage", {})
+        choice, usage = resp["choices"][0], resp.get("usage", {})
+        # meta_info as the local Engine's: its finish_reason is how a program tells a json_schema
+        # answer cut by max_tokens (not JSON) from a whole one
+        reason: dict[str, Any] = {"type": choice.get("finish_reason")}
+        if reason["type"] == "stop":  # (None where the grammar ended it)
+            reason["matched"] = choice.get("matched_stop")
+        elif reason["type"] == "length" and "completion_tokens" in usage:
+            reason["length"] = usage["completion_tokens"]
+        return choice["message"]["content"], {**usage, "finish_reason": reason}
 
     def _headers(self) -> dict[str, str]:
         h = {"Content-Type": "application/json"}

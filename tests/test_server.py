@@ -632,3 +632,18 @@ def test_an_async_or_generator_program_is_refused_at_the_decorator():
     for fn in (co, generator):
         with pytest.raises(TypeError, match="takes a plain def"):
             function(fn)
+
+
+def test_meta_info_has_the_finish_reason_on_both_backends(server):
+    # RuntimeEndpoint's meta_info was the usage alone: a program could not tell a json_schema
+    # answer cut by max_tokens (not JSON) from a whole one, as it can on the local Engine.
+    @function
+    def cut(s, n):
+        s += user("Extract name, age and hobbies as JSON:\n" + ZH)
+        s += assistant(gen("x", max_tokens=n, json_schema=PERSON))
+
+    for n, kind in ((6, "length"), (120, "stop")):
+        local = cut.run(server[1], n=n)["x"].meta_info["finish_reason"]
+        remote = cut.run(sgl.RuntimeEndpoint(server[0]), n=n)["x"].meta_info["finish_reason"]
+        assert local["type"] == remote["type"] == kind
+        assert remote == {k: v for k, v in local.items() if k in ("type", "length", "matched")}
