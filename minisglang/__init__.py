@@ -13,6 +13,7 @@ _LAZY = {
     "assistant": "lang",
     "function": "lang",
     "gen": "lang",
+    "set_default_backend": "lang",
     "system": "lang",
     "user": "lang",
     "trace": "stepview",

@@ -286,6 +286,15 @@ _SGLANG_RUN_ARGS = frozenset(
 )  # fmt: skip
 
 
+_default_backend: Any = None
+
+
+def set_default_backend(backend: Any) -> None:
+    """SGLang's: the backend (an Engine or a RuntimeEndpoint) that `run` uses when given none."""
+    global _default_backend
+    _default_backend = backend
+
+
 class SglFunction:
     """What `@function` makes: call `.run(backend, **arguments)`."""
 
@@ -297,13 +306,19 @@ class SglFunction:
         params = list(inspect.signature(fn).parameters)
         self.explicit_state = bool(params) and params[0] == "s"
 
-    def run(self, backend, **kwargs: Any) -> ProgramState:
+    def run(self, backend=None, **kwargs: Any) -> ProgramState:
+        """Run the program on `backend` (an Engine or a RuntimeEndpoint; None: the one given to
+        set_default_backend, as in SGLang) with the program's arguments by name."""
         given = [key for key in kwargs if key in _SGLANG_RUN_ARGS]
         if given:  # passed on, they reached the program as its own arguments
             raise ValueError(
                 f"run({given[0]}=...) is SGLang's run-level default for every gen, which minisglang does not "
                 "support: give sampling arguments to each gen(...) (streaming and threads are not supported)"
             )
+        if backend is None:
+            backend = _default_backend
+            if backend is None:
+                raise ValueError("run(): no backend; pass one (run(engine, ...)) or call set_default_backend first")
         if not hasattr(backend, "chat"):
             if not (hasattr(backend, "generate") and hasattr(backend, "tokenizer")):
                 raise TypeError(

@@ -647,3 +647,15 @@ def test_meta_info_has_the_finish_reason_on_both_backends(server):
         remote = cut.run(sgl.RuntimeEndpoint(server[0]), n=n)["x"].meta_info["finish_reason"]
         assert local["type"] == remote["type"] == kind
         assert remote == {k: v for k, v in local.items() if k in ("type", "length", "matched")}
+
+
+def test_sglangs_quick_start_runs_with_set_default_backend(server, monkeypatch):
+    # SGLang's quick start calls set_default_backend(RuntimeEndpoint(...)) and then run() with
+    # the program's arguments alone: here set_default_backend did not exist and run() wanted a
+    # backend ("missing 1 required positional argument: 'backend'").
+    monkeypatch.setattr(sgl.lang, "_default_backend", None)
+    with pytest.raises(ValueError, match="no backend"):
+        info_extract.run(paragraph=ZH)
+    sgl.set_default_backend(sgl.RuntimeEndpoint(server[0]))
+    state = info_extract.run(paragraph=ZH)
+    assert state["output"] == info_extract.run(server[1], paragraph=ZH)["output"]
