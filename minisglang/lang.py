@@ -208,6 +208,10 @@ class ProgramState:
     def __getitem__(self, name: str) -> GenText:
         return self.outputs[name]
 
+    def get_meta_info(self, name: str) -> dict[str, Any]:
+        """SGLang's: the backend's meta_info of the gen `name` (finish_reason, token counts)."""
+        return self.outputs[name].meta_info
+
     def text(self) -> str:
         return "\n".join(f"{m['role']}: {m['content']}" for m in self.messages)
 
@@ -339,6 +343,15 @@ class SglFunction:
         finally:
             _current.reset(token)
         return state
+
+    def run_batch(
+        self, batch_kwargs: list[dict[str, Any]], backend=None, num_threads: Any = "auto", progress_bar: bool = False
+    ) -> list[ProgramState]:
+        """SGLang's run_batch: one state per dict of arguments, in order. The programs run one
+        after another (num_threads and progress_bar are taken and change nothing)."""
+        if not isinstance(batch_kwargs, list) or not all(isinstance(kw, dict) for kw in batch_kwargs):
+            raise TypeError("run_batch(batch_kwargs): a list of dicts, one dict of the program's arguments per run")
+        return [self.run(backend, **kwargs) for kwargs in batch_kwargs]
 
 
 def function(fn: Callable) -> SglFunction:

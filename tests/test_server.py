@@ -659,3 +659,15 @@ def test_sglangs_quick_start_runs_with_set_default_backend(server, monkeypatch):
     sgl.set_default_backend(sgl.RuntimeEndpoint(server[0]))
     state = info_extract.run(paragraph=ZH)
     assert state["output"] == info_extract.run(server[1], paragraph=ZH)["output"]
+
+
+def test_run_batch_and_get_meta_info_as_in_sglang(server):
+    # SGLang's run_batch([{...}, ...]) and state.get_meta_info(name) were AttributeErrors.
+    batch = [{"paragraph": ZH}, {"paragraph": "李四，45岁，教师，爱好书法。"}]
+    states = info_extract.run_batch(batch, backend=server[1], progress_bar=True)
+    assert [s["output"] for s in states] == [info_extract.run(server[1], **kw)["output"] for kw in batch]
+    assert states[0].get_meta_info("output")["finish_reason"]["type"] in ("stop", "length")
+    with pytest.raises(TypeError, match="a list of dicts"):
+        info_extract.run_batch({"paragraph": ZH}, backend=server[1])
+    with pytest.raises(ValueError, match=r"run\(temperature=\.\.\.\)"):
+        info_extract.run_batch([{"paragraph": ZH, "temperature": 0.5}], backend=server[1])
