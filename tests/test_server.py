@@ -671,3 +671,15 @@ def test_run_batch_and_get_meta_info_as_in_sglang(server):
         info_extract.run_batch({"paragraph": ZH}, backend=server[1])
     with pytest.raises(ValueError, match=r"run\(temperature=\.\.\.\)"):
         info_extract.run_batch([{"paragraph": ZH, "temperature": 0.5}], backend=server[1])
+
+
+@pytest.mark.parametrize("name", ["select", "image", "gen_int", "user_begin", "assistant_end"])
+def test_an_sglang_frontend_name_minisglang_lacks_says_it_is_not_supported(name):
+    # sgl.select and the others were a bare "module 'minisglang' has no attribute 'select'"
+    # ("cannot import name" with from-import); now they fail where the program calls them.
+    with pytest.raises(NotImplementedError, match=rf"minisglang has no {name}: SGLang's .* is not supported"):
+        getattr(sgl, name)("x", choices=["a", "b"])
+    namespace: dict = {}
+    exec(f"from minisglang import {name}", namespace)
+    with pytest.raises(NotImplementedError, match=rf"minisglang has no {name}"):
+        namespace[name]()
