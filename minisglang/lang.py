@@ -208,6 +208,10 @@ class ProgramState:
     def __getitem__(self, name: str) -> GenText:
         return self.outputs[name]
 
+    def fork(self, *args: Any, **kwargs: Any):
+        """SGLang's parallel branches: not supported (run the program once per branch instead)."""
+        raise NotImplementedError("state.fork(...) (SGLang's parallel branches) is not supported by minisglang")
+
     def get_meta_info(self, name: str) -> dict[str, Any]:
         """SGLang's: the backend's meta_info of the gen `name` (finish_reason, token counts)."""
         return self.outputs[name].meta_info

@@ -683,3 +683,14 @@ def test_an_sglang_frontend_name_minisglang_lacks_says_it_is_not_supported(name)
     exec(f"from minisglang import {name}", namespace)
     with pytest.raises(NotImplementedError, match=rf"minisglang has no {name}"):
         namespace[name]()
+
+
+def test_fork_says_it_is_not_supported():
+    # s.fork(2) was "'ProgramState' object has no attribute 'fork'".
+    @function
+    def branches(s):
+        s += user("hi")
+        s.fork(2)
+
+    with pytest.raises(NotImplementedError, match=r"fork\(\.\.\.\) .* is not supported"):
+        branches.run(_Echo())
