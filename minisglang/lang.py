@@ -270,18 +270,23 @@ class RuntimeEndpoint:
         return h
 
     def _get(self, path: str) -> dict:
-        with urllib.request.urlopen(
-            urllib.request.Request(self.base_url + path, headers=self._headers()), timeout=self.timeout
-        ) as r:
-            return json.loads(r.read())
+        return self._request(urllib.request.Request(self.base_url + path, headers=self._headers()), path)
 
     def _post(self, path: str, body: dict) -> dict:
         req = urllib.request.Request(self.base_url + path, data=json.dumps(body).encode(), headers=self._headers())
+        return self._request(req, path)
+
+    def _request(self, req: urllib.request.Request, path: str) -> dict:
+        """One call; an error names the URL (urllib's say "Not Found" or "Connection refused" alone)."""
+        url = self.base_url + path
         try:
             with urllib.request.urlopen(req, timeout=self.timeout) as r:
                 return json.loads(r.read())
         except urllib.error.HTTPError as e:
-            raise RuntimeError(f"{self.base_url}{path} answered {e.code}: {e.read().decode(errors='replace')}") from e
+            hint = " (base_url is the server's root, without /v1)" if e.code == 404 and "/v1/v1/" in url else ""
+            raise RuntimeError(f"{url} answered {e.code}{hint}: {e.read().decode(errors='replace')}") from e
+        except (urllib.error.URLError, OSError, ValueError) as e:  # refused, timed out, not a URL
+            raise ConnectionError(f"{url}: {getattr(e, 'reason', e)}") from e
 
 
 # SGLang's SglFunction.run takes these as defaults for every gen (and streaming, threads).

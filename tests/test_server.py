@@ -694,3 +694,15 @@ def test_fork_says_it_is_not_supported():
 
     with pytest.raises(NotImplementedError, match=r"fork\(\.\.\.\) .* is not supported"):
         branches.run(_Echo())
+
+
+def test_a_wrong_endpoint_url_is_an_error_that_names_it(server):
+    # RuntimeEndpoint(".../v1") raised urllib's bare "HTTP Error 404: Not Found", a closed port
+    # "<urlopen error [Errno 111] Connection refused>" and "localhost:30000" "unknown url type":
+    # none said which URL.
+    with pytest.raises(RuntimeError, match=r"/v1/v1/models answered 404 \(base_url is the server's root"):
+        sgl.RuntimeEndpoint(server[0] + "/v1")
+    with pytest.raises(ConnectionError, match=r"http://127\.0\.0\.1:1/v1/models: "):
+        sgl.RuntimeEndpoint("http://127.0.0.1:1", timeout=5)
+    with pytest.raises(ConnectionError, match=r"localhost:1/v1/models: "):
+        sgl.RuntimeEndpoint("localhost:1", timeout=5)
