@@ -118,6 +118,7 @@ def gen(
     if max_tokens is not None and (not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1):
         # (the local Engine's own check named its field, max_new_tokens, which the program never wrote)
         raise ValueError(f"gen(max_tokens=...) must be an integer >= 1, got {max_tokens!r:.40}")
+    _check_bounds(temperature, stop, extra.get("seed"), extra.get("top_p"))
     if json_schema is not None:
         _check_schema(json_schema)
     given = [key for key, value in (("regex", regex), ("json_schema", json_schema)) if value is not None]
@@ -133,6 +134,21 @@ def gen(
         if value is not None:
             params[key] = value
     return Gen(name, params)
+
+
+def _check_bounds(temperature: Any, stop: Any, seed: Any, top_p: Any) -> None:
+    """Where the local Engine and the server disagree, gen takes what both take, so that a
+    program means the same on each: the server has OpenAI's bounds (temperature <= 2, a seed in
+    [0, 2**63), at most 4 stop strings) and reads top_p=0 as greedy, which SGLang refuses."""
+    number = (int, float)
+    if isinstance(temperature, number) and not isinstance(temperature, bool) and temperature > 2:
+        raise ValueError(f"gen(temperature=...) must be in [0, 2], got {temperature}")
+    if isinstance(seed, int) and not isinstance(seed, bool) and not 0 <= seed < 2**63:
+        raise ValueError(f"gen(seed=...) must be in [0, 2**63), got {seed}")
+    if isinstance(stop, list) and len(stop) > 4:
+        raise ValueError(f"gen(stop=...) takes at most 4 strings, got {len(stop)}")
+    if isinstance(top_p, number) and not isinstance(top_p, bool) and top_p == 0:
+        raise ValueError("gen(top_p=...) must be in (0, 1], got 0 (for greedy, give temperature=0)")
 
 
 def _check_schema(schema: Any) -> None:

@@ -706,3 +706,21 @@ def test_a_wrong_endpoint_url_is_an_error_that_names_it(server):
         sgl.RuntimeEndpoint("http://127.0.0.1:1", timeout=5)
     with pytest.raises(ConnectionError, match=r"localhost:1/v1/models: "):
         sgl.RuntimeEndpoint("localhost:1", timeout=5)
+
+
+@pytest.mark.parametrize(
+    "kwargs, needle",
+    [
+        ({"temperature": 3.0}, r"temperature=\.\.\.\) must be in \[0, 2\]"),
+        ({"seed": -1}, r"seed=\.\.\.\) must be in \[0, 2\*\*63\)"),
+        ({"seed": 2**63}, r"seed=\.\.\.\) must be in"),
+        ({"stop": ["a", "b", "c", "d", "e"]}, r"stop=\.\.\.\) takes at most 4 strings"),
+        ({"top_p": 0.0}, r"top_p=\.\.\.\) must be in \(0, 1\]"),
+    ],
+)
+def test_a_gen_argument_one_backend_took_and_the_other_refused_is_refused_at_gen(kwargs, needle):
+    # temperature 3, seed -1 or 2**63 and five stop strings ran on the local Engine and were the
+    # server's 400; top_p=0 ran greedy on the server (OpenAI's reading) and was the Engine's error.
+    with pytest.raises(ValueError, match=needle):
+        gen("x", max_tokens=5, **kwargs)
+    gen("x", temperature=2, seed=0, stop=["a", "b", "c", "d"], top_p=1)  # the edges both take
