@@ -16,7 +16,11 @@ A program is a list of chat messages. `system`/`user`/`assistant` append one; an
 `Engine` (the chat template is applied here) or `RuntimeEndpoint(url)`: any
 OpenAI-compatible server, ours or a real SGLang/vLLM one (the server applies its own
 template; `json_schema` travels as `response_format`, `regex` as SGLang's extra field).
-SGLang's explicit style also works: `def f(s, ...)` with `s += user(...)`.
+SGLang's explicit style also works: `def f(s, ...)` with `s += user(...)`, as do
+`set_default_backend`, `run_batch`, `state.messages()` and `state.get_meta_info(name)`.
+What SGLang has and minisglang lacks (select/choices, fork, images, the completion style
+`s += "text" + gen(...)`, streaming, run-level sampling defaults, gen's n/logprobs/penalties)
+raises an error that names it, the same on both backends (a gen argument at the gen call).
 """
 
 from __future__ import annotations
