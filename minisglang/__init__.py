@@ -13,9 +13,31 @@ _LAZY = {
     "assistant": "lang",
     "function": "lang",
     "gen": "lang",
+    "set_default_backend": "lang",
     "system": "lang",
     "user": "lang",
     "trace": "stepview",
+}
+
+
+# SGLang frontend names that minisglang's lang.py does not have. Each is a function that raises
+# NotImplementedError saying so when called: a ported program (`sgl.select(...)` or `from
+# minisglang import select`) fails at that line, rather than with a bare "no attribute" /
+# "cannot import name" that reads like a typo or a broken install.
+_SGLANG_ONLY = {
+    "select": "choices; write gen(name, regex='yes|no') instead",
+    "gen_int": "typed gens; write gen(name, regex=r'-?[0-9]+') instead",
+    "gen_string": "typed gens; write gen(name, regex=...) instead",
+    "image": "images (the model reads text only)",
+    "video": "videos (the model reads text only)",
+    **dict.fromkeys(
+        [f"{role}_{end}" for role in ("system", "user", "assistant") for end in ("begin", "end")],
+        "open roles; write user(text) and assistant(gen(...)), one whole message each",
+    ),
+    "separate_reasoning": "reasoning separation",
+    "Runtime": "launching a server from Python; run `minisglang serve` and connect with RuntimeEndpoint(url)",
+    "flush_cache": "flush_cache",
+    "get_server_info": "get_server_info (GET /get_server_info on the server)",
 }
 
 
@@ -24,6 +46,13 @@ def __getattr__(name):
         import importlib
 
         return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    if name in _SGLANG_ONLY:
+
+        def unsupported(*args, **kwargs):
+            raise NotImplementedError(f"minisglang has no {name}: SGLang's {_SGLANG_ONLY[name]} is not supported")
+
+        unsupported.__name__ = name
+        return unsupported
     raise AttributeError(f"module 'minisglang' has no attribute {name!r}")
 
 

@@ -459,3 +459,268 @@ def test_explicit_state_style_and_multi_turn(server):
     assert re.fullmatch(r"[A-Z][a-z]{2,12}", state["country"])
     assert re.fullmatch(r"[A-Z][a-z]{2,12}", state["capital"])
     assert [m["role"] for m in state.messages] == ["user", "assistant", "user", "assistant"]
+
+
+@pytest.mark.parametrize(
+    "arg",
+    [{"n": 2}, {"choices": ["yes", "no"]}, {"dtype": int}, {"min_tokens": 3}, {"presence_penalty": 0.5}, {"nope": 1}],
+)
+def test_gen_refuses_an_argument_minisglang_lacks_by_name_on_every_backend(arg):
+    # n=2 went to the server as OpenAI's n and the program kept one of two choices; dtype=int
+    # died in the JSON encoder; the local Engine named max_new_tokens' neighbours instead.
+    (name,) = arg
+    with pytest.raises(ValueError, match=rf"\b{name}\b"):
+        gen("x", max_tokens=5, **arg)
+    gen("x", max_tokens=5, top_k=3, seed=1, ignore_eos=False)  # what both backends take passes
+
+
+def test_a_gen_argument_given_as_none_is_the_default_on_both_backends(server):
+    # SGLang's gen writes None for "not given"; the local Engine refused max_new_tokens=None
+    # ("must be an integer, got null") while the server took it as its default.
+    @function
+    def nones(s):
+        s += user("Extract name, age and hobbies as JSON:\n" + ZH)
+        s += assistant(gen("out", max_tokens=None, temperature=None, top_p=None, seed=None, regex=r"[0-9]{2}"))
+
+    local = nones.run(server[1])
+    remote = nones.run(sgl.RuntimeEndpoint(server[0]))
+    assert re.fullmatch(r"[0-9]{2}", local["out"])
+    assert remote["out"] == local["out"]  # temperature None is greedy on both
+
+
+@pytest.mark.parametrize(
+    "kwargs, needle",
+    [
+        ({"json_schema": "{not json"}, "json_schema=...\\): this string is not JSON"),
+        ({"json_schema": "[1, 2]"}, "json_schema=...\\) must be a JSON Schema object"),
+        ({"json_schema": {"type": {1, 2}}}, "json_schema=...\\): this dict is not JSON"),
+        ({"regex": "a+", "json_schema": {"type": "string"}}, "one constraint, got regex and json_schema"),
+    ],
+)
+def test_a_bad_json_schema_or_two_constraints_fail_at_the_gen_call(kwargs, needle):
+    # A schema text that is not JSON died in json.loads inside RuntimeEndpoint.chat (a
+    # JSONDecodeError naming nothing) and was an abort on the local Engine; regex beside a
+    # json_schema was refused by the server as a "response_format" the program never wrote.
+    with pytest.raises(ValueError, match=needle):
+        gen("x", max_tokens=5, **kwargs)
+
+
+def test_sglangs_completion_style_is_refused_by_name():
+    # `s += gen(...)` and `s += "text"` died in __iadd__ with "'Gen' object has no attribute
+    # 'content'"; `"Q: " + gen(...)` with Python's "can only concatenate str".
+    state = sgl.lang.ProgramState(backend=None)
+    for bad in (gen("x", max_tokens=5), "The capital of France is"):
+        with pytest.raises(TypeError, match="completion style"):
+            state += bad
+    with pytest.raises(TypeError, match="s \\+= takes system"):
+        state += 42
+    with pytest.raises(TypeError, match="completion style"):
+        "Answer: " + gen("x", max_tokens=5)
+    with pytest.raises(TypeError, match="completion style"):
+        gen("x", max_tokens=5) + "."
+    assert state.messages == []
+
+
+@pytest.mark.parametrize("content", [42, None, ["a", "b"]])
+def test_a_message_that_is_not_text_is_refused_in_both_styles(content):
+    # user(42) died inside the local chat template (Jinja: "can only concatenate str (not
+    # "int") to str") while RuntimeEndpoint got the server's 400.
+    with pytest.raises(TypeError, match=r"user\(\.\.\.\) takes a string or gen\(\.\.\.\), got"):
+        user(content)
+
+    @function
+    def implicit():
+        system(content)
+
+    with pytest.raises(TypeError, match=r"system\(\.\.\.\) takes a string"):
+        implicit.run(sgl.lang.LocalBackend(None))
+
+
+def test_a_gen_with_no_message_before_it_is_refused_on_both_backends(server):
+    # The local Engine generated from the bare generation prompt (invalid UTF-8 noise) while
+    # the server answered 400 "messages: must have at least 1 item(s)".
+    @function
+    def gen_first(s):
+        s += assistant(gen("x", max_tokens=8))
+
+    for backend in (server[1], sgl.RuntimeEndpoint(server[0])):
+        with pytest.raises(ValueError, match="needs a message before it"):
+            gen_first.run(backend)
+
+
+def test_state_messages_is_also_sglangs_method(server):
+    # SGLang's quick start reads `for m in state.messages():`; here it raised "'list' object is
+    # not callable".
+    @function
+    def one_turn(s):
+        s += user("Extract name, age and hobbies as JSON:\n" + ZH)
+        s += assistant(gen("x", max_tokens=4))
+
+    state = one_turn.run(server[1])
+    assert state.messages() == state.messages
+    assert [m["role"] for m in state.messages()] == ["user", "assistant"]
+
+
+def test_sglangs_run_level_arguments_and_a_positional_program_argument_are_refused():
+    # run(temperature=0.5) or run(stream=True) reached the program as its own keyword
+    # arguments ("f() got an unexpected keyword argument", or silently taken by **kwargs);
+    # run("text", ...) made a LocalBackend of the string.
+    seen = []
+
+    @function
+    def takes_anything(s, **kwargs):
+        seen.append(kwargs)
+
+    for key, value in (("temperature", 0.5), ("stream", True), ("max_new_tokens", 8)):
+        with pytest.raises(ValueError, match=rf"run\({key}=\.\.\.\) is SGLang's run-level"):
+            takes_anything.run(sgl.lang.LocalBackend(None), **{key: value})
+    assert seen == []
+    with pytest.raises(TypeError, match="the first argument is the backend"):
+        takes_anything.run("What is the capital of France?")
+
+
+@pytest.mark.parametrize("bad", [-1, 0, 5.0, "5", True])
+def test_a_bad_max_tokens_is_named_as_the_program_wrote_it(bad):
+    # The local Engine said "max_new_tokens must be an integer >= 1", a name the program never
+    # wrote (the server said max_tokens).
+    with pytest.raises(ValueError, match=r"gen\(max_tokens=\.\.\.\) must be an integer >= 1"):
+        gen("x", max_tokens=bad)
+
+
+class _Echo:
+    """A backend that answers every turn with the number of messages it was sent."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def chat(self, messages, params):
+        self.calls += 1
+        return str(len(messages)), {}
+
+
+def test_an_explicit_program_run_inside_an_implicit_one_stays_its_own():
+    # The inner program's user(...) and assistant(gen(...)) also went into the outer program
+    # (through the implicit style's current state), and its gen ran twice.
+    @function
+    def inner(s, q):
+        s += user(q)
+        s += assistant(gen("a", max_tokens=3))
+
+    @function
+    def outer():
+        system("outer")
+        answer = inner.run(backend, q="inner question")["a"]
+        user("outer question " + answer)
+        assistant(gen("b", max_tokens=3))
+
+    backend = _Echo()
+    state = outer.run(backend)
+    assert [m["role"] for m in state.messages] == ["system", "user", "assistant"]
+    assert state["b"] == "2" and backend.calls == 2
+
+
+def test_an_async_or_generator_program_is_refused_at_the_decorator():
+    # run called the body, got a coroutine (or generator) back and returned an empty state:
+    # the program silently never ran ("coroutine was never awaited").
+    async def co(s):
+        s += user("hi")
+
+    def generator(s):
+        s += user("hi")
+        yield
+
+    for fn in (co, generator):
+        with pytest.raises(TypeError, match="takes a plain def"):
+            function(fn)
+
+
+def test_meta_info_has_the_finish_reason_on_both_backends(server):
+    # RuntimeEndpoint's meta_info was the usage alone: a program could not tell a json_schema
+    # answer cut by max_tokens (not JSON) from a whole one, as it can on the local Engine.
+    @function
+    def cut(s, n):
+        s += user("Extract name, age and hobbies as JSON:\n" + ZH)
+        s += assistant(gen("x", max_tokens=n, json_schema=PERSON))
+
+    for n, kind in ((6, "length"), (120, "stop")):
+        local = cut.run(server[1], n=n)["x"].meta_info["finish_reason"]
+        remote = cut.run(sgl.RuntimeEndpoint(server[0]), n=n)["x"].meta_info["finish_reason"]
+        assert local["type"] == remote["type"] == kind
+        assert remote == {k: v for k, v in local.items() if k in ("type", "length", "matched")}
+
+
+def test_sglangs_quick_start_runs_with_set_default_backend(server, monkeypatch):
+    # SGLang's quick start calls set_default_backend(RuntimeEndpoint(...)) and then run() with
+    # the program's arguments alone: here set_default_backend did not exist and run() wanted a
+    # backend ("missing 1 required positional argument: 'backend'").
+    monkeypatch.setattr(sgl.lang, "_default_backend", None)
+    with pytest.raises(ValueError, match="no backend"):
+        info_extract.run(paragraph=ZH)
+    sgl.set_default_backend(sgl.RuntimeEndpoint(server[0]))
+    state = info_extract.run(paragraph=ZH)
+    assert state["output"] == info_extract.run(server[1], paragraph=ZH)["output"]
+
+
+def test_run_batch_and_get_meta_info_as_in_sglang(server):
+    # SGLang's run_batch([{...}, ...]) and state.get_meta_info(name) were AttributeErrors.
+    batch = [{"paragraph": ZH}, {"paragraph": "李四，45岁，教师，爱好书法。"}]
+    states = info_extract.run_batch(batch, backend=server[1], progress_bar=True)
+    assert [s["output"] for s in states] == [info_extract.run(server[1], **kw)["output"] for kw in batch]
+    assert states[0].get_meta_info("output")["finish_reason"]["type"] in ("stop", "length")
+    with pytest.raises(TypeError, match="a list of dicts"):
+        info_extract.run_batch({"paragraph": ZH}, backend=server[1])
+    with pytest.raises(ValueError, match=r"run\(temperature=\.\.\.\)"):
+        info_extract.run_batch([{"paragraph": ZH, "temperature": 0.5}], backend=server[1])
+
+
+@pytest.mark.parametrize("name", ["select", "image", "gen_int", "user_begin", "assistant_end"])
+def test_an_sglang_frontend_name_minisglang_lacks_says_it_is_not_supported(name):
+    # sgl.select and the others were a bare "module 'minisglang' has no attribute 'select'"
+    # ("cannot import name" with from-import); now they fail where the program calls them.
+    with pytest.raises(NotImplementedError, match=rf"minisglang has no {name}: SGLang's .* is not supported"):
+        getattr(sgl, name)("x", choices=["a", "b"])
+    namespace: dict = {}
+    exec(f"from minisglang import {name}", namespace)
+    with pytest.raises(NotImplementedError, match=rf"minisglang has no {name}"):
+        namespace[name]()
+
+
+def test_fork_says_it_is_not_supported():
+    # s.fork(2) was "'ProgramState' object has no attribute 'fork'".
+    @function
+    def branches(s):
+        s += user("hi")
+        s.fork(2)
+
+    with pytest.raises(NotImplementedError, match=r"fork\(\.\.\.\) .* is not supported"):
+        branches.run(_Echo())
+
+
+def test_a_wrong_endpoint_url_is_an_error_that_names_it(server):
+    # RuntimeEndpoint(".../v1") raised urllib's bare "HTTP Error 404: Not Found", a closed port
+    # "<urlopen error [Errno 111] Connection refused>" and "localhost:30000" "unknown url type":
+    # none said which URL.
+    with pytest.raises(RuntimeError, match=r"/v1/v1/models answered 404 \(base_url is the server's root"):
+        sgl.RuntimeEndpoint(server[0] + "/v1")
+    with pytest.raises(ConnectionError, match=r"http://127\.0\.0\.1:1/v1/models: "):
+        sgl.RuntimeEndpoint("http://127.0.0.1:1", timeout=5)
+    with pytest.raises(ConnectionError, match=r"localhost:1/v1/models: "):
+        sgl.RuntimeEndpoint("localhost:1", timeout=5)
+
+
+@pytest.mark.parametrize(
+    "kwargs, needle",
+    [
+        ({"temperature": 3.0}, r"temperature=\.\.\.\) must be in \[0, 2\]"),
+        ({"seed": -1}, r"seed=\.\.\.\) must be in \[0, 2\*\*63\)"),
+        ({"seed": 2**63}, r"seed=\.\.\.\) must be in"),
+        ({"stop": ["a", "b", "c", "d", "e"]}, r"stop=\.\.\.\) takes at most 4 strings"),
+        ({"top_p": 0.0}, r"top_p=\.\.\.\) must be in \(0, 1\]"),
+    ],
+)
+def test_a_gen_argument_one_backend_took_and_the_other_refused_is_refused_at_gen(kwargs, needle):
+    # temperature 3, seed -1 or 2**63 and five stop strings ran on the local Engine and were the
+    # server's 400; top_p=0 ran greedy on the server (OpenAI's reading) and was the Engine's error.
+    with pytest.raises(ValueError, match=needle):
+        gen("x", max_tokens=5, **kwargs)
+    gen("x", temperature=2, seed=0, stop=["a", "b", "c", "d"], top_p=1)  # the edges both take
