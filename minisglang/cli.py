@@ -356,6 +356,7 @@ SERVE_ENGINE_OPTIONS = (
     "compile_timeout",
     "max_total_tokens",
     "max_running_requests",
+    "reserved_for_new_clients",
     "torch_threads",
     "mixed_prefill",
     "disable_radix_cache",
@@ -525,6 +526,12 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--compile-timeout", type=float, default=None, help="seconds a grammar may compile (s3+)")
     sv.add_argument("--max-total-tokens", type=int, default=None, help="KV cache slots (default 16384)")
     sv.add_argument("--max-running-requests", type=int, default=None, help="requests decoding at once (default 128)")
+    sv.add_argument(
+        "--reserved-for-new-clients",
+        type=int,
+        default=None,
+        help="rows a client with requests running may not take, kept for a client with none (default 1/16; 0: off)",
+    )
     sv.add_argument(
         "--torch-threads",
         type=int,

@@ -121,6 +121,7 @@ class Engine:
         disable_radix_cache: bool = False,
         in_batch_prefix_threshold: int = 32,
         mixed_prefill: bool = False,
+        reserved_for_new_clients: int | None = None,
         torch_threads: int | None = None,
         freeze_gc: bool = True,
         **stage_options: Any,
@@ -136,6 +137,7 @@ class Engine:
             disable_radix_cache=disable_radix_cache,
             in_batch_prefix_threshold=in_batch_prefix_threshold,
             mixed_prefill=mixed_prefill,
+            reserved_for_new_clients=reserved_for_new_clients,
         )
         # torch's thread count is one per process: the last Engine built sets it.
         if torch_threads is None:

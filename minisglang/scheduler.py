@@ -141,6 +141,12 @@ class SchedulerConfig:
     # Prompt tokens one prefill forward computes at most; a longer prompt is prefilled a
     # chunk per step (SGLang's chunked prefill; None: off, a prompt goes in one forward).
     chunked_prefill_size: int | None = None
+    # Rows (and as many rows' share of the KV pool) that a server client with requests running
+    # may not take: they are kept for a client with none running. One client's 300 streams
+    # took all 128 rows, and another client's one-token request waited 5.9 s for a row to
+    # free (a stranger's test). In-process requests (no client) take every row. 0: off;
+    # None: a sixteenth of max_running_requests (8 of 128).
+    reserved_for_new_clients: int | None = None
     trace_limit: int = 100_000  # events kept for notebooks (oldest dropped)
 
     def __post_init__(self) -> None:
@@ -150,10 +156,18 @@ class SchedulerConfig:
         for True (`disable_radix_cache="no"` turned the radix cache off)."""
         hints = typing.get_type_hints(SchedulerConfig)
         for f in fields(self):
-            positive = f.name != "in_batch_prefix_threshold"
+            positive = f.name not in ("in_batch_prefix_threshold", "reserved_for_new_clients")
             check_declared_type(f.name, getattr(self, f.name), hints[f.name], positive=positive)
-        if (threshold := self.in_batch_prefix_threshold) < 0:
-            raise ValueError(f"in_batch_prefix_threshold must be 0 (off) or above, not {threshold}")
+        if self.reserved_for_new_clients is None:
+            self.reserved_for_new_clients = self.max_running_requests // 16
+        for name in ("in_batch_prefix_threshold", "reserved_for_new_clients"):
+            if (value := getattr(self, name)) < 0:
+                raise ValueError(f"{name} must be 0 (off) or above, not {value}")
+        if self.reserved_for_new_clients >= self.max_running_requests:
+            raise ValueError(
+                f"reserved_for_new_clients ({self.reserved_for_new_clients}) must be below max_running_requests "
+                f"({self.max_running_requests}): a client must be able to run a request"
+            )
         if self.schedule_policy not in ("lpm", "fcfs"):
             raise ValueError(f"schedule_policy must be 'lpm' or 'fcfs', not {self.schedule_policy!r}")
 
@@ -784,6 +798,9 @@ class Scheduler:
         # another client waiting 120 steps with room for it); a request passed MAX_PASSED_BY
         # times holds back everyone. In-process requests (no client) stay plain FCFS.
         held: set[str] = set()
+        busy = {r.client for r in self.running if r.client is not None}  # clients with a request running
+        reserved = self.config.reserved_for_new_clients or 0
+        reserved_tokens = self.config.max_total_tokens * reserved // self.config.max_running_requests
         too_big: Req | None = None
         prefill_tokens = len(self.running) if self.config.mixed_prefill else 0
         chunk, chunk_tokens = self.config.chunked_prefill_size, 0  # prompt tokens only, riders aside
@@ -824,6 +841,15 @@ class Scheduler:
                 if too_big is None or req.passed_by >= MAX_PASSED_BY:
                     too_big = req
                 continue
+            rows_after = self.config.max_running_requests - len(self.running) - len(chosen) - 1
+            if (
+                req.client in busy
+                and not returning(req)
+                and (rows_after < reserved or need + locked > budget - reserved_tokens)
+            ):
+                self.tree_cache.dec_lock_ref(node)
+                held.add(req.client)  # (its later requests wait behind it, as behind one too big)
+                continue  # it fits, but in the rows and room kept for a client with nothing running
             if too_big is not None and not req.output_ids:  # a re-admission passes nobody (see below)
                 too_big.passed_by += 1
                 self.record_event("pass", req, past=too_big.rid)
@@ -831,6 +857,8 @@ class Scheduler:
             budget -= need + locked - kept.get(req.rid, 0)
             prefill_tokens += extend
             chosen.append(req)
+            if req.client is not None:
+                busy.add(req.client)
             if cut:
                 break
             if in_batch is not None:

@@ -258,3 +258,36 @@ def test_a_readmission_keeps_its_room_from_a_request_passed_max_times():
         assert_no_leak(eng)
     finally:
         eng.shutdown()
+
+
+def test_a_client_with_requests_running_leaves_rows_for_a_client_with_none():
+    """A stranger's test: one client's 300 streams took all 128 rows, and another client's
+    one-token request waited 5.9 s for one to free (45 ms on an idle server). A client with a
+    request running may not take the last `reserved_for_new_clients` rows (a sixteenth by
+    default): a newcomer is admitted at the next step. In-process requests take every row."""
+    engine = sgl.Engine(stage="s0", max_total_tokens=4096, max_running_requests=16)
+    try:
+        assert engine.scheduler.config.reserved_for_new_clients == 1
+        params = {"temperature": 0, "max_new_tokens": 40, "ignore_eos": True}
+        hog = [submit(engine, f"Line {i}: ", params, "10.0.0.1") for i in range(20)]
+        engine.step()
+        assert len(engine.scheduler.running) == 15, len(engine.scheduler.running)
+        newcomer = submit(engine, "Email: ", SMALL, "10.0.0.2")
+        engine.step()
+        assert newcomer in engine.scheduler.running and len(engine.scheduler.running) == 16
+        second = submit(engine, "Phone: ", SMALL, "10.0.0.2")  # its client now has one running
+        engine.step()
+        assert second in engine.scheduler.waiting_queue
+        run(engine, [*hog, newcomer, second])
+        assert newcomer.output_ids == sgl.Engine.generate(engine, "Email: ", SMALL)["output_ids"]
+        assert_no_leak(engine)
+        mine = [submit(engine, f"Line {i}: ", params, None) for i in range(20)]
+        engine.step()
+        assert len(engine.scheduler.running) == 16  # no clients: no rows kept back
+        run(engine, mine)
+    finally:
+        engine.shutdown()
+    with pytest.raises(ValueError, match=r"reserved_for_new_clients \(16\) must be below max_running_requests"):
+        sgl.Engine(stage="s0", max_running_requests=16, reserved_for_new_clients=16)
+    with pytest.raises(ValueError, match="reserved_for_new_clients must be 0 .off. or above, not -1"):
+        sgl.Engine(stage="s0", reserved_for_new_clients=-1)
