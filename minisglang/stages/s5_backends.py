@@ -158,6 +158,7 @@ class GrammarWork:
         self.starved: dict[int, int] = {}
         self.steps = 0
         self.rescued = False  # this step's one slice past the budget is given
+        self.waiting: dict[int, int] = {}  # rid -> the step it sits out, its jump search cut (`wait_for_search`)
 
     def begin_step(self) -> None:
         self.baton.hold()
@@ -221,6 +222,8 @@ class GrammarWork:
         work before it may stop, and a unit can be a whole trie walk (several ms)."""
         grammar = req.grammar
         assert grammar is not None  # the stage asks only about requests with a grammar
+        if self.waiting.get(req.rid) == self.steps:
+            return False
         owed = self.owed.get(req.rid, 0.0)
         if owed > 0:  # its last uncuttable call took more than a step's budget: it sits out
             self.owed[req.rid] = owed - self.step_seconds  # a step's budget per step sat out
@@ -239,7 +242,20 @@ class GrammarWork:
         with self.slice(req):
             return grammar.prepare(max(self.left, 0.0))
 
+    def wait_for_search(self, req: Req) -> None:
+        """`req`'s jump-forward search was cut this step: a seeded request that samples sits the
+        step out, rather than sample the text a jump would have skipped. Each token sampled
+        draws from its seeded generator, so a cut moved every later draw: the same request
+        and seed gave other text on a loaded machine (a stranger's test: 2 in 80). Once in a
+        row: a search cut the next step too is left to sampling (a budget spent step after
+        step by others would hold it for ever)."""
+        params = req.sampling_params
+        if params.seed is None or params.temperature <= 0 or self.waiting.get(req.rid) == self.steps - 1:
+            return
+        self.waiting[req.rid] = self.steps
+
     def forget(self, req: Req) -> None:
+        self.waiting.pop(req.rid, None)
         self.spent.pop(req.rid, None)
         self.owed.pop(req.rid, None)
         self.charged.discard(req.rid)
@@ -249,18 +265,29 @@ class GrammarWork:
 class BudgetedJumpForward(JumpForward):
     """s4's jump forward, its grammar reads (the search for forced text, the check at the
     seam) done within the step's budget: a read cut short is no jump this step (the request
-    decodes as usual; the work goes on next step from the states it made). Moving the
+    decodes as usual, or a seeded sampled one sits the step out, `GrammarWork.wait_for_search`;
+    the work goes on next step from the states it made). Moving the
     grammar is never cut: it runs outside any slice."""
 
     def __init__(self, tokenizer: Tokenizer, work: GrammarWork):
         super().__init__(tokenizer)
         self.work = work
+        self.deciding = False  # inside before_decode
+
+    def before_decode(self, running: list[Req]) -> list[Readmit]:
+        self.deciding = True  # a search cut here decides what the request samples (not an s7 draft's)
+        try:
+            return super().before_decode(running)
+        finally:
+            self.deciding = False
 
     def find_jump(self, req: Req) -> tuple[bytes, Any] | None:
         try:
             with self.work.slice(req):
                 return super().find_jump(req)
         except OutOfTime:
+            if self.deciding:
+                self.work.wait_for_search(req)
             return None
 
     def jump_ended(self, req: Req) -> bool:
@@ -277,6 +304,7 @@ class BudgetedJumpForward(JumpForward):
             with self.work.slice(req):
                 return super().leave_the_seam_to_the_model(req, new_output_ids)
         except OutOfTime:
+            self.work.wait_for_search(req)
             return None
 
 
