@@ -107,9 +107,10 @@ def gen(
 ) -> Gen:
     """A generated turn, stored under `name`. Arguments minisglang lacks raise ValueError naming them.
 
-    None is SGLang's "not given", for every argument: max_tokens 256 and temperature 0 (greedy),
-    and the backend's default for the others (passed on, the local Engine refused a None that
-    the server read as its default).
+    None is SGLang's "not given", for every argument: max_tokens 128 (SGLang's frontend
+    default; 256 left a prompt past 768 tokens no room in the bundled model's 1,024) and
+    temperature 0 (greedy), and the backend's default for the others (passed on, the local
+    Engine refused a None that the server read as its default).
     """
     for key in extra:
         if key in _SGLANG_UNSUPPORTED:
@@ -130,7 +131,7 @@ def gen(
     if len(given) > 1:
         raise ValueError(f"gen() takes one constraint, got {' and '.join(given)}")
     params = {
-        "max_new_tokens": 256 if max_tokens is None else max_tokens,
+        "max_new_tokens": 128 if max_tokens is None else max_tokens,
         "temperature": 0.0 if temperature is None else temperature,
         **{key: value for key, value in extra.items() if value is not None},
     }
