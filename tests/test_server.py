@@ -724,3 +724,11 @@ def test_a_gen_argument_one_backend_took_and_the_other_refused_is_refused_at_gen
     with pytest.raises(ValueError, match=needle):
         gen("x", max_tokens=5, **kwargs)
     gen("x", temperature=2, seed=0, stop=["a", "b", "c", "d"], top_p=1)  # the edges both take
+
+
+def test_gen_without_max_tokens_takes_sglangs_frontend_default():
+    """A stranger porting SGLang programs: the default was 256, so on the bundled model (1,024
+    positions) any prompt past 768 tokens was refused where SGLang's 128 leaves it room."""
+    assert sgl.gen("answer").params["max_new_tokens"] == 128
+    assert sgl.gen("answer", max_tokens=None).params["max_new_tokens"] == 128
+    assert sgl.gen("answer", max_tokens=7).params["max_new_tokens"] == 7
