@@ -765,3 +765,16 @@ def test_a_refused_grammar_or_sampling_field_is_named_as_the_request_gave_it(cli
     err = openai_error(client.post(path, content=raw, headers={"content-type": "application/json"}), 400)
     assert err["param"] == param and needle in err["message"], err
     assert err["message"].startswith(param) and "Traceback" not in err["message"]
+
+
+def test_every_chat_choice_carries_logprobs_null_as_openais_do(client):
+    """A stranger's note: OpenAI's chat choices and chunk choices carry `"logprobs": null`
+    (completions' did); ours had no such key, which code reading `choice["logprobs"]` trips on."""
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    for extra in ({}, {"tools": tools}):
+        body = {"messages": HI, "max_tokens": 4, "temperature": 0, **extra}
+        answer = client.post("/v1/chat/completions", json=body).json()
+        assert all("logprobs" in c and c["logprobs"] is None for c in answer["choices"]), answer
+        with client.stream("POST", "/v1/chat/completions", json={**body, "stream": True}) as r:
+            chunks = [json.loads(line[6:]) for line in r.iter_lines() if line.startswith("data: {")]
+        assert chunks and all(c["choices"][0]["logprobs"] is None for c in chunks if c["choices"]), chunks

@@ -90,7 +90,9 @@ def chat_shape(rid: str, created: int, model_id: str, index: int = 0) -> Shape:
             return {
                 **head,
                 "object": "chat.completion.chunk",
-                "choices": [{"index": index, "delta": delta, **ending(meta, openai_finish_reason(meta))}],
+                "choices": [
+                    {"index": index, "delta": delta, "logprobs": None, **ending(meta, openai_finish_reason(meta))}
+                ],
             }
         return {
             **head,
@@ -99,6 +101,7 @@ def chat_shape(rid: str, created: int, model_id: str, index: int = 0) -> Shape:
                 {
                     "index": index,
                     "message": {"role": "assistant", "content": text},
+                    "logprobs": None,
                     **ending(meta, openai_finish_reason(meta)),
                 }
             ],
@@ -141,7 +144,7 @@ def tool_call_shape(
                 **head,
                 "object": "chat.completion",
                 "usage": usage(meta),
-                "choices": [{"index": index, "message": message, **ending(meta, finished(meta))}],
+                "choices": [{"index": index, "message": message, "logprobs": None, **ending(meta, finished(meta))}],
             }
         deltas = openai_deltas(events)
         if not sent_role[0]:  # OpenAI sends the role in the first delta only
@@ -164,6 +167,7 @@ def tool_call_shape(
                     {
                         "index": index,
                         "delta": d,
+                        "logprobs": None,
                         **ending(meta, finished(meta) if final and i == len(deltas) - 1 else None),
                     }
                 ],
