@@ -141,16 +141,24 @@ def tokenizer_texts(corpus: list[dict]) -> list[str]:
 
 
 def encode_examples(tokenizer, corpus: list[dict], max_len: int) -> list[tuple[list[int], int]]:
-    """Each example as (token ids, number of prompt tokens); too long ones are dropped."""
+    """Each example as (token ids, where its loss starts: the number of prompt tokens, or for
+    an example with ``"loss_from"`` (``load_mined``) the token holding that answer character);
+    too long ones are dropped."""
     out = []
     for ex in tqdm(corpus, desc="tokenize", mininterval=5, disable=len(corpus) < 1000):
         prompt = render(tokenizer, ex, with_answer=False)
         full = render(tokenizer, ex, with_answer=True)
         assert full.startswith(prompt) and full.endswith(EOS)
         p_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
-        ids = tokenizer(full, add_special_tokens=False)["input_ids"]
+        encoded = tokenizer(full, add_special_tokens=False, return_offsets_mapping="loss_from" in ex)
+        ids = encoded["input_ids"]
         if ids[: len(p_ids)] == p_ids and len(ids) <= max_len:
-            out.append((ids, len(p_ids)))
+            start = len(p_ids)
+            at = full.find(ex["assistant"], len(prompt)) if "loss_from" in ex else -1
+            if at >= 0:  # the tokens before the one holding the missed character are context only
+                miss = at + ex["loss_from"]
+                start = max(start, next(j for j, (_, end) in enumerate(encoded["offset_mapping"]) if end > miss))
+            out.append((ids, start))
     return out
 
 
@@ -296,6 +304,12 @@ def main(argv: list[str] | None = None) -> None:
         help="with --mined: every epoch's corpus gains this share of --examples drawn from the mined file",
     )
     ap.add_argument(
+        "--mined-loss-from-miss",
+        action="store_true",
+        help="with --mined: a mined example's loss starts at its first wrong token (the answer's "
+        "prefix before it, which the model already writes, is context only)",
+    )
+    ap.add_argument(
         "--probe-every",
         type=int,
         default=0,
@@ -349,7 +363,7 @@ def train(args) -> None:
     if ckpt is not None and {**RECIPE_DEFAULTS, **ckpt["recipe"]} != recipe(args):
         raise SystemExit(f"--resume: {ckpt_path} was made by another recipe: {ckpt['recipe']} != {recipe(args)}")
 
-    mined = load_mined(args.mined) if args.mined else []
+    mined = load_mined(args.mined, args.mined_loss_from_miss) if args.mined else []
     if args.mined and not (0 < args.mined_mix and mined):
         raise SystemExit("--mined needs a --mined-mix above 0 and a file with at least one example")
     corpus = epoch_corpus(args.examples, args.seed, 0, mined, args.mined_mix)
@@ -544,11 +558,22 @@ def epoch_corpus(
     return corpus + mined_share(mined, round(mined_mix * n_examples), seed, epoch) if mined else corpus
 
 
-def load_mined(path: Path) -> list[dict]:
-    """The mined examples of a scripts/mine_failures.py file (its ``"mined"`` records dropped)."""
+def load_mined(path: Path, loss_from_miss: bool = False) -> list[dict]:
+    """The mined examples of a scripts/mine_failures.py file (its ``"mined"`` records dropped).
+    With ``loss_from_miss``, each keeps ``"loss_from"``: the character of its ``assistant`` text
+    where the starting model first went wrong (``encode_examples`` starts its loss there)."""
     with open(path, encoding="utf-8") as f:
         rows = [json.loads(line) for line in f if line.strip()]
-    return [{k: v for k, v in row.items() if k != "mined"} for row in rows]
+    out = []
+    for row in rows:
+        example = {k: v for k, v in row.items() if k != "mined"}
+        if loss_from_miss and "mined" in row:
+            # `at` counts in the unfenced answer; the fence (when there is one) comes before it
+            start = example["assistant"].find(make_corpus.unfence(example["assistant"]))
+            if start >= 0:
+                example["loss_from"] = start + row["mined"]["at"]
+        out.append(example)
+    return out
 
 
 def mined_share(mined: list[dict], n: int, seed: int, epoch: int) -> list[dict]:
@@ -624,7 +649,13 @@ def run_probes(model, tokenizer, probes: dict, device: str) -> str:
 
 
 # Options added after checkpoints were made: such a checkpoint was made with this value.
-RECIPE_DEFAULTS = {"sort_pool": 0, "train_new_only": False, "mined": None, "mined_mix": 0.0}
+RECIPE_DEFAULTS = {
+    "sort_pool": 0,
+    "train_new_only": False,
+    "mined": None,
+    "mined_mix": 0.0,
+    "mined_loss_from_miss": False,
+}
 
 
 def recipe(args) -> dict:

@@ -274,3 +274,29 @@ def test_training_with_mined_examples_resumes_and_needs_a_mix(tmp_path):
         train(tmp_path, "m", "--resume")
     with pytest.raises(SystemExit, match="--mined-mix"):
         train(tmp_path, "n", "--mined", str(path))
+
+
+def test_a_mined_examples_loss_can_start_at_its_first_wrong_token(tmp_path):
+    """--mined-loss-from-miss: a mined example's loss starts at the token holding the character
+    where the starting model first went wrong (`at`, counted in the unfenced answer; a fenced
+    answer's fence comes before it); the rest of the corpus keeps its loss from the answer's start."""
+    from transformers import PreTrainedTokenizerFast
+
+    import minisglang
+
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(minisglang.DEFAULT_MODEL_PATH)
+    path = _mined_file(tmp_path, 6)
+    plain = train_tiny_model.load_mined(path)
+    focused = train_tiny_model.load_mined(path, loss_from_miss=True)
+    assert all("loss_from" not in ex for ex in plain)
+    for ex, mine in zip(plain, focused):
+        answer = make_corpus.unfence(ex["assistant"])
+        assert mine["assistant"][mine["loss_from"] :].startswith(answer[10:])  # `at` 10 of the unfenced answer
+        ((ids, start),) = train_tiny_model.encode_examples(tokenizer, [ex], 1024)
+        ((same, later),) = train_tiny_model.encode_examples(tokenizer, [mine], 1024)
+        assert same == ids and start < later < len(ids)
+        full = train_tiny_model.render(tokenizer, mine, with_answer=True)
+        miss = full.find(mine["assistant"], len(train_tiny_model.render(tokenizer, mine, with_answer=False)))
+        miss += mine["loss_from"]
+        # the loss starts at the token that holds the missed character
+        assert len(tokenizer.decode(ids[:later])) <= miss < len(tokenizer.decode(ids[: later + 1]))
