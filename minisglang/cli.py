@@ -334,6 +334,7 @@ def cmd_serve(args) -> int:
         "body_timeout": args.body_timeout,
         "header_timeout": args.header_timeout,
         "write_timeout": args.write_timeout,
+        "max_connections_per_client": args.max_connections_per_client,
         "forwarded_allow_ips": args.forwarded_allow_ips,
         "stall_timeout": args.stall_timeout,
         "max_header_bytes": args.max_header_bytes,
@@ -598,6 +599,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="seconds an answer may wait unread in a full send buffer before the connection is "
         "closed and its requests aborted (default 60)",
+    )
+    sv.add_argument(
+        "--max-connections-per-client",
+        type=int,
+        default=None,
+        help="connections one client address may hold open; one more is a 503 (default 256; "
+        "the proxies of --forwarded-allow-ips are not counted)",
     )
     sv.add_argument(
         "--max-header-bytes",

@@ -6,6 +6,7 @@ uncompressed UTF-8 JSON (415), too large (413) or too slow to arrive (408) (`rea
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 import re
 from collections.abc import Callable
@@ -136,6 +137,8 @@ def h11_protocol(options: ServerOptions):
     pause_writing, with no resume_writing) for `write_timeout` seconds closes the connection:
     the app then sees the client leave, and aborts its requests."""
     header_timeout, write_timeout = options.header_timeout, options.write_timeout
+    trusted = trusted_proxies(options.forwarded_allow_ips)
+    open_by_client: dict[str, int] = {}  # client address -> its connections open now
     import h11
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
@@ -160,6 +163,7 @@ def h11_protocol(options: ServerOptions):
             self.limit, self.draining = config.h11_max_incomplete_event_size, False
             self.head_deadline: asyncio.TimerHandle | None = None
             self.write_deadline: asyncio.TimerHandle | None = None
+            self.counted: str | None = None  # the client address this connection counts against
 
         def send_400_response(self, msg: str) -> None:  # uvicorn's hook for a head h11 refused
             e = self.reader.error
@@ -196,9 +200,20 @@ def h11_protocol(options: ServerOptions):
             if not self.draining:
                 super().data_received(data)
 
-        # -- the head's deadline
+        # -- the connections a client may hold, and the head's deadline
         def connection_made(self, transport) -> None:
             super().connection_made(transport)
+            peer = transport.get_extra_info("peername")
+            self.counted = peer[0] if peer and not trusted(peer[0]) else None
+            if self.counted is not None:
+                open_by_client[self.counted] = open_by_client.get(self.counted, 0) + 1
+                if open_by_client[self.counted] > options.max_connections_per_client:
+                    message = (
+                        f"this client has more than {options.max_connections_per_client} connections open "
+                        "(limit max_connections_per_client)"
+                    )
+                    self.write_raw(503, message)
+                    return
             self.await_head()
 
         def on_response_complete(self) -> None:
@@ -210,6 +225,11 @@ def h11_protocol(options: ServerOptions):
             for deadline in (self.head_deadline, self.write_deadline):
                 if deadline is not None:
                     deadline.cancel()
+            if self.counted is not None:
+                left = open_by_client[self.counted] = open_by_client[self.counted] - 1
+                if not left:
+                    del open_by_client[self.counted]
+                self.counted = None
             super().connection_lost(exc)
 
         def await_head(self) -> None:
@@ -224,13 +244,15 @@ def h11_protocol(options: ServerOptions):
             if not self.conn.trailing_data[0]:  # nothing of a head: an idle connection
                 self.transport.close()
                 return
-            message = f"the request's line and headers took longer than {header_timeout:g} s to arrive"
-            body = json.dumps(error_body(message, 408)).encode()
-            # (written raw: h11 sends no response before it has read a request)
-            self.transport.write(
-                b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
-                b"content-length: %d\r\nconnection: close\r\n\r\n" % len(body) + body
-            )
+            self.write_raw(408, f"the request's line and headers took longer than {header_timeout:g} s to arrive")
+
+        def write_raw(self, status: int, message: str) -> None:
+            """Answer `status` in OpenAI's error shape and close (written raw: h11 sends no
+            response before it has read a request)."""
+            body = json.dumps(error_body(message, status)).encode()
+            head = f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\ncontent-type: application/json\r\n"
+            head += f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+            self.transport.write(head.encode() + body)
             self.close_soon()
 
         # -- the answer's deadline
@@ -251,3 +273,23 @@ def h11_protocol(options: ServerOptions):
                 self.transport.abort()  # (close() would wait for the unread buffer to drain)
 
     return Protocol
+
+
+def trusted_proxies(spec: str | None) -> Callable[[str], bool]:
+    """Whether an address is one of the proxies `spec` (ServerOptions.forwarded_allow_ips:
+    comma-separated addresses or networks, "*" any) names: their connections carry many
+    clients, and count against none."""
+    if not spec:
+        return lambda address: False
+    if any(part.strip() == "*" for part in spec.split(",")):
+        return lambda address: True
+    networks = [ipaddress.ip_network(part.strip(), strict=False) for part in spec.split(",") if part.strip()]
+
+    def trusted(address: str) -> bool:
+        try:
+            ip = ipaddress.ip_address(address)
+        except ValueError:  # a unix socket's path, a name: not an address a proxy list names
+            return False
+        return any(ip in network for network in networks)
+
+    return trusted
