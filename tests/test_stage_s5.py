@@ -671,7 +671,7 @@ def test_a_cut_jump_search_leaves_a_seeded_requests_output_as_it_was(engine, mon
     on a loaded machine (2 in 80). The budget had cut its jump-forward search, so it sampled
     the forced text a jump skips, and each sampled token moved its seeded generator's later
     draws. A seeded request now sits out the step its search is cut (once in a row) and
-    jumps the next: the same text, cut or not; greedy and unseeded requests never wait."""
+    jumps the next: the same text, cut or not; unseeded sampling requests never wait."""
     regex = r'\{"name": "[A-Za-z ]{1,12}", "age": [1-9][0-9]?, "city": "(Paris|Rome|Beijing)"\}'
     params = [{"regex": regex, "temperature": 0.8, "seed": s, "max_new_tokens": 60} for s in range(8)]
     whole = [o["text"] for o in engine.generate([Q] * 8, params)]
@@ -690,3 +690,26 @@ def test_a_cut_jump_search_leaves_a_seeded_requests_output_as_it_was(engine, mon
     assert cut == whole
     assert any(e["event"] == "sit_out" for e in list(engine.trace)[events:])  # they waited
     assert all(re.fullmatch(regex, t) for t in cut)
+
+
+def test_a_cut_jump_search_leaves_a_greedy_requests_output_as_it_was(engine, monkeypatch):
+    """A stranger's differential test: a greedy request gave other text with a 10 us grammar
+    budget than with 60 s, in a batch (1 in 60): its jump search was cut, so it decoded the
+    forced text in other tokens than the jump's, and the model, fed other tokens, went on
+    otherwise. A greedy request now sits out the step its search is cut, as a seeded one."""
+    regex = r'\{"name": "[A-Za-z ]{1,12}", "age": [1-9][0-9]?, "city": "(Paris|Rome|Beijing)"\}'
+    prompts = [Q, "Give me a person as JSON: ", "Here is the object: Alice 42"]
+    params = [{"regex": regex, "temperature": 0, "max_new_tokens": 60} for _ in prompts]
+    whole = [o["text"] for o in engine.generate(prompts, params)]
+    searched: set[tuple[int, int]] = set()
+    parent = s5.JumpForward.find_jump
+
+    def find_jump(self, req):  # a fake budget: each search cut the first time, done the next step
+        if (req.rid, len(req.output_ids)) not in searched:
+            searched.add((req.rid, len(req.output_ids)))
+            raise s5.OutOfTime("the step's grammar budget is spent")
+        return parent(self, req)
+
+    monkeypatch.setattr(s5.JumpForward, "find_jump", find_jump)
+    cut = [o["text"] for o in engine.generate(prompts, params)]
+    assert cut == whole
