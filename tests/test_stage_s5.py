@@ -461,6 +461,45 @@ def test_a_budget_spent_before_the_rows_still_lets_the_longest_waiting_request_w
     assert re.fullmatch(regex, outs[60.0][0])
 
 
+class _Hungry:
+    """A grammar whose row always needs more work (one slice done per `prepare`)."""
+
+    def __init__(self):
+        self.slices = 0
+
+    def needs_work(self):
+        return True
+
+    def prepare(self, seconds):
+        self.slices += 1
+        return False
+
+
+def test_the_rescue_goes_to_a_request_still_in_the_batch():
+    """A stranger's differential test (120 requests, grammar_step_seconds=1e-5,
+    max_running_requests=7) never ended: 7 running requests sat out 700,000 steps. The
+    longest-starved request, the only one the budget rescues, had jumped: a jump re-admits
+    it to prefill, and the full batch kept it out, so it asked no more and held every rescue.
+    The rescue now goes to the longest waiting of the requests still asking."""
+    from minisglang.constrained.work_slices import Baton
+
+    work = s5.GrammarWork(step_seconds=1e-9, max_seconds=60.0, baton=Baton())
+    reqs = [Req("x", [1], SamplingParams()) for _ in range(3)]
+    for i, req in enumerate(reqs):
+        req.rid, req.grammar = 1000 + i, _Hungry()
+
+    def step(asking):
+        work.begin_step()
+        work.left = 0.0  # the jump searches spent the budget
+        return [work.ready(r) for r in asking]
+
+    step(reqs)  # all three starve, the first longest
+    step(reqs[1:])  # the first left the batch (re-admitted to prefill)
+    for _ in range(3):
+        step(reqs[1:])
+    assert reqs[1].grammar.slices + reqs[2].grammar.slices >= 3, "no request in the batch was rescued"
+
+
 def test_a_grammar_that_needs_more_work_than_max_grammar_seconds_is_aborted_naming_it():
     engine = sgl.Engine(stage="s5", grammar_step_seconds=1e-5, max_grammar_seconds=1e-4)
     try:

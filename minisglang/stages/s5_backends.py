@@ -157,6 +157,7 @@ class GrammarWork:
         # rid -> the step in which it first found the budget spent before its work began,
         # longest waiting first: from the next step on, the first of them works anyway (`ready`)
         self.starved: dict[int, int] = {}
+        self.asked: dict[int, int] = {}  # rid -> the last step it asked for its row (`ready`)
         self.steps = 0
         self.rescued = False  # this step's one slice past the budget is given
         self.waiting: dict[int, int] = {}  # rid -> the step it sits out, its jump search cut (`wait_for_search`)
@@ -223,6 +224,7 @@ class GrammarWork:
         work before it may stop, and a unit can be a whole trie walk (several ms)."""
         grammar = req.grammar
         assert grammar is not None  # the stage asks only about requests with a grammar
+        self.asked[req.rid] = self.steps
         if self.waiting.get(req.rid) == self.steps:
             return False
         owed = self.owed.get(req.rid, 0.0)
@@ -235,8 +237,12 @@ class GrammarWork:
             # million steps for a row until max_grammar_seconds aborted it. So the request that
             # has waited longest, since a step before this one, works anyway: one slice a step,
             # one unit of work, then it stops.
+            # The longest waiting of those still asking: one that left the batch (a jump
+            # re-admits it to prefill, where a full batch may keep it) asks no more, and
+            # standing first it held every rescue: 7 running requests sat out 700,000 steps.
             since = self.starved.setdefault(req.rid, self.steps)
-            if self.rescued or since == self.steps or next(iter(self.starved)) != req.rid:
+            first = next((rid for rid in self.starved if self.asked.get(rid, -1) >= self.steps - 1), None)
+            if self.rescued or since == self.steps or first != req.rid:
                 return False
             self.rescued = True
         self.starved.pop(req.rid, None)
@@ -263,6 +269,7 @@ class GrammarWork:
         self.owed.pop(req.rid, None)
         self.charged.discard(req.rid)
         self.starved.pop(req.rid, None)
+        self.asked.pop(req.rid, None)
 
 
 class BudgetedJumpForward(JumpForward):
