@@ -129,6 +129,8 @@ class ReasonerGrammar(BaseGrammarObject):
 # (an ambiguous EBNF on xgrammar: with 1, a bystander's p99 went 9 -> 612 ms; see
 # benchmarks/results/server_faults.md).
 SIT_OUT = 4
+# Steps in a row a greedy or seeded request waits for its cut jump search (`wait_for_search`).
+MAX_SEARCH_WAITS = 64
 
 
 class GrammarWork:
@@ -161,6 +163,7 @@ class GrammarWork:
         self.steps = 0
         self.rescued = False  # this step's one slice past the budget is given
         self.waiting: dict[int, int] = {}  # rid -> the step it sits out, its jump search cut (`wait_for_search`)
+        self.streak: dict[int, int] = {}  # rid -> steps in a row it has sat out for its cut search
 
     def begin_step(self) -> None:
         self.baton.hold()
@@ -256,15 +259,23 @@ class GrammarWork:
         and seed gave other text on a loaded machine (a stranger's test: 2 in 80). A greedy
         request decodes the forced text in other tokens than the jump's, and the model, fed
         other tokens, went on otherwise: `"n": 4211` with a 60 s budget, `"n":-3908` with
-        10 us in a batch (another stranger's test: 1 in 60). Once in a row: a search cut
-        the next step too is left to decoding (a budget spent step after step by others
-        would hold it for ever)."""
-        if not (is_greedy(req) or req.sampling_params.seed is not None) or self.waiting.get(req.rid) == self.steps - 1:
+        10 us in a batch (another stranger's test: 1 in 60). It waits as long as the search
+        is cut, up to MAX_SEARCH_WAITS steps in a row: every slice of a search keeps at least
+        one unit of work (`checkpoint`), so the search ends; waiting once only, a search cut
+        two steps running was decoded, and 2 seeded texts in 60 changed with a 10 us budget
+        and arrivals every third step. Past the limit it is left to decoding (a budget spent
+        step after step by others, on a long search, would hold it too long)."""
+        if not (is_greedy(req) or req.sampling_params.seed is not None):
             return
+        streak = self.streak.get(req.rid, 0) + 1 if self.waiting.get(req.rid) == self.steps - 1 else 1
+        if streak > MAX_SEARCH_WAITS:
+            return
+        self.streak[req.rid] = streak
         self.waiting[req.rid] = self.steps
 
     def forget(self, req: Req) -> None:
         self.waiting.pop(req.rid, None)
+        self.streak.pop(req.rid, None)
         self.spent.pop(req.rid, None)
         self.owed.pop(req.rid, None)
         self.charged.discard(req.rid)
