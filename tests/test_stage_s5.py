@@ -461,6 +461,86 @@ def test_a_budget_spent_before_the_rows_still_lets_the_longest_waiting_request_w
     assert re.fullmatch(regex, outs[60.0][0])
 
 
+class _Hungry:
+    """A grammar whose row always needs more work (one slice done per `prepare`)."""
+
+    def __init__(self):
+        self.slices = 0
+
+    def needs_work(self):
+        return True
+
+    def prepare(self, seconds):
+        self.slices += 1
+        return False
+
+
+def test_a_jump_search_cut_steps_running_leaves_greedy_and_seeded_outputs_as_they_were(engine, monkeypatch):
+    """A stranger's differential test: with a 10 us budget and a request arriving every third
+    step, 2 seeded texts in 60 changed: a request waited once for its cut search, and a search
+    cut the next step too was decoded. Each slice of a search keeps a unit of work, so it
+    ends: the request now waits while its search is cut (up to MAX_SEARCH_WAITS steps)."""
+    regex = r'\{"name": "[A-Za-z ]{1,12}", "age": [1-9][0-9]?, "city": "(Paris|Rome|Beijing)"\}'
+    params = [{"regex": regex, "temperature": 0.8, "seed": s, "max_new_tokens": 60} for s in range(4)]
+    params += [{"regex": regex, "temperature": 0, "max_new_tokens": 60}]
+    prompts = [Q] * 4 + ["Give me a person as JSON: "]
+    whole = [o["text"] for o in engine.generate(prompts, params)]
+    cuts: dict[tuple[int, int], int] = {}
+    parent = s5.JumpForward.find_jump
+
+    def find_jump(self, req):  # a fake budget: each search cut three steps running, then done
+        key = (req.rid, len(req.output_ids))
+        cuts[key] = cuts.get(key, 0) + 1
+        if cuts[key] <= 3:
+            raise s5.OutOfTime("the step's grammar budget is spent")
+        return parent(self, req)
+
+    monkeypatch.setattr(s5.JumpForward, "find_jump", find_jump)
+    assert [o["text"] for o in engine.generate(prompts, params)] == whole
+
+
+def test_a_jump_search_cut_every_step_is_decoded_after_max_search_waits(engine, monkeypatch):
+    """The wait for a cut search is bounded: a search that never ends within the budget is left
+    to decoding after MAX_SEARCH_WAITS steps in a row, and the request finishes."""
+    regex = r'\{"name": "[A-Za-z ]{1,12}", "age": [1-9][0-9]?\}'
+
+    def find_jump(self, req):
+        raise s5.OutOfTime("the step's grammar budget is spent")
+
+    monkeypatch.setattr(s5.JumpForward, "find_jump", find_jump)
+    req = engine.submit(Q, {"regex": regex, "temperature": 0.8, "seed": 1, "max_new_tokens": 40})
+    steps = 0
+    while engine.has_work() and steps < 40 * (s5.MAX_SEARCH_WAITS + 2):
+        engine.step()
+        steps += 1
+    assert req.finished_reason is not None and req.finished_reason["type"] in ("stop", "length"), req.finished_reason
+
+
+def test_the_rescue_goes_to_a_request_still_in_the_batch():
+    """A stranger's differential test (120 requests, grammar_step_seconds=1e-5,
+    max_running_requests=7) never ended: 7 running requests sat out 700,000 steps. The
+    longest-starved request, the only one the budget rescues, had jumped: a jump re-admits
+    it to prefill, and the full batch kept it out, so it asked no more and held every rescue.
+    The rescue now goes to the longest waiting of the requests still asking."""
+    from minisglang.constrained.work_slices import Baton
+
+    work = s5.GrammarWork(step_seconds=1e-9, max_seconds=60.0, baton=Baton())
+    reqs = [Req("x", [1], SamplingParams()) for _ in range(3)]
+    for i, req in enumerate(reqs):
+        req.rid, req.grammar = 1000 + i, _Hungry()
+
+    def step(asking):
+        work.begin_step()
+        work.left = 0.0  # the jump searches spent the budget
+        return [work.ready(r) for r in asking]
+
+    step(reqs)  # all three starve, the first longest
+    step(reqs[1:])  # the first left the batch (re-admitted to prefill)
+    for _ in range(3):
+        step(reqs[1:])
+    assert reqs[1].grammar.slices + reqs[2].grammar.slices >= 3, "no request in the batch was rescued"
+
+
 def test_a_grammar_that_needs_more_work_than_max_grammar_seconds_is_aborted_naming_it():
     engine = sgl.Engine(stage="s5", grammar_step_seconds=1e-5, max_grammar_seconds=1e-4)
     try:
@@ -670,8 +750,8 @@ def test_a_cut_jump_search_leaves_a_seeded_requests_output_as_it_was(engine, mon
     """A stranger's test: a seeded request at temperature 0.8 gave other text when sent again
     on a loaded machine (2 in 80). The budget had cut its jump-forward search, so it sampled
     the forced text a jump skips, and each sampled token moved its seeded generator's later
-    draws. A seeded request now sits out the step its search is cut (once in a row) and
-    jumps the next: the same text, cut or not; greedy and unseeded requests never wait."""
+    draws. A seeded request now sits out the step its search is cut (while it is cut) and
+    jumps the next: the same text, cut or not; unseeded sampling requests never wait."""
     regex = r'\{"name": "[A-Za-z ]{1,12}", "age": [1-9][0-9]?, "city": "(Paris|Rome|Beijing)"\}'
     params = [{"regex": regex, "temperature": 0.8, "seed": s, "max_new_tokens": 60} for s in range(8)]
     whole = [o["text"] for o in engine.generate([Q] * 8, params)]
@@ -690,3 +770,26 @@ def test_a_cut_jump_search_leaves_a_seeded_requests_output_as_it_was(engine, mon
     assert cut == whole
     assert any(e["event"] == "sit_out" for e in list(engine.trace)[events:])  # they waited
     assert all(re.fullmatch(regex, t) for t in cut)
+
+
+def test_a_cut_jump_search_leaves_a_greedy_requests_output_as_it_was(engine, monkeypatch):
+    """A stranger's differential test: a greedy request gave other text with a 10 us grammar
+    budget than with 60 s, in a batch (1 in 60): its jump search was cut, so it decoded the
+    forced text in other tokens than the jump's, and the model, fed other tokens, went on
+    otherwise. A greedy request now sits out the step its search is cut, as a seeded one."""
+    regex = r'\{"name": "[A-Za-z ]{1,12}", "age": [1-9][0-9]?, "city": "(Paris|Rome|Beijing)"\}'
+    prompts = [Q, "Give me a person as JSON: ", "Here is the object: Alice 42"]
+    params = [{"regex": regex, "temperature": 0, "max_new_tokens": 60} for _ in prompts]
+    whole = [o["text"] for o in engine.generate(prompts, params)]
+    searched: set[tuple[int, int]] = set()
+    parent = s5.JumpForward.find_jump
+
+    def find_jump(self, req):  # a fake budget: each search cut the first time, done the next step
+        if (req.rid, len(req.output_ids)) not in searched:
+            searched.add((req.rid, len(req.output_ids)))
+            raise s5.OutOfTime("the step's grammar budget is spent")
+        return parent(self, req)
+
+    monkeypatch.setattr(s5.JumpForward, "find_jump", find_jump)
+    cut = [o["text"] for o in engine.generate(prompts, params)]
+    assert cut == whole

@@ -54,6 +54,7 @@ from ..constrained.regex_dfa import RegexError
 from ..constrained.token_fsm import ConstraintError
 from ..constrained.work_slices import Baton, OutOfTime, deadline
 from ..core import AbortKind, Req
+from ..sampler import is_greedy
 from .base import Readmit, Stage, StageContext, StageOptions, register
 from .s3_fsm_cache import GrammarQueue
 from .s4_jump_forward import JumpForward
@@ -128,6 +129,8 @@ class ReasonerGrammar(BaseGrammarObject):
 # (an ambiguous EBNF on xgrammar: with 1, a bystander's p99 went 9 -> 612 ms; see
 # benchmarks/results/server_faults.md).
 SIT_OUT = 4
+# Steps in a row a greedy or seeded request waits for its cut jump search (`wait_for_search`).
+MAX_SEARCH_WAITS = 64
 
 
 class GrammarWork:
@@ -156,9 +159,11 @@ class GrammarWork:
         # rid -> the step in which it first found the budget spent before its work began,
         # longest waiting first: from the next step on, the first of them works anyway (`ready`)
         self.starved: dict[int, int] = {}
+        self.asked: dict[int, int] = {}  # rid -> the last step it asked for its row (`ready`)
         self.steps = 0
         self.rescued = False  # this step's one slice past the budget is given
         self.waiting: dict[int, int] = {}  # rid -> the step it sits out, its jump search cut (`wait_for_search`)
+        self.streak: dict[int, int] = {}  # rid -> steps in a row it has sat out for its cut search
 
     def begin_step(self) -> None:
         self.baton.hold()
@@ -222,6 +227,7 @@ class GrammarWork:
         work before it may stop, and a unit can be a whole trie walk (several ms)."""
         grammar = req.grammar
         assert grammar is not None  # the stage asks only about requests with a grammar
+        self.asked[req.rid] = self.steps
         if self.waiting.get(req.rid) == self.steps:
             return False
         owed = self.owed.get(req.rid, 0.0)
@@ -234,8 +240,12 @@ class GrammarWork:
             # million steps for a row until max_grammar_seconds aborted it. So the request that
             # has waited longest, since a step before this one, works anyway: one slice a step,
             # one unit of work, then it stops.
+            # The longest waiting of those still asking: one that left the batch (a jump
+            # re-admits it to prefill, where a full batch may keep it) asks no more, and
+            # standing first it held every rescue: 7 running requests sat out 700,000 steps.
             since = self.starved.setdefault(req.rid, self.steps)
-            if self.rescued or since == self.steps or next(iter(self.starved)) != req.rid:
+            first = next((rid for rid in self.starved if self.asked.get(rid, -1) >= self.steps - 1), None)
+            if self.rescued or since == self.steps or first != req.rid:
                 return False
             self.rescued = True
         self.starved.pop(req.rid, None)
@@ -243,29 +253,40 @@ class GrammarWork:
             return grammar.prepare(max(self.left, 0.0))
 
     def wait_for_search(self, req: Req) -> None:
-        """`req`'s jump-forward search was cut this step: a seeded request that samples sits the
-        step out, rather than sample the text a jump would have skipped. Each token sampled
+        """`req`'s jump-forward search was cut this step: a greedy or seeded request sits the
+        step out, rather than decode the text a jump would have skipped. Each token sampled
         draws from its seeded generator, so a cut moved every later draw: the same request
-        and seed gave other text on a loaded machine (a stranger's test: 2 in 80). Once in a
-        row: a search cut the next step too is left to sampling (a budget spent step after
-        step by others would hold it for ever)."""
-        params = req.sampling_params
-        if params.seed is None or params.temperature <= 0 or self.waiting.get(req.rid) == self.steps - 1:
+        and seed gave other text on a loaded machine (a stranger's test: 2 in 80). A greedy
+        request decodes the forced text in other tokens than the jump's, and the model, fed
+        other tokens, went on otherwise: `"n": 4211` with a 60 s budget, `"n":-3908` with
+        10 us in a batch (another stranger's test: 1 in 60). It waits as long as the search
+        is cut, up to MAX_SEARCH_WAITS steps in a row: every slice of a search keeps at least
+        one unit of work (`checkpoint`), so the search ends; waiting once only, a search cut
+        two steps running was decoded, and 2 seeded texts in 60 changed with a 10 us budget
+        and arrivals every third step. Past the limit it is left to decoding (a budget spent
+        step after step by others, on a long search, would hold it too long)."""
+        if not (is_greedy(req) or req.sampling_params.seed is not None):
             return
+        streak = self.streak.get(req.rid, 0) + 1 if self.waiting.get(req.rid) == self.steps - 1 else 1
+        if streak > MAX_SEARCH_WAITS:
+            return
+        self.streak[req.rid] = streak
         self.waiting[req.rid] = self.steps
 
     def forget(self, req: Req) -> None:
         self.waiting.pop(req.rid, None)
+        self.streak.pop(req.rid, None)
         self.spent.pop(req.rid, None)
         self.owed.pop(req.rid, None)
         self.charged.discard(req.rid)
         self.starved.pop(req.rid, None)
+        self.asked.pop(req.rid, None)
 
 
 class BudgetedJumpForward(JumpForward):
     """s4's jump forward, its grammar reads (the search for forced text, the check at the
     seam) done within the step's budget: a read cut short is no jump this step (the request
-    decodes as usual, or a seeded sampled one sits the step out, `GrammarWork.wait_for_search`;
+    decodes as usual, or a greedy or seeded one sits the step out, `GrammarWork.wait_for_search`;
     the work goes on next step from the states it made). Moving the
     grammar is never cut: it runs outside any slice."""
 
