@@ -793,3 +793,21 @@ def test_a_cut_jump_search_leaves_a_greedy_requests_output_as_it_was(engine, mon
     monkeypatch.setattr(s5.JumpForward, "find_jump", find_jump)
     cut = [o["text"] for o in engine.generate(prompts, params)]
     assert cut == whole
+
+
+def test_our_fsm_backend_jumps_where_s4_does(engine):
+    """A stranger's differential test: s5 with our fsm backend wrote `red a` where s4 wrote
+    `red an`. The backend's grammar did not list what it allows after an output
+    (`allowed_after`), so s4's seam rule went by the vocabulary alone and gave back the whole
+    jump. Through the interface our automaton answers as s4's does: the same jumps, the same text."""
+    prompt = "Give me a person as JSON: items true true null items give JSON name"
+    regexes = [r"(red|green|blue)( and (red|green|blue))*", r'\{"name": "[a-z]+", "age": [0-9]{1,2}\}']
+    params = [{"regex": rx, "temperature": 0, "max_new_tokens": n} for rx in regexes for n in (5, 12, 40)]
+    s4 = sgl.Engine(stage="s4")
+    try:
+        want = [(o["text"], o["output_ids"]) for o in s4.generate([prompt] * len(params), params)]
+    finally:
+        s4.shutdown()
+    got = [(o["text"], o["output_ids"]) for o in engine.generate([prompt] * len(params), params)]
+    assert got == want
+    assert want[0][0] == "red an"

@@ -22,7 +22,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -158,9 +158,9 @@ class BaseGrammarObject:
         helper = self.try_jump_forward(tokenizer)
         return None if helper is None else self.jump_forward_str_state(helper)
 
-    def allowed_after(self, output_ids: list[int]) -> None:
-        """A library matcher cannot list a state's tokens cheaply: s4's seam rule then goes by
-        the vocabulary alone."""
+    def allowed_after(self, output_ids: list[int]) -> Collection[int] | None:
+        """The tokens allowed after the output `output_ids`, or None: a library matcher cannot
+        list a state's tokens cheaply, and s4's seam rule then goes by the vocabulary alone."""
         return None
 
     def jump_and_retokenize(self, old_output_ids: list[int], new_output_ids: list[int], next_state: Any) -> None:
