@@ -746,6 +746,21 @@ def test_a_match_that_ends_at_the_length_limit_stops_whatever_is_left_of_the_bud
     assert starved["meta_info"]["finish_reason"] == roomy["meta_info"]["finish_reason"]
 
 
+def cut_each_search_once(monkeypatch) -> None:
+    """A fake budget: each jump search (a request at one output length) is cut the first
+    time it is asked, and done the next step."""
+    searched: set[tuple[int, int]] = set()
+    parent = s5.JumpForward.find_jump
+
+    def find_jump(self, req):
+        if (req.rid, len(req.output_ids)) not in searched:
+            searched.add((req.rid, len(req.output_ids)))
+            raise s5.OutOfTime("the step's grammar budget is spent")
+        return parent(self, req)
+
+    monkeypatch.setattr(s5.JumpForward, "find_jump", find_jump)
+
+
 def test_a_cut_jump_search_leaves_a_seeded_requests_output_as_it_was(engine, monkeypatch):
     """A stranger's test: a seeded request at temperature 0.8 gave other text when sent again
     on a loaded machine (2 in 80). The budget had cut its jump-forward search, so it sampled
@@ -755,16 +770,7 @@ def test_a_cut_jump_search_leaves_a_seeded_requests_output_as_it_was(engine, mon
     regex = r'\{"name": "[A-Za-z ]{1,12}", "age": [1-9][0-9]?, "city": "(Paris|Rome|Beijing)"\}'
     params = [{"regex": regex, "temperature": 0.8, "seed": s, "max_new_tokens": 60} for s in range(8)]
     whole = [o["text"] for o in engine.generate([Q] * 8, params)]
-    searched: set[tuple[int, int]] = set()
-    parent = s5.JumpForward.find_jump
-
-    def find_jump(self, req):  # a fake budget: each search cut the first time, done the next step
-        if (req.rid, len(req.output_ids)) not in searched:
-            searched.add((req.rid, len(req.output_ids)))
-            raise s5.OutOfTime("the step's grammar budget is spent")
-        return parent(self, req)
-
-    monkeypatch.setattr(s5.JumpForward, "find_jump", find_jump)
+    cut_each_search_once(monkeypatch)
     events = len(engine.trace)
     cut = [o["text"] for o in engine.generate([Q] * 8, params)]
     assert cut == whole
@@ -781,16 +787,7 @@ def test_a_cut_jump_search_leaves_a_greedy_requests_output_as_it_was(engine, mon
     prompts = [Q, "Give me a person as JSON: ", "Here is the object: Alice 42"]
     params = [{"regex": regex, "temperature": 0, "max_new_tokens": 60} for _ in prompts]
     whole = [o["text"] for o in engine.generate(prompts, params)]
-    searched: set[tuple[int, int]] = set()
-    parent = s5.JumpForward.find_jump
-
-    def find_jump(self, req):  # a fake budget: each search cut the first time, done the next step
-        if (req.rid, len(req.output_ids)) not in searched:
-            searched.add((req.rid, len(req.output_ids)))
-            raise s5.OutOfTime("the step's grammar budget is spent")
-        return parent(self, req)
-
-    monkeypatch.setattr(s5.JumpForward, "find_jump", find_jump)
+    cut_each_search_once(monkeypatch)
     cut = [o["text"] for o in engine.generate(prompts, params)]
     assert cut == whole
 
