@@ -807,3 +807,27 @@ def test_llguidance_names_a_grammar_nested_past_its_reader(backends):
     with pytest.raises(GrammarError) as refused:
         backends["llguidance"].compile("ebnf", "root ::= " + "(" * 500 + '"a"' + ")" * 500)
     assert "nests too deeply" in str(refused.value) and "recursion depth" not in str(refused.value)
+
+
+def test_fsm_seam_checks_walk_each_output_token_once(backends, tokenizer, monkeypatch):
+    """s4's seam rule asks `allowed_after` the output after every token it gives back, of
+    every jump. It walked the automaton from the start each time: a request's checks cost
+    its whole output per jump on the scheduler thread, outside any budget (16 greedy
+    requests of ~1000 tokens: 1.3 million transitions in 400 steps, every client's steps
+    ~3 ms longer). Each token of a growing output is walked once now, and a prefix that
+    differs (a re-encoded jump) is walked from where it differs, with the same answers."""
+    g = compiled(backends["fsm"], "regex", r'\[(\{"name": "[a-z]", "value": [0-9]\}, )+\]')
+    ids = tokenizer.encode("[" + '{"name": "a", "value": 9}, ' * 40)
+    # What a request's seam checks ask, jump after jump: its output so far, and a few
+    # tokens less (the tail given back); then a prefix that differs near the end, and one
+    # the grammar rejects.
+    asked = [ids[: k - back] for k in range(8, len(ids) + 1, 4) for back in (0, 1, 2)]
+    asked += [ids[:-3] + tokenizer.encode("x"), ids[:10]]
+    index = g.fsm.index
+    expected = [None if g.fsm.walk(p) < 0 else index.allowed_token_ids(g.fsm.walk(p)) for p in asked]
+    steps = []
+    next_state = index.next_state
+    monkeypatch.setattr(index, "next_state", lambda s, t: steps.append(t) or next_state(s, t), raising=False)
+    assert [g.allowed_after(p) for p in asked] == expected
+    assert expected[-2] is None  # (the rejected prefix)
+    assert len(steps) <= len(ids) + 4  # not the 87,240 of a walk from the start each time

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -75,6 +76,9 @@ class FSMGrammar(BaseGrammarObject):
         self.state = fsm.index.initial_state
         self.history: list[int] = []  # states before each accepted token, for rollback
         self.terminated = False
+        # `state_after`'s walk: the ids walked and the state after each prefix of them.
+        self.walked_ids: list[int] = []
+        self.walked_states: list[int] = [self.state]
 
     def accept_token(self, token_id: int) -> None:
         # BEGIN SOLUTION task5_1
@@ -128,8 +132,30 @@ class FSMGrammar(BaseGrammarObject):
         token the grammar forbids there cannot merge with the tail). Without it s5 asked the
         vocabulary alone, gave back more of each jump than s4 and took fewer jumps (a stranger
         saw `red a` where s4 wrote `red an`)."""
-        state = self.fsm.walk(output_ids)
+        state = self.state_after(output_ids)
         return None if state < 0 else self.fsm.index.allowed_token_ids(state)
+
+    def state_after(self, output_ids: list[int]) -> int:
+        """The automaton's state after `output_ids` from its start (-1 if rejected), walked on
+        from the longest prefix walked before. s4's seam rule asks after every token it gives
+        back of every jump: walked from the start each time, a request's seam checks cost
+        its whole output per jump, uncuttable on the scheduler thread (16 greedy requests of
+        up to 1000 tokens: 1.3 million transitions in 400 steps, ~3 ms a step)."""
+        walked, output_ids = self.walked_ids, list(output_ids)
+        n = min(len(walked), len(output_ids))
+        if walked[:n] != output_ids[:n]:
+            n = len(os.path.commonprefix([walked[:n], output_ids[:n]]))
+        state = self.walked_states[n]
+        if n == len(output_ids):
+            return state  # (a prefix of the walk: the walk is kept, the next check goes on from it)
+        del walked[n:], self.walked_states[n + 1 :]
+        for t in output_ids[n:]:
+            state = self.fsm.index.next_state(state, t)
+            if state < 0:
+                return -1
+            walked.append(t)
+            self.walked_states.append(state)
+        return state
 
     def copy(self) -> FSMGrammar:
         return FSMGrammar(self.fsm)
