@@ -258,6 +258,19 @@ def test_a_client_may_hold_only_so_many_connections_and_a_trusted_proxy_any():
     eng.shutdown()
 
 
+def test_the_connection_cap_reads_the_proxy_list_as_uvicorn_does():
+    """forwarded_allow_ips is read twice, by uvicorn (whose X-Forwarded-For to believe) and by
+    the connection cap (whose connections count against no client): the same entries the same
+    way. A name that is no address is a literal (uvicorn's reading), not a crash at start."""
+    from minisglang.server.http_limits import trusted_proxies
+
+    assert not trusted_proxies(None)("127.0.0.1")
+    assert trusted_proxies("*")("10.9.8.7")
+    trusted = trusted_proxies("127.0.0.1, 10.0.0.0/8, ::1, proxy.local")
+    assert all(trusted(a) for a in ("127.0.0.1", "10.1.2.3", "::1", "proxy.local"))
+    assert not any(trusted(a) for a in ("127.0.0.2", "11.0.0.1", "::2", "other.local"))
+
+
 def test_the_next_head_on_a_kept_alive_connection_has_its_deadline_too(client):
     """After an answer, the connection waits for the next head: one begun and never finished
     is a 408 after header_timeout, like the first."""

@@ -278,17 +278,27 @@ def h11_protocol(options: ServerOptions):
 def trusted_proxies(spec: str | None) -> Callable[[str], bool]:
     """Whether an address is one of the proxies `spec` (ServerOptions.forwarded_allow_ips:
     comma-separated addresses or networks, "*" any) names: their connections carry many
-    clients, and count against none."""
-    if not spec:
-        return lambda address: False
-    if any(part.strip() == "*" for part in spec.split(",")):
+    clients, and count against none. Read as uvicorn reads the same option for X-Forwarded-For
+    (an entry that is no address or network is a literal, a unix socket's name), so the two
+    never disagree on who is a proxy; parsed as networks only, a host name in it stopped the
+    server at start."""
+    parts = [part.strip() for part in (spec or "").split(",") if part.strip()]
+    if "*" in parts:
         return lambda address: True
-    networks = [ipaddress.ip_network(part.strip(), strict=False) for part in spec.split(",") if part.strip()]
+    literals: set[str] = set()
+    networks: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = []
+    for part in parts:
+        try:
+            networks.append(ipaddress.ip_network(part))
+        except ValueError:
+            literals.add(part)
 
     def trusted(address: str) -> bool:
+        if address in literals:
+            return True
         try:
             ip = ipaddress.ip_address(address)
-        except ValueError:  # a unix socket's path, a name: not an address a proxy list names
+        except ValueError:  # a unix socket's path, a name
             return False
         return any(ip in network for network in networks)
 
