@@ -207,9 +207,8 @@ def copy_stage(package: Path) -> int | None:
     """The number of the newest stage whose module `package` holds (a checkout of sN holds
     those of s0..sN only), or None where it holds none."""
     modules = [package / "stages" / f"{module.rsplit('.', 1)[1]}.py" for module in STAGE_MODULES.values()]
-    held = [
-        n for n, path in enumerate(modules) if path.exists() or path.is_symlink()
-    ]  # (a link to nothing is held too)
+    # (a link to nothing is held too: the copy has the module, which cannot be read)
+    held = [n for n, path in enumerate(modules) if path.exists() or path.is_symlink()]
     return max(held) if held else None
 
 

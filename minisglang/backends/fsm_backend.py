@@ -141,10 +141,8 @@ class FSMGrammar(BaseGrammarObject):
         back of every jump: walked from the start each time, a request's seam checks cost
         its whole output per jump, uncuttable on the scheduler thread (16 greedy requests of
         up to 1000 tokens: 1.3 million transitions in 400 steps, ~3 ms a step)."""
-        walked, output_ids = self.walked_ids, list(output_ids)
-        n = min(len(walked), len(output_ids))
-        if walked[:n] != output_ids[:n]:
-            n = len(os.path.commonprefix([walked[:n], output_ids[:n]]))
+        walked = self.walked_ids
+        n = len(os.path.commonprefix([walked, output_ids]))  # (works on lists too)
         state = self.walked_states[n]
         if n == len(output_ids):
             return state  # (a prefix of the walk: the walk is kept, the next check goes on from it)
