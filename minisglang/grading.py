@@ -222,12 +222,12 @@ def _compiled(folder: str, names: list[str]) -> list[str]:
     return [n for n in names if n == "__pycache__" or n.endswith((".pyc", ".pyo", ".so", ".pyd"))]
 
 
-def _exit_call(events: list[dict], package: Path, where_from: Path) -> tuple[str, str] | None:
-    """(`os._exit(N)`, FILE:LINE) of the copy's last call to os._exit in these events (the
-    plugin notes it before the process ends), or None."""
+def _exit_call(events: list[dict], package: Path, where_from: Path) -> FileError | None:
+    """The copy's last call to os._exit in these events (the plugin notes it before the
+    process ends): its file, line and message `os._exit(N)`; None where there is none."""
     for e in reversed(events):
         if e["event"] == "os_exit" and (where := _where(e.get("path"), e.get("line"), package, where_from)):
-            return f"os._exit({e.get('status')})", where
+            return FileError(where.rsplit(":", 1)[0], e.get("line"), f"os._exit({e.get('status')})")
     return None
 
 
@@ -239,7 +239,7 @@ def _ended_during(
     tail = output[-20_000:]
     exit_call = _exit_call(events, package, where_from)
     if exit_call is not None:
-        what = f"{exit_call[0]} at {exit_call[1]}"
+        what = f"{exit_call.message} at {exit_call.path}:{exit_call.line}"
     elif "KeyboardInterrupt" in tail:
         what = "a KeyboardInterrupt"
     elif returncode < 0:
@@ -248,7 +248,8 @@ def _ended_during(
     else:
         what = f"exit status {returncode}: an os._exit?"
     err = _import_error(tail, package, where_from) if tail.strip() else None
-    where = exit_call[1] if exit_call else f"{err.path}:{err.line}" if err is not None and err.line else None
+    cause = exit_call or err
+    where = f"{cause.path}:{cause.line}" if cause is not None and cause.line else None
     return Failure(
         test, f"the test process ended during this test ({what}); the tests after it ran in a new one", where
     )
@@ -598,12 +599,12 @@ def _unrun_tasks(
     stuck: tuple[str, list[str], str] | None,
     package: Path,
     cwd: Path,
-    exit_call: tuple[str, str] | None = None,
+    exit_call: FileError | None = None,
 ) -> None:
     """A task none of whose tests reported, in a run that ended abnormally: the run ended
     before it chose them (a copy that calls sys.exit or os._exit, or loops, while it is
     imported). Each of the task's real tests fails with what ended the run and, where the
-    traceback (or `exit_call`: an os._exit's call and FILE:LINE) names a line of the copy,
+    traceback (or `exit_call`: where the copy called os._exit) names a line of the copy,
     that line is an error in its code; an instructor's test once read "no tests!", 0 passed
     and 0 failed, with no reason."""
     unrun = [t for t in tasks if not report.tasks[t].passed and not report.tasks[t].failed]
@@ -615,9 +616,8 @@ def _unrun_tasks(
     if stuck is not None and stuck[0] == "<collection>":
         detail = f"{stuck[2].removeprefix('timed out: ')}: a loop while the copy was imported?"
     elif exit_call is not None:
-        detail = f"{exit_call[0]} at {exit_call[1]}, while the copy was imported"
-        path, line = exit_call[1].rsplit(":", 1)
-        error = FileError(path, int(line), f"{exit_call[0]} while the copy was imported")
+        detail = f"{exit_call.message} at {exit_call.path}:{exit_call.line}, while the copy was imported"
+        error = FileError(exit_call.path, exit_call.line, f"{exit_call.message} while the copy was imported")
         if error not in report.file_errors:
             report.file_errors.append(error)
     elif err is None:
