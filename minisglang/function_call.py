@@ -48,7 +48,8 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
-from urllib.parse import unquote
+
+from .constrained.json_pointer import resolve_pointer
 
 TRIGGER = "<tool_call>"
 CALL_END = "}</tool_call>"  # closes the {"name": ..., "arguments": ...} object, then the tag
@@ -108,15 +109,7 @@ def _refers_to_an_object(schema: dict) -> bool:
         ref = node.get("$ref") if isinstance(node, dict) else None
         if not isinstance(ref, str) or not ref.startswith("#/"):
             return False
-        node = schema
-        for token in ref[2:].split("/"):
-            token = unquote(token).replace("~1", "/").replace("~0", "~")
-            if isinstance(node, dict) and token in node:
-                node = node[token]
-            elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
-                node = node[int(token)]
-            else:
-                return False
+        node = resolve_pointer(schema, ref)
         if isinstance(node, dict) and node.get("type") == "object":
             return True
     return False

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Literal
 
+from minisglang.constrained.json_pointer import pointer_token
 from minisglang.constrained.json_schema.compiler_base import _CompilerBase
 from minisglang.constrained.json_schema.errors import InvalidSchemaError, UnsupportedSchemaError
 from minisglang.constrained.json_schema.keywords import (
@@ -23,7 +24,6 @@ from minisglang.constrained.json_schema.keywords import (
     _types,
 )
 from minisglang.constrained.json_schema.merge import _both, _merge
-from minisglang.constrained.json_schema.refs import _pointer_token
 from minisglang.constrained.json_schema.values import _decimal
 
 
@@ -261,7 +261,7 @@ class _ApplicatorRules(_CompilerBase):
                     cases.append({"type": kind, **bound})
             elif keyword == "properties" and isinstance(value, dict):  # an object with one of them failing
                 for name, sub in value.items():
-                    where = f"{path}/properties/{_pointer_token(name)}"
+                    where = f"{path}/properties/{pointer_token(name)}"
                     failing = self.negation(self._flatten(sub, where, [], frozenset(), False), where)
                     if failing is not False:
                         cases.append({"type": "object", "required": [name], "properties": {name: failing}})

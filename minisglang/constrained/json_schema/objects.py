@@ -10,11 +10,11 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from minisglang.constrained.json_pointer import pointer_token
 from minisglang.constrained.json_schema.compiler_base import _CompilerBase
 from minisglang.constrained.json_schema.errors import InvalidSchemaError, UnsupportedSchemaError
 from minisglang.constrained.json_schema.merge import _both
 from minisglang.constrained.json_schema.patterns import _pattern_regex
-from minisglang.constrained.json_schema.refs import _pointer_token
 from minisglang.constrained.json_schema.regex_parts import EPSILON, Regex, _alt, _concat, _repeat, lit
 from minisglang.constrained.json_schema.string_chars import STRING, _string_literal
 from minisglang.constrained.json_schema.values import _count
@@ -168,7 +168,7 @@ class _ObjectRules(_CompilerBase):
                 f"keyword 'patternProperties' at {path}: more than {MAX_KEY_PATTERNS} "
                 "patterns (their keys are split into 2^n regions)"
             )
-        where = [f"{path}/patternProperties/{_pointer_token(p)}" for p in patterns]
+        where = [f"{path}/patternProperties/{pointer_token(p)}" for p in patterns]
         narrow = [_concat(QUOTE, _pattern_regex(p, w), QUOTE) for p, w in zip(patterns, where)]
         wide = [_concat(QUOTE, _pattern_regex(p, w, wide=True), QUOTE) for p, w in zip(patterns, where)]
         # Our key strings never decode to a listed name (`_string_except` writes no other form of one).
@@ -234,7 +234,7 @@ class _ObjectRules(_CompilerBase):
         keys: list[tuple[str, Regex, Regex | None, bool]] = []  # (pattern, key regex, its wide form, has an entry)
         entries: list[Regex] = []
         for pattern, sub in patterns.items():
-            where = f"{path}/patternProperties/{_pointer_token(pattern)}"
+            where = f"{path}/patternProperties/{pointer_token(pattern)}"
             key = _concat(QUOTE, _pattern_regex(pattern, where), QUOTE)
             if key is None:
                 continue

@@ -5,24 +5,11 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import unquote, urldefrag, urljoin
 
+from minisglang.constrained.json_pointer import pointer_token, resolve_pointer, step
 from minisglang.constrained.json_schema.errors import InvalidSchemaError, UnsupportedSchemaError
 
 # The base URI of a root schema without $id (relative refs resolve against it).
 ROOT_URI = "https://minisglang.invalid/root.json"  # hierarchical: urljoin resolves paths against it
-
-
-def _pointer_token(key: str) -> str:
-    """A key as a JSON pointer token (~ and / escaped)."""
-    return key.replace("~", "~0").replace("/", "~1")
-
-
-def _step(node: object, token: str) -> object:
-    """node[token] for a JSON pointer token (an object key or a list index); None if absent."""
-    if isinstance(node, dict):
-        return node.get(token)
-    if isinstance(node, list) and token.isdigit() and int(token) < len(node):
-        return node[int(token)]
-    return None
 
 
 class _ResourceIndex:
@@ -53,7 +40,7 @@ class _ResourceIndex:
             self.anchors.setdefault((base, node["$anchor"]), pointer)
         for key, value in node.items():
             if key not in ("const", "enum", "default", "examples") and isinstance(value, (dict, list)):
-                self._index(value, base, f"{pointer}/{_pointer_token(key)}")
+                self._index(value, base, f"{pointer}/{pointer_token(key)}")
 
     def base_uri(self, path: str) -> str:
         """The base URI at a JSON pointer: the innermost $id on the way from the root."""
@@ -72,7 +59,7 @@ class _ResourceIndex:
             parent, token = path.rsplit("/", 1) if "/" in path else ("#", path[2:])
             node, base = self._at(parent)
             if node is not None:
-                node = _step(node, unquote(token).replace("~1", "/").replace("~0", "~"))
+                node = step(node, token)
         if isinstance(node, dict) and isinstance(node.get("$id"), str):
             base = urldefrag(urljoin(base, node["$id"]))[0]
         done = self.places[path] = (node, base)
@@ -104,9 +91,7 @@ class _ResourceIndex:
             pointer = self.anchors[(uri, unquote(fragment))]
         elif fragment:
             pointer = pointer + fragment if pointer != "#" else "#" + fragment
-        target: object = self.root
-        for token in pointer[2:].split("/") if len(pointer) > 1 else []:
-            target = _step(target, unquote(token).replace("~1", "/").replace("~0", "~"))
-            if target is None:
-                raise InvalidSchemaError(f"'$ref' {ref!r} at {path} points to nothing in this schema")
+        target = resolve_pointer(self.root, pointer)
+        if target is None:
+            raise InvalidSchemaError(f"'$ref' {ref!r} at {path} points to nothing in this schema")
         return target, pointer
