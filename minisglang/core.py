@@ -36,6 +36,12 @@ _SEED_RANGE = (-(2**63), 2**64 - 1)
 MAX_THINK_END_CHARS = 256
 MAX_STOP_STRINGS = 64
 MAX_STOP_CHARS = 4096
+# OpenAI's bounds on a request's sampling fields, narrower than the engine's: the server's
+# protocol.py refuses past them, and lang.gen too, so that a program means the same on a
+# local Engine as on the server.
+OPENAI_MAX_TEMPERATURE = 2
+OPENAI_SEED_LIMIT = 2**63  # a seed is in [0, OPENAI_SEED_LIMIT)
+OPENAI_MAX_STOP = 4  # stop strings
 
 
 def _is_int(value: Any) -> bool:

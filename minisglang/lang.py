@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .protocol import MAX_STOP, MAX_TEMPERATURE, SEED_LIMIT
+from .core import OPENAI_MAX_STOP, OPENAI_MAX_TEMPERATURE, OPENAI_SEED_LIMIT
 
 _current: contextvars.ContextVar[ProgramState | None] = contextvars.ContextVar("minisglang_program", default=None)
 
@@ -148,12 +148,12 @@ def _check_bounds(temperature: Any, stop: Any, seed: Any, top_p: Any) -> None:
     program means the same on each: the server has OpenAI's bounds (temperature <= 2, a seed in
     [0, 2**63), at most 4 stop strings) and reads top_p=0 as greedy, which SGLang refuses."""
     number = (int, float)
-    if isinstance(temperature, number) and not isinstance(temperature, bool) and temperature > MAX_TEMPERATURE:
-        raise ValueError(f"gen(temperature=...) must be in [0, {MAX_TEMPERATURE}], got {temperature}")
-    if isinstance(seed, int) and not isinstance(seed, bool) and not 0 <= seed < SEED_LIMIT:
+    if isinstance(temperature, number) and not isinstance(temperature, bool) and temperature > OPENAI_MAX_TEMPERATURE:
+        raise ValueError(f"gen(temperature=...) must be in [0, {OPENAI_MAX_TEMPERATURE}], got {temperature}")
+    if isinstance(seed, int) and not isinstance(seed, bool) and not 0 <= seed < OPENAI_SEED_LIMIT:
         raise ValueError(f"gen(seed=...) must be in [0, 2**63), got {seed}")
-    if isinstance(stop, list) and len(stop) > MAX_STOP:
-        raise ValueError(f"gen(stop=...) takes at most {MAX_STOP} strings, got {len(stop)}")
+    if isinstance(stop, list) and len(stop) > OPENAI_MAX_STOP:
+        raise ValueError(f"gen(stop=...) takes at most {OPENAI_MAX_STOP} strings, got {len(stop)}")
     if isinstance(top_p, number) and not isinstance(top_p, bool) and top_p == 0:
         raise ValueError("gen(top_p=...) must be in (0, 1], got 0 (for greedy, give temperature=0)")
 

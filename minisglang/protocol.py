@@ -33,7 +33,7 @@ from pydantic import (
 )
 
 from .constrained.json_schema import repeated_key, short_value, shown_numeral, underflows
-from .core import SamplingParams
+from .core import OPENAI_MAX_STOP, OPENAI_MAX_TEMPERATURE, OPENAI_SEED_LIMIT, SamplingParams
 from .function_call import TOOL_NAME, FunctionTool, ToolChoice, ToolConstraint, arguments_schema, tool_constraint
 
 
@@ -169,11 +169,6 @@ _TAG_FIELDS = ("structures", "triggers", "at_least_one", "stop_after_first")
 
 # OpenAI's most choices (`n`) of one request.
 MAX_CHOICES = 128
-# OpenAI's bounds on a request's sampling fields (lang.gen takes the same, so that a program
-# means the same on a local Engine as on this server).
-MAX_TEMPERATURE = 2
-SEED_LIMIT = 2**63  # a seed is in [0, SEED_LIMIT)
-MAX_STOP = 4  # stop strings
 
 
 class _SamplingFields(_Strict):
@@ -181,11 +176,11 @@ class _SamplingFields(_Strict):
 
     model: str | None = None  # None: the served model (vLLM does the same)
     max_tokens: int | None = Field(None, ge=1)
-    temperature: float | None = Field(None, ge=0, le=MAX_TEMPERATURE, allow_inf_nan=False)
+    temperature: float | None = Field(None, ge=0, le=OPENAI_MAX_TEMPERATURE, allow_inf_nan=False)
     top_p: float | None = Field(None, ge=0, le=1, allow_inf_nan=False)  # 0: greedy (sampling_params)
     n: int = Field(1, ge=1, le=MAX_CHOICES)  # choices; the server also bounds it by its batch (prompts.py)
     stop: str | list[str] | None = None
-    seed: int | None = Field(None, ge=0, lt=SEED_LIMIT)
+    seed: int | None = Field(None, ge=0, lt=OPENAI_SEED_LIMIT)
     stream: bool = False
     stream_options: StreamOptions | None = None
     user: str | None = None  # an end-user id: recorded nowhere, changes nothing
@@ -212,8 +207,8 @@ class _SamplingFields(_Strict):
     def _stop_strings(cls, stop: Any) -> Any:
         if stop is None or isinstance(stop, str):
             return stop
-        if not isinstance(stop, list) or not all(isinstance(s, str) for s in stop) or len(stop) > MAX_STOP:
-            raise ValueError(f"must be a string or a list of at most {MAX_STOP} strings")
+        if not isinstance(stop, list) or not all(isinstance(s, str) for s in stop) or len(stop) > OPENAI_MAX_STOP:
+            raise ValueError(f"must be a string or a list of at most {OPENAI_MAX_STOP} strings")
         return stop
 
     @field_validator("top_k")
