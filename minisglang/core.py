@@ -310,6 +310,7 @@ class Req(Generic[GrammarT]):
     kv_len: int = 0  # tokens whose K/V is in the pool
     prefix_len: int = 0  # of those, how many the radix tree supplied
     last_node: Any = None  # radix tree node locked while we use its prefix
+    radix_mark: Any = None  # where it left the tree unfinished (an s4 jump; radix_cache.Mark)
 
     # Constraint layer: the request's grammar state (an FSM state in s1-s4, a matcher in s5).
     grammar: GrammarT | None = None

@@ -38,9 +38,9 @@ running request. The tree never allocates; it frees only when it evicts.
    allocates its other slots from the pool; those it owns.
 2. After the prefill (``Scheduler.cache_prefilled``). The same insert as in 3 below,
    with ``key`` = the tokens just computed; the duplicates are freed and the request's
-   row is pointed at the tree's slots (``match_prefix(key)``, which returns ``slots``
-   with the tree's copies in place of the duplicates). The lock moves:
-   ``inc_lock_ref(new_node)``, then ``dec_lock_ref(last_node)``; ``prefix_len`` becomes
+   row is pointed at the tree's slots (``match_after(last_node, key)``, which returns the
+   slots after ``last_node`` with the tree's copies in place of the duplicates). The lock
+   moves down: ``move_lock(last_node, new_node)``; ``prefix_len`` becomes
    the number of tokens computed. From now on the request owns only the slots of its
    decode steps, and any request admitted later hits its prompt.
 3. Finishing. ``key = (input_ids + output_ids)[:-1]`` -- the last sampled token was never
@@ -57,7 +57,19 @@ running request. The tree never allocates; it frees only when it evicts.
 4. ``cache.dec_lock_ref(last_node)``, and give back the request's row of the
    request-to-token table.
 
-Jump-forward (stage 4) pulls a request out of the batch with steps 3 and 4.
+Jump-forward (stage 4) pulls a request out of the batch with steps 3 and 4, and admits
+it again with step 1.
+
+Walks that start below the root
+-------------------------------
+A request's own inserts (2 and 3) start at its locked ``last_node`` (``start=``): the
+tokens above it are known to be there. One that left unfinished keeps a ``Mark`` of its
+node, and its re-admission starts at ``resume(mark, key)``: the deepest node of the old
+path the new key still spells, when that node is still in the tree. A jumping request's
+path grows by about two nodes a jump; walking it from the root at each of these cost
+jumps squared (11,000 edge comparisons for 200 tokens). A walk that starts below a node
+does not refresh that node's access time: eviction hands an evicted leaf's time to its
+parent, so the order of eviction is the one a walk from the root would have given.
 With ``disable=True`` the cache keeps nothing: ``match_prefix`` returns no slots
 (``prefix_len = 0``) and ``insert`` returns 0 without storing anything, so the rule above
 would free nothing -- the caller must then free *all* of the request's slots itself.
@@ -92,7 +104,21 @@ class TreeNode:
     key: list[int] = field(default_factory=list)  # token ids on the edge into this node
     value: torch.Tensor = field(default_factory=_no_slots)  # KV slot ids, shape [len(key)], int64
     lock_ref: int = 0  # running requests whose cached prefix passes through this node
+    depth: int = 0  # tokens from the root to the end of this edge (the key the node spells)
     last_access_time: int = 0  # the cache's access counter at the last visit, not wall clock
+
+
+@dataclass
+class Mark:
+    """Where a request's tokens reached the tree when it left a batch unfinished (an s4 jump
+    takes it out and re-admits it): ``node`` then spelled ``tokens[:node.depth]``, with KV
+    ``slots[:node.depth]`` (its table row's, borrowed from the tree). The re-admission's walk
+    starts there (`RadixCache.resume`) instead of at the root."""
+
+    node: TreeNode
+    tokens: list[int]
+    slots: torch.Tensor  # shape [>= node.depth], int64
+    generation: int  # the tree's `reset` count when it was made: a reset voids it
 
 
 def _parent(node: TreeNode) -> TreeNode:
@@ -132,11 +158,13 @@ class RadixCache:
     def __init__(self, token_to_kv_pool: SlotPool, disable: bool = False):
         self.token_to_kv_pool = token_to_kv_pool
         self.disable = disable
+        self._generation = 0  # `reset`s so far
         self.reset()
 
     def reset(self) -> None:
         """Forget every cached sequence without freeing slots (reset the pool as well)."""
         self.root_node = TreeNode(lock_ref=1)  # the root holds no tokens and is never evicted
+        self._generation += 1  # voids every `Mark` made before
         self._evictable_size = 0
         self._protected_size = 0
         self._clock = 0
@@ -148,18 +176,23 @@ class RadixCache:
 
         Returns the KV slots of that prefix (shape ``[prefix_len]``, int64) and the node
         where it ends (the root when nothing matches). A node whose key the match stops
-        inside is split, so the returned node covers exactly the prefix. Every node on the
-        path gets a fresh access time.
+        inside is split, so the returned node covers exactly the prefix. The nodes the
+        match ends in get a fresh access time (see `_touch`).
         """
+        return self.match_after(None, key)
+
+    def match_after(self, start: TreeNode | None, key: list[int]) -> tuple[torch.Tensor, TreeNode]:
+        """`match_prefix` for a walk that begins at ``start`` (see `_walk_from`): the slots
+        returned are those after ``start`` only (shape ``[prefix_len - start.depth]``): the
+        caller has the ones before (a request's table row, `Req.radix_mark`)."""
         if self.disable:
             return _no_slots(), self.root_node
         if not isinstance(key, list):  # callers usually pass a fresh list already
             key = list(key)
         self._clock += 1
-        node = self.root_node
-        node.last_access_time = self._clock
+        node, pos = self._walk_from(start, key)
+        self._touch(node)
         pieces = []
-        pos = 0
         while pos < len(key) and key[pos] in node.children:
             child = node.children[key[pos]]
             n = _common_prefix_len(child.key, key, pos)
@@ -167,20 +200,68 @@ class RadixCache:
                 # After the split the new node's only child starts with a token that key
                 # does not have here, so the loop stops after this step.
                 child = self._split_node(child, n)
-            child.last_access_time = self._clock
+            self._touch(child)
             pieces.append(child.value)
             node = child
             pos += n
         slots = torch.cat(pieces) if pieces else _no_slots()
         return slots, node
 
-    def match_len(self, key: list[int]) -> int:
-        """``len(match_prefix(key)[0])``, read only: no node is split, no slot gathered, no
-        access time changed. Ranking a waiting queue by its cached prefixes needs only
-        this; `match_prefix` is for the request that is admitted."""
+    def _touch(self, node: TreeNode) -> None:
+        """Give ``node`` a fresh access time. Its ancestors are not walked: an ancestor is
+        read by eviction only once it is a leaf, after its children went, and each evicted
+        child hands it its time (`evict`), so it is evicted when walking every ancestor at
+        every access would have put it (a jumping request's path is ~100 nodes long)."""
+        node.last_access_time = self._clock
+
+    def _walk_from(self, start: TreeNode | None, key: list[int]) -> tuple[TreeNode, int]:
+        """Where a walk for ``key`` begins: the root, or ``start`` with ``start.depth``
+        tokens of ``key`` already matched.
+
+        ``start`` is a node the caller knows spells the start of ``key``: a running
+        request's locked ``last_node``, or `resume`'s answer for a request that comes
+        back. The walk then compares only the tokens after it: a jumping request's path grows
+        by ~2 nodes a jump, and comparing all of it again at every admission, prefill and
+        release was most of a jump's scheduling cost. Only ``start``'s own edge is checked
+        against ``key``, to catch a wrong node.
+        """
+        if start is None or start is self.root_node:
+            return self.root_node, 0
+        if start.depth > len(key) or start.key != key[start.depth - len(start.key) : start.depth]:
+            raise ValueError(
+                f"a walk may start only at a node that spells the start of its key (node of "
+                f"depth {start.depth} ending {start.key[-4:]}; key of {len(key)} tokens)"
+            )
+        return start, start.depth
+
+    def mark(self, node: TreeNode, tokens: list[int], slots: torch.Tensor) -> Mark:
+        """A `Mark` of where a request leaves the tree: ``node`` spells ``tokens[:node.depth]``
+        and its path holds ``slots[:node.depth]``."""
+        return Mark(node, tokens, slots, self._generation)
+
+    def resume(self, mark: Mark, key: list[int]) -> tuple[TreeNode | None, torch.Tensor]:
+        """Where a walk for ``key`` may start for a request that left the tree at ``mark``:
+        the deepest of ``mark.node`` and its ancestors that spells the start of ``key``,
+        and the KV slots of its path (shape ``[node.depth]``); (None, no slots) when the
+        node has left the tree since (evicted, or the tree reset)."""
+        if mark.generation != self._generation:
+            return None, _no_slots()
+        same = _common_prefix_len(mark.tokens[: mark.node.depth], key)
+        node: TreeNode | None = mark.node
+        while node is not None and node.depth > same:
+            node = node.parent
+        # A node still hanging from its parent is in the tree: eviction takes leaves only.
+        if node is None or (node.parent is None and node is not self.root_node):
+            return None, _no_slots()
+        return node, mark.slots[: node.depth]
+
+    def match_len(self, key: list[int], start: TreeNode | None = None) -> int:
+        """``len(match_prefix(key, start)[0])``, read only: no node is split, no slot
+        gathered, no access time changed. Ranking a waiting queue by its cached prefixes
+        needs only this; `match_prefix` is for the request that is admitted."""
         if self.disable:
             return 0
-        node, pos = self.root_node, 0
+        node, pos = self._walk_from(start, key)
         while pos < len(key) and key[pos] in node.children:
             node = node.children[key[pos]]
             n = _common_prefix_len(node.key, key, pos)
@@ -189,13 +270,13 @@ class RadixCache:
                 break
         return pos
 
-    def insert(self, key: list[int], value: torch.Tensor) -> int:
+    def insert(self, key: list[int], value: torch.Tensor, start: TreeNode | None = None) -> int:
         """Cache ``key`` with KV slots ``value`` (shape ``[len(key)]``, int64).
 
         Returns how many leading tokens of ``key`` were already cached; the tree keeps its
         own slots for those and stores a copy of ``value[returned:]`` for the rest (see the
         module docstring for who frees the duplicates). Visited nodes get a fresh access
-        time.
+        time. ``start``: see `_walk_from`.
         """
         if self.disable:
             return 0
@@ -207,9 +288,8 @@ class RadixCache:
                 f"has shape {tuple(value.shape)}"
             )
         self._clock += 1
-        node = self.root_node
-        node.last_access_time = self._clock
-        pos = 0
+        node, pos = self._walk_from(start, key)
+        self._touch(node)
         while pos < len(key):
             child = node.children.get(key[pos])
             if child is None:
@@ -219,6 +299,7 @@ class RadixCache:
                     key=key[pos:],
                     value=value[pos:].to(torch.int64).clone(),
                     last_access_time=self._clock,
+                    depth=len(key),
                 )
                 node.children[key[pos]] = leaf
                 self._evictable_size += len(leaf.key)
@@ -226,7 +307,7 @@ class RadixCache:
             n = _common_prefix_len(child.key, key, pos)
             if n < len(child.key):
                 child = self._split_node(child, n)
-            child.last_access_time = self._clock
+            self._touch(child)
             node = child
             pos += n
         return len(key)
@@ -248,6 +329,7 @@ class RadixCache:
             value=child.value[:n],
             lock_ref=child.lock_ref,
             last_access_time=child.last_access_time,
+            depth=child.depth - len(child.key) + n,
         )
         parent.children[child.key[0]] = upper
         child.parent = upper
@@ -271,6 +353,21 @@ class RadixCache:
         self._evictable_size += delta
         self._protected_size -= delta
         return delta
+
+    def move_lock(self, node: TreeNode, descendant: TreeNode) -> None:
+        """``inc_lock_ref(descendant)`` then ``dec_lock_ref(node)``, for a ``descendant`` of
+        ``node`` (or ``node`` itself): only the nodes between the two change, so a request
+        whose prefill grew its path locks its new nodes without walking the whole path."""
+        if self.disable:
+            return
+        delta = 0
+        while descendant is not node:
+            if descendant.lock_ref == 0:
+                delta -= len(descendant.key)
+            descendant.lock_ref += 1
+            descendant = _parent(descendant)
+        self._evictable_size += delta
+        self._protected_size -= delta
 
     def dec_lock_ref(self, node: TreeNode) -> int:
         """Undo one ``inc_lock_ref(node)``; returns the change of ``evictable_size()``
@@ -316,6 +413,8 @@ class RadixCache:
             freed += len(leaf.key)
             parent = _parent(leaf)
             del parent.children[leaf.key[0]]
+            leaf.parent = None  # out of the tree: a `Mark` there is void
+            parent.last_access_time = max(parent.last_access_time, leaf.last_access_time)  # (_touch)
             self._evictable_size -= len(leaf.key)
             # A parent left without children is now a leaf and may be evicted in turn.
             if parent is not self.root_node and not parent.children and parent.lock_ref == 0:

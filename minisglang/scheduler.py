@@ -709,11 +709,13 @@ class Scheduler:
         if self.tree_cache.disable:
             self.token_to_kv_pool.free(slots[req.prefix_len :])
         else:
-            already = self.tree_cache.insert(req.fill_ids[: req.kv_len], slots)
+            key = req.fill_ids[: req.kv_len]
+            already = self.tree_cache.insert(key, slots, start=req.last_node)
             # Slots [prefix_len, already) duplicate tokens another request put in the tree
             # after we were admitted: the tree keeps its own copy, ours are freed.
             self.token_to_kv_pool.free(slots[req.prefix_len : already])
             self.tree_cache.dec_lock_ref(req.last_node)
+            req.radix_mark = None if req.finished else self.tree_cache.mark(req.last_node, key, slots)
         self.req_to_token_pool.free(pool_row(req))
         req.req_pool_idx, req.last_node, req.kv_len, req.prefix_len = None, None, 0, 0
 
@@ -732,12 +734,12 @@ class Scheduler:
         row = self.req_to_token_pool.req_to_token[req.req_pool_idx]
         key = req.fill_ids[: req.kv_len]
         slots = row[: req.kv_len].clone()
-        already = self.tree_cache.insert(key, slots)
+        # Both walks start at the request's own locked node: the tokens above it are known.
+        already = self.tree_cache.insert(key, slots, start=req.last_node)
         self.token_to_kv_pool.free(slots[req.prefix_len : already])
-        tree_slots, node = self.tree_cache.match_prefix(key)
-        row[: req.kv_len] = tree_slots  # the same ids, except where ours were duplicates
-        self.tree_cache.inc_lock_ref(node)  # lock the new node first: shared ancestors stay locked
-        self.tree_cache.dec_lock_ref(req.last_node)
+        tree_slots, node = self.tree_cache.match_after(req.last_node, key)
+        row[req.prefix_len : req.kv_len] = tree_slots  # the same ids, except where ours were duplicates
+        self.tree_cache.move_lock(req.last_node, node)
         req.last_node, req.prefix_len = node, req.kv_len
         self.record_event("cache_prefill", req, tokens=req.kv_len - already)
 
@@ -812,7 +814,11 @@ class Scheduler:
             if too_big is not None and too_big.passed_by >= MAX_PASSED_BY and not returning(req):
                 continue  # it holds back everyone but s4 re-admissions, which take back their room
             # Match all but the last token: the model must compute at least one position.
-            prefix, node = match[req.rid] = self.tree_cache.match_prefix(req.fill_ids[:-1])
+            key = req.fill_ids[:-1]
+            start, before = self._resume(req, key)
+            after, node = self.tree_cache.match_after(start, key)
+            prefix = torch.cat([before, after]) if len(before) else after
+            match[req.rid] = prefix, node
             if in_batch is not None:
                 # Tokens a request chosen above will put in the tree after this prefill.
                 shared = len(in_batch.match_prefix(req.fill_ids[:-1])[0])
@@ -885,6 +891,18 @@ class Scheduler:
                 self.record_event("prefix_hit", req, tokens=len(prefix))
         return chosen
 
+    def _resume(self, req: Req, key: list[int]) -> tuple[Any, torch.Tensor]:
+        """Where the tree walk for a returning request's ``key`` may start, and the slots of
+        the path to there (None and none: at the root)."""
+        if req.radix_mark is None:
+            return None, torch.empty(0, dtype=torch.int64)
+        return self.tree_cache.resume(req.radix_mark, key)
+
+    def _cached_len(self, req: Req) -> int:
+        """How many of the request's tokens (all but the last) the tree holds; read only."""
+        key = req.fill_ids[:-1]
+        return self.tree_cache.match_len(key, self._resume(req, key)[0])
+
     def _admission_order(self) -> list[Req]:
         """The waiting queue in the order admission tries it. Each client's requests in the
         policy's order (lpm: longest cached prefix first, ties by arrival; fcfs: arrival), and
@@ -897,7 +915,7 @@ class Scheduler:
         if policy == "lpm":
             # Rank by cached prefix length (a read-only walk: a backlog of a hundred requests
             # is ranked at every step, and only the few admitted need their slots).
-            cached = {req.rid: self.tree_cache.match_len(req.fill_ids[:-1]) for req in self.waiting_queue}
+            cached = {req.rid: self._cached_len(req) for req in self.waiting_queue}
             by_policy = sorted(self.waiting_queue, key=lambda r: -cached[r.rid])  # stable: ties stay FCFS
         elif policy == "fcfs":
             by_policy = list(self.waiting_queue)

@@ -65,6 +65,12 @@ def path_of(node: TreeNode) -> list[int]:
     return [t for key in reversed(parts) for t in key]
 
 
+def effective_time(node: TreeNode) -> int:
+    """A node's access time as eviction reads it: the latest of its own and its
+    descendants' (a walk that starts below a node does not touch it; see `_touch`)."""
+    return max([node.last_access_time] + [effective_time(c) for c in node.children.values()])
+
+
 def prefixes_of(sequences) -> set[tuple]:
     """Every non-empty prefix of every sequence."""
     return {tuple(s[:i]) for s in sequences for i in range(1, len(s) + 1)}
@@ -322,6 +328,7 @@ class RadixCacheMachine(RuleBasedStateMachine):
         self.ref_time: dict[tuple, int] = {}  # cached prefix -> tick of its last access
         self.clock = 0  # one tick per match_prefix / insert call, as documented
         self.running: list[Running] = []
+        self.marks: list = []  # where requests that will come back left the tree
 
     # reference-model helpers
 
@@ -348,9 +355,9 @@ class RadixCacheMachine(RuleBasedStateMachine):
             self.ref_time[tuple(key[: i + 1])] = self.clock
         return slots, node
 
-    def checked_insert(self, key, slots) -> int:
+    def checked_insert(self, key, slots, start=None) -> int:
         expected = self.ref_match_len(key)
-        n = self.cache.insert(key, slots)
+        n = self.cache.insert(key, slots, start=start)
         self.clock += 1
         assert n == expected
         for i in range(len(key)):
@@ -382,6 +389,76 @@ class RadixCacheMachine(RuleBasedStateMachine):
         assert n >= req.prefix_len
         self.pool.free(slots[req.prefix_len : n])
         self.cache.dec_lock_ref(req.last_node)
+
+    @precondition(lambda self: self.running)
+    @rule(data=st.data(), output=st.lists(st.integers(0, 2), min_size=1, max_size=3))
+    def leave_unfinished(self, data, output):
+        """The scheduler's release of a request that comes back (an s4 jump): the insert
+        starts at its locked node, and a mark remembers where it left."""
+        req = self.running.pop(data.draw(st.integers(0, len(self.running) - 1)))
+        key = (req.key + output)[:-1]
+        slots = torch.cat([req.slots, self.pool.alloc(len(key) - len(req.slots))])
+        n = self.checked_insert(key, slots, start=req.last_node)
+        self.pool.free(slots[req.prefix_len : n])
+        self.cache.dec_lock_ref(req.last_node)
+        self.marks.append(self.cache.mark(req.last_node, key, slots))
+
+    @precondition(lambda self: self.marks)
+    @rule(data=st.data(), changed=st.lists(st.integers(0, 2), max_size=4))
+    def come_back(self, data, changed):
+        """Its re-admission: the key keeps a prefix of what it left with (cut anywhere) and
+        may go on otherwise; the walk from `resume` finds what a walk from the root finds."""
+        mark = self.marks.pop(data.draw(st.integers(0, len(self.marks) - 1)))
+        key = mark.tokens[: data.draw(st.integers(0, len(mark.tokens)))] + changed
+        start, before = self.cache.resume(mark, key)
+        expected_n = self.ref_match_len(key)
+        if start is not None:
+            assert path_of(start) == key[: start.depth] and start.depth <= expected_n
+        after, node = self.cache.match_after(start, key)
+        self.clock += 1
+        prefix = torch.cat([before, after])
+        assert prefix.tolist() == [self.ref_slot[tuple(key[: i + 1])] for i in range(expected_n)]
+        assert path_of(node) == key[:expected_n]
+        for i in range(expected_n):
+            self.ref_time[tuple(key[: i + 1])] = self.clock
+        self.cache.inc_lock_ref(node)
+        slots = torch.cat([prefix, self.pool.alloc(len(key) - len(prefix))])
+        self.running.append(Running(key, slots, len(prefix), node))
+
+    @precondition(lambda self: self.running)
+    @rule(data=st.data(), more=st.lists(st.integers(0, 2), min_size=1, max_size=3))
+    def prefill_more(self, data, more):
+        """`Scheduler.cache_prefilled`: a running request's computed tokens go into the tree
+        from its node, its row takes the tree's slots after it, and its lock moves down."""
+        req = self.running[data.draw(st.integers(0, len(self.running) - 1))]
+        key = req.key + more
+        slots = torch.cat([req.slots, self.pool.alloc(len(more))])
+        n = self.checked_insert(key, slots, start=req.last_node)
+        self.pool.free(slots[req.prefix_len : n])
+        after, node = self.cache.match_after(req.last_node, key)
+        self.clock += 1
+        for i in range(len(key)):
+            self.ref_time[tuple(key[: i + 1])] = self.clock
+        assert path_of(node) == key
+        assert after.tolist() == [self.ref_slot[tuple(key[: i + 1])] for i in range(req.prefix_len, len(key))]
+        slots[req.prefix_len :] = after
+        locked_before = {p for p in self.ref_slot if self.ref_lock(p) > 0}
+        self.cache.move_lock(req.last_node, node)
+        req.key, req.slots, req.prefix_len, req.last_node = key, slots, len(key), node
+        assert {p for p in self.ref_slot if self.ref_lock(p) > 0} >= locked_before
+
+    @rule()
+    def reset_marks(self):
+        """Marks made before a reset are void (the tree they point into is gone)."""
+        if not self.running and self.marks:
+            # The scheduler's flush: the tree and the pool start afresh, nothing evicted.
+            self.pool = self.cache.token_to_kv_pool = FakePool()
+            self.ref_slot.clear()
+            self.ref_time.clear()
+            mark = self.marks[-1]
+            self.cache.reset()
+            self.clock = 0  # reset restarts the access counter
+            assert self.cache.resume(mark, mark.tokens)[0] is None  # (and come_back uses the others)
 
     @rule(key=keys)
     def insert_fresh(self, key):
@@ -438,7 +515,7 @@ class RadixCacheMachine(RuleBasedStateMachine):
             for i in range(len(node.key)):
                 p = tuple(before + node.key[: i + 1])
                 assert int(node.value[i]) == self.ref_slot[p]
-                assert node.last_access_time == self.ref_time[p]
+                assert effective_time(node) == self.ref_time[p]
                 assert node.lock_ref == self.ref_lock(p)
 
     @invariant()

@@ -205,3 +205,35 @@ def test_in_batch_sharing_never_defers_a_readmission_wave():
     assert_no_leak(eng)
     eng.shutdown()
     off.shutdown()
+
+
+def test_a_jumping_requests_tree_walks_compare_only_what_follows_its_own_node(monkeypatch):
+    """s4 takes a jumping request out of the batch and re-admits it at every jump: release,
+    re-admission and prefill each walked the tree from the root, and the path grows ~2 nodes
+    a jump, so a long output's walks cost jumps^2 (11,000 edge comparisons for 200 tokens of
+    this regex; fairness2's stranger measured a 0.34 s bystander taking 12.9 s beside 38 such
+    requests). They start at the request's own node now (`start=`, `RadixCache.resume`)."""
+    import minisglang.radix_cache as radix_cache
+
+    compared = [0]
+    compare = radix_cache._common_prefix_len
+
+    def counting(*args):
+        compared[0] += 1
+        return compare(*args)
+
+    monkeypatch.setattr(radix_cache, "_common_prefix_len", counting)
+    eng = sgl.Engine(stage="s4")
+    try:
+        regex = r'\[(\{"name": "[a-z]", "value": [0-9]\}, )+\]'
+        out = eng.generate(
+            "<|user|>\nList some pairs.\n<|assistant|>\n", {"regex": regex, "temperature": 0, "max_new_tokens": 200}
+        )
+        jumps = eng.stage.jumps
+        assert jumps >= 30 and out["text"].startswith('[{"name": "'), (jumps, out["text"])
+        assert compared[0] <= 8 * jumps, (
+            f"{compared[0]} edge comparisons for {jumps} jumps: the walks grow with the path"
+        )
+        assert_no_leak(eng)
+    finally:
+        eng.shutdown()
