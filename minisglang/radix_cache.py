@@ -239,12 +239,12 @@ class RadixCache:
         and its path holds ``slots[:node.depth]``."""
         return Mark(node, tokens, slots, self._generation)
 
-    def resume(self, mark: Mark, key: list[int]) -> tuple[TreeNode | None, torch.Tensor]:
+    def resume(self, mark: Mark | None, key: list[int]) -> tuple[TreeNode | None, torch.Tensor]:
         """Where a walk for ``key`` may start for a request that left the tree at ``mark``:
         the deepest of ``mark.node`` and its ancestors that spells the start of ``key``,
-        and the KV slots of its path (shape ``[node.depth]``); (None, no slots) when the
-        node has left the tree since (evicted, or the tree reset)."""
-        if mark.generation != self._generation:
+        and the KV slots of its path (shape ``[node.depth]``); (None, no slots) without a
+        mark, or when the node has left the tree since (evicted, or the tree reset)."""
+        if mark is None or mark.generation != self._generation:
             return None, _no_slots()
         same = _common_prefix_len(mark.tokens[: mark.node.depth], key)
         node: TreeNode | None = mark.node

@@ -815,7 +815,7 @@ class Scheduler:
                 continue  # it holds back everyone but s4 re-admissions, which take back their room
             # Match all but the last token: the model must compute at least one position.
             key = req.fill_ids[:-1]
-            start, before = self._resume(req, key)
+            start, before = self.tree_cache.resume(req.radix_mark, key)  # (a returning request's)
             after, node = self.tree_cache.match_after(start, key)
             prefix = torch.cat([before, after]) if len(before) else after
             match[req.rid] = prefix, node
@@ -891,17 +891,10 @@ class Scheduler:
                 self.record_event("prefix_hit", req, tokens=len(prefix))
         return chosen
 
-    def _resume(self, req: Req, key: list[int]) -> tuple[Any, torch.Tensor]:
-        """Where the tree walk for a returning request's ``key`` may start, and the slots of
-        the path to there (None and none: at the root)."""
-        if req.radix_mark is None:
-            return None, torch.empty(0, dtype=torch.int64)
-        return self.tree_cache.resume(req.radix_mark, key)
-
     def _cached_len(self, req: Req) -> int:
         """How many of the request's tokens (all but the last) the tree holds; read only."""
         key = req.fill_ids[:-1]
-        return self.tree_cache.match_len(key, self._resume(req, key)[0])
+        return self.tree_cache.match_len(key, self.tree_cache.resume(req.radix_mark, key)[0])
 
     def _admission_order(self) -> list[Req]:
         """The waiting queue in the order admission tries it. Each client's requests in the
