@@ -421,7 +421,10 @@ ARRAY_GRID = [
 def test_arrays_accept_exactly_the_valid_lists(schema):
     expected = [v for v in INSTANCES if generated(v, schema)]
     if not expected:  # every satisfiable grid schema has a witness of length <= 3 here
-        with pytest.raises(UnsupportedSchemaError, match="accepts no JSON value"):
+        # Values the schema allows but our tuple policy does not write: the refusal says so.
+        policy = any(VALIDATOR(schema).is_valid(v) for v in INSTANCES)
+        why = "minItems .* prefixItems without items is written as a tuple" if policy else "accepts no JSON value"
+        with pytest.raises(UnsupportedSchemaError, match=why):
             build_regex_from_schema(schema)
         return
     dfa = compile_regex(build_regex_from_schema(schema))

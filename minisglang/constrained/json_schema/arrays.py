@@ -56,6 +56,12 @@ class _ArrayRules(_CompilerBase):
             item_regex = self.value(items, path_items)
         elif prefix is not None:
             item_regex = None  # a tuple: nothing after the prefix
+            fits = len(prefix_regexes) == len(prefix) and (max_items is None or max_items >= min_items)
+            if min_items > len(prefix) and fits:  # only our policy leaves too few items
+                self.note_empty(
+                    f"minItems {min_items} at {path} asks for more items than the {len(prefix)} of prefixItems, "
+                    "and prefixItems without items is written as a tuple (nothing after the prefix)"
+                )
         else:
             item_regex = self._any_value(self.nesting - 1)
         return self._array_regex(prefix_regexes, item_regex, min_items, max_items)
