@@ -342,10 +342,19 @@ class RadixCache:
     def inc_lock_ref(self, node: TreeNode) -> int:
         """Lock ``node`` and its ancestors; returns the change of ``evictable_size()``
         (zero or negative)."""
-        if self.disable:
-            return 0
+        return 0 if self.disable else self._lock_below(self.root_node, node)
+
+    def move_lock(self, node: TreeNode, descendant: TreeNode) -> None:
+        """``inc_lock_ref(descendant)`` then ``dec_lock_ref(node)``, for a ``descendant`` of
+        ``node`` (or ``node`` itself): only the nodes between the two change, so a request
+        whose prefill grew its path locks its new nodes without walking the whole path."""
+        if not self.disable:
+            self._lock_below(node, descendant)
+
+    def _lock_below(self, ancestor: TreeNode, node: TreeNode) -> int:
+        """Lock ``node`` and its ancestors below ``ancestor``; the change of ``evictable_size()``."""
         delta = 0
-        while node is not self.root_node:
+        while node is not ancestor:
             if node.lock_ref == 0:
                 delta -= len(node.key)
             node.lock_ref += 1
@@ -353,21 +362,6 @@ class RadixCache:
         self._evictable_size += delta
         self._protected_size -= delta
         return delta
-
-    def move_lock(self, node: TreeNode, descendant: TreeNode) -> None:
-        """``inc_lock_ref(descendant)`` then ``dec_lock_ref(node)``, for a ``descendant`` of
-        ``node`` (or ``node`` itself): only the nodes between the two change, so a request
-        whose prefill grew its path locks its new nodes without walking the whole path."""
-        if self.disable:
-            return
-        delta = 0
-        while descendant is not node:
-            if descendant.lock_ref == 0:
-                delta -= len(descendant.key)
-            descendant.lock_ref += 1
-            descendant = _parent(descendant)
-        self._evictable_size += delta
-        self._protected_size -= delta
 
     def dec_lock_ref(self, node: TreeNode) -> int:
         """Undo one ``inc_lock_ref(node)``; returns the change of ``evictable_size()``
