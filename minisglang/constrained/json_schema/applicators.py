@@ -172,6 +172,8 @@ class _ApplicatorRules(_CompilerBase):
             return {} if schema else False
         if not isinstance(schema, dict):
             raise InvalidSchemaError(f"the schema at {path} must be an object or a boolean, got {schema!r}")
+        if "$ref" in schema and self.ref_replaces_siblings:
+            schema = {"$ref": schema["$ref"]}  # (a draft 7 schema: see `ref_replaces_siblings`)
         schema = _unevaluated_as_additional(schema)
         parts: list[dict[str, Any] | Literal[False]] = [
             {

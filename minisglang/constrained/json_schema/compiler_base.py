@@ -3,6 +3,7 @@ shared definitions (automaton="lazy") and the matchers that test a value against
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -31,6 +32,12 @@ RefDepths = tuple[tuple[str, ...], tuple[int, ...]]
 _NOT_COMPILED = object()  # (a regex may be None: no value)
 
 
+def _declares_draft_up_to_7(root: object) -> bool:
+    """Whether the root schema's `$schema` names draft 3, 4, 6 or 7 (json-schema.org/draft-07/schema#)."""
+    uri = root.get("$schema") if isinstance(root, dict) else None
+    return isinstance(uri, str) and re.search(r"draft-0[3467]\b", uri) is not None
+
+
 class _CompilerBase(_ResourceIndex):
     """One compile's state and the operations the rules share (each rule's module adds a mixin)."""
 
@@ -53,6 +60,9 @@ class _CompilerBase(_ResourceIndex):
         self.sep = _concat(lit(","), ws)  # between two members or elements
         self.options = options
         self.max_ref_depth = options.max_ref_depth
+        # Up to draft 7 a $ref replaces the keywords beside it (draft-07 section 8.3: "All other
+        # properties in a $ref object MUST be ignored"); from 2019-09 on they apply with it.
+        self.ref_replaces_siblings = _declares_draft_up_to_7(root)
         self.active_refs: Counter[str] = Counter()  # $ref target -> expansions on the current path
         self.any_values: dict[int, Regex] = {}
         self.empty_because: str | None = None  # see note_empty
@@ -162,7 +172,8 @@ class _CompilerBase(_ResourceIndex):
         was compiled once per depth of that recursion, which it never reads."""
         if not isinstance(schema, dict):
             return None
-        if "$ref" not in schema or any(k != "$ref" and k not in ANNOTATION_KEYWORDS for k in schema):
+        siblings = () if self.ref_replaces_siblings else schema
+        if "$ref" not in schema or any(k != "$ref" and k not in ANNOTATION_KEYWORDS for k in siblings):
             return (id(schema), "") if self.one_base else None
         base, ref = self.base_uri(path), schema["$ref"]
         target_path = self.ref_targets.get((base, ref)) if isinstance(ref, str) else None
