@@ -64,6 +64,8 @@ from typing import Any, TypeVar
 
 import torch
 
+from . import admission_order
+from .admission_order import returning
 from .core import AbortKind, Req, check_declared_type
 from .memory_pool import ReqToTokenPool, TokenToKVPool
 from .model.forward_batch import ForwardBatch, ForwardMode
@@ -74,16 +76,6 @@ from .tokenizer import IncrementalDetokenizer, Tokenizer
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
-# How many requests of other clients may be admitted past a waiting request too big for the
-# room left (`get_new_prefill_batch`); after that it holds everyone back until it fits, as
-# FCFS does, so a stream of small requests cannot starve it.
-MAX_PASSED_BY = 32
-
-
-def returning(req: Req) -> bool:
-    """A server client's s4 re-admission: a request with output back in the waiting queue
-    after its jump, which admission lets take back the place and room it had while running."""
-    return req.client is not None and bool(req.output_ids)
 
 
 def cut_at_stop_string(req: Req) -> None:
@@ -811,7 +803,7 @@ class Scheduler:
         for req in self.ready_reqs(order):
             if req.client in held:
                 continue
-            if too_big is not None and too_big.passed_by >= MAX_PASSED_BY and not returning(req):
+            if too_big is not None and too_big.passed_by >= admission_order.MAX_PASSED_BY and not returning(req):
                 continue  # it holds back everyone but s4 re-admissions, which take back their room
             # Match all but the last token: the model must compute at least one position.
             key = req.fill_ids[:-1]
@@ -844,7 +836,7 @@ class Scheduler:
                 if req.client is None:
                     break
                 held.add(req.client)
-                if too_big is None or req.passed_by >= MAX_PASSED_BY:
+                if too_big is None or req.passed_by >= admission_order.MAX_PASSED_BY:
                     too_big = req
                 continue
             rows_after = self.config.max_running_requests - len(self.running) - len(chosen) - 1
@@ -897,66 +889,14 @@ class Scheduler:
         return self.tree_cache.match_len(key, self.tree_cache.resume(req.radix_mark, key)[0])
 
     def _admission_order(self) -> list[Req]:
-        """The waiting queue in the order admission tries it. Each client's requests in the
-        policy's order (lpm: longest cached prefix first, ties by arrival; fcfs: arrival), and
-        clients take turns: a client's k-th request in that order ranks with every other
-        client's k-th, counting the requests it already has running, so one client's backlog
-        (of rows, of long prompts prefilled a chunk a step) waits behind another client's
-        first request. A request passed MAX_PASSED_BY times goes first of all, then a
-        client's s4 re-admissions. Without clients (every in-process request) this is the policy's order."""
-        policy = self.config.schedule_policy
-        if policy == "lpm":
-            # Rank by cached prefix length (a read-only walk: a backlog of a hundred requests
-            # is ranked at every step, and only the few admitted need their slots).
-            cached = {req.rid: self._cached_len(req) for req in self.waiting_queue}
-            by_policy = sorted(self.waiting_queue, key=lambda r: -cached[r.rid])  # stable: ties stay FCFS
-        elif policy == "fcfs":
-            by_policy = list(self.waiting_queue)
-        else:
-            raise ValueError(f"unknown schedule policy {policy!r}")
-        # An s4 re-admission (a request with output) was running until its jump: it keeps its
-        # place ahead of every new request (turn -1), and counts as running for its client's
-        # turns. Ranked at its client's third turn, another client's first request took its row,
-        # and the jump stalled it until another of its client's requests ended (59 steps; 1
-        # before). A request passed MAX_PASSED_BY times still goes first: a stream of jumps
-        # would otherwise keep a prompt to be cut (it must be first) waiting for as long as it lasted.
-        back = [r for r in by_policy if returning(r)]
-        turns = collections.Counter(r.client for r in self.running + back)
-        turn = {r.rid: -1 for r in back}
-        for req in by_policy:
-            if req.rid not in turn:
-                turn[req.rid] = turns[req.client]
-                turns[req.client] += 1
-        return sorted(by_policy, key=lambda r: (r.passed_by < MAX_PASSED_BY, turn[r.rid]))
+        """The waiting queue in the order admission tries it (admission_order.py)."""
+        return admission_order.ranked(self.waiting_queue, self.running, self.config.schedule_policy, self._cached_len)
 
     def _count_passes_ranked_ahead(self, chosen: list[Req], order: list[Req]) -> None:
-        """The admission order may rank a newer request ahead of an older one (lpm's cache
-        hits, another client's turn): each client's longest-waiting request counts, as passing
-        it, every request of another client that entered the queue after it and was admitted this step
-        from a rank ahead of it (admission's loop counts those admitted from behind it)."""
-        admitted = {req.rid for req in chosen}
-        heads: dict[str, Req] = {}
-        for req in self.waiting_queue:  # each client's first, the longest waiting
-            if req.client is not None and req.rid not in admitted:
-                heads.setdefault(req.client, req)
-        if not heads:  # (in-process requests have no client: nobody to count for)
-            return
-        rank = {req.rid: i for i, req in enumerate(order)}
-        # The waiting queue is in the order requests entered it (a re-admission enters again).
-        entered = {req.rid: i for i, req in enumerate(self.waiting_queue)}
-        for head in heads.values():
-            ahead, since = rank[head.rid], entered[head.rid]
-            # An s4 re-admission was running until its jump: it takes back its place, it passes
-            # nobody (counted, every jump of another client's request was a pass: a waiting
-            # request was passed MAX_PASSED_BY times by jumps alone, and held everyone back).
-            by = [
-                r.rid
-                for r in chosen
-                if r.client != head.client and not r.output_ids and entered[r.rid] > since and rank[r.rid] < ahead
-            ]
-            if by:  # one event a head (a thousand clients' heads passed by 32 made 32,000 events)
-                head.passed_by += len(by)
-                self.record_event("passed", head, by=by)
+        """Count the passes admission's order made by ranking newer requests ahead (admission_order.py)."""
+        for head, by in admission_order.passes_ranked_ahead(chosen, order, self.waiting_queue):
+            head.passed_by += len(by)
+            self.record_event("passed", head, by=by)
 
     def continue_chunked_prefill(self, req: Req) -> list[Req]:
         """`req` (in chunked prefill), for its next chunk; before its last chunk (whose logits

@@ -10,7 +10,7 @@ import pytest
 from test_engine import assert_no_leak
 
 import minisglang as sgl
-import minisglang.scheduler as scheduler_module
+import minisglang.admission_order as admission_order
 
 LONG = {"temperature": 0, "max_new_tokens": 400, "ignore_eos": True}
 SMALL = {"temperature": 0, "max_new_tokens": 8, "ignore_eos": True}
@@ -80,7 +80,7 @@ def test_a_request_passed_max_times_holds_everyone_back_until_it_fits(engine, mo
     """Other clients' first requests take their turn ahead of a client's third (fcfs too): the
     four that fit pass it in one step; passed MAX_PASSED_BY times or more, it goes first and
     holds everyone back until it fits."""
-    monkeypatch.setattr(scheduler_module, "MAX_PASSED_BY", 2)
+    monkeypatch.setattr(admission_order, "MAX_PASSED_BY", 2)
     monkeypatch.setattr(engine.scheduler.config, "schedule_policy", "fcfs")
     long = backlog(engine, "10.0.0.1")
     engine.step()
@@ -121,7 +121,7 @@ def test_lpm_counts_cache_hits_ranked_ahead_as_passes(engine, monkeypatch):
     of an older request that does not fit: they pass it too, and once it has been passed
     MAX_PASSED_BY times it ranks first and holds everyone back. (Counting only the requests
     admitted from behind it, a stream of cache hits kept it waiting for as long as it lasted.)"""
-    monkeypatch.setattr(scheduler_module, "MAX_PASSED_BY", 2)
+    monkeypatch.setattr(admission_order, "MAX_PASSED_BY", 2)
     assert engine.scheduler.config.schedule_policy == "lpm"
     sgl.Engine.generate(engine, "Email: hello there", SMALL)  # the prefix the stream hits
     long = backlog(engine, "10.0.0.1")
@@ -147,7 +147,7 @@ def test_a_readmission_after_a_jump_is_passed_afresh(monkeypatch):
     count of passes starts again: a count kept from its first wait made it hold everyone back
     the first time its re-admission did not fit (another client's 4-token request waited).
     (It now goes back first: see the next test.)"""
-    monkeypatch.setattr(scheduler_module, "MAX_PASSED_BY", 1)
+    monkeypatch.setattr(admission_order, "MAX_PASSED_BY", 1)
     eng = sgl.Engine(stage="s0", max_total_tokens=256, schedule_policy="fcfs")
 
     def sub(prompt, n, client):
@@ -242,7 +242,7 @@ def test_a_readmission_keeps_its_room_from_a_request_passed_max_times():
     eng = sgl.Engine(stage="s0", max_total_tokens=600)
     try:
         a, big = two_running_one_waiting(eng)
-        big.passed_by = scheduler_module.MAX_PASSED_BY
+        big.passed_by = admission_order.MAX_PASSED_BY
         eng.scheduler.readmit(a[1], list(a[1].output_ids))  # a jump (of no tokens)
         eng.step()
         assert a[1] in eng.scheduler.running and big in eng.scheduler.waiting_queue

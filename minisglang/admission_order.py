@@ -1,0 +1,89 @@
+"""The order in which the scheduler tries its waiting requests (chapter 00, section 4).
+
+Admission (`Scheduler.get_new_prefill_batch`) walks the waiting queue in this order and
+admits requests while they fit. The order is the schedule policy's (lpm: longest cached
+prefix first; fcfs: arrival), with the server's clients taking turns, s4 re-admissions
+first, and a request passed over too often ahead of everyone. Plain functions of the
+queue: the scheduler owns the state, this module only ranks it.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Callable, Iterator
+
+from .core import Req
+
+# How many requests of other clients may be admitted past a waiting request too big for the
+# room left (`get_new_prefill_batch`); after that it holds everyone back until it fits, as
+# FCFS does, so a stream of small requests cannot starve it.
+MAX_PASSED_BY = 32
+
+
+def returning(req: Req) -> bool:
+    """A server client's s4 re-admission: a request with output back in the waiting queue
+    after its jump, which admission lets take back the place and room it had while running."""
+    return req.client is not None and bool(req.output_ids)
+
+
+def ranked(waiting: list[Req], running: list[Req], policy: str, cached_len: Callable[[Req], int]) -> list[Req]:
+    """The waiting queue in the order admission tries it. Each client's requests in the
+    policy's order (lpm: longest cached prefix first, `cached_len`, ties by arrival; fcfs:
+    arrival), and clients take turns: a client's k-th request in that order ranks with every
+    other client's k-th, counting the requests it already has running, so one client's
+    backlog (of rows, of long prompts prefilled a chunk a step) waits behind another client's
+    first request. A request passed MAX_PASSED_BY times goes first of all, then a client's s4
+    re-admissions. Without clients (every in-process request) this is the policy's order."""
+    if policy == "lpm":
+        # Rank by cached prefix length (a read-only walk: a backlog of a hundred requests
+        # is ranked at every step, and only the few admitted need their slots).
+        cached = {req.rid: cached_len(req) for req in waiting}
+        by_policy = sorted(waiting, key=lambda r: -cached[r.rid])  # stable: ties stay FCFS
+    elif policy == "fcfs":
+        by_policy = list(waiting)
+    else:
+        raise ValueError(f"unknown schedule policy {policy!r}")
+    # An s4 re-admission (a request with output) was running until its jump: it keeps its
+    # place ahead of every new request (turn -1), and counts as running for its client's
+    # turns. Ranked at its client's third turn, another client's first request took its row,
+    # and the jump stalled it until another of its client's requests ended (59 steps; 1
+    # before). A request passed MAX_PASSED_BY times still goes first: a stream of jumps
+    # would otherwise keep a prompt to be cut (it must be first) waiting for as long as it lasted.
+    back = [r for r in by_policy if returning(r)]
+    turns = collections.Counter(r.client for r in running + back)
+    turn = {r.rid: -1 for r in back}
+    for req in by_policy:
+        if req.rid not in turn:
+            turn[req.rid] = turns[req.client]
+            turns[req.client] += 1
+    return sorted(by_policy, key=lambda r: (r.passed_by < MAX_PASSED_BY, turn[r.rid]))
+
+
+def passes_ranked_ahead(chosen: list[Req], order: list[Req], waiting: list[Req]) -> Iterator[tuple[Req, list[int]]]:
+    """The admission order may rank a newer request ahead of an older one (lpm's cache
+    hits, another client's turn): each client's longest-waiting request that was not
+    admitted, with the rids of the requests that passed it: of another client, entered the
+    queue after it and admitted this step from a rank ahead of it (admission's loop counts
+    those admitted from behind it). `waiting` is the queue before the admitted leave it."""
+    admitted = {req.rid for req in chosen}
+    heads: dict[str, Req] = {}
+    for req in waiting:  # each client's first, the longest waiting
+        if req.client is not None and req.rid not in admitted:
+            heads.setdefault(req.client, req)
+    if not heads:  # (in-process requests have no client: nobody to count for)
+        return
+    rank = {req.rid: i for i, req in enumerate(order)}
+    # The waiting queue is in the order requests entered it (a re-admission enters again).
+    entered = {req.rid: i for i, req in enumerate(waiting)}
+    for head in heads.values():
+        ahead, since = rank[head.rid], entered[head.rid]
+        # An s4 re-admission was running until its jump: it takes back its place, it passes
+        # nobody (counted, every jump of another client's request was a pass: a waiting
+        # request was passed MAX_PASSED_BY times by jumps alone, and held everyone back).
+        by = [
+            r.rid
+            for r in chosen
+            if r.client != head.client and not r.output_ids and entered[r.rid] > since and rank[r.rid] < ahead
+        ]
+        if by:  # one event a head (a thousand clients' heads passed by 32 made 32,000 events)
+            yield head, by
