@@ -572,6 +572,7 @@ class Scheduler:
             self.stage.release(req)
         if req.req_pool_idx is not None:
             self.release_memory(req)
+        req.radix_mark = None  # (one left waiting after a jump: it would keep a node, and its tree, alive)
         req.released = True
         self.count_finished(req)
         self.record_event("finish", req, reason=req.finished_reason)
@@ -707,7 +708,7 @@ class Scheduler:
             # after we were admitted: the tree keeps its own copy, ours are freed.
             self.token_to_kv_pool.free(slots[req.prefix_len : already])
             self.tree_cache.dec_lock_ref(req.last_node)
-            req.radix_mark = None if req.finished else self.tree_cache.mark(req.last_node, key, slots)
+            req.radix_mark = self.tree_cache.mark(req.last_node, key, slots)  # (for its re-admission)
         self.req_to_token_pool.free(pool_row(req))
         req.req_pool_idx, req.last_node, req.kv_len, req.prefix_len = None, None, 0, 0
 
