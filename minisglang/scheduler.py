@@ -78,7 +78,7 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-def cut_at_stop_string(req: Req) -> None:
+def cut_at_stop_string(req: Req, checked: int = 0) -> None:
     """End the output before the stop string that appears first in it, and finish the
     request there.
 
@@ -90,9 +90,15 @@ def cut_at_stop_string(req: Req) -> None:
     a step brings (a jump, a multi-byte character). A stop string in the text outranks
     whatever else finished the request (the grammar, EOS, the length limit), an abort
     aside; its detokenizer is then not flushed, since the cut already ended the text.
+    `checked`: how much of the text an earlier call searched (no stop string ends inside
+    it): only what follows, and the len(stop) - 1 characters before, are searched (the
+    whole text at every token made a long output's steps quadratic).
     """
     stops = req.sampling_params.stop
-    hits = [(pos + len(s), pos, i) for i, s in enumerate(stops) if (pos := req.output_text.find(s)) != -1]
+    text = req.output_text
+    hits = [
+        (pos + len(s), pos, i) for i, s in enumerate(stops) if (pos := text.find(s, max(0, checked - len(s) + 1))) != -1
+    ]
     if not hits:
         return
     _, pos, i = min(hits)
@@ -543,8 +549,9 @@ class Scheduler:
         then cut the text at a stop string."""
         new_ids = req.output_ids[req.detok_offset :]
         req.detok_offset = len(req.output_ids)
+        checked = len(req.output_text)
         req.output_text += req.detokenizer.feed(new_ids)
-        cut_at_stop_string(req)
+        cut_at_stop_string(req, checked)
 
     def check_finished(self, req: Req, tok: int) -> None:
         """EOS, then the length limit (the constraint or a stop string may have finished it already)."""

@@ -7,9 +7,12 @@ import random
 import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import minisglang as sgl
-from minisglang.core import AbortKind, SamplingParams
+from minisglang.core import AbortKind, Req, SamplingParams
+from minisglang.scheduler import cut_at_stop_string
 
 PROMPTS = [
     "<|user|>\nExtract name, age and hobbies as JSON: 张三是一名软件工程师，今年28岁，平时喜欢编程、摄影和爬山。\n<|assistant|>\n",
@@ -230,3 +233,25 @@ def test_engine_keeps_its_startup_objects_out_of_the_garbage_collector():
     plain = sgl.Engine(max_total_tokens=2048, freeze_gc=False)
     assert gc.get_freeze_count() == 0
     plain.shutdown()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    pieces=st.lists(st.text(alphabet="ab\u00e9x", max_size=4), max_size=12),
+    stops=st.lists(st.text(alphabet="ab\u00e9x", min_size=1, max_size=3), min_size=1, max_size=4),
+)
+def test_the_stop_string_cut_searches_only_new_text_and_cuts_where_a_whole_search_does(pieces, stops):
+    """`cut_at_stop_string` told how much text it searched before searches only the rest (a
+    long output's steps were quadratic); the cut and the stop string matched are those of
+    one search of the whole text."""
+    whole = Req(prompt="", origin_input_ids=[1], sampling_params=SamplingParams(stop=stops))
+    whole.output_text = "".join(pieces)
+    cut_at_stop_string(whole)
+    grown = Req(prompt="", origin_input_ids=[1], sampling_params=SamplingParams(stop=stops))
+    for piece in pieces:
+        checked = len(grown.output_text)
+        grown.output_text += piece
+        cut_at_stop_string(grown, checked)
+        if grown.finished:
+            break
+    assert (grown.output_text, grown.finished_reason) == (whole.output_text, whole.finished_reason)
