@@ -355,6 +355,12 @@ class Req(Generic[GrammarT]):
         return self.origin_input_ids + self.output_ids
 
     @property
+    def last_id(self) -> int:
+        """``fill_ids[-1]``, the next decode step's input, without building ``fill_ids`` (a
+        copy of prompt and output, every step for every row)."""
+        return self.output_ids[-1] if self.output_ids else self.origin_input_ids[-1]
+
+    @property
     def finished(self) -> bool:
         return self.finished_reason is not None
 

@@ -235,7 +235,7 @@ class OverlapScheduler(Scheduler):
             self.drop_next_decode()
             return None
         self.next_decode = None
-        fb.input_ids = torch.tensor([r.fill_ids[-1] for r in batch.reqs], dtype=torch.int64, device=fb.input_ids.device)
+        fb.input_ids = torch.tensor([r.last_id for r in batch.reqs], dtype=torch.int64, device=fb.input_ids.device)
         self.start_decode(batch.reqs)
         return batch, fb
 

@@ -443,7 +443,7 @@ class Scheduler:
                 **({"chunk": batch.chunk.rid} if batch.chunk is not None else {}),
             )
         else:
-            fb = self.decode_forward_batch(reqs, [r.fill_ids[-1] for r in reqs])
+            fb = self.decode_forward_batch(reqs, [r.last_id for r in reqs])
             self.start_decode(reqs)
         return fb
 

@@ -276,7 +276,7 @@ class SpeculativeScheduler(OverlapScheduler):
         if not isinstance(batch, VerifyBatch):
             return super().run(batch)
         reqs = batch.reqs
-        new_ids = [[r.fill_ids[-1]] + d for r, d in zip(reqs, batch.drafts)]
+        new_ids = [[r.last_id] + d for r, d in zip(reqs, batch.drafts)]
         out_cache_loc = self.alloc_kv(sum(map(len, new_ids)))
         with self._free_on_error(out_cache_loc):
             fb = ForwardBatch.extend(
