@@ -286,6 +286,41 @@ def test_jobs_waiting_for_children_hold_no_thread_or_window_another_client_needs
     pool.shutdown()
 
 
+def test_jobs_past_the_children_bound_wait_for_one_without_holding_the_thread_a_newcomer_needs():
+    """MAX_CHILDREN = 1, one thread. A's job is in a child (held at a gate); B's wants a child
+    too and waits for A's to end. C's plain compile still runs at once (the threads were capped
+    at workers + MAX_CHILDREN: B's waiting thread held the last one, and six hog addresses
+    made a newcomer's trivial regex wait 0.6 s); B's body starts only after A's ends, and a
+    job cancelled while it waits for a child is stopped there."""
+    pool = FairCompilePool(1, Baton())
+    pool.MAX_CHILDREN = 1
+    gate, a_in, inside = threading.Event(), threading.Event(), []
+
+    def in_child(name):
+        with outside():
+            inside.append(name)
+            if name == "a":
+                a_in.set()
+                gate.wait(5)
+        return name
+
+    try:
+        a, _ = pool.submit("A", in_child, "a")
+        assert a_in.wait(5)
+        b, _ = pool.submit("B", in_child, "b")
+        d, job_d = pool.submit("D", in_child, "d")
+        c, _ = pool.submit("C", lambda: "c")
+        assert c.result(5) == "c" and inside == ["a"], inside
+        pool.cancel(job_d)
+        with pytest.raises(CompileCancelled):
+            d.result(5)
+        gate.set()
+        assert (a.result(5), b.result(5)) == ("a", "b") and inside == ["a", "b"], inside
+    finally:
+        gate.set()
+        pool.shutdown()
+
+
 def test_a_cancelled_compile_stops_at_its_next_checkpoint_or_never_starts():
     pool = FairCompilePool(1, Baton())
     stop, counter = threading.Event(), [0]

@@ -122,7 +122,11 @@ def outside() -> Iterator[None]:
         return
     baton.step_out()
     if pool is not None:
-        pool.step_out()
+        try:
+            pool.step_out()  # (may wait for one of its MAX_CHILDREN, and be cancelled meanwhile)
+        except BaseException:
+            baton.step_in()
+            raise
     _local.outside = True
     try:
         yield
@@ -250,9 +254,13 @@ class FairCompilePool:
     built.
     """
 
-    # Threads beyond `workers` for jobs that wait for a child process (`outside`): each is a
-    # child computing, so they are bounded too.
-    MAX_OUTSIDE = 4
+    # Jobs in a child process (`outside`) at once: each is a child computing. A job past it
+    # waits for one of them to end, on its thread but in no slot of `workers`: a thread is
+    # added for the next job (so the threads are at most `workers` plus the jobs outside,
+    # which the server's max_pending_compiles bounds). Before, the threads were capped at
+    # `workers + MAX_CHILDREN`: six hog addresses' jobs held them all, 4-5 of them waiting for
+    # children, and a newcomer's trivial regex waited up to 0.6 s for a thread.
+    MAX_CHILDREN = 4
     # Clients whose compile seconds are remembered; past it, the half with the least are
     # forgotten (they go back to none: the order among them barely changes).
     MAX_REMEMBERED = 4096
@@ -262,7 +270,8 @@ class FairCompilePool:
         self.half_life = half_life  # seconds in which a client's compile seconds halve; 0: plain turns
         self._used: dict[str, tuple[float, float]] = {}  # client -> (compile seconds, as of when)
         self.per_client = max(1, workers - 1)  # one thread is always left for another client
-        self._outside = 0  # running jobs that wait for a child process now
+        self._outside = 0  # running jobs that wait for a child process now (or for a turn at one)
+        self._children = 0  # ... of which in a child (at most MAX_CHILDREN)
         self._cond = threading.Condition()
         self._queues: dict[str, collections.deque[CompileJob]] = {}  # client -> its waiting jobs, in turn order
         self._running: dict[str, int] = collections.Counter()
@@ -284,8 +293,8 @@ class FairCompilePool:
 
     def _add_thread(self) -> None:
         """Threads (the lock held) for the queued jobs that no idle thread can take, up to
-        `workers`, plus one for each running job that waits for a child (MAX_OUTSIDE at most)."""
-        limit = self.workers + min(self._outside, self.MAX_OUTSIDE)
+        `workers`, plus one for each running job that waits for a child."""
+        limit = self.workers + self._outside
         queued = sum(map(len, self._queues.values()))
         while len(self._threads) < limit and len(self._threads) - len(self._active) < queued:
             thread = threading.Thread(target=self._work, name=f"{self.name}_{len(self._threads)}", daemon=True)
@@ -294,15 +303,25 @@ class FairCompilePool:
 
     def step_out(self) -> None:
         """A running job waits for a child process now (`outside`): another thread may take
-        the next client's job meanwhile."""
+        the next client's job meanwhile. Returns when fewer than MAX_CHILDREN jobs are in a
+        child (this one then counts as one); CompileCancelled if the job is cancelled first."""
+        job = _local.job
         with self._cond:
             self._outside += 1
             self._add_thread()
-            self._cond.notify()
+            self._cond.notify_all()
+            while self._children >= self.MAX_CHILDREN:
+                if job is not None and job.cancelled:
+                    self._outside -= 1
+                    raise CompileCancelled("the compile was cancelled")
+                self._cond.wait()
+            self._children += 1
 
     def step_in(self) -> None:
         with self._cond:
             self._outside -= 1
+            self._children -= 1
+            self._cond.notify_all()
 
     def cancel(self, job: CompileJob) -> None:
         """Stop `job`: dropped if it has not started, else stopped at its next checkpoint."""
@@ -312,6 +331,7 @@ class FairCompilePool:
             if queue is not None and job in queue:
                 queue.remove(job)
                 job.future.cancel()
+            self._cond.notify_all()  # (a job waiting for a child sees it)
 
     def used(self, client: str, now: float) -> float:
         """`client`'s compile seconds as of `now` (perf_counter), each halved every `half_life`."""
