@@ -256,6 +256,30 @@ def test_a_pool_remembers_the_usage_of_so_many_clients():
         pool.shutdown()
 
 
+def test_a_pool_keeps_no_entry_for_a_client_once_its_jobs_are_done_or_cancelled():
+    """Its running counts and queues kept a zero and an empty queue for every client ever
+    seen (an attacker's addresses grew them without bound)."""
+    pool = FairCompilePool(1, Baton(), half_life=0)
+    gate = threading.Event()
+    try:
+        held, _ = pool.submit("held", gate.wait, 5)
+        queued = [pool.submit(f"q{k}", lambda: None)[1] for k in range(3)]
+        for job in queued:
+            pool.cancel(job)
+        gate.set()
+        held.result(5)
+        for k in range(5):
+            pool.submit(f"c{k}", lambda: None)[0].result(5)
+        pool.submit("last", lambda: None)[0].result(5)
+        with pool._cond:
+            while pool._active:
+                pool._cond.wait(5)
+            assert not pool._queues and not pool._running, (pool._queues, pool._running)
+    finally:
+        gate.set()
+        pool.shutdown()
+
+
 def test_jobs_waiting_for_children_hold_no_thread_or_window_another_client_needs():
     """Two clients' compiles wait in child processes (`outside`) and fill both threads: a
     third client's compile still runs at once, on a thread the pool adds, and the baton does

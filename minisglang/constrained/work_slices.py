@@ -331,6 +331,8 @@ class FairCompilePool:
             if queue is not None and job in queue:
                 queue.remove(job)
                 job.future.cancel()
+                if not queue:
+                    del self._queues[job.client]
             self._cond.notify_all()  # (a job waiting for a child sees it)
 
     def used(self, client: str, now: float) -> float:
@@ -390,6 +392,8 @@ class FairCompilePool:
                     _local.job = _local.pool = None
             with self._cond:
                 self._running[job.client] -= 1
+                if not self._running[job.client]:
+                    del self._running[job.client]  # (no entry kept for every client ever seen)
                 self._active.discard(job)
                 if job.started is not None:
                     self._charge(job.client, time.perf_counter() - job.started)
