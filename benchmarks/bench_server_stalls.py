@@ -27,6 +27,18 @@ while an attacker sends one class of expensive requests at a time:
   ambiguous_ebnf (an EBNF whose library masks grow to seconds a token; with
   `--grammar-backend xgrammar` or `llguidance`, as our fsm backend refuses EBNF).
 
+With `--hogs` it runs the hog cases instead, each on servers of its own (one at a time),
+the same load beside each server so the columns compare:
+
+* row_hog: one client keeps HOG_STREAMS streams of HOG_STREAM_TOKENS tokens going (more
+  than the 128 rows); a bystander's plain 1-token requests, on the default server and on one with
+  `--reserved-for-new-clients 0`;
+* compile_hog on 1, 3 and 6 addresses: each keeps 8 json_schemas of 2,000 properties
+  compiling (each refused over max_regex_chars after a few tenths of a second of work);
+  the bystander is a client that sends 1-token requests each with a fresh regex, so each
+  waits for a compile thread. On the default server (clients that used the compile threads
+  least recently go first) and with `--compile-usage-half-life 0` (plain turns, the old way).
+
 For each class it reports the bystander's p50 / p99 / max latency and their ratio to the
 baseline, what the attacker got (status, finish reason or error, seconds), and the
 server's RSS before, at its peak and after. Targets (issue 30): bystander p99 <= 3x and
@@ -34,22 +46,27 @@ max <= 0.5 s over the baseline; the expensive request finishes or gets a 400 nam
 limit; RSS back within 25% of its start.
 
     python benchmarks/bench_server_stalls.py [--seconds 8] [--only pattern,vowels] [--grammar-backend B]
+    python benchmarks/bench_server_stalls.py --hogs [--bystander-requests 15]
 
 Prints the table; writes its section of benchmarks/results/server_faults.md (a run with
---only or another backend writes a section of its own, named after them).
+--only or another backend writes a section of its own, named after them; --hogs writes
+HOG_SECTION).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import random
 import shlex
 import socket
 import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -58,6 +75,7 @@ from _results import machine_line, write_section  # benchmarks/_results.py (scri
 RESULTS = Path(__file__).parent / "results" / "server_faults.md"
 CLIENTS = {"attacker": "10.0.1.1", "attacker2": "10.0.1.3", "other": "10.0.1.2"}  # (the bystander is 10.0.0.2)
 SECTION = "## Expensive grammars beside a bystander (issue 30)"
+HOG_SECTION = "## Hogs beside a newcomer: one client's rows, several clients' compiles"
 ROOT = Path(__file__).resolve().parent.parent
 CJK = "的是不了人我在有他这中大来上国个到说们为子和你地出道也时年得就那要下以生会自着去之过家学对可她里后小么心多天而能好都然没日于起还发成事只作当想看文无开手十用主行方又如前所本见经头面公同三已老从动两长知民样现分将外但身些与高意进把法此实回二理美点月明其种声全工己话儿者向情部正名定女问力机给等几很业最间新什打便位因重被走电四第门相次东政海口使教西再平真听世气信北少关并内加化由却代军产入先山五太水万市眼体别处总才场师书比住员九笑性通目华报立马命张活难神数件安表原车白应路期叫死常提感金何更反合放做系计或司利受光王果亲界及今京务制解各任至清物台象记边共风战干接它许八特觉望直服毛林题建南度统色字请交爱让认算论百吃义科怎元社术结六功指思非流每青管夫连远资队跟带花快条院变联言权往展该"
 
@@ -270,29 +288,147 @@ async def run(url: str, pid: int, seconds: float, only: list[str] | None) -> lis
     return rows
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--seconds", type=float, default=8.0, help="bystander time per class (at least)")
-    ap.add_argument("--only", default="", help="comma-separated classes")
-    ap.add_argument("--grammar-backend", default=None, help="the server's backend (default: fsm)")
-    ap.add_argument(
-        "--serve-args",
-        default="",
-        help='more options for `minisglang serve`, e.g. "--stage s7 --chunked-prefill-size 256 --mixed-prefill"',
-    )
-    args = ap.parse_args()
+# -- hogs: many requests of one client, or many compiles of several, beside a newcomer ------------
+HOG_STREAMS = 250  # (under the 256 connections one client may hold: max_connections_per_client)
+HOG_STREAM_TOKENS = 100  # (128 rows of them fit the 16,384-token KV pool: the rows run out first)
+HOG_COMPILES = 8  # per hog address: max_compiling_per_client
+HOG_ADDRESSES = (1, 3, 6)
+HOG_WARMUP = 3.0  # seconds the hogs run before the bystander starts
+HOG_BYSTANDER_SECONDS = 40.0  # the bystander starts no request after this long
+
+
+def hog_schema_body() -> str:
+    """A /generate body whose json_schema has 2,000 string properties with patterns: refused
+    over max_regex_chars (100,000) after a few tenths of a second of compiling. Its "QQIDQQ"
+    is replaced by each request's own number (so no compile is a cache hit): a text replace,
+    not 2,000 dicts made and dumped per request, which took this script's event loop from
+    the bystander it times."""
+    props = {f"p{j}": {"type": "string", "pattern": f"^[a-z]{{{j % 7 + 1},{j % 11 + 9}}}xQQIDQQ$"} for j in range(2000)}
+    schema = {"type": "object", "properties": props, "required": list(props)[:50]}
+    return json.dumps({"text": "N", "sampling_params": {"max_new_tokens": 1, "json_schema": json.dumps(schema)}})
+
+
+async def hog(http: httpx.AsyncClient, url: str, client: str, body: Callable[[int], str], stop: asyncio.Event) -> None:
+    """One of a hog's connections: a request (`body(i)`, JSON text), then the next as soon as
+    it ends, until `stop` (a response is read whole: a stream to its end)."""
+    i = 0
+    headers = {"X-Forwarded-For": client, "Content-Type": "application/json"}
+    while not stop.is_set():
+        i += 1
+        try:
+            async with http.stream("POST", url + "/generate", content=body(i), headers=headers, timeout=300) as r:
+                async for _ in r.aiter_bytes():
+                    if stop.is_set():
+                        break
+        except httpx.HTTPError:
+            await asyncio.sleep(0.1)
+
+
+async def newcomer(http: httpx.AsyncClient, url: str, n: int, regex: bool) -> tuple[list[float], list[int]]:
+    """The bystander: `n` 1-token requests one after another, 0.2 s apart, each with a regex
+    no one asked for before when `regex` (so each waits for a compile thread); none begins
+    after HOG_BYSTANDER_SECONDS (beside the row hog without the reserve each took seconds)."""
+    lat, statuses = [], []
+    stop = time.perf_counter() + HOG_BYSTANDER_SECONDS
+    for _ in range(n):
+        if time.perf_counter() > stop:
+            break
+        body: dict = {"text": "N", "sampling_params": {"max_new_tokens": 1}}
+        if regex:
+            body["sampling_params"]["regex"] = f"(ab|cd){{1,{random.randint(2, 10**6)}}}"
+        t0 = time.perf_counter()
+        r = await http.post(url + "/generate", json=body, headers={"X-Forwarded-For": "10.0.0.2"})
+        lat.append(time.perf_counter() - t0)
+        statuses.append(r.status_code)
+        await asyncio.sleep(0.2)
+    return lat, statuses
+
+
+async def hog_case(url: str, case: str, addresses: int, n: int) -> tuple[list[float], list[int]]:
+    """The bystander's latencies beside `case` ("rows" or "compiles") from `addresses` clients."""
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
+    async with httpx.AsyncClient(timeout=300, limits=limits) as http:
+        stop = asyncio.Event()
+        if case == "rows":
+            long = json.dumps(
+                {
+                    "text": "Go",
+                    "stream": True,
+                    "sampling_params": {"max_new_tokens": HOG_STREAM_TOKENS, "ignore_eos": True},
+                }
+            )
+            tasks = [asyncio.create_task(hog(http, url, "10.0.2.1", lambda i: long, stop)) for _ in range(HOG_STREAMS)]
+        else:
+            template = hog_schema_body()
+            tasks = [
+                asyncio.create_task(
+                    hog(
+                        http,
+                        url,
+                        f"10.0.2.{a + 1}",
+                        lambda i, k=a * HOG_COMPILES + c: template.replace("QQIDQQ", f"{k}_{i}"),
+                        stop,
+                    )
+                )
+                for a in range(addresses)
+                for c in range(HOG_COMPILES)
+            ]
+        await asyncio.sleep(HOG_WARMUP)
+        try:
+            return await newcomer(http, url, n, regex=case == "compiles")
+        finally:
+            stop.set()
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def spread(lat: list[float], statuses: list[int]) -> str:
+    """'median / p90 / max' in ms, and the statuses that were not 200."""
+    lat = sorted(lat)
+    shown = f"{statistics.median(lat) * 1e3:.0f} / {lat[int(0.9 * (len(lat) - 1))] * 1e3:.0f} / {lat[-1] * 1e3:.0f}"
+    bad = [s for s in statuses if s != 200]
+    return shown + f" (n={len(lat)}" + (f", {len(bad)} not 200: {sorted(set(bad))})" if bad else ")")
+
+
+# (case, addresses, [(column, serve args)]): each row's columns, side by side.
+HOG_ROWS = [("rows", 1, [("default", []), ("--reserved-for-new-clients 0", ["--reserved-for-new-clients", "0"])])] + [
+    ("compiles", a, [("default", []), ("--compile-usage-half-life 0", ["--compile-usage-half-life", "0"])])
+    for a in HOG_ADDRESSES
+]
+
+
+def run_hogs(n: int) -> list[str]:
+    """Each hog row on a fresh server per column (one server at a time); the table's rows."""
+    rows = []
+    for case, addresses, columns in HOG_ROWS:
+        cells = []
+        for _, serve_args in columns:
+            with serving(["--forwarded-allow-ips", "127.0.0.1", *serve_args]) as (url, _pid):
+                alone = asyncio.run(hog_case_alone(url, case == "compiles", n))
+                cells.append((alone, spread(*asyncio.run(hog_case(url, case, addresses, n)))))
+        name = f"row_hog ({HOG_STREAMS} streams)" if case == "rows" else f"compile_hog on {addresses} address(es)"
+        rows.append(
+            f"| {name} | {cells[0][0]} | {cells[0][1]} | {columns[1][0]}: {cells[1][1]} (alone {cells[1][0]}) |"
+        )
+        print(rows[-1], flush=True)
+    return rows
+
+
+async def hog_case_alone(url: str, regex: bool, n: int) -> str:
+    """The bystander alone (its baseline on this server)."""
+    async with httpx.AsyncClient(timeout=60) as http:
+        return spread(*await newcomer(http, url, max(5, n // 3), regex))
+
+
+@contextlib.contextmanager
+def serving(args: list[str]) -> Iterator[tuple[str, int]]:
+    """A `minisglang serve` with `args` on a free port, until it answers /health: (url, pid);
+    terminated on exit."""
     port = free_port()
     server = subprocess.Popen(
-        [
-            str(Path(sys.executable).parent / "minisglang"),
-            "serve",
-            "--port",
-            str(port),
-            "--forwarded-allow-ips",
-            "127.0.0.1",
-            *(["--grammar-backend", args.grammar_backend] if args.grammar_backend else []),
-            *shlex.split(args.serve_args),
-        ],
+        # (`-m` from ROOT: the checkout this script is in, whatever the environment installed)
+        [sys.executable, "-m", "minisglang.cli", "serve", "--port", str(port), *args],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -306,12 +442,58 @@ def main() -> None:
             except httpx.HTTPError:
                 pass
             time.sleep(0.2)
-        started = time.perf_counter()
-        rows = asyncio.run(run(url, server.pid, args.seconds, [c for c in args.only.split(",") if c]))
-        took = time.perf_counter() - started
+        yield url, server.pid
     finally:
         server.terminate()
         server.wait(30)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seconds", type=float, default=8.0, help="bystander time per class (at least)")
+    ap.add_argument("--only", default="", help="comma-separated classes")
+    ap.add_argument("--grammar-backend", default=None, help="the server's backend (default: fsm)")
+    ap.add_argument(
+        "--serve-args",
+        default="",
+        help='more options for `minisglang serve`, e.g. "--stage s7 --chunked-prefill-size 256 --mixed-prefill"',
+    )
+    ap.add_argument("--hogs", action="store_true", help="run the hog cases (servers of their own) instead")
+    ap.add_argument("--bystander-requests", type=int, default=20, help="the bystander's requests per hog case")
+    args = ap.parse_args()
+    if args.hogs:
+        started = time.perf_counter()
+        rows = run_hogs(args.bystander_requests)
+        took = time.perf_counter() - started
+        head = [
+            HOG_SECTION,
+            "",
+            "`python benchmarks/bench_server_stalls.py --hogs`: a server per cell, one at a time. The bystander "
+            f"(its own client) sends {args.bystander_requests} 1-token requests one after another, 0.2 s apart, "
+            f"once alone and then {HOG_WARMUP:g} s after the hogs start (none begins after {HOG_BYSTANDER_SECONDS:g} s: "
+            f"n says how many did). row_hog: one client keeps {HOG_STREAMS} streams of {HOG_STREAM_TOKENS} tokens "
+            "going (the server has 128 rows); plain requests. compile_hog: each hog address "
+            f"keeps {HOG_COMPILES} new 2,000-property json_schemas compiling (each a 400 over max_regex_chars); "
+            "the bystander's requests each have a new regex, so each waits for a compile thread. Its option-off "
+            "column is plain turns (the pool's order before least-used-first); both columns have the other "
+            "change of that fix (a compile waiting for a child process holds no thread slot).",
+            "",
+            "| hog | bystander alone, median / p90 / max (ms) | beside the hog, default server | the same with "
+            "the option off: beside the hog (alone) |",
+            "|---|---|---|---|",
+        ]
+        write_section("\n".join(head + rows + ["", machine_line(f"{took:.0f} s")]), RESULTS, HOG_SECTION)
+        return
+    serve_args = [
+        "--forwarded-allow-ips",
+        "127.0.0.1",
+        *(["--grammar-backend", args.grammar_backend] if args.grammar_backend else []),
+        *shlex.split(args.serve_args),
+    ]
+    with serving(serve_args) as (url, pid):
+        started = time.perf_counter()
+        rows = asyncio.run(run(url, pid, args.seconds, [c for c in args.only.split(",") if c]))
+        took = time.perf_counter() - started
     section = SECTION
     if args.only or args.grammar_backend or args.serve_args:
         section += f" ({args.grammar_backend or 'fsm'} backend: {args.only or 'every class'})"

@@ -355,6 +355,7 @@ def cmd_serve(args) -> int:
 SERVE_ENGINE_OPTIONS = (
     "grammar_backend",
     "compile_timeout",
+    "compile_usage_half_life",
     "max_total_tokens",
     "max_running_requests",
     "reserved_for_new_clients",
@@ -525,6 +526,13 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--port", type=int, default=30000)
     sv.add_argument("--grammar-backend", default=None, help="fsm, xgrammar, outlines, llguidance (s5)")
     sv.add_argument("--compile-timeout", type=float, default=None, help="seconds a grammar may compile (s3+)")
+    sv.add_argument(
+        "--compile-usage-half-life",
+        type=float,
+        default=None,
+        help="seconds in which a client's compile time halves; a free compile thread serves the client "
+        "with the least (s5+; default 10; 0: clients take plain turns)",
+    )
     sv.add_argument("--max-total-tokens", type=int, default=None, help="KV cache slots (default 16384)")
     sv.add_argument("--max-running-requests", type=int, default=None, help="requests decoding at once (default 128)")
     sv.add_argument(

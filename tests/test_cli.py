@@ -132,6 +132,8 @@ def test_serve_passes_the_engine_options_it_is_given(monkeypatch):
             "8",
             "--compile-timeout",
             "2.5",
+            "--compile-usage-half-life",
+            "0",
             "--chunked-prefill-size",
             "256",
             "--speculative-algorithm",
@@ -147,6 +149,7 @@ def test_serve_passes_the_engine_options_it_is_given(monkeypatch):
         "max_total_tokens": 4096,
         "max_running_requests": 8,
         "compile_timeout": 2.5,
+        "compile_usage_half_life": 0.0,
         "chunked_prefill_size": 256,
         "speculative_algorithm": "FORCED",
     }

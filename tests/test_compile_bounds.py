@@ -257,6 +257,7 @@ def test_a_bad_option_value_names_the_choices(tok, name, value):
         ("s5", "json_schema_options", ["any_order"], "json_schema_options must be a dict or None, not ['any_order']"),
         ("s5", "compile_workers", 0, "compile_workers must be above 0, not 0"),  # no compile would ever run
         ("s5", "compile_timeout", -5, "compile_timeout must be above 0, not -5"),
+        ("s5", "compile_usage_half_life", -1, "compile_usage_half_life must be 0 (plain turns) or above, not -1"),
         ("s3", "max_pending_compiles", -1, "max_pending_compiles must be above 0, not -1"),
         ("s5", "grammar_cache_bytes", 0, "grammar_cache_bytes must be above 0, not 0"),
     ],
@@ -270,7 +271,13 @@ def test_an_option_not_of_its_declared_type_or_not_above_zero_is_refused_by_name
 
 def test_declared_types_accept_what_they_declare(tok):
     """An int where a float is declared, None where `| None` is, a negative niceness."""
-    options = {"compile_timeout": 3, "max_regex_chars": None, "compile_nice": 0, "json_schema_options": {}}
+    options = {
+        "compile_timeout": 3,
+        "max_regex_chars": None,
+        "compile_nice": 0,
+        "compile_usage_half_life": 0,
+        "json_schema_options": {},
+    }
     stage = get_stage_class("s5")(StageContext(tok, tok.vocab_size, torch.device("cpu"), options))
     try:
         assert stage.options.compile_timeout == 3 and stage.options.max_regex_chars is None

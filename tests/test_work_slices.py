@@ -210,6 +210,76 @@ def test_clients_take_turns_and_one_client_cannot_hold_every_thread():
     pool.shutdown()
 
 
+def _served_after_hogs(half_life: float, hogs: int = 6) -> list[str]:
+    """One thread. Each of `hogs` clients compiles once (charged its seconds); a blocker then
+    holds the thread while each hog queues another compile and a newcomer queues one, last in
+    the turn order. The order in which the thread serves those."""
+    pool = FairCompilePool(1, Baton(), half_life=half_life)
+    served: list[str] = []
+    gate = threading.Event()
+    try:
+        names = [f"h{k}" for k in range(hogs)]
+        for name in names:
+            pool.submit(name, lambda: None)[0].result(5)
+        blocker, _ = pool.submit("blocker", gate.wait, 5)
+        futures = [pool.submit(name, served.append, name)[0] for name in [*names, "new"]]
+        gate.set()
+        for f in [blocker, *futures]:
+            f.result(5)
+    finally:
+        gate.set()
+        pool.shutdown()
+    return served
+
+
+def test_a_newcomers_compile_goes_before_those_of_clients_that_compiled_lately():
+    """Clients that used the compile threads least lately go first: six clients that each
+    kept compiling were each ahead of a newcomer in plain turns, so its trivial regex waited
+    for about 6/2 of their compiles (1-2 s beside schemas refused after a quarter of a second
+    each); now it waits only for a thread to come free. `half_life=0` keeps plain turns."""
+    served = _served_after_hogs(half_life=10.0)
+    assert served[0] == "new" and sorted(served[1:]) == [f"h{k}" for k in range(6)], served
+    assert _served_after_hogs(half_life=0)[-1] == "new"
+
+
+def test_a_pool_remembers_the_usage_of_so_many_clients():
+    """Past MAX_REMEMBERED clients the half that used the threads least is forgotten (an
+    attacker's many addresses grow the table no further; the forgotten go back to none)."""
+    pool = FairCompilePool(1, Baton())
+    pool.MAX_REMEMBERED = 8
+    try:
+        with pool._cond:
+            for k in range(9):
+                pool._charge(f"c{k}", seconds=k + 1.0)
+        assert sorted(pool._used) == [f"c{k}" for k in range(4, 9)]
+    finally:
+        pool.shutdown()
+
+
+def test_a_pool_keeps_no_entry_for_a_client_once_its_jobs_are_done_or_cancelled():
+    """Its running counts and queues kept a zero and an empty queue for every client ever
+    seen (an attacker's addresses grew them without bound)."""
+    pool = FairCompilePool(1, Baton(), half_life=0)
+    gate = threading.Event()
+    try:
+        held, _ = pool.submit("held", gate.wait, 5)
+        queued = [pool.submit(f"q{k}", lambda: None)[1] for k in range(3)]
+        for job in queued:
+            pool.cancel(job)
+        gate.set()
+        held.result(5)
+        for k in range(5):
+            pool.submit(f"c{k}", lambda: None)[0].result(5)
+        pool.submit("last", lambda: None)[0].result(5)
+        with pool._cond:
+            while pool._active:
+                pool._cond.wait(5)
+            assert not pool._queues and not pool._running, (pool._queues, pool._running)
+    finally:
+        gate.set()
+        pool.shutdown()
+
+
 def test_jobs_waiting_for_children_hold_no_thread_or_window_another_client_needs():
     """Two clients' compiles wait in child processes (`outside`) and fill both threads: a
     third client's compile still runs at once, on a thread the pool adds, and the baton does
@@ -238,6 +308,41 @@ def test_jobs_waiting_for_children_hold_no_thread_or_window_another_client_needs
     gate.set()
     assert a.result(5) == "a"
     pool.shutdown()
+
+
+def test_jobs_past_the_children_bound_wait_for_one_without_holding_the_thread_a_newcomer_needs():
+    """MAX_CHILDREN = 1, one thread. A's job is in a child (held at a gate); B's wants a child
+    too and waits for A's to end. C's plain compile still runs at once (the threads were capped
+    at workers + MAX_CHILDREN: B's waiting thread held the last one, and six hog addresses
+    made a newcomer's trivial regex wait 0.6 s); B's body starts only after A's ends, and a
+    job cancelled while it waits for a child is stopped there."""
+    pool = FairCompilePool(1, Baton())
+    pool.MAX_CHILDREN = 1
+    gate, a_in, inside = threading.Event(), threading.Event(), []
+
+    def in_child(name):
+        with outside():
+            inside.append(name)
+            if name == "a":
+                a_in.set()
+                gate.wait(5)
+        return name
+
+    try:
+        a, _ = pool.submit("A", in_child, "a")
+        assert a_in.wait(5)
+        b, _ = pool.submit("B", in_child, "b")
+        d, job_d = pool.submit("D", in_child, "d")
+        c, _ = pool.submit("C", lambda: "c")
+        assert c.result(5) == "c" and inside == ["a"], inside
+        pool.cancel(job_d)
+        with pytest.raises(CompileCancelled):
+            d.result(5)
+        gate.set()
+        assert (a.result(5), b.result(5)) == ("a", "b") and inside == ["a", "b"], inside
+    finally:
+        gate.set()
+        pool.shutdown()
 
 
 def test_a_cancelled_compile_stops_at_its_next_checkpoint_or_never_starts():

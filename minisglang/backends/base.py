@@ -222,6 +222,7 @@ class BaseGrammarBackend:
         max_bytes: int | None = None,
         compile_timeout: float = 30.0,
         threads: int = 2,
+        compile_usage_half_life: float = 10.0,
         **options: Any,
     ):
         if len(tokenizer.token_bytes) > vocab_size:
@@ -237,9 +238,9 @@ class BaseGrammarBackend:
         self.threads = threads
         # Compiles share the CPU with the scheduler only in the windows it lends (the GIL
         # would otherwise pass to them at every torch operation of a forward), and clients
-        # take turns (constrained/work_slices.py).
+        # take turns, the one that used the threads least lately first (constrained/work_slices.py).
         self.baton = Baton()
-        self.pool = FairCompilePool(threads, self.baton, name=f"{self.name}-compile")
+        self.pool = FairCompilePool(threads, self.baton, name=f"{self.name}-compile", half_life=compile_usage_half_life)
         self.cache: collections.OrderedDict[tuple[str, str], Future[BaseGrammarObject]] = collections.OrderedDict()
         self.jobs: dict[Future[BaseGrammarObject], CompileJob] = {}  # compiles not finished yet
         self._trimmed = float("-inf")  # when `trim` last measured the cache (time.monotonic)

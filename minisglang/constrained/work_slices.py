@@ -122,7 +122,11 @@ def outside() -> Iterator[None]:
         return
     baton.step_out()
     if pool is not None:
-        pool.step_out()
+        try:
+            pool.step_out()  # (may wait for one of its MAX_CHILDREN, and be cancelled meanwhile)
+        except BaseException:
+            baton.step_in()
+            raise
     _local.outside = True
     try:
         yield
@@ -236,21 +240,38 @@ class FairCompilePool:
 
     A first-come-first-served pool let one client's two slow compiles hold both threads
     while another client's trivial one waited 22 s. Here each client has its own queue,
-    threads take the next job from the clients in turn, and no client runs more than
-    `per_client` jobs at once (a job with no client, from the Engine's own API, takes
-    any free thread: there is no one to be fair to). Jobs run under the `baton`
-    (`Baton.run`), so they take CPU only when the scheduler lends it; a job can be
-    cancelled (`cancel`), which stops it at its next checkpoint and frees what it built.
+    and no client runs more than `per_client` jobs at once (a job with no client, from the
+    Engine's own API, takes any free thread: there is no one to be fair to). A free thread
+    takes the next job of the client that used the compile threads least lately: each
+    client's compile seconds (a job's, from its start to its end) are summed, each halving
+    every `half_life` seconds, and clients whose sums are equal (none has compiled yet)
+    take turns. Plain turns were not enough: six addresses, each keeping 8 schemas of a
+    quarter of a second compiling, were each ahead of a newcomer in the turn, and its
+    trivial regex waited about 6/2 of those compiles (1-2 s); now a newcomer's compile
+    waits at most for a thread to come free. (`half_life=0`: plain turns.) Jobs run under
+    the `baton` (`Baton.run`), so they take CPU only when the scheduler lends it; a job
+    can be cancelled (`cancel`), which stops it at its next checkpoint and frees what it
+    built.
     """
 
-    # Threads beyond `workers` for jobs that wait for a child process (`outside`): each is a
-    # child computing, so they are bounded too.
-    MAX_OUTSIDE = 4
+    # Jobs in a child process (`outside`) at once: each is a child computing. A job past it
+    # waits for one of them to end, on its thread but in no slot of `workers`: a thread is
+    # added for the next job (so the threads are at most `workers` plus the jobs outside,
+    # which the server's max_pending_compiles bounds). Before, the threads were capped at
+    # `workers + MAX_CHILDREN`: six hog addresses' jobs held them all, 4-5 of them waiting for
+    # children, and a newcomer's trivial regex waited up to 0.6 s for a thread.
+    MAX_CHILDREN = 4
+    # Clients whose compile seconds are remembered; past it, the half with the least are
+    # forgotten (they go back to none: the order among them barely changes).
+    MAX_REMEMBERED = 4096
 
-    def __init__(self, workers: int, baton: Baton, name: str = "compile"):
+    def __init__(self, workers: int, baton: Baton, name: str = "compile", half_life: float = 10.0):
         self.workers, self.baton, self.name = workers, baton, name
+        self.half_life = half_life  # seconds in which a client's compile seconds halve; 0: plain turns
+        self._used: dict[str, tuple[float, float]] = {}  # client -> (compile seconds, as of when)
         self.per_client = max(1, workers - 1)  # one thread is always left for another client
-        self._outside = 0  # running jobs that wait for a child process now
+        self._outside = 0  # running jobs that wait for a child process now (or for a turn at one)
+        self._children = 0  # ... of which in a child (at most MAX_CHILDREN)
         self._cond = threading.Condition()
         self._queues: dict[str, collections.deque[CompileJob]] = {}  # client -> its waiting jobs, in turn order
         self._running: dict[str, int] = collections.Counter()
@@ -272,8 +293,8 @@ class FairCompilePool:
 
     def _add_thread(self) -> None:
         """Threads (the lock held) for the queued jobs that no idle thread can take, up to
-        `workers`, plus one for each running job that waits for a child (MAX_OUTSIDE at most)."""
-        limit = self.workers + min(self._outside, self.MAX_OUTSIDE)
+        `workers`, plus one for each running job that waits for a child."""
+        limit = self.workers + self._outside
         queued = sum(map(len, self._queues.values()))
         while len(self._threads) < limit and len(self._threads) - len(self._active) < queued:
             thread = threading.Thread(target=self._work, name=f"{self.name}_{len(self._threads)}", daemon=True)
@@ -282,15 +303,25 @@ class FairCompilePool:
 
     def step_out(self) -> None:
         """A running job waits for a child process now (`outside`): another thread may take
-        the next client's job meanwhile."""
+        the next client's job meanwhile. Returns when fewer than MAX_CHILDREN jobs are in a
+        child (this one then counts as one); CompileCancelled if the job is cancelled first."""
+        job = _local.job
         with self._cond:
             self._outside += 1
             self._add_thread()
-            self._cond.notify()
+            self._cond.notify_all()
+            while self._children >= self.MAX_CHILDREN:
+                if job is not None and job.cancelled:
+                    self._outside -= 1
+                    raise CompileCancelled("the compile was cancelled")
+                self._cond.wait()
+            self._children += 1
 
     def step_in(self) -> None:
         with self._cond:
             self._outside -= 1
+            self._children -= 1
+            self._cond.notify_all()
 
     def cancel(self, job: CompileJob) -> None:
         """Stop `job`: dropped if it has not started, else stopped at its next checkpoint."""
@@ -300,22 +331,46 @@ class FairCompilePool:
             if queue is not None and job in queue:
                 queue.remove(job)
                 job.future.cancel()
+                if not queue:
+                    del self._queues[job.client]
+            self._cond.notify_all()  # (a job waiting for a child sees it)
+
+    def used(self, client: str, now: float) -> float:
+        """`client`'s compile seconds as of `now` (perf_counter), each halved every `half_life`."""
+        seconds, when = self._used.get(client, (0.0, now))
+        return seconds * 0.5 ** ((now - when) / self.half_life) if seconds else 0.0
+
+    def _charge(self, client: str, seconds: float) -> None:
+        """Count a finished job's seconds against its client (the lock held)."""
+        if self.half_life <= 0 or not client:
+            return
+        now = time.perf_counter()
+        self._used[client] = (self.used(client, now) + seconds, now)
+        if len(self._used) > self.MAX_REMEMBERED:
+            kept = sorted(self._used, key=lambda c: self.used(c, now))[len(self._used) // 2 :]
+            self._used = {c: self._used[c] for c in kept}
 
     def _next(self) -> CompileJob | None:
-        """The next job, the lock held: the first client in turn order with a job waiting
-        and fewer than `per_client` running. (Strict even when no other client waits: a
-        thread kept free is there for the next client at once, and compiles of ours share
-        one GIL, so a second thread for the same client would not finish its work sooner.)"""
+        """The next job, the lock held: of the clients with a job waiting and fewer than
+        `per_client` running, the one that used the least compile seconds lately, the first
+        in turn order among equals. (Strict even when no other client waits: a thread kept
+        free is there for the next client at once, and compiles of ours share one GIL, so a
+        second thread for the same client would not finish its work sooner.)"""
         if len(self._active) - self._outside >= self.workers:
             return None  # (every CPU slot is taken: an extra thread only serves jobs beside children)
-        for client in [c for c, q in self._queues.items() if q]:
-            if self._running[client] < self.per_client or not client:
-                job = self._queues[client].popleft()
-                rest = self._queues.pop(client)
-                if rest:
-                    self._queues[client] = rest  # to the end of the turn order
-                return job
-        return None
+        ready = [c for c, q in self._queues.items() if q and (self._running[c] < self.per_client or not c)]
+        if not ready:
+            return None
+        if self.half_life > 0:
+            now = time.perf_counter()
+            client = min(ready, key=lambda c: self.used(c, now))  # (min keeps the first of equals)
+        else:
+            client = ready[0]
+        job = self._queues[client].popleft()
+        rest = self._queues.pop(client)
+        if rest:
+            self._queues[client] = rest  # to the end of the turn order
+        return job
 
     def _work(self) -> None:
         while True:
@@ -337,7 +392,11 @@ class FairCompilePool:
                     _local.job = _local.pool = None
             with self._cond:
                 self._running[job.client] -= 1
+                if not self._running[job.client]:
+                    del self._running[job.client]  # (no entry kept for every client ever seen)
                 self._active.discard(job)
+                if job.started is not None:
+                    self._charge(job.client, time.perf_counter() - job.started)
                 self._cond.notify_all()
 
     def shutdown(self) -> None:

@@ -61,8 +61,10 @@ class StageContext:
     options: dict[str, Any] = field(default_factory=dict)
 
 
-# Number options that may be zero or negative (a niceness); every other count, size or time is > 0.
-SIGNED_OPTIONS = frozenset({"compile_nice"})
+# Number options that may be zero or negative (a niceness), or zero (a half-life of 0 turns the
+# compile pool's order by usage off; its stage refuses a negative one); every other count, size
+# or time is > 0.
+SIGNED_OPTIONS = frozenset({"compile_nice", "compile_usage_half_life"})
 
 
 @dataclass(frozen=True)

@@ -342,6 +342,9 @@ class BackendOptions(StageOptions):
     # two of them stayed, and RSS ended 32% over its start; at 48 MiB, 15%)
     grammar_cache_bytes: int | None = 48 << 20
     compile_workers: int = 2  # compiles at once
+    # A free compile thread serves the client that used them least lately: its compile
+    # seconds, each halving in this many seconds (0: clients take plain turns; work_slices.py)
+    compile_usage_half_life: float = 10.0
     json_whitespace: str | None = None  # whitespace allowed between JSON tokens (regex)
     # our JSON Schema compiler's other choices (constrained/json_schema.py SchemaOptions:
     # bounded numerals, any_order, extra_properties, unknown_formats, ...); checked at start
@@ -379,6 +382,10 @@ class BackendOptions(StageOptions):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 raise ValueError(f"{name} must be a positive number of seconds, not {value!r}")
+        if self.compile_usage_half_life < 0:
+            raise ValueError(
+                f"compile_usage_half_life must be 0 (plain turns) or above, not {self.compile_usage_half_life!r}"
+            )
 
     def check_read_by(self, backend: type[BaseGrammarBackend]) -> None:
         """ValueError naming an option of BACKEND_SPECIFIC_OPTIONS set away from its default
@@ -403,6 +410,7 @@ class BackendOptions(StageOptions):
             "max_bytes": self.grammar_cache_bytes,
             "compile_timeout": self.compile_timeout,
             "threads": self.compile_workers,
+            "compile_usage_half_life": self.compile_usage_half_life,
             "json_whitespace": self.json_whitespace,
             "json_schema_options": self.json_schema_options,
             "max_fsm_states": self.max_fsm_states,
