@@ -28,11 +28,16 @@ while an attacker sends one class of expensive requests at a time:
   `--grammar-backend xgrammar` or `llguidance`, as our fsm backend refuses EBNF).
 
 With `--hogs` it runs the hog cases instead, each on servers of its own (one at a time),
-the same load beside each server so the columns compare:
+the same load beside each server so the columns compare (the hogs in a process of their own:
+a client reading 250 streams in the bystander's process delayed the bystander's answers by
+seconds the server did not cause; `--only rows,jumps,compiles` picks cases):
 
 * row_hog: one client keeps HOG_STREAMS streams of HOG_STREAM_TOKENS tokens going (more
   than the 128 rows); a bystander's plain 1-token requests, on the default server and on one with
   `--reserved-for-new-clients 0`;
+* jump_hog: one client keeps HOG_JUMPERS greedy requests going whose regex forces most of
+  their text; the bystander's plain 1-token requests beside s6 (each jump a re-admission
+  through the radix tree) and beside `--stage s7` (the forced text drafted instead);
 * compile_hog on 1, 3 and 6 addresses: each keeps 8 json_schemas of 2,000 properties
   compiling (each refused over max_regex_chars after a few tenths of a second of work);
   the bystander is a client that sends 1-token requests each with a fresh regex, so each
@@ -295,6 +300,11 @@ HOG_COMPILES = 8  # per hog address: max_compiling_per_client
 HOG_ADDRESSES = (1, 3, 6)
 HOG_WARMUP = 3.0  # seconds the hogs run before the bystander starts
 HOG_BYSTANDER_SECONDS = 40.0  # the bystander starts no request after this long
+# jumps: one client's greedy requests whose regex forces most of their text (s4-s6 jump it,
+# each jump a re-admission through the radix tree; s7 drafts it instead)
+HOG_JUMPERS = 40
+HOG_JUMP_TOKENS = 600
+JUMPY = r'\[(\{"name": "[a-z]", "value": [0-9]\}, )+\]'
 
 
 def hog_schema_body() -> str:
@@ -345,11 +355,36 @@ async def newcomer(http: httpx.AsyncClient, url: str, n: int, regex: bool) -> tu
 
 
 async def hog_case(url: str, case: str, addresses: int, n: int) -> tuple[list[float], list[int]]:
-    """The bystander's latencies beside `case` ("rows" or "compiles") from `addresses` clients."""
+    """The bystander's latencies beside `case` from `addresses` clients. The hogs run in a
+    process of their own (`--run-hog`): read in this one, 250 streams' chunks kept its event
+    loop from the bystander's answer (a 9.3 s max that the server did not cause: 0.5 s with
+    the hog in another process)."""
+    hogs = subprocess.Popen([sys.executable, __file__, "--run-hog", f"{case},{url},{addresses}"], cwd=ROOT)
+    try:
+        await asyncio.sleep(HOG_WARMUP)
+        async with httpx.AsyncClient(timeout=300) as http:
+            return await newcomer(http, url, n, regex=case == "compiles")
+    finally:
+        hogs.terminate()
+        hogs.wait(30)
+
+
+async def run_hog(url: str, case: str, addresses: int) -> None:
+    """The hog clients of `case`, until this process is terminated (`hog_case`)."""
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
     async with httpx.AsyncClient(timeout=300, limits=limits) as http:
         stop = asyncio.Event()
-        if case == "rows":
+        if case == "jumps":
+            jumping = json.dumps(
+                {
+                    "text": "List pairs.",
+                    "sampling_params": {"max_new_tokens": HOG_JUMP_TOKENS, "temperature": 0, "regex": JUMPY},
+                }
+            )
+            tasks = [
+                asyncio.create_task(hog(http, url, "10.0.2.1", lambda i: jumping, stop)) for _ in range(HOG_JUMPERS)
+            ]
+        elif case == "rows":
             long = json.dumps(
                 {
                     "text": "Go",
@@ -373,14 +408,7 @@ async def hog_case(url: str, case: str, addresses: int, n: int) -> tuple[list[fl
                 for a in range(addresses)
                 for c in range(HOG_COMPILES)
             ]
-        await asyncio.sleep(HOG_WARMUP)
-        try:
-            return await newcomer(http, url, n, regex=case == "compiles")
-        finally:
-            stop.set()
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(*tasks)
 
 
 def spread(lat: list[float], statuses: list[int]) -> str:
@@ -392,22 +420,31 @@ def spread(lat: list[float], statuses: list[int]) -> str:
 
 
 # (case, addresses, [(column, serve args)]): each row's columns, side by side.
-HOG_ROWS = [("rows", 1, [("default", []), ("--reserved-for-new-clients 0", ["--reserved-for-new-clients", "0"])])] + [
+HOG_ROWS = [
+    ("rows", 1, [("default", []), ("--reserved-for-new-clients 0", ["--reserved-for-new-clients", "0"])]),
+    ("jumps", 1, [("default", []), ("--stage s7", ["--stage", "s7"])]),
+] + [
     ("compiles", a, [("default", []), ("--compile-usage-half-life 0", ["--compile-usage-half-life", "0"])])
     for a in HOG_ADDRESSES
 ]
 
 
-def run_hogs(n: int) -> list[str]:
-    """Each hog row on a fresh server per column (one server at a time); the table's rows."""
+def run_hogs(n: int, only: list[str]) -> list[str]:
+    """Each hog row (of the cases in `only`; all without) on a fresh server per column (one
+    server at a time); the table's rows."""
     rows = []
     for case, addresses, columns in HOG_ROWS:
+        if only and case not in only:
+            continue
         cells = []
         for _, serve_args in columns:
             with serving(["--forwarded-allow-ips", "127.0.0.1", *serve_args]) as (url, _pid):
                 alone = asyncio.run(hog_case_alone(url, case == "compiles", n))
                 cells.append((alone, spread(*asyncio.run(hog_case(url, case, addresses, n)))))
-        name = f"row_hog ({HOG_STREAMS} streams)" if case == "rows" else f"compile_hog on {addresses} address(es)"
+        name = {
+            "rows": f"row_hog ({HOG_STREAMS} streams)",
+            "jumps": f"jump_hog ({HOG_JUMPERS} jumping requests)",
+        }.get(case, f"compile_hog on {addresses} address(es)")
         rows.append(
             f"| {name} | {cells[0][0]} | {cells[0][1]} | {columns[1][0]}: {cells[1][1]} (alone {cells[1][0]}) |"
         )
@@ -460,10 +497,15 @@ def main() -> None:
     )
     ap.add_argument("--hogs", action="store_true", help="run the hog cases (servers of their own) instead")
     ap.add_argument("--bystander-requests", type=int, default=20, help="the bystander's requests per hog case")
+    ap.add_argument("--run-hog", default=None, help=argparse.SUPPRESS)  # CASE,URL,ADDRESSES: a hog process
     args = ap.parse_args()
+    if args.run_hog:
+        case, url, addresses = args.run_hog.split(",")
+        asyncio.run(run_hog(url, case, int(addresses)))
+        return
     if args.hogs:
         started = time.perf_counter()
-        rows = run_hogs(args.bystander_requests)
+        rows = run_hogs(args.bystander_requests, [c for c in args.only.split(",") if c])
         took = time.perf_counter() - started
         head = [
             HOG_SECTION,
@@ -472,11 +514,14 @@ def main() -> None:
             f"(its own client) sends {args.bystander_requests} 1-token requests one after another, 0.2 s apart, "
             f"once alone and then {HOG_WARMUP:g} s after the hogs start (none begins after {HOG_BYSTANDER_SECONDS:g} s: "
             f"n says how many did). row_hog: one client keeps {HOG_STREAMS} streams of {HOG_STREAM_TOKENS} tokens "
-            "going (the server has 128 rows); plain requests. compile_hog: each hog address "
+            "going (the server has 128 rows); plain requests. jump_hog: one client keeps "
+            f"{HOG_JUMPERS} greedy requests of up to {HOG_JUMP_TOKENS} tokens going whose regex forces most "
+            "of their text (s6 jumps it, a re-admission per jump; s7 drafts it). compile_hog: each hog address "
             f"keeps {HOG_COMPILES} new 2,000-property json_schemas compiling (each a 400 over max_regex_chars); "
             "the bystander's requests each have a new regex, so each waits for a compile thread. Its option-off "
             "column is plain turns (the pool's order before least-used-first); both columns have the other "
-            "change of that fix (a compile waiting for a child process holds no thread slot).",
+            "change of that fix (a compile waiting for a child process holds no thread slot). The hogs run "
+            "in a process of their own, apart from the bystander's client.",
             "",
             "| hog | bystander alone, median / p90 / max (ms) | beside the hog, default server | the same with "
             "the option off: beside the hog (alone) |",
