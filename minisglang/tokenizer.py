@@ -764,8 +764,12 @@ def _jinja_env() -> jinja2.Environment:
     def raise_exception(message):
         raise jinja2.TemplateError(message)
 
-    # jinja's own tojson escapes <, >, & for HTML; templates want plain JSON.
-    env.filters["tojson"] = lambda value, indent=None: json.dumps(value, ensure_ascii=False, indent=indent)
+    # jinja's own tojson escapes <, >, & for HTML; templates want plain JSON, with the
+    # options transformers' filter takes (`tojson(ensure_ascii=False)`, `sort_keys=True`...).
+    def tojson(value, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+        return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+    env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
     return env
 

@@ -490,6 +490,28 @@ def test_chat_template_raise_exception(chat_dir):
         tok.apply_chat_template([{"role": "tool", "content": "x"}])
 
 
+def render_both(chat_dir, template, messages=MESSAGES, **kwargs):
+    """(transformers' rendering, ours) of ``template`` over ``messages``."""
+    from transformers import PreTrainedTokenizerFast
+
+    config = json.loads((chat_dir / "tokenizer_config.json").read_text())
+    config["chat_template"] = template
+    (chat_dir / "tokenizer_config.json").write_text(json.dumps(config))
+    ref = PreTrainedTokenizerFast.from_pretrained(str(chat_dir))
+    ours = Tokenizer.from_pretrained(chat_dir).apply_chat_template(messages, **kwargs)
+    return ref.apply_chat_template(messages, tokenize=False, **kwargs), ours
+
+
+def test_chat_template_tojson_takes_transformers_options(chat_dir):
+    # Templates write `tojson(ensure_ascii=False)` and the like: ours took only indent (TypeError).
+    template = (
+        "{% for m in messages %}{{ m | tojson(ensure_ascii=True, sort_keys=True) }}"
+        "{{ m | tojson(indent=2, separators=(',', ': ')) }}{{ m | tojson(ensure_ascii=False) }}{% endfor %}"
+    )
+    ref, ours = render_both(chat_dir, template)
+    assert ours == ref and "\\u540d" in ours and "名字" in ours
+
+
 def test_no_chat_template_is_a_clear_error():
     with pytest.raises(ValueError, match="has no chat template"):
         real_tokenizers.mistral_sentencepiece().apply_chat_template([{"role": "user", "content": "hi"}])
