@@ -41,6 +41,7 @@ from __future__ import annotations
 import base64
 import bisect
 import codecs
+import datetime
 import hashlib
 import json
 import re
@@ -771,6 +772,8 @@ def _jinja_env() -> jinja2.Environment:
 
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
+    # Llama 3.1-3.3 templates date the system turn with it when it is defined (else "26 Jul 2024").
+    env.globals["strftime_now"] = lambda format: datetime.datetime.now().strftime(format)
     return env
 
 

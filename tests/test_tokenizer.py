@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import datetime
 import json
 import random
 import shutil
@@ -510,6 +511,17 @@ def test_chat_template_tojson_takes_transformers_options(chat_dir):
     )
     ref, ours = render_both(chat_dir, template)
     assert ours == ref and "\\u540d" in ours and "名字" in ours
+
+
+def test_chat_template_has_strftime_now(chat_dir):
+    # Llama 3.1's template: without strftime_now ours dated every prompt "26 Jul 2024".
+    template = (
+        "{%- if strftime_now is defined %}{%- set date_string = strftime_now('%d %b %Y') %}"
+        "{%- else %}{%- set date_string = '26 Jul 2024' %}{%- endif %}"
+        "Today Date: {{ date_string }}\n{% for m in messages %}{{ m['content'] }}{% endfor %}"
+    )
+    ref, ours = render_both(chat_dir, template)
+    assert ours == ref and datetime.date.today().strftime("%d %b %Y") in ours
 
 
 def test_no_chat_template_is_a_clear_error():
