@@ -524,6 +524,18 @@ def test_chat_template_has_strftime_now(chat_dir):
     assert ours == ref and datetime.date.today().strftime("%d %b %Y") in ours
 
 
+def test_chat_template_generation_blocks_render_their_body(chat_dir):
+    # SmolLM3-style templates mark the assistant's text with {% generation %} for training
+    # masks; ours failed to compile them ("Encountered unknown tag 'generation'").
+    template = (
+        "{% for m in messages %}{% if m['role'] == 'assistant' %}{% generation %}"
+        "{% set x = 1 %}{{ m['content'] }}{{ eos_token }}{% endgeneration %}"
+        "{% else %}{{ m['role'] }}: {{ m['content'] }}\n{% endif %}{% endfor %}{{ x is defined }}"
+    )
+    ref, ours = render_both(chat_dir, template)
+    assert ours == ref and '{"name": "Alice"}<EOT>' in ours
+
+
 def test_no_chat_template_is_a_clear_error():
     with pytest.raises(ValueError, match="has no chat template"):
         real_tokenizers.mistral_sentencepiece().apply_chat_template([{"role": "user", "content": "hi"}])
