@@ -291,8 +291,8 @@ class Tokenizer:
     # ----------------------------------------------------------------- constructors
     @classmethod
     def from_pretrained(cls, path) -> Tokenizer:
-        """Load a directory holding tokenizer.json (+ optional tokenizer_config.json and
-        chat_template.jinja), or a tokenizer.json file (its directory's config is used)."""
+        """Load a directory holding tokenizer.json (+ optional tokenizer_config.json,
+        special_tokens_map.json and chat_template.jinja), or a tokenizer.json file (its directory's config is used)."""
         path = Path(path)
         if not path.exists():
             raise FileNotFoundError(f"tokenizer path does not exist: {path}")
@@ -314,8 +314,15 @@ class Tokenizer:
             template = {t["name"]: t["template"] for t in template}.get("default")
         if template is None and (folder / "chat_template.jinja").is_file():
             template = (folder / "chat_template.jinja").read_text(encoding="utf-8")
+        # Older checkpoints name their bos/eos/... in special_tokens_map.json; transformers
+        # reads it after tokenizer_config.json, so its entries win.
+        special_map_path = folder / "special_tokens_map.json"
+        special_map = json.loads(special_map_path.read_text(encoding="utf-8")) if special_map_path.is_file() else {}
         template_tokens = {
-            k: content for k, v in config.items() if k.endswith("_token") and (content := _token_content(v)) is not None
+            k: content
+            for source in (config, special_map)
+            for k, v in source.items()
+            if k.endswith("_token") and (content := _token_content(v)) is not None
         }
         eos = template_tokens.get("eos_token")
         eos_id = hf.token_to_id(eos) if eos is not None else None

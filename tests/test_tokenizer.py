@@ -536,6 +536,29 @@ def test_chat_template_generation_blocks_render_their_body(chat_dir):
     assert ours == ref and '{"name": "Alice"}<EOT>' in ours
 
 
+def test_special_tokens_map_names_eos_and_template_tokens(chat_dir):
+    # Older checkpoints name bos/eos in special_tokens_map.json only: ours ignored the file,
+    # so the template's {{ bos_token }} rendered "" and eos fell back to a guess.
+    from transformers import PreTrainedTokenizerFast
+
+    config = json.loads((chat_dir / "tokenizer_config.json").read_text())
+    del config["eos_token"], config["bos_token"]
+    config["chat_template"] = "{{ bos_token }}{% for m in messages %}{{ m['content'] }}{{ eos_token }}{% endfor %}"
+    (chat_dir / "tokenizer_config.json").write_text(json.dumps(config))
+    (chat_dir / "special_tokens_map.json").write_text(
+        json.dumps({"bos_token": {"content": "<SOS>", "special": True}, "eos_token": "<EOT>"})
+    )
+    ref = PreTrainedTokenizerFast.from_pretrained(str(chat_dir))
+    tok = Tokenizer.from_pretrained(chat_dir)
+    assert tok.apply_chat_template(MESSAGES) == ref.apply_chat_template(MESSAGES, tokenize=False)
+    assert tok.eos_token_id == ref.eos_token_id == tok.hf.token_to_id("<EOT>")
+    # Where both files name one, transformers takes special_tokens_map.json's.
+    config["eos_token"] = "[UNK]"
+    (chat_dir / "tokenizer_config.json").write_text(json.dumps(config))
+    ref = PreTrainedTokenizerFast.from_pretrained(str(chat_dir))
+    assert Tokenizer.from_pretrained(chat_dir).eos_token_id == ref.eos_token_id == tok.hf.token_to_id("<EOT>")
+
+
 def test_no_chat_template_is_a_clear_error():
     with pytest.raises(ValueError, match="has no chat template"):
         real_tokenizers.mistral_sentencepiece().apply_chat_template([{"role": "user", "content": "hi"}])
