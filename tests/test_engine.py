@@ -3,8 +3,10 @@
 Tests of minisglang/engine.py and minisglang/sampler.py (seeded sampling, batch independence).
 """
 
+import json
 import random
 import re
+import shutil
 
 import pytest
 
@@ -93,6 +95,29 @@ def test_finish_reasons(engine):
     out = engine.generate(prompt, {"temperature": 0, "max_new_tokens": 30, "stop": stop})
     assert out["meta_info"]["finish_reason"] == {"type": "stop", "matched": stop}
     assert out["text"] == full[: full.find(stop)]
+
+
+def test_generation_config_eos_ids_end_a_request(engine, tmp_path):
+    # transformers' generate stops at every eos_token_id generation_config.json lists (Llama 3
+    # Instruct: <|eot_id|> beside <|end_of_text|>); ours stopped only at the tokenizer's EOS
+    # and ran on to max_new_tokens.
+    params = {"temperature": 0, "max_new_tokens": 12, "ignore_eos": True}
+    full = engine.generate(PROMPTS[1], params)["output_ids"]
+    stop_id = full[4]
+    model = tmp_path / "model"
+    shutil.copytree(sgl.DEFAULT_MODEL_PATH, model)
+    config = json.loads((model / "generation_config.json").read_text())
+    config["eos_token_id"] = [engine.tokenizer.eos_token_id, stop_id]
+    (model / "generation_config.json").write_text(json.dumps(config))
+    eng = sgl.Engine(model_path=str(model), stage="s0", max_total_tokens=1024)
+    try:
+        out = eng.generate(PROMPTS[1], {**params, "ignore_eos": False})
+        assert out["output_ids"] == full[: full.index(stop_id) + 1]
+        assert out["meta_info"]["finish_reason"] == {"type": "stop", "matched": stop_id}
+        assert eng.generate(PROMPTS[1], params)["output_ids"] == full  # ignore_eos ignores them all
+        assert eng.scheduler.stop_token_ids == {engine.tokenizer.eos_token_id, stop_id}
+    finally:
+        eng.shutdown()
 
 
 def test_abort_from_the_step_api(engine):

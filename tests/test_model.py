@@ -362,6 +362,17 @@ def test_old_style_config_keys(tmp_path):
     assert linear.rope_scaling == {"type": "linear", "factor": 2.0, "rope_type": "linear"}
 
 
+def test_generation_config_eos_ids_win_over_config_json(tmp_path):
+    """generation_config.json's eos_token_id (what transformers' generate stops at) replaces
+    config.json's; a file without one leaves config.json's."""
+    path = save_random_model(tmp_path / "m", llama_config(num_hidden_layers=1, eos_token_id=2), LlamaForCausalLM)
+    assert ModelConfig.from_pretrained(path).eos_token_ids == [2]
+    (path / "generation_config.json").write_text(json.dumps({"eos_token_id": [5, 7]}))
+    assert ModelConfig.from_pretrained(path).eos_token_ids == [5, 7]
+    (path / "generation_config.json").write_text(json.dumps({"do_sample": False}))
+    assert ModelConfig.from_pretrained(path).eos_token_ids == [2]
+
+
 def test_sharded_checkpoint_loads(tmp_path):
     path = save_random_model(tmp_path / "sharded", llama_config(), LlamaForCausalLM, max_shard_size="40KB")
     assert (path / "model.safetensors.index.json").is_file()

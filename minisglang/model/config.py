@@ -35,6 +35,9 @@ class ModelConfig:
     attention_bias: bool = False
     # Llama's ``attention_bias`` also puts a bias on o_proj; Qwen2 never does.
     o_proj_bias: bool = False
+    # The ids that end a generation: generation_config.json's eos_token_id where that file
+    # names one (what transformers' generate stops at: Llama 3 Instruct lists <|eot_id|>
+    # beside <|end_of_text|>), else config.json's.
     eos_token_id: int | list[int] | None = None
     torch_dtype: str = "float32"
 
@@ -103,9 +106,17 @@ class ModelConfig:
 
     @classmethod
     def from_pretrained(cls, path: str | Path) -> ModelConfig:
-        """Read ``<path>/config.json``; raises ``FileNotFoundError`` naming the file."""
+        """Read ``<path>/config.json`` (and ``eos_token_id`` from ``generation_config.json``
+        when there is one); raises ``FileNotFoundError`` naming the file."""
         config_file = Path(path) / "config.json"
         if not config_file.is_file():
             raise FileNotFoundError(f"no config.json in model directory {Path(path)} (looked for {config_file})")
         with open(config_file, encoding="utf-8") as f:
-            return cls.from_dict(json.load(f))
+            config = cls.from_dict(json.load(f))
+        generation_file = Path(path) / "generation_config.json"
+        if generation_file.is_file():
+            with open(generation_file, encoding="utf-8") as f:
+                generation = json.load(f)
+            if generation.get("eos_token_id") is not None:
+                config.eos_token_id = generation["eos_token_id"]
+        return config
