@@ -460,6 +460,21 @@ def test_unsupported_rope_type(good_dir):
         load_model(good_dir)
 
 
+def test_tied_checkpoint_with_a_different_lm_head_is_refused(good_dir):
+    """A tied checkpoint (good_dir's Qwen2) that also saves lm_head.weight: an equal copy loads;
+    a different one was silently dropped for the embedding, where transformers uses it."""
+    from safetensors.torch import load_file, save_file
+
+    tensors = load_file(good_dir / "model.safetensors")
+    tensors["lm_head.weight"] = tensors["model.embed_tokens.weight"].clone()
+    save_file(tensors, good_dir / "model.safetensors", metadata={"format": "pt"})
+    load_model(good_dir)
+    tensors["lm_head.weight"] = tensors["lm_head.weight"] + 1
+    save_file(tensors, good_dir / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(ValueError, match="tie_word_embeddings=true but its lm_head.weight differs"):
+        load_model(good_dir)
+
+
 def test_weights_not_matching_config(good_dir):
     cfg = json.loads((good_dir / "config.json").read_text())
     cfg["num_hidden_layers"] = 3  # the file only has two layers

@@ -61,6 +61,7 @@ def load_model(
     params = dict(model.named_parameters())
 
     loaded: set[str] = set()
+    tied_head: torch.Tensor | None = None  # a tied checkpoint's own copy of the output matrix
     with torch.no_grad():
         for file in tqdm(weight_files, desc="loading shards", disable=len(weight_files) == 1):
             with safe_open(str(file), framework="pt") as f:
@@ -68,7 +69,8 @@ def load_model(
                     if name.endswith(_IGNORED_SUFFIXES):
                         continue
                     if name == "lm_head.weight" and config.tie_word_embeddings:
-                        continue  # some tied checkpoints save the shared matrix twice
+                        tied_head = f.get_tensor(name)  # some tied checkpoints save the shared matrix twice
+                        continue
                     if name not in params:
                         raise ValueError(f"unexpected tensor {name!r} in {file}: not part of {config.architecture}")
                     tensor = f.get_tensor(name)
@@ -80,6 +82,14 @@ def load_model(
                     params[name].copy_(tensor)
                     loaded.add(name)
 
+    embed = params["model.embed_tokens.weight"]
+    if tied_head is not None and not (tied_head.shape == embed.shape and torch.equal(tied_head.to(embed), embed)):
+        # transformers 5 then unties them and uses lm_head.weight; older versions tied them,
+        # one overwriting the other: refused rather than one of them chosen.
+        raise ValueError(
+            f"checkpoint {path}: config.json says tie_word_embeddings=true but its lm_head.weight differs "
+            "from model.embed_tokens.weight; set tie_word_embeddings to false to use lm_head.weight"
+        )
     missing = sorted(set(params) - loaded)
     if missing:
         shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
