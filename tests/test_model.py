@@ -475,6 +475,24 @@ def test_tied_checkpoint_with_a_different_lm_head_is_refused(good_dir):
         load_model(good_dir)
 
 
+@pytest.mark.parametrize(
+    ("rope_parameters", "names"),
+    [
+        ({"rope_type": "linear", "rope_theta": 1e4}, "factor"),
+        ({"rope_type": "linear", "rope_theta": 1e4, "factor": "2"}, "factor"),
+        ({"rope_type": "llama3", "rope_theta": 1e4, "factor": 8.0}, "low_freq_factor, high_freq_factor, original_max"),
+    ],
+)
+def test_scaled_rope_without_its_numbers_is_refused_at_load(good_dir, rope_parameters, names):
+    """Such a config loaded, then every forward raised KeyError (or TypeError): transformers
+    refuses it at load, and so do we, naming the fields."""
+    cfg = json.loads((good_dir / "config.json").read_text())
+    cfg["rope_parameters"] = rope_parameters
+    (good_dir / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ValueError, match=f"rope_type '{rope_parameters['rope_type']}' needs a number for {names}"):
+        load_model(good_dir)
+
+
 def test_weights_not_matching_config(good_dir):
     cfg = json.loads((good_dir / "config.json").read_text())
     cfg["num_hidden_layers"] = 3  # the file only has two layers

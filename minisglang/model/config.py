@@ -11,6 +11,11 @@ SUPPORTED_ARCHITECTURES = ("LlamaForCausalLM", "Qwen2ForCausalLM")
 # config.json files without an "architectures" list still name their model_type.
 _ARCHITECTURE_OF_MODEL_TYPE = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}
 SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3")
+# The numbers each scaled rope type reads (transformers refuses a config without them).
+_ROPE_FIELDS = {
+    "linear": ("factor",),
+    "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"),
+}
 
 
 @dataclass
@@ -79,6 +84,16 @@ class ModelConfig:
         rope_type = scaling.get("rope_type", scaling.get("type", "default"))
         if rope_type not in SUPPORTED_ROPE_TYPES:
             raise ValueError(f"unsupported rope_type {rope_type!r}; supported: {', '.join(SUPPORTED_ROPE_TYPES)}")
+        bad = [
+            k
+            for k in _ROPE_FIELDS.get(rope_type, ())
+            if isinstance(scaling.get(k), bool) or not isinstance(scaling.get(k), (int, float))
+        ]
+        if bad:
+            raise ValueError(
+                f"rope_type {rope_type!r} needs a number for {', '.join(bad)} in rope_parameters "
+                f"(or rope_scaling), got {', '.join(repr(scaling.get(k)) for k in bad)}"
+            )
         rope_scaling = None if rope_type == "default" else {**scaling, "rope_type": rope_type}
 
         num_heads = cfg["num_attention_heads"]
