@@ -461,6 +461,16 @@ class Tokenizer:
         )
         return cls(hf, BYTE_LEVEL, specials.index("</s>"), None, {"bos_token": "<s>", "eos_token": "</s>"}, str(path))
 
+    def widen_to(self, vocab_size: int) -> None:
+        """Make every id below ``vocab_size`` (a model's logits width) a valid id that spells
+        nothing, as an unused id does. Checkpoints pad their embedding past the vocabulary
+        (Qwen2: 151,936 rows for 151,665 tokens) and a model can sample a padded id, which
+        transformers' generate emits and decodes as nothing. Recomputes the fingerprint."""
+        if vocab_size > self.vocab_size:
+            self.token_bytes.extend([None] * (vocab_size - self.vocab_size))
+            self.vocab_size = vocab_size
+            self.fingerprint = self._compute_fingerprint()
+
     # -------------------------------------------------------------------- text <-> ids
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
         """Token ids of ``text``; with ``add_special_tokens`` the tokenizer's BOS etc. too."""

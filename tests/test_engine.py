@@ -120,6 +120,44 @@ def test_generation_config_eos_ids_end_a_request(engine, tmp_path):
         eng.shutdown()
 
 
+def test_ids_of_a_padded_embedding_are_generated_as_transformers_does(engine, tmp_path):
+    # Checkpoints pad their embedding past the tokenizer's vocabulary (Qwen2: 151,936 rows for
+    # 151,665 tokens). A sampled padded id aborted the request ("internal error ... token id
+    # 4113 is out of range: vocab_size is 4096"); transformers emits it and decodes nothing.
+    import torch
+    from safetensors.torch import load_file, save_file
+    from transformers import AutoModelForCausalLM
+
+    prompt = engine.tokenizer.encode(PROMPTS[1])
+    first = engine.generate(PROMPTS[1], {"temperature": 0, "max_new_tokens": 1})["output_ids"][0]
+    model = tmp_path / "model"
+    shutil.copytree(sgl.DEFAULT_MODEL_PATH, model)
+    tensors = load_file(model / "model.safetensors")
+    embed = tensors["model.embed_tokens.weight"]  # tied: also the output matrix
+    pad = 37
+    scales = 3 + torch.arange(pad)[:, None] / pad  # distinct rows: no tie for the argmax
+    tensors["model.embed_tokens.weight"] = torch.cat([embed, scales * embed[first]])
+    save_file(tensors, model / "model.safetensors", metadata={"format": "pt"})
+    config = json.loads((model / "config.json").read_text())
+    config["vocab_size"] += pad
+    (model / "config.json").write_text(json.dumps(config))
+    ref = (
+        AutoModelForCausalLM.from_pretrained(model)
+        .generate(torch.tensor([prompt]), max_new_tokens=6, do_sample=False, eos_token_id=None, pad_token_id=0)[
+            0, len(prompt) :
+        ]
+        .tolist()
+    )
+    assert any(i >= engine.tokenizer.vocab_size for i in ref)  # the case at hand
+    eng = sgl.Engine(model_path=str(model), stage="s0", max_total_tokens=1024)
+    try:
+        out = eng.generate(PROMPTS[1], {"temperature": 0, "max_new_tokens": 6, "ignore_eos": True})
+        assert out["output_ids"] == ref and out["meta_info"]["finish_reason"]["type"] == "length"
+        assert out["text"] == engine.tokenizer.decode([i for i in ref if i < engine.tokenizer.vocab_size])
+    finally:
+        eng.shutdown()
+
+
 def test_abort_from_the_step_api(engine):
     req = engine.submit(PROMPTS[0], {"max_new_tokens": 50, "temperature": 0})
     other = engine.submit(PROMPTS[1], {"max_new_tokens": 5, "temperature": 0, "ignore_eos": True})
