@@ -442,6 +442,15 @@ def test_missing_shard(good_dir):
         load_model(good_dir)
 
 
+def test_a_stale_index_beside_model_safetensors_is_ignored(good_dir):
+    """Re-saving a sharded checkpoint unsharded into its directory deletes the shards but
+    leaves model.safetensors.index.json: transformers loads model.safetensors, we refused
+    ("lists shards that do not exist")."""
+    index = {"weight_map": {"model.norm.weight": "model-00001-of-00002.safetensors"}}
+    (good_dir / "model.safetensors.index.json").write_text(json.dumps(index))
+    load_model(good_dir)
+
+
 def test_unsupported_architecture(good_dir):
     cfg = json.loads((good_dir / "config.json").read_text())
     cfg["architectures"] = ["GPT2LMHeadModel"]

@@ -25,7 +25,11 @@ _IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
 
 
 def find_weight_files(path: Path) -> list[Path]:
-    """The safetensors files of a checkpoint directory, in shard order."""
+    """The safetensors files of a checkpoint directory, in shard order. One
+    ``model.safetensors`` wins over an index, as in transformers: re-saving a sharded
+    checkpoint unsharded into its directory leaves the old index behind (its shards deleted)."""
+    if (path / SINGLE_FILE).is_file():
+        return [path / SINGLE_FILE]
     index_file = path / SHARD_INDEX
     if index_file.is_file():
         with open(index_file, encoding="utf-8") as f:
@@ -35,8 +39,6 @@ def find_weight_files(path: Path) -> list[Path]:
         if missing:
             raise FileNotFoundError(f"{index_file} lists shards that do not exist: {', '.join(missing)}")
         return files
-    if (path / SINGLE_FILE).is_file():
-        return [path / SINGLE_FILE]
     raise FileNotFoundError(f"no weights in model directory {path}: looked for {SINGLE_FILE} and {SHARD_INDEX}")
 
 
