@@ -263,11 +263,14 @@ class Tokenizer:
         chat_template: str | None = None,
         template_tokens: dict[str, str] | None = None,
         source: str = "",
+        named_templates: dict[str, str] | None = None,
     ):
         self.hf = hf
         self.family = family
         self.eos_token_id = eos_token_id
-        self.chat_template = chat_template
+        self.chat_template = chat_template  # the default template
+        # The checkpoint's other templates by name; "tool_use" renders a chat given tools.
+        self.named_templates = dict(named_templates or {})
         self.template_tokens = dict(template_tokens or {})  # bos_token etc. for the template
         self.source = source
 
@@ -309,11 +312,22 @@ class Tokenizer:
         config_path = folder / "tokenizer_config.json"
         config = json.loads(config_path.read_text(encoding="utf-8")) if config_path.is_file() else {}
         _add_config_tokens(hf, config.get("added_tokens_decoder", {}), config_path)
-        template = config.get("chat_template")
-        if isinstance(template, list):  # [{"name": "default", "template": ...}, ...]
-            template = {t["name"]: t["template"] for t in template}.get("default")
-        if template is None and (folder / "chat_template.jinja").is_file():
-            template = (folder / "chat_template.jinja").read_text(encoding="utf-8")
+        # As transformers: template files (chat_template.jinja = "default", and one per name
+        # in additional_chat_templates/) take priority over tokenizer_config.json's
+        # chat_template (one string, or [{"name": "default", "template": ...}, ...]).
+        templates = {}
+        if (folder / "chat_template.jinja").is_file():
+            templates["default"] = (folder / "chat_template.jinja").read_text(encoding="utf-8")
+        if (folder / "additional_chat_templates").is_dir():
+            for file in sorted((folder / "additional_chat_templates").glob("*.jinja")):
+                templates[file.stem] = file.read_text(encoding="utf-8")
+        if not templates:
+            listed = config.get("chat_template")
+            if isinstance(listed, list):
+                templates = {t["name"]: t["template"] for t in listed}
+            elif listed is not None:
+                templates = {"default": listed}
+        template = templates.pop("default", None)
         # Older checkpoints name their bos/eos/... in special_tokens_map.json; transformers
         # reads it after tokenizer_config.json, so its entries win.
         special_map_path = folder / "special_tokens_map.json"
@@ -330,7 +344,7 @@ class Tokenizer:
             raise ValueError(f"{config_path}: eos_token {eos!r} is not in the vocabulary")
         if eos_id is None:
             eos_id = _guess_eos(hf, json_path)
-        return cls(hf, detect_family(spec), eos_id, template, template_tokens, str(json_path))
+        return cls(hf, detect_family(spec), eos_id, template, template_tokens, str(json_path), templates)
 
     @classmethod
     def from_sentencepiece(cls, path) -> Tokenizer:
@@ -539,13 +553,19 @@ class Tokenizer:
         bos_token/eos_token/... and `raise_exception` available to the template. ``tools``
         (OpenAI tool dicts, ``{"type": "function", "function": {...}}``) is passed to the
         template as ``tools``, which is how chat templates announce them in the system turn.
+        A checkpoint with a template named "tool_use" renders with it when ``tools`` is given
+        (not None), as transformers does.
         """
-        if not self.chat_template:
+        source = self.chat_template
+        if tools is not None and "tool_use" in self.named_templates:
+            source = self.named_templates["tool_use"]
+        if not source:
+            others = f" (only templates named {sorted(self.named_templates)})" if self.named_templates else ""
             raise ValueError(
                 f"this tokenizer has no chat template ({self.source}): tokenizer_config.json has "
-                "no 'chat_template' and there is no chat_template.jinja; pass a plain prompt instead"
+                f"no 'chat_template' and there is no chat_template.jinja{others}; pass a plain prompt instead"
             )
-        template = _jinja_env().from_string(self.chat_template)
+        template = _jinja_env().from_string(source)
         return template.render(
             messages=messages, add_generation_prompt=add_generation_prompt, tools=tools, **self.template_tokens
         )

@@ -559,6 +559,29 @@ def test_special_tokens_map_names_eos_and_template_tokens(chat_dir):
     assert Tokenizer.from_pretrained(chat_dir).eos_token_id == ref.eos_token_id == tok.hf.token_to_id("<EOT>")
 
 
+def test_a_tool_use_template_renders_chats_with_tools(chat_dir):
+    # Checkpoints with named templates (Hermes 2 Pro, Command R: "default" and "tool_use") list
+    # them in tokenizer_config.json, or since transformers 5 in additional_chat_templates/;
+    # transformers renders a chat given tools with "tool_use", ours always took "default".
+    from transformers import PreTrainedTokenizerFast
+
+    tool_use = "{{ tools | tojson }}|{% for m in messages %}{{ m['content'] }}{% endfor %}"
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    config = json.loads((chat_dir / "tokenizer_config.json").read_text())
+    config["chat_template"] = [{"name": "default", "template": TEMPLATE}, {"name": "tool_use", "template": tool_use}]
+    (chat_dir / "tokenizer_config.json").write_text(json.dumps(config))
+    ref = PreTrainedTokenizerFast.from_pretrained(str(chat_dir))
+    resaved = chat_dir / "resaved"
+    ref.save_pretrained(resaved)
+    assert (resaved / "additional_chat_templates" / "tool_use.jinja").is_file()
+    for folder in (chat_dir, resaved):
+        tok = Tokenizer.from_pretrained(folder)
+        for offered in (None, tools):
+            expected = ref.apply_chat_template(MESSAGES, tools=offered, tokenize=False, add_generation_prompt=True)
+            assert tok.apply_chat_template(MESSAGES, tools=offered) == expected
+        assert tok.apply_chat_template(MESSAGES, tools=tools).startswith('[{"type": "function"')
+
+
 def test_no_chat_template_is_a_clear_error():
     with pytest.raises(ValueError, match="has no chat template"):
         real_tokenizers.mistral_sentencepiece().apply_chat_template([{"role": "user", "content": "hi"}])
