@@ -150,6 +150,8 @@ class Engine:
         self.device = torch.device(device)
         self.tokenizer = Tokenizer.from_pretrained(self.model_path)
         self.model = load_model(self.model_path, device=self.device, dtype=getattr(torch, dtype))
+        # A padded embedding's extra ids can be sampled: they must detokenize (as nothing).
+        self.tokenizer.widen_to(self.model.config.vocab_size)
         stage_cls = get_stage_class(stage or default_stage())
         ctx = StageContext(self.tokenizer, self.model.config.vocab_size, self.device, stage_options)
         self.stage = stage_cls(ctx)

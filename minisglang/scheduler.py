@@ -223,6 +223,9 @@ class Scheduler:
         self.config = config
         self.device = device
         mc = model.config
+        # A token ends its request (unless ignore_eos) if it is the tokenizer's EOS or one
+        # the checkpoint's generation_config.json lists (Llama 3 Instruct: <|eot_id|> too).
+        self.stop_token_ids = frozenset({tokenizer.eos_token_id, *mc.eos_token_ids})
         self.max_context_len = mc.max_position_embeddings
         self.req_to_token_pool = ReqToTokenPool(config.max_running_requests, self.max_context_len, device)
         self.token_to_kv_pool = TokenToKVPool(
@@ -558,7 +561,7 @@ class Scheduler:
         p = req.sampling_params
         if req.finished:
             return
-        if tok == self.tokenizer.eos_token_id and not p.ignore_eos:
+        if tok in self.stop_token_ids and not p.ignore_eos:
             req.finish("stop", matched=tok)
             return
         if len(req.output_ids) >= p.max_new_tokens:

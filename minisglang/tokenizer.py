@@ -41,6 +41,7 @@ from __future__ import annotations
 import base64
 import bisect
 import codecs
+import datetime
 import hashlib
 import json
 import re
@@ -51,6 +52,8 @@ from pathlib import Path
 
 import jinja2
 import jinja2.ext
+import jinja2.nodes
+import jinja2.parser
 import jinja2.sandbox
 from tokenizers import AddedToken, Regex, decoders, models, pre_tokenizers, processors
 from tokenizers import Tokenizer as HFTokenizer
@@ -260,11 +263,14 @@ class Tokenizer:
         chat_template: str | None = None,
         template_tokens: dict[str, str] | None = None,
         source: str = "",
+        named_templates: dict[str, str] | None = None,
     ):
         self.hf = hf
         self.family = family
         self.eos_token_id = eos_token_id
-        self.chat_template = chat_template
+        self.chat_template = chat_template  # the default template
+        # The checkpoint's other templates by name; "tool_use" renders a chat given tools.
+        self.named_templates = dict(named_templates or {})
         self.template_tokens = dict(template_tokens or {})  # bos_token etc. for the template
         self.source = source
 
@@ -288,8 +294,8 @@ class Tokenizer:
     # ----------------------------------------------------------------- constructors
     @classmethod
     def from_pretrained(cls, path) -> Tokenizer:
-        """Load a directory holding tokenizer.json (+ optional tokenizer_config.json and
-        chat_template.jinja), or a tokenizer.json file (its directory's config is used)."""
+        """Load a directory holding tokenizer.json (+ optional tokenizer_config.json,
+        special_tokens_map.json and chat_template.jinja), or a tokenizer.json file (its directory's config is used)."""
         path = Path(path)
         if not path.exists():
             raise FileNotFoundError(f"tokenizer path does not exist: {path}")
@@ -306,13 +312,31 @@ class Tokenizer:
         config_path = folder / "tokenizer_config.json"
         config = json.loads(config_path.read_text(encoding="utf-8")) if config_path.is_file() else {}
         _add_config_tokens(hf, config.get("added_tokens_decoder", {}), config_path)
-        template = config.get("chat_template")
-        if isinstance(template, list):  # [{"name": "default", "template": ...}, ...]
-            template = {t["name"]: t["template"] for t in template}.get("default")
-        if template is None and (folder / "chat_template.jinja").is_file():
-            template = (folder / "chat_template.jinja").read_text(encoding="utf-8")
+        # As transformers: template files (chat_template.jinja = "default", and one per name
+        # in additional_chat_templates/) take priority over tokenizer_config.json's
+        # chat_template (one string, or [{"name": "default", "template": ...}, ...]).
+        templates = {}
+        if (folder / "chat_template.jinja").is_file():
+            templates["default"] = (folder / "chat_template.jinja").read_text(encoding="utf-8")
+        if (folder / "additional_chat_templates").is_dir():
+            for file in sorted((folder / "additional_chat_templates").glob("*.jinja")):
+                templates[file.stem] = file.read_text(encoding="utf-8")
+        if not templates:
+            listed = config.get("chat_template")
+            if isinstance(listed, list):
+                templates = {t["name"]: t["template"] for t in listed}
+            elif listed is not None:
+                templates = {"default": listed}
+        template = templates.pop("default", None)
+        # Older checkpoints name their bos/eos/... in special_tokens_map.json; transformers
+        # reads it after tokenizer_config.json, so its entries win.
+        special_map_path = folder / "special_tokens_map.json"
+        special_map = json.loads(special_map_path.read_text(encoding="utf-8")) if special_map_path.is_file() else {}
         template_tokens = {
-            k: content for k, v in config.items() if k.endswith("_token") and (content := _token_content(v)) is not None
+            k: content
+            for source in (config, special_map)
+            for k, v in source.items()
+            if k.endswith("_token") and (content := _token_content(v)) is not None
         }
         eos = template_tokens.get("eos_token")
         eos_id = hf.token_to_id(eos) if eos is not None else None
@@ -320,7 +344,7 @@ class Tokenizer:
             raise ValueError(f"{config_path}: eos_token {eos!r} is not in the vocabulary")
         if eos_id is None:
             eos_id = _guess_eos(hf, json_path)
-        return cls(hf, detect_family(spec), eos_id, template, template_tokens, str(json_path))
+        return cls(hf, detect_family(spec), eos_id, template, template_tokens, str(json_path), templates)
 
     @classmethod
     def from_sentencepiece(cls, path) -> Tokenizer:
@@ -451,6 +475,16 @@ class Tokenizer:
         )
         return cls(hf, BYTE_LEVEL, specials.index("</s>"), None, {"bos_token": "<s>", "eos_token": "</s>"}, str(path))
 
+    def widen_to(self, vocab_size: int) -> None:
+        """Make every id below ``vocab_size`` (a model's logits width) a valid id that spells
+        nothing, as an unused id does. Checkpoints pad their embedding past the vocabulary
+        (Qwen2: 151,936 rows for 151,665 tokens) and a model can sample a padded id, which
+        transformers' generate emits and decodes as nothing. Recomputes the fingerprint."""
+        if vocab_size > self.vocab_size:
+            self.token_bytes.extend([None] * (vocab_size - self.vocab_size))
+            self.vocab_size = vocab_size
+            self.fingerprint = self._compute_fingerprint()
+
     # -------------------------------------------------------------------- text <-> ids
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
         """Token ids of ``text``; with ``add_special_tokens`` the tokenizer's BOS etc. too."""
@@ -519,13 +553,19 @@ class Tokenizer:
         bos_token/eos_token/... and `raise_exception` available to the template. ``tools``
         (OpenAI tool dicts, ``{"type": "function", "function": {...}}``) is passed to the
         template as ``tools``, which is how chat templates announce them in the system turn.
+        A checkpoint with a template named "tool_use" renders with it when ``tools`` is given
+        (not None), as transformers does.
         """
-        if not self.chat_template:
+        source = self.chat_template
+        if tools is not None and "tool_use" in self.named_templates:
+            source = self.named_templates["tool_use"]
+        if not source:
+            others = f" (only templates named {sorted(self.named_templates)})" if self.named_templates else ""
             raise ValueError(
                 f"this tokenizer has no chat template ({self.source}): tokenizer_config.json has "
-                "no 'chat_template' and there is no chat_template.jinja; pass a plain prompt instead"
+                f"no 'chat_template' and there is no chat_template.jinja{others}; pass a plain prompt instead"
             )
-        template = _jinja_env().from_string(self.chat_template)
+        template = _jinja_env().from_string(source)
         return template.render(
             messages=messages, add_generation_prompt=add_generation_prompt, tools=tools, **self.template_tokens
         )
@@ -755,18 +795,39 @@ def _unused_marks(text: str) -> tuple[str, str]:
     raise ValueError("the prompt uses every private-use character; cannot locate its message texts")
 
 
+class _GenerationTag(jinja2.ext.Extension):
+    """transformers' ``{% generation %}...{% endgeneration %}`` block: it marks the assistant's
+    text for training masks (``return_assistant_tokens_mask``); rendered, it is its body."""
+
+    tags = {"generation"}
+
+    def parse(self, parser: jinja2.parser.Parser) -> jinja2.nodes.Node:
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+        return jinja2.nodes.CallBlock(self.call_method("_body"), [], [], body).set_lineno(lineno)
+
+    def _body(self, caller) -> str:
+        return caller()
+
+
 def _jinja_env() -> jinja2.Environment:
     """A sandboxed jinja environment configured as chat templates expect."""
     env = jinja2.sandbox.ImmutableSandboxedEnvironment(
-        trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols]
+        trim_blocks=True, lstrip_blocks=True, extensions=[_GenerationTag, jinja2.ext.loopcontrols]
     )
 
     def raise_exception(message):
         raise jinja2.TemplateError(message)
 
-    # jinja's own tojson escapes <, >, & for HTML; templates want plain JSON.
-    env.filters["tojson"] = lambda value, indent=None: json.dumps(value, ensure_ascii=False, indent=indent)
+    # jinja's own tojson escapes <, >, & for HTML; templates want plain JSON, with the
+    # options transformers' filter takes (`tojson(ensure_ascii=False)`, `sort_keys=True`...).
+    def tojson(value, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+        return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+    env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
+    # Llama 3.1-3.3 templates date the system turn with it when it is defined (else "26 Jul 2024").
+    env.globals["strftime_now"] = lambda format: datetime.datetime.now().strftime(format)
     return env
 
 

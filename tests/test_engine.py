@@ -3,8 +3,10 @@
 Tests of minisglang/engine.py and minisglang/sampler.py (seeded sampling, batch independence).
 """
 
+import json
 import random
 import re
+import shutil
 
 import pytest
 from hypothesis import given, settings
@@ -96,6 +98,67 @@ def test_finish_reasons(engine):
     out = engine.generate(prompt, {"temperature": 0, "max_new_tokens": 30, "stop": stop})
     assert out["meta_info"]["finish_reason"] == {"type": "stop", "matched": stop}
     assert out["text"] == full[: full.find(stop)]
+
+
+def test_generation_config_eos_ids_end_a_request(engine, tmp_path):
+    # transformers' generate stops at every eos_token_id generation_config.json lists (Llama 3
+    # Instruct: <|eot_id|> beside <|end_of_text|>); ours stopped only at the tokenizer's EOS
+    # and ran on to max_new_tokens.
+    params = {"temperature": 0, "max_new_tokens": 12, "ignore_eos": True}
+    full = engine.generate(PROMPTS[1], params)["output_ids"]
+    stop_id = full[4]
+    model = tmp_path / "model"
+    shutil.copytree(sgl.DEFAULT_MODEL_PATH, model)
+    config = json.loads((model / "generation_config.json").read_text())
+    config["eos_token_id"] = [engine.tokenizer.eos_token_id, stop_id]
+    (model / "generation_config.json").write_text(json.dumps(config))
+    eng = sgl.Engine(model_path=str(model), stage="s0", max_total_tokens=1024)
+    try:
+        out = eng.generate(PROMPTS[1], {**params, "ignore_eos": False})
+        assert out["output_ids"] == full[: full.index(stop_id) + 1]
+        assert out["meta_info"]["finish_reason"] == {"type": "stop", "matched": stop_id}
+        assert eng.generate(PROMPTS[1], params)["output_ids"] == full  # ignore_eos ignores them all
+        assert eng.scheduler.stop_token_ids == {engine.tokenizer.eos_token_id, stop_id}
+    finally:
+        eng.shutdown()
+
+
+def test_ids_of_a_padded_embedding_are_generated_as_transformers_does(engine, tmp_path):
+    # Checkpoints pad their embedding past the tokenizer's vocabulary (Qwen2: 151,936 rows for
+    # 151,665 tokens). A sampled padded id aborted the request ("internal error ... token id
+    # 4113 is out of range: vocab_size is 4096"); transformers emits it and decodes nothing.
+    import torch
+    from safetensors.torch import load_file, save_file
+    from transformers import AutoModelForCausalLM
+
+    prompt = engine.tokenizer.encode(PROMPTS[1])
+    first = engine.generate(PROMPTS[1], {"temperature": 0, "max_new_tokens": 1})["output_ids"][0]
+    model = tmp_path / "model"
+    shutil.copytree(sgl.DEFAULT_MODEL_PATH, model)
+    tensors = load_file(model / "model.safetensors")
+    embed = tensors["model.embed_tokens.weight"]  # tied: also the output matrix
+    pad = 37
+    scales = 3 + torch.arange(pad)[:, None] / pad  # distinct rows: no tie for the argmax
+    tensors["model.embed_tokens.weight"] = torch.cat([embed, scales * embed[first]])
+    save_file(tensors, model / "model.safetensors", metadata={"format": "pt"})
+    config = json.loads((model / "config.json").read_text())
+    config["vocab_size"] += pad
+    (model / "config.json").write_text(json.dumps(config))
+    ref = (
+        AutoModelForCausalLM.from_pretrained(model)
+        .generate(torch.tensor([prompt]), max_new_tokens=6, do_sample=False, eos_token_id=None, pad_token_id=0)[
+            0, len(prompt) :
+        ]
+        .tolist()
+    )
+    assert any(i >= engine.tokenizer.vocab_size for i in ref)  # the case at hand
+    eng = sgl.Engine(model_path=str(model), stage="s0", max_total_tokens=1024)
+    try:
+        out = eng.generate(PROMPTS[1], {"temperature": 0, "max_new_tokens": 6, "ignore_eos": True})
+        assert out["output_ids"] == ref and out["meta_info"]["finish_reason"]["type"] == "length"
+        assert out["text"] == engine.tokenizer.decode([i for i in ref if i < engine.tokenizer.vocab_size])
+    finally:
+        eng.shutdown()
 
 
 def test_abort_from_the_step_api(engine):

@@ -362,6 +362,17 @@ def test_old_style_config_keys(tmp_path):
     assert linear.rope_scaling == {"type": "linear", "factor": 2.0, "rope_type": "linear"}
 
 
+def test_generation_config_eos_ids_win_over_config_json(tmp_path):
+    """generation_config.json's eos_token_id (what transformers' generate stops at) replaces
+    config.json's; a file without one leaves config.json's."""
+    path = save_random_model(tmp_path / "m", llama_config(num_hidden_layers=1, eos_token_id=2), LlamaForCausalLM)
+    assert ModelConfig.from_pretrained(path).eos_token_ids == [2]
+    (path / "generation_config.json").write_text(json.dumps({"eos_token_id": [5, 7]}))
+    assert ModelConfig.from_pretrained(path).eos_token_ids == [5, 7]
+    (path / "generation_config.json").write_text(json.dumps({"do_sample": False}))
+    assert ModelConfig.from_pretrained(path).eos_token_ids == [2]
+
+
 def test_sharded_checkpoint_loads(tmp_path):
     path = save_random_model(tmp_path / "sharded", llama_config(), LlamaForCausalLM, max_shard_size="40KB")
     assert (path / "model.safetensors.index.json").is_file()
@@ -431,6 +442,15 @@ def test_missing_shard(good_dir):
         load_model(good_dir)
 
 
+def test_a_stale_index_beside_model_safetensors_is_ignored(good_dir):
+    """Re-saving a sharded checkpoint unsharded into its directory deletes the shards but
+    leaves model.safetensors.index.json: transformers loads model.safetensors, we refused
+    ("lists shards that do not exist")."""
+    index = {"weight_map": {"model.norm.weight": "model-00001-of-00002.safetensors"}}
+    (good_dir / "model.safetensors.index.json").write_text(json.dumps(index))
+    load_model(good_dir)
+
+
 def test_unsupported_architecture(good_dir):
     cfg = json.loads((good_dir / "config.json").read_text())
     cfg["architectures"] = ["GPT2LMHeadModel"]
@@ -446,6 +466,39 @@ def test_unsupported_rope_type(good_dir):
     cfg["rope_parameters"] = {"rope_type": "yarn", "rope_theta": 1e4, "factor": 2.0}
     (good_dir / "config.json").write_text(json.dumps(cfg))
     with pytest.raises(ValueError, match="unsupported rope_type 'yarn'; supported: default, linear, llama3"):
+        load_model(good_dir)
+
+
+def test_tied_checkpoint_with_a_different_lm_head_is_refused(good_dir):
+    """A tied checkpoint (good_dir's Qwen2) that also saves lm_head.weight: an equal copy loads;
+    a different one was silently dropped for the embedding, where transformers uses it."""
+    from safetensors.torch import load_file, save_file
+
+    tensors = load_file(good_dir / "model.safetensors")
+    tensors["lm_head.weight"] = tensors["model.embed_tokens.weight"].clone()
+    save_file(tensors, good_dir / "model.safetensors", metadata={"format": "pt"})
+    load_model(good_dir)
+    tensors["lm_head.weight"] = tensors["lm_head.weight"] + 1
+    save_file(tensors, good_dir / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(ValueError, match="tie_word_embeddings=true but its lm_head.weight differs"):
+        load_model(good_dir)
+
+
+@pytest.mark.parametrize(
+    ("rope_parameters", "names"),
+    [
+        ({"rope_type": "linear", "rope_theta": 1e4}, "factor"),
+        ({"rope_type": "linear", "rope_theta": 1e4, "factor": "2"}, "factor"),
+        ({"rope_type": "llama3", "rope_theta": 1e4, "factor": 8.0}, "low_freq_factor, high_freq_factor, original_max"),
+    ],
+)
+def test_scaled_rope_without_its_numbers_is_refused_at_load(good_dir, rope_parameters, names):
+    """Such a config loaded, then every forward raised KeyError (or TypeError): transformers
+    refuses it at load, and so do we, naming the fields."""
+    cfg = json.loads((good_dir / "config.json").read_text())
+    cfg["rope_parameters"] = rope_parameters
+    (good_dir / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ValueError, match=f"rope_type '{rope_parameters['rope_type']}' needs a number for {names}"):
         load_model(good_dir)
 
 

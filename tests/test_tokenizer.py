@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import datetime
 import json
 import random
 import shutil
@@ -488,6 +489,97 @@ def test_chat_template_raise_exception(chat_dir):
     tok = Tokenizer.from_pretrained(chat_dir)
     with pytest.raises(jinja2.TemplateError, match="bad role: tool"):
         tok.apply_chat_template([{"role": "tool", "content": "x"}])
+
+
+def render_both(chat_dir, template, messages=MESSAGES, **kwargs):
+    """(transformers' rendering, ours) of ``template`` over ``messages``."""
+    from transformers import PreTrainedTokenizerFast
+
+    config = json.loads((chat_dir / "tokenizer_config.json").read_text())
+    config["chat_template"] = template
+    (chat_dir / "tokenizer_config.json").write_text(json.dumps(config))
+    ref = PreTrainedTokenizerFast.from_pretrained(str(chat_dir))
+    ours = Tokenizer.from_pretrained(chat_dir).apply_chat_template(messages, **kwargs)
+    return ref.apply_chat_template(messages, tokenize=False, **kwargs), ours
+
+
+def test_chat_template_tojson_takes_transformers_options(chat_dir):
+    # Templates write `tojson(ensure_ascii=False)` and the like: ours took only indent (TypeError).
+    template = (
+        "{% for m in messages %}{{ m | tojson(ensure_ascii=True, sort_keys=True) }}"
+        "{{ m | tojson(indent=2, separators=(',', ': ')) }}{{ m | tojson(ensure_ascii=False) }}{% endfor %}"
+    )
+    ref, ours = render_both(chat_dir, template)
+    assert ours == ref and "\\u540d" in ours and "名字" in ours
+
+
+def test_chat_template_has_strftime_now(chat_dir):
+    # Llama 3.1's template: without strftime_now ours dated every prompt "26 Jul 2024".
+    template = (
+        "{%- if strftime_now is defined %}{%- set date_string = strftime_now('%d %b %Y') %}"
+        "{%- else %}{%- set date_string = '26 Jul 2024' %}{%- endif %}"
+        "Today Date: {{ date_string }}\n{% for m in messages %}{{ m['content'] }}{% endfor %}"
+    )
+    ref, ours = render_both(chat_dir, template)
+    assert ours == ref and datetime.date.today().strftime("%d %b %Y") in ours
+
+
+def test_chat_template_generation_blocks_render_their_body(chat_dir):
+    # SmolLM3-style templates mark the assistant's text with {% generation %} for training
+    # masks; ours failed to compile them ("Encountered unknown tag 'generation'").
+    template = (
+        "{% for m in messages %}{% if m['role'] == 'assistant' %}{% generation %}"
+        "{% set x = 1 %}{{ m['content'] }}{{ eos_token }}{% endgeneration %}"
+        "{% else %}{{ m['role'] }}: {{ m['content'] }}\n{% endif %}{% endfor %}{{ x is defined }}"
+    )
+    ref, ours = render_both(chat_dir, template)
+    assert ours == ref and '{"name": "Alice"}<EOT>' in ours
+
+
+def test_special_tokens_map_names_eos_and_template_tokens(chat_dir):
+    # Older checkpoints name bos/eos in special_tokens_map.json only: ours ignored the file,
+    # so the template's {{ bos_token }} rendered "" and eos fell back to a guess.
+    from transformers import PreTrainedTokenizerFast
+
+    config = json.loads((chat_dir / "tokenizer_config.json").read_text())
+    del config["eos_token"], config["bos_token"]
+    config["chat_template"] = "{{ bos_token }}{% for m in messages %}{{ m['content'] }}{{ eos_token }}{% endfor %}"
+    (chat_dir / "tokenizer_config.json").write_text(json.dumps(config))
+    (chat_dir / "special_tokens_map.json").write_text(
+        json.dumps({"bos_token": {"content": "<SOS>", "special": True}, "eos_token": "<EOT>"})
+    )
+    ref = PreTrainedTokenizerFast.from_pretrained(str(chat_dir))
+    tok = Tokenizer.from_pretrained(chat_dir)
+    assert tok.apply_chat_template(MESSAGES) == ref.apply_chat_template(MESSAGES, tokenize=False)
+    assert tok.eos_token_id == ref.eos_token_id == tok.hf.token_to_id("<EOT>")
+    # Where both files name one, transformers takes special_tokens_map.json's.
+    config["eos_token"] = "[UNK]"
+    (chat_dir / "tokenizer_config.json").write_text(json.dumps(config))
+    ref = PreTrainedTokenizerFast.from_pretrained(str(chat_dir))
+    assert Tokenizer.from_pretrained(chat_dir).eos_token_id == ref.eos_token_id == tok.hf.token_to_id("<EOT>")
+
+
+def test_a_tool_use_template_renders_chats_with_tools(chat_dir):
+    # Checkpoints with named templates (Hermes 2 Pro, Command R: "default" and "tool_use") list
+    # them in tokenizer_config.json, or since transformers 5 in additional_chat_templates/;
+    # transformers renders a chat given tools with "tool_use", ours always took "default".
+    from transformers import PreTrainedTokenizerFast
+
+    tool_use = "{{ tools | tojson }}|{% for m in messages %}{{ m['content'] }}{% endfor %}"
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    config = json.loads((chat_dir / "tokenizer_config.json").read_text())
+    config["chat_template"] = [{"name": "default", "template": TEMPLATE}, {"name": "tool_use", "template": tool_use}]
+    (chat_dir / "tokenizer_config.json").write_text(json.dumps(config))
+    ref = PreTrainedTokenizerFast.from_pretrained(str(chat_dir))
+    resaved = chat_dir / "resaved"
+    ref.save_pretrained(resaved)
+    assert (resaved / "additional_chat_templates" / "tool_use.jinja").is_file()
+    for folder in (chat_dir, resaved):
+        tok = Tokenizer.from_pretrained(folder)
+        for offered in (None, tools):
+            expected = ref.apply_chat_template(MESSAGES, tools=offered, tokenize=False, add_generation_prompt=True)
+            assert tok.apply_chat_template(MESSAGES, tools=offered) == expected
+        assert tok.apply_chat_template(MESSAGES, tools=tools).startswith('[{"type": "function"')
 
 
 def test_no_chat_template_is_a_clear_error():

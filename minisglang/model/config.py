@@ -11,6 +11,11 @@ SUPPORTED_ARCHITECTURES = ("LlamaForCausalLM", "Qwen2ForCausalLM")
 # config.json files without an "architectures" list still name their model_type.
 _ARCHITECTURE_OF_MODEL_TYPE = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}
 SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3")
+# The numbers each scaled rope type reads (transformers refuses a config without them).
+_ROPE_FIELDS = {
+    "linear": ("factor",),
+    "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"),
+}
 
 
 @dataclass
@@ -35,6 +40,9 @@ class ModelConfig:
     attention_bias: bool = False
     # Llama's ``attention_bias`` also puts a bias on o_proj; Qwen2 never does.
     o_proj_bias: bool = False
+    # The ids that end a generation: generation_config.json's eos_token_id where that file
+    # names one (what transformers' generate stops at: Llama 3 Instruct lists <|eot_id|>
+    # beside <|end_of_text|>), else config.json's.
     eos_token_id: int | list[int] | None = None
     torch_dtype: str = "float32"
 
@@ -76,6 +84,16 @@ class ModelConfig:
         rope_type = scaling.get("rope_type", scaling.get("type", "default"))
         if rope_type not in SUPPORTED_ROPE_TYPES:
             raise ValueError(f"unsupported rope_type {rope_type!r}; supported: {', '.join(SUPPORTED_ROPE_TYPES)}")
+        bad = [
+            k
+            for k in _ROPE_FIELDS.get(rope_type, ())
+            if isinstance(scaling.get(k), bool) or not isinstance(scaling.get(k), (int, float))
+        ]
+        if bad:
+            raise ValueError(
+                f"rope_type {rope_type!r} needs a number for {', '.join(bad)} in rope_parameters "
+                f"(or rope_scaling), got {', '.join(repr(scaling.get(k)) for k in bad)}"
+            )
         rope_scaling = None if rope_type == "default" else {**scaling, "rope_type": rope_type}
 
         num_heads = cfg["num_attention_heads"]
@@ -103,9 +121,17 @@ class ModelConfig:
 
     @classmethod
     def from_pretrained(cls, path: str | Path) -> ModelConfig:
-        """Read ``<path>/config.json``; raises ``FileNotFoundError`` naming the file."""
+        """Read ``<path>/config.json`` (and ``eos_token_id`` from ``generation_config.json``
+        when there is one); raises ``FileNotFoundError`` naming the file."""
         config_file = Path(path) / "config.json"
         if not config_file.is_file():
             raise FileNotFoundError(f"no config.json in model directory {Path(path)} (looked for {config_file})")
         with open(config_file, encoding="utf-8") as f:
-            return cls.from_dict(json.load(f))
+            config = cls.from_dict(json.load(f))
+        generation_file = Path(path) / "generation_config.json"
+        if generation_file.is_file():
+            with open(generation_file, encoding="utf-8") as f:
+                generation = json.load(f)
+            if generation.get("eos_token_id") is not None:
+                config.eos_token_id = generation["eos_token_id"]
+        return config

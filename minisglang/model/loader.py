@@ -25,7 +25,11 @@ _IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
 
 
 def find_weight_files(path: Path) -> list[Path]:
-    """The safetensors files of a checkpoint directory, in shard order."""
+    """The safetensors files of a checkpoint directory, in shard order. One
+    ``model.safetensors`` wins over an index, as in transformers: re-saving a sharded
+    checkpoint unsharded into its directory leaves the old index behind (its shards deleted)."""
+    if (path / SINGLE_FILE).is_file():
+        return [path / SINGLE_FILE]
     index_file = path / SHARD_INDEX
     if index_file.is_file():
         with open(index_file, encoding="utf-8") as f:
@@ -35,8 +39,6 @@ def find_weight_files(path: Path) -> list[Path]:
         if missing:
             raise FileNotFoundError(f"{index_file} lists shards that do not exist: {', '.join(missing)}")
         return files
-    if (path / SINGLE_FILE).is_file():
-        return [path / SINGLE_FILE]
     raise FileNotFoundError(f"no weights in model directory {path}: looked for {SINGLE_FILE} and {SHARD_INDEX}")
 
 
@@ -61,6 +63,7 @@ def load_model(
     params = dict(model.named_parameters())
 
     loaded: set[str] = set()
+    tied_head: torch.Tensor | None = None  # a tied checkpoint's own copy of the output matrix
     with torch.no_grad():
         for file in tqdm(weight_files, desc="loading shards", disable=len(weight_files) == 1):
             with safe_open(str(file), framework="pt") as f:
@@ -68,7 +71,8 @@ def load_model(
                     if name.endswith(_IGNORED_SUFFIXES):
                         continue
                     if name == "lm_head.weight" and config.tie_word_embeddings:
-                        continue  # some tied checkpoints save the shared matrix twice
+                        tied_head = f.get_tensor(name)  # some tied checkpoints save the shared matrix twice
+                        continue
                     if name not in params:
                         raise ValueError(f"unexpected tensor {name!r} in {file}: not part of {config.architecture}")
                     tensor = f.get_tensor(name)
@@ -80,6 +84,14 @@ def load_model(
                     params[name].copy_(tensor)
                     loaded.add(name)
 
+    embed = params["model.embed_tokens.weight"]
+    if tied_head is not None and not (tied_head.shape == embed.shape and torch.equal(tied_head.to(embed), embed)):
+        # transformers 5 then unties them and uses lm_head.weight; older versions tied them,
+        # one overwriting the other: refused rather than one of them chosen.
+        raise ValueError(
+            f"checkpoint {path}: config.json says tie_word_embeddings=true but its lm_head.weight differs "
+            "from model.embed_tokens.weight; set tie_word_embeddings to false to use lm_head.weight"
+        )
     missing = sorted(set(params) - loaded)
     if missing:
         shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
