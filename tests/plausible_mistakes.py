@@ -1183,4 +1183,12 @@ MUTATIONS = [
         "out.append(int(torch.multinomial(residual, 1, generator=generator)))",
         "out.append(int(torch.multinomial(residual, 1)))",
     ),
+    # A stranger's wrong solutions (mistakes3, 2026-12-05), each of which passed the grader.
+    (
+        "task2_3",
+        "rows read from bitmasks by state number (bitmasks[state], not state_row[state]): wrong past a gap in "
+        "the index's states",
+        "req.grammar.fsm.state_row[req.grammar.state]",
+        "req.grammar.fsm.bitmasks[req.grammar.state]",
+    ),
 ]

@@ -275,6 +275,31 @@ def test_fill_mask_keeps_each_request_on_its_own_fsm():
     assert not torch.equal(mask[0], mask[1]), "(yes|no) and 1[0-9]* at state 0 got the same row: one FSM's row twice"
 
 
+@pytest.mark.task2_3
+def test_fill_mask_looks_a_state_up_by_its_number_not_its_position():
+    """A state's row is `state_row[state]`: `bitmasks[state]` is the row of the state-th
+    state in sorted order, another state's wherever the numbers have a gap. In `"[^"]*"`
+    byte state 4 (half a character, after the byte 0xE0) ends no token of the synthetic
+    vocabulary, so the index has states 0-3 and 5, and state 5's row is bitmasks[4]."""
+    stage = make_stage(BatchedMaskStage)
+    quoted = compiled_with_oracle_rows(r'"[^"]*"')
+    states = sorted(quoted.index.state_to_tokens)
+    gap = next(s for i, s in enumerate(states) if s != i)  # the first state past a gap
+    reqs = [make_req(quoted, gap), make_req(quoted, states[-1])]
+    mask = stage.allocate_mask(len(reqs))
+    stage.fill_mask(mask, reqs)
+    wrong = [
+        i
+        for i, (got, want) in enumerate(zip(oracle_unpack(mask, VOCAB_SIZE), expected_fill(reqs)))
+        if not torch.equal(got, want)
+    ]
+    assert not wrong, (
+        f'requests of "[^"]*" in states {gap} and {states[-1]} (the index\'s states are {states}): the rows '
+        f"{wrong} are not their state's row; look a row up with fsm.state_row[state], not fsm.bitmasks[state] "
+        f"(rows follow the sorted states, and state numbers have gaps)"
+    )
+
+
 # ---------------------------------------------------------------------------------------
 # task2_4: apply_mask
 # ---------------------------------------------------------------------------------------
