@@ -1191,4 +1191,10 @@ MUTATIONS = [
         "req.grammar.fsm.state_row[req.grammar.state]",
         "req.grammar.fsm.bitmasks[req.grammar.state]",
     ),
+    (
+        "task2_4",
+        "the mask unpacked on its own device, not the logits' (masked_fill_ mixes a GPU's logits with a CPU mask)",
+        "unpack_bits(mask.to(logits.device), logits.shape[-1])",
+        "unpack_bits(mask, logits.shape[-1])",
+    ),
 ]

@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from real_tokenizers import bundled
 from test_exercises_s1 import VOCAB, VOCAB_SIZE, batches, make_req, make_stage, oracle_row
+from torch.overrides import TorchFunctionMode
 
 import minisglang as sgl
 from minisglang.constrained.bitmask import apply_bitmask, apply_bitmask_torch, pack_bits, unpack_bits
@@ -339,6 +340,41 @@ def test_apply_mask_all_ones_changes_nothing():
         f"a mask allowing only token 76 (bit 12 of word 2): tokens 0..75 must be -inf and token 76 kept; "
         f"tokens left unmasked {(~torch.isinf(logits[0, :76])).nonzero().flatten().tolist()[:8]} (first 8), "
         f"token 76 {logits[0, 76].item()} (was {before[0, 76].item()})"
+    )
+
+
+class _MixedDevices(TorchFunctionMode):
+    """Records every torch call that mixes tensors of two devices (a 0-d CPU tensor is a
+    scalar and mixes with anything; `.to` and `copy_` are how a tensor changes device). On a
+    GPU such a call raises; on torch's `meta` device some do not, so the test looks itself."""
+
+    def __init__(self):
+        super().__init__()
+        self.mixed: list[str] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", str(func))
+        if name not in ("to", "copy_", "__get__", "__set__"):
+            tensors = [a for a in [*args, *kwargs.values()] if isinstance(a, torch.Tensor)]
+            devices = {str(t.device) for t in tensors if t.dim() > 0 or t.device.type != "cpu"}
+            if len(devices) > 1:
+                self.mixed.append(f"{name} on {sorted(devices)}")
+        return func(*args, **kwargs)
+
+
+@pytest.mark.task2_4
+def test_apply_mask_unpacks_on_the_logits_device():
+    """Logits on another device than their mask (torch's `meta` device stands in for a GPU):
+    the mask is unpacked where the logits are, and `masked_fill_` never mixes devices."""
+    logits = torch.empty(2, 40, device="meta")
+    mask = torch.full((2, 2), -1, dtype=torch.int32)
+    with _MixedDevices() as spy:
+        apply_bitmask_torch(logits, mask)
+    assert logits.device.type == "meta" and logits.shape == (2, 40)
+    assert not spy.mixed, (
+        f"apply_bitmask_torch(logits on meta, mask on cpu) called {spy.mixed}: on a GPU that raises. "
+        f"Move the mask to the logits' device before unpacking it"
     )
 
 
