@@ -1197,4 +1197,16 @@ MUTATIONS = [
         "unpack_bits(mask.to(logits.device), logits.shape[-1])",
         "unpack_bits(mask, logits.shape[-1])",
     ),
+    (
+        "task7_1",
+        "a draft counted before accept_token returned: an accept that raises rolls back one token too many",
+        "        g.accept_token(draft)\n        accepted += 1\n",
+        "        accepted += 1\n        g.accept_token(draft)\n",
+    ),
+    (
+        "task7_1",
+        "a dead end found by the sum of the packed words (words 64 and -64 sum to 0 though 27 bits are set)",
+        "if not bool(rows[i + 1].any()):",
+        "if int(rows[i + 1].sum()) == 0:",
+    ),
 ]
