@@ -1209,4 +1209,11 @@ MUTATIONS = [
         "if not bool(rows[i + 1].any()):",
         "if int(rows[i + 1].sum()) == 0:",
     ),
+    (
+        "task2_1",
+        "written for [V] and [B, V] only (the sheet: any number of leading dimensions)",
+        "padded = torch.zeros(*allowed.shape[:-1], words * 32, dtype=torch.int64)\npadded[..., :v] = allowed.to(torch.int64)",
+        "if allowed.dim() == 1:\n    return pack_bits(allowed[None])[0]\n"
+        "padded = torch.zeros(allowed.shape[0], words * 32, dtype=torch.int64)\npadded[:, :v] = allowed.to(torch.int64)",
+    ),
 ]
