@@ -1216,4 +1216,10 @@ MUTATIONS = [
         "if allowed.dim() == 1:\n    return pack_bits(allowed[None])[0]\n"
         "padded = torch.zeros(allowed.shape[0], words * 32, dtype=torch.int64)\npadded[:, :v] = allowed.to(torch.int64)",
     ),
+    (
+        "task2_2",
+        "flatten(1), not flatten(-2): right for a [B, W] mask only ([W] keeps its [W, 32] bits, [A, B, W] merges B)",
+        "bits.flatten(-2)[..., :vocab_size]",
+        "bits.flatten(1)[..., :vocab_size]",
+    ),
 ]

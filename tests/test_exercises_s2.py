@@ -109,6 +109,8 @@ def test_pack_bits_corner_rows():
 @pytest.mark.task2_2
 @settings(max_examples=80, deadline=None)
 @given(shapes, st.integers(0, 2**32 - 1))
+@example(([2, 3], 40), 7)  # two leading dimensions: flatten(1) or a view(B, -1) is right for [B, W] only
+@example(([], 40), 7)  # and none
 def test_unpack_bits_matches_the_layout_oracle(shape, seed):
     lead, v = shape
     words = (v + 31) // 32
