@@ -1222,4 +1222,11 @@ MUTATIONS = [
         "bits.flatten(-2)[..., :vocab_size]",
         "bits.flatten(1)[..., :vocab_size]",
     ),
+    (
+        "task5_2",
+        "the required elements past the prefix written out one by one (minItems: 900 is 900 copies of the element)",
+        "return _repeat(sep + items, max(min_items - i, 0), hi)",
+        "need = max(min_items - i, 0)\n        out = EPSILON\n        for _ in range(need):\n"
+        "            out = out + sep + items\n        return out + _repeat(sep + items, 0, None if hi is None else hi - need)",
+    ),
 ]
