@@ -1183,4 +1183,50 @@ MUTATIONS = [
         "out.append(int(torch.multinomial(residual, 1, generator=generator)))",
         "out.append(int(torch.multinomial(residual, 1)))",
     ),
+    # A stranger's wrong solutions (mistakes3, 2026-12-05), each of which passed the grader.
+    (
+        "task2_3",
+        "rows read from bitmasks by state number (bitmasks[state], not state_row[state]): wrong past a gap in "
+        "the index's states",
+        "req.grammar.fsm.state_row[req.grammar.state]",
+        "req.grammar.fsm.bitmasks[req.grammar.state]",
+    ),
+    (
+        "task2_4",
+        "the mask unpacked on its own device, not the logits' (masked_fill_ mixes a GPU's logits with a CPU mask)",
+        "unpack_bits(mask.to(logits.device), logits.shape[-1])",
+        "unpack_bits(mask, logits.shape[-1])",
+    ),
+    (
+        "task7_1",
+        "a draft counted before accept_token returned: an accept that raises rolls back one token too many",
+        "        g.accept_token(draft)\n        accepted += 1\n",
+        "        accepted += 1\n        g.accept_token(draft)\n",
+    ),
+    (
+        "task7_1",
+        "a dead end found by the sum of the packed words (words 64 and -64 sum to 0 though 27 bits are set)",
+        "if not bool(rows[i + 1].any()):",
+        "if int(rows[i + 1].sum()) == 0:",
+    ),
+    (
+        "task2_1",
+        "written for [V] and [B, V] only (the sheet: any number of leading dimensions)",
+        "padded = torch.zeros(*allowed.shape[:-1], words * 32, dtype=torch.int64)\npadded[..., :v] = allowed.to(torch.int64)",
+        "if allowed.dim() == 1:\n    return pack_bits(allowed[None])[0]\n"
+        "padded = torch.zeros(allowed.shape[0], words * 32, dtype=torch.int64)\npadded[:, :v] = allowed.to(torch.int64)",
+    ),
+    (
+        "task2_2",
+        "flatten(1), not flatten(-2): right for a [B, W] mask only ([W] keeps its [W, 32] bits, [A, B, W] merges B)",
+        "bits.flatten(-2)[..., :vocab_size]",
+        "bits.flatten(1)[..., :vocab_size]",
+    ),
+    (
+        "task5_2",
+        "the required elements past the prefix written out one by one (minItems: 900 is 900 copies of the element)",
+        "return _repeat(sep + items, max(min_items - i, 0), hi)",
+        "need = max(min_items - i, 0)\n        out = EPSILON\n        for _ in range(need):\n"
+        "            out = out + sep + items\n        return out + _repeat(sep + items, 0, None if hi is None else hi - need)",
+    ),
 ]

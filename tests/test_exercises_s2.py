@@ -18,10 +18,11 @@ import functools
 import numpy as np
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from real_tokenizers import bundled
 from test_exercises_s1 import VOCAB, VOCAB_SIZE, batches, make_req, make_stage, oracle_row
+from torch.overrides import TorchFunctionMode
 
 import minisglang as sgl
 from minisglang.constrained.bitmask import apply_bitmask, apply_bitmask_torch, pack_bits, unpack_bits
@@ -65,6 +66,7 @@ shapes = st.tuples(st.lists(st.integers(1, 3), max_size=2), st.integers(1, 200))
 @pytest.mark.task2_1
 @settings(max_examples=80, deadline=None)
 @given(shapes, st.integers(0, 2**32 - 1))
+@example(([2, 3], 40), 7)  # two leading dimensions: a solution written for [B, V] (or [V]) only fails here
 def test_pack_bits_matches_the_layout_oracle(shape, seed):
     lead, v = shape
     allowed = torch.rand(*lead, v, generator=torch.Generator().manual_seed(seed)) < 0.5
@@ -107,6 +109,8 @@ def test_pack_bits_corner_rows():
 @pytest.mark.task2_2
 @settings(max_examples=80, deadline=None)
 @given(shapes, st.integers(0, 2**32 - 1))
+@example(([2, 3], 40), 7)  # two leading dimensions: flatten(1) or a view(B, -1) is right for [B, W] only
+@example(([], 40), 7)  # and none
 def test_unpack_bits_matches_the_layout_oracle(shape, seed):
     lead, v = shape
     words = (v + 31) // 32
@@ -275,6 +279,31 @@ def test_fill_mask_keeps_each_request_on_its_own_fsm():
     assert not torch.equal(mask[0], mask[1]), "(yes|no) and 1[0-9]* at state 0 got the same row: one FSM's row twice"
 
 
+@pytest.mark.task2_3
+def test_fill_mask_looks_a_state_up_by_its_number_not_its_position():
+    """A state's row is `state_row[state]`: `bitmasks[state]` is the row of the state-th
+    state in sorted order, another state's wherever the numbers have a gap. In `"[^"]*"`
+    byte state 4 (half a character, after the byte 0xE0) ends no token of the synthetic
+    vocabulary, so the index has states 0-3 and 5, and state 5's row is bitmasks[4]."""
+    stage = make_stage(BatchedMaskStage)
+    quoted = compiled_with_oracle_rows(r'"[^"]*"')
+    states = sorted(quoted.index.state_to_tokens)
+    gap = next(s for i, s in enumerate(states) if s != i)  # the first state past a gap
+    reqs = [make_req(quoted, gap), make_req(quoted, states[-1])]
+    mask = stage.allocate_mask(len(reqs))
+    stage.fill_mask(mask, reqs)
+    wrong = [
+        i
+        for i, (got, want) in enumerate(zip(oracle_unpack(mask, VOCAB_SIZE), expected_fill(reqs)))
+        if not torch.equal(got, want)
+    ]
+    assert not wrong, (
+        f'requests of "[^"]*" in states {gap} and {states[-1]} (the index\'s states are {states}): the rows '
+        f"{wrong} are not their state's row; look a row up with fsm.state_row[state], not fsm.bitmasks[state] "
+        f"(rows follow the sorted states, and state numbers have gaps)"
+    )
+
+
 # ---------------------------------------------------------------------------------------
 # task2_4: apply_mask
 # ---------------------------------------------------------------------------------------
@@ -314,6 +343,41 @@ def test_apply_mask_all_ones_changes_nothing():
         f"a mask allowing only token 76 (bit 12 of word 2): tokens 0..75 must be -inf and token 76 kept; "
         f"tokens left unmasked {(~torch.isinf(logits[0, :76])).nonzero().flatten().tolist()[:8]} (first 8), "
         f"token 76 {logits[0, 76].item()} (was {before[0, 76].item()})"
+    )
+
+
+class _MixedDevices(TorchFunctionMode):
+    """Records every torch call that mixes tensors of two devices (a 0-d CPU tensor is a
+    scalar and mixes with anything; `.to` and `copy_` are how a tensor changes device). On a
+    GPU such a call raises; on torch's `meta` device some do not, so the test looks itself."""
+
+    def __init__(self):
+        super().__init__()
+        self.mixed: list[str] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", str(func))
+        if name not in ("to", "copy_", "__get__", "__set__"):
+            tensors = [a for a in [*args, *kwargs.values()] if isinstance(a, torch.Tensor)]
+            devices = {str(t.device) for t in tensors if t.dim() > 0 or t.device.type != "cpu"}
+            if len(devices) > 1:
+                self.mixed.append(f"{name} on {sorted(devices)}")
+        return func(*args, **kwargs)
+
+
+@pytest.mark.task2_4
+def test_apply_mask_unpacks_on_the_logits_device():
+    """Logits on another device than their mask (torch's `meta` device stands in for a GPU):
+    the mask is unpacked where the logits are, and `masked_fill_` never mixes devices."""
+    logits = torch.empty(2, 40, device="meta")
+    mask = torch.full((2, 2), -1, dtype=torch.int32)
+    with _MixedDevices() as spy:
+        apply_bitmask_torch(logits, mask)
+    assert logits.device.type == "meta" and logits.shape == (2, 40)
+    assert not spy.mixed, (
+        f"apply_bitmask_torch(logits on meta, mask on cpu) called {spy.mixed}: on a GPU that raises. "
+        f"Move the mask to the logits' device before unpacking it"
     )
 
 

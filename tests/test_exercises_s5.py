@@ -477,12 +477,18 @@ def test_whitespace_comes_from_the_option():
 @pytest.mark.task5_2
 @pytest.mark.parametrize(
     "bounds",
-    [{"maxItems": 1000}, {"minItems": 3, "maxItems": 1000}, {"prefixItems": [{"type": "null"}], "maxItems": 500}],
+    [
+        {"maxItems": 1000},
+        {"minItems": 3, "maxItems": 1000},
+        {"prefixItems": [{"type": "null"}], "maxItems": 500},
+        {"minItems": 900, "maxItems": 1000},
+    ],
 )
 def test_large_bounds_stay_one_counted_repeat(bounds):
     """The page: `maxItems: 1000` must not become a thousand alternatives (nor a thousand
     optional groups); a counted repeat is one piece. The regex stays short, and right at
-    its bounds."""
+    its bounds. So does `minItems: 900`: the required elements are a counted repeat too,
+    not 900 copies of the element written out one after another."""
     schema = {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 9}, **bounds}
     regex = build_regex_from_schema(schema)
     assert len(regex) < 400, (

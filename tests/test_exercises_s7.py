@@ -298,6 +298,66 @@ class GuardedOracleGrammar(OracleGrammar):
         vocab_mask[idx] = pack(self.allowed() - self.guarded)
 
 
+class RefusingOracleGrammar(OracleGrammar):
+    """The oracle matcher whose `accept_token` refuses the `refused` tokens, which its rows
+    still allow (a row wider than what the matcher takes: a backend's bug, or a budget that
+    runs out inside the call)."""
+
+    def __init__(self, regex: str, accepted: list[int], refused: set[int]):
+        super().__init__(regex, accepted)
+        self.refused = refused
+
+    def accept_token(self, token_id: int) -> None:
+        if token_id in self.refused:
+            raise GrammarError(f"token {token_text(token_id)} refused")
+        super().accept_token(token_id)
+
+
+@pytest.mark.task7_1
+def test_an_accept_that_raises_rolls_back_only_what_was_accepted(stage):
+    """An error out of `accept_token` is a way out too: the chain rolls back the drafts the
+    grammar took, not the one it refused. `(yes|no)` after 'y', drafts 'e' then 's' refused
+    by the matcher: the error goes to the caller, and the grammar holds 'y' again."""
+    regex, prefix, drafts = r"(yes|no)", [ID[b"y"]], [ID[b"e"], ID[b"s"]]
+    req = Req(prompt="p", origin_input_ids=[2], sampling_params=SamplingParams(regex=regex))
+    req.grammar = RefusingOracleGrammar(regex, prefix, refused={ID[b"s"]})
+    with pytest.raises(GrammarError):
+        stage.mask_chain(req, drafts)
+    assert req.grammar.accepted == prefix, (
+        f"regex {regex!r} after 'y', drafts {named(drafts)}, the matcher's accept_token raising on 's': the "
+        f"grammar must hold 'y' again, it holds {named(req.grammar.accepted)} (count a draft once "
+        f"accept_token returned, not before calling it: the refused draft was never accepted)"
+    )
+
+
+class FixedSetGrammar(OracleGrammar):
+    """A matcher that allows the same tokens at every position, whatever it accepted."""
+
+    def __init__(self, tokens: set[int]):
+        super().__init__("(any of a fixed set)", [])
+        self.tokens = tokens
+
+    def allowed(self) -> set[int]:
+        return self.tokens
+
+
+@pytest.mark.task7_1
+def test_a_row_whose_words_cancel_out_is_not_a_dead_end(stage):
+    """A row allows nothing only when every word is 0: tokens 6 and 38..63 make the words
+    64 and -64 (bit 31 is the sign bit), whose sum is 0 though the row allows 27 tokens."""
+    tokens = {6, *range(38, 64)}
+    assert int(pack(tokens).sum()) == 0 and bool(pack(tokens).any())
+    drafts = [38, 39, 40]
+    req = Req(prompt="p", origin_input_ids=[2], sampling_params=SamplingParams(regex="x"))
+    req.grammar = FixedSetGrammar(tokens)
+    kept, rows = stage.mask_chain(req, drafts)
+    assert kept == drafts and rows.shape[0] == 4, (
+        f"a grammar allowing tokens 6 and 38..63 at every position (row words {pack(tokens).tolist()}), drafts "
+        f"{drafts}: every draft is allowed and no row is empty, so all are kept with 4 rows; got {kept} with "
+        f"{rows.shape[0]} row(s) (a row is empty when no bit is set: `.any()`, not a sum or a maximum of the words)"
+    )
+
+
 @pytest.mark.task7_1
 def test_the_chain_ends_with_the_draft_that_ends_the_match(stage):
     """EOS drafted where the match may end is kept and ends the chain; so is a token after
