@@ -244,15 +244,20 @@ def test_fill_mask_writes_each_requests_state_row(reqs):
         f"fill_mask must fill the allocated int32 mask of shape {(len(reqs), (VOCAB_SIZE + 31) // 32)} in place; "
         f"it is now {mask.dtype} {tuple(mask.shape)} (an out= of another shape, as torch.cat's, resizes it)"
     )
-    wrong = [
-        i
-        for i, (got, want) in enumerate(zip(oracle_unpack(mask, VOCAB_SIZE), expected_fill(reqs)))
-        if not torch.equal(got, want)
-    ]
+    wrong = wrong_rows(mask, reqs)
     assert not wrong, (
         f"fill_mask on {len(reqs)} requests: the rows {wrong} are not their request's state row "
         f"(all ones for an unconstrained or finished request)"
     )
+
+
+def wrong_rows(mask, reqs) -> list[int]:
+    """The rows of a filled `mask` that differ from the oracle's rows for `reqs`."""
+    return [
+        i
+        for i, (got, want) in enumerate(zip(oracle_unpack(mask, VOCAB_SIZE), expected_fill(reqs)))
+        if not torch.equal(got, want)
+    ]
 
 
 @pytest.mark.task2_3
@@ -264,11 +269,7 @@ def test_fill_mask_keeps_each_request_on_its_own_fsm():
     reqs[3].finish("abort", AbortKind.CANCELLED, message="client left")
     mask = stage.allocate_mask(len(reqs))
     stage.fill_mask(mask, reqs)
-    wrong = [
-        i
-        for i, (got, want) in enumerate(zip(oracle_unpack(mask, VOCAB_SIZE), expected_fill(reqs)))
-        if not torch.equal(got, want)
-    ]
+    wrong = wrong_rows(mask, reqs)
     assert not wrong, (
         f"requests [(yes|no) at 0, 1[0-9]* at 0, unconstrained, (yes|no) finished, 1[0-9]* at 0]: "
         f"the rows {wrong} are wrong (each row comes from its own request's FSM)"
@@ -292,11 +293,7 @@ def test_fill_mask_looks_a_state_up_by_its_number_not_its_position():
     reqs = [make_req(quoted, gap), make_req(quoted, states[-1])]
     mask = stage.allocate_mask(len(reqs))
     stage.fill_mask(mask, reqs)
-    wrong = [
-        i
-        for i, (got, want) in enumerate(zip(oracle_unpack(mask, VOCAB_SIZE), expected_fill(reqs)))
-        if not torch.equal(got, want)
-    ]
+    wrong = wrong_rows(mask, reqs)
     assert not wrong, (
         f'requests of "[^"]*" in states {gap} and {states[-1]} (the index\'s states are {states}): the rows '
         f"{wrong} are not their state's row; look a row up with fsm.state_row[state], not fsm.bitmasks[state] "
