@@ -1,4 +1,4 @@
-"""Rerun every plausible mistake (MUTATIONS in tests/plausible_mistakes.py) N times, each time with
+"""Rerun every plausible mistake (MUTATIONS in tests/plausible_mistakes/) N times, each time with
 a fresh random hypothesis seed, the way a student meets the grader; say how often each is caught.
 
 The suite runs each mutant once, derandomized: that proves "caught with the fixed seed", not

@@ -1,7 +1,7 @@
 """The autograder is honest and explains itself.
 
 Honest: every task's tests pass on the reference and fail on blank stubs and on plausible
-wrong solutions (MUTATIONS in tests/plausible_mistakes.py, at least three per task), each caught by a fixed input, so
+wrong solutions (MUTATIONS in tests/plausible_mistakes/, at least three per task), each caught by a fixed input, so
 that no hypothesis seed lets one through; every solution region has a test.
 Explains: a syntax error, an infinite loop and a failed assertion in a student's copy are
 each reported with the test's name and the reason, and a failure is blamed on the task whose
@@ -514,7 +514,7 @@ def test_every_task_fails_on_blank_stubs(stage, tmp_path):
 
 
 # ------------------------------------------------------------------- plausible mistakes
-# (MUTATIONS: tests/plausible_mistakes.py)
+# (MUTATIONS: tests/plausible_mistakes/)
 
 
 def test_every_task_has_at_least_three_plausible_mistakes():
