@@ -256,6 +256,30 @@ def test_a_cancelled_compile_stops_at_its_next_checkpoint_or_never_starts():
     pool.shutdown()
 
 
+def test_a_client_is_forgotten_once_its_jobs_are_done_or_cancelled():
+    """The pool keeps a client (an address) only while it has jobs: every address a server
+    had seen stayed a key of its counts for as long as it ran (a stranger's soak)."""
+    pool = FairCompilePool(2, Baton())
+    done = [pool.submit(f"10.0.0.{i}", lambda: 1)[0] for i in range(50)]
+    assert [f.result(5) for f in done] == [1] * 50
+    gate = threading.Event()
+    busy = [pool.submit(c, gate.wait, 5)[0] for c in ("x", "y")]  # both threads taken
+    waited = time.monotonic() + 5
+    while len(pool._active) < 2 and time.monotonic() < waited:
+        time.sleep(0.01)
+    for i in range(20):
+        _, job = pool.submit(f"10.0.1.{i}", lambda: 1)
+        pool.cancel(job)  # never started: its client leaves with it
+    gate.set()
+    assert all(f.result(5) for f in busy)
+    waited = time.monotonic() + 5
+    while pool._active and time.monotonic() < waited:
+        time.sleep(0.01)
+    with pool._cond:
+        assert not pool._running and not pool._queues, (dict(pool._running), list(pool._queues))
+    pool.shutdown()
+
+
 # -- the step's budget: once spent, no work begins -------------------------------------------------
 def test_once_the_step_s_budget_is_spent_no_grammar_work_begins(tok):
     """A slice always does one unit of work before it may stop (a whole trie walk can be

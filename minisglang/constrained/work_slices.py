@@ -300,6 +300,8 @@ class FairCompilePool:
             if queue is not None and job in queue:
                 queue.remove(job)
                 job.future.cancel()
+                if not queue:  # (a client is a key only while it has jobs: addresses come and go)
+                    del self._queues[job.client]
 
     def _next(self) -> CompileJob | None:
         """The next job, the lock held: the first client in turn order with a job waiting
@@ -337,6 +339,10 @@ class FairCompilePool:
                     _local.job = _local.pool = None
             with self._cond:
                 self._running[job.client] -= 1
+                if not self._running[job.client]:
+                    # Every client address the server ever saw stayed a key here (behind a proxy
+                    # that names its clients, one per end user, for as long as the server ran).
+                    del self._running[job.client]
                 self._active.discard(job)
                 self._cond.notify_all()
 
