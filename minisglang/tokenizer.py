@@ -41,6 +41,7 @@ from __future__ import annotations
 import base64
 import bisect
 import codecs
+import functools
 import hashlib
 import json
 import re
@@ -525,7 +526,7 @@ class Tokenizer:
                 f"this tokenizer has no chat template ({self.source}): tokenizer_config.json has "
                 "no 'chat_template' and there is no chat_template.jinja; pass a plain prompt instead"
             )
-        template = _jinja_env().from_string(self.chat_template)
+        template = _compiled_template(self.chat_template)
         return template.render(
             messages=messages, add_generation_prompt=add_generation_prompt, tools=tools, **self.template_tokens
         )
@@ -753,6 +754,16 @@ def _unused_marks(text: str) -> tuple[str, str]:
         if chr(code) not in text and chr(code + 1) not in text:
             return chr(code), chr(code + 1)
     raise ValueError("the prompt uses every private-use character; cannot locate its message texts")
+
+
+@functools.lru_cache(maxsize=16)
+def _compiled_template(source: str) -> jinja2.Template:
+    """A chat template compiled once (rendering a compiled template is thread-safe). Compiled
+    per chat, a new sandboxed environment and a template compiled to Python made each chat
+    request cost milliseconds of the GIL that the scheduler shares, and a few dozen objects in
+    reference cycles: the server's full collections freeze what is alive (gc_guard.py), and a
+    soak found compiled environments kept for ever that way."""
+    return _jinja_env().from_string(source)
 
 
 def _jinja_env() -> jinja2.Environment:
