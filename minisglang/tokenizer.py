@@ -42,6 +42,7 @@ import base64
 import bisect
 import codecs
 import datetime
+import functools
 import hashlib
 import json
 import re
@@ -565,7 +566,7 @@ class Tokenizer:
                 f"this tokenizer has no chat template ({self.source}): tokenizer_config.json has "
                 f"no 'chat_template' and there is no chat_template.jinja{others}; pass a plain prompt instead"
             )
-        template = _jinja_env().from_string(source)
+        template = _compiled_template(source)
         return template.render(
             messages=messages, add_generation_prompt=add_generation_prompt, tools=tools, **self.template_tokens
         )
@@ -808,6 +809,16 @@ class _GenerationTag(jinja2.ext.Extension):
 
     def _body(self, caller) -> str:
         return caller()
+
+
+@functools.lru_cache(maxsize=16)
+def _compiled_template(source: str) -> jinja2.Template:
+    """A chat template compiled once (rendering a compiled template is thread-safe). Compiled
+    per chat, a new sandboxed environment and a template compiled to Python made each chat
+    request cost milliseconds of the GIL that the scheduler shares, and a few dozen objects in
+    reference cycles: the server's full collections freeze what is alive (gc_guard.py), and a
+    soak found compiled environments kept for ever that way."""
+    return _jinja_env().from_string(source)
 
 
 def _jinja_env() -> jinja2.Environment:
