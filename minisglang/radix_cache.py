@@ -64,7 +64,7 @@ Walks that start below the root
 -------------------------------
 A request's own inserts (2 and 3) start at its locked ``last_node`` (``start=``): the
 tokens above it are known to be there. One that left unfinished keeps a ``Mark`` of its
-node, and its re-admission starts at ``resume(mark, key)``: the deepest node of the old
+node, and its re-admission's match starts at ``_resume(mark, key)``: the deepest node of the old
 path the new key still spells, when that node is still in the tree. A jumping request's
 path grows by about two nodes a jump; walking it from the root at each of these cost
 jumps squared (11,000 edge comparisons for 200 tokens). A walk that starts below a node
@@ -113,11 +113,11 @@ class Mark:
     """Where a request's tokens reached the tree when it left a batch unfinished (an s4 jump
     takes it out and re-admits it): ``node`` then spelled ``tokens[:node.depth]``, with KV
     ``slots[:node.depth]`` (its table row's, borrowed from the tree). The re-admission's walk
-    starts there (`RadixCache.resume`) instead of at the root."""
+    starts there (`RadixCache.match_prefix`'s ``mark``) instead of at the root."""
 
     node: TreeNode
-    tokens: list[int]
-    slots: torch.Tensor  # shape [>= node.depth], int64
+    tokens: list[int]  # the node.depth tokens it spells
+    slots: torch.Tensor  # shape [node.depth], int64
     generation: int  # the tree's `reset` count when it was made: a reset voids it
 
 
@@ -171,20 +171,23 @@ class RadixCache:
 
     # ----- lookup and insertion -------------------------------------------------------
 
-    def match_prefix(self, key: list[int]) -> tuple[torch.Tensor, TreeNode]:
+    def match_prefix(self, key: list[int], mark: Mark | None = None) -> tuple[torch.Tensor, TreeNode]:
         """Longest cached prefix of ``key``.
 
         Returns the KV slots of that prefix (shape ``[prefix_len]``, int64) and the node
         where it ends (the root when nothing matches). A node whose key the match stops
         inside is split, so the returned node covers exactly the prefix. The nodes the
-        match ends in get a fresh access time (see `_touch`).
+        match ends in get a fresh access time (see `_touch`). ``mark``: where the request
+        left the tree before (`Req.radix_mark`): the walk resumes there (`_resume`).
         """
-        return self.match_after(None, key)
+        start, before = self._resume(mark, key)
+        after, node = self.match_after(start, key)
+        return (torch.cat([before, after]) if len(before) else after), node
 
     def match_after(self, start: TreeNode | None, key: list[int]) -> tuple[torch.Tensor, TreeNode]:
         """`match_prefix` for a walk that begins at ``start`` (see `_walk_from`): the slots
         returned are those after ``start`` only (shape ``[prefix_len - start.depth]``): the
-        caller has the ones before (a request's table row, `Req.radix_mark`)."""
+        caller has the ones before (a running request's table row)."""
         if self.disable:
             return _no_slots(), self.root_node
         if not isinstance(key, list):  # callers usually pass a fresh list already
@@ -219,7 +222,7 @@ class RadixCache:
         tokens of ``key`` already matched.
 
         ``start`` is a node the caller knows spells the start of ``key``: a running
-        request's locked ``last_node``, or `resume`'s answer for a request that comes
+        request's locked ``last_node``, or `_resume`'s answer for a request that comes
         back. The walk then compares only the tokens after it: a jumping request's path grows
         by ~2 nodes a jump, and comparing all of it again at every admission, prefill and
         release was most of a jump's scheduling cost. Only ``start``'s own edge is checked
@@ -236,17 +239,17 @@ class RadixCache:
 
     def mark(self, node: TreeNode, tokens: list[int], slots: torch.Tensor) -> Mark:
         """A `Mark` of where a request leaves the tree: ``node`` spells ``tokens[:node.depth]``
-        and its path holds ``slots[:node.depth]``."""
-        return Mark(node, tokens, slots, self._generation)
+        and its path holds ``slots[:node.depth]`` (the mark keeps only those)."""
+        return Mark(node, tokens[: node.depth], slots[: node.depth], self._generation)
 
-    def resume(self, mark: Mark | None, key: list[int]) -> tuple[TreeNode | None, torch.Tensor]:
+    def _resume(self, mark: Mark | None, key: list[int]) -> tuple[TreeNode | None, torch.Tensor]:
         """Where a walk for ``key`` may start for a request that left the tree at ``mark``:
         the deepest of ``mark.node`` and its ancestors that spells the start of ``key``,
         and the KV slots of its path (shape ``[node.depth]``); (None, no slots) without a
         mark, or when the node has left the tree since (evicted, or the tree reset)."""
         if mark is None or mark.generation != self._generation:
             return None, _no_slots()
-        same = _common_prefix_len(mark.tokens[: mark.node.depth], key)
+        same = _common_prefix_len(mark.tokens, key)
         node: TreeNode | None = mark.node
         while node is not None and node.depth > same:
             node = node.parent
@@ -255,13 +258,13 @@ class RadixCache:
             return None, _no_slots()
         return node, mark.slots[: node.depth]
 
-    def match_len(self, key: list[int], start: TreeNode | None = None) -> int:
-        """``len(match_prefix(key, start)[0])``, read only: no node is split, no slot
+    def match_len(self, key: list[int], mark: Mark | None = None) -> int:
+        """``len(match_prefix(key, mark)[0])``, read only: no node is split, no slot
         gathered, no access time changed. Ranking a waiting queue by its cached prefixes
         needs only this; `match_prefix` is for the request that is admitted."""
         if self.disable:
             return 0
-        node, pos = self._walk_from(start, key)
+        node, pos = self._walk_from(self._resume(mark, key)[0], key)
         while pos < len(key) and key[pos] in node.children:
             node = node.children[key[pos]]
             n = _common_prefix_len(node.key, key, pos)

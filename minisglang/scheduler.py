@@ -818,13 +818,10 @@ class Scheduler:
                 continue  # it holds back everyone but s4 re-admissions, which take back their room
             # Match all but the last token: the model must compute at least one position.
             key = req.fill_ids[:-1]
-            start, before = self.tree_cache.resume(req.radix_mark, key)  # (a returning request's)
-            after, node = self.tree_cache.match_after(start, key)
-            prefix = torch.cat([before, after]) if len(before) else after
-            match[req.rid] = prefix, node
+            prefix, node = match[req.rid] = self.tree_cache.match_prefix(key, req.radix_mark)
             if in_batch is not None:
                 # Tokens a request chosen above will put in the tree after this prefill.
-                shared = len(in_batch.match_prefix(req.fill_ids[:-1])[0])
+                shared = len(in_batch.match_prefix(key)[0])
                 if shared - len(prefix) >= self.config.in_batch_prefix_threshold:
                     self.record_event("defer", req, shared=shared)
                     continue  # wait one step and hit them, rather than compute them twice
@@ -896,8 +893,7 @@ class Scheduler:
 
     def _cached_len(self, req: Req) -> int:
         """How many of the request's tokens (all but the last) the tree holds; read only."""
-        key = req.fill_ids[:-1]
-        return self.tree_cache.match_len(key, self.tree_cache.resume(req.radix_mark, key)[0])
+        return self.tree_cache.match_len(req.fill_ids[:-1], req.radix_mark)
 
     def _admission_order(self) -> list[Req]:
         """The waiting queue in the order admission tries it (admission_order.py)."""

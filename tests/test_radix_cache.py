@@ -328,7 +328,7 @@ class RadixCacheMachine(RuleBasedStateMachine):
         self.ref_time: dict[tuple, int] = {}  # cached prefix -> tick of its last access
         self.clock = 0  # one tick per match_prefix / insert call, as documented
         self.running: list[Running] = []
-        self.marks: list = []  # where requests that will come back left the tree
+        self.marks: list = []  # (mark, the key it left with) of requests that will come back
 
     # reference-model helpers
 
@@ -401,22 +401,22 @@ class RadixCacheMachine(RuleBasedStateMachine):
         n = self.checked_insert(key, slots, start=req.last_node)
         self.pool.free(slots[req.prefix_len : n])
         self.cache.dec_lock_ref(req.last_node)
-        self.marks.append(self.cache.mark(req.last_node, key, slots))
+        self.marks.append((self.cache.mark(req.last_node, key, slots), key))
 
     @precondition(lambda self: self.marks)
     @rule(data=st.data(), changed=st.lists(st.integers(0, 2), max_size=4))
     def come_back(self, data, changed):
         """Its re-admission: the key keeps a prefix of what it left with (cut anywhere) and
-        may go on otherwise; the walk from `resume` finds what a walk from the root finds."""
-        mark = self.marks.pop(data.draw(st.integers(0, len(self.marks) - 1)))
-        key = mark.tokens[: data.draw(st.integers(0, len(mark.tokens)))] + changed
-        start, before = self.cache.resume(mark, key)
+        may go on otherwise; the walk from the mark finds what a walk from the root finds."""
+        mark, left_with = self.marks.pop(data.draw(st.integers(0, len(self.marks) - 1)))
+        key = left_with[: data.draw(st.integers(0, len(left_with)))] + changed
+        start, _ = self.cache._resume(mark, key)
         expected_n = self.ref_match_len(key)
         if start is not None:
             assert path_of(start) == key[: start.depth] and start.depth <= expected_n
-        after, node = self.cache.match_after(start, key)
+        assert self.cache.match_len(key, mark) == expected_n
+        prefix, node = self.cache.match_prefix(key, mark)
         self.clock += 1
-        prefix = torch.cat([before, after])
         assert prefix.tolist() == [self.ref_slot[tuple(key[: i + 1])] for i in range(expected_n)]
         assert path_of(node) == key[:expected_n]
         for i in range(expected_n):
@@ -455,10 +455,10 @@ class RadixCacheMachine(RuleBasedStateMachine):
             self.pool = self.cache.token_to_kv_pool = FakePool()
             self.ref_slot.clear()
             self.ref_time.clear()
-            mark = self.marks[-1]
+            mark = self.marks[-1][0]
             self.cache.reset()
             self.clock = 0  # reset restarts the access counter
-            assert self.cache.resume(mark, mark.tokens)[0] is None  # (and come_back uses the others)
+            assert self.cache._resume(mark, mark.tokens)[0] is None  # (and come_back uses the others)
 
     @rule(key=keys)
     def insert_fresh(self, key):

@@ -212,7 +212,7 @@ def test_a_jumping_requests_tree_walks_compare_only_what_follows_its_own_node(mo
     re-admission and prefill each walked the tree from the root, and the path grows ~2 nodes
     a jump, so a long output's walks cost jumps^2 (11,000 edge comparisons for 200 tokens of
     this regex; fairness2's stranger measured a 0.34 s bystander taking 12.9 s beside 38 such
-    requests). They start at the request's own node now (`start=`, `RadixCache.resume`)."""
+    requests). They start at the request's own node now (`start=`, `match_prefix`'s `mark`)."""
     import minisglang.radix_cache as radix_cache
 
     compared = [0]
