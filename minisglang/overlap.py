@@ -249,8 +249,7 @@ class OverlapScheduler(Scheduler):
     def sure_to_finish(self, req: Req) -> bool:
         """Whether `req`'s unprocessed token ends it whatever hook 5 and the text say: the
         length limit, or EOS (it then must not join the next batch)."""
-        p = req.sampling_params
-        return len(req.output_ids) >= p.max_new_tokens or req.output_ids[-1] in self.stop_token_ids and not p.ignore_eos
+        return len(req.output_ids) >= req.sampling_params.max_new_tokens or self.ends_at(req, req.output_ids[-1])
 
     def process_tokens(self, reqs: list[Req]) -> None:
         """Hook 5, the text and the finish conditions of each request's unprocessed token."""

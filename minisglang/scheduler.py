@@ -561,11 +561,15 @@ class Scheduler:
         p = req.sampling_params
         if req.finished:
             return
-        if tok in self.stop_token_ids and not p.ignore_eos:
+        if self.ends_at(req, tok):
             req.finish("stop", matched=tok)
             return
         if len(req.output_ids) >= p.max_new_tokens:
             req.finish("length", length=p.max_new_tokens)
+
+    def ends_at(self, req: Req, tok: int) -> bool:
+        """Whether `tok` is an end-of-sequence token that ends `req` (not with ignore_eos)."""
+        return tok in self.stop_token_ids and not req.sampling_params.ignore_eos
 
     def _finish(self, req: Req) -> None:
         """Leave the engine: flush text, release grammar and memory, report.
