@@ -318,18 +318,17 @@ def hog_schema_body() -> str:
     return json.dumps({"text": "N", "sampling_params": {"max_new_tokens": 1, "json_schema": json.dumps(schema)}})
 
 
-async def hog(http: httpx.AsyncClient, url: str, client: str, body: Callable[[int], str], stop: asyncio.Event) -> None:
+async def hog(http: httpx.AsyncClient, url: str, client: str, body: Callable[[int], str]) -> None:
     """One of a hog's connections: a request (`body(i)`, JSON text), then the next as soon as
-    it ends, until `stop` (a response is read whole: a stream to its end)."""
+    it ends (a response is read whole: a stream to its end), until its process is ended."""
     i = 0
     headers = {"X-Forwarded-For": client, "Content-Type": "application/json"}
-    while not stop.is_set():
+    while True:
         i += 1
         try:
             async with http.stream("POST", url + "/generate", content=body(i), headers=headers, timeout=300) as r:
                 async for _ in r.aiter_bytes():
-                    if stop.is_set():
-                        break
+                    pass
         except httpx.HTTPError:
             await asyncio.sleep(0.1)
 
@@ -372,27 +371,16 @@ async def hog_case(url: str, case: str, addresses: int, n: int) -> tuple[list[fl
 async def run_hog(url: str, case: str, addresses: int) -> None:
     """The hog clients of `case`, until this process is terminated (`hog_case`)."""
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
+    # One client sending the same body on each of its connections, the rows and jumps cases:
+    same = {
+        "jumps": (HOG_JUMPERS, {"max_new_tokens": HOG_JUMP_TOKENS, "temperature": 0, "regex": JUMPY}, "List pairs."),
+        "rows": (HOG_STREAMS, {"max_new_tokens": HOG_STREAM_TOKENS, "ignore_eos": True}, "Go"),
+    }
     async with httpx.AsyncClient(timeout=300, limits=limits) as http:
-        stop = asyncio.Event()
-        if case == "jumps":
-            jumping = json.dumps(
-                {
-                    "text": "List pairs.",
-                    "sampling_params": {"max_new_tokens": HOG_JUMP_TOKENS, "temperature": 0, "regex": JUMPY},
-                }
-            )
-            tasks = [
-                asyncio.create_task(hog(http, url, "10.0.2.1", lambda i: jumping, stop)) for _ in range(HOG_JUMPERS)
-            ]
-        elif case == "rows":
-            long = json.dumps(
-                {
-                    "text": "Go",
-                    "stream": True,
-                    "sampling_params": {"max_new_tokens": HOG_STREAM_TOKENS, "ignore_eos": True},
-                }
-            )
-            tasks = [asyncio.create_task(hog(http, url, "10.0.2.1", lambda i: long, stop)) for _ in range(HOG_STREAMS)]
+        if case in same:
+            count, params, text = same[case]
+            body = json.dumps({"text": text, "stream": case == "rows", "sampling_params": params})
+            tasks = [asyncio.create_task(hog(http, url, "10.0.2.1", lambda i: body)) for _ in range(count)]
         else:
             template = hog_schema_body()
             tasks = [
@@ -402,7 +390,6 @@ async def run_hog(url: str, case: str, addresses: int) -> None:
                         url,
                         f"10.0.2.{a + 1}",
                         lambda i, k=a * HOG_COMPILES + c: template.replace("QQIDQQ", f"{k}_{i}"),
-                        stop,
                     )
                 )
                 for a in range(addresses)
