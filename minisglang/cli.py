@@ -339,6 +339,7 @@ def cmd_serve(args) -> int:
         "stall_timeout": args.stall_timeout,
         "max_header_bytes": args.max_header_bytes,
         "max_headers": args.max_headers,
+        "gc_reclaim_idle_seconds": args.gc_reclaim_idle_seconds,
     }
     options = ServerOptions(**{k: v for k, v in given.items() if v is not None})  # the rest: its defaults
     # Engine options the operator gave; the rest keep the Engine's defaults.
@@ -622,6 +623,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="a request line and headers larger than this get 431 (default 16384)",
     )
     sv.add_argument("--max-headers", type=int, default=None, help="more headers than this get 431 (default 100)")
+    sv.add_argument(
+        "--gc-reclaim-idle-seconds",
+        type=float,
+        default=None,
+        help="seconds the scheduler must be idle before the garbage collector's freezes give back the "
+        "reference cycles they kept (one full collection; default 2; 0: never)",
+    )
     sv.add_argument(
         "--stall-timeout",
         type=float,

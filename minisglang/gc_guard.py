@@ -12,9 +12,14 @@ reference counting frees them when they are dropped, frozen or not.
 So `GcGuard` freezes again after a full collection that took longer than `slow_seconds`:
 what survived it leaves the collector's reach, and the next full collection walks only what
 came after. The price is bounded: a reference cycle that was alive at a freeze and dies
-later is never collected. Freezes happen only after slow collections, that is once per
-some 10^5 objects of growth, and what is in flight then is a few requests' cycles (measured:
-about 10 cyclic objects per request, most of them collected young).
+later is never collected. A freeze under load keeps what is in flight then: a few hundred
+objects (uvicorn's connections, asyncio's tasks), and a server whose long-lived objects turn
+over (a grammar cache replacing entries) collects slowly and freezes again and again without
+growing (a stranger's soak: 6 to 17 freezes in 10 minutes, ~270 objects kept by each). So `reclaim`
+gives them back when nobody waits: unfreeze, collect, freeze again (one full walk of the heap,
+~0.16 s for a served bundled model); the server calls it once its scheduler has been idle for
+`gc_reclaim_idle_seconds` after a freeze (server/engine_loop.py). A server that is never idle
+keeps what its freezes kept.
 """
 
 from __future__ import annotations
@@ -32,10 +37,14 @@ class GcGuard:
         self.slow_seconds = slow_seconds
         self.freezes = 0  # freezes done (for /metrics and tests)
         self.longest = 0.0  # the longest full collection seen (seconds)
+        self.reclaims = 0  # reclaims done
+        self.reclaimed = 0  # unreachable objects the reclaims collected (what the freezes had kept)
+        self.kept = False  # whether a freeze happened since the last reclaim (what `reclaim` is for)
+        self._reclaiming = False  # (the reclaim's own full collection is not judged)
         self._started: dict[int, float] = {}  # thread -> when its collection started (perf_counter)
 
     def _on_gc(self, phase: str, info: dict[str, Any]) -> None:
-        if info["generation"] != 2:
+        if info["generation"] != 2 or self._reclaiming:
             return
         thread = threading.get_ident()  # (a collection runs on the thread that allocated)
         if phase == "start":
@@ -46,6 +55,23 @@ class GcGuard:
         if took > self.slow_seconds:
             gc.freeze()  # survivors only: the collection that just ended freed the garbage
             self.freezes += 1
+            self.kept = True
+
+    def reclaim(self) -> int:
+        """Collect what the freezes kept alive (cycles in flight at a freeze that died since),
+        then freeze the survivors again; returns how many objects were collected. A full walk
+        of every object, frozen ones included: call it when no client waits."""
+        self._reclaiming = True
+        try:
+            gc.unfreeze()
+            collected = gc.collect()
+            gc.freeze()
+        finally:
+            self._reclaiming = False
+        self.kept = False
+        self.reclaims += 1
+        self.reclaimed += collected
+        return collected
 
     def install(self) -> GcGuard:
         if self._on_gc not in gc.callbacks:

@@ -755,3 +755,48 @@ def test_a_served_engine_keeps_a_short_scheduler_trace(monkeypatch):
     finally:
         gc.unfreeze()
         eng.shutdown()
+
+
+class RecordingGuard:
+    """A GcGuard stand-in that records when the server asks for a reclaim, and how busy it was."""
+
+    def __init__(self):
+        self.kept, self.calls, self.loop = True, [], None
+
+    def reclaim(self) -> int:
+        self.calls.append((time.monotonic(), len(self.loop.active), self.loop.engine.has_work()))
+        self.kept = False
+        return 0
+
+
+@pytest.mark.parametrize("idle_seconds", [0.3, 0.0])
+def test_the_gc_guard_reclaims_once_after_each_freeze_and_only_when_the_loop_is_idle(idle_seconds):
+    """A freeze under load keeps the cycles then in flight (gc_guard.py); the scheduler's loop
+    gives them back after gc_reclaim_idle_seconds with nothing to do, once per freeze, never
+    while a request runs; 0 turns it off."""
+    from minisglang.server import ServerOptions
+
+    engine = sgl.Engine(stage="s1", max_running_requests=4)
+    app = create_app(engine, ServerOptions(gc_reclaim_idle_seconds=idle_seconds))
+    guard = app.state.server.gc_guard = RecordingGuard()
+    with serving_in_thread(app) as url:
+        guard.loop = app.state.server.loop
+        time.sleep(1.0)
+        if not idle_seconds:
+            assert guard.calls == [] and guard.kept
+            return
+        assert len(guard.calls) == 1  # once: the reclaim cleared `kept`
+        started = time.monotonic()
+        with httpx.Client(timeout=60) as http:
+            body = {"text": "Hello", "stream": True, "sampling_params": {"max_new_tokens": 64, "ignore_eos": True}}
+            with http.stream("POST", url + "/generate", json=body) as r:
+                for i, _line in enumerate(r.iter_lines()):
+                    if i == 0:
+                        guard.kept = True  # a freeze in the middle of the request
+        ended = time.monotonic()
+        assert r.status_code == 200
+        time.sleep(1.0)
+    assert len(guard.calls) == 2
+    at, active, busy = guard.calls[1]
+    assert at >= started and not active and not busy
+    assert at - ended >= idle_seconds - 0.2  # (the loop finished a little before the answer came)

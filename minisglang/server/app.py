@@ -56,7 +56,7 @@ def create_app(
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     """The scheduler's thread lives as long as the app; its end shuts the engine down."""
     state: ServerState = app.state.server
-    state.loop = EngineLoop(state.engine, state.options, state.metrics, state.on_fatal)
+    state.loop = EngineLoop(state.engine, state.options, state.metrics, state.on_fatal, state.gc_guard)
     yield
     state.loop.shutdown()
 
@@ -114,7 +114,7 @@ def serve(engine: Engine, host: str = "127.0.0.1", port: int = 30000, options: S
     gc.freeze()
     # What the server makes later (a hostile grammar's million nodes) is frozen after any full
     # collection that found it slow to walk, so no later one walks it again (gc_guard.py).
-    guard = GcGuard().install()
+    guard = app.state.server.gc_guard = GcGuard().install()
     # Three kinds of threads share the GIL here: uvicorn's event loop, the engine loop and the
     # compile threads (in the windows the engine lends them, constrained/work_slices.py). A
     # thread that wants the GIL waits up to the switch interval, and a request crosses

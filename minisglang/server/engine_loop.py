@@ -21,6 +21,7 @@ from typing import Any
 
 from ..core import Req
 from ..engine import Engine, stream_chunk
+from ..gc_guard import GcGuard
 from ..metrics import ServerMetrics
 from ..protocol import RequestError
 from .state import ServerOptions
@@ -42,13 +43,21 @@ class EngineLoop:
     """Runs an Engine's scheduler on its own thread; thread-safe submit/abort.
 
     `dead` holds the exception that ended the loop, if any; `on_fatal` is called once then
-    (serve() uses it to stop the process).
+    (serve() uses it to stop the process). With a `gc_guard`, the loop reclaims what its
+    freezes kept once it has been idle for `options.gc_reclaim_idle_seconds`.
     """
 
     def __init__(
-        self, engine: Engine, options: ServerOptions, metrics: ServerMetrics, on_fatal: Callable[[], None] | None = None
+        self,
+        engine: Engine,
+        options: ServerOptions,
+        metrics: ServerMetrics,
+        on_fatal: Callable[[], None] | None = None,
+        gc_guard: GcGuard | None = None,
     ):
         self.engine, self.options, self.metrics, self.on_fatal = engine, options, metrics, on_fatal
+        self.gc_guard = gc_guard
+        self.idle_since: float | None = None  # when the loop last ran out of work (None: it has some)
         self.inbox: queue.Queue = queue.Queue()
         # rid -> (req, its chunk queue, the event loop that reads it, the client's address)
         self.active: dict[int, tuple[Req, asyncio.Queue, asyncio.AbstractEventLoop, str]] = {}
@@ -128,6 +137,7 @@ class EngineLoop:
                 if engine.has_work():
                     self._timed_step()
                 self._publish()
+                self._reclaim_when_idle()
                 self.beat = time.monotonic()
         except BaseException as e:  # noqa: BLE001 - whatever ended the loop, nobody may hang on it
             # The engine-wide fault path: every client is answered, the engine's requests are
@@ -154,6 +164,20 @@ class EngineLoop:
             self._recent_steps.append((end, end - start))
             while self._recent_steps[0][0] < end - 60:
                 self._recent_steps.popleft()
+
+    def _reclaim_when_idle(self) -> None:
+        """Once nothing has been running, queued or waiting for a compile for
+        gc_reclaim_idle_seconds, let the GcGuard give back what its freezes kept (once per
+        freeze): its full collection then delays nobody but a request that arrives during it."""
+        if self.active or self.engine.has_work() or not self.inbox.empty():
+            self.idle_since = None
+            return
+        now = time.monotonic()
+        if self.idle_since is None:
+            self.idle_since = now
+        wait, guard = self.options.gc_reclaim_idle_seconds, self.gc_guard
+        if guard is not None and guard.kept and wait > 0 and now - self.idle_since >= wait:
+            guard.reclaim()
 
     def _fail_all(self, error: Exception, abort: bool) -> None:
         for rid, (_req, q, loop, _) in list(self.active.items()):

@@ -15,6 +15,7 @@ from ..tokenizer import Tokenizer
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Callable
 
+    from ..gc_guard import GcGuard
     from .engine_loop import EngineLoop
 
 
@@ -57,6 +58,10 @@ class ServerOptions:
     # the proxy. None (the default) trusts no proxy: the client is the socket's address, since
     # any local program could otherwise send the header and pick a fresh budget.
     forwarded_allow_ips: str | None = None
+    # Seconds the scheduler must have had nothing to do before the garbage collector's freezes
+    # give back what they kept (gc_guard.py: a freeze under load keeps the reference cycles then
+    # in flight for good; the reclaim is one full collection, ~0.2 s, while nobody waits). 0: never.
+    gc_reclaim_idle_seconds: float = 2.0
 
     def __post_init__(self):
         for name, low in (
@@ -71,6 +76,7 @@ class ServerOptions:
             ("stall_timeout", 0.001),
             ("max_header_bytes", 1024),
             ("max_headers", 16),
+            ("gc_reclaim_idle_seconds", 0),
         ):
             if not getattr(self, name) >= low:
                 raise ValueError(f"server option {name} must be >= {low}, got {getattr(self, name)!r}")
@@ -91,6 +97,7 @@ class ServerState:
     options: ServerOptions
     on_fatal: Callable[[], None] | None = None  # called once if the scheduler loop dies
     loop: EngineLoop | None = None
+    gc_guard: GcGuard | None = None  # serve()'s (the EngineLoop reclaims through it when idle)
     metrics: ServerMetrics = field(init=False)
     model_id: str = field(init=False)
     max_context: int = field(init=False)
