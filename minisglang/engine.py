@@ -199,7 +199,7 @@ class Engine:
             if not all(isinstance(i, int) and 0 <= i < self.tokenizer.vocab_size for i in ids):
                 raise ValueError(f"prompt.ids must be token ids below vocab_size {self.tokenizer.vocab_size}")
         else:
-            ids = self.tokenizer.encode(text)
+            ids = self.tokenizer.encode_prompt(text)
         return Req(prompt=text, origin_input_ids=ids, sampling_params=params)
 
     def step(self) -> list[Req]:

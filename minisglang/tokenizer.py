@@ -491,6 +491,23 @@ class Tokenizer:
         """Token ids of ``text``; with ``add_special_tokens`` the tokenizer's BOS etc. too."""
         return self.hf.encode(text, add_special_tokens=add_special_tokens).ids
 
+    @functools.cached_property
+    def prompt_prefix(self) -> list[int]:
+        """The ids the tokenizer's post-processor puts before a text's own (Llama 3's
+        <|begin_of_text|>, Mistral's <s>; none for the bundled model)."""
+        full, own = self.encode("a", add_special_tokens=True), self.encode("a")
+        start = next((i for i in range(len(full)) if full[i : i + len(own)] == own), 0)
+        return full[:start]  # (what the post-processor appends, an EOS, is left out)
+
+    def encode_prompt(self, text: str) -> list[int]:
+        """A raw-text prompt's ids: ``prompt_prefix`` + ``encode(text)``, what transformers'
+        ``tokenizer(text)`` gives (and SGLang and vLLM send the model), except that a prefix the
+        text already spells (a template rendered by hand) is not doubled, and nothing the
+        post-processor would append (an EOS) ends the prompt. Without the BOS a model trained
+        with it answers worse; a chat's BOS comes from its template (`encode_chat`)."""
+        ids, prefix = self.encode(text), self.prompt_prefix
+        return ids if ids[: len(prefix)] == prefix else prefix + ids
+
     def encode_extended(self, text: str, ids: list[int], more: str) -> list[int]:
         """``encode(text + more)`` for a ``text`` whose ids are ``ids``, re-encoding only what
         follows the last special token of ``ids``.
@@ -503,7 +520,8 @@ class Tokenizer:
         the part after the special token is checked. Falls back to encoding everything
         when ``ids`` ends with or has no special token, or when the text after it does not
         re-encode to ``ids``' tail (a tokenizer that treats the start of its input
-        differently, a special token that swallows the spaces beside it).
+        differently, a special token that swallows the spaces beside it); `ids` that begin
+        with ``prompt_prefix`` are a prompt's (`encode_prompt`), and so is that encoding.
         """
         last = next((i for i in range(len(ids) - 1, -1, -1) if ids[i] in self.special_token_ids), None)
         if last is not None and last < len(ids) - 1:  # a tail to check the re-encoding against
@@ -512,7 +530,8 @@ class Tokenizer:
                 tail_ids = self.encode(tail + more)
                 if tail_ids[: len(ids) - last - 1] == ids[last + 1 :]:
                     return ids[: last + 1] + tail_ids
-        return self.encode(text + more)
+        prefix = self.prompt_prefix
+        return self.encode_prompt(text + more) if prefix and ids[: len(prefix)] == prefix else self.encode(text + more)
 
     def decode(self, ids, skip_special_tokens: bool = True) -> str:
         """Text of ``ids``: their bytes joined, invalid UTF-8 shown as U+FFFD."""

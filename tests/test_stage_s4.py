@@ -398,3 +398,34 @@ def test_the_seam_given_back_may_be_several_tokens():
     for head in [b'": ', b'": {', b"arguments", b'arguments": {', b"{", b"\xff\xfe", b"zz"]:
         scan = any(b and len(b) > len(head) and b.startswith(head) for b in vocab)
         assert jf.starts_a_longer_token(head) == scan, head
+
+
+def test_a_raw_prompt_of_a_tokenizer_with_a_bos_gets_it_and_still_jumps(tmp_path):
+    """A raw-text prompt starts with the BOS the tokenizer's post-processor adds, as in
+    transformers, SGLang and vLLM (here <|system|> stands in for one), and jump-forward's
+    re-encoding keeps it: without that, every jump of such a prompt was refused."""
+    import json
+    import shutil
+    from pathlib import Path
+
+    source = Path(sgl.DEFAULT_MODEL_PATH)
+    for f in source.iterdir():
+        if f.is_file():
+            (tmp_path / f.name).symlink_to(f) if f.suffix == ".safetensors" else shutil.copy(f, tmp_path)
+    config = json.loads((source / "tokenizer.json").read_text(encoding="utf-8"))
+    config["post_processor"] = {
+        "type": "TemplateProcessing",
+        "single": [{"SpecialToken": {"id": "<|system|>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+        "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
+        "special_tokens": {"<|system|>": {"id": "<|system|>", "ids": [1], "tokens": ["<|system|>"]}},
+    }
+    (tmp_path / "tokenizer.json").write_text(json.dumps(config), encoding="utf-8")
+    eng = sgl.Engine(model_path=str(tmp_path), stage="s4")
+    try:
+        prompt = "Extract as JSON: Li Lei is 31 years old and lives in Paris.\n"
+        assert eng.make_request(prompt, {}).origin_input_ids[:1] == [1]
+        outs = eng.generate([prompt] * 4, [{"regex": PERSON, "temperature": 1.0, "seed": s} for s in range(4)])
+        assert all(re.fullmatch(PERSON, o["text"]) for o in outs)
+        assert eng.stage.jumps > 0 and eng.stage.refused == 0
+    finally:
+        eng.shutdown()

@@ -152,6 +152,41 @@ def test_encode_extended_equals_encoding_the_whole_text(real, data):
     assert real.encode_extended(text, real.encode(text), more) == real.encode(text + more)
 
 
+@PROPERTY
+@given(data=st.data())
+def test_a_raw_prompt_is_encoded_as_transformers_does_with_its_bos_and_extends_so(real, data):
+    """`encode_prompt(text)` is `tokenizer(text)`'s ids (Hugging Face's post-processor: the
+    BOS of tekken and SentencePiece Mistral, nothing for the bundled and 65k vocabularies); a
+    BOS the text spells itself is not doubled, and jump-forward's `encode_extended` keeps
+    the prefix (without it every jump of a BOS model's raw prompt was refused: the
+    re-encoded prompt no longer began with the prompt's ids)."""
+    text, more = data.draw(RANDOM_TEXT), data.draw(RANDOM_TEXT)
+    assume(not any(s in text + more for s in special_texts(real)))
+    ids = real.encode_prompt(text)
+    assert ids == real.hf.encode(text, add_special_tokens=True).ids
+    assert real.encode_extended(text, ids, more) == real.encode_prompt(text + more)
+    prefix = real.prompt_prefix
+    spelled = "".join(real.hf.id_to_token(i) for i in prefix)
+    assert real.encode_prompt(spelled + text) == ids
+    assert real.encode_extended(spelled + text, ids, more) == ids[: len(prefix)] + real.encode(text + more)
+
+
+def test_a_raw_prompt_ends_with_its_text_even_where_the_post_processor_appends_an_eos():
+    from tokenizers import processors
+
+    tok = Tokenizer.from_pretrained(minisglang.DEFAULT_MODEL_PATH)
+    assert tok.prompt_prefix == [] and tok.encode_prompt("hi") == tok.encode("hi")
+    bos, eos = tok.hf.token_to_id("<|user|>"), tok.eos_token_id
+    tok = Tokenizer.from_pretrained(minisglang.DEFAULT_MODEL_PATH)
+    eos_text = tok.hf.id_to_token(eos)
+    tok.hf.post_processor = processors.TemplateProcessing(
+        single=f"<|user|> $A {eos_text}", special_tokens=[("<|user|>", bos), (eos_text, eos)]
+    )
+    assert tok.hf.encode("hi there").ids == [bos, *tok.encode("hi there"), eos]
+    assert tok.prompt_prefix == [bos]
+    assert tok.encode_prompt("hi there") == [bos, *tok.encode("hi there")]
+
+
 def test_encode_extended_reencodes_only_the_text_after_the_last_special_token(monkeypatch):
     tok = real_tokenizers.bundled()
     prompt = tok.apply_chat_template([{"role": "user", "content": "Extract: Li Lei is 31. " * 40}])
