@@ -365,6 +365,7 @@ SERVE_ENGINE_OPTIONS = (
     "disable_radix_cache",
     "chunked_prefill_size",
     "speculative_algorithm",
+    "sampling_defaults",
 )
 
 
@@ -533,6 +534,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="seconds in which a client's compile time halves; a free compile thread serves the client "
         "with the least (s5+; default 10; 0: clients take plain turns)",
+    )
+    sv.add_argument(
+        "--sampling-defaults",
+        choices=("model", "openai"),
+        default=None,
+        help="what a request that gives no temperature/top_p/top_k/min_p gets: the checkpoint's "
+        "generation_config.json values (model, the default) or temperature 1, top_p 1 (openai)",
     )
     sv.add_argument("--max-total-tokens", type=int, default=None, help="KV cache slots (default 16384)")
     sv.add_argument("--max-running-requests", type=int, default=None, help="requests decoding at once (default 128)")

@@ -157,8 +157,9 @@ class SamplingParams:
         self.validate()
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any] | None) -> SamplingParams:
-        """Validate a user dict; unknown keys and bad values raise ValueError naming them."""
+    def from_dict(cls, d: dict[str, Any] | None, defaults: dict[str, Any] | None = None) -> SamplingParams:
+        """Validate a user dict; unknown keys and bad values raise ValueError naming them.
+        `defaults` fill the fields `d` does not give (the model's, `Engine.sampling_defaults`)."""
         if d is None:
             d = {}
         if not isinstance(d, dict):
@@ -167,7 +168,7 @@ class SamplingParams:
         unknown = sorted((k for k in d if k not in known), key=repr)
         if unknown:
             raise ValueError(f"unknown sampling parameter(s) {unknown}; known: {sorted(known)}")
-        return cls(**d)
+        return cls(**{**(defaults or {}), **d})
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as a plain dict; `from_dict(p.to_dict()) == p`."""

@@ -124,6 +124,7 @@ class Engine:
         reserved_for_new_clients: int | None = None,
         torch_threads: int | None = None,
         freeze_gc: bool = True,
+        sampling_defaults: str = "model",
         **stage_options: Any,
     ):
         from . import DEFAULT_MODEL_PATH
@@ -152,6 +153,7 @@ class Engine:
         self.model = load_model(self.model_path, device=self.device, dtype=getattr(torch, dtype))
         # A padded embedding's extra ids can be sampled: they must detokenize (as nothing).
         self.tokenizer.widen_to(self.model.config.vocab_size)
+        self.sampling_defaults = self._sampling_defaults(sampling_defaults)
         stage_cls = get_stage_class(stage or default_stage())
         ctx = StageContext(self.tokenizer, self.model.config.vocab_size, self.device, stage_options)
         self.stage = stage_cls(ctx)
@@ -193,7 +195,7 @@ class Engine:
             params = sampling_params
             params.validate()  # its fields may have been changed since it was built
         else:
-            params = SamplingParams.from_dict(sampling_params)
+            params = SamplingParams.from_dict(sampling_params, self.sampling_defaults)
         if isinstance(prompt, ChatPrompt):
             ids = list(prompt.ids)
             if not all(isinstance(i, int) and 0 <= i < self.tokenizer.vocab_size for i in ids):
@@ -250,6 +252,22 @@ class Engine:
         """The tag of the stage this engine runs ("s6-function-calling")."""
         return self.stage.tag
 
+    def _sampling_defaults(self, source: str) -> dict[str, Any]:
+        """What a request's dict of sampling params falls back to for the fields it does not
+        give: the checkpoint's generation_config.json values ("model", SGLang's and vLLM's
+        default: Qwen2.5 Instruct samples at temperature 0.7 unless asked otherwise) or
+        SamplingParams' own ("openai": temperature 1, top_p 1, no top_k)."""
+        if source not in ("model", "openai"):
+            raise ValueError(f'sampling_defaults must be "model" or "openai", got {source!r}')
+        defaults = dict(self.model.config.sampling_defaults) if source == "model" else {}
+        try:
+            SamplingParams.from_dict(defaults)
+        except (TypeError, ValueError) as e:
+            raise ValueError(
+                f"{self.model_path}/generation_config.json: {e} (or serve with sampling_defaults='openai')"
+            ) from None
+        return defaults
+
     def settings(self) -> dict[str, Any]:
         """What a server reports of this engine: its stage, the stage's plain-valued options,
         the context length and the pools' sizes."""
@@ -262,6 +280,7 @@ class Engine:
             "max_context_len": self.max_context_len,
             "max_total_tokens": config.max_total_tokens,
             "max_running_requests": config.max_running_requests,
+            "sampling_defaults": dict(self.sampling_defaults),
         }
 
     # ------------------------------------------------------------------ grammar compiles (for the server)

@@ -226,8 +226,9 @@ class _SamplingFields(_Strict):
             raise ValueError("only allowed when stream is true")
         return options
 
-    def sampling_params(self, max_tokens: int | None) -> SamplingParams:
-        """These fields as the engine's SamplingParams (its own checks raise RequestError)."""
+    def sampling_params(self, max_tokens: int | None, defaults: dict[str, Any] | None = None) -> SamplingParams:
+        """These fields as the engine's SamplingParams (its own checks raise RequestError);
+        `defaults` fill what the request does not give (Engine.sampling_defaults)."""
         d: dict[str, Any] = {
             k: getattr(self, k)
             for k in ("temperature", "top_p", "top_k", "min_p", "seed", "ignore_eos", "regex", "ebnf", "json_schema")
@@ -248,7 +249,7 @@ class _SamplingFields(_Strict):
                 )
             d[fmt[0]] = fmt[1]
         try:
-            return SamplingParams.from_dict(d)
+            return SamplingParams.from_dict(d, defaults)
         except (TypeError, ValueError) as e:
             # The constraint response_format made is named as that field, the others are this
             # request's fields of the same name.
@@ -287,8 +288,9 @@ class CompletionRequest(_SamplingFields):
 
     _unsupported = _neutral_only(_UNSUPPORTED_COMPLETION)
 
-    def to_sampling_params(self) -> SamplingParams:
-        return self.sampling_params(self.max_tokens if self.max_tokens is not None else COMPLETION_DEFAULT_MAX_TOKENS)
+    def to_sampling_params(self, defaults: dict[str, Any] | None = None) -> SamplingParams:
+        max_tokens = self.max_tokens if self.max_tokens is not None else COMPLETION_DEFAULT_MAX_TOKENS
+        return self.sampling_params(max_tokens, defaults)
 
 
 def _named_function(choice: dict) -> bool:
@@ -496,8 +498,8 @@ class ChatCompletionRequest(_SamplingFields):
             f'"tools": [{{"type": "function", "function": {{"name": NAME}}}}, ...]}}}}, got {short_value(choice)}'
         )
 
-    def to_sampling_params(self) -> SamplingParams:
-        params = self.sampling_params(self.max_completion_tokens or self.max_tokens)
+    def to_sampling_params(self, defaults: dict[str, Any] | None = None) -> SamplingParams:
+        params = self.sampling_params(self.max_completion_tokens or self.max_tokens, defaults)
         constraint = self.tool_constraint()
         if constraint is None:
             return params
@@ -687,7 +689,7 @@ class GenerateRequest(_Strict):
                 raise RequestError(f"sampling_params.{key}: {why}", param=f"sampling_params.{key}")
         return given
 
-    def to_sampling_params(self) -> SamplingParams:
+    def to_sampling_params(self, defaults: dict[str, Any] | None = None) -> SamplingParams:
         given = self.given_sampling_params()
         # The keys are the client's: named here shortened (SamplingParams.from_dict quotes them whole).
         known = {f.name for f in dataclasses.fields(SamplingParams)}
@@ -698,7 +700,7 @@ class GenerateRequest(_Strict):
                 param="sampling_params",
             )
         try:
-            params = SamplingParams.from_dict(given)
+            params = SamplingParams.from_dict(given, defaults)
         except (TypeError, ValueError) as e:  # (the number and size of stop strings included: core.py)
             field = engine_field(e)
             if field in known:

@@ -123,6 +123,47 @@ def test_generation_config_eos_ids_end_a_request(engine, tmp_path):
         eng.shutdown()
 
 
+def model_with_generation_config(tmp_path, **values):
+    """A copy of the bundled model whose generation_config.json also says `values`."""
+    model = tmp_path / "model"
+    shutil.copytree(sgl.DEFAULT_MODEL_PATH, model)
+    config = json.loads((model / "generation_config.json").read_text())
+    (model / "generation_config.json").write_text(json.dumps({**config, **values}))
+    return str(model)
+
+
+def test_a_request_takes_the_checkpoints_sampling_defaults_for_what_it_does_not_give(tmp_path):
+    """generation_config.json's temperature/top_p/top_k/min_p are what a request that does not
+    give them samples with (SGLang's `--sampling-defaults model`, vLLM's generation config):
+    Qwen2.5 Instruct recommends temperature 0.7, top_p 0.8, top_k 20. Here top_k 1: greedy."""
+    model = model_with_generation_config(tmp_path, top_k=1, temperature=0.9, repetition_penalty=1.1)
+    prompt, given = PROMPTS[1], {"max_new_tokens": 16}
+    eng = sgl.Engine(model_path=model, stage="s0", max_total_tokens=1024)
+    try:
+        assert eng.sampling_defaults == {"top_k": 1, "temperature": 0.9}  # (no repetition_penalty here)
+        greedy = eng.generate(prompt, {**given, "temperature": 0})["text"]
+        assert {eng.generate(prompt, {**given, "seed": s})["text"] for s in range(4)} == {greedy}
+        sampled = {eng.generate(prompt, {**given, "seed": s, "top_k": -1})["text"] for s in range(4)}
+        assert len(sampled) > 1  # a request's own value wins
+        assert eng.make_request(prompt, SamplingParams()).sampling_params.top_k == -1  # (given whole)
+    finally:
+        eng.shutdown()
+    eng = sgl.Engine(model_path=model, stage="s0", max_total_tokens=1024, sampling_defaults="openai")
+    try:
+        assert eng.sampling_defaults == {}
+        assert len({eng.generate(prompt, {**given, "seed": s})["text"] for s in range(4)}) > 1
+    finally:
+        eng.shutdown()
+
+
+def test_a_checkpoints_bad_sampling_defaults_are_refused_by_name(tmp_path):
+    model = model_with_generation_config(tmp_path, top_p=0)
+    with pytest.raises(ValueError, match=r"generation_config.json: top_p must be in \(0, 1\], got 0"):
+        sgl.Engine(model_path=model, stage="s0")
+    with pytest.raises(ValueError, match='sampling_defaults must be "model" or "openai"'):
+        sgl.Engine(stage="s0", sampling_defaults="vllm")
+
+
 def test_ids_of_a_padded_embedding_are_generated_as_transformers_does(engine, tmp_path):
     # Checkpoints pad their embedding past the tokenizer's vocabulary (Qwen2: 151,936 rows for
     # 151,665 tokens). A sampled padded id aborted the request ("internal error ... token id

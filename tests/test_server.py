@@ -800,3 +800,39 @@ def test_the_gc_guard_reclaims_once_after_each_freeze_and_only_when_the_loop_is_
     at, active, busy = guard.calls[1]
     assert at >= started and not active and not busy
     assert at - ended >= idle_seconds - 0.2  # (the loop finished a little before the answer came)
+
+
+def test_every_route_fills_what_a_request_does_not_give_from_the_checkpoints_sampling_defaults(tmp_path):
+    """The OpenAI routes and /generate take generation_config.json's sampling values for the
+    fields a request leaves out (here temperature 0: n choices are one text), and a request's
+    own value wins (temperature 1: they differ)."""
+    from test_engine import model_with_generation_config
+
+    engine = sgl.Engine(model_path=model_with_generation_config(tmp_path, temperature=0.0), stage="s1")
+    with serving_in_thread(create_app(engine)) as url, httpx.Client(timeout=60) as http:
+        for temperature in (None, 1.0):
+            given = {} if temperature is None else {"temperature": temperature}
+            texts = {
+                "completions": [
+                    c["text"]
+                    for c in http.post(
+                        url + "/v1/completions", json={"prompt": "Hi", "n": 4, "max_tokens": 12, **given}
+                    ).json()["choices"]
+                ],
+                "chat": [
+                    c["message"]["content"]
+                    for c in http.post(
+                        url + "/v1/chat/completions",
+                        json={"messages": [{"role": "user", "content": "Hi"}], "n": 4, "max_tokens": 12, **given},
+                    ).json()["choices"]
+                ],
+                "generate": [
+                    http.post(
+                        url + "/generate",
+                        json={"text": "Hi", "sampling_params": {"max_new_tokens": 12, "seed": s, **given}},
+                    ).json()["text"]
+                    for s in range(4)
+                ],
+            }
+            for route, answers in texts.items():
+                assert (len(set(answers)) == 1) == (temperature is None), (route, temperature, answers)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +11,9 @@ SUPPORTED_ARCHITECTURES = ("LlamaForCausalLM", "Qwen2ForCausalLM")
 # config.json files without an "architectures" list still name their model_type.
 _ARCHITECTURE_OF_MODEL_TYPE = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}
 SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3")
+# generation_config.json's sampling values a request that does not give them takes (SGLang's
+# `--sampling-defaults model` reads these, and repetition_penalty, which we do not implement).
+SAMPLING_DEFAULT_KEYS = ("temperature", "top_p", "top_k", "min_p")
 # The numbers each scaled rope type reads (transformers refuses a config without them).
 _ROPE_FIELDS = {
     "linear": ("factor",),
@@ -45,6 +48,9 @@ class ModelConfig:
     # beside <|end_of_text|>), else config.json's.
     eos_token_id: int | list[int] | None = None
     torch_dtype: str = "float32"
+    # generation_config.json's sampling values (those of SAMPLING_DEFAULT_KEYS it gives): the
+    # checkpoint's recommended defaults (Qwen2.5 Instruct: temperature 0.7, top_p 0.8, top_k 20).
+    sampling_defaults: dict[str, Any] = field(default_factory=dict)
 
     @property
     def eos_token_ids(self) -> list[int]:
@@ -134,4 +140,6 @@ class ModelConfig:
                 generation = json.load(f)
             if generation.get("eos_token_id") is not None:
                 config.eos_token_id = generation["eos_token_id"]
+            given = {k: generation.get(k) for k in SAMPLING_DEFAULT_KEYS}
+            config.sampling_defaults = {k: v for k, v in given.items() if v is not None}
         return config

@@ -31,7 +31,7 @@ async def native(request: Request) -> Response:
         make_req,
         state,
         body.text,
-        body.to_sampling_params(),
+        body.to_sampling_params(state.engine.sampling_defaults),
         "text",
         "sampling_params.max_new_tokens" if given else None,
     )

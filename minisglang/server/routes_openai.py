@@ -57,7 +57,7 @@ async def completions(request: Request) -> Response:
         make_req,
         state,
         body.prompt,
-        body.to_sampling_params(),
+        body.to_sampling_params(state.engine.sampling_defaults),
         "prompt",
         "max_tokens" if body.max_tokens is not None else None,
     )
@@ -73,7 +73,7 @@ async def chat(request: Request) -> Response:
     state = server_state(request)
     body = await parse_body(ChatCompletionRequest, request, state.options)
     check_model(state, body.model)
-    params = body.to_sampling_params()
+    params = body.to_sampling_params(state.engine.sampling_defaults)
     calls_possible = body.tool_constraint() is not None
     if calls_possible and not stage_serves_tools(state.engine.stage_tag):
         raise RequestError(
