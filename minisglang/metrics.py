@@ -9,6 +9,8 @@ Two kinds of numbers:
   the grammar fights the model, the sign of a whitespace or digit runaway (chapter 06);
 - timed by the scheduler loop: the age of its last completed step and the longest step of
   the last minute (a stuck step shows here before anything else does);
+- kept by the server's GcGuard (gc_guard.py): freezes after slow full collections, the
+  longest full collection, and the idle reclaims with the objects they gave back;
 - read from `Engine.stats()` when Prometheus scrapes: requests finished by reason, prompt /
   cached / generated tokens, step errors, queue lengths, free KV and request slots, the
   radix cache's hit rate, and the constraint layer's numbers when the stage has a `stats()`.
@@ -30,6 +32,7 @@ from .stepview.record import Recorders, log_mass, view_temperature
 if TYPE_CHECKING:  # pragma: no cover
     from .core import Req
     from .engine import Engine
+    from .gc_guard import GcGuard
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
@@ -40,8 +43,14 @@ _MASS_BUCKETS = (0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 1.0)
 class ServerMetrics:
     """The numbers the request handlers update, plus a collector that reads the engine."""
 
-    def __init__(self, engine: Engine, step_timings: Callable[[], dict[str, float | None]] = dict):
-        """`step_timings` returns the scheduler loop's step times (EngineLoop.step_timings)."""
+    def __init__(
+        self,
+        engine: Engine,
+        step_timings: Callable[[], dict[str, float | None]] = dict,
+        gc_guard: Callable[[], GcGuard | None] = lambda: None,
+    ):
+        """`step_timings` returns the scheduler loop's step times (EngineLoop.step_timings),
+        `gc_guard` the server's GcGuard (None: no guard, no gc metrics)."""
         self.registry = CollectorRegistry(auto_describe=True)
         self.refused = Counter(
             "minisglang_refused_requests",
@@ -81,6 +90,7 @@ class ServerMetrics:
         )
         self.registry.register(_EngineCollector(engine, step_timings))
         self.registry.register(_AcceptRate(self))
+        self.registry.register(_GcCollector(gc_guard))
         # The scheduler's step hook (minisglang/stepview) feeds the histogram; it is set before
         # the scheduler loop starts. One engine feeds one app's histogram, the newest's: an
         # older app's recorder is replaced, not kept beside it (tests make many apps per engine).
@@ -154,6 +164,30 @@ class _AcceptRate:
                 "Draft tokens kept / fed (s7), finished requests",
                 value=self.metrics.kept / self.metrics.drafted,
             )
+
+
+class _GcCollector:
+    """The server's GcGuard's counts (absent where no guard runs: tests' in-thread servers)."""
+
+    def __init__(self, guard: Callable[[], GcGuard | None]):
+        self.guard = guard
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        guard = self.guard()
+        if guard is None:
+            return
+        for name, help_text, value in [
+            ("gc_freezes", "Freezes after a full collection slower than the guard's limit", guard.freezes),
+            ("gc_reclaims", "Idle reclaims of what the freezes kept (unfreeze, collect, freeze)", guard.reclaims),
+            ("gc_reclaimed_objects", "Unreachable objects those reclaims collected", guard.reclaimed),
+        ]:
+            yield CounterMetricFamily(f"minisglang_{name}", help_text, value=value)
+        yield GaugeMetricFamily(
+            "minisglang_gc_longest_full_collection_seconds", "The longest full collection seen", value=guard.longest
+        )
 
 
 class _EngineCollector:

@@ -635,6 +635,29 @@ def test_health_metrics_and_server_info(client):
     assert "minisglang_last_step_age_seconds" in text and "minisglang_longest_step_last_minute_seconds" in text
 
 
+def test_metrics_show_the_gc_guards_freezes_and_reclaims_when_one_runs(client):
+    from minisglang.gc_guard import GcGuard
+
+    state = client.app.state.server
+    assert "minisglang_gc_" not in client.get("/metrics").text  # (no guard: a server in a thread)
+    guard = state.gc_guard = GcGuard()
+    guard.freezes, guard.reclaims, guard.reclaimed, guard.longest = 3, 2, 540, 0.125
+    try:
+        metric = {
+            line.split()[0]: float(line.split()[1])
+            for line in client.get("/metrics").text.splitlines()
+            if line.startswith("minisglang_gc_")
+        }
+    finally:
+        state.gc_guard = None
+    assert metric == {
+        "minisglang_gc_freezes_total": 3,
+        "minisglang_gc_reclaims_total": 2,
+        "minisglang_gc_reclaimed_objects_total": 540,
+        "minisglang_gc_longest_full_collection_seconds": 0.125,
+    }
+
+
 def test_api_key():
     engine = sgl.Engine(max_total_tokens=2000, max_running_requests=4)  # an app owns its engine
     with TestClient(create_app(engine, ServerOptions(api_key=KEY)), raise_server_exceptions=False) as c:

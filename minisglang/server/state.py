@@ -105,7 +105,7 @@ class ServerState:
     model_card: dict[str, Any] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.metrics = ServerMetrics(self.engine, self.step_timings)
+        self.metrics = ServerMetrics(self.engine, self.step_timings, lambda: self.gc_guard)
         self.model_id = self.engine.model_path.rstrip("/").rsplit("/", 1)[-1]
         self.max_context = self.engine.max_context_len
         # A prompt of more bytes than this has more tokens than the context holds, whatever they
