@@ -72,6 +72,7 @@ from .model.forward_batch import ForwardBatch, ForwardMode
 from .radix_cache import RadixCache
 from .sampler import sample
 from .stages.base import Stage
+from .stop_aliases import StopAliases
 from .tokenizer import IncrementalDetokenizer, Tokenizer
 
 logger = logging.getLogger(__name__)
@@ -226,6 +227,8 @@ class Scheduler:
         # A token ends its request (unless ignore_eos) if it is the tokenizer's EOS or one
         # the checkpoint's generation_config.json lists (Llama 3 Instruct: <|eot_id|> too).
         self.stop_token_ids = frozenset({tokenizer.eos_token_id, *mc.eos_token_ids})
+        # Those of them that spell nothing stand for EOS under a grammar (stop_aliases.py).
+        self.stop_aliases = StopAliases.of(tokenizer, self.stop_token_ids)
         self.max_context_len = mc.max_position_embeddings
         self.req_to_token_pool = ReqToTokenPool(config.max_running_requests, self.max_context_len, device)
         self.token_to_kv_pool = TokenToKVPool(
@@ -491,16 +494,18 @@ class Scheduler:
 
     def mask_each(self, logits: torch.Tensor, reqs: list[Req]) -> None:
         """Hook 4 on `logits` [len(reqs), V] (row i: reqs[i]), in place; a request whose
-        grammar fails is aborted alone (`isolate`), the others masked as if it had not been."""
-        try:
-            self.stage.mask_logits(logits, reqs)
-        except Exception:
-            # Find whose grammar failed: mask row by row (a mask set again is the same mask) and
-            # abort only the requests that fail alone; one grammar must not take its batch down.
-            for i, req in enumerate(reqs):
-                if not req.finished:
-                    with self.isolate([req], "masking its logits", hook=4):
-                        self.stage.mask_logits(logits[i : i + 1], [req])
+        grammar fails is aborted alone (`isolate`), the others masked as if it had not been.
+        A row whose grammar allows EOS allows the checkpoint's other EOS tokens too."""
+        with self.stop_aliases.kept(logits):
+            try:
+                self.stage.mask_logits(logits, reqs)
+            except Exception:
+                # Find whose grammar failed: mask row by row (a mask set again is the same mask) and
+                # abort only the requests that fail alone; one grammar must not take its batch down.
+                for i, req in enumerate(reqs):
+                    if not req.finished:
+                        with self.isolate([req], "masking its logits", hook=4):
+                            self.stage.mask_logits(logits[i : i + 1], [req])
 
     def process_results(self, batch: ScheduledBatch, next_token_ids: list[int]) -> None:
         """Append each sampled token, advance its grammar (hook 5), finish whoever is done."""
@@ -532,7 +537,8 @@ class Scheduler:
         """Hook 5, the text and the finish conditions for `req`'s newest token `tok` (s7's
         overlap does this while the next forward runs)."""
         with self.isolate([req], "processing its new token (advance, detokenize, stop check)"):
-            self.stage.advance(req, tok)
+            if not (tok in self.stop_aliases.ids and self.ends_at(req, tok)):  # (it ends here: no grammar step)
+                self.stage.advance(req, self.stop_aliases.for_grammar(tok))
             self.update_output_text(req)
             self.check_finished(req, tok)
 

@@ -230,7 +230,8 @@ class SpeculativeScheduler(OverlapScheduler):
 
     def apply_masks(self, logits: torch.Tensor, reqs: list[Req], masks: Any) -> None:
         if masks is not None:
-            self.stage.apply_mask_rows(logits, masks)
+            with self.stop_aliases.kept(logits):
+                self.stage.apply_mask_rows(logits, masks)
 
     def add_request(self, req: Req) -> None:
         if self.stage.options.speculative_algorithm is not None:
@@ -327,7 +328,8 @@ class SpeculativeScheduler(OverlapScheduler):
                 continue
             with self.isolate([req], "sampling its token", hook=4):
                 row = logits[i : i + 1].float().clone()  # unmasked: mask it as hook 4 does
-                self.stage.mask_logits(row, [req])
+                with self.stop_aliases.kept(row):
+                    self.stage.mask_logits(row, [req])
                 if not req.finished:
                     ids[i] = self.accept(req, row, [], None)[0]
 
@@ -338,7 +340,8 @@ class SpeculativeScheduler(OverlapScheduler):
         if recorder is not None:
             recorder.before_mask(rows, [req] * len(rows))
         if mask is not None:
-            self.stage.apply_mask_rows(rows, mask)
+            with self.stop_aliases.kept(rows):
+                self.stage.apply_mask_rows(rows, mask)
         if recorder is not None:
             recorder.after_mask(rows, [req] * len(rows), drafts)
         if is_greedy(req):
