@@ -51,13 +51,13 @@ def model_dir(tmp_path_factory):
     return str(model)
 
 
-def alias_loving(engine):
-    """Lift the alias above every other token at every position the model scores."""
+def alias_loving(engine, lift: float = 5.0):
+    """Lift the alias `lift` above every other token at every position the model scores."""
     forward = engine.model.forward
 
     def lifted(fb, **kw):
         logits = forward(fb, **kw)
-        logits[:, ALIAS] = logits.max(dim=-1).values + 5.0
+        logits[:, ALIAS] = logits.max(dim=-1).values + lift
         return logits
 
     engine.model.forward = lifted
@@ -93,6 +93,33 @@ def test_a_grammar_ends_with_the_checkpoints_other_eos_where_it_allows_eos(model
             # there and nowhere before.
             text = engine.tokenizer.decode
             assert not any(re.fullmatch(regex, text(ids[:k])) for k in range(len(ids) - 1)), o
+        assert engine.stats().pools_full
+    finally:
+        engine.shutdown()
+
+
+def test_a_seeded_request_riding_other_prefills_ends_with_the_alias_too(model_dir):
+    """s7's riders (a seeded sampling request decoding inside another's prefill) are masked
+    apart from the batch (`race_riders`): their rows keep the aliases too."""
+    engine = alias_loving(
+        sgl.Engine(model_path=model_dir, stage="s7", speculative_algorithm="NGRAM", mixed_prefill=True), lift=50.0
+    )
+    try:
+        regex = "[0-9]{2,6}"
+        req = engine.submit("The year is", {"temperature": 1.0, "seed": 3, "regex": regex, "max_new_tokens": 12})
+        for k in range(40):
+            if req.finished:
+                break
+            engine.submit(f"Guest {k} says", {"max_new_tokens": 1})  # a prefill for it to ride
+            engine.step()
+        ids = req.output_ids
+        assert req.finished_reason == {"type": "stop", "matched": ALIAS}, (req.finished_reason, ids)
+        text = engine.tokenizer.decode
+        assert re.fullmatch(regex, text(ids[:-1])) and not any(
+            re.fullmatch(regex, text(ids[:k])) for k in range(len(ids) - 1)
+        )
+        while engine.has_work():
+            engine.step()
         assert engine.stats().pools_full
     finally:
         engine.shutdown()
