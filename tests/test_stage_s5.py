@@ -508,6 +508,9 @@ def test_a_jump_search_cut_every_step_is_decoded_after_max_search_waits(engine, 
         raise s5.OutOfTime("the step's grammar budget is spent")
 
     monkeypatch.setattr(s5.JumpForward, "find_jump", find_jump)
+    # Only the search is cut: rows a loaded machine cuts too (load 8) add sit-outs of their own,
+    # and the bound below counts the search's waits alone.
+    monkeypatch.setattr(engine.stage.work, "step_seconds", 60.0)
     req = engine.submit(Q, {"regex": regex, "temperature": 0.8, "seed": 1, "max_new_tokens": 40})
     steps = 0
     while engine.has_work() and steps < 40 * (s5.MAX_SEARCH_WAITS + 2):
