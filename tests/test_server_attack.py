@@ -754,3 +754,32 @@ def test_header_limits_are_options():
         assert r.status_code == 431 and "4096 bytes" in r.json()["error"]["message"]
     with pytest.raises(ValueError, match="max_headers"):
         ServerOptions(max_headers=0)
+
+
+def test_an_ipv6_client_is_its_64_network_for_every_per_client_limit(monkeypatch):
+    """One IPv6 host holds a whole /64 and may send each request from a fresh address in it:
+    each was a newcomer to the compile pool's turns, with connections and compiles of its own.
+    A client is an IPv4 address or an IPv6 /64 (an IPv4-mapped address is its IPv4)."""
+    from minisglang.server.engine_loop import EngineLoop
+    from minisglang.server.http_limits import client_of
+
+    assert client_of("10.1.2.3") == "10.1.2.3"
+    assert client_of("2001:db8:0:7::1") == client_of("2001:db8:0:7:ffff::9") == "2001:db8:0:7::/64"
+    assert client_of("2001:db8:0:8::1") != client_of("2001:db8:0:7::1")
+    assert client_of("::ffff:192.0.2.5") == "192.0.2.5" and client_of("/tmp/s.sock") == "/tmp/s.sock"
+    seen = []
+    generate = EngineLoop.generate
+    monkeypatch.setattr(
+        EngineLoop, "generate", lambda self, req, client: seen.append(client) or generate(self, req, client)
+    )
+    eng = sgl.Engine(stage="s1", max_total_tokens=2000, max_running_requests=8)
+    with serving_in_thread(create_app(eng, ServerOptions(forwarded_allow_ips="127.0.0.1"))) as url:
+        for address in ("2001:db8:0:7::1", "2001:db8:0:7::2", "192.0.2.5"):
+            r = httpx.post(
+                url + "/generate",
+                json={"text": "Hi", "sampling_params": {"max_new_tokens": 2}},
+                headers={"X-Forwarded-For": address},
+                timeout=60,
+            )
+            assert r.status_code == 200, r.text
+    assert seen == ["2001:db8:0:7::/64", "2001:db8:0:7::/64", "192.0.2.5"]

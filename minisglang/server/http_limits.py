@@ -204,7 +204,7 @@ def h11_protocol(options: ServerOptions):
         def connection_made(self, transport) -> None:
             super().connection_made(transport)
             peer = transport.get_extra_info("peername")
-            self.counted = peer[0] if peer and not trusted(peer[0]) else None
+            self.counted = client_of(peer[0]) if peer and not trusted(peer[0]) else None
             if self.counted is not None:
                 open_by_client[self.counted] = open_by_client.get(self.counted, 0) + 1
                 if open_by_client[self.counted] > options.max_connections_per_client:
@@ -273,6 +273,22 @@ def h11_protocol(options: ServerOptions):
                 self.transport.abort()  # (close() would wait for the unread buffer to drain)
 
     return Protocol
+
+
+def client_of(address: str) -> str:
+    """Who an address is, for every per-client limit and turn (connections, compiles, rows):
+    an IPv4 address itself, an IPv6 address's /64 network. One IPv6 host is given a whole /64
+    and may send each request from a fresh address in it, and each was a newcomer to the
+    compile pool's turns (a stranger's leftover); an IPv4-mapped IPv6 address is its IPv4."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:  # a unix socket's path, a name: itself
+        return address
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.ip_network(f"{ip}/64", strict=False))
+    return address
 
 
 def trusted_proxies(spec: str | None) -> Callable[[str], bool]:

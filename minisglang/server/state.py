@@ -30,7 +30,9 @@ class ServerOptions:
     # lists in 2.9 MB took 1.1 s of every client's time (a stranger's attack). Counted as the
     # body's '[' and '{' bytes, strings included: no real request comes near it.
     max_json_containers: int = 100_000
-    max_compiling_per_client: int = 8  # distinct grammars a client (an IP address) may wait for at once; 429 above
+    # Distinct grammars a client (an IPv4 address, an IPv6 /64: http_limits.client_of) may wait
+    # for at once; 429 above.
+    max_compiling_per_client: int = 8
     drain_timeout: float = 2.0  # on SIGTERM: seconds in-flight requests get before their abort
     body_timeout: float = 30.0  # seconds a client may take to send its body; 408 after (slow senders)
     # Seconds a connection may take to send a request's line and headers, from its opening or

@@ -21,6 +21,7 @@ from ..core import Req
 from ..protocol import RequestError
 from .engine_loop import EngineUnavailable
 from .errors import client_left, error_body, refuse_abort
+from .http_limits import client_of
 from .openai_shapes import Shape, one_body, usage
 from .state import ServerState
 
@@ -207,7 +208,7 @@ async def answer(
     `grammar_field`: the request's field its grammar came from (errors about it name it)."""
     if state.loop is None:
         raise EngineUnavailable("the server is starting")
-    client = request.client.host if request.client else "unknown"
+    client = client_of(request.client.host) if request.client else "unknown"
     gens = [state.loop.generate(req, client) for req in reqs]
     if not stream:
         # A client that leaves is noticed while we wait, and its requests aborted.
