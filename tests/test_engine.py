@@ -156,6 +156,14 @@ def test_a_request_takes_the_checkpoints_sampling_defaults_for_what_it_does_not_
         eng.shutdown()
 
 
+def test_a_checkpoints_top_k_0_is_no_top_k_as_in_transformers(tmp_path):
+    eng = sgl.Engine(model_path=model_with_generation_config(tmp_path, top_k=0, top_p=0.9), stage="s0")
+    try:
+        assert eng.sampling_defaults == {"top_p": 0.9}
+    finally:
+        eng.shutdown()
+
+
 def test_a_checkpoints_bad_sampling_defaults_are_refused_by_name(tmp_path):
     model = model_with_generation_config(tmp_path, top_p=0)
     with pytest.raises(ValueError, match=r"generation_config.json: top_p must be in \(0, 1\], got 0"):

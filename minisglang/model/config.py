@@ -141,5 +141,7 @@ class ModelConfig:
             if generation.get("eos_token_id") is not None:
                 config.eos_token_id = generation["eos_token_id"]
             given = {k: generation.get(k) for k in SAMPLING_DEFAULT_KEYS}
+            if given["top_k"] == 0:  # transformers' "no top-k" (its warper skips 0), our -1
+                given["top_k"] = None
             config.sampling_defaults = {k: v for k, v in given.items() if v is not None}
         return config
