@@ -24,6 +24,7 @@ measure our compiler and write benchmarks/results/json_schema_conformance.md:
 
 from __future__ import annotations
 
+import argparse
 import functools
 import json
 import os
@@ -379,6 +380,7 @@ def maskbench_table() -> str:
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()  # --help, nothing else
     load_before = os.getloadavg()[0]
     results = {}
     for name, factory in BACKENDS.items():

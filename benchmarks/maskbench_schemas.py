@@ -18,6 +18,7 @@ or added, a bound crossed, a character appended); every instance is then LABELLE
 
 from __future__ import annotations
 
+import argparse
 import copy
 import json
 import random
@@ -616,6 +617,7 @@ def generate(seed: int = SEED, per_subset: int = PER_SUBSET) -> dict[str, dict]:
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()  # --help, nothing else
     SAMPLE_DIR.mkdir(parents=True, exist_ok=True)
     for old in SAMPLE_DIR.glob("*---*.json"):
         old.unlink()

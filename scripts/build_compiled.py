@@ -12,6 +12,7 @@ scripts/setup.sh runs this after installing; run it again after editing a compil
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import io
 import os
@@ -23,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def main() -> int:
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()  # --help, nothing else
     os.chdir(ROOT)
     sys.path.insert(0, str(ROOT))
     os.environ["MINISGLANG_PURE"] = "1"  # this process reads the sources, never an old build

@@ -100,6 +100,16 @@ def test_checkout_leaves_out_later_stages(tmp_path):
         checkout("s2", tmp_path)
 
 
+def test_a_stages_library_files_ship_from_that_stage_on(tmp_path):
+    """STAGE_FILES lists the files a stage adds besides its module (CONTRIBUTING.md, "Adding a
+    stage"): s7's overlap scheduler (overlap.py, which only s7 imports) and its drawing
+    (drawings/timeline.py) were missing, so an s1 student's copy shipped s7's scheduler."""
+    early, s7 = checkout("s6", tmp_path / "s6"), checkout("s7", tmp_path / "s7")
+    for rel in ("speculative.py", "overlap.py", "drawings/timeline.py"):
+        assert not (early / rel).exists(), f"the s6 copy ships s7's {rel}"
+        assert (s7 / rel).exists(), f"the s7 copy lacks {rel}"
+
+
 def reference_bodies(max_stage: int) -> dict[str, list[str]]:
     """task -> the reference bodies of its regions (stages <= max_stage), as text."""
     bodies: dict[str, list[str]] = {}

@@ -555,6 +555,22 @@ def test_every_benchmark_script_is_named_in_the_benchmarks_readme():
     assert not missing, f"benchmarks/README.md does not name {missing}"
 
 
+def test_every_script_reads_its_arguments_so_help_only_prints():
+    """benchmarks/README.md: "Every script takes `--help`". A script that never parses its
+    arguments ignores `--help` and does its whole job: json_schema_conformance.py ran the
+    suite and rewrote its results file, maskbench_schemas.py rewrote tests/data/maskbench,
+    build_compiled.py rebuilt build/mypyc."""
+    scripts = [
+        p
+        for folder in ("benchmarks", "scripts")
+        for p in sorted((ROOT / folder).glob("*.py"))
+        if not p.name.startswith("_") and re.search(r"^if __name__ == .__main__.:", p.read_text(encoding="utf-8"), re.M)
+    ]
+    assert len(scripts) > 20  # the oracle itself: the folders were found
+    deaf = [str(p.relative_to(ROOT)) for p in scripts if ".parse_args(" not in p.read_text(encoding="utf-8")]
+    assert not deaf, f"these scripts ignore --help (they never parse their arguments): {deaf}"
+
+
 def modules_the_contributing_table_covers() -> set[str]:
     """The package files CONTRIBUTING.md's "Where a module's tests are" table names, relative
     to minisglang/: a path, a bare name in the directory of the row's first path, a folder

@@ -52,7 +52,7 @@ STAGE_FILES: dict[str, list[str]] = {
         "constrained/schema_worker.py",
     ],
     "s6-function-calling": ["constrained/structural_tag.py", "drawings/structural_tag.py"],
-    "s7-speculative": ["speculative.py"],
+    "s7-speculative": ["speculative.py", "overlap.py", "drawings/timeline.py"],
 }
 
 
