@@ -831,3 +831,47 @@ def test_fsm_seam_checks_walk_each_output_token_once(backends, tokenizer, monkey
     assert [g.allowed_after(p) for p in asked] == expected
     assert expected[-2] is None  # (the rejected prefix)
     assert len(steps) <= len(ids) + 4  # not the 87,240 of a walk from the start each time
+
+
+# ------------------------------------------------------------- a stranger's vocabularies
+def byte_level_tokenizer(tmp_path, extra: list[bytes], specials: tuple[str, ...] = ("</s>",)) -> Tokenizer:
+    """A byte-level vocabulary of the 256 bytes plus `extra` (no merges), the first of
+    `specials` its EOS: tokens nobody made on purpose, for the backends' masks."""
+    from tokenizers import AddedToken, decoders, models, pre_tokenizers
+    from tokenizers import Tokenizer as HFTokenizer
+
+    from minisglang.tokenizer import BYTE_TO_UNICODE
+
+    vocab: dict[str, int] = {}
+    for data in [bytes([b]) for b in range(256)] + extra:
+        vocab.setdefault("".join(BYTE_TO_UNICODE[b] for b in data), len(vocab))
+    hf = HFTokenizer(models.BPE(vocab, []))
+    hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    hf.decoder = decoders.ByteLevel()
+    hf.add_special_tokens([AddedToken(s, special=True, normalized=False) for s in specials])
+    hf.save(str(tmp_path / "tokenizer.json"))
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"eos_token": specials[0]}))
+    return Tokenizer.from_pretrained(tmp_path)
+
+
+def test_xgrammar_never_allows_a_token_holding_a_surrogates_bytes(tmp_path):
+    """A vocabulary with tokens `ED A0 80` (U+D800's bytes), `ED A0` and `a ED BF BF`: xgrammar
+    reads `.` and `[^"]` as every code point, surrogates included, and allowed all three at
+    the start of `.+`; the guard checked only the byte after a token ending in ED. Such a
+    token is no UTF-8 wherever it goes, so no row allows it; `a` and `é` stay allowed."""
+    bad = [b"\xed\xa0\x80", b"\xed\xa0", b"a\xed\xbf\xbf"]
+    tok = byte_level_tokenizer(tmp_path, [*bad, "é".encode(), b"\xed\x9f\xbf"])
+    ids = [tok.token_bytes.index(data) for data in bad]
+    width = tok.vocab_size + 9
+    backend = get_backend_class("xgrammar")(tok, width, compile_in="thread")
+    try:
+        for regex in (".+", '[^"]*"', "(.|\n)+"):
+            g = backend.compile("regex", regex)
+            row = mask_row(g, width)
+            assert not row[ids].any(), (regex, [tok.token_bytes[i] for i in ids if row[i]])
+            assert row[ord("a")] and row[tok.token_bytes.index("é".encode())]
+            assert row[tok.token_bytes.index(b"\xed\x9f\xbf")]  # U+D7FF: ED, then a second byte it allows
+            g.accept_token(ord("a"))  # (a row after a token not ending in a lead: the same)
+            assert not mask_row(g, width)[ids].any()
+    finally:
+        backend.shutdown()
