@@ -875,3 +875,27 @@ def test_xgrammar_never_allows_a_token_holding_a_surrogates_bytes(tmp_path):
             assert not mask_row(g, width)[ids].any()
     finally:
         backend.shutdown()
+
+
+def test_llguidance_spells_forced_text_with_tokens_that_spell_it(tmp_path):
+    """llguidance allows only the tokenization our encoder gives of forced text. With "{" a
+    special token on the vocabulary's own "{" piece, that encoder gave the special id for "{"
+    (it spells nothing): the mask of `\\{"a"\\}` allowed only that id, the matcher refused it,
+    and every request aborted; `{"` (the one token that writes "{") was forbidden. Forced
+    text is now spelled by tokens whose bytes are the text."""
+    tok = byte_level_tokenizer(tmp_path, [b'{"'], specials=("</s>", "{"))
+    brace = tok.hf.token_to_id("{")
+    assert tok.token_bytes[brace] is None and brace in tok.special_token_ids
+    width = tok.vocab_size + 3
+    backend = get_backend_class("llguidance")(tok, width, compile_in="thread")
+    try:
+        g = backend.compile("regex", r'\{"a"\}')
+        ids = []
+        while not g.is_terminated():
+            allowed = mask_row(g, width).nonzero().flatten().tolist()
+            assert brace not in allowed and all(tok.token_bytes[t] for t in allowed), allowed
+            ids.append(allowed[0])
+            g.accept_token(allowed[0])
+        assert tok.decode(ids) == '{"a"}'
+    finally:
+        backend.shutdown()
