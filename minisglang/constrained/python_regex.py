@@ -307,6 +307,11 @@ def explicit_class(ranges: Ranges) -> str:
     # (every character: `[^]` says so in JavaScript alone; Rust and Python refuse it)
     negated = 0 < len(other) < len(ranges)
     items = list(other if negated else ranges)
+    # xgrammar writes most control characters as `\xHH` in its EBNF class, whose `\x` reads
+    # every hex digit that follows: `[\u0001a]` became U+001A, not U+0001 and 'a' (a stranger's
+    # vocabulary with control-character tokens). So a range ending in a control character
+    # goes after the others, where another escape, the caret or the `]` follows it.
+    items = [r for r in items if r[1] >= 0x20] + [r for r in items if r[1] < 0x20]
     if not negated and items[0][0] == CARET:
         # xgrammar turns `[\u005ea]` (and `[\^a]`) into its EBNF class `[^a]`: a leading
         # caret, however escaped, negates there. So '^' goes last, where it is a character.
