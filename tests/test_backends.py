@@ -899,3 +899,21 @@ def test_llguidance_spells_forced_text_with_tokens_that_spell_it(tmp_path):
         assert tok.decode(ids) == '{"a"}'
     finally:
         backend.shutdown()
+
+
+def test_llguidance_refuses_a_vocabulary_with_a_token_longer_than_its_trie_holds(tmp_path):
+    """A token of 1,025 bytes: llguidance's token trie asserted (a Rust panic, a BaseException
+    no `except Exception` catches, whose text names no token). The backend now refuses the
+    vocabulary by name; 1,024 bytes is still taken."""
+    from minisglang.backends.llguidance_backend import LLGUIDANCE_MAX_TOKEN_BYTES
+
+    tok = byte_level_tokenizer(tmp_path, [b"a" * LLGUIDANCE_MAX_TOKEN_BYTES, b"b" * (LLGUIDANCE_MAX_TOKEN_BYTES + 1)])
+    with pytest.raises(ValueError, match=r"token 257 is 1,025 bytes long.*'fsm'"):
+        get_backend_class("llguidance")(tok, tok.vocab_size, compile_in="thread")
+    (tmp_path / "fits").mkdir()
+    tok = byte_level_tokenizer(tmp_path / "fits", [b"a" * LLGUIDANCE_MAX_TOKEN_BYTES])
+    backend = get_backend_class("llguidance")(tok, tok.vocab_size, compile_in="thread")
+    try:
+        assert mask_row(backend.compile("regex", "a{1024}|b"), tok.vocab_size)[256]
+    finally:
+        backend.shutdown()

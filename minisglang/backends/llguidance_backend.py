@@ -219,6 +219,11 @@ IGNORED = (
 )
 
 
+# The longest token llguidance's token trie holds (toktrie 1.x: 10 bits of depth); a longer
+# one made LLTokenizer panic (a stranger's vocabulary with a 4,096-byte token).
+LLGUIDANCE_MAX_TOKEN_BYTES = 1024
+
+
 class _TokenizerSource:
     """What `llg.TokenizerWrapper` reads to build an `LLTokenizer` from our tokenizer."""
 
@@ -355,9 +360,18 @@ class LLGuidanceBackend(BaseGrammarBackend):
     kinds = frozenset({"regex", "json_schema", "ebnf", "structural_tag"})
 
     def __init__(self, tokenizer: Tokenizer, vocab_size: int, **kwargs: Any):
+        source = _TokenizerSource(tokenizer, vocab_size)
+        longest = max(range(len(source.tokens)), key=lambda i: len(source.tokens[i]), default=0)
+        if source.tokens and len(source.tokens[longest]) > LLGUIDANCE_MAX_TOKEN_BYTES:
+            # (its token trie asserts, a Rust panic: a BaseException with an assertion's text)
+            raise ValueError(
+                f"llguidance cannot take this vocabulary: token {longest} is {len(source.tokens[longest]):,} "
+                f"bytes long, and its token trie holds tokens of at most {LLGUIDANCE_MAX_TOKEN_BYTES:,} bytes; "
+                "use another grammar backend ('fsm')"
+            )
         super().__init__(tokenizer, vocab_size, **kwargs)
         # Built once per engine: it walks the whole vocabulary into a token trie.
-        self.lltokenizer = llg.LLTokenizer(llg.TokenizerWrapper(_TokenizerSource(tokenizer, vocab_size)))
+        self.lltokenizer = llg.LLTokenizer(llg.TokenizerWrapper(source))
         # Short errors: the verbose ones dump the parser state and the whole grammar.
         self.limits = llg.LLParserLimits(verbose_errors=False)
 
