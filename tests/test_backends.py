@@ -834,9 +834,12 @@ def test_fsm_seam_checks_walk_each_output_token_once(backends, tokenizer, monkey
 
 
 # ------------------------------------------------------------- a stranger's vocabularies
-def byte_level_tokenizer(tmp_path, extra: list[bytes], specials: tuple[str, ...] = ("</s>",)) -> Tokenizer:
+def byte_level_tokenizer(
+    tmp_path, extra: list[bytes], specials: tuple[str, ...] = ("</s>",), normalizer=None
+) -> Tokenizer:
     """A byte-level vocabulary of the 256 bytes plus `extra` (no merges), the first of
-    `specials` its EOS: tokens nobody made on purpose, for the backends' masks."""
+    `specials` its EOS (and `normalizer`, a `tokenizers` normalizer, if given): tokens nobody
+    made on purpose, for the backends' masks."""
     from tokenizers import AddedToken, decoders, models, pre_tokenizers
     from tokenizers import Tokenizer as HFTokenizer
 
@@ -848,6 +851,8 @@ def byte_level_tokenizer(tmp_path, extra: list[bytes], specials: tuple[str, ...]
     hf = HFTokenizer(models.BPE(vocab, []))
     hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
     hf.decoder = decoders.ByteLevel()
+    if normalizer is not None:
+        hf.normalizer = normalizer
     hf.add_special_tokens([AddedToken(s, special=True, normalized=False) for s in specials])
     hf.save(str(tmp_path / "tokenizer.json"))
     (tmp_path / "tokenizer_config.json").write_text(json.dumps({"eos_token": specials[0]}))
@@ -915,5 +920,27 @@ def test_llguidance_refuses_a_vocabulary_with_a_token_longer_than_its_trie_holds
     backend = get_backend_class("llguidance")(tok, tok.vocab_size, compile_in="thread")
     try:
         assert mask_row(backend.compile("regex", "a{1024}|b"), tok.vocab_size)[256]
+    finally:
+        backend.shutdown()
+
+
+def test_llguidance_spells_forced_text_that_the_tokenizer_would_normalize(tmp_path):
+    """A tokenizer with an NFKC normalizer encodes "，" (U+FF0C) as ","; llguidance took that as
+    the tokenization of the forced text "，x", allowed only "," and then refused it: every
+    request aborted. The forced text is spelled by its own bytes now (the same fix as for a
+    special "{" above)."""
+    from tokenizers import normalizers
+
+    tok = byte_level_tokenizer(tmp_path, [], normalizer=normalizers.NFKC())
+    backend = get_backend_class("llguidance")(tok, tok.vocab_size, compile_in="thread")
+    try:
+        g = backend.compile("regex", "\uff0cx")
+        ids = []
+        while not g.is_terminated():
+            allowed = mask_row(g, tok.vocab_size).nonzero().flatten().tolist()
+            assert allowed and all(tok.token_bytes[t] for t in allowed), allowed
+            ids.append(allowed[0])
+            g.accept_token(allowed[0])
+        assert tok.decode(ids) == "\uff0cx"
     finally:
         backend.shutdown()
