@@ -944,3 +944,31 @@ def test_llguidance_spells_forced_text_that_the_tokenizer_would_normalize(tmp_pa
         assert tok.decode(ids) == "\uff0cx"
     finally:
         backend.shutdown()
+
+
+@pytest.mark.parametrize(
+    ("regex", "before"),
+    [
+        (r"[a-z]{2}[\u0400-\u04ff]x", ""),
+        (r"[a-z]{1,3}[c-я]", ""),
+        (r".{2}[\u0400-\u04ff]x", ""),
+        (r":[^b]{1,3}[c-中][.-z]*", ":"),
+        (r":[^b]?[^b]?[c-中][.-z]*", ":"),
+    ],
+)
+def test_xgrammar_masks_a_counted_class_before_multibyte_characters_as_the_fsm_does(backends, tokenizer, regex, before):
+    """xgrammar's mask for a counted repetition of a class followed by a class of multi-byte
+    characters is wrong where a token crosses the repetition's end: `[a-z]{2}[\\u0400-\\u04ff]x`
+    allowed 548 tokens such as `acc` that its matcher then refused (the request aborted), and
+    `[a-z]{1,3}[c-я]` forbade 383 valid ones such as `able`. The adapter writes such counts as
+    copies and a count from 0 (portable_regex's spell_counts_up_to), which xgrammar masks
+    right; `X?` too (after ":" in `:[^b]?[^b]?[c-中]`, " true" was forbidden)."""
+    width = tokenizer.vocab_size + PAD
+    rows = []
+    for name in ("xgrammar", "fsm"):
+        g = compiled(backends[name], "regex", regex)
+        for t in tokenizer.encode(before):
+            g.accept_token(t)
+        rows.append(mask_row(g, width))
+    differ = (rows[0] != rows[1]).nonzero().flatten().tolist()
+    assert not differ, [(tokenizer.token_bytes[t], bool(rows[0][t])) for t in differ[:5]]

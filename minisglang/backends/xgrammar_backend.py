@@ -114,6 +114,15 @@ def _untyped(kind: str) -> Callable[[SchemaObject], bool]:
     return lambda schema: "type" not in schema and not any(k in schema for k in _TYPE_FROM.get(kind, ()))
 
 
+# A regex's counted repetitions of one character set up to this many are written for xgrammar
+# with their required copies spelled out and the rest counted from 0 (portable_regex): its
+# mask for `X{m,n}` (m >= 1) or `X?` followed by a class of multi-byte characters is wrong where
+# a token crosses the repetition's end. Over the bundled vocabulary `[a-z]{2}[\u0400-\u04ff]x`
+# allowed 548 tokens its matcher then refused (`acc`: the request aborted) and `[a-z]{1,3}[c-я]`
+# forbade 383 valid ones (`able`); written `[a-z][a-z][\u0400-\u04ff]x` and
+# `[a-z][a-z]{0,2}[c-я]` they read right (a stranger's vocabularies). Longer counts stay as they are.
+XGRAMMAR_SPELLED_COUNTS = 16
+
 # xgrammar (0.2) writes a bounded number with at most this many fraction digits.
 XGRAMMAR_FRACTION_DIGITS = 6
 
@@ -499,7 +508,7 @@ class XGrammarBackend(BaseGrammarBackend):
     def compile(self, kind: str, text: str) -> XGrammarGrammar:
         try:
             if kind == "regex":  # (a RegexError says what is wrong with it, in Python's terms)
-                compiled = self._compiled("compile_regex", portable_regex(text))
+                compiled = self._compiled("compile_regex", portable_regex(text, XGRAMMAR_SPELLED_COUNTS))
             elif kind == "json_schema":
                 enforced = self.enforced_schema(text)
                 enforced_text = json.dumps(enforced, ensure_ascii=False)
