@@ -574,8 +574,15 @@ class Scheduler:
             req.finish("length", length=p.max_new_tokens)
 
     def ends_at(self, req: Req, tok: int) -> bool:
-        """Whether `tok` is an end-of-sequence token that ends `req` (not with ignore_eos)."""
-        return tok in self.stop_token_ids and not req.sampling_params.ignore_eos
+        """Whether `tok` is an end-of-sequence token that ends `req` (not with ignore_eos).
+
+        A constrained request's grammar decides where it may end (it allows the tokenizer's
+        EOS there) and reads every other token as its text: a stop token of
+        generation_config.json that spells text ("\n" listed beside the EOS) is that text for
+        it, not an end (it ended `a\nb` as "a\n", "stop", with every backend)."""
+        if tok not in self.stop_token_ids or req.sampling_params.ignore_eos:
+            return False
+        return req.grammar is None or tok == self.tokenizer.eos_token_id or not self.tokenizer.token_bytes[tok]
 
     def _finish(self, req: Req) -> None:
         """Leave the engine: flush text, release grammar and memory, report.

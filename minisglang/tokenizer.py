@@ -11,7 +11,8 @@ central product is that table, built exactly for the three vocabulary families:
   the single byte NN (byte fallback for characters not in the vocabulary).
 - "plain": the token string's UTF-8.
 
-Special tokens (`<s>`, `</s>`, `[INST]`, ...) contribute no text: their entry is None.
+Special tokens (`<s>`, `</s>`, `[INST]`, ...) contribute no text: their entry is None; so
+does the end-of-sequence token where the vocabulary lists it as an ordinary piece.
 
 Two decisions make the round-trip law `b"".join(token_bytes[i] for i in encode(t)) ==
 normalize(t).encode()` hold exactly:
@@ -284,9 +285,16 @@ class Tokenizer:
         for token_id, token in added.items():
             # Added non-special tokens are matched in raw text, so they spell their content.
             table[token_id] = None if token.special else token.content.encode()
-        self.token_bytes: list[bytes | None] = table  # None: a special token or an unused id
         self.special_token_ids: frozenset[int] = frozenset(i for i, t in added.items() if t.special)
         self._special_text = {i: added[i].content.encode() for i in self.special_token_ids}
+        # The end-of-sequence token ends the output: it is no text, even where the vocabulary
+        # lists it as an ordinary piece (an "<eos>" that is no special token). Every grammar
+        # backend already reads it so; the output text had it ("abz<eos>" for `a[b-z]{0,3}`).
+        eos_text = table[eos_token_id] if 0 <= eos_token_id < self.vocab_size else None
+        if eos_text is not None:
+            table[eos_token_id] = None
+            self._special_text[eos_token_id] = eos_text  # (shown by decode(skip_special_tokens=False))
+        self.token_bytes: list[bytes | None] = table  # None: a special token, the EOS or an unused id
         texts = sorted({added[i].content for i in self.special_token_ids}, key=len, reverse=True)
         self._special_pattern = re.compile("|".join(map(re.escape, texts))) if texts else None
         self._hf_text_only: HFTokenizer | None = None  # see encode_as_text

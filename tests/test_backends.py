@@ -831,3 +831,144 @@ def test_fsm_seam_checks_walk_each_output_token_once(backends, tokenizer, monkey
     assert [g.allowed_after(p) for p in asked] == expected
     assert expected[-2] is None  # (the rejected prefix)
     assert len(steps) <= len(ids) + 4  # not the 87,240 of a walk from the start each time
+
+
+# ------------------------------------------------------------- a stranger's vocabularies
+def byte_level_tokenizer(
+    tmp_path, extra: list[bytes], specials: tuple[str, ...] = ("</s>",), normalizer=None
+) -> Tokenizer:
+    """A byte-level vocabulary of the 256 bytes plus `extra` (no merges), the first of
+    `specials` its EOS (and `normalizer`, a `tokenizers` normalizer, if given): tokens nobody
+    made on purpose, for the backends' masks."""
+    from tokenizers import AddedToken, decoders, models, pre_tokenizers
+    from tokenizers import Tokenizer as HFTokenizer
+
+    from minisglang.tokenizer import BYTE_TO_UNICODE
+
+    vocab: dict[str, int] = {}
+    for data in [bytes([b]) for b in range(256)] + extra:
+        vocab.setdefault("".join(BYTE_TO_UNICODE[b] for b in data), len(vocab))
+    hf = HFTokenizer(models.BPE(vocab, []))
+    hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    hf.decoder = decoders.ByteLevel()
+    if normalizer is not None:
+        hf.normalizer = normalizer
+    hf.add_special_tokens([AddedToken(s, special=True, normalized=False) for s in specials])
+    hf.save(str(tmp_path / "tokenizer.json"))
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"eos_token": specials[0]}))
+    return Tokenizer.from_pretrained(tmp_path)
+
+
+def test_xgrammar_never_allows_a_token_holding_a_surrogates_bytes(tmp_path):
+    """A vocabulary with tokens `ED A0 80` (U+D800's bytes), `ED A0` and `a ED BF BF`: xgrammar
+    reads `.` and `[^"]` as every code point, surrogates included, and allowed all three at
+    the start of `.+`; the guard checked only the byte after a token ending in ED. Such a
+    token is no UTF-8 wherever it goes, so no row allows it; `a` and `é` stay allowed."""
+    bad = [b"\xed\xa0\x80", b"\xed\xa0", b"a\xed\xbf\xbf"]
+    tok = byte_level_tokenizer(tmp_path, [*bad, "é".encode(), b"\xed\x9f\xbf"])
+    ids = [tok.token_bytes.index(data) for data in bad]
+    width = tok.vocab_size + 9
+    backend = get_backend_class("xgrammar")(tok, width, compile_in="thread")
+    try:
+        for regex in (".+", '[^"]*"', "(.|\n)+"):
+            g = backend.compile("regex", regex)
+            row = mask_row(g, width)
+            assert not row[ids].any(), (regex, [tok.token_bytes[i] for i in ids if row[i]])
+            assert row[ord("a")] and row[tok.token_bytes.index("é".encode())]
+            assert row[tok.token_bytes.index(b"\xed\x9f\xbf")]  # U+D7FF: ED, then a second byte it allows
+            g.accept_token(ord("a"))  # (a row after a token not ending in a lead: the same)
+            assert not mask_row(g, width)[ids].any()
+    finally:
+        backend.shutdown()
+
+
+def test_llguidance_spells_forced_text_with_tokens_that_spell_it(tmp_path):
+    """llguidance allows only the tokenization our encoder gives of forced text. With "{" a
+    special token on the vocabulary's own "{" piece, that encoder gave the special id for "{"
+    (it spells nothing): the mask of `\\{"a"\\}` allowed only that id, the matcher refused it,
+    and every request aborted; `{"` (the one token that writes "{") was forbidden. Forced
+    text is now spelled by tokens whose bytes are the text."""
+    tok = byte_level_tokenizer(tmp_path, [b'{"'], specials=("</s>", "{"))
+    brace = tok.hf.token_to_id("{")
+    assert tok.token_bytes[brace] is None and brace in tok.special_token_ids
+    width = tok.vocab_size + 3
+    backend = get_backend_class("llguidance")(tok, width, compile_in="thread")
+    try:
+        g = backend.compile("regex", r'\{"a"\}')
+        ids = []
+        while not g.is_terminated():
+            allowed = mask_row(g, width).nonzero().flatten().tolist()
+            assert brace not in allowed and all(tok.token_bytes[t] for t in allowed), allowed
+            ids.append(allowed[0])
+            g.accept_token(allowed[0])
+        assert tok.decode(ids) == '{"a"}'
+    finally:
+        backend.shutdown()
+
+
+def test_llguidance_refuses_a_vocabulary_with_a_token_longer_than_its_trie_holds(tmp_path):
+    """A token of 1,025 bytes: llguidance's token trie asserted (a Rust panic, a BaseException
+    no `except Exception` catches, whose text names no token). The backend now refuses the
+    vocabulary by name; 1,024 bytes is still taken."""
+    from minisglang.backends.llguidance_backend import LLGUIDANCE_MAX_TOKEN_BYTES
+
+    tok = byte_level_tokenizer(tmp_path, [b"a" * LLGUIDANCE_MAX_TOKEN_BYTES, b"b" * (LLGUIDANCE_MAX_TOKEN_BYTES + 1)])
+    with pytest.raises(ValueError, match=r"token 257 is 1,025 bytes long.*'fsm'"):
+        get_backend_class("llguidance")(tok, tok.vocab_size, compile_in="thread")
+    (tmp_path / "fits").mkdir()
+    tok = byte_level_tokenizer(tmp_path / "fits", [b"a" * LLGUIDANCE_MAX_TOKEN_BYTES])
+    backend = get_backend_class("llguidance")(tok, tok.vocab_size, compile_in="thread")
+    try:
+        assert mask_row(backend.compile("regex", "a{1024}|b"), tok.vocab_size)[256]
+    finally:
+        backend.shutdown()
+
+
+def test_llguidance_spells_forced_text_that_the_tokenizer_would_normalize(tmp_path):
+    """A tokenizer with an NFKC normalizer encodes "，" (U+FF0C) as ","; llguidance took that as
+    the tokenization of the forced text "，x", allowed only "," and then refused it: every
+    request aborted. The forced text is spelled by its own bytes now (the same fix as for a
+    special "{" above)."""
+    from tokenizers import normalizers
+
+    tok = byte_level_tokenizer(tmp_path, [], normalizer=normalizers.NFKC())
+    backend = get_backend_class("llguidance")(tok, tok.vocab_size, compile_in="thread")
+    try:
+        g = backend.compile("regex", "\uff0cx")
+        ids = []
+        while not g.is_terminated():
+            allowed = mask_row(g, tok.vocab_size).nonzero().flatten().tolist()
+            assert allowed and all(tok.token_bytes[t] for t in allowed), allowed
+            ids.append(allowed[0])
+            g.accept_token(allowed[0])
+        assert tok.decode(ids) == "\uff0cx"
+    finally:
+        backend.shutdown()
+
+
+@pytest.mark.parametrize(
+    ("regex", "before"),
+    [
+        (r"[a-z]{2}[\u0400-\u04ff]x", ""),
+        (r"[a-z]{1,3}[c-я]", ""),
+        (r".{2}[\u0400-\u04ff]x", ""),
+        (r":[^b]{1,3}[c-中][.-z]*", ":"),
+        (r":[^b]?[^b]?[c-中][.-z]*", ":"),
+    ],
+)
+def test_xgrammar_masks_a_counted_class_before_multibyte_characters_as_the_fsm_does(backends, tokenizer, regex, before):
+    """xgrammar's mask for a counted repetition of a class followed by a class of multi-byte
+    characters is wrong where a token crosses the repetition's end: `[a-z]{2}[\\u0400-\\u04ff]x`
+    allowed 548 tokens such as `acc` that its matcher then refused (the request aborted), and
+    `[a-z]{1,3}[c-я]` forbade 383 valid ones such as `able`. The adapter writes such counts as
+    copies and a count from 0 (portable_regex's spell_counts_up_to), which xgrammar masks
+    right; `X?` too (after ":" in `:[^b]?[^b]?[c-中]`, " true" was forbidden)."""
+    width = tokenizer.vocab_size + PAD
+    rows = []
+    for name in ("xgrammar", "fsm"):
+        g = compiled(backends[name], "regex", regex)
+        for t in tokenizer.encode(before):
+            g.accept_token(t)
+        rows.append(mask_row(g, width))
+    differ = (rows[0] != rows[1]).nonzero().flatten().tolist()
+    assert not differ, [(tokenizer.token_bytes[t], bool(rows[0][t])) for t in differ[:5]]

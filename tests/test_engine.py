@@ -367,3 +367,23 @@ def test_the_stop_string_cut_searches_only_new_text_and_cuts_where_a_whole_searc
         if grown.finished:
             break
     assert (grown.output_text, grown.finished_reason) == (whole.output_text, whole.finished_reason)
+
+
+def test_a_stop_id_that_spells_text_is_text_to_a_grammar(engine, tmp_path):
+    """generation_config.json listing text tokens as stop ids (here every token starting with
+    a newline, beside the EOS): a constrained request whose grammar needs the newline ended
+    there, "stop" with the output "a\\n" for the regex `a\\nb` (every backend; a stranger's
+    checkpoint). The grammar reads such a token as its text (an unconstrained request still
+    stops at it, as transformers does: test_generation_config_eos_ids_end_a_request)."""
+    newline = [i for i, data in enumerate(engine.tokenizer.token_bytes) if data and data.startswith(b"\n")]
+    model = tmp_path / "model"
+    shutil.copytree(sgl.DEFAULT_MODEL_PATH, model)
+    config = json.loads((model / "generation_config.json").read_text())
+    config["eos_token_id"] = [engine.tokenizer.eos_token_id, *newline]
+    (model / "generation_config.json").write_text(json.dumps(config))
+    eng = sgl.Engine(model_path=str(model), stage="s5", max_total_tokens=1024, jump_forward=False)
+    try:
+        out = eng.generate(PROMPTS[1], {"regex": r"a\nb", "temperature": 0, "max_new_tokens": 8})
+        assert out["text"] == "a\nb" and out["meta_info"]["finish_reason"]["type"] == "stop", out
+    finally:
+        eng.shutdown()

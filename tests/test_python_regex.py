@@ -63,3 +63,46 @@ def test_a_repetition_bound_too_large_for_python_is_a_regex_error(pattern):
     which left the parser as that, not as the RegexError every other invalid regex is."""
     with pytest.raises(RegexError, match="invalid regex .*repetition number is too large"):
         lazy_dfa(pattern)
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        r"[a\x01]",
+        r"[\x01-\x05a-f]",
+        r"[^\x01-\x1fA]",
+        r"[\x00-\x1f0-9]",
+        r"[\x0e\x127F]",
+        r"[\x01^]",
+        r"[\x02-\x03\^a]",
+    ],
+)
+def test_portable_classes_keep_control_characters_apart_from_hex_digits(pattern):
+    """xgrammar writes a control character as `\\xHH` in its grammar and reads every hex digit
+    after `\\x`: `portable_regex("[a\\x01]")` was `[\\u0001a]`, which xgrammar read as U+001A
+    (its mask allowed b"\\x1a" and neither b"\\x01" nor b"a"; a stranger's vocabulary with
+    control-character tokens). No such escape is followed by a hex digit now, and xgrammar's
+    first-byte mask is the fsm backend's."""
+    xgr = pytest.importorskip("xgrammar")  # noqa: F841  (the backend's library)
+    import minisglang
+    from minisglang.backends.base import get_backend_class
+    from minisglang.constrained.bitmask import unpack_bits
+    from minisglang.constrained.python_regex import portable_regex
+    from minisglang.tokenizer import Tokenizer
+
+    written = portable_regex(pattern)
+    assert not re.search(r"\\u00[01][0-9a-f](?![-\\\]^])", written), written
+    tokenizer = Tokenizer.from_pretrained(minisglang.DEFAULT_MODEL_PATH)
+    width = tokenizer.vocab_size
+    rows = []
+    for name in ("xgrammar", "fsm"):
+        backend = get_backend_class(name)(tokenizer, width, compile_in="thread")
+        try:
+            g = backend.compile("regex", pattern)
+            mask = g.allocate_vocab_mask(width, 1)
+            g.fill_vocab_mask(mask, 0)
+            rows.append(unpack_bits(mask, width)[0])
+        finally:
+            backend.shutdown()
+    differ = (rows[0] != rows[1]).nonzero().flatten().tolist()
+    assert not differ, [(tokenizer.token_bytes[t], bool(rows[0][t])) for t in differ[:5]]

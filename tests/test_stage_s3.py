@@ -257,6 +257,28 @@ def test_disk_cache_survives_a_restart_and_ignores_corrupt_files(tmp_path):
     assert third.stage.service.compile_count == 1 and c["text"] == a["text"]
 
 
+def test_disk_cache_keeps_apart_checkpoints_whose_eos_differs(tmp_path):
+    """Two checkpoints of one tokenizer (one byte table, one fingerprint) whose EOS tokens
+    differ, as a base model's and its instruct model's do, sharing a cache directory: the
+    second was served the first's FSM, whose final rows allow the first's EOS and not its own
+    (a stranger's pair of vocabularies). Each finds its own FSM now."""
+    base = Tokenizer.from_pretrained(sgl.DEFAULT_MODEL_PATH)
+    other = Tokenizer.from_pretrained(sgl.DEFAULT_MODEL_PATH)
+    other.eos_token_id = next(i for i in sorted(other.special_token_ids) if i != base.eos_token_id)
+    assert other.fingerprint == base.fingerprint
+    for tok in (base, other):
+        service = compile_service.CompileService(
+            tok, compile_service.CompileSettings(tok.vocab_size), compile_in="thread", disk_dir=tmp_path
+        )
+        try:
+            fsm = service.compile_fsm("ab")
+        finally:
+            service.shutdown()
+        state = fsm.walk(tok.encode("ab"))
+        assert fsm.index.eos_token_id == tok.eos_token_id
+        assert fsm.index.allowed_token_ids(state) == [tok.eos_token_id]
+
+
 # ------------------------------------------------- where the compile runs: thread or process
 def bare_stage(compile_in, **opts):
     """An s3 stage over the bundled tokenizer, without a model."""

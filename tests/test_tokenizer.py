@@ -417,6 +417,30 @@ def test_plain_family(tmp_path):
     assert tok.encode("hello wörld!") == [0, 1, 2]
 
 
+def test_an_eos_that_is_an_ordinary_piece_spells_no_text(tmp_path):
+    """A tokenizer.json whose EOS ("<eos>", named by tokenizer_config.json) is a regular piece,
+    not a special token: its bytes were the text "<eos>", so a request that ended on it
+    returned "abz<eos>" for the regex `a[b-z]{0,3}` (every grammar backend reads the EOS as no
+    text). It spells nothing now; decode(skip_special_tokens=False) still shows it."""
+    from tokenizers import decoders
+
+    from minisglang.tokenizer import BYTE_TO_UNICODE
+
+    vocab = {BYTE_TO_UNICODE[b]: b for b in range(256)} | {"<eos>": 256}
+    hf = HFTokenizer(models.BPE(vocab, []))
+    hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    hf.decoder = decoders.ByteLevel()
+    hf.save(str(tmp_path / "tokenizer.json"))
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"eos_token": "<eos>"}))
+    tok = Tokenizer.from_pretrained(tmp_path)
+    assert tok.eos_token_id == 256 and tok.eos_token_id not in tok.special_token_ids
+    assert tok.token_bytes[256] is None
+    ids = [*tok.encode("ab"), 256]
+    assert tok.decode(ids) == "ab" and tok.decode(ids, skip_special_tokens=False) == "ab<eos>"
+    detok = IncrementalDetokenizer(tok)
+    assert detok.feed(ids) + detok.flush() == "ab"
+
+
 def test_llama_style_tokenizer_json_drops_the_dummy_prefix(tmp_path):
     """A Llama/Mistral tokenizer.json as Hugging Face writes it (Prepend("▁") normalizer):
     from_pretrained detects SentencePiece and removes the dummy prefix."""

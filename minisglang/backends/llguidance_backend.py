@@ -219,6 +219,11 @@ IGNORED = (
 )
 
 
+# The longest token llguidance's token trie holds (toktrie 1.x: 10 bits of depth); a longer
+# one made LLTokenizer panic (a stranger's vocabulary with a 4,096-byte token).
+LLGUIDANCE_MAX_TOKEN_BYTES = 1024
+
+
 class _TokenizerSource:
     """What `llg.TokenizerWrapper` reads to build an `LLTokenizer` from our tokenizer."""
 
@@ -233,6 +238,8 @@ class _TokenizerSource:
                 data = b"\xff" + tokenizer.id_to_token(token_id).encode()
             tokens.append(data or b"")
         self.tokens = tokens + [b""] * (vocab_size - len(tokens))  # padded logit columns
+        self._ids_by_bytes: dict[bytes, int] | None = None  # see `_spelled`
+        self._longest = 0
 
     def __call__(self, text: str) -> list[int]:
         if not isinstance(text, str):  # tells TokenizerWrapper to pass str, not bytes
@@ -240,7 +247,38 @@ class _TokenizerSource:
         # A grammar's text is text: a string that spells a special token ("<|tool|>" in a const)
         # must be its ordinary tokens, or the mask allows the special id and the matcher then
         # refuses it (a stranger's fuzzer: every such grammar aborted).
-        return self.tokenizer.encode_as_text(text)
+        ids = self.tokenizer.encode_as_text(text)
+        # llguidance allows only this tokenization of forced text, so its ids must spell the
+        # text. Hugging Face's need not: an id that is both a vocabulary piece and a special
+        # token ("{" marked special) spells nothing here, and a BPE without an unknown token
+        # drops a character it has no piece for. Then the vocabulary's own tokens spell it.
+        spelled = [self.tokenizer.token_bytes[i] for i in ids]
+        data = text.encode("utf-8", "surrogatepass")
+        if None in spelled or b"".join(b for b in spelled if b is not None) != data:
+            return self._spelled(data)
+        return ids
+
+    def _spelled(self, data: bytes) -> list[int]:
+        """Text tokens spelling `data`, longest first (the lowest id of equal bytes), as far as
+        the vocabulary can spell it (a stranger's vocabulary: see `__call__`)."""
+        if self._ids_by_bytes is None:
+            by_bytes: dict[bytes, int] = {}
+            for token_id, token in enumerate(self.tokenizer.token_bytes):
+                if token:  # (None: a special token or an unused id)
+                    by_bytes.setdefault(token, token_id)
+            self._longest = max(map(len, by_bytes), default=0)
+            self._ids_by_bytes = by_bytes  # two threads racing here each build an equal table
+        ids, at = [], 0
+        while at < len(data):
+            for n in range(min(self._longest, len(data) - at), 0, -1):
+                found = self._ids_by_bytes.get(data[at : at + n])
+                if found is not None:
+                    ids.append(found)
+                    at += n
+                    break
+            else:  # no token starts with the byte at `at`
+                return ids
+        return ids
 
 
 def _check_mask(vocab_mask: torch.Tensor) -> None:
@@ -322,9 +360,18 @@ class LLGuidanceBackend(BaseGrammarBackend):
     kinds = frozenset({"regex", "json_schema", "ebnf", "structural_tag"})
 
     def __init__(self, tokenizer: Tokenizer, vocab_size: int, **kwargs: Any):
+        source = _TokenizerSource(tokenizer, vocab_size)
+        longest = max(range(len(source.tokens)), key=lambda i: len(source.tokens[i]), default=0)
+        if source.tokens and len(source.tokens[longest]) > LLGUIDANCE_MAX_TOKEN_BYTES:
+            # (its token trie asserts, a Rust panic: a BaseException with an assertion's text)
+            raise ValueError(
+                f"llguidance cannot take this vocabulary: token {longest} is {len(source.tokens[longest]):,} "
+                f"bytes long, and its token trie holds tokens of at most {LLGUIDANCE_MAX_TOKEN_BYTES:,} bytes; "
+                "use another grammar backend ('fsm')"
+            )
         super().__init__(tokenizer, vocab_size, **kwargs)
         # Built once per engine: it walks the whole vocabulary into a token trie.
-        self.lltokenizer = llg.LLTokenizer(llg.TokenizerWrapper(_TokenizerSource(tokenizer, vocab_size)))
+        self.lltokenizer = llg.LLTokenizer(llg.TokenizerWrapper(source))
         # Short errors: the verbose ones dump the parser state and the whole grammar.
         self.limits = llg.LLParserLimits(verbose_errors=False)
 

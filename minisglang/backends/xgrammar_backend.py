@@ -114,6 +114,15 @@ def _untyped(kind: str) -> Callable[[SchemaObject], bool]:
     return lambda schema: "type" not in schema and not any(k in schema for k in _TYPE_FROM.get(kind, ()))
 
 
+# A regex's counted repetitions of one character set up to this many are written for xgrammar
+# with their required copies spelled out and the rest counted from 0 (portable_regex): its
+# mask for `X{m,n}` (m >= 1) or `X?` followed by a class of multi-byte characters is wrong where
+# a token crosses the repetition's end. Over the bundled vocabulary `[a-z]{2}[\u0400-\u04ff]x`
+# allowed 548 tokens its matcher then refused (`acc`: the request aborted) and `[a-z]{1,3}[c-я]`
+# forbade 383 valid ones (`able`); written `[a-z][a-z][\u0400-\u04ff]x` and
+# `[a-z][a-z]{0,2}[c-я]` they read right (a stranger's vocabularies). Longer counts stay as they are.
+XGRAMMAR_SPELLED_COUNTS = 16
+
 # xgrammar (0.2) writes a bounded number with at most this many fraction digits.
 XGRAMMAR_FRACTION_DIGITS = 6
 
@@ -322,22 +331,41 @@ def optional_as_count(regex: str) -> str:
 NARROW_SECOND_BYTE = {0xE0: (0xA0, 0xBF), 0xED: (0x80, 0x9F), 0xF0: (0x90, 0xBF), 0xF4: (0x80, 0x8F)}
 
 
+# A narrow lead followed by a byte UTF-8 does not allow after it, inside one token's bytes.
+_NARROW_BREAK = re.compile(
+    b"|".join(
+        re.escape(bytes([lead])) + b"[^" + re.escape(bytes([lo])) + b"-" + re.escape(bytes([hi])) + b"]"
+        for lead, (lo, hi) in NARROW_SECOND_BYTE.items()
+    ),
+    re.DOTALL,
+)
+
+
 class Utf8Guard:
     """The rows that keep an output UTF-8 where xgrammar does not: it reads a character class
     such as `[\\s\\S]`, `.` or a JSON string's character as every code point, surrogates
     included, and so lets the byte ED (a lead) be followed by A0-BF: the bytes of U+D800-DFFF,
     which no UTF-8 decoder accepts. `rows[lead]` (int32 [W], packed) allows the tokens that
     may follow an output ending in `lead`: those whose first byte is a second byte UTF-8
-    allows after it, and those without bytes (special tokens: the grammar decides)."""
+    allows after it, and those without bytes (special tokens: the grammar decides).
+    `clean` (packed, or None when every token is) leaves out the tokens that hold such a
+    pair inside their own bytes (a stranger's vocabulary with a token `ED A0 80`, U+D800's
+    bytes: xgrammar allowed it wherever `.` or `[^"]` was); every row is ANDed with it."""
 
     def __init__(self, token_bytes: list[bytes], width: int):
         self.token_bytes = token_bytes
         first = torch.tensor([data[0] if data else -1 for data in token_bytes], dtype=torch.int64)
+        broken = [i for i, data in enumerate(token_bytes) if data and _NARROW_BREAK.search(data)]
+        self.clean: torch.Tensor | None = None
+        if broken:
+            fine = torch.ones(width, dtype=torch.bool)
+            fine[broken] = False
+            self.clean = pack_bits(fine)
         self.rows: dict[int, torch.Tensor] = {}
         for lead, (lo, hi) in NARROW_SECOND_BYTE.items():
             allowed = torch.zeros(width, dtype=torch.bool)
             allowed[: first.numel()] = ((first >= lo) & (first <= hi)) | (first < 0)
-            self.rows[lead] = pack_bits(allowed)
+            self.rows[lead] = pack_bits(allowed) if self.clean is None else pack_bits(allowed) & self.clean
 
     def lead_after(self, lead: int | None, token_id: int) -> int | None:
         """The narrow lead the output ends in after `token_id` (None: none)."""
@@ -388,6 +416,8 @@ class XGrammarGrammar(BaseGrammarObject):
         lead = self.leads[-1]
         if lead is not None:
             vocab_mask[idx] &= self.guard.rows[lead]
+        elif self.guard.clean is not None:
+            vocab_mask[idx] &= self.guard.clean
 
     def rollback(self, k: int) -> None:
         if k == 0:
@@ -478,7 +508,7 @@ class XGrammarBackend(BaseGrammarBackend):
     def compile(self, kind: str, text: str) -> XGrammarGrammar:
         try:
             if kind == "regex":  # (a RegexError says what is wrong with it, in Python's terms)
-                compiled = self._compiled("compile_regex", portable_regex(text))
+                compiled = self._compiled("compile_regex", portable_regex(text, XGRAMMAR_SPELLED_COUNTS))
             elif kind == "json_schema":
                 enforced = self.enforced_schema(text)
                 enforced_text = json.dumps(enforced, ensure_ascii=False)

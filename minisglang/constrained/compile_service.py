@@ -229,11 +229,15 @@ class CompileService:
             raise ValueError(f"compile_in must be 'process' or 'thread', got {compile_in!r}")
         self.vocab = VocabularyBytes(tuple(tokenizer.token_bytes), tokenizer.eos_token_id)
         self.settings, self.timeout, self.startup_timeout = settings, timeout, startup_timeout
+        # The fingerprint covers the byte table, not which special token ends a sequence; the
+        # arrays hold the EOS id (its bit in the final states' rows): two checkpoints of one
+        # tokenizer with other EOS tokens (a base model's <|end_of_text|>, its instruct
+        # model's <|eot_id|>) sharing a cache directory were served each other's FSMs.
         self.disk = (
             FSMDiskCache(
                 Path(disk_dir),
                 tokenizer.fingerprint,
-                {"vocab_size": settings.vocab_size, "jump_map": settings.jump_map},
+                {"vocab_size": settings.vocab_size, "jump_map": settings.jump_map, "eos": tokenizer.eos_token_id},
             )
             if disk_dir
             else None

@@ -208,11 +208,16 @@ class PythonRegex:
         visit(self.items)
         return found
 
-    def write(self, write_set: Callable[[Ranges], str]) -> str | None:
+    def write(self, write_set: Callable[[Ranges], str], spell_counts_up_to: int = 0) -> str | None:
         """The regex again, each character set as `write_set(ranges)` (never called with
         an empty set), groups as `(?:...)`: the same language in the syntax every engine
-        reads alike. None when the regex matches no string at all (`[^\\s\\S]`)."""
+        reads alike. None when the regex matches no string at all (`[^\\s\\S]`).
+        `spell_counts_up_to`: a counted repetition `X{m,n}` (or `X?`) of one character set X
+        with n <= it is written as m copies of X and `X{0,n-m}` (see portable_regex)."""
+        self._spell = spell_counts_up_to
         return self._write(self.items, write_set)
+
+    _spell = 0
 
     def _write(self, items: Any, write_set: Callable[[Ranges], str]) -> str | None:
         out = []
@@ -229,7 +234,10 @@ class PythonRegex:
                     part = "" if low == 0 else None
                 else:
                     body = body if _is_atom(sub) else f"(?:{body})"
-                    part = body + _bounds(low, None if high == _P.MAXREPEAT else high)
+                    if high != _P.MAXREPEAT and high <= self._spell and _one_set(sub):
+                        part = body * low + (f"{body}{{0,{high - low}}}" if high > low else "")
+                    else:
+                        part = body + _bounds(low, None if high == _P.MAXREPEAT else high)
             elif op is _P.SUBPATTERN:
                 part = self._write(arg[3], write_set)
                 part = None if part is None else f"(?:{part})"
@@ -245,6 +253,13 @@ class PythonRegex:
 def _is_atom(items: Any) -> bool:
     """Whether a parse is one character set (written as one atom: no group needed)."""
     return len(items) == 1 and items[0][0] in (_P.LITERAL, _P.NOT_LITERAL, _P.ANY, _P.IN)
+
+
+def _one_set(items: Any) -> bool:
+    """Whether a parse is one character set, perhaps inside groups (`(?:[a-z])`)."""
+    while len(items) == 1 and items[0][0] is _P.SUBPATTERN:
+        items = items[0][1][3]
+    return _is_atom(items)
 
 
 def _bounds(low: int, high: int | None) -> str:
@@ -307,6 +322,11 @@ def explicit_class(ranges: Ranges) -> str:
     # (every character: `[^]` says so in JavaScript alone; Rust and Python refuse it)
     negated = 0 < len(other) < len(ranges)
     items = list(other if negated else ranges)
+    # xgrammar writes most control characters as `\xHH` in its EBNF class, whose `\x` reads
+    # every hex digit that follows: `[\u0001a]` became U+001A, not U+0001 and 'a' (a stranger's
+    # vocabulary with control-character tokens). So a range ending in a control character
+    # goes after the others, where another escape, the caret or the `]` follows it.
+    items = [r for r in items if r[1] >= 0x20] + [r for r in items if r[1] < 0x20]
     if not negated and items[0][0] == CARET:
         # xgrammar turns `[\u005ea]` (and `[\^a]`) into its EBNF class `[^a]`: a leading
         # caret, however escaped, negates there. So '^' goes last, where it is a character.
@@ -331,10 +351,15 @@ def _without_surrogates(ranges: Ranges) -> Ranges:
     return tuple(out)
 
 
-def portable_regex(regex: str) -> str:
+def portable_regex(regex: str, spell_counts_up_to: int = 0) -> str:
     """`regex` (whole-output match, a leading `^` and trailing `$` ignored) written so that
     any engine reads it as Python does: every character set spelled out by
     `explicit_class`. What the library backends compile instead of the client's text.
+
+    `spell_counts_up_to` (xgrammar's adapter): a counted repetition of one character set up
+    to that count is written with its required copies spelled out and the rest counted from
+    0 (`[a-z]{1,3}` as `[a-z][a-z]{0,2}`, `[a-z]?` as `[a-z]{0,1}`), the same language, which
+    xgrammar masks right where it does not mask `{1,3}` or `?` right.
 
     Raises RegexError (regex_dfa's) naming the problem: Python's message for an invalid
     regex, the construct for an unsupported one, or an empty language.
@@ -342,7 +367,7 @@ def portable_regex(regex: str) -> str:
     from .regex_dfa import RegexError, _strip_anchors, shown_regex  # (regex_dfa imports this module)
 
     try:
-        text = PythonRegex(_strip_anchors(regex)).write(explicit_class)
+        text = PythonRegex(_strip_anchors(regex)).write(explicit_class, spell_counts_up_to)
     except re.error as e:
         raise RegexError(f"invalid regex {shown_regex(regex)}: {e}") from None
     except NotWritable as e:
