@@ -397,3 +397,24 @@ def test_rows_shared_by_two_grammars_are_the_same_objects_and_exact(share_everyt
     assert stored > 0
     compare_along_walks(r'\[1, "[^"]{0,40}"\]', tokenizer, walks=2, steps=25, oracle_every=1)
     compare_along_walks(r'\{"a": "[^"]{0,40}"\}', tokenizer, walks=2, steps=25, oracle_every=1)
+
+
+def test_the_literal_text_checks_are_the_pools_and_run_compiled_with_it():
+    """`_row_from_strings` asks of every new row whether it begins with literal text
+    (`literal_heads`, strict) and whether that text fans out (`fans_out`); interpreted, a
+    row that does not fit paid ~40 us to find out, ~15% of the slowest 3% of steps at 4k
+    (benchmarks/results/compile.md). They are lazy_regex's, compiled with the pool."""
+    from minisglang.constrained import compiled_build, lazy_regex
+
+    pool = RegexPool()
+    keys = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"]
+    for count, fits in [(7, False), (8, True)]:
+        node = parse_regex("(" + "|".join(keys[:count]) + ')":', pool)
+        steps = [0]
+        heads = lazy_regex.literal_heads((node,), steps, strict=True)
+        assert heads is not None and len(heads) == count
+        assert lazy_regex.fans_out(heads, steps, 8, 4) is fits
+    # A match that begins with a byte class (a number) is not literal text.
+    assert lazy_regex.literal_heads((parse_regex("(true|[0-9]+)", pool),), [0], strict=True) is None
+    if compiled_build.active == "compiled":
+        assert type(lazy_regex.literal_heads).__name__ == "builtin_function_or_method"

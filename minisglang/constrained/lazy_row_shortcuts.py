@@ -17,12 +17,12 @@ them with the eager index):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal, overload
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .lazy_byte_dfa import LazyByteDFA
-from .lazy_regex import ALT, BYTES, CONCAT, EPSILON, REPEAT, RegexNode
+from .lazy_regex import ALT, BYTES, CONCAT, REPEAT, RegexNode, fans_out, literal_heads, narrow
 from .lazy_rows import SHARED_ROWS, RowKey, TokenRow
 from .lazy_trie_walk import VocabArrays, token_repetitions
 from .token_fsm import Vocabulary
@@ -195,7 +195,7 @@ class LazyRowShortcuts:
         derivative for the positions inside that text.
 
         The walk holds a trie node and what is left of the match (a stack of parts,
-        `_literal_heads`); a one-byte part follows that trie child, and every token ending
+        `literal_heads`); a one-byte part follows that trie child, and every token ending
         at a trie node reached is allowed (it spells a prefix of a match: no node hides an
         empty language). Where the literal text ends (a byte class, a repetition, an
         object's members), the tokens that go on below that trie node are found by the
@@ -212,11 +212,11 @@ class LazyRowShortcuts:
             # computed: the compiled walk through them is cheaper.
             return None
         steps = [0]
-        heads = self._literal_heads((node,), steps, strict=True)
+        heads = literal_heads((node,), steps, strict=True)
         if heads is None:
             self._not_strings.add(node.uid)  # some match starts with no literal text: walk it
             return None
-        if not self._fans_out(heads, steps):
+        if not fans_out(heads, steps, FAN_OUT, FAN_OUT_BYTES):
             return None  # a few strings: the compiled walk's states serve the next rows too
         todo = [(parts, 0) for parts in heads]
         trie, arrays, has_items, pool = self.trie, self.arrays, self.arrays.has_items, self.dfa.pool
@@ -235,8 +235,8 @@ class LazyRowShortcuts:
             if has_items[child]:
                 return None  # a token longer than the trie goes on here: walk instead
             reached.append(child)
-            for more in self._literal_heads(parts[1:], steps):
-                if more and not self._narrow(more[0]):
+            for more in literal_heads(parts[1:], steps):
+                if more and not narrow(more[0]):
                     stops.setdefault(more, []).append(child)
                 else:
                     todo.append((more, child))
@@ -255,73 +255,6 @@ class LazyRowShortcuts:
             bits |= walked
             extra = np.concatenate([extra, longs])
         return self._make_row(bits, extra[extra != self.eos_token_id], state)
-
-    def _fans_out(self, heads: list[tuple[RegexNode, ...]], steps: list[int]) -> bool:
-        """Whether at least FAN_OUT literal strings are open within FAN_OUT_BYTES bytes of
-        `heads` (`_literal_heads` of a state, each starting with a narrow byte set or empty):
-        an object's keys after `{"`, an enum's values."""
-        level = [parts for parts in heads if parts]
-        for _ in range(FAN_OUT_BYTES):
-            if len(level) >= FAN_OUT or not level:
-                break
-            level = [
-                more
-                for parts in level
-                for more in self._literal_heads(parts[1:], steps)
-                if more and self._narrow(more[0])
-            ]
-        return len(level) >= FAN_OUT
-
-    @staticmethod
-    def _narrow(part: RegexNode) -> bool:
-        """A byte set `_row_from_strings` follows through the trie: one byte. (A class such as
-        `[0-9]` in an integer's range, `9|[1-9]([0-9]|[0-9]{2})`, opens one path per byte and
-        alternative, which the automaton's states would merge: there the walk is cheaper.)"""
-        return part.kind == BYTES and part.byte_set.bit_count() == 1
-
-    @overload
-    @classmethod
-    def _literal_heads(
-        cls, parts: tuple[RegexNode, ...], steps: list[int], strict: Literal[False] = False
-    ) -> list[tuple[RegexNode, ...]]: ...
-    @overload
-    @classmethod
-    def _literal_heads(
-        cls, parts: tuple[RegexNode, ...], steps: list[int], strict: bool
-    ) -> list[tuple[RegexNode, ...]] | None: ...
-    @classmethod
-    def _literal_heads(
-        cls, parts: tuple[RegexNode, ...], steps: list[int], strict: bool = False
-    ) -> list[tuple[RegexNode, ...]] | None:
-        """The ways `parts` (a sequence) can begin, each a sequence whose first part is a
-        byte set or a part the literal walk stops at (a repetition other than `R{0,1}`, an
-        object's members), or empty (the sequence matched ε): sequences, alternations, ε
-        and `R{0,1}` opened. Counts its steps in `steps[0]`. `strict`: None as soon as one
-        begins with something other than one byte (ε aside), before opening the rest."""
-        out: list[tuple[RegexNode, ...]] = []
-        todo = [parts]
-        while todo:
-            parts = todo.pop()
-            steps[0] += 1
-            if not parts:
-                out.append(parts)
-                continue
-            part, rest = parts[0], parts[1:]
-            kind = part.kind
-            if kind == CONCAT:
-                todo.append((part.parts[0], part.parts[1], *rest))
-            elif kind == ALT:
-                todo.extend((p, *rest) for p in part.parts)
-            elif kind == EPSILON:
-                todo.append(rest)
-            elif kind == REPEAT and part.low == 0 and part.high == 1:
-                todo.append(rest)
-                todo.append((part.parts[0], *rest))
-            elif strict and not cls._narrow(part):
-                return None
-            else:
-                out.append(parts)
-        return out
 
     def _row_from_closure(self, state: int) -> TokenRow | None:
         """The row of a state that goes on reading a wide byte set B whatever it read of B
