@@ -316,6 +316,23 @@ def test_heads_and_alternatives_on_chosen_shapes(share_everything, pattern):
     compare_along_walks(pattern, SMALL_VOCAB, walks=8, steps=15)
 
 
+HOSTNAME = r"[0-9a-z]*(-?[0-9a-z]+)*"
+
+
+def test_a_head_takes_the_next_elements_while_almost_any_token_could_leave_it():
+    """`[0-9a-z]*` then `(-?[0-9a-z]+)*"`: almost every token holds a byte the rest can
+    start with, so the one-element head does not fit, and each such state's row was a
+    walk of the whole trie (1-3 ms at 65k, the slowest rows there). Two elements make the
+    head (its row shared, walked once), and only the tokens holding `"` are walked."""
+    tokenizer = bundled()
+    for tail in ['"', '",x', '"}']:
+        fsm = compile_lazy_token_fsm(HOSTNAME + tail, tokenizer, 4096)
+        index = fsm.index
+        head = index.dfa.pool.concat_all([parse_regex(HOSTNAME, index.dfa.pool)])
+        assert head.uid in index.dfa.state_of and index.dfa.state_of[head.uid] in index._all_rows
+        compare_along_walks(HOSTNAME + tail, tokenizer, walks=4, steps=12, oracle_every=1)
+
+
 JSON_CHAR = r'([^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})'
 
 
