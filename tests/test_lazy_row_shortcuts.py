@@ -316,6 +316,23 @@ def test_heads_and_alternatives_on_chosen_shapes(share_everything, pattern):
     compare_along_walks(pattern, SMALL_VOCAB, walks=8, steps=15)
 
 
+HOSTNAME = r"[0-9a-z]*(-?[0-9a-z]+)*"
+
+
+def test_a_head_takes_the_next_elements_while_almost_any_token_could_leave_it():
+    """`[0-9a-z]*` then `(-?[0-9a-z]+)*"`: almost every token holds a byte the rest can
+    start with, so the one-element head does not fit, and each such state's row was a
+    walk of the whole trie (1-3 ms at 65k, the slowest rows there). Two elements make the
+    head (its row shared, walked once), and only the tokens holding `"` are walked."""
+    tokenizer = bundled()
+    for tail in ['"', '",x', '"}']:
+        fsm = compile_lazy_token_fsm(HOSTNAME + tail, tokenizer, 4096)
+        index = fsm.index
+        head = index.dfa.pool.concat_all([parse_regex(HOSTNAME, index.dfa.pool)])
+        assert head.uid in index.dfa.state_of and index.dfa.state_of[head.uid] in index._all_rows
+        compare_along_walks(HOSTNAME + tail, tokenizer, walks=4, steps=12, oracle_every=1)
+
+
 JSON_CHAR = r'([^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})'
 
 
@@ -397,3 +414,24 @@ def test_rows_shared_by_two_grammars_are_the_same_objects_and_exact(share_everyt
     assert stored > 0
     compare_along_walks(r'\[1, "[^"]{0,40}"\]', tokenizer, walks=2, steps=25, oracle_every=1)
     compare_along_walks(r'\{"a": "[^"]{0,40}"\}', tokenizer, walks=2, steps=25, oracle_every=1)
+
+
+def test_the_literal_text_checks_are_the_pools_and_run_compiled_with_it():
+    """`_row_from_strings` asks of every new row whether it begins with literal text
+    (`literal_heads`, strict) and whether that text fans out (`fans_out`); interpreted, a
+    row that does not fit paid ~40 us to find out, ~15% of the slowest 3% of steps at 4k
+    (benchmarks/results/compile.md). They are lazy_regex's, compiled with the pool."""
+    from minisglang.constrained import compiled_build, lazy_regex
+
+    pool = RegexPool()
+    keys = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"]
+    for count, fits in [(7, False), (8, True)]:
+        node = parse_regex("(" + "|".join(keys[:count]) + ')":', pool)
+        steps = [0]
+        heads = lazy_regex.literal_heads((node,), steps, strict=True)
+        assert heads is not None and len(heads) == count
+        assert lazy_regex.fans_out(heads, steps, 8, 4) is fits
+    # A match that begins with a byte class (a number) is not literal text.
+    assert lazy_regex.literal_heads((parse_regex("(true|[0-9]+)", pool),), [0], strict=True) is None
+    if compiled_build.active == "compiled":
+        assert type(lazy_regex.literal_heads).__name__ == "builtin_function_or_method"

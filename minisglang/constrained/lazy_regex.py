@@ -48,7 +48,7 @@ from __future__ import annotations
 import heapq
 import re
 from collections.abc import Iterable
-from typing import Final
+from typing import Final, Literal, overload
 
 from .regex_dfa import RegexError
 from .work_slices import OutOfTime, checkpoint
@@ -759,6 +759,76 @@ class RegexPool:
             out = 1
         node._cuts = out
         return out
+
+
+# -- literal text at the start of a node (the row shortcut `_row_from_strings`) -----------
+# (Here, compiled with the pool, not in lazy_row_shortcuts.py: a row that does not fit that
+# shortcut paid ~40 us of interpreted steps to find out, ~15% of the slowest 3% of steps.)
+def narrow(part: RegexNode) -> bool:
+    """A byte set `_row_from_strings` follows through the trie: one byte. (A class such as
+    `[0-9]` in an integer's range, `9|[1-9]([0-9]|[0-9]{2})`, opens one path per byte and
+    alternative, which the automaton's states would merge: there the walk is cheaper.)"""
+    return part.kind == BYTES and part.byte_set.bit_count() == 1
+
+
+@overload
+def literal_heads(
+    parts: tuple[RegexNode, ...], steps: list[int], strict: Literal[False] = False
+) -> list[tuple[RegexNode, ...]]: ...
+@overload
+def literal_heads(
+    parts: tuple[RegexNode, ...], steps: list[int], strict: bool
+) -> list[tuple[RegexNode, ...]] | None: ...
+def literal_heads(
+    parts: tuple[RegexNode, ...], steps: list[int], strict: bool = False
+) -> list[tuple[RegexNode, ...]] | None:
+    """The ways `parts` (a sequence) can begin, each a sequence whose first part is a
+    byte set or a part the literal walk stops at (a repetition other than `R{0,1}`, an
+    object's members), or empty (the sequence matched ε): sequences, alternations, ε
+    and `R{0,1}` opened. Counts its steps in `steps[0]`. `strict`: None as soon as one
+    begins with something other than one byte (ε aside), before opening the rest."""
+    out: list[tuple[RegexNode, ...]] = []
+    todo = [parts]
+    while todo:
+        parts = todo.pop()
+        steps[0] += 1
+        if not parts:
+            out.append(parts)
+            continue
+        part, rest = parts[0], parts[1:]
+        kind = part.kind
+        if kind == CONCAT:
+            todo.append((part.parts[0], part.parts[1], *rest))
+        elif kind == ALT:
+            for p in part.parts:
+                todo.append((p, *rest))
+        elif kind == EPSILON:
+            todo.append(rest)
+        elif kind == REPEAT and part.low == 0 and part.high == 1:
+            todo.append(rest)
+            todo.append((part.parts[0], *rest))
+        elif strict and not narrow(part):
+            return None
+        else:
+            out.append(parts)
+    return out
+
+
+def fans_out(heads: list[tuple[RegexNode, ...]], steps: list[int], fan_out: int, fan_out_bytes: int) -> bool:
+    """Whether at least `fan_out` literal strings are open within `fan_out_bytes` bytes of
+    `heads` (`literal_heads` of a state, each starting with a narrow byte set or empty):
+    an object's keys after `{"`, an enum's values."""
+    level = [parts for parts in heads if parts]
+    for _ in range(fan_out_bytes):
+        if len(level) >= fan_out or not level:
+            break
+        deeper: list[tuple[RegexNode, ...]] = []
+        for parts in level:
+            for m in literal_heads(parts[1:], steps):
+                if m and narrow(m[0]):
+                    deeper.append(m)
+        level = deeper
+    return len(level) >= fan_out
 
 
 def describe(node: RegexNode, limit: int = 60) -> str:

@@ -17,12 +17,12 @@ them with the eager index):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal, overload
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .lazy_byte_dfa import LazyByteDFA
-from .lazy_regex import ALT, BYTES, CONCAT, EPSILON, REPEAT, RegexNode
+from .lazy_regex import ALT, BYTES, CONCAT, REPEAT, RegexNode, fans_out, literal_heads, narrow
 from .lazy_rows import SHARED_ROWS, RowKey, TokenRow
 from .lazy_trie_walk import VocabArrays, token_repetitions
 from .token_fsm import Vocabulary
@@ -34,6 +34,9 @@ from .work_slices import unsliced
 # (8 lets digit runs and formats such as date-time share their rows: measured p99 at 65k
 # ~1.6 ms with 16, ~1.25 ms with 8 or 10.)
 PERMISSIVE = 8
+# `_row_from_head` takes up to this many elements of a sequence as its head, until few tokens
+# hold a byte that what follows the head can start with.
+HEAD_PARTS = 3
 # `_row_from_closure` needs a byte set of at least CLOSURE_BYTES bytes that at most
 # CLOSURE_STATES states keep reading.
 CLOSURE_BYTES = 32
@@ -167,20 +170,37 @@ class LazyRowShortcuts:
         if node.kind != CONCAT:
             return None
         # The head is the sequence's first element: `(A B) C` is split as A, then `B C`
-        # (a group is kept as one node; the language does not care where we split).
+        # (a group is kept as one node; the language does not care where we split), or its
+        # first few (HEAD_PARTS).
         head, tails = node, []
         while head.kind == CONCAT:
             tails.append(head.parts[1])
             head = head.parts[0]
         if head.kind == BYTES or head.first.bit_count() < PERMISSIVE:
             return None  # a head that allows few bytes is cheap to walk as it is
-        rest_first = 0  # the bytes what follows the head can start with
-        for tail in reversed(tails):
-            rest_first |= tail.first
-            if not tail.nullable:
+        rest = tails[::-1]  # what follows the head, in order
+        for _ in range(HEAD_PARTS):
+            rest_first = 0  # the bytes what follows the head can start with
+            for tail in rest:
+                rest_first |= tail.first
+                if not tail.nullable:
+                    break
+            candidates = self._containing(rest_first)
+            if candidates is not None:
                 break
-        candidates = self._containing(rest_first)
-        if candidates is None:
+            # Almost any token holds a byte the rest can start with: the next element joins
+            # the head (`[0-9a-z]*(-?[0-9a-z]+)*` then `"`, a hostname's characters: walked
+            # whole from each state at 65k, 1-3 ms a row, the slowest rows there).
+            if not rest:
+                return None
+            follow = rest.pop(0)
+            if follow.kind == CONCAT:  # (the sequence's right-nested rest: its first element)
+                rest.insert(0, follow.parts[1])
+                follow = follow.parts[0]
+            if not rest:
+                return None  # (the head would be the whole state)
+            head = dfa.pool.concat(head, follow)
+        else:
             return None
         bits = self._row_of(dfa._state(head), shared=True).packed.numpy().view(np.uint32).copy()
         eos = self.eos_token_id
@@ -195,7 +215,7 @@ class LazyRowShortcuts:
         derivative for the positions inside that text.
 
         The walk holds a trie node and what is left of the match (a stack of parts,
-        `_literal_heads`); a one-byte part follows that trie child, and every token ending
+        `literal_heads`); a one-byte part follows that trie child, and every token ending
         at a trie node reached is allowed (it spells a prefix of a match: no node hides an
         empty language). Where the literal text ends (a byte class, a repetition, an
         object's members), the tokens that go on below that trie node are found by the
@@ -212,11 +232,11 @@ class LazyRowShortcuts:
             # computed: the compiled walk through them is cheaper.
             return None
         steps = [0]
-        heads = self._literal_heads((node,), steps, strict=True)
+        heads = literal_heads((node,), steps, strict=True)
         if heads is None:
             self._not_strings.add(node.uid)  # some match starts with no literal text: walk it
             return None
-        if not self._fans_out(heads, steps):
+        if not fans_out(heads, steps, FAN_OUT, FAN_OUT_BYTES):
             return None  # a few strings: the compiled walk's states serve the next rows too
         todo = [(parts, 0) for parts in heads]
         trie, arrays, has_items, pool = self.trie, self.arrays, self.arrays.has_items, self.dfa.pool
@@ -235,8 +255,8 @@ class LazyRowShortcuts:
             if has_items[child]:
                 return None  # a token longer than the trie goes on here: walk instead
             reached.append(child)
-            for more in self._literal_heads(parts[1:], steps):
-                if more and not self._narrow(more[0]):
+            for more in literal_heads(parts[1:], steps):
+                if more and not narrow(more[0]):
                     stops.setdefault(more, []).append(child)
                 else:
                     todo.append((more, child))
@@ -255,73 +275,6 @@ class LazyRowShortcuts:
             bits |= walked
             extra = np.concatenate([extra, longs])
         return self._make_row(bits, extra[extra != self.eos_token_id], state)
-
-    def _fans_out(self, heads: list[tuple[RegexNode, ...]], steps: list[int]) -> bool:
-        """Whether at least FAN_OUT literal strings are open within FAN_OUT_BYTES bytes of
-        `heads` (`_literal_heads` of a state, each starting with a narrow byte set or empty):
-        an object's keys after `{"`, an enum's values."""
-        level = [parts for parts in heads if parts]
-        for _ in range(FAN_OUT_BYTES):
-            if len(level) >= FAN_OUT or not level:
-                break
-            level = [
-                more
-                for parts in level
-                for more in self._literal_heads(parts[1:], steps)
-                if more and self._narrow(more[0])
-            ]
-        return len(level) >= FAN_OUT
-
-    @staticmethod
-    def _narrow(part: RegexNode) -> bool:
-        """A byte set `_row_from_strings` follows through the trie: one byte. (A class such as
-        `[0-9]` in an integer's range, `9|[1-9]([0-9]|[0-9]{2})`, opens one path per byte and
-        alternative, which the automaton's states would merge: there the walk is cheaper.)"""
-        return part.kind == BYTES and part.byte_set.bit_count() == 1
-
-    @overload
-    @classmethod
-    def _literal_heads(
-        cls, parts: tuple[RegexNode, ...], steps: list[int], strict: Literal[False] = False
-    ) -> list[tuple[RegexNode, ...]]: ...
-    @overload
-    @classmethod
-    def _literal_heads(
-        cls, parts: tuple[RegexNode, ...], steps: list[int], strict: bool
-    ) -> list[tuple[RegexNode, ...]] | None: ...
-    @classmethod
-    def _literal_heads(
-        cls, parts: tuple[RegexNode, ...], steps: list[int], strict: bool = False
-    ) -> list[tuple[RegexNode, ...]] | None:
-        """The ways `parts` (a sequence) can begin, each a sequence whose first part is a
-        byte set or a part the literal walk stops at (a repetition other than `R{0,1}`, an
-        object's members), or empty (the sequence matched ε): sequences, alternations, ε
-        and `R{0,1}` opened. Counts its steps in `steps[0]`. `strict`: None as soon as one
-        begins with something other than one byte (ε aside), before opening the rest."""
-        out: list[tuple[RegexNode, ...]] = []
-        todo = [parts]
-        while todo:
-            parts = todo.pop()
-            steps[0] += 1
-            if not parts:
-                out.append(parts)
-                continue
-            part, rest = parts[0], parts[1:]
-            kind = part.kind
-            if kind == CONCAT:
-                todo.append((part.parts[0], part.parts[1], *rest))
-            elif kind == ALT:
-                todo.extend((p, *rest) for p in part.parts)
-            elif kind == EPSILON:
-                todo.append(rest)
-            elif kind == REPEAT and part.low == 0 and part.high == 1:
-                todo.append(rest)
-                todo.append((part.parts[0], *rest))
-            elif strict and not cls._narrow(part):
-                return None
-            else:
-                out.append(parts)
-        return out
 
     def _row_from_closure(self, state: int) -> TokenRow | None:
         """The row of a state that goes on reading a wide byte set B whatever it read of B
