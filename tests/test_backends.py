@@ -809,6 +809,31 @@ def test_llguidance_names_a_grammar_nested_past_its_reader(backends):
     assert "nests too deeply" in str(refused.value) and "recursion depth" not in str(refused.value)
 
 
+# Outlines' arithmetic grammar (outlines.grammars): Lark with `?` (inline) rules, the start too.
+OUTLINES_ARITHMETIC = r"""
+?start: expression
+?expression: term (("+" | "-") term)*
+?term: factor (("*" | "/") factor)*
+?factor: NUMBER | "-" factor | "(" expression ")"
+%import common.NUMBER
+"""
+
+
+@pytest.mark.parametrize("start", ["?start", "!start", "  start"])
+def test_llguidance_reads_a_lark_grammar_whose_start_rule_is_marked(backends, tokenizer, start):
+    """A Lark grammar whose start rule is `?start:` (Outlines' arithmetic and JSON grammars)
+    or `!start:` is Lark: llguidance's own test looked for `start:` alone, handed the text to
+    its GBNF reader, and the request was refused with "Expected name at line 2"."""
+    text = OUTLINES_ARITHMETIC.replace("?start", start)
+    g = compiled(backends["llguidance"], "ebnf", text)
+    assert not isinstance(g, InvalidGrammarObject), g.message
+    for t in tokenizer.encode("(1+2)*-3", add_special_tokens=False):
+        g.accept_token(t)
+    row = mask_row(g, tokenizer.vocab_size + PAD)
+    assert row[tokenizer.encode("+", add_special_tokens=False)[0]]
+    assert not row[tokenizer.encode(")", add_special_tokens=False)[0]]  # no parenthesis is open
+
+
 def test_fsm_seam_checks_walk_each_output_token_once(backends, tokenizer, monkeypatch):
     """s4's seam rule asks `allowed_after` the output after every token it gives back, of
     every jump. It walked the automaton from the start each time: a request's checks cost

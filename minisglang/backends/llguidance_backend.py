@@ -15,13 +15,14 @@ What this adapter adds:
   ('\\x1c' out), so it is handed the regex with every character set spelled out
   (`portable_regex`), and `(?i)` and the like are refused;
 - `ebnf` accepts the GBNF dialect (llama.cpp and xgrammar: `root ::= "yes" | "no"`) or
-  llguidance's Lark dialect (`start: "yes" | "no"`); llguidance's `any_to_lark` tells
-  them apart and converts GBNF to Lark, so most EBNF text works here and on xgrammar, but
-  not all (two strangers' attacks; not reconciled): string escapes (`"\\x41BC"` is "ABC"
-  here and U+41BC in xgrammar, which reads every hex digit after `\\x`; `\\u00e9` is refused
-  here), some valid GBNF the converter refuses (`("a"*){2}`, `"a"{0}`, `[\\^a]`, a line
-  that starts with `|`: its message quotes the Lark text it made), and a rule made only of
-  terminals, which becomes one greedy lexeme (`r ::= "a"{1,3}` in `r r ")"` refuses `aa)`);
+  llguidance's Lark dialect (`start: "yes" | "no"`, Outlines' `?start: value` too);
+  `as_lark` tells them apart and llguidance's converter turns GBNF into Lark, so most EBNF
+  text works here and on xgrammar, but not all (two strangers' attacks; not reconciled):
+  string escapes (`"\\x41BC"` is "ABC" here and U+41BC in xgrammar, which reads every hex
+  digit after `\\x`; `\\u00e9` is refused here), some valid GBNF the converter refuses
+  (`("a"*){2}`, `"a"{0}`, `[\\^a]`, a line that starts with `|`: its message quotes the
+  Lark text it made), and a rule made only of terminals, which becomes one greedy lexeme
+  (`r ::= "a"{1,3}` in `r r ")"` refuses `aa)`);
 - `json_schema` output is laid out like `json.dumps`: `", "` and `": "`, no other
   whitespace (llguidance's default free whitespace lets a small model loop on spaces);
 - `is_terminated` is llguidance's `is_stopped()`: EOS accepted, or nothing but EOS can
@@ -44,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 import llguidance as llg
 import torch
-from llguidance.gbnf_to_lark import any_to_lark
+from llguidance.gbnf_to_lark import gbnf_to_lark
 
 from ..constrained.json_schema import InvalidSchemaError, load_schema
 
@@ -339,7 +340,7 @@ class LLGuidanceBackend(BaseGrammarBackend):
             grammar = llg.LLMatcher.grammar_from_json_schema(enforced_schema(schema), overrides=JSON_LAYOUT)
         else:
             try:
-                grammar = llg.LLMatcher.grammar_from_lark(any_to_lark(text))
+                grammar = llg.LLMatcher.grammar_from_lark(as_lark(text))
             except RecursionError:  # the converter is recursive Python: say what, not Python's words
                 raise GrammarError(
                     "cannot read the grammar: it nests too deeply (hundreds of levels of parentheses or "
@@ -371,6 +372,17 @@ class LLGuidanceBackend(BaseGrammarBackend):
             return self._matcher(lark)
         except GrammarError as e:  # (its error quotes our Lark lines, not the tool: a stranger's fuzzer)
             raise self.structure_at_fault(spec, e) from e
+
+
+# A Lark grammar: a `start` rule, bare or with Lark's `?` (inline) or `!` (keep tokens)
+# marker, or llguidance's own header. llguidance's `any_to_lark` looked for `start:` alone,
+# so Outlines' grammars (`?start: value`) went to its GBNF reader ("Expected name").
+_LARK_START = re.compile(r"(?m)^[ \t]*(%llguidance\b|[?!]?start[ \t]*:)")
+
+
+def as_lark(text: str) -> str:
+    """An `ebnf` text as llguidance's Lark: Lark as it is, GBNF converted."""
+    return text if _LARK_START.search(text) else gbnf_to_lark(text)
 
 
 def enforced_schema(schema: Any) -> Any:
