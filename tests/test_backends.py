@@ -834,6 +834,35 @@ def test_llguidance_reads_a_lark_grammar_whose_start_rule_is_marked(backends, to
     assert not row[tokenizer.encode(")", add_special_tokens=False)[0]]  # no parenthesis is open
 
 
+# GBNF classes that Rust's regex would read with set operators (&& intersection, -- difference,
+# ~~ symmetric difference), and the characters of PROBE each holds as GBNF (llama.cpp, xgrammar)
+# reads it: characters and ranges only.
+GBNF_CLASSES = [
+    ("[^0-9&&a-z]", "~-!+,"),
+    ("[^x&&y]", "a~-!+,b05"),
+    ("[x&&y]", "xy&"),
+    ("[^a~~a]", "xy&-!+,b05"),
+    ("[+--]", "+,-"),
+    ("[^+--]", "xy&a~!b05"),
+    ("[a-c--]", "ab-"),
+    ("[/[a]", "a"),
+]
+PROBE = "xy&a~-!+,b05"
+
+
+@pytest.mark.parametrize("name", sorted(EBNF_SUPPORTED))
+@pytest.mark.parametrize("cls, holds", GBNF_CLASSES)
+def test_a_gbnf_character_class_holds_what_gbnf_reads(backends, tokenizer, name, cls, holds):
+    """llguidance's GBNF converter copied a class into a Rust regex as it was: `[^0-9&&a-z]`
+    became "not (a digit and a letter)", every character, so the model could write digits
+    and letters the grammar forbids; `[^+--]` let ',' and '-' in."""
+    g = compiled(backends[name], "ebnf", f"root ::= {cls}")
+    assert not isinstance(g, InvalidGrammarObject), g.message
+    row = mask_row(g, tokenizer.vocab_size + PAD)
+    allowed = {ch for ch in PROBE if row[_byte_token(tokenizer, ord(ch))]}
+    assert allowed == set(holds) & set(PROBE), f"{name} {cls}"
+
+
 def test_fsm_seam_checks_walk_each_output_token_once(backends, tokenizer, monkeypatch):
     """s4's seam rule asks `allowed_after` the output after every token it gives back, of
     every jump. It walked the automaton from the start each time: a request's checks cost

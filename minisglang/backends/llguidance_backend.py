@@ -16,10 +16,12 @@ What this adapter adds:
   (`portable_regex`), and `(?i)` and the like are refused;
 - `ebnf` accepts the GBNF dialect (llama.cpp and xgrammar: `root ::= "yes" | "no"`) or
   llguidance's Lark dialect (`start: "yes" | "no"`, Outlines' `?start: value` too);
-  `as_lark` tells them apart and llguidance's converter turns GBNF into Lark, so most EBNF
-  text works here and on xgrammar, but not all (two strangers' attacks; not reconciled):
-  string escapes (`"\\x41BC"` is "ABC" here and U+41BC in xgrammar, which reads every hex
-  digit after `\\x`; `\\u00e9` is refused here), some valid GBNF the converter refuses
+  `as_lark` tells them apart and llguidance's converter turns GBNF into Lark (its
+  character classes read by `_GbnfReader`: copied into a Rust regex, `&&`, `--` and `~~`
+  were set operators and `[^0-9&&a-z]` allowed every character), so most EBNF text works
+  here and on xgrammar, but not all (two strangers' attacks; not reconciled): string
+  escapes (`"\\x41BC"` is "ABC" here and U+41BC in xgrammar, which reads every hex digit
+  after `\\x`; `\\u00e9` is refused here), some valid GBNF the converter refuses
   (`("a"*){2}`, `"a"{0}`, `[\\^a]`, a line that starts with `|`: its message quotes the
   Lark text it made), and a rule made only of terminals, which becomes one greedy lexeme
   (`r ::= "a"{1,3}` in `r r ")"` refuses `aa)`);
@@ -45,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 import llguidance as llg
 import torch
-from llguidance.gbnf_to_lark import gbnf_to_lark
+from llguidance.gbnf_to_lark import GbnfToLarkError, GrammarParser, Position, RegexNode, resolve
 
 from ..constrained.json_schema import InvalidSchemaError, load_schema
 
@@ -383,6 +385,55 @@ _LARK_START = re.compile(r"(?m)^[ \t]*(%llguidance\b|[?!]?start[ \t]*:)")
 def as_lark(text: str) -> str:
     """An `ebnf` text as llguidance's Lark: Lark as it is, GBNF converted."""
     return text if _LARK_START.search(text) else gbnf_to_lark(text)
+
+
+# What a GBNF character-class item's escape (as llguidance's `_parse_char` returns it) means.
+_CLASS_ESCAPES = {"n": 10, "r": 13, "t": 9}
+
+
+class _GbnfReader(GrammarParser):
+    """llguidance's GBNF reader, but a character class is read item by item as GBNF reads
+    it (characters, and `a-z` ranges where a `-` is not last) and written with every
+    character that is not an ASCII letter or digit as `\\x{HEX}`. llguidance's own reader
+    copied the class into a Rust regex as it was, where `&&`, `--` and `~~` are set
+    operators: `[^0-9&&a-z]` (not a digit, '&' or a letter) allowed everything, `[^+--]`
+    (not '+' to '-') allowed ',' and '-'."""
+
+    def _class_char(self, pos: Position) -> tuple[int, Position]:
+        c, pos = self._parse_char(pos)  # a character, or an escape it checked: \\" \\\\ \\[ \\] \\n \\r \\t \\x \\u \\U
+        if len(c) == 1:
+            return ord(c), pos
+        if c[1] in "xuU":
+            return int(c[2:] or "0", 16), pos  # (its \\u and \\U drop leading zeros)
+        return _CLASS_ESCAPES.get(c[1], ord(c[1])), pos
+
+    def _parse_char_class(self, pos: Position) -> tuple[RegexNode, Position]:
+        if pos.current() != "[":
+            raise GbnfToLarkError(pos, "Expected '['")
+        pos = pos.advance()
+        negated = pos.current() == "^"
+        pos = pos.advance() if negated else pos
+        items = []
+        while pos.current() != "]":
+            lo, pos = self._class_char(pos)
+            hi = lo
+            if pos.current() == "-" and pos.peek(2)[1:] != "]":
+                hi, pos = self._class_char(pos.advance())
+            items.append(_class_item(lo) if lo == hi else f"{_class_item(lo)}-{_class_item(hi)}")
+        return RegexNode(f"[{'^' if negated else ''}{''.join(items)}]"), pos.advance()
+
+
+def _class_item(code: int) -> str:
+    ch = chr(code)
+    return ch if ch.isascii() and ch.isalnum() else f"\\x{{{code:x}}}"
+
+
+def gbnf_to_lark(text: str) -> str:
+    """A GBNF grammar as llguidance's Lark: its converter (llguidance.gbnf_to_lark), with
+    character classes read by `_GbnfReader`."""
+    rules = _GbnfReader().parse(text)
+    resolve(rules)
+    return "%llguidance {}\n\n" + "\n\n".join(str(r) for r in sorted(rules.values(), key=lambda r: r.order)) + "\n"
 
 
 def enforced_schema(schema: Any) -> Any:
