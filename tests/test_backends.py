@@ -863,6 +863,33 @@ def test_a_gbnf_character_class_holds_what_gbnf_reads(backends, tokenizer, name,
     assert allowed == set(holds) & set(PROBE), f"{name} {cls}"
 
 
+WEATHER_TAG = {
+    "structures": [{"begin": "<function=w>", "schema": {"type": "object"}, "end": "</function>"}],
+    "triggers": ["<function="],
+}
+
+
+@pytest.mark.parametrize("name", ["fsm", "xgrammar", "llguidance"])
+def test_a_structural_tags_free_text_stays_utf8(backends, tokenizer, name):
+    """Free text is text: xgrammar's is any bytes, so its outputs began with a lone
+    continuation byte, had a lead followed by ASCII, or ended (EOS) inside a character,
+    and read U+FFFD ('IPh\ufffd' where the fsm backend wrote 'IPh翨')."""
+    width = tokenizer.vocab_size + PAD
+    g = compiled(backends[name], "structural_tag", json.dumps(WEATHER_TAG))
+    assert not isinstance(g, InvalidGrammarObject), g.message
+    eos, a = tokenizer.eos_token_id, _byte_token(tokenizer, ord("a"))
+    assert not mask_row(g, width)[_byte_token(tokenizer, 0x80)], f"{name}: a continuation byte starts the text"
+    for byte in "翨".encode():  # E7 BF A8
+        row = mask_row(g, width)
+        assert row[_byte_token(tokenizer, byte)]
+        g.accept_token(_byte_token(tokenizer, byte))
+        if byte != 0xA8:
+            row = mask_row(g, width)
+            assert not row[eos] and not row[a], f"{name}: EOS or 'a' inside a character"
+    row = mask_row(g, width)
+    assert row[eos] and row[a]
+
+
 def test_fsm_seam_checks_walk_each_output_token_once(backends, tokenizer, monkeypatch):
     """s4's seam rule asks `allowed_after` the output after every token it gives back, of
     every jump. It walked the automaton from the start each time: a request's checks cost
