@@ -863,6 +863,17 @@ def test_a_gbnf_character_class_holds_what_gbnf_reads(backends, tokenizer, name,
     assert allowed == set(holds) & set(PROBE), f"{name} {cls}"
 
 
+def test_llguidance_reads_a_gbnf_dot_as_any_character(backends, tokenizer):
+    """GBNF's `.` is any character (llama.cpp's CHAR_ANY, a newline too): llguidance's
+    converter wrote Rust's `.`, which leaves out '\\n', so `"<" . ">"` refused "<\\n>"."""
+    g = compiled(backends["llguidance"], "ebnf", 'root ::= "<" . ">"')
+    assert not isinstance(g, InvalidGrammarObject), g.message
+    g.accept_token(_byte_token(tokenizer, ord("<")))
+    row = mask_row(g, tokenizer.vocab_size + PAD)
+    assert row[_byte_token(tokenizer, ord("\n"))] and row[_byte_token(tokenizer, ord("a"))]
+    assert not row[tokenizer.eos_token_id]
+
+
 WEATHER_TAG = {
     "structures": [{"begin": "<function=w>", "schema": {"type": "object"}, "end": "</function>"}],
     "triggers": ["<function="],

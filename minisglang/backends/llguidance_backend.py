@@ -18,13 +18,14 @@ What this adapter adds:
   llguidance's Lark dialect (`start: "yes" | "no"`, Outlines' `?start: value` too);
   `as_lark` tells them apart and llguidance's converter turns GBNF into Lark (its
   character classes read by `_GbnfReader`: copied into a Rust regex, `&&`, `--` and `~~`
-  were set operators and `[^0-9&&a-z]` allowed every character), so most EBNF text works
-  here and on xgrammar, but not all (two strangers' attacks; not reconciled): string
-  escapes (`"\\x41BC"` is "ABC" here and U+41BC in xgrammar, which reads every hex digit
-  after `\\x`; `\\u00e9` is refused here), some valid GBNF the converter refuses
-  (`("a"*){2}`, `"a"{0}`, `[\\^a]`, a line that starts with `|`: its message quotes the
-  Lark text it made), and a rule made only of terminals, which becomes one greedy lexeme
-  (`r ::= "a"{1,3}` in `r r ")"` refuses `aa)`);
+  were set operators and `[^0-9&&a-z]` allowed every character; `.` is any character, as
+  in llama.cpp, where Rust's left out '\\n'), so most EBNF text works here and on
+  xgrammar, but not all (two strangers' attacks; not reconciled): string escapes
+  (`"\\x41BC"` is "ABC" here and U+41BC in xgrammar, which reads every hex digit after
+  `\\x`; `\\u00e9` is refused here), some valid GBNF the converter refuses (`("a"*){2}`,
+  `"a"{0}`, `[\\^a]`, a line that starts with `|`: its message quotes the Lark text it
+  made), and a rule made only of terminals, which becomes one greedy lexeme (`r ::=
+  "a"{1,3}` in `r r ")"` refuses `aa)`);
 - `json_schema` output is laid out like `json.dumps`: `", "` and `": "`, no other
   whitespace (llguidance's default free whitespace lets a small model loop on spaces);
 - `is_terminated` is llguidance's `is_stopped()`: EOS accepted, or nothing but EOS can
@@ -47,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 import llguidance as llg
 import torch
-from llguidance.gbnf_to_lark import GbnfToLarkError, GrammarParser, Position, RegexNode, resolve
+from llguidance.gbnf_to_lark import ASTNode, GbnfToLarkError, GrammarParser, Position, RegexNode, resolve
 
 from ..constrained.json_schema import InvalidSchemaError, load_schema
 
@@ -428,10 +429,21 @@ def _class_item(code: int) -> str:
     return ch if ch.isascii() and ch.isalnum() else f"\\x{{{code:x}}}"
 
 
+def _nodes(node: ASTNode) -> Iterator[ASTNode]:
+    for child in node.children():
+        yield child
+        yield from _nodes(child)
+
+
 def gbnf_to_lark(text: str) -> str:
     """A GBNF grammar as llguidance's Lark: its converter (llguidance.gbnf_to_lark), with
-    character classes read by `_GbnfReader`."""
+    character classes read by `_GbnfReader`, and `.` as llama.cpp reads it, any character
+    (the converter wrote Rust's `.`, which leaves out '\\n')."""
     rules = _GbnfReader().parse(text)
+    for rule in rules.values():
+        for node in _nodes(rule):
+            if isinstance(node, RegexNode) and node.rx == ".":
+                node.rx = "(?s:.)"
     resolve(rules)
     return "%llguidance {}\n\n" + "\n\n".join(str(r) for r in sorted(rules.values(), key=lambda r: r.order)) + "\n"
 
