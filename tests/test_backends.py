@@ -874,6 +874,45 @@ def test_llguidance_reads_a_gbnf_dot_as_any_character(backends, tokenizer):
     assert not row[tokenizer.eos_token_id]
 
 
+def matches_whole(g, tokenizer, text: str) -> bool:
+    """Whether matcher `g` takes `text` (its tokens, each allowed by the mask) and then EOS."""
+    width = tokenizer.vocab_size + PAD
+    for t in tokenizer.encode(text, add_special_tokens=False):
+        if not mask_row(g, width)[t]:
+            return False
+        g.accept_token(t)
+    return bool(mask_row(g, width)[tokenizer.eos_token_id])
+
+
+# GBNF grammars and texts in their language (as llama.cpp and xgrammar read them).
+GBNF_TEXTS = [
+    # llama.cpp's grammars/arithmetic.gbnf: `ident` and `ws` are rules of terminals only
+    (
+        'root ::= (expr "=" ws term "\\n")+\nexpr ::= term ([-+*/] term)*\n'
+        'term ::= ident | num | "(" ws expr ")" ws\nident ::= [a-z] [a-z0-9_]* ws\n'
+        "num ::= [0-9]+ ws\nws ::= [ \\t\\n]*",
+        ["a=b\n", "1 = (x+2)\n", "a=b \nc=d\n"],
+    ),
+    # an identifier that begins like a keyword (llama.cpp's c.gbnf, cut down)
+    ('root ::= ("while" "(" id ")" | id "=" id) ";"\nid ::= [a-z]+', ["whx=a;", "while(w);", "whilex=y;"]),
+    ('root ::= r r ")"\nr ::= "a"{1,3}', ["aa)", "aaaa)", "aaaaaa)"]),
+    ('root ::= "\\u00e9a" [\\u0041-\\u0043]', ["éaB"]),
+]
+
+
+@pytest.mark.parametrize("name", sorted(EBNF_SUPPORTED))
+@pytest.mark.parametrize("gbnf, texts", GBNF_TEXTS)
+def test_a_gbnf_grammar_takes_every_text_of_its_language(backends, tokenizer, name, gbnf, texts):
+    """llguidance's converter made each rule of terminals only one greedy lexeme: llama.cpp's
+    arithmetic.gbnf swallowed each line's "\\n" into `ident`'s trailing `ws` and allowed no
+    complete output at all (a request ran to max_new_tokens writing whitespace); the string
+    lexeme "while" refused the identifier "whx"; "\\u00e9a" was refused ("\\ue9a")."""
+    for text in texts:
+        g = compiled(backends[name], "ebnf", gbnf)
+        assert not isinstance(g, InvalidGrammarObject), g.message
+        assert matches_whole(g, tokenizer, text), f"{name} refuses {text!r}"
+
+
 WEATHER_TAG = {
     "structures": [{"begin": "<function=w>", "schema": {"type": "object"}, "end": "</function>"}],
     "triggers": ["<function="],

@@ -16,16 +16,16 @@ What this adapter adds:
   (`portable_regex`), and `(?i)` and the like are refused;
 - `ebnf` accepts the GBNF dialect (llama.cpp and xgrammar: `root ::= "yes" | "no"`) or
   llguidance's Lark dialect (`start: "yes" | "no"`, Outlines' `?start: value` too);
-  `as_lark` tells them apart and llguidance's converter turns GBNF into Lark (its
-  character classes read by `_GbnfReader`: copied into a Rust regex, `&&`, `--` and `~~`
-  were set operators and `[^0-9&&a-z]` allowed every character; `.` is any character, as
-  in llama.cpp, where Rust's left out '\\n'), so most EBNF text works here and on
-  xgrammar, but not all (two strangers' attacks; not reconciled): string escapes
-  (`"\\x41BC"` is "ABC" here and U+41BC in xgrammar, which reads every hex digit after
-  `\\x`; `\\u00e9` is refused here), some valid GBNF the converter refuses (`("a"*){2}`,
-  `"a"{0}`, `[\\^a]`, a line that starts with `|`: its message quotes the Lark text it
-  made), and a rule made only of terminals, which becomes one greedy lexeme (`r ::=
-  "a"{1,3}` in `r r ")"` refuses `aa)`);
+  `as_lark` tells them apart, and `gbnf_to_lark` reads GBNF as llama.cpp does with
+  llguidance's converter and our `_GbnfReader`: every lexeme one character (the converter
+  made a rule of terminals one greedy lexeme, and llama.cpp's arithmetic.gbnf then allowed
+  no complete output), a character class item by item (copied into a Rust regex, `&&`,
+  `--` and `~~` were set operators and `[^0-9&&a-z]` allowed every character), `.` any
+  character (Rust's left out '\\n'). Most EBNF text works here and on xgrammar, but not
+  all (two strangers' attacks; not reconciled): string escapes (`"\\x41BC"` is "ABC" here,
+  as in llama.cpp, and U+41BC in xgrammar, which reads every hex digit after `\\x`), and
+  some valid GBNF the converter refuses (`("a"*){2}`, `"a"{0}`, `[\\^a]`, a line that
+  starts with `|`: its message quotes the Lark text it made);
 - `json_schema` output is laid out like `json.dumps`: `", "` and `": "`, no other
   whitespace (llguidance's default free whitespace lets a small model loop on spaces);
 - `is_terminated` is llguidance's `is_stopped()`: EOS accepted, or nothing but EOS can
@@ -48,7 +48,16 @@ from typing import TYPE_CHECKING, Any
 
 import llguidance as llg
 import torch
-from llguidance.gbnf_to_lark import ASTNode, GbnfToLarkError, GrammarParser, Position, RegexNode, resolve
+from llguidance.gbnf_to_lark import (
+    ASTNode,
+    GbnfToLarkError,
+    GrammarParser,
+    LiteralNode,
+    Position,
+    RegexNode,
+    SequenceNode,
+    resolve,
+)
 
 from ..constrained.json_schema import InvalidSchemaError, load_schema
 
@@ -423,10 +432,52 @@ class _GbnfReader(GrammarParser):
             items.append(_class_item(lo) if lo == hi else f"{_class_item(lo)}-{_class_item(hi)}")
         return RegexNode(f"[{'^' if negated else ''}{''.join(items)}]"), pos.advance()
 
+    def _parse_literal(self, pos: Position) -> tuple[ASTNode, Position]:
+        """A string as one lexeme per character (see `gbnf_to_lark`), each written as
+        `_class_item` writes it: the converter's own escapes dropped `\\u00e9`'s zeros
+        ("\\ue9t": refused, "\\u00e9a" read as U+E9A)."""
+        if pos.current() != '"':
+            raise GbnfToLarkError(pos, "Expected '\"'")
+        pos = pos.advance()
+        chars: list[ASTNode] = []
+        while pos.current() != '"':
+            code, pos = self._class_char(pos)
+            chars.append(RegexNode(_class_item(code)))
+        if not chars:
+            return LiteralNode(""), pos.advance()
+        return (chars[0] if len(chars) == 1 else SequenceNode(chars)), pos.advance()
+
 
 def _class_item(code: int) -> str:
     ch = chr(code)
     return ch if ch.isascii() and ch.isalnum() else f"\\x{{{code:x}}}"
+
+
+class _Rule(ASTNode):
+    """A rule's body that llguidance's `resolve` never takes for a terminal (see
+    `gbnf_to_lark`); otherwise its body, as it prints and simplifies."""
+
+    def __init__(self, body: ASTNode):
+        self.body = body
+
+    def __str__(self) -> str:
+        return str(self.body)
+
+    def top_str(self) -> str:
+        return self.body.top_str()
+
+    def is_atomic(self) -> bool:
+        return self.body.is_atomic()
+
+    def is_terminal(self) -> bool:
+        return False
+
+    def simplify(self) -> ASTNode:
+        self.body = self.body.simplify()
+        return self
+
+    def children(self) -> list[ASTNode]:
+        return [self.body]
 
 
 def _nodes(node: ASTNode) -> Iterator[ASTNode]:
@@ -436,14 +487,22 @@ def _nodes(node: ASTNode) -> Iterator[ASTNode]:
 
 
 def gbnf_to_lark(text: str) -> str:
-    """A GBNF grammar as llguidance's Lark: its converter (llguidance.gbnf_to_lark), with
-    character classes read by `_GbnfReader`, and `.` as llama.cpp reads it, any character
-    (the converter wrote Rust's `.`, which leaves out '\\n')."""
+    """A GBNF grammar as llguidance's Lark, read as llama.cpp and xgrammar read it: its
+    converter (llguidance.gbnf_to_lark), with character classes and strings read by
+    `_GbnfReader`, `.` as any character (the converter wrote Rust's `.`, which leaves out
+    '\\n'), and every lexeme one character. llguidance's lexer takes the longest lexeme
+    and never goes back: the converter made a rule of terminals only one lexeme, so
+    llama.cpp's arithmetic.gbnf (`ident ::= [a-z] [a-z0-9_]* ws`, `ws ::= [ \\t\\n]*`, each
+    line ending `term "\\n"`) swallowed the "\\n" into `ident` and allowed no complete
+    output at all; and a string lexeme such as "while" refused the identifier `whx`
+    (c.gbnf) once "wh" was read. Lexemes of one character leave every choice to the
+    parser (Earley), as in GBNF."""
     rules = _GbnfReader().parse(text)
     for rule in rules.values():
         for node in _nodes(rule):
             if isinstance(node, RegexNode) and node.rx == ".":
                 node.rx = "(?s:.)"
+        rule.alternatives = _Rule(rule.alternatives)
     resolve(rules)
     return "%llguidance {}\n\n" + "\n\n".join(str(r) for r in sorted(rules.values(), key=lambda r: r.order)) + "\n"
 
