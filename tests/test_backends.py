@@ -834,6 +834,14 @@ def test_llguidance_reads_a_lark_grammar_whose_start_rule_is_marked(backends, to
     assert not row[tokenizer.encode(")", add_special_tokens=False)[0]]  # no parenthesis is open
 
 
+def test_llguidance_reads_a_gbnf_rule_named_start_as_gbnf(backends, tokenizer):
+    """`start ::=` is a GBNF rule, not Lark's `start:`: the text went to llguidance's Lark
+    parser and was refused ("Expected token '_', found '='")."""
+    g = compiled(backends["llguidance"], "ebnf", 'root ::= start "!"\nstart ::= "go"')
+    assert not isinstance(g, InvalidGrammarObject), g.message
+    assert matches_whole(g, tokenizer, "go!")
+
+
 # GBNF classes that Rust's regex would read with set operators (&& intersection, -- difference,
 # ~~ symmetric difference), and the characters of PROBE each holds as GBNF (llama.cpp, xgrammar)
 # reads it: characters and ranges only.

@@ -39,6 +39,7 @@ What this adapter adds:
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import threading
@@ -55,6 +56,7 @@ from llguidance.gbnf_to_lark import (
     LiteralNode,
     Position,
     RegexNode,
+    RuleRefNode,
     SequenceNode,
     resolve,
 )
@@ -388,8 +390,9 @@ class LLGuidanceBackend(BaseGrammarBackend):
 
 # A Lark grammar: a `start` rule, bare or with Lark's `?` (inline) or `!` (keep tokens)
 # marker, or llguidance's own header. llguidance's `any_to_lark` looked for `start:` alone,
-# so Outlines' grammars (`?start: value`) went to its GBNF reader ("Expected name").
-_LARK_START = re.compile(r"(?m)^[ \t]*(%llguidance\b|[?!]?start[ \t]*:)")
+# so Outlines' grammars (`?start: value`) went to its GBNF reader ("Expected name"), and it
+# took a GBNF rule named start (`start ::= "go"`) for Lark.
+_LARK_START = re.compile(r"(?m)^[ \t]*(%llguidance\b|[?!]?start[ \t]*:(?!:=))")
 
 
 def as_lark(text: str) -> str:
@@ -498,10 +501,17 @@ def gbnf_to_lark(text: str) -> str:
     (c.gbnf) once "wh" was read. Lexemes of one character leave every choice to the
     parser (Earley), as in GBNF."""
     rules = _GbnfReader().parse(text)
+    fresh = "start"
+    if "start" in rules:  # Lark's name for `root`: a GBNF rule named start takes another
+        fresh = next(name for name in (f"start_{i}" for i in itertools.count(1)) if name not in rules)
+        rules[fresh] = rules.pop("start")
+        rules[fresh].name = fresh
     for rule in rules.values():
         for node in _nodes(rule):
             if isinstance(node, RegexNode) and node.rx == ".":
                 node.rx = "(?s:.)"
+            elif isinstance(node, RuleRefNode) and node.name == "start":
+                node.name = fresh
         rule.alternatives = _Rule(rule.alternatives)
     resolve(rules)
     return "%llguidance {}\n\n" + "\n\n".join(str(r) for r in sorted(rules.values(), key=lambda r: r.order)) + "\n"
