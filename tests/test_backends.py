@@ -834,6 +834,23 @@ def test_llguidance_reads_a_lark_grammar_whose_start_rule_is_marked(backends, to
     assert not row[tokenizer.encode(")", add_special_tokens=False)[0]]  # no parenthesis is open
 
 
+@pytest.mark.parametrize(
+    "text, lark",
+    [
+        (OUTLINES_ARITHMETIC, True),
+        ('start: "a" WS\n%import common.WS\n', True),
+        ('root ::= x\nx ::= "a" |', False),  # GBNF with a mistake: no word about Lark
+    ],
+)
+def test_xgrammar_says_when_a_grammar_it_refuses_is_lark(backends, text, lark):
+    """Outlines' and vLLM's grammars are Lark: xgrammar refused them with "Unexpected
+    character: ':'" alone; the refusal now says what the text is and which backend reads it."""
+    g = compiled(backends["xgrammar"], "ebnf", text)
+    assert isinstance(g, InvalidGrammarObject)
+    assert ("looks like a Lark grammar" in g.message) == lark, g.message
+    assert ("'llguidance' grammar backend reads both" in g.message) == lark
+
+
 def test_llguidance_reads_a_gbnf_rule_named_start_as_gbnf(backends, tokenizer):
     """`start ::=` is a GBNF rule, not Lark's `start:`: the text went to llguidance's Lark
     parser and was refused ("Expected token '_', found '='")."""

@@ -94,6 +94,15 @@ if TYPE_CHECKING:  # pragma: no cover
 _CPP_NOISE = re.compile(r"^\s*\[[\d:.]+\] \S+:\d+: |Check failed: \(.*?\) is false: ")
 
 
+# A line only a Lark grammar writes (Outlines', vLLM's and llguidance's grammars are Lark): a
+# rule or terminal `name:` (`?name:`, `!name:`, `NAME.2:`), not GBNF's `name ::=`, or a
+# `%import` / `%ignore` / `%declare` / `%llguidance` line. xgrammar's refusal of one said
+# only "EBNF lexer error at line 2, column 6: Unexpected character: ':'".
+_LARK_LINE = re.compile(
+    r"(?m)^[ \t]*([?!]?[A-Za-z_][A-Za-z_0-9]*(\.-?\d+)?[ \t]*:(?!:=)|%(import|ignore|declare|llguidance)\b)"
+)
+
+
 def _clean_error(e: Exception) -> str:
     """The library's message without the C++ source location."""
     return _CPP_NOISE.sub("", str(e)).strip()
@@ -541,7 +550,13 @@ class XGrammarBackend(BaseGrammarBackend):
         except (GrammarError, CompileTimeout, CompileCancelled):
             raise
         except Exception as e:  # xgrammar raises RuntimeError/ValueError with a parser message
-            raise GrammarError(_clean_error(e)) from e
+            message = _clean_error(e)
+            if kind == "ebnf" and _LARK_LINE.search(text):
+                message += (
+                    "; this looks like a Lark grammar (`start: ...`, `%import`), and xgrammar reads "
+                    "GBNF (`root ::= ...`): the 'llguidance' grammar backend reads both"
+                )
+            raise GrammarError(message) from e
         return XGrammarGrammar(compiled, self.stop_only_row, self.guard)
 
     @staticmethod
