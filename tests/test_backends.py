@@ -809,6 +809,162 @@ def test_llguidance_names_a_grammar_nested_past_its_reader(backends):
     assert "nests too deeply" in str(refused.value) and "recursion depth" not in str(refused.value)
 
 
+# Outlines' arithmetic grammar (outlines.grammars): Lark with `?` (inline) rules, the start too.
+OUTLINES_ARITHMETIC = r"""
+?start: expression
+?expression: term (("+" | "-") term)*
+?term: factor (("*" | "/") factor)*
+?factor: NUMBER | "-" factor | "(" expression ")"
+%import common.NUMBER
+"""
+
+
+@pytest.mark.parametrize("start", ["?start", "!start", "  start"])
+def test_llguidance_reads_a_lark_grammar_whose_start_rule_is_marked(backends, tokenizer, start):
+    """A Lark grammar whose start rule is `?start:` (Outlines' arithmetic and JSON grammars)
+    or `!start:` is Lark: llguidance's own test looked for `start:` alone, handed the text to
+    its GBNF reader, and the request was refused with "Expected name at line 2"."""
+    text = OUTLINES_ARITHMETIC.replace("?start", start)
+    g = compiled(backends["llguidance"], "ebnf", text)
+    assert not isinstance(g, InvalidGrammarObject), g.message
+    for t in tokenizer.encode("(1+2)*-3", add_special_tokens=False):
+        g.accept_token(t)
+    row = mask_row(g, tokenizer.vocab_size + PAD)
+    assert row[tokenizer.encode("+", add_special_tokens=False)[0]]
+    assert not row[tokenizer.encode(")", add_special_tokens=False)[0]]  # no parenthesis is open
+
+
+@pytest.mark.parametrize(
+    "text, lark",
+    [
+        (OUTLINES_ARITHMETIC, True),
+        ('start: "a" WS\n%import common.WS\n', True),
+        ('root ::= x\nx ::= "a" |', False),  # GBNF with a mistake: no word about Lark
+    ],
+)
+def test_xgrammar_says_when_a_grammar_it_refuses_is_lark(backends, text, lark):
+    """Outlines' and vLLM's grammars are Lark: xgrammar refused them with "Unexpected
+    character: ':'" alone; the refusal now says what the text is and which backend reads it."""
+    g = compiled(backends["xgrammar"], "ebnf", text)
+    assert isinstance(g, InvalidGrammarObject)
+    assert ("looks like a Lark grammar" in g.message) == lark, g.message
+    assert ("'llguidance' grammar backend reads both" in g.message) == lark
+
+
+def test_llguidance_reads_a_gbnf_rule_named_start_as_gbnf(backends, tokenizer):
+    """`start ::=` is a GBNF rule, not Lark's `start:`: the text went to llguidance's Lark
+    parser and was refused ("Expected token '_', found '='")."""
+    g = compiled(backends["llguidance"], "ebnf", 'root ::= start "!"\nstart ::= "go"')
+    assert not isinstance(g, InvalidGrammarObject), g.message
+    assert matches_whole(g, tokenizer, "go!")
+
+
+# GBNF classes that Rust's regex would read with set operators (&& intersection, -- difference,
+# ~~ symmetric difference), and the characters of PROBE each holds as GBNF (llama.cpp, xgrammar)
+# reads it: characters and ranges only.
+GBNF_CLASSES = [
+    ("[^0-9&&a-z]", "~-!+,"),
+    ("[^x&&y]", "a~-!+,b05"),
+    ("[x&&y]", "xy&"),
+    ("[^a~~a]", "xy&-!+,b05"),
+    ("[+--]", "+,-"),
+    ("[^+--]", "xy&a~!b05"),
+    ("[a-c--]", "ab-"),
+    ("[/[a]", "a"),
+]
+PROBE = "xy&a~-!+,b05"
+
+
+@pytest.mark.parametrize("name", sorted(EBNF_SUPPORTED))
+@pytest.mark.parametrize("cls, holds", GBNF_CLASSES)
+def test_a_gbnf_character_class_holds_what_gbnf_reads(backends, tokenizer, name, cls, holds):
+    """llguidance's GBNF converter copied a class into a Rust regex as it was: `[^0-9&&a-z]`
+    became "not (a digit and a letter)", every character, so the model could write digits
+    and letters the grammar forbids; `[^+--]` let ',' and '-' in."""
+    g = compiled(backends[name], "ebnf", f"root ::= {cls}")
+    assert not isinstance(g, InvalidGrammarObject), g.message
+    row = mask_row(g, tokenizer.vocab_size + PAD)
+    allowed = {ch for ch in PROBE if row[_byte_token(tokenizer, ord(ch))]}
+    assert allowed == set(holds) & set(PROBE), f"{name} {cls}"
+
+
+def test_llguidance_reads_a_gbnf_dot_as_any_character(backends, tokenizer):
+    """GBNF's `.` is any character (llama.cpp's CHAR_ANY, a newline too): llguidance's
+    converter wrote Rust's `.`, which leaves out '\\n', so `"<" . ">"` refused "<\\n>"."""
+    g = compiled(backends["llguidance"], "ebnf", 'root ::= "<" . ">"')
+    assert not isinstance(g, InvalidGrammarObject), g.message
+    g.accept_token(_byte_token(tokenizer, ord("<")))
+    row = mask_row(g, tokenizer.vocab_size + PAD)
+    assert row[_byte_token(tokenizer, ord("\n"))] and row[_byte_token(tokenizer, ord("a"))]
+    assert not row[tokenizer.eos_token_id]
+
+
+def matches_whole(g, tokenizer, text: str) -> bool:
+    """Whether matcher `g` takes `text` (its tokens, each allowed by the mask) and then EOS."""
+    width = tokenizer.vocab_size + PAD
+    for t in tokenizer.encode(text, add_special_tokens=False):
+        if not mask_row(g, width)[t]:
+            return False
+        g.accept_token(t)
+    return bool(mask_row(g, width)[tokenizer.eos_token_id])
+
+
+# GBNF grammars and texts in their language (as llama.cpp and xgrammar read them).
+GBNF_TEXTS = [
+    # llama.cpp's grammars/arithmetic.gbnf: `ident` and `ws` are rules of terminals only
+    (
+        'root ::= (expr "=" ws term "\\n")+\nexpr ::= term ([-+*/] term)*\n'
+        'term ::= ident | num | "(" ws expr ")" ws\nident ::= [a-z] [a-z0-9_]* ws\n'
+        "num ::= [0-9]+ ws\nws ::= [ \\t\\n]*",
+        ["a=b\n", "1 = (x+2)\n", "a=b \nc=d\n"],
+    ),
+    # an identifier that begins like a keyword (llama.cpp's c.gbnf, cut down)
+    ('root ::= ("while" "(" id ")" | id "=" id) ";"\nid ::= [a-z]+', ["whx=a;", "while(w);", "whilex=y;"]),
+    ('root ::= r r ")"\nr ::= "a"{1,3}', ["aa)", "aaaa)", "aaaaaa)"]),
+    ('root ::= "\\u00e9a" [\\u0041-\\u0043]', ["éaB"]),
+]
+
+
+@pytest.mark.parametrize("name", sorted(EBNF_SUPPORTED))
+@pytest.mark.parametrize("gbnf, texts", GBNF_TEXTS)
+def test_a_gbnf_grammar_takes_every_text_of_its_language(backends, tokenizer, name, gbnf, texts):
+    """llguidance's converter made each rule of terminals only one greedy lexeme: llama.cpp's
+    arithmetic.gbnf swallowed each line's "\\n" into `ident`'s trailing `ws` and allowed no
+    complete output at all (a request ran to max_new_tokens writing whitespace); the string
+    lexeme "while" refused the identifier "whx"; "\\u00e9a" was refused ("\\ue9a")."""
+    for text in texts:
+        g = compiled(backends[name], "ebnf", gbnf)
+        assert not isinstance(g, InvalidGrammarObject), g.message
+        assert matches_whole(g, tokenizer, text), f"{name} refuses {text!r}"
+
+
+WEATHER_TAG = {
+    "structures": [{"begin": "<function=w>", "schema": {"type": "object"}, "end": "</function>"}],
+    "triggers": ["<function="],
+}
+
+
+@pytest.mark.parametrize("name", ["fsm", "xgrammar", "llguidance"])
+def test_a_structural_tags_free_text_stays_utf8(backends, tokenizer, name):
+    """Free text is text: xgrammar's is any bytes, so its outputs began with a lone
+    continuation byte, had a lead followed by ASCII, or ended (EOS) inside a character,
+    and read U+FFFD ('IPh\ufffd' where the fsm backend wrote 'IPh翨')."""
+    width = tokenizer.vocab_size + PAD
+    g = compiled(backends[name], "structural_tag", json.dumps(WEATHER_TAG))
+    assert not isinstance(g, InvalidGrammarObject), g.message
+    eos, a = tokenizer.eos_token_id, _byte_token(tokenizer, ord("a"))
+    assert not mask_row(g, width)[_byte_token(tokenizer, 0x80)], f"{name}: a continuation byte starts the text"
+    for byte in "翨".encode():  # E7 BF A8
+        row = mask_row(g, width)
+        assert row[_byte_token(tokenizer, byte)]
+        g.accept_token(_byte_token(tokenizer, byte))
+        if byte != 0xA8:
+            row = mask_row(g, width)
+            assert not row[eos] and not row[a], f"{name}: EOS or 'a' inside a character"
+    row = mask_row(g, width)
+    assert row[eos] and row[a]
+
+
 def test_fsm_seam_checks_walk_each_output_token_once(backends, tokenizer, monkeypatch):
     """s4's seam rule asks `allowed_after` the output after every token it gives back, of
     every jump. It walked the automaton from the start each time: a request's checks cost

@@ -15,13 +15,17 @@ What this adapter adds:
   ('\\x1c' out), so it is handed the regex with every character set spelled out
   (`portable_regex`), and `(?i)` and the like are refused;
 - `ebnf` accepts the GBNF dialect (llama.cpp and xgrammar: `root ::= "yes" | "no"`) or
-  llguidance's Lark dialect (`start: "yes" | "no"`); llguidance's `any_to_lark` tells
-  them apart and converts GBNF to Lark, so most EBNF text works here and on xgrammar, but
-  not all (two strangers' attacks; not reconciled): string escapes (`"\\x41BC"` is "ABC"
-  here and U+41BC in xgrammar, which reads every hex digit after `\\x`; `\\u00e9` is refused
-  here), some valid GBNF the converter refuses (`("a"*){2}`, `"a"{0}`, `[\\^a]`, a line
-  that starts with `|`: its message quotes the Lark text it made), and a rule made only of
-  terminals, which becomes one greedy lexeme (`r ::= "a"{1,3}` in `r r ")"` refuses `aa)`);
+  llguidance's Lark dialect (`start: "yes" | "no"`, Outlines' `?start: value` too);
+  `as_lark` tells them apart, and `gbnf_to_lark` reads GBNF as llama.cpp does with
+  llguidance's converter and our `_GbnfReader`: every lexeme one character (the converter
+  made a rule of terminals one greedy lexeme, and llama.cpp's arithmetic.gbnf then allowed
+  no complete output), a character class item by item (copied into a Rust regex, `&&`,
+  `--` and `~~` were set operators and `[^0-9&&a-z]` allowed every character), `.` any
+  character (Rust's left out '\\n'). Most EBNF text works here and on xgrammar, but not
+  all (two strangers' attacks; not reconciled): string escapes (`"\\x41BC"` is "ABC" here,
+  as in llama.cpp, and U+41BC in xgrammar, which reads every hex digit after `\\x`), and
+  some valid GBNF the converter refuses (`("a"*){2}`, `"a"{0}`, `[\\^a]`, a line that
+  starts with `|`: its message quotes the Lark text it made);
 - `json_schema` output is laid out like `json.dumps`: `", "` and `": "`, no other
   whitespace (llguidance's default free whitespace lets a small model loop on spaces);
 - `is_terminated` is llguidance's `is_stopped()`: EOS accepted, or nothing but EOS can
@@ -35,6 +39,7 @@ What this adapter adds:
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import threading
@@ -44,7 +49,17 @@ from typing import TYPE_CHECKING, Any
 
 import llguidance as llg
 import torch
-from llguidance.gbnf_to_lark import any_to_lark
+from llguidance.gbnf_to_lark import (
+    ASTNode,
+    GbnfToLarkError,
+    GrammarParser,
+    LiteralNode,
+    Position,
+    RegexNode,
+    RuleRefNode,
+    SequenceNode,
+    resolve,
+)
 
 from ..constrained.json_schema import InvalidSchemaError, load_schema
 
@@ -386,7 +401,7 @@ class LLGuidanceBackend(BaseGrammarBackend):
             grammar = llg.LLMatcher.grammar_from_json_schema(enforced_schema(schema), overrides=JSON_LAYOUT)
         else:
             try:
-                grammar = llg.LLMatcher.grammar_from_lark(any_to_lark(text))
+                grammar = llg.LLMatcher.grammar_from_lark(as_lark(text))
             except RecursionError:  # the converter is recursive Python: say what, not Python's words
                 raise GrammarError(
                     "cannot read the grammar: it nests too deeply (hundreds of levels of parentheses or "
@@ -418,6 +433,135 @@ class LLGuidanceBackend(BaseGrammarBackend):
             return self._matcher(lark)
         except GrammarError as e:  # (its error quotes our Lark lines, not the tool: a stranger's fuzzer)
             raise self.structure_at_fault(spec, e) from e
+
+
+# A Lark grammar: a `start` rule, bare or with Lark's `?` (inline) or `!` (keep tokens)
+# marker, or llguidance's own header. llguidance's `any_to_lark` looked for `start:` alone,
+# so Outlines' grammars (`?start: value`) went to its GBNF reader ("Expected name"), and it
+# took a GBNF rule named start (`start ::= "go"`) for Lark.
+_LARK_START = re.compile(r"(?m)^[ \t]*(%llguidance\b|[?!]?start[ \t]*:(?!:=))")
+
+
+def as_lark(text: str) -> str:
+    """An `ebnf` text as llguidance's Lark: Lark as it is, GBNF converted."""
+    return text if _LARK_START.search(text) else gbnf_to_lark(text)
+
+
+# What a GBNF character-class item's escape (as llguidance's `_parse_char` returns it) means.
+_CLASS_ESCAPES = {"n": 10, "r": 13, "t": 9}
+
+
+class _GbnfReader(GrammarParser):
+    """llguidance's GBNF reader, but a character class is read item by item as GBNF reads
+    it (characters, and `a-z` ranges where a `-` is not last) and written with every
+    character that is not an ASCII letter or digit as `\\x{HEX}`. llguidance's own reader
+    copied the class into a Rust regex as it was, where `&&`, `--` and `~~` are set
+    operators: `[^0-9&&a-z]` (not a digit, '&' or a letter) allowed everything, `[^+--]`
+    (not '+' to '-') allowed ',' and '-'."""
+
+    def _class_char(self, pos: Position) -> tuple[int, Position]:
+        c, pos = self._parse_char(pos)  # a character, or an escape it checked: \\" \\\\ \\[ \\] \\n \\r \\t \\x \\u \\U
+        if len(c) == 1:
+            return ord(c), pos
+        if c[1] in "xuU":
+            return int(c[2:] or "0", 16), pos  # (its \\u and \\U drop leading zeros)
+        return _CLASS_ESCAPES.get(c[1], ord(c[1])), pos
+
+    def _parse_char_class(self, pos: Position) -> tuple[RegexNode, Position]:
+        if pos.current() != "[":
+            raise GbnfToLarkError(pos, "Expected '['")
+        pos = pos.advance()
+        negated = pos.current() == "^"
+        pos = pos.advance() if negated else pos
+        items = []
+        while pos.current() != "]":
+            lo, pos = self._class_char(pos)
+            hi = lo
+            if pos.current() == "-" and pos.peek(2)[1:] != "]":
+                hi, pos = self._class_char(pos.advance())
+            items.append(_class_item(lo) if lo == hi else f"{_class_item(lo)}-{_class_item(hi)}")
+        return RegexNode(f"[{'^' if negated else ''}{''.join(items)}]"), pos.advance()
+
+    def _parse_literal(self, pos: Position) -> tuple[ASTNode, Position]:
+        """A string as one lexeme per character (see `gbnf_to_lark`), each written as
+        `_class_item` writes it: the converter's own escapes dropped `\\u00e9`'s zeros
+        ("\\ue9t": refused, "\\u00e9a" read as U+E9A)."""
+        if pos.current() != '"':
+            raise GbnfToLarkError(pos, "Expected '\"'")
+        pos = pos.advance()
+        chars: list[ASTNode] = []
+        while pos.current() != '"':
+            code, pos = self._class_char(pos)
+            chars.append(RegexNode(_class_item(code)))
+        if not chars:
+            return LiteralNode(""), pos.advance()
+        return (chars[0] if len(chars) == 1 else SequenceNode(chars)), pos.advance()
+
+
+def _class_item(code: int) -> str:
+    ch = chr(code)
+    return ch if ch.isascii() and ch.isalnum() else f"\\x{{{code:x}}}"
+
+
+class _Rule(ASTNode):
+    """A rule's body that llguidance's `resolve` never takes for a terminal (see
+    `gbnf_to_lark`); otherwise its body, as it prints and simplifies."""
+
+    def __init__(self, body: ASTNode):
+        self.body = body
+
+    def __str__(self) -> str:
+        return str(self.body)
+
+    def top_str(self) -> str:
+        return self.body.top_str()
+
+    def is_atomic(self) -> bool:
+        return self.body.is_atomic()
+
+    def is_terminal(self) -> bool:
+        return False
+
+    def simplify(self) -> ASTNode:
+        self.body = self.body.simplify()
+        return self
+
+    def children(self) -> list[ASTNode]:
+        return [self.body]
+
+
+def _nodes(node: ASTNode) -> Iterator[ASTNode]:
+    for child in node.children():
+        yield child
+        yield from _nodes(child)
+
+
+def gbnf_to_lark(text: str) -> str:
+    """A GBNF grammar as llguidance's Lark, read as llama.cpp and xgrammar read it: its
+    converter (llguidance.gbnf_to_lark), with character classes and strings read by
+    `_GbnfReader`, `.` as any character (the converter wrote Rust's `.`, which leaves out
+    '\\n'), and every lexeme one character. llguidance's lexer takes the longest lexeme
+    and never goes back: the converter made a rule of terminals only one lexeme, so
+    llama.cpp's arithmetic.gbnf (`ident ::= [a-z] [a-z0-9_]* ws`, `ws ::= [ \\t\\n]*`, each
+    line ending `term "\\n"`) swallowed the "\\n" into `ident` and allowed no complete
+    output at all; and a string lexeme such as "while" refused the identifier `whx`
+    (c.gbnf) once "wh" was read. Lexemes of one character leave every choice to the
+    parser (Earley), as in GBNF."""
+    rules = _GbnfReader().parse(text)
+    fresh = "start"
+    if "start" in rules:  # Lark's name for `root`: a GBNF rule named start takes another
+        fresh = next(name for name in (f"start_{i}" for i in itertools.count(1)) if name not in rules)
+        rules[fresh] = rules.pop("start")
+        rules[fresh].name = fresh
+    for rule in rules.values():
+        for node in _nodes(rule):
+            if isinstance(node, RegexNode) and node.rx == ".":
+                node.rx = "(?s:.)"
+            elif isinstance(node, RuleRefNode) and node.name == "start":
+                node.name = fresh
+        rule.alternatives = _Rule(rule.alternatives)
+    resolve(rules)
+    return "%llguidance {}\n\n" + "\n\n".join(str(r) for r in sorted(rules.values(), key=lambda r: r.order)) + "\n"
 
 
 def enforced_schema(schema: Any) -> Any:

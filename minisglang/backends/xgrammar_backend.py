@@ -38,6 +38,7 @@ from collections.abc import Callable
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
 import xgrammar as xgr
 
@@ -91,6 +92,15 @@ if TYPE_CHECKING:  # pragma: no cover
 # xgrammar's C++ errors start with "[15:34:26] /project/cpp/regex_converter.cc:94: " and
 # sometimes "Check failed: (error.empty()) is false: ": noise for the person who sent it.
 _CPP_NOISE = re.compile(r"^\s*\[[\d:.]+\] \S+:\d+: |Check failed: \(.*?\) is false: ")
+
+
+# A line only a Lark grammar writes (Outlines', vLLM's and llguidance's grammars are Lark): a
+# rule or terminal `name:` (`?name:`, `!name:`, `NAME.2:`), not GBNF's `name ::=`, or a
+# `%import` / `%ignore` / `%declare` / `%llguidance` line. xgrammar's refusal of one said
+# only "EBNF lexer error at line 2, column 6: Unexpected character: ':'".
+_LARK_LINE = re.compile(
+    r"(?m)^[ \t]*([?!]?[A-Za-z_][A-Za-z_0-9]*(\.-?\d+)?[ \t]*:(?!:=)|%(import|ignore|declare|llguidance)\b)"
+)
 
 
 def _clean_error(e: Exception) -> str:
@@ -326,53 +336,89 @@ def optional_as_count(regex: str) -> str:
     return "".join(out)
 
 
-# After these lead bytes UTF-8 allows a narrower second byte than 80-BF (RFC 3629): E0 A0-BF
-# and F0 90-BF (no overlong form), ED 80-9F (no surrogate), F4 80-8F (nothing past U+10FFFF).
-NARROW_SECOND_BYTE = {0xE0: (0xA0, 0xBF), 0xED: (0x80, 0x9F), 0xF0: (0x90, 0xBF), 0xF4: (0x80, 0x8F)}
-
-
-# A narrow lead followed by a byte UTF-8 does not allow after it, inside one token's bytes.
-_NARROW_BREAK = re.compile(
-    b"|".join(
-        re.escape(bytes([lead])) + b"[^" + re.escape(bytes([lo])) + b"-" + re.escape(bytes([hi])) + b"]"
-        for lead, (lo, hi) in NARROW_SECOND_BYTE.items()
-    ),
-    re.DOTALL,
+# UTF-8's decoder between two bytes (RFC 3629): at a character's boundary (state 0), or
+# inside one, where the next byte must lie in [lo, hi] and `more` continuation bytes follow
+# it. After E0 and F0 the second byte is narrower (no overlong form), after ED (no
+# surrogate) and F4 (nothing past U+10FFFF).
+UTF8_STATES: tuple[tuple[int, int, int] | None, ...] = (
+    None,
+    (0x80, 0xBF, 0),
+    (0x80, 0xBF, 1),
+    (0x80, 0xBF, 2),
+    (0xA0, 0xBF, 1),  # after E0
+    (0x80, 0x9F, 1),  # after ED
+    (0x90, 0xBF, 2),  # after F0
+    (0x80, 0x8F, 2),  # after F4
 )
+_AFTER_LEAD = {0xE0: 4, 0xED: 5, 0xF0: 6, 0xF4: 7}
+
+
+def utf8_step(state: int, byte: int) -> int:
+    """The decoder's state after `byte` (-1: not UTF-8)."""
+    inside = UTF8_STATES[state]
+    if inside is not None:
+        lo, hi, more = inside
+        return more if lo <= byte <= hi else -1  # (state k reads one byte, then k - 1 more)
+    if byte < 0x80:
+        return 0
+    if byte in _AFTER_LEAD:
+        return _AFTER_LEAD[byte]
+    if 0xC2 <= byte <= 0xDF:
+        return 1
+    if 0xE1 <= byte <= 0xEF:
+        return 2
+    if 0xF1 <= byte <= 0xF3:
+        return 3
+    return -1  # a continuation byte with no lead, C0, C1, F5-FF
 
 
 class Utf8Guard:
-    """The rows that keep an output UTF-8 where xgrammar does not: it reads a character class
+    """The rows that keep an output UTF-8 where xgrammar does not. It reads a character class
     such as `[\\s\\S]`, `.` or a JSON string's character as every code point, surrogates
     included, and so lets the byte ED (a lead) be followed by A0-BF: the bytes of U+D800-DFFF,
-    which no UTF-8 decoder accepts. `rows[lead]` (int32 [W], packed) allows the tokens that
-    may follow an output ending in `lead`: those whose first byte is a second byte UTF-8
-    allows after it, and those without bytes (special tokens: the grammar decides).
-    `clean` (packed, or None when every token is) leaves out the tokens that hold such a
-    pair inside their own bytes (a stranger's vocabulary with a token `ED A0 80`, U+D800's
-    bytes: xgrammar allowed it wherever `.` or `[^"]` was); every row is ANDed with it."""
+    which no UTF-8 decoder accepts. And a structural tag's free text is any bytes there: a
+    lone continuation byte, a lead followed by "a", EOS after a lead (the text read U+FFFD).
+    `rows[state]` (int32 [W], packed) allows the tokens whose bytes go on as UTF-8 from the
+    decoder's `state` (UTF8_STATES), and, at a character's boundary only, those without
+    bytes (special tokens, EOS: the grammar decides). A token's own bytes are read through the
+    decoder too: a stranger's vocabulary held a token `ED A0 80` (U+D800's bytes), which
+    xgrammar allowed wherever `.` or `[^"]` was."""
 
     def __init__(self, token_bytes: list[bytes], width: int):
         self.token_bytes = token_bytes
-        first = torch.tensor([data[0] if data else -1 for data in token_bytes], dtype=torch.int64)
-        broken = [i for i, data in enumerate(token_bytes) if data and _NARROW_BREAK.search(data)]
-        self.clean: torch.Tensor | None = None
-        if broken:
-            fine = torch.ones(width, dtype=torch.bool)
-            fine[broken] = False
-            self.clean = pack_bits(fine)
-        self.rows: dict[int, torch.Tensor] = {}
-        for lead, (lo, hi) in NARROW_SECOND_BYTE.items():
-            allowed = torch.zeros(width, dtype=torch.bool)
-            allowed[: first.numel()] = ((first >= lo) & (first <= hi)) | (first < 0)
-            self.rows[lead] = pack_bits(allowed) if self.clean is None else pack_bits(allowed) & self.clean
+        # after[state, token]: the state after the token's bytes (-1: not UTF-8 from there).
+        after = np.full((len(UTF8_STATES), len(token_bytes)), -1, dtype=np.int8)
+        has_bytes = np.zeros(len(token_bytes), dtype=bool)
+        for token, data in enumerate(token_bytes):
+            if not data:
+                continue
+            has_bytes[token] = True
+            if data.isascii():
+                after[0, token] = 0
+                continue
+            # A token that starts with a continuation byte goes on from inside a character only.
+            starts = range(1, len(UTF8_STATES)) if 0x80 <= data[0] <= 0xBF else (0,)
+            for start in starts:
+                state = start
+                for byte in data:
+                    state = utf8_step(state, byte)
+                    if state < 0:
+                        break
+                after[start, token] = state
+        after[0, ~has_bytes] = 0  # a special token adds no byte
+        self.after = after
+        allowed = np.zeros((len(UTF8_STATES), width), dtype=bool)
+        allowed[:, : len(token_bytes)] = after >= 0
+        allowed[1:, : len(token_bytes)] &= has_bytes  # inside a character: no EOS, no special token
+        self.rows = pack_bits(torch.from_numpy(allowed))  # [states, W]
 
-    def lead_after(self, lead: int | None, token_id: int) -> int | None:
-        """The narrow lead the output ends in after `token_id` (None: none)."""
-        data = self.token_bytes[token_id] if token_id < len(self.token_bytes) else b""
-        if not data:
-            return lead  # a special token adds no byte
-        return data[-1] if data[-1] in NARROW_SECOND_BYTE else None
+    def state_after(self, state: int, token_id: int) -> int:
+        """The decoder's state after `token_id` (a token the row did not allow: read from a
+        boundary, as a decoder starts again)."""
+        if token_id >= len(self.token_bytes) or not self.token_bytes[token_id]:
+            return state  # a special token adds no byte
+        after = int(self.after[state, token_id])
+        return after if after >= 0 else max(int(self.after[0, token_id]), 0)
 
 
 class XGrammarGrammar(BaseGrammarObject):
@@ -390,7 +436,7 @@ class XGrammarGrammar(BaseGrammarObject):
         self.stop_only_row = stop_only_row  # [W] int32: the row that allows only EOS
         self.only_stop_left = False
         self.guard = guard
-        self.leads: list[int | None] = [None]  # per accepted token: the narrow lead the output ends in
+        self.states = [0]  # per accepted token: UTF-8's decoder state after it (Utf8Guard)
 
     def nbytes(self) -> int:
         """The compiled grammar's size as xgrammar counts it (a 300-string schema: 45-70 MB;
@@ -400,7 +446,7 @@ class XGrammarGrammar(BaseGrammarObject):
     def accept_token(self, token_id: int) -> None:
         if not self.matcher.accept_token(token_id):
             raise GrammarError(f"token {token_id} is not allowed by the grammar here")
-        self.leads.append(self.guard.lead_after(self.leads[-1], token_id))
+        self.states.append(self.guard.state_after(self.states[-1], token_id))
         self.only_stop_left = self._nothing_but_stop_can_follow()
 
     def _nothing_but_stop_can_follow(self) -> bool:
@@ -413,17 +459,13 @@ class XGrammarGrammar(BaseGrammarObject):
         return torch.equal(row[0], self.stop_only_row)
 
     def _guard_row(self, vocab_mask: torch.Tensor, idx: int) -> None:
-        lead = self.leads[-1]
-        if lead is not None:
-            vocab_mask[idx] &= self.guard.rows[lead]
-        elif self.guard.clean is not None:
-            vocab_mask[idx] &= self.guard.clean
+        vocab_mask[idx] &= self.guard.rows[self.states[-1]]
 
     def rollback(self, k: int) -> None:
         if k == 0:
             return
         self.matcher.rollback(k)
-        del self.leads[-k:]
+        del self.states[-k:]
         # The state rolled back to may leave only EOS (a speculative draft went past it).
         self.only_stop_left = self._nothing_but_stop_can_follow()
 
@@ -519,7 +561,13 @@ class XGrammarBackend(BaseGrammarBackend):
         except (GrammarError, CompileTimeout, CompileCancelled):
             raise
         except Exception as e:  # xgrammar raises RuntimeError/ValueError with a parser message
-            raise GrammarError(_clean_error(e)) from e
+            message = _clean_error(e)
+            if kind == "ebnf" and _LARK_LINE.search(text):
+                message += (
+                    "; this looks like a Lark grammar (`start: ...`, `%import`), and xgrammar reads "
+                    "GBNF (`root ::= ...`): the 'llguidance' grammar backend reads both"
+                )
+            raise GrammarError(message) from e
         return XGrammarGrammar(compiled, self.stop_only_row, self.guard)
 
     @staticmethod

@@ -221,7 +221,8 @@ class _Parser:
                     "(": "conditional group",
                 }
                 name = next((v for k, v in kinds.items() if ext.startswith(k)), "inline flags")
-                raise self.fail(f"{name} at position {start} is not supported")
+                verb = "are" if name == "inline flags" else "is"
+                raise self.fail(f"{name} at position {start} {verb} not supported")
         node = self.alternation()
         self.i += 1  # the closing parenthesis (re.compile checked it is there)
         if text is not None:
