@@ -1128,3 +1128,19 @@ def test_xgrammar_masks_a_counted_class_before_multibyte_characters_as_the_fsm_d
         rows.append(mask_row(g, width))
     differ = (rows[0] != rows[1]).nonzero().flatten().tolist()
     assert not differ, [(tokenizer.token_bytes[t], bool(rows[0][t])) for t in differ[:5]]
+
+
+def test_llguidances_parser_limit_is_named_as_a_limit_not_as_an_empty_language(backends, tokenizer):
+    """An ambiguous grammar (a stranger's random GBNF) reaches llguidance's parser item limit
+    at its first mask: the abort says a limit was reached, not that the grammar allows no text
+    (it allows plenty)."""
+    from minisglang.backends.base import GrammarError
+
+    grammar = compiled(
+        backends["llguidance"],
+        "ebnf",
+        'root ::= r2* ([,x]+ ("bax" | [cb-c]) ("9"? | "^-9" | "]\\"")) "x -"\n'
+        'r2 ::= ([^\\nx -9]? ([^bb-艳]+ "-9 "? [x\\\\])*)+',
+    )
+    with pytest.raises(GrammarError, match=r"llguidance's parser reached a limit on this grammar here: .*limit 50000"):
+        mask_row(grammar, tokenizer.vocab_size + PAD)

@@ -343,6 +343,8 @@ class LLGuidanceGrammar(BaseGrammarObject):
         "stop" whose text the grammar never accepted. Raise instead: the request is aborted."""
         if self.matcher.is_error():
             reason = self.matcher.get_error().replace("<non-verbose/>", "").strip()
+            if "(limit " in reason:  # ("Too many items (limit 50000; mask)": a resource, not the language)
+                raise GrammarError(f"llguidance's parser reached a limit on this grammar here: {reason}")
             raise GrammarError(f"the grammar allows no text from here (llguidance: {reason})")
 
     @classmethod
