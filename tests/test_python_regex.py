@@ -106,3 +106,29 @@ def test_portable_classes_keep_control_characters_apart_from_hex_digits(pattern)
             backend.shutdown()
     differ = (rows[0] != rows[1]).nonzero().flatten().tolist()
     assert not differ, [(tokenizer.token_bytes[t], bool(rows[0][t])) for t in differ[:5]]
+
+
+@pytest.mark.parametrize("regex", ["[[:alpha:]]+", "x[[:digit:][:space:]]{2}", "[^[:punct:]]"])
+def test_a_posix_class_is_refused_by_name_by_every_reader(regex):
+    """Python reads `[[:alpha:]]` as the set of '[', ':', 'a', 'l', 'p', 'h' and a literal ']'
+    (a model under it wrote "h]"); a stranger porting grep's and PCRE's regexes meant letters.
+    The eager reader, the lazy one and the libraries' portable form all refuse it by name."""
+    from minisglang.constrained.lazy_regex_parser import parse_tree
+    from minisglang.constrained.python_regex import NotWritable, PythonRegex, portable_regex
+    from minisglang.constrained.regex_dfa import RegexError
+
+    with pytest.raises(NotWritable, match=r"POSIX character classes such as \[:\w+:\] are not supported"):
+        PythonRegex(regex)
+    with pytest.raises(RegexError, match="POSIX character classes"):
+        portable_regex(regex)  # (what xgrammar, llguidance and outlines-core are given)
+    with pytest.raises(RegexError, match="POSIX character classes"):
+        parse_tree(regex)
+
+
+@pytest.mark.parametrize("regex", [r"\[:alpha:\]", "[[:]+", "[:x:]", r"[\[:alpha:\]]"])
+def test_text_that_only_looks_like_a_posix_class_is_read_as_python_reads_it(regex):
+    from minisglang.constrained.lazy_regex_parser import parse_tree
+    from minisglang.constrained.python_regex import PythonRegex
+
+    PythonRegex(regex)
+    parse_tree(regex)

@@ -23,7 +23,7 @@ from .lazy_regex import (
     RegexNode,
     RegexPool,
 )
-from .python_regex import complement, normalize, shorthand_ranges
+from .python_regex import complement, normalize, posix_class_message, shorthand_ranges
 from .regex_ast import (
     EPSILON,
     And,
@@ -366,6 +366,9 @@ class _Parser:
 def _check_with_python(pattern: str, body: str, members: bool) -> None:
     """Raise RegexError with Python's message when `re` rejects `body` (the pattern without
     its anchors; `members`: our private groups read as plain groups)."""
+    posix = posix_class_message(body)
+    if posix is not None:
+        raise RegexError(f"unsupported regex {shown_regex(pattern)}: {posix}")
     try:
         with warnings.catch_warnings():  # "possible nested set": we read `[[` as re does today
             warnings.simplefilter("ignore", FutureWarning)

@@ -60,6 +60,25 @@ class NotWritable(ValueError):
     """The regex uses a construct the automata do not support; the message says which."""
 
 
+# A POSIX class inside a set, as grep and PCRE write it: Python reads `[[:alpha:]]` as the set
+# of '[', ':', 'a', 'l', 'p', 'h' followed by a literal ']' (and warns that this may change),
+# so a model under it wrote "h]" (a stranger porting regexes). Refused by name instead.
+_POSIX_CLASS = re.compile(
+    r"(?<!\\)\[:(alnum|alpha|ascii|blank|cntrl|digit|graph|lower|print|punct|space|upper|word|xdigit):\]"
+)
+
+
+def posix_class_message(body: str) -> str | None:
+    """Why `body` is refused when it holds a POSIX class such as `[:alpha:]`, else None."""
+    found = _POSIX_CLASS.search(body)
+    if found is None:
+        return None
+    return (
+        f"POSIX character classes such as {found[0]} are not supported (Python's re reads them as the "
+        f"characters they spell): write the characters out, e.g. [A-Za-z] for [:alpha:], [0-9] for [:digit:]"
+    )
+
+
 # ---------------------------------------------------------------------------------------
 # Ranges
 # ---------------------------------------------------------------------------------------
@@ -156,6 +175,9 @@ class PythonRegex:
     """
 
     def __init__(self, body: str):
+        posix = posix_class_message(body)
+        if posix is not None:
+            raise NotWritable(posix)
         with warnings.catch_warnings():  # "possible nested set": read `[[` as re does today
             warnings.simplefilter("ignore", FutureWarning)
             tree = sre_parse.parse(body)
