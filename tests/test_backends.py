@@ -1144,3 +1144,65 @@ def test_llguidances_parser_limit_is_named_as_a_limit_not_as_an_empty_language(b
     )
     with pytest.raises(GrammarError, match=r"llguidance's parser reached a limit on this grammar here: .*limit 50000"):
         mask_row(grammar, tokenizer.vocab_size + PAD)
+
+
+# llama.cpp's grammars/json.gbnf, as it is written there: `ws ::= | " " | ...` starts with an
+# empty alternative.
+LLAMA_CPP_JSON_GBNF = r"""root   ::= object
+value  ::= object | array | string | number | ("true" | "false" | "null") ws
+
+object ::=
+  "{" ws (
+            string ":" ws value
+    ("," ws string ":" ws value)*
+  )? "}" ws
+
+array  ::=
+  "[" ws (
+            value
+    ("," ws value)*
+  )? "]" ws
+
+string ::=
+  "\"" (
+    [^"\\\x7F\x00-\x1F] |
+    "\\" (["\\bfnrt] | "u" [0-9a-fA-F]{4}) # escapes
+  )* "\"" ws
+
+number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]+)? ([eE] [-+]? [0-9] [1-9]{0,15})? ws
+
+# Optional space: by convention, applied in this grammar after literal chars when allowed
+ws ::= | " " | "\n" [ \t]{0,20}
+"""
+
+
+@pytest.mark.parametrize(
+    "text, spelled",
+    [
+        ('ws ::= | " "', 'ws ::= "" | " "'),
+        ('r ::= "a" ( | "x") "b"', 'r ::= "a" ( "" | "x") "b"'),
+        ('r ::= ("a" | ) x', 'r ::= ("a" | "" ) x'),
+        ('r ::= ("a" || "b")', 'r ::= ("a" |"" | "b")'),
+        ('r ::= "|(" [|(] "\\"|" # ( |\nx ::= "a" | "b"', 'r ::= "|(" [|(] "\\"|" # ( |\nx ::= "a" | "b"'),
+    ],
+)
+def test_empty_gbnf_alternatives_are_spelled_for_xgrammar_and_nothing_else_changes(text, spelled):
+    from minisglang.backends.xgrammar_backend import spell_empty_alternatives
+
+    assert spell_empty_alternatives(text) == spelled
+
+
+def test_llama_cpps_own_json_gbnf_is_served_by_xgrammar(backends, tokenizer):
+    """xgrammar refused llama.cpp's json.gbnf ("Expect element": its `ws` starts with an empty
+    alternative, a grammar_ports stranger's find); written `""` it is the same language."""
+    width = tokenizer.vocab_size + PAD
+    for text, ok in [('{"a": [1, -2.5e3, "x\\n"], "b" : null}', True), ('{"a":\n  true}', True), ("{a}", False)]:
+        grammar = compiled(backends["xgrammar"], "ebnf", LLAMA_CPP_JSON_GBNF)
+        assert not isinstance(grammar, InvalidGrammarObject), getattr(grammar, "message", "")
+        accepted = True
+        for t in tokenizer.encode(text):
+            if not mask_row(grammar, width)[t]:
+                accepted = False
+                break
+            grammar.accept_token(t)
+        assert (accepted and bool(mask_row(grammar, width)[tokenizer.eos_token_id])) == ok, text

@@ -336,6 +336,44 @@ def optional_as_count(regex: str) -> str:
     return "".join(out)
 
 
+def spell_empty_alternatives(text: str) -> str:
+    """GBNF `text` with each empty alternative written `""`, the same language. llama.cpp
+    reads `ws ::= | " "` (its own json.gbnf) and `("a" | )`; xgrammar's parser expects an
+    element after `::=`, `|` and `(` and refused them ("Expect element"). Strings, classes and
+    comments are copied as they are."""
+    out: list[str] = []
+    last = "::="  # the last thing read: "::=", "|", "(" or "x" (an element)
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c in '"[':  # a string or a character class, to its unescaped end
+            close, j = ('"' if c == '"' else "]"), i + 1
+            while j < n and text[j] != close:
+                j += 2 if text[j] == "\\" else 1
+            out.append(text[i : j + 1])
+            i, last = j + 1, "x"
+            continue
+        if c == "#":  # a comment, to the end of its line
+            j = text.find("\n", i)
+            j = n if j < 0 else j
+            out.append(text[i:j])
+            i = j
+            continue
+        if text.startswith("::=", i):
+            out.append("::=")
+            i, last = i + 3, "::="
+            continue
+        if (c == "|" and last in ("::=", "|", "(")) or (c == ")" and last in ("|", "(")):
+            out.append('"" ')
+        if c == "|" or c == "(":
+            last = c
+        elif not c.isspace():
+            last = "x"
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
 # UTF-8's decoder between two bytes (RFC 3629): at a character's boundary (state 0), or
 # inside one, where the next byte must lie in [lo, hi] and `more` continuation bytes follow
 # it. After E0 and F0 the second byte is narrower (no overlong form), after ED (no
@@ -557,7 +595,7 @@ class XGrammarBackend(BaseGrammarBackend):
                 compiled = self._compiled("compile_json_schema", enforced_text, any_whitespace=False)
                 return XGrammarGrammar(compiled, self.stop_only_row, self.guard, jumps=_jumps_are_bounded(enforced))
             else:
-                compiled = self._compiled("compile_grammar", text)
+                compiled = self._compiled("compile_grammar", spell_empty_alternatives(text))
         except (GrammarError, CompileTimeout, CompileCancelled):
             raise
         except Exception as e:  # xgrammar raises RuntimeError/ValueError with a parser message
