@@ -888,10 +888,12 @@ def test_a_gbnf_character_class_holds_what_gbnf_reads(backends, tokenizer, name,
     assert allowed == set(holds) & set(PROBE), f"{name} {cls}"
 
 
-def test_llguidance_reads_a_gbnf_dot_as_any_character(backends, tokenizer):
+@pytest.mark.parametrize("name", ["llguidance", "xgrammar"])
+def test_a_gbnf_dot_is_any_character(backends, tokenizer, name):
     """GBNF's `.` is any character (llama.cpp's CHAR_ANY, a newline too): llguidance's
-    converter wrote Rust's `.`, which leaves out '\\n', so `"<" . ">"` refused "<\\n>"."""
-    g = compiled(backends["llguidance"], "ebnf", 'root ::= "<" . ">"')
+    converter wrote Rust's `.`, which leaves out '\\n', so `"<" . ">"` refused "<\\n>";
+    xgrammar refused the grammar (it read `.` as a rule's name)."""
+    g = compiled(backends[name], "ebnf", 'root ::= "<" . ">"')
     assert not isinstance(g, InvalidGrammarObject), g.message
     g.accept_token(_byte_token(tokenizer, ord("<")))
     row = mask_row(g, tokenizer.vocab_size + PAD)
@@ -1183,13 +1185,14 @@ ws ::= | " " | "\n" [ \t]{0,20}
         ('r ::= "a" ( | "x") "b"', 'r ::= "a" ( "" | "x") "b"'),
         ('r ::= ("a" | ) x', 'r ::= ("a" | "" ) x'),
         ('r ::= ("a" || "b")', 'r ::= ("a" |"" | "b")'),
+        ('r ::= "<" . ">" "."', 'r ::= "<" [\\u0000-\\U0010FFFF] ">" "."'),
         ('r ::= "|(" [|(] "\\"|" # ( |\nx ::= "a" | "b"', 'r ::= "|(" [|(] "\\"|" # ( |\nx ::= "a" | "b"'),
     ],
 )
-def test_empty_gbnf_alternatives_are_spelled_for_xgrammar_and_nothing_else_changes(text, spelled):
-    from minisglang.backends.xgrammar_backend import spell_empty_alternatives
+def test_empty_gbnf_alternatives_and_dots_are_spelled_for_xgrammar_and_nothing_else_changes(text, spelled):
+    from minisglang.backends.xgrammar_backend import gbnf_for_xgrammar
 
-    assert spell_empty_alternatives(text) == spelled
+    assert gbnf_for_xgrammar(text) == spelled
 
 
 def test_llama_cpps_own_json_gbnf_is_served_by_xgrammar(backends, tokenizer):

@@ -336,11 +336,12 @@ def optional_as_count(regex: str) -> str:
     return "".join(out)
 
 
-def spell_empty_alternatives(text: str) -> str:
-    """GBNF `text` with each empty alternative written `""`, the same language. llama.cpp
-    reads `ws ::= | " "` (its own json.gbnf) and `("a" | )`; xgrammar's parser expects an
-    element after `::=`, `|` and `(` and refused them ("Expect element"). Strings, classes and
-    comments are copied as they are."""
+def gbnf_for_xgrammar(text: str) -> str:
+    """GBNF `text` as llama.cpp reads it, written for xgrammar's parser, the same language:
+    an empty alternative as `""` (llama.cpp reads `ws ::= | " "`, its own json.gbnf, and
+    `("a" | )`; xgrammar expects an element after `::=`, `|` and `(`: "Expect element"), and
+    `.` as the class of every character (llama.cpp's any character, a newline too; xgrammar
+    took it for a rule named "."). Strings, classes and comments are copied as they are."""
     out: list[str] = []
     last = "::="  # the last thing read: "::=", "|", "(" or "x" (an element)
     i, n = 0, len(text)
@@ -362,6 +363,10 @@ def spell_empty_alternatives(text: str) -> str:
         if text.startswith("::=", i):
             out.append("::=")
             i, last = i + 3, "::="
+            continue
+        if c == ".":
+            out.append("[\\u0000-\\U0010FFFF]")
+            i, last = i + 1, "x"
             continue
         if (c == "|" and last in ("::=", "|", "(")) or (c == ")" and last in ("|", "(")):
             out.append('"" ')
@@ -595,7 +600,7 @@ class XGrammarBackend(BaseGrammarBackend):
                 compiled = self._compiled("compile_json_schema", enforced_text, any_whitespace=False)
                 return XGrammarGrammar(compiled, self.stop_only_row, self.guard, jumps=_jumps_are_bounded(enforced))
             else:
-                compiled = self._compiled("compile_grammar", spell_empty_alternatives(text))
+                compiled = self._compiled("compile_grammar", gbnf_for_xgrammar(text))
         except (GrammarError, CompileTimeout, CompileCancelled):
             raise
         except Exception as e:  # xgrammar raises RuntimeError/ValueError with a parser message
