@@ -279,6 +279,33 @@ def test_disk_cache_keeps_apart_checkpoints_whose_eos_differs(tmp_path):
         assert fsm.index.allowed_token_ids(state) == [tok.eos_token_id]
 
 
+@pytest.mark.parametrize(
+    ("bound", "message"),
+    [({"max_states": 50}, "more than 50 states"), ({"max_regex_chars": 5}, "longer than the limit of 5")],
+)
+def test_disk_cache_does_not_serve_a_regex_past_this_engines_bounds(tmp_path, bound, message):
+    """An engine with generous bounds compiles `(a|b)*a(a|b){6}` (128 DFA states, 15
+    characters) into a shared cache directory; an engine whose max_fsm_states or
+    max_regex_chars refuses it when compiling was served the file instead (a stranger's two
+    engines): whether a regex is refused depended on who had compiled it before. Both refuse
+    it now, as a fresh engine does."""
+    tok = Tokenizer.from_pretrained(sgl.DEFAULT_MODEL_PATH)
+    regex = "(a|b)*a(a|b){6}"
+
+    def service(**settings):
+        return compile_service.CompileService(
+            tok, compile_service.CompileSettings(tok.vocab_size, **settings), compile_in="thread", disk_dir=tmp_path
+        )
+
+    generous = service()
+    generous.compile_fsm(regex)
+    assert len(list(tmp_path.glob("fsm-*.npz"))) == 1
+    strict = service(**bound)
+    with pytest.raises(ConstraintError, match=message):
+        strict.compile_fsm(regex)
+    assert strict.disk is not None and strict.disk.hits == 0
+
+
 # ------------------------------------------------- where the compile runs: thread or process
 def bare_stage(compile_in, **opts):
     """An s3 stage over the bundled tokenizer, without a model."""

@@ -44,7 +44,7 @@ from tqdm.auto import tqdm
 from .fsm_arrays import Arrays, compile_arrays, fsm_from_arrays
 from .fsm_disk import FSMDiskCache
 from .regex_dfa import shown_regex
-from .token_fsm import ConstraintError, TokenFSM, Vocabulary
+from .token_fsm import ConstraintError, TokenFSM, Vocabulary, check_regex_length
 from .token_index import vocab_trie
 from .worker_start import start_worker
 
@@ -233,11 +233,18 @@ class CompileService:
         # arrays hold the EOS id (its bit in the final states' rows): two checkpoints of one
         # tokenizer with other EOS tokens (a base model's <|end_of_text|>, its instruct
         # model's <|eot_id|>) sharing a cache directory were served each other's FSMs.
+        # The state bound is a fact of the file too: a DFA built under a larger bound (another
+        # engine's max_fsm_states) was served to an engine that refuses it when compiling.
         self.disk = (
             FSMDiskCache(
                 Path(disk_dir),
                 tokenizer.fingerprint,
-                {"vocab_size": settings.vocab_size, "jump_map": settings.jump_map, "eos": tokenizer.eos_token_id},
+                {
+                    "vocab_size": settings.vocab_size,
+                    "jump_map": settings.jump_map,
+                    "eos": tokenizer.eos_token_id,
+                    "max_states": settings.max_states,
+                },
             )
             if disk_dir
             else None
@@ -275,7 +282,10 @@ class CompileService:
         return fsm_from_arrays(regex, self.compile_arrays(regex))
 
     def compile_arrays(self, regex: str) -> Arrays:
-        """The FSM arrays of `regex`: from the disk cache, else compiled (and then saved)."""
+        """The FSM arrays of `regex`: from the disk cache, else compiled (and then saved). A
+        regex over this service's `max_regex_chars` is refused before the disk is read, as
+        a compile refuses it: a file another engine wrote under a larger limit is no excuse."""
+        check_regex_length(regex, self.settings.max_regex_chars)
         arrays = self.disk.load(regex) if self.disk is not None else None
         if arrays is None:
             with self.lock:
