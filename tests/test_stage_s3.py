@@ -306,6 +306,33 @@ def test_disk_cache_does_not_serve_a_regex_past_this_engines_bounds(tmp_path, bo
     assert strict.disk is not None and strict.disk.hits == 0
 
 
+def test_a_disk_cache_that_cannot_write_keeps_the_compile(tmp_path, monkeypatch):
+    """A full disk (ENOSPC, here from np.savez) or a grammar_cache_dir that is a file: the
+    FSM compiled, but the failed save raised out of the compile, so every request whose
+    regex was not cached yet was aborted. The compile is served now, a warning says why
+    nothing is saved (once), and no temporary file is left."""
+    import errno
+
+    tok = Tokenizer.from_pretrained(sgl.DEFAULT_MODEL_PATH)
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(fsm_disk.np, "savez", full)
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("x")
+    for where in (tmp_path / "cache", not_a_dir):
+        service = compile_service.CompileService(
+            tok, compile_service.CompileSettings(tok.vocab_size), compile_in="thread", disk_dir=where
+        )
+        with pytest.warns(RuntimeWarning, match="cannot write"):
+            fsm = service.compile_fsm("ab+")
+        assert fsm.index.allowed_token_ids(fsm.walk(tok.encode("abb")))
+        service.compile_fsm("cd")  # said once
+        assert service.disk_errors == 2 and service.compile_count == 2
+    assert list((tmp_path / "cache").iterdir()) == []
+
+
 # ------------------------------------------------- where the compile runs: thread or process
 def bare_stage(compile_in, **opts):
     """An s3 stage over the bundled tokenizer, without a model."""

@@ -250,6 +250,7 @@ class CompileService:
             else None
         )
         self.compile_count = 0  # compiles actually run (not disk hits)
+        self.disk_errors = 0  # files the disk cache could not write (the compiles were kept)
         self.lock = threading.Lock()
         self.broken = False  # the workers died while starting: compile on threads
         self.closed = False  # shut down: a worker that stops answering is ours
@@ -292,8 +293,26 @@ class CompileService:
                 self.compile_count += 1
             arrays = self._compile(regex)
             if self.disk is not None:
-                self.disk.save(regex, arrays)
+                try:
+                    self.disk.save(regex, arrays)
+                except OSError as e:  # a full or unwritable directory: the FSM is good all the same
+                    self._disk_failed(e)
         return arrays
+
+    def _disk_failed(self, error: OSError) -> None:
+        """A file the disk cache could not write: said once, and the compile goes on (a full
+        disk had aborted every request whose regex was not cached yet)."""
+        with self.lock:
+            self.disk_errors += 1
+            first = self.disk_errors == 1
+        if first:
+            where = self.disk.directory if self.disk is not None else "?"
+            warnings.warn(
+                f"minisglang: the FSM disk cache cannot write to {where} ({error}); compiled FSMs are "
+                "not saved there (each compile still serves its requests)",
+                RuntimeWarning,
+                stacklevel=3,
+            )
 
     def warm_up(self) -> None:
         """Block until every worker has started and built its vocabulary trie."""
