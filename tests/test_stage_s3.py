@@ -333,6 +333,31 @@ def test_a_disk_cache_that_cannot_write_keeps_the_compile(tmp_path, monkeypatch)
     assert list((tmp_path / "cache").iterdir()) == []
 
 
+def test_disk_cache_does_not_serve_a_file_of_another_compiler(tmp_path, monkeypatch):
+    """A cache directory kept across an upgrade: an older minisglang read `[[:alpha:]]` as
+    Python does (the characters `[:alph` and a `]`) and saved that FSM; the newer one refuses
+    the regex by name, yet was served the older file (DISK_FORMAT names the arrays' layout,
+    not what the compiler makes of a regex). The compiler's sources are a fact of the file
+    now: the newer one refuses it, as a fresh process does."""
+    tok = Tokenizer.from_pretrained(sgl.DEFAULT_MODEL_PATH)
+
+    def service():
+        return compile_service.CompileService(
+            tok, compile_service.CompileSettings(tok.vocab_size), compile_in="thread", disk_dir=tmp_path
+        )
+
+    with monkeypatch.context() as older:
+        older.setattr(fsm_disk, "compiler_fingerprint", lambda: "an older minisglang", raising=False)
+        old = service()
+        assert old.disk is not None
+        old.disk.save("[[:alpha:]]", old.compile_arrays(r"[[:alph]\]"))  # its reading
+    new = service()
+    with pytest.raises(ConstraintError, match="POSIX character classes"):
+        new.compile_fsm("[[:alpha:]]")
+    assert new.disk is not None and new.disk.hits == 0
+    assert fsm_disk.compiler_fingerprint() == fsm_disk.compiler_fingerprint()  # (once per process)
+
+
 # ------------------------------------------------- where the compile runs: thread or process
 def bare_stage(compile_in, **opts):
     """An s3 stage over the bundled tokenizer, without a model."""
