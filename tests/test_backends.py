@@ -26,6 +26,7 @@ from test_regex_dfa import DIALECT_CHARS, DIALECT_REGEXES
 
 import minisglang as sgl
 from minisglang.backends.base import GrammarError, InvalidGrammarObject, get_backend_class
+from minisglang.backends.fsm_backend import FSMGrammar
 from minisglang.backends.outlines_backend import OutlinesGrammar
 from minisglang.constrained import child_process, python_regex
 from minisglang.constrained.bitmask import unpack_bits
@@ -1144,3 +1145,49 @@ def test_llguidances_parser_limit_is_named_as_a_limit_not_as_an_empty_language(b
     )
     with pytest.raises(GrammarError, match=r"llguidance's parser reached a limit on this grammar here: .*limit 50000"):
         mask_row(grammar, tokenizer.vocab_size + PAD)
+
+
+def test_a_lazy_grammar_that_requests_grew_near_its_bounds_is_compiled_again(tokenizer):
+    """max_lazy_states bounds the states one compiled lazy automaton builds over its life,
+    and the grammar cache keeps that automaton for every request over it: a stranger's
+    six requests under `(a|b)*a(a|b){12}` (max_lazy_states=4000), each 60 random tokens,
+    the first built 3,024 states and every later one was aborted after 2-26 tokens ('more
+    than 4,000 automaton states') where a fresh server served it. Past half the room the
+    compile left, the next request gets a fresh compile; the one before keeps its own."""
+    import random
+
+    backend = get_backend_class("fsm")(tokenizer, tokenizer.vocab_size, compile_in="thread", max_lazy_states=4000)
+    regex, eos = "(a|b)*a(a|b){12}", tokenizer.eos_token_id
+    try:
+
+        def request(seed: int, steps: int = 60):
+            value, ready = backend.get_cached_or_future_value("regex", regex)
+            if not ready:
+                value.result()  # (the compile, on the backend's thread)
+            grammar = value if ready else backend.result(value)
+            assert isinstance(grammar, FSMGrammar)
+            rng = random.Random(seed)
+            for _ in range(steps):
+                grammar.prepare()
+                index = grammar.fsm.index
+                grammar.accept_token(rng.choice([t for t in index.allowed_token_ids(grammar.state) if t != eos]))
+            return grammar
+
+        first = request(0)
+        assert backend.compile_count == 1
+        compiles = backend.compile_count
+        for seed in range(1, 6):
+            request(seed)  # each served to its end
+        assert backend.compile_count > compiles  # (a grammar grown past half its room compiled again)
+        first.accept_token(next(t for t in first.fsm.index.allowed_token_ids(first.state) if t != eos))
+        short = get_backend_class("fsm")(tokenizer, tokenizer.vocab_size, compile_in="thread")
+        try:  # far from its bounds: one compile for every request
+            for _ in range(3):
+                grammar, ready = short.get_cached_or_future_value("regex", "[ab]{1,3}")
+                if not ready:
+                    grammar.result()
+            assert short.compile_count == 1
+        finally:
+            short.shutdown()
+    finally:
+        backend.shutdown()

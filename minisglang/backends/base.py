@@ -116,6 +116,13 @@ class BaseGrammarObject:
         backend's byte-bounded cache counts); 0 when a library does not say."""
         return 0
 
+    def is_spent(self) -> bool:
+        """Whether the compiled grammar behind this matcher has used up so much of a bound on
+        what it may build over its life (the lazy automaton's max_lazy_states) that a new
+        request over it could fail where a fresh compile would serve it: the cache then
+        compiles the grammar again for the next request (`get_cached_or_future_value`)."""
+        return False
+
     # -- masks: one packed int32 row per request ----------------------------------------
     @staticmethod
     def allocate_vocab_mask(vocab_size: int, batch_size: int, device: str | torch.device = "cpu") -> torch.Tensor:
@@ -363,6 +370,12 @@ class BaseGrammarBackend:
         key, parsed = self.normalised(kind, text)
         with self.lock:
             future = self.cache.get(key)
+            if future is not None and future.done() and not future.cancelled() and future.result().is_spent():
+                # The requests before this one used up the grammar's bounds (they are bounds
+                # on one automaton's life, shared by every request over it): a fresh compile,
+                # as a server restarted now would give. Those requests keep the old one.
+                del self.cache[key]
+                future = None
             self.lookups += 1
             self.hits += future is not None
             if future is None:
