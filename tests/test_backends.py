@@ -1191,3 +1191,50 @@ def test_a_lazy_grammar_that_requests_grew_near_its_bounds_is_compiled_again(tok
             short.shutdown()
     finally:
         backend.shutdown()
+
+
+def test_a_cancelled_compile_does_not_drop_the_compile_a_later_request_started(tokenizer):
+    """A request aborted while its grammar compiled (`cancel` forgets the entry); a second
+    request for the same grammar starts a compile of its own; the first compile then stops at
+    a checkpoint, and its cleanup dropped whatever entry the key held: the second one. A
+    third request found nothing and compiled the grammar a third time (each up to
+    compile_timeout of CPU). The stopped compile removes only its own entry now."""
+    import threading
+    import time
+
+    from minisglang.backends.base import BaseGrammarBackend, BaseGrammarObject
+    from minisglang.constrained.work_slices import checkpoint
+
+    go = threading.Event()
+
+    class Matcher(BaseGrammarObject):
+        def copy(self):
+            return self
+
+    class Slow(BaseGrammarBackend):
+        name, kinds = "slow", frozenset({"regex"})
+
+        def compile(self, kind, text):
+            while not go.is_set():
+                checkpoint()
+                time.sleep(0.005)
+            return Matcher()
+
+    backend = Slow(tokenizer, tokenizer.vocab_size, threads=2)
+    try:
+        first, _ = backend.get_cached_or_future_value("regex", "x")
+        deadline = time.monotonic() + 10
+        while not first.running() and time.monotonic() < deadline:
+            time.sleep(0.005)
+        backend.cancel(first)  # its request left while it compiled
+        second, ready = backend.get_cached_or_future_value("regex", "x")
+        assert not ready and second is not first
+        assert isinstance(first.result(timeout=10), InvalidGrammarObject)  # stopped at its checkpoint
+        assert backend.is_cached("regex", "x")
+        go.set()
+        second.result(timeout=10)
+        _, ready = backend.get_cached_or_future_value("regex", "x")
+        assert ready and backend.compile_count <= 2
+    finally:
+        go.set()
+        backend.shutdown()

@@ -33,7 +33,7 @@ from ..constrained.bitmask import all_allowed_mask, apply_bitmask
 from ..constrained.child_process import KeptChildren, start_ahead
 from ..constrained.compile_service import CompileTimeout
 from ..constrained.json_schema import InvalidSchemaError, load_schema
-from ..constrained.work_slices import Baton, CompileCancelled, CompileJob, FairCompilePool
+from ..constrained.work_slices import Baton, CompileCancelled, CompileJob, FairCompilePool, current_future
 from ..registry import Registry
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -417,8 +417,13 @@ class BaseGrammarBackend:
             else:
                 grammar = self.compile(kind, text)
         except (CompileTimeout, CompileCancelled) as e:
+            mine = current_future()
             with self.lock:  # a timeout may be the machine's load, not the grammar: never cached
-                self.cache.pop((kind, text), None)
+                # Only this compile's entry: a cancelled one was forgotten by `cancel`, and a
+                # request that came after put its own compile under the key (which a stranger's
+                # abort-and-retry saw dropped, so the next request compiled the grammar a third time).
+                if mine is None or self.cache.get((kind, text)) is mine:
+                    self.cache.pop((kind, text), None)
             return InvalidGrammarObject(f"{kind} rejected by the {self.name!r} backend: {e}")
         except Exception as e:  # every failure becomes a message for that one request
             return InvalidGrammarObject(f"{kind} rejected by the {self.name!r} backend: {e}")
