@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import torch
 
 from ..constrained.bitmask import all_allowed_mask, apply_bitmask
-from ..constrained.child_process import KeptChildren, start_ahead
+from ..constrained.child_process import ChildKilled, KeptChildren, start_ahead
 from ..constrained.compile_service import CompileTimeout
 from ..constrained.json_schema import InvalidSchemaError, load_schema
 from ..constrained.work_slices import Baton, CompileCancelled, CompileJob, FairCompilePool, current_future
@@ -416,9 +416,12 @@ class BaseGrammarBackend:
                 grammar = self.compile_schema(parsed, text)
             else:
                 grammar = self.compile(kind, text)
-        except (CompileTimeout, CompileCancelled) as e:
+        except (CompileTimeout, CompileCancelled, ChildKilled) as e:
             mine = current_future()
-            with self.lock:  # a timeout may be the machine's load, not the grammar: never cached
+            # A timeout may be the machine's load, and a child the OOM killer took or that
+            # could not start says nothing of the grammar: never cached (a child killed once
+            # made the grammar's every later request fail with that message).
+            with self.lock:
                 # Only this compile's entry: a cancelled one was forgotten by `cancel`, and a
                 # request that came after put its own compile under the key (which a stranger's
                 # abort-and-retry saw dropped, so the next request compiled the grammar a third time).

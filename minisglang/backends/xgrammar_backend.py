@@ -44,6 +44,7 @@ import xgrammar as xgr
 
 from ..constrained import library_children
 from ..constrained.bitmask import pack_bits
+from ..constrained.child_process import ChildKilled
 from ..constrained.compile_service import CompileTimeout
 from ..constrained.json_schema import InvalidSchemaError, UnsupportedSchemaError, load_schema
 
@@ -558,7 +559,7 @@ class XGrammarBackend(BaseGrammarBackend):
                 return XGrammarGrammar(compiled, self.stop_only_row, self.guard, jumps=_jumps_are_bounded(enforced))
             else:
                 compiled = self._compiled("compile_grammar", text)
-        except (GrammarError, CompileTimeout, CompileCancelled):
+        except (GrammarError, CompileTimeout, CompileCancelled, ChildKilled):
             raise
         except Exception as e:  # xgrammar raises RuntimeError/ValueError with a parser message
             message = _clean_error(e)
@@ -611,7 +612,7 @@ class XGrammarBackend(BaseGrammarBackend):
         }
         try:
             compiled = self._compiled("compile_structural_tag", {"type": "structural_tag", "format": fmt})
-        except (CompileTimeout, CompileCancelled):
+        except (CompileTimeout, CompileCancelled, ChildKilled):
             raise
         except Exception as e:  # (its error names no tag: a stranger's fuzzer read "Schema 'false' ...")
             raise self.structure_at_fault(spec, GrammarError(_clean_error(e))) from e
