@@ -358,6 +358,27 @@ def test_disk_cache_does_not_serve_a_file_of_another_compiler(tmp_path, monkeypa
     assert fsm_disk.compiler_fingerprint() == fsm_disk.compiler_fingerprint()  # (once per process)
 
 
+def test_a_compile_worker_killed_from_outside_is_not_the_regexs_failure():
+    """The OOM killer (SIGKILL) took the compile worker: the request was aborted with 'the
+    compile worker died ... (exit code None: EOFError)', and that message was cached as the
+    regex's compile, so every later request with the regex was refused where a fresh engine
+    served it. The failure is not cached now (as a timeout), and names the exit code (-9)."""
+    import signal
+
+    eng = make_engine(compile_workers=1)
+    try:
+        service = eng.stage.service
+        service.warm_up()
+        os.kill(service.worker_pids()[0], signal.SIGKILL)
+        first = eng.generate(Q, {"regex": DATE, "temperature": 0})
+        reason = first["meta_info"]["finish_reason"]
+        assert reason["type"] == "abort" and "exit code -9" in reason["message"]
+        again = eng.generate(Q, {"regex": DATE, "temperature": 0})
+        assert re.fullmatch(DATE, again["text"]), again["meta_info"]["finish_reason"]
+    finally:
+        eng.shutdown()
+
+
 # ------------------------------------------------- where the compile runs: thread or process
 def bare_stage(compile_in, **opts):
     """An s3 stage over the bundled tokenizer, without a model."""

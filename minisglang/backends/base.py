@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import torch
 
 from ..constrained.bitmask import all_allowed_mask, apply_bitmask
-from ..constrained.child_process import ChildKilled, KeptChildren, start_ahead
-from ..constrained.compile_service import CompileTimeout
+from ..constrained.child_process import KeptChildren, start_ahead
+from ..constrained.compile_service import ChildKilled, CompileTimeout
 from ..constrained.json_schema import InvalidSchemaError, load_schema
 from ..constrained.work_slices import Baton, CompileCancelled, CompileJob, FairCompilePool, current_future
 from ..registry import Registry

@@ -44,8 +44,7 @@ import xgrammar as xgr
 
 from ..constrained import library_children
 from ..constrained.bitmask import pack_bits
-from ..constrained.child_process import ChildKilled
-from ..constrained.compile_service import CompileTimeout
+from ..constrained.compile_service import ChildKilled, CompileTimeout
 from ..constrained.json_schema import InvalidSchemaError, UnsupportedSchemaError, load_schema
 
 # The string contents (JSON text) in which a pattern finds a match: our fsm compiler's own

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
-from .compile_service import CompileTimeout
+from .compile_service import ChildKilled, CompileTimeout
 from .token_fsm import ConstraintError
 from .work_slices import checkpoint, outside
 from .worker_start import start_worker
@@ -131,12 +131,6 @@ def start_ahead(*preload: str) -> None:
         import multiprocessing.forkserver  # (Unix only)
 
         multiprocessing.forkserver.ensure_running()  # (it imports the preloaded modules, not the main script)
-
-
-class ChildKilled(ConstraintError):
-    """The compile's child was killed from outside (SIGKILL: the system's OOM killer, a kill by
-    hand) or could not start (the machine's load): nothing the grammar did, so the grammar
-    cache does not keep the failure (base.py, as for a timeout)."""
 
 
 def _death(what: str, process: Any, memory_bytes: int | None) -> ConstraintError:

@@ -58,6 +58,12 @@ class CompileTimeout(ConstraintError):
     """The compile took longer than its timeout and was stopped; never cached."""
 
 
+class ChildKilled(ConstraintError):
+    """The compile's process was killed from outside (SIGKILL: the system's OOM killer, a kill
+    by hand) or could not start (the machine's load): nothing the grammar did, so, as a
+    timeout, never cached (base.py, s3's FSMCache)."""
+
+
 class NamedVocabulary(Vocabulary, Protocol):
     """A tokenizer's vocabulary and its fingerprint (what the disk cache files are keyed by)."""
 
@@ -382,9 +388,11 @@ class CompileService:
                 )
             status, reply = worker.conn.recv()
         except (EOFError, OSError) as e:
+            worker.process.join(1)  # (reaped: its exit code was read as None before the system had it)
             code = worker.process.exitcode
             self._replace(worker)
-            raise ConstraintError(
+            died = ChildKilled if code == -signal.SIGKILL else ConstraintError
+            raise died(
                 f"the compile worker died compiling regex {shown_regex(regex)} (exit code {code}: {type(e).__name__})"
             ) from None
         finally:
