@@ -26,6 +26,7 @@ from test_regex_dfa import DIALECT_CHARS, DIALECT_REGEXES
 
 import minisglang as sgl
 from minisglang.backends.base import GrammarError, InvalidGrammarObject, get_backend_class
+from minisglang.backends.fsm_backend import FSMGrammar
 from minisglang.backends.outlines_backend import OutlinesGrammar
 from minisglang.constrained import child_process, python_regex
 from minisglang.constrained.bitmask import unpack_bits
@@ -1209,3 +1210,96 @@ def test_llama_cpps_own_json_gbnf_is_served_by_xgrammar(backends, tokenizer):
                 break
             grammar.accept_token(t)
         assert (accepted and bool(mask_row(grammar, width)[tokenizer.eos_token_id])) == ok, text
+
+
+def test_a_lazy_grammar_that_requests_grew_near_its_bounds_is_compiled_again(tokenizer):
+    """max_lazy_states bounds the states one compiled lazy automaton builds over its life,
+    and the grammar cache keeps that automaton for every request over it: a stranger's
+    six requests under `(a|b)*a(a|b){12}` (max_lazy_states=4000), each 60 random tokens,
+    the first built 3,024 states and every later one was aborted after 2-26 tokens ('more
+    than 4,000 automaton states') where a fresh server served it. Past half the room the
+    compile left, the next request gets a fresh compile; the one before keeps its own."""
+    import random
+
+    backend = get_backend_class("fsm")(tokenizer, tokenizer.vocab_size, compile_in="thread", max_lazy_states=4000)
+    regex, eos = "(a|b)*a(a|b){12}", tokenizer.eos_token_id
+    try:
+
+        def request(seed: int, steps: int = 60):
+            value, ready = backend.get_cached_or_future_value("regex", regex)
+            if not ready:
+                value.result()  # (the compile, on the backend's thread)
+            grammar = value if ready else backend.result(value)
+            assert isinstance(grammar, FSMGrammar)
+            rng = random.Random(seed)
+            for _ in range(steps):
+                grammar.prepare()
+                index = grammar.fsm.index
+                grammar.accept_token(rng.choice([t for t in index.allowed_token_ids(grammar.state) if t != eos]))
+            return grammar
+
+        first = request(0)
+        assert backend.compile_count == 1
+        compiles = backend.compile_count
+        for seed in range(1, 6):
+            request(seed)  # each served to its end
+        assert backend.compile_count > compiles  # (a grammar grown past half its room compiled again)
+        first.accept_token(next(t for t in first.fsm.index.allowed_token_ids(first.state) if t != eos))
+        short = get_backend_class("fsm")(tokenizer, tokenizer.vocab_size, compile_in="thread")
+        try:  # far from its bounds: one compile for every request
+            for _ in range(3):
+                grammar, ready = short.get_cached_or_future_value("regex", "[ab]{1,3}")
+                if not ready:
+                    grammar.result()
+            assert short.compile_count == 1
+        finally:
+            short.shutdown()
+    finally:
+        backend.shutdown()
+
+
+def test_a_cancelled_compile_does_not_drop_the_compile_a_later_request_started(tokenizer):
+    """A request aborted while its grammar compiled (`cancel` forgets the entry); a second
+    request for the same grammar starts a compile of its own; the first compile then stops at
+    a checkpoint, and its cleanup dropped whatever entry the key held: the second one. A
+    third request found nothing and compiled the grammar a third time (each up to
+    compile_timeout of CPU). The stopped compile removes only its own entry now."""
+    import threading
+    import time
+
+    from minisglang.backends.base import BaseGrammarBackend, BaseGrammarObject
+    from minisglang.constrained.work_slices import checkpoint
+
+    go = threading.Event()
+
+    class Matcher(BaseGrammarObject):
+        def copy(self):
+            return self
+
+    class Slow(BaseGrammarBackend):
+        name, kinds = "slow", frozenset({"regex"})
+
+        def compile(self, kind, text):
+            while not go.is_set():
+                checkpoint()
+                time.sleep(0.005)
+            return Matcher()
+
+    backend = Slow(tokenizer, tokenizer.vocab_size, threads=2)
+    try:
+        first, _ = backend.get_cached_or_future_value("regex", "x")
+        deadline = time.monotonic() + 10
+        while not first.running() and time.monotonic() < deadline:
+            time.sleep(0.005)
+        backend.cancel(first)  # its request left while it compiled
+        second, ready = backend.get_cached_or_future_value("regex", "x")
+        assert not ready and second is not first
+        assert isinstance(first.result(timeout=10), InvalidGrammarObject)  # stopped at its checkpoint
+        assert backend.is_cached("regex", "x")
+        go.set()
+        second.result(timeout=10)
+        _, ready = backend.get_cached_or_future_value("regex", "x")
+        assert ready and backend.compile_count <= 2
+    finally:
+        go.set()
+        backend.shutdown()

@@ -110,3 +110,46 @@ def test_a_cancelled_call_kills_its_kept_child():
     finally:
         pool.shutdown()
         kept.shutdown()
+
+
+def test_a_child_killed_from_outside_is_not_the_grammars_failure():
+    """The system's OOM killer (SIGKILL) took a compile's child once: the grammar cache kept
+    'the child process running the compile died (exit code None; ...)' as that grammar's
+    compile, and every later request with it was refused with the message though a fresh
+    server compiled it. ChildKilled (with the real exit code, -9) is not cached now; a child
+    that dies by itself (an abort: a native library out of memory) still is."""
+    import signal
+
+    from minisglang.backends.base import BaseGrammarBackend, BaseGrammarObject, InvalidGrammarObject
+
+    class Matcher(BaseGrammarObject):
+        def copy(self):
+            return self
+
+    class Tok:
+        token_bytes = [b"a"]
+
+    class Backend(BaseGrammarBackend):
+        name, kinds = "children", frozenset({"regex"})
+        deaths = {"killed": [signal.SIGKILL], "aborted": [signal.SIGABRT]}
+
+        def compile(self, kind, text):
+            if self.deaths[text]:  # the first compile's child dies
+                call_in_child(signal.raise_signal, (self.deaths[text].pop(),), timeout=30, what="the compile")
+            call_in_child(len, (text,), timeout=30, what="the compile")
+            return Matcher()
+
+    backend = Backend(Tok(), 32)
+    try:
+        for text, code, again in (
+            ("killed", -signal.SIGKILL, Matcher),
+            ("aborted", -signal.SIGABRT, InvalidGrammarObject),
+        ):
+            answers = []
+            for _ in range(2):
+                value, ready = backend.get_cached_or_future_value("regex", text)
+                answers.append(value if ready else backend.result(value) if value.result(timeout=60) else None)
+            assert isinstance(answers[0], InvalidGrammarObject) and f"exit code {code};" in answers[0].message
+            assert isinstance(answers[1], again)
+    finally:
+        backend.shutdown()

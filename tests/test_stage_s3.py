@@ -279,6 +279,106 @@ def test_disk_cache_keeps_apart_checkpoints_whose_eos_differs(tmp_path):
         assert fsm.index.allowed_token_ids(state) == [tok.eos_token_id]
 
 
+@pytest.mark.parametrize(
+    ("bound", "message"),
+    [({"max_states": 50}, "more than 50 states"), ({"max_regex_chars": 5}, "longer than the limit of 5")],
+)
+def test_disk_cache_does_not_serve_a_regex_past_this_engines_bounds(tmp_path, bound, message):
+    """An engine with generous bounds compiles `(a|b)*a(a|b){6}` (128 DFA states, 15
+    characters) into a shared cache directory; an engine whose max_fsm_states or
+    max_regex_chars refuses it when compiling was served the file instead (a stranger's two
+    engines): whether a regex is refused depended on who had compiled it before. Both refuse
+    it now, as a fresh engine does."""
+    tok = Tokenizer.from_pretrained(sgl.DEFAULT_MODEL_PATH)
+    regex = "(a|b)*a(a|b){6}"
+
+    def service(**settings):
+        return compile_service.CompileService(
+            tok, compile_service.CompileSettings(tok.vocab_size, **settings), compile_in="thread", disk_dir=tmp_path
+        )
+
+    generous = service()
+    generous.compile_fsm(regex)
+    assert len(list(tmp_path.glob("fsm-*.npz"))) == 1
+    strict = service(**bound)
+    with pytest.raises(ConstraintError, match=message):
+        strict.compile_fsm(regex)
+    assert strict.disk is not None and strict.disk.hits == 0
+
+
+def test_a_disk_cache_that_cannot_write_keeps_the_compile(tmp_path, monkeypatch):
+    """A full disk (ENOSPC, here from np.savez) or a grammar_cache_dir that is a file: the
+    FSM compiled, but the failed save raised out of the compile, so every request whose
+    regex was not cached yet was aborted. The compile is served now, a warning says why
+    nothing is saved (once), and no temporary file is left."""
+    import errno
+
+    tok = Tokenizer.from_pretrained(sgl.DEFAULT_MODEL_PATH)
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(fsm_disk.np, "savez", full)
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("x")
+    for where in (tmp_path / "cache", not_a_dir):
+        service = compile_service.CompileService(
+            tok, compile_service.CompileSettings(tok.vocab_size), compile_in="thread", disk_dir=where
+        )
+        with pytest.warns(RuntimeWarning, match="cannot write"):
+            fsm = service.compile_fsm("ab+")
+        assert fsm.index.allowed_token_ids(fsm.walk(tok.encode("abb")))
+        service.compile_fsm("cd")  # said once
+        assert service.disk_errors == 2 and service.compile_count == 2
+    assert list((tmp_path / "cache").iterdir()) == []
+
+
+def test_disk_cache_does_not_serve_a_file_of_another_compiler(tmp_path, monkeypatch):
+    """A cache directory kept across an upgrade: an older minisglang read `[[:alpha:]]` as
+    Python does (the characters `[:alph` and a `]`) and saved that FSM; the newer one refuses
+    the regex by name, yet was served the older file (DISK_FORMAT names the arrays' layout,
+    not what the compiler makes of a regex). The compiler's sources are a fact of the file
+    now: the newer one refuses it, as a fresh process does."""
+    tok = Tokenizer.from_pretrained(sgl.DEFAULT_MODEL_PATH)
+
+    def service():
+        return compile_service.CompileService(
+            tok, compile_service.CompileSettings(tok.vocab_size), compile_in="thread", disk_dir=tmp_path
+        )
+
+    with monkeypatch.context() as older:
+        older.setattr(fsm_disk, "compiler_fingerprint", lambda: "an older minisglang", raising=False)
+        old = service()
+        assert old.disk is not None
+        old.disk.save("[[:alpha:]]", old.compile_arrays(r"[[:alph]\]"))  # its reading
+    new = service()
+    with pytest.raises(ConstraintError, match="POSIX character classes"):
+        new.compile_fsm("[[:alpha:]]")
+    assert new.disk is not None and new.disk.hits == 0
+    assert fsm_disk.compiler_fingerprint() == fsm_disk.compiler_fingerprint()  # (once per process)
+
+
+def test_a_compile_worker_killed_from_outside_is_not_the_regexs_failure():
+    """The OOM killer (SIGKILL) took the compile worker: the request was aborted with 'the
+    compile worker died ... (exit code None: EOFError)', and that message was cached as the
+    regex's compile, so every later request with the regex was refused where a fresh engine
+    served it. The failure is not cached now (as a timeout), and names the exit code (-9)."""
+    import signal
+
+    eng = make_engine(compile_workers=1)
+    try:
+        service = eng.stage.service
+        service.warm_up()
+        os.kill(service.worker_pids()[0], signal.SIGKILL)
+        first = eng.generate(Q, {"regex": DATE, "temperature": 0})
+        reason = first["meta_info"]["finish_reason"]
+        assert reason["type"] == "abort" and "exit code -9" in reason["message"]
+        again = eng.generate(Q, {"regex": DATE, "temperature": 0})
+        assert re.fullmatch(DATE, again["text"]), again["meta_info"]["finish_reason"]
+    finally:
+        eng.shutdown()
+
+
 # ------------------------------------------------- where the compile runs: thread or process
 def bare_stage(compile_in, **opts):
     """An s3 stage over the bundled tokenizer, without a model."""

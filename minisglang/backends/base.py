@@ -31,9 +31,9 @@ import torch
 
 from ..constrained.bitmask import all_allowed_mask, apply_bitmask
 from ..constrained.child_process import KeptChildren, start_ahead
-from ..constrained.compile_service import CompileTimeout
+from ..constrained.compile_service import ChildKilled, CompileTimeout
 from ..constrained.json_schema import InvalidSchemaError, load_schema
-from ..constrained.work_slices import Baton, CompileCancelled, CompileJob, FairCompilePool
+from ..constrained.work_slices import Baton, CompileCancelled, CompileJob, FairCompilePool, current_future
 from ..registry import Registry
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -115,6 +115,13 @@ class BaseGrammarObject:
         """Bytes of the compiled grammar behind this matcher, as far as we can tell (what the
         backend's byte-bounded cache counts); 0 when a library does not say."""
         return 0
+
+    def is_spent(self) -> bool:
+        """Whether the compiled grammar behind this matcher has used up so much of a bound on
+        what it may build over its life (the lazy automaton's max_lazy_states) that a new
+        request over it could fail where a fresh compile would serve it: the cache then
+        compiles the grammar again for the next request (`get_cached_or_future_value`)."""
+        return False
 
     # -- masks: one packed int32 row per request ----------------------------------------
     @staticmethod
@@ -363,6 +370,12 @@ class BaseGrammarBackend:
         key, parsed = self.normalised(kind, text)
         with self.lock:
             future = self.cache.get(key)
+            if future is not None and future.done() and not future.cancelled() and future.result().is_spent():
+                # The requests before this one used up the grammar's bounds (they are bounds
+                # on one automaton's life, shared by every request over it): a fresh compile,
+                # as a server restarted now would give. Those requests keep the old one.
+                del self.cache[key]
+                future = None
             self.lookups += 1
             self.hits += future is not None
             if future is None:
@@ -403,9 +416,17 @@ class BaseGrammarBackend:
                 grammar = self.compile_schema(parsed, text)
             else:
                 grammar = self.compile(kind, text)
-        except (CompileTimeout, CompileCancelled) as e:
-            with self.lock:  # a timeout may be the machine's load, not the grammar: never cached
-                self.cache.pop((kind, text), None)
+        except (CompileTimeout, CompileCancelled, ChildKilled) as e:
+            mine = current_future()
+            # A timeout may be the machine's load, and a child the OOM killer took or that
+            # could not start says nothing of the grammar: never cached (a child killed once
+            # made the grammar's every later request fail with that message).
+            with self.lock:
+                # Only this compile's entry: a cancelled one was forgotten by `cancel`, and a
+                # request that came after put its own compile under the key (which a stranger's
+                # abort-and-retry saw dropped, so the next request compiled the grammar a third time).
+                if mine is None or self.cache.get((kind, text)) is mine:
+                    self.cache.pop((kind, text), None)
             return InvalidGrammarObject(f"{kind} rejected by the {self.name!r} backend: {e}")
         except Exception as e:  # every failure becomes a message for that one request
             return InvalidGrammarObject(f"{kind} rejected by the {self.name!r} backend: {e}")

@@ -70,6 +70,13 @@ LAZY_PREPARED_BODIES = (
 IN_PROCESS_SCHEMA_CHARS = 256 * 1024
 
 
+def _lazy_size(fsm: TokenFSM) -> tuple[int, int]:
+    """(automaton states, regex nodes) a lazy automaton has built; (0, 0) for an eager FSM."""
+    if not isinstance(fsm, LazyTokenFSM):
+        return 0, 0
+    return fsm.index.dfa.num_states, len(fsm.index.dfa.pool)
+
+
 class FSMGrammar(BaseGrammarObject):
     def __init__(self, fsm: TokenFSM):
         self.fsm = fsm
@@ -79,6 +86,9 @@ class FSMGrammar(BaseGrammarObject):
         # `state_after`'s walk: the ids walked and the state after each prefix of them.
         self.walked_ids: list[int] = []
         self.walked_states: list[int] = [self.state]
+        # The lazy automaton's (states, regex nodes) when compiled (copies keep the compile's):
+        # `is_spent` counts what requests built since.
+        self.compiled_size = _lazy_size(fsm)
 
     def accept_token(self, token_id: int) -> None:
         # BEGIN SOLUTION task5_1
@@ -122,6 +132,20 @@ class FSMGrammar(BaseGrammarObject):
         """The lazy automaton's row of the current state is not made yet (an eager FSM made all)."""
         return isinstance(self.fsm, LazyTokenFSM) and self.state not in self.fsm.index.rows
 
+    def is_spent(self) -> bool:
+        """The lazy automaton's states and regex nodes grow with every request over this
+        compiled grammar, and max_lazy_states / max_regex_nodes bound their sum over its
+        life: a popular grammar reached them and every later request over it was aborted
+        after a few tokens ('generation reached more than N automaton states') where a fresh
+        compile served it. Once requests built more than half of what the compile left of
+        either bound, the cache compiles it again, so each request has at least half of the
+        room a fresh compile has (requests running over one grammar at once still share it)."""
+        if not isinstance(self.fsm, LazyTokenFSM):
+            return False
+        dfa = self.fsm.index.dfa
+        now, bounds = _lazy_size(self.fsm), (dfa.max_states, dfa.pool.max_nodes)
+        return any((n - n0) * 2 > bound - n0 for n, n0, bound in zip(now, self.compiled_size, bounds))
+
     def is_over(self) -> bool:
         if isinstance(self.fsm, LazyTokenFSM) and self.needs_work():
             return self.fsm.ends(self.state)
@@ -156,7 +180,9 @@ class FSMGrammar(BaseGrammarObject):
         return state
 
     def copy(self) -> FSMGrammar:
-        return FSMGrammar(self.fsm)
+        grammar = FSMGrammar(self.fsm)
+        grammar.compiled_size = self.compiled_size
+        return grammar
 
     def nbytes(self) -> int:
         return self.fsm.nbytes()

@@ -44,7 +44,7 @@ import xgrammar as xgr
 
 from ..constrained import library_children
 from ..constrained.bitmask import pack_bits
-from ..constrained.compile_service import CompileTimeout
+from ..constrained.compile_service import ChildKilled, CompileTimeout
 from ..constrained.json_schema import InvalidSchemaError, UnsupportedSchemaError, load_schema
 
 # The string contents (JSON text) in which a pattern finds a match: our fsm compiler's own
@@ -601,7 +601,7 @@ class XGrammarBackend(BaseGrammarBackend):
                 return XGrammarGrammar(compiled, self.stop_only_row, self.guard, jumps=_jumps_are_bounded(enforced))
             else:
                 compiled = self._compiled("compile_grammar", gbnf_for_xgrammar(text))
-        except (GrammarError, CompileTimeout, CompileCancelled):
+        except (GrammarError, CompileTimeout, CompileCancelled, ChildKilled):
             raise
         except Exception as e:  # xgrammar raises RuntimeError/ValueError with a parser message
             message = _clean_error(e)
@@ -654,7 +654,7 @@ class XGrammarBackend(BaseGrammarBackend):
         }
         try:
             compiled = self._compiled("compile_structural_tag", {"type": "structural_tag", "format": fmt})
-        except (CompileTimeout, CompileCancelled):
+        except (CompileTimeout, CompileCancelled, ChildKilled):
             raise
         except Exception as e:  # (its error names no tag: a stranger's fuzzer read "Schema 'false' ...")
             raise self.structure_at_fault(spec, GrammarError(_clean_error(e))) from e

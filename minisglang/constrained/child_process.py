@@ -31,7 +31,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
-from .compile_service import CompileTimeout
+from .compile_service import ChildKilled, CompileTimeout
 from .token_fsm import ConstraintError
 from .work_slices import checkpoint, outside
 from .worker_start import start_worker
@@ -133,6 +133,14 @@ def start_ahead(*preload: str) -> None:
         multiprocessing.forkserver.ensure_running()  # (it imports the preloaded modules, not the main script)
 
 
+def _death(what: str, process: Any, memory_bytes: int | None) -> ConstraintError:
+    """The error for a child that died before answering: ChildKilled when SIGKILL ended it.
+    (It is reaped first: its exit code was read as None, before the system had it.)"""
+    process.join(1)
+    message = _died(what, process.exitcode, memory_bytes)
+    return ChildKilled(message) if process.exitcode == -signal.SIGKILL else ConstraintError(message)
+
+
 def _died(what: str, exitcode: int | None, memory_bytes: int | None) -> str:
     return (
         f"the child process running {what} died (exit code {exitcode}; a native library that "
@@ -185,14 +193,14 @@ def _answer(conn: Connection, process: Any, timeout: float, what: str, memory_by
             while not conn.poll(POLL_SECONDS):
                 checkpoint()  # CompileCancelled: nobody waits for this compile any more
                 if not process.is_alive() and not conn.poll(0):
-                    raise ConstraintError(_died(what, process.exitcode, memory_bytes))
+                    raise _death(what, process, memory_bytes)
                 if time.monotonic() > stop:
                     raise CompileTimeout(
                         f"{what} took longer than {timeout:g} s (option compile_timeout); it was stopped"
                     )
         answer: tuple[str, Any] = conn.recv()
     except EOFError:
-        raise ConstraintError(_died(what, process.exitcode, memory_bytes)) from None
+        raise _death(what, process, memory_bytes) from None
     return answer
 
 
@@ -290,7 +298,8 @@ class KeptChildren:
         except (EOFError, OSError):
             pass
         _stop(process, conn)
-        raise ConstraintError(_died("the compile child's start", process.exitcode, self.memory_bytes))
+        # (whatever stopped it, no grammar was sent yet: the failure is not the grammar's)
+        raise ChildKilled(_died("the compile child's start", process.exitcode, self.memory_bytes))
 
     def _give_back(self, child: tuple[Any, Connection]) -> None:
         with self.lock:

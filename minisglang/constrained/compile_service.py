@@ -44,7 +44,7 @@ from tqdm.auto import tqdm
 from .fsm_arrays import Arrays, compile_arrays, fsm_from_arrays
 from .fsm_disk import FSMDiskCache
 from .regex_dfa import shown_regex
-from .token_fsm import ConstraintError, TokenFSM, Vocabulary
+from .token_fsm import ConstraintError, TokenFSM, Vocabulary, check_regex_length
 from .token_index import vocab_trie
 from .worker_start import start_worker
 
@@ -56,6 +56,12 @@ except ImportError:  # pragma: no cover
 
 class CompileTimeout(ConstraintError):
     """The compile took longer than its timeout and was stopped; never cached."""
+
+
+class ChildKilled(ConstraintError):
+    """The compile's process was killed from outside (SIGKILL: the system's OOM killer, a kill
+    by hand) or could not start (the machine's load): nothing the grammar did, so, as a
+    timeout, never cached (base.py, s3's FSMCache)."""
 
 
 class NamedVocabulary(Vocabulary, Protocol):
@@ -233,16 +239,24 @@ class CompileService:
         # arrays hold the EOS id (its bit in the final states' rows): two checkpoints of one
         # tokenizer with other EOS tokens (a base model's <|end_of_text|>, its instruct
         # model's <|eot_id|>) sharing a cache directory were served each other's FSMs.
+        # The state bound is a fact of the file too: a DFA built under a larger bound (another
+        # engine's max_fsm_states) was served to an engine that refuses it when compiling.
         self.disk = (
             FSMDiskCache(
                 Path(disk_dir),
                 tokenizer.fingerprint,
-                {"vocab_size": settings.vocab_size, "jump_map": settings.jump_map, "eos": tokenizer.eos_token_id},
+                {
+                    "vocab_size": settings.vocab_size,
+                    "jump_map": settings.jump_map,
+                    "eos": tokenizer.eos_token_id,
+                    "max_states": settings.max_states,
+                },
             )
             if disk_dir
             else None
         )
         self.compile_count = 0  # compiles actually run (not disk hits)
+        self.disk_errors = 0  # files the disk cache could not write (the compiles were kept)
         self.lock = threading.Lock()
         self.broken = False  # the workers died while starting: compile on threads
         self.closed = False  # shut down: a worker that stops answering is ours
@@ -275,15 +289,36 @@ class CompileService:
         return fsm_from_arrays(regex, self.compile_arrays(regex))
 
     def compile_arrays(self, regex: str) -> Arrays:
-        """The FSM arrays of `regex`: from the disk cache, else compiled (and then saved)."""
+        """The FSM arrays of `regex`: from the disk cache, else compiled (and then saved). A
+        regex over this service's `max_regex_chars` is refused before the disk is read, as
+        a compile refuses it: a file another engine wrote under a larger limit is no excuse."""
+        check_regex_length(regex, self.settings.max_regex_chars)
         arrays = self.disk.load(regex) if self.disk is not None else None
         if arrays is None:
             with self.lock:
                 self.compile_count += 1
             arrays = self._compile(regex)
             if self.disk is not None:
-                self.disk.save(regex, arrays)
+                try:
+                    self.disk.save(regex, arrays)
+                except OSError as e:  # a full or unwritable directory: the FSM is good all the same
+                    self._disk_failed(e)
         return arrays
+
+    def _disk_failed(self, error: OSError) -> None:
+        """A file the disk cache could not write: said once, and the compile goes on (a full
+        disk had aborted every request whose regex was not cached yet)."""
+        with self.lock:
+            self.disk_errors += 1
+            first = self.disk_errors == 1
+        if first:
+            where = self.disk.directory if self.disk is not None else "?"
+            warnings.warn(
+                f"minisglang: the FSM disk cache cannot write to {where} ({error}); compiled FSMs are "
+                "not saved there (each compile still serves its requests)",
+                RuntimeWarning,
+                stacklevel=3,
+            )
 
     def warm_up(self) -> None:
         """Block until every worker has started and built its vocabulary trie."""
@@ -353,9 +388,11 @@ class CompileService:
                 )
             status, reply = worker.conn.recv()
         except (EOFError, OSError) as e:
+            worker.process.join(1)  # (reaped: its exit code was read as None before the system had it)
             code = worker.process.exitcode
             self._replace(worker)
-            raise ConstraintError(
+            died = ChildKilled if code == -signal.SIGKILL else ConstraintError
+            raise died(
                 f"the compile worker died compiling regex {shown_regex(regex)} (exit code {code}: {type(e).__name__})"
             ) from None
         finally:

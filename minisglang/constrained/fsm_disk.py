@@ -8,7 +8,9 @@ partial or foreign file is ignored and rebuilt, never trusted.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import importlib.metadata
 import json
 import os
 import tempfile
@@ -23,13 +25,32 @@ from .fsm_arrays import Arrays, checksum
 DISK_FORMAT = 4  # 2: int32 arrays; 3: plus the packed rows and their width; 4: plus the jump map
 
 
+@functools.cache
+def compiler_fingerprint() -> str:
+    """sha256 over the sources of the regex compiler (this package's modules) and the version
+    of interegular, which it reads regexes with: a fact of every file. DISK_FORMAT names the
+    arrays' layout, not what the compiler makes of a regex; a directory kept across an
+    upgrade served the FSMs of the older version's reading (`[[:alpha:]]` as the characters
+    it spells and a `]`, which the newer one refuses by name) where a fresh process compiles
+    the newer one's."""
+    h = hashlib.sha256()
+    for source in sorted(Path(__file__).parent.glob("*.py")):
+        h.update(source.name.encode() + b"\0" + source.read_bytes() + b"\0")
+    try:
+        h.update(importlib.metadata.version("interegular").encode())
+    except importlib.metadata.PackageNotFoundError:  # (the compiler then fails on its own)
+        pass
+    return h.hexdigest()
+
+
 class FSMDiskCache:
     """Compiled FSM arrays in `directory`, by regex, for one vocabulary (`fingerprint`)."""
 
     def __init__(self, directory: str | Path, fingerprint: str, meta: dict[str, Any] | None = None):
         self.directory = Path(directory)
         self.fingerprint = fingerprint
-        self.meta = meta or {}  # more facts a file must match (the rows' width, the jump map)
+        # More facts a file must match: the compiler's code, the rows' width, the jump map.
+        self.meta = {"compiler": compiler_fingerprint(), **(meta or {})}
         self.hits = 0
         self.lock = threading.Lock()
 

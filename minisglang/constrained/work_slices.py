@@ -215,6 +215,12 @@ class Baton:
         return self._running
 
 
+def current_future() -> Future[Any] | None:
+    """The Future of the compile job this thread runs (FairCompilePool), else None."""
+    job = _local.job
+    return None if job is None else job.future
+
+
 class CompileCancelled(Exception):
     """The compile was cancelled (its requests timed out or left): stopped at a checkpoint."""
 

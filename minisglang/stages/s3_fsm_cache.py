@@ -37,7 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..constrained.compile_service import CompileService, CompileSettings, CompileTimeout
+from ..constrained.compile_service import ChildKilled, CompileService, CompileSettings, CompileTimeout
 from ..constrained.fsm_arrays import fsm_from_arrays
 from ..constrained.grammar import FSMState
 from ..constrained.regex_dfa import shown_regex
@@ -128,9 +128,11 @@ class FSMCache:
             entry.nbytes = self.sizeof(entry.value)
             with self.lock:
                 self._evict_lru()  # now that its size is known (before anyone is told it is done)
-        except CompileTimeout as e:
+        except (CompileTimeout, ChildKilled) as e:
             entry.error = str(e)
-            with self.lock:  # a timeout may be the machine's load, not the regex: never cached
+            # A timeout may be the machine's load, a worker the OOM killer took says nothing
+            # of the regex: never cached.
+            with self.lock:
                 if self.entries.get(key) is entry:
                     del self.entries[key]
         except ConstraintError as e:
