@@ -57,7 +57,16 @@ def sample_row(row: torch.Tensor, req: Req, generator: torch.Generator) -> int:
 def distribution(row: torch.Tensor, req: Req) -> torch.Tensor:
     """row: [V] logits -> the (unnormalised after top-k/top-p/min-p) probabilities a sampling
     request draws from: temperature, then top-k, then top-p, then min-p. s7's rejection
-    sampling compares drafts against exactly this distribution."""
+    sampling compares drafts against exactly this distribution.
+
+    Every filter reads the row's own probabilities, never renormalised in between: top-p's
+    mass is counted on the whole (masked, temperature-scaled) row, top-k's survivors first,
+    and min-p is relative to the most likely token. That is SGLang's order (its torch
+    sampler, `top_k_top_p_min_p_sampling_from_probs_torch`, and flashinfer's "joint" top-k
+    top-p). vLLM differs when they are combined: it applies min-p first and counts top-p on
+    the survivors of top-k and min-p, renormalised. On [0.4, 0.3, 0.2, 0.1] with top_k=2,
+    top_p=0.5 this keeps two tokens (0.4 < 0.5 before the second), vLLM one (0.4 / 0.7 >= 0.5).
+    """
     p = req.sampling_params
     probs = torch.softmax(row / p.temperature, dim=-1)
     if p.top_k > 0 and p.top_k < probs.numel():

@@ -74,3 +74,11 @@ def test_min_p_one_samples_only_the_most_likely_token():
     req = _req(temperature=1.0, min_p=1.0)
     draws = {sample_row(row, req, torch.Generator().manual_seed(s)) for s in range(50)}
     assert draws == {1}
+
+
+def test_top_p_counts_the_whole_rows_mass_not_top_ks_renormalised_survivors():
+    """SGLang's order (sampler.distribution's docstring, chapter 00): top-p's mass is the row's
+    own, not renormalised after top-k; vLLM renormalises first and keeps one token here."""
+    row = torch.log(torch.tensor([0.4, 0.3, 0.2, 0.1]))
+    got = distribution(row, _req(temperature=1.0, top_k=2, top_p=0.5))
+    assert torch.allclose(got, torch.tensor([0.4, 0.3, 0.0, 0.0]))
