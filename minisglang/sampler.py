@@ -8,25 +8,58 @@ from __future__ import annotations
 
 import torch
 
-from .core import GREEDY_TEMPERATURE, Req
+from .core import GREEDY_TEMPERATURE, AbortKind, Req
+
+# What a row no token can be drawn from says to the caller's stop check: its request is aborted.
+NO_TOKEN = -1
 
 
 def sample(logits: torch.Tensor, reqs: list[Req], default_generator: torch.Generator) -> list[int]:
-    """logits: [B, V] float (disallowed tokens already at -inf). Returns B token ids."""
+    """logits: [B, V] float (disallowed tokens already at -inf). Returns B token ids, and
+    `NO_TOKEN` for a request whose row gives no token a score to draw it by (`abort_unsampleable`):
+    that request alone is aborted, the rest of the batch samples as if it were not there."""
     out = [0] * len(reqs)
     # Greedy rows need no generator: one argmax serves them all (same ids as row by row).
     greedy = [i for i, req in enumerate(reqs) if is_greedy(req)]
     if len(greedy) == len(reqs):  # the usual batch: no copy of the [B, V] logits to pick rows
-        return greedy_ids(logits)
+        ids = greedy_ids(logits)
+        _drop_unscored(logits, reqs, list(range(len(reqs))), ids)
+        return ids
     if greedy:
         for i, token in zip(greedy, greedy_ids(logits[greedy])):
             out[i] = token
+        _drop_unscored(logits, reqs, greedy, out)
     for i, req in enumerate(reqs):
         if not is_greedy(req):
             # On the CPU: the generators are CPU ones (multinomial refuses a CPU generator for a
             # CUDA tensor), and then a seed gives the same tokens on every device.
-            out[i] = sample_row(logits[i].float().cpu(), req, req.generator or default_generator)
+            row = logits[i].float().cpu()
+            if bool(row.isnan().any()) or not bool((row > float("-inf")).any()):
+                out[i] = abort_unsampleable(req, "a NaN logit" if bool(row.isnan().any()) else "every logit -inf")
+                continue
+            out[i] = sample_row(row, req, req.generator or default_generator)
     return out
+
+
+def _drop_unscored(logits: torch.Tensor, reqs: list[Req], rows: list[int], ids: list[int]) -> None:
+    """A greedy row whose argmax is -inf has no allowed token with a finite logit: its argmax
+    is token 0, whatever the grammar allows. One gather of B values, not another pass."""
+    picked = logits[torch.tensor(rows), torch.tensor([ids[i] for i in rows])]
+    for i in torch.nonzero(picked == float("-inf")).flatten().tolist():
+        ids[rows[i]] = abort_unsampleable(reqs[rows[i]], "every logit -inf")
+
+
+def abort_unsampleable(req: Req, why: str) -> int:
+    """The masked row leaves nothing to draw from (the model gave every token the grammar
+    allows -inf, or a NaN): abort this request with that reason. Drawing anyway raised
+    inside torch.multinomial and aborted the whole batch as an internal error, and a greedy
+    row took token 0 whether the grammar allowed it or not."""
+    req.finish(
+        "abort",
+        AbortKind.ENGINE,
+        message=f"the model's logits leave no token to sample ({why} after the grammar's mask)",
+    )
+    return NO_TOKEN
 
 
 def greedy_ids(logits: torch.Tensor) -> list[int]:
