@@ -6,9 +6,36 @@ seed, so a request's output never depends on what else shares the batch.
 
 from __future__ import annotations
 
+import random
+import struct
+
 import torch
 
 from .core import GREEDY_TEMPERATURE, AbortKind, Req
+
+
+def seeded_generator(seed: int) -> torch.Generator:
+    """A request's own generator for `seed` (any integer the engine takes: [-2**63, 2**64 - 1],
+    read modulo 2**64 as torch reads it).
+
+    torch's CPU generator (mt19937) keeps only the seed's low 32 bits: seeds 5, 5 + 2**32 and
+    5 + 2**40 drew the same numbers and wrote the same text, and so did -1, 2**32 - 1 and
+    2**63 - 1 (a stranger's test: seeds 2**40 + i gave exactly the texts of seeds i). Below
+    2**32 the stream is torch's own (every such seed keeps the text it always had); above,
+    the 624 state words come from the whole seed, by mt19937's `init_by_array` on its 32-bit
+    halves (Python's `random.Random(seed)` computes it), written into torch's state."""
+    seed %= 2**64
+    generator = torch.Generator().manual_seed(seed)
+    if seed < 2**32:
+        return generator
+    state = bytearray(generator.get_state().numpy().tobytes())
+    # torch's CPU state: initial seed (u64), left (i32), seeded (i32), next (u64), then the
+    # 624 words (u64 each); `manual_seed` left it at left=1, next=0, as a fresh seeding does.
+    words = random.Random(seed).getstate()[1][:624]
+    struct.pack_into("<624Q", state, 24, *words)
+    generator.set_state(torch.frombuffer(state, dtype=torch.uint8).clone())
+    return generator
+
 
 # What a row no token can be drawn from says to the caller's stop check: its request is aborted.
 NO_TOKEN = -1

@@ -70,7 +70,7 @@ from .core import AbortKind, Req, check_declared_type
 from .memory_pool import ReqToTokenPool, TokenToKVPool
 from .model.forward_batch import ForwardBatch, ForwardMode
 from .radix_cache import RadixCache
-from .sampler import sample
+from .sampler import sample, seeded_generator
 from .stages.base import Stage
 from .stop_aliases import StopAliases
 from .tokenizer import IncrementalDetokenizer, Tokenizer
@@ -256,7 +256,7 @@ class Scheduler:
         """Accept a request: check it fits, let the stage see it, queue it."""
         req.detokenizer = IncrementalDetokenizer(self.tokenizer)
         if req.sampling_params.seed is not None:
-            req.generator = torch.Generator().manual_seed(req.sampling_params.seed)
+            req.generator = seeded_generator(req.sampling_params.seed)
         need = len(req.origin_input_ids) + req.sampling_params.max_new_tokens
         if not req.origin_input_ids:
             req.finish("abort", AbortKind.CLIENT, message="the prompt is empty (no tokens)")

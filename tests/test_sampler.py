@@ -8,7 +8,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from minisglang.core import Req, SamplingParams
-from minisglang.sampler import NO_TOKEN, distribution, greedy_ids, sample, sample_row
+from minisglang.sampler import NO_TOKEN, distribution, greedy_ids, sample, sample_row, seeded_generator
 
 SPECIAL = st.sampled_from([float("-inf"), float("inf"), float("nan"), 0.0, -0.0, 1.0, 1.0])
 
@@ -149,3 +149,28 @@ def test_an_engine_aborts_only_the_request_whose_allowed_tokens_all_score_minus_
         assert "no token to sample" in out["meta_info"]["finish_reason"]["message"]
     assert outs[2]["meta_info"]["finish_reason"]["type"] == "length"
     assert eng.stats().pools_full  # the aborted requests gave their memory back
+
+
+def test_seeds_apart_by_a_multiple_of_2_to_the_32_draw_different_numbers():
+    """torch's CPU generator keeps a seed's low 32 bits only: seeds i and i + 2**32 (and -1,
+    2**32 - 1, 2**63 - 1) wrote the same text. Seeds below 2**32 keep torch's own stream."""
+    assert torch.equal(
+        torch.rand(8, generator=seeded_generator(5)), torch.rand(8, generator=torch.Generator().manual_seed(5))
+    )
+    seeds = [5, 5 + 2**32, 5 + 2**40, 2**32 - 1, 2**63 - 1, -(2**63), 2**64 - 1]
+    draws = {tuple(torch.rand(8, generator=seeded_generator(s)).tolist()) for s in seeds}
+    assert len(draws) == len(seeds)
+    # -1 is 2**64 - 1 read modulo 2**64, as torch reads it
+    assert torch.equal(
+        torch.rand(8, generator=seeded_generator(-1)), torch.rand(8, generator=seeded_generator(2**64 - 1))
+    )
+
+
+def test_an_engine_writes_other_texts_for_seeds_2_to_the_32_apart():
+    from minisglang import Engine
+
+    eng = Engine(stage="s1", sampling_defaults="openai")
+    params = {"temperature": 1.0, "regex": "(ab|a|b){1,3}", "max_new_tokens": 8}
+    low = eng.generate(["Answer with a and b letters:"] * 12, [dict(params, seed=i) for i in range(12)])
+    high = eng.generate(["Answer with a and b letters:"] * 12, [dict(params, seed=i + 2**32) for i in range(12)])
+    assert [o["text"] for o in low] != [o["text"] for o in high]
