@@ -241,7 +241,7 @@ class Scheduler:
         self.chunked_req: Req | None = None  # admitted, its prompt prefilled in part (chunked prefill)
         self.sat_out = 0  # requests that sat out this step (grammar work not done)
         self.finished: list[Req] = []  # finished since the last step() returned
-        self.generator = torch.Generator().manual_seed(seed)
+        self.generator = seeded_generator(seed)  # every bit of the seed counts (see seeded_generator)
         self.step_count = 0
         # "mixed": the prefill forwards (counted in "prefill" too) that carried decode riders.
         self.forward_counts = {"prefill": 0, "decode": 0, "mixed": 0}

@@ -174,3 +174,15 @@ def test_an_engine_writes_other_texts_for_seeds_2_to_the_32_apart():
     low = eng.generate(["Answer with a and b letters:"] * 12, [dict(params, seed=i) for i in range(12)])
     high = eng.generate(["Answer with a and b letters:"] * 12, [dict(params, seed=i + 2**32) for i in range(12)])
     assert [o["text"] for o in low] != [o["text"] for o in high]
+
+
+def test_engines_seeded_2_to_the_32_apart_draw_different_unseeded_texts():
+    """The engine's own seed (the generator of requests that give none) reads every bit too."""
+    from minisglang import Engine
+
+    params = {"temperature": 1.0, "regex": "(ab|a|b){1,3}", "max_new_tokens": 8}
+    texts = [
+        [o["text"] for o in Engine(stage="s1", sampling_defaults="openai", seed=s).generate(["Answer:"] * 12, params)]
+        for s in (3, 3 + 2**32)
+    ]
+    assert texts[0] != texts[1]
