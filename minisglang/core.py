@@ -27,7 +27,7 @@ _CONSTRAINT_KEYS = ("json_schema", "regex", "ebnf", "structural_tag")
 # Below this temperature sampling is greedy: dividing logits by 1e-40 overflows to inf and
 # softmax turns that into nan, so a tiny temperature means "argmax", as in SGLang's sampler.
 GREEDY_TEMPERATURE = 1e-5
-# Seeds go to `torch.Generator.manual_seed`, which takes exactly this range.
+# Seeds go to `sampler.seeded_generator` (torch.Generator.manual_seed's range, read modulo 2**64).
 _SEED_RANGE = (-(2**63), 2**64 - 1)
 # Client strings that are tokenized or scanned on arrival are refused above these sizes
 # before anything reads them: a 3.6 MB think_end was tokenized (3 s of the scheduler)

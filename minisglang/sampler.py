@@ -6,27 +6,87 @@ seed, so a request's output never depends on what else shares the batch.
 
 from __future__ import annotations
 
+import random
+import struct
+
 import torch
 
-from .core import GREEDY_TEMPERATURE, Req
+from .core import GREEDY_TEMPERATURE, AbortKind, Req
+
+
+def seeded_generator(seed: int) -> torch.Generator:
+    """A request's own generator for `seed` (any integer the engine takes: [-2**63, 2**64 - 1],
+    read modulo 2**64 as torch reads it).
+
+    torch's CPU generator (mt19937) keeps only the seed's low 32 bits: seeds 5, 5 + 2**32 and
+    5 + 2**40 drew the same numbers and wrote the same text, and so did -1, 2**32 - 1 and
+    2**63 - 1 (a stranger's test: seeds 2**40 + i gave exactly the texts of seeds i). Below
+    2**32 the stream is torch's own (every such seed keeps the text it always had); above,
+    the 624 state words come from the whole seed, by mt19937's `init_by_array` on its 32-bit
+    halves (Python's `random.Random(seed)` computes it), written into torch's state."""
+    seed %= 2**64
+    generator = torch.Generator().manual_seed(seed)
+    if seed < 2**32:
+        return generator
+    state = bytearray(generator.get_state().numpy().tobytes())
+    # torch's CPU state: initial seed (u64), left (i32), seeded (i32), next (u64), then the
+    # 624 words (u64 each); `manual_seed` left it at left=1, next=0, as a fresh seeding does.
+    words = random.Random(seed).getstate()[1][:624]
+    struct.pack_into("<624Q", state, 24, *words)
+    generator.set_state(torch.frombuffer(state, dtype=torch.uint8).clone())
+    return generator
+
+
+# What a row no token can be drawn from says to the caller's stop check: its request is aborted.
+NO_TOKEN = -1
 
 
 def sample(logits: torch.Tensor, reqs: list[Req], default_generator: torch.Generator) -> list[int]:
-    """logits: [B, V] float (disallowed tokens already at -inf). Returns B token ids."""
+    """logits: [B, V] float (disallowed tokens already at -inf). Returns B token ids, and
+    `NO_TOKEN` for a request whose row gives no token a score to draw it by (`abort_unsampleable`):
+    that request alone is aborted, the rest of the batch samples as if it were not there."""
     out = [0] * len(reqs)
     # Greedy rows need no generator: one argmax serves them all (same ids as row by row).
     greedy = [i for i, req in enumerate(reqs) if is_greedy(req)]
     if len(greedy) == len(reqs):  # the usual batch: no copy of the [B, V] logits to pick rows
-        return greedy_ids(logits)
+        ids = greedy_ids(logits)
+        _drop_unscored(logits, reqs, list(range(len(reqs))), ids)
+        return ids
     if greedy:
         for i, token in zip(greedy, greedy_ids(logits[greedy])):
             out[i] = token
+        _drop_unscored(logits, reqs, greedy, out)
     for i, req in enumerate(reqs):
         if not is_greedy(req):
             # On the CPU: the generators are CPU ones (multinomial refuses a CPU generator for a
             # CUDA tensor), and then a seed gives the same tokens on every device.
-            out[i] = sample_row(logits[i].float().cpu(), req, req.generator or default_generator)
+            row = logits[i].float().cpu()
+            if bool(row.isnan().any()) or not bool((row > float("-inf")).any()):
+                out[i] = abort_unsampleable(req, "a NaN logit" if bool(row.isnan().any()) else "every logit -inf")
+                continue
+            out[i] = sample_row(row, req, req.generator or default_generator)
     return out
+
+
+def _drop_unscored(logits: torch.Tensor, reqs: list[Req], rows: list[int], ids: list[int]) -> None:
+    """A greedy row whose argmax is -inf has no allowed token with a finite logit: its argmax
+    is token 0, whatever the grammar allows. One gather of B values, not another pass."""
+    picked = logits[torch.tensor(rows), torch.tensor([ids[i] for i in rows])]
+    for i in torch.nonzero(picked == float("-inf")).flatten().tolist():
+        ids[rows[i]] = abort_unsampleable(reqs[rows[i]], "every logit -inf")
+
+
+def abort_unsampleable(req: Req, why: str) -> int:
+    """The masked row leaves nothing to draw from (the model gave every token the grammar
+    allows -inf, or a NaN): abort this request with that reason. Drawing anyway raised
+    inside torch.multinomial and aborted the whole batch as an internal error, and a greedy
+    row took token 0 whether the grammar allowed it or not."""
+    req.finish(
+        "abort",
+        AbortKind.ENGINE,
+        message=f"the model's logits leave no token to sample ({why} after the grammar's mask)",
+    )
+    return NO_TOKEN
 
 
 def greedy_ids(logits: torch.Tensor) -> list[int]:
@@ -57,7 +117,16 @@ def sample_row(row: torch.Tensor, req: Req, generator: torch.Generator) -> int:
 def distribution(row: torch.Tensor, req: Req) -> torch.Tensor:
     """row: [V] logits -> the (unnormalised after top-k/top-p/min-p) probabilities a sampling
     request draws from: temperature, then top-k, then top-p, then min-p. s7's rejection
-    sampling compares drafts against exactly this distribution."""
+    sampling compares drafts against exactly this distribution.
+
+    Every filter reads the row's own probabilities, never renormalised in between: top-p's
+    mass is counted on the whole (masked, temperature-scaled) row, top-k's survivors first,
+    and min-p is relative to the most likely token. That is SGLang's order (its torch
+    sampler, `top_k_top_p_min_p_sampling_from_probs_torch`, and flashinfer's "joint" top-k
+    top-p). vLLM differs when they are combined: it applies min-p first and counts top-p on
+    the survivors of top-k and min-p, renormalised. On [0.4, 0.3, 0.2, 0.1] with top_k=2,
+    top_p=0.5 this keeps two tokens (0.4 < 0.5 before the second), vLLM one (0.4 / 0.7 >= 0.5).
+    """
     p = req.sampling_params
     probs = torch.softmax(row / p.temperature, dim=-1)
     if p.top_k > 0 and p.top_k < probs.numel():

@@ -70,7 +70,7 @@ from .core import AbortKind, Req, check_declared_type
 from .memory_pool import ReqToTokenPool, TokenToKVPool
 from .model.forward_batch import ForwardBatch, ForwardMode
 from .radix_cache import RadixCache
-from .sampler import sample
+from .sampler import sample, seeded_generator
 from .stages.base import Stage
 from .stop_aliases import StopAliases
 from .tokenizer import IncrementalDetokenizer, Tokenizer
@@ -241,7 +241,7 @@ class Scheduler:
         self.chunked_req: Req | None = None  # admitted, its prompt prefilled in part (chunked prefill)
         self.sat_out = 0  # requests that sat out this step (grammar work not done)
         self.finished: list[Req] = []  # finished since the last step() returned
-        self.generator = torch.Generator().manual_seed(seed)
+        self.generator = seeded_generator(seed)  # every bit of the seed counts (see seeded_generator)
         self.step_count = 0
         # "mixed": the prefill forwards (counted in "prefill" too) that carried decode riders.
         self.forward_counts = {"prefill": 0, "decode": 0, "mixed": 0}
@@ -256,7 +256,7 @@ class Scheduler:
         """Accept a request: check it fits, let the stage see it, queue it."""
         req.detokenizer = IncrementalDetokenizer(self.tokenizer)
         if req.sampling_params.seed is not None:
-            req.generator = torch.Generator().manual_seed(req.sampling_params.seed)
+            req.generator = seeded_generator(req.sampling_params.seed)
         need = len(req.origin_input_ids) + req.sampling_params.max_new_tokens
         if not req.origin_input_ids:
             req.finish("abort", AbortKind.CLIENT, message="the prompt is empty (no tokens)")
