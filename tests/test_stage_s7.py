@@ -740,3 +740,34 @@ def test_jump_forward_alone_is_s6():
     assert SpeculativeOptions.parse({}, "s7-speculative").speculative_algorithm is None  # SGLang's default
     o = SpeculativeOptions.parse({"jump_forward": True}, "s7-speculative")
     assert o.jump_forward and o.speculative_algorithm is None
+
+
+@pytest.mark.parametrize("temperature", [0, 1.0])
+def test_a_verify_row_with_nothing_to_draw_aborts_its_request_by_name(temperature):
+    """s7's verify reads a [m + 1, V] block of logits: a position where the model scores every
+    allowed token -inf (or NaN) aborts its request with s6's reason (the sampler's), not
+    torch's raw error; an unconstrained neighbour finishes."""
+    eng = sgl.Engine(stage="s7", speculative_algorithm="FORCED+NGRAM", sampling_defaults="openai")
+    forward = eng.model.forward
+
+    def minus_inf_for_text_in_verifies(*args, **kwargs):
+        out = forward(*args, **kwargs).clone()
+        if kwargs.get("return_all_logits"):  # (a prefill's first token is s6's sampler's)
+            out[..., 5:] = float("-inf")
+        return out
+
+    try:
+        eng.model.forward = minus_inf_for_text_in_verifies
+        outs = eng.generate(
+            ["The code is q123456. Again: "] * 2,  # (the n-gram drafts digits after "q": a verify)
+            [
+                {"temperature": temperature, "regex": "q[0-9]{6}", "max_new_tokens": 8, "seed": 1},
+                {"temperature": 0, "max_new_tokens": 3},
+            ],
+        )
+        reason = outs[0]["meta_info"]["finish_reason"]
+        assert reason["type"] == "abort" and "no token to sample" in reason["message"], reason
+        assert outs[1]["meta_info"]["finish_reason"]["type"] == "length"
+        assert eng.stats().pools_full
+    finally:
+        eng.shutdown()

@@ -48,7 +48,7 @@ from ..backends.base import BaseGrammarObject, GrammarError
 from ..core import AbortKind, Req
 from ..model.forward_batch import ForwardBatch, ForwardMode
 from ..overlap import ForwardThread, OverlapScheduler
-from ..sampler import distribution, is_greedy
+from ..sampler import abort_unsampleable, distribution, is_greedy
 from ..scheduler import ScheduledBatch, SchedulerConfig
 from ..speculative import NgramIndex, accept_greedy, accept_sampled, forced_drafts, seam_token, seeded_scores
 from .base import register
@@ -344,6 +344,17 @@ class SpeculativeScheduler(OverlapScheduler):
                 self.stage.apply_mask_rows(rows, mask)
         if recorder is not None:
             recorder.after_mask(rows, [req] * len(rows), drafts)
+        # A position with nothing to draw from (a NaN, or -inf on every allowed token): s6
+        # aborts the request there (sampler.abort_unsampleable), so the drafts stop before it
+        # and the request is aborted if it is the first (torch's sampler raised its own error).
+        nan = rows.isnan().any(dim=1)
+        unscored = nan | ~(rows > float("-inf")).any(dim=1)
+        if bool(unscored.any()):
+            first = int(unscored.nonzero()[0])
+            if first == 0:
+                abort_unsampleable(req, "a NaN logit" if bool(nan[0]) else "every logit -inf")
+                return []
+            rows, drafts = rows[:first], drafts[: first - 1]
         if is_greedy(req):
             return accept_greedy(rows, drafts)
         rows = rows.cpu()  # the generators are CPU ones (see sampler.sample)
