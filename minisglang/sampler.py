@@ -61,8 +61,9 @@ def sample(logits: torch.Tensor, reqs: list[Req], default_generator: torch.Gener
             # On the CPU: the generators are CPU ones (multinomial refuses a CPU generator for a
             # CUDA tensor), and then a seed gives the same tokens on every device.
             row = logits[i].float().cpu()
-            if bool(row.isnan().any()) or not bool((row > float("-inf")).any()):
-                out[i] = abort_unsampleable(req, "a NaN logit" if bool(row.isnan().any()) else "every logit -inf")
+            why = unsampleable(row[None])[0]
+            if why is not None:
+                out[i] = abort_unsampleable(req, why)
                 continue
             out[i] = sample_row(row, req, req.generator or default_generator)
     return out
@@ -74,6 +75,14 @@ def _drop_unscored(logits: torch.Tensor, reqs: list[Req], rows: list[int], ids: 
     picked = logits[torch.tensor(rows), torch.tensor([ids[i] for i in rows])]
     for i in torch.nonzero(picked == float("-inf")).flatten().tolist():
         ids[rows[i]] = abort_unsampleable(reqs[rows[i]], "every logit -inf")
+
+
+def unsampleable(rows: torch.Tensor) -> list[str | None]:
+    """rows: [N, V] masked logits -> for each row, why no token can be drawn from it ("a NaN
+    logit", "every logit -inf"), or None when one can."""
+    nan = rows.isnan().any(dim=-1).tolist()
+    dead = (~(rows > float("-inf")).any(dim=-1)).tolist()
+    return ["a NaN logit" if n else "every logit -inf" if d else None for n, d in zip(nan, dead)]
 
 
 def abort_unsampleable(req: Req, why: str) -> int:

@@ -538,8 +538,8 @@ class Tokenizer:
                 tail_ids = self.encode(tail + more)
                 if tail_ids[: len(ids) - last - 1] == ids[last + 1 :]:
                     return ids[: last + 1] + tail_ids
-        prefix = self.prompt_prefix
-        return self.encode_prompt(text + more) if prefix and ids[: len(prefix)] == prefix else self.encode(text + more)
+        prefix = self.prompt_prefix  # (none at all: encode_prompt is encode)
+        return self.encode_prompt(text + more) if ids[: len(prefix)] == prefix else self.encode(text + more)
 
     def decode(self, ids, skip_special_tokens: bool = True) -> str:
         """Text of ``ids``: their bytes joined, invalid UTF-8 shown as U+FFFD."""

@@ -48,7 +48,7 @@ from ..backends.base import BaseGrammarObject, GrammarError
 from ..core import AbortKind, Req
 from ..model.forward_batch import ForwardBatch, ForwardMode
 from ..overlap import ForwardThread, OverlapScheduler
-from ..sampler import abort_unsampleable, distribution, is_greedy
+from ..sampler import abort_unsampleable, distribution, is_greedy, unsampleable
 from ..scheduler import ScheduledBatch, SchedulerConfig
 from ..speculative import NgramIndex, accept_greedy, accept_sampled, forced_drafts, seam_token, seeded_scores
 from .base import register
@@ -347,13 +347,11 @@ class SpeculativeScheduler(OverlapScheduler):
         # A position with nothing to draw from (a NaN, or -inf on every allowed token): s6
         # aborts the request there (sampler.abort_unsampleable), so the drafts stop before it
         # and the request is aborted if it is the first (torch's sampler raised its own error).
-        nan = rows.isnan().any(dim=1)
-        unscored = nan | ~(rows > float("-inf")).any(dim=1)
-        if bool(unscored.any()):
-            first = int(unscored.nonzero()[0])
-            if first == 0:
-                abort_unsampleable(req, "a NaN logit" if bool(nan[0]) else "every logit -inf")
-                return []
+        first, why = next(((i, why) for i, why in enumerate(unsampleable(rows)) if why is not None), (None, ""))
+        if first == 0:
+            abort_unsampleable(req, why)
+            return []
+        if first is not None:
             rows, drafts = rows[:first], drafts[: first - 1]
         if is_greedy(req):
             return accept_greedy(rows, drafts)
