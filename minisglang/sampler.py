@@ -6,6 +6,7 @@ seed, so a request's output never depends on what else shares the batch.
 
 from __future__ import annotations
 
+import math
 import random
 import struct
 
@@ -79,10 +80,11 @@ def _drop_unscored(logits: torch.Tensor, reqs: list[Req], rows: list[int], ids: 
 
 def unsampleable(rows: torch.Tensor) -> list[str | None]:
     """rows: [N, V] masked logits -> for each row, why no token can be drawn from it ("a NaN
-    logit", "every logit -inf"), or None when one can."""
-    nan = rows.isnan().any(dim=-1).tolist()
-    dead = (~(rows > float("-inf")).any(dim=-1)).tolist()
-    return ["a NaN logit" if n else "every logit -inf" if d else None for n, d in zip(nan, dead)]
+    logit", "every logit -inf"), or None when one can. One max per row (it carries a NaN):
+    s7 asks it of every verify block, and isnan plus a comparison, two passes, cost 0.49 ms
+    a [9, 65k] block against the max's 0.02 ms."""
+    tops = rows.amax(dim=-1).tolist()
+    return ["a NaN logit" if math.isnan(top) else "every logit -inf" if top == float("-inf") else None for top in tops]
 
 
 def abort_unsampleable(req: Req, why: str) -> int:
