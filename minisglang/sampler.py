@@ -139,7 +139,15 @@ def distribution(row: torch.Tensor, req: Req) -> torch.Tensor:
     top_p=0.5 this keeps two tokens (0.4 < 0.5 before the second), vLLM one (0.4 / 0.7 >= 0.5).
     """
     p = req.sampling_params
-    probs = torch.softmax(row / p.temperature, dim=-1)
+    scaled = row / p.temperature
+    if scaled.max() == float("inf"):
+        # A logit over float32's range once divided (1e35 at T=1e-4), or +inf itself, made
+        # softmax all NaN and multinomial raise for the whole batch. Shifted by the row's max
+        # first it is the same distribution (+inf logits share all of it). Only then: the
+        # usual row keeps its bit-exact probabilities.
+        top = row.max()
+        scaled = (row - top) / p.temperature if top < float("inf") else torch.where(row == top, 0.0, -math.inf)
+    probs = torch.softmax(scaled, dim=-1)
     if p.top_k > 0 and p.top_k < probs.numel():
         kth = torch.topk(probs, p.top_k).values[-1]
         probs = torch.where(probs >= kth, probs, torch.zeros_like(probs))

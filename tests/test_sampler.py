@@ -121,6 +121,22 @@ def test_a_row_with_nothing_to_draw_aborts_its_request_alone():
     assert reqs[0].finished and not reqs[1].finished
 
 
+def test_logits_that_overflow_at_a_small_temperature_are_sampled_not_raised():
+    """Finite logits over float32's range once divided by the temperature (1e35 / 1e-4), and
+    a +inf logit, made softmax NaN and torch.multinomial raise for the whole batch: the row's
+    most likely tokens take all the mass, and the neighbour samples as it would alone."""
+    inf = float("inf")
+    good = torch.tensor([0.0, 1.0, 2.0, 0.5])
+    rows = torch.stack([torch.tensor([-1e35, 1e35, 3.0, -inf]), torch.tensor([1.0, -1e30, inf, 2.0]), good])
+    reqs = [_req(temperature=1e-4), _req(temperature=0.5), _req(temperature=1.0, seed=5)]
+    reqs[2].generator = torch.Generator().manual_seed(5)
+    got = sample(rows, reqs, torch.Generator().manual_seed(0))
+    alone = sample_row(good, _req(temperature=1.0, seed=5), torch.Generator().manual_seed(5))
+    assert got == [1, 2, alone]
+    assert not any(req.finished for req in reqs)
+    assert torch.equal(distribution(rows[1], reqs[1]), torch.tensor([0.0, 0.0, 1.0, 0.0]))
+
+
 def test_an_engine_aborts_only_the_request_whose_allowed_tokens_all_score_minus_infinity():
     """Through the engine: the model scores every text token -inf, so a regex request has
     nothing to draw; an unconstrained neighbour in the same batch (its row keeps the special
