@@ -19,8 +19,11 @@ normalize(t).encode()` hold exactly:
 1. `encode` never adds an implicit prefix space. SentencePiece normally prepends a dummy
    `▁` (so "Hello" becomes "▁Hello"), and some byte-level tokenizers set
    `add_prefix_space`; we switch both off, because a prefix space is text the user never
-   wrote. To get SentencePiece's native tokenization of a prompt, write the space
-   yourself: `encode(" " + text)` equals sentencepiece's `encode(text)`.
+   wrote. To get SentencePiece's native tokenization of a text, write the space
+   yourself: `encode(" " + text)` equals sentencepiece's `encode(text)`. Prompts are the
+   exception: `encode_prompt` and `encode_chat` give the ids the checkpoint's own tokenizer
+   gives (`hf_prompt`, its tokenizer.json as written: Llama 2's `<s>▁[INST]`), because that
+   is the text the model was trained on; only what the model writes obeys the law.
 2. `normalize(text)` says what the tokens spell: the tokenizer's own Unicode normalizer
    (some vocabularies apply NFKC, turning "，" into ",") and, for SentencePiece, a
    literal `▁` read as the space it stands for. For most tokenizers and texts it is the
@@ -57,7 +60,7 @@ import jinja2.ext
 import jinja2.nodes
 import jinja2.parser
 import jinja2.sandbox
-from tokenizers import AddedToken, Regex, decoders, models, pre_tokenizers, processors
+from tokenizers import AddedToken, Regex, decoders, models, normalizers, pre_tokenizers, processors
 from tokenizers import Tokenizer as HFTokenizer
 
 BYTE_LEVEL = "byte_level"
@@ -266,8 +269,11 @@ class Tokenizer:
         template_tokens: dict[str, str] | None = None,
         source: str = "",
         named_templates: dict[str, str] | None = None,
+        hf_prompt: HFTokenizer | None = None,
     ):
         self.hf = hf
+        # The checkpoint's tokenizer as written, prefix spaces and all, for prompts (decision 1).
+        self.hf_prompt = hf if hf_prompt is None else hf_prompt
         self.family = family
         self.eos_token_id = eos_token_id
         self.chat_template = chat_template  # the default template
@@ -297,7 +303,7 @@ class Tokenizer:
         self.token_bytes: list[bytes | None] = table  # None: a special token, the EOS or an unused id
         texts = sorted({added[i].content for i in self.special_token_ids}, key=len, reverse=True)
         self._special_pattern = re.compile("|".join(map(re.escape, texts))) if texts else None
-        self._hf_text_only: HFTokenizer | None = None  # see encode_as_text
+        self._text_only: dict[int, HFTokenizer] = {}  # see _text_only_copy
         self.fingerprint: str = self._compute_fingerprint()
 
     # ----------------------------------------------------------------- constructors
@@ -315,12 +321,15 @@ class Tokenizer:
             if (folder / "tokenizer.model").exists():
                 hint = " (there is a tokenizer.model: use Tokenizer.from_sentencepiece)"
             raise FileNotFoundError(f"no tokenizer.json in {folder}: looked for {json_path}{hint}")
-        spec = _without_prefix_space(json.loads(json_path.read_text(encoding="utf-8")))
+        written = json_path.read_text(encoding="utf-8")
+        spec = _without_prefix_space(json.loads(written))
         hf = HFTokenizer.from_str(json.dumps(spec))
+        hf_prompt = HFTokenizer.from_str(written) if spec != json.loads(written) else hf
 
         config_path = folder / "tokenizer_config.json"
         config = json.loads(config_path.read_text(encoding="utf-8")) if config_path.is_file() else {}
-        _add_config_tokens(hf, config.get("added_tokens_decoder", {}), config_path)
+        for tokenizer in {id(hf): hf, id(hf_prompt): hf_prompt}.values():
+            _add_config_tokens(tokenizer, config.get("added_tokens_decoder", {}), config_path)
         # As transformers: template files (chat_template.jinja = "default", and one per name
         # in additional_chat_templates/) take priority over tokenizer_config.json's
         # chat_template (one string, or [{"name": "default", "template": ...}, ...]).
@@ -353,7 +362,7 @@ class Tokenizer:
             raise ValueError(f"{config_path}: eos_token {eos!r} is not in the vocabulary")
         if eos_id is None:
             eos_id = _guess_eos(hf, json_path)
-        return cls(hf, detect_family(spec), eos_id, template, template_tokens, str(json_path), templates)
+        return cls(hf, detect_family(spec), eos_id, template, template_tokens, str(json_path), templates, hf_prompt)
 
     @classmethod
     def from_sentencepiece(cls, path) -> Tokenizer:
@@ -433,7 +442,11 @@ class Tokenizer:
             hf.post_processor = processors.TemplateProcessing(
                 single=f"{pieces[bos_id][0]} $A", special_tokens=[(pieces[bos_id][0], bos_id)]
             )
-        return cls(hf, SENTENCEPIECE, eos_id, None, template_tokens, str(path))
+        hf_prompt = None
+        if _int_field(normalizer, 3, 1):  # NormalizerSpec.add_dummy_prefix: "Hello" is "▁Hello"
+            hf_prompt = HFTokenizer.from_str(hf.to_str())
+            hf_prompt.normalizer = normalizers.Prepend(SPACE_MARK)  # (also before a leading space, as sentencepiece)
+        return cls(hf, SENTENCEPIECE, eos_id, None, template_tokens, str(path), hf_prompt=hf_prompt)
 
     @classmethod
     def from_tekken(cls, path) -> Tokenizer:
@@ -503,22 +516,41 @@ class Tokenizer:
     def prompt_prefix(self) -> list[int]:
         """The ids the tokenizer's post-processor puts before a text's own (Llama 3's
         <|begin_of_text|>, Mistral's <s>; none for the bundled model)."""
-        full, own = self.encode("a", add_special_tokens=True), self.encode("a")
+        full, own = (self.hf_prompt.encode("a", add_special_tokens=flag).ids for flag in (True, False))
         start = next((i for i in range(len(full)) if full[i : i + len(own)] == own), 0)
         return full[:start]  # (what the post-processor appends, an EOS, is left out)
 
     def encode_prompt(self, text: str) -> list[int]:
-        """A raw-text prompt's ids: ``prompt_prefix`` + ``encode(text)``, what transformers'
+        """A raw-text prompt's ids: ``prompt_prefix`` + the text's ids as the checkpoint's
+        tokenizer writes them (its dummy prefix `▁` too: decision 1), what transformers'
         ``tokenizer(text)`` gives (and SGLang and vLLM send the model), except that a prefix the
         text already spells (a template rendered by hand) is not doubled, and nothing the
         post-processor would append (an EOS) ends the prompt. Without the BOS a model trained
         with it answers worse; a chat's BOS comes from its template (`encode_chat`)."""
-        ids, prefix = self.encode(text), self.prompt_prefix
+        ids, prefix = self.hf_prompt.encode(text, add_special_tokens=False).ids, self.prompt_prefix
         return ids if ids[: len(prefix)] == prefix else prefix + ids
 
+    @functools.cached_property
+    def _prefix_after_special(self) -> bool:
+        """Whether the checkpoint's tokenizer gives the text after a special token its dummy
+        prefix too (Llama 2's `Prepend` normalizer: `<s>▁[INST]`), or only the text's start
+        (`Metaspace` with prepend_scheme "first")."""
+        if self.hf_prompt is self.hf or not self.special_token_ids:
+            return False
+        special = self._special_text[min(self.special_token_ids)].decode()
+        after, alone = (self.hf_prompt.encode(t, add_special_tokens=False).ids for t in (special + "a", "a"))
+        return after[1:] == alone
+
+    def _encode_prompt_piece(self, text: str, at_start: bool, as_text: bool = False) -> list[int]:
+        """The ids of a stretch of a prompt with no special token in it (or, ``as_text``, whose
+        special-token strings are text), as the checkpoint's tokenizer writes it at the prompt's
+        start or after a special token: Hugging Face encodes each such stretch on its own."""
+        hf = self.hf_prompt if at_start or self._prefix_after_special else self.hf
+        return (self._text_only_copy(hf) if as_text else hf).encode(text, add_special_tokens=False).ids
+
     def encode_extended(self, text: str, ids: list[int], more: str) -> list[int]:
-        """``encode(text + more)`` for a ``text`` whose ids are ``ids``, re-encoding only what
-        follows the last special token of ``ids``.
+        """The ids of ``text + more`` encoded as ``text``'s ids ``ids`` were (by `encode_prompt`,
+        `encode_chat` or `encode`), re-encoding only what follows the last special token of ``ids``.
 
         A tokenizer cuts special tokens out of the text before its BPE runs, so appending
         text cannot change anything up to one. Jump-forward re-encodes prompt + output at
@@ -528,18 +560,30 @@ class Tokenizer:
         the part after the special token is checked. Falls back to encoding everything
         when ``ids`` ends with or has no special token, or when the text after it does not
         re-encode to ``ids``' tail (a tokenizer that treats the start of its input
-        differently, a special token that swallows the spaces beside it); `ids` that begin
-        with ``prompt_prefix`` are a prompt's (`encode_prompt`), and so is that encoding.
+        differently, a special token that swallows the spaces beside it), the way that
+        reproduces ``ids``.
         """
         last = next((i for i in range(len(ids) - 1, -1, -1) if ids[i] in self.special_token_ids), None)
         if last is not None and last < len(ids) - 1:  # a tail to check the re-encoding against
             _, found, tail = text.rpartition(self._special_text[ids[last]].decode())
             if found:
-                tail_ids = self.encode(tail + more)
+                tail_ids = self._encode_prompt_piece(tail + more, at_start=False)
                 if tail_ids[: len(ids) - last - 1] == ids[last + 1 :]:
                     return ids[: last + 1] + tail_ids
-        prefix = self.prompt_prefix  # (none at all: encode_prompt is encode)
-        return self.encode_prompt(text + more) if ids[: len(prefix)] == prefix else self.encode(text + more)
+        # The whole text again, the way ``ids`` were made: a raw prompt (`encode_prompt`: ids
+        # that begin with its prefix), `encode`, or a chat (the checkpoint's own tokenizer).
+        whole, prefix = text + more, self.prompt_prefix
+        ways = [self.encode, lambda t: self.hf_prompt.encode(t, add_special_tokens=False).ids]
+        if prefix and ids[: len(prefix)] == prefix:
+            ways.insert(0, self.encode_prompt)
+        first = ways[0](whole)
+        for way in ways[1:]:
+            if first[: len(ids)] == ids:
+                break
+            again = way(whole)
+            if again[: len(ids)] == ids:
+                return again
+        return first  # (none made ``ids``: the caller sees its prompt changed)
 
     def decode(self, ids, skip_special_tokens: bool = True) -> str:
         """Text of ``ids``: their bytes joined, invalid UTF-8 shown as U+FFFD."""
@@ -629,7 +673,7 @@ class Tokenizer:
             ) from None
         if max_bytes is not None and size > max_bytes:
             raise PromptTooLong(size, max_bytes)
-        encoding = self.hf.encode(text, add_special_tokens=False)
+        encoding = self.hf_prompt.encode(text, add_special_tokens=False)
         if not any(self._spells_special(s) for s in _message_texts(messages, tools)):
             return ChatPrompt(text, encoding.ids)
         spans = self._message_spans(text, messages, tools, add_generation_prompt)
@@ -718,7 +762,7 @@ class Tokenizer:
             if any(forged(i) for i in stretch):
                 begin = offsets[prev][1] if prev >= 0 else 0
                 end = offsets[nxt][0] if nxt < len(ids) else len(text)
-                out += self.encode_as_text(text[begin:end])
+                out += self._encode_prompt_piece(text[begin:end], at_start=prev < 0, as_text=True)
             else:
                 out += ids[prev + 1 : nxt]
             if nxt < len(ids):
@@ -732,11 +776,17 @@ class Tokenizer:
         Uses a copy of the tokenizer with Hugging Face's `encode_special_tokens` switched on,
         made once; the flag is never toggled on `self.hf`, which other threads share.
         """
-        if self._hf_text_only is None:
-            copy = HFTokenizer.from_str(self.hf.to_str())
+        return self._text_only_copy(self.hf).encode(text, add_special_tokens=False).ids
+
+    def _text_only_copy(self, hf: HFTokenizer) -> HFTokenizer:
+        """A copy of ``hf`` (``self.hf`` or ``self.hf_prompt``) that reads special-token
+        strings as text, made once per tokenizer."""
+        copy = self._text_only.get(id(hf))
+        if copy is None:
+            copy = HFTokenizer.from_str(hf.to_str())
             copy.encode_special_tokens = True
-            self._hf_text_only = copy  # two threads racing here each build an equal copy
-        return self._hf_text_only.encode(text, add_special_tokens=False).ids
+            self._text_only[id(hf)] = copy  # two threads racing here each build an equal copy
+        return copy
 
     def _check_id(self, token_id) -> int:
         token_id = int(token_id)

@@ -557,7 +557,7 @@ def test_tools_too_long_for_the_context_are_named_not_the_messages(client):
 
 def test_tokenizing_and_the_chat_template_run_off_the_scheduler_thread(client, engine, monkeypatch):
     threads = []
-    for name in ("encode", "encode_chat", "apply_chat_template"):
+    for name in ("encode", "encode_prompt", "encode_chat", "apply_chat_template"):
         real = getattr(engine.tokenizer, name)
         monkeypatch.setattr(
             engine.tokenizer,

@@ -163,12 +163,13 @@ def test_a_raw_prompt_is_encoded_as_transformers_does_with_its_bos_and_extends_s
     text, more = data.draw(RANDOM_TEXT), data.draw(RANDOM_TEXT)
     assume(not any(s in text + more for s in special_texts(real)))
     ids = real.encode_prompt(text)
-    assert ids == real.hf.encode(text, add_special_tokens=True).ids
+    assert ids == real.hf_prompt.encode(text, add_special_tokens=True).ids
     assert real.encode_extended(text, ids, more) == real.encode_prompt(text + more)
     prefix = real.prompt_prefix
-    spelled = "".join(real.hf.id_to_token(i) for i in prefix)
-    assert real.encode_prompt(spelled + text) == ids
-    assert real.encode_extended(spelled + text, ids, more) == ids[: len(prefix)] + real.encode(text + more)
+    spelled = "".join(real.hf.id_to_token(i) for i in prefix) + text
+    own = real.hf_prompt.encode(spelled, add_special_tokens=False).ids  # (the BOS not doubled)
+    assert real.encode_prompt(spelled) == own and own[: len(prefix)] == prefix
+    assert real.encode_extended(spelled, own, more) == real.encode_prompt(spelled + more)
 
 
 def test_a_raw_prompt_ends_with_its_text_even_where_the_post_processor_appends_an_eos():
@@ -191,10 +192,13 @@ def test_encode_extended_reencodes_only_the_text_after_the_last_special_token(mo
     tok = real_tokenizers.bundled()
     prompt = tok.apply_chat_template([{"role": "user", "content": "Extract: Li Lei is 31. " * 40}])
     ids, whole = tok.encode(prompt), tok.encode(prompt + '{"name": "Li')
-    encoded, tok_encode = [], tok.encode
-    monkeypatch.setattr(tok, "encode", lambda text: encoded.append(text) or tok_encode(text))
+    encoded, tok_encode, piece = [], tok.encode, tok._encode_prompt_piece
+    monkeypatch.setattr(tok, "encode", lambda text: encoded.append(("whole", text)) or tok_encode(text))
+    monkeypatch.setattr(
+        tok, "_encode_prompt_piece", lambda text, at_start: encoded.append(("tail", text)) or piece(text, at_start)
+    )
     assert tok.encode_extended(prompt, ids, '{"name": "Li') == whole
-    assert encoded == [prompt.rpartition("<|assistant|>")[2] + '{"name": "Li']
+    assert encoded == [("tail", prompt.rpartition("<|assistant|>")[2] + '{"name": "Li')]
     # Ids before the last special token are kept as given, even ones encode() would not choose.
     last = max(i for i, t in enumerate(ids) if t in tok.special_token_ids)
     cut = prompt.index("Lei") + 1  # "L" | "ei": not the tokenizer's split
@@ -462,6 +466,74 @@ def test_llama_style_tokenizer_json_drops_the_dummy_prefix(tmp_path):
     for text in CORPUS.values():
         assert tok.encode(text) == sp_tok.encode(text)
         assert joined_bytes(tok, tok.encode(text)) == text.encode()
+
+
+LLAMA2_TEMPLATE = (
+    "{% for m in messages %}{% if m['role'] == 'user' %}{{ bos_token + '[INST] ' + m['content'] + ' [/INST]' }}"
+    "{% else %}{{ ' ' + m['content'] + ' ' + eos_token }}{% endif %}{% endfor %}"
+)
+
+
+@pytest.mark.parametrize("prefix_space", ["prepend", "first", "always"])
+def test_prompts_get_the_checkpoints_dummy_prefix_as_transformers_gives_it(tmp_path, prefix_space):
+    """Llama 2 / Mistral v1 tokenizer.json files (a Prepend("▁") normalizer, or Metaspace's
+    prepend_scheme): a raw prompt and a chat are the ids transformers gives (`<s>▁[INST]`
+    after every special token under Prepend and "always", only at the text's start under
+    "first"), while `encode`, what outputs are checked by, still adds no space. Without
+    it the model saw `<s>[INST]`, a prompt format it was never trained on."""
+    from transformers import PreTrainedTokenizerFast
+
+    sp_tok = real_tokenizers.mistral_sentencepiece()
+    spec = json.loads(sp_tok.hf.to_str())
+    if prefix_space == "prepend":
+        spec["pre_tokenizer"] = None
+        spec["normalizer"] = {
+            "type": "Sequence",
+            "normalizers": [
+                {"type": "Prepend", "prepend": "▁"},
+                {"type": "Replace", "pattern": {"String": " "}, "content": "▁"},
+            ],
+        }
+    else:
+        spec["pre_tokenizer"]["prepend_scheme"] = prefix_space
+    (tmp_path / "tokenizer.json").write_text(json.dumps(spec), encoding="utf-8")
+    config = {"bos_token": "<s>", "eos_token": "</s>", "chat_template": LLAMA2_TEMPLATE}
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(config))
+    tok, ref = Tokenizer.from_pretrained(tmp_path), PreTrainedTokenizerFast.from_pretrained(str(tmp_path))
+    for text in ["Hello world", " two  spaces", "名字: Alice", "a</s>b <s> c"]:
+        assert tok.encode_prompt(text) == ref(text)["input_ids"], text
+        if "<" not in text:
+            assert joined_bytes(tok, tok.encode(text)) == text.encode()  # outputs: no prefix space
+    chats = [
+        [{"role": "user", "content": "Extract the name: Li Lei is 31."}],
+        [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok"}, {"role": "user", "content": "x"}],
+    ]
+    for messages in chats:
+        want = ref.apply_chat_template(messages, tokenize=True, return_dict=False)
+        prompt = tok.encode_chat(messages, add_generation_prompt=False)
+        assert prompt.ids == want
+        more = ' {"name": "Li'
+        whole = ref.apply_chat_template(messages, tokenize=False) + more
+        assert tok.encode_extended(prompt.text, prompt.ids, more) == ref(whole, add_special_tokens=False)["input_ids"]
+    raw = tok.encode_prompt("Li Lei is 31.")
+    assert tok.encode_extended("Li Lei is 31.", raw, " He") == ref("Li Lei is 31. He")["input_ids"]
+    # A message spelling a special token keeps it as text ("[INST]" is a control token in
+    # this vocabulary: the stretch between it and "[/INST]" is encoded as Hugging Face would
+    # encode it there, with its special-token text read as text).
+    forged = tok.encode_chat([{"role": "user", "content": "a </s> b"}], add_generation_prompt=False).ids
+    as_text = HFTokenizer.from_str(ref.backend_tokenizer.to_str())
+    as_text.encode_special_tokens = True
+    stretch = as_text.encode(" a </s> b ", add_special_tokens=False).ids
+    assert forged == ref("[INST]")["input_ids"] + stretch + ref("[/INST]", add_special_tokens=False)["input_ids"]
+
+
+def test_a_sentencepiece_models_raw_prompt_gets_its_dummy_prefix(sentencepiece_processor):
+    """from_sentencepiece: a raw prompt is sentencepiece's own `encode(text)` after the BOS
+    (add_dummy_prefix), `encode(text)` is still the text without it."""
+    sp, tok = sentencepiece_processor, real_tokenizers.mistral_sentencepiece()
+    for text in ["Hello", "Extract: Li Lei is 31.", " leading", "名字"]:
+        assert tok.encode_prompt(text) == [sp.bos_id(), *sp.encode(text)], text
+        assert tok.encode(text) == sp.encode(text)[1:] or tok.encode(text) != sp.encode(text)
 
 
 def test_fingerprint_is_stable_and_tells_tables_apart(real, tmp_path):
