@@ -1188,12 +1188,25 @@ ws ::= | " " | "\n" [ \t]{0,20}
         ('r ::= ("a" || "b")', 'r ::= ("a" |"" | "b")'),
         ('r ::= "<" . ">" "."', 'r ::= "<" [\\u0000-\\U0010FFFF] ">" "."'),
         ('r ::= "|(" [|(] "\\"|" # ( |\nx ::= "a" | "b"', 'r ::= "|(" [|(] "\\"|" # ( |\nx ::= "a" | "b"'),
+        ('r ::= "\\[x\\]" [\\[\\]] "\\\\[" "\\\\\\]"', 'r ::= "[x]" [\\[\\]] "\\\\[" "\\\\]"'),
     ],
 )
 def test_empty_gbnf_alternatives_and_dots_are_spelled_for_xgrammar_and_nothing_else_changes(text, spelled):
     from minisglang.backends.xgrammar_backend import gbnf_for_xgrammar
 
     assert gbnf_for_xgrammar(text) == spelled
+
+
+def test_bracket_escapes_in_gbnf_strings_are_served_by_xgrammar(backends, tokenizer):
+    """llama.cpp reads `\\[` and `\\]` in a string as the brackets; xgrammar refused the
+    grammar ("Invalid escape", a grammar_ports stranger's find)."""
+    grammar = compiled(backends["xgrammar"], "ebnf", 'root ::= "\\[" [a-z]+ "\\]"')
+    assert not isinstance(grammar, InvalidGrammarObject), getattr(grammar, "message", "")
+    width = tokenizer.vocab_size + PAD
+    for t in tokenizer.encode("[ab]"):
+        assert mask_row(grammar, width)[t]
+        grammar.accept_token(t)
+    assert mask_row(grammar, width)[tokenizer.eos_token_id]
 
 
 def test_llama_cpps_own_json_gbnf_is_served_by_xgrammar(backends, tokenizer):

@@ -341,7 +341,9 @@ def gbnf_for_xgrammar(text: str) -> str:
     an empty alternative as `""` (llama.cpp reads `ws ::= | " "`, its own json.gbnf, and
     `("a" | )`; xgrammar expects an element after `::=`, `|` and `(`: "Expect element"), and
     `.` as the class of every character (llama.cpp's any character, a newline too; xgrammar
-    took it for a rule named "."). Strings, classes and comments are copied as they are."""
+    took it for a rule named "."), and `\\[` / `\\]` in a string as the bracket itself (escapes
+    llama.cpp reads everywhere, xgrammar only in a class: "Invalid escape"). Otherwise strings,
+    classes and comments are copied as they are."""
     out: list[str] = []
     last = "::="  # the last thing read: "::=", "|", "(" or "x" (an element)
     i, n = 0, len(text)
@@ -349,9 +351,13 @@ def gbnf_for_xgrammar(text: str) -> str:
         c = text[i]
         if c in '"[':  # a string or a character class, to its unescaped end
             close, j = ('"' if c == '"' else "]"), i + 1
+            piece = [c]
             while j < n and text[j] != close:
-                j += 2 if text[j] == "\\" else 1
-            out.append(text[i : j + 1])
+                step = 2 if text[j] == "\\" else 1
+                escape = text[j : j + step]
+                piece.append(escape[1] if c == '"' and escape in ("\\[", "\\]") else escape)
+                j += step
+            out.append("".join(piece) + text[j : j + 1])
             i, last = j + 1, "x"
             continue
         if c == "#":  # a comment, to the end of its line
