@@ -445,20 +445,30 @@ def test_an_eos_that_is_an_ordinary_piece_spells_no_text(tmp_path):
     assert detok.feed(ids) + detok.flush() == "ab"
 
 
+def mistral_as_tokenizer_json(prefix_space: str) -> dict:
+    """Mistral's SentencePiece vocabulary as a tokenizer.json with a dummy prefix: a
+    Prepend("▁") normalizer as Hugging Face writes Llama 2's ("prepend"), or Metaspace's
+    prepend_scheme ("first", "always")."""
+    spec = json.loads(real_tokenizers.mistral_sentencepiece().hf.to_str())
+    if prefix_space == "prepend":
+        spec["pre_tokenizer"] = None
+        spec["normalizer"] = {
+            "type": "Sequence",
+            "normalizers": [
+                {"type": "Prepend", "prepend": "▁"},
+                {"type": "Replace", "pattern": {"String": " "}, "content": "▁"},
+            ],
+        }
+    else:
+        spec["pre_tokenizer"]["prepend_scheme"] = prefix_space
+    return spec
+
+
 def test_llama_style_tokenizer_json_drops_the_dummy_prefix(tmp_path):
     """A Llama/Mistral tokenizer.json as Hugging Face writes it (Prepend("▁") normalizer):
     from_pretrained detects SentencePiece and removes the dummy prefix."""
     sp_tok = real_tokenizers.mistral_sentencepiece()
-    spec = json.loads(sp_tok.hf.to_str())
-    spec["pre_tokenizer"] = None
-    spec["normalizer"] = {
-        "type": "Sequence",
-        "normalizers": [
-            {"type": "Prepend", "prepend": "▁"},
-            {"type": "Replace", "pattern": {"String": " "}, "content": "▁"},
-        ],
-    }
-    (tmp_path / "tokenizer.json").write_text(json.dumps(spec), encoding="utf-8")
+    (tmp_path / "tokenizer.json").write_text(json.dumps(mistral_as_tokenizer_json("prepend")), encoding="utf-8")
     (tmp_path / "tokenizer_config.json").write_text(json.dumps({"eos_token": "</s>"}))
     tok = Tokenizer.from_pretrained(tmp_path)
     assert tok.family == SENTENCEPIECE
@@ -483,20 +493,7 @@ def test_prompts_get_the_checkpoints_dummy_prefix_as_transformers_gives_it(tmp_p
     it the model saw `<s>[INST]`, a prompt format it was never trained on."""
     from transformers import PreTrainedTokenizerFast
 
-    sp_tok = real_tokenizers.mistral_sentencepiece()
-    spec = json.loads(sp_tok.hf.to_str())
-    if prefix_space == "prepend":
-        spec["pre_tokenizer"] = None
-        spec["normalizer"] = {
-            "type": "Sequence",
-            "normalizers": [
-                {"type": "Prepend", "prepend": "▁"},
-                {"type": "Replace", "pattern": {"String": " "}, "content": "▁"},
-            ],
-        }
-    else:
-        spec["pre_tokenizer"]["prepend_scheme"] = prefix_space
-    (tmp_path / "tokenizer.json").write_text(json.dumps(spec), encoding="utf-8")
+    (tmp_path / "tokenizer.json").write_text(json.dumps(mistral_as_tokenizer_json(prefix_space)), encoding="utf-8")
     config = {"bos_token": "<s>", "eos_token": "</s>", "chat_template": LLAMA2_TEMPLATE}
     (tmp_path / "tokenizer_config.json").write_text(json.dumps(config))
     tok, ref = Tokenizer.from_pretrained(tmp_path), PreTrainedTokenizerFast.from_pretrained(str(tmp_path))
