@@ -1189,6 +1189,10 @@ ws ::= | " " | "\n" [ \t]{0,20}
         ('r ::= "<" . ">" "."', 'r ::= "<" [\\u0000-\\U0010FFFF] ">" "."'),
         ('r ::= "|(" [|(] "\\"|" # ( |\nx ::= "a" | "b"', 'r ::= "|(" [|(] "\\"|" # ( |\nx ::= "a" | "b"'),
         ('r ::= "\\[x\\]" [\\[\\]] "\\\\[" "\\\\\\]"', 'r ::= "[x]" [\\[\\]] "\\\\[" "\\\\]"'),
+        ('r ::=\nx ::= r "a"', 'r ::="" \nx ::= r "a"'),
+        ('x ::= r "a"\nr ::= # nothing\n', 'x ::= r "a"\nr ::= "" # nothing\n'),
+        ('r ::= (\n  "a" |\n)', 'r ::= (\n  "a" |\n"" )'),
+        ("x ::= r\nr ::=", 'x ::= r\nr ::=""'),
     ],
 )
 def test_empty_gbnf_alternatives_and_dots_are_spelled_for_xgrammar_and_nothing_else_changes(text, spelled):

@@ -338,17 +338,22 @@ def optional_as_count(regex: str) -> str:
 
 def gbnf_for_xgrammar(text: str) -> str:
     """GBNF `text` as llama.cpp reads it, written for xgrammar's parser, the same language:
-    an empty alternative as `""` (llama.cpp reads `ws ::= | " "`, its own json.gbnf, and
-    `("a" | )`; xgrammar expects an element after `::=`, `|` and `(`: "Expect element"), and
+    an empty alternative as `""` (llama.cpp reads `ws ::= | " "`, its own json.gbnf, `("a" | )`
+    and an empty rule `r ::=` ending its line; xgrammar expects an element after `::=`, `|`
+    and `(`: "Expect element"), and
     `.` as the class of every character (llama.cpp's any character, a newline too; xgrammar
     took it for a rule named "."), and `\\[` / `\\]` in a string as the bracket itself (escapes
     llama.cpp reads everywhere, xgrammar only in a class: "Invalid escape"). Otherwise strings,
     classes and comments are copied as they are."""
     out: list[str] = []
     last = "::="  # the last thing read: "::=", "|", "(" or "x" (an element)
+    depth = 0  # open parentheses: outside them a newline ends the rule
     i, n = 0, len(text)
     while i < n:
         c = text[i]
+        if last == "::=" and depth == 0 and c in "#\n":  # an empty rule
+            out.append('"" ')
+            last = "x"
         if c in '"[':  # a string or a character class, to its unescaped end
             close, j = ('"' if c == '"' else "]"), i + 1
             piece = [c]
@@ -380,9 +385,10 @@ def gbnf_for_xgrammar(text: str) -> str:
             last = c
         elif not c.isspace():
             last = "x"
+        depth += (c == "(") - (c == ")")
         out.append(c)
         i += 1
-    return "".join(out)
+    return "".join(out) + ('""' if last == "::=" else "")
 
 
 # UTF-8's decoder between two bytes (RFC 3629): at a character's boundary (state 0), or
