@@ -257,6 +257,23 @@ def test_disk_cache_survives_a_restart_and_ignores_corrupt_files(tmp_path):
     assert third.stage.service.compile_count == 1 and c["text"] == a["text"]
 
 
+def test_a_fifo_under_a_cache_files_name_is_no_cached_fsm(tmp_path):
+    """A FIFO planted under a cache file's name in a shared grammar_cache_dir (cache_attack's
+    leftover) blocked the compile's np.load forever; it is not a regular file, so not a hit."""
+    import os
+    import threading
+
+    from minisglang.constrained.fsm_disk import FSMDiskCache
+
+    disk = FSMDiskCache(tmp_path, "f" * 64)
+    os.mkfifo(disk.path(DATE))
+    got: list = []
+    reader = threading.Thread(target=lambda: got.append(disk.load(DATE)), daemon=True)
+    reader.start()
+    reader.join(timeout=10)
+    assert not reader.is_alive() and got == [None] and disk.hits == 0
+
+
 def test_disk_cache_keeps_apart_checkpoints_whose_eos_differs(tmp_path):
     """Two checkpoints of one tokenizer (one byte table, one fingerprint) whose EOS tokens
     differ, as a base model's and its instruct model's do, sharing a cache directory: the

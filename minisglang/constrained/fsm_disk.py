@@ -13,6 +13,7 @@ import hashlib
 import importlib.metadata
 import json
 import os
+import stat
 import tempfile
 import threading
 from pathlib import Path
@@ -80,13 +81,19 @@ class FSMDiskCache:
 
     def load(self, regex: str) -> Arrays | None:
         """The cached arrays, or None when absent, corrupt, or for another regex/tokenizer."""
-        path = self.path(regex)
-        if not path.exists():
+        try:
+            # Non-blocking, and only a regular file: a FIFO planted under the name (by anyone
+            # who can write the shared directory) blocked the compile's read forever.
+            fd = os.open(self.path(regex), os.O_RDONLY | os.O_NONBLOCK)
+        except OSError:  # (absent, or not readable)
             return None
         try:
-            with np.load(path, allow_pickle=False) as data:
-                meta = json.loads(str(data["meta"]))
-                arrays = {k: data[k] for k in data.files if k != "meta"}
+            with os.fdopen(fd, "rb") as f:
+                if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                    return None
+                with np.load(f, allow_pickle=False) as data:
+                    meta = json.loads(str(data["meta"]))
+                    arrays = {k: data[k] for k in data.files if k != "meta"}
         except Exception:  # corrupt or truncated: rebuild rather than trust it
             return None
         if (
