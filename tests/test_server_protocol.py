@@ -5,6 +5,7 @@ bodies to every endpoint of a live app (never a 5xx, never a hang, a good reques
 Tests of minisglang/protocol.py and minisglang/metrics.py, through minisglang/server/.
 """
 
+import inspect
 import json
 import math
 import threading
@@ -13,6 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from openai.resources.chat.completions import Completions
 
 import minisglang as sgl
 from minisglang.backends.base import InvalidGrammarObject, get_backend_class
@@ -169,6 +171,27 @@ def test_stream_options_include_obfuscation_is_accepted():
         assert request.stream_options is not None and request.stream_options.include_usage
     err = refusal(ChatCompletionRequest, {"messages": HI, "stream": True, "stream_options": {"include_obfuscation": 1}})
     assert err.param == "stream_options.include_obfuscation"
+
+
+def test_every_field_of_the_openai_clients_chat_create_is_known():
+    """A stranger's app set `safety_identifier` and `prompt_cache_key`, OpenAI's replacements
+    for `user` (which is accepted and ignored): refused, 400 "is not a known field", as were
+    `moderation` and the prompt cache's options. The first two change nothing and are
+    accepted like `user`; the others are refused by name as not supported, unless neutral."""
+    sdk_fields = set(inspect.signature(Completions.create).parameters) - {"self", "timeout"}
+    sdk_fields = {f for f in sdk_fields if not f.startswith("extra_")}
+    assert sdk_fields <= set(ChatCompletionRequest.model_fields), sdk_fields - set(ChatCompletionRequest.model_fields)
+    body = {"messages": HI, "safety_identifier": "user-1f3a", "prompt_cache_key": "app-7"}
+    parse(ChatCompletionRequest, json.dumps(body).encode()).to_sampling_params()
+    neutral = {"moderation": None, "prompt_cache_retention": "in_memory", "prompt_cache_options": None}
+    parse(ChatCompletionRequest, json.dumps({"messages": HI, **neutral}).encode()).to_sampling_params()
+    for field, value in [
+        ("moderation", {"model": "omni-moderation-latest"}),
+        ("prompt_cache_retention", "24h"),
+        ("prompt_cache_options", {"ttl": "1h"}),
+    ]:
+        err = refusal(ChatCompletionRequest, {"messages": HI, field: value})
+        assert err.param == field and "not supported by minisglang" in str(err), err
 
 
 def test_a_message_from_the_openai_clients_parse_is_accepted_back():
