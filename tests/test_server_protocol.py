@@ -548,6 +548,30 @@ def test_a_chat_too_long_for_the_context_is_refused_before_tokenizing(client, en
     assert not calls
 
 
+def test_a_request_longer_than_the_kv_pool_names_its_field():
+    """A pool smaller than the context (a long-context checkpoint beside the default pool):
+    a stranger's `max_tokens` that fit the context but not the pool got 400 "the request
+    needs 906 KV slots but the pool has only 600", param null, from the scheduler; a
+    completion's default 16 tokens after a long prompt was refused the same way, for a limit
+    the client never gave. Now the field is named, and a default length is cut to the pool."""
+    small = sgl.Engine(max_total_tokens=600, max_running_requests=4, torch_threads=1)
+    assert small.max_context_len > 600
+    with TestClient(create_app(small), raise_server_exceptions=False) as c:
+        body = {"messages": HI, "max_tokens": 900}
+        error = openai_error(c.post("/v1/chat/completions", json=body), 400)
+        assert error["param"] == "max_tokens" and error["code"] == "context_length_exceeded", error
+        assert "KV pool of 600" in error["message"], error
+        long = [{"role": "user", "content": "x" * 650}]  # 655 tokens: in the context, not the pool
+        error = openai_error(c.post("/v1/chat/completions", json={"messages": long, "max_tokens": 2}), 400)
+        assert error["param"] == "messages" and "KV pool 600" in error["message"], error
+        prompt = "x" * 590  # 590 tokens: a default 16 do not fit beside it, 10 do
+        r = c.post("/v1/completions", json={"prompt": prompt, "ignore_eos": True})
+        assert r.status_code == 200, r.text
+        assert r.json()["usage"]["prompt_tokens"] + r.json()["usage"]["completion_tokens"] == 600
+        r = c.post("/v1/chat/completions", json={"messages": HI, "ignore_eos": True})  # no length: the pool's room
+        assert r.status_code == 200 and r.json()["usage"]["total_tokens"] == 600, r.text
+
+
 def test_forged_special_tokens_are_found_in_time_linear_in_the_messages(engine):
     """Each token was checked against every message's span (16,000 messages spelling
     "<|user|>": 29 s of one request's CPU, a stranger's attack): now a bisection."""
