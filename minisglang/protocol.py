@@ -85,6 +85,11 @@ _UNSUPPORTED_CHAT = {
     "reasoning_effort": (None,),
     "web_search_options": (None,),
     "verbosity": (None,),
+    "moderation": (None,),
+    # prompt caching's lifetime and breakpoints (the radix cache keeps prefixes in memory
+    # while it has room, whatever is asked)
+    "prompt_cache_retention": (None, "in_memory"),
+    "prompt_cache_options": (None,),
 }
 
 
@@ -451,12 +456,20 @@ class ChatCompletionRequest(_SamplingFields):
     reasoning_effort: Any = None
     web_search_options: Any = None
     verbosity: Any = None
+    moderation: Any = None
+    prompt_cache_retention: Any = None
+    prompt_cache_options: Any = None
     frequency_penalty: Any = None
     presence_penalty: Any = None
     logit_bias: Any = None
     service_tier: Any = None
     store: Any = None
     metadata: Any = None
+    # OpenAI's replacements for `user` (an end user's id for abuse detection; a key that
+    # groups requests for its prompt cache): like `user`, recorded nowhere, change nothing
+    # (the radix cache shares any common prefix, keyed or not)
+    safety_identifier: str | None = None
+    prompt_cache_key: str | None = None
 
     _unsupported = _neutral_only(_UNSUPPORTED_CHAT)
 

@@ -5,6 +5,7 @@ bodies to every endpoint of a live app (never a 5xx, never a hang, a good reques
 Tests of minisglang/protocol.py and minisglang/metrics.py, through minisglang/server/.
 """
 
+import inspect
 import json
 import math
 import threading
@@ -13,6 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from openai.resources.chat.completions import Completions
 
 import minisglang as sgl
 from minisglang.backends.base import InvalidGrammarObject, get_backend_class
@@ -169,6 +171,27 @@ def test_stream_options_include_obfuscation_is_accepted():
         assert request.stream_options is not None and request.stream_options.include_usage
     err = refusal(ChatCompletionRequest, {"messages": HI, "stream": True, "stream_options": {"include_obfuscation": 1}})
     assert err.param == "stream_options.include_obfuscation"
+
+
+def test_every_field_of_the_openai_clients_chat_create_is_known():
+    """A stranger's app set `safety_identifier` and `prompt_cache_key`, OpenAI's replacements
+    for `user` (which is accepted and ignored): refused, 400 "is not a known field", as were
+    `moderation` and the prompt cache's options. The first two change nothing and are
+    accepted like `user`; the others are refused by name as not supported, unless neutral."""
+    sdk_fields = set(inspect.signature(Completions.create).parameters) - {"self", "timeout"}
+    sdk_fields = {f for f in sdk_fields if not f.startswith("extra_")}
+    assert sdk_fields <= set(ChatCompletionRequest.model_fields), sdk_fields - set(ChatCompletionRequest.model_fields)
+    body = {"messages": HI, "safety_identifier": "user-1f3a", "prompt_cache_key": "app-7"}
+    parse(ChatCompletionRequest, json.dumps(body).encode()).to_sampling_params()
+    neutral = {"moderation": None, "prompt_cache_retention": "in_memory", "prompt_cache_options": None}
+    parse(ChatCompletionRequest, json.dumps({"messages": HI, **neutral}).encode()).to_sampling_params()
+    for field, value in [
+        ("moderation", {"model": "omni-moderation-latest"}),
+        ("prompt_cache_retention", "24h"),
+        ("prompt_cache_options", {"ttl": "1h"}),
+    ]:
+        err = refusal(ChatCompletionRequest, {"messages": HI, field: value})
+        assert err.param == field and "not supported by minisglang" in str(err), err
 
 
 def test_a_message_from_the_openai_clients_parse_is_accepted_back():
@@ -523,6 +546,30 @@ def test_a_chat_too_long_for_the_context_is_refused_before_tokenizing(client, en
         assert error["param"] == "messages" and "context" in error["message"], error
         assert error["code"] == "context_length_exceeded"
     assert not calls
+
+
+def test_a_request_longer_than_the_kv_pool_names_its_field():
+    """A pool smaller than the context (a long-context checkpoint beside the default pool):
+    a stranger's `max_tokens` that fit the context but not the pool got 400 "the request
+    needs 906 KV slots but the pool has only 600", param null, from the scheduler; a
+    completion's default 16 tokens after a long prompt was refused the same way, for a limit
+    the client never gave. Now the field is named, and a default length is cut to the pool."""
+    small = sgl.Engine(max_total_tokens=600, max_running_requests=4, torch_threads=1)
+    assert small.max_context_len > 600
+    with TestClient(create_app(small), raise_server_exceptions=False) as c:
+        body = {"messages": HI, "max_tokens": 900}
+        error = openai_error(c.post("/v1/chat/completions", json=body), 400)
+        assert error["param"] == "max_tokens" and error["code"] == "context_length_exceeded", error
+        assert "KV pool of 600" in error["message"], error
+        long = [{"role": "user", "content": "x" * 650}]  # 655 tokens: in the context, not the pool
+        error = openai_error(c.post("/v1/chat/completions", json={"messages": long, "max_tokens": 2}), 400)
+        assert error["param"] == "messages" and "KV pool 600" in error["message"], error
+        prompt = "x" * 590  # 590 tokens: a default 16 do not fit beside it, 10 do
+        r = c.post("/v1/completions", json={"prompt": prompt, "ignore_eos": True})
+        assert r.status_code == 200, r.text
+        assert r.json()["usage"]["prompt_tokens"] + r.json()["usage"]["completion_tokens"] == 600
+        r = c.post("/v1/chat/completions", json={"messages": HI, "ignore_eos": True})  # no length: the pool's room
+        assert r.status_code == 200 and r.json()["usage"]["total_tokens"] == 600, r.text
 
 
 def test_forged_special_tokens_are_found_in_time_linear_in_the_messages(engine):

@@ -49,10 +49,10 @@ def make_req(
     name `field`, the request's field the prompt came from. A chat comes encoded already.
 
     `length_field` names the field the client set the output's length with (None: it set
-    none). An unset length is what the context has room for when `fill_room` (a chat, as
-    in OpenAI's API: it runs until the model stops or the context is full), else the
-    request's default cut to that room: a long prompt is never refused for a limit the
-    client never gave. (Admission reserves a request's whole room in the KV pool: a chat
+    none). An unset length is what the context (and the KV pool) has room for when
+    `fill_room` (a chat, as in OpenAI's API: it runs until the model stops or the context is
+    full), else the request's default cut to that room: a long prompt is never refused for a
+    limit the client never gave. (Admission reserves a request's whole room in the KV pool: a chat
     without max_tokens holds more of it than one with.)"""
     max_context = state.max_context
     text = prompt.text if isinstance(prompt, ChatPrompt) else prompt
@@ -72,16 +72,28 @@ def make_req(
             param=field,
             code=CONTEXT_LENGTH_EXCEEDED,
         )
-    room = max_context - prompt_len
+    # A request's prompt and new tokens must also fit in the KV pool, which may be smaller than
+    # the context (a long-context checkpoint beside the default pool): the scheduler refused
+    # such a request with "needs N KV slots", naming no field (a stranger's max_tokens).
+    pool = state.engine.scheduler.config.max_total_tokens
+    if prompt_len >= pool:
+        raise RequestError(
+            f"{field}: the prompt has {prompt_len} tokens, this server's KV pool {pool} "
+            "(max_total_tokens; and at least one new token must fit)",
+            param=field,
+            code=CONTEXT_LENGTH_EXCEEDED,
+        )
+    room = min(max_context, pool) - prompt_len
     if length_field is None and fill_room:
-        # (and what the KV pool can hold beside the prompt: a model's context may be longer)
-        pool = state.engine.scheduler.config.max_total_tokens
-        params.max_new_tokens = max(min(room, pool - prompt_len), 1)
+        params.max_new_tokens = room
     elif params.max_new_tokens > room:
         if length_field is not None:
+            where = (
+                f"the model's context of {max_context}" if max_context <= pool else f"this server's KV pool of {pool}"
+            )
             raise RequestError(
                 f"{length_field}: the prompt has {prompt_len} tokens, so at most {room} new "
-                f"tokens fit in the model's context of {max_context}; got {params.max_new_tokens}",
+                f"tokens fit in {where}; got {params.max_new_tokens}",
                 param=length_field,
                 code=CONTEXT_LENGTH_EXCEEDED,
             )

@@ -171,6 +171,13 @@ async def events(
     try:
         sent: dict[str, Any] | None = None  # the last event sent
         last: dict[int, dict[str, Any]] = {}  # each finished choice's last meta_info
+        # Choices begin in index order: the openai client's stream accumulator (`chat.
+        # completions.stream()`) takes the stream's first choice for choice 0 and each new
+        # index for the next one, so a choice whose first event comes before a lower one's
+        # waits until every lower choice has begun (a tool call's or a stop string's possible
+        # start is held back, so choice 1 may have text first).
+        begun = 0  # the first choice not begun
+        held: dict[int, list[str]] = {}  # the events of choices waiting for a lower one, by index
         async for i, chunk in chunks:
             if chunk["final"]:
                 refuse_abort(chunk["meta_info"], grammar_field)
@@ -180,7 +187,18 @@ async def events(
             out = shapes[i](chunk["text"], meta, True)  # one event, or a list of them (tools)
             for sent in out if isinstance(out, list) else [out]:
                 # OpenAI's: with include_usage every chunk has `usage`, null until the last
-                yield sse({**sent, "usage": None} if include_usage else sent)
+                event = sse({**sent, "usage": None} if include_usage else sent)
+                if i < begun:
+                    yield event
+                    continue
+                held.setdefault(i, []).append(event)
+                while begun in held:
+                    for event in held.pop(begun):
+                        yield event
+                    begun += 1
+        for i in sorted(held):  # (every choice sends an event at its end: nothing is left here)
+            for event in held.pop(i):
+                yield event
         if include_usage and sent is not None:
             yield sse({**sent, "choices": [], "usage": usage(*(last[i] for i in sorted(last)))})
     except (RequestError, EngineUnavailable) as e:  # the stream ends with a reason, not a cut
