@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..constrained.json_pointer import resolve_pointer
 from ..constrained.json_schema import FORMATS
 from ..constrained.json_schema.keywords import _NUMBER_BOUNDS, ANNOTATION_KEYWORDS
 from .base import GrammarError
@@ -37,7 +38,9 @@ NUMBER_BOUNDS = _NUMBER_BOUNDS
 # Keywords that say nothing about which values are valid: they may sit beside anything. Our
 # compiler's annotations but two, which change how other keywords are read (`$dynamicAnchor`
 # what a `$dynamicRef` resolves to, `$vocabulary` which keywords apply): not counted here.
-ANNOTATIONS = ANNOTATION_KEYWORDS - {"$dynamicAnchor", "$vocabulary"}
+ANNOTATIONS = (ANNOTATION_KEYWORDS - {"$dynamicAnchor", "$vocabulary"}) | {
+    "discriminator"  # OpenAPI's, beside Pydantic's tagged unions: JSON Schema ignores it
+}
 # Where subschemas live: a map of them, one of them, or a list of them (draft 2020-12 and 7).
 _SCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties", "dependentSchemas", "dependencies")
 _SCHEMA_ONE = (
@@ -107,22 +110,48 @@ def rewrite_subschemas(schema: Any, rewrite: Callable[[SchemaObject, str], Schem
 
 
 def find_ignored_keyword(
-    schema: Any, ignored: tuple[IgnoredKeyword, ...], pointer: str = "#"
+    schema: Any, ignored: tuple[IgnoredKeyword, ...], pointer: str = "#", root: Any = None
 ) -> tuple[IgnoredKeyword, str] | None:
     """The first (rule, JSON pointer) of `ignored` that applies somewhere in `schema`, or None.
 
     Every subschema counts, `$defs` included: a walk, not a text search, so a property
-    named "uniqueItems" or an enum value "not" is not mistaken for the keyword."""
+    named "uniqueItems" or an enum value "not" is not mistaken for the keyword. A rule reads
+    a subschema with its `oneOf` branches' local `$ref`s followed (`branches_followed`)."""
     if not isinstance(schema, dict):
         return None
+    root = schema if root is None else root
+    view = branches_followed(schema, root)
     for rule in ignored:
-        if rule.keyword in schema and (pointer != "#" or not rule.below_root) and rule.applies(schema):
+        if rule.keyword in schema and (pointer != "#" or not rule.below_root) and rule.applies(view):
             return rule, pointer
     for sub, where in subschemas(schema, pointer):
-        found = find_ignored_keyword(sub, ignored, where)
+        found = find_ignored_keyword(sub, ignored, where, root)
         if found:
             return found
     return None
+
+
+def branches_followed(schema: SchemaObject, root: Any) -> SchemaObject:
+    """`schema` with each `oneOf` branch that is only a local `$ref` (annotations aside)
+    replaced by what it points to in `root`, following up to 8 such hops: Pydantic writes a
+    tagged union's branches as `$ref`s into `$defs`, and a rule that compares branches
+    (`overlapping_branches`) saw no tags in them (xgrammar refused every such model)."""
+    branches = schema.get("oneOf")
+    if not isinstance(branches, list):
+        return schema
+
+    def follow(branch: Any) -> Any:
+        for _ in range(8):
+            ref = branch.get("$ref") if isinstance(branch, dict) else None
+            if not (isinstance(ref, str) and ref.startswith("#") and set(branch) - ANNOTATIONS == {"$ref"}):
+                break
+            target = resolve_pointer(root, ref)
+            if not isinstance(target, dict):
+                break
+            branch = target
+        return branch
+
+    return {**schema, "oneOf": [follow(b) for b in branches]}
 
 
 # Conditions the adapters' lists share (each takes the subschema holding the keyword).
