@@ -340,6 +340,7 @@ def cmd_serve(args) -> int:
         "max_header_bytes": args.max_header_bytes,
         "max_headers": args.max_headers,
         "gc_reclaim_idle_seconds": args.gc_reclaim_idle_seconds,
+        "gc_reclaim_after_freezes": args.gc_reclaim_after_freezes,
     }
     options = ServerOptions(**{k: v for k, v in given.items() if v is not None})  # the rest: its defaults
     # Engine options the operator gave; the rest keep the Engine's defaults.
@@ -637,6 +638,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="seconds the scheduler must be idle before the garbage collector's freezes give back the "
         "reference cycles they kept (one full collection; default 2; 0: never)",
+    )
+    sv.add_argument(
+        "--gc-reclaim-after-freezes",
+        type=int,
+        default=None,
+        help="freezes after which that reclaim happens between two steps even while requests run "
+        "(default 16; 0: only when idle)",
     )
     sv.add_argument(
         "--stall-timeout",

@@ -19,7 +19,9 @@ growing (a stranger's soak: 6 to 17 freezes in 10 minutes, ~270 objects kept by 
 gives them back when nobody waits: unfreeze, collect, freeze again (one full walk of the heap,
 ~0.16 s for a served bundled model); the server calls it once its scheduler has been idle for
 `gc_reclaim_idle_seconds` after a freeze (server/engine_loop.py). A server that is never idle
-keeps what its freezes kept.
+would keep them for good, ~270 objects a freeze, without bound: so after
+`gc_reclaim_after_freezes` freezes it reclaims between two steps anyway, one ~0.16 s pause
+where each of those freezes followed a full collection that had already paused for 20 ms or more.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ class GcGuard:
         self.longest = 0.0  # the longest full collection seen (seconds)
         self.reclaims = 0  # reclaims done
         self.reclaimed = 0  # unreachable objects the reclaims collected (what the freezes had kept)
-        self.kept = False  # whether a freeze happened since the last reclaim (what `reclaim` is for)
+        self.unreclaimed = 0  # freezes since the last reclaim (what `reclaim` is for)
         self._reclaiming = False  # (the reclaim's own full collection is not judged)
         self._started: dict[int, float] = {}  # thread -> when its collection started (perf_counter)
 
@@ -55,7 +57,7 @@ class GcGuard:
         if took > self.slow_seconds:
             gc.freeze()  # survivors only: the collection that just ended freed the garbage
             self.freezes += 1
-            self.kept = True
+            self.unreclaimed += 1
 
     def reclaim(self) -> int:
         """Collect what the freezes kept alive (cycles in flight at a freeze that died since),
@@ -68,7 +70,7 @@ class GcGuard:
             gc.freeze()
         finally:
             self._reclaiming = False
-        self.kept = False
+        self.unreclaimed = 0
         self.reclaims += 1
         self.reclaimed += collected
         return collected

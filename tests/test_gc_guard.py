@@ -115,7 +115,7 @@ def test_a_reclaim_collects_the_cycles_a_freeze_kept_in_flight(guard):
     in_flight = Cycle()
     alive = weakref.ref(in_flight)
     gc.collect()  # slow by the fixture's measure: freezes the cycle with everything else
-    assert guard.freezes == 1 and guard.kept
+    assert guard.freezes == 1 and guard.unreclaimed == 1
     del in_flight
     gc.collect()
     assert alive() is not None  # frozen: no collection reaches it
@@ -124,7 +124,7 @@ def test_a_reclaim_collects_the_cycles_a_freeze_kept_in_flight(guard):
     assert alive() is None
     # The reclaim's own full collection is not judged (it would count as slow here and freeze
     # again, asking for another reclaim at the next idle moment, and so on for ever).
-    assert guard.freezes == freezes and not guard.kept and guard.reclaims == 1 and guard.reclaimed >= 1
+    assert guard.freezes == freezes and not guard.unreclaimed and guard.reclaims == 1 and guard.reclaimed >= 1
     kept = Cycle()  # the survivors of a reclaim are frozen again
     guard.reclaim()
     assert id(kept) not in {id(o) for o in gc.get_objects()}

@@ -761,11 +761,11 @@ class RecordingGuard:
     """A GcGuard stand-in that records when the server asks for a reclaim, and how busy it was."""
 
     def __init__(self):
-        self.kept, self.calls, self.loop = True, [], None
+        self.unreclaimed, self.calls, self.loop = 1, [], None
 
     def reclaim(self) -> int:
         self.calls.append((time.monotonic(), len(self.loop.active), self.loop.engine.has_work()))
-        self.kept = False
+        self.unreclaimed = 0
         return 0
 
 
@@ -783,16 +783,16 @@ def test_the_gc_guard_reclaims_once_after_each_freeze_and_only_when_the_loop_is_
         guard.loop = app.state.server.loop
         time.sleep(1.0)
         if not idle_seconds:
-            assert guard.calls == [] and guard.kept
+            assert guard.calls == [] and guard.unreclaimed
             return
-        assert len(guard.calls) == 1  # once: the reclaim cleared `kept`
+        assert len(guard.calls) == 1  # once: the reclaim cleared `unreclaimed`
         started = time.monotonic()
         with httpx.Client(timeout=60) as http:
             body = {"text": "Hello", "stream": True, "sampling_params": {"max_new_tokens": 64, "ignore_eos": True}}
             with http.stream("POST", url + "/generate", json=body) as r:
                 for i, _line in enumerate(r.iter_lines()):
                     if i == 0:
-                        guard.kept = True  # a freeze in the middle of the request
+                        guard.unreclaimed = 1  # a freeze in the middle of the request
         ended = time.monotonic()
         assert r.status_code == 200
         time.sleep(1.0)
@@ -800,6 +800,33 @@ def test_the_gc_guard_reclaims_once_after_each_freeze_and_only_when_the_loop_is_
     at, active, busy = guard.calls[1]
     assert at >= started and not active and not busy
     assert at - ended >= idle_seconds - 0.2  # (the loop finished a little before the answer came)
+
+
+@pytest.mark.parametrize("after", [3, 0])
+def test_a_server_that_is_never_idle_reclaims_after_gc_reclaim_after_freezes(after):
+    """A server that is never idle kept what its freezes kept for good, ~270 objects a freeze
+    (the stop-57 leftover): after gc_reclaim_after_freezes freezes the loop reclaims between
+    two steps while a request runs; below that count, or with 0, it waits for an idle moment."""
+    from minisglang.server import ServerOptions
+
+    engine = sgl.Engine(stage="s1", max_running_requests=4)
+    app = create_app(engine, ServerOptions(gc_reclaim_idle_seconds=60, gc_reclaim_after_freezes=after))
+    guard = app.state.server.gc_guard = RecordingGuard()
+    with serving_in_thread(app) as url, httpx.Client(timeout=60) as http:
+        guard.loop = app.state.server.loop
+        body = {"text": "Hello", "stream": True, "sampling_params": {"max_new_tokens": 96, "ignore_eos": True}}
+        with http.stream("POST", url + "/generate", json=body) as r:
+            for i, _line in enumerate(r.iter_lines()):
+                if i == 2:
+                    guard.unreclaimed = 2  # two freezes: below the count
+                if i == 8:
+                    assert guard.calls == []
+                    guard.unreclaimed = 3  # a third
+        assert r.status_code == 200
+    if after:
+        assert len(guard.calls) == 1 and guard.calls[0][1] == 1  # while the request ran
+    else:
+        assert guard.calls == [] and guard.unreclaimed == 3
 
 
 def test_every_route_fills_what_a_request_does_not_give_from_the_checkpoints_sampling_defaults(tmp_path):

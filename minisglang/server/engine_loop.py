@@ -44,7 +44,8 @@ class EngineLoop:
 
     `dead` holds the exception that ended the loop, if any; `on_fatal` is called once then
     (serve() uses it to stop the process). With a `gc_guard`, the loop reclaims what its
-    freezes kept once it has been idle for `options.gc_reclaim_idle_seconds`.
+    freezes kept once it has been idle for `options.gc_reclaim_idle_seconds`, or after
+    `options.gc_reclaim_after_freezes` freezes whatever runs.
     """
 
     def __init__(
@@ -137,7 +138,7 @@ class EngineLoop:
                 if engine.has_work():
                     self._timed_step()
                 self._publish()
-                self._reclaim_when_idle()
+                self._reclaim_when_due()
                 self.beat = time.monotonic()
         except BaseException as e:  # noqa: BLE001 - whatever ended the loop, nobody may hang on it
             # The engine-wide fault path: every client is answered, the engine's requests are
@@ -165,18 +166,18 @@ class EngineLoop:
             while self._recent_steps[0][0] < end - 60:
                 self._recent_steps.popleft()
 
-    def _reclaim_when_idle(self) -> None:
-        """Once nothing has been running, queued or waiting for a compile for
-        gc_reclaim_idle_seconds, let the GcGuard give back what its freezes kept (once per
-        freeze): its full collection then delays nobody but a request that arrives during it."""
-        if self.active or self.engine.has_work() or not self.inbox.empty():
-            self.idle_since = None
+    def _reclaim_when_due(self) -> None:
+        """Let the GcGuard give back what its freezes kept once nothing has been running,
+        queued or waiting for a compile for gc_reclaim_idle_seconds (its full collection then
+        delays nobody but a request that arrives during it), or, between two steps whatever
+        runs, once gc_reclaim_after_freezes freezes have kept theirs."""
+        now, busy = time.monotonic(), bool(self.active or self.engine.has_work() or not self.inbox.empty())
+        self.idle_since = None if busy else self.idle_since if self.idle_since is not None else now
+        guard, options = self.gc_guard, self.options
+        if guard is None or not guard.unreclaimed:
             return
-        now = time.monotonic()
-        if self.idle_since is None:
-            self.idle_since = now
-        wait, guard = self.options.gc_reclaim_idle_seconds, self.gc_guard
-        if guard is not None and guard.kept and wait > 0 and now - self.idle_since >= wait:
+        idle_long = self.idle_since is not None and 0 < options.gc_reclaim_idle_seconds <= now - self.idle_since
+        if idle_long or 0 < options.gc_reclaim_after_freezes <= guard.unreclaimed:
             guard.reclaim()
 
     def _fail_all(self, error: Exception, abort: bool) -> None:
