@@ -46,10 +46,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any, ClassVar
 
-from .structural_tag import StructuralTag, StructuralTagError
+from .structural_tag import StructuralTag, StructuralTagError, parse_structural_tag
 
 # Bounds checked while parsing, before anything is built.
 MAX_DEPTH = 64  # formats inside formats
@@ -279,6 +279,22 @@ class StructuralTagFormat:
         return out
 
 
+def rewrite(spec: StructuralTagFormat, change: Callable[[str, Format], Format]) -> StructuralTagFormat:
+    """`spec` with every format passed through `change(path, format)`, children first (a
+    backend's rewrites: a schema refused or rewritten as for a json_schema request)."""
+
+    def node(path: str, fmt: Any) -> Any:
+        if isinstance(fmt, (SequenceFormat, OrFormat)):
+            fmt = replace(fmt, elements=tuple(node(f"{path}.elements[{i}]", e) for i, e in enumerate(fmt.elements)))
+        elif isinstance(fmt, (OptionalFormat, PlusFormat, StarFormat, RepeatFormat, TagFormat)):
+            fmt = replace(fmt, content=node(f"{path}.content", fmt.content))
+        elif isinstance(fmt, (TriggeredTagsFormat, TagsWithSeparatorFormat)):
+            fmt = replace(fmt, tags=tuple(node(f"{path}.tags[{i}]", t) for i, t in enumerate(fmt.tags)))
+        return change(path, fmt)
+
+    return StructuralTagFormat(node("format", spec.format))
+
+
 def _children(path: str, fmt: Format) -> list[tuple[str, Format]]:
     if isinstance(fmt, (SequenceFormat, OrFormat)):
         return [(f"{path}.elements[{i}]", e) for i, e in enumerate(fmt.elements)]
@@ -314,6 +330,19 @@ def from_legacy(spec: StructuralTag) -> StructuralTagFormat:
         raise StructuralTagFormatError("structural_tag.content_schema has no v2 form")
     tags = tuple(TagFormat(s.begin, JSONSchemaFormat(s.schema), s.end) for s in spec.structures)
     return StructuralTagFormat(TriggeredTagsFormat(spec.triggers, tags, spec.at_least_one, spec.stop_after_first))
+
+
+def parse_any_structural_tag(spec: Any) -> StructuralTag | StructuralTagFormat:
+    """A structural_tag spec of either shape (a dict, or its JSON text, parsed once): v2
+    when it has `format`, else the old `{structures, triggers}` (structural_tag.py)."""
+    if isinstance(spec, str):
+        try:
+            spec = json.loads(spec)
+        except (ValueError, RecursionError) as e:
+            raise StructuralTagFormatError(f"structural_tag is not valid JSON: {e}") from None
+    if is_v2(spec):
+        return parse_structural_tag_format(spec)
+    return parse_structural_tag(spec)
 
 
 def is_v2(spec: Any) -> bool:
@@ -626,5 +655,7 @@ __all__ = [
     "format_to_dict",
     "from_legacy",
     "is_v2",
+    "parse_any_structural_tag",
     "parse_structural_tag_format",
+    "rewrite",
 ]
