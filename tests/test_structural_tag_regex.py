@@ -444,7 +444,7 @@ TOOL_TEXTS = {
 }
 
 
-@pytest.mark.parametrize("name", ["fsm"])
+@pytest.mark.parametrize("name", ["fsm", "xgrammar"])
 def test_both_backends_serve_a_v2_tool_call_spec_alike(name):
     grammar = compiled(name, TOOL)
     assert not isinstance(grammar, InvalidGrammarObject), grammar
@@ -560,3 +560,53 @@ def test_a_bad_v2_spec_aborts_only_its_request(engine):
 def test_a_v2_spec_error_is_a_structural_tag_error():
     with pytest.raises(StructuralTagError):
         parse_structural_tag_format({"format": {"type": "const_string"}})
+
+
+# ------------------------------------------------------------------ the xgrammar backend
+@pytest.mark.parametrize(
+    "fmt", [f for f in CASES if "json_schema" not in json.dumps(f)], ids=lambda f: json.dumps(f)[:60]
+)
+def test_the_xgrammar_backend_accepts_what_the_fsm_backend_accepts(fmt):
+    tok = load("bundled")
+    ours_, theirs = compiled("fsm", fmt), compiled("xgrammar", fmt)
+    for text in strings("ab<>", 4):
+        assert walk(ours_, tok, text) == walk(theirs, tok, text), text
+
+
+def test_a_regex_reads_as_pythons_re_on_both_backends():
+    """xgrammar's own `\\d` is ASCII and its `.` takes a newline; the adapter hands it the
+    regex with every set spelled out (portable_regex), as for regex requests."""
+    tok = load("bundled")
+    fmt = T("<", {"type": "regex", "pattern": r"\d.\d"}, ">")
+    for name in ("fsm", "xgrammar"):
+        grammar = compiled(name, fmt)
+        assert walk(grammar, tok, "<1x٣>") and not walk(grammar, tok, "<1\n2>"), name
+
+
+@pytest.mark.parametrize(
+    "fmt, message",
+    [
+        (
+            {"type": "triggered_tags", "triggers": ["<a", "<b"], "tags": [T("<a", C(""), ">")]},
+            r"structural_tag.format.triggers: trigger '<b' begins no tag",
+        ),
+        (
+            T("<", {"type": "json_schema", "json_schema": {"type": "array", "uniqueItems": True}}, ">"),
+            r"structural_tag.format.content.json_schema: .*uniqueItems",
+        ),
+        (T("<", {"type": "regex", "pattern": "(?<=a)b"}, ">"), r"structural_tag.format.content.pattern: "),
+        ({"type": "grammar", "grammar": "root ::= "}, r"structural_tag.format: "),
+    ],
+)
+def test_the_xgrammar_backend_refuses_by_path(fmt, message):
+    grammar = compiled("xgrammar", fmt)
+    assert isinstance(grammar, InvalidGrammarObject)
+    assert re.search(message, grammar.message), grammar.message
+
+
+def test_the_xgrammar_backend_serves_grammar_and_token_formats():
+    tok = load("bundled")
+    grammar = compiled("xgrammar", T("<", {"type": "grammar", "grammar": 'root ::= "(" root ")" | ""'}, ">"))
+    assert walk(grammar, tok, "<(())>") and not walk(grammar, tok, "<(()>")
+    any_tokens = compiled("xgrammar", T("<", {"type": "any_tokens", "max_tokens": 2}, ">"))
+    assert not isinstance(any_tokens, InvalidGrammarObject), any_tokens
