@@ -488,10 +488,10 @@ def test_what_the_fsm_backend_cannot_serve_is_refused_by_name(fmt, message):
     assert re.search(message, grammar.message), grammar.message
 
 
-def test_the_eager_automaton_and_the_libraries_without_v2_refuse_it_by_name():
+def test_the_eager_automaton_and_outlines_refuse_it_by_name():
     eager = compiled("fsm", C("a"), automaton="eager")
     assert "a v2 structural tag needs the lazy automaton" in eager.message
-    for name in ("llguidance", "outlines"):
+    for name in ("outlines",):
         try:
             grammar = compiled(name, C("a"))
         except (ImportError, ValueError) as e:  # (a library missing here)
@@ -610,3 +610,37 @@ def test_the_xgrammar_backend_serves_grammar_and_token_formats():
     assert walk(grammar, tok, "<(())>") and not walk(grammar, tok, "<(()>")
     any_tokens = compiled("xgrammar", T("<", {"type": "any_tokens", "max_tokens": 2}, ">"))
     assert not isinstance(any_tokens, InvalidGrammarObject), any_tokens
+
+
+# ------------------------------------------------------------------ the llguidance backend
+@pytest.mark.parametrize("fmt", CASES, ids=lambda f: json.dumps(f)[:60])
+def test_the_llguidance_backend_accepts_what_the_fsm_backend_accepts(fmt):
+    tok = load("bundled")
+    ours_, theirs = compiled("fsm", fmt), compiled("llguidance", fmt)
+    assert not isinstance(theirs, InvalidGrammarObject), theirs
+    for text in strings('ab<>"1', 3) if "json_schema" in json.dumps(fmt) else strings("ab<>", 4):
+        assert walk(ours_, tok, text) == walk(theirs, tok, text), text
+
+
+@settings(max_examples=100, suppress_health_check=[HealthCheck.too_slow])
+@given(formats())
+def test_random_formats_read_alike_on_the_fsm_and_llguidance_backends(fmt):
+    ours_ = compiled("fsm", fmt)
+    if isinstance(ours_, InvalidGrammarObject):
+        return
+    theirs = compiled("llguidance", fmt)
+    assert not isinstance(theirs, InvalidGrammarObject), theirs
+    tok = load("bundled")
+    for text in strings("ab<>", 3):
+        assert walk(ours_, tok, text) == walk(theirs, tok, text), text
+
+
+def test_the_llguidance_backend_serves_a_v2_tool_call_and_refuses_what_it_cannot_by_name():
+    tok = load("bundled")
+    grammar = compiled("llguidance", TOOL)
+    for text, expected in TOOL_TEXTS.items():
+        assert walk(grammar, tok, text) == expected, text
+    refused = compiled("llguidance", {"type": "grammar", "grammar": 'root ::= "x"'})
+    assert "the 'llguidance' backend does not serve a 'grammar' format" in refused.message
+    refused = compiled("llguidance", T("<", {"type": "token", "token": 3}, ">"))
+    assert "the 'llguidance' backend does not serve the token-level format 'token'" in refused.message

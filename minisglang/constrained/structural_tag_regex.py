@@ -33,7 +33,25 @@ from collections.abc import Callable
 from typing import Any
 
 from .lazy_regex_parser import parse_tree
-from .regex_ast import EPSILON, Regex, alt, chars, concat, difference, intersect, lit, repeat
+from .regex_ast import (
+    EPSILON,
+    Alt,
+    And,
+    Chars,
+    Diff,
+    Regex,
+    Repeat,
+    Seq,
+    Shared,
+    Text,
+    alt,
+    chars,
+    concat,
+    difference,
+    intersect,
+    lit,
+    repeat,
+)
 from .regex_dfa import RegexError
 from .structural_tag_format import (
     AnyTextFormat,
@@ -67,14 +85,16 @@ ONE_SPACE = "[ ]?"
 SchemaTree = Callable[[dict[str, Any] | bool, str | None], Regex]
 
 
-def format_regex(spec: StructuralTagFormat, schema_tree: SchemaTree) -> Regex:
-    """The regex tree of every output `spec` accepts (see the module doc)."""
-    return _Compiler(schema_tree).node("structural_tag.format", spec.format, None)
+def format_regex(spec: StructuralTagFormat, schema_tree: SchemaTree, backend: str = "fsm") -> Regex:
+    """The regex tree of every output `spec` accepts (see the module doc); `backend`: the
+    grammar backend a refusal names."""
+    return _Compiler(schema_tree, backend).node("structural_tag.format", spec.format, None)
 
 
 class _Compiler:
-    def __init__(self, schema_tree: SchemaTree):
+    def __init__(self, schema_tree: SchemaTree, backend: str):
         self.schema_tree = schema_tree
+        self.backend = backend
 
     def node(self, where: str, fmt: Format, stops: tuple[str, ...] | None) -> Regex:
         """`fmt`'s regex; `stops`: the nearest enclosing tag's ends (None at the top level)."""
@@ -115,11 +135,11 @@ class _Compiler:
             return many if fmt.at_least_one else repeat(many, 0, 1)
         if isinstance(fmt, GrammarFormat):
             raise StructuralTagFormatError(
-                f"{where}: the 'fsm' backend does not serve a 'grammar' format (a context-free grammar; "
-                "its automaton is regular): the 'xgrammar' and 'llguidance' backends do"
+                f"{where}: the {self.backend!r} backend does not serve a 'grammar' format (a context-free "
+                "grammar; this translation is a regular expression): the 'xgrammar' backend does"
             )
         if isinstance(fmt, (TokenFormat, ExcludeTokenFormat, AnyTokensFormat)):
-            raise _token_level(where, fmt.TYPE)
+            raise _token_level(where, fmt.TYPE, self.backend)
         raise StructuralTagFormatError(f"{where}: format {type(fmt).__name__} has no regex")  # pragma: no cover
 
     def json_schema(self, where: str, fmt: JSONSchemaFormat) -> Regex:
@@ -130,7 +150,8 @@ class _Compiler:
         ):
             if bad:
                 raise StructuralTagFormatError(
-                    f"{where}.{field}: the 'fsm' backend does not serve json_schema {why}; the 'xgrammar' backend does"
+                    f"{where}.{field}: the {self.backend!r} backend does not serve json_schema {why}; "
+                    "the 'xgrammar' backend does"
                 )
         cnt = fmt.max_whitespace_cnt
         whitespace = None if cnt is None else "" if cnt == 0 else ONE_SPACE
@@ -142,7 +163,7 @@ class _Compiler:
     def any_text(self, where: str, fmt: AnyTextFormat, stops: tuple[str, ...] | None) -> Regex:
         if fmt.max_tokens is not None:
             raise StructuralTagFormatError(
-                f"{where}.max_tokens: the 'fsm' backend does not count tokens in a format (it reads bytes); "
+                f"{where}.max_tokens: the {self.backend!r} backend does not count tokens in a format (it reads bytes); "
                 "max_chars bounds characters, or the 'xgrammar' backend serves max_tokens"
             )
         forbidden = _forbidden(where, fmt.excludes, stops)
@@ -154,7 +175,7 @@ class _Compiler:
     def tag(self, where: str, fmt: TagFormat) -> Regex:
         for key, part in (("begin", fmt.begin), ("end", fmt.end)):
             if isinstance(part, TokenFormat):
-                raise _token_level(f"{where}.{key}", "token")
+                raise _token_level(f"{where}.{key}", "token", self.backend)
         assert isinstance(fmt.begin, str)
         ends = fmt.ends
         content = self.node(f"{where}.content", fmt.content, ends)
@@ -233,11 +254,64 @@ def _some(where: str, node: Regex | None) -> Regex:
     return node
 
 
-def _token_level(where: str, kind: str) -> StructuralTagFormatError:
+def _token_level(where: str, kind: str, backend: str) -> StructuralTagFormatError:
     return StructuralTagFormatError(
-        f"{where}: the 'fsm' backend does not serve the token-level format {kind!r} (its automaton reads "
-        "bytes, not token ids): the 'xgrammar' backend does"
+        f"{where}: the {backend!r} backend does not serve the token-level format {kind!r} (this translation "
+        "reads bytes, not token ids): the 'xgrammar' backend does"
     )
 
 
-__all__ = ["format_regex"]
+# ---------------------------------------------------------------------------- as Lark, for llguidance
+def lark_grammar(tree: Regex) -> str:
+    """`tree` as a Lark grammar for llguidance whose whole output is ONE lexeme (terminal
+    `ALL`): its lexer is greedy, so a rule of several lexemes beside free text could split
+    the output differently from the regex; one lexeme cannot. Text and classes are regexes
+    with every character as `\\x{HEX}`, intersection and difference llguidance's `&` and
+    `& ~`, and a shared sub-expression its own terminal."""
+    shared: dict[int, str] = {}
+    lines: list[str] = []
+
+    def text(node: Regex) -> str:
+        if isinstance(node, Text):
+            return "/" + "".join(_hex(ord(c)) for c in node.text) + "/"
+        if isinstance(node, Chars):
+            if not node.ranges:
+                return '("a" & "b")'  # no string at all
+            return "/[" + "".join(_hex(a) if a == b else f"{_hex(a)}-{_hex(b)}" for a, b in _scalar(node.ranges)) + "]/"
+        if isinstance(node, Seq):
+            return "(" + " ".join(text(p) for p in node.parts) + ")" if node.parts else '""'
+        if isinstance(node, Alt):
+            return "(" + " | ".join(text(o) for o in node.options) + ")"
+        if isinstance(node, Repeat):
+            high = "" if node.high is None else str(node.high)
+            return f"({text(node.body)}){{{node.low},{high}}}"
+        if isinstance(node, And):
+            return f"({text(node.a)} & {text(node.b)})"
+        if isinstance(node, Diff):
+            return f"({text(node.a)} & ~{text(node.b)})"
+        if isinstance(node, Shared):
+            if id(node) not in shared:
+                shared[id(node)] = name = f"SHARED_{len(shared)}"
+                lines.append(f"{name}: {text(node.body)}")
+            return shared[id(node)]
+        raise StructuralTagFormatError(f"llguidance cannot be given this regex node ({type(node).__name__})")
+
+    whole = text(tree)
+    return "\n".join(["start: ALL", f"ALL: {whole}", *lines, ""])
+
+
+def _hex(code: int) -> str:
+    return f"\\x{{{code:x}}}"
+
+
+def _scalar(ranges: tuple[tuple[int, int], ...]) -> list[tuple[int, int]]:
+    """`ranges` without the surrogates (no Unicode scalar value, refused in a Rust regex)."""
+    out = []
+    for a, b in ranges:
+        for lo, hi in ((a, min(b, 0xD7FF)), (max(a, 0xE000), b)):
+            if lo <= hi:
+                out.append((lo, hi))
+    return out
+
+
+__all__ = ["format_regex", "lark_grammar"]
