@@ -19,8 +19,9 @@ Each format becomes a regex_ast node; the semantics are structural_tag_format.py
 - `tags_with_separator` is `T (sep T)*`, optional unless `at_least_one`, cut to one tag by
   `stop_after_first`.
 
-Refused by name (StructuralTagFormatError, with the format's path): `grammar` (a
-context-free grammar; this automaton is regular), the token-level formats and a
+A `grammar` (GBNF) is written out as a regex when no rule refers to itself (gbnf_regex.py).
+Refused by name (StructuralTagFormatError, with the format's path): a recursive `grammar`
+(a context-free grammar; this automaton is regular) or a Lark one, the token-level formats and a
 tag's token begin or end (the automaton reads bytes, not token ids), `any_text.max_tokens`,
 `json_schema` with a `style` other than "json", `any_order` or `excludes` (xgrammar's
 own relaxations), and forbidden strings of which one holds another (the "first trigger"
@@ -32,6 +33,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from .gbnf_regex import GrammarNotRegular, gbnf_regex
 from .lazy_regex_parser import parse_tree
 from .regex_ast import (
     EPSILON,
@@ -134,10 +136,19 @@ class _Compiler:
             many = concat(one, repeat(concat(lit(fmt.separator), one), 0, None))
             return many if fmt.at_least_one else repeat(many, 0, 1)
         if isinstance(fmt, GrammarFormat):
-            raise StructuralTagFormatError(
-                f"{where}: the {self.backend!r} backend does not serve a 'grammar' format (a context-free "
-                "grammar; this translation is a regular expression): the 'xgrammar' backend does"
-            )
+            if fmt.syntax != "ebnf":
+                raise StructuralTagFormatError(
+                    f"{where}.syntax: the {self.backend!r} backend reads a grammar in GBNF ('ebnf') only, "
+                    f"not {fmt.syntax!r}: the 'xgrammar' backend reads Lark"
+                )
+            try:
+                return gbnf_regex(fmt.grammar)
+            except GrammarNotRegular as e:
+                raise StructuralTagFormatError(
+                    f"{where}.grammar: the {self.backend!r} backend takes a grammar only when it is a regular "
+                    f"expression (no rule refers to itself), and here {e}: the 'xgrammar' backend serves "
+                    "any context-free grammar"
+                ) from e
         if isinstance(fmt, (TokenFormat, ExcludeTokenFormat, AnyTokensFormat)):
             raise _token_level(where, fmt.TYPE, self.backend)
         raise StructuralTagFormatError(f"{where}: format {type(fmt).__name__} has no regex")  # pragma: no cover
