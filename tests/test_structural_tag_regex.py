@@ -576,6 +576,50 @@ def test_the_xgrammar_backend_accepts_what_the_fsm_backend_accepts(fmt):
         assert walk(ours_, tok, text) == walk(theirs, tok, text), text
 
 
+@settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow])
+@given(formats())
+def test_random_formats_read_alike_on_the_fsm_and_xgrammar_backends(fmt):
+    """Through the adapters and the bundled vocabulary (multi-byte tokens across the
+    format's seams), not one byte at a time."""
+    ours_ = compiled("fsm", fmt)
+    if isinstance(ours_, InvalidGrammarObject):
+        return
+    theirs = compiled("xgrammar", fmt)
+    assert not isinstance(theirs, InvalidGrammarObject), theirs
+    tok = load("bundled")
+    for text in strings("ab<>", 3):
+        assert walk(ours_, tok, text) == walk(theirs, tok, text), text
+
+
+def allowed(m, size: int) -> set[int]:
+    mask = m.allocate_vocab_mask(size, 1)
+    m.fill_vocab_mask(mask, 0)
+    row = mask[0].tolist()
+    return {i for i in range(size) if row[i // 32] >> (i % 32) & 1}
+
+
+@settings(max_examples=40, suppress_health_check=[HealthCheck.too_slow])
+@given(formats())
+def test_random_formats_give_the_same_token_masks_on_the_fsm_and_xgrammar_backends(fmt):
+    """Token by token along a few texts, the two backends allow the same tokens of the
+    bundled vocabulary (xgrammar accepts what we accept, and no more)."""
+    ours_ = compiled("fsm", fmt)
+    if isinstance(ours_, InvalidGrammarObject):
+        return
+    theirs = compiled("xgrammar", fmt)
+    tok = load("bundled")
+    size = len(tok.token_bytes)
+    for text in ["a", "<ab>b", "b<a>>"]:
+        a, b = ours_.copy(), theirs.copy()
+        for token in tok.encode(text):
+            mask = allowed(a, size)
+            assert mask == allowed(b, size), text
+            if token not in mask:
+                break
+            a.accept_token(token)
+            b.accept_token(token)
+
+
 def test_a_regex_reads_as_pythons_re_on_both_backends():
     """xgrammar's own `\\d` is ASCII and its `.` takes a newline; the adapter hands it the
     regex with every set spelled out (portable_regex), as for regex requests."""
