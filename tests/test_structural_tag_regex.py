@@ -551,6 +551,24 @@ def test_every_generated_output_parses_under_its_format(engine):
             assert matches(out["text"]), (p, out["text"])
 
 
+@pytest.mark.parametrize("name", ["xgrammar", "llguidance"])
+def test_generation_under_each_library_backend_parses_under_its_format(name):
+    e = sgl.Engine(grammar_backend=name)
+    params = [
+        {"max_new_tokens": 48, "temperature": 1.0, "seed": seed, "structural_tag": {"format": fmt}}
+        for fmt in GENERATED
+        for seed in (1, 2)
+    ]
+    try:
+        outs = e.generate(["Write:"] * len(params), params)
+    finally:
+        e.shutdown()
+    for p, out in zip(params, outs):
+        assert out["meta_info"]["finish_reason"]["type"] in ("stop", "length"), out
+        if out["meta_info"]["finish_reason"]["type"] == "stop":
+            assert ours(parse_structural_tag_format(p["structural_tag"]))(out["text"]), (name, p, out["text"])
+
+
 def test_a_bad_v2_spec_aborts_only_its_request(engine):
     good = {"max_new_tokens": 8, "structural_tag": {"format": C("ok")}}
     bad = {"max_new_tokens": 8, "structural_tag": {"format": {"type": "grammar", "grammar": 'root ::= "x" root'}}}
