@@ -203,7 +203,8 @@ def _automaton_dot(args, layout) -> str:
 
 def _tag_dot(args, layout) -> str:
     """The DOT text of a structural tag given as JSON text or ``@FILE`` (chapter 07)."""
-    from .constrained.structural_tag_format import StructuralTagFormat, parse_any_structural_tag
+    from .constrained.structural_tag_format import StructuralTagFormat
+    from .constrained.structural_tag_parse import parse_any_structural_tag
     from .drawings.structural_tag import structural_tag_dot
 
     if args.regex is None:

@@ -15,6 +15,7 @@ from minisglang.constrained.structural_tag import parse_structural_tag
 from minisglang.constrained.structural_tag_format import (
     AnyTextFormat,
     ConstStringFormat,
+    DispatchFormat,
     JSONSchemaFormat,
     RepeatFormat,
     SequenceFormat,
@@ -25,8 +26,8 @@ from minisglang.constrained.structural_tag_format import (
     TriggeredTagsFormat,
     from_legacy,
     is_v2,
-    parse_structural_tag_format,
 )
+from minisglang.constrained.structural_tag_parse import parse_structural_tag_format
 
 TOOL = {
     "type": "structural_tag",
@@ -80,6 +81,7 @@ def test_every_format_type_parses():
             {"type": "repeat", "min": 1, "max": -1, "content": {"type": "const_string", "value": "d"}},
             {"type": "or", "elements": [{"type": "token", "token": 5}, {"type": "exclude_token"}]},
             {"type": "any_tokens", "exclude_tokens": ["<eos>"], "max_tokens": 4},
+            {"type": "dispatch", "rules": [["<a", {"type": "const_string", "value": "1"}]], "loop": False},
             {
                 "type": "tags_with_separator",
                 "separator": ",",
@@ -95,10 +97,11 @@ def test_every_format_type_parses():
         ],
     }
     spec = parse_structural_tag_format({"type": "structural_tag", "format": fmt})
-    assert isinstance(spec.format, SequenceFormat) and len(spec.format.elements) == 10
+    assert isinstance(spec.format, SequenceFormat) and len(spec.format.elements) == 11
     assert spec.format.elements[6] == RepeatFormat(1, -1, ConstStringFormat("d"))
     assert spec.format.elements[3].content == AnyTextFormat(("q",), None, 3)
-    assert spec.format.elements[9].tags[0].begin == TokenFormat("<t>")
+    assert spec.format.elements[10].tags[0].begin == TokenFormat("<t>")
+    assert spec.format.elements[9] == DispatchFormat((("<a", ConstStringFormat("1")),), loop=False)
     assert [p for p, _ in spec.walk()][:3] == ["format", "format.elements[0]", "format.elements[1]"]
     assert parse_structural_tag_format(spec.to_json()) == spec
 
@@ -125,7 +128,11 @@ BAD = [
     ({"format": []}, "structural_tag.format must be a format"),
     ({"format": {}}, r"structural_tag.format.type is missing"),
     ({"format": {"type": "nope"}}, r"structural_tag.format.type: unknown format type 'nope'"),
-    ({"format": {"type": "dispatch", "rules": []}}, r"structural_tag.format.type: 'dispatch' is an xgrammar format"),
+    ({"format": {"type": "token_dispatch", "rules": []}}, r"format.type: 'token_dispatch' is an xgrammar format"),
+    ({"format": {"type": "dispatch", "rules": []}}, r"structural_tag.format.rules must be a non-empty list"),
+    ({"format": {"type": "dispatch", "rules": [["<a"]]}}, r"format.rules\[0\] must be a \[pattern, format\] pair"),
+    ({"format": {"type": "dispatch", "rules": [["", {"type": "any_text"}]]}}, r"format.rules\[0\]\[0\] is empty"),
+    ({"format": {"type": "dispatch", "rules": [["<", {"type": "x"}]]}}, r"format.rules\[0\]\[1\].type: unknown"),
     ({"format": {"type": "const_string"}}, r"structural_tag.format.value is missing"),
     ({"format": {"type": "const_string", "value": 3}}, r"structural_tag.format.value must be a string"),
     ({"format": {"type": "const_string", "value": "\ud800"}}, r"structural_tag.format.value is not valid Unicode"),

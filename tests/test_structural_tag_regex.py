@@ -27,6 +27,7 @@ from minisglang.constrained.structural_tag import StructuralTagError, parse_stru
 from minisglang.constrained.structural_tag_format import (
     AnyTextFormat,
     ConstStringFormat,
+    DispatchFormat,
     JSONSchemaFormat,
     OptionalFormat,
     OrFormat,
@@ -41,8 +42,8 @@ from minisglang.constrained.structural_tag_format import (
     TagsWithSeparatorFormat,
     TriggeredTagsFormat,
     from_legacy,
-    parse_structural_tag_format,
 )
+from minisglang.constrained.structural_tag_parse import parse_structural_tag_format
 from minisglang.constrained.structural_tag_regex import format_regex
 
 
@@ -99,7 +100,36 @@ def _ends(fmt, s: str, i: int, stops: tuple[str, ...] | None) -> set[int]:
         return out | (set() if fmt.at_least_one else {i})
     if isinstance(fmt, TriggeredTagsFormat):
         return _triggered_ends(fmt, s, i, stops)
+    if isinstance(fmt, DispatchFormat):
+        return _dispatch_ends(fmt, s, i, stops)
     raise AssertionError(fmt)
+
+
+def _dispatch_ends(fmt: DispatchFormat, s: str, i: int, stops) -> set[int]:
+    """A scan, as for triggered_tags: a pattern where it first completes starts its rule's
+    format (the enclosing tag's ends are not forbidden in the free text)."""
+    forbidden = (*(p for p, _ in fmt.rules), *fmt.excludes)
+
+    def dispatch(p: int) -> set[int]:
+        for k in range(p + 1, len(s) + 1):
+            done = [f for f in forbidden if s[p:k].endswith(f)]
+            if done:
+                return set().union(*(_ends(f, s, k, stops) for pat, f in fmt.rules if pat == done[0]))
+        return set()
+
+    def free_ends(p: int) -> set[int]:
+        return {k for k in range(p, len(s) + 1) if not any(f in s[p:k] for f in forbidden)}
+
+    if not fmt.loop:
+        return free_ends(i) | dispatch(i)
+    out, todo, seen = set(), [i], set()
+    while todo:
+        q = todo.pop()
+        if q not in seen:
+            seen.add(q)
+            out |= free_ends(q)
+            todo.extend(dispatch(q))
+    return out
 
 
 def _tag_ends(tag: TagFormat, s: str, i: int) -> set[int]:
@@ -223,6 +253,9 @@ CASES = [
     },
     T("<", {"type": "sequence", "elements": [ANY, T("a", ANY, "b")]}, ">"),  # each any_text stops at its own tag
     {"type": "star", "content": T("<", {"type": "plus", "content": ANY}, ">")},
+    {"type": "dispatch", "rules": [["aa", C("<")], ["b", T("<", ANY, ">")]]},  # first pattern: "aaa<" refused
+    T("<", {"type": "dispatch", "rules": [["a", ANY]], "loop": False}, ">"),  # "<b>>": the end is free text
+    {"type": "dispatch", "rules": [["<", C("a")]], "excludes": ["b"]},
     {"type": "json_schema", "json_schema": {"enum": [1, "a", None]}},
     T("<", {"type": "grammar", "grammar": 'root ::= x ("|" x)* # two rules\nx ::= "a"{1,2} | [^a<>|]'}, ">"),
 ]
@@ -289,6 +322,12 @@ def formats():
                 st.lists(tags(inner), min_size=1, max_size=2),
                 TEXTS,
                 **flags,
+            ),
+            st.builds(
+                lambda rules, loop, ex: {"type": "dispatch", "rules": rules, "loop": loop, "excludes": ex},
+                st.lists(st.tuples(st.sampled_from(["<", "<a", "b>", "a"]), inner).map(list), min_size=1, max_size=2),
+                st.booleans(),
+                st.lists(st.sampled_from(["b", "ab", ">"]), max_size=1),
             ),
             st.builds(
                 lambda trig, t, ex, **f: triggered(trig, t, ex, **f),

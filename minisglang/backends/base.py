@@ -342,7 +342,7 @@ class BaseGrammarBackend:
                 return (kind, text), None  # compile() reports it with its own message
         if kind == "structural_tag":
             from ..constrained.structural_tag import StructuralTagError
-            from ..constrained.structural_tag_format import parse_any_structural_tag
+            from ..constrained.structural_tag_parse import parse_any_structural_tag
 
             try:
                 spec = parse_any_structural_tag(text)  # the old shape or v2
@@ -411,7 +411,8 @@ class BaseGrammarBackend:
         start = time.perf_counter()
         try:
             if kind == "structural_tag":
-                from ..constrained.structural_tag_format import StructuralTagFormat, parse_any_structural_tag
+                from ..constrained.structural_tag_format import StructuralTagFormat
+                from ..constrained.structural_tag_parse import parse_any_structural_tag
 
                 spec = parsed if parsed is not None else parse_any_structural_tag(text)
                 if isinstance(spec, StructuralTagFormat):  # v2: {"type": "structural_tag", "format": ...}

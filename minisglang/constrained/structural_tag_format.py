@@ -9,7 +9,8 @@ This is the shape xgrammar (0.2) and SGLang take today. `format` is a small tree
   `repeat` (min, max: -1 for no bound, content);
 - tagging: `tag` (begin, content, end: one string or a list), `triggered_tags` (triggers,
   tags, at_least_one, stop_after_first, excludes), `tags_with_separator` (tags, separator,
-  at_least_one, stop_after_first);
+  at_least_one, stop_after_first), `dispatch` (rules: [pattern, format] pairs, loop,
+  excludes);
 - token level: `token` (token), `exclude_token` (exclude_tokens), `any_tokens`
   (exclude_tokens, max_tokens).
 
@@ -28,6 +29,10 @@ structural_tag_regex.py writes them as one regex for the fsm backend):
   trigger.
 - `tags_with_separator`: zero or more tags with the separator between them, nothing else
   (`at_least_one`: one or more; `stop_after_first`: at most one).
+- `dispatch`: as `triggered_tags`, with each rule's pattern for a trigger and its format
+  right after the pattern (no begin or end of its own); `loop` false: nothing after the
+  first. It is not unlimited in the sense above: an enclosing tag's end is not kept out
+  of its free text (xgrammar's docs: list the end in `excludes` to stop there).
 
 Why a second parser beside structural_tag.py's (the old shape, `{"structures", "triggers"}`):
 the old shape IS expressible in v2 terms (`from_legacy`: a `triggered_tags` of `tag`s with
@@ -40,6 +45,9 @@ tests compile old-shape specs both ways and require the same verdicts.
 
 Every refusal is a `StructuralTagFormatError` whose message starts with the path of the
 field at fault (`structural_tag.format.tags[2].content.type: ...`).
+
+The parser is structural_tag_parse.py (`parse_structural_tag_format`, and
+`parse_any_structural_tag` for either shape); this module holds the formats themselves.
 """
 
 from __future__ import annotations
@@ -49,7 +57,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from typing import Any, ClassVar
 
-from .structural_tag import StructuralTag, StructuralTagError, parse_structural_tag
+from .structural_tag import StructuralTag, StructuralTagError
 
 # Bounds checked while parsing, before anything is built.
 MAX_DEPTH = 64  # formats inside formats
@@ -188,6 +196,17 @@ class TriggeredTagsFormat:
 
 
 @dataclass(frozen=True)
+class DispatchFormat:
+    """Free text in which each rule's pattern, where it first appears, is followed by the
+    rule's format; then free text again (`loop`) or the end of this format (not `loop`)."""
+
+    TYPE: ClassVar[str] = "dispatch"
+    rules: tuple[tuple[str, Format], ...]
+    loop: bool = True
+    excludes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class TagsWithSeparatorFormat:
     TYPE: ClassVar[str] = "tags_with_separator"
     tags: tuple[TagFormat, ...]
@@ -211,6 +230,7 @@ Format = (
     | TagFormat
     | TriggeredTagsFormat
     | TagsWithSeparatorFormat
+    | DispatchFormat
     | TokenFormat
     | ExcludeTokenFormat
     | AnyTokensFormat
@@ -232,6 +252,7 @@ FORMATS: dict[str, type[Any]] = {
         TagFormat,
         TriggeredTagsFormat,
         TagsWithSeparatorFormat,
+        DispatchFormat,
         TokenFormat,
         ExcludeTokenFormat,
         AnyTokensFormat,
@@ -239,7 +260,7 @@ FORMATS: dict[str, type[Any]] = {
 }
 TOKEN_FORMATS = ("token", "exclude_token", "any_tokens")
 # xgrammar's formats that minisglang does not take (refused by name when parsed).
-NOT_SERVED = ("dispatch", "token_dispatch", "token_triggered_tags", "qwen_xml_parameter")
+NOT_SERVED = ("token_dispatch", "token_triggered_tags", "qwen_xml_parameter")
 JSON_STYLES = (
     "json",
     "qwen_xml",
@@ -290,6 +311,8 @@ def rewrite(spec: StructuralTagFormat, change: Callable[[str, Format], Format]) 
             fmt = replace(fmt, content=node(f"{path}.content", fmt.content))
         elif isinstance(fmt, (TriggeredTagsFormat, TagsWithSeparatorFormat)):
             fmt = replace(fmt, tags=tuple(node(f"{path}.tags[{i}]", t) for i, t in enumerate(fmt.tags)))
+        elif isinstance(fmt, DispatchFormat):
+            fmt = replace(fmt, rules=tuple((p, node(f"{path}.rules[{i}][1]", f)) for i, (p, f) in enumerate(fmt.rules)))
         return change(path, fmt)
 
     return StructuralTagFormat(node("format", spec.format))
@@ -307,6 +330,8 @@ def _children(path: str, fmt: Format) -> list[tuple[str, Format]]:
         return out
     if isinstance(fmt, (TriggeredTagsFormat, TagsWithSeparatorFormat)):
         return [(f"{path}.tags[{i}]", t) for i, t in enumerate(fmt.tags)]
+    if isinstance(fmt, DispatchFormat):
+        return [(f"{path}.rules[{i}][1]", f) for i, (_, f) in enumerate(fmt.rules)]
     return []
 
 
@@ -332,302 +357,9 @@ def from_legacy(spec: StructuralTag) -> StructuralTagFormat:
     return StructuralTagFormat(TriggeredTagsFormat(spec.triggers, tags, spec.at_least_one, spec.stop_after_first))
 
 
-def parse_any_structural_tag(spec: Any) -> StructuralTag | StructuralTagFormat:
-    """A structural_tag spec of either shape (a dict, or its JSON text, parsed once): v2
-    when it has `format`, else the old `{structures, triggers}` (structural_tag.py)."""
-    if isinstance(spec, str):
-        try:
-            spec = json.loads(spec)
-        except (ValueError, RecursionError) as e:
-            raise StructuralTagFormatError(f"structural_tag is not valid JSON: {e}") from None
-    if is_v2(spec):
-        return parse_structural_tag_format(spec)
-    return parse_structural_tag(spec)
-
-
 def is_v2(spec: Any) -> bool:
     """Whether a structural_tag spec (parsed JSON) is the v2 shape: an object with `format`."""
     return isinstance(spec, dict) and "format" in spec
-
-
-# ---------------------------------------------------------------------------- parsing
-def parse_structural_tag_format(spec: Any) -> StructuralTagFormat:
-    """A v2 spec (a dict, or its JSON text) -> StructuralTagFormat; StructuralTagFormatError
-    names the path of what is wrong. Schemas, regexes and grammars are only checked for their
-    JSON type here: compiling them reports their own errors."""
-    if isinstance(spec, str):
-        try:
-            spec = json.loads(spec)
-        except (ValueError, RecursionError) as e:
-            raise StructuralTagFormatError(f"structural_tag is not valid JSON: {e}") from None
-    if not isinstance(spec, dict):
-        raise StructuralTagFormatError(f"structural_tag must be an object, got {_json_type(spec)}")
-    _keys("structural_tag", spec, required=("format",), optional=("type",))
-    if spec.get("type", "structural_tag") != "structural_tag":
-        raise StructuralTagFormatError(f"structural_tag.type must be 'structural_tag', got {spec['type']!r}")
-    return StructuralTagFormat(_Parser().format("structural_tag.format", spec["format"], 0))
-
-
-class _Parser:
-    def __init__(self) -> None:
-        self.nodes = 0
-
-    def format(self, where: str, value: Any, depth: int) -> Format:
-        self.nodes += 1
-        if self.nodes > MAX_NODES:
-            raise StructuralTagFormatError(f"{where}: the spec has more than {MAX_NODES} formats")
-        if depth > MAX_DEPTH:
-            raise StructuralTagFormatError(f"{where}: formats nest more than {MAX_DEPTH} deep")
-        if not isinstance(value, dict):
-            raise StructuralTagFormatError(f"{where} must be a format (an object with a type), got {_json_type(value)}")
-        if "type" not in value:
-            raise StructuralTagFormatError(f"{where}.type is missing (one of {sorted(FORMATS)})")
-        kind = value["type"]
-        if kind in NOT_SERVED:
-            raise StructuralTagFormatError(
-                f"{where}.type: {kind!r} is an xgrammar format minisglang does not take (it takes {sorted(FORMATS)})"
-            )
-        if not isinstance(kind, str) or kind not in FORMATS:
-            raise StructuralTagFormatError(f"{where}.type: unknown format type {kind!r}; known: {sorted(FORMATS)}")
-        parse: Callable[[str, dict[str, Any], int], Format] = getattr(self, "_" + kind)
-        return parse(where, value, depth)
-
-    # primitives
-    def _const_string(self, where: str, v: dict[str, Any], depth: int) -> Format:
-        _keys(where, v, ("value",))
-        return ConstStringFormat(_text(f"{where}.value", v["value"]))
-
-    def _json_schema(self, where: str, v: dict[str, Any], depth: int) -> Format:
-        _keys(where, v, ("json_schema",), ("style", "any_order", "max_whitespace_cnt", "excludes"))
-        schema = v["json_schema"]
-        if not isinstance(schema, (dict, bool)):
-            raise StructuralTagFormatError(
-                f"{where}.json_schema must be a JSON Schema (an object or a boolean), got {_json_type(schema)}"
-            )
-        style = v.get("style", "json")
-        if style not in JSON_STYLES:
-            raise StructuralTagFormatError(f"{where}.style must be one of {list(JSON_STYLES)}, got {style!r}")
-        cnt = v.get("max_whitespace_cnt")
-        if cnt is not None:
-            cnt = _count(f"{where}.max_whitespace_cnt", cnt)
-        return JSONSchemaFormat(
-            schema,
-            style,
-            _flag(f"{where}.any_order", v.get("any_order", False)),
-            cnt,
-            _strings(f"{where}.excludes", v.get("excludes", [])),
-        )
-
-    def _grammar(self, where: str, v: dict[str, Any], depth: int) -> Format:
-        _keys(where, v, ("grammar",), ("syntax",))
-        syntax = v.get("syntax", "ebnf")
-        if syntax not in ("ebnf", "lark"):
-            raise StructuralTagFormatError(f"{where}.syntax must be 'ebnf' or 'lark', got {syntax!r}")
-        return GrammarFormat(_text(f"{where}.grammar", v["grammar"], nonempty=True), syntax)
-
-    def _regex(self, where: str, v: dict[str, Any], depth: int) -> Format:
-        _keys(where, v, ("pattern",))
-        return RegexFormat(_text(f"{where}.pattern", v["pattern"]))
-
-    def _any_text(self, where: str, v: dict[str, Any], depth: int) -> Format:
-        _keys(where, v, (), ("excludes", "max_tokens", "max_chars"))
-        bounds = {k: None if v.get(k) is None else _count(f"{where}.{k}", v[k]) for k in ("max_tokens", "max_chars")}
-        return AnyTextFormat(_strings(f"{where}.excludes", v.get("excludes", [])), **bounds)
-
-    # composition
-    def _elements(self, where: str, v: dict[str, Any], depth: int) -> tuple[Format, ...]:
-        _keys(where, v, ("elements",))
-        elements = v["elements"]
-        if not isinstance(elements, list) or not elements:
-            raise StructuralTagFormatError(
-                f"{where}.elements must be a non-empty list of formats, got "
-                f"{'an empty list' if elements == [] else _json_type(elements)}"
-            )
-        return tuple(self.format(f"{where}.elements[{i}]", e, depth + 1) for i, e in enumerate(elements))
-
-    def _sequence(self, where: str, v: dict[str, Any], depth: int) -> Format:
-        return SequenceFormat(self._elements(where, v, depth))
-
-    def _or(self, where: str, v: dict[str, Any], depth: int) -> Format:
-        return OrFormat(self._elements(where, v, depth))
-
-    def _content(self, where: str, v: dict[str, Any], depth: int, more: tuple[str, ...] = ()) -> Format:
-        _keys(where, v, ("content", *more))
-        return self.format(f"{where}.content", v["content"], depth + 1)
-
-    def _optional(self, where: str, v: dict[str, Any], depth: int) -> Format:
-        return OptionalFormat(self._content(where, v, depth))
-
-    def _plus(self, where: str, v: dict[str, Any], depth: int) -> Format:
-        return PlusFormat(self._content(where, v, depth))
-
-    def _star(self, where: str, v: dict[str, Any], depth: int) -> Format:
-        return StarFormat(self._content(where, v, depth))
-
-    def _repeat(self, where: str, v: dict[str, Any], depth: int) -> Format:
-        content = self._content(where, v, depth, ("min", "max"))
-        low = _count(f"{where}.min", v["min"])
-        high = v["max"]
-        if not (isinstance(high, int) and not isinstance(high, bool)) or high < -1:
-            raise StructuralTagFormatError(f"{where}.max must be a whole number >= 0, or -1 for no bound, got {high!r}")
-        if high != -1 and high < low:
-            raise StructuralTagFormatError(f"{where}.max {high} is less than min {low}")
-        if max(low, high) > MAX_REPEAT:
-            raise StructuralTagFormatError(f"{where}: repeat bounds past {MAX_REPEAT} are refused")
-        return RepeatFormat(low, high, content)
-
-    # tags
-    def _tag(self, where: str, v: dict[str, Any], depth: int) -> TagFormat:
-        _keys(where, v, ("begin", "content", "end"))
-        begin = self._text_or_token(f"{where}.begin", v["begin"], depth)
-        end_value = v["end"]
-        end: str | tuple[str, ...] | TokenFormat
-        if isinstance(end_value, list):
-            end = _strings(f"{where}.end", end_value, nonempty=False)
-            if not end:
-                raise StructuralTagFormatError(f"{where}.end is an empty list")
-        else:
-            end = self._text_or_token(f"{where}.end", end_value, depth)
-        return TagFormat(begin, self.format(f"{where}.content", v["content"], depth + 1), end)
-
-    def _text_or_token(self, where: str, value: Any, depth: int) -> str | TokenFormat:
-        if isinstance(value, dict):
-            fmt = self.format(where, value, depth + 1)
-            if not isinstance(fmt, TokenFormat):
-                raise StructuralTagFormatError(f"{where} must be a string or a token format, got a {fmt.TYPE!r} format")
-            return fmt
-        return _text(where, value)
-
-    def _tags(self, where: str, values: Any, depth: int) -> tuple[TagFormat, ...]:
-        if not isinstance(values, list) or not values:
-            raise StructuralTagFormatError(
-                f"{where} must be a non-empty list of tags, got "
-                f"{'an empty list' if values == [] else _json_type(values)}"
-            )
-        tags = []
-        for i, value in enumerate(values):
-            here = f"{where}[{i}]"
-            if not isinstance(value, dict):
-                raise StructuralTagFormatError(f"{here} must be a tag (an object), got {_json_type(value)}")
-            if value.get("type", "tag") != "tag":
-                raise StructuralTagFormatError(f"{here}.type must be 'tag', got {value['type']!r}")
-            self.nodes += 1
-            tags.append(self._tag(here, {k: x for k, x in value.items() if k != "type"}, depth + 1))
-        return tuple(tags)
-
-    def _triggered_tags(self, where: str, v: dict[str, Any], depth: int) -> Format:
-        _keys(where, v, ("triggers", "tags"), ("at_least_one", "stop_after_first", "excludes"))
-        triggers = _strings(f"{where}.triggers", v["triggers"])
-        if not triggers:
-            raise StructuralTagFormatError(f"{where}.triggers is an empty list")
-        tags = self._tags(f"{where}.tags", v["tags"], depth)
-        for i, tag in enumerate(tags):
-            if not isinstance(tag.begin, str):
-                raise StructuralTagFormatError(
-                    f"{where}.tags[{i}].begin must be a string in triggered_tags (a token begin: token_triggered_tags)"
-                )
-            matched = [t for t in triggers if tag.begin.startswith(t)]
-            if len(matched) != 1:
-                raise StructuralTagFormatError(
-                    f"{where}.tags[{i}].begin {tag.begin!r} starts with {len(matched)} of the triggers "
-                    f"{list(triggers)}; each tag must start with exactly one"
-                )
-        flags = {k: _flag(f"{where}.{k}", v.get(k, False)) for k in ("at_least_one", "stop_after_first")}
-        return TriggeredTagsFormat(
-            triggers, tags, **flags, excludes=_strings(f"{where}.excludes", v.get("excludes", []))
-        )
-
-    def _tags_with_separator(self, where: str, v: dict[str, Any], depth: int) -> Format:
-        _keys(where, v, ("tags", "separator"), ("at_least_one", "stop_after_first"))
-        tags = self._tags(f"{where}.tags", v["tags"], depth)
-        flags = {k: _flag(f"{where}.{k}", v.get(k, False)) for k in ("at_least_one", "stop_after_first")}
-        return TagsWithSeparatorFormat(tags, _text(f"{where}.separator", v["separator"]), **flags)
-
-    # token level
-    def _token(self, where: str, v: dict[str, Any], depth: int) -> Format:
-        _keys(where, v, ("token",))
-        return TokenFormat(_token_ref(f"{where}.token", v["token"]))
-
-    def _exclude_token(self, where: str, v: dict[str, Any], depth: int) -> Format:
-        _keys(where, v, (), ("exclude_tokens",))
-        return ExcludeTokenFormat(_token_refs(f"{where}.exclude_tokens", v.get("exclude_tokens", [])))
-
-    def _any_tokens(self, where: str, v: dict[str, Any], depth: int) -> Format:
-        _keys(where, v, (), ("exclude_tokens", "max_tokens"))
-        cnt = v.get("max_tokens")
-        return AnyTokensFormat(
-            _token_refs(f"{where}.exclude_tokens", v.get("exclude_tokens", [])),
-            None if cnt is None else _count(f"{where}.max_tokens", cnt),
-        )
-
-
-# ---------------------------------------------------------------------------- field checks
-def _keys(where: str, v: dict[str, Any], required: tuple[str, ...], optional: tuple[str, ...] = ()) -> None:
-    known = ("type", *required, *optional)
-    unknown = sorted(str(k) for k in v if k not in known)
-    if unknown:
-        raise StructuralTagFormatError(f"{where}.{unknown[0]}: unknown key (this format takes {list(known)})")
-    for k in required:
-        if k not in v:
-            raise StructuralTagFormatError(f"{where}.{k} is missing")
-
-
-def _text(where: str, value: Any, nonempty: bool = False) -> str:
-    if not isinstance(value, str):
-        raise StructuralTagFormatError(f"{where} must be a string, got {_json_type(value)}")
-    if nonempty and not value:
-        raise StructuralTagFormatError(f"{where} is empty")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as e:
-        raise StructuralTagFormatError(
-            f"{where} is not valid Unicode text (a lone surrogate at character {e.start})"
-        ) from None
-    return value
-
-
-def _strings(where: str, values: Any, nonempty: bool = True) -> tuple[str, ...]:
-    """A list of strings (each non-empty unless `nonempty` is False), at most MAX_STRINGS."""
-    if not isinstance(values, list):
-        raise StructuralTagFormatError(f"{where} must be a list of strings, got {_json_type(values)}")
-    if len(values) > MAX_STRINGS:
-        raise StructuralTagFormatError(f"{where} has {len(values)} strings; at most {MAX_STRINGS} are taken")
-    return tuple(_text(f"{where}[{i}]", s, nonempty) for i, s in enumerate(values))
-
-
-def _flag(where: str, value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise StructuralTagFormatError(f"{where} must be true or false, got {_json_type(value)}")
-    return value
-
-
-def _count(where: str, value: Any) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise StructuralTagFormatError(f"{where} must be a whole number >= 0, got {value!r}")
-    if value > 2_147_483_647:
-        raise StructuralTagFormatError(f"{where} {value} is past 2147483647")
-    return value
-
-
-def _token_ref(where: str, value: Any) -> int | str:
-    if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise StructuralTagFormatError(f"{where} must be a token id or a token string, got {_json_type(value)}")
-    if isinstance(value, int) and value < 0:
-        raise StructuralTagFormatError(f"{where} must be a token id >= 0, got {value}")
-    return value if isinstance(value, int) else _text(where, value, nonempty=True)
-
-
-def _token_refs(where: str, values: Any) -> tuple[int | str, ...]:
-    if not isinstance(values, list):
-        raise StructuralTagFormatError(f"{where} must be a list of token ids or strings, got {_json_type(values)}")
-    if len(values) > MAX_STRINGS:
-        raise StructuralTagFormatError(f"{where} has {len(values)} tokens; at most {MAX_STRINGS} are taken")
-    return tuple(_token_ref(f"{where}[{i}]", x) for i, x in enumerate(values))
-
-
-def _json_type(value: Any) -> str:
-    names = {bool: "a boolean", str: "a string", list: "a list", dict: "an object", type(None): "null"}
-    return names.get(type(value), "a number" if isinstance(value, (int, float)) else f"a {type(value).__name__}")
 
 
 __all__ = [
@@ -635,6 +367,7 @@ __all__ = [
     "AnyTextFormat",
     "AnyTokensFormat",
     "ConstStringFormat",
+    "DispatchFormat",
     "ExcludeTokenFormat",
     "Format",
     "GrammarFormat",
@@ -655,7 +388,5 @@ __all__ = [
     "format_to_dict",
     "from_legacy",
     "is_v2",
-    "parse_any_structural_tag",
-    "parse_structural_tag_format",
     "rewrite",
 ]

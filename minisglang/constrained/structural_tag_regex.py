@@ -17,7 +17,9 @@ Each format becomes a regex_ast node; the semantics are structural_tag_format.py
   forbidden string and ending in no head of t) then t, where a head of t is what comes
   before t's start in a forbidden string that ends inside t;
 - `tags_with_separator` is `T (sep T)*`, optional unless `at_least_one`, cut to one tag by
-  `stop_after_first`.
+  `stop_after_first`;
+- `dispatch` is `triggered_tags`'s loop with each pattern for a trigger and its rule's
+  format after it (its free text does not stop at an enclosing tag's end).
 
 A `grammar` (GBNF) is written out as a regex when no rule refers to itself (gbnf_regex.py).
 Refused by name (StructuralTagFormatError, with the format's path): a recursive `grammar`
@@ -59,6 +61,7 @@ from .structural_tag_format import (
     AnyTextFormat,
     AnyTokensFormat,
     ConstStringFormat,
+    DispatchFormat,
     ExcludeTokenFormat,
     Format,
     GrammarFormat,
@@ -135,6 +138,8 @@ class _Compiler:
                 return one if fmt.at_least_one else repeat(one, 0, 1)
             many = concat(one, repeat(concat(lit(fmt.separator), one), 0, None))
             return many if fmt.at_least_one else repeat(many, 0, 1)
+        if isinstance(fmt, DispatchFormat):
+            return self.dispatch(where, fmt, stops)
         if isinstance(fmt, GrammarFormat):
             if fmt.syntax != "ebnf":
                 raise StructuralTagFormatError(
@@ -192,6 +197,20 @@ class _Compiler:
         content = self.node(f"{where}.content", fmt.content, ends)
         end = alt(lit(e) for e in ends)
         return concat(lit(fmt.begin), content, _some(where, end))
+
+    def dispatch(self, where: str, fmt: DispatchFormat, stops: tuple[str, ...] | None) -> Regex:
+        """Free text up to the first pattern, then that rule's format; the enclosing tag's
+        ends are not forbidden here (they reach only the rules' formats)."""
+        forbidden = _forbidden(where, (*(p for p, _ in fmt.rules), *fmt.excludes), None, first=True)
+        loop = _some(
+            where,
+            alt(
+                concat(_until(p, forbidden), self.node(f"{where}.rules[{i}][1]", f, stops))
+                for i, (p, f) in enumerate(fmt.rules)
+            ),
+        )
+        free = _without(forbidden)
+        return concat(repeat(loop, 0, None), free) if fmt.loop else _some(where, alt([loop, free]))
 
     def triggered_tags(self, where: str, fmt: TriggeredTagsFormat, stops: tuple[str, ...] | None) -> Regex:
         forbidden = _forbidden(where, (*fmt.triggers, *fmt.excludes), stops, first=True)

@@ -55,6 +55,7 @@ STAGE_FILES: dict[str, list[str]] = {
         "constrained/structural_tag.py",
         "constrained/gbnf_regex.py",
         "constrained/structural_tag_format.py",
+        "constrained/structural_tag_parse.py",
         "constrained/structural_tag_regex.py",
         "drawings/structural_tag.py",
     ],
