@@ -14,14 +14,15 @@ This is the shape xgrammar (0.2) and SGLang take today. `format` is a small tree
 - token level: `token` (token), `exclude_token` (exclude_tokens), `any_tokens`
   (exclude_tokens, max_tokens).
 
-Semantics (xgrammar's, checked against its GrammarMatcher in tests/test_structural_tag_format.py;
+Semantics (xgrammar's, checked against its GrammarMatcher in tests/test_structural_tag_regex.py;
 structural_tag_regex.py writes them as one regex for the fsm backend):
 
 - An *unlimited* format (`any_text`, `triggered_tags`) inside a `tag` stops at that tag's
   end: the end strings of the NEAREST enclosing tag join its excludes (a tag whose content
   holds one needs non-empty ends). At the top level nothing is added (`any_text` then
   `"x"` is `.*x`).
-- `any_text`: text in which no exclude (nor that end) occurs.
+- `any_text`: text in which no exclude (nor that end) occurs; any split counts (with end
+  "aa", "<aaa" is "<", the text "a", then the end).
 - `triggered_tags`: free text (no trigger, exclude or end inside) up to the FIRST place a
   trigger completes, then one of the tags whose begin starts with that trigger; then free
   text again, and so on. `at_least_one`: it starts with a tag (no free text first);

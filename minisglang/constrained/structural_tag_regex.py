@@ -217,13 +217,12 @@ class _Compiler:
         body: dict[str, list[Regex]] = {}  # trigger -> its tags after the trigger
         first: list[Regex] = []  # whole tags (at_least_one: the output starts with one)
         for i, tag in enumerate(fmt.tags):
-            here = f"{where}.tags[{i}]"
-            whole = self.tag(here, tag)
             t = fmt.trigger_of(tag)
             assert isinstance(tag.begin, str)
-            rest = self.tag(here, TagFormat(tag.begin[len(t) :], tag.content, tag.end))
+            # The tag after its trigger (its content compiled once: a tool's schema can be large).
+            rest = self.tag(f"{where}.tags[{i}]", TagFormat(tag.begin[len(t) :], tag.content, tag.end))
             body.setdefault(t, []).append(rest)
-            first.append(whole)
+            first.append(concat(lit(t), rest))
         free = _without(forbidden)
         loop = _some(
             where,
