@@ -519,6 +519,19 @@ def test_both_backends_serve_a_v2_tool_call_spec_alike(name):
         ({"type": "regex", "pattern": "a{1,2}" * 30_000}, r"format.pattern: regex of 180,000 characters"),
         (T("<", ANY, ""), r"format.content: this format is unlimited .* needs non-empty end strings"),
         (
+            {"type": "triggered_tags", "triggers": ["a" * 20_000], "tags": [T("a" * 20_000, C(""), ">")]},
+            r"structural_tag.format: 'aaaa.*\(20,000 characters\) is 20,000 bytes long; .* at most 256 bytes",
+        ),
+        (
+            T("<", {"type": "any_text", "excludes": [f"{i:0>200}" for i in range(30)]}, ">"),
+            r"format.content: the strings kept out of this free text are 6,001 bytes together; the limit is 4,096",
+        ),
+        ({"type": "grammar", "grammar": "root ::= " + "(" * 5000 + '"x"' + ")" * 5000}, r"nests too deep"),
+        (
+            {"type": "grammar", "grammar": 'root ::= "x"' + " " * 100_000},
+            r"format.grammar: grammar of 100,012 characters",
+        ),
+        (
             {"type": "triggered_tags", "triggers": ["<"], "excludes": ["a<"], "tags": [T("<", C(""), ">")]},
             r"structural_tag.format: '<' is inside 'a<'",
         ),

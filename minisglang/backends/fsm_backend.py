@@ -380,7 +380,7 @@ class FSMBackend(BaseGrammarBackend):
         """A v2 structural tag as one regex tree (constrained/structural_tag_regex.py), for
         the lazy automaton (free text is written with its difference operator). As for the
         old shape, `max_regex_chars` bounds each schema's regex, and the user's regexes."""
-        from ..constrained.structural_tag_format import RegexFormat, StructuralTagFormatError
+        from ..constrained.structural_tag_format import GrammarFormat, RegexFormat, StructuralTagFormatError
         from ..constrained.structural_tag_regex import format_regex
 
         if self.automaton != "lazy":
@@ -390,10 +390,14 @@ class FSMBackend(BaseGrammarBackend):
             )
         limit = self.options.get("max_regex_chars", 100_000)
         for path, fmt in spec.walk():
-            if isinstance(fmt, RegexFormat) and limit is not None and len(fmt.pattern) > limit:
+            text = (
+                fmt.pattern if isinstance(fmt, RegexFormat) else fmt.grammar if isinstance(fmt, GrammarFormat) else ""
+            )
+            if limit is not None and len(text) > limit:
+                field = "pattern" if isinstance(fmt, RegexFormat) else "grammar"
                 raise StructuralTagFormatError(
-                    f"structural_tag.{path}.pattern: regex of {len(fmt.pattern):,} characters is longer than "
-                    f"the limit of {limit:,} (option max_regex_chars)"
+                    f"structural_tag.{path}.{field}: {'regex' if field == 'pattern' else 'grammar'} of "
+                    f"{len(text):,} characters is longer than the limit of {limit:,} (option max_regex_chars)"
                 )
         tree = format_regex(spec, lambda schema, whitespace: self._schema_tree(schema, whitespace)[0])
         return self.compile_regex(tree, None, ours=True)

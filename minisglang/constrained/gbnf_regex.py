@@ -105,6 +105,13 @@ class _Reader:
 
 def gbnf_regex(text: str) -> Regex:
     """The grammar's `root` as a regex tree; GrammarNotRegular says why it cannot be one."""
+    try:
+        return _regex(text)
+    except RecursionError:
+        raise GrammarNotRegular("the grammar nests too deep (groups or rules inside each other)") from None
+
+
+def _regex(text: str) -> Regex:
     rules = _parse(text)
     if "root" not in rules:
         raise GrammarNotRegular("the grammar has no rule named root")

@@ -83,6 +83,10 @@ from .structural_tag_format import (
 
 ANY = chars([(0, 0x10FFFF)])
 ANY_TEXT = repeat(ANY, 0, None)
+# Bounds on the strings free text must avoid (the old shape's TagLimits defaults): each, and
+# all of one format's together.
+MAX_FORBIDDEN_BYTES = 256
+MAX_FORBIDDEN_TOTAL = 4096
 # Where JSON allows whitespace: at most one space (json_schema/'s default layout).
 ONE_SPACE = "[ ]?"
 
@@ -248,6 +252,20 @@ def _forbidden(where: str, own: tuple[str, ...], stops: tuple[str, ...] | None, 
             "non-empty end strings to know where it stops"
         )
     listed = (*own, *(stops or ()))
+    # Bounded as the old shape's triggers are (TagLimits): finding the heads (`_until`) reads
+    # every suffix of every string, so a 20,000-character trigger took 1.3 s, 200,000 minutes.
+    for text in listed:
+        if len(text.encode("utf-8")) > MAX_FORBIDDEN_BYTES:
+            raise StructuralTagFormatError(
+                f"{where}: {_clipped(text)} is {len(text.encode('utf-8')):,} bytes long; a trigger, exclude, "
+                f"pattern or end kept out of free text may be at most {MAX_FORBIDDEN_BYTES} bytes"
+            )
+    total = sum(len(text.encode("utf-8")) for text in listed)
+    if total > MAX_FORBIDDEN_TOTAL:
+        raise StructuralTagFormatError(
+            f"{where}: the strings kept out of this free text are {total:,} bytes together; the limit is "
+            f"{MAX_FORBIDDEN_TOTAL:,}"
+        )
     for i, a in enumerate(listed if first else ()):
         for j, b in enumerate(listed):
             if i != j and a in b:
@@ -256,6 +274,10 @@ def _forbidden(where: str, own: tuple[str, ...], stops: tuple[str, ...] | None, 
                     "and the enclosing tag's ends are kept out of free text, and no one of them may hold another)"
                 )
     return tuple(dict.fromkeys(listed))
+
+
+def _clipped(text: str, limit: int = 40) -> str:
+    return repr(text) if len(text) <= limit else repr(text[:limit]) + f"... ({len(text):,} characters)"
 
 
 def _without(forbidden: tuple[str, ...]) -> Regex:
