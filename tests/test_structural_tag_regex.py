@@ -752,6 +752,18 @@ def test_random_formats_read_alike_on_the_fsm_and_llguidance_backends(fmt):
         assert walk(ours_, tok, text) == walk(theirs, tok, text), text
 
 
+def test_nested_lists_reach_llguidance_in_a_text_linear_in_the_format():
+    """A separated list uses its tag twice (T (sep T)*): written out in place, 20 nested
+    lists took 18 s and llguidance refused 10 ("too deeply nested")."""
+    fmt = C("x")
+    for _ in range(20):
+        fmt = {"type": "tags_with_separator", "separator": ",", "tags": [T("<", fmt, ">")]}
+    grammar = compiled("llguidance", fmt)
+    assert not isinstance(grammar, InvalidGrammarObject), grammar
+    tok = load("bundled")
+    assert walk(grammar, tok, "<" * 20 + "x" + ">" * 20) and not walk(grammar, tok, "<" * 19 + "x" + ">" * 19)
+
+
 def test_the_llguidance_backend_serves_a_v2_tool_call_and_refuses_what_it_cannot_by_name():
     tok = load("bundled")
     grammar = compiled("llguidance", TOOL)

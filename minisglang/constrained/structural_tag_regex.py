@@ -318,8 +318,11 @@ def lark_grammar(tree: Regex) -> str:
     `ALL`): its lexer is greedy, so a rule of several lexemes beside free text could split
     the output differently from the regex; one lexeme cannot. Text and classes are regexes
     with every character as `\\x{HEX}`, intersection and difference llguidance's `&` and
-    `& ~`, and a shared sub-expression its own terminal."""
-    shared: dict[int, str] = {}
+    `& ~`. Every composite node is its own terminal, written once however often the tree
+    uses it: a tree is a graph (a separated list uses its tag twice), and written out in
+    place nested lists doubled the text at each level (20 levels: 18 s), and llguidance
+    refused 10 levels of parentheses ("too deeply nested")."""
+    names: dict[Regex, str] = {}
     lines: list[str] = []
 
     def text(node: Regex) -> str:
@@ -329,22 +332,29 @@ def lark_grammar(tree: Regex) -> str:
             if not node.ranges:
                 return '("a" & "b")'  # no string at all
             return "/[" + "".join(_hex(a) if a == b else f"{_hex(a)}-{_hex(b)}" for a, b in _scalar(node.ranges)) + "]/"
+        if isinstance(node, Seq) and not node.parts:
+            return '""'
+        if isinstance(node, Shared):
+            return text(node.body)
+        name = names.get(node)
+        if name is None:
+            body = composite(node)
+            name = names[node] = f"T{len(names)}"
+            lines.append(f"{name}: {body}")
+        return name
+
+    def composite(node: Regex) -> str:
         if isinstance(node, Seq):
-            return "(" + " ".join(text(p) for p in node.parts) + ")" if node.parts else '""'
+            return " ".join(text(p) for p in node.parts)
         if isinstance(node, Alt):
-            return "(" + " | ".join(text(o) for o in node.options) + ")"
+            return " | ".join(text(o) for o in node.options)
         if isinstance(node, Repeat):
             high = "" if node.high is None else str(node.high)
-            return f"({text(node.body)}){{{node.low},{high}}}"
+            return f"{text(node.body)}{{{node.low},{high}}}"
         if isinstance(node, And):
-            return f"({text(node.a)} & {text(node.b)})"
+            return f"{text(node.a)} & {text(node.b)}"
         if isinstance(node, Diff):
-            return f"({text(node.a)} & ~{text(node.b)})"
-        if isinstance(node, Shared):
-            if id(node) not in shared:
-                shared[id(node)] = name = f"SHARED_{len(shared)}"
-                lines.append(f"{name}: {text(node.body)}")
-            return shared[id(node)]
+            return f"{text(node.a)} & ~{text(node.b)}"
         raise StructuralTagFormatError(f"llguidance cannot be given this regex node ({type(node).__name__})")
 
     whole = text(tree)
