@@ -203,7 +203,8 @@ def _automaton_dot(args, layout) -> str:
 
 def _tag_dot(args, layout) -> str:
     """The DOT text of a structural tag given as JSON text or ``@FILE`` (chapter 07)."""
-    from .constrained.structural_tag import parse_structural_tag
+    from .constrained.structural_tag_format import StructuralTagFormat
+    from .constrained.structural_tag_parse import parse_any_structural_tag
     from .drawings.structural_tag import structural_tag_dot
 
     if args.regex is None:
@@ -214,7 +215,12 @@ def _tag_dot(args, layout) -> str:
             spec = Path(spec[1:]).read_text()
         except OSError as e:
             raise ValueError(f"cannot read the structural tag file {spec[1:]!r}: {e.strerror}") from None
-    tag = parse_structural_tag(spec)
+    tag = parse_any_structural_tag(spec)
+    if isinstance(tag, StructuralTagFormat):
+        raise ValueError(
+            '--kind tag draws the old shape ({"structures", "triggers"}); a v2 spec '
+            '({"type": "structural_tag", "format": ...}) has no drawing'
+        )
     return structural_tag_dot(tag, layout=layout)
 
 

@@ -138,11 +138,14 @@ class JsonSchemaFormat(_Strict):
 
 
 class ResponseFormat(_Strict):
-    """OpenAI's response_format, plus SGLang's {"type": "structural_tag", "structures",
-    "triggers", "at_least_one", "stop_after_first"} (checked by the engine's SamplingParams)."""
+    """OpenAI's response_format, plus SGLang's structural tags: v2, {"type": "structural_tag",
+    "format": {...}} (xgrammar's format tree, constrained/structural_tag_format.py), or the old
+    {"type": "structural_tag", "structures", "triggers", "at_least_one", "stop_after_first"}
+    (checked by the engine's grammar backend when it compiles)."""
 
     type: Literal["text", "json_object", "json_schema", "structural_tag"]
     json_schema: JsonSchemaFormat | None = None
+    format: Any = None
     structures: list[Any] | None = None
     triggers: list[Any] | None = None
     at_least_one: bool | None = None
@@ -152,15 +155,23 @@ class ResponseFormat(_Strict):
     def _fields_of_the_type(self) -> ResponseFormat:
         if (self.type == "json_schema") != (self.json_schema is not None):
             raise ValueError("json_schema (with a schema) is required exactly when type is 'json_schema'")
-        tag_fields = [k for k in _TAG_FIELDS if getattr(self, k) is not None]
-        if self.type == "structural_tag" and not {"structures", "triggers"} <= set(tag_fields):
-            raise ValueError("type 'structural_tag' needs structures and triggers")
+        tag_fields = [k for k in ("format", *_TAG_FIELDS) if getattr(self, k) is not None]
+        if self.type == "structural_tag":
+            if self.format is not None and len(tag_fields) > 1:
+                raise ValueError(
+                    f"type 'structural_tag' takes either format (v2) or structures and triggers (the old "
+                    f"shape), not both: got {', '.join(tag_fields)}"
+                )
+            if self.format is None and not {"structures", "triggers"} <= set(tag_fields):
+                raise ValueError("type 'structural_tag' needs format (v2), or structures and triggers")
         if self.type != "structural_tag" and tag_fields:
             raise ValueError(f"{', '.join(tag_fields)} belong to type 'structural_tag' only")
         return self
 
     def constraint(self) -> tuple[str, Any] | None:
         """The (sampling-params key, value) this format asks for; None for "text"."""
+        if self.type == "structural_tag" and self.format is not None:
+            return "structural_tag", {"type": "structural_tag", "format": self.format}
         if self.type == "structural_tag":
             return "structural_tag", {k: getattr(self, k) for k in _TAG_FIELDS if getattr(self, k) is not None}
         if self.type == "json_schema":

@@ -62,6 +62,8 @@ def test_viz_draws_a_structural_tag_from_json_or_a_file(tmp_path, capsys):
         ("@/no/such/tag.json", "cannot read the structural tag file"),
         ('{"triggers": ["<a>"]}', "structural_tag.structures is missing"),
         ("{not json", "not valid JSON"),
+        ('{"format": {"type": "any_text"}}', "a v2 spec"),
+        ('{"format": {"type": "nope"}}', "structural_tag.format.type: unknown format type"),
     ],
 )
 def test_viz_tag_names_what_is_wrong(given, named, capsys):

@@ -72,7 +72,20 @@ def refusal(model_cls, body) -> RequestError:
         (
             {"prompt": "x", "response_format": {"type": "structural_tag", "triggers": ["<a>"]}},
             "response_format",
-            "needs structures and triggers",
+            "needs format (v2), or structures and triggers",
+        ),
+        (
+            {
+                "prompt": "x",
+                "response_format": {"type": "structural_tag", "format": {"type": "any_text"}, "triggers": ["<a>"]},
+            },
+            "response_format",
+            "takes either format (v2) or structures and triggers",
+        ),
+        (
+            {"prompt": "x", "response_format": {"type": "json_object", "format": {"type": "any_text"}}},
+            "response_format",
+            "format belong to type 'structural_tag' only",
         ),
         (
             {"prompt": "x", "response_format": {"type": "json_object", "triggers": ["<a>"]}},
@@ -848,3 +861,12 @@ def test_every_chat_choice_carries_logprobs_null_as_openais_do(client):
         with client.stream("POST", "/v1/chat/completions", json={**body, "stream": True}) as r:
             chunks = [json.loads(line[6:]) for line in r.iter_lines() if line.startswith("data: {")]
         assert chunks and all(c["choices"][0]["logprobs"] is None for c in chunks if c["choices"]), chunks
+
+
+def test_a_v2_structural_tag_response_format_is_the_structural_tag_sampling_param():
+    """SGLang's response_format {"type": "structural_tag", "format": {...}} (structural tag v2,
+    what xgrammar takes today) was refused ("needs structures and triggers")."""
+    fmt = {"type": "tag", "begin": "<a>", "content": {"type": "any_text"}, "end": "</a>"}
+    body = {"messages": HI, "response_format": {"type": "structural_tag", "format": fmt}}
+    params = parse(ChatCompletionRequest, json.dumps(body).encode()).to_sampling_params()
+    assert json.loads(params.structural_tag) == {"type": "structural_tag", "format": fmt}

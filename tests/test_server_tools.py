@@ -9,6 +9,7 @@ whatever it chooses, except where the constraint forces the choice (required, a 
 import json
 import re
 
+import httpx
 import jsonschema
 import openai
 import pytest
@@ -446,6 +447,51 @@ def test_response_format_structural_tag(client, stream):
         text = client.chat.completions.create(**kwargs).choices[0].message.content
     m = re.fullmatch(r"<answer>(.*)</answer>", text, re.S)
     assert m and 0 <= json.loads(m.group(1)) <= 99
+
+
+# Structural tag v2 (xgrammar's and SGLang's format tree): a short thought, then one answer.
+V2_FORMAT = {
+    "type": "sequence",
+    "elements": [
+        {"type": "tag", "begin": "<think>", "content": {"type": "any_text", "max_chars": 30}, "end": "</think>"},
+        {
+            "type": "tag",
+            "begin": "<answer>",
+            "content": {"type": "json_schema", "json_schema": {"type": "integer", "minimum": 0, "maximum": 99}},
+            "end": "</answer>",
+        },
+    ],
+}
+V2_TEXT = re.compile(r"<think>((?:(?!</think>)[\s\S]){0,30})</think><answer>(\d+)</answer>")
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_response_format_structural_tag_v2(client, stream):
+    """response_format {"type": "structural_tag", "format": {...}} as SGLang takes it (it was a 400)."""
+    fmt = {"type": "structural_tag", "format": V2_FORMAT}
+    kwargs = dict(model=MODEL, messages=ASK, max_tokens=60, temperature=1.0, seed=4, response_format=fmt)
+    if stream:
+        chunks = client.chat.completions.create(stream=True, **kwargs)
+        text = "".join(c.choices[0].delta.content or "" for c in chunks)
+    else:
+        text = client.chat.completions.create(**kwargs).choices[0].message.content
+    m = V2_TEXT.fullmatch(text)
+    assert m and 0 <= int(m.group(2)) <= 99, text
+
+
+def test_native_generate_takes_a_v2_structural_tag_as_json_text_or_object(server):
+    for tag in ({"type": "structural_tag", "format": V2_FORMAT}, json.dumps({"format": V2_FORMAT})):
+        params = {"max_new_tokens": 60, "temperature": 1.0, "seed": 3, "structural_tag": tag}
+        r = httpx.post(server + "/generate", timeout=60, json={"text": "Think:", "sampling_params": params})
+        assert r.status_code == 200, r.text
+        assert V2_TEXT.fullmatch(r.json()["text"]), r.json()
+
+
+def test_a_bad_v2_structural_tag_is_a_400_naming_its_path(client):
+    fmt = {"type": "structural_tag", "format": {"type": "sequence", "elements": [{"type": "tag", "begin": "<a>"}]}}
+    with pytest.raises(openai.BadRequestError) as info:
+        client.chat.completions.create(model=MODEL, messages=ASK, max_tokens=5, response_format=fmt)
+    assert "structural_tag.format.elements[0].content is missing" in info.value.body["message"]
 
 
 ANSWER = {"type": "object", "properties": {"answer": {"type": "string"}, "n": {"type": "integer"}}, "required": ["n"]}

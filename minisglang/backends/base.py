@@ -38,6 +38,7 @@ from ..registry import Registry
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..constrained.structural_tag import StructuralTag
+    from ..constrained.structural_tag_format import StructuralTagFormat
     from ..tokenizer import Tokenizer
 
 BACKENDS = Registry("grammar backend")
@@ -308,6 +309,13 @@ class BaseGrammarBackend:
         """Compile a structural tag (stage s6, constrained/structural_tag.py) into a matcher."""
         raise GrammarError(f"the {self.name!r} grammar backend cannot compile structural tags")
 
+    def compile_structural_tag_format(self, spec: StructuralTagFormat) -> BaseGrammarObject:
+        """Compile a v2 structural tag (constrained/structural_tag_format.py) into a matcher."""
+        raise GrammarError(
+            f"the {self.name!r} grammar backend cannot compile a v2 structural tag "
+            '({"type": "structural_tag", "format": ...}); the \'fsm\' and \'xgrammar\' backends can'
+        )
+
     @staticmethod
     def normalise(kind: str, text: str) -> tuple[str, str]:
         """Equal grammars share an entry: JSON schemas are parsed and dumped compactly.
@@ -333,10 +341,11 @@ class BaseGrammarBackend:
             except (InvalidSchemaError, RecursionError):  # (dumps too follows the nesting)
                 return (kind, text), None  # compile() reports it with its own message
         if kind == "structural_tag":
-            from ..constrained.structural_tag import StructuralTagError, parse_structural_tag
+            from ..constrained.structural_tag import StructuralTagError
+            from ..constrained.structural_tag_parse import parse_any_structural_tag
 
             try:
-                spec = parse_structural_tag(text)
+                spec = parse_any_structural_tag(text)  # the old shape or v2
                 return (kind, spec.to_json()), spec
             except StructuralTagError:
                 return (kind, text), None
@@ -402,16 +411,20 @@ class BaseGrammarBackend:
         start = time.perf_counter()
         try:
             if kind == "structural_tag":
-                from ..constrained.structural_tag import parse_structural_tag
+                from ..constrained.structural_tag_format import StructuralTagFormat
+                from ..constrained.structural_tag_parse import parse_any_structural_tag
 
-                spec = parsed if parsed is not None else parse_structural_tag(text)
-                if spec.content_schema is not None and not self.reads_content_schema:
+                spec = parsed if parsed is not None else parse_any_structural_tag(text)
+                if isinstance(spec, StructuralTagFormat):  # v2: {"type": "structural_tag", "format": ...}
+                    grammar = self.compile_structural_tag_format(spec)
+                elif spec.content_schema is not None and not self.reads_content_schema:
                     raise GrammarError(
                         f"the {self.name!r} grammar backend cannot compile structural_tag.content_schema (a "
                         "JSON message beside tool calls, with no trigger inside it: OpenAI's response_format "
                         "beside tools, under tool_choice 'auto'); the 'fsm' backend can"
                     )
-                grammar = self.compile_structural_tag(spec)
+                else:
+                    grammar = self.compile_structural_tag(spec)
             elif kind == "json_schema" and parsed is not None:
                 grammar = self.compile_schema(parsed, text)
             else:

@@ -45,6 +45,7 @@ from .base import CHILD_OPTIONS, BaseGrammarBackend, BaseGrammarObject, GrammarE
 
 if TYPE_CHECKING:  # pragma: no cover   (s6's file: an s5 checkout has no structural_tag.py)
     from ..constrained.structural_tag import StructuralTag
+    from ..constrained.structural_tag_format import StructuralTagFormat
     from ..tokenizer import Tokenizer
 
 # The repeated bodies whose per-token counts a lazy backend computes when it starts (the
@@ -295,8 +296,11 @@ class FSMBackend(BaseGrammarBackend):
         `max_regex_chars` is refused here."""
         return self._schema_tree(schema)[0]
 
-    def _schema_tree(self, schema: str | dict[str, Any] | bool) -> tuple[Regex, str | None]:
-        """`schema_tree`, and the tree's text when a child process wrote it (else None)."""
+    def _schema_tree(
+        self, schema: str | dict[str, Any] | bool, whitespace: str | None = None
+    ) -> tuple[Regex, str | None]:
+        """`schema_tree`, and the tree's text when a child process wrote it (else None).
+        `whitespace`: the regex where JSON allows whitespace (None: option json_whitespace)."""
         # The compiler may use the lazy automaton's own operators (any-order members) only
         # when that automaton reads the regex. It gets the same length limit, which it checks
         # as the parts are composed: a schema whose regex would blow up stops at the first
@@ -309,7 +313,7 @@ class FSMBackend(BaseGrammarBackend):
             **self.schema_options,
             "automaton": self.automaton,
         }
-        options["whitespace"] = self.options.get("json_whitespace")
+        options["whitespace"] = self.options.get("json_whitespace") if whitespace is None else whitespace
         if self.options.get("compile_in") == "thread":  # no child processes: all of it here
             return build_schema_tree(schema, **options), None
         if isinstance(schema, str) and len(schema) > IN_PROCESS_SCHEMA_CHARS:
@@ -371,6 +375,32 @@ class FSMBackend(BaseGrammarBackend):
         """The spec as one regex (constrained/structural_tag.py). `max_regex_chars` bounds each
         schema's regex, not their sum: the automaton's own limits bound the rest."""
         return self.compile_regex(spec.to_regex(self.schema_regex, automaton=self.automaton), None, ours=True)
+
+    def compile_structural_tag_format(self, spec: StructuralTagFormat) -> FSMGrammar:
+        """A v2 structural tag as one regex tree (constrained/structural_tag_regex.py), for
+        the lazy automaton (free text is written with its difference operator). As for the
+        old shape, `max_regex_chars` bounds each schema's regex, and the user's regexes."""
+        from ..constrained.structural_tag_format import GrammarFormat, RegexFormat, StructuralTagFormatError
+        from ..constrained.structural_tag_regex import format_regex
+
+        if self.automaton != "lazy":
+            raise GrammarError(
+                "a v2 structural tag needs the lazy automaton (option automaton='lazy', the default): "
+                "its free text is written with the lazy automaton's difference operator"
+            )
+        limit = self.options.get("max_regex_chars", 100_000)
+        for path, fmt in spec.walk():
+            text = (
+                fmt.pattern if isinstance(fmt, RegexFormat) else fmt.grammar if isinstance(fmt, GrammarFormat) else ""
+            )
+            if limit is not None and len(text) > limit:
+                field = "pattern" if isinstance(fmt, RegexFormat) else "grammar"
+                raise StructuralTagFormatError(
+                    f"structural_tag.{path}.{field}: {'regex' if field == 'pattern' else 'grammar'} of "
+                    f"{len(text):,} characters is longer than the limit of {limit:,} (option max_regex_chars)"
+                )
+        tree = format_regex(spec, lambda schema, whitespace: self._schema_tree(schema, whitespace)[0])
+        return self.compile_regex(tree, None, ours=True)
 
     def shutdown(self) -> None:
         super().shutdown()

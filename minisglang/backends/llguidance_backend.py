@@ -95,6 +95,7 @@ if TYPE_CHECKING:  # pragma: no cover   (JsonCompileOptions is a TypedDict of ll
     from llguidance._lib import JsonCompileOptions
 
     from ..constrained.structural_tag import StructuralTag
+    from ..constrained.structural_tag_format import StructuralTagFormat
     from ..tokenizer import Tokenizer
 
 # json.dumps' layout; llguidance's default would allow any run of whitespace.
@@ -435,6 +436,20 @@ class LLGuidanceBackend(BaseGrammarBackend):
             return self._matcher(lark)
         except GrammarError as e:  # (its error quotes our Lark lines, not the tool: a stranger's fuzzer)
             raise self.structure_at_fault(spec, e) from e
+
+    def compile_structural_tag_format(self, spec: StructuralTagFormat) -> LLGuidanceGrammar:
+        """A v2 structural tag as ONE Lark lexeme (structural_tag_regex.lark_grammar): the
+        fsm backend's regex tree, its JSON parts our compiler's regexes, its free text by
+        llguidance's own `& ~`. Its lexer is greedy, so lexemes beside each other could split
+        the output otherwise than the format says (`lexer_conflict`); one lexeme is exact.
+        What the tree cannot hold (a grammar, token-level formats) is refused by name."""
+        from ..constrained.json_schema import build_schema_tree
+        from ..constrained.structural_tag_regex import format_regex, lark_grammar
+
+        tree = format_regex(
+            spec, lambda schema, whitespace: build_schema_tree(schema, whitespace=whitespace), backend=self.name
+        )
+        return self._matcher(lark_grammar(tree))
 
 
 # A Lark grammar: a `start` rule, bare or with Lark's `?` (inline) or `!` (keep tokens)

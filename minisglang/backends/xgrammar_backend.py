@@ -35,6 +35,7 @@ import math
 import re
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -87,6 +88,7 @@ from .ignored_keywords import (
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..constrained.structural_tag import StructuralTag
+    from ..constrained.structural_tag_format import StructuralTagFormat
     from ..tokenizer import Tokenizer
 
 # xgrammar's C++ errors start with "[15:34:26] /project/cpp/regex_converter.cc:94: " and
@@ -118,6 +120,10 @@ _TYPE_KEYWORDS = {
     "object": ("required", "minProperties", "maxProperties", "patternProperties", "propertyNames", "dependentRequired"),
 }
 _TYPE_FROM = {"object": ("properties", "additionalProperties"), "array": ("items", "prefixItems")}
+
+
+# The field of a v2 format that the xgrammar backend rewrites, for an error's path.
+_FIELD = {"json_schema": "json_schema", "regex": "pattern", "grammar": "grammar"}
 
 
 def _untyped(kind: str) -> Callable[[SchemaObject], bool]:
@@ -671,6 +677,54 @@ class XGrammarBackend(BaseGrammarBackend):
         except Exception as e:  # (its error names no tag: a stranger's fuzzer read "Schema 'false' ...")
             raise self.structure_at_fault(spec, GrammarError(_clean_error(e))) from e
         jumps = all(_jumps_are_bounded(s.schema) for s in spec.structures)  # (a tool's schema too)
+        return XGrammarGrammar(compiled, self.stop_only_row, self.guard, jumps=jumps)
+
+    def compile_structural_tag_format(self, spec: StructuralTagFormat) -> XGrammarGrammar:
+        """A v2 structural tag handed to xgrammar as v2 JSON, each part read as every backend
+        reads it: a `json_schema` refused or rewritten as for a json_schema request (at most
+        one whitespace character in a row unless `max_whitespace_cnt` says), a `regex` as
+        Python's `re` reads it (`portable_regex`), a `grammar` as llama.cpp's GBNF; and a
+        trigger that begins no tag refused by name (xgrammar fails an internal check)."""
+        from ..constrained.structural_tag_format import (
+            GrammarFormat,
+            JSONSchemaFormat,
+            RegexFormat,
+            TriggeredTagsFormat,
+            rewrite,
+        )
+
+        def change(path: str, fmt: Any) -> Any:
+            where = f"structural_tag.{path}"
+            try:
+                if isinstance(fmt, JSONSchemaFormat):
+                    cnt = 1 if fmt.max_whitespace_cnt is None else fmt.max_whitespace_cnt
+                    schema = self.enforced_schema(json.dumps(fmt.json_schema, ensure_ascii=False))
+                    return replace(fmt, json_schema=schema, max_whitespace_cnt=cnt)
+                if isinstance(fmt, RegexFormat):
+                    return replace(fmt, pattern=portable_regex(fmt.pattern, XGRAMMAR_SPELLED_COUNTS))
+                if isinstance(fmt, GrammarFormat) and fmt.syntax == "ebnf":
+                    return replace(fmt, grammar=gbnf_for_xgrammar(fmt.grammar))
+            except ValueError as e:  # (GrammarError, a RegexError: one message each)
+                raise GrammarError(f"{where}.{_FIELD[fmt.TYPE]}: {e}") from e
+            if isinstance(fmt, TriggeredTagsFormat):
+                unused = [t for t in fmt.triggers if not any(str(tag.begin).startswith(t) for tag in fmt.tags)]
+                if unused:
+                    raise GrammarError(
+                        f"{where}.triggers: trigger {unused[0]!r} begins no tag: xgrammar cannot keep it out "
+                        "of the free text; drop it from 'triggers', or use the 'fsm' grammar backend"
+                    )
+            return fmt
+
+        enforced = rewrite(spec, change)
+        try:
+            compiled = self._compiled("compile_structural_tag", enforced.to_json())
+        except (CompileTimeout, CompileCancelled, ChildKilled):
+            raise
+        except Exception as e:  # xgrammar's message, without its C++ source location
+            raise GrammarError(f"structural_tag.format: {_clean_error(e)}") from e
+        jumps = all(
+            _jumps_are_bounded(fmt.json_schema) for _, fmt in enforced.walk() if isinstance(fmt, JSONSchemaFormat)
+        )
         return XGrammarGrammar(compiled, self.stop_only_row, self.guard, jumps=jumps)
 
     def _compiled(self, method: str, grammar: Any, **kwargs: Any) -> xgr.CompiledGrammar:

@@ -10,8 +10,9 @@ a 5 MB prompt stalls anybody else's decoding.
 
 Endpoints: GET /health, /metrics (Prometheus), /get_server_info, /v1/models;
 POST /v1/completions, /v1/chat/completions (stream=true gives server-sent events), with
-`response_format` {"type": "json_schema" | "json_object" | "structural_tag"} and the extra fields `regex`,
-`ebnf`, `json_schema`; chat also takes OpenAI's `tools`, `tool_choice` and
+`response_format` {"type": "json_schema" | "json_object" | "structural_tag"} (a structural tag in
+either shape: v2's {"type": "structural_tag", "format": {...}}, or the old structures and
+triggers) and the extra fields `regex`, `ebnf`, `json_schema`; chat also takes OpenAI's `tools`, `tool_choice` and
 `parallel_tool_calls` (the calls are a structural tag, see function_call.py; stage s6 on);
 POST /generate (native).
 

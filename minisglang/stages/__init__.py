@@ -51,7 +51,14 @@ STAGE_FILES: dict[str, list[str]] = {
         "constrained/library_children.py",
         "constrained/schema_worker.py",
     ],
-    "s6-function-calling": ["constrained/structural_tag.py", "drawings/structural_tag.py"],
+    "s6-function-calling": [
+        "constrained/structural_tag.py",
+        "constrained/gbnf_regex.py",
+        "constrained/structural_tag_format.py",
+        "constrained/structural_tag_parse.py",
+        "constrained/structural_tag_regex.py",
+        "drawings/structural_tag.py",
+    ],
     "s7-speculative": ["speculative.py", "overlap.py", "drawings/timeline.py"],
 }
 

@@ -12,6 +12,10 @@ the others, `backend.get_cached_or_future_value("structural_tag", spec_json)`, a
 backend compiles it with its `compile_structural_tag(spec)` (ours, xgrammar's triggered
 tags, llguidance's lazy lexemes; outlines refuses). A spec with a mistake aborts only its
 request, with a message naming the field.
+
+The same kind takes structural tag v2, `{"type": "structural_tag", "format": {...}}`
+(xgrammar's and SGLang's format tree: constrained/structural_tag_format.py), compiled by
+each backend's `compile_structural_tag_format(spec)` (chapter 07, section 7).
 """
 
 from __future__ import annotations
