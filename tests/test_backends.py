@@ -71,7 +71,7 @@ JSON_QUESTION = "Extract as JSON: Li Lei is 31 years old and lives in Paris."
 
 # One EBNF text in the GBNF dialect (xgrammar's; llguidance converts it to Lark).
 EBNF = 'root ::= ("yes" | "no") "!"'
-EBNF_SUPPORTED = {"xgrammar", "llguidance"}
+EBNF_SUPPORTED = {"fsm", "xgrammar", "llguidance"}  # (fsm: when regular, as EBNF is)
 
 # What each library's compile error says about `(unclosed`, on top of base.py's prefix.
 BAD_REGEX = "(unclosed"
@@ -223,6 +223,19 @@ def test_ebnf_works_where_supported_and_aborts_clearly_elsewhere(engine):
         assert reason(outs[3])["type"] == "abort"
     if name == "xgrammar":
         assert "EBNF lexer error at line 1, column 6" in reason(outs[3])["message"]
+
+
+def test_the_fsm_backend_serves_a_regular_ebnf_grammar_and_refuses_a_recursive_one_by_name(backends, tokenizer):
+    """A GBNF grammar in which no rule refers to itself is a regular language: the fsm backend
+    (the default, which refused every ebnf request) serves it exactly, as it serves a v2
+    structural tag's grammar; a recursive one is refused naming the rule and the backends that
+    take it."""
+    grammar = 'root ::= item ("," item){0,2}\nitem ::= [a-z]+ | "\\[" [0-9] "]"'
+    for text, ok in [("ab,[7],c", True), ("ab", True), ("a,b,c,d", False), ("[x]", False), ("", False)]:
+        assert accepts(backends["fsm"], tokenizer, grammar, text, "ebnf") == ok, text
+    refused = compiled(backends["fsm"], "ebnf", 'root ::= "(" root ")" | "x"')
+    assert isinstance(refused, InvalidGrammarObject)
+    assert "rule 'root' refers to itself" in refused.message and "'xgrammar' or 'llguidance'" in refused.message
 
 
 def test_mixed_batch_of_every_kind(engine):

@@ -146,9 +146,9 @@ def test_in_flight_compiles_are_shared_and_json_keys_normalised(tokenizer):
 def test_failures_become_invalid_grammar_objects(backend):
     g = compiled(backend, "regex", "(unclosed")
     assert isinstance(g, InvalidGrammarObject) and "(unclosed" in g.message
-    g = compiled(backend, "ebnf", 'root ::= "a"')
+    g = compiled(backend, "ebnf", 'root ::= "a" root')
     assert isinstance(g, InvalidGrammarObject)
-    assert "does not support 'ebnf'" in g.message
+    assert "rule 'root' refers to itself" in g.message
 
 
 def test_cache_is_lru_bounded(tokenizer):

@@ -25,6 +25,7 @@ import torch
 
 from ..constrained.child_process import start_ahead
 from ..constrained.compile_service import CompileService, CompileSettings
+from ..constrained.gbnf_regex import GrammarNotRegular, gbnf_regex
 from ..constrained.json_schema import (
     COUNTED_STRING_CHAR,
     IN_PROCESS_SECONDS,
@@ -210,7 +211,7 @@ class FSMGrammar(BaseGrammarObject):
 
 @register_backend("fsm")
 class FSMBackend(BaseGrammarBackend):
-    kinds = frozenset({"regex", "json_schema", "structural_tag"})
+    kinds = frozenset({"regex", "json_schema", "ebnf", "structural_tag"})
     own_options = CHILD_OPTIONS | {
         "json_whitespace",
         "json_schema_options",
@@ -280,7 +281,22 @@ class FSMBackend(BaseGrammarBackend):
         if kind == "json_schema":
             tree, written = self._schema_tree(text)
             return self.compile_regex(tree, None, ours=True, text=written)
+        if kind == "ebnf":
+            return self.compile_regex(self.ebnf_tree(text), None, ours=True)
         return self.compile_regex(text, self.options.get("max_regex_chars", 100_000))
+
+    @staticmethod
+    def ebnf_tree(text: str) -> Regex:
+        """A GBNF grammar as a regex tree, when no rule refers to itself (constrained/gbnf_regex.py):
+        then it is a regular language and the automaton serves it exactly. A recursive one is refused
+        naming its rule; xgrammar and llguidance serve any context-free grammar."""
+        try:
+            return gbnf_regex(text)
+        except GrammarNotRegular as e:
+            raise GrammarError(
+                f"an ebnf grammar is served here only when it is regular (no rule refers to itself), "
+                f"and {e}: use the 'xgrammar' or 'llguidance' grammar backend"
+            ) from e
 
     def compile_schema(self, schema: Any, text: str) -> FSMGrammar:
         """The request's schema as parsed for its cache key: compiled without reading the text again."""
