@@ -63,9 +63,9 @@ _UNSUPPORTED_COMMON: dict[str, tuple[Any, ...]] = {
     "presence_penalty": (None, 0, 0.0),
     "logit_bias": (None, {}),
     "top_logprobs": (None, 0),
-    "service_tier": (None, "auto", "default"),
+    # (a tier is a price and a latency, never another text: each is served as the default one)
+    "service_tier": (None, "auto", "default", "flex", "priority", "scale"),
     "store": (None, False),
-    "metadata": (None, {}),
 }
 _UNSUPPORTED_COMPLETION = {
     **_UNSUPPORTED_COMMON,
@@ -200,6 +200,9 @@ class _SamplingFields(_Strict):
     stream: bool = False
     stream_options: StreamOptions | None = None
     user: str | None = None  # an end-user id: recorded nowhere, changes nothing
+    # Key-value tags OpenAI keeps with a stored completion (at most 16, keys to 64 characters,
+    # values to 512): nothing is stored here, so, like `user`, they change nothing.
+    metadata: dict[str, str] | None = None
     response_format: ResponseFormat | None = None
     # SGLang's extra sampling fields.
     top_k: int | None = None
@@ -208,6 +211,17 @@ class _SamplingFields(_Strict):
     regex: str | None = None
     ebnf: str | None = None
     json_schema: dict[str, Any] | str | None = None
+
+    @field_validator("metadata")
+    @classmethod
+    def _metadata_within_openais_limits(cls, metadata: dict[str, str] | None) -> dict[str, str] | None:
+        if metadata is not None:
+            if len(metadata) > 16:
+                raise ValueError(f"at most 16 keys, got {len(metadata)}")
+            for key, value in metadata.items():
+                if len(key) > 64 or len(value) > 512:
+                    raise ValueError(f"key {key[:64]!r}: keys are at most 64 characters, values 512")
+        return metadata
 
     @field_validator("n", "stream", mode="before")
     @classmethod
@@ -300,7 +314,6 @@ class CompletionRequest(_SamplingFields):
     top_logprobs: Any = None
     service_tier: Any = None
     store: Any = None
-    metadata: Any = None
 
     _unsupported = _neutral_only(_UNSUPPORTED_COMPLETION)
 
@@ -475,7 +488,6 @@ class ChatCompletionRequest(_SamplingFields):
     logit_bias: Any = None
     service_tier: Any = None
     store: Any = None
-    metadata: Any = None
     # OpenAI's replacements for `user` (an end user's id for abuse detection; a key that
     # groups requests for its prompt cache): like `user`, recorded nowhere, change nothing
     # (the radix cache shares any common prefix, keyed or not)

@@ -207,6 +207,22 @@ def test_every_field_of_the_openai_clients_chat_create_is_known():
         assert err.param == field and "not supported by minisglang" in str(err), err
 
 
+def test_metadata_and_every_service_tier_are_accepted_and_change_nothing():
+    """An SDK program that tags its calls (`metadata={"trace": ...}`) or asks for a cheaper tier
+    (`service_tier="flex"`) was refused (sdk_clients' leftover): neither changes the text (OpenAI
+    keeps metadata with a stored completion; nothing is stored here, and a tier is a price and
+    a latency). Metadata past OpenAI's limits is refused naming the field."""
+    for body in (
+        {"messages": HI, "metadata": {"trace": "a1", "team": "x" * 512}},
+        {"messages": HI, "service_tier": "flex"},
+        {"messages": HI, "service_tier": "priority"},
+    ):
+        parse(ChatCompletionRequest, json.dumps(body).encode()).to_sampling_params()
+    parse(CompletionRequest, json.dumps({"prompt": "x", "metadata": {"k": "v"}}).encode())
+    for metadata in ({f"k{i}": "v" for i in range(17)}, {"k": "v" * 513}, {"k": 1}, ["k"]):
+        assert refusal(ChatCompletionRequest, {"messages": HI, "metadata": metadata}).param.startswith("metadata")
+
+
 def test_a_message_from_the_openai_clients_parse_is_accepted_back():
     """Found by a stranger's tool loop: `client.chat.completions.parse(..., tools=[
     openai.pydantic_function_tool(M)])`, then `messages.append(completion.choices[0].message)`
