@@ -14,7 +14,8 @@ POST /v1/completions, /v1/chat/completions (stream=true gives server-sent events
 either shape: v2's {"type": "structural_tag", "format": {...}}, or the old structures and
 triggers) and the extra fields `regex`, `ebnf`, `json_schema`; chat also takes OpenAI's `tools`, `tool_choice` and
 `parallel_tool_calls` (the calls are a structural tag, see function_call.py; stage s6 on);
-POST /generate (native).
+POST /v1/responses (OpenAI's Responses API: `input`, `instructions`, `text.format`, flat
+`tools`; served as the chat completion it is, nothing stored); POST /generate (native).
 
 Every error is OpenAI's body `{"error": {"message", "type", "param", "code"}}`: a bad field
 is a 400 naming it, an unknown model a 404, a body over `max_body_bytes` a 413, a body that
@@ -30,10 +31,12 @@ One module per job:
     state.py          ServerOptions, and ServerState: what every route reads (engine, options, metrics)
     engine_loop.py    EngineLoop: the scheduler's thread, its inbox and the chunks it publishes
     routes_openai.py  /v1/models, /v1/completions, /v1/chat/completions (tools included)
+    routes_responses.py  /v1/responses: OpenAI's Responses API, served as the chat it is
     routes_native.py  /generate, /health, /metrics, /get_server_info
     prompts.py        a request's model checked and its prompt tokenized into a Req
     streaming.py      one Req answered: a JSON body or server-sent events, a leaving client noticed
     openai_shapes.py  OpenAI's response objects (completion, chat, tool calls, usage)
+    responses_shapes.py  the Responses API's response object and stream events, from chat's
     errors.py         OpenAI's error body, ABORT_ANSWERS (an abort's kind -> its status), the handlers
     http_limits.py    what is refused before parsing: headers (431) and bodies (415, 413, 408)
 

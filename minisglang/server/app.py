@@ -19,7 +19,7 @@ from fastapi import Depends, FastAPI, Request
 from ..engine import Engine
 from ..gc_guard import GcGuard
 from ..protocol import RequestError
-from . import routes_native, routes_openai
+from . import routes_native, routes_openai, routes_responses
 from .engine_loop import EngineLoop
 from .errors import add_error_handlers, error_response
 from .http_limits import HeaderLimits, h11_protocol
@@ -49,6 +49,7 @@ def create_app(
     app.add_middleware(HeaderLimits, options=state.options, refuse=lambda message: error_response(state, message, 431))
     app.include_router(routes_native.router)
     app.include_router(routes_openai.router)
+    app.include_router(routes_responses.router)
     return app
 
 

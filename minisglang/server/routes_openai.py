@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -19,7 +20,7 @@ from ..protocol import ChatCompletionRequest, CompletionRequest, RequestError
 from ..stages import STAGE_MODULES
 from ..tokenizer import ChatPrompt, PromptTooLong
 from .http_limits import parse_body
-from .openai_shapes import chat_shape, completion_shape, tool_call_shape
+from .openai_shapes import Shape, chat_shape, completion_shape, tool_call_shape
 from .prompts import CONTEXT_LENGTH_EXCEEDED, check_model, choice_reqs, make_req, prompt_too_long
 from .state import ServerState, server_state
 from .streaming import answer
@@ -72,6 +73,19 @@ async def completions(request: Request) -> Response:
 async def chat(request: Request) -> Response:
     state = server_state(request)
     body = await parse_body(ChatCompletionRequest, request, state.options)
+    return await serve_chat(state, request, body)
+
+
+def same_shape(shape: Shape) -> Shape:
+    return shape
+
+
+async def serve_chat(
+    state: ServerState, request: Request, body: ChatCompletionRequest, wrap: Callable[[Shape], Shape] = same_shape
+) -> Response:
+    """Answer the chat `body`: its prompt, sampling params, constraint and tool calls, each
+    choice's output shaped as a chat completion, or by `wrap` of that shape (the Responses
+    route's, routes_responses.py)."""
     check_model(state, body.model)
     params = body.to_sampling_params(state.engine.sampling_defaults)
     calls_possible = body.tool_constraint() is not None
@@ -85,12 +99,12 @@ async def chat(request: Request) -> Response:
     rid, created = f"chatcmpl-{uuid.uuid4().hex[:12]}", int(time.time())
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
     if calls_possible:  # read each choice's output for calls, on its own
-        shapes = [tool_call_shape(rid, created, state.model_id, body, state.metrics, i) for i in range(body.n)]
+        shapes = [wrap(tool_call_shape(rid, created, state.model_id, body, state.metrics, i)) for i in range(body.n)]
         try:
             return await answer(state, request, reqs, shapes, body.stream, include_usage)
         except RequestError as e:
             raise tool_refusal(e, body) from None
-    shapes = [chat_shape(rid, created, state.model_id, i) for i in range(body.n)]
+    shapes = [wrap(chat_shape(rid, created, state.model_id, i)) for i in range(body.n)]
     return await answer(state, request, reqs, shapes, body.stream, include_usage, body.grammar_field())
 
 
