@@ -263,13 +263,6 @@ class ResponsesRequest(_Strict):
     def _null_stream(cls, value: Any) -> Any:
         return False if value is None else value
 
-    @field_validator("stream")
-    @classmethod
-    def _no_stream_yet(cls, stream: bool) -> bool:
-        if stream:
-            raise ValueError("true is not supported yet (the answer comes whole): send false or leave it out")
-        return stream
-
     @field_validator("stream_options")
     @classmethod
     def _stream_options_need_stream(

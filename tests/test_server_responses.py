@@ -188,12 +188,62 @@ def test_a_named_tool_choice_calls_that_tool(client):
     assert [i.name for i in response.output if i.type == "function_call"][:1] == ["get_weather"]
 
 
+# ---------------------------------------------------------------------- streaming
+def test_the_stream_sends_the_sdks_event_sequence_and_the_same_text(client):
+    kwargs = dict(model=MODEL, input="Hello, who are you?", temperature=0, max_output_tokens=20)
+    with client.responses.stream(**kwargs) as stream:
+        kinds = [event.type for event in stream]
+        final = stream.get_final_response()
+    head = ["response.created", "response.in_progress", "response.output_item.added", "response.content_part.added"]
+    tail = ["response.output_text.done", "response.content_part.done", "response.output_item.done"]
+    assert kinds[:4] == head and kinds[-4:-1] == tail
+    assert kinds[-1] in ("response.completed", "response.incomplete")
+    assert set(kinds[4:-4]) == {"response.output_text.delta"}
+    assert final.output_text == client.responses.create(**kwargs).output_text
+    assert final.usage is not None and final.usage.output_tokens >= 1
+
+
+def test_a_stream_cut_by_max_output_tokens_ends_with_response_incomplete(client):
+    with client.responses.stream(model=MODEL, input="Tell me a long story.", max_output_tokens=3) as stream:
+        events = list(stream)
+    last = events[-1]  # (OpenAI's event: the SDK's get_final_response waits for response.completed only)
+    assert last.type == "response.incomplete" and last.response.status == "incomplete"
+    assert last.response.incomplete_details.reason == "max_output_tokens" and last.response.usage.output_tokens == 3
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+
+
+def test_a_streamed_tool_call_is_a_function_call_item(client):
+    with client.responses.stream(
+        model=MODEL, input="Weather in Paris?", tools=TOOLS, tool_choice="required", max_output_tokens=100
+    ) as stream:
+        kinds = [event.type for event in stream]
+        final = stream.get_final_response()
+    assert "response.function_call_arguments.delta" in kinds and "response.function_call_arguments.done" in kinds
+    calls = [i for i in final.output if i.type == "function_call"]
+    assert calls and all(c.status == "completed" for c in calls)
+    for call in calls:
+        jsonschema.validate(json.loads(call.arguments), WEATHER)
+
+
+@pytest.mark.parametrize(
+    "fields, param",
+    [
+        ({"text": {"format": {"type": "json_schema", "name": "x", "schema": {"type": "nonsense"}}}}, "text.format"),
+        ({"tools": TOOLS, "tool_choice": {"type": "function", "name": "nope"}}, "tool_choice"),
+        ({"max_output_tokens": 100_000}, "max_output_tokens"),
+    ],
+)
+def test_a_stream_refused_before_it_begins_names_the_responses_field(client, fields, param):
+    with pytest.raises(openai.BadRequestError) as info:
+        client.responses.create(model=MODEL, input="Hi", stream=True, **fields)
+    assert info.value.body["param"] == param
+
+
 # ---------------------------------------------------------------------- errors
 @pytest.mark.parametrize(
     "fields, param, needle",
     [
         ({"store": True}, "store", "stores no response"),
-        ({"stream": True}, "stream", "not supported yet"),
         ({"previous_response_id": "resp_1"}, "previous_response_id", "stores no response"),
         ({"conversation": "conv_1"}, "conversation", "stores no response"),
         ({"reasoning": {"effort": "high"}}, "reasoning", "not supported"),

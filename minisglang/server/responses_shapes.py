@@ -1,10 +1,14 @@
 """OpenAI's Responses objects, made from chat's: `response_shape(chat)` wraps a chat `Shape`
 (openai_shapes.py: chat_shape or tool_call_shape, which read the output for tool calls) and
-turns what it says into a `response` object.
+turns what it says into a `response` object, or, streaming, into the Responses events.
 
 A chat completion's message becomes a `message` output item with one `output_text` part,
 each of its tool calls a `function_call` item; finish_reason "length" makes the response
-"incomplete" (reason "max_output_tokens").
+"incomplete" (reason "max_output_tokens"). Streaming, a chat chunk's content delta is a
+`response.output_text.delta`, a call's first delta opens a `function_call` item and its
+arguments' deltas are `response.function_call_arguments.delta`; the stream begins with
+response.created and response.in_progress, and ends with each open item closed and
+response.completed (or response.incomplete) carrying the whole response.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import uuid
 from typing import Any
 
 from ..protocol_responses import ResponsesRequest
-from .openai_shapes import Shape
+from .openai_shapes import Shape, usage
 
 
 def new_id(prefix: str) -> str:
@@ -94,12 +98,126 @@ def response_body(head: ResponseHead, chat_body: dict[str, Any]) -> dict[str, An
     return head.response(status, output, responses_usage(chat_body["usage"]))
 
 
+class ResponseEvents:
+    """The Responses events of one streamed response, from its chat chunks (`feed`)."""
+
+    def __init__(self, head: ResponseHead):
+        self.head = head
+        self.output: list[dict[str, Any]] = []  # the items so far (the open one last)
+        self.open: dict[str, Any] | None = None  # the item being written
+        self.calls: dict[int, dict[str, Any]] = {}  # chat's call index -> its item
+        self.sequence = 0
+        self.began = False
+
+    def event(self, kind: str, **fields: Any) -> dict[str, Any]:
+        self.sequence += 1
+        return {"type": kind, "sequence_number": self.sequence - 1, **fields}
+
+    def feed(self, chunks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        if not self.began:
+            self.began = True
+            out.append(self.event("response.created", response=self.head.response("in_progress", [])))
+            out.append(self.event("response.in_progress", response=self.head.response("in_progress", [])))
+        for chunk in chunks:
+            choice = chunk["choices"][0]
+            delta = choice["delta"]
+            if delta.get("content"):
+                out += self.text(delta["content"])
+            for call in delta.get("tool_calls") or []:
+                out += self.call(call)
+            if choice["finish_reason"] is not None:
+                out += self.finish(choice["finish_reason"], chunk)
+        return out
+
+    def where(self, item: dict[str, Any]) -> dict[str, Any]:
+        return {"item_id": item["id"], "output_index": self.output.index(item)}
+
+    def text(self, delta: str) -> list[dict[str, Any]]:
+        out = []
+        if self.open is None or self.open["type"] != "message":
+            out += self.close()
+            self.open = message_item(new_id("msg"), "", "in_progress")
+            self.output.append(self.open)
+            added = {**self.open, "content": []}
+            out.append(self.event("response.output_item.added", item=added, output_index=len(self.output) - 1))
+            part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
+            out.append(self.event("response.content_part.added", **self.where(self.open), content_index=0, part=part))
+        self.open["content"][0]["text"] += delta
+        out.append(
+            self.event("response.output_text.delta", **self.where(self.open), content_index=0, delta=delta, logprobs=[])
+        )
+        return out
+
+    def call(self, delta: dict[str, Any]) -> list[dict[str, Any]]:
+        out = []
+        arguments = (delta.get("function") or {}).get("arguments") or ""
+        if delta["index"] not in self.calls:
+            out += self.close()
+            name = delta["function"]["name"]
+            self.open = self.calls[delta["index"]] = call_item(new_id("fc"), delta["id"], name, "", "in_progress")
+            self.output.append(self.open)
+            out.append(
+                self.event("response.output_item.added", item=dict(self.open), output_index=len(self.output) - 1)
+            )
+        item = self.calls[delta["index"]]
+        if arguments:
+            item["arguments"] += arguments
+            out.append(self.event("response.function_call_arguments.delta", **self.where(item), delta=arguments))
+        return out
+
+    def close(self, status: str = "completed") -> list[dict[str, Any]]:
+        """The events that close the open item (none when none is open)."""
+        item, self.open = self.open, None
+        if item is None:
+            return []
+        out = []
+        if item["type"] == "message":
+            part = item["content"][0]
+            out.append(
+                self.event(
+                    "response.output_text.done", **self.where(item), content_index=0, text=part["text"], logprobs=[]
+                )
+            )
+            out.append(self.event("response.content_part.done", **self.where(item), content_index=0, part=part))
+            item["status"] = status
+        else:
+            out.append(
+                self.event(
+                    "response.function_call_arguments.done",
+                    **self.where(item),
+                    name=item["name"],
+                    arguments=item["arguments"],
+                )
+            )
+            item["status"] = "completed"
+        out.append(self.event("response.output_item.done", item=item, output_index=self.output.index(item)))
+        return out
+
+    def finish(self, finish_reason: str, chunk: dict[str, Any]) -> list[dict[str, Any]]:
+        status = finished_status(finish_reason)
+        out = []
+        if not self.output:  # an empty answer is an empty message, as when not streaming
+            out += self.text("")[:-1]
+        out += self.close(status)
+        usage = responses_usage(chunk["usage"]) if chunk.get("usage") else None
+        response = self.head.response(status, self.output, usage)
+        out.append(self.event(f"response.{status}", response=response))
+        return out
+
+
 def response_shape(chat: Shape, body: ResponsesRequest, model_id: str) -> Shape:
     """The Responses shape around the chat shape `chat` of the same output."""
     head = ResponseHead(body, model_id)
+    stream = ResponseEvents(head)
 
     def shape(text: str, meta: dict[str, Any], streaming: bool) -> Any:
-        assert not streaming  # (the request refuses stream: true)
-        return response_body(head, chat(text, meta, streaming))
+        said = chat(text, meta, streaming)
+        if not streaming:
+            return response_body(head, said)
+        chunks = said if isinstance(said, list) else [said]
+        if meta["finish_reason"] is not None and chunks:  # (the chat chunk carries no usage: its meta does)
+            chunks[-1] = {**chunks[-1], "usage": usage(meta)}
+        return stream.feed(chunks)
 
     return shape
