@@ -9,7 +9,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from ..protocol import RequestError
-from ..protocol_responses import ResponsesRequest, renamed
+from ..protocol_responses import Origin, ResponsesRequest, renamed
 from .http_limits import parse_body
 from .prompts import check_model
 from .responses_shapes import response_shape
@@ -24,7 +24,7 @@ async def responses(request: Request) -> Response:
     state = server_state(request)
     body = await parse_body(ResponsesRequest, request, state.options)
     check_model(state, body.model)
-    origin: list = []
+    origin: list[Origin] = []  # (where each chat message came from: errors name that)
     try:
         chat, origin = body.to_chat()
         return await serve_chat(state, request, chat, lambda shape: response_shape(shape, body, state.model_id))
