@@ -203,6 +203,31 @@ def test_the_stream_sends_the_sdks_event_sequence_and_the_same_text(client):
     assert final.usage is not None and final.usage.output_tokens >= 1
 
 
+def test_a_streamed_parse_answers_the_model_it_names(client):
+    with client.responses.stream(
+        model=MODEL, input="Give me a person as JSON.", text_format=Person, temperature=0, max_output_tokens=120
+    ) as stream:
+        for _ in stream:
+            pass
+        final = stream.get_final_response()
+    assert isinstance(final.output_parsed, Person)
+    assert (
+        final.output_text
+        == client.responses.parse(
+            model=MODEL, input="Give me a person as JSON.", text_format=Person, temperature=0, max_output_tokens=120
+        ).output_text
+    )
+
+
+def test_a_strict_tools_arguments_are_parsed(client):
+    strict = [{**TOOLS[0], "strict": True}]
+    response = client.responses.parse(
+        model=MODEL, input="Weather in Paris?", tools=strict, tool_choice="required", max_output_tokens=100
+    )
+    calls = [item for item in response.output if item.type == "function_call"]
+    assert calls and all(c.parsed_arguments == json.loads(c.arguments) for c in calls)
+
+
 def test_a_stream_cut_by_max_output_tokens_ends_with_response_incomplete(client):
     with client.responses.stream(model=MODEL, input="Tell me a long story.", max_output_tokens=3) as stream:
         events = list(stream)
