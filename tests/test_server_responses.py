@@ -203,6 +203,20 @@ def test_the_stream_sends_the_sdks_event_sequence_and_the_same_text(client):
     assert final.usage is not None and final.usage.output_tokens >= 1
 
 
+def test_each_streamed_event_is_named_and_the_stream_ends_without_done(server):
+    """As OpenAI streams a response: an `event:` line with each event's type before its data
+    (clients that dispatch on it, as browsers' EventSource does, saw unnamed events), and no
+    `[DONE]` after the last (that is the chat stream's end)."""
+    body = {"model": MODEL, "input": "Hello", "temperature": 0, "max_output_tokens": 5, "stream": True}
+    with httpx.Client(timeout=60) as http:
+        blocks = http.post(server + "/v1/responses", json=body).text.strip().split("\n\n")
+    names = [block.split("\n")[0].removeprefix("event: ") for block in blocks]
+    kinds = [json.loads(block.split("\n")[1].removeprefix("data: "))["type"] for block in blocks]
+    assert (
+        names == kinds and kinds[0] == "response.created" and kinds[-1] in ("response.completed", "response.incomplete")
+    )
+
+
 def test_a_streamed_parse_answers_the_model_it_names(client):
     with client.responses.stream(
         model=MODEL, input="Give me a person as JSON.", text_format=Person, temperature=0, max_output_tokens=120

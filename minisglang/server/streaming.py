@@ -152,8 +152,16 @@ _LINE_BREAKS = str.maketrans({"\u0085": "\\u0085", "\u2028": "\\u2028", "\u2029"
 
 
 def sse(obj: Any) -> str:
-    """One server-sent event carrying `obj` as JSON, on one line for every line reader."""
-    return f"data: {json.dumps(obj, ensure_ascii=False).translate(_LINE_BREAKS)}\n\n"
+    """One server-sent event carrying `obj` as JSON, on one line for every line reader; a
+    Responses event (`"type": "response..."`) is named in an `event:` line too, as OpenAI
+    names it (clients that dispatch on the event's name read nothing else)."""
+    data = f"data: {json.dumps(obj, ensure_ascii=False).translate(_LINE_BREAKS)}\n\n"
+    return f"event: {obj['type']}\n{data}" if is_responses_event(obj) else data
+
+
+def is_responses_event(obj: Any) -> bool:
+    """Whether `obj` is an event of a /v1/responses stream (which ends without `[DONE]`)."""
+    return isinstance(obj, dict) and isinstance(obj.get("type"), str) and obj["type"].startswith("response.")
 
 
 async def events(
@@ -209,7 +217,8 @@ async def events(
         raise
     finally:
         await chunks.aclose()  # a client that left aborts its requests
-    yield "data: [DONE]\n\n"
+    if not is_responses_event(sent):  # (OpenAI ends a Responses stream with its last event)
+        yield "data: [DONE]\n\n"
 
 
 async def answer(
