@@ -33,7 +33,8 @@ def ranked(waiting: list[Req], running: list[Req], policy: str, cached_len: Call
     other client's k-th, counting the requests it already has running, so one client's
     backlog (of rows, of long prompts prefilled a chunk a step) waits behind another client's
     first request. A request passed MAX_PASSED_BY times goes first of all, then a client's s4
-    re-admissions. Without clients (every in-process request) this is the policy's order."""
+    re-admissions. Without clients (every in-process request) this is the policy's order, a
+    request passed MAX_PASSED_BY times aside."""
     if policy == "lpm":
         # Rank by cached prefix length (a read-only walk: a backlog of a hundred requests
         # is ranked at every step, and only the few admitted need their slots).
@@ -62,15 +63,19 @@ def ranked(waiting: list[Req], running: list[Req], policy: str, cached_len: Call
 def passes_ranked_ahead(chosen: list[Req], order: list[Req], waiting: list[Req]) -> Iterator[tuple[Req, list[int]]]:
     """The admission order may rank a newer request ahead of an older one (lpm's cache
     hits, another client's turn): each client's longest-waiting request that was not
-    admitted, with the rids of the requests that passed it: of another client, entered the
-    queue after it and admitted this step from a rank ahead of it (admission's loop counts
-    those admitted from behind it). `waiting` is the queue before the admitted leave it."""
+    admitted (the in-process requests' too, as one client), with the rids of the requests
+    that passed it: entered the queue after it and admitted this step from a rank ahead of
+    it (admission's loop counts another client's admitted from behind it). Its own client's
+    count too: lpm ranks them ahead by their cache hits alone, and a steady stream of one
+    client's templated requests (or in-process ones) kept its one request without a hit
+    waiting for as long as the stream lasted. `waiting` is the queue before the admitted
+    leave it."""
     admitted = {req.rid for req in chosen}
-    heads: dict[str, Req] = {}
+    heads: dict[str | None, Req] = {}
     for req in waiting:  # each client's first, the longest waiting
-        if req.client is not None and req.rid not in admitted:
+        if req.rid not in admitted:
             heads.setdefault(req.client, req)
-    if not heads:  # (in-process requests have no client: nobody to count for)
+    if not heads:
         return
     rank = {req.rid: i for i, req in enumerate(order)}
     # The waiting queue is in the order requests entered it (a re-admission enters again).
@@ -80,10 +85,6 @@ def passes_ranked_ahead(chosen: list[Req], order: list[Req], waiting: list[Req])
         # An s4 re-admission was running until its jump: it takes back its place, it passes
         # nobody (counted, every jump of another client's request was a pass: a waiting
         # request was passed MAX_PASSED_BY times by jumps alone, and held everyone back).
-        by = [
-            r.rid
-            for r in chosen
-            if r.client != head.client and not r.output_ids and entered[r.rid] > since and rank[r.rid] < ahead
-        ]
+        by = [r.rid for r in chosen if not r.output_ids and entered[r.rid] > since and rank[r.rid] < ahead]
         if by:  # one event a head (a thousand clients' heads passed by 32 made 32,000 events)
             yield head, by

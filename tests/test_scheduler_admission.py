@@ -142,6 +142,31 @@ def test_lpm_counts_cache_hits_ranked_ahead_as_passes(engine, monkeypatch):
     assert_no_leak(engine)
 
 
+@pytest.mark.parametrize("client", ["10.0.0.1", None], ids=["one-client", "in-process"])
+def test_lpm_counts_cache_hits_of_the_same_client_or_in_process_as_passes(engine, monkeypatch, client):
+    """lpm ranks a client's own newer cache hits ahead of its older request too, and every
+    in-process request's (they have no client): counted only when another client's, a steady
+    stream of one client's templated requests (one arrival a step, a 200-slot pool) kept its
+    one request without a hit waiting 3,000 steps and more, while fcfs admitted it after one.
+    Passed MAX_PASSED_BY times by them, it ranks first and holds the rest back until it fits."""
+    monkeypatch.setattr(admission_order, "MAX_PASSED_BY", 2)
+    assert engine.scheduler.config.schedule_policy == "lpm"
+    sgl.Engine.generate(engine, "Email: hello there", SMALL)  # the prefix the stream hits
+    long = backlog(engine, client)
+    engine.step()
+    engine.step()
+    hits = [submit(engine, f"Email: hello there {i}", SMALL, client) for i in range(3)]
+    engine.step()
+    assert all(h not in engine.scheduler.waiting_queue for h in hits)  # ranked ahead, admitted
+    assert long[2].passed_by == 3
+    later = [submit(engine, f"Email: hello there {i}", SMALL, client) for i in range(2)]
+    engine.step()
+    assert all(r in engine.scheduler.waiting_queue for r in later)  # behind it now
+    run(engine, [*long, *hits, *later])
+    assert all(admitted_step(engine, r) >= admitted_step(engine, long[2]) for r in later)
+    assert_no_leak(engine)
+
+
 def test_a_readmission_after_a_jump_is_passed_afresh(monkeypatch):
     """s4's jump puts a running request back in the waiting queue (`Scheduler.readmit`). Its
     count of passes starts again: a count kept from its first wait made it hold everyone back
