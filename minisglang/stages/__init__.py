@@ -50,10 +50,10 @@ STAGE_FILES: dict[str, list[str]] = {
         "constrained/child_process.py",
         "constrained/library_children.py",
         "constrained/schema_worker.py",
+        "constrained/gbnf_regex.py",  # (the fsm backend's ebnf, when regular)
     ],
     "s6-function-calling": [
         "constrained/structural_tag.py",
-        "constrained/gbnf_regex.py",
         "constrained/structural_tag_format.py",
         "constrained/structural_tag_parse.py",
         "constrained/structural_tag_regex.py",
