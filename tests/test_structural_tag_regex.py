@@ -764,6 +764,20 @@ def test_nested_lists_reach_llguidance_in_a_text_linear_in_the_format():
     assert walk(grammar, tok, "<" * 20 + "x" + ">" * 20) and not walk(grammar, tok, "<" * 19 + "x" + ">" * 19)
 
 
+def test_a_free_form_json_argument_nests_on_the_llguidance_backend_as_on_the_fsm_backend():
+    """A tool whose parameters are {"type": "object"} (any JSON object): the llguidance
+    backend built its JSON tree for Python's re (automaton "eager"), where any JSON value
+    nests one level, so `{"a": {"b": 1}}` was refused there while the fsm backend and
+    xgrammar take it (found by helper stag_attack)."""
+    tok = load("bundled")
+    fmt = T("<tool_call>", {"type": "json_schema", "json_schema": {"type": "object"}}, "</tool_call>")
+    ours_, theirs = compiled("fsm", fmt), compiled("llguidance", fmt)
+    for args in ('{"a": {"b": 1}}', '{"a": [1, [2, {"c": null}]]}', '{"a": 1}'):
+        text = f"<tool_call>{args}</tool_call>"
+        assert walk(ours_, tok, text) and walk(theirs, tok, text), args
+    assert not walk(theirs, tok, '<tool_call>{"a": {"b": }}</tool_call>')
+
+
 def test_the_llguidance_backend_serves_a_v2_tool_call_and_refuses_what_it_cannot_by_name():
     tok = load("bundled")
     grammar = compiled("llguidance", TOOL)

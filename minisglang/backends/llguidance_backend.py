@@ -446,8 +446,15 @@ class LLGuidanceBackend(BaseGrammarBackend):
         from ..constrained.json_schema import build_schema_tree
         from ..constrained.structural_tag_regex import format_regex, lark_grammar
 
+        # automaton="lazy": the fsm backend's tree (any JSON value nested LAZY_ANY_VALUE_NESTING
+        # levels deep). The default ("eager", for Python's re) nests one level: a tool whose
+        # parameters are {"type": "object"} could not take {"a": {"b": 1}} here, where the
+        # fsm backend and xgrammar take it. Its lazy-only nodes (And, Diff, Shared) are
+        # lark_grammar's; Members comes only with any_order, which format_regex refuses.
         tree = format_regex(
-            spec, lambda schema, whitespace: build_schema_tree(schema, whitespace=whitespace), backend=self.name
+            spec,
+            lambda schema, whitespace: build_schema_tree(schema, whitespace=whitespace, automaton="lazy"),
+            backend=self.name,
         )
         return self._matcher(lark_grammar(tree))
 
