@@ -239,6 +239,8 @@ CASES = [
         ">>",
     ),
     T("<", {"type": "triggered_tags", "triggers": ["a"], "tags": [T("a<", C("b"), ">")], "at_least_one": True}, ">>"),
+    # The tag's end also in the excludes: one string (was refused, "'>>' is listed twice")
+    T("<", {"type": "triggered_tags", "triggers": ["a"], "tags": [T("a<", C("b"), ">")], "excludes": [">>"]}, ">>"),
     {
         "type": "sequence",
         "elements": [{"type": "triggered_tags", "triggers": ["<"], "tags": [T("<a", C(""), ">")]}, C("a")],
@@ -534,6 +536,10 @@ def test_both_backends_serve_a_v2_tool_call_spec_alike(name):
         (
             {"type": "triggered_tags", "triggers": ["<"], "excludes": ["a<"], "tags": [T("<", C(""), ">")]},
             r"structural_tag.format: '<' is inside 'a<'",
+        ),
+        (
+            {"type": "triggered_tags", "triggers": ["<"], "excludes": ["<"], "tags": [T("<", C(""), ">")]},
+            r"structural_tag.format: '<' is listed twice",  # (xgrammar: the exclude keeps the tag out)
         ),
     ],
 )
