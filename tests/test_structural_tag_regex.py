@@ -727,6 +727,17 @@ def test_the_xgrammar_backend_refuses_by_path(fmt, message):
     assert re.search(message, grammar.message), grammar.message
 
 
+def test_the_xgrammar_backend_serves_an_empty_regex_as_the_fsm_backend_does():
+    """xgrammar refuses a regex format with an empty pattern ("must have a pattern field with a
+    non-empty string"); it matches the empty string only, and the fsm backend serves it."""
+    tok = load("bundled")
+    fmt = T("<", {"type": "regex", "pattern": ""}, ">")
+    for name in ("fsm", "xgrammar"):
+        grammar = compiled(name, fmt)
+        assert not isinstance(grammar, InvalidGrammarObject), grammar
+        assert walk(grammar, tok, "<>") and not walk(grammar, tok, "<a>"), name
+
+
 def test_the_xgrammar_backend_serves_grammar_and_token_formats():
     tok = load("bundled")
     grammar = compiled("xgrammar", T("<", {"type": "grammar", "grammar": 'root ::= "(" root ")" | ""'}, ">"))

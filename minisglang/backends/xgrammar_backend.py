@@ -686,6 +686,7 @@ class XGrammarBackend(BaseGrammarBackend):
         Python's `re` reads it (`portable_regex`), a `grammar` as llama.cpp's GBNF; and a
         trigger that begins no tag refused by name (xgrammar fails an internal check)."""
         from ..constrained.structural_tag_format import (
+            ConstStringFormat,
             GrammarFormat,
             JSONSchemaFormat,
             RegexFormat,
@@ -701,7 +702,9 @@ class XGrammarBackend(BaseGrammarBackend):
                     schema = self.enforced_schema(json.dumps(fmt.json_schema, ensure_ascii=False))
                     return replace(fmt, json_schema=schema, max_whitespace_cnt=cnt)
                 if isinstance(fmt, RegexFormat):
-                    return replace(fmt, pattern=portable_regex(fmt.pattern, XGRAMMAR_SPELLED_COUNTS))
+                    pattern = portable_regex(fmt.pattern, XGRAMMAR_SPELLED_COUNTS)
+                    # (xgrammar refuses an empty pattern; it matches the empty string only)
+                    return replace(fmt, pattern=pattern) if pattern else ConstStringFormat("")
                 if isinstance(fmt, GrammarFormat) and fmt.syntax == "ebnf":
                     return replace(fmt, grammar=gbnf_for_xgrammar(fmt.grammar))
             except ValueError as e:  # (GrammarError, a RegexError: one message each)
