@@ -719,6 +719,10 @@ def test_a_regex_reads_as_pythons_re_on_both_backends():
         ),
         (T("<", {"type": "regex", "pattern": "(?<=a)b"}, ">"), r"structural_tag.format.content.pattern: "),
         ({"type": "grammar", "grammar": "root ::= missing"}, r"structural_tag.format: "),
+        (  # (xgrammar's own message named no path: "structural_tag.format: max_whitespace_cnt must be positive")
+            T("<", {"type": "json_schema", "json_schema": {}, "max_whitespace_cnt": 0}, ">"),
+            r"structural_tag.format.content.max_whitespace_cnt: xgrammar takes a count of 1 or more",
+        ),
     ],
 )
 def test_the_xgrammar_backend_refuses_by_path(fmt, message):

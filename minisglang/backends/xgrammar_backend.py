@@ -696,6 +696,11 @@ class XGrammarBackend(BaseGrammarBackend):
 
         def change(path: str, fmt: Any) -> Any:
             where = f"structural_tag.{path}"
+            if isinstance(fmt, JSONSchemaFormat) and fmt.max_whitespace_cnt == 0:
+                raise GrammarError(
+                    f"{where}.max_whitespace_cnt: xgrammar takes a count of 1 or more (0, no whitespace "
+                    "at all, is served by the 'fsm' and 'llguidance' backends)"
+                )
             try:
                 if isinstance(fmt, JSONSchemaFormat):
                     cnt = 1 if fmt.max_whitespace_cnt is None else fmt.max_whitespace_cnt
