@@ -344,7 +344,9 @@ class LLGuidanceGrammar(BaseGrammarObject):
         "stop" whose text the grammar never accepted. Raise instead: the request is aborted."""
         if self.matcher.is_error():
             reason = self.matcher.get_error().replace("<non-verbose/>", "").strip()
-            if "(limit " in reason:  # ("Too many items (limit 50000; mask)": a resource, not the language)
+            # ("Too many items (limit 50000; mask)", "lexer error: too many expressions constructed"
+            # (its regex derivatives, e.g. free text with 100 excludes): a resource, not the language)
+            if "(limit " in reason or "too many" in reason.lower():
                 raise GrammarError(f"llguidance's parser reached a limit on this grammar here: {reason}")
             raise GrammarError(f"the grammar allows no text from here (llguidance: {reason})")
 
