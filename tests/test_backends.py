@@ -1178,6 +1178,31 @@ def test_llguidances_parser_limit_is_named_as_a_limit_not_as_an_empty_language(b
         mask_row(grammar, tokenizer.vocab_size + PAD)
 
 
+def test_llguidances_lexer_limit_is_named_as_a_limit_not_as_an_empty_language(backends, tokenizer):
+    """Free text with 100 excludes of 15 letters (a v2 structural tag) reaches llguidance's
+    limit on regex derivatives ("too many expressions constructed") after about 30 tokens of
+    text the fsm backend and xgrammar accept: the abort said "the grammar allows no text from
+    here" (found by helper stag_attack)."""
+    import random
+
+    from minisglang.backends.base import GrammarError
+
+    rnd = random.Random(0)
+    excludes = sorted({"".join(rnd.choice("ab") for _ in range(15)) for _ in range(200)})[:100]
+    spec = json.dumps({"type": "structural_tag", "format": {"type": "any_text", "excludes": excludes}})
+    rnd = random.Random(5)
+    text = "".join(rnd.choice("ab") for _ in range(400))
+    grammar, fsm = (
+        compiled(backends["llguidance"], "structural_tag", spec),
+        compiled(backends["fsm"], "structural_tag", spec),
+    )
+    with pytest.raises(GrammarError, match=r"llguidance's parser reached a limit on this grammar here: .*too many"):
+        for t in tokenizer.encode(text)[:60]:
+            mask_row(grammar, tokenizer.vocab_size + PAD)
+            grammar.accept_token(t)
+            fsm.accept_token(t)  # (the text is in the language up to there)
+
+
 # llama.cpp's grammars/json.gbnf, as it is written there: `ws ::= | " " | ...` starts with an
 # empty alternative.
 LLAMA_CPP_JSON_GBNF = r"""root   ::= object

@@ -239,6 +239,8 @@ CASES = [
         ">>",
     ),
     T("<", {"type": "triggered_tags", "triggers": ["a"], "tags": [T("a<", C("b"), ">")], "at_least_one": True}, ">>"),
+    # The tag's end also in the excludes: one string (was refused, "'>>' is listed twice")
+    T("<", {"type": "triggered_tags", "triggers": ["a"], "tags": [T("a<", C("b"), ">")], "excludes": [">>"]}, ">>"),
     {
         "type": "sequence",
         "elements": [{"type": "triggered_tags", "triggers": ["<"], "tags": [T("<a", C(""), ">")]}, C("a")],
@@ -535,6 +537,10 @@ def test_both_backends_serve_a_v2_tool_call_spec_alike(name):
             {"type": "triggered_tags", "triggers": ["<"], "excludes": ["a<"], "tags": [T("<", C(""), ">")]},
             r"structural_tag.format: '<' is inside 'a<'",
         ),
+        (
+            {"type": "triggered_tags", "triggers": ["<"], "excludes": ["<"], "tags": [T("<", C(""), ">")]},
+            r"structural_tag.format: '<' is listed twice",  # (xgrammar: the exclude keeps the tag out)
+        ),
     ],
 )
 def test_what_the_fsm_backend_cannot_serve_is_refused_by_name(fmt, message):
@@ -713,12 +719,27 @@ def test_a_regex_reads_as_pythons_re_on_both_backends():
         ),
         (T("<", {"type": "regex", "pattern": "(?<=a)b"}, ">"), r"structural_tag.format.content.pattern: "),
         ({"type": "grammar", "grammar": "root ::= missing"}, r"structural_tag.format: "),
+        (  # (xgrammar's own message named no path: "structural_tag.format: max_whitespace_cnt must be positive")
+            T("<", {"type": "json_schema", "json_schema": {}, "max_whitespace_cnt": 0}, ">"),
+            r"structural_tag.format.content.max_whitespace_cnt: xgrammar takes a count of 1 or more",
+        ),
     ],
 )
 def test_the_xgrammar_backend_refuses_by_path(fmt, message):
     grammar = compiled("xgrammar", fmt)
     assert isinstance(grammar, InvalidGrammarObject)
     assert re.search(message, grammar.message), grammar.message
+
+
+def test_the_xgrammar_backend_serves_an_empty_regex_as_the_fsm_backend_does():
+    """xgrammar refuses a regex format with an empty pattern ("must have a pattern field with a
+    non-empty string"); it matches the empty string only, and the fsm backend serves it."""
+    tok = load("bundled")
+    fmt = T("<", {"type": "regex", "pattern": ""}, ">")
+    for name in ("fsm", "xgrammar"):
+        grammar = compiled(name, fmt)
+        assert not isinstance(grammar, InvalidGrammarObject), grammar
+        assert walk(grammar, tok, "<>") and not walk(grammar, tok, "<a>"), name
 
 
 def test_the_xgrammar_backend_serves_grammar_and_token_formats():
@@ -762,6 +783,20 @@ def test_nested_lists_reach_llguidance_in_a_text_linear_in_the_format():
     assert not isinstance(grammar, InvalidGrammarObject), grammar
     tok = load("bundled")
     assert walk(grammar, tok, "<" * 20 + "x" + ">" * 20) and not walk(grammar, tok, "<" * 19 + "x" + ">" * 19)
+
+
+def test_a_free_form_json_argument_nests_on_the_llguidance_backend_as_on_the_fsm_backend():
+    """A tool whose parameters are {"type": "object"} (any JSON object): the llguidance
+    backend built its JSON tree for Python's re (automaton "eager"), where any JSON value
+    nests one level, so `{"a": {"b": 1}}` was refused there while the fsm backend and
+    xgrammar take it (found by helper stag_attack)."""
+    tok = load("bundled")
+    fmt = T("<tool_call>", {"type": "json_schema", "json_schema": {"type": "object"}}, "</tool_call>")
+    ours_, theirs = compiled("fsm", fmt), compiled("llguidance", fmt)
+    for args in ('{"a": {"b": 1}}', '{"a": [1, [2, {"c": null}]]}', '{"a": 1}'):
+        text = f"<tool_call>{args}</tool_call>"
+        assert walk(ours_, tok, text) and walk(theirs, tok, text), args
+    assert not walk(theirs, tok, '<tool_call>{"a": {"b": }}</tool_call>')
 
 
 def test_the_llguidance_backend_serves_a_v2_tool_call_and_refuses_what_it_cannot_by_name():

@@ -344,7 +344,9 @@ class LLGuidanceGrammar(BaseGrammarObject):
         "stop" whose text the grammar never accepted. Raise instead: the request is aborted."""
         if self.matcher.is_error():
             reason = self.matcher.get_error().replace("<non-verbose/>", "").strip()
-            if "(limit " in reason:  # ("Too many items (limit 50000; mask)": a resource, not the language)
+            # ("Too many items (limit 50000; mask)", "lexer error: too many expressions constructed"
+            # (its regex derivatives, e.g. free text with 100 excludes): a resource, not the language)
+            if "(limit " in reason or "too many" in reason.lower():
                 raise GrammarError(f"llguidance's parser reached a limit on this grammar here: {reason}")
             raise GrammarError(f"the grammar allows no text from here (llguidance: {reason})")
 
@@ -446,8 +448,15 @@ class LLGuidanceBackend(BaseGrammarBackend):
         from ..constrained.json_schema import build_schema_tree
         from ..constrained.structural_tag_regex import format_regex, lark_grammar
 
+        # automaton="lazy": the fsm backend's tree (any JSON value nested LAZY_ANY_VALUE_NESTING
+        # levels deep). The default ("eager", for Python's re) nests one level: a tool whose
+        # parameters are {"type": "object"} could not take {"a": {"b": 1}} here, where the
+        # fsm backend and xgrammar take it. Its lazy-only nodes (And, Diff, Shared) are
+        # lark_grammar's; Members comes only with any_order, which format_regex refuses.
         tree = format_regex(
-            spec, lambda schema, whitespace: build_schema_tree(schema, whitespace=whitespace), backend=self.name
+            spec,
+            lambda schema, whitespace: build_schema_tree(schema, whitespace=whitespace, automaton="lazy"),
+            backend=self.name,
         )
         return self._matcher(lark_grammar(tree))
 

@@ -686,6 +686,7 @@ class XGrammarBackend(BaseGrammarBackend):
         Python's `re` reads it (`portable_regex`), a `grammar` as llama.cpp's GBNF; and a
         trigger that begins no tag refused by name (xgrammar fails an internal check)."""
         from ..constrained.structural_tag_format import (
+            ConstStringFormat,
             GrammarFormat,
             JSONSchemaFormat,
             RegexFormat,
@@ -695,13 +696,20 @@ class XGrammarBackend(BaseGrammarBackend):
 
         def change(path: str, fmt: Any) -> Any:
             where = f"structural_tag.{path}"
+            if isinstance(fmt, JSONSchemaFormat) and fmt.max_whitespace_cnt == 0:
+                raise GrammarError(
+                    f"{where}.max_whitespace_cnt: xgrammar takes a count of 1 or more (0, no whitespace "
+                    "at all, is served by the 'fsm' and 'llguidance' backends)"
+                )
             try:
                 if isinstance(fmt, JSONSchemaFormat):
                     cnt = 1 if fmt.max_whitespace_cnt is None else fmt.max_whitespace_cnt
                     schema = self.enforced_schema(json.dumps(fmt.json_schema, ensure_ascii=False))
                     return replace(fmt, json_schema=schema, max_whitespace_cnt=cnt)
                 if isinstance(fmt, RegexFormat):
-                    return replace(fmt, pattern=portable_regex(fmt.pattern, XGRAMMAR_SPELLED_COUNTS))
+                    pattern = portable_regex(fmt.pattern, XGRAMMAR_SPELLED_COUNTS)
+                    # (xgrammar refuses an empty pattern; it matches the empty string only)
+                    return replace(fmt, pattern=pattern) if pattern else ConstStringFormat("")
                 if isinstance(fmt, GrammarFormat) and fmt.syntax == "ebnf":
                     return replace(fmt, grammar=gbnf_for_xgrammar(fmt.grammar))
             except ValueError as e:  # (GrammarError, a RegexError: one message each)

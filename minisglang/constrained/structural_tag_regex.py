@@ -205,7 +205,7 @@ class _Compiler:
     def dispatch(self, where: str, fmt: DispatchFormat, stops: tuple[str, ...] | None) -> Regex:
         """Free text up to the first pattern, then that rule's format; the enclosing tag's
         ends are not forbidden here (they reach only the rules' formats)."""
-        forbidden = _forbidden(where, (*(p for p, _ in fmt.rules), *fmt.excludes), None, first=True)
+        forbidden = _forbidden(where, fmt.excludes, None, triggers=tuple(p for p, _ in fmt.rules))
         loop = _some(
             where,
             alt(
@@ -217,7 +217,7 @@ class _Compiler:
         return concat(repeat(loop, 0, None), free) if fmt.loop else _some(where, alt([loop, free]))
 
     def triggered_tags(self, where: str, fmt: TriggeredTagsFormat, stops: tuple[str, ...] | None) -> Regex:
-        forbidden = _forbidden(where, (*fmt.triggers, *fmt.excludes), stops, first=True)
+        forbidden = _forbidden(where, fmt.excludes, stops, triggers=fmt.triggers)
         body: dict[str, list[Regex]] = {}  # trigger -> its tags after the trigger
         first: list[Regex] = []  # whole tags (at_least_one: the output starts with one)
         for i, tag in enumerate(fmt.tags):
@@ -242,16 +242,22 @@ class _Compiler:
         return concat(repeat(loop, 0, None), free)
 
 
-def _forbidden(where: str, own: tuple[str, ...], stops: tuple[str, ...] | None, first: bool = False) -> tuple[str, ...]:
-    """The strings free text must not hold: a format's own (triggers, excludes) and the
-    nearest enclosing tag's ends. Refused when a tag end is empty, and, where the FIRST
-    one to complete matters (`first`: triggered_tags), when one holds another."""
+def _forbidden(
+    where: str, own: tuple[str, ...], stops: tuple[str, ...] | None, triggers: tuple[str, ...] = ()
+) -> tuple[str, ...]:
+    """The strings free text must not hold: a format's `triggers` (triggered_tags' triggers,
+    dispatch's patterns), its own excludes (`own`) and the nearest enclosing tag's ends.
+    Refused when a tag end is empty, and, where the FIRST one to complete matters (where
+    there are triggers), when one holds another. An exclude or end listed twice (a tag's
+    end also in its triggered_tags' excludes, which xgrammar serves) is one string; a
+    trigger listed twice is refused (xgrammar: an exclude equal to a trigger keeps its
+    tags out altogether)."""
     if stops is not None and any(not s for s in stops):
         raise StructuralTagFormatError(
             f"{where}: this format is unlimited (it can take any text), so the tag around it needs "
             "non-empty end strings to know where it stops"
         )
-    listed = (*own, *(stops or ()))
+    listed = (*triggers, *own, *(stops or ()))
     # Bounded as the old shape's triggers are (TagLimits): finding the heads (`_until`) reads
     # every suffix of every string, so a 20,000-character trigger took 1.3 s, 200,000 minutes.
     for text in listed:
@@ -266,8 +272,9 @@ def _forbidden(where: str, own: tuple[str, ...], stops: tuple[str, ...] | None, 
             f"{where}: the strings kept out of this free text are {total:,} bytes together; the limit is "
             f"{MAX_FORBIDDEN_TOTAL:,}"
         )
-    for i, a in enumerate(listed if first else ()):
-        for j, b in enumerate(listed):
+    distinct = (*triggers, *dict.fromkeys((*own, *(stops or ()))))
+    for i, a in enumerate(distinct if triggers else ()):
+        for j, b in enumerate(distinct):
             if i != j and a in b:
                 raise StructuralTagFormatError(
                     f"{where}: {a!r} is {'listed twice' if a == b else f'inside {b!r}'} (its triggers, excludes "
