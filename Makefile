@@ -1,6 +1,6 @@
 # The two jobs of the README, and the tiers a contributor runs (CONTRIBUTING.md).
 # Each one sets up first (scripts/setup.sh is idempotent).
-.PHONY: setup demo test test-fast test-stage check
+.PHONY: setup demo test test-fast test-stage check typecheck lint-and-tests
 
 PYTEST = .venv/bin/python -m pytest
 RUFF = .venv/bin/ruff
@@ -61,8 +61,19 @@ check: setup
 	$(MYPY)
 	$(LINT_IMPORTS)
 
-# Every test: unit, per-stage behaviour, autograder honesty, notebooks. CI runs this.
-test: setup check
+# Every test: unit, per-stage behaviour, autograder honesty, notebooks, and `check`'s lint, types
+# and import layers. CI runs this. The type check runs beside the tests (make -j2): on a fresh
+# clone mypy's cold run is ~45 s of one core, and the run ends ~20 s sooner than one after the other.
+test: setup
+	$(MAKE) --no-print-directory -j2 typecheck lint-and-tests
+
+typecheck:
+	$(MYPY)
+
+lint-and-tests:
+	$(RUFF) check .
+	$(RUFF) format --check .
+	$(LINT_IMPORTS)
 	$(PYTEST_CI)
 
 test-fast: setup
