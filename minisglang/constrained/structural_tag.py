@@ -227,7 +227,7 @@ def parse_structural_tag(spec: Any, limits: TagLimits = TagLimits()) -> Structur
         except (ValueError, RecursionError) as e:
             raise StructuralTagError(f"structural_tag is not valid JSON: {e}") from None
     if not isinstance(spec, dict):
-        raise StructuralTagError(f"structural_tag must be an object, got {_json_type(spec)}")
+        raise StructuralTagError(f"structural_tag must be an object, got {json_type(spec)}")
     unknown = sorted(k for k in spec if k not in _SPEC_KEYS)
     if unknown:
         raise StructuralTagError(f"structural_tag has unknown key(s) {unknown}; known: {list(_SPEC_KEYS)}")
@@ -239,7 +239,7 @@ def parse_structural_tag(spec: Any, limits: TagLimits = TagLimits()) -> Structur
         if not isinstance(spec[key], list) or not spec[key]:
             raise StructuralTagError(
                 f"structural_tag.{key} must be a non-empty list, got "
-                f"{'an empty list' if spec[key] == [] else _json_type(spec[key])}"
+                f"{'an empty list' if spec[key] == [] else json_type(spec[key])}"
             )
     triggers = _triggers(spec["triggers"], limits)
     for i, t in enumerate(triggers):
@@ -255,11 +255,11 @@ def parse_structural_tag(spec: Any, limits: TagLimits = TagLimits()) -> Structur
     for key in ("at_least_one", "stop_after_first"):
         flags[key] = spec.get(key, False)
         if not isinstance(flags[key], bool):
-            raise StructuralTagError(f"structural_tag.{key} must be true or false, got {_json_type(flags[key])}")
+            raise StructuralTagError(f"structural_tag.{key} must be true or false, got {json_type(flags[key])}")
     content = spec.get("content_schema")
     if content is not None and not isinstance(content, (dict, bool)):
         raise StructuralTagError(
-            f"structural_tag.content_schema must be a JSON Schema (an object or a boolean), got {_json_type(content)}"
+            f"structural_tag.content_schema must be a JSON Schema (an object or a boolean), got {json_type(content)}"
         )
     return StructuralTag(structures, triggers, **flags, content_schema=content)
 
@@ -273,7 +273,7 @@ def _triggers(values: list[Any], limits: TagLimits) -> tuple[str, ...]:
         )
     triggers = []
     for i, value in enumerate(values):
-        t = _text(f"structural_tag.triggers[{i}]", value, nonempty=True)
+        t = checked_text(f"structural_tag.triggers[{i}]", value, nonempty=True)
         size = len(t.encode("utf-8"))
         if size > limits.max_trigger_bytes:
             raise StructuralTagError(
@@ -299,36 +299,38 @@ def trigger_states(triggers: Sequence[str]) -> int:
 def _structure(i: int, s: Any, triggers: tuple[str, ...]) -> TagStructure:
     where = f"structural_tag.structures[{i}]"
     if not isinstance(s, dict):
-        raise StructuralTagError(f"{where} must be an object with begin, schema and end, got {_json_type(s)}")
+        raise StructuralTagError(f"{where} must be an object with begin, schema and end, got {json_type(s)}")
     unknown = sorted(k for k in s if k not in _STRUCTURE_KEYS)
     if unknown:
         raise StructuralTagError(f"{where} has unknown key(s) {unknown}; known: {list(_STRUCTURE_KEYS)}")
     missing = [k for k in _STRUCTURE_KEYS if k not in s]
     if missing:
         raise StructuralTagError(f"{where} is missing {missing}")
-    begin = _text(f"{where}.begin", s["begin"], nonempty=True)
-    end = _text(f"{where}.end", s["end"])
+    begin = checked_text(f"{where}.begin", s["begin"], nonempty=True)
+    end = checked_text(f"{where}.end", s["end"])
     if not any(begin.startswith(t) for t in triggers):
         raise StructuralTagError(f"{where}.begin {begin!r} starts with no trigger (triggers: {list(triggers)})")
     schema = s["schema"]
     if not isinstance(schema, (dict, bool)):
         raise StructuralTagError(
-            f"{where}.schema must be a JSON Schema (an object or a boolean), got {_json_type(schema)}"
+            f"{where}.schema must be a JSON Schema (an object or a boolean), got {json_type(schema)}"
         )
     return TagStructure(begin, schema, end)
 
 
-def _text(where: str, value: Any, nonempty: bool = False) -> str:
+def checked_text(
+    where: str, value: Any, nonempty: bool = False, error: type[StructuralTagError] = StructuralTagError
+) -> str:
+    """`value` if it is a string (not empty, if `nonempty`) that UTF-8 can write; else `error`
+    naming `where` (both parsers' strings: the old shape's and v2's, structural_tag_parse.py)."""
     if not isinstance(value, str):
-        raise StructuralTagError(f"{where} must be a string, got {_json_type(value)}")
+        raise error(f"{where} must be a string, got {json_type(value)}")
     if nonempty and not value:
-        raise StructuralTagError(f"{where} is empty")
+        raise error(f"{where} is empty")
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as e:
-        raise StructuralTagError(
-            f"{where} is not valid Unicode text (a lone surrogate at character {e.start})"
-        ) from None
+        raise error(f"{where} is not valid Unicode text (a lone surrogate at character {e.start})") from None
     return value
 
 
@@ -337,7 +339,8 @@ def _clipped(text: str, limit: int = 40) -> str:
     return repr(text) if len(text) <= limit else repr(text[:limit]) + f"... ({len(text):,} characters)"
 
 
-def _json_type(value: Any) -> str:
+def json_type(value: Any) -> str:
+    """What a JSON value is, for a message ("a string", "a number", "null")."""
     names = {
         bool: "a boolean",
         str: "a string",

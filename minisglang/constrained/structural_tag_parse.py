@@ -14,7 +14,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from .structural_tag import StructuralTag, parse_structural_tag
+from .structural_tag import StructuralTag, checked_text, json_type, parse_structural_tag
 from .structural_tag_format import (
     FORMATS,
     JSON_STYLES,
@@ -72,7 +72,7 @@ def parse_structural_tag_format(spec: Any) -> StructuralTagFormat:
         except (ValueError, RecursionError) as e:
             raise StructuralTagFormatError(f"structural_tag is not valid JSON: {e}") from None
     if not isinstance(spec, dict):
-        raise StructuralTagFormatError(f"structural_tag must be an object, got {_json_type(spec)}")
+        raise StructuralTagFormatError(f"structural_tag must be an object, got {json_type(spec)}")
     _keys("structural_tag", spec, required=("format",), optional=("type",))
     if spec.get("type", "structural_tag") != "structural_tag":
         raise StructuralTagFormatError(f"structural_tag.type must be 'structural_tag', got {spec['type']!r}")
@@ -90,7 +90,7 @@ class _Parser:
         if depth > MAX_DEPTH:
             raise StructuralTagFormatError(f"{where}: formats nest more than {MAX_DEPTH} deep")
         if not isinstance(value, dict):
-            raise StructuralTagFormatError(f"{where} must be a format (an object with a type), got {_json_type(value)}")
+            raise StructuralTagFormatError(f"{where} must be a format (an object with a type), got {json_type(value)}")
         if "type" not in value:
             raise StructuralTagFormatError(f"{where}.type is missing (one of {sorted(FORMATS)})")
         kind = value["type"]
@@ -113,7 +113,7 @@ class _Parser:
         schema = v["json_schema"]
         if not isinstance(schema, (dict, bool)):
             raise StructuralTagFormatError(
-                f"{where}.json_schema must be a JSON Schema (an object or a boolean), got {_json_type(schema)}"
+                f"{where}.json_schema must be a JSON Schema (an object or a boolean), got {json_type(schema)}"
             )
         style = v.get("style", "json")
         if style not in JSON_STYLES:
@@ -152,7 +152,7 @@ class _Parser:
         if not isinstance(elements, list) or not elements:
             raise StructuralTagFormatError(
                 f"{where}.elements must be a non-empty list of formats, got "
-                f"{'an empty list' if elements == [] else _json_type(elements)}"
+                f"{'an empty list' if elements == [] else json_type(elements)}"
             )
         return tuple(self.format(f"{where}.elements[{i}]", e, depth + 1) for i, e in enumerate(elements))
 
@@ -213,13 +213,13 @@ class _Parser:
         if not isinstance(values, list) or not values:
             raise StructuralTagFormatError(
                 f"{where} must be a non-empty list of tags, got "
-                f"{'an empty list' if values == [] else _json_type(values)}"
+                f"{'an empty list' if values == [] else json_type(values)}"
             )
         tags = []
         for i, value in enumerate(values):
             here = f"{where}[{i}]"
             if not isinstance(value, dict):
-                raise StructuralTagFormatError(f"{here} must be a tag (an object), got {_json_type(value)}")
+                raise StructuralTagFormatError(f"{here} must be a tag (an object), got {json_type(value)}")
             if value.get("type", "tag") != "tag":
                 raise StructuralTagFormatError(f"{here}.type must be 'tag', got {value['type']!r}")
             self.nodes += 1
@@ -260,7 +260,7 @@ class _Parser:
         if not isinstance(rules, list) or not rules:
             raise StructuralTagFormatError(
                 f"{where}.rules must be a non-empty list of [pattern, format] pairs, got "
-                f"{'an empty list' if rules == [] else _json_type(rules)}"
+                f"{'an empty list' if rules == [] else json_type(rules)}"
             )
         if len(rules) > MAX_STRINGS:
             raise StructuralTagFormatError(f"{where}.rules has {len(rules)} rules; at most {MAX_STRINGS} are taken")
@@ -268,7 +268,7 @@ class _Parser:
         for i, rule in enumerate(rules):
             here = f"{where}.rules[{i}]"
             if not isinstance(rule, list) or len(rule) != 2:
-                raise StructuralTagFormatError(f"{here} must be a [pattern, format] pair, got {_json_type(rule)}")
+                raise StructuralTagFormatError(f"{here} must be a [pattern, format] pair, got {json_type(rule)}")
             parsed.append((_text(f"{here}[0]", rule[0], nonempty=True), self.format(f"{here}[1]", rule[1], depth + 1)))
         return DispatchFormat(
             tuple(parsed),
@@ -306,23 +306,14 @@ def _keys(where: str, v: dict[str, Any], required: tuple[str, ...], optional: tu
 
 
 def _text(where: str, value: Any, nonempty: bool = False) -> str:
-    if not isinstance(value, str):
-        raise StructuralTagFormatError(f"{where} must be a string, got {_json_type(value)}")
-    if nonempty and not value:
-        raise StructuralTagFormatError(f"{where} is empty")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as e:
-        raise StructuralTagFormatError(
-            f"{where} is not valid Unicode text (a lone surrogate at character {e.start})"
-        ) from None
-    return value
+    """`checked_text` raising v2's error."""
+    return checked_text(where, value, nonempty, StructuralTagFormatError)
 
 
 def _strings(where: str, values: Any, nonempty: bool = True) -> tuple[str, ...]:
     """A list of strings (each non-empty unless `nonempty` is False), at most MAX_STRINGS."""
     if not isinstance(values, list):
-        raise StructuralTagFormatError(f"{where} must be a list of strings, got {_json_type(values)}")
+        raise StructuralTagFormatError(f"{where} must be a list of strings, got {json_type(values)}")
     if len(values) > MAX_STRINGS:
         raise StructuralTagFormatError(f"{where} has {len(values)} strings; at most {MAX_STRINGS} are taken")
     return tuple(_text(f"{where}[{i}]", s, nonempty) for i, s in enumerate(values))
@@ -330,7 +321,7 @@ def _strings(where: str, values: Any, nonempty: bool = True) -> tuple[str, ...]:
 
 def _flag(where: str, value: Any) -> bool:
     if not isinstance(value, bool):
-        raise StructuralTagFormatError(f"{where} must be true or false, got {_json_type(value)}")
+        raise StructuralTagFormatError(f"{where} must be true or false, got {json_type(value)}")
     return value
 
 
@@ -344,7 +335,7 @@ def _count(where: str, value: Any) -> int:
 
 def _token_ref(where: str, value: Any) -> int | str:
     if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise StructuralTagFormatError(f"{where} must be a token id or a token string, got {_json_type(value)}")
+        raise StructuralTagFormatError(f"{where} must be a token id or a token string, got {json_type(value)}")
     if isinstance(value, int) and value < 0:
         raise StructuralTagFormatError(f"{where} must be a token id >= 0, got {value}")
     return value if isinstance(value, int) else _text(where, value, nonempty=True)
@@ -352,15 +343,10 @@ def _token_ref(where: str, value: Any) -> int | str:
 
 def _token_refs(where: str, values: Any) -> tuple[int | str, ...]:
     if not isinstance(values, list):
-        raise StructuralTagFormatError(f"{where} must be a list of token ids or strings, got {_json_type(values)}")
+        raise StructuralTagFormatError(f"{where} must be a list of token ids or strings, got {json_type(values)}")
     if len(values) > MAX_STRINGS:
         raise StructuralTagFormatError(f"{where} has {len(values)} tokens; at most {MAX_STRINGS} are taken")
     return tuple(_token_ref(f"{where}[{i}]", x) for i, x in enumerate(values))
-
-
-def _json_type(value: Any) -> str:
-    names = {bool: "a boolean", str: "a string", list: "a list", dict: "an object", type(None): "null"}
-    return names.get(type(value), "a number" if isinstance(value, (int, float)) else f"a {type(value).__name__}")
 
 
 __all__ = ["parse_any_structural_tag", "parse_structural_tag_format"]
