@@ -48,6 +48,7 @@ import codecs
 import datetime
 import functools
 import hashlib
+import itertools
 import json
 import re
 import struct
@@ -184,24 +185,29 @@ def detect_family(spec: dict) -> str:
     return PLAIN
 
 
-def _without_prefix_space(spec: dict) -> dict:
-    """Switch off every implicit prefix space in a parsed tokenizer.json (in place).
+def _without_prefix_space(spec: dict) -> bool:
+    """Switch off every implicit prefix space in a parsed tokenizer.json (in place); whether
+    there may have been one to switch off (a key left to its default counts as one).
 
     That is SentencePiece's dummy `▁` (a `Prepend` normalizer or `Metaspace`'s
     prepend_scheme) and byte-level `add_prefix_space`; see decision 1 in the docstring.
     """
-    normalizer = spec.get("normalizer")
+    normalizer, switched = spec.get("normalizer"), False
     if normalizer and normalizer.get("type") == "Prepend":
-        spec["normalizer"] = None
+        spec["normalizer"], switched = None, True
     elif normalizer and normalizer.get("type") == "Sequence":
-        normalizer["normalizers"] = [n for n in normalizer["normalizers"] if n.get("type") != "Prepend"]
+        kept = [n for n in normalizer["normalizers"] if n.get("type") != "Prepend"]
+        switched = len(kept) < len(normalizer["normalizers"])
+        normalizer["normalizers"] = kept
     for part in _component_types(spec.get("pre_tokenizer")):
         if part["type"] == "Metaspace":
+            switched |= part.get("prepend_scheme") != "never" or part.get("add_prefix_space") is not False
             part["prepend_scheme"] = "never"
             part["add_prefix_space"] = False  # the key older tokenizer.json files use
         if part["type"] == "ByteLevel":
+            switched |= part.get("add_prefix_space") is not False
             part["add_prefix_space"] = False
-    return spec
+    return switched
 
 
 def _protobuf_fields(buf: bytes) -> Iterable[tuple[int, int | bytes]]:
@@ -322,9 +328,10 @@ class Tokenizer:
                 hint = " (there is a tokenizer.model: use Tokenizer.from_sentencepiece)"
             raise FileNotFoundError(f"no tokenizer.json in {folder}: looked for {json_path}{hint}")
         written = json_path.read_text(encoding="utf-8")
-        spec = _without_prefix_space(json.loads(written))
-        hf = HFTokenizer.from_str(json.dumps(spec))
-        hf_prompt = HFTokenizer.from_str(written) if spec != json.loads(written) else hf
+        spec = json.loads(written)
+        prefixed = _without_prefix_space(spec)
+        hf_prompt = HFTokenizer.from_str(written)
+        hf = HFTokenizer.from_str(json.dumps(spec)) if prefixed else hf_prompt  # (one where none is added)
 
         config_path = folder / "tokenizer_config.json"
         config = json.loads(config_path.read_text(encoding="utf-8")) if config_path.is_file() else {}
@@ -527,8 +534,13 @@ class Tokenizer:
         text already spells (a template rendered by hand) is not doubled, and nothing the
         post-processor would append (an EOS) ends the prompt. Without the BOS a model trained
         with it answers worse; a chat's BOS comes from its template (`encode_chat`)."""
-        ids, prefix = self.hf_prompt.encode(text, add_special_tokens=False).ids, self.prompt_prefix
+        ids, prefix = self._as_written(text), self.prompt_prefix
         return ids if ids[: len(prefix)] == prefix else prefix + ids
+
+    def _as_written(self, text: str) -> list[int]:
+        """``text``'s ids as the checkpoint's tokenizer writes them, dummy prefix and all, with
+        nothing its post-processor adds: a chat's (`encode_chat`), a raw prompt's after its prefix."""
+        return self.hf_prompt.encode(text, add_special_tokens=False).ids
 
     @functools.cached_property
     def _prefix_after_special(self) -> bool:
@@ -538,8 +550,7 @@ class Tokenizer:
         if self.hf_prompt is self.hf or not self.special_token_ids:
             return False
         special = self._special_text[min(self.special_token_ids)].decode()
-        after, alone = (self.hf_prompt.encode(t, add_special_tokens=False).ids for t in (special + "a", "a"))
-        return after[1:] == alone
+        return self._as_written(special + "a")[1:] == self._as_written("a")
 
     def _encode_prompt_piece(self, text: str, at_start: bool, as_text: bool = False) -> list[int]:
         """The ids of a stretch of a prompt with no special token in it (or, ``as_text``, whose
@@ -572,18 +583,12 @@ class Tokenizer:
                     return ids[: last + 1] + tail_ids
         # The whole text again, the way ``ids`` were made: a raw prompt (`encode_prompt`: ids
         # that begin with its prefix), `encode`, or a chat (the checkpoint's own tokenizer).
-        whole, prefix = text + more, self.prompt_prefix
-        ways = [self.encode, lambda t: self.hf_prompt.encode(t, add_special_tokens=False).ids]
-        if prefix and ids[: len(prefix)] == prefix:
-            ways.insert(0, self.encode_prompt)
-        first = ways[0](whole)
-        for way in ways[1:]:
-            if first[: len(ids)] == ids:
-                break
-            again = way(whole)
-            if again[: len(ids)] == ids:
-                return again
-        return first  # (none made ``ids``: the caller sees its prompt changed)
+        prefix = self.prompt_prefix
+        ways = [self.encode_prompt] if prefix and ids[: len(prefix)] == prefix else []
+        wholes = (way(text + more) for way in [*ways, self.encode, self._as_written])
+        first = next(wholes)
+        # (none made ``ids``: the first, and the caller sees its prompt changed)
+        return next((whole for whole in itertools.chain([first], wholes) if whole[: len(ids)] == ids), first)
 
     def decode(self, ids, skip_special_tokens: bool = True) -> str:
         """Text of ``ids``: their bytes joined, invalid UTF-8 shown as U+FFFD."""
