@@ -171,8 +171,11 @@ class EngineLoop:
         queued or waiting for a compile for gc_reclaim_idle_seconds (its full collection then
         delays nobody but a request that arrives during it), or, between two steps whatever
         runs, once gc_reclaim_after_freezes freezes have kept theirs."""
-        now, busy = time.monotonic(), bool(self.active or self.engine.has_work() or not self.inbox.empty())
-        self.idle_since = None if busy else self.idle_since if self.idle_since is not None else now
+        now = time.monotonic()
+        if self.active or self.engine.has_work() or not self.inbox.empty():
+            self.idle_since = None
+        elif self.idle_since is None:
+            self.idle_since = now
         guard, options = self.gc_guard, self.options
         if guard is None or not guard.unreclaimed:
             return
