@@ -351,6 +351,8 @@ def cmd_serve(args) -> int:
     options = ServerOptions(**{k: v for k, v in given.items() if v is not None})  # the rest: its defaults
     # Engine options the operator gave; the rest keep the Engine's defaults.
     chosen = {key: getattr(args, key) for key in SERVE_ENGINE_OPTIONS if getattr(args, key) is not None}
+    if args.min_new_token_ratio is None and args.new_token_ratio < 1:
+        chosen["min_new_token_ratio"] = 0.14 * args.new_token_ratio  # SGLang's DEFAULT_MIN_NEW_TOKEN_RATIO_FACTOR
     engine = Engine(model_path=args.model_path, stage=args.stage, seed=args.seed or 0, **chosen)
     print(
         f"minisglang serving {engine.model_path} (stage {engine.stage.tag}) on http://{args.host}:{args.port}",
@@ -367,6 +369,8 @@ SERVE_ENGINE_OPTIONS = (
     "max_total_tokens",
     "max_running_requests",
     "reserved_for_new_clients",
+    "new_token_ratio",
+    "min_new_token_ratio",
     "torch_threads",
     "mixed_prefill",
     "disable_radix_cache",
@@ -556,6 +560,25 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=None,
         help="rows a client with requests running may not take, kept for a client with none (default 1/16; 0: off)",
+    )
+    # A server's chats often give no max_tokens (they may write to the end of the context):
+    # reserving all of it for each made them run one at a time when the pool is smaller than
+    # two contexts. The server reserves a share, as SGLang does, and retracts when the pool
+    # runs out (minisglang/retraction.py); the Engine's default, 1.0, reserves everything.
+    sv.add_argument(
+        "--new-token-ratio",
+        type=float,
+        default=0.7,
+        help="share of each request's remaining max_new_tokens that admission reserves; below 1 a "
+        "request may be retracted (back to wait, its output kept) when the KV pool runs out "
+        "(default 0.7, SGLang's; 1: reserve all, never retract)",
+    )
+    sv.add_argument(
+        "--min-new-token-ratio",
+        type=float,
+        default=None,
+        help="the ratio falls toward this over 600 decode steps without a retraction "
+        "(default 0.14 x --new-token-ratio, SGLang's)",
     )
     sv.add_argument(
         "--torch-threads",

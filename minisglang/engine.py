@@ -27,7 +27,8 @@ import torch
 
 from .core import AbortKind, Req, SamplingParams, check_text
 from .model.loader import load_model
-from .scheduler import Scheduler, SchedulerConfig
+from .scheduler import Scheduler
+from .scheduler_config import SchedulerConfig
 from .stages import default_stage, get_stage_class
 from .stages.base import StageContext
 from .tokenizer import ChatPrompt, Tokenizer
@@ -85,6 +86,8 @@ class EngineStats:
     generated_tokens: int
     errors: int  # exceptions a step caught (each aborted only its requests)
     grammar_errors: int = 0  # requests aborted by their own grammar (refused, failed, or past a limit)
+    retractions: int = 0  # running requests sent back to wait when the KV pool ran out
+    new_token_ratio: float = 1.0  # the share of remaining max_new_tokens admission reserves now
 
     @property
     def radix_hit_rate(self) -> float:
@@ -122,6 +125,8 @@ class Engine:
         in_batch_prefix_threshold: int = 32,
         mixed_prefill: bool = False,
         reserved_for_new_clients: int | None = None,
+        new_token_ratio: float = 1.0,
+        min_new_token_ratio: float | None = None,
         torch_threads: int | None = None,
         freeze_gc: bool = True,
         sampling_defaults: str = "model",
@@ -139,6 +144,8 @@ class Engine:
             in_batch_prefix_threshold=in_batch_prefix_threshold,
             mixed_prefill=mixed_prefill,
             reserved_for_new_clients=reserved_for_new_clients,
+            new_token_ratio=new_token_ratio,
+            min_new_token_ratio=min_new_token_ratio,
         )
         # torch's thread count is one per process: the last Engine built sets it.
         if torch_threads is None:
@@ -325,6 +332,8 @@ class Engine:
                 generated_tokens=t.completion_tokens,
                 errors=t.errors,
                 grammar_errors=t.grammar_errors,
+                retractions=t.retractions,
+                new_token_ratio=s.new_token_ratio.value,
             )
 
     # ------------------------------------------------------------------ generate

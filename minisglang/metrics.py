@@ -217,10 +217,12 @@ class _EngineCollector:
                 "Requests aborted by their own grammar: refused, failed, or past a limit (the client's error)",
                 st.grammar_errors,
             ),
+            ("retractions", "Running requests sent back to wait when the KV pool ran out", st.retractions),
         ]:
             yield CounterMetricFamily(f"minisglang_{name}", help_text, value=value)
         gauges: list[tuple[str, str, float]] = [
             ("radix_hit_rate", "Cached prompt tokens / prompt tokens of finished requests", st.radix_hit_rate),
+            ("new_token_ratio", "Share of remaining max_new_tokens admission reserves now", st.new_token_ratio),
             ("grammar_queue_length", "Requests waiting for their grammar", st.grammar_queue),
             ("waiting_queue_length", "Requests waiting to be prefilled", st.waiting_queue),
             ("running_requests", "Requests in the running (decode) batch", st.running),

@@ -57,20 +57,21 @@ import collections
 import contextlib
 import logging
 import time
-import typing
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import torch
 
 from . import admission_order
 from .admission_order import returning
-from .core import AbortKind, Req, check_declared_type
+from .core import AbortKind, Req
 from .memory_pool import ReqToTokenPool, TokenToKVPool
 from .model.forward_batch import ForwardBatch, ForwardMode
 from .radix_cache import RadixCache
+from .retraction import NewTokenRatio, retraction_victim
 from .sampler import sample, seeded_generator
+from .scheduler_config import SchedulerConfig
 from .stages.base import Stage
 from .stop_aliases import StopAliases
 from .tokenizer import IncrementalDetokenizer, Tokenizer
@@ -124,54 +125,6 @@ class _PlaceholderSlots:
 
 
 @dataclass
-class SchedulerConfig:
-    max_total_tokens: int = 16384  # KV slots in the pool
-    max_running_requests: int = 128  # rows of the request-to-token table
-    max_prefill_tokens: int = 4096  # new tokens computed in one prefill batch
-    schedule_policy: str = "lpm"  # "lpm" (longest prefix match first) or "fcfs"
-    disable_radix_cache: bool = False
-    # A waiting request that shares at least this many not-yet-cached tokens with a request
-    # already chosen for this prefill batch waits one step, then hits the tree instead of
-    # computing them again (SGLang's in-batch prefix caching; 0 turns it off).
-    in_batch_prefix_threshold: int = 32
-    # A prefill step also decodes the running requests, in the same forward (SGLang's
-    # mixed chunked prefill, #1013): a new request no longer stalls everyone else's decode.
-    mixed_prefill: bool = False
-    # Prompt tokens one prefill forward computes at most; a longer prompt is prefilled a
-    # chunk per step (SGLang's chunked prefill; None: off, a prompt goes in one forward).
-    chunked_prefill_size: int | None = None
-    # Rows (and as many rows' share of the KV pool) that a server client with requests running
-    # may not take: they are kept for a client with none running. One client's 300 streams
-    # took all 128 rows, and another client's one-token request waited 5.9 s for a row to
-    # free (a stranger's test). In-process requests (no client) take every row. 0: off;
-    # None: a sixteenth of max_running_requests (8 of 128).
-    reserved_for_new_clients: int | None = None
-    trace_limit: int = 100_000  # events kept for notebooks (oldest dropped)
-
-    def __post_init__(self) -> None:
-        """Each field of its declared type, a number above 0 (the threshold: 0 or above), a
-        known policy: ValueError naming the field now, not an error in every request's step
-        (`schedule_policy="fifo"`, `max_prefill_tokens="4k"`), nor a truthy string taken
-        for True (`disable_radix_cache="no"` turned the radix cache off)."""
-        hints = typing.get_type_hints(SchedulerConfig)
-        for f in fields(self):
-            positive = f.name not in ("in_batch_prefix_threshold", "reserved_for_new_clients")
-            check_declared_type(f.name, getattr(self, f.name), hints[f.name], positive=positive)
-        if self.reserved_for_new_clients is None:
-            self.reserved_for_new_clients = self.max_running_requests // 16
-        for name in ("in_batch_prefix_threshold", "reserved_for_new_clients"):
-            if (value := getattr(self, name)) < 0:
-                raise ValueError(f"{name} must be 0 (off) or above, not {value}")
-        if self.reserved_for_new_clients >= self.max_running_requests:
-            raise ValueError(
-                f"reserved_for_new_clients ({self.reserved_for_new_clients}) must be below max_running_requests "
-                f"({self.max_running_requests}): a client must be able to run a request"
-            )
-        if self.schedule_policy not in ("lpm", "fcfs"):
-            raise ValueError(f"schedule_policy must be 'lpm' or 'fcfs', not {self.schedule_policy!r}")
-
-
-@dataclass
 class SchedulerTotals:
     """Running counts since the scheduler started (for `Engine.stats()` and /metrics)."""
 
@@ -181,6 +134,7 @@ class SchedulerTotals:
     completion_tokens: int = 0  # every output token, sampled or jumped
     errors: int = 0  # exceptions caught by a step (each aborted its requests)
     grammar_errors: int = 0  # requests aborted by their own grammar (refused, failed, past a limit): the client's error
+    retractions: int = 0  # running requests sent back to wait when the pool ran out (retraction.py)
 
 
 @dataclass
@@ -246,6 +200,8 @@ class Scheduler:
         # "mixed": the prefill forwards (counted in "prefill" too) that carried decode riders.
         self.forward_counts = {"prefill": 0, "decode": 0, "mixed": 0}
         self.totals = SchedulerTotals()
+        assert config.min_new_token_ratio is not None  # (SchedulerConfig fills it in)
+        self.new_token_ratio = NewTokenRatio(config.new_token_ratio, config.min_new_token_ratio)
         self.trace: collections.deque[dict[str, Any]] = collections.deque(maxlen=config.trace_limit)
         # A step view's recorder (minisglang/stepview): called around the mask and for each
         # token, it adds detail events to `trace`; None (the default) costs one check per hook.
@@ -364,6 +320,7 @@ class Scheduler:
             )
         if not mixed:
             self.prepare_decode()
+        self.retract_for_room()
         decoding = self.ready_reqs(self.running)
         if decoding:
             return ScheduledBatch(ForwardMode.DECODE, decoding)
@@ -763,6 +720,33 @@ class Scheduler:
         req.last_node, req.prefix_len = node, req.kv_len
         self.record_event("cache_prefill", req, tokens=req.kv_len - already)
 
+    def retract_for_room(self) -> None:
+        """Before a decode step: while the pool (free slots and what the tree may evict) has
+        no slot for each running request's next token, retract one (retraction.py). Only
+        admission below `new_token_ratio` 1 can leave the pool this short."""
+        retracted = False
+        while len(self.running) > 1 and len(self.running) > self.room_for_decode():
+            self.retract(retraction_victim(self.running))
+            retracted = True
+        if retracted:
+            self.new_token_ratio.reset()
+        else:
+            self.new_token_ratio.decay()
+
+    def room_for_decode(self) -> int:
+        """KV slots a decode step can get: the free ones and those the tree may evict."""
+        return self.token_to_kv_pool.available_size() + self.tree_cache.evictable_size()
+
+    def retract(self, req: Req) -> None:
+        """Send running `req` back to the front of the waiting queue, its KV to the radix tree
+        (where the pool may evict it), its output and grammar state kept (SGLang's
+        `retract_decode`): re-admitted, it prefills what the tree no longer holds and goes on."""
+        self.release_memory(req)
+        self.running.remove(req)
+        self.waiting_queue.insert(0, req)
+        self.totals.retractions += 1
+        self.record_event("retract", req, tokens=len(req.output_ids))
+
     def readmit(self, req: Req, new_output_ids: list[int]) -> None:
         """Hook 3's answer (s4's jump forward): take a running request out of the batch, give
         its KV to the radix tree, rewrite its output, and queue it for prefill again. (The
@@ -796,20 +780,20 @@ class Scheduler:
         budget = (
             self.token_to_kv_pool.available_size()
             + self.tree_cache.evictable_size()
-            - sum(self._remaining_new_tokens(r) for r in self.running)
+            - sum(self._reserved_new_tokens(r) for r in self.running)
         )
         # Each request needs at least one new token and room for the rest of its output. When
         # no request can get that, none is admitted: skip matching the queue against the tree
         # (in a backlog, the longest part of scheduling).
         if len(self.running) >= self.config.max_running_requests or budget < min(
-            1 + self._remaining_new_tokens(r) for r in self.waiting_queue
+            1 + self._reserved_new_tokens(r) for r in self.waiting_queue
         ):
             return []
         order = self._admission_order()
         # A client's s4 re-admission keeps the room it had while running: no new request may
         # take it (a waiting request passed MAX_PASSED_BY times fitted in the room a jump gave
         # back, and the jumped request waited 119 steps, until another request ended).
-        kept = {r.rid: self._remaining_new_tokens(r) for r in order if returning(r)}
+        kept = {r.rid: self._reserved_new_tokens(r) for r in order if returning(r)}
         budget -= sum(kept.values())
 
         # A mixed forward also computes one token per running request: they are in the prefill
@@ -843,7 +827,7 @@ class Scheduler:
                     self.record_event("defer", req, shared=shared)
                     continue  # wait one step and hit them, rather than compute them twice
             extend = len(req.fill_ids) - len(prefix)
-            need = extend + self._remaining_new_tokens(req)
+            need = extend + self._reserved_new_tokens(req)
             if (
                 prefill_tokens + extend > self.config.max_prefill_tokens
                 and chosen
@@ -945,6 +929,10 @@ class Scheduler:
     @staticmethod
     def _remaining_new_tokens(req: Req) -> int:
         return max(req.sampling_params.max_new_tokens - len(req.output_ids), 0)
+
+    def _reserved_new_tokens(self, req: Req) -> int:
+        """The KV slots admission keeps for the tokens `req` may still write (retraction.py)."""
+        return self.new_token_ratio.reserve(self._remaining_new_tokens(req))
 
     def _admit_ready_grammars(self) -> None:
         """Hook 2: move requests whose grammar is ready from the grammar queue to waiting."""

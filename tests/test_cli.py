@@ -154,9 +154,15 @@ def test_serve_passes_the_engine_options_it_is_given(monkeypatch):
         "compile_usage_half_life": 0.0,
         "chunked_prefill_size": 256,
         "speculative_algorithm": "FORCED",
+        # A server reserves SGLang's share of each request's remaining tokens (retraction.py).
+        "new_token_ratio": 0.7,
+        "min_new_token_ratio": pytest.approx(0.098),
     }
     seen.clear()
     main(["serve"])
-    assert seen == {"model_path": None, "stage": None, "seed": 0}
+    assert seen == {"model_path": None, "stage": None, "seed": 0, "new_token_ratio": 0.7, "min_new_token_ratio": 0.098}
+    seen.clear()
+    main(["serve", "--new-token-ratio", "1"])  # reserve everything, as the Engine does: never retract
+    assert seen == {"model_path": None, "stage": None, "seed": 0, "new_token_ratio": 1.0}
     with pytest.raises(SystemExit):  # argparse names the flag and the bad value
         main(["serve", "--torch-threads", "two"])

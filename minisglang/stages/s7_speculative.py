@@ -49,7 +49,8 @@ from ..core import AbortKind, Req
 from ..model.forward_batch import ForwardBatch, ForwardMode
 from ..overlap import ForwardThread, OverlapScheduler
 from ..sampler import abort_unsampleable, distribution, is_greedy, unsampleable
-from ..scheduler import ScheduledBatch, SchedulerConfig
+from ..scheduler import ScheduledBatch
+from ..scheduler_config import SchedulerConfig
 from ..speculative import NgramIndex, accept_greedy, accept_sampled, forced_drafts, seam_token, seeded_scores
 from .base import register
 from .s5_backends import BackendOptions, ReasonerGrammar
@@ -245,6 +246,12 @@ class SpeculativeScheduler(OverlapScheduler):
             return batch
         none: list[int] = []
         drafts = [self.try_for(req, "drafting its next tokens", self.stage.propose_drafts, none) for req in batch.reqs]
+        # Drafts take KV slots only where the pool has them to spare: below new_token_ratio 1
+        # admission did not keep room for them (retraction.py), and a guess is not worth a retraction.
+        spare = self.room_for_decode() - len(batch.reqs)
+        for i, d in enumerate(drafts):
+            drafts[i] = d[: max(spare, 0)]
+            spare -= len(drafts[i])
         # No guesses this step: a plain decode is cheaper, unless a seeded request samples (it
         # always goes through the verify's acceptance, `seeded_scores`, drafts or none).
         if not any(drafts) and not any(map(coupled, batch.reqs)):

@@ -1,0 +1,71 @@
+"""Optimistic admission and retraction (SGLang's `new_token_ratio` and `retract_decode`).
+
+Admission must reserve KV for the tokens a request has yet to write, and it cannot know how
+many that is: only `max_new_tokens` bounds it. Reserving all of it is safe (a running request
+never runs out of KV) but a chat without `max_tokens` may write to the end of the context,
+and reserving that for each one makes them run one at a time when the pool is smaller than
+two contexts. Most answers end long before their limit, so SGLang reserves only a share,
+`new_token_ratio`, of each request's remaining tokens, and lowers the share step by step
+while that works out.
+
+When it does not (the running requests' KV has grown to fill the pool), a decode step finds
+no slot for someone's next token. The scheduler then *retracts* a running request: its KV
+goes to the radix tree (unlocked, so it can be evicted to make room), the request goes back to
+the front of the waiting queue with its output and its grammar's state as they are, and the
+ratio goes back to its initial value. Re-admitted later, it finds its own tokens in the tree
+if they were not evicted, or computes them again, and decodes on from where it stopped: a
+retraction costs time, never a token of the answer.
+
+One running request always fits alone (the server refuses a request whose prompt and
+`max_new_tokens` do not fit in the pool), so the scheduler never retracts the last one.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from .core import Req
+
+# Steps over which the ratio falls from its initial value to its minimum (SGLang's
+# DEFAULT_NEW_TOKEN_RATIO_DECAY_STEPS).
+DECAY_STEPS = 600
+# Below a ratio of 1, a request's remaining tokens count as at most this many: a chat that may
+# write to the end of a 32k context is not expected to (SGLang's CLIP_MAX_NEW_TOKENS_ESTIMATION).
+CLIP_MAX_NEW_TOKENS = 4096
+
+
+@dataclass
+class NewTokenRatio:
+    """The share of a request's remaining `max_new_tokens` that admission reserves now.
+
+    `initial` 1.0 reserves everything: the ratio never moves and nothing is ever retracted."""
+
+    initial: float
+    minimum: float
+    value: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.value = self.initial
+
+    def reserve(self, remaining: int) -> int:
+        """KV slots to keep for a request with `remaining` tokens it may still write: at
+        least one while it may write any (its next decode step must find its slot)."""
+        if self.initial >= 1:
+            return remaining
+        return min(remaining, math.ceil(min(remaining, CLIP_MAX_NEW_TOKENS) * self.value))
+
+    def decay(self) -> None:
+        """A decode step that needed no retraction: reserve a little less from now on."""
+        self.value = max(self.minimum, self.value - (self.initial - self.minimum) / DECAY_STEPS)
+
+    def reset(self) -> None:
+        """A retraction: the reservations were too small; start from the initial share again."""
+        self.value = self.initial
+
+
+def retraction_victim(running: list[Req]) -> Req:
+    """The running request to retract first: the one with the fewest output tokens (the least
+    work to redo if its KV is evicted), of those the longest prompt (the most room freed).
+    SGLang's `retract_decode` orders its batch the same way."""
+    return min(running, key=lambda r: (len(r.output_ids), -len(r.origin_input_ids)))

@@ -1,0 +1,131 @@
+"""Optimistic admission and retraction (minisglang/retraction.py, the scheduler's
+`retract_for_room`): below `new_token_ratio` 1 more requests run at once, a decode step that
+finds the KV pool full sends one back to wait, and nothing of any answer changes.
+
+Oracles: the same requests in a pool roomy enough that nothing waits (greedy outputs do not
+depend on the batch, tests/test_engine.py), `re.fullmatch` for constrained outputs, and the
+pools (`assert_no_leak`)."""
+
+import re
+
+import pytest
+from test_engine import assert_no_leak
+
+import minisglang as sgl
+from minisglang.core import Req, SamplingParams
+from minisglang.retraction import CLIP_MAX_NEW_TOKENS, DECAY_STEPS, NewTokenRatio, retraction_victim
+from minisglang.scheduler_config import SchedulerConfig
+
+LONG = {"temperature": 0, "max_new_tokens": 150, "ignore_eos": True}
+PROMPTS = [f"Story {i}: once upon a time" for i in range(4)]
+
+
+def test_the_ratio_reserves_a_share_but_always_the_next_token():
+    ratio = NewTokenRatio(0.3, 0.1)
+    assert [ratio.reserve(n) for n in (0, 1, 2, 10, 100)] == [0, 1, 1, 3, 30]
+    assert ratio.reserve(30_000) == ratio.reserve(CLIP_MAX_NEW_TOKENS) == 1229  # a long limit counts as 4,096
+    assert [NewTokenRatio(1.0, 1.0).reserve(n) for n in (0, 1, 7, 333)] == [0, 1, 7, 333]  # all of it
+
+
+def test_the_ratio_decays_to_its_minimum_and_a_retraction_resets_it():
+    ratio = NewTokenRatio(0.7, 0.1)
+    for _ in range(DECAY_STEPS // 2):
+        ratio.decay()
+    assert ratio.value == pytest.approx(0.4)
+    for _ in range(DECAY_STEPS):
+        ratio.decay()
+    assert ratio.value == 0.1  # and no lower
+    ratio.reset()
+    assert ratio.value == 0.7
+
+
+def test_the_victim_has_the_least_output_then_the_longest_prompt():
+    def req(rid: int, prompt: int, output: int) -> Req:
+        r = Req("", [5] * prompt, SamplingParams(max_new_tokens=50), rid=rid)
+        r.output_ids = [7] * output
+        return r
+
+    running = [req(0, 3, 9), req(1, 4, 2), req(2, 8, 2), req(3, 20, 30)]
+    assert retraction_victim(running).rid == 2
+
+
+@pytest.mark.parametrize(
+    "options, error",
+    [
+        ({"new_token_ratio": 0}, "new_token_ratio must be above 0"),
+        ({"new_token_ratio": 1.5}, "new_token_ratio must be above 0 and at most 1"),
+        ({"new_token_ratio": 0.5, "min_new_token_ratio": 0.6}, "min_new_token_ratio (0.6) must not be above"),
+        ({"new_token_ratio": "0.7"}, "new_token_ratio must be a finite number"),
+    ],
+)
+def test_bad_ratios_are_refused_by_name(options, error):
+    with pytest.raises(ValueError, match=re.escape(error)):
+        SchedulerConfig(**options)
+
+
+def test_the_engine_reserves_everything_unless_told():
+    """(`minisglang serve` reserves SGLang's share: tests/test_cli.py.)"""
+    assert SchedulerConfig().new_token_ratio == 1.0 and SchedulerConfig().min_new_token_ratio == 1.0
+
+
+def run_all(eng, params: dict) -> tuple[list[Req], int]:
+    """Submit PROMPTS, step until every one is released; the most that ran at once."""
+    reqs = [eng.submit(p, params) for p in PROMPTS]
+    peak = 0
+    for _ in range(3000):
+        if all(r.released for r in reqs):
+            return reqs, peak
+        eng.step()
+        peak = max(peak, len(eng.scheduler.running))
+    raise AssertionError("the requests did not finish")
+
+
+@pytest.fixture(scope="module")
+def roomy_outputs():
+    eng = sgl.Engine(stage="s0", max_total_tokens=4096)
+    reqs, peak = run_all(eng, LONG)
+    eng.shutdown()
+    assert peak == len(PROMPTS)
+    return [r.output_ids for r in reqs]
+
+
+def test_a_full_reservation_runs_them_one_at_a_time_and_never_retracts(roomy_outputs):
+    eng = sgl.Engine(stage="s0", max_total_tokens=200)  # 150 new tokens each: one fits
+    reqs, peak = run_all(eng, LONG)
+    assert peak == 1 and eng.stats().retractions == 0
+    assert [r.output_ids for r in reqs] == roomy_outputs
+    assert_no_leak(eng)
+    eng.shutdown()
+
+
+@pytest.mark.parametrize("stage, options", [("s0", {}), ("s7", {"speculative_algorithm": "NGRAM"})])
+def test_a_share_runs_them_together_retracts_and_changes_no_answer(roomy_outputs, stage, options):
+    eng = sgl.Engine(stage=stage, max_total_tokens=200, new_token_ratio=0.3, **options)
+    reqs, peak = run_all(eng, LONG)
+    stats = eng.stats()
+    assert peak >= 3 and stats.retractions >= 1
+    assert any(e["event"] == "retract" for e in eng.trace)
+    assert stats.new_token_ratio == 0.3  # reset to its initial value by each retraction
+    assert [r.output_ids for r in reqs] == roomy_outputs  # not a token lost or changed
+    assert [r.finished_reason["type"] for r in reqs] == ["length"] * len(PROMPTS)
+    assert_no_leak(eng)
+    eng.shutdown()
+
+
+def test_a_retracted_request_keeps_its_grammar_state_under_overlap():
+    """s7 with its overlap on: a retracted request's last token may not be processed yet (its
+    grammar not advanced over it); it is processed while the request waits, before its
+    re-admission asks its grammar for the next row, and the answer obeys the regex."""
+    params = {"temperature": 0, "max_new_tokens": 120, "regex": "(ab|cd|[a-z]{3} )+"}
+    roomy = sgl.Engine(stage="s7", max_total_tokens=4096)
+    want = [r.output_ids for r in run_all(roomy, params)[0]]
+    roomy.shutdown()
+    eng = sgl.Engine(stage="s7", max_total_tokens=180, new_token_ratio=0.3)
+    assert eng.scheduler.forward_thread is not None  # the overlap is on
+    reqs, _ = run_all(eng, params)
+    assert eng.stats().retractions >= 1
+    assert [r.output_ids for r in reqs] == want
+    for r in reqs:
+        assert r.finished_reason["type"] == "length" or re.fullmatch(params["regex"], r.output_text)
+    assert_no_leak(eng)
+    eng.shutdown()
