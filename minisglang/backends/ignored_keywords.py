@@ -13,17 +13,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..constrained.json_pointer import resolve_pointer
 from ..constrained.json_schema import FORMATS
 from ..constrained.json_schema.keywords import _NUMBER_BOUNDS, ANNOTATION_KEYWORDS
 from .base import GrammarError
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ..constrained.structural_tag import StructuralTag
 
 
 class IgnoredKeywordError(GrammarError):
@@ -421,15 +418,18 @@ def ignored_keyword_error(rule: IgnoredKeyword, pointer: str, library: str, back
     )
 
 
-def refuse_unused_triggers(spec: StructuralTag, library: str) -> None:
-    """Raise GrammarError if a trigger begins no structure: the libraries' grammars keep only
-    the triggers that start a tag out of the free text (llguidance wrote the unused trigger
-    " " into free text under finish_reason stop; xgrammar failed an internal check)."""
-    unused = spec.unused_triggers()
+def refuse_unused_triggers(
+    triggers: Sequence[str], begins: Sequence[str], library: str, noun: str = "structure", where: str = ""
+) -> None:
+    """Raise GrammarError if a trigger starts none of `begins` (the tags' begin strings): the
+    libraries' grammars keep only the triggers that start a tag out of the free text
+    (llguidance wrote the unused trigger " " into free text under finish_reason stop; xgrammar
+    failed an internal check). `where`: the field path of the triggers (v2's format)."""
+    unused = [t for t in triggers if not any(b.startswith(t) for b in begins)]
     if unused:
         raise GrammarError(
-            f"trigger {unused[0]!r} begins no structure: {library} cannot keep it out of the free "
-            "text; drop it from 'triggers', or use the 'fsm' grammar backend"
+            f"{where + '.triggers: ' if where else ''}trigger {unused[0]!r} begins no {noun}: {library} cannot "
+            "keep it out of the free text; drop it from 'triggers', or use the 'fsm' grammar backend"
         )
 
 

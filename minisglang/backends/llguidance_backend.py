@@ -428,7 +428,7 @@ class LLGuidanceBackend(BaseGrammarBackend):
         calling"): `trig[lazy]: TEXT "<tool_call>"` ends at the FIRST place the text reaches a
         trigger. Free text before the end of the output is TEXT without any trigger
         (llguidance's regex intersection and negation). JSON as for json_schema requests."""
-        refuse_unused_triggers(spec, "llguidance")
+        refuse_unused_triggers(spec.triggers, [s.begin for s in spec.structures], "llguidance")
         problem = lexer_conflict(spec)
         if problem is not None:
             raise GrammarError(f"llguidance cannot express this structural tag exactly: {problem}")

@@ -653,7 +653,7 @@ class XGrammarBackend(BaseGrammarBackend):
         at most one in a row (ours: an optional space), so a small model cannot loop on them."""
         # Each schema refused or rewritten as for a json_schema request: a tool's parameters
         # once reached xgrammar unchecked (`{"anyOf": []}` wrote `"arguments": }`).
-        refuse_unused_triggers(spec, "xgrammar")
+        refuse_unused_triggers(spec.triggers, [s.begin for s in spec.structures], "xgrammar")
         spec = spec.with_schemas(lambda schema: self.enforced_schema(json.dumps(schema)))
         tags = [
             {
@@ -715,12 +715,8 @@ class XGrammarBackend(BaseGrammarBackend):
             except ValueError as e:  # (GrammarError, a RegexError: one message each)
                 raise GrammarError(f"{where}.{_FIELD[fmt.TYPE]}: {e}") from e
             if isinstance(fmt, TriggeredTagsFormat):
-                unused = [t for t in fmt.triggers if not any(str(tag.begin).startswith(t) for tag in fmt.tags)]
-                if unused:
-                    raise GrammarError(
-                        f"{where}.triggers: trigger {unused[0]!r} begins no tag: xgrammar cannot keep it out "
-                        "of the free text; drop it from 'triggers', or use the 'fsm' grammar backend"
-                    )
+                begins = [str(tag.begin) for tag in fmt.tags]
+                refuse_unused_triggers(fmt.triggers, begins, "xgrammar", noun="tag", where=where)
             return fmt
 
         enforced = rewrite(spec, change)

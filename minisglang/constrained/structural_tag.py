@@ -124,10 +124,6 @@ class StructuralTag:
             ensure_ascii=False,
         )
 
-    def unused_triggers(self) -> list[str]:
-        """The triggers no structure's begin starts with (free text must still avoid them)."""
-        return [t for t in self.triggers if not any(s.begin.startswith(t) for s in self.structures)]
-
     def trigger_of(self, structure: TagStructure) -> str:
         """The one trigger `structure.begin` starts with."""
         return next(t for t in self.triggers if structure.begin.startswith(t))
