@@ -8,6 +8,8 @@ needs. tests/test_stage_s3.py checks the same tasks through the whole engine.
 from __future__ import annotations
 
 import collections
+import os
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -72,18 +74,48 @@ def refuse_the_callers_thread(regex: str, opened: threading.Event) -> None:
         )
 
 
+STDLIB = os.path.dirname(threading.__file__)
+
+
+def waits_without_a_limit(thread: threading.Thread) -> bool:
+    """Whether `thread` is blocked in a wait with no timeout (`event.wait()`, `wait(None)`)
+    that code outside the standard library called: a Condition.wait frame whose timeout is
+    None, below (past threading's own frames) a frame of the package or of the tests. Not
+    the standard library's own short waits (Thread.start waits for the thread it starts, a
+    pool's submit starting a worker)."""
+    frame = sys._current_frames().get(thread.ident or -1)
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name == "wait" and code.co_filename == threading.__file__ and "waiter" in frame.f_locals:
+            if frame.f_locals.get("timeout") is not None:
+                return False
+            while frame is not None and frame.f_code.co_filename == threading.__file__:
+                frame = frame.f_back
+            return frame is not None and not frame.f_code.co_filename.startswith(STDLIB)
+        frame = frame.f_back
+    return False
+
+
 def gate(cache: FSMCache, regex: str) -> threading.Event:
-    """Make the compile of `regex` wait until the returned event is set. A compile on the
-    caller's (the test's) thread fails the test at once, instead of waiting out the gate
-    and then the test's time limit."""
+    """Make the compile of `regex` wait until the returned event is set (at most 30 s). A
+    compile on the caller's (the test's) thread fails the test at once, instead of waiting
+    out the gate and then the test's time limit. And a caller that waits for it with no
+    timeout (`event.wait()`, or `wait(None)` for a timeout of 0) would wait until the gate
+    opens: the gate opens then, the compile finishes, and the test fails at once on what
+    that wait returned (no test here waits for a gated compile without a timeout), not
+    after the gate's 30 s or the grader's time limit."""
     opened = threading.Event()
     GATES.append(opened)
     real = cache.compile_index
+    caller = threading.main_thread()
 
     def gated(r):
         if r == regex:
             refuse_the_callers_thread(r, opened)
-            opened.wait(30)
+            deadline = time.monotonic() + 30
+            while not opened.wait(0.01) and time.monotonic() < deadline:
+                if waits_without_a_limit(caller):
+                    break
         return real(r)
 
     cache.compile_index = gated
