@@ -352,7 +352,9 @@ def gbnf_for_xgrammar(text: str) -> str:
     llama.cpp reads everywhere, xgrammar only in a class: "Invalid escape"). Otherwise strings,
     classes and comments are copied as they are."""
     out: list[str] = []
-    last = "::="  # the last thing read: "::=", "|", "(" or "x" (an element)
+    # The last thing read: "::=", "|", "(", "x" (an element), or "" (nothing yet: a comment or
+    # a blank line before the first rule is no empty rule).
+    last = ""
     depth = 0  # open parentheses: outside them a newline ends the rule
     i, n = 0, len(text)
     while i < n:
