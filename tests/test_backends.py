@@ -1255,6 +1255,43 @@ def test_empty_gbnf_alternatives_and_dots_are_spelled_for_xgrammar_and_nothing_e
     assert gbnf_for_xgrammar(text) == spelled
 
 
+@pytest.mark.parametrize(
+    "text", ["# A grammar for Japanese\nroot ::= [ぁ-ゟ]+\n", '\nroot ::= "a"\n', '  # c\n\nroot ::= "a"']
+)
+def test_a_gbnf_grammar_opening_with_a_comment_or_a_blank_line_is_spelled_as_it_is(text):
+    """A comment or a blank line before the first rule (llama.cpp's japanese.gbnf, english.gbnf,
+    json.gbnf open with a comment; a triple-quoted grammar with a newline) was taken for the end
+    of an empty rule: `""` was written before it and xgrammar refused the grammar ("Expect rule
+    name", line 1, column 1)."""
+    import xgrammar as xgr
+
+    from minisglang.backends.xgrammar_backend import gbnf_for_xgrammar
+
+    assert gbnf_for_xgrammar(text) == text
+    xgr.Grammar.from_ebnf(gbnf_for_xgrammar(text))  # (raised RuntimeError)
+
+
+def test_a_gbnf_hex_escape_followed_by_a_hex_digit_means_two_characters_to_xgrammar_too():
+    """llama.cpp reads exactly two hex digits after `\\x` (so does the fsm backend); xgrammar reads
+    every hex digit that follows: `"\\x41B"` was U+041B ("Л") there instead of "AB", and
+    `[\\x41-\\x5ab]` took "c"."""
+    import xgrammar as xgr
+
+    from minisglang.backends.xgrammar_backend import gbnf_for_xgrammar
+
+    info = xgr.TokenizerInfo([])
+    for grammar, text, ok in [
+        ('root ::= "\\x41B"', "AB", True),
+        ('root ::= "\\x41B"', "\u041b", False),
+        ("root ::= [\\x41-\\x5ab]", "b", True),
+        ("root ::= [\\x41-\\x5ab]", "c", False),
+        ('root ::= "\\x4"', "\x04", True),  # (one digit: left to xgrammar as it was)
+    ]:
+        compiled = xgr.GrammarCompiler(info, cache_enabled=False).compile_grammar(gbnf_for_xgrammar(grammar))
+        matcher = xgr.GrammarMatcher(compiled, terminate_without_stop_token=True)
+        assert (matcher.accept_string(text) and matcher.is_terminated()) == ok, (grammar, text)
+
+
 def test_bracket_escapes_in_gbnf_strings_are_served_by_xgrammar(backends, tokenizer):
     """llama.cpp reads `\\[` and `\\]` in a string as the brackets; xgrammar refused the
     grammar ("Invalid escape", a grammar_ports stranger's find)."""

@@ -206,6 +206,18 @@ def test_python_text(tree, text):
     assert render(tree) == text
 
 
+@pytest.mark.parametrize("ranges", [((0, 0x10FFFF),), ((0, 0xD7FF), (0xE000, 0x10FFFF))])
+def test_a_class_of_every_character_is_written_as_a_regex(ranges):
+    """GBNF's `.` (and `[^]`) is the class of every character: negated, it listed nothing and
+    was written `[^]`, which no regex parser reads (the eager fsm backend refused `root ::= .`
+    with "unterminated character set")."""
+    node = Chars(ranges)
+    for dialect in ("python", "lazy"):
+        text = render(node, dialect)
+        assert all(re.fullmatch(text, c) for c in ("a", "\n", "\x00", "é", "\U0010ffff")), text
+        assert parse_tree(text) == Chars(((0, 0x10FFFF),))
+
+
 def test_lazy_text_writes_a_shared_part_once_named_by_its_text():
     item = Shared(concat(lit("x"), repeat(chars([(48, 57)]), 1, None)))
     tree = concat(lit("["), item, repeat(concat(lit(","), item), 0, None), lit("]"))

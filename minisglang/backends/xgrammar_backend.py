@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import string
 import threading
 from collections.abc import Callable
 from dataclasses import replace
@@ -348,11 +349,14 @@ def gbnf_for_xgrammar(text: str) -> str:
     and an empty rule `r ::=` ending its line; xgrammar expects an element after `::=`, `|`
     and `(`: "Expect element"), and
     `.` as the class of every character (llama.cpp's any character, a newline too; xgrammar
-    took it for a rule named "."), and `\\[` / `\\]` in a string as the bracket itself (escapes
-    llama.cpp reads everywhere, xgrammar only in a class: "Invalid escape"). Otherwise strings,
-    classes and comments are copied as they are."""
+    took it for a rule named "."), `\\[` / `\\]` in a string as the bracket itself (escapes
+    llama.cpp reads everywhere, xgrammar only in a class: "Invalid escape"), and `\\xHH` as
+    `\\u00HH` (llama.cpp reads two hex digits after `\\x`, xgrammar every hex digit that follows:
+    `"\\x41B"` was U+041B, not "AB"). Otherwise strings, classes and comments are copied as they are."""
     out: list[str] = []
-    last = "::="  # the last thing read: "::=", "|", "(" or "x" (an element)
+    # The last thing read: "::=", "|", "(", "x" (an element), or "" (nothing yet: a comment or
+    # a blank line before the first rule is no empty rule).
+    last = ""
     depth = 0  # open parentheses: outside them a newline ends the rule
     i, n = 0, len(text)
     while i < n:
@@ -366,6 +370,8 @@ def gbnf_for_xgrammar(text: str) -> str:
             while j < n and text[j] != close:
                 step = 2 if text[j] == "\\" else 1
                 escape = text[j : j + step]
+                if escape == "\\x" and j + 4 <= n and all(d in string.hexdigits for d in text[j + 2 : j + 4]):
+                    escape, step = "\\u00" + text[j + 2 : j + 4], 4
                 piece.append(escape[1] if c == '"' and escape in ("\\[", "\\]") else escape)
                 j += step
             out.append("".join(piece) + text[j : j + 1])

@@ -71,6 +71,8 @@ def _class_text(ranges: Ranges) -> str:
     if len(ranges) == 1 and ranges[0][0] == ranges[0][1]:
         return _escape_char(chr(ranges[0][0]), in_class=False)
     others = _remove_surrogates(_complement(list(ranges)))
+    if not others:  # every character (GBNF's `.`): negated, that lists nothing, and `[^]` is no regex
+        return "[\\x00-\\U0010ffff]"
     negated = len(others) < len(_remove_surrogates(list(ranges)))
 
     def item(lo: int, hi: int) -> str:
