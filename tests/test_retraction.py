@@ -129,3 +129,21 @@ def test_a_retracted_request_keeps_its_grammar_state_under_overlap():
         assert r.finished_reason["type"] == "length" or re.fullmatch(params["regex"], r.output_text)
     assert_no_leak(eng)
     eng.shutdown()
+
+
+def test_a_seeded_speculative_request_keeps_its_text_across_a_retraction():
+    """s7 with drafts: a seeded sampling request's tokens after its first are the winners of
+    the race at their position (`seeded_scores`), drafts or none. Re-admitted after a
+    retraction, its prefill's token was drawn from its generator instead, and its text was
+    not the roomy pool's (one of four, in a pool of 80)."""
+    prompts = ["2024-", "Email: ", "The capital of France is", "Once upon a time, there was a little"]
+    params = [{"temperature": 0.9, "seed": 11 + i, "max_new_tokens": 40, "ignore_eos": True} for i in range(4)]
+    outputs = []
+    for options in ({"max_total_tokens": 4096}, {"max_total_tokens": 80, "new_token_ratio": 0.05}):
+        eng = sgl.Engine(stage="s7", speculative_algorithm="NGRAM", **options)
+        outputs.append([o["text"] for o in eng.generate(prompts, params)])
+        retractions = eng.stats().retractions
+        assert_no_leak(eng)
+        eng.shutdown()
+    assert retractions >= 1
+    assert outputs[1] == outputs[0]
