@@ -147,3 +147,26 @@ def test_a_seeded_speculative_request_keeps_its_text_across_a_retraction():
         eng.shutdown()
     assert retractions >= 1
     assert outputs[1] == outputs[0]
+
+
+def test_a_chunk_finds_room_when_the_riders_outgrew_their_reservation():
+    """Chunked prefill with mixed_prefill: admission counted the long prompt's every token, but
+    the running request, reserved 30% of its 30 tokens, decoded in each chunk's forward and
+    took the room: a later chunk found no slot ("out of KV slots"), and the error aborted the
+    prompt and its rider. The chunk now retracts a running request first."""
+    prompt = "Once upon a time, there was a little girl who lived in a village near the forest. " * 3
+    params = {"temperature": 0, "max_new_tokens": 30, "ignore_eos": True}
+    outputs = []
+    for options in ({"max_total_tokens": 4096}, {"max_total_tokens": 160, "new_token_ratio": 0.3}):
+        eng = sgl.Engine(stage="s7", chunked_prefill_size=8, mixed_prefill=True, **options)
+        reqs = [eng.submit("2024-", params)]
+        eng.step(), eng.step()
+        reqs.append(eng.submit(prompt, {**params, "max_new_tokens": 10}))
+        while eng.scheduler.has_work():
+            eng.step()
+        outputs.append([(r.output_ids, r.finished_reason["type"]) for r in reqs])
+        retractions = eng.stats().retractions
+        assert_no_leak(eng)
+        eng.shutdown()
+    assert outputs[1] == outputs[0]  # (both "length": none aborted)
+    assert retractions >= 1
