@@ -170,3 +170,16 @@ def test_a_chunk_finds_room_when_the_riders_outgrew_their_reservation():
         eng.shutdown()
     assert outputs[1] == outputs[0]  # (both "length": none aborted)
     assert retractions >= 1
+
+
+def test_the_ratio_decays_under_overlap():
+    """s7's overlap builds each decode batch during the forward before it (overlap.py), and the
+    step then skips `schedule()`, where the ratio decays: it stayed at its initial value
+    (0.698 after 199 decode steps, 0.500 without overlap). Each decode step decays it once."""
+    eng = sgl.Engine(stage="s7", max_total_tokens=4096, new_token_ratio=0.7, min_new_token_ratio=0.1)
+    assert eng.scheduler.forward_thread is not None  # the overlap is on
+    eng.generate(["2024-", "Email: "], {"temperature": 0, "max_new_tokens": 60, "ignore_eos": True})
+    decodes = eng.scheduler.forward_counts["decode"]
+    assert decodes >= 55
+    assert eng.stats().new_token_ratio == pytest.approx(0.7 - 0.6 * decodes / DECAY_STEPS, abs=1.5 * 0.6 / DECAY_STEPS)
+    eng.shutdown()
