@@ -726,7 +726,12 @@ class Scheduler:
     def retract_for_room(self) -> None:
         """Before a decode step: while the pool (free slots and what the tree may evict) has
         no slot for each running request's next token, retract one (retraction.py). Only
-        admission below `new_token_ratio` 1 can leave the pool this short."""
+        admission below `new_token_ratio` 1 can leave the pool this short.
+
+        A step with nothing running decodes nothing: the ratio stays (it fell on every step a
+        request waited for its grammar to compile: 0.7 to 0.58 in one xgrammar compile)."""
+        if not self.running:
+            return
         retracted = False
         while len(self.running) > 1 and len(self.running) > self.room_for_decode():
             self.retract(retraction_victim(self.running))

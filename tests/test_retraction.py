@@ -183,3 +183,14 @@ def test_the_ratio_decays_under_overlap():
     assert decodes >= 55
     assert eng.stats().new_token_ratio == pytest.approx(0.7 - 0.6 * decodes / DECAY_STEPS, abs=1.5 * 0.6 / DECAY_STEPS)
     eng.shutdown()
+
+
+def test_the_ratio_stays_while_nothing_runs():
+    """The ratio decays by a decode step that needed no retraction; a step with nothing to
+    decode (a request waiting for its grammar's compile: 118 steps of 5 ms for one xgrammar
+    schema) lowered it all the same, 0.7 to 0.58 before its first token."""
+    eng = sgl.Engine(stage="s0", max_total_tokens=4096, new_token_ratio=0.7, min_new_token_ratio=0.1)
+    for _ in range(50):
+        eng.step()
+    assert eng.stats().new_token_ratio == 0.7
+    eng.shutdown()
