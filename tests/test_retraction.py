@@ -39,6 +39,15 @@ def test_the_ratio_decays_to_its_minimum_and_a_retraction_resets_it():
     assert ratio.value == 0.7
 
 
+def test_a_full_reservation_never_moves_the_ratio():
+    """At 1 admission reserves everything whatever the value; a minimum below it made the value
+    (/metrics' minisglang_new_token_ratio) fall to it all the same."""
+    ratio = NewTokenRatio(1.0, 0.5)
+    for _ in range(DECAY_STEPS):
+        ratio.decay()
+    assert ratio.value == 1.0 and ratio.reserve(100) == 100
+
+
 def test_the_victim_has_the_least_output_then_the_longest_prompt():
     def req(rid: int, prompt: int, output: int) -> Req:
         r = Req("", [5] * prompt, SamplingParams(max_new_tokens=50), rid=rid)
