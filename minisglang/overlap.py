@@ -235,6 +235,10 @@ class OverlapScheduler(Scheduler):
             self.drop_next_decode()
             return None
         self.next_decode = None
+        # A decode step that needed no retraction (building it found a slot for everyone),
+        # as `retract_for_room` counts one: the ratio decays here too (it stayed at its initial
+        # value while every step's batch was built early: 2 decays in 199 decode steps).
+        self.new_token_ratio.decay()
         fb.input_ids = torch.tensor([r.last_id for r in batch.reqs], dtype=torch.int64, device=fb.input_ids.device)
         self.start_decode(batch.reqs)
         return batch, fb

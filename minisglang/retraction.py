@@ -56,7 +56,11 @@ class NewTokenRatio:
         return min(remaining, math.ceil(min(remaining, CLIP_MAX_NEW_TOKENS) * self.value))
 
     def decay(self) -> None:
-        """A decode step that needed no retraction: reserve a little less from now on."""
+        """A decode step that needed no retraction: reserve a little less from now on.
+        (Not at `initial` 1, which reserves everything whatever the value: with a minimum
+        below it, /metrics showed a ratio falling that admission never used.)"""
+        if self.initial >= 1:
+            return
         self.value = max(self.minimum, self.value - (self.initial - self.minimum) / DECAY_STEPS)
 
     def reset(self) -> None:

@@ -308,10 +308,13 @@ class Scheduler:
         if mixed:
             self.prepare_decode()
             self.release_aborted()  # a jump that finished its request: it leaves, it is not admitted
+        continuing = self.chunked_req  # (admitted at an earlier step: its next chunk is in no budget of this one)
         new_reqs = self.get_new_prefill_batch()
         if new_reqs:
             # A rider's one slot is in the budget: admission reserved every running request's rest.
             riders = self.ready_reqs(self.riders_for_prefill()) if mixed else []
+            if continuing is not None:
+                riders = self.retract_for_chunk(continuing, riders)
             # A prompt longer than the chunk is admitted alone (see get_new_prefill_batch).
             cut = self.prefill_end(new_reqs[0]) < len(new_reqs[0].fill_ids)
             self.chunked_req = new_reqs[0] if cut else None
@@ -723,7 +726,12 @@ class Scheduler:
     def retract_for_room(self) -> None:
         """Before a decode step: while the pool (free slots and what the tree may evict) has
         no slot for each running request's next token, retract one (retraction.py). Only
-        admission below `new_token_ratio` 1 can leave the pool this short."""
+        admission below `new_token_ratio` 1 can leave the pool this short.
+
+        A step with nothing running decodes nothing: the ratio stays (it fell on every step a
+        request waited for its grammar to compile: 0.7 to 0.58 in one xgrammar compile)."""
+        if not self.running:
+            return
         retracted = False
         while len(self.running) > 1 and len(self.running) > self.room_for_decode():
             self.retract(retraction_victim(self.running))
@@ -732,6 +740,25 @@ class Scheduler:
             self.new_token_ratio.reset()
         else:
             self.new_token_ratio.decay()
+
+    def retract_for_chunk(self, req: Req, riders: list[Req]) -> list[Req]:
+        """Before the next chunk of `req` (chunked prefill): while the pool has no slot for each
+        of its tokens and each rider's, retract a running request; the riders left.
+
+        Admission counted the whole prompt, but below `new_token_ratio` 1 the running requests
+        may since have written past what it reserved for them (with `mixed_prefill` they decode
+        in every chunk's forward): the chunk's forward then found no slot, and the error
+        aborted it and its riders. The last running request may go too: admission made room
+        for this prompt beside the reservations alone."""
+        retracted = False
+        while self.running and self.room_for_decode() < self.prefill_end(req) - req.kv_len + len(riders):
+            victim = retraction_victim(self.running)
+            self.retract(victim)
+            riders = [r for r in riders if r is not victim]
+            retracted = True
+        if retracted:
+            self.new_token_ratio.reset()
+        return riders
 
     def room_for_decode(self) -> int:
         """KV slots a decode step can get: the free ones and those the tree may evict."""

@@ -39,6 +39,15 @@ def test_the_ratio_decays_to_its_minimum_and_a_retraction_resets_it():
     assert ratio.value == 0.7
 
 
+def test_a_full_reservation_never_moves_the_ratio():
+    """At 1 admission reserves everything whatever the value; a minimum below it made the value
+    (/metrics' minisglang_new_token_ratio) fall to it all the same."""
+    ratio = NewTokenRatio(1.0, 0.5)
+    for _ in range(DECAY_STEPS):
+        ratio.decay()
+    assert ratio.value == 1.0 and ratio.reserve(100) == 100
+
+
 def test_the_victim_has_the_least_output_then_the_longest_prompt():
     def req(rid: int, prompt: int, output: int) -> Req:
         r = Req("", [5] * prompt, SamplingParams(max_new_tokens=50), rid=rid)
@@ -128,4 +137,69 @@ def test_a_retracted_request_keeps_its_grammar_state_under_overlap():
     for r in reqs:
         assert r.finished_reason["type"] == "length" or re.fullmatch(params["regex"], r.output_text)
     assert_no_leak(eng)
+    eng.shutdown()
+
+
+def test_a_seeded_speculative_request_keeps_its_text_across_a_retraction():
+    """s7 with drafts: a seeded sampling request's tokens after its first are the winners of
+    the race at their position (`seeded_scores`), drafts or none. Re-admitted after a
+    retraction, its prefill's token was drawn from its generator instead, and its text was
+    not the roomy pool's (one of four, in a pool of 80)."""
+    prompts = ["2024-", "Email: ", "The capital of France is", "Once upon a time, there was a little"]
+    params = [{"temperature": 0.9, "seed": 11 + i, "max_new_tokens": 40, "ignore_eos": True} for i in range(4)]
+    outputs = []
+    for options in ({"max_total_tokens": 4096}, {"max_total_tokens": 80, "new_token_ratio": 0.05}):
+        eng = sgl.Engine(stage="s7", speculative_algorithm="NGRAM", **options)
+        outputs.append([o["text"] for o in eng.generate(prompts, params)])
+        retractions = eng.stats().retractions
+        assert_no_leak(eng)
+        eng.shutdown()
+    assert retractions >= 1
+    assert outputs[1] == outputs[0]
+
+
+def test_a_chunk_finds_room_when_the_riders_outgrew_their_reservation():
+    """Chunked prefill with mixed_prefill: admission counted the long prompt's every token, but
+    the running request, reserved 30% of its 30 tokens, decoded in each chunk's forward and
+    took the room: a later chunk found no slot ("out of KV slots"), and the error aborted the
+    prompt and its rider. The chunk now retracts a running request first."""
+    prompt = "Once upon a time, there was a little girl who lived in a village near the forest. " * 3
+    params = {"temperature": 0, "max_new_tokens": 30, "ignore_eos": True}
+    outputs = []
+    for options in ({"max_total_tokens": 4096}, {"max_total_tokens": 160, "new_token_ratio": 0.3}):
+        eng = sgl.Engine(stage="s7", chunked_prefill_size=8, mixed_prefill=True, **options)
+        reqs = [eng.submit("2024-", params)]
+        eng.step(), eng.step()
+        reqs.append(eng.submit(prompt, {**params, "max_new_tokens": 10}))
+        while eng.scheduler.has_work():
+            eng.step()
+        outputs.append([(r.output_ids, r.finished_reason["type"]) for r in reqs])
+        retractions = eng.stats().retractions
+        assert_no_leak(eng)
+        eng.shutdown()
+    assert outputs[1] == outputs[0]  # (both "length": none aborted)
+    assert retractions >= 1
+
+
+def test_the_ratio_decays_under_overlap():
+    """s7's overlap builds each decode batch during the forward before it (overlap.py), and the
+    step then skips `schedule()`, where the ratio decays: it stayed at its initial value
+    (0.698 after 199 decode steps, 0.500 without overlap). Each decode step decays it once."""
+    eng = sgl.Engine(stage="s7", max_total_tokens=4096, new_token_ratio=0.7, min_new_token_ratio=0.1)
+    assert eng.scheduler.forward_thread is not None  # the overlap is on
+    eng.generate(["2024-", "Email: "], {"temperature": 0, "max_new_tokens": 60, "ignore_eos": True})
+    decodes = eng.scheduler.forward_counts["decode"]
+    assert decodes >= 55
+    assert eng.stats().new_token_ratio == pytest.approx(0.7 - 0.6 * decodes / DECAY_STEPS, abs=1.5 * 0.6 / DECAY_STEPS)
+    eng.shutdown()
+
+
+def test_the_ratio_stays_while_nothing_runs():
+    """The ratio decays by a decode step that needed no retraction; a step with nothing to
+    decode (a request waiting for its grammar's compile: 118 steps of 5 ms for one xgrammar
+    schema) lowered it all the same, 0.7 to 0.58 before its first token."""
+    eng = sgl.Engine(stage="s0", max_total_tokens=4096, new_token_ratio=0.7, min_new_token_ratio=0.1)
+    for _ in range(50):
+        eng.step()
+    assert eng.stats().new_token_ratio == 0.7
     eng.shutdown()

@@ -328,11 +328,14 @@ class SpeculativeScheduler(OverlapScheduler):
         draw from its generator: its seed then fixes its text whether it rides or verifies.
         (It used to sit out every prefill step instead, and a stream of other clients'
         arrivals, one a step, kept it from decoding at all: 203 steps for a 20-token answer
-        beside 200 arrivals, 6 for a greedy or unseeded one.)"""
-        first = len(batch.reqs) - batch.decode_riders
-        for i, req in enumerate(batch.riders, start=first):
-            if ids[i] < 0 or req.finished or not coupled(req):
-                continue
+        beside 200 arrivals, 6 for a greedy or unseeded one.)
+
+        A request re-admitted after a retraction (retraction.py) has output too: its prefill's
+        token is one a verify would have chosen, so it races as well (it drew from its
+        generator, and its text after a retraction was not the text a roomy pool gave)."""
+        for i, req in enumerate(batch.reqs):
+            if ids[i] < 0 or req.finished or not coupled(req) or not req.output_ids:
+                continue  # (a new request's first token is its generator's, as in s6)
             with self.isolate([req], "sampling its token", hook=4):
                 row = logits[i : i + 1].float().clone()  # unmasked: mask it as hook 4 does
                 with self.stop_aliases.kept(row):
