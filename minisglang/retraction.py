@@ -17,7 +17,10 @@ if they were not evicted, or computes them again, and decodes on from where it s
 retraction costs time, never a token of the answer.
 
 One running request always fits alone (the server refuses a request whose prompt and
-`max_new_tokens` do not fit in the pool), so the scheduler never retracts the last one.
+`max_new_tokens` do not fit in the pool), so the scheduler never retracts the last one, unless
+a prompt in chunked prefill holds KV beside it. A chunked prompt's next chunk may need room
+too (the running requests decode in each chunk's forward with `mixed_prefill`): the scheduler
+retracts for it the same way (`retract_for_chunk`).
 """
 
 from __future__ import annotations

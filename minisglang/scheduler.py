@@ -732,8 +732,12 @@ class Scheduler:
         request waited for its grammar to compile: 0.7 to 0.58 in one xgrammar compile)."""
         if not self.running:
             return
+        # One running request alone always fits, unless a prompt in chunked prefill holds KV
+        # beside it (its last chunk waiting for its grammar, `continue_chunked_prefill`): the
+        # last one then goes too (it was aborted, "out of KV slots"), and the prompt goes on.
+        keep = 1 if self.chunked_req is None else 0
         retracted = False
-        while len(self.running) > 1 and len(self.running) > self.room_for_decode():
+        while len(self.running) > keep and len(self.running) > self.room_for_decode():
             self.retract(retraction_victim(self.running))
             retracted = True
         if retracted:

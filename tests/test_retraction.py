@@ -203,3 +203,35 @@ def test_the_ratio_stays_while_nothing_runs():
         eng.step()
     assert eng.stats().new_token_ratio == 0.7
     eng.shutdown()
+
+
+def test_the_last_running_request_makes_way_for_a_chunked_prompt_that_holds_kv():
+    """Chunked prefill: a prompt's last chunk waits while its grammar is not ready (s5's step
+    budget; here `ready` says no 60 times), and the one running request decodes meanwhile, past
+    the share admission reserved for it, into the room counted for the prompt. The scheduler
+    never retracted the last running request, so its decode found no slot ("out of KV
+    slots": aborted). It is retracted now, and both answers are the roomy pool's."""
+    prompt = "Once upon a time, there was a little girl who lived in a village near the forest. " * 3
+    outputs = []
+    for options in ({"max_total_tokens": 4096}, {"max_total_tokens": 170, "new_token_ratio": 0.05}):
+        eng = sgl.Engine(stage="s7", chunked_prefill_size=8, disable_overlap_schedule=True, **options)
+        stage, ready = eng.scheduler.stage, eng.scheduler.stage.ready
+        refused = []
+
+        def not_yet(req, ready=ready, refused=refused, eng=eng):
+            if eng.scheduler.chunked_req is req and len(refused) < 60:
+                refused.append(req)
+                return False
+            return ready(req)
+
+        stage.ready = not_yet
+        reqs = [eng.submit("2024-", {"temperature": 0, "max_new_tokens": 100, "ignore_eos": True})]
+        eng.step(), eng.step()
+        reqs.append(eng.submit(prompt, {"temperature": 0, "max_new_tokens": 10, "regex": "[a-z ]+"}))
+        while eng.scheduler.has_work():
+            eng.step()
+        outputs.append([(r.output_ids, r.finished_reason["type"]) for r in reqs])
+        assert len(refused) == 60
+        assert_no_leak(eng)
+        eng.shutdown()
+    assert outputs[1] == outputs[0]
