@@ -38,7 +38,7 @@ from ..constrained.json_schema import (
 from ..constrained.lazy_regex_parser import parse_tree
 from ..constrained.lazy_token_fsm import LazyLimits, LazyTokenFSM, compile_lazy_token_fsm, prepare_vocabulary
 from ..constrained.python_regex import prepare_shorthands
-from ..constrained.regex_ast import Regex, render, text_size
+from ..constrained.regex_ast import Regex, python_text_size, render, text_size
 from ..constrained.schema_worker import schema_regex_in_process
 from ..constrained.token_fsm import ConstraintError, TokenFSM
 from ..constrained.work_slices import OutOfTime, deadline
@@ -383,7 +383,17 @@ class FSMBackend(BaseGrammarBackend):
                 )
             )
         assert self.service is not None  # made by __init__ for the eager automaton
-        return FSMGrammar(self.service.compile_fsm(regex if isinstance(regex, str) else render(regex)))
+        if not isinstance(regex, str):
+            # The Python dialect writes a shared part out wherever it is used: an ebnf chain
+            # `a ::= b b`, `b ::= c c`, ... 30 deep is 2^30 characters, refused before any is written.
+            limit = self.options.get("max_regex_chars", 100_000)
+            size = python_text_size(regex)
+            if limit is not None and size > limit:
+                raise ConstraintError(
+                    f"regex of {size:,} characters is longer than the limit of {limit:,} (option max_regex_chars)"
+                )
+            regex = render(regex)
+        return FSMGrammar(self.service.compile_fsm(regex))
 
     reads_content_schema = True  # (the lazy automaton's; the eager one refuses it by name)
 
