@@ -1292,6 +1292,19 @@ def test_a_gbnf_hex_escape_followed_by_a_hex_digit_means_two_characters_to_xgram
         assert (matcher.accept_string(text) and matcher.is_terminated()) == ok, (grammar, text)
 
 
+def test_the_fsm_backend_refuses_an_ebnf_grammar_longer_than_a_regex_may_be(backends):
+    """An ebnf grammar had no length bound (a regex and a v2 structural tag's grammar have
+    max_regex_chars): a 2.8 MB `root ::= ("a" | "b")? ("a" | "b")? ...` in one request was
+    read with no pause and its automaton's start took minutes and gigabytes after the request
+    had timed out, beside every other client's decode. It is refused by its length, named."""
+    grammar = "root ::= " + '("a" | "b")? ' * 8000
+    refused = compiled(backends["fsm"], "ebnf", grammar)
+    assert isinstance(refused, InvalidGrammarObject)
+    assert "ebnf grammar of 104,009 characters is longer than the limit of 100,000 (option max_regex_chars)" in (
+        refused.message
+    )
+
+
 def test_the_eager_fsm_backend_refuses_an_ebnf_chain_that_doubles_before_writing_its_regex(tokenizer, monkeypatch):
     """`r0 ::= r1 r1`, `r1 ::= r2 r2`, ... is one short shared tree, but its Python regex, what
     the eager automaton compiles, writes each shared rule out in full: 40 deep, 2^40 characters.

@@ -282,6 +282,14 @@ class FSMBackend(BaseGrammarBackend):
             tree, written = self._schema_tree(text)
             return self.compile_regex(tree, None, ours=True, text=written)
         if kind == "ebnf":
+            # As long as a regex may be (a v2 structural tag's grammar is bounded alike): the
+            # grammar is read in this process, and the lazy automaton's work grows with it.
+            limit = self.options.get("max_regex_chars", 100_000)
+            if limit is not None and len(text) > limit:
+                raise ConstraintError(
+                    f"ebnf grammar of {len(text):,} characters is longer than the limit of {limit:,} "
+                    "(option max_regex_chars)"
+                )
             return self.compile_regex(self.ebnf_tree(text), None, ours=True)
         return self.compile_regex(text, self.options.get("max_regex_chars", 100_000))
 
