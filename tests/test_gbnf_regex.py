@@ -47,6 +47,7 @@ GRAMMARS = [
     'root ::= .? "b"\n\n# a comment\n',
     'root ::= pair pair\npair ::= "a" "b"?',
     'root ::= [^ab] | "\\\\" | "\\""',
+    'root ::= "a" * ("b" | "(") +\t"," {1,2}',  # (a quantifier after a space: refused as "unexpected '*'")
 ]
 
 

@@ -266,6 +266,7 @@ def _class(r: _Reader) -> tuple[tuple[int, int], ...]:
 
 
 def _quantified(r: _Reader, element: Element) -> Element:
+    r.space()  # (llama.cpp and xgrammar read `"a" *` as `"a"*`)
     if r.i >= len(r.text):
         return element
     c = r.text[r.i]
