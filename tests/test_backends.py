@@ -1292,6 +1292,19 @@ def test_a_gbnf_hex_escape_followed_by_a_hex_digit_means_two_characters_to_xgram
         assert (matcher.accept_string(text) and matcher.is_terminated()) == ok, (grammar, text)
 
 
+def test_the_fsm_backend_suggests_another_backend_only_for_gbnf_it_does_not_take():
+    """Every refusal of an ebnf grammar said "served here only when it is regular ... use the
+    'xgrammar' or 'llguidance' grammar backend", also for a text no backend reads (a string left
+    open, no root rule): only a grammar those backends serve names them."""
+    from minisglang.backends.fsm_backend import FSMBackend
+
+    for grammar, elsewhere in [('root ::= "x', False), ('Root ::= "x"', False), ('root ::= "(" root ")" | "x"', True)]:
+        with pytest.raises(GrammarError) as refused:
+            FSMBackend.ebnf_tree(grammar)
+        assert ("'xgrammar' or 'llguidance'" in str(refused.value)) == elsewhere, str(refused.value)
+        assert ("not GBNF" in str(refused.value)) != elsewhere, str(refused.value)
+
+
 def test_the_fsm_backend_refuses_an_ebnf_grammar_longer_than_a_regex_may_be(backends):
     """An ebnf grammar had no length bound (a regex and a v2 structural tag's grammar have
     max_regex_chars): a 2.8 MB `root ::= ("a" | "b")? ("a" | "b")? ...` in one request was

@@ -301,6 +301,8 @@ class FSMBackend(BaseGrammarBackend):
         try:
             return gbnf_regex(text)
         except GrammarNotRegular as e:
+            if e.malformed:  # (no backend serves it: none is suggested)
+                raise GrammarError(f"the ebnf grammar is not GBNF: {e}") from e
             raise GrammarError(
                 f"an ebnf grammar is served here only when it is regular (no rule refers to itself), "
                 f"and {e}: use the 'xgrammar' or 'llguidance' grammar backend"
