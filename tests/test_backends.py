@@ -1292,6 +1292,51 @@ def test_a_gbnf_hex_escape_followed_by_a_hex_digit_means_two_characters_to_xgram
         assert (matcher.accept_string(text) and matcher.is_terminated()) == ok, (grammar, text)
 
 
+def test_the_fsm_backend_suggests_another_backend_only_for_gbnf_it_does_not_take():
+    """Every refusal of an ebnf grammar said "served here only when it is regular ... use the
+    'xgrammar' or 'llguidance' grammar backend", also for a text no backend reads (a string left
+    open, no root rule): only a grammar those backends serve names them."""
+    from minisglang.backends.fsm_backend import FSMBackend
+
+    for grammar, elsewhere in [('root ::= "x', False), ('Root ::= "x"', False), ('root ::= "(" root ")" | "x"', True)]:
+        with pytest.raises(GrammarError) as refused:
+            FSMBackend.ebnf_tree(grammar)
+        assert ("'xgrammar' or 'llguidance'" in str(refused.value)) == elsewhere, str(refused.value)
+        assert ("not GBNF" in str(refused.value)) != elsewhere, str(refused.value)
+
+
+def test_the_fsm_backend_refuses_an_ebnf_grammar_longer_than_a_regex_may_be(backends):
+    """An ebnf grammar had no length bound (a regex and a v2 structural tag's grammar have
+    max_regex_chars): a 2.8 MB `root ::= ("a" | "b")? ("a" | "b")? ...` in one request was
+    read with no pause and its automaton's start took minutes and gigabytes after the request
+    had timed out, beside every other client's decode. It is refused by its length, named."""
+    grammar = "root ::= " + '("a" | "b")? ' * 8000
+    refused = compiled(backends["fsm"], "ebnf", grammar)
+    assert isinstance(refused, InvalidGrammarObject)
+    assert "ebnf grammar of 104,009 characters is longer than the limit of 100,000 (option max_regex_chars)" in (
+        refused.message
+    )
+
+
+def test_the_eager_fsm_backend_refuses_an_ebnf_chain_that_doubles_before_writing_its_regex(tokenizer, monkeypatch):
+    """`r0 ::= r1 r1`, `r1 ::= r2 r2`, ... is one short shared tree, but its Python regex, what
+    the eager automaton compiles, writes each shared rule out in full: 40 deep, 2^40 characters.
+    The backend rendered it all (30 deep: a gigabyte string built in the server process) before
+    the service's length check; it is refused by its size, naming the option, with nothing written."""
+    from minisglang.backends import fsm_backend
+
+    chain = "\n".join([f"r{i} ::= r{i + 1} r{i + 1}" for i in range(40)] + ['r40 ::= "a"'])
+    backend = fsm_backend.FSMBackend(tokenizer, tokenizer.vocab_size, automaton="eager", compile_in="thread")
+    try:
+        # (Writing it would take hours: render stands for it, and writes the regex "x". The tree
+        # is not handed to anything pytest would print: its repr is as long as the text.)
+        monkeypatch.setattr(fsm_backend, "render", lambda *args: "x")
+        with pytest.raises(fsm_backend.ConstraintError, match=r"1,099,511,627,776 characters .* max_regex_chars"):
+            backend.compile("ebnf", chain.replace("r0 ::=", "root ::="))
+    finally:
+        backend.shutdown()
+
+
 def test_bracket_escapes_in_gbnf_strings_are_served_by_xgrammar(backends, tokenizer):
     """llama.cpp reads `\\[` and `\\]` in a string as the brackets; xgrammar refused the
     grammar ("Invalid escape", a grammar_ports stranger's find)."""

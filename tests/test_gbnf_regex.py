@@ -47,6 +47,7 @@ GRAMMARS = [
     'root ::= .? "b"\n\n# a comment\n',
     'root ::= pair pair\npair ::= "a" "b"?',
     'root ::= [^ab] | "\\\\" | "\\""',
+    'root ::= "a" * ("b" | "(") +\t"," {1,2}',  # (a quantifier after a space: refused as "unexpected '*'")
 ]
 
 
@@ -84,3 +85,24 @@ def test_a_regular_grammar_reads_as_xgrammar_reads_it(grammar):
 def test_what_is_not_a_regular_gbnf_grammar_is_refused_by_name(grammar, message):
     with pytest.raises(GrammarNotRegular, match=message):
         gbnf_regex(grammar)
+
+
+@pytest.mark.parametrize(
+    "grammar, malformed",
+    [
+        ('root ::= "x', True),
+        ('start ::= "x"', True),
+        ("root ::= x", True),
+        ('root ::= "x"{3,1}', True),
+        ('root ::= "(" root ")" | ""', False),
+        ('root ::= "x"{5000}', False),
+        ('root ::= (= "x") "x"', False),
+        ("root ::= [\\d]", False),
+    ],
+)
+def test_a_refusal_says_whether_the_text_is_gbnf_at_all(grammar, malformed):
+    """The fsm backend suggested xgrammar or llguidance for every refusal, a string left open
+    or a missing root rule too, which no backend serves: `malformed` tells those apart."""
+    with pytest.raises(GrammarNotRegular) as refused:
+        gbnf_regex(grammar)
+    assert refused.value.malformed == malformed

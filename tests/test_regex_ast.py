@@ -41,6 +41,7 @@ from minisglang.constrained.regex_ast import (
     is_plain,
     lit,
     lower,
+    python_text_size,
     render,
     repeat,
     text_size,
@@ -225,6 +226,20 @@ def test_lazy_text_writes_a_shared_part_once_named_by_its_text():
     assert text.count("(?@def:") == 1 and text.count("(?@ref:") == 2, text
     assert render(tree) == r"\[x[0-9]+(?:,x[0-9]+)*\]"
     assert text_size(tree) >= len(render(tree, "lazy")) - 10
+
+
+def test_the_python_text_size_counts_each_shared_part_wherever_it_is_used():
+    """The Python dialect writes a Shared part in full at each use: `python_text_size` is that
+    text's length, worked out without writing it (a chain of 60 doubled parts: 2^60)."""
+    item = Shared(concat(lit("x"), repeat(chars([(48, 57)]), 1, None)))
+    pair = Shared(alt([concat(item, lit(","), item), lit("-")]))
+    tree = concat(lit("["), pair, repeat(concat(lit(";"), pair), 0, 3), lit("]"))
+    assert python_text_size(tree) == len(render(tree))
+    assert python_text_size(lit("ab")) == 2
+    chain = lit("a")
+    for _ in range(60):
+        chain = Shared(concat(chain, chain))
+    assert python_text_size(chain) == 2**60
 
 
 def test_a_member_that_matches_the_empty_string_is_refused():

@@ -529,6 +529,11 @@ def test_both_backends_serve_a_v2_tool_call_spec_alike(name):
             r"format.content: the strings kept out of this free text are 6,001 bytes together; the limit is 4,096",
         ),
         ({"type": "grammar", "grammar": "root ::= " + "(" * 5000 + '"x"' + ")" * 5000}, r"nests too deep"),
+        # (no GBNF at all: no backend is suggested, as none serves it)
+        (
+            {"type": "grammar", "grammar": 'root ::= "x'},
+            r"format.grammar: not a GBNF grammar: a string with no closing",
+        ),
         (
             {"type": "grammar", "grammar": 'root ::= "x"' + " " * 100_000},
             r"format.grammar: grammar of 100,012 characters",

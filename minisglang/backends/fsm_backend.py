@@ -38,7 +38,7 @@ from ..constrained.json_schema import (
 from ..constrained.lazy_regex_parser import parse_tree
 from ..constrained.lazy_token_fsm import LazyLimits, LazyTokenFSM, compile_lazy_token_fsm, prepare_vocabulary
 from ..constrained.python_regex import prepare_shorthands
-from ..constrained.regex_ast import Regex, render, text_size
+from ..constrained.regex_ast import Regex, python_text_size, render, text_size
 from ..constrained.schema_worker import schema_regex_in_process
 from ..constrained.token_fsm import ConstraintError, TokenFSM
 from ..constrained.work_slices import OutOfTime, deadline
@@ -282,6 +282,14 @@ class FSMBackend(BaseGrammarBackend):
             tree, written = self._schema_tree(text)
             return self.compile_regex(tree, None, ours=True, text=written)
         if kind == "ebnf":
+            # As long as a regex may be (a v2 structural tag's grammar is bounded alike): the
+            # grammar is read in this process, and the lazy automaton's work grows with it.
+            limit = self.options.get("max_regex_chars", 100_000)
+            if limit is not None and len(text) > limit:
+                raise ConstraintError(
+                    f"ebnf grammar of {len(text):,} characters is longer than the limit of {limit:,} "
+                    "(option max_regex_chars)"
+                )
             return self.compile_regex(self.ebnf_tree(text), None, ours=True)
         return self.compile_regex(text, self.options.get("max_regex_chars", 100_000))
 
@@ -293,6 +301,8 @@ class FSMBackend(BaseGrammarBackend):
         try:
             return gbnf_regex(text)
         except GrammarNotRegular as e:
+            if e.malformed:  # (no backend serves it: none is suggested)
+                raise GrammarError(f"the ebnf grammar is not GBNF: {e}") from e
             raise GrammarError(
                 f"an ebnf grammar is served here only when it is regular (no rule refers to itself), "
                 f"and {e}: use the 'xgrammar' or 'llguidance' grammar backend"
@@ -383,7 +393,17 @@ class FSMBackend(BaseGrammarBackend):
                 )
             )
         assert self.service is not None  # made by __init__ for the eager automaton
-        return FSMGrammar(self.service.compile_fsm(regex if isinstance(regex, str) else render(regex)))
+        if not isinstance(regex, str):
+            # The Python dialect writes a shared part out wherever it is used: an ebnf chain
+            # `a ::= b b`, `b ::= c c`, ... 30 deep is 2^30 characters, refused before any is written.
+            limit = self.options.get("max_regex_chars", 100_000)
+            size = python_text_size(regex)
+            if limit is not None and size > limit:
+                raise ConstraintError(
+                    f"regex of {size:,} characters is longer than the limit of {limit:,} (option max_regex_chars)"
+                )
+            regex = render(regex)
+        return FSMGrammar(self.service.compile_fsm(regex))
 
     reads_content_schema = True  # (the lazy automaton's; the eager one refuses it by name)
 

@@ -30,7 +30,14 @@ _ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "\\": "\\", '"': '"', "[": "[", "]"
 
 
 class GrammarNotRegular(ValueError):
-    """A grammar this reader cannot write as a regex (recursive, or not GBNF it reads)."""
+    """A grammar this reader cannot write as a regex (recursive, or not GBNF it reads).
+    `malformed`: the text is no GBNF grammar at all (a string left open, no root rule, a
+    rule used but not defined), which no backend serves; otherwise it may be GBNF that
+    only this reader does not take (a recursive rule, lookahead, a count past MAX_REPEAT)."""
+
+    def __init__(self, message: str, malformed: bool = False):
+        super().__init__(message)
+        self.malformed = malformed
 
 
 # An element of a parsed body: ("text", str) | ("class", ranges) | ("ref", name) | ("alt", [[...], ...])
@@ -43,9 +50,9 @@ class _Reader:
     text: str
     i: int = 0
 
-    def error(self, what: str) -> GrammarNotRegular:
+    def error(self, what: str, malformed: bool = True) -> GrammarNotRegular:
         line = self.text.count("\n", 0, self.i) + 1
-        return GrammarNotRegular(f"{what} (line {line})")
+        return GrammarNotRegular(f"{what} (line {line})", malformed)
 
     def space(self) -> None:
         """Skip whitespace and comments."""
@@ -95,7 +102,9 @@ class _Reader:
         size = {"x": 2, "u": 4, "U": 8}.get(e)
         digits = self.text[self.i + 2 : self.i + 2 + (size or 0)]
         if size is None or len(digits) != size or any(d not in "0123456789abcdefABCDEF" for d in digits):
-            raise self.error(f'the escape \\{e} is not one this reader takes (\\n \\r \\t \\\\ \\" \\xHH \\uHHHH)')
+            raise self.error(
+                f'the escape \\{e} is not one this reader takes (\\n \\r \\t \\\\ \\" \\xHH \\uHHHH)', malformed=False
+            )
         self.i += 2 + size
         code = int(digits, 16)
         if code > 0x10FFFF:
@@ -114,7 +123,7 @@ def gbnf_regex(text: str) -> Regex:
 def _regex(text: str) -> Regex:
     rules = _parse(text)
     if "root" not in rules:
-        raise GrammarNotRegular("the grammar has no rule named root")
+        raise GrammarNotRegular("the grammar has no rule named root", malformed=True)
     uses: dict[str, int] = {}
     for body in rules.values():
         for name in _refs(body):
@@ -128,7 +137,7 @@ def _regex(text: str) -> Regex:
                 f"rule {name!r} refers to itself ({cycle}): a recursive grammar is not written as a regex here"
             )
         if name not in rules:
-            raise GrammarNotRegular(f"rule {name!r} is used but not defined")
+            raise GrammarNotRegular(f"rule {name!r} is used but not defined", malformed=True)
         if name not in done:
             node = _node(rules[name], lambda ref: rule(ref, (*path, name)))
             done[name] = Shared(node) if uses.get(name, 0) > 1 and node != EPSILON else node
@@ -180,7 +189,7 @@ def _parse(text: str) -> dict[str, Element]:
         r.i += 3
         rules[name] = _alternatives(r, nested=False)
         if len(rules) > MAX_RULES:
-            raise r.error(f"more than {MAX_RULES} rules")
+            raise r.error(f"more than {MAX_RULES} rules", malformed=False)
         r.space()
     return rules
 
@@ -223,7 +232,7 @@ def _element(r: _Reader) -> Element:
     if c == "(":
         r.i += 1
         if r.text.startswith(("(=", "(!"), r.i - 1):
-            raise r.error("lookahead `(= ...)` is not read here")
+            raise r.error("lookahead `(= ...)` is not read here", malformed=False)
         inner = _alternatives(r, nested=True)
         r.space()
         if r.i >= len(r.text) or r.text[r.i] != ")":
@@ -266,6 +275,7 @@ def _class(r: _Reader) -> tuple[tuple[int, int], ...]:
 
 
 def _quantified(r: _Reader, element: Element) -> Element:
+    r.space()  # (llama.cpp and xgrammar read `"a" *` as `"a"*`)
     if r.i >= len(r.text):
         return element
     c = r.text[r.i]
@@ -282,7 +292,9 @@ def _quantified(r: _Reader, element: Element) -> Element:
     low = int(low_text)
     high = low if not comma else int(high_text) if high_text.strip() else None
     if (high is not None and high < low) or max(low, high or 0) > MAX_REPEAT:
-        raise r.error(f"the count {{{body}}} is backwards or past {MAX_REPEAT}")
+        raise r.error(
+            f"the count {{{body}}} is backwards or past {MAX_REPEAT}", malformed=high is not None and high < low
+        )
     r.i = end + 1
     return ("repeat", element, low, high)
 

@@ -597,6 +597,22 @@ def text_size(node: Regex) -> int:
     return node.size + sum(s.body.size + REF_CHARS + 2 for s in shared_in_order(node))  # (?@def:NAME(body))
 
 
+def python_text_size(node: Regex) -> int:
+    """About how long `render(node)` (the Python dialect) is: `size` with each Shared part
+    written out in full wherever it is used. That can be exponentially longer than the tree
+    (a GBNF chain `a ::= b b`, `b ::= c c`, ... 30 deep: a tree of 30 parts, 2^30 characters
+    of text); worked out here once per node, without writing any of it."""
+    if not node.has_shared:
+        return node.size
+    full: dict[int, int] = {}
+    for n in _new_nodes_below_first(node, full):  # (each node after the ones under it)
+        if isinstance(n, Shared):
+            full[id(n)] = full[id(n.body)]
+        else:
+            full[id(n)] = n.size + sum(full[id(c)] - c.size for c in children(n))
+    return full[id(node)]
+
+
 # ---------------------------------------------------------------------------------------
 # Lowering: the tree into lazy_regex's pool
 # ---------------------------------------------------------------------------------------
@@ -712,6 +728,7 @@ __all__ = [
     "is_plain",
     "lit",
     "lower",
+    "python_text_size",
     "render",
     "repeat",
     "text_size",

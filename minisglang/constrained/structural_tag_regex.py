@@ -153,6 +153,8 @@ class _Compiler:
             try:
                 return gbnf_regex(fmt.grammar)
             except GrammarNotRegular as e:
+                if e.malformed:  # (no backend serves it: none is suggested)
+                    raise StructuralTagFormatError(f"{where}.grammar: not a GBNF grammar: {e}") from e
                 raise StructuralTagFormatError(
                     f"{where}.grammar: the {self.backend!r} backend takes a grammar only when it is a regular "
                     f"expression (no rule refers to itself), and here {e}: the 'xgrammar' backend serves "
