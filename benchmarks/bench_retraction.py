@@ -91,7 +91,8 @@ def main() -> None:
     for _ in tqdm(range(args.repeats), desc="repeats"):
         for name, engine in engines.items():
             engine.scheduler.tree_cache.evict(args.pool)  # each burst starts cold,
-            engine.scheduler.new_token_ratio.reset()  # at the ratio's initial value
+            ratio = engine.scheduler.new_token_ratio
+            ratio.value = ratio.initial  # at the ratio's initial value
             runs[name].append(burst(engine, messages))
     same = len({r["outputs"] for rs in runs.values() for r in rs}) == 1
     med = {name: {k: statistics.median(r[k] for r in rs) for k in rs[0] if k != "outputs"} for name, rs in runs.items()}

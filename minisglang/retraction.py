@@ -11,8 +11,9 @@ while that works out.
 When it does not (the running requests' KV has grown to fill the pool), a decode step finds
 no slot for someone's next token. The scheduler then *retracts* a running request: its KV
 goes to the radix tree (unlocked, so it can be evicted to make room), the request goes back to
-the front of the waiting queue with its output and its grammar's state as they are, and the
-ratio goes back to its initial value. Re-admitted later, it finds its own tokens in the tree
+the front of the waiting queue with its output and its grammar's state as they are, until
+the requests left have room for a few more steps each; the ratio is then set from how much of
+their limits they have used. Re-admitted later, the request finds its own tokens in the tree
 if they were not evicted, or computes them again, and decodes on from where it stopped: a
 retraction costs time, never a token of the answer.
 
@@ -36,6 +37,10 @@ DECAY_STEPS = 600
 # Below a ratio of 1, a request's remaining tokens count as at most this many: a chat that may
 # write to the end of a 32k context is not expected to (SGLang's CLIP_MAX_NEW_TOKENS_ESTIMATION).
 CLIP_MAX_NEW_TOKENS = 4096
+# A retraction goes on until the requests left have room for this many more decode steps each:
+# retracting only until the next step fitted retracted again a few steps later, and a stream
+# stalled 5 s of 13 in a small pool (SGLang's retract_decode_steps).
+RETRACT_DECODE_STEPS = 20
 
 
 @dataclass
@@ -66,9 +71,20 @@ class NewTokenRatio:
             return
         self.value = max(self.minimum, self.value - (self.initial - self.minimum) / DECAY_STEPS)
 
-    def reset(self) -> None:
-        """A retraction: the reservations were too small; start from the initial share again."""
-        self.value = self.initial
+    def after_retraction(self, running: list[Req]) -> None:
+        """A retraction: the reservations were too small. The share becomes what the requests
+        left have used of their `max_new_tokens`, plus RETRACT_DECODE_STEPS each (SGLang's
+        `retract_decode`), kept between `minimum` and `initial`: an estimate from this batch,
+        where going back to `initial` kept the retracted request waiting until others ended."""
+        total = sum(r.sampling_params.max_new_tokens for r in running)
+        used = sum(len(r.output_ids) for r in running) + RETRACT_DECODE_STEPS * len(running)
+        self.value = min(self.initial, max(self.minimum, used / total)) if total else self.initial
+
+
+def decode_cushion(running: list[Req]) -> int:
+    """KV slots the running requests need for RETRACT_DECODE_STEPS more decode steps each
+    (no more than each may still write; at least its next token)."""
+    return sum(max(1, min(RETRACT_DECODE_STEPS, r.sampling_params.max_new_tokens - len(r.output_ids))) for r in running)
 
 
 def retraction_victim(running: list[Req]) -> Req:

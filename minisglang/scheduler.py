@@ -69,7 +69,7 @@ from .core import AbortKind, Req
 from .memory_pool import ReqToTokenPool, TokenToKVPool
 from .model.forward_batch import ForwardBatch, ForwardMode
 from .radix_cache import RadixCache
-from .retraction import NewTokenRatio, retraction_victim
+from .retraction import NewTokenRatio, decode_cushion, retraction_victim
 from .sampler import sample, seeded_generator
 from .scheduler_config import SchedulerConfig
 from .stages.base import Stage
@@ -732,18 +732,20 @@ class Scheduler:
         request waited for its grammar to compile: 0.7 to 0.58 in one xgrammar compile)."""
         if not self.running:
             return
+        if len(self.running) <= self.room_for_decode():
+            self.new_token_ratio.decay()
+            return
         # One running request alone always fits, unless a prompt in chunked prefill holds KV
         # beside it (its last chunk waiting for its grammar, `continue_chunked_prefill`): the
         # last one then goes too (it was aborted, "out of KV slots"), and the prompt goes on.
         keep = 1 if self.chunked_req is None else 0
+        # Once retracting, make room for a few steps, not one (retraction.py, RETRACT_DECODE_STEPS).
         retracted = False
-        while len(self.running) > keep and len(self.running) > self.room_for_decode():
+        while len(self.running) > keep and decode_cushion(self.running) > self.room_for_decode():
             self.retract(retraction_victim(self.running))
             retracted = True
         if retracted:
-            self.new_token_ratio.reset()
-        else:
-            self.new_token_ratio.decay()
+            self.new_token_ratio.after_retraction(self.running)
 
     def retract_for_chunk(self, req: Req, riders: list[Req]) -> list[Req]:
         """Before the next chunk of `req` (chunked prefill): while the pool has no slot for each
@@ -761,7 +763,7 @@ class Scheduler:
             riders = [r for r in riders if r is not victim]
             retracted = True
         if retracted:
-            self.new_token_ratio.reset()
+            self.new_token_ratio.after_retraction(self.running)
         return riders
 
     def room_for_decode(self) -> int:

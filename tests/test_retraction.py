@@ -13,7 +13,14 @@ from test_engine import assert_no_leak
 
 import minisglang as sgl
 from minisglang.core import Req, SamplingParams
-from minisglang.retraction import CLIP_MAX_NEW_TOKENS, DECAY_STEPS, NewTokenRatio, retraction_victim
+from minisglang.retraction import (
+    CLIP_MAX_NEW_TOKENS,
+    DECAY_STEPS,
+    RETRACT_DECODE_STEPS,
+    NewTokenRatio,
+    decode_cushion,
+    retraction_victim,
+)
 from minisglang.scheduler_config import SchedulerConfig
 
 LONG = {"temperature": 0, "max_new_tokens": 150, "ignore_eos": True}
@@ -27,7 +34,7 @@ def test_the_ratio_reserves_a_share_but_always_the_next_token():
     assert [NewTokenRatio(1.0, 1.0).reserve(n) for n in (0, 1, 7, 333)] == [0, 1, 7, 333]  # all of it
 
 
-def test_the_ratio_decays_to_its_minimum_and_a_retraction_resets_it():
+def test_the_ratio_decays_to_its_minimum_and_a_retraction_sets_it_from_the_batch():
     ratio = NewTokenRatio(0.7, 0.1)
     for _ in range(DECAY_STEPS // 2):
         ratio.decay()
@@ -35,8 +42,31 @@ def test_the_ratio_decays_to_its_minimum_and_a_retraction_resets_it():
     for _ in range(DECAY_STEPS):
         ratio.decay()
     assert ratio.value == 0.1  # and no lower
-    ratio.reset()
-    assert ratio.value == 0.7
+
+    def req(limit: int, written: int) -> Req:
+        r = Req("", [5], SamplingParams(max_new_tokens=limit))
+        r.output_ids = [7] * written
+        return r
+
+    # What the requests left have used of their limits, 20 steps each added (SGLang's estimate).
+    ratio.after_retraction([req(400, 100), req(600, 80)])
+    assert ratio.value == pytest.approx((100 + 80 + 2 * RETRACT_DECODE_STEPS) / 1000)
+    ratio.after_retraction([req(100, 90)])
+    assert ratio.value == 0.7  # no more than the initial share
+    ratio.after_retraction([req(4000, 0)])
+    assert ratio.value == 0.1  # no less than the minimum
+
+
+def test_a_retraction_leaves_room_for_a_few_steps_each():
+    """Retracting until one more step fits retracted again a few steps later (a stream stalled
+    5 s of 13); the requests left get RETRACT_DECODE_STEPS steps each, within their limits."""
+
+    def req(limit: int, written: int) -> Req:
+        r = Req("", [5], SamplingParams(max_new_tokens=limit))
+        r.output_ids = [7] * written
+        return r
+
+    assert decode_cushion([req(100, 10), req(100, 95), req(100, 100)]) == RETRACT_DECODE_STEPS + 5 + 1
 
 
 def test_a_full_reservation_never_moves_the_ratio():
@@ -114,7 +144,7 @@ def test_a_share_runs_them_together_retracts_and_changes_no_answer(roomy_outputs
     stats = eng.stats()
     assert peak >= 3 and stats.retractions >= 1
     assert any(e["event"] == "retract" for e in eng.trace)
-    assert stats.new_token_ratio == 0.3  # reset to its initial value by each retraction
+    assert stats.new_token_ratio == 0.3  # (its initial value and minimum: set between them by each retraction)
     assert [r.output_ids for r in reqs] == roomy_outputs  # not a token lost or changed
     assert [r.finished_reason["type"] for r in reqs] == ["length"] * len(PROMPTS)
     assert_no_leak(eng)
