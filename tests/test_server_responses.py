@@ -7,6 +7,7 @@ events, and the errors, each naming the Responses field at fault.
 Tests of minisglang/protocol_responses.py, server/routes_responses.py and server/responses_shapes.py.
 """
 
+import asyncio
 import json
 
 import httpx
@@ -353,6 +354,25 @@ def test_neutral_values_of_unsupported_fields_are_accepted(client):
         tool_choice="none",
     )
     assert response.metadata == {"k": "v"} and response.store is False and response.output_text
+
+
+def test_the_request_is_written_as_a_chat_off_the_event_loop(client, monkeypatch):
+    """to_chat ran on the event loop: a 4 MB input of 27,000 calls and their outputs took
+    2-3 s there to write and check as a chat, and every client's stream waited that long.
+    It runs in the thread pool now, as parse_body's parse does."""
+    on_loop, real = [], ResponsesRequest.to_chat
+
+    def to_chat(self):
+        try:
+            asyncio.get_running_loop()
+            on_loop.append(True)
+        except RuntimeError:
+            on_loop.append(False)
+        return real(self)
+
+    monkeypatch.setattr(ResponsesRequest, "to_chat", to_chat)
+    assert client.responses.create(model=MODEL, input="Hi", max_output_tokens=2).status == "incomplete"
+    assert on_loop == [False]
 
 
 def test_a_chat_field_is_named_as_the_responses_field_it_came_from():

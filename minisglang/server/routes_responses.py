@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
+from starlette.concurrency import run_in_threadpool
 
 from ..protocol import RequestError
 from ..protocol_responses import Origin, ResponsesRequest, renamed
@@ -26,7 +27,9 @@ async def responses(request: Request) -> Response:
     check_model(state, body.model)
     origin: list[Origin] = []  # (where each chat message came from: errors name that)
     try:
-        chat, origin = body.to_chat()
+        # (in the thread pool, as parse_body's parse: a 4 MB input of calls and outputs
+        # takes seconds to write and check as a chat, which on the event loop held every stream)
+        chat, origin = await run_in_threadpool(body.to_chat)
         return await serve_chat(state, request, chat, lambda shape: response_shape(shape, body, state.model_id))
     except RequestError as e:
         raise renamed(e, origin) from None
