@@ -783,3 +783,62 @@ def test_an_ipv6_client_is_its_64_network_for_every_per_client_limit(monkeypatch
             )
             assert r.status_code == 200, r.text
     assert seen == ["2001:db8:0:7::/64", "2001:db8:0:7::/64", "192.0.2.5"]
+
+
+def test_a_clients_large_bodies_are_parsed_one_at_a_time(monkeypatch):
+    """A client's 8 bodies of 90,000 messages at once (each under max_json_containers) were
+    parsed side by side, each holding the GIL for most of its 0.3-1 s, and another client's
+    streamed answer took 2-2.7 s. A client's bodies of SERIAL_PARSE_BYTES or more now take
+    turns (small ones and other clients' do not wait), and nothing is kept after."""
+    import asyncio
+
+    from starlette.requests import Request
+
+    from minisglang.server import http_limits
+
+    active: dict[str, int] = {}
+    most: dict[str, int] = {}
+
+    def slow_parse(model_cls, body):
+        who = json.loads(body)["text"][:8]
+        active[who] = active.get(who, 0) + 1
+        most[who] = max(most.get(who, 0), active[who])
+        time.sleep(0.05)
+        active[who] -= 1
+        return parse(model_cls, body)
+
+    monkeypatch.setattr(http_limits, "parse", slow_parse)
+
+    def request(who: str, host: str, size: int) -> Request:
+        body = json.dumps({"text": who.ljust(size, ".")}).encode()
+        scope = {
+            "type": "http",
+            "method": "POST",
+            "path": "/generate",
+            "query_string": b"",
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+            "client": (host, 1234),
+        }
+        sent = []
+
+        async def receive():
+            if sent:
+                return {"type": "http.disconnect"}
+            sent.append(1)
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        return Request(scope, receive)
+
+    big = http_limits.SERIAL_PARSE_BYTES
+
+    async def main():
+        reqs = [request("client-a", "10.0.0.1", big) for _ in range(3)]
+        reqs += [request("client-b", "10.0.0.2", big), request("client-b", "10.0.0.2", big)]
+        reqs += [request("small-aa", "10.0.0.1", 100) for _ in range(3)]
+        parsed = await asyncio.gather(*(http_limits.parse_body(GenerateRequest, r, ServerOptions()) for r in reqs))
+        assert len(parsed) == 8
+
+    asyncio.run(main())
+    assert most["client-a"] == most["client-b"] == 1  # each client's large bodies in turn
+    assert most["small-aa"] >= 2  # small ones side by side
+    assert http_limits._parsing == {}

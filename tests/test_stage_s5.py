@@ -617,6 +617,36 @@ def test_a_long_call_on_a_loaded_machine_is_paid_back_not_aborted():
     assert reason is not None and "one token of its grammar took 1.00 s" in reason
 
 
+def test_a_clients_slow_requests_pay_back_together_as_one_request():
+    """Each request paid back its own slow calls: a client's n requests (n choices of an
+    ambiguous EBNF on xgrammar, n=64) kept n shares of the scheduler, and every other
+    client's tokens took 0.22 s each instead of 8 ms, for the ten minutes the choices ran.
+    A request's payback is now multiplied by its client's requests paying back."""
+    work = s5.GrammarWork(step_seconds=0.004, max_seconds=100.0, baton=None, max_call_seconds=0.1)
+
+    def req(client):
+        r = Req("x", [1], SamplingParams())
+        r.client, r.grammar = client, object()  # (`ready` reads no more of it while it owes)
+        return r
+
+    one = s5.SIT_OUT * (0.05 - 0.004)  # what a call of 50 ms is paid back with, alone
+    mine, stranger, offline = [req("10.0.0.1") for _ in range(8)], req("10.0.0.2"), [req(None) for _ in range(3)]
+    for r in [*mine, stranger, *offline]:
+        assert work.charge(r, 0.05, "mask") is None
+    assert [work.owed[r.rid] for r in mine] == pytest.approx([k * one for k in range(1, 9)])
+    assert work.owed[stranger.rid] == pytest.approx(one)  # another client's, as before
+    assert [work.owed[r.rid] for r in offline] == pytest.approx([one] * 3)  # (no client: the Engine's)
+    while work.owed[mine[0].rid] > 0:  # paid back, it no longer counts
+        assert not work.ready(mine[0])
+    assert work.charge(mine[1], 0.05, "mask") is None
+    assert work.owed[mine[1].rid] == pytest.approx(2 * one + 7 * one)
+    for r in mine[2:]:  # nor do the requests that left
+        work.forget(r)
+    assert work.charge(mine[1], 0.05, "mask") is None
+    assert work.owed[mine[1].rid] == pytest.approx(9 * one + one)
+    assert work.slow_of == {"10.0.0.1": 1, "10.0.0.2": 1}
+
+
 def make_masks_slow(monkeypatch, grammar_class, clock: list[float], seconds: float) -> None:
     """Every mask `grammar_class` fills (batched or one row) advances the fake `clock` the
     stage's grammar budget reads by `seconds`: a slow native mask, without the wait."""

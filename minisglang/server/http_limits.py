@@ -71,8 +71,18 @@ async def read_body(request: Request, options: ServerOptions) -> bytes:
     return b"".join(parts)
 
 
+# A body of this many bytes or more is parsed only while no other such body of the same client
+# is: pydantic's parse holds the GIL for most of its 0.3-1 s, so a client's 8 bodies of
+# 90,000 messages at once (each under max_json_containers, each refused in the end as too
+# long) kept the scheduler thread from it, and another client's streamed answer took 2-2.7 s.
+SERIAL_PARSE_BYTES = 256 * 1024
+# (event loop, client) -> the lock its large bodies take turns with, and how many hold or wait
+_parsing: dict[tuple[int, str], tuple[asyncio.Lock, int]] = {}
+
+
 async def parse_body(model_cls: type[T], request: Request, options: ServerOptions) -> T:
-    """The body read and validated (in the thread pool: a 4 MB body takes a while to parse)."""
+    """The body read and validated (in the thread pool: a 4 MB body takes a while to parse;
+    a client's large bodies one at a time, SERIAL_PARSE_BYTES)."""
     body = await read_body(request, options)
     containers = body.count(b"[") + body.count(b"{")  # (C speed: ~1 ms a megabyte)
     if containers > options.max_json_containers:
@@ -80,7 +90,20 @@ async def parse_body(model_cls: type[T], request: Request, options: ServerOption
             f"the request body holds {containers:,} '[' and '{{' (JSON arrays and objects, counted with "
             f"any inside strings); the limit is {options.max_json_containers:,} (max_json_containers)"
         )
-    return await run_in_threadpool(parse, model_cls, body)
+    if len(body) < SERIAL_PARSE_BYTES:
+        return await run_in_threadpool(parse, model_cls, body)
+    key = (id(asyncio.get_running_loop()), client_of(request.client.host) if request.client else "unknown")
+    lock, users = _parsing.get(key, (asyncio.Lock(), 0))
+    _parsing[key] = (lock, users + 1)
+    try:
+        async with lock:  # (waiting here holds no thread of the pool)
+            return await run_in_threadpool(parse, model_cls, body)
+    finally:
+        lock, users = _parsing[key]
+        if users == 1:
+            del _parsing[key]
+        else:
+            _parsing[key] = (lock, users - 1)
 
 
 class HeaderLimits:

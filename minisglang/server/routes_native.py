@@ -10,13 +10,14 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 
+from ..core import Req
 from ..metrics import CONTENT_TYPE
 from ..protocol import GenerateRequest
 from .errors import error_response
 from .http_limits import parse_body
 from .openai_shapes import Shape
 from .prompts import make_req
-from .state import server_state
+from .state import ServerState, server_state
 from .streaming import answer
 
 router = APIRouter()
@@ -26,16 +27,16 @@ router = APIRouter()
 async def native(request: Request) -> Response:
     state = server_state(request)
     body = await parse_body(GenerateRequest, request, state.options)
-    given = (body.sampling_params or {}).get("max_new_tokens") is not None
-    req = await run_in_threadpool(
-        make_req,
-        state,
-        body.text,
-        body.to_sampling_params(state.engine.sampling_defaults),
-        "text",
-        "sampling_params.max_new_tokens" if given else None,
-    )
+    req = await run_in_threadpool(native_req, state, body)
     return await answer(state, request, [req], [text_so_far()], body.stream, False, "sampling_params")
+
+
+def native_req(state: ServerState, body: GenerateRequest) -> Req:
+    """The request's `Req`, its sampling params made here too (in the thread pool: a 4 MB
+    json_schema or structural_tag is written out and read back as JSON)."""
+    given = (body.sampling_params or {}).get("max_new_tokens") is not None
+    params = body.to_sampling_params(state.engine.sampling_defaults)
+    return make_req(state, body.text, params, "text", "sampling_params.max_new_tokens" if given else None)
 
 
 def text_so_far() -> Shape:

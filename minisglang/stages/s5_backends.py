@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, fields
@@ -127,7 +128,8 @@ class ReasonerGrammar(BaseGrammarObject):
 # A request whose uncuttable call took t past the step's budget sits out SIT_OUT * t of
 # steps' budgets: the other requests keep at least SIT_OUT / (SIT_OUT + 1) of the scheduler
 # (an ambiguous EBNF on xgrammar: with 1, a bystander's p99 went 9 -> 612 ms; see
-# benchmarks/results/server_faults.md).
+# benchmarks/results/server_faults.md). That many times more for each other request of its
+# client that is paying back too: a client's slow grammars together keep one request's share.
 SIT_OUT = 4
 # Steps in a row a greedy or seeded request waits for its cut jump search (`wait_for_search`).
 MAX_SEARCH_WAITS = 64
@@ -156,6 +158,10 @@ class GrammarWork:
         self.spent: dict[int, float] = {}  # rid -> seconds of grammar work so far
         self.owed: dict[int, float] = {}  # rid -> uncuttable seconds past the step's budget, not yet sat out
         self.charged: set[int] = set()  # rids with an uncuttable call charged
+        # rid -> its client, for the requests paying back a call that took more than a step's
+        # budget (the payback of one is multiplied by its client's count: `charge`)
+        self.slow: dict[int, str] = {}
+        self.slow_of: Counter[str] = Counter()  # client -> its requests in `slow`
         # rid -> the step in which it first found the budget spent before its work began,
         # longest waiting first: from the next step on, the first of them works anyway (`ready`)
         self.starved: dict[int, int] = {}
@@ -210,8 +216,17 @@ class GrammarWork:
         first = req.rid not in self.charged
         self.charged.add(req.rid)
         spent = self.spent[req.rid] = self.spent.get(req.rid, 0.0) + took
-        if took > self.step_seconds:  # paid back by sitting out steps (`ready`), SIT_OUT times over
-            self.owed[req.rid] = self.owed.get(req.rid, 0.0) + SIT_OUT * (took - self.step_seconds)
+        if took > self.step_seconds:  # paid back by sitting out steps (`ready`), SIT_OUT times over,
+            # and once more for each other slow request of its client: paid back one by one, a
+            # client's n requests (n choices: 64 of an ambiguous EBNF on xgrammar) had n shares
+            # of the scheduler, and every other client's tokens took 0.22 s instead of 8 ms
+            peers = 1
+            if req.client is not None:
+                if req.rid not in self.slow:
+                    self.slow[req.rid] = req.client
+                    self.slow_of[req.client] += 1
+                peers = self.slow_of[req.client]
+            self.owed[req.rid] = self.owed.get(req.rid, 0.0) + SIT_OUT * (took - self.step_seconds) * peers
         if min(took, took if cpu is None else cpu) > self.max_call_seconds and not first:
             return (
                 f"one {what} of its grammar took {took:.2f} s on the scheduler thread, where every "
@@ -233,6 +248,8 @@ class GrammarWork:
         owed = self.owed.get(req.rid, 0.0)
         if owed > 0:  # its last uncuttable call took more than a step's budget: it sits out
             self.owed[req.rid] = owed - self.step_seconds  # a step's budget per step sat out
+            if self.owed[req.rid] <= 0:
+                self.not_slow(req.rid)
             return False
         if self.left <= 0 and grammar.needs_work():
             # Work done earlier in the step (s4's jump searches come first) can spend the whole
@@ -273,12 +290,20 @@ class GrammarWork:
         self.streak[req.rid] = streak
         self.waiting[req.rid] = self.steps
 
+    def not_slow(self, rid: int) -> None:
+        client = self.slow.pop(rid, None)
+        if client is not None:
+            self.slow_of[client] -= 1
+            if not self.slow_of[client]:
+                del self.slow_of[client]
+
     def forget(self, req: Req) -> None:
         self.waiting.pop(req.rid, None)
         self.streak.pop(req.rid, None)
         self.spent.pop(req.rid, None)
         self.owed.pop(req.rid, None)
         self.charged.discard(req.rid)
+        self.not_slow(req.rid)
         self.starved.pop(req.rid, None)
         self.asked.pop(req.rid, None)
 
