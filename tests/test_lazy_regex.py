@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from minisglang.constrained.lazy_byte_dfa import LazyByteDFA
-from minisglang.constrained.lazy_regex import RegexError, RegexPool
+from minisglang.constrained.lazy_regex import CONCAT, MAX_NESTING, AutomatonLimitError, RegexError, RegexPool
 from minisglang.constrained.lazy_regex_parser import parse_regex
 
 PATTERN = "[x-y]*x[x-y]{14}"  # ~2^15 DFA states
@@ -108,3 +108,21 @@ def test_the_searches_of_one_compile_are_bounded_together():
         parse_regex(regex, RegexPool(searched_limit=1_000), members=True)
     with pytest.raises(RegexError, match="empty language"):
         parse_regex(regex, RegexPool(searched_limit=None), members=True)
+
+
+def test_factoring_past_max_nesting_is_refused_before_it_is_done():
+    """`(?:a|b)?` written n times: after one byte every suffix is an alternative, all with the
+    same head, and factoring them nests one level per copy. The result was refused (its depth)
+    only once every level was done: n = 7,600 took 6 s of compiled code holding the GIL, and
+    every other client stalled (a stranger's 100 KB GBNF). Now the levels are counted. (The
+    pure build without the count ran into Python's recursion limit, a RecursionError.)"""
+    pool = RegexPool()
+    x = parse_regex("(?:a|b)?" * 2000 + "c", pool)
+    suffixes = []
+    while x.kind == CONCAT:
+        suffixes.append(x)
+        x = x.parts[1]
+    before = len(pool)
+    with pytest.raises(AutomatonLimitError, match="nests more deeply"):
+        pool.alt(suffixes)
+    assert len(pool) - before < 2 * MAX_NESTING  # refused at the bound, not after 2,000 levels
