@@ -364,6 +364,7 @@ def test_native_generate_takes_what_sglangs_own_client_sends(server):
         ({"return_logprob": True}, "return_logprob"),
         ({"text": ["a", "b"]}, "text"),
         ({"sampling_params": {"top_p": 2}}, "sampling_params.top_p"),
+        ({"sampling_params": {"regex": "a{2,1}"}}, "sampling_params.regex"),  # (refused by its compile)
     ):
         r = httpx.post(url + "/generate", timeout=30, json={"text": "Code:", **bad})
         assert r.status_code == 400 and field in r.json()["error"]["message"], (bad, r.text)

@@ -28,7 +28,10 @@ async def native(request: Request) -> Response:
     state = server_state(request)
     body = await parse_body(GenerateRequest, request, state.options)
     req = await run_in_threadpool(native_req, state, body)
-    return await answer(state, request, [req], [text_so_far()], body.stream, False, "sampling_params")
+    # A grammar's error names the key it came from (`sampling_params.structural_tag`).
+    constraint = req.sampling_params.constraint()
+    field = "sampling_params" if constraint is None else f"sampling_params.{constraint[0]}"
+    return await answer(state, request, [req], [text_so_far()], body.stream, False, field)
 
 
 def native_req(state: ServerState, body: GenerateRequest) -> Req:
