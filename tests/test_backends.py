@@ -940,6 +940,7 @@ GBNF_TEXTS = [
     ('root ::= ("while" "(" id ")" | id "=" id) ";"\nid ::= [a-z]+', ["whx=a;", "while(w);", "whilex=y;"]),
     ('root ::= r r ")"\nr ::= "a"{1,3}', ["aa)", "aaaa)", "aaaaaa)"]),
     ('root ::= "\\u00e9a" [\\u0041-\\u0043]', ["éaB"]),
+    ("root ::= [^] [^a]", ["éb", "\nc", "a\n"]),  # `[^]`: any character (llguidance: "invalid regex")
 ]
 
 

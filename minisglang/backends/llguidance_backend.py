@@ -506,6 +506,8 @@ class _GbnfReader(GrammarParser):
             if pos.current() == "-" and pos.peek(2)[1:] != "]":
                 hi, pos = self._class_char(pos.advance())
             items.append(_class_item(lo) if lo == hi else f"{_class_item(lo)}-{_class_item(hi)}")
+        if negated and not items:  # `[^]`, any character as llama.cpp and xgrammar read it ("invalid regex")
+            return RegexNode("(?s:.)"), pos.advance()
         return RegexNode(f"[{'^' if negated else ''}{''.join(items)}]"), pos.advance()
 
     def _parse_literal(self, pos: Position) -> tuple[ASTNode, Position]:
