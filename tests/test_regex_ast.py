@@ -20,6 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from minisglang.constrained.gbnf_regex import gbnf_regex
 from minisglang.constrained.lazy_byte_dfa import LazyByteDFA
 from minisglang.constrained.lazy_regex import EMPTY, MAX_NESTING, AutomatonLimitError, RegexPool
 from minisglang.constrained.lazy_regex_parser import parse_regex, parse_tree
@@ -412,3 +413,12 @@ def test_a_long_chain_of_shared_parts_needs_no_deep_recursion():
     pool = RegexPool()
     dfa = LazyByteDFA(lower(chain_of(200), pool), pool)
     assert dfa.matches(b",k199,k198") and dfa.matches(b",k199") and not dfa.matches(b",k198")
+
+
+def test_a_node_prints_its_text_once_and_a_long_one_only_its_length():
+    """The dataclasses' own repr wrote a shared part in full at every use: printing a chain of
+    rules that each use the next twice (30 deep: 2^30 copies) never finished, and hung a
+    failing test's traceback."""
+    chain = "root ::= r0\n" + "\n".join(f"r{i} ::= r{i + 1} r{i + 1}" for i in range(30)) + '\nr30 ::= "ab"'
+    assert repr(gbnf_regex(chain)).endswith("characters>")
+    assert repr(gbnf_regex('root ::= "a" [b-d]*')) == "Seq('a[b-d]*')"

@@ -84,6 +84,10 @@ def _class_text(ranges: Ranges) -> str:
     return ("[^" if negated else "[") + "".join(item(lo, hi) for lo, hi in (others if negated else ranges)) + "]"
 
 
+# A node's repr writes its regex text up to this length (`Regex.__repr__`).
+REPR_CHARS = 2000
+
+
 class Regex:
     """A node of the tree (one of the dataclasses below). `size`: about how many characters
     its text takes in the lazy dialect (a Shared node counts as its reference), what the
@@ -143,6 +147,16 @@ class Regex:
     def __hash__(self) -> int:
         return self._hash
 
+    def __repr__(self) -> str:
+        """The node's text in the lazy dialect (each shared part written once), or only its
+        length past REPR_CHARS: the dataclasses' own repr wrote a shared part in full at every
+        use, and printing a chain of rules that each use the next twice (a failing test's
+        traceback) never finished."""
+        size = text_size(self)
+        if size > REPR_CHARS:
+            return f"<{type(self).__name__}: a regex of about {size:,} characters>"
+        return f"{type(self).__name__}({render(self, 'lazy')!r})"
+
     def __add__(self, other: Regex) -> Regex:
         """`a + b`: a then b (`concat`)."""
         if not isinstance(other, Regex):
@@ -156,7 +170,7 @@ class Regex:
         raise TypeError(f"unsupported operand type(s) for +: {type(other).__name__!r} and {type(self).__name__!r}")
 
 
-@dataclass(frozen=True, eq=False, slots=True)
+@dataclass(frozen=True, eq=False, slots=True, repr=False)
 class Text(Regex):
     """These characters, literally (never empty: the empty string is EPSILON)."""
 
@@ -169,7 +183,7 @@ class Text(Regex):
         self._cache((Text, self.text), len(_escaped_text(self.text)), not self.text)
 
 
-@dataclass(frozen=True, eq=False, slots=True)
+@dataclass(frozen=True, eq=False, slots=True, repr=False)
 class Chars(Regex):
     """One character out of `ranges` (code points, sorted and disjoint); no range: no string."""
 
@@ -182,7 +196,7 @@ class Chars(Regex):
         self._cache((Chars, self.ranges), len(_class_text(self.ranges)), False)
 
 
-@dataclass(frozen=True, eq=False, slots=True)
+@dataclass(frozen=True, eq=False, slots=True, repr=False)
 class Seq(Regex):
     """The parts one after the other (no part: the empty string, EPSILON)."""
 
@@ -201,7 +215,7 @@ class Seq(Regex):
         )
 
 
-@dataclass(frozen=True, eq=False, slots=True)
+@dataclass(frozen=True, eq=False, slots=True, repr=False)
 class Alt(Regex):
     """Any one of the options (at least two)."""
 
@@ -228,7 +242,7 @@ def _is_unit(node: Regex) -> bool:
     )
 
 
-@dataclass(frozen=True, eq=False, slots=True)
+@dataclass(frozen=True, eq=False, slots=True, repr=False)
 class Repeat(Regex):
     """`body` from `low` to `high` times (`high` None: no bound): `*` is (0, None)."""
 
@@ -249,7 +263,7 @@ class Repeat(Regex):
         )
 
 
-@dataclass(frozen=True, eq=False, slots=True)
+@dataclass(frozen=True, eq=False, slots=True, repr=False)
 class And(Regex):
     """The strings both `a` and `b` match (lazy automaton only)."""
 
@@ -264,7 +278,7 @@ class And(Regex):
         self._cache((And, a, b), a.size + b.size + 11, a.nullable and b.nullable, a.has_shared or b.has_shared)
 
 
-@dataclass(frozen=True, eq=False, slots=True)
+@dataclass(frozen=True, eq=False, slots=True, repr=False)
 class Diff(Regex):
     """The strings `a` matches and `b` does not (lazy automaton only)."""
 
@@ -279,7 +293,7 @@ class Diff(Regex):
         self._cache((Diff, a, b), a.size + b.size + 12, a.nullable and not b.nullable, a.has_shared or b.has_shared)
 
 
-@dataclass(frozen=True, eq=False, slots=True)
+@dataclass(frozen=True, eq=False, slots=True, repr=False)
 class Members(Regex):
     """JSON object members in any order (lazy automaton only): each of `members` at most
     once, `required[i]` ones present, `separator` between two, and `extra` (None: none) any
@@ -307,7 +321,7 @@ class Members(Regex):
         )
 
 
-@dataclass(frozen=True, eq=False, slots=True)
+@dataclass(frozen=True, eq=False, slots=True, repr=False)
 class Shared(Regex):
     """`body`, written once in the lazy dialect (`(?@def:NAME(body))` in front, `(?@ref:NAME)`
     where it is used) and in full in the Python dialect. Only a mark for the text: the
