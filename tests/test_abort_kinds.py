@@ -287,11 +287,11 @@ def test_the_server_answers_each_kind_with_its_status(kind_server, kind, stream)
     message = f"injected {kind.value} abort"
     assert err["message"] == (f"{param}: {message}" if param else message)
     assert r.headers.get("retry-after") == retry_after
-    # The native endpoint names its own field for the grammar.
+    # The native endpoint names its own field for the grammar (the key it came from).
     r = kind_server.post(
         "/generate", json={"text": f"abort:{kind.value}", "sampling_params": {"max_new_tokens": 4, "regex": "[0-9]+"}}
     )
-    assert r.status_code == status and r.json()["error"]["param"] == (param and "sampling_params"), r.text
+    assert r.status_code == status and r.json()["error"]["param"] == (param and "sampling_params.regex"), r.text
 
 
 def test_an_unconstrained_request_has_no_grammar_field_to_name(kind_server):

@@ -845,7 +845,7 @@ def test_malformed_posts_never_get_a_5xx_and_the_server_keeps_serving(client, po
         (
             "/generate",
             {"text": "x", "sampling_params": {"max_new_tokens": 2, "regex": "[^\\s\\S]"}},
-            "sampling_params",
+            "sampling_params.regex",
             "empty language",
         ),
         # A regex is quoted as the client sent it: backslashes single (repr doubled them).
