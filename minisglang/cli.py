@@ -329,6 +329,7 @@ def cmd_solutions(args) -> int:
 
 def cmd_serve(args) -> int:
     from .engine import Engine
+    from .retraction import MIN_RATIO_FACTOR
     from .server import ServerOptions, serve
 
     given = {
@@ -352,7 +353,7 @@ def cmd_serve(args) -> int:
     # Engine options the operator gave; the rest keep the Engine's defaults.
     chosen = {key: getattr(args, key) for key in SERVE_ENGINE_OPTIONS if getattr(args, key) is not None}
     if args.min_new_token_ratio is None and args.new_token_ratio < 1:
-        chosen["min_new_token_ratio"] = 0.14 * args.new_token_ratio  # SGLang's DEFAULT_MIN_NEW_TOKEN_RATIO_FACTOR
+        chosen["min_new_token_ratio"] = MIN_RATIO_FACTOR * args.new_token_ratio
     engine = Engine(model_path=args.model_path, stage=args.stage, seed=args.seed or 0, **chosen)
     print(
         f"minisglang serving {engine.model_path} (stage {engine.stage.tag}) on http://{args.host}:{args.port}",

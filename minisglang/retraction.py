@@ -34,6 +34,8 @@ from .core import Req
 # Steps over which the ratio falls from its initial value to its minimum (SGLang's
 # DEFAULT_NEW_TOKEN_RATIO_DECAY_STEPS).
 DECAY_STEPS = 600
+# The server's minimum as a share of its initial ratio (SGLang's DEFAULT_MIN_NEW_TOKEN_RATIO_FACTOR).
+MIN_RATIO_FACTOR = 0.14
 # Below a ratio of 1, a request's remaining tokens count as at most this many: a chat that may
 # write to the end of a 32k context is not expected to (SGLang's CLIP_MAX_NEW_TOKENS_ESTIMATION).
 CLIP_MAX_NEW_TOKENS = 4096

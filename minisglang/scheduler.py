@@ -732,20 +732,15 @@ class Scheduler:
         request waited for its grammar to compile: 0.7 to 0.58 in one xgrammar compile)."""
         if not self.running:
             return
-        if len(self.running) <= self.room_for_decode():
+        if len(self.running) <= self.kv_room():
             self.new_token_ratio.decay()
             return
         # One running request alone always fits, unless a prompt in chunked prefill holds KV
         # beside it (its last chunk waiting for its grammar, `continue_chunked_prefill`): the
         # last one then goes too (it was aborted, "out of KV slots"), and the prompt goes on.
-        keep = 1 if self.chunked_req is None else 0
         # Once retracting, make room for a few steps, not one (retraction.py, RETRACT_DECODE_STEPS).
-        retracted = False
-        while len(self.running) > keep and decode_cushion(self.running) > self.room_for_decode():
-            self.retract(retraction_victim(self.running))
-            retracted = True
-        if retracted:
-            self.new_token_ratio.after_retraction(self.running)
+        keep = 1 if self.chunked_req is None else 0
+        self.retract_until(lambda: decode_cushion(self.running) <= self.kv_room(), keep)
 
     def retract_for_chunk(self, req: Req, riders: list[Req]) -> list[Req]:
         """Before the next chunk of `req` (chunked prefill): while the pool has no slot for each
@@ -756,18 +751,23 @@ class Scheduler:
         in every chunk's forward): the chunk's forward then found no slot, and the error
         aborted it and its riders. The last running request may go too: admission made room
         for this prompt beside the reservations alone."""
-        retracted = False
-        while self.running and self.room_for_decode() < self.prefill_end(req) - req.kv_len + len(riders):
-            victim = retraction_victim(self.running)
-            self.retract(victim)
-            riders = [r for r in riders if r is not victim]
-            retracted = True
-        if retracted:
-            self.new_token_ratio.after_retraction(self.running)
-        return riders
+        chunk = self.prefill_end(req) - req.kv_len
+        gone = self.retract_until(lambda: self.kv_room() >= chunk + sum(r in self.running for r in riders), keep=0)
+        return [r for r in riders if r not in gone]
 
-    def room_for_decode(self) -> int:
-        """KV slots a decode step can get: the free ones and those the tree may evict."""
+    def retract_until(self, fits: Callable[[], bool], keep: int) -> list[Req]:
+        """Retract running requests (`retraction_victim` first) until `fits()` or only `keep`
+        are left; the ratio is then set from those left. Returns the retracted ones."""
+        gone: list[Req] = []
+        while len(self.running) > keep and not fits():
+            gone.append(retraction_victim(self.running))
+            self.retract(gone[-1])
+        if gone:
+            self.new_token_ratio.after_retraction(self.running)
+        return gone
+
+    def kv_room(self) -> int:
+        """KV slots a step can get: the free ones and those the tree may evict."""
         return self.token_to_kv_pool.available_size() + self.tree_cache.evictable_size()
 
     def retract(self, req: Req) -> None:
@@ -810,11 +810,7 @@ class Scheduler:
             return self.continue_chunked_prefill(self.chunked_req)
         if not self.waiting_queue:
             return []
-        budget = (
-            self.token_to_kv_pool.available_size()
-            + self.tree_cache.evictable_size()
-            - sum(self._reserved_new_tokens(r) for r in self.running)
-        )
+        budget = self.kv_room() - sum(self._reserved_new_tokens(r) for r in self.running)
         # Each request needs at least one new token and room for the rest of its output. When
         # no request can get that, none is admitted: skip matching the queue against the tree
         # (in a backlog, the longest part of scheduling).

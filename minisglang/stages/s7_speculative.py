@@ -248,7 +248,7 @@ class SpeculativeScheduler(OverlapScheduler):
         drafts = [self.try_for(req, "drafting its next tokens", self.stage.propose_drafts, none) for req in batch.reqs]
         # Drafts take KV slots only where the pool has them to spare: below new_token_ratio 1
         # admission did not keep room for them (retraction.py), and a guess is not worth a retraction.
-        spare = self.room_for_decode() - len(batch.reqs)
+        spare = self.kv_room() - len(batch.reqs)
         for i, d in enumerate(drafts):
             drafts[i] = d[: max(spare, 0)]
             spare -= len(drafts[i])
