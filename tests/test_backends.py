@@ -1325,14 +1325,14 @@ def test_the_eager_fsm_backend_refuses_an_ebnf_chain_that_doubles_before_writing
     The backend rendered it all (30 deep: a gigabyte string built in the server process) before
     the service's length check; it is refused by its size, naming the option, with nothing written."""
     from minisglang.backends import fsm_backend
+    from minisglang.constrained.token_fsm import ConstraintError
 
     chain = "\n".join([f"r{i} ::= r{i + 1} r{i + 1}" for i in range(40)] + ['r40 ::= "a"'])
     backend = fsm_backend.FSMBackend(tokenizer, tokenizer.vocab_size, automaton="eager", compile_in="thread")
     try:
-        # (Writing it would take hours: render stands for it, and writes the regex "x". The tree
-        # is not handed to anything pytest would print: its repr is as long as the text.)
+        # (Writing it would take hours: render stands for it, and writes the regex "x".)
         monkeypatch.setattr(fsm_backend, "render", lambda *args: "x")
-        with pytest.raises(fsm_backend.ConstraintError, match=r"1,099,511,627,776 characters .* max_regex_chars"):
+        with pytest.raises(ConstraintError, match=r"1,099,511,627,776 characters .* max_regex_chars"):
             backend.compile("ebnf", chain.replace("r0 ::=", "root ::="))
     finally:
         backend.shutdown()

@@ -40,7 +40,7 @@ from ..constrained.lazy_token_fsm import LazyLimits, LazyTokenFSM, compile_lazy_
 from ..constrained.python_regex import prepare_shorthands
 from ..constrained.regex_ast import Regex, python_text_size, render, text_size
 from ..constrained.schema_worker import schema_regex_in_process
-from ..constrained.token_fsm import ConstraintError, TokenFSM
+from ..constrained.token_fsm import TokenFSM, check_regex_length
 from ..constrained.work_slices import OutOfTime, deadline
 from .base import CHILD_OPTIONS, BaseGrammarBackend, BaseGrammarObject, GrammarError, register_backend
 
@@ -228,10 +228,11 @@ class FSMBackend(BaseGrammarBackend):
     def __init__(self, tokenizer: Tokenizer, vocab_size: int, **kwargs: Any):
         super().__init__(tokenizer, vocab_size, **kwargs)
         o = self.options
+        self.max_regex_chars: int | None = o.get("max_regex_chars", 100_000)  # (None: no limit)
         settings = CompileSettings(
             vocab_size,
             max_states=int(o.get("max_fsm_states", 10_000)),
-            max_regex_chars=o.get("max_regex_chars", 100_000),
+            max_regex_chars=self.max_regex_chars,
             jump_map=True,
             memory_bytes=o.get("compile_memory_bytes", 4 << 30),
             nice=int(o.get("compile_nice", 5)),
@@ -284,14 +285,9 @@ class FSMBackend(BaseGrammarBackend):
         if kind == "ebnf":
             # As long as a regex may be (a v2 structural tag's grammar is bounded alike): the
             # grammar is read in this process, and the lazy automaton's work grows with it.
-            limit = self.options.get("max_regex_chars", 100_000)
-            if limit is not None and len(text) > limit:
-                raise ConstraintError(
-                    f"ebnf grammar of {len(text):,} characters is longer than the limit of {limit:,} "
-                    "(option max_regex_chars)"
-                )
+            check_regex_length(len(text), self.max_regex_chars, what="ebnf grammar")
             return self.compile_regex(self.ebnf_tree(text), None, ours=True)
-        return self.compile_regex(text, self.options.get("max_regex_chars", 100_000))
+        return self.compile_regex(text, self.max_regex_chars)
 
     @staticmethod
     def ebnf_tree(text: str) -> Regex:
@@ -333,7 +329,7 @@ class FSMBackend(BaseGrammarBackend):
         # part over the limit, named, not after the compiler built up to its own default
         # (10x ours: a 1.4 KB schema of mutually recursive objects ran 3.5 s to make 1M
         # characters we then refused).
-        limit = self.options.get("max_regex_chars", 100_000)
+        limit = self.max_regex_chars
         options = {
             **({"max_regex_chars": limit} if limit is not None else {}),
             **self.schema_options,
@@ -366,11 +362,7 @@ class FSMBackend(BaseGrammarBackend):
             int(self.options.get("compile_nice", 5)),
         )
         tree = parse_tree(child_text, members=True)
-        size = text_size(tree)  # (the tree read back: the child checked the one it built)
-        if limit is not None and size > limit:
-            raise ConstraintError(
-                f"regex of {size:,} characters is longer than the limit of {limit:,} (option max_regex_chars)"
-            )
+        check_regex_length(text_size(tree), limit)  # (the tree read back: the child checked the one it built)
         return tree, child_text
 
     def compile_regex(
@@ -396,12 +388,7 @@ class FSMBackend(BaseGrammarBackend):
         if not isinstance(regex, str):
             # The Python dialect writes a shared part out wherever it is used: an ebnf chain
             # `a ::= b b`, `b ::= c c`, ... 30 deep is 2^30 characters, refused before any is written.
-            limit = self.options.get("max_regex_chars", 100_000)
-            size = python_text_size(regex)
-            if limit is not None and size > limit:
-                raise ConstraintError(
-                    f"regex of {size:,} characters is longer than the limit of {limit:,} (option max_regex_chars)"
-                )
+            check_regex_length(python_text_size(regex), self.max_regex_chars)
             regex = render(regex)
         return FSMGrammar(self.service.compile_fsm(regex))
 
@@ -424,7 +411,7 @@ class FSMBackend(BaseGrammarBackend):
                 "a v2 structural tag needs the lazy automaton (option automaton='lazy', the default): "
                 "its free text is written with the lazy automaton's difference operator"
             )
-        limit = self.options.get("max_regex_chars", 100_000)
+        limit = self.max_regex_chars
         for path, fmt in spec.walk():
             text = (
                 fmt.pattern if isinstance(fmt, RegexFormat) else fmt.grammar if isinstance(fmt, GrammarFormat) else ""

@@ -292,7 +292,7 @@ class CompileService:
         """The FSM arrays of `regex`: from the disk cache, else compiled (and then saved). A
         regex over this service's `max_regex_chars` is refused before the disk is read, as
         a compile refuses it: a file another engine wrote under a larger limit is no excuse."""
-        check_regex_length(regex, self.settings.max_regex_chars)
+        check_regex_length(len(regex), self.settings.max_regex_chars)
         arrays = self.disk.load(regex) if self.disk is not None else None
         if arrays is None:
             with self.lock:

@@ -621,7 +621,7 @@ def compile_lazy_token_fsm(
     """
     limits = limits or LazyLimits()
     if isinstance(regex, str):
-        check_regex_length(regex, max_regex_chars)
+        check_regex_length(len(regex), max_regex_chars)
     try:
         pool = RegexPool(limits.max_regex_nodes)
         root = (

@@ -89,12 +89,12 @@ class TokenFSM:
         return dataclasses.replace(self, **fields)
 
 
-def check_regex_length(regex: str, max_regex_chars: int | None) -> None:
-    """Refuse a pattern longer than `max_regex_chars` before building anything from it."""
-    if max_regex_chars is not None and len(regex) > max_regex_chars:
+def check_regex_length(length: int, max_regex_chars: int | None, what: str = "regex") -> None:
+    """Refuse a pattern (`what`) of `length` characters past `max_regex_chars` (None: no
+    limit) before building anything from it."""
+    if max_regex_chars is not None and length > max_regex_chars:
         raise ConstraintError(
-            f"regex of {len(regex):,} characters is longer than the limit of "
-            f"{max_regex_chars:,} (option max_regex_chars)"
+            f"{what} of {length:,} characters is longer than the limit of {max_regex_chars:,} (option max_regex_chars)"
         )
 
 
@@ -104,7 +104,7 @@ def compile_dfa(regex: str, max_states: int, max_regex_chars: int | None = None)
     The bounds make a pathological pattern fail with a clear message instead of eating
     the machine (engine options `max_fsm_states`, default 10,000, and `max_regex_chars`).
     """
-    check_regex_length(regex, max_regex_chars)
+    check_regex_length(len(regex), max_regex_chars)
     try:
         return compile_regex(regex, max_states=max_states)
     except RegexError as e:
