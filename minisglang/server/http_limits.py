@@ -9,6 +9,7 @@ import asyncio
 import ipaddress
 import json
 import re
+import weakref
 from collections.abc import Callable
 from http import HTTPStatus
 from typing import TypeVar
@@ -76,8 +77,9 @@ async def read_body(request: Request, options: ServerOptions) -> bytes:
 # 90,000 messages at once (each under max_json_containers, each refused in the end as too
 # long) kept the scheduler thread from it, and another client's streamed answer took 2-2.7 s.
 SERIAL_PARSE_BYTES = 256 * 1024
-# (event loop, client) -> the lock its large bodies take turns with, and how many hold or wait
-_parsing: dict[tuple[int, str], tuple[asyncio.Lock, int]] = {}
+# (event loop, client) -> the lock its large bodies take turns with, while one holds or waits
+# for it (weak: the entry goes with the last of them)
+_parsing: weakref.WeakValueDictionary[tuple[int, str], asyncio.Lock] = weakref.WeakValueDictionary()
 
 
 async def parse_body(model_cls: type[T], request: Request, options: ServerOptions) -> T:
@@ -93,17 +95,11 @@ async def parse_body(model_cls: type[T], request: Request, options: ServerOption
     if len(body) < SERIAL_PARSE_BYTES:
         return await run_in_threadpool(parse, model_cls, body)
     key = (id(asyncio.get_running_loop()), client_of(request.client.host) if request.client else "unknown")
-    lock, users = _parsing.get(key, (asyncio.Lock(), 0))
-    _parsing[key] = (lock, users + 1)
-    try:
-        async with lock:  # (waiting here holds no thread of the pool)
-            return await run_in_threadpool(parse, model_cls, body)
-    finally:
-        lock, users = _parsing[key]
-        if users == 1:
-            del _parsing[key]
-        else:
-            _parsing[key] = (lock, users - 1)
+    lock = _parsing.get(key)
+    if lock is None:
+        lock = _parsing[key] = asyncio.Lock()
+    async with lock:  # (waiting here holds no thread of the pool)
+        return await run_in_threadpool(parse, model_cls, body)
 
 
 class HeaderLimits:
