@@ -161,7 +161,6 @@ class GrammarWork:
         # rid -> its client, for the requests paying back a call that took more than a step's
         # budget (the payback of one is multiplied by its client's count: `charge`)
         self.slow: dict[int, str] = {}
-        self.slow_of: Counter[str] = Counter()  # client -> its requests in `slow`
         # rid -> the step in which it first found the budget spent before its work began,
         # longest waiting first: from the next step on, the first of them works anyway (`ready`)
         self.starved: dict[int, int] = {}
@@ -222,9 +221,7 @@ class GrammarWork:
             # of the scheduler, and every other client's tokens took 0.22 s instead of 8 ms
             peers = 1
             if req.client is not None:
-                if req.rid not in self.slow:
-                    self.slow[req.rid] = req.client
-                    self.slow_of[req.client] += 1
+                self.slow[req.rid] = req.client
                 peers = self.slow_of[req.client]
             self.owed[req.rid] = self.owed.get(req.rid, 0.0) + SIT_OUT * (took - self.step_seconds) * peers
         if min(took, took if cpu is None else cpu) > self.max_call_seconds and not first:
@@ -249,7 +246,7 @@ class GrammarWork:
         if owed > 0:  # its last uncuttable call took more than a step's budget: it sits out
             self.owed[req.rid] = owed - self.step_seconds  # a step's budget per step sat out
             if self.owed[req.rid] <= 0:
-                self.not_slow(req.rid)
+                self.slow.pop(req.rid, None)
             return False
         if self.left <= 0 and grammar.needs_work():
             # Work done earlier in the step (s4's jump searches come first) can spend the whole
@@ -290,12 +287,10 @@ class GrammarWork:
         self.streak[req.rid] = streak
         self.waiting[req.rid] = self.steps
 
-    def not_slow(self, rid: int) -> None:
-        client = self.slow.pop(rid, None)
-        if client is not None:
-            self.slow_of[client] -= 1
-            if not self.slow_of[client]:
-                del self.slow_of[client]
+    @property
+    def slow_of(self) -> Counter[str]:
+        """client -> its requests in `slow` (paying back a slow call)."""
+        return Counter(self.slow.values())
 
     def forget(self, req: Req) -> None:
         self.waiting.pop(req.rid, None)
@@ -303,7 +298,7 @@ class GrammarWork:
         self.spent.pop(req.rid, None)
         self.owed.pop(req.rid, None)
         self.charged.discard(req.rid)
-        self.not_slow(req.rid)
+        self.slow.pop(req.rid, None)
         self.starved.pop(req.rid, None)
         self.asked.pop(req.rid, None)
 
