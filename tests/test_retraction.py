@@ -27,6 +27,13 @@ LONG = {"temperature": 0, "max_new_tokens": 150, "ignore_eos": True}
 PROMPTS = [f"Story {i}: once upon a time" for i in range(4)]
 
 
+def req(limit: int, written: int, prompt: int = 1) -> Req:
+    """A request of `prompt` tokens with `written` of its `limit` new tokens written."""
+    r = Req("", [5] * prompt, SamplingParams(max_new_tokens=limit))
+    r.output_ids = [7] * written
+    return r
+
+
 def test_the_ratio_reserves_a_share_but_always_the_next_token():
     ratio = NewTokenRatio(0.3, 0.1)
     assert [ratio.reserve(n) for n in (0, 1, 2, 10, 100)] == [0, 1, 1, 3, 30]
@@ -43,11 +50,6 @@ def test_the_ratio_decays_to_its_minimum_and_a_retraction_sets_it_from_the_batch
         ratio.decay()
     assert ratio.value == 0.1  # and no lower
 
-    def req(limit: int, written: int) -> Req:
-        r = Req("", [5], SamplingParams(max_new_tokens=limit))
-        r.output_ids = [7] * written
-        return r
-
     # What the requests left have used of their limits, 20 steps each added (SGLang's estimate).
     ratio.after_retraction([req(400, 100), req(600, 80)])
     assert ratio.value == pytest.approx((100 + 80 + 2 * RETRACT_DECODE_STEPS) / 1000)
@@ -60,12 +62,6 @@ def test_the_ratio_decays_to_its_minimum_and_a_retraction_sets_it_from_the_batch
 def test_a_retraction_leaves_room_for_a_few_steps_each():
     """Retracting until one more step fits retracted again a few steps later (a stream stalled
     5 s of 13); the requests left get RETRACT_DECODE_STEPS steps each, within their limits."""
-
-    def req(limit: int, written: int) -> Req:
-        r = Req("", [5], SamplingParams(max_new_tokens=limit))
-        r.output_ids = [7] * written
-        return r
-
     assert decode_cushion([req(100, 10), req(100, 95), req(100, 100)]) == RETRACT_DECODE_STEPS + 5 + 1
 
 
@@ -79,13 +75,8 @@ def test_a_full_reservation_never_moves_the_ratio():
 
 
 def test_the_victim_has_the_least_output_then_the_longest_prompt():
-    def req(rid: int, prompt: int, output: int) -> Req:
-        r = Req("", [5] * prompt, SamplingParams(max_new_tokens=50), rid=rid)
-        r.output_ids = [7] * output
-        return r
-
-    running = [req(0, 3, 9), req(1, 4, 2), req(2, 8, 2), req(3, 20, 30)]
-    assert retraction_victim(running).rid == 2
+    running = [req(50, 9, prompt=3), req(50, 2, prompt=4), req(50, 2, prompt=8), req(50, 30, prompt=20)]
+    assert retraction_victim(running) is running[2]
 
 
 @pytest.mark.parametrize(
