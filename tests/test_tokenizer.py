@@ -599,6 +599,34 @@ def test_chat_template_matches_transformers(chat_dir):
     assert tok.encode(ours)[0] == tok.hf.token_to_id("<SOS>")  # special strings become special ids
 
 
+def test_chats_arriving_together_compile_their_template_once(chat_dir, monkeypatch):
+    """A burst of chats on a fresh server: each handler thread missed lru_cache at once and
+    compiled the same template (40 threads, ~43 ms of the GIL each, stalled every client)."""
+    import threading
+
+    import minisglang.tokenizer as tokenizer_module
+
+    compiles = []
+    real_env = tokenizer_module._jinja_env
+
+    def slow_env():
+        compiles.append(1)
+        threading.Event().wait(0.05)  # a compile long enough for the other threads to arrive
+        return real_env()
+
+    monkeypatch.setattr(tokenizer_module, "_jinja_env", slow_env)
+    tok = Tokenizer.from_pretrained(chat_dir)
+    tok.chat_template += "{# a template no other test compiled #}"
+    rendered: list[str] = []
+    threads = [threading.Thread(target=lambda: rendered.append(tok.apply_chat_template(MESSAGES))) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(compiles) == 1
+    assert len(rendered) == 8 and len(set(rendered)) == 1
+
+
 def test_chat_template_from_jinja_file_and_list_form(chat_dir):
     config = json.loads((chat_dir / "tokenizer_config.json").read_text())
     expected = Tokenizer.from_pretrained(chat_dir).apply_chat_template(MESSAGES)
