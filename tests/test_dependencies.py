@@ -28,6 +28,7 @@ EXTRA_OF_FILE = {
     "server/engine_loop.py": "serve",
     "server/errors.py": "serve",
     "server/http_limits.py": "serve",
+    "server/client_threads.py": "serve",
     "server/openai_shapes.py": "serve",
     "server/prompts.py": "serve",
     "server/routes_native.py": "serve",

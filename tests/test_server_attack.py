@@ -785,6 +785,55 @@ def test_an_ipv6_client_is_its_64_network_for_every_per_client_limit(monkeypatch
     assert seen == ["2001:db8:0:7::/64", "2001:db8:0:7::/64", "192.0.2.5"]
 
 
+def _body_request(who: str, host: str, size: int):
+    """A starlette Request from `host` whose JSON body's text starts with `who`, padded to `size`."""
+    from starlette.requests import Request
+
+    body = json.dumps({"text": who.ljust(size, ".")}).encode()
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/generate",
+        "query_string": b"",
+        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        "client": (host, 1234),
+    }
+    sent = []
+
+    async def receive():
+        if sent:
+            return {"type": "http.disconnect"}
+        sent.append(1)
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return Request(scope, receive)
+
+
+def _watched_parse(monkeypatch, seconds: float):
+    """client_threads.parse slowed by `seconds`; returns (the order parses began in, by the
+    first 8 characters of each body's text, and the most of each that ran at once)."""
+    from minisglang.server import client_threads
+
+    began: list[str] = []
+    active: dict[str, int] = {}
+    most: dict[str, int] = {}
+    lock = threading.Lock()
+
+    def slow_parse(model_cls, body):
+        who = json.loads(body)["text"][:8]
+        with lock:
+            began.append(who)
+            active[who] = active.get(who, 0) + 1
+            most[who] = max(most.get(who, 0), active[who])
+        time.sleep(seconds)
+        with lock:
+            active[who] -= 1
+        return parse(model_cls, body)
+
+    monkeypatch.setattr(client_threads, "parse", slow_parse)
+    return began, most
+
+
 def test_a_clients_large_bodies_are_parsed_one_at_a_time(monkeypatch):
     """A client's 8 bodies of 90,000 messages at once (each under max_json_containers) were
     parsed side by side, each holding the GIL for most of its 0.3-1 s, and another client's
@@ -792,53 +841,42 @@ def test_a_clients_large_bodies_are_parsed_one_at_a_time(monkeypatch):
     turns (small ones and other clients' do not wait), and nothing is kept after."""
     import asyncio
 
-    from starlette.requests import Request
+    from minisglang.server import client_threads
 
-    from minisglang.server import http_limits
-
-    active: dict[str, int] = {}
-    most: dict[str, int] = {}
-
-    def slow_parse(model_cls, body):
-        who = json.loads(body)["text"][:8]
-        active[who] = active.get(who, 0) + 1
-        most[who] = max(most.get(who, 0), active[who])
-        time.sleep(0.05)
-        active[who] -= 1
-        return parse(model_cls, body)
-
-    monkeypatch.setattr(http_limits, "parse", slow_parse)
-
-    def request(who: str, host: str, size: int) -> Request:
-        body = json.dumps({"text": who.ljust(size, ".")}).encode()
-        scope = {
-            "type": "http",
-            "method": "POST",
-            "path": "/generate",
-            "query_string": b"",
-            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
-            "client": (host, 1234),
-        }
-        sent = []
-
-        async def receive():
-            if sent:
-                return {"type": "http.disconnect"}
-            sent.append(1)
-            return {"type": "http.request", "body": body, "more_body": False}
-
-        return Request(scope, receive)
-
-    big = http_limits.SERIAL_PARSE_BYTES
+    _, most = _watched_parse(monkeypatch, 0.05)
+    big = client_threads.SERIAL_PARSE_BYTES
 
     async def main():
-        reqs = [request("client-a", "10.0.0.1", big) for _ in range(3)]
-        reqs += [request("client-b", "10.0.0.2", big), request("client-b", "10.0.0.2", big)]
-        reqs += [request("small-aa", "10.0.0.1", 100) for _ in range(3)]
-        parsed = await asyncio.gather(*(http_limits.parse_body(GenerateRequest, r, ServerOptions()) for r in reqs))
+        reqs = [_body_request("client-a", "10.0.0.1", big) for _ in range(3)]
+        reqs += [_body_request("client-b", "10.0.0.2", big), _body_request("client-b", "10.0.0.2", big)]
+        reqs += [_body_request("small-aa", "10.0.0.1", 100) for _ in range(3)]
+        parsed = await asyncio.gather(*(client_threads.parse_body(GenerateRequest, r, ServerOptions()) for r in reqs))
         assert len(parsed) == 8
 
     asyncio.run(main())
     assert most["client-a"] == most["client-b"] == 1  # each client's large bodies in turn
     assert most["small-aa"] >= 2  # small ones side by side
-    assert http_limits._parsing == {}
+    assert dict(client_threads._turns) == {}
+
+
+def test_a_clients_burst_leaves_the_thread_pool_to_others(monkeypatch):
+    """One client's burst of 100 chats took all 40 threads of the pool, and another client's
+    request waited behind the burst's renders (0.2-0.6 s on 2 CPUs). A client now has at most
+    THREADS_PER_CLIENT calls in the pool: a second client's body, sent after 60 of the first's,
+    is parsed among the first few."""
+    import asyncio
+
+    from minisglang.server import client_threads
+
+    began, most = _watched_parse(monkeypatch, 0.01)
+
+    async def main():
+        reqs = [_body_request("burst-aa", "10.0.0.1", 100) for _ in range(60)] + [
+            _body_request("other-bb", "10.0.0.2", 100)
+        ]
+        await asyncio.gather(*(client_threads.parse_body(GenerateRequest, r, ServerOptions()) for r in reqs))
+
+    asyncio.run(main())
+    assert most["burst-aa"] == client_threads.THREADS_PER_CLIENT
+    assert began.index("other-bb") <= client_threads.THREADS_PER_CLIENT + 1
+    assert dict(client_threads._turns) == {}

@@ -541,7 +541,7 @@ def test_a_body_of_too_many_arrays_and_objects_is_refused_before_it_is_parsed(cl
     """A stranger's 2.9 MB of nested empty lists took 1.1 s of every client's time to parse
     (a Python list each, under the GIL), only to be refused; now counted first."""
     parsed = []
-    monkeypatch.setattr("minisglang.server.http_limits.parse", lambda *a: parsed.append(1))
+    monkeypatch.setattr("minisglang.server.client_threads.parse", lambda *a: parsed.append(1))
     body = '{"prompt": "x", "json_schema": ' + "[" * 150_000  # (under this app's 200 KB; never parsed)
     r = client.post("/v1/completions", content=body, headers={"content-type": "application/json"})
     error = openai_error(r, 400)

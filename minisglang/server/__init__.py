@@ -3,7 +3,8 @@
     minisglang serve --port 30000            # loopback only unless --host says otherwise
 
 One thread owns the scheduler and runs `step()` in a loop (`EngineLoop`); HTTP handlers
-validate the body (`protocol.py`), tokenize it in the web server's thread pool, put the
+validate the body (`protocol.py`), tokenize it in the web server's thread pool (a client's
+calls in turns: `client_threads.py`), put the
 ready `Req` into the loop's inbox and read chunks from their own queue. So the scheduler
 stays single-threaded, exactly as in the offline `Engine`, and neither a slow compile nor
 a 5 MB prompt stalls anybody else's decoding.
@@ -39,6 +40,7 @@ One module per job:
     responses_shapes.py  the Responses API's response object and stream events, from chat's
     errors.py         OpenAI's error body, ABORT_ANSWERS (an abort's kind -> its status), the handlers
     http_limits.py    what is refused before parsing: headers (431) and bodies (415, 413, 408)
+    client_threads.py  handler work in the thread pool in turns by client; the body parsed so
 
 The routes call only the `Engine`'s public methods; the engine never imports the server.
 """

@@ -9,22 +9,16 @@ import asyncio
 import ipaddress
 import json
 import re
-import weakref
 from collections.abc import Callable
 from http import HTTPStatus
-from typing import TypeVar
 
 from fastapi import Request
 from fastapi.responses import Response
-from pydantic import BaseModel
-from starlette.concurrency import run_in_threadpool
 
 from ..constrained.json_schema import short_value
-from ..protocol import RequestError, parse
+from ..protocol import RequestError
 from .errors import error_body
 from .state import ServerOptions
-
-T = TypeVar("T", bound=BaseModel)
 
 
 async def read_body(request: Request, options: ServerOptions) -> bytes:
@@ -70,36 +64,6 @@ async def read_body(request: Request, options: ServerOptions) -> bytes:
             f"the request body took longer than {options.body_timeout:g} s to arrive", status=408
         ) from None
     return b"".join(parts)
-
-
-# A body of this many bytes or more is parsed only while no other such body of the same client
-# is: pydantic's parse holds the GIL for most of its 0.3-1 s, so a client's 8 bodies of
-# 90,000 messages at once (each under max_json_containers, each refused in the end as too
-# long) kept the scheduler thread from it, and another client's streamed answer took 2-2.7 s.
-SERIAL_PARSE_BYTES = 256 * 1024
-# (event loop, client) -> the lock its large bodies take turns with, while one holds or waits
-# for it (weak: the entry goes with the last of them)
-_parsing: weakref.WeakValueDictionary[tuple[int, str], asyncio.Lock] = weakref.WeakValueDictionary()
-
-
-async def parse_body(model_cls: type[T], request: Request, options: ServerOptions) -> T:
-    """The body read and validated (in the thread pool: a 4 MB body takes a while to parse;
-    a client's large bodies one at a time, SERIAL_PARSE_BYTES)."""
-    body = await read_body(request, options)
-    containers = body.count(b"[") + body.count(b"{")  # (C speed: ~1 ms a megabyte)
-    if containers > options.max_json_containers:
-        raise RequestError(
-            f"the request body holds {containers:,} '[' and '{{' (JSON arrays and objects, counted with "
-            f"any inside strings); the limit is {options.max_json_containers:,} (max_json_containers)"
-        )
-    if len(body) < SERIAL_PARSE_BYTES:
-        return await run_in_threadpool(parse, model_cls, body)
-    key = (id(asyncio.get_running_loop()), client_of(request.client.host) if request.client else "unknown")
-    lock = _parsing.get(key)
-    if lock is None:
-        lock = _parsing[key] = asyncio.Lock()
-    async with lock:  # (waiting here holds no thread of the pool)
-        return await run_in_threadpool(parse, model_cls, body)
 
 
 class HeaderLimits:
@@ -308,6 +272,12 @@ def client_of(address: str) -> str:
             return str(ip.ipv4_mapped)
         return str(ipaddress.ip_network(f"{ip}/64", strict=False))
     return address
+
+
+def request_client(request: Request) -> str:
+    """The client a request counts against (`client_of` its address, after trusted proxies'
+    X-Forwarded-For)."""
+    return client_of(request.client.host) if request.client else "unknown"
 
 
 def trusted_proxies(spec: str | None) -> Callable[[str], bool]:

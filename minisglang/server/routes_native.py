@@ -8,13 +8,12 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
-from starlette.concurrency import run_in_threadpool
 
 from ..core import Req
 from ..metrics import CONTENT_TYPE
 from ..protocol import GenerateRequest
+from .client_threads import parse_body, run_for_client
 from .errors import error_response
-from .http_limits import parse_body
 from .openai_shapes import Shape
 from .prompts import make_req
 from .state import ServerState, server_state
@@ -27,7 +26,7 @@ router = APIRouter()
 async def native(request: Request) -> Response:
     state = server_state(request)
     body = await parse_body(GenerateRequest, request, state.options)
-    req = await run_in_threadpool(native_req, state, body)
+    req = await run_for_client(request, native_req, state, body)
     # A grammar's error names the key it came from (`sampling_params.structural_tag`).
     constraint = req.sampling_params.constraint()
     field = "sampling_params" if constraint is None else f"sampling_params.{constraint[0]}"

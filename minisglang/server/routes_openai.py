@@ -13,13 +13,12 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
-from starlette.concurrency import run_in_threadpool
 
 from ..core import Req, SamplingParams
 from ..protocol import ChatCompletionRequest, CompletionRequest, RequestError
 from ..stages import STAGE_MODULES
 from ..tokenizer import ChatPrompt, PromptTooLong
-from .http_limits import parse_body
+from .client_threads import parse_body, run_for_client
 from .openai_shapes import Shape, chat_shape, completion_shape, tool_call_shape
 from .prompts import CONTEXT_LENGTH_EXCEEDED, check_model, choice_reqs, make_req, prompt_too_long
 from .state import ServerState, server_state
@@ -54,7 +53,7 @@ async def completions(request: Request) -> Response:
     state = server_state(request)
     body = await parse_body(CompletionRequest, request, state.options)
     check_model(state, body.model)
-    req = await run_in_threadpool(completion_req, state, body)
+    req = await run_for_client(request, completion_req, state, body)
     reqs = choice_reqs(state, req, body.n)
     rid, created = f"cmpl-{uuid.uuid4().hex[:12]}", int(time.time())
     shapes = [completion_shape(rid, created, state.model_id, i) for i in range(body.n)]
@@ -89,14 +88,14 @@ async def serve_chat(
     # (in the thread pool: 128 tools' schemas are written into one structural tag and read
     # back, 0.3-0.6 s for a 3 MB body; on the event loop 8 such requests, each refused in the
     # end, held every client's stream for 1.3-2.9 s)
-    params = await run_in_threadpool(body.to_sampling_params, state.engine.sampling_defaults)
+    params = await run_for_client(request, body.to_sampling_params, state.engine.sampling_defaults)
     calls_possible = body.tool_constraint() is not None
     if calls_possible and not stage_serves_tools(state.engine.stage_tag):
         raise RequestError(
             f"tools: tool calls need stage {TOOLS_STAGE} or later; this server runs stage {state.engine.stage_tag}",
             param="tools",
         )
-    req = await run_in_threadpool(render_and_tokenize, state, body, params)
+    req = await run_for_client(request, render_and_tokenize, state, body, params)
     reqs = choice_reqs(state, req, body.n)
     rid, created = f"chatcmpl-{uuid.uuid4().hex[:12]}", int(time.time())
     include_usage = bool(body.stream_options and body.stream_options.include_usage)

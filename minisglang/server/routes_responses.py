@@ -7,11 +7,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
-from starlette.concurrency import run_in_threadpool
 
 from ..protocol import RequestError
 from ..protocol_responses import Origin, ResponsesRequest, renamed
-from .http_limits import parse_body
+from .client_threads import parse_body, run_for_client
 from .prompts import check_model
 from .responses_shapes import response_shape
 from .routes_openai import serve_chat
@@ -29,7 +28,7 @@ async def responses(request: Request) -> Response:
     try:
         # (in the thread pool, as parse_body's parse: a 4 MB input of calls and outputs
         # takes seconds to write and check as a chat, which on the event loop held every stream)
-        chat, origin = await run_in_threadpool(body.to_chat)
+        chat, origin = await run_for_client(request, body.to_chat)
         return await serve_chat(state, request, chat, lambda shape: response_shape(shape, body, state.model_id))
     except RequestError as e:
         raise renamed(e, origin) from None

@@ -21,7 +21,7 @@ from ..core import Req
 from ..protocol import RequestError
 from .engine_loop import EngineUnavailable
 from .errors import client_left, error_body, refuse_abort
-from .http_limits import client_of
+from .http_limits import request_client
 from .openai_shapes import Shape, one_body, usage
 from .state import ServerState
 
@@ -235,7 +235,7 @@ async def answer(
     `grammar_field`: the request's field its grammar came from (errors about it name it)."""
     if state.loop is None:
         raise EngineUnavailable("the server is starting")
-    client = client_of(request.client.host) if request.client else "unknown"
+    client = request_client(request)
     gens = [state.loop.generate(req, client) for req in reqs]
     if not stream:
         # A client that leaves is noticed while we wait, and its requests aborted.
