@@ -25,12 +25,17 @@ while an attacker sends one class of expensive requests at a time:
   nested_lists (two 2.9 MB bodies of 570,000 empty lists: parsed under the GIL),
   forged_specials (four chats of 8,000 messages spelling `<|user|>`: a quadratic scan),
   ambiguous_ebnf (an EBNF whose library masks grow to seconds a token; with
-  `--grammar-backend xgrammar` or `llguidance`, as our fsm backend refuses EBNF).
+  `--grammar-backend xgrammar` or `llguidance`, as our fsm backend refuses EBNF), and
+  ambiguous_ebnf_n64 (that grammar's 64 choices of one completion, each mask a few ms).
 
 With `--hogs` it runs the hog cases instead, each on servers of its own (one at a time),
 the same load beside each server so the columns compare (the hogs in a process of their own:
 a client reading 250 streams in the bystander's process delayed the bystander's answers by
-seconds the server did not cause; `--only rows,jumps,compiles` picks cases):
+seconds the server did not cause; `--only bursts,rows,jumps,compiles` picks cases):
+
+* burst_hog: one client sends HOG_BURST streamed chats at once, and again when all are
+  answered; the bystander starts 0.3 s after the first burst (on a fresh server each chat
+  of it compiled the chat template once);
 
 * row_hog: one client keeps HOG_STREAMS streams of HOG_STREAM_TOKENS tokens going (more
   than the 128 rows); a bystander's plain 1-token requests, on the default server and on one with
@@ -190,6 +195,23 @@ def attacks() -> dict[str, list[tuple[str, dict]]]:
                 },
             )
         ],
+        # the same grammar, 64 choices of one request on llguidance: each mask a few ms, under a
+        # step's budget alone, 0.2-0.3 s a step together (`--grammar-backend llguidance`)
+        "ambiguous_ebnf_n64": [
+            (
+                "attacker",
+                {
+                    "model": "tiny-json-llama",
+                    "prompt": "x",
+                    "n": 64,
+                    "max_tokens": 100,
+                    "temperature": 1.0,
+                    "seed": 3,
+                    "ignore_eos": True,
+                    "ebnf": 'root ::= a\na ::= a a a | a a | "x" | "y" | "xy" | "yx" | ""',
+                },
+            )
+        ],
     }
 
 
@@ -226,7 +248,7 @@ async def bystander(http: httpx.AsyncClient, url: str, stop: asyncio.Event, out:
 async def attack(http: httpx.AsyncClient, url: str, client: str, body: dict) -> str:
     t0 = time.perf_counter()
     try:
-        path = "/v1/chat/completions" if "messages" in body else "/generate"
+        path = "/v1/chat/completions" if "messages" in body else "/v1/completions" if "prompt" in body else "/generate"
         r = await http.post(url + path, json=body, headers={"X-Forwarded-For": CLIENTS[client]}, timeout=300)
     except httpx.HTTPError as e:
         return f"{type(e).__name__} after {time.perf_counter() - t0:.1f} s"
@@ -298,12 +320,17 @@ HOG_STREAMS = 250  # (under the 256 connections one client may hold: max_connect
 HOG_STREAM_TOKENS = 100  # (128 rows of them fit the 16,384-token KV pool: the rows run out first)
 HOG_COMPILES = 8  # per hog address: max_compiling_per_client
 HOG_ADDRESSES = (1, 3, 6)
-HOG_WARMUP = 3.0  # seconds the hogs run before the bystander starts
+HOG_WARMUP = 3.0  # seconds the hogs run before the bystander starts (bursts: 0.3, to meet the first)
 HOG_BYSTANDER_SECONDS = 40.0  # the bystander starts no request after this long
 # jumps: one client's greedy requests whose regex forces most of their text (s4-s6 jump it,
 # each jump a re-admission through the radix tree; s7 drafts it instead)
 HOG_JUMPERS = 40
 HOG_JUMP_TOKENS = 600
+# bursts: one client sends HOG_BURST chats at once, and again when all are answered (on a
+# fresh server the first burst's chats each compiled the chat template, and every burst's
+# renders took the web server's thread pool from other clients: 1.3-2 s for the bystander)
+HOG_BURST = 100
+HOG_BURST_TOKENS = 100
 JUMPY = r'\[(\{"name": "[a-z]", "value": [0-9]\}, )+\]'
 
 
@@ -333,6 +360,21 @@ async def hog(http: httpx.AsyncClient, url: str, client: str, body: Callable[[in
             await asyncio.sleep(0.1)
 
 
+async def burst_chat(http: httpx.AsyncClient, url: str, i: int) -> None:
+    """One chat of a burst, streamed and read to its end (an error is let go: the next burst comes)."""
+    body = {
+        "model": "tiny-json-llama",
+        "messages": [{"role": "user", "content": f"Tell me about the number {i}."}],
+        "max_tokens": HOG_BURST_TOKENS,
+        "stream": True,
+    }
+    headers = {"X-Forwarded-For": "10.0.2.1"}
+    with contextlib.suppress(httpx.HTTPError):
+        async with http.stream("POST", url + "/v1/chat/completions", json=body, headers=headers) as r:
+            async for _ in r.aiter_bytes():
+                pass
+
+
 async def newcomer(http: httpx.AsyncClient, url: str, n: int, regex: bool) -> tuple[list[float], list[int]]:
     """The bystander: `n` 1-token requests one after another, 0.2 s apart, each with a regex
     no one asked for before when `regex` (so each waits for a compile thread); none begins
@@ -360,7 +402,7 @@ async def hog_case(url: str, case: str, addresses: int, n: int) -> tuple[list[fl
     the hog in another process)."""
     hogs = subprocess.Popen([sys.executable, __file__, "--run-hog", f"{case},{url},{addresses}"], cwd=ROOT)
     try:
-        await asyncio.sleep(HOG_WARMUP)
+        await asyncio.sleep(0.3 if case == "bursts" else HOG_WARMUP)
         async with httpx.AsyncClient(timeout=300) as http:
             return await newcomer(http, url, n, regex=case == "compiles")
     finally:
@@ -377,6 +419,9 @@ async def run_hog(url: str, case: str, addresses: int) -> None:
         "rows": (HOG_STREAMS, {"max_new_tokens": HOG_STREAM_TOKENS, "ignore_eos": True}, "Go"),
     }
     async with httpx.AsyncClient(timeout=300, limits=limits) as http:
+        if case == "bursts":
+            while True:
+                await asyncio.gather(*(burst_chat(http, url, i) for i in range(HOG_BURST)))
         if case in same:
             count, params, text = same[case]
             body = json.dumps({"text": text, "stream": case == "rows", "sampling_params": params})
@@ -406,8 +451,10 @@ def spread(lat: list[float], statuses: list[int]) -> str:
     return shown + f" (n={len(lat)}" + (f", {len(bad)} not 200: {sorted(set(bad))})" if bad else ")")
 
 
-# (case, addresses, [(column, serve args)]): each row's columns, side by side.
+# (case, addresses, [(column, serve args)]): each row's columns, side by side (bursts: one
+# column, its fix has no option; results/server_faults.md has the numbers before it).
 HOG_ROWS = [
+    ("bursts", 1, [("default", [])]),
     ("rows", 1, [("default", []), ("--reserved-for-new-clients 0", ["--reserved-for-new-clients", "0"])]),
     ("jumps", 1, [("default", []), ("--stage s7", ["--stage", "s7"])]),
 ] + [
@@ -429,12 +476,12 @@ def run_hogs(n: int, only: list[str]) -> list[str]:
                 alone = asyncio.run(hog_case_alone(url, case == "compiles", n))
                 cells.append((alone, spread(*asyncio.run(hog_case(url, case, addresses, n)))))
         name = {
+            "bursts": f"burst_hog ({HOG_BURST} chats at once, again when answered)",
             "rows": f"row_hog ({HOG_STREAMS} streams)",
             "jumps": f"jump_hog ({HOG_JUMPERS} jumping requests)",
         }.get(case, f"compile_hog on {addresses} address(es)")
-        rows.append(
-            f"| {name} | {cells[0][0]} | {cells[0][1]} | {columns[1][0]}: {cells[1][1]} (alone {cells[1][0]}) |"
-        )
+        other = f"{columns[1][0]}: {cells[1][1]} (alone {cells[1][0]})" if len(cells) > 1 else "(no option)"
+        rows.append(f"| {name} | {cells[0][0]} | {cells[0][1]} | {other} |")
         print(rows[-1], flush=True)
     return rows
 
@@ -500,7 +547,8 @@ def main() -> None:
             "`python benchmarks/bench_server_stalls.py --hogs`: a server per cell, one at a time. The bystander "
             f"(its own client) sends {args.bystander_requests} 1-token requests one after another, 0.2 s apart, "
             f"once alone and then {HOG_WARMUP:g} s after the hogs start (none begins after {HOG_BYSTANDER_SECONDS:g} s: "
-            f"n says how many did). row_hog: one client keeps {HOG_STREAMS} streams of {HOG_STREAM_TOKENS} tokens "
+            f"n says how many did; burst_hog: 0.3 s after). burst_hog: one client sends {HOG_BURST} streamed chats "
+            f"of {HOG_BURST_TOKENS} tokens at once, and again when all are answered. row_hog: one client keeps {HOG_STREAMS} streams of {HOG_STREAM_TOKENS} tokens "
             "going (the server has 128 rows); plain requests. jump_hog: one client keeps "
             f"{HOG_JUMPERS} greedy requests of up to {HOG_JUMP_TOKENS} tokens going whose regex forces most "
             "of their text (s6 jumps it, a re-admission per jump; s7 drafts it). compile_hog: each hog address "

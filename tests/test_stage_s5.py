@@ -647,6 +647,82 @@ def test_a_clients_slow_requests_pay_back_together_as_one_request():
     assert work.slow_of == {"10.0.0.1": 1, "10.0.0.2": 1}
 
 
+def test_a_clients_calls_in_one_step_count_together_while_another_client_waits():
+    """64 choices of an ambiguous EBNF on llguidance, each mask 4 ms (under a step's budget
+    alone), made every step 0.3 s for everyone, and none of them paid anything back. While
+    another client has a request in the engine, a client's calls in a step now count
+    together: past the step's budget, each call is paid back whole (times the client's slow
+    requests); once the other client's request has left, as before."""
+
+    def req(client):
+        r = Req("x", [1], SamplingParams())
+        r.client, r.grammar = client, object()
+        return r
+
+    work = s5.GrammarWork(step_seconds=0.004, max_seconds=100.0, baton=None, max_call_seconds=0.1)
+    mine, stranger = [req("10.0.0.1") for _ in range(8)], req("10.0.0.2")
+    for r in [*mine, stranger]:
+        work.arrived(r)
+    for r in [*mine, stranger]:
+        assert work.charge(r, 0.003, "mask") is None
+    expected = [0.0, s5.SIT_OUT * 0.002] + [s5.SIT_OUT * 0.003 * k for k in range(2, 8)]
+    assert [work.owed.get(r.rid, 0.0) for r in mine] == pytest.approx(expected)
+    assert stranger.rid not in work.owed  # its own 3 ms: within the budget
+    work.forget(stranger)  # alone in the engine: a client's calls are each its own again
+    work.client_took.clear()  # (a new step)
+    before = dict(work.owed)
+    for r in mine:
+        assert work.charge(r, 0.003, "mask") is None
+    assert work.owed == before
+    for r in mine:
+        work.forget(r)
+    assert not work.present and not work.client_of
+
+
+def test_a_clients_cheap_masks_sit_out_steps_beside_another_client(monkeypatch):
+    """The engine's side of the rule above: 12 requests of one client whose masks take 4 ms a
+    row (a fake clock) sit out steps while another client's request decodes; alone, none does."""
+    engine = sgl.Engine(stage="s5", grammar_backend="xgrammar", jump_forward=False, grammar_step_seconds=0.01)
+    grammar_class = type(engine.stage.backend._compile_safely("regex", "[a-z]+"))
+    clock = [0.0]
+    engine.stage.work.clock = engine.stage.work.cpu_clock = lambda: clock[0]
+    fill, one = grammar_class.fill_vocab_mask_batched, grammar_class.fill_vocab_mask
+
+    def slow_fill(cls, entries, mask):
+        clock[0] += 0.004 * len(entries)
+        fill(entries, mask)
+
+    def slow_one(self, mask, i):
+        clock[0] += 0.004
+        one(self, mask, i)
+
+    monkeypatch.setattr(grammar_class, "fill_vocab_mask_batched", classmethod(slow_fill))
+    monkeypatch.setattr(grammar_class, "fill_vocab_mask", slow_one)
+
+    def submit(client: str, params: dict):
+        req = engine.make_request(Q, params)
+        req.client = client  # (as the server's loop does before it adds the request)
+        engine.add_request(req)
+        return req
+
+    def sat_out(with_other: bool) -> int:
+        mine = [submit("10.0.0.1", {"regex": "[a-z]+", "temperature": 0, "max_new_tokens": 6}) for _ in range(12)]
+        reqs = mine + ([submit("10.0.0.2", {"temperature": 0, "max_new_tokens": 6})] if with_other else [])
+        start = len(engine.trace)
+        while not all(r.released for r in reqs):
+            engine.step()
+        assert all(r.finished_reason["type"] != "abort" for r in reqs)
+        rids = {r.rid for r in mine}
+        return sum(1 for e in list(engine.trace)[start:] if e["event"] == "sit_out" and e.get("rid") in rids)
+
+    try:
+        assert sat_out(with_other=False) == 0
+        assert sat_out(with_other=True) > 12
+        assert not engine.stage.work.present  # every request left: no client counted
+    finally:
+        engine.shutdown()
+
+
 def make_masks_slow(monkeypatch, grammar_class, clock: list[float], seconds: float) -> None:
     """Every mask `grammar_class` fills (batched or one row) advances the fake `clock` the
     stage's grammar budget reads by `seconds`: a slow native mask, without the wait."""
@@ -684,11 +760,57 @@ def test_a_grammar_whose_calls_take_more_than_a_steps_budget_sits_out_steps(wher
     else:  # a 50 ms mask, under max_grammar_call_seconds (a student found it uncharged)
         make_masks_slow(monkeypatch, grammar_class, clock, 0.05)
     try:
-        slow, other, trace = _run_with_bystander(engine, "[a-z]+")
+        slow, other, trace = _run_with_bystander(engine, "[0-9]( [0-9]){7,}")
     finally:
         engine.shutdown()
     sat_out = [e["step"] for e in trace if e["event"] == "sit_out" and e.get("rid") == slow.rid]
-    assert len(sat_out) >= 4 * min(len(slow.output_ids) - 1, 3), (len(sat_out), len(slow.output_ids))
+    # (a slow batched fill's rows are timed from the next step on: one mask fewer charged)
+    assert len(sat_out) >= 4 * min(len(slow.output_ids) - 2, 3), (len(sat_out), len(slow.output_ids))
+    assert other.finished_reason["type"] == "length" and slow.finished_reason["type"] != "abort"
+
+
+def test_a_library_that_caches_its_masks_is_charged_for_them(monkeypatch):
+    """llguidance keeps the mask it computed for a state: filled again at once after a slow
+    batched fill, each row read its cache (30 rows of an ambiguous EBNF: 0.2 s batched, 0.4 ms
+    again), nobody was charged and nobody sat out. A class whose batched fill was slow has its
+    rows filled one by one, timed, from the next step on. (A fake clock: a mask costs 50 ms
+    the first time its state is filled, nothing after.)"""
+    engine = sgl.Engine(stage="s5", grammar_backend="llguidance", jump_forward=False, grammar_step_seconds=0.01)
+    grammar_class = type(engine.stage.backend._compile_safely("regex", "[a-z]+"))
+    clock = [0.0]
+    engine.stage.work.clock = engine.stage.work.cpu_clock = lambda: clock[0]
+    filled: set[tuple[int, int]] = set()  # (grammar, tokens it has taken) whose mask is computed
+    fill, one, accept = grammar_class.fill_vocab_mask_batched, grammar_class.fill_vocab_mask, grammar_class.accept_token
+    taken: dict[int, int] = {}
+
+    def cost(g) -> None:
+        state = (id(g), taken.get(id(g), 0))
+        if state not in filled:
+            filled.add(state)
+            clock[0] += 0.05
+
+    def slow_fill(cls, entries, mask):
+        for g, _ in entries:
+            cost(g)
+        fill(entries, mask)
+
+    def slow_one(self, mask, i):
+        cost(self)
+        one(self, mask, i)
+
+    def counted_accept(self, token_id):
+        taken[id(self)] = taken.get(id(self), 0) + 1
+        accept(self, token_id)
+
+    monkeypatch.setattr(grammar_class, "fill_vocab_mask_batched", classmethod(slow_fill))
+    monkeypatch.setattr(grammar_class, "fill_vocab_mask", slow_one)
+    monkeypatch.setattr(grammar_class, "accept_token", counted_accept)
+    try:
+        slow, other, trace = _run_with_bystander(engine, "[0-9]( [0-9]){7,}")
+    finally:
+        engine.shutdown()
+    sat_out = [e["step"] for e in trace if e["event"] == "sit_out" and e.get("rid") == slow.rid]
+    assert len(sat_out) >= 4 * min(len(slow.output_ids) - 2, 3), (len(sat_out), len(slow.output_ids))
     assert other.finished_reason["type"] == "length" and slow.finished_reason["type"] != "abort"
 
 

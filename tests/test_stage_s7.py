@@ -426,7 +426,9 @@ def test_a_seam_guess_the_grammar_refuses_is_no_guess(engines):
             self.accepted -= k
 
     _, e7 = engines
-    req = types.SimpleNamespace(grammar=Refusing(), rid=-1, finished=False)  # (its calls are charged to it)
+    req = types.SimpleNamespace(
+        grammar=Refusing(), rid=-1, finished=False, client=None
+    )  # (its calls are charged to it)
     assert e7.stage.seam_draft(req, [1, 2], b'":', e7.stage.spelled_after(b'":')) is None
     assert req.grammar.accepted == 0
 

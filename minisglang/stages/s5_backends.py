@@ -161,6 +161,9 @@ class GrammarWork:
         # rid -> its client, for the requests paying back a call that took more than a step's
         # budget (the payback of one is multiplied by its client's count: `charge`)
         self.slow: dict[int, str] = {}
+        self.client_of: dict[int, str] = {}  # rid -> its client, for the requests in the engine (`arrived`)
+        self.present: Counter[str] = Counter()  # client -> its requests in the engine
+        self.client_took: dict[str, float] = {}  # client -> its uncuttable seconds this step
         # rid -> the step in which it first found the budget spent before its work began,
         # longest waiting first: from the next step on, the first of them works anyway (`ready`)
         self.starved: dict[int, int] = {}
@@ -176,6 +179,13 @@ class GrammarWork:
         self.left = self.step_seconds
         self.steps += 1
         self.rescued = False
+        self.client_took.clear()
+
+    def arrived(self, req: Req) -> None:
+        """`req` is in the engine until `forget`: its client, if it has one, is present."""
+        if req.client is not None and req.rid not in self.client_of:
+            self.client_of[req.rid] = req.client
+            self.present[req.client] += 1
 
     @contextlib.contextmanager
     def slice(self, req: Req) -> Iterator[None]:
@@ -208,14 +218,25 @@ class GrammarWork:
         or token: native code no slice can stop) to the request; the reason to abort it when
         that one call passed `max_call_seconds` (every request of the batch waited for it: an
         ambiguous EBNF grammar's masks grew to 2-3 s a token in xgrammar and llguidance, a
-        stranger's attack) or its grammar's work in all passed `max_seconds`, else None. A
-        request's first charged call is never aborted for its length (a library may build its
-        lexer then: llguidance's first mask of a large schema), only paid back. `cpu`: the
-        call's thread CPU seconds (None: as `took`); the call limit needs both past it."""
+        stranger's attack) or its grammar's work in all passed `max_seconds`, else None. What
+        of the call passed the step's budget is paid back by sitting out steps; while another
+        client has a request in the engine (`arrived`), the budget is the client's for all
+        its calls of the step. A request's first charged call is never aborted for its length
+        (a library may build its lexer then: llguidance's first mask of a large schema), only
+        paid back. `cpu`: the call's thread CPU seconds (None: as `took`); the call limit
+        needs both past it."""
         first = req.rid not in self.charged
         self.charged.add(req.rid)
         spent = self.spent[req.rid] = self.spent.get(req.rid, 0.0) + took
-        if took > self.step_seconds:  # paid back by sitting out steps (`ready`), SIT_OUT times over,
+        over = took - self.step_seconds
+        if req.client is not None and len(self.present) > (req.client in self.present):
+            # While another client has a request in the engine (decoding, or waiting for this
+            # step to end), a client's calls in one step count together: 64 choices of an
+            # ambiguous EBNF on llguidance, each mask 4 ms (under a step's budget alone), made
+            # every step 0.3 s for everyone.
+            in_step = self.client_took[req.client] = self.client_took.get(req.client, 0.0) + took
+            over = min(took, in_step - self.step_seconds)
+        if over > 0:  # paid back by sitting out steps (`ready`), SIT_OUT times over,
             # and once more for each other slow request of its client: paid back one by one, a
             # client's n requests (n choices: 64 of an ambiguous EBNF on xgrammar) had n shares
             # of the scheduler, and every other client's tokens took 0.22 s instead of 8 ms
@@ -223,7 +244,7 @@ class GrammarWork:
             if req.client is not None:
                 self.slow[req.rid] = req.client
                 peers = self.slow_of[req.client]
-            self.owed[req.rid] = self.owed.get(req.rid, 0.0) + SIT_OUT * (took - self.step_seconds) * peers
+            self.owed[req.rid] = self.owed.get(req.rid, 0.0) + SIT_OUT * over * peers
         if min(took, took if cpu is None else cpu) > self.max_call_seconds and not first:
             return (
                 f"one {what} of its grammar took {took:.2f} s on the scheduler thread, where every "
@@ -299,6 +320,11 @@ class GrammarWork:
         self.owed.pop(req.rid, None)
         self.charged.discard(req.rid)
         self.slow.pop(req.rid, None)
+        client = self.client_of.pop(req.rid, None)
+        if client is not None:
+            self.present[client] -= 1
+            if not self.present[client]:
+                del self.present[client]
         self.starved.pop(req.rid, None)
         self.asked.pop(req.rid, None)
 
@@ -468,6 +494,8 @@ class BackendStage(Stage):
             o.grammar_step_seconds, o.max_grammar_seconds, self.backend.baton, o.max_grammar_call_seconds
         )
         self.jump = BudgetedJumpForward(ctx.tokenizer, self.work)
+        # grammar classes whose rows are filled one by one, timed (`fill_rows_timed`)
+        self.rows_timed: set[type[BaseGrammarObject]] = set()
 
     # -- hook 1: arrival ---------------------------------------------------------------
     def has_grammar(self, constraint: tuple[str, str]) -> bool:
@@ -476,6 +504,7 @@ class BackendStage(Stage):
         return self.backend.is_cached(*constraint)
 
     def on_arrival(self, req: Req) -> None:
+        self.work.arrived(req)  # (every request: a client's grammar calls are paid back while others wait)
         constraint = req.sampling_params.constraint()
         if constraint is None or self.refuse_unsupported(req):
             return
@@ -587,10 +616,14 @@ class BackendStage(Stage):
         for grammar, i in live:
             by_class.setdefault(type(grammar), []).append((grammar, i))
         for cls, entries in by_class.items():
+            if cls in self.rows_timed:  # its batched fill was slow: whose row is it?
+                if self.fill_rows_timed(entries, mask, reqs) <= self.work.step_seconds:
+                    self.rows_timed.discard(cls)
+                continue
             start = self.work.clock()
             cls.fill_vocab_mask_batched(entries, mask)
             if self.work.clock() - start > self.work.step_seconds:
-                self.find_slow_masks(entries, mask, reqs)  # whose? (a batched call cannot say)
+                self.rows_timed.add(cls)  # (a batched call cannot say whose row was slow)
         for _grammar, i in live:
             if reqs[i].finished:
                 continue
@@ -598,17 +631,22 @@ class BackendStage(Stage):
                 reqs[i].finish("abort", AbortKind.GRAMMAR, message="the grammar allows no token here")
         return mask
 
-    def find_slow_masks(
+    def fill_rows_timed(
         self, entries: list[tuple[BaseGrammarObject, int]], mask: torch.Tensor, reqs: list[Req]
-    ) -> None:
-        """After a batched fill slower than the step's budget (the whole batch's rows take
-        ~1 ms in the libraries): each row filled again alone, timed and charged
-        (GrammarWork.charge), so a slow row's request sits out steps or, past
-        max_grammar_call_seconds, is aborted. The batch is filled twice only in such steps."""
+    ) -> float:
+        """Fill each row alone, timed and charged (GrammarWork.charge), so a slow row's request
+        sits out steps or, past max_grammar_call_seconds, is aborted; the seconds they took.
+        A class's rows are filled so from the step after its batched fill passed the step's
+        budget (the whole batch's rows take ~1 ms in the libraries) until they fit in it again.
+        (Filled again at once, llguidance's rows were its cached masks: 30 rows of an
+        ambiguous EBNF took 0.2 s batched and 0.4 ms again, and nobody was charged.)"""
+        took = 0.0
         for grammar, i in entries:
             start = self.work.stamp()
             grammar.fill_vocab_mask(mask, i)
+            took += self.work.clock() - start[0]
             self.charge_call(reqs[i], start, "mask")
+        return took
 
     def charge_call(self, req: Req, start: tuple[float, float], what: str) -> bool:
         """Charge the uncuttable call begun at `start` (GrammarWork.stamp) to `req`
