@@ -187,6 +187,10 @@ class GrammarWork:
             self.client_of[req.rid] = req.client
             self.present[req.client] += 1
 
+    def others_present(self, client: str) -> bool:
+        """Whether a client other than `client` has a request in the engine."""
+        return len(self.present) > (1 if client in self.present else 0)
+
     @contextlib.contextmanager
     def slice(self, req: Req) -> Iterator[None]:
         """Run the block as `req`'s grammar work: cut (OutOfTime) when this step's budget is
@@ -229,7 +233,7 @@ class GrammarWork:
         self.charged.add(req.rid)
         spent = self.spent[req.rid] = self.spent.get(req.rid, 0.0) + took
         over = took - self.step_seconds
-        if req.client is not None and len(self.present) > (req.client in self.present):
+        if req.client is not None and self.others_present(req.client):
             # While another client has a request in the engine (decoding, or waiting for this
             # step to end), a client's calls in one step count together: 64 choices of an
             # ambiguous EBNF on llguidance, each mask 4 ms (under a step's budget alone), made
