@@ -21,8 +21,9 @@ MAX_PASSED_BY = 32
 
 
 def returning(req: Req) -> bool:
-    """A server client's s4 re-admission: a request with output back in the waiting queue
-    after its jump, which admission lets take back the place and room it had while running."""
+    """A server client's re-admission: a request with output back in the waiting queue
+    after s4's jump or a retraction, which admission lets take back the place and room it had
+    while running."""
     return req.client is not None and bool(req.output_ids)
 
 

@@ -304,6 +304,8 @@ class OverlapScheduler(Scheduler):
         if recorder is not None:
             recorder.after_mask(logits, reqs)
         live = [k for k, r in enumerate(reqs) if not r.finished]
+        if not live:  # every picking row's mask ended its request (as Scheduler.sample checks)
+            return ids
         picked = sample(logits if len(live) == len(reqs) else logits[live], [reqs[k] for k in live], self.generator)
         for k, tok in zip(live, picked):
             ids[rows[k]] = tok

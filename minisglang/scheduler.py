@@ -819,9 +819,10 @@ class Scheduler:
         ):
             return []
         order = self._admission_order()
-        # A client's s4 re-admission keeps the room it had while running: no new request may
-        # take it (a waiting request passed MAX_PASSED_BY times fitted in the room a jump gave
-        # back, and the jumped request waited 119 steps, until another request ended).
+        # A client's re-admission (s4's jump, or a retraction) keeps the room it had while
+        # running: no new request may take it (a waiting request passed MAX_PASSED_BY times
+        # fitted in the room a jump gave back, and the jumped request waited 119 steps, until
+        # another request ended). The re-admissions themselves share it, first come first.
         kept = {r.rid: self._reserved_new_tokens(r) for r in order if returning(r)}
         budget -= sum(kept.values())
 
@@ -869,7 +870,9 @@ class Scheduler:
             # Its cached prefix, once locked, can no longer be evicted to make room: the budget
             # counted it as room, so the check is made with the lock taken (and undone if it fails).
             locked = -self.tree_cache.inc_lock_ref(node)
-            if need + locked > budget + kept.get(req.rid, 0):
+            # (a re-admission's room: all that re-admissions keep; its own only, each of three
+            # retracted requests waited for the others' with nothing running, for good)
+            if need + locked > budget + (sum(kept.values()) if req.rid in kept else 0):
                 self.tree_cache.dec_lock_ref(node)
                 if req.client is None:
                     break
@@ -890,7 +893,7 @@ class Scheduler:
                 too_big.passed_by += 1
                 self.record_event("pass", req, past=too_big.rid)
             chunk_tokens += extend
-            budget -= need + locked - kept.get(req.rid, 0)
+            budget -= need + locked - kept.pop(req.rid, 0)
             prefill_tokens += extend
             chosen.append(req)
             if req.client is not None:

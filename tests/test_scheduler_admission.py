@@ -285,6 +285,29 @@ def test_a_readmission_keeps_its_room_from_a_request_passed_max_times():
         eng.shutdown()
 
 
+def test_retracted_requests_of_several_clients_share_the_room_they_keep():
+    """A retraction (retraction.py) sends running requests back to wait, each a client's
+    re-admission that keeps the room it had (`kept`). Each checked only its own kept room,
+    against a budget the others' had emptied: three retracted requests waited for each other
+    with nothing running, for good (a soak of the server: 262 s, until a client gave up, and
+    every other client's requests waited behind them). They share that room now."""
+    prompts = [f"Story {i}: once upon a time" for i in range(4)]
+    params = {"temperature": 0, "max_new_tokens": 60, "ignore_eos": True}
+    roomy = sgl.Engine(stage="s0", max_total_tokens=4096)
+    want = [out["output_ids"] for out in roomy.generate(prompts, params)]
+    roomy.shutdown()
+    eng = sgl.Engine(stage="s0", max_total_tokens=80, new_token_ratio=0.7, min_new_token_ratio=0.098)
+    try:
+        eng.scheduler.new_token_ratio.value = 0.098  # decayed: 600 decode steps without a retraction
+        reqs = [submit(eng, prompt, params, f"10.0.0.{i}") for i, prompt in enumerate(prompts)]
+        run(eng, reqs)
+        assert eng.stats().retractions >= 3
+        assert [r.output_ids for r in reqs] == want
+        assert_no_leak(eng)
+    finally:
+        eng.shutdown()
+
+
 def test_a_client_with_requests_running_leaves_rows_for_a_client_with_none():
     """A stranger's test: one client's 300 streams took all 128 rows, and another client's
     one-token request waited 5.9 s for one to free (45 ms on an idle server). A client with a

@@ -229,3 +229,26 @@ def test_the_overlap_schedulers_own_mask_path_aborts_only_the_failing_request(en
     run_all(engine, reqs + [victim])
     monkeypatch.undo()
     check(engine, oracle, victim, reqs, fault, AbortKind.ENGINE)
+
+
+def test_a_mask_that_ends_the_only_picking_request_is_no_step_error(monkeypatch):
+    """s7's overlapped step samples the rows that pick a token. When the only row that picked
+    was aborted by its mask (its grammar allowed no token: xgrammar's v2 structural tag, in a
+    soak of the server), the sampler was called with no rows and raised (IndexError): the
+    client's grammar counted as a step error with a traceback in the log, and the batch's
+    abort would take any row that sat the step out (its grammar not ready) as a 500 too."""
+    eng = sgl.Engine(stage="s7", max_total_tokens=2048)
+    try:
+        assert eng.scheduler.forward_thread is not None  # the overlapped step is what runs
+        [victim] = submit(eng, [VICTIM])
+        while not victim.output_ids:
+            eng.step()
+        fault = Injected(eng.stage.grammar_errors[0])  # at the victim's next mask
+        inject(eng, monkeypatch, "mask", fault)
+        run_all(eng, [victim])
+        reason = victim.finished_reason
+        assert fault.fired and reason["kind"] == AbortKind.GRAMMAR and reason["message"].endswith("injected fault")
+        assert eng.stats().errors == 0
+        assert_quiet_and_full(eng)
+    finally:
+        eng.shutdown()
