@@ -8,6 +8,7 @@ Covers constrained/json_schema/merge.py and applicators.py.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 
@@ -126,6 +127,33 @@ def test_allof_of_anyofs_that_multiply_is_refused_by_name():
     }
     with pytest.raises(UnsupportedSchemaError, match=r"'allOf' at #/properties/x: its 'anyOf's combine into more"):
         build_regex_from_schema(schema)
+
+
+ONE = {"const": 1}
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"allOf": [{"minContains": 0}, {"contains": ONE}]},
+        {"allOf": [{"contains": ONE}, {"minContains": 0}]},
+        {"allOf": [{"maxContains": 1}, {"contains": ONE}]},
+        {"allOf": [{"contains": ONE}, {"contains": ONE, "minContains": 0}]},
+        {"allOf": [{"contains": ONE, "minContains": 2}, {"contains": ONE, "maxContains": 2}]},
+        {"minContains": 0, "anyOf": [{"contains": ONE}, {"maxItems": 0}]},
+        {"contains": ONE, "$ref": "#/$defs/none", "$defs": {"none": {"minContains": 0}}},
+    ],
+)
+def test_allof_reads_min_and_max_contains_beside_their_own_contains(schema):
+    """minContains/maxContains without `contains` beside them constrain nothing; merged into
+    another subschema's `contains` they changed its count: the first schema here allowed []
+    and [2] (schema_fuzz)."""
+    schema = {"type": "array", "items": {"enum": [1, 2]}, "maxItems": 3, **schema}
+    arrays = [list(a) for n in range(4) for a in itertools.product([1, 2], repeat=n)]
+    for options in ({}, {"automaton": "lazy"}):
+        dfa = LazyByteDFA.from_regex(build_regex_from_schema(schema, **options), members=True)
+        for value in arrays:
+            assert dfa.matches(json.dumps(value).encode()) == is_valid(value, schema), (schema, options, value)
 
 
 def test_allof_ignores_differing_values_of_annotations_and_unknown_keywords():

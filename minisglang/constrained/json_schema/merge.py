@@ -16,8 +16,10 @@ from minisglang.constrained.json_schema.keywords import (
     NOT_PATTERNS,
     _types_overlap,
 )
-from minisglang.constrained.json_schema.values import _json_equal
+from minisglang.constrained.json_schema.values import _count, _json_equal
 
+# contains and the counts that mean nothing without it beside them (merged by _merge_contains).
+_CONTAINS = ("contains", "minContains", "maxContains")
 _TAKE_MAX = ("minLength", "minItems", "minimum", "exclusiveMinimum", "minProperties")
 _TAKE_MIN = ("maxLength", "maxItems", "maximum", "exclusiveMaximum", "maxProperties")
 
@@ -64,7 +66,7 @@ def _merge(
                 return False  # every pair contradicts
         elif keyword not in CONSTRAINING_KEYWORDS:
             pass  # an annotation or unknown keyword: ignored, whatever its values
-        elif keyword not in ("properties", "additionalProperties", "prefixItems", "items"):
+        elif keyword not in ("properties", "additionalProperties", "prefixItems", "items", *_CONTAINS):
             raise UnsupportedSchemaError(
                 f"'allOf' at {path}: two subschemas give '{keyword}' different values "
                 f"({merged[keyword]!r} and {value!r}), which we cannot merge"
@@ -74,6 +76,7 @@ def _merge(
     for keywords, merge in (
         (("properties", "additionalProperties", "patternProperties"), _merge_properties),
         (("prefixItems", "items"), _merge_items),
+        (_CONTAINS, _merge_contains),
     ):
         if any(k in a for k in keywords) and any(k in b for k in keywords):  # they interact
             for k in keywords:
@@ -209,4 +212,30 @@ def _merge_items(a: dict[str, Any], b: dict[str, Any], path: str) -> dict[str, A
     items = _both(items_a, items_b)
     if items is not True and items != {}:
         out["items"] = items
+    return out
+
+
+def _merge_contains(a: dict[str, Any], b: dict[str, Any], path: str) -> dict[str, Any]:
+    """contains/minContains/maxContains of both: the count of items matching the one `contains`
+    must fit both schemas' bounds (minContains 1 where a schema gives none).
+
+    A minContains or maxContains without `contains` beside it constrains nothing (JSON
+    Schema ignores it), so it is dropped, not applied to the other schema's `contains`:
+    {"allOf": [{"minContains": 0}, {"contains": {"const": 1}}]} allowed [] (schema_fuzz).
+    """
+    sides = [s for s in (a, b) if "contains" in s]
+    if not sides:
+        return {}
+    if len(sides) == 2 and not _json_equal(a["contains"], b["contains"]):
+        raise UnsupportedSchemaError(
+            f"'allOf' at {path}: two subschemas give 'contains' different values "
+            f"({a['contains']!r} and {b['contains']!r}), which we cannot merge"
+        )
+    out: dict[str, Any] = {"contains": sides[0]["contains"]}
+    lows = [_count(s, "minContains", path) for s in sides]
+    if any(low is not None for low in lows):
+        out["minContains"] = max(1 if low is None else low for low in lows)
+    highs = [high for high in (_count(s, "maxContains", path) for s in sides) if high is not None]
+    if highs:
+        out["maxContains"] = min(highs)
     return out
