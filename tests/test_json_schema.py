@@ -36,6 +36,7 @@ from minisglang.constrained.json_schema import (
     build_regex_from_schema,
 )
 from minisglang.constrained.json_schema.string_chars import _hex_range, _json_string_chars
+from minisglang.constrained.lazy_byte_dfa import LazyByteDFA
 from minisglang.constrained.regex_ast import render
 from minisglang.constrained.regex_dfa import CharDFA, compile_regex
 
@@ -260,6 +261,30 @@ def test_enum_keeps_only_values_the_other_keywords_accept():
     assert not any(matches(schema, t) for t in ('"abc"', "3", "null"))
     with pytest.raises(UnsupportedSchemaError, match="accepts no JSON value"):
         build_regex_from_schema({"type": "integer", "enum": ["a"]})
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "const": {"b": 1, "a": 2}},
+        {"type": "object", "properties": {"a": {}, "b": {"maxLength": 1}}, "enum": [{"b": "x", "a": 2}, {"b": "xy"}]},
+        {
+            "type": "array",
+            "items": {"$ref": "#/$defs/o"},
+            "enum": [[{"o": {"b": 1, "a": 2}}], [{"o": {"b": 1, "a": "x"}}]],
+            "$defs": {"o": {"properties": {"o": {"properties": {"a": {"type": "integer"}, "b": {}}}}}},
+        },
+    ],
+)
+def test_enum_keeps_objects_whose_keys_are_in_another_order_than_properties(schema):
+    """The rest of the schema is checked on each enum value, and its regex writes `properties`
+    in order: an enum object in another key order failed that check, and the first schema
+    was refused as accepting no value (schema_fuzz)."""
+    values = schema["enum"] if "enum" in schema else [schema["const"]]
+    lazy = LazyByteDFA.from_regex(build_regex_from_schema(schema, automaton="lazy"), members=True)
+    for value in values:
+        assert matches(schema, json.dumps(value)) == is_valid(value, schema), value
+        assert lazy.matches(json.dumps(value).encode()) == is_valid(value, schema), value
 
 
 # ---------------------------------------------------------------------------------------
