@@ -11,11 +11,13 @@ from minisglang.constrained.json_schema.keywords import (
     CONSTRAINING_KEYWORDS,
     DEPENDENCY_KEYWORDS,
     EXCLUDED_STRINGS,
+    LISTED_PATTERNS,
     MORE_PATTERNS,
     NOT_AT,
     NOT_PATTERNS,
     _types_overlap,
 )
+from minisglang.constrained.json_schema.patterns import _searches
 from minisglang.constrained.json_schema.values import _count, _json_equal
 
 # contains and the counts that mean nothing without it beside them (merged by _merge_contains).
@@ -66,7 +68,7 @@ def _merge(
                 return False  # every pair contradicts
         elif keyword not in CONSTRAINING_KEYWORDS:
             pass  # an annotation or unknown keyword: ignored, whatever its values
-        elif keyword not in ("properties", "additionalProperties", "prefixItems", "items", *_CONTAINS):
+        elif keyword not in ("properties", "additionalProperties", LISTED_PATTERNS, "prefixItems", "items", *_CONTAINS):
             raise UnsupportedSchemaError(
                 f"'allOf' at {path}: two subschemas give '{keyword}' different values "
                 f"({merged[keyword]!r} and {value!r}), which we cannot merge"
@@ -74,7 +76,7 @@ def _merge(
     if "anyOf" in a and "anyOf" in b:  # the branches are pairs now: no one label names one
         merged.pop(BRANCHES_AT, None)
     for keywords, merge in (
-        (("properties", "additionalProperties", "patternProperties"), _merge_properties),
+        (("properties", "additionalProperties", "patternProperties", LISTED_PATTERNS), _merge_properties),
         (("prefixItems", "items"), _merge_items),
         (_CONTAINS, _merge_contains),
     ):
@@ -164,32 +166,57 @@ def _both(x: Any, y: Any) -> Any:
 def _merge_properties(a: dict[str, Any], b: dict[str, Any], path: str) -> dict[str, Any]:
     """properties/additionalProperties/patternProperties of both: a key's value must satisfy both schemas.
 
-    A key that one schema does not list falls under that schema's additionalProperties
-    (absent: anything), a listed name even when the schema's patterns match it (stricter
-    than JSON Schema, never weaker). Both schemas' patternProperties are the same (different
-    ones are refused by `_merge`), or one has none: then a key its patterns match falls under
-    the other's additionalProperties too (found by a stranger's differential fuzzing: allOf of
-    {"additionalProperties": false} and {"patternProperties": {"^[0-9]+$": {}}} wrote {"1": 1}).
+    A listed name gets what each schema asks of it: its `properties` entry there; else the
+    schema's patternProperties that match it, if any; else its additionalProperties (absent:
+    anything). Both schemas' patternProperties are the same (different ones are refused by
+    `_merge`), or one has none: then a key its patterns match and neither schema lists falls
+    under the other's additionalProperties too (found by a stranger's differential fuzzing:
+    allOf of {"additionalProperties": false} and {"patternProperties": {"^[0-9]+$": {}}} wrote
+    {"1": 1}). That additionalProperties does not hold for the other schema's listed names,
+    so the patterns without it are kept for them (LISTED_PATTERNS): with it, allOf of
+    {"properties": {"x1": {}}, "additionalProperties": false} and {"patternProperties": {"^x": {}}}
+    left x1 no value (schema_fuzz).
     """
     props_a, props_b = a.get("properties", {}), b.get("properties", {})
     extra_a, extra_b = a.get("additionalProperties", True), b.get("additionalProperties", True)
-    properties = {
-        name: _both(props_a.get(name, extra_a), props_b.get(name, extra_b))
-        for name in list(props_a) + [n for n in props_b if n not in props_a]
-    }
-    out: dict[str, Any] = {"properties": properties} if properties else {}
     patterns_a, patterns_b = a.get("patternProperties"), b.get("patternProperties")
     if patterns_a is not None and patterns_b is not None and patterns_a != patterns_b:
         raise UnsupportedSchemaError(
             f"'allOf' at {path}: two subschemas give 'patternProperties' different values "
             f"({patterns_a!r} and {patterns_b!r}), which we cannot merge"
         )
+    # the patterns that hold for listed names: the one side's (both sides': the same)
+    listed_a, listed_b = a.get(LISTED_PATTERNS, patterns_a), b.get(LISTED_PATTERNS, patterns_b)
+    if listed_a is not None and listed_b is not None and listed_a != listed_b:
+        raise UnsupportedSchemaError(
+            f"'allOf' at {path}: two subschemas give 'patternProperties' different values "
+            f"({listed_a!r} and {listed_b!r}), which we cannot merge"
+        )
+
+    def asked(name: str, props: Any, patterns: Any, extra: Any) -> Any:
+        """What one schema asks of the value of `name` beyond the patterns kept for listed names."""
+        if name in props:
+            return props[name]
+        if isinstance(patterns, dict):
+            matching = [s for p, s in patterns.items() if _searches(p, name, f"{path}/patternProperties")]
+            if matching:  # (a merged schema's patterns for unlisted keys: its other extras too)
+                return matching[0] if len(matching) == 1 else {"allOf": matching}
+        return extra
+
+    properties = {
+        name: _both(asked(name, props_a, patterns_a, extra_a), asked(name, props_b, patterns_b, extra_b))
+        for name in list(props_a) + [n for n in props_b if n not in props_a]
+    }
+    out: dict[str, Any] = {"properties": properties} if properties else {}
     if isinstance(patterns_a, dict) and patterns_b is None:
         out["patternProperties"] = {p: _both(schema, extra_b) for p, schema in patterns_a.items()}
     elif isinstance(patterns_b, dict) and patterns_a is None:
         out["patternProperties"] = {p: _both(schema, extra_a) for p, schema in patterns_b.items()}
     elif patterns_a is not None:
         out["patternProperties"] = patterns_a
+    listed = listed_a if listed_a is not None else listed_b
+    if listed is not None and listed != out.get("patternProperties"):
+        out[LISTED_PATTERNS] = listed
     extra = _both(extra_a, extra_b)
     if extra is not True and extra != {}:
         out["additionalProperties"] = extra
