@@ -315,13 +315,14 @@ def test_not_is_exact_on_small_values(schema):
         {"not": {"type": "string", "x-order": 1}},
         {"not": {"type": ["integer", "null"], "nullable": True, "discriminator": {"propertyName": "kind"}}},
         {"oneOf": [{"type": "integer", "x-go-type": "int64"}, {"type": ["integer", "string"], "maximum": 1}]},
+        {"not": {"maxItems": 0, "minContains": 2, "maxContains": 3}},
     ],
 )
 def test_not_ignores_unknown_keywords_as_the_schema_does(schema):
-    """An unknown keyword (OpenAPI's nullable and discriminator, x-...) constrains nothing, so
-    its negation has no value: `not` of a branch holding one was refused ('the negation of
-    'x-order' cannot be written exactly'), and so was a oneOf whose branches may overlap
-    (schema_fuzz)."""
+    """An unknown keyword (OpenAPI's nullable and discriminator, x-...), or minContains/maxContains
+    without a `contains` beside them, constrains nothing, so its negation has no value: `not` of
+    a branch holding one was refused ('the negation of 'x-order' cannot be written exactly'),
+    and so was a oneOf whose branches may overlap (schema_fuzz)."""
     assert_exact_on(schema, SCALARS)
 
 
