@@ -654,6 +654,11 @@ def test_unknown_formats_as_annotations_are_any_string():
         ({"type": "integer", "minimum": "3"}, "'minimum' at # must be a number"),
         ({"properties": {"a": 5}}, "the schema at #/properties/a must be an object or a boolean"),
         ({"$ref": 5}, "'$ref' at # must be a string"),
+        # a validator enforces any truthy uniqueItems and fails on a null bound: they read as
+        # absent here, so [1, 1] was written (schema_fuzz)
+        ({"type": "array", "uniqueItems": 1}, "'uniqueItems' at # must be true or false, got 1"),
+        ({"type": "object", "maxProperties": None}, "'maxProperties' at # must be a non-negative integer, got None"),
+        ({"type": "string", "maxLength": None}, "'maxLength' at # must be a non-negative integer, got None"),
     ],
 )
 def test_invalid_schemas_say_why(schema, message):
