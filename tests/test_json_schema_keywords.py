@@ -747,6 +747,10 @@ NUMERALS = [n for n in range(-1100, 1101)] + [x / 100 for x in range(-300, 301, 
         {"type": "number", "multipleOf": 0.1, "exclusiveMinimum": -0.5, "maximum": 3},
         {"type": "number", "multipleOf": 2.5, "minimum": -10, "maximum": 10},
         {"type": "integer", "multipleOf": 1000, "minimum": 0},
+        # validators divide by the double: 1 / 1e-05 is 99999.99999999999, no multiple; every
+        # integer was written (schema_fuzz). 1 / 0.1 is 10.0: all integers stay
+        {"type": "integer", "multipleOf": 1e-05, "minimum": -50, "maximum": 200},
+        {"type": "integer", "multipleOf": 0.1},
     ],
 )
 def test_multiple_of_is_exact_on_numbers(schema):
@@ -781,6 +785,7 @@ def test_whole_multiples_of_a_number_match_as_json_dumps_writes_floats(schema):
         ),
         ({"type": "number", "multipleOf": 0.001, "minimum": 0, "maximum": 1}, "more than 256 multiples of 0.001"),
         ({"type": "integer", "multipleOf": 0}, "'multipleOf' at # must be greater than 0"),
+        ({"type": "integer", "multipleOf": 1e-05}, "keyword 'multipleOf' at #: validators divide by the double"),
     ],
 )
 def test_multiple_of_that_cannot_be_exact_names_keyword_and_place(schema, message):
