@@ -174,6 +174,15 @@ def test_allof_gives_a_listed_name_its_own_patterns_not_another_subschemas_addit
                 assert written == is_valid(value, schema), (schema, value)
 
 
+def test_allof_of_unique_items_true_and_false_is_unique_items():
+    """uniqueItems false constrains nothing, so beside true it is true; the two values were
+    refused as a conflict ('two subschemas give 'uniqueItems' different values', schema_fuzz)."""
+    schema = {"type": "array", "items": {"enum": [1, 2]}, "allOf": [{"uniqueItems": False}, {"uniqueItems": True}]}
+    regex = re.compile(build_regex_from_schema(schema))
+    for value in ([], [1], [1, 2], [1, 1], [2, 1, 2]):
+        assert (regex.fullmatch(json.dumps(value)) is not None) == is_valid(value, schema), value
+
+
 ONE = {"const": 1}
 
 

@@ -52,6 +52,8 @@ def _merge(
             if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (merged[keyword], value)):
                 raise InvalidSchemaError(f"'{keyword}' at {path} must be a number, got {value!r}")
             merged[keyword] = (max if keyword in _TAKE_MAX else min)(merged[keyword], value)
+        elif keyword == "uniqueItems" and all(isinstance(x, bool) for x in (merged[keyword], value)):
+            merged[keyword] = True  # (false constrains nothing: the other one's true holds)
         elif keyword == "enum":
             merged["enum"] = [x for x in merged["enum"] if any(_json_equal(x, y) for y in value)]
         elif keyword == "const":
