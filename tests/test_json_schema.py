@@ -671,6 +671,23 @@ def test_false_schema_has_nothing_to_generate():
         build_regex_from_schema(False)
 
 
+@pytest.mark.parametrize(
+    "schema, written",
+    [
+        ({"minItems": 1, "maxItems": 0}, "array"),
+        ({"type": "object", "required": ["a"], "properties": {"a": {"minimum": 5, "maximum": 1}}}, "number"),
+    ],
+)
+def test_an_untyped_part_empty_in_its_keywords_types_blames_our_policy(schema, written):
+    """Without `type` the compiler writes the types its keywords name, and JSON Schema accepts
+    the others too (1 for {"minItems": 1, "maxItems": 0}): 'the schema accepts no JSON value'
+    was false there (schema_fuzz)."""
+    with pytest.raises(UnsupportedSchemaError, match="the schema has no value that minisglang writes") as info:
+        build_regex_from_schema(schema)
+    assert f"without 'type', only {written} values are written there" in str(info.value)
+    assert any(is_valid(v, schema) for v in (1, "a", None, {"a": "a"}))
+
+
 # ---------------------------------------------------------------------------------------
 # Property tests over a family of schemas
 # ---------------------------------------------------------------------------------------
