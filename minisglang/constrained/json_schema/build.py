@@ -70,6 +70,9 @@ def build_schema_tree(
             )
         if regex is None:
             why, ours = _why_empty(compiler.empty_parts)
+            root_note = None if ours or not isinstance(schema, dict) else _untyped_note(schema, "#")
+            if root_note is not None:  # (the cause lies deeper, in a typed part)
+                why, ours = f"{why}; {root_note}", True
             head = "has no value that minisglang writes" if ours else "accepts no JSON value"
             raise UnsupportedSchemaError(f"the schema {head}{why}: there is nothing to generate")
     except RecursionError:  # the compiler follows the schema's nesting (hundreds of levels)
@@ -121,19 +124,25 @@ def _why_empty(parts: list[tuple[str, dict[str, Any] | bool]]) -> tuple[str, boo
         if isinstance(schema, dict)
         else "nothing matches it (false, parts of allOf/not/if that exclude each other, or a $ref cut at max_ref_depth)"
     )
-    ours = False
-    if isinstance(schema, dict) and "type" not in schema and _finite_values(schema) is None:
-        # (the package doc's policy: no `type`, the types its keywords name; JSON Schema also
-        # accepts values of the others, e.g. 1 for {"minItems": 1, "maxItems": 0}: schema_fuzz)
-        written = _types(schema, path)
-        if len(written) < len(JSON_TYPES) - 1:
-            ours = True
-            why += (
-                f"; without 'type', only {' or '.join(written)} values are written there (the types "
-                "its keywords name), though values of other types would pass them: give 'type' to allow those"
-            )
+    note = _untyped_note(schema, path) if isinstance(schema, dict) else None
+    why += "" if note is None else f"; {note}"
     more = f", and {len(parts) - 1} more part(s)" if len(parts) > 1 else ""
-    return f" (at {path}: {why}{more})", ours
+    return f" (at {path}: {why}{more})", note is not None
+
+
+def _untyped_note(schema: dict[str, Any], path: str) -> str | None:
+    """Why a schema without `type` may have values we do not write (the package doc's policy:
+    only the types its keywords name; JSON Schema also accepts the others, 1 for
+    {"minItems": 1, "maxItems": 0}: schema_fuzz), or None when it names every type."""
+    if "type" in schema or _finite_values(schema) is not None:
+        return None
+    written = _types(schema, path)
+    if len(written) >= len(JSON_TYPES) - 1:  # (no type keyword: every type but integer, which number holds)
+        return None
+    return (
+        f"without 'type' at {path}, only {' or '.join(written)} values are written (the types its keywords "
+        "name), though values of other types would pass them: give 'type' to allow those"
+    )
 
 
 def _contradictions(schema: dict[str, Any]) -> list[str]:
