@@ -155,6 +155,15 @@ def test_allof_of_anyofs_that_multiply_is_refused_by_name():
                 {"properties": {"x2": {}}},
             ]
         },
+        # a third subschema with the same patterns: the first merge had written A's
+        # additionalProperties into them, and the two were refused as different values
+        {
+            "allOf": [
+                {"properties": {"x1": {"type": "integer"}}, "additionalProperties": {"type": "string"}},
+                {"patternProperties": {"^x": {"type": "integer", "minimum": 3}}},
+                {"patternProperties": {"^x": {"type": "integer", "maximum": 5}}},
+            ]
+        },
     ],
 )
 def test_allof_gives_a_listed_name_its_own_patterns_not_another_subschemas_additional_properties(schema):

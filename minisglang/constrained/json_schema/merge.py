@@ -22,6 +22,9 @@ from minisglang.constrained.json_schema.values import _count, _json_equal
 
 # contains and the counts that mean nothing without it beside them (merged by _merge_contains).
 _CONTAINS = ("contains", "minContains", "maxContains")
+_PROPERTIES = ("properties", "additionalProperties", "patternProperties", LISTED_PATTERNS)
+# Keywords merged together with the others of their group (_merge_properties, _merge_items, _merge_contains).
+_MERGED_BY_GROUP = (*_PROPERTIES, "prefixItems", "items", *_CONTAINS)
 _TAKE_MAX = ("minLength", "minItems", "minimum", "exclusiveMinimum", "minProperties")
 _TAKE_MIN = ("maxLength", "maxItems", "maximum", "exclusiveMaximum", "maxProperties")
 
@@ -70,7 +73,7 @@ def _merge(
                 return False  # every pair contradicts
         elif keyword not in CONSTRAINING_KEYWORDS:
             pass  # an annotation or unknown keyword: ignored, whatever its values
-        elif keyword not in ("properties", "additionalProperties", LISTED_PATTERNS, "prefixItems", "items", *_CONTAINS):
+        elif keyword not in _MERGED_BY_GROUP:
             raise UnsupportedSchemaError(
                 f"'allOf' at {path}: two subschemas give '{keyword}' different values "
                 f"({merged[keyword]!r} and {value!r}), which we cannot merge"
@@ -78,7 +81,7 @@ def _merge(
     if "anyOf" in a and "anyOf" in b:  # the branches are pairs now: no one label names one
         merged.pop(BRANCHES_AT, None)
     for keywords, merge in (
-        (("properties", "additionalProperties", "patternProperties", LISTED_PATTERNS), _merge_properties),
+        (_PROPERTIES, _merge_properties),
         (("prefixItems", "items"), _merge_items),
         (_CONTAINS, _merge_contains),
     ):
@@ -170,8 +173,9 @@ def _merge_properties(a: dict[str, Any], b: dict[str, Any], path: str) -> dict[s
 
     A listed name gets what each schema asks of it: its `properties` entry there; else the
     schema's patternProperties that match it, if any; else its additionalProperties (absent:
-    anything). Both schemas' patternProperties are the same (different ones are refused by
-    `_merge`), or one has none: then a key its patterns match and neither schema lists falls
+    anything). Both schemas give the same patterns (a key then fits both schemas' values for
+    each pattern it matches; other sets are refused, _same_patterns), or one gives none: then
+    a key its patterns match and neither schema lists falls
     under the other's additionalProperties too (found by a stranger's differential fuzzing:
     allOf of {"additionalProperties": false} and {"patternProperties": {"^[0-9]+$": {}}} wrote
     {"1": 1}). That additionalProperties does not hold for the other schema's listed names,
@@ -182,18 +186,8 @@ def _merge_properties(a: dict[str, Any], b: dict[str, Any], path: str) -> dict[s
     props_a, props_b = a.get("properties", {}), b.get("properties", {})
     extra_a, extra_b = a.get("additionalProperties", True), b.get("additionalProperties", True)
     patterns_a, patterns_b = a.get("patternProperties"), b.get("patternProperties")
-    if patterns_a is not None and patterns_b is not None and patterns_a != patterns_b:
-        raise UnsupportedSchemaError(
-            f"'allOf' at {path}: two subschemas give 'patternProperties' different values "
-            f"({patterns_a!r} and {patterns_b!r}), which we cannot merge"
-        )
-    # the patterns that hold for listed names: the one side's (both sides': the same)
+    # the patterns that hold for listed names (without the other schema's additionalProperties)
     listed_a, listed_b = a.get(LISTED_PATTERNS, patterns_a), b.get(LISTED_PATTERNS, patterns_b)
-    if listed_a is not None and listed_b is not None and listed_a != listed_b:
-        raise UnsupportedSchemaError(
-            f"'allOf' at {path}: two subschemas give 'patternProperties' different values "
-            f"({listed_a!r} and {listed_b!r}), which we cannot merge"
-        )
 
     def asked(name: str, props: Any, patterns: Any, extra: Any) -> Any:
         """What one schema asks of the value of `name` beyond the patterns kept for listed names."""
@@ -210,19 +204,38 @@ def _merge_properties(a: dict[str, Any], b: dict[str, Any], path: str) -> dict[s
         for name in list(props_a) + [n for n in props_b if n not in props_a]
     }
     out: dict[str, Any] = {"properties": properties} if properties else {}
-    if isinstance(patterns_a, dict) and patterns_b is None:
+    if patterns_a is not None and patterns_b is not None:
+        out["patternProperties"] = _same_patterns(patterns_a, patterns_b, path)
+        listed = _same_patterns(listed_a, listed_b, path)
+    elif isinstance(patterns_a, dict):
         out["patternProperties"] = {p: _both(schema, extra_b) for p, schema in patterns_a.items()}
-    elif isinstance(patterns_b, dict) and patterns_a is None:
+        listed = listed_a
+    elif isinstance(patterns_b, dict):
         out["patternProperties"] = {p: _both(schema, extra_a) for p, schema in patterns_b.items()}
-    elif patterns_a is not None:
-        out["patternProperties"] = patterns_a
-    listed = listed_a if listed_a is not None else listed_b
+        listed = listed_b
+    else:
+        listed = listed_a if listed_a is not None else listed_b
     if listed is not None and listed != out.get("patternProperties"):
         out[LISTED_PATTERNS] = listed
     extra = _both(extra_a, extra_b)
     if extra is not True and extra != {}:
         out["additionalProperties"] = extra
     return out
+
+
+def _same_patterns(x: Any, y: Any, path: str) -> Any:
+    """patternProperties of two schemas over the same patterns: a key a pattern matches must fit
+    both schemas' values for it. (An allOf of a schema with additionalProperties and two with
+    the same patterns was refused: the first merge had written that additionalProperties into
+    its patterns, schema_fuzz.) Other sets of patterns are refused by name."""
+    if x == y:
+        return x
+    if not isinstance(x, dict) or not isinstance(y, dict) or x.keys() != y.keys():
+        raise UnsupportedSchemaError(
+            f"'allOf' at {path}: two subschemas give 'patternProperties' different values "
+            f"({x!r} and {y!r}), which we cannot merge"
+        )
+    return {p: _both(x[p], y[p]) for p in x}
 
 
 def _merge_items(a: dict[str, Any], b: dict[str, Any], path: str) -> dict[str, Any]:
