@@ -177,14 +177,17 @@ class _SchemaCompiler(_ApplicatorRules, _NumberRules, _StringRules, _ArrayRules,
             values = [v for v in values if _type_allows(types, _json_type_of(v))]
         elif rest:  # keep the values the rest of the schema accepts (its regex is sound)
             rest_regex = self._flat_value(rest, path)
+
+            def written(value: Any) -> bool:
+                return rest_regex is not None and self.matches(
+                    rest_regex, json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+                )
+
+            # as given, else with keys in properties order (reordered only on a miss: an enum may hold thousands)
             values = [
                 v
                 for v in values
-                if rest_regex is not None
-                and any(
-                    self.matches(rest_regex, json.dumps(w, separators=(",", ":"), ensure_ascii=False))
-                    for w in (v, self._in_properties_order(v, rest, path))
-                )
+                if written(v) or (isinstance(v, (dict, list)) and written(self._in_properties_order(v, rest, path)))
             ]
         literals = []
         for v in values:  # (an enum may hold thousands of values: a checkpoint per value)
