@@ -36,6 +36,7 @@ from minisglang.constrained.json_schema import (
     build_regex_from_schema,
 )
 from minisglang.constrained.json_schema.string_chars import _hex_range, _json_string_chars
+from minisglang.constrained.lazy_byte_dfa import LazyByteDFA
 from minisglang.constrained.regex_ast import render
 from minisglang.constrained.regex_dfa import CharDFA, compile_regex
 
@@ -262,6 +263,30 @@ def test_enum_keeps_only_values_the_other_keywords_accept():
         build_regex_from_schema({"type": "integer", "enum": ["a"]})
 
 
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "const": {"b": 1, "a": 2}},
+        {"type": "object", "properties": {"a": {}, "b": {"maxLength": 1}}, "enum": [{"b": "x", "a": 2}, {"b": "xy"}]},
+        {
+            "type": "array",
+            "items": {"$ref": "#/$defs/o"},
+            "enum": [[{"o": {"b": 1, "a": 2}}], [{"o": {"b": 1, "a": "x"}}]],
+            "$defs": {"o": {"properties": {"o": {"properties": {"a": {"type": "integer"}, "b": {}}}}}},
+        },
+    ],
+)
+def test_enum_keeps_objects_whose_keys_are_in_another_order_than_properties(schema):
+    """The rest of the schema is checked on each enum value, and its regex writes `properties`
+    in order: an enum object in another key order failed that check, and the first schema
+    was refused as accepting no value (schema_fuzz)."""
+    values = schema["enum"] if "enum" in schema else [schema["const"]]
+    lazy = LazyByteDFA.from_regex(build_regex_from_schema(schema, automaton="lazy"), members=True)
+    for value in values:
+        assert matches(schema, json.dumps(value)) == is_valid(value, schema), value
+        assert lazy.matches(json.dumps(value).encode()) == is_valid(value, schema), value
+
+
 # ---------------------------------------------------------------------------------------
 # Objects
 # ---------------------------------------------------------------------------------------
@@ -302,6 +327,11 @@ def test_additional_properties_policies():
         assert matches(schema, '{"a": 1}') and not matches(schema, '{"a": 1, "z": 2}')
     assert matches({"properties": props, "required": ["a", "z"]}, '{"a": 1, "z": [null, "x"]}')
     with pytest.raises(UnsupportedSchemaError, match="accepts no JSON value"):
+        build_regex_from_schema(
+            {"type": "object", "properties": props, "required": ["z"], "additionalProperties": False}
+        )
+    # (without type, JSON Schema also accepts 1: only the objects have no value)
+    with pytest.raises(UnsupportedSchemaError, match="has no value that minisglang writes"):
         build_regex_from_schema({"properties": props, "required": ["z"], "additionalProperties": False})
 
 
@@ -629,6 +659,11 @@ def test_unknown_formats_as_annotations_are_any_string():
         ({"type": "integer", "minimum": "3"}, "'minimum' at # must be a number"),
         ({"properties": {"a": 5}}, "the schema at #/properties/a must be an object or a boolean"),
         ({"$ref": 5}, "'$ref' at # must be a string"),
+        # a validator enforces any truthy uniqueItems and fails on a null bound: they read as
+        # absent here, so [1, 1] was written (schema_fuzz)
+        ({"type": "array", "uniqueItems": 1}, "'uniqueItems' at # must be true or false, got 1"),
+        ({"type": "object", "maxProperties": None}, "'maxProperties' at # must be a non-negative integer, got None"),
+        ({"type": "string", "maxLength": None}, "'maxLength' at # must be a non-negative integer, got None"),
     ],
 )
 def test_invalid_schemas_say_why(schema, message):
@@ -639,6 +674,24 @@ def test_invalid_schemas_say_why(schema, message):
 def test_false_schema_has_nothing_to_generate():
     with pytest.raises(UnsupportedSchemaError, match="accepts no JSON value"):
         build_regex_from_schema(False)
+
+
+@pytest.mark.parametrize(
+    "schema, written",
+    [
+        ({"minItems": 1, "maxItems": 0}, "array"),
+        ({"type": "object", "required": ["a"], "properties": {"a": {"minimum": 5, "maximum": 1}}}, "number"),
+        ({"items": {"type": "integer"}, "contains": {"type": "null"}}, "array"),  # (the cause: a typed part)
+    ],
+)
+def test_an_untyped_part_empty_in_its_keywords_types_blames_our_policy(schema, written):
+    """Without `type` the compiler writes the types its keywords name, and JSON Schema accepts
+    the others too (1 for {"minItems": 1, "maxItems": 0}): 'the schema accepts no JSON value'
+    was false there (schema_fuzz)."""
+    with pytest.raises(UnsupportedSchemaError, match="the schema has no value that minisglang writes") as info:
+        build_regex_from_schema(schema)
+    assert f"only {written} values are written" in str(info.value)
+    assert any(is_valid(v, schema) for v in (1, "a", None, {"a": "a"}))
 
 
 # ---------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ Covers constrained/json_schema/merge.py and applicators.py.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 
@@ -126,6 +127,96 @@ def test_allof_of_anyofs_that_multiply_is_refused_by_name():
     }
     with pytest.raises(UnsupportedSchemaError, match=r"'allOf' at #/properties/x: its 'anyOf's combine into more"):
         build_regex_from_schema(schema)
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {
+            "allOf": [
+                {"properties": {"x1": {"type": "integer"}}, "additionalProperties": False},
+                {"patternProperties": {"^x": {}}},
+            ]
+        },
+        {
+            "allOf": [
+                {"properties": {"x1": {}}},
+                {"patternProperties": {"^x": {"type": "integer", "minimum": 3}}, "additionalProperties": False},
+            ]
+        },
+        {
+            "allOf": [
+                {
+                    "allOf": [
+                        {"properties": {"x1": {"type": "integer"}}, "additionalProperties": {"type": "string"}},
+                        {"patternProperties": {"^x": {"type": "integer", "minimum": 3}}},
+                    ]
+                },
+                {"properties": {"x2": {}}},
+            ]
+        },
+        # a third subschema with the same patterns: the first merge had written A's
+        # additionalProperties into them, and the two were refused as different values
+        {
+            "allOf": [
+                {"properties": {"x1": {"type": "integer"}}, "additionalProperties": {"type": "string"}},
+                {"patternProperties": {"^x": {"type": "integer", "minimum": 3}}},
+                {"patternProperties": {"^x": {"type": "integer", "maximum": 5}}},
+            ]
+        },
+    ],
+)
+def test_allof_gives_a_listed_name_its_own_patterns_not_another_subschemas_additional_properties(schema):
+    """A name one subschema lists is no additional property there, even when the other's
+    patternProperties match it: allOf of {"properties": {"x1": ...}, "additionalProperties":
+    false} and {"patternProperties": {"^x": {}}} left x1 no value, and {"x1": 5} (valid) was
+    never written (schema_fuzz). Exact on small objects (the lazy automaton; any key order)."""
+    dfa = LazyByteDFA.from_regex(build_regex_from_schema(schema, automaton="lazy"), members=True)
+    for n in range(3):
+        for keys in itertools.permutations(["x1", "x2"], n):
+            for values in itertools.product([1, 5, "s"], repeat=n):
+                value = dict(zip(keys, values))
+                written = any(
+                    dfa.matches(json.dumps(dict(order), separators=(",", ":")).encode())
+                    for order in itertools.permutations(value.items())
+                )
+                assert written == is_valid(value, schema), (schema, value)
+
+
+def test_allof_of_unique_items_true_and_false_is_unique_items():
+    """uniqueItems false constrains nothing, so beside true it is true; the two values were
+    refused as a conflict ('two subschemas give 'uniqueItems' different values', schema_fuzz)."""
+    schema = {"type": "array", "items": {"enum": [1, 2]}, "allOf": [{"uniqueItems": False}, {"uniqueItems": True}]}
+    regex = re.compile(build_regex_from_schema(schema))
+    for value in ([], [1], [1, 2], [1, 1], [2, 1, 2]):
+        assert (regex.fullmatch(json.dumps(value)) is not None) == is_valid(value, schema), value
+
+
+ONE = {"const": 1}
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"allOf": [{"minContains": 0}, {"contains": ONE}]},
+        {"allOf": [{"contains": ONE}, {"minContains": 0}]},
+        {"allOf": [{"maxContains": 1}, {"contains": ONE}]},
+        {"allOf": [{"contains": ONE}, {"contains": ONE, "minContains": 0}]},
+        {"allOf": [{"contains": ONE, "minContains": 2}, {"contains": ONE, "maxContains": 2}]},
+        {"minContains": 0, "anyOf": [{"contains": ONE}, {"maxItems": 0}]},
+        {"contains": ONE, "$ref": "#/$defs/none", "$defs": {"none": {"minContains": 0}}},
+    ],
+)
+def test_allof_reads_min_and_max_contains_beside_their_own_contains(schema):
+    """minContains/maxContains without `contains` beside them constrain nothing; merged into
+    another subschema's `contains` they changed its count: the first schema here allowed []
+    and [2] (schema_fuzz)."""
+    schema = {"type": "array", "items": {"enum": [1, 2]}, "maxItems": 3, **schema}
+    arrays = [list(a) for n in range(4) for a in itertools.product([1, 2], repeat=n)]
+    for options in ({}, {"automaton": "lazy"}):
+        dfa = LazyByteDFA.from_regex(build_regex_from_schema(schema, **options), members=True)
+        for value in arrays:
+            assert dfa.matches(json.dumps(value).encode()) == is_valid(value, schema), (schema, options, value)
 
 
 def test_allof_ignores_differing_values_of_annotations_and_unknown_keywords():

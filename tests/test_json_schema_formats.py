@@ -7,6 +7,7 @@ both keywords when the length cannot fit the format."""
 from __future__ import annotations
 
 import datetime
+import itertools
 import json
 import re
 
@@ -63,6 +64,29 @@ def test_formats_match_what_python_writes(date, uuid, ip, moment):
     assert matches({"format": "ipv4"}, json.dumps(str(ip)))
     assert matches({"format": "date-time"}, json.dumps(moment.isoformat()))
     assert matches({"format": "time"}, json.dumps(moment.timetz().isoformat()))
+
+
+def ipv6_writings() -> set[str]:
+    """IPv6 texts of 8 groups (0 or 1 each, and one extra group) written in full and with "::"
+    over every run of groups, zeros or not: the valid compressed forms and their near misses."""
+    texts = set()
+    for n in (7, 8, 9):
+        for groups in itertools.product("01", repeat=n):
+            texts.add(":".join(groups))
+            for i in range(n + 1):
+                for j in range(i, n + 1):
+                    texts.add(":".join(groups[:i]) + "::" + ":".join(groups[j:]))
+    return texts
+
+
+def test_ipv6_is_exact_wherever_the_double_colon_stands():
+    """'::' stands for one or more zero groups anywhere: 2001:db8::1 (the commonest written
+    form, and what Python's ipaddress writes) was refused; only '::' at either end was
+    written (schema_fuzz). Exact against jsonschema's checker on every placement."""
+    regex = re.compile(FORMATS["ipv6"])
+    for text in sorted(ipv6_writings()):
+        assert bool(regex.fullmatch(text)) == FORMAT_CHECKER.conforms(text, "ipv6"), text
+    assert matches({"format": "ipv6"}, json.dumps("2001:db8::1"))
 
 
 @pytest.mark.parametrize("fmt,prefix", [("time", ""), ("date-time", "2024-05-01T")])

@@ -309,6 +309,23 @@ def test_not_is_exact_on_small_values(schema):
     assert_exact_on(schema, SCALARS)
 
 
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"not": {"type": "string", "x-order": 1}},
+        {"not": {"type": ["integer", "null"], "nullable": True, "discriminator": {"propertyName": "kind"}}},
+        {"oneOf": [{"type": "integer", "x-go-type": "int64"}, {"type": ["integer", "string"], "maximum": 1}]},
+        {"not": {"maxItems": 0, "minContains": 2, "maxContains": 3}},
+    ],
+)
+def test_not_ignores_unknown_keywords_as_the_schema_does(schema):
+    """An unknown keyword (OpenAPI's nullable and discriminator, x-...), or minContains/maxContains
+    without a `contains` beside them, constrains nothing, so its negation has no value: `not` of
+    a branch holding one was refused ('the negation of 'x-order' cannot be written exactly'),
+    and so was a oneOf whose branches may overlap (schema_fuzz)."""
+    assert_exact_on(schema, SCALARS)
+
+
 def test_not_true_accepts_nothing_and_not_false_anything():
     with pytest.raises(UnsupportedSchemaError, match="accepts no JSON value"):
         build_regex_from_schema({"not": True})
@@ -730,6 +747,10 @@ NUMERALS = [n for n in range(-1100, 1101)] + [x / 100 for x in range(-300, 301, 
         {"type": "number", "multipleOf": 0.1, "exclusiveMinimum": -0.5, "maximum": 3},
         {"type": "number", "multipleOf": 2.5, "minimum": -10, "maximum": 10},
         {"type": "integer", "multipleOf": 1000, "minimum": 0},
+        # validators divide by the double: 1 / 1e-05 is 99999.99999999999, no multiple; every
+        # integer was written (schema_fuzz). 1 / 0.1 is 10.0: all integers stay
+        {"type": "integer", "multipleOf": 1e-05, "minimum": -50, "maximum": 200},
+        {"type": "integer", "multipleOf": 0.1},
     ],
 )
 def test_multiple_of_is_exact_on_numbers(schema):
@@ -764,6 +785,7 @@ def test_whole_multiples_of_a_number_match_as_json_dumps_writes_floats(schema):
         ),
         ({"type": "number", "multipleOf": 0.001, "minimum": 0, "maximum": 1}, "more than 256 multiples of 0.001"),
         ({"type": "integer", "multipleOf": 0}, "'multipleOf' at # must be greater than 0"),
+        ({"type": "integer", "multipleOf": 1e-05}, "keyword 'multipleOf' at #: validators divide by the double"),
     ],
 )
 def test_multiple_of_that_cannot_be_exact_names_keyword_and_place(schema, message):

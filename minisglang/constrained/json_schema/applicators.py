@@ -13,6 +13,7 @@ from minisglang.constrained.json_schema.keywords import (
     _NUMBER_BOUNDS,
     ANNOTATION_KEYWORDS,
     BRANCHES_AT,
+    CONSTRAINING_KEYWORDS,
     DEPENDENCY_KEYWORDS,
     EXCLUDED_STRINGS,
     FRACTIONAL,
@@ -241,6 +242,13 @@ class _ApplicatorRules(_CompilerBase):
             elif keyword == EXCLUDED_STRINGS:
                 cases.append({"enum": list(value)})
             elif keyword in (NOT_AT, BRANCHES_AT):
+                continue
+            elif (keyword not in CONSTRAINING_KEYWORDS and keyword != "additionalItems") or (
+                keyword in ("minContains", "maxContains") and "contains" not in flat
+            ):
+                # an unknown keyword (x-order, nullable, discriminator), or a count without its
+                # contains, constrains nothing: every value satisfies it, so no value fails it
+                # (additionalItems: refused with its items)
                 continue
             elif keyword in ("pattern", MORE_PATTERNS):  # a string none of them... one of them misses
                 for pattern in [value] if keyword == "pattern" else value:

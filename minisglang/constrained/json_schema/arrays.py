@@ -27,6 +27,8 @@ class _ArrayRules(_CompilerBase):
     def _array(self, schema: dict[str, Any], path: str) -> Regex | None:
         """A JSON array: prefixItems, then items (absent: a tuple after prefixItems, else any
         values), minItems/maxItems; or with `contains`, see _contains_array."""
+        if not isinstance(schema.get("uniqueItems", False), bool):  # (a validator enforces any truthy value)
+            raise InvalidSchemaError(f"'uniqueItems' at {path} must be true or false, got {schema['uniqueItems']!r}")
         if "contains" in schema and (_count(schema, "minContains", path) != 0 or "maxContains" in schema):
             return self._contains_array(schema, path)
         items, prefix = schema.get("items"), schema.get("prefixItems")

@@ -13,7 +13,7 @@ from typing import Any
 from minisglang.constrained.json_schema.budget import CpuBudget
 from minisglang.constrained.json_schema.compiler import _SchemaCompiler
 from minisglang.constrained.json_schema.errors import InvalidSchemaError, UnsupportedSchemaError
-from minisglang.constrained.json_schema.keywords import _finite_values, _types
+from minisglang.constrained.json_schema.keywords import JSON_TYPES, _finite_values, _types
 from minisglang.constrained.json_schema.loading import load_schema
 from minisglang.constrained.json_schema.numbers import _multiple_span
 from minisglang.constrained.json_schema.options import DEFAULT_WHITESPACE, SchemaOptions
@@ -69,9 +69,12 @@ def build_schema_tree(
                 f"{compiler.empty_because}; there is nothing to generate"
             )
         if regex is None:
-            raise UnsupportedSchemaError(
-                f"the schema accepts no JSON value{_why_empty(compiler.empty_parts)}: there is nothing to generate"
-            )
+            why, ours = _why_empty(compiler.empty_parts)
+            root_note = None if ours or not isinstance(schema, dict) else _untyped_note(schema, "#")
+            if root_note is not None:  # (the cause lies deeper, in a typed part)
+                why, ours = f"{why}; {root_note}", True
+            head = "has no value that minisglang writes" if ours else "accepts no JSON value"
+            raise UnsupportedSchemaError(f"the schema {head}{why}: there is nothing to generate")
     except RecursionError:  # the compiler follows the schema's nesting (hundreds of levels)
         # (a wide schema can nest its pattern without nesting itself: minProperties over
         # hundreds of optional properties builds one level per property)
@@ -109,19 +112,37 @@ def _checked_whitespace(ws: str) -> Regex:
     return parse_tree(ws)
 
 
-def _why_empty(parts: list[tuple[str, dict[str, Any] | bool]]) -> str:
-    """ " (at PATH: WHY)" for the first part with no value, its commonest causes named; ""
-    when no part was found (a cached $ref)."""
+def _why_empty(parts: list[tuple[str, dict[str, Any] | bool]]) -> tuple[str, bool]:
+    """(" (at PATH: WHY)" for the first part with no value, its commonest causes named, or ""
+    when no part was found (a cached $ref); whether that part is empty by our policy only:
+    without `type`, the types its keywords name)."""
     if not parts:
-        return ""
+        return "", False
     path, schema = parts[0]
     why = (
         "; ".join(_contradictions(schema)) or "no value matches it"
         if isinstance(schema, dict)
         else "nothing matches it (false, parts of allOf/not/if that exclude each other, or a $ref cut at max_ref_depth)"
     )
+    note = _untyped_note(schema, path) if isinstance(schema, dict) else None
+    why += "" if note is None else f"; {note}"
     more = f", and {len(parts) - 1} more part(s)" if len(parts) > 1 else ""
-    return f" (at {path}: {why}{more})"
+    return f" (at {path}: {why}{more})", note is not None
+
+
+def _untyped_note(schema: dict[str, Any], path: str) -> str | None:
+    """Why a schema without `type` may have values we do not write (the package doc's policy:
+    only the types its keywords name; JSON Schema also accepts the others, 1 for
+    {"minItems": 1, "maxItems": 0}: schema_fuzz), or None when it names every type."""
+    if "type" in schema or _finite_values(schema) is not None:
+        return None
+    written = _types(schema, path)
+    if len(written) >= len(JSON_TYPES) - 1:  # (no type keyword: every type but integer, which number holds)
+        return None
+    return (
+        f"without 'type' at {path}, only {' or '.join(written)} values are written (the types its keywords "
+        "name), though values of other types would pass them: give 'type' to allow those"
+    )
 
 
 def _contradictions(schema: dict[str, Any]) -> list[str]:

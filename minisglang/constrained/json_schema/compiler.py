@@ -177,17 +177,51 @@ class _SchemaCompiler(_ApplicatorRules, _NumberRules, _StringRules, _ArrayRules,
             values = [v for v in values if _type_allows(types, _json_type_of(v))]
         elif rest:  # keep the values the rest of the schema accepts (its regex is sound)
             rest_regex = self._flat_value(rest, path)
+
+            def written(value: Any) -> bool:
+                return rest_regex is not None and self.matches(
+                    rest_regex, json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+                )
+
+            # as given, else with keys in properties order (reordered only on a miss: an enum may hold thousands)
             values = [
                 v
                 for v in values
-                if rest_regex is not None
-                and self.matches(rest_regex, json.dumps(v, separators=(",", ":"), ensure_ascii=False))
+                if written(v) or (isinstance(v, (dict, list)) and written(self._in_properties_order(v, rest, path)))
             ]
         literals = []
         for v in values:  # (an enum may hold thousands of values: a checkpoint per value)
             tick(self.budget, path)
             literals.append(_literal(v, self.ws))
         return _alt(literals)
+
+    def _in_properties_order(self, value: Any, schema: dict[str, Any] | bool, path: str) -> Any:
+        """`value` with each object's keys in the order our regex writes them: the listed
+        `properties` first, in the schema's order, then the others as given. An enum's object
+        in another key order than `properties` failed the check against the rest's regex, so
+        `{"properties": {"a": {}, "b": {}}, "const": {"b": 1, "a": 2}}` was refused as having
+        no value (schema_fuzz)."""
+        if isinstance(value, dict) and isinstance(schema, dict):
+            listed = schema.get("properties")
+            listed = listed if isinstance(listed, dict) else {}
+            keys = [k for k in listed if k in value] + [k for k in value if k not in listed]
+            return {
+                k: self._in_properties_order(
+                    value[k], self.flatten(listed[k], f"{path}/properties/{k}")[0] if k in listed else True, path
+                )
+                for k in keys
+            }
+        if isinstance(value, list) and isinstance(schema, dict):
+            prefix = schema.get("prefixItems")
+            prefix = prefix if isinstance(prefix, list) else []
+            items = schema.get("items", True)
+            return [
+                self._in_properties_order(
+                    v, self.flatten(prefix[i] if i < len(prefix) else items, f"{path}/items")[0], path
+                )
+                for i, v in enumerate(value)
+            ]
+        return value
 
     def _any_value(self, nesting: int) -> Regex:
         """Any JSON value with containers nested at most `nesting` levels deep."""

@@ -37,6 +37,17 @@ _QUERY_FRAGMENT = rf"(?:\?(?:{_PCHAR}|[/?])*)?(?:#(?:{_PCHAR}|[/?])*)?"
 _HEX4 = r"[0-9a-fA-F]{1,4}"
 _DUR_DATE = r"(?:[0-9]{1,4}Y(?:[0-9]{1,4}M)?(?:[0-9]{1,4}D)?|[0-9]{1,4}M(?:[0-9]{1,4}D)?|[0-9]{1,4}D)"
 _DUR_TIME = r"(?:[0-9]{1,4}H(?:[0-9]{1,4}M)?(?:[0-9]{1,4}S)?|[0-9]{1,4}M(?:[0-9]{1,4}S)?|[0-9]{1,4}S)"
+
+
+def _ipv6_compressed(before: int) -> str:
+    """IPv6 text with `before` groups, "::", then at most 7 - before groups (hex groups only: no
+    dotted IPv4 tail). The "::" stands for at least one zero group, so 7 groups at most are written."""
+    after = 7 - before
+    head = rf"{_HEX4}(?::{_HEX4}){{{before - 1}}}" if before else ""
+    tail = rf"(?:{_HEX4}(?::{_HEX4}){{0,{after - 1}}})?" if after else ""
+    return f"{head}::{tail}"
+
+
 FORMATS = {
     "date": _DATE,
     "time": _TIME,
@@ -50,8 +61,8 @@ FORMATS = {
     ),
     # at most 4 labels of at most 62 characters: within the 253 that a host name may have
     "hostname": rf"{_HOST_LABEL}(?:\.{_HOST_LABEL}){{0,3}}",
-    # the full form, or "::" with up to 7 groups on one side
-    "ipv6": rf"(?:{_HEX4}(?::{_HEX4}){{7}}|::|{_HEX4}(?::{_HEX4}){{0,6}}::|::{_HEX4}(?::{_HEX4}){{0,6}})",
+    # the full form, or one "::" for one or more zero groups anywhere (2001:db8::1)
+    "ipv6": f"(?:{_HEX4}(?::{_HEX4}){{7}}|{'|'.join(_ipv6_compressed(i) for i in range(8))})",
     # ISO 8601 durations, components in order, at most 4 digits each
     "duration": rf"P(?:{_DUR_DATE}(?:T{_DUR_TIME})?|T{_DUR_TIME}|[0-9]{{1,4}}W)",
     "json-pointer": r"(?:/(?:[A-Za-z0-9._ -]|~[01])*)*",

@@ -80,6 +80,10 @@ BRANCHES_AT = "$minisglang:branchesAt"
 # of a `pattern`): only the lazy automaton can write these (intersection, difference).
 MORE_PATTERNS = "$minisglang:morePatterns"
 NOT_PATTERNS = "$minisglang:notPatterns"
+# The patternProperties that hold for a merged schema's listed properties: its own
+# patternProperties may carry another allOf subschema's additionalProperties, which holds
+# only for keys that subschema does not list (merge.py's _merge_properties).
+LISTED_PATTERNS = "$minisglang:listedPatterns"
 
 
 # Every keyword that constrains a value (the rest are annotations or unknown: ignored).
@@ -108,6 +112,7 @@ CONSTRAINING_KEYWORDS = frozenset(
         BRANCHES_AT,
         MORE_PATTERNS,
         NOT_PATTERNS,
+        LISTED_PATTERNS,
     }
 )
 

@@ -11,13 +11,20 @@ from minisglang.constrained.json_schema.keywords import (
     CONSTRAINING_KEYWORDS,
     DEPENDENCY_KEYWORDS,
     EXCLUDED_STRINGS,
+    LISTED_PATTERNS,
     MORE_PATTERNS,
     NOT_AT,
     NOT_PATTERNS,
     _types_overlap,
 )
-from minisglang.constrained.json_schema.values import _json_equal
+from minisglang.constrained.json_schema.patterns import _searches
+from minisglang.constrained.json_schema.values import _count, _json_equal
 
+# contains and the counts that mean nothing without it beside them (merged by _merge_contains).
+_CONTAINS = ("contains", "minContains", "maxContains")
+_PROPERTIES = ("properties", "additionalProperties", "patternProperties", LISTED_PATTERNS)
+# Keywords merged together with the others of their group (_merge_properties, _merge_items, _merge_contains).
+_MERGED_BY_GROUP = (*_PROPERTIES, "prefixItems", "items", *_CONTAINS)
 _TAKE_MAX = ("minLength", "minItems", "minimum", "exclusiveMinimum", "minProperties")
 _TAKE_MIN = ("maxLength", "maxItems", "maximum", "exclusiveMaximum", "maxProperties")
 
@@ -48,6 +55,8 @@ def _merge(
             if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (merged[keyword], value)):
                 raise InvalidSchemaError(f"'{keyword}' at {path} must be a number, got {value!r}")
             merged[keyword] = (max if keyword in _TAKE_MAX else min)(merged[keyword], value)
+        elif keyword == "uniqueItems" and all(isinstance(x, bool) for x in (merged[keyword], value)):
+            merged[keyword] = True  # (false constrains nothing: the other one's true holds)
         elif keyword == "enum":
             merged["enum"] = [x for x in merged["enum"] if any(_json_equal(x, y) for y in value)]
         elif keyword == "const":
@@ -64,7 +73,7 @@ def _merge(
                 return False  # every pair contradicts
         elif keyword not in CONSTRAINING_KEYWORDS:
             pass  # an annotation or unknown keyword: ignored, whatever its values
-        elif keyword not in ("properties", "additionalProperties", "prefixItems", "items"):
+        elif keyword not in _MERGED_BY_GROUP:
             raise UnsupportedSchemaError(
                 f"'allOf' at {path}: two subschemas give '{keyword}' different values "
                 f"({merged[keyword]!r} and {value!r}), which we cannot merge"
@@ -72,8 +81,9 @@ def _merge(
     if "anyOf" in a and "anyOf" in b:  # the branches are pairs now: no one label names one
         merged.pop(BRANCHES_AT, None)
     for keywords, merge in (
-        (("properties", "additionalProperties", "patternProperties"), _merge_properties),
+        (_PROPERTIES, _merge_properties),
         (("prefixItems", "items"), _merge_items),
+        (_CONTAINS, _merge_contains),
     ):
         if any(k in a for k in keywords) and any(k in b for k in keywords):  # they interact
             for k in keywords:
@@ -161,36 +171,71 @@ def _both(x: Any, y: Any) -> Any:
 def _merge_properties(a: dict[str, Any], b: dict[str, Any], path: str) -> dict[str, Any]:
     """properties/additionalProperties/patternProperties of both: a key's value must satisfy both schemas.
 
-    A key that one schema does not list falls under that schema's additionalProperties
-    (absent: anything), a listed name even when the schema's patterns match it (stricter
-    than JSON Schema, never weaker). Both schemas' patternProperties are the same (different
-    ones are refused by `_merge`), or one has none: then a key its patterns match falls under
-    the other's additionalProperties too (found by a stranger's differential fuzzing: allOf of
-    {"additionalProperties": false} and {"patternProperties": {"^[0-9]+$": {}}} wrote {"1": 1}).
+    A listed name gets what each schema asks of it: its `properties` entry there; else the
+    schema's patternProperties that match it, if any; else its additionalProperties (absent:
+    anything). Both schemas give the same patterns (a key then fits both schemas' values for
+    each pattern it matches; other sets are refused, _same_patterns), or one gives none: then
+    a key its patterns match and neither schema lists falls
+    under the other's additionalProperties too (found by a stranger's differential fuzzing:
+    allOf of {"additionalProperties": false} and {"patternProperties": {"^[0-9]+$": {}}} wrote
+    {"1": 1}). That additionalProperties does not hold for the other schema's listed names,
+    so the patterns without it are kept for them (LISTED_PATTERNS): with it, allOf of
+    {"properties": {"x1": {}}, "additionalProperties": false} and {"patternProperties": {"^x": {}}}
+    left x1 no value (schema_fuzz).
     """
     props_a, props_b = a.get("properties", {}), b.get("properties", {})
     extra_a, extra_b = a.get("additionalProperties", True), b.get("additionalProperties", True)
+    patterns_a, patterns_b = a.get("patternProperties"), b.get("patternProperties")
+    # the patterns that hold for listed names (without the other schema's additionalProperties)
+    listed_a, listed_b = a.get(LISTED_PATTERNS, patterns_a), b.get(LISTED_PATTERNS, patterns_b)
+
+    def asked(name: str, props: Any, patterns: Any, extra: Any) -> Any:
+        """What one schema asks of the value of `name` beyond the patterns kept for listed names."""
+        if name in props:
+            return props[name]
+        if isinstance(patterns, dict):
+            matching = [s for p, s in patterns.items() if _searches(p, name, f"{path}/patternProperties")]
+            if matching:  # (a merged schema's patterns for unlisted keys: its other extras too)
+                return matching[0] if len(matching) == 1 else {"allOf": matching}
+        return extra
+
     properties = {
-        name: _both(props_a.get(name, extra_a), props_b.get(name, extra_b))
+        name: _both(asked(name, props_a, patterns_a, extra_a), asked(name, props_b, patterns_b, extra_b))
         for name in list(props_a) + [n for n in props_b if n not in props_a]
     }
     out: dict[str, Any] = {"properties": properties} if properties else {}
-    patterns_a, patterns_b = a.get("patternProperties"), b.get("patternProperties")
-    if patterns_a is not None and patterns_b is not None and patterns_a != patterns_b:
-        raise UnsupportedSchemaError(
-            f"'allOf' at {path}: two subschemas give 'patternProperties' different values "
-            f"({patterns_a!r} and {patterns_b!r}), which we cannot merge"
-        )
-    if isinstance(patterns_a, dict) and patterns_b is None:
+    if patterns_a is not None and patterns_b is not None:
+        out["patternProperties"] = _same_patterns(patterns_a, patterns_b, path)
+        listed = _same_patterns(listed_a, listed_b, path)
+    elif isinstance(patterns_a, dict):
         out["patternProperties"] = {p: _both(schema, extra_b) for p, schema in patterns_a.items()}
-    elif isinstance(patterns_b, dict) and patterns_a is None:
+        listed = listed_a
+    elif isinstance(patterns_b, dict):
         out["patternProperties"] = {p: _both(schema, extra_a) for p, schema in patterns_b.items()}
-    elif patterns_a is not None:
-        out["patternProperties"] = patterns_a
+        listed = listed_b
+    else:
+        listed = listed_a if listed_a is not None else listed_b
+    if listed is not None and listed != out.get("patternProperties"):
+        out[LISTED_PATTERNS] = listed
     extra = _both(extra_a, extra_b)
     if extra is not True and extra != {}:
         out["additionalProperties"] = extra
     return out
+
+
+def _same_patterns(x: Any, y: Any, path: str) -> Any:
+    """patternProperties of two schemas over the same patterns: a key a pattern matches must fit
+    both schemas' values for it. (An allOf of a schema with additionalProperties and two with
+    the same patterns was refused: the first merge had written that additionalProperties into
+    its patterns, schema_fuzz.) Other sets of patterns are refused by name."""
+    if x == y:
+        return x
+    if not isinstance(x, dict) or not isinstance(y, dict) or x.keys() != y.keys():
+        raise UnsupportedSchemaError(
+            f"'allOf' at {path}: two subschemas give 'patternProperties' different values "
+            f"({x!r} and {y!r}), which we cannot merge"
+        )
+    return {p: _both(x[p], y[p]) for p in x}
 
 
 def _merge_items(a: dict[str, Any], b: dict[str, Any], path: str) -> dict[str, Any]:
@@ -209,4 +254,30 @@ def _merge_items(a: dict[str, Any], b: dict[str, Any], path: str) -> dict[str, A
     items = _both(items_a, items_b)
     if items is not True and items != {}:
         out["items"] = items
+    return out
+
+
+def _merge_contains(a: dict[str, Any], b: dict[str, Any], path: str) -> dict[str, Any]:
+    """contains/minContains/maxContains of both: the count of items matching the one `contains`
+    must fit both schemas' bounds (minContains 1 where a schema gives none).
+
+    A minContains or maxContains without `contains` beside it constrains nothing (JSON
+    Schema ignores it), so it is dropped, not applied to the other schema's `contains`:
+    {"allOf": [{"minContains": 0}, {"contains": {"const": 1}}]} allowed [] (schema_fuzz).
+    """
+    sides = [s for s in (a, b) if "contains" in s]
+    if not sides:
+        return {}
+    if len(sides) == 2 and not _json_equal(a["contains"], b["contains"]):
+        raise UnsupportedSchemaError(
+            f"'allOf' at {path}: two subschemas give 'contains' different values "
+            f"({a['contains']!r} and {b['contains']!r}), which we cannot merge"
+        )
+    out: dict[str, Any] = {"contains": sides[0]["contains"]}
+    lows = [_count(s, "minContains", path) for s in sides]
+    if any(low is not None for low in lows):
+        out["minContains"] = max(1 if low is None else low for low in lows)
+    highs = [high for high in (_count(s, "maxContains", path) for s in sides) if high is not None]
+    if highs:
+        out["maxContains"] = min(highs)
     return out

@@ -236,6 +236,19 @@ def _validator_multiple(value: int | float, given: int | float) -> bool:
     return value % given == 0
 
 
+def _float_division_exact(given: object) -> bool:
+    """Whether a validator's float division x / given is whole for every whole multiple x of
+    `given` that we write (an exact double: at most DOUBLE_DIGITS digits, or a quotient past
+    2^53, where every double is whole): `given` is no float, or the double nearest the
+    decimal it writes is off by at most 2^-54 of it, so that each quotient k / (1 + error)
+    rounds back to k. 1 / 0.1 is 10.0 (0.1 is off by exactly 2^-54), but 1 / 1e-05 is
+    99999.99999999999, which jsonschema calls no multiple (schema_fuzz)."""
+    if not isinstance(given, float) or given <= 0 or not math.isfinite(given):
+        return True
+    written = Fraction(Decimal(repr(given)))
+    return abs(Fraction(given) - written) <= written / 2**54
+
+
 def _int_bound_as_double(value: Any, below: bool) -> Decimal | None:
     """For a bound that is an integer no double holds (past 2^53), an inclusive bound that
     numerals parsed to doubles keep as well: the nearest double inside it (below it for a
@@ -360,7 +373,9 @@ class _NumberRules(_CompilerBase):
                 hi, hi_strict = _double_inside(hi, True, digits), False
             if lo is not None and lo_strict:
                 lo, lo_strict = _double_inside(lo, False, digits), False
-        if step > 1:  # a number (not integer) type may also write them as json.dumps writes 4.0
+        if step > 1 or not _float_division_exact(schema.get("multipleOf")):
+            # (a number (not integer) type may also write them as json.dumps writes 4.0; a float
+            # multipleOf that validators' division does not keep exact: listed, each one checked)
             whole = "number" in _types(schema, path)
             multiples = self._multiples(step, lo, lo_strict, hi, hi_strict, path, schema["multipleOf"], whole)
             return _concat(multiples, POINT_ZERO if whole else EPSILON)
@@ -446,7 +461,13 @@ class _NumberRules(_CompilerBase):
                         )
                     listed = kept
                 return _alt([lit(str(n)) for n in listed])
-        elif (lo is None or lo == 0) and (hi is None or hi == 0) and not (lo == 0 and hi == 0):
+        if not _float_division_exact(given):
+            raise UnsupportedSchemaError(
+                f"keyword 'multipleOf' at {path}: validators divide by the double nearest {given!r}, which "
+                "leaves out some whole multiples (1 / 1e-05 is 99999.99999999999); supported only within "
+                f"bounds holding at most {MAX_LISTED_MULTIPLES} multiples, each checked"
+            )
+        if (lo is None or lo == 0) and (hi is None or hi == 0) and not (lo == 0 and hi == 0):
             j = next((j for j in range(1, 4) if 10**j % step == 0), None)
             digits = self.options.max_integer_digits
             if isinstance(given, float) or as_double:  # (every numeral an exact double)

@@ -6,15 +6,15 @@ from __future__ import annotations
 import functools
 import itertools
 import json
-import re
 from collections.abc import Callable
 from typing import Any
 
 from minisglang.constrained.json_pointer import pointer_token
 from minisglang.constrained.json_schema.compiler_base import _CompilerBase
 from minisglang.constrained.json_schema.errors import InvalidSchemaError, UnsupportedSchemaError
+from minisglang.constrained.json_schema.keywords import LISTED_PATTERNS
 from minisglang.constrained.json_schema.merge import _both
-from minisglang.constrained.json_schema.patterns import _pattern_regex
+from minisglang.constrained.json_schema.patterns import _pattern_regex, _searches
 from minisglang.constrained.json_schema.regex_parts import EPSILON, Regex, _alt, _concat, _repeat, lit
 from minisglang.constrained.json_schema.string_chars import STRING, _string_literal
 from minisglang.constrained.json_schema.values import _count
@@ -24,16 +24,6 @@ from minisglang.constrained.regex_dfa import shown_regex
 # patternProperties' keys are split by the set of patterns they match: 2^n - 1 regions.
 MAX_KEY_PATTERNS = 6
 OPEN_BRACE, CLOSE_BRACE, COLON, QUOTE = lit("{"), lit("}"), lit(":"), lit('"')
-
-
-def _searches(pattern: str, name: str, path: str) -> bool:
-    """Whether `pattern` finds a match in `name`, as the jsonschema validator decides (re.search)."""
-    try:
-        return re.search(pattern, name) is not None
-    except re.error as e:
-        raise UnsupportedSchemaError(
-            f"'patternProperties' at {path}: {shown_regex(pattern)} is not a regex we can read: {e}"
-        ) from None
 
 
 class _ObjectRules(_CompilerBase):
@@ -75,8 +65,11 @@ class _ObjectRules(_CompilerBase):
 
         members = []  # (regex of `"key": value`, required)
         chars = 0  # their total size so far
+        # (a merged schema's patternProperties may carry another subschema's additionalProperties,
+        # which does not hold for the listed names: LISTED_PATTERNS are the ones that do)
+        listed_patterns = schema.get(LISTED_PATTERNS, patterns)
         for name, sub in properties.items():
-            matching = [s for p, s in patterns.items() if _searches(p, name, f"{path}/patternProperties")]
+            matching = [s for p, s in listed_patterns.items() if _searches(p, name, f"{path}/patternProperties")]
             regex = member(name, [sub, *matching], f"{path}/properties/{name}")
             if regex is None:  # no value fits: the property must be absent
                 if name in required:

@@ -26,6 +26,17 @@ except ImportError:  # pragma: no cover - Python 3.10
 # named ints; re._parser has no type stubs, so both are Any to the type checker.
 ParsedItem = tuple[int, Any]
 
+
+def _searches(pattern: str, name: str, path: str) -> bool:
+    """Whether `pattern` finds a match in `name`, as the jsonschema validator decides (re.search)."""
+    try:
+        return re.search(pattern, name) is not None
+    except re.error as e:
+        raise UnsupportedSchemaError(
+            f"'patternProperties' at {path}: {shown_regex(pattern)} is not a regex we can read: {e}"
+        ) from None
+
+
 _P = sre_parse
 _ASCII_CATEGORIES: dict[int, Ranges] = {  # \d \w \s, ASCII only: what ECMA-262 and Python both accept
     _P.CATEGORY_DIGIT: [(0x30, 0x39)],

@@ -77,10 +77,11 @@ def short_value(value: object) -> str:
 
 
 def _count(schema: dict[str, Any], keyword: str, path: str) -> int | None:
-    """A non-negative integer keyword (minLength, ...), None when absent."""
-    value = schema.get(keyword)
-    if value is None:
+    """A non-negative integer keyword (minLength, ...), None when absent (given as null: an
+    error, where it read as absent and the bound was dropped)."""
+    if keyword not in schema:
         return None
+    value = schema[keyword]
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or value != int(value):
         raise InvalidSchemaError(f"'{keyword}' at {path} must be a non-negative integer, got {value!r}")
     return int(value)
