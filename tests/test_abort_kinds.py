@@ -101,8 +101,11 @@ def matcher_refuses_its_own_mask(engine, monkeypatch):
     `"{2}` before a class of 3-byte characters): the library's fault, not the request's."""
     from minisglang.backends.base import GrammarError
 
-    req = engine.submit("Hi", {**GREEDY, "regex": "[0-9]{3}"})
+    # (40 digits: a request of 3 could end while a loaded machine's budget kept its next row
+    # from being ready between two steps, and this loop then waited for ever)
+    req = engine.submit("Hi", {**GREEDY, "regex": "[0-9]{40}", "max_new_tokens": 60})
     while req.grammar is None or not engine.stage.work.ready(req):
+        assert not req.released, "the request ended before its grammar's row was ready"
         engine.step()
 
     def refuse(token_id):
