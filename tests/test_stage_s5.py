@@ -723,6 +723,20 @@ def test_a_clients_cheap_masks_sit_out_steps_beside_another_client(monkeypatch):
         engine.shutdown()
 
 
+def _assert_it_sits_out_beside_a_bystander(engine) -> None:
+    """A constrained request beside an unconstrained bystander (then `engine` is shut down): its
+    slow calls are paid back by sitting out steps, at least 4 per charged call, while the
+    bystander decodes. (A slow batched fill's rows are timed from the next step on: one mask
+    fewer is charged.)"""
+    try:
+        slow, other, trace = _run_with_bystander(engine, "[0-9]( [0-9]){7,}")
+    finally:
+        engine.shutdown()
+    sat_out = [e["step"] for e in trace if e["event"] == "sit_out" and e.get("rid") == slow.rid]
+    assert len(sat_out) >= 4 * min(len(slow.output_ids) - 2, 3), (len(sat_out), len(slow.output_ids))
+    assert other.finished_reason["type"] == "length" and slow.finished_reason["type"] != "abort"
+
+
 def make_masks_slow(monkeypatch, grammar_class, clock: list[float], seconds: float) -> None:
     """Every mask `grammar_class` fills (batched or one row) advances the fake `clock` the
     stage's grammar budget reads by `seconds`: a slow native mask, without the wait."""
@@ -759,14 +773,7 @@ def test_a_grammar_whose_calls_take_more_than_a_steps_budget_sits_out_steps(wher
         monkeypatch.setattr(grammar_class, "accept_token", slow_accept)
     else:  # a 50 ms mask, under max_grammar_call_seconds (a student found it uncharged)
         make_masks_slow(monkeypatch, grammar_class, clock, 0.05)
-    try:
-        slow, other, trace = _run_with_bystander(engine, "[0-9]( [0-9]){7,}")
-    finally:
-        engine.shutdown()
-    sat_out = [e["step"] for e in trace if e["event"] == "sit_out" and e.get("rid") == slow.rid]
-    # (a slow batched fill's rows are timed from the next step on: one mask fewer charged)
-    assert len(sat_out) >= 4 * min(len(slow.output_ids) - 2, 3), (len(sat_out), len(slow.output_ids))
-    assert other.finished_reason["type"] == "length" and slow.finished_reason["type"] != "abort"
+    _assert_it_sits_out_beside_a_bystander(engine)
 
 
 def test_a_library_that_caches_its_masks_is_charged_for_them(monkeypatch):
@@ -805,13 +812,7 @@ def test_a_library_that_caches_its_masks_is_charged_for_them(monkeypatch):
     monkeypatch.setattr(grammar_class, "fill_vocab_mask_batched", classmethod(slow_fill))
     monkeypatch.setattr(grammar_class, "fill_vocab_mask", slow_one)
     monkeypatch.setattr(grammar_class, "accept_token", counted_accept)
-    try:
-        slow, other, trace = _run_with_bystander(engine, "[0-9]( [0-9]){7,}")
-    finally:
-        engine.shutdown()
-    sat_out = [e["step"] for e in trace if e["event"] == "sit_out" and e.get("rid") == slow.rid]
-    assert len(sat_out) >= 4 * min(len(slow.output_ids) - 2, 3), (len(sat_out), len(slow.output_ids))
-    assert other.finished_reason["type"] == "length" and slow.finished_reason["type"] != "abort"
+    _assert_it_sits_out_beside_a_bystander(engine)
 
 
 @pytest.mark.parametrize(
