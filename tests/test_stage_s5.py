@@ -686,18 +686,7 @@ def test_a_clients_cheap_masks_sit_out_steps_beside_another_client(monkeypatch):
     grammar_class = type(engine.stage.backend._compile_safely("regex", "[a-z]+"))
     clock = [0.0]
     engine.stage.work.clock = engine.stage.work.cpu_clock = lambda: clock[0]
-    fill, one = grammar_class.fill_vocab_mask_batched, grammar_class.fill_vocab_mask
-
-    def slow_fill(cls, entries, mask):
-        clock[0] += 0.004 * len(entries)
-        fill(entries, mask)
-
-    def slow_one(self, mask, i):
-        clock[0] += 0.004
-        one(self, mask, i)
-
-    monkeypatch.setattr(grammar_class, "fill_vocab_mask_batched", classmethod(slow_fill))
-    monkeypatch.setattr(grammar_class, "fill_vocab_mask", slow_one)
+    make_masks_slow(monkeypatch, grammar_class, clock, 0.004, per_row=True)
 
     def submit(client: str, params: dict):
         req = engine.make_request(Q, params)
@@ -737,13 +726,14 @@ def _assert_it_sits_out_beside_a_bystander(engine) -> None:
     assert other.finished_reason["type"] == "length" and slow.finished_reason["type"] != "abort"
 
 
-def make_masks_slow(monkeypatch, grammar_class, clock: list[float], seconds: float) -> None:
+def make_masks_slow(monkeypatch, grammar_class, clock: list[float], seconds: float, per_row: bool = False) -> None:
     """Every mask `grammar_class` fills (batched or one row) advances the fake `clock` the
-    stage's grammar budget reads by `seconds`: a slow native mask, without the wait."""
+    stage's grammar budget reads by `seconds` (a batched fill: `seconds` a row with `per_row`):
+    a slow native mask, without the wait."""
     fill, one = grammar_class.fill_vocab_mask_batched, grammar_class.fill_vocab_mask
 
     def slow_fill(cls, entries, mask):
-        clock[0] += seconds
+        clock[0] += seconds * (len(entries) if per_row else 1)
         fill(entries, mask)
 
     def slow_one(self, mask, i):
