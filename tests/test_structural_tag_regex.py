@@ -620,6 +620,7 @@ def test_generation_under_each_library_backend_parses_under_its_format(name):
     params = [
         {"max_new_tokens": 48, "temperature": 1.0, "seed": seed, "structural_tag": {"format": fmt}}
         for fmt in GENERATED
+        if name != "xgrammar" or not counts_chars(fmt)
         for seed in (1, 2)
     ]
     try:
@@ -647,12 +648,47 @@ def test_a_v2_spec_error_is_a_structural_tag_error():
 
 
 # ------------------------------------------------------------------ the xgrammar backend
+def counts_chars(fmt: dict) -> bool:
+    """Whether a format bounds an any_text by characters (`max_chars`), which the xgrammar
+    backend refuses by name."""
+    return '"max_chars"' in json.dumps(fmt)
+
+
+def refused_for_max_chars(grammar) -> bool:
+    return isinstance(grammar, InvalidGrammarObject) and ".max_chars: xgrammar does not count" in grammar.message
+
+
+@pytest.mark.parametrize(
+    "text, fits",
+    [
+        ("<ab>", True),
+        ("<a\u00e9>", True),
+        ("<\u00e9\u00e9>", True),
+        ("<\u4e2d>", True),
+        ("<abc>", False),
+        ("<a\u00e9\u00e9>", False),
+    ],
+)
+def test_max_chars_counts_characters_and_xgrammar_refuses_it_by_name(text, fits):
+    """xgrammar 0.2.9 took `a` and the first byte of `\u00e9` under max_chars 2 and then
+    allowed no token (a request aborted midway), and refused `ab\u00e9` under 3: the
+    backends that count characters serve the bound, xgrammar refuses it."""
+    fmt = T("<", {"type": "any_text", "max_chars": 2}, ">")
+    tok = load("bundled")
+    for name in ("fsm", "llguidance"):
+        assert walk(compiled(name, fmt), tok, text) == fits, (name, text)
+    assert refused_for_max_chars(compiled("xgrammar", fmt))
+
+
 @pytest.mark.parametrize(
     "fmt", [f for f in CASES if "json_schema" not in json.dumps(f)], ids=lambda f: json.dumps(f)[:60]
 )
 def test_the_xgrammar_backend_accepts_what_the_fsm_backend_accepts(fmt):
     tok = load("bundled")
     ours_, theirs = compiled("fsm", fmt), compiled("xgrammar", fmt)
+    if counts_chars(fmt):
+        assert refused_for_max_chars(theirs), theirs
+        return
     for text in strings("ab<>", 4):
         assert walk(ours_, tok, text) == walk(theirs, tok, text), text
 
@@ -666,6 +702,9 @@ def test_random_formats_read_alike_on_the_fsm_and_xgrammar_backends(fmt):
     if isinstance(ours_, InvalidGrammarObject):
         return
     theirs = compiled("xgrammar", fmt)
+    if counts_chars(fmt):
+        assert refused_for_max_chars(theirs), theirs
+        return
     assert not isinstance(theirs, InvalidGrammarObject), theirs
     tok = load("bundled")
     for text in strings("ab<>", 3):
@@ -688,6 +727,9 @@ def test_random_formats_give_the_same_token_masks_on_the_fsm_and_xgrammar_backen
     if isinstance(ours_, InvalidGrammarObject):
         return
     theirs = compiled("xgrammar", fmt)
+    if counts_chars(fmt):
+        assert refused_for_max_chars(theirs), theirs
+        return
     tok = load("bundled")
     size = len(tok.token_bytes)
     for text in ["a", "<ab>b", "b<a>>"]:

@@ -313,7 +313,7 @@ class BaseGrammarBackend:
         """Compile a v2 structural tag (constrained/structural_tag_format.py) into a matcher."""
         raise GrammarError(
             f"the {self.name!r} grammar backend cannot compile a v2 structural tag "
-            '({"type": "structural_tag", "format": ...}); the \'fsm\' and \'xgrammar\' backends can'
+            "({\"type\": \"structural_tag\", \"format\": ...}); the 'fsm', 'xgrammar' and 'llguidance' backends can"
         )
 
     @staticmethod

@@ -689,9 +689,13 @@ class XGrammarBackend(BaseGrammarBackend):
         """A v2 structural tag handed to xgrammar as v2 JSON, each part read as every backend
         reads it: a `json_schema` refused or rewritten as for a json_schema request (at most
         one whitespace character in a row unless `max_whitespace_cnt` says), a `regex` as
-        Python's `re` reads it (`portable_regex`), a `grammar` as llama.cpp's GBNF; and a
-        trigger that begins no tag refused by name (xgrammar fails an internal check)."""
+        Python's `re` reads it (`portable_regex`), a `grammar` as llama.cpp's GBNF; a
+        trigger that begins no tag refused by name (xgrammar fails an internal check); and
+        any_text's `max_chars` refused by name: xgrammar 0.2.9 does not count characters
+        (with max_chars 3 it refuses `abé` and accepts `中中` and `a` + the first byte of `é`,
+        after which no token is allowed: a request aborted midway)."""
         from ..constrained.structural_tag_format import (
+            AnyTextFormat,
             ConstStringFormat,
             GrammarFormat,
             JSONSchemaFormat,
@@ -702,6 +706,12 @@ class XGrammarBackend(BaseGrammarBackend):
 
         def change(path: str, fmt: Any) -> Any:
             where = f"structural_tag.{path}"
+            if isinstance(fmt, AnyTextFormat) and fmt.max_chars is not None:
+                raise GrammarError(
+                    f"{where}.max_chars: xgrammar does not count an any_text's characters exactly (a "
+                    "character of several bytes can end it midway); the 'fsm' and 'llguidance' backends "
+                    "serve max_chars, and xgrammar serves max_tokens"
+                )
             if isinstance(fmt, JSONSchemaFormat) and fmt.max_whitespace_cnt == 0:
                 raise GrammarError(
                     f"{where}.max_whitespace_cnt: xgrammar takes a count of 1 or more (0, no whitespace "
