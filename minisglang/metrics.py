@@ -54,7 +54,10 @@ class ServerMetrics:
         self.registry = CollectorRegistry(auto_describe=True)
         self.refused = Counter(
             "minisglang_refused_requests",
-            "Requests refused before queuing, by HTTP status",
+            # Every error answer is counted here (server/errors.py), also a queued request whose
+            # grammar aborted it before any text: that one is in minisglang_requests too.
+            "Error answers by HTTP status: requests refused before queuing, or aborted before any "
+            "text was sent (those are also in minisglang_requests, finish_reason abort)",
             ["status"],
             registry=self.registry,
         )
