@@ -12,13 +12,13 @@ from test_engine import assert_no_leak
 import minisglang as sgl
 import minisglang.admission_order as admission_order
 
-LONG = {"temperature": 0, "max_new_tokens": 400, "ignore_eos": True}
+LONG = {"temperature": 0, "max_new_tokens": 200, "ignore_eos": True}
 SMALL = {"temperature": 0, "max_new_tokens": 8, "ignore_eos": True}
 
 
 @pytest.fixture(scope="module")
 def engine():
-    eng = sgl.Engine(stage="s0", max_total_tokens=1024, max_running_requests=16)
+    eng = sgl.Engine(stage="s0", max_total_tokens=512, max_running_requests=16)
     yield eng
     eng.shutdown()
 
@@ -42,7 +42,7 @@ def run(engine, reqs) -> None:
 
 
 def backlog(engine, client):
-    """Three long requests: the first two fill most of the 1,024 slots, the third must wait."""
+    """Three long requests: the first two fill most of the 512 slots, the third must wait."""
     return [submit(engine, f"Story {i}: once upon a time", LONG, client) for i in range(3)]
 
 
@@ -50,7 +50,7 @@ def test_another_clients_small_request_passes_a_request_that_does_not_fit(engine
     long = backlog(engine, "10.0.0.1")
     engine.step()
     engine.step()
-    assert long[2] in engine.scheduler.waiting_queue  # no room for its 400 tokens
+    assert long[2] in engine.scheduler.waiting_queue  # no room for its 200 tokens
     own = submit(engine, "2024-", SMALL, "10.0.0.1")  # the same client: behind its own request
     other = submit(engine, "Email: ", SMALL, "10.0.0.2")
     engine.step()
