@@ -128,7 +128,7 @@ def test_a_root_ref_to_an_object_gets_no_type_beside_it():
         assert arguments_schema(not_an_object)["type"] == "object"
 
     tokenizer = Tokenizer.from_pretrained(sgl.DEFAULT_MODEL_PATH)
-    backend = get_backend_class("xgrammar")(tokenizer, len(tokenizer.token_bytes))
+    backend = get_backend_class("xgrammar")(tokenizer, len(tokenizer.token_bytes), compile_in="thread")
     tool = FunctionTool("f", arguments_schema({"$ref": "#/$defs/M", "$defs": {"M": model}}))
     tag = tool_constraint([tool], ToolChoice("required"))
     assert tag is not None
