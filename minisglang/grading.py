@@ -49,6 +49,7 @@ from .grade_report import (
     format_report,
     shortened,
 )
+from .grade_zygote import launch
 
 REPO_TESTS = PACKAGE_DIR.parent / "tests"
 PLUGIN_NAME = "minisglang_grade_plugin"  # grade_plugin.py, copied under this name for the run
@@ -351,12 +352,10 @@ def _run_until_stuck(
     grace = 1.5 * test_timeout + 10  # pytest-timeout fires first when it can
     collect_limit = max(grace, 120.0) if collect_timeout is None else collect_timeout
     started = time.monotonic()
-    with tempfile.TemporaryFile() as out:
+    with tempfile.NamedTemporaryFile(prefix="minisglang-run-") as out:
         # A session of its own, so that a kill also ends the processes it started (the s3
-        # compile workers of a stuck test).
-        proc = subprocess.Popen(
-            cmd, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, text=True, start_new_session=True
-        )
+        # compile workers of a stuck test); forked by the zygote, which has imported torch.
+        proc = launch(cmd, env, cwd, out.name)
         stuck, ended, left = None, None, []
         while proc.poll() is None:
             time.sleep(0.2)

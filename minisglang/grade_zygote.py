@@ -1,0 +1,226 @@
+"""Start the grader's test processes from a "zygote" that has already imported pytest's
+heavy dependencies, instead of a fresh interpreter each time.
+
+Every graded run is `python -m pytest ...` in a process of its own (a copy may loop, crash,
+call os._exit or leave threads and processes behind: the grader kills what it must). On a
+slow 2-core machine a fresh interpreter spent ~4 s importing torch (2.4 s) and hypothesis
+(1.4 s) before the first test, the same modules each time; a class of 30 copies over 7
+stages starts hundreds of such processes. The zygote imports them once; each run is a fork
+of it that then does what the interpreter's start would have done with the run's argv,
+environment and working directory (sys.path from them, stdin from /dev/null, stdout and
+stderr into the run's file, a session of its own) and runs pytest as `-m pytest` does.
+
+It imports nothing of minisglang (it is started as a script, `exec` of this file): a fork
+must import the graded copy's package, not find the reference's in sys.modules. Where fork
+is missing (not POSIX) or the zygote cannot start, `launch` falls back to subprocess.Popen.
+`ZygoteRun` answers what the grader asks of a Popen: pid, poll, wait, returncode.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+# What every graded run imports before its first test (the tests import torch; pytest's
+# hypothesis plugin imports hypothesis); importing them here is what the forks skip.
+PRELOAD = ("torch", "hypothesis", "pytest")
+
+
+def serve() -> None:
+    """The zygote's loop (run as a script: it must not import minisglang). Reads one JSON
+    request a line on stdin ({"argv", "env", "cwd", "out"}), forks a run for each and writes
+    {"pid"} when it starts and {"pid", "status"} (Popen's returncode) when it ends."""
+    for name in PRELOAD:
+        __import__(name)
+    base_path = list(sys.path[1:])  # the interpreter's own entries (sys.path[0] is this script's folder)
+    pending = b""
+    while True:
+        ready, _, _ = select.select([0], [], [], 0.05)
+        if ready:
+            data = os.read(0, 65536)
+            if not data:
+                return  # the grader is gone: so is the zygote (its runs go on, as orphans would)
+            pending += data
+            while b"\n" in pending:
+                line, pending = pending.split(b"\n", 1)
+                _write({"pid": _fork_run(json.loads(line), base_path)})
+        while True:  # report every run that has ended
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            _write({"pid": pid, "status": os.waitstatus_to_exitcode(status)})
+
+
+def _write(message: dict[str, Any]) -> None:
+    os.write(1, (json.dumps(message) + "\n").encode())
+
+
+def _fork_run(request: dict[str, Any], base_path: list[str]) -> int:
+    ready_r, ready_w = os.pipe()
+    pid = os.fork()
+    if pid:
+        # Reported once the run leads its session: the grader may kill the group at once.
+        os.close(ready_w)
+        os.read(ready_r, 1)
+        os.close(ready_r)
+        return pid
+    # The run: a session of its own (the grader kills its whole group), the streams a fresh
+    # `python -m pytest` would have had, and then pytest as its `-m` runs it.
+    try:
+        os.close(ready_r)
+        os.setsid()
+        os.write(ready_w, b"s")
+        os.close(ready_w)
+        out = os.open(request["out"], os.O_WRONLY | os.O_APPEND)
+        os.dup2(out, 1)
+        os.dup2(out, 2)
+        os.close(out)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        sys.stdin = open(0, closefd=False)  # noqa: SIM115  (fd 0, /dev/null now, for the run's life)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        sys.path[:] = _run_path(request["cwd"], request["env"].get("PYTHONPATH", ""), base_path)
+        sys.argv = [request["argv"][0], *request["argv"][1:]]
+        import pytest
+
+        code = pytest.console_main()
+    except SystemExit as e:
+        raise SystemExit(e.code) from None
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    # A normal exit: atexit handlers run and threads that are not daemons are waited for, as
+    # at the end of any interpreter (the grader notices a run that never ends).
+    raise SystemExit(code)
+
+
+def _run_path(cwd: str, pythonpath: str, base_path: list[str]) -> list[str]:
+    """sys.path as `python -m` starts it in `cwd` with PYTHONPATH `pythonpath`: the working
+    directory, PYTHONPATH's entries (an empty one is the working directory, a relative one
+    relative to it), then the interpreter's own, each once."""
+    entries = [cwd, *(os.path.join(cwd, p) if p else cwd for p in pythonpath.split(os.pathsep)), *base_path]
+    return list(dict.fromkeys(os.path.normpath(p) if p else p for p in entries))
+
+
+class Zygote:
+    """The grader's zygote process and the runs it started (pid -> returncode, once ended)."""
+
+    def __init__(self) -> None:
+        source = Path(__file__).read_text(encoding="utf-8")
+        code = f"{source}\nserve()\n"
+        # Without PYTHONPATH: its sys.path is the interpreter's own, each run adds its own entries.
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", code],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+        self.ended: dict[int, int] = {}
+        self.buffer = b""
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def start(self, argv: list[str], env: dict[str, str], cwd: Path, out: str) -> ZygoteRun:
+        assert self.proc.stdin is not None
+        request = {"argv": argv, "env": env, "cwd": str(cwd), "out": out}
+        self.proc.stdin.write((json.dumps(request) + "\n").encode())
+        self.proc.stdin.flush()
+        while True:
+            for message in self._read(block=True):
+                if "status" not in message:
+                    return ZygoteRun(self, message["pid"])
+
+    def _read(self, block: bool) -> list[dict[str, Any]]:
+        """The messages the zygote has written (waiting for one when `block`); endings are
+        recorded in `ended` as they are read."""
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        messages: list[dict[str, Any]] = []
+        while True:
+            ready, _, _ = select.select([fd], [], [], None if block and not messages else 0)
+            if not ready:
+                break
+            data = os.read(fd, 65536)
+            if not data:
+                raise RuntimeError("the grader's zygote process ended")
+            self.buffer += data
+            while b"\n" in self.buffer:
+                line, self.buffer = self.buffer.split(b"\n", 1)
+                message = json.loads(line)
+                if "status" in message:
+                    self.ended[message["pid"]] = message["status"]
+                messages.append(message)
+            if messages:
+                block = False
+        return messages
+
+    def returncode(self, pid: int) -> int | None:
+        try:
+            self._read(block=False)
+        except RuntimeError:  # the zygote died (killed?): its runs' statuses are lost with it
+            if pid not in self.ended and not _alive(pid):
+                self.ended[pid] = -9  # read as killed: the grader reports the run as stopped
+        return self.ended.get(pid)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+class ZygoteRun:
+    """A run forked by the zygote, read as the grader reads a Popen."""
+
+    def __init__(self, zygote: Zygote, pid: int):
+        self.zygote = zygote
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self.returncode = self.zygote.returncode(self.pid)
+        return self.returncode
+
+    def wait(self) -> int:
+        while self.poll() is None:
+            time.sleep(0.02)
+        assert self.returncode is not None
+        return self.returncode
+
+
+_ZYGOTE: Zygote | None = None
+
+
+def launch(cmd: list[str], env: dict[str, str], cwd: Path, out: str) -> subprocess.Popen[bytes] | ZygoteRun:
+    """`cmd` (`python -m pytest ...`) with `env` in `cwd`, stdout and stderr appended to the file
+    `out`, in a session of its own: forked by the zygote where it can, else a fresh process."""
+    global _ZYGOTE
+    if cmd[:3] == [sys.executable, "-m", "pytest"] and hasattr(os, "fork"):
+        try:
+            if _ZYGOTE is None or not _ZYGOTE.alive():
+                _ZYGOTE = Zygote()
+            return _ZYGOTE.start(["pytest", *cmd[3:]], env, cwd, out)
+        except (OSError, RuntimeError, ValueError):
+            _ZYGOTE = None  # (it could not start or it died: fresh processes from now on)
+    with open(out, "ab") as stream:
+        return subprocess.Popen(cmd, env=env, cwd=cwd, stdout=stream, stderr=subprocess.STDOUT, start_new_session=True)

@@ -1,0 +1,102 @@
+"""The grader's zygote (minisglang/grade_zygote.py): a graded run forked from it starts as a
+fresh `python -m pytest` would (the oracle: that fresh process, run beside it), and the
+grader reads its end as it reads a Popen's."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from minisglang.grade_zygote import ZygoteRun, launch
+
+PROBE = """
+import json, os, sys
+
+def test_probe():
+    with open(os.environ["PROBE_OUT"], "w") as f:
+        json.dump({
+            "path": sys.path,
+            "cwd": os.getcwd(),
+            "env": os.environ.get("PROBE_VALUE"),
+            "stdin": os.path.realpath("/proc/self/fd/0"),
+            "session_leader": os.getsid(0) == os.getpid(),
+            "reference_imported": "minisglang" in sys.modules,
+        }, f)
+    print("probe ran")
+"""
+
+
+def run(cmd, env, cwd, out, fresh: bool):
+    if fresh:
+        with open(out, "ab") as stream:
+            proc = subprocess.Popen(
+                cmd, env=env, cwd=cwd, stdout=stream, stderr=subprocess.STDOUT, start_new_session=True
+            )
+    else:
+        proc = launch(cmd, env, cwd, out)
+        assert isinstance(proc, ZygoteRun)
+    return proc
+
+
+@pytest.fixture
+def probe(tmp_path):
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "test_probe.py").write_text(PROBE)
+    (tmp_path / "lib").mkdir()
+    return tmp_path
+
+
+def test_a_forked_run_starts_as_a_fresh_python_m_pytest(probe):
+    seen = {}
+    for fresh in (True, False):
+        out, result = probe / f"out-{fresh}.txt", probe / f"probe-{fresh}.json"
+        out.write_text("")
+        env = dict(
+            os.environ, PROBE_OUT=str(result), PROBE_VALUE="graded", PYTHONPATH=f"{probe / 'lib'}{os.pathsep}rel"
+        )
+        cmd = [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", "tests/test_probe.py"]
+        proc = run(cmd, env, probe, str(out), fresh)
+        assert proc.wait() == 0, out.read_text()
+        assert "probe ran" in out.read_text() and "1 passed" in out.read_text()
+        seen[fresh] = json.loads(result.read_text())
+    assert seen[False]["stdin"] == os.devnull  # (the fresh one's is the test runner's: not compared)
+    seen[True]["stdin"] = os.devnull
+    assert seen[False] == seen[True]
+    assert seen[False]["session_leader"] and not seen[False]["reference_imported"]
+
+
+# (body of a test, the status a fresh `python -m pytest` exits with: pytest's own codes, or
+# os._exit's; a thread that is not a daemon is waited for at the end, as in any interpreter)
+ENDINGS = [
+    ("assert False", 1),
+    ("import os; os._exit(7)", 7),
+    ("raise KeyboardInterrupt", 2),
+    ("import threading, time; threading.Thread(target=time.sleep, args=(0.5,)).start()", 0),
+]
+
+
+def test_a_forked_runs_exit_status_is_a_fresh_ones(tmp_path):
+    for i, (body, status) in enumerate(ENDINGS):
+        (tmp_path / f"test_end{i}.py").write_text(f"def test_end():\n    {body}\n")
+        out = tmp_path / f"out{i}.txt"
+        out.write_text("")
+        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"test_end{i}.py"]
+        started = time.monotonic()
+        assert run(cmd, dict(os.environ), tmp_path, str(out), fresh=False).wait() == status, (body, out.read_text())
+        if "threading" in body:
+            assert time.monotonic() - started >= 0.5
+
+
+def test_a_killed_run_reads_as_killed(tmp_path):
+    (tmp_path / "test_wait.py").write_text("import time\n\ndef test_wait():\n    time.sleep(60)\n")
+    out = tmp_path / "out.txt"
+    out.write_text("")
+    proc = launch([sys.executable, "-m", "pytest", "-q", "test_wait.py"], dict(os.environ), tmp_path, str(out))
+    assert proc.poll() is None
+    os.killpg(proc.pid, signal.SIGKILL)  # (the grader kills a run's whole session)
+    assert proc.wait() == -signal.SIGKILL and proc.poll() == -signal.SIGKILL
