@@ -478,6 +478,9 @@ class Utf8Guard:
         allowed[:, : len(token_bytes)] = after >= 0
         allowed[1:, : len(token_bytes)] &= has_bytes  # inside a character: no EOS, no special token
         self.rows = pack_bits(torch.from_numpy(allowed))  # [states, W]
+        # The same words through numpy: one row's AND there costs ~2 us, torch's `mask[i] &=
+        # rows[s]` ~13 us (two views and an op), more than xgrammar's own fill of the row.
+        self.words = self.rows.numpy()
 
     def state_after(self, state: int, token_id: int) -> int:
         """The decoder's state after `token_id` (a token the row did not allow: read from a
@@ -526,7 +529,8 @@ class XGrammarGrammar(BaseGrammarObject):
         return torch.equal(row[0], self.stop_only_row)
 
     def _guard_row(self, vocab_mask: torch.Tensor, idx: int) -> None:
-        vocab_mask[idx] &= self.guard.rows[self.states[-1]]
+        words = vocab_mask.numpy()  # (the masks are CPU tensors; a view, no copy)
+        np.bitwise_and(words[idx], self.guard.words[self.states[-1]], out=words[idx])
 
     def rollback(self, k: int) -> None:
         if k == 0:
@@ -549,14 +553,18 @@ class XGrammarGrammar(BaseGrammarObject):
     @classmethod
     def fill_vocab_mask_batched(cls, entries: list[tuple[XGrammarGrammar, int]], vocab_mask: torch.Tensor) -> None:
         """All rows in one call to xgrammar's multithreaded batch filler."""
+        if not entries:
+            return
         with cls._batch_lock:
             if cls._batch_filler is None:
                 cls._batch_filler = xgr.BatchGrammarMatcher()
         cls._batch_filler.batch_fill_next_token_bitmask(
             [g.matcher for g, _ in entries], vocab_mask, [idx for _, idx in entries]
         )
-        for g, idx in entries:
-            g._guard_row(vocab_mask, idx)
+        # Every row's guard in one numpy operation (rows of one batch are distinct).
+        rows = np.array([idx for _, idx in entries], dtype=np.int64)
+        words = vocab_mask.numpy()
+        words[rows] &= np.stack([g.guard.words[g.states[-1]] for g, _ in entries])
 
     # -- jump forward: xgrammar finds the forced string itself --------------------------
     def try_jump_forward(self, tokenizer: Tokenizer) -> str | None:
