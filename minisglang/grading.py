@@ -28,7 +28,6 @@ import os
 import re
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -320,17 +319,14 @@ def reference_tests(tasks: list[str], tests_dir: Path = REPO_TESTS) -> dict[str,
             env.pop(IMPL_ENV, None)
             env.pop(grade_plugin.SKIP_ENV, None)
             events_path = _with_plugin(env, Path(tmp))
-            try:
-                subprocess.run(
-                    [*_pytest_cmd(files, tasks, DEFAULT_TEST_TIMEOUT), "--collect-only"],
-                    env=env,
-                    cwd=tests_dir.parent,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                    timeout=600,
-                )
-            except subprocess.TimeoutExpired:
-                pass
+            cmd = [*_pytest_cmd(files, tasks, DEFAULT_TEST_TIMEOUT), "--collect-only"]
+            proc = launch(cmd, env, tests_dir.parent, os.devnull)
+            deadline = time.monotonic() + 600
+            while proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
             for e in _read_events(events_path):
                 if e["event"] == "collected":
                     collected.update(e["tests"])
