@@ -113,11 +113,25 @@ def task_key(task: str) -> tuple[int, int]:
     return int(n), int(m)
 
 
+_SCANNED: dict[Path, tuple[str, list[tuple[str, int, int]]]] = {}
+
+
+def _file_regions(path: Path) -> list[tuple[str, int, int]]:
+    """find_solution_regions of a package file, scanned again only when its text changed."""
+    # Scanning a file's lines costs 6x reading it and all_tasks() runs once per autograder
+    # mutant; the key is the text, not the mtime, which two quick writes can leave unchanged.
+    text = path.read_text(encoding="utf-8")
+    known = _SCANNED.get(path)
+    if known is None or known[0] != text:
+        known = _SCANNED[path] = (text, find_solution_regions(text))
+    return known[1]
+
+
 def all_tasks(stage: str | None = None) -> dict[str, list[Path]]:
     """task -> files holding its regions, over the whole package (or one stage's tasks)."""
     found: dict[str, list[Path]] = {}
     for path in sorted(PACKAGE_DIR.rglob("*.py")):
-        for task, _, _ in find_solution_regions(path.read_text(encoding="utf-8")):
+        for task, _, _ in _file_regions(path):
             if stage is None or int(task[4:].split("_")[0]) == stage_number(stage):
                 if path not in found.setdefault(task, []):  # a file with two regions of a task: once
                     found[task].append(path)

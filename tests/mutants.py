@@ -23,23 +23,30 @@ again in a fresh process (`run_all` does that).
 A mutant is made by recompiling the one function around the region with the changed text
 and swapping its `__code__`, so every reference to the function (methods, imported
 names, bound methods) runs the mutant, and the module is never reloaded. The task's tests
-then run in this process with `pytest.main` (once per mutant: pytest, torch and the test
-modules are imported once). Between runs the `functools` caches of the tests and the
-package are cleared, so nothing computed by one mutant is reused by the next; at the end
-the reference runs once more and must pass, which shows no mutant leaked into the others.
+then run in this process, all in one pytest session (`in_one_session`): pytest is configured
+and the tests of every task of the job are collected once, before any mutant is applied, and
+each run (`_Session.run`) is what a `pytest.main` on the task's test files with `-m task -x`
+was: the same tests in the same order, each through pytest's whole runtest protocol, ending
+at the first failure, with every fixture (session-scoped ones too) torn down at its end, so
+the next run sets them up afresh. Between runs the `functools` caches of the tests and the
+package are cleared, so nothing computed by one mutant is reused by the next; at the end the
+reference runs once more and must pass, which shows no mutant leaked into the others.
 
-Five things keep this fast without changing a verdict. The tests that caught an earlier mutant
-run first (with -x a run ends at its first failure, and one task's mistakes are mostly caught
-by the same few tests); order does not change whether some test fails. Hypothesis does not
-shrink a failing example (shrinking only makes the example smaller; the test fails either way).
+Six things keep this fast without changing a verdict. The one session: configuring pytest and
+collecting the tests took about 0.4 s of each mutant's `pytest.main` in s3 (its tests' own
+calls: 0.3 s). The tests that caught an earlier mutant run first (with -x a run ends
+at its first failure, and one task's mistakes are mostly caught by the same few tests); order
+does not change whether some test fails. Hypothesis does not shrink a failing example
+(shrinking only makes the example smaller; the test fails either way).
 A test may run SHORT_ALARM seconds, not the grader's 60: a mutant stopped there counts as
 caught only if the reference ran that test at least SLOWER times faster (its time is taken in
 the closing reference run); otherwise the mutant runs again with LONG_ALARM, after that
 reference run. A timed-out mutant ends the process only if it left a thread or a child
 process running (`_settled` waits a few seconds for them): most loops end with the alarm. And
-what outlived a run is frozen out of the garbage collector's walks (`_freeze_survivors`):
-pytest collects twice at the end of each run, and each walk of every object of a process
-holding torch took about a quarter of a mutant's run.
+what outlived a run is frozen out of the garbage collector's walks (`_freeze_survivors`): a
+full collection walks every object of a process holding torch (0.3 s), and one comes at
+the end of each run (to free what the mutant made) and whenever the tests' allocations
+trigger one.
 """
 
 from __future__ import annotations
@@ -58,6 +65,7 @@ import sys
 import textwrap
 import threading
 import time
+import traceback
 from pathlib import Path
 
 import pytest
@@ -102,14 +110,14 @@ class _Alarm:
 
 class _CatchersFirst:
     """A pytest plugin: tests that failed in an earlier run of this process go first, the most
-    recent first (pytest's sort is stable, so the others keep their order)."""
+    recent first (the sort is stable, so the others keep their collected order)."""
 
     def __init__(self):
         self.catchers: list[str] = []
 
-    def pytest_collection_modifyitems(self, items):
+    def order(self, items: list) -> list:
         rank = {nodeid: i for i, nodeid in enumerate(self.catchers)}
-        items.sort(key=lambda item: rank.get(item.nodeid, len(rank)))
+        return sorted(items, key=lambda item: rank.get(item.nodeid, len(rank)))
 
     def pytest_runtest_logreport(self, report):
         if report.failed:
@@ -276,16 +284,97 @@ def _test_files(tasks: set[str]) -> list[str]:
     ]
 
 
-def run_tests(
-    tasks: set[str],
-    alarm: int,
-    stop_at_first: bool = True,
-    durations: _Durations | None = None,
-    seed: int | None = None,
-    outcomes: _Outcomes | None = None,
-) -> tuple[int, str | None]:
-    """pytest's exit status on the tasks' tests, and the test that ran past `alarm` s, if one did.
-    `seed`: hypothesis's (the "mutants" profile must then not be derandomized)."""
+class _Session:
+    """A pytest plugin that holds one pytest session for the whole process: it collects the tests
+    of every task the process may run once, and its `pytest_runtestloop` calls `body(self)`,
+    whose every `run` is what one `pytest.main` on those tasks' tests was."""
+
+    def __init__(self, tasks: set[str], body):
+        self.body = body
+        self.files = {t: set(_test_files({t})) for t in tasks}  # the files a run of `t` once collected
+        self.alarm = _Alarm(LONG_ALARM)
+        self.session: pytest.Session | None = None
+        self.broken_files: set[str] = set()  # files whose collection failed
+        self.error: BaseException | None = None
+
+    def pytest_collectreport(self, report):
+        if report.failed:
+            self.broken_files.add(str(REPO / report.nodeid.split("::")[0]))
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session):
+        self.session = session
+        try:
+            self.body(self)
+        except BaseException as e:  # raised again by `in_one_session`, after pytest's own ending
+            self.error = e
+        return True
+
+    def run(
+        self,
+        tasks: set[str],
+        alarm: int,
+        stop_at_first: bool = True,
+        durations: _Durations | None = None,
+        outcomes: _Outcomes | None = None,
+    ) -> tuple[int, str | None]:
+        """pytest's exit status on the tasks' tests, and the test that ran past `alarm` s, if one did.
+        The tests are those a `pytest.main(files of the tasks, -m "the tasks")` runs, in the same
+        order (catchers first); the run ends with every fixture torn down, session ones too, so
+        the next run sets them up again, as a new `pytest.main` did."""
+        session = self.session
+        assert session is not None, "run is for the body, inside the session's test loop"
+        files = set().union(*(self.files[t] for t in tasks))
+        if files & self.broken_files:
+            return int(pytest.ExitCode.INTERRUPTED), None  # pytest.main stopped at its collection error
+        items = CATCHERS.order(
+            [i for i in session.items if str(i.path) in files and tasks & {m.name for m in i.iter_markers()}]
+        )
+        plugins = [p for p in (durations, outcomes) if p is not None]
+        for plugin in plugins:
+            session.config.pluginmanager.register(plugin)
+        self.alarm.seconds, self.alarm.fired = alarm, None
+        # What pytest.main's -x does: the session's own count of failures stops the run at the
+        # first, and the failing test's teardown then tears down every fixture.
+        session.config.option.maxfail = 1 if stop_at_first else 0
+        session.testsfailed, session._shouldfail, session._shouldstop = 0, False, False
+        status = None
+        try:
+            for i, item in enumerate(items):
+                nextitem = items[i + 1] if i + 1 < len(items) else None
+                item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
+                if session.shouldfail:
+                    break
+                if session.shouldstop:
+                    status = pytest.ExitCode.INTERRUPTED
+                    break
+        except (KeyboardInterrupt, pytest.exit.Exception) as e:
+            code = getattr(e, "returncode", None)
+            status = pytest.ExitCode.INTERRUPTED if code is None else code
+        except BaseException:
+            traceback.print_exc()  # pytest.main printed it as an INTERNALERROR
+            status = pytest.ExitCode.INTERNAL_ERROR
+        finally:
+            session._setupstate.teardown_exact(None)  # as pytest.main's session end did
+            for plugin in plugins:
+                session.config.pluginmanager.unregister(plugin)
+        if status is None:
+            status = (
+                pytest.ExitCode.TESTS_FAILED
+                if session.testsfailed
+                else pytest.ExitCode.NO_TESTS_COLLECTED
+                if not items
+                else pytest.ExitCode.OK
+            )
+        _clear_caches()
+        _freeze_survivors()
+        return int(status), self.alarm.fired
+
+
+def in_one_session(tasks: set[str], body, seed: int | None = None) -> None:
+    """Collect the tests of `tasks` once and call `body(session)` inside that pytest session;
+    `body` runs tests with `session.run(...)`. `seed`: hypothesis's (the "mutants" profile
+    must then not be derandomized)."""
     args = [
         *_test_files(tasks),
         "-q",
@@ -302,23 +391,20 @@ def run_tests(
     ]
     if seed is not None:
         args.append(f"--hypothesis-seed={seed}")
-    if stop_at_first:
-        args.append("-x")
-    timer = _Alarm(alarm)
-    plugins = [timer, CATCHERS] + [p for p in (durations, outcomes) if p is not None]
-    code = pytest.main(args, plugins=plugins)
-    _clear_caches()
-    _freeze_survivors()
-    return int(code), timer.fired
+    runner = _Session(tasks, body)
+    code = pytest.main(args, plugins=[runner.alarm, CATCHERS, runner])
+    if runner.error is not None:
+        raise runner.error
+    if runner.session is None:
+        raise RuntimeError(f"pytest ended (exit status {code}) before its test loop: see its output above")
 
 
 def _freeze_survivors() -> None:
     """Move every object still alive after a full collection into gc's permanent generation.
-    pytest's unraisableexception plugin collects garbage at the end of each run (twice), and a
-    full collection walks every object of the process: with torch and the test modules
-    loaded, 0.3 s each, about half of a mutant's run. Frozen, the objects that outlived
-    a run are not walked again; everything a later run makes is collected as before (and
-    what the run's end left unreachable is collected here first, so nothing is frozen as garbage)."""
+    A full collection walks every object of the process: with torch and the test modules
+    loaded, 0.3 s each. Frozen, the objects that outlived a run are not walked again;
+    everything a later run makes is collected as before (and what the run's end left
+    unreachable is collected here first, so nothing is frozen as garbage)."""
     gc.collect()
     gc.freeze()
 
@@ -348,7 +434,7 @@ def _settled(threads_before: set[threading.Thread]) -> bool:
     return False
 
 
-def _run_mutant(m: dict, alarm: int, seed: int | None = None) -> dict:
+def _run_mutant(session: _Session, m: dict, alarm: int) -> dict:
     """Apply one mutation, run its task's tests, undo it: its entry of "results"."""
     try:
         func, code = make_mutant(m["task"], m["old"], m["new"])
@@ -365,7 +451,7 @@ def _run_mutant(m: dict, alarm: int, seed: int | None = None) -> dict:
     func.__code__ = code
     outcomes = _Outcomes()
     try:
-        status, timed_out = run_tests({m["task"]}, alarm, seed=seed, outcomes=outcomes)
+        status, timed_out = session.run({m["task"]}, alarm, outcomes=outcomes)
     finally:
         func.__code__ = original
     detail = f"pytest exit status {status}" + (f" (timed out after {alarm} s in {timed_out})" if timed_out else "")
@@ -389,7 +475,7 @@ def _slow_on_the_reference(result: dict, seconds: dict[str, float]) -> bool:
 def profile(seed: int | None, explicit_only: bool) -> settings:
     """Hypothesis's settings for the mutants' runs (the "mutants" profile)."""
     # No example database: a failure one mutant found must not be replayed against the next.
-    # Derandomized unless a seed is given (run_tests passes it). Explicit only: a property
+    # Derandomized unless a seed is given (in_one_session passes it). Explicit only: a property
     # test without an `@example` runs no example at all (hypothesis skips it).
     return settings(
         database=None,
@@ -405,37 +491,34 @@ def main() -> int:
     settings.register_profile("mutants", profile(seed, bool(job.get("explicit_only"))))
     results, reference, durations = {}, None, _Durations()
     threads_before = set(threading.enumerate())
+
+    def body(session: _Session) -> None:
+        nonlocal reference
+        for m in mutations:
+            results[m["id"]] = _run_mutant(session, m, alarm)
+            if results[m["id"]]["timed_out"] and not _settled(threads_before):
+                return
+        status, timed_out = session.run(set(job["tasks"]), LONG_ALARM, stop_at_first=False, durations=durations)
+        reference = status == 0 and not timed_out
+        again = [
+            m
+            for m in mutations
+            if alarm < LONG_ALARM and m["id"] in results and _slow_on_the_reference(results[m["id"]], durations.seconds)
+        ]
+        for m in again:  # the long alarm, then the reference once more
+            del results[m["id"]]
+            results[m["id"]] = _run_mutant(session, m, LONG_ALARM)
+            if results[m["id"]]["timed_out"] and not _settled(threads_before):
+                reference = None
+                return
+        if again:
+            status, timed_out = session.run(set(job["tasks"]), LONG_ALARM, stop_at_first=False)
+            reference = reference and status == 0 and not timed_out
+
     real_stdout = sys.stdout
     sys.stdout = sys.stderr  # pytest's report goes to stderr; stdout carries the JSON
     try:
-        unsettled = False
-        for m in mutations:
-            results[m["id"]] = _run_mutant(m, alarm, seed)
-            if results[m["id"]]["timed_out"] and not _settled(threads_before):
-                unsettled = True
-                break
-        if not unsettled:
-            status, timed_out = run_tests(
-                set(job["tasks"]), LONG_ALARM, stop_at_first=False, durations=durations, seed=seed
-            )
-            reference = status == 0 and not timed_out
-            again = [
-                m
-                for m in mutations
-                if alarm < LONG_ALARM
-                and m["id"] in results
-                and _slow_on_the_reference(results[m["id"]], durations.seconds)
-            ]
-            for m in again:  # the long alarm, then the reference once more
-                del results[m["id"]]
-                results[m["id"]] = _run_mutant(m, LONG_ALARM, seed)
-                if results[m["id"]]["timed_out"] and not _settled(threads_before):
-                    reference = None
-                    break
-            else:
-                if again:
-                    status, timed_out = run_tests(set(job["tasks"]), LONG_ALARM, stop_at_first=False, seed=seed)
-                    reference = reference and status == 0 and not timed_out
+        in_one_session(set(job["tasks"]) | {m["task"] for m in mutations}, body, seed)
     finally:
         sys.stdout = real_stdout
     print(json.dumps({"results": results, "reference_passes": reference, "reference_seconds": durations.seconds}))
@@ -485,9 +568,8 @@ def page_order_main() -> int:
     settings.register_profile("mutants", profile(None, explicit_only=False))
     later_stages = [t for t in all_tasks() if task_key(t)[0] > task_key(tasks[0])[0]]
     results = {}
-    real_stdout = sys.stdout
-    sys.stdout = sys.stderr  # pytest's report goes to stderr; stdout carries the JSON
-    try:
+
+    def body(session: _Session) -> None:
         for i, task in enumerate(tasks):
             swaps = [pair for later in [*tasks[i + 1 :], *later_stages] for pair in blank_task(later)]
             originals = [(func, func.__code__) for func, _ in swaps]
@@ -495,11 +577,16 @@ def page_order_main() -> int:
             try:
                 for func, code in swaps:
                     func.__code__ = code
-                _, timed_out = run_tests({task}, LONG_ALARM, stop_at_first=False, outcomes=outcomes)
+                _, timed_out = session.run({task}, LONG_ALARM, stop_at_first=False, outcomes=outcomes)
             finally:
                 for func, code in reversed(originals):
                     func.__code__ = code
             results[task] = {"passed": outcomes.passed, "failed": outcomes.failed, "timed_out": timed_out}
+
+    real_stdout = sys.stdout
+    sys.stdout = sys.stderr  # pytest's report goes to stderr; stdout carries the JSON
+    try:
+        in_one_session(set(tasks), body)
     finally:
         sys.stdout = real_stdout
     print(json.dumps(results))

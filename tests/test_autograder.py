@@ -544,6 +544,104 @@ def test_every_plausible_mistake_fails_its_tasks_tests(stage):
     )
 
 
+MUTANTS_TOY_TESTS = """import os
+
+import pytest
+
+FAIL = False
+
+
+def log(what):
+    with open(os.environ["EVENTS"], "a") as f:
+        f.write(what + "\\n")
+
+
+@pytest.fixture(scope="session")
+def shared():
+    log("session up")
+    yield
+    log("session down")
+
+
+@pytest.fixture(scope="module")
+def mod():
+    log("module up")
+    yield
+    log("module down")
+
+
+@pytest.mark.task1_1
+def test_a(shared, mod):
+    log("a")
+
+
+@pytest.mark.task1_1
+def test_b(shared):
+    log("b")
+    assert not FAIL
+
+
+@pytest.mark.task1_2
+def test_c(shared):
+    log("c")
+"""
+
+MUTANTS_TOY_RUNS = """import json, sys
+from pathlib import Path
+
+sys.path.insert(0, sys.argv[1])
+import mutants
+from hypothesis import settings
+
+mutants.REPO, mutants.TESTS = Path.cwd(), Path.cwd() / "tests"
+settings.register_profile("mutants", mutants.profile(None, explicit_only=True))
+statuses = []
+
+
+def body(session):
+    toy = sys.modules["test_toy"]
+    statuses.append(session.run({"task1_1"}, 5)[0])
+    toy.FAIL = True  # as a mutant would make test_b fail
+    statuses.append(session.run({"task1_1"}, 5)[0])
+    statuses.append(session.run({"task1_1"}, 5)[0])
+    statuses.append(session.run({"task1_2"}, 5)[0])
+    statuses.append(session.run({"task1_1"}, 5, stop_at_first=False)[0])
+
+
+mutants.in_one_session({"task1_1", "task1_2"}, body)
+Path("statuses.json").write_text(json.dumps(statuses))
+"""
+
+
+def test_each_run_of_the_mutants_session_is_what_a_fresh_pytest_main_was(tmp_path):
+    """tests/mutants.py runs every mutant's tests in one pytest session; each run must be what
+    `pytest.main(files, -m task, -x)` gave it: session and module fixtures set up afresh and
+    torn down at its end, a stop at the first failure (with everything torn down), the tests
+    that failed before first, and pytest's exit status."""
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_toy.py").write_text(MUTANTS_TOY_TESTS)
+    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    task1_1: a\n    task1_2: b\n")
+    events = tmp_path / "events.txt"
+    proc = subprocess.run(
+        [sys.executable, "-c", MUTANTS_TOY_RUNS, str(PACKAGE_DIR.parent / "tests")],
+        cwd=tmp_path,
+        env=dict(os.environ, EVENTS=str(events)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads((tmp_path / "statuses.json").read_text()) == [0, 1, 1, 0, 1]
+    runs = [
+        ["session up", "module up", "a", "b", "module down", "session down"],  # passes
+        ["session up", "module up", "a", "b", "module down", "session down"],  # b fails, last
+        ["session up", "b", "session down"],  # b, the catcher, first: -x stops before a
+        ["session up", "c", "session down"],  # another task's run
+        ["session up", "b", "module up", "a", "module down", "session down"],  # no -x: a runs too
+    ]
+    assert events.read_text().splitlines() == [e for run in runs for e in run]
+
+
 def test_a_copy_missing_a_whole_subpackage_is_not_graded_as_the_reference(tmp_path):
     """An editable install of the reference must not fill the holes of a student's copy: with
     `constrained/` deleted, the copy's tests fail on the missing module instead of passing."""

@@ -75,6 +75,28 @@ def test_bad_region_markers_are_reported():
         find_solution_regions("x = 1\n# END SOLUTION\n")
 
 
+def test_all_tasks_sees_every_change_of_a_file_between_calls(tmp_path, monkeypatch):
+    """all_tasks() keeps each file's regions between calls (the autograder asks once per
+    mutant); a file rewritten since, even at the same size, is read anew, and a file with
+    bad region comments is refused on every call."""
+    from minisglang import checkout as checkout_module
+
+    monkeypatch.setattr(checkout_module, "PACKAGE_DIR", tmp_path)
+    a, b = tmp_path / "a.py", tmp_path / "sub" / "b.py"
+    region = "def f():\n    # BEGIN SOLUTION task9_1\n    return 1\n    # END SOLUTION\n"
+    a.write_text(region)
+    assert all_tasks() == {"task9_1": [a]}
+    a.write_text(region.replace("task9_1", "task9_2"))
+    assert all_tasks() == {"task9_2": [a]}
+    b.parent.mkdir()
+    b.write_text(region + region.replace("def f", "def g"))
+    assert all_tasks() == {"task9_2": [a], "task9_1": [b]}
+    b.write_text(region.replace("    # END SOLUTION\n", ""))
+    for _ in range(2):
+        with pytest.raises(ValueError, match="never closed"):
+            all_tasks()
+
+
 def test_regions_are_named_by_task_and_enclosing_function():
     src = """class A:
     def f(self):
