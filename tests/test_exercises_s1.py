@@ -173,10 +173,12 @@ def matches(regex: str, data: bytes) -> bool:
         return False
 
 
-def oracle_allowed(regex: str, prefix: bytes) -> set[int]:
-    """Brute force: the token ids that may follow `prefix` (EOS when `prefix` matches)."""
+@functools.cache
+def oracle_allowed(regex: str, prefix: bytes) -> frozenset[int]:
+    """Brute force: the token ids that may follow `prefix` (EOS when `prefix` matches).
+    Cached: s7's chain tests ask it again for every position of every draft they check."""
     allowed = {t for t, data in enumerate(VOCAB) if data and t != EOS and viable(regex, prefix + data)}
-    return allowed | ({EOS} if matches(regex, prefix) else set())
+    return frozenset(allowed | ({EOS} if matches(regex, prefix) else set()))
 
 
 def test_the_oracle_itself():
