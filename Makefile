@@ -27,6 +27,7 @@ PYTEST_CI = $(PYTEST) -n 2 --dist worksteal --timeout-method=thread --hypothesis
 #   -m "not slow"                 the tests marked slow
 #   -k "not llguidance ..."       the library backends' cases (xgrammar, outlines, llguidance)
 #   test_autograder.py            nested gradings: a pytest run per task, stub and mutant
+#   test_grade_zygote.py          graded runs forked from the zygote against fresh pytest processes
 #   test_notebooks.py             every notebook in a fresh kernel
 #   test_json_schema_conformance  the official JSON-Schema-Test-Suite; test_json_schema_maskbench
 #   test_server*.py, test_cli.py  servers on loopback and `minisglang serve`/CLI processes
@@ -40,7 +41,7 @@ PYTEST_CI = $(PYTEST) -n 2 --dist worksteal --timeout-method=thread --hypothesis
 #   test_trace_browser            the step view's page in headless chromium
 #   test_engine_script            plain scripts run in fresh interpreters
 #   test_scheduler_faults         a fault at each hook, on two stages, against runs without it
-FAST_SKIP = test_autograder.py test_notebooks.py test_json_schema_conformance.py test_json_schema_maskbench.py \
+FAST_SKIP = test_autograder.py test_grade_zygote.py test_notebooks.py test_json_schema_conformance.py test_json_schema_maskbench.py \
 	test_server.py test_server_attack.py test_server_faults.py test_server_protocol.py test_server_tools.py \
 	test_cli.py test_constrained_generation.py test_reliability.py test_mixed_prefill.py test_radix_prefill.py \
 	test_compile_bounds.py test_model.py test_tokenizer.py test_dependencies.py test_corpus.py \
