@@ -219,7 +219,9 @@ def main() -> None:
             configs.append(
                 dict(
                     speculative_algorithm=alg,
-                    speculative_num_draft_tokens=rng.choice([1, 2, 3, 4, 7]),
+                    speculative_num_draft_tokens=rng.choice([1, 2, 3, 4, 7, 12]),
+                    speculative_ngram_min_match_window_size=rng.choice([1, 2]),
+                    speculative_ngram_max_match_window_size=rng.choice([2, 4, 6]),
                     chunked_prefill_size=rng.choice([None, None, 16, 40]),
                     disable_overlap_schedule=rng.random() < 0.5,
                 )
@@ -312,12 +314,14 @@ def extras(backend: str) -> None:
     s6.shutdown()
     seeded = [(c, p, dict(sp, temperature=0.9, seed=11 + i)) for i, (c, p, sp) in enumerate(reqs)]
     seeded_ref = None
+    retractions: list[int] = []
     for cfg in [
         dict(
             speculative_algorithm="FORCED+NGRAM",
             speculative_num_draft_tokens=5,
-            max_total_tokens=900,
-            new_token_ratio=0.3,
+            max_total_tokens=400,
+            new_token_ratio=0.1,
+            min_new_token_ratio=0.05,
         ),
         dict(
             speculative_algorithm="NGRAM", speculative_num_draft_tokens=3, mixed_prefill=True, chunked_prefill_size=24
@@ -326,7 +330,9 @@ def extras(backend: str) -> None:
         dict(
             speculative_algorithm="FORCED+NGRAM",
             speculative_num_draft_tokens=2,
-            max_total_tokens=700,
+            max_total_tokens=450,
+            new_token_ratio=0.2,
+            min_new_token_ratio=0.1,
             chunked_prefill_size=32,
         ),
     ]:
@@ -341,6 +347,18 @@ def extras(backend: str) -> None:
             for check in (valid(cls, sp, b), spec_ok(b)):
                 if check:
                     faults.append(f"BAD [{backend} {cfg} {cls}] {check}")
+        # Staggered arrivals: a request a step, so new prefills meet running verifies.
+        live = []
+        for (cls, p, sp), a in zip(reqs, ref):
+            live.append((cls, s7.submit(p, dict(sp, temperature=0)), a))
+            s7.step()
+        while s7.has_work():
+            s7.step()
+        for cls, r, a in live:
+            counts["staggered"] += 1
+            if list(r.output_ids) != a["output_ids"]:
+                faults.append(f"STAGGERED-DIFF [{backend} {cfg} {cls}] {r.output_text!r} vs {a['text']!r}")
+        retractions.append(s7.scheduler.totals.retractions)
         s_outs = s7.generate([p for _, p, _ in seeded], [sp for _, _, sp in seeded])
         counts["seeded"] += len(seeded)
         if seeded_ref is None:
@@ -354,7 +372,7 @@ def extras(backend: str) -> None:
         except AssertionError as e:
             faults.append(f"LEAK [{backend} {cfg}] {e!r}")
         s7.shutdown()
-    print("EXTRAS", backend, json.dumps(dict(counts)), "FAULTS", len(faults))
+    print("EXTRAS", backend, json.dumps(dict(counts)), "FAULTS", len(faults), "retractions", retractions)
     for f in faults:
         print(f)
 
