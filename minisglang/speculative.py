@@ -129,13 +129,16 @@ def forced_drafts(
 ) -> list[int]:
     """The first `k` tokens of the grammar's forced bytes, encoded on their own.
 
+    No drafts when the forced bytes begin inside a character (the output ends with its first bytes).
     Only the first (k + 1) * `longest_token` bytes are encoded (a grammar may force a
     megabyte; k tokens never need more than that), cut back to whole UTF-8 characters.
     When the k tokens reach the forced text's end, `seam(tokens)` says how many of them to
     keep: the model may write the last one, or the last few, as part of one longer token
     (the seam: the verify would always reject `":` where the model writes `": "`).
     """
-    if k <= 0 or not forced:
+    # A forced text that begins inside a character (the output ends with its first bytes):
+    # text cannot spell those bytes, and drafts that skipped them would not be the forced text.
+    if k <= 0 or not forced or forced[0] & 0xC0 == 0x80:
         return []
     head = forced[: (k + 1) * longest_token]
     text = head.decode("utf-8", errors="ignore") if len(head) == len(forced) else _whole_chars(head)

@@ -442,6 +442,28 @@ def test_accept_rollback_copy_and_termination(backends, tokenizer, name):
 
 
 @pytest.mark.parametrize("name", BACKENDS)
+def test_a_refused_token_leaves_the_matcher_as_it_was(backends, tokenizer, name):
+    """s7's seam guess feeds forced drafts and goes on without them when one is refused
+    (GrammarError), rolling back what it accepted. llguidance's `consume_token` left its
+    matcher in an error state that no rollback undoes ("cannot roll back 0 tokens"), and
+    the request was aborted (found by helper s7diff)."""
+    width = tokenizer.vocab_size + PAD
+    g = compiled(backends[name], "regex", r"[0-9]{4}-[0-9]{2}")
+    ids = tokenizer.encode("2024-12")
+    g.accept_token(ids[0])
+    before = mask_row(g, width)
+    with pytest.raises(GrammarError, match="not allowed"):
+        g.accept_token(tokenizer.encode("x")[0])
+    g.rollback(0)
+    assert torch.equal(mask_row(g, width), before)
+    for t in ids[1:]:
+        g.accept_token(t)
+    assert g.is_terminated()
+    g.rollback(len(ids) - 1)
+    assert torch.equal(mask_row(g, width), before)
+
+
+@pytest.mark.parametrize("name", BACKENDS)
 def test_reasoner_gate_passes_free_text_then_constrains(backends, tokenizer, name):
     width = tokenizer.vocab_size + PAD
     regex = r"(yes|no)"

@@ -154,6 +154,21 @@ def test_forced_drafts_spell_a_prefix_of_the_forced_text(tokenizer, text, k):
         assert len(drafts) == k
 
 
+def test_forced_drafts_spell_a_prefix_when_the_output_began_a_character(tokenizer):
+    """The model may write a character's first bytes as byte tokens (`数` as <0xE6> <0x95>):
+    the forced text then begins inside it (b"\\xb0据"), which no text encodes. Decoding it with
+    errors="ignore" drafted `据` alone, a draft the grammar refuses: llguidance's matcher
+    failed on it in the seam guess and the request was aborted where s6 wrote `数据`
+    (found by helper s7diff)."""
+    longest = max(len(b) for b in tokenizer.token_bytes if b)
+    text = "数据é😀ab"
+    for cut in range(len(text.encode())):
+        forced = text.encode()[cut:]
+        for k in (1, 4):
+            drafts = forced_drafts(forced, k, tokenizer.encode, longest)
+            assert forced.startswith(b"".join(tokenizer.token_bytes[t] for t in drafts)), (cut, k, drafts)
+
+
 def test_forced_drafts_read_only_what_k_tokens_need(tokenizer):
     """A forced megabyte is cut before encoding (and a cut inside a character is dropped)."""
     calls = []

@@ -317,10 +317,15 @@ class LLGuidanceGrammar(BaseGrammarObject):
         self.matcher = start.deep_copy()
 
     def accept_token(self, token_id: int) -> None:
-        if not self.matcher.consume_token(token_id):
-            raise GrammarError(f"token {token_id} is not allowed by the grammar here ({self.matcher.get_error()})")
+        # `consume_token` of a refused token leaves the matcher in an error state that no
+        # rollback undoes; a refusal must leave it as it was, as the other backends' do (s7's
+        # seam guess feeds drafts and goes on without them when one is refused).
+        if self.matcher.try_consume_tokens([token_id]) != 1:
+            raise GrammarError(f"token {token_id} is not allowed by the grammar here")
 
     def rollback(self, k: int) -> None:
+        if k == 0:  # nothing undone (llguidance refuses any rollback once in an error state)
+            return
         if not self.matcher.rollback(k):
             raise GrammarError(f"cannot roll back {k} tokens: {self.matcher.get_error()}")
 
