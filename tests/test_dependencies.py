@@ -44,6 +44,7 @@ EXTRA_OF_FILE = {
     "backends/outlines_backend.py": "backends",
     "backends/llguidance_backend.py": "backends",
     "constrained/library_children.py": "backends",
+    "grade_zygote.py": "test",  # (the runs it forks are pytest's, as `minisglang grade` needs the test extra)
 }
 
 

@@ -699,7 +699,10 @@ def test_llguidance_refusal_is_needed(bundled_tokenizer):
     spec = spec_of(*CASES[3][:2])
     assert "is empty" in lexer_conflict(spec)
     lark = llg.LLMatcher.grammar_from_lark(structural_tag_lark(spec))
-    grammar = LLGuidanceGrammar(llg.LLMatcher(backend("llguidance").lltokenizer, lark, log_level=0))
+    llguidance = backend("llguidance")
+    grammar = LLGuidanceGrammar(
+        llg.LLMatcher(llguidance.lltokenizer, lark, log_level=0), frozenset(llguidance.lltokenizer.eos_tokens)
+    )
     assert reference_accepts(spec, "ab11ba") and not backend_accepts(grammar, bundled_tokenizer, "ab11ba")
 
 

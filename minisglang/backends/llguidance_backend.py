@@ -312,16 +312,22 @@ class LLGuidanceGrammar(BaseGrammarObject):
     _executor: llg.LLExecutor | None = None  # one thread pool for all batches
     _executor_lock = threading.Lock()
 
-    def __init__(self, start: llg.LLMatcher):
+    def __init__(self, start: llg.LLMatcher, stop_tokens: frozenset[int]):
         self.start = start  # never advanced: the template for copies
+        self.stop_tokens = stop_tokens  # the tokenizer's EOS tokens
         self.matcher = start.deep_copy()
 
     def accept_token(self, token_id: int) -> None:
         # `consume_token` of a refused token leaves the matcher in an error state that no
         # rollback undoes; a refusal must leave it as it was, as the other backends' do (s7's
-        # seam guess feeds drafts and goes on without them when one is refused).
-        if self.matcher.try_consume_tokens([token_id]) != 1:
-            raise GrammarError(f"token {token_id} is not allowed by the grammar here")
+        # seam guess feeds drafts and goes on without them when one is refused). But
+        # try_consume_tokens counts no EOS: where the grammar may end it stops the matcher (or
+        # finds it stopped, only EOS being left) and answers 0.
+        if self.matcher.try_consume_tokens([token_id]) == 1:
+            return
+        if token_id in self.stop_tokens and self.matcher.is_stopped() and not self.matcher.is_error():
+            return
+        raise GrammarError(f"token {token_id} is not allowed by the grammar here")
 
     def rollback(self, k: int) -> None:
         if k == 0:  # nothing undone (llguidance refuses any rollback once in an error state)
@@ -333,7 +339,7 @@ class LLGuidanceGrammar(BaseGrammarObject):
         return self.matcher.is_stopped() and not self.matcher.is_error()
 
     def copy(self) -> LLGuidanceGrammar:
-        return LLGuidanceGrammar(self.start)
+        return LLGuidanceGrammar(self.start, self.stop_tokens)
 
     # llguidance writes straight into the tensor's memory. (Its llguidance.torch helpers
     # do the same, but importing them pulls in torch.compile: seconds of start-up.)
@@ -426,7 +432,7 @@ class LLGuidanceBackend(BaseGrammarBackend):
         start = llg.LLMatcher(self.lltokenizer, grammar, log_level=0, limits=self.limits)
         if start.is_error():
             raise GrammarError(start.get_error())
-        return LLGuidanceGrammar(start)
+        return LLGuidanceGrammar(start, frozenset(self.lltokenizer.eos_tokens))
 
     def compile_structural_tag(self, spec: StructuralTag) -> LLGuidanceGrammar:
         """The spec as a Lark grammar with llguidance's lazy lexemes (its docs/syntax.md, "tool
