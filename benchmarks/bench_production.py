@@ -53,6 +53,7 @@ from tqdm.auto import tqdm
 from minisglang.constrained.json_schema import build_regex_from_schema
 from minisglang.constrained.regex_dfa import ByteDFA, compile_regex
 from minisglang.constrained.token_index import build_index_fast, vocab_trie
+from minisglang.demo import PERSON_SCHEMA
 from minisglang.engine import Engine
 
 REPO = Path(__file__).resolve().parents[1]
@@ -62,16 +63,7 @@ from _results import machine_line, write_results  # noqa: E402  (benchmarks/_res
 from real_tokenizers import load  # noqa: E402
 
 # Seed 004 §5.2's schema.
-SCHEMA = {
-    "type": "object",
-    "properties": {
-        "name": {"type": "string"},
-        "age": {"type": "integer", "minimum": 0, "maximum": 200},
-        "hobbies": {"type": "array", "items": {"type": "string"}},
-    },
-    "required": ["name", "age", "hobbies"],
-    "additionalProperties": False,
-}
+SCHEMA = PERSON_SCHEMA  # the demo's: name, age and hobbies
 # The same shape under key names the bundled model never saw in training.
 UNSEEN_KEYS = {
     "type": "object",

@@ -24,6 +24,7 @@ torch.set_num_threads(1)
 sys.path.insert(0, "tests")
 from test_engine import assert_no_leak  # noqa: E402
 
+from minisglang.demo import PERSON_SCHEMA  # noqa: E402
 from minisglang.engine import Engine  # noqa: E402
 
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -73,16 +74,6 @@ CONST_SCHEMA = {
     "required": ["kind", "status", "name", "tags"],
     "additionalProperties": False,
 }
-PERSON = {
-    "type": "object",
-    "properties": {
-        "name": {"type": "string"},
-        "age": {"type": "integer", "minimum": 0, "maximum": 200},
-        "hobbies": {"type": "array", "items": {"type": "string"}},
-    },
-    "required": ["name", "age", "hobbies"],
-    "additionalProperties": False,
-}
 REGEXES = [
     r"[0-9]{3}-[a-z]{2,5}",  # drafts of the copied prompt are forbidden
     r"[^ex\" ]{3,25}",  # the model's favourite tokens forbidden
@@ -115,7 +106,9 @@ def make_requests(eng: Engine) -> list[tuple[str, object, dict]]:
     for _ in range(3):
         text, _name = person_text()
         p = chat(eng, f"Extract name, age and hobbies from the text as JSON.\n{text}")
-        out.append(("copy_json", p, {"json_schema": json.dumps(PERSON), "max_new_tokens": rng.choice([24, 48, 80])}))
+        out.append(
+            ("copy_json", p, {"json_schema": json.dumps(PERSON_SCHEMA), "max_new_tokens": rng.choice([24, 48, 80])})
+        )
     text, _ = person_text()
     out.append(
         (
@@ -153,7 +146,7 @@ def make_requests(eng: Engine) -> list[tuple[str, object, dict]]:
         (
             "short_max",
             chat(eng, f"Extract name, age and hobbies from the text as JSON.\n{text}"),
-            {"json_schema": json.dumps(PERSON), "max_new_tokens": rng.randint(1, 12)},
+            {"json_schema": json.dumps(PERSON_SCHEMA), "max_new_tokens": rng.randint(1, 12)},
         )
     )
     return out
@@ -202,6 +195,15 @@ def spec_ok(o: dict) -> str | None:
     if n > 1 + v + a:
         return f"completion {n} > 1 + verify {v} + accepted {a}"
     return None
+
+
+def leaks(eng: Engine, where: str) -> list[str]:
+    """A fault line if the engine's pools and radix are not exact once idle, else none."""
+    try:
+        assert_no_leak(eng)
+    except AssertionError as e:
+        return [f"LEAK [{where}] {e!r}"]
+    return []
 
 
 def run(eng: Engine, reqs):
@@ -276,10 +278,7 @@ def main() -> None:
                     ids = list(r.output_ids)
                     if ids != ref[i]["output_ids"][: len(ids)]:
                         faults.append(f"ABORT-DIFF [{backend} {cfg} {cls}] {ids} vs {ref[i]['output_ids']}")
-            try:
-                assert_no_leak(s7)
-            except AssertionError as e:
-                faults.append(f"LEAK [{backend} {cfg}] {e!r}")
+            faults += leaks(s7, f"{backend} {cfg}")
             s7.shutdown()
         print(backend, "done", dict(counts), len(faults), flush=True)
     print("COUNTS", json.dumps(dict(counts)))
@@ -304,7 +303,7 @@ def extras(backend: str) -> None:
         (
             "think",
             chat(s6, f"Think, then extract as JSON.\n{person_text()[0]}"),
-            {"json_schema": json.dumps(PERSON), "think_end": te, "max_new_tokens": 40},
+            {"json_schema": json.dumps(PERSON_SCHEMA), "think_end": te, "max_new_tokens": 40},
         )
         for te in ["}", '"', " ", "name"]
     ]
@@ -367,10 +366,7 @@ def extras(backend: str) -> None:
             for (cls, _p, _sp), a, b in zip(seeded, seeded_ref, s_outs):
                 if a["output_ids"] != b["output_ids"]:
                     faults.append(f"SEEDED-DIFF [{backend} {cfg} {cls}] {a['text']!r} vs {b['text']!r}")
-        try:
-            assert_no_leak(s7)
-        except AssertionError as e:
-            faults.append(f"LEAK [{backend} {cfg}] {e!r}")
+        faults += leaks(s7, f"{backend} {cfg}")
         s7.shutdown()
     print("EXTRAS", backend, json.dumps(dict(counts)), "FAULTS", len(faults), "retractions", retractions)
     for f in faults:
