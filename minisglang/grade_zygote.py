@@ -92,12 +92,12 @@ def _fork_run(request: dict[str, Any], base_path: list[str]) -> int:
         os.environ.clear()
         os.environ.update(request["env"])
         sys.path[:] = _run_path(request["cwd"], request["env"].get("PYTHONPATH", ""), base_path)
-        sys.argv = [request["argv"][0], *request["argv"][1:]]
+        sys.argv = list(request["argv"])
         import pytest
 
         code = pytest.console_main()
-    except SystemExit as e:
-        raise SystemExit(e.code) from None
+    except SystemExit:
+        raise
     except BaseException:
         import traceback
 
@@ -201,26 +201,31 @@ class ZygoteRun:
             self.returncode = self.zygote.returncode(self.pid)
         return self.returncode
 
-    def wait(self) -> int:
+    def wait(self, timeout: float | None = None) -> int:
+        """The run's returncode once it ended; past `timeout` seconds, TimeoutExpired (as Popen's)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(["pytest"], timeout or 0.0)
             time.sleep(0.02)
         assert self.returncode is not None
         return self.returncode
 
 
 _ZYGOTE: Zygote | None = None
+_ZYGOTE_FAILED = False  # it could not start, or died: every later run is a fresh process
 
 
 def launch(cmd: list[str], env: dict[str, str], cwd: Path, out: str) -> subprocess.Popen[bytes] | ZygoteRun:
     """`cmd` (`python -m pytest ...`) with `env` in `cwd`, stdout and stderr appended to the file
     `out`, in a session of its own: forked by the zygote where it can, else a fresh process."""
-    global _ZYGOTE
-    if cmd[:3] == [sys.executable, "-m", "pytest"] and hasattr(os, "fork"):
+    global _ZYGOTE, _ZYGOTE_FAILED
+    if cmd[:3] == [sys.executable, "-m", "pytest"] and hasattr(os, "fork") and not _ZYGOTE_FAILED:
         try:
             if _ZYGOTE is None or not _ZYGOTE.alive():
                 _ZYGOTE = Zygote()
             return _ZYGOTE.start(["pytest", *cmd[3:]], env, cwd, out)
         except (OSError, RuntimeError, ValueError):
-            _ZYGOTE = None  # (it could not start or it died: fresh processes from now on)
+            _ZYGOTE, _ZYGOTE_FAILED = None, True
     with open(out, "ab") as stream:
         return subprocess.Popen(cmd, env=env, cwd=cwd, stdout=stream, stderr=subprocess.STDOUT, start_new_session=True)

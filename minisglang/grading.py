@@ -28,6 +28,7 @@ import os
 import re
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -321,10 +322,9 @@ def reference_tests(tasks: list[str], tests_dir: Path = REPO_TESTS) -> dict[str,
             events_path = _with_plugin(env, Path(tmp))
             cmd = [*_pytest_cmd(files, tasks, DEFAULT_TEST_TIMEOUT), "--collect-only"]
             proc = launch(cmd, env, tests_dir.parent, os.devnull)
-            deadline = time.monotonic() + 600
-            while proc.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.05)
-            if proc.poll() is None:
+            try:
+                proc.wait(timeout=600)
+            except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
             for e in _read_events(events_path):
