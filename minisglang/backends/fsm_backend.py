@@ -35,6 +35,7 @@ from ..constrained.json_schema import (
     build_regex_from_schema,
     build_schema_tree,
 )
+from ..constrained.lazy_regex import BuildAccount
 from ..constrained.lazy_regex_parser import parse_tree
 from ..constrained.lazy_token_fsm import LazyLimits, LazyTokenFSM, compile_lazy_token_fsm, prepare_vocabulary
 from ..constrained.python_regex import prepare_shorthands
@@ -91,8 +92,32 @@ class FSMGrammar(BaseGrammarObject):
         # The lazy automaton's (states, regex nodes) when compiled (copies keep the compile's):
         # `is_spent` counts what requests built since.
         self.compiled_size = _lazy_size(fsm)
+        # The lazy automaton's pool (None for an eager FSM), and this request's own room in
+        # it: what a fresh compile would leave it (lazy_regex.BuildAccount). Every method
+        # that may build opens the account first (`_charge`), so one client's requests over
+        # a cached grammar cannot use up another's room.
+        self.pool = fsm.index.dfa.pool if isinstance(fsm, LazyTokenFSM) else None
+        self.account = self._room()
+
+    def _room(self) -> BuildAccount | None:
+        if not isinstance(self.fsm, LazyTokenFSM):
+            return None
+        states, nodes = self.compiled_size
+        return BuildAccount(self.fsm.index.dfa.max_states - states, self.fsm.index.dfa.pool.max_nodes - nodes)
+
+    def _charge(self) -> None:
+        """What the automaton makes from now on is this request's (all of it is made on the
+        scheduler's thread, one call at a time)."""
+        if self.pool is not None:
+            self.pool.account = self.account
+
+    def current_row(self) -> torch.Tensor:
+        """The packed row [W] of the current state (made now if it was not)."""
+        self._charge()
+        return self.fsm.state_row[self.state]
 
     def accept_token(self, token_id: int) -> None:
+        self._charge()
         # BEGIN SOLUTION task5_1
         index = self.fsm.index
         if token_id == index.eos_token_id and index.is_final(self.state):
@@ -122,6 +147,7 @@ class FSMGrammar(BaseGrammarObject):
 
     def prepare(self, seconds: float | None = None) -> bool:
         """Make the current state's row (the lazy automaton's work), within `seconds`."""
+        self._charge()
         try:
             with deadline(seconds) if seconds is not None else contextlib.nullcontext():
                 self.fsm.build_row(self.state)
@@ -139,9 +165,10 @@ class FSMGrammar(BaseGrammarObject):
         compiled grammar, and max_lazy_states / max_regex_nodes bound their sum over its
         life: a popular grammar reached them and every later request over it was aborted
         after a few tokens ('generation reached more than N automaton states') where a fresh
-        compile served it. Once requests built more than half of what the compile left of
-        either bound, the cache compiles it again, so each request has at least half of the
-        room a fresh compile has (requests running over one grammar at once still share it)."""
+        compile served it. Each request now counts only what it builds (its `account`), so
+        that no longer happens; what is left is memory: once requests built more than half of
+        what the compile left of either bound, the cache compiles it again, and the old
+        automaton goes when the requests on it have finished."""
         if not isinstance(self.fsm, LazyTokenFSM):
             return False
         dfa = self.fsm.index.dfa
@@ -158,6 +185,7 @@ class FSMGrammar(BaseGrammarObject):
         token the grammar forbids there cannot merge with the tail). Without it s5 asked the
         vocabulary alone, gave back more of each jump than s4 and took fewer jumps (a stranger
         saw `red a` where s4 wrote `red an`)."""
+        self._charge()
         state = self.state_after(output_ids)
         return None if state < 0 else self.fsm.index.allowed_token_ids(state)
 
@@ -167,6 +195,7 @@ class FSMGrammar(BaseGrammarObject):
         back of every jump: walked from the start each time, a request's seam checks cost
         its whole output per jump, uncuttable on the scheduler thread (16 greedy requests of
         up to 1000 tokens: 1.3 million transitions in 400 steps, ~3 ms a step)."""
+        self._charge()
         walked = self.walked_ids
         n = len(os.path.commonprefix([walked, output_ids]))  # (works on lists too)
         state = self.walked_states[n]
@@ -184,12 +213,14 @@ class FSMGrammar(BaseGrammarObject):
     def copy(self) -> FSMGrammar:
         grammar = FSMGrammar(self.fsm)
         grammar.compiled_size = self.compiled_size
+        grammar.account = grammar._room()  # (a new request: the room a fresh compile leaves)
         return grammar
 
     def nbytes(self) -> int:
         return self.fsm.nbytes()
 
     def fill_vocab_mask(self, vocab_mask: torch.Tensor, idx: int) -> None:
+        self._charge()
         # BEGIN SOLUTION task5_1
         vocab_mask[idx] = self.fsm.state_row[self.state]
         # END SOLUTION
@@ -199,9 +230,10 @@ class FSMGrammar(BaseGrammarObject):
         """s2's fill: the precomputed rows of all entries, stacked and written in one copy."""
         if entries:
             rows = [idx for _, idx in entries]
-            vocab_mask[rows] = torch.stack([grammar.fsm.state_row[grammar.state] for grammar, _ in entries])
+            vocab_mask[rows] = torch.stack([grammar.current_row() for grammar, _ in entries])
 
     def try_jump_forward(self, tokenizer: Any) -> tuple[bytes, int] | None:
+        self._charge()
         jump_map = self.fsm.jump_map
         return None if jump_map is None else jump_map.jump_forward(self.state)
 

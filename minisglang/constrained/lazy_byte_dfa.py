@@ -65,11 +65,14 @@ class LazyByteDFA:
         state = self.state_of.get(node.uid)
         if state is None:
             state = len(self.nodes)
-            if state >= self.max_states:
+            account = self.pool.account  # (a request's own room, see BuildAccount)
+            if state >= self.max_states if account is None else account.states <= 0:
                 raise AutomatonLimitError(
                     f"regex too complex: generation reached more than {self.max_states:,} automaton "
                     f"states (limit max_lazy_states)"
                 )
+            if account is not None:
+                account.states -= 1
             if state == self.table.shape[0]:  # grow by doubling
                 self._grow()
             self.nodes.append(node)

@@ -97,6 +97,24 @@ class AutomatonLimitError(RegexError):
     """Building this regex's automaton would exceed one of the declared limits."""
 
 
+class BuildAccount:
+    """One request's own room in a lazy automaton it shares with other requests: how many
+    more automaton states (`states`, of max_lazy_states) and regex nodes (`nodes`, of
+    max_regex_nodes) it may make. A compiled grammar is cached and every request over it
+    walks the same automaton; counted over the automaton, the bounds let one client's
+    requests use up another's: sixteen requests sampling at temperature 5 over
+    `(a|b)*a(a|b){12}` filled 600 states and a short request beside them was aborted where
+    alone it was served. So each request's matcher starts with the room a fresh compile
+    would leave it and opens its account (`RegexPool.account`) before each call into the
+    automaton; what is made is taken from the open account. A request is refused only for
+    what it built itself (states another made are free to reach), as it would be alone on a
+    fresh compile, and the automaton holds at most the sum of its requests' rooms."""
+
+    def __init__(self, states: int, nodes: int):
+        self.states = states
+        self.nodes = nodes
+
+
 # A derivative, a node's byte classes and the parser recurse into nested nodes. Simplifying
 # a derivative nests: `[0-9]?` written 400 times, after one digit, is a chain of 400
 # alternatives each inside the one before, and the next derivative ran into Python's
@@ -242,6 +260,9 @@ class RegexPool:
         # parts), and no node points back at a derivative (r*'s is r* itself: no cycle to collect).
         self._derivatives: dict[int, RegexNode] = {}
         self._factor_level = 0  # `_factor_heads` calls inside one another now
+        # The account charged for what is made now (None: the bounds count the whole pool and
+        # automaton): a request's matcher opens its own before each call (BuildAccount).
+        self.account: BuildAccount | None = None
         self.empty = self._make((EMPTY,), EMPTY)
         self.epsilon = self._make((EPSILON,), EPSILON, nullable=True)
 
@@ -275,7 +296,8 @@ class RegexPool:
         first: int = 0,
     ) -> RegexNode:
         """A new node under `key` (which the table does not hold yet)."""
-        if len(self._table) >= self.max_nodes:
+        account = self.account
+        if len(self._table) >= self.max_nodes if account is None else account.nodes <= 0:
             raise AutomatonLimitError(
                 f"regex too complex: its syntax tree and derivatives need more than "
                 f"{self.max_nodes:,} nodes (limit max_regex_nodes)"
@@ -283,6 +305,8 @@ class RegexPool:
         node = RegexNode(len(self._table), kind, parts, byte_set, low, high, nullable, first)
         if node.depth > MAX_NESTING:
             raise AutomatonLimitError(TOO_DEEP)
+        if account is not None:
+            account.nodes -= 1
         self._table[key] = node
         return node
 

@@ -119,13 +119,13 @@ class LazyStateIndex(LazyRowShortcuts):
         ]
         self._stack = [np.empty(self.trie.num_nodes + 64, np.int64) for _ in range(2)]
         self._init_shortcut_caches(vocab)  # the row shortcuts' caches (lazy_row_shortcuts.py)
-        self._lock = threading.RLock()  # the automaton and the caches grow under it (a row may ask for another)
+        self.lock = threading.RLock()  # the automaton and the caches grow under it (a row may ask for another)
 
     def row(self, state: int) -> TokenRow:
         """The row of `state`, computed on the first call (no lock once it exists)."""
         row = self.rows.get(state)
         if row is None:
-            with self._lock:
+            with self.lock:
                 try:
                     row = self.rows[state] = self._row_of(state)
                 except RecursionError:  # a row path that follows nested nodes (clip, keys)
@@ -388,7 +388,7 @@ class LazyStateIndex(LazyRowShortcuts):
         ids = token_ids[
             (self.arrays.token_stop[token_ids] > self.arrays.token_start[token_ids]) & (token_ids != self.eos_token_id)
         ]
-        with self._lock:
+        with self.lock:
             return self._walk_tokens(ids, state)
 
     def _walk_tokens(self, token_ids: np.ndarray, state: int) -> np.ndarray:
@@ -449,7 +449,7 @@ class LazyStateIndex(LazyRowShortcuts):
             return -1  # a special token: no bytes, never allowed
         end, at = walk_bytes(self.dfa.table, arrays.all_bytes, start, stop, state)
         if at < stop and end >= 0:
-            with self._lock:
+            with self.lock:
                 end = self._read(end, arrays.all_bytes, at, stop)
         return int(end)
 
