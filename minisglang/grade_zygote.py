@@ -7,8 +7,9 @@ slow 2-core machine a fresh interpreter spent ~4 s importing torch (2.4 s) and h
 (1.4 s) before the first test, the same modules each time; a class of 30 copies over 7
 stages starts hundreds of such processes. The zygote imports them once; each run is a fork
 of it that then does what the interpreter's start would have done with the run's argv,
-environment and working directory (sys.path from them, stdin from /dev/null, stdout and
-stderr into the run's file, a session of its own) and runs pytest as `-m pytest` does.
+environment and working directory (sys.path from them, stdin, stdout and stderr from and into
+the run's files, a session of its own) and runs pytest as `-m pytest` does, or a text as
+`-c` does (the autograder's own tests start their mutant runners so, tests/mutants.py).
 
 It imports nothing of minisglang (it is started as a script, `exec` of this file): a fork
 must import the graded copy's package, not find the reference's in sys.modules. Where fork
@@ -34,8 +35,9 @@ PRELOAD = ("torch", "hypothesis", "pytest")
 
 def serve() -> None:
     """The zygote's loop (run as a script: it must not import minisglang). Reads one JSON
-    request a line on stdin ({"argv", "env", "cwd", "out"}), forks a run for each and writes
-    {"pid"} when it starts and {"pid", "status"} (Popen's returncode) when it ends."""
+    request a line on stdin ({"argv", "env", "cwd", "out", "err", "stdin"}), forks a run for
+    each and writes {"pid"} when it starts and {"pid", "status"} (Popen's returncode) when it
+    ends."""
     for name in PRELOAD:
         __import__(name)
     base_path = list(sys.path[1:])  # the interpreter's own entries (sys.path[0] is this script's folder)
@@ -80,22 +82,27 @@ def _fork_run(request: dict[str, Any], base_path: list[str]) -> int:
         os.setsid()
         os.write(ready_w, b"s")
         os.close(ready_w)
-        out = os.open(request["out"], os.O_WRONLY | os.O_APPEND)
-        os.dup2(out, 1)
-        os.dup2(out, 2)
-        os.close(out)
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        os.close(null)
-        sys.stdin = open(0, closefd=False)  # noqa: SIM115  (fd 0, /dev/null now, for the run's life)
+        streams = ((1, request["out"], os.O_WRONLY | os.O_APPEND), (2, request["err"], os.O_WRONLY | os.O_APPEND))
+        for fd, path, flags in (*streams, (0, request["stdin"], os.O_RDONLY)):
+            opened = os.open(path, flags)
+            os.dup2(opened, fd)
+            os.close(opened)
+        sys.stdin = open(0, closefd=False)  # noqa: SIM115  (fd 0, the run's stdin, for the run's life)
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
-        sys.path[:] = _run_path(request["cwd"], request["env"].get("PYTHONPATH", ""), base_path)
-        sys.argv = list(request["argv"])
-        import pytest
+        argv = list(request["argv"])
+        # `python -c` puts "" (the working directory) first on sys.path, `-m` the directory itself.
+        first = "" if argv[0] == "-c" else request["cwd"]
+        sys.path[:] = _run_path(first, request["cwd"], request["env"].get("PYTHONPATH", ""), base_path)
+        sys.argv = argv[:1] if argv[0] == "-c" else argv
+        if argv[0] == "-c":  # run as `python -c` runs its text (SystemExit carries the status)
+            exec(compile(argv[1], "<string>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
+            code = 0
+        else:
+            import pytest
 
-        code = pytest.console_main()
+            code = pytest.console_main()
     except SystemExit:
         raise
     except BaseException:
@@ -108,11 +115,12 @@ def _fork_run(request: dict[str, Any], base_path: list[str]) -> int:
     raise SystemExit(code)
 
 
-def _run_path(cwd: str, pythonpath: str, base_path: list[str]) -> list[str]:
-    """sys.path as `python -m` starts it in `cwd` with PYTHONPATH `pythonpath`: the working
-    directory, PYTHONPATH's entries (an empty one is the working directory, a relative one
-    relative to it), then the interpreter's own, each once."""
-    entries = [cwd, *(os.path.join(cwd, p) if p else cwd for p in pythonpath.split(os.pathsep)), *base_path]
+def _run_path(first: str, cwd: str, pythonpath: str, base_path: list[str]) -> list[str]:
+    """sys.path as `python -m` (`first`: the working directory) or `python -c` (`first`: "")
+    starts it in `cwd` with PYTHONPATH `pythonpath`: `first`, PYTHONPATH's entries (an empty
+    one is the working directory, a relative one relative to it), then the interpreter's own,
+    each once."""
+    entries = [first, *(os.path.join(cwd, p) if p else cwd for p in pythonpath.split(os.pathsep)), *base_path]
     return list(dict.fromkeys(os.path.normpath(p) if p else p for p in entries))
 
 
@@ -137,9 +145,9 @@ class Zygote:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def start(self, argv: list[str], env: dict[str, str], cwd: Path, out: str) -> ZygoteRun:
+    def start(self, argv: list[str], env: dict[str, str], cwd: Path, out: str, err: str, stdin: str) -> ZygoteRun:
         assert self.proc.stdin is not None
-        request = {"argv": argv, "env": env, "cwd": str(cwd), "out": out}
+        request = {"argv": argv, "env": env, "cwd": str(cwd), "out": out, "err": err, "stdin": stdin}
         self.proc.stdin.write((json.dumps(request) + "\n").encode())
         self.proc.stdin.flush()
         while True:
@@ -216,16 +224,23 @@ _ZYGOTE: Zygote | None = None
 _ZYGOTE_FAILED = False  # it could not start, or died: every later run is a fresh process
 
 
-def launch(cmd: list[str], env: dict[str, str], cwd: Path, out: str) -> subprocess.Popen[bytes] | ZygoteRun:
-    """`cmd` (`python -m pytest ...`) with `env` in `cwd`, stdout and stderr appended to the file
-    `out`, in a session of its own: forked by the zygote where it can, else a fresh process."""
+def launch(
+    cmd: list[str], env: dict[str, str], cwd: Path, out: str, err: str | None = None, stdin: str = os.devnull
+) -> subprocess.Popen[bytes] | ZygoteRun:
+    """`cmd` (`python -m pytest ...`, or `python -c TEXT`) with `env` in `cwd`, stdout appended
+    to the file `out` and stderr to `err` (None: `out` too), stdin read from the file `stdin`,
+    in a session of its own: forked by the zygote where it can, else a fresh process."""
     global _ZYGOTE, _ZYGOTE_FAILED
-    if cmd[:3] == [sys.executable, "-m", "pytest"] and hasattr(os, "fork") and not _ZYGOTE_FAILED:
+    runs_here = cmd[:3] == [sys.executable, "-m", "pytest"] or (len(cmd) == 3 and cmd[:2] == [sys.executable, "-c"])
+    if runs_here and hasattr(os, "fork") and not _ZYGOTE_FAILED:
         try:
             if _ZYGOTE is None or not _ZYGOTE.alive():
                 _ZYGOTE = Zygote()
-            return _ZYGOTE.start(["pytest", *cmd[3:]], env, cwd, out)
+            argv = cmd[1:] if cmd[1] == "-c" else ["pytest", *cmd[3:]]
+            return _ZYGOTE.start(argv, env, cwd, out, err or out, stdin)
         except (OSError, RuntimeError, ValueError):
             _ZYGOTE, _ZYGOTE_FAILED = None, True
-    with open(out, "ab") as stream:
-        return subprocess.Popen(cmd, env=env, cwd=cwd, stdout=stream, stderr=subprocess.STDOUT, start_new_session=True)
+    with open(out, "ab") as stream, open(err or out, "ab") as errors, open(stdin, "rb") as given:
+        return subprocess.Popen(
+            cmd, env=env, cwd=cwd, stdin=given, stdout=stream, stderr=errors, start_new_session=True
+        )

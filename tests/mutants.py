@@ -61,7 +61,9 @@ import multiprocessing
 import os
 import re
 import signal
+import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
@@ -73,6 +75,7 @@ from hypothesis import Phase, settings
 
 from minisglang.checkout import BEGIN, PACKAGE_DIR, STUB, all_tasks, find_solution_regions, task_key
 from minisglang.grade_plugin import explain, raised_in
+from minisglang.grade_zygote import launch
 
 REPO = PACKAGE_DIR.parent
 TESTS = REPO / "tests"
@@ -600,24 +603,27 @@ def run_page_order(tasks: list[str], timeout: float = 900) -> dict:
 
 def _in_a_fresh_process(entry: str, job: dict, timeout: float) -> dict:
     """Run `mutants.<entry>()` in a new interpreter with `job` on its stdin; its JSON output."""
-    import subprocess
-
     # Started with -c, not as a script: s3's compile workers (forkserver) re-import the main
     # script, and this one, imported there, broke them.
     code = f"import sys; sys.path.insert(0, {str(TESTS)!r}); import mutants; sys.exit(mutants.{entry}())"
     # A mutant swaps a function's code object: the pure build's (a compiled function has none).
-    proc = subprocess.run(
-        [sys.executable, "-c", code],
-        input=json.dumps(job),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=REPO,
-        env=dict(os.environ, MINISGLANG_PURE="1"),
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(f"the mutant runner failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout)
+    # Forked from the grader's zygote (torch, hypothesis and pytest imported: ~4 s of a fresh
+    # interpreter's start on a slow machine), or a fresh process where it cannot be.
+    with tempfile.TemporaryDirectory() as tmp:
+        given, out, err = (os.path.join(tmp, name) for name in ("job.json", "out", "err"))
+        Path(given).write_text(json.dumps(job))
+        Path(out).touch()
+        Path(err).touch()
+        proc = launch([sys.executable, "-c", code], dict(os.environ, MINISGLANG_PURE="1"), REPO, out, err, given)
+        try:
+            status = proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)  # (the run leads a session of its own)
+            proc.wait()
+            raise
+        if status != 0:
+            raise RuntimeError(f"the mutant runner failed:\n{Path(err).read_text()[-3000:]}")
+        return json.loads(Path(out).read_text())
 
 
 if __name__ == "__main__":

@@ -100,3 +100,38 @@ def test_a_killed_run_reads_as_killed(tmp_path):
     assert proc.poll() is None
     os.killpg(proc.pid, signal.SIGKILL)  # (the grader kills a run's whole session)
     assert proc.wait() == -signal.SIGKILL and proc.poll() == -signal.SIGKILL
+
+
+C_PROBE = """import json, os, sys
+given = sys.stdin.read()
+print(json.dumps({"path": sys.path, "cwd": os.getcwd(), "argv": sys.argv, "given": given,
+                  "main": __name__, "session_leader": os.getsid(0) == os.getpid()}))
+print("to stderr", file=sys.stderr)
+sys.exit(3)
+"""
+
+
+def test_a_forked_c_run_starts_as_a_fresh_python_c(tmp_path):
+    """The autograder's tests start their mutant runners as `python -c TEXT` with a job on
+    stdin and JSON on stdout: forked, the run sees what a fresh `python -c` sees, reads the
+    stdin file, keeps stdout and stderr apart and exits with sys.exit's status."""
+    (tmp_path / "job.json").write_text('{"job": 1}')
+    env = dict(os.environ, PYTHONPATH=f"{tmp_path / 'lib'}{os.pathsep}rel")
+    seen = {}
+    for fresh in (True, False):
+        out, err = tmp_path / f"out-{fresh}", tmp_path / f"err-{fresh}"
+        out.write_text("")
+        err.write_text("")
+        cmd = [sys.executable, "-c", C_PROBE]
+        if fresh:
+            with open(out, "ab") as o, open(err, "ab") as e, open(tmp_path / "job.json", "rb") as given:
+                proc = subprocess.Popen(
+                    cmd, env=env, cwd=tmp_path, stdin=given, stdout=o, stderr=e, start_new_session=True
+                )
+        else:
+            proc = launch(cmd, env, tmp_path, str(out), str(err), str(tmp_path / "job.json"))
+            assert isinstance(proc, ZygoteRun)
+        assert proc.wait() == 3, err.read_text()
+        assert err.read_text() == "to stderr\n"
+        seen[fresh] = json.loads(out.read_text())
+    assert seen[False] == seen[True] and seen[False]["given"] == '{"job": 1}'
