@@ -873,7 +873,7 @@ def test_a_request_that_leaves_while_its_grammar_compiles_stops_the_compile():
 
 
 @pytest.mark.parametrize("backend", ["fsm", "xgrammar", "llguidance"])
-def test_a_match_that_ends_at_the_length_limit_stops_whatever_is_left_of_the_budget(backend):
+def test_a_match_that_ends_at_the_length_limit_stops_whatever_is_left_of_the_budget(backend, monkeypatch):
     """Hook 5 read whether the match had ended only within the step's grammar budget; at
     the length limit the request then finished by "length" instead of "stop" when the
     budget was spent, so one request's finish reason changed with the load (and s7, whose
@@ -887,6 +887,10 @@ def test_a_match_that_ends_at_the_length_limit_stops_whatever_is_left_of_the_bud
         assert len(roomy["output_ids"]) == 4 and re.fullmatch(params["regex"], roomy["text"]), roomy
         assert roomy["meta_info"]["finish_reason"] == {"type": "stop", "matched": None}
         engine.stage.work.step_seconds = 1e-7  # every step's budget spent at once
+        # Each call past the budget still owes a sit-out (what made `ready` say no), but a few
+        # steps' worth: at SIT_OUT times its ~100 us, a 1e-7 s budget paid a call back in some
+        # 2,000 empty steps (15,000 steps, 13-100 s, for this test's four tokens).
+        monkeypatch.setattr(s5, "SIT_OUT", 0.05)
         starved = engine.generate(prompt, params)
     assert starved["output_ids"] == roomy["output_ids"]
     assert starved["meta_info"]["finish_reason"] == roomy["meta_info"]["finish_reason"]
