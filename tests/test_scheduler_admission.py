@@ -97,6 +97,30 @@ def test_a_request_passed_max_times_holds_everyone_back_until_it_fits(engine, mo
     assert_no_leak(engine)
 
 
+@pytest.mark.parametrize("client", ["10.0.0.1", None], ids=["another-client", "in-process"])
+def test_arrivals_one_a_step_leave_the_running_requests_every_other_step(engine, client):
+    """Prefill goes first, but running requests that sat out a prefill forward decode at the
+    next step: one client's one-token requests, arriving one a step, kept another request at
+    its first token for as long as they came (300 steps). Its text is what it is alone."""
+    alone = engine.generate("Once upon a time", SMALL)["text"]
+    reader = submit(engine, "Once upon a time", SMALL, None if client is None else "10.0.0.2")
+    one_token = {"temperature": 0, "max_new_tokens": 1}
+    since, arrivals = len(engine.trace), []
+    for i in range(3 * SMALL["max_new_tokens"]):
+        arrivals.append(submit(engine, f"Arrival {i}: " + "tick " * 20, one_token, client))
+        engine.step()
+        if reader.released:
+            break
+    assert reader.released and reader.output_text == alone
+    events = engine.trace[since:]
+    decodes = [e["step"] for e in events if e["event"] == "decode" and reader.rid in e["reqs"]]
+    prefills = [e["step"] for e in events if e["event"] == "prefill"]
+    assert len(decodes) == SMALL["max_new_tokens"] - 1  # every token after its prefill's
+    assert all(any(d < p < e for p in prefills) for d, e in zip(decodes, decodes[1:]))  # arrivals still came in
+    run(engine, arrivals)
+    assert_no_leak(engine)
+
+
 def test_clients_take_turns_at_the_rows_and_at_chunked_prefill():
     """A client's backlog that fits still waits its turn: another client's request gets the
     next free row (max_running_requests) and the next prefill after the prompt being chunked,
