@@ -833,15 +833,18 @@ class Scheduler:
             return self.continue_chunked_prefill(self.chunked_req)
         if not self.waiting_queue:
             return []
+        rows = self.config.max_running_requests - len(self.running)
+        if rows <= 0:
+            return []
+        # Only the requests this step could admit are ranked (admission_order.candidates).
+        waiting = admission_order.candidates(self.waiting_queue, rows)
         budget = self.kv_room() - sum(self._reserved_new_tokens(r) for r in self.running)
         # Each request needs at least one new token and room for the rest of its output. When
         # no request can get that, none is admitted: skip matching the queue against the tree
         # (in a backlog, the longest part of scheduling).
-        if len(self.running) >= self.config.max_running_requests or budget < min(
-            1 + self._reserved_new_tokens(r) for r in self.waiting_queue
-        ):
+        if budget < min(1 + self._reserved_new_tokens(r) for r in waiting):
             return []
-        order = self._admission_order()
+        order = self._admission_order(waiting)
         # A client's re-admission (s4's jump, or a retraction) keeps the room it had while
         # running: no new request may take it (a waiting request passed MAX_PASSED_BY times
         # fitted in the room a jump gave back, and the jumped request waited 119 steps, until
@@ -951,9 +954,9 @@ class Scheduler:
         """How many of the request's tokens (all but the last) the tree holds; read only."""
         return self.tree_cache.match_len(req.fill_ids[:-1], req.radix_mark)
 
-    def _admission_order(self) -> list[Req]:
-        """The waiting queue in the order admission tries it (admission_order.py)."""
-        return admission_order.ranked(self.waiting_queue, self.running, self.config.schedule_policy, self._cached_len)
+    def _admission_order(self, waiting: list[Req]) -> list[Req]:
+        """`waiting` (the queue's candidates) in the order admission tries it (admission_order.py)."""
+        return admission_order.ranked(waiting, self.running, self.config.schedule_policy, self._cached_len)
 
     def _count_passes_ranked_ahead(self, chosen: list[Req], order: list[Req]) -> None:
         """Count the passes admission's order made by ranking newer requests ahead (admission_order.py)."""
