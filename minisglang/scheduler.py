@@ -3,7 +3,8 @@
 One call to `step()` does what SGLang's first release did in `forward_step`:
 
     schedule  -> a prefill batch of waiting requests if any fit, else the running batch
-                 (with `mixed_prefill`, the running requests decode inside the prefill batch)
+                 (with `mixed_prefill`, the running requests decode inside the prefill batch;
+                 without it, the step after a prefill of new requests is theirs)
     run       -> one model forward over that batch
     sample    -> the stage masks the logits, the sampler picks one token per request
     process   -> append tokens, advance grammars, finish requests, free their memory
@@ -78,6 +79,13 @@ from .tokenizer import IncrementalDetokenizer, Tokenizer
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
+
+# Prefill forwards of new requests in a row (without `mixed_prefill`) that may leave the
+# running requests undecoded; then they decode before the next request is admitted. With
+# prefill always first, one client whose one-token requests arrived a step apart kept every
+# other request at its first token (over HTTP another client's 8-token answer took 72 ms
+# alone, 428 ms median and 2.5 s at worst beside it).
+MAX_PREFILLS_BEFORE_DECODE = 1
 
 
 def cut_at_stop_string(req: Req, checked: int = 0) -> None:
@@ -193,6 +201,8 @@ class Scheduler:
         self.waiting_queue: list[Req] = []  # ready to be prefilled, in the order they entered it
         self.running: list[Req] = []  # decoding
         self.chunked_req: Req | None = None  # admitted, its prompt prefilled in part (chunked prefill)
+        # Prefill forwards since the running requests last decoded (without mixed_prefill).
+        self.prefills_before_decode = 0
         self.sat_out = 0  # requests that sat out this step (grammar work not done)
         self.finished: list[Req] = []  # finished since the last step() returned
         self.generator = seeded_generator(seed)  # every bit of the seed counts (see seeded_generator)
@@ -303,11 +313,16 @@ class Scheduler:
 
         With `mixed_prefill` the running requests ride in the prefill batch (they decode in
         it), so hook 3 runs first: a request that jumps is admitted again by this forward.
+        Without it, running requests that sat out `MAX_PREFILLS_BEFORE_DECODE` prefill
+        forwards in a row have the next step (hook 3 and their decode) before another request
+        is admitted; a prompt cut in chunks goes on to its last chunk first, as in SGLang.
         """
         mixed = self.config.mixed_prefill
         if mixed:
             self.prepare_decode()
             self.release_aborted()  # a jump that finished its request: it leaves, it is not admitted
+        elif self.running and self.chunked_req is None and self.prefills_before_decode >= MAX_PREFILLS_BEFORE_DECODE:
+            return self.decode_batch()
         continuing = self.chunked_req  # (admitted at an earlier step: its next chunk is in no budget of this one)
         new_reqs = self.get_new_prefill_batch()
         if new_reqs:
@@ -315,19 +330,27 @@ class Scheduler:
             riders = self.ready_reqs(self.riders_for_prefill()) if mixed else []
             if continuing is not None:
                 riders = self.retract_for_chunk(continuing, riders)
+            # (A re-admission, which has output, is the running batch's own work: an s4 jump.)
+            if self.running and not mixed and any(not r.output_ids for r in new_reqs):
+                self.prefills_before_decode += 1
             # A prompt longer than the chunk is admitted alone (see get_new_prefill_batch).
             cut = self.prefill_end(new_reqs[0]) < len(new_reqs[0].fill_ids)
             self.chunked_req = new_reqs[0] if cut else None
             return ScheduledBatch(
                 ForwardMode.EXTEND, new_reqs[cut:] + riders, decode_riders=len(riders), chunk=self.chunked_req
             )
-        if not mixed:
+        return self.decode_batch(prepare=not mixed)
+
+    def decode_batch(self, prepare: bool = True) -> ScheduledBatch | None:
+        """The running requests ready to decode (hook 3 first, unless `prepare` is False
+        because it ran this step already), after any retraction the pool needs; None if none
+        is (they sat out or jumped: the step is theirs all the same)."""
+        self.prefills_before_decode = 0
+        if prepare:
             self.prepare_decode()
         self.retract_for_room()
         decoding = self.ready_reqs(self.running)
-        if decoding:
-            return ScheduledBatch(ForwardMode.DECODE, decoding)
-        return None
+        return ScheduledBatch(ForwardMode.DECODE, decoding) if decoding else None
 
     def riders_for_prefill(self) -> list[Req]:
         """The running requests that may decode inside a mixed prefill forward (all of them;
@@ -810,15 +833,18 @@ class Scheduler:
             return self.continue_chunked_prefill(self.chunked_req)
         if not self.waiting_queue:
             return []
+        rows = self.config.max_running_requests - len(self.running)
+        if rows <= 0:
+            return []
+        # Only the requests this step could admit are ranked (admission_order.candidates).
+        waiting = admission_order.candidates(self.waiting_queue, rows)
         budget = self.kv_room() - sum(self._reserved_new_tokens(r) for r in self.running)
         # Each request needs at least one new token and room for the rest of its output. When
         # no request can get that, none is admitted: skip matching the queue against the tree
         # (in a backlog, the longest part of scheduling).
-        if len(self.running) >= self.config.max_running_requests or budget < min(
-            1 + self._reserved_new_tokens(r) for r in self.waiting_queue
-        ):
+        if budget < min(1 + self._reserved_new_tokens(r) for r in waiting):
             return []
-        order = self._admission_order()
+        order = self._admission_order(waiting)
         # A client's re-admission (s4's jump, or a retraction) keeps the room it had while
         # running: no new request may take it (a waiting request passed MAX_PASSED_BY times
         # fitted in the room a jump gave back, and the jumped request waited 119 steps, until
@@ -928,9 +954,9 @@ class Scheduler:
         """How many of the request's tokens (all but the last) the tree holds; read only."""
         return self.tree_cache.match_len(req.fill_ids[:-1], req.radix_mark)
 
-    def _admission_order(self) -> list[Req]:
-        """The waiting queue in the order admission tries it (admission_order.py)."""
-        return admission_order.ranked(self.waiting_queue, self.running, self.config.schedule_policy, self._cached_len)
+    def _admission_order(self, waiting: list[Req]) -> list[Req]:
+        """`waiting` (the queue's candidates) in the order admission tries it (admission_order.py)."""
+        return admission_order.ranked(waiting, self.running, self.config.schedule_policy, self._cached_len)
 
     def _count_passes_ranked_ahead(self, chosen: list[Req], order: list[Req]) -> None:
         """Count the passes admission's order made by ranking newer requests ahead (admission_order.py)."""

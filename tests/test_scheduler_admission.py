@@ -6,6 +6,8 @@ Oracles: the admission order itself (the trace's `admit` events, a step at a tim
 outputs, which greedy decoding makes independent of the batch (tests/test_engine.py).
 """
 
+import collections
+
 import pytest
 from test_engine import assert_no_leak
 
@@ -95,6 +97,56 @@ def test_a_request_passed_max_times_holds_everyone_back_until_it_fits(engine, mo
     run(engine, [*long, *others, *later])
     assert all(admitted_step(engine, r) >= admitted_step(engine, long[2]) for r in later)
     assert_no_leak(engine)
+
+
+@pytest.mark.parametrize("client", ["10.0.0.1", None], ids=["another-client", "in-process"])
+def test_arrivals_one_a_step_leave_the_running_requests_every_other_step(engine, client):
+    """Prefill goes first, but running requests that sat out a prefill forward decode at the
+    next step: one client's one-token requests, arriving one a step, kept another request at
+    its first token for as long as they came (300 steps). Its text is what it is alone."""
+    alone = engine.generate("Once upon a time", SMALL)["text"]
+    reader = submit(engine, "Once upon a time", SMALL, None if client is None else "10.0.0.2")
+    one_token = {"temperature": 0, "max_new_tokens": 1}
+    since, arrivals = len(engine.trace), []
+    for i in range(3 * SMALL["max_new_tokens"]):
+        arrivals.append(submit(engine, f"Arrival {i}: " + "tick " * 20, one_token, client))
+        engine.step()
+        if reader.released:
+            break
+    assert reader.released and reader.output_text == alone
+    events = engine.trace[since:]
+    decodes = [e["step"] for e in events if e["event"] == "decode" and reader.rid in e["reqs"]]
+    prefills = [e["step"] for e in events if e["event"] == "prefill"]
+    assert len(decodes) == SMALL["max_new_tokens"] - 1  # every token after its prefill's
+    assert all(any(d < p < e for p in prefills) for d, e in zip(decodes, decodes[1:]))  # arrivals still came in
+    run(engine, arrivals)
+    assert_no_leak(engine)
+
+
+def test_a_backlog_is_ranked_only_as_far_as_one_step_can_admit(monkeypatch):
+    """Admission ranks each client's first requests, as many as the free rows (and every
+    re-admission): ranking a whole backlog matched every queued request against the tree at
+    every step (one client's 8,192 queued choices: 0.4 s a step, another client's 8-token
+    answer 2.2 s instead of 58 ms). The other client still goes at its turn, and every
+    request of the backlog is served."""
+    eng = sgl.Engine(stage="s0", max_total_tokens=1024, max_running_requests=4, reserved_for_new_clients=1)
+    try:
+        matched: collections.Counter[int] = collections.Counter()  # step -> requests matched against the tree
+        cached_len = eng.scheduler._cached_len
+        monkeypatch.setattr(
+            eng.scheduler, "_cached_len", lambda req: matched.update([eng.scheduler.step_count]) or cached_len(req)
+        )
+        backlog = [submit(eng, f"Item {i}: ", SMALL, "10.0.0.1") for i in range(48)]
+        eng.step()
+        other = submit(eng, "Email: ", SMALL, "10.0.0.2")
+        run(eng, [*backlog, other])
+        assert max(matched.values()) <= 4  # the rows of a step, of a backlog of 48
+        admitted = sorted(backlog + [other], key=lambda r: admitted_step(eng, r))
+        assert admitted.index(other) <= 4
+        assert all(len(r.output_ids) == SMALL["max_new_tokens"] for r in backlog)
+        assert_no_leak(eng)
+    finally:
+        eng.shutdown()
 
 
 def test_clients_take_turns_at_the_rows_and_at_chunked_prefill():
