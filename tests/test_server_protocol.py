@@ -255,11 +255,21 @@ def test_a_message_from_the_openai_clients_stream_is_accepted_back():
     assert request.message_dicts()[1] == {"role": "assistant", "content": "", "tool_calls": [call]}
 
 
+@pytest.fixture(scope="module")
+def xgrammar_backend():
+    """One xgrammar backend for the module (building one prepares the library's view of the
+    vocabulary: seconds on a loaded machine)."""
+    tokenizer = Tokenizer.from_pretrained(sgl.DEFAULT_MODEL_PATH)
+    backend = get_backend_class("xgrammar")(tokenizer, len(tokenizer.token_bytes))
+    yield backend
+    backend.shutdown()
+
+
 @pytest.mark.parametrize(
     "choice, content",
     [("auto", True), (None, True), ("required", False), ({"type": "function", "function": {"name": "f"}}, False)],
 )
-def test_response_format_beside_tools_is_a_content_schema_only_where_a_message_may_answer(choice, content):
+def test_response_format_beside_tools_is_a_content_schema_only_where_a_message_may_answer(choice, content, request):
     """Under "required" or a named tool the answer is calls only, so the format plays no
     part: it was added anyway, and xgrammar and llguidance (which read no content_schema)
     refused the Agents SDK's tools + output type on every turn (a stranger's find)."""
@@ -274,9 +284,8 @@ def test_response_format_beside_tools_is_a_content_schema_only_where_a_message_m
     tag = json.loads(parse(ChatCompletionRequest, json.dumps(body).encode()).to_sampling_params().structural_tag)
     assert ("content_schema" in tag) == content, tag
     if not content:  # a library backend serves it
-        tokenizer = Tokenizer.from_pretrained(sgl.DEFAULT_MODEL_PATH)
-        backend = get_backend_class("xgrammar")(tokenizer, len(tokenizer.token_bytes))
-        assert not isinstance(backend._compile_safely("structural_tag", json.dumps(tag)), InvalidGrammarObject)
+        compiled = request.getfixturevalue("xgrammar_backend")._compile_safely("structural_tag", json.dumps(tag))
+        assert not isinstance(compiled, InvalidGrammarObject)
 
 
 def test_top_p_zero_is_greedy_as_in_openais_api():
