@@ -789,6 +789,39 @@ class Scheduler:
             self.new_token_ratio.after_retraction(self.running)
         return gone
 
+    def retract_for_newcomer(self, waiting: list[Req]) -> bool:
+        """Below new_token_ratio 1 the running requests outgrow what admission reserved for
+        them, and the room kept for clients with nothing running goes with it: another
+        client's 8-token request waited 167 steps for one client's batch of long requests to
+        end. While the first of `waiting` from a client with nothing running has no room,
+        retract requests of the client with the most running (if more than one); it then goes
+        first (the re-admissions would take the room back before it). Whether any was retracted."""
+        if self.new_token_ratio.initial >= 1 or not self.running:
+            return False
+        busy = collections.Counter(r.client for r in self.running if r.client is not None)
+        newcomers = (r for r in waiting if r.client is not None and r.client not in busy and not r.output_ids)
+        newcomer = next(newcomers, None)
+        if newcomer is None:
+            return False
+        need = len(newcomer.fill_ids) + self._reserved_new_tokens(newcomer)
+
+        def room() -> int:
+            kept = sum(self._reserved_new_tokens(r) for r in self.waiting_queue if returning(r))
+            return self.kv_room() - sum(self._reserved_new_tokens(r) for r in self.running) - kept
+
+        gone = 0
+        while busy and room() < need:
+            client, count = busy.most_common(1)[0]
+            if count <= 1:
+                break
+            self.retract(retraction_victim([r for r in self.running if r.client == client]))
+            busy[client] -= 1
+            gone += 1
+        if gone:
+            self.new_token_ratio.after_retraction(self.running)
+            newcomer.passed_by = max(newcomer.passed_by, admission_order.MAX_PASSED_BY)
+        return gone > 0
+
     def kv_room(self) -> int:
         """KV slots a step can get: the free ones and those the tree may evict."""
         return self.token_to_kv_pool.available_size() + self.tree_cache.evictable_size()
@@ -838,6 +871,8 @@ class Scheduler:
             return []
         # Only the requests this step could admit are ranked (admission_order.candidates).
         waiting = admission_order.candidates(self.waiting_queue, rows)
+        if self.retract_for_newcomer(waiting):
+            waiting = admission_order.candidates(self.waiting_queue, rows)
         budget = self.kv_room() - sum(self._reserved_new_tokens(r) for r in self.running)
         # Each request needs at least one new token and room for the rest of its output. When
         # no request can get that, none is admitted: skip matching the queue against the tree
