@@ -789,6 +789,44 @@ class Scheduler:
             self.new_token_ratio.after_retraction(self.running)
         return gone
 
+    def retract_for_newcomer(self, waiting: list[Req]) -> bool:
+        """Below new_token_ratio 1 the running requests outgrow what admission reserved for
+        them, and the room kept for clients with nothing running goes with it: another
+        client's 8-token request waited 167 steps for one client's batch of long requests to
+        end. When the first of `waiting` from a client with nothing running has no room,
+        retract requests of the client with the most running (while it has more than one)
+        until it has; it then goes first (the re-admissions would take the room back before
+        it). Whether any was retracted."""
+        if self.new_token_ratio.initial >= 1 or not self.running:
+            return False
+        busy = collections.Counter(r.client for r in self.running if r.client is not None)
+        if not busy:  # (in-process requests have no client: none of them is a newcomer)
+            return False
+        newcomers = (r for r in waiting if r.client is not None and r.client not in busy and not r.output_ids)
+        newcomer = next(newcomers, None)
+        if newcomer is None:
+            return False
+        kept = sum(self._reserved_new_tokens(r) for r in self.waiting_queue if returning(r))
+        room = self.kv_room() - sum(self._reserved_new_tokens(r) for r in self.running) - kept
+        short = len(newcomer.fill_ids) + self._reserved_new_tokens(newcomer) - room
+        # Planned first, each victim counted for the slots of its own output only (its prompt
+        # may be shared): when even that would not make room, nobody is retracted (retracted
+        # in vain, a request would come back and go again at every step).
+        victims: list[Req] = []
+        while short > 0:
+            client, count = busy.most_common(1)[0]
+            if count <= 1:
+                return False
+            victims.append(retraction_victim([r for r in self.running if r.client == client and r not in victims]))
+            busy[client] -= 1
+            short -= victims[-1].kv_len - victims[-1].prefix_len
+        if not victims:
+            return False
+        for req in victims:  # (the ratio stays: the pool did not run out, a newcomer's share did)
+            self.retract(req)
+        newcomer.passed_by = max(newcomer.passed_by, admission_order.MAX_PASSED_BY)
+        return True
+
     def kv_room(self) -> int:
         """KV slots a step can get: the free ones and those the tree may evict."""
         return self.token_to_kv_pool.available_size() + self.tree_cache.evictable_size()
@@ -838,6 +876,8 @@ class Scheduler:
             return []
         # Only the requests this step could admit are ranked (admission_order.candidates).
         waiting = admission_order.candidates(self.waiting_queue, rows)
+        if self.retract_for_newcomer(waiting):
+            waiting = admission_order.candidates(self.waiting_queue, rows)
         budget = self.kv_room() - sum(self._reserved_new_tokens(r) for r in self.running)
         # Each request needs at least one new token and room for the rest of its output. When
         # no request can get that, none is admitted: skip matching the queue against the tree

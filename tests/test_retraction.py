@@ -256,3 +256,36 @@ def test_the_last_running_request_makes_way_for_a_chunked_prompt_that_holds_kv()
         assert_no_leak(eng)
         eng.shutdown()
     assert outputs[1] == outputs[0]
+
+
+def test_a_client_with_nothing_running_gets_its_room_back_from_the_busiest_client():
+    """Below ratio 1 the running requests outgrow what admission reserved for them and take
+    the room kept for clients with nothing running: another client's 8-token request waited
+    167 steps for one client's batch of long requests to end. Now requests of the client
+    with the most running are retracted for it: it is served within a few steps, with its
+    text alone, only that client's requests go back to wait, and they all finish."""
+    eng = sgl.Engine(stage="s0", max_total_tokens=512, new_token_ratio=0.7, min_new_token_ratio=0.098)
+    try:
+        short = {"temperature": 0, "max_new_tokens": 8}
+        alone = eng.generate("The capital of France is", short)["text"]
+        hog = []
+        for i in range(16):
+            hog.append(eng.submit(f"Story {i}: once upon a time", {**LONG, "max_new_tokens": 60}))
+            hog[-1].client = "10.0.0.1"
+        for _ in range(30):  # the ratio falls, more of them run, the pool fills
+            eng.step()
+        newcomer = eng.submit("The capital of France is", short)
+        newcomer.client = "10.0.0.2"
+        since, steps = len(eng.trace), 0
+        while not newcomer.released:
+            eng.step()
+            steps += 1
+        assert newcomer.output_text == alone and steps <= 2 * short["max_new_tokens"]
+        retracted = {e["rid"] for e in eng.trace[since:] if e["event"] == "retract"}
+        assert retracted and retracted <= {r.rid for r in hog}
+        while not all(r.released for r in hog):
+            eng.step()
+        assert all(len(r.output_ids) == 60 for r in hog)
+        assert_no_leak(eng)
+    finally:
+        eng.shutdown()
