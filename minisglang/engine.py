@@ -44,8 +44,12 @@ def stream_chunk(req: Req) -> dict[str, Any] | None:
     many characters that step brought (`scheduler.cut_at_stop_string`): only the last
     len(stop) - 1 characters can still begin one. So the chunks join to the final text.
     """
-    hold = max((len(s) for s in req.sampling_params.stop), default=1) - 1
     done = req.released
+    if not done and len(req.output_text) <= req.sent_text_len:
+        # Nothing new (what the code below returns then, read first): the server asks this of
+        # every request it holds at every step, and 8,192 queued ones cost 18 ms a step.
+        return None
+    hold = max((len(s) for s in req.sampling_params.stop), default=1) - 1
     end = len(req.output_text) if done else max(len(req.output_text) - hold, req.sent_text_len)
     delta = req.output_text[req.sent_text_len : end]
     req.sent_text_len = end
