@@ -135,3 +135,14 @@ def test_a_forked_c_run_starts_as_a_fresh_python_c(tmp_path):
         assert err.read_text() == "to stderr\n"
         seen[fresh] = json.loads(out.read_text())
     assert seen[False] == seen[True] and seen[False]["given"] == '{"job": 1}'
+
+
+def test_a_closed_zygote_ends_and_is_waited_for():
+    """At the grader's exit the zygote is closed and waited for (its runs' CPU then counts in
+    the grader's own, as a fresh process's does)."""
+    from minisglang.grade_zygote import Zygote
+
+    zygote = Zygote()
+    assert zygote.alive()
+    zygote.close()
+    assert not zygote.alive() and zygote.proc.returncode == 0
