@@ -26,6 +26,7 @@ retracts for it the same way (`retract_for_chunk`).
 
 from __future__ import annotations
 
+import collections
 import math
 from dataclasses import dataclass, field
 
@@ -94,3 +95,21 @@ def retraction_victim(running: list[Req]) -> Req:
     work to redo if its KV is evicted), of those the longest prompt (the most room freed).
     SGLang's `retract_decode` orders its batch the same way."""
     return min(running, key=lambda r: (len(r.output_ids), -len(r.origin_input_ids)))
+
+
+def victims_for_room(running: list[Req], short: int) -> list[Req]:
+    """The requests to retract so that a client with nothing running gets `short` more KV
+    slots: `retraction_victim`s of the client with the most running requests (while it has
+    more than one), each counted for the slots of its own output only (its prompt may be
+    shared); none when `short` <= 0 or when even all of them would not make the room
+    (retracted in vain, a request would come back and go again at every step)."""
+    busy = collections.Counter(r.client for r in running if r.client is not None)
+    victims: list[Req] = []
+    while short > 0:
+        client, count = busy.most_common(1)[0]
+        if count <= 1:
+            return []
+        victims.append(retraction_victim([r for r in running if r.client == client and r not in victims]))
+        busy[client] -= 1
+        short -= victims[-1].kv_len - victims[-1].prefix_len
+    return victims

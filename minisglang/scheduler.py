@@ -70,7 +70,7 @@ from .core import AbortKind, Req
 from .memory_pool import ReqToTokenPool, TokenToKVPool
 from .model.forward_batch import ForwardBatch, ForwardMode
 from .radix_cache import RadixCache
-from .retraction import NewTokenRatio, decode_cushion, retraction_victim
+from .retraction import NewTokenRatio, decode_cushion, retraction_victim, victims_for_room
 from .sampler import sample, seeded_generator
 from .scheduler_config import SchedulerConfig
 from .stages.base import Stage
@@ -799,7 +799,7 @@ class Scheduler:
         it). Whether any was retracted."""
         if self.new_token_ratio.initial >= 1 or not self.running:
             return False
-        busy = collections.Counter(r.client for r in self.running if r.client is not None)
+        busy = {r.client for r in self.running if r.client is not None}
         if not busy:  # (in-process requests have no client: none of them is a newcomer)
             return False
         newcomers = (r for r in waiting if r.client is not None and r.client not in busy and not r.output_ids)
@@ -808,18 +808,7 @@ class Scheduler:
             return False
         kept = sum(self._reserved_new_tokens(r) for r in self.waiting_queue if returning(r))
         room = self.kv_room() - sum(self._reserved_new_tokens(r) for r in self.running) - kept
-        short = len(newcomer.fill_ids) + self._reserved_new_tokens(newcomer) - room
-        # Planned first, each victim counted for the slots of its own output only (its prompt
-        # may be shared): when even that would not make room, nobody is retracted (retracted
-        # in vain, a request would come back and go again at every step).
-        victims: list[Req] = []
-        while short > 0:
-            client, count = busy.most_common(1)[0]
-            if count <= 1:
-                return False
-            victims.append(retraction_victim([r for r in self.running if r.client == client and r not in victims]))
-            busy[client] -= 1
-            short -= victims[-1].kv_len - victims[-1].prefix_len
+        victims = victims_for_room(self.running, len(newcomer.fill_ids) + self._reserved_new_tokens(newcomer) - room)
         if not victims:
             return False
         for req in victims:  # (the ratio stays: the pool did not run out, a newcomer's share did)

@@ -81,7 +81,7 @@ def _lazy_size(fsm: TokenFSM) -> tuple[int, int]:
 
 
 class FSMGrammar(BaseGrammarObject):
-    def __init__(self, fsm: TokenFSM):
+    def __init__(self, fsm: TokenFSM, compiled_size: tuple[int, int] | None = None):
         self.fsm = fsm
         self.state = fsm.index.initial_state
         self.history: list[int] = []  # states before each accepted token, for rollback
@@ -91,7 +91,7 @@ class FSMGrammar(BaseGrammarObject):
         self.walked_states: list[int] = [self.state]
         # The lazy automaton's (states, regex nodes) when compiled (copies keep the compile's):
         # `is_spent` counts what requests built since.
-        self.compiled_size = _lazy_size(fsm)
+        self.compiled_size = _lazy_size(fsm) if compiled_size is None else compiled_size
         # The lazy automaton's pool (None for an eager FSM), and this request's own room in
         # it: what a fresh compile would leave it (lazy_regex.BuildAccount). Every method
         # that may build opens the account first (`_charge`), so one client's requests over
@@ -103,7 +103,8 @@ class FSMGrammar(BaseGrammarObject):
         if not isinstance(self.fsm, LazyTokenFSM):
             return None
         states, nodes = self.compiled_size
-        return BuildAccount(self.fsm.index.dfa.max_states - states, self.fsm.index.dfa.pool.max_nodes - nodes)
+        dfa = self.fsm.index.dfa
+        return BuildAccount(dfa.max_states - states, dfa.pool.max_nodes - nodes)
 
     def _charge(self) -> None:
         """What the automaton makes from now on is this request's (all of it is made on the
@@ -185,8 +186,7 @@ class FSMGrammar(BaseGrammarObject):
         token the grammar forbids there cannot merge with the tail). Without it s5 asked the
         vocabulary alone, gave back more of each jump than s4 and took fewer jumps (a stranger
         saw `red a` where s4 wrote `red an`)."""
-        self._charge()
-        state = self.state_after(output_ids)
+        state = self.state_after(output_ids)  # (which opens this request's account)
         return None if state < 0 else self.fsm.index.allowed_token_ids(state)
 
     def state_after(self, output_ids: list[int]) -> int:
@@ -211,10 +211,7 @@ class FSMGrammar(BaseGrammarObject):
         return state
 
     def copy(self) -> FSMGrammar:
-        grammar = FSMGrammar(self.fsm)
-        grammar.compiled_size = self.compiled_size
-        grammar.account = grammar._room()  # (a new request: the room a fresh compile leaves)
-        return grammar
+        return FSMGrammar(self.fsm, self.compiled_size)  # (a new request: the room a fresh compile leaves)
 
     def nbytes(self) -> int:
         return self.fsm.nbytes()

@@ -66,7 +66,7 @@ class LazyByteDFA:
         if state is None:
             state = len(self.nodes)
             account = self.pool.account  # (a request's own room, see BuildAccount)
-            if state >= self.max_states if account is None else account.states <= 0:
+            if (state >= self.max_states) if account is None else (account.states <= 0):
                 raise AutomatonLimitError(
                     f"regex too complex: generation reached more than {self.max_states:,} automaton "
                     f"states (limit max_lazy_states)"

@@ -297,7 +297,7 @@ class RegexPool:
     ) -> RegexNode:
         """A new node under `key` (which the table does not hold yet)."""
         account = self.account
-        if len(self._table) >= self.max_nodes if account is None else account.nodes <= 0:
+        if (len(self._table) >= self.max_nodes) if account is None else (account.nodes <= 0):
             raise AutomatonLimitError(
                 f"regex too complex: its syntax tree and derivatives need more than "
                 f"{self.max_nodes:,} nodes (limit max_regex_nodes)"
