@@ -93,11 +93,12 @@ def _fork_run(request: dict[str, Any], base_path: list[str]) -> int:
         os.environ.clear()
         os.environ.update(request["env"])
         argv = list(request["argv"])
+        text = argv[0] == "-c"  # `python -c TEXT`, else `python -m pytest ...`
         # `python -c` puts "" (the working directory) first on sys.path, `-m` the directory itself.
-        first = "" if argv[0] == "-c" else request["cwd"]
+        first = "" if text else request["cwd"]
         sys.path[:] = _run_path(first, request["cwd"], request["env"].get("PYTHONPATH", ""), base_path)
-        sys.argv = argv[:1] if argv[0] == "-c" else argv
-        if argv[0] == "-c":  # run as `python -c` runs its text (SystemExit carries the status)
+        sys.argv = argv[:1] if text else argv
+        if text:  # run as `python -c` runs its text (SystemExit carries the status)
             exec(compile(argv[1], "<string>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
             code = 0
         else:
