@@ -315,13 +315,14 @@ class Scheduler:
         it), so hook 3 runs first: a request that jumps is admitted again by this forward.
         Without it, running requests that sat out `MAX_PREFILLS_BEFORE_DECODE` prefill
         forwards in a row have the next step (hook 3 and their decode) before another request
-        is admitted; a prompt cut in chunks goes on to its last chunk first, as in SGLang.
+        is admitted or a cut prompt's next chunk runs (SGLang runs a cut prompt to its last
+        chunk first: one long prompt would hold every decode back for all its chunks).
         """
         mixed = self.config.mixed_prefill
         if mixed:
             self.prepare_decode()
             self.release_aborted()  # a jump that finished its request: it leaves, it is not admitted
-        elif self.running and self.chunked_req is None and self.prefills_before_decode >= MAX_PREFILLS_BEFORE_DECODE:
+        elif self.running and self.prefills_before_decode >= MAX_PREFILLS_BEFORE_DECODE:
             return self.decode_batch()
         continuing = self.chunked_req  # (admitted at an earlier step: its next chunk is in no budget of this one)
         new_reqs = self.get_new_prefill_batch()

@@ -1,6 +1,7 @@
 """Chunked prefill (s7's `chunked_prefill_size`, SGLang's name): a prompt longer than the
 chunk is prefilled a chunk per step, alone, with the running requests decoding in each of
-those forwards when `mixed_prefill` is on; its row picks no token before the last chunk.
+those forwards when `mixed_prefill` is on (and in a forward of their own after each chunk
+when it is off); its row picks no token before the last chunk.
 
 Oracles: the same engine with chunking off (greedy texts token for token, whatever the
 prompt lengths around the chunk size); `re.fullmatch` for constrained outputs; the pools
@@ -116,18 +117,22 @@ def test_decodes_go_on_during_a_long_prefill(eng, ids):
         no_leak(eng)
 
 
-def test_without_mixing_the_chunks_run_alone(eng, ids):
-    """SGLang's chunked prefill without mixed chunks: each forward is one chunk; the decodes
-    wait for the last chunk (only the forward size is bounded)."""
+def test_without_mixing_each_chunk_is_followed_by_a_decode(eng, ids):
+    """Without mixed chunks each forward is a chunk or a decode: the running request decodes
+    after every chunk (`MAX_PREFILLS_BEFORE_DECODE`), so a long prompt holds it back one
+    forward at a time, not for all its chunks (SGLang runs them all first)."""
     configure(eng, 32, mixed=False)
-    a = eng.submit(prompt(ids, 300, 5), GREEDY)
+    a = eng.submit(prompt(ids, 300, 5), GREEDY | {"max_new_tokens": 20})
     eng.step()
     b = eng.submit(prompt(ids, 0, 100), GREEDY)
-    since = len(eng.trace)
+    since, tokens_a = len(eng.trace), len(a.output_ids)
     while not b.output_ids:
         eng.step()
     steps = forwards(eng, since)
-    assert [e["tokens"] for e in steps] == [32, 32, 32, 4] and not any("riders" in e for e in steps)
+    shape = [(e["event"], e["tokens"] if e["event"] == "prefill" else e["reqs"]) for e in steps]
+    assert shape == [("prefill", 32), ("decode", [a.rid])] * 3 + [("prefill", 4)]
+    assert not any("riders" in e for e in steps)
+    assert len(a.output_ids) == tokens_a + 3
     while not (a.released and b.released):
         eng.step()
     no_leak(eng)
