@@ -162,6 +162,45 @@ def encode_examples(tokenizer, corpus: list[dict], max_len: int) -> list[tuple[l
     return out
 
 
+def merge_parts(tokenizer) -> dict[int, tuple[int, int]]:
+    """Each BPE token made by a merge -> the two tokens its first merge joined (the
+    tokenizer's merge list; byte tokens and special tokens have none)."""
+    model = json.loads(tokenizer.backend_tokenizer.to_str())["model"]
+    vocab, parts = model["vocab"], {}
+    for merge in model["merges"]:
+        a, b = merge.split(" ") if isinstance(merge, str) else merge
+        parts.setdefault(vocab[a + b], (vocab[a], vocab[b]))
+    return parts
+
+
+def drop_merges(ids: list[int], parts: dict[int, tuple[int, int]], p: float, rng: random.Random) -> list[int]:
+    """BPE-dropout (Provilkov et al. 2020), seeded: each merge is undone with probability `p`
+    (a token becomes the two it was merged from, each of which may be undone in turn), so
+    a name is also seen, and written, in pieces other than its one canonical spelling: the
+    model learns to copy characters it is shown, not to pick familiar tokens."""
+    out: list[int] = []
+    stack = list(reversed(ids))
+    while stack:
+        t = stack.pop()
+        if t in parts and rng.random() < p:
+            a, b = parts[t]
+            stack += [b, a]
+        else:
+            out.append(t)
+    return out
+
+
+def with_dropout(encoded, parts, p: float, seed: int) -> list[tuple[list[int], int]]:
+    """`encoded` (ids, prompt length) with `drop_merges` applied to the prompt and the
+    answer apart (their boundary moves with the prompt's new length)."""
+    rng = random.Random(seed)
+    out = []
+    for ids, start in encoded:
+        prompt = drop_merges(ids[:start], parts, p, rng)
+        out.append((prompt + drop_merges(ids[start:], parts, p, rng), len(prompt)))
+    return out
+
+
 def length_order(encoded, rng: random.Random, sort_pool: int = 0) -> list[int]:
     """Example indices sorted by length; with ``sort_pool`` N, a random shuffle sorted by
     length within each run of N examples only. Sorting the whole epoch makes each batch one
@@ -341,6 +380,13 @@ def main(argv: list[str] | None = None) -> None:
         default=1,
         help="save the mean of the last N snapshots (every --checkpoint-every steps) as the model",
     )
+    ap.add_argument(
+        "--bpe-dropout",
+        type=float,
+        default=0.0,
+        help="undo each BPE merge of the main corpus's prompts and answers with this probability "
+        "(seeded, drawn afresh every epoch; 0: canonical tokens only)",
+    )
     ap.add_argument("--seed", type=int, default=0)
     # On a small machine shared with other jobs, more threads than free cores wait on each other.
     ap.add_argument("--threads", type=int, default=1)
@@ -382,6 +428,7 @@ def train(args) -> None:
         tokenizer.save_pretrained(tok_dir)
         torch.save(encoded, enc_path)
     eos_id = tokenizer.convert_tokens_to_ids(EOS)
+    parts = merge_parts(tokenizer) if args.bpe_dropout else {}
     drills = []
     if args.copy_steps or args.copy_mix:
         drill_path = args.state / "encoded-copy.pt"
@@ -471,6 +518,8 @@ def train(args) -> None:
                         tokenizer, epoch_corpus(args.examples, args.seed, epoch, mined, args.mined_mix), args.max_len
                     )
                 )
+                if args.bpe_dropout:
+                    examples = with_dropout(examples, parts, args.bpe_dropout, args.seed * 100043 + epoch)
                 batches = make_batches(
                     examples, args.tokens_per_batch, eos_id, random.Random(args.seed * 100003 + epoch), args.sort_pool
                 )

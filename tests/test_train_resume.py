@@ -300,3 +300,39 @@ def test_a_mined_examples_loss_can_start_at_its_first_wrong_token(tmp_path):
         miss += mine["loss_from"]
         # the loss starts at the token that holds the missed character
         assert len(tokenizer.decode(ids[:later])) <= miss < len(tokenizer.decode(ids[: later + 1]))
+
+
+def test_bpe_dropout_spells_the_same_text_in_other_pieces_seeded():
+    """--bpe-dropout: `drop_merges` undoes merges (never changes the text), draws the same
+    pieces from the same seed, leaves ids alone at p 0 and ends in unmergeable tokens at p 1;
+    `with_dropout` moves the prompt/answer boundary with the prompt's new length."""
+    from transformers import PreTrainedTokenizerFast
+
+    import minisglang
+
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(minisglang.DEFAULT_MODEL_PATH)
+    parts = train_tiny_model.merge_parts(tokenizer)
+    text = "Drangreaxkotkot is 44; 张婷婷玉 likes tennis."
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    assert train_tiny_model.drop_merges(ids, parts, 0.0, random.Random(0)) == ids
+    pieces = train_tiny_model.drop_merges(ids, parts, 1.0, random.Random(0))
+    assert not any(t in parts for t in pieces) and len(pieces) == len(text.encode())  # bytes
+    some = [train_tiny_model.drop_merges(ids, parts, 0.3, random.Random(seed)) for seed in range(4)]
+    assert all(tokenizer.decode(d) == text for d in some) and len({tuple(d) for d in some}) > 1
+    assert some[0] == train_tiny_model.drop_merges(ids, parts, 0.3, random.Random(0))
+    ((dropped, start),) = train_tiny_model.with_dropout([(ids, 5)], parts, 1.0, seed=0)
+    assert tokenizer.decode(dropped[:start]) == tokenizer.decode(ids[:5])
+    assert tokenizer.decode(dropped[start:]) == tokenizer.decode(ids[5:])
+
+
+def test_training_with_bpe_dropout_resumes_as_one_run(tmp_path):
+    """The dropped pieces are drawn from the epoch's seed: a resumed run takes the same batches."""
+    extra = ["--bpe-dropout", "0.2", "--steps", "4"]
+    train(tmp_path, "whole", *extra, "--stop-after", "4")
+    train(tmp_path, "split", *extra, "--stop-after", "3")
+    train(tmp_path, "split", *extra, "--resume", "--stop-after", "4")
+    whole = torch.load(tmp_path / "whole" / "state" / "checkpoint.pt", weights_only=False)
+    split = torch.load(tmp_path / "split" / "state" / "checkpoint.pt", weights_only=False)
+    plain = train(tmp_path, "plain", "--steps", "4", "--stop-after", "4")
+    assert split["losses"] == whole["losses"] and "stopped" in plain
+    assert torch.load(tmp_path / "plain" / "state" / "checkpoint.pt", weights_only=False)["losses"][2] != whole["losses"][2]
