@@ -335,4 +335,7 @@ def test_training_with_bpe_dropout_resumes_as_one_run(tmp_path):
     split = torch.load(tmp_path / "split" / "state" / "checkpoint.pt", weights_only=False)
     plain = train(tmp_path, "plain", "--steps", "4", "--stop-after", "4")
     assert split["losses"] == whole["losses"] and "stopped" in plain
-    assert torch.load(tmp_path / "plain" / "state" / "checkpoint.pt", weights_only=False)["losses"][2] != whole["losses"][2]
+    assert (
+        torch.load(tmp_path / "plain" / "state" / "checkpoint.pt", weights_only=False)["losses"][2]
+        != whole["losses"][2]
+    )
