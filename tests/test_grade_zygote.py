@@ -137,12 +137,17 @@ def test_a_forked_c_run_starts_as_a_fresh_python_c(tmp_path):
     assert seen[False] == seen[True] and seen[False]["given"] == '{"job": 1}'
 
 
-def test_a_closed_zygote_ends_and_is_waited_for():
+def test_a_closed_zygote_ends_and_is_waited_for(tmp_path):
     """At the grader's exit the zygote is closed and waited for (its runs' CPU then counts in
-    the grader's own, as a fresh process's does)."""
+    the grader's own, as a fresh process's does). It has served a run first: closed while still
+    importing, a loaded machine can keep it past close's wait, and it is killed instead."""
     from minisglang.grade_zygote import Zygote
 
     zygote = Zygote()
     assert zygote.alive()
+    for name in ("out", "err", "in"):
+        (tmp_path / name).write_text("")
+    run = zygote.start(["-c", "pass"], dict(os.environ), tmp_path, *(str(tmp_path / n) for n in ("out", "err", "in")))
+    assert run.wait() == 0
     zygote.close()
     assert not zygote.alive() and zygote.proc.returncode == 0
