@@ -26,7 +26,7 @@ names, bound methods) runs the mutant, and the module is never reloaded. The tas
 then run in this process, all in one pytest session (`in_one_session`): pytest is configured
 and the tests of every task of the job are collected once, before any mutant is applied, and
 each run (`_Session.run`) is what a `pytest.main` on the task's test files with `-m task -x`
-was: the same tests in the same order, each through pytest's whole runtest protocol, ending
+was: the same tests (in the order below), each through pytest's whole runtest protocol, ending
 at the first failure, with every fixture (session-scoped ones too) torn down at its end, so
 the next run sets them up afresh. Between runs the `functools` caches of the tests and the
 package are cleared, so nothing computed by one mutant is reused by the next; at the end the
@@ -35,8 +35,9 @@ reference runs once more and must pass, which shows no mutant leaked into the ot
 Six things keep this fast without changing a verdict. The one session: configuring pytest and
 collecting the tests took about 0.4 s of each mutant's `pytest.main` in s3 (its tests' own
 calls: 0.3 s). The tests that caught an earlier mutant run first (with -x a run ends
-at its first failure, and one task's mistakes are mostly caught by the same few tests); order
-does not change whether some test fails. Hypothesis does not shrink a failing example
+at its first failure, and one task's mistakes are mostly caught by the same few tests), then
+one case of each test function, then the other cases (`_CatchersFirst`); order does not
+change whether some test fails. Hypothesis does not shrink a failing example
 (shrinking only makes the example smaller; the test fails either way).
 A test may run SHORT_ALARM seconds, not the grader's 60: a mutant stopped there counts as
 caught only if the reference ran that test at least SLOWER times faster (its time is taken in
@@ -83,6 +84,7 @@ LONG_ALARM = 60  # the grader's own per-test limit (grading.DEFAULT_TEST_TIMEOUT
 SHORT_ALARM = 8  # a looping mutant stops here (caught if the reference ran that test in under 1.6 s, else rerun)
 SLOWER = 5  # a timed-out mutant is caught only if the reference ran that test 5x faster
 SETTLE = 10  # seconds a timed-out mutant's threads and child processes get to end
+SLOW_TEST = 0.5  # seconds: a test this slow in an earlier run goes after the others
 
 
 class MutantTimedOut(BaseException):
@@ -113,16 +115,33 @@ class _Alarm:
 
 class _CatchersFirst:
     """A pytest plugin: tests that failed in an earlier run of this process go first, the most
-    recent first (the sort is stable, so the others keep their collected order)."""
+    recent first. Then each test function's first case, then its other cases (a mistake the
+    last function of a file catches did not wait for the ~100 cases of the functions before it:
+    s5's array mutants each ran ~220 passing tests, ~5 s); tests an earlier run found slow
+    (SLOW_TEST seconds or more, setup and teardown included) after all of those, in the same
+    two rounds. The sort is stable: within a round the tests keep their collected order (the
+    rounds set a file's module fixtures up at most four times)."""
 
     def __init__(self):
         self.catchers: list[str] = []
+        self.seconds: dict[str, float] = {}  # nodeid -> its setup + call + teardown, last run
 
     def order(self, items: list) -> list:
         rank = {nodeid: i for i, nodeid in enumerate(self.catchers)}
-        return sorted(items, key=lambda item: rank.get(item.nodeid, len(rank)))
+        seen: set[tuple[str, str]] = set()
+        key: dict[str, tuple[int, int, int]] = {}
+        for item in items:
+            function = (str(item.path), getattr(item, "originalname", item.name))
+            later_case = function in seen
+            seen.add(function)
+            slow = self.seconds.get(item.nodeid, 0.0) >= SLOW_TEST
+            key[item.nodeid] = (rank[item.nodeid], 0, 0) if item.nodeid in rank else (len(rank), slow, later_case)
+        return sorted(items, key=lambda item: key[item.nodeid])
 
     def pytest_runtest_logreport(self, report):
+        if report.when == "setup":
+            self.seconds[report.nodeid] = 0.0
+        self.seconds[report.nodeid] = self.seconds.get(report.nodeid, 0.0) + report.duration
         if report.failed:
             if report.nodeid in self.catchers:
                 self.catchers.remove(report.nodeid)
@@ -322,8 +341,8 @@ class _Session:
         outcomes: _Outcomes | None = None,
     ) -> tuple[int, str | None]:
         """pytest's exit status on the tasks' tests, and the test that ran past `alarm` s, if one did.
-        The tests are those a `pytest.main(files of the tasks, -m "the tasks")` runs, in the same
-        order (catchers first); the run ends with every fixture torn down, session ones too, so
+        The tests are those a `pytest.main(files of the tasks, -m "the tasks")` runs, in
+        `_CatchersFirst`'s order; the run ends with every fixture torn down, session ones too, so
         the next run sets them up again, as a new `pytest.main` did."""
         session = self.session
         assert session is not None, "run is for the body, inside the session's test loop"
