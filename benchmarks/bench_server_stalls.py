@@ -31,7 +31,8 @@ while an attacker sends one class of expensive requests at a time:
 With `--hogs` it runs the hog cases instead, each on servers of its own (one at a time),
 the same load beside each server so the columns compare (the hogs in a process of their own:
 a client reading 250 streams in the bystander's process delayed the bystander's answers by
-seconds the server did not cause; `--only bursts,rows,jumps,compiles` picks cases):
+seconds the server did not cause; `--only bursts,rows,jumps,arrivals,backlog,chunks,compiles` picks cases, into a section of
+their own):
 
 * burst_hog: one client sends HOG_BURST streamed chats at once, and again when all are
   answered; the bystander starts 0.3 s after the first burst (on a fresh server each chat
@@ -47,7 +48,14 @@ seconds the server did not cause; `--only bursts,rows,jumps,compiles` picks case
   compiling (each refused over max_regex_chars after a few tenths of a second of work);
   the bystander is a client that sends 1-token requests each with a fresh regex, so each
   waits for a compile thread. On the default server (clients that used the compile threads
-  least recently go first) and with `--compile-usage-half-life 0` (plain turns, the old way).
+  least recently go first) and with `--compile-usage-half-life 0` (plain turns, the old way);
+* a stranger's scheduling stalls (stop 62), the bystander asking 8 tokens (a decode it must
+  be given, not a prefill): arrival_hog, one client's HOG_ARRIVERS connections sending
+  300-token 1-token requests back to back (prefill first kept every running request at its
+  first token); backlog_hog, HOG_BACKLOG_CONNECTIONS x n=HOG_BACKLOG_N queued choices of one
+  client (each step ranked the whole queue); chunk_hog, HOG_CHUNKERS connections sending
+  300-600-token prompts to `--stage s7 --chunked-prefill-size 128`, and the same with
+  `--mixed-prefill` (a cut prompt ran to its last chunk before any decode).
 
 For each class it reports the bystander's p50 / p99 / max latency and their ratio to the
 baseline, what the attacker got (status, finish reason or error, seconds), and the
@@ -332,6 +340,32 @@ HOG_JUMP_TOKENS = 600
 HOG_BURST = 100
 HOG_BURST_TOKENS = 100
 JUMPY = r'\[(\{"name": "[a-z]", "value": [0-9]\}, )+\]'
+# the scheduling hogs: the bystander asks HOG_DECODE_TOKENS greedy tokens (a decode to be given)
+HOG_DECODE_TOKENS = 8
+HOG_ARRIVERS = 8  # arrivals: connections sending 1-token requests of ~300 prompt tokens back to back
+HOG_BACKLOG_CONNECTIONS, HOG_BACKLOG_N = 64, 128  # backlog: queued choices of one client
+HOG_CHUNKERS = 4  # chunks: connections sending 300-600-token prompts, 1 token each
+CHUNK_SERVER = ["--stage", "s7", "--chunked-prefill-size", "128"]
+
+
+def random_words(rng: random.Random, n: int) -> str:
+    """`n` made-up lowercase words (a prompt no other shares: no radix hit shortens its prefill)."""
+    return " ".join(
+        "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 6))) for _ in range(n)
+    )
+
+
+def scheduling_hog_body(case: str, i: int, rng: random.Random) -> str:
+    """One request of a scheduling hog (arrivals, backlog, chunks), as JSON text."""
+    if case == "backlog":
+        return json.dumps(
+            {
+                "text": f"Once upon a time {i}",
+                "sampling_params": {"n": HOG_BACKLOG_N, "max_new_tokens": 300, "temperature": 1.0, "ignore_eos": True},
+            }
+        )
+    words = 100 if case == "arrivals" else rng.randint(100, 200)  # ~3 tokens a word
+    return json.dumps({"text": random_words(rng, words), "sampling_params": {"max_new_tokens": 1, "temperature": 0}})
 
 
 def hog_schema_body() -> str:
@@ -375,16 +409,22 @@ async def burst_chat(http: httpx.AsyncClient, url: str, i: int) -> None:
                 pass
 
 
-async def newcomer(http: httpx.AsyncClient, url: str, n: int, regex: bool) -> tuple[list[float], list[int]]:
-    """The bystander: `n` 1-token requests one after another, 0.2 s apart, each with a regex
-    no one asked for before when `regex` (so each waits for a compile thread); none begins
-    after HOG_BYSTANDER_SECONDS (beside the row hog without the reserve each took seconds)."""
+async def newcomer(
+    http: httpx.AsyncClient, url: str, n: int, regex: bool, tokens: int = 1
+) -> tuple[list[float], list[int]]:
+    """The bystander: `n` requests of `tokens` greedy tokens one after another, 0.2 s apart,
+    each with a regex no one asked for before when `regex` (so each waits for a compile
+    thread); none begins after HOG_BYSTANDER_SECONDS (beside the row hog without the reserve
+    each took seconds)."""
     lat, statuses = [], []
     stop = time.perf_counter() + HOG_BYSTANDER_SECONDS
     for _ in range(n):
         if time.perf_counter() > stop:
             break
-        body: dict = {"text": "N", "sampling_params": {"max_new_tokens": 1}}
+        params = (
+            {"max_new_tokens": tokens, "temperature": 0, "ignore_eos": True} if tokens > 1 else {"max_new_tokens": 1}
+        )
+        body: dict = {"text": "N", "sampling_params": params}
         if regex:
             body["sampling_params"]["regex"] = f"(ab|cd){{1,{random.randint(2, 10**6)}}}"
         t0 = time.perf_counter()
@@ -404,7 +444,7 @@ async def hog_case(url: str, case: str, addresses: int, n: int) -> tuple[list[fl
     try:
         await asyncio.sleep(0.3 if case == "bursts" else HOG_WARMUP)
         async with httpx.AsyncClient(timeout=300) as http:
-            return await newcomer(http, url, n, regex=case == "compiles")
+            return await newcomer(http, url, n, regex=case == "compiles", tokens=bystander_tokens(case))
     finally:
         hogs.terminate()
         hogs.wait(30)
@@ -426,6 +466,14 @@ async def run_hog(url: str, case: str, addresses: int) -> None:
             count, params, text = same[case]
             body = json.dumps({"text": text, "stream": case == "rows", "sampling_params": params})
             tasks = [asyncio.create_task(hog(http, url, "10.0.2.1", lambda i: body)) for _ in range(count)]
+        elif case in SCHEDULING_HOGS:
+            rng = random.Random(0)
+            tasks = [
+                asyncio.create_task(
+                    hog(http, url, "10.0.2.1", lambda i, c=c: scheduling_hog_body(case, c * 100_000 + i, rng))
+                )
+                for c in range(SCHEDULING_HOGS[case])
+            ]
         else:
             template = hog_schema_body()
             tasks = [
@@ -443,6 +491,14 @@ async def run_hog(url: str, case: str, addresses: int) -> None:
         await asyncio.gather(*tasks)
 
 
+SCHEDULING_HOGS = {"arrivals": HOG_ARRIVERS, "backlog": HOG_BACKLOG_CONNECTIONS, "chunks": HOG_CHUNKERS}
+
+
+def bystander_tokens(case: str) -> int:
+    """The bystander's tokens a request beside `case`: a decode for the scheduling hogs."""
+    return HOG_DECODE_TOKENS if case in SCHEDULING_HOGS else 1
+
+
 def spread(lat: list[float], statuses: list[int]) -> str:
     """'median / p90 / max' in ms, and the statuses that were not 200."""
     lat = sorted(lat)
@@ -457,6 +513,9 @@ HOG_ROWS = [
     ("bursts", 1, [("default", [])]),
     ("rows", 1, [("default", []), ("--reserved-for-new-clients 0", ["--reserved-for-new-clients", "0"])]),
     ("jumps", 1, [("default", []), ("--stage s7", ["--stage", "s7"])]),
+    ("arrivals", 1, [("default", [])]),
+    ("backlog", 1, [("default", [])]),
+    ("chunks", 1, [("s7, chunks of 128", CHUNK_SERVER), ("--mixed-prefill", [*CHUNK_SERVER, "--mixed-prefill"])]),
 ] + [
     ("compiles", a, [("default", []), ("--compile-usage-half-life 0", ["--compile-usage-half-life", "0"])])
     for a in HOG_ADDRESSES
@@ -473,23 +532,29 @@ def run_hogs(n: int, only: list[str]) -> list[str]:
         cells = []
         for _, serve_args in columns:
             with serving(["--forwarded-allow-ips", "127.0.0.1", *serve_args]) as (url, _pid):
-                alone = asyncio.run(hog_case_alone(url, case == "compiles", n))
+                alone = asyncio.run(hog_case_alone(url, case == "compiles", n, bystander_tokens(case)))
                 cells.append((alone, spread(*asyncio.run(hog_case(url, case, addresses, n)))))
         name = {
             "bursts": f"burst_hog ({HOG_BURST} chats at once, again when answered)",
             "rows": f"row_hog ({HOG_STREAMS} streams)",
             "jumps": f"jump_hog ({HOG_JUMPERS} jumping requests)",
+            "arrivals": f"arrival_hog ({HOG_ARRIVERS} connections of 1-token requests; bystander: {HOG_DECODE_TOKENS} tokens)",
+            "backlog": f"backlog_hog ({HOG_BACKLOG_CONNECTIONS} x n={HOG_BACKLOG_N} choices; bystander: {HOG_DECODE_TOKENS} tokens)",
+            "chunks": f"chunk_hog ({HOG_CHUNKERS} connections of 300-600-token prompts, s7 chunks of 128; bystander: {HOG_DECODE_TOKENS} tokens)",
         }.get(case, f"compile_hog on {addresses} address(es)")
+        first = columns[0][0]
+        if first != "default":  # (a case whose server is not the default one says which it is)
+            cells[0] = (cells[0][0], f"{first}: {cells[0][1]}")
         other = f"{columns[1][0]}: {cells[1][1]} (alone {cells[1][0]})" if len(cells) > 1 else "(no option)"
         rows.append(f"| {name} | {cells[0][0]} | {cells[0][1]} | {other} |")
         print(rows[-1], flush=True)
     return rows
 
 
-async def hog_case_alone(url: str, regex: bool, n: int) -> str:
+async def hog_case_alone(url: str, regex: bool, n: int, tokens: int) -> str:
     """The bystander alone (its baseline on this server)."""
     async with httpx.AsyncClient(timeout=60) as http:
-        return spread(*await newcomer(http, url, max(5, n // 3), regex))
+        return spread(*await newcomer(http, url, max(5, n // 3), regex, tokens))
 
 
 @contextlib.contextmanager
@@ -551,7 +616,11 @@ def main() -> None:
             f"of {HOG_BURST_TOKENS} tokens at once, and again when all are answered. row_hog: one client keeps {HOG_STREAMS} streams of {HOG_STREAM_TOKENS} tokens "
             "going (the server has 128 rows); plain requests. jump_hog: one client keeps "
             f"{HOG_JUMPERS} greedy requests of up to {HOG_JUMP_TOKENS} tokens going whose regex forces most "
-            "of their text (s6 jumps it, a re-admission per jump; s7 drafts it). compile_hog: each hog address "
+            "of their text (s6 jumps it, a re-admission per jump; s7 drafts it). arrival_hog: one client's "
+            f"{HOG_ARRIVERS} connections send ~300-token prompts for 1 token each, back to back; backlog_hog: "
+            f"{HOG_BACKLOG_CONNECTIONS} requests of n={HOG_BACKLOG_N} choices of 300 tokens; chunk_hog: "
+            f"{HOG_CHUNKERS} connections send 300-600-token prompts for 1 token each to `{' '.join(CHUNK_SERVER)}`; "
+            f"beside these three the bystander asks {HOG_DECODE_TOKENS} greedy tokens. compile_hog: each hog address "
             f"keeps {HOG_COMPILES} new 2,000-property json_schemas compiling (each a 400 over max_regex_chars); "
             "the bystander's requests each have a new regex, so each waits for a compile thread. Its option-off "
             "column is plain turns (the pool's order before least-used-first); both columns have the other "
@@ -562,7 +631,8 @@ def main() -> None:
             "the option off: beside the hog (alone) |",
             "|---|---|---|---|",
         ]
-        write_section("\n".join(head + rows + ["", machine_line(f"{took:.0f} s")]), RESULTS, HOG_SECTION)
+        section = HOG_SECTION + (f" (--only {args.only})" if args.only else "")
+        write_section("\n".join([section, *head[1:], *rows, "", machine_line(f"{took:.0f} s")]), RESULTS, section)
         return
     serve_args = [
         "--forwarded-allow-ips",
