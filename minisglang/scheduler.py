@@ -894,6 +894,7 @@ class Scheduler:
         reserved = self.config.reserved_for_new_clients or 0
         reserved_tokens = self.config.max_total_tokens * reserved // self.config.max_running_requests
         too_big: Req | None = None
+        decoding = {r.client for r in self.running}  # (None: in-process requests, one client)
         prefill_tokens = len(self.running) if self.config.mixed_prefill else 0
         chunk, chunk_tokens = self.config.chunked_prefill_size, 0  # prompt tokens only, riders aside
         in_batch = self._in_batch_tree()
@@ -914,8 +915,12 @@ class Scheduler:
                     continue  # wait one step and hit them, rather than compute them twice
             extend = len(req.fill_ids) - len(prefix)
             need = extend + self._reserved_new_tokens(req)
+            # Another client's decodes wait for this forward: it stays short (scheduler_config).
+            limit = self.config.max_prefill_tokens
+            if decoding - {req.client}:
+                limit = min(limit, self.config.max_prefill_tokens_while_others_decode)
             if (
-                prefill_tokens + extend > self.config.max_prefill_tokens
+                prefill_tokens + extend > limit
                 and chosen
                 or len(self.running) + len(chosen) >= self.config.max_running_requests
             ):

@@ -123,6 +123,38 @@ def test_arrivals_one_a_step_leave_the_running_requests_every_other_step(engine,
     assert_no_leak(engine)
 
 
+@pytest.mark.parametrize(
+    "reader_client", ["10.0.0.2", "10.0.0.1", None], ids=["another-client", "same-client", "in-process"]
+)
+def test_a_prefill_beside_another_clients_decodes_stays_short(reader_client):
+    """While another client's request decodes, a prefill forward computes at most
+    `max_prefill_tokens_while_others_decode` tokens (its first request whole all the same):
+    one client's back-to-back ~400-token prompts went 8 to a forward, and another client's
+    8-token answer waited one such forward per token. Beside the same client's decodes, or
+    in process (one client), a forward takes up to `max_prefill_tokens`. Texts as alone."""
+    eng = sgl.Engine(stage="s0", max_total_tokens=2048, max_prefill_tokens=400)
+    try:
+        alone = eng.generate("Once upon a time", SMALL)["text"]
+        reader = submit(eng, "Once upon a time", SMALL, reader_client)
+        eng.step()  # its prefill: it decodes from now on
+        one_token = {"temperature": 0, "max_new_tokens": 1}
+        client = None if reader_client is None else "10.0.0.1"
+        prompts = [submit(eng, f"{i} " * 3 + "tick " * 12, one_token, client) for i in range(8)]
+        one = min(len(p.fill_ids) for p in prompts)
+        cap = eng.scheduler.config.max_prefill_tokens_while_others_decode = one * 3 // 2  # one prompt a forward
+        since = len(eng.trace)
+        run(eng, [reader, *prompts])
+        assert reader.output_text == alone and all(p.output_ids for p in prompts)
+        sizes = [e["tokens"] for e in eng.trace[since:] if e["event"] == "prefill"]
+        if reader_client == "10.0.0.2":
+            assert max(sizes) <= cap and len(sizes) >= 8
+        else:
+            assert max(sizes) > cap and len(sizes) < 8
+        assert_no_leak(eng)
+    finally:
+        eng.shutdown()
+
+
 def test_a_backlog_is_ranked_only_as_far_as_one_step_can_admit(monkeypatch):
     """Admission ranks each client's first requests, as many as the free rows (and every
     re-admission): ranking a whole backlog matched every queued request against the tree at
