@@ -69,6 +69,7 @@ from .admission_order import returning
 from .core import AbortKind, Req
 from .memory_pool import ReqToTokenPool, TokenToKVPool
 from .model.forward_batch import ForwardBatch, ForwardMode
+from .prefill_budget import PrefillBudget
 from .radix_cache import RadixCache
 from .retraction import NewTokenRatio, decode_cushion, retraction_victim, victims_for_room
 from .sampler import sample, seeded_generator
@@ -868,11 +869,11 @@ class Scheduler:
         waiting = admission_order.candidates(self.waiting_queue, rows)
         if self.retract_for_newcomer(waiting):
             waiting = admission_order.candidates(self.waiting_queue, rows)
-        budget = self.kv_room() - sum(self._reserved_new_tokens(r) for r in self.running)
+        room = self.kv_room() - sum(self._reserved_new_tokens(r) for r in self.running)
         # Each request needs at least one new token and room for the rest of its output. When
         # no request can get that, none is admitted: skip matching the queue against the tree
         # (in a backlog, the longest part of scheduling).
-        if budget < min(1 + self._reserved_new_tokens(r) for r in waiting):
+        if room < min(1 + self._reserved_new_tokens(r) for r in waiting):
             return []
         order = self._admission_order(waiting)
         # A client's re-admission (s4's jump, or a retraction) keeps the room it had while
@@ -880,23 +881,15 @@ class Scheduler:
         # fitted in the room a jump gave back, and the jumped request waited 119 steps, until
         # another request ended). The re-admissions themselves share it, first come first.
         kept = {r.rid: self._reserved_new_tokens(r) for r in order if returning(r)}
-        budget -= sum(kept.values())
+        budget = PrefillBudget(self.config, room - sum(kept.values()), kept, self.running)
 
-        # A mixed forward also computes one token per running request: they are in the prefill
-        # budget (SGLang's PrefillAdder counts its mixed-in decodes the same way).
         chosen: list[Req] = []
         # A request too big for the room left holds back its own client's later requests, not
         # another client's (one client's backlog of long requests kept a 20-token request of
         # another client waiting 120 steps with room for it); a request passed MAX_PASSED_BY
         # times holds back everyone. In-process requests (no client) stay plain FCFS.
         held: set[str] = set()
-        busy = {r.client for r in self.running if r.client is not None}  # clients with a request running
-        reserved = self.config.reserved_for_new_clients or 0
-        reserved_tokens = self.config.max_total_tokens * reserved // self.config.max_running_requests
         too_big: Req | None = None
-        decoding = {r.client for r in self.running}  # (None: in-process requests, one client)
-        prefill_tokens = len(self.running) if self.config.mixed_prefill else 0
-        chunk, chunk_tokens = self.config.chunked_prefill_size, 0  # prompt tokens only, riders aside
         in_batch = self._in_batch_tree()
         match = {}
         for req in self.ready_reqs(order):
@@ -915,25 +908,15 @@ class Scheduler:
                     continue  # wait one step and hit them, rather than compute them twice
             extend = len(req.fill_ids) - len(prefix)
             need = extend + self._reserved_new_tokens(req)
-            # Another client's decodes wait for this forward: it stays short (scheduler_config).
-            limit = self.config.max_prefill_tokens
-            if decoding - {req.client}:
-                limit = min(limit, self.config.max_prefill_tokens_while_others_decode)
-            if (
-                prefill_tokens + extend > limit
-                and chosen
-                or len(self.running) + len(chosen) >= self.config.max_running_requests
-            ):
+            if budget.forward_full(req, extend):
                 break
-            cut = chunk is not None and chunk_tokens + extend > chunk
+            cut = budget.cut(extend)
             if cut and chosen:
                 break  # it would be cut: it waits until it is first, and goes alone
             # Its cached prefix, once locked, can no longer be evicted to make room: the budget
             # counted it as room, so the check is made with the lock taken (and undone if it fails).
             locked = -self.tree_cache.inc_lock_ref(node)
-            # (a re-admission's room: all that re-admissions keep; its own only, each of three
-            # retracted requests waited for the others' with nothing running, for good)
-            if need + locked > budget + (sum(kept.values()) if req.rid in kept else 0):
+            if not budget.fits(req, need, locked):
                 self.tree_cache.dec_lock_ref(node)
                 if req.client is None:
                     break
@@ -941,24 +924,15 @@ class Scheduler:
                 if too_big is None or req.passed_by >= admission_order.MAX_PASSED_BY:
                     too_big = req
                 continue
-            rows_after = self.config.max_running_requests - len(self.running) - len(chosen) - 1
-            if (
-                req.client in busy
-                and not returning(req)
-                and (rows_after < reserved or need + locked > budget - reserved_tokens)
-            ):
+            if req.client is not None and budget.in_reserve(req, need, locked):
                 self.tree_cache.dec_lock_ref(node)
                 held.add(req.client)  # (its later requests wait behind it, as behind one too big)
                 continue  # it fits, but in the rows and room kept for a client with nothing running
             if too_big is not None and not req.output_ids:  # a re-admission passes nobody (see below)
                 too_big.passed_by += 1
                 self.record_event("pass", req, past=too_big.rid)
-            chunk_tokens += extend
-            budget -= need + locked - kept.pop(req.rid, 0)
-            prefill_tokens += extend
+            budget.take(req, extend, need, locked)
             chosen.append(req)
-            if req.client is not None:
-                busy.add(req.client)
             if cut:
                 break
             if in_batch is not None:

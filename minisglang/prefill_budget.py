@@ -1,0 +1,88 @@
+"""What one prefill batch may still take: the arithmetic of `Scheduler.get_new_prefill_batch`.
+
+Admission walks the waiting requests in its order (admission_order.py) and asks, for each,
+four questions whose answers are counts, not tree or queue work; `PrefillBudget` holds the
+counts and answers them, and `take` counts a chosen request down:
+
+- `forward_full`: would its new tokens make the forward longer than a prefill may be
+  (`max_prefill_tokens`; beside another client's decodes `max_prefill_tokens_while_others_decode`,
+  since each of their tokens waits for this forward), or the running batch wider than its rows?
+  The first request of a batch always goes in whole (nothing could prefill it otherwise).
+- `cut`: does chunked prefill cut it (more new tokens than the chunk has left)?
+- `fits`: is there KV room for its new tokens and its reserved output, a re-admission
+  counting the room re-admissions keep (s4's jump, a retraction: the room it had running)?
+- `in_reserve`: would it take the rows or room kept for a client with nothing running
+  (`reserved_for_new_clients`)? Only a client with a request running is kept out of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .admission_order import returning
+from .core import Req
+from .scheduler_config import SchedulerConfig
+
+
+@dataclass
+class PrefillBudget:
+    """The room one prefill batch admits into, counted down as requests are chosen.
+
+    `room`: KV slots for new requests (the pool's room less every running request's reserved
+    output, less `kept`); `kept`: rid -> the slots a waiting re-admission keeps; `running`:
+    the running requests; `forward_tokens`: what the forward computes so far (a mixed
+    forward's riders, one token each, are in it from the start, as in SGLang's PrefillAdder)."""
+
+    config: SchedulerConfig
+    room: int
+    kept: dict[int, int]
+    running: list[Req]
+    forward_tokens: int = 0
+    chunk_tokens: int = 0  # prompt tokens of this batch, riders aside (chunked prefill)
+    chosen: int = 0
+    busy: set[str] = field(default_factory=set)  # clients with a request running or chosen
+
+    def __post_init__(self) -> None:
+        self.busy = {r.client for r in self.running if r.client is not None}
+        self.decoding = {r.client for r in self.running}  # (None: in-process requests, one client)
+        self.forward_tokens = len(self.running) if self.config.mixed_prefill else 0
+        reserved = self.config.reserved_for_new_clients or 0
+        self.reserved_rows = reserved
+        self.reserved_tokens = self.config.max_total_tokens * reserved // self.config.max_running_requests
+
+    def forward_full(self, req: Req, extend: int) -> bool:
+        """Whether `req`, computing `extend` new tokens, is one request too many for this forward."""
+        limit = self.config.max_prefill_tokens
+        if self.decoding - {req.client}:  # another client's decodes wait for this forward
+            limit = min(limit, self.config.max_prefill_tokens_while_others_decode)
+        if self.chosen and self.forward_tokens + extend > limit:
+            return True
+        return len(self.running) + self.chosen >= self.config.max_running_requests
+
+    def cut(self, extend: int) -> bool:
+        """Whether chunked prefill would cut a request of `extend` new tokens here."""
+        chunk = self.config.chunked_prefill_size
+        return chunk is not None and self.chunk_tokens + extend > chunk
+
+    def fits(self, req: Req, need: int, locked: int) -> bool:
+        """Whether `need` slots (new tokens and reserved output) plus the `locked` prefix slots
+        the budget counted as evictable fit; a re-admission may use what re-admissions keep (all
+        of it: each of three retracted requests once waited for the others' room, for good)."""
+        return need + locked <= self.room + (sum(self.kept.values()) if req.rid in self.kept else 0)
+
+    def in_reserve(self, req: Req, need: int, locked: int) -> bool:
+        """Whether `req` fits only in the rows and room kept for a client with nothing running."""
+        if req.client not in self.busy or returning(req):
+            return False
+        rows_after = self.config.max_running_requests - len(self.running) - self.chosen - 1
+        return rows_after < self.reserved_rows or need + locked > self.room - self.reserved_tokens
+
+    def take(self, req: Req, extend: int, need: int, locked: int) -> None:
+        """Count `req` in: its new tokens in the forward, its slots out of the room (a
+        re-admission's own kept room back first)."""
+        self.chunk_tokens += extend
+        self.forward_tokens += extend
+        self.room -= need + locked - self.kept.pop(req.rid, 0)
+        self.chosen += 1
+        if req.client is not None:
+            self.busy.add(req.client)
