@@ -190,14 +190,14 @@ def drop_merges(ids: list[int], parts: dict[int, tuple[int, int]], p: float, rng
     return out
 
 
-def with_dropout(encoded, parts, p: float, seed: int) -> list[tuple[list[int], int]]:
-    """`encoded` (ids, prompt length) with `drop_merges` applied to the prompt and the
-    answer apart (their boundary moves with the prompt's new length)."""
+def with_dropout(encoded, parts, p: float, p_answer: float, seed: int) -> list[tuple[list[int], int]]:
+    """`encoded` (ids, prompt length) with `drop_merges` applied to the prompt (probability
+    `p`) and the answer (`p_answer`) apart (their boundary moves with the prompt's new length)."""
     rng = random.Random(seed)
     out = []
     for ids, start in encoded:
         prompt = drop_merges(ids[:start], parts, p, rng)
-        out.append((prompt + drop_merges(ids[start:], parts, p, rng), len(prompt)))
+        out.append((prompt + drop_merges(ids[start:], parts, p_answer, rng), len(prompt)))
     return out
 
 
@@ -384,8 +384,14 @@ def main(argv: list[str] | None = None) -> None:
         "--bpe-dropout",
         type=float,
         default=0.0,
-        help="undo each BPE merge of the main corpus's prompts and answers with this probability "
+        help="undo each BPE merge of the main corpus's prompts with this probability "
         "(seeded, drawn afresh every epoch; 0: canonical tokens only)",
+    )
+    ap.add_argument(
+        "--bpe-dropout-answer",
+        type=float,
+        default=0.0,
+        help="the same for the answers (what the model learns to write)",
     )
     ap.add_argument("--seed", type=int, default=0)
     # On a small machine shared with other jobs, more threads than free cores wait on each other.
@@ -428,7 +434,7 @@ def train(args) -> None:
         tokenizer.save_pretrained(tok_dir)
         torch.save(encoded, enc_path)
     eos_id = tokenizer.convert_tokens_to_ids(EOS)
-    parts = merge_parts(tokenizer) if args.bpe_dropout else {}
+    parts = merge_parts(tokenizer) if args.bpe_dropout or args.bpe_dropout_answer else {}
     drills = []
     if args.copy_steps or args.copy_mix:
         drill_path = args.state / "encoded-copy.pt"
@@ -518,8 +524,10 @@ def train(args) -> None:
                         tokenizer, epoch_corpus(args.examples, args.seed, epoch, mined, args.mined_mix), args.max_len
                     )
                 )
-                if args.bpe_dropout:
-                    examples = with_dropout(examples, parts, args.bpe_dropout, args.seed * 100043 + epoch)
+                if args.bpe_dropout or args.bpe_dropout_answer:
+                    examples = with_dropout(
+                        examples, parts, args.bpe_dropout, args.bpe_dropout_answer, args.seed * 100043 + epoch
+                    )
                 batches = make_batches(
                     examples, args.tokens_per_batch, eos_id, random.Random(args.seed * 100003 + epoch), args.sort_pool
                 )

@@ -320,14 +320,16 @@ def test_bpe_dropout_spells_the_same_text_in_other_pieces_seeded():
     some = [train_tiny_model.drop_merges(ids, parts, 0.3, random.Random(seed)) for seed in range(4)]
     assert all(tokenizer.decode(d) == text for d in some) and len({tuple(d) for d in some}) > 1
     assert some[0] == train_tiny_model.drop_merges(ids, parts, 0.3, random.Random(0))
-    ((dropped, start),) = train_tiny_model.with_dropout([(ids, 5)], parts, 1.0, seed=0)
+    ((dropped, start),) = train_tiny_model.with_dropout([(ids, 5)], parts, 1.0, 1.0, seed=0)
     assert tokenizer.decode(dropped[:start]) == tokenizer.decode(ids[:5])
     assert tokenizer.decode(dropped[start:]) == tokenizer.decode(ids[5:])
+    ((prompt_only, start),) = train_tiny_model.with_dropout([(ids, 5)], parts, 1.0, 0.0, seed=0)
+    assert prompt_only[start:] == ids[5:] and start > 5
 
 
 def test_training_with_bpe_dropout_resumes_as_one_run(tmp_path):
     """The dropped pieces are drawn from the epoch's seed: a resumed run takes the same batches."""
-    extra = ["--bpe-dropout", "0.2", "--steps", "4"]
+    extra = ["--bpe-dropout", "0.2", "--bpe-dropout-answer", "0.1", "--steps", "4"]
     train(tmp_path, "whole", *extra, "--stop-after", "4")
     train(tmp_path, "split", *extra, "--stop-after", "3")
     train(tmp_path, "split", *extra, "--resume", "--stop-after", "4")
