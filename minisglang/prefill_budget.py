@@ -37,18 +37,21 @@ class PrefillBudget:
     room: int
     kept: dict[int, int]
     running: list[Req]
-    forward_tokens: int = 0
-    chunk_tokens: int = 0  # prompt tokens of this batch, riders aside (chunked prefill)
-    chosen: int = 0
-    busy: set[str] = field(default_factory=set)  # clients with a request running or chosen
+    # Derived from the above at construction:
+    forward_tokens: int = field(init=False)
+    chunk_tokens: int = field(init=False, default=0)  # prompt tokens of this batch, riders aside
+    chosen: int = field(init=False, default=0)
+    busy: set[str] = field(init=False)  # clients with a request running or chosen
+    decoding: set[str | None] = field(init=False)  # clients with a request running (None: in process)
+    reserved_rows: int = field(init=False)  # rows kept for a client with nothing running
+    reserved_tokens: int = field(init=False)  # and as many rows' share of the pool
 
     def __post_init__(self) -> None:
-        self.busy = {r.client for r in self.running if r.client is not None}
-        self.decoding = {r.client for r in self.running}  # (None: in-process requests, one client)
         self.forward_tokens = len(self.running) if self.config.mixed_prefill else 0
-        reserved = self.config.reserved_for_new_clients or 0
-        self.reserved_rows = reserved
-        self.reserved_tokens = self.config.max_total_tokens * reserved // self.config.max_running_requests
+        self.busy = {r.client for r in self.running if r.client is not None}
+        self.decoding = {r.client for r in self.running}
+        self.reserved_rows = self.config.reserved_for_new_clients or 0
+        self.reserved_tokens = self.config.max_total_tokens * self.reserved_rows // self.config.max_running_requests
 
     def forward_full(self, req: Req, extend: int) -> bool:
         """Whether `req`, computing `extend` new tokens, is one request too many for this forward."""
