@@ -809,7 +809,7 @@ class Scheduler:
         if newcomer is None:
             return False
         kept = sum(self._reserved_new_tokens(r) for r in self.waiting_queue if returning(r))
-        room = self.kv_room() - sum(self._reserved_new_tokens(r) for r in self.running) - kept
+        room = self.unreserved_room() - kept
         victims = victims_for_room(self.running, len(newcomer.fill_ids) + self._reserved_new_tokens(newcomer) - room)
         if not victims:
             return False
@@ -821,6 +821,11 @@ class Scheduler:
     def kv_room(self) -> int:
         """KV slots a step can get: the free ones and those the tree may evict."""
         return self.token_to_kv_pool.available_size() + self.tree_cache.evictable_size()
+
+    def unreserved_room(self) -> int:
+        """`kv_room` less what admission reserved for the running requests' remaining output:
+        the room a waiting request may be admitted into."""
+        return self.kv_room() - sum(self._reserved_new_tokens(r) for r in self.running)
 
     def retract(self, req: Req) -> None:
         """Send running `req` back to the front of the waiting queue, its KV to the radix tree
@@ -869,7 +874,7 @@ class Scheduler:
         waiting = admission_order.candidates(self.waiting_queue, rows)
         if self.retract_for_newcomer(waiting):
             waiting = admission_order.candidates(self.waiting_queue, rows)
-        room = self.kv_room() - sum(self._reserved_new_tokens(r) for r in self.running)
+        room = self.unreserved_room()
         # Each request needs at least one new token and room for the rest of its output. When
         # no request can get that, none is admitted: skip matching the queue against the tree
         # (in a backlog, the longest part of scheduling).

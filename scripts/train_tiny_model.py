@@ -524,7 +524,7 @@ def train(args) -> None:
                         tokenizer, epoch_corpus(args.examples, args.seed, epoch, mined, args.mined_mix), args.max_len
                     )
                 )
-                if args.bpe_dropout or args.bpe_dropout_answer:
+                if parts:  # (--bpe-dropout or --bpe-dropout-answer)
                     examples = with_dropout(
                         examples, parts, args.bpe_dropout, args.bpe_dropout_answer, args.seed * 100043 + epoch
                     )
