@@ -312,6 +312,11 @@ def test_torch_threads_is_checked_and_set():
         ("schedule_policy", "fifo", "schedule_policy must be 'lpm' or 'fcfs', not 'fifo'"),
         ("max_prefill_tokens", "4k", "max_prefill_tokens must be an integer, not '4k'"),
         ("max_running_requests", 0, "max_running_requests must be above 0, not 0"),
+        (
+            "max_prefill_tokens_while_others_decode",
+            0,
+            "max_prefill_tokens_while_others_decode must be above 0, not 0",
+        ),
         ("in_batch_prefix_threshold", -1, "in_batch_prefix_threshold must be 0 (off) or above, not -1"),
     ],
 )
