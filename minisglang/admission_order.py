@@ -18,6 +18,10 @@ from .core import Req
 # room left (`get_new_prefill_batch`); after that it holds everyone back until it fits, as
 # FCFS does, so a stream of small requests cannot starve it.
 MAX_PASSED_BY = 32
+# Seconds in which a client's prefilled prompt tokens count half (the scheduler's
+# `RecentUse`, by which `ranked` orders the clients of one turn), as the compile pool's
+# compile seconds do.
+PREFILL_HALF_LIFE_SECONDS = 10.0
 
 
 def returning(req: Req) -> bool:
@@ -46,15 +50,23 @@ def candidates(waiting: list[Req], most: int) -> list[Req]:
     return out
 
 
-def ranked(waiting: list[Req], running: list[Req], policy: str, cached_len: Callable[[Req], int]) -> list[Req]:
+def ranked(
+    waiting: list[Req],
+    running: list[Req],
+    policy: str,
+    cached_len: Callable[[Req], int],
+    prefilled: Callable[[str], float] = lambda client: 0.0,
+) -> list[Req]:
     """The waiting queue in the order admission tries it. Each client's requests in the
     policy's order (lpm: longest cached prefix first, `cached_len`, ties by arrival; fcfs:
     arrival), and clients take turns: a client's k-th request in that order ranks with every
     other client's k-th, counting the requests it already has running, so one client's
     backlog (of rows, of long prompts prefilled a chunk a step) waits behind another client's
-    first request. A request passed MAX_PASSED_BY times goes first of all, then a client's s4
-    re-admissions. Without clients (every in-process request) this is the policy's order, a
-    request passed MAX_PASSED_BY times aside. (The scheduler ranks only the `candidates`.)"""
+    first request. Within a turn, the client whose prompts were prefilled least lately
+    (`prefilled`: its prompt tokens, recent_use.py) goes first. A request passed MAX_PASSED_BY
+    times goes first of all, then a client's s4 re-admissions. Without clients (every
+    in-process request) this is the policy's order, a request passed MAX_PASSED_BY times
+    aside. (The scheduler ranks only the `candidates`.)"""
     if policy == "lpm":
         # Rank by cached prefix length (a read-only walk: a backlog of a hundred requests
         # is ranked at every step, and only the few admitted need their slots).
@@ -77,7 +89,12 @@ def ranked(waiting: list[Req], running: list[Req], policy: str, cached_len: Call
         if req.rid not in turn:
             turn[req.rid] = turns[req.client]
             turns[req.client] += 1
-    return sorted(by_policy, key=lambda r: (r.passed_by < MAX_PASSED_BY, turn[r.rid]))
+    # Turns alone let a client whose requests leave right after their prefill (one token each)
+    # go first at every turn: it had nothing running whenever admission ranked, and each of its
+    # queued requests had arrived before another client's. A newcomer waited behind all of them
+    # (15 chunk forwards of 128 tokens behind three queued prompts, to be answered in 2).
+    used: dict[str | None, float] = {c: prefilled(c) for c in {r.client for r in by_policy} if c is not None}
+    return sorted(by_policy, key=lambda r: (r.passed_by < MAX_PASSED_BY, turn[r.rid], used.get(r.client, 0.0)))
 
 
 def passes_ranked_ahead(chosen: list[Req], order: list[Req], waiting: list[Req]) -> Iterator[tuple[Req, list[int]]]:

@@ -71,6 +71,7 @@ from .memory_pool import ReqToTokenPool, TokenToKVPool
 from .model.forward_batch import ForwardBatch, ForwardMode
 from .prefill_budget import PrefillBudget
 from .radix_cache import RadixCache
+from .recent_use import RecentUse
 from .retraction import NewTokenRatio, decode_cushion, retraction_victim, victims_for_room
 from .sampler import sample, seeded_generator
 from .scheduler_config import SchedulerConfig
@@ -213,6 +214,8 @@ class Scheduler:
         self.totals = SchedulerTotals()
         assert config.min_new_token_ratio is not None  # (SchedulerConfig fills it in)
         self.new_token_ratio = NewTokenRatio(config.new_token_ratio, config.min_new_token_ratio)
+        # Each server client's prompt tokens prefilled lately, which orders a turn's clients.
+        self.prefilled = RecentUse(admission_order.PREFILL_HALF_LIFE_SECONDS)
         self.trace: collections.deque[dict[str, Any]] = collections.deque(maxlen=config.trace_limit)
         # A step view's recorder (minisglang/stepview): called around the mask and for each
         # token, it adds detail events to `trace`; None (the default) costs one check per hook.
@@ -421,8 +424,10 @@ class Scheduler:
                     self.req_to_token_pool,
                     self.token_to_kv_pool,
                 )
-            for req, start, ids in zip(fed, starts, new_ids):
+            for k, (req, start, ids) in enumerate(zip(fed, starts, new_ids)):
                 req.kv_len = start + len(ids)
+                if req.client is not None and k < len(fed) - batch.decode_riders:  # (a rider decodes)
+                    self.prefilled.add(req.client, len(ids))
             self.forward_counts["prefill"] += 1
             self.forward_counts["mixed"] += batch.decode_riders > 0
             self.record_event(
@@ -970,7 +975,9 @@ class Scheduler:
 
     def _admission_order(self, waiting: list[Req]) -> list[Req]:
         """`waiting` (the queue's candidates) in the order admission tries it (admission_order.py)."""
-        return admission_order.ranked(waiting, self.running, self.config.schedule_policy, self._cached_len)
+        return admission_order.ranked(
+            waiting, self.running, self.config.schedule_policy, self._cached_len, self.prefilled.of
+        )
 
     def _count_passes_ranked_ahead(self, chosen: list[Req], order: list[Req]) -> None:
         """Count the passes admission's order made by ranking newer requests ahead (admission_order.py)."""

@@ -13,6 +13,7 @@ from test_engine import assert_no_leak
 
 import minisglang as sgl
 import minisglang.admission_order as admission_order
+from minisglang.core import Req, SamplingParams
 
 LONG = {"temperature": 0, "max_new_tokens": 200, "ignore_eos": True}
 SMALL = {"temperature": 0, "max_new_tokens": 8, "ignore_eos": True}
@@ -200,6 +201,47 @@ def test_clients_take_turns_at_the_rows_and_at_chunked_prefill():
         eng.shutdown()
 
 
+@pytest.mark.parametrize("policy", ["lpm", "fcfs"])
+def test_a_client_whose_requests_leave_after_their_prefill_does_not_go_first_at_every_turn(policy):
+    """Turns count the requests a client has running; one whose requests ask for one token
+    has none running whenever admission ranks, so each of its queued prompts stood level with
+    another client's first request and, queued earlier, went first: a newcomer waited behind
+    every one of them. Within a turn the client prefilled least lately goes first: the
+    newcomer goes right after the prompt being chunked."""
+    eng = sgl.Engine(stage="s7", max_total_tokens=4096, chunked_prefill_size=32, schedule_policy=policy)
+    try:
+        one = {"temperature": 0, "max_new_tokens": 1}
+        hogs = [submit(eng, f"Record {i}: " + "alpha beta gamma delta " * 20, one, "10.0.0.1") for i in range(4)]
+        eng.step()  # (the first hog's first chunk)
+        other = submit(eng, "Email: ", SMALL, "10.0.0.2")
+        run(eng, [*hogs, other])
+        admitted = sorted(hogs + [other], key=lambda r: admitted_step(eng, r))
+        assert admitted.index(other) == 1, [r.rid for r in admitted]
+        assert [r.rid for r in admitted if r is not other] == [r.rid for r in hogs]  # its own in order
+        assert other.output_ids == eng.generate("Email: ", SMALL)["output_ids"]
+        assert_no_leak(eng)
+    finally:
+        eng.shutdown()
+
+
+def test_within_a_turn_clients_go_in_order_of_their_recent_prefill_then_the_policys():
+    """admission_order.ranked on its own: among clients at one turn, the one with fewer prompt
+    tokens prefilled lately first; equal ones (none yet) in the policy's order; the turns and
+    each client's own order unchanged."""
+    reqs = []
+    for rid, client in enumerate(["a", "b", "a", "c", "b", None]):
+        req = Req(prompt="p", origin_input_ids=[1, 2, 3], sampling_params=SamplingParams(), rid=rid)
+        req.client = client
+        reqs.append(req)
+    served = {"a": 500.0, "b": 20.0, "c": 20.0}
+    order = admission_order.ranked(reqs, [], "fcfs", lambda r: 0, lambda c: served[c])
+    # (In-process requests, which count no prefill, first: in practice they never meet clients.)
+    assert [(r.client, r.rid) for r in order] == [(None, 5), ("b", 1), ("c", 3), ("a", 0), ("b", 4), ("a", 2)]
+    # Without the measure (every client at 0): turns, then arrival.
+    order = admission_order.ranked(reqs, [], "fcfs", lambda r: 0)
+    assert [r.rid for r in order] == [0, 1, 3, 5, 2, 4]
+
+
 def test_lpm_counts_cache_hits_ranked_ahead_as_passes(engine, monkeypatch):
     """lpm (the engine's default) ranks other clients' newer requests that hit the cache ahead
     of an older request that does not fit: they pass it too, and once it has been passed
@@ -216,7 +258,8 @@ def test_lpm_counts_cache_hits_ranked_ahead_as_passes(engine, monkeypatch):
     assert all(h not in engine.scheduler.waiting_queue for h in hits)  # ranked ahead, admitted
     assert long[2].passed_by == 3
     passed = [e for e in engine.trace if e["event"] == "passed" and e["rid"] == long[2].rid]
-    assert [e["by"] for e in passed] == [[h.rid for h in hits]]  # one event, naming who passed
+    # One event, naming who passed (in the order their clients' recent prefill ranked them).
+    assert [sorted(e["by"]) for e in passed] == [[h.rid for h in hits]]
     later = [submit(engine, f"Email: hello there {i}", SMALL, f"10.0.2.{i}") for i in range(2)]
     engine.step()
     assert all(r in engine.scheduler.waiting_queue for r in later)  # behind it now

@@ -242,20 +242,6 @@ def test_a_newcomers_compile_goes_before_those_of_clients_that_compiled_lately()
     assert _served_after_hogs(half_life=0)[-1] == "new"
 
 
-def test_a_pool_remembers_the_usage_of_so_many_clients():
-    """Past MAX_REMEMBERED clients the half that used the threads least is forgotten (an
-    attacker's many addresses grow the table no further; the forgotten go back to none)."""
-    pool = FairCompilePool(1, Baton())
-    pool.MAX_REMEMBERED = 8
-    try:
-        with pool._cond:
-            for k in range(9):
-                pool._charge(f"c{k}", seconds=k + 1.0)
-        assert sorted(pool._used) == [f"c{k}" for k in range(4, 9)]
-    finally:
-        pool.shutdown()
-
-
 def test_a_pool_keeps_no_entry_for_a_client_once_its_jobs_are_done_or_cancelled():
     """Its running counts and queues kept a zero and an empty queue for every client ever
     seen (an attacker's addresses grew them without bound)."""

@@ -35,6 +35,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from ..recent_use import RecentUse
+
 T = TypeVar("T")
 
 
@@ -250,7 +252,7 @@ class FairCompilePool:
     Engine's own API, takes any free thread: there is no one to be fair to). A free thread
     takes the next job of the client that used the compile threads least lately: each
     client's compile seconds (a job's, from its start to its end) are summed, each halving
-    every `half_life` seconds, and clients whose sums are equal (none has compiled yet)
+    every `half_life` seconds (`recent_use.RecentUse`), and clients whose sums are equal (none has compiled yet)
     take turns. Plain turns were not enough: six addresses, each keeping 8 schemas of a
     quarter of a second compiling, were each ahead of a newcomer in the turn, and its
     trivial regex waited about 6/2 of those compiles (1-2 s); now a newcomer's compile
@@ -267,14 +269,12 @@ class FairCompilePool:
     # `workers + MAX_CHILDREN`: six hog addresses' jobs held them all, 4-5 of them waiting for
     # children, and a newcomer's trivial regex waited up to 0.6 s for a thread.
     MAX_CHILDREN = 4
-    # Clients whose compile seconds are remembered; past it, the half with the least are
-    # forgotten (they go back to none: the order among them barely changes).
-    MAX_REMEMBERED = 4096
 
     def __init__(self, workers: int, baton: Baton, name: str = "compile", half_life: float = 10.0):
         self.workers, self.baton, self.name = workers, baton, name
         self.half_life = half_life  # seconds in which a client's compile seconds halve; 0: plain turns
-        self._used: dict[str, tuple[float, float]] = {}  # client -> (compile seconds, as of when)
+        # Each client's compile seconds lately (recent_use.py; None: plain turns).
+        self.usage = RecentUse(half_life) if half_life > 0 else None
         self.per_client = max(1, workers - 1)  # one thread is always left for another client
         self._outside = 0  # running jobs that wait for a child process now (or for a turn at one)
         self._children = 0  # ... of which in a child (at most MAX_CHILDREN)
@@ -341,21 +341,6 @@ class FairCompilePool:
                     del self._queues[job.client]
             self._cond.notify_all()  # (a job waiting for a child sees it)
 
-    def used(self, client: str, now: float) -> float:
-        """`client`'s compile seconds as of `now` (perf_counter), each halved every `half_life`."""
-        seconds, when = self._used.get(client, (0.0, now))
-        return seconds * 0.5 ** ((now - when) / self.half_life) if seconds else 0.0
-
-    def _charge(self, client: str, seconds: float) -> None:
-        """Count a finished job's seconds against its client (the lock held)."""
-        if self.half_life <= 0 or not client:
-            return
-        now = time.perf_counter()
-        self._used[client] = (self.used(client, now) + seconds, now)
-        if len(self._used) > self.MAX_REMEMBERED:
-            kept = sorted(self._used, key=lambda c: self.used(c, now))[len(self._used) // 2 :]
-            self._used = {c: self._used[c] for c in kept}
-
     def _next(self) -> CompileJob | None:
         """The next job, the lock held: of the clients with a job waiting and fewer than
         `per_client` running, the one that used the least compile seconds lately, the first
@@ -367,9 +352,9 @@ class FairCompilePool:
         ready = [c for c, q in self._queues.items() if q and (self._running[c] < self.per_client or not c)]
         if not ready:
             return None
-        if self.half_life > 0:
-            now = time.perf_counter()
-            client = min(ready, key=lambda c: self.used(c, now))  # (min keeps the first of equals)
+        if (usage := self.usage) is not None:
+            now = usage.clock()
+            client = min(ready, key=lambda c: usage.of(c, now))  # (min keeps the first of equals)
         else:
             client = ready[0]
         job = self._queues[client].popleft()
@@ -401,8 +386,8 @@ class FairCompilePool:
                 if not self._running[job.client]:
                     del self._running[job.client]  # (no entry kept for every client ever seen)
                 self._active.discard(job)
-                if job.started is not None:
-                    self._charge(job.client, time.perf_counter() - job.started)
+                if job.started is not None and job.client and self.usage is not None:
+                    self.usage.add(job.client, time.perf_counter() - job.started)
                 self._cond.notify_all()
 
     def shutdown(self) -> None:
