@@ -92,7 +92,7 @@ def ranked(
     # Turns alone let a client whose requests leave right after their prefill (one token each)
     # go first at every turn: it had nothing running whenever admission ranked, and each of its
     # queued requests had arrived before another client's. A newcomer waited behind all of them
-    # (15 chunk forwards of 128 tokens behind three queued prompts, to be answered in 2).
+    # (15 chunk forwards of 128 tokens before its first token, behind three queued prompts).
     used: dict[str | None, float] = {c: prefilled(c) for c in {r.client for r in by_policy} if c is not None}
     return sorted(by_policy, key=lambda r: (r.passed_by < MAX_PASSED_BY, turn[r.rid], used.get(r.client, 0.0)))
 
