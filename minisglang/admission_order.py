@@ -62,18 +62,20 @@ def ranked(
     arrival), and clients take turns: a client's k-th request in that order ranks with every
     other client's k-th, counting the requests it already has running, so one client's
     backlog (of rows, of long prompts prefilled a chunk a step) waits behind another client's
-    first request. Within a turn, the client whose prompts were prefilled least lately
-    (`prefilled`: its prompt tokens, recent_use.py) goes first. A request passed MAX_PASSED_BY
+    first request. Within a turn, the request that leaves its client with the fewest prompt
+    tokens prefilled lately goes first: the client's (`prefilled`, recent_use.py) plus the
+    request's own (all it has, less its cached prefix under lpm). A request passed MAX_PASSED_BY
     times goes first of all, then a client's s4 re-admissions. Without clients (every
     in-process request) this is the policy's order, a request passed MAX_PASSED_BY times
     aside. (The scheduler ranks only the `candidates`.)"""
+    cached: dict[int, int] = {}
     if policy == "lpm":
         # Rank by cached prefix length (a read-only walk: a backlog of a hundred requests
         # is ranked at every step, and only the few admitted need their slots).
         cached = {req.rid: cached_len(req) for req in waiting}
         by_policy = sorted(waiting, key=lambda r: -cached[r.rid])  # stable: ties stay FCFS
     elif policy == "fcfs":
-        by_policy = list(waiting)
+        by_policy = list(waiting)  # (no walk of the tree: a request's cost is its whole prompt)
     else:
         raise ValueError(f"unknown schedule policy {policy!r}")
     # An s4 re-admission (a request with output) was running until its jump: it keeps its
@@ -93,8 +95,15 @@ def ranked(
     # go first at every turn: it had nothing running whenever admission ranked, and each of its
     # queued requests had arrived before another client's. A newcomer waited behind all of them
     # (15 chunk forwards of 128 tokens before its first token, behind three queued prompts).
+    # The request's own tokens count too: by the client's alone, a flood of 1,000-token prompts
+    # from addresses never seen (each 0) went before a client that had asked a few short
+    # questions lately, and its 8-token answer took 8.7 s (56 ms alone).
     used: dict[str | None, float] = {c: prefilled(c) for c in {r.client for r in by_policy} if c is not None}
-    return sorted(by_policy, key=lambda r: (r.passed_by < MAX_PASSED_BY, turn[r.rid], used.get(r.client, 0.0)))
+
+    def after(r: Req) -> float:
+        return used.get(r.client, 0.0) + len(r.fill_ids) - cached.get(r.rid, 0)
+
+    return sorted(by_policy, key=lambda r: (r.passed_by < MAX_PASSED_BY, turn[r.rid], after(r)))
 
 
 def passes_ranked_ahead(chosen: list[Req], order: list[Req], waiting: list[Req]) -> Iterator[tuple[Req, list[int]]]:

@@ -224,10 +224,34 @@ def test_a_client_whose_requests_leave_after_their_prefill_does_not_go_first_at_
         eng.shutdown()
 
 
+def test_a_flood_of_long_prompts_from_new_addresses_does_not_go_before_a_light_client():
+    """Within a turn the request that leaves its client with the fewest prompt tokens
+    prefilled lately goes first, its own tokens counted: by the client's recent prefill alone,
+    every never-seen address (0) went before a client that had asked short questions lately,
+    and a stranger's flood of 1,000-token prompts from fresh addresses held its 8-token answer
+    8.7 s (56 ms alone). Its short request now goes at the next prefill."""
+    eng = sgl.Engine(stage="s0", max_total_tokens=4096, max_prefill_tokens=300)
+    try:
+        for _ in range(3):  # the light client's recent use: a few short questions
+            run(eng, [submit(eng, "Hi there", SMALL, "10.0.0.2")])
+        one = {"temperature": 0, "max_new_tokens": 1}
+        flood = [submit(eng, f"Report {i}: " + "lorem ipsum " * 110, one, f"10.9.0.{i}") for i in range(12)]
+        assert all(len(r.fill_ids) > 200 for r in flood)  # one a forward (max_prefill_tokens 300)
+        eng.step()
+        light = submit(eng, "Hi again", SMALL, "10.0.0.2")
+        run(eng, [*flood, light])
+        later = [r for r in flood if admitted_step(eng, r) > admitted_step(eng, light)]
+        assert len(later) >= 10, [admitted_step(eng, r) for r in flood]  # it went at the next prefill
+        assert light.output_ids == eng.generate("Hi again", SMALL)["output_ids"]
+        assert_no_leak(eng)
+    finally:
+        eng.shutdown()
+
+
 def test_within_a_turn_clients_go_in_order_of_their_recent_prefill_then_the_policys():
-    """admission_order.ranked on its own: among clients at one turn, the one with fewer prompt
-    tokens prefilled lately first; equal ones (none yet) in the policy's order; the turns and
-    each client's own order unchanged."""
+    """admission_order.ranked on its own: among clients at one turn, the request that leaves
+    its client with fewer prompt tokens prefilled lately (its own counted) first; equal ones in
+    the policy's order; the turns and each client's own order unchanged."""
     reqs = []
     for rid, client in enumerate(["a", "b", "a", "c", "b", None]):
         req = Req(prompt="p", origin_input_ids=[1, 2, 3], sampling_params=SamplingParams(), rid=rid)
@@ -240,6 +264,12 @@ def test_within_a_turn_clients_go_in_order_of_their_recent_prefill_then_the_poli
     # Without the measure (every client at 0): turns, then arrival.
     order = admission_order.ranked(reqs, [], "fcfs", lambda r: 0)
     assert [r.rid for r in order] == [0, 1, 3, 5, 2, 4]
+    # The request's own prompt counts too: a client never seen, with a long prompt, goes after
+    # a client that has been served a little, with a short one.
+    fresh = Req(prompt="p", origin_input_ids=list(range(900)), sampling_params=SamplingParams(), rid=6)
+    fresh.client = "d"
+    order = admission_order.ranked([fresh, *reqs[:2]], [], "fcfs", lambda r: 0, lambda c: {"d": 0.0, **served}[c])
+    assert [r.rid for r in order] == [1, 0, 6]
 
 
 def test_lpm_counts_cache_hits_ranked_ahead_as_passes(engine, monkeypatch):
