@@ -235,6 +235,7 @@ class OverlapScheduler(Scheduler):
             self.drop_next_decode()
             return None
         self.next_decode = None
+        self.decodes_owed = max(0, self.decodes_owed - 1)  # (a decode step, as `decode_batch` counts one)
         # A decode step that needed no retraction (building it found a slot for everyone),
         # as `retract_for_room` counts one: the ratio decays here too (it stayed at its initial
         # value while every step's batch was built early: 2 decays in 199 decode steps).

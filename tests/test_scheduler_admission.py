@@ -156,6 +156,48 @@ def test_a_prefill_beside_another_clients_decodes_stays_short(reader_client):
         eng.shutdown()
 
 
+@pytest.mark.parametrize("mixed", [False, True], ids=["alternating", "mixed-prefill"])
+@pytest.mark.parametrize(
+    "reader_client", ["10.0.0.2", "10.0.0.1", None], ids=["another-client", "same-client", "in-process"]
+)
+def test_a_long_prompt_beside_another_clients_decodes_is_followed_by_as_many_decodes(reader_client, mixed):
+    """A prompt longer than `max_prefill_tokens_while_others_decode` still goes in whole (it
+    is a batch's first request), so each of another client's tokens waited for all of it: a
+    client's 1,000-token prompts one after another held an 8-token answer 1.7 s (53 ms alone).
+    The running requests then decode once per that many prompt tokens the forward computed
+    (a mixed forward's ride counts as one). Beside the same client's decodes, or in process,
+    the rule is the old one: a decode after each prefill (none extra with mixing)."""
+    eng = sgl.Engine(stage="s0", max_total_tokens=4096, mixed_prefill=mixed)
+    try:
+        reader_params = {"temperature": 0, "max_new_tokens": 24, "ignore_eos": True}
+        alone = eng.generate("Once upon a time", reader_params)["text"]
+        reader = submit(eng, "Once upon a time", reader_params, reader_client)
+        eng.step()  # its prefill: it decodes from now on
+        eng.scheduler.config.max_prefill_tokens_while_others_decode = 100
+        one_token = {"temperature": 0, "max_new_tokens": 1}
+        client = None if reader_client is None else "10.0.0.1"
+        prompts = [submit(eng, f"{i} " + "tick tock " * 50, one_token, client) for i in range(3)]
+        assert all(200 < len(p.fill_ids) <= 300 for p in prompts)  # 3 decodes owed each, beside another client
+        since = len(eng.trace)
+        run(eng, [reader, *prompts])
+        assert reader.output_text == alone and all(p.output_ids for p in prompts)
+        events = [e for e in eng.trace[since:] if e["event"] in ("prefill", "decode")]
+        prefills = [i for i, e in enumerate(events) if e["event"] == "prefill"]
+        # The reader's decodes between one prefill of a prompt and the next (riders included).
+        between = [
+            sum(e["event"] == "decode" and reader.rid in e["reqs"] for e in events[a + 1 : b])
+            + mixed * (reader.rid in events[a].get("riders", []))
+            for a, b in zip(prefills, prefills[1:])
+        ]
+        if reader_client == "10.0.0.2":
+            assert len(prefills) == 3 and between == [3, 3], between  # ~270 tokens each: 3 per 100
+        else:
+            assert len(prefills) == 1  # (no cap: the three in one forward, then decodes as before)
+        assert_no_leak(eng)
+    finally:
+        eng.shutdown()
+
+
 def test_a_backlog_is_ranked_only_as_far_as_one_step_can_admit(monkeypatch):
     """Admission ranks each client's first requests, as many as the free rows (and every
     re-admission): ranking a whole backlog matched every queued request against the tree at
