@@ -501,6 +501,31 @@ def test_a_prompt_too_long_names_the_field_it_came_from(client, path, body, fiel
     assert r.json()["error"]["message"].startswith(f"{field}: ")
 
 
+def test_a_chat_of_more_messages_than_the_context_holds_is_refused_before_its_render(client, monkeypatch):
+    """20,000 two-character messages rendered for ~0.2 s each before the length check refused
+    them, and a client's four at once held another client's answer up to 7.7 s (a stranger's
+    stall hunt). Each message takes at least one token, so more messages than the context
+    holds are refused unrendered; as many as it holds are rendered (and judged by length)."""
+    from minisglang.tokenizer import Tokenizer
+
+    def no_render(*args, **kwargs):
+        raise AssertionError("rendered")
+
+    context = client.get("/get_server_info").json()["max_context_len"]
+    with monkeypatch.context() as m:
+        m.setattr(Tokenizer, "apply_chat_template", no_render)
+        r = client.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}] * (context + 1)})
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
+    assert error["param"] == "messages" and error["code"] == "context_length_exceeded"
+    assert (
+        error["message"]
+        == f"messages: {context + 1:,} messages cannot fit the model's context of {context} tokens (each takes at least one)"
+    )
+    r = client.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}] * context})
+    assert r.status_code == 400 and "messages cannot fit" not in r.json()["error"]["message"]  # rendered, too long
+
+
 def test_the_openai_client_sees_error_objects_for_hostile_input(client):
     """What the attacks above get, as the `openai` client reports it: typed exceptions whose
     body is OpenAI's error object, and retrieve() of the served model."""

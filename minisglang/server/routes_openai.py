@@ -111,6 +111,17 @@ async def serve_chat(
 
 def render(state: ServerState, body: ChatCompletionRequest, tools: list[dict[str, Any]] | None) -> ChatPrompt:
     """The chat's prompt through the model's template, with `tools` described in it."""
+    # Every message takes at least one token of the prompt (its role's markers), so a chat of
+    # more messages than the context holds is refused before its render: 20,000 messages of two
+    # characters (0.9 MB) rendered for ~0.2 s each before the length check refused them, and
+    # four at once from one client held another client's 8-token answer up to 7.7 s.
+    if len(body.messages) > state.max_context:
+        raise RequestError(
+            f"messages: {len(body.messages):,} messages cannot fit the model's context of "
+            f"{state.max_context} tokens (each takes at least one)",
+            param="messages",
+            code=CONTEXT_LENGTH_EXCEEDED,
+        )
     try:  # special tokens come from the template only, never from a message's text
         return state.engine.tokenizer.encode_chat(body.message_dicts(), tools=tools, max_bytes=state.max_prompt_bytes)
     except PromptTooLong:  # (make_req's check, made on the text before it is tokenized)
