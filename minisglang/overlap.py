@@ -159,6 +159,7 @@ class OverlapScheduler(Scheduler):
                 next_token_ids = self.sample_picking(batch, logits, picking, masks)
         if fault.error is not None:  # (the early batch went with its requests: `_finish`)
             return
+        self.owe_decode_time(batch, forward_s)
         with self.timed(parts, "record"):
             self.record_results(batch, next_token_ids)
         self.record_event(
@@ -235,7 +236,6 @@ class OverlapScheduler(Scheduler):
             self.drop_next_decode()
             return None
         self.next_decode = None
-        self.decodes_owed = max(0, self.decodes_owed - 1)  # (a decode step, as `decode_batch` counts one)
         # A decode step that needed no retraction (building it found a slot for everyone),
         # as `retract_for_room` counts one: the ratio decays here too (it stayed at its initial
         # value while every step's batch was built early: 2 decays in 199 decode steps).

@@ -5,8 +5,9 @@ four questions whose answers are counts, not tree or queue work; `PrefillBudget`
 counts and answers them, and `take` counts a chosen request down:
 
 - `forward_full`: would its new tokens make the forward longer than a prefill may be
-  (`max_prefill_tokens`; beside another client's decodes `max_prefill_tokens_while_others_decode`,
-  since each of their tokens waits for this forward), or the running batch wider than its rows?
+  (`max_prefill_tokens`; beside another client's decodes, or another client's request chosen
+  for this forward, `max_prefill_tokens_while_others_decode`, since each of their tokens waits
+  for this forward), or the running batch wider than its rows?
   The first request of a batch always goes in whole (nothing could prefill it otherwise).
 - `cut`: does chunked prefill cut it (more new tokens than the chunk has left)?
 - `fits`: is there KV room for its new tokens and its reserved output, a re-admission
@@ -43,6 +44,7 @@ class PrefillBudget:
     chosen: int = field(init=False, default=0)
     busy: set[str] = field(init=False)  # clients with a request running or chosen
     decoding: set[str | None] = field(init=False)  # clients with a request running (None: in process)
+    waiting_on_it: set[str | None] = field(init=False)  # those and the clients of the requests chosen
     reserved_rows: int = field(init=False)  # rows kept for a client with nothing running
     reserved_tokens: int = field(init=False)  # and as many rows' share of the pool
 
@@ -50,13 +52,17 @@ class PrefillBudget:
         self.forward_tokens = len(self.running) if self.config.mixed_prefill else 0
         self.busy = {r.client for r in self.running if r.client is not None}
         self.decoding = {r.client for r in self.running}
+        self.waiting_on_it = set(self.decoding)
         self.reserved_rows = self.config.reserved_for_new_clients or 0
         self.reserved_tokens = self.config.max_total_tokens * self.reserved_rows // self.config.max_running_requests
 
     def forward_full(self, req: Req, extend: int) -> bool:
         """Whether `req`, computing `extend` new tokens, is one request too many for this forward."""
         limit = self.config.max_prefill_tokens
-        if self.decoding - {req.client}:  # another client's decodes wait for this forward
+        # Another client's decodes, or its first token, wait for this forward: a short request
+        # prefilled in one forward with another client's three ~730-token prompts (nobody was
+        # decoding) waited ~0.5 s for its first token.
+        if self.waiting_on_it - {req.client}:
             limit = min(limit, self.config.max_prefill_tokens_while_others_decode)
         if self.chosen and self.forward_tokens + extend > limit:
             return True
@@ -87,5 +93,6 @@ class PrefillBudget:
         self.forward_tokens += extend
         self.room -= need + locked - self.kept.pop(req.rid, 0)
         self.chosen += 1
+        self.waiting_on_it.add(req.client)
         if req.client is not None:
             self.busy.add(req.client)

@@ -144,6 +144,8 @@ class ScheduledBatch:
     # EXTEND with chunked prefill: a prompt this forward computes only a chunk of. It is fed
     # first, but it is not one of `reqs`: its row of the logits is dropped, it picks no token.
     chunk: Req | None = None
+    # EXTEND: another client's running requests wait for this forward (`owe_decode_time`).
+    beside_others: bool = False
 
     @property
     def prefill_reqs(self) -> list[Req]:
@@ -183,9 +185,10 @@ class Scheduler(SchedulerFaults):
         self.chunked_req: Req | None = None  # admitted, its prompt prefilled in part (chunked prefill)
         # Prefill forwards since the running requests last decoded (without mixed_prefill).
         self.prefills_before_decode = 0
-        # Decode steps the running requests are owed beyond that one, for a prefill longer than
-        # `max_prefill_tokens_while_others_decode` beside another client's decodes (`extra_decodes`).
-        self.decodes_owed = 0
+        # Forward seconds the running requests are owed in decodes (`owe_decode_time`), timed by
+        # `clock` (a test's own clock can stand in).
+        self.decode_seconds_owed = 0.0
+        self.clock: Callable[[], float] = time.perf_counter
         self.sat_out = 0  # requests that sat out this step (grammar work not done)
         self.finished: list[Req] = []  # finished since the last step() returned
         self.generator = seeded_generator(seed)  # every bit of the seed counts (see seeded_generator)
@@ -284,9 +287,11 @@ class Scheduler(SchedulerFaults):
         batch = self.schedule()
         if batch is not None:
             with self.isolate_batch(batch) as fault:  # one bad batch must not stop the loop
+                start = self.clock()
                 logits = self.run(batch)
                 next_token_ids = self.sample(batch, logits)
             if fault.error is None:
+                self.owe_decode_time(batch, self.clock() - start)
                 self.process_results(batch, next_token_ids)
         elif self.grammar_queue and not self.sat_out:
             self.stage.wait_for_compiles(0.005)  # only compiles are pending: leave them the CPU
@@ -302,17 +307,19 @@ class Scheduler(SchedulerFaults):
         forwards in a row have the next step (hook 3 and their decode) before another request
         is admitted or a cut prompt's next chunk runs (SGLang runs a cut prompt to its last
         chunk first: one long prompt would hold every decode back for all its chunks).
-        A prefill beside another client's decodes may owe them more steps (`extra_decodes`).
+        A prefill beside another client's decodes owes them its time (`owe_decode_time`).
         """
         mixed = self.config.mixed_prefill
         if not self.running:
-            self.decodes_owed = 0  # (nobody to owe them to)
+            self.decode_seconds_owed = 0.0  # (nobody to owe it to)
         if mixed:
             self.prepare_decode()
             self.release_aborted()  # a jump that finished its request: it leaves, it is not admitted
-            if self.running and self.decodes_owed:
+            if self.running and self.decode_seconds_owed > 0:
                 return self.decode_batch(prepare=False)
-        elif self.running and (self.prefills_before_decode >= MAX_PREFILLS_BEFORE_DECODE or self.decodes_owed):
+        elif self.running and (
+            self.prefills_before_decode >= MAX_PREFILLS_BEFORE_DECODE or self.decode_seconds_owed > 0
+        ):
             return self.decode_batch()
         continuing = self.chunked_req  # (admitted at an earlier step: its next chunk is in no budget of this one)
         new_reqs = self.get_new_prefill_batch()
@@ -322,14 +329,19 @@ class Scheduler(SchedulerFaults):
             if continuing is not None:
                 riders = self.retract_for_chunk(continuing, riders)
             # (A re-admission, which has output, is the running batch's own work: an s4 jump.)
-            if self.running and any(not r.output_ids for r in new_reqs):
-                self.prefills_before_decode += not mixed
-                self.decodes_owed += self.extra_decodes(new_reqs)
+            if self.running and not mixed and any(not r.output_ids for r in new_reqs):
+                self.prefills_before_decode += 1
+            running = {r.client for r in self.running}
+            beside_others = any(running - {r.client} for r in new_reqs)  # (in process: one client)
             # A prompt longer than the chunk is admitted alone (see get_new_prefill_batch).
             cut = self.prefill_end(new_reqs[0]) < len(new_reqs[0].fill_ids)
             self.chunked_req = new_reqs[0] if cut else None
             return ScheduledBatch(
-                ForwardMode.EXTEND, new_reqs[cut:] + riders, decode_riders=len(riders), chunk=self.chunked_req
+                ForwardMode.EXTEND,
+                new_reqs[cut:] + riders,
+                decode_riders=len(riders),
+                chunk=self.chunked_req,
+                beside_others=beside_others,
             )
         return self.decode_batch(prepare=not mixed)
 
@@ -337,28 +349,28 @@ class Scheduler(SchedulerFaults):
         """The running requests ready to decode (hook 3 first, unless `prepare` is False
         because it ran this step already), after any retraction the pool needs; None if none
         is (they sat out or jumped: the step is theirs all the same)."""
-        if self.prefills_before_decode:
-            self.prefills_before_decode = 0
-        else:
-            self.decodes_owed = max(0, self.decodes_owed - 1)
+        self.prefills_before_decode = 0
         if prepare:
             self.prepare_decode()
         self.retract_for_room()
         decoding = self.ready_reqs(self.running)
+        if not decoding:  # (they wait for their grammars, not for forwards: owed nothing)
+            self.decode_seconds_owed = 0.0
         return ScheduledBatch(ForwardMode.DECODE, decoding) if decoding else None
 
-    def extra_decodes(self, prefilled: list[Req]) -> int:
-        """Decode steps the running requests are owed, beyond the one after any prefill (or the
-        ride in a mixed one), for a prefill of `prefilled` beside another client's decodes: one
-        per `max_prefill_tokens_while_others_decode` prompt tokens it computes. The cap keeps a
-        batch of new requests within that many tokens, but its first request goes in whole, and
-        each of the other client's tokens waited for one such forward: a client's 1,000-token
-        prompts, one after another, held another client's 8-token answer 1.7 s (53 ms alone)."""
-        running = {r.client for r in self.running}
-        if not any(running - {r.client} for r in prefilled):
-            return 0  # (the same client's decodes, or in process: one client)
-        tokens = sum(self.prefill_end(r) - r.kv_len for r in prefilled)
-        return max(0, -(-tokens // self.config.max_prefill_tokens_while_others_decode) - 1)
+    def owe_decode_time(self, batch: ScheduledBatch, seconds: float) -> None:
+        """Time share between one client's prefills and another's decodes: a prefill forward
+        that another client's running requests waited for (`beside_others`) owes them as many
+        seconds of decode forwards, which `schedule` runs before the next prefill; each decode
+        (or verify) forward pays its own seconds off. `max_prefill_tokens_while_others_decode`
+        bounds one forward, not the share: a batch's first request goes in whole, and prompts
+        under the cap came one a forward, a decode after each; a client's back-to-back
+        ~500-token prompts held another client's 8-token answer 1.2-1.7 s (53 ms alone), the
+        prompts taking ~95% of the forwards' time."""
+        if batch.mode == ForwardMode.EXTEND and batch.beside_others:
+            self.decode_seconds_owed += seconds
+        elif batch.mode == ForwardMode.DECODE:
+            self.decode_seconds_owed = max(0.0, self.decode_seconds_owed - seconds)
 
     def riders_for_prefill(self) -> list[Req]:
         """The running requests that may decode inside a mixed prefill forward (all of them;

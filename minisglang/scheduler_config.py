@@ -19,9 +19,8 @@ class SchedulerConfig:
     # decoding (its first request goes in whole all the same): each decode of theirs waits for
     # a prefill forward, and one client's back-to-back ~400-token prompts, 8 to a 3,300-token
     # forward (~180 ms here), held another client's 8-token answer to 1.5 s (0.28 s at 512).
-    # A longer first request is followed by one decode of the running requests per this many of
-    # its tokens (Scheduler.extra_decodes). Requests of no client (in process) are one client:
-    # neither applies among them.
+    # Requests of no client (in process) are one client: the cap never applies among them. (The
+    # running requests' share of the time is Scheduler.owe_decode_time's.)
     max_prefill_tokens_while_others_decode: int = 512
     schedule_policy: str = "lpm"  # "lpm" (longest prefix match first) or "fcfs"
     disable_radix_cache: bool = False

@@ -37,6 +37,17 @@ def test_the_forward_limit_is_lower_only_beside_another_clients_decodes():
         assert b.forward_full(newcomer, limit - 59) is True
 
 
+def test_the_forward_limit_is_lower_once_another_clients_request_is_chosen():
+    """Nobody decodes, but a request chosen first waits for its first token on the whole
+    forward: another client's prompts join it only up to the cap (its own client's, and in
+    process, up to max_prefill_tokens)."""
+    for first, then, limit in [(req("a"), req("b"), 100), (req("a"), req("a"), 400), (req(None), req(None), 400)]:
+        b = budget([], max_prefill_tokens_while_others_decode=100)
+        b.take(first, 20, 20, 0)
+        assert b.forward_full(then, limit - 20) is False
+        assert b.forward_full(then, limit - 19) is True
+
+
 def test_the_first_request_always_goes_in_whole_but_not_past_the_rows():
     b = budget([req("a")], max_prefill_tokens_while_others_decode=10)
     assert b.forward_full(req("b"), 10_000) is False  # nothing chosen yet: it goes whole
