@@ -524,6 +524,19 @@ def test_a_chat_of_more_messages_than_the_context_holds_is_refused_before_its_re
     )
     r = client.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}] * context})
     assert r.status_code == 400 and "messages cannot fit" not in r.json()["error"]["message"]  # rendered, too long
+    # A large body (parsed in turn, SERIAL_PARSE_BYTES) is refused before pydantic parses it.
+    from minisglang.server import client_threads
+
+    def no_parse(*args, **kwargs):
+        raise AssertionError("parsed")
+
+    many = {"messages": [{"role": "user", "content": "hi"}] * 20_000}
+    assert len(json.dumps(many)) > client_threads.SERIAL_PARSE_BYTES
+    with monkeypatch.context() as m:
+        m.setattr(client_threads, "parse", no_parse)
+        r = client.post("/v1/chat/completions", json=many)
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["message"].startswith("messages: 20,000 messages cannot fit")
 
 
 def test_the_openai_client_sees_error_objects_for_hostile_input(client):
