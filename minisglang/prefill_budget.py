@@ -43,16 +43,16 @@ class PrefillBudget:
     chunk_tokens: int = field(init=False, default=0)  # prompt tokens of this batch, riders aside
     chosen: int = field(init=False, default=0)
     busy: set[str] = field(init=False)  # clients with a request running or chosen
-    decoding: set[str | None] = field(init=False)  # clients with a request running (None: in process)
-    waiting_on_it: set[str | None] = field(init=False)  # those and the clients of the requests chosen
+    # Clients whose requests wait for this forward: those running (their decodes) and those
+    # chosen (their first tokens); None: in process.
+    waiting_on_it: set[str | None] = field(init=False)
     reserved_rows: int = field(init=False)  # rows kept for a client with nothing running
     reserved_tokens: int = field(init=False)  # and as many rows' share of the pool
 
     def __post_init__(self) -> None:
         self.forward_tokens = len(self.running) if self.config.mixed_prefill else 0
         self.busy = {r.client for r in self.running if r.client is not None}
-        self.decoding = {r.client for r in self.running}
-        self.waiting_on_it = set(self.decoding)
+        self.waiting_on_it = {r.client for r in self.running}
         self.reserved_rows = self.config.reserved_for_new_clients or 0
         self.reserved_tokens = self.config.max_total_tokens * self.reserved_rows // self.config.max_running_requests
 
