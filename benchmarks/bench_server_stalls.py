@@ -31,8 +31,8 @@ while an attacker sends one class of expensive requests at a time:
 With `--hogs` it runs the hog cases instead, each on servers of its own (one at a time),
 the same load beside each server so the columns compare (the hogs in a process of their own:
 a client reading 250 streams in the bystander's process delayed the bystander's answers by
-seconds the server did not cause; `--only bursts,rows,jumps,arrivals,backlog,chunks,compiles` picks cases, into a section of
-their own):
+seconds the server did not cause; `--only bursts,rows,jumps,arrivals,backlog,chunks,fresh,compiles`
+picks cases, into a section of their own):
 
 * burst_hog: one client sends HOG_BURST streamed chats at once, and again when all are
   answered; the bystander starts 0.3 s after the first burst (on a fresh server each chat
@@ -345,6 +345,7 @@ HOG_DECODE_TOKENS = 8
 HOG_ARRIVERS = 8  # arrivals: connections sending 1-token requests of ~300 prompt tokens back to back
 HOG_BACKLOG_CONNECTIONS, HOG_BACKLOG_N = 64, 128  # backlog: queued choices of one client
 HOG_CHUNKERS = 4  # chunks: connections sending 300-600-token prompts, 1 token each
+HOG_FRESH = 32  # fresh: connections sending ~300-token 1-token prompts, each from an address never seen
 CHUNK_SERVER = ["--stage", "s7", "--chunked-prefill-size", "128"]
 
 
@@ -364,7 +365,7 @@ def scheduling_hog_body(case: str, i: int, rng: random.Random) -> str:
                 "sampling_params": {"n": HOG_BACKLOG_N, "max_new_tokens": 300, "temperature": 1.0, "ignore_eos": True},
             }
         )
-    words = 100 if case == "arrivals" else rng.randint(100, 200)  # ~3 tokens a word
+    words = 100 if case in ("arrivals", "fresh") else rng.randint(100, 200)  # ~3 tokens a word
     return json.dumps({"text": random_words(rng, words), "sampling_params": {"max_new_tokens": 1, "temperature": 0}})
 
 
@@ -379,13 +380,16 @@ def hog_schema_body() -> str:
     return json.dumps({"text": "N", "sampling_params": {"max_new_tokens": 1, "json_schema": json.dumps(schema)}})
 
 
-async def hog(http: httpx.AsyncClient, url: str, client: str, body: Callable[[int], str]) -> None:
-    """One of a hog's connections: a request (`body(i)`, JSON text), then the next as soon as
-    it ends (a response is read whole: a stream to its end), until its process is ended."""
+async def hog(
+    http: httpx.AsyncClient, url: str, client: str | Callable[[int], str], body: Callable[[int], str]
+) -> None:
+    """One of a hog's connections: a request (`body(i)`, JSON text, from `client`, or from
+    `client(i)`), then the next as soon as it ends (a response is read whole: a stream to its
+    end), until its process is ended."""
     i = 0
-    headers = {"X-Forwarded-For": client, "Content-Type": "application/json"}
     while True:
         i += 1
+        headers = {"X-Forwarded-For": client(i) if callable(client) else client, "Content-Type": "application/json"}
         try:
             async with http.stream("POST", url + "/generate", content=body(i), headers=headers, timeout=300) as r:
                 async for _ in r.aiter_bytes():
@@ -470,7 +474,15 @@ async def run_hog(url: str, case: str, addresses: int) -> None:
             rng = random.Random(0)
             tasks = [
                 asyncio.create_task(
-                    hog(http, url, "10.0.2.1", lambda i, c=c: scheduling_hog_body(case, c * 100_000 + i, rng))
+                    hog(
+                        http,
+                        url,
+                        # (fresh: every request from an address never seen before, 10.c.x.y)
+                        (lambda i, c=c: f"10.{100 + c}.{i // 250 % 250}.{i % 250 + 1}")
+                        if case == "fresh"
+                        else "10.0.2.1",
+                        lambda i, c=c: scheduling_hog_body(case, c * 100_000 + i, rng),
+                    )
                 )
                 for c in range(SCHEDULING_HOGS[case])
             ]
@@ -491,7 +503,12 @@ async def run_hog(url: str, case: str, addresses: int) -> None:
         await asyncio.gather(*tasks)
 
 
-SCHEDULING_HOGS = {"arrivals": HOG_ARRIVERS, "backlog": HOG_BACKLOG_CONNECTIONS, "chunks": HOG_CHUNKERS}
+SCHEDULING_HOGS = {
+    "arrivals": HOG_ARRIVERS,
+    "backlog": HOG_BACKLOG_CONNECTIONS,
+    "chunks": HOG_CHUNKERS,
+    "fresh": HOG_FRESH,
+}
 
 
 def bystander_tokens(case: str) -> int:
@@ -516,6 +533,7 @@ HOG_ROWS = [
     ("arrivals", 1, [("default", [])]),
     ("backlog", 1, [("default", [])]),
     ("chunks", 1, [("s7, chunks of 128", CHUNK_SERVER), ("--mixed-prefill", [*CHUNK_SERVER, "--mixed-prefill"])]),
+    ("fresh", 1, [("default", [])]),
 ] + [
     ("compiles", a, [("default", []), ("--compile-usage-half-life 0", ["--compile-usage-half-life", "0"])])
     for a in HOG_ADDRESSES
@@ -541,6 +559,7 @@ def run_hogs(n: int, only: list[str]) -> list[str]:
             "arrivals": f"arrival_hog ({HOG_ARRIVERS} connections of 1-token requests; bystander: {HOG_DECODE_TOKENS} tokens)",
             "backlog": f"backlog_hog ({HOG_BACKLOG_CONNECTIONS} x n={HOG_BACKLOG_N} choices; bystander: {HOG_DECODE_TOKENS} tokens)",
             "chunks": f"chunk_hog ({HOG_CHUNKERS} connections of 300-600-token prompts, s7 chunks of 128; bystander: {HOG_DECODE_TOKENS} tokens)",
+            "fresh": f"fresh_hog ({HOG_FRESH} connections of 1-token requests, each from a new address; bystander: {HOG_DECODE_TOKENS} tokens)",
         }.get(case, f"compile_hog on {addresses} address(es)")
         first = columns[0][0]
         if first != "default":  # (a case whose server is not the default one says which it is)
@@ -620,7 +639,9 @@ def main() -> None:
             f"{HOG_ARRIVERS} connections send ~300-token prompts for 1 token each, back to back; backlog_hog: "
             f"{HOG_BACKLOG_CONNECTIONS} requests of n={HOG_BACKLOG_N} choices of 300 tokens; chunk_hog: "
             f"{HOG_CHUNKERS} connections send 300-600-token prompts for 1 token each to `{' '.join(CHUNK_SERVER)}`; "
-            f"beside these three the bystander asks {HOG_DECODE_TOKENS} greedy tokens. compile_hog: each hog address "
+            f"fresh_hog: {HOG_FRESH} connections send ~300-token prompts for 1 token each, every request from an "
+            "address never seen before (a stranger's address rotation); "
+            f"beside these four the bystander asks {HOG_DECODE_TOKENS} greedy tokens. compile_hog: each hog address "
             f"keeps {HOG_COMPILES} new 2,000-property json_schemas compiling (each a 400 over max_regex_chars); "
             "the bystander's requests each have a new regex, so each waits for a compile thread. Its option-off "
             "column is plain turns (the pool's order before least-used-first); both columns have the other "
