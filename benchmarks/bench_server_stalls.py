@@ -31,7 +31,7 @@ while an attacker sends one class of expensive requests at a time:
 With `--hogs` it runs the hog cases instead, each on servers of its own (one at a time),
 the same load beside each server so the columns compare (the hogs in a process of their own:
 a client reading 250 streams in the bystander's process delayed the bystander's answers by
-seconds the server did not cause; `--only bursts,rows,jumps,arrivals,backlog,chunks,fresh,compiles`
+seconds the server did not cause; `--only bursts,rows,jumps,arrivals,backlog,chunks,fresh,cancels,compiles`
 picks cases, into a section of their own):
 
 * burst_hog: one client sends HOG_BURST streamed chats at once, and again when all are
@@ -55,7 +55,10 @@ picks cases, into a section of their own):
   first token); backlog_hog, HOG_BACKLOG_CONNECTIONS x n=HOG_BACKLOG_N queued choices of one
   client (each step ranked the whole queue); chunk_hog, HOG_CHUNKERS connections sending
   300-600-token prompts to `--stage s7 --chunked-prefill-size 128`, and the same with
-  `--mixed-prefill` (a cut prompt ran to its last chunk before any decode).
+  `--mixed-prefill` (a cut prompt ran to its last chunk before any decode);
+* cancel_hog (stop 65): one client's HOG_CANCELERS connections each connect, send a prompt
+  too long for its max_tokens and hang up after 30 ms, over and over, ~500 connections a
+  second; beside the default server and one with no request rate per client.
 
 For each class it reports the bystander's p50 / p99 / max latency and their ratio to the
 baseline, what the attacker got (status, finish reason or error, seconds), and the
@@ -346,6 +349,11 @@ HOG_ARRIVERS = 8  # arrivals: connections sending 1-token requests of ~300 promp
 HOG_BACKLOG_CONNECTIONS, HOG_BACKLOG_N = 64, 128  # backlog: queued choices of one client
 HOG_CHUNKERS = 4  # chunks: connections sending 300-600-token prompts, 1 token each
 HOG_FRESH = 32  # fresh: connections sending ~300-token 1-token prompts, each from an address never seen
+# cancels: connections of one client that each connect, send a prompt too long for max_tokens and
+# hang up after HOG_CANCEL_AFTER s, over and over (a stranger's CancelLoop: ~500 connections a second)
+HOG_CANCELERS, HOG_CANCEL_AFTER = 16, 0.03
+HOG_CANCEL_ADDRESS = "127.0.0.3"  # its own socket address: the proxy the server trusts is 127.0.0.1
+NO_RATE_LIMIT = ["--max-requests-per-second-per-client", "1000000", "--request-burst-per-client", "1000000"]
 CHUNK_SERVER = ["--stage", "s7", "--chunked-prefill-size", "128"]
 
 
@@ -396,6 +404,26 @@ async def hog(
                     pass
         except httpx.HTTPError:
             await asyncio.sleep(0.1)
+
+
+async def cancel_loop(url: str, i: int) -> None:
+    """One of the cancels hog's connections, from HOG_CANCEL_ADDRESS: connect, send a completion
+    of ~950 random characters for 500 tokens (a 400 once tokenized: it does not fit the
+    context), hang up after HOG_CANCEL_AFTER s without reading, again."""
+    rng = random.Random(i)
+    u = httpx.URL(url)
+    while True:
+        text = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz ") for _ in range(950))
+        body = json.dumps({"prompt": text, "max_tokens": 500, "ignore_eos": True}).encode()
+        head = f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        try:
+            _, writer = await asyncio.open_connection(u.host, u.port, local_addr=(HOG_CANCEL_ADDRESS, 0))
+        except OSError:
+            await asyncio.sleep(0.01)
+            continue
+        writer.write(head.encode() + body)
+        await asyncio.sleep(HOG_CANCEL_AFTER)
+        writer.close()
 
 
 async def burst_chat(http: httpx.AsyncClient, url: str, i: int) -> None:
@@ -462,6 +490,8 @@ async def run_hog(url: str, case: str, addresses: int) -> None:
         "jumps": (HOG_JUMPERS, {"max_new_tokens": HOG_JUMP_TOKENS, "temperature": 0, "regex": JUMPY}, "List pairs."),
         "rows": (HOG_STREAMS, {"max_new_tokens": HOG_STREAM_TOKENS, "ignore_eos": True}, "Go"),
     }
+    if case == "cancels":
+        await asyncio.gather(*(cancel_loop(url, i) for i in range(HOG_CANCELERS)))
     async with httpx.AsyncClient(timeout=300, limits=limits) as http:
         if case == "bursts":
             while True:
@@ -512,8 +542,8 @@ SCHEDULING_HOGS = {
 
 
 def bystander_tokens(case: str) -> int:
-    """The bystander's tokens a request beside `case`: a decode for the scheduling hogs."""
-    return HOG_DECODE_TOKENS if case in SCHEDULING_HOGS else 1
+    """The bystander's tokens a request beside `case`: a decode for the scheduling hogs and cancels."""
+    return HOG_DECODE_TOKENS if case in SCHEDULING_HOGS or case == "cancels" else 1
 
 
 def spread(lat: list[float], statuses: list[int]) -> str:
@@ -534,6 +564,7 @@ HOG_ROWS = [
     ("backlog", 1, [("default", [])]),
     ("chunks", 1, [("s7, chunks of 128", CHUNK_SERVER), ("--mixed-prefill", [*CHUNK_SERVER, "--mixed-prefill"])]),
     ("fresh", 1, [("default", [])]),
+    ("cancels", 1, [("default", []), ("no rate limit", NO_RATE_LIMIT)]),
 ] + [
     ("compiles", a, [("default", []), ("--compile-usage-half-life 0", ["--compile-usage-half-life", "0"])])
     for a in HOG_ADDRESSES
@@ -560,6 +591,7 @@ def run_hogs(n: int, only: list[str]) -> list[str]:
             "backlog": f"backlog_hog ({HOG_BACKLOG_CONNECTIONS} x n={HOG_BACKLOG_N} choices; bystander: {HOG_DECODE_TOKENS} tokens)",
             "chunks": f"chunk_hog ({HOG_CHUNKERS} connections of 300-600-token prompts, s7 chunks of 128; bystander: {HOG_DECODE_TOKENS} tokens)",
             "fresh": f"fresh_hog ({HOG_FRESH} connections of 1-token requests, each from a new address; bystander: {HOG_DECODE_TOKENS} tokens)",
+            "cancels": f"cancel_hog ({HOG_CANCELERS} connections that send a prompt too long and hang up after {HOG_CANCEL_AFTER * 1e3:.0f} ms, over and over; bystander: {HOG_DECODE_TOKENS} tokens)",
         }.get(case, f"compile_hog on {addresses} address(es)")
         first = columns[0][0]
         if first != "default":  # (a case whose server is not the default one says which it is)
@@ -641,7 +673,11 @@ def main() -> None:
             f"{HOG_CHUNKERS} connections send 300-600-token prompts for 1 token each to `{' '.join(CHUNK_SERVER)}`; "
             f"fresh_hog: {HOG_FRESH} connections send ~300-token prompts for 1 token each, every request from an "
             "address never seen before (a stranger's address rotation); "
-            f"beside these four the bystander asks {HOG_DECODE_TOKENS} greedy tokens. compile_hog: each hog address "
+            f"cancel_hog: {HOG_CANCELERS} connections of one client (its own socket address, not the trusted "
+            f"proxy) each connect, send ~950 random characters for 500 tokens (a 400: too long for the context) "
+            f"and hang up after {HOG_CANCEL_AFTER * 1e3:.0f} ms, over and over (a stranger's CancelLoop); its "
+            "option-off column lifts the per-client request rate (max_requests_per_second_per_client). "
+            f"Beside these five the bystander asks {HOG_DECODE_TOKENS} greedy tokens. compile_hog: each hog address "
             f"keeps {HOG_COMPILES} new 2,000-property json_schemas compiling (each a 400 over max_regex_chars); "
             "the bystander's requests each have a new regex, so each waits for a compile thread. Its option-off "
             "column is plain turns (the pool's order before least-used-first); both columns have the other "

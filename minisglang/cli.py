@@ -342,6 +342,8 @@ def cmd_serve(args) -> int:
         "header_timeout": args.header_timeout,
         "write_timeout": args.write_timeout,
         "max_connections_per_client": args.max_connections_per_client,
+        "max_requests_per_second_per_client": args.max_requests_per_second_per_client,
+        "request_burst_per_client": args.request_burst_per_client,
         "forwarded_allow_ips": args.forwarded_allow_ips,
         "stall_timeout": args.stall_timeout,
         "max_header_bytes": args.max_header_bytes,
@@ -662,6 +664,18 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="connections one client address may hold open; one more is a 503 (default 256; "
         "the proxies of --forwarded-allow-ips are not counted)",
+    )
+    sv.add_argument(
+        "--max-requests-per-second-per-client",
+        type=float,
+        default=None,
+        help="requests one client may start a second; 429 above (default 50)",
+    )
+    sv.add_argument(
+        "--request-burst-per-client",
+        type=int,
+        default=None,
+        help="requests one client may start at once after a quiet spell (default 200)",
     )
     sv.add_argument(
         "--max-header-bytes",

@@ -5,6 +5,7 @@ now gets a clear answer for that request alone while everyone else is served and
 leaks (`Engine.stats().pools_full`).
 """
 
+import asyncio
 import decimal
 import json
 import re
@@ -255,6 +256,53 @@ def test_a_client_may_hold_only_so_many_connections_and_a_trusted_proxy_any():
             finally:
                 for s in held:
                     s.close()
+    eng.shutdown()
+
+
+def test_a_client_starting_requests_faster_than_its_rate_is_refused_and_others_are_not():
+    """A stranger's CancelLoop: ~500 connections a second from one client, each a prompt too
+    long for the context, hung up after 30 ms, kept the event loop busy with reading and
+    routing them: another client's 8-token answer took 0.6-0.7 s (53 ms alone). A client may
+    start request_burst_per_client requests at once and max_requests_per_second_per_client a
+    second: past that, a request on an open connection is a 429 with Retry-After, and a new
+    connection is answered 429 before it sends anything; another client is served all the
+    while, and the first again once a token has come back. Behind a trusted proxy each
+    forwarded client has its own."""
+    eng = sgl.Engine(stage="s1", max_total_tokens=2000, max_running_requests=8)
+    for proxies in (None, "127.0.0.1"):
+        options = ServerOptions(
+            max_requests_per_second_per_client=2.0, request_burst_per_client=3, forwarded_allow_ips=proxies
+        )
+        app = create_app(eng, options)
+        now = [0.0]
+        app.state.server.request_rate.clock = lambda: now[0]  # (no token comes back unless the test says)
+        first = {"X-Forwarded-For": "10.0.0.1"} if proxies else {}
+        other = {"X-Forwarded-For": "10.0.0.2"} if proxies else {}
+        with serving_in_thread(app) as url:
+            with (
+                httpx.Client(base_url=url, timeout=30, headers=first) as a,
+                httpx.Client(
+                    base_url=url, timeout=30, headers=other, transport=httpx.HTTPTransport(local_address="127.0.0.2")
+                ) as b,
+            ):
+                assert [a.get("/health").status_code for _ in range(3)] == [200] * 3
+                refused = a.post("/v1/completions", json={"prompt": "hi", "max_tokens": 2})
+                assert refused.status_code == 429 and refused.headers["retry-after"] == "1"  # a token in 0.5 s
+                error = refused.json()["error"]
+                assert error["type"] == "rate_limit_error"
+                assert error["message"] == (
+                    "this client starts requests faster than 2 a second (limit max_requests_per_second_per_client, "
+                    "bursts of 3); retry in 0.50 s"
+                )
+                if proxies is None:  # a new connection of that client: refused before its head
+                    with socket.create_connection((httpx.URL(url).host, httpx.URL(url).port), timeout=30) as s:
+                        reply, _ = read_until_closed(s)
+                    assert reply.startswith(b"HTTP/1.1 429") and b"retry-after: 1\r\n" in reply, reply[:300]
+                    assert json.loads(reply.partition(b"\r\n\r\n")[2])["error"]["message"] == error["message"]
+                assert b.post("/v1/completions", json={"prompt": "hi", "max_tokens": 2}).status_code == 200
+                now[0] += 0.5  # one token back
+                assert a.post("/v1/completions", json={"prompt": "hi", "max_tokens": 2}).status_code == 200
+                assert a.get("/health").status_code == 429
     eng.shutdown()
 
 
@@ -823,8 +871,9 @@ def test_an_ipv6_client_is_its_64_network_for_every_per_client_limit(monkeypatch
     assert seen == ["2001:db8:0:7::/64", "2001:db8:0:7::/64", "192.0.2.5"]
 
 
-def _body_request(who: str, host: str, size: int):
-    """A starlette Request from `host` whose JSON body's text starts with `who`, padded to `size`."""
+def _body_request(who: str, host: str, size: int, left: bool = False):
+    """A starlette Request from `host` whose JSON body's text starts with `who`, padded to
+    `size`; `left`: its client hung up after sending it."""
     from starlette.requests import Request
 
     body = json.dumps({"text": who.ljust(size, ".")}).encode()
@@ -839,8 +888,10 @@ def _body_request(who: str, host: str, size: int):
     sent = []
 
     async def receive():
-        if sent:
+        if sent and left:
             return {"type": "http.disconnect"}
+        if sent:  # as uvicorn's: nothing more arrives while the client stays
+            await asyncio.Event().wait()
         sent.append(1)
         return {"type": "http.request", "body": body, "more_body": False}
 
@@ -877,8 +928,6 @@ def test_a_clients_large_bodies_are_parsed_one_at_a_time(monkeypatch):
     parsed side by side, each holding the GIL for most of its 0.3-1 s, and another client's
     streamed answer took 2-2.7 s. A client's bodies of SERIAL_PARSE_BYTES or more now take
     turns (small ones and other clients' do not wait), and nothing is kept after."""
-    import asyncio
-
     from minisglang.server import client_threads
 
     _, most = _watched_parse(monkeypatch, 0.05)
@@ -897,13 +946,37 @@ def test_a_clients_large_bodies_are_parsed_one_at_a_time(monkeypatch):
     assert dict(client_threads._turns) == {}
 
 
+def test_a_request_whose_client_left_before_its_turn_is_not_parsed(monkeypatch):
+    """In the same CancelLoop, the server went on parsing and tokenizing the requests of a
+    client that had hung up, in its turns of the thread pool, for seconds after the flood
+    ended (another client's answers stayed ~0.5 s slow until they were done). A call in a
+    client's turn now first looks whether the client is still there: one that left is a
+    ClientDisconnect (answered 499), its body unparsed."""
+    from starlette.requests import ClientDisconnect
+
+    from minisglang.server import client_threads
+
+    began, _ = _watched_parse(monkeypatch, 0.0)
+
+    async def main():
+        with pytest.raises(ClientDisconnect):
+            await client_threads.parse_body(
+                GenerateRequest, _body_request("gone-aa", "10.0.0.1", 100, True), ServerOptions()
+            )
+        stays = await client_threads.parse_body(
+            GenerateRequest, _body_request("stays-bb", "10.0.0.1", 100), ServerOptions()
+        )
+        assert stays.text.startswith("stays-bb")
+
+    asyncio.run(main())
+    assert began == ["stays-bb"]
+
+
 def test_a_clients_burst_leaves_the_thread_pool_to_others(monkeypatch):
     """One client's burst of 100 chats took all 40 threads of the pool, and another client's
     request waited behind the burst's renders (0.2-0.6 s on 2 CPUs). A client now has at most
     THREADS_PER_CLIENT calls in the pool: a second client's body, sent after 60 of the first's,
     is parsed among the first few."""
-    import asyncio
-
     from minisglang.server import client_threads
 
     # 50 ms a parse: at 10 ms, on a loaded machine a burst parse ended (and the next began)

@@ -22,7 +22,7 @@ from ..protocol import RequestError
 from . import routes_native, routes_openai, routes_responses
 from .engine_loop import EngineLoop
 from .errors import add_error_handlers, error_response
-from .http_limits import HeaderLimits, h11_protocol
+from .http_limits import HeaderLimits, RateLimits, h11_protocol
 from .state import ServerOptions, ServerState, server_state
 
 
@@ -47,6 +47,13 @@ def create_app(
     app.state.server = state  # what every route reads (state.server_state)
     add_error_handlers(app)
     app.add_middleware(HeaderLimits, options=state.options, refuse=lambda message: error_response(state, message, 431))
+    # (added last: the outermost, so a client over its rate costs no other middleware's work)
+    app.add_middleware(
+        RateLimits,
+        options=state.options,
+        rate=state.request_rate,
+        refuse=lambda message, retry: error_response(state, message, 429, retry_after=retry),
+    )
     app.include_router(routes_native.router)
     app.include_router(routes_openai.router)
     app.include_router(routes_responses.router)
@@ -135,7 +142,8 @@ def _uvicorn_config(app: FastAPI, host: str, port: int, **more: Any):
     proxies its ServerOptions name, and from nobody when it names none."""
     import uvicorn
 
-    options = app.state.server.options
+    state = app.state.server
+    options = state.options
     proxies = options.forwarded_allow_ips
     # uvicorn reads X-Forwarded-For by default, and its forwarded_allow_ips=None means
     # $FORWARDED_ALLOW_IPS or 127.0.0.1: trusting no proxy takes proxy_headers=False.
@@ -146,7 +154,7 @@ def _uvicorn_config(app: FastAPI, host: str, port: int, **more: Any):
         log_level="warning",
         proxy_headers=bool(proxies),
         forwarded_allow_ips=proxies or None,
-        http=h11_protocol(options),
+        http=h11_protocol(options, state.request_rate),
         h11_max_incomplete_event_size=options.max_header_bytes,
         **more,
     )

@@ -20,6 +20,7 @@ from typing import ParamSpec, TypeVar
 from fastapi import Request
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
+from starlette.requests import ClientDisconnect
 
 from ..protocol import RequestError, parse
 from .http_limits import read_body, request_client
@@ -52,8 +53,11 @@ def _turn(request: Request, alone: bool) -> asyncio.Semaphore:
 
 async def run_for_client(request: Request, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
     """`fn(*args, **kwargs)` in the thread pool once `request`'s client has a turn (waiting
-    for one holds no thread)."""
+    for one holds no thread); ClientDisconnect (answered 499) instead if the client has left
+    by then. Call it once the body is read (a disconnect check would take a body message)."""
     async with _turn(request, alone=False):
+        if await request.is_disconnected():
+            raise ClientDisconnect()
         return await run_in_threadpool(fn, *args, **kwargs)
 
 

@@ -1,6 +1,8 @@
-"""What the HTTP layer refuses before a handler parses anything: a request head with too
-many or too large headers (431, `HeaderLimits` and `h11_protocol`), and a body that is not
-uncompressed UTF-8 JSON (415), too large (413) or too slow to arrive (408) (`read_body`).
+"""What the HTTP layer refuses before a handler parses anything: a client starting requests
+faster than its rate (429, `h11_protocol` at a new connection and `RateLimits` per request;
+request_rate.py), a request head with too many or too large headers (431, `HeaderLimits`
+and `h11_protocol`), and a body that is not uncompressed UTF-8 JSON (415), too large (413)
+or too slow to arrive (408) (`read_body`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from fastapi.responses import Response
 from ..constrained.json_schema import short_value
 from ..protocol import RequestError
 from .errors import error_body
+from .request_rate import RequestRate, retry_after
 from .state import ServerOptions
 
 
@@ -95,7 +98,34 @@ class HeaderLimits:
         await self.app(scope, receive, send)
 
 
-def h11_protocol(options: ServerOptions):
+def too_fast(options: ServerOptions, wait: float) -> str:
+    """The 429's message for a client that may start its next request in `wait` seconds."""
+    return (
+        f"this client starts requests faster than {options.max_requests_per_second_per_client:g} a second "
+        f"(limit max_requests_per_second_per_client, bursts of {options.request_burst_per_client}); "
+        f"retry in {wait:.2f} s"
+    )
+
+
+class RateLimits:
+    """ASGI middleware: a request whose client has no token left in `rate` gets
+    `refuse(message, retry_after)`, a 429 response, before any other middleware or the
+    router sees it (the cheapest refusal once a request's head has been read)."""
+
+    def __init__(self, app, options: ServerOptions, rate: RequestRate, refuse: Callable[[str, int], Response]):
+        self.app, self.options, self.rate, self.refuse = app, options, rate, refuse
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http":
+            client = scope.get("client")
+            wait = self.rate.take(client_of(client[0]) if client else "unknown")
+            if wait > 0:
+                await self.refuse(too_fast(self.options, wait), retry_after(wait))(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def h11_protocol(options: ServerOptions, rate: RequestRate):
     """uvicorn's h11 protocol, answering a request head it cannot read in OpenAI's error shape,
     and one that does not arrive within `header_timeout` seconds; closing a connection whose
     client leaves its answer unread for `write_timeout` seconds.
@@ -113,6 +143,11 @@ def h11_protocol(options: ServerOptions):
     under `ulimit -n 1024` (a stranger's find: every other client timed out). Here the head has
     `header_timeout` seconds from the connection's opening or the answer before; one begun and
     not finished is a 408, a connection that sent nothing is closed.
+
+    A client with no token left in `rate` (request_rate.py) has its new connection answered
+    429 before its head is read: a flood of connections that each send one request is refused
+    for a fraction of what reading and routing each request costs. (Requests on a connection
+    already open take their tokens in `RateLimits`.)
 
     Nor has uvicorn a deadline for writing: a client that opened a stream and read none of it
     kept its connection and every chunk the engine made for it (queued while the send waited)
@@ -197,6 +232,10 @@ def h11_protocol(options: ServerOptions):
                     )
                     self.write_raw(503, message)
                     return
+                wait = rate.wait(self.counted)
+                if wait > 0:
+                    self.write_raw(429, too_fast(options, wait), retry_after(wait))
+                    return
             self.await_head()
 
         def on_response_complete(self) -> None:
@@ -229,11 +268,13 @@ def h11_protocol(options: ServerOptions):
                 return
             self.write_raw(408, f"the request's line and headers took longer than {header_timeout:g} s to arrive")
 
-        def write_raw(self, status: int, message: str) -> None:
-            """Answer `status` in OpenAI's error shape and close (written raw: h11 sends no
-            response before it has read a request)."""
+        def write_raw(self, status: int, message: str, retry: int | None = None) -> None:
+            """Answer `status` in OpenAI's error shape (with Retry-After: `retry` seconds) and
+            close (written raw: h11 sends no response before it has read a request)."""
             body = json.dumps(error_body(message, status)).encode()
             head = f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\ncontent-type: application/json\r\n"
+            if retry is not None:
+                head += f"retry-after: {retry}\r\n"
             head += f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
             self.transport.write(head.encode() + body)
             self.close_soon()

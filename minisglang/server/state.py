@@ -11,6 +11,7 @@ from starlette.requests import Request
 from ..engine import Engine
 from ..metrics import ServerMetrics
 from ..tokenizer import Tokenizer
+from .request_rate import RequestRate
 
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Callable
@@ -48,6 +49,12 @@ class ServerOptions:
     # connections still filled every file descriptor (a stranger's find: ~34 a second filled a
     # server under `ulimit -n 1024`). One more is answered 503 and closed.
     max_connections_per_client: int = 256
+    # Requests one client may start a second, and at once after a quiet spell; 429 above
+    # (server/request_rate.py). Each costs the one event loop every client shares ~1 ms before
+    # any handler runs, refused or not: ~500 a second from one client made another's 8-token
+    # answer 12x slower (a stranger's CancelLoop). Far above what this engine answers a second.
+    max_requests_per_second_per_client: float = 50.0
+    request_burst_per_client: int = 200
     # /health turns 503 when the scheduler loop has been stuck this many seconds (in one step,
     # or anywhere else) while requests wait; an idle loop comes round every 50 ms.
     stall_timeout: float = 5.0
@@ -78,6 +85,8 @@ class ServerOptions:
             ("header_timeout", 0.001),
             ("write_timeout", 0.001),
             ("max_connections_per_client", 1),
+            ("max_requests_per_second_per_client", 0.001),
+            ("request_burst_per_client", 1),
             ("stall_timeout", 0.001),
             ("max_header_bytes", 1024),
             ("max_headers", 16),
@@ -105,6 +114,7 @@ class ServerState:
     loop: EngineLoop | None = None
     gc_guard: GcGuard | None = None  # serve()'s (the EngineLoop reclaims through it when idle)
     metrics: ServerMetrics = field(init=False)
+    request_rate: RequestRate = field(init=False)  # each client's requests a second (http_limits.py)
     model_id: str = field(init=False)
     max_context: int = field(init=False)
     max_prompt_bytes: int = field(init=False)
@@ -112,6 +122,9 @@ class ServerState:
 
     def __post_init__(self) -> None:
         self.metrics = ServerMetrics(self.engine, self.step_timings, lambda: self.gc_guard)
+        self.request_rate = RequestRate(
+            self.options.max_requests_per_second_per_client, self.options.request_burst_per_client
+        )
         self.model_id = self.engine.model_path.rstrip("/").rsplit("/", 1)[-1]
         self.max_context = self.engine.max_context_len
         # A prompt of more bytes than this has more tokens than the context holds, whatever they
