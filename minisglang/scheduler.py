@@ -183,6 +183,10 @@ class Scheduler(SchedulerFaults):
         self.waiting_queue: list[Req] = []  # ready to be prefilled, in the order they entered it
         self.running: list[Req] = []  # decoding
         self.chunked_req: Req | None = None  # admitted, its prompt prefilled in part (chunked prefill)
+        # rid -> every request accepted and not yet released, whichever queue holds it: an abort
+        # finds its request here, not by a scan (a client that left with 8,192 queued choices
+        # sent 8,192 aborts, and scanning the queues for each held the scheduler 2.4 s).
+        self.live: dict[int, Req] = {}
         # Prefill forwards since the running requests last decoded (without mixed_prefill).
         self.prefills_before_decode = 0
         # Forward seconds the running requests are owed in decodes (`owe_decode_time`), timed by
@@ -235,6 +239,7 @@ class Scheduler(SchedulerFaults):
         if req.finished:
             self._finish(req)
         else:
+            self.live[req.rid] = req
             self.grammar_queue.append(req)
 
     def requests(self) -> list[Req]:
@@ -245,16 +250,26 @@ class Scheduler(SchedulerFaults):
 
     def abort(self, rid: int, message: str = "aborted by the client") -> bool:
         """Abort a request wherever it is; it leaves at the start of the next step."""
-        for req in self.requests():
-            if req.rid == rid:
-                req.finish("abort", AbortKind.CANCELLED, message=message)
-                return True
-        return False
+        req = self.live.get(rid)
+        if req is None:
+            return False
+        req.finish("abort", AbortKind.CANCELLED, message=message)
+        return True
 
     def release_aborted(self) -> None:
-        """Let every finished request still in a queue leave now (the start of a step does this)."""
-        for req in [r for r in self.requests() if r.finished]:
-            self.release_request(req)
+        """Let every finished request still in the engine leave now (the start of a step does
+        this): each queue filtered once, not searched once per request that leaves."""
+        gone = [r for r in self.requests() if r.finished and not r.released]  # (in the queues' order)
+        queued = {r.rid for r in gone}
+        gone += [r for r in self.live.values() if r.finished and r.rid not in queued]  # (an error left it in none)
+        if not gone:
+            return
+        for queue in (self.grammar_queue, self.waiting_queue, self.running):
+            queue[:] = [r for r in queue if not r.finished or r.released]
+        for req in gone:
+            if req is self.chunked_req:
+                self.chunked_req = None
+            self._finish(req)
 
     def release_request(self, req: Req) -> None:
         """Let finished `req` leave now, from whichever queue holds it (from none, when an
@@ -606,6 +621,7 @@ class Scheduler(SchedulerFaults):
             self.release_memory(req)
         req.radix_mark = None  # (one left waiting after a jump: it would keep a node, and its tree, alive)
         req.released = True
+        self.live.pop(req.rid, None)
         self.count_finished(req)
         self.record_event("finish", req, reason=req.finished_reason)
         self.finished.append(req)

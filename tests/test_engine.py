@@ -223,6 +223,40 @@ def test_abort_from_the_step_api(engine):
     assert_no_leak(engine)
 
 
+@settings(max_examples=25, deadline=None)
+@given(ops=st.lists(st.tuples(st.sampled_from(["submit", "abort", "step"]), st.integers(0, 12)), max_size=30))
+def test_an_abort_finds_its_request_by_rid_wherever_it_waits(engine, ops):
+    """Scheduler.live, the index an abort looks in (a client that left with 8,192 queued
+    choices sent as many aborts, and a scan of the queues for each held the scheduler 2.4 s),
+    holds exactly the requests in the engine, in any queue; an abort is True for those
+    alone, finds them without walking the queues, and each leaves by the next step."""
+    s = engine.scheduler
+    submitted: list[Req] = []
+    for op, k in ops:
+        if op == "submit":
+            submitted.append(engine.submit(PROMPTS[k % len(PROMPTS)], {"max_new_tokens": k + 1, "temperature": 0}))
+        elif op == "abort":
+            rid = submitted[k % len(submitted)].rid if submitted and k < 10 else 10**9 + k
+            inside = any(r.rid == rid for r in s.requests())
+
+            def walked():
+                raise AssertionError("abort walked the queues")
+
+            s.requests = walked  # (an instance attribute: the class's method is back below)
+            try:
+                assert engine.abort(rid) == inside
+            finally:
+                del s.requests
+        else:
+            engine.step()
+        assert s.live == {r.rid: r for r in s.requests() if not r.released}
+    for req in submitted:
+        engine.abort(req.rid)
+    engine.step()
+    assert all(req.released for req in submitted) and not s.live
+    assert_no_leak(engine)
+
+
 def test_streaming_joins_to_the_final_text(engine):
     params = {"temperature": 0, "max_new_tokens": 40}
     final = engine.generate(PROMPTS[0], params)["text"]
